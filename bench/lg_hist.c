@@ -1,0 +1,67 @@
+/* lg_hist: log-linear histogram, see lg_hist.h. */
+#include "lg_hist.h"
+
+#include <string.h>
+
+void lg_hist_init(lg_hist_t *h)
+{
+    memset(h, 0, sizeof *h);
+    h->min = UINT64_MAX;
+}
+
+void lg_hist_merge(lg_hist_t *dst, const lg_hist_t *src)
+{
+    if (!src->count)
+        return;
+    for (unsigned i = 0; i < LG_HIST_BUCKETS; i++)
+        dst->b[i] += src->b[i];
+    dst->count += src->count;
+    dst->sum += src->sum;
+    if (src->min < dst->min)
+        dst->min = src->min;
+    if (src->max > dst->max)
+        dst->max = src->max;
+}
+
+uint64_t lg_hist_bucket_low(unsigned i)
+{
+    if (i < 2 * LG_HIST_SUB)
+        return i;
+    unsigned shift = i / LG_HIST_SUB - 1;
+    return (uint64_t)(i - shift * LG_HIST_SUB) << shift;
+}
+
+uint64_t lg_hist_bucket_width(unsigned i)
+{
+    return i < 2 * LG_HIST_SUB ? 1 : (uint64_t)1 << (i / LG_HIST_SUB - 1);
+}
+
+uint64_t lg_hist_quantile(const lg_hist_t *h, double q)
+{
+    if (!h->count)
+        return 0;
+    if (q >= 1.0)
+        return h->max;
+    double want = q * (double)h->count;
+    uint64_t rank = (uint64_t)want;
+    if ((double)rank < want) /* ceil() without libm */
+        rank++;
+    if (rank < 1)
+        rank = 1;
+    uint64_t seen = 0;
+    for (unsigned i = 0; i < LG_HIST_BUCKETS; i++) {
+        seen += h->b[i];
+        if (seen >= rank) {
+            uint64_t hi = lg_hist_bucket_low(i) + lg_hist_bucket_width(i) - 1;
+            if (hi > h->max)
+                hi = h->max;
+            return hi < h->min ? h->min : hi;
+        }
+    }
+    return h->max;
+}
+
+double lg_hist_mean(const lg_hist_t *h)
+{
+    return h->count ? (double)h->sum / (double)h->count : 0.0;
+}

@@ -1,0 +1,19 @@
+/*
+ * fs — open a file below a directory without ever leaving it.  The OS shim of
+ * the server: Linux's openat2(RESOLVE_BENEATH) where it exists, a
+ * component-by-component walk that refuses symlinks elsewhere.
+ */
+#ifndef GATLING_FS_H
+#define GATLING_FS_H
+
+/*
+ * Open rel (relative, no leading '/'; "" or "." for dir itself) below the
+ * directory dirfd, read-only, non-blocking, close-on-exec.  Symlinks are
+ * followed only while they stay below root_real (the canonical path of the
+ * document root, for symlinks given as absolute paths).  Returns the fd, or
+ * -1 with errno: ENOENT/ENOTDIR (missing), EXDEV (would leave the root),
+ * EACCES, ELOOP, ENAMETOOLONG, EMFILE/ENFILE.
+ */
+int fs_open_beneath(int dirfd, const char *rel, const char *root_real);
+
+#endif

@@ -1,0 +1,17 @@
+# gatling/: the server.  GATLING_LIBOBJS (everything but main) is also linked
+# into the C unit tests.  Objects go to $(B)/srv/, since $(B)/gatling is the
+# binary.
+GATLING_SRC := $(filter-out gatling/main.c,$(wildcard gatling/*.c))
+GATLING_LIBOBJS := $(GATLING_SRC:gatling/%.c=$(B)/srv/%.o)
+
+$(B)/srv/%.o: gatling/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
+$(B)/gatling: $(B)/srv/main.o $(GATLING_LIBOBJS) $(IO_LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+all: gatling/gatling
+
+gatling/gatling: $(B)/gatling
+	cp $< $@

@@ -1,0 +1,17 @@
+/*
+ * handler — from a parsed request to a queued response.  handler.c checks
+ * what every request must satisfy (Host, framing, method) and dispatches;
+ * each kind of resource has its own file (static.c: files and directories).
+ */
+#ifndef GATLING_HANDLER_H
+#define GATLING_HANDLER_H
+
+#include "conn.h"
+
+/* Queue the response to req on c.  0, or -1 if nothing could be queued. */
+int handler_dispatch(conn_t *c, const http_request_t *req);
+
+/* GET/HEAD of a file or directory below the document root (static.c). */
+int static_serve(conn_t *c, const http_request_t *req);
+
+#endif

@@ -1,0 +1,54 @@
+/*
+ * http_parse — the HTTP/1.x request-head parser (RFC 9112 section 2-5).
+ *
+ * A pure function over the caller's buffer: no I/O, no allocation, no
+ * globals.  The results are pointer/length pairs into that buffer.
+ */
+#ifndef GATLING_HTTP_PARSE_H
+#define GATLING_HTTP_PARSE_H
+
+#include <stddef.h>
+
+#define HTTP_MAX_TARGET 4096  /* longer request-target: 414 */
+#define HTTP_MAX_HEAD 16384   /* longer request line + header section: 431 */
+#define HTTP_MAX_HEADERS 100  /* more header fields: 431 */
+
+enum {
+    HTTP_MALFORMED = -1, /* *status says how to answer: 400, 414, 431, 505 */
+    HTTP_INCOMPLETE = -2 /* need more bytes */
+};
+
+typedef struct http_str {
+    const char *p;
+    size_t n;
+} http_str_t;
+
+typedef struct http_header {
+    http_str_t name, value; /* value without surrounding whitespace */
+} http_header_t;
+
+typedef struct http_request {
+    http_str_t method, target;
+    http_str_t line;  /* the whole request line, for the access log */
+    int version;      /* 10 for HTTP/1.0, 11 for HTTP/1.1 */
+    size_t nheaders;
+    http_header_t headers[HTTP_MAX_HEADERS];
+} http_request_t;
+
+/*
+ * Parse the request head at buf[0..len).  Returns the number of bytes of the
+ * head (request line, headers and the empty line; leading empty lines are
+ * skipped and counted), HTTP_INCOMPLETE, or HTTP_MALFORMED with *status set.
+ * Bare LF line ends are accepted; obs-fold, control characters and
+ * whitespace before a header's colon are not.  An over-long target or head
+ * is reported as soon as it is seen, before the head is complete.
+ */
+long http_parse_request(const char *buf, size_t len, http_request_t *req, int *status);
+
+/* The value of the first header named name (case-insensitive), or NULL. */
+const http_str_t *http_header(const http_request_t *req, const char *name);
+
+/* Whether comma-separated list s contains token tok (case-insensitive). */
+int http_list_has(http_str_t s, const char *tok);
+
+#endif

@@ -1,0 +1,150 @@
+/*
+ * gatling — a scalable static web server.
+ *
+ * main() parses the command line into a struct config, sets up the document
+ * root and the listeners, and runs the loop (or the -W supervisor).
+ */
+#include "config.h"
+#include "gio.h"
+#include "mime.h"
+#include "server.h"
+#include "worker.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: gatling [-i addr] [-p port] [-T secs] [-n] [-c dir] [-m file] [-W n]\n"
+            "               [-V] [-h]\n"
+            "Serve the current directory (or -c dir) over HTTP/1.1.\n"
+            "  -i addr   listen on this IPv4 or IPv6 address (default: all, IPv6 and IPv4)\n"
+            "  -p port   listen on this port (default: 80 as root, 8000 otherwise; 0: any)\n"
+            "  -T secs   close connections idle or stalled this long (default 23)\n"
+            "  -n        no access log (default: Combined Log Format on stdout)\n"
+            "  -c dir    serve dir; as root, chroot into it after opening the listeners\n"
+            "  -m file   read MIME types from file (default /etc/mime.types)\n"
+            "  -W n      run n worker processes sharing the port (default 1)\n"
+            "  -V        print the version and the IO backend, and exit\n"
+            "  -h        print this help, and exit\n"
+            "Signals: TERM/INT stop accepting and exit after the responses in flight;\n"
+            "HUP closes the listeners and exits once the open connections are done.\n");
+}
+
+/* A whole decimal number in [min, max], or -1. */
+static long number(const char *s, long min, long max)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < min || v > max)
+        return -1;
+    return v;
+}
+
+static int bad(const char *opt, const char *arg, const char *why)
+{
+    fprintf(stderr, "gatling: -%s %s: %s\n", opt, arg, why);
+    usage(stderr);
+    return 2;
+}
+
+/* Parse argv into cfg.  Returns -1 to go on, or an exit code. */
+static int parse_options(int argc, char **argv, config_t *cfg)
+{
+    int c;
+    *cfg = (config_t){.port = geteuid() == 0 ? 80 : 8000, .timeout = 23, .access_log = 1,
+                      .workers = 1};
+    opterr = 0;
+    while ((c = getopt(argc, argv, ":i:p:T:nc:m:W:Vh")) != -1) {
+        switch (c) {
+        case 'i': cfg->addr = optarg; break;
+        case 'p':
+            if ((cfg->port = (int)number(optarg, 0, 65535)) < 0)
+                return bad("p", optarg, "not a port number (0-65535)");
+            break;
+        case 'T':
+            if ((cfg->timeout = (int)number(optarg, 1, 86400)) < 0)
+                return bad("T", optarg, "not a timeout in seconds (1-86400)");
+            break;
+        case 'n': cfg->access_log = 0; break;
+        case 'c': cfg->root = optarg; break;
+        case 'm': cfg->mime_file = optarg; break;
+        case 'W':
+            if ((cfg->workers = (int)number(optarg, 1, 64)) < 0)
+                return bad("W", optarg, "not a worker count (1-64)");
+            break;
+        case 'V': printf("gatling %s (%s)\n", GATLING_VERSION, gio_backend_name()); return 0;
+        case 'h': usage(stdout); return 0;
+        case ':':
+            fprintf(stderr, "gatling: -%c needs an argument\n", optopt);
+            usage(stderr);
+            return 2;
+        default:
+            fprintf(stderr, "gatling: unknown option -%c\n", optopt);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "gatling: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return 2;
+    }
+    return -1;
+}
+
+/* -c: change into the document root; as root, also chroot there. */
+static int enter_root(const config_t *cfg)
+{
+    if (!cfg->root)
+        return 0;
+    if (chdir(cfg->root) < 0) {
+        fprintf(stderr, "gatling: chdir(\"%s\") failed: %s\n", cfg->root, strerror(errno));
+        return -1;
+    }
+    if (geteuid() == 0 && (chroot(".") < 0 || chdir("/") < 0)) {
+        fprintf(stderr, "gatling: chroot(\"%s\") failed: %s\n", cfg->root, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    config_t cfg;
+    int rc = parse_options(argc, argv, &cfg);
+    if (rc >= 0)
+        return rc;
+    mime_table_t *mime = mime_load(cfg.mime_file); /* before a chroot hides /etc */
+    if (!mime) {
+        fprintf(stderr, "gatling: cannot read MIME types from %s: %s\n",
+                cfg.mime_file ? cfg.mime_file : "/etc/mime.types", strerror(errno));
+        return 1;
+    }
+    if (cfg.workers > 1) {
+        rc = enter_root(&cfg) < 0 ? 1 : worker_supervise(&cfg, mime);
+        mime_free(mime);
+        return rc;
+    }
+    listener_t lst[SERVER_MAX_LISTENERS];
+    int n;
+    server_t s;
+    if (server_listen(&cfg, lst, &n, 0, 4096) < 0 || enter_root(&cfg) < 0 ||
+        server_init(&s, &cfg, mime, lst, n) < 0) {
+        mime_free(mime);
+        return 1;
+    }
+    for (int i = 0; i < n; i++)
+        fprintf(stderr, "gatling %s (%s): listening on %s port %d\n", GATLING_VERSION,
+                gio_backend_name(), cfg.addr ? cfg.addr : "::", server_port(&lst[i]));
+    rc = server_run(&s);
+    server_free(&s);
+    mime_free(mime);
+    return rc;
+}

@@ -1,0 +1,34 @@
+/*
+ * path — from request-target to a safe path below the document root.
+ * Pure functions, no I/O.
+ */
+#ifndef GATLING_PATH_H
+#define GATLING_PATH_H
+
+#include <stddef.h>
+
+typedef struct path {
+    char *path;        /* decoded, normalised, starts with '/', NUL-terminated */
+    size_t len;
+    const char *query; /* after '?', into the target; NULL if none */
+    size_t query_len;
+} path_t;
+
+/*
+ * Split target into path and query, percent-decode the path and remove dot
+ * segments and empty segments (RFC 3986 5.2.4), writing into out (size
+ * outsz >= target_len + 2).  origin-form ("/a/b?q") and absolute-form
+ * ("http://host/a") are accepted.  Returns 0, or the HTTP status to answer:
+ * 400 for a bad escape, a decoded NUL or a target of another form.
+ * The result can never climb above "/": ".." at the top is dropped.
+ */
+int path_from_target(const char *target, size_t target_len, char *out, size_t outsz,
+                     path_t *res);
+
+/*
+ * Percent-encode src[0..n) for a URL path (keeps unreserved characters,
+ * sub-delims, ':', '@' and '/').  dst needs 3 * n bytes.  Returns the length.
+ */
+size_t path_encode(char *dst, const char *src, size_t n);
+
+#endif

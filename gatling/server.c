@@ -1,0 +1,283 @@
+/*
+ * One server loop: listeners, accepting, dispatching readiness to
+ * connections, signals, and the orderly shutdown.
+ */
+#define _GNU_SOURCE
+#include "server.h"
+#include "conn.h"
+#include "owfat.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define ACCEPT_BATCH 64       /* connections taken per listener event */
+#define ACCEPT_PAUSE_MS 100   /* back-off when out of descriptors */
+
+/* The only file-scope mutable state: what signal handlers may touch. */
+static int sig_pipe_fd = -1;
+static volatile sig_atomic_t sig_term, sig_hup;
+
+static void on_signal(int sig)
+{
+    int e = errno;
+    if (sig == SIGHUP)
+        sig_hup = 1;
+    else
+        sig_term++;
+    if (sig_pipe_fd >= 0) {
+        char b = (char)sig;
+        ssize_t r = write(sig_pipe_fd, &b, 1);
+        (void)r; /* a full pipe already wakes the loop */
+    }
+    errno = e;
+}
+
+static int open_listener(int family, const void *addr, int port, int reuseport, int backlog)
+{
+    int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    int one = 1, zero = 0;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (reuseport)
+        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+    union {
+        struct sockaddr sa;
+        struct sockaddr_in in4;
+        struct sockaddr_in6 in6;
+    } sa = {0};
+    socklen_t len;
+    if (family == AF_INET6) {
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero); /* [::] takes IPv4 too */
+        sa.in6.sin6_family = AF_INET6;
+        sa.in6.sin6_port = htons(port);
+        memcpy(&sa.in6.sin6_addr, addr, 16);
+        len = sizeof sa.in6;
+    } else {
+        sa.in4.sin_family = AF_INET;
+        sa.in4.sin_port = htons(port);
+        memcpy(&sa.in4.sin_addr, addr, 4);
+        len = sizeof sa.in4;
+    }
+    if (bind(fd, &sa.sa, len) < 0 || (backlog > 0 && listen(fd, backlog) < 0)) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+int server_listen(const config_t *cfg, listener_t *lst, int *n, int reuseport, int backlog)
+{
+    unsigned char a[16];
+    int fd;
+    const char *shown = cfg->addr ? cfg->addr : "::";
+    if (!cfg->addr) { /* all addresses: dual-stack [::], or 0.0.0.0 without IPv6 */
+        memset(a, 0, sizeof a);
+        fd = open_listener(AF_INET6, a, cfg->port, reuseport, backlog);
+        if (fd < 0 && (errno == EAFNOSUPPORT || errno == EADDRNOTAVAIL)) {
+            fd = open_listener(AF_INET, a, cfg->port, reuseport, backlog);
+            shown = "0.0.0.0";
+        }
+    } else if (inet_pton(AF_INET, cfg->addr, a) == 1) {
+        fd = open_listener(AF_INET, a, cfg->port, reuseport, backlog);
+    } else if (inet_pton(AF_INET6, cfg->addr, a) == 1) {
+        fd = open_listener(AF_INET6, a, cfg->port, reuseport, backlog);
+    } else {
+        fprintf(stderr, "gatling: -i %s: not an IPv4 or IPv6 address\n", cfg->addr);
+        return -1;
+    }
+    if (fd < 0) {
+        fprintf(stderr, "gatling: bind() to %s port %d failed: %s\n", shown, cfg->port,
+                strerror(errno));
+        return -1;
+    }
+    lst[0] = (listener_t){.kind = COOKIE_LISTENER, .fd = fd};
+    *n = 1;
+    return 0;
+}
+
+int server_port(const listener_t *lst)
+{
+    union {
+        struct sockaddr sa;
+        struct sockaddr_in in4;
+        struct sockaddr_in6 in6;
+    } sa;
+    socklen_t len = sizeof sa;
+    if (getsockname(lst->fd, &sa.sa, &len) < 0)
+        return -1;
+    return ntohs(sa.sa.sa_family == AF_INET6 ? sa.in6.sin6_port : sa.in4.sin_port);
+}
+
+static int install_signals(server_t *s)
+{
+    if (pipe(s->sigfd) < 0 || gio_nonblock(s->sigfd[0]) < 0 || gio_nonblock(s->sigfd[1]) < 0)
+        return -1;
+    sig_pipe_fd = s->sigfd[1];
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    s->sigkind = COOKIE_SIGNAL;
+    if (gio_add(s->loop, s->sigfd[0], &s->sigkind) < 0)
+        return -1;
+    gio_want(s->loop, s->sigfd[0], GIO_READ);
+    return 0;
+}
+
+int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const listener_t *lst,
+                int nlst)
+{
+    memset(s, 0, sizeof *s);
+    s->cfg = cfg;
+    s->sigfd[0] = s->sigfd[1] = -1;
+    alog_init(&s->log, cfg->access_log ? STDOUT_FILENO : -1);
+    s->mime = mime;
+    s->rootfd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    s->root_real = realpath(".", NULL);
+    if (s->rootfd < 0 || !s->root_real) {
+        fprintf(stderr, "gatling: cannot open the document root: %s\n", strerror(errno));
+        return -1;
+    }
+    if (!(s->loop = gio_loop_new())) {
+        fprintf(stderr, "gatling: cannot create the %s loop: %s\n", gio_backend_name(),
+                strerror(errno));
+        return -1;
+    }
+    for (int i = 0; i < nlst; i++) {
+        s->lst[i] = lst[i];
+        if (gio_add(s->loop, lst[i].fd, &s->lst[i]) < 0) {
+            fprintf(stderr, "gatling: cannot watch listener: %s\n", strerror(errno));
+            return -1;
+        }
+        gio_want(s->loop, lst[i].fd, GIO_READ);
+    }
+    s->nlst = nlst;
+    if (install_signals(s) < 0) {
+        fprintf(stderr, "gatling: signal set-up failed: %s\n", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+const char *server_date(server_t *s)
+{
+    int64_t now = gio_wallclock(s->loop);
+    if (now != s->date_at) {
+        s->date[fmt_httpdate(s->date, (time_t)now)] = 0;
+        s->date_at = now;
+    }
+    return s->date;
+}
+
+static void accept_some(server_t *s, listener_t *l)
+{
+    for (int i = 0; i < ACCEPT_BATCH; i++) {
+        union {
+            struct sockaddr sa;
+            struct sockaddr_in6 in6;
+        } peer;
+        socklen_t plen = sizeof peer;
+        int fd = accept4(l->fd, &peer.sa, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                /* out of descriptors: stop accepting for a moment instead of
+                   spinning on a listener that stays readable */
+                gio_want(s->loop, l->fd, 0);
+                gio_set_deadline(s->loop, l->fd, gio_now(s->loop) + ACCEPT_PAUSE_MS);
+            }
+            return; /* EAGAIN, ECONNABORTED, EINTR: nothing more now */
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        conn_new(s, fd, &peer.sa, plen);
+    }
+}
+
+/* Stop listening; idle connections close now, busy ones after their response. */
+static void start_draining(server_t *s)
+{
+    if (s->draining)
+        return;
+    s->draining = 1;
+    for (int i = 0; i < s->nlst; i++)
+        gio_close(s->loop, s->lst[i].fd);
+    s->nlst = 0;
+    for (conn_t *c = s->conns, *next; c; c = next) {
+        next = c->next; /* conn_drain may free c */
+        conn_drain(c);
+    }
+}
+
+static void handle_signals(server_t *s)
+{
+    char buf[64];
+    while (read(s->sigfd[0], buf, sizeof buf) > 0)
+        ;
+    if (sig_term > 1) { /* a second SIGTERM: stop now */
+        alog_flush(&s->log);
+        _exit(0);
+    }
+    if (sig_term || sig_hup)
+        start_draining(s);
+}
+
+int server_run(server_t *s)
+{
+    while (!s->draining || s->nconns > 0) {
+        if (gio_wait(s->loop, -1) < 0 && errno != EINTR) {
+            fprintf(stderr, "gatling: %s wait failed: %s\n", gio_backend_name(),
+                    strerror(errno));
+            return 1;
+        }
+        unsigned ev;
+        int fd;
+        while ((fd = gio_next(s->loop, &ev)) >= 0) {
+            int *kind = gio_cookie(s->loop, fd);
+            if (*kind == COOKIE_CONN)
+                conn_event((conn_t *)kind, ev);
+            else if (*kind == COOKIE_LISTENER)
+                accept_some(s, (listener_t *)kind);
+            else
+                handle_signals(s);
+        }
+        while ((fd = gio_next_timeout(s->loop)) >= 0) {
+            int *kind = gio_cookie(s->loop, fd);
+            if (*kind == COOKIE_CONN)
+                conn_event((conn_t *)kind, 0);
+            else if (*kind == COOKIE_LISTENER) /* the accept pause is over */
+                gio_want(s->loop, fd, GIO_READ);
+        }
+        alog_flush(&s->log);
+    }
+    return 0;
+}
+
+void server_free(server_t *s)
+{
+    alog_free(&s->log);
+    for (int i = 0; i < s->nlst; i++)
+        gio_close(s->loop, s->lst[i].fd);
+    if (s->sigfd[0] >= 0) {
+        sig_pipe_fd = -1;
+        close(s->sigfd[0]);
+        close(s->sigfd[1]);
+    }
+    gio_loop_free(s->loop);
+    if (s->rootfd >= 0)
+        close(s->rootfd);
+    free(s->root_real);
+}

@@ -1,0 +1,353 @@
+/*
+ * gio core: descriptor table, cached interest, ready list, deadlines.
+ *
+ * Exactly one backend file is compiled in, by #include below (the Redis ae
+ * pattern): it implements the same small set of static functions and only
+ * reports {fd, events}; dispatch stays here.
+ */
+#define _GNU_SOURCE
+#include "gio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct gio_fd {
+    void *cookie;
+    int64_t deadline;  /* gio_now() ms, 0 = none */
+    uint8_t used;
+    uint8_t want;      /* what the owner wants */
+    uint8_t kernel;    /* what the kernel has been told */
+    uint8_t changed;   /* on the change list */
+    uint8_t revents;   /* collected by the last wait, not yet taken */
+    uint8_t timedout;  /* on the timeout list, not yet taken */
+} gio_fd_t;
+
+typedef struct gio_fired {
+    int fd;
+    unsigned events;
+} gio_fired_t;
+
+struct gio_loop {
+    gio_fd_t *fds;
+    int maxfds;        /* table size */
+    int maxfd;         /* highest registered fd, -1 if none */
+    size_t nused;
+    int *changes;      /* fds whose want != kernel */
+    int nchanges;
+    gio_fired_t *fired; /* filled by the backend */
+    int *ready;        /* fds with revents != 0 */
+    int nready, nextready;
+    int *expired;      /* fds whose deadline passed */
+    int nexpired, nextexpired;
+    int64_t now, wall;
+    int64_t earliest;  /* no deadline is earlier than this; 0 = none set */
+    void *api;         /* the backend's state */
+};
+
+#if defined(GIO_BACKEND_EPOLL)
+#include "gio_epoll.c"
+#elif defined(GIO_BACKEND_KQUEUE)
+#include "gio_kqueue.c"
+#elif defined(GIO_BACKEND_SIGIO)
+#include "gio_sigio.c"
+#elif defined(GIO_BACKEND_URING)
+#include "gio_uring.c"
+#elif defined(GIO_BACKEND_POLL)
+#include "gio_poll.c"
+#else
+#error "define one GIO_BACKEND_* (the GNUmakefile does)"
+#endif
+
+static void clock_refresh(gio_loop_t *l)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    l->now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    l->wall = ts.tv_sec;
+}
+
+gio_loop_t *gio_loop_new(void)
+{
+    struct rlimit rl;
+    int n = 1024;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        n = rl.rlim_cur > 1 << 20 ? 1 << 20 : (int)rl.rlim_cur;
+    gio_loop_t *l = calloc(1, sizeof *l);
+    if (!l)
+        return NULL;
+    l->maxfds = n;
+    l->maxfd = -1;
+    /* calloc'd tables are untouched zero pages until used: no RSS for idle slots */
+    l->fds = calloc(n, sizeof *l->fds);
+    l->changes = calloc(n, sizeof *l->changes);
+    l->fired = calloc(n, sizeof *l->fired);
+    l->ready = calloc(n, sizeof *l->ready);
+    l->expired = calloc(n, sizeof *l->expired);
+    if (!l->fds || !l->changes || !l->fired || !l->ready || !l->expired ||
+        backend_create(l) < 0) {
+        int e = errno;
+        free(l->fds), free(l->changes), free(l->fired), free(l->ready), free(l->expired);
+        free(l);
+        errno = e;
+        return NULL;
+    }
+    clock_refresh(l);
+    return l;
+}
+
+void gio_loop_free(gio_loop_t *l)
+{
+    if (!l)
+        return;
+    backend_free(l);
+    free(l->fds), free(l->changes), free(l->fired), free(l->ready), free(l->expired);
+    free(l);
+}
+
+const char *gio_backend_name(void) { return backend_name(); }
+
+static gio_fd_t *entry(const gio_loop_t *l, int fd)
+{
+    if (fd < 0 || fd >= l->maxfds || !l->fds[fd].used)
+        return NULL;
+    return &l->fds[fd];
+}
+
+int gio_add(gio_loop_t *l, int fd, void *cookie)
+{
+    if (fd < 0 || fd >= l->maxfds) {
+        errno = fd < 0 ? EBADF : EMFILE;
+        return -1;
+    }
+    gio_fd_t *e = &l->fds[fd];
+    if (e->used) {
+        errno = EEXIST;
+        return -1;
+    }
+    memset(e, 0, sizeof *e);
+    if (backend_add(l, fd) < 0)
+        return -1;
+    e->used = 1;
+    e->cookie = cookie;
+    if (fd > l->maxfd)
+        l->maxfd = fd;
+    l->nused++;
+    return 0;
+}
+
+void gio_del(gio_loop_t *l, int fd)
+{
+    gio_fd_t *e = entry(l, fd);
+    if (!e)
+        return;
+    backend_del(l, fd, e->kernel);
+    /* a stale entry on the change/ready/expired lists is skipped: used == 0 */
+    memset(e, 0, sizeof *e);
+    l->nused--;
+    while (l->maxfd >= 0 && !l->fds[l->maxfd].used)
+        l->maxfd--;
+}
+
+void gio_close(gio_loop_t *l, int fd)
+{
+    gio_del(l, fd);
+    close(fd);
+}
+
+void gio_want(gio_loop_t *l, int fd, unsigned events)
+{
+    gio_fd_t *e = entry(l, fd);
+    if (!e)
+        return;
+    e->want = events & (GIO_READ | GIO_WRITE);
+    if (e->want != e->kernel && !e->changed) {
+        e->changed = 1;
+        l->changes[l->nchanges++] = fd;
+    }
+}
+
+unsigned gio_wanted(const gio_loop_t *l, int fd)
+{
+    const gio_fd_t *e = entry(l, fd);
+    return e ? e->want : 0;
+}
+
+void *gio_cookie(const gio_loop_t *l, int fd)
+{
+    const gio_fd_t *e = entry(l, fd);
+    return e ? e->cookie : NULL;
+}
+
+void gio_set_cookie(gio_loop_t *l, int fd, void *cookie)
+{
+    gio_fd_t *e = entry(l, fd);
+    if (e)
+        e->cookie = cookie;
+}
+
+void gio_set_deadline(gio_loop_t *l, int fd, int64_t when_ms)
+{
+    gio_fd_t *e = entry(l, fd);
+    if (!e)
+        return;
+    e->deadline = when_ms;
+    if (when_ms && (!l->earliest || when_ms < l->earliest))
+        l->earliest = when_ms;
+}
+
+int64_t gio_now(const gio_loop_t *l) { return l->now; }
+int64_t gio_wallclock(const gio_loop_t *l) { return l->wall; }
+size_t gio_count(const gio_loop_t *l) { return l->nused; }
+
+/* Push cached interest changes to the kernel. */
+static void sync_changes(gio_loop_t *l)
+{
+    for (int i = 0; i < l->nchanges; i++) {
+        int fd = l->changes[i];
+        gio_fd_t *e = &l->fds[fd];
+        if (!e->used || !e->changed)
+            continue;
+        e->changed = 0;
+        if (e->want == e->kernel)
+            continue;
+        if (backend_update(l, fd, e->kernel, e->want) == 0) {
+            e->kernel = e->want;
+        } else {
+            /* the kernel refused (fd closed behind our back?): report it as an error */
+            if (!e->revents)
+                l->ready[l->nready++] = fd;
+            e->revents |= GIO_ERROR;
+        }
+    }
+    l->nchanges = 0;
+}
+
+/*
+ * Collect expired deadlines.  Deadlines only move by the owner's calls, so a
+ * scan is needed only once `earliest` has passed; the scan also recomputes it.
+ * Cost: O(maxfd) at most once per expiry, never per event.
+ */
+static void scan_deadlines(gio_loop_t *l)
+{
+    int64_t next = 0;
+    for (int fd = 0; fd <= l->maxfd; fd++) {
+        gio_fd_t *e = &l->fds[fd];
+        if (!e->used || !e->deadline)
+            continue;
+        if (e->deadline <= l->now) {
+            e->deadline = 0;
+            if (!e->timedout) {
+                e->timedout = 1;
+                l->expired[l->nexpired++] = fd;
+            }
+        } else if (!next || e->deadline < next) {
+            next = e->deadline;
+        }
+    }
+    l->earliest = next;
+}
+
+int gio_wait(gio_loop_t *l, int timeout_ms)
+{
+    /* whatever the caller did not take from the last round is dropped:
+       level-triggered backends will report it again */
+    for (int i = l->nextready; i < l->nready; i++)
+        l->fds[l->ready[i]].revents = 0;
+    l->nready = l->nextready = 0;
+    int keep = 0; /* expired fds the caller has not taken yet stay queued */
+    for (int i = l->nextexpired; i < l->nexpired; i++)
+        if (l->fds[l->expired[i]].timedout)
+            l->expired[keep++] = l->expired[i];
+    l->nexpired = keep;
+    l->nextexpired = 0;
+
+    sync_changes(l);
+    clock_refresh(l);
+    if (l->earliest) {
+        int64_t d = l->earliest - l->now;
+        if (d < 0)
+            d = 0;
+        if (timeout_ms < 0 || d < timeout_ms)
+            timeout_ms = d > 0x7fffffff ? 0x7fffffff : (int)d;
+    }
+    if (l->nready > 0) /* sync_changes found errors to report */
+        timeout_ms = 0;
+
+    int n = backend_poll(l, timeout_ms);
+    int err = errno;
+    clock_refresh(l);
+    if (l->earliest && l->earliest <= l->now)
+        scan_deadlines(l);
+    if (n < 0) {
+        errno = err;
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        int fd = l->fired[i].fd;
+        gio_fd_t *e = &l->fds[fd];
+        if (fd < 0 || fd >= l->maxfds || !e->used)
+            continue;
+        if (!e->revents)
+            l->ready[l->nready++] = fd;
+        e->revents |= (uint8_t)l->fired[i].events;
+    }
+    return l->nready;
+}
+
+int gio_next(gio_loop_t *l, unsigned *events)
+{
+    while (l->nextready < l->nready) {
+        int fd = l->ready[l->nextready++];
+        gio_fd_t *e = &l->fds[fd];
+        unsigned ev = e->revents;
+        e->revents = 0;
+        if (!e->used)
+            continue;
+        ev &= e->want | GIO_ERROR | GIO_HANGUP;
+        if (!ev)
+            continue;
+        *events = ev;
+        return fd;
+    }
+    return -1;
+}
+
+int gio_next_timeout(gio_loop_t *l)
+{
+    while (l->nextexpired < l->nexpired) {
+        int fd = l->expired[l->nextexpired++];
+        gio_fd_t *e = &l->fds[fd];
+        if (e->used && e->timedout) {
+            e->timedout = 0;
+            return fd;
+        }
+    }
+    return -1;
+}
+
+long gio_read(int fd, void *buf, size_t len)
+{
+    ssize_t r = read(fd, buf, len);
+    if (r > 0)
+        return r;
+    if (r == 0)
+        return GIO_EOF;
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+        return GIO_AGAIN;
+    return GIO_ERR;
+}
+
+int gio_nonblock(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+        return -1;
+    return fcntl(fd, F_SETFD, FD_CLOEXEC);
+}

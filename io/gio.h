@@ -1,0 +1,128 @@
+/*
+ * gio — gatling's IO abstraction layer.
+ *
+ * One small API over the kernel's readiness notification, with the backend
+ * (epoll, kqueue, sigio, uring or poll) chosen at build time.  From the
+ * caller's point of view it is level-triggered, in the spirit of djb's io
+ * library:
+ *
+ *   gio_loop_t *l = gio_loop_new();
+ *   gio_add(l, fd, cookie);            register (fd must be non-blocking)
+ *   gio_want(l, fd, GIO_READ);         say what you wait for (cached, lazy)
+ *   for (;;) {
+ *       gio_wait(l, -1);               block until something is ready
+ *       while ((fd = gio_next(l, &ev)) >= 0) ... handle ev on fd ...
+ *       while ((fd = gio_next_timeout(l)) >= 0) ... deadline passed ...
+ *   }
+ *
+ * Interest changes are cached: toggling between read and write costs no
+ * syscall until the next gio_wait() tells the kernel.  A readiness report may
+ * be spurious (the caller must tolerate EAGAIN); a descriptor that is still
+ * ready after the caller stopped short is reported again on the next wait.
+ *
+ * Names use the gio_ prefix: libowfat's io_ and iob_ names live in the same link.
+ */
+#ifndef GIO_H
+#define GIO_H
+
+#include <poll.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Event bits equal poll(2)'s, so the poll backend translates nothing. */
+enum {
+    GIO_READ = POLLIN,
+    GIO_WRITE = POLLOUT,
+    GIO_ERROR = POLLERR, /* reported, never requested */
+    GIO_HANGUP = POLLHUP /* reported, never requested */
+};
+
+/* Return convention for gio's data calls (gio_read, gio_batch_send, ...). */
+enum {
+    GIO_EOF = 0,    /* peer closed (reads only) */
+    GIO_AGAIN = -1, /* would block: wait for readiness and call again */
+    GIO_ERR = -3    /* hard error, errno set */
+};
+
+typedef struct gio_loop gio_loop_t;
+
+/*
+ * Create a loop.  Its descriptor table is sized from RLIMIT_NOFILE (the soft
+ * limit, read once here).  Returns NULL with errno set on failure.
+ */
+gio_loop_t *gio_loop_new(void);
+
+/* Free the loop and the backend's kernel object; registered fds stay open. */
+void gio_loop_free(gio_loop_t *l);
+
+/* The backend this library was built with: "epoll", "poll", "sigio", ... */
+const char *gio_backend_name(void);
+
+/*
+ * Register fd with an owner pointer.  No interest yet, no deadline.
+ * Returns 0, or -1 with errno set (EBADF/EMFILE if fd exceeds the table,
+ * EEXIST if already registered, or the backend's error).
+ */
+int gio_add(gio_loop_t *l, int fd, void *cookie);
+
+/*
+ * Forget fd: no further events or timeouts are reported for it, not even
+ * ones already collected by the current gio_wait().  Does not close it.
+ */
+void gio_del(gio_loop_t *l, int fd);
+
+/* gio_del() then close(). */
+void gio_close(gio_loop_t *l, int fd);
+
+/* Set the interest set (GIO_READ | GIO_WRITE, or 0); cached until gio_wait. */
+void gio_want(gio_loop_t *l, int fd, unsigned events);
+
+/* Current interest set of fd (0 if not registered). */
+unsigned gio_wanted(const gio_loop_t *l, int fd);
+
+void *gio_cookie(const gio_loop_t *l, int fd);
+void gio_set_cookie(gio_loop_t *l, int fd, void *cookie);
+
+/*
+ * Deadline of fd in gio_now() milliseconds; 0 clears it.  When it passes,
+ * fd is returned once by gio_next_timeout() and the deadline is cleared.
+ */
+void gio_set_deadline(gio_loop_t *l, int fd, int64_t when_ms);
+
+/* Monotonic milliseconds, refreshed by each gio_wait(). */
+int64_t gio_now(const gio_loop_t *l);
+
+/* Wall-clock seconds (time(NULL)), refreshed by each gio_wait(). */
+int64_t gio_wallclock(const gio_loop_t *l);
+
+/*
+ * Tell the kernel about changed interests, then wait at most timeout_ms
+ * (-1: until an event, or the nearest deadline) for readiness.  Returns the
+ * number of descriptors reported ready (possibly 0 on timeout), or -1 with
+ * errno set; EINTR is returned as -1/EINTR so that signal flags can be seen.
+ */
+int gio_wait(gio_loop_t *l, int timeout_ms);
+
+/*
+ * Take the next ready descriptor from the last gio_wait(); *events gets the
+ * ready bits masked by the current interest (GIO_ERROR/GIO_HANGUP always
+ * pass).  Returns -1 when none are left.
+ */
+int gio_next(gio_loop_t *l, unsigned *events);
+
+/* Take the next descriptor whose deadline has passed; -1 when none. */
+int gio_next_timeout(gio_loop_t *l);
+
+/* Number of registered descriptors. */
+size_t gio_count(const gio_loop_t *l);
+
+/*
+ * read(2) with the gio return convention: bytes read, GIO_EOF, GIO_AGAIN
+ * (also for EINTR) or GIO_ERR.
+ */
+long gio_read(int fd, void *buf, size_t len);
+
+/* Make fd non-blocking and close-on-exec.  0 or -1. */
+int gio_nonblock(int fd);
+
+#endif

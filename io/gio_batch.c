@@ -1,0 +1,178 @@
+/*
+ * Output batches: buffers by sendmsg (gathered, at most IOV_MAX at once),
+ * file ranges by sendfile, resumed after partial writes.
+ *
+ * sendfile itself is behind gio_sendfile() (gio_os.h), the one place where
+ * Linux and the BSDs differ.
+ */
+#define _GNU_SOURCE
+#include "gio_batch.h"
+#include "gio.h"
+#include "gio_os.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#ifndef IOV_MAX
+#define IOV_MAX 1024
+#endif
+#ifndef MSG_MORE
+#define MSG_MORE 0 /* the BSDs: headers and body may leave in separate packets */
+#endif
+
+void gio_batch_init(gio_batch_t *b) { memset(b, 0, sizeof *b); }
+
+static gio_chunk_t *push(gio_batch_t *b)
+{
+    if (b->first == b->n) /* empty: reuse the array from the start */
+        b->first = b->n = 0;
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 4;
+        gio_chunk_t *c = realloc(b->c, cap * sizeof *c);
+        if (!c)
+            return NULL;
+        b->c = c;
+        b->cap = cap;
+    }
+    return &b->c[b->n++];
+}
+
+int gio_batch_add_buf(gio_batch_t *b, const void *buf, size_t len, int flags)
+{
+    if (!len) {
+        if (flags & GIO_BATCH_FREE)
+            free((void *)buf);
+        return 0;
+    }
+    gio_chunk_t *c = push(b);
+    if (!c)
+        return -1;
+    *c = (gio_chunk_t){.buf = buf, .fd = -1, .flags = flags, .off = 0, .left = len};
+    b->bytes_left += len;
+    return 0;
+}
+
+int gio_batch_add_file(gio_batch_t *b, int fd, uint64_t off, uint64_t len, int flags)
+{
+    if (!len) {
+        if (flags & GIO_BATCH_CLOSE)
+            close(fd);
+        return 0;
+    }
+    gio_chunk_t *c = push(b);
+    if (!c)
+        return -1;
+    *c = (gio_chunk_t){.buf = NULL, .fd = fd, .flags = flags, .off = off, .left = len};
+    b->bytes_left += len;
+    return 0;
+}
+
+static void release(gio_chunk_t *c)
+{
+    if (c->buf && (c->flags & GIO_BATCH_FREE))
+        free((void *)c->buf);
+    if (!c->buf && (c->flags & GIO_BATCH_CLOSE))
+        close(c->fd);
+    c->flags = 0;
+}
+
+/* Account for n bytes sent from the front of the batch. */
+static void consume(gio_batch_t *b, uint64_t n)
+{
+    b->bytes_left -= n;
+    b->bytes_sent += n;
+    while (n && b->first < b->n) {
+        gio_chunk_t *c = &b->c[b->first];
+        uint64_t k = n < c->left ? n : c->left;
+        c->off += k;
+        c->left -= k;
+        n -= k;
+        if (!c->left) {
+            release(c);
+            b->first++;
+        }
+    }
+}
+
+/* Send the run of buffer chunks at the front; at most max bytes. */
+static long send_buffers(gio_batch_t *b, int sock, uint64_t max, uint64_t *tried)
+{
+    struct iovec iov[IOV_MAX > 64 ? 64 : IOV_MAX];
+    int n = 0, nmax = sizeof iov / sizeof iov[0];
+    uint64_t total = 0;
+    size_t i = b->first;
+    for (; i < b->n && b->c[i].buf && n < nmax && total < max; i++, n++) {
+        uint64_t len = b->c[i].left;
+        if (len > max - total)
+            len = max - total;
+        iov[n].iov_base = (char *)b->c[i].buf + b->c[i].off;
+        iov[n].iov_len = len;
+        total += len;
+    }
+    /* MSG_MORE only when a file range follows right away: the kernel then
+       merges the headers with the first file bytes.  Never on the last
+       chunk, so a response is never left waiting in a corked socket. */
+    int more = i < b->n && !b->c[i].buf ? MSG_MORE : 0;
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = n};
+    *tried = total;
+    ssize_t r = sendmsg(sock, &mh, MSG_NOSIGNAL | more);
+    if (r < 0)
+        return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? GIO_AGAIN : GIO_ERR;
+    consume(b, r);
+    return r;
+}
+
+static long send_file(gio_batch_t *b, int sock, uint64_t max, uint64_t *tried)
+{
+    gio_chunk_t *c = &b->c[b->first];
+    uint64_t len = c->left < max ? c->left : max;
+    *tried = len;
+    long r = gio_sendfile(sock, c->fd, c->off, len);
+    if (r == 0) { /* the file is shorter than promised: never hang the client */
+        errno = EIO;
+        return GIO_ERR;
+    }
+    if (r < 0)
+        return r;
+    consume(b, r);
+    return r;
+}
+
+long gio_batch_send(gio_batch_t *b, int sock, uint64_t budget)
+{
+    uint64_t sent = 0;
+    if (!budget)
+        budget = UINT64_MAX;
+    while (b->first < b->n && sent < budget) {
+        uint64_t tried = 0;
+        long r = b->c[b->first].buf ? send_buffers(b, sock, budget - sent, &tried)
+                                    : send_file(b, sock, budget - sent, &tried);
+        if (r < 0) /* report progress first; the error comes back next call */
+            return sent ? (long)sent : r;
+        sent += r;
+        if ((uint64_t)r < tried)
+            break; /* a short write: the socket buffer is full */
+    }
+    return (long)sent;
+}
+
+void gio_batch_reset(gio_batch_t *b)
+{
+    for (size_t i = b->first; i < b->n; i++)
+        release(&b->c[i]);
+    b->first = b->n = 0;
+    b->bytes_left = 0;
+    b->bytes_sent = 0;
+}
+
+void gio_batch_free(gio_batch_t *b)
+{
+    gio_batch_reset(b);
+    free(b->c);
+    gio_batch_init(b);
+}

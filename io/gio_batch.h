@@ -1,0 +1,73 @@
+/*
+ * gio_batch — output batches: an ordered list of memory buffers and file
+ * ranges, sent to a socket with writev/sendmsg (buffers) and sendfile
+ * (files).
+ *
+ * - Buffers that are immediately followed by a file range go out with
+ *   MSG_MORE, so headers and body leave in full packets; a batch made only of
+ *   buffers is sent without MSG_MORE and never waits in the kernel.
+ * - Partial writes are resumed where they stopped.
+ * - At most IOV_MAX buffers go into one sendmsg.
+ * - MSG_NOSIGNAL everywhere: no SIGPIPE, ever.
+ * - Each gio_batch_send() call sends at most `budget` bytes, so one fast
+ *   reader cannot starve the other connections of the loop.
+ */
+#ifndef GIO_BATCH_H
+#define GIO_BATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum {
+    GIO_BATCH_FREE = 1, /* buffer: free() it when sent or when the batch is reset */
+    GIO_BATCH_CLOSE = 2 /* file: close() the fd when sent or reset */
+};
+
+typedef struct gio_chunk {
+    const char *buf; /* NULL for a file range */
+    int fd;          /* file descriptor for a file range */
+    int flags;
+    uint64_t off;    /* buffer: bytes already sent; file: next offset */
+    uint64_t left;   /* bytes still to send */
+} gio_chunk_t;
+
+typedef struct gio_batch {
+    gio_chunk_t *c;
+    size_t n, first, cap; /* chunks [first, n) are pending */
+    uint64_t bytes_left;
+    uint64_t bytes_sent;  /* total since init or reset */
+} gio_batch_t;
+
+/* An empty batch; no allocation until the first add. */
+void gio_batch_init(gio_batch_t *b);
+
+/*
+ * Append len bytes at buf (not copied: buf must live until sent, or pass
+ * GIO_BATCH_FREE to hand it over).  A zero-length add is a no-op.
+ * 0, or -1 on ENOMEM (ownership of buf is then NOT taken).
+ */
+int gio_batch_add_buf(gio_batch_t *b, const void *buf, size_t len, int flags);
+
+/* Append len bytes of file fd from offset off (GIO_BATCH_CLOSE: take fd). */
+int gio_batch_add_file(gio_batch_t *b, int fd, uint64_t off, uint64_t len, int flags);
+
+/*
+ * Send as much as possible, but at most budget bytes (0: no cap).  Returns
+ * bytes sent (> 0), GIO_AGAIN if the socket would block before anything was
+ * sent, GIO_ERR on a hard error (errno set; EPIPE/ECONNRESET are peer gone;
+ * a file that shrank under us gives EIO), or 0 if the batch was empty.
+ * Sent chunks are released as they complete.
+ */
+long gio_batch_send(gio_batch_t *b, int sock, uint64_t budget);
+
+/* True when nothing is left to send. */
+static inline int gio_batch_done(const gio_batch_t *b) { return b->first == b->n; }
+
+/* Release every chunk (freeing/closing owned ones) and empty the batch. */
+void gio_batch_reset(gio_batch_t *b);
+
+/* gio_batch_reset() and free the chunk array. */
+void gio_batch_free(gio_batch_t *b);
+
+#endif

@@ -1,0 +1,17 @@
+/*
+ * gio_os — the small OS shim: the few calls whose signature differs between
+ * Linux, the BSDs and macOS.  Platform #ifdefs live here and in the backend
+ * files, nowhere else.
+ */
+#ifndef GIO_OS_H
+#define GIO_OS_H
+
+#include <stdint.h>
+
+/*
+ * Send up to len bytes of file fd from offset off to socket sock.  Returns
+ * bytes sent (> 0), 0 if the file ended before off, GIO_AGAIN or GIO_ERR.
+ */
+long gio_sendfile(int sock, int fd, uint64_t off, uint64_t len);
+
+#endif

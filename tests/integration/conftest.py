@@ -1,0 +1,694 @@
+"""Shared harness for gatling's integration tests.
+
+Every server test runs once per build: GATLING_BUILDS names directories under
+build/ (e.g. "epoll poll epoll-san"); without it, every build/*/ holding a
+gatling binary is used.  The `build` fixture is parametrized over them, so
+the test ids carry the build name, e.g. test_get[epoll].
+
+Pieces:
+  Build            one build directory: binary, backend name, unit tests
+  make_docroot()   create a tree of files, directories, symlinks, modes
+  Server           a running gatling: port, pid, process, docroot, log
+  start_server()   start one and wait for its "listening on" line
+  Client, Response raw HTTP over a socket, pipelining, hang detection
+  `server`-style fixtures check at teardown: SIGTERM -> exit 0 within 5 s,
+  nothing alarming on stderr, and no descriptors leaked.
+"""
+import contextlib
+import os
+import re
+import select
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD_DIR = os.environ.get("GATLING_BUILD_DIR") or os.path.join(ROOT, "build")
+
+LISTEN_RE = re.compile(r"listening on (\S+) port (\d+)")
+# Lines on the server's stderr that always mean a bug.
+ALARMING = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
+            "Segmentation fault", "AddressSanitizer:DEADLYSIGNAL", "stack smashing",
+            "double free", "malloc(): ", "free(): ")
+
+START_TIMEOUT = 5.0
+STOP_TIMEOUT = 5.0
+IO_TIMEOUT = 5.0  # default: a response that takes longer than this is a hang
+
+
+# --------------------------------------------------------------------------
+# Builds
+
+class Build:
+    def __init__(self, name):
+        self.name = name
+        self.dir = os.path.join(BUILD_DIR, name)
+        self.binary = os.path.join(self.dir, "gatling")
+        # "epoll-san" is the epoll backend with sanitizers
+        self.backend = name[:-4] if name.endswith("-san") else name
+        self.sanitized = name.endswith("-san")
+
+    def __repr__(self):
+        return "Build(%r)" % self.name
+
+    def unit_tests(self):
+        d = os.path.join(self.dir, "tests")
+        if not os.path.isdir(d):
+            return []
+        return sorted(os.path.join(d, f) for f in os.listdir(d)
+                      if f.startswith("t_") and not f.endswith((".o", ".d"))
+                      and os.access(os.path.join(d, f), os.X_OK)
+                      and os.path.isfile(os.path.join(d, f)))
+
+
+def build_names():
+    env = os.environ.get("GATLING_BUILDS", "").split()
+    if env:
+        return env
+    if not os.path.isdir(BUILD_DIR):
+        return []
+    return sorted(n for n in os.listdir(BUILD_DIR)
+                  if os.access(os.path.join(BUILD_DIR, n, "gatling"), os.X_OK))
+
+
+BUILDS = build_names()
+_NO_BUILD = "no-build"
+
+
+@pytest.fixture(scope="session", params=BUILDS or [_NO_BUILD], ids=BUILDS or [_NO_BUILD])
+def build(request):
+    if request.param == _NO_BUILD:
+        pytest.skip("no build/*/gatling binary found (run make, or set GATLING_BUILDS)")
+    b = Build(request.param)
+    # A build named in GATLING_BUILDS must exist: make check built it.
+    assert os.access(b.binary, os.X_OK), "%s: no executable %s" % (b.name, b.binary)
+    return b
+
+
+# --------------------------------------------------------------------------
+# Document roots
+
+class Symlink:
+    def __init__(self, target):
+        self.target = target
+
+
+class Mode:
+    """File content with explicit permission bits."""
+
+    def __init__(self, content, mode):
+        self.content = content
+        self.mode = mode
+
+
+def make_docroot(path, tree, mtime=None):
+    """Create `tree` under `path`.
+
+    tree maps relative paths to: bytes/str (file content), None or {} (empty
+    directory), a dict (a subdirectory), Symlink(target), Mode(content, mode).
+    Files get `mtime` (seconds since the epoch) if given.  Returns path.
+    """
+    os.makedirs(path, exist_ok=True)
+    for name, val in tree.items():
+        p = os.path.join(path, name)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        if val is None or isinstance(val, dict):
+            make_docroot(p, val or {}, mtime)
+            continue
+        if isinstance(val, Symlink):
+            os.symlink(val.target, p)
+            continue
+        mode = 0o644
+        if isinstance(val, Mode):
+            val, mode = val.content, val.mode
+        if isinstance(val, str):
+            val = val.encode()
+        with open(p, "wb") as f:
+            f.write(val)
+        os.chmod(p, mode)
+        if mtime is not None:
+            os.utime(p, (mtime, mtime))
+    return path
+
+
+def random_bytes(n, seed):
+    """Deterministic pseudo-random bytes (fast, stdlib only)."""
+    import random
+    return random.Random(seed).randbytes(n)
+
+
+# --------------------------------------------------------------------------
+# Running servers
+
+def fd_count(pid):
+    try:
+        return len(os.listdir("/proc/%d/fd" % pid))
+    except FileNotFoundError:
+        return -1
+
+
+class Server:
+    """A running gatling.  `log` holds stdout lines (the access log),
+    `errlog` stderr lines, both filled by reader threads."""
+
+    def __init__(self, build, docroot, args, proc):
+        self.build = build
+        self.docroot = docroot
+        self.args = args
+        self.process = proc
+        self.pid = proc.pid
+        self.log = []
+        self.errlog = []
+        self.listeners = []  # (addr, port)
+        self.port = None
+        self.baseline_fds = None
+        self.exit_checked = False
+        self._threads = []
+
+    # -- helpers for tests
+    def addr(self):
+        return ("127.0.0.1", self.port)
+
+    def connect(self, timeout=IO_TIMEOUT):
+        return Client(self.port, timeout=timeout)
+
+    def alive(self):
+        return self.process.poll() is None
+
+    def fds(self):
+        return fd_count(self.pid)
+
+    def stderr_text(self):
+        return "\n".join(self.errlog)
+
+    def wait_fds(self, want, timeout=1.5):
+        """Wait until the server has `want` descriptors open; return the count."""
+        deadline = time.monotonic() + timeout
+        n = self.fds()
+        while n != want and time.monotonic() < deadline:
+            time.sleep(0.02)
+            n = self.fds()
+        return n
+
+    def wait_log(self, n, timeout=2.0):
+        deadline = time.monotonic() + timeout
+        while len(self.log) < n and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return list(self.log)
+
+    def check_alive(self):
+        assert self.alive(), "server died (status %s); stderr:\n%s" % (
+            self.process.returncode, self.stderr_text())
+
+    def check_stderr(self):
+        text = self.stderr_text()
+        bad = [a for a in ALARMING if a in text]
+        assert not bad, "alarming output on server stderr (%s):\n%s" % (bad, text)
+
+    def stop(self, sig=signal.SIGTERM, timeout=STOP_TIMEOUT):
+        """Send sig, wait for exit; return the exit status (kills on timeout)."""
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            self.join()
+            raise AssertionError("server did not exit within %.0f s of signal %d; "
+                                 "stderr:\n%s" % (timeout, sig, self.stderr_text()))
+        self.join()
+        return self.process.returncode
+
+    def join(self):
+        for t in self._threads:
+            t.join(2)
+
+    def finish(self):
+        """Teardown: SIGTERM, exit 0, clean stderr."""
+        if self.exit_checked:
+            return
+        self.exit_checked = True
+        was_alive = self.alive()
+        status = self.stop()
+        self.check_stderr()
+        assert was_alive, "server had already exited with status %s; stderr:\n%s" % (
+            status, self.stderr_text())
+        assert status == 0, "server exit status %s after SIGTERM; stderr:\n%s" % (
+            status, self.stderr_text())
+
+
+def _reader(stream, sink):
+    for line in iter(stream.readline, b""):
+        sink.append(line.decode("utf-8", "replace").rstrip("\r\n"))
+    stream.close()
+
+
+def start_server(build, docroot, args=("-T", "10"), env=None):
+    """Start build's gatling on 127.0.0.1, kernel-chosen port, cwd = docroot.
+    Waits for the "listening on ADDR port N" line on stderr."""
+    cmd = [build.binary, "-i", "127.0.0.1", "-p", "0"] + list(args)
+    e = dict(os.environ)
+    if build.sanitized:
+        e.setdefault("ASAN_OPTIONS", "abort_on_error=0:detect_leaks=1")
+        e.setdefault("UBSAN_OPTIONS", "print_stacktrace=1")
+    if env:
+        e.update(env)
+    proc = subprocess.Popen(cmd, cwd=docroot, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e)
+    srv = Server(build, docroot, cmd, proc)
+    # stderr: read lines here until the listening line, then hand over to a thread
+    deadline = time.monotonic() + START_TIMEOUT
+    buf = b""
+    fd = proc.stderr.fileno()
+    while srv.port is None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            proc.kill()
+            proc.wait()
+            raise AssertionError("%s: no 'listening on ... port N' line on stderr within "
+                                 "%.0f s; stderr so far:\n%s" % (cmd, START_TIMEOUT,
+                                                                 buf.decode(errors="replace")))
+        r, _, _ = select.select([fd], [], [], left)
+        if not r:
+            continue
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            proc.wait()
+            raise AssertionError("%s exited (status %s) before listening; stderr:\n%s"
+                                 % (cmd, proc.returncode, buf.decode(errors="replace")))
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            line = line.decode("utf-8", "replace").rstrip("\r")
+            srv.errlog.append(line)
+            m = LISTEN_RE.search(line)
+            if m:
+                srv.listeners.append((m.group(1), int(m.group(2))))
+                if srv.port is None:
+                    srv.port = int(m.group(2))
+    # Anything after the listening line that we already read:
+    pending = buf
+
+    def err_reader():
+        rest = pending
+        while True:
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            rest += chunk
+            while b"\n" in rest:
+                line, rest = rest.split(b"\n", 1)
+                srv.errlog.append(line.decode("utf-8", "replace").rstrip("\r"))
+        if rest:
+            srv.errlog.append(rest.decode("utf-8", "replace"))
+
+    t1 = threading.Thread(target=err_reader, daemon=True)
+    t2 = threading.Thread(target=_reader, args=(proc.stdout, srv.log), daemon=True)
+    t1.start()
+    t2.start()
+    srv._threads = [t1, t2]
+    # The server may print more than one listening line (one per listener);
+    # give it a moment to settle before taking the descriptor baseline.
+    time.sleep(0.05)
+    srv.baseline_fds = srv.fds()
+    return srv
+
+
+@contextlib.contextmanager
+def running_server(build, docroot, args=("-T", "10"), env=None, check_fds=True):
+    """Start a server, yield it, and at the end check fds, exit status, stderr."""
+    srv = start_server(build, docroot, args, env)
+    try:
+        yield srv
+    except BaseException:
+        # the test failed: still stop the server, but report the test's error
+        with contextlib.suppress(BaseException):
+            close_all_clients()
+            srv.finish()
+        raise
+    close_all_clients()
+    if check_fds and srv.alive() and not srv.exit_checked:
+        n = srv.wait_fds(srv.baseline_fds)
+        if n != srv.baseline_fds:
+            with contextlib.suppress(BaseException):
+                srv.finish()
+            raise AssertionError("descriptor leak: %d open at start, %d after all connections "
+                                 "closed (/proc/%d/fd)" % (srv.baseline_fds, n, srv.pid))
+    srv.finish()
+
+
+@pytest.fixture
+def gatling(build, tmp_path):
+    """Factory for tests that need their own server (own flags / docroot):
+        srv = gatling(tree, args=("-T", "1"))
+    Each is checked at teardown like any server fixture."""
+    stack = contextlib.ExitStack()
+    count = [0]
+
+    def start(tree=None, args=("-T", "10"), docroot=None, env=None, check_fds=True):
+        count[0] += 1
+        if docroot is None:
+            docroot = str(tmp_path / ("root%d" % count[0]))
+            make_docroot(docroot, tree if tree is not None else {"f.txt": "hello\n"})
+        return stack.enter_context(running_server(build, docroot, args, env, check_fds))
+
+    with stack:
+        yield start
+
+
+# --------------------------------------------------------------------------
+# Raw HTTP
+
+_open_clients = []
+
+
+def close_all_clients():
+    while _open_clients:
+        with contextlib.suppress(OSError):
+            _open_clients.pop().close()
+
+
+class ServerHang(AssertionError):
+    pass
+
+
+class Response:
+    def __init__(self, version, status, reason, headers, body, raw_head):
+        self.version = version
+        self.status = status
+        self.reason = reason
+        self.headers = headers  # list of (name, value) as received
+        self.body = body
+        self.raw_head = raw_head
+
+    def header(self, name, default=None):
+        name = name.lower()
+        for k, v in self.headers:
+            if k.lower() == name:
+                return v
+        return default
+
+    def header_all(self, name):
+        name = name.lower()
+        return [v for k, v in self.headers if k.lower() == name]
+
+    def tokens(self, name):
+        """Comma-separated list header as lower-case tokens."""
+        out = []
+        for v in self.header_all(name):
+            out += [t.strip().lower() for t in v.split(",") if t.strip()]
+        return out
+
+    def __repr__(self):
+        return "<Response %d %r, %d body bytes>\n%s" % (
+            self.status, self.reason, len(self.body or b""),
+            self.raw_head.decode("latin-1"))
+
+
+def no_body_status(status):
+    return 100 <= status < 200 or status in (204, 304)
+
+
+class Client:
+    """One TCP connection to the server, with a read buffer so that several
+    pipelined responses can be taken one after another."""
+
+    def __init__(self, port, host="127.0.0.1", timeout=IO_TIMEOUT, rcvbuf=None):
+        self.timeout = timeout
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if rcvbuf:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock.settimeout(timeout)
+        self.sock.connect((host, port))
+        self.buf = b""
+        self.sent = b""
+        _open_clients.append(self)
+
+    def close(self):
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+    def reset(self):
+        """Close with RST (SO_LINGER 0)."""
+        import struct
+        with contextlib.suppress(OSError):
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.close()
+
+    def send(self, data):
+        if isinstance(data, str):
+            data = data.encode("latin-1")
+        self.sent += data
+        self.sock.sendall(data)
+
+    def send_split(self, data, sizes, pause=0.01):
+        """Send data in pieces of the given sizes (cycled), pausing between."""
+        if isinstance(data, str):
+            data = data.encode("latin-1")
+        i = k = 0
+        while i < len(data):
+            n = sizes[k % len(sizes)]
+            self.send(data[i:i + n])
+            i += n
+            k += 1
+            time.sleep(pause)
+
+    def _recv_more(self, deadline, what):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise ServerHang("server hang: no complete %s within %.1f s.\n"
+                             "request(s) sent: %r\nreceived so far: %r"
+                             % (what, self.timeout, self.sent[:600], self.buf[:600]))
+        self.sock.settimeout(left)
+        try:
+            chunk = self.sock.recv(1 << 20)
+        except socket.timeout:
+            raise ServerHang("server hang: no complete %s within %.1f s.\n"
+                             "request(s) sent: %r\nreceived so far: %r"
+                             % (what, self.timeout, self.sent[:600], self.buf[:600]))
+        except ConnectionResetError:
+            chunk = b""
+        return chunk
+
+    def read_response(self, method="GET", timeout=None):
+        """Read one response. method decides whether a body follows (HEAD: none).
+        Raises ServerHang on timeout, ConnectionError if the server closes
+        before a complete response."""
+        deadline = time.monotonic() + (timeout or self.timeout)
+        while True:
+            # tolerate bare LF in responses too, but expect CRLF
+            i = self.buf.find(b"\r\n\r\n")
+            if i >= 0:
+                head, self.buf = self.buf[:i], self.buf[i + 4:]
+                break
+            chunk = self._recv_more(deadline, "response head")
+            if not chunk:
+                raise ConnectionError("server closed the connection before a complete "
+                                      "response head; request(s) sent: %r; received: %r"
+                                      % (self.sent[:600], self.buf[:600]))
+            self.buf += chunk
+        lines = head.split(b"\r\n")
+        m = re.match(rb"(HTTP/\d\.\d) (\d{3}) ?(.*)$", lines[0])
+        assert m, "malformed status line %r (full head %r)" % (lines[0], head)
+        version, status, reason = m.group(1).decode(), int(m.group(2)), m.group(3).decode("latin-1")
+        headers = []
+        for ln in lines[1:]:
+            assert b":" in ln, "malformed response header line %r in %r" % (ln, head)
+            k, v = ln.split(b":", 1)
+            assert k == k.strip() and k, "bad response header name %r" % k
+            headers.append((k.decode("latin-1"), v.strip().decode("latin-1")))
+        resp = Response(version, status, reason, headers, b"", head)
+        if method == "HEAD" or no_body_status(status):
+            return resp
+        te = resp.header("Transfer-Encoding")
+        cl = resp.header("Content-Length")
+        if te and "chunked" in te.lower():
+            resp.body = self._read_chunked(deadline)
+        elif cl is not None:
+            assert re.fullmatch(r"\d+", cl), "bad Content-Length %r" % cl
+            n = int(cl)
+            while len(self.buf) < n:
+                chunk = self._recv_more(deadline, "body (%d of %d bytes)" % (len(self.buf), n))
+                if not chunk:
+                    raise ConnectionError("server closed after %d of %d body bytes; head %r"
+                                          % (len(self.buf), n, head))
+                self.buf += chunk
+            resp.body, self.buf = self.buf[:n], self.buf[n:]
+        else:
+            # delimited by close
+            while True:
+                chunk = self._recv_more(deadline, "close-delimited body")
+                if not chunk:
+                    break
+                self.buf += chunk
+            resp.body, self.buf = self.buf, b""
+        return resp
+
+    def _read_chunked(self, deadline):
+        body = b""
+        while True:
+            while b"\r\n" not in self.buf:
+                c = self._recv_more(deadline, "chunk size")
+                if not c:
+                    raise ConnectionError("closed inside chunked body")
+                self.buf += c
+            line, self.buf = self.buf.split(b"\r\n", 1)
+            n = int(line.split(b";")[0], 16)
+            while len(self.buf) < n + 2:
+                c = self._recv_more(deadline, "chunk")
+                if not c:
+                    raise ConnectionError("closed inside chunked body")
+                self.buf += c
+            body += self.buf[:n]
+            self.buf = self.buf[n + 2:]
+            if n == 0:
+                return body
+
+    def request(self, target="/", method="GET", version="HTTP/1.1", headers=None,
+                host="localhost", body=b"", timeout=None):
+        self.send(build_request(target, method, version, headers, host, body))
+        return self.read_response(method, timeout=timeout)
+
+    def closed_within(self, timeout):
+        """True if the server closes (EOF or RST) within timeout seconds.
+        Data that arrives meanwhile is kept in self.buf."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self.sock.settimeout(left)
+            try:
+                chunk = self.sock.recv(65536)
+            except socket.timeout:
+                return False
+            except (ConnectionResetError, BrokenPipeError):
+                return True
+            if not chunk:
+                return True
+            self.buf += chunk
+
+    def assert_closed(self, timeout=2.0, why=""):
+        t0 = time.monotonic()
+        assert self.closed_within(timeout), (
+            "server did not close the connection within %.1f s %s\nsent: %r\nunread data: %r"
+            % (timeout, why, self.sent[:600], self.buf[:600]))
+        return time.monotonic() - t0
+
+    def assert_open(self, wait=0.3):
+        assert not self.closed_within(wait), (
+            "server closed the connection unexpectedly; sent: %r; unread: %r"
+            % (self.sent[:600], self.buf[:300]))
+
+
+def build_request(target="/", method="GET", version="HTTP/1.1", headers=None,
+                  host="localhost", body=b""):
+    lines = ["%s %s %s" % (method, target, version)]
+    if host is not None:
+        lines.append("Host: %s" % host)
+    for h in headers or []:
+        if isinstance(h, tuple):
+            h = "%s: %s" % h
+        lines.append(h)
+    if isinstance(body, str):
+        body = body.encode()
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+def fetch(port, target="/", **kw):
+    """One request on a fresh connection."""
+    with Client(port) as c:
+        return c.request(target, **kw)
+
+
+def raw_exchange(port, data, timeout=3.0, method="GET"):
+    """Send raw bytes, read one response.  Returns the Response, or None if
+    the server closed the connection without answering."""
+    with Client(port, timeout=timeout) as c:
+        c.send(data)
+        try:
+            return c.read_response(method)
+        except ConnectionError:
+            return None
+
+
+# --------------------------------------------------------------------------
+# The standard document root and the shared (module-scoped) server
+
+MTIME = 1700000000  # Tue, 14 Nov 2023 22:13:20 GMT
+SECRET = b"TOPSECRET-9f2c61e0-outside-the-docroot\n"
+BIG = random_bytes(5 << 20, seed=5)
+TEXT = b"hello, gatling\n"
+
+
+def standard_tree():
+    return {
+        "f.txt": TEXT,
+        "index.html": "<html><body>root index</body></html>\n",
+        "page.html": "<html><body>page</body></html>\n",
+        "style.css": "body { color: red }\n",
+        "img.png": b"\x89PNG\r\n\x1a\n" + random_bytes(300, 1),
+        "data.json": '{"a": 1}\n',
+        "noext": b"no extension\n",
+        "blob.xyzzy": b"unknown extension\n",
+        "empty.txt": b"",
+        "a b.txt": b"file with a space\n",
+        "q?.txt": b"file with a question mark\n",
+        "big.bin": BIG,
+        "private.txt": Mode(b"not world-readable\n", 0o600),
+        "dir": {"index.html": "<html>dir index</html>\n", "f.txt": "in dir\n",
+                "sub": {"index.html": "<html>sub index</html>\n"}},
+        "my dir": {"index.html": "<html>my dir index</html>\n"},
+        "noindex": {"x.txt": "x\n"},
+        "link_ok.txt": Symlink("f.txt"),
+        "dir/link_up.txt": Symlink("../f.txt"),
+        "link_passwd": Symlink("/etc/passwd"),
+        "link_secret.txt": Symlink("../secret.txt"),
+        "link_outdir": Symlink("../outside"),
+    }
+
+
+def make_standard_root(base):
+    """base/root is the docroot; base/secret.txt and base/outside/ lie outside it."""
+    base = str(base)
+    make_docroot(base, {"secret.txt": SECRET, "outside": {"secret.txt": SECRET}})
+    return make_docroot(os.path.join(base, "root"), standard_tree(), mtime=MTIME)
+
+
+@pytest.fixture(scope="module")
+def server(build, tmp_path_factory):
+    """One gatling per (module, build) on the standard docroot, -T 10."""
+    base = tmp_path_factory.mktemp("std-" + build.name)
+    root = make_standard_root(base)
+    srv = start_server(build, root, ("-T", "10"))
+    yield srv
+    close_all_clients()
+    srv.finish()
+
+
+@pytest.fixture
+def srv(server):
+    """The module's server, checked after each test: still alive, and no
+    descriptor leaked once the test's connections are closed."""
+    server.check_alive()
+    yield server
+    close_all_clients()
+    server.check_alive()
+    n = server.wait_fds(server.baseline_fds)
+    if n != server.baseline_fds:
+        before = server.baseline_fds
+        server.baseline_fds = n  # report the leak once, not in every later test
+        raise AssertionError("descriptor leak: server had %d fds, %d after the test's "
+                             "connections closed" % (before, n))

@@ -1,0 +1,103 @@
+"""Command-line interface: -V, -h, bad options, startup line."""
+import os
+import re
+import subprocess
+
+import pytest
+
+from conftest import Client, build_request
+
+
+def run(build, *args, timeout=5):
+    try:
+        return subprocess.run([build.binary] + list(args), stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
+                              cwd="/")
+    except subprocess.TimeoutExpired:
+        pytest.fail("gatling %s did not exit within %d s" % (" ".join(args), timeout))
+
+
+def test_version(build):
+    p = run(build, "-V")
+    assert p.returncode == 0, p
+    out = p.stdout.decode()
+    lines = out.splitlines()
+    assert len(lines) == 1, "-V must print one line, got %r" % out
+    m = re.fullmatch(r"gatling \d+(\.\d+)+\S* \((\w+)\)", lines[0])
+    assert m, "-V line %r is not 'gatling VERSION (BACKEND)'" % lines[0]
+    assert m.group(2) == build.backend, "-V says backend %r, build is %r" % (
+        m.group(2), build.name)
+
+
+def test_help(build):
+    p = run(build, "-h")
+    assert p.returncode == 0, p
+    out = p.stdout.decode()
+    assert "usage" in out.lower(), "no usage text on stdout: %r" % out
+    for opt in ("-i", "-p", "-T", "-n", "-c", "-W", "-V", "-h"):
+        assert re.search(r"(^|\W)%s\b" % re.escape(opt), out), "-h does not mention %s" % opt
+
+
+@pytest.mark.parametrize("args", [("-p", "abc"), ("-p", "70000"), ("-p", "-1"), ("-p", ""),
+                                  ("-T", "-1"), ("-T", "x"), ("-W", "abc"), ("-x",),
+                                  ("-p",), ("-i", "not-an-address"), ("-p", "80x")],
+                         ids=lambda a: " ".join(a) if isinstance(a, tuple) else a)
+def test_bad_option_exit_2(build, args):
+    # never let a wrongly accepted option leave a server on a fixed port
+    base = [] if args[0] == "-i" else ["-i", "127.0.0.1"]
+    base += [] if args[0] == "-p" else ["-p", "0"]
+    p = run(build, *(base + list(args)), timeout=3)
+    assert p.returncode == 2, "gatling %s: exit status %d (want 2)\nstderr %r\nstdout %r" % (
+        " ".join(args), p.returncode, p.stderr, p.stdout)
+    assert p.stderr.strip(), "gatling %s: no message on stderr" % " ".join(args)
+
+
+def test_c_bad_dir_fails(build, tmp_path):
+    p = run(build, "-i", "127.0.0.1", "-p", "0", "-c", str(tmp_path / "no-such-dir"))
+    assert p.returncode != 0, "-c to a missing directory must fail"
+    assert p.stderr.strip()
+
+
+def test_startup_line_names_backend(gatling, build):
+    srv = gatling()
+    text = srv.stderr_text()
+    assert build.backend in text, "startup output does not name the backend %r:\n%s" % (
+        build.backend, text)
+    assert srv.listeners and srv.listeners[0][0] in ("127.0.0.1",), srv.listeners
+    assert 0 < srv.port < 65536
+
+
+def test_port_0_gives_distinct_ports(gatling):
+    a = gatling()
+    b = gatling()
+    assert a.port != b.port
+    for s in (a, b):
+        with Client(s.port) as c:
+            assert c.request("/f.txt").status == 200
+
+
+def test_c_changes_root(gatling, tmp_path):
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "g.txt").write_bytes(b"from -c\n")
+    srv = gatling({"f.txt": "cwd\n"}, args=("-T", "10", "-c", str(other)))
+    with Client(srv.port) as c:
+        r = c.request("/g.txt")
+        assert r.status == 200 and r.body == b"from -c\n", "-c dir not served: %r" % r
+        assert c.request("/f.txt").status == 404, "-c: still serving the cwd"
+
+
+def test_listen_address_respected(gatling, build):
+    srv = gatling()
+    # bound to 127.0.0.1 only: 127.0.0.2 is loopback too but must be refused
+    import socket
+    s = socket.socket()
+    s.settimeout(2)
+    try:
+        s.connect(("127.0.0.2", srv.port))
+        connected = True
+    except OSError:
+        connected = False
+    finally:
+        s.close()
+    assert not connected, "-i 127.0.0.1 but 127.0.0.2:%d accepts connections" % srv.port

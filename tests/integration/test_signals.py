@@ -1,0 +1,169 @@
+"""Signals: SIGTERM drains in-flight responses, SIGHUP stops listening and
+exits once open connections are done."""
+import hashlib
+import os
+import signal
+import socket
+import time
+
+import pytest
+
+from conftest import TEXT, Client, build_request, close_all_clients
+
+HUGE = 50 << 20
+
+
+@pytest.fixture(scope="session")
+def huge_tree(tmp_path_factory):
+    """A docroot with a 50 MiB random file, shared by all builds (read-only)."""
+    root = tmp_path_factory.mktemp("huge")
+    data = os.urandom(HUGE)
+    (root / "huge.bin").write_bytes(data)
+    (root / "f.txt").write_bytes(TEXT)
+    return str(root), hashlib.sha256(data).hexdigest()
+
+
+def start_slow_download(srv):
+    """Begin a 50 MiB download with a small receive window and read only its head."""
+    c = Client(srv.port, rcvbuf=16384, timeout=20)
+    c.send(build_request("/huge.bin"))
+    # read the first bytes, then stall so the response is still in flight
+    c.sock.settimeout(5)
+    c.buf = c.sock.recv(4096)
+    assert c.buf.startswith(b"HTTP/1.1 200"), c.buf[:200]
+    time.sleep(0.3)
+    return c
+
+
+def finish_download(c, sha):
+    r = c.read_response()
+    assert r.status == 200, r
+    assert len(r.body) == HUGE, "got %d of %d bytes" % (len(r.body), HUGE)
+    assert hashlib.sha256(r.body).hexdigest() == sha, "50 MiB body corrupted"
+    return r
+
+
+def assert_not_accepting(port, what):
+    """After the signal: connect refused, or closed without any response."""
+    s = socket.socket()
+    s.settimeout(2)
+    try:
+        s.connect(("127.0.0.1", port))
+    except ConnectionRefusedError:
+        s.close()
+        return
+    try:
+        s.sendall(build_request("/f.txt"))
+        data = b""
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            s.settimeout(deadline - time.monotonic())
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        else:
+            pytest.fail("%s: a new connection was accepted (or left in the backlog) and "
+                        "neither answered nor closed: the listener is still open" % what)
+        assert not data, "%s: a new connection was served:\n%r" % (what, data[:300])
+    except socket.timeout:
+        pytest.fail("%s: a new connection was neither refused nor closed within 1.5 s "
+                    "(listener still open?)" % what)
+    except (ConnectionResetError, BrokenPipeError):
+        pass
+    finally:
+        s.close()
+
+
+def expect_exit(srv, timeout=5.0):
+    """The server exits on its own: status 0, clean stderr."""
+    try:
+        srv.process.wait(timeout)
+    except Exception:
+        srv.process.kill()
+        srv.process.wait()
+        srv.exit_checked = True
+        pytest.fail("server did not exit within %.0f s; stderr:\n%s" % (timeout,
+                                                                        srv.stderr_text()))
+    srv.join()
+    srv.exit_checked = True
+    srv.check_stderr()
+    assert srv.process.returncode == 0, "exit status %s; stderr:\n%s" % (
+        srv.process.returncode, srv.stderr_text())
+
+
+def test_sigterm_completes_inflight_response(gatling, huge_tree):
+    root, sha = huge_tree
+    srv = gatling(docroot=root, args=("-T", "30"))
+    c = start_slow_download(srv)
+    srv.process.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    assert srv.alive(), "server exited on SIGTERM with a response in flight"
+    assert_not_accepting(srv.port, "after SIGTERM")
+    finish_download(c, sha)
+    c.close()
+    expect_exit(srv)
+
+
+def test_sigterm_idle_keepalive_exits(gatling):
+    srv = gatling(args=("-T", "30"))
+    c = Client(srv.port)
+    assert c.request("/f.txt").status == 200
+    t0 = time.monotonic()
+    srv.process.send_signal(signal.SIGTERM)
+    c.assert_closed(3, "idle keep-alive connection after SIGTERM")
+    expect_exit(srv, 3)
+    assert time.monotonic() - t0 < 3
+
+
+def test_sigterm_idle_server_exits_fast(gatling):
+    srv = gatling(args=("-T", "30"))
+    t0 = time.monotonic()
+    srv.process.send_signal(signal.SIGTERM)
+    expect_exit(srv, 2)
+    assert time.monotonic() - t0 < 2
+
+
+def test_sighup_idle_keepalive(gatling):
+    srv = gatling(args=("-T", "30"))
+    c = Client(srv.port)
+    assert c.request("/f.txt").status == 200
+    srv.process.send_signal(signal.SIGHUP)
+    c.assert_closed(3, "idle keep-alive connection after SIGHUP (with -T 30)")
+    assert c.buf == b""
+    assert_not_accepting(srv.port, "after SIGHUP")
+    expect_exit(srv, 3)
+
+
+def test_sighup_waits_for_inflight(gatling, huge_tree):
+    root, sha = huge_tree
+    srv = gatling(docroot=root, args=("-T", "30"))
+    idle = Client(srv.port)
+    assert idle.request("/f.txt").status == 200
+    c = start_slow_download(srv)
+    srv.process.send_signal(signal.SIGHUP)
+    time.sleep(0.3)
+    assert_not_accepting(srv.port, "after SIGHUP")
+    idle.assert_closed(3, "idle keep-alive connection after SIGHUP")
+    assert srv.alive(), "server exited after SIGHUP with a response in flight"
+    r = finish_download(c, sha)
+    # once this response is done, the connection is closed and the server goes
+    assert "close" in r.tokens("Connection") or c.closed_within(3), (
+        "connection kept open after the in-flight response during SIGHUP shutdown")
+    c.close()
+    expect_exit(srv)
+
+
+def test_sigpipe_ignored(gatling, huge_tree):
+    # a client that resets mid-transfer must not kill the server with SIGPIPE
+    root, _ = huge_tree
+    srv = gatling(docroot=root, args=("-T", "30"))
+    for _ in range(3):
+        c = Client(srv.port, rcvbuf=4096)
+        c.send(build_request("/huge.bin"))
+        c.sock.recv(100)
+        c.reset()
+    time.sleep(0.2)
+    srv.check_alive()
+    with Client(srv.port) as c:
+        assert c.request("/f.txt").body == TEXT

@@ -1,0 +1,38 @@
+#!/bin/sh
+# Install the Debian packages gatling needs to build and test, if missing.
+# As root it runs apt-get; otherwise it names what is missing and goes on
+# (the build will say what breaks).  `sh tests/setup.sh bench` adds the
+# servers and tools the benchmarks compare against.
+set -e
+pkgs="gcc make libc6-dev libowfat-dev libssl-dev zlib1g-dev liburing-dev curl wrk
+      apache2-utils python3 goaccess"
+[ "$1" = bench ] && pkgs="$pkgs nginx lighttpd h2o gnuplot-nox util-linux procps"
+
+missing=
+for p in $pkgs; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+        missing="$missing $p"
+done
+# pytest: any python3 on PATH that can import it will do
+python3 -c 'import pytest' 2>/dev/null || missing="$missing python3-pytest"
+
+if [ -n "$missing" ]; then
+    if [ "$(id -u)" = 0 ]; then
+        echo "setup: installing$missing"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        # policy-rc.d keeps freshly installed servers (nginx, ...) from starting on port 80
+        printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d.gatling
+        [ -e /usr/sbin/policy-rc.d ] || { cp /usr/sbin/policy-rc.d.gatling /usr/sbin/policy-rc.d
+                                          chmod +x /usr/sbin/policy-rc.d; rmrc=1; }
+        apt-get install -y -qq --no-install-recommends $missing >/dev/null
+        [ -z "$rmrc" ] || rm -f /usr/sbin/policy-rc.d
+        rm -f /usr/sbin/policy-rc.d.gatling
+        # Debian's python3-pytest serves /usr/bin/python3; a python3 earlier on PATH may lack it
+        python3 -c 'import pytest' 2>/dev/null || python3 -m pip install -q pytest ||
+            echo "setup: pytest is not importable by $(command -v python3)" >&2
+    else
+        echo "setup: missing Debian packages (run as root to install):$missing" >&2
+    fi
+fi
+exit 0

@@ -1,0 +1,21 @@
+# tests/: C unit tests (tests/unit/t_*.c, TAP) and the pytest integration
+# suite (tests/integration), which runs once per IO backend built here.
+UNIT_SRC := $(wildcard tests/unit/t_*.c)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
+
+$(B)/tests/%: $(B)/tests/unit/%.o $(GATLING_LIBOBJS) $(IO_LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+.PHONY: tests-build
+tests-build: $(B)/gatling $(UNIT_BIN) $(BENCH_BIN)
+
+# Backends that build on this host; each runs the whole suite.
+CHECK_BACKENDS ?= $(shell sh tests/backends.sh "$(CC)")
+
+check: setup
+	@set -e; for io in $(CHECK_BACKENDS); do \
+	    $(MAKE) --no-print-directory IO=$$io tests-build; done; \
+	$(MAKE) --no-print-directory IO=$(firstword $(CHECK_BACKENDS)) SAN=1 tests-build; \
+	$(MAKE) --no-print-directory all; \
+	GATLING_BUILDS="$(CHECK_BACKENDS) $(firstword $(CHECK_BACKENDS))-san" \
+	    $(PYTHON) -m pytest tests/integration -q -p no:cacheprovider $(PYTEST_ARGS)
