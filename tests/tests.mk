@@ -3,8 +3,10 @@
 UNIT_SRC := $(wildcard tests/unit/t_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 
-$(B)/tests/%: $(B)/tests/unit/%.o $(GATLING_LIBOBJS) $(IO_LIB)
+$(B)/tests/t_%: $(B)/tests/unit/t_%.o $(GATLING_LIBOBJS) $(IO_LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(B)/tests/unit/%.o: CPPFLAGS += -Igatling -Itests/unit
 
 .PHONY: tests-build
 tests-build: $(B)/gatling $(UNIT_BIN) $(BENCH_BIN)

@@ -1,0 +1,172 @@
+/*
+ * The request parser, fed whole and byte by byte, with the input placed
+ * against a guard page so that any read past the end faults.
+ */
+#include "http_parse.h"
+#include "tap.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+static char *guard_base;
+static size_t page;
+
+/* Copy s to the very end of a readable page followed by an unmapped one. */
+static const char *guarded(const char *s, size_t n)
+{
+    char *p = guard_base + page - n;
+    memcpy(p, s, n);
+    return p;
+}
+
+static long parse_n(const char *s, size_t n, http_request_t *r, int *st)
+{
+    return http_parse_request(guarded(s, n), n, r, st);
+}
+
+static long parse(const char *s, http_request_t *r, int *st)
+{
+    return parse_n(s, strlen(s), r, st);
+}
+
+/* Every proper prefix must be incomplete, the whole must give `want`. */
+static void bytewise(const char *s, long want, const char *name)
+{
+    http_request_t r;
+    int st, bad = 0;
+    size_t n = strlen(s);
+    for (size_t i = 0; i < n; i++) {
+        long got = parse_n(s, i, &r, &st);
+        if (got != HTTP_INCOMPLETE && !(want == HTTP_MALFORMED && got == HTTP_MALFORMED))
+            bad++;
+    }
+    ok(bad == 0 && parse_n(s, n, &r, &st) == want, "byte by byte: %s", name);
+}
+
+static int str_is(http_str_t s, const char *want)
+{
+    return s.n == strlen(want) && !memcmp(s.p, want, s.n);
+}
+
+static void test_good(void)
+{
+    http_request_t r;
+    int st = 0;
+    const char *req = "GET /index.html?x=1 HTTP/1.1\r\nHost: example.org\r\n"
+                      "User-Agent:  curl/8  \r\nAccept: */*\r\n\r\nNEXT";
+    long n = parse(req, &r, &st);
+    is_int(n, (long)strlen(req) - 4, "a full head: consumed up to the empty line");
+    ok(str_is(r.method, "GET"), "method");
+    ok(str_is(r.target, "/index.html?x=1"), "target");
+    is_int(r.version, 11, "version 1.1");
+    is_int(r.nheaders, 3, "three headers");
+    ok(str_is(r.headers[1].value, "curl/8"), "value trimmed of OWS");
+    ok(http_header(&r, "user-agent") && str_is(*http_header(&r, "USER-AGENT"), "curl/8"),
+       "header lookup is case-insensitive");
+    ok(http_header(&r, "Cookie") == NULL, "absent header is NULL");
+    ok(str_is(r.line, "GET /index.html?x=1 HTTP/1.1"), "request line kept for the log");
+    char head[256];
+    snprintf(head, sizeof head, "%.*s", (int)n, req);
+    bytewise(head, n, "full request");
+
+    n = parse("HEAD / HTTP/1.0\n\n", &r, &st);
+    is_int(n, 17, "bare LF line ends are accepted");
+    is_int(r.version, 10, "version 1.0");
+    n = parse("\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n", &r, &st);
+    is_int(n, 31, "leading empty lines are skipped");
+    n = parse("GET / HTTP/1.1\r\nX-Empty:\r\nHost: a\r\n\r\n", &r, &st);
+    ok(n > 0 && r.headers[0].value.n == 0, "an empty header value is fine");
+}
+
+static void expect_bad(const char *req, int status, const char *name)
+{
+    http_request_t r;
+    int st = 0;
+    long n = parse_n(req, strlen(req), &r, &st);
+    ok(n == HTTP_MALFORMED && st == status, "%s -> %d", name, status);
+    if (n != HTTP_MALFORMED || st != status)
+        printf("#   got n=%ld status=%d\n", n, st);
+}
+
+static void test_bad(void)
+{
+    expect_bad("GET\r\n\r\n", 400, "no target");
+    expect_bad("GET /\r\n\r\n", 400, "no version (HTTP/0.9 style)");
+    expect_bad("GET  / HTTP/1.1\r\n\r\n", 400, "two spaces");
+    expect_bad("GET / HTTP/1.1 \r\n\r\n", 400, "trailing space");
+    expect_bad("GET / http/1.1\r\n\r\n", 400, "lower-case version");
+    expect_bad("GET / HTTP/1.10\r\n\r\n", 400, "three-digit version");
+    expect_bad("GET / HTTP/2.0\r\n\r\n", 505, "HTTP/2.0");
+    expect_bad("GET / HTTP/3.1\r\n\r\n", 505, "HTTP/3.1");
+    expect_bad("G(T / HTTP/1.1\r\n\r\n", 400, "non-token method");
+    expect_bad("GET / HTTP/1.1\r\nHost a\r\n\r\n", 400, "header without colon");
+    expect_bad("GET / HTTP/1.1\r\nHost : a\r\n\r\n", 400, "space before colon");
+    expect_bad("GET / HTTP/1.1\r\nHost: a\r\n folded\r\n\r\n", 400, "obs-fold");
+    expect_bad("GET / HTTP/1.1\r\n: a\r\n\r\n", 400, "empty header name");
+    expect_bad("GET / HTTP/1.1\rHost: a\r\n\r\n", 400, "lone CR");
+    expect_bad("GET /\x01 HTTP/1.1\r\n\r\n", 400, "control in target");
+    char nul[] = "GET / HTTP/1.1\r\nX: a\0b\r\n\r\n";
+    http_request_t r;
+    int st = 0;
+    ok(parse_n(nul, sizeof nul - 1, &r, &st) == HTTP_MALFORMED && st == 400,
+       "NUL in a header value");
+    bytewise("GET / HTTP/1.1\r\nHost a\r\n\r\n", HTTP_MALFORMED, "malformed, incremental");
+}
+
+static void test_limits(void)
+{
+    static char big[HTTP_MAX_HEAD * 2];
+    http_request_t r;
+    int st = 0;
+    /* a target just at the limit is fine, one more byte is 414 */
+    char *p = big;
+    p += sprintf(p, "GET /");
+    memset(p, 'a', HTTP_MAX_TARGET - 1), p += HTTP_MAX_TARGET - 1;
+    p += sprintf(p, " HTTP/1.1\r\nHost: a\r\n\r\n");
+    ok(parse_n(big, p - big, &r, &st) > 0, "target of exactly %d bytes", HTTP_MAX_TARGET);
+    p = big + sprintf(big, "GET /");
+    memset(p, 'a', HTTP_MAX_TARGET), p += HTTP_MAX_TARGET;
+    p += sprintf(p, " HTTP/1.1\r\nHost: a\r\n\r\n");
+    expect_bad(big, 414, "target one byte over");
+    /* reported before the line ends */
+    size_t n = 5 + HTTP_MAX_TARGET + 10;
+    memcpy(big, "GET /", 5);
+    memset(big + 5, 'a', n - 5);
+    ok(parse_n(big, n, &r, &st) == HTTP_MALFORMED && st == 414, "414 before the line ends");
+    /* the head */
+    p = big + sprintf(big, "GET / HTTP/1.1\r\nX: ");
+    memset(p, 'v', HTTP_MAX_HEAD), p += HTTP_MAX_HEAD;
+    p += sprintf(p, "\r\n\r\n");
+    *p = 0;
+    expect_bad(big, 431, "head over the limit");
+    ok(parse_n(big, HTTP_MAX_HEAD + 1, &r, &st) == HTTP_MALFORMED && st == 431,
+       "431 before the head ends");
+    p = big + sprintf(big, "GET / HTTP/1.1\r\n");
+    for (int i = 0; i <= HTTP_MAX_HEADERS; i++)
+        p += sprintf(p, "X-%d: v\r\n", i);
+    p += sprintf(p, "\r\n");
+    expect_bad(big, 431, "too many header fields");
+}
+
+static void test_lists(void)
+{
+    http_str_t v = {"keep-alive, Upgrade ,close", 26};
+    ok(http_list_has(v, "close"), "list: last token");
+    ok(http_list_has(v, "upgrade"), "list: token with spaces, case-insensitive");
+    ok(!http_list_has(v, "keep"), "list: no prefix match");
+}
+
+int main(void)
+{
+    page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t len = page * 8;
+    guard_base = mmap(NULL, len + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                      -1, 0);
+    mprotect(guard_base + len, page, PROT_NONE);
+    page = len; /* inputs end exactly at the guard page */
+    test_good();
+    test_bad();
+    test_limits();
+    test_lists();
+    return tap_done();
+}
