@@ -4,6 +4,7 @@
  * state function does one step and sets the next state.
  */
 #include "conn.h"
+#include "fcache.h"
 #include "handler.h"
 #include "owfat.h"
 #include "response.h"
@@ -57,6 +58,8 @@ static void conn_free(conn_t *c)
     gio_close(c->srv->loop, c->fd);
     gio_batch_free(&c->out);
     free(c->blk);
+    if (c->file)
+        fcache_release(c->file);
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -140,6 +143,10 @@ static void st_handle(conn_t *c)
 static void finish_request(conn_t *c)
 {
     log_request(c);
+    if (c->file) {
+        fcache_release(c->file);
+        c->file = NULL;
+    }
     memmove(c->blk->in, c->blk->in + c->reqlen, c->inlen - c->reqlen);
     c->inlen -= c->reqlen;
     c->reqlen = 0;

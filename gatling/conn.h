@@ -53,6 +53,7 @@ typedef struct conn {
     uint16_t status;
     uint8_t keepalive, http10, head_only, unread_input;
     uint64_t body_len;  /* body bytes of the current response */
+    struct fcache_entry *file; /* the open file the response sends, if any */
     gio_batch_t out;
     union {
         struct sockaddr sa;

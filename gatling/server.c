@@ -146,6 +146,10 @@ int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const list
     s->sigfd[0] = s->sigfd[1] = -1;
     alog_init(&s->log, cfg->access_log ? STDOUT_FILENO : -1);
     s->mime = mime;
+    if (!(s->fcache = fcache_new(12))) {
+        fprintf(stderr, "gatling: out of memory\n");
+        return -1;
+    }
     s->rootfd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     s->root_real = realpath(".", NULL);
     if (s->rootfd < 0 || !s->root_real) {
@@ -277,6 +281,7 @@ void server_free(server_t *s)
         close(s->sigfd[1]);
     }
     gio_loop_free(s->loop);
+    fcache_free(s->fcache);
     if (s->rootfd >= 0)
         close(s->rootfd);
     free(s->root_real);

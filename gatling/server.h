@@ -8,6 +8,7 @@
 
 #include "alog.h"
 #include "config.h"
+#include "fcache.h"
 #include "gio.h"
 #include "mime.h"
 
@@ -28,6 +29,7 @@ typedef struct server {
     const config_t *cfg;
     gio_loop_t *loop;
     mime_table_t *mime;
+    fcache_t *fcache;        /* open files, see fcache.h */
     int rootfd;              /* the document root, opened once */
     char *root_real;         /* its canonical path, for symlink checks */
     listener_t lst[SERVER_MAX_LISTENERS];

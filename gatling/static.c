@@ -52,57 +52,74 @@ static int redirect_slash(conn_t *c, const path_t *p)
     return r;
 }
 
-/* Open "index.html" in the directory open on dirfd. */
-static int open_index(int dirfd, const char *root_real)
+/*
+ * Open the file for path p, following a directory to its index.html, and
+ * check that it may be published.  Returns the fd with *sb filled and *name
+ * set to the name whose extension gives the type, or -1 with *status set.
+ */
+static int open_file(conn_t *c, const path_t *p, struct stat *sb, const char **name,
+                     size_t *namelen, int *status)
 {
-    return fs_open_beneath(dirfd, "index.html", root_real);
+    server_t *s = c->srv;
+    int fd = fs_open_beneath(s->rootfd, p->path + 1, s->root_real);
+    if (fd < 0) {
+        *status = open_status(errno);
+        return -1;
+    }
+    *name = p->path, *namelen = p->len;
+    *status = 403;
+    if (fstat(fd, sb) < 0)
+        goto fail;
+    if (S_ISDIR(sb->st_mode)) {
+        if (p->path[p->len - 1] != '/') {
+            *status = 301;
+            goto fail;
+        }
+        int ifd = fs_open_beneath(fd, "index.html", s->root_real);
+        close(fd);
+        if ((fd = ifd) < 0) { /* no index and no listings (yet): forbidden */
+            *status = errno == ENOENT ? 403 : open_status(errno);
+            return -1;
+        }
+        *name = "index.html", *namelen = 10;
+        if (fstat(fd, sb) < 0)
+            goto fail;
+    }
+    if (S_ISREG(sb->st_mode) && (sb->st_mode & S_IROTH))
+        return fd;
+fail:
+    close(fd);
+    return -1;
 }
 
 int static_serve(conn_t *c, const http_request_t *req)
 {
     server_t *s = c->srv;
     path_t p;
+    int64_t now = gio_now(s->loop);
     int st = path_from_target(req->target.p, req->target.n, c->blk->path, CONN_PATH_CAP, &p);
     if (st)
         return resp_error(c, st, NULL);
-    int fd = fs_open_beneath(s->rootfd, p.path + 1, s->root_real);
-    if (fd < 0)
-        return resp_error(c, open_status(errno), NULL);
-    struct stat sb;
-    const char *name = p.path;
-    size_t namelen = p.len;
-    if (fstat(fd, &sb) < 0)
-        goto forbidden;
-    if (S_ISDIR(sb.st_mode)) {
-        if (p.path[p.len - 1] != '/') {
+    fcache_entry_t *f = fcache_get(s->fcache, p.path, p.len, now);
+    if (!f) {
+        struct stat sb;
+        const char *name;
+        size_t namelen;
+        int fd = open_file(c, &p, &sb, &name, &namelen, &st);
+        if (fd < 0)
+            return st == 301 ? redirect_slash(c, &p) : resp_error(c, st, NULL);
+        f = fcache_put(s->fcache, p.path, p.len, fd, &sb, mime_lookup(s->mime, name, namelen),
+                       now);
+        if (!f) {
             close(fd);
-            return redirect_slash(c, &p);
+            return -1;
         }
-        int ifd = open_index(fd, s->root_real);
-        close(fd);
-        if (ifd < 0) /* no index and no listings (yet): forbidden */
-            return resp_error(c, errno == ENOENT ? 403 : open_status(errno), NULL);
-        fd = ifd;
-        name = "index.html", namelen = 10;
-        if (fstat(fd, &sb) < 0)
-            goto forbidden;
     }
-    if (!S_ISREG(sb.st_mode) || !(sb.st_mode & S_IROTH))
-        goto forbidden;
-    const char *type = mime_lookup(s->mime, name, namelen);
-    if (resp_head(c, 200, type, (uint64_t)sb.st_size, sb.st_mtime, NULL) < 0)
-        goto fail;
-    if (c->head_only || sb.st_size == 0) {
-        close(fd);
+    c->file = f; /* released when the response is done */
+    uint64_t size = (uint64_t)f->st.st_size;
+    if (resp_head(c, 200, f->type, size, f->st.st_mtime, NULL) < 0)
+        return -1;
+    if (c->head_only || size == 0)
         return 0;
-    }
-    if (gio_batch_add_file(&c->out, fd, 0, (uint64_t)sb.st_size, GIO_BATCH_CLOSE) < 0)
-        goto fail;
-    return 0;
-forbidden:
-    close(fd);
-    return resp_error(c, 403, NULL);
-fail:
-    close(fd);
-    return -1;
+    return gio_batch_add_file(&c->out, f->fd, 0, size, 0);
 }

@@ -1,0 +1,53 @@
+/*
+ * fcache — the open-file cache.  A file that was just served is kept open,
+ * with its stat data and formatted Last-Modified, for FCACHE_TTL_MS; requests
+ * for it within that time cost no open(), fstat() or close().  After that it
+ * is opened again, so a replaced, removed or chmod'ed file is noticed within
+ * a second (nginx's open_file_cache_valid, fixed at 1 s).
+ *
+ * Entries are reference-counted: a response holds its entry until sent, so an
+ * entry evicted meanwhile is closed by its last user.  The table is direct
+ * mapped: a new path evicts whatever hashed to the same slot.
+ */
+#ifndef GATLING_FCACHE_H
+#define GATLING_FCACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#define FCACHE_TTL_MS 1000
+
+typedef struct fcache_entry {
+    char *key;
+    size_t keylen;
+    int fd;
+    int refs;
+    int in_table;      /* 0 once evicted: the last release frees it */
+    int64_t expires;   /* gio_now() ms */
+    struct stat st;
+    const char *type;  /* Content-Type */
+} fcache_entry_t;
+
+typedef struct fcache fcache_t;
+
+/* A cache of 2^order slots; NULL on ENOMEM. */
+fcache_t *fcache_new(unsigned order);
+
+/* Close and free everything (entries still referenced are freed on release). */
+void fcache_free(fcache_t *fc);
+
+/* The fresh entry for key, with a reference taken; NULL if absent or stale. */
+fcache_entry_t *fcache_get(fcache_t *fc, const char *key, size_t n, int64_t now);
+
+/*
+ * Enter fd (taken over) for key; returns the entry with a reference taken,
+ * or NULL on ENOMEM (fd is then still the caller's).
+ */
+fcache_entry_t *fcache_put(fcache_t *fc, const char *key, size_t n, int fd,
+                           const struct stat *st, const char *type, int64_t now);
+
+/* Drop a reference taken by get or put. */
+void fcache_release(fcache_entry_t *e);
+
+#endif
