@@ -120,7 +120,18 @@ static void st_read(conn_t *c)
     }
 }
 
-/* HANDLE: decide keep-alive, then let the handler queue the response. */
+/* Answer "100 Continue" if the client waits for it before sending the body. */
+static void send_continue(conn_t *c, const http_request_t *req)
+{
+    static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    const http_str_t *ex = http_header(req, "Expect");
+    if (!ex || req->version < 11 || c->inlen > c->reqlen) /* the body is already coming */
+        return;
+    if (ex->n == 12 && case_equalb(ex->p, 12, "100-continue"))
+        (void)!send(c->fd, cont, sizeof cont - 1, MSG_NOSIGNAL); /* tiny, on an idle socket */
+}
+
+/* HANDLE: decide keep-alive, check the body, then let the handler respond. */
 static void st_handle(conn_t *c)
 {
     http_request_t *req = &c->blk->req;
@@ -135,8 +146,76 @@ static void st_handle(conn_t *c)
     c->status = 0;
     c->body_len = c->head_len = 0;
     c->out.bytes_sent = 0;
+    if (c->body == BODY_DONE) { /* back from BODY */
+        c->body = BODY_NONE;
+    } else {
+        int st = handler_framing(c, req);
+        if (st) {
+            c->unread_input = 1;
+            c->state = resp_error(c, st, NULL) < 0 ? CONN_CLOSE : CONN_WRITE;
+            return;
+        }
+        if (c->body != BODY_NONE) {
+            send_continue(c, req);
+            c->state = CONN_BODY;
+            return;
+        }
+    }
     int r = handler_dispatch(c, req);
     c->state = r < 0 ? CONN_CLOSE : CONN_WRITE;
+}
+
+/* Drop the body bytes at in[reqlen..inlen); BODY_DONE when the body ended. */
+static int drop_body(conn_t *c)
+{
+    char *p = c->blk->in + c->reqlen;
+    size_t have = c->inlen - c->reqlen, used;
+    if (c->body == BODY_LENGTH) {
+        used = have < c->body_left ? have : (size_t)c->body_left;
+        c->body_left -= used;
+        if (!c->body_left)
+            c->body = BODY_DONE;
+    } else {
+        int r = http_chunked_skip(&c->chunked, p, have, &used);
+        if (r == HTTP_MALFORMED)
+            return -400;
+        if (c->chunked.total > CONN_BODY_MAX)
+            return -413;
+        if (r == HTTP_CHUNKED_DONE)
+            c->body = BODY_DONE;
+    }
+    memmove(p, p + used, have - used); /* what follows is the next request */
+    c->inlen -= (uint32_t)used;
+    return 0;
+}
+
+/* BODY: read and drop the request body; then answer the request. */
+static void st_body(conn_t *c)
+{
+    for (;;) {
+        int r = drop_body(c);
+        if (r < 0) {
+            c->unread_input = 1;
+            c->keepalive = 0;
+            c->state = resp_error(c, -r, NULL) < 0 ? CONN_CLOSE : CONN_WRITE;
+            return;
+        }
+        if (c->body == BODY_DONE) {
+            c->state = CONN_HANDLE;
+            return;
+        }
+        long n = gio_read(c->fd, c->blk->in + c->inlen, CONN_IN_CAP - c->inlen);
+        if (n == GIO_AGAIN) {
+            gio_want(c->srv->loop, c->fd, GIO_READ);
+            return;
+        }
+        if (n <= 0) {
+            c->state = CONN_CLOSE;
+            return;
+        }
+        c->inlen += (uint32_t)n;
+        set_deadline(c, idle_ms(c)); /* a body that keeps coming is not stalled */
+    }
 }
 
 /* The response is out: log it, forget the request, go on or close. */
@@ -214,6 +293,7 @@ void conn_event(conn_t *c, unsigned events)
         switch (c->state) {
         case CONN_READ: st_read(c); break;
         case CONN_HANDLE: st_handle(c); break;
+        case CONN_BODY: st_body(c); break;
         case CONN_WRITE: st_write(c); break;
         case CONN_LINGER: st_linger(c); break;
         case CONN_CLOSE: break;

@@ -2,8 +2,9 @@
  * conn — one client connection: a small state machine driven by readiness.
  *
  *   READ ──► HANDLE ──► WRITE ──► READ      (keep-alive)
- *                          └────► LINGER    (closing: drain unread input)
- *                                   └────► CLOSE
+ *              │  ▲        └────► LINGER    (closing: drain unread input)
+ *              ▼  │                 └────► CLOSE
+ *              BODY                (a request body to read and drop)
  *
  * While a request is being read or answered the connection owns a request
  * block (input buffer, parsed head, path and response-head buffers); an idle
@@ -24,6 +25,7 @@ struct server;
 typedef enum conn_state {
     CONN_READ,   /* waiting for (the rest of) a request head */
     CONN_HANDLE, /* a complete head is in the buffer: build the response */
+    CONN_BODY,   /* reading and dropping the request body, then HANDLE */
     CONN_WRITE,  /* sending the response */
     CONN_LINGER, /* response sent, closing: drain unread input, then close */
     CONN_CLOSE   /* to be freed */
@@ -32,6 +34,9 @@ typedef enum conn_state {
 #define CONN_IN_CAP (HTTP_MAX_HEAD + 1024)       /* a full head plus pipelined bytes */
 #define CONN_PATH_CAP (HTTP_MAX_TARGET + 8)
 #define CONN_HEAD_CAP (3 * HTTP_MAX_TARGET + 2048) /* Location carries the encoded path */
+#define CONN_BODY_MAX (1 << 20) /* request bodies are dropped; larger ones get 413 */
+
+enum { BODY_NONE, BODY_LENGTH, BODY_CHUNKED, BODY_DONE };
 
 typedef struct conn_block {
     http_request_t req;
@@ -52,6 +57,9 @@ typedef struct conn {
     uint32_t head_len;  /* bytes of the response head */
     uint16_t status;
     uint8_t keepalive, http10, head_only, unread_input;
+    uint8_t body;       /* BODY_*: framing of the request body */
+    uint64_t body_left; /* BODY_LENGTH: bytes still to drop */
+    http_chunked_t chunked;
     uint64_t body_len;  /* body bytes of the current response */
     struct fcache_entry *file; /* the open file the response sends, if any */
     gio_batch_t out;

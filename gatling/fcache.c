@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 struct fcache {
+    fcache_entry_t *oldest, *newest;
     size_t mask;
     fcache_entry_t *slot[];
 };
@@ -34,11 +35,24 @@ static void destroy(fcache_entry_t *e)
     free(e);
 }
 
+static size_t slot_of(const fcache_t *fc, const char *key, size_t n)
+{
+    return hash(key, n) & fc->mask;
+}
+
 /* Take e out of the table; it lives on while referenced. */
 static void evict(fcache_t *fc, size_t i)
 {
     fcache_entry_t *e = fc->slot[i];
     fc->slot[i] = NULL;
+    if (e->older)
+        e->older->newer = e->newer;
+    else
+        fc->oldest = e->newer;
+    if (e->newer)
+        e->newer->older = e->older;
+    else
+        fc->newest = e->older;
     e->in_table = 0;
     if (e->refs == 0)
         destroy(e);
@@ -56,7 +70,7 @@ void fcache_free(fcache_t *fc)
 
 fcache_entry_t *fcache_get(fcache_t *fc, const char *key, size_t n, int64_t now)
 {
-    size_t i = hash(key, n) & fc->mask;
+    size_t i = slot_of(fc, key, n);
     fcache_entry_t *e = fc->slot[i];
     if (!e || e->keylen != n || memcmp(e->key, key, n))
         return NULL;
@@ -81,11 +95,24 @@ fcache_entry_t *fcache_put(fcache_t *fc, const char *key, size_t n, int fd,
     k[n] = 0;
     *e = (fcache_entry_t){.key = k, .keylen = n, .fd = fd, .refs = 1, .in_table = 1,
                           .expires = now + FCACHE_TTL_MS, .st = *st, .type = type};
-    size_t i = hash(key, n) & fc->mask;
+    size_t i = slot_of(fc, key, n);
     if (fc->slot[i])
         evict(fc, i);
     fc->slot[i] = e;
+    e->older = fc->newest; /* same TTL for all: the newest expires last */
+    if (fc->newest)
+        fc->newest->newer = e;
+    else
+        fc->oldest = e;
+    fc->newest = e;
     return e;
+}
+
+int64_t fcache_expire(fcache_t *fc, int64_t now)
+{
+    while (fc->oldest && fc->oldest->expires <= now)
+        evict(fc, slot_of(fc, fc->oldest->key, fc->oldest->keylen));
+    return fc->oldest ? fc->oldest->expires - now : -1;
 }
 
 void fcache_release(fcache_entry_t *e)

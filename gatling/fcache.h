@@ -7,7 +7,9 @@
  *
  * Entries are reference-counted: a response holds its entry until sent, so an
  * entry evicted meanwhile is closed by its last user.  The table is direct
- * mapped: a new path evicts whatever hashed to the same slot.
+ * mapped: a new path evicts whatever hashed to the same slot.  Entries are
+ * closed when they expire (fcache_expire), so a removed file's space is not
+ * held and the cache never sits on descriptors it does not use.
  */
 #ifndef GATLING_FCACHE_H
 #define GATLING_FCACHE_H
@@ -19,6 +21,7 @@
 #define FCACHE_TTL_MS 1000
 
 typedef struct fcache_entry {
+    struct fcache_entry *older, *newer; /* in the table: oldest first */
     char *key;
     size_t keylen;
     int fd;
@@ -46,6 +49,12 @@ fcache_entry_t *fcache_get(fcache_t *fc, const char *key, size_t n, int64_t now)
  */
 fcache_entry_t *fcache_put(fcache_t *fc, const char *key, size_t n, int fd,
                            const struct stat *st, const char *type, int64_t now);
+
+/*
+ * Evict the entries that expired by now.  Returns the ms until the next
+ * expiry, or -1 if the cache is empty (a timeout for the event loop).
+ */
+int64_t fcache_expire(fcache_t *fc, int64_t now);
 
 /* Drop a reference taken by get or put. */
 void fcache_release(fcache_entry_t *e);

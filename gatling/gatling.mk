@@ -14,4 +14,4 @@ $(B)/gatling: $(B)/srv/main.o $(GATLING_LIBOBJS) $(IO_LIB)
 all: gatling/gatling
 
 gatling/gatling: $(B)/gatling
-	cp $< $@
+	cp --remove-destination $< $@

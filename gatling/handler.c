@@ -22,36 +22,43 @@ static size_t count_headers(const http_request_t *req, const char *name)
 }
 
 /*
- * Request bodies (RFC 9112 6): static resources take none, so a request that
- * announces one is answered and the connection closed, with the unread body
- * drained by the linger state.  Both framings at once is how request
- * smuggling starts: 400.  Returns 0 or the status to answer.
+ * Request bodies (RFC 9112 6): static resources take none, but a body must be
+ * read to keep the connection in step, so it is read and dropped before the
+ * response (connection.c's BODY state), up to CONN_BODY_MAX.  Both framings
+ * at once is how request smuggling starts: 400, as is any transfer coding
+ * other than a final "chunked".
  */
-static int check_framing(conn_t *c, const http_request_t *req)
+int handler_framing(conn_t *c, const http_request_t *req)
 {
     const http_str_t *te = http_header(req, "Transfer-Encoding");
     const http_str_t *cl = http_header(req, "Content-Length");
+    c->body = BODY_NONE;
     if (te && cl)
         return 400;
+    if (te) {
+        if (count_headers(req, "Transfer-Encoding") > 1 || te->n < 7 ||
+            !case_equalb(te->p + te->n - 7, 7, "chunked") || req->version < 11)
+            return 400;
+        c->body = BODY_CHUNKED;
+        memset(&c->chunked, 0, sizeof c->chunked);
+        return 0;
+    }
     if (cl) {
         unsigned long long len = 0;
         size_t k = cl->n ? scan_ulonglong(cl->p, &len) : 0;
         if (k == 0 || k != cl->n || k > 18 || count_headers(req, "Content-Length") > 1)
             return 400;
+        if (len > CONN_BODY_MAX)
+            return 413;
         if (len > 0)
-            c->unread_input = 1, c->keepalive = 0;
+            c->body = BODY_LENGTH, c->body_left = len;
     }
-    if (te)
-        c->unread_input = 1, c->keepalive = 0;
     return 0;
 }
 
 int handler_dispatch(conn_t *c, const http_request_t *req)
 {
     size_t hosts = count_headers(req, "Host");
-    int st = check_framing(c, req);
-    if (st)
-        return resp_error(c, st, NULL);
     if (hosts > 1 || (req->version == 11 && hosts == 0)) /* RFC 9112 3.2 */
         return resp_error(c, 400, NULL);
     if (method_is(req, "GET") || method_is(req, "HEAD"))

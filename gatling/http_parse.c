@@ -163,3 +163,92 @@ int http_list_has(http_str_t s, const char *tok)
     }
     return 0;
 }
+
+enum { CH_SIZE, CH_EXT, CH_SIZE_LF, CH_DATA, CH_DATA_CR, CH_DATA_LF, CH_TRAILER, CH_TRAILER_LF };
+
+#define CHUNK_LINE_MAX 4096 /* a size line or trailer line longer than this is abuse */
+
+int http_chunked_skip(http_chunked_t *st, const char *buf, size_t len, size_t *used)
+{
+    size_t i = 0;
+    while (i < len) {
+        unsigned char ch = buf[i];
+        switch (st->state) {
+        case CH_SIZE: {
+            int h = scan_fromhex(ch);
+            if (h >= 0) {
+                if (st->linelen++ >= 15) /* more than 60 bits of size */
+                    return HTTP_MALFORMED;
+                st->left = st->left << 4 | (unsigned)h;
+                i++;
+                break;
+            }
+            if (st->linelen == 0)
+                return HTTP_MALFORMED;
+            st->state = CH_EXT;
+            break;
+        }
+        case CH_EXT: /* chunk extensions are ignored, up to the line end */
+            i++;
+            if (ch == '\n' || ch == '\r')
+                st->state = ch == '\r' ? CH_SIZE_LF : CH_DATA;
+            else if (++st->linelen > CHUNK_LINE_MAX || ch < 0x09)
+                return HTTP_MALFORMED;
+            if (st->state == CH_DATA && st->left == 0)
+                st->state = CH_TRAILER, st->linelen = 0;
+            break;
+        case CH_SIZE_LF:
+            if (ch != '\n')
+                return HTTP_MALFORMED;
+            i++;
+            st->state = st->left ? CH_DATA : CH_TRAILER;
+            st->linelen = 0;
+            break;
+        case CH_DATA: {
+            size_t k = len - i < st->left ? len - i : (size_t)st->left;
+            st->left -= k, st->total += k, i += k;
+            if (!st->left)
+                st->state = CH_DATA_CR;
+            break;
+        }
+        case CH_DATA_CR:
+            i++;
+            if (ch == '\n')
+                st->state = CH_SIZE, st->linelen = 0;
+            else if (ch == '\r')
+                st->state = CH_DATA_LF;
+            else
+                return HTTP_MALFORMED;
+            break;
+        case CH_DATA_LF:
+            if (ch != '\n')
+                return HTTP_MALFORMED;
+            i++;
+            st->state = CH_SIZE, st->linelen = 0;
+            break;
+        case CH_TRAILER: /* trailer fields until an empty line */
+            i++;
+            if (ch == '\n' || (ch == '\r' && st->linelen == 0)) {
+                if (st->linelen == 0) {
+                    if (ch == '\r') {
+                        st->state = CH_TRAILER_LF;
+                        break;
+                    }
+                    *used = i;
+                    return HTTP_CHUNKED_DONE;
+                }
+                st->linelen = 0;
+            } else if (++st->linelen > CHUNK_LINE_MAX) {
+                return HTTP_MALFORMED;
+            }
+            break;
+        case CH_TRAILER_LF:
+            if (ch != '\n')
+                return HTTP_MALFORMED;
+            *used = i + 1;
+            return HTTP_CHUNKED_DONE;
+        }
+    }
+    *used = i;
+    return HTTP_CHUNKED_MORE;
+}

@@ -8,6 +8,7 @@
 #define GATLING_HTTP_PARSE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define HTTP_MAX_TARGET 4096  /* longer request-target: 414 */
 #define HTTP_MAX_HEAD 16384   /* longer request line + header section: 431 */
@@ -50,5 +51,26 @@ const http_str_t *http_header(const http_request_t *req, const char *name);
 
 /* Whether comma-separated list s contains token tok (case-insensitive). */
 int http_list_has(http_str_t s, const char *tok);
+
+/*
+ * Skipping a chunked request body (RFC 9112 7.1) incrementally: feed the
+ * bytes as they arrive; the decoder remembers where it is between calls.
+ */
+typedef struct http_chunked {
+    int state;          /* internal */
+    uint64_t left;      /* bytes of chunk data still to skip */
+    uint64_t total;     /* data bytes seen so far (for the size limit) */
+    unsigned linelen;   /* length of the current size or trailer line */
+} http_chunked_t;
+
+enum { HTTP_CHUNKED_MORE = 0, HTTP_CHUNKED_DONE = 1 };
+
+/*
+ * Consume up to len bytes of chunked framing and data.  Sets *used to the
+ * bytes consumed.  Returns HTTP_CHUNKED_DONE when the last chunk and the
+ * trailer section are complete (bytes after that belong to the next
+ * request), HTTP_CHUNKED_MORE when it needs more, or HTTP_MALFORMED.
+ */
+int http_chunked_skip(http_chunked_t *st, const char *buf, size_t len, size_t *used);
 
 #endif

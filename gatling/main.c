@@ -10,6 +10,7 @@
 #include "server.h"
 #include "worker.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -47,6 +48,12 @@ static long number(const char *s, long min, long max)
     return v;
 }
 
+static int is_address(const char *s)
+{
+    unsigned char a[16];
+    return inet_pton(AF_INET, s, a) == 1 || inet_pton(AF_INET6, s, a) == 1;
+}
+
 static int bad(const char *opt, const char *arg, const char *why)
 {
     fprintf(stderr, "gatling: -%s %s: %s\n", opt, arg, why);
@@ -63,7 +70,11 @@ static int parse_options(int argc, char **argv, config_t *cfg)
     opterr = 0;
     while ((c = getopt(argc, argv, ":i:p:T:nc:m:W:Vh")) != -1) {
         switch (c) {
-        case 'i': cfg->addr = optarg; break;
+        case 'i':
+            if (!is_address(optarg))
+                return bad("i", optarg, "not an IPv4 or IPv6 address");
+            cfg->addr = optarg;
+            break;
         case 'p':
             if ((cfg->port = (int)number(optarg, 0, 65535)) < 0)
                 return bad("p", optarg, "not a port number (0-65535)");

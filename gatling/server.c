@@ -242,7 +242,8 @@ static void handle_signals(server_t *s)
 int server_run(server_t *s)
 {
     while (!s->draining || s->nconns > 0) {
-        if (gio_wait(s->loop, -1) < 0 && errno != EINTR) {
+        int64_t wake = fcache_expire(s->fcache, gio_now(s->loop));
+        if (gio_wait(s->loop, wake < 0 ? -1 : (int)wake + 1) < 0 && errno != EINTR) {
             fprintf(stderr, "gatling: %s wait failed: %s\n", gio_backend_name(),
                     strerror(errno));
             return 1;

@@ -156,6 +156,42 @@ static void test_lists(void)
     ok(!http_list_has(v, "keep"), "list: no prefix match");
 }
 
+/* Feed body in pieces of `step` bytes; return consumed total or -1. */
+static long chunked(const char *body, size_t step, int *done)
+{
+    http_chunked_t st = {0};
+    size_t n = strlen(body), off = 0, used;
+    *done = 0;
+    while (off < n) {
+        size_t k = n - off < step ? n - off : step;
+        int r = http_chunked_skip(&st, body + off, k, &used);
+        if (r == HTTP_MALFORMED)
+            return -1;
+        off += used;
+        if (r == HTTP_CHUNKED_DONE) {
+            *done = 1;
+            return (long)off;
+        }
+    }
+    return (long)off;
+}
+
+static void test_chunked(void)
+{
+    const char *b = "5\r\nhello\r\n1a;ext=1\r\nabcdefghijklmnopqrstuvwxyz\r\n0\r\n"
+                    "Trailer: x\r\n\r\nNEXT";
+    int done;
+    for (size_t step = 1; step <= 64; step *= 2)
+        ok(chunked(b, step, &done) == (long)strlen(b) - 4 && done,
+           "chunked body skipped exactly, %zu bytes at a time", step);
+    ok(chunked("0\r\n\r\n", 1, &done) == 5 && done, "empty chunked body");
+    ok(chunked("3\nabc\n0\n\n", 3, &done) == 10 && done, "bare LF framing");
+    ok(chunked("5\r\nhel", 100, &done) == 8 && !done, "partial body wants more");
+    ok(chunked("zz\r\n", 1, &done) == -1, "bad chunk size");
+    ok(chunked("5\r\nhelloXX", 1, &done) == -1, "missing CRLF after data");
+    ok(chunked("fffffffffffffffff\r\n", 1, &done) == -1, "chunk size overflow");
+}
+
 int main(void)
 {
     page = (size_t)sysconf(_SC_PAGESIZE);
@@ -168,5 +204,6 @@ int main(void)
     test_bad();
     test_limits();
     test_lists();
+    test_chunked();
     return tap_done();
 }
