@@ -185,8 +185,8 @@ static void test_chunked(void)
         ok(chunked(b, step, &done) == (long)strlen(b) - 4 && done,
            "chunked body skipped exactly, %zu bytes at a time", step);
     ok(chunked("0\r\n\r\n", 1, &done) == 5 && done, "empty chunked body");
-    ok(chunked("3\nabc\n0\n\n", 3, &done) == 10 && done, "bare LF framing");
-    ok(chunked("5\r\nhel", 100, &done) == 8 && !done, "partial body wants more");
+    ok(chunked("3\nabc\n0\n\n", 3, &done) == 9 && done, "bare LF framing");
+    ok(chunked("5\r\nhel", 100, &done) == 6 && !done, "partial body wants more");
     ok(chunked("zz\r\n", 1, &done) == -1, "bad chunk size");
     ok(chunked("5\r\nhelloXX", 1, &done) == -1, "missing CRLF after data");
     ok(chunked("fffffffffffffffff\r\n", 1, &done) == -1, "chunk size overflow");
