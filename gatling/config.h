@@ -9,9 +9,24 @@ typedef struct config {
     int port;              /* -p: default 80 as root, 8000 otherwise; 0 = any */
     int timeout;           /* -T: idle/stall timeout in seconds */
     int access_log;        /* 0 with -n */
+    const char *log_file;  /* -l: NULL = stdout; reopened on SIGUSR1 */
     const char *root;      /* -c: chroot (root) or chdir here; NULL = cwd */
+    const char *user;      /* -u: drop privileges to this user after binding */
     const char *mime_file; /* -m: NULL = /etc/mime.types */
     int workers;           /* -W: worker processes; 1 = no supervisor */
+    int vhosts;            /* 0 with -H: no virtual hosting */
+    int vhost_only;        /* -v: never serve from the document root itself */
+    int keep_host_port;    /* -t: keep the port of the Host header */
+    int listings;          /* -d on, -D off (default) */
+    const char *index2;    /* -I: an extra index file name */
+    const char *redirect;  /* -r: 404s become redirects to this URL prefix */
+    int max_age;           /* -M: Cache-Control max-age in seconds, -1 = none */
+    int status_page;       /* -S: /server-status for loopback clients */
+    int symlinks_out;      /* -L: follow symlinks out of the document root */
+    int gzip;              /* 0 with -Z: no compression */
+    /* set up by main(), not options: */
+    int log_fd;            /* the access log (-1: none), opened before any chroot */
+    int uid, gid;          /* -u's ids, looked up before any chroot; -1 = stay */
 } config_t;
 
 #endif

@@ -4,6 +4,7 @@
  * state function does one step and sets the next state.
  */
 #include "conn.h"
+#include "encoding.h"
 #include "fcache.h"
 #include "handler.h"
 #include "owfat.h"
@@ -60,6 +61,7 @@ static void conn_free(conn_t *c)
     free(c->blk);
     if (c->file)
         fcache_release(c->file);
+    enc_gzip_release(c->gz);
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -222,13 +224,18 @@ static void st_body(conn_t *c)
 static void finish_request(conn_t *c)
 {
     log_request(c);
+    status_count(&c->srv->stats, gio_wallclock(c->srv->loop), c->out.bytes_sent);
     if (c->file) {
         fcache_release(c->file);
         c->file = NULL;
     }
+    enc_gzip_release(c->gz);
+    c->gz = NULL;
     memmove(c->blk->in, c->blk->in + c->reqlen, c->inlen - c->reqlen);
     c->inlen -= c->reqlen;
     c->reqlen = 0;
+    if (c->srv->draining) /* shutting down: this was the last response */
+        c->keepalive = 0;
     if (!c->keepalive) {
         c->state = c->unread_input || c->inlen ? CONN_LINGER : CONN_CLOSE;
         if (c->state == CONN_LINGER) {

@@ -56,12 +56,14 @@ typedef struct conn {
     uint32_t reqlen;    /* bytes of blk->in taken by the current request */
     uint32_t head_len;  /* bytes of the response head */
     uint16_t status;
+    uint16_t local_port;
     uint8_t keepalive, http10, head_only, unread_input;
     uint8_t body;       /* BODY_*: framing of the request body */
     uint64_t body_left; /* BODY_LENGTH: bytes still to drop */
     http_chunked_t chunked;
     uint64_t body_len;  /* body bytes of the current response */
     struct fcache_entry *file; /* the open file the response sends, if any */
+    struct enc_gz *gz;         /* the gzipped body the response sends, if any */
     gio_batch_t out;
     union {
         struct sockaddr sa;

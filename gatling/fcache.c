@@ -31,6 +31,7 @@ fcache_t *fcache_new(unsigned order)
 static void destroy(fcache_entry_t *e)
 {
     close(e->fd);
+    free(e->rel);
     free(e->key);
     free(e);
 }
@@ -82,8 +83,8 @@ fcache_entry_t *fcache_get(fcache_t *fc, const char *key, size_t n, int64_t now)
     return e;
 }
 
-fcache_entry_t *fcache_put(fcache_t *fc, const char *key, size_t n, int fd,
-                           const struct stat *st, const char *type, int64_t now)
+fcache_entry_t *fcache_put(fcache_t *fc, const char *key, size_t n, const fcache_entry_t *tmpl,
+                           int64_t now)
 {
     fcache_entry_t *e = malloc(sizeof *e);
     char *k = malloc(n + 1);
@@ -93,8 +94,11 @@ fcache_entry_t *fcache_put(fcache_t *fc, const char *key, size_t n, int fd,
     }
     memcpy(k, key, n);
     k[n] = 0;
-    *e = (fcache_entry_t){.key = k, .keylen = n, .fd = fd, .refs = 1, .in_table = 1,
-                          .expires = now + FCACHE_TTL_MS, .st = *st, .type = type};
+    *e = *tmpl;
+    e->older = e->newer = NULL;
+    e->key = k, e->keylen = n;
+    e->refs = 1, e->in_table = 1;
+    e->expires = now + FCACHE_TTL_MS;
     size_t i = slot_of(fc, key, n);
     if (fc->slot[i])
         evict(fc, i);

@@ -29,7 +29,11 @@ typedef struct fcache_entry {
     int in_table;      /* 0 once evicted: the last release frees it */
     int64_t expires;   /* gio_now() ms */
     struct stat st;
+    /* filled by the caller of fcache_put (the cache only frees rel): */
     const char *type;  /* Content-Type */
+    char *rel;         /* the file's path below its vhost directory (malloc'd) */
+    unsigned siblings; /* precompressed siblings that exist (ENC_* mask) */
+    int protect;       /* an .htaccess governs it: check credentials each time */
 } fcache_entry_t;
 
 typedef struct fcache fcache_t;
@@ -44,11 +48,12 @@ void fcache_free(fcache_t *fc);
 fcache_entry_t *fcache_get(fcache_t *fc, const char *key, size_t n, int64_t now);
 
 /*
- * Enter fd (taken over) for key; returns the entry with a reference taken,
- * or NULL on ENOMEM (fd is then still the caller's).
+ * Enter tmpl (its fd and rel are taken over; key, links and counts are
+ * filled in here) under key; returns the entry with a reference taken, or
+ * NULL on ENOMEM (fd and rel are then still the caller's).
  */
-fcache_entry_t *fcache_put(fcache_t *fc, const char *key, size_t n, int fd,
-                           const struct stat *st, const char *type, int64_t now);
+fcache_entry_t *fcache_put(fcache_t *fc, const char *key, size_t n, const fcache_entry_t *tmpl,
+                           int64_t now);
 
 /*
  * Evict the entries that expired by now.  Returns the ms until the next

@@ -44,7 +44,7 @@ int fs_open_beneath(int dirfd, const char *rel, const char *root_real)
     fd = openat(dirfd, rel, FS_FLAGS);
     if (fd < 0)
         return -1;
-    if (!below_root(fd, root_real)) {
+    if (root_real && !below_root(fd, root_real)) {
         close(fd);
         errno = EXDEV;
         return -1;
@@ -57,7 +57,8 @@ int fs_open_beneath(int dirfd, const char *rel, const char *root_real)
 int fs_open_beneath(int dirfd, const char *rel, const char *root_real)
 {
     (void)below_root;
-    (void)root_real;
+    if (!root_real) /* -L: anything goes */
+        return openat(dirfd, *rel ? rel : ".", FS_FLAGS);
     /* walk the components with O_NOFOLLOW: no symlink is ever followed */
     char part[NAME_MAX + 1];
     int cur = dup(dirfd);

@@ -10,7 +10,8 @@
  * Open rel (relative, no leading '/'; "" or "." for dir itself) below the
  * directory dirfd, read-only, non-blocking, close-on-exec.  Symlinks are
  * followed only while they stay below root_real (the canonical path of the
- * document root, for symlinks given as absolute paths).  Returns the fd, or
+ * document root, for symlinks given as absolute paths; NULL: follow symlinks
+ * anywhere, gatling -L).  Returns the fd, or
  * -1 with errno: ENOENT/ENOTDIR (missing), EXDEV (would leave the root),
  * EACCES, ELOOP, ENAMETOOLONG, EMFILE/ENFILE.
  */

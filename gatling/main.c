@@ -12,6 +12,8 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <pwd.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,20 +23,34 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: gatling [-i addr] [-p port] [-T secs] [-n] [-c dir] [-m file] [-W n]\n"
-            "               [-V] [-h]\n"
+            "usage: gatling [-i addr] [-p port] [-T secs] [-n] [-l file] [-c dir] [-u user]\n"
+            "               [-m file] [-W n] [-H] [-v] [-t] [-d|-D] [-I name] [-r url]\n"
+            "               [-M secs] [-S] [-L] [-Z] [-V] [-h]\n"
             "Serve the current directory (or -c dir) over HTTP/1.1.\n"
             "  -i addr   listen on this IPv4 or IPv6 address (default: all, IPv6 and IPv4)\n"
             "  -p port   listen on this port (default: 80 as root, 8000 otherwise; 0: any)\n"
             "  -T secs   close connections idle or stalled this long (default 23)\n"
             "  -n        no access log (default: Combined Log Format on stdout)\n"
+            "  -l file   append the access log to file; SIGUSR1 reopens it\n"
             "  -c dir    serve dir; as root, chroot into it after opening the listeners\n"
+            "  -u user   run as user after opening the listeners\n"
             "  -m file   read MIME types from file (default /etc/mime.types)\n"
             "  -W n      run n worker processes sharing the port (default 1)\n"
+            "  -H        no virtual hosting: serve every Host from the document root\n"
+            "  -v        virtual hosts only: never serve from the document root itself\n"
+            "  -t        keep the Host header's port when choosing the vhost directory\n"
+            "  -d / -D   generate directory listings / do not (default)\n"
+            "  -I name   also try name as a directory's index (after index.html)\n"
+            "  -r url    redirect requests for missing files to url + path\n"
+            "  -M secs   send Cache-Control: max-age=secs and Expires\n"
+            "  -S        serve /server-status (HTML, or JSON with ?json) to loopback clients\n"
+            "  -L        follow symlinks that lead out of the document root\n"
+            "  -Z        no compression (neither precompressed files nor gzip)\n"
             "  -V        print the version and the IO backend, and exit\n"
             "  -h        print this help, and exit\n"
             "Signals: TERM/INT stop accepting and exit after the responses in flight;\n"
-            "HUP closes the listeners and exits once the open connections are done.\n");
+            "HUP closes the listeners and exits once the open connections are done;\n"
+            "USR1 reopens the -l log file.  See gatling(8).\n");
 }
 
 /* A whole decimal number in [min, max], or -1. */
@@ -66,9 +82,9 @@ static int parse_options(int argc, char **argv, config_t *cfg)
 {
     int c;
     *cfg = (config_t){.port = geteuid() == 0 ? 80 : 8000, .timeout = 23, .access_log = 1,
-                      .workers = 1};
+                      .workers = 1, .vhosts = 1, .max_age = -1, .gzip = 1};
     opterr = 0;
-    while ((c = getopt(argc, argv, ":i:p:T:nc:m:W:Vh")) != -1) {
+    while ((c = getopt(argc, argv, ":i:p:T:nl:c:u:m:W:HvtdDI:r:M:SLZVh")) != -1) {
         switch (c) {
         case 'i':
             if (!is_address(optarg))
@@ -84,8 +100,32 @@ static int parse_options(int argc, char **argv, config_t *cfg)
                 return bad("T", optarg, "not a timeout in seconds (1-86400)");
             break;
         case 'n': cfg->access_log = 0; break;
+        case 'l': cfg->log_file = optarg; break;
         case 'c': cfg->root = optarg; break;
+        case 'u': cfg->user = optarg; break;
         case 'm': cfg->mime_file = optarg; break;
+        case 'H': cfg->vhosts = 0; break;
+        case 'v': cfg->vhost_only = 1; break;
+        case 't': cfg->keep_host_port = 1; break;
+        case 'd': cfg->listings = 1; break;
+        case 'D': cfg->listings = 0; break;
+        case 'I':
+            if (!*optarg || strchr(optarg, '/') || optarg[0] == '.')
+                return bad("I", optarg, "not a plain file name");
+            cfg->index2 = optarg;
+            break;
+        case 'r':
+            if (strncmp(optarg, "http://", 7) && strncmp(optarg, "https://", 8))
+                return bad("r", optarg, "not an http:// or https:// URL");
+            cfg->redirect = optarg;
+            break;
+        case 'M':
+            if ((cfg->max_age = (int)number(optarg, 0, 315360000)) < 0)
+                return bad("M", optarg, "not a max-age in seconds");
+            break;
+        case 'S': cfg->status_page = 1; break;
+        case 'L': cfg->symlinks_out = 1; break;
+        case 'Z': cfg->gzip = 0; break;
         case 'W':
             if ((cfg->workers = (int)number(optarg, 1, 64)) < 0)
                 return bad("W", optarg, "not a worker count (1-64)");
@@ -108,6 +148,28 @@ static int parse_options(int argc, char **argv, config_t *cfg)
         return 2;
     }
     return -1;
+}
+
+/* -l / -u: open the log and look up the user while /etc is still visible. */
+static int prepare(config_t *cfg)
+{
+    cfg->uid = cfg->gid = -1;
+    cfg->log_fd = cfg->access_log ? STDOUT_FILENO : -1;
+    if (cfg->access_log && cfg->log_file &&
+        (cfg->log_fd = open(cfg->log_file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644)) < 0) {
+        fprintf(stderr, "gatling: open(\"%s\") for the log failed: %s\n", cfg->log_file,
+                strerror(errno));
+        return -1;
+    }
+    if (cfg->user) {
+        struct passwd *pw = getpwnam(cfg->user);
+        if (!pw) {
+            fprintf(stderr, "gatling: -u %s: no such user\n", cfg->user);
+            return -1;
+        }
+        cfg->uid = (int)pw->pw_uid, cfg->gid = (int)pw->pw_gid;
+    }
+    return 0;
 }
 
 /* -c: change into the document root; as root, also chroot there. */
@@ -133,6 +195,10 @@ int main(int argc, char **argv)
     if (rc >= 0)
         return rc;
     mime_table_t *mime = mime_load(cfg.mime_file); /* before a chroot hides /etc */
+    if (prepare(&cfg) < 0) {
+        mime_free(mime);
+        return 1;
+    }
     if (!mime) {
         fprintf(stderr, "gatling: cannot read MIME types from %s: %s\n",
                 cfg.mime_file ? cfg.mime_file : "/etc/mime.types", strerror(errno));
@@ -147,7 +213,7 @@ int main(int argc, char **argv)
     int n;
     server_t s;
     if (server_listen(&cfg, lst, &n, 0, 4096) < 0 || enter_root(&cfg) < 0 ||
-        server_init(&s, &cfg, mime, lst, n) < 0) {
+        server_drop_privileges(&cfg) < 0 || server_init(&s, &cfg, mime, lst, n) < 0) {
         mime_free(mime);
         return 1;
     }

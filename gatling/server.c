@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "server.h"
 #include "conn.h"
+#include "encoding.h"
 #include "owfat.h"
 
 #include <arpa/inet.h>
@@ -17,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
+#include <grp.h>
 #include <unistd.h>
 
 #define ACCEPT_BATCH 64       /* connections taken per listener event */
@@ -24,13 +27,15 @@
 
 /* The only file-scope mutable state: what signal handlers may touch. */
 static int sig_pipe_fd = -1;
-static volatile sig_atomic_t sig_term, sig_hup;
+static volatile sig_atomic_t sig_term, sig_hup, sig_usr1;
 
 static void on_signal(int sig)
 {
     int e = errno;
     if (sig == SIGHUP)
         sig_hup = 1;
+    else if (sig == SIGUSR1)
+        sig_usr1 = 1;
     else
         sig_term++;
     if (sig_pipe_fd >= 0) {
@@ -107,6 +112,17 @@ int server_listen(const config_t *cfg, listener_t *lst, int *n, int reuseport, i
     return 0;
 }
 
+int server_drop_privileges(const config_t *cfg)
+{
+    if (cfg->uid < 0)
+        return 0;
+    if (setgroups(0, NULL) < 0 || setgid((gid_t)cfg->gid) < 0 || setuid((uid_t)cfg->uid) < 0) {
+        fprintf(stderr, "gatling: cannot become user %s: %s\n", cfg->user, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 int server_port(const listener_t *lst)
 {
     union {
@@ -130,6 +146,7 @@ static int install_signals(server_t *s)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     s->sigkind = COOKIE_SIGNAL;
     if (gio_add(s->loop, s->sigfd[0], &s->sigkind) < 0)
@@ -144,8 +161,13 @@ int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const list
     memset(s, 0, sizeof *s);
     s->cfg = cfg;
     s->sigfd[0] = s->sigfd[1] = -1;
-    alog_init(&s->log, cfg->access_log ? STDOUT_FILENO : -1);
+    alog_init(&s->log, cfg->log_fd);
     s->mime = mime;
+    s->stats.started = s->stats.second = time(NULL);
+    if (cfg->gzip && !(s->gzcache = enc_cache_new(0, 0))) {
+        fprintf(stderr, "gatling: out of memory\n");
+        return -1;
+    }
     if (!(s->fcache = fcache_new(12))) {
         fprintf(stderr, "gatling: out of memory\n");
         return -1;
@@ -163,6 +185,7 @@ int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const list
     }
     for (int i = 0; i < nlst; i++) {
         s->lst[i] = lst[i];
+        s->lst[i].port = server_port(&lst[i]);
         if (gio_add(s->loop, lst[i].fd, &s->lst[i]) < 0) {
             fprintf(stderr, "gatling: cannot watch listener: %s\n", strerror(errno));
             return -1;
@@ -207,7 +230,9 @@ static void accept_some(server_t *s, listener_t *l)
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        conn_new(s, fd, &peer.sa, plen);
+        conn_t *c = conn_new(s, fd, &peer.sa, plen);
+        if (c)
+            c->local_port = (uint16_t)l->port;
     }
 }
 
@@ -226,6 +251,21 @@ static void start_draining(server_t *s)
     }
 }
 
+/* SIGUSR1: logrotate moved the file away; start a new one at the same path. */
+static void reopen_log(server_t *s)
+{
+    if (!s->cfg->log_file || s->log.fd < 0)
+        return;
+    alog_flush(&s->log);
+    int fd = open(s->cfg->log_file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) { /* keep writing to the old file rather than lose lines */
+        fprintf(stderr, "gatling: reopening %s failed: %s\n", s->cfg->log_file, strerror(errno));
+        return;
+    }
+    dup2(fd, s->log.fd);
+    close(fd);
+}
+
 static void handle_signals(server_t *s)
 {
     char buf[64];
@@ -234,6 +274,10 @@ static void handle_signals(server_t *s)
     if (sig_term > 1) { /* a second SIGTERM: stop now */
         alog_flush(&s->log);
         _exit(0);
+    }
+    if (sig_usr1) {
+        sig_usr1 = 0;
+        reopen_log(s);
     }
     if (sig_term || sig_hup)
         start_draining(s);
@@ -283,6 +327,7 @@ void server_free(server_t *s)
     }
     gio_loop_free(s->loop);
     fcache_free(s->fcache);
+    enc_cache_free(s->gzcache);
     if (s->rootfd >= 0)
         close(s->rootfd);
     free(s->root_real);

@@ -11,6 +11,7 @@
 #include "fcache.h"
 #include "gio.h"
 #include "mime.h"
+#include "status.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -23,6 +24,7 @@ enum { COOKIE_LISTENER = 1, COOKIE_CONN, COOKIE_SIGNAL };
 typedef struct listener {
     int kind; /* COOKIE_LISTENER */
     int fd;
+    int port; /* the local port, for virtual hosts */
 } listener_t;
 
 typedef struct server {
@@ -42,6 +44,8 @@ typedef struct server {
     int64_t date_at;         /* wall-clock second of `date` */
     char date[32];           /* the current HTTP-date, for Date: */
     alog_t log;
+    status_counters_t stats;
+    struct enc_cache *gzcache; /* on-the-fly gzip; NULL with -Z */
 } server_t;
 
 /*
@@ -51,6 +55,12 @@ typedef struct server {
  * returns 0; on failure prints why to stderr and returns -1.
  */
 int server_listen(const config_t *cfg, listener_t *lst, int *n, int reuseport, int backlog);
+
+/*
+ * -u: become cfg->uid/gid (supplementary groups dropped).  0, or -1 after
+ * printing why.  A no-op without -u.
+ */
+int server_drop_privileges(const config_t *cfg);
 
 /* The port the first listener is bound to (useful with -p 0). */
 int server_port(const listener_t *lst);

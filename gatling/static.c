@@ -1,23 +1,50 @@
 /*
- * Static files and directories below the document root.
+ * Static files and directories: GET and HEAD below the document root.
+ *
+ * A request goes: path normalisation -> virtual host -> the open-file cache
+ * (fcache.c) or, on a miss, lookup() which opens the file below the vhost
+ * directory and learns what is needed to answer (type, .htaccess, siblings)
+ * -> access control -> content coding -> conditionals -> ranges -> head and
+ * body.  Everything a miss learns is cached for FCACHE_TTL_MS with the file.
  *
  * Only world-readable regular files are published (as in the original
- * gatling): a file that exists but lacks S_IROTH is 403, so a mistaken
- * chmod on the server never leaks a private file.
+ * gatling): a file that exists but lacks S_IROTH is 403, so a mistaken chmod
+ * on the server never leaks a private file.  Dotfiles are never served.
  */
+#define _GNU_SOURCE
+#include "byterange.h"
+#include "encoding.h"
 #include "fs.h"
 #include "handler.h"
+#include "htaccess.h"
+#include "listing.h"
 #include "mime.h"
+#include "owfat.h"
 #include "path.h"
 #include "response.h"
 #include "server.h"
+#include "status.h"
+#include "vhost.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#define KEY_MAX (VHOST_NAME_MAX + CONN_PATH_CAP + 8)
+#define EXTRA_MAX 1024 /* the extra header lines of a file response */
+
+/* What one request is about, gathered once and passed along. */
+typedef struct target {
+    path_t p;
+    char vhost[VHOST_NAME_MAX];
+    char key[KEY_MAX]; /* vhost name + path: the fcache key */
+    size_t keylen;
+} target_t;
 
 /* Status for a failed open: missing, forbidden, or we are out of descriptors. */
 static int open_status(int err)
@@ -33,93 +60,455 @@ static int open_status(int err)
     }
 }
 
-/* "/dir" names a directory: 301 to "/dir/", keeping the query. */
-static int redirect_slash(conn_t *c, const path_t *p)
+static const char *root_check(const server_t *s)
 {
-    char *loc = malloc(3 * p->len + p->query_len + 16), *q = loc;
+    return s->cfg->symlinks_out ? NULL : s->root_real;
+}
+
+/* A redirect to prefix + the encoded path (+ suffix) + the query. */
+static int redirect(conn_t *c, int status, const char *prefix, const path_t *p,
+                    const char *suffix)
+{
+    size_t plen = strlen(prefix);
+    char *loc = malloc(plen + 3 * p->len + p->query_len + 32), *q = loc;
     if (!loc)
         return -1;
-    memcpy(q, "Location: ", 10), q += 10;
-    q += path_encode(q, p->path, p->len);
-    *q++ = '/';
-    if (p->query) {
-        *q++ = '?';
-        memcpy(q, p->query, p->query_len), q += p->query_len;
-    }
+    q += sprintf(q, "Location: %s", prefix);
+    if (p->len) /* a prefix URL ending in '/' gets no second slash */
+        q += path_encode(q, p->path + (plen && prefix[plen - 1] == '/'), p->len -
+                         (plen && prefix[plen - 1] == '/'));
+    q += sprintf(q, "%s", suffix);
+    if (p->query)
+        q += sprintf(q, "?%.*s", (int)p->query_len, p->query);
     memcpy(q, "\r\n", 3);
-    int r = resp_error(c, 301, loc); /* copies loc into the response head */
+    int r = resp_error(c, status, loc); /* copies loc into the response head */
     free(loc);
     return r;
 }
 
-/*
- * Open the file for path p, following a directory to its index.html, and
- * check that it may be published.  Returns the fd with *sb filled and *name
- * set to the name whose extension gives the type, or -1 with *status set.
- */
-static int open_file(conn_t *c, const path_t *p, struct stat *sb, const char **name,
-                     size_t *namelen, int *status)
+/* A symlink whose target is a URL ("http://...") stands for a redirect to it. */
+static int url_symlink(conn_t *c, int dirfd, const char *rel)
 {
-    server_t *s = c->srv;
-    int fd = fs_open_beneath(s->rootfd, p->path + 1, s->root_real);
-    if (fd < 0) {
-        *status = open_status(errno);
+    char target[2048];
+    ssize_t n = readlinkat(dirfd, *rel ? rel : ".", target, sizeof target - 1);
+    if (n <= 0)
+        return 0;
+    target[n] = 0;
+    if (strncmp(target, "http://", 7) && strncmp(target, "https://", 8))
+        return 0;
+    for (ssize_t i = 0; i < n; i++)
+        if ((unsigned char)target[i] <= ' ' || target[i] == 0x7f)
+            return 0; /* never put a control character into a header */
+    char loc[2100];
+    snprintf(loc, sizeof loc, "Location: %s\r\n", target);
+    return resp_error(c, 301, loc) < 0 ? -1 : 1;
+}
+
+/* A directory's listing, generated fresh (never cached). */
+static int serve_listing(conn_t *c, int dirfd, const target_t *t)
+{
+    char *page;
+    size_t len;
+    if (listing_render(dirfd, t->p.path, t->p.len, t->p.query, t->p.query_len, &page, &len) < 0)
+        return resp_error(c, open_status(errno), NULL);
+    if (resp_head(c, 200, "text/html; charset=utf-8", len, -1,
+                  "X-Content-Type-Options: nosniff\r\nCache-Control: no-cache\r\n") < 0 ||
+        c->head_only) {
+        free(page);
+        return c->head_only ? 0 : -1;
+    }
+    if (gio_batch_add_buf(&c->out, page, len, GIO_BATCH_FREE) < 0) {
+        free(page);
         return -1;
     }
-    *name = p->path, *namelen = p->len;
-    *status = 403;
-    if (fstat(fd, sb) < 0)
-        goto fail;
-    if (S_ISDIR(sb->st_mode)) {
-        if (p->path[p->len - 1] != '/') {
-            *status = 301;
-            goto fail;
+    return 0;
+}
+
+/*
+ * Open the index of the directory open on *fd (replacing *fd), or answer
+ * with a listing or 403.  Returns 0 with *fd the index file and *name its
+ * name, 1 when a response was queued, -1 on failure.
+ */
+static int access_denied(conn_t *c, const http_request_t *req, const target_t *t);
+
+static int open_index(conn_t *c, const http_request_t *req, int *fd, const char **name,
+                      const target_t *t)
+{
+    server_t *s = c->srv;
+    const char *names[] = {"index.html", s->cfg->index2};
+    for (size_t i = 0; i < 2 && names[i]; i++) {
+        int ifd = fs_open_beneath(*fd, names[i], root_check(s));
+        if (ifd >= 0) {
+            close(*fd);
+            *fd = ifd, *name = names[i];
+            return 0;
         }
-        int ifd = fs_open_beneath(fd, "index.html", s->root_real);
-        close(fd);
-        if ((fd = ifd) < 0) { /* no index and no listings (yet): forbidden */
-            *status = errno == ENOENT ? 403 : open_status(errno);
-            return -1;
-        }
-        *name = "index.html", *namelen = 10;
-        if (fstat(fd, sb) < 0)
-            goto fail;
     }
-    if (S_ISREG(sb->st_mode) && (sb->st_mode & S_IROTH))
-        return fd;
+    int r;
+    if (!s->cfg->listings)
+        r = resp_error(c, 403, NULL);
+    else if ((r = access_denied(c, req, t)) == 0) /* .htaccess guards listings too */
+        r = serve_listing(c, *fd, t);
+    close(*fd);
+    *fd = -1;
+    return r < 0 ? -1 : 1;
+}
+
+/* Miss: answer the error or redirect for a path that does not open. */
+static int not_found(conn_t *c, int vfd, const target_t *t, int err)
+{
+    if (err == ENOENT || err == EXDEV) {
+        int r = url_symlink(c, vfd, t->p.path + 1);
+        if (r)
+            return r < 0 ? -1 : 0;
+    }
+    if (open_status(err) == 404 && c->srv->cfg->redirect)
+        return redirect(c, 302, c->srv->cfg->redirect, &t->p, "");
+    return resp_error(c, open_status(err), NULL);
+}
+
+/*
+ * Cache miss: open the file for t below its vhost directory and fill a cache
+ * entry.  Returns the entry (referenced), or NULL when a response (error,
+ * redirect, listing) was queued instead — *failed says if queuing failed.
+ */
+static fcache_entry_t *lookup(conn_t *c, const http_request_t *req, const target_t *t,
+                              int *failed)
+{
+    server_t *s = c->srv;
+    fcache_entry_t e = {.fd = -1};
+    const char *name = NULL;
+    int r = 0, vfd = vhost_open(s->rootfd, t->vhost, s->cfg->vhost_only, root_check(s));
+    *failed = 0;
+    if (vfd < 0) {
+        *failed = resp_error(c, 404, NULL) < 0;
+        return NULL;
+    }
+    int fd = fs_open_beneath(vfd, t->p.path + 1, root_check(s));
+    if (fd < 0) {
+        r = not_found(c, vfd, t, errno);
+        goto done;
+    }
+    if (fstat(fd, &e.st) < 0)
+        goto forbidden;
+    if (S_ISDIR(e.st.st_mode)) {
+        if (t->p.path[t->p.len - 1] != '/') {
+            close(fd);
+            r = redirect(c, 301, "", &t->p, "/");
+            goto done;
+        }
+        if ((r = open_index(c, req, &fd, &name, t)) != 0)
+            goto done;
+        if (fstat(fd, &e.st) < 0)
+            goto forbidden;
+    }
+    if (!S_ISREG(e.st.st_mode) || !(e.st.st_mode & S_IROTH))
+        goto forbidden;
+    char realm[2];
+    int h = htaccess_check(vfd, t->p.path, t->p.len, NULL, 0, realm, sizeof realm);
+    if (h == 500) {
+        close(fd);
+        r = resp_error(c, 500, NULL);
+        goto done;
+    }
+    size_t rl = t->p.len - 1 + (name ? strlen(name) : 0);
+    if (!(e.rel = malloc(rl + 1)))
+        goto fail;
+    snprintf(e.rel, rl + 1, "%s%s", t->p.path + 1, name ? name : "");
+    e.protect = h == 401;
+    e.fd = fd;
+    e.type = mime_lookup(s->mime, e.rel, rl);
+    e.siblings = s->cfg->gzip ? enc_siblings(vfd, e.rel, &e.st, ENC_ALL) : 0;
+    fcache_entry_t *f = fcache_put(s->fcache, t->key, t->keylen, &e, gio_now(s->loop));
+    if (!f) {
+        free(e.rel);
+        goto fail;
+    }
+    close(vfd);
+    return f;
+forbidden:
+    close(fd);
+    r = resp_error(c, 403, NULL);
+    goto done;
 fail:
     close(fd);
-    return -1;
+    r = -1;
+done:
+    close(vfd);
+    *failed = r < 0;
+    return NULL;
+}
+
+/* The cache entry of the precompressed sibling `enc` of f (referenced), or NULL. */
+static fcache_entry_t *sibling(conn_t *c, const target_t *t, const fcache_entry_t *f, int enc)
+{
+    server_t *s = c->srv;
+    char key[KEY_MAX + 8];
+    size_t n = t->keylen;
+    memcpy(key, t->key, n);
+    key[n++] = 0; /* no request path contains a NUL: these keys are apart */
+    n += (size_t)sprintf(key + n, "%s", enc_suffix(enc));
+    fcache_entry_t *g = fcache_get(s->fcache, key, n, gio_now(s->loop));
+    if (g)
+        return g;
+    fcache_entry_t e = {.type = f->type};
+    int vfd = vhost_open(s->rootfd, t->vhost, s->cfg->vhost_only, root_check(s));
+    if (vfd < 0)
+        return NULL;
+    e.fd = enc_open_sibling(vfd, f->rel, &f->st, enc, &e.st);
+    close(vfd);
+    if (e.fd < 0)
+        return NULL;
+    if (!(g = fcache_put(s->fcache, key, n, &e, gio_now(s->loop))))
+        close(e.fd);
+    return g;
+}
+
+/* A date header's value, or -1 if absent or unparsable (then it is ignored). */
+static time_t header_date(const http_request_t *req, const char *name)
+{
+    const http_str_t *v = http_header(req, name);
+    char buf[64];
+    time_t t;
+    if (!v || v->n >= sizeof buf)
+        return -1;
+    memcpy(buf, v->p, v->n);
+    buf[v->n] = 0;
+    return scan_httpdate(buf, &t) == v->n ? t : -1;
+}
+
+/* RFC 9110 13.2.2: the preconditions in their order.  0, 304 or 412. */
+static int preconditions(const http_request_t *req, const char *etag, time_t mtime)
+{
+    const http_str_t *im = http_header(req, "If-Match");
+    const http_str_t *inm = http_header(req, "If-None-Match");
+    time_t t;
+    if (im) {
+        if (!enc_etag_match(im->p, im->n, etag, 0))
+            return 412;
+    } else if ((t = header_date(req, "If-Unmodified-Since")) >= 0 && mtime > t) {
+        return 412;
+    }
+    if (inm)
+        return enc_etag_match(inm->p, inm->n, etag, 1) ? 304 : 0;
+    if ((t = header_date(req, "If-Modified-Since")) >= 0 && mtime <= t)
+        return 304;
+    return 0;
+}
+
+/* Does If-Range (absent: yes) let the Range header apply? */
+static int if_range_ok(const http_request_t *req, const char *etag, time_t mtime)
+{
+    const http_str_t *ir = http_header(req, "If-Range");
+    if (!ir)
+        return 1;
+    if (ir->n && (ir->p[0] == '"' || ir->p[0] == 'W'))
+        return enc_etag_match(ir->p, ir->n, etag, 0);
+    return header_date(req, "If-Range") == mtime; /* an exact Last-Modified */
+}
+
+/* The body: the whole of it, from a file or a buffer. */
+typedef struct body {
+    int fd;              /* -1: buf */
+    const char *buf;
+    uint64_t size;
+} body_t;
+
+static int add_part(conn_t *c, const body_t *b, uint64_t off, uint64_t len)
+{
+    if (b->fd >= 0)
+        return gio_batch_add_file(&c->out, b->fd, off, len, 0);
+    return gio_batch_add_buf(&c->out, b->buf + off, len, 0);
+}
+
+/* 206 with several ranges: multipart/byteranges (RFC 9110 14.6). */
+static int serve_multipart(conn_t *c, const body_t *b, const char *type, time_t mtime,
+                           const char *extra, const byterange_t *r, int n)
+{
+    char boundary[40];
+    snprintf(boundary, sizeof boundary, "gatling-%08llx%08llx",
+             (unsigned long long)b->size, (unsigned long long)gio_now(c->srv->loop));
+    size_t per = 128 + strlen(boundary) + strlen(type);
+    char *heads = malloc(per * (n + 1)), *h = heads;
+    if (!heads)
+        return -1;
+    /* the closing delimiter goes first in the buffer: its chunk, sent last,
+       owns the allocation, and gio_batch frees a buffer by its start */
+    size_t closing = (size_t)sprintf(h, "\r\n--%s--\r\n", boundary);
+    uint64_t total = closing;
+    size_t off[BYTERANGE_MAX + 1];
+    h += closing;
+    for (int i = 0; i < n; i++) {
+        off[i] = (size_t)(h - heads);
+        h += sprintf(h, "%s--%s\r\nContent-Type: %s\r\nContent-Range: bytes %llu-%llu/%llu\r\n\r\n",
+                     i ? "\r\n" : "", boundary, type, (unsigned long long)r[i].first,
+                     (unsigned long long)r[i].last, (unsigned long long)b->size);
+        total += r[i].last - r[i].first + 1;
+    }
+    off[n] = (size_t)(h - heads);
+    total += off[n] - closing;
+    char ctype[96];
+    snprintf(ctype, sizeof ctype, "multipart/byteranges; boundary=%s", boundary);
+    int rc = resp_head(c, 206, ctype, total, mtime, extra);
+    for (int i = 0; rc == 0 && !c->head_only && i < n; i++) {
+        rc = gio_batch_add_buf(&c->out, heads + off[i], off[i + 1] - off[i], 0);
+        if (rc == 0)
+            rc = add_part(c, b, r[i].first, r[i].last - r[i].first + 1);
+    }
+    /* the last piece owns the buffer: chunks are released in order */
+    if (rc == 0 && !c->head_only && gio_batch_add_buf(&c->out, heads, closing, GIO_BATCH_FREE) == 0)
+        return 0;
+    free(heads); /* HEAD, or a failure before the owner was queued */
+    return c->head_only ? rc : -1;
+}
+
+/* 200, 206 or 416 for body b, honouring Range. */
+static int serve_body(conn_t *c, const http_request_t *req, const body_t *b, const char *type,
+                      time_t mtime, const char *etag, char *extra, size_t elen)
+{
+    const http_str_t *rh = http_header(req, "Range");
+    byterange_t r[BYTERANGE_MAX];
+    int n = 0;
+    /* Range applies to GET only (RFC 9110 14.2) */
+    if (rh && !c->head_only && if_range_ok(req, etag, mtime))
+        n = byterange_parse(rh->p, rh->n, b->size, r, BYTERANGE_MAX);
+    if (n == BYTERANGE_UNSATISFIABLE) {
+        snprintf(extra + elen, EXTRA_MAX - elen, "Content-Range: bytes */%llu\r\n",
+                 (unsigned long long)b->size);
+        return resp_error(c, 416, extra);
+    }
+    if (n > 1)
+        return serve_multipart(c, b, type, mtime, extra, r, n);
+    uint64_t off = 0, len = b->size;
+    int status = 200;
+    if (n == 1) {
+        off = r[0].first, len = r[0].last - r[0].first + 1, status = 206;
+        snprintf(extra + elen, EXTRA_MAX - elen, "Content-Range: bytes %llu-%llu/%llu\r\n",
+                 (unsigned long long)r[0].first, (unsigned long long)r[0].last,
+                 (unsigned long long)b->size);
+    }
+    if (resp_head(c, status, type, len, mtime, extra) < 0)
+        return -1;
+    if (c->head_only || len == 0)
+        return 0;
+    return add_part(c, b, off, len);
+}
+
+/* Serve the cached file f: coding, validators, preconditions, ranges. */
+static int serve_file(conn_t *c, const http_request_t *req, const target_t *t, fcache_entry_t *f)
+{
+    server_t *s = c->srv;
+    const http_str_t *ae = http_header(req, "Accept-Encoding");
+    unsigned avail = f->siblings;
+    if (enc_gzip_eligible(s->gzcache, f->type, &f->st))
+        avail |= ENC_GZIP;
+    int enc = avail ? enc_choose(ae ? ae->p : NULL, ae ? ae->n : 0, avail) : ENC_IDENTITY;
+    body_t b = {.fd = f->fd, .size = (uint64_t)f->st.st_size};
+    time_t mtime = f->st.st_mtime; /* the representation's, whatever the coding */
+    const char *type = f->type;
+    char etag[ENC_ETAG_MAX], extra[EXTRA_MAX];
+    c->file = f;
+    if (enc != ENC_IDENTITY && (f->siblings & enc)) { /* a precompressed sibling */
+        fcache_entry_t *g = sibling(c, t, f, enc);
+        if (g) {
+            fcache_release(f);
+            c->file = g;
+            b = (body_t){.fd = g->fd, .size = (uint64_t)g->st.st_size};
+            enc_etag(etag, &g->st, enc); /* its own bytes, its own tag */
+        } else {
+            enc = ENC_IDENTITY; /* vanished since the miss: serve the file itself */
+            enc_etag(etag, &f->st, enc);
+        }
+    } else {
+        if (enc == ENC_GZIP) { /* gzip on the fly, from the cache */
+            if ((c->gz = enc_gzip_get(s->gzcache, f->fd, &f->st)))
+                b = (body_t){.fd = -1, .buf = (const char *)c->gz->data, .size = c->gz->len};
+            else
+                enc = ENC_IDENTITY;
+        }
+        enc_etag(etag, &f->st, enc);
+    }
+    int n = snprintf(extra, sizeof extra, "ETag: %s\r\nAccept-Ranges: bytes\r\n"
+                     "X-Content-Type-Options: nosniff\r\n%s%s%s%s", etag,
+                     avail ? "Vary: Accept-Encoding\r\n" : "",
+                     enc ? "Content-Encoding: " : "", enc ? enc_name(enc) : "", enc ? "\r\n" : "");
+    if (s->cfg->max_age >= 0) {
+        char date[32];
+        date[fmt_httpdate(date, (time_t)(gio_wallclock(s->loop) + s->cfg->max_age))] = 0;
+        n += snprintf(extra + n, sizeof extra - n, "Cache-Control: max-age=%d\r\nExpires: %s\r\n",
+                      s->cfg->max_age, date);
+    }
+    int pre = preconditions(req, etag, mtime);
+    if (pre == 304)
+        return resp_head(c, 304, NULL, 0, mtime, extra);
+    if (pre == 412)
+        return resp_error(c, 412, NULL);
+    return serve_body(c, req, &b, type, mtime, etag, extra, (size_t)n);
+}
+
+/* .htaccess: 0 to go on, or a queued 401/500 (1), or -1. */
+static int access_denied(conn_t *c, const http_request_t *req, const target_t *t)
+{
+    server_t *s = c->srv;
+    const http_str_t *auth = http_header(req, "Authorization");
+    char realm[128], hdr[200];
+    int vfd = vhost_open(s->rootfd, t->vhost, s->cfg->vhost_only, root_check(s));
+    int h = vfd < 0 ? 500 : htaccess_check(vfd, t->p.path, t->p.len, auth ? auth->p : NULL,
+                                            auth ? auth->n : 0, realm, sizeof realm);
+    if (vfd >= 0)
+        close(vfd);
+    if (h == 0)
+        return 0;
+    if (h != 401)
+        return resp_error(c, 500, NULL) < 0 ? -1 : 1;
+    snprintf(hdr, sizeof hdr, "WWW-Authenticate: Basic realm=\"%s\", charset=\"UTF-8\"\r\n",
+             realm);
+    return resp_error(c, 401, hdr) < 0 ? -1 : 1;
+}
+
+/* Is any segment of the normalised path a dotfile ("/.x")? */
+static int has_dotfile(const path_t *p)
+{
+    return memmem(p->path, p->len, "/.", 2) != NULL;
 }
 
 int static_serve(conn_t *c, const http_request_t *req)
 {
     server_t *s = c->srv;
-    path_t p;
-    int64_t now = gio_now(s->loop);
-    int st = path_from_target(req->target.p, req->target.n, c->blk->path, CONN_PATH_CAP, &p);
+    const config_t *cfg = s->cfg;
+    target_t t;
+    int st = path_from_target(req->target.p, req->target.n, c->blk->path, CONN_PATH_CAP, &t.p);
     if (st)
         return resp_error(c, st, NULL);
-    fcache_entry_t *f = fcache_get(s->fcache, p.path, p.len, now);
+    if (has_dotfile(&t.p))
+        return resp_error(c, 404, NULL);
+    if (cfg->status_page && !strcmp(t.p.path, "/server-status")) {
+        if (!status_is_loopback(&c->peer.sa))
+            return resp_error(c, 403, NULL);
+        return status_serve(c, t.p.query && t.p.query_len == 4 && !memcmp(t.p.query, "json", 4));
+    }
+    t.vhost[0] = 0;
+    int vn = cfg->vhosts ? vhost_name(http_header(req, "Host"), c->local_port,
+                                      cfg->keep_host_port, t.vhost)
+                         : 0;
+    if (vn < 0)
+        return resp_error(c, 400, NULL);
+    t.keylen = (size_t)vn;
+    memcpy(t.key, t.vhost, t.keylen);
+    memcpy(t.key + t.keylen, t.p.path, t.p.len);
+    t.keylen += t.p.len;
+    fcache_entry_t *f = fcache_get(s->fcache, t.key, t.keylen, gio_now(s->loop));
     if (!f) {
-        struct stat sb;
-        const char *name;
-        size_t namelen;
-        int fd = open_file(c, &p, &sb, &name, &namelen, &st);
-        if (fd < 0)
-            return st == 301 ? redirect_slash(c, &p) : resp_error(c, st, NULL);
-        f = fcache_put(s->fcache, p.path, p.len, fd, &sb, mime_lookup(s->mime, name, namelen),
-                       now);
-        if (!f) {
-            close(fd);
-            return -1;
+        int failed;
+        if (!(f = lookup(c, req, &t, &failed)))
+            return failed ? -1 : 0;
+    }
+    if (f->protect) {
+        int r = access_denied(c, req, &t);
+        if (r) {
+            fcache_release(f);
+            return r < 0 ? -1 : 0;
         }
     }
-    c->file = f; /* released when the response is done */
-    uint64_t size = (uint64_t)f->st.st_size;
-    if (resp_head(c, 200, f->type, size, f->st.st_mtime, NULL) < 0)
-        return -1;
-    if (c->head_only || size == 0)
-        return 0;
-    return gio_batch_add_file(&c->out, f->fd, 0, size, 0);
+    return serve_file(c, req, &t, f);
 }

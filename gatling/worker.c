@@ -15,7 +15,7 @@
 
 #define WORKERS_MAX 64
 
-static volatile sig_atomic_t got_term, got_hup, got_chld;
+static volatile sig_atomic_t got_term, got_hup, got_chld, got_usr1;
 
 static void on_signal(int sig)
 {
@@ -23,6 +23,8 @@ static void on_signal(int sig)
         got_chld = 1;
     else if (sig == SIGHUP)
         got_hup = 1;
+    else if (sig == SIGUSR1)
+        got_usr1 = 1;
     else
         got_term = 1;
 }
@@ -49,7 +51,7 @@ static void worker_main(supervisor_t *sv)
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    if (server_listen(&sv->cfg, lst, &n, 1, 4096) < 0)
+    if (server_listen(&sv->cfg, lst, &n, 1, 4096) < 0 || server_drop_privileges(&sv->cfg) < 0)
         _exit(1);
     if (server_init(&s, &sv->cfg, sv->mime, lst, n) < 0)
         _exit(1);
@@ -136,12 +138,13 @@ int worker_supervise(const config_t *cfg, mime_table_t *mime)
     sigset_t block, old;
     sigemptyset(&block);
     sigaddset(&block, SIGTERM), sigaddset(&block, SIGINT);
-    sigaddset(&block, SIGHUP), sigaddset(&block, SIGCHLD);
+    sigaddset(&block, SIGHUP), sigaddset(&block, SIGCHLD), sigaddset(&block, SIGUSR1);
     sigprocmask(SIG_BLOCK, &block, &old);
     struct sigaction sa = {.sa_handler = on_signal};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL), sigaction(SIGINT, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL), sigaction(SIGCHLD, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
     for (int i = 0; i < cfg->workers; i++)
         spawn(&sv, i);
     if (wait_ready(&sv, cfg->workers) < 0) {
@@ -158,6 +161,10 @@ int worker_supervise(const config_t *cfg, mime_table_t *mime)
             stopping = 1;
             close(sv.reserve.fd);
             forward(&sv, got_hup && !got_term ? SIGHUP : SIGTERM);
+        }
+        if (got_usr1) {
+            got_usr1 = 0;
+            forward(&sv, SIGUSR1);
         }
         got_chld = 0;
         if (reap(&sv, stopping) == 0 && stopping)

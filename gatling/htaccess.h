@@ -1,0 +1,50 @@
+/*
+ * htaccess — HTTP Basic authentication (RFC 7617) from .htaccess files, as in
+ * the original gatling.
+ *
+ * The file: the first line that is neither blank nor a comment ('#' first) is
+ * the realm; every following such line is "user:hash", split at the first
+ * ':', the hash as crypt(3) makes it (yescrypt "$y$", SHA-512 "$6$", MD5
+ * "$1$", DES; whatever Debian's libxcrypt accepts).  Trailing spaces, tabs
+ * and CRs are ignored.  A file with a realm and no users locks everyone out.
+ * Malformed (answered 500, never "open"): no realm line, a user line without
+ * ':' or with an empty user or hash, a NUL byte, more than HTACCESS_MAX bytes,
+ * or something other than a regular file (a symlink, a directory, a FIFO).
+ *
+ * The nearest .htaccess governs alone: one in a subdirectory replaces, not
+ * extends, those above it.
+ *
+ * Cost: each check opens one .htaccess per directory level until one is found,
+ * and a successful or failed login runs crypt once, which for yescrypt or
+ * SHA-512 takes milliseconds of CPU.  Needs -lcrypt.
+ */
+#ifndef GATLING_HTACCESS_H
+#define GATLING_HTACCESS_H
+
+#include <stddef.h>
+
+#define HTACCESS_MAX (64 * 1024) /* larger files are refused as malformed */
+
+/*
+ * Find the .htaccess that governs the file at path[0..n) (decoded,
+ * normalised, relative to the document root open on rootfd, starting with
+ * '/'): the nearest one in the file's directory or its parents up to the
+ * root (for a directory path ending in '/', start in that directory).  Each
+ * is opened with openat relative to rootfd and O_NOFOLLOW (directories on the
+ * way are followed as the server follows them).
+ * auth[0..authlen) is the raw Authorization header value, or NULL.
+ * Returns 0 = allowed (no .htaccess, or the credentials match), 401 =
+ * credentials missing, not Basic, undecodable or wrong (the realm is copied
+ * into realm[0..realmsz), NUL-terminated, truncated, with '"', '\' and
+ * control characters removed, ready for WWW-Authenticate: Basic
+ * realm="..."), 500 = an .htaccess exists but cannot be read (also: a
+ * directory on the way that cannot be searched) or is malformed, or path is
+ * not absolute.  realm is "" unless 401 is returned.
+ * User names and hashes are compared in constant time, and crypt runs (on a
+ * stand-in hash) for an unknown user too, so timing does not tell which
+ * user names exist.
+ */
+int htaccess_check(int rootfd, const char *path, size_t n, const char *auth, size_t authlen,
+                   char *realm, size_t realmsz);
+
+#endif
