@@ -105,19 +105,23 @@ static char *quoted(char *p, const http_str_t *v)
     return p;
 }
 
-void alog_request(alog_t *l, int64_t now, const struct sockaddr *peer,
+void alog_request(alog_t *l, int64_t now, const char *vhost, const struct sockaddr *peer,
                   const http_request_t *req, int status, uint64_t body_bytes)
 {
     if (l->fd < 0)
         return;
     const http_str_t *ref = req ? http_header(req, "Referer") : NULL;
     const http_str_t *ua = req ? http_header(req, "User-Agent") : NULL;
-    size_t need = 128 + 4 * ((req ? req->line.n : 0) + (ref ? ref->n : 0) + (ua ? ua->n : 0));
+    size_t need = 128 + 4 * 272 + 4 * ((req ? req->line.n : 0) + (ref ? ref->n : 0) + (ua ? ua->n : 0));
     if (reserve(l, need) < 0)
         return;
     if (now != l->stamp_at)
         refresh_stamp(l, now);
     char *p = l->buf + l->len;
+    if (vhost) {
+        p += *vhost ? escape(p, vhost, strnlen(vhost, 272)) : (size_t)(*p = '-', 1);
+        *p++ = ' ';
+    }
     p += fmt_peer(p, peer);
     memcpy(p, " - - ", 5), p += 5;
     p += str_copy(p, l->stamp);

@@ -9,6 +9,7 @@ typedef struct config {
     int port;              /* -p: default 80 as root, 8000 otherwise; 0 = any */
     int timeout;           /* -T: idle/stall timeout in seconds */
     int access_log;        /* 0 with -n */
+    int log_vhost;         /* -A: vhost_combined: each line starts with the vhost */
     const char *log_file;  /* -l: NULL = stdout; reopened on SIGUSR1 */
     const char *root;      /* -c: chroot (root) or chdir here; NULL = cwd */
     const char *user;      /* -u: drop privileges to this user after binding */

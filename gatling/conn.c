@@ -78,7 +78,10 @@ static void log_request(conn_t *c)
     uint64_t sent = c->out.bytes_sent > c->head_len ? c->out.bytes_sent - c->head_len : 0;
     if (sent > c->body_len)
         sent = c->body_len;
-    alog_request(&c->srv->log, gio_wallclock(c->srv->loop), &c->peer.sa,
+    const char *vhost = NULL;
+    if (c->srv->cfg->log_vhost)
+        vhost = c->blk && c->reqlen ? c->blk->vhost : "";
+    alog_request(&c->srv->log, gio_wallclock(c->srv->loop), vhost, &c->peer.sa,
                  c->reqlen ? &c->blk->req : NULL, c->status, c->head_only ? 0 : sent);
 }
 
@@ -101,6 +104,7 @@ static void st_read(conn_t *c)
         if (n == HTTP_MALFORMED) {
             c->reqlen = 0; /* nothing trustworthy to log from it */
             c->blk->req.line.p = NULL;
+            c->blk->vhost[0] = 0;
             c->keepalive = 0;
             c->head_only = 0;
             c->unread_input = 1;
@@ -148,6 +152,7 @@ static void st_handle(conn_t *c)
     c->status = 0;
     c->body_len = c->head_len = 0;
     c->out.bytes_sent = 0;
+    c->blk->vhost[0] = 0;
     if (c->body == BODY_DONE) { /* back from BODY */
         c->body = BODY_NONE;
     } else {

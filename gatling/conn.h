@@ -43,6 +43,7 @@ typedef struct conn_block {
     char in[CONN_IN_CAP];
     char path[CONN_PATH_CAP];
     char head[CONN_HEAD_CAP];
+    char vhost[272];      /* the request's vhost name, for the access log */
 } conn_block_t;
 
 typedef struct conn {

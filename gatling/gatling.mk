@@ -15,3 +15,5 @@ all: gatling/gatling
 
 gatling/gatling: $(B)/gatling
 	cp --remove-destination $< $@
+LDLIBS += -lcrypt
+LDLIBS += -lz

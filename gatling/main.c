@@ -23,7 +23,7 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: gatling [-i addr] [-p port] [-T secs] [-n] [-l file] [-c dir] [-u user]\n"
+            "usage: gatling [-i addr] [-p port] [-T secs] [-n] [-A] [-l file] [-c dir] [-u user]\n"
             "               [-m file] [-W n] [-H] [-v] [-t] [-d|-D] [-I name] [-r url]\n"
             "               [-M secs] [-S] [-L] [-Z] [-V] [-h]\n"
             "Serve the current directory (or -c dir) over HTTP/1.1.\n"
@@ -32,6 +32,7 @@ static void usage(FILE *f)
             "  -T secs   close connections idle or stalled this long (default 23)\n"
             "  -n        no access log (default: Combined Log Format on stdout)\n"
             "  -l file   append the access log to file; SIGUSR1 reopens it\n"
+            "  -A        log in vhost_combined format (the vhost first on each line)\n"
             "  -c dir    serve dir; as root, chroot into it after opening the listeners\n"
             "  -u user   run as user after opening the listeners\n"
             "  -m file   read MIME types from file (default /etc/mime.types)\n"
@@ -84,7 +85,7 @@ static int parse_options(int argc, char **argv, config_t *cfg)
     *cfg = (config_t){.port = geteuid() == 0 ? 80 : 8000, .timeout = 23, .access_log = 1,
                       .workers = 1, .vhosts = 1, .max_age = -1, .gzip = 1};
     opterr = 0;
-    while ((c = getopt(argc, argv, ":i:p:T:nl:c:u:m:W:HvtdDI:r:M:SLZVh")) != -1) {
+    while ((c = getopt(argc, argv, ":i:p:T:nAl:c:u:m:W:HvtdDI:r:M:SLZVh")) != -1) {
         switch (c) {
         case 'i':
             if (!is_address(optarg))
@@ -101,6 +102,7 @@ static int parse_options(int argc, char **argv, config_t *cfg)
             break;
         case 'n': cfg->access_log = 0; break;
         case 'l': cfg->log_file = optarg; break;
+        case 'A': cfg->log_vhost = 1; break;
         case 'c': cfg->root = optarg; break;
         case 'u': cfg->user = optarg; break;
         case 'm': cfg->mime_file = optarg; break;

@@ -493,6 +493,7 @@ int static_serve(conn_t *c, const http_request_t *req)
                          : 0;
     if (vn < 0)
         return resp_error(c, 400, NULL);
+    memcpy(c->blk->vhost, t.vhost, (size_t)vn + 1);
     t.keylen = (size_t)vn;
     memcpy(t.key, t.vhost, t.keylen);
     memcpy(t.key + t.keylen, t.p.path, t.p.len);
