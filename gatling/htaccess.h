@@ -4,9 +4,11 @@
  *
  * The file: the first line that is neither blank nor a comment ('#' first) is
  * the realm; every following such line is "user:hash", split at the first
- * ':', the hash as crypt(3) makes it (yescrypt "$y$", SHA-512 "$6$", MD5
- * "$1$", DES; whatever Debian's libxcrypt accepts).  Trailing spaces, tabs
- * and CRs are ignored.  A file with a realm and no users locks everyone out.
+ * ':', the hash as crypt(3) makes it (yescrypt "$y$", SHA-512 "$6$", bcrypt
+ * "$2b$"/"$2y$" as from htpasswd -B, MD5 "$1$", DES: whatever Debian's
+ * libxcrypt accepts; Apache's own "$apr1$" and "{SHA}" are not crypt(3) and
+ * never match).  Trailing spaces, tabs and CRs are ignored.  A file with a
+ * realm and no users locks everyone out.
  * Malformed (answered 500, never "open"): no realm line, a user line without
  * ':' or with an empty user or hash, a NUL byte, more than HTACCESS_MAX bytes,
  * or something other than a regular file (a symlink, a directory, a FIFO).
