@@ -164,7 +164,8 @@ int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const list
     alog_init(&s->log, cfg->log_fd);
     s->mime = mime;
     s->stats.started = s->stats.second = time(NULL);
-    if (cfg->gzip && !(s->gzcache = enc_cache_new(0, 1 << 20))) { /* 1 MiB: ~40 ms of loop stall at most */
+    /* gzip on the fly up to 1 MiB files: ~40 ms of loop stall at most */
+    if (cfg->gzip && !(s->gzcache = enc_cache_new(0, 1 << 20))) {
         fprintf(stderr, "gatling: out of memory\n");
         return -1;
     }
