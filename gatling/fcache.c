@@ -32,6 +32,7 @@ static void destroy(fcache_entry_t *e)
 {
     close(e->fd);
     free(e->rel);
+    free(e->auth);
     free(e->key);
     free(e);
 }

@@ -34,6 +34,7 @@ typedef struct fcache_entry {
     char *rel;         /* the file's path below its vhost directory (malloc'd) */
     unsigned siblings; /* precompressed siblings that exist (ENC_* mask) */
     int protect;       /* an .htaccess governs it: check credentials each time */
+    char *auth;        /* the path whose .htaccess governs it (malloc'd) */
 } fcache_entry_t;
 
 typedef struct fcache fcache_t;

@@ -11,6 +11,31 @@
 
 #define FS_FLAGS (O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
 
+/* The path of the file open on fd (Linux: /proc/self/fd); -1 elsewhere. */
+static ssize_t fd_path(int fd, char *out, size_t outsz)
+{
+    char link[64];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, out, outsz - 1);
+    if (n >= 0)
+        out[n] = 0;
+    return n;
+}
+
+int fs_path_below(int dirfd, int fd, char *out, size_t outsz)
+{
+    char dir[PATH_MAX], file[PATH_MAX];
+    ssize_t d = fd_path(dirfd, dir, sizeof dir), f = fd_path(fd, file, sizeof file);
+    if (d < 0 || f < 0)
+        return -1;
+    if (d == 1) /* the directory is "/" (a chroot) */
+        d = 0;
+    if (f <= d || strncmp(file, dir, (size_t)d) || file[d] != '/' || (size_t)(f - d) >= outsz)
+        return -1;
+    memcpy(out, file + d, (size_t)(f - d) + 1);
+    return 0;
+}
+
 /* Is the file open on fd really below root_real?  (Linux: /proc/self/fd) */
 static int below_root(int fd, const char *root_real)
 {

@@ -6,6 +6,8 @@
 #ifndef GATLING_FS_H
 #define GATLING_FS_H
 
+#include <stddef.h>
+
 /*
  * Open rel (relative, no leading '/'; "" or "." for dir itself) below the
  * directory dirfd, read-only, non-blocking, close-on-exec.  Symlinks are
@@ -16,5 +18,12 @@
  * EACCES, ELOOP, ENAMETOOLONG, EMFILE/ENFILE.
  */
 int fs_open_beneath(int dirfd, const char *rel, const char *root_real);
+
+/*
+ * The path of the file open on fd relative to the directory open on dirfd,
+ * as "/a/b" (the path symlinks actually led to), into out[0..outsz).
+ * Returns 0, or -1 if fd is not below dirfd or the OS cannot tell.
+ */
+int fs_path_below(int dirfd, int fd, char *out, size_t outsz);
 
 #endif

@@ -129,7 +129,8 @@ static int serve_listing(conn_t *c, int dirfd, const target_t *t)
  * with a listing or 403.  Returns 0 with *fd the index file and *name its
  * name, 1 when a response was queued, -1 on failure.
  */
-static int access_denied(conn_t *c, const http_request_t *req, const target_t *t);
+static int access_denied(conn_t *c, const http_request_t *req, const target_t *t,
+                         const char *path);
 
 static int open_index(conn_t *c, const http_request_t *req, int *fd, const char **name,
                       const target_t *t)
@@ -147,7 +148,7 @@ static int open_index(conn_t *c, const http_request_t *req, int *fd, const char 
     int r;
     if (!s->cfg->listings)
         r = resp_error(c, 403, NULL);
-    else if ((r = access_denied(c, req, t)) == 0) /* .htaccess guards listings too */
+    else if ((r = access_denied(c, req, t, t->p.path)) == 0) /* .htaccess guards listings */
         r = serve_listing(c, *fd, t);
     close(*fd);
     *fd = -1;
@@ -165,6 +166,30 @@ static int not_found(conn_t *c, int vfd, const target_t *t, int err)
     if (open_status(err) == 404 && c->srv->cfg->redirect)
         return redirect(c, 302, c->srv->cfg->redirect, &t->p, "");
     return resp_error(c, open_status(err), NULL);
+}
+
+/*
+ * Which .htaccess governs the file open on fd?  The one on its URL path, and
+ * also the one on the path symlinks really led to: a link in an open
+ * directory must not be a way around a protected one.  Sets *auth to the
+ * path to check credentials against (NULL: not protected).  Returns 0, 500
+ * (an .htaccess cannot be read: fail closed) or -1 (ENOMEM).
+ */
+static int governing_htaccess(int vfd, int fd, const target_t *t, char **auth)
+{
+    char real[CONN_PATH_CAP + 16], realm[2];
+    const char *paths[2] = {t->p.path, NULL};
+    if (fs_path_below(vfd, fd, real, sizeof real) == 0 && strcmp(real, t->p.path))
+        paths[1] = real;
+    *auth = NULL;
+    for (int i = 0; i < 2 && paths[i]; i++) {
+        int h = htaccess_check(vfd, paths[i], strlen(paths[i]), NULL, 0, realm, sizeof realm);
+        if (h == 500)
+            return 500;
+        if (h == 401)
+            return (*auth = strdup(paths[i])) ? 0 : -1;
+    }
+    return 0;
 }
 
 /*
@@ -204,24 +229,22 @@ static fcache_entry_t *lookup(conn_t *c, const http_request_t *req, const target
     }
     if (!S_ISREG(e.st.st_mode) || !(e.st.st_mode & S_IROTH))
         goto forbidden;
-    char realm[2];
-    int h = htaccess_check(vfd, t->p.path, t->p.len, NULL, 0, realm, sizeof realm);
-    if (h == 500) {
+    if ((r = governing_htaccess(vfd, fd, t, &e.auth)) != 0) {
         close(fd);
-        r = resp_error(c, 500, NULL);
+        r = r == 500 ? resp_error(c, 500, NULL) : -1;
         goto done;
     }
     size_t rl = t->p.len - 1 + (name ? strlen(name) : 0);
     if (!(e.rel = malloc(rl + 1)))
         goto fail;
     snprintf(e.rel, rl + 1, "%s%s", t->p.path + 1, name ? name : "");
-    e.protect = h == 401;
+    e.protect = e.auth != NULL;
     e.fd = fd;
     e.type = mime_lookup(s->mime, e.rel, rl);
     e.siblings = s->cfg->gzip ? enc_siblings(vfd, e.rel, &e.st, ENC_ALL) : 0;
     fcache_entry_t *f = fcache_put(s->fcache, t->key, t->keylen, &e, gio_now(s->loop));
     if (!f) {
-        free(e.rel);
+        free(e.rel), free(e.auth);
         goto fail;
     }
     close(vfd);
@@ -447,13 +470,14 @@ static int serve_file(conn_t *c, const http_request_t *req, const target_t *t, f
 }
 
 /* .htaccess: 0 to go on, or a queued 401/500 (1), or -1. */
-static int access_denied(conn_t *c, const http_request_t *req, const target_t *t)
+static int access_denied(conn_t *c, const http_request_t *req, const target_t *t,
+                         const char *path)
 {
     server_t *s = c->srv;
     const http_str_t *auth = http_header(req, "Authorization");
     char realm[128], hdr[200];
     int vfd = vhost_open(s->rootfd, t->vhost, s->cfg->vhost_only, root_check(s));
-    int h = vfd < 0 ? 500 : htaccess_check(vfd, t->p.path, t->p.len, auth ? auth->p : NULL,
+    int h = vfd < 0 ? 500 : htaccess_check(vfd, path, strlen(path), auth ? auth->p : NULL,
                                             auth ? auth->n : 0, realm, sizeof realm);
     if (vfd >= 0)
         close(vfd);
@@ -505,7 +529,7 @@ int static_serve(conn_t *c, const http_request_t *req)
             return failed ? -1 : 0;
     }
     if (f->protect) {
-        int r = access_denied(c, req, &t);
+        int r = access_denied(c, req, &t, f->auth);
         if (r) {
             fcache_release(f);
             return r < 0 ? -1 : 0;
