@@ -29,6 +29,20 @@ static void set_deadline(conn_t *c, int64_t ms)
 
 static int64_t idle_ms(const conn_t *c) { return (int64_t)c->srv->cfg->timeout * 1000; }
 
+/* Request blocks come from a small per-server pool: no malloc per request. */
+static conn_block_t *block_get(server_t *s)
+{
+    return s->nspare > 0 ? s->spare[--s->nspare] : malloc(sizeof(conn_block_t));
+}
+
+static void block_put(server_t *s, conn_block_t *b)
+{
+    if (b && s->nspare < SERVER_SPARE_BLOCKS)
+        s->spare[s->nspare++] = b;
+    else
+        free(b);
+}
+
 conn_t *conn_new(server_t *srv, int fd, const struct sockaddr *peer, socklen_t plen)
 {
     conn_t *c = calloc(1, sizeof *c);
@@ -58,7 +72,7 @@ static void conn_free(conn_t *c)
 {
     gio_close(c->srv->loop, c->fd);
     gio_batch_free(&c->out);
-    free(c->blk);
+    block_put(c->srv, c->blk);
     if (c->file)
         fcache_release(c->file);
     enc_gzip_release(c->gz);
@@ -88,7 +102,11 @@ static void log_request(conn_t *c)
 /* READ: parse what is buffered; read more when the head is incomplete. */
 static void st_read(conn_t *c)
 {
-    if (!c->blk && !(c->blk = malloc(sizeof *c->blk))) {
+    if (c->idle_wait) { /* the last read emptied the socket: let the loop say when */
+        gio_want(c->srv->loop, c->fd, GIO_READ);
+        return;
+    }
+    if (!c->blk && !(c->blk = block_get(c->srv))) {
         c->state = CONN_CLOSE; /* out of memory: shed this client */
         return;
     }
@@ -113,6 +131,10 @@ static void st_read(conn_t *c)
         }
         long r = gio_read(c->fd, c->blk->in + c->inlen, CONN_IN_CAP - c->inlen);
         if (r == GIO_AGAIN) {
+            if (!c->inlen) { /* idle: an idle connection holds no block */
+                block_put(c->srv, c->blk);
+                c->blk = NULL;
+            }
             gio_want(c->srv->loop, c->fd, GIO_READ);
             return;
         }
@@ -251,10 +273,11 @@ static void finish_request(conn_t *c)
     }
     c->state = CONN_READ;
     set_deadline(c, idle_ms(c));
-    if (!c->inlen) { /* idle: give the request block back */
-        free(c->blk);
+    if (!c->inlen) { /* idle: give the request block back, wait for the loop */
+        block_put(c->srv, c->blk);
         c->blk = NULL;
         gio_batch_free(&c->out);
+        c->idle_wait = 1;
     }
 }
 
@@ -299,6 +322,8 @@ void conn_event(conn_t *c, unsigned events)
         conn_free(c);
         return;
     }
+    if (events & (GIO_READ | GIO_ERROR | GIO_HANGUP))
+        c->idle_wait = 0;
     conn_state_t prev;
     do {
         prev = c->state;

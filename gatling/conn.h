@@ -59,6 +59,7 @@ typedef struct conn {
     uint16_t status;
     uint16_t local_port;
     uint8_t keepalive, http10, head_only, unread_input;
+    uint8_t idle_wait;  /* between requests: read only once the loop says so */
     uint8_t body;       /* BODY_*: framing of the request body */
     uint64_t body_left; /* BODY_LENGTH: bytes still to drop */
     http_chunked_t chunked;

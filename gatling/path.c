@@ -72,10 +72,13 @@ int path_from_target(const char *target, size_t n, char *out, size_t outsz, path
     const char *end = target + n, *p = target;
     if (outsz < n + 2)
         return 400;
+    res->authority = (http_str_t){NULL, 0};
     if (n >= 7 && (case_equalb(p, 7, "http://") || (n >= 8 && case_equalb(p, 8, "https://")))) {
         p += p[4] == ':' ? 7 : 8; /* absolute-form: skip scheme and authority */
+        const char *a = p;
         while (p < end && *p != '/' && *p != '?')
             p++;
+        res->authority = (http_str_t){a, (size_t)(p - a)};
     } else if (n == 0 || *p != '/') {
         return 400;
     }

@@ -7,11 +7,14 @@
 
 #include <stddef.h>
 
+#include "http_parse.h"
+
 typedef struct path {
     char *path;        /* decoded, normalised, starts with '/', NUL-terminated */
     size_t len;
     const char *query; /* after '?', into the target; NULL if none */
     size_t query_len;
+    http_str_t authority; /* absolute-form "http://host:port/...": host:port */
 } path_t;
 
 /*

@@ -327,6 +327,8 @@ void server_free(server_t *s)
         close(s->sigfd[1]);
     }
     gio_loop_free(s->loop);
+    while (s->nspare > 0)
+        free(s->spare[--s->nspare]);
     fcache_free(s->fcache);
     enc_cache_free(s->gzcache);
     if (s->rootfd >= 0)

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #define SERVER_MAX_LISTENERS 4
+#define SERVER_SPARE_BLOCKS 32 /* request blocks kept for reuse (conn.c) */
 
 /* Every loop cookie starts with one of these, so the loop can tell them apart. */
 enum { COOKIE_LISTENER = 1, COOKIE_CONN, COOKIE_SIGNAL };
@@ -40,6 +41,8 @@ typedef struct server {
     int sigkind;             /* COOKIE_SIGNAL, the cookie of sigfd[0] */
     size_t nconns;
     struct conn *conns;      /* every open connection, for the shutdown */
+    struct conn_block *spare[SERVER_SPARE_BLOCKS]; /* free request blocks */
+    int nspare;
     int draining;            /* no listeners left: exit when nconns == 0 */
     int64_t date_at;         /* wall-clock second of `date` */
     char date[32];           /* the current HTTP-date, for Date: */

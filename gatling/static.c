@@ -65,6 +65,13 @@ static const char *root_check(const server_t *s)
     return s->cfg->symlinks_out ? NULL : s->root_real;
 }
 
+/* The directory t's virtual host is served from (the caller closes it). */
+static int open_vhost(const server_t *s, const target_t *t)
+{
+    const char *name = s->cfg->vhosts ? t->vhost : NULL;
+    return vhost_open(s->rootfd, name, s->cfg->vhost_only, root_check(s));
+}
+
 /* A redirect to prefix + the encoded path (+ suffix) + the query. */
 static int redirect(conn_t *c, int status, const char *prefix, const path_t *p,
                     const char *suffix)
@@ -203,7 +210,7 @@ static fcache_entry_t *lookup(conn_t *c, const http_request_t *req, const target
     server_t *s = c->srv;
     fcache_entry_t e = {.fd = -1};
     const char *name = NULL;
-    int r = 0, vfd = vhost_open(s->rootfd, t->vhost, s->cfg->vhost_only, root_check(s));
+    int r = 0, vfd = open_vhost(s, t);
     *failed = 0;
     if (vfd < 0) {
         *failed = resp_error(c, 404, NULL) < 0;
@@ -275,7 +282,7 @@ static fcache_entry_t *sibling(conn_t *c, const target_t *t, const fcache_entry_
     if (g)
         return g;
     fcache_entry_t e = {.type = f->type};
-    int vfd = vhost_open(s->rootfd, t->vhost, s->cfg->vhost_only, root_check(s));
+    int vfd = open_vhost(s, t);
     if (vfd < 0)
         return NULL;
     e.fd = enc_open_sibling(vfd, f->rel, &f->st, enc, &e.st);
@@ -293,7 +300,7 @@ static time_t header_date(const http_request_t *req, const char *name)
     const http_str_t *v = http_header(req, name);
     char buf[64];
     time_t t;
-    if (!v || v->n >= sizeof buf)
+    if (!v || v->n == 0 || v->n >= sizeof buf)
         return -1;
     memcpy(buf, v->p, v->n);
     buf[v->n] = 0;
@@ -476,7 +483,7 @@ static int access_denied(conn_t *c, const http_request_t *req, const target_t *t
     server_t *s = c->srv;
     const http_str_t *auth = http_header(req, "Authorization");
     char realm[128], hdr[200];
-    int vfd = vhost_open(s->rootfd, t->vhost, s->cfg->vhost_only, root_check(s));
+    int vfd = open_vhost(s, t);
     int h = vfd < 0 ? 500 : htaccess_check(vfd, path, strlen(path), auth ? auth->p : NULL,
                                             auth ? auth->n : 0, realm, sizeof realm);
     if (vfd >= 0)
@@ -512,9 +519,9 @@ int static_serve(conn_t *c, const http_request_t *req)
         return status_serve(c, t.p.query && t.p.query_len == 4 && !memcmp(t.p.query, "json", 4));
     }
     t.vhost[0] = 0;
-    int vn = cfg->vhosts ? vhost_name(http_header(req, "Host"), c->local_port,
-                                      cfg->keep_host_port, t.vhost)
-                         : 0;
+    /* RFC 9112 3.2.2: an absolute-form target's authority overrides Host */
+    const http_str_t *host = t.p.authority.p ? &t.p.authority : http_header(req, "Host");
+    int vn = cfg->vhosts ? vhost_name(host, c->local_port, cfg->keep_host_port, t.vhost) : 0;
     if (vn < 0)
         return resp_error(c, 400, NULL);
     memcpy(c->blk->vhost, t.vhost, (size_t)vn + 1);

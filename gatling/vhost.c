@@ -79,6 +79,8 @@ static int open_dir(int rootfd, const char *name, const char *root_real)
 
 int vhost_open(int rootfd, const char *name, int vhost_only, const char *root_real)
 {
+    if (!name) /* no virtual hosting */
+        return open_dir(rootfd, ".", root_real);
     int fd = *name ? open_dir(rootfd, name, root_real) : -1;
     if (fd < 0)
         fd = open_dir(rootfd, "default", root_real);

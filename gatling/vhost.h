@@ -23,7 +23,8 @@
 int vhost_name(const http_str_t *host, int local_port, int keep_port, char *out);
 
 /*
- * Open the directory serving name (may be "") below rootfd: name itself,
+ * Open the directory serving name (may be ""; NULL: vhosting is off, the
+ * root itself) below rootfd: name itself,
  * else "default", else the root unless vhost_only; symlinks as for
  * fs_open_beneath(root_real).  Returns a descriptor the caller must close,
  * or -1 with errno ENOENT (no directory may serve this request).
