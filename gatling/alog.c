@@ -112,7 +112,8 @@ void alog_request(alog_t *l, int64_t now, const char *vhost, const struct sockad
         return;
     const http_str_t *ref = req ? http_header(req, "Referer") : NULL;
     const http_str_t *ua = req ? http_header(req, "User-Agent") : NULL;
-    size_t need = 128 + 4 * 272 + 4 * ((req ? req->line.n : 0) + (ref ? ref->n : 0) + (ua ? ua->n : 0));
+    size_t need =
+        128 + 4 * 272 + 4 * ((req ? req->line.n : 0) + (ref ? ref->n : 0) + (ua ? ua->n : 0));
     if (reserve(l, need) < 0)
         return;
     if (now != l->stamp_at)

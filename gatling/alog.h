@@ -13,7 +13,7 @@
 #include "http_parse.h"
 
 typedef struct alog {
-    int fd;         /* -1: logging off */
+    int fd; /* -1: logging off */
     char *buf;
     size_t len, cap;
     int64_t stamp_at; /* wall-clock second of `stamp` */

@@ -26,8 +26,8 @@ typedef struct config {
     int symlinks_out;      /* -L: follow symlinks out of the document root */
     int gzip;              /* 0 with -Z: no compression */
     /* set up by main(), not options: */
-    int log_fd;            /* the access log (-1: none), opened before any chroot */
-    int uid, gid;          /* -u's ids, looked up before any chroot; -1 = stay */
+    int log_fd;   /* the access log (-1: none), opened before any chroot */
+    int uid, gid; /* -u's ids, looked up before any chroot; -1 = stay */
 } config_t;
 
 #endif

@@ -27,7 +27,10 @@ static void set_deadline(conn_t *c, int64_t ms)
     gio_set_deadline(c->srv->loop, c->fd, gio_now(c->srv->loop) + ms);
 }
 
-static int64_t idle_ms(const conn_t *c) { return (int64_t)c->srv->cfg->timeout * 1000; }
+static int64_t idle_ms(const conn_t *c)
+{
+    return (int64_t)c->srv->cfg->timeout * 1000;
+}
 
 /* Request blocks come from a small per-server pool: no malloc per request. */
 static conn_block_t *block_get(server_t *s)

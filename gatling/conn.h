@@ -31,7 +31,7 @@ typedef enum conn_state {
     CONN_CLOSE   /* to be freed */
 } conn_state_t;
 
-#define CONN_IN_CAP (HTTP_MAX_HEAD + 1024)       /* a full head plus pipelined bytes */
+#define CONN_IN_CAP (HTTP_MAX_HEAD + 1024) /* a full head plus pipelined bytes */
 #define CONN_PATH_CAP (HTTP_MAX_TARGET + 8)
 #define CONN_HEAD_CAP (3 * HTTP_MAX_TARGET + 2048) /* Location carries the encoded path */
 #define CONN_BODY_MAX (1 << 20) /* request bodies are dropped; larger ones get 413 */
@@ -43,7 +43,7 @@ typedef struct conn_block {
     char in[CONN_IN_CAP];
     char path[CONN_PATH_CAP];
     char head[CONN_HEAD_CAP];
-    char vhost[272];      /* the request's vhost name, for the access log */
+    char vhost[272]; /* the request's vhost name, for the access log */
 } conn_block_t;
 
 typedef struct conn {
@@ -52,10 +52,10 @@ typedef struct conn {
     conn_state_t state;
     struct server *srv;
     struct conn *prev, *next; /* the server's list of connections */
-    conn_block_t *blk;  /* NULL while idle */
-    uint32_t inlen;     /* bytes in blk->in */
-    uint32_t reqlen;    /* bytes of blk->in taken by the current request */
-    uint32_t head_len;  /* bytes of the response head */
+    conn_block_t *blk;        /* NULL while idle */
+    uint32_t inlen;           /* bytes in blk->in */
+    uint32_t reqlen;          /* bytes of blk->in taken by the current request */
+    uint32_t head_len;        /* bytes of the response head */
     uint16_t status;
     uint16_t local_port;
     uint8_t keepalive, http10, head_only, unread_input;
@@ -63,7 +63,7 @@ typedef struct conn {
     uint8_t body;       /* BODY_*: framing of the request body */
     uint64_t body_left; /* BODY_LENGTH: bytes still to drop */
     http_chunked_t chunked;
-    uint64_t body_len;  /* body bytes of the current response */
+    uint64_t body_len;         /* body bytes of the current response */
     struct fcache_entry *file; /* the open file the response sends, if any */
     struct enc_gz *gz;         /* the gzipped body the response sends, if any */
     gio_batch_t out;
@@ -84,6 +84,9 @@ void conn_event(conn_t *c, unsigned events);
 void conn_drain(conn_t *c);
 
 /* The buffer response heads are built in. */
-static inline char *conn_head_buf(conn_t *c) { return c->blk->head; }
+static inline char *conn_head_buf(conn_t *c)
+{
+    return c->blk->head;
+}
 
 #endif

@@ -85,8 +85,8 @@ static int slot_of(const char *s, size_t n)
         const char *name;
         int slot;
     } names[] = {
-        {"gzip", SLOT_GZIP},         {"x-gzip", SLOT_GZIP}, {"br", SLOT_BR}, {"zstd", SLOT_ZSTD},
-        {"identity", SLOT_IDENTITY}, {"*", SLOT_STAR},
+        {"gzip", SLOT_GZIP}, {"x-gzip", SLOT_GZIP},       {"br", SLOT_BR},
+        {"zstd", SLOT_ZSTD}, {"identity", SLOT_IDENTITY}, {"*", SLOT_STAR},
     };
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
         if (strlen(names[k].name) == n && !strncasecmp(names[k].name, s, n))
@@ -143,8 +143,7 @@ static size_t parse_item(const char *s, size_t i, size_t n, int *slot, int *q)
     return i;
 }
 
-unsigned enc_accepted(const char *ae, size_t n, unsigned char prefer[ENC_PREFER_MAX],
-                      int *nprefer)
+unsigned enc_accepted(const char *ae, size_t n, unsigned char prefer[ENC_PREFER_MAX], int *nprefer)
 {
     int q[NSLOTS] = {0}, listed[NSLOTS] = {0};
     if (!ae)
@@ -226,9 +225,9 @@ const char *enc_suffix(int enc)
 int enc_compressible(const char *ctype)
 {
     static const char *const types[] = {
-        "text/html",       "text/css",         "text/plain",    "text/javascript",
-        "text/xml",        "application/javascript", "application/json",
-        "application/xml", "image/svg+xml",
+        "text/html",        "text/css",        "text/plain",
+        "text/javascript",  "text/xml",        "application/javascript",
+        "application/json", "application/xml", "image/svg+xml",
     };
     if (!ctype)
         return 0;
@@ -316,10 +315,10 @@ int enc_open_sibling(int dirfd, const char *relpath, const struct stat *orig, in
 
 struct enc_cache {
     enc_gz_t **bucket;
-    size_t nbucket;  /* a power of two */
+    size_t nbucket; /* a power of two */
     size_t nentries;
     enc_gz_t *oldest, *newest;
-    size_t bytes;    /* of the entries in the table */
+    size_t bytes; /* of the entries in the table */
     size_t max_bytes, max_file;
 };
 
@@ -631,8 +630,7 @@ size_t enc_etag(char *buf, const struct stat *st, int enc)
  * past it with *weak and the opaque-tag (quotes included) in *op, *on, or 0
  * if malformed.
  */
-static size_t parse_etag(const char *s, size_t i, size_t n, int *weak, const char **op,
-                         size_t *on)
+static size_t parse_etag(const char *s, size_t i, size_t n, int *weak, const char **op, size_t *on)
 {
     *weak = 0;
     if (i + 1 < n && s[i] == 'W' && s[i + 1] == '/')

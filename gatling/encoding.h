@@ -48,8 +48,7 @@ enum { ENC_IDENTITY = 0, ENC_GZIP = 1, ENC_BR = 2, ENC_ZSTD = 4 };
  * popcount(result & ENC_ALL) + 1.  Identity is listed even when refused: it
  * is the fallback of last resort.
  */
-unsigned enc_accepted(const char *ae, size_t n, unsigned char prefer[ENC_PREFER_MAX],
-                      int *nprefer);
+unsigned enc_accepted(const char *ae, size_t n, unsigned char prefer[ENC_PREFER_MAX], int *nprefer);
 
 /*
  * The coding to serve given the Accept-Encoding value ae[0..n) (NULL:
@@ -128,8 +127,8 @@ typedef struct enc_gz {
     off_t size;
     struct timespec mtime;
     int refs;
-    int in_table;  /* 0 once evicted: the last release frees it */
-    int useless;   /* compressing did not shrink it: serve identity */
+    int in_table; /* 0 once evicted: the last release frees it */
+    int useless;  /* compressing did not shrink it: serve identity */
     unsigned char buf[];
 } enc_gz_t;
 

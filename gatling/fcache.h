@@ -26,8 +26,8 @@ typedef struct fcache_entry {
     size_t keylen;
     int fd;
     int refs;
-    int in_table;      /* 0 once evicted: the last release frees it */
-    int64_t expires;   /* gio_now() ms */
+    int in_table;    /* 0 once evicted: the last release frees it */
+    int64_t expires; /* gio_now() ms */
     struct stat st;
     /* filled by the caller of fcache_put (the cache only frees rel): */
     const char *type;  /* Content-Type */

@@ -57,8 +57,7 @@ static int below_root(int fd, const char *root_real)
 
 int fs_open_beneath(int dirfd, const char *rel, const char *root_real)
 {
-    struct open_how how = {.flags = FS_FLAGS,
-                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
+    struct open_how how = {.flags = FS_FLAGS, .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
     if (!*rel)
         rel = ".";
     int fd = (int)syscall(SYS_openat2, dirfd, rel, &how, sizeof how);

@@ -13,7 +13,10 @@ static int is_tchar(unsigned char c)
 }
 
 /* field-value octets: VCHAR, obs-text, SP, HTAB */
-static int is_vchar(unsigned char c) { return c >= 0x20 ? c != 0x7f : c == '\t'; }
+static int is_vchar(unsigned char c)
+{
+    return c >= 0x20 ? c != 0x7f : c == '\t';
+}
 
 /* End of the line starting at p: points at the LF; NULL if not in buf yet. */
 static const char *line_end(const char *p, const char *end)
@@ -41,7 +44,7 @@ static long parse_request_line(const char *p, const char *lf, http_request_t *re
         return HTTP_MALFORMED;
     req->method = (http_str_t){p, (size_t)(q - p)};
     const char *t = ++q;
-    while (q < e && *q > 0x20 && *q < 0x7f)
+    while (q<e && * q> 0x20 && *q < 0x7f)
         q++;
     if (q - t > HTTP_MAX_TARGET) {
         *status = 414;

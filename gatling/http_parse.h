@@ -10,9 +10,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define HTTP_MAX_TARGET 4096  /* longer request-target: 414 */
-#define HTTP_MAX_HEAD 16384   /* longer request line + header section: 431 */
-#define HTTP_MAX_HEADERS 100  /* more header fields: 431 */
+#define HTTP_MAX_TARGET 4096 /* longer request-target: 414 */
+#define HTTP_MAX_HEAD 16384  /* longer request line + header section: 431 */
+#define HTTP_MAX_HEADERS 100 /* more header fields: 431 */
 
 enum {
     HTTP_MALFORMED = -1, /* *status says how to answer: 400, 414, 431, 505 */
@@ -30,8 +30,8 @@ typedef struct http_header {
 
 typedef struct http_request {
     http_str_t method, target;
-    http_str_t line;  /* the whole request line, for the access log */
-    int version;      /* 10 for HTTP/1.0, 11 for HTTP/1.1 */
+    http_str_t line; /* the whole request line, for the access log */
+    int version;     /* 10 for HTTP/1.0, 11 for HTTP/1.1 */
     size_t nheaders;
     http_header_t headers[HTTP_MAX_HEADERS];
 } http_request_t;
@@ -57,10 +57,10 @@ int http_list_has(http_str_t s, const char *tok);
  * bytes as they arrive; the decoder remembers where it is between calls.
  */
 typedef struct http_chunked {
-    int state;          /* internal */
-    uint64_t left;      /* bytes of chunk data still to skip */
-    uint64_t total;     /* data bytes seen so far (for the size limit) */
-    unsigned linelen;   /* length of the current size or trailer line */
+    int state;        /* internal */
+    uint64_t left;    /* bytes of chunk data still to skip */
+    uint64_t total;   /* data bytes seen so far (for the size limit) */
+    unsigned linelen; /* length of the current size or trailer line */
 } http_chunked_t;
 
 enum { HTTP_CHUNKED_MORE = 0, HTTP_CHUNKED_DONE = 1 };

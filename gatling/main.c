@@ -82,8 +82,13 @@ static int bad(const char *opt, const char *arg, const char *why)
 static int parse_options(int argc, char **argv, config_t *cfg)
 {
     int c;
-    *cfg = (config_t){.port = geteuid() == 0 ? 80 : 8000, .timeout = 23, .access_log = 1,
-                      .workers = 1, .vhosts = 1, .max_age = -1, .gzip = 1};
+    *cfg = (config_t){.port = geteuid() == 0 ? 80 : 8000,
+                      .timeout = 23,
+                      .access_log = 1,
+                      .workers = 1,
+                      .vhosts = 1,
+                      .max_age = -1,
+                      .gzip = 1};
     opterr = 0;
     while ((c = getopt(argc, argv, ":i:p:T:nAl:c:u:m:W:HvtdDI:r:M:SLZVh")) != -1) {
         switch (c) {

@@ -23,16 +23,21 @@ struct mime_table {
 };
 
 static const char *const builtin[][2] = {
-    {"html", "text/html"}, {"htm", "text/html"}, {"txt", "text/plain"},
-    {"css", "text/css"}, {"js", "text/javascript"}, {"mjs", "text/javascript"},
-    {"json", "application/json"}, {"xml", "application/xml"}, {"svg", "image/svg+xml"},
-    {"png", "image/png"}, {"jpg", "image/jpeg"}, {"jpeg", "image/jpeg"},
-    {"gif", "image/gif"}, {"webp", "image/webp"}, {"avif", "image/avif"},
-    {"ico", "image/vnd.microsoft.icon"}, {"pdf", "application/pdf"},
-    {"wasm", "application/wasm"}, {"woff", "font/woff"}, {"woff2", "font/woff2"},
-    {"mp4", "video/mp4"}, {"webm", "video/webm"}, {"mp3", "audio/mpeg"},
-    {"ogg", "audio/ogg"}, {"zip", "application/zip"}, {"gz", "application/gzip"},
-    {"tar", "application/x-tar"}, {"md", "text/markdown"}, {"csv", "text/csv"},
+    {"html", "text/html"},        {"htm", "text/html"},
+    {"txt", "text/plain"},        {"css", "text/css"},
+    {"js", "text/javascript"},    {"mjs", "text/javascript"},
+    {"json", "application/json"}, {"xml", "application/xml"},
+    {"svg", "image/svg+xml"},     {"png", "image/png"},
+    {"jpg", "image/jpeg"},        {"jpeg", "image/jpeg"},
+    {"gif", "image/gif"},         {"webp", "image/webp"},
+    {"avif", "image/avif"},       {"ico", "image/vnd.microsoft.icon"},
+    {"pdf", "application/pdf"},   {"wasm", "application/wasm"},
+    {"woff", "font/woff"},        {"woff2", "font/woff2"},
+    {"mp4", "video/mp4"},         {"webm", "video/webm"},
+    {"mp3", "audio/mpeg"},        {"ogg", "audio/ogg"},
+    {"zip", "application/zip"},   {"gz", "application/gzip"},
+    {"tar", "application/x-tar"}, {"md", "text/markdown"},
+    {"csv", "text/csv"},
 };
 
 static uint32_t hash(const char *s, size_t n)

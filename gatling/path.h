@@ -10,7 +10,7 @@
 #include "http_parse.h"
 
 typedef struct path {
-    char *path;        /* decoded, normalised, starts with '/', NUL-terminated */
+    char *path; /* decoded, normalised, starts with '/', NUL-terminated */
     size_t len;
     const char *query; /* after '?', into the target; NULL if none */
     size_t query_len;
@@ -25,8 +25,7 @@ typedef struct path {
  * 400 for a bad escape, a decoded NUL or a target of another form.
  * The result can never climb above "/": ".." at the top is dropped.
  */
-int path_from_target(const char *target, size_t target_len, char *out, size_t outsz,
-                     path_t *res);
+int path_from_target(const char *target, size_t target_len, char *out, size_t outsz, path_t *res);
 
 /*
  * Percent-encode src[0..n) for a URL path (keeps unreserved characters,

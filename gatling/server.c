@@ -22,8 +22,8 @@
 #include <grp.h>
 #include <unistd.h>
 
-#define ACCEPT_BATCH 64       /* connections taken per listener event */
-#define ACCEPT_PAUSE_MS 100   /* back-off when out of descriptors */
+#define ACCEPT_BATCH 64     /* connections taken per listener event */
+#define ACCEPT_PAUSE_MS 100 /* back-off when out of descriptors */
 
 /* The only file-scope mutable state: what signal handlers may touch. */
 static int sig_pipe_fd = -1;
@@ -289,8 +289,7 @@ int server_run(server_t *s)
     while (!s->draining || s->nconns > 0) {
         int64_t wake = fcache_expire(s->fcache, gio_now(s->loop));
         if (gio_wait(s->loop, wake < 0 ? -1 : (int)wake + 1) < 0 && errno != EINTR) {
-            fprintf(stderr, "gatling: %s wait failed: %s\n", gio_backend_name(),
-                    strerror(errno));
+            fprintf(stderr, "gatling: %s wait failed: %s\n", gio_backend_name(), strerror(errno));
             return 1;
         }
         unsigned ev;

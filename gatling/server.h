@@ -32,20 +32,20 @@ typedef struct server {
     const config_t *cfg;
     gio_loop_t *loop;
     mime_table_t *mime;
-    fcache_t *fcache;        /* open files, see fcache.h */
-    int rootfd;              /* the document root, opened once */
-    char *root_real;         /* its canonical path, for symlink checks */
+    fcache_t *fcache; /* open files, see fcache.h */
+    int rootfd;       /* the document root, opened once */
+    char *root_real;  /* its canonical path, for symlink checks */
     listener_t lst[SERVER_MAX_LISTENERS];
     int nlst;
-    int sigfd[2];            /* self-pipe: signal handlers write, the loop reads */
-    int sigkind;             /* COOKIE_SIGNAL, the cookie of sigfd[0] */
+    int sigfd[2]; /* self-pipe: signal handlers write, the loop reads */
+    int sigkind;  /* COOKIE_SIGNAL, the cookie of sigfd[0] */
     size_t nconns;
-    struct conn *conns;      /* every open connection, for the shutdown */
+    struct conn *conns;                            /* every open connection, for the shutdown */
     struct conn_block *spare[SERVER_SPARE_BLOCKS]; /* free request blocks */
     int nspare;
-    int draining;            /* no listeners left: exit when nconns == 0 */
-    int64_t date_at;         /* wall-clock second of `date` */
-    char date[32];           /* the current HTTP-date, for Date: */
+    int draining;    /* no listeners left: exit when nconns == 0 */
+    int64_t date_at; /* wall-clock second of `date` */
+    char date[32];   /* the current HTTP-date, for Date: */
     alog_t log;
     status_counters_t stats;
     struct enc_cache *gzcache; /* on-the-fly gzip; NULL with -Z */
@@ -83,6 +83,5 @@ void server_free(server_t *s);
 
 /* The HTTP-date of the current second (cached). */
 const char *server_date(server_t *s);
-
 
 #endif

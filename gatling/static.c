@@ -73,8 +73,7 @@ static int open_vhost(const server_t *s, const target_t *t)
 }
 
 /* A redirect to prefix + the encoded path (+ suffix) + the query. */
-static int redirect(conn_t *c, int status, const char *prefix, const path_t *p,
-                    const char *suffix)
+static int redirect(conn_t *c, int status, const char *prefix, const path_t *p, const char *suffix)
 {
     size_t plen = strlen(prefix);
     char *loc = malloc(plen + 3 * p->len + p->query_len + 32), *q = loc;
@@ -82,8 +81,8 @@ static int redirect(conn_t *c, int status, const char *prefix, const path_t *p,
         return -1;
     q += sprintf(q, "Location: %s", prefix);
     if (p->len) /* a prefix URL ending in '/' gets no second slash */
-        q += path_encode(q, p->path + (plen && prefix[plen - 1] == '/'), p->len -
-                         (plen && prefix[plen - 1] == '/'));
+        q += path_encode(q, p->path + (plen && prefix[plen - 1] == '/'),
+                         p->len - (plen && prefix[plen - 1] == '/'));
     q += sprintf(q, "%s", suffix);
     if (p->query)
         q += sprintf(q, "?%.*s", (int)p->query_len, p->query);
@@ -136,8 +135,7 @@ static int serve_listing(conn_t *c, int dirfd, const target_t *t)
  * with a listing or 403.  Returns 0 with *fd the index file and *name its
  * name, 1 when a response was queued, -1 on failure.
  */
-static int access_denied(conn_t *c, const http_request_t *req, const target_t *t,
-                         const char *path);
+static int access_denied(conn_t *c, const http_request_t *req, const target_t *t, const char *path);
 
 static int open_index(conn_t *c, const http_request_t *req, int *fd, const char **name,
                       const target_t *t)
@@ -204,8 +202,7 @@ static int governing_htaccess(int vfd, int fd, const target_t *t, char **auth)
  * entry.  Returns the entry (referenced), or NULL when a response (error,
  * redirect, listing) was queued instead — *failed says if queuing failed.
  */
-static fcache_entry_t *lookup(conn_t *c, const http_request_t *req, const target_t *t,
-                              int *failed)
+static fcache_entry_t *lookup(conn_t *c, const http_request_t *req, const target_t *t, int *failed)
 {
     server_t *s = c->srv;
     fcache_entry_t e = {.fd = -1};
@@ -339,7 +336,7 @@ static int if_range_ok(const http_request_t *req, const char *etag, time_t mtime
 
 /* The body: the whole of it, from a file or a buffer. */
 typedef struct body {
-    int fd;              /* -1: buf */
+    int fd; /* -1: buf */
     const char *buf;
     uint64_t size;
 } body_t;
@@ -356,8 +353,8 @@ static int serve_multipart(conn_t *c, const body_t *b, const char *type, time_t 
                            const char *extra, const byterange_t *r, int n)
 {
     char boundary[40];
-    snprintf(boundary, sizeof boundary, "gatling-%08llx%08llx",
-             (unsigned long long)b->size, (unsigned long long)gio_now(c->srv->loop));
+    snprintf(boundary, sizeof boundary, "gatling-%08llx%08llx", (unsigned long long)b->size,
+             (unsigned long long)gio_now(c->srv->loop));
     size_t per = 128 + strlen(boundary) + strlen(type);
     char *heads = malloc(per * (n + 1)), *h = heads;
     if (!heads)
@@ -458,9 +455,10 @@ static int serve_file(conn_t *c, const http_request_t *req, const target_t *t, f
         }
         enc_etag(etag, &f->st, enc);
     }
-    int n = snprintf(extra, sizeof extra, "ETag: %s\r\nAccept-Ranges: bytes\r\n"
-                     "X-Content-Type-Options: nosniff\r\n%s%s%s%s", etag,
-                     avail ? "Vary: Accept-Encoding\r\n" : "",
+    int n = snprintf(extra, sizeof extra,
+                     "ETag: %s\r\nAccept-Ranges: bytes\r\n"
+                     "X-Content-Type-Options: nosniff\r\n%s%s%s%s",
+                     etag, avail ? "Vary: Accept-Encoding\r\n" : "",
                      enc ? "Content-Encoding: " : "", enc ? enc_name(enc) : "", enc ? "\r\n" : "");
     if (s->cfg->max_age >= 0) {
         char date[32];
@@ -477,23 +475,22 @@ static int serve_file(conn_t *c, const http_request_t *req, const target_t *t, f
 }
 
 /* .htaccess: 0 to go on, or a queued 401/500 (1), or -1. */
-static int access_denied(conn_t *c, const http_request_t *req, const target_t *t,
-                         const char *path)
+static int access_denied(conn_t *c, const http_request_t *req, const target_t *t, const char *path)
 {
     server_t *s = c->srv;
     const http_str_t *auth = http_header(req, "Authorization");
     char realm[128], hdr[200];
     int vfd = open_vhost(s, t);
-    int h = vfd < 0 ? 500 : htaccess_check(vfd, path, strlen(path), auth ? auth->p : NULL,
-                                            auth ? auth->n : 0, realm, sizeof realm);
+    int h = vfd < 0 ? 500
+                    : htaccess_check(vfd, path, strlen(path), auth ? auth->p : NULL,
+                                     auth ? auth->n : 0, realm, sizeof realm);
     if (vfd >= 0)
         close(vfd);
     if (h == 0)
         return 0;
     if (h != 401)
         return resp_error(c, 500, NULL) < 0 ? -1 : 1;
-    snprintf(hdr, sizeof hdr, "WWW-Authenticate: Basic realm=\"%s\", charset=\"UTF-8\"\r\n",
-             realm);
+    snprintf(hdr, sizeof hdr, "WWW-Authenticate: Basic realm=\"%s\", charset=\"UTF-8\"\r\n", realm);
     return resp_error(c, 401, hdr) < 0 ? -1 : 1;
 }
 

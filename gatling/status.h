@@ -11,10 +11,10 @@
 #include "conn.h"
 
 typedef struct status_counters {
-    uint64_t requests, bytes;          /* since start */
+    uint64_t requests, bytes;           /* since start */
     uint64_t last_requests, last_bytes; /* at the start of the last full second */
-    uint64_t rps, bps;                 /* over the last full second */
-    int64_t second;                    /* wall-clock second being counted */
+    uint64_t rps, bps;                  /* over the last full second */
+    int64_t second;                     /* wall-clock second being counted */
     int64_t started;
 } status_counters_t;
 

@@ -30,12 +30,12 @@ static void on_signal(int sig)
 }
 
 typedef struct supervisor {
-    config_t cfg;          /* with the real port filled in */
+    config_t cfg; /* with the real port filled in */
     mime_table_t *mime;
-    listener_t reserve;    /* bound, not listening: keeps the port ours */
+    listener_t reserve; /* bound, not listening: keeps the port ours */
     pid_t pid[WORKERS_MAX];
     time_t started[WORKERS_MAX];
-    int ready[2];          /* workers write a byte once they listen */
+    int ready[2]; /* workers write a byte once they listen */
 } supervisor_t;
 
 /* In the child: open our own listener on the shared port and serve. */
@@ -108,8 +108,8 @@ static int reap(supervisor_t *sv, int stopping)
             sv->pid[i] = 0;
             if (stopping)
                 break;
-            fprintf(stderr, "gatling: worker %d (pid %d) died (%s %d), restarting\n", i,
-                    (int)pid, WIFSIGNALED(status) ? "signal" : "status",
+            fprintf(stderr, "gatling: worker %d (pid %d) died (%s %d), restarting\n", i, (int)pid,
+                    WIFSIGNALED(status) ? "signal" : "status",
                     WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
             if (time(NULL) - sv->started[i] < 1)
                 sleep(1); /* a worker that dies at once must not make us fork-bomb */
