@@ -5,7 +5,9 @@
  * pattern): it implements the same small set of static functions and only
  * reports {fd, events}; dispatch stays here.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "gio.h"
 
 #include <errno.h>
@@ -14,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -113,6 +116,18 @@ void gio_loop_free(gio_loop_t *l)
 
 const char *gio_backend_name(void) { return backend_name(); }
 
+/*
+ * Clear an entry for a new (or no) owner.  `changed` survives: it says the fd
+ * is still on the change list, and clearing it would let a del/add/want cycle
+ * append the fd again and again until the list overflows.
+ */
+static void entry_reset(gio_fd_t *e)
+{
+    uint8_t changed = e->changed;
+    memset(e, 0, sizeof *e);
+    e->changed = changed;
+}
+
 static gio_fd_t *entry(const gio_loop_t *l, int fd)
 {
     if (fd < 0 || fd >= l->maxfds || !l->fds[fd].used)
@@ -131,7 +146,7 @@ int gio_add(gio_loop_t *l, int fd, void *cookie)
         errno = EEXIST;
         return -1;
     }
-    memset(e, 0, sizeof *e);
+    entry_reset(e);
     if (backend_add(l, fd) < 0)
         return -1;
     e->used = 1;
@@ -148,8 +163,9 @@ void gio_del(gio_loop_t *l, int fd)
     if (!e)
         return;
     backend_del(l, fd, e->kernel);
-    /* a stale entry on the change/ready/expired lists is skipped: used == 0 */
-    memset(e, 0, sizeof *e);
+    /* stale entries on the ready/expired lists are skipped: revents and
+       timedout are 0 now, also if fd is added again in the same round */
+    entry_reset(e);
     l->nused--;
     while (l->maxfd >= 0 && !l->fds[l->maxfd].used)
         l->maxfd--;
@@ -212,10 +228,10 @@ static void sync_changes(gio_loop_t *l)
     for (int i = 0; i < l->nchanges; i++) {
         int fd = l->changes[i];
         gio_fd_t *e = &l->fds[fd];
-        if (!e->used || !e->changed)
+        if (!e->changed)
             continue;
         e->changed = 0;
-        if (e->want == e->kernel)
+        if (!e->used || e->want == e->kernel)
             continue;
         if (backend_update(l, fd, e->kernel, e->want) == 0) {
             e->kernel = e->want;
@@ -291,9 +307,9 @@ int gio_wait(gio_loop_t *l, int timeout_ms)
     }
     for (int i = 0; i < n; i++) {
         int fd = l->fired[i].fd;
-        gio_fd_t *e = &l->fds[fd];
-        if (fd < 0 || fd >= l->maxfds || !e->used)
+        if (fd < 0 || fd >= l->maxfds || !l->fds[fd].used)
             continue;
+        gio_fd_t *e = &l->fds[fd];
         if (!e->revents)
             l->ready[l->nready++] = fd;
         e->revents |= (uint8_t)l->fired[i].events;
@@ -349,5 +365,11 @@ int gio_nonblock(int fd)
     int fl = fcntl(fd, F_GETFL);
     if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
         return -1;
+#ifdef SO_NOSIGPIPE
+    /* macOS has no MSG_NOSIGNAL for sendfile and older SDKs none at all;
+       fails harmlessly (ENOTSOCK) on pipes and files */
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, sizeof one);
+#endif
     return fcntl(fd, F_SETFD, FD_CLOEXEC);
 }

@@ -122,7 +122,10 @@ size_t gio_count(const gio_loop_t *l);
  */
 long gio_read(int fd, void *buf, size_t len);
 
-/* Make fd non-blocking and close-on-exec.  0 or -1. */
+/*
+ * Make fd non-blocking and close-on-exec (and, where the OS has
+ * SO_NOSIGPIPE, a socket that never raises SIGPIPE).  0 or -1.
+ */
 int gio_nonblock(int fd);
 
 #endif

@@ -5,7 +5,9 @@
  * sendfile itself is behind gio_sendfile() (gio_os.h), the one place where
  * Linux and the BSDs differ.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "gio_batch.h"
 #include "gio.h"
 #include "gio_os.h"
@@ -20,6 +22,9 @@
 
 #ifndef IOV_MAX
 #define IOV_MAX 1024
+#endif
+#ifndef MSG_NOSIGNAL
+#define MSG_NOSIGNAL 0 /* old macOS: SO_NOSIGPIPE, set by gio_nonblock() */
 #endif
 #ifndef MSG_MORE
 #define MSG_MORE 0 /* the BSDs: headers and body may leave in separate packets */

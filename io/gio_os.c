@@ -1,12 +1,52 @@
-/* gio_os: sendfile for Linux, FreeBSD, macOS, and a pread/send fallback. */
+/*
+ * gio_os: sendfile for Linux, FreeBSD and macOS, and a pread/send fallback
+ * for the systems without one (OpenBSD, NetBSD).
+ *
+ * SIGPIPE: sendmsg takes MSG_NOSIGNAL, sendfile takes no such flag, and
+ * Linux's sendfile to a socket whose peer is gone raises SIGPIPE, which kills
+ * a process that kept the default action.  So sendfile runs with SIGPIPE
+ * blocked in the calling thread, and a SIGPIPE it raised is taken off the
+ * pending set before the mask is restored: two cheap sigprocmask calls per
+ * sendfile, against a process killed by one impatient client.  macOS has
+ * SO_NOSIGPIPE instead, set by gio_nonblock().
+ */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "gio_os.h"
 #include "gio.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <unistd.h>
+
+#if defined(__linux__) || defined(__FreeBSD__)
+/* Block SIGPIPE in this thread; *old gets the previous mask. */
+static void pipe_block(sigset_t *old)
+{
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, SIGPIPE);
+    sigprocmask(SIG_BLOCK, &s, old);
+}
+
+/* Drop a SIGPIPE raised while blocked (only if it was not blocked before). */
+static void pipe_restore(const sigset_t *old, int err)
+{
+    sigset_t s;
+    if (err == EPIPE && !sigismember(old, SIGPIPE) && sigpending(&s) == 0 &&
+        sigismember(&s, SIGPIPE)) {
+        int sig;
+        sigemptyset(&s);
+        sigaddset(&s, SIGPIPE);
+        sigwait(&s, &sig); /* pending, so this returns at once */
+    }
+    sigprocmask(SIG_SETMASK, old, NULL);
+    errno = err;
+}
+#endif
 
 #if defined(__linux__)
 #include <sys/sendfile.h>
@@ -14,9 +54,12 @@
 long gio_sendfile(int sock, int fd, uint64_t off, uint64_t len)
 {
     off_t o = (off_t)off;
+    sigset_t old;
     if (len > 0x7ffff000)
         len = 0x7ffff000; /* Linux's per-call maximum */
+    pipe_block(&old);
     ssize_t r = sendfile(sock, fd, &o, len);
+    pipe_restore(&old, r < 0 ? errno : 0);
     if (r >= 0)
         return r;
     return errno == EAGAIN || errno == EINTR ? GIO_AGAIN : GIO_ERR;
@@ -32,7 +75,10 @@ long gio_sendfile(int sock, int fd, uint64_t off, uint64_t len)
     sent = (off_t)len;
     int r = sendfile(fd, sock, (off_t)off, &sent, NULL, 0);
 #else
+    sigset_t old;
+    pipe_block(&old);
     int r = sendfile(fd, sock, (off_t)off, (size_t)len, NULL, &sent, 0);
+    pipe_restore(&old, r < 0 ? errno : 0);
 #endif
     /* both report partial progress with EAGAIN/EINTR: count it */
     if (sent > 0)
@@ -44,6 +90,10 @@ long gio_sendfile(int sock, int fd, uint64_t off, uint64_t len)
 
 #else /* OpenBSD, NetBSD: no sendfile; copy through a small buffer */
 
+#ifndef MSG_NOSIGNAL
+#define MSG_NOSIGNAL 0
+#endif
+
 long gio_sendfile(int sock, int fd, uint64_t off, uint64_t len)
 {
     char buf[16384];
@@ -52,9 +102,6 @@ long gio_sendfile(int sock, int fd, uint64_t off, uint64_t len)
     ssize_t n = pread(fd, buf, len, (off_t)off);
     if (n <= 0)
         return n == 0 ? 0 : GIO_ERR;
-#ifndef MSG_NOSIGNAL
-#define MSG_NOSIGNAL 0 /* SO_NOSIGPIPE / SIGPIPE ignored by the caller */
-#endif
     ssize_t w = send(sock, buf, n, MSG_NOSIGNAL);
     if (w >= 0)
         return w;

@@ -35,4 +35,7 @@ if [ -n "$missing" ]; then
         echo "setup: missing Debian packages (run as root to install):$missing" >&2
     fi
 fi
+# zig cc for `make cross` (io/ with kqueue for the BSDs and macOS); optional, never fatal
+python3 -c 'import ziglang' 2>/dev/null || python3 -m pip install -q ziglang==0.17.0 >/dev/null 2>&1 ||
+    echo "setup: could not pip install ziglang: make cross will be skipped" >&2
 exit 0
