@@ -11,6 +11,9 @@
 /*
  * Send up to len bytes of file fd from offset off to socket sock.  Returns
  * bytes sent (> 0), 0 if the file ended before off, GIO_AGAIN or GIO_ERR.
+ * sendfile has no MSG_NOSIGNAL, so SIGPIPE is blocked around it — unless it
+ * is ignored at the first call, which is then trusted for good: a program
+ * that ignores SIGPIPE must not stop ignoring it.
  */
 long gio_sendfile(int sock, int fd, uint64_t off, uint64_t len);
 
