@@ -20,10 +20,12 @@
 int fs_open_beneath(int dirfd, const char *rel, const char *root_real);
 
 /*
- * The path of the file open on fd relative to the directory open on dirfd,
- * as "/a/b" (the path symlinks actually led to), into out[0..outsz).
- * Returns 0, or -1 if fd is not below dirfd or the OS cannot tell.
+ * The path of the file open on fd, which was opened as rel below the
+ * directory open on dirfd, relative to that directory, as "/a/b": the path
+ * symlinks actually led to.  Written to out[0..outsz).  Uses /proc/self/fd,
+ * or without it (a chroot) follows rel's symlinks by hand.  Returns 0, or -1
+ * if the file is not below dirfd or the path cannot be told.
  */
-int fs_path_below(int dirfd, int fd, char *out, size_t outsz);
+int fs_path_below(int dirfd, int fd, const char *rel, char *out, size_t outsz);
 
 #endif

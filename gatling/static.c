@@ -184,7 +184,7 @@ static int governing_htaccess(int vfd, int fd, const target_t *t, char **auth)
 {
     char real[CONN_PATH_CAP + 16], realm[2];
     const char *paths[2] = {t->p.path, NULL};
-    if (fs_path_below(vfd, fd, real, sizeof real) == 0 && strcmp(real, t->p.path))
+    if (fs_path_below(vfd, fd, t->p.path + 1, real, sizeof real) == 0 && strcmp(real, t->p.path))
         paths[1] = real;
     *auth = NULL;
     for (int i = 0; i < 2 && paths[i]; i++) {

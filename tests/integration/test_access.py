@@ -1,0 +1,254 @@
+"""Access control and redirects: .htaccess Basic authentication (the nearest
+file governs, subdirectories inherit, malformed files are 500), dotfiles
+never served, symlinks out of the document root (403, or served with -L),
+-r redirects for missing files, URL symlinks, and the slash redirect."""
+import base64
+import os
+
+import pytest
+
+from conftest import Client, Symlink, fetch, make_docroot
+from h3util import assert_ok, assert_status, basic_auth, crypt_hash, curl, module_server
+
+REALM = "Members only"
+PW = {"alice": "wonderland", "bob": "b0b:with colon", "carol": "carol-pw"}
+SECRET = b"TOPSECRET outside the docroot\n"
+
+
+def htaccess(realm, *users):
+    lines = ["# a comment, then the realm", realm, ""]
+    lines += ["%s:%s" % (u, crypt_hash(PW[u])) for u in users]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def make_tree():
+    return {
+        "open.txt": b"public\n",
+        "prot": {
+            ".htaccess": htaccess(REALM, "alice", "bob"),
+            "f.txt": b"protected file\n",
+            "index.html": b"<p>protected index</p>\n",
+            "sub": {"g.txt": b"protected by the parent\n"},
+            "list": {"l.txt": b"l\n"},
+            "other": {".htaccess": htaccess("Other realm", "carol"), "h.txt": b"other realm\n"},
+        },
+        "bad": {".htaccess": {}, "f.txt": b"behind a directory named .htaccess\n"},
+        "norealm": {".htaccess": b"# only a comment\n\n", "f.txt": b"x\n"},
+        "nocolon": {".htaccess": b"Realm\nalice-without-colon\n", "f.txt": b"x\n"},
+        "nobody": {".htaccess": b"Locked\n", "f.txt": b"nobody gets in\n"},
+        ".git": {"config": b"[core]\n"},
+        "a": {".secret": b"dotfile\n", "visible.txt": b"visible\n"},
+        "out.txt": Symlink("../secret.txt"),
+        "outdir": Symlink("../outside"),
+        "in.txt": Symlink("open.txt"),
+        "go": Symlink("http://other.example/x"),
+        "gos": Symlink("https://other.example/path?q=1"),
+        "dir": {"f.txt": b"in dir\n"},
+        "alias": Symlink("prot"),             # an open name for a protected directory
+        "pf.txt": Symlink("prot/f.txt"),      # ... and for a protected file
+        "deep": {"pg.txt": Symlink("../prot/sub/g.txt")},
+        "prot/pub.txt": Symlink("../open.txt"),  # a public file seen through prot/
+    }
+
+
+@pytest.fixture(scope="module")
+def tree():
+    return make_tree()
+
+
+@pytest.fixture(scope="module")
+def server(build, tmp_path_factory, tree):
+    def outside(root):
+        base = os.path.dirname(root)
+        with open(os.path.join(base, "secret.txt"), "wb") as f:
+            f.write(SECRET)
+        os.makedirs(os.path.join(base, "outside"), exist_ok=True)
+        with open(os.path.join(base, "outside", "s.txt"), "wb") as f:
+            f.write(SECRET)
+    yield from module_server(build, tmp_path_factory, "access", tree, args=("-T", "10", "-d"),
+                             setup=outside)
+
+
+def get(srv, target, *headers, method="GET"):
+    return fetch(srv.port, target, method=method, headers=list(headers))
+
+
+def assert_401(r, realm=REALM, what=""):
+    assert_status(r, 401, what)
+    challenge = r.header("WWW-Authenticate") or ""
+    assert challenge.startswith('Basic realm="%s"' % realm), "%s: %r" % (what, challenge)
+    assert b"protected" not in r.body, r
+    assert r.header("Content-Length") == str(len(r.body)), r
+
+
+# --------------------------------------------------------------------------
+# Basic authentication
+
+@pytest.mark.parametrize("target", ["/prot/f.txt", "/prot/", "/prot/sub/g.txt", "/prot/list/",
+                                    "/prot/missing.txt"])
+def test_no_credentials_401(srv, target):
+    r = get(srv, target)
+    if target.endswith("missing.txt"):
+        assert_status(r, (401, 404), target)  # revealing absence is allowed, content is not
+        return
+    assert_401(r, what=target)
+
+
+@pytest.mark.parametrize("user,pw", [("alice", "wrong"), ("alice", ""), ("mallory", "wonderland"),
+                                     ("carol", "carol-pw"), ("Alice", "wonderland"),
+                                     ("alice", "wonderland ")])
+def test_wrong_credentials_401(srv, user, pw):
+    assert_401(get(srv, "/prot/f.txt", basic_auth(user, pw)), what="%s:%s" % (user, pw))
+
+
+@pytest.mark.parametrize("value", ["Basic", "Basic !!!!", "Bearer abc",
+                                   "Basic " + base64.b64encode(b"alice").decode(),
+                                   "Basic " + base64.b64encode(b"alice:wonderland").decode()
+                                   + " extra"])
+def test_malformed_authorization_401(srv, value):
+    assert_401(get(srv, "/prot/f.txt", "Authorization: " + value), what=value)
+
+
+@pytest.mark.parametrize("user", ["alice", "bob"])
+def test_right_credentials_200(srv, user):
+    auth = basic_auth(user, PW[user])
+    assert_ok(get(srv, "/prot/f.txt", auth), b"protected file\n", user)
+    assert_ok(get(srv, "/prot/sub/g.txt", auth), b"protected by the parent\n", "subdirectory")
+    assert_ok(get(srv, "/prot/", auth), b"<p>protected index</p>\n", "index")
+
+
+def test_scheme_case_insensitive(srv):
+    tok = base64.b64encode(b"alice:wonderland").decode()
+    assert_ok(get(srv, "/prot/f.txt", "Authorization: bAsIc " + tok), b"protected file\n")
+
+
+def test_protected_listing(srv):
+    assert_401(get(srv, "/prot/list/"), what="listing")
+    r = get(srv, "/prot/list/", basic_auth("alice", PW["alice"]))
+    assert_status(r, 200)
+    assert b'href="l.txt"' in r.body, r
+
+
+def test_nearest_htaccess_wins(srv):
+    assert_401(get(srv, "/prot/other/h.txt"), "Other realm", "nearest realm")
+    assert_401(get(srv, "/prot/other/h.txt", basic_auth("alice", PW["alice"])), "Other realm",
+               "the parent's user in the child")
+    assert_ok(get(srv, "/prot/other/h.txt", basic_auth("carol", PW["carol"])), b"other realm\n")
+
+
+def test_realm_without_users_locks_out(srv):
+    assert_401(get(srv, "/nobody/f.txt", basic_auth("alice", PW["alice"])), "Locked")
+
+
+def test_auth_on_keepalive_connection(srv):
+    with Client(srv.port) as c:
+        assert_401(c.request("/prot/f.txt"))
+        assert_ok(c.request("/prot/f.txt", headers=[basic_auth("bob", PW["bob"])]),
+                  b"protected file\n")
+        assert_ok(c.request("/open.txt"), b"public\n")
+        assert_401(c.request("/prot/f.txt"), what="credentials are per request")
+
+
+def test_curl_user(srv, tmp_path):
+    url = "http://127.0.0.1:%d/prot/f.txt" % srv.port
+    p = curl(url, "-u", "alice:" + PW["alice"], "-w", "%{http_code}")
+    assert p.returncode == 0 and p.stdout == b"protected file\n200", (p.stdout, p.stderr)
+    p = curl(url, "-o", "/dev/null", "-w", "%{http_code}")
+    assert p.stdout == b"401", p.stdout
+
+
+@pytest.mark.parametrize("target", ["/bad/f.txt", "/norealm/f.txt", "/nocolon/f.txt"])
+def test_malformed_htaccess_500(srv, target):
+    # a directory named .htaccess, no realm line, a user line without ':'
+    r = get(srv, target, basic_auth("alice", PW["alice"]))
+    assert_status(r, 500, target)
+    assert b"behind" not in r.body, r
+
+
+@pytest.mark.parametrize("target,body", [("/alias/f.txt", b"protected file\n"),
+                                         ("/pf.txt", b"protected file\n"),
+                                         ("/deep/pg.txt", b"protected by the parent\n"),
+                                         ("/alias/sub/g.txt", b"protected by the parent\n"),
+                                         ("/prot/pub.txt", b"public\n")])
+def test_symlink_cannot_bypass_htaccess(srv, target, body):
+    # the .htaccess on the URL path and the one on the path the links lead to both apply
+    assert_401(get(srv, target), what=target)
+    assert_ok(get(srv, target, basic_auth("alice", PW["alice"])), body, target)
+
+
+# --------------------------------------------------------------------------
+# Dotfiles
+
+@pytest.mark.parametrize("target", ["/prot/.htaccess", "/.git/config", "/a/.secret", "/.git/",
+                                    "/%2egit/config", "/a/%2Esecret", "/prot/sub/../.htaccess",
+                                    "/bad/.htaccess"])
+def test_dotfiles_404(srv, target):
+    r = get(srv, target, basic_auth("alice", PW["alice"]))
+    assert_status(r, 404, target)
+    assert b"$6$" not in r.body and b"[core]" not in r.body, r
+
+
+def test_dotfile_sibling_served(srv):
+    assert_ok(get(srv, "/a/visible.txt"), b"visible\n")
+
+
+# --------------------------------------------------------------------------
+# Symlinks
+
+@pytest.mark.parametrize("target", ["/out.txt", "/outdir/s.txt"])
+def test_symlink_outside_403(srv, target):
+    r = get(srv, target)
+    assert_status(r, 403, target)
+    assert SECRET not in r.body, r
+
+
+def test_symlink_inside_served(srv):
+    assert_ok(get(srv, "/in.txt"), b"public\n")
+
+
+def test_L_follows_symlinks_out(gatling, tmp_path):
+    (tmp_path / "secret.txt").write_bytes(SECRET)
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "s.txt").write_bytes(SECRET)
+    root = str(tmp_path / "root")
+    make_docroot(root, {"out.txt": Symlink("../secret.txt"), "outdir": Symlink("../outside"),
+                        "f.txt": b"f\n"})
+    s = gatling(docroot=root, args=("-T", "10", "-L"))
+    assert_ok(fetch(s.port, "/out.txt"), SECRET, "-L, file symlink")
+    assert_ok(fetch(s.port, "/outdir/s.txt"), SECRET, "-L, directory symlink")
+    assert os.path.islink(os.path.join(root, "out.txt"))
+
+
+# --------------------------------------------------------------------------
+# Redirects
+
+def test_url_symlink_301(srv):
+    r = get(srv, "/go")
+    assert_status(r, 301)
+    assert r.header("Location") == "http://other.example/x", r
+    r = get(srv, "/gos")
+    assert_status(r, 301)
+    assert r.header("Location") == "https://other.example/path?q=1", r
+
+
+@pytest.mark.parametrize("target,location", [("/dir", "/dir/"), ("/dir?a=1", "/dir/?a=1"),
+                                             ("/prot/sub", "/prot/sub/")])
+def test_directory_slash_301(srv, target, location):
+    r = get(srv, target)
+    assert_status(r, 301, target)
+    assert r.header("Location") == location, r
+
+
+@pytest.mark.parametrize("prefix", ["http://master.example", "http://master.example/"])
+def test_r_redirects_missing(gatling, prefix):
+    s = gatling({"here.txt": b"here\n", "d": {"x.txt": b"x\n"}},
+                args=("-T", "10", "-r", prefix))
+    for target, loc in [("/missing.html", "/missing.html"),
+                        ("/missing.html?x=1&y=2", "/missing.html?x=1&y=2"),
+                        ("/d/gone.txt", "/d/gone.txt"), ("/no/such/dir/", "/no/such/dir/"),
+                        ("/sp%20ace.txt", "/sp%20ace.txt")]:
+        r = fetch(s.port, target)
+        assert_status(r, 302, target)
+        assert r.header("Location") == "http://master.example" + loc, r
+    assert_ok(fetch(s.port, "/here.txt"), b"here\n", "an existing file is served")
+    assert_ok(fetch(s.port, "/d/x.txt"), b"x\n")
