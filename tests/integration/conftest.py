@@ -2,7 +2,8 @@
 
 Every server test runs once per build: GATLING_BUILDS names directories under
 build/ (e.g. "epoll poll epoll-san"); without it, every build/*/ holding a
-gatling binary is used.  The `build` fixture is parametrized over them, so
+gatling binary is used.  GATLING_BUILD_DIR replaces build/ (handy for testing
+a snapshot of the builds while make rewrites build/).  The `build` fixture is parametrized over them, so
 the test ids carry the build name, e.g. test_get[epoll].
 
 Pieces:
@@ -38,6 +39,7 @@ ALARMING = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
 START_TIMEOUT = 5.0
 STOP_TIMEOUT = 5.0
 IO_TIMEOUT = 5.0  # default: a response that takes longer than this is a hang
+FILE_CACHE_WAIT = 2.5  # the open-file cache closes idle files after ~1 s
 
 
 # --------------------------------------------------------------------------
@@ -144,11 +146,33 @@ def random_bytes(n, seed):
 # --------------------------------------------------------------------------
 # Running servers
 
-def fd_count(pid):
+def fd_count(pid, sockets_only=False):
+    """Open descriptors of pid (or only its sockets); -1 if it is gone."""
+    d = "/proc/%d/fd" % pid
     try:
-        return len(os.listdir("/proc/%d/fd" % pid))
+        names = os.listdir(d)
     except FileNotFoundError:
         return -1
+    if not sockets_only:
+        return len(names)
+    n = 0
+    for f in names:
+        try:
+            n += os.readlink(os.path.join(d, f)).startswith("socket:")
+        except OSError:
+            pass
+    return n
+
+
+def fd_list(pid):
+    d = "/proc/%d/fd" % pid
+    out = []
+    for f in sorted(os.listdir(d), key=int) if os.path.isdir(d) else []:
+        try:
+            out.append("%s->%s" % (f, os.readlink(os.path.join(d, f))))
+        except OSError:
+            pass
+    return ", ".join(out)
 
 
 class Server:
@@ -166,7 +190,9 @@ class Server:
         self.listeners = []  # (addr, port)
         self.port = None
         self.baseline_fds = None
+        self.baseline_socks = None
         self.exit_checked = False
+        self.signaled = False
         self._threads = []
 
     # -- helpers for tests
@@ -176,23 +202,50 @@ class Server:
     def connect(self, timeout=IO_TIMEOUT):
         return Client(self.port, timeout=timeout)
 
+    def send_signal(self, sig):
+        """Send sig; the automatic teardown checks then leave the
+        listener count alone (SIGHUP/SIGTERM close the listeners)."""
+        self.signaled = True
+        self.process.send_signal(sig)
+
     def alive(self):
         return self.process.poll() is None
 
-    def fds(self):
-        return fd_count(self.pid)
+    def fds(self, sockets_only=False):
+        return fd_count(self.pid, sockets_only)
 
     def stderr_text(self):
         return "\n".join(self.errlog)
 
-    def wait_fds(self, want, timeout=1.5):
-        """Wait until the server has `want` descriptors open; return the count."""
+    def wait_fds(self, want, timeout=1.5, sockets_only=False):
+        """Wait until the server has `want` descriptors (or sockets) open;
+        return the last count."""
         deadline = time.monotonic() + timeout
-        n = self.fds()
+        n = self.fds(sockets_only)
         while n != want and time.monotonic() < deadline:
             time.sleep(0.02)
-            n = self.fds()
+            n = self.fds(sockets_only)
         return n
+
+    def check_fds(self, what="all connections closed"):
+        """Descriptor-leak check.  Sockets must be back to the start-up count
+        at once (the server notices closes within a few ms); files within
+        FILE_CACHE_WAIT s, since the open-file cache keeps a served file open
+        for up to a second."""
+        n = self.wait_fds(self.baseline_socks, 1.5, sockets_only=True)
+        if n != self.baseline_socks:
+            before, self.baseline_socks = self.baseline_socks, n  # report a leak once
+            raise AssertionError("socket leak: %d sockets open at start, %d after %s "
+                                 "(/proc/%d/fd)" % (before, n, what, self.pid))
+
+    def check_all_fds(self, what="all connections closed"):
+        self.check_fds(what)
+        n = self.wait_fds(self.baseline_fds, FILE_CACHE_WAIT)
+        if n != self.baseline_fds:
+            before, self.baseline_fds = self.baseline_fds, n
+            raise AssertionError("descriptor leak: %d open at start, %d after %s and %.1f s "
+                                 "(/proc/%d/fd: %s)" % (before, n, what, FILE_CACHE_WAIT,
+                                                        self.pid, fd_list(self.pid)))
 
     def wait_log(self, n, timeout=2.0):
         deadline = time.monotonic() + timeout
@@ -236,8 +289,9 @@ class Server:
         was_alive = self.alive()
         status = self.stop()
         self.check_stderr()
-        assert was_alive, "server had already exited with status %s; stderr:\n%s" % (
-            status, self.stderr_text())
+        assert was_alive or self.signaled, (
+            "server had already exited with status %s; stderr:\n%s" % (
+                status, self.stderr_text()))
         assert status == 0, "server exit status %s after SIGTERM; stderr:\n%s" % (
             status, self.stderr_text())
 
@@ -316,6 +370,7 @@ def start_server(build, docroot, args=("-T", "10"), env=None):
     # give it a moment to settle before taking the descriptor baseline.
     time.sleep(0.05)
     srv.baseline_fds = srv.fds()
+    srv.baseline_socks = srv.fds(sockets_only=True)
     return srv
 
 
@@ -332,13 +387,13 @@ def running_server(build, docroot, args=("-T", "10"), env=None, check_fds=True):
             srv.finish()
         raise
     close_all_clients()
-    if check_fds and srv.alive() and not srv.exit_checked:
-        n = srv.wait_fds(srv.baseline_fds)
-        if n != srv.baseline_fds:
+    if check_fds and srv.alive() and not srv.exit_checked and not srv.signaled:
+        try:
+            srv.check_fds()
+        except AssertionError:
             with contextlib.suppress(BaseException):
                 srv.finish()
-            raise AssertionError("descriptor leak: %d open at start, %d after all connections "
-                                 "closed (/proc/%d/fd)" % (srv.baseline_fds, n, srv.pid))
+            raise
     srv.finish()
 
 
@@ -426,7 +481,7 @@ class Client:
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock.settimeout(timeout)
         self.sock.connect((host, port))
-        self.buf = b""
+        self.buf = bytearray()  # += on bytes would be quadratic for big bodies
         self.sent = b""
         _open_clients.append(self)
 
@@ -465,19 +520,21 @@ class Client:
             k += 1
             time.sleep(pause)
 
+    def _hang(self, what):
+        return ServerHang("server hang: no complete %s within %.1f s.\n"
+                          "request(s) sent: %r\nunparsed bytes received (%d): %r"
+                          % (what, self.timeout, self.sent[:600], len(self.buf),
+                             bytes(self.buf[:200])))
+
     def _recv_more(self, deadline, what):
         left = deadline - time.monotonic()
         if left <= 0:
-            raise ServerHang("server hang: no complete %s within %.1f s.\n"
-                             "request(s) sent: %r\nreceived so far: %r"
-                             % (what, self.timeout, self.sent[:600], self.buf[:600]))
+            raise self._hang(what)
         self.sock.settimeout(left)
         try:
             chunk = self.sock.recv(1 << 20)
         except socket.timeout:
-            raise ServerHang("server hang: no complete %s within %.1f s.\n"
-                             "request(s) sent: %r\nreceived so far: %r"
-                             % (what, self.timeout, self.sent[:600], self.buf[:600]))
+            raise self._hang(what)
         except ConnectionResetError:
             chunk = b""
         return chunk
@@ -491,13 +548,14 @@ class Client:
             # tolerate bare LF in responses too, but expect CRLF
             i = self.buf.find(b"\r\n\r\n")
             if i >= 0:
-                head, self.buf = self.buf[:i], self.buf[i + 4:]
+                head = bytes(self.buf[:i])
+                del self.buf[:i + 4]
                 break
             chunk = self._recv_more(deadline, "response head")
             if not chunk:
                 raise ConnectionError("server closed the connection before a complete "
                                       "response head; request(s) sent: %r; received: %r"
-                                      % (self.sent[:600], self.buf[:600]))
+                                      % (self.sent[:600], bytes(self.buf[:600])))
             self.buf += chunk
         lines = head.split(b"\r\n")
         m = re.match(rb"(HTTP/\d\.\d) (\d{3}) ?(.*)$", lines[0])
@@ -525,7 +583,8 @@ class Client:
                     raise ConnectionError("server closed after %d of %d body bytes; head %r"
                                           % (len(self.buf), n, head))
                 self.buf += chunk
-            resp.body, self.buf = self.buf[:n], self.buf[n:]
+            resp.body = bytes(self.buf[:n])
+            del self.buf[:n]
         else:
             # delimited by close
             while True:
@@ -533,18 +592,21 @@ class Client:
                 if not chunk:
                     break
                 self.buf += chunk
-            resp.body, self.buf = self.buf, b""
+            resp.body = bytes(self.buf)
+            self.buf = bytearray()
         return resp
 
     def _read_chunked(self, deadline):
-        body = b""
+        body = bytearray()
         while True:
             while b"\r\n" not in self.buf:
                 c = self._recv_more(deadline, "chunk size")
                 if not c:
                     raise ConnectionError("closed inside chunked body")
                 self.buf += c
-            line, self.buf = self.buf.split(b"\r\n", 1)
+            i = self.buf.find(b"\r\n")
+            line = bytes(self.buf[:i])
+            del self.buf[:i + 2]
             n = int(line.split(b";")[0], 16)
             while len(self.buf) < n + 2:
                 c = self._recv_more(deadline, "chunk")
@@ -552,9 +614,9 @@ class Client:
                     raise ConnectionError("closed inside chunked body")
                 self.buf += c
             body += self.buf[:n]
-            self.buf = self.buf[n + 2:]
+            del self.buf[:n + 2]
             if n == 0:
-                return body
+                return bytes(body)
 
     def request(self, target="/", method="GET", version="HTTP/1.1", headers=None,
                 host="localhost", body=b"", timeout=None):
@@ -584,13 +646,13 @@ class Client:
         t0 = time.monotonic()
         assert self.closed_within(timeout), (
             "server did not close the connection within %.1f s %s\nsent: %r\nunread data: %r"
-            % (timeout, why, self.sent[:600], self.buf[:600]))
+            % (timeout, why, self.sent[:600], bytes(self.buf[:600])))
         return time.monotonic() - t0
 
     def assert_open(self, wait=0.3):
         assert not self.closed_within(wait), (
             "server closed the connection unexpectedly; sent: %r; unread: %r"
-            % (self.sent[:600], self.buf[:300]))
+            % (self.sent[:600], bytes(self.buf[:300])))
 
 
 def build_request(target="/", method="GET", version="HTTP/1.1", headers=None,
@@ -675,20 +737,20 @@ def server(build, tmp_path_factory):
     srv = start_server(build, root, ("-T", "10"))
     yield srv
     close_all_clients()
-    srv.finish()
+    try:
+        if srv.alive():
+            srv.check_all_fds("the module's tests")
+    finally:
+        srv.finish()
 
 
 @pytest.fixture
 def srv(server):
     """The module's server, checked after each test: still alive, and no
-    descriptor leaked once the test's connections are closed."""
+    socket leaked once the test's connections are closed (all descriptors,
+    files included, are checked when the module is done)."""
     server.check_alive()
     yield server
     close_all_clients()
     server.check_alive()
-    n = server.wait_fds(server.baseline_fds)
-    if n != server.baseline_fds:
-        before = server.baseline_fds
-        server.baseline_fds = n  # report the leak once, not in every later test
-        raise AssertionError("descriptor leak: server had %d fds, %d after the test's "
-                             "connections closed" % (before, n))
+    server.check_fds("the test's connections closed")

@@ -1,11 +1,10 @@
 """Command-line interface: -V, -h, bad options, startup line."""
-import os
 import re
 import subprocess
 
 import pytest
 
-from conftest import Client, build_request
+from conftest import Client
 
 
 def run(build, *args, timeout=5):
@@ -76,11 +75,14 @@ def test_port_0_gives_distinct_ports(gatling):
             assert c.request("/f.txt").status == 200
 
 
-def test_c_changes_root(gatling, tmp_path):
+def test_c_changes_root(gatling, build, tmp_path):
     other = tmp_path / "other"
     other.mkdir()
     (other / "g.txt").write_bytes(b"from -c\n")
-    srv = gatling({"f.txt": "cwd\n"}, args=("-T", "10", "-c", str(other)))
+    # as root, -c also chroots: LeakSanitizer cannot read /proc there and
+    # would fail the exit, so leak checking is off for this one server
+    env = {"ASAN_OPTIONS": "detect_leaks=0"} if build.sanitized else None
+    srv = gatling({"f.txt": "cwd\n"}, args=("-T", "10", "-c", str(other)), env=env)
     with Client(srv.port) as c:
         r = c.request("/g.txt")
         assert r.status == 200 and r.body == b"from -c\n", "-c dir not served: %r" % r

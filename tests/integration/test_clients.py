@@ -1,6 +1,5 @@
 """Real clients against gatling: curl, ab, wrk (skipped when not installed)."""
 import hashlib
-import os
 import re
 import shutil
 import subprocess

@@ -1,7 +1,6 @@
 """Access log: Combined Log Format on stdout, one line per request; -n: none."""
 import datetime
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -9,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import TEXT, Client, build_request, close_all_clients, make_docroot, start_server
+from conftest import TEXT, Client, close_all_clients, make_docroot, start_server
 
 CLF = re.compile(r'(?P<host>\S+) (?P<ident>\S+) (?P<user>\S+) '
                  r'\[(?P<time>\d\d/[A-Z][a-z]{2}/\d{4}:\d\d:\d\d:\d\d [+-]\d{4})\] '

@@ -3,7 +3,7 @@ import time
 
 import pytest
 
-from conftest import TEXT, Client, build_request
+from conftest import TEXT, Client
 
 
 @pytest.fixture(scope="module")
@@ -13,7 +13,10 @@ def t1(build, tmp_path_factory):
     srv = start_server(build, root, ("-T", "1"))
     yield srv
     close_all_clients()
-    srv.finish()
+    try:
+        srv.check_all_fds()
+    finally:
+        srv.finish()
 
 
 @pytest.fixture
@@ -23,8 +26,7 @@ def srv1(t1):
     from conftest import close_all_clients
     close_all_clients()
     t1.check_alive()
-    n = t1.wait_fds(t1.baseline_fds)
-    assert n == t1.baseline_fds, "descriptor leak: %d -> %d" % (t1.baseline_fds, n)
+    t1.check_fds()
 
 
 def timed_close(c, limit=2.5):
