@@ -399,10 +399,10 @@ static int serve_body(conn_t *c, const http_request_t *req, const body_t *b, con
     /* Range applies to GET only (RFC 9110 14.2) */
     if (rh && !c->head_only && if_range_ok(req, etag, mtime))
         n = byterange_parse(rh->p, rh->n, b->size, r, BYTERANGE_MAX);
-    if (n == BYTERANGE_UNSATISFIABLE) {
-        snprintf(extra + elen, EXTRA_MAX - elen, "Content-Range: bytes */%llu\r\n",
-                 (unsigned long long)b->size);
-        return resp_error(c, 416, extra);
+    if (n == BYTERANGE_UNSATISFIABLE) { /* an error: none of the file's metadata */
+        char cr[64];
+        snprintf(cr, sizeof cr, "Content-Range: bytes */%llu\r\n", (unsigned long long)b->size);
+        return resp_error(c, 416, cr);
     }
     if (n > 1)
         return serve_multipart(c, b, type, mtime, extra, r, n);
@@ -455,11 +455,10 @@ static int serve_file(conn_t *c, const http_request_t *req, const target_t *t, f
         }
         enc_etag(etag, &f->st, enc);
     }
-    int n = snprintf(extra, sizeof extra,
-                     "ETag: %s\r\nAccept-Ranges: bytes\r\n"
-                     "X-Content-Type-Options: nosniff\r\n%s%s%s%s",
-                     etag, avail ? "Vary: Accept-Encoding\r\n" : "",
-                     enc ? "Content-Encoding: " : "", enc ? enc_name(enc) : "", enc ? "\r\n" : "");
+    /* first what a cache needs to update a stored response (all a 304 may
+       carry, RFC 9110 15.4.5), then what describes these bytes */
+    int n = snprintf(extra, sizeof extra, "ETag: %s\r\n%s", etag,
+                     avail ? "Vary: Accept-Encoding\r\n" : "");
     if (s->cfg->max_age >= 0) {
         char date[32];
         date[fmt_httpdate(date, (time_t)(gio_wallclock(s->loop) + s->cfg->max_age))] = 0;
@@ -471,6 +470,9 @@ static int serve_file(conn_t *c, const http_request_t *req, const target_t *t, f
         return resp_head(c, 304, NULL, 0, mtime, extra);
     if (pre == 412)
         return resp_error(c, 412, NULL);
+    n += snprintf(extra + n, sizeof extra - n,
+                  "Accept-Ranges: bytes\r\nX-Content-Type-Options: nosniff\r\n%s%s%s",
+                  enc ? "Content-Encoding: " : "", enc ? enc_name(enc) : "", enc ? "\r\n" : "");
     return serve_body(c, req, &b, type, mtime, etag, extra, (size_t)n);
 }
 
