@@ -46,6 +46,14 @@ typedef struct target {
     size_t keylen;
 } target_t;
 
+/* Append s at p, NUL-terminated; returns the end (at the NUL). */
+static char *cat(char *p, const char *s)
+{
+    size_t n = strlen(s);
+    memcpy(p, s, n + 1);
+    return p + n;
+}
+
 /* Status for a failed open: missing, forbidden, or we are out of descriptors. */
 static int open_status(int err)
 {
@@ -246,6 +254,7 @@ static fcache_entry_t *lookup(conn_t *c, const http_request_t *req, const target
     e.fd = fd;
     e.type = mime_lookup(s->mime, e.rel, rl);
     e.siblings = s->cfg->gzip ? enc_siblings(vfd, e.rel, &e.st, ENC_ALL) : 0;
+    enc_etag(e.etag, &e.st, ENC_IDENTITY);
     fcache_entry_t *f = fcache_put(s->fcache, t->key, t->keylen, &e, gio_now(s->loop));
     if (!f) {
         free(e.rel), free(e.auth);
@@ -286,6 +295,7 @@ static fcache_entry_t *sibling(conn_t *c, const target_t *t, const fcache_entry_
     close(vfd);
     if (e.fd < 0)
         return NULL;
+    enc_etag(e.etag, &e.st, enc); /* its own bytes, its own tag */
     if (!(g = fcache_put(s->fcache, key, n, &e, gio_now(s->loop))))
         close(e.fd);
     return g;
@@ -441,10 +451,10 @@ static int serve_file(conn_t *c, const http_request_t *req, const target_t *t, f
             fcache_release(f);
             c->file = g;
             b = (body_t){.fd = g->fd, .size = (uint64_t)g->st.st_size};
-            enc_etag(etag, &g->st, enc); /* its own bytes, its own tag */
+            strcpy(etag, g->etag);
         } else {
             enc = ENC_IDENTITY; /* vanished since the miss: serve the file itself */
-            enc_etag(etag, &f->st, enc);
+            strcpy(etag, f->etag);
         }
     } else {
         if (enc == ENC_GZIP) { /* gzip on the fly, from the cache */
@@ -453,27 +463,33 @@ static int serve_file(conn_t *c, const http_request_t *req, const target_t *t, f
             else
                 enc = ENC_IDENTITY;
         }
-        enc_etag(etag, &f->st, enc);
+        if (enc)
+            enc_etag(etag, &f->st, enc);
+        else
+            strcpy(etag, f->etag);
     }
     /* first what a cache needs to update a stored response (all a 304 may
-       carry, RFC 9110 15.4.5), then what describes these bytes */
-    int n = snprintf(extra, sizeof extra, "ETag: %s\r\n%s", etag,
-                     avail ? "Vary: Accept-Encoding\r\n" : "");
+       carry, RFC 9110 15.4.5), then what describes these bytes; no printf
+       on this path, it runs for every request */
+    char *p = cat(cat(cat(extra, "ETag: "), etag), "\r\n");
+    if (avail)
+        p = cat(p, "Vary: Accept-Encoding\r\n");
     if (s->cfg->max_age >= 0) {
-        char date[32];
-        date[fmt_httpdate(date, (time_t)(gio_wallclock(s->loop) + s->cfg->max_age))] = 0;
-        n += snprintf(extra + n, sizeof extra - n, "Cache-Control: max-age=%d\r\nExpires: %s\r\n",
-                      s->cfg->max_age, date);
+        p = cat(p, "Cache-Control: max-age=");
+        p += fmt_ulong(p, (unsigned long)s->cfg->max_age);
+        p = cat(p, "\r\nExpires: ");
+        p += fmt_httpdate(p, (time_t)(gio_wallclock(s->loop) + s->cfg->max_age));
+        p = cat(p, "\r\n");
     }
     int pre = preconditions(req, etag, mtime);
     if (pre == 304)
         return resp_head(c, 304, NULL, 0, mtime, extra);
     if (pre == 412)
         return resp_error(c, 412, NULL);
-    n += snprintf(extra + n, sizeof extra - n,
-                  "Accept-Ranges: bytes\r\nX-Content-Type-Options: nosniff\r\n%s%s%s",
-                  enc ? "Content-Encoding: " : "", enc ? enc_name(enc) : "", enc ? "\r\n" : "");
-    return serve_body(c, req, &b, type, mtime, etag, extra, (size_t)n);
+    p = cat(p, "Accept-Ranges: bytes\r\nX-Content-Type-Options: nosniff\r\n");
+    if (enc)
+        p = cat(cat(cat(p, "Content-Encoding: "), enc_name(enc)), "\r\n");
+    return serve_body(c, req, &b, type, mtime, etag, extra, (size_t)(p - extra));
 }
 
 /* .htaccess: 0 to go on, or a queued 401/500 (1), or -1. */
