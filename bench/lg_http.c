@@ -6,19 +6,19 @@
 
 /* Parser states, in the order a response goes through them. */
 enum {
-    S_VER,       /* "HTTP/1." and the minor digit */
-    S_VER_SP,    /* the space after the version */
-    S_CODE,      /* three status digits */
-    S_CODE_END,  /* SP, CR or LF after them */
-    S_REASON,    /* reason phrase, up to LF */
-    S_LINE,      /* start of a header line, or the empty line */
-    S_HEAD_LF,   /* CR of the empty line seen */
-    S_NAME,      /* header field name */
-    S_VAL_SKIP,  /* a value we do not care about, up to LF */
-    S_VAL_LEN,   /* Content-Length value */
-    S_VAL_TE,    /* Transfer-Encoding value */
-    S_VAL_CONN,  /* Connection value */
-    S_BODY,      /* Content-Length body */
+    S_VER,        /* "HTTP/1." and the minor digit */
+    S_VER_SP,     /* the space after the version */
+    S_CODE,       /* three status digits */
+    S_CODE_END,   /* SP, CR or LF after them */
+    S_REASON,     /* reason phrase, up to LF */
+    S_LINE,       /* start of a header line, or the empty line */
+    S_HEAD_LF,    /* CR of the empty line seen */
+    S_NAME,       /* header field name */
+    S_VAL_SKIP,   /* a value we do not care about, up to LF */
+    S_VAL_LEN,    /* Content-Length value */
+    S_VAL_TE,     /* Transfer-Encoding value */
+    S_VAL_CONN,   /* Connection value */
+    S_BODY,       /* Content-Length body */
     S_BODY_CLOSE, /* body delimited by the end of the connection */
     S_CHUNK_SIZE,
     S_CHUNK_EXT,
@@ -144,7 +144,7 @@ static void name_char(lg_resp_t *r, int c)
     c = lower(c);
     for (unsigned i = 0; i < 3; i++)
         if ((r->cand & (1u << i)) && (r->pos >= hlen[i] || hname[i][r->pos] != c))
-            r->cand &= (uint8_t)~(1u << i);
+            r->cand &= (uint8_t) ~(1u << i);
     if (r->pos < 255)
         r->pos++;
 }
@@ -179,15 +179,9 @@ static int head_end(lg_resp_t *r)
     return S_BODY_CLOSE;
 }
 
-/*
- * One step in the head: consume bytes of p[0..n) (n > 0) and return how many,
- * or -1 if malformed.  A step that consumes nothing changes the state.
- */
-static long head_step(lg_resp_t *r, const char *p, size_t n)
+/* One byte of the status line (S_VER .. S_CODE_END); 1, or -1 if malformed. */
+static long status_step(lg_resp_t *r, int c)
 {
-    int c = (unsigned char)p[0];
-    const char *lf;
-    int s;
     switch (r->state) {
     case S_VER:
         if (r->pos < 7) {
@@ -226,6 +220,22 @@ static long head_step(lg_resp_t *r, const char *p, size_t n)
         else
             return -1;
         return 1;
+    }
+    return -1;
+}
+
+/*
+ * One step in the head: consume bytes of p[0..n) (n > 0) and return how many,
+ * or -1 if malformed.  A step that consumes nothing changes the state.
+ */
+static long head_step(lg_resp_t *r, const char *p, size_t n)
+{
+    int c = (unsigned char)p[0];
+    const char *lf;
+    int s;
+    if (r->state <= S_CODE_END)
+        return status_step(r, c);
+    switch (r->state) {
     case S_REASON:
     case S_VAL_SKIP:
         lf = memchr(p, '\n', n);
@@ -296,24 +306,12 @@ static long head_step(lg_resp_t *r, const char *p, size_t n)
     return -1;
 }
 
-/* One step in the body; same contract as head_step(). */
-static long body_step(lg_resp_t *r, const char *p, size_t n)
+/* One step in chunk framing (size line, CRLF after data, trailer); as head_step(). */
+static long chunk_step(lg_resp_t *r, const char *p, size_t n)
 {
     int c = (unsigned char)p[0];
     const char *lf;
-    size_t take;
     switch (r->state) {
-    case S_BODY:
-    case S_CHUNK_DATA:
-        take = n < r->left ? n : (size_t)r->left;
-        r->left -= take;
-        r->body += take;
-        if (!r->left)
-            r->state = r->state == S_BODY ? S_DONE : S_CHUNK_CR;
-        return (long)take;
-    case S_BODY_CLOSE:
-        r->body += n;
-        return (long)n;
     case S_CHUNK_SIZE:
         if ((c >= '0' && c <= '9') || (lower(c) >= 'a' && lower(c) <= 'f')) {
             if (r->len >> 58)
@@ -385,6 +383,26 @@ static long body_step(lg_resp_t *r, const char *p, size_t n)
     return -1;
 }
 
+/* One step in the body; same contract as head_step(). */
+static long body_step(lg_resp_t *r, const char *p, size_t n)
+{
+    size_t take;
+    switch (r->state) {
+    case S_BODY:
+    case S_CHUNK_DATA:
+        take = n < r->left ? n : (size_t)r->left;
+        r->left -= take;
+        r->body += take;
+        if (!r->left)
+            r->state = r->state == S_BODY ? S_DONE : S_CHUNK_CR;
+        return (long)take;
+    case S_BODY_CLOSE:
+        r->body += n;
+        return (long)n;
+    }
+    return chunk_step(r, p, n);
+}
+
 int lg_resp_parse(lg_resp_t *r, const char *p, size_t n, size_t *used)
 {
     size_t i = 0;
@@ -426,12 +444,11 @@ int lg_resp_keepalive(const lg_resp_t *r)
     return 1;
 }
 
-size_t lg_req_format(char *buf, size_t cap, const char *method, const char *host,
-                     const char *path, int keepalive, const char *extra)
+size_t lg_req_format(char *buf, size_t cap, const char *method, const char *host, const char *path,
+                     int keepalive, const char *extra)
 {
-    int n = snprintf(buf, cap,
-                     "%s %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: gatling-bench\r\n%s%s\r\n",
-                     method, path, host, keepalive ? "" : "Connection: close\r\n",
-                     extra ? extra : "");
+    int n =
+        snprintf(buf, cap, "%s %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: gatling-bench\r\n%s%s\r\n",
+                 method, path, host, keepalive ? "" : "Connection: close\r\n", extra ? extra : "");
     return n < 0 || (size_t)n >= cap ? 0 : (size_t)n;
 }

@@ -27,13 +27,13 @@ enum {
 
 /* Flags gathered from the response head. */
 enum {
-    LG_RESP_HTTP10 = 1,     /* HTTP/1.0 status line */
-    LG_RESP_CLOSE = 2,      /* Connection: close, or body delimited by close */
-    LG_RESP_KEEPALIVE = 4,  /* Connection: keep-alive */
-    LG_RESP_CHUNKED = 8,    /* Transfer-Encoding ends in chunked */
-    LG_RESP_HAVE_LEN = 16,  /* Content-Length seen */
-    LG_RESP_HEAD = 32,      /* the request was HEAD: no body whatever the head says */
-    LG_RESP_IN_BODY = 64    /* the head is complete */
+    LG_RESP_HTTP10 = 1,    /* HTTP/1.0 status line */
+    LG_RESP_CLOSE = 2,     /* Connection: close, or body delimited by close */
+    LG_RESP_KEEPALIVE = 4, /* Connection: keep-alive */
+    LG_RESP_CHUNKED = 8,   /* Transfer-Encoding ends in chunked */
+    LG_RESP_HAVE_LEN = 16, /* Content-Length seen */
+    LG_RESP_HEAD = 32,     /* the request was HEAD: no body whatever the head says */
+    LG_RESP_IN_BODY = 64   /* the head is complete */
 };
 
 #define LG_HTTP_MAX_HEAD 65536 /* a longer response head is malformed */
@@ -41,14 +41,14 @@ enum {
 typedef struct lg_resp {
     uint8_t state;
     uint8_t flags;
-    uint8_t cand;    /* header names still matching the current name */
-    uint8_t m1, m2;  /* token matchers for the current header value */
-    uint8_t pos;     /* position in the status line / header name */
+    uint8_t cand;   /* header names still matching the current name */
+    uint8_t m1, m2; /* token matchers for the current header value */
+    uint8_t pos;    /* position in the status line / header name */
     uint16_t status;
-    uint32_t head;   /* bytes of the head so far */
-    uint64_t len;    /* Content-Length, or the chunk size being parsed */
-    uint64_t left;   /* body or chunk bytes still to come */
-    uint64_t body;   /* body bytes of this response (chunk framing excluded) */
+    uint32_t head; /* bytes of the head so far */
+    uint64_t len;  /* Content-Length, or the chunk size being parsed */
+    uint64_t left; /* body or chunk bytes still to come */
+    uint64_t body; /* body bytes of this response (chunk framing excluded) */
 } lg_resp_t;
 
 /* Prepare r for the next response; head != 0 if the request was HEAD. */
@@ -81,7 +81,7 @@ int lg_resp_keepalive(const lg_resp_t *r);
  * complete "Name: value\r\n" lines, may be NULL).  Returns its length, or 0
  * if it does not fit.
  */
-size_t lg_req_format(char *buf, size_t cap, const char *method, const char *host,
-                     const char *path, int keepalive, const char *extra);
+size_t lg_req_format(char *buf, size_t cap, const char *method, const char *host, const char *path,
+                     int keepalive, const char *extra);
 
 #endif

@@ -1,6 +1,10 @@
 /* lg_net: URL and source address parsing, non-blocking connects. */
+#ifndef _GNU_SOURCE /* the GNUmakefile passes -D_GNU_SOURCE */
 #define _GNU_SOURCE
+#endif
 #include "lg_net.h"
+
+#include "gio.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -149,7 +153,7 @@ static int push_range(lg_addr_t **v, size_t *n, uint32_t lo, uint32_t hi)
 
 static int parse_item(const char *item, int family, lg_addr_t **v, size_t *n)
 {
-    char lo[64], hi[64];
+    char lo[64], hi[192];
     const char *dash = family == AF_INET ? strchr(item, '-') : NULL;
     lg_addr_t a, b;
     if (!dash) {
@@ -163,7 +167,7 @@ static int parse_item(const char *item, int family, lg_addr_t **v, size_t *n)
         return 0;
     }
     size_t ll = (size_t)(dash - item);
-    if (ll >= sizeof lo || strlen(dash + 1) >= sizeof hi)
+    if (ll >= sizeof lo || strlen(dash + 1) >= 128)
         return -1;
     memcpy(lo, item, ll);
     lo[ll] = 0;
@@ -212,9 +216,20 @@ lg_addr_t *lg_srcs_parse(const char *s, int family, size_t *n, char *err, size_t
 
 int lg_connect(const lg_addr_t *dst, const lg_addr_t *src, int *now)
 {
+#ifdef SOCK_NONBLOCK
     int fd = socket(dst->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
+#else /* macOS: two more syscalls */
+    int fd = socket(dst->ss.ss_family, SOCK_STREAM, 0);
+    if (fd < 0)
+        return -errno;
+    if (gio_nonblock(fd) < 0) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+#endif
     int one = 1;
     /* requests are single writes: never hold one back behind an unacked one */
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);

@@ -15,10 +15,10 @@ typedef struct lg_addr {
 } lg_addr_t;
 
 typedef struct lg_url {
-    lg_addr_t addr;   /* where to connect */
+    lg_addr_t addr; /* where to connect */
     unsigned port;
-    char host[300];   /* Host: header value, as written in the URL */
-    char *path;       /* malloc'd; "/" when the URL has none */
+    char host[300]; /* Host: header value, as written in the URL */
+    char *path;     /* malloc'd; "/" when the URL has none */
 } lg_url_t;
 
 /*
@@ -54,7 +54,7 @@ int lg_connect_result(int fd);
 /* "1.2.3.4:80" or "[::1]:80" (port omitted when zero). */
 const char *lg_addr_str(const lg_addr_t *a, char *buf, size_t len);
 
-/* Bytes in the local ephemeral port range (ip_local_port_range), 28232 if unknown. */
+/* Ports in the local ephemeral range (ip_local_port_range); 28232 if unknown. */
 unsigned lg_ephemeral_ports(void);
 
 #endif

@@ -214,6 +214,7 @@ void gio_set_deadline(gio_loop_t *l, int fd, int64_t when_ms)
     if (!e)
         return;
     e->deadline = when_ms;
+    e->timedout = 0; /* an expiry collected but not yet taken is stale now */
     if (when_ms && (!l->earliest || when_ms < l->earliest))
         l->earliest = when_ms;
 }

@@ -86,6 +86,8 @@ void gio_set_cookie(gio_loop_t *l, int fd, void *cookie);
 /*
  * Deadline of fd in gio_now() milliseconds; 0 clears it.  When it passes,
  * fd is returned once by gio_next_timeout() and the deadline is cleared.
+ * Setting a deadline also cancels an expiry collected by the last
+ * gio_wait() and not yet taken: the owner's newest word counts.
  */
 void gio_set_deadline(gio_loop_t *l, int fd, int64_t when_ms);
 

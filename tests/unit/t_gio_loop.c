@@ -382,6 +382,12 @@ static void test_deadlines(gio_loop_t *l)
     gio_wait(l, 200);
     gio_del(l, b[0]); /* expired, queued, then deleted before being taken */
     is_int(gio_next_timeout(l), -1, "an expired fd deleted before gio_next_timeout: not returned");
+    gio_add(l, b[0], NULL);
+    gio_set_deadline(l, b[0], gio_now(l) + 10);
+    gio_wait(l, 200);
+    gio_set_deadline(l, b[0], gio_now(l) + 10000); /* activity pushed it out meanwhile */
+    is_int(gio_next_timeout(l), -1, "a collected expiry is cancelled by a new deadline");
+    gio_del(l, b[0]);
     close_pair(a), close_pair(b);
 }
 

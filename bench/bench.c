@@ -1,0 +1,616 @@
+/*
+ * bench — HTTP throughput load generator (see man/bench.1, bench/README).
+ *
+ * main() parses options into a bench_cfg_t, checks that the descriptors and
+ * ports the run needs exist, runs the workers (in this process, or -P
+ * forked ones that report through shared memory), merges their results and
+ * prints one report.
+ */
+#ifndef _GNU_SOURCE /* the GNUmakefile passes -D_GNU_SOURCE */
+#define _GNU_SOURCE
+#endif
+#include "bench.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gio.h"
+#include "lg_http.h"
+
+#define MAX_CONNS 1000000
+#define MAX_PROCS 256
+#define FD_RESERVE 16 /* stdio, the loop's own descriptor, a margin */
+
+static const char usage_text[] =
+    "usage: bench [options] URL\n"
+    "       bench [options] -f FILE [URL]\n"
+    "HTTP/1.1 throughput load generator.  URL: http://HOST[:PORT]/PATH\n"
+    "  -c N          concurrent connections (default 10)\n"
+    "  -n N          stop after N requests (connections with --connect-only)\n"
+    "  -d SEC        run for SEC seconds (default 10 unless -n is given)\n"
+    "  -T SEC        hard cap on the whole run (default: -d + 2 * -t + 5, or 600)\n"
+    "  -t SEC        timeout for each connect and each response (default 10)\n"
+    "  -k            keep-alive: many requests per connection\n"
+    "  -r N          with -k: close each connection after N requests (default: never)\n"
+    "  -p N          with -k: pipeline N requests per connection (default 1)\n"
+    "  -f FILE       cycle through the URLs in FILE (one per line, same host and port)\n"
+    "  -H 'N: V'     add a request header (repeatable)\n"
+    "  -m METHOD     GET (default) or HEAD\n"
+    "  -b ADDRS      bind connections to these local addresses, round robin:\n"
+    "                a,b,c or a range 127.0.0.2-127.0.0.9 (or 127.0.0.2-9)\n"
+    "  -P N          spread the connections over N processes (default 1)\n"
+    "  --connect-only  only connect and close: measure the connect/accept rate\n"
+    "  -J, --json    print the report as one JSON object\n"
+    "  -q            no progress line\n"
+    "  -V            print version and IO backend\n"
+    "  -h            this help\n";
+
+static void usage_exit(const char *msg, const char *arg)
+{
+    if (msg)
+        fprintf(stderr, "bench: %s%s%s\n", msg, arg ? ": " : "", arg ? arg : "");
+    fputs(usage_text, stderr);
+    exit(LG_EXIT_USAGE);
+}
+
+typedef struct opts {
+    bench_cfg_t cfg;
+    const char *url;
+    const char *file;
+    const char *method;
+    const char *srcs;
+    char *extra; /* -H lines, "Name: value\r\n" each */
+    size_t extralen;
+    int quiet;
+    int have_d, have_t, have_T;
+} opts_t;
+
+static unsigned num_opt(const char *arg, unsigned lo, unsigned hi, const char *what)
+{
+    uint64_t v;
+    if (lg_parse_u64(arg, hi, &v) < 0 || v < lo) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "%s must be a number from %u to %u", what, lo, hi);
+        usage_exit(msg, arg);
+    }
+    return (unsigned)v;
+}
+
+static double secs_opt(const char *arg, const char *what)
+{
+    double v;
+    if (lg_parse_secs(arg, &v) < 0) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "%s wants seconds (e.g. 10, 2.5, 500ms, 1m)", what);
+        usage_exit(msg, arg);
+    }
+    return v;
+}
+
+static void add_header(opts_t *o, const char *h)
+{
+    const char *colon = strchr(h, ':');
+    if (!colon || colon == h || strpbrk(h, "\r\n"))
+        usage_exit("-H wants 'Name: value' on one line", h);
+    size_t l = strlen(h);
+    char *n = realloc(o->extra, o->extralen + l + 3);
+    if (!n)
+        usage_exit("out of memory", NULL);
+    memcpy(n + o->extralen, h, l);
+    memcpy(n + o->extralen + l, "\r\n", 3);
+    o->extra = n;
+    o->extralen += l + 2;
+}
+
+static void parse_opts(opts_t *o, int argc, char **argv)
+{
+    static const struct option lo[] = {{"connect-only", no_argument, NULL, 'C'},
+                                       {"json", no_argument, NULL, 'J'},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {"version", no_argument, NULL, 'V'},
+                                       {NULL, 0, NULL, 0}};
+    bench_cfg_t *cfg = &o->cfg;
+    uint64_t v;
+    int ch;
+    cfg->conns = 10;
+    cfg->procs = 1;
+    cfg->depth = 1;
+    cfg->timeout = 10;
+    cfg->max_connecting = 1024;
+    o->method = "GET";
+    while ((ch = getopt_long(argc, argv, "c:n:d:T:t:kr:p:f:H:m:b:P:JqVh", lo, NULL)) != -1) {
+        switch (ch) {
+        case 'c':
+            cfg->conns = num_opt(optarg, 1, MAX_CONNS, "-c");
+            break;
+        case 'n':
+            if (lg_parse_u64(optarg, UINT64_MAX / 2, &v) < 0 || !v)
+                usage_exit("-n wants a positive count", optarg);
+            cfg->nreqs = v;
+            break;
+        case 'd':
+            cfg->duration = secs_opt(optarg, "-d");
+            o->have_d = 1;
+            break;
+        case 'T':
+            cfg->hardcap = secs_opt(optarg, "-T");
+            o->have_T = 1;
+            break;
+        case 't':
+            cfg->timeout = secs_opt(optarg, "-t");
+            o->have_t = 1;
+            break;
+        case 'k':
+            cfg->keepalive = 1;
+            break;
+        case 'r':
+            cfg->per_conn = num_opt(optarg, 1, 1u << 31, "-r");
+            break;
+        case 'p':
+            cfg->depth = num_opt(optarg, 1, BENCH_MAX_DEPTH, "-p");
+            break;
+        case 'f':
+            o->file = optarg;
+            break;
+        case 'H':
+            add_header(o, optarg);
+            break;
+        case 'm':
+            o->method = optarg;
+            break;
+        case 'b':
+            o->srcs = optarg;
+            break;
+        case 'P':
+            cfg->procs = num_opt(optarg, 1, MAX_PROCS, "-P");
+            break;
+        case 'C':
+            cfg->connect_only = 1;
+            break;
+        case 'J':
+            cfg->json = 1;
+            break;
+        case 'q':
+            o->quiet = 1;
+            break;
+        case 'V':
+            printf("bench (gatling) io backend %s\n", gio_backend_name());
+            exit(0);
+        case 'h':
+            fputs(usage_text, stdout);
+            exit(0);
+        default:
+            usage_exit(NULL, NULL);
+        }
+    }
+    if (optind < argc)
+        o->url = argv[optind++];
+    if (optind < argc)
+        usage_exit("unexpected argument", argv[optind]);
+}
+
+/* Options that do not go together, and the defaults that depend on others. */
+static void check_opts(opts_t *o)
+{
+    bench_cfg_t *cfg = &o->cfg;
+    if (!o->url && !o->file)
+        usage_exit("no URL given", NULL);
+    if (strcmp(o->method, "GET") && strcmp(o->method, "HEAD"))
+        usage_exit("-m: only GET and HEAD", o->method);
+    cfg->head = !strcmp(o->method, "HEAD");
+    if (cfg->duration == 0 && o->have_d)
+        usage_exit("-d must be more than 0", NULL);
+    if (cfg->timeout <= 0)
+        usage_exit("-t must be more than 0", NULL);
+    if (o->have_T && cfg->hardcap <= 0)
+        usage_exit("-T must be more than 0", NULL);
+    if (!cfg->keepalive && (cfg->depth > 1 || cfg->per_conn))
+        usage_exit("-p and -r need -k (without -k every connection carries one request)", NULL);
+    if (cfg->connect_only && (cfg->keepalive || o->file || o->extra || cfg->head))
+        usage_exit("--connect-only sends no request: -k, -p, -r, -f, -H, -m do not apply", NULL);
+    if (cfg->procs > cfg->conns)
+        usage_exit("-P is more than -c: every process needs a connection", NULL);
+    if (!cfg->nreqs && !o->have_d)
+        cfg->duration = 10;
+    if (!o->have_T)
+        cfg->hardcap = cfg->duration > 0 ? cfg->duration + 2 * cfg->timeout + 5 : 600;
+}
+
+/* One request in both forms (keep-alive, and last on its connection). */
+static int make_req(opts_t *o, const lg_url_t *u, bench_req_t *q)
+{
+    size_t cap = strlen(u->path) + strlen(u->host) + o->extralen + 128;
+    q->ka = malloc(cap);
+    q->close = malloc(cap);
+    if (!q->ka || !q->close)
+        return -1;
+    q->kalen = lg_req_format(q->ka, cap, o->method, u->host, u->path, 1, o->extra);
+    q->closelen = lg_req_format(q->close, cap, o->method, u->host, u->path, 0, o->extra);
+    return q->kalen && q->closelen ? 0 : -1;
+}
+
+static int same_addr(const lg_addr_t *a, const lg_addr_t *b)
+{
+    return a->len == b->len && !memcmp(&a->ss, &b->ss, a->len);
+}
+
+/* -f: every non-empty, non-# line is a URL (or a path on the target). */
+static void load_urls(opts_t *o)
+{
+    bench_cfg_t *cfg = &o->cfg;
+    FILE *f = fopen(o->file, "r");
+    if (!f) {
+        fprintf(stderr, "bench: open %s: %s\n", o->file, strerror(errno));
+        exit(LG_EXIT_USAGE);
+    }
+    char line[8192], err[512];
+    unsigned lineno = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        line[strcspn(line, "\r\n")] = 0;
+        char *s = line + strspn(line, " \t");
+        if (!*s || *s == '#')
+            continue;
+        lg_url_t u;
+        char full[8600];
+        if (*s == '/') {
+            if (!o->url) {
+                fprintf(stderr, "bench: %s:%u: a path needs a URL argument\n", o->file, lineno);
+                exit(LG_EXIT_USAGE);
+            }
+            snprintf(full, sizeof full, "http://%s%s", cfg->url.host, s);
+            s = full;
+        }
+        if (lg_url_parse(s, &u, err, sizeof err) < 0) {
+            fprintf(stderr, "bench: %s:%u: %s\n", o->file, lineno, err);
+            exit(LG_EXIT_USAGE);
+        }
+        if (!cfg->url.path) { /* no URL argument: the first line is the target */
+            cfg->url = u;
+            cfg->url.path = strdup(u.path);
+        } else if (!same_addr(&u.addr, &cfg->url.addr)) {
+            fprintf(stderr, "bench: %s:%u: %s is not on the target %s\n", o->file, lineno, s,
+                    cfg->url.host);
+            exit(LG_EXIT_USAGE);
+        }
+        bench_req_t *nr = realloc(cfg->req, (cfg->nreq + 1) * sizeof *nr);
+        if (!nr || make_req(o, &u, &nr[cfg->nreq]) < 0) {
+            fprintf(stderr, "bench: %s:%u: request too large\n", o->file, lineno);
+            exit(LG_EXIT_USAGE);
+        }
+        cfg->req = nr;
+        cfg->nreq++;
+        lg_url_free(&u);
+    }
+    fclose(f);
+    if (!cfg->nreq) {
+        fprintf(stderr, "bench: %s: no URL in it\n", o->file);
+        exit(LG_EXIT_USAGE);
+    }
+}
+
+static void setup(opts_t *o)
+{
+    bench_cfg_t *cfg = &o->cfg;
+    char err[512];
+    if (o->url && lg_url_parse(o->url, &cfg->url, err, sizeof err) < 0)
+        usage_exit(err, NULL);
+    if (o->file) {
+        load_urls(o);
+    } else {
+        cfg->req = calloc(1, sizeof *cfg->req);
+        cfg->nreq = 1;
+        if (!cfg->req || make_req(o, &cfg->url, cfg->req) < 0)
+            usage_exit("request too large", NULL);
+    }
+    if (o->srcs) {
+        cfg->srcs =
+            lg_srcs_parse(o->srcs, cfg->url.addr.ss.ss_family, &cfg->nsrcs, err, sizeof err);
+        if (!cfg->srcs)
+            usage_exit(err, NULL);
+    }
+    /* descriptors: read the limit, never assume it */
+    long nofile = lg_nofile_raise();
+    unsigned per = (cfg->conns + cfg->procs - 1) / cfg->procs;
+    if ((long)per + FD_RESERVE > nofile) {
+        unsigned need =
+            (unsigned)((cfg->conns + (nofile - FD_RESERVE) - 1) / (nofile - FD_RESERVE));
+        fprintf(stderr,
+                "bench: -c %u over %u process(es) is %u connections per process, but a "
+                "process may open only %ld descriptors here: use -P %u or more\n",
+                cfg->conns, cfg->procs, per, nofile, need);
+        exit(LG_EXIT_USAGE);
+    }
+    /* ports: one source address reaches one destination from ~28k ports */
+    unsigned long ports = (unsigned long)lg_ephemeral_ports() * (cfg->nsrcs ? cfg->nsrcs : 1);
+    if (cfg->conns > ports) {
+        fprintf(stderr,
+                "bench: -c %u needs more local ports than %lu: give more source "
+                "addresses with -b (e.g. -b 127.0.0.2-127.0.0.9)\n",
+                cfg->conns, ports);
+        exit(LG_EXIT_USAGE);
+    }
+    cfg->progress = lg_progress_on(o->quiet) && cfg->procs == 1;
+}
+
+static void opts_free(opts_t *o)
+{
+    bench_cfg_t *cfg = &o->cfg;
+    for (size_t i = 0; i < cfg->nreq; i++)
+        free(cfg->req[i].ka), free(cfg->req[i].close);
+    free(cfg->req);
+    free(cfg->srcs);
+    free(o->extra);
+    lg_url_free(&cfg->url);
+}
+
+/* ---- running ---- */
+
+typedef struct spawn_ctx {
+    const bench_cfg_t *cfg;
+    bench_stats_t *st;
+} spawn_ctx_t;
+
+static int child_main(int i, void *arg)
+{
+    spawn_ctx_t *x = arg;
+    bench_run(x->cfg, (unsigned)i, x->st);
+    return 0;
+}
+
+static uint64_t rd(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+
+static void parent_progress(const bench_cfg_t *cfg, const bench_stats_t *st, int64_t t0,
+                            int64_t *last_ns, uint64_t *last)
+{
+    int64_t now = lg_now_ns();
+    uint64_t cur = 0, errs = 0;
+    long open = 0;
+    for (unsigned i = 0; i < cfg->procs; i++) {
+        cur += rd(cfg->connect_only ? &st[i].connects : &st[i].responses);
+        for (int k = 0; k < LG_E_NUM; k++)
+            errs += rd(&st[i].err[k]);
+        open += __atomic_load_n(&st[i].open, __ATOMIC_RELAXED);
+    }
+    lg_progress("bench: %5.1fs  %10.0f %s/s  %8ld open  %llu errors  (%u processes)",
+                (double)(now - t0) / 1e9, (double)(cur - *last) * 1e9 / (double)(now - *last_ns),
+                cfg->connect_only ? "conn" : "req", open, (unsigned long long)errs, cfg->procs);
+    *last_ns = now;
+    *last = cur;
+}
+
+/* Fork the workers, watch them, merge.  Returns 0, or -1 if a worker died. */
+static int run_procs(const bench_cfg_t *cfg, bench_stats_t *total, int quiet)
+{
+    size_t len = cfg->procs * sizeof(bench_stats_t);
+    bench_stats_t *st = lg_shared(len);
+    pid_t *pids = calloc(cfg->procs, sizeof *pids);
+    int *status = calloc(cfg->procs, sizeof *status);
+    if (!st || !pids || !status) {
+        perror("bench: mmap");
+        exit(LG_EXIT_FATAL);
+    }
+    for (unsigned i = 0; i < cfg->procs; i++)
+        bench_stats_init(&st[i]);
+    spawn_ctx_t x = {cfg, st};
+    if (lg_spawn((int)cfg->procs, child_main, &x, pids) < 0) {
+        perror("bench: fork");
+        exit(LG_EXIT_FATAL);
+    }
+    int show = lg_progress_on(quiet), seen = 0;
+    int64_t t0 = lg_now_ns(), last_ns = t0;
+    int64_t kill_at = t0 + (int64_t)((cfg->hardcap + 5) * 1e9);
+    uint64_t last = 0;
+    while (lg_reap(pids, status, (int)cfg->procs) > 0) {
+        struct timespec ts = {0, 100000000};
+        nanosleep(&ts, NULL);
+        if (lg_signals != seen) { /* the workers ignore SIGINT: pass the stop on */
+            seen = lg_signals;
+            lg_kill_all(pids, (int)cfg->procs, SIGTERM);
+        }
+        if (lg_now_ns() > kill_at) /* a worker that ignores its own hard cap */
+            lg_kill_all(pids, (int)cfg->procs, SIGKILL);
+        if (show && lg_now_ns() - last_ns >= 1000000000)
+            parent_progress(cfg, st, t0, &last_ns, &last);
+    }
+    if (show)
+        lg_progress_clear();
+    int bad = 0;
+    for (unsigned i = 0; i < cfg->procs; i++) {
+        if (!WIFEXITED(status[i]) || !st[i].finished) {
+            fprintf(stderr, "bench: worker %u died (%s %d): its counts are partial\n", i,
+                    WIFSIGNALED(status[i]) ? "signal" : "exit",
+                    WIFSIGNALED(status[i]) ? WTERMSIG(status[i]) : WEXITSTATUS(status[i]));
+            bad = 1;
+        }
+        bench_stats_merge(total, &st[i]);
+    }
+    munmap(st, len);
+    free(pids);
+    free(status);
+    return bad ? -1 : 0;
+}
+
+/* ---- reporting ---- */
+
+static uint64_t err_total(const bench_stats_t *s)
+{
+    uint64_t n = 0;
+    for (int k = 0; k < LG_E_NUM; k++)
+        n += s->err[k];
+    return n;
+}
+
+static const double quant[] = {0.5, 0.9, 0.99, 0.999};
+static const char *const qname[] = {"p50", "p90", "p99", "p99_9"};
+
+static void text_hist(const char *label, const lg_hist_t *h)
+{
+    printf("%-10s us: ", label);
+    for (int i = 0; i < 4; i++)
+        printf("%s %llu  ", i == 3 ? "p99.9" : qname[i],
+               (unsigned long long)lg_hist_quantile(h, quant[i]));
+    printf("max %llu  mean %.1f  (n=%llu)\n", (unsigned long long)h->max, lg_hist_mean(h),
+           (unsigned long long)h->count);
+}
+
+static void json_hist(const char *key, const lg_hist_t *h)
+{
+    printf("\"%s\":{", key);
+    for (int i = 0; i < 4; i++)
+        printf("\"%s\":%llu,", qname[i], (unsigned long long)lg_hist_quantile(h, quant[i]));
+    printf("\"min\":%llu,\"max\":%llu,\"mean\":%.1f,\"count\":%llu}",
+           (unsigned long long)(h->count ? h->min : 0), (unsigned long long)h->max, lg_hist_mean(h),
+           (unsigned long long)h->count);
+}
+
+static const char *fatal_text(const bench_stats_t *s, char *buf, size_t len)
+{
+    switch (s->fatal) {
+    case BENCH_UNREACHABLE:
+        snprintf(buf, len, "target unreachable: connect failed (%s)",
+                 s->fatal_errno ? strerror(s->fatal_errno) : "no connection succeeded");
+        return buf;
+    case BENCH_NOT_HTTP:
+        return "not an HTTP server: no response parsed, only garbage";
+    case BENCH_SYSERR:
+        snprintf(buf, len, "system error: %s", strerror(s->fatal_errno));
+        return buf;
+    }
+    if (s->requests && !s->responses)
+        return "no request got a complete response";
+    return NULL;
+}
+
+static void report_text(const bench_cfg_t *cfg, const bench_stats_t *s, double secs)
+{
+    char a[128];
+    printf("target     %s (%s), io %s, %u process%s\n", cfg->url.host,
+           lg_addr_str(&cfg->url.addr, a, sizeof a), gio_backend_name(), cfg->procs,
+           cfg->procs == 1 ? "" : "es");
+    double drain = (double)(s->end_ns - s->start_ns) / 1e9 - secs;
+    if (cfg->connect_only) {
+        printf("mode       connect only, %u connections at a time, %.2f s\n", cfg->conns, secs);
+        printf("connects   %llu made, %llu attempts, %.1f connects/s\n",
+               (unsigned long long)s->connects, (unsigned long long)s->attempts,
+               (double)s->win_connects / secs);
+    } else {
+        char per[32] = "unlimited";
+        if (!cfg->keepalive || cfg->per_conn)
+            snprintf(per, sizeof per, "%u", cfg->keepalive ? cfg->per_conn : 1);
+        printf("mode       %s, %u connections, pipeline %u, requests/connection %s, %.2f s\n",
+               cfg->keepalive ? "keep-alive" : "one request per connection", cfg->conns,
+               cfg->keepalive ? cfg->depth : 1, per, secs);
+        printf("requests   %llu sent, %llu answered, %llu lost; %llu connections",
+               (unsigned long long)s->requests, (unsigned long long)s->responses,
+               (unsigned long long)s->lost, (unsigned long long)s->connects);
+        if (cfg->keepalive)
+            printf(" (opened in %.2f s before the requests began)", (double)s->ramp_ns / 1e9);
+        printf("\n");
+        printf("rate       %.1f req/s, %.2f MB/s read, %.0f body bytes/response",
+               (double)s->win_responses / secs, (double)s->win_bytes / secs / 1e6,
+               s->responses ? (double)s->body / (double)s->responses : 0.0);
+        if (drain >= 0.0005)
+            printf(" (then %.3f s to drain)", drain);
+        printf("\n");
+        text_hist("latency", &s->lat);
+        printf("status     2xx %llu  3xx %llu  4xx %llu  5xx %llu  other %llu\n",
+               (unsigned long long)s->status[2], (unsigned long long)s->status[3],
+               (unsigned long long)s->status[4], (unsigned long long)s->status[5],
+               (unsigned long long)(s->status[0] + s->status[1]));
+    }
+    text_hist("connect", &s->conn);
+    printf("errors     %llu:", (unsigned long long)err_total(s));
+    for (int k = 0; k < LG_E_NUM; k++)
+        printf(" %s %llu", lg_err_name[k], (unsigned long long)s->err[k]);
+    printf("\n");
+}
+
+static void report_json(const bench_cfg_t *cfg, const bench_stats_t *s, double secs,
+                        const char *fatal, int rc)
+{
+    char a[128];
+    printf("{\"tool\":\"bench\",\"target\":\"%s\",\"io\":\"%s\",\"processes\":%u,"
+           "\"connections\":%u,\"mode\":\"%s\",\"pipeline\":%u,\"seconds\":%.6f,",
+           lg_addr_str(&cfg->url.addr, a, sizeof a), gio_backend_name(), cfg->procs, cfg->conns,
+           cfg->connect_only ? "connect-only"
+           : cfg->keepalive  ? "keep-alive"
+                             : "close",
+           cfg->keepalive ? cfg->depth : 1, secs);
+    printf("\"requests\":%llu,\"responses\":%llu,\"lost\":%llu,\"attempts\":%llu,"
+           "\"connects\":%llu,\"bytes\":%llu,\"body_bytes\":%llu,",
+           (unsigned long long)s->requests, (unsigned long long)s->responses,
+           (unsigned long long)s->lost, (unsigned long long)s->attempts,
+           (unsigned long long)s->connects, (unsigned long long)s->bytes,
+           (unsigned long long)s->body);
+    printf("\"ramp_seconds\":%.6f,\"drain_seconds\":%.6f,", (double)s->ramp_ns / 1e9,
+           (double)(s->end_ns - s->start_ns) / 1e9 - secs);
+    printf("\"requests_per_s\":%.1f,\"bytes_per_s\":%.1f,\"connects_per_s\":%.1f,",
+           (double)s->win_responses / secs, (double)s->win_bytes / secs,
+           (double)s->win_connects / secs);
+    json_hist("latency_us", &s->lat);
+    printf(",");
+    json_hist("connect_us", &s->conn);
+    printf(",\"status\":{\"2xx\":%llu,\"3xx\":%llu,\"4xx\":%llu,\"5xx\":%llu,\"other\":%llu}",
+           (unsigned long long)s->status[2], (unsigned long long)s->status[3],
+           (unsigned long long)s->status[4], (unsigned long long)s->status[5],
+           (unsigned long long)(s->status[0] + s->status[1]));
+    printf(",\"errors\":{");
+    for (int k = 0; k < LG_E_NUM; k++)
+        printf("%s\"%s\":%llu", k ? "," : "", lg_err_name[k], (unsigned long long)s->err[k]);
+    printf("},\"errors_total\":%llu,\"fatal\":", (unsigned long long)err_total(s));
+    if (fatal)
+        printf("\"%s\"", fatal); /* our own fixed texts and strerror(): nothing to escape */
+    else
+        printf("null");
+    printf(",\"exit\":%d}\n", rc);
+}
+
+int main(int argc, char **argv)
+{
+    opts_t o;
+    memset(&o, 0, sizeof o);
+    parse_opts(&o, argc, argv);
+    check_opts(&o);
+    setup(&o);
+    bench_cfg_t *cfg = &o.cfg;
+    lg_signals_install();
+
+    bench_stats_t *total = malloc(sizeof *total);
+    if (!total) {
+        perror("bench: malloc");
+        return LG_EXIT_FATAL;
+    }
+    bench_stats_init(total);
+    int died = 0;
+    if (cfg->procs == 1)
+        bench_run(cfg, 0, total);
+    else
+        died = run_procs(cfg, total, o.quiet) < 0;
+
+    /* the measured window: up to -d (or a stop), the drain after it excluded */
+    double secs = total->win_ns > 0 ? (double)total->win_ns / 1e9 : 1e-9;
+    char buf[256];
+    const char *fatal = fatal_text(total, buf, sizeof buf);
+    if (cfg->connect_only && !fatal && !total->connects)
+        fatal = "no connection succeeded";
+    if (died && !fatal)
+        fatal = "a worker process died";
+    int rc = fatal ? LG_EXIT_FATAL : err_total(total) ? LG_EXIT_ERRORS : LG_EXIT_OK;
+    if (fatal)
+        fprintf(stderr, "bench: %s: %s\n", cfg->url.host, fatal);
+    if (cfg->json)
+        report_json(cfg, total, secs, fatal, rc);
+    else
+        report_text(cfg, total, secs);
+    free(total);
+    opts_free(&o);
+    return rc;
+}

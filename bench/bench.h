@@ -1,0 +1,92 @@
+/*
+ * bench — the throughput load generator: what main() (bench.c) hands to the
+ * per-process engine (bench_run.c) and what the engine hands back.
+ */
+#ifndef BENCH_H
+#define BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lg.h"
+#include "lg_hist.h"
+#include "lg_net.h"
+
+#define BENCH_MAX_DEPTH 1024 /* pipelining depth limit */
+
+/* One request, ready to send: the keep-alive form and the last-on-connection form. */
+typedef struct bench_req {
+    char *ka, *close;
+    size_t kalen, closelen;
+} bench_req_t;
+
+typedef struct bench_cfg {
+    lg_url_t url;     /* the target (connections go to url.addr) */
+    bench_req_t *req; /* requests cycled through (-f), at least one */
+    size_t nreq;
+    lg_addr_t *srcs; /* -b: local addresses to bind, NULL: the kernel picks */
+    size_t nsrcs;
+    unsigned conns;          /* -c, over all processes */
+    unsigned procs;          /* -P */
+    uint64_t nreqs;          /* -n, over all processes; 0: no count limit */
+    double duration;         /* -d seconds; 0: none */
+    double hardcap;          /* -T seconds: nothing runs longer */
+    double timeout;          /* -t seconds per connect and per response */
+    unsigned depth;          /* -p: requests in flight per connection */
+    unsigned per_conn;       /* -r: requests per keep-alive connection; 0: unlimited */
+    unsigned max_connecting; /* connects in progress per process */
+    int keepalive;           /* -k */
+    int head;                /* -m HEAD: responses have no body */
+    int connect_only;        /* --connect-only */
+    int json;                /* -J */
+    int progress;            /* show the progress line (this process draws it) */
+} bench_cfg_t;
+
+/* Why a worker gave up early. */
+enum { BENCH_RUN_OK, BENCH_UNREACHABLE, BENCH_NOT_HTTP, BENCH_SYSERR };
+
+/*
+ * One worker's results.  Lives in shared memory: the worker updates it as it
+ * goes, the parent reads the counters for the progress line and merges all
+ * of them at the end.  Plain data, no pointers.
+ */
+typedef struct bench_stats {
+    uint64_t requests;  /* requests issued on an established connection */
+    uint64_t responses; /* complete responses, any status */
+    uint64_t lost;      /* requests that got no complete response */
+    uint64_t attempts;  /* connect() calls */
+    uint64_t connects;  /* connections established */
+    uint64_t bytes;     /* bytes read, heads and framing included */
+    uint64_t body;      /* body bytes */
+    uint64_t status[6]; /* [0]: unknown class, [1..5]: 1xx (unused) .. 5xx */
+    uint64_t err[LG_E_NUM];
+    int64_t start_ns, end_ns;
+    int32_t fatal; /* BENCH_RUN_* */
+    int32_t fatal_errno;
+    int32_t open; /* connections open now */
+    int32_t finished;
+    int32_t ramped;  /* -k: all this worker's connections are open */
+    int64_t ramp_ns; /* how long opening them took */
+    /* the measurement window: from the start (after the ramp) to -d or a stop
+       signal; the rates are computed over it, not over the drain after it */
+    uint64_t win_responses, win_bytes, win_connects;
+    int64_t win_ns;
+    lg_hist_t lat;  /* response latency, microseconds */
+    lg_hist_t conn; /* connect latency, microseconds */
+} bench_stats_t;
+
+/*
+ * Run worker `index` of cfg->procs: its share of the connections and of -n,
+ * until the count, the duration, a stop signal or the hard cap ends it.
+ * Results go to all[index]; all[] (cfg->procs of them, shared memory with
+ * -P) is read to start the requests together.  Returns BENCH_RUN_*.
+ */
+int bench_run(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all);
+
+/* Start a results struct. */
+void bench_stats_init(bench_stats_t *st);
+
+/* dst += src. */
+void bench_stats_merge(bench_stats_t *dst, const bench_stats_t *src);
+
+#endif

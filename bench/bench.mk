@@ -1,0 +1,34 @@
+# bench/: the load generators (httpbench, bench) on io/; see bench/README.
+# Included by the root GNUmakefile, which provides $(B) and $(IO_LIB).
+# Objects go to $(B)/lg/, not $(B)/bench/: $(B)/bench is the binary (the
+# same reason gatling.mk uses $(B)/srv/).
+
+BENCH_COMMON := bench/lg.c bench/lg_hist.c bench/lg_http.c bench/lg_net.c
+BENCH_COMMON_OBJ := $(BENCH_COMMON:bench/%.c=$(B)/lg/%.o)
+BENCH_BIN := $(B)/httpbench $(B)/bench
+# self-test of the parser and the histogram, run by tests/integration/test_loadgen.py
+BENCH_TEST := $(B)/lg_selftest
+
+$(B)/lg/%.o: bench/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
+$(B)/httpbench: $(B)/lg/httpbench.o $(B)/lg/httpbench_run.o $(BENCH_COMMON_OBJ) $(IO_LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(B)/bench: $(B)/lg/bench.o $(B)/lg/bench_run.o $(BENCH_COMMON_OBJ) $(IO_LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(B)/lg_selftest: $(B)/lg/lg_selftest.o $(BENCH_COMMON_OBJ) $(IO_LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# copies for the user, like gatling/gatling: the last plain build wins.
+# cp + mv: a copy over a binary that is running fails with ETXTBSY, a rename does not.
+bench/httpbench: $(B)/httpbench
+	cp $< $@.tmp && mv -f $@.tmp $@
+bench/bench: $(B)/bench
+	cp $< $@.tmp && mv -f $@.tmp $@
+
+all: $(BENCH_BIN) $(BENCH_TEST) bench/httpbench bench/bench
+tests-build: $(BENCH_TEST)
+CLEAN_EXTRA += bench/httpbench bench/bench bench/httpbench.tmp bench/bench.tmp

@@ -1,0 +1,656 @@
+/*
+ * bench_run — one worker process of bench: N connections on one gio loop.
+ *
+ * Each connection slot is a small state machine:
+ *
+ *   FREE --connect()--> CONNECTING --writable, SO_ERROR 0--> OPEN
+ *     ^                      |                                 |
+ *     +------- failure / timeout / close / server close -------+
+ *
+ * An OPEN connection keeps up to `depth` requests in flight.  Requests are
+ * written as soon as they are issued (the write is optimistic: write
+ * interest is only asked for when the socket buffer is full), and the
+ * connection keeps read interest for its whole life, so a keep-alive
+ * request-response round costs one read and one write and no epoll_ctl.
+ * All connections share one read buffer: the response parser (lg_http.h)
+ * keeps its whole state per connection and needs no bytes kept back.
+ *
+ * With -k the worker first opens all its connections and waits until every
+ * worker has (the ramp), so that the measured load is requests on
+ * established connections, not a mix with a connection storm the server's
+ * accept queue may not absorb; -d and the rates count from the end of it.
+ *
+ * Accounting: every request issued is, at the end, either answered (a
+ * complete response, any status) or lost (reset, timeout, early close,
+ * garbage, cut off).  requests == responses + lost always holds.
+ */
+#ifndef _GNU_SOURCE /* the GNUmakefile passes -D_GNU_SOURCE */
+#define _GNU_SOURCE
+#endif
+#include "bench.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gio.h"
+#include "gio_batch.h"
+#include "lg_http.h"
+
+#define RBUF_SIZE 65536
+#define NOT_HTTP_LIMIT 10 /* parse errors without one good response: not an HTTP server */
+#define TICK_NS 1000000000LL
+
+enum { C_FREE, C_CONNECTING, C_OPEN };
+
+typedef struct bconn {
+    int fd;
+    uint8_t state;
+    uint8_t closing; /* issue nothing more; close once the in-flight requests are answered */
+    uint32_t ring;   /* slot of the oldest in-flight request in sent[] */
+    uint32_t inflight;
+    uint32_t reqs;    /* requests issued on this connection */
+    int64_t t0;       /* when connect() was called, ns */
+    int64_t deadline; /* gio_now() ms when the pending connect/response times out; 0: none */
+    int64_t *sent;    /* issue times of the in-flight requests, `depth` slots */
+    lg_resp_t resp;
+    gio_batch_t out;
+} bconn_t;
+
+typedef struct brun {
+    const bench_cfg_t *cfg;
+    bench_stats_t *st;
+    bench_stats_t *all; /* every worker's results: the ramp waits for all of them */
+    gio_loop_t *loop;
+    bconn_t *c;
+    unsigned n;
+    unsigned *pend; /* FIFO of slots waiting for their connect() */
+    unsigned phead, npend;
+    unsigned connecting;
+    unsigned depth;
+    uint64_t limit; /* requests (connects with --connect-only) this worker may start; 0: no limit */
+    uint64_t started;
+    size_t next_req, next_src;
+    int64_t now; /* ns, refreshed for each event */
+    int64_t timeout_ms;
+    unsigned nopen; /* connections OPEN */
+    int ramping;    /* connecting only, no requests yet */
+    int stopping;   /* start nothing new; finish what is in flight */
+    int aborting;   /* drop everything now */
+    char *rbuf;
+} brun_t;
+
+static void conn_start(brun_t *r, bconn_t *c);
+static void conn_next(brun_t *r, bconn_t *c);
+
+static int more_work(const brun_t *r)
+{
+    return !r->stopping && !r->aborting && (!r->limit || r->started < r->limit);
+}
+
+static void set_fatal(brun_t *r, int why, int e)
+{
+    if (!r->st->fatal) {
+        r->st->fatal = why;
+        r->st->fatal_errno = e;
+    }
+    r->aborting = 1;
+}
+
+static void pend_push(brun_t *r, bconn_t *c)
+{
+    r->pend[(r->phead + r->npend++) % r->n] = (unsigned)(c - r->c);
+}
+
+static void conn_close(brun_t *r, bconn_t *c)
+{
+    if (c->state == C_FREE)
+        return;
+    if (c->state == C_CONNECTING)
+        r->connecting--;
+    else
+        r->nopen--;
+    gio_close(r->loop, c->fd);
+    r->st->open--;
+    gio_batch_reset(&c->out);
+    c->fd = -1;
+    c->deadline = 0;
+    c->state = C_FREE;
+    c->closing = 0;
+    c->inflight = 0;
+    c->ring = 0;
+    c->reqs = 0;
+}
+
+/* Count an error, lose what is in flight, close, and open a fresh connection. */
+static void conn_fail(brun_t *r, bconn_t *c, int kind)
+{
+    bench_stats_t *st = r->st;
+    st->err[kind]++;
+    st->lost += c->inflight;
+    conn_close(r, c);
+    if ((kind == LG_E_REFUSED || kind == LG_E_CONNECT || kind == LG_E_CTIMEOUT) && !st->connects)
+        set_fatal(r, BENCH_UNREACHABLE,
+                  kind == LG_E_REFUSED    ? ECONNREFUSED
+                  : kind == LG_E_CTIMEOUT ? ETIMEDOUT
+                                          : 0);
+    if (kind == LG_E_PARSE && !st->responses && st->err[LG_E_PARSE] >= NOT_HTTP_LIMIT)
+        set_fatal(r, BENCH_NOT_HTTP, 0);
+    conn_next(r, c);
+}
+
+/* Arm (something is awaited) or clear the timeout of c; 0 also means "none". */
+static void arm(brun_t *r, bconn_t *c, int on)
+{
+    c->deadline = on ? gio_now(r->loop) + r->timeout_ms : 0;
+    gio_set_deadline(r->loop, c->fd, c->deadline);
+}
+
+static void set_deadline(brun_t *r, bconn_t *c) { arm(r, c, c->inflight != 0); }
+
+/* Write what is queued; -1 if the connection failed (and was replaced). */
+static int conn_flush(brun_t *r, bconn_t *c)
+{
+    long k = gio_batch_send(&c->out, c->fd, 0);
+    if (k == GIO_ERR) {
+        conn_fail(r, c, lg_err_io(errno));
+        return -1;
+    }
+    gio_want(r->loop, c->fd, gio_batch_done(&c->out) ? GIO_READ : GIO_READ | GIO_WRITE);
+    return 0;
+}
+
+/* Fill the pipeline window with requests; returns how many were issued, -1 on failure. */
+static int conn_issue(brun_t *r, bconn_t *c)
+{
+    const bench_cfg_t *cfg = r->cfg;
+    uint32_t was = c->inflight;
+    int added = 0;
+    while (c->inflight < r->depth && !c->closing && more_work(r)) {
+        const bench_req_t *q = &cfg->req[cfg->nreq == 1 ? 0 : r->next_req++ % cfg->nreq];
+        int last = !cfg->keepalive || (cfg->per_conn && c->reqs + 1 >= cfg->per_conn);
+        if (gio_batch_add_buf(&c->out, last ? q->close : q->ka, last ? q->closelen : q->kalen, 0) <
+            0) {
+            set_fatal(r, BENCH_SYSERR, ENOMEM);
+            return -1;
+        }
+        c->sent[(c->ring + c->inflight) % r->depth] = r->now;
+        c->inflight++;
+        c->reqs++;
+        r->started++;
+        r->st->requests++;
+        added++;
+        if (last)
+            c->closing = 1;
+    }
+    if (!added)
+        return 0;
+    if (!was)
+        set_deadline(r, c);
+    return conn_flush(r, c) < 0 ? -1 : added;
+}
+
+static void conn_established(brun_t *r, bconn_t *c)
+{
+    bench_stats_t *st = r->st;
+    if (c->state == C_CONNECTING)
+        r->connecting--;
+    lg_hist_add(&st->conn, (uint64_t)(r->now - c->t0) / 1000);
+    st->connects++;
+    c->state = C_OPEN;
+    r->nopen++;
+    if (r->cfg->connect_only) {
+        conn_close(r, c);
+        conn_next(r, c);
+        return;
+    }
+    lg_resp_start(&c->resp, r->cfg->head);
+    gio_want(r->loop, c->fd, GIO_READ);
+    arm(r, c, 0);
+    if (r->ramping)
+        return; /* requests start when every connection is open */
+    int k = conn_issue(r, c);
+    if (k == 0)
+        conn_close(r, c); /* nothing left to ask */
+}
+
+static void conn_start(brun_t *r, bconn_t *c)
+{
+    const bench_cfg_t *cfg = r->cfg;
+    if (r->connecting >= cfg->max_connecting) {
+        pend_push(r, c);
+        return;
+    }
+    const lg_addr_t *src = cfg->nsrcs ? &cfg->srcs[r->next_src++ % cfg->nsrcs] : NULL;
+    int now;
+    r->now = lg_now_ns();
+    c->t0 = r->now;
+    r->st->attempts++;
+    if (cfg->connect_only)
+        r->started++;
+    int fd = lg_connect(&cfg->url.addr, src, &now);
+    if (fd < 0) {
+        int e = -fd;
+        if (e == EMFILE || e == ENFILE || e == ENOMEM || e == ENOBUFS) {
+            set_fatal(r, BENCH_SYSERR, e);
+            return;
+        }
+        r->st->err[lg_err_connect(e)]++;
+        if (!r->st->connects)
+            set_fatal(r, BENCH_UNREACHABLE, e);
+        else
+            pend_push(r, c); /* retried after the next wait, not in a tight loop */
+        return;
+    }
+    if (gio_add(r->loop, fd, c) < 0) {
+        close(fd);
+        set_fatal(r, BENCH_SYSERR, errno);
+        return;
+    }
+    c->fd = fd;
+    r->st->open++;
+    c->state = C_CONNECTING;
+    r->connecting++;
+    /* even a connect that completed at once (now == 1) waits for the writable
+       report: no recursion through conn_established() -> conn_next() */
+    (void)now;
+    gio_want(r->loop, fd, GIO_WRITE);
+    arm(r, c, 1);
+}
+
+/*
+ * Slot c is free: reconnect it if there is work left.  Connects in progress
+ * will each issue at least one request, so they count against -n already:
+ * no connection is made just to be closed unused.
+ */
+static void conn_next(brun_t *r, bconn_t *c)
+{
+    if (more_work(r) &&
+        (!r->limit || r->cfg->connect_only || r->started + r->connecting + r->npend < r->limit))
+        conn_start(r, c);
+}
+
+static void response_done(brun_t *r, bconn_t *c)
+{
+    bench_stats_t *st = r->st;
+    int64_t t = c->sent[c->ring];
+    c->ring = (c->ring + 1) % r->depth;
+    c->inflight--;
+    lg_hist_add(&st->lat, (uint64_t)(r->now - t) / 1000);
+    st->responses++;
+    st->body += c->resp.body;
+    unsigned cls = c->resp.status / 100;
+    st->status[cls <= 5 ? cls : 0]++;
+    if (c->resp.status >= 400)
+        st->err[LG_E_STATUS]++;
+    if (!lg_resp_keepalive(&c->resp))
+        c->closing = 1;
+    lg_resp_start(&c->resp, r->cfg->head);
+}
+
+/* Parse n bytes read from c; -1 if the connection was closed. */
+static int conn_feed(brun_t *r, bconn_t *c, const char *p, size_t n)
+{
+    size_t off = 0;
+    int done = 0;
+    while (off < n) {
+        size_t used;
+        if (!c->inflight) { /* bytes nobody asked for */
+            conn_fail(r, c, LG_E_PARSE);
+            return -1;
+        }
+        int k = lg_resp_parse(&c->resp, p + off, n - off, &used);
+        if (k == LG_HTTP_BAD) {
+            conn_fail(r, c, LG_E_PARSE);
+            return -1;
+        }
+        off += used;
+        if (k == LG_HTTP_MORE)
+            break;
+        response_done(r, c);
+        done = 1;
+    }
+    if (!done)
+        return 0;
+    if (c->inflight) {
+        set_deadline(r, c);
+        return conn_issue(r, c) < 0 ? -1 : 0; /* refill the pipeline */
+    }
+    if (c->closing) {
+        conn_close(r, c);
+        conn_next(r, c);
+        return -1;
+    }
+    int k = conn_issue(r, c);
+    if (k == 0)
+        conn_close(r, c); /* the count is reached or we are stopping */
+    return k <= 0 ? -1 : 0;
+}
+
+static void conn_eof(brun_t *r, bconn_t *c)
+{
+    if (c->inflight) {
+        int k = lg_resp_eof(&c->resp);
+        if (k == LG_HTTP_DONE)
+            response_done(r, c); /* a body delimited by the close */
+        if (c->inflight) {
+            conn_fail(r, c, k == LG_HTTP_BAD ? LG_E_SHORT : LG_E_EOF);
+            return;
+        }
+    }
+    conn_close(r, c); /* an idle keep-alive connection closed by the server: not an error */
+    conn_next(r, c);
+}
+
+/* Read everything there is; -1 if the connection was closed. */
+static int conn_read(brun_t *r, bconn_t *c)
+{
+    for (;;) {
+        ssize_t k = read(c->fd, r->rbuf, RBUF_SIZE);
+        if (k > 0) {
+            r->st->bytes += (uint64_t)k;
+            if (conn_feed(r, c, r->rbuf, (size_t)k) < 0)
+                return -1;
+            if (k < RBUF_SIZE)
+                return 0;
+        } else if (k == 0) {
+            conn_eof(r, c);
+            return -1;
+        } else if (errno == EAGAIN || errno == EINTR) {
+            return 0;
+        } else {
+            conn_fail(r, c, lg_err_io(errno));
+            return -1;
+        }
+    }
+}
+
+static void on_event(brun_t *r, bconn_t *c, unsigned ev)
+{
+    r->now = lg_now_ns();
+    if (c->state == C_CONNECTING) {
+        int e = lg_connect_result(c->fd);
+        if (e)
+            conn_fail(r, c, lg_err_connect(e));
+        else
+            conn_established(r, c);
+        return;
+    }
+    if ((ev & (GIO_READ | GIO_ERROR | GIO_HANGUP)) && conn_read(r, c) < 0)
+        return;
+    if (ev & GIO_WRITE)
+        conn_flush(r, c);
+}
+
+static void on_timeout(brun_t *r, bconn_t *c)
+{
+    r->now = lg_now_ns();
+    /* an expiry gio collected before this round's events re-armed or cleared
+       the deadline is stale: put the current deadline back and go on */
+    if (!c->deadline || gio_now(r->loop) < c->deadline) {
+        gio_set_deadline(r->loop, c->fd, c->deadline);
+        return;
+    }
+    c->deadline = 0;
+    if (c->state == C_CONNECTING) {
+        conn_fail(r, c, LG_E_CTIMEOUT);
+    } else if (c->inflight) {
+        conn_fail(r, c, LG_E_TIMEOUT);
+    } else {
+        conn_close(r, c);
+        conn_next(r, c);
+    }
+}
+
+static void start_pending(brun_t *r)
+{
+    unsigned k = r->npend; /* slots pushed back by this pass wait for the next one */
+    while (k-- && r->npend && r->connecting < r->cfg->max_connecting && more_work(r)) {
+        unsigned i = r->pend[r->phead];
+        r->phead = (r->phead + 1) % r->n;
+        r->npend--;
+        conn_start(r, &r->c[i]);
+    }
+}
+
+/* Close the measurement window (at -d or a signal; with -n it is the whole run). */
+static void run_window(brun_t *r)
+{
+    bench_stats_t *st = r->st;
+    st->win_responses = st->responses;
+    st->win_bytes = st->bytes;
+    st->win_connects = st->connects;
+    st->win_ns = r->now - st->start_ns;
+    if (st->win_ns <= 0)
+        st->win_ns = 1;
+}
+
+/* Start nothing new; close idle connections; in-flight ones finish. */
+static void run_stop(brun_t *r)
+{
+    r->stopping = 1;
+    r->npend = 0;
+    for (unsigned i = 0; i < r->n; i++)
+        if (r->c[i].state == C_OPEN && !r->c[i].inflight)
+            conn_close(r, &r->c[i]);
+}
+
+/* Cut everything off; what is in flight is lost. */
+static void run_abort(brun_t *r)
+{
+    for (unsigned i = 0; i < r->n; i++) {
+        bconn_t *c = &r->c[i];
+        if (c->state == C_FREE)
+            continue;
+        if (c->inflight) {
+            r->st->err[LG_E_ABORT]++;
+            r->st->lost += c->inflight;
+        }
+        conn_close(r, c);
+    }
+}
+
+static void progress(const brun_t *r, int64_t *last_ns, uint64_t *last_resp)
+{
+    const bench_stats_t *st = r->st;
+    if (r->now - *last_ns < TICK_NS)
+        return;
+    uint64_t errs = 0;
+    for (int k = 0; k < LG_E_NUM; k++)
+        errs += st->err[k];
+    uint64_t cur = r->cfg->connect_only ? st->connects : st->responses;
+    double rate = (double)(cur - *last_resp) * 1e9 / (double)(r->now - *last_ns);
+    lg_progress("bench: %5.1fs  %10.0f %s/s  %8d open  %llu errors",
+                (double)(r->now - st->start_ns) / 1e9, rate, r->cfg->connect_only ? "conn" : "req",
+                st->open, (unsigned long long)errs);
+    *last_ns = r->now;
+    *last_resp = cur;
+}
+
+/* Is every worker done ramping (or finished without)? */
+static int all_ramped(const brun_t *r)
+{
+    for (unsigned i = 0; i < r->cfg->procs; i++)
+        if (!__atomic_load_n(&r->all[i].ramped, __ATOMIC_ACQUIRE) &&
+            !__atomic_load_n(&r->all[i].finished, __ATOMIC_ACQUIRE))
+            return 0;
+    return 1;
+}
+
+/*
+ * Ramp: this worker is ready when no connect is in progress or waiting (all
+ * its connections are open, or -n needs no more), or after one timeout (-t)
+ * of trying; requests start when all workers are ready.
+ * Returns 1 when the ramp just ended: the measurement starts now.
+ */
+static int ramp_check(brun_t *r, int64_t t0)
+{
+    bench_stats_t *st = r->st;
+    if (!st->ramped && ((!r->connecting && !r->npend) || r->stopping || r->aborting ||
+                        r->now - t0 >= r->timeout_ms * 1000000))
+        __atomic_store_n(&st->ramped, 1, __ATOMIC_RELEASE);
+    if (!st->ramped || !all_ramped(r))
+        return 0;
+    r->ramping = 0;
+    st->ramp_ns = r->now - t0;
+    st->start_ns = r->now;
+    for (unsigned i = 0; i < r->n && !r->aborting; i++) {
+        bconn_t *c = &r->c[i];
+        if (c->state == C_OPEN && !c->inflight && conn_issue(r, c) == 0)
+            conn_close(r, c);
+    }
+    return 1;
+}
+
+static int run_setup(brun_t *r, const bench_cfg_t *cfg, unsigned index, bench_stats_t *st)
+{
+    memset(r, 0, sizeof *r);
+    r->cfg = cfg;
+    r->all = st;
+    r->st = st = &st[index];
+    r->ramping = cfg->keepalive && !cfg->connect_only;
+    r->n = cfg->conns / cfg->procs + (index < cfg->conns % cfg->procs);
+    r->limit = cfg->nreqs ? cfg->nreqs / cfg->procs + (index < cfg->nreqs % cfg->procs) : 0;
+    r->depth = cfg->keepalive && !cfg->connect_only ? cfg->depth : 1;
+    r->timeout_ms = (int64_t)(cfg->timeout * 1000);
+    if (r->timeout_ms < 1)
+        r->timeout_ms = 1;
+    r->next_src = index; /* workers start at different addresses */
+    r->next_req = index;
+    r->c = calloc(r->n, sizeof *r->c);
+    r->pend = calloc(r->n, sizeof *r->pend);
+    int64_t *sent = calloc((size_t)r->n * r->depth, sizeof *sent);
+    r->rbuf = malloc(RBUF_SIZE);
+    r->loop = gio_loop_new();
+    if (!r->c || !r->pend || !sent || !r->rbuf || !r->loop) {
+        st->fatal = BENCH_SYSERR;
+        st->fatal_errno = errno ? errno : ENOMEM;
+        free(sent);
+        return -1;
+    }
+    for (unsigned i = 0; i < r->n; i++) {
+        r->c[i].fd = -1;
+        r->c[i].sent = sent + (size_t)i * r->depth;
+        gio_batch_init(&r->c[i].out);
+    }
+    return 0;
+}
+
+static void run_free(brun_t *r)
+{
+    if (r->c) {
+        for (unsigned i = 0; i < r->n; i++)
+            gio_batch_free(&r->c[i].out);
+        free(r->c[0].sent);
+    }
+    free(r->c);
+    free(r->pend);
+    free(r->rbuf);
+    gio_loop_free(r->loop);
+}
+
+int bench_run(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all)
+{
+    brun_t r;
+    bench_stats_t *st = &all[index];
+    if (run_setup(&r, cfg, index, all) < 0) {
+        run_free(&r);
+        st->finished = 1;
+        return st->fatal;
+    }
+    int64_t t0 = r.now = st->start_ns = lg_now_ns();
+    int64_t dur = (int64_t)(cfg->duration * 1e9);
+    int64_t stop_at = dur ? t0 + dur : 0;
+    int64_t cap_at = t0 + (int64_t)(cfg->hardcap * 1e9);
+    int64_t last_ns = t0;
+    uint64_t last_resp = 0;
+    int signals = 0;
+
+    for (unsigned i = 0; i < r.n && !r.aborting; i++)
+        conn_next(&r, &r.c[i]);
+    while (!r.aborting) {
+        if (gio_wait(r.loop, 100) < 0 && errno != EINTR) {
+            set_fatal(&r, BENCH_SYSERR, errno);
+            break;
+        }
+        int fd;
+        unsigned ev;
+        while ((fd = gio_next(r.loop, &ev)) >= 0 && !r.aborting)
+            on_event(&r, gio_cookie(r.loop, fd), ev);
+        while ((fd = gio_next_timeout(r.loop)) >= 0 && !r.aborting)
+            on_timeout(&r, gio_cookie(r.loop, fd));
+        start_pending(&r);
+        r.now = lg_now_ns();
+        if (r.ramping && ramp_check(&r, t0)) {
+            stop_at = dur ? r.now + dur : 0;
+            last_ns = r.now;
+        }
+        if (lg_signals != signals) {
+            if (signals || r.stopping)
+                r.aborting = 1; /* a second signal: stop waiting for the stragglers */
+            signals = lg_signals;
+        }
+        if (!r.stopping && (signals || (stop_at && r.now >= stop_at))) {
+            run_window(&r);
+            run_stop(&r);
+        } else if (!r.stopping && r.limit && r.started >= r.limit) {
+            run_stop(&r);
+        }
+        if (r.now >= cap_at)
+            r.aborting = 1;
+        if (!st->open && !r.npend && (r.stopping || !more_work(&r)))
+            break;
+        if (cfg->progress)
+            progress(&r, &last_ns, &last_resp);
+    }
+    if (cfg->progress)
+        lg_progress_clear();
+    run_abort(&r);
+    r.now = st->end_ns = lg_now_ns();
+    if (!st->win_ns)
+        run_window(&r);
+    st->finished = 1;
+    run_free(&r);
+    return st->fatal;
+}
+
+void bench_stats_init(bench_stats_t *st)
+{
+    memset(st, 0, sizeof *st);
+    lg_hist_init(&st->lat);
+    lg_hist_init(&st->conn);
+}
+
+void bench_stats_merge(bench_stats_t *d, const bench_stats_t *s)
+{
+    d->requests += s->requests;
+    d->responses += s->responses;
+    d->lost += s->lost;
+    d->attempts += s->attempts;
+    d->connects += s->connects;
+    d->bytes += s->bytes;
+    d->body += s->body;
+    for (int i = 0; i < 6; i++)
+        d->status[i] += s->status[i];
+    for (int i = 0; i < LG_E_NUM; i++)
+        d->err[i] += s->err[i];
+    if (s->start_ns && (!d->start_ns || s->start_ns < d->start_ns))
+        d->start_ns = s->start_ns;
+    if (s->end_ns > d->end_ns)
+        d->end_ns = s->end_ns;
+    if (s->ramp_ns > d->ramp_ns)
+        d->ramp_ns = s->ramp_ns;
+    d->win_responses += s->win_responses;
+    d->win_bytes += s->win_bytes;
+    d->win_connects += s->win_connects;
+    if (s->win_ns > d->win_ns)
+        d->win_ns = s->win_ns;
+    if (!d->fatal && s->fatal) {
+        d->fatal = s->fatal;
+        d->fatal_errno = s->fatal_errno;
+    }
+    lg_hist_merge(&d->lat, &s->lat);
+    lg_hist_merge(&d->conn, &s->conn);
+}

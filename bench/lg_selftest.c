@@ -1,0 +1,345 @@
+/*
+ * lg_selftest — unit tests of the load generators' pure parts: the response
+ * parser (fed whole, byte by byte and split at every offset, each piece
+ * placed against a guard page so that an over-read faults), the histogram,
+ * and URL / source address parsing.  TAP output; exit status 1 on failure.
+ * Run by tests/integration/test_loadgen.py.
+ */
+#ifndef _GNU_SOURCE /* the GNUmakefile passes -D_GNU_SOURCE */
+#define _GNU_SOURCE
+#endif
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "lg.h"
+#include "lg_hist.h"
+#include "lg_http.h"
+#include "lg_net.h"
+
+static int ntests, nfailed;
+
+static void check(int cond, const char *what, const char *detail)
+{
+    ntests++;
+    printf("%s %d - %s\n", cond ? "ok" : "not ok", ntests, what);
+    if (!cond) {
+        nfailed++;
+        if (detail)
+            printf("#   %s\n", detail);
+    }
+}
+
+/* ---- parser ---- */
+
+static char *guard_page; /* a readable page followed by an unreadable one */
+static size_t page;
+
+/* Parse p[0..n) placed right before the guard page. */
+static int parse_guarded(lg_resp_t *r, const char *p, size_t n, size_t *used)
+{
+    if (n > page)
+        return lg_resp_parse(r, p, n, used);
+    char *dst = guard_page + page - n;
+    memcpy(dst, p, n);
+    return lg_resp_parse(r, dst, n, used);
+}
+
+typedef struct outcome {
+    int rc;      /* the last result, or LG_HTTP_DONE after an EOF that completed it */
+    size_t used; /* bytes consumed up to DONE */
+    unsigned status;
+    uint64_t body;
+    int keepalive;
+} outcome_t;
+
+/* Feed s in pieces of `step` bytes (0: all at once; else the first `split` bytes, then rest). */
+static outcome_t run(const char *s, size_t n, size_t split, int step, int head, int eof)
+{
+    lg_resp_t r;
+    outcome_t o = {LG_HTTP_MORE, 0, 0, 0, 0};
+    lg_resp_start(&r, head);
+    size_t off = 0;
+    while (off < n) {
+        size_t len = n - off;
+        if (step)
+            len = 1;
+        else if (split && off < split)
+            len = split - off;
+        size_t used = 0;
+        o.rc = parse_guarded(&r, s + off, len, &used);
+        off += used;
+        if (o.rc != LG_HTTP_MORE)
+            break;
+        if (used != len) {
+            o.rc = -99; /* MORE must consume everything */
+            break;
+        }
+    }
+    if (o.rc == LG_HTTP_MORE && eof)
+        o.rc = lg_resp_eof(&r) == LG_HTTP_DONE ? LG_HTTP_DONE : -2;
+    o.used = off;
+    o.status = r.status;
+    o.body = r.body;
+    o.keepalive = o.rc == LG_HTTP_DONE ? lg_resp_keepalive(&r) : -1;
+    return o;
+}
+
+typedef struct pcase {
+    const char *name;
+    const char *in;
+    int head, eof;
+    int rc; /* expected */
+    unsigned status;
+    uint64_t body;
+    int keepalive;
+    size_t used; /* expected bytes consumed (0: all) */
+} pcase_t;
+
+static const pcase_t cases[] = {
+    {"content-length", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", 0, 0, 1, 200, 5, 1, 0},
+    {"two pipelined: first only",
+     "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhiHTTP/1.1 404 No\r\nContent-Length: 0\r\n\r\n",
+     0, 0, 1, 200, 2, 1, 40},
+    {"chunked with extension and trailer",
+     "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6;x=1\r\n world\r\n"
+     "0\r\nTrailer: x\r\n\r\n",
+     0, 0, 1, 200, 11, 1, 0},
+    {"chunked, hex sizes, bare LF",
+     "HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\nA\n0123456789\n0\n\n", 0, 0, 1, 200, 10, 1, 0},
+    {"gzip, chunked is chunked",
+     "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip ,Chunked \r\n\r\n1\r\nx\r\n0\r\n\r\n", 0, 0, 1,
+     200, 1, 1, 0},
+    {"chunked, gzip is delimited by close",
+     "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n1\r\nx\r\n0\r\n\r\n", 0, 1, 1, 200,
+     11, 0, 0},
+    {"HTTP/1.0 body until close", "HTTP/1.0 200 OK\r\nServer: x\r\n\r\nabc", 0, 1, 1, 200, 3, 0, 0},
+    {"HTTP/1.0 keep-alive",
+     "HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 1\r\n\r\nx", 0, 0, 1, 200, 1, 1,
+     0},
+    {"HTTP/1.0 without keep-alive", "HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\nx", 0, 0, 1, 200,
+     1, 0, 0},
+    {"connection: close", "HTTP/1.1 200 OK\r\nconnection: foo, close\r\ncontent-length: 0\r\n\r\n",
+     0, 0, 1, 200, 0, 0, 0},
+    {"case-insensitive names", "HTTP/1.1 200 OK\r\nCONTENT-length:3\r\n\r\nabc", 0, 0, 1, 200, 3, 1,
+     0},
+    {"longer name is not content-length",
+     "HTTP/1.1 200 OK\r\nContent-Lengthx: 5\r\nContent-Length: 1\r\n\r\nx", 0, 0, 1, 200, 1, 1, 0},
+    {"same length twice", "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\nx", 0,
+     0, 1, 200, 1, 1, 0},
+    {"204 has no body", "HTTP/1.1 204 No Content\r\nContent-Length: 9\r\n\r\n", 0, 0, 1, 204, 0, 1,
+     0},
+    {"304 has no body", "HTTP/1.1 304 Not Modified\r\n\r\n", 0, 0, 1, 304, 0, 1, 0},
+    {"HEAD has no body", "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n", 1, 0, 1, 200, 0, 1, 0},
+    {"100 continue first",
+     "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok", 0, 0, 1,
+     201, 2, 1, 0},
+    {"no reason phrase", "HTTP/1.1 200\r\nContent-Length: 0\r\n\r\n", 0, 0, 1, 200, 0, 1, 0},
+    {"obs-fold ignored", "HTTP/1.1 200 OK\r\nX: a\r\n b\r\nContent-Length: 0\r\n\r\n", 0, 0, 1, 200,
+     0, 1, 0},
+    {"500 status", "HTTP/1.1 500 Oops\r\nContent-Length: 0\r\n\r\n", 0, 0, 1, 500, 0, 1, 0},
+    {"not HTTP", "SSH-2.0-OpenSSH_9.2\r\n", 0, 0, -1, 0, 0, -1, 0},
+    {"HTTP/2 preface", "PRI * HTTP/2.0\r\n", 0, 0, -1, 0, 0, -1, 0},
+    {"bad content-length", "HTTP/1.1 200 OK\r\nContent-Length: 1x\r\n\r\n", 0, 0, -1, 200, 0, -1,
+     0},
+    {"empty content-length", "HTTP/1.1 200 OK\r\nContent-Length: \r\n\r\n", 0, 0, -1, 200, 0, -1,
+     0},
+    {"two different lengths", "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+     0, 0, -1, 200, 0, -1, 0},
+    {"bad status", "HTTP/1.1 20x OK\r\n\r\n", 0, 0, -1, 20, 0, -1, 0},
+    {"status out of range", "HTTP/1.1 099 OK\r\n\r\n", 0, 0, -1, 99, 0, -1, 0},
+    {"space in a name", "HTTP/1.1 200 OK\r\nBad Name: x\r\n\r\n", 0, 0, -1, 200, 0, -1, 0},
+    {"bad chunk size", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 0, 0, -1, 200,
+     0, -1, 0},
+    {"huge chunk size",
+     "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nfffffffffffffffff\r\n", 0, 0, -1, 200, 0,
+     -1, 0},
+    {"chunk without CRLF after data",
+     "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nxy\r\n", 0, 0, -1, 200, 1, -1, 0},
+    {"101 is not followed", "HTTP/1.1 101 Switching\r\nUpgrade: x\r\n\r\n", 0, 0, -1, 101, 0, -1,
+     0},
+    {"short body at EOF", "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello", 0, 1, -2, 200, 5,
+     -1, 0},
+    {"head cut at EOF", "HTTP/1.1 200 OK\r\nContent-Le", 0, 1, -2, 200, 0, -1, 0},
+};
+
+static void test_case(const pcase_t *c)
+{
+    size_t n = strlen(c->in);
+    size_t used = c->used ? c->used : n;
+    char what[200], detail[200];
+    outcome_t want = {c->rc, used, c->status, c->body, c->keepalive};
+    int all_ok = 1;
+    for (size_t split = 0; split <= n + 1; split++) { /* n+1: byte by byte */
+        outcome_t o = run(c->in, n, split == n + 1 ? 0 : split, split == n + 1, c->head, c->eof);
+        int good = o.rc == want.rc && o.status == want.status && o.body == want.body &&
+                   o.keepalive == want.keepalive && (o.rc != LG_HTTP_DONE || o.used == want.used);
+        if (!good && all_ok) {
+            snprintf(detail, sizeof detail,
+                     "split %zu: rc %d status %u body %llu keepalive %d used %zu", split, o.rc,
+                     o.status, (unsigned long long)o.body, o.keepalive, o.used);
+            all_ok = 0;
+        }
+    }
+    snprintf(what, sizeof what, "parse: %s (whole, split anywhere, byte by byte)", c->name);
+    check(all_ok, what, detail);
+}
+
+static void test_parser(void)
+{
+    page = (size_t)sysconf(_SC_PAGESIZE);
+    guard_page = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (guard_page == MAP_FAILED || mprotect(guard_page + page, page, PROT_NONE) < 0) {
+        check(0, "guard page", "mmap/mprotect failed");
+        return;
+    }
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        test_case(&cases[i]);
+
+    /* a head longer than LG_HTTP_MAX_HEAD is refused, not buffered forever */
+    size_t n = LG_HTTP_MAX_HEAD + 100;
+    char *big = malloc(n);
+    memcpy(big, "HTTP/1.1 200 OK\r\nX: ", 21);
+    memset(big + 21, 'a', n - 21);
+    lg_resp_t r;
+    size_t used;
+    lg_resp_start(&r, 0);
+    check(lg_resp_parse(&r, big, n, &used) == LG_HTTP_BAD, "parse: endless head is malformed",
+          NULL);
+    free(big);
+
+    /* the EOF of a response that has not begun is not a broken response */
+    lg_resp_start(&r, 0);
+    check(lg_resp_eof(&r) == LG_HTTP_MORE && !lg_resp_begun(&r), "parse: EOF before any byte",
+          NULL);
+
+    char req[256];
+    size_t l = lg_req_format(req, sizeof req, "GET", "h:1", "/x", 0, "A: b\r\n");
+    check(l && !strcmp(req, "GET /x HTTP/1.1\r\nHost: h:1\r\nUser-Agent: gatling-bench\r\n"
+                            "Connection: close\r\nA: b\r\n\r\n"),
+          "request format", req);
+    check(lg_req_format(req, 20, "GET", "h", "/x", 1, NULL) == 0, "request too long: 0", NULL);
+    munmap(guard_page, 2 * page);
+}
+
+/* ---- histogram ---- */
+
+static void test_hist(void)
+{
+    int contiguous = 1;
+    for (unsigned i = 0; i < LG_HIST_BUCKETS; i++) {
+        uint64_t lo = lg_hist_bucket_low(i), w = lg_hist_bucket_width(i);
+        if (lg_hist_index(lo) != i || lg_hist_index(lo + w - 1) != i ||
+            (i + 1 < LG_HIST_BUCKETS && lg_hist_bucket_low(i + 1) != lo + w))
+            contiguous = 0;
+    }
+    check(contiguous, "hist: buckets are contiguous and invert lg_hist_index", NULL);
+    check(lg_hist_index(UINT64_MAX) == LG_HIST_BUCKETS - 1, "hist: huge values clamp", NULL);
+
+    lg_hist_t *h = malloc(sizeof *h), *g = malloc(sizeof *g);
+    lg_hist_init(h);
+    lg_hist_init(g);
+    check(lg_hist_quantile(h, 0.5) == 0 && h->count == 0, "hist: empty", NULL);
+    for (uint64_t v = 1; v <= 100000; v++)
+        lg_hist_add(v % 2 ? h : g, v);
+    lg_hist_merge(h, g);
+    uint64_t p50 = lg_hist_quantile(h, 0.5), p99 = lg_hist_quantile(h, 0.99);
+    uint64_t p999 = lg_hist_quantile(h, 0.999);
+    char d[128];
+    snprintf(d, sizeof d, "p50 %llu p99 %llu p99.9 %llu", (unsigned long long)p50,
+             (unsigned long long)p99, (unsigned long long)p999);
+    check(p50 >= 50000 && p50 <= 50000 * 1.008 && p99 >= 99000 && p99 <= 99000 * 1.008 &&
+              p999 >= 99900 && p999 <= 100000,
+          "hist: quantiles of 1..100000 within 0.8 %", d);
+    check(h->count == 100000 && h->min == 1 && h->max == 100000 &&
+              lg_hist_quantile(h, 1.0) == 100000 && lg_hist_mean(h) == 50000.5,
+          "hist: merge keeps count, min, max, mean", NULL);
+    lg_hist_init(g);
+    lg_hist_add(g, 7);
+    check(lg_hist_quantile(g, 0.5) == 7 && lg_hist_quantile(g, 0.999) == 7,
+          "hist: one value is every quantile", NULL);
+    free(h);
+    free(g);
+}
+
+/* ---- URLs and source addresses ---- */
+
+static void test_net(void)
+{
+    lg_url_t u;
+    char err[256];
+    int r = lg_url_parse("http://127.0.0.1:8080/a/b?c=d#frag", &u, err, sizeof err);
+    check(r == 0 && u.port == 8080 && !strcmp(u.path, "/a/b?c=d") &&
+              !strcmp(u.host, "127.0.0.1:8080") && u.addr.ss.ss_family == AF_INET,
+          "url: IPv4, port, path and query", err);
+    lg_url_free(&u);
+    r = lg_url_parse("http://[::1]:81", &u, err, sizeof err);
+    check(r == 0 && u.port == 81 && !strcmp(u.path, "/") && !strcmp(u.host, "[::1]:81") &&
+              u.addr.ss.ss_family == AF_INET6,
+          "url: IPv6 literal, no path", err);
+    lg_url_free(&u);
+    r = lg_url_parse("127.0.0.1/x", &u, err, sizeof err);
+    check(r == 0 && u.port == 80 && !strcmp(u.path, "/x"), "url: no scheme, default port", err);
+    lg_url_free(&u);
+    const char *bad[] = {"http://127.0.0.1:0/",
+                         "http://127.0.0.1:65536/",
+                         "https://127.0.0.1/",
+                         "http://[::1/",
+                         "http:///x",
+                         "ftp://127.0.0.1/",
+                         "http://127.0.0.1:80x/",
+                         "http://127.0.0.1/a b"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char what[128];
+        snprintf(what, sizeof what, "url: '%s' refused", bad[i]);
+        r = lg_url_parse(bad[i], &u, err, sizeof err);
+        check(r < 0, what, NULL);
+        lg_url_free(&u);
+    }
+    size_t n;
+    lg_addr_t *a = lg_srcs_parse("127.0.0.2-127.0.0.9", AF_INET, &n, err, sizeof err);
+    char s[64] = "";
+    if (a)
+        lg_addr_str(&a[7], s, sizeof s);
+    check(a && n == 8 && !strcmp(s, "127.0.0.9"), "srcs: full range", s);
+    free(a);
+    a = lg_srcs_parse("127.0.0.2-9,127.0.1.1", AF_INET, &n, err, sizeof err);
+    check(a && n == 9, "srcs: last-octet range and a list", err);
+    free(a);
+    a = lg_srcs_parse("127.0.0.255-127.0.1.1", AF_INET, &n, err, sizeof err);
+    check(a && n == 3, "srcs: range across an octet", err);
+    free(a);
+    a = lg_srcs_parse("::1", AF_INET6, &n, err, sizeof err);
+    check(a && n == 1, "srcs: IPv6 address", err);
+    free(a);
+    const char *badsrc[] = {"::1", "127.0.0.9-127.0.0.2", "127.0.0.1,,x", "",
+                            "127.0.0.0-127.2.0.0"};
+    for (size_t i = 0; i < sizeof badsrc / sizeof badsrc[0]; i++) {
+        char what[128];
+        snprintf(what, sizeof what, "srcs: '%s' refused for IPv4", badsrc[i]);
+        a = lg_srcs_parse(badsrc[i], AF_INET, &n, err, sizeof err);
+        check(!a, what, NULL);
+        free(a);
+    }
+    uint64_t v;
+    double t;
+    check(lg_parse_u64("10k", 1 << 30, &v) == 0 && v == 10000 && lg_parse_u64("1x", 9, &v) < 0 &&
+              lg_parse_u64("-1", 9, &v) < 0 && lg_parse_u64("10", 9, &v) < 0,
+          "numbers: suffixes and limits", NULL);
+    check(lg_parse_secs("1.5", &t) == 0 && t == 1.5 && lg_parse_secs("250ms", &t) == 0 &&
+              t == 0.25 && lg_parse_secs("2m", &t) == 0 && t == 120 &&
+              lg_parse_secs("5h", &t) < 0 && lg_parse_secs("", &t) < 0,
+          "seconds: units", NULL);
+}
+
+int main(void)
+{
+    test_parser();
+    test_hist();
+    test_net();
+    printf("1..%d\n", ntests);
+    return nfailed ? 1 : 0;
+}

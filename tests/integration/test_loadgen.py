@@ -1,0 +1,543 @@
+"""Integration tests of the load generators, bench and httpbench (bench/).
+
+Self-contained: its own fixtures, no conftest needed.  Each test runs once per
+build named in GATLING_BUILDS (e.g. "epoll poll epoll-san"), or for every
+build/*/ that has the binaries.  Targets are the real gatling server and small
+Python socket servers that misbehave on purpose (close early, speak garbage,
+never answer, drop idle connections).  What is checked is that the numbers add
+up -- requests == responses + lost, every lost request has an error kind --
+and that failures end in counted errors or a failing exit, never in a hang.
+"""
+
+import json
+import os
+import re
+import resource
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ERROR_KINDS = ["refused", "connect", "ctimeout", "reset", "timeout", "eof", "short",
+               "parse", "io", "abort", "status"]
+LOSING_KINDS = ["reset", "timeout", "eof", "short", "parse", "io", "abort"]
+RUN_TIMEOUT = 30  # no single tool run may take longer: a hang fails the test
+
+
+def _builds():
+    names = os.environ.get("GATLING_BUILDS", "").split()
+    if not names:
+        names = sorted(p.name for p in (ROOT / "build").glob("*")
+                       if (p / "bench").is_file() and (p / "httpbench").is_file())
+    return names
+
+
+BUILDS = _builds()
+
+
+@pytest.fixture(params=BUILDS or [pytest.param(None, marks=pytest.mark.skip("no build"))])
+def build(request):
+    d = ROOT / "build" / request.param
+    for tool in ("bench", "httpbench", "gatling"):
+        if not (d / tool).is_file():
+            pytest.fail(f"{d / tool} missing: run make IO=... tests-build")
+    return d
+
+
+def run(argv, timeout=RUN_TIMEOUT, limit_nofile=None, **kw):
+    def pre():
+        if limit_nofile:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (limit_nofile, limit_nofile))
+    return subprocess.run([str(a) for a in argv], capture_output=True, text=True,
+                          timeout=timeout, preexec_fn=pre, **kw)
+
+
+def bench_json(build, *args, **kw):
+    p = run([build / "bench", "-J", "-q", *args], **kw)
+    assert p.stdout.strip(), f"no report; stderr: {p.stderr}"
+    return p, json.loads(p.stdout)
+
+
+def check_accounting(r, depth=1):
+    """The identity every bench report must satisfy."""
+    assert set(r["errors"]) == set(ERROR_KINDS)
+    assert r["requests"] == r["responses"] + r["lost"], r
+    assert r["errors_total"] == sum(r["errors"].values())
+    losing = sum(r["errors"][k] for k in LOSING_KINDS)
+    if depth == 1:  # one request in flight per connection: one lost request per error
+        assert r["lost"] == losing, r
+    else:
+        assert losing <= r["lost"] <= losing * depth, r
+    assert sum(r["status"].values()) == r["responses"]
+    assert r["latency_us"]["count"] == r["responses"]
+    assert r["connect_us"]["count"] == r["connects"]
+
+
+# ---------------------------------------------------------------- servers
+
+
+class Gatling:
+    def __init__(self, build, docroot, workers=1, nofile=None):
+        argv = [build / "gatling", "-i", "127.0.0.1", "-p", "0", "-n"]
+        if workers > 1:
+            argv += ["-W", str(workers)]
+
+        def pre():
+            if nofile:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+        self.p = subprocess.Popen([str(a) for a in argv], cwd=docroot, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True, preexec_fn=pre)
+        deadline = time.time() + 10
+        line = ""
+        while time.time() < deadline:
+            line = self.p.stderr.readline()
+            m = re.search(r"listening on \S+ port (\d+)", line)
+            if m:
+                self.port = int(m.group(1))
+                break
+            if not line and self.p.poll() is not None:
+                break
+        else:
+            line = "(timeout)"
+        if not hasattr(self, "port"):
+            self.stop()
+            pytest.fail(f"gatling did not start: {line}")
+        # keep draining stderr so that a chatty server never blocks on a full pipe
+        threading.Thread(target=self.p.stderr.read, daemon=True).start()
+
+    def url(self, path="/"):
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+            try:
+                self.p.wait(5)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+
+
+@pytest.fixture
+def docroot(tmp_path):
+    (tmp_path / "1k.html").write_bytes(b"x" * 1024)
+    (tmp_path / "2k.txt").write_bytes(b"y" * 2048)
+    (tmp_path / "3m.bin").write_bytes(os.urandom(3_000_000))
+    return tmp_path
+
+
+@pytest.fixture
+def gatling(build, docroot):
+    g = Gatling(build, docroot)
+    yield g
+    g.stop()
+
+
+class PyServer:
+    """A raw TCP server on 127.0.0.1 (or ::1); handler(conn, server) per connection."""
+
+    def __init__(self, handler, family=socket.AF_INET, host="127.0.0.1"):
+        self.handler = handler
+        self.sock = socket.socket(family, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((host, 0))
+        self.sock.listen(512)
+        self.port = self.sock.getsockname()[1]
+        self.host = host
+        self.peers = []
+        self.conns = []
+        self.lock = threading.Lock()
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def url(self, path="/"):
+        h = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{h}:{self.port}{path}"
+
+    def _accept(self):
+        while not self.closed:
+            try:
+                c, addr = self.sock.accept()
+            except OSError:
+                return
+            with self.lock:
+                self.peers.append(addr[0])
+                self.conns.append(c)
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c):
+        try:
+            self.handler(c, self)
+        except OSError:
+            pass
+        finally:
+            try:
+                c.close()
+            except OSError:
+                pass
+
+    def close(self):
+        self.closed = True
+        self.sock.close()
+        with self.lock:
+            for c in self.conns:
+                try:
+                    c.close()
+                except OSError:
+                    pass
+
+
+def read_request(c, buf):
+    """Read one request head from c; returns (head, rest) or (None, b'') at EOF."""
+    while b"\r\n\r\n" not in buf:
+        d = c.recv(65536)
+        if not d:
+            return None, b""
+        buf += d
+    head, _, rest = buf.partition(b"\r\n\r\n")
+    return head, rest
+
+
+@pytest.fixture
+def pyserver():
+    servers = []
+
+    def make(handler, **kw):
+        s = PyServer(handler, **kw)
+        servers.append(s)
+        return s
+    yield make
+    for s in servers:
+        s.close()
+
+
+def h_close_after_headers(c, srv):
+    """Sends a head promising 100 bytes, then 10, then closes: a short body."""
+    if read_request(c, b"")[0] is not None:
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789")
+
+
+def h_garbage(c, srv):
+    read_request(c, b"")
+    c.sendall(b"SSH-2.0-OpenSSH_9.2p1 Debian\r\n")
+
+
+def h_silent(c, srv):
+    while c.recv(4096):
+        pass
+
+
+def h_chunked_trickle(c, srv):
+    """Keep-alive, chunked, written a few bytes at a time."""
+    buf = b""
+    while True:
+        head, buf = read_request(c, buf)
+        if head is None:
+            return
+        resp = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                b"5;ext=1\r\nhello\r\n10\r\n0123456789abcdef\r\n0\r\nX-Trailer: 1\r\n\r\n")
+        for i in range(0, len(resp), 7):
+            c.sendall(resp[i:i + 7])
+            time.sleep(0.0005)
+
+
+def h_ok_keepalive(c, srv):
+    buf = b""
+    while True:
+        head, buf = read_request(c, buf)
+        if head is None:
+            return
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+
+
+def h_drop_idle(c, srv):
+    """Answers a request if one comes within 0.3 s, otherwise drops the connection."""
+    c.settimeout(0.3)
+    try:
+        head, _ = read_request(c, b"")
+    except socket.timeout:
+        return
+    if head is not None:
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+
+
+def refused_port():
+    """A port that is bound but not listening: connects get RST at once."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    return s, s.getsockname()[1]
+
+
+# ---------------------------------------------------------------- unit parts
+
+
+def test_selftest(build):
+    """Parser, histogram and address parsing (bench/lg_selftest.c, TAP)."""
+    exe = build / "lg_selftest"
+    if not exe.is_file():
+        pytest.fail(f"{exe} missing")
+    p = run([exe])
+    assert p.returncode == 0, p.stdout
+    assert "not ok" not in p.stdout
+    assert re.search(r"^1\.\.\d+$", p.stdout, re.M)
+
+
+# ---------------------------------------------------------------- bench
+
+
+def test_bench_keepalive_counts(build, gatling):
+    p, r = bench_json(build, "-c", "8", "-k", "-n", "2000", gatling.url("/1k.html"))
+    assert p.returncode == 0, p.stderr
+    check_accounting(r)
+    assert r["requests"] == 2000 and r["responses"] == 2000 and r["lost"] == 0
+    assert r["status"]["2xx"] == 2000 and r["errors_total"] == 0
+    assert r["body_bytes"] == 2000 * 1024
+    assert r["connects"] == 8  # keep-alive: no reconnects
+    lat = r["latency_us"]
+    assert 0 < lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["p99_9"] <= lat["max"]
+
+
+def test_bench_one_request_per_connection(build, gatling):
+    p, r = bench_json(build, "-c", "4", "-n", "300", gatling.url("/1k.html"))
+    assert p.returncode == 0, p.stderr
+    check_accounting(r)
+    assert r["responses"] == 300 and r["connects"] == 300 and r["attempts"] == 300
+
+
+def test_bench_pipeline_urls_and_statuses(build, gatling, tmp_path):
+    urls = tmp_path / "urls"
+    urls.write_text(f"# a comment\n{gatling.url('/1k.html')}\n/2k.txt\n/missing\n")
+    p, r = bench_json(build, "-c", "3", "-k", "-p", "4", "-r", "50", "-n", "600",
+                      "-f", urls, gatling.url("/"))
+    check_accounting(r, depth=4)
+    assert r["responses"] == 600 and r["lost"] == 0
+    assert r["status"]["2xx"] == 400 and r["status"]["4xx"] == 200
+    assert r["errors"]["status"] == 200 and r["errors_total"] == 200
+    assert p.returncode == 3  # completed, with errors counted
+    assert r["connects"] >= 600 // 50
+
+
+def test_bench_short_body_is_counted(build, pyserver):
+    s = pyserver(h_close_after_headers)
+    p, r = bench_json(build, "-c", "2", "-k", "-n", "20", s.url())
+    check_accounting(r)
+    assert r["requests"] == 20 and r["responses"] == 0
+    assert r["errors"]["short"] == 20 and r["lost"] == 20
+    assert p.returncode != 0
+
+
+def test_bench_not_http_is_fatal(build, pyserver):
+    s = pyserver(h_garbage)
+    p, r = bench_json(build, "-c", "2", "-d", "5", s.url())
+    check_accounting(r)
+    assert p.returncode == 1
+    assert r["errors"]["parse"] >= 1 and r["responses"] == 0
+    assert "not an HTTP server" in r["fatal"]
+    assert r["seconds"] < 3  # gave up, did not run out the duration
+
+
+def test_bench_unreachable(build):
+    s, port = refused_port()
+    with s:
+        t = time.time()
+        p = run([build / "bench", "-q", "-c", "4", "-d", "5", f"http://127.0.0.1:{port}/"])
+        assert p.returncode == 1
+        assert "unreachable" in p.stderr
+        assert time.time() - t < 3
+        p, r = bench_json(build, "-c", "1", "-n", "5", f"http://127.0.0.1:{port}/")
+        assert p.returncode == 1 and r["errors"]["refused"] >= 1 and r["requests"] == 0
+
+
+def test_bench_timeout_counted(build, pyserver):
+    s = pyserver(h_silent)
+    t = time.time()
+    p, r = bench_json(build, "-c", "2", "-k", "-n", "4", "-t", "0.3", s.url())
+    check_accounting(r)
+    assert r["errors"]["timeout"] == 4 and r["lost"] == 4 and r["responses"] == 0
+    assert p.returncode != 0
+    assert time.time() - t < 5
+
+
+def test_bench_hard_cap(build, pyserver):
+    """-d 0.5 with a 30 s timeout against a server that never answers: -T cuts it."""
+    s = pyserver(h_silent)
+    t = time.time()
+    p, r = bench_json(build, "-c", "3", "-k", "-d", "0.5", "-t", "30", "-T", "1", s.url())
+    assert time.time() - t < 4
+    check_accounting(r)
+    assert r["errors"]["abort"] == 3 and r["lost"] == 3
+    assert p.returncode != 0
+
+
+def test_bench_chunked_trickle(build, pyserver):
+    s = pyserver(h_chunked_trickle)
+    p, r = bench_json(build, "-c", "2", "-k", "-n", "20", s.url())
+    assert p.returncode == 0, r
+    check_accounting(r)
+    assert r["responses"] == 20 and r["body_bytes"] == 20 * 21
+
+
+def test_bench_connect_only(build, gatling):
+    p, r = bench_json(build, "--connect-only", "-c", "4", "-n", "200", gatling.url())
+    assert p.returncode == 0, p.stderr
+    assert r["connects"] == 200 and r["requests"] == 0 and r["errors_total"] == 0
+    assert r["connects_per_s"] > 0
+
+
+def test_bench_source_addresses(build, pyserver):
+    s = pyserver(h_ok_keepalive)
+    p, r = bench_json(build, "-c", "6", "-k", "-n", "60", "-b", "127.0.0.2-4", s.url())
+    assert p.returncode == 0, p.stderr
+    check_accounting(r)
+    assert sorted(set(s.peers)) == ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
+
+
+def test_bench_ipv6(build, pyserver):
+    try:
+        s = pyserver(h_ok_keepalive, family=socket.AF_INET6, host="::1")
+    except OSError:
+        pytest.skip("no IPv6 loopback")
+    p, r = bench_json(build, "-c", "2", "-k", "-n", "10", s.url())
+    assert p.returncode == 0 and r["responses"] == 10 and r["target"].startswith("[::1]:")
+
+
+def test_bench_sigint_reports(build, gatling):
+    p = subprocess.Popen([str(build / "bench"), "-J", "-q", "-c", "4", "-k", "-d", "20",
+                          gatling.url("/1k.html")], stdout=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=10)
+    r = json.loads(out)
+    check_accounting(r)
+    assert r["seconds"] < 5 and r["responses"] > 0 and p.returncode == 0
+
+
+@pytest.mark.parametrize("args", [
+    ["-c", "0"], ["-c", "x"], ["-p", "2"], ["-r", "5"], ["-d", "abc"], ["-P", "5", "-c", "2"],
+    ["-m", "POST"], ["--connect-only", "-k"], ["-b", "::1"], ["-b", "127.0.0.9-127.0.0.1"],
+    ["-H", "nocolon"], ["--bogus"], [],
+])
+def test_bench_bad_options(build, args):
+    url = [] if args == [] else ["http://127.0.0.1:9/"]
+    p = run([build / "bench", *args, *url])
+    assert p.returncode == 2, (args, p.stderr)
+    assert "usage" in p.stderr or "bench:" in p.stderr
+
+
+def test_bench_bad_urls(build):
+    for url in ["https://127.0.0.1/", "http://127.0.0.1:0/", "http://[::1/"]:
+        p = run([build / "bench", url])
+        assert p.returncode == 2, url
+
+
+def test_help(build):
+    for tool in ("bench", "httpbench"):
+        p = run([build / tool, "-h"])
+        assert p.returncode == 0 and "usage" in p.stdout
+
+
+# ---------------------------------------------------------------- more than one process
+
+
+NOFILE = 256  # a small descriptor limit stands in for the real 20,000 so the test stays fast
+
+
+def test_more_connections_than_one_process(build, docroot):
+    """bench/httpbench -P 2 hold more connections than one process may open, on gatling -W 2."""
+    g = Gatling(build, docroot, workers=2, nofile=4 * NOFILE)
+    try:
+        n = 400  # > NOFILE: one process cannot
+        p = run([build / "bench", "-q", "-k", "-c", n, "-n", 4000, g.url("/1k.html")],
+                limit_nofile=NOFILE)
+        assert p.returncode == 2 and "-P 2" in p.stderr, p.stderr
+
+        p, r = bench_json(build, "-P", "2", "-k", "-c", n, "-n", 4000, "-b", "127.0.0.1-3",
+                          g.url("/1k.html"), limit_nofile=NOFILE)
+        assert p.returncode == 0, p.stderr
+        check_accounting(r)
+        assert r["processes"] == 2 and r["connects"] == n
+        assert r["responses"] == 4000 and r["errors_total"] == 0
+
+        p = run([build / "httpbench", "-q", "-P", "2", "-c", n, "-i", 100, "-s", 2, "-w", "0.2",
+                 g.url("/1k.html")], limit_nofile=NOFILE)
+        assert p.returncode == 0, p.stderr
+        lines = p.stdout.splitlines()
+        assert len([x for x in lines if x.startswith("clat ")]) == n
+        assert len([x for x in lines if x.startswith("sample ")]) == n // 100
+        assert re.search(rf"{n} of {n} connections opened, 0 dropped", p.stderr), p.stderr
+    finally:
+        g.stop()
+
+
+# ---------------------------------------------------------------- httpbench
+
+
+def test_httpbench_classic_output(build, gatling):
+    p = run([build / "httpbench", "-c", "30", "-i", "10", "-s", "3", gatling.url("/1k.html")])
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0] == f"connecting to 127.0.0.1 port {gatling.port}"
+    kinds = [x.split()[0] for x in lines[1:]]
+    # a sample before connection 0, 10 and 20, then ten clat lines each
+    assert kinds == (["sample"] + ["clat"] * 10) * 3
+    for x in lines[1:]:
+        f = x.split()
+        assert len(f) == (3 if f[0] == "sample" else 2) and all(v.isdigit() for v in f[1:])
+
+
+def test_httpbench_json_keepalive(build, gatling):
+    p = run([build / "httpbench", "-J", "-k", "-c", "12", "-i", "5", "-s", "4",
+             gatling.url("/1k.html")])
+    assert p.returncode == 0, p.stderr
+    ev = [json.loads(x) for x in p.stdout.splitlines()]
+    assert ev[0]["type"] == "start" and ev[-1]["type"] == "summary"
+    samples = [e for e in ev if e["type"] == "sample"]
+    assert [s["conns"] for s in samples] == [0, 5, 10]
+    assert all(s["ok"] == 4 and s["failed"] == 0 for s in samples)
+    assert [e["conns"] for e in ev if e["type"] == "clat"] == list(range(1, 13))
+    sm = ev[-1]
+    assert sm["opened"] == 12 and sm["requests"] == 12 and sm["responses"] == 12
+    assert sm["errors_total"] == 0 and sm["dropped"] == 0
+
+
+def test_httpbench_throughput(build, gatling):
+    p = run([build / "httpbench", "-c", "1", gatling.url("/3m.bin")])
+    assert p.returncode == 0, p.stderr
+    tput = [x for x in p.stdout.splitlines() if x.startswith("tput ")]
+    assert len(tput) == 3 and all(int(x.split()[1]) > 0 for x in tput)
+    assert "3000000 body bytes" in p.stderr
+
+
+def test_httpbench_unreachable(build):
+    s, port = refused_port()
+    with s:
+        p = run([build / "httpbench", "-c", "5", f"http://127.0.0.1:{port}/"])
+        assert p.returncode == 1 and "unreachable" in p.stderr
+
+
+def test_httpbench_not_http(build, pyserver):
+    s = pyserver(h_garbage)
+    p = run([build / "httpbench", "-c", "5", s.url()])
+    assert p.returncode == 1 and "not an HTTP server" in p.stderr
+
+
+def test_httpbench_sees_dropped_idle_connections(build, pyserver):
+    s = pyserver(h_drop_idle)
+    p = run([build / "httpbench", "-J", "-c", "5", "-i", "5", "-s", "2", "-w", "1", s.url()])
+    sm = json.loads(p.stdout.splitlines()[-1])
+    assert sm["opened"] == 5 and sm["dropped"] == 5, sm
+    assert sm["responses"] == 2
+    assert p.returncode == 3
+
+
+@pytest.mark.parametrize("args", [["-c", "0"], ["-i", "0"], ["-s", "x"], ["-P", "3", "-c", "2"],
+                                  ["-d", "0"], ["-b", "10.0.0.300"], ["-z"], []])
+def test_httpbench_bad_options(build, args):
+    url = [] if args == [] else ["http://127.0.0.1:9/"]
+    p = run([build / "httpbench", *args, *url])
+    assert p.returncode == 2, (args, p.stderr)
