@@ -440,13 +440,7 @@ static int run_procs(const bench_cfg_t *cfg, bench_stats_t *total, int quiet)
 
 /* ---- reporting ---- */
 
-static uint64_t err_total(const bench_stats_t *s)
-{
-    uint64_t n = 0;
-    for (int k = 0; k < LG_E_NUM; k++)
-        n += s->err[k];
-    return n;
-}
+static uint64_t err_total(const bench_stats_t *s) { return lg_err_sum(s->err); }
 
 static const double quant[] = {0.5, 0.9, 0.99, 0.999};
 static const char *const qname[] = {"p50", "p90", "p99", "p99_9"};

@@ -294,13 +294,7 @@ static int run_procs(const hb_cfg_t *cfg, hb_stats_t *total)
 
 /* ---- report ---- */
 
-static uint64_t err_total(const hb_stats_t *s)
-{
-    uint64_t n = 0;
-    for (int k = 0; k < LG_E_NUM; k++)
-        n += s->err[k];
-    return n;
-}
+static uint64_t err_total(const hb_stats_t *s) { return lg_err_sum(s->err); }
 
 static const char *fatal_text(const hb_stats_t *s, char *buf, size_t len)
 {

@@ -202,3 +202,11 @@ void lg_progress_clear(void)
     fputs("\r\033[K", stderr);
     fflush(stderr);
 }
+
+uint64_t lg_err_sum(const uint64_t err[LG_E_NUM])
+{
+    uint64_t n = 0;
+    for (int k = 0; k < LG_E_NUM; k++)
+        n += err[k];
+    return n;
+}

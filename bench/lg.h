@@ -37,6 +37,9 @@ enum {
 
 extern const char *const lg_err_name[LG_E_NUM];
 
+/* The sum of a per-kind error count array. */
+uint64_t lg_err_sum(const uint64_t err[LG_E_NUM]);
+
 /* The error kind of a failed connect, from its errno. */
 int lg_err_connect(int e);
 
