@@ -33,6 +33,7 @@ static void destroy(fcache_entry_t *e)
     close(e->fd);
     free(e->rel);
     free(e->auth);
+    free(e->granted);
     free(e->key);
     free(e);
 }

@@ -35,6 +35,7 @@ typedef struct fcache_entry {
     unsigned siblings; /* precompressed siblings that exist (ENC_* mask) */
     int protect;       /* an .htaccess governs it: check credentials each time */
     char *auth;        /* the path whose .htaccess governs it (malloc'd) */
+    char *granted;     /* an Authorization value that passed it (malloc'd) */
     char etag[64];     /* its strong ETag, quotes included */
 } fcache_entry_t;
 

@@ -143,7 +143,8 @@ static int serve_listing(conn_t *c, int dirfd, const target_t *t)
  * with a listing or 403.  Returns 0 with *fd the index file and *name its
  * name, 1 when a response was queued, -1 on failure.
  */
-static int access_denied(conn_t *c, const http_request_t *req, const target_t *t, const char *path);
+static int access_denied(conn_t *c, const http_request_t *req, const target_t *t, const char *path,
+                         char **granted);
 
 static int open_index(conn_t *c, const http_request_t *req, int *fd, const char **name,
                       const target_t *t)
@@ -161,7 +162,7 @@ static int open_index(conn_t *c, const http_request_t *req, int *fd, const char 
     int r;
     if (!s->cfg->listings)
         r = resp_error(c, 403, NULL);
-    else if ((r = access_denied(c, req, t, t->p.path)) == 0) /* .htaccess guards listings */
+    else if ((r = access_denied(c, req, t, t->p.path, NULL)) == 0) /* .htaccess guards listings */
         r = serve_listing(c, *fd, t);
     close(*fd);
     *fd = -1;
@@ -492,20 +493,44 @@ static int serve_file(conn_t *c, const http_request_t *req, const target_t *t, f
     return serve_body(c, req, &b, type, mtime, etag, extra, (size_t)(p - extra));
 }
 
-/* .htaccess: 0 to go on, or a queued 401/500 (1), or -1. */
-static int access_denied(conn_t *c, const http_request_t *req, const target_t *t, const char *path)
+/* Equal bytes, in a time that does not depend on where they differ. */
+static int same_bytes(const char *a, const char *b, size_t n)
+{
+    unsigned char d = 0;
+    for (size_t i = 0; i < n; i++)
+        d |= (unsigned char)(a[i] ^ b[i]);
+    return d == 0;
+}
+
+/*
+ * .htaccess: 0 to go on, or a queued 401/500 (1), or -1.  *granted (if not
+ * NULL) remembers the last Authorization value that passed for a cached
+ * file: crypt costs tens of milliseconds of the one loop, and a page's
+ * assets come with the same credentials, so they pay it once per file and
+ * second (the cache's lifetime), not once per request.
+ */
+static int access_denied(conn_t *c, const http_request_t *req, const target_t *t, const char *path,
+                         char **granted)
 {
     server_t *s = c->srv;
     const http_str_t *auth = http_header(req, "Authorization");
     char realm[128], hdr[200];
+    if (auth && granted && *granted && strlen(*granted) == auth->n &&
+        same_bytes(*granted, auth->p, auth->n))
+        return 0;
     int vfd = open_vhost(s, t);
     int h = vfd < 0 ? 500
                     : htaccess_check(vfd, path, strlen(path), auth ? auth->p : NULL,
                                      auth ? auth->n : 0, realm, sizeof realm);
     if (vfd >= 0)
         close(vfd);
-    if (h == 0)
+    if (h == 0) {
+        if (auth && granted) {
+            free(*granted);
+            *granted = strndup(auth->p, auth->n); /* NULL on ENOMEM: no harm */
+        }
         return 0;
+    }
     if (h != 401)
         return resp_error(c, 500, NULL) < 0 ? -1 : 1;
     snprintf(hdr, sizeof hdr, "WWW-Authenticate: Basic realm=\"%s\", charset=\"UTF-8\"\r\n", realm);
@@ -551,7 +576,7 @@ int static_serve(conn_t *c, const http_request_t *req)
             return failed ? -1 : 0;
     }
     if (f->protect) {
-        int r = access_denied(c, req, &t, f->auth);
+        int r = access_denied(c, req, &t, f->auth, &f->granted);
         if (r) {
             fcache_release(f);
             return r < 0 ? -1 : 0;
