@@ -149,6 +149,19 @@ def test_auth_on_keepalive_connection(srv):
         assert_401(c.request("/prot/f.txt"), what="credentials are per request")
 
 
+def test_remembered_credentials_are_exact(srv):
+    # the server remembers the Authorization value that passed (crypt is slow);
+    # only that exact value may skip the check, every other one is checked
+    alice = basic_auth("alice", PW["alice"])
+    for _ in range(3):
+        assert_ok(get(srv, "/prot/f.txt", alice), b"protected file\n", "remembered")
+    assert_401(get(srv, "/prot/f.txt", basic_auth("alice", "wrong")), what="after a pass")
+    assert_401(get(srv, "/prot/f.txt", basic_auth("alice", PW["alice"] + "x")), what="longer")
+    assert_401(get(srv, "/prot/f.txt"), what="no credentials after a pass")
+    assert_ok(get(srv, "/prot/f.txt", basic_auth("bob", PW["bob"])), b"protected file\n", "bob")
+    assert_ok(get(srv, "/prot/f.txt", alice), b"protected file\n", "alice again")
+
+
 def test_curl_user(srv, tmp_path):
     url = "http://127.0.0.1:%d/prot/f.txt" % srv.port
     p = curl(url, "-u", "alice:" + PW["alice"], "-w", "%{http_code}")
