@@ -729,12 +729,25 @@ def make_standard_root(base):
     return make_docroot(os.path.join(base, "root"), standard_tree(), mtime=MTIME)
 
 
-@pytest.fixture(scope="module")
-def server(build, tmp_path_factory):
-    """One gatling per (module, build) on the standard docroot, -T 10."""
-    base = tmp_path_factory.mktemp("std-" + build.name)
-    root = make_standard_root(base)
-    srv = start_server(build, root, ("-T", "10"))
+IMF_FIXDATE = re.compile(r"(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d\d "
+                         r"(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} "
+                         r"\d\d:\d\d:\d\d GMT")
+
+
+def norm_ctype(v):
+    """A Content-Type value lower-cased, without spaces around ';'."""
+    return ";".join(p.strip() for p in (v or "").lower().split(";"))
+
+
+def assert_status(resp, want, what=""):
+    assert resp is not None, "%s: server closed without a response (wanted %s)" % (what, want)
+    if isinstance(want, int):
+        want = (want,)
+    assert resp.status in want, "%s: got %d, wanted %s\n%r" % (what, resp.status, want, resp)
+
+
+def serve_then_check(srv):
+    """Yield srv to a module's tests, then check it leaked no descriptor and stop it."""
     yield srv
     close_all_clients()
     try:
@@ -742,6 +755,14 @@ def server(build, tmp_path_factory):
             srv.check_all_fds("the module's tests")
     finally:
         srv.finish()
+
+
+@pytest.fixture(scope="module")
+def server(build, tmp_path_factory):
+    """One gatling per (module, build) on the standard docroot, -T 10."""
+    base = tmp_path_factory.mktemp("std-" + build.name)
+    root = make_standard_root(base)
+    yield from serve_then_check(start_server(build, root, ("-T", "10")))
 
 
 @pytest.fixture

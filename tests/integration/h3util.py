@@ -21,23 +21,12 @@ import tempfile
 import time
 import warnings
 
-from conftest import close_all_clients, make_docroot, start_server
+from conftest import (IMF_FIXDATE, assert_status, make_docroot, norm_ctype,  # noqa: F401
+                      serve_then_check, start_server)
 
 # gatling's open-file cache keeps a file's descriptor and stat for 1 s
 # (FCACHE_TTL_MS): after changing a file that was served, wait this long.
 CACHE_TTL_WAIT = 1.2
-
-IMF_FIXDATE = re.compile(r"(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d\d "
-                         r"(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} "
-                         r"\d\d:\d\d:\d\d GMT")
-
-
-def assert_status(resp, want, what=""):
-    assert resp is not None, "%s: server closed without a response (wanted %s)" % (what, want)
-    if isinstance(want, int):
-        want = (want,)
-    assert resp.status in want, "%s: got %d, wanted %s\n%r" % (what, resp.status, want, resp)
-
 
 def assert_ok(resp, body, what=""):
     """200 with exactly `body` and a Content-Length saying so."""
@@ -45,10 +34,6 @@ def assert_ok(resp, body, what=""):
     assert resp.header("Content-Length") == str(len(body)), "%s: %r" % (what, resp)
     assert resp.body == body, "%s: body differs (%d bytes, wanted %d): %r...\n%r" % (
         what, len(resp.body), len(body), resp.body[:80], resp)
-
-
-def norm_ctype(v):
-    return ";".join(p.strip() for p in (v or "").lower().split(";"))
 
 
 def http_date(t):
@@ -223,13 +208,7 @@ def _serve(build, base, tree, args, mtime, setup, started, env):
         except BaseException:
             srv.finish()
             raise
-    yield srv
-    close_all_clients()
-    try:
-        if srv.alive():
-            srv.check_all_fds("the module's tests")
-    finally:
-        srv.finish()
+    yield from serve_then_check(srv)
 
 
 def wait_for(pred, timeout=2.0, step=0.02):

@@ -14,28 +14,14 @@ import urllib.parse
 
 import pytest
 
-from conftest import (BIG, MTIME, SECRET, TEXT, Client, build_request, fetch,
-                      raw_exchange, random_bytes)
+from conftest import (BIG, IMF_FIXDATE, MTIME, SECRET, TEXT, Client, assert_status,
+                      build_request, fetch, norm_ctype, raw_exchange, random_bytes)
 
-IMF_FIXDATE = re.compile(r"(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d\d "
-                         r"(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} "
-                         r"\d\d:\d\d:\d\d GMT")
 ALLOW = ["get", "head", "options"]
-
-
-def norm_ctype(v):
-    return ";".join(p.strip() for p in (v or "").lower().split(";"))
 
 
 def sha(b):
     return hashlib.sha256(b).hexdigest()
-
-
-def assert_status(resp, want, what=""):
-    assert resp is not None, "%s: server closed without a response (wanted %s)" % (what, want)
-    if isinstance(want, int):
-        want = (want,)
-    assert resp.status in want, "%s: got %d, wanted %s\n%r" % (what, resp.status, want, resp)
 
 
 def assert_error_body(resp):
