@@ -52,14 +52,6 @@ static const char usage_text[] =
     "  -V            print version and IO backend\n"
     "  -h            this help\n";
 
-static void usage_exit(const char *msg, const char *arg)
-{
-    if (msg)
-        fprintf(stderr, "bench: %s%s%s\n", msg, arg ? ": " : "", arg ? arg : "");
-    fputs(usage_text, stderr);
-    exit(LG_EXIT_USAGE);
-}
-
 typedef struct opts {
     bench_cfg_t cfg;
     const char *url;
@@ -72,37 +64,15 @@ typedef struct opts {
     int have_d, have_t, have_T;
 } opts_t;
 
-static unsigned num_opt(const char *arg, unsigned lo, unsigned hi, const char *what)
-{
-    uint64_t v;
-    if (lg_parse_u64(arg, hi, &v) < 0 || v < lo) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "%s must be a number from %u to %u", what, lo, hi);
-        usage_exit(msg, arg);
-    }
-    return (unsigned)v;
-}
-
-static double secs_opt(const char *arg, const char *what)
-{
-    double v;
-    if (lg_parse_secs(arg, &v) < 0) {
-        char msg[96];
-        snprintf(msg, sizeof msg, "%s wants seconds (e.g. 10, 2.5, 500ms, 1m)", what);
-        usage_exit(msg, arg);
-    }
-    return v;
-}
-
 static void add_header(opts_t *o, const char *h)
 {
     const char *colon = strchr(h, ':');
     if (!colon || colon == h || strpbrk(h, "\r\n"))
-        usage_exit("-H wants 'Name: value' on one line", h);
+        lg_usage_exit("-H wants 'Name: value' on one line", h);
     size_t l = strlen(h);
     char *n = realloc(o->extra, o->extralen + l + 3);
     if (!n)
-        usage_exit("out of memory", NULL);
+        lg_usage_exit("out of memory", NULL);
     memcpy(n + o->extralen, h, l);
     memcpy(n + o->extralen + l, "\r\n", 3);
     o->extra = n;
@@ -127,73 +97,44 @@ static void parse_opts(opts_t *o, int argc, char **argv)
     o->method = "GET";
     while ((ch = getopt_long(argc, argv, "c:n:d:T:t:kr:p:f:H:m:b:P:JqVh", lo, NULL)) != -1) {
         switch (ch) {
-        case 'c':
-            cfg->conns = num_opt(optarg, 1, MAX_CONNS, "-c");
-            break;
+        case 'c': cfg->conns = (unsigned)lg_num_opt(optarg, 1, MAX_CONNS, "-c"); break;
         case 'n':
             if (lg_parse_u64(optarg, UINT64_MAX / 2, &v) < 0 || !v)
-                usage_exit("-n wants a positive count", optarg);
+                lg_usage_exit("-n wants a positive count", optarg);
             cfg->nreqs = v;
             break;
         case 'd':
-            cfg->duration = secs_opt(optarg, "-d");
+            cfg->duration = lg_secs_opt(optarg, "-d", 1);
             o->have_d = 1;
             break;
         case 'T':
-            cfg->hardcap = secs_opt(optarg, "-T");
+            cfg->hardcap = lg_secs_opt(optarg, "-T", 1);
             o->have_T = 1;
             break;
         case 't':
-            cfg->timeout = secs_opt(optarg, "-t");
+            cfg->timeout = lg_secs_opt(optarg, "-t", 1);
             o->have_t = 1;
             break;
-        case 'k':
-            cfg->keepalive = 1;
-            break;
-        case 'r':
-            cfg->per_conn = num_opt(optarg, 1, 1u << 31, "-r");
-            break;
-        case 'p':
-            cfg->depth = num_opt(optarg, 1, BENCH_MAX_DEPTH, "-p");
-            break;
-        case 'f':
-            o->file = optarg;
-            break;
-        case 'H':
-            add_header(o, optarg);
-            break;
-        case 'm':
-            o->method = optarg;
-            break;
-        case 'b':
-            o->srcs = optarg;
-            break;
-        case 'P':
-            cfg->procs = num_opt(optarg, 1, MAX_PROCS, "-P");
-            break;
-        case 'C':
-            cfg->connect_only = 1;
-            break;
-        case 'J':
-            cfg->json = 1;
-            break;
-        case 'q':
-            o->quiet = 1;
-            break;
-        case 'V':
-            printf("bench (gatling) io backend %s\n", gio_backend_name());
-            exit(0);
-        case 'h':
-            fputs(usage_text, stdout);
-            exit(0);
-        default:
-            usage_exit(NULL, NULL);
+        case 'k': cfg->keepalive = 1; break;
+        case 'r': cfg->per_conn = (unsigned)lg_num_opt(optarg, 1, 1u << 31, "-r"); break;
+        case 'p': cfg->depth = (unsigned)lg_num_opt(optarg, 1, BENCH_MAX_DEPTH, "-p"); break;
+        case 'f': o->file = optarg; break;
+        case 'H': add_header(o, optarg); break;
+        case 'm': o->method = optarg; break;
+        case 'b': o->srcs = optarg; break;
+        case 'P': cfg->procs = (unsigned)lg_num_opt(optarg, 1, MAX_PROCS, "-P"); break;
+        case 'C': cfg->connect_only = 1; break;
+        case 'J': cfg->json = 1; break;
+        case 'q': o->quiet = 1; break;
+        case 'V': printf("bench (gatling) io backend %s\n", gio_backend_name()); exit(0);
+        case 'h': fputs(usage_text, stdout); exit(0);
+        default: lg_usage_exit(NULL, NULL);
         }
     }
     if (optind < argc)
         o->url = argv[optind++];
     if (optind < argc)
-        usage_exit("unexpected argument", argv[optind]);
+        lg_usage_exit("unexpected argument", argv[optind]);
 }
 
 /* Options that do not go together, and the defaults that depend on others. */
@@ -201,22 +142,22 @@ static void check_opts(opts_t *o)
 {
     bench_cfg_t *cfg = &o->cfg;
     if (!o->url && !o->file)
-        usage_exit("no URL given", NULL);
+        lg_usage_exit("no URL given", NULL);
     if (strcmp(o->method, "GET") && strcmp(o->method, "HEAD"))
-        usage_exit("-m: only GET and HEAD", o->method);
+        lg_usage_exit("-m: only GET and HEAD", o->method);
     cfg->head = !strcmp(o->method, "HEAD");
     if (cfg->duration == 0 && o->have_d)
-        usage_exit("-d must be more than 0", NULL);
+        lg_usage_exit("-d must be more than 0", NULL);
     if (cfg->timeout <= 0)
-        usage_exit("-t must be more than 0", NULL);
+        lg_usage_exit("-t must be more than 0", NULL);
     if (o->have_T && cfg->hardcap <= 0)
-        usage_exit("-T must be more than 0", NULL);
+        lg_usage_exit("-T must be more than 0", NULL);
     if (!cfg->keepalive && (cfg->depth > 1 || cfg->per_conn))
-        usage_exit("-p and -r need -k (without -k every connection carries one request)", NULL);
+        lg_usage_exit("-p and -r need -k (without -k every connection carries one request)", NULL);
     if (cfg->connect_only && (cfg->keepalive || o->file || o->extra || cfg->head))
-        usage_exit("--connect-only sends no request: -k, -p, -r, -f, -H, -m do not apply", NULL);
+        lg_usage_exit("--connect-only sends no request: -k, -p, -r, -f, -H, -m do not apply", NULL);
     if (cfg->procs > cfg->conns)
-        usage_exit("-P is more than -c: every process needs a connection", NULL);
+        lg_usage_exit("-P is more than -c: every process needs a connection", NULL);
     if (!cfg->nreqs && !o->have_d)
         cfg->duration = 10;
     if (!o->have_T)
@@ -301,20 +242,20 @@ static void setup(opts_t *o)
     bench_cfg_t *cfg = &o->cfg;
     char err[512];
     if (o->url && lg_url_parse(o->url, &cfg->url, err, sizeof err) < 0)
-        usage_exit(err, NULL);
+        lg_usage_exit(err, NULL);
     if (o->file) {
         load_urls(o);
     } else {
         cfg->req = calloc(1, sizeof *cfg->req);
         cfg->nreq = 1;
         if (!cfg->req || make_req(o, &cfg->url, cfg->req) < 0)
-            usage_exit("request too large", NULL);
+            lg_usage_exit("request too large", NULL);
     }
     if (o->srcs) {
         cfg->srcs =
             lg_srcs_parse(o->srcs, cfg->url.addr.ss.ss_family, &cfg->nsrcs, err, sizeof err);
         if (!cfg->srcs)
-            usage_exit(err, NULL);
+            lg_usage_exit(err, NULL);
     }
     /* descriptors: read the limit, never assume it */
     long nofile = lg_nofile_raise();
@@ -365,7 +306,10 @@ static int child_main(int i, void *arg)
     return 0;
 }
 
-static uint64_t rd(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+static uint64_t rd(const uint64_t *p)
+{
+    return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
 
 static void parent_progress(const bench_cfg_t *cfg, const bench_stats_t *st, int64_t t0,
                             int64_t *last_ns, uint64_t *last)
@@ -440,7 +384,10 @@ static int run_procs(const bench_cfg_t *cfg, bench_stats_t *total, int quiet)
 
 /* ---- reporting ---- */
 
-static uint64_t err_total(const bench_stats_t *s) { return lg_err_sum(s->err); }
+static uint64_t err_total(const bench_stats_t *s)
+{
+    return lg_err_sum(s->err);
+}
 
 static const double quant[] = {0.5, 0.9, 0.99, 0.999};
 static const char *const qname[] = {"p50", "p90", "p99", "p99_9"};
@@ -472,11 +419,8 @@ static const char *fatal_text(const bench_stats_t *s, char *buf, size_t len)
         snprintf(buf, len, "target unreachable: connect failed (%s)",
                  s->fatal_errno ? strerror(s->fatal_errno) : "no connection succeeded");
         return buf;
-    case BENCH_NOT_HTTP:
-        return "not an HTTP server: no response parsed, only garbage";
-    case BENCH_SYSERR:
-        snprintf(buf, len, "system error: %s", strerror(s->fatal_errno));
-        return buf;
+    case BENCH_NOT_HTTP: return "not an HTTP server: no response parsed, only garbage";
+    case BENCH_SYSERR: snprintf(buf, len, "system error: %s", strerror(s->fatal_errno)); return buf;
     }
     if (s->requests && !s->responses)
         return "no request got a complete response";
@@ -571,6 +515,7 @@ int main(int argc, char **argv)
 {
     opts_t o;
     memset(&o, 0, sizeof o);
+    lg_usage_set("bench", usage_text);
     parse_opts(&o, argc, argv);
     check_opts(&o);
     setup(&o);

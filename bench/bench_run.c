@@ -148,7 +148,10 @@ static void arm(brun_t *r, bconn_t *c, int on)
     gio_set_deadline(r->loop, c->fd, c->deadline);
 }
 
-static void set_deadline(brun_t *r, bconn_t *c) { arm(r, c, c->inflight != 0); }
+static void set_deadline(brun_t *r, bconn_t *c)
+{
+    arm(r, c, c->inflight != 0);
+}
 
 /* Write what is queued; -1 if the connection failed (and was replaced). */
 static int conn_flush(brun_t *r, bconn_t *c)

@@ -52,38 +52,6 @@ static const char usage_text[] =
     "  -V        print version and IO backend\n"
     "  -h        this help\n";
 
-static void usage_exit(const char *msg, const char *arg)
-{
-    if (msg)
-        fprintf(stderr, "httpbench: %s%s%s\n", msg, arg ? ": " : "", arg ? arg : "");
-    fputs(usage_text, stderr);
-    exit(LG_EXIT_USAGE);
-}
-
-static uint64_t num_opt(const char *arg, uint64_t lo, uint64_t hi, const char *what)
-{
-    uint64_t v;
-    if (lg_parse_u64(arg, hi, &v) < 0 || v < lo) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "%s must be a number from %llu to %llu", what,
-                 (unsigned long long)lo, (unsigned long long)hi);
-        usage_exit(msg, arg);
-    }
-    return v;
-}
-
-static double secs_opt(const char *arg, const char *what, int zero_ok)
-{
-    double v;
-    if (lg_parse_secs(arg, &v) < 0 || (!zero_ok && v <= 0)) {
-        char msg[96];
-        snprintf(msg, sizeof msg, "%s wants %sseconds (e.g. 10, 2.5, 500ms, 1m)", what,
-                 zero_ok ? "" : "a positive number of ");
-        usage_exit(msg, arg);
-    }
-    return v;
-}
-
 static void parse_opts(hb_cfg_t *cfg, int *quiet, const char **url, int argc, char **argv)
 {
     const char *srcs = NULL;
@@ -97,65 +65,36 @@ static void parse_opts(hb_cfg_t *cfg, int *quiet, const char **url, int argc, ch
     cfg->duration = 300;
     while ((ch = getopt(argc, argv, "c:i:s:kn:d:w:t:b:P:JqVh")) != -1) {
         switch (ch) {
-        case 'c':
-            cfg->conns = num_opt(optarg, 1, MAX_CONNS, "-c");
-            break;
-        case 'i':
-            cfg->interval = (unsigned)num_opt(optarg, 1, MAX_CONNS, "-i");
-            break;
-        case 's':
-            cfg->sample = (unsigned)num_opt(optarg, 1, 1000000, "-s");
-            break;
-        case 'k':
-            cfg->keepalive = 1;
-            break;
-        case 'n':
-            cfg->nreqs = num_opt(optarg, 1, UINT64_MAX / 4, "-n");
-            break;
-        case 'd':
-            cfg->duration = secs_opt(optarg, "-d", 0);
-            break;
-        case 'w':
-            cfg->hold = secs_opt(optarg, "-w", 1);
-            break;
-        case 't':
-            cfg->timeout = secs_opt(optarg, "-t", 0);
-            break;
-        case 'b':
-            srcs = optarg;
-            break;
-        case 'P':
-            cfg->procs = (unsigned)num_opt(optarg, 1, MAX_PROCS, "-P");
-            break;
-        case 'J':
-            cfg->json = 1;
-            break;
-        case 'q':
-            *quiet = 1;
-            break;
-        case 'V':
-            printf("httpbench (gatling) io backend %s\n", gio_backend_name());
-            exit(0);
-        case 'h':
-            fputs(usage_text, stdout);
-            exit(0);
-        default:
-            usage_exit(NULL, NULL);
+        case 'c': cfg->conns = lg_num_opt(optarg, 1, MAX_CONNS, "-c"); break;
+        case 'i': cfg->interval = (unsigned)lg_num_opt(optarg, 1, MAX_CONNS, "-i"); break;
+        case 's': cfg->sample = (unsigned)lg_num_opt(optarg, 1, 1000000, "-s"); break;
+        case 'k': cfg->keepalive = 1; break;
+        case 'n': cfg->nreqs = lg_num_opt(optarg, 1, UINT64_MAX / 4, "-n"); break;
+        case 'd': cfg->duration = lg_secs_opt(optarg, "-d", 0); break;
+        case 'w': cfg->hold = lg_secs_opt(optarg, "-w", 1); break;
+        case 't': cfg->timeout = lg_secs_opt(optarg, "-t", 0); break;
+        case 'b': srcs = optarg; break;
+        case 'P': cfg->procs = (unsigned)lg_num_opt(optarg, 1, MAX_PROCS, "-P"); break;
+        case 'J': cfg->json = 1; break;
+        case 'q': *quiet = 1; break;
+        case 'V': printf("httpbench (gatling) io backend %s\n", gio_backend_name()); exit(0);
+        case 'h': fputs(usage_text, stdout); exit(0);
+        default: lg_usage_exit(NULL, NULL);
         }
     }
     if (optind >= argc)
-        usage_exit("no URL given", NULL);
+        lg_usage_exit("no URL given", NULL);
     *url = argv[optind++];
     if (optind < argc)
-        usage_exit("unexpected argument", argv[optind]);
+        lg_usage_exit("unexpected argument", argv[optind]);
     if (cfg->procs > cfg->conns)
-        usage_exit("-P is more than -c: every process needs a connection", NULL);
+        lg_usage_exit("-P is more than -c: every process needs a connection", NULL);
     if (lg_url_parse(*url, &cfg->url, err, sizeof err) < 0)
-        usage_exit(err, NULL);
+        lg_usage_exit(err, NULL);
     if (srcs) {
         cfg->srcs = lg_srcs_parse(srcs, cfg->url.addr.ss.ss_family, &cfg->nsrcs, err, sizeof err);
         if (!cfg->srcs)
-            usage_exit(err, NULL);
+            lg_usage_exit(err, NULL);
     }
 }
 
@@ -294,7 +233,10 @@ static int run_procs(const hb_cfg_t *cfg, hb_stats_t *total)
 
 /* ---- report ---- */
 
-static uint64_t err_total(const hb_stats_t *s) { return lg_err_sum(s->err); }
+static uint64_t err_total(const hb_stats_t *s)
+{
+    return lg_err_sum(s->err);
+}
 
 static const char *fatal_text(const hb_stats_t *s, char *buf, size_t len)
 {
@@ -303,15 +245,12 @@ static const char *fatal_text(const hb_stats_t *s, char *buf, size_t len)
         snprintf(buf, len, "target unreachable or broken: %s",
                  s->fatal_errno ? strerror(s->fatal_errno) : "connection closed");
         return buf;
-    case HB_NOT_HTTP:
-        return "not an HTTP server: the response did not parse";
+    case HB_NOT_HTTP: return "not an HTTP server: the response did not parse";
     case HB_GAVE_UP:
         snprintf(buf, len, "gave up after 100 connects in a row failed (%s)",
                  s->fatal_errno ? strerror(s->fatal_errno) : "see the error counts");
         return buf;
-    case HB_SYSERR:
-        snprintf(buf, len, "system error: %s", strerror(s->fatal_errno));
-        return buf;
+    case HB_SYSERR: snprintf(buf, len, "system error: %s", strerror(s->fatal_errno)); return buf;
     }
     return NULL;
 }
@@ -409,13 +348,14 @@ int main(int argc, char **argv)
     const char *url;
     int quiet = 0;
     memset(&cfg, 0, sizeof cfg);
+    lg_usage_set("httpbench", usage_text);
     parse_opts(&cfg, &quiet, &url, argc, argv);
     check_limits(&cfg);
     size_t cap = strlen(cfg.url.path) + strlen(cfg.url.host) + 128;
     cfg.req = malloc(cap);
     if (!cfg.req || !(cfg.reqlen = lg_req_format(cfg.req, cap, "GET", cfg.url.host, cfg.url.path,
                                                  cfg.keepalive, NULL)))
-        usage_exit("request too large", NULL);
+        lg_usage_exit("request too large", NULL);
     cfg.progress = lg_progress_on(quiet);
     lg_signals_install();
 

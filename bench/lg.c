@@ -184,7 +184,10 @@ int lg_parse_secs(const char *s, double *v)
     return 0;
 }
 
-int lg_progress_on(int quiet) { return !quiet && isatty(2); }
+int lg_progress_on(int quiet)
+{
+    return !quiet && isatty(2);
+}
 
 void lg_progress(const char *fmt, ...)
 {
@@ -209,4 +212,44 @@ uint64_t lg_err_sum(const uint64_t err[LG_E_NUM])
     for (int k = 0; k < LG_E_NUM; k++)
         n += err[k];
     return n;
+}
+
+static const char *usage_prog = "lg", *usage_text = "";
+
+void lg_usage_set(const char *prog, const char *usage)
+{
+    usage_prog = prog;
+    usage_text = usage;
+}
+
+void lg_usage_exit(const char *msg, const char *arg)
+{
+    if (msg)
+        fprintf(stderr, "%s: %s%s%s\n", usage_prog, msg, arg ? ": " : "", arg ? arg : "");
+    fputs(usage_text, stderr);
+    exit(LG_EXIT_USAGE);
+}
+
+uint64_t lg_num_opt(const char *arg, uint64_t lo, uint64_t hi, const char *what)
+{
+    uint64_t v;
+    if (lg_parse_u64(arg, hi, &v) < 0 || v < lo) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "%s must be a number from %llu to %llu", what,
+                 (unsigned long long)lo, (unsigned long long)hi);
+        lg_usage_exit(msg, arg);
+    }
+    return v;
+}
+
+double lg_secs_opt(const char *arg, const char *what, int zero_ok)
+{
+    double v;
+    if (lg_parse_secs(arg, &v) < 0 || (!zero_ok && v <= 0)) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "%s wants %sseconds (e.g. 10, 2.5, 500ms, 1m)", what,
+                 zero_ok ? "" : "a positive number of ");
+        lg_usage_exit(msg, arg);
+    }
+    return v;
 }

@@ -37,6 +37,16 @@ enum {
 
 extern const char *const lg_err_name[LG_E_NUM];
 
+/*
+ * Command-line helpers shared by the tools.  lg_usage_set() names the program
+ * and its usage text once; the others print "PROG: message: arg" and the
+ * usage to stderr and exit with LG_EXIT_USAGE when arg is not acceptable.
+ */
+void lg_usage_set(const char *prog, const char *usage);
+void lg_usage_exit(const char *msg, const char *arg);
+uint64_t lg_num_opt(const char *arg, uint64_t lo, uint64_t hi, const char *what);
+double lg_secs_opt(const char *arg, const char *what, int zero_ok);
+
 /* The sum of a per-kind error count array. */
 uint64_t lg_err_sum(const uint64_t err[LG_E_NUM]);
 

@@ -47,8 +47,14 @@ void lg_resp_start(lg_resp_t *r, int head)
         r->flags = LG_RESP_HEAD;
 }
 
-static int lower(int c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
-static int is_ows(int c) { return c == ' ' || c == '\t'; }
+static int lower(int c)
+{
+    return c >= 'A' && c <= 'Z' ? c + 32 : c;
+}
+static int is_ows(int c)
+{
+    return c == ' ' || c == '\t';
+}
 
 /* RFC 9110 tchar: what a field name may be made of. */
 static int is_tchar(int c)
@@ -396,9 +402,7 @@ static long body_step(lg_resp_t *r, const char *p, size_t n)
         if (!r->left)
             r->state = r->state == S_BODY ? S_DONE : S_CHUNK_CR;
         return (long)take;
-    case S_BODY_CLOSE:
-        r->body += n;
-        return (long)n;
+    case S_BODY_CLOSE: r->body += n; return (long)n;
     }
     return chunk_step(r, p, n);
 }

@@ -70,7 +70,10 @@ int lg_resp_parse(lg_resp_t *r, const char *p, size_t n, size_t *used);
 int lg_resp_eof(lg_resp_t *r);
 
 /* Has any byte of the current response arrived? */
-static inline int lg_resp_begun(const lg_resp_t *r) { return r->state != 0 || r->head != 0; }
+static inline int lg_resp_begun(const lg_resp_t *r)
+{
+    return r->state != 0 || r->head != 0;
+}
 
 /* After LG_HTTP_DONE: may the connection carry another request? */
 int lg_resp_keepalive(const lg_resp_t *r);

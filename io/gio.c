@@ -22,13 +22,13 @@
 
 typedef struct gio_fd {
     void *cookie;
-    int64_t deadline;  /* gio_now() ms, 0 = none */
+    int64_t deadline; /* gio_now() ms, 0 = none */
     uint8_t used;
-    uint8_t want;      /* what the owner wants */
-    uint8_t kernel;    /* what the kernel has been told */
-    uint8_t changed;   /* on the change list */
-    uint8_t revents;   /* collected by the last wait, not yet taken */
-    uint8_t timedout;  /* on the timeout list, not yet taken */
+    uint8_t want;     /* what the owner wants */
+    uint8_t kernel;   /* what the kernel has been told */
+    uint8_t changed;  /* on the change list */
+    uint8_t revents;  /* collected by the last wait, not yet taken */
+    uint8_t timedout; /* on the timeout list, not yet taken */
 } gio_fd_t;
 
 typedef struct gio_fired {
@@ -38,19 +38,19 @@ typedef struct gio_fired {
 
 struct gio_loop {
     gio_fd_t *fds;
-    int maxfds;        /* table size */
-    int maxfd;         /* highest registered fd, -1 if none */
+    int maxfds; /* table size */
+    int maxfd;  /* highest registered fd, -1 if none */
     size_t nused;
-    int *changes;      /* fds whose want != kernel */
+    int *changes; /* fds whose want != kernel */
     int nchanges;
     gio_fired_t *fired; /* filled by the backend */
-    int *ready;        /* fds with revents != 0 */
+    int *ready;         /* fds with revents != 0 */
     int nready, nextready;
-    int *expired;      /* fds whose deadline passed */
+    int *expired; /* fds whose deadline passed */
     int nexpired, nextexpired;
     int64_t now, wall;
-    int64_t earliest;  /* no deadline is earlier than this; 0 = none set */
-    void *api;         /* the backend's state */
+    int64_t earliest; /* no deadline is earlier than this; 0 = none set */
+    void *api;        /* the backend's state */
 };
 
 #if defined(GIO_BACKEND_EPOLL)
@@ -93,8 +93,7 @@ gio_loop_t *gio_loop_new(void)
     l->fired = calloc(n, sizeof *l->fired);
     l->ready = calloc(n, sizeof *l->ready);
     l->expired = calloc(n, sizeof *l->expired);
-    if (!l->fds || !l->changes || !l->fired || !l->ready || !l->expired ||
-        backend_create(l) < 0) {
+    if (!l->fds || !l->changes || !l->fired || !l->ready || !l->expired || backend_create(l) < 0) {
         int e = errno;
         free(l->fds), free(l->changes), free(l->fired), free(l->ready), free(l->expired);
         free(l);
@@ -114,7 +113,10 @@ void gio_loop_free(gio_loop_t *l)
     free(l);
 }
 
-const char *gio_backend_name(void) { return backend_name(); }
+const char *gio_backend_name(void)
+{
+    return backend_name();
+}
 
 /*
  * Clear an entry for a new (or no) owner.  `changed` survives: it says the fd
@@ -219,9 +221,18 @@ void gio_set_deadline(gio_loop_t *l, int fd, int64_t when_ms)
         l->earliest = when_ms;
 }
 
-int64_t gio_now(const gio_loop_t *l) { return l->now; }
-int64_t gio_wallclock(const gio_loop_t *l) { return l->wall; }
-size_t gio_count(const gio_loop_t *l) { return l->nused; }
+int64_t gio_now(const gio_loop_t *l)
+{
+    return l->now;
+}
+int64_t gio_wallclock(const gio_loop_t *l)
+{
+    return l->wall;
+}
+size_t gio_count(const gio_loop_t *l)
+{
+    return l->nused;
+}
 
 /* Push cached interest changes to the kernel. */
 static void sync_changes(gio_loop_t *l)

@@ -30,7 +30,10 @@
 #define MSG_MORE 0 /* the BSDs: headers and body may leave in separate packets */
 #endif
 
-void gio_batch_init(gio_batch_t *b) { memset(b, 0, sizeof *b); }
+void gio_batch_init(gio_batch_t *b)
+{
+    memset(b, 0, sizeof *b);
+}
 
 static gio_chunk_t *push(gio_batch_t *b)
 {

@@ -28,15 +28,15 @@ typedef struct gio_chunk {
     const char *buf; /* NULL for a file range */
     int fd;          /* file descriptor for a file range */
     int flags;
-    uint64_t off;    /* buffer: bytes already sent; file: next offset */
-    uint64_t left;   /* bytes still to send */
+    uint64_t off;  /* buffer: bytes already sent; file: next offset */
+    uint64_t left; /* bytes still to send */
 } gio_chunk_t;
 
 typedef struct gio_batch {
     gio_chunk_t *c;
     size_t n, first, cap; /* chunks [first, n) are pending */
     uint64_t bytes_left;
-    uint64_t bytes_sent;  /* total since init or reset */
+    uint64_t bytes_sent; /* total since init or reset */
 } gio_batch_t;
 
 /* An empty batch; no allocation until the first add. */
@@ -62,7 +62,10 @@ int gio_batch_add_file(gio_batch_t *b, int fd, uint64_t off, uint64_t len, int f
 long gio_batch_send(gio_batch_t *b, int sock, uint64_t budget);
 
 /* True when nothing is left to send. */
-static inline int gio_batch_done(const gio_batch_t *b) { return b->first == b->n; }
+static inline int gio_batch_done(const gio_batch_t *b)
+{
+    return b->first == b->n;
+}
 
 /* Release every chunk (freeing/closing owned ones) and empty the batch. */
 void gio_batch_reset(gio_batch_t *b);

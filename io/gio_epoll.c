@@ -35,7 +35,11 @@ static void backend_free(gio_loop_t *l)
     free(s);
 }
 
-static int backend_add(gio_loop_t *l, int fd) { (void)l, (void)fd; return 0; }
+static int backend_add(gio_loop_t *l, int fd)
+{
+    (void)l, (void)fd;
+    return 0;
+}
 
 static int backend_update(gio_loop_t *l, int fd, unsigned old, unsigned want)
 {
@@ -67,4 +71,7 @@ static int backend_poll(gio_loop_t *l, int timeout_ms)
     return n;
 }
 
-static const char *backend_name(void) { return "epoll"; }
+static const char *backend_name(void)
+{
+    return "epoll";
+}

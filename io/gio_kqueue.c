@@ -29,7 +29,7 @@ typedef struct {
     struct kevent *changes; /* at most 2 per fd per round */
     int nchanges;
     struct kevent *events;
-    uint8_t *added;         /* fd -> filters with a knote, as GIO_READ/GIO_WRITE */
+    uint8_t *added; /* fd -> filters with a knote, as GIO_READ/GIO_WRITE */
 } kqueue_state_t;
 
 static int backend_create(gio_loop_t *l)
@@ -61,12 +61,18 @@ static void backend_free(gio_loop_t *l)
     free(s->changes), free(s->events), free(s->added), free(s);
 }
 
-static int backend_add(gio_loop_t *l, int fd) { (void)l, (void)fd; return 0; }
+static int backend_add(gio_loop_t *l, int fd)
+{
+    (void)l, (void)fd;
+    return 0;
+}
 
 static int backend_update(gio_loop_t *l, int fd, unsigned old, unsigned want)
 {
-    static const struct { unsigned bit; short filter; } f[2] = {
-        {GIO_READ, EVFILT_READ}, {GIO_WRITE, EVFILT_WRITE}};
+    static const struct {
+        unsigned bit;
+        short filter;
+    } f[2] = {{GIO_READ, EVFILT_READ}, {GIO_WRITE, EVFILT_WRITE}};
     kqueue_state_t *s = l->api;
     for (int i = 0; i < 2; i++) {
         unsigned short flags;
@@ -118,8 +124,8 @@ static int backend_poll(gio_loop_t *l, int timeout_ms)
 {
     kqueue_state_t *s = l->api;
     struct timespec ts = {timeout_ms / 1000, timeout_ms % 1000 * 1000000L};
-    int n = kevent(s->kq, s->changes, s->nchanges, s->events, l->maxfds,
-                   timeout_ms < 0 ? NULL : &ts);
+    int n =
+        kevent(s->kq, s->changes, s->nchanges, s->events, l->maxfds, timeout_ms < 0 ? NULL : &ts);
     /* changes are applied before kevent() sleeps, so also on EINTR; a change
        that failed comes back as an EV_ERROR event of its fd */
     s->nchanges = 0;
@@ -130,4 +136,7 @@ static int backend_poll(gio_loop_t *l, int timeout_ms)
     return n;
 }
 
-static const char *backend_name(void) { return "kqueue"; }
+static const char *backend_name(void)
+{
+    return "kqueue";
+}

@@ -32,7 +32,11 @@ static void backend_free(gio_loop_t *l)
     free(s->pfd), free(s->slot), free(s);
 }
 
-static int backend_add(gio_loop_t *l, int fd) { (void)l, (void)fd; return 0; }
+static int backend_add(gio_loop_t *l, int fd)
+{
+    (void)l, (void)fd;
+    return 0;
+}
 
 static void poll_remove(poll_state_t *s, int fd)
 {
@@ -81,4 +85,7 @@ static int backend_poll(gio_loop_t *l, int timeout_ms)
     return n < 0 ? -1 : k;
 }
 
-static const char *backend_name(void) { return "poll"; }
+static const char *backend_name(void)
+{
+    return "poll";
+}

@@ -45,14 +45,14 @@
 #define GIO_SIGIO_RTOFFSET 4 /* the rt signal is SIGRTMIN + this */
 
 typedef struct {
-    int sig;             /* our realtime signal */
-    sigset_t set;        /* { sig, SIGIO } */
-    sigset_t oldmask;    /* to restore in backend_free() */
-    pid_t tid;           /* the loop's thread: signals go there */
-    int *check;          /* the check list */
-    uint8_t *incheck;    /* fd -> on the check list */
+    int sig;          /* our realtime signal */
+    sigset_t set;     /* { sig, SIGIO } */
+    sigset_t oldmask; /* to restore in backend_free() */
+    pid_t tid;        /* the loop's thread: signals go there */
+    int *check;       /* the check list */
+    uint8_t *incheck; /* fd -> on the check list */
     int ncheck;
-    struct pollfd *pfd;  /* built from the check list each round */
+    struct pollfd *pfd; /* built from the check list each round */
 } sigio_state_t;
 
 static void check_push(sigio_state_t *s, int fd)
@@ -210,4 +210,7 @@ static int backend_poll(gio_loop_t *l, int timeout_ms)
     }
 }
 
-static const char *backend_name(void) { return "sigio"; }
+static const char *backend_name(void)
+{
+    return "sigio";
+}

@@ -27,9 +27,9 @@
 
 typedef struct {
     struct io_uring ring;
-    uint32_t *gen;     /* fd -> generation of its poll request */
-    uint8_t *armed;    /* fd -> mask of the request in flight, 0 = none */
-    int *rearm;        /* fds whose poll completed: re-arm next round */
+    uint32_t *gen;  /* fd -> generation of its poll request */
+    uint8_t *armed; /* fd -> mask of the request in flight, 0 = none */
+    int *rearm;     /* fds whose poll completed: re-arm next round */
     uint8_t *onrearm;
     int nrearm;
 } uring_state_t;
@@ -108,7 +108,11 @@ static void backend_free(gio_loop_t *l)
     free(s->gen), free(s->armed), free(s->rearm), free(s->onrearm), free(s);
 }
 
-static int backend_add(gio_loop_t *l, int fd) { (void)l, (void)fd; return 0; }
+static int backend_add(gio_loop_t *l, int fd)
+{
+    (void)l, (void)fd;
+    return 0;
+}
 
 static int backend_update(gio_loop_t *l, int fd, unsigned old, unsigned want)
 {
@@ -152,7 +156,8 @@ static int backend_poll(gio_loop_t *l, int timeout_ms)
     }
     unsigned head, seen = 0;
     int k = 0;
-    io_uring_for_each_cqe(&s->ring, head, cqe) {
+    io_uring_for_each_cqe(&s->ring, head, cqe)
+    {
         seen++;
         uint32_t fd = (uint32_t)cqe->user_data;
         if (fd >= (uint32_t)l->maxfds || cqe->user_data != ud_of(s, fd) || !s->armed[fd])
@@ -169,4 +174,7 @@ static int backend_poll(gio_loop_t *l, int timeout_ms)
     return k;
 }
 
-static const char *backend_name(void) { return "uring"; }
+static const char *backend_name(void)
+{
+    return "uring";
+}

@@ -169,8 +169,7 @@ static void test_names(void)
 }
 
 /* Create dir/name with len bytes of data and mode; mtime set if sec >= 0. */
-static void put(int dirfd, const char *name, const void *data, size_t len, mode_t mode,
-                time_t sec)
+static void put(int dirfd, const char *name, const void *data, size_t len, mode_t mode, time_t sec)
 {
     int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     ok(fd >= 0 && write(fd, data, len) == (ssize_t)len && !fchmod(fd, mode), "create %s", name);
@@ -265,8 +264,9 @@ static int gunzip_equals(const unsigned char *gz, size_t len, const void *want, 
 /* Text of about n bytes that compresses well but not trivially; seeded. */
 static char *make_text(size_t n, unsigned seed)
 {
-    static const char *const words[] = {"<div class=\"item\">", "gatling ", "serves ", "files ",
-                                        "</div>\n", "quickly ", "and ", "compresses "};
+    static const char *const words[] = {
+        "<div class=\"item\">", "gatling ", "serves ", "files ", "</div>\n", "quickly ", "and ",
+        "compresses "};
     char *s = malloc(n + 1);
     size_t i = 0;
     while (i < n) {
@@ -523,8 +523,8 @@ static void test_etag(void)
 int main(void)
 {
     long pg = sysconf(_SC_PAGESIZE);
-    char *map = mmap(NULL, (size_t)pg * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                     -1, 0);
+    char *map =
+        mmap(NULL, (size_t)pg * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ok(map != MAP_FAILED && !mprotect(map + pg, (size_t)pg, PROT_NONE), "guard page");
     guard_end = map + pg;
 

@@ -95,10 +95,10 @@ static void add_file(gio_batch_t *b, expect_t *e, int fd, size_t off, size_t n, 
 
 /* What one run of pump() saw. */
 typedef struct {
-    long last;         /* last gio_batch_send() result */
-    int err;           /* errno after a GIO_ERR */
+    long last; /* last gio_batch_send() result */
+    int err;   /* errno after a GIO_ERR */
     int nagain, ncalls, bad_ret, over_budget;
-    int npartial;      /* calls that sent something but stopped short */
+    int npartial; /* calls that sent something but stopped short */
     size_t got;
 } pump_t;
 
@@ -108,8 +108,8 @@ typedef struct {
  * reader takes at most `slow` bytes per turn (0: all it can), so that the
  * sender keeps finding its socket full.
  */
-static pump_t pump(gio_batch_t *b, int s, int r, unsigned char *out, size_t want,
-                   uint64_t budget, size_t slow)
+static pump_t pump(gio_batch_t *b, int s, int r, unsigned char *out, size_t want, uint64_t budget,
+                   size_t slow)
 {
     pump_t p = {0};
     int64_t idle_since = now_ms();
@@ -225,8 +225,7 @@ static void test_partial(int tcp)
     ok(p.got == e.n && memcmp(out, e.p, e.n) == 0, "%s: in order, with the right content", via);
     ok(gio_batch_done(&b) && b.bytes_left == 0 && b.bytes_sent == e.n, "%s: batch done", via);
     errno = 0;
-    ok(fcntl(fdup, F_GETFD) < 0 && errno == EBADF, "%s: GIO_BATCH_CLOSE fd closed once sent",
-       via);
+    ok(fcntl(fdup, F_GETFD) < 0 && errno == EBADF, "%s: GIO_BATCH_CLOSE fd closed once sent", via);
     ok(fcntl(f, F_GETFD) >= 0, "%s: fd without GIO_BATCH_CLOSE left open", via);
     gio_batch_free(&b);
     free(out);
@@ -429,8 +428,7 @@ static void test_short_file(void)
     int64_t t0 = now_ms();
     pump_t p = pump(&b, sv[0], sv[1], out, 5001, 0, 0);
     ok(p.last == GIO_ERR && p.err == EIO && now_ms() - t0 < 1000,
-       "file 1000 bytes, 5000 promised: GIO_ERR with EIO (got %ld, %s)", p.last,
-       strerror(p.err));
+       "file 1000 bytes, 5000 promised: GIO_ERR with EIO (got %ld, %s)", p.last, strerror(p.err));
     is_int(p.got, 1001, "what the file had was sent first");
     gio_batch_reset(&b);
 

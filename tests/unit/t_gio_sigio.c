@@ -57,8 +57,7 @@ static int sigio_pending(void)
 static void child(void)
 {
     struct rlimit rl = {SIGPENDING_LIMIT, SIGPENDING_LIMIT};
-    ok(setrlimit(RLIMIT_SIGPENDING, &rl) == 0, "RLIMIT_SIGPENDING lowered to %d",
-       SIGPENDING_LIMIT);
+    ok(setrlimit(RLIMIT_SIGPENDING, &rl) == 0, "RLIMIT_SIGPENDING lowered to %d", SIGPENDING_LIMIT);
     gio_loop_t *l = gio_loop_new();
     static unsigned char seen[4096];
     for (int i = 0; i < NPAIRS; i++) {

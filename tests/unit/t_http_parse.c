@@ -196,8 +196,7 @@ int main(void)
 {
     page = (size_t)sysconf(_SC_PAGESIZE);
     size_t len = page * 8;
-    guard_base = mmap(NULL, len + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                      -1, 0);
+    guard_base = mmap(NULL, len + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     mprotect(guard_base + len, page, PROT_NONE);
     page = len; /* inputs end exactly at the guard page */
     test_good();

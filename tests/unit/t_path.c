@@ -19,8 +19,8 @@ static void status(const char *target, int want)
 {
     char out[512];
     path_t p;
-    is_int(path_from_target(target, strlen(target), out, sizeof out, &p), want, "%s -> %d",
-           target, want);
+    is_int(path_from_target(target, strlen(target), out, sizeof out, &p), want, "%s -> %d", target,
+           want);
 }
 
 int main(void)
