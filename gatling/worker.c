@@ -26,7 +26,7 @@ static void on_signal(int sig)
     else if (sig == SIGUSR1)
         got_usr1 = 1;
     else
-        got_term = 1;
+        got_term++;
 }
 
 typedef struct supervisor {
@@ -154,13 +154,19 @@ int worker_supervise(const config_t *cfg, mime_table_t *mime)
     }
     fprintf(stderr, "gatling %s (%s): %d workers listening on %s port %d\n", GATLING_VERSION,
             gio_backend_name(), cfg->workers, cfg->addr ? cfg->addr : "::", sv.cfg.port);
-    int stopping = 0;
+    int stopping = 0, terms = 0;
     for (;;) {
         sigsuspend(&old);
-        if ((got_term || got_hup) && !stopping) {
+        if ((got_term > terms || got_hup) && !stopping) {
             stopping = 1;
             close(sv.reserve.fd);
-            forward(&sv, got_hup && !got_term ? SIGHUP : SIGTERM);
+        }
+        if (got_term > terms) { /* each TERM goes on: a second one stops the workers now */
+            terms = got_term;
+            forward(&sv, SIGTERM);
+        } else if (got_hup == 1) {
+            got_hup = 2;
+            forward(&sv, SIGHUP);
         }
         if (got_usr1) {
             got_usr1 = 0;
