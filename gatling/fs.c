@@ -100,12 +100,9 @@ static int below_root(int fd, const char *root_real)
 {
     if (!strcmp(root_real, "/")) /* a chroot: everything is below it */
         return 1;
-    char link[64], real[PATH_MAX];
-    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-    ssize_t n = readlink(link, real, sizeof real - 1);
-    if (n < 0)
+    char real[PATH_MAX];
+    if (fd_path(fd, real, sizeof real) < 0)
         return 0;
-    real[n] = 0;
     size_t r = strlen(root_real);
     return !strncmp(real, root_real, r) && (real[r] == '/' || real[r] == 0);
 }

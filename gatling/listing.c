@@ -1,5 +1,6 @@
 /* Directory listings: see listing.h. */
 #include "listing.h"
+#include "path.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -154,16 +155,11 @@ static void put_text(obuf_t *o, const char *s, size_t n)
  */
 static void put_href(obuf_t *o, const char *s, size_t n)
 {
-    static const char hex[] = "0123456789ABCDEF";
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-            (c && strchr("-._~!$()*+,;=@", c))) {
-            ob_put(o, (const char *)&c, 1);
-        } else {
-            char e[3] = {'%', hex[c >> 4], hex[c & 15]};
-            ob_put(o, e, 3);
-        }
+    char enc[3 * 256];
+    while (n > 0) { /* a directory entry's name is at most 255 bytes: one round */
+        size_t k = n < 256 ? n : 256;
+        ob_put(o, enc, path_encode(enc, s, k, "-._~!$()*+,;=@"));
+        s += k, n -= k;
     }
 }
 

@@ -97,14 +97,14 @@ int path_from_target(const char *target, size_t n, char *out, size_t outsz, path
     return 0;
 }
 
-size_t path_encode(char *dst, const char *src, size_t n)
+size_t path_encode(char *dst, const char *src, size_t n, const char *keep)
 {
     static const char hex[] = "0123456789ABCDEF";
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = src[i];
         if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-            (c && strchr("-._~!$&'()*+,;=:@/", c))) {
+            (c && strchr(keep, c))) {
             dst[o++] = c;
         } else {
             dst[o++] = '%', dst[o++] = hex[c >> 4], dst[o++] = hex[c & 15];

@@ -27,10 +27,14 @@ typedef struct path {
  */
 int path_from_target(const char *target, size_t target_len, char *out, size_t outsz, path_t *res);
 
+/* What stays literal in a URL path (RFC 3986 pchar and '/'), e.g. a Location. */
+#define PATH_KEEP "-._~!$&'()*+,;=:@/"
+
 /*
- * Percent-encode src[0..n) for a URL path (keeps unreserved characters,
- * sub-delims, ':', '@' and '/').  dst needs 3 * n bytes.  Returns the length.
+ * Percent-encode src[0..n): letters, digits and the characters in keep stay
+ * as they are, every other byte becomes %XX.  dst needs 3 * n bytes.
+ * Returns the length written.
  */
-size_t path_encode(char *dst, const char *src, size_t n);
+size_t path_encode(char *dst, const char *src, size_t n, const char *keep);
 
 #endif

@@ -90,7 +90,7 @@ static int redirect(conn_t *c, int status, const char *prefix, const path_t *p, 
     q += sprintf(q, "Location: %s", prefix);
     if (p->len) /* a prefix URL ending in '/' gets no second slash */
         q += path_encode(q, p->path + (plen && prefix[plen - 1] == '/'),
-                         p->len - (plen && prefix[plen - 1] == '/'));
+                         p->len - (plen && prefix[plen - 1] == '/'), PATH_KEEP);
     q += sprintf(q, "%s", suffix);
     if (p->query)
         q += sprintf(q, "?%.*s", (int)p->query_len, p->query);

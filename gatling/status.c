@@ -49,25 +49,19 @@ int status_serve(conn_t *c, int json)
     if (!body)
         return -1;
     unsigned long long uptime = (unsigned long long)(now - st->started);
-    int n;
-    if (json)
-        n = snprintf(body, 2048,
-                     "{\"version\":\"%s\",\"backend\":\"%s\",\"pid\":%d,\"uptime\":%llu,"
-                     "\"connections\":%zu,\"requests\":%llu,\"bytes\":%llu,"
-                     "\"requests_per_second\":%llu,\"bytes_per_second\":%llu}\n",
-                     GATLING_VERSION, gio_backend_name(), (int)getpid(), uptime, s->nconns,
-                     (unsigned long long)st->requests, (unsigned long long)st->bytes,
-                     (unsigned long long)st->rps, (unsigned long long)st->bps);
-    else
-        n = snprintf(body, 2048,
-                     "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-                     "<title>gatling status</title></head>\n<body><h1>gatling %s (%s), "
-                     "pid %d</h1>\n<table>\n<tr><th>uptime (s)</th><td>%llu</td></tr>\n"
-                     "<tr><th>open connections</th><td>%zu</td></tr>\n"
-                     "<tr><th>requests</th><td>%llu</td></tr>\n"
-                     "<tr><th>bytes sent</th><td>%llu</td></tr>\n"
-                     "<tr><th>requests/s</th><td>%llu</td></tr>\n"
-                     "<tr><th>bytes/s</th><td>%llu</td></tr>\n</table></body></html>\n",
+    /* one argument list for both forms: the compiler checks both formats */
+    int n = snprintf(body, 2048,
+                     json ? "{\"version\":\"%s\",\"backend\":\"%s\",\"pid\":%d,\"uptime\":%llu,"
+                            "\"connections\":%zu,\"requests\":%llu,\"bytes\":%llu,"
+                            "\"requests_per_second\":%llu,\"bytes_per_second\":%llu}\n"
+                          : "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                            "<title>gatling status</title></head>\n<body><h1>gatling %s (%s), "
+                            "pid %d</h1>\n<table>\n<tr><th>uptime (s)</th><td>%llu</td></tr>\n"
+                            "<tr><th>open connections</th><td>%zu</td></tr>\n"
+                            "<tr><th>requests</th><td>%llu</td></tr>\n"
+                            "<tr><th>bytes sent</th><td>%llu</td></tr>\n"
+                            "<tr><th>requests/s</th><td>%llu</td></tr>\n"
+                            "<tr><th>bytes/s</th><td>%llu</td></tr>\n</table></body></html>\n",
                      GATLING_VERSION, gio_backend_name(), (int)getpid(), uptime, s->nconns,
                      (unsigned long long)st->requests, (unsigned long long)st->bytes,
                      (unsigned long long)st->rps, (unsigned long long)st->bps);
