@@ -7,9 +7,17 @@
 typedef struct config {
     const char *addr;      /* -i: NULL = all addresses, IPv6 and IPv4 */
     int port;              /* -p: default 80 as root, 8000 otherwise; 0 = any */
-    int timeout;           /* -T: idle/stall timeout in seconds */
+    int timeout;           /* -T: keep-alive idle timeout in seconds; 0 = none */
+    int head_timeout;      /* -s: seconds for a whole request head */
+    int min_rate;          /* -B: bytes/s a body or response must move; 0 = any progress */
+    int max_conns;         /* -N: open connections; more get 503 (0: from RLIMIT_NOFILE) */
+    int max_conns_addr;    /* -K: open connections per client address (/64); 0 = no cap */
+    int rpm;               /* -A: requests per minute per client address; 0 = no limit */
+    int max_requests;      /* -R: requests per keep-alive connection; 0 = no cap */
+    int threads;           /* -j: worker threads for work that must leave the loop */
+    const char *error_log; /* -q: NULL = stderr; reopened on SIGUSR1 */
     int access_log;        /* 0 with -n */
-    int log_vhost;         /* -A: vhost_combined: each line starts with the vhost */
+    int log_vhost;         /* -G: vhost_combined: each line starts with the vhost */
     const char *log_file;  /* -l: NULL = stdout; reopened on SIGUSR1 */
     const char *root;      /* -c: chroot (root) or chdir here; NULL = cwd */
     const char *user;      /* -u: drop privileges to this user after binding */

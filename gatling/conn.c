@@ -1,7 +1,9 @@
 /*
  * The connection state machine: see conn.h.  conn_event() runs the state
  * functions until the state stops changing (the lighttpd pattern); each
- * state function does one step and sets the next state.
+ * state function does one step and moves on with enter(), which also sets
+ * the deadline the new state waits under.  Keep-alive is decided here, in
+ * st_handle() and the error paths, before a response head is built.
  */
 #include "conn.h"
 #include "encoding.h"
@@ -9,7 +11,6 @@
 #include "handler.h"
 #include "owfat.h"
 #include "response.h"
-#include "server.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -21,71 +22,131 @@
 #define CONN_SEND_BUDGET (1 << 20)
 /* How long a closing connection may take to drain what the client sent. */
 #define CONN_LINGER_MS 2000
+/* The -B rate is checked over windows of this length (or -T, if shorter). */
+#define CONN_RATE_WINDOW_MS 10000
 
-static void set_deadline(conn_t *c, int64_t ms)
+const char *conn_state_name(conn_state_t st)
 {
-    gio_set_deadline(c->srv->loop, c->fd, gio_now(c->srv->loop) + ms);
+    static const char *const names[] = {"idle",  "head",   "handle", "body",
+                                        "write", "linger", "tarpit", "close"};
+    return (unsigned)st < sizeof names / sizeof names[0] ? names[st] : "?";
 }
 
 static int64_t idle_ms(const conn_t *c)
 {
-    return (int64_t)c->srv->cfg->timeout * 1000;
+    return (int64_t)c->site->cfg->timeout * 1000;
 }
 
-/* Request blocks come from a small per-server pool: no malloc per request. */
-static conn_block_t *block_get(server_t *s)
+/* A deadline of `secs`, but never longer than a non-zero -T. */
+static int64_t capped_ms(const conn_t *c, int64_t ms)
 {
-    return s->nspare > 0 ? s->spare[--s->nspare] : malloc(sizeof(conn_block_t));
+    int64_t t = idle_ms(c);
+    return t > 0 && t < ms ? t : ms;
 }
 
-static void block_put(server_t *s, conn_block_t *b)
+static int64_t head_ms(const conn_t *c)
 {
-    if (b && s->nspare < SERVER_SPARE_BLOCKS)
-        s->spare[s->nspare++] = b;
+    return capped_ms(c, (int64_t)c->site->cfg->head_timeout * 1000);
+}
+
+static int64_t window_ms(const conn_t *c)
+{
+    return capped_ms(c, CONN_RATE_WINDOW_MS);
+}
+
+static void set_deadline(conn_t *c, int64_t ms)
+{
+    gio_loop_t *l = c->site->loop;
+    gio_set_deadline(l, c->fd, ms > 0 ? gio_now(l) + ms : 0);
+}
+
+/* What a BODY or WRITE rate window measures. */
+static uint64_t moved(const conn_t *c)
+{
+    return c->state == CONN_WRITE ? c->out.bytes_sent : c->moved;
+}
+
+/* Go to state st, with the deadline st waits under. */
+static void enter(conn_t *c, conn_state_t st)
+{
+    c->state = st;
+    switch (st) {
+    case CONN_IDLE: set_deadline(c, idle_ms(c)); break;
+    case CONN_HEAD: set_deadline(c, head_ms(c)); break;
+    case CONN_BODY:
+    case CONN_WRITE:
+        c->window_at = moved(c);
+        set_deadline(c, window_ms(c));
+        break;
+    case CONN_LINGER:
+        shutdown(c->fd, SHUT_WR);
+        set_deadline(c, CONN_LINGER_MS);
+        break;
+    case CONN_TARPIT:
+        gio_want(c->site->loop, c->fd, 0);
+        set_deadline(c, idle_ms(c));
+        break;
+    case CONN_HANDLE:
+    case CONN_CLOSE: break;
+    }
+}
+
+/* Request blocks come from a small per-loop pool: no malloc per request. */
+static conn_block_t *block_get(conn_set_t *set)
+{
+    return set->nspare > 0 ? set->spare[--set->nspare] : malloc(sizeof(conn_block_t));
+}
+
+static void block_put(conn_set_t *set, conn_block_t *b)
+{
+    if (b && set->nspare < CONN_SPARE_BLOCKS)
+        set->spare[set->nspare++] = b;
     else
         free(b);
 }
 
-conn_t *conn_new(server_t *srv, int fd, const struct sockaddr *peer, socklen_t plen)
+conn_t *conn_new(conn_set_t *set, site_t *site, int kind, int fd, const struct sockaddr *peer,
+                 socklen_t plen)
 {
     conn_t *c = calloc(1, sizeof *c);
-    if (!c || gio_add(srv->loop, fd, c) < 0) {
+    if (!c || gio_add(site->loop, fd, c) < 0) {
         free(c);
         close(fd);
         return NULL;
     }
-    c->kind = COOKIE_CONN;
+    c->kind = kind;
     c->fd = fd;
-    c->srv = srv;
-    c->state = CONN_READ;
+    c->site = site;
+    c->set = set;
     if (plen <= sizeof c->peer)
         memcpy(&c->peer, peer, plen);
     gio_batch_init(&c->out);
-    gio_want(srv->loop, fd, GIO_READ);
-    set_deadline(c, idle_ms(c));
-    c->next = srv->conns;
+    gio_want(site->loop, fd, GIO_READ);
+    enter(c, CONN_IDLE);
+    set_deadline(c, head_ms(c)); /* nothing sent yet: the head's time runs from the accept */
+    c->next = set->list;
     if (c->next)
         c->next->prev = c;
-    srv->conns = c;
-    srv->nconns++;
+    set->list = c;
+    site->nconns++;
     return c;
 }
 
 static void conn_free(conn_t *c)
 {
-    gio_close(c->srv->loop, c->fd);
+    gio_close(c->site->loop, c->fd);
     gio_batch_free(&c->out);
-    block_put(c->srv, c->blk);
+    block_put(c->set, c->blk);
     if (c->file)
         fcache_release(c->file);
     enc_gzip_release(c->gz);
     if (c->prev)
         c->prev->next = c->next;
     else
-        c->srv->conns = c->next;
+        c->set->list = c->next;
     if (c->next)
         c->next->prev = c->prev;
-    c->srv->nconns--;
+    c->site->nconns--;
     free(c);
 }
 
@@ -96,20 +157,37 @@ static void log_request(conn_t *c)
     if (sent > c->body_len)
         sent = c->body_len;
     const char *vhost = NULL;
-    if (c->srv->cfg->log_vhost)
+    if (c->site->cfg->log_vhost)
         vhost = c->blk && c->reqlen ? c->blk->vhost : "";
-    alog_request(&c->srv->log, gio_wallclock(c->srv->loop), vhost, &c->peer.sa,
+    alog_request(&c->site->log, gio_wallclock(c->site->loop), vhost, &c->peer.sa,
                  c->reqlen ? &c->blk->req : NULL, c->status, c->head_only ? 0 : sent);
 }
 
-/* READ: parse what is buffered; read more when the head is incomplete. */
-static void st_read(conn_t *c)
+/* Answer status on a stream that cannot be trusted any more, then close. */
+static void fail(conn_t *c, int status)
 {
-    if (c->idle_wait) { /* the last read emptied the socket: let the loop say when */
-        gio_want(c->srv->loop, c->fd, GIO_READ);
-        return;
-    }
-    if (!c->blk && !(c->blk = block_get(c->srv))) {
+    c->keepalive = 0;
+    c->unread_input = 1;
+    if (resp_error(c, status, NULL) < 0)
+        c->state = CONN_CLOSE;
+    else
+        enter(c, CONN_WRITE);
+}
+
+/* IDLE: between requests (or before the first).  Read only once the loop
+   reports data: reading a socket just emptied would only find EAGAIN. */
+static void st_idle(conn_t *c, unsigned events)
+{
+    if (events & (GIO_READ | GIO_ERROR | GIO_HANGUP))
+        enter(c, CONN_HEAD);
+    else
+        gio_want(c->site->loop, c->fd, GIO_READ);
+}
+
+/* HEAD: parse what is buffered; read more while the head is incomplete. */
+static void st_head(conn_t *c)
+{
+    if (!c->blk && !(c->blk = block_get(c->set))) {
         c->state = CONN_CLOSE; /* out of memory: shed this client */
         return;
     }
@@ -126,27 +204,24 @@ static void st_read(conn_t *c)
             c->reqlen = 0; /* nothing trustworthy to log from it */
             c->blk->req.line.p = NULL;
             c->blk->vhost[0] = 0;
-            c->keepalive = 0;
             c->head_only = 0;
-            c->unread_input = 1;
-            c->state = resp_error(c, status, NULL) < 0 ? CONN_CLOSE : CONN_WRITE;
+            fail(c, status);
             return;
         }
         long r = gio_read(c->fd, c->blk->in + c->inlen, CONN_IN_CAP - c->inlen);
         if (r == GIO_AGAIN) {
-            if (!c->inlen) { /* idle: an idle connection holds no block */
-                block_put(c->srv, c->blk);
+            if (!c->inlen) { /* a spurious wake-up: idle again, holding no block */
+                block_put(c->set, c->blk);
                 c->blk = NULL;
+                c->state = CONN_IDLE;
             }
-            gio_want(c->srv->loop, c->fd, GIO_READ);
+            gio_want(c->site->loop, c->fd, GIO_READ);
             return;
         }
         if (r <= 0) { /* EOF or error; a half-sent request is simply dropped */
             c->state = CONN_CLOSE;
             return;
         }
-        if (c->inlen == 0) /* a new request starts: it gets the full time */
-            set_deadline(c, idle_ms(c));
         c->inlen += (uint32_t)r;
     }
 }
@@ -162,63 +237,75 @@ static void send_continue(conn_t *c, const http_request_t *req)
         (void)!send(c->fd, cont, sizeof cont - 1, MSG_NOSIGNAL); /* tiny, on an idle socket */
 }
 
-/* HANDLE: decide keep-alive, check the body, then let the handler respond. */
+/* Does this request end the connection?  RFC 9112 9.3, and our caps. */
+static int keeps_alive(conn_t *c, const http_request_t *req)
+{
+    const http_str_t *conn = http_header(req, "Connection");
+    int ka = c->http10 ? conn && http_list_has(*conn, "keep-alive")
+                       : !(conn && http_list_has(*conn, "close"));
+    if (c->set->draining)
+        return 0;
+    unsigned max = (unsigned)c->site->cfg->max_requests;
+    if (ka && max && c->requests >= max) {
+        c->site->stats.max_requests++;
+        return 0;
+    }
+    return ka;
+}
+
+/* HANDLE: decide keep-alive, check the body's framing, read it or respond. */
 static void st_handle(conn_t *c)
 {
     http_request_t *req = &c->blk->req;
-    const http_str_t *conn = http_header(req, "Connection");
+    c->requests++;
     c->http10 = req->version == 10;
-    c->keepalive = c->http10 ? conn && http_list_has(*conn, "keep-alive")
-                             : !(conn && http_list_has(*conn, "close"));
-    if (c->srv->draining)
-        c->keepalive = 0;
+    c->keepalive = keeps_alive(c, req);
     c->head_only = req->method.n == 4 && !memcmp(req->method.p, "HEAD", 4);
     c->unread_input = 0;
     c->status = 0;
     c->body_len = c->head_len = 0;
     c->out.bytes_sent = 0;
     c->blk->vhost[0] = 0;
-    if (c->body == BODY_DONE) { /* back from BODY */
-        c->body = BODY_NONE;
-    } else {
-        int st = handler_framing(c, req);
-        if (st) {
-            c->unread_input = 1;
-            c->state = resp_error(c, st, NULL) < 0 ? CONN_CLOSE : CONN_WRITE;
-            return;
-        }
-        if (c->body != BODY_NONE) {
-            send_continue(c, req);
-            c->state = CONN_BODY;
-            return;
-        }
+    int st = handler_framing(c, req);
+    if (st) {
+        fail(c, st);
+        return;
+    }
+    if (c->body != BODY_NONE) {
+        send_continue(c, req);
+        c->moved = 0;
+        enter(c, CONN_BODY);
+        return;
     }
     int r = handler_dispatch(c, req);
-    c->state = r < 0 ? CONN_CLOSE : CONN_WRITE;
+    if (r < 0)
+        c->state = CONN_CLOSE;
+    else
+        enter(c, CONN_WRITE);
 }
 
-/* Drop the body bytes at in[reqlen..inlen); BODY_DONE when the body ended. */
+/* Drop the body bytes at in[reqlen..inlen); 1 when the body ended, or -status. */
 static int drop_body(conn_t *c)
 {
     char *p = c->blk->in + c->reqlen;
     size_t have = c->inlen - c->reqlen, used;
+    int done = 0;
     if (c->body == BODY_LENGTH) {
         used = have < c->body_left ? have : (size_t)c->body_left;
         c->body_left -= used;
-        if (!c->body_left)
-            c->body = BODY_DONE;
+        done = !c->body_left;
     } else {
         int r = http_chunked_skip(&c->chunked, p, have, &used);
         if (r == HTTP_MALFORMED)
             return -400;
         if (c->chunked.total > CONN_BODY_MAX)
             return -413;
-        if (r == HTTP_CHUNKED_DONE)
-            c->body = BODY_DONE;
+        done = r == HTTP_CHUNKED_DONE;
     }
     memmove(p, p + used, have - used); /* what follows is the next request */
     c->inlen -= (uint32_t)used;
-    return 0;
+    c->moved += used;
+    return done;
 }
 
 /* BODY: read and drop the request body; then answer the request. */
@@ -227,18 +314,20 @@ static void st_body(conn_t *c)
     for (;;) {
         int r = drop_body(c);
         if (r < 0) {
-            c->unread_input = 1;
-            c->keepalive = 0;
-            c->state = resp_error(c, -r, NULL) < 0 ? CONN_CLOSE : CONN_WRITE;
+            fail(c, -r);
             return;
         }
-        if (c->body == BODY_DONE) {
-            c->state = CONN_HANDLE;
+        if (r == 1) {
+            c->body = BODY_NONE;
+            if (handler_dispatch(c, &c->blk->req) < 0)
+                c->state = CONN_CLOSE;
+            else
+                enter(c, CONN_WRITE);
             return;
         }
         long n = gio_read(c->fd, c->blk->in + c->inlen, CONN_IN_CAP - c->inlen);
         if (n == GIO_AGAIN) {
-            gio_want(c->srv->loop, c->fd, GIO_READ);
+            gio_want(c->site->loop, c->fd, GIO_READ);
             return;
         }
         if (n <= 0) {
@@ -246,7 +335,6 @@ static void st_body(conn_t *c)
             return;
         }
         c->inlen += (uint32_t)n;
-        set_deadline(c, idle_ms(c)); /* a body that keeps coming is not stalled */
     }
 }
 
@@ -254,7 +342,7 @@ static void st_body(conn_t *c)
 static void finish_request(conn_t *c)
 {
     log_request(c);
-    status_count(&c->srv->stats, gio_wallclock(c->srv->loop), c->out.bytes_sent);
+    status_count(&c->site->stats, gio_wallclock(c->site->loop), c->out.bytes_sent);
     if (c->file) {
         fcache_release(c->file);
         c->file = NULL;
@@ -264,27 +352,26 @@ static void finish_request(conn_t *c)
     memmove(c->blk->in, c->blk->in + c->reqlen, c->inlen - c->reqlen);
     c->inlen -= c->reqlen;
     c->reqlen = 0;
-    if (c->srv->draining) /* shutting down: this was the last response */
+    if (c->set->draining) /* shutting down: this was the last response */
         c->keepalive = 0;
     if (!c->keepalive) {
-        c->state = c->unread_input || c->inlen ? CONN_LINGER : CONN_CLOSE;
-        if (c->state == CONN_LINGER) {
-            shutdown(c->fd, SHUT_WR);
-            set_deadline(c, CONN_LINGER_MS);
-        }
+        if (c->unread_input || c->inlen)
+            enter(c, CONN_LINGER);
+        else
+            c->state = CONN_CLOSE;
         return;
     }
-    c->state = CONN_READ;
-    set_deadline(c, idle_ms(c));
-    if (!c->inlen) { /* idle: give the request block back, wait for the loop */
-        block_put(c->srv, c->blk);
-        c->blk = NULL;
-        gio_batch_free(&c->out);
-        c->idle_wait = 1;
+    if (c->inlen) { /* a pipelined request is already here */
+        enter(c, CONN_HEAD);
+        return;
     }
+    block_put(c->set, c->blk); /* idle: an idle connection holds no block */
+    c->blk = NULL;
+    gio_batch_free(&c->out);
+    enter(c, CONN_IDLE);
 }
 
-/* WRITE: push the batch; the deadline moves with progress only. */
+/* WRITE: push the batch. */
 static void st_write(conn_t *c)
 {
     long r = gio_batch_send(&c->out, c->fd, CONN_SEND_BUDGET);
@@ -297,9 +384,7 @@ static void st_write(conn_t *c)
         finish_request(c);
         return;
     }
-    if (r > 0)
-        set_deadline(c, idle_ms(c));
-    gio_want(c->srv->loop, c->fd, GIO_WRITE);
+    gio_want(c->site->loop, c->fd, GIO_WRITE);
 }
 
 /* LINGER: read and drop until the client closes or the deadline passes, so
@@ -312,39 +397,91 @@ static void st_linger(conn_t *c)
     while ((r = gio_read(c->fd, junk, sizeof junk)) > 0)
         ;
     if (r == GIO_AGAIN)
-        gio_want(c->srv->loop, c->fd, GIO_READ);
+        gio_want(c->site->loop, c->fd, GIO_READ);
     else
         c->state = CONN_CLOSE;
 }
 
+/*
+ * A deadline passed.  BODY and WRITE check the rate of the window that
+ * ended and go on if it was enough; every other state closes.  Each kind is
+ * counted.  Returns 1 if the connection goes on.
+ */
+static int timed_out(conn_t *c)
+{
+    status_counters_t *st = &c->site->stats;
+    switch (c->state) {
+    case CONN_BODY:
+    case CONN_WRITE: {
+        uint64_t need = (uint64_t)c->site->cfg->min_rate * (uint64_t)window_ms(c) / 1000;
+        if (moved(c) - c->window_at >= (need ? need : 1)) {
+            enter(c, c->state); /* a new window */
+            return 1;
+        }
+        if (c->state == CONN_WRITE) {
+            st->timeout_drain++;
+            log_request(c);
+        } else {
+            st->timeout_body++;
+        }
+        return 0;
+    }
+    case CONN_HEAD: {
+        /* RFC 9110 15.5.9; best effort, the socket is not waited for */
+        static const char r408[] = "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n"
+                                   "Content-Length: 0\r\n\r\n";
+        (void)!send(c->fd, r408, sizeof r408 - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        st->timeout_head++;
+        return 0;
+    }
+    case CONN_IDLE: /* a connection that never sent a request ran out of head time */
+        if (c->requests)
+            st->timeout_idle++;
+        else
+            st->timeout_head++;
+        return 0;
+    default: return 0;
+    }
+}
+
 void conn_event(conn_t *c, unsigned events)
 {
-    if (!events) { /* deadline: idle too long, stalled, or done lingering */
-        if (c->state == CONN_WRITE)
-            log_request(c);
-        conn_free(c);
+    if (!events) {
+        if (!timed_out(c))
+            conn_free(c);
         return;
     }
-    if (events & (GIO_READ | GIO_ERROR | GIO_HANGUP))
-        c->idle_wait = 0;
     conn_state_t prev;
     do {
         prev = c->state;
         switch (c->state) {
-        case CONN_READ: st_read(c); break;
+        case CONN_IDLE: st_idle(c, events); break;
+        case CONN_HEAD: st_head(c); break;
         case CONN_HANDLE: st_handle(c); break;
         case CONN_BODY: st_body(c); break;
         case CONN_WRITE: st_write(c); break;
         case CONN_LINGER: st_linger(c); break;
+        case CONN_TARPIT: break;
         case CONN_CLOSE: break;
         }
+        events = 0; /* readiness was news once: later states in this round start fresh */
     } while (c->state != prev && c->state != CONN_CLOSE);
     if (c->state == CONN_CLOSE)
         conn_free(c);
 }
 
-void conn_drain(conn_t *c)
+void conn_set_drain(conn_set_t *set)
 {
-    if (c->state == CONN_READ && c->inlen == 0)
-        conn_free(c);
+    set->draining = 1;
+    for (conn_t *c = set->list, *next; c; c = next) {
+        next = c->next; /* c may be freed */
+        if (c->state == CONN_IDLE || c->state == CONN_TARPIT)
+            conn_free(c);
+    }
+}
+
+void conn_set_free(conn_set_t *set)
+{
+    while (set->nspare > 0)
+        free(set->spare[--set->nspare]);
 }

@@ -1,33 +1,43 @@
 /*
- * conn — one client connection: a small state machine driven by readiness.
+ * conn — one client connection: a small state machine driven by readiness
+ * and deadlines.  The states, in processing order:
  *
- *   READ ──► HANDLE ──► WRITE ──► READ      (keep-alive)
- *              │  ▲        └────► LINGER    (closing: drain unread input)
- *              ▼  │                 └────► CLOSE
- *              BODY                (a request body to read and drop)
+ *   IDLE ─► HEAD ─► HANDLE ─► WRITE ─► IDLE      (keep-alive)
+ *                     │  ▲       └───► LINGER ─► CLOSE
+ *                     ▼  │
+ *                     BODY               (a request body to read and drop)
+ *   HEAD ─► TARPIT ─► CLOSE              (-A: over the request rate)
  *
- * While a request is being read or answered the connection owns a request
- * block (input buffer, parsed head, path and response-head buffers); an idle
- * keep-alive connection gives it back, so idle connections cost ~200 bytes.
+ * Each state that waits has its own deadline, counted when it fires:
+ *   IDLE    -T, the keep-alive idle timeout (a new connection: the head deadline)
+ *   HEAD    -s, the whole request head, from its first byte (slowloris)
+ *   BODY    -B, a minimum rate, checked over windows (slow bodies)
+ *   WRITE   -B, the same for the response (slow readers)
+ *   LINGER  a short drain of unread input before closing
+ *   TARPIT  -T, then close
+ * While a request is read or answered the connection owns a request block
+ * (input buffer, parsed head, path and response-head buffers); an IDLE
+ * connection holds none, so idle connections cost ~200 bytes.
  */
 #ifndef GATLING_CONN_H
 #define GATLING_CONN_H
 
 #include "gio_batch.h"
 #include "http_parse.h"
+#include "site.h"
 
 #include <netinet/in.h>
 #include <stdint.h>
 #include <sys/socket.h>
 
-struct server;
-
 typedef enum conn_state {
-    CONN_READ,   /* waiting for (the rest of) a request head */
+    CONN_IDLE,   /* no request yet: wait for the loop to report data */
+    CONN_HEAD,   /* reading (the rest of) a request head */
     CONN_HANDLE, /* a complete head is in the buffer: build the response */
-    CONN_BODY,   /* reading and dropping the request body, then HANDLE */
+    CONN_BODY,   /* reading and dropping the request body */
     CONN_WRITE,  /* sending the response */
     CONN_LINGER, /* response sent, closing: drain unread input, then close */
+    CONN_TARPIT, /* over the request rate: held, unread, until the deadline */
     CONN_CLOSE   /* to be freed */
 } conn_state_t;
 
@@ -35,8 +45,9 @@ typedef enum conn_state {
 #define CONN_PATH_CAP (HTTP_MAX_TARGET + 8)
 #define CONN_HEAD_CAP (3 * HTTP_MAX_TARGET + 2048) /* Location carries the encoded path */
 #define CONN_BODY_MAX (1 << 20) /* request bodies are dropped; larger ones get 413 */
+#define CONN_SPARE_BLOCKS 32    /* request blocks kept for reuse */
 
-enum { BODY_NONE, BODY_LENGTH, BODY_CHUNKED, BODY_DONE };
+enum { BODY_NONE, BODY_LENGTH, BODY_CHUNKED };
 
 typedef struct conn_block {
     http_request_t req;
@@ -46,22 +57,33 @@ typedef struct conn_block {
     char vhost[272]; /* the request's vhost name, for the access log */
 } conn_block_t;
 
+/* The connections of one loop: the owner (server.c) embeds it. */
+typedef struct conn_set {
+    struct conn *list; /* every open connection, for the shutdown */
+    conn_block_t *spare[CONN_SPARE_BLOCKS];
+    int nspare;
+    int draining; /* shutting down: every response is the last */
+} conn_set_t;
+
 typedef struct conn {
-    int kind; /* COOKIE_CONN: first, see server.h */
+    int kind; /* the loop cookie's kind (server.c): first */
     int fd;
     conn_state_t state;
-    struct server *srv;
-    struct conn *prev, *next; /* the server's list of connections */
+    site_t *site;
+    conn_set_t *set;
+    struct conn *prev, *next; /* the set's list */
     conn_block_t *blk;        /* NULL while idle */
     uint32_t inlen;           /* bytes in blk->in */
     uint32_t reqlen;          /* bytes of blk->in taken by the current request */
     uint32_t head_len;        /* bytes of the response head */
+    uint32_t requests;        /* requests begun on this connection */
     uint16_t status;
     uint16_t local_port;
     uint8_t keepalive, http10, head_only, unread_input;
-    uint8_t idle_wait;  /* between requests: read only once the loop says so */
     uint8_t body;       /* BODY_*: framing of the request body */
     uint64_t body_left; /* BODY_LENGTH: bytes still to drop */
+    uint64_t moved;     /* body bytes read or response bytes sent, for the rate check */
+    uint64_t window_at; /* `moved` when the current rate window began */
     http_chunked_t chunked;
     uint64_t body_len;         /* body bytes of the current response */
     struct fcache_entry *file; /* the open file the response sends, if any */
@@ -75,13 +97,20 @@ typedef struct conn {
 } conn_t;
 
 /* Take over an accepted, non-blocking socket.  NULL (and fd closed) on error. */
-conn_t *conn_new(struct server *srv, int fd, const struct sockaddr *peer, socklen_t plen);
+conn_t *conn_new(conn_set_t *set, site_t *site, int kind, int fd, const struct sockaddr *peer,
+                 socklen_t plen);
 
 /* React to readiness (events) or a passed deadline (events == 0). */
 void conn_event(conn_t *c, unsigned events);
 
-/* Shutting down: close now if idle, else after the current response. */
-void conn_drain(conn_t *c);
+/* Shutting down: close every idle connection now, the others after their response. */
+void conn_set_drain(conn_set_t *set);
+
+/* Free the spare request blocks (the connections are closed by then). */
+void conn_set_free(conn_set_t *set);
+
+/* The state's name, for debug output and tests. */
+const char *conn_state_name(conn_state_t st);
 
 /* The buffer response heads are built in. */
 static inline char *conn_head_buf(conn_t *c)

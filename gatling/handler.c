@@ -64,7 +64,7 @@ int handler_dispatch(conn_t *c, const http_request_t *req)
     if (method_is(req, "GET") || method_is(req, "HEAD"))
         return static_serve(c, req);
     if (method_is(req, "OPTIONS"))
-        return resp_head(c, 200, NULL, 0, -1, ALLOW);
+        return resp_head(c, 200, NULL, 0, -1, ALLOW) < 0 ? -1 : 0;
     static const char *const known[] = {"POST", "PUT", "DELETE", "PATCH", "TRACE", "CONNECT"};
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (method_is(req, known[i]))

@@ -147,6 +147,14 @@ const http_str_t *http_header(const http_request_t *req, const char *name)
     return NULL;
 }
 
+size_t http_header_count(const http_request_t *req, const char *name)
+{
+    size_t k = 0, n = strlen(name);
+    for (size_t i = 0; i < req->nheaders; i++)
+        k += req->headers[i].name.n == n && case_equalb(req->headers[i].name.p, n, name);
+    return k;
+}
+
 int http_list_has(http_str_t s, const char *tok)
 {
     size_t n = strlen(tok);

@@ -49,6 +49,9 @@ long http_parse_request(const char *buf, size_t len, http_request_t *req, int *s
 /* The value of the first header named name (case-insensitive), or NULL. */
 const http_str_t *http_header(const http_request_t *req, const char *name);
 
+/* How many header fields are named name (case-insensitive). */
+size_t http_header_count(const http_request_t *req, const char *name);
+
 /* Whether comma-separated list s contains token tok (case-insensitive). */
 int http_list_has(http_str_t s, const char *tok);
 

@@ -23,16 +23,26 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: gatling [-i addr] [-p port] [-T secs] [-n] [-A] [-l file] [-c dir] [-u user]\n"
-            "               [-m file] [-W n] [-H] [-v] [-t] [-d|-D] [-I name] [-r url]\n"
-            "               [-M secs] [-S] [-L] [-Z] [-V] [-h]\n"
+            "usage: gatling [-i addr] [-p port] [-T secs] [-s secs] [-B rate] [-N n] [-K n]\n"
+            "               [-A rpm] [-R n] [-j n] [-n] [-G] [-l file] [-q file] [-c dir]\n"
+            "               [-u user] [-m file] [-W n] [-H] [-v] [-t] [-d|-D] [-I name]\n"
+            "               [-r url] [-M secs] [-S] [-L] [-Z] [-V] [-h]\n"
             "Serve the current directory (or -c dir) over HTTP/1.1.\n"
             "  -i addr   listen on this IPv4 or IPv6 address (default: all, IPv6 and IPv4)\n"
             "  -p port   listen on this port (default: 80 as root, 8000 otherwise; 0: any)\n"
-            "  -T secs   close connections idle or stalled this long (default 23)\n"
+            "  -T secs   close keep-alive connections idle this long (default 23; 0: never)\n"
+            "  -s secs   a request head must arrive within secs (default 10, or -T)\n"
+            "  -B rate   bodies and responses must move rate bytes/s (default 512; 0: any)\n"
+            "  -N n      at most n open connections, then 503 (default: the fd limit - 64)\n"
+            "  -K n      at most n open connections per client address or /64 (default: no cap)\n"
+            "  -A rpm    at most rpm requests per minute per client address; above it the\n"
+            "            client is tarpitted until -T (with -T 0, dropped) (default: no limit)\n"
+            "  -R n      at most n requests per keep-alive connection (default 10000; 0: no cap)\n"
+            "  -j n      threads for password checks and compression (default 2)\n"
             "  -n        no access log (default: Combined Log Format on stdout)\n"
             "  -l file   append the access log to file; SIGUSR1 reopens it\n"
-            "  -A        log in vhost_combined format (the vhost first on each line)\n"
+            "  -G        log in vhost_combined format (the vhost first on each line)\n"
+            "  -q file   append the error log to file (default: stderr); SIGUSR1 reopens it\n"
             "  -c dir    serve dir; as root, chroot into it after opening the listeners\n"
             "  -u user   run as user after opening the listeners\n"
             "  -m file   read MIME types from file (default /etc/mime.types)\n"
@@ -71,6 +81,28 @@ static int is_address(const char *s)
     return inet_pton(AF_INET, s, a) == 1 || inet_pton(AF_INET6, s, a) == 1;
 }
 
+/*
+ * Option lengths are checked once, here, so that nothing later has to wonder
+ * whether an option fits the buffer it is copied into: -r ends up in every
+ * redirect's Location header, -I next to request paths.
+ */
+#define OPT_URL_MAX 1024 /* -r */
+#define OPT_NAME_MAX 255 /* -I, -u */
+
+static int too_long(const char *s, size_t max)
+{
+    return strnlen(s, max + 1) > max;
+}
+
+/* No spaces or control characters: the value goes into a header. */
+static int header_safe(const char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s <= ' ' || *s == 0x7f)
+            return 0;
+    return 1;
+}
+
 static int bad(const char *opt, const char *arg, const char *why)
 {
     fprintf(stderr, "gatling: -%s %s: %s\n", opt, arg, why);
@@ -84,13 +116,17 @@ static int parse_options(int argc, char **argv, config_t *cfg)
     int c;
     *cfg = (config_t){.port = geteuid() == 0 ? 80 : 8000,
                       .timeout = 23,
+                      .head_timeout = 10,
+                      .min_rate = 512,
+                      .max_requests = 10000,
+                      .threads = 2,
                       .access_log = 1,
                       .workers = 1,
                       .vhosts = 1,
                       .max_age = -1,
                       .gzip = 1};
     opterr = 0;
-    while ((c = getopt(argc, argv, ":i:p:T:nAl:c:u:m:W:HvtdDI:r:M:SLZVh")) != -1) {
+    while ((c = getopt(argc, argv, ":i:p:T:s:B:N:K:A:R:j:nGl:q:c:u:m:W:HvtdDI:r:M:SLZVh")) != -1) {
         switch (c) {
         case 'i':
             if (!is_address(optarg))
@@ -102,28 +138,80 @@ static int parse_options(int argc, char **argv, config_t *cfg)
                 return bad("p", optarg, "not a port number (0-65535)");
             break;
         case 'T':
-            if ((cfg->timeout = (int)number(optarg, 1, 86400)) < 0)
-                return bad("T", optarg, "not a timeout in seconds (1-86400)");
+            if ((cfg->timeout = (int)number(optarg, 0, 86400)) < 0)
+                return bad("T", optarg, "not a timeout in seconds (0-86400)");
+            break;
+        case 's':
+            if ((cfg->head_timeout = (int)number(optarg, 1, 3600)) < 0)
+                return bad("s", optarg, "not a time in seconds (1-3600)");
+            break;
+        case 'B':
+            if ((cfg->min_rate = (int)number(optarg, 0, 1 << 30)) < 0)
+                return bad("B", optarg, "not a rate in bytes per second");
+            break;
+        case 'N':
+            if ((cfg->max_conns = (int)number(optarg, 1, 1 << 24)) < 0)
+                return bad("N", optarg, "not a connection count (1-16777216)");
+            break;
+        case 'K':
+            if ((cfg->max_conns_addr = (int)number(optarg, 0, 1 << 24)) < 0)
+                return bad("K", optarg, "not a connection count");
+            break;
+        case 'A':
+            if ((cfg->rpm = (int)number(optarg, 0, 1 << 24)) < 0)
+                return bad("A", optarg, "not a number of requests per minute");
+            break;
+        case 'R':
+            if ((cfg->max_requests = (int)number(optarg, 0, 1 << 30)) < 0)
+                return bad("R", optarg, "not a request count");
+            break;
+        case 'j':
+            if ((cfg->threads = (int)number(optarg, 1, 64)) < 0)
+                return bad("j", optarg, "not a thread count (1-64)");
+            break;
+        case 'q':
+            if (!*optarg || too_long(optarg, PATH_MAX - 1))
+                return bad("q", optarg, "not a usable file name");
+            cfg->error_log = optarg;
             break;
         case 'n': cfg->access_log = 0; break;
-        case 'l': cfg->log_file = optarg; break;
-        case 'A': cfg->log_vhost = 1; break;
-        case 'c': cfg->root = optarg; break;
-        case 'u': cfg->user = optarg; break;
-        case 'm': cfg->mime_file = optarg; break;
+        case 'l':
+            if (!*optarg || too_long(optarg, PATH_MAX - 1))
+                return bad("l", optarg, "not a usable file name");
+            cfg->log_file = optarg;
+            break;
+        case 'G': cfg->log_vhost = 1; break;
+        case 'c':
+            if (!*optarg || too_long(optarg, PATH_MAX - 1))
+                return bad("c", optarg, "not a usable directory name");
+            cfg->root = optarg;
+            break;
+        case 'u':
+            if (!*optarg || too_long(optarg, OPT_NAME_MAX))
+                return bad("u", optarg, "not a user name");
+            cfg->user = optarg;
+            break;
+        case 'm':
+            if (!*optarg || too_long(optarg, PATH_MAX - 1))
+                return bad("m", optarg, "not a usable file name");
+            cfg->mime_file = optarg;
+            break;
         case 'H': cfg->vhosts = 0; break;
         case 'v': cfg->vhost_only = 1; break;
         case 't': cfg->keep_host_port = 1; break;
         case 'd': cfg->listings = 1; break;
         case 'D': cfg->listings = 0; break;
         case 'I':
-            if (!*optarg || strchr(optarg, '/') || optarg[0] == '.')
+            if (!*optarg || strchr(optarg, '/') || optarg[0] == '.' ||
+                too_long(optarg, OPT_NAME_MAX))
                 return bad("I", optarg, "not a plain file name");
             cfg->index2 = optarg;
             break;
         case 'r':
             if (strncmp(optarg, "http://", 7) && strncmp(optarg, "https://", 8))
                 return bad("r", optarg, "not an http:// or https:// URL");
+            if (too_long(optarg, OPT_URL_MAX) || !header_safe(optarg))
+                return bad("r", "...", "longer than 1024 bytes, or has spaces or control characters");
             cfg->redirect = optarg;
             break;
         case 'M':

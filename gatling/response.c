@@ -1,7 +1,8 @@
 /* Response heads and error pages: see response.h. */
 #include "response.h"
-#include "owfat.h"
-#include "server.h"
+#include "hbuf.h"
+#include "site.h"
+#include "conn.h"
 
 #include <string.h>
 
@@ -33,73 +34,100 @@ const char *resp_reason(int status)
     }
 }
 
-static char *put(char *p, const char *s)
+/* The status line and the fields every response carries, then extra. */
+static void put_head(hbuf_t *b, conn_t *c, int status, const char *ctype, uint64_t len,
+                     time_t mtime, const char *extra)
 {
-    size_t n = strlen(s);
-    memcpy(p, s, n);
-    return p + n;
+    hb_puts(b, "HTTP/1.1 ");
+    hb_num(b, (uint64_t)status);
+    hb_puts(b, " ");
+    hb_puts(b, resp_reason(status));
+    hb_puts(b, "\r\nServer: gatling/" GATLING_VERSION "\r\nDate: ");
+    hb_puts(b, site_date(c->site));
+    if (ctype) {
+        hb_puts(b, "\r\nContent-Type: ");
+        hb_puts(b, ctype);
+    }
+    if (status != 304 && status != 204) {
+        hb_puts(b, "\r\nContent-Length: ");
+        hb_num(b, len);
+    }
+    if (mtime >= 0) {
+        hb_puts(b, "\r\nLast-Modified: ");
+        hb_date(b, mtime);
+    }
+    if (!c->keepalive)
+        hb_puts(b, "\r\nConnection: close");
+    else if (c->http10)
+        hb_puts(b, "\r\nConnection: keep-alive");
+    hb_puts(b, "\r\n");
+    if (extra)
+        hb_puts(b, extra);
+    hb_puts(b, "\r\n");
+}
+
+/* The small HTML page of an error response. */
+static void put_page(hbuf_t *b, int status)
+{
+    for (int i = 0; i < 2; i++) {
+        hb_puts(b, i ? "</title></head>\n<body><h1>" : "<!DOCTYPE html>\n<html><head><title>");
+        hb_num(b, (uint64_t)status);
+        hb_puts(b, " ");
+        hb_puts(b, resp_reason(status));
+    }
+    hb_puts(b, "</h1></body></html>\n");
+}
+
+#define PAGE_MAX 256 /* put_page's longest page is ~130 bytes */
+
+/* The head and page of an error response, in the head buffer; 0 if it fit. */
+static int build_error(conn_t *c, int status, const char *extra, size_t *head_len,
+                       size_t *page_len)
+{
+    char page[PAGE_MAX];
+    hbuf_t pb = hb_init(page, sizeof page);
+    put_page(&pb, status);
+    hbuf_t b = hb_init(conn_head_buf(c), CONN_HEAD_CAP);
+    put_head(&b, c, status, "text/html; charset=utf-8", hb_len(&pb), -1, extra);
+    *head_len = hb_len(&b);
+    if (!c->head_only) /* the page goes right after the head, in the same buffer */
+        hb_put(&b, page, hb_len(&pb));
+    *page_len = hb_len(&b) - *head_len;
+    return b.over || pb.over ? -1 : 0;
+}
+
+/* Queue an error response; a head that does not fit becomes a bare 500. */
+static int queue_error(conn_t *c, int status, const char *extra)
+{
+    size_t head_len, page_len;
+    if (build_error(c, status, extra, &head_len, &page_len) < 0) {
+        /* never sent truncated; the stream after a 500 of ours is not to be trusted */
+        status = 500;
+        c->keepalive = 0;
+        c->site->stats.head_overflows++;
+        if (build_error(c, 500, NULL, &head_len, &page_len) < 0)
+            return -1; /* cannot happen: CONN_HEAD_CAP holds a bare 500 */
+    }
+    c->status = (uint16_t)status;
+    c->body_len = c->head_only ? 0 : page_len;
+    c->head_len = (uint32_t)head_len;
+    return gio_batch_add_buf(&c->out, conn_head_buf(c), head_len + page_len, 0);
 }
 
 int resp_head(conn_t *c, int status, const char *ctype, uint64_t len, time_t mtime,
               const char *extra)
 {
-    char *h = conn_head_buf(c), *p = h;
-    p = put(p, "HTTP/1.1 ");
-    p += fmt_ulong(p, (unsigned long)status);
-    *p++ = ' ';
-    p = put(p, resp_reason(status));
-    p = put(p, "\r\nServer: gatling/" GATLING_VERSION "\r\nDate: ");
-    p = put(p, server_date(c->srv));
-    if (ctype) {
-        p = put(p, "\r\nContent-Type: ");
-        p = put(p, ctype);
-    }
-    if (status != 304 && status != 204) {
-        p = put(p, "\r\nContent-Length: ");
-        p += fmt_ulonglong(p, len);
-    }
-    if (mtime >= 0) {
-        p = put(p, "\r\nLast-Modified: ");
-        p += fmt_httpdate(p, mtime);
-    }
-    if (!c->keepalive)
-        p = put(p, "\r\nConnection: close");
-    else if (c->http10)
-        p = put(p, "\r\nConnection: keep-alive");
-    p = put(p, "\r\n");
-    if (extra)
-        p = put(p, extra);
-    p = put(p, "\r\n");
+    hbuf_t b = hb_init(conn_head_buf(c), CONN_HEAD_CAP);
+    put_head(&b, c, status, ctype, len, mtime, extra);
+    if (b.over)
+        return queue_error(c, 500, NULL) < 0 ? -1 : RESP_REPLACED;
     c->status = (uint16_t)status;
     c->body_len = len;
-    c->head_len = (uint32_t)(p - h);
-    return gio_batch_add_buf(&c->out, h, p - h, 0);
+    c->head_len = (uint32_t)hb_len(&b);
+    return gio_batch_add_buf(&c->out, b.start, hb_len(&b), 0);
 }
 
 int resp_error(conn_t *c, int status, const char *extra)
 {
-    char page[256], *p = page;
-    const char *r = resp_reason(status);
-    p = put(p, "<!DOCTYPE html>\n<html><head><title>");
-    p += fmt_ulong(p, (unsigned long)status);
-    *p++ = ' ';
-    p = put(p, r);
-    p = put(p, "</title></head>\n<body><h1>");
-    p += fmt_ulong(p, (unsigned long)status);
-    *p++ = ' ';
-    p = put(p, r);
-    p = put(p, "</h1></body></html>\n");
-    size_t n = p - page;
-    /* after a broken request the stream cannot be trusted: close it */
-    if (status == 400 || status == 408 || status == 413 || status == 414 || status == 431 ||
-        status == 501 || status == 505)
-        c->keepalive = 0;
-    if (resp_head(c, status, "text/html; charset=utf-8", n, -1, extra) < 0)
-        return -1;
-    if (c->head_only)
-        return 0;
-    /* the page goes right after the head, in the same buffer */
-    char *body = conn_head_buf(c) + c->head_len;
-    memcpy(body, page, n);
-    return gio_batch_add_buf(&c->out, body, n, 0);
+    return queue_error(c, status, extra);
 }

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <grp.h>
@@ -24,6 +25,7 @@
 
 #define ACCEPT_BATCH 64     /* connections taken per listener event */
 #define ACCEPT_PAUSE_MS 100 /* back-off when out of descriptors */
+#define SERVER_FD_RESERVE 64 /* descriptors kept for files, logs and refusals */
 
 /* The only file-scope mutable state: what signal handlers may touch. */
 static int sig_pipe_fd = -1;
@@ -155,35 +157,34 @@ static int install_signals(server_t *s)
     return 0;
 }
 
+/* -N: the cap on open connections, below what the descriptor limit allows. */
+static size_t conn_cap(const config_t *cfg)
+{
+    struct rlimit rl;
+    size_t fds = 1024;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+        fds = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > 1 << 20 ? 1 << 20 : rl.rlim_cur;
+    /* room for listeners, logs, the self-pipe, open files of the cache and
+       the one descriptor a refusal needs: past this, 503 rather than EMFILE */
+    size_t room = fds > SERVER_FD_RESERVE * 2 ? fds - SERVER_FD_RESERVE : fds / 2;
+    if (cfg->max_conns > 0 && (size_t)cfg->max_conns < room)
+        return (size_t)cfg->max_conns;
+    return room;
+}
+
 int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const listener_t *lst,
                 int nlst)
 {
     memset(s, 0, sizeof *s);
-    s->cfg = cfg;
     s->sigfd[0] = s->sigfd[1] = -1;
-    alog_init(&s->log, cfg->log_fd);
-    s->mime = mime;
-    s->stats.started = s->stats.second = time(NULL);
-    /* gzip on the fly up to 1 MiB files: ~40 ms of loop stall at most */
-    if (cfg->gzip && !(s->gzcache = enc_cache_new(0, 1 << 20))) {
-        fprintf(stderr, "gatling: out of memory\n");
-        return -1;
-    }
-    if (!(s->fcache = fcache_new(12))) {
-        fprintf(stderr, "gatling: out of memory\n");
-        return -1;
-    }
-    s->rootfd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    s->root_real = realpath(".", NULL);
-    if (s->rootfd < 0 || !s->root_real) {
-        fprintf(stderr, "gatling: cannot open the document root: %s\n", strerror(errno));
-        return -1;
-    }
     if (!(s->loop = gio_loop_new())) {
         fprintf(stderr, "gatling: cannot create the %s loop: %s\n", gio_backend_name(),
                 strerror(errno));
         return -1;
     }
+    if (site_init(&s->site, cfg, s->loop, mime) < 0)
+        return -1;
+    s->max_conns = conn_cap(cfg);
     for (int i = 0; i < nlst; i++) {
         s->lst[i] = lst[i];
         s->lst[i].port = server_port(&lst[i]);
@@ -201,14 +202,22 @@ int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const list
     return 0;
 }
 
-const char *server_date(server_t *s)
+/*
+ * Over a cap: answer 503 at once, without reading the request, and close.
+ * What the client already sent is read first (one read, it is in the
+ * kernel's buffer by now or not at all), so that the close is a FIN and not
+ * a RST that could destroy the answer in flight.
+ */
+static void refuse(int fd)
 {
-    int64_t now = gio_wallclock(s->loop);
-    if (now != s->date_at) {
-        s->date[fmt_httpdate(s->date, (time_t)now)] = 0;
-        s->date_at = now;
-    }
-    return s->date;
+    static const char r503[] = "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 5\r\n"
+                               "Content-Type: text/plain\r\nContent-Length: 20\r\n"
+                               "Connection: close\r\n\r\nserver overloaded.\r\n";
+    char junk[2048];
+    (void)!read(fd, junk, sizeof junk);
+    (void)!send(fd, r503, sizeof r503 - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    shutdown(fd, SHUT_WR);
+    close(fd);
 }
 
 static void accept_some(server_t *s, listener_t *l)
@@ -224,14 +233,20 @@ static void accept_some(server_t *s, listener_t *l)
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
                 /* out of descriptors: stop accepting for a moment instead of
                    spinning on a listener that stays readable */
+                s->site.stats.refused_fds++;
                 gio_want(s->loop, l->fd, 0);
                 gio_set_deadline(s->loop, l->fd, gio_now(s->loop) + ACCEPT_PAUSE_MS);
             }
             return; /* EAGAIN, ECONNABORTED, EINTR: nothing more now */
         }
+        if (s->site.nconns >= s->max_conns) {
+            s->site.stats.refused_cap++;
+            refuse(fd);
+            continue;
+        }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        conn_t *c = conn_new(s, fd, &peer.sa, plen);
+        conn_t *c = conn_new(&s->conns, &s->site, COOKIE_CONN, fd, &peer.sa, plen);
         if (c)
             c->local_port = (uint16_t)l->port;
     }
@@ -240,30 +255,27 @@ static void accept_some(server_t *s, listener_t *l)
 /* Stop listening; idle connections close now, busy ones after their response. */
 static void start_draining(server_t *s)
 {
-    if (s->draining)
+    if (s->conns.draining)
         return;
-    s->draining = 1;
     for (int i = 0; i < s->nlst; i++)
         gio_close(s->loop, s->lst[i].fd);
     s->nlst = 0;
-    for (conn_t *c = s->conns, *next; c; c = next) {
-        next = c->next; /* conn_drain may free c */
-        conn_drain(c);
-    }
+    conn_set_drain(&s->conns);
 }
 
 /* SIGUSR1: logrotate moved the file away; start a new one at the same path. */
 static void reopen_log(server_t *s)
 {
-    if (!s->cfg->log_file || s->log.fd < 0)
+    const config_t *cfg = s->site.cfg;
+    if (!cfg->log_file || s->site.log.fd < 0)
         return;
-    alog_flush(&s->log);
-    int fd = open(s->cfg->log_file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    alog_flush(&s->site.log);
+    int fd = open(cfg->log_file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) { /* keep writing to the old file rather than lose lines */
-        fprintf(stderr, "gatling: reopening %s failed: %s\n", s->cfg->log_file, strerror(errno));
+        fprintf(stderr, "gatling: reopening %s failed: %s\n", cfg->log_file, strerror(errno));
         return;
     }
-    dup2(fd, s->log.fd);
+    dup2(fd, s->site.log.fd);
     close(fd);
 }
 
@@ -273,7 +285,7 @@ static void handle_signals(server_t *s)
     while (read(s->sigfd[0], buf, sizeof buf) > 0)
         ;
     if (sig_term > 1) { /* a second SIGTERM: stop now */
-        alog_flush(&s->log);
+        alog_flush(&s->site.log);
         _exit(0);
     }
     if (sig_usr1) {
@@ -286,8 +298,8 @@ static void handle_signals(server_t *s)
 
 int server_run(server_t *s)
 {
-    while (!s->draining || s->nconns > 0) {
-        int64_t wake = fcache_expire(s->fcache, gio_now(s->loop));
+    while (!s->conns.draining || s->site.nconns > 0) {
+        int64_t wake = fcache_expire(s->site.fcache, gio_now(s->loop));
         if (gio_wait(s->loop, wake < 0 ? -1 : (int)wake + 1) < 0 && errno != EINTR) {
             fprintf(stderr, "gatling: %s wait failed: %s\n", gio_backend_name(), strerror(errno));
             return 1;
@@ -310,14 +322,13 @@ int server_run(server_t *s)
             else if (*kind == COOKIE_LISTENER) /* the accept pause is over */
                 gio_want(s->loop, fd, GIO_READ);
         }
-        alog_flush(&s->log);
+        alog_flush(&s->site.log);
     }
     return 0;
 }
 
 void server_free(server_t *s)
 {
-    alog_free(&s->log);
     for (int i = 0; i < s->nlst; i++)
         gio_close(s->loop, s->lst[i].fd);
     if (s->sigfd[0] >= 0) {
@@ -325,12 +336,7 @@ void server_free(server_t *s)
         close(s->sigfd[0]);
         close(s->sigfd[1]);
     }
+    site_free(&s->site);
+    conn_set_free(&s->conns);
     gio_loop_free(s->loop);
-    while (s->nspare > 0)
-        free(s->spare[--s->nspare]);
-    fcache_free(s->fcache);
-    enc_cache_free(s->gzcache);
-    if (s->rootfd >= 0)
-        close(s->rootfd);
-    free(s->root_real);
 }

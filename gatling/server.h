@@ -6,18 +6,16 @@
 #ifndef GATLING_SERVER_H
 #define GATLING_SERVER_H
 
-#include "alog.h"
 #include "config.h"
-#include "fcache.h"
+#include "conn.h"
 #include "gio.h"
 #include "mime.h"
-#include "status.h"
+#include "site.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
 #define SERVER_MAX_LISTENERS 4
-#define SERVER_SPARE_BLOCKS 32 /* request blocks kept for reuse (conn.c) */
 
 /* Every loop cookie starts with one of these, so the loop can tell them apart. */
 enum { COOKIE_LISTENER = 1, COOKIE_CONN, COOKIE_SIGNAL };
@@ -29,26 +27,14 @@ typedef struct listener {
 } listener_t;
 
 typedef struct server {
-    const config_t *cfg;
     gio_loop_t *loop;
-    mime_table_t *mime;
-    fcache_t *fcache; /* open files, see fcache.h */
-    int rootfd;       /* the document root, opened once */
-    char *root_real;  /* its canonical path, for symlink checks */
+    site_t site;      /* what the handlers need */
+    conn_set_t conns; /* the open connections */
     listener_t lst[SERVER_MAX_LISTENERS];
     int nlst;
-    int sigfd[2]; /* self-pipe: signal handlers write, the loop reads */
-    int sigkind;  /* COOKIE_SIGNAL, the cookie of sigfd[0] */
-    size_t nconns;
-    struct conn *conns;                            /* every open connection, for the shutdown */
-    struct conn_block *spare[SERVER_SPARE_BLOCKS]; /* free request blocks */
-    int nspare;
-    int draining;    /* no listeners left: exit when nconns == 0 */
-    int64_t date_at; /* wall-clock second of `date` */
-    char date[32];   /* the current HTTP-date, for Date: */
-    alog_t log;
-    status_counters_t stats;
-    struct enc_cache *gzcache; /* on-the-fly gzip; NULL with -Z */
+    size_t max_conns; /* -N, or what the descriptor limit allows */
+    int sigfd[2];     /* self-pipe: signal handlers write, the loop reads */
+    int sigkind;      /* COOKIE_SIGNAL, the cookie of sigfd[0] */
 } server_t;
 
 /*
@@ -80,8 +66,5 @@ int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const list
 int server_run(server_t *s);
 
 void server_free(server_t *s);
-
-/* The HTTP-date of the current second (cached). */
-const char *server_date(server_t *s);
 
 #endif

@@ -16,13 +16,15 @@
 #include "encoding.h"
 #include "fs.h"
 #include "handler.h"
+#include "hbuf.h"
 #include "htaccess.h"
 #include "listing.h"
 #include "mime.h"
 #include "owfat.h"
 #include "path.h"
 #include "response.h"
-#include "server.h"
+#include "site.h"
+#include "conn.h"
 #include "status.h"
 #include "vhost.h"
 
@@ -46,14 +48,6 @@ typedef struct target {
     size_t keylen;
 } target_t;
 
-/* Append s at p, NUL-terminated; returns the end (at the NUL). */
-static char *cat(char *p, const char *s)
-{
-    size_t n = strlen(s);
-    memcpy(p, s, n + 1);
-    return p + n;
-}
-
 /* Status for a failed open: missing, forbidden, or we are out of descriptors. */
 static int open_status(int err)
 {
@@ -68,34 +62,39 @@ static int open_status(int err)
     }
 }
 
-static const char *root_check(const server_t *s)
-{
-    return s->cfg->symlinks_out ? NULL : s->root_real;
-}
-
 /* The directory t's virtual host is served from (the caller closes it). */
-static int open_vhost(const server_t *s, const target_t *t)
+static int open_vhost(const site_t *s, const target_t *t)
 {
     const char *name = s->cfg->vhosts ? t->vhost : NULL;
-    return vhost_open(s->rootfd, name, s->cfg->vhost_only, root_check(s));
+    return vhost_open(s->rootfd, name, s->cfg->vhost_only, site_root_check(s));
 }
 
-/* A redirect to prefix + the encoded path (+ suffix) + the query. */
+/*
+ * A redirect to prefix + the encoded path (+ suffix) + the query.  A Location
+ * that would not fit the response head (a long -r URL and a long path whose
+ * bytes all need escaping) is refused as 414: the URI is what is too long.
+ */
 static int redirect(conn_t *c, int status, const char *prefix, const path_t *p, const char *suffix)
 {
-    size_t plen = strlen(prefix);
-    char *loc = malloc(plen + 3 * p->len + p->query_len + 32), *q = loc;
+    size_t plen = strlen(prefix), cap = CONN_HEAD_CAP - 1024; /* room for the rest */
+    char *loc = malloc(cap);
     if (!loc)
         return -1;
-    q += sprintf(q, "Location: %s", prefix);
-    if (p->len) /* a prefix URL ending in '/' gets no second slash */
-        q += path_encode(q, p->path + (plen && prefix[plen - 1] == '/'),
-                         p->len - (plen && prefix[plen - 1] == '/'), PATH_KEEP);
-    q += sprintf(q, "%s", suffix);
-    if (p->query)
-        q += sprintf(q, "?%.*s", (int)p->query_len, p->query);
-    memcpy(q, "\r\n", 3);
-    int r = resp_error(c, status, loc); /* copies loc into the response head */
+    hbuf_t b = hb_init(loc, cap);
+    hb_puts(&b, "Location: ");
+    hb_puts(&b, prefix);
+    if (p->len) { /* a prefix URL ending in '/' gets no second slash */
+        size_t skip = plen && prefix[plen - 1] == '/';
+        hb_encode(&b, p->path + skip, p->len - skip, PATH_KEEP);
+    }
+    hb_puts(&b, suffix);
+    if (p->query) {
+        hb_puts(&b, "?");
+        hb_put(&b, p->query, p->query_len);
+    }
+    hb_puts(&b, "\r\n");
+    const char *extra = hb_str(&b);
+    int r = extra ? resp_error(c, status, extra) : resp_error(c, 414, NULL);
     free(loc);
     return r;
 }
@@ -103,7 +102,7 @@ static int redirect(conn_t *c, int status, const char *prefix, const path_t *p, 
 /* A symlink whose target is a URL ("http://...") stands for a redirect to it. */
 static int url_symlink(conn_t *c, int dirfd, const char *rel)
 {
-    char target[2048];
+    char target[2048], loc[2100];
     ssize_t n = readlinkat(dirfd, *rel ? rel : ".", target, sizeof target - 1);
     if (n <= 0)
         return 0;
@@ -113,9 +112,12 @@ static int url_symlink(conn_t *c, int dirfd, const char *rel)
     for (ssize_t i = 0; i < n; i++)
         if ((unsigned char)target[i] <= ' ' || target[i] == 0x7f)
             return 0; /* never put a control character into a header */
-    char loc[2100];
-    snprintf(loc, sizeof loc, "Location: %s\r\n", target);
-    return resp_error(c, 301, loc) < 0 ? -1 : 1;
+    hbuf_t b = hb_init(loc, sizeof loc);
+    hb_puts(&b, "Location: ");
+    hb_put(&b, target, (size_t)n);
+    hb_puts(&b, "\r\n");
+    const char *extra = hb_str(&b); /* 2047 + 12 bytes always fit */
+    return (extra ? resp_error(c, 301, extra) : resp_error(c, 500, NULL)) < 0 ? -1 : 1;
 }
 
 /* A directory's listing, generated fresh (never cached). */
@@ -125,11 +127,11 @@ static int serve_listing(conn_t *c, int dirfd, const target_t *t)
     size_t len;
     if (listing_render(dirfd, t->p.path, t->p.len, t->p.query, t->p.query_len, &page, &len) < 0)
         return resp_error(c, open_status(errno), NULL);
-    if (resp_head(c, 200, "text/html; charset=utf-8", len, -1,
-                  "X-Content-Type-Options: nosniff\r\nCache-Control: no-cache\r\n") < 0 ||
-        c->head_only) {
+    int r = resp_head(c, 200, "text/html; charset=utf-8", len, -1,
+                      "X-Content-Type-Options: nosniff\r\nCache-Control: no-cache\r\n");
+    if (r != 0 || c->head_only) {
         free(page);
-        return c->head_only ? 0 : -1;
+        return r < 0 ? -1 : 0;
     }
     if (gio_batch_add_buf(&c->out, page, len, GIO_BATCH_FREE) < 0) {
         free(page);
@@ -149,10 +151,10 @@ static int access_denied(conn_t *c, const http_request_t *req, const target_t *t
 static int open_index(conn_t *c, const http_request_t *req, int *fd, const char **name,
                       const target_t *t)
 {
-    server_t *s = c->srv;
+    site_t *s = c->site;
     const char *names[] = {"index.html", s->cfg->index2};
     for (size_t i = 0; i < 2 && names[i]; i++) {
-        int ifd = fs_open_beneath(*fd, names[i], root_check(s));
+        int ifd = fs_open_beneath(*fd, names[i], site_root_check(s));
         if (ifd >= 0) {
             close(*fd);
             *fd = ifd, *name = names[i];
@@ -177,8 +179,8 @@ static int not_found(conn_t *c, int vfd, const target_t *t, int err)
         if (r)
             return r < 0 ? -1 : 0;
     }
-    if (open_status(err) == 404 && c->srv->cfg->redirect)
-        return redirect(c, 302, c->srv->cfg->redirect, &t->p, "");
+    if (open_status(err) == 404 && c->site->cfg->redirect)
+        return redirect(c, 302, c->site->cfg->redirect, &t->p, "");
     return resp_error(c, open_status(err), NULL);
 }
 
@@ -213,7 +215,7 @@ static int governing_htaccess(int vfd, int fd, const target_t *t, char **auth)
  */
 static fcache_entry_t *lookup(conn_t *c, const http_request_t *req, const target_t *t, int *failed)
 {
-    server_t *s = c->srv;
+    site_t *s = c->site;
     fcache_entry_t e = {.fd = -1};
     const char *name = NULL;
     int r = 0, vfd = open_vhost(s, t);
@@ -222,7 +224,7 @@ static fcache_entry_t *lookup(conn_t *c, const http_request_t *req, const target
         *failed = resp_error(c, 404, NULL) < 0;
         return NULL;
     }
-    int fd = fs_open_beneath(vfd, t->p.path + 1, root_check(s));
+    int fd = fs_open_beneath(vfd, t->p.path + 1, site_root_check(s));
     if (fd < 0) {
         r = not_found(c, vfd, t, errno);
         goto done;
@@ -279,12 +281,16 @@ done:
 /* The cache entry of the precompressed sibling `enc` of f (referenced), or NULL. */
 static fcache_entry_t *sibling(conn_t *c, const target_t *t, const fcache_entry_t *f, int enc)
 {
-    server_t *s = c->srv;
+    site_t *s = c->site;
     char key[KEY_MAX + 8];
     size_t n = t->keylen;
     memcpy(key, t->key, n);
     key[n++] = 0; /* no request path contains a NUL: these keys are apart */
-    n += (size_t)sprintf(key + n, "%s", enc_suffix(enc));
+    size_t sl = strlen(enc_suffix(enc));
+    if (sl > sizeof key - n)
+        return NULL; /* cannot happen: suffixes are 3 bytes, the key has 8 spare */
+    memcpy(key + n, enc_suffix(enc), sl);
+    n += sl;
     fcache_entry_t *g = fcache_get(s->fcache, key, n, gio_now(s->loop));
     if (g)
         return g;
@@ -334,14 +340,20 @@ static int preconditions(const http_request_t *req, const char *etag, time_t mti
     return 0;
 }
 
-/* Does If-Range (absent: yes) let the Range header apply? */
+/*
+ * Does If-Range (absent: yes) let the Range header apply?  RFC 9110 13.1.5:
+ * one entity-tag compared strongly (a weak tag, or a list, which the field
+ * does not allow, never matches), or an HTTP-date equal to Last-Modified.
+ */
 static int if_range_ok(const http_request_t *req, const char *etag, time_t mtime)
 {
     const http_str_t *ir = http_header(req, "If-Range");
     if (!ir)
         return 1;
+    if (http_header_count(req, "If-Range") > 1)
+        return 0;
     if (ir->n && (ir->p[0] == '"' || ir->p[0] == 'W'))
-        return enc_etag_match(ir->p, ir->n, etag, 0);
+        return etag[0] == '"' && ir->n == strlen(etag) && !memcmp(ir->p, etag, ir->n);
     return header_date(req, "If-Range") == mtime; /* an exact Last-Modified */
 }
 
@@ -363,79 +375,110 @@ static int add_part(conn_t *c, const body_t *b, uint64_t off, uint64_t len)
 static int serve_multipart(conn_t *c, const body_t *b, const char *type, time_t mtime,
                            const char *extra, const byterange_t *r, int n)
 {
-    char boundary[40];
-    snprintf(boundary, sizeof boundary, "gatling-%08llx%08llx", (unsigned long long)b->size,
-             (unsigned long long)gio_now(c->srv->loop));
-    size_t per = 128 + strlen(boundary) + strlen(type);
-    char *heads = malloc(per * (n + 1)), *h = heads;
-    if (!heads)
-        return -1;
+    char boundary[40], ctype[96];
+    hbuf_t bb = hb_init(boundary, sizeof boundary);
+    hb_puts(&bb, "gatling-");
+    hb_num(&bb, b->size);
+    hb_puts(&bb, "-");
+    hb_num(&bb, (uint64_t)gio_now(c->site->loop));
+    hbuf_t cb = hb_init(ctype, sizeof ctype);
+    hb_puts(&cb, "multipart/byteranges; boundary=");
+    hb_puts(&cb, hb_str(&bb) ? boundary : "");
+    /* each part's head: delimiter, two fields, three numbers of 20 digits */
+    size_t per = 128 + strlen(type) + 3 * 20 + sizeof boundary, cap = per * (size_t)(n + 1);
+    char *heads = malloc(cap);
+    if (!heads || !hb_str(&cb)) {
+        free(heads);
+        return heads ? resp_error(c, 500, NULL) : -1;
+    }
     /* the closing delimiter goes first in the buffer: its chunk, sent last,
        owns the allocation, and gio_batch frees a buffer by its start */
-    size_t closing = (size_t)sprintf(h, "\r\n--%s--\r\n", boundary);
+    hbuf_t h = hb_init(heads, cap);
+    hb_puts(&h, "\r\n--");
+    hb_puts(&h, boundary);
+    hb_puts(&h, "--\r\n");
+    size_t closing = hb_len(&h), off[BYTERANGE_MAX + 1];
     uint64_t total = closing;
-    size_t off[BYTERANGE_MAX + 1];
-    h += closing;
     for (int i = 0; i < n; i++) {
-        off[i] = (size_t)(h - heads);
-        h += sprintf(h, "%s--%s\r\nContent-Type: %s\r\nContent-Range: bytes %llu-%llu/%llu\r\n\r\n",
-                     i ? "\r\n" : "", boundary, type, (unsigned long long)r[i].first,
-                     (unsigned long long)r[i].last, (unsigned long long)b->size);
+        off[i] = hb_len(&h);
+        hb_puts(&h, i ? "\r\n--" : "--");
+        hb_puts(&h, boundary);
+        hb_puts(&h, "\r\nContent-Type: ");
+        hb_puts(&h, type);
+        hb_puts(&h, "\r\nContent-Range: bytes ");
+        hb_num(&h, r[i].first);
+        hb_puts(&h, "-");
+        hb_num(&h, r[i].last);
+        hb_puts(&h, "/");
+        hb_num(&h, b->size);
+        hb_puts(&h, "\r\n\r\n");
         total += r[i].last - r[i].first + 1;
     }
-    off[n] = (size_t)(h - heads);
+    off[n] = hb_len(&h);
     total += off[n] - closing;
-    char ctype[96];
-    snprintf(ctype, sizeof ctype, "multipart/byteranges; boundary=%s", boundary);
-    int rc = resp_head(c, 206, ctype, total, mtime, extra);
-    for (int i = 0; rc == 0 && !c->head_only && i < n; i++) {
+    int rc = h.over ? resp_error(c, 500, NULL) : resp_head(c, 206, ctype, total, mtime, extra);
+    for (int i = 0; !h.over && rc == 0 && !c->head_only && i < n; i++) {
         rc = gio_batch_add_buf(&c->out, heads + off[i], off[i + 1] - off[i], 0);
         if (rc == 0)
             rc = add_part(c, b, r[i].first, r[i].last - r[i].first + 1);
     }
     /* the last piece owns the buffer: chunks are released in order */
-    if (rc == 0 && !c->head_only && gio_batch_add_buf(&c->out, heads, closing, GIO_BATCH_FREE) == 0)
+    if (!h.over && rc == 0 && !c->head_only &&
+        gio_batch_add_buf(&c->out, heads, closing, GIO_BATCH_FREE) == 0)
         return 0;
-    free(heads); /* HEAD, or a failure before the owner was queued */
-    return c->head_only ? rc : -1;
+    free(heads); /* HEAD, an error answered instead, or a failure before the owner was queued */
+    return rc < 0 ? -1 : 0;
 }
 
 /* 200, 206 or 416 for body b, honouring Range. */
 static int serve_body(conn_t *c, const http_request_t *req, const body_t *b, const char *type,
-                      time_t mtime, const char *etag, char *extra, size_t elen)
+                      time_t mtime, const char *etag, hbuf_t *extra)
 {
     const http_str_t *rh = http_header(req, "Range");
     byterange_t r[BYTERANGE_MAX];
     int n = 0;
-    /* Range applies to GET only (RFC 9110 14.2) */
-    if (rh && !c->head_only && if_range_ok(req, etag, mtime))
+    /* Range applies to GET only (RFC 9110 14.2); a repeated Range field is
+       not a list we could combine, so it is ignored like an invalid one */
+    if (rh && !c->head_only && http_header_count(req, "Range") == 1 &&
+        if_range_ok(req, etag, mtime))
         n = byterange_parse(rh->p, rh->n, b->size, r, BYTERANGE_MAX);
     if (n == BYTERANGE_UNSATISFIABLE) { /* an error: none of the file's metadata */
         char cr[64];
-        snprintf(cr, sizeof cr, "Content-Range: bytes */%llu\r\n", (unsigned long long)b->size);
-        return resp_error(c, 416, cr);
+        hbuf_t h = hb_init(cr, sizeof cr);
+        hb_puts(&h, "Content-Range: bytes */");
+        hb_num(&h, b->size);
+        hb_puts(&h, "\r\n");
+        return resp_error(c, 416, hb_str(&h)); /* 23 + 20 + 3 bytes always fit */
     }
+    const char *ex = hb_str(extra);
+    if (!ex)
+        return resp_error(c, 500, NULL);
     if (n > 1)
-        return serve_multipart(c, b, type, mtime, extra, r, n);
+        return serve_multipart(c, b, type, mtime, ex, r, n);
     uint64_t off = 0, len = b->size;
     int status = 200;
     if (n == 1) {
         off = r[0].first, len = r[0].last - r[0].first + 1, status = 206;
-        snprintf(extra + elen, EXTRA_MAX - elen, "Content-Range: bytes %llu-%llu/%llu\r\n",
-                 (unsigned long long)r[0].first, (unsigned long long)r[0].last,
-                 (unsigned long long)b->size);
+        hb_puts(extra, "Content-Range: bytes ");
+        hb_num(extra, r[0].first);
+        hb_puts(extra, "-");
+        hb_num(extra, r[0].last);
+        hb_puts(extra, "/");
+        hb_num(extra, b->size);
+        hb_puts(extra, "\r\n");
+        if (!(ex = hb_str(extra)))
+            return resp_error(c, 500, NULL);
     }
-    if (resp_head(c, status, type, len, mtime, extra) < 0)
-        return -1;
-    if (c->head_only || len == 0)
-        return 0;
+    int rc = resp_head(c, status, type, len, mtime, ex);
+    if (rc != 0 || c->head_only || len == 0)
+        return rc < 0 ? -1 : 0;
     return add_part(c, b, off, len);
 }
 
 /* Serve the cached file f: coding, validators, preconditions, ranges. */
 static int serve_file(conn_t *c, const http_request_t *req, const target_t *t, fcache_entry_t *f)
 {
-    server_t *s = c->srv;
+    site_t *s = c->site;
     const http_str_t *ae = http_header(req, "Accept-Encoding");
     unsigned avail = f->siblings;
     if (enc_gzip_eligible(s->gzcache, f->type, &f->st))
@@ -452,10 +495,10 @@ static int serve_file(conn_t *c, const http_request_t *req, const target_t *t, f
             fcache_release(f);
             c->file = g;
             b = (body_t){.fd = g->fd, .size = (uint64_t)g->st.st_size};
-            strcpy(etag, g->etag);
+            memcpy(etag, g->etag, sizeof etag);
         } else {
             enc = ENC_IDENTITY; /* vanished since the miss: serve the file itself */
-            strcpy(etag, f->etag);
+            memcpy(etag, f->etag, sizeof etag);
         }
     } else {
         if (enc == ENC_GZIP) { /* gzip on the fly, from the cache */
@@ -467,30 +510,38 @@ static int serve_file(conn_t *c, const http_request_t *req, const target_t *t, f
         if (enc)
             enc_etag(etag, &f->st, enc);
         else
-            strcpy(etag, f->etag);
+            memcpy(etag, f->etag, sizeof etag);
     }
     /* first what a cache needs to update a stored response (all a 304 may
        carry, RFC 9110 15.4.5), then what describes these bytes; no printf
        on this path, it runs for every request */
-    char *p = cat(cat(cat(extra, "ETag: "), etag), "\r\n");
+    hbuf_t x = hb_init(extra, sizeof extra);
+    hb_puts(&x, "ETag: ");
+    hb_puts(&x, etag);
+    hb_puts(&x, "\r\n");
     if (avail)
-        p = cat(p, "Vary: Accept-Encoding\r\n");
+        hb_puts(&x, "Vary: Accept-Encoding\r\n");
     if (s->cfg->max_age >= 0) {
-        p = cat(p, "Cache-Control: max-age=");
-        p += fmt_ulong(p, (unsigned long)s->cfg->max_age);
-        p = cat(p, "\r\nExpires: ");
-        p += fmt_httpdate(p, (time_t)(gio_wallclock(s->loop) + s->cfg->max_age));
-        p = cat(p, "\r\n");
+        hb_puts(&x, "Cache-Control: max-age=");
+        hb_num(&x, (uint64_t)s->cfg->max_age);
+        hb_puts(&x, "\r\nExpires: ");
+        hb_date(&x, (time_t)(gio_wallclock(s->loop) + s->cfg->max_age));
+        hb_puts(&x, "\r\n");
     }
     int pre = preconditions(req, etag, mtime);
-    if (pre == 304)
-        return resp_head(c, 304, NULL, 0, mtime, extra);
+    if (pre == 304) {
+        const char *ex = hb_str(&x);
+        return ex ? resp_head(c, 304, NULL, 0, mtime, ex) < 0 ? -1 : 0 : resp_error(c, 500, NULL);
+    }
     if (pre == 412)
         return resp_error(c, 412, NULL);
-    p = cat(p, "Accept-Ranges: bytes\r\nX-Content-Type-Options: nosniff\r\n");
-    if (enc)
-        p = cat(cat(cat(p, "Content-Encoding: "), enc_name(enc)), "\r\n");
-    return serve_body(c, req, &b, type, mtime, etag, extra, (size_t)(p - extra));
+    hb_puts(&x, "Accept-Ranges: bytes\r\nX-Content-Type-Options: nosniff\r\n");
+    if (enc) {
+        hb_puts(&x, "Content-Encoding: ");
+        hb_puts(&x, enc_name(enc));
+        hb_puts(&x, "\r\n");
+    }
+    return serve_body(c, req, &b, type, mtime, etag, &x);
 }
 
 /* Equal bytes, in a time that does not depend on where they differ. */
@@ -512,7 +563,7 @@ static int same_bytes(const char *a, const char *b, size_t n)
 static int access_denied(conn_t *c, const http_request_t *req, const target_t *t, const char *path,
                          char **granted)
 {
-    server_t *s = c->srv;
+    site_t *s = c->site;
     const http_str_t *auth = http_header(req, "Authorization");
     char realm[128], hdr[200];
     if (auth && granted && *granted && strlen(*granted) == auth->n &&
@@ -533,8 +584,12 @@ static int access_denied(conn_t *c, const http_request_t *req, const target_t *t
     }
     if (h != 401)
         return resp_error(c, 500, NULL) < 0 ? -1 : 1;
-    snprintf(hdr, sizeof hdr, "WWW-Authenticate: Basic realm=\"%s\", charset=\"UTF-8\"\r\n", realm);
-    return resp_error(c, 401, hdr) < 0 ? -1 : 1;
+    hbuf_t b = hb_init(hdr, sizeof hdr);
+    hb_puts(&b, "WWW-Authenticate: Basic realm=\"");
+    hb_puts(&b, realm);
+    hb_puts(&b, "\", charset=\"UTF-8\"\r\n");
+    const char *ex = hb_str(&b); /* realm[128] + 50 bytes always fit */
+    return (ex ? resp_error(c, 401, ex) : resp_error(c, 500, NULL)) < 0 ? -1 : 1;
 }
 
 /* Is any segment of the normalised path a dotfile ("/.x")? */
@@ -545,7 +600,7 @@ static int has_dotfile(const path_t *p)
 
 int static_serve(conn_t *c, const http_request_t *req)
 {
-    server_t *s = c->srv;
+    site_t *s = c->site;
     const config_t *cfg = s->cfg;
     target_t t;
     int st = path_from_target(req->target.p, req->target.n, c->blk->path, CONN_PATH_CAP, &t.p);

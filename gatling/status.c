@@ -1,7 +1,8 @@
 /* /server-status: see status.h. */
 #include "status.h"
 #include "response.h"
-#include "server.h"
+#include "site.h"
+#include "conn.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,7 +42,7 @@ int status_is_loopback(const struct sockaddr *sa)
 
 int status_serve(conn_t *c, int json)
 {
-    server_t *s = c->srv;
+    site_t *s = c->site;
     status_counters_t *st = &s->stats;
     int64_t now = gio_wallclock(s->loop);
     roll(st, now);
@@ -66,10 +67,10 @@ int status_serve(conn_t *c, int json)
                      (unsigned long long)st->requests, (unsigned long long)st->bytes,
                      (unsigned long long)st->rps, (unsigned long long)st->bps);
     const char *type = json ? "application/json" : "text/html; charset=utf-8";
-    if (resp_head(c, 200, type, (uint64_t)n, -1, "Cache-Control: no-store\r\n") < 0 ||
-        c->head_only) {
+    int r = resp_head(c, 200, type, (uint64_t)n, -1, "Cache-Control: no-store\r\n");
+    if (r != 0 || c->head_only) {
         free(body);
-        return c->head_only ? 0 : -1;
+        return r < 0 ? -1 : 0;
     }
     if (gio_batch_add_buf(&c->out, body, (size_t)n, GIO_BATCH_FREE) < 0) {
         free(body);

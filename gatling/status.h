@@ -7,8 +7,9 @@
 #define GATLING_STATUS_H
 
 #include <stdint.h>
+#include <sys/socket.h>
 
-#include "conn.h"
+struct conn;
 
 typedef struct status_counters {
     uint64_t requests, bytes;           /* since start */
@@ -16,6 +17,20 @@ typedef struct status_counters {
     uint64_t rps, bps;                  /* over the last full second */
     int64_t second;                     /* wall-clock second being counted */
     int64_t started;
+    /* what the defences did, since start (gatling.8 lists them) */
+    uint64_t refused_cap;      /* -N: over the connection cap, 503 */
+    uint64_t refused_addr;     /* -K: over the per-address connection cap, 503 */
+    uint64_t refused_fds;      /* accept failed: out of descriptors or memory */
+    uint64_t rate_limited;     /* -A: over the requests per minute, tarpitted or dropped */
+    uint64_t auth_throttled;   /* failed logins: 429 without hashing */
+    uint64_t auth_remembered;  /* a recent failed credential: 401 without hashing */
+    uint64_t busy;             /* the worker pool's queue was full: 503 */
+    uint64_t timeout_head;     /* request head not complete in time (slowloris) */
+    uint64_t timeout_body;     /* request body too slow */
+    uint64_t timeout_drain;    /* response drained too slowly (slow read) */
+    uint64_t timeout_idle;     /* keep-alive idle */
+    uint64_t max_requests;     /* -R: keep-alive connections closed at the cap */
+    uint64_t head_overflows;   /* a response head did not fit: 500 */
 } status_counters_t;
 
 /* Count a finished request of `bytes` bytes at wall-clock second now. */
@@ -25,6 +40,6 @@ void status_count(status_counters_t *st, int64_t now, uint64_t bytes);
 int status_is_loopback(const struct sockaddr *sa);
 
 /* Queue the status page (json: the JSON form).  0, or -1 on ENOMEM. */
-int status_serve(conn_t *c, int json);
+int status_serve(struct conn *c, int json);
 
 #endif

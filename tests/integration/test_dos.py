@@ -69,8 +69,9 @@ def test_slow_clients_do_not_starve_others(gatling):
     closed = 0
     for s in slow:
         s.settimeout(0.5)
-        try:
-            closed += s.recv(100) == b""
+        try:  # a 408 (the head's deadline passed), then the close
+            got = s.recv(200)
+            closed += got == b"" or (got.startswith(b"HTTP/1.1 408 ") and s.recv(100) == b"")
         except ConnectionResetError:
             closed += 1  # closed with unread input: a reset is a close too
         except socket.timeout:

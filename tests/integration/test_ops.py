@@ -254,7 +254,7 @@ def test_usr1_reopens_log(gatling, tmp_path):
 
 
 def test_A_vhost_first(gatling):
-    s = gatling(TREE, args=("-T", "10", "-A"))
+    s = gatling(TREE, args=("-T", "10", "-G"))
     os.makedirs(os.path.join(s.docroot, "example.org:%d" % s.port))
     with open(os.path.join(s.docroot, "example.org:%d" % s.port, "f.txt"), "wb") as f:
         f.write(b"vhost f\n")
@@ -305,7 +305,7 @@ def test_goaccess_reads_log_file(gatling, tmp_path):
 
 def test_goaccess_reads_vhost_log(gatling, tmp_path):
     log = tmp_path / "vhost.log"
-    s = gatling(TREE, args=("-T", "10", "-A", "-l", str(log)))
+    s = gatling(TREE, args=("-T", "10", "-G", "-l", str(log)))
     for host in ("a.example", "b.example", "a.example"):
         assert_ok(fetch(s.port, "/f.txt", host=host), F)
     assert len(wait_lines(log, 3)) == 3

@@ -1,0 +1,55 @@
+/* The per-process site: see site.h. */
+#include "site.h"
+#include "encoding.h"
+#include "owfat.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+int site_init(site_t *s, const config_t *cfg, gio_loop_t *loop, mime_table_t *mime)
+{
+    memset(s, 0, sizeof *s);
+    s->cfg = cfg;
+    s->loop = loop;
+    s->mime = mime;
+    s->rootfd = -1;
+    alog_init(&s->log, cfg->log_fd);
+    s->stats.started = s->stats.second = time(NULL);
+    /* gzip on the fly up to 1 MiB files: ~40 ms of loop stall at most */
+    if ((cfg->gzip && !(s->gzcache = enc_cache_new(0, 1 << 20))) || !(s->fcache = fcache_new(12))) {
+        fprintf(stderr, "gatling: out of memory\n");
+        return -1;
+    }
+    s->rootfd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    s->root_real = realpath(".", NULL);
+    if (s->rootfd < 0 || !s->root_real) {
+        fprintf(stderr, "gatling: cannot open the document root: %s\n", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+void site_free(site_t *s)
+{
+    alog_free(&s->log);
+    fcache_free(s->fcache);
+    enc_cache_free(s->gzcache);
+    if (s->rootfd >= 0)
+        close(s->rootfd);
+    free(s->root_real);
+}
+
+const char *site_date(site_t *s)
+{
+    int64_t now = gio_wallclock(s->loop);
+    if (now != s->date_at) {
+        s->date[fmt_httpdate(s->date, (time_t)now)] = 0;
+        s->date_at = now;
+    }
+    return s->date;
+}
