@@ -34,6 +34,7 @@ typedef struct fcache_entry {
     char *rel;         /* the file's path below its vhost directory (malloc'd) */
     unsigned siblings; /* precompressed siblings that exist (ENC_* mask) */
     int protect;       /* an .htaccess governs it: check credentials each time */
+    int vhost_dir;     /* VHOST_*: the directory it was found in, for the log */
     char *auth;        /* the path whose .htaccess governs it (malloc'd) */
     char *granted;     /* an Authorization value that passed it (malloc'd) */
     char etag[64];     /* its strong ETag, quotes included */

@@ -95,8 +95,9 @@ static int find_file(int rootfd, const char *path, size_t n, char **buf, size_t 
             close(fd);
             break;
         }
-        /* ENOTDIR: a path component is a file ("/f.txt/x"), so nothing can be below it */
-        if (errno != ENOENT && errno != ENOTDIR) {
+        /* ENOTDIR: a path component is a file ("/f.txt/x"), so nothing can be below it;
+           ENAMETOOLONG: a component no file system holds, so no such directory */
+        if (errno != ENOENT && errno != ENOTDIR && errno != ENAMETOOLONG) {
             rc = -1;
             break;
         }

@@ -302,7 +302,8 @@ static void sort_key(const char *q, size_t qlen, char *col, char *dir)
 /* Sort by the key; names are unique, so every order is total and "D" is the reverse of "A". */
 static void sort_entries(dirlist_t *l, char col, char dir)
 {
-    qsort(l->v, l->n, sizeof *l->v, col == 'M' ? cmp_mtime : col == 'S' ? cmp_size : cmp_name);
+    if (l->n > 1) /* qsort(NULL, 0, ...) is undefined */
+        qsort(l->v, l->n, sizeof *l->v, col == 'M' ? cmp_mtime : col == 'S' ? cmp_size : cmp_name);
     if (dir == 'D')
         for (size_t i = 0, j = l->n; i + 1 < j; i++, j--) {
             entry_t t = l->v[i];

@@ -63,10 +63,30 @@ static int open_status(int err)
 }
 
 /* The directory t's virtual host is served from (the caller closes it). */
-static int open_vhost(const site_t *s, const target_t *t)
+static int open_vhost(const site_t *s, const target_t *t, int *which)
 {
     const char *name = s->cfg->vhosts ? t->vhost : NULL;
-    return vhost_open(s->rootfd, name, s->cfg->vhost_only, site_root_check(s));
+    return vhost_open(s->rootfd, name, s->cfg->vhost_only, site_root_check(s), which);
+}
+
+/*
+ * The vhost_combined log names the directory that served, host:port as
+ * Apache's %v:%p: the vhost's own name, "default:port", or "-:port" for the
+ * document root, so that goaccess's VCOMBINED format reads every line.
+ */
+static void log_vhost(conn_t *c, const target_t *t, int which)
+{
+    if (!c->site->cfg->log_vhost)
+        return;
+    hbuf_t b = hb_init(c->blk->vhost, sizeof c->blk->vhost);
+    if (which == VHOST_NAMED) {
+        hb_puts(&b, t->vhost);
+    } else {
+        hb_puts(&b, which == VHOST_DEFAULT ? "default:" : "-:");
+        hb_num(&b, c->local_port);
+    }
+    if (!hb_str(&b)) /* cannot happen: names are VHOST_NAME_MAX, the buffer is larger */
+        c->blk->vhost[0] = 0;
 }
 
 /*
@@ -148,6 +168,16 @@ static int serve_listing(conn_t *c, int dirfd, const target_t *t)
 static int access_denied(conn_t *c, const http_request_t *req, const target_t *t, const char *path,
                          char **granted);
 
+/*
+ * Before an answer that would tell whether t exists (404, 403, 301, a
+ * redirect): below a protected directory, a client without the right
+ * credentials gets 401 whatever is there, or not.  0 to go on.
+ */
+static int guard(conn_t *c, const http_request_t *req, const target_t *t)
+{
+    return access_denied(c, req, t, t->p.path, NULL);
+}
+
 static int open_index(conn_t *c, const http_request_t *req, int *fd, const char **name,
                       const target_t *t)
 {
@@ -162,8 +192,10 @@ static int open_index(conn_t *c, const http_request_t *req, int *fd, const char 
         }
     }
     int r;
-    if (!s->cfg->listings)
-        r = resp_error(c, 403, NULL);
+    if (!s->cfg->listings) {
+        if ((r = guard(c, req, t)) == 0)
+            r = resp_error(c, 403, NULL);
+    }
     else if ((r = access_denied(c, req, t, t->p.path, NULL)) == 0) /* .htaccess guards listings */
         r = serve_listing(c, *fd, t);
     close(*fd);
@@ -218,7 +250,9 @@ static fcache_entry_t *lookup(conn_t *c, const http_request_t *req, const target
     site_t *s = c->site;
     fcache_entry_t e = {.fd = -1};
     const char *name = NULL;
-    int r = 0, vfd = open_vhost(s, t);
+    int r = 0, which, vfd = open_vhost(s, t, &which);
+    log_vhost(c, t, which);
+    e.vhost_dir = which;
     *failed = 0;
     if (vfd < 0) {
         *failed = resp_error(c, 404, NULL) < 0;
@@ -226,7 +260,9 @@ static fcache_entry_t *lookup(conn_t *c, const http_request_t *req, const target
     }
     int fd = fs_open_beneath(vfd, t->p.path + 1, site_root_check(s));
     if (fd < 0) {
-        r = not_found(c, vfd, t, errno);
+        int err = errno;
+        if ((r = guard(c, req, t)) == 0)
+            r = not_found(c, vfd, t, err);
         goto done;
     }
     if (fstat(fd, &e.st) < 0)
@@ -234,7 +270,8 @@ static fcache_entry_t *lookup(conn_t *c, const http_request_t *req, const target
     if (S_ISDIR(e.st.st_mode)) {
         if (t->p.path[t->p.len - 1] != '/') {
             close(fd);
-            r = redirect(c, 301, "", &t->p, "/");
+            if ((r = guard(c, req, t)) == 0)
+                r = redirect(c, 301, "", &t->p, "/");
             goto done;
         }
         if ((r = open_index(c, req, &fd, &name, t)) != 0)
@@ -267,7 +304,8 @@ static fcache_entry_t *lookup(conn_t *c, const http_request_t *req, const target
     return f;
 forbidden:
     close(fd);
-    r = resp_error(c, 403, NULL);
+    if ((r = guard(c, req, t)) == 0)
+        r = resp_error(c, 403, NULL);
     goto done;
 fail:
     close(fd);
@@ -295,7 +333,7 @@ static fcache_entry_t *sibling(conn_t *c, const target_t *t, const fcache_entry_
     if (g)
         return g;
     fcache_entry_t e = {.type = f->type};
-    int vfd = open_vhost(s, t);
+    int vfd = open_vhost(s, t, NULL);
     if (vfd < 0)
         return NULL;
     e.fd = enc_open_sibling(vfd, f->rel, &f->st, enc, &e.st);
@@ -569,7 +607,7 @@ static int access_denied(conn_t *c, const http_request_t *req, const target_t *t
     if (auth && granted && *granted && strlen(*granted) == auth->n &&
         same_bytes(*granted, auth->p, auth->n))
         return 0;
-    int vfd = open_vhost(s, t);
+    int vfd = open_vhost(s, t, NULL);
     int h = vfd < 0 ? 500
                     : htaccess_check(vfd, path, strlen(path), auth ? auth->p : NULL,
                                      auth ? auth->n : 0, realm, sizeof realm);
@@ -619,7 +657,6 @@ int static_serve(conn_t *c, const http_request_t *req)
     int vn = cfg->vhosts ? vhost_name(host, c->local_port, cfg->keep_host_port, t.vhost) : 0;
     if (vn < 0)
         return resp_error(c, 400, NULL);
-    memcpy(c->blk->vhost, t.vhost, (size_t)vn + 1);
     t.keylen = (size_t)vn;
     memcpy(t.key, t.vhost, t.keylen);
     memcpy(t.key + t.keylen, t.p.path, t.p.len);
@@ -629,6 +666,8 @@ int static_serve(conn_t *c, const http_request_t *req)
         int failed;
         if (!(f = lookup(c, req, &t, &failed)))
             return failed ? -1 : 0;
+    } else {
+        log_vhost(c, &t, f->vhost_dir);
     }
     if (f->protect) {
         int r = access_denied(c, req, &t, f->auth, &f->granted);

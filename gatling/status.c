@@ -1,5 +1,6 @@
 /* /server-status: see status.h. */
 #include "status.h"
+#include "hbuf.h"
 #include "response.h"
 #include "site.h"
 #include "conn.h"
@@ -40,39 +41,97 @@ int status_is_loopback(const struct sockaddr *sa)
     return IN6_IS_ADDR_LOOPBACK(a) || (!memcmp(a->s6_addr, mapped, 12) && a->s6_addr[12] == 127);
 }
 
+/* One row of the page: its JSON key, its HTML label, its value. */
+typedef struct row {
+    const char *key, *label;
+    uint64_t v;
+} row_t;
+
+#define STATUS_PAGE_MAX 8192 /* the page is about 3 KiB */
+
+/* The rows, in the order shown; the same list makes both forms. */
+static size_t rows(const site_t *s, row_t *r, int64_t now)
+{
+    const status_counters_t *st = &s->stats;
+    size_t n = 0;
+#define ROW(k, l, v) r[n++] = (row_t){k, l, (uint64_t)(v)}
+    ROW("uptime", "uptime (s)", now - st->started);
+    ROW("connections", "open connections", s->nconns);
+    ROW("requests", "requests", st->requests);
+    ROW("bytes", "bytes sent", st->bytes);
+    ROW("requests_per_second", "requests/s", st->rps);
+    ROW("bytes_per_second", "bytes/s", st->bps);
+    ROW("refused_connection_cap", "refused: over the connection cap (-N), 503", st->refused_cap);
+    ROW("refused_address_cap", "refused: over the per-address cap (-K), 503", st->refused_addr);
+    ROW("refused_descriptors", "accept paused: out of descriptors", st->refused_fds);
+    ROW("rate_limited", "over the request rate (-A): tarpitted or dropped", st->rate_limited);
+    ROW("auth_throttled", "failed logins slowed down: 429", st->auth_throttled);
+    ROW("auth_remembered", "recent failed credentials: 401 without hashing", st->auth_remembered);
+    ROW("busy", "worker pool full: 503", st->busy);
+    ROW("timeout_head", "timed out: request head (-s)", st->timeout_head);
+    ROW("timeout_body", "timed out: request body too slow (-B)", st->timeout_body);
+    ROW("timeout_drain", "timed out: response read too slowly (-B)", st->timeout_drain);
+    ROW("timeout_idle", "timed out: keep-alive idle (-T)", st->timeout_idle);
+    ROW("max_requests", "closed after -R requests", st->max_requests);
+    ROW("head_overflows", "response heads too large: 500", st->head_overflows);
+#undef ROW
+    return n;
+}
+
 int status_serve(conn_t *c, int json)
 {
     site_t *s = c->site;
-    status_counters_t *st = &s->stats;
     int64_t now = gio_wallclock(s->loop);
-    roll(st, now);
-    char *body = malloc(2048);
+    roll(&s->stats, now);
+    row_t r[32];
+    size_t n = rows(s, r, now);
+    char *body = malloc(STATUS_PAGE_MAX), pid[24];
     if (!body)
         return -1;
-    unsigned long long uptime = (unsigned long long)(now - st->started);
-    /* one argument list for both forms: the compiler checks both formats */
-    int n = snprintf(body, 2048,
-                     json ? "{\"version\":\"%s\",\"backend\":\"%s\",\"pid\":%d,\"uptime\":%llu,"
-                            "\"connections\":%zu,\"requests\":%llu,\"bytes\":%llu,"
-                            "\"requests_per_second\":%llu,\"bytes_per_second\":%llu}\n"
-                          : "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-                            "<title>gatling status</title></head>\n<body><h1>gatling %s (%s), "
-                            "pid %d</h1>\n<table>\n<tr><th>uptime (s)</th><td>%llu</td></tr>\n"
-                            "<tr><th>open connections</th><td>%zu</td></tr>\n"
-                            "<tr><th>requests</th><td>%llu</td></tr>\n"
-                            "<tr><th>bytes sent</th><td>%llu</td></tr>\n"
-                            "<tr><th>requests/s</th><td>%llu</td></tr>\n"
-                            "<tr><th>bytes/s</th><td>%llu</td></tr>\n</table></body></html>\n",
-                     GATLING_VERSION, gio_backend_name(), (int)getpid(), uptime, s->nconns,
-                     (unsigned long long)st->requests, (unsigned long long)st->bytes,
-                     (unsigned long long)st->rps, (unsigned long long)st->bps);
-    const char *type = json ? "application/json" : "text/html; charset=utf-8";
-    int r = resp_head(c, 200, type, (uint64_t)n, -1, "Cache-Control: no-store\r\n");
-    if (r != 0 || c->head_only) {
-        free(body);
-        return r < 0 ? -1 : 0;
+    hbuf_t b = hb_init(body, STATUS_PAGE_MAX);
+    hbuf_t pb = hb_init(pid, sizeof pid);
+    hb_num(&pb, (uint64_t)getpid());
+    hb_str(&pb);
+    if (json) {
+        hb_puts(&b, "{\"version\":\"" GATLING_VERSION "\",\"backend\":\"");
+        hb_puts(&b, gio_backend_name());
+        hb_puts(&b, "\",\"pid\":");
+        hb_puts(&b, pid);
+        for (size_t i = 0; i < n; i++) {
+            hb_puts(&b, ",\"");
+            hb_puts(&b, r[i].key);
+            hb_puts(&b, "\":");
+            hb_num(&b, r[i].v);
+        }
+        hb_puts(&b, "}\n");
+    } else {
+        hb_puts(&b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                    "<title>gatling status</title></head>\n<body><h1>gatling " GATLING_VERSION
+                    " (");
+        hb_puts(&b, gio_backend_name());
+        hb_puts(&b, "), pid ");
+        hb_puts(&b, pid);
+        hb_puts(&b, "</h1>\n<table>\n");
+        for (size_t i = 0; i < n; i++) {
+            hb_puts(&b, "<tr><th>");
+            hb_puts(&b, r[i].label);
+            hb_puts(&b, "</th><td>");
+            hb_num(&b, r[i].v);
+            hb_puts(&b, "</td></tr>\n");
+        }
+        hb_puts(&b, "</table></body></html>\n");
     }
-    if (gio_batch_add_buf(&c->out, body, (size_t)n, GIO_BATCH_FREE) < 0) {
+    if (b.over) {
+        free(body);
+        return resp_error(c, 500, NULL);
+    }
+    const char *type = json ? "application/json" : "text/html; charset=utf-8";
+    int rc = resp_head(c, 200, type, hb_len(&b), -1, "Cache-Control: no-store\r\n");
+    if (rc != 0 || c->head_only) {
+        free(body);
+        return rc < 0 ? -1 : 0;
+    }
+    if (gio_batch_add_buf(&c->out, body, hb_len(&b), GIO_BATCH_FREE) < 0) {
         free(body);
         return -1;
     }

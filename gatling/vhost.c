@@ -77,16 +77,16 @@ static int open_dir(int rootfd, const char *name, const char *root_real)
     return fd;
 }
 
-int vhost_open(int rootfd, const char *name, int vhost_only, const char *root_real)
+int vhost_open(int rootfd, const char *name, int vhost_only, const char *root_real, int *which)
 {
-    if (!name) /* no virtual hosting */
-        return open_dir(rootfd, ".", root_real);
-    int fd = *name ? open_dir(rootfd, name, root_real) : -1;
-    if (fd < 0)
-        fd = open_dir(rootfd, "default", root_real);
-    if (fd < 0 && !vhost_only)
-        fd = open_dir(rootfd, ".", root_real);
+    int w = VHOST_NAMED, fd = name && *name ? open_dir(rootfd, name, root_real) : -1;
+    if (fd < 0 && name)
+        w = VHOST_DEFAULT, fd = open_dir(rootfd, "default", root_real);
+    if (fd < 0 && (!name || !vhost_only))
+        w = VHOST_ROOT, fd = open_dir(rootfd, ".", root_real);
     if (fd < 0)
         errno = ENOENT;
+    if (which)
+        *which = w;
     return fd;
 }

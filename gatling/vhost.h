@@ -22,13 +22,17 @@
  */
 int vhost_name(const http_str_t *host, int local_port, int keep_port, char *out);
 
+/* Which directory vhost_open() chose. */
+enum { VHOST_ROOT, VHOST_NAMED, VHOST_DEFAULT };
+
 /*
  * Open the directory serving name (may be ""; NULL: vhosting is off, the
  * root itself) below rootfd: name itself,
  * else "default", else the root unless vhost_only; symlinks as for
  * fs_open_beneath(root_real).  Returns a descriptor the caller must close,
- * or -1 with errno ENOENT (no directory may serve this request).
+ * or -1 with errno ENOENT (no directory may serve this request).  *which
+ * (if not NULL) says which directory it is, for the vhost_combined log.
  */
-int vhost_open(int rootfd, const char *name, int vhost_only, const char *root_real);
+int vhost_open(int rootfd, const char *name, int vhost_only, const char *root_real, int *which);
 
 #endif

@@ -87,11 +87,24 @@ def assert_401(r, realm=REALM, what=""):
 @pytest.mark.parametrize("target", ["/prot/f.txt", "/prot/", "/prot/sub/g.txt", "/prot/list/",
                                     "/prot/missing.txt"])
 def test_no_credentials_401(srv, target):
-    r = get(srv, target)
-    if target.endswith("missing.txt"):
-        assert_status(r, (401, 404), target)  # revealing absence is allowed, content is not
-        return
-    assert_401(r, what=target)
+    assert_401(get(srv, target), what=target)
+
+
+@pytest.mark.parametrize("target", ["/prot/nope.txt", "/prot/f.txt", "/prot/sub", "/prot/sub/",
+                                    "/prot/no/such/dir/x", "/prot/nodir", "/prot/" + "x" * 300])
+def test_protection_hides_existence(srv, target):
+    """Below a protected directory, a client without credentials learns nothing:
+    not whether a file exists (404 vs 401), nor a directory (301 vs 401)."""
+    assert_401(get(srv, target), what=target)
+    assert_401(get(srv, target, basic_auth("alice", "wrong")), what=target + " wrong password")
+
+
+def test_protection_answers_with_credentials(srv):
+    auth = basic_auth("alice", PW["alice"])
+    assert_status(get(srv, "/prot/nope.txt", auth), 404)
+    r = get(srv, "/prot/sub", auth)
+    assert_status(r, 301)
+    assert r.header("Location") == "/prot/sub/", r
 
 
 @pytest.mark.parametrize("user,pw", [("alice", "wrong"), ("alice", ""), ("mallory", "wonderland"),
@@ -244,8 +257,7 @@ def test_url_symlink_301(srv):
     assert r.header("Location") == "https://other.example/path?q=1", r
 
 
-@pytest.mark.parametrize("target,location", [("/dir", "/dir/"), ("/dir?a=1", "/dir/?a=1"),
-                                             ("/prot/sub", "/prot/sub/")])
+@pytest.mark.parametrize("target,location", [("/dir", "/dir/"), ("/dir?a=1", "/dir/?a=1")])
 def test_directory_slash_301(srv, target, location):
     r = get(srv, target)
     assert_status(r, 301, target)

@@ -253,7 +253,8 @@ def test_usr1_reopens_log(gatling, tmp_path):
     s.check_alive()
 
 
-def test_A_vhost_first(gatling):
+def test_G_vhost_first(gatling):
+    """-G: vhost_combined; the field is the directory that served, "-" for the root."""
     s = gatling(TREE, args=("-T", "10", "-G"))
     os.makedirs(os.path.join(s.docroot, "example.org:%d" % s.port))
     with open(os.path.join(s.docroot, "example.org:%d" % s.port, "f.txt"), "wb") as f:
@@ -269,7 +270,7 @@ def test_A_vhost_first(gatling):
         assert m and m["vhost"], "not vhost_combined: %r" % line
         assert m["host"] == "127.0.0.1", line
         vhosts.append(m["vhost"].strip())
-    assert vhosts == ["example.org:%d" % s.port, "unknown.test:%d" % s.port, "-"], lines
+    assert vhosts == ["example.org:%d" % s.port, "-:%d" % s.port, "-:%d" % s.port], lines
 
 
 def goaccess(log, fmt, tmp_path):
@@ -306,14 +307,18 @@ def test_goaccess_reads_log_file(gatling, tmp_path):
 def test_goaccess_reads_vhost_log(gatling, tmp_path):
     log = tmp_path / "vhost.log"
     s = gatling(TREE, args=("-T", "10", "-G", "-l", str(log)))
-    for host in ("a.example", "b.example", "a.example"):
+    for d in ("a.example:%d" % s.port, "b.example:%d" % s.port):
+        os.makedirs(os.path.join(s.docroot, d))
+        with open(os.path.join(s.docroot, d, "f.txt"), "wb") as f:
+            f.write(F)
+    for host in ("a.example", "b.example", "a.example", "nodir.example"):
         assert_ok(fetch(s.port, "/f.txt", host=host), F)
-    assert len(wait_lines(log, 3)) == 3
+    assert len(wait_lines(log, 4)) == 4
     report = goaccess(log, "VCOMBINED", tmp_path)
-    assert report["general"]["total_requests"] == 3, report["general"]
+    assert report["general"]["total_requests"] == 4, report["general"]
     assert report["general"]["failed_requests"] == 0, report["general"]
     vh = {d["data"]: d["hits"]["count"] for d in report.get("vhosts", {}).get("data", [])}
-    assert vh == {"a.example": 2, "b.example": 1}, report.get("vhosts")
+    assert vh == {"a.example": 2, "b.example": 1, "-": 1}, report.get("vhosts")
 
 
 # --------------------------------------------------------------------------
