@@ -8,6 +8,7 @@
 #include "conn.h"
 #include "encoding.h"
 #include "fcache.h"
+#include "gio_os.h"
 #include "handler.h"
 #include "owfat.h"
 #include "response.h"
@@ -60,10 +61,14 @@ static void set_deadline(conn_t *c, int64_t ms)
     gio_set_deadline(l, c->fd, ms > 0 ? gio_now(l) + ms : 0);
 }
 
-/* What a BODY or WRITE rate window measures. */
+/* What a BODY or WRITE rate window measures: for a response, the bytes the
+   client acknowledged, not the ones the kernel took into its send buffer. */
 static uint64_t moved(const conn_t *c)
 {
-    return c->state == CONN_WRITE ? c->out.bytes_sent : c->moved;
+    if (c->state != CONN_WRITE)
+        return c->moved;
+    uint64_t q = gio_unacked(c->fd);
+    return c->out.bytes_sent > q ? c->out.bytes_sent - q : 0;
 }
 
 /* Go to state st, with the deadline st waits under. */
@@ -419,6 +424,11 @@ static int timed_out(conn_t *c)
             return 1;
         }
         if (c->state == CONN_WRITE) {
+            /* reset, not close: a close would still let the kernel trickle
+               out the megabytes in the send queue that the client is slow
+               to take, which is what a slow-read attacker wants */
+            struct linger lg = {.l_onoff = 1, .l_linger = 0};
+            setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
             st->timeout_drain++;
             log_request(c);
         } else {

@@ -129,3 +129,29 @@ long gio_sendfile(int sock, int fd, uint64_t off, uint64_t len)
     return errno == EAGAIN || errno == EINTR ? GIO_AGAIN : GIO_ERR;
 }
 #endif
+
+#if defined(__linux__)
+#include <linux/sockios.h>
+#elif defined(__FreeBSD__)
+#include <sys/filio.h>
+#endif
+#include <sys/ioctl.h>
+
+uint64_t gio_unacked(int sock)
+{
+    int n = 0;
+#if defined(__linux__)
+    if (ioctl(sock, SIOCOUTQ, &n) < 0)
+        n = 0;
+#elif defined(__FreeBSD__)
+    if (ioctl(sock, FIONWRITE, &n) < 0)
+        n = 0;
+#elif defined(__APPLE__)
+    socklen_t len = sizeof n;
+    if (getsockopt(sock, SOL_SOCKET, SO_NWRITE, &n, &len) < 0)
+        n = 0;
+#else
+    (void)sock;
+#endif
+    return n > 0 ? (uint64_t)n : 0;
+}

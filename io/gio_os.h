@@ -17,4 +17,12 @@
  */
 long gio_sendfile(int sock, int fd, uint64_t off, uint64_t len);
 
+/*
+ * Bytes written to socket sock that the peer has not acknowledged yet
+ * (still in the kernel's send queue), or 0 where the OS cannot tell.  A
+ * send buffer can hold megabytes, so "bytes written" says little about how
+ * fast a client reads; written minus this says it.
+ */
+uint64_t gio_unacked(int sock);
+
 #endif

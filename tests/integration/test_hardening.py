@@ -1,0 +1,218 @@
+"""Hostile and slow clients (the hardening issue): one request must never crash
+the server, each kind of slowness has its own deadline and is counted, caps
+refuse cleanly with 503, and small protocol points hold."""
+import json
+import os
+import socket
+import time
+
+import pytest
+
+from conftest import Client, assert_status, fetch, raw_exchange
+from h3util import assert_ok
+
+F = b"hello\n"
+BIG = os.urandom(8 << 20)
+
+
+def status(port):
+    r = fetch(port, "/server-status?json")
+    assert_status(r, 200)
+    return json.loads(r.body)
+
+
+# --------------------------------------------------------------------------
+# Item 1: response heads are assembled through a bound
+
+def test_long_redirect_location_is_refused_not_overflowed(gatling):
+    """-r near its limit and a path whose every byte is escaped: the Location
+    cannot fit the head buffer.  Before the fix this wrote past the heap
+    buffer (ASan: heap-buffer-overflow; plain build: abort)."""
+    prefix = "http://master.example/" + "a" * 1000
+    srv = gatling({"f.txt": F}, args=("-T", "10", "-S", "-r", prefix))
+    for path in ["/" + "/".join(["<" * 250] * 16), "/" + "<" * 4095, "/" + "<" * 4000 + "?" + "q" * 90]:
+        r = fetch(srv.port, path)
+        assert r is not None and r.status in (302, 414), "%s..." % repr(r)[:200]
+        if r.status == 302:  # it fit: then whole, never truncated
+            loc = r.header("Location")
+            assert loc == prefix + path.split("?")[0].replace("<", "%3C") + (
+                "?" + path.split("?")[1] if "?" in path else ""), len(loc)
+    assert_status(fetch(srv.port, "/" + "<" * 4095), 414, "this one cannot fit")
+    short = fetch(srv.port, "/" + "/".join(["<" * 100] * 4))
+    assert_status(short, 302)
+    assert short.header("Location").startswith(prefix + "/%3C%3C"), short
+    assert_ok(fetch(srv.port, "/f.txt"), F)
+
+
+@pytest.mark.parametrize("opt,arg", [("-r", "http://x/" + "a" * 1100), ("-r", "http://x/a b"),
+                                     ("-r", "http://x/a\rb"), ("-I", "i" * 300),
+                                     ("-u", "u" * 300), ("-l", "/tmp/" + "l" * 5000),
+                                     ("-q", ""), ("-s", "0"), ("-N", "0"), ("-B", "-1"),
+                                     ("-K", "x"), ("-A", "1e3"), ("-R", "-5"), ("-j", "0")])
+def test_bad_option_values_exit_2(build, opt, arg):
+    import subprocess
+    p = subprocess.run([build.binary, opt, arg, "-p", "0", "-i", "127.0.0.1"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=5)
+    assert p.returncode == 2, (opt, arg, p.stderr[-300:])
+    assert ("-%s" % opt[1]).encode() in p.stderr, p.stderr[:200]
+
+
+# --------------------------------------------------------------------------
+# Item 8: an empty directory listing
+
+def test_empty_directory_listing(gatling):
+    srv = gatling({"f.txt": F, "empty": {}}, args=("-T", "10", "-d"))
+    r = fetch(srv.port, "/empty/")
+    assert_status(r, 200)
+    assert b"</html>" in r.body
+
+
+# --------------------------------------------------------------------------
+# Item 11: small protocol points
+
+def test_if_range_list_does_not_apply_range(gatling):
+    srv = gatling({"f.txt": b"0123456789"})
+    etag = fetch(srv.port, "/f.txt").header("ETag")
+    r = fetch(srv.port, "/f.txt", headers=["Range: bytes=0-3", "If-Range: %s" % etag])
+    assert_status(r, 206)
+    for ir in ['%s, "other"' % etag, '"other", %s' % etag, "W/" + etag]:
+        r = fetch(srv.port, "/f.txt", headers=["Range: bytes=0-3", "If-Range: " + ir])
+        assert_status(r, 200, ir)
+        assert r.body == b"0123456789"
+
+
+def test_duplicate_range_is_ignored(gatling):
+    srv = gatling({"f.txt": b"0123456789"})
+    r = fetch(srv.port, "/f.txt", headers=["Range: bytes=0-3", "Range: bytes=5-6"])
+    assert_status(r, 200)
+    assert r.body == b"0123456789"
+
+
+# --------------------------------------------------------------------------
+# Deadlines: each kind of slowness has its own, and each is counted
+
+def test_head_deadline_is_not_extended_by_dripping(gatling):
+    """Slowloris: a header line every 0.3 s keeps the connection busy, but the
+    whole head has -s seconds from its first byte; the idle timeout is long."""
+    srv = gatling({"f.txt": F}, args=("-T", "30", "-s", "1", "-S"))
+    with Client(srv.port, timeout=5) as c:
+        c.send(b"GET /f.txt HTTP/1.1\r\nHost: x\r\n")
+        t0 = time.monotonic()
+        closed = False
+        while time.monotonic() - t0 < 4:
+            try:
+                c.sock.sendall(b"X-Drip: 1\r\n")
+            except OSError:
+                closed = True
+                break
+            if c.closed_within(0.3):
+                closed = True
+                break
+        took = time.monotonic() - t0
+        assert closed, "a dripped head was still open after 4 s with -s 1"
+        assert took < 2.5, took
+        assert bytes(c.buf).startswith(b"HTTP/1.1 408 "), bytes(c.buf[:100])
+    assert status(srv.port)["timeout_head"] >= 1
+
+
+def test_connection_that_sends_nothing_gets_head_deadline(gatling):
+    srv = gatling({"f.txt": F}, args=("-T", "30", "-s", "1", "-S"))
+    with Client(srv.port) as c:
+        assert c.closed_within(3), "a silent connection outlived -s 1"
+    assert status(srv.port)["timeout_head"] >= 1
+
+
+def test_keepalive_idle_is_T_not_s(gatling):
+    """After a response the connection waits -T, not -s."""
+    srv = gatling({"f.txt": F}, args=("-T", "3", "-s", "1", "-S"))
+    with Client(srv.port) as c:
+        assert_ok(c.request("/f.txt"), F)
+        assert not c.closed_within(1.8), "an idle keep-alive connection was closed by -s"
+        assert c.closed_within(3), "not closed after -T 3"
+    assert status(srv.port)["timeout_idle"] >= 1
+
+
+def test_slow_body_is_closed_by_rate(gatling):
+    """A body trickling a byte every 0.2 s: progress, but far below -B;
+    before the fix each byte moved the deadline and the client was held."""
+    srv = gatling({"f.txt": F}, args=("-T", "2", "-B", "100", "-S"))
+    with Client(srv.port, timeout=8) as c:
+        c.send(b"POST /f.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n")
+        t0 = time.monotonic()
+        closed = False
+        while time.monotonic() - t0 < 6:
+            try:
+                c.sock.sendall(b"x")
+            except OSError:
+                closed = True
+                break
+            if c.closed_within(0.2):
+                closed = True
+                break
+        assert closed, "a body at 5 bytes/s was held for 6 s under -B 100 -T 2"
+    assert status(srv.port)["timeout_body"] >= 1
+
+
+def test_slow_reader_is_closed_by_rate(gatling):
+    """A client that reads a large response at a few hundred bytes per second
+    is closed by the drain rate, though it makes progress all the time."""
+    srv = gatling({"big.bin": BIG}, args=("-T", "2", "-B", "200000", "-S"))
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(("127.0.0.1", srv.port))
+    s.sendall(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+    s.settimeout(1)
+    t0 = time.monotonic()
+    got, closed = 0, False
+    while time.monotonic() - t0 < 10:
+        try:
+            d = s.recv(512)
+        except (ConnectionResetError, socket.timeout):
+            closed = True
+            break
+        if not d:
+            closed = True
+            break
+        got += len(d)
+        time.sleep(0.01)
+    s.close()
+    assert closed, "a reader at ~50 KB/s was held for 10 s under -B 200000"
+    assert got < len(BIG)
+    assert status(srv.port)["timeout_drain"] >= 1
+
+
+def test_fast_reader_is_not_closed_by_rate(gatling):
+    srv = gatling({"big.bin": BIG}, args=("-T", "1", "-B", "100000"))
+    r = fetch(srv.port, "/big.bin")
+    assert_status(r, 200)
+    assert r.body == BIG
+
+
+# --------------------------------------------------------------------------
+# Caps
+
+def test_connection_cap_answers_503(gatling):
+    srv = gatling({"f.txt": F}, args=("-T", "10", "-N", "5", "-S"))
+    held = [Client(srv.port) for _ in range(5)]
+    for c in held:  # make sure each is accepted and counted before the next
+        assert_ok(c.request("/f.txt"), F)
+    r = raw_exchange(srv.port, b"GET /f.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert r is not None, "over the cap: closed without the 503"
+    assert_status(r, 503)
+    assert r.header("Retry-After"), r
+    for c in held:
+        c.close()
+    time.sleep(0.3)
+    assert_ok(fetch(srv.port, "/f.txt"), F)
+    assert status(srv.port)["refused_connection_cap"] >= 1
+
+
+def test_max_requests_per_connection(gatling):
+    srv = gatling({"f.txt": F}, args=("-T", "10", "-R", "3", "-S"))
+    with Client(srv.port) as c:
+        for i in range(3):
+            r = c.request("/f.txt")
+            assert_ok(r, F)
+        assert (r.header("Connection") or "").lower() == "close", r
+        assert c.closed_within(2)
+    assert status(srv.port)["max_requests"] == 1
