@@ -13,20 +13,13 @@ static int method_is(const http_request_t *req, const char *m)
     return req->method.n == n && !memcmp(req->method.p, m, n);
 }
 
-static size_t count_headers(const http_request_t *req, const char *name)
-{
-    size_t k = 0, n = strlen(name);
-    for (size_t i = 0; i < req->nheaders; i++)
-        k += req->headers[i].name.n == n && case_equalb(req->headers[i].name.p, n, name);
-    return k;
-}
-
 /*
  * Request bodies (RFC 9112 6): static resources take none, but a body must be
  * read to keep the connection in step, so it is read and dropped before the
- * response (connection.c's BODY state), up to CONN_BODY_MAX.  Both framings
- * at once is how request smuggling starts: 400, as is any transfer coding
- * other than a final "chunked".
+ * response (conn.c's BODY state), up to CONN_BODY_MAX.  Both framings at
+ * once is how request smuggling starts: 400; so is a Transfer-Encoding list
+ * that does not end in exactly one "chunked"; an unknown coding is 501
+ * (http_transfer_coding).
  */
 int handler_framing(conn_t *c, const http_request_t *req)
 {
@@ -36,8 +29,10 @@ int handler_framing(conn_t *c, const http_request_t *req)
     if (te && cl)
         return 400;
     if (te) {
-        if (count_headers(req, "Transfer-Encoding") > 1 || te->n < 7 ||
-            !case_equalb(te->p + te->n - 7, 7, "chunked") || req->version < 11)
+        int coding = http_transfer_coding(req);
+        if (coding != HTTP_TE_CHUNKED)
+            return coding; /* 400 or 501: the connection closes after either */
+        if (req->version < 11) /* 9112 6.1: a TE in HTTP/1.0 cannot be trusted */
             return 400;
         c->body = BODY_CHUNKED;
         memset(&c->chunked, 0, sizeof c->chunked);
@@ -46,7 +41,7 @@ int handler_framing(conn_t *c, const http_request_t *req)
     if (cl) {
         unsigned long long len = 0;
         size_t k = cl->n ? scan_ulonglong(cl->p, &len) : 0;
-        if (k == 0 || k != cl->n || k > 18 || count_headers(req, "Content-Length") > 1)
+        if (k == 0 || k != cl->n || k > 18 || http_header_count(req, "Content-Length") > 1)
             return 400;
         if (len > CONN_BODY_MAX)
             return 413;
@@ -58,7 +53,7 @@ int handler_framing(conn_t *c, const http_request_t *req)
 
 int handler_dispatch(conn_t *c, const http_request_t *req)
 {
-    size_t hosts = count_headers(req, "Host");
+    size_t hosts = http_header_count(req, "Host");
     if (hosts > 1 || (req->version == 11 && hosts == 0)) /* RFC 9112 3.2 */
         return resp_error(c, 400, NULL);
     if (method_is(req, "GET") || method_is(req, "HEAD"))

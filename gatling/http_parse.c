@@ -147,6 +147,118 @@ const http_str_t *http_header(const http_request_t *req, const char *name)
     return NULL;
 }
 
+/* RFC 9110 5.6.4: quoted-string at p; returns its end, or NULL if malformed. */
+static const char *skip_quoted(const char *p, const char *end)
+{
+    for (p++; p < end; p++) {
+        if (*p == '"')
+            return p + 1;
+        if (*p == '\\' && ++p == end)
+            return NULL;
+        if (!is_vchar((unsigned char)*p))
+            return NULL;
+    }
+    return NULL;
+}
+
+static const char *skip_ows(const char *p, const char *end)
+{
+    while (p < end && (*p == ' ' || *p == '\t'))
+        p++;
+    return p;
+}
+
+/* *( OWS ";" OWS token "=" ( token / quoted-string ) ) after a coding; NULL if malformed. */
+static const char *skip_params(const char *p, const char *end)
+{
+    for (;;) {
+        const char *q = skip_ows(p, end);
+        if (q == end || *q != ';')
+            return p;
+        q = skip_ows(q + 1, end);
+        const char *n = q;
+        while (q < end && is_tchar((unsigned char)*q))
+            q++;
+        if (q == n || q == end || *q != '=')
+            return NULL;
+        if (++q < end && *q == '"') {
+            if (!(q = skip_quoted(q, end)))
+                return NULL;
+        } else {
+            for (n = q; q < end && is_tchar((unsigned char)*q); q++)
+                ;
+            if (q == n)
+                return NULL;
+        }
+        p = q;
+    }
+}
+
+static int known_coding(const char *p, size_t n)
+{
+    static const char *const known[] = {"gzip", "x-gzip", "deflate", "compress", "x-compress"};
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (n == strlen(known[i]) && case_equalb(p, n, known[i]))
+            return 1;
+    return 0;
+}
+
+/*
+ * One field line's list; *chunked counts chunked, *last says whether the
+ * last coding so far is chunked.  0, or 400/501.
+ */
+static int te_line(const http_str_t *v, int *chunked, int *last, int *any)
+{
+    const char *p = v->p, *end = v->p + v->n;
+    for (;;) {
+        p = skip_ows(p, end);
+        if (p < end && *p == ',') { /* empty elements are allowed (9110 5.6.1) */
+            p++;
+            continue;
+        }
+        if (p == end)
+            return 0;
+        const char *t = p;
+        while (p < end && is_tchar((unsigned char)*p))
+            p++;
+        if (p == t)
+            return 400;
+        size_t n = (size_t)(p - t);
+        int is_chunked = n == 7 && case_equalb(t, 7, "chunked");
+        if (!is_chunked && !known_coding(t, n))
+            return 501;
+        const char *q = skip_ows(p, end);
+        if (is_chunked && q < end && *q == ';')
+            return 400; /* chunked takes no parameters (9112 7) */
+        if (!(p = skip_params(p, end)))
+            return 400;
+        p = skip_ows(p, end);
+        if (p < end && *p != ',')
+            return 400; /* "foo chunked": two tokens without a comma */
+        *chunked += is_chunked;
+        *last = is_chunked;
+        *any = 1;
+    }
+}
+
+int http_transfer_coding(const http_request_t *req)
+{
+    int chunked = 0, last = 0, any = 0, seen = 0;
+    for (size_t i = 0; i < req->nheaders; i++) {
+        const http_header_t *h = &req->headers[i];
+        if (h->name.n != 17 || !case_equalb(h->name.p, 17, "Transfer-Encoding"))
+            continue;
+        seen = 1;
+        int st = te_line(&h->value, &chunked, &last, &any);
+        if (st)
+            return st;
+    }
+    if (!seen)
+        return HTTP_TE_NONE;
+    /* 9112 6.3: a final coding other than chunked leaves the length unknown */
+    return any && last && chunked == 1 ? HTTP_TE_CHUNKED : 400;
+}
+
 size_t http_header_count(const http_request_t *req, const char *name)
 {
     size_t k = 0, n = strlen(name);
@@ -175,44 +287,168 @@ int http_list_has(http_str_t s, const char *tok)
     return 0;
 }
 
-enum { CH_SIZE, CH_EXT, CH_SIZE_LF, CH_DATA, CH_DATA_CR, CH_DATA_LF, CH_TRAILER, CH_TRAILER_LF };
+/*
+ * The chunked framing, one state per place in RFC 9112 7.1's grammar, so
+ * that input split anywhere parses the same:
+ *
+ *   chunk-size  = 1*HEXDIG
+ *   chunk-ext   = *( BWS ";" BWS ext-name [ BWS "=" BWS ext-val ] )
+ *   ext-val     = token / quoted-string
+ *   trailer     = *( field-line CRLF ) CRLF
+ *
+ * Line ends are CRLF or a bare LF (as in the head).  Anything else is
+ * malformed: "0x3d", "5 x", a trailer line without a colon.
+ */
+enum {
+    CH_SIZE,       /* hex digits of the size */
+    CH_EXT_BWS,    /* after the size or an extension: BWS, then ';' or the line end */
+    CH_EXT_NAME0,  /* after ';': BWS, then the name's first tchar */
+    CH_EXT_NAME,   /* in the name: tchar, or BWS / '=' / ';' / line end */
+    CH_EXT_EQ,     /* after the name and BWS: '=', ';' or the line end */
+    CH_EXT_VAL0,   /* after '=': BWS, then a token or a quote */
+    CH_EXT_TOKEN,  /* in a token value */
+    CH_EXT_QUOTED, /* in a quoted value */
+    CH_EXT_QESC,   /* after a backslash in a quoted value */
+    CH_SIZE_LF,    /* after the CR of the size line */
+    CH_DATA,
+    CH_DATA_CR,
+    CH_DATA_LF,
+    CH_TR_START, /* start of a trailer line: a name, or the final line end */
+    CH_TR_NAME,
+    CH_TR_VALUE,
+    CH_TR_LF,  /* after the CR of a trailer line */
+    CH_END_LF, /* after the CR of the final empty line */
+};
 
 #define CHUNK_LINE_MAX 4096 /* a size line or trailer line longer than this is abuse */
+
+static int is_ws(unsigned char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+/* Handle a line end at ch in the size line: 0 to go on, -1 if ch is none. */
+static int size_line_end(http_chunked_t *st, unsigned char ch)
+{
+    if (ch == '\r')
+        st->state = CH_SIZE_LF;
+    else if (ch == '\n')
+        st->state = st->left ? CH_DATA : CH_TR_START, st->linelen = 0;
+    else
+        return -1;
+    return 0;
+}
+
+/* One byte of the size line (size and extensions).  0, or HTTP_MALFORMED. */
+static int size_line(http_chunked_t *st, unsigned char ch)
+{
+    if (++st->linelen > CHUNK_LINE_MAX)
+        return HTTP_MALFORMED;
+    switch (st->state) {
+    case CH_SIZE: {
+        int h = scan_fromhex(ch);
+        if (h >= 0) {
+            if (st->linelen > 15) /* more than 60 bits of size */
+                return HTTP_MALFORMED;
+            st->left = st->left << 4 | (unsigned)h;
+            return 0;
+        }
+        if (st->linelen == 1)
+            return HTTP_MALFORMED; /* no digit at all */
+        st->state = CH_EXT_BWS;
+        return size_line(st, ch) < 0 ? HTTP_MALFORMED : (st->linelen--, 0);
+    }
+    case CH_EXT_BWS:
+        if (is_ws(ch))
+            return 0;
+        if (ch == ';')
+            return st->state = CH_EXT_NAME0, 0;
+        return size_line_end(st, ch) < 0 ? HTTP_MALFORMED : 0;
+    case CH_EXT_NAME0:
+        if (is_ws(ch))
+            return 0;
+        return is_tchar(ch) ? (st->state = CH_EXT_NAME, 0) : HTTP_MALFORMED;
+    case CH_EXT_NAME:
+        if (is_tchar(ch))
+            return 0;
+        st->state = CH_EXT_EQ;
+        /* fall through */
+    case CH_EXT_EQ:
+        if (is_ws(ch))
+            return 0;
+        if (ch == '=')
+            return st->state = CH_EXT_VAL0, 0;
+        if (ch == ';')
+            return st->state = CH_EXT_NAME0, 0;
+        return size_line_end(st, ch) < 0 ? HTTP_MALFORMED : 0;
+    case CH_EXT_VAL0:
+        if (is_ws(ch))
+            return 0;
+        if (ch == '"')
+            return st->state = CH_EXT_QUOTED, 0;
+        return is_tchar(ch) ? (st->state = CH_EXT_TOKEN, 0) : HTTP_MALFORMED;
+    case CH_EXT_TOKEN:
+        if (is_tchar(ch))
+            return 0;
+        st->state = CH_EXT_BWS;
+        return size_line(st, ch) < 0 ? HTTP_MALFORMED : (st->linelen--, 0);
+    case CH_EXT_QUOTED:
+        if (ch == '"')
+            return st->state = CH_EXT_BWS, 0;
+        if (ch == '\\')
+            return st->state = CH_EXT_QESC, 0;
+        return is_vchar(ch) ? 0 : HTTP_MALFORMED;
+    case CH_EXT_QESC:
+        return is_vchar(ch) ? (st->state = CH_EXT_QUOTED, 0) : HTTP_MALFORMED;
+    }
+    return HTTP_MALFORMED;
+}
+
+/* One byte of the trailer section.  0, 1 when it ended, or HTTP_MALFORMED. */
+static int trailer(http_chunked_t *st, unsigned char ch)
+{
+    switch (st->state) {
+    case CH_TR_START:
+        if (ch == '\r')
+            return st->state = CH_END_LF, 0;
+        if (ch == '\n')
+            return 1;
+        st->linelen = 1;
+        return is_tchar(ch) ? (st->state = CH_TR_NAME, 0) : HTTP_MALFORMED;
+    case CH_TR_NAME:
+        if (++st->linelen > CHUNK_LINE_MAX)
+            return HTTP_MALFORMED;
+        if (ch == ':')
+            return st->state = CH_TR_VALUE, 0;
+        return is_tchar(ch) ? 0 : HTTP_MALFORMED;
+    case CH_TR_VALUE:
+        if (++st->linelen > CHUNK_LINE_MAX)
+            return HTTP_MALFORMED;
+        if (ch == '\r')
+            return st->state = CH_TR_LF, 0;
+        if (ch == '\n')
+            return st->state = CH_TR_START, 0;
+        return is_vchar(ch) ? 0 : HTTP_MALFORMED;
+    case CH_TR_LF:
+        return ch == '\n' ? (st->state = CH_TR_START, 0) : HTTP_MALFORMED;
+    case CH_END_LF:
+        return ch == '\n' ? 1 : HTTP_MALFORMED;
+    }
+    return HTTP_MALFORMED;
+}
 
 int http_chunked_skip(http_chunked_t *st, const char *buf, size_t len, size_t *used)
 {
     size_t i = 0;
     while (i < len) {
-        unsigned char ch = buf[i];
+        unsigned char ch = (unsigned char)buf[i];
+        int r;
         switch (st->state) {
-        case CH_SIZE: {
-            int h = scan_fromhex(ch);
-            if (h >= 0) {
-                if (st->linelen++ >= 15) /* more than 60 bits of size */
-                    return HTTP_MALFORMED;
-                st->left = st->left << 4 | (unsigned)h;
-                i++;
-                break;
-            }
-            if (st->linelen == 0)
-                return HTTP_MALFORMED;
-            st->state = CH_EXT;
-            break;
-        }
-        case CH_EXT: /* chunk extensions are ignored, up to the line end */
-            i++;
-            if (ch == '\n' || ch == '\r')
-                st->state = ch == '\r' ? CH_SIZE_LF : CH_DATA;
-            else if (++st->linelen > CHUNK_LINE_MAX || ch < 0x09)
-                return HTTP_MALFORMED;
-            if (st->state == CH_DATA && st->left == 0)
-                st->state = CH_TRAILER, st->linelen = 0;
-            break;
         case CH_SIZE_LF:
             if (ch != '\n')
                 return HTTP_MALFORMED;
             i++;
-            st->state = st->left ? CH_DATA : CH_TRAILER;
+            st->state = st->left ? CH_DATA : CH_TR_START;
             st->linelen = 0;
             break;
         case CH_DATA: {
@@ -237,27 +473,26 @@ int http_chunked_skip(http_chunked_t *st, const char *buf, size_t len, size_t *u
             i++;
             st->state = CH_SIZE, st->linelen = 0;
             break;
-        case CH_TRAILER: /* trailer fields until an empty line */
+        case CH_TR_START:
+        case CH_TR_NAME:
+        case CH_TR_VALUE:
+        case CH_TR_LF:
+        case CH_END_LF:
             i++;
-            if (ch == '\n' || (ch == '\r' && st->linelen == 0)) {
-                if (st->linelen == 0) {
-                    if (ch == '\r') {
-                        st->state = CH_TRAILER_LF;
-                        break;
-                    }
-                    *used = i;
-                    return HTTP_CHUNKED_DONE;
-                }
-                st->linelen = 0;
-            } else if (++st->linelen > CHUNK_LINE_MAX) {
+            if ((r = trailer(st, ch)) < 0)
                 return HTTP_MALFORMED;
+            if (r == 1) {
+                *used = i;
+                return HTTP_CHUNKED_DONE;
             }
             break;
-        case CH_TRAILER_LF:
-            if (ch != '\n')
+        default: /* the size line */
+            i++;
+            if (size_line(st, ch) < 0)
                 return HTTP_MALFORMED;
-            *used = i + 1;
-            return HTTP_CHUNKED_DONE;
+            if (st->state == CH_DATA)
+                st->linelen = 0;
+            break;
         }
     }
     *used = i;

@@ -52,6 +52,19 @@ const http_str_t *http_header(const http_request_t *req, const char *name);
 /* How many header fields are named name (case-insensitive). */
 size_t http_header_count(const http_request_t *req, const char *name);
 
+enum { HTTP_TE_NONE = 0, HTTP_TE_CHUNKED = 1 };
+
+/*
+ * The request's Transfer-Encoding (RFC 9112 6.1, RFC 9110 10.1.4): every
+ * field line of that name, combined as one list.  Returns HTTP_TE_NONE (no
+ * such field), HTTP_TE_CHUNKED (a valid list whose final coding is chunked,
+ * chunked appearing once), 501 for a coding we do not know, or 400 for a
+ * malformed list, one that does not end in chunked, or chunked twice.
+ * Known codings: chunked, gzip, x-gzip, deflate, compress, x-compress
+ * (bodies are dropped, so a coding before the final chunked costs nothing).
+ */
+int http_transfer_coding(const http_request_t *req);
+
 /* Whether comma-separated list s contains token tok (case-insensitive). */
 int http_list_has(http_str_t s, const char *tok);
 

@@ -192,6 +192,79 @@ static void test_chunked(void)
     ok(chunked("fffffffffffffffff\r\n", 1, &done) == -1, "chunk size overflow");
 }
 
+/* RFC 9112 7.1, strictly: the same verdict whole and split at every byte. */
+static void chunk_verdict(const char *b, int good, const char *name)
+{
+    int done, all = 1;
+    for (size_t step = 1; step <= strlen(b); step++) {
+        long r = chunked(b, step, &done);
+        all &= good ? r == (long)strlen(b) && done : r == -1;
+    }
+    ok(all, "%s: %s at every split", name, good ? "accepted" : "refused");
+}
+
+static void test_chunk_lines(void)
+{
+    chunk_verdict("0x3d\r\n\r\n", 0, "0x3d is no size");
+    chunk_verdict("5 x\r\nhello\r\n0\r\n\r\n", 0, "a word after the size");
+    chunk_verdict("5\r\nhello\r\n0\r\nno colon\r\n\r\n", 0, "a trailer without a colon");
+    chunk_verdict("5\r\nhello\r\n0\r\nX : y\r\n\r\n", 0, "space before a trailer's colon");
+    chunk_verdict("5\r\nhello\r\n0\r\nX: a\x01b\r\n\r\n", 0, "a control byte in a trailer");
+    chunk_verdict(";x\r\n", 0, "an extension without a size");
+    chunk_verdict("5;\r\nhello\r\n0\r\n\r\n", 0, "';' without a name");
+    chunk_verdict("5;a=\r\nhello\r\n0\r\n\r\n", 0, "'=' without a value");
+    chunk_verdict("5;a=\"x\r\nhello\r\n0\r\n\r\n", 0, "an unterminated quoted value");
+    chunk_verdict("5\rhello\r\n0\r\n\r\n", 0, "a CR that is no line end");
+    chunk_verdict("5;a\r\nhello\r\n0\r\n\r\n", 1, "an extension name");
+    chunk_verdict("5 ; a = b ;c=\"q\\\"t\"\r\nhello\r\n0\r\n\r\n", 1, "extensions with BWS");
+    chunk_verdict("5\r\nhello\r\n0\r\nA: 1\r\nB:\r\n\r\n", 1, "trailer fields");
+    chunk_verdict("A\r\n0123456789\r\n0\r\n\r\n", 1, "upper-case hex");
+}
+
+/* Transfer-Encoding lists (RFC 9112 6.1, 9110 10.1.4). */
+static void te_is(const char *values, int want)
+{
+    char buf[512];
+    int n = snprintf(buf, sizeof buf, "POST / HTTP/1.1\r\nHost: x\r\n%s\r\n", values);
+    char name[256];
+    size_t k = 0;
+    for (const char *v = values; *v && k + 2 < sizeof name; v++) /* one line of TAP */
+        name[k++] = *v == '\r' ? '|' : *v == '\n' ? ' ' : *v;
+    name[k] = 0;
+    http_request_t r;
+    int st;
+    ok(n > 0 && (size_t)n < sizeof buf && parse_n(buf, (size_t)n, &r, &st) == n,
+       "request with %s parses", name);
+    is_int(http_transfer_coding(&r), want, "%s", name);
+}
+
+static void test_transfer_coding(void)
+{
+    http_request_t r;
+    int st;
+    ok(parse("GET / HTTP/1.1\r\nHost: x\r\n\r\n", &r, &st) > 0 &&
+           http_transfer_coding(&r) == HTTP_TE_NONE,
+       "no Transfer-Encoding");
+    te_is("Transfer-Encoding: chunked\r\n", HTTP_TE_CHUNKED);
+    te_is("Transfer-Encoding: CHUNKED\r\n", HTTP_TE_CHUNKED);
+    te_is("Transfer-Encoding: gzip, chunked\r\n", HTTP_TE_CHUNKED);
+    te_is("Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n", HTTP_TE_CHUNKED);
+    te_is("Transfer-Encoding: , chunked ,\r\n", HTTP_TE_CHUNKED);
+    te_is("Transfer-Encoding: gzip;level=1, chunked\r\n", HTTP_TE_CHUNKED);
+    te_is("Transfer-Encoding: xchunked\r\n", 501);
+    te_is("Transfer-Encoding: identity, chunked\r\n", 501);
+    te_is("Transfer-Encoding: br, chunked\r\n", 501);
+    te_is("Transfer-Encoding: foo chunked\r\n", 501);
+    te_is("Transfer-Encoding: gzip chunked\r\n", 400);
+    te_is("Transfer-Encoding: chunked, gzip\r\n", 400);
+    te_is("Transfer-Encoding: chunked, chunked\r\n", 400);
+    te_is("Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n", 400);
+    te_is("Transfer-Encoding: gzip\r\n", 400);
+    te_is("Transfer-Encoding: chunked;x=1\r\n", 400);
+    te_is("Transfer-Encoding: \r\n", 400);
+    te_is("Transfer-Encoding: \"chunked\"\r\n", 400);
+}
+
 int main(void)
 {
     page = (size_t)sysconf(_SC_PAGESIZE);
@@ -204,5 +277,7 @@ int main(void)
     test_limits();
     test_lists();
     test_chunked();
+    test_chunk_lines();
+    test_transfer_coding();
     return tap_done();
 }

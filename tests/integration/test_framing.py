@@ -1,0 +1,58 @@
+"""Request framing that smuggling is made of (the hardening issue, items 4
+and 5): Transfer-Encoding is a list parsed by RFC 9112 6.1, chunk lines are
+hex, extensions and field lines exactly, and a request whose framing is in
+doubt gets one answer and the connection closes."""
+import pytest
+
+from conftest import Client, assert_status
+
+SMUGGLED = b"GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
+
+
+def post(te, body):
+    return (b"POST /f.txt HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: " + te + b"\r\n\r\n" + body)
+
+
+def one_answer_then_close(port, data, status):
+    with Client(port) as c:
+        c.send(data)
+        r = c.read_response()
+        assert_status(r, status, data[:80])
+        assert (r.header("Connection") or "").lower() == "close", r
+        assert c.closed_within(3), "still open after %d" % status
+        assert b"HTTP/1." not in bytes(c.buf), "a second answer: %r" % bytes(c.buf[:200])
+
+
+@pytest.mark.parametrize("te,status", [(b"xchunked", 501), (b"identity, chunked", 501),
+                                       (b"foo chunked", 501), (b"chunked, gzip", 400),
+                                       (b"chunked, chunked", 400), (b"gzip", 400),
+                                       (b"chunked;a=b", 400), (b"\"chunked\"", 400)])
+def test_transfer_encoding_not_ending_in_chunked(gatling, te, status):
+    srv = gatling({"f.txt": b"hi\n"})
+    one_answer_then_close(srv.port, post(te, b"0\r\n\r\n" + SMUGGLED), status)
+
+
+def test_transfer_encoding_on_two_lines(gatling):
+    srv = gatling({"f.txt": b"hi\n"})
+    data = (b"POST /f.txt HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + SMUGGLED)
+    one_answer_then_close(srv.port, data, 400)
+
+
+@pytest.mark.parametrize("te", [b"chunked", b"gzip, chunked", b"GZIP , Chunked"])
+def test_valid_chunked_lists_keep_the_connection(gatling, te):
+    srv = gatling({"f.txt": b"hi\n"})
+    with Client(srv.port) as c:
+        c.send(post(te, b"3\r\nabc\r\n0\r\n\r\n") + b"GET /f.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert_status(c.read_response(), 405)
+        r = c.read_response()
+        assert_status(r, 200, "the request after the body")
+        assert r.body == b"hi\n"
+
+
+@pytest.mark.parametrize("body", [b"0x3d\r\n\r\n", b"5 x\r\nhello\r\n0\r\n\r\n",
+                                  b"5\r\nhello\r\n0\r\nno colon\r\n\r\n",
+                                  b"5;\r\nhello\r\n0\r\n\r\n", b"-1\r\n\r\n"])
+def test_lenient_chunk_lines_are_400(gatling, body):
+    srv = gatling({"f.txt": b"hi\n"})
+    one_answer_then_close(srv.port, post(b"chunked", body + SMUGGLED), 400)
