@@ -28,8 +28,8 @@
 
 const char *conn_state_name(conn_state_t st)
 {
-    static const char *const names[] = {"idle",  "head",   "handle", "body",
-                                        "write", "linger", "tarpit", "close"};
+    static const char *const names[] = {"idle",  "head",  "handle", "body",   "dispatch",
+                                        "wait",  "write", "linger", "tarpit", "close"};
     return (unsigned)st < sizeof names / sizeof names[0] ? names[st] : "?";
 }
 
@@ -91,7 +91,12 @@ static void enter(conn_t *c, conn_state_t st)
         gio_want(c->site->loop, c->fd, 0);
         set_deadline(c, idle_ms(c));
         break;
+    case CONN_WAIT: /* the client may go meanwhile: a hang-up still ends it */
+        gio_want(c->site->loop, c->fd, 0);
+        set_deadline(c, head_ms(c));
+        break;
     case CONN_HANDLE:
+    case CONN_DISPATCH:
     case CONN_CLOSE: break;
     }
 }
@@ -139,6 +144,8 @@ conn_t *conn_new(conn_set_t *set, site_t *site, int kind, int fd, const struct s
 
 static void conn_free(conn_t *c)
 {
+    if (c->job) /* the job runs on: it must not come back to us */
+        c->job->c = NULL;
     gio_close(c->site->loop, c->fd);
     gio_batch_free(&c->out);
     block_put(c->set, c->blk);
@@ -276,17 +283,63 @@ static void st_handle(conn_t *c)
         fail(c, st);
         return;
     }
+    c->auth_verdict = AUTH_NONE;
+    c->gzip_tried = 0;
     if (c->body != BODY_NONE) {
         send_continue(c, req);
         c->moved = 0;
         enter(c, CONN_BODY);
         return;
     }
-    int r = handler_dispatch(c, req);
-    if (r < 0)
+    c->state = CONN_DISPATCH;
+}
+
+static void job_done(job_t *j);
+
+/* DISPATCH: the handler answers, or hands work to a thread and we WAIT. */
+static void st_dispatch(conn_t *c)
+{
+    if (handler_dispatch(c, &c->blk->req) < 0) {
+        c->state = CONN_CLOSE;
+        return;
+    }
+    if (!c->job) {
+        enter(c, CONN_WRITE);
+        return;
+    }
+    conn_job_t *cj = c->job;
+    cj->c = c;
+    cj->job.done = job_done;
+    if (jobs_submit(c->site->jobs, &cj->job) == 0) {
+        enter(c, CONN_WAIT);
+        return;
+    }
+    c->job = NULL; /* the pool's queue is full: shed this request, not the loop */
+    cj->job.cancelled = 1;
+    cj->finish(cj, NULL);
+    free(cj);
+    c->site->stats.busy++;
+    if (resp_error(c, 503, "Retry-After: 1\r\n") < 0)
         c->state = CONN_CLOSE;
     else
         enter(c, CONN_WRITE);
+}
+
+static void run(conn_t *c, unsigned events);
+
+/* A job for c's request is done (on the loop thread): dispatch again. */
+static void job_done(job_t *j)
+{
+    conn_job_t *cj = (conn_job_t *)j;
+    conn_t *c = cj->c;
+    if (c) {
+        c->job = NULL;
+        c->state = j->cancelled ? CONN_CLOSE : CONN_DISPATCH; /* cancelled: shutting down */
+    }
+    cj->finish(cj, j->cancelled ? NULL : c);
+    free(cj);
+    if (c)
+        run(c, 0);
 }
 
 /* Drop the body bytes at in[reqlen..inlen); 1 when the body ended, or -status. */
@@ -324,10 +377,7 @@ static void st_body(conn_t *c)
         }
         if (r == 1) {
             c->body = BODY_NONE;
-            if (handler_dispatch(c, &c->blk->req) < 0)
-                c->state = CONN_CLOSE;
-            else
-                enter(c, CONN_WRITE);
+            c->state = CONN_DISPATCH;
             return;
         }
         long n = gio_read(c->fd, c->blk->in + c->inlen, CONN_IN_CAP - c->inlen);
@@ -436,6 +486,7 @@ static int timed_out(conn_t *c)
         }
         return 0;
     }
+    case CONN_WAIT: st->busy++; return 0; /* the worker threads are too far behind */
     case CONN_HEAD: {
         /* RFC 9110 15.5.9; best effort, the socket is not waited for */
         static const char r408[] = "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n"
@@ -454,13 +505,9 @@ static int timed_out(conn_t *c)
     }
 }
 
-void conn_event(conn_t *c, unsigned events)
+/* Run the state functions until the state stops changing. */
+static void run(conn_t *c, unsigned events)
 {
-    if (!events) {
-        if (!timed_out(c))
-            conn_free(c);
-        return;
-    }
     conn_state_t prev;
     do {
         prev = c->state;
@@ -469,15 +516,33 @@ void conn_event(conn_t *c, unsigned events)
         case CONN_HEAD: st_head(c); break;
         case CONN_HANDLE: st_handle(c); break;
         case CONN_BODY: st_body(c); break;
+        case CONN_DISPATCH: st_dispatch(c); break;
         case CONN_WRITE: st_write(c); break;
         case CONN_LINGER: st_linger(c); break;
-        case CONN_TARPIT: break;
+        case CONN_WAIT: /* only a job's end moves it on */
+        case CONN_TARPIT:
         case CONN_CLOSE: break;
         }
         events = 0; /* readiness was news once: later states in this round start fresh */
     } while (c->state != prev && c->state != CONN_CLOSE);
     if (c->state == CONN_CLOSE)
         conn_free(c);
+}
+
+void conn_event(conn_t *c, unsigned events)
+{
+    if (!events) {
+        if (!timed_out(c))
+            conn_free(c);
+        return;
+    }
+    if (c->state == CONN_WAIT && !(events & (GIO_ERROR | GIO_HANGUP)))
+        return;
+    if (c->state == CONN_WAIT) { /* the client went while its job runs */
+        conn_free(c);
+        return;
+    }
+    run(c, events);
 }
 
 void conn_set_drain(conn_set_t *set)
@@ -487,6 +552,8 @@ void conn_set_drain(conn_set_t *set)
         next = c->next; /* c may be freed */
         if (c->state == CONN_IDLE || c->state == CONN_TARPIT)
             conn_free(c);
+        else if (c->state == CONN_WAIT) /* answered when the job is done, then closed */
+            c->keepalive = 0;
     }
 }
 

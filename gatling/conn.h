@@ -2,17 +2,18 @@
  * conn — one client connection: a small state machine driven by readiness
  * and deadlines.  The states, in processing order:
  *
- *   IDLE ─► HEAD ─► HANDLE ─► WRITE ─► IDLE      (keep-alive)
- *                     │  ▲       └───► LINGER ─► CLOSE
- *                     ▼  │
- *                     BODY               (a request body to read and drop)
- *   HEAD ─► TARPIT ─► CLOSE              (-A: over the request rate)
+ *   IDLE ─► HEAD ─► HANDLE ─► DISPATCH ─► WRITE ─► IDLE     (keep-alive)
+ *                     │          ▲  │  ▲      └───► LINGER ─► CLOSE
+ *                     ▼          │  ▼  │
+ *                     BODY ──────┘  WAIT         (a body to drop; a job off the loop)
+ *   HEAD ─► TARPIT ─► CLOSE                      (-A: over the request rate)
  *
  * Each state that waits has its own deadline, counted when it fires:
  *   IDLE    -T, the keep-alive idle timeout (a new connection: the head deadline)
  *   HEAD    -s, the whole request head, from its first byte (slowloris)
  *   BODY    -B, a minimum rate, checked over windows (slow bodies)
  *   WRITE   -B, the same for the response (slow readers)
+ *   WAIT    -s, for a worker thread to check a password (jobs.h)
  *   LINGER  a short drain of unread input before closing
  *   TARPIT  -T, then close
  * While a request is read or answered the connection owns a request block
@@ -24,6 +25,7 @@
 
 #include "gio_batch.h"
 #include "http_parse.h"
+#include "jobs.h"
 #include "site.h"
 
 #include <netinet/in.h>
@@ -34,8 +36,10 @@ typedef enum conn_state {
     CONN_IDLE,   /* no request yet: wait for the loop to report data */
     CONN_HEAD,   /* reading (the rest of) a request head */
     CONN_HANDLE, /* a complete head is in the buffer: build the response */
-    CONN_BODY,   /* reading and dropping the request body */
-    CONN_WRITE,  /* sending the response */
+    CONN_BODY,     /* reading and dropping the request body */
+    CONN_DISPATCH, /* the request is read: let the handler answer it */
+    CONN_WAIT,     /* the handler waits for a job on a worker thread */
+    CONN_WRITE,    /* sending the response */
     CONN_LINGER, /* response sent, closing: drain unread input, then close */
     CONN_TARPIT, /* over the request rate: held, unread, until the deadline */
     CONN_CLOSE   /* to be freed */
@@ -48,6 +52,7 @@ typedef enum conn_state {
 #define CONN_SPARE_BLOCKS 32    /* request blocks kept for reuse */
 
 enum { BODY_NONE, BODY_LENGTH, BODY_CHUNKED };
+enum { AUTH_NONE, AUTH_GOOD, AUTH_BAD };
 
 typedef struct conn_block {
     http_request_t req;
@@ -65,6 +70,21 @@ typedef struct conn_set {
     int draining; /* shutting down: every response is the last */
 } conn_set_t;
 
+/*
+ * Work a handler sends off the loop for a connection.  The handler mallocs
+ * a struct that starts with this, sets job.work (runs on a pool thread) and
+ * finish (runs on the loop), puts it in c->job and returns; conn.c submits
+ * it and, when it is done, calls finish, frees the struct and dispatches the
+ * request again.  finish always runs, also when the connection went first
+ * (then its c is NULL) or the pool shut down before work ran
+ * (job.cancelled), so that it can release what the job holds.
+ */
+typedef struct conn_job {
+    job_t job;
+    struct conn *c;
+    void (*finish)(struct conn_job *cj, struct conn *c);
+} conn_job_t;
+
 typedef struct conn {
     int kind; /* the loop cookie's kind (server.c): first */
     int fd;
@@ -80,7 +100,10 @@ typedef struct conn {
     uint16_t status;
     uint16_t local_port;
     uint8_t keepalive, http10, head_only, unread_input;
-    uint8_t body;       /* BODY_*: framing of the request body */
+    uint8_t body;         /* BODY_*: framing of the request body */
+    uint8_t auth_verdict; /* AUTH_*: a job's answer for this request's credentials */
+    uint8_t gzip_tried;   /* this request waited for a gzip job once already */
+    conn_job_t *job;      /* the job this request waits for (WAIT), or NULL */
     uint64_t body_left; /* BODY_LENGTH: bytes still to drop */
     uint64_t moved;     /* body bytes read or response bytes sent, for the rate check */
     uint64_t window_at; /* `moved` when the current rate window began */

@@ -313,6 +313,15 @@ int enc_open_sibling(int dirfd, const char *relpath, const struct stat *orig, in
 
 /* ---- The gzip cache ----------------------------------------------------- */
 
+/* A compression running on a worker thread (enc_gzip_begin). */
+struct enc_gzjob {
+    enc_cache_t *cache;
+    struct enc_gzjob *next; /* the cache's list of compressions in flight */
+    int fd;                 /* a dup: the caller's may be closed meanwhile */
+    struct stat st;
+    enc_gz_t *result; /* the thread's, handed to the cache by enc_gzip_end */
+};
+
 struct enc_cache {
     enc_gz_t **bucket;
     size_t nbucket; /* a power of two */
@@ -320,6 +329,8 @@ struct enc_cache {
     enc_gz_t *oldest, *newest;
     size_t bytes; /* of the entries in the table */
     size_t max_bytes, max_file;
+    enc_gzjob_t *inflight; /* compressions running, at most ENC_GZIP_INFLIGHT bytes of input */
+    size_t inflight_bytes;
 };
 
 /* deflate's avail_out is a 32-bit uInt: keep every buffer well below that. */
@@ -576,6 +587,15 @@ static enc_gz_t *gz_compress(int fd, const struct stat *st)
     return e;
 }
 
+/* The table's entry for this version of the file, or NULL. */
+static enc_gz_t *find(enc_cache_t *c, const struct stat *st)
+{
+    for (enc_gz_t *e = *chain(c, st->st_dev, st->st_ino); e; e = e->hnext)
+        if (e->dev == st->st_dev && e->ino == st->st_ino && same_version(e, st))
+            return e;
+    return NULL;
+}
+
 enc_gz_t *enc_gzip_get(enc_cache_t *c, int fd, const struct stat *st)
 {
     if (!c || !st || !S_ISREG(st->st_mode)) {
@@ -586,10 +606,7 @@ enc_gz_t *enc_gzip_get(enc_cache_t *c, int fd, const struct stat *st)
         errno = st->st_size < ENC_GZIP_MIN ? ERANGE : EFBIG;
         return NULL;
     }
-    enc_gz_t *e;
-    for (e = *chain(c, st->st_dev, st->st_ino); e; e = e->hnext)
-        if (e->dev == st->st_dev && e->ino == st->st_ino && same_version(e, st))
-            break;
+    enc_gz_t *e = find(c, st);
     if (e) {
         lru_unlink(c, e);
         lru_push(c, e);
@@ -606,6 +623,77 @@ enc_gz_t *enc_gzip_get(enc_cache_t *c, int fd, const struct stat *st)
     }
     e->refs++;
     return e;
+}
+
+
+enc_gz_t *enc_gzip_lookup(enc_cache_t *c, const struct stat *st)
+{
+    if (!c || !st || !S_ISREG(st->st_mode)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    enc_gz_t *e = find(c, st);
+    if (!e) {
+        errno = ENOENT;
+        return NULL;
+    }
+    lru_unlink(c, e);
+    lru_push(c, e);
+    if (e->useless) {
+        errno = ERANGE;
+        return NULL;
+    }
+    e->refs++;
+    return e;
+}
+
+enc_gzjob_t *enc_gzip_begin(enc_cache_t *c, int fd, const struct stat *st)
+{
+    if (!c || !st || !S_ISREG(st->st_mode) || st->st_size < ENC_GZIP_MIN ||
+        (uint64_t)st->st_size > c->max_file || find(c, st))
+        return NULL;
+    for (enc_gzjob_t *g = c->inflight; g; g = g->next)
+        if (g->st.st_dev == st->st_dev && g->st.st_ino == st->st_ino &&
+            g->st.st_size == st->st_size && g->st.st_mtim.tv_sec == st->st_mtim.tv_sec &&
+            g->st.st_mtim.tv_nsec == st->st_mtim.tv_nsec)
+            return NULL; /* already being compressed: one job per file version */
+    if (c->inflight_bytes + (size_t)st->st_size > ENC_GZIP_INFLIGHT)
+        return NULL;
+    enc_gzjob_t *g = calloc(1, sizeof *g);
+    if (!g)
+        return NULL;
+    if ((g->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+        free(g);
+        return NULL;
+    }
+    g->cache = c;
+    g->st = *st;
+    g->next = c->inflight;
+    c->inflight = g;
+    c->inflight_bytes += (size_t)st->st_size;
+    return g;
+}
+
+void enc_gzip_run(enc_gzjob_t *g)
+{
+    g->result = gz_compress(g->fd, &g->st);
+}
+
+void enc_gzip_end(enc_gzjob_t *g)
+{
+    enc_cache_t *c = g->cache;
+    for (enc_gzjob_t **p = &c->inflight; *p; p = &(*p)->next)
+        if (*p == g) {
+            *p = g->next;
+            break;
+        }
+    c->inflight_bytes -= (size_t)g->st.st_size;
+    if (g->result && !find(c, &g->st))
+        insert(c, g->result);
+    else
+        free(g->result); /* not run, failed (ESTALE, ENOMEM), or raced */
+    close(g->fd);
+    free(g);
 }
 
 void enc_gzip_release(enc_gz_t *e)

@@ -169,6 +169,26 @@ int enc_gzip_eligible(const enc_cache_t *c, const char *ctype, const struct stat
  */
 enc_gz_t *enc_gzip_get(enc_cache_t *c, int fd, const struct stat *st);
 
+/*
+ * The event loop's way, where compressing must not happen on the loop:
+ * enc_gzip_lookup only looks, taking a reference on a hit; NULL with errno
+ * ENOENT when the file is not cached yet, ERANGE when gzip does not shrink
+ * it.  On ENOENT, enc_gzip_begin (loop) registers a compression of the file
+ * open on fd (duplicated: the caller's may close), enc_gzip_run (any thread)
+ * compresses, touching nothing but the job, and enc_gzip_end (loop; also
+ * when run never ran) enters the result in the cache and frees the job.
+ * begin declines (NULL) when this file version is being compressed already,
+ * when ENC_GZIP_INFLIGHT bytes of input are in flight, or on ENOMEM: serve
+ * identity then.  Every job must be ended before the cache is freed.
+ */
+#define ENC_GZIP_INFLIGHT (16u << 20)
+
+typedef struct enc_gzjob enc_gzjob_t;
+enc_gz_t *enc_gzip_lookup(enc_cache_t *c, const struct stat *st);
+enc_gzjob_t *enc_gzip_begin(enc_cache_t *c, int fd, const struct stat *st);
+void enc_gzip_run(enc_gzjob_t *g);
+void enc_gzip_end(enc_gzjob_t *g);
+
 /* Drop a reference taken by enc_gzip_get; NULL is a no-op. */
 void enc_gzip_release(enc_gz_t *e);
 

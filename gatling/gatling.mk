@@ -17,3 +17,5 @@ gatling/gatling: $(B)/gatling
 	cp --remove-destination $< $@
 LDLIBS += -lcrypt
 LDLIBS += -lz
+LDLIBS += -pthread
+CFLAGS += -pthread

@@ -208,12 +208,13 @@ static int parse_basic(const char *a, size_t n, char *dec, const char **user, si
 }
 
 /*
- * Does user/pass match an entry of f?  Every entry's name is compared, and
- * crypt runs once either on the matching entry's hash or, for an unknown
- * user, on the first entry's (a stand-in if there is none), so the work done
- * does not depend on whether or where the user is found.
+ * Pick the hash to check against, in constant time: the matching entry's,
+ * or for an unknown user (or a file without users) the stand-in, so that
+ * crypt runs once either way and timing does not tell which names exist.
+ * Copies it and the password into p.  0, or -1 if the hash is too long.
  */
-static int verify(const htfile_t *f, const char *user, size_t ulen, const char *pass)
+static int pick(const htfile_t *f, const char *user, size_t ulen, const char *pass,
+                htaccess_pending_t *p)
 {
     size_t idx = 0, found = 0;
     for (size_t i = 0; i < f->nusers; i++) {
@@ -223,15 +224,28 @@ static int verify(const htfile_t *f, const char *user, size_t ulen, const char *
         found |= hit;
     }
     const char *hash = f->nusers ? f->users[idx].hash : dummy_hash;
-    struct crypt_data *cd = calloc(1, sizeof *cd); /* ~32 KiB: not on the event loop's stack */
-    if (!cd)
-        return 0;
-    const char *out = crypt_rn(pass, hash, cd, sizeof *cd);
-    /* crypt_rn gives NULL for a setting it cannot use; a result starting '*' is never a hash */
-    int good = out && out[0] != '*' && ct_equal(out, strlen(out), hash, strlen(hash));
-    explicit_bzero(cd, sizeof *cd);
-    free(cd);
-    return good & (int)found;
+    size_t hl = strlen(hash), pl = strlen(pass);
+    if (hl >= sizeof p->hash || pl >= sizeof p->pass)
+        return -1;
+    memcpy(p->hash, hash, hl + 1);
+    memcpy(p->pass, pass, pl + 1);
+    p->found = (int)found;
+    return 0;
+}
+
+int htaccess_verify(htaccess_pending_t *p)
+{
+    struct crypt_data *cd = calloc(1, sizeof *cd); /* ~32 KiB: not on a small stack */
+    int good = 0;
+    if (cd) {
+        const char *out = crypt_rn(p->pass, p->hash, cd, sizeof *cd);
+        /* crypt_rn gives NULL for a setting it cannot use; a result starting '*' is never a hash */
+        good = out && out[0] != '*' && ct_equal(out, strlen(out), p->hash, strlen(p->hash));
+        explicit_bzero(cd, sizeof *cd);
+        free(cd);
+    }
+    explicit_bzero(p->pass, sizeof p->pass);
+    return good & p->found;
 }
 
 /* The realm for WWW-Authenticate: realm="...": no '"', '\' or control bytes, truncated. */
@@ -246,8 +260,8 @@ static void copy_realm(const char *r, char *realm, size_t realmsz)
 }
 
 /* Contract in htaccess.h. */
-int htaccess_check(int rootfd, const char *path, size_t n, const char *auth, size_t authlen,
-                   char *realm, size_t realmsz)
+int htaccess_prepare(int rootfd, const char *path, size_t n, const char *auth, size_t authlen,
+                     char *realm, size_t realmsz, htaccess_pending_t *p)
 {
     if (realmsz)
         realm[0] = 0;
@@ -264,15 +278,32 @@ int htaccess_check(int rootfd, const char *path, size_t n, const char *auth, siz
         char dec[AUTH_DEC_MAX];
         const char *user, *pass;
         size_t ulen;
-        rc = parse_basic(auth, authlen, dec, &user, &ulen, &pass) == 0 &&
-                     verify(&f, user, ulen, pass)
-                 ? 0
-                 : 401;
+        rc = 401;
+        if (parse_basic(auth, authlen, dec, &user, &ulen, &pass) == 0)
+            rc = pick(&f, user, ulen, pass, p) == 0 ? HTACCESS_VERIFY : 500;
         explicit_bzero(dec, sizeof dec);
-        if (rc == 401)
-            copy_realm(f.realm, realm, realmsz);
+        copy_realm(f.realm, realm, realmsz); /* the caller needs it if verify fails */
+        if (rc == 500 && realmsz)
+            realm[0] = 0;
     }
     free(f.users);
     free(f.buf);
+    return rc;
+}
+
+int htaccess_check(int rootfd, const char *path, size_t n, const char *auth, size_t authlen,
+                   char *realm, size_t realmsz)
+{
+    htaccess_pending_t *p = malloc(sizeof *p);
+    if (!p)
+        return 500;
+    int rc = htaccess_prepare(rootfd, path, n, auth, authlen, realm, realmsz, p);
+    if (rc == HTACCESS_VERIFY)
+        rc = htaccess_verify(p) ? 0 : 401;
+    else
+        explicit_bzero(p->pass, sizeof p->pass);
+    if (rc == 0 && realmsz)
+        realm[0] = 0;
+    free(p);
     return rc;
 }

@@ -49,4 +49,26 @@
 int htaccess_check(int rootfd, const char *path, size_t n, const char *auth, size_t authlen,
                    char *realm, size_t realmsz);
 
+/*
+ * The same check in two steps, so that the expensive one can leave the event
+ * loop.  htaccess_prepare does everything but crypt: it returns 0, 401
+ * (credentials missing, not Basic or undecodable) or 500 as htaccess_check
+ * does, or HTACCESS_VERIFY with p holding copies of the hash to check and
+ * the password, and realm filled in for the 401 a failed check will need.
+ * htaccess_verify (thread-safe: crypt_rn with its own data) runs crypt,
+ * wipes the password, and returns 1 if the credentials are right.
+ */
+enum { HTACCESS_VERIFY = 1 };
+
+typedef struct htaccess_pending {
+    char hash[256];  /* the user's hash, or the stand-in for an unknown user */
+    char pass[772];  /* the password, NUL-terminated; wiped by htaccess_verify */
+    int found;       /* the user exists */
+} htaccess_pending_t;
+
+int htaccess_prepare(int rootfd, const char *path, size_t n, const char *auth, size_t authlen,
+                     char *realm, size_t realmsz, htaccess_pending_t *p);
+
+int htaccess_verify(htaccess_pending_t *p);
+
 #endif

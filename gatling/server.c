@@ -6,6 +6,7 @@
 #include "server.h"
 #include "conn.h"
 #include "encoding.h"
+#include "jobs.h"
 #include "owfat.h"
 
 #include <arpa/inet.h>
@@ -184,6 +185,12 @@ int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const list
     }
     if (site_init(&s->site, cfg, s->loop, mime) < 0)
         return -1;
+    s->jobskind = COOKIE_JOBS;
+    if (gio_add(s->loop, jobs_fd(s->site.jobs), &s->jobskind) < 0) {
+        fprintf(stderr, "gatling: cannot watch the worker threads: %s\n", strerror(errno));
+        return -1;
+    }
+    gio_want(s->loop, jobs_fd(s->site.jobs), GIO_READ);
     s->max_conns = conn_cap(cfg);
     for (int i = 0; i < nlst; i++) {
         s->lst[i] = lst[i];
@@ -312,6 +319,8 @@ int server_run(server_t *s)
                 conn_event((conn_t *)kind, ev);
             else if (*kind == COOKIE_LISTENER)
                 accept_some(s, (listener_t *)kind);
+            else if (*kind == COOKIE_JOBS)
+                jobs_complete(s->site.jobs);
             else
                 handle_signals(s);
         }
@@ -336,6 +345,8 @@ void server_free(server_t *s)
         close(s->sigfd[0]);
         close(s->sigfd[1]);
     }
+    if (s->site.jobs)
+        gio_del(s->loop, jobs_fd(s->site.jobs));
     site_free(&s->site);
     conn_set_free(&s->conns);
     gio_loop_free(s->loop);

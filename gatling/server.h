@@ -18,7 +18,7 @@
 #define SERVER_MAX_LISTENERS 4
 
 /* Every loop cookie starts with one of these, so the loop can tell them apart. */
-enum { COOKIE_LISTENER = 1, COOKIE_CONN, COOKIE_SIGNAL };
+enum { COOKIE_LISTENER = 1, COOKIE_CONN, COOKIE_SIGNAL, COOKIE_JOBS };
 
 typedef struct listener {
     int kind; /* COOKIE_LISTENER */
@@ -35,6 +35,7 @@ typedef struct server {
     size_t max_conns; /* -N, or what the descriptor limit allows */
     int sigfd[2];     /* self-pipe: signal handlers write, the loop reads */
     int sigkind;      /* COOKIE_SIGNAL, the cookie of sigfd[0] */
+    int jobskind;     /* COOKIE_JOBS, the cookie of the job pool's descriptor */
 } server_t;
 
 /*

@@ -1,6 +1,7 @@
 /* The per-process site: see site.h. */
 #include "site.h"
 #include "encoding.h"
+#include "jobs.h"
 #include "owfat.h"
 
 #include <errno.h>
@@ -11,6 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#define SITE_JOBS_QUEUE 1024 /* jobs waiting for a thread; more get 503 */
+
 int site_init(site_t *s, const config_t *cfg, gio_loop_t *loop, mime_table_t *mime)
 {
     memset(s, 0, sizeof *s);
@@ -20,9 +23,15 @@ int site_init(site_t *s, const config_t *cfg, gio_loop_t *loop, mime_table_t *mi
     s->rootfd = -1;
     alog_init(&s->log, cfg->log_fd);
     s->stats.started = s->stats.second = time(NULL);
-    /* gzip on the fly up to 1 MiB files: ~40 ms of loop stall at most */
-    if ((cfg->gzip && !(s->gzcache = enc_cache_new(0, 1 << 20))) || !(s->fcache = fcache_new(12))) {
+    /* gzip on the fly up to 1 MiB files, compressed off the loop (jobs.h) */
+    if ((cfg->gzip && !(s->gzcache = enc_cache_new(0, 1 << 20))) ||
+        !(s->fcache = fcache_new(12))) {
         fprintf(stderr, "gatling: out of memory\n");
+        return -1;
+    }
+    if (!(s->jobs = jobs_new(cfg->threads, SITE_JOBS_QUEUE))) {
+        fprintf(stderr, "gatling: cannot start %d worker threads: %s\n", cfg->threads,
+                strerror(errno));
         return -1;
     }
     s->rootfd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -36,6 +45,7 @@ int site_init(site_t *s, const config_t *cfg, gio_loop_t *loop, mime_table_t *mi
 
 void site_free(site_t *s)
 {
+    jobs_free(s->jobs); /* first: finished compressions still enter the gzip cache */
     alog_free(&s->log);
     fcache_free(s->fcache);
     enc_cache_free(s->gzcache);

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 struct enc_cache;
+struct jobs;
 
 typedef struct site {
     const config_t *cfg;
@@ -28,6 +29,7 @@ typedef struct site {
     mime_table_t *mime;        /* borrowed */
     fcache_t *fcache;          /* open files, see fcache.h */
     struct enc_cache *gzcache; /* on-the-fly gzip; NULL with -Z */
+    struct jobs *jobs;         /* worker threads for what must leave the loop */
     int rootfd;                /* the document root, opened once */
     char *root_real;           /* its canonical path, for symlink checks */
     alog_t log;

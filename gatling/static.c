@@ -18,6 +18,7 @@
 #include "handler.h"
 #include "hbuf.h"
 #include "htaccess.h"
+#include "jobs.h"
 #include "listing.h"
 #include "mime.h"
 #include "owfat.h"
@@ -513,6 +514,43 @@ static int serve_body(conn_t *c, const http_request_t *req, const body_t *b, con
     return add_part(c, b, off, len);
 }
 
+/* A gzip compression for the request, on a worker thread. */
+typedef struct gzip_job {
+    conn_job_t cj; /* first: conn.c frees the whole struct */
+    enc_gzjob_t *g;
+} gzip_job_t;
+
+static void gzip_work(job_t *j)
+{
+    enc_gzip_run(((gzip_job_t *)j)->g);
+}
+
+static void gzip_finish(conn_job_t *cj, conn_t *c)
+{
+    (void)c; /* the request finds the result in the cache when it is dispatched again */
+    enc_gzip_end(((gzip_job_t *)cj)->g);
+}
+
+/*
+ * The file is not gzipped yet: hand the compression to a worker thread and
+ * let the request wait for it (1), or, if it is being compressed for another
+ * request already or too much is in flight, serve identity (0).
+ */
+static int gzip_wait(conn_t *c, fcache_entry_t *f)
+{
+    gzip_job_t *z = calloc(1, sizeof *z);
+    if (!z)
+        return 0;
+    if (!(z->g = enc_gzip_begin(c->site->gzcache, f->fd, &f->st))) {
+        free(z);
+        return 0;
+    }
+    z->cj.job.work = gzip_work;
+    z->cj.finish = gzip_finish;
+    c->job = &z->cj;
+    return 1;
+}
+
 /* Serve the cached file f: coding, validators, preconditions, ranges. */
 static int serve_file(conn_t *c, const http_request_t *req, const target_t *t, fcache_entry_t *f)
 {
@@ -540,10 +578,16 @@ static int serve_file(conn_t *c, const http_request_t *req, const target_t *t, f
         }
     } else {
         if (enc == ENC_GZIP) { /* gzip on the fly, from the cache */
-            if ((c->gz = enc_gzip_get(s->gzcache, f->fd, &f->st)))
+            if ((c->gz = enc_gzip_lookup(s->gzcache, &f->st))) {
                 b = (body_t){.fd = -1, .buf = (const char *)c->gz->data, .size = c->gz->len};
-            else
+            } else if (errno == ENOENT && !c->gzip_tried && gzip_wait(c, f)) {
+                c->gzip_tried = 1; /* once per request: then identity */
+                c->file = NULL;
+                fcache_release(f);
+                return 0;
+            } else {
                 enc = ENC_IDENTITY;
+            }
         }
         if (enc)
             enc_etag(etag, &f->st, enc);
@@ -591,11 +635,35 @@ static int same_bytes(const char *a, const char *b, size_t n)
     return d == 0;
 }
 
+/* The password check of one request, on a worker thread (conn.h, jobs.h). */
+typedef struct auth_job {
+    conn_job_t cj; /* first: conn.c frees the whole struct */
+    htaccess_pending_t p;
+    int good;
+} auth_job_t;
+
+static void auth_work(job_t *j)
+{
+    auth_job_t *a = (auth_job_t *)j;
+    a->good = htaccess_verify(&a->p);
+}
+
+static void auth_finish(conn_job_t *cj, conn_t *c)
+{
+    auth_job_t *a = (auth_job_t *)cj;
+    explicit_bzero(&a->p, sizeof a->p); /* verify wiped the password, unless it never ran */
+    if (c)
+        c->auth_verdict = a->good ? AUTH_GOOD : AUTH_BAD;
+}
+
+
 /*
- * .htaccess: 0 to go on, or a queued 401/500 (1), or -1.  *granted (if not
- * NULL) remembers the last Authorization value that passed for a cached
- * file: crypt costs tens of milliseconds of the one loop, and a page's
- * assets come with the same credentials, so they pay it once per file and
+ * .htaccess: 0 to go on, 1 when a 401/500 was queued, 2 when the password
+ * check was handed to a worker thread (c->job; the request is dispatched
+ * again with c->auth_verdict set), or -1.  crypt costs tens of milliseconds:
+ * it never runs on the loop.  *granted (if not NULL) remembers the last
+ * Authorization value that passed for a cached file, so a page's assets,
+ * which come with the same credentials, pay for it once per file and
  * second (the cache's lifetime), not once per request.
  */
 static int access_denied(conn_t *c, const http_request_t *req, const target_t *t, const char *path,
@@ -607,19 +675,38 @@ static int access_denied(conn_t *c, const http_request_t *req, const target_t *t
     if (auth && granted && *granted && strlen(*granted) == auth->n &&
         same_bytes(*granted, auth->p, auth->n))
         return 0;
-    int vfd = open_vhost(s, t, NULL);
-    int h = vfd < 0 ? 500
-                    : htaccess_check(vfd, path, strlen(path), auth ? auth->p : NULL,
-                                     auth ? auth->n : 0, realm, sizeof realm);
-    if (vfd >= 0)
-        close(vfd);
-    if (h == 0) {
+    if (c->auth_verdict == AUTH_GOOD) {
         if (auth && granted) {
             free(*granted);
             *granted = strndup(auth->p, auth->n); /* NULL on ENOMEM: no harm */
         }
         return 0;
     }
+    htaccess_pending_t p;
+    int vfd = open_vhost(s, t, NULL);
+    int h = vfd < 0 ? 500
+                    : htaccess_prepare(vfd, path, strlen(path), auth ? auth->p : NULL,
+                                       auth ? auth->n : 0, realm, sizeof realm, &p);
+    if (vfd >= 0)
+        close(vfd);
+    if (h == HTACCESS_VERIFY && c->auth_verdict == AUTH_NONE) {
+        auth_job_t *a = malloc(sizeof *a);
+        if (a) {
+            memset(a, 0, sizeof a->cj);
+            a->p = p;
+            a->cj.job.work = auth_work;
+            a->cj.finish = auth_finish;
+            c->job = &a->cj;
+        }
+        explicit_bzero(&p, sizeof p);
+        return a ? 2 : -1;
+    }
+    if (h == HTACCESS_VERIFY) { /* the thread said no */
+        explicit_bzero(&p, sizeof p);
+        h = 401;
+    }
+    if (h == 0)
+        return 0;
     if (h != 401)
         return resp_error(c, 500, NULL) < 0 ? -1 : 1;
     hbuf_t b = hb_init(hdr, sizeof hdr);

@@ -216,3 +216,83 @@ def test_max_requests_per_connection(gatling):
         assert (r.header("Connection") or "").lower() == "close", r
         assert c.closed_within(2)
     assert status(srv.port)["max_requests"] == 1
+
+
+# --------------------------------------------------------------------------
+# Items 2 and 3: password hashes and gzip run on worker threads, not the loop
+
+def slow_hash(password):
+    """A SHA-512 crypt hash with 100,000 rounds: tens of milliseconds each."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import crypt
+    return crypt.crypt(password, crypt.mksalt(crypt.METHOD_SHA512, rounds=100000))
+
+
+def quick_fetch_while(port, clients, what):
+    t0 = time.monotonic()
+    r = fetch(port, "/f.txt")
+    took = time.monotonic() - t0
+    assert_ok(r, F)
+    assert took < 0.5, "a plain request took %.2f s during %s" % (took, what)
+
+
+def test_bad_logins_do_not_stall_the_loop(gatling):
+    t0 = time.process_time()
+    h = slow_hash("right")
+    one = time.process_time() - t0
+    tree = {"f.txt": F, "prot": {".htaccess": ("realm\nalice:%s\n" % h).encode(),
+                                 "x.txt": b"secret\n"}}
+    srv = gatling(tree, args=("-T", "10", "-j", "2"))
+    n = max(20, int(1.5 / max(one, 0.005)))  # about 1.5 s of hashing in all
+    import base64
+    clients = []
+    for i in range(n):
+        c = Client(srv.port, timeout=60)
+        tok = base64.b64encode(b"alice:wrong%d" % i).decode()
+        c.send(("GET /prot/x.txt HTTP/1.1\r\nHost: x\r\nAuthorization: Basic %s\r\n\r\n"
+                % tok).encode())
+        clients.append(c)
+    time.sleep(0.05)  # the wrong passwords are being hashed now
+    quick_fetch_while(srv.port, clients, "%d wrong passwords (%.0f ms of hashing each)"
+                      % (n, one * 1000))
+    for c in clients:
+        assert_status(c.read_response(), 401)
+        c.close()
+    good = "Authorization: Basic " + base64.b64encode(b"alice:right").decode()
+    r = fetch(srv.port, "/prot/x.txt", headers=[good])
+    assert_ok(r, b"secret\n")
+
+
+def test_gzip_misses_do_not_stall_the_loop(gatling):
+    import gzip
+    import random
+    rnd = random.Random(7)
+    words = [b"".join(bytes([rnd.randrange(97, 123)]) for _ in range(rnd.randrange(3, 9)))
+             for _ in range(2000)]
+    texts = {}
+    for i in range(30):
+        texts["t%02d.txt" % i] = b" ".join(rnd.choice(words) for _ in range(1 << 17))[:1 << 20]
+    srv = gatling(dict(texts, **{"f.txt": F}), args=("-T", "10", "-j", "2"))
+    clients = []
+    for name in texts:
+        c = Client(srv.port, timeout=60)
+        c.send(("GET /%s HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\n\r\n" % name).encode())
+        clients.append((name, c))
+    time.sleep(0.05)
+    quick_fetch_while(srv.port, clients, "30 gzip cache misses of 1 MiB")
+    coded = 0
+    for name, c in clients:
+        r = c.read_response()
+        assert_status(r, 200)
+        if r.header("Content-Encoding") == "gzip":
+            coded += 1
+            assert gzip.decompress(r.body) == texts[name]
+        else:
+            assert r.body == texts[name]
+        c.close()
+    assert coded >= 1, "nothing was gzipped"
+    for name in texts:  # every file is in the cache by now (or on its way)
+        r = fetch(srv.port, "/" + name, headers=["Accept-Encoding: gzip"])
+        assert_status(r, 200)
