@@ -10,6 +10,7 @@
 #include "fcache.h"
 #include "gio_os.h"
 #include "handler.h"
+#include "limits.h"
 #include "owfat.h"
 #include "response.h"
 
@@ -146,6 +147,7 @@ static void conn_free(conn_t *c)
 {
     if (c->job) /* the job runs on: it must not come back to us */
         c->job->c = NULL;
+    limits_conn_close(c->site->limits, &c->peer.sa);
     gio_close(c->site->loop, c->fd);
     gio_batch_free(&c->out);
     block_put(c->set, c->blk);
@@ -270,6 +272,15 @@ static void st_handle(conn_t *c)
 {
     http_request_t *req = &c->blk->req;
     c->requests++;
+    if (limits_request(c->site->limits, &c->peer.sa, gio_now(c->site->loop)) != LIMIT_OK) {
+        /* -A: the original's tarpit, or with -T 0 its drop */
+        c->site->stats.rate_limited++;
+        if (c->site->cfg->timeout)
+            enter(c, CONN_TARPIT);
+        else
+            c->state = CONN_CLOSE;
+        return;
+    }
     c->http10 = req->version == 10;
     c->keepalive = keeps_alive(c, req);
     c->head_only = req->method.n == 4 && !memcmp(req->method.p, "HEAD", 4);

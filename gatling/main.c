@@ -24,7 +24,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: gatling [-i addr] [-p port] [-T secs] [-s secs] [-B rate] [-N n] [-K n]\n"
-            "               [-A rpm] [-R n] [-j n] [-n] [-G] [-l file] [-q file] [-c dir]\n"
+            "               [-A rpm] [-R n] [-b n] [-j n] [-n] [-G] [-l file] [-q file] [-c dir]\n"
             "               [-u user] [-m file] [-W n] [-H] [-v] [-t] [-d|-D] [-I name]\n"
             "               [-r url] [-M secs] [-S] [-L] [-Z] [-V] [-h]\n"
             "Serve the current directory (or -c dir) over HTTP/1.1.\n"
@@ -38,6 +38,8 @@ static void usage(FILE *f)
             "  -A rpm    at most rpm requests per minute per client address; above it the\n"
             "            client is tarpitted until -T (with -T 0, dropped) (default: no limit)\n"
             "  -R n      at most n requests per keep-alive connection (default 10000; 0: no cap)\n"
+            "  -b n      after n failed logins a client address waits 1, 2, 4 ... 60 s\n"
+            "            between password checks, answered 429 (default 5; 0: no waits)\n"
             "  -j n      threads for password checks and compression (default 2)\n"
             "  -n        no access log (default: Combined Log Format on stdout)\n"
             "  -l file   append the access log to file; SIGUSR1 reopens it\n"
@@ -119,6 +121,7 @@ static int parse_options(int argc, char **argv, config_t *cfg)
                       .head_timeout = 10,
                       .min_rate = 512,
                       .max_requests = 10000,
+                      .free_fails = 5,
                       .threads = 2,
                       .access_log = 1,
                       .workers = 1,
@@ -126,7 +129,7 @@ static int parse_options(int argc, char **argv, config_t *cfg)
                       .max_age = -1,
                       .gzip = 1};
     opterr = 0;
-    while ((c = getopt(argc, argv, ":i:p:T:s:B:N:K:A:R:j:nGl:q:c:u:m:W:HvtdDI:r:M:SLZVh")) != -1) {
+    while ((c = getopt(argc, argv, ":i:p:T:s:B:N:K:A:R:b:j:nGl:q:c:u:m:W:HvtdDI:r:M:SLZVh")) != -1) {
         switch (c) {
         case 'i':
             if (!is_address(optarg))
@@ -164,6 +167,10 @@ static int parse_options(int argc, char **argv, config_t *cfg)
         case 'R':
             if ((cfg->max_requests = (int)number(optarg, 0, 1 << 30)) < 0)
                 return bad("R", optarg, "not a request count");
+            break;
+        case 'b':
+            if ((cfg->free_fails = (int)number(optarg, 0, 1 << 20)) < 0)
+                return bad("b", optarg, "not a number of failed logins");
             break;
         case 'j':
             if ((cfg->threads = (int)number(optarg, 1, 64)) < 0)

@@ -25,6 +25,7 @@ const char *resp_reason(int status)
     case 413: return "Content Too Large";
     case 414: return "URI Too Long";
     case 416: return "Range Not Satisfiable";
+    case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
     case 501: return "Not Implemented";

@@ -7,10 +7,12 @@
 #include "conn.h"
 #include "encoding.h"
 #include "jobs.h"
+#include "limits.h"
 #include "owfat.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -27,6 +29,7 @@
 #define ACCEPT_BATCH 64     /* connections taken per listener event */
 #define ACCEPT_PAUSE_MS 100 /* back-off when out of descriptors */
 #define SERVER_FD_RESERVE 64 /* descriptors kept for files, logs and refusals */
+#define SERVER_MAX_AUTH_WAIT 60 /* the longest wait, in seconds */
 
 /* The only file-scope mutable state: what signal handlers may touch. */
 static int sig_pipe_fd = -1;
@@ -192,6 +195,15 @@ int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const list
     }
     gio_want(s->loop, jobs_fd(s->site.jobs), GIO_READ);
     s->max_conns = conn_cap(cfg);
+    limits_cfg_t lc = {.rpm = (unsigned)cfg->rpm,
+                       .conns_per_addr = (unsigned)cfg->max_conns_addr,
+                       .free_fails = cfg->free_fails ? (unsigned)cfg->free_fails : UINT_MAX,
+                       .max_wait_s = SERVER_MAX_AUTH_WAIT};
+    /* more addresses than connections: those with connections are never evicted */
+    if (!(s->site.limits = limits_new(&lc, s->max_conns + 4096))) {
+        fprintf(stderr, "gatling: out of memory\n");
+        return -1;
+    }
     for (int i = 0; i < nlst; i++) {
         s->lst[i] = lst[i];
         s->lst[i].port = server_port(&lst[i]);
@@ -251,11 +263,22 @@ static void accept_some(server_t *s, listener_t *l)
             refuse(fd);
             continue;
         }
+        int lim = limits_conn_open(s->site.limits, &peer.sa, gio_now(s->loop));
+        if (lim != LIMIT_OK) {
+            if (lim == LIMIT_CONNS)
+                s->site.stats.refused_addr++;
+            else
+                s->site.stats.refused_cap++;
+            refuse(fd);
+            continue;
+        }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         conn_t *c = conn_new(&s->conns, &s->site, COOKIE_CONN, fd, &peer.sa, plen);
         if (c)
             c->local_port = (uint16_t)l->port;
+        else
+            limits_conn_close(s->site.limits, &peer.sa);
     }
 }
 

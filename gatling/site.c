@@ -2,6 +2,7 @@
 #include "site.h"
 #include "encoding.h"
 #include "jobs.h"
+#include "limits.h"
 #include "owfat.h"
 
 #include <errno.h>
@@ -46,6 +47,7 @@ int site_init(site_t *s, const config_t *cfg, gio_loop_t *loop, mime_table_t *mi
 void site_free(site_t *s)
 {
     jobs_free(s->jobs); /* first: finished compressions still enter the gzip cache */
+    limits_free(s->limits);
     alog_free(&s->log);
     fcache_free(s->fcache);
     enc_cache_free(s->gzcache);

@@ -22,6 +22,7 @@
 
 struct enc_cache;
 struct jobs;
+struct limits;
 
 typedef struct site {
     const config_t *cfg;
@@ -30,6 +31,7 @@ typedef struct site {
     fcache_t *fcache;          /* open files, see fcache.h */
     struct enc_cache *gzcache; /* on-the-fly gzip; NULL with -Z */
     struct jobs *jobs;         /* worker threads for what must leave the loop */
+    struct limits *limits;     /* per client address: -K, -A, failed logins */
     int rootfd;                /* the document root, opened once */
     char *root_real;           /* its canonical path, for symlink checks */
     alog_t log;

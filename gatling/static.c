@@ -19,6 +19,7 @@
 #include "hbuf.h"
 #include "htaccess.h"
 #include "jobs.h"
+#include "limits.h"
 #include "listing.h"
 #include "mime.h"
 #include "owfat.h"
@@ -676,11 +677,22 @@ static int access_denied(conn_t *c, const http_request_t *req, const target_t *t
         same_bytes(*granted, auth->p, auth->n))
         return 0;
     if (c->auth_verdict == AUTH_GOOD) {
+        limits_auth_ok(s->limits, &c->peer.sa);
         if (auth && granted) {
             free(*granted);
             *granted = strndup(auth->p, auth->n); /* NULL on ENOMEM: no harm */
         }
         return 0;
+    }
+    unsigned wait = limits_auth_wait(s->limits, &c->peer.sa, gio_now(s->loop));
+    if (wait) { /* failing again and again: no password check for a while */
+        s->stats.auth_throttled++;
+        hbuf_t b = hb_init(hdr, sizeof hdr);
+        hb_puts(&b, "Retry-After: ");
+        hb_num(&b, wait);
+        hb_puts(&b, "\r\n");
+        const char *ex = hb_str(&b);
+        return (ex ? resp_error(c, 429, ex) : resp_error(c, 500, NULL)) < 0 ? -1 : 1;
     }
     htaccess_pending_t p;
     int vfd = open_vhost(s, t, NULL);
@@ -689,6 +701,23 @@ static int access_denied(conn_t *c, const http_request_t *req, const target_t *t
                                        auth ? auth->n : 0, realm, sizeof realm, &p);
     if (vfd >= 0)
         close(vfd);
+    /* the credentials' key for the memory of failures: path, NUL, value */
+    char key[CONN_PATH_CAP + 1100];
+    size_t pl = strlen(path), kl = 0;
+    if (auth && pl + 1 + auth->n <= sizeof key) {
+        memcpy(key, path, pl + 1);
+        memcpy(key + pl + 1, auth->p, auth->n);
+        kl = pl + 1 + auth->n;
+    }
+    if (h == HTACCESS_VERIFY && c->auth_verdict == AUTH_NONE && kl &&
+        limits_cred_failed(s->limits, key, kl, gio_now(s->loop))) {
+        s->stats.auth_remembered++; /* the same wrong password again: no hashing */
+        c->auth_verdict = AUTH_BAD;
+    } else if (h == HTACCESS_VERIFY && c->auth_verdict == AUTH_BAD) {
+        limits_auth_failed(s->limits, &c->peer.sa, gio_now(s->loop));
+        if (kl)
+            limits_cred_note_failed(s->limits, key, kl, gio_now(s->loop));
+    }
     if (h == HTACCESS_VERIFY && c->auth_verdict == AUTH_NONE) {
         auth_job_t *a = malloc(sizeof *a);
         if (a) {

@@ -15,6 +15,23 @@ F = b"hello\n"
 BIG = os.urandom(8 << 20)
 
 
+def fetch_from(src, port, target, headers=()):
+    """One request from source address src (127.0.0.0/8 is all loopback):
+    (status, headers, body)."""
+    s = socket.create_connection(("127.0.0.1", port), source_address=(src, 0), timeout=10)
+    req = "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" % target
+    s.sendall((req + "".join(h + "\r\n" for h in headers) + "\r\n").encode())
+    data = b""
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        data += d
+    s.close()
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), head.decode("latin-1"), body
+
+
 def status(port):
     r = fetch(port, "/server-status?json")
     assert_status(r, 200)
@@ -257,12 +274,12 @@ def test_bad_logins_do_not_stall_the_loop(gatling):
     time.sleep(0.05)  # the wrong passwords are being hashed now
     quick_fetch_while(srv.port, clients, "%d wrong passwords (%.0f ms of hashing each)"
                       % (n, one * 1000))
-    for c in clients:
-        assert_status(c.read_response(), 401)
+    for c in clients:  # after a few failures the address waits: 429
+        assert_status(c.read_response(), (401, 429))
         c.close()
     good = "Authorization: Basic " + base64.b64encode(b"alice:right").decode()
-    r = fetch(srv.port, "/prot/x.txt", headers=[good])
-    assert_ok(r, b"secret\n")
+    st, _, body = fetch_from("127.0.0.4", srv.port, "/prot/x.txt", [good])
+    assert (st, body) == (200, b"secret\n")
 
 
 def test_gzip_misses_do_not_stall_the_loop(gatling):
@@ -296,3 +313,69 @@ def test_gzip_misses_do_not_stall_the_loop(gatling):
     for name in texts:  # every file is in the cache by now (or on its way)
         r = fetch(srv.port, "/" + name, headers=["Accept-Encoding: gzip"])
         assert_status(r, 200)
+
+
+# --------------------------------------------------------------------------
+# Per-client limits
+
+def test_per_address_cap(gatling):
+    srv = gatling({"f.txt": F}, args=("-T", "10", "-K", "3", "-S"))
+    held = [Client(srv.port) for _ in range(3)]
+    for c in held:
+        assert_ok(c.request("/f.txt"), F)
+    r = raw_exchange(srv.port, b"GET /f.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert r is not None and r.status == 503, r
+    # another address (127.0.0.2 is loopback too) is another client
+    assert fetch_from("127.0.0.2", srv.port, "/f.txt")[::2] == (200, F)
+    for c in held:
+        c.close()
+    time.sleep(0.3)
+    assert_ok(fetch(srv.port, "/f.txt"), F)
+    assert status(srv.port)["refused_address_cap"] >= 1
+
+
+def test_rate_limit_tarpits(gatling):
+    srv = gatling({"f.txt": F}, args=("-T", "2", "-A", "5", "-S"))
+    for _ in range(5):
+        assert_ok(fetch(srv.port, "/f.txt"), F)
+    with Client(srv.port, timeout=5) as c:
+        c.send(b"GET /f.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+        t0 = time.monotonic()
+        assert c.closed_within(4), "a caught client was not closed after -T"
+        assert time.monotonic() - t0 > 1.0, "tarpitted means held until -T, not closed at once"
+        assert not bytes(c.buf), "a caught client got an answer: %r" % bytes(c.buf[:100])
+    st, _, body = fetch_from("127.0.0.3", srv.port, "/server-status?json")
+    assert st == 200 and json.loads(body)["rate_limited"] >= 1
+
+
+def test_rate_limit_drops_with_T0(gatling):
+    srv = gatling({"f.txt": F}, args=("-T", "0", "-A", "2"))
+    for _ in range(2):
+        assert_ok(fetch(srv.port, "/f.txt"), F)
+    with Client(srv.port, timeout=5) as c:
+        c.send(b"GET /f.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert c.closed_within(1), "-T 0: a caught client is dropped at once"
+
+
+def test_failed_logins_slow_down_and_repeat_is_remembered(gatling):
+    import base64
+    from h3util import crypt_hash
+    tree = {"f.txt": F, "prot": {".htaccess": ("realm\nalice:%s\n" % crypt_hash("right")).encode(),
+                                 "x.txt": b"secret\n"}}
+    srv = gatling(tree, args=("-T", "10", "-S"))
+
+    def login(pw):
+        tok = base64.b64encode(b"alice:" + pw.encode()).decode()
+        return fetch(srv.port, "/prot/x.txt", headers=["Authorization: Basic " + tok])
+
+    assert_status(login("wrong0"), 401)
+    assert_status(login("wrong0"), 401)  # the same again: answered from memory
+    assert status(srv.port)["auth_remembered"] >= 1
+    for i in range(1, 6):
+        assert_status(login("wrong%d" % i), 401)
+    r = login("right")
+    assert_status(r, 429, "after 6 failures the address waits")
+    assert int(r.header("Retry-After")) >= 1, r
+    assert status(srv.port)["auth_throttled"] >= 1
+    time.sleep(int(r.header("Retry-After")) + 0.2)
+    assert_ok(login("right"), b"secret\n")

@@ -1,0 +1,368 @@
+/*
+ * Per-address limits: see limits.h.  Entries live in one array; a hash
+ * table of chains (indices) finds them; entries without open connections
+ * sit on an LRU list (oldest first), from which a new address takes the
+ * oldest when the free list is empty.
+ */
+#include "limits.h"
+
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#define SLOTS 6          /* requests are counted in 6 slots ... */
+#define SLOT_MS 10000    /* ... of 10 seconds: the last minute */
+#define MINUTE_MS 60000
+#define FORGIVE_MS 600000 /* failed logins are forgotten after 10 quiet minutes */
+#define CRED_SLOTS 4096   /* recently failed credentials remembered */
+#define CRED_MS 60000
+#define NONE UINT32_MAX
+
+typedef struct entry {
+    uint8_t key[16];
+    uint32_t hnext;              /* hash chain */
+    uint32_t older, newer;       /* LRU list, while conns == 0 */
+    uint32_t conns;              /* open connections */
+    uint32_t slot[SLOTS];        /* requests per 10-second slot */
+    int64_t slot_at;             /* the slot number (now / SLOT_MS) of the newest slot */
+    int64_t last_req;            /* ms of the last request, for the caught minute */
+    int64_t auth_at, auth_until; /* last failed login; no check before auth_until */
+    uint32_t auth_fails;
+    uint8_t used, caught;
+} entry_t;
+
+typedef struct cred {
+    uint64_t tag;
+    int64_t until;
+} cred_t;
+
+struct limits {
+    limits_cfg_t cfg;
+    uint64_t k0, k1; /* SipHash key */
+    entry_t *e;
+    uint32_t cap, nused; /* entries [0, nused) have been used */
+    uint32_t *bucket, mask;
+    uint32_t oldest, newest; /* LRU of entries without connections */
+    cred_t cred[CRED_SLOTS];
+};
+
+/* SipHash-2-4 (Aumasson and Bernstein): a keyed hash nobody can aim at. */
+#define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
+#define SIPROUND \
+    do { \
+        v0 += v1, v1 = ROTL(v1, 13), v1 ^= v0, v0 = ROTL(v0, 32); \
+        v2 += v3, v3 = ROTL(v3, 16), v3 ^= v2; \
+        v0 += v3, v3 = ROTL(v3, 21), v3 ^= v0; \
+        v2 += v1, v1 = ROTL(v1, 17), v1 ^= v2, v2 = ROTL(v2, 32); \
+    } while (0)
+
+static uint64_t siphash(const limits_t *l, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    uint64_t v0 = l->k0 ^ 0x736f6d6570736575ULL, v1 = l->k1 ^ 0x646f72616e646f6dULL;
+    uint64_t v2 = l->k0 ^ 0x6c7967656e657261ULL, v3 = l->k1 ^ 0x7465646279746573ULL;
+    uint64_t b = (uint64_t)n << 56, m;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        memcpy(&m, p + i, 8); /* little-endian hosts; the key is random anyway */
+        v3 ^= m;
+        SIPROUND;
+        SIPROUND;
+        v0 ^= m;
+    }
+    for (size_t k = 0; i + k < n; k++)
+        b |= (uint64_t)p[i + k] << (8 * k);
+    v3 ^= b;
+    SIPROUND;
+    SIPROUND;
+    v0 ^= b;
+    v2 ^= 0xff;
+    for (int r = 0; r < 4; r++)
+        SIPROUND;
+    return v0 ^ v1 ^ v2 ^ v3;
+}
+
+/* The client's key: IPv4 (also mapped) as ::ffff:a.b.c.d, IPv6 as its /64. */
+static int key_of(const struct sockaddr *sa, uint8_t key[16])
+{
+    memset(key, 0, 16);
+    if (sa->sa_family == AF_INET) {
+        key[10] = key[11] = 0xff;
+        memcpy(key + 12, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+        return 0;
+    }
+    if (sa->sa_family != AF_INET6)
+        return -1;
+    const uint8_t *a = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    memcpy(key, a, memcmp(a, mapped, 12) ? 8 : 16);
+    return 0;
+}
+
+limits_t *limits_new(const limits_cfg_t *cfg, size_t capacity)
+{
+    if (capacity < 16)
+        capacity = 16;
+    if (capacity > (1u << 26))
+        capacity = 1u << 26;
+    limits_t *l = calloc(1, sizeof *l);
+    if (!l)
+        return NULL;
+    l->cfg = *cfg;
+    if (getrandom(&l->k0, sizeof l->k0, 0) != sizeof l->k0 ||
+        getrandom(&l->k1, sizeof l->k1, 0) != sizeof l->k1) {
+        struct timespec ts; /* no entropy yet: still a key nobody outside knows */
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        l->k0 ^= (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ULL ^ (uint64_t)(uintptr_t)l;
+        l->k1 ^= (uint64_t)ts.tv_sec * 0xc2b2ae3d27d4eb4fULL ^ (uint64_t)(uintptr_t)&ts;
+    }
+    l->cap = (uint32_t)capacity;
+    uint32_t nb = 1;
+    while (nb < l->cap)
+        nb <<= 1;
+    l->mask = nb - 1;
+    /* calloc'd: untouched entries cost no memory until used */
+    l->e = calloc(l->cap, sizeof *l->e);
+    l->bucket = malloc(nb * sizeof *l->bucket);
+    if (!l->e || !l->bucket) {
+        limits_free(l);
+        return NULL;
+    }
+    memset(l->bucket, 0xff, nb * sizeof *l->bucket); /* NONE */
+    l->oldest = l->newest = NONE;
+    return l;
+}
+
+void limits_free(limits_t *l)
+{
+    if (!l)
+        return;
+    free(l->e);
+    free(l->bucket);
+    free(l);
+}
+
+static void lru_unlink(limits_t *l, uint32_t i)
+{
+    entry_t *e = &l->e[i];
+    if (e->older != NONE)
+        l->e[e->older].newer = e->newer;
+    else
+        l->oldest = e->newer;
+    if (e->newer != NONE)
+        l->e[e->newer].older = e->older;
+    else
+        l->newest = e->older;
+    e->older = e->newer = NONE;
+}
+
+static void lru_push(limits_t *l, uint32_t i)
+{
+    entry_t *e = &l->e[i];
+    e->older = l->newest, e->newer = NONE;
+    if (l->newest != NONE)
+        l->e[l->newest].newer = i;
+    else
+        l->oldest = i;
+    l->newest = i;
+}
+
+/* Was this entry active (on the LRU list) just now: move it to the new end. */
+static void touch(limits_t *l, uint32_t i)
+{
+    if (l->e[i].conns == 0) {
+        lru_unlink(l, i);
+        lru_push(l, i);
+    }
+}
+
+static uint32_t *chain_of(limits_t *l, const uint8_t key[16])
+{
+    return &l->bucket[siphash(l, key, 16) & l->mask];
+}
+
+static void unchain(limits_t *l, uint32_t i)
+{
+    for (uint32_t *p = chain_of(l, l->e[i].key); *p != NONE; p = &l->e[*p].hnext)
+        if (*p == i) {
+            *p = l->e[i].hnext;
+            return;
+        }
+}
+
+/* The entry for key; created (evicting the oldest idle one if need be) if create. */
+static uint32_t find(limits_t *l, const uint8_t key[16], int create)
+{
+    uint32_t *head = chain_of(l, key);
+    for (uint32_t i = *head; i != NONE; i = l->e[i].hnext)
+        if (!memcmp(l->e[i].key, key, 16))
+            return i;
+    if (!create)
+        return NONE;
+    uint32_t i;
+    if (l->nused < l->cap) {
+        i = l->nused++;
+    } else if (l->oldest != NONE) {
+        i = l->oldest; /* the least recently active address with no connection */
+        lru_unlink(l, i);
+        unchain(l, i);
+        head = chain_of(l, key);
+    } else {
+        return NONE;
+    }
+    entry_t *e = &l->e[i];
+    memset(e, 0, sizeof *e);
+    memcpy(e->key, key, 16);
+    e->used = 1;
+    e->hnext = *head;
+    *head = i;
+    e->older = e->newer = NONE;
+    lru_push(l, i);
+    return i;
+}
+
+static uint32_t entry_for(limits_t *l, const struct sockaddr *sa, int create)
+{
+    uint8_t key[16];
+    return key_of(sa, key) < 0 ? NONE : find(l, key, create);
+}
+
+int limits_conn_open(limits_t *l, const struct sockaddr *sa, int64_t now_ms)
+{
+    (void)now_ms;
+    uint32_t i = entry_for(l, sa, 1);
+    if (i == NONE)
+        return LIMIT_FULL;
+    entry_t *e = &l->e[i];
+    if (l->cfg.conns_per_addr && e->conns >= l->cfg.conns_per_addr) {
+        touch(l, i);
+        return LIMIT_CONNS;
+    }
+    if (e->conns++ == 0)
+        lru_unlink(l, i); /* not evictable while it has connections */
+    return LIMIT_OK;
+}
+
+void limits_conn_close(limits_t *l, const struct sockaddr *sa)
+{
+    uint32_t i = entry_for(l, sa, 0);
+    if (i == NONE || l->e[i].conns == 0)
+        return;
+    if (--l->e[i].conns == 0)
+        lru_push(l, i);
+}
+
+/* Move e's slots on to now's slot, dropping what is older than a minute. */
+static void roll(entry_t *e, int64_t now_ms)
+{
+    int64_t now = now_ms / SLOT_MS;
+    int64_t gap = now - e->slot_at;
+    if (gap <= 0)
+        return;
+    if (gap >= SLOTS) {
+        memset(e->slot, 0, sizeof e->slot);
+    } else {
+        memmove(e->slot, e->slot + gap, (size_t)(SLOTS - gap) * sizeof e->slot[0]);
+        memset(e->slot + SLOTS - gap, 0, (size_t)gap * sizeof e->slot[0]);
+    }
+    e->slot_at = now;
+}
+
+int limits_request(limits_t *l, const struct sockaddr *sa, int64_t now_ms)
+{
+    if (!l->cfg.rpm)
+        return LIMIT_OK;
+    uint32_t i = entry_for(l, sa, 1);
+    if (i == NONE)
+        return LIMIT_OK; /* cannot track it: do not punish it */
+    entry_t *e = &l->e[i];
+    touch(l, i);
+    if (e->caught && now_ms - e->last_req >= MINUTE_MS) { /* a whole quiet minute */
+        e->caught = 0;
+        memset(e->slot, 0, sizeof e->slot);
+    }
+    if (e->caught) {
+        e->last_req = now_ms;
+        return LIMIT_RATE;
+    }
+    roll(e, now_ms);
+    uint64_t n = 0;
+    for (int k = 0; k < SLOTS; k++)
+        n += e->slot[k];
+    e->last_req = now_ms;
+    if (n + 1 > l->cfg.rpm) {
+        e->caught = 1;
+        return LIMIT_RATE;
+    }
+    e->slot[SLOTS - 1]++;
+    return LIMIT_OK;
+}
+
+unsigned limits_auth_wait(limits_t *l, const struct sockaddr *sa, int64_t now_ms)
+{
+    uint32_t i = entry_for(l, sa, 0);
+    if (i == NONE)
+        return 0;
+    entry_t *e = &l->e[i];
+    if (e->auth_fails && now_ms - e->auth_at >= FORGIVE_MS)
+        e->auth_fails = 0, e->auth_until = 0;
+    if (now_ms >= e->auth_until)
+        return 0;
+    return (unsigned)((e->auth_until - now_ms + 999) / 1000);
+}
+
+void limits_auth_failed(limits_t *l, const struct sockaddr *sa, int64_t now_ms)
+{
+    uint32_t i = entry_for(l, sa, 1);
+    if (i == NONE)
+        return;
+    entry_t *e = &l->e[i];
+    touch(l, i);
+    if (e->auth_fails && now_ms - e->auth_at >= FORGIVE_MS)
+        e->auth_fails = 0;
+    e->auth_at = now_ms;
+    if (++e->auth_fails > l->cfg.free_fails) {
+        unsigned k = e->auth_fails - l->cfg.free_fails - 1;
+        uint64_t wait = k >= 16 ? UINT64_MAX : (uint64_t)1000 << k;
+        uint64_t cap = (uint64_t)l->cfg.max_wait_s * 1000;
+        e->auth_until = now_ms + (int64_t)(wait < cap ? wait : cap);
+    }
+}
+
+void limits_auth_ok(limits_t *l, const struct sockaddr *sa)
+{
+    uint32_t i = entry_for(l, sa, 0);
+    if (i != NONE)
+        l->e[i].auth_fails = 0, l->e[i].auth_until = 0;
+}
+
+static cred_t *cred_slot(limits_t *l, const void *key, size_t n, uint64_t *tag)
+{
+    *tag = siphash(l, key, n) | 1; /* never 0: 0 is an empty slot */
+    return &l->cred[*tag % CRED_SLOTS];
+}
+
+int limits_cred_failed(limits_t *l, const void *key, size_t n, int64_t now_ms)
+{
+    uint64_t tag;
+    cred_t *c = cred_slot(l, key, n, &tag);
+    return c->tag == tag && now_ms < c->until;
+}
+
+void limits_cred_note_failed(limits_t *l, const void *key, size_t n, int64_t now_ms)
+{
+    uint64_t tag;
+    cred_t *c = cred_slot(l, key, n, &tag);
+    c->tag = tag;
+    c->until = now_ms + CRED_MS;
+}
+
+size_t limits_tracked(const limits_t *l)
+{
+    size_t n = 0;
+    for (uint32_t i = 0; i < l->nused; i++)
+        n += l->e[i].used;
+    return n;
+}

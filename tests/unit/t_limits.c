@@ -1,0 +1,143 @@
+/* limits: per-address connection caps, request rate, login waits, credentials. */
+#include "limits.h"
+#include "tap.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+static struct sockaddr_storage addr(const char *s)
+{
+    struct sockaddr_storage ss = {0};
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+    if (inet_pton(AF_INET, s, &a4->sin_addr) == 1)
+        a4->sin_family = AF_INET;
+    else if (inet_pton(AF_INET6, s, &a6->sin6_addr) == 1)
+        a6->sin6_family = AF_INET6;
+    return ss;
+}
+
+
+
+static void test_conns(void)
+{
+    limits_cfg_t cfg = {.conns_per_addr = 2};
+    limits_t *l = limits_new(&cfg, 100);
+    struct sockaddr_storage a = addr("10.0.0.1"), m = addr("::ffff:10.0.0.1");
+    struct sockaddr_storage b = addr("2001:db8:1:2::1"), b2 = addr("2001:db8:1:2:ffff::9"),
+                            c = addr("2001:db8:1:3::1");
+    const struct sockaddr *A = (void *)&a, *M = (void *)&m, *B = (void *)&b, *B2 = (void *)&b2,
+                          *C = (void *)&c;
+    is_int(limits_conn_open(l, A, 0), LIMIT_OK, "first connection");
+    is_int(limits_conn_open(l, M, 0), LIMIT_OK, "mapped IPv4 is the same address: second");
+    is_int(limits_conn_open(l, A, 0), LIMIT_CONNS, "third over the cap of 2");
+    limits_conn_close(l, M);
+    is_int(limits_conn_open(l, A, 0), LIMIT_OK, "a slot again after a close");
+    is_int(limits_conn_open(l, B, 0), LIMIT_OK, "IPv6 one");
+    is_int(limits_conn_open(l, B2, 0), LIMIT_OK, "same /64: second");
+    is_int(limits_conn_open(l, B, 0), LIMIT_CONNS, "same /64: third refused");
+    is_int(limits_conn_open(l, C, 0), LIMIT_OK, "another /64 is another client");
+    limits_free(l);
+}
+
+static void test_rate(void)
+{
+    limits_cfg_t cfg = {.rpm = 10};
+    limits_t *l = limits_new(&cfg, 100);
+    struct sockaddr_storage a = addr("192.0.2.7"), o = addr("192.0.2.8");
+    const struct sockaddr *A = (void *)&a, *O = (void *)&o;
+    int okn = 0;
+    for (int i = 0; i < 10; i++)
+        okn += limits_request(l, A, 1000 + i * 100) == LIMIT_OK;
+    is_int(okn, 10, "exactly rpm requests allowed");
+    is_int(limits_request(l, A, 2100), LIMIT_RATE, "rpm + 1 caught");
+    is_int(limits_request(l, O, 2100), LIMIT_OK, "another address is not");
+    is_int(limits_request(l, A, 2100 + 59000), LIMIT_RATE, "a request in the penalty minute");
+    is_int(limits_request(l, A, 2100 + 59000 + 59999), LIMIT_RATE,
+           "it restarted the minute: 59.999 s later still caught");
+    is_int(limits_request(l, A, 2100 + 59000 + 60000 + 60000), LIMIT_OK,
+           "after a whole quiet minute let back in");
+    /* the window slides: 10 now, 10 more a minute later are fine */
+    limits_cfg_t cfg2 = {.rpm = 10};
+    limits_t *l2 = limits_new(&cfg2, 100);
+    int all = 1;
+    for (int m = 0; m < 5; m++)
+        for (int i = 0; i < 10; i++)
+            all &= limits_request(l2, A, (int64_t)m * 61000 + i) == LIMIT_OK;
+    ok(all, "10 a minute for 5 minutes is never caught");
+    limits_free(l2);
+    limits_free(l);
+}
+
+static void test_auth(void)
+{
+    limits_cfg_t cfg = {.free_fails = 3, .max_wait_s = 60};
+    limits_t *l = limits_new(&cfg, 100);
+    struct sockaddr_storage a = addr("198.51.100.1");
+    const struct sockaddr *A = (void *)&a;
+    int64_t t = 5000;
+    is_int(limits_auth_wait(l, A, t), 0, "no wait at first");
+    for (int i = 0; i < 3; i++)
+        limits_auth_failed(l, A, t);
+    is_int(limits_auth_wait(l, A, t), 0, "3 free failures");
+    limits_auth_failed(l, A, t);
+    is_int(limits_auth_wait(l, A, t), 1, "4th: 1 s");
+    limits_auth_failed(l, A, t += 1000);
+    is_int(limits_auth_wait(l, A, t), 2, "5th: 2 s");
+    limits_auth_failed(l, A, t += 2000);
+    is_int(limits_auth_wait(l, A, t), 4, "6th: 4 s");
+    for (int i = 0; i < 20; i++)
+        limits_auth_failed(l, A, t);
+    is_int(limits_auth_wait(l, A, t), 60, "capped at 60 s");
+    is_int(limits_auth_wait(l, A, t + 600000), 0, "forgiven after 10 quiet minutes");
+    limits_auth_failed(l, A, t + 600000);
+    is_int(limits_auth_wait(l, A, t + 600000), 0, "and counting from zero again");
+    limits_auth_ok(l, A);
+    is_int(limits_auth_wait(l, A, t), 0, "a success forgives");
+    const char k1[] = "/prot/\0Basic YWxpY2U6d3Jvbmc=", k2[] = "/prot/\0Basic YWxpY2U6cmlnaHQ=";
+    ok(!limits_cred_failed(l, k1, sizeof k1, t), "unknown credentials not remembered");
+    limits_cred_note_failed(l, k1, sizeof k1, t);
+    ok(limits_cred_failed(l, k1, sizeof k1, t + 59999), "a failed credential is remembered");
+    ok(!limits_cred_failed(l, k2, sizeof k2, t), "another one is not");
+    ok(!limits_cred_failed(l, k1, sizeof k1, t + 60000), "forgotten after a minute");
+    limits_free(l);
+}
+
+/* A million addresses through a table of 1,000: bounded, and open counts kept. */
+static void test_flood(void)
+{
+    limits_cfg_t cfg = {.conns_per_addr = 1, .rpm = 5};
+    limits_t *l = limits_new(&cfg, 1000);
+    struct sockaddr_storage keep = addr("203.0.113.9");
+    const struct sockaddr *K = (void *)&keep;
+    is_int(limits_conn_open(l, K, 0), LIMIT_OK, "a long-lived connection");
+    struct sockaddr_in6 a6 = {.sin6_family = AF_INET6};
+    int refused = 0;
+    for (uint32_t i = 0; i < 1000000; i++) {
+        a6.sin6_addr.s6_addr[0] = 0x20;
+        memcpy(a6.sin6_addr.s6_addr + 4, &i, 4); /* a different /64 each */
+        refused += limits_request(l, (struct sockaddr *)&a6, i) != LIMIT_OK;
+    }
+    is_int(refused, 0, "a million one-request addresses: none caught");
+    ok(limits_tracked(l) <= 1000, "tracked addresses stay bounded (%zu)", limits_tracked(l));
+    is_int(limits_conn_open(l, K, 0), LIMIT_CONNS, "the open connection was not evicted");
+    limits_free(l);
+    limits_cfg_t cfg2 = {0};
+    limits_t *l2 = limits_new(&cfg2, 16);
+    int full = 0;
+    for (uint32_t i = 0; i < 20; i++) {
+        struct sockaddr_in a4 = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x0a000000 + i)};
+        full += limits_conn_open(l2, (struct sockaddr *)&a4, 0) == LIMIT_FULL;
+    }
+    is_int(full, 4, "16 addresses with connections fill a table of 16: the rest LIMIT_FULL");
+    limits_free(l2);
+}
+
+int main(void)
+{
+    test_conns();
+    test_rate();
+    test_auth();
+    test_flood();
+    return tap_done();
+}
