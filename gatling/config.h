@@ -36,6 +36,7 @@ typedef struct config {
     int gzip;              /* 0 with -Z: no compression */
     /* set up by main(), not options: */
     int log_fd;   /* the access log (-1: none), opened before any chroot */
+    int error_fd; /* the error log (stderr, or -q's file), opened before any chroot */
     int uid, gid; /* -u's ids, looked up before any chroot; -1 = stay */
 } config_t;
 

@@ -202,7 +202,8 @@ static void st_idle(conn_t *c, unsigned events)
 static void st_head(conn_t *c)
 {
     if (!c->blk && !(c->blk = block_get(c->set))) {
-        c->state = CONN_CLOSE; /* out of memory: shed this client */
+        site_error(c->site, "malloc()", ENOMEM, &c->peer.sa, "a request block: client shed");
+        c->state = CONN_CLOSE;
         return;
     }
     for (;;) {
@@ -311,6 +312,7 @@ static void job_done(job_t *j);
 static void st_dispatch(conn_t *c)
 {
     if (handler_dispatch(c, &c->blk->req) < 0) {
+        site_error(c->site, "malloc()", ENOMEM, &c->peer.sa, "a response: client shed");
         c->state = CONN_CLOSE;
         return;
     }
@@ -325,6 +327,7 @@ static void st_dispatch(conn_t *c)
         enter(c, CONN_WAIT);
         return;
     }
+    site_error(c->site, "jobs_submit()", EAGAIN, &c->peer.sa, "worker threads' queue full: 503");
     c->job = NULL; /* the pool's queue is full: shed this request, not the loop */
     cj->job.cancelled = 1;
     cj->finish(cj, NULL);
@@ -442,6 +445,9 @@ static void st_write(conn_t *c)
 {
     long r = gio_batch_send(&c->out, c->fd, CONN_SEND_BUDGET);
     if (r == GIO_ERR) {
+        /* a client that went away is no error of ours; anything else is */
+        if (errno != EPIPE && errno != ECONNRESET && errno != ENOTCONN && errno != ETIMEDOUT)
+            site_error(c->site, "sendfile()/sendmsg()", errno, &c->peer.sa, NULL);
         log_request(c); /* the client went away: log what it got */
         c->state = CONN_CLOSE;
         return;

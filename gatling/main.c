@@ -5,6 +5,7 @@
  * root and the listeners, and runs the loop (or the -W supervisor).
  */
 #include "config.h"
+#include "elog.h"
 #include "gio.h"
 #include "mime.h"
 #include "server.h"
@@ -260,6 +261,11 @@ static int prepare(config_t *cfg)
     if (cfg->access_log && cfg->log_file &&
         (cfg->log_fd = open(cfg->log_file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644)) < 0) {
         fprintf(stderr, "gatling: open(\"%s\") for the log failed: %s\n", cfg->log_file,
+                strerror(errno));
+        return -1;
+    }
+    if ((cfg->error_fd = elog_open(cfg->error_log)) < 0) {
+        fprintf(stderr, "gatling: open(\"%s\") for the error log failed: %s\n", cfg->error_log,
                 strerror(errno));
         return -1;
     }

@@ -1,6 +1,8 @@
 /* Response heads and error pages: see response.h. */
 #include "response.h"
 #include "hbuf.h"
+
+#include <errno.h>
 #include "site.h"
 #include "conn.h"
 
@@ -106,6 +108,7 @@ static int queue_error(conn_t *c, int status, const char *extra)
         status = 500;
         c->keepalive = 0;
         c->site->stats.head_overflows++;
+        site_error(c->site, "response head", ENOBUFS, &c->peer.sa, "too large: 500 instead");
         if (build_error(c, 500, NULL, &head_len, &page_len) < 0)
             return -1; /* cannot happen: CONN_HEAD_CAP holds a bare 500 */
     }

@@ -253,6 +253,7 @@ static void accept_some(server_t *s, listener_t *l)
                 /* out of descriptors: stop accepting for a moment instead of
                    spinning on a listener that stays readable */
                 s->site.stats.refused_fds++;
+                site_error(&s->site, "accept4()", errno, NULL, "pausing accept for 100 ms");
                 gio_want(s->loop, l->fd, 0);
                 gio_set_deadline(s->loop, l->fd, gio_now(s->loop) + ACCEPT_PAUSE_MS);
             }
@@ -321,6 +322,7 @@ static void handle_signals(server_t *s)
     if (sig_usr1) {
         sig_usr1 = 0;
         reopen_log(s);
+        elog_reopen(&s->site.elog);
     }
     if (sig_term || sig_hup)
         start_draining(s);

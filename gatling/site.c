@@ -23,6 +23,7 @@ int site_init(site_t *s, const config_t *cfg, gio_loop_t *loop, mime_table_t *mi
     s->mime = mime;
     s->rootfd = -1;
     alog_init(&s->log, cfg->log_fd);
+    elog_init(&s->elog, cfg->error_fd, cfg->error_log);
     s->stats.started = s->stats.second = time(NULL);
     /* gzip on the fly up to 1 MiB files, compressed off the loop (jobs.h) */
     if ((cfg->gzip && !(s->gzcache = enc_cache_new(0, 1 << 20))) ||
@@ -54,6 +55,12 @@ void site_free(site_t *s)
     if (s->rootfd >= 0)
         close(s->rootfd);
     free(s->root_real);
+}
+
+void site_error(site_t *s, const char *call, int err, const struct sockaddr *peer,
+                const char *detail)
+{
+    elog_error(&s->elog, gio_wallclock(s->loop), call, err, peer, detail);
 }
 
 const char *site_date(site_t *s)

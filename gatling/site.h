@@ -13,6 +13,7 @@
 
 #include "alog.h"
 #include "config.h"
+#include "elog.h"
 #include "fcache.h"
 #include "gio.h"
 #include "mime.h"
@@ -35,6 +36,7 @@ typedef struct site {
     int rootfd;                /* the document root, opened once */
     char *root_real;           /* its canonical path, for symlink checks */
     alog_t log;
+    elog_t elog; /* the error log: what failed that no client sees */
     status_counters_t stats;
     size_t nconns; /* open connections (conn.c keeps it) */
     int64_t date_at; /* wall-clock second of `date` */
@@ -51,6 +53,10 @@ void site_free(site_t *s);
 
 /* The HTTP-date of the current second (cached). */
 const char *site_date(site_t *s);
+
+/* Log a failed call (errno err) on the error log, with the peer if any. */
+void site_error(site_t *s, const char *call, int err, const struct sockaddr *peer,
+                const char *detail);
 
 /* The symlink check root for fs_open_beneath (NULL with -L). */
 static inline const char *site_root_check(const site_t *s)

@@ -213,6 +213,8 @@ static int not_found(conn_t *c, int vfd, const target_t *t, int err)
         if (r)
             return r < 0 ? -1 : 0;
     }
+    if (open_status(err) == 503)
+        site_error(c->site, "openat2()", err, &c->peer.sa, t->p.path);
     if (open_status(err) == 404 && c->site->cfg->redirect)
         return redirect(c, 302, c->site->cfg->redirect, &t->p, "");
     return resp_error(c, open_status(err), NULL);
@@ -285,6 +287,8 @@ static fcache_entry_t *lookup(conn_t *c, const http_request_t *req, const target
         goto forbidden;
     if ((r = governing_htaccess(vfd, fd, t, &e.auth)) != 0) {
         close(fd);
+        if (r == 500)
+            site_error(s, ".htaccess check", 0, &c->peer.sa, t->p.path);
         r = r == 500 ? resp_error(c, 500, NULL) : -1;
         goto done;
     }
@@ -736,8 +740,10 @@ static int access_denied(conn_t *c, const http_request_t *req, const target_t *t
     }
     if (h == 0)
         return 0;
-    if (h != 401)
+    if (h != 401) {
+        site_error(s, ".htaccess check", 0, &c->peer.sa, path); /* unreadable or malformed */
         return resp_error(c, 500, NULL) < 0 ? -1 : 1;
+    }
     hbuf_t b = hb_init(hdr, sizeof hdr);
     hb_puts(&b, "WWW-Authenticate: Basic realm=\"");
     hb_puts(&b, realm);

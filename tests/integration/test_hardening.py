@@ -379,3 +379,33 @@ def test_failed_logins_slow_down_and_repeat_is_remembered(gatling):
     assert status(srv.port)["auth_throttled"] >= 1
     time.sleep(int(r.header("Retry-After")) + 0.2)
     assert_ok(login("right"), b"secret\n")
+
+
+# --------------------------------------------------------------------------
+# Item 12: the error log
+
+def test_error_log(gatling, tmp_path):
+    log = tmp_path / "error.log"
+    srv = gatling({"f.txt": F, "bad": {".htaccess": {}, "x.txt": b"x\n"}},
+                  args=("-T", "10", "-q", str(log)), check_fds=False)
+    assert_status(fetch(srv.port, "/bad/x.txt"), 500)
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline and not log.exists():
+        time.sleep(0.05)
+    text = log.read_text()
+    assert ".htaccess check failed (peer 127.0.0.1) /bad/x.txt" in text, text
+    # out of descriptors: the accept pause is logged, rate-limited
+    import resource
+    resource.prlimit(srv.pid, resource.RLIMIT_NOFILE, (30, 30))
+    socks = []
+    for _ in range(60):
+        s = socket.socket()
+        s.settimeout(2)
+        s.connect(("127.0.0.1", srv.port))
+        socks.append(s)
+    time.sleep(0.5)
+    for s in socks:
+        s.close()
+    text = log.read_text()
+    assert "accept4() failed: Too many open files" in text, text
+    assert text.count("\n") <= 2 + 20 * 3, "not rate-limited: %d lines" % text.count("\n")

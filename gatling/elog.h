@@ -1,0 +1,53 @@
+/*
+ * elog — the error log: what failed at run time that no client can see
+ * (out of descriptors, an unreadable .htaccess, sendfile failing, out of
+ * memory), one line each, on standard error or in the -q file:
+ *
+ *   2026-11-22T10:20:00Z gatling[4242]: sendfile() failed: Input/output error (peer 127.0.0.1) /big.iso
+ *
+ * A flood cannot fill the disk: at most ELOG_PER_SECOND lines a second are
+ * written, the rest are counted and reported in one line when writing
+ * resumes.  Text from a request (a path) is escaped: no control character
+ * reaches the file.
+ */
+#ifndef GATLING_ELOG_H
+#define GATLING_ELOG_H
+
+#include <stdint.h>
+#include <sys/socket.h>
+
+#define ELOG_PER_SECOND 20
+#define ELOG_LINE_MAX 1024
+
+typedef struct elog {
+    int fd;           /* stderr, or the -q file */
+    const char *path; /* the -q file, or NULL */
+    int64_t second;   /* the wall-clock second being counted */
+    unsigned lines;   /* written in that second */
+    uint64_t dropped; /* not written since the last report */
+} elog_t;
+
+/*
+ * Open path for appending (O_APPEND, mode 0644): the descriptor, or
+ * STDERR_FILENO when path is NULL, or -1 with errno set.  Call it before
+ * any chroot.
+ */
+int elog_open(const char *path);
+
+/* Write the log to fd (from elog_open); path is what SIGUSR1 reopens. */
+void elog_init(elog_t *l, int fd, const char *path);
+
+/* SIGUSR1: reopen the same path (logrotate); on failure keep the old file. */
+void elog_reopen(elog_t *l);
+
+/*
+ * One line: the time, what failed (call, e.g. "sendfile()"), the error text
+ * of err (0: none), the peer (NULL: none) and detail (NULL: none; escaped,
+ * truncated to fit the line).
+ */
+void elog_error(elog_t *l, int64_t now, const char *call, int err, const struct sockaddr *peer,
+                const char *detail);
+
+void elog_close(elog_t *l);
+
+#endif
