@@ -23,6 +23,7 @@
 typedef struct gio_fd {
     void *cookie;
     int64_t deadline; /* gio_now() ms, 0 = none */
+    int32_t heap;     /* its place in the deadline heap, -1 = none */
     uint8_t used;
     uint8_t want;     /* what the owner wants */
     uint8_t kernel;   /* what the kernel has been told */
@@ -48,8 +49,9 @@ struct gio_loop {
     int nready, nextready;
     int *expired; /* fds whose deadline passed */
     int nexpired, nextexpired;
+    int *heap; /* fds with a deadline: a 4-ary min-heap on it */
+    int nheap;
     int64_t now, wall;
-    int64_t earliest; /* no deadline is earlier than this; 0 = none set */
     void *api;        /* the backend's state */
 };
 
@@ -93,9 +95,12 @@ gio_loop_t *gio_loop_new(void)
     l->fired = calloc(n, sizeof *l->fired);
     l->ready = calloc(n, sizeof *l->ready);
     l->expired = calloc(n, sizeof *l->expired);
-    if (!l->fds || !l->changes || !l->fired || !l->ready || !l->expired || backend_create(l) < 0) {
+    l->heap = calloc(n, sizeof *l->heap);
+    if (!l->fds || !l->changes || !l->fired || !l->ready || !l->expired || !l->heap ||
+        backend_create(l) < 0) {
         int e = errno;
         free(l->fds), free(l->changes), free(l->fired), free(l->ready), free(l->expired);
+        free(l->heap);
         free(l);
         errno = e;
         return NULL;
@@ -110,6 +115,7 @@ void gio_loop_free(gio_loop_t *l)
         return;
     backend_free(l);
     free(l->fds), free(l->changes), free(l->fired), free(l->ready), free(l->expired);
+    free(l->heap);
     free(l);
 }
 
@@ -128,6 +134,73 @@ static void entry_reset(gio_fd_t *e)
     uint8_t changed = e->changed;
     memset(e, 0, sizeof *e);
     e->changed = changed;
+    e->heap = -1;
+}
+
+/*
+ * Deadlines: a 4-ary min-heap of fds keyed by their deadline, each fd knowing
+ * its place (libev's choice).  Finding the earliest is O(1); setting, moving
+ * and clearing one are O(log n), with a shallow tree (4 children: half the
+ * levels of a binary heap, and the children of a node share a cache line).
+ * Servers move a deadline on most events, so moving must be cheap; a timer
+ * wheel would make it O(1) but round every deadline to its slot.  Nothing
+ * ever scans the descriptor table.
+ */
+static int64_t key_at(const gio_loop_t *l, int i)
+{
+    return l->fds[l->heap[i]].deadline;
+}
+
+static void heap_place(gio_loop_t *l, int i, int fd)
+{
+    l->heap[i] = fd;
+    l->fds[fd].heap = i;
+}
+
+static void sift_up(gio_loop_t *l, int i)
+{
+    int fd = l->heap[i];
+    int64_t k = l->fds[fd].deadline;
+    while (i > 0) {
+        int parent = (i - 1) / 4;
+        if (key_at(l, parent) <= k)
+            break;
+        heap_place(l, i, l->heap[parent]);
+        i = parent;
+    }
+    heap_place(l, i, fd);
+}
+
+static void sift_down(gio_loop_t *l, int i)
+{
+    int fd = l->heap[i];
+    int64_t k = l->fds[fd].deadline;
+    for (;;) {
+        int first = 4 * i + 1, best = -1;
+        int64_t bk = k;
+        for (int c = first; c < first + 4 && c < l->nheap; c++)
+            if (key_at(l, c) < bk)
+                best = c, bk = key_at(l, c);
+        if (best < 0)
+            break;
+        heap_place(l, i, l->heap[best]);
+        i = best;
+    }
+    heap_place(l, i, fd);
+}
+
+static void heap_remove(gio_loop_t *l, gio_fd_t *e)
+{
+    int i = e->heap;
+    if (i < 0)
+        return;
+    e->heap = -1;
+    int last = l->heap[--l->nheap];
+    if (i == l->nheap)
+        return;
+    heap_place(l, i, last);
+    sift_up(l, i);
+    sift_down(l, l->fds[last].heap);
 }
 
 static gio_fd_t *entry(const gio_loop_t *l, int fd)
@@ -165,6 +238,7 @@ void gio_del(gio_loop_t *l, int fd)
     if (!e)
         return;
     backend_del(l, fd, e->kernel);
+    heap_remove(l, e);
     /* stale entries on the ready/expired lists are skipped: revents and
        timedout are 0 now, also if fd is added again in the same round */
     entry_reset(e);
@@ -215,10 +289,22 @@ void gio_set_deadline(gio_loop_t *l, int fd, int64_t when_ms)
     gio_fd_t *e = entry(l, fd);
     if (!e)
         return;
-    e->deadline = when_ms;
     e->timedout = 0; /* an expiry collected but not yet taken is stale now */
-    if (when_ms && (!l->earliest || when_ms < l->earliest))
-        l->earliest = when_ms;
+    if (!when_ms) {
+        heap_remove(l, e);
+        e->deadline = 0;
+        return;
+    }
+    int64_t old = e->deadline;
+    e->deadline = when_ms;
+    if (e->heap < 0) {
+        heap_place(l, l->nheap++, fd);
+        sift_up(l, e->heap);
+    } else if (when_ms < old) {
+        sift_up(l, e->heap);
+    } else if (when_ms > old) {
+        sift_down(l, e->heap);
+    }
 }
 
 int64_t gio_now(const gio_loop_t *l)
@@ -257,29 +343,19 @@ static void sync_changes(gio_loop_t *l)
     l->nchanges = 0;
 }
 
-/*
- * Collect expired deadlines.  Deadlines only move by the owner's calls, so a
- * scan is needed only once `earliest` has passed; the scan also recomputes it.
- * Cost: O(maxfd) at most once per expiry, never per event.
- */
-static void scan_deadlines(gio_loop_t *l)
+/* Collect expired deadlines: pop the heap while its top has passed. */
+static void collect_deadlines(gio_loop_t *l)
 {
-    int64_t next = 0;
-    for (int fd = 0; fd <= l->maxfd; fd++) {
+    while (l->nheap > 0 && key_at(l, 0) <= l->now) {
+        int fd = l->heap[0];
         gio_fd_t *e = &l->fds[fd];
-        if (!e->used || !e->deadline)
-            continue;
-        if (e->deadline <= l->now) {
-            e->deadline = 0;
-            if (!e->timedout) {
-                e->timedout = 1;
-                l->expired[l->nexpired++] = fd;
-            }
-        } else if (!next || e->deadline < next) {
-            next = e->deadline;
+        heap_remove(l, e);
+        e->deadline = 0;
+        if (!e->timedout) {
+            e->timedout = 1;
+            l->expired[l->nexpired++] = fd;
         }
     }
-    l->earliest = next;
 }
 
 int gio_wait(gio_loop_t *l, int timeout_ms)
@@ -298,8 +374,8 @@ int gio_wait(gio_loop_t *l, int timeout_ms)
 
     sync_changes(l);
     clock_refresh(l);
-    if (l->earliest) {
-        int64_t d = l->earliest - l->now;
+    if (l->nheap > 0) {
+        int64_t d = key_at(l, 0) - l->now;
         if (d < 0)
             d = 0;
         if (timeout_ms < 0 || d < timeout_ms)
@@ -311,8 +387,7 @@ int gio_wait(gio_loop_t *l, int timeout_ms)
     int n = backend_poll(l, timeout_ms);
     int err = errno;
     clock_refresh(l);
-    if (l->earliest && l->earliest <= l->now)
-        scan_deadlines(l);
+    collect_deadlines(l);
     if (n < 0) {
         errno = err;
         return -1;

@@ -447,6 +447,76 @@ static void test_timeout(gio_loop_t *l)
     ok(gio_now(l) >= t0 && gio_wallclock(l) > 1600000000, "clocks refreshed");
 }
 
+/*
+ * The deadline heap against a plain model: random sets, moves, clears,
+ * deletions and re-additions over 300 descriptors, with deadlines in the
+ * past and the future; after each wait the expired set must be exactly the
+ * model's, each fd once.
+ */
+static void test_deadline_model(gio_loop_t *l)
+{
+    enum { N = 300 };
+    int fd[N], wr[N], index_of[4096];
+    int64_t model[N]; /* 0 = none */
+    unsigned seed = 12345;
+    int added = 0;
+    for (int i = 0; i < N; i++) {
+        int p[2];
+        if (pipe(p) < 0 || p[0] >= 4096)
+            break;
+        fd[i] = p[0], wr[i] = p[1];
+        index_of[fd[i]] = i;
+        added += gio_add(l, fd[i], &fd[i]) == 0;
+        model[i] = 0;
+    }
+    is_int(added, N, "%d pipes registered", N);
+    int good = 1, rounds = 0;
+    for (int round = 0; round < 200; round++) {
+        int64_t now = gio_now(l);
+        for (int op = 0; op < 50; op++) {
+            seed = seed * 1103515245 + 12345;
+            int i = (int)((seed >> 8) % N), kind = (int)((seed >> 20) % 10);
+            if (kind < 4) { /* set or move: past (expires now) or future */
+                int64_t when = now + ((seed >> 4) & 1 ? -1 - (int64_t)(seed % 50)
+                                                      : 100000 + (int64_t)(seed % 1000));
+                gio_set_deadline(l, fd[i], when);
+                model[i] = when;
+            } else if (kind < 6) {
+                gio_set_deadline(l, fd[i], 0);
+                model[i] = 0;
+            } else if (kind == 6) { /* deleted and added again: its deadline is gone */
+                gio_del(l, fd[i]);
+                gio_add(l, fd[i], &fd[i]);
+                model[i] = 0;
+            }
+        }
+        gio_wait(l, 0);
+        now = gio_now(l);
+        char seen[N] = {0};
+        int t;
+        while ((t = gio_next_timeout(l)) >= 0) {
+            int i = t >= 0 && t < 4096 ? index_of[t] : -1;
+            if (i < 0 || i >= N || fd[i] != t || seen[i] || !model[i] || model[i] > now)
+                good = 0;
+            else
+                seen[i] = 1;
+        }
+        for (int i = 0; i < N; i++) {
+            if (model[i] && model[i] <= now && !seen[i])
+                good = 0; /* missed */
+            if (seen[i])
+                model[i] = 0; /* reported once, then cleared */
+        }
+        rounds++;
+    }
+    ok(good, "deadline heap matches the model over %d rounds of random operations", rounds);
+    for (int i = 0; i < N; i++) {
+        gio_del(l, fd[i]);
+        close(fd[i]);
+        close(wr[i]);
+    }
+}
+
 int main(void)
 {
     /* A small table, so that its last slot is a real, cheap fd number. */
@@ -479,6 +549,7 @@ int main(void)
     test_high_fd(l, tablesize);
     test_churn(l, tablesize);
     test_timeout(l);
+    test_deadline_model(l);
     is_int(gio_count(l), 0, "nothing left registered");
     gio_loop_free(l);
     return tap_done();
