@@ -201,14 +201,18 @@ static void st_idle(conn_t *c, unsigned events)
 /* HEAD: parse what is buffered; read more while the head is incomplete. */
 static void st_head(conn_t *c)
 {
-    if (!c->blk && !(c->blk = block_get(c->set))) {
-        site_error(c->site, "malloc()", ENOMEM, &c->peer.sa, "a request block: client shed");
-        c->state = CONN_CLOSE;
-        return;
+    if (!c->blk) {
+        if (!(c->blk = block_get(c->set))) {
+            site_error(c->site, "malloc()", ENOMEM, &c->peer.sa, "a request block: client shed");
+            c->state = CONN_CLOSE;
+            return;
+        }
+        memset(&c->blk->prog, 0, sizeof c->blk->prog);
     }
     for (;;) {
         int status = 0;
-        long n = c->inlen ? http_parse_request(c->blk->in, c->inlen, &c->blk->req, &status)
+        long n = c->inlen ? http_parse_request_more(c->blk->in, c->inlen, &c->blk->req, &status,
+                                                    &c->blk->prog)
                           : HTTP_INCOMPLETE;
         if (n > 0) {
             c->reqlen = (uint32_t)n;
@@ -421,6 +425,7 @@ static void finish_request(conn_t *c)
     memmove(c->blk->in, c->blk->in + c->reqlen, c->inlen - c->reqlen);
     c->inlen -= c->reqlen;
     c->reqlen = 0;
+    memset(&c->blk->prog, 0, sizeof c->blk->prog); /* the next head starts at in[0] */
     if (c->set->draining) /* shutting down: this was the last response */
         c->keepalive = 0;
     if (!c->keepalive) {

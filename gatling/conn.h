@@ -56,6 +56,7 @@ enum { AUTH_NONE, AUTH_GOOD, AUTH_BAD };
 
 typedef struct conn_block {
     http_request_t req;
+    http_progress_t prog; /* how far the head in `in` is parsed */
     char in[CONN_IN_CAP];
     char path[CONN_PATH_CAP];
     char head[CONN_HEAD_CAP];

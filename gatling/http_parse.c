@@ -18,12 +18,6 @@ static int is_vchar(unsigned char c)
     return c >= 0x20 ? c != 0x7f : c == '\t';
 }
 
-/* End of the line starting at p: points at the LF; NULL if not in buf yet. */
-static const char *line_end(const char *p, const char *end)
-{
-    return memchr(p, '\n', end - p);
-}
-
 /* Strip the CR of a CRLF line end; a CR anywhere else is malformed. */
 static int content_end(const char *p, const char *lf, const char **e)
 {
@@ -89,33 +83,59 @@ static long parse_header(const char *p, const char *lf, http_header_t *h, int *s
     return 0;
 }
 
-long http_parse_request(const char *buf, size_t len, http_request_t *req, int *status)
+/* What an unfinished request line tells already: 414, 431 or incomplete. */
+static long unfinished_request_line(const char *buf, size_t len, int *status,
+                                    http_progress_t *pr)
 {
-    const char *p = buf, *end = buf + len, *lf;
-    /* 9112 2.2: ignore empty lines before the request line */
-    while (p < end && (*p == '\n' || (*p == '\r' && p + 1 < end && p[1] == '\n')))
-        p += *p == '\r' ? 2 : 1;
-    if (p < end && *p == '\r' && p + 1 == end)
-        return HTTP_INCOMPLETE;
-    req->nheaders = 0;
-    if (!(lf = line_end(p, end))) {
-        /* judge an unfinished line early, so nobody can make us buffer it */
-        const char *sp = memchr(p, ' ', end - p);
-        if (sp && (size_t)(end - sp) > HTTP_MAX_TARGET + 2 && !memchr(sp + 1, ' ', end - sp - 1)) {
-            *status = 414;
-            return HTTP_MALFORMED;
+    /* judge it early, so nobody can make us buffer it; look at each byte once */
+    for (size_t i = pr->seen > pr->line ? pr->seen : pr->line; i < len; i++)
+        if (buf[i] == ' ') {
+            if (!pr->sp1)
+                pr->sp1 = i + 1;
+            else
+                pr->sp2 = 1;
         }
-        if (len > HTTP_MAX_HEAD) {
-            *status = 431;
-            return HTTP_MALFORMED;
-        }
-        return HTTP_INCOMPLETE;
-    }
-    if (parse_request_line(p, lf, req, status) < 0)
+    pr->seen = len;
+    if (pr->sp1 && len - (pr->sp1 - 1) > HTTP_MAX_TARGET + 2 && !pr->sp2) {
+        *status = 414;
         return HTTP_MALFORMED;
-    for (p = lf + 1;; p = lf + 1) {
-        if (!(lf = line_end(p, end)))
-            break;
+    }
+    if (len > HTTP_MAX_HEAD) {
+        *status = 431;
+        return HTTP_MALFORMED;
+    }
+    return HTTP_INCOMPLETE;
+}
+
+/* The next line end at or after the progress, or NULL. */
+static const char *next_lf(const char *buf, size_t len, const http_progress_t *pr)
+{
+    size_t from = pr->seen > pr->line ? pr->seen : pr->line;
+    return from < len ? memchr(buf + from, '\n', len - from) : NULL;
+}
+
+long http_parse_request_more(const char *buf, size_t len, http_request_t *req, int *status,
+                             http_progress_t *pr)
+{
+    const char *end = buf + len, *lf;
+    if (!pr->started) {
+        /* 9112 2.2: ignore empty lines before the request line */
+        const char *p = buf + pr->line;
+        while (p < end && (*p == '\n' || (*p == '\r' && p + 1 < end && p[1] == '\n')))
+            p += *p == '\r' ? 2 : 1;
+        pr->line = (size_t)(p - buf);
+        if (p < end && *p == '\r' && p + 1 == end)
+            return HTTP_INCOMPLETE;
+        if (!(lf = next_lf(buf, len, pr)))
+            return unfinished_request_line(buf, len, status, pr);
+        if (parse_request_line(p, lf, req, status) < 0)
+            return HTTP_MALFORMED;
+        req->nheaders = 0;
+        pr->started = 1;
+        pr->line = pr->seen = (size_t)(lf + 1 - buf);
+    }
+    while ((lf = next_lf(buf, len, pr))) {
+        const char *p = buf + pr->line;
         if (lf == p || (lf == p + 1 && *p == '\r')) { /* the empty line: done */
             if ((size_t)(lf + 1 - buf) > HTTP_MAX_HEAD) {
                 *status = 431;
@@ -129,13 +149,21 @@ long http_parse_request(const char *buf, size_t len, http_request_t *req, int *s
         }
         if (parse_header(p, lf, &req->headers[req->nheaders++], status) < 0)
             return HTTP_MALFORMED;
+        pr->line = pr->seen = (size_t)(lf + 1 - buf);
     }
+    pr->seen = len; /* no line end in what came so far */
     /* the head is unfinished; it may not grow past the limit */
     if (len > HTTP_MAX_HEAD) {
         *status = 431;
         return HTTP_MALFORMED;
     }
     return HTTP_INCOMPLETE;
+}
+
+long http_parse_request(const char *buf, size_t len, http_request_t *req, int *status)
+{
+    http_progress_t pr = {0};
+    return http_parse_request_more(buf, len, req, status, &pr);
 }
 
 const http_str_t *http_header(const http_request_t *req, const char *name)

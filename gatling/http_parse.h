@@ -46,6 +46,24 @@ typedef struct http_request {
  */
 long http_parse_request(const char *buf, size_t len, http_request_t *req, int *status);
 
+/*
+ * The same, resumable: a head that arrives in pieces is parsed as it comes,
+ * each byte looked at once, so a head dripped a byte per read costs O(n),
+ * not O(n^2).  pr starts zeroed for each new head and is passed again with
+ * the same buf (grown at its end, not moved) and req: the lines parsed so
+ * far stay in req.  Same results as http_parse_request on the whole.
+ */
+typedef struct http_progress {
+    size_t line;  /* the first line not parsed yet */
+    size_t seen;  /* bytes already searched for that line's end */
+    size_t sp1;   /* unfinished request line: its first space + 1 (0: none) */
+    int sp2;      /* ... and a second space */
+    int started;  /* the request line is parsed */
+} http_progress_t;
+
+long http_parse_request_more(const char *buf, size_t len, http_request_t *req, int *status,
+                             http_progress_t *pr);
+
 /* The value of the first header named name (case-insensitive), or NULL. */
 const http_str_t *http_header(const http_request_t *req, const char *name);
 

@@ -409,3 +409,57 @@ def test_error_log(gatling, tmp_path):
     text = log.read_text()
     assert "accept4() failed: Too many open files" in text, text
     assert text.count("\n") <= 2 + 20 * 3, "not rate-limited: %d lines" % text.count("\n")
+
+
+# --------------------------------------------------------------------------
+# Item 9: a dripped head is parsed as it comes, not again from its start
+
+def server_cpu(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def drip(socks, data):
+    for k in range(len(data)):
+        for s in socks:
+            s.send(data[k:k + 1])
+        time.sleep(0.0002)
+
+
+def test_dripped_head_costs_linear_time(gatling, build):
+    """20 clients drip the same 15 KB, a byte per send: once as 60 small
+    requests, once as one big head.  The reads and wake-ups are the same;
+    re-parsing a head from its start on every read makes the big head cost
+    several times more (quadratic), parsing as it comes costs about the
+    same.  Server CPU, not wall time, so other load matters little.  The
+    parser does not depend on the backend: run on one build."""
+    if build.name != "epoll":
+        pytest.skip("the parser's cost: measured once, on the plain epoll build")
+    srv = gatling({"f.txt": F}, args=("-T", "60", "-s", "120", "-n"))
+    small = b"GET /f.txt HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 200 + b"\r\n\r\n"
+    big = (b"GET /f.txt HTTP/1.1\r\nHost: x\r\n" +
+           b"".join(b"X-Pad-%02d: %s\r\n" % (i, b"a" * 240) for i in range(60)) + b"\r\n")
+    socks = []
+    for _ in range(20):
+        s = socket.create_connection(("127.0.0.1", srv.port))
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        s.settimeout(10)
+        socks.append(s)
+    n = len(big) // len(small)
+    c0 = server_cpu(srv.pid)
+    drip(socks, small * n)
+    c1 = server_cpu(srv.pid)
+    drip(socks, big)
+    c2 = server_cpu(srv.pid)
+    for s in socks:
+        got = b""
+        while got.count(b"HTTP/1.1 200") < n + 1:
+            d = s.recv(65536)
+            assert d, "closed early"
+            got += d
+        s.close()
+    smalls, one = c1 - c0, c2 - c1
+    assert one < 2 * smalls + 0.2, \
+        "one 15 KB head cost %.2f s of server CPU, the same bytes as %d requests %.2f s" % (
+            one, n, smalls)

@@ -176,6 +176,51 @@ static long chunked(const char *body, size_t step, int *done)
     return (long)off;
 }
 
+/*
+ * The resumable parser, fed one byte more each call as a dripping client
+ * sends it: the same verdict and length as the whole at once, and no byte
+ * searched twice (the progress never falls behind what was seen).
+ */
+static void resumable(const char *s, const char *name)
+{
+    size_t n = strlen(s);
+    http_request_t whole, r;
+    int st_whole = 0, st = 0;
+    long want = parse_n(s, n, &whole, &st_whole), got = HTTP_INCOMPLETE;
+    http_progress_t pr = {0};
+    size_t k = 0;
+    int monotonic = 1;
+    for (k = 1; k <= n; k++) {
+        size_t seen = pr.seen;
+        got = http_parse_request_more(s, k, &r, &st, &pr);
+        if (got != HTTP_INCOMPLETE)
+            break;
+        monotonic &= pr.seen >= seen && pr.seen <= k && pr.line <= k;
+    }
+    ok(got == want && (got != HTTP_MALFORMED || st == st_whole) && monotonic,
+       "%s: fed a byte at a time, %ld (whole: %ld), each byte searched once", name, got, want);
+    if (got > 0 && want > 0)
+        ok(r.nheaders == whole.nheaders && str_is(r.target, "/x"),
+           "%s: the same request", name);
+}
+
+static void test_resumable(void)
+{
+    resumable("GET /x HTTP/1.1\r\nHost: a\r\nX-A: 1\r\n\r\n", "CRLF head");
+    resumable("\r\n\nGET /x HTTP/1.1\nHost: a\n\n", "leading empty lines, bare LF");
+    resumable("GET /x HTTP/1.1\r\nBad Header: 1\r\n\r\n", "malformed header");
+    resumable("GET /x HTTP/1.1\r\nHost: a\r\n", "unfinished head");
+    static char big[HTTP_MAX_HEAD + 100];
+    size_t n = (size_t)sprintf(big, "GET /x HTTP/1.1\r\n");
+    while (n + 20 < HTTP_MAX_HEAD + 50)
+        n += (size_t)sprintf(big + n, "X-Long: aaaaaaaaaa\r\n");
+    resumable(big, "a head growing past 16 KiB: 431");
+    memset(big, 'a', HTTP_MAX_TARGET + 40);
+    memcpy(big, "GET /", 5);
+    big[HTTP_MAX_TARGET + 40] = 0;
+    resumable(big, "an unfinished target past 4 KiB: 414");
+}
+
 static void test_chunked(void)
 {
     const char *b = "5\r\nhello\r\n1a;ext=1\r\nabcdefghijklmnopqrstuvwxyz\r\n0\r\n"
@@ -276,6 +321,7 @@ int main(void)
     test_bad();
     test_limits();
     test_lists();
+    test_resumable();
     test_chunked();
     test_chunk_lines();
     test_transfer_coding();
