@@ -45,10 +45,16 @@ int vhost_name(const http_str_t *host, int local_port, int keep_port, char *out)
         if (n == 0 || *p == '.' || memmem(p, n, "..", 2))
             return -1;
     }
-    if (colon) /* the port must be digits, even when we replace it */
-        for (const char *q = colon + 1; q < end; q++)
+    if (colon) { /* the port must be a port, even when we replace it: digits, <= 65535 */
+        unsigned long port = 0;
+        for (const char *q = colon + 1; q < end; q++) {
             if (*q < '0' || *q > '9')
                 return -1;
+            port = port * 10 + (unsigned long)(*q - '0');
+            if (port > 65535)
+                return -1;
+        }
+    }
     for (size_t i = 0; i < n; i++)
         out[i] = (char)(p[i] >= 'A' && p[i] <= 'Z' ? p[i] | 0x20 : p[i]);
     out[n++] = ':';

@@ -463,3 +463,10 @@ def test_dripped_head_costs_linear_time(gatling, build):
     assert one < 2 * smalls + 0.2, \
         "one 15 KB head cost %.2f s of server CPU, the same bytes as %d requests %.2f s" % (
             one, n, smalls)
+
+
+@pytest.mark.parametrize("host,status", [("a:99999999", 400), ("a:65536", 400), ("a:65535", 200),
+                                         ("a:", 200), ("[::1]:99999", 400), ("a:0080", 200)])
+def test_host_port_range(gatling, host, status):
+    srv = gatling({"f.txt": F})
+    assert_status(fetch(srv.port, "/f.txt", host=host), status, host)
