@@ -10,7 +10,7 @@
 #include "fcache.h"
 #include "gio_os.h"
 #include "handler.h"
-#include "limits.h"
+#include "peerlimits.h"
 #include "owfat.h"
 #include "response.h"
 

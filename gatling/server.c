@@ -7,7 +7,7 @@
 #include "conn.h"
 #include "encoding.h"
 #include "jobs.h"
-#include "limits.h"
+#include "peerlimits.h"
 #include "owfat.h"
 
 #include <arpa/inet.h>

@@ -2,7 +2,7 @@
 #include "site.h"
 #include "encoding.h"
 #include "jobs.h"
-#include "limits.h"
+#include "peerlimits.h"
 #include "owfat.h"
 
 #include <errno.h>

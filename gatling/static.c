@@ -19,7 +19,7 @@
 #include "hbuf.h"
 #include "htaccess.h"
 #include "jobs.h"
-#include "limits.h"
+#include "peerlimits.h"
 #include "listing.h"
 #include "mime.h"
 #include "owfat.h"

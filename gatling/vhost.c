@@ -4,6 +4,7 @@
 #include "fs.h"
 #include "owfat.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -22,9 +23,16 @@ int vhost_name(const http_str_t *host, int local_port, int keep_port, char *out)
         const char *close = memchr(p, ']', host->n);
         if (!close)
             return -1;
-        for (const char *q = p + 1; q < close; q++)
-            if (!(scan_fromhex(*q) >= 0 || *q == ':' || *q == '.'))
-                return -1;
+        /* an IPv6 address, nothing else ("[1..2]" is none: found by fuzzing) */
+        char a6[INET6_ADDRSTRLEN];
+        unsigned char bin[16];
+        size_t k = (size_t)(close - p - 1);
+        if (k == 0 || k >= sizeof a6 || memchr(p + 1, 0, k))
+            return -1;
+        memcpy(a6, p + 1, k);
+        a6[k] = 0;
+        if (inet_pton(AF_INET6, a6, bin) != 1)
+            return -1;
         colon = close + 1 < end ? close + 1 : NULL;
         if (colon && *colon != ':')
             return -1;

@@ -5,7 +5,7 @@
 # servers and tools the benchmarks compare against.
 set -e
 pkgs="gcc make libc6-dev libowfat-dev libssl-dev zlib1g-dev liburing-dev curl wrk
-      apache2-utils python3 goaccess"
+      apache2-utils python3 goaccess clang libclang-rt-14-dev"
 [ "$1" = bench ] && pkgs="$pkgs nginx lighttpd h2o gnuplot-nox util-linux procps"
 
 missing=

@@ -20,5 +20,6 @@ check: setup
 	$(MAKE) --no-print-directory IO=$(firstword $(CHECK_BACKENDS)) SAN=1 tests-build; \
 	$(MAKE) --no-print-directory all; \
 	$(MAKE) --no-print-directory cross; \
+	$(MAKE) --no-print-directory fuzz-check; \
 	GATLING_BUILDS="$(CHECK_BACKENDS) $(firstword $(CHECK_BACKENDS))-san" \
 	    $(PYTHON) -m pytest tests/integration -q -p no:cacheprovider $(PYTEST_ARGS)

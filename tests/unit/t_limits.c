@@ -1,5 +1,5 @@
 /* limits: per-address connection caps, request rate, login waits, credentials. */
-#include "limits.h"
+#include "peerlimits.h"
 #include "tap.h"
 
 #include <arpa/inet.h>

@@ -1,10 +1,10 @@
 /*
- * Per-address limits: see limits.h.  Entries live in one array; a hash
+ * Per-address limits: see peerlimits.h.  Entries live in one array; a hash
  * table of chains (indices) finds them; entries without open connections
  * sit on an LRU list (oldest first), from which a new address takes the
  * oldest when the free list is empty.
  */
-#include "limits.h"
+#include "peerlimits.h"
 
 #include <netinet/in.h>
 #include <stdlib.h>

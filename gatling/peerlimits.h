@@ -1,5 +1,5 @@
 /*
- * limits — per-client-address bookkeeping for a server under attack: open
+ * peerlimits — per-client-address bookkeeping for a server under attack: open
  * connections (-K), requests per minute (-A, with the original gatling's
  * semantics), failed logins (growing waits), and recently failed
  * credentials.  A pure data structure: no I/O, the caller passes the time.
@@ -14,8 +14,8 @@
  * never evicted, so the caller sizes capacity above its connection cap.
  * Every operation is O(1).
  */
-#ifndef GATLING_LIMITS_H
-#define GATLING_LIMITS_H
+#ifndef GATLING_PEERLIMITS_H
+#define GATLING_PEERLIMITS_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,0 +1,51 @@
+# tests/fuzz: libFuzzer harnesses over the parsers (clang from Debian:
+# packages clang and libclang-rt-14-dev, installed by tests/setup.sh).
+#
+#   make fuzz                          every harness, FUZZ_SECS (60) seconds each
+#   make fuzz FUZZ_ONLY=fuzz_head FUZZ_SECS=1800
+#   make fuzz-check                    every harness FUZZ_CHECK_SECS (8) s: part of make check
+#
+# Seeds come from tests/fuzz/corpus/<harness>/ (read-only); what the fuzzer
+# finds goes to build/fuzz/corpus/<harness>/, crashes to
+# build/fuzz/crashes/<harness>/, and a crash fails the target.
+
+FUZZ_CC ?= $(shell command -v clang || command -v clang-14)
+FUZZ_SECS ?= 60
+FUZZ_CHECK_SECS ?= 8
+FUZZ_NAMES := fuzz_head fuzz_te fuzz_chunked fuzz_target fuzz_range fuzz_accept fuzz_host \
+              fuzz_htaccess
+FUZZ_ONLY ?= $(FUZZ_NAMES)
+FUZZ_DIR := build/fuzz
+FUZZ_CFLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+               -DGIO_BACKEND_POLL -Iio -Igatling -Itests/fuzz
+# the gatling sources the parsers need (no event loop)
+FUZZ_LIB := gatling/http_parse.c gatling/path.c gatling/byterange.c gatling/encoding.c \
+            gatling/vhost.c gatling/fs.c gatling/htaccess.c gatling/hbuf.c
+
+$(FUZZ_DIR)/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(FUZZ_LIB) $(wildcard gatling/*.h)
+	@test -n "$(FUZZ_CC)" || { echo "fuzz: clang not found: run sh tests/setup.sh as root"; exit 1; }
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_LIB) -lowfat -lcrypt -lz
+
+.PHONY: fuzz fuzz-build fuzz-check
+fuzz-build: $(FUZZ_NAMES:%=$(FUZZ_DIR)/%)
+
+# run-fuzz: one harness for $(2) seconds over its seeds; a crash fails
+define run-fuzz
+	@mkdir -p $(FUZZ_DIR)/corpus/$(1) $(FUZZ_DIR)/crashes/$(1)
+	@echo "fuzz: $(1) for $(2) s"
+	@$(FUZZ_DIR)/$(1) -max_total_time=$(2) -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+	    -artifact_prefix=$(FUZZ_DIR)/crashes/$(1)/ \
+	    $(if $(wildcard tests/fuzz/$(1).dict),-dict=tests/fuzz/$(1).dict) \
+	    $(FUZZ_DIR)/corpus/$(1) tests/fuzz/corpus/$(1) >$(FUZZ_DIR)/$(1).log 2>&1 || \
+	    { tail -40 $(FUZZ_DIR)/$(1).log; echo "fuzz: $(1) FAILED: see $(FUZZ_DIR)/crashes/$(1)/"; exit 1; }
+	@grep -E "stat::number_of_executed_units|stat::peak_rss_mb" $(FUZZ_DIR)/$(1).log | \
+	    sed 's/^/    /'
+
+endef
+
+fuzz: fuzz-build
+	$(foreach f,$(FUZZ_ONLY),$(call run-fuzz,$(f),$(FUZZ_SECS)))
+
+fuzz-check: fuzz-build
+	$(foreach f,$(FUZZ_NAMES),$(call run-fuzz,$(f),$(FUZZ_CHECK_SECS)))
