@@ -6,6 +6,7 @@
 #include "server.h"
 #include "conn.h"
 #include "encoding.h"
+#include "gio_os.h"
 #include "jobs.h"
 #include "peerlimits.h"
 #include "owfat.h"
@@ -30,6 +31,7 @@
 #define ACCEPT_PAUSE_MS 100 /* back-off when out of descriptors */
 #define SERVER_FD_RESERVE 64 /* descriptors kept for files, logs and refusals */
 #define SERVER_MAX_AUTH_WAIT 60 /* the longest wait, in seconds */
+#define SERVER_UNSENT_MAX (128 << 10) /* bytes a socket may hold unsent */
 
 /* The only file-scope mutable state: what signal handlers may touch. */
 static int sig_pipe_fd = -1;
@@ -61,6 +63,9 @@ static int open_listener(int family, const void *addr, int port, int reuseport, 
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (reuseport)
         setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+    /* accepted sockets inherit it: no send queue holds more than this unsent,
+       so a slow reader costs a bounded copy per wake-up (see gio_os.h) */
+    gio_limit_unsent(fd, SERVER_UNSENT_MAX);
     union {
         struct sockaddr sa;
         struct sockaddr_in in4;

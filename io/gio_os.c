@@ -155,3 +155,15 @@ uint64_t gio_unacked(int sock)
 #endif
     return n > 0 ? (uint64_t)n : 0;
 }
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+void gio_limit_unsent(int sock, int bytes)
+{
+#ifdef TCP_NOTSENT_LOWAT
+    setsockopt(sock, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &bytes, sizeof bytes);
+#else
+    (void)sock, (void)bytes;
+#endif
+}

@@ -25,4 +25,15 @@ long gio_sendfile(int sock, int fd, uint64_t off, uint64_t len);
  */
 uint64_t gio_unacked(int sock);
 
+/*
+ * Let socket sock (or the sockets accepted from a listener) hold at most
+ * bytes of data not yet sent (TCP_NOTSENT_LOWAT, where the OS has it; a
+ * no-op elsewhere).  Writability is then reported only once the unsent part
+ * fell below it, and a write stops there: without it a send buffer that
+ * autotuning grew to megabytes is refilled for a client that reads 32 bytes
+ * every few seconds, a large copy for every few bytes it takes (the
+ * slow-read ramp: 1,000 such clients cost the loop most of a core).
+ */
+void gio_limit_unsent(int sock, int bytes);
+
 #endif

@@ -6,7 +6,7 @@
 set -e
 pkgs="gcc make libc6-dev libowfat-dev libssl-dev zlib1g-dev liburing-dev curl wrk
       apache2-utils python3 goaccess clang libclang-rt-14-dev"
-[ "$1" = bench ] && pkgs="$pkgs nginx lighttpd h2o gnuplot-nox util-linux procps"
+[ "$1" = bench ] && pkgs="$pkgs nginx lighttpd h2o gnuplot-nox util-linux procps slowhttptest whois"
 
 missing=
 for p in $pkgs; do
