@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,12 @@ static void push(job_t **head, job_t **tail, job_t *job)
 static void *worker(void *arg)
 {
     jobs_t *j = arg;
+#ifdef SCHED_IDLE
+    /* the event loop comes first: a thread hashing a password runs only on
+       CPU time the loop does not want, also when both share one core */
+    struct sched_param sp = {0};
+    pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
+#endif
     pthread_mutex_lock(&j->mu);
     for (;;) {
         while (!j->wait_head && !j->stopping)
