@@ -67,7 +67,7 @@ static void set_deadline(conn_t *c, int64_t ms)
 static uint64_t moved(const conn_t *c)
 {
     if (c->state != CONN_WRITE)
-        return c->moved;
+        return c->blk->moved;
     uint64_t q = gio_unacked(c->fd);
     return c->out.bytes_sent > q ? c->out.bytes_sent - q : 0;
 }
@@ -81,7 +81,7 @@ static void enter(conn_t *c, conn_state_t st)
     case CONN_HEAD: set_deadline(c, head_ms(c)); break;
     case CONN_BODY:
     case CONN_WRITE:
-        c->window_at = moved(c);
+        c->blk->window_at = moved(c);
         set_deadline(c, window_ms(c));
         break;
     case CONN_LINGER:
@@ -303,7 +303,7 @@ static void st_handle(conn_t *c)
     c->gzip_tried = 0;
     if (c->body != BODY_NONE) {
         send_continue(c, req);
-        c->moved = 0;
+        c->blk->moved = 0;
         enter(c, CONN_BODY);
         return;
     }
@@ -371,16 +371,16 @@ static int drop_body(conn_t *c)
         c->body_left -= used;
         done = !c->body_left;
     } else {
-        int r = http_chunked_skip(&c->chunked, p, have, &used);
+        int r = http_chunked_skip(&c->blk->chunked, p, have, &used);
         if (r == HTTP_MALFORMED)
             return -400;
-        if (c->chunked.total > CONN_BODY_MAX)
+        if (c->blk->chunked.total > CONN_BODY_MAX)
             return -413;
         done = r == HTTP_CHUNKED_DONE;
     }
     memmove(p, p + used, have - used); /* what follows is the next request */
     c->inlen -= (uint32_t)used;
-    c->moved += used;
+    c->blk->moved += used;
     return done;
 }
 
@@ -491,7 +491,7 @@ static int timed_out(conn_t *c)
     case CONN_BODY:
     case CONN_WRITE: {
         uint64_t need = (uint64_t)c->site->cfg->min_rate * (uint64_t)window_ms(c) / 1000;
-        if (moved(c) - c->window_at >= (need ? need : 1)) {
+        if (moved(c) - c->blk->window_at >= (need ? need : 1)) {
             enter(c, c->state); /* a new window */
             return 1;
         }

@@ -56,7 +56,10 @@ enum { AUTH_NONE, AUTH_GOOD, AUTH_BAD };
 
 typedef struct conn_block {
     http_request_t req;
-    http_progress_t prog; /* how far the head in `in` is parsed */
+    http_progress_t prog;   /* how far the head in `in` is parsed */
+    http_chunked_t chunked; /* BODY_CHUNKED: where the body's framing is */
+    uint64_t moved;         /* BODY: body bytes read, for the rate check (-B) */
+    uint64_t window_at;     /* BODY, WRITE: what had moved when the rate window began */
     char in[CONN_IN_CAP];
     char path[CONN_PATH_CAP];
     char head[CONN_HEAD_CAP];
@@ -106,9 +109,6 @@ typedef struct conn {
     uint8_t gzip_tried;   /* this request waited for a gzip job once already */
     conn_job_t *job;      /* the job this request waits for (WAIT), or NULL */
     uint64_t body_left; /* BODY_LENGTH: bytes still to drop */
-    uint64_t moved;     /* body bytes read or response bytes sent, for the rate check */
-    uint64_t window_at; /* `moved` when the current rate window began */
-    http_chunked_t chunked;
     uint64_t body_len;         /* body bytes of the current response */
     struct fcache_entry *file; /* the open file the response sends, if any */
     struct enc_gz *gz;         /* the gzipped body the response sends, if any */

@@ -35,7 +35,7 @@ int handler_framing(conn_t *c, const http_request_t *req)
         if (req->version < 11) /* 9112 6.1: a TE in HTTP/1.0 cannot be trusted */
             return 400;
         c->body = BODY_CHUNKED;
-        memset(&c->chunked, 0, sizeof c->chunked);
+        memset(&c->blk->chunked, 0, sizeof c->blk->chunked);
         return 0;
     }
     if (cl) {

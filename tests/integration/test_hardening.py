@@ -480,8 +480,8 @@ def test_slow_read_ramp_is_cheap(gatling, build):
     bytes a second through a 1 KiB window (slowhttptest -X, in small).
     Before TCP_NOTSENT_LOWAT the server refilled megabyte send buffers for
     them: 2.4 s of CPU in these 8 s; now about 0.1 s."""
-    if build.sanitized:
-        pytest.skip("CPU time under ASan says nothing about the server's")
+    if build.name != "epoll":
+        pytest.skip("the write path's cost: measured once, on the plain epoll build")
     big = os.urandom(1 << 20)
     srv = gatling({"big.bin": big, "f.txt": F}, args=("-T", "60", "-n"))
     c0 = server_cpu(srv.pid)
