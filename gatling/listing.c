@@ -352,7 +352,8 @@ static void put_row(obuf_t *o, const entry_t *e)
         ob_puts(o, "</td><td>-</td></tr>\n");
         return;
     }
-    ob_put(o, buf, (size_t)snprintf(buf, sizeof buf, "</td><td title=\"%lld\">", e->size));
+    int k = snprintf(buf, sizeof buf, "</td><td title=\"%lld\">", e->size);
+    ob_put(o, buf, k > 0 && (size_t)k < sizeof buf ? (size_t)k : 0); /* 36 bytes at most */
     ob_put(o, buf, human_size(buf, sizeof buf, e->size));
     ob_puts(o, "</td></tr>\n");
 }
