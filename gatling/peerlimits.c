@@ -29,6 +29,7 @@ typedef struct entry {
     int64_t slot_at;             /* the slot number (now / SLOT_MS) of the newest slot */
     int64_t last_req;            /* ms of the last request, for the caught minute */
     int64_t auth_at, auth_until; /* last failed login; no check before auth_until */
+    int64_t forgiven_at;         /* the last success that forgave failures */
     uint32_t auth_fails;
     uint8_t used, caught;
 } entry_t;
@@ -331,11 +332,18 @@ void limits_auth_failed(limits_t *l, const struct sockaddr *sa, int64_t now_ms)
     }
 }
 
-void limits_auth_ok(limits_t *l, const struct sockaddr *sa)
+void limits_auth_ok(limits_t *l, const struct sockaddr *sa, int64_t now_ms)
 {
     uint32_t i = entry_for(l, sa, 0);
-    if (i != NONE)
-        l->e[i].auth_fails = 0, l->e[i].auth_until = 0;
+    if (i == NONE)
+        return;
+    entry_t *e = &l->e[i];
+    /* once a minute at most: someone who knows one password must not be able
+       to wipe the record of his guesses at others between each two of them */
+    if (e->forgiven_at && now_ms - e->forgiven_at < MINUTE_MS)
+        return;
+    e->forgiven_at = now_ms;
+    e->auth_fails = 0, e->auth_until = 0;
 }
 
 static cred_t *cred_slot(limits_t *l, const void *key, size_t n, uint64_t *tag)

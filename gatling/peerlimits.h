@@ -58,11 +58,12 @@ int limits_request(limits_t *l, const struct sockaddr *sa, int64_t now_ms);
  * Failed logins: 0 if a password from sa may be checked now, else the
  * seconds it must wait (answer 429 with Retry-After, without hashing).
  * After free_fails failures the waits are 1, 2, 4 ... max_wait_s seconds;
- * ten quiet minutes, or a success, forgive them.
+ * ten quiet minutes forgive them, and so does a success, but at most once a
+ * minute (a known password must not wash away guesses at others).
  */
 unsigned limits_auth_wait(limits_t *l, const struct sockaddr *sa, int64_t now_ms);
 void limits_auth_failed(limits_t *l, const struct sockaddr *sa, int64_t now_ms);
-void limits_auth_ok(limits_t *l, const struct sockaddr *sa);
+void limits_auth_ok(limits_t *l, const struct sockaddr *sa, int64_t now_ms);
 
 /*
  * Credentials that failed in the last minute, remembered by a keyed hash of

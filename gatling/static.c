@@ -681,7 +681,7 @@ static int access_denied(conn_t *c, const http_request_t *req, const target_t *t
         same_bytes(*granted, auth->p, auth->n))
         return 0;
     if (c->auth_verdict == AUTH_GOOD) {
-        limits_auth_ok(s->limits, &c->peer.sa);
+        limits_auth_ok(s->limits, &c->peer.sa, gio_now(s->loop));
         if (auth && granted) {
             free(*granted);
             *granted = strndup(auth->p, auth->n); /* NULL on ENOMEM: no harm */

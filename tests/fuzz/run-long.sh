@@ -13,6 +13,6 @@ for item in $2; do
     start=$(date -u +%FT%TZ)
     if taskset -c "$cpu" make --no-print-directory fuzz FUZZ_ONLY="$name" FUZZ_SECS="$secs" \
         >build/fuzz/$name.long 2>&1; then verdict=ok; else verdict=CRASH; fi
-    execs=$(grep -o 'number_of_executed_units: [0-9]*' build/fuzz/$name.log | cut -d' ' -f2)
+    execs=$(grep -a -o 'number_of_executed_units: [0-9]*' build/fuzz/$name.log | cut -d' ' -f2)
     echo "$name $secs s from $start on CPU $cpu: $verdict, $execs executions" >>build/fuzz/long.txt
 done

@@ -92,8 +92,12 @@ static void test_auth(void)
     is_int(limits_auth_wait(l, A, t + 600000), 0, "forgiven after 10 quiet minutes");
     limits_auth_failed(l, A, t + 600000);
     is_int(limits_auth_wait(l, A, t + 600000), 0, "and counting from zero again");
-    limits_auth_ok(l, A);
+    limits_auth_ok(l, A, t);
     is_int(limits_auth_wait(l, A, t), 0, "a success forgives");
+    for (int i = 0; i < 6; i++)
+        limits_auth_failed(l, A, t + 1000);
+    limits_auth_ok(l, A, t + 2000);
+    ok(limits_auth_wait(l, A, t + 2000) > 0, "but not twice within a minute");
     const char k1[] = "/prot/\0Basic YWxpY2U6d3Jvbmc=", k2[] = "/prot/\0Basic YWxpY2U6cmlnaHQ=";
     ok(!limits_cred_failed(l, k1, sizeof k1, t), "unknown credentials not remembered");
     limits_cred_note_failed(l, k1, sizeof k1, t);
