@@ -258,8 +258,11 @@ static fcache_entry_t *lookup(conn_t *c, const http_request_t *req, const target
     log_vhost(c, t, which);
     e.vhost_dir = which;
     *failed = 0;
-    if (vfd < 0) {
-        *failed = resp_error(c, 404, NULL) < 0;
+    if (vfd < 0) { /* no directory serves it, or out of descriptors: 404 or 503 */
+        int st = open_status(errno);
+        if (st == 503)
+            site_error(s, "openat2()", errno, &c->peer.sa, "the vhost directory");
+        *failed = resp_error(c, st == 503 ? 503 : 404, NULL) < 0;
         return NULL;
     }
     int fd = fs_open_beneath(vfd, t->p.path + 1, site_root_check(s));

@@ -98,8 +98,8 @@ int vhost_open(int rootfd, const char *name, int vhost_only, const char *root_re
         w = VHOST_DEFAULT, fd = open_dir(rootfd, "default", root_real);
     if (fd < 0 && (!name || !vhost_only))
         w = VHOST_ROOT, fd = open_dir(rootfd, ".", root_real);
-    if (fd < 0)
-        errno = ENOENT;
+    if (fd < 0 && errno != EMFILE && errno != ENFILE && errno != ENOMEM)
+        errno = ENOENT; /* out of descriptors stays 503 (open_status), not 404 */
     if (which)
         *which = w;
     return fd;

@@ -6,7 +6,9 @@
 set -e
 pkgs="gcc make libc6-dev libowfat-dev libssl-dev zlib1g-dev liburing-dev curl wrk
       apache2-utils python3 goaccess clang libclang-rt-14-dev"
-[ "$1" = bench ] && pkgs="$pkgs nginx lighttpd h2o gnuplot-nox util-linux procps slowhttptest whois"
+# slowhttptest, whois (mkpasswd) and openssl: bench/slashdot's attacks and password hashes
+[ "$1" = bench ] && pkgs="$pkgs nginx lighttpd h2o gnuplot-nox util-linux procps
+      slowhttptest whois openssl"
 
 missing=
 for p in $pkgs; do
