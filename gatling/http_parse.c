@@ -348,7 +348,8 @@ enum {
     CH_END_LF, /* after the CR of the final empty line */
 };
 
-#define CHUNK_LINE_MAX 4096 /* a size line or trailer line longer than this is abuse */
+#define CHUNK_LINE_MAX 4096   /* a size line or trailer line longer than this is abuse */
+#define CHUNK_EXTRA_MAX 16384 /* extensions and trailers of one body: past this, abuse too */
 
 static int is_ws(unsigned char c)
 {
@@ -507,7 +508,7 @@ int http_chunked_skip(http_chunked_t *st, const char *buf, size_t len, size_t *u
         case CH_TR_LF:
         case CH_END_LF:
             i++;
-            if ((r = trailer(st, ch)) < 0)
+            if (++st->extra > CHUNK_EXTRA_MAX || (r = trailer(st, ch)) < 0)
                 return HTTP_MALFORMED;
             if (r == 1) {
                 *used = i;
@@ -516,6 +517,8 @@ int http_chunked_skip(http_chunked_t *st, const char *buf, size_t len, size_t *u
             break;
         default: /* the size line */
             i++;
+            if (st->state != CH_SIZE && ++st->extra > CHUNK_EXTRA_MAX)
+                return HTTP_MALFORMED; /* endless extensions: data bytes are counted elsewhere */
             if (size_line(st, ch) < 0)
                 return HTTP_MALFORMED;
             if (st->state == CH_DATA)

@@ -95,6 +95,7 @@ typedef struct http_chunked {
     uint64_t left;    /* bytes of chunk data still to skip */
     uint64_t total;   /* data bytes seen so far (for the size limit) */
     unsigned linelen; /* length of the current size or trailer line */
+    unsigned extra;   /* bytes of extensions and trailers so far */
 } http_chunked_t;
 
 enum { HTTP_CHUNKED_MORE = 0, HTTP_CHUNKED_DONE = 1 };

@@ -264,6 +264,19 @@ static void test_chunk_lines(void)
     chunk_verdict("5 ; a = b ;c=\"q\\\"t\"\r\nhello\r\n0\r\n\r\n", 1, "extensions with BWS");
     chunk_verdict("5\r\nhello\r\n0\r\nA: 1\r\nB:\r\n\r\n", 1, "trailer fields");
     chunk_verdict("A\r\n0123456789\r\n0\r\n\r\n", 1, "upper-case hex");
+    /* endless trailers or extensions: each line short, the sum bounded */
+    static char many[40000];
+    size_t n = (size_t)sprintf(many, "0\r\n");
+    while (n < sizeof many - 100)
+        n += (size_t)sprintf(many + n, "X-Trailer: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n");
+    sprintf(many + n, "\r\n");
+    int done;
+    ok(chunked(many, 4096, &done) == -1, "40 KB of trailer lines: refused");
+    n = 0;
+    while (n < sizeof many - 100)
+        n += (size_t)sprintf(many + n, "1;ext=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\nx\r\n");
+    sprintf(many + n, "0\r\n\r\n");
+    ok(chunked(many, 4096, &done) == -1, "40 KB of chunk extensions: refused");
 }
 
 /* Transfer-Encoding lists (RFC 9112 6.1, 9110 10.1.4). */
