@@ -25,34 +25,50 @@ static int content_end(const char *p, const char *lf, const char **e)
     return memchr(p, '\r', *e - p) == NULL;
 }
 
-static long parse_request_line(const char *p, const char *lf, http_request_t *req, int *status)
+/*
+ * The request line, a byte at a time (not its LF): 0 to go on, or a status.
+ * Left to right, so that the first byte that cannot belong to the line
+ * decides: a prefix gets the verdict the whole line would get.
+ */
+static int request_line_byte(unsigned char c, size_t i, http_progress_t *pr)
 {
-    const char *e, *q = p;
-    *status = 400;
-    if (!content_end(p, lf, &e))
-        return HTTP_MALFORMED;
-    req->line = (http_str_t){p, (size_t)(e - p)};
-    while (q < e && is_tchar(*q))
-        q++;
-    if (q == p || q == e || *q != ' ')
-        return HTTP_MALFORMED;
-    req->method = (http_str_t){p, (size_t)(q - p)};
-    const char *t = ++q;
-    while (q<e && * q> 0x20 && *q < 0x7f)
-        q++;
-    if (q - t > HTTP_MAX_TARGET) {
-        *status = 414;
-        return HTTP_MALFORMED;
+    static const char version[] = "HTTP/0.0";
+    if (!pr->sp1) { /* the method: tchars, then one space */
+        if (is_tchar(c))
+            return 0;
+        if (c != ' ' || i == pr->line)
+            return 400;
+        pr->sp1 = i + 1;
+        return 0;
     }
-    if (q == t || q == e || *q != ' ')
+    if (!pr->sp2) { /* the target: visible ASCII, then one space */
+        if (c > 0x20 && c < 0x7f)
+            return i - pr->sp1 >= HTTP_MAX_TARGET ? 414 : 0;
+        if (c != ' ' || i == pr->sp1)
+            return 400;
+        pr->sp2 = i + 1;
+        return 0;
+    }
+    /* HTTP-version = "HTTP/" DIGIT "." DIGIT, case-sensitive; then a CR may
+       come before the LF */
+    size_t k = i - pr->sp2;
+    if (k < sizeof version - 1)
+        return (version[k] == '0' ? c >= '0' && c <= '9' : c == (unsigned char)version[k]) ? 0 : 400;
+    return k == sizeof version - 1 && c == '\r' ? 0 : 400;
+}
+
+/* The request line ends at lf: is it whole? Fill in req. */
+static long request_line_end(const char *buf, size_t lf, http_request_t *req, int *status,
+                             const http_progress_t *pr)
+{
+    size_t e = lf > pr->line && buf[lf - 1] == '\r' ? lf - 1 : lf;
+    *status = 400;
+    if (!pr->sp2 || e - pr->sp2 != 8)
         return HTTP_MALFORMED;
-    req->target = (http_str_t){t, (size_t)(q - t)};
-    q++;
-    /* HTTP-version = "HTTP/" DIGIT "." DIGIT, case-sensitive */
-    if (e - q != 8 || memcmp(q, "HTTP/", 5) || q[5] < '0' || q[5] > '9' || q[6] != '.' ||
-        q[7] < '0' || q[7] > '9')
-        return HTTP_MALFORMED;
-    req->version = (q[5] - '0') * 10 + (q[7] - '0');
+    req->line = (http_str_t){buf + pr->line, e - pr->line};
+    req->method = (http_str_t){buf + pr->line, pr->sp1 - 1 - pr->line};
+    req->target = (http_str_t){buf + pr->sp1, pr->sp2 - 1 - pr->sp1};
+    req->version = (buf[pr->sp2 + 5] - '0') * 10 + (buf[pr->sp2 + 7] - '0');
     if (req->version != 10 && req->version != 11) {
         *status = 505;
         return HTTP_MALFORMED;
@@ -83,30 +99,6 @@ static long parse_header(const char *p, const char *lf, http_header_t *h, int *s
     return 0;
 }
 
-/* What an unfinished request line tells already: 414, 431 or incomplete. */
-static long unfinished_request_line(const char *buf, size_t len, int *status,
-                                    http_progress_t *pr)
-{
-    /* judge it early, so nobody can make us buffer it; look at each byte once */
-    for (size_t i = pr->seen > pr->line ? pr->seen : pr->line; i < len; i++)
-        if (buf[i] == ' ') {
-            if (!pr->sp1)
-                pr->sp1 = i + 1;
-            else
-                pr->sp2 = 1;
-        }
-    pr->seen = len;
-    if (pr->sp1 && len - (pr->sp1 - 1) > HTTP_MAX_TARGET + 2 && !pr->sp2) {
-        *status = 414;
-        return HTTP_MALFORMED;
-    }
-    if (len > HTTP_MAX_HEAD) {
-        *status = 431;
-        return HTTP_MALFORMED;
-    }
-    return HTTP_INCOMPLETE;
-}
-
 /* The next line end at or after the progress, or NULL. */
 static const char *next_lf(const char *buf, size_t len, const http_progress_t *pr)
 {
@@ -114,8 +106,9 @@ static const char *next_lf(const char *buf, size_t len, const http_progress_t *p
     return from < len ? memchr(buf + from, '\n', len - from) : NULL;
 }
 
-long http_parse_request_more(const char *buf, size_t len, http_request_t *req, int *status,
-                             http_progress_t *pr)
+/* The head within buf[0..len), len at most HTTP_MAX_HEAD. */
+static long parse_head(const char *buf, size_t len, http_request_t *req, int *status,
+                       http_progress_t *pr)
 {
     const char *end = buf + len, *lf;
     if (!pr->started) {
@@ -126,23 +119,23 @@ long http_parse_request_more(const char *buf, size_t len, http_request_t *req, i
         pr->line = (size_t)(p - buf);
         if (p < end && *p == '\r' && p + 1 == end)
             return HTTP_INCOMPLETE;
-        if (!(lf = next_lf(buf, len, pr)))
-            return unfinished_request_line(buf, len, status, pr);
-        if (parse_request_line(p, lf, req, status) < 0)
+        size_t i = pr->seen > pr->line ? pr->seen : pr->line;
+        for (; i < len && buf[i] != '\n'; i++)
+            if ((*status = request_line_byte((unsigned char)buf[i], i, pr)))
+                return HTTP_MALFORMED;
+        pr->seen = i;
+        if (i == len)
+            return HTTP_INCOMPLETE;
+        if (request_line_end(buf, i, req, status, pr) < 0)
             return HTTP_MALFORMED;
         req->nheaders = 0;
         pr->started = 1;
-        pr->line = pr->seen = (size_t)(lf + 1 - buf);
+        pr->line = pr->seen = i + 1;
     }
     while ((lf = next_lf(buf, len, pr))) {
         const char *p = buf + pr->line;
-        if (lf == p || (lf == p + 1 && *p == '\r')) { /* the empty line: done */
-            if ((size_t)(lf + 1 - buf) > HTTP_MAX_HEAD) {
-                *status = 431;
-                return HTTP_MALFORMED;
-            }
+        if (lf == p || (lf == p + 1 && *p == '\r')) /* the empty line: done */
             return lf + 1 - buf;
-        }
         if (req->nheaders == HTTP_MAX_HEADERS) {
             *status = 431;
             return HTTP_MALFORMED;
@@ -152,12 +145,20 @@ long http_parse_request_more(const char *buf, size_t len, http_request_t *req, i
         pr->line = pr->seen = (size_t)(lf + 1 - buf);
     }
     pr->seen = len; /* no line end in what came so far */
-    /* the head is unfinished; it may not grow past the limit */
-    if (len > HTTP_MAX_HEAD) {
+    return HTTP_INCOMPLETE;
+}
+
+long http_parse_request_more(const char *buf, size_t len, http_request_t *req, int *status,
+                             http_progress_t *pr)
+{
+    /* nothing past the limit is looked at, so the verdict on a long head
+       does not depend on what comes after it */
+    long r = parse_head(buf, len < HTTP_MAX_HEAD ? len : HTTP_MAX_HEAD, req, status, pr);
+    if (r == HTTP_INCOMPLETE && len > HTTP_MAX_HEAD) {
         *status = 431;
         return HTTP_MALFORMED;
     }
-    return HTTP_INCOMPLETE;
+    return r;
 }
 
 long http_parse_request(const char *buf, size_t len, http_request_t *req, int *status)

@@ -42,7 +42,9 @@ typedef struct http_request {
  * skipped and counted), HTTP_INCOMPLETE, or HTTP_MALFORMED with *status set.
  * Bare LF line ends are accepted; obs-fold, control characters and
  * whitespace before a header's colon are not.  An over-long target or head
- * is reported as soon as it is seen, before the head is complete.
+ * is reported as soon as it is seen, before the head is complete; a verdict
+ * on a prefix is the verdict on anything that prefix begins (the line is
+ * judged left to right, and nothing past HTTP_MAX_HEAD bytes is looked at).
  */
 long http_parse_request(const char *buf, size_t len, http_request_t *req, int *status);
 
@@ -56,8 +58,8 @@ long http_parse_request(const char *buf, size_t len, http_request_t *req, int *s
 typedef struct http_progress {
     size_t line;  /* the first line not parsed yet */
     size_t seen;  /* bytes already searched for that line's end */
-    size_t sp1;   /* unfinished request line: its first space + 1 (0: none) */
-    int sp2;      /* ... and a second space */
+    size_t sp1;   /* the request line's first space + 1 (0: none yet) */
+    size_t sp2;   /* ... and its second */
     int started;  /* the request line is parsed */
 } http_progress_t;
 

@@ -38,6 +38,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(m == one && (m != HTTP_MALFORMED || st1 == st2));
         if (m > 0)
             CHECK(req.nheaders == req2.nheaders);
+        /* and a verdict on a prefix is the verdict on the whole */
+        if (m != HTTP_INCOMPLETE)
+            CHECK(m == n && (m != HTTP_MALFORMED || st2 == st));
         if (m != HTTP_INCOMPLETE || k == size)
             break;
     }
