@@ -26,6 +26,7 @@
 #define CONN_LINGER_MS 2000
 /* The -B rate is checked over windows of this length (or -T, if shorter). */
 #define CONN_RATE_WINDOW_MS 10000
+#define CONN_DRAIN_GRACE_MS 1000 /* shutting down: how long an idle connection may still send */
 
 const char *conn_state_name(conn_state_t st)
 {
@@ -518,6 +519,8 @@ static int timed_out(conn_t *c)
         return 0;
     }
     case CONN_IDLE: /* a connection that never sent a request ran out of head time */
+        if (c->set->draining) /* the grace of a shutdown is over */
+            return 0;
         if (c->requests)
             st->timeout_idle++;
         else
@@ -572,8 +575,10 @@ void conn_set_drain(conn_set_t *set)
     set->draining = 1;
     for (conn_t *c = set->list, *next; c; c = next) {
         next = c->next; /* c may be freed */
-        if (c->state == CONN_IDLE || c->state == CONN_TARPIT)
+        if (c->state == CONN_TARPIT)
             conn_free(c);
+        else if (c->state == CONN_IDLE) /* a request may be on its way: a moment for it */
+            set_deadline(c, capped_ms(c, CONN_DRAIN_GRACE_MS));
         else if (c->state == CONN_WAIT) /* answered when the job is done, then closed */
             c->keepalive = 0;
     }

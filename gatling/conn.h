@@ -127,7 +127,12 @@ conn_t *conn_new(conn_set_t *set, site_t *site, int kind, int fd, const struct s
 /* React to readiness (events) or a passed deadline (events == 0). */
 void conn_event(conn_t *c, unsigned events);
 
-/* Shutting down: close every idle connection now, the others after their response. */
+/*
+ * Shutting down: every connection answers at most one more request, with
+ * Connection: close.  An idle keep-alive connection gets a second for it
+ * (its client may have sent one already), then closes; tarpitted ones close
+ * now.
+ */
 void conn_set_drain(conn_set_t *set);
 
 /* Free the spare request blocks (the connections are closed by then). */

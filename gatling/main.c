@@ -6,6 +6,7 @@
  */
 #include "config.h"
 #include "elog.h"
+#include "handover.h"
 #include "gio.h"
 #include "mime.h"
 #include "server.h"
@@ -64,7 +65,9 @@ static void usage(FILE *f)
             "  -h        print this help, and exit\n"
             "Signals: TERM/INT stop accepting and exit after the responses in flight;\n"
             "HUP closes the listeners and exits once the open connections are done;\n"
-            "USR1 reopens the -l log file.  See gatling(8).\n");
+            "USR1 reopens the -l and -q log files; USR2 starts the binary again (an\n"
+            "upgrade: the new process takes over the listeners, this one drains).\n"
+            "Started by systemd with sockets (LISTEN_FDS), it serves those.  See gatling(8).\n");
 }
 
 /* A whole decimal number in [min, max], or -1. */
@@ -289,9 +292,12 @@ static int enter_root(const config_t *cfg)
         fprintf(stderr, "gatling: chdir(\"%s\") failed: %s\n", cfg->root, strerror(errno));
         return -1;
     }
-    if (geteuid() == 0 && (chroot(".") < 0 || chdir("/") < 0)) {
-        fprintf(stderr, "gatling: chroot(\"%s\") failed: %s\n", cfg->root, strerror(errno));
-        return -1;
+    if (geteuid() == 0) {
+        if (chroot(".") < 0 || chdir("/") < 0) {
+            fprintf(stderr, "gatling: chroot(\"%s\") failed: %s\n", cfg->root, strerror(errno));
+            return -1;
+        }
+        handover_chrooted();
     }
     return 0;
 }
@@ -302,6 +308,11 @@ int main(int argc, char **argv)
     int rc = parse_options(argc, argv, &cfg);
     if (rc >= 0)
         return rc;
+    handover_init(argv); /* before anything changes the directory */
+    int fds[SERVER_MAX_LISTENERS], groups;
+    int n = handover_listeners(fds, SERVER_MAX_LISTENERS, &groups);
+    if (n < 0)
+        return 1;
     mime_table_t *mime = mime_load(cfg.mime_file); /* before a chroot hides /etc */
     if (prepare(&cfg) < 0) {
         mime_free(mime);
@@ -313,21 +324,26 @@ int main(int argc, char **argv)
         return 1;
     }
     if (cfg.workers > 1) {
-        rc = enter_root(&cfg) < 0 ? 1 : worker_supervise(&cfg, mime);
+        rc = enter_root(&cfg) < 0 ? 1 : worker_supervise(&cfg, mime, fds, n, groups);
         mime_free(mime);
         return rc;
     }
     listener_t lst[SERVER_MAX_LISTENERS];
-    int n;
     server_t s;
-    if (server_listen(&cfg, lst, &n, 0, 4096) < 0 || enter_root(&cfg) < 0 ||
+    int passed = n > 0;
+    if (passed)
+        server_adopt(fds, n, lst);
+    if ((!passed && server_listen(&cfg, lst, &n, 0, 4096) < 0) || enter_root(&cfg) < 0 ||
         server_drop_privileges(&cfg) < 0 || server_init(&s, &cfg, mime, lst, n) < 0) {
         mime_free(mime);
         return 1;
     }
+    s.upgradable = 1;
     for (int i = 0; i < n; i++)
-        fprintf(stderr, "gatling %s (%s): listening on %s port %d\n", GATLING_VERSION,
-                gio_backend_name(), cfg.addr ? cfg.addr : "::", server_port(&lst[i]));
+        fprintf(stderr, "gatling %s (%s): listening on %s port %d%s\n", GATLING_VERSION,
+                gio_backend_name(), passed ? "a passed socket," : cfg.addr ? cfg.addr : "::",
+                server_port(&lst[i]), passed ? " (-i and -p ignored)" : "");
+    handover_ready();
     rc = server_run(&s);
     server_free(&s);
     mime_free(mime);

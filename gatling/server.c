@@ -6,6 +6,7 @@
 #include "server.h"
 #include "conn.h"
 #include "encoding.h"
+#include "handover.h"
 #include "gio_os.h"
 #include "jobs.h"
 #include "peerlimits.h"
@@ -23,6 +24,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <grp.h>
 #include <unistd.h>
@@ -32,10 +34,11 @@
 #define SERVER_FD_RESERVE 64 /* descriptors kept for files, logs and refusals */
 #define SERVER_MAX_AUTH_WAIT 60 /* the longest wait, in seconds */
 #define SERVER_UNSENT_MAX (128 << 10) /* bytes a socket may hold unsent */
+#define UPGRADE_WAIT_MS 60000 /* a new binary that does not serve by then is killed */
 
 /* The only file-scope mutable state: what signal handlers may touch. */
 static int sig_pipe_fd = -1;
-static volatile sig_atomic_t sig_term, sig_hup, sig_usr1;
+static volatile sig_atomic_t sig_term, sig_hup, sig_usr1, sig_usr2;
 
 static void on_signal(int sig)
 {
@@ -44,6 +47,8 @@ static void on_signal(int sig)
         sig_hup = 1;
     else if (sig == SIGUSR1)
         sig_usr1 = 1;
+    else if (sig == SIGUSR2)
+        sig_usr2 = 1;
     else
         sig_term++;
     if (sig_pipe_fd >= 0) {
@@ -123,9 +128,20 @@ int server_listen(const config_t *cfg, listener_t *lst, int *n, int reuseport, i
     return 0;
 }
 
+void server_adopt(const int *fds, int n, listener_t *lst)
+{
+    for (int i = 0; i < n; i++) {
+        gio_limit_unsent(fds[i], SERVER_UNSENT_MAX);
+        lst[i] = (listener_t){.kind = COOKIE_LISTENER, .fd = fds[i]};
+    }
+}
+
 int server_drop_privileges(const config_t *cfg)
 {
     if (cfg->uid < 0)
+        return 0;
+    if (getuid() == (uid_t)cfg->uid && geteuid() == (uid_t)cfg->uid &&
+        getgid() == (gid_t)cfg->gid && getegid() == (gid_t)cfg->gid)
         return 0;
     if (setgroups(0, NULL) < 0 || setgid((gid_t)cfg->gid) < 0 || setuid((uid_t)cfg->uid) < 0) {
         fprintf(stderr, "gatling: cannot become user %s: %s\n", cfg->user, strerror(errno));
@@ -149,7 +165,7 @@ int server_port(const listener_t *lst)
 
 static int install_signals(server_t *s)
 {
-    if (pipe(s->sigfd) < 0 || gio_nonblock(s->sigfd[0]) < 0 || gio_nonblock(s->sigfd[1]) < 0)
+    if (pipe2(s->sigfd, O_CLOEXEC) < 0 || gio_nonblock(s->sigfd[0]) < 0 || gio_nonblock(s->sigfd[1]) < 0)
         return -1;
     sig_pipe_fd = s->sigfd[1];
     struct sigaction sa = {.sa_handler = on_signal};
@@ -158,6 +174,7 @@ static int install_signals(server_t *s)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
     sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGUSR2, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     s->sigkind = COOKIE_SIGNAL;
     if (gio_add(s->loop, s->sigfd[0], &s->sigkind) < 0)
@@ -185,7 +202,7 @@ int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const list
                 int nlst)
 {
     memset(s, 0, sizeof *s);
-    s->sigfd[0] = s->sigfd[1] = -1;
+    s->sigfd[0] = s->sigfd[1] = s->upfd = -1;
     if (!(s->loop = gio_loop_new())) {
         fprintf(stderr, "gatling: cannot create the %s loop: %s\n", gio_backend_name(),
                 strerror(errno));
@@ -315,6 +332,48 @@ static void reopen_log(server_t *s)
     close(fd);
 }
 
+/* SIGUSR2: start the new binary with our listeners; drain once it serves. */
+static void start_upgrade(server_t *s)
+{
+    int fds[SERVER_MAX_LISTENERS];
+    if (s->upfd >= 0 || s->conns.draining || !s->nlst)
+        return;
+    for (int i = 0; i < s->nlst; i++)
+        fds[i] = s->lst[i].fd;
+    int fd = handover_upgrade(fds, s->nlst, 1, &s->uppid);
+    if (fd < 0)
+        return;
+    s->upkind = COOKIE_UPGRADE;
+    if (gio_add(s->loop, fd, &s->upkind) < 0) {
+        close(fd);
+        return;
+    }
+    s->upfd = fd;
+    gio_want(s->loop, fd, GIO_READ);
+    gio_set_deadline(s->loop, fd, gio_now(s->loop) + UPGRADE_WAIT_MS);
+    fprintf(stderr, "gatling: binary upgrade: started pid %d\n", (int)s->uppid);
+}
+
+/* The new binary said it serves (a byte), failed (EOF) or is too slow (ev 0). */
+static void finish_upgrade(server_t *s, unsigned ev)
+{
+    char b;
+    int ok = ev && read(s->upfd, &b, 1) == 1;
+    gio_close(s->loop, s->upfd);
+    s->upfd = -1;
+    if (ok) {
+        fprintf(stderr, "gatling: binary upgrade: pid %d serves; this one (pid %d) drains\n",
+                (int)s->uppid, (int)getpid());
+        start_draining(s);
+        return;
+    }
+    if (!ev)
+        kill(s->uppid, SIGKILL);
+    waitpid(s->uppid, NULL, 0);
+    fprintf(stderr, "gatling: binary upgrade: the new process %s; this one goes on serving\n",
+            ev ? "failed (see its messages above)" : "did not serve within 60 s, killed");
+}
+
 static void handle_signals(server_t *s)
 {
     char buf[64];
@@ -331,6 +390,11 @@ static void handle_signals(server_t *s)
     }
     if (sig_term || sig_hup)
         start_draining(s);
+    if (sig_usr2) {
+        sig_usr2 = 0;
+        if (s->upgradable)
+            start_upgrade(s);
+    }
 }
 
 int server_run(server_t *s)
@@ -351,6 +415,8 @@ int server_run(server_t *s)
                 accept_some(s, (listener_t *)kind);
             else if (*kind == COOKIE_JOBS)
                 jobs_complete(s->site.jobs);
+            else if (*kind == COOKIE_UPGRADE)
+                finish_upgrade(s, ev);
             else
                 handle_signals(s);
         }
@@ -360,6 +426,8 @@ int server_run(server_t *s)
                 conn_event((conn_t *)kind, 0);
             else if (*kind == COOKIE_LISTENER) /* the accept pause is over */
                 gio_want(s->loop, fd, GIO_READ);
+            else if (*kind == COOKIE_UPGRADE)
+                finish_upgrade(s, 0);
         }
         alog_flush(&s->site.log);
     }
@@ -368,6 +436,8 @@ int server_run(server_t *s)
 
 void server_free(server_t *s)
 {
+    if (s->upfd >= 0)
+        gio_close(s->loop, s->upfd);
     for (int i = 0; i < s->nlst; i++)
         gio_close(s->loop, s->lst[i].fd);
     if (s->sigfd[0] >= 0) {

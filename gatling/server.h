@@ -14,11 +14,12 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
-#define SERVER_MAX_LISTENERS 4
+#define SERVER_MAX_LISTENERS 16
 
 /* Every loop cookie starts with one of these, so the loop can tell them apart. */
-enum { COOKIE_LISTENER = 1, COOKIE_CONN, COOKIE_SIGNAL, COOKIE_JOBS };
+enum { COOKIE_LISTENER = 1, COOKIE_CONN, COOKIE_SIGNAL, COOKIE_JOBS, COOKIE_UPGRADE };
 
 typedef struct listener {
     int kind; /* COOKIE_LISTENER */
@@ -36,6 +37,10 @@ typedef struct server {
     int sigfd[2];     /* self-pipe: signal handlers write, the loop reads */
     int sigkind;      /* COOKIE_SIGNAL, the cookie of sigfd[0] */
     int jobskind;     /* COOKIE_JOBS, the cookie of the job pool's descriptor */
+    int upgradable;   /* SIGUSR2 starts a new binary (not in a -W worker) */
+    int upkind;       /* COOKIE_UPGRADE, the cookie of upfd */
+    int upfd;         /* an upgrade under way: readable when the new one serves */
+    pid_t uppid;      /* ... and the new process */
 } server_t;
 
 /*
@@ -47,8 +52,15 @@ typedef struct server {
 int server_listen(const config_t *cfg, listener_t *lst, int *n, int reuseport, int backlog);
 
 /*
+ * Listeners handed over (handover.h) instead of opened: fills lst from fds,
+ * with the send-queue limit that server_listen sets.
+ */
+void server_adopt(const int *fds, int n, listener_t *lst);
+
+/*
  * -u: become cfg->uid/gid (supplementary groups dropped).  0, or -1 after
- * printing why.  A no-op without -u.
+ * printing why.  A no-op without -u, or when we are that user already (a
+ * binary upgrade started by a process that dropped its privileges).
  */
 int server_drop_privileges(const config_t *cfg);
 

@@ -1,9 +1,12 @@
 /* The -W supervisor: see worker.h. */
+#define _GNU_SOURCE /* ppoll */
 #include "worker.h"
 #include "gio.h"
+#include "handover.h"
 #include "server.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,7 +18,7 @@
 
 #define WORKERS_MAX 64
 
-static volatile sig_atomic_t got_term, got_hup, got_chld, got_usr1;
+static volatile sig_atomic_t got_term, got_hup, got_chld, got_usr1, got_usr2;
 
 static void on_signal(int sig)
 {
@@ -25,6 +28,8 @@ static void on_signal(int sig)
         got_hup = 1;
     else if (sig == SIGUSR1)
         got_usr1 = 1;
+    else if (sig == SIGUSR2)
+        got_usr2 = 1;
     else
         got_term++;
 }
@@ -32,26 +37,52 @@ static void on_signal(int sig)
 typedef struct supervisor {
     config_t cfg; /* with the real port filled in */
     mime_table_t *mime;
-    listener_t reserve; /* bound, not listening: keeps the port ours */
+    /* The listening sockets, opened here (one SO_REUSEPORT socket per worker,
+       so the kernel spreads connections) or handed over: they stay open here
+       while workers come and go, so no queued connection is ever lost. */
+    int fds[HANDOVER_MAX_FDS];
+    int nfds, groups;
     pid_t pid[WORKERS_MAX];
     time_t started[WORKERS_MAX];
     int ready[2]; /* workers write a byte once they listen */
 } supervisor_t;
 
-/* In the child: open our own listener on the shared port and serve. */
-static void worker_main(supervisor_t *sv)
+/* The listeners worker i serves: groups i, i + W, i + 2W, ...; with fewer
+   groups than workers, group i % groups.  How many, or -1 if too many. */
+static int worker_listeners(const supervisor_t *sv, int i, listener_t *lst)
+{
+    int w = sv->cfg.workers, per = sv->nfds / sv->groups, n = 0;
+    for (int g = sv->groups > w ? i : i % sv->groups; g < sv->groups; g += w) {
+        if (n + per > SERVER_MAX_LISTENERS)
+            return -1;
+        server_adopt(sv->fds + g * per, per, lst + n);
+        n += per;
+        if (sv->groups <= w)
+            break;
+    }
+    return n;
+}
+
+/* In the child: serve our share of the listeners. */
+static void worker_main(supervisor_t *sv, int i)
 {
     listener_t lst[SERVER_MAX_LISTENERS];
-    int n;
     server_t s;
-    close(sv->reserve.fd);
     struct sigaction sa = {.sa_handler = SIG_DFL};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGCHLD, &sa, NULL);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    if (server_listen(&sv->cfg, lst, &n, 1, 4096) < 0 || server_drop_privileges(&sv->cfg) < 0)
+    int n = worker_listeners(sv, i, lst);
+    for (int k = 0; k < sv->nfds; k++) { /* the others' sockets are not ours to hold */
+        int mine = 0;
+        for (int j = 0; j < n; j++)
+            mine |= lst[j].fd == sv->fds[k];
+        if (!mine)
+            close(sv->fds[k]);
+    }
+    if (n < 0 || server_drop_privileges(&sv->cfg) < 0)
         _exit(1);
     if (server_init(&s, &sv->cfg, sv->mime, lst, n) < 0)
         _exit(1);
@@ -67,7 +98,7 @@ static pid_t spawn(supervisor_t *sv, int i)
 {
     pid_t pid = fork();
     if (pid == 0)
-        worker_main(sv);
+        worker_main(sv, i);
     if (pid < 0)
         fprintf(stderr, "gatling: fork() failed: %s\n", strerror(errno));
     sv->pid[i] = pid > 0 ? pid : 0;
@@ -121,30 +152,66 @@ static int reap(supervisor_t *sv, int stopping)
     return live;
 }
 
-int worker_supervise(const config_t *cfg, mime_table_t *mime)
+/* One SO_REUSEPORT socket per worker, all on the port of the first. */
+static int open_listeners(supervisor_t *sv)
+{
+    listener_t l;
+    int one;
+    for (int i = 0; i < sv->cfg.workers; i++) {
+        if (server_listen(&sv->cfg, &l, &one, 1, 4096) < 0)
+            return -1;
+        sv->fds[sv->nfds++] = l.fd;
+        if (i == 0)
+            sv->cfg.port = server_port(&l);
+    }
+    sv->groups = sv->nfds;
+    return 0;
+}
+
+static void close_listeners(supervisor_t *sv)
+{
+    for (int i = 0; i < sv->nfds; i++)
+        close(sv->fds[i]);
+    sv->nfds = 0;
+}
+
+int worker_supervise(const config_t *cfg, mime_table_t *mime, const int *fds, int nfds,
+                     int groups)
 {
     supervisor_t sv = {.cfg = *cfg, .mime = mime};
-    int n;
+    listener_t probe[SERVER_MAX_LISTENERS];
     if (cfg->workers > WORKERS_MAX) {
         fprintf(stderr, "gatling: -W %d: at most %d workers\n", cfg->workers, WORKERS_MAX);
         return 2;
     }
-    if (server_listen(cfg, &sv.reserve, &n, 1, 0) < 0)
+    if (nfds > 0) {
+        memcpy(sv.fds, fds, (size_t)nfds * sizeof *fds);
+        sv.nfds = nfds, sv.groups = groups;
+        listener_t l = {.fd = fds[0]};
+        sv.cfg.port = server_port(&l);
+    } else if (open_listeners(&sv) < 0) {
+        close_listeners(&sv);
         return 1;
-    sv.cfg.port = server_port(&sv.reserve);
-    if (pipe(sv.ready) < 0)
+    }
+    for (int i = 0; i < cfg->workers; i++)
+        if (worker_listeners(&sv, i, probe) < 0) {
+            fprintf(stderr, "gatling: %d listeners in %d groups for %d workers: more than %d "
+                    "each\n", sv.nfds, sv.groups, cfg->workers, SERVER_MAX_LISTENERS);
+            return 1;
+        }
+    if (pipe2(sv.ready, O_CLOEXEC) < 0)
         return 1;
     /* block the signals we wait for, so none slips in between check and wait */
     sigset_t block, old;
     sigemptyset(&block);
-    sigaddset(&block, SIGTERM), sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM), sigaddset(&block, SIGINT), sigaddset(&block, SIGUSR2);
     sigaddset(&block, SIGHUP), sigaddset(&block, SIGCHLD), sigaddset(&block, SIGUSR1);
     sigprocmask(SIG_BLOCK, &block, &old);
     struct sigaction sa = {.sa_handler = on_signal};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL), sigaction(SIGINT, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL), sigaction(SIGCHLD, &sa, NULL);
-    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL), sigaction(SIGUSR2, &sa, NULL);
     for (int i = 0; i < cfg->workers; i++)
         spawn(&sv, i);
     if (wait_ready(&sv, cfg->workers) < 0) {
@@ -153,13 +220,45 @@ int worker_supervise(const config_t *cfg, mime_table_t *mime)
         return 1;
     }
     fprintf(stderr, "gatling %s (%s): %d workers listening on %s port %d\n", GATLING_VERSION,
-            gio_backend_name(), cfg->workers, cfg->addr ? cfg->addr : "::", sv.cfg.port);
+            gio_backend_name(), cfg->workers,
+            nfds > 0 ? "passed sockets," : cfg->addr ? cfg->addr : "::", sv.cfg.port);
+    handover_ready();
     int stopping = 0, terms = 0;
+    struct pollfd up = {.fd = -1, .events = POLLIN};
+    pid_t uppid = 0;
     for (;;) {
-        sigsuspend(&old);
+        /* wait for a signal, or for the new binary of an upgrade to serve */
+        struct timespec limit = {60, 0};
+        int r = ppoll(&up, 1, up.fd >= 0 ? &limit : NULL, &old);
+        if (up.fd >= 0 && r >= 0 && (r == 0 || up.revents)) {
+            char b;
+            int ok = r > 0 && read(up.fd, &b, 1) == 1;
+            close(up.fd);
+            up.fd = -1;
+            if (ok) {
+                fprintf(stderr, "gatling: binary upgrade: pid %d serves; this one (pid %d) "
+                        "drains\n", (int)uppid, (int)getpid());
+                got_hup = 1; /* drain, as for SIGHUP */
+            } else {
+                if (r == 0)
+                    kill(uppid, SIGKILL);
+                waitpid(uppid, NULL, 0);
+                fprintf(stderr, "gatling: binary upgrade: the new process %s; this one goes on "
+                        "serving\n", r ? "failed (see its messages above)"
+                                       : "did not serve within 60 s, killed");
+            }
+        }
+        if (got_usr2) {
+            got_usr2 = 0;
+            if (!stopping && up.fd < 0 &&
+                (up.fd = handover_upgrade(sv.fds, sv.nfds, sv.groups, &uppid)) >= 0)
+                fprintf(stderr, "gatling: binary upgrade: started pid %d\n", (int)uppid);
+        }
         if ((got_term > terms || got_hup) && !stopping) {
             stopping = 1;
-            close(sv.reserve.fd);
+            close_listeners(&sv);
+            if (up.fd >= 0) /* stopping wins over an upgrade under way */
+                close(up.fd), up.fd = -1;
         }
         if (got_term > terms) { /* each TERM goes on: a second one stops the workers now */
             terms = got_term;

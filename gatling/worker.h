@@ -1,8 +1,10 @@
 /*
  * worker — -W n: n worker processes, each its own single-process event loop
  * with its own listener on the shared port (SO_REUSEPORT, the kernel spreads
- * the connections), under a supervising parent that restarts a worker that
- * dies and forwards SIGTERM/SIGINT/SIGHUP.
+ * the connections), under a supervising parent that opens and holds those
+ * listeners, restarts a worker that dies, forwards SIGTERM/SIGINT/SIGHUP/
+ * SIGUSR1 and runs the binary upgrade on SIGUSR2 (handover.h).  Sockets
+ * handed over by systemd are shared by all workers.
  */
 #ifndef GATLING_WORKER_H
 #define GATLING_WORKER_H
@@ -10,7 +12,12 @@
 #include "config.h"
 #include "mime.h"
 
-/* Run the supervisor until the workers have stopped.  Exit code. */
-int worker_supervise(const config_t *cfg, mime_table_t *mime);
+/*
+ * Run the supervisor until the workers have stopped.  Exit code.  fds[0..n)
+ * are listeners handed over in `groups` groups (handover.h); n == 0: open
+ * our own.
+ */
+int worker_supervise(const config_t *cfg, mime_table_t *mime, const int *fds, int n,
+                     int groups);
 
 #endif

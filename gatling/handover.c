@@ -1,0 +1,224 @@
+/* Listeners from outside and the binary upgrade: see handover.h. */
+#define _GNU_SOURCE /* pipe2 */
+#include "handover.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define FIRST_FD 3 /* SD_LISTEN_FDS_START */
+
+static char exe[PATH_MAX];  /* the binary, as a path: a new file there is the upgrade */
+static char **args;         /* main's argv */
+static int start_dir = -1;  /* where relative paths in args were meant */
+static int chrooted;
+
+extern char **environ;
+
+int handover_init(char **argv)
+{
+    args = argv;
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0 && (size_t)n < sizeof exe - 1) {
+        exe[n] = 0;
+        /* replaced while we ran (rename, dpkg): the path is what counts */
+        static const char deleted[] = " (deleted)";
+        size_t d = sizeof deleted - 1;
+        if ((size_t)n > d && !strcmp(exe + n - d, deleted))
+            exe[n - d] = 0;
+    } else if (!argv[0] || !strchr(argv[0], '/') || !realpath(argv[0], exe)) {
+        exe[0] = 0; /* found on PATH and no /proc: no upgrade */
+    }
+    start_dir = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    return exe[0] && start_dir >= 0 ? 0 : -1;
+}
+
+void handover_chrooted(void)
+{
+    chrooted = 1;
+}
+
+/* A whole decimal number in [1, max] from the environment, 0 if unset, -1 if bad. */
+static long env_number(const char *name, long max)
+{
+    const char *s = getenv(name);
+    if (!s)
+        return 0;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    return errno || end == s || *end || v < 1 || v > max ? -1 : v;
+}
+
+int handover_listeners(int *fds, int max, int *groups)
+{
+    long pid = env_number("LISTEN_PID", LONG_MAX);
+    long n = env_number("LISTEN_FDS", INT_MAX);
+    long g = env_number("GATLING_LISTEN_GROUPS", HANDOVER_MAX_FDS);
+    unsetenv("LISTEN_PID"), unsetenv("LISTEN_FDS"), unsetenv("LISTEN_FDNAMES");
+    unsetenv("GATLING_LISTEN_GROUPS");
+    *groups = 1;
+    if (pid <= 0 || pid != (long)getpid() || n == 0) /* not for us (sd_listen_fds(3)) */
+        return 0;
+    if (n < 0 || n > max) {
+        fprintf(stderr, "gatling: LISTEN_FDS=%s: between 1 and %d listeners, please\n",
+                n < 0 ? "?" : "too many", max);
+        return -1;
+    }
+    if (g < 0 || (g > 0 && n % g)) {
+        fprintf(stderr, "gatling: GATLING_LISTEN_GROUPS does not divide LISTEN_FDS=%ld\n", n);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        int fd = FIRST_FD + i, type = 0, acc = 0;
+        socklen_t tl = sizeof type, al = sizeof acc;
+        if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 ||
+            getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &al) < 0 || type != SOCK_STREAM ||
+            !acc) {
+            fprintf(stderr, "gatling: descriptor %d (of LISTEN_FDS=%ld) is not a listening "
+                    "stream socket\n", fd, n);
+            return -1;
+        }
+        int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+            return -1;
+        fds[i] = fd;
+    }
+    *groups = g > 0 ? (int)g : 1;
+    return (int)n;
+}
+
+void handover_notify(const char *state)
+{
+    const char *path = getenv("NOTIFY_SOCKET");
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    size_t n = path ? strlen(path) : 0;
+    if (n < 2 || n >= sizeof sa.sun_path || (path[0] != '/' && path[0] != '@'))
+        return;
+    memcpy(sa.sun_path, path, n);
+    if (path[0] == '@') /* an abstract socket */
+        sa.sun_path[0] = 0;
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return;
+    (void)!sendto(fd, state, strlen(state), MSG_NOSIGNAL, (struct sockaddr *)&sa,
+                  (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n));
+    close(fd);
+}
+
+void handover_ready(void)
+{
+    char state[64];
+    /* MAINPID: after an upgrade the main process is a new one (NotifyAccess=all) */
+    snprintf(state, sizeof state, "READY=1\nMAINPID=%ld", (long)getpid());
+    handover_notify(state);
+    long fd = env_number("GATLING_UPGRADE_FD", INT_MAX);
+    unsetenv("GATLING_UPGRADE_FD");
+    if (fd > 0) {
+        (void)!write((int)fd, "r", 1);
+        close((int)fd);
+    }
+}
+
+static int is_ours(const char *var)
+{
+    static const char *const ours[] = {"LISTEN_PID=", "LISTEN_FDS=", "LISTEN_FDNAMES=",
+                                       "GATLING_LISTEN_GROUPS=", "GATLING_UPGRADE_FD="};
+    for (size_t i = 0; i < sizeof ours / sizeof *ours; i++)
+        if (!strncmp(var, ours[i], strlen(ours[i])))
+            return 1;
+    return 0;
+}
+
+/* Digits of v into p (room for 20), NUL-terminated: async-signal-safe. */
+static void put_number(char *p, long v)
+{
+    char d[24];
+    int k = 0;
+    do
+        d[k++] = (char)('0' + v % 10);
+    while ((v /= 10) > 0);
+    while (k > 0)
+        *p++ = d[--k];
+    *p = 0;
+}
+
+int handover_upgrade(const int *fds, int n, int groups, pid_t *pid)
+{
+    if (chrooted || !exe[0] || start_dir < 0) {
+        fprintf(stderr, "gatling: binary upgrade impossible: %s\n",
+                chrooted ? "chrooted (-c as root), the binary is out of sight"
+                         : "the binary's path or the start directory is unknown");
+        return -1;
+    }
+    if (n < 1 || n > HANDOVER_MAX_FDS || groups < 1 || n % groups)
+        return -1;
+    if (access(exe, X_OK) < 0) {
+        fprintf(stderr, "gatling: binary upgrade: %s: %s\n", exe, strerror(errno));
+        return -1;
+    }
+    /* everything the child needs is made here: after fork() in a process with
+       threads only async-signal-safe calls are allowed */
+    size_t nenv = 0;
+    while (environ[nenv])
+        nenv++;
+    char **env = malloc((nenv + 5) * sizeof *env);
+    static char v_fds[32], v_pid[48], v_groups[48], v_ready[48];
+    int ready[2];
+    if (!env || pipe2(ready, O_CLOEXEC) < 0) {
+        fprintf(stderr, "gatling: binary upgrade: %s\n", strerror(errno));
+        free(env);
+        return -1;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < nenv; i++)
+        if (!is_ours(environ[i]))
+            env[k++] = environ[i];
+    snprintf(v_fds, sizeof v_fds, "LISTEN_FDS=%d", n);
+    snprintf(v_groups, sizeof v_groups, "GATLING_LISTEN_GROUPS=%d", groups);
+    snprintf(v_ready, sizeof v_ready, "GATLING_UPGRADE_FD=%d", FIRST_FD + n);
+    strcpy(v_pid, "LISTEN_PID="); /* the child's pid goes after it */
+    env[k++] = v_fds, env[k++] = v_groups, env[k++] = v_ready, env[k++] = v_pid;
+    env[k] = NULL;
+
+    pid_t p = fork();
+    if (p == 0) {
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL); /* the -W supervisor blocks some */
+        put_number(v_pid + 11, (long)getpid());
+        static const char failed[] = "gatling: binary upgrade: cannot start the new binary\n";
+        if (fchdir(start_dir) < 0) /* first: its descriptor may sit on a target below */
+            goto fail;
+        /* out of the way first, then into 3, 4, ...: a source may sit on a target */
+        int tmp[HANDOVER_MAX_FDS + 1], low = FIRST_FD + n + 1;
+        for (int i = 0; i <= n; i++)
+            if ((tmp[i] = fcntl(i < n ? fds[i] : ready[1], F_DUPFD_CLOEXEC, low)) < 0)
+                goto fail;
+        for (int i = 0; i <= n; i++)
+            if (dup2(tmp[i], FIRST_FD + i) < 0) /* dup2 clears close-on-exec */
+                goto fail;
+        execve(exe, args, env);
+    fail:
+        (void)!write(STDERR_FILENO, failed, sizeof failed - 1);
+        _exit(127);
+    }
+    int e = errno;
+    free(env);
+    close(ready[1]);
+    if (p < 0) {
+        fprintf(stderr, "gatling: binary upgrade: fork() failed: %s\n", strerror(e));
+        close(ready[0]);
+        return -1;
+    }
+    *pid = p;
+    return ready[0];
+}

@@ -1,0 +1,63 @@
+/*
+ * handover — listening sockets that come from outside, and a new binary
+ * taking them over.
+ *
+ * Both directions use systemd's socket-activation protocol (sd_listen_fds(3)):
+ * the listeners are descriptors 3, 4, ... and the environment says how many
+ * (LISTEN_FDS) and for which process (LISTEN_PID).  systemd's .socket units
+ * start gatling that way; a running gatling starts its successor that way on
+ * SIGUSR2 (the binary upgrade), so that no listening socket is ever closed
+ * and no connection waiting in an accept queue is lost.  Readiness goes to
+ * systemd (NOTIFY_SOCKET, sd_notify(3); written here, no libsystemd) and, in
+ * an upgrade, to the old process through a pipe (GATLING_UPGRADE_FD).
+ *
+ * GATLING_LISTEN_GROUPS says how the passed descriptors are laid out: g
+ * groups of equal size, one per -W worker of the old process (each group
+ * its own SO_REUSEPORT socket); systemd passes one group.
+ */
+#ifndef GATLING_HANDOVER_H
+#define GATLING_HANDOVER_H
+
+#include <sys/types.h>
+
+#define HANDOVER_MAX_FDS 64
+
+/*
+ * At start, before anything changes the directory: remember argv, the
+ * binary and the start directory, for an upgrade.  0, or -1 (the upgrade
+ * will then be refused with a message; the server runs).
+ */
+int handover_init(char **argv);
+
+/* The process chroots: a new binary could not be found, so refuse upgrades. */
+void handover_chrooted(void);
+
+/*
+ * The listeners passed to this process, if any: fills fds (at most max) and
+ * *groups, clears the variables from the environment, makes each descriptor
+ * non-blocking and close-on-exec.  Returns how many (0: none were passed,
+ * or they were meant for another process), or -1 after printing why (a
+ * descriptor that is not a listening stream socket, too many).
+ */
+int handover_listeners(int *fds, int max, int *groups);
+
+/*
+ * We serve now: READY=1 (and our MAINPID) to systemd if NOTIFY_SOCKET is
+ * set, and a byte to the old process if we are its upgrade.
+ */
+void handover_ready(void);
+
+/* Any other sd_notify state line ("STOPPING=1", "STATUS=..."); best effort. */
+void handover_notify(const char *state);
+
+/*
+ * SIGUSR2: start the binary again (the file at the path it was started
+ * from, which may be a new one) with the same arguments, in the start
+ * directory, handing it fds[0..n) laid out in `groups` groups.  Returns the
+ * descriptor that becomes readable with one byte when the new process serves
+ * (EOF without a byte: it failed), and its pid in *pid; or -1 after logging
+ * why to stderr.
+ */
+int handover_upgrade(const int *fds, int n, int groups, pid_t *pid);
+
+#endif

@@ -1,0 +1,312 @@
+"""Running in production: listeners handed over by systemd (socket activation,
+sd_listen_fds), readiness (sd_notify), the binary upgrade on SIGUSR2 under a
+continuous load, and the drain that a restart relies on."""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+from conftest import (IO_TIMEOUT, assert_status, fetch, make_docroot, running_server,
+                      start_server)
+
+
+def wait_for(pred, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.05)
+    raise AssertionError("%s: not within %.1f s" % (what, timeout))
+
+
+def gone(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def has_ipv6_loopback():
+    try:
+        s = socket.socket(socket.AF_INET6)
+        s.bind(("::1", 0))
+        s.close()
+        return True
+    except OSError:
+        return False
+
+
+def get(port, path="/f.txt", host="127.0.0.1", family=socket.AF_INET):
+    with socket.socket(family) as s:
+        s.settimeout(IO_TIMEOUT)
+        s.connect((host, port))
+        s.sendall(b"GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % path.encode())
+        data = b""
+        while True:
+            b = s.recv(65536)
+            if not b:
+                return data
+            data += b
+
+
+def san_env(build):
+    e = dict(os.environ)
+    if build.sanitized:
+        e.setdefault("ASAN_OPTIONS", "abort_on_error=0:detect_leaks=1")
+    return e
+
+
+# --------------------------------------------------------------------------
+# Socket activation
+
+@pytest.mark.skipif(not shutil.which("systemd-socket-activate"),
+                    reason="systemd-socket-activate (Debian: systemd) is not installed")
+def test_socket_activation_ipv4_and_ipv6(build, tmp_path):
+    root = str(tmp_path / "www")
+    make_docroot(root, {"f.txt": "activated\n"})
+    port = free_port()
+    six = has_ipv6_loopback()
+    cmd = ["systemd-socket-activate", "-l", "127.0.0.1:%d" % port]
+    if six:
+        cmd += ["-l", "[::1]:%d" % port]
+    cmd += [build.binary, "-n", "-p", "1"]  # -p is ignored: the sockets are passed
+    proc = subprocess.Popen(cmd, cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, env=san_env(build))
+    try:
+        # systemd-socket-activate listens first and starts gatling on the first connection
+        wait_for(lambda: subprocess.run(["ss", "-Hltn", "sport = :%d" % port],
+                                        capture_output=True, text=True).stdout.strip(), 5,
+                 "systemd-socket-activate listening")
+        r = get(port)
+        assert r.startswith(b"HTTP/1.1 200") and r.endswith(b"activated\n"), r
+        if six:
+            r = get(port, host="::1", family=socket.AF_INET6)
+            assert r.startswith(b"HTTP/1.1 200") and r.endswith(b"activated\n"), r
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 0
+        err = proc.stderr.read().decode(errors="replace")
+        assert err.count("listening on a passed socket, port %d" % port) == (2 if six else 1), err
+        assert "AddressSanitizer" not in err and "runtime error" not in err, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_listen_pid_of_another_process_is_ignored(gatling):
+    # LISTEN_FDS meant for someone else (sd_listen_fds(3)): bind our own port
+    srv = gatling(env={"LISTEN_PID": "1", "LISTEN_FDS": "1"})
+    assert_status(fetch(srv.port, "/f.txt"), 200, "with a foreign LISTEN_PID")
+    assert not any("passed socket" in line for line in srv.errlog), srv.errlog
+
+
+@pytest.mark.parametrize("fd3,why", [("</dev/null", "not a listening stream socket"),
+                                     ("", "not a listening stream socket")])
+def test_passed_descriptor_that_is_no_listener(build, tmp_path, fd3, why):
+    # LISTEN_PID=$$ then exec: the pid is gatling's own
+    sh = 'LISTEN_PID=$$ LISTEN_FDS=1 exec "$0" -n -p 0 -i 127.0.0.1 3%s' % (fd3 or ">&-")
+    r = subprocess.run(["sh", "-c", sh, build.binary], cwd=str(tmp_path), capture_output=True,
+                       text=True, timeout=10, env=san_env(build))
+    assert r.returncode == 1 and why in r.stderr, (r.returncode, r.stderr)
+
+
+def test_bad_listen_fds_value(build, tmp_path):
+    sh = 'LISTEN_PID=$$ LISTEN_FDS=1000 exec "$0" -n -p 0 -i 127.0.0.1'
+    r = subprocess.run(["sh", "-c", sh, build.binary], cwd=str(tmp_path), capture_output=True,
+                       text=True, timeout=10, env=san_env(build))
+    assert r.returncode == 1 and "LISTEN_FDS" in r.stderr, (r.returncode, r.stderr)
+
+
+@pytest.mark.parametrize("abstract", [False, True], ids=["path", "abstract"])
+@pytest.mark.parametrize("workers", [1, 2])
+def test_readiness_notification(gatling, tmp_path, abstract, workers):
+    name = ("@gatling-test-%d-%d" % (os.getpid(), time.monotonic_ns()) if abstract
+            else str(tmp_path / "notify"))
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind("\0" + name[1:] if abstract else name)
+    sock.settimeout(5)
+    try:
+        srv = gatling(args=("-n", "-W", str(workers)), env={"NOTIFY_SOCKET": name},
+                      check_fds=False)
+        msg = sock.recv(4096).decode()
+        assert msg == "READY=1\nMAINPID=%d" % srv.pid, msg
+    finally:
+        sock.close()
+
+
+# --------------------------------------------------------------------------
+# The binary upgrade
+
+def bench_bg(build, port, extra, secs):
+    out = open(os.devnull, "w")
+    return subprocess.Popen([os.path.join(build.dir, "bench"), "-q", "-J", "-d", str(secs),
+                             "-t", "5"] + extra + ["http://127.0.0.1:%d/f.txt" % port],
+                            stdout=subprocess.PIPE, stderr=out, text=True)
+
+
+def bench_result(p):
+    out, _ = p.communicate(timeout=30)
+    assert p.returncode == 0, (p.returncode, out)
+    return json.loads(out)
+
+
+def new_pid(srv, after):
+    for line in srv.errlog[after:]:
+        if "binary upgrade: started pid" in line:
+            return int(line.rsplit(" ", 1)[1])
+    return None
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_upgrade_under_load_loses_nothing(build, tmp_path, workers):
+    """SIGUSR2 twice while two bench loads run (keep-alive, and a connection per
+    request): zero errors, each old process drains and exits 0, the last new
+    one serves and stops on SIGTERM."""
+    root = str(tmp_path / "www")
+    make_docroot(root, {"f.txt": "upgrade me\n"})
+    srv = start_server(build, root, ("-n", "-T", "10", "-W", str(workers)))
+    pids = [srv.pid]
+    try:
+        ka = bench_bg(build, srv.port, ["-c", "20", "-k"], 4)
+        one = bench_bg(build, srv.port, ["-c", "10"], 4)
+        time.sleep(1)
+        for round in range(2):
+            mark = len(srv.errlog)
+            os.kill(pids[-1], signal.SIGUSR2)
+            pid = wait_for(lambda: new_pid(srv, mark), 5, "the new process")
+            wait_for(lambda: any("pid %d serves" % pid in l for l in srv.errlog[mark:]), 10,
+                     "the new process serving")
+            old = pids[-1]
+            pids.append(pid)
+            wait_for(lambda: gone(old), 5, "the old process (pid %d) draining and exiting" % old)
+            time.sleep(0.5)
+        assert srv.process.wait(1) == 0, "the first process's exit status"
+        r1, r2 = bench_result(ka), bench_result(one)
+        for name, r in (("keep-alive", r1), ("one per connection", r2)):
+            assert r["errors_total"] == 0 and r["responses"] > 100, (name, r["errors"], r["responses"])
+            assert r["status"]["2xx"] == r["responses"], (name, r["status"])
+        assert_status(fetch(srv.port, "/f.txt"), 200, "from the last new process")
+        os.kill(pids[-1], signal.SIGTERM)
+        wait_for(lambda: gone(pids[-1]), 5, "the last process stopping on SIGTERM")
+        text = "\n".join(srv.errlog)
+        assert "AddressSanitizer" not in text and "runtime error" not in text, text
+    finally:
+        for p in pids:
+            if not gone(p):
+                os.kill(p, signal.SIGKILL)
+        if srv.process.poll() is None:
+            srv.process.kill()
+        srv.process.wait()
+
+
+def test_failed_upgrade_keeps_the_old_one(build, tmp_path):
+    """The binary at the start path is broken: the old process says so and goes on."""
+    root = str(tmp_path / "www")
+    make_docroot(root, {"f.txt": "still here\n"})
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    exe = str(bindir / "gatling")
+    shutil.copy(build.binary, exe)
+
+    class B:  # a Build whose binary is the copy
+        pass
+    b = B()
+    b.__dict__.update(build.__dict__)
+    b.binary = exe
+    with running_server(b, root, ("-n", "-T", "10"), check_fds=False) as srv:
+        os.rename(exe, exe + ".old")
+        with open(exe, "w") as f:
+            f.write("#!/bin/sh\necho 'broken binary' >&2\nexit 3\n")
+        os.chmod(exe, 0o755)
+        srv.send_signal(signal.SIGUSR2)
+        wait_for(lambda: any("the new process failed" in l for l in srv.errlog), 5,
+                 "the old process noticing")
+        assert any("broken binary" in l for l in srv.errlog), srv.errlog
+        assert_status(fetch(srv.port, "/f.txt"), 200, "after a failed upgrade")
+
+
+def test_upgrade_keeps_relative_paths(build, tmp_path):
+    """-c, -l and -q relative to where gatling was started still work in the new
+    process (it starts in the start directory, not the document root).  As
+    root, -c chroots, and the upgrade is refused with a message instead."""
+    make_docroot(str(tmp_path / "site"), {"f.txt": "relative\n"})
+    srv = start_server(build, str(tmp_path), ("-c", "site", "-l", "access.log", "-q", "error.log",
+                                              "-T", "10"))
+    try:
+        mark = len(srv.errlog)
+        os.kill(srv.pid, signal.SIGUSR2)
+        if os.geteuid() == 0:  # -c as root chroots: the binary is out of sight
+            wait_for(lambda: any("impossible: chrooted" in l for l in srv.errlog[mark:]), 5,
+                     "the refusal")
+            r = get(srv.port)
+            assert r.endswith(b"relative\n"), r
+            os.kill(srv.pid, signal.SIGTERM)
+            assert srv.process.wait(5) == 0
+            return
+        pid = wait_for(lambda: new_pid(srv, mark), 5, "the new process")
+        wait_for(lambda: gone(srv.pid), 5, "the old process exiting")
+        r = get(srv.port)
+        assert r.endswith(b"relative\n"), r
+        os.kill(pid, signal.SIGTERM)
+        wait_for(lambda: gone(pid), 5, "the new process stopping")
+        with open(tmp_path / "access.log") as f:
+            assert "GET /f.txt" in f.read()
+    finally:
+        for p in (srv.pid, new_pid(srv, 0) or 0):
+            if p and not gone(p):
+                os.kill(p, signal.SIGKILL)
+        srv.process.wait()
+
+
+# --------------------------------------------------------------------------
+# The drain (SIGHUP, SIGTERM, and the old process of an upgrade)
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM])
+def test_drain_answers_a_request_already_on_its_way(gatling, sig):
+    srv = gatling(args=("-n", "-T", "10"), check_fds=False)
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=IO_TIMEOUT)
+    s.sendall(b"GET /f.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+    first = s.recv(65536)
+    assert first.startswith(b"HTTP/1.1 200") and b"Connection: close" not in first, first
+    srv.send_signal(sig)
+    time.sleep(0.2)  # the keep-alive connection is idle while the server starts draining
+    s.sendall(b"GET /f.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+    data = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        data += b
+    assert data.startswith(b"HTTP/1.1 200") and b"Connection: close" in data, data
+    s.close()
+    wait_for(lambda: not srv.alive(), 3, "exit after the drain")
+
+
+def test_drain_closes_idle_connections_after_a_grace(gatling):
+    srv = gatling(args=("-n", "-T", "30"), check_fds=False)
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=IO_TIMEOUT)
+    s.sendall(b"GET /f.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert s.recv(65536).startswith(b"HTTP/1.1 200")
+    t0 = time.monotonic()
+    srv.send_signal(signal.SIGHUP)
+    s.settimeout(5)
+    assert s.recv(100) == b"", "an idle connection is closed, without a response"
+    took = time.monotonic() - t0
+    assert 0.5 < took < 3, "closed after %.2f s, want about 1 s" % took
+    s.close()
+    wait_for(lambda: not srv.alive(), 3, "exit after the drain")
