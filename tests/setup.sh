@@ -5,7 +5,10 @@
 # servers and tools the benchmarks compare against.
 set -e
 pkgs="gcc make libc6-dev libowfat-dev libssl-dev zlib1g-dev liburing-dev curl wrk
-      apache2-utils python3 goaccess clang libclang-rt-14-dev"
+      apache2-utils python3 goaccess clang libclang-rt-14-dev
+      debhelper dpkg-dev fakeroot lintian logrotate systemd adduser media-types"
+# (the second line: tests/integration/test_package.py builds, checks, installs
+#  and purges the Debian package, and tries the systemd units and logrotate file)
 # slowhttptest, whois (mkpasswd) and openssl: bench/slashdot's attacks and password hashes
 [ "$1" = bench ] && pkgs="$pkgs nginx lighttpd h2o gnuplot-nox util-linux procps
       slowhttptest whois openssl"

@@ -1,0 +1,209 @@
+"""What an admin installs: make install / uninstall, the Debian package (built,
+lintian-checked, installed, serving, purged), the systemd units and the
+logrotate file.  Run once, not per backend: they install the plain build."""
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import ROOT
+
+EXPECTED = """etc/default/gatling
+etc/logrotate.d/gatling
+usr/bin/bench
+usr/bin/httpbench
+usr/lib/systemd/system/gatling.service
+usr/lib/systemd/system/gatling.socket
+usr/sbin/gatling
+usr/share/gatling/www/docs/index.html
+usr/share/gatling/www/hello.txt
+usr/share/gatling/www/index.html
+usr/share/gatling/www/style.css
+usr/share/man/man1/bench.1
+usr/share/man/man1/httpbench.1
+usr/share/man/man8/gatling.8""".split()
+
+
+def files_under(d):
+    out = []
+    for dirpath, _, names in os.walk(d):
+        out += [os.path.relpath(os.path.join(dirpath, n), d) for n in names]
+    return sorted(out)
+
+
+def make(*args):
+    return subprocess.run(["make", "--no-print-directory", "-C", ROOT] + list(args),
+                          capture_output=True, text=True, timeout=600)
+
+
+def http_get(port, path="/"):
+    import socket
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(b"GET %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n" % path.encode())
+        data = b""
+        while True:
+            b = s.recv(65536)
+            if not b:
+                return data
+            data += b
+
+
+def free_port():
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def test_make_install_and_uninstall(tmp_path):
+    dest = str(tmp_path / "stage")
+    r = make("install", "DESTDIR=" + dest, "PREFIX=/usr")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert files_under(dest) == EXPECTED
+    assert os.access(os.path.join(dest, "usr/sbin/gatling"), os.X_OK)
+    with open(os.path.join(dest, "usr/lib/systemd/system/gatling.service")) as f:
+        unit = f.read()
+    assert "ExecStart=/usr/sbin/gatling $GATLING_OPTIONS" in unit and "@" not in unit.replace(
+        "@system-service", ""), unit
+    with open(os.path.join(dest, "etc/default/gatling")) as f:
+        opts = f.read()
+    assert '-c /usr/share/gatling/www' in opts and "@" not in opts, opts
+    # the installed binary runs
+    r = subprocess.run([os.path.join(dest, "usr/sbin/gatling"), "-V"], capture_output=True,
+                       text=True, timeout=10)
+    assert r.returncode == 0 and "gatling" in r.stdout + r.stderr
+    # another prefix moves everything but /etc
+    dest2 = str(tmp_path / "stage2")
+    r = make("install", "DESTDIR=" + dest2, "PREFIX=/opt/g")
+    assert r.returncode == 0, r.stderr
+    assert "opt/g/sbin/gatling" in files_under(dest2)
+    with open(os.path.join(dest2, "opt/g/lib/systemd/system/gatling.service")) as f:
+        assert "ExecStart=/opt/g/sbin/gatling " in f.read()
+    r = make("uninstall", "DESTDIR=" + dest, "PREFIX=/usr")
+    assert r.returncode == 0, r.stderr
+    assert files_under(dest) == [], files_under(dest)
+
+
+@pytest.mark.skipif(not shutil.which("logrotate"), reason="logrotate is not installed")
+def test_logrotate_file_rotates_and_gatling_reopens(tmp_path):
+    """dist/gatling.logrotate with the paths of this test and the signal sent to
+    this test's gatling: after a rotation the old lines are in access.log.1 and
+    new ones go to a new access.log."""
+    logs = tmp_path / "log"
+    logs.mkdir()
+    www = tmp_path / "www"
+    www.mkdir()
+    (www / "f.txt").write_text("x\n")
+    os.chmod(www / "f.txt", 0o644)
+    port = free_port()
+    binary = os.path.join(ROOT, "gatling", "gatling")
+    if not os.access(binary, os.X_OK):
+        r = make("all")
+        assert r.returncode == 0, r.stderr
+    p = subprocess.Popen([binary, "-i", "127.0.0.1", "-p", str(port), "-l",
+                          str(logs / "access.log"), "-q", str(logs / "error.log"), "-H"],
+                         cwd=str(www), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(50):
+            if os.path.exists(logs / "error.log") and b"listening" in (logs / "error.log").read_bytes():
+                break
+            time.sleep(0.1)
+        assert http_get(port, "/f.txt").startswith(b"HTTP/1.1 200")
+        with open(os.path.join(ROOT, "dist", "gatling.logrotate")) as f:
+            conf = f.read()
+        conf = conf.replace("/var/log/gatling/", str(logs) + "/")
+        conf = conf.replace("create 0640 gatling adm", "create 0640")
+        assert "systemctl show --property MainPID" in conf
+        conf = conf.replace("$(systemctl show --property MainPID --value gatling.service "
+                            "2>/dev/null)", str(p.pid))
+        (tmp_path / "rotate.conf").write_text(conf)
+        r = subprocess.run(["logrotate", "-f", "-s", str(tmp_path / "state"),
+                            str(tmp_path / "rotate.conf")], capture_output=True, text=True,
+                           timeout=30)
+        assert r.returncode == 0, r.stderr
+        time.sleep(0.3)
+        assert http_get(port, "/f.txt?after").startswith(b"HTTP/1.1 200")
+        for _ in range(30):  # the access log is flushed once per loop round
+            if (logs / "access.log").exists() and b"?after" in (logs / "access.log").read_bytes():
+                break
+            time.sleep(0.1)
+        old = (logs / "access.log.1").read_text()
+        new = (logs / "access.log").read_text()
+        assert "GET /f.txt " in old and "?after" not in old, old
+        assert "?after" in new and "GET /f.txt " not in new, new
+    finally:
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(5) == 0
+
+
+def package_installed():
+    r = subprocess.run(["dpkg-query", "-W", "-f=${Status}", "gatling"], capture_output=True,
+                       text=True)
+    return "installed" in r.stdout
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="installing a package needs root")
+@pytest.mark.skipif(not shutil.which("dpkg-buildpackage") or not shutil.which("dh"),
+                    reason="dpkg-dev and debhelper are not installed (tests/setup.sh)")
+@pytest.mark.skipif(package_installed(), reason="a gatling package is installed: not touched")
+def test_debian_package_builds_installs_serves_and_purges(tmp_path):
+    src = tmp_path / "gatling"
+    src.mkdir()
+    # the tree as git sees it (tracked and new files), without build products
+    files = subprocess.run(["git", "-C", ROOT, "ls-files", "-co", "--exclude-standard"],
+                           capture_output=True, text=True, check=True).stdout.split()
+    for f in files:
+        if f.startswith("build/") or not os.path.isfile(os.path.join(ROOT, f)):
+            continue
+        os.makedirs(os.path.dirname(str(src / f)) or ".", exist_ok=True)
+        shutil.copy2(os.path.join(ROOT, f), str(src / f))
+    r = subprocess.run(["dpkg-buildpackage", "-us", "-uc", "-b"], cwd=str(src),
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    debs = [f for f in os.listdir(tmp_path) if f.startswith("gatling_") and f.endswith(".deb")]
+    assert len(debs) == 1, os.listdir(tmp_path)
+    deb = str(tmp_path / debs[0])
+    if shutil.which("lintian"):
+        r = subprocess.run(["lintian", deb], capture_output=True, text=True, timeout=300)
+        bad = [l for l in r.stdout.splitlines() if l[:2] in ("E:", "W:")]
+        assert not bad, r.stdout
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    r = subprocess.run(["dpkg", "-i", deb], capture_output=True, text=True, timeout=300, env=env)
+    try:
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert subprocess.run(["id", "gatling"], capture_output=True).returncode == 0
+        for f in ("/usr/sbin/gatling", "/lib/systemd/system/gatling.service",
+                  "/lib/systemd/system/gatling.socket", "/etc/default/gatling",
+                  "/etc/logrotate.d/gatling", "/usr/share/man/man8/gatling.8.gz",
+                  "/usr/bin/bench", "/usr/bin/httpbench"):
+            assert os.path.exists(f), f
+        if shutil.which("systemd-analyze"):
+            r = subprocess.run(["systemd-analyze", "verify", "/lib/systemd/system/gatling.service",
+                                "/lib/systemd/system/gatling.socket"],
+                               capture_output=True, text=True, timeout=60)
+            assert r.returncode == 0 and not r.stderr.strip(), r.stderr
+        # the options the unit would use, on a test port, as the gatling user
+        port = free_port()
+        p = subprocess.Popen(["/usr/sbin/gatling", "-i", "127.0.0.1", "-p", str(port), "-n",
+                              "-c", "/usr/share/gatling/www", "-u", "gatling"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            line = p.stderr.readline().decode()
+            assert "listening on 127.0.0.1 port %d" % port in line, line
+            resp = http_get(port, "/")
+            assert resp.startswith(b"HTTP/1.1 200") and b"gatling" in resp, resp[:300]
+        finally:
+            p.send_signal(signal.SIGTERM)
+            assert p.wait(5) == 0
+    finally:
+        r = subprocess.run(["dpkg", "--purge", "gatling"], capture_output=True, text=True,
+                           timeout=300, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for f in ("/usr/sbin/gatling", "/etc/default/gatling", "/etc/logrotate.d/gatling",
+              "/var/log/gatling", "/lib/systemd/system/gatling.service"):
+        assert not os.path.exists(f), "%s is left after the purge" % f
