@@ -97,6 +97,20 @@ static void write_line(elog_t *l, hbuf_t *b)
     (void)!write(l->fd, b->start, hb_len(b)); /* one write: lines never interleave */
 }
 
+void elog_note(elog_t *l, int64_t now, const char *text)
+{
+    char line[ELOG_LINE_MAX];
+    hbuf_t b = hb_init(line, sizeof line);
+    put_prefix(&b, now);
+    put_escaped(&b, text);
+    if (l->fd >= 0)
+        write_line(l, &b); /* adds the newline */
+    else
+        hb_puts(&b, "\n");
+    if (l->fd != STDERR_FILENO) /* and the terminal, or systemd's journal */
+        (void)!write(STDERR_FILENO, b.start, hb_len(&b));
+}
+
 void elog_error(elog_t *l, int64_t now, const char *call, int err, const struct sockaddr *peer,
                 const char *detail)
 {

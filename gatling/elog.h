@@ -48,6 +48,12 @@ void elog_reopen(elog_t *l);
 void elog_error(elog_t *l, int64_t now, const char *call, int err, const struct sockaddr *peer,
                 const char *detail);
 
+/*
+ * An event an admin wants to see (a binary upgrade, ...): one line, not
+ * rate-limited, escaped; also on stderr when the log is a -q file.
+ */
+void elog_note(elog_t *l, int64_t now, const char *text);
+
 void elog_close(elog_t *l);
 
 #endif

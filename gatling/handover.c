@@ -151,18 +151,20 @@ static void put_number(char *p, long v)
     *p = 0;
 }
 
-int handover_upgrade(const int *fds, int n, int groups, pid_t *pid)
+int handover_upgrade(const int *fds, int n, int groups, pid_t *pid, char *why, size_t why_len)
 {
     if (chrooted || !exe[0] || start_dir < 0) {
-        fprintf(stderr, "gatling: binary upgrade impossible: %s\n",
-                chrooted ? "chrooted (-c as root), the binary is out of sight"
-                         : "the binary's path or the start directory is unknown");
+        snprintf(why, why_len, "impossible: %s",
+                 chrooted ? "chrooted (-c as root), the binary is out of sight"
+                          : "the binary's path or the start directory is unknown");
         return -1;
     }
-    if (n < 1 || n > HANDOVER_MAX_FDS || groups < 1 || n % groups)
+    if (n < 1 || n > HANDOVER_MAX_FDS || groups < 1 || n % groups) {
+        snprintf(why, why_len, "%d listeners in %d groups cannot be handed over", n, groups);
         return -1;
+    }
     if (access(exe, X_OK) < 0) {
-        fprintf(stderr, "gatling: binary upgrade: %s: %s\n", exe, strerror(errno));
+        snprintf(why, why_len, "%s: %s", exe, strerror(errno));
         return -1;
     }
     /* everything the child needs is made here: after fork() in a process with
@@ -174,7 +176,7 @@ int handover_upgrade(const int *fds, int n, int groups, pid_t *pid)
     static char v_fds[32], v_pid[48], v_groups[48], v_ready[48];
     int ready[2];
     if (!env || pipe2(ready, O_CLOEXEC) < 0) {
-        fprintf(stderr, "gatling: binary upgrade: %s\n", strerror(errno));
+        snprintf(why, why_len, "%s", strerror(errno));
         free(env);
         return -1;
     }
@@ -215,7 +217,7 @@ int handover_upgrade(const int *fds, int n, int groups, pid_t *pid)
     free(env);
     close(ready[1]);
     if (p < 0) {
-        fprintf(stderr, "gatling: binary upgrade: fork() failed: %s\n", strerror(e));
+        snprintf(why, why_len, "fork() failed: %s", strerror(e));
         close(ready[0]);
         return -1;
     }

@@ -18,6 +18,7 @@
 #ifndef GATLING_HANDOVER_H
 #define GATLING_HANDOVER_H
 
+#include <stddef.h>
 #include <sys/types.h>
 
 #define HANDOVER_MAX_FDS 64
@@ -55,9 +56,9 @@ void handover_notify(const char *state);
  * from, which may be a new one) with the same arguments, in the start
  * directory, handing it fds[0..n) laid out in `groups` groups.  Returns the
  * descriptor that becomes readable with one byte when the new process serves
- * (EOF without a byte: it failed), and its pid in *pid; or -1 after logging
- * why to stderr.
+ * (EOF without a byte: it failed), and its pid in *pid; or -1 with the
+ * reason in why (why_len bytes at most).
  */
-int handover_upgrade(const int *fds, int n, int groups, pid_t *pid);
+int handover_upgrade(const int *fds, int n, int groups, pid_t *pid, char *why, size_t why_len);
 
 #endif

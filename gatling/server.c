@@ -6,6 +6,7 @@
 #include "server.h"
 #include "conn.h"
 #include "encoding.h"
+#include "elog.h"
 #include "handover.h"
 #include "gio_os.h"
 #include "jobs.h"
@@ -19,6 +20,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -332,17 +334,32 @@ static void reopen_log(server_t *s)
     close(fd);
 }
 
+/* "binary upgrade: ..." in the error log (and on stderr). */
+static void upgrade_note(server_t *s, const char *fmt, ...)
+{
+    char text[512];
+    int k = snprintf(text, sizeof text, "binary upgrade: ");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text + k, sizeof text - (size_t)k, fmt, ap);
+    va_end(ap);
+    elog_note(&s->site.elog, (int64_t)time(NULL), text);
+}
+
 /* SIGUSR2: start the new binary with our listeners; drain once it serves. */
 static void start_upgrade(server_t *s)
 {
     int fds[SERVER_MAX_LISTENERS];
+    char why[256];
     if (s->upfd >= 0 || s->conns.draining || !s->nlst)
         return;
     for (int i = 0; i < s->nlst; i++)
         fds[i] = s->lst[i].fd;
-    int fd = handover_upgrade(fds, s->nlst, 1, &s->uppid);
-    if (fd < 0)
+    int fd = handover_upgrade(fds, s->nlst, 1, &s->uppid, why, sizeof why);
+    if (fd < 0) {
+        upgrade_note(s, "%s; this one goes on serving", why);
         return;
+    }
     s->upkind = COOKIE_UPGRADE;
     if (gio_add(s->loop, fd, &s->upkind) < 0) {
         close(fd);
@@ -351,7 +368,7 @@ static void start_upgrade(server_t *s)
     s->upfd = fd;
     gio_want(s->loop, fd, GIO_READ);
     gio_set_deadline(s->loop, fd, gio_now(s->loop) + UPGRADE_WAIT_MS);
-    fprintf(stderr, "gatling: binary upgrade: started pid %d\n", (int)s->uppid);
+    upgrade_note(s, "started pid %d", (int)s->uppid);
 }
 
 /* The new binary said it serves (a byte), failed (EOF) or is too slow (ev 0). */
@@ -362,16 +379,15 @@ static void finish_upgrade(server_t *s, unsigned ev)
     gio_close(s->loop, s->upfd);
     s->upfd = -1;
     if (ok) {
-        fprintf(stderr, "gatling: binary upgrade: pid %d serves; this one (pid %d) drains\n",
-                (int)s->uppid, (int)getpid());
+        upgrade_note(s, "pid %d serves; this one (pid %d) drains", (int)s->uppid, (int)getpid());
         start_draining(s);
         return;
     }
     if (!ev)
         kill(s->uppid, SIGKILL);
     waitpid(s->uppid, NULL, 0);
-    fprintf(stderr, "gatling: binary upgrade: the new process %s; this one goes on serving\n",
-            ev ? "failed (see its messages above)" : "did not serve within 60 s, killed");
+    upgrade_note(s, "the new process %s; this one goes on serving",
+                 ev ? "failed (see its messages)" : "did not serve within 60 s, killed");
 }
 
 static void handle_signals(server_t *s)

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE /* ppoll */
 #include "worker.h"
 #include "gio.h"
+#include "elog.h"
 #include "handover.h"
 #include "server.h"
 
@@ -9,6 +10,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +63,20 @@ static int worker_listeners(const supervisor_t *sv, int i, listener_t *lst)
             break;
     }
     return n;
+}
+
+static elog_t note_log; /* the supervisor's view of the error log */
+
+/* "binary upgrade: ..." in the error log (and on stderr). */
+static void upgrade_note(const char *fmt, ...)
+{
+    char text[512];
+    int k = snprintf(text, sizeof text, "binary upgrade: ");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text + k, sizeof text - (size_t)k, fmt, ap);
+    va_end(ap);
+    elog_note(&note_log, (int64_t)time(NULL), text);
 }
 
 /* In the child: serve our share of the listeners. */
@@ -179,6 +195,7 @@ int worker_supervise(const config_t *cfg, mime_table_t *mime, const int *fds, in
                      int groups)
 {
     supervisor_t sv = {.cfg = *cfg, .mime = mime};
+    elog_init(&note_log, cfg->error_fd, cfg->error_log);
     listener_t probe[SERVER_MAX_LISTENERS];
     if (cfg->workers > WORKERS_MAX) {
         fprintf(stderr, "gatling: -W %d: at most %d workers\n", cfg->workers, WORKERS_MAX);
@@ -236,23 +253,26 @@ int worker_supervise(const config_t *cfg, mime_table_t *mime, const int *fds, in
             close(up.fd);
             up.fd = -1;
             if (ok) {
-                fprintf(stderr, "gatling: binary upgrade: pid %d serves; this one (pid %d) "
-                        "drains\n", (int)uppid, (int)getpid());
+                upgrade_note("pid %d serves; this one (pid %d) drains", (int)uppid, (int)getpid());
                 got_hup = 1; /* drain, as for SIGHUP */
             } else {
                 if (r == 0)
                     kill(uppid, SIGKILL);
                 waitpid(uppid, NULL, 0);
-                fprintf(stderr, "gatling: binary upgrade: the new process %s; this one goes on "
-                        "serving\n", r ? "failed (see its messages above)"
-                                       : "did not serve within 60 s, killed");
+                upgrade_note("the new process %s; this one goes on serving",
+                             r ? "failed (see its messages)" : "did not serve within 60 s, killed");
             }
         }
         if (got_usr2) {
+            char why[256];
             got_usr2 = 0;
-            if (!stopping && up.fd < 0 &&
-                (up.fd = handover_upgrade(sv.fds, sv.nfds, sv.groups, &uppid)) >= 0)
-                fprintf(stderr, "gatling: binary upgrade: started pid %d\n", (int)uppid);
+            if (stopping || up.fd >= 0)
+                ;
+            else if ((up.fd = handover_upgrade(sv.fds, sv.nfds, sv.groups, &uppid, why,
+                                               sizeof why)) >= 0)
+                upgrade_note("started pid %d", (int)uppid);
+            else
+                upgrade_note("%s; this one goes on serving", why);
         }
         if ((got_term > terms || got_hup) && !stopping) {
             stopping = 1;
@@ -269,6 +289,7 @@ int worker_supervise(const config_t *cfg, mime_table_t *mime, const int *fds, in
         }
         if (got_usr1) {
             got_usr1 = 0;
+            elog_reopen(&note_log);
             forward(&sv, SIGUSR1);
         }
         got_chld = 0;

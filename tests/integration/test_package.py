@@ -1,6 +1,7 @@
 """What an admin installs: make install / uninstall, the Debian package (built,
 lintian-checked, installed, serving, purged), the systemd units and the
 logrotate file.  Run once, not per backend: they install the plain build."""
+import contextlib
 import os
 import shutil
 import signal
@@ -141,6 +142,60 @@ def test_logrotate_file_rotates_and_gatling_reopens(tmp_path):
         assert p.wait(5) == 0
 
 
+def serve_as_the_unit_would(tmp):
+    """The installed binary with /etc/default/gatling's options, as the user
+    gatling, handed its socket by systemd-socket-activate (what gatling.socket
+    does), then upgraded with SIGUSR2 (what `systemctl reload` does) under a
+    continuous load: zero errors, and the access log in /var/log/gatling."""
+    import json
+    import re
+    import shlex
+    with open("/etc/default/gatling") as f:
+        opts = shlex.split(re.search(r'GATLING_OPTIONS="([^"]*)"', f.read()).group(1))
+    port = free_port()
+    cmd = ["setpriv", "--reuid=gatling", "--regid=gatling", "--clear-groups",
+           "systemd-socket-activate", "-l", "127.0.0.1:%d" % port, "/usr/sbin/gatling"] + opts
+    p = subprocess.Popen(cmd, cwd="/", stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    pids = []
+    try:
+        for _ in range(50):
+            if subprocess.run(["ss", "-Hltn", "sport = :%d" % port], capture_output=True,
+                              text=True).stdout.strip():
+                break
+            time.sleep(0.1)
+        resp = http_get(port, "/")
+        assert resp.startswith(b"HTTP/1.1 200") and b"gatling" in resp, resp[:300]
+        pids.append(p.pid)
+        load = subprocess.Popen(["/usr/bin/bench", "-q", "-J", "-d", "3", "-c", "20", "-k",
+                                 "http://127.0.0.1:%d/hello.txt" % port],
+                                stdout=subprocess.PIPE, text=True)
+        time.sleep(1)
+        os.kill(p.pid, signal.SIGUSR2)
+        out, _ = load.communicate(timeout=30)
+        res = json.loads(out)
+        assert res["errors_total"] == 0 and res["responses"] > 100, res
+        time.sleep(0.5)
+        assert p.poll() == 0, "the old process drained and exited 0"
+        with open("/var/log/gatling/error.log") as f:
+            err = f.read()
+        m = re.findall(r"binary upgrade: pid (\d+) serves", err)
+        assert m, err
+        pids.append(int(m[-1]))
+        st = os.stat("/proc/%d" % pids[-1])
+        assert st.st_uid != 0, "the new process runs as gatling"
+        assert http_get(port, "/hello.txt").startswith(b"HTTP/1.1 200")
+        with open("/var/log/gatling/access.log") as f:
+            assert "GET /hello.txt" in f.read()
+    finally:
+        for pid in pids[1:]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+        time.sleep(0.5)
+
+
 def package_installed():
     r = subprocess.run(["dpkg-query", "-W", "-f=${Status}", "gatling"], capture_output=True,
                        text=True)
@@ -187,7 +242,9 @@ def test_debian_package_builds_installs_serves_and_purges(tmp_path):
                                 "/lib/systemd/system/gatling.socket"],
                                capture_output=True, text=True, timeout=60)
             assert r.returncode == 0 and not r.stderr.strip(), r.stderr
-        # the options the unit would use, on a test port, as the gatling user
+        if shutil.which("systemd-socket-activate") and shutil.which("setpriv"):
+            serve_as_the_unit_would(str(tmp_path))
+        # -u: started as root, serving as the gatling user
         port = free_port()
         p = subprocess.Popen(["/usr/sbin/gatling", "-i", "127.0.0.1", "-p", str(port), "-n",
                               "-c", "/usr/share/gatling/www", "-u", "gatling"],
