@@ -232,12 +232,12 @@ int gio_add(gio_loop_t *l, int fd, void *cookie)
     return 0;
 }
 
-void gio_del(gio_loop_t *l, int fd)
+static void del(gio_loop_t *l, int fd, int closing)
 {
     gio_fd_t *e = entry(l, fd);
     if (!e)
         return;
-    backend_del(l, fd, e->kernel);
+    backend_del(l, fd, e->kernel, closing);
     heap_remove(l, e);
     /* stale entries on the ready/expired lists are skipped: revents and
        timedout are 0 now, also if fd is added again in the same round */
@@ -247,9 +247,14 @@ void gio_del(gio_loop_t *l, int fd)
         l->maxfd--;
 }
 
+void gio_del(gio_loop_t *l, int fd)
+{
+    del(l, fd, 0);
+}
+
 void gio_close(gio_loop_t *l, int fd)
 {
-    gio_del(l, fd);
+    del(l, fd, 1);
     close(fd);
 }
 

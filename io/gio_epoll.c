@@ -52,8 +52,9 @@ static int backend_update(gio_loop_t *l, int fd, unsigned old, unsigned want)
     return r;
 }
 
-static void backend_del(gio_loop_t *l, int fd, unsigned kernel)
+static void backend_del(gio_loop_t *l, int fd, unsigned kernel, int closing)
 {
+    (void)closing;
     epoll_state_t *s = l->api;
     struct epoll_event ev = {0};
     if (kernel)

@@ -89,8 +89,9 @@ static int backend_update(gio_loop_t *l, int fd, unsigned old, unsigned want)
     return 0;
 }
 
-static void backend_del(gio_loop_t *l, int fd, unsigned kernel)
+static void backend_del(gio_loop_t *l, int fd, unsigned kernel, int closing)
 {
+    (void)closing;
     kqueue_state_t *s = l->api;
     struct kevent ch[2], out[2];
     struct timespec zero = {0, 0};

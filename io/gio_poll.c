@@ -64,8 +64,9 @@ static int backend_update(gio_loop_t *l, int fd, unsigned old, unsigned want)
     return 0;
 }
 
-static void backend_del(gio_loop_t *l, int fd, unsigned kernel)
+static void backend_del(gio_loop_t *l, int fd, unsigned kernel, int closing)
 {
+    (void)closing;
     (void)kernel;
     poll_remove(l->api, fd);
 }

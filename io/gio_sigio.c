@@ -120,7 +120,14 @@ static int backend_add(gio_loop_t *l, int fd)
         return -1;
     }
     if (fcntl(fd, F_SETOWN_EX, &owner) < 0 || fcntl(fd, F_SETSIG, s->sig) < 0 ||
-        (fl = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, fl | O_ASYNC) < 0)
+        (fl = fcntl(fd, F_GETFL)) < 0)
+        return -1;
+    /* O_ASYNC already set (a descriptor inherited from a process that watched
+       it): the kernel's registration names that process's fd number in
+       si_fd; clearing and setting the flag again registers ours */
+    if ((fl & O_ASYNC) && fcntl(fd, F_SETFL, fl & ~O_ASYNC) < 0)
+        return -1;
+    if (fcntl(fd, F_SETFL, fl | O_ASYNC) < 0)
         return -1;
     return 0;
 }
@@ -133,11 +140,13 @@ static int backend_update(gio_loop_t *l, int fd, unsigned old, unsigned want)
     return 0;
 }
 
-static void backend_del(gio_loop_t *l, int fd, unsigned kernel)
+static void backend_del(gio_loop_t *l, int fd, unsigned kernel, int closing)
 {
     (void)l, (void)kernel;
-    /* the fd may live on elsewhere: stop its signals (errors: already closed) */
-    int fl = fcntl(fd, F_GETFL);
+    /* O_ASYNC belongs to the open file, which may live on in another process
+       (a listener handed to a new binary): only an fd that stays open here
+       and unwatched is silenced (errors: already closed) */
+    int fl = closing ? -1 : fcntl(fd, F_GETFL);
     if (fl >= 0 && (fl & O_ASYNC))
         fcntl(fd, F_SETFL, fl & ~O_ASYNC);
     /* it may stay on the check list: check_ready() skips it unless re-added */

@@ -125,8 +125,9 @@ static int backend_update(gio_loop_t *l, int fd, unsigned old, unsigned want)
     return want ? arm(s, fd, want) : 0;
 }
 
-static void backend_del(gio_loop_t *l, int fd, unsigned kernel)
+static void backend_del(gio_loop_t *l, int fd, unsigned kernel, int closing)
 {
+    (void)closing;
     uring_state_t *s = l->api;
     (void)kernel;
     if (s->armed[fd]) {
