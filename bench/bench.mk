@@ -39,3 +39,23 @@ $(B)/gio_timers: $(B)/lg/gio_timers.o $(IO_LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 all: $(B)/gio_timers
 endif
+
+# The kernel micro-benchmarks (man/kbench.1): plain C on libc, no io/, so
+# that they measure the kernel and nothing of ours.  kb-fork-static is
+# kb-fork linked statically (not with the sanitizers, which cannot be).
+ifeq ($(shell uname -s),Linux)
+KB_TOOLS := socket bind accept fork thread mmap manymap
+KB_BIN := $(KB_TOOLS:%=$(B)/kb-%)
+$(B)/kb-%: $(B)/lg/kb_%.o $(B)/lg/kb.o
+	$(CC) $(LDFLAGS) -o $@ $^ -pthread
+ifeq ($(SAN),)
+KB_BIN += $(B)/kb-fork-static
+$(B)/lg/kb_fork_static.o: bench/kb_fork.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -DKB_STATIC -c -o $@ $<
+$(B)/kb-fork-static: $(B)/lg/kb_fork_static.o $(B)/lg/kb.o
+	$(CC) $(LDFLAGS) -static -o $@ $^
+endif
+all: $(KB_BIN)
+tests-build: $(KB_BIN)
+endif
