@@ -40,6 +40,9 @@ static const char usage_text[] =
     "  -k            keep-alive: many requests per connection\n"
     "  -r N          with -k: close each connection after N requests (default: never)\n"
     "  -p N          with -k: pipeline N requests per connection (default 1)\n"
+    "  -R RATE       open loop: RATE requests/s in all, each timed from when it was\n"
+    "                due, not when a connection was free to send it (wrk2's fix\n"
+    "                for coordinated omission); -c connections carry them\n"
     "  -f FILE       cycle through the URLs in FILE (one per line, same host and port)\n"
     "  -H 'N: V'     add a request header (repeatable)\n"
     "  -m METHOD     GET (default) or HEAD\n"
@@ -95,7 +98,7 @@ static void parse_opts(opts_t *o, int argc, char **argv)
     cfg->timeout = 10;
     cfg->max_connecting = 1024;
     o->method = "GET";
-    while ((ch = getopt_long(argc, argv, "c:n:d:T:t:kr:p:f:H:m:b:P:JqVh", lo, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "c:n:d:T:t:kr:p:f:H:m:b:P:R:JqVh", lo, NULL)) != -1) {
         switch (ch) {
         case 'c': cfg->conns = (unsigned)lg_num_opt(optarg, 1, MAX_CONNS, "-c"); break;
         case 'n':
@@ -118,6 +121,7 @@ static void parse_opts(opts_t *o, int argc, char **argv)
         case 'k': cfg->keepalive = 1; break;
         case 'r': cfg->per_conn = (unsigned)lg_num_opt(optarg, 1, 1u << 31, "-r"); break;
         case 'p': cfg->depth = (unsigned)lg_num_opt(optarg, 1, BENCH_MAX_DEPTH, "-p"); break;
+        case 'R': cfg->rate = (double)lg_num_opt(optarg, 1, 10000000, "-R"); break;
         case 'f': o->file = optarg; break;
         case 'H': add_header(o, optarg); break;
         case 'm': o->method = optarg; break;
@@ -156,6 +160,8 @@ static void check_opts(opts_t *o)
         lg_usage_exit("-p and -r need -k (without -k every connection carries one request)", NULL);
     if (cfg->connect_only && (cfg->keepalive || o->file || o->extra || cfg->head))
         lg_usage_exit("--connect-only sends no request: -k, -p, -r, -f, -H, -m do not apply", NULL);
+    if (cfg->rate && (cfg->depth > 1 || cfg->connect_only))
+        lg_usage_exit("-R: one request in flight per connection, no --connect-only", NULL);
     if (cfg->procs > cfg->conns)
         lg_usage_exit("-P is more than -c: every process needs a connection", NULL);
     if (!cfg->nreqs && !o->have_d)
@@ -407,9 +413,9 @@ static void json_hist(const char *key, const lg_hist_t *h)
     printf("\"%s\":{", key);
     for (int i = 0; i < 4; i++)
         printf("\"%s\":%llu,", qname[i], (unsigned long long)lg_hist_quantile(h, quant[i]));
-    printf("\"min\":%llu,\"max\":%llu,\"mean\":%.1f,\"count\":%llu}",
+    printf("\"min\":%llu,\"max\":%llu,\"mean\":%.1f,\"stdev\":%.1f,\"count\":%llu}",
            (unsigned long long)(h->count ? h->min : 0), (unsigned long long)h->max, lg_hist_mean(h),
-           (unsigned long long)h->count);
+           lg_hist_stdev(h), (unsigned long long)h->count);
 }
 
 static const char *fatal_text(const bench_stats_t *s, char *buf, size_t len)
@@ -482,6 +488,7 @@ static void report_json(const bench_cfg_t *cfg, const bench_stats_t *s, double s
            : cfg->keepalive  ? "keep-alive"
                              : "close",
            cfg->keepalive ? cfg->depth : 1, secs);
+    printf("\"open_loop_rate\":%.0f,", cfg->rate);
     printf("\"requests\":%llu,\"responses\":%llu,\"lost\":%llu,\"attempts\":%llu,"
            "\"connects\":%llu,\"bytes\":%llu,\"body_bytes\":%llu,",
            (unsigned long long)s->requests, (unsigned long long)s->responses,

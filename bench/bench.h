@@ -35,6 +35,7 @@ typedef struct bench_cfg {
     unsigned depth;          /* -p: requests in flight per connection */
     unsigned per_conn;       /* -r: requests per keep-alive connection; 0: unlimited */
     unsigned max_connecting; /* connects in progress per process */
+    double rate;             /* -R: open loop, requests/s over all processes; 0: closed loop */
     int keepalive;           /* -k */
     int head;                /* -m HEAD: responses have no body */
     int connect_only;        /* --connect-only */

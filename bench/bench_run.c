@@ -49,6 +49,7 @@ typedef struct bconn {
     int fd;
     uint8_t state;
     uint8_t closing; /* issue nothing more; close once the in-flight requests are answered */
+    uint8_t parked;  /* -R: on the idle stack, waiting for a request to fall due */
     uint32_t ring;   /* slot of the oldest in-flight request in sent[] */
     uint32_t inflight;
     uint32_t reqs;    /* requests issued on this connection */
@@ -75,6 +76,10 @@ typedef struct brun {
     size_t next_req, next_src;
     int64_t now; /* ns, refreshed for each event */
     int64_t timeout_ms;
+    int64_t interval_ns; /* -R: between due times in this worker; 0: closed loop */
+    int64_t next_due;    /* -R: when the next request falls due, ns */
+    unsigned *idle;      /* -R: stack of open connections with nothing to send */
+    unsigned nidle;
     unsigned nopen; /* connections OPEN */
     int ramping;    /* connecting only, no requests yet */
     int stopping;   /* start nothing new; finish what is in flight */
@@ -165,13 +170,24 @@ static int conn_flush(brun_t *r, bconn_t *c)
     return 0;
 }
 
-/* Fill the pipeline window with requests; returns how many were issued, -1 on failure. */
+/* Open loop (-R): is a request due? */
+static int due(const brun_t *r)
+{
+    return !r->interval_ns || r->next_due <= r->now;
+}
+
+/*
+ * Fill the pipeline window with requests; returns how many were issued, -1
+ * on failure.  Open loop: only requests that are due, each timed from its
+ * due time, so that a server that stalls is charged for the requests it kept
+ * us from sending (coordinated omission).
+ */
 static int conn_issue(brun_t *r, bconn_t *c)
 {
     const bench_cfg_t *cfg = r->cfg;
     uint32_t was = c->inflight;
     int added = 0;
-    while (c->inflight < r->depth && !c->closing && more_work(r)) {
+    while (c->inflight < r->depth && !c->closing && more_work(r) && due(r)) {
         const bench_req_t *q = &cfg->req[cfg->nreq == 1 ? 0 : r->next_req++ % cfg->nreq];
         int last = !cfg->keepalive || (cfg->per_conn && c->reqs + 1 >= cfg->per_conn);
         if (gio_batch_add_buf(&c->out, last ? q->close : q->ka, last ? q->closelen : q->kalen, 0) <
@@ -179,7 +195,8 @@ static int conn_issue(brun_t *r, bconn_t *c)
             set_fatal(r, BENCH_SYSERR, ENOMEM);
             return -1;
         }
-        c->sent[(c->ring + c->inflight) % r->depth] = r->now;
+        c->sent[(c->ring + c->inflight) % r->depth] = r->interval_ns ? r->next_due : r->now;
+        r->next_due += r->interval_ns;
         c->inflight++;
         c->reqs++;
         r->started++;
@@ -193,6 +210,34 @@ static int conn_issue(brun_t *r, bconn_t *c)
     if (!was)
         set_deadline(r, c);
     return conn_flush(r, c) < 0 ? -1 : added;
+}
+
+/*
+ * c has nothing to send: with -R and work left it waits on the idle stack
+ * for the next due request (1); otherwise it is closed (0).
+ */
+static int park(brun_t *r, bconn_t *c)
+{
+    if (r->interval_ns && more_work(r) && c->state == C_OPEN && !c->closing) {
+        if (!c->parked) {
+            c->parked = 1;
+            r->idle[r->nidle++] = (unsigned)(c - r->c);
+        }
+        return 1;
+    }
+    conn_close(r, c);
+    return 0;
+}
+
+/* -R: hand the requests that are due to idle connections. */
+static void issue_due(brun_t *r)
+{
+    while (r->nidle && due(r) && more_work(r) && !r->ramping) {
+        bconn_t *c = &r->c[r->idle[--r->nidle]];
+        c->parked = 0;
+        if (c->state == C_OPEN && !c->inflight && !c->closing)
+            conn_issue(r, c);
+    }
 }
 
 static void conn_established(brun_t *r, bconn_t *c)
@@ -216,7 +261,7 @@ static void conn_established(brun_t *r, bconn_t *c)
         return; /* requests start when every connection is open */
     int k = conn_issue(r, c);
     if (k == 0)
-        conn_close(r, c); /* nothing left to ask */
+        park(r, c); /* nothing left to ask (or, with -R, nothing due yet) */
 }
 
 static void conn_start(brun_t *r, bconn_t *c)
@@ -327,9 +372,11 @@ static int conn_feed(brun_t *r, bconn_t *c, const char *p, size_t n)
         return -1;
     }
     int k = conn_issue(r, c);
-    if (k == 0)
-        conn_close(r, c); /* the count is reached or we are stopping */
-    return k <= 0 ? -1 : 0;
+    if (k < 0)
+        return -1;
+    if (k == 0) /* the count is reached or we are stopping (-R: nothing due) */
+        return park(r, c) ? 0 : -1;
+    return 0;
 }
 
 static void conn_eof(brun_t *r, bconn_t *c)
@@ -498,11 +545,11 @@ static int ramp_check(brun_t *r, int64_t t0)
         return 0;
     r->ramping = 0;
     st->ramp_ns = r->now - t0;
-    st->start_ns = r->now;
+    st->start_ns = r->next_due = r->now;
     for (unsigned i = 0; i < r->n && !r->aborting; i++) {
         bconn_t *c = &r->c[i];
         if (c->state == C_OPEN && !c->inflight && conn_issue(r, c) == 0)
-            conn_close(r, c);
+            park(r, c);
     }
     return 1;
 }
@@ -524,10 +571,16 @@ static int run_setup(brun_t *r, const bench_cfg_t *cfg, unsigned index, bench_st
     r->next_req = index;
     r->c = calloc(r->n, sizeof *r->c);
     r->pend = calloc(r->n, sizeof *r->pend);
+    r->idle = calloc(r->n, sizeof *r->idle);
+    if (cfg->rate > 0) {
+        r->interval_ns = (int64_t)(1e9 * cfg->procs / cfg->rate);
+        if (r->interval_ns < 1)
+            r->interval_ns = 1;
+    }
     int64_t *sent = calloc((size_t)r->n * r->depth, sizeof *sent);
     r->rbuf = malloc(RBUF_SIZE);
     r->loop = gio_loop_new();
-    if (!r->c || !r->pend || !sent || !r->rbuf || !r->loop) {
+    if (!r->c || !r->pend || !r->idle || !sent || !r->rbuf || !r->loop) {
         st->fatal = BENCH_SYSERR;
         st->fatal_errno = errno ? errno : ENOMEM;
         free(sent);
@@ -550,6 +603,7 @@ static void run_free(brun_t *r)
     }
     free(r->c);
     free(r->pend);
+    free(r->idle);
     free(r->rbuf);
     gio_loop_free(r->loop);
 }
@@ -563,7 +617,7 @@ int bench_run(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all)
         st->finished = 1;
         return st->fatal;
     }
-    int64_t t0 = r.now = st->start_ns = lg_now_ns();
+    int64_t t0 = r.now = st->start_ns = r.next_due = lg_now_ns();
     int64_t dur = (int64_t)(cfg->duration * 1e9);
     int64_t stop_at = dur ? t0 + dur : 0;
     int64_t cap_at = t0 + (int64_t)(cfg->hardcap * 1e9);
@@ -574,7 +628,12 @@ int bench_run(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all)
     for (unsigned i = 0; i < r.n && !r.aborting; i++)
         conn_next(&r, &r.c[i]);
     while (!r.aborting) {
-        if (gio_wait(r.loop, 100) < 0 && errno != EINTR) {
+        int wait = 100;
+        if (r.interval_ns && r.nidle && !r.ramping) { /* wake for the next due request */
+            int64_t ms = (r.next_due - lg_now_ns()) / 1000000;
+            wait = ms < 0 ? 0 : ms < 100 ? (int)ms : 100;
+        }
+        if (gio_wait(r.loop, wait) < 0 && errno != EINTR) {
             set_fatal(&r, BENCH_SYSERR, errno);
             break;
         }
@@ -586,6 +645,7 @@ int bench_run(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all)
             on_timeout(&r, gio_cookie(r.loop, fd));
         start_pending(&r);
         r.now = lg_now_ns();
+        issue_due(&r);
         if (r.ramping && ramp_check(&r, t0)) {
             stop_at = dur ? r.now + dur : 0;
             last_ns = r.now;

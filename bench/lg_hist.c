@@ -65,3 +65,23 @@ double lg_hist_mean(const lg_hist_t *h)
 {
     return h->count ? (double)h->sum / (double)h->count : 0.0;
 }
+
+double lg_hist_stdev(const lg_hist_t *h)
+{
+    if (h->count < 2)
+        return 0.0;
+    double mean = lg_hist_mean(h), acc = 0.0;
+    for (unsigned i = 0; i < LG_HIST_BUCKETS; i++) {
+        if (!h->b[i])
+            continue;
+        /* the middle of the bucket: within half a bucket (0.4 %) of each value */
+        double v = (double)lg_hist_bucket_low(i) + ((double)lg_hist_bucket_width(i) - 1) / 2;
+        acc += (double)h->b[i] * (v - mean) * (v - mean);
+    }
+    double var = acc / (double)(h->count - 1);
+    /* square root by Newton's method: the tools link no libm */
+    double x = var > 1 ? var : 1;
+    for (int k = 0; k < 60 && var > 0; k++)
+        x = (x + var / x) / 2;
+    return var > 0 ? x : 0.0;
+}

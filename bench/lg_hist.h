@@ -69,4 +69,7 @@ uint64_t lg_hist_bucket_width(unsigned i);
 /* Mean, 0 when empty. */
 double lg_hist_mean(const lg_hist_t *h);
 
+/* The standard deviation, from the buckets' middles (0.4 % of each value). */
+double lg_hist_stdev(const lg_hist_t *h);
+
 #endif

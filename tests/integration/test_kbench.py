@@ -1,0 +1,193 @@
+"""The kernel benchmark suite: each micro-benchmark's output and its stop at a
+limit (lowered here), bench's open-loop mode, and bench/run quick --tiny end
+to end (every tool's output well formed, the report written), then compare.
+The kb-* tools do not use io/: one build is enough (the first one built)."""
+import json
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import BUILD_DIR, BUILDS, ROOT
+
+PLAIN = [b for b in BUILDS if not b.endswith("-san")] or BUILDS
+BDIR = os.path.join(BUILD_DIR, PLAIN[0]) if PLAIN else None
+TOOLS = ["socket", "bind", "accept", "fork", "fork-static", "thread", "mmap", "manymap"]
+
+pytestmark = pytest.mark.skipif(not BDIR or not os.access(os.path.join(BDIR, "kb-socket"),
+                                                          os.X_OK),
+                                reason="no build with the kb-* tools")
+
+
+def kb(tool, *args, pre=(), timeout=120):
+    return subprocess.run(list(pre) + [os.path.join(BDIR, "kb-" + tool)] + list(args),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def samples(out):
+    rows = [l.split("\t") for l in out.splitlines() if l and not l.startswith("#")]
+    return [(int(r[0]), [float(x) for x in r[1:]]) for r in rows]
+
+
+def columns(out):
+    m = re.search(r"^# columns: N\t(.*)$", out, re.M)
+    return m.group(1).split("\t") if m else None
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_output_is_well_formed(tool, tmp_path):
+    args = ["-n", "300", "-i", "50"] + (["-d", str(tmp_path)] if "map" in tool else [])
+    r = kb(tool, *args)
+    assert r.returncode == 0, (r.returncode, r.stderr)
+    cols = columns(r.stdout)
+    rows = samples(r.stdout)
+    assert cols, r.stdout
+    assert [n for n, _ in rows] == [1, 50, 100, 150, 200, 250, 300], rows
+    assert all(len(v) == len(cols) and all(x >= 0 for x in v) for _, v in rows), rows
+    assert re.search(r"^# done: N=300 in [0-9.]+ s$", r.stdout, re.M), r.stdout
+    assert os.listdir(tmp_path) == [], "temporary files left: %s" % os.listdir(tmp_path)
+
+
+def test_cycles_option():
+    r = kb("socket", "-n", "100", "-C")
+    if r.returncode == 2 and "no usable cycle counter" in r.stderr:
+        pytest.skip("no TSC")
+    assert r.returncode == 0 and "unit: cycles" in r.stdout
+    assert all(v[0] == int(v[0]) for _, v in samples(r.stdout))
+
+
+@pytest.mark.parametrize("args", [["-n", "0"], ["-n", "x"], ["-i", "-3"], ["-z"], ["extra"],
+                                  ["-n", "100000001"]])
+def test_bad_options(args):
+    r = kb("socket", *args)
+    assert r.returncode == 2 and r.stderr.strip(), (r.returncode, r.stderr)
+
+
+def test_help():
+    for t in TOOLS:
+        r = kb(t, "-h")
+        assert r.returncode == 0 and "usage: kb-" + t in r.stdout and "kbench(1)" in r.stdout
+
+
+def assert_limit(r, limit_text, max_n):
+    assert r.returncode == 3, (r.returncode, r.stdout[-500:], r.stderr)
+    assert limit_text in r.stderr, r.stderr
+    m = re.search(r"^# stopped at N=(\d+): .*%s" % re.escape(limit_text), r.stdout, re.M)
+    assert m and int(m.group(1)) <= max_n, r.stdout[-500:]
+    assert re.search(r"^# done: N=%s " % m.group(1), r.stdout, re.M), r.stdout[-300:]
+    ns = [n for n, _ in samples(r.stdout)]
+    assert ns and ns[-1] <= int(m.group(1)), "a sample past the limit"
+
+
+@pytest.mark.parametrize("tool", ["socket", "bind", "accept"])
+def test_descriptor_limit(tool):
+    r = kb(tool, "-n", "1000", pre=["prlimit", "--nofile=150"])
+    assert_limit(r, "RLIMIT_NOFILE (150)", 150)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
+                    reason="RLIMIT_NPROC binds only a user without CAP_SYS_RESOURCE: needs "
+                           "root to become nobody")
+@pytest.mark.parametrize("tool", ["fork", "fork-static", "thread"])
+def test_process_limit(tool):
+    r = kb(tool, "-n", "500", pre=["setpriv", "--reuid=nobody", "--regid=nogroup",
+                                   "--clear-groups", "prlimit", "--nproc=30"])
+    assert_limit(r, "RLIMIT_NPROC (30)", 30)
+    # every child was reaped: nobody's processes are gone
+    left = subprocess.run(["pgrep", "-u", "nobody", "-f", "kb-fork"], capture_output=True)
+    assert left.returncode == 1, left.stdout
+
+
+@pytest.mark.parametrize("tool", ["mmap", "manymap"])
+def test_address_space_limit(tool, tmp_path):
+    r = kb(tool, "-n", "40000", "-d", str(tmp_path), pre=["prlimit", "--as=80000000"])
+    assert_limit(r, "RLIMIT_AS (80000000 bytes", 40000)
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("ip"),
+                    reason="a network namespace with a small port range needs root")
+def test_port_range_limit():
+    sh = ('ip link set lo up && echo "40000 40039" > /proc/sys/net/ipv4/ip_local_port_range '
+          '&& exec "$0" -n 200')
+    r = subprocess.run(["unshare", "-n", "sh", "-c", sh, os.path.join(BDIR, "kb-bind")],
+                       capture_output=True, text=True, timeout=60)
+    assert_limit(r, "ip_local_port_range (40000-40039)", 40)
+
+
+def test_interrupt_cleans_up(tmp_path):
+    import signal
+    import time
+    p = subprocess.Popen([os.path.join(BDIR, "kb-manymap"), "-n", "5000000", "-d",
+                          str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode == 1 and "interrupted" in out or "done" in out, out[-300:]
+    assert os.listdir(tmp_path) == [], "left behind: %d entries" % len(os.listdir(tmp_path))
+
+
+def test_bench_open_loop_rate(tmp_path):
+    """bench -R holds the offered rate and times from the due time."""
+    root = tmp_path / "www"
+    root.mkdir()
+    (root / "f.txt").write_text("x" * 100)
+    os.chmod(root / "f.txt", 0o644)
+    g = subprocess.Popen([os.path.join(BDIR, "gatling"), "-i", "127.0.0.1", "-p", "0", "-n"],
+                         cwd=str(root), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    try:
+        port = int(re.search(rb"port (\d+)", g.stderr.readline()).group(1))
+        r = subprocess.run([os.path.join(BDIR, "bench"), "-q", "-J", "-k", "-c", "10", "-R",
+                            "500", "-d", "2", "http://127.0.0.1:%d/f.txt" % port],
+                           capture_output=True, text=True, timeout=30)
+        d = json.loads(r.stdout)
+        assert r.returncode == 0 and d["errors_total"] == 0, r.stdout
+        assert d["open_loop_rate"] == 500
+        assert 450 <= d["requests_per_s"] <= 550, d["requests_per_s"]  # the rate, not the server's max
+        assert "stdev" in d["latency_us"]
+        bad = subprocess.run([os.path.join(BDIR, "bench"), "-R", "100", "-k", "-p", "4",
+                              "http://127.0.0.1:%d/" % port], capture_output=True, text=True)
+        assert bad.returncode == 2 and "-R" in bad.stderr
+    finally:
+        g.terminate()
+        g.wait(5)
+
+
+def test_suite_quick_tiny_and_compare(tmp_path):
+    """make check's run of the suite: every tool's output well formed (the driver
+    checks and exits 1 on a problem), report and plots written; then compare
+    the run with itself: every verdict 'same'."""
+    out = str(tmp_path / "run")
+    backend = os.path.basename(BDIR)
+    r = subprocess.run([os.path.join(ROOT, "bench", "run"), "quick", "--tiny", "-q", "--runs",
+                        "3", "--backend", backend, "-o", out], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for f in ("samples.tsv", "summary.json", "meta.json", "commands.txt", "report.html"):
+        assert os.path.getsize(os.path.join(out, f)) > 0, f
+    with open(os.path.join(out, "samples.tsv")) as f:
+        benches = {l.split("\t")[0] for l in list(f)[1:]}
+    want = {"socket", "socket6", "bind", "accept", "fork", "fork-static", "thread", "mmap",
+            "manymap", "http-idle", "short-lived", "open-loop"}
+    assert want <= benches, want - benches
+    meta = json.load(open(os.path.join(out, "meta.json")))
+    for k in ("kernel", "cpu", "cores", "rlimits", "sysctls", "backend", "build", "date"):
+        assert k in meta, k
+    summary = json.load(open(os.path.join(out, "summary.json")))
+    assert summary["socket socket"]["fit"]["class"] in ("O(1)", "O(n)")
+    assert len(summary["fork fork+run"]["per_run_median"]) == 3
+    html = open(os.path.join(out, "report.html")).read()
+    assert "<table>" in html and "RLIMIT_NOFILE" in html
+    assert "http" not in re.sub(r"https?://www\.w3\.org[^\"']*", "", html).replace(
+        "http-idle", ""), "the report must not load anything from outside"
+    if shutil.which("gnuplot"):
+        assert html.count("<svg") >= 20
+        assert os.path.exists(os.path.join(out, "plots", "socket.socket.png"))
+    c = subprocess.run([os.path.join(ROOT, "bench", "run"), "compare", out, out, "-o",
+                        str(tmp_path / "cmp")], capture_output=True, text=True, timeout=300)
+    assert c.returncode == 0, c.stderr
+    rows = [l for l in c.stdout.splitlines()[1:] if l.strip()]
+    assert rows and all(" same " in l for l in rows), c.stdout
+    assert os.path.exists(str(tmp_path / "cmp" / "report.html"))
