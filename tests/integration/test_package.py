@@ -12,10 +12,27 @@ import pytest
 
 from conftest import ROOT
 
-EXPECTED = """etc/default/gatling
+EXPECTED = sorted("""etc/default/gatling
 etc/logrotate.d/gatling
 usr/bin/bench
 usr/bin/httpbench
+usr/bin/kb-socket
+usr/bin/kb-bind
+usr/bin/kb-accept
+usr/bin/kb-fork
+usr/bin/kb-fork-static
+usr/bin/kb-thread
+usr/bin/kb-mmap
+usr/bin/kb-manymap
+usr/share/man/man1/kb-socket.1
+usr/share/man/man1/kb-bind.1
+usr/share/man/man1/kb-accept.1
+usr/share/man/man1/kb-fork.1
+usr/share/man/man1/kb-fork-static.1
+usr/share/man/man1/kb-thread.1
+usr/share/man/man1/kb-mmap.1
+usr/share/man/man1/kb-manymap.1
+usr/share/man/man1/kbench.1
 usr/lib/systemd/system/gatling.service
 usr/lib/systemd/system/gatling.socket
 usr/sbin/gatling
@@ -25,7 +42,7 @@ usr/share/gatling/www/index.html
 usr/share/gatling/www/style.css
 usr/share/man/man1/bench.1
 usr/share/man/man1/httpbench.1
-usr/share/man/man8/gatling.8""".split()
+usr/share/man/man8/gatling.8""".split())
 
 
 def files_under(d):
