@@ -32,7 +32,7 @@ def log(msg):
     print(msg, file=sys.stderr, flush=True)
 
 
-def secs_arg(x):
+def secs_type(x):
     """argparse type: a positive number of seconds, at most a day."""
     import argparse
     try:
@@ -44,14 +44,33 @@ def secs_arg(x):
     return v
 
 
+def secs_str(x):
+    """Seconds as a tool's argument: 10.0 -> '10', 0.5 -> '0.5'."""
+    return f"{x:g}"
+
+
 def tool_version(argv):
-    """The first line a tool prints for its version option, or '?'."""
+    """The first line a tool prints (escape sequences removed), or None."""
+    import re
     try:
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return "?"
-    out = (r.stdout or r.stderr).strip().splitlines()
-    return out[0] if out else "?"
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=5)
+        text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", r.stdout + r.stderr)
+        return (text.strip().splitlines() or [""])[0][:200]
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def load_driver(name):
+    """Another driver (a script without .py) as a module: compare-servers' Server, ..."""
+    import importlib.machinery
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
+    modname = name.replace("-", "_")
+    loader = importlib.machinery.SourceFileLoader(modname, path)
+    spec = importlib.util.spec_from_loader(modname, loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
 
 
 def pinned(cpu, argv):
@@ -79,10 +98,11 @@ def stop(p, sig=signal.SIGTERM, grace=5.0):
 # -- statistics ---------------------------------------------------------------
 
 def median(xs):
-    xs = sorted(xs)
+    """The median of the values that are not None; None if there are none."""
+    xs = sorted(x for x in xs if x is not None)
     n = len(xs)
     if not n:
-        return float("nan")
+        return None
     return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
 
 
