@@ -33,6 +33,7 @@
 
 #define ACCEPT_BATCH 64     /* connections taken per listener event */
 #define ACCEPT_PAUSE_MS 100 /* back-off when out of descriptors */
+#define TIMEOUT_BATCH 64    /* deadlines handled per loop round */
 #define SERVER_FD_RESERVE 64 /* descriptors kept for files, logs and refusals */
 #define SERVER_MAX_AUTH_WAIT 60 /* the longest wait, in seconds */
 #define SERVER_UNSENT_MAX (128 << 10) /* bytes a socket may hold unsent */
@@ -436,7 +437,10 @@ int server_run(server_t *s)
             else
                 handle_signals(s);
         }
-        while ((fd = gio_next_timeout(s->loop)) >= 0) {
+        /* at most TIMEOUT_BATCH expiries a round: a thousand slowloris connections that
+           arrived together expire together, and closing them all at once would stall the
+           clients that are being served; the rest wait for the next round (gio keeps them) */
+        for (int k = 0; k < TIMEOUT_BATCH && (fd = gio_next_timeout(s->loop)) >= 0; k++) {
             int *kind = gio_cookie(s->loop, fd);
             if (*kind == COOKIE_CONN)
                 conn_event((conn_t *)kind, 0);

@@ -386,7 +386,7 @@ int gio_wait(gio_loop_t *l, int timeout_ms)
         if (timeout_ms < 0 || d < timeout_ms)
             timeout_ms = d > 0x7fffffff ? 0x7fffffff : (int)d;
     }
-    if (l->nready > 0) /* sync_changes found errors to report */
+    if (l->nready > 0 || l->nexpired > 0) /* errors to report, or expiries not taken yet */
         timeout_ms = 0;
 
     int n = backend_poll(l, timeout_ms);

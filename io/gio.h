@@ -112,7 +112,11 @@ int gio_wait(gio_loop_t *l, int timeout_ms);
  */
 int gio_next(gio_loop_t *l, unsigned *events);
 
-/* Take the next descriptor whose deadline has passed; -1 when none. */
+/*
+ * Take the next descriptor whose deadline has passed; -1 when none.  The
+ * caller may stop early: what it leaves stays queued for the next round, and
+ * gio_wait() then does not sleep.
+ */
 int gio_next_timeout(gio_loop_t *l);
 
 /* Number of registered descriptors. */

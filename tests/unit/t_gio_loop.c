@@ -371,6 +371,19 @@ static void test_deadlines(gio_loop_t *l)
     is_int(gio_next_timeout(l), a[0], "an expired fd not taken stays queued over a wait");
     is_int(gio_next_timeout(l), -1, "... and comes once");
 
+    /* a caller that takes only some expiries: the next wait must not sleep */
+    gio_set_deadline(l, a[0], gio_now(l) + 10);
+    gio_set_deadline(l, b[0], gio_now(l) + 10);
+    gio_wait(l, 200);
+    int first = gio_next_timeout(l);
+    ok(first == a[0] || first == b[0], "two deadlines expired, one taken");
+    t0 = now_ms();
+    gio_wait(l, 1000);
+    dt = now_ms() - t0;
+    ok(dt < 100, "an expiry left queued: gio_wait returns at once (%lld ms)", (long long)dt);
+    is_int(gio_next_timeout(l), first == a[0] ? b[0] : a[0], "... with the other one");
+    is_int(gio_next_timeout(l), -1, "... and no more");
+
     gio_set_deadline(l, a[0], gio_now(l) + 20);
     gio_set_deadline(l, b[0], gio_now(l) + 20);
     gio_del(l, a[0]);
