@@ -126,6 +126,95 @@ static char *next_line(char **p, size_t *len)
     return s;
 }
 
+/* crypt's base-64 alphabet: the index of c, or -1. */
+static int itoa64(unsigned char c)
+{
+    static const char a[] = "./0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    const char *p = c ? strchr(a, c) : NULL;
+    return p ? (int)(p - a) : -1;
+}
+
+/* yescrypt's variable-length number (decode64_uint32 in libxcrypt): NULL if malformed. */
+static const char *yes_number(const char *s, uint32_t min, uint64_t *out)
+{
+    uint32_t start = 0, end = 47, chars = 1, bits = 0;
+    int c = itoa64((unsigned char)*s++);
+    if (c < 0)
+        return NULL;
+    uint64_t v = min;
+    while ((uint32_t)c > end) {
+        v += (uint64_t)(end + 1 - start) << bits;
+        start = end + 1;
+        end = start + (62 - end) / 2;
+        chars++;
+        bits += 6;
+    }
+    v += (uint64_t)((uint32_t)c - start) << bits;
+    while (--chars) {
+        if ((c = itoa64((unsigned char)*s++)) < 0)
+            return NULL;
+        bits -= 6;
+        v += (uint64_t)c << bits;
+    }
+    *out = v;
+    return s;
+}
+
+/* "rounds=N$" after a $5$/$6$ prefix: N, or the default when absent. */
+static uint64_t sha_rounds(const char *s)
+{
+    if (strncmp(s, "rounds=", 7))
+        return 5000;
+    char *end;
+    unsigned long long v = strtoull(s + 7, &end, 10);
+    return *end == '$' ? v : UINT64_MAX;
+}
+
+/*
+ * Is crypt's work for this hash bounded (HTACCESS_HASH_MEM_MAX bytes,
+ * HTACCESS_BCRYPT_COST_MAX, HTACCESS_ROUNDS_MAX)?  The parameters are part of
+ * the hash: "$y$jJ9T$..." would make every check allocate gigabytes.
+ * Hashes without parameters (MD5, DES, ...) are fine.
+ */
+static int hash_cost_ok(const char *h)
+{
+    uint64_t flavor, nlog, r;
+    const char *q;
+    if (!strncmp(h, "$y$", 3) || !strncmp(h, "$gy$", 4)) { /* yescrypt: flavor, N, r */
+        q = h + (h[1] == 'y' ? 3 : 4);
+        if (!(q = yes_number(q, 0, &flavor)) || !(q = yes_number(q, 1, &nlog)) ||
+            !(q = yes_number(q, 1, &r)) || *q != '$') /* p, t, g: not taken */
+            return 0;
+        return nlog <= 30 && r <= 1024 && (128 * r << nlog) <= HTACCESS_HASH_MEM_MAX;
+    }
+    if (!strncmp(h, "$7$", 3)) { /* scrypt: N as one character, r and p as five */
+        int n = itoa64((unsigned char)h[3]);
+        uint64_t rv = 0, pv = 0;
+        for (int i = 0; i < 10; i++) {
+            int c = itoa64((unsigned char)h[4 + i]);
+            if (c < 0)
+                return 0;
+            if (i < 5)
+                rv |= (uint64_t)c << (6 * i);
+            else
+                pv |= (uint64_t)c << (6 * (i - 5));
+        }
+        return n >= 1 && n <= 30 && rv <= 1024 && pv == 1 &&
+               (128 * rv << n) <= HTACCESS_HASH_MEM_MAX;
+    }
+    if (h[0] == '$' && h[1] == '2' && h[2] && h[3] == '$') /* bcrypt: $2b$NN$ */
+        return h[4] >= '0' && h[4] <= '9' && h[5] >= '0' && h[5] <= '9' && h[6] == '$' &&
+               (h[4] - '0') * 10 + (h[5] - '0') <= HTACCESS_BCRYPT_COST_MAX;
+    if (!strncmp(h, "$5$", 3) || !strncmp(h, "$6$", 3))
+        return sha_rounds(h + 3) <= HTACCESS_ROUNDS_MAX;
+    if (!strncmp(h, "$sha1$", 6)) {
+        char *end;
+        unsigned long long v = strtoull(h + 6, &end, 10);
+        return *end == '$' && v <= HTACCESS_ROUNDS_MAX;
+    }
+    return 1;
+}
+
 /* Parse f->buf[0..len) into realm and users.  Returns 0, or -1 if malformed (or ENOMEM). */
 static int parse_file(htfile_t *f, size_t len)
 {
@@ -141,7 +230,7 @@ static int parse_file(htfile_t *f, size_t len)
             continue;
         }
         char *colon = memchr(line, ':', n);
-        if (!colon || colon == line || colon + 1 == line + n)
+        if (!colon || colon == line || colon + 1 == line + n || !hash_cost_ok(colon + 1))
             return -1;
         if (f->nusers == f->cap) {
             size_t cap = f->cap ? f->cap * 2 : 16;

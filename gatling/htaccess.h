@@ -11,7 +11,11 @@
  * realm and no users locks everyone out.
  * Malformed (answered 500, never "open"): no realm line, a user line without
  * ':' or with an empty user or hash, a NUL byte, more than HTACCESS_MAX bytes,
- * or something other than a regular file (a symlink, a directory, a FIFO).
+ * something other than a regular file (a symlink, a directory, a FIFO), or a
+ * hash whose parameters ask crypt for more than the bounds below (yescrypt or
+ * scrypt memory, bcrypt cost, SHA-crypt rounds): the cost is part of the hash,
+ * and one line could otherwise make every login allocate gigabytes or spin for
+ * minutes on the worker threads.
  *
  * The nearest .htaccess governs alone: one in a subdirectory replaces, not
  * extends, those above it.
@@ -26,6 +30,9 @@
 #include <stddef.h>
 
 #define HTACCESS_MAX (64 * 1024) /* larger files are refused as malformed */
+#define HTACCESS_HASH_MEM_MAX (64u << 20) /* yescrypt/scrypt: 4x Debian's default ($y$j9T$) */
+#define HTACCESS_BCRYPT_COST_MAX 13       /* about half a second here */
+#define HTACCESS_ROUNDS_MAX 1000000       /* SHA-crypt rounds= (default 5000) */
 
 /*
  * Find the .htaccess that governs the file at path[0..n) (decoded,

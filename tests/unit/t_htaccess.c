@@ -209,6 +209,14 @@ static void check_headers(void)
     is_int(check_in(rootfd, "/index.html", NULL, NULL, 0), 401, "realmsz 0");
 }
 
+static void check_costs_within_bounds(void)
+{
+    char realm[64], h[512];
+    is_int(check("/costly-ok/x", basic(h, "bob", "bobpw"), realm), 0,
+           "100,000 SHA-512 rounds and a 32 MiB yescrypt line: within the bounds, bob logs in");
+    is_int(check("/costly-ok/x", basic(h, "alice", "x"), realm), 401, "... alice (wrong) 401");
+}
+
 static void check_fail_closed(void)
 {
     char realm[64], h[512];
@@ -224,6 +232,11 @@ static void check_fail_closed(void)
         {"/bad-nouser/x", "an empty user"},
         {"/bad-nul/x", "a NUL byte"},
         {"/bad-fifo/x", "a FIFO (must not hang)"},
+        {"/bad-yescrypt/x", "a yescrypt hash asking for 6 GiB ($y$jJ9T$, a fuzz_htaccess find)"},
+        {"/bad-yesparams/x", "a yescrypt hash with parameters past r"},
+        {"/bad-scrypt/x", "an scrypt hash asking for 512 MiB"},
+        {"/bad-bcrypt/x", "a bcrypt hash of cost 31"},
+        {"/bad-rounds/x", "a SHA-512 hash of 999,999,999 rounds"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         is_int(check(bad[i][0], h, realm), 500, "500 for %s", bad[i][1]);
@@ -295,7 +308,8 @@ static void make_tree(const char *top)
     static const char *const dirs[] = {"bad-dir",   "bad-link",     "bad-big",    "bad-colon",
                                        "bad-empty", "bad-comments", "bad-nohash", "bad-nouser",
                                        "bad-nul",   "bad-fifo",     "big-ok",     "unreadable",
-                                       "noexec"};
+                                       "noexec",    "bad-yescrypt", "bad-yesparams",
+                                       "bad-scrypt", "bad-bcrypt",  "bad-rounds", "costly-ok"};
     for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
         mkdirat(rootfd, dirs[i], 0755);
     mkdirat(rootfd, "bad-dir/.htaccess", 0755);
@@ -315,6 +329,15 @@ static void make_tree(const char *top)
     puts_file("bad-nouser/.htaccess", "R\n:$1$abc$def\n");
     put("bad-nul/.htaccess", "R\nal\0ice:x\n", 11);
     mknodat(rootfd, "bad-fifo/.htaccess", S_IFIFO | 0644, 0);
+    puts_file("bad-yescrypt/.htaccess", "R\nalice:$y$jJ9T$salt$hash\n");
+    puts_file("bad-yesparams/.htaccess", "R\nalice:$y$j9T.2$salt$hash\n");
+    puts_file("bad-scrypt/.htaccess", "R\nalice:$7$K/....0..../....salt$hash\n");
+    puts_file("bad-bcrypt/.htaccess", "R\nalice:$2b$31$abcdefghijklmnopqrstuu0123456789012345678901234567\n");
+    puts_file("bad-rounds/.htaccess", "R\nalice:$6$rounds=999999999$salt$hash\n");
+    /* within the bounds: a yescrypt of 32 MiB ($y$jAT$) and 100,000 SHA-512 rounds */
+    snprintf(text, sizeof text, "R\nalice:$y$jAT$W.P43eoL2KH9WUdh7WsxL/$x\nbob:%s\n",
+             crypt("bobpw", "$6$rounds=100000$abcdefgh"));
+    puts_file("costly-ok/.htaccess", text);
     puts_file("unreadable/.htaccess", "R\n");
     fchmodat(rootfd, "unreadable/.htaccess", 0, 0); /* no one but root reads it */
     fchmodat(rootfd, "noexec", 0600, 0);            /* no one but root searches it */
@@ -347,6 +370,7 @@ int main(void)
     check_methods();
     check_headers();
     check_fail_closed();
+    check_costs_within_bounds();
     check_timing();
 
     close(rootfd);
