@@ -34,10 +34,20 @@ typedef struct config {
     int status_page;       /* -S: /server-status for loopback clients */
     int symlinks_out;      /* -L: follow symlinks out of the document root */
     int gzip;              /* 0 with -Z: no compression */
+    const char *tls_dir;     /* -C: certificate directory; NULL = ./server.pem if present */
+    int tls_port;            /* -e: HTTPS port; default 443 as root, 4433 otherwise */
+    int tls_port_given;      /* -e was given: failing to bind it is fatal */
+    int tls_off;             /* -E: no HTTPS */
+    const char *tls_ciphers; /* -o: TLS 1.2 cipher list (OpenSSL syntax) */
+    const char *tls_suites;  /* -O: TLS 1.3 cipher suites */
+    int hsts;                /* -x: Strict-Transport-Security max-age on HTTPS; -1 = none */
+    int https_redirect;      /* -X: plain HTTP requests get 301 to https:// */
     /* set up by main(), not options: */
     int log_fd;   /* the access log (-1: none), opened before any chroot */
     int error_fd; /* the error log (stderr, or -q's file), opened before any chroot */
     int uid, gid; /* -u's ids, looked up before any chroot; -1 = stay */
+    struct tls_store *tls; /* the certificates (tls.h), loaded before any chroot; NULL: no HTTPS */
+    int tls_skipped;       /* the default HTTPS port was busy: HTTP only */
 } config_t;
 
 #endif

@@ -13,6 +13,7 @@
 #include "peerlimits.h"
 #include "owfat.h"
 #include "response.h"
+#include "tls.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -31,7 +32,7 @@
 const char *conn_state_name(conn_state_t st)
 {
     static const char *const names[] = {"idle",  "head",  "handle", "body",   "dispatch",
-                                        "wait",  "write", "linger", "tarpit", "close"};
+                                        "wait",  "write", "linger", "tarpit", "handshake", "close"};
     return (unsigned)st < sizeof names / sizeof names[0] ? names[st] : "?";
 }
 
@@ -73,19 +74,49 @@ static uint64_t moved(const conn_t *c)
     return c->out.bytes_sent > q ? c->out.bytes_sent - q : 0;
 }
 
+/* Read from the client: through TLS on HTTPS.  GIO_AGAIN: call want_input. */
+static long conn_read(conn_t *c, void *buf, size_t len)
+{
+    if (!c->ssl)
+        return gio_read(c->fd, buf, len);
+    unsigned want = GIO_READ;
+    long r = tls_read(c->ssl, buf, len, &want);
+    c->tls_want = r == GIO_AGAIN ? (uint8_t)want : 0;
+    return r;
+}
+
+/* After GIO_AGAIN from conn_read: wait for what the read needs (with TLS,
+   that can be the socket turning writable). */
+static void want_input(conn_t *c)
+{
+    gio_want(c->site->loop, c->fd, c->ssl && c->tls_want ? c->tls_want : GIO_READ);
+}
+
+/* A tiny message on an idle socket, best effort (100 Continue, 408). */
+static void send_small(conn_t *c, const char *msg, size_t len)
+{
+    if (c->ssl)
+        tls_send_small(c->ssl, msg, len);
+    else
+        (void)!send(c->fd, msg, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
 /* Go to state st, with the deadline st waits under. */
 static void enter(conn_t *c, conn_state_t st)
 {
     c->state = st;
     switch (st) {
     case CONN_IDLE: set_deadline(c, idle_ms(c)); break;
-    case CONN_HEAD: set_deadline(c, head_ms(c)); break;
+    case CONN_HEAD:
+    case CONN_HANDSHAKE: set_deadline(c, head_ms(c)); break;
     case CONN_BODY:
     case CONN_WRITE:
         c->blk->window_at = moved(c);
         set_deadline(c, window_ms(c));
         break;
     case CONN_LINGER:
+        if (c->ssl)
+            tls_close_notify(c->ssl);
         shutdown(c->fd, SHUT_WR);
         set_deadline(c, CONN_LINGER_MS);
         break;
@@ -118,10 +149,16 @@ static void block_put(conn_set_t *set, conn_block_t *b)
 }
 
 conn_t *conn_new(conn_set_t *set, site_t *site, int kind, int fd, const struct sockaddr *peer,
-                 socklen_t plen)
+                 socklen_t plen, int tls)
 {
     conn_t *c = calloc(1, sizeof *c);
+    if (c && tls && !(c->ssl = tls_new(site->cfg->tls, fd))) {
+        free(c);
+        c = NULL;
+    }
     if (!c || gio_add(site->loop, fd, c) < 0) {
+        if (c && c->ssl)
+            tls_free(c->ssl);
         free(c);
         close(fd);
         return NULL;
@@ -134,8 +171,12 @@ conn_t *conn_new(conn_set_t *set, site_t *site, int kind, int fd, const struct s
         memcpy(&c->peer, peer, plen);
     gio_batch_init(&c->out);
     gio_want(site->loop, fd, GIO_READ);
-    enter(c, CONN_IDLE);
-    set_deadline(c, head_ms(c)); /* nothing sent yet: the head's time runs from the accept */
+    if (c->ssl) {
+        enter(c, CONN_HANDSHAKE);
+    } else {
+        enter(c, CONN_IDLE);
+        set_deadline(c, head_ms(c)); /* nothing sent yet: the head's time runs from the accept */
+    }
     c->next = set->list;
     if (c->next)
         c->next->prev = c;
@@ -149,6 +190,10 @@ static void conn_free(conn_t *c)
     if (c->job) /* the job runs on: it must not come back to us */
         c->job->c = NULL;
     limits_conn_close(c->site->limits, &c->peer.sa);
+    if (c->ssl) {
+        tls_close_notify(c->ssl); /* not after a fatal error: tls.c made it quiet then */
+        tls_free(c->ssl);
+    }
     gio_close(c->site->loop, c->fd);
     gio_batch_free(&c->out);
     block_put(c->set, c->blk);
@@ -193,7 +238,9 @@ static void fail(conn_t *c, int status)
    reports data: reading a socket just emptied would only find EAGAIN. */
 static void st_idle(conn_t *c, unsigned events)
 {
-    if (events & (GIO_READ | GIO_ERROR | GIO_HANGUP))
+    /* TLS may hold decrypted bytes already, which the kernel cannot report */
+    if ((events & (GIO_READ | GIO_WRITE | GIO_ERROR | GIO_HANGUP)) ||
+        (c->ssl && tls_pending(c->ssl)))
         enter(c, CONN_HEAD);
     else
         gio_want(c->site->loop, c->fd, GIO_READ);
@@ -228,14 +275,14 @@ static void st_head(conn_t *c)
             fail(c, status);
             return;
         }
-        long r = gio_read(c->fd, c->blk->in + c->inlen, CONN_IN_CAP - c->inlen);
+        long r = conn_read(c, c->blk->in + c->inlen, CONN_IN_CAP - c->inlen);
         if (r == GIO_AGAIN) {
             if (!c->inlen) { /* a spurious wake-up: idle again, holding no block */
                 block_put(c->set, c->blk);
                 c->blk = NULL;
                 c->state = CONN_IDLE;
             }
-            gio_want(c->site->loop, c->fd, GIO_READ);
+            want_input(c);
             return;
         }
         if (r <= 0) { /* EOF or error; a half-sent request is simply dropped */
@@ -254,7 +301,7 @@ static void send_continue(conn_t *c, const http_request_t *req)
     if (!ex || req->version < 11 || c->inlen > c->reqlen) /* the body is already coming */
         return;
     if (ex->n == 12 && case_equalb(ex->p, 12, "100-continue"))
-        (void)!send(c->fd, cont, sizeof cont - 1, MSG_NOSIGNAL); /* tiny, on an idle socket */
+        send_small(c, cont, sizeof cont - 1); /* tiny, on an idle socket */
 }
 
 /* Does this request end the connection?  RFC 9112 9.3, and our caps. */
@@ -399,9 +446,9 @@ static void st_body(conn_t *c)
             c->state = CONN_DISPATCH;
             return;
         }
-        long n = gio_read(c->fd, c->blk->in + c->inlen, CONN_IN_CAP - c->inlen);
+        long n = conn_read(c, c->blk->in + c->inlen, CONN_IN_CAP - c->inlen);
         if (n == GIO_AGAIN) {
-            gio_want(c->site->loop, c->fd, GIO_READ);
+            want_input(c);
             return;
         }
         if (n <= 0) {
@@ -449,10 +496,13 @@ static void finish_request(conn_t *c)
 /* WRITE: push the batch. */
 static void st_write(conn_t *c)
 {
-    long r = gio_batch_send(&c->out, c->fd, CONN_SEND_BUDGET);
+    unsigned want = GIO_WRITE;
+    long r = c->ssl ? tls_batch_send(c->ssl, &c->out, CONN_SEND_BUDGET, &want)
+                    : gio_batch_send(&c->out, c->fd, CONN_SEND_BUDGET);
     if (r == GIO_ERR) {
         /* a client that went away is no error of ours; anything else is */
-        if (errno != EPIPE && errno != ECONNRESET && errno != ENOTCONN && errno != ETIMEDOUT)
+        if (errno != EPIPE && errno != ECONNRESET && errno != ENOTCONN && errno != ETIMEDOUT &&
+            errno != EPROTO)
             site_error(c->site, "sendfile()/sendmsg()", errno, &c->peer.sa, NULL);
         log_request(c); /* the client went away: log what it got */
         c->state = CONN_CLOSE;
@@ -462,7 +512,7 @@ static void st_write(conn_t *c)
         finish_request(c);
         return;
     }
-    gio_want(c->site->loop, c->fd, GIO_WRITE);
+    gio_want(c->site->loop, c->fd, want);
 }
 
 /* LINGER: read and drop until the client closes or the deadline passes, so
@@ -472,10 +522,10 @@ static void st_linger(conn_t *c)
 {
     char junk[4096];
     long r;
-    while ((r = gio_read(c->fd, junk, sizeof junk)) > 0)
+    while ((r = conn_read(c, junk, sizeof junk)) > 0)
         ;
     if (r == GIO_AGAIN)
-        gio_want(c->site->loop, c->fd, GIO_READ);
+        want_input(c);
     else
         c->state = CONN_CLOSE;
 }
@@ -514,10 +564,11 @@ static int timed_out(conn_t *c)
         /* RFC 9110 15.5.9; best effort, the socket is not waited for */
         static const char r408[] = "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n"
                                    "Content-Length: 0\r\n\r\n";
-        (void)!send(c->fd, r408, sizeof r408 - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        send_small(c, r408, sizeof r408 - 1);
         st->timeout_head++;
         return 0;
     }
+    case CONN_HANDSHAKE: st->timeout_handshake++; return 0;
     case CONN_IDLE: /* a connection that never sent a request ran out of head time */
         if (c->set->draining) /* the grace of a shutdown is over */
             return 0;
@@ -528,6 +579,42 @@ static int timed_out(conn_t *c)
         return 0;
     default: return 0;
     }
+}
+
+/* HANDSHAKE: first make sure it is TLS at all (a plain-HTTP client on the
+   HTTPS port, a scanner: closed at once, counted), then let OpenSSL work. */
+static void st_handshake(conn_t *c)
+{
+    status_counters_t *st = &c->site->stats;
+    if (!c->tls_want) { /* nothing looked at yet */
+        int h = tls_looks_like_hello(c->fd);
+        if (h < 0) {
+            gio_want(c->site->loop, c->fd, GIO_READ);
+            return;
+        }
+        if (h == 0) {
+            st->tls_not_tls++;
+            c->state = CONN_CLOSE;
+            return;
+        }
+    }
+    unsigned want = GIO_READ;
+    int r = tls_handshake(c->ssl, &want);
+    if (r == GIO_AGAIN) {
+        c->tls_want = (uint8_t)want;
+        gio_want(c->site->loop, c->fd, want);
+        return;
+    }
+    c->tls_want = 0;
+    if (r < 0) {
+        st->tls_failed++;
+        c->state = CONN_CLOSE;
+        return;
+    }
+    st->tls_handshakes++;
+    if (tls_resumed(c->ssl))
+        st->tls_resumed++;
+    enter(c, CONN_HEAD); /* the request may have come with the handshake's last flight */
 }
 
 /* Run the state functions until the state stops changing. */
@@ -544,6 +631,7 @@ static void run(conn_t *c, unsigned events)
         case CONN_DISPATCH: st_dispatch(c); break;
         case CONN_WRITE: st_write(c); break;
         case CONN_LINGER: st_linger(c); break;
+        case CONN_HANDSHAKE: st_handshake(c); break;
         case CONN_WAIT: /* only a job's end moves it on */
         case CONN_TARPIT:
         case CONN_CLOSE: break;
@@ -577,7 +665,7 @@ void conn_set_drain(conn_set_t *set)
         next = c->next; /* c may be freed */
         if (c->state == CONN_TARPIT)
             conn_free(c);
-        else if (c->state == CONN_IDLE) /* a request may be on its way: a moment for it */
+        else if (c->state == CONN_IDLE || c->state == CONN_HANDSHAKE) /* a request may be on its way */
             set_deadline(c, capped_ms(c, CONN_DRAIN_GRACE_MS));
         else if (c->state == CONN_WAIT) /* answered when the job is done, then closed */
             c->keepalive = 0;

@@ -7,6 +7,7 @@
  *                     ▼          │  ▼  │
  *                     BODY ──────┘  WAIT         (a body to drop; a job off the loop)
  *   HEAD ─► TARPIT ─► CLOSE                      (-A: over the request rate)
+ *   HANDSHAKE ─► HEAD                            (HTTPS: the TLS handshake first)
  *
  * Each state that waits has its own deadline, counted when it fires:
  *   IDLE    -T, the keep-alive idle timeout (a new connection: the head deadline)
@@ -16,6 +17,7 @@
  *   WAIT    -s, for a worker thread to check a password (jobs.h)
  *   LINGER  a short drain of unread input before closing
  *   TARPIT  -T, then close
+ *   HANDSHAKE  -s, like a head: bytes that are no TLS handshake close at once
  * While a request is read or answered the connection owns a request block
  * (input buffer, parsed head, path and response-head buffers); an IDLE
  * connection holds none, so idle connections cost ~200 bytes.
@@ -42,6 +44,7 @@ typedef enum conn_state {
     CONN_WRITE,    /* sending the response */
     CONN_LINGER, /* response sent, closing: drain unread input, then close */
     CONN_TARPIT, /* over the request rate: held, unread, until the deadline */
+    CONN_HANDSHAKE, /* HTTPS: the TLS handshake */
     CONN_CLOSE   /* to be freed */
 } conn_state_t;
 
@@ -107,6 +110,8 @@ typedef struct conn {
     uint8_t body;         /* BODY_*: framing of the request body */
     uint8_t auth_verdict; /* AUTH_*: a job's answer for this request's credentials */
     uint8_t gzip_tried;   /* this request waited for a gzip job once already */
+    uint8_t tls_want;     /* HTTPS: what OpenSSL waits for (GIO_READ/WRITE) after GIO_AGAIN */
+    struct ssl_st *ssl;   /* HTTPS: the TLS session, else NULL */
     conn_job_t *job;      /* the job this request waits for (WAIT), or NULL */
     uint64_t body_left; /* BODY_LENGTH: bytes still to drop */
     uint64_t body_len;         /* body bytes of the current response */
@@ -120,9 +125,10 @@ typedef struct conn {
     } peer;
 } conn_t;
 
-/* Take over an accepted, non-blocking socket.  NULL (and fd closed) on error. */
+/* Take over an accepted, non-blocking socket (tls: HTTPS, with cfg->tls's
+   certificates).  NULL (and fd closed) on error. */
 conn_t *conn_new(conn_set_t *set, site_t *site, int kind, int fd, const struct sockaddr *peer,
-                 socklen_t plen);
+                 socklen_t plen, int tls);
 
 /* React to readiness (events) or a passed deadline (events == 0). */
 void conn_event(conn_t *c, unsigned events);

@@ -17,5 +17,6 @@ gatling/gatling: $(B)/gatling
 	cp --remove-destination $< $@
 LDLIBS += -lcrypt
 LDLIBS += -lz
+LDLIBS += -lssl -lcrypto
 LDLIBS += -pthread
 CFLAGS += -pthread

@@ -10,6 +10,7 @@
 #include "gio.h"
 #include "mime.h"
 #include "server.h"
+#include "tls.h"
 #include "worker.h"
 
 #include <arpa/inet.h>
@@ -28,8 +29,10 @@ static void usage(FILE *f)
             "usage: gatling [-i addr] [-p port] [-T secs] [-s secs] [-B rate] [-N n] [-K n]\n"
             "               [-A rpm] [-R n] [-b n] [-j n] [-n] [-G] [-l file] [-q file] [-c dir]\n"
             "               [-u user] [-m file] [-W n] [-H] [-v] [-t] [-d|-D] [-I name]\n"
-            "               [-r url] [-M secs] [-S] [-L] [-Z] [-V] [-h]\n"
-            "Serve the current directory (or -c dir) over HTTP/1.1.\n"
+            "               [-r url] [-M secs] [-S] [-L] [-Z] [-C dir] [-e port] [-E]\n"
+            "               [-o ciphers] [-O suites] [-x secs] [-X] [-V] [-h]\n"
+            "Serve the current directory (or -c dir) over HTTP/1.1, and over HTTPS when\n"
+            "there are certificates.\n"
             "  -i addr   listen on this IPv4 or IPv6 address (default: all, IPv6 and IPv4)\n"
             "  -p port   listen on this port (default: 80 as root, 8000 otherwise; 0: any)\n"
             "  -T secs   close keep-alive connections idle this long (default 23; 0: never)\n"
@@ -61,11 +64,20 @@ static void usage(FILE *f)
             "  -S        serve /server-status (HTML, or JSON with ?json) to loopback clients\n"
             "  -L        follow symlinks that lead out of the document root\n"
             "  -Z        no compression (neither precompressed files nor gzip)\n"
+            "  -C dir    HTTPS certificates: dir/server.pem (chain and key), dir/NAME.pem,\n"
+            "            dir/NAME/fullchain.pem + privkey.pem (default: ./server.pem if any)\n"
+            "  -e port   serve HTTPS on this port, and fail if it cannot be bound\n"
+            "            (default: 443 as root, 4433 otherwise, skipped if busy; 0: any)\n"
+            "  -E        no HTTPS\n"
+            "  -o list   TLS 1.2 ciphers (default: Mozilla intermediate)\n"
+            "  -O list   TLS 1.3 cipher suites (default: OpenSSL's three)\n"
+            "  -x secs   send Strict-Transport-Security: max-age=secs over HTTPS\n"
+            "  -X        answer plain HTTP with a redirect to HTTPS\n"
             "  -V        print the version and the IO backend, and exit\n"
             "  -h        print this help, and exit\n"
             "Signals: TERM/INT stop accepting and exit after the responses in flight;\n"
             "HUP closes the listeners and exits once the open connections are done;\n"
-            "USR1 reopens the -l and -q log files; USR2 starts the binary again (an\n"
+            "USR1 reopens the -l and -q log files and reloads changed certificates; USR2 starts the binary again (an\n"
             "upgrade: the new process takes over the listeners, this one drains).\n"
             "Started by systemd with sockets (LISTEN_FDS), it serves those.  See gatling(8).\n");
 }
@@ -131,9 +143,11 @@ static int parse_options(int argc, char **argv, config_t *cfg)
                       .workers = 1,
                       .vhosts = 1,
                       .max_age = -1,
-                      .gzip = 1};
+                      .gzip = 1,
+                      .tls_port = geteuid() == 0 ? 443 : 4433,
+                      .hsts = -1};
     opterr = 0;
-    while ((c = getopt(argc, argv, ":i:p:T:s:B:N:K:A:R:b:j:nGl:q:c:u:m:W:HvtdDI:r:M:SLZVh")) != -1) {
+    while ((c = getopt(argc, argv, ":i:p:T:s:B:N:K:A:R:b:j:nGl:q:c:u:m:W:HvtdDI:r:M:SLZC:e:Eo:O:x:XVh")) != -1) {
         switch (c) {
         case 'i':
             if (!is_address(optarg))
@@ -236,6 +250,28 @@ static int parse_options(int argc, char **argv, config_t *cfg)
             if ((cfg->workers = (int)number(optarg, 1, 64)) < 0)
                 return bad("W", optarg, "not a worker count (1-64)");
             break;
+        case 'C':
+            if (too_long(optarg, PATH_MAX - 16))
+                return bad("C", "...", "path too long");
+            cfg->tls_dir = optarg;
+            break;
+        case 'e':
+            if ((cfg->tls_port = (int)number(optarg, 0, 65535)) < 0)
+                return bad("e", optarg, "not a port number (0-65535)");
+            cfg->tls_port_given = 1;
+            break;
+        case 'E': cfg->tls_off = 1; break;
+        case 'o':
+        case 'O':
+            if (too_long(optarg, TLS_CIPHERS_MAX) || !header_safe(optarg) || !*optarg)
+                return bad(c == 'o' ? "o" : "O", "...", "empty, too long or with spaces");
+            *(c == 'o' ? &cfg->tls_ciphers : &cfg->tls_suites) = optarg;
+            break;
+        case 'x':
+            if ((cfg->hsts = (int)number(optarg, 0, 0x7fffffff)) < 0)
+                return bad("x", optarg, "not a number of seconds");
+            break;
+        case 'X': cfg->https_redirect = 1; break;
         case 'V': printf("gatling %s (%s)\n", GATLING_VERSION, gio_backend_name()); return 0;
         case 'h': usage(stdout); return 0;
         case ':':
@@ -283,6 +319,31 @@ static int prepare(config_t *cfg)
     return 0;
 }
 
+/* HTTPS: the certificates, read while the files are still visible and
+   readable (before a chroot and -u). */
+static int load_certificates(config_t *cfg)
+{
+    if (cfg->tls_off)
+        return 0;
+    char real[PATH_MAX];
+    const char *docroot = realpath(cfg->root ? cfg->root : ".", real);
+    int missing;
+    cfg->tls = tls_store_load(cfg->tls_dir, cfg, docroot, &missing);
+    if (cfg->tls) {
+        fprintf(stderr, "gatling: HTTPS with %d certificate%s from %s\n", tls_store_count(cfg->tls),
+                tls_store_count(cfg->tls) == 1 ? "" : "s", cfg->tls_dir ? cfg->tls_dir : "server.pem");
+        return 0;
+    }
+    if (!missing)
+        return -1;
+    if (cfg->tls_port_given) {
+        fprintf(stderr, "gatling: -e %d: no certificate: give -C dir, or put server.pem here\n",
+                cfg->tls_port);
+        return -1;
+    }
+    return 0; /* no certificates, no HTTPS */
+}
+
 /* -c: change into the document root; as root, also chroot there. */
 static int enter_root(const config_t *cfg)
 {
@@ -323,6 +384,10 @@ int main(int argc, char **argv)
                 cfg.mime_file ? cfg.mime_file : "/etc/mime.types", strerror(errno));
         return 1;
     }
+    if (load_certificates(&cfg) < 0) {
+        mime_free(mime);
+        return 1;
+    }
     if (cfg.workers > 1) {
         rc = enter_root(&cfg) < 0 ? 1 : worker_supervise(&cfg, mime, fds, n, groups);
         mime_free(mime);
@@ -332,7 +397,7 @@ int main(int argc, char **argv)
     server_t s;
     int passed = n > 0;
     if (passed)
-        server_adopt(fds, n, lst);
+        server_adopt(&cfg, fds, n, lst);
     if ((!passed && server_listen(&cfg, lst, &n, 0, 4096) < 0) || enter_root(&cfg) < 0 ||
         server_drop_privileges(&cfg) < 0 || server_init(&s, &cfg, mime, lst, n) < 0) {
         mime_free(mime);
@@ -340,9 +405,10 @@ int main(int argc, char **argv)
     }
     s.upgradable = 1;
     for (int i = 0; i < n; i++)
-        fprintf(stderr, "gatling %s (%s): listening on %s port %d%s\n", GATLING_VERSION,
+        fprintf(stderr, "gatling %s (%s): listening on %s port %d%s%s\n", GATLING_VERSION,
                 gio_backend_name(), passed ? "a passed socket," : cfg.addr ? cfg.addr : "::",
-                server_port(&lst[i]), passed ? " (-i and -p ignored)" : "");
+                server_port(&lst[i]), lst[i].tls ? " (https)" : "",
+                passed ? " (-i and -p ignored)" : "");
     handover_ready();
     rc = server_run(&s);
     server_free(&s);

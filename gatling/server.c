@@ -12,6 +12,7 @@
 #include "jobs.h"
 #include "peerlimits.h"
 #include "owfat.h"
+#include "tls.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -101,41 +102,68 @@ static int open_listener(int family, const void *addr, int port, int reuseport, 
     return fd;
 }
 
-int server_listen(const config_t *cfg, listener_t *lst, int *n, int reuseport, int backlog)
+/* One listener on -i's address (or [::], falling back to 0.0.0.0) and port. */
+static int listen_on(const config_t *cfg, int port, int reuseport, int backlog, int quiet)
 {
     unsigned char a[16];
     int fd;
     const char *shown = cfg->addr ? cfg->addr : "::";
     if (!cfg->addr) { /* all addresses: dual-stack [::], or 0.0.0.0 without IPv6 */
         memset(a, 0, sizeof a);
-        fd = open_listener(AF_INET6, a, cfg->port, reuseport, backlog);
+        fd = open_listener(AF_INET6, a, port, reuseport, backlog);
         if (fd < 0 && (errno == EAFNOSUPPORT || errno == EADDRNOTAVAIL)) {
-            fd = open_listener(AF_INET, a, cfg->port, reuseport, backlog);
+            fd = open_listener(AF_INET, a, port, reuseport, backlog);
             shown = "0.0.0.0";
         }
     } else if (inet_pton(AF_INET, cfg->addr, a) == 1) {
-        fd = open_listener(AF_INET, a, cfg->port, reuseport, backlog);
+        fd = open_listener(AF_INET, a, port, reuseport, backlog);
     } else if (inet_pton(AF_INET6, cfg->addr, a) == 1) {
-        fd = open_listener(AF_INET6, a, cfg->port, reuseport, backlog);
+        fd = open_listener(AF_INET6, a, port, reuseport, backlog);
     } else {
         fprintf(stderr, "gatling: -i %s: not an IPv4 or IPv6 address\n", cfg->addr);
-        return -1;
+        errno = EINVAL;
+        return -2;
     }
-    if (fd < 0) {
-        fprintf(stderr, "gatling: bind() to %s port %d failed: %s\n", shown, cfg->port,
+    if (fd < 0 && !quiet)
+        fprintf(stderr, "gatling: bind() to %s port %d failed: %s\n", shown, port,
                 strerror(errno));
+    return fd;
+}
+
+int server_listen(config_t *cfg, listener_t *lst, int *n, int reuseport, int backlog)
+{
+    int fd = listen_on(cfg, cfg->port, reuseport, backlog, 0);
+    if (fd < 0)
         return -1;
-    }
     lst[0] = (listener_t){.kind = COOKIE_LISTENER, .fd = fd};
     *n = 1;
+    if (!cfg->tls || cfg->tls_skipped)
+        return 0;
+    /* HTTPS beside it: a busy default port is a note, a busy -e port an error */
+    if ((fd = listen_on(cfg, cfg->tls_port, reuseport, backlog, !cfg->tls_port_given)) < 0) {
+        if (cfg->tls_port_given || fd == -2) {
+            close(lst[0].fd);
+            return -1;
+        }
+        fprintf(stderr, "gatling: HTTPS port %d: %s: serving HTTP only (-e insists, -E is "
+                        "quiet)\n", cfg->tls_port, strerror(errno));
+        cfg->tls_skipped = 1;
+        return 0;
+    }
+    lst[1] = (listener_t){.kind = COOKIE_LISTENER, .fd = fd, .tls = 1};
+    if (!cfg->tls_port) /* -e 0: the kernel chose; -W workers take the same */
+        cfg->tls_port = server_port(&lst[1]);
+    *n = 2;
     return 0;
 }
 
-void server_adopt(const int *fds, int n, listener_t *lst)
+void server_adopt(const config_t *cfg, const int *fds, int n, listener_t *lst)
 {
     for (int i = 0; i < n; i++) {
         gio_limit_unsent(fds[i], SERVER_UNSENT_MAX);
         lst[i] = (listener_t){.kind = COOKIE_LISTENER, .fd = fds[i]};
+        /* a passed socket speaks TLS if it is on the HTTPS port */
+        lst[i].tls = cfg->tls && !cfg->tls_off && server_port(&lst[i]) == cfg->tls_port;
     }
 }
 
@@ -252,13 +280,17 @@ int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const list
  * kernel's buffer by now or not at all), so that the close is a FIN and not
  * a RST that could destroy the answer in flight.
  */
-static void refuse(int fd)
+static void refuse(int fd, int tls)
 {
     static const char r503[] = "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 5\r\n"
                                "Content-Type: text/plain\r\nContent-Length: 20\r\n"
                                "Connection: close\r\n\r\nserver overloaded.\r\n";
     char junk[2048];
     (void)!read(fd, junk, sizeof junk);
+    if (tls) { /* no handshake for a client we cannot serve: just close */
+        close(fd);
+        return;
+    }
     (void)!send(fd, r503, sizeof r503 - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
     shutdown(fd, SHUT_WR);
     close(fd);
@@ -286,7 +318,7 @@ static void accept_some(server_t *s, listener_t *l)
         }
         if (s->site.nconns >= s->max_conns) {
             s->site.stats.refused_cap++;
-            refuse(fd);
+            refuse(fd, l->tls);
             continue;
         }
         int lim = limits_conn_open(s->site.limits, &peer.sa, gio_now(s->loop));
@@ -295,12 +327,12 @@ static void accept_some(server_t *s, listener_t *l)
                 s->site.stats.refused_addr++;
             else
                 s->site.stats.refused_cap++;
-            refuse(fd);
+            refuse(fd, l->tls);
             continue;
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        conn_t *c = conn_new(&s->conns, &s->site, COOKIE_CONN, fd, &peer.sa, plen);
+        conn_t *c = conn_new(&s->conns, &s->site, COOKIE_CONN, fd, &peer.sa, plen, l->tls);
         if (c)
             c->local_port = (uint16_t)l->port;
         else
@@ -333,6 +365,25 @@ static void reopen_log(server_t *s)
     }
     dup2(fd, s->site.log.fd);
     close(fd);
+}
+
+/* Renewed certificates (SIGUSR1, or every TLS_RELOAD_CHECK_S): new
+   connections get them; open ones keep what they started with. */
+static void check_certificates(server_t *s, int force)
+{
+    tls_store_t *st = s->site.cfg->tls;
+    char err[PATH_MAX + 512];
+    if (!st)
+        return;
+    int r = tls_store_check(st, gio_wallclock(s->loop), force, err, sizeof err);
+    if (r > 0)
+        elog_note(&s->site.elog, gio_wallclock(s->loop), "HTTPS: certificates reloaded");
+    else if (r < 0) {
+        char text[sizeof err + 64];
+        snprintf(text, sizeof text, "HTTPS: reloading the certificates failed, the old ones "
+                                    "stay: %s", err);
+        elog_note(&s->site.elog, gio_wallclock(s->loop), text);
+    }
 }
 
 /* "binary upgrade: ..." in the error log (and on stderr). */
@@ -404,6 +455,7 @@ static void handle_signals(server_t *s)
         sig_usr1 = 0;
         reopen_log(s);
         elog_reopen(&s->site.elog);
+        check_certificates(s, 1);
     }
     if (sig_term || sig_hup)
         start_draining(s);
@@ -418,6 +470,11 @@ int server_run(server_t *s)
 {
     while (!s->conns.draining || s->site.nconns > 0) {
         int64_t wake = fcache_expire(s->site.fcache, gio_now(s->loop));
+        if (s->site.cfg->tls) { /* look at the certificate files now and then */
+            check_certificates(s, 0);
+            if (wake < 0 || wake > TLS_RELOAD_CHECK_S * 1000)
+                wake = TLS_RELOAD_CHECK_S * 1000;
+        }
         if (gio_wait(s->loop, wake < 0 ? -1 : (int)wake + 1) < 0 && errno != EINTR) {
             fprintf(stderr, "gatling: %s wait failed: %s\n", gio_backend_name(), strerror(errno));
             return 1;

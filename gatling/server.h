@@ -25,6 +25,7 @@ typedef struct listener {
     int kind; /* COOKIE_LISTENER */
     int fd;
     int port; /* the local port, for virtual hosts */
+    int tls;  /* HTTPS */
 } listener_t;
 
 typedef struct server {
@@ -45,17 +46,19 @@ typedef struct server {
 
 /*
  * Open the listening sockets the configuration asks for: -i's address, or
- * [::] (dual-stack) falling back to 0.0.0.0.  reuseport sets SO_REUSEPORT so
+ * [::] (dual-stack) falling back to 0.0.0.0; with certificates (cfg->tls)
+ * also the HTTPS port (-e; -e 0 fills in the port the kernel chose, a busy
+ * default port sets cfg->tls_skipped).  reuseport sets SO_REUSEPORT so
  * that worker processes can each open their own.  On success fills lst/n and
  * returns 0; on failure prints why to stderr and returns -1.
  */
-int server_listen(const config_t *cfg, listener_t *lst, int *n, int reuseport, int backlog);
+int server_listen(config_t *cfg, listener_t *lst, int *n, int reuseport, int backlog);
 
 /*
  * Listeners handed over (handover.h) instead of opened: fills lst from fds,
  * with the send-queue limit that server_listen sets.
  */
-void server_adopt(const int *fds, int n, listener_t *lst);
+void server_adopt(const config_t *cfg, const int *fds, int n, listener_t *lst);
 
 /*
  * -u: become cfg->uid/gid (supplementary groups dropped).  0, or -1 after

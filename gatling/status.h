@@ -31,6 +31,12 @@ typedef struct status_counters {
     uint64_t timeout_idle;     /* keep-alive idle */
     uint64_t max_requests;     /* -R: keep-alive connections closed at the cap */
     uint64_t head_overflows;   /* a response head did not fit: 500 */
+    uint64_t tls_handshakes;   /* HTTPS: handshakes completed */
+    uint64_t tls_resumed;      /* ... of which resumed a session (ticket or cache) */
+    uint64_t tls_failed;       /* ... failed (protocol error, no common cipher, ...) */
+    uint64_t tls_not_tls;      /* bytes on the HTTPS port that were no TLS handshake */
+    uint64_t timeout_handshake;/* HTTPS: handshake not done in time (-s) */
+    uint64_t tls_misdirected;  /* Host answered by another certificate: 421 */
 } status_counters_t;
 
 /* Count a finished request of `bytes` bytes at wall-clock second now. */

@@ -57,7 +57,7 @@ static int worker_listeners(const supervisor_t *sv, int i, listener_t *lst)
     for (int g = sv->groups > w ? i : i % sv->groups; g < sv->groups; g += w) {
         if (n + per > SERVER_MAX_LISTENERS)
             return -1;
-        server_adopt(sv->fds + g * per, per, lst + n);
+        server_adopt(&sv->cfg, sv->fds + g * per, per, lst + n);
         n += per;
         if (sv->groups <= w)
             break;
@@ -168,17 +168,19 @@ static int reap(supervisor_t *sv, int stopping)
     return live;
 }
 
-/* One SO_REUSEPORT socket per worker, all on the port of the first. */
+/* One SO_REUSEPORT socket per worker (and one for HTTPS), all on the ports
+   of the first. */
 static int open_listeners(supervisor_t *sv)
 {
-    listener_t l;
-    int one;
+    listener_t l[2];
+    int k;
     for (int i = 0; i < sv->cfg.workers; i++) {
-        if (server_listen(&sv->cfg, &l, &one, 1, 4096) < 0)
+        if (server_listen(&sv->cfg, l, &k, 1, 4096) < 0)
             return -1;
-        sv->fds[sv->nfds++] = l.fd;
+        for (int j = 0; j < k; j++)
+            sv->fds[sv->nfds++] = l[j].fd;
         if (i == 0)
-            sv->cfg.port = server_port(&l);
+            sv->cfg.port = server_port(&l[0]);
     }
     sv->groups = sv->nfds;
     return 0;
@@ -239,6 +241,10 @@ int worker_supervise(const config_t *cfg, mime_table_t *mime, const int *fds, in
     fprintf(stderr, "gatling %s (%s): %d workers listening on %s port %d\n", GATLING_VERSION,
             gio_backend_name(), cfg->workers,
             nfds > 0 ? "passed sockets," : cfg->addr ? cfg->addr : "::", sv.cfg.port);
+    if (sv.cfg.tls && !sv.cfg.tls_skipped && sv.nfds / sv.groups > 1)
+        fprintf(stderr, "gatling %s (%s): %d workers listening on %s port %d (https)\n",
+                GATLING_VERSION, gio_backend_name(), cfg->workers,
+                nfds > 0 ? "passed sockets," : cfg->addr ? cfg->addr : "::", sv.cfg.tls_port);
     handover_ready();
     int stopping = 0, terms = 0;
     struct pollfd up = {.fd = -1, .events = POLLIN};

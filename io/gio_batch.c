@@ -89,8 +89,7 @@ static void release(gio_chunk_t *c)
     c->flags = 0;
 }
 
-/* Account for n bytes sent from the front of the batch. */
-static void consume(gio_batch_t *b, uint64_t n)
+void gio_batch_consume(gio_batch_t *b, uint64_t n)
 {
     b->bytes_left -= n;
     b->bytes_sent += n;
@@ -131,7 +130,7 @@ static long send_buffers(gio_batch_t *b, int sock, uint64_t max, uint64_t *tried
     ssize_t r = sendmsg(sock, &mh, MSG_NOSIGNAL | more);
     if (r < 0)
         return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? GIO_AGAIN : GIO_ERR;
-    consume(b, r);
+    gio_batch_consume(b, r);
     return r;
 }
 
@@ -147,7 +146,7 @@ static long send_file(gio_batch_t *b, int sock, uint64_t max, uint64_t *tried)
     }
     if (r < 0)
         return r;
-    consume(b, r);
+    gio_batch_consume(b, r);
     return r;
 }
 
@@ -167,6 +166,31 @@ long gio_batch_send(gio_batch_t *b, int sock, uint64_t budget)
             break; /* a short write: the socket buffer is full */
     }
     return (long)sent;
+}
+
+long gio_batch_copy(const gio_batch_t *b, char *buf, size_t cap)
+{
+    size_t got = 0;
+    for (size_t i = b->first; i < b->n && got < cap; i++) {
+        const gio_chunk_t *c = &b->c[i];
+        size_t k = c->left < cap - got ? (size_t)c->left : cap - got;
+        if (c->buf) {
+            memcpy(buf + got, c->buf + c->off, k);
+        } else {
+            ssize_t r = pread(c->fd, buf + got, k, (off_t)c->off);
+            if (r <= 0) {
+                if (r == 0)
+                    errno = EIO; /* the file shrank: never hang the client */
+                return GIO_ERR;
+            }
+            got += (size_t)r;
+            if ((size_t)r < k)
+                break; /* short: the rest comes next time */
+            continue;
+        }
+        got += k;
+    }
+    return (long)got;
 }
 
 void gio_batch_reset(gio_batch_t *b)

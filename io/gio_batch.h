@@ -61,6 +61,19 @@ int gio_batch_add_file(gio_batch_t *b, int fd, uint64_t off, uint64_t len, int f
  */
 long gio_batch_send(gio_batch_t *b, int sock, uint64_t budget);
 
+/*
+ * For a layer that must transform the bytes before they leave (TLS): copy
+ * up to cap pending bytes from the front of the batch into buf, reading file
+ * ranges with pread, without consuming them.  Called again before
+ * gio_batch_consume() it copies the same bytes.  Returns the bytes copied
+ * (0 if the batch is empty), or GIO_ERR (errno set; EIO for a file that is
+ * shorter than promised).
+ */
+long gio_batch_copy(const gio_batch_t *b, char *buf, size_t cap);
+
+/* Account n bytes (at most what gio_batch_copy gave) as sent. */
+void gio_batch_consume(gio_batch_t *b, uint64_t n);
+
 /* True when nothing is left to send. */
 static inline int gio_batch_done(const gio_batch_t *b)
 {

@@ -1,0 +1,114 @@
+/*
+ * tls — HTTPS in the same process and loop as HTTP, with OpenSSL.
+ *
+ * The certificates are loaded once, at start (before a chroot or a change of
+ * user), into one SSL_CTX each; a connection picks one by SNI.  The store
+ * looks at its files again every TLS_RELOAD_CHECK_S seconds and on SIGUSR1
+ * and swaps in renewed certificates without touching open connections (they
+ * hold a reference to the context they started with).
+ *
+ * Layouts in the certificate directory (-C; without it the start
+ * directory's server.pem, as the original gatling did):
+ *   server.pem               the default: certificate chain and private key
+ *   NAME.pem                 the same for the host NAME
+ *   NAME/fullchain.pem       Let's Encrypt's live/ layout: chain ...
+ *   NAME/privkey.pem         ... and key
+ *   server.ocsp, NAME.ocsp, NAME/ocsp.der   a DER OCSP response to staple
+ * A certificate answers for its file or directory name and for every DNS
+ * name in its subjectAltName (wildcards one label deep); an unknown or
+ * missing SNI name gets the default (server.pem, else the first by name).
+ *
+ * In the loop a TLS connection is a plain conn (conn.c) with an SSL object:
+ * conn reads through tls_read, sends its output batch through
+ * tls_batch_send (SSL_sendfile for file ranges when the kernel does TLS,
+ * else the bytes are read and written with SSL_write in full records), and
+ * asks the loop for what OpenSSL wants (a read can need the socket writable).
+ */
+#ifndef GATLING_TLS_H
+#define GATLING_TLS_H
+
+#include "gio_batch.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct ssl_st SSL;
+typedef struct tls_store tls_store_t;
+struct config;
+
+#define TLS_RELOAD_CHECK_S 60 /* how often the certificate files are looked at */
+
+/* What a -o/-O option may hold at most. */
+#define TLS_CIPHERS_MAX 1024
+
+/* Mozilla's "intermediate" configuration (TLS 1.2 suites; 1.3 keeps OpenSSL's). */
+#define TLS_DEFAULT_CIPHERS                                                                     \
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"                               \
+    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"                               \
+    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:"                               \
+    "DHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES256-GCM-SHA384:DHE-RSA-CHACHA20-POLY1305"
+#define TLS_DEFAULT_SUITES "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
+
+/*
+ * Load the certificates of dir (NULL: server.pem in the current directory,
+ * and no store at all if there is none).  docroot_real is the document
+ * root's canonical path: a private key inside it that others may read is
+ * refused.  Returns the store, or NULL: *missing set if there simply were no
+ * certificates (dir NULL), else after printing why to stderr.
+ */
+tls_store_t *tls_store_load(const char *dir, const struct config *cfg, const char *docroot_real,
+                            int *missing);
+
+/* How many certificates, and a line describing them for the start message. */
+int tls_store_count(const tls_store_t *st);
+
+/*
+ * Look at the files again (force: now, else only if TLS_RELOAD_CHECK_S
+ * passed since the last look) and load them anew if any changed.  A failed
+ * load keeps the old certificates: returns -1 with why in err.  0 unchanged,
+ * 1 reloaded.
+ */
+int tls_store_check(tls_store_t *st, int64_t now_s, int force, char *err, size_t errlen);
+
+void tls_store_free(tls_store_t *st);
+
+/* A server-side SSL for the accepted socket fd, or NULL (out of memory). */
+SSL *tls_new(tls_store_t *st, int fd);
+void tls_free(SSL *ssl);
+
+/* Does the first byte of what fd has received start a TLS handshake record?
+   1 yes, 0 no (not TLS: close it), -1 nothing there yet. */
+int tls_looks_like_hello(int fd);
+
+/*
+ * The data calls follow gio's convention (GIO_AGAIN, GIO_EOF, GIO_ERR); on
+ * GIO_AGAIN *want says which readiness (GIO_READ or GIO_WRITE) to wait for.
+ * On GIO_ERR the connection is broken: no close_notify is sent.
+ */
+int tls_handshake(SSL *ssl, unsigned *want);   /* 1 done, GIO_AGAIN, GIO_ERR */
+long tls_read(SSL *ssl, void *buf, size_t len, unsigned *want);
+long tls_batch_send(SSL *ssl, gio_batch_t *b, uint64_t budget, unsigned *want);
+
+/* Decrypted bytes already buffered, which the kernel will not report. */
+int tls_pending(SSL *ssl);
+
+/* Best effort, for a tiny message on an idle connection (100 Continue, 408). */
+void tls_send_small(SSL *ssl, const void *buf, size_t len);
+
+/* Send close_notify (once, without waiting for the peer's). */
+void tls_close_notify(SSL *ssl);
+
+/* Was the session resumed?  The SNI name (NULL if none). */
+int tls_resumed(SSL *ssl);
+
+/*
+ * RFC 9110 7.4: would the Host (name, without port) be answered by another
+ * certificate than the one this connection was set up with?  Then the
+ * request gets 421.
+ */
+int tls_misdirected(tls_store_t *st, SSL *ssl, const char *host, size_t len);
+
+/* Is the kernel sending this connection's records (kTLS)? */
+int tls_ktls_send(SSL *ssl);
+
+#endif
