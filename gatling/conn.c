@@ -182,6 +182,7 @@ conn_t *conn_new(conn_set_t *set, site_t *site, int kind, int fd, const struct s
         c->next->prev = c;
     set->list = c;
     site->nconns++;
+    site->ntls += c->ssl != NULL;
     return c;
 }
 
@@ -190,10 +191,8 @@ static void conn_free(conn_t *c)
     if (c->job) /* the job runs on: it must not come back to us */
         c->job->c = NULL;
     limits_conn_close(c->site->limits, &c->peer.sa);
-    if (c->ssl) {
-        tls_close_notify(c->ssl); /* not after a fatal error: tls.c made it quiet then */
-        tls_free(c->ssl);
-    }
+    if (c->ssl) /* not after a fatal error: tls.c made it quiet then */
+        tls_close_notify(c->ssl);
     gio_close(c->site->loop, c->fd);
     gio_batch_free(&c->out);
     block_put(c->set, c->blk);
@@ -207,6 +206,8 @@ static void conn_free(conn_t *c)
     if (c->next)
         c->next->prev = c->prev;
     c->site->nconns--;
+    c->site->ntls -= c->ssl != NULL;
+    tls_free(c->ssl);
     free(c);
 }
 
@@ -220,7 +221,8 @@ static void log_request(conn_t *c)
     if (c->site->cfg->log_vhost)
         vhost = c->blk && c->reqlen ? c->blk->vhost : "";
     alog_request(&c->site->log, gio_wallclock(c->site->loop), vhost, &c->peer.sa,
-                 c->reqlen ? &c->blk->req : NULL, c->status, c->head_only ? 0 : sent);
+                 c->reqlen ? &c->blk->req : NULL, c->status, c->head_only ? 0 : sent,
+                 c->ssl != NULL);
 }
 
 /* Answer status on a stream that cannot be trusted any more, then close. */

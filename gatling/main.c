@@ -390,6 +390,7 @@ int main(int argc, char **argv)
     }
     if (cfg.workers > 1) {
         rc = enter_root(&cfg) < 0 ? 1 : worker_supervise(&cfg, mime, fds, n, groups);
+        tls_store_free(cfg.tls);
         mime_free(mime);
         return rc;
     }
@@ -400,6 +401,7 @@ int main(int argc, char **argv)
         server_adopt(&cfg, fds, n, lst);
     if ((!passed && server_listen(&cfg, lst, &n, 0, 4096) < 0) || enter_root(&cfg) < 0 ||
         server_drop_privileges(&cfg) < 0 || server_init(&s, &cfg, mime, lst, n) < 0) {
+        tls_store_free(cfg.tls);
         mime_free(mime);
         return 1;
     }
@@ -412,6 +414,7 @@ int main(int argc, char **argv)
     handover_ready();
     rc = server_run(&s);
     server_free(&s);
+    tls_store_free(cfg.tls);
     mime_free(mime);
     return rc;
 }

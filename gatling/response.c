@@ -27,6 +27,7 @@ const char *resp_reason(int status)
     case 413: return "Content Too Large";
     case 414: return "URI Too Long";
     case 416: return "Range Not Satisfiable";
+    case 421: return "Misdirected Request";
     case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
@@ -58,6 +59,10 @@ static void put_head(hbuf_t *b, conn_t *c, int status, const char *ctype, uint64
     if (mtime >= 0) {
         hb_puts(b, "\r\nLast-Modified: ");
         hb_date(b, mtime);
+    }
+    if (c->ssl && c->site->cfg->hsts >= 0) { /* -x */
+        hb_puts(b, "\r\nStrict-Transport-Security: max-age=");
+        hb_num(b, (uint64_t)c->site->cfg->hsts);
     }
     if (!c->keepalive)
         hb_puts(b, "\r\nConnection: close");

@@ -39,6 +39,7 @@ typedef struct site {
     elog_t elog; /* the error log: what failed that no client sees */
     status_counters_t stats;
     size_t nconns; /* open connections (conn.c keeps it) */
+    size_t ntls;   /* ... of which HTTPS */
     int64_t date_at; /* wall-clock second of `date` */
     char date[32];   /* the current HTTP-date, for Date: */
 } site_t;

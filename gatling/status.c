@@ -74,6 +74,13 @@ static size_t rows(const site_t *s, row_t *r, int64_t now)
     ROW("timeout_idle", "timed out: keep-alive idle (-T)", st->timeout_idle);
     ROW("max_requests", "closed after -R requests", st->max_requests);
     ROW("head_overflows", "response heads too large: 500", st->head_overflows);
+    ROW("https_connections", "open HTTPS connections", s->ntls);
+    ROW("tls_handshakes", "HTTPS: handshakes done", st->tls_handshakes);
+    ROW("tls_resumed", "HTTPS: of which resumed (ticket or cache)", st->tls_resumed);
+    ROW("tls_failed", "HTTPS: handshakes failed", st->tls_failed);
+    ROW("tls_not_tls", "HTTPS port: not TLS, closed", st->tls_not_tls);
+    ROW("timeout_handshake", "timed out: TLS handshake (-s)", st->timeout_handshake);
+    ROW("tls_misdirected", "HTTPS: Host of another certificate: 421", st->tls_misdirected);
 #undef ROW
     return n;
 }
@@ -83,7 +90,7 @@ int status_serve(conn_t *c, int json)
     site_t *s = c->site;
     int64_t now = gio_wallclock(s->loop);
     roll(&s->stats, now);
-    row_t r[32];
+    row_t r[40];
     size_t n = rows(s, r, now);
     char *body = malloc(STATUS_PAGE_MAX), pid[24];
     if (!body)

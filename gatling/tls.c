@@ -515,13 +515,13 @@ static SSL_CTX *load_one(tls_store_t *st, const found_t *f, char *err, size_t er
     ERR_clear_error(); /* the end of the chain */
     BIO_free(bio);
     bio = BIO_new_mem_buf(key, (int)klen);
-    if (!bio || !(pkey = PEM_read_bio_PrivateKey(bio, NULL, no_passphrase, NULL)) ||
-        !SSL_CTX_use_PrivateKey(ctx, pkey)) {
+    if (!bio || !(pkey = PEM_read_bio_PrivateKey(bio, NULL, no_passphrase, NULL))) {
         snprintf(err, errlen, "%s/%s: no usable private key (%s)", st->dir, f->key,
                  ssl_why("no PEM PRIVATE KEY block"));
         goto fail;
     }
-    if (!SSL_CTX_check_private_key(ctx)) {
+    if (!X509_check_private_key(leaf, pkey) || !SSL_CTX_use_PrivateKey(ctx, pkey) ||
+        !SSL_CTX_check_private_key(ctx)) {
         snprintf(err, errlen, "%s: the private key in %s does not belong to the certificate",
                  st->dir, f->key);
         ERR_clear_error();

@@ -182,7 +182,7 @@ static int open_listeners(supervisor_t *sv)
         if (i == 0)
             sv->cfg.port = server_port(&l[0]);
     }
-    sv->groups = sv->nfds;
+    sv->groups = sv->cfg.workers; /* each: HTTP, and HTTPS if it was bound */
     return 0;
 }
 

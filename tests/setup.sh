@@ -4,7 +4,7 @@
 # (the build will say what breaks).  `sh tests/setup.sh bench` adds the
 # servers and tools the benchmarks compare against.
 set -e
-pkgs="gcc make libc6-dev libowfat-dev libssl-dev zlib1g-dev liburing-dev curl wrk
+pkgs="gcc make libc6-dev libowfat-dev libssl-dev openssl zlib1g-dev liburing-dev curl wrk
       apache2-utils python3 goaccess clang libclang-rt-14-dev
       debhelper dpkg-dev fakeroot lintian logrotate systemd adduser media-types"
 # (the second line: tests/integration/test_package.py builds, checks, installs

@@ -1,0 +1,507 @@
+"""HTTPS: certificates and SNI, TLS 1.2 and 1.3, ALPN, resumption (tickets and
+the session cache, also across -W workers), what is not TLS on the TLS port,
+stalled and renegotiating clients, keys the server would publish, reloading
+renewed certificates, 421, HSTS and the redirect to HTTPS -- with curl and
+openssl s_client as the clients."""
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import time
+
+import pytest
+
+from conftest import IO_TIMEOUT
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MKCERT = os.path.join(ROOT, "dist", "mkcert.sh")
+
+pytestmark = pytest.mark.skipif(not shutil.which("openssl") or not shutil.which("curl"),
+                                reason="needs openssl and curl")
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, check=True, capture_output=True, timeout=60, **kw)
+
+
+def leaf(pki, out_chain, out_key, cn, sans, days=30):
+    """A leaf for cn/sans signed by the test CA: chain file and key file."""
+    tmp = os.path.join(pki, "tmp-" + cn)
+    os.makedirs(tmp, exist_ok=True)
+    run(["openssl", "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+         "-nodes", "-subj", "/CN=" + cn, "-keyout", tmp + "/k", "-out", tmp + "/csr"])
+    with open(tmp + "/ext", "w") as f:
+        f.write("basicConstraints=critical,CA:FALSE\nextendedKeyUsage=serverAuth\n"
+                "subjectAltName=%s\n" % ",".join("DNS:" + s for s in sans))
+    run(["openssl", "x509", "-req", "-in", tmp + "/csr", "-CA", pki + "/ca.pem", "-CAkey",
+         pki + "/ca.key", "-CAserial", tmp + "/srl", "-CAcreateserial", "-days", str(days),
+         "-extfile", tmp + "/ext", "-out", tmp + "/c"])
+    chain = open(tmp + "/c").read()
+    key = open(tmp + "/k").read()
+    if out_chain == out_key:
+        with open(out_chain, "w") as f:
+            f.write(chain + key)
+    else:
+        with open(out_chain, "w") as f:
+            f.write(chain)
+        with open(out_key, "w") as f:
+            f.write(key)
+    os.chmod(out_key, 0o600)
+    shutil.rmtree(tmp)
+    return chain
+
+
+@pytest.fixture(scope="session")
+def pki(tmp_path_factory):
+    """The test CA (dist/mkcert.sh) and a certificate directory with each
+    layout: server.pem (localhost), other.test.pem (other.test and
+    *.wild.test), le.test/{fullchain,privkey}.pem (Let's Encrypt's)."""
+    d = str(tmp_path_factory.mktemp("pki"))
+    run(["sh", MKCERT, d])
+    certs = d + "/certs"
+    leaf(d, certs + "/other.test.pem", certs + "/other.test.pem", "other.test",
+         ["other.test", "*.wild.test"])
+    os.makedirs(certs + "/le.test")
+    leaf(d, certs + "/le.test/fullchain.pem", certs + "/le.test/privkey.pem", "le.test",
+         ["le.test", "www.le.test"])
+    return d
+
+
+def https_port(srv):
+    """The port of the "listening on ... port N (https)" line (it may follow
+    the plain listener's line, which is all start_server waits for)."""
+    deadline = time.monotonic() + 5
+    while True:
+        lines = [l for l in srv.errlog if "(https)" in l]
+        if lines:
+            return int(lines[0].split(" port ")[1].split()[0])
+        assert time.monotonic() < deadline, srv.errlog
+        time.sleep(0.02)
+
+
+def tls_args(pki, *more):
+    return ("-T", "10", "-C", pki + "/certs", "-e", "0", "-S") + tuple(more)
+
+
+def curl(pki, port, path="/f.txt", name="localhost", *extra):
+    r = subprocess.run(["curl", "-sS", "--max-time", "10", "--cacert", pki + "/ca.pem",
+                        "--resolve", "%s:%d:127.0.0.1" % (name, port),
+                        "-w", "\n%{http_code} %{http_version}"] + list(extra) +
+                       ["https://%s:%d%s" % (name, port, path)],
+                       capture_output=True, timeout=20)
+    return r.returncode, r.stdout.decode(errors="replace"), r.stderr.decode(errors="replace")
+
+
+def s_client(port, *args, stdin=b"", timeout=10, sleep=0.0):
+    cmd = ["openssl", "s_client", "-connect", "127.0.0.1:%d" % port] + list(args)
+    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT)
+    try:
+        p.stdin.write(stdin)
+        p.stdin.flush()
+        if sleep:
+            time.sleep(sleep)
+        p.stdin.close()
+        p.stdin = None  # communicate() must not flush it again
+        out, _ = p.communicate(timeout=timeout)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    return out.decode(errors="replace")
+
+
+def status(srv):
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=IO_TIMEOUT) as s:
+        s.sendall(b"GET /server-status?json HTTP/1.0\r\n\r\n")
+        data = b""
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            data += b
+    return json.loads(data.split(b"\r\n\r\n", 1)[1])
+
+
+def wait_status(srv, key, want, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = status(srv)[key]
+        if v >= want or time.monotonic() > deadline:
+            return v
+        time.sleep(0.05)
+
+
+def test_https_and_http_side_by_side(gatling, pki):
+    srv = gatling({"f.txt": "hello\n", "big.bin": os.urandom(3 << 20)}, args=tls_args(pki))
+    port = https_port(srv)
+    for v in ("--tlsv1.3", "--tlsv1.2"):
+        rc, out, err = curl(pki, port, "/f.txt", "localhost", v, "--tls-max", v[6:].rstrip())
+        assert rc == 0, err
+        assert out == "hello\n\n200 1.1", out
+    # the plain listener is untouched
+    r = subprocess.run(["curl", "-sS", "http://127.0.0.1:%d/f.txt" % srv.port],
+                       capture_output=True, timeout=10)
+    assert r.stdout == b"hello\n"
+    # a large body (the SSL_write path in full records) and a range of it
+    body = open(os.path.join(srv.docroot, "big.bin"), "rb").read()
+    r = subprocess.run(["curl", "-sS", "--cacert", pki + "/ca.pem", "--resolve",
+                        "localhost:%d:127.0.0.1" % port, "https://localhost:%d/big.bin" % port],
+                       capture_output=True, timeout=30)
+    assert r.returncode == 0 and r.stdout == body
+    r = subprocess.run(["curl", "-sS", "-r", "1000000-1000999", "--cacert", pki + "/ca.pem",
+                        "--resolve", "localhost:%d:127.0.0.1" % port,
+                        "https://localhost:%d/big.bin" % port],
+                       capture_output=True, timeout=30)
+    assert r.stdout == body[1000000:1001000]
+    st = status(srv)
+    assert st["tls_handshakes"] >= 4 and st["tls_failed"] == 0
+    srv.wait_log(5)
+    log = "".join(open(srv.log_path).read()) if hasattr(srv, "log_path") else None
+    if log is not None:
+        assert log.count(" https\n") >= 4
+
+
+def test_keepalive_and_pipelining_over_tls(gatling, pki):
+    srv = gatling({"a.txt": "A" * 100, "b.txt": "B" * 20000}, args=tls_args(pki))
+    port = https_port(srv)
+    ctx = ssl.create_default_context(cafile=pki + "/ca.pem")
+    with socket.create_connection(("127.0.0.1", port), timeout=IO_TIMEOUT) as raw:
+        with ctx.wrap_socket(raw, server_hostname="localhost") as s:
+            req = b"GET /a.txt HTTP/1.1\r\nHost: localhost\r\n\r\n"
+            req2 = b"GET /b.txt HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+            s.sendall(req * 20 + req2)  # pipelined: more than one TLS record of requests
+            data = b""
+            while True:
+                b = s.recv(65536)
+                if not b:
+                    break
+                data += b
+    assert data.count(b"HTTP/1.1 200 OK") == 21
+    assert data.endswith(b"B" * 20000)
+    assert data.count(b"A" * 100) == 20
+
+
+@pytest.mark.parametrize("name,cn", [("localhost", "localhost"), ("other.test", "other.test"),
+                                     ("x.wild.test", "other.test"), ("le.test", "le.test"),
+                                     ("www.le.test", "le.test")])
+def test_sni_picks_the_certificate(gatling, pki, name, cn):
+    srv = gatling(args=tls_args(pki))
+    port = https_port(srv)
+    rc, out, err = curl(pki, port, "/f.txt", name)  # curl checks the name against the cert
+    assert rc == 0, err
+    assert out.endswith("200 1.1")
+    out = s_client(port, "-servername", name)
+    assert "subject=CN = %s" % cn in out, out
+
+
+def test_unknown_or_no_sni_gets_the_default(gatling, pki):
+    srv = gatling(args=tls_args(pki))
+    port = https_port(srv)
+    for args in (["-servername", "unknown.example"], ["-noservername"],
+                 ["-servername", "bad..name"]):
+        out = s_client(port, *args)
+        assert "subject=CN = localhost" in out, out
+
+
+def test_alpn(gatling, pki):
+    srv = gatling(args=tls_args(pki))
+    port = https_port(srv)
+    assert "ALPN protocol: http/1.1" in s_client(port, "-alpn", "h2,http/1.1")
+    assert "No ALPN negotiated" in s_client(port, "-alpn", "h2")
+
+
+@pytest.mark.parametrize("version", ["-tls1_3", "-tls1_2"])
+@pytest.mark.parametrize("workers", [1, 2])
+def test_resumption(gatling, pki, tmp_path, version, workers):
+    """A session saved by one connection resumes on the next ones: tickets (keys
+    derived from one secret, so any -W worker takes them) and, with
+    -no_ticket on TLS 1.2, the session cache."""
+    srv = gatling(args=tls_args(pki, "-W", str(workers)))
+    port = https_port(srv)
+    modes = [[]] + ([["-no_ticket"]] if version == "-tls1_2" and workers == 1 else [])
+    for extra in modes:
+        sess = str(tmp_path / ("sess%d" % len(extra)))
+        out = s_client(port, version, "-servername", "localhost", "-sess_out", sess, *extra,
+                       sleep=0.3)
+        assert "New, TLS" in out, out
+        for _ in range(6):  # with -W 2 the kernel spreads these over both workers
+            out = s_client(port, version, "-servername", "localhost", "-sess_in", sess, *extra,
+                           sleep=0.1)
+            assert "Reused, TLS" in out, (extra, out)
+
+
+def test_protocol_floor_and_ciphers(gatling, pki):
+    srv = gatling(args=tls_args(pki))
+    port = https_port(srv)
+    for old in ("-tls1", "-tls1_1"):
+        out = s_client(port, old, "-cipher", "DEFAULT@SECLEVEL=0")
+        assert "Cipher is (NONE)" in out or "no protocols available" in out or \
+            "alert protocol version" in out, out
+    out = s_client(port, "-tls1_2", "-cipher", "AES128-SHA")  # no forward secrecy: refused
+    assert "Cipher is (NONE)" in out or "handshake failure" in out, out
+    assert "Secure Renegotiation IS NOT supported" not in s_client(port, "-tls1_2")
+
+
+def test_ciphers_option(gatling, pki, build, tmp_path):
+    srv = gatling(args=tls_args(pki, "-o", "ECDHE-ECDSA-CHACHA20-POLY1305"))
+    port = https_port(srv)
+    out = s_client(port, "-tls1_2")
+    assert "ECDHE-ECDSA-CHACHA20-POLY1305" in out, out
+    r = subprocess.run([build.binary, "-p", "0", "-C", pki + "/certs", "-e", "0", "-o", "NOPE"],
+                       capture_output=True, timeout=10, cwd=str(tmp_path))
+    assert r.returncode == 1 and b"no usable TLS 1.2 cipher" in r.stderr, r.stderr
+
+
+def test_not_tls_on_the_tls_port_closes_fast(gatling, pki):
+    srv = gatling(args=tls_args(pki))
+    port = https_port(srv)
+    for junk in (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", b"\x00" * 64, b"SSH-2.0-x\r\n"):
+        with socket.create_connection(("127.0.0.1", port), timeout=IO_TIMEOUT) as s:
+            t = time.monotonic()
+            s.sendall(junk)
+            try:
+                assert s.recv(100) == b""
+            except ConnectionResetError:
+                pass
+            assert time.monotonic() - t < 1.0
+    assert wait_status(srv, "tls_not_tls", 3) == 3
+
+
+def test_garbage_and_truncated_hellos(gatling, pki):
+    """A record that claims to be a handshake but is garbage fails at once; a
+    ClientHello cut short waits for the handshake deadline (-s), then goes."""
+    srv = gatling(args=tls_args(pki, "-s", "2"))
+    port = https_port(srv)
+    with socket.create_connection(("127.0.0.1", port), timeout=IO_TIMEOUT) as s:
+        s.sendall(b"\x16\x03\x01\x00\x20" + b"\xff" * 32)
+        try:
+            data = s.recv(100)  # an alert, then the close
+            assert not data or data[0] == 0x15
+        except ConnectionResetError:
+            pass
+    # a real ClientHello, cut in half
+    hello = client_hello()
+    with socket.create_connection(("127.0.0.1", port), timeout=IO_TIMEOUT) as s:
+        s.sendall(hello[:len(hello) // 2])
+        t = time.monotonic()
+        s.settimeout(6)
+        try:
+            while s.recv(100):
+                pass
+        except ConnectionResetError:
+            pass
+        took = time.monotonic() - t
+    assert 1.5 < took < 4.0, took
+    st = status(srv)
+    assert st["tls_failed"] >= 1 and st["timeout_handshake"] >= 1, st
+    rc, out, err = curl(pki, port)  # and it still serves
+    assert rc == 0, err
+
+
+def client_hello():
+    """The first flight of a real client (Python's ssl), as bytes."""
+    ctx = ssl.create_default_context()
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ctx.wrap_bio(inc, out, server_hostname="localhost")
+    with pytest.raises(ssl.SSLWantReadError):
+        obj.do_handshake()
+    return out.read()
+
+
+def test_stalled_handshake_does_not_stall_others(gatling, pki):
+    srv = gatling(args=tls_args(pki, "-s", "3"))
+    port = https_port(srv)
+    stalled = []
+    for _ in range(50):
+        s = socket.create_connection(("127.0.0.1", port), timeout=IO_TIMEOUT)
+        s.sendall(client_hello()[:10])
+        stalled.append(s)
+    t = time.monotonic()
+    rc, out, err = curl(pki, port)
+    assert rc == 0 and time.monotonic() - t < 2.0, err
+    for s in stalled:
+        s.close()
+
+
+def test_renegotiation_refused(gatling, pki):
+    srv = gatling(args=tls_args(pki))
+    port = https_port(srv)
+    out = s_client(port, "-tls1_2", "-servername", "localhost",
+                   stdin=b"R\n", sleep=1.0)
+    assert "RENEGOTIATING" in out, out
+    assert "no renegotiation" in out or "errno" in out or "error" in out.lower(), out
+    rc, _, err = curl(pki, port)
+    assert rc == 0, err
+
+
+def test_world_readable_key_in_docroot_refused(build, tmp_path, pki):
+    root = tmp_path / "www"
+    root.mkdir()
+    (root / "index.html").write_text("x")
+    shutil.copy(pki + "/certs/server.pem", root / "server.pem")
+    os.chmod(root / "server.pem", 0o644)
+    r = subprocess.run([build.binary, "-p", "0", "-e", "0"], cwd=str(root),
+                       capture_output=True, timeout=10)
+    assert r.returncode == 1, r.stderr
+    assert b"inside the document root and readable by everyone" in r.stderr, r.stderr
+    # readable by its owner only: the original's layout, not served (403), so it starts
+    os.chmod(root / "server.pem", 0o600)
+    p = subprocess.Popen([build.binary, "-i", "127.0.0.1", "-p", "0", "-e", "0", "-S"],
+                         cwd=str(root), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    try:
+        line = b""
+        while b"(https)" not in line:
+            line = p.stderr.readline()
+            assert line, "gatling exited"
+        port = int(line.split(b" port ")[1].split()[0])
+        rc, out, err = curl(pki, port, "/server.pem")
+        assert out.endswith("403 1.1"), out
+    finally:
+        p.terminate()
+        p.wait(5)
+
+
+def test_bad_certificate_directories(build, tmp_path, pki):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    cases = [(["-C", str(empty)], b"no certificate"),
+             (["-C", str(tmp_path / "missing")], b"No such file"),
+             (["-e", "0"], b"no certificate")]
+    mism = tmp_path / "mismatch"
+    mism.mkdir()
+    other = open(pki + "/certs/other.test.pem").read()
+    mine = open(pki + "/certs/server.pem").read()
+    (mism / "server.pem").write_text(mine.split("-----END CERTIFICATE-----")[0] +
+                                     "-----END CERTIFICATE-----\n" +
+                                     other[other.index("-----BEGIN PRIVATE KEY"):])
+    os.chmod(mism / "server.pem", 0o600)
+    cases.append((["-C", str(mism)], b"does not belong"))
+    enc = tmp_path / "enc"
+    enc.mkdir()
+    key = enc / "k.pem"
+    run(["openssl", "pkey", "-in", pki + "/certs/le.test/privkey.pem", "-aes128", "-passout",
+         "pass:x", "-out", str(key)])
+    os.makedirs(enc / "le.test")
+    shutil.copy(pki + "/certs/le.test/fullchain.pem", enc / "le.test/fullchain.pem")
+    shutil.move(str(key), enc / "le.test/privkey.pem")
+    cases.append((["-C", str(enc)], b"no usable private key"))
+    for args, why in cases:
+        r = subprocess.run([build.binary, "-p", "0"] + args, cwd=str(tmp_path),
+                           capture_output=True, timeout=10)
+        assert r.returncode == 1 and why in r.stderr, (args, r.stderr)
+
+
+def test_default_port_busy_is_a_note(build, tmp_path, pki):
+    """Without -e a busy HTTPS port leaves HTTP serving; with -e it is an error."""
+    busy = socket.socket()
+    busy.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 0)
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    port = busy.getsockname()[1]
+    try:
+        r = subprocess.run([build.binary, "-i", "127.0.0.1", "-p", "0", "-C", pki + "/certs",
+                            "-e", str(port)], capture_output=True, timeout=10, cwd=str(tmp_path))
+        assert r.returncode == 1 and b"bind()" in r.stderr, r.stderr
+    finally:
+        busy.close()
+
+
+def test_reload_renewed_certificate(gatling, pki, tmp_path):
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    leaf(pki, str(certs / "server.pem"), str(certs / "server.pem"), "localhost",
+         ["localhost"], days=10)
+    srv = gatling(args=("-T", "10", "-C", str(certs), "-e", "0", "-S"))
+    port = https_port(srv)
+    before = s_client(port, "-servername", "localhost", "-showcerts")
+    assert "subject=CN = localhost" in before
+    # a long-lived connection made with the old certificate
+    ctx = ssl.create_default_context(cafile=pki + "/ca.pem")
+    old = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port)),
+                          server_hostname="localhost")
+    leaf(pki, str(certs / "server.pem"), str(certs / "server.pem"), "renewed",
+         ["localhost"], days=20)
+    srv.send_signal(signal.SIGUSR1)
+    deadline = time.monotonic() + 5
+    while "subject=CN = renewed" not in s_client(port, "-servername", "localhost"):
+        assert time.monotonic() < deadline, "renewed certificate not served"
+        time.sleep(0.1)
+    old.sendall(b"GET /f.txt HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+    assert b"200 OK" in old.recv(4096)
+    old.close()
+    # a broken renewal keeps the working certificate
+    (certs / "server.pem").write_text("garbage")
+    srv.send_signal(signal.SIGUSR1)
+    time.sleep(0.3)
+    assert "subject=CN = renewed" in s_client(port, "-servername", "localhost")
+    deadline = time.monotonic() + 3
+    while not any("reloading the certificates failed" in l for l in srv.errlog):
+        assert time.monotonic() < deadline, srv.errlog
+        time.sleep(0.05)
+
+
+def test_misdirected_421(gatling, pki):
+    srv = gatling(args=tls_args(pki))
+    port = https_port(srv)
+    ctx = ssl.create_default_context(cafile=pki + "/ca.pem")
+
+    def ask(sni, host):
+        with ctx.wrap_socket(socket.create_connection(("127.0.0.1", port)),
+                             server_hostname=sni) as s:
+            s.sendall(b"GET /f.txt HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % host)
+            return s.recv(4096).split(b"\r\n")[0]
+
+    assert ask("other.test", b"other.test") == b"HTTP/1.1 200 OK"
+    assert ask("other.test", b"a.wild.test:443") == b"HTTP/1.1 200 OK"  # same certificate
+    assert ask("other.test", b"le.test") == b"HTTP/1.1 421 Misdirected Request"
+    assert ask("localhost", b"localhost") == b"HTTP/1.1 200 OK"
+    assert ask("localhost", b"unknown.example") == b"HTTP/1.1 200 OK"  # the default's too
+    assert status(srv)["tls_misdirected"] == 1
+
+
+def test_hsts_and_redirect(gatling, pki):
+    srv = gatling(args=tls_args(pki, "-x", "31536000", "-X"))
+    port = https_port(srv)
+    rc, out, err = curl(pki, port, "/f.txt", "localhost", "-D", "-")
+    assert "Strict-Transport-Security: max-age=31536000" in out, out
+    with socket.create_connection(("127.0.0.1", srv.port)) as s:
+        s.sendall(b"GET /f.txt?a=b HTTP/1.1\r\nHost: localhost:%d\r\nConnection: close\r\n\r\n"
+                  % srv.port)
+        head = s.recv(4096).decode()
+    assert head.startswith("HTTP/1.1 301"), head
+    assert "Location: https://localhost:%d/f.txt?a=b\r\n" % port in head, head
+    assert "Strict-Transport-Security" not in head
+    with socket.create_connection(("127.0.0.1", srv.port)) as s:
+        s.sendall(b"GET / HTTP/1.1\r\nHost: a\"b\r\nConnection: close\r\n\r\n")
+        assert s.recv(4096).startswith(b"HTTP/1.1 400")
+    # curl follows it
+    r = subprocess.run(["curl", "-sSL", "--cacert", pki + "/ca.pem", "--resolve",
+                        "localhost:%d:127.0.0.1" % port, "--resolve",
+                        "localhost:%d:127.0.0.1" % srv.port,
+                        "http://localhost:%d/f.txt" % srv.port], capture_output=True, timeout=10)
+    assert r.stdout == b"hello\n", r.stderr
+
+
+def test_sighup_closes_the_tls_listener_too(gatling, pki):
+    srv = gatling(args=tls_args(pki))
+    port = https_port(srv)
+    ctx = ssl.create_default_context(cafile=pki + "/ca.pem")
+    busy = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port)),
+                           server_hostname="localhost")
+    busy.sendall(b"GET /f.txt HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    assert b"200 OK" in busy.recv(4096)
+    srv.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 3
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        except ConnectionRefusedError:
+            break
+        assert time.monotonic() < deadline, "HTTPS listener still open after SIGHUP"
+        time.sleep(0.05)
+    busy.close()
+    srv.process.wait(5)
