@@ -13,6 +13,15 @@ tests-build: $(B)/gatling $(UNIT_BIN) $(BENCH_BIN)
 
 # Backends that build on this host; each runs the whole suite.
 CHECK_BACKENDS ?= $(shell sh tests/backends.sh "$(CC)")
+# The HTTP suite again over HTTPS (GATLING_SCHEME=https, see conftest.py):
+# on the first backend and its sanitizer build, to keep make check short
+# (test_tls.py runs on every backend in the first pass);
+# CHECK_TLS_BUILDS="epoll poll sigio uring epoll-san" runs it on all of them.
+CHECK_TLS_BUILDS ?= $(firstword $(CHECK_BACKENDS)) $(firstword $(CHECK_BACKENDS))-san
+# what the second pass leaves out: not HTTP tests, or run once already
+TLS_SKIP = --ignore=tests/integration/test_unit.py --ignore=tests/integration/test_package.py \
+           --ignore=tests/integration/test_kbench.py --ignore=tests/integration/test_tls.py \
+           --ignore=tests/integration/test_loadgen.py
 
 check: setup
 	@set -e; for io in $(CHECK_BACKENDS); do \
@@ -22,4 +31,6 @@ check: setup
 	$(MAKE) --no-print-directory cross; \
 	$(MAKE) --no-print-directory fuzz-check; \
 	GATLING_BUILDS="$(CHECK_BACKENDS) $(firstword $(CHECK_BACKENDS))-san" \
-	    $(PYTHON) -m pytest tests/integration -q -p no:cacheprovider $(PYTEST_ARGS)
+	    $(PYTHON) -m pytest tests/integration -q -p no:cacheprovider $(PYTEST_ARGS); \
+	GATLING_SCHEME=https GATLING_BUILDS="$(CHECK_TLS_BUILDS)" \
+	    $(PYTHON) -m pytest tests/integration -q -p no:cacheprovider $(TLS_SKIP) $(PYTEST_ARGS)

@@ -31,6 +31,42 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BUILD_DIR = os.environ.get("GATLING_BUILD_DIR") or os.path.join(ROOT, "build")
 
 LISTEN_RE = re.compile(r"listening on (\S+) port (\d+)")
+
+# GATLING_SCHEME=https runs the HTTP tests over TLS: every server gets a
+# certificate from a throwaway CA (dist/mkcert.sh) and an HTTPS port, srv.port
+# is the HTTPS port (srv.plain_port the HTTP one), and Client speaks TLS.
+SCHEME = os.environ.get("GATLING_SCHEME", "http")
+_pki = []
+
+
+def test_pki():
+    """The directory of the throwaway CA (ca.pem) and certs/server.pem."""
+    if not _pki:
+        import tempfile
+        d = tempfile.mkdtemp(prefix="gatling-pki-")
+        subprocess.run(["sh", os.path.join(ROOT, "dist", "mkcert.sh"), d], check=True,
+                       capture_output=True, timeout=60)
+        _pki.append(d)
+    return _pki[0]
+
+
+# Tests whose subject is plain TCP behaviour that TLS changes by design: a 503
+# written before any handshake (HTTPS refusals just close), half-closes,
+# byte-level timing of raw sockets, other tools that speak plain HTTP.
+http_only = pytest.mark.skipif(SCHEME == "https", reason="plain HTTP by design (see conftest)")
+
+
+def url(port, path="/"):
+    """The URL of path on a test server, in the suite's scheme (curl, ab and
+    wrk take it; curl trusts the test CA through CURL_CA_BUNDLE)."""
+    if SCHEME == "https":
+        os.environ["CURL_CA_BUNDLE"] = os.path.join(test_pki(), "ca.pem")
+    return "%s://127.0.0.1:%d%s" % (SCHEME, port, path)
+
+
+def client_tls_context():
+    import ssl
+    return ssl.create_default_context(cafile=os.path.join(test_pki(), "ca.pem"))
 # Lines on the server's stderr that always mean a bug.
 ALARMING = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
             "Segmentation fault", "AddressSanitizer:DEADLYSIGNAL", "stack smashing",
@@ -189,6 +225,7 @@ class Server:
         self.errlog = []
         self.listeners = []  # (addr, port)
         self.port = None
+        self.plain_port = None  # GATLING_SCHEME=https: the HTTP port (port is HTTPS)
         self.baseline_fds = None
         self.baseline_socks = None
         self.exit_checked = False
@@ -306,6 +343,9 @@ def start_server(build, docroot, args=("-T", "10"), env=None):
     """Start build's gatling on 127.0.0.1, kernel-chosen port, cwd = docroot.
     Waits for the "listening on ADDR port N" line on stderr."""
     cmd = [build.binary, "-i", "127.0.0.1", "-p", "0"] + list(args)
+    tls = SCHEME == "https" and "-E" not in args and "-C" not in args
+    if tls:
+        cmd += ["-C", os.path.join(test_pki(), "certs"), "-e", "0"]
     e = dict(os.environ)
     if build.sanitized:
         e.setdefault("ASAN_OPTIONS", "abort_on_error=0:detect_leaks=1")
@@ -319,7 +359,7 @@ def start_server(build, docroot, args=("-T", "10"), env=None):
     deadline = time.monotonic() + START_TIMEOUT
     buf = b""
     fd = proc.stderr.fileno()
-    while srv.port is None:
+    while srv.port is None or (tls and len(srv.listeners) < 2):
         left = deadline - time.monotonic()
         if left <= 0:
             proc.kill()
@@ -345,6 +385,8 @@ def start_server(build, docroot, args=("-T", "10"), env=None):
                 srv.listeners.append((m.group(1), int(m.group(2))))
                 if srv.port is None:
                     srv.port = int(m.group(2))
+                if tls and "(https)" in line:
+                    srv.plain_port, srv.port = srv.port, int(m.group(2))
     # Anything after the listening line that we already read:
     pending = buf
 
@@ -481,6 +523,8 @@ class Client:
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock.settimeout(timeout)
         self.sock.connect((host, port))
+        if SCHEME == "https":
+            self.sock = client_tls_context().wrap_socket(self.sock, server_hostname="localhost")
         self.buf = bytearray()  # += on bytes would be quadratic for big bodies
         self.sent = b""
         _open_clients.append(self)

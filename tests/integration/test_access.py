@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from conftest import Client, Symlink, fetch, make_docroot
+from conftest import url, Client, Symlink, fetch, make_docroot
 from h3util import assert_ok, assert_status, basic_auth, crypt_hash, curl, module_server
 
 REALM = "Members only"
@@ -177,10 +177,10 @@ def test_remembered_credentials_are_exact(srv):
 
 
 def test_curl_user(srv, tmp_path):
-    url = "http://127.0.0.1:%d/prot/f.txt" % srv.port
-    p = curl(url, "-u", "alice:" + PW["alice"], "-w", "%{http_code}")
+    where = url(srv.port, "/prot/f.txt")
+    p = curl(where, "-u", "alice:" + PW["alice"], "-w", "%{http_code}")
     assert p.returncode == 0 and p.stdout == b"protected file\n200", (p.stdout, p.stderr)
-    p = curl(url, "-o", "/dev/null", "-w", "%{http_code}")
+    p = curl(where, "-o", "/dev/null", "-w", "%{http_code}")
     assert p.stdout == b"401", p.stdout
 
 

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from conftest import BIG, TEXT
+from conftest import url, BIG, TEXT
 
 
 def tool(name):
@@ -27,7 +27,7 @@ def run(cmd, timeout=30):
 def curl(srv, tmp_path, path, *opts):
     out = tmp_path / "curl.out"
     p = run([tool("curl"), "-sS", "--max-time", "10", "-o", str(out), "-w", "%{http_code}"]
-            + list(opts) + ["http://127.0.0.1:%d%s" % (srv.port, path)])
+            + list(opts) + [url(srv.port, path)])
     assert p.returncode == 0, "curl failed: %s" % p.stderr.decode(errors="replace")
     return int(p.stdout), out.read_bytes() if out.exists() else b""
 
@@ -68,7 +68,7 @@ def test_curl_http10(srv, tmp_path):
 def test_curl_several_urls_one_connection(srv, tmp_path):
     p = run([tool("curl"), "-sS", "--max-time", "10", "-o", "/dev/null", "-o", "/dev/null",
              "-w", "%{http_code} %{num_connects}\n",
-             "http://127.0.0.1:%d/f.txt" % srv.port, "http://127.0.0.1:%d/data.json" % srv.port])
+             url(srv.port, "/f.txt"), url(srv.port, "/data.json")])
     assert p.returncode == 0, p.stderr
     assert p.stdout.decode().split("\n")[:2] == ["200 1", "200 0"], (
         "curl did not reuse the connection: %r" % p.stdout)
@@ -76,7 +76,7 @@ def test_curl_several_urls_one_connection(srv, tmp_path):
 
 def test_ab_keepalive(srv):
     p = run([tool("ab"), "-n", "200", "-c", "10", "-k", "-s", "10",
-             "http://127.0.0.1:%d/f.txt" % srv.port])
+             url(srv.port, "/f.txt")])
     out = p.stdout.decode(errors="replace")
     assert p.returncode == 0, out + p.stderr.decode(errors="replace")
     assert re.search(r"Complete requests:\s+200\b", out), out
@@ -88,7 +88,7 @@ def test_ab_keepalive(srv):
 
 def test_ab_no_keepalive(srv):
     p = run([tool("ab"), "-n", "200", "-c", "10", "-s", "10",
-             "http://127.0.0.1:%d/f.txt" % srv.port])
+             url(srv.port, "/f.txt")])
     out = p.stdout.decode(errors="replace")
     assert p.returncode == 0, out + p.stderr.decode(errors="replace")
     assert re.search(r"Complete requests:\s+200\b", out), out
@@ -96,7 +96,7 @@ def test_ab_no_keepalive(srv):
 
 
 def test_wrk(srv):
-    p = run([tool("wrk"), "-t1", "-c10", "-d1s", "http://127.0.0.1:%d/f.txt" % srv.port])
+    p = run([tool("wrk"), "-t1", "-c10", "-d1s", url(srv.port, "/f.txt")])
     out = p.stdout.decode(errors="replace")
     assert p.returncode == 0, out + p.stderr.decode(errors="replace")
     assert "Non-2xx" not in out, out

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import Mode, fetch, random_bytes
+from conftest import url, Mode, fetch, random_bytes
 from h3util import (CACHE_TTL_WAIT, assert_ok, assert_status, brotli_compress, curl, etag_of,
                     http_date, module_server, norm_ctype, set_mtime, zstd_compress)
 
@@ -266,7 +266,7 @@ def test_curl_compressed(srv, tmp_path, name):
     if name == "x.css" and not REAL_BR:
         pytest.skip("no brotli encoder here to make a real .br sibling")
     out = tmp_path / "out"
-    p = curl("http://127.0.0.1:%d/%s" % (srv.port, name), "--compressed", "-o", str(out),
+    p = curl(url(srv.port, "/" + name), "--compressed", "-o", str(out),
              "-D", str(tmp_path / "head"))
     assert p.returncode == 0, p.stderr
     head = (tmp_path / "head").read_text().lower()

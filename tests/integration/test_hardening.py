@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import Client, assert_status, fetch, raw_exchange
+from conftest import http_only, Client, assert_status, fetch, raw_exchange
 from h3util import assert_ok
 
 F = b"hello\n"
@@ -170,6 +170,7 @@ def test_slow_body_is_closed_by_rate(gatling):
     assert status(srv.port)["timeout_body"] >= 1
 
 
+@http_only
 def test_slow_reader_is_closed_by_rate(gatling):
     """A client that reads a large response at a few hundred bytes per second
     is closed by the drain rate, though it makes progress all the time."""
@@ -208,6 +209,7 @@ def test_fast_reader_is_not_closed_by_rate(gatling):
 # --------------------------------------------------------------------------
 # Caps
 
+@http_only
 def test_connection_cap_answers_503(gatling):
     srv = gatling({"f.txt": F}, args=("-T", "10", "-N", "5", "-S"))
     held = [Client(srv.port) for _ in range(5)]
@@ -255,6 +257,7 @@ def quick_fetch_while(port, clients, what):
     assert took < 0.5, "a plain request took %.2f s during %s" % (took, what)
 
 
+@http_only
 def test_bad_logins_do_not_stall_the_loop(gatling):
     t0 = time.process_time()
     h = slow_hash("right")
@@ -318,6 +321,7 @@ def test_gzip_misses_do_not_stall_the_loop(gatling):
 # --------------------------------------------------------------------------
 # Per-client limits
 
+@http_only
 def test_per_address_cap(gatling):
     srv = gatling({"f.txt": F}, args=("-T", "10", "-K", "3", "-S"))
     held = [Client(srv.port) for _ in range(3)]
@@ -334,6 +338,7 @@ def test_per_address_cap(gatling):
     assert status(srv.port)["refused_address_cap"] >= 1
 
 
+@http_only
 def test_rate_limit_tarpits(gatling):
     srv = gatling({"f.txt": F}, args=("-T", "2", "-A", "5", "-S"))
     for _ in range(5):
@@ -427,6 +432,7 @@ def drip(socks, data):
         time.sleep(0.0002)
 
 
+@http_only
 def test_dripped_head_costs_linear_time(gatling, build):
     """20 clients drip the same 15 KB, a byte per send: once as 60 small
     requests, once as one big head.  The reads and wake-ups are the same;

@@ -14,7 +14,7 @@ import urllib.parse
 
 import pytest
 
-from conftest import (BIG, IMF_FIXDATE, MTIME, SECRET, TEXT, Client, assert_status,
+from conftest import (http_only, BIG, IMF_FIXDATE, MTIME, SECRET, TEXT, Client, assert_status,
                       build_request, fetch, norm_ctype, raw_exchange, random_bytes)
 
 ALLOW = ["get", "head", "options"]
@@ -841,6 +841,7 @@ def test_client_vanishes_mid_transfer(srv):
     still_serving(srv)
 
 
+@http_only
 def test_request_sent_then_shutdown_wr(srv):
     # a client may half-close after sending its request; the answer still comes
     with Client(srv.port) as c:

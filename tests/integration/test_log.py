@@ -8,12 +8,13 @@ import time
 
 import pytest
 
-from conftest import TEXT, Client, close_all_clients, make_docroot, start_server
+from conftest import SCHEME, TEXT, Client, close_all_clients, make_docroot, start_server
 
 CLF = re.compile(r'(?P<host>\S+) (?P<ident>\S+) (?P<user>\S+) '
                  r'\[(?P<time>\d\d/[A-Z][a-z]{2}/\d{4}:\d\d:\d\d:\d\d [+-]\d{4})\] '
                  r'"(?P<request>(?:[^"\\]|\\.)*)" (?P<status>\d{3}) (?P<bytes>\d+|-) '
-                 r'"(?P<referer>(?:[^"\\]|\\.)*)" "(?P<agent>(?:[^"\\]|\\.)*)"')
+                 r'"(?P<referer>(?:[^"\\]|\\.)*)" "(?P<agent>(?:[^"\\]|\\.)*)"'
+                 + (" https" if SCHEME == "https" else ""))
 
 # (method, target, extra headers, expected status, expected bytes)
 REQUESTS = [

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import Client, Mode, Symlink, build_request, fetch, make_docroot, raw_exchange
+from conftest import SCHEME, Client, Mode, Symlink, build_request, fetch, make_docroot, raw_exchange
 from h3util import (assert_ok, assert_status, basic_auth, crypt_hash, module_server, no_leak_env,
                     norm_ctype, wait_for)
 
@@ -24,7 +24,8 @@ BODY_MAX = 1 << 20
 
 CLF = re.compile(r'(?P<vhost>\S+ )?(?P<host>\S+) - - '
                  r'\[\d\d/[A-Z][a-z]{2}/\d{4}:\d\d:\d\d:\d\d \+0000\] '
-                 r'"(?P<request>[^"]*)" (?P<status>\d{3}) (?P<bytes>\d+|-) "[^"]*" "[^"]*"')
+                 r'"(?P<request>[^"]*)" (?P<status>\d{3}) (?P<bytes>\d+|-) "[^"]*" "[^"]*"'
+                 + (" https" if SCHEME == "https" else ""))
 
 
 @pytest.fixture(scope="module")
@@ -229,7 +230,7 @@ def test_l_appends_to_file(gatling, tmp_path):
         assert m and not m["vhost"] and m["host"] == "127.0.0.1", line
         assert (m["request"], m["status"]) == (req, status), line
         assert nbytes is None or m["bytes"] == nbytes, line
-    assert lines[3].endswith('"ops-test"'), lines[3]
+    assert lines[3].endswith('"ops-test"' + (" https" if SCHEME == "https" else "")), lines[3]
     time.sleep(0.1)
     assert s.log == [], "-l given, but lines went to stdout: %r" % s.log
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import (IO_TIMEOUT, assert_status, fetch, make_docroot, running_server,
+from conftest import (http_only, IO_TIMEOUT, assert_status, fetch, make_docroot, running_server,
                       start_server)
 
 
@@ -172,6 +172,7 @@ def new_pid(srv, after):
     return None
 
 
+@http_only
 @pytest.mark.parametrize("workers", [1, 2])
 def test_upgrade_under_load_loses_nothing(build, tmp_path, workers):
     """SIGUSR2 twice while two bench loads run (keep-alive, and a connection per
@@ -240,6 +241,7 @@ def test_failed_upgrade_keeps_the_old_one(build, tmp_path):
         assert_status(fetch(srv.port, "/f.txt"), 200, "after a failed upgrade")
 
 
+@http_only
 def test_upgrade_keeps_relative_paths(build, tmp_path):
     """-c, -l and -q relative to where gatling was started still work in the new
     process (it starts in the start directory, not the document root).  As
@@ -279,6 +281,7 @@ def test_upgrade_keeps_relative_paths(build, tmp_path):
 # --------------------------------------------------------------------------
 # The drain (SIGHUP, SIGTERM, and the old process of an upgrade)
 
+@http_only
 @pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM])
 def test_drain_answers_a_request_already_on_its_way(gatling, sig):
     srv = gatling(args=("-n", "-T", "10"), check_fds=False)
@@ -300,6 +303,7 @@ def test_drain_answers_a_request_already_on_its_way(gatling, sig):
     wait_for(lambda: not srv.alive(), 3, "exit after the drain")
 
 
+@http_only
 def test_drain_closes_idle_connections_after_a_grace(gatling):
     srv = gatling(args=("-n", "-T", "30"), check_fds=False)
     s = socket.create_connection(("127.0.0.1", srv.port), timeout=IO_TIMEOUT)

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from conftest import Client, fetch, random_bytes
+from conftest import url, Client, fetch, random_bytes
 from h3util import (assert_ok, assert_status, curl, etag_of, http_date,
                     module_server, norm_ctype, parse_multipart)
 
@@ -239,7 +239,7 @@ def test_preconditions_before_range(srv):
 
 def test_curl_range(srv, tmp_path):
     out = tmp_path / "part"
-    p = curl("http://127.0.0.1:%d/r.bin" % srv.port, "-r", "0-99", "-o", str(out),
+    p = curl(url(srv.port, "/r.bin"), "-r", "0-99", "-o", str(out),
              "-w", "%{http_code}")
     assert p.returncode == 0, p.stderr
     assert p.stdout == b"206", p.stdout
@@ -250,7 +250,7 @@ def test_curl_resume(srv, tmp_path):
     # curl -C -: continue a partial download with an open range
     out = tmp_path / "big"
     out.write_bytes(BIG[:1234567])
-    p = curl("http://127.0.0.1:%d/big.bin" % srv.port, "-C", "-", "-o", str(out))
+    p = curl(url(srv.port, "/big.bin"), "-C", "-", "-o", str(out))
     assert p.returncode == 0, p.stderr
     assert out.read_bytes() == BIG, "resumed download differs"
 

@@ -10,7 +10,7 @@ import socket
 
 import pytest
 
-from conftest import Client, build_request, fetch, raw_exchange
+from conftest import http_only, Client, build_request, fetch, raw_exchange
 from h3util import assert_ok, assert_status, module_server
 
 ROOT_F = b"from the document root\n"
@@ -187,6 +187,7 @@ def ipv6_loopback():
         return False
 
 
+@http_only
 @pytest.mark.skipif(not ipv6_loopback(), reason="no IPv6 loopback")
 def test_ipv6_connection(gatling):
     s = gatling(TREE, args=("-T", "10", "-i", "::1"))
