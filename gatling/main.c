@@ -344,6 +344,21 @@ static int load_certificates(config_t *cfg)
     return 0; /* no certificates, no HTTPS */
 }
 
+/* A socket passed on the HTTPS port without certificates would serve plain
+   HTTP where clients expect TLS: refuse. */
+static int check_passed_https(const config_t *cfg, const int *fds, int n)
+{
+    for (int i = 0; i < n && !cfg->tls; i++) {
+        listener_t l = {.fd = fds[i]};
+        if (server_port(&l) == cfg->tls_port) {
+            fprintf(stderr, "gatling: a passed socket is on the HTTPS port %d, but there is no "
+                            "certificate (-C dir) or HTTPS is off (-E)\n", cfg->tls_port);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* -c: change into the document root; as root, also chroot there. */
 static int enter_root(const config_t *cfg)
 {
@@ -384,7 +399,8 @@ int main(int argc, char **argv)
                 cfg.mime_file ? cfg.mime_file : "/etc/mime.types", strerror(errno));
         return 1;
     }
-    if (load_certificates(&cfg) < 0) {
+    if (load_certificates(&cfg) < 0 || check_passed_https(&cfg, fds, n) < 0) {
+        tls_store_free(cfg.tls);
         mime_free(mime);
         return 1;
     }
