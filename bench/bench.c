@@ -31,7 +31,7 @@
 static const char usage_text[] =
     "usage: bench [options] URL\n"
     "       bench [options] -f FILE [URL]\n"
-    "HTTP/1.1 throughput load generator.  URL: http://HOST[:PORT]/PATH\n"
+    "HTTP/1.1 throughput load generator.  URL: http[s]://HOST[:PORT]/PATH\n"
     "  -c N          concurrent connections (default 10)\n"
     "  -n N          stop after N requests (connections with --connect-only)\n"
     "  -d SEC        run for SEC seconds (default 10 unless -n is given)\n"
@@ -50,6 +50,9 @@ static const char usage_text[] =
     "                a,b,c or a range 127.0.0.2-127.0.0.9 (or 127.0.0.2-9)\n"
     "  -P N          spread the connections over N processes (default 1)\n"
     "  --connect-only  only connect and close: measure the connect/accept rate\n"
+    "                (https: connect and handshake: full handshakes per second)\n"
+    "  --resume      https: resume the last session (tickets or session IDs) on\n"
+    "                every new connection instead of a full handshake each\n"
     "  -J, --json    print the report as one JSON object\n"
     "  -q            no progress line\n"
     "  -V            print version and IO backend\n"
@@ -86,6 +89,7 @@ static void parse_opts(opts_t *o, int argc, char **argv)
 {
     static const struct option lo[] = {{"connect-only", no_argument, NULL, 'C'},
                                        {"json", no_argument, NULL, 'J'},
+                                       {"resume", no_argument, NULL, 'Z'},
                                        {"help", no_argument, NULL, 'h'},
                                        {"version", no_argument, NULL, 'V'},
                                        {NULL, 0, NULL, 0}};
@@ -128,6 +132,7 @@ static void parse_opts(opts_t *o, int argc, char **argv)
         case 'b': o->srcs = optarg; break;
         case 'P': cfg->procs = (unsigned)lg_num_opt(optarg, 1, MAX_PROCS, "-P"); break;
         case 'C': cfg->connect_only = 1; break;
+        case 'Z': cfg->resume = 1; break;
         case 'J': cfg->json = 1; break;
         case 'q': o->quiet = 1; break;
         case 'V': printf("bench (gatling) io backend %s\n", gio_backend_name()); exit(0);
@@ -212,7 +217,8 @@ static void load_urls(opts_t *o)
                 fprintf(stderr, "bench: %s:%u: a path needs a URL argument\n", o->file, lineno);
                 exit(LG_EXIT_USAGE);
             }
-            snprintf(full, sizeof full, "http://%s%s", cfg->url.host, s);
+            snprintf(full, sizeof full, "%s://%s%s", cfg->url.tls ? "https" : "http",
+                     cfg->url.host, s);
             s = full;
         }
         if (lg_url_parse(s, &u, err, sizeof err) < 0) {
@@ -222,7 +228,7 @@ static void load_urls(opts_t *o)
         if (!cfg->url.path) { /* no URL argument: the first line is the target */
             cfg->url = u;
             cfg->url.path = strdup(u.path);
-        } else if (!same_addr(&u.addr, &cfg->url.addr)) {
+        } else if (!same_addr(&u.addr, &cfg->url.addr) || u.tls != cfg->url.tls) {
             fprintf(stderr, "bench: %s:%u: %s is not on the target %s\n", o->file, lineno, s,
                     cfg->url.host);
             exit(LG_EXIT_USAGE);
@@ -257,6 +263,8 @@ static void setup(opts_t *o)
         if (!cfg->req || make_req(o, &cfg->url, cfg->req) < 0)
             lg_usage_exit("request too large", NULL);
     }
+    if (cfg->resume && !cfg->url.tls)
+        lg_usage_exit("--resume is for https:// URLs", NULL);
     if (o->srcs) {
         cfg->srcs =
             lg_srcs_parse(o->srcs, cfg->url.addr.ss.ss_family, &cfg->nsrcs, err, sizeof err);
@@ -471,6 +479,12 @@ static void report_text(const bench_cfg_t *cfg, const bench_stats_t *s, double s
                (unsigned long long)(s->status[0] + s->status[1]));
     }
     text_hist("connect", &s->conn);
+    if (cfg->url.tls) {
+        text_hist("handshake", &s->hs);
+        printf("tls        %llu handshakes, %llu resumed (%s)\n",
+               (unsigned long long)s->hs.count, (unsigned long long)s->resumed,
+               cfg->resume ? "--resume" : "every one full");
+    }
     printf("errors     %llu:", (unsigned long long)err_total(s));
     for (int k = 0; k < LG_E_NUM; k++)
         printf(" %s %llu", lg_err_name[k], (unsigned long long)s->err[k]);
@@ -503,6 +517,11 @@ static void report_json(const bench_cfg_t *cfg, const bench_stats_t *s, double s
     json_hist("latency_us", &s->lat);
     printf(",");
     json_hist("connect_us", &s->conn);
+    if (cfg->url.tls) {
+        printf(",\"tls\":true,\"resume\":%s,\"resumed\":%llu,", cfg->resume ? "true" : "false",
+               (unsigned long long)s->resumed);
+        json_hist("handshake_us", &s->hs);
+    }
     printf(",\"status\":{\"2xx\":%llu,\"3xx\":%llu,\"4xx\":%llu,\"5xx\":%llu,\"other\":%llu}",
            (unsigned long long)s->status[2], (unsigned long long)s->status[3],
            (unsigned long long)s->status[4], (unsigned long long)s->status[5],

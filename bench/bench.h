@@ -39,6 +39,7 @@ typedef struct bench_cfg {
     int keepalive;           /* -k */
     int head;                /* -m HEAD: responses have no body */
     int connect_only;        /* --connect-only */
+    int resume;              /* --resume: https connections resume the last session */
     int json;                /* -J */
     int progress;            /* show the progress line (this process draws it) */
 } bench_cfg_t;
@@ -74,6 +75,8 @@ typedef struct bench_stats {
     int64_t win_ns;
     lg_hist_t lat;  /* response latency, microseconds */
     lg_hist_t conn; /* connect latency, microseconds */
+    lg_hist_t hs;   /* https: TLS handshake time, microseconds */
+    uint64_t resumed; /* https: handshakes that resumed a session */
 } bench_stats_t;
 
 /*

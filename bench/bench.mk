@@ -3,7 +3,7 @@
 # Objects go to $(B)/lg/, not $(B)/bench/: $(B)/bench is the binary (the
 # same reason gatling.mk uses $(B)/srv/).
 
-BENCH_COMMON := bench/lg.c bench/lg_hist.c bench/lg_http.c bench/lg_net.c
+BENCH_COMMON := bench/lg.c bench/lg_hist.c bench/lg_http.c bench/lg_net.c bench/lg_tls.c
 BENCH_COMMON_OBJ := $(BENCH_COMMON:bench/%.c=$(B)/lg/%.o)
 BENCH_BIN := $(B)/httpbench $(B)/bench
 # self-test of the parser and the histogram, run by tests/integration/test_loadgen.py

@@ -4,8 +4,14 @@
  * Each connection slot is a small state machine:
  *
  *   FREE --connect()--> CONNECTING --writable, SO_ERROR 0--> OPEN
- *     ^                      |                                 |
+ *     ^                      |       \                         |
+ *     |                      |        +--> HANDSHAKE (https) --+
  *     +------- failure / timeout / close / server close -------+
+ *
+ * With an https:// URL a connection passes through HANDSHAKE: the TLS
+ * handshake, timed on its own (the "handshake" histogram: full, or resumed
+ * with --resume), under the connect timeout.  Requests and responses then go
+ * through OpenSSL (lg_tls.h) instead of write and read.
  *
  * An OPEN connection keeps up to `depth` requests in flight.  Requests are
  * written as soon as they are issued (the write is optimistic: write
@@ -38,12 +44,13 @@
 #include "gio.h"
 #include "gio_batch.h"
 #include "lg_http.h"
+#include "lg_tls.h"
 
 #define RBUF_SIZE 65536
 #define NOT_HTTP_LIMIT 10 /* parse errors without one good response: not an HTTP server */
 #define TICK_NS 1000000000LL
 
-enum { C_FREE, C_CONNECTING, C_OPEN };
+enum { C_FREE, C_CONNECTING, C_HANDSHAKE, C_OPEN };
 
 typedef struct bconn {
     int fd;
@@ -53,7 +60,8 @@ typedef struct bconn {
     uint32_t ring;   /* slot of the oldest in-flight request in sent[] */
     uint32_t inflight;
     uint32_t reqs;    /* requests issued on this connection */
-    int64_t t0;       /* when connect() was called, ns */
+    int64_t t0;       /* when connect() was called (HANDSHAKE: when it began), ns */
+    SSL *ssl;         /* https: the TLS session */
     int64_t deadline; /* gio_now() ms when the pending connect/response times out; 0: none */
     int64_t *sent;    /* issue times of the in-flight requests, `depth` slots */
     lg_resp_t resp;
@@ -85,6 +93,9 @@ typedef struct brun {
     int stopping;   /* start nothing new; finish what is in flight */
     int aborting;   /* drop everything now */
     char *rbuf;
+    SSL_CTX *tls;   /* https: the client context */
+    char sni[256];  /* https: the name to ask for, if any */
+    int have_sni;
 } brun_t;
 
 static void conn_start(brun_t *r, bconn_t *c);
@@ -117,6 +128,8 @@ static void conn_close(brun_t *r, bconn_t *c)
         r->connecting--;
     else
         r->nopen--;
+    lg_tls_free(c->ssl);
+    c->ssl = NULL;
     gio_close(r->loop, c->fd);
     r->st->open--;
     gio_batch_reset(&c->out);
@@ -161,12 +174,13 @@ static void set_deadline(brun_t *r, bconn_t *c)
 /* Write what is queued; -1 if the connection failed (and was replaced). */
 static int conn_flush(brun_t *r, bconn_t *c)
 {
-    long k = gio_batch_send(&c->out, c->fd, 0);
+    unsigned want = GIO_WRITE;
+    long k = c->ssl ? lg_tls_send(c->ssl, &c->out, &want) : gio_batch_send(&c->out, c->fd, 0);
     if (k == GIO_ERR) {
         conn_fail(r, c, lg_err_io(errno));
         return -1;
     }
-    gio_want(r->loop, c->fd, gio_batch_done(&c->out) ? GIO_READ : GIO_READ | GIO_WRITE);
+    gio_want(r->loop, c->fd, gio_batch_done(&c->out) ? GIO_READ : GIO_READ | want);
     return 0;
 }
 
@@ -240,6 +254,26 @@ static void issue_due(brun_t *r)
     }
 }
 
+static void conn_ready(brun_t *r, bconn_t *c);
+
+/* HANDSHAKE: drive OpenSSL; on success the connection is ready for requests. */
+static void conn_handshake(brun_t *r, bconn_t *c)
+{
+    unsigned want = GIO_READ;
+    int k = lg_tls_handshake(c->ssl, &want);
+    if (k == GIO_AGAIN) {
+        gio_want(r->loop, c->fd, want);
+        return;
+    }
+    if (k < 0) {
+        conn_fail(r, c, LG_E_TLS);
+        return;
+    }
+    lg_hist_add(&r->st->hs, (uint64_t)(r->now - c->t0) / 1000);
+    r->st->resumed += lg_tls_resumed(c->ssl);
+    conn_ready(r, c);
+}
+
 static void conn_established(brun_t *r, bconn_t *c)
 {
     bench_stats_t *st = r->st;
@@ -247,8 +281,24 @@ static void conn_established(brun_t *r, bconn_t *c)
         r->connecting--;
     lg_hist_add(&st->conn, (uint64_t)(r->now - c->t0) / 1000);
     st->connects++;
-    c->state = C_OPEN;
     r->nopen++;
+    if (r->tls) { /* --connect-only: the handshake is part of connecting */
+        c->state = C_HANDSHAKE;
+        c->t0 = r->now;
+        if (!(c->ssl = lg_tls_new(r->tls, c->fd, r->have_sni ? r->sni : NULL))) {
+            set_fatal(r, BENCH_SYSERR, ENOMEM);
+            return;
+        }
+        arm(r, c, 1);
+        conn_handshake(r, c);
+        return;
+    }
+    conn_ready(r, c);
+}
+
+static void conn_ready(brun_t *r, bconn_t *c)
+{
+    c->state = C_OPEN;
     if (r->cfg->connect_only) {
         conn_close(r, c);
         conn_next(r, c);
@@ -394,9 +444,36 @@ static void conn_eof(brun_t *r, bconn_t *c)
     conn_next(r, c);
 }
 
+/* https: read what OpenSSL has (it may hold decrypted records after the
+   socket is drained); -1 if the connection was closed. */
+static int conn_read_tls(brun_t *r, bconn_t *c)
+{
+    for (;;) {
+        unsigned want = GIO_READ;
+        long k = lg_tls_read(c->ssl, r->rbuf, RBUF_SIZE, &want);
+        if (k > 0) {
+            r->st->bytes += (uint64_t)k;
+            if (conn_feed(r, c, r->rbuf, (size_t)k) < 0)
+                return -1;
+        } else if (k == GIO_EOF) {
+            conn_eof(r, c);
+            return -1;
+        } else if (k == GIO_AGAIN) {
+            if (want == GIO_WRITE)
+                gio_want(r->loop, c->fd, GIO_READ | GIO_WRITE);
+            return 0;
+        } else {
+            conn_fail(r, c, errno == EPROTO ? LG_E_TLS : lg_err_io(errno));
+            return -1;
+        }
+    }
+}
+
 /* Read everything there is; -1 if the connection was closed. */
 static int conn_read(brun_t *r, bconn_t *c)
 {
+    if (c->ssl)
+        return conn_read_tls(r, c);
     for (;;) {
         ssize_t k = read(c->fd, r->rbuf, RBUF_SIZE);
         if (k > 0) {
@@ -428,6 +505,10 @@ static void on_event(brun_t *r, bconn_t *c, unsigned ev)
             conn_established(r, c);
         return;
     }
+    if (c->state == C_HANDSHAKE) {
+        conn_handshake(r, c);
+        return;
+    }
     if ((ev & (GIO_READ | GIO_ERROR | GIO_HANGUP)) && conn_read(r, c) < 0)
         return;
     if (ev & GIO_WRITE)
@@ -444,7 +525,7 @@ static void on_timeout(brun_t *r, bconn_t *c)
         return;
     }
     c->deadline = 0;
-    if (c->state == C_CONNECTING) {
+    if (c->state == C_CONNECTING || c->state == C_HANDSHAKE) {
         conn_fail(r, c, LG_E_CTIMEOUT);
     } else if (c->inflight) {
         conn_fail(r, c, LG_E_TIMEOUT);
@@ -591,6 +672,16 @@ static int run_setup(brun_t *r, const bench_cfg_t *cfg, unsigned index, bench_st
         r->c[i].sent = sent + (size_t)i * r->depth;
         gio_batch_init(&r->c[i].out);
     }
+    if (cfg->url.tls) { /* one context per worker process, made after the fork */
+        char err[256];
+        if (!(r->tls = lg_tls_ctx(cfg->resume, err, sizeof err))) {
+            fprintf(stderr, "bench: %s\n", err);
+            st->fatal = BENCH_SYSERR;
+            st->fatal_errno = ENOMEM;
+            return -1;
+        }
+        r->have_sni = lg_tls_sni(cfg->url.host, r->sni, sizeof r->sni) != NULL;
+    }
     return 0;
 }
 
@@ -606,6 +697,7 @@ static void run_free(brun_t *r)
     free(r->idle);
     free(r->rbuf);
     gio_loop_free(r->loop);
+    lg_tls_ctx_free(r->tls);
 }
 
 int bench_run(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all)
@@ -684,6 +776,7 @@ void bench_stats_init(bench_stats_t *st)
     memset(st, 0, sizeof *st);
     lg_hist_init(&st->lat);
     lg_hist_init(&st->conn);
+    lg_hist_init(&st->hs);
 }
 
 void bench_stats_merge(bench_stats_t *d, const bench_stats_t *s)
@@ -716,4 +809,6 @@ void bench_stats_merge(bench_stats_t *d, const bench_stats_t *s)
     }
     lg_hist_merge(&d->lat, &s->lat);
     lg_hist_merge(&d->conn, &s->conn);
+    lg_hist_merge(&d->hs, &s->hs);
+    d->resumed += s->resumed;
 }

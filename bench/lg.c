@@ -24,7 +24,7 @@ const char *const lg_err_name[LG_E_NUM] = {
     [LG_E_REFUSED] = "refused", [LG_E_CONNECT] = "connect", [LG_E_CTIMEOUT] = "ctimeout",
     [LG_E_RESET] = "reset",     [LG_E_TIMEOUT] = "timeout", [LG_E_EOF] = "eof",
     [LG_E_SHORT] = "short",     [LG_E_PARSE] = "parse",     [LG_E_IO] = "io",
-    [LG_E_ABORT] = "abort",     [LG_E_STATUS] = "status",
+    [LG_E_ABORT] = "abort",     [LG_E_STATUS] = "status",   [LG_E_TLS] = "tls",
 };
 
 int lg_err_connect(int e)

@@ -32,6 +32,7 @@ enum {
     LG_E_IO,       /* another read/write error */
     LG_E_ABORT,    /* still in flight when the run was cut off (hard cap, 2nd signal) */
     LG_E_STATUS,   /* a complete response with status >= 400 (it counts as a response too) */
+    LG_E_TLS,      /* https: the TLS handshake failed, or a TLS protocol error */
     LG_E_NUM
 };
 

@@ -50,11 +50,11 @@ int lg_url_parse(const char *s, lg_url_t *u, char *err, size_t errlen)
 {
     memset(u, 0, sizeof *u);
     if (!strncmp(s, "https://", 8))
-        return fail(err, errlen, "%s: https is not supported", s);
-    if (!strncmp(s, "http://", 7))
+        s += 8, u->tls = 1;
+    else if (!strncmp(s, "http://", 7))
         s += 7;
     else if (strstr(s, "://"))
-        return fail(err, errlen, "%s: only http:// URLs", s);
+        return fail(err, errlen, "%s: only http:// and https:// URLs", s);
     char host[256];
     const char *p = s, *end;
     size_t hl;
@@ -75,7 +75,7 @@ int lg_url_parse(const char *s, lg_url_t *u, char *err, size_t errlen)
         p += hl;
     }
     host[hl] = 0;
-    u->port = 80;
+    u->port = u->tls ? 443 : 80;
     if (*p == ':') {
         char *e;
         unsigned long port = strtoul(p + 1, &e, 10);

@@ -19,10 +19,11 @@ typedef struct lg_url {
     unsigned port;
     char host[300]; /* Host: header value, as written in the URL */
     char *path;     /* malloc'd; "/" when the URL has none */
+    int tls;        /* https:// */
 } lg_url_t;
 
 /*
- * Parse "http://HOST[:PORT][/PATH]" (the scheme may be left out).  HOST is an
+ * Parse "http[s]://HOST[:PORT][/PATH]" (the scheme may be left out: http).  HOST is an
  * IPv4 literal, an IPv6 literal in brackets, or a name getaddrinfo() knows.
  * 0, or -1 with a message in err.
  */

@@ -387,7 +387,11 @@ static int on_ticket(SSL *ssl, unsigned char name[16], unsigned char *iv, EVP_CI
         if (!ticket_mac_key(hctx, k) ||
             !EVP_DecryptInit_ex(ectx, EVP_aes_256_cbc(), NULL, k->aes, iv))
             return -1;
-        return back ? 2 : 1; /* 2: the key is old, issue a new ticket */
+        /* 2: go on, and issue a fresh ticket.  Always: TLS 1.3 clients use a
+           ticket once (RFC 8446 C.4), and without a new one the next
+           connection would be a full handshake; with an old key it also
+           moves the client to the current one */
+        return 2;
     }
     return 0; /* unknown or expired: a full handshake */
 }

@@ -1,0 +1,164 @@
+/* The load generators' TLS client: see lg_tls.h. */
+#include "lg_tls.h"
+#include "gio.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#define LG_TLS_RECORD 16384
+
+/* Keep the newest session the server gave (ex_data of the context). */
+static int sess_idx = -1;
+
+static int on_new_session(SSL *ssl, SSL_SESSION *sess)
+{
+    SSL_CTX *ctx = SSL_get_SSL_CTX(ssl);
+    SSL_SESSION *old = SSL_CTX_get_ex_data(ctx, sess_idx);
+    SSL_CTX_set_ex_data(ctx, sess_idx, sess);
+    SSL_SESSION_free(old);
+    return 1; /* we keep the reference */
+}
+
+SSL_CTX *lg_tls_ctx(int resume, char *err, size_t errlen)
+{
+    if (sess_idx < 0 && (sess_idx = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, NULL)) < 0) {
+        snprintf(err, errlen, "OpenSSL: no ex_data index");
+        return NULL;
+    }
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    if (!ctx) {
+        snprintf(err, errlen, "OpenSSL: SSL_CTX_new failed");
+        return NULL;
+    }
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
+    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
+                              SSL_MODE_RELEASE_BUFFERS);
+    SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+    static const unsigned char alpn[] = "\x08http/1.1";
+    SSL_CTX_set_alpn_protos(ctx, alpn, sizeof alpn - 1);
+    if (resume) {
+        SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL);
+        SSL_CTX_sess_set_new_cb(ctx, on_new_session);
+    } else {
+        SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+        SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
+    }
+    return ctx;
+}
+
+void lg_tls_ctx_free(SSL_CTX *ctx)
+{
+    if (!ctx)
+        return;
+    SSL_SESSION_free(SSL_CTX_get_ex_data(ctx, sess_idx));
+    SSL_CTX_set_ex_data(ctx, sess_idx, NULL);
+    SSL_CTX_free(ctx);
+}
+
+SSL *lg_tls_new(SSL_CTX *ctx, int fd, const char *sni)
+{
+    SSL *ssl = SSL_new(ctx);
+    if (!ssl)
+        return NULL;
+    if (!SSL_set_fd(ssl, fd)) {
+        SSL_free(ssl);
+        return NULL;
+    }
+    if (sni)
+        SSL_set_tlsext_host_name(ssl, sni);
+    SSL_SESSION *sess = SSL_CTX_get_ex_data(ctx, sess_idx);
+    if (sess)
+        SSL_set_session(ssl, sess);
+    SSL_set_connect_state(ssl);
+    return ssl;
+}
+
+void lg_tls_free(SSL *ssl)
+{
+    if (ssl) {
+        /* a load generator does not wait for goodbyes; marked as shut down, so that
+           OpenSSL does not take the session for a broken one and forget it */
+        SSL_set_shutdown(ssl, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
+        SSL_free(ssl);
+    }
+}
+
+static long failed(SSL *ssl, int r, unsigned *want)
+{
+    switch (SSL_get_error(ssl, r)) {
+    case SSL_ERROR_WANT_READ: *want = GIO_READ; return GIO_AGAIN;
+    case SSL_ERROR_WANT_WRITE: *want = GIO_WRITE; return GIO_AGAIN;
+    case SSL_ERROR_ZERO_RETURN: ERR_clear_error(); return GIO_EOF;
+    case SSL_ERROR_SYSCALL:
+        ERR_clear_error();
+        if (!errno)
+            errno = ECONNRESET;
+        return GIO_ERR;
+    default: ERR_clear_error(); errno = EPROTO; return GIO_ERR;
+    }
+}
+
+int lg_tls_handshake(SSL *ssl, unsigned *want)
+{
+    errno = 0;
+    int r = SSL_do_handshake(ssl);
+    if (r == 1)
+        return 1;
+    long f = failed(ssl, r, want);
+    return f == GIO_EOF ? GIO_ERR : (int)f;
+}
+
+long lg_tls_read(SSL *ssl, void *buf, size_t len, unsigned *want)
+{
+    size_t got;
+    errno = 0;
+    if (SSL_read_ex(ssl, buf, len, &got))
+        return (long)got;
+    return failed(ssl, 0, want);
+}
+
+long lg_tls_send(SSL *ssl, gio_batch_t *b, unsigned *want)
+{
+    char rec[LG_TLS_RECORD]; /* rebuilt from the batch on a retry: nothing kept */
+    long sent = 0;
+    *want = GIO_WRITE;
+    while (!gio_batch_done(b)) {
+        long n = gio_batch_copy(b, rec, sizeof rec);
+        size_t done;
+        if (n <= 0)
+            return sent ? sent : GIO_ERR;
+        errno = 0;
+        if (!SSL_write_ex(ssl, rec, (size_t)n, &done)) {
+            long f = failed(ssl, 0, want);
+            return sent ? sent : f == GIO_EOF ? GIO_ERR : f;
+        }
+        gio_batch_consume(b, done);
+        sent += (long)done;
+    }
+    return sent;
+}
+
+int lg_tls_resumed(SSL *ssl)
+{
+    return SSL_session_reused(ssl);
+}
+
+const char *lg_tls_sni(const char *authority, char *buf, size_t len)
+{
+    size_t n;
+    if (authority[0] == '[')
+        return NULL;
+    n = strcspn(authority, ":");
+    if (!n || n >= len)
+        return NULL;
+    memcpy(buf, authority, n);
+    buf[n] = 0;
+    unsigned char a[4];
+    return inet_pton(AF_INET, buf, a) == 1 ? NULL : buf;
+}

@@ -1,0 +1,41 @@
+/*
+ * lg_tls — the load generators' TLS client (OpenSSL), for https:// URLs.
+ *
+ * One context per worker process.  Certificates are not verified (as with
+ * wrk and h2load: the tools measure servers, they do not trust them); SNI is
+ * the URL's host, ALPN offers http/1.1.  With resumption on, every session
+ * the server hands out (a TLS 1.2 session, or a TLS 1.3 ticket, which comes
+ * after the handshake) is kept, and each new connection offers the last one.
+ *
+ * The data calls follow gio's convention (GIO_AGAIN with *want set to the
+ * readiness to wait for, GIO_EOF, GIO_ERR).
+ */
+#ifndef LG_TLS_H
+#define LG_TLS_H
+
+#include <stddef.h>
+
+#include "gio_batch.h"
+
+typedef struct ssl_st SSL;
+typedef struct ssl_ctx_st SSL_CTX;
+
+/* A client context; NULL with a message in err. */
+SSL_CTX *lg_tls_ctx(int resume, char *err, size_t errlen);
+void lg_tls_ctx_free(SSL_CTX *ctx);
+
+/* An SSL on the connected socket fd, offering the kept session if any. */
+SSL *lg_tls_new(SSL_CTX *ctx, int fd, const char *sni);
+void lg_tls_free(SSL *ssl);
+
+int lg_tls_handshake(SSL *ssl, unsigned *want); /* 1 done, GIO_AGAIN, GIO_ERR */
+long lg_tls_read(SSL *ssl, void *buf, size_t len, unsigned *want);
+/* Send the batch (all of it if the socket takes it): bytes sent, 0, or GIO_*. */
+long lg_tls_send(SSL *ssl, gio_batch_t *b, unsigned *want);
+int lg_tls_resumed(SSL *ssl);
+
+/* The SNI name of a URL's authority: the host without port or brackets;
+   NULL for an IP literal (RFC 6066 3: no literal addresses). */
+const char *lg_tls_sni(const char *authority, char *buf, size_t len);
+
+#endif
