@@ -14,6 +14,7 @@
 #include "httpbench.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
@@ -35,7 +36,9 @@ static const char usage_text[] =
     "usage: httpbench [options] URL\n"
     "Open -c connections and hold them idle; every -i connections, time -s requests.\n"
     "Prints 'clat US' per idle connection and 'sample CONNECT_US REQUEST_US' per sample;\n"
-    "with -c 1, 'tput KB/S' per megabyte of the response body.  URL: http://HOST[:PORT]/PATH\n"
+    "with -c 1, 'tput KB/S' per megabyte of the response body.  URL: http[s]://HOST[:PORT]/PATH\n"
+    "(https: each connection is TCP connect + TLS handshake, timed apart: 'clat' is the\n"
+    "connect, the handshake has its own histogram in the summary)\n"
     "  -c N      connections to open and hold (default 1000); 1: throughput mode\n"
     "  -i N      take a sample every N connections (default 10)\n"
     "  -s N      requests per sample (default 5)\n"
@@ -48,6 +51,7 @@ static const char usage_text[] =
     "            a,b,c or a range 127.0.0.2-127.0.0.9 (or 127.0.0.2-9)\n"
     "  -P N      spread the connections over N processes (default 1)\n"
     "  -J        JSON lines instead of the classic text lines\n"
+    "  -z        https: resume the last session on each new connection (--resume)\n"
     "  -q        no progress line\n"
     "  -V        print version and IO backend\n"
     "  -h        this help\n";
@@ -63,7 +67,8 @@ static void parse_opts(hb_cfg_t *cfg, int *quiet, const char **url, int argc, ch
     cfg->procs = 1;
     cfg->timeout = 10;
     cfg->duration = 300;
-    while ((ch = getopt(argc, argv, "c:i:s:kn:d:w:t:b:P:JqVh")) != -1) {
+    static const struct option lo[] = {{"resume", no_argument, NULL, 'z'}, {NULL, 0, NULL, 0}};
+    while ((ch = getopt_long(argc, argv, "c:i:s:kn:d:w:t:b:P:JzqVh", lo, NULL)) != -1) {
         switch (ch) {
         case 'c': cfg->conns = lg_num_opt(optarg, 1, MAX_CONNS, "-c"); break;
         case 'i': cfg->interval = (unsigned)lg_num_opt(optarg, 1, MAX_CONNS, "-i"); break;
@@ -76,6 +81,7 @@ static void parse_opts(hb_cfg_t *cfg, int *quiet, const char **url, int argc, ch
         case 'b': srcs = optarg; break;
         case 'P': cfg->procs = (unsigned)lg_num_opt(optarg, 1, MAX_PROCS, "-P"); break;
         case 'J': cfg->json = 1; break;
+        case 'z': cfg->resume = 1; break;
         case 'q': *quiet = 1; break;
         case 'V': printf("httpbench (gatling) io backend %s\n", gio_backend_name()); exit(0);
         case 'h': fputs(usage_text, stdout); exit(0);
@@ -91,6 +97,8 @@ static void parse_opts(hb_cfg_t *cfg, int *quiet, const char **url, int argc, ch
         lg_usage_exit("-P is more than -c: every process needs a connection", NULL);
     if (lg_url_parse(*url, &cfg->url, err, sizeof err) < 0)
         lg_usage_exit(err, NULL);
+    if (cfg->resume && !cfg->url.tls)
+        lg_usage_exit("--resume is for https:// URLs", NULL);
     if (srcs) {
         cfg->srcs = lg_srcs_parse(srcs, cfg->url.addr.ss.ss_family, &cfg->nsrcs, err, sizeof err);
         if (!cfg->srcs)
@@ -294,6 +302,10 @@ static void summary(const hb_cfg_t *cfg, const hb_stats_t *s, const char *fatal,
         json_hist("clat_us", &s->clat);
         json_hist("sample_connect_us", &s->sconn);
         json_hist("request_us", &s->rlat);
+        if (cfg->url.tls) {
+            printf(",\"tls\":true,\"resumed\":%llu", (unsigned long long)s->resumed);
+            json_hist("handshake_us", &s->hs);
+        }
         printf(",\"errors\":{");
         for (int k = 0; k < LG_E_NUM; k++)
             printf("%s\"%s\":%llu", k ? "," : "", lg_err_name[k], (unsigned long long)s->err[k]);
@@ -315,6 +327,11 @@ static void summary(const hb_cfg_t *cfg, const hb_stats_t *s, const char *fatal,
                 s->timed_out ? " (stopped by -d)" : "");
         text_hist("clat", &s->clat);
         text_hist("request", &s->rlat);
+    }
+    if (cfg->url.tls) {
+        text_hist("handshake", &s->hs);
+        fprintf(stderr, "httpbench: %llu TLS handshakes, %llu resumed\n",
+                (unsigned long long)s->hs.count, (unsigned long long)s->resumed);
     }
     fprintf(stderr, "httpbench: errors %llu:", (unsigned long long)err_total(s));
     for (int k = 0; k < LG_E_NUM; k++)

@@ -27,6 +27,7 @@ typedef struct hb_cfg {
     double hold;       /* -w: keep the connections this long after the last one */
     double timeout;    /* -t */
     int keepalive;     /* -k */
+    int resume;        /* -z/--resume: https sessions resumed */
     int json;          /* -J */
     int progress;
 } hb_cfg_t;
@@ -48,6 +49,8 @@ typedef struct hb_stats {
     lg_hist_t clat;    /* idle connect latency, us */
     lg_hist_t sconn;   /* sample connect latency, us */
     lg_hist_t rlat;    /* sample request latency, us */
+    lg_hist_t hs;      /* https: TLS handshake time, us */
+    uint64_t resumed;  /* https: handshakes that resumed a session */
 } hb_stats_t;
 
 enum { HB_OK, HB_UNREACHABLE, HB_NOT_HTTP, HB_GAVE_UP, HB_SYSERR };

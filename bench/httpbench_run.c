@@ -10,6 +10,12 @@
  * advance() picks the next: before every -i'th idle connection (counted
  * over all processes) a sample of -s requests, otherwise the next idle
  * connection.
+ *
+ * https:// URLs: every connect is followed by a TLS handshake (OP_HANDSHAKE,
+ * timed in its own histogram; --resume offers the last session), so an idle
+ * connection is an idle TLS connection on the server; the client keeps no
+ * TLS state for it (what the server sends on it, a session ticket or the
+ * close_notify of a timeout, only shows whether it is still there).
  */
 #ifndef _GNU_SOURCE /* the GNUmakefile passes -D_GNU_SOURCE */
 #define _GNU_SOURCE
@@ -25,12 +31,13 @@
 #include "gio.h"
 #include "gio_batch.h"
 #include "lg_http.h"
+#include "lg_tls.h"
 
 #define RBUF_SIZE 65536
 #define GIVE_UP 100 /* consecutive failed connects before giving up */
 #define MB 1000000  /* the original's "megabyte" for tput lines */
 
-enum { OP_NONE, OP_IDLE_CONNECT, OP_SAMPLE_CONNECT, OP_SAMPLE_REQ };
+enum { OP_NONE, OP_IDLE_CONNECT, OP_SAMPLE_CONNECT, OP_SAMPLE_REQ, OP_HANDSHAKE };
 
 typedef struct hb {
     const hb_cfg_t *cfg;
@@ -57,6 +64,12 @@ typedef struct hb {
     int64_t hold_until; /* ns; with ctl < 0 */
     int64_t last_progress;
     char *rbuf;
+    SSL_CTX *tls;   /* https */
+    SSL *ssl;       /* the TLS session of fd */
+    int hs_for;     /* OP_HANDSHAKE: the connect it completes */
+    int64_t t_hs;   /* when the handshake began, ns */
+    char sni[256];
+    int have_sni;
 } hb_t;
 
 static void fatal(hb_t *h, int why, int e)
@@ -76,6 +89,8 @@ static void arm(hb_t *h, int on)
 
 static void op_close(hb_t *h)
 {
+    lg_tls_free(h->ssl);
+    h->ssl = NULL;
     if (h->fd >= 0)
         gio_close(h->loop, h->fd);
     gio_batch_reset(&h->out);
@@ -134,7 +149,8 @@ static void send_request(hb_t *h)
     h->t0 = lg_now_ns();
     h->st->requests++;
     arm(h, 1);
-    long k = gio_batch_send(&h->out, h->fd, 0);
+    unsigned want = GIO_WRITE;
+    long k = h->ssl ? lg_tls_send(h->ssl, &h->out, &want) : gio_batch_send(&h->out, h->fd, 0);
     if (k == GIO_ERR) {
         int kind = lg_err_io(errno);
         h->st->err[kind]++;
@@ -142,7 +158,7 @@ static void send_request(hb_t *h)
         h->k++;
         return;
     }
-    gio_want(h->loop, h->fd, gio_batch_done(&h->out) ? GIO_READ : GIO_READ | GIO_WRITE);
+    gio_want(h->loop, h->fd, gio_batch_done(&h->out) ? GIO_READ : GIO_READ | want);
 }
 
 static void connect_failed(hb_t *h, int kind)
@@ -157,9 +173,47 @@ static void connect_failed(hb_t *h, int kind)
     /* an idle connect is retried for the same number by advance() */
 }
 
+static void ready(hb_t *h, uint64_t us);
+
+/* OP_HANDSHAKE: drive OpenSSL; then the connect is complete. */
+static void handshake(hb_t *h)
+{
+    unsigned want = GIO_READ;
+    int k = lg_tls_handshake(h->ssl, &want);
+    if (k == GIO_AGAIN) {
+        gio_want(h->loop, h->fd, want);
+        return;
+    }
+    h->op = h->hs_for;
+    if (k < 0) {
+        connect_failed(h, LG_E_TLS);
+        return;
+    }
+    lg_hist_add(&h->st->hs, (uint64_t)(lg_now_ns() - h->t_hs) / 1000);
+    h->st->resumed += lg_tls_resumed(h->ssl);
+    ready(h, (uint64_t)(h->t_hs - h->t0) / 1000);
+}
+
 static void connected(hb_t *h)
 {
     uint64_t us = (uint64_t)(lg_now_ns() - h->t0) / 1000;
+    if (h->tls) { /* the TCP connect took us; now the handshake */
+        h->t_hs = lg_now_ns();
+        if (!(h->ssl = lg_tls_new(h->tls, h->fd, h->have_sni ? h->sni : NULL))) {
+            fatal(h, HB_SYSERR, ENOMEM);
+            return;
+        }
+        h->hs_for = h->op;
+        h->op = OP_HANDSHAKE;
+        handshake(h);
+        return;
+    }
+    ready(h, us);
+}
+
+/* The connect (and handshake) of the op in progress is done; us: the connect. */
+static void ready(hb_t *h, uint64_t us)
+{
     h->fails = 0;
     if (h->op == OP_SAMPLE_CONNECT) {
         lg_hist_add(&h->st->sconn, us);
@@ -171,6 +225,8 @@ static void connected(hb_t *h)
     lg_hist_add(&h->st->clat, us);
     h->st->opened++;
     print_clat(h, us);
+    lg_tls_free(h->ssl); /* the server holds its side; we only watch the socket */
+    h->ssl = NULL;
     gio_set_cookie(h->loop, h->fd, &h->tag_idle);
     gio_want(h->loop, h->fd, GIO_READ); /* to see the server drop it */
     gio_set_deadline(h->loop, h->fd, 0);
@@ -215,9 +271,25 @@ static void request_done(hb_t *h)
 static void read_response(hb_t *h)
 {
     for (;;) {
-        ssize_t n = read(h->fd, h->rbuf, RBUF_SIZE);
-        if (n < 0 && (errno == EAGAIN || errno == EINTR))
-            return;
+        ssize_t n;
+        if (h->ssl) {
+            unsigned want = GIO_READ;
+            long k = lg_tls_read(h->ssl, h->rbuf, RBUF_SIZE, &want);
+            if (k == GIO_AGAIN) {
+                if (want == GIO_WRITE)
+                    gio_want(h->loop, h->fd, GIO_READ | GIO_WRITE);
+                return;
+            }
+            if (k == GIO_ERR && errno == EPROTO) {
+                request_failed(h, LG_E_TLS);
+                return;
+            }
+            n = k == GIO_ERR ? -1 : k;
+        } else {
+            n = read(h->fd, h->rbuf, RBUF_SIZE);
+            if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return;
+        }
         if (n < 0) {
             request_failed(h, lg_err_io(errno));
             return;
@@ -302,6 +374,10 @@ static void advance(hb_t *h)
 
 static void on_op(hb_t *h, unsigned ev)
 {
+    if (h->op == OP_HANDSHAKE) {
+        handshake(h);
+        return;
+    }
     if (h->op == OP_IDLE_CONNECT || h->op == OP_SAMPLE_CONNECT) {
         int e = lg_connect_result(h->fd);
         if (e)
@@ -312,14 +388,18 @@ static void on_op(hb_t *h, unsigned ev)
     }
     if (h->op != OP_SAMPLE_REQ) { /* the kept-alive sample connection between requests */
         char c;
-        if (read(h->fd, &c, 1) != -1 || (errno != EAGAIN && errno != EINTR))
+        unsigned want;
+        if (h->ssl ? lg_tls_read(h->ssl, &c, 1, &want) != GIO_AGAIN /* a ticket is no data */
+                   : read(h->fd, &c, 1) != -1 || (errno != EAGAIN && errno != EINTR))
             op_close(h); /* closed (or garbage): the next request reconnects */
         return;
     }
     if (ev & (GIO_READ | GIO_ERROR | GIO_HANGUP))
         read_response(h);
     if (h->op == OP_SAMPLE_REQ && (ev & GIO_WRITE)) {
-        if (gio_batch_send(&h->out, h->fd, 0) == GIO_ERR)
+        unsigned want;
+        if ((h->ssl ? lg_tls_send(h->ssl, &h->out, &want) : gio_batch_send(&h->out, h->fd, 0)) ==
+            GIO_ERR)
             request_failed(h, lg_err_io(errno));
         else if (gio_batch_done(&h->out))
             gio_want(h->loop, h->fd, GIO_READ);
@@ -332,6 +412,8 @@ static void on_idle(hb_t *h, int fd)
     ssize_t n = read(fd, buf, sizeof buf);
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return;
+    if (n > 0 && h->tls)
+        return; /* a session ticket, or an alert before the close: the close tells */
     if (n > 0)
         h->st->err[LG_E_PARSE]++; /* the server sent something nobody asked for */
     h->st->dropped++;
@@ -360,6 +442,8 @@ static void on_timeout(hb_t *h, int fd)
     }
     if (h->op == OP_SAMPLE_REQ)
         request_failed(h, LG_E_TIMEOUT);
+    else if (h->op == OP_HANDSHAKE)
+        h->op = h->hs_for, connect_failed(h, LG_E_CTIMEOUT);
     else if (h->op != OP_NONE)
         connect_failed(h, LG_E_CTIMEOUT);
 }
@@ -465,7 +549,13 @@ int hb_run(const hb_cfg_t *cfg, uint64_t first, uint64_t last, int ctl, int done
     h.loop = gio_loop_new();
     gio_batch_init(&h.out);
     st->start_ns = lg_now_ns();
-    if (!h.rbuf || !h.loop) {
+    char err[256];
+    if (cfg->url.tls) {
+        h.have_sni = lg_tls_sni(cfg->url.host, h.sni, sizeof h.sni) != NULL;
+        if (!(h.tls = lg_tls_ctx(cfg->resume, err, sizeof err)))
+            fprintf(stderr, "httpbench: %s\n", err);
+    }
+    if (!h.rbuf || !h.loop || (cfg->url.tls && !h.tls)) {
         fatal(&h, HB_SYSERR, errno ? errno : ENOMEM);
     } else if (ctl >= 0 && (gio_nonblock(ctl) < 0 || gio_add(h.loop, ctl, &h.tag_ctl) < 0)) {
         fatal(&h, HB_SYSERR, errno);
@@ -481,6 +571,7 @@ int hb_run(const hb_cfg_t *cfg, uint64_t first, uint64_t last, int ctl, int done
     }
     gio_batch_free(&h.out);
     free(h.rbuf);
+    lg_tls_ctx_free(h.tls);
     st->finished = 1;
     return st->fatal;
 }
@@ -544,8 +635,22 @@ static int fetch_fail(hb_stats_t *st, int kind, int why, int e)
     return why;
 }
 
+/* One read for fetch_body: plain, or through TLS (which may need to wait
+   again with nothing for us: -1 with EAGAIN). */
+static ssize_t fetch_read(SSL *ssl, int fd, char *buf, size_t len)
+{
+    if (!ssl)
+        return read(fd, buf, len);
+    unsigned want;
+    long k = lg_tls_read(ssl, buf, len, &want);
+    if (k == GIO_AGAIN)
+        errno = EAGAIN;
+    return k == GIO_AGAIN || k == GIO_ERR ? -1 : k;
+}
+
 /* Read the response to its end; HB_OK or the failure. */
-static int fetch_body(const hb_cfg_t *cfg, gio_loop_t *l, int fd, int quiet, hb_stats_t *st)
+static int fetch_body(const hb_cfg_t *cfg, gio_loop_t *l, int fd, SSL *ssl, int quiet,
+                      hb_stats_t *st)
 {
     char *buf = malloc(RBUF_SIZE);
     lg_resp_t r;
@@ -559,7 +664,7 @@ static int fetch_body(const hb_cfg_t *cfg, gio_loop_t *l, int fd, int quiet, hb_
             break;
         }
         ssize_t n = -1;
-        while (!fin && (n = read(fd, buf, RBUF_SIZE)) != 0) {
+        while (!fin && (n = fetch_read(ssl, fd, buf, RBUF_SIZE)) != 0) {
             if (n < 0) {
                 if (errno != EAGAIN && errno != EINTR)
                     rc = fetch_fail(st, lg_err_io(errno), HB_UNREACHABLE, errno), fin = 1;
@@ -594,6 +699,50 @@ static int fetch_body(const hb_cfg_t *cfg, gio_loop_t *l, int fd, int quiet, hb_
     return rc;
 }
 
+/* https: handshake, send the request, read the body. */
+static int fetch_tls(const hb_cfg_t *cfg, gio_loop_t *l, int fd, int quiet, hb_stats_t *st)
+{
+    char err[256], sni[256];
+    SSL_CTX *ctx = lg_tls_ctx(0, err, sizeof err);
+    SSL *ssl = ctx ? lg_tls_new(ctx, fd, lg_tls_sni(cfg->url.host, sni, sizeof sni)) : NULL;
+    int rc = HB_OK;
+    int64_t t0 = lg_now_ns(), deadline = t0 + (int64_t)(cfg->timeout * 1e9);
+    if (!ssl) {
+        rc = fetch_fail(st, LG_E_IO, HB_SYSERR, ENOMEM);
+        goto out;
+    }
+    for (;;) {
+        unsigned want = GIO_READ;
+        int k = lg_tls_handshake(ssl, &want);
+        if (k == 1)
+            break;
+        if (k != GIO_AGAIN || wait_for(l, fd, want, deadline) <= 0) {
+            rc = fetch_fail(st, k == GIO_AGAIN ? LG_E_CTIMEOUT : LG_E_TLS, HB_UNREACHABLE,
+                            k == GIO_AGAIN ? ETIMEDOUT : EPROTO);
+            goto out;
+        }
+    }
+    lg_hist_add(&st->hs, (uint64_t)(lg_now_ns() - t0) / 1000);
+    gio_batch_t b;
+    gio_batch_init(&b);
+    gio_batch_add_buf(&b, cfg->req, cfg->reqlen, 0);
+    while (!gio_batch_done(&b)) {
+        unsigned want;
+        long k = lg_tls_send(ssl, &b, &want);
+        if (k == GIO_ERR || (k == GIO_AGAIN && wait_for(l, fd, want, deadline) <= 0)) {
+            rc = fetch_fail(st, LG_E_IO, HB_UNREACHABLE, errno);
+            break;
+        }
+    }
+    gio_batch_free(&b);
+    if (rc == HB_OK)
+        rc = fetch_body(cfg, l, fd, ssl, quiet, st);
+out:
+    lg_tls_free(ssl);
+    lg_tls_ctx_free(ctx);
+    return rc;
+}
+
 int hb_fetch(const hb_cfg_t *cfg, int quiet, hb_stats_t *st)
 {
     gio_loop_t *l = gio_loop_new();
@@ -616,11 +765,13 @@ int hb_fetch(const hb_cfg_t *cfg, int quiet, hb_stats_t *st)
         } else {
             lg_hist_add(&st->clat, (uint64_t)(lg_now_ns() - st->start_ns) / 1000);
             st->requests++;
+            if (cfg->url.tls)
+                rc = fetch_tls(cfg, l, fd, quiet, st);
             /* a request of a few hundred bytes fits an empty socket buffer */
-            if (send(fd, cfg->req, cfg->reqlen, MSG_NOSIGNAL) != (ssize_t)cfg->reqlen)
+            else if (send(fd, cfg->req, cfg->reqlen, MSG_NOSIGNAL) != (ssize_t)cfg->reqlen)
                 rc = fetch_fail(st, lg_err_io(errno), HB_UNREACHABLE, errno);
             else
-                rc = fetch_body(cfg, l, fd, quiet, st);
+                rc = fetch_body(cfg, l, fd, NULL, quiet, st);
         }
     }
     if (fd >= 0)
@@ -637,6 +788,7 @@ void hb_stats_init(hb_stats_t *st)
     lg_hist_init(&st->clat);
     lg_hist_init(&st->sconn);
     lg_hist_init(&st->rlat);
+    lg_hist_init(&st->hs);
 }
 
 void hb_stats_merge(hb_stats_t *d, const hb_stats_t *s)
@@ -661,4 +813,6 @@ void hb_stats_merge(hb_stats_t *d, const hb_stats_t *s)
     lg_hist_merge(&d->clat, &s->clat);
     lg_hist_merge(&d->sconn, &s->sconn);
     lg_hist_merge(&d->rlat, &s->rlat);
+    lg_hist_merge(&d->hs, &s->hs);
+    d->resumed += s->resumed;
 }
