@@ -434,6 +434,8 @@ static const char *fatal_text(const bench_stats_t *s, char *buf, size_t len)
                  s->fatal_errno ? strerror(s->fatal_errno) : "no connection succeeded");
         return buf;
     case BENCH_NOT_HTTP: return "not an HTTP server: no response parsed, only garbage";
+    case BENCH_NOT_TLS: return "no TLS handshake succeeded: not an HTTPS server, or no common "
+                               "protocol or cipher";
     case BENCH_SYSERR: snprintf(buf, len, "system error: %s", strerror(s->fatal_errno)); return buf;
     }
     if (s->requests && !s->responses)

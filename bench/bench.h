@@ -45,7 +45,7 @@ typedef struct bench_cfg {
 } bench_cfg_t;
 
 /* Why a worker gave up early. */
-enum { BENCH_RUN_OK, BENCH_UNREACHABLE, BENCH_NOT_HTTP, BENCH_SYSERR };
+enum { BENCH_RUN_OK, BENCH_UNREACHABLE, BENCH_NOT_HTTP, BENCH_SYSERR, BENCH_NOT_TLS };
 
 /*
  * One worker's results.  Lives in shared memory: the worker updates it as it

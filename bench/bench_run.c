@@ -78,6 +78,7 @@ typedef struct brun {
     unsigned *pend; /* FIFO of slots waiting for their connect() */
     unsigned phead, npend;
     unsigned connecting;
+    unsigned handshaking; /* https: connected, handshake not done: no request yet */
     unsigned depth;
     uint64_t limit; /* requests (connects with --connect-only) this worker may start; 0: no limit */
     uint64_t started;
@@ -128,6 +129,8 @@ static void conn_close(brun_t *r, bconn_t *c)
         r->connecting--;
     else
         r->nopen--;
+    if (c->state == C_HANDSHAKE)
+        r->handshaking--;
     lg_tls_free(c->ssl);
     c->ssl = NULL;
     gio_close(r->loop, c->fd);
@@ -266,9 +269,12 @@ static void conn_handshake(brun_t *r, bconn_t *c)
         return;
     }
     if (k < 0) {
+        if (!r->st->hs.count && r->st->err[LG_E_TLS] + 1 >= NOT_HTTP_LIMIT)
+            set_fatal(r, BENCH_NOT_TLS, EPROTO); /* before conn_fail reconnects */
         conn_fail(r, c, LG_E_TLS);
         return;
     }
+    r->handshaking--;
     lg_hist_add(&r->st->hs, (uint64_t)(r->now - c->t0) / 1000);
     r->st->resumed += lg_tls_resumed(c->ssl);
     conn_ready(r, c);
@@ -284,6 +290,7 @@ static void conn_established(brun_t *r, bconn_t *c)
     r->nopen++;
     if (r->tls) { /* --connect-only: the handshake is part of connecting */
         c->state = C_HANDSHAKE;
+        r->handshaking++;
         c->t0 = r->now;
         if (!(c->ssl = lg_tls_new(r->tls, c->fd, r->have_sni ? r->sni : NULL))) {
             set_fatal(r, BENCH_SYSERR, ENOMEM);
@@ -366,7 +373,8 @@ static void conn_start(brun_t *r, bconn_t *c)
 static void conn_next(brun_t *r, bconn_t *c)
 {
     if (more_work(r) &&
-        (!r->limit || r->cfg->connect_only || r->started + r->connecting + r->npend < r->limit))
+        (!r->limit || r->cfg->connect_only ||
+         r->started + r->connecting + r->handshaking + r->npend < r->limit))
         conn_start(r, c);
 }
 

@@ -286,7 +286,7 @@ static void test_net(void)
     lg_url_free(&u);
     const char *bad[] = {"http://127.0.0.1:0/",
                          "http://127.0.0.1:65536/",
-                         "https://127.0.0.1/",
+                         "https://127.0.0.1:0/",
                          "http://[::1/",
                          "http:///x",
                          "ftp://127.0.0.1/",

@@ -24,7 +24,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 ERROR_KINDS = ["refused", "connect", "ctimeout", "reset", "timeout", "eof", "short",
-               "parse", "io", "abort", "status"]
+               "parse", "io", "abort", "status", "tls"]
 LOSING_KINDS = ["reset", "timeout", "eof", "short", "parse", "io", "abort"]
 RUN_TIMEOUT = 30  # no single tool run may take longer: a hang fails the test
 
@@ -430,7 +430,7 @@ def test_bench_bad_options(build, args):
 
 
 def test_bench_bad_urls(build):
-    for url in ["https://127.0.0.1/", "http://127.0.0.1:0/", "http://[::1/"]:
+    for url in ["https://127.0.0.1:0/", "http://127.0.0.1:0/", "http://[::1/"]:
         p = run([build / "bench", url])
         assert p.returncode == 2, url
 

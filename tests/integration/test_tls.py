@@ -505,3 +505,63 @@ def test_sighup_closes_the_tls_listener_too(gatling, pki):
         time.sleep(0.05)
     busy.close()
     srv.process.wait(5)
+
+
+# ------------------------------------------------------------ load generators
+
+def tool(build, name):
+    return os.path.join(build.dir, name)
+
+
+def run_json(cmd, timeout=60):
+    p = subprocess.run([str(c) for c in cmd], capture_output=True, timeout=timeout)
+    lines = [l for l in p.stdout.decode().splitlines() if l.startswith("{")]
+    return p, json.loads(lines[-1]) if lines else None
+
+
+def test_bench_over_https(gatling, pki, build):
+    """bench: keep-alive, one request per connection (a full handshake each),
+    --resume, --connect-only (handshakes only), all counted exactly."""
+    srv = gatling({"f.txt": "x" * 1000}, args=tls_args(pki))
+    port = https_port(srv)
+    u = "https://localhost:%d/f.txt" % port
+    p, j = run_json([tool(build, "bench"), "-J", "-q", "-c", 4, "-k", "-n", 2000, u])
+    assert p.returncode == 0 and j["responses"] == 2000 and j["errors_total"] == 0, p.stderr
+    assert j["tls"] and j["handshake_us"]["count"] == 4 and j["body_bytes"] == 2000 * 1000
+    p, j = run_json([tool(build, "bench"), "-J", "-q", "-c", 4, "-n", 200, u])
+    assert p.returncode == 0 and j["responses"] == 200, p.stderr
+    assert j["handshake_us"]["count"] == 200 and j["resumed"] == 0
+    p, j = run_json([tool(build, "bench"), "-J", "-q", "-c", 1, "-n", 50, "--resume", u])
+    assert p.returncode == 0 and j["responses"] == 50, p.stderr
+    assert j["resumed"] >= 45, j  # the first is full; TLS 1.3 tickets come one exchange later
+    p, j = run_json([tool(build, "bench"), "-J", "-q", "-c", 4, "-n", 100, "--connect-only",
+                     "https://127.0.0.1:%d/" % port])
+    assert p.returncode == 0 and j["connects"] == 100 and j["handshake_us"]["count"] == 100
+    st = status(srv)
+    assert st["tls_handshakes"] >= 354 and st["tls_failed"] == 0, st
+    # a plain-HTTP port given an https URL: counted as tls errors, not a hang
+    p, j = run_json([tool(build, "bench"), "-J", "-q", "-c", 2, "-n", 10, "-t", 2,
+                     "https://127.0.0.1:%d/f.txt" % srv.port])
+    assert p.returncode != 0 and j["errors"]["tls"] > 0, (p.stdout, p.stderr)
+    p = subprocess.run([tool(build, "bench"), "--resume", "http://127.0.0.1:%d/" % srv.port],
+                       capture_output=True, timeout=10)
+    assert p.returncode == 2 and b"--resume is for https" in p.stderr
+
+
+def test_httpbench_over_https(gatling, pki, build):
+    """httpbench holds idle TLS connections, samples requests on them, sees the
+    server drop them at -T, and fetches a large body in throughput mode."""
+    srv = gatling({"f.txt": "x" * 100, "big.bin": os.urandom(3 << 20)},
+                  args=tls_args(pki, "-T", "2", "-s", "2"))
+    port = https_port(srv)
+    p, j = run_json([tool(build, "httpbench"), "-J", "-q", "-c", 100, "-i", 25, "-s", 3, "-k",
+                     "-w", "3", "https://localhost:%d/f.txt" % port])
+    assert p.returncode == 3, p.stderr  # 3: connections were dropped (by -T, as meant)
+    assert j["opened"] == 100 and j["responses"] == 12 and j["errors_total"] == 0, j
+    assert j["handshake_us"]["count"] >= 100
+    assert j["dropped"] == 100, j  # -T 2 closed every idle TLS connection during -w 3
+    p = subprocess.run([tool(build, "httpbench"), "-c", "1", "-q",
+                        "https://localhost:%d/big.bin" % port], capture_output=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.decode().count("tput ") == 3, p.stdout
+    assert b"3145728 body bytes" in p.stderr, p.stderr
