@@ -40,6 +40,7 @@ SSL_CTX *lg_tls_ctx(int resume, char *err, size_t errlen)
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
                               SSL_MODE_RELEASE_BUFFERS);
     SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+    SSL_CTX_set_read_ahead(ctx, 1); /* one read(2) per record, not two */
     static const unsigned char alpn[] = "\x08http/1.1";
     SSL_CTX_set_alpn_protos(ctx, alpn, sizeof alpn - 1);
     if (resume) {
