@@ -444,6 +444,27 @@ def test_reload_renewed_certificate(gatling, pki, tmp_path):
         time.sleep(0.05)
 
 
+def test_ocsp_stapling(gatling, pki, tmp_path):
+    """server.ocsp next to server.pem is stapled for clients that ask (-status)."""
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    shutil.copy(pki + "/certs/server.pem", certs / "server.pem")
+    leafpem = tmp_path / "leaf.pem"
+    run(["openssl", "x509", "-in", str(certs / "server.pem"), "-out", str(leafpem)])
+    serial = run(["openssl", "x509", "-in", str(leafpem), "-noout", "-serial"]).stdout.decode()
+    (tmp_path / "index.txt").write_text("V\t301231235959Z\t\t%s\tunknown\t/CN=localhost\n"
+                                        % serial.strip().split("=")[1])
+    run(["openssl", "ocsp", "-index", str(tmp_path / "index.txt"), "-rsigner", pki + "/ca.pem",
+         "-rkey", pki + "/ca.key", "-CA", pki + "/ca.pem", "-issuer", pki + "/ca.pem", "-cert",
+         str(leafpem), "-respout", str(certs / "server.ocsp"), "-ndays", "2"])
+    srv = gatling(args=("-T", "10", "-C", str(certs), "-e", "0"))
+    port = https_port(srv)
+    out = s_client(port, "-status", "-servername", "localhost")
+    assert "OCSP Response Status: successful" in out and "Cert Status: good" in out, out
+    out = s_client(port, "-servername", "localhost")  # not asked: not sent
+    assert "OCSP response: no response sent" in out or "OCSP Response Status" not in out
+
+
 def test_misdirected_421(gatling, pki):
     srv = gatling(args=tls_args(pki))
     port = https_port(srv)
