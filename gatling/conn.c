@@ -616,6 +616,8 @@ static void st_handshake(conn_t *c)
     st->tls_handshakes++;
     if (tls_resumed(c->ssl))
         st->tls_resumed++;
+    if (tls_ktls_send(c->ssl))
+        st->tls_ktls++;
     enter(c, CONN_HEAD); /* the request may have come with the handshake's last flight */
 }
 

@@ -37,6 +37,7 @@ typedef struct status_counters {
     uint64_t tls_not_tls;      /* bytes on the HTTPS port that were no TLS handshake */
     uint64_t timeout_handshake;/* HTTPS: handshake not done in time (-s) */
     uint64_t tls_misdirected;  /* Host answered by another certificate: 421 */
+    uint64_t tls_ktls;         /* handshakes after which the kernel encrypts (kTLS) */
 } status_counters_t;
 
 /* Count a finished request of `bytes` bytes at wall-clock second now. */

@@ -419,9 +419,12 @@ static int ctx_setup(SSL_CTX *ctx, tls_store_t *st, char *err, size_t errlen)
 {
     const config_t *cfg = st->cfg;
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    /* SSL_OP_ENABLE_KTLS: the kernel encrypts when it can (CONFIG_TLS, an OpenSSL built
+       with kTLS, a cipher it supports); then file bodies go out by SSL_sendfile.  Where it
+       cannot, OpenSSL quietly stays in user space. */
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION |
                                  SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_TLSv1 |
-                                 SSL_OP_NO_TLSv1_1);
+                                 SSL_OP_NO_TLSv1_1 | SSL_OP_ENABLE_KTLS);
     SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ENABLE_PARTIAL_WRITE |
                               SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     const char *ciphers = cfg && cfg->tls_ciphers ? cfg->tls_ciphers : TLS_DEFAULT_CIPHERS;
