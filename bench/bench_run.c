@@ -94,8 +94,8 @@ typedef struct brun {
     int stopping;   /* start nothing new; finish what is in flight */
     int aborting;   /* drop everything now */
     char *rbuf;
-    SSL_CTX *tls;   /* https: the client context */
-    char sni[256];  /* https: the name to ask for, if any */
+    SSL_CTX *tls;  /* https: the client context */
+    char sni[256]; /* https: the name to ask for, if any */
     int have_sni;
 } brun_t;
 
@@ -178,7 +178,7 @@ static void set_deadline(brun_t *r, bconn_t *c)
 static int conn_flush(brun_t *r, bconn_t *c)
 {
     unsigned want = GIO_WRITE;
-    long k = c->ssl ? lg_tls_send(c->ssl, &c->out, &want) : gio_batch_send(&c->out, c->fd, 0);
+    long k = c->ssl ? gio_tls_send(c->ssl, &c->out, 0, &want) : gio_batch_send(&c->out, c->fd, 0);
     if (k == GIO_ERR) {
         conn_fail(r, c, lg_err_io(errno));
         return -1;
@@ -263,7 +263,7 @@ static void conn_ready(brun_t *r, bconn_t *c);
 static void conn_handshake(brun_t *r, bconn_t *c)
 {
     unsigned want = GIO_READ;
-    int k = lg_tls_handshake(c->ssl, &want);
+    int k = gio_tls_handshake(c->ssl, &want);
     if (k == GIO_AGAIN) {
         gio_want(r->loop, c->fd, want);
         return;
@@ -372,9 +372,8 @@ static void conn_start(brun_t *r, bconn_t *c)
  */
 static void conn_next(brun_t *r, bconn_t *c)
 {
-    if (more_work(r) &&
-        (!r->limit || r->cfg->connect_only ||
-         r->started + r->connecting + r->handshaking + r->npend < r->limit))
+    if (more_work(r) && (!r->limit || r->cfg->connect_only ||
+                         r->started + r->connecting + r->handshaking + r->npend < r->limit))
         conn_start(r, c);
 }
 
@@ -458,7 +457,7 @@ static int conn_read_tls(brun_t *r, bconn_t *c)
 {
     for (;;) {
         unsigned want = GIO_READ;
-        long k = lg_tls_read(c->ssl, r->rbuf, RBUF_SIZE, &want);
+        long k = gio_tls_read(c->ssl, r->rbuf, RBUF_SIZE, &want);
         if (k > 0) {
             r->st->bytes += (uint64_t)k;
             if (conn_feed(r, c, r->rbuf, (size_t)k) < 0)

@@ -64,10 +64,10 @@ typedef struct hb {
     int64_t hold_until; /* ns; with ctl < 0 */
     int64_t last_progress;
     char *rbuf;
-    SSL_CTX *tls;   /* https */
-    SSL *ssl;       /* the TLS session of fd */
-    int hs_for;     /* OP_HANDSHAKE: the connect it completes */
-    int64_t t_hs;   /* when the handshake began, ns */
+    SSL_CTX *tls; /* https */
+    SSL *ssl;     /* the TLS session of fd */
+    int hs_for;   /* OP_HANDSHAKE: the connect it completes */
+    int64_t t_hs; /* when the handshake began, ns */
     char sni[256];
     int have_sni;
 } hb_t;
@@ -150,7 +150,7 @@ static void send_request(hb_t *h)
     h->st->requests++;
     arm(h, 1);
     unsigned want = GIO_WRITE;
-    long k = h->ssl ? lg_tls_send(h->ssl, &h->out, &want) : gio_batch_send(&h->out, h->fd, 0);
+    long k = h->ssl ? gio_tls_send(h->ssl, &h->out, 0, &want) : gio_batch_send(&h->out, h->fd, 0);
     if (k == GIO_ERR) {
         int kind = lg_err_io(errno);
         h->st->err[kind]++;
@@ -179,7 +179,7 @@ static void ready(hb_t *h, uint64_t us);
 static void handshake(hb_t *h)
 {
     unsigned want = GIO_READ;
-    int k = lg_tls_handshake(h->ssl, &want);
+    int k = gio_tls_handshake(h->ssl, &want);
     if (k == GIO_AGAIN) {
         gio_want(h->loop, h->fd, want);
         return;
@@ -274,7 +274,7 @@ static void read_response(hb_t *h)
         ssize_t n;
         if (h->ssl) {
             unsigned want = GIO_READ;
-            long k = lg_tls_read(h->ssl, h->rbuf, RBUF_SIZE, &want);
+            long k = gio_tls_read(h->ssl, h->rbuf, RBUF_SIZE, &want);
             if (k == GIO_AGAIN) {
                 if (want == GIO_WRITE)
                     gio_want(h->loop, h->fd, GIO_READ | GIO_WRITE);
@@ -389,7 +389,7 @@ static void on_op(hb_t *h, unsigned ev)
     if (h->op != OP_SAMPLE_REQ) { /* the kept-alive sample connection between requests */
         char c;
         unsigned want;
-        if (h->ssl ? lg_tls_read(h->ssl, &c, 1, &want) != GIO_AGAIN /* a ticket is no data */
+        if (h->ssl ? gio_tls_read(h->ssl, &c, 1, &want) != GIO_AGAIN /* a ticket is no data */
                    : read(h->fd, &c, 1) != -1 || (errno != EAGAIN && errno != EINTR))
             op_close(h); /* closed (or garbage): the next request reconnects */
         return;
@@ -398,8 +398,8 @@ static void on_op(hb_t *h, unsigned ev)
         read_response(h);
     if (h->op == OP_SAMPLE_REQ && (ev & GIO_WRITE)) {
         unsigned want;
-        if ((h->ssl ? lg_tls_send(h->ssl, &h->out, &want) : gio_batch_send(&h->out, h->fd, 0)) ==
-            GIO_ERR)
+        if ((h->ssl ? gio_tls_send(h->ssl, &h->out, 0, &want)
+                    : gio_batch_send(&h->out, h->fd, 0)) == GIO_ERR)
             request_failed(h, lg_err_io(errno));
         else if (gio_batch_done(&h->out))
             gio_want(h->loop, h->fd, GIO_READ);
@@ -642,7 +642,7 @@ static ssize_t fetch_read(SSL *ssl, int fd, char *buf, size_t len)
     if (!ssl)
         return read(fd, buf, len);
     unsigned want;
-    long k = lg_tls_read(ssl, buf, len, &want);
+    long k = gio_tls_read(ssl, buf, len, &want);
     if (k == GIO_AGAIN)
         errno = EAGAIN;
     return k == GIO_AGAIN || k == GIO_ERR ? -1 : k;
@@ -713,7 +713,7 @@ static int fetch_tls(const hb_cfg_t *cfg, gio_loop_t *l, int fd, int quiet, hb_s
     }
     for (;;) {
         unsigned want = GIO_READ;
-        int k = lg_tls_handshake(ssl, &want);
+        int k = gio_tls_handshake(ssl, &want);
         if (k == 1)
             break;
         if (k != GIO_AGAIN || wait_for(l, fd, want, deadline) <= 0) {
@@ -728,7 +728,7 @@ static int fetch_tls(const hb_cfg_t *cfg, gio_loop_t *l, int fd, int quiet, hb_s
     gio_batch_add_buf(&b, cfg->req, cfg->reqlen, 0);
     while (!gio_batch_done(&b)) {
         unsigned want;
-        long k = lg_tls_send(ssl, &b, &want);
+        long k = gio_tls_send(ssl, &b, 0, &want);
         if (k == GIO_ERR || (k == GIO_AGAIN && wait_for(l, fd, want, deadline) <= 0)) {
             rc = fetch_fail(st, LG_E_IO, HB_UNREACHABLE, errno);
             break;

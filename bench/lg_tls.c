@@ -1,6 +1,7 @@
 /* The load generators' TLS client: see lg_tls.h. */
 #include "lg_tls.h"
 #include "gio.h"
+#include "gio_tls.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -9,8 +10,6 @@
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
-
-#define LG_TLS_RECORD 16384
 
 /* Keep the newest session the server gave (ex_data of the context). */
 static int sess_idx = -1;
@@ -88,61 +87,6 @@ void lg_tls_free(SSL *ssl)
         SSL_set_shutdown(ssl, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
         SSL_free(ssl);
     }
-}
-
-static long failed(SSL *ssl, int r, unsigned *want)
-{
-    switch (SSL_get_error(ssl, r)) {
-    case SSL_ERROR_WANT_READ: *want = GIO_READ; return GIO_AGAIN;
-    case SSL_ERROR_WANT_WRITE: *want = GIO_WRITE; return GIO_AGAIN;
-    case SSL_ERROR_ZERO_RETURN: ERR_clear_error(); return GIO_EOF;
-    case SSL_ERROR_SYSCALL:
-        ERR_clear_error();
-        if (!errno)
-            errno = ECONNRESET;
-        return GIO_ERR;
-    default: ERR_clear_error(); errno = EPROTO; return GIO_ERR;
-    }
-}
-
-int lg_tls_handshake(SSL *ssl, unsigned *want)
-{
-    errno = 0;
-    int r = SSL_do_handshake(ssl);
-    if (r == 1)
-        return 1;
-    long f = failed(ssl, r, want);
-    return f == GIO_EOF ? GIO_ERR : (int)f;
-}
-
-long lg_tls_read(SSL *ssl, void *buf, size_t len, unsigned *want)
-{
-    size_t got;
-    errno = 0;
-    if (SSL_read_ex(ssl, buf, len, &got))
-        return (long)got;
-    return failed(ssl, 0, want);
-}
-
-long lg_tls_send(SSL *ssl, gio_batch_t *b, unsigned *want)
-{
-    char rec[LG_TLS_RECORD]; /* rebuilt from the batch on a retry: nothing kept */
-    long sent = 0;
-    *want = GIO_WRITE;
-    while (!gio_batch_done(b)) {
-        long n = gio_batch_copy(b, rec, sizeof rec);
-        size_t done;
-        if (n <= 0)
-            return sent ? sent : GIO_ERR;
-        errno = 0;
-        if (!SSL_write_ex(ssl, rec, (size_t)n, &done)) {
-            long f = failed(ssl, 0, want);
-            return sent ? sent : f == GIO_EOF ? GIO_ERR : f;
-        }
-        gio_batch_consume(b, done);
-        sent += (long)done;
-    }
-    return sent;
 }
 
 int lg_tls_resumed(SSL *ssl)

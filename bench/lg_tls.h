@@ -7,15 +7,15 @@
  * the server hands out (a TLS 1.2 session, or a TLS 1.3 ticket, which comes
  * after the handshake) is kept, and each new connection offers the last one.
  *
- * The data calls follow gio's convention (GIO_AGAIN with *want set to the
- * readiness to wait for, GIO_EOF, GIO_ERR).
+ * The data calls are io/gio_tls.h's (gio_tls_handshake, gio_tls_read,
+ * gio_tls_send), shared with the server.
  */
 #ifndef LG_TLS_H
 #define LG_TLS_H
 
 #include <stddef.h>
 
-#include "gio_batch.h"
+#include "gio_tls.h"
 
 typedef struct ssl_st SSL;
 typedef struct ssl_ctx_st SSL_CTX;
@@ -28,10 +28,6 @@ void lg_tls_ctx_free(SSL_CTX *ctx);
 SSL *lg_tls_new(SSL_CTX *ctx, int fd, const char *sni);
 void lg_tls_free(SSL *ssl);
 
-int lg_tls_handshake(SSL *ssl, unsigned *want); /* 1 done, GIO_AGAIN, GIO_ERR */
-long lg_tls_read(SSL *ssl, void *buf, size_t len, unsigned *want);
-/* Send the batch (all of it if the socket takes it): bytes sent, 0, or GIO_*. */
-long lg_tls_send(SSL *ssl, gio_batch_t *b, unsigned *want);
 int lg_tls_resumed(SSL *ssl);
 
 /* The SNI name of a URL's authority: the host without port or brackets;

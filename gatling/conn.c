@@ -31,8 +31,9 @@
 
 const char *conn_state_name(conn_state_t st)
 {
-    static const char *const names[] = {"idle",  "head",  "handle", "body",   "dispatch",
-                                        "wait",  "write", "linger", "tarpit", "handshake", "close"};
+    static const char *const names[] = {"idle",     "head",      "handle", "body",
+                                        "dispatch", "wait",      "write",  "linger",
+                                        "tarpit",   "handshake", "close"};
     return (unsigned)st < sizeof names / sizeof names[0] ? names[st] : "?";
 }
 
@@ -80,7 +81,7 @@ static long conn_read(conn_t *c, void *buf, size_t len)
     if (!c->ssl)
         return gio_read(c->fd, buf, len);
     unsigned want = GIO_READ;
-    long r = tls_read(c->ssl, buf, len, &want);
+    long r = gio_tls_read(c->ssl, buf, len, &want);
     c->tls_want = r == GIO_AGAIN ? (uint8_t)want : 0;
     return r;
 }
@@ -476,7 +477,7 @@ static void finish_request(conn_t *c)
     c->inlen -= c->reqlen;
     c->reqlen = 0;
     memset(&c->blk->prog, 0, sizeof c->blk->prog); /* the next head starts at in[0] */
-    if (c->set->draining) /* shutting down: this was the last response */
+    if (c->set->draining)                          /* shutting down: this was the last response */
         c->keepalive = 0;
     if (!c->keepalive) {
         if (c->unread_input || c->inlen)
@@ -499,7 +500,7 @@ static void finish_request(conn_t *c)
 static void st_write(conn_t *c)
 {
     unsigned want = GIO_WRITE;
-    long r = c->ssl ? tls_batch_send(c->ssl, &c->out, CONN_SEND_BUDGET, &want)
+    long r = c->ssl ? gio_tls_send(c->ssl, &c->out, CONN_SEND_BUDGET, &want)
                     : gio_batch_send(&c->out, c->fd, CONN_SEND_BUDGET);
     if (r == GIO_ERR) {
         /* a client that went away is no error of ours; anything else is */
@@ -571,7 +572,7 @@ static int timed_out(conn_t *c)
         return 0;
     }
     case CONN_HANDSHAKE: st->timeout_handshake++; return 0;
-    case CONN_IDLE: /* a connection that never sent a request ran out of head time */
+    case CONN_IDLE:           /* a connection that never sent a request ran out of head time */
         if (c->set->draining) /* the grace of a shutdown is over */
             return 0;
         if (c->requests)
@@ -601,7 +602,7 @@ static void st_handshake(conn_t *c)
         }
     }
     unsigned want = GIO_READ;
-    int r = tls_handshake(c->ssl, &want);
+    int r = gio_tls_handshake(c->ssl, &want);
     if (r == GIO_AGAIN) {
         c->tls_want = (uint8_t)want;
         gio_want(c->site->loop, c->fd, want);
@@ -616,7 +617,7 @@ static void st_handshake(conn_t *c)
     st->tls_handshakes++;
     if (tls_resumed(c->ssl))
         st->tls_resumed++;
-    if (tls_ktls_send(c->ssl))
+    if (gio_tls_ktls_send(c->ssl))
         st->tls_ktls++;
     enter(c, CONN_HEAD); /* the request may have come with the handshake's last flight */
 }
@@ -669,7 +670,8 @@ void conn_set_drain(conn_set_t *set)
         next = c->next; /* c may be freed */
         if (c->state == CONN_TARPIT)
             conn_free(c);
-        else if (c->state == CONN_IDLE || c->state == CONN_HANDSHAKE) /* a request may be on its way */
+        else if (c->state == CONN_IDLE ||
+                 c->state == CONN_HANDSHAKE) /* a request may be on its way */
             set_deadline(c, capped_ms(c, CONN_DRAIN_GRACE_MS));
         else if (c->state == CONN_WAIT) /* answered when the job is done, then closed */
             c->keepalive = 0;

@@ -33,7 +33,7 @@ int handler_framing(conn_t *c, const http_request_t *req)
     if (te) {
         int coding = http_transfer_coding(req);
         if (coding != HTTP_TE_CHUNKED)
-            return coding; /* 400 or 501: the connection closes after either */
+            return coding;     /* 400 or 501: the connection closes after either */
         if (req->version < 11) /* 9112 6.1: a TE in HTTP/1.0 cannot be trusted */
             return 400;
         c->body = BODY_CHUNKED;

@@ -77,8 +77,9 @@ static void usage(FILE *f)
             "  -h        print this help, and exit\n"
             "Signals: TERM/INT stop accepting and exit after the responses in flight;\n"
             "HUP closes the listeners and exits once the open connections are done;\n"
-            "USR1 reopens the -l and -q log files and reloads changed certificates; USR2 starts the binary again (an\n"
-            "upgrade: the new process takes over the listeners, this one drains).\n"
+            "USR1 reopens the -l and -q log files and reloads changed certificates;\n"
+            "USR2 starts the binary again (an upgrade: the new process takes over the\n"
+            "listeners, this one drains).\n"
             "Started by systemd with sockets (LISTEN_FDS), it serves those.  See gatling(8).\n");
 }
 
@@ -147,7 +148,9 @@ static int parse_options(int argc, char **argv, config_t *cfg)
                       .tls_port = geteuid() == 0 ? 443 : 4433,
                       .hsts = -1};
     opterr = 0;
-    while ((c = getopt(argc, argv, ":i:p:T:s:B:N:K:A:R:b:j:nGl:q:c:u:m:W:HvtdDI:r:M:SLZC:e:Eo:O:x:XVh")) != -1) {
+    while ((c = getopt(argc, argv,
+                       ":i:p:T:s:B:N:K:A:R:b:j:nGl:q:c:u:m:W:HvtdDI:r:M:SLZC:e:Eo:O:x:XVh")) !=
+           -1) {
         switch (c) {
         case 'i':
             if (!is_address(optarg))
@@ -236,7 +239,8 @@ static int parse_options(int argc, char **argv, config_t *cfg)
             if (strncmp(optarg, "http://", 7) && strncmp(optarg, "https://", 8))
                 return bad("r", optarg, "not an http:// or https:// URL");
             if (too_long(optarg, OPT_URL_MAX) || !header_safe(optarg))
-                return bad("r", "...", "longer than 1024 bytes, or has spaces or control characters");
+                return bad("r", "...",
+                           "longer than 1024 bytes, or has spaces or control characters");
             cfg->redirect = optarg;
             break;
         case 'M':
@@ -331,7 +335,8 @@ static int load_certificates(config_t *cfg)
     cfg->tls = tls_store_load(cfg->tls_dir, cfg, docroot, &missing);
     if (cfg->tls) {
         fprintf(stderr, "gatling: HTTPS with %d certificate%s from %s\n", tls_store_count(cfg->tls),
-                tls_store_count(cfg->tls) == 1 ? "" : "s", cfg->tls_dir ? cfg->tls_dir : "server.pem");
+                tls_store_count(cfg->tls) == 1 ? "" : "s",
+                cfg->tls_dir ? cfg->tls_dir : "server.pem");
         return 0;
     }
     if (!missing)
@@ -351,8 +356,10 @@ static int check_passed_https(const config_t *cfg, const int *fds, int n)
     for (int i = 0; i < n && !cfg->tls; i++) {
         listener_t l = {.fd = fds[i]};
         if (server_port(&l) == cfg->tls_port) {
-            fprintf(stderr, "gatling: a passed socket is on the HTTPS port %d, but there is no "
-                            "certificate (-C dir) or HTTPS is off (-E)\n", cfg->tls_port);
+            fprintf(stderr,
+                    "gatling: a passed socket is on the HTTPS port %d, but there is no "
+                    "certificate (-C dir) or HTTPS is off (-E)\n",
+                    cfg->tls_port);
             return -1;
         }
     }
@@ -424,7 +431,10 @@ int main(int argc, char **argv)
     s.upgradable = 1;
     for (int i = 0; i < n; i++)
         fprintf(stderr, "gatling %s (%s): listening on %s port %d%s%s\n", GATLING_VERSION,
-                gio_backend_name(), passed ? "a passed socket," : cfg.addr ? cfg.addr : "::",
+                gio_backend_name(),
+                passed     ? "a passed socket,"
+                : cfg.addr ? cfg.addr
+                           : "::",
                 server_port(&lst[i]), lst[i].tls ? " (https)" : "",
                 passed ? " (-i and -p ignored)" : "");
     handover_ready();

@@ -32,13 +32,13 @@
 #include <grp.h>
 #include <unistd.h>
 
-#define ACCEPT_BATCH 64     /* connections taken per listener event */
-#define ACCEPT_PAUSE_MS 100 /* back-off when out of descriptors */
-#define TIMEOUT_BATCH 64    /* deadlines handled per loop round */
-#define SERVER_FD_RESERVE 64 /* descriptors kept for files, logs and refusals */
-#define SERVER_MAX_AUTH_WAIT 60 /* the longest wait, in seconds */
+#define ACCEPT_BATCH 64               /* connections taken per listener event */
+#define ACCEPT_PAUSE_MS 100           /* back-off when out of descriptors */
+#define TIMEOUT_BATCH 64              /* deadlines handled per loop round */
+#define SERVER_FD_RESERVE 64          /* descriptors kept for files, logs and refusals */
+#define SERVER_MAX_AUTH_WAIT 60       /* the longest wait, in seconds */
 #define SERVER_UNSENT_MAX (128 << 10) /* bytes a socket may hold unsent */
-#define UPGRADE_WAIT_MS 60000 /* a new binary that does not serve by then is killed */
+#define UPGRADE_WAIT_MS 60000         /* a new binary that does not serve by then is killed */
 
 /* The only file-scope mutable state: what signal handlers may touch. */
 static int sig_pipe_fd = -1;
@@ -125,8 +125,7 @@ static int listen_on(const config_t *cfg, int port, int reuseport, int backlog, 
         return -2;
     }
     if (fd < 0 && !quiet)
-        fprintf(stderr, "gatling: bind() to %s port %d failed: %s\n", shown, port,
-                strerror(errno));
+        fprintf(stderr, "gatling: bind() to %s port %d failed: %s\n", shown, port, strerror(errno));
     return fd;
 }
 
@@ -145,8 +144,10 @@ int server_listen(config_t *cfg, listener_t *lst, int *n, int reuseport, int bac
             close(lst[0].fd);
             return -1;
         }
-        fprintf(stderr, "gatling: HTTPS port %d: %s: serving HTTP only (-e insists, -E is "
-                        "quiet)\n", cfg->tls_port, strerror(errno));
+        fprintf(stderr,
+                "gatling: HTTPS port %d: %s: serving HTTP only (-e insists, -E is "
+                "quiet)\n",
+                cfg->tls_port, strerror(errno));
         cfg->tls_skipped = 1;
         return 0;
     }
@@ -196,7 +197,8 @@ int server_port(const listener_t *lst)
 
 static int install_signals(server_t *s)
 {
-    if (pipe2(s->sigfd, O_CLOEXEC) < 0 || gio_nonblock(s->sigfd[0]) < 0 || gio_nonblock(s->sigfd[1]) < 0)
+    if (pipe2(s->sigfd, O_CLOEXEC) < 0 || gio_nonblock(s->sigfd[0]) < 0 ||
+        gio_nonblock(s->sigfd[1]) < 0)
         return -1;
     sig_pipe_fd = s->sigfd[1];
     struct sigaction sa = {.sa_handler = on_signal};
@@ -380,8 +382,10 @@ static void check_certificates(server_t *s, int force)
         elog_note(&s->site.elog, gio_wallclock(s->loop), "HTTPS: certificates reloaded");
     else if (r < 0) {
         char text[sizeof err + 64];
-        snprintf(text, sizeof text, "HTTPS: reloading the certificates failed, the old ones "
-                                    "stay: %s", err);
+        snprintf(text, sizeof text,
+                 "HTTPS: reloading the certificates failed, the old ones "
+                 "stay: %s",
+                 err);
         elog_note(&s->site.elog, gio_wallclock(s->loop), text);
     }
 }

@@ -113,9 +113,9 @@ int status_serve(conn_t *c, int json)
         }
         hb_puts(&b, "}\n");
     } else {
-        hb_puts(&b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-                    "<title>gatling status</title></head>\n<body><h1>gatling " GATLING_VERSION
-                    " (");
+        hb_puts(&b,
+                "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                "<title>gatling status</title></head>\n<body><h1>gatling " GATLING_VERSION " (");
         hb_puts(&b, gio_backend_name());
         hb_puts(&b, "), pid ");
         hb_puts(&b, pid);

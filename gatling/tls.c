@@ -7,6 +7,7 @@
 #include "tls.h"
 #include "config.h"
 #include "gio.h"
+#include "gio_tls.h"
 
 #include <openssl/err.h>
 #include <openssl/evp.h>
@@ -30,11 +31,10 @@
 #include <unistd.h>
 
 #define TLS_FILE_MAX (1 << 20) /* a certificate chain, key or OCSP file */
-#define TLS_DIR_MAX 4096        /* entries looked at in the certificate directory */
-#define TLS_NAMES_MAX 256       /* names one certificate answers for */
-#define TLS_RECORD 16384        /* plaintext per record (the TLS maximum) */
-#define TICKET_PERIOD 3600      /* seconds a ticket key encrypts; it decrypts one more */
-#define SESSION_CACHE 10000     /* sessions kept for clients without tickets */
+#define TLS_DIR_MAX 4096       /* entries looked at in the certificate directory */
+#define TLS_NAMES_MAX 256      /* names one certificate answers for */
+#define TICKET_PERIOD 3600     /* seconds a ticket key encrypts; it decrypts one more */
+#define SESSION_CACHE 10000    /* sessions kept for clients without tickets */
 
 /* One certificate: what its SSL_CTX answers for.  Hangs off the context as
    ex_data and lives as long as it does (connections keep old contexts). */
@@ -53,14 +53,14 @@ typedef struct ticket_key {
 } ticket_key_t;
 
 struct tls_store {
-    int dirfd;      /* the certificate directory, opened at start (survives a chroot) */
+    int dirfd; /* the certificate directory, opened at start (survives a chroot) */
     char dir[PATH_MAX];
     const config_t *cfg;
     char docroot[PATH_MAX];
-    SSL_CTX **ctx; /* one per certificate */
-    int n, def;    /* def: the index of the default */
-    uint64_t signature; /* of the files, to see a change */
-    int64_t checked;    /* when they were last looked at */
+    SSL_CTX **ctx;            /* one per certificate */
+    int n, def;               /* def: the index of the default */
+    uint64_t signature;       /* of the files, to see a change */
+    int64_t checked;          /* when they were last looked at */
     unsigned char master[32]; /* ticket keys derive from it: shared by -W workers */
     ticket_key_t keys[2];
 };
@@ -165,8 +165,8 @@ static int scan(int dirfd, found_t *out, int max, uint64_t *sig)
     closedir(d);
     qsort(names, (size_t)nn, sizeof names[0], cmp_str);
     uint64_t h = 1469598103934665603ULL; /* FNV-1a over what identifies the files */
-#define MIX(p, n)                                                                              \
-    for (size_t i_ = 0; i_ < (size_t)(n); i_++)                                                \
+#define MIX(p, n) \
+    for (size_t i_ = 0; i_ < (size_t)(n); i_++) \
         h = (h ^ ((const unsigned char *)(p))[i_]) * 1099511628211ULL;
     int n = 0;
     for (int pass = 0; pass < 2; pass++) /* server.pem first */
@@ -566,8 +566,8 @@ fail:
 }
 
 /* Load every certificate of the directory into fresh contexts. */
-static int load_all(tls_store_t *st, SSL_CTX ***out, int *nout, int *def, uint64_t *sig,
-                    char *err, size_t errlen)
+static int load_all(tls_store_t *st, SSL_CTX ***out, int *nout, int *def, uint64_t *sig, char *err,
+                    size_t errlen)
 {
     enum { MAXF = 512 };
     found_t *f = calloc(MAXF, sizeof *f);
@@ -577,8 +577,10 @@ static int load_all(tls_store_t *st, SSL_CTX ***out, int *nout, int *def, uint64
     }
     int n = scan(st->dirfd, f, MAXF, sig);
     if (n <= 0) {
-        snprintf(err, errlen, n < 0 ? "%s: %s" : "%s: no certificate (server.pem, NAME.pem or "
-                                                 "NAME/fullchain.pem + NAME/privkey.pem)",
+        snprintf(err, errlen,
+                 n < 0 ? "%s: %s"
+                       : "%s: no certificate (server.pem, NAME.pem or "
+                         "NAME/fullchain.pem + NAME/privkey.pem)",
                  st->dir, strerror(errno));
         free(f);
         return -1;
@@ -615,8 +617,7 @@ tls_store_t *tls_store_load(const char *dir, const config_t *cfg, const char *do
                             int *missing)
 {
     *missing = 0;
-    if (cert_idx < 0 &&
-        (cert_idx = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, cert_free)) < 0) {
+    if (cert_idx < 0 && (cert_idx = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, cert_free)) < 0) {
         fprintf(stderr, "gatling: OpenSSL: %s\n", ssl_why("no ex_data index"));
         return NULL;
     }
@@ -765,94 +766,9 @@ int tls_looks_like_hello(int fd)
     return b[0] == 22 && (r < 2 || b[1] == 3);
 }
 
-/* Map a failed call: AGAIN with what to wait for, EOF, or a broken connection. */
-static long failed(SSL *ssl, int r, unsigned *want)
-{
-    int e = SSL_get_error(ssl, r);
-    switch (e) {
-    case SSL_ERROR_WANT_READ: *want = GIO_READ; return GIO_AGAIN;
-    case SSL_ERROR_WANT_WRITE: *want = GIO_WRITE; return GIO_AGAIN;
-    case SSL_ERROR_ZERO_RETURN: ERR_clear_error(); return GIO_EOF;
-    case SSL_ERROR_SYSCALL:
-        ERR_clear_error();
-        SSL_set_quiet_shutdown(ssl, 1);
-        if (!errno)
-            errno = ECONNRESET;
-        return GIO_ERR;
-    default:
-        ERR_clear_error();
-        SSL_set_quiet_shutdown(ssl, 1); /* no close_notify after a fatal error */
-        errno = EPROTO;
-        return GIO_ERR;
-    }
-}
-
-int tls_handshake(SSL *ssl, unsigned *want)
-{
-    errno = 0;
-    int r = SSL_do_handshake(ssl);
-    if (r == 1)
-        return 1;
-    long f = failed(ssl, r, want);
-    return f == GIO_EOF ? GIO_ERR : (int)f;
-}
-
-long tls_read(SSL *ssl, void *buf, size_t len, unsigned *want)
-{
-    size_t got = 0;
-    errno = 0;
-    if (SSL_read_ex(ssl, buf, len, &got))
-        return (long)got;
-    return failed(ssl, 0, want);
-}
-
 int tls_pending(SSL *ssl)
 {
     return SSL_has_pending(ssl);
-}
-
-int tls_ktls_send(SSL *ssl)
-{
-    return BIO_get_ktls_send(SSL_get_wbio(ssl)) > 0;
-}
-
-long tls_batch_send(SSL *ssl, gio_batch_t *b, uint64_t budget, unsigned *want)
-{
-    /* one loop thread per process: the plaintext of the record being written
-       is rebuilt from the batch on a retry, so nothing lives here between calls */
-    static char record[TLS_RECORD];
-    uint64_t sent = 0;
-    int ktls = tls_ktls_send(ssl);
-    *want = GIO_WRITE;
-    if (!budget)
-        budget = UINT64_MAX;
-    while (!gio_batch_done(b) && sent < budget) {
-        const gio_chunk_t *c = &b->c[b->first];
-        size_t done = 0;
-        errno = 0;
-        if (ktls && !c->buf) { /* the kernel encrypts: file pages go out by sendfile */
-            uint64_t len = c->left < budget - sent ? c->left : budget - sent;
-            if (len > (1u << 30))
-                len = 1u << 30;
-            ossl_ssize_t r = SSL_sendfile(ssl, c->fd, (off_t)c->off, (size_t)len, 0);
-            if (r <= 0) {
-                long f = failed(ssl, (int)r, want);
-                return sent ? (long)sent : f;
-            }
-            done = (size_t)r;
-        } else {
-            long n = gio_batch_copy(b, record, sizeof record);
-            if (n <= 0)
-                return sent ? (long)sent : GIO_ERR;
-            if (!SSL_write_ex(ssl, record, (size_t)n, &done)) {
-                long f = failed(ssl, 0, want);
-                return sent ? (long)sent : f == GIO_EOF ? GIO_ERR : f;
-            }
-        }
-        gio_batch_consume(b, done);
-        sent += done;
-    }
-    return (long)sent;
 }
 
 void tls_send_small(SSL *ssl, const void *buf, size_t len)

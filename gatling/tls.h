@@ -19,15 +19,16 @@
  * missing SNI name gets the default (server.pem, else the first by name).
  *
  * In the loop a TLS connection is a plain conn (conn.c) with an SSL object:
- * conn reads through tls_read, sends its output batch through
- * tls_batch_send (SSL_sendfile for file ranges when the kernel does TLS,
- * else the bytes are read and written with SSL_write in full records), and
- * asks the loop for what OpenSSL wants (a read can need the socket writable).
+ * conn reads through gio_tls_read, sends its output batch through
+ * gio_tls_send (io/gio_tls.h: SSL_sendfile for file ranges when the kernel
+ * does TLS, else the bytes are read and written with SSL_write in full
+ * records), and asks the loop for what OpenSSL wants (a read can need the
+ * socket writable).
  */
 #ifndef GATLING_TLS_H
 #define GATLING_TLS_H
 
-#include "gio_batch.h"
+#include "gio_tls.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -42,12 +43,13 @@ struct config;
 #define TLS_CIPHERS_MAX 1024
 
 /* Mozilla's "intermediate" configuration (TLS 1.2 suites; 1.3 keeps OpenSSL's). */
-#define TLS_DEFAULT_CIPHERS                                                                     \
-    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"                               \
-    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"                               \
-    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:"                               \
+#define TLS_DEFAULT_CIPHERS \
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:" \
+    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:" \
+    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:" \
     "DHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES256-GCM-SHA384:DHE-RSA-CHACHA20-POLY1305"
-#define TLS_DEFAULT_SUITES "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
+#define TLS_DEFAULT_SUITES \
+    "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
 
 /*
  * Load the certificates of dir (NULL: server.pem in the current directory,
@@ -80,14 +82,7 @@ void tls_free(SSL *ssl);
    1 yes, 0 no (not TLS: close it), -1 nothing there yet. */
 int tls_looks_like_hello(int fd);
 
-/*
- * The data calls follow gio's convention (GIO_AGAIN, GIO_EOF, GIO_ERR); on
- * GIO_AGAIN *want says which readiness (GIO_READ or GIO_WRITE) to wait for.
- * On GIO_ERR the connection is broken: no close_notify is sent.
- */
-int tls_handshake(SSL *ssl, unsigned *want);   /* 1 done, GIO_AGAIN, GIO_ERR */
-long tls_read(SSL *ssl, void *buf, size_t len, unsigned *want);
-long tls_batch_send(SSL *ssl, gio_batch_t *b, uint64_t budget, unsigned *want);
+/* The data calls are gio_tls.h's: gio_tls_handshake, gio_tls_read, gio_tls_send. */
 
 /* Decrypted bytes already buffered, which the kernel will not report. */
 int tls_pending(SSL *ssl);
@@ -107,8 +102,5 @@ int tls_resumed(SSL *ssl);
  * request gets 421.
  */
 int tls_misdirected(tls_store_t *st, SSL *ssl, const char *host, size_t len);
-
-/* Is the kernel sending this connection's records (kTLS)? */
-int tls_ktls_send(SSL *ssl);
 
 #endif

@@ -193,8 +193,7 @@ static void close_listeners(supervisor_t *sv)
     sv->nfds = 0;
 }
 
-int worker_supervise(const config_t *cfg, mime_table_t *mime, const int *fds, int nfds,
-                     int groups)
+int worker_supervise(const config_t *cfg, mime_table_t *mime, const int *fds, int nfds, int groups)
 {
     supervisor_t sv = {.cfg = *cfg, .mime = mime};
     elog_init(&note_log, cfg->error_fd, cfg->error_log);
@@ -214,8 +213,10 @@ int worker_supervise(const config_t *cfg, mime_table_t *mime, const int *fds, in
     }
     for (int i = 0; i < cfg->workers; i++)
         if (worker_listeners(&sv, i, probe) < 0) {
-            fprintf(stderr, "gatling: %d listeners in %d groups for %d workers: more than %d "
-                    "each\n", sv.nfds, sv.groups, cfg->workers, SERVER_MAX_LISTENERS);
+            fprintf(stderr,
+                    "gatling: %d listeners in %d groups for %d workers: more than %d "
+                    "each\n",
+                    sv.nfds, sv.groups, cfg->workers, SERVER_MAX_LISTENERS);
             return 1;
         }
     if (pipe2(sv.ready, O_CLOEXEC) < 0)
@@ -240,11 +241,17 @@ int worker_supervise(const config_t *cfg, mime_table_t *mime, const int *fds, in
     }
     fprintf(stderr, "gatling %s (%s): %d workers listening on %s port %d\n", GATLING_VERSION,
             gio_backend_name(), cfg->workers,
-            nfds > 0 ? "passed sockets," : cfg->addr ? cfg->addr : "::", sv.cfg.port);
+            nfds > 0    ? "passed sockets,"
+            : cfg->addr ? cfg->addr
+                        : "::",
+            sv.cfg.port);
     if (sv.cfg.tls && !sv.cfg.tls_skipped && sv.nfds / sv.groups > 1)
         fprintf(stderr, "gatling %s (%s): %d workers listening on %s port %d (https)\n",
                 GATLING_VERSION, gio_backend_name(), cfg->workers,
-                nfds > 0 ? "passed sockets," : cfg->addr ? cfg->addr : "::", sv.cfg.tls_port);
+                nfds > 0    ? "passed sockets,"
+                : cfg->addr ? cfg->addr
+                            : "::",
+                sv.cfg.tls_port);
     handover_ready();
     int stopping = 0, terms = 0;
     struct pollfd up = {.fd = -1, .events = POLLIN};

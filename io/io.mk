@@ -1,8 +1,11 @@
 # io/: the event layer and output batches, as a static library.
 IO_SRC := io/gio.c io/gio_batch.c io/gio_os.c
 IO_LIB := $(B)/libgio.a
+# gio_tls (OpenSSL) is in the archive too, but only programs that call it link
+# it; it stays out of IO_SRC, which make cross compiles for the BSDs
+IO_TLS_SRC := io/gio_tls.c
 
-$(IO_LIB): $(IO_SRC:%.c=$(B)/%.o)
+$(IO_LIB): $(IO_SRC:%.c=$(B)/%.o) $(IO_TLS_SRC:%.c=$(B)/%.o)
 	$(AR) rcs $@ $^
 
 # gio.c includes exactly one backend file
