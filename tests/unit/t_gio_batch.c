@@ -517,6 +517,50 @@ static void test_conventions(void)
     close(sv[0]), close(sv[1]);
 }
 
+/*
+ * gio_batch_copy / gio_batch_consume, the path of a layer that encrypts
+ * (gio_tls): copying must not consume, a second copy must give the same
+ * bytes (OpenSSL needs the same record again after WANT_WRITE), copies must
+ * cross chunk boundaries in order, and a file that shrank must be an error,
+ * not a record of stale bytes.
+ */
+static void test_copy_consume(void)
+{
+    gio_batch_t b;
+    gio_batch_init(&b);
+    static const char head[] = "HEAD-BYTES:";
+    int f = tmpfile_of(50000);
+    gio_batch_add_buf(&b, head, sizeof head - 1, 0);
+    gio_batch_add_file(&b, f, 1000, 40000, 0);
+    gio_batch_add_buf(&b, "tail", 4, 0);
+    static char r1[16384], r2[16384], all[60000];
+    long n1 = gio_batch_copy(&b, r1, sizeof r1), n2 = gio_batch_copy(&b, r2, sizeof r2);
+    ok(n1 == (long)sizeof r1 && n2 == n1 && !memcmp(r1, r2, (size_t)n1),
+       "copy twice without consuming: the same %ld bytes", n1);
+    ok(!memcmp(r1, head, sizeof head - 1) && !memcmp(r1 + sizeof head - 1, filedata + 1000, 100),
+       "a copy runs from the buffer into the file range");
+    ok(b.bytes_left == sizeof head - 1 + 40000 + 4 && b.bytes_sent == 0, "copy consumed nothing");
+    size_t got = 0;
+    long n;
+    while ((n = gio_batch_copy(&b, all + got, 7000)) > 0) { /* odd sizes: cross every edge */
+        gio_batch_consume(&b, (uint64_t)(n > 3000 ? n - 3000 : n));
+        got += (size_t)(n > 3000 ? n - 3000 : n);
+    }
+    ok(n == 0 && gio_batch_done(&b) && got == sizeof head - 1 + 40000 + 4 &&
+           !memcmp(all + sizeof head - 1, filedata + 1000, 40000) && !memcmp(all + got - 4, "tail", 4),
+       "partial consumes in 7000-byte copies: every byte once, in order (%zu)", got);
+    ok(b.bytes_sent == got && b.bytes_left == 0, "consume keeps the counters");
+    gio_batch_add_file(&b, f, 49000, 5000, 0); /* 1000 bytes there, 5000 promised */
+    n = gio_batch_copy(&b, r1, sizeof r1);
+    ok(n == 1000, "a short file copies what is there (%ld)", n);
+    gio_batch_consume(&b, (uint64_t)n);
+    errno = 0;
+    n = gio_batch_copy(&b, r1, sizeof r1);
+    ok(n == GIO_ERR && errno == EIO, "then a file that shrank is GIO_ERR, EIO");
+    gio_batch_free(&b);
+    close(f);
+}
+
 int main(void)
 {
     for (size_t i = 0; i < FILESIZE; i++)
@@ -532,5 +576,6 @@ int main(void)
     test_short_file();
     test_budget();
     test_conventions();
+    test_copy_consume();
     return tap_done();
 }
