@@ -153,13 +153,7 @@ conn_t *conn_new(conn_set_t *set, site_t *site, int kind, int fd, const struct s
                  socklen_t plen, int tls)
 {
     conn_t *c = calloc(1, sizeof *c);
-    if (c && tls && !(c->ssl = tls_new(site->cfg->tls, fd))) {
-        free(c);
-        c = NULL;
-    }
     if (!c || gio_add(site->loop, fd, c) < 0) {
-        if (c && c->ssl)
-            tls_free(c->ssl);
         free(c);
         close(fd);
         return NULL;
@@ -172,7 +166,8 @@ conn_t *conn_new(conn_set_t *set, site_t *site, int kind, int fd, const struct s
         memcpy(&c->peer, peer, plen);
     gio_batch_init(&c->out);
     gio_want(site->loop, fd, GIO_READ);
-    if (c->ssl) {
+    c->tls = (uint8_t)(tls != 0);
+    if (c->tls) { /* the SSL object comes with the first byte of a ClientHello */
         enter(c, CONN_HANDSHAKE);
     } else {
         enter(c, CONN_IDLE);
@@ -183,7 +178,7 @@ conn_t *conn_new(conn_set_t *set, site_t *site, int kind, int fd, const struct s
         c->next->prev = c;
     set->list = c;
     site->nconns++;
-    site->ntls += c->ssl != NULL;
+    site->ntls += c->tls;
     return c;
 }
 
@@ -207,7 +202,7 @@ static void conn_free(conn_t *c)
     if (c->next)
         c->next->prev = c->prev;
     c->site->nconns--;
-    c->site->ntls -= c->ssl != NULL;
+    c->site->ntls -= c->tls;
     tls_free(c->ssl);
     free(c);
 }
@@ -589,7 +584,7 @@ static int timed_out(conn_t *c)
 static void st_handshake(conn_t *c)
 {
     status_counters_t *st = &c->site->stats;
-    if (!c->tls_want) { /* nothing looked at yet */
+    if (!c->ssl) { /* nothing looked at yet: a silent connection costs no SSL object */
         int h = tls_looks_like_hello(c->fd);
         if (h < 0) {
             gio_want(c->site->loop, c->fd, GIO_READ);
@@ -597,6 +592,11 @@ static void st_handshake(conn_t *c)
         }
         if (h == 0) {
             st->tls_not_tls++;
+            c->state = CONN_CLOSE;
+            return;
+        }
+        if (!(c->ssl = tls_new(c->site->cfg->tls, c->fd))) {
+            site_error(c->site, "SSL_new()", ENOMEM, &c->peer.sa, "a TLS session: client shed");
             c->state = CONN_CLOSE;
             return;
         }
