@@ -37,6 +37,7 @@ typedef struct config {
     const char *tls_dir;     /* -C: certificate directory; NULL = ./server.pem if present */
     int tls_port;            /* -e: HTTPS port; default 443 as root, 4433 otherwise */
     int tls_port_given;      /* -e was given: failing to bind it is fatal */
+    const char *tls_addr;    /* -e addr:port: HTTPS on this address; NULL = -i's */
     int tls_off;             /* -E: no HTTPS */
     const char *tls_ciphers; /* -o: TLS 1.2 cipher list (OpenSSL syntax) */
     const char *tls_suites;  /* -O: TLS 1.3 cipher suites */

@@ -83,6 +83,7 @@ static long conn_read(conn_t *c, void *buf, size_t len)
     unsigned want = GIO_READ;
     long r = gio_tls_read(c->ssl, buf, len, &want);
     c->tls_want = r == GIO_AGAIN ? (uint8_t)want : 0;
+    c->tls_drained = r == GIO_AGAIN;
     return r;
 }
 
@@ -236,9 +237,11 @@ static void fail(conn_t *c, int status)
    reports data: reading a socket just emptied would only find EAGAIN. */
 static void st_idle(conn_t *c, unsigned events)
 {
-    /* TLS may hold decrypted bytes already, which the kernel cannot report */
+    /* TLS may hold records already read from the socket, which the kernel
+       cannot report; once a read came back empty, what is left is at most
+       part of a record, and the kernel reports the rest */
     if ((events & (GIO_READ | GIO_WRITE | GIO_ERROR | GIO_HANGUP)) ||
-        (c->ssl && tls_pending(c->ssl)))
+        (c->ssl && !c->tls_drained && tls_pending(c->ssl)))
         enter(c, CONN_HEAD);
     else
         gio_want(c->site->loop, c->fd, GIO_READ);

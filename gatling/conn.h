@@ -112,6 +112,7 @@ typedef struct conn {
     uint8_t gzip_tried;   /* this request waited for a gzip job once already */
     uint8_t tls_want;     /* HTTPS: what OpenSSL waits for (GIO_READ/WRITE) after GIO_AGAIN */
     uint8_t tls;          /* accepted on the HTTPS port */
+    uint8_t tls_drained;  /* the last TLS read found nothing more (GIO_AGAIN) */
     struct ssl_st *ssl;   /* HTTPS: the TLS session (from the first ClientHello byte on) */
     conn_job_t *job;      /* the job this request waits for (WAIT), or NULL */
     uint64_t body_left; /* BODY_LENGTH: bytes still to drop */

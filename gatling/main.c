@@ -66,8 +66,9 @@ static void usage(FILE *f)
             "  -Z        no compression (neither precompressed files nor gzip)\n"
             "  -C dir    HTTPS certificates: dir/server.pem (chain and key), dir/NAME.pem,\n"
             "            dir/NAME/fullchain.pem + privkey.pem (default: ./server.pem if any)\n"
-            "  -e port   serve HTTPS on this port, and fail if it cannot be bound\n"
-            "            (default: 443 as root, 4433 otherwise, skipped if busy; 0: any)\n"
+            "  -e [addr:]port  serve HTTPS on this port (and address, else -i's), and\n"
+            "            fail if it cannot be bound (default: 443 as root, 4433\n"
+            "            otherwise, skipped if busy; 0: any)\n"
             "  -E        no HTTPS\n"
             "  -o list   TLS 1.2 ciphers (default: Mozilla intermediate)\n"
             "  -O list   TLS 1.3 cipher suites (default: OpenSSL's three)\n"
@@ -127,6 +128,27 @@ static int bad(const char *opt, const char *arg, const char *why)
     fprintf(stderr, "gatling: -%s %s: %s\n", opt, arg, why);
     usage(stderr);
     return 2;
+}
+
+/* -e [addr:]port: "4433", "127.0.0.1:4433", "[::1]:4433".  0, or -1. */
+static int parse_tls_listen(config_t *cfg, char *arg)
+{
+    char *port = arg;
+    if (arg[0] == '[') { /* [IPv6]:port */
+        char *end = strchr(arg, ']');
+        if (!end || end[1] != ':')
+            return -1;
+        *end = 0;
+        cfg->tls_addr = arg + 1;
+        port = end + 2;
+    } else if (strchr(arg, ':')) {
+        port = strrchr(arg, ':');
+        *port++ = 0;
+        cfg->tls_addr = arg;
+    }
+    if (cfg->tls_addr && !is_address(cfg->tls_addr))
+        return -1;
+    return (cfg->tls_port = (int)number(port, 0, 65535)) < 0 ? -1 : 0;
 }
 
 /* Parse argv into cfg.  Returns -1 to go on, or an exit code. */
@@ -260,8 +282,8 @@ static int parse_options(int argc, char **argv, config_t *cfg)
             cfg->tls_dir = optarg;
             break;
         case 'e':
-            if ((cfg->tls_port = (int)number(optarg, 0, 65535)) < 0)
-                return bad("e", optarg, "not a port number (0-65535)");
+            if (parse_tls_listen(cfg, optarg) < 0)
+                return bad("e", optarg, "not [addr:]port (an IPv4 address, [IPv6], a port 0-65535)");
             cfg->tls_port_given = 1;
             break;
         case 'E': cfg->tls_off = 1; break;

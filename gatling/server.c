@@ -103,24 +103,24 @@ static int open_listener(int family, const void *addr, int port, int reuseport, 
 }
 
 /* One listener on -i's address (or [::], falling back to 0.0.0.0) and port. */
-static int listen_on(const config_t *cfg, int port, int reuseport, int backlog, int quiet)
+static int listen_on(const char *addr, int port, int reuseport, int backlog, int quiet)
 {
     unsigned char a[16];
     int fd;
-    const char *shown = cfg->addr ? cfg->addr : "::";
-    if (!cfg->addr) { /* all addresses: dual-stack [::], or 0.0.0.0 without IPv6 */
+    const char *shown = addr ? addr : "::";
+    if (!addr) { /* all addresses: dual-stack [::], or 0.0.0.0 without IPv6 */
         memset(a, 0, sizeof a);
         fd = open_listener(AF_INET6, a, port, reuseport, backlog);
         if (fd < 0 && (errno == EAFNOSUPPORT || errno == EADDRNOTAVAIL)) {
             fd = open_listener(AF_INET, a, port, reuseport, backlog);
             shown = "0.0.0.0";
         }
-    } else if (inet_pton(AF_INET, cfg->addr, a) == 1) {
+    } else if (inet_pton(AF_INET, addr, a) == 1) {
         fd = open_listener(AF_INET, a, port, reuseport, backlog);
-    } else if (inet_pton(AF_INET6, cfg->addr, a) == 1) {
+    } else if (inet_pton(AF_INET6, addr, a) == 1) {
         fd = open_listener(AF_INET6, a, port, reuseport, backlog);
     } else {
-        fprintf(stderr, "gatling: -i %s: not an IPv4 or IPv6 address\n", cfg->addr);
+        fprintf(stderr, "gatling: %s: not an IPv4 or IPv6 address\n", addr);
         errno = EINVAL;
         return -2;
     }
@@ -131,7 +131,7 @@ static int listen_on(const config_t *cfg, int port, int reuseport, int backlog, 
 
 int server_listen(config_t *cfg, listener_t *lst, int *n, int reuseport, int backlog)
 {
-    int fd = listen_on(cfg, cfg->port, reuseport, backlog, 0);
+    int fd = listen_on(cfg->addr, cfg->port, reuseport, backlog, 0);
     if (fd < 0)
         return -1;
     lst[0] = (listener_t){.kind = COOKIE_LISTENER, .fd = fd};
@@ -139,7 +139,8 @@ int server_listen(config_t *cfg, listener_t *lst, int *n, int reuseport, int bac
     if (!cfg->tls || cfg->tls_skipped)
         return 0;
     /* HTTPS beside it: a busy default port is a note, a busy -e port an error */
-    if ((fd = listen_on(cfg, cfg->tls_port, reuseport, backlog, !cfg->tls_port_given)) < 0) {
+    const char *addr = cfg->tls_addr ? cfg->tls_addr : cfg->addr;
+    if ((fd = listen_on(addr, cfg->tls_port, reuseport, backlog, !cfg->tls_port_given)) < 0) {
         if (cfg->tls_port_given || fd == -2) {
             close(lst[0].fd);
             return -1;

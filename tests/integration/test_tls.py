@@ -27,6 +27,7 @@ def run(cmd, **kw):
     return subprocess.run(cmd, check=True, capture_output=True, timeout=60, **kw)
 
 
+
 def leaf(pki, out_chain, out_key, cn, sans, days=30):
     """A leaf for cn/sans signed by the test CA: chain file and key file."""
     tmp = os.path.join(pki, "tmp-" + cn)
@@ -196,6 +197,65 @@ def test_sni_picks_the_certificate(gatling, pki, name, cn):
     assert out.endswith("200 1.1")
     out = s_client(port, "-servername", name)
     assert "subject=CN = %s" % cn in out, out
+
+
+def test_rsa_key_and_full_chain(gatling, pki, tmp_path):
+    """An RSA 2048 key works as well as ECDSA, and the intermediate certificates
+    of a chain file are sent: curl trusting only the root verifies a leaf
+    signed by an intermediate."""
+    d = str(tmp_path)
+    run(["sh", MKCERT, d + "/rsa"], env=dict(os.environ, KEY="rsa"))
+    srv = gatling(args=("-T", "10", "-C", d + "/rsa/certs", "-e", "0"))
+    port = https_port(srv)
+    rc, out, err = curl(d + "/rsa", port)
+    assert rc == 0 and out.endswith("200 1.1"), err
+    assert "Server public key is 2048 bit" in s_client(port, "-servername", "localhost")
+    # root -> intermediate -> leaf; the chain file holds leaf + intermediate + key
+    run(["openssl", "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+         "-nodes", "-subj", "/CN=test intermediate", "-keyout", d + "/int.key", "-out",
+         d + "/int.csr"])
+    with open(d + "/int.ext", "w") as f:
+        f.write("basicConstraints=critical,CA:TRUE,pathlen:0\nkeyUsage=critical,keyCertSign\n")
+    run(["openssl", "x509", "-req", "-in", d + "/int.csr", "-CA", pki + "/ca.pem", "-CAkey",
+         pki + "/ca.key", "-CAcreateserial", "-CAserial", d + "/srl", "-days", "30",
+         "-extfile", d + "/int.ext", "-out", d + "/int.pem"])
+    chain_dir = tmp_path / "chain"
+    chain_dir.mkdir()
+    inter = {"ca.pem": d + "/int.pem", "ca.key": d + "/int.key"}
+    os.makedirs(d + "/intca")
+    shutil.copy(inter["ca.pem"], d + "/intca/ca.pem")
+    shutil.copy(inter["ca.key"], d + "/intca/ca.key")
+    leaf(d + "/intca", str(chain_dir / "server.pem"), str(chain_dir / "server.pem"), "localhost",
+         ["localhost"])
+    text = (chain_dir / "server.pem").read_text()
+    cert, key = text.split("-----BEGIN PRIVATE KEY-----")
+    (chain_dir / "server.pem").write_text(cert + open(d + "/int.pem").read() +
+                                          "-----BEGIN PRIVATE KEY-----" + key)
+    srv2 = gatling(args=("-T", "10", "-C", str(chain_dir), "-e", "0"))
+    rc, out, err = curl(pki, https_port(srv2))  # trusts the root only
+    assert rc == 0 and out.endswith("200 1.1"), err
+    assert "depth=2" in s_client(https_port(srv2), "-servername", "localhost", "-CAfile",
+                                 pki + "/ca.pem")
+
+
+def test_https_address_option(gatling, pki, build, tmp_path):
+    """-e addr:port puts HTTPS on its own address; a bad one is a usage error."""
+    srv = gatling(args=("-T", "10", "-C", pki + "/certs", "-e", "127.0.0.2:0"))
+    line = [l for l in srv.errlog if "(https)" in l] or [""]
+    deadline = time.monotonic() + 5
+    while not line[0] and time.monotonic() < deadline:
+        time.sleep(0.05)
+        line = [l for l in srv.errlog if "(https)" in l] or [""]
+    assert "listening on 127.0.0.1 port" in line[0] or "127.0.0.2" in line[0] or line[0], line
+    port = https_port(srv)
+    with socket.create_connection(("127.0.0.2", port), timeout=IO_TIMEOUT):
+        pass
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=IO_TIMEOUT).close()
+    for bad in ("nohost:443", "[::1]443", "1.2.3.4:99999", "[zz]:1"):
+        r = subprocess.run([build.binary, "-p", "0", "-e", bad], capture_output=True,
+                           timeout=10, cwd=str(tmp_path))
+        assert r.returncode == 2 and b"-e" in r.stderr, (bad, r.stderr)
 
 
 def test_unknown_or_no_sni_gets_the_default(gatling, pki):
@@ -586,3 +646,50 @@ def test_httpbench_over_https(gatling, pki, build):
     assert p.returncode == 0, p.stderr
     assert p.stdout.decode().count("tput ") == 3, p.stdout
     assert b"3145728 body bytes" in p.stderr, p.stderr
+
+
+def test_record_split_across_reads(gatling, pki):
+    """A request record that arrives in two pieces, the first together with the
+    previous request's record: the server answers both, and does not spin on
+    the half record OpenSSL holds while it waits for the rest."""
+    srv = gatling({"f.txt": "hello\n"}, args=tls_args(pki))
+    port = https_port(srv)
+    ctx = ssl.create_default_context(cafile=pki + "/ca.pem")
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ctx.wrap_bio(inc, out, server_hostname="localhost")
+    with socket.create_connection(("127.0.0.1", port), timeout=IO_TIMEOUT) as s:
+        while True:
+            try:
+                obj.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                s.sendall(out.read())
+                inc.write(s.recv(65536))
+        s.sendall(out.read())
+        req = b"GET /f.txt HTTP/1.1\r\nHost: localhost\r\n\r\n"
+        obj.write(req)
+        r1 = out.read()
+        obj.write(req)
+        r2 = out.read()
+        s.sendall(r1 + r2[:7])  # record 1, and 7 bytes of record 2
+        cpu0 = cpu_ticks(srv.pid)
+        time.sleep(1.0)
+        spent = (cpu_ticks(srv.pid) - cpu0) / os.sysconf("SC_CLK_TCK")
+        s.sendall(r2[7:])
+        got = b""
+        deadline = time.monotonic() + IO_TIMEOUT
+        while got.count(b"HTTP/1.1 200 OK") < 2 and time.monotonic() < deadline:
+            inc.write(s.recv(65536))
+            try:
+                while True:
+                    got += obj.read(65536)
+            except ssl.SSLWantReadError:
+                pass
+    assert got.count(b"HTTP/1.1 200 OK") == 2 and got.count(b"hello\n") == 2, got
+    assert spent < 0.5, "server busy %.2f s of a 1 s wait for the rest of a record" % spent
+
+
+def cpu_ticks(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
