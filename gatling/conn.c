@@ -71,6 +71,8 @@ static uint64_t moved(const conn_t *c)
 {
     if (c->state != CONN_WRITE)
         return c->blk->moved;
+    if (!c->out.bytes_sent) /* a response just begun: nothing to ask the kernel */
+        return 0;
     uint64_t q = gio_unacked(c->fd);
     return c->out.bytes_sent > q ? c->out.bytes_sent - q : 0;
 }
