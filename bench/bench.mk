@@ -59,3 +59,12 @@ endif
 all: $(KB_BIN)
 tests-build: $(KB_BIN)
 endif
+
+# trivial-server: the floor that bench/fastpath measures servers against
+# (one read, one write per request; Linux: epoll)
+ifeq ($(shell uname -s),Linux)
+$(B)/trivial-server: $(B)/lg/trivial_server.o
+	$(CC) $(LDFLAGS) -o $@ $^
+all: $(B)/trivial-server
+tests-build: $(B)/trivial-server
+endif

@@ -133,7 +133,7 @@ static void conn_close(brun_t *r, bconn_t *c)
         r->handshaking--;
     lg_tls_free(c->ssl);
     c->ssl = NULL;
-    gio_close(r->loop, c->fd);
+    gio_close_sole(r->loop, c->fd); /* our own socket, never shared */
     r->st->open--;
     gio_batch_reset(&c->out);
     c->fd = -1;

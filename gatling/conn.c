@@ -192,7 +192,7 @@ static void conn_free(conn_t *c)
     limits_conn_close(c->site->limits, &c->peer.sa);
     if (c->ssl) /* not after a fatal error: tls.c made it quiet then */
         tls_close_notify(c->ssl);
-    gio_close(c->site->loop, c->fd);
+    gio_close_sole(c->site->loop, c->fd); /* accept4'ed close-on-exec, never dup'ed */
     gio_batch_free(&c->out);
     block_put(c->set, c->blk);
     if (c->file)

@@ -1,12 +1,17 @@
 /* The open-file cache: see fcache.h. */
 #include "fcache.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 struct fcache {
     fcache_entry_t *oldest, *newest;
+    size_t file_max, held_max;
+    fcache_mem_t mem;
+    size_t live; /* entries not yet destroyed, in the table or referenced */
+    int freed;   /* fcache_free was called: the last destroy frees fc */
     size_t mask;
     fcache_entry_t *slot[];
 };
@@ -19,23 +24,74 @@ static uint32_t hash(const char *s, size_t n)
     return h;
 }
 
-fcache_t *fcache_new(unsigned order)
+fcache_t *fcache_new(unsigned order, size_t file_max, size_t held_max)
 {
     size_t n = (size_t)1 << order;
     fcache_t *fc = calloc(1, sizeof *fc + n * sizeof fc->slot[0]);
-    if (fc)
+    if (fc) {
         fc->mask = n - 1;
+        fc->file_max = file_max;
+        fc->held_max = held_max;
+    }
     return fc;
+}
+
+fcache_mem_t fcache_mem(const fcache_t *fc)
+{
+    return fc->mem;
+}
+
+/*
+ * Read a small regular file whole into memory, within the budget.  A read
+ * that does not give exactly st_size bytes (the file changed since fstat)
+ * leaves it to be sent from its descriptor, which reports the change.
+ */
+static void hold(fcache_t *fc, fcache_entry_t *e)
+{
+    size_t size = (size_t)e->st.st_size;
+    if (!S_ISREG(e->st.st_mode) || e->st.st_size <= 0 || (uint64_t)e->st.st_size > fc->file_max)
+        return;
+    if (size > fc->held_max - fc->mem.held) {
+        fc->mem.skipped++;
+        return;
+    }
+    char *d = malloc(size);
+    if (!d)
+        return;
+    size_t got = 0;
+    while (got < size) {
+        ssize_t r = pread(e->fd, d + got, size - got, (off_t)got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    if (got != size) {
+        free(d);
+        return;
+    }
+    e->data = d;
+    fc->mem.held += size;
+    fc->mem.files++;
 }
 
 static void destroy(fcache_entry_t *e)
 {
+    fcache_t *fc = e->fc;
+    if (e->data) {
+        fc->mem.held -= (uint64_t)e->st.st_size;
+        fc->mem.files--;
+        free(e->data);
+    }
     close(e->fd);
     free(e->rel);
     free(e->auth);
     free(e->granted);
     free(e->key);
     free(e);
+    if (--fc->live == 0 && fc->freed) /* the cache went first: its last entry frees it */
+        free(fc);
 }
 
 static size_t slot_of(const fcache_t *fc, const char *key, size_t n)
@@ -68,7 +124,9 @@ void fcache_free(fcache_t *fc)
     for (size_t i = 0; i <= fc->mask; i++)
         if (fc->slot[i])
             evict(fc, i);
-    free(fc);
+    fc->freed = 1;
+    if (fc->live == 0)
+        free(fc);
 }
 
 fcache_entry_t *fcache_get(fcache_t *fc, const char *key, size_t n, int64_t now)
@@ -100,6 +158,9 @@ fcache_entry_t *fcache_put(fcache_t *fc, const char *key, size_t n, const fcache
     e->older = e->newer = NULL;
     e->key = k, e->keylen = n;
     e->refs = 1, e->in_table = 1;
+    e->fc = fc;
+    e->data = NULL;
+    fc->live++;
     e->expires = now + FCACHE_TTL_MS;
     size_t i = slot_of(fc, key, n);
     if (fc->slot[i])
@@ -111,6 +172,7 @@ fcache_entry_t *fcache_put(fcache_t *fc, const char *key, size_t n, const fcache
     else
         fc->oldest = e;
     fc->newest = e;
+    hold(fc, e); /* after the eviction above, whose bytes it may reuse */
     return e;
 }
 

@@ -10,6 +10,14 @@
  * mapped: a new path evicts whatever hashed to the same slot.  Entries are
  * closed when they expire (fcache_expire), so a removed file's space is not
  * held and the cache never sits on descriptors it does not use.
+ *
+ * Small files are also held in memory (the fast path): a regular file of at
+ * most file_max bytes is read once when it enters the cache, so that its
+ * response leaves in one sendmsg (head and body together) instead of a
+ * sendmsg and a sendfile.  The bytes held by all entries, referenced or not,
+ * never pass held_max; past it, files are sent from their descriptor as
+ * before.  The copy lives as long as the entry, so it is as fresh as the
+ * descriptor the entry holds: a second at most.
  */
 #ifndef GATLING_FCACHE_H
 #define GATLING_FCACHE_H
@@ -20,8 +28,11 @@
 
 #define FCACHE_TTL_MS 1000
 
+typedef struct fcache fcache_t;
+
 typedef struct fcache_entry {
     struct fcache_entry *older, *newer; /* in the table: oldest first */
+    fcache_t *fc;                       /* its cache, for the memory count */
     char *key;
     size_t keylen;
     int fd;
@@ -29,6 +40,7 @@ typedef struct fcache_entry {
     int in_table;    /* 0 once evicted: the last release frees it */
     int64_t expires; /* gio_now() ms */
     struct stat st;
+    char *data; /* the whole file (st.st_size bytes), or NULL: send from fd */
     /* filled by the caller of fcache_put (the cache only frees rel): */
     const char *type;  /* Content-Type */
     char *rel;         /* the file's path below its vhost directory (malloc'd) */
@@ -40,20 +52,33 @@ typedef struct fcache_entry {
     char etag[64];     /* its strong ETag, quotes included */
 } fcache_entry_t;
 
-typedef struct fcache fcache_t;
+/* Memory the cache holds file bytes in, for /server-status. */
+typedef struct fcache_mem {
+    uint64_t held;    /* bytes of file data held now */
+    uint64_t files;   /* entries holding data now */
+    uint64_t skipped; /* small files sent from their fd because held_max was reached */
+} fcache_mem_t;
 
-/* A cache of 2^order slots; NULL on ENOMEM. */
-fcache_t *fcache_new(unsigned order);
+/*
+ * A cache of 2^order slots that holds in memory regular files of at most
+ * file_max bytes (0: none), and at most held_max bytes of them in all;
+ * NULL on ENOMEM.
+ */
+fcache_t *fcache_new(unsigned order, size_t file_max, size_t held_max);
 
-/* Close and free everything (entries still referenced are freed on release). */
+/* What the cache holds in memory now. */
+fcache_mem_t fcache_mem(const fcache_t *fc);
+
+/* Close and free everything (entries still referenced, and the count they
+   update, are freed on their last release). */
 void fcache_free(fcache_t *fc);
 
 /* The fresh entry for key, with a reference taken; NULL if absent or stale. */
 fcache_entry_t *fcache_get(fcache_t *fc, const char *key, size_t n, int64_t now);
 
 /*
- * Enter tmpl (its fd and rel are taken over; key, links and counts are
- * filled in here) under key; returns the entry with a reference taken, or
+ * Enter tmpl (its fd and rel are taken over; key, links, counts and data
+ * are filled in here: a small regular file is read into memory) under key; returns the entry with a reference taken, or
  * NULL on ENOMEM (fd and rel are then still the caller's).
  */
 fcache_entry_t *fcache_put(fcache_t *fc, const char *key, size_t n, const fcache_entry_t *tmpl,

@@ -15,11 +15,6 @@ void hb_put(hbuf_t *b, const void *s, size_t n)
     b->p += n;
 }
 
-void hb_puts(hbuf_t *b, const char *s)
-{
-    hb_put(b, s, strlen(s));
-}
-
 void hb_num(hbuf_t *b, uint64_t v)
 {
     char d[FMT_ULONG + 4]; /* fmt_ulonglong writes at most 20 digits */

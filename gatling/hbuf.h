@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <time.h>
 
 typedef struct hbuf {
@@ -35,8 +36,12 @@ static inline size_t hb_len(const hbuf_t *b)
 /* Append s[0..n), or set over if it does not fit. */
 void hb_put(hbuf_t *b, const void *s, size_t n);
 
-/* Append the NUL-terminated s (without the NUL). */
-void hb_puts(hbuf_t *b, const char *s);
+/* Append the NUL-terminated s (without the NUL).  Inline, so that the
+   length of a string literal (most calls) is known at compile time. */
+static inline void hb_puts(hbuf_t *b, const char *s)
+{
+    hb_put(b, s, strlen(s));
+}
 
 /* Append v in decimal. */
 void hb_num(hbuf_t *b, uint64_t v);

@@ -18,6 +18,8 @@
 #include <fcntl.h>
 #include <pwd.h>
 #include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,15 +28,17 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: gatling [-i addr] [-p port] [-T secs] [-s secs] [-B rate] [-N n] [-K n]\n"
+            "usage: gatling [-i addr] [-p port] [-a secs] [-T secs] [-s secs] [-B rate] [-N n] [-K n]\n"
             "               [-A rpm] [-R n] [-b n] [-j n] [-n] [-G] [-l file] [-q file] [-c dir]\n"
             "               [-u user] [-m file] [-W n] [-H] [-v] [-t] [-d|-D] [-I name]\n"
-            "               [-r url] [-M secs] [-S] [-L] [-Z] [-C dir] [-e port] [-E]\n"
+            "               [-r url] [-M secs] [-S] [-L] [-Z] [-F bytes] [-C dir] [-e port] [-E]\n"
             "               [-o ciphers] [-O suites] [-x secs] [-X] [-V] [-h]\n"
             "Serve the current directory (or -c dir) over HTTP/1.1, and over HTTPS when\n"
             "there are certificates.\n"
             "  -i addr   listen on this IPv4 or IPv6 address (default: all, IPv6 and IPv4)\n"
             "  -p port   listen on this port (default: 80 as root, 8000 otherwise; 0: any)\n"
+            "  -a secs   accept a connection once its first bytes arrived, or after secs\n"
+            "            (TCP_DEFER_ACCEPT; default 0: at once)\n"
             "  -T secs   close keep-alive connections idle this long (default 23; 0: never)\n"
             "  -s secs   a request head must arrive within secs (default 10, or -T)\n"
             "  -B rate   bodies and responses must move rate bytes/s (default 512; 0: any)\n"
@@ -64,6 +68,8 @@ static void usage(FILE *f)
             "  -S        serve /server-status (HTML, or JSON with ?json) to loopback clients\n"
             "  -L        follow symlinks that lead out of the document root\n"
             "  -Z        no compression (neither precompressed files nor gzip)\n"
+            "  -F bytes  keep files up to bytes in memory and send each with its head in\n"
+            "            one write (default 16384, 32 MiB in all; 0: never; at most 1 MiB)\n"
             "  -C dir    HTTPS certificates: dir/server.pem (chain and key), dir/NAME.pem,\n"
             "            dir/NAME/fullchain.pem + privkey.pem (default: ./server.pem if any)\n"
             "  -e [addr:]port  serve HTTPS on this port (and address, else -i's), and\n"
@@ -167,11 +173,12 @@ static int parse_options(int argc, char **argv, config_t *cfg)
                       .vhosts = 1,
                       .max_age = -1,
                       .gzip = 1,
+                      .mem_file_max = 16384,
                       .tls_port = geteuid() == 0 ? 443 : 4433,
                       .hsts = -1};
     opterr = 0;
     while ((c = getopt(argc, argv,
-                       ":i:p:T:s:B:N:K:A:R:b:j:nGl:q:c:u:m:W:HvtdDI:r:M:SLZC:e:Eo:O:x:XVh")) !=
+                       ":i:p:a:T:s:B:N:K:A:R:b:j:nGl:q:c:u:m:W:HvtdDI:r:M:SLZF:C:e:Eo:O:x:XVh")) !=
            -1) {
         switch (c) {
         case 'i':
@@ -272,6 +279,18 @@ static int parse_options(int argc, char **argv, config_t *cfg)
         case 'S': cfg->status_page = 1; break;
         case 'L': cfg->symlinks_out = 1; break;
         case 'Z': cfg->gzip = 0; break;
+        case 'a':
+#ifdef TCP_DEFER_ACCEPT
+            if ((cfg->defer_accept = (int)number(optarg, 0, 3600)) < 0)
+                return bad("a", optarg, "not a number of seconds from 0 to 3600");
+#else
+            return bad("a", optarg, "TCP_DEFER_ACCEPT: not on this system");
+#endif
+            break;
+        case 'F':
+            if ((cfg->mem_file_max = number(optarg, 0, 1 << 20)) < 0)
+                return bad("F", optarg, "not a size in bytes from 0 to 1048576");
+            break;
         case 'W':
             if ((cfg->workers = (int)number(optarg, 1, 64)) < 0)
                 return bad("W", optarg, "not a worker count (1-64)");

@@ -63,6 +63,19 @@ static void on_signal(int sig)
     errno = e;
 }
 
+/*
+ * What accepted sockets inherit from their listener: no send queue holds
+ * more than SERVER_UNSENT_MAX unsent, so a slow reader costs a bounded copy
+ * per wake-up (see gio_os.h); and TCP_NODELAY (on Linux a copied flag), so
+ * that it costs no system call per connection.
+ */
+static void listener_options(int fd)
+{
+    int one = 1;
+    gio_limit_unsent(fd, SERVER_UNSENT_MAX);
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
 static int open_listener(int family, const void *addr, int port, int reuseport, int backlog)
 {
     int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -72,9 +85,7 @@ static int open_listener(int family, const void *addr, int port, int reuseport, 
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (reuseport)
         setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
-    /* accepted sockets inherit it: no send queue holds more than this unsent,
-       so a slow reader costs a bounded copy per wake-up (see gio_os.h) */
-    gio_limit_unsent(fd, SERVER_UNSENT_MAX);
+    listener_options(fd);
     union {
         struct sockaddr sa;
         struct sockaddr_in in4;
@@ -129,11 +140,40 @@ static int listen_on(const char *addr, int port, int reuseport, int backlog, int
     return fd;
 }
 
+/*
+ * -a: the kernel hands a connection over only once its first bytes arrived
+ * (or secs passed), so the read right after accept finds the request.
+ */
+static void defer_accept(const config_t *cfg, int fd)
+{
+#ifdef TCP_DEFER_ACCEPT
+    int secs = cfg->defer_accept;
+    if (secs > 0)
+        setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &secs, sizeof secs);
+#else
+    (void)cfg, (void)fd;
+#endif
+}
+
+/* Does the listener hand over connections with data only (-a, or systemd's DeferAcceptSec=)? */
+static int deferred(int fd)
+{
+#ifdef TCP_DEFER_ACCEPT
+    int secs = 0;
+    socklen_t len = sizeof secs;
+    return getsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &secs, &len) == 0 && secs > 0;
+#else
+    (void)fd;
+    return 0;
+#endif
+}
+
 int server_listen(config_t *cfg, listener_t *lst, int *n, int reuseport, int backlog)
 {
     int fd = listen_on(cfg->addr, cfg->port, reuseport, backlog, 0);
     if (fd < 0)
         return -1;
+    defer_accept(cfg, fd);
     lst[0] = (listener_t){.kind = COOKIE_LISTENER, .fd = fd};
     *n = 1;
     if (!cfg->tls || cfg->tls_skipped)
@@ -152,6 +192,7 @@ int server_listen(config_t *cfg, listener_t *lst, int *n, int reuseport, int bac
         cfg->tls_skipped = 1;
         return 0;
     }
+    defer_accept(cfg, fd);
     lst[1] = (listener_t){.kind = COOKIE_LISTENER, .fd = fd, .tls = 1};
     if (!cfg->tls_port) /* -e 0: the kernel chose; -W workers take the same */
         cfg->tls_port = server_port(&lst[1]);
@@ -162,7 +203,8 @@ int server_listen(config_t *cfg, listener_t *lst, int *n, int reuseport, int bac
 void server_adopt(const config_t *cfg, const int *fds, int n, listener_t *lst)
 {
     for (int i = 0; i < n; i++) {
-        gio_limit_unsent(fds[i], SERVER_UNSENT_MAX);
+        listener_options(fds[i]);
+        defer_accept(cfg, fds[i]);
         lst[i] = (listener_t){.kind = COOKIE_LISTENER, .fd = fds[i]};
         /* a passed socket speaks TLS if it is on the HTTPS port */
         lst[i].tls = cfg->tls && !cfg->tls_off && server_port(&lst[i]) == cfg->tls_port;
@@ -263,6 +305,7 @@ int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const list
     for (int i = 0; i < nlst; i++) {
         s->lst[i] = lst[i];
         s->lst[i].port = server_port(&lst[i]);
+        s->lst[i].deferred = deferred(lst[i].fd);
         if (gio_add(s->loop, lst[i].fd, &s->lst[i]) < 0) {
             fprintf(stderr, "gatling: cannot watch listener: %s\n", strerror(errno));
             return -1;
@@ -333,13 +376,21 @@ static void accept_some(server_t *s, listener_t *l)
             refuse(fd, l->tls);
             continue;
         }
+#ifndef __linux__ /* where accepted sockets may not inherit it from the listener */
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+#endif
         conn_t *c = conn_new(&s->conns, &s->site, COOKIE_CONN, fd, &peer.sa, plen, l->tls);
-        if (c)
-            c->local_port = (uint16_t)l->port;
-        else
+        if (!c) {
             limits_conn_close(s->site.limits, &peer.sa);
+            continue;
+        }
+        c->local_port = (uint16_t)l->port;
+        /* with -a the request is here already: reading it now saves
+           registering the socket, and a connection that closes after its
+           response never meets the event loop at all */
+        if (l->deferred && !l->tls)
+            conn_event(c, GIO_READ);
     }
 }
 

@@ -26,6 +26,7 @@ typedef struct listener {
     int fd;
     int port; /* the local port, for virtual hosts */
     int tls;  /* HTTPS */
+    int deferred; /* TCP_DEFER_ACCEPT: accepted connections have data waiting */
 } listener_t;
 
 typedef struct server {

@@ -13,7 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SITE_JOBS_QUEUE 1024 /* jobs waiting for a thread; more get 503 */
+#define SITE_JOBS_QUEUE 1024          /* jobs waiting for a thread; more get 503 */
+#define SITE_MEM_HELD ((size_t)32 << 20) /* small files held in memory, in all (-F) */
 
 int site_init(site_t *s, const config_t *cfg, gio_loop_t *loop, mime_table_t *mime)
 {
@@ -27,7 +28,7 @@ int site_init(site_t *s, const config_t *cfg, gio_loop_t *loop, mime_table_t *mi
     s->stats.started = s->stats.second = time(NULL);
     /* gzip on the fly up to 1 MiB files, compressed off the loop (jobs.h) */
     if ((cfg->gzip && !(s->gzcache = enc_cache_new(0, 1 << 20))) ||
-        !(s->fcache = fcache_new(12))) {
+        !(s->fcache = fcache_new(12, (size_t)cfg->mem_file_max, SITE_MEM_HELD))) {
         fprintf(stderr, "gatling: out of memory\n");
         return -1;
     }

@@ -411,6 +411,14 @@ typedef struct body {
     uint64_t size;
 } body_t;
 
+/* A cached file's bytes: from memory when it is held there (one send with the head). */
+static body_t file_body(const fcache_entry_t *f)
+{
+    if (f->data)
+        return (body_t){.fd = -1, .buf = f->data, .size = (uint64_t)f->st.st_size};
+    return (body_t){.fd = f->fd, .size = (uint64_t)f->st.st_size};
+}
+
 static int add_part(conn_t *c, const body_t *b, uint64_t off, uint64_t len)
 {
     if (b->fd >= 0)
@@ -568,7 +576,7 @@ static int serve_file(conn_t *c, const http_request_t *req, const target_t *t, f
     if (enc_gzip_eligible(s->gzcache, f->type, &f->st))
         avail |= ENC_GZIP;
     int enc = avail ? enc_choose(ae ? ae->p : NULL, ae ? ae->n : 0, avail) : ENC_IDENTITY;
-    body_t b = {.fd = f->fd, .size = (uint64_t)f->st.st_size};
+    body_t b = file_body(f);
     time_t mtime = f->st.st_mtime; /* the representation's, whatever the coding */
     const char *type = f->type;
     char etag[ENC_ETAG_MAX], extra[EXTRA_MAX];
@@ -578,7 +586,7 @@ static int serve_file(conn_t *c, const http_request_t *req, const target_t *t, f
         if (g) {
             fcache_release(f);
             c->file = g;
-            b = (body_t){.fd = g->fd, .size = (uint64_t)g->st.st_size};
+            b = file_body(g);
             memcpy(etag, g->etag, sizeof etag);
         } else {
             enc = ENC_IDENTITY; /* vanished since the miss: serve the file itself */

@@ -74,6 +74,10 @@ static size_t rows(const site_t *s, row_t *r, int64_t now)
     ROW("timeout_idle", "timed out: keep-alive idle (-T)", st->timeout_idle);
     ROW("max_requests", "closed after -R requests", st->max_requests);
     ROW("head_overflows", "response heads too large: 500", st->head_overflows);
+    fcache_mem_t m = fcache_mem(s->fcache);
+    ROW("memory_files", "small files held in memory (-F)", m.files);
+    ROW("memory_bytes", "bytes of them held", m.held);
+    ROW("memory_full", "small files sent from disk: memory budget full", m.skipped);
     ROW("https_connections", "open HTTPS connections", s->ntls);
     ROW("tls_handshakes", "HTTPS: handshakes done", st->tls_handshakes);
     ROW("tls_resumed", "HTTPS: of which resumed (ticket or cache)", st->tls_resumed);

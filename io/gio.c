@@ -55,6 +55,13 @@ struct gio_loop {
     void *api;        /* the backend's state */
 };
 
+/* What del() is for, passed on to backend_del as `closing`. */
+enum {
+    GIO_DEL_KEEP = 0,    /* gio_del: the fd stays open */
+    GIO_DEL_CLOSING = 1, /* gio_close: closed next, maybe held elsewhere */
+    GIO_DEL_SOLE = 2     /* gio_close_sole: closed next, the file's last reference */
+};
+
 #if defined(GIO_BACKEND_EPOLL)
 #include "gio_epoll.c"
 #elif defined(GIO_BACKEND_KQUEUE)
@@ -249,12 +256,18 @@ static void del(gio_loop_t *l, int fd, int closing)
 
 void gio_del(gio_loop_t *l, int fd)
 {
-    del(l, fd, 0);
+    del(l, fd, GIO_DEL_KEEP);
 }
 
 void gio_close(gio_loop_t *l, int fd)
 {
-    del(l, fd, 1);
+    del(l, fd, GIO_DEL_CLOSING);
+    close(fd);
+}
+
+void gio_close_sole(gio_loop_t *l, int fd)
+{
+    del(l, fd, GIO_DEL_SOLE);
     close(fd);
 }
 

@@ -74,6 +74,16 @@ void gio_del(gio_loop_t *l, int fd);
 /* gio_del() then close(). */
 void gio_close(gio_loop_t *l, int fd);
 
+/*
+ * gio_close() for a descriptor that is the only reference to its open file
+ * (an accepted connection: not dup'ed, close-on-exec).  Where closing the
+ * last reference takes it off the kernel's interest list by itself (epoll),
+ * no system call is spent on removing it first.  A descriptor that another
+ * process may hold (a listener handed over on upgrade) must use gio_close:
+ * its registration would outlive the close.
+ */
+void gio_close_sole(gio_loop_t *l, int fd);
+
 /* Set the interest set (GIO_READ | GIO_WRITE, or 0); cached until gio_wait. */
 void gio_want(gio_loop_t *l, int fd, unsigned events);
 

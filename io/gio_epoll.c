@@ -54,10 +54,10 @@ static int backend_update(gio_loop_t *l, int fd, unsigned old, unsigned want)
 
 static void backend_del(gio_loop_t *l, int fd, unsigned kernel, int closing)
 {
-    (void)closing;
     epoll_state_t *s = l->api;
     struct epoll_event ev = {0};
-    if (kernel)
+    /* closing the last reference to the file removes it from the epoll set */
+    if (kernel && closing != GIO_DEL_SOLE)
         epoll_ctl(s->epfd, EPOLL_CTL_DEL, fd, &ev);
 }
 

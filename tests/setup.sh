@@ -6,9 +6,11 @@
 set -e
 pkgs="gcc make libc6-dev libowfat-dev libssl-dev openssl zlib1g-dev liburing-dev curl wrk
       apache2-utils python3 goaccess clang libclang-rt-14-dev
-      debhelper dpkg-dev fakeroot lintian logrotate systemd adduser media-types"
+      debhelper dpkg-dev fakeroot lintian logrotate systemd adduser media-types linux-perf util-linux"
 # (the second line: tests/integration/test_package.py builds, checks, installs
-#  and purges the Debian package, and tries the systemd units and logrotate file)
+#  and purges the Debian package, and tries the systemd units and logrotate file;
+#  linux-perf and util-linux's taskset: bench/fastpath counts system calls with
+#  perf's tracepoints, and test_fastpath.py runs it)
 # slowhttptest, whois (mkpasswd) and openssl: bench/slashdot's attacks and password hashes
 [ "$1" = bench ] && pkgs="$pkgs nginx lighttpd h2o gnuplot-nox util-linux procps
       slowhttptest whois openssl"

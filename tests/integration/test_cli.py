@@ -39,7 +39,9 @@ def test_help(build):
 
 @pytest.mark.parametrize("args", [("-p", "abc"), ("-p", "70000"), ("-p", "-1"), ("-p", ""),
                                   ("-T", "-1"), ("-T", "x"), ("-W", "abc"), ("-x",),
-                                  ("-p",), ("-i", "not-an-address"), ("-p", "80x")],
+                                  ("-p",), ("-i", "not-an-address"), ("-p", "80x"),
+                                  ("-F", "-1"), ("-F", "1048577"), ("-F", "16k"), ("-a", "x"),
+                                  ("-a", "3601")],
                          ids=lambda a: " ".join(a) if isinstance(a, tuple) else a)
 def test_bad_option_exit_2(build, args):
     # never let a wrongly accepted option leave a server on a fixed port

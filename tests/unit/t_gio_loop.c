@@ -309,6 +309,51 @@ static void test_reuse(gio_loop_t *l)
 }
 
 /*
+ * gio_close_sole: the kernel drops the closed file's registration by itself
+ * (epoll skips EPOLL_CTL_DEL); the reused number gets no stale event, and a
+ * descriptor closed before the kernel ever heard of it costs nothing.
+ */
+static void test_close_sole(gio_loop_t *l)
+{
+    int sv[2], nv[2];
+    pair(sv);
+    gio_add(l, sv[0], NULL);
+    gio_want(l, sv[0], GIO_READ);
+    gio_wait(l, 0); /* registered in the kernel */
+    write(sv[1], "old", 3);
+    int num = sv[0];
+    gio_close_sole(l, sv[0]);
+    errno = 0;
+    ok(fcntl(num, F_GETFD) < 0 && errno == EBADF, "gio_close_sole closed the descriptor");
+    close(sv[1]);
+    pair(nv);
+    if (nv[0] != num) {
+        dup2(nv[0], num);
+        close(nv[0]);
+        nv[0] = num;
+    }
+    gio_add(l, num, NULL);
+    gio_want(l, num, GIO_READ);
+    ok(events_of(l, num, 0) == 0 && events_of(l, num, 50) == 0,
+       "after gio_close_sole: no stale event on the reused number");
+    write(nv[1], "new", 3);
+    ok(events_of(l, num, 2000) == GIO_READ, "after gio_close_sole: the newcomer's data reported");
+    char buf[8];
+    read(num, buf, sizeof buf);
+    gio_close_sole(l, num);
+    close(nv[1]);
+
+    pair(sv); /* wanted, never waited for: closed before the kernel knew */
+    gio_add(l, sv[0], NULL);
+    gio_want(l, sv[0], GIO_READ);
+    size_t before = gio_count(l);
+    gio_close_sole(l, sv[0]);
+    ok(gio_count(l) == before - 1, "closed before registration: forgotten");
+    ok(gio_wait(l, 0) >= 0, "and the next wait does not trip over it");
+    close(sv[1]);
+}
+
+/*
  * Many ready descriptors in one round, then level behaviour for each (catches
  * a fired/ready array or signal queue that loses some).
  */
@@ -557,6 +602,7 @@ int main(void)
     test_pipe(l);
     test_del_pending(l);
     test_reuse(l);
+    test_close_sole(l);
     test_many(l);
     test_deadlines(l);
     test_high_fd(l, tablesize);

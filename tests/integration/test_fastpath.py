@@ -1,0 +1,173 @@
+"""The fast path (issue 10): small files answered from memory in one send
+(-F), connections taken only once their request is there (-a), and the
+bench/fastpath driver that measures system calls and CPU per request."""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT, Client, assert_status, fetch, http_only, random_bytes
+from h3util import assert_ok
+
+SMALL = random_bytes(1024, 1)
+MID = random_bytes(20000, 2)  # above the default -F 16384: sent from its descriptor
+
+
+def status(port):
+    r = fetch(port, "/server-status?json")
+    assert_status(r, 200)
+    return json.loads(r.body)
+
+
+def test_small_file_held_in_memory(gatling):
+    srv = gatling({"s.bin": SMALL, "m.bin": MID}, args=("-T", "10", "-S"))
+    with Client(srv.port) as c:
+        for _ in range(3):
+            assert_ok(c.request("/s.bin"), SMALL)
+            assert_ok(c.request("/m.bin"), MID)
+        st = status(srv.port)
+    assert st["memory_files"] == 1 and st["memory_bytes"] == len(SMALL), st
+    assert st["memory_full"] == 0, st
+
+
+def test_memory_file_ranges_head_conditionals(gatling):
+    """A file held in memory answers everything a file on disk does."""
+    srv = gatling({"s.bin": SMALL}, args=("-T", "10", "-S"))
+    with Client(srv.port) as c:
+        full = c.request("/s.bin")
+        assert_ok(full, SMALL)
+        r = c.request("/s.bin", headers=[("Range", "bytes=100-199")])
+        assert_status(r, 206)
+        assert r.body == SMALL[100:200], r
+        r = c.request("/s.bin", headers=[("Range", "bytes=-10")])
+        assert_status(r, 206)
+        assert r.body == SMALL[-10:], r
+        r = c.request("/s.bin", headers=[("Range", "bytes=0-0,1000-1023")])
+        assert_status(r, 206)
+        assert SMALL[:1] in r.body and SMALL[1000:1024] in r.body, r
+        assert b"multipart/byteranges" in r.raw_head or "multipart" in r.header("Content-Type")
+        r = c.request("/s.bin", method="HEAD")
+        assert_status(r, 200)
+        assert r.header("Content-Length") == str(len(SMALL)) and r.body == b"", r
+        r = c.request("/s.bin", headers=[("If-None-Match", full.header("ETag"))])
+        assert_status(r, 304)
+        assert_ok(c.request("/s.bin"), SMALL)  # the connection is in step after all that
+    assert status(srv.port)["memory_files"] == 1
+
+
+def test_memory_file_replaced_is_seen(gatling, tmp_path):
+    """The copy lives as long as the cache entry: a second at most."""
+    srv = gatling({"s.bin": SMALL}, args=("-T", "10", "-S"))
+    path = os.path.join(srv.docroot, "s.bin")
+    assert_ok(fetch(srv.port, "/s.bin"), SMALL)
+    new = random_bytes(1024, 3)  # same size, written in place
+    with open(path, "r+b") as f:
+        f.write(new)
+    time.sleep(1.3)
+    assert_ok(fetch(srv.port, "/s.bin"), new)
+    shorter = b"short\n"
+    with open(path, "wb") as f:
+        f.write(shorter)
+    time.sleep(1.3)
+    r = fetch(srv.port, "/s.bin")
+    assert_ok(r, shorter)
+    assert r.header("Content-Length") == str(len(shorter))
+
+
+def test_F0_holds_nothing(gatling):
+    srv = gatling({"s.bin": SMALL}, args=("-T", "10", "-S", "-F", "0"))
+    with Client(srv.port) as c:
+        for _ in range(3):
+            assert_ok(c.request("/s.bin"), SMALL)
+    st = status(srv.port)
+    assert st["memory_files"] == 0 and st["memory_bytes"] == 0, st
+
+
+def test_memory_budget_bounds_what_is_held(gatling):
+    """-F 1 MiB and 40 files of 1 MiB: at most 32 MiB held, the rest sent from
+    disk (counted), every body right."""
+    files = {"f%02d.bin" % i: random_bytes(1 << 20, 100 + i) for i in range(40)}
+    srv = gatling(files, args=("-T", "10", "-S", "-F", "1048576"))
+    with Client(srv.port) as c:
+        for name in files:  # HEAD: each enters the cache (and memory) without 1 MiB on the wire
+            r = c.request("/" + name, method="HEAD")
+            assert_status(r, 200)
+        st = c.request("/server-status?json")
+    st = json.loads(st.body)
+    assert 0 < st["memory_bytes"] <= 32 << 20, st
+    assert st["memory_files"] <= 32 and st["memory_full"] >= 1, st
+    with Client(srv.port) as c:
+        for name in ("f00.bin", "f39.bin"):
+            assert_ok(c.request("/" + name), files[name])
+
+
+def test_defer_accept_waits_for_the_request(gatling):
+    """-a: a connection that has sent nothing stays in the kernel; once its
+    request arrives it is taken and answered at once."""
+    srv = gatling({"s.bin": SMALL}, args=("-T", "10", "-a", "5"))
+    base = srv.fds(sockets_only=True)
+    with Client(srv.port) as c:
+        time.sleep(0.5)
+        assert srv.fds(sockets_only=True) == base, "accepted before any byte arrived"
+        t0 = time.monotonic()
+        assert_ok(c.request("/s.bin"), SMALL)
+        assert time.monotonic() - t0 < 2, "the request waited for the defer timeout"
+        assert_ok(c.request("/s.bin"), SMALL)  # keep-alive goes on through the loop
+    for _ in range(20):  # one request per connection: the path that never meets the loop
+        r = fetch(srv.port, "/s.bin", headers=[("Connection", "close")])
+        assert_ok(r, SMALL)
+    srv.check_fds()
+
+
+@http_only
+def test_defer_accept_pipelined_and_partial(gatling):
+    """-a with the speculative first read: a head split over two packets and
+    pipelined requests in the first packet are both answered."""
+    srv = gatling({"s.bin": SMALL}, args=("-T", "10", "-a", "5"))
+    with Client(srv.port) as c:
+        c.send(b"GET /s.bin HTTP/1.1\r\nHo")
+        time.sleep(0.2)
+        c.send(b"st: x\r\n\r\n")
+        assert_ok(c.read_response(), SMALL)
+    with Client(srv.port) as c:
+        c.send(b"GET /s.bin HTTP/1.1\r\nHost: x\r\n\r\n" * 3)
+        for _ in range(3):
+            assert_ok(c.read_response(), SMALL)
+
+
+# --------------------------------------------------------------------------
+# bench/fastpath, on the gatling under test and trivial-server
+
+@http_only
+def test_fastpath_driver(build, tmp_path):
+    if build.name != "epoll":
+        pytest.skip("the driver's figures are checked on the plain epoll build")
+    for tool in ("perf", "wrk", "taskset"):
+        if not shutil.which(tool):
+            pytest.fail("%s missing: sh tests/setup.sh installs it" % tool)
+    trivial = os.path.join(build.dir, "trivial-server")
+    out = tmp_path / "out"
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "fastpath"), "--rounds", "1",
+                        "--duration", "1", "--servers", "gatling,gatling -a,trivial",
+                        "--gatling", build.binary, "--trivial", trivial, "--tests",
+                        "keepalive,perconn", "-o", str(out)],
+                       capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stderr[-2000:]
+    text = (out / "fastpath.txt").read_text()
+    assert "system calls per request" in text, text
+    data = json.loads((out / "fastpath.json").read_text())
+    ka = data["syscalls"]["gatling|keepalive"]
+    # a 1 KiB file from memory: one read and one sendmsg per request, no sendfile
+    assert 1.9 < ka["total"] < 2.6, ka
+    assert ka.get("sendmsg", 0) > 0.9 and ka.get("sendfile64", 0) < 0.05, ka
+    pc = data["syscalls"]["gatling -a|perconn"]
+    # accepted with its request waiting: no epoll_ctl at all for such a connection
+    assert pc.get("epoll_ctl", 0) < 0.2 and pc["total"] < 5, pc
+    tr = data["syscalls"]["trivial|keepalive"]
+    assert tr.get("write", 0) > 0.9, tr
+    assert (out / "fastpath-commands.txt").exists()
