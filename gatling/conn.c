@@ -80,8 +80,8 @@ static uint64_t moved(const conn_t *c)
 /* Read from the client: through TLS on HTTPS.  GIO_AGAIN: call want_input. */
 static long conn_read(conn_t *c, void *buf, size_t len)
 {
-    if (!c->ssl)
-        return gio_read(c->fd, buf, len);
+    if (!c->ssl) /* a plain connection is in gio_recv_mode (uring: no read syscall) */
+        return gio_recv(c->site->loop, c->fd, buf, len);
     unsigned want = GIO_READ;
     long r = gio_tls_read(c->ssl, buf, len, &want);
     c->tls_want = r == GIO_AGAIN ? (uint8_t)want : 0;
@@ -169,6 +169,8 @@ conn_t *conn_new(conn_set_t *set, site_t *site, int kind, int fd, const struct s
         memcpy(&c->peer, peer, plen);
     gio_batch_init(&c->out);
     gio_want(site->loop, fd, GIO_READ);
+    if (!tls) /* every read is conn_read's; OpenSSL reads HTTPS sockets itself */
+        gio_recv_mode(site->loop, fd);
     c->tls = (uint8_t)(tls != 0);
     if (c->tls) { /* the SSL object comes with the first byte of a ClientHello */
         enter(c, CONN_HANDSHAKE);
@@ -501,7 +503,7 @@ static void st_write(conn_t *c)
 {
     unsigned want = GIO_WRITE;
     long r = c->ssl ? gio_tls_send(c->ssl, &c->out, CONN_SEND_BUDGET, &want)
-                    : gio_batch_send(&c->out, c->fd, CONN_SEND_BUDGET);
+                    : gio_send(c->site->loop, c->fd, &c->out, CONN_SEND_BUDGET);
     if (r == GIO_ERR) {
         /* a client that went away is no error of ours; anything else is */
         if (errno != EPIPE && errno != ECONNRESET && errno != ENOTCONN && errno != ETIMEDOUT &&

@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #endif
 #include "gio.h"
+#include "gio_batch.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,6 +31,7 @@ typedef struct gio_fd {
     uint8_t changed;  /* on the change list */
     uint8_t revents;  /* collected by the last wait, not yet taken */
     uint8_t timedout; /* on the timeout list, not yet taken */
+    uint8_t recvmode; /* gio_recv_mode(): every read goes through gio_recv() */
 } gio_fd_t;
 
 typedef struct gio_fired {
@@ -62,6 +64,9 @@ enum {
     GIO_DEL_SOLE = 2     /* gio_close_sole: closed next, the file's last reference */
 };
 
+/* backend_recv's answer when it holds nothing for the fd: read(2) it */
+#define GIO_PASS (-100)
+
 #if defined(GIO_BACKEND_EPOLL)
 #include "gio_epoll.c"
 #elif defined(GIO_BACKEND_KQUEUE)
@@ -74,6 +79,22 @@ enum {
 #include "gio_poll.c"
 #else
 #error "define one GIO_BACKEND_* (the GNUmakefile does)"
+#endif
+
+#ifndef BACKEND_HAS_SEND /* readiness backends: gio_send is gio_batch_send */
+static long backend_send(gio_loop_t *l, int fd, gio_batch_t *b, uint64_t budget)
+{
+    (void)l, (void)fd, (void)b, (void)budget;
+    return GIO_PASS;
+}
+#endif
+
+#ifndef BACKEND_HAS_RECV /* readiness backends: gio_recv is read(2) */
+static long backend_recv(gio_loop_t *l, int fd, void *buf, size_t len)
+{
+    (void)l, (void)fd, (void)buf, (void)len;
+    return GIO_PASS;
+}
 #endif
 
 static void clock_refresh(gio_loop_t *l)
@@ -99,7 +120,7 @@ gio_loop_t *gio_loop_new(void)
     /* calloc'd tables are untouched zero pages until used: no RSS for idle slots */
     l->fds = calloc(n, sizeof *l->fds);
     l->changes = calloc(n, sizeof *l->changes);
-    l->fired = calloc(n, sizeof *l->fired);
+    l->fired = calloc(3 * (size_t)n, sizeof *l->fired); /* uring: a poll, a send, held input */
     l->ready = calloc(n, sizeof *l->ready);
     l->expired = calloc(n, sizeof *l->expired);
     l->heap = calloc(n, sizeof *l->heap);
@@ -463,6 +484,35 @@ long gio_read(int fd, void *buf, size_t len)
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
         return GIO_AGAIN;
     return GIO_ERR;
+}
+
+void gio_recv_mode(gio_loop_t *l, int fd)
+{
+    gio_fd_t *e = entry(l, fd);
+    if (e)
+        e->recvmode = 1;
+}
+
+long gio_recv(gio_loop_t *l, int fd, void *buf, size_t len)
+{
+    gio_fd_t *e = entry(l, fd);
+    if (e && e->recvmode && len > 0) {
+        long r = backend_recv(l, fd, buf, len);
+        if (r != GIO_PASS)
+            return r;
+    }
+    return gio_read(fd, buf, len);
+}
+
+long gio_send(gio_loop_t *l, int fd, gio_batch_t *b, uint64_t budget)
+{
+    gio_fd_t *e = entry(l, fd);
+    if (e && e->recvmode) {
+        long r = backend_send(l, fd, b, budget);
+        if (r != GIO_PASS)
+            return r;
+    }
+    return gio_batch_send(b, fd, budget);
 }
 
 int gio_nonblock(int fd)

@@ -139,6 +139,20 @@ size_t gio_count(const gio_loop_t *l);
 long gio_read(int fd, void *buf, size_t len);
 
 /*
+ * Promise that every read of fd goes through gio_recv() (never read(2) or a
+ * library that reads the socket itself, such as OpenSSL).  On a completion
+ * backend (uring) gio then receives into buffers of its own before it
+ * reports fd readable, and gio_recv() copies from them: a request costs no
+ * read system call, and one io_uring_enter() serves every connection of the
+ * round.  Other backends change nothing.  gio_del() ends the mode.
+ */
+void gio_recv_mode(gio_loop_t *l, int fd);
+
+/* gio_read() for a registered fd; for one in gio_recv_mode, from what gio
+   has received (GIO_AGAIN: nothing yet, wait for readiness). */
+long gio_recv(gio_loop_t *l, int fd, void *buf, size_t len);
+
+/*
  * Make fd non-blocking and close-on-exec (and, where the OS has
  * SO_NOSIGPIPE, a socket that never raises SIGPIPE).  0 or -1.
  */

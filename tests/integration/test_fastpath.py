@@ -106,6 +106,7 @@ def test_memory_budget_bounds_what_is_held(gatling):
             assert_ok(c.request("/" + name), files[name])
 
 
+@http_only  # a TLS client speaks first (ClientHello): it is never silent
 def test_defer_accept_waits_for_the_request(gatling):
     """-a: a connection that has sent nothing stays in the kernel; once its
     request arrives it is taken and answered at once."""
@@ -117,8 +118,16 @@ def test_defer_accept_waits_for_the_request(gatling):
         t0 = time.monotonic()
         assert_ok(c.request("/s.bin"), SMALL)
         assert time.monotonic() - t0 < 2, "the request waited for the defer timeout"
-        assert_ok(c.request("/s.bin"), SMALL)  # keep-alive goes on through the loop
-    for _ in range(20):  # one request per connection: the path that never meets the loop
+
+
+def test_defer_accept_serves(gatling):
+    """-a, over HTTP and HTTPS: keep-alive goes on through the loop, and one
+    request per connection (read straight after accept) is answered."""
+    srv = gatling({"s.bin": SMALL}, args=("-T", "10", "-a", "5"))
+    with Client(srv.port) as c:
+        for _ in range(3):
+            assert_ok(c.request("/s.bin"), SMALL)
+    for _ in range(20):
         r = fetch(srv.port, "/s.bin", headers=[("Connection", "close")])
         assert_ok(r, SMALL)
     srv.check_fds()
@@ -171,3 +180,24 @@ def test_fastpath_driver(build, tmp_path):
     tr = data["syscalls"]["trivial|keepalive"]
     assert tr.get("write", 0) > 0.9, tr
     assert (out / "fastpath-commands.txt").exists()
+
+
+@http_only
+def test_fastpath_uring_data_path(build, tmp_path):
+    """On uring a keep-alive request is received and answered through the ring:
+    no read or sendmsg of its own, well under one system call per request."""
+    if build.name != "uring":
+        pytest.skip("the uring build's data path")
+    for tool in ("perf", "wrk", "taskset"):
+        if not shutil.which(tool):
+            pytest.fail("%s missing: sh tests/setup.sh installs it" % tool)
+    out = tmp_path / "out"
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "fastpath"), "--rounds", "1",
+                        "--duration", "1", "--servers", "gatling", "--gatling", build.binary,
+                        "--tests", "keepalive", "-o", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    ka = json.loads((out / "fastpath.json").read_text())["syscalls"]["gatling|keepalive"]
+    assert ka.get("read", 0) < 0.02 and ka.get("sendmsg", 0) < 0.02, ka
+    assert ka["total"] < 1, ka
+    assert ka.get("io_uring_enter", 0) > 0, ka

@@ -9,9 +9,12 @@
 #define _GNU_SOURCE
 #endif
 #include "gio.h"
+#include "gio_batch.h"
 #include "tap.h"
 
 #include <errno.h>
+#include <stdlib.h>
+#include <string.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -271,13 +274,35 @@ static void test_del_pending(gio_loop_t *l)
 }
 
 /*
+ * A new socket pair whose first end takes the number num (just closed),
+ * registered for reading: it must get no event of the closed file, and its
+ * own data.  Returns the other end.
+ */
+static int reuse_number(gio_loop_t *l, int num, const char *after)
+{
+    int nv[2];
+    pair(nv);
+    if (nv[0] != num) { /* force the same number */
+        dup2(nv[0], num);
+        close(nv[0]);
+    }
+    gio_add(l, num, NULL);
+    gio_want(l, num, GIO_READ);
+    ok(events_of(l, num, 0) == 0 && events_of(l, num, 50) == 0,
+       "%s: no stale event from the closed file on the reused number", after);
+    write(nv[1], "new", 3);
+    ok(events_of(l, num, 2000) == GIO_READ, "%s: the reused number's own data is reported", after);
+    return nv[1];
+}
+
+/*
  * A closed fd whose number is reused: no stale readiness for the newcomer
  * (catches queued rt signals or poll requests of the old file being reported
  * for the new one), and the newcomer's own events do arrive.
  */
 static void test_reuse(gio_loop_t *l)
 {
-    int sv[2], nv[2];
+    int sv[2];
     pair(sv);
     gio_add(l, sv[0], NULL);
     gio_want(l, sv[0], GIO_READ);
@@ -286,18 +311,7 @@ static void test_reuse(gio_loop_t *l)
     int num = sv[0];
     gio_close(l, sv[0]); /* closed with data and notifications pending */
     close(sv[1]);
-    pair(nv);
-    if (nv[0] != num) { /* force the same number */
-        dup2(nv[0], num);
-        close(nv[0]);
-        nv[0] = num;
-    }
-    gio_add(l, num, NULL);
-    gio_want(l, num, GIO_READ);
-    ok(events_of(l, num, 0) == 0 && events_of(l, num, 50) == 0,
-       "reused fd number: no stale event from the closed file");
-    write(nv[1], "new", 3);
-    ok(events_of(l, num, 2000) == GIO_READ, "reused fd number: its own data is reported");
+    int peer = reuse_number(l, num, "after gio_close");
 
     /* del without close, then add again: the backend must re-register it */
     gio_del(l, num);
@@ -305,7 +319,7 @@ static void test_reuse(gio_loop_t *l)
     gio_want(l, num, GIO_READ);
     ok(events_of(l, num, 2000) == GIO_READ, "del + re-add of an open readable fd: reported");
     gio_close(l, num);
-    close(nv[1]);
+    close(peer);
 }
 
 /*
@@ -315,7 +329,7 @@ static void test_reuse(gio_loop_t *l)
  */
 static void test_close_sole(gio_loop_t *l)
 {
-    int sv[2], nv[2];
+    int sv[2];
     pair(sv);
     gio_add(l, sv[0], NULL);
     gio_want(l, sv[0], GIO_READ);
@@ -326,22 +340,11 @@ static void test_close_sole(gio_loop_t *l)
     errno = 0;
     ok(fcntl(num, F_GETFD) < 0 && errno == EBADF, "gio_close_sole closed the descriptor");
     close(sv[1]);
-    pair(nv);
-    if (nv[0] != num) {
-        dup2(nv[0], num);
-        close(nv[0]);
-        nv[0] = num;
-    }
-    gio_add(l, num, NULL);
-    gio_want(l, num, GIO_READ);
-    ok(events_of(l, num, 0) == 0 && events_of(l, num, 50) == 0,
-       "after gio_close_sole: no stale event on the reused number");
-    write(nv[1], "new", 3);
-    ok(events_of(l, num, 2000) == GIO_READ, "after gio_close_sole: the newcomer's data reported");
+    int peer = reuse_number(l, num, "after gio_close_sole");
     char buf[8];
     read(num, buf, sizeof buf);
     gio_close_sole(l, num);
-    close(nv[1]);
+    close(peer);
 
     pair(sv); /* wanted, never waited for: closed before the kernel knew */
     gio_add(l, sv[0], NULL);
@@ -351,6 +354,165 @@ static void test_close_sole(gio_loop_t *l)
     ok(gio_count(l) == before - 1, "closed before registration: forgotten");
     ok(gio_wait(l, 0) >= 0, "and the next wait does not trip over it");
     close(sv[1]);
+}
+
+/*
+ * gio_recv_mode: reads through gio_recv() (uring: from completed receives in
+ * gio's own buffers).  Partial takes are reported again, large writes come
+ * through whole, EOF arrives, input that came while not wanted is kept, and
+ * descriptors closed with input held give their buffers back (600 of them,
+ * more than the ring holds).
+ */
+static void test_recv_mode(gio_loop_t *l)
+{
+    int sv[2];
+    char buf[16384];
+    pair(sv);
+    gio_add(l, sv[0], NULL);
+    gio_recv_mode(l, sv[0]);
+    gio_want(l, sv[0], GIO_READ);
+    ok(events_of(l, sv[0], 0) == 0, "recv mode: nothing reported before data");
+    write(sv[1], "hello", 5);
+    ok(events_of(l, sv[0], 2000) == GIO_READ, "recv mode: data reported");
+    is_int(gio_recv(l, sv[0], buf, 2), 2, "recv mode: a partial take");
+    ok(events_of(l, sv[0], 1000) & GIO_READ, "recv mode: the rest reported again");
+    is_int(gio_recv(l, sv[0], buf + 2, sizeof buf - 2), 3, "recv mode: the rest taken");
+    ok(!memcmp(buf, "hello", 5), "recv mode: in order");
+    is_int(gio_recv(l, sv[0], buf, sizeof buf), GIO_AGAIN, "recv mode: then GIO_AGAIN");
+    ok(events_of(l, sv[0], 50) == 0, "recv mode: nothing more reported");
+
+    static char big[40000], got[40000];
+    for (size_t i = 0; i < sizeof big; i++)
+        big[i] = (char)(i * 7 + i / 256);
+    size_t have = 0, sent = 0;
+    for (int rounds = 0; have < sizeof big && rounds < 2000; rounds++) {
+        if (sent < sizeof big) {
+            ssize_t w = write(sv[1], big + sent, sizeof big - sent);
+            if (w > 0)
+                sent += (size_t)w;
+        }
+        if (!(events_of(l, sv[0], 1000) & GIO_READ))
+            continue;
+        long r;
+        while (have < sizeof got && (r = gio_recv(l, sv[0], got + have, 3000)) > 0)
+            have += (size_t)r;
+    }
+    ok(have == sizeof big && !memcmp(big, got, sizeof big), "recv mode: 40,000 bytes whole");
+
+    gio_want(l, sv[0], 0); /* input that comes while nobody wants it is kept */
+    gio_wait(l, 0);
+    write(sv[1], "late", 4);
+    ok(events_of(l, sv[0], 100) == 0, "recv mode: not reported while not wanted");
+    gio_want(l, sv[0], GIO_READ);
+    ok(events_of(l, sv[0], 2000) == GIO_READ, "recv mode: reported once wanted again");
+    is_int(gio_recv(l, sv[0], buf, sizeof buf), 4, "recv mode: none of it lost");
+    close(sv[1]);
+    ok(events_of(l, sv[0], 2000) & (GIO_READ | GIO_HANGUP), "recv mode: EOF reported");
+    is_int(gio_recv(l, sv[0], buf, sizeof buf), GIO_EOF, "recv mode: gio_recv gives GIO_EOF");
+    gio_close_sole(l, sv[0]);
+
+    int right = 0;
+    for (int i = 0; i < 600; i++) {
+        pair(sv);
+        gio_add(l, sv[0], NULL);
+        gio_recv_mode(l, sv[0]);
+        gio_want(l, sv[0], GIO_READ);
+        gio_wait(l, 0);
+        write(sv[1], "xy", 2);
+        unsigned ev = events_of(l, sv[0], 2000);
+        if (i % 2 == 0) { /* every other one is closed holding its input */
+            right += ev == GIO_READ;
+        } else {
+            right += ev == GIO_READ && gio_recv(l, sv[0], buf, sizeof buf) == 2 &&
+                     !memcmp(buf, "xy", 2);
+        }
+        gio_close_sole(l, sv[0]);
+        close(sv[1]);
+    }
+    is_int(right, 600, "recv mode: 600 connections opened, fed and closed");
+    gio_wait(l, 0);
+}
+
+/*
+ * gio_send on a descriptor in recv mode (uring: through the ring, from a
+ * copy): memory and a file range after it leave whole and in order, the
+ * batch is consumed only as bytes go out, and a descriptor closed with a
+ * send stuck in flight (the peer reads nothing) is closed for the peer.
+ */
+static void test_send_mode(gio_loop_t *l)
+{
+    int sv[2];
+    pair(sv);
+    gio_add(l, sv[0], NULL);
+    gio_recv_mode(l, sv[0]);
+    char head[100], fbuf[5000];
+    for (size_t i = 0; i < sizeof head; i++)
+        head[i] = (char)('A' + i % 26);
+    for (size_t i = 0; i < sizeof fbuf; i++)
+        fbuf[i] = (char)('a' + i % 23);
+    char path[] = "/tmp/t_gio_send.XXXXXX";
+    int ffd = mkstemp(path);
+    unlink(path);
+    write(ffd, fbuf, sizeof fbuf);
+    gio_batch_t b;
+    gio_batch_init(&b);
+    gio_batch_add_buf(&b, head, sizeof head, 0);
+    gio_batch_add_file(&b, ffd, 0, sizeof fbuf, 0);
+    gio_batch_add_buf(&b, "END", 3, 0);
+    char got[6000];
+    size_t have = 0, total = sizeof head + sizeof fbuf + 3;
+    int rounds = 0, bad = 0;
+    while ((!gio_batch_done(&b) || have < total) && rounds++ < 2000) {
+        long r = gio_send(l, sv[0], &b, 0);
+        if (r == GIO_ERR)
+            bad = 1;
+        gio_want(l, sv[0], gio_batch_done(&b) ? 0 : GIO_WRITE);
+        events_of(l, sv[0], 10);
+        ssize_t n;
+        while ((n = read(sv[1], got + have, sizeof got - have)) > 0)
+            have += (size_t)n;
+    }
+    ok(!bad && have == total && !memcmp(got, head, sizeof head) &&
+           !memcmp(got + sizeof head, fbuf, sizeof fbuf) && !memcmp(got + total - 3, "END", 3),
+       "send mode: memory, a file range, memory: whole and in order (%zu of %zu)", have, total);
+    is_int((int)b.bytes_sent, (int)total, "send mode: the batch counts what went out");
+
+    /* fill the peer's socket until sends stop, then close with one in flight */
+    static char blob[65536];
+    gio_batch_reset(&b);
+    int stuck = 0;
+    for (int i = 0; i < 200 && !stuck; i++) {
+        gio_batch_add_buf(&b, blob, sizeof blob, 0);
+        long r = gio_send(l, sv[0], &b, 0);
+        gio_want(l, sv[0], GIO_WRITE);
+        events_of(l, sv[0], 20);
+        if (r == GIO_AGAIN && !(events_of(l, sv[0], 50) & GIO_WRITE))
+            stuck = 1;
+        while (!gio_batch_done(&b) && gio_send(l, sv[0], &b, 0) > 0)
+            ;
+    }
+    ok(stuck, "send mode: a peer that reads nothing blocks the sends");
+    gio_close_sole(l, sv[0]);
+    gio_batch_free(&b);
+    gio_wait(l, 0);
+    char sink[65536];
+    ssize_t n;
+    size_t drained = 0;
+    int eof = 0;
+    for (int i = 0; i < 2000 && !eof; i++) {
+        n = read(sv[1], sink, sizeof sink);
+        if (n == 0)
+            eof = 1;
+        else if (n > 0)
+            drained += (size_t)n;
+        else
+            usleep(1000);
+        gio_wait(l, 0);
+    }
+    ok(eof, "send mode: closed with a send in flight: the peer sees the close (%zu read)",
+       drained);
+    close(sv[1]);
+    close(ffd);
 }
 
 /*
@@ -603,6 +765,8 @@ int main(void)
     test_del_pending(l);
     test_reuse(l);
     test_close_sole(l);
+    test_recv_mode(l);
+    test_send_mode(l);
     test_many(l);
     test_deadlines(l);
     test_high_fd(l, tablesize);
