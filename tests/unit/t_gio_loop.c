@@ -273,6 +273,18 @@ static void test_del_pending(gio_loop_t *l)
         close_pair(sv[i]);
 }
 
+/* A socket pair whose first end the kernel watches for reading, with
+   input waiting on it; returns that end. */
+static int watched_with_input(gio_loop_t *l, int sv[2])
+{
+    pair(sv);
+    gio_add(l, sv[0], NULL);
+    gio_want(l, sv[0], GIO_READ);
+    gio_wait(l, 0); /* the kernel now knows */
+    write(sv[1], "old", 3);
+    return sv[0];
+}
+
 /*
  * A new socket pair whose first end takes the number num (just closed),
  * registered for reading: it must get no event of the closed file, and its
@@ -302,14 +314,8 @@ static int reuse_number(gio_loop_t *l, int num, const char *after)
  */
 static void test_reuse(gio_loop_t *l)
 {
-    int sv[2];
-    pair(sv);
-    gio_add(l, sv[0], NULL);
-    gio_want(l, sv[0], GIO_READ);
-    gio_wait(l, 0); /* the kernel now knows */
-    write(sv[1], "old", 3);
-    int num = sv[0];
-    gio_close(l, sv[0]); /* closed with data and notifications pending */
+    int sv[2], num = watched_with_input(l, sv);
+    gio_close(l, num); /* closed with data and notifications pending */
     close(sv[1]);
     int peer = reuse_number(l, num, "after gio_close");
 
@@ -329,14 +335,8 @@ static void test_reuse(gio_loop_t *l)
  */
 static void test_close_sole(gio_loop_t *l)
 {
-    int sv[2];
-    pair(sv);
-    gio_add(l, sv[0], NULL);
-    gio_want(l, sv[0], GIO_READ);
-    gio_wait(l, 0); /* registered in the kernel */
-    write(sv[1], "old", 3);
-    int num = sv[0];
-    gio_close_sole(l, sv[0]);
+    int sv[2], num = watched_with_input(l, sv);
+    gio_close_sole(l, num);
     errno = 0;
     ok(fcntl(num, F_GETFD) < 0 && errno == EBADF, "gio_close_sole closed the descriptor");
     close(sv[1]);
