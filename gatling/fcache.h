@@ -78,8 +78,9 @@ fcache_entry_t *fcache_get(fcache_t *fc, const char *key, size_t n, int64_t now)
 
 /*
  * Enter tmpl (its fd and rel are taken over; key, links, counts and data
- * are filled in here: a small regular file is read into memory) under key; returns the entry with a reference taken, or
- * NULL on ENOMEM (fd and rel are then still the caller's).
+ * are filled in here: a small regular file is read into memory) under key;
+ * returns the entry with a reference taken, or NULL on ENOMEM (fd and rel
+ * are then still the caller's).
  */
 fcache_entry_t *fcache_put(fcache_t *fc, const char *key, size_t n, const fcache_entry_t *tmpl,
                            int64_t now);

@@ -36,13 +36,14 @@
  * GIO_AGAIN meanwhile; the completion is reported as write readiness, and
  * the next gio_send consumes from the batch what went out, as a sendmsg
  * would have.  A batch with a file range goes by sendmsg and sendfile(2),
- * as before, never while a queue is in flight, so bytes leave in order.  gio_del cancels a send in flight;
- * its queue is freed when the cancellation completes.
+ * as before, never while a queue is in flight, so bytes leave in order.
+ * gio_del cancels a send in flight; its queue is freed when the
+ * cancellation completes.
  *   A receive in flight is never cancelled by an interest change (its
  * completion may already hold data that would be lost): only gio_del ends
  * it.  Write interest of such an fd is a poll of its own beside it.  When
  * the ring has no free buffer the receive fails with ENOBUFS, and the fd
- * falls back to a read poll and read(2) until it has been quiet.
+ * falls back to a read poll and read(2) until that poll has fired once.
  *
  * Stale completions.  user_data carries fd, the kind of request and a
  * per-fd generation; removing a request (interest change, gio_del) bumps the
@@ -81,9 +82,14 @@ typedef struct sendq {
     size_t len, off; /* bytes queued, bytes sent */
     size_t taken;    /* bytes of them consumed from the owner's batch */
     size_t inflight; /* bytes of the send in flight, 0 = none submitted */
-    int busy;        /* a send queued or in flight: the owner waits */
     char data[];
 } sendq_t;
+
+/* Bytes still to go and no error: a send is queued or in flight, the owner waits. */
+static int sq_busy(const sendq_t *q)
+{
+    return q->off < q->len && !q->err;
+}
 
 #define SENDQ_MAX (256 * 1024) /* more than that goes by sendmsg directly */
 
@@ -223,6 +229,14 @@ static void recv_setup(uring_state_t *s)
     io_uring_buf_ring_advance(s->br, RECV_BUFS);
 }
 
+/* The per-fd tables and the state itself (any of them may be NULL). */
+static void state_free(uring_state_t *s)
+{
+    free(s->gen), free(s->rgen), free(s->armed), free(s->recving), free(s->nobuf);
+    free(s->held), free(s->rearm), free(s->onrearm), free(s->pending), free(s->onpending);
+    free(s->sq), free(s->tosend), free(s->ontosend), free(s);
+}
+
 static int backend_create(gio_loop_t *l)
 {
     uring_state_t *s = calloc(1, sizeof *s);
@@ -256,9 +270,7 @@ static int backend_create(gio_loop_t *l)
         }
     }
     if (r < 0) {
-        free(s->gen), free(s->rgen), free(s->armed), free(s->recving), free(s->nobuf);
-        free(s->held), free(s->rearm), free(s->onrearm), free(s->pending), free(s->onpending);
-        free(s->sq), free(s->tosend), free(s->ontosend), free(s);
+        state_free(s);
         errno = -r;
         return -1;
     }
@@ -277,8 +289,6 @@ static void backend_free(gio_loop_t *l)
         munmap(s->br, RECV_BUFS * sizeof(struct io_uring_buf));
         free(s->bufs);
     }
-    free(s->gen), free(s->rgen), free(s->armed), free(s->recving), free(s->nobuf);
-    free(s->held), free(s->rearm), free(s->onrearm), free(s->pending), free(s->onpending);
     for (int fd = 0; fd < l->maxfds; fd++)
         free(s->sq[fd]); /* the ring is gone: no completion will come */
     while (s->orphans) {
@@ -286,7 +296,7 @@ static void backend_free(gio_loop_t *l)
         s->orphans = q->next;
         free(q);
     }
-    free(s->sq), free(s->tosend), free(s->ontosend), free(s);
+    state_free(s);
 }
 
 static int backend_add(gio_loop_t *l, int fd)
@@ -405,7 +415,7 @@ static long backend_send(gio_loop_t *l, int fd, gio_batch_t *b, uint64_t budget)
     uring_state_t *s = l->api;
     sendq_t *q = s->sq[fd];
     if (q) {
-        if (q->busy)
+        if (sq_busy(q))
             return GIO_AGAIN;
         size_t done = q->off - q->taken;
         gio_batch_consume(b, done);
@@ -423,7 +433,7 @@ static long backend_send(gio_loop_t *l, int fd, gio_batch_t *b, uint64_t budget)
     }
     if (gio_batch_done(b))
         return 0;
-    if (!s->br || !l->fds[fd].recvmode)
+    if (!s->br) /* gio_send calls only for descriptors in receive mode */
         return GIO_PASS;
     /* memory only: a head before a file range goes by sendmsg with
        MSG_MORE, sharing packets with the body, as gio_batch_send does */
@@ -440,7 +450,7 @@ static long backend_send(gio_loop_t *l, int fd, gio_batch_t *b, uint64_t budget)
     if (!(q = malloc(sizeof *q + n)))
         return GIO_PASS;
     /* the header first: data[] may begin inside its trailing padding */
-    *q = (sendq_t){.fd = fd, .busy = 1};
+    *q = (sendq_t){.fd = fd};
     long got = gio_batch_copy(b, q->data, (size_t)n);
     if (got <= 0) {
         free(q);
@@ -487,7 +497,6 @@ static int send_done(gio_loop_t *l, sendq_t *q, int res, unsigned *events)
         push(s->tosend, s->ontosend, &s->ntosend, q->fd);
         return 0;
     }
-    q->busy = 0;
     if (res < 0) {
         q->err = -res;
         *events = GIO_ERROR | GIO_WRITE;
@@ -539,7 +548,7 @@ static int backend_poll(gio_loop_t *l, int timeout_ms)
     for (int i = 0; i < s->ntosend; i++) {
         int fd = s->tosend[i];
         s->ontosend[fd] = 0;
-        if (s->sq[fd] && s->sq[fd]->busy && !s->sq[fd]->inflight)
+        if (s->sq[fd] && sq_busy(s->sq[fd]) && !s->sq[fd]->inflight)
             send_submit(s, s->sq[fd]);
     }
     s->ntosend = 0;
