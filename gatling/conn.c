@@ -110,7 +110,9 @@ static void enter(conn_t *c, conn_state_t st)
 {
     c->state = st;
     switch (st) {
-    case CONN_IDLE: set_deadline(c, idle_ms(c)); break;
+    case CONN_IDLE:
+        set_deadline(c, c->set->draining ? capped_ms(c, CONN_DRAIN_GRACE_MS) : idle_ms(c));
+        break;
     case CONN_HEAD:
     case CONN_HANDSHAKE: set_deadline(c, head_ms(c)); break;
     case CONN_BODY:
@@ -479,8 +481,10 @@ static void finish_request(conn_t *c)
     c->inlen -= c->reqlen;
     c->reqlen = 0;
     memset(&c->blk->prog, 0, sizeof c->blk->prog); /* the next head starts at in[0] */
-    if (c->set->draining)                          /* shutting down: this was the last response */
-        c->keepalive = 0;
+    /* Shutting down, but this response promised keep-alive: the client may
+       already be sending its next request, and a close now would meet it
+       with a reset.  Idle for the drain's grace instead; a request that
+       comes is answered with "Connection: close" (keeps_alive). */
     if (!c->keepalive) {
         if (c->unread_input || c->inlen)
             enter(c, CONN_LINGER);

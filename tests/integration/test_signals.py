@@ -155,6 +155,27 @@ def test_sighup_waits_for_inflight(gatling, huge_tree):
     expect_exit(srv)
 
 
+def test_sighup_next_request_after_a_keepalive_response(gatling, huge_tree):
+    """The response in flight at SIGHUP promised keep-alive: the client's
+    next request, sent as soon as that response is read, gets an answer
+    (with "Connection: close"), not a close or a reset.  The drain used to
+    close right after the response, which on io_uring (whose send completes
+    a round later) met bench's next request and failed the upgrade test."""
+    root, sha = huge_tree
+    srv = gatling(docroot=root, args=("-T", "30"))
+    c = start_slow_download(srv)
+    srv.send_signal(signal.SIGHUP)
+    time.sleep(0.3)
+    r = finish_download(c, sha)
+    assert "close" not in r.tokens("connection"), r.headers
+    c.send(build_request("/f.txt"))
+    r = c.read_response()
+    assert r.status == 200 and r.body == TEXT, r
+    assert "close" in r.tokens("connection"), r.headers
+    c.assert_closed(3, "after the answer with Connection: close")
+    expect_exit(srv)
+
+
 def test_sigpipe_ignored(gatling, huge_tree):
     # a client that resets mid-transfer must not kill the server with SIGPIPE
     root, _ = huge_tree
