@@ -164,8 +164,8 @@ def test_fastpath_driver(build, tmp_path):
     p = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "fastpath"), "--rounds", "1",
                         "--duration", "1", "--servers", "gatling,gatling -a,trivial",
                         "--gatling", build.binary, "--trivial", trivial, "--tests",
-                        "keepalive,perconn", "-o", str(out)],
-                       capture_output=True, text=True, timeout=180)
+                        "keepalive,perconn,big", "-o", str(out)],
+                       capture_output=True, text=True, timeout=240)
     assert p.returncode == 0, p.stderr[-2000:]
     text = (out / "fastpath.txt").read_text()
     assert "system calls per request" in text, text
@@ -177,6 +177,10 @@ def test_fastpath_driver(build, tmp_path):
     pc = data["syscalls"]["gatling -a|perconn"]
     # accepted with its request waiting: no epoll_ctl at all for such a connection
     assert pc.get("epoll_ctl", 0) < 0.2 and pc["total"] < 5, pc
+    big = data["syscalls"]["gatling|big"]
+    # 1 MiB: the connection is registered once, edge-triggered: no write
+    # interest switched on and off per response (it cost two epoll_ctl)
+    assert big.get("epoll_ctl", 0) < 0.1 and big.get("sendfile64", 0) >= 1, big
     tr = data["syscalls"]["trivial|keepalive"]
     assert tr.get("write", 0) > 0.9, tr
     assert (out / "fastpath-commands.txt").exists()

@@ -516,6 +516,63 @@ static void test_send_mode(gio_loop_t *l)
 }
 
 /*
+ * Level behaviour of a descriptor in receive mode, whose reads and sends all
+ * go through gio (epoll registers it once, edge-triggered, and keeps the
+ * readiness itself): what is left ready is reported every round, a change
+ * of interest alone reports what is still ready, and a full socket buffer
+ * is reported writable once the peer has read.
+ */
+static void test_mode_level(gio_loop_t *l)
+{
+    int sv[2];
+    pair(sv);
+    gio_add(l, sv[0], NULL);
+    gio_recv_mode(l, sv[0]);
+    gio_want(l, sv[0], GIO_READ);
+    ok(events_of(l, sv[0], 50) == 0, "mode level: writable but not wanted: nothing");
+    gio_want(l, sv[0], GIO_WRITE);
+    ok(events_of(l, sv[0], 1000) == GIO_WRITE, "mode level: wanted writable: reported");
+    ok(events_of(l, sv[0], 1000) == GIO_WRITE, "mode level: and again, nothing was sent");
+    gio_want(l, sv[0], GIO_READ);
+    ok(events_of(l, sv[0], 50) == 0, "mode level: back to input only: nothing");
+    gio_want(l, sv[0], GIO_WRITE);
+    ok(events_of(l, sv[0], 1000) == GIO_WRITE, "mode level: writable again without new news");
+
+    static char blob[65536];
+    gio_batch_t b;
+    gio_batch_init(&b);
+    long r = 1;
+    for (int i = 0; i < 400 && r > 0; i++) { /* until the buffers are full */
+        if (gio_batch_done(&b))
+            gio_batch_add_buf(&b, blob, sizeof blob, 0);
+        r = gio_send(l, sv[0], &b, 0);
+        if (r == GIO_AGAIN) { /* uring: the send completes a round later */
+            unsigned ev = events_of(l, sv[0], 100);
+            r = (ev & GIO_WRITE) ? 1 : 0;
+        }
+    }
+    ok(r == 0, "mode level: the socket buffers filled");
+    ok(events_of(l, sv[0], 100) == 0, "mode level: full: not writable");
+    drain(sv[1]);
+    unsigned ev = 0;
+    for (int i = 0; i < 50 && !(ev & GIO_WRITE); i++) {
+        ev = events_of(l, sv[0], 100);
+        drain(sv[1]);
+    }
+    ok(ev & GIO_WRITE, "mode level: the peer read: writable reported");
+    write(sv[1], "in", 2);
+    gio_want(l, sv[0], 0);
+    ok(events_of(l, sv[0], 50) == 0, "mode level: wanting nothing: nothing");
+    gio_want(l, sv[0], GIO_READ);
+    ok(events_of(l, sv[0], 1000) & GIO_READ, "mode level: input that came meanwhile reported");
+    char buf[16];
+    is_int(gio_recv(l, sv[0], buf, sizeof buf), 2, "mode level: and taken");
+    gio_batch_free(&b);
+    gio_close_sole(l, sv[0]);
+    close(sv[1]);
+}
+
+/*
  * Many ready descriptors in one round, then level behaviour for each (catches
  * a fired/ready array or signal queue that loses some).
  */
@@ -767,6 +824,7 @@ int main(void)
     test_close_sole(l);
     test_recv_mode(l);
     test_send_mode(l);
+    test_mode_level(l);
     test_many(l);
     test_deadlines(l);
     test_high_fd(l, tablesize);
