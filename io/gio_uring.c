@@ -82,6 +82,7 @@ typedef struct sendq {
     size_t len, off; /* bytes queued, bytes sent */
     size_t taken;    /* bytes of them consumed from the owner's batch */
     size_t inflight; /* bytes of the send in flight, 0 = none submitted */
+    int small;       /* a SENDQ_SMALL block: goes back to the spares */
     char data[];
 } sendq_t;
 
@@ -92,6 +93,15 @@ static int sq_busy(const sendq_t *q)
 }
 
 #define SENDQ_MAX (256 * 1024) /* more than that goes by sendmsg directly */
+/*
+ * Queues for small responses are blocks of SENDQ_SMALL bytes kept on a
+ * free list (at most SPARES_MAX of them), not malloc'd and freed per
+ * response: a hundred connections' queues freed together let malloc give
+ * the top of the heap back to the kernel (brk), and the next round faulted
+ * it in again page by page -- a page fault per request or two.
+ */
+#define SENDQ_SMALL 4096
+#define SPARES_MAX 256
 
 typedef struct {
     struct io_uring ring;
@@ -100,6 +110,8 @@ typedef struct {
     uint8_t *ontosend;
     int ntosend;
     sendq_t *orphans; /* in flight, their fd removed: freed by completion or at the end */
+    sendq_t *spares;  /* free SENDQ_SMALL blocks, linked by next */
+    int nspares;
     uint32_t *gen;    /* fd -> generation of its poll request */
     uint32_t *rgen;   /* fd -> generation of its receive */
     uint8_t *armed;   /* fd -> mask of the poll in flight, 0 = none */
@@ -116,6 +128,33 @@ typedef struct {
     struct io_uring_buf_ring *br; /* NULL: no receive path (old kernel) */
     char *bufs;
 } uring_state_t;
+
+/* A queue for n bytes: a spare block when it fits, else its own allocation. */
+static sendq_t *sq_new(uring_state_t *s, size_t n)
+{
+    sendq_t *q;
+    int small = sizeof *q + n <= SENDQ_SMALL;
+    if (small && s->spares) {
+        q = s->spares;
+        s->spares = q->next;
+        s->nspares--;
+    } else if (!(q = malloc(small ? SENDQ_SMALL : sizeof *q + n))) {
+        return NULL;
+    }
+    *q = (sendq_t){.small = small};
+    return q;
+}
+
+static void sq_free(uring_state_t *s, sendq_t *q)
+{
+    if (q->small && s->nspares < SPARES_MAX) {
+        q->next = s->spares;
+        s->spares = q;
+        s->nspares++;
+    } else {
+        free(q);
+    }
+}
 
 static uint64_t ud_of(uring_state_t *s, int fd)
 {
@@ -296,6 +335,11 @@ static void backend_free(gio_loop_t *l)
         s->orphans = q->next;
         free(q);
     }
+    while (s->spares) {
+        sendq_t *q = s->spares;
+        s->spares = q->next;
+        free(q);
+    }
     state_free(s);
 }
 
@@ -365,7 +409,7 @@ static void backend_del(gio_loop_t *l, int fd, unsigned kernel, int closing)
                 submit = 1;
             }
         } else {
-            free(q);
+            sq_free(s, q);
         }
     }
     if (s->held[fd].state == HELD_DATA)
@@ -426,7 +470,7 @@ static long backend_send(gio_loop_t *l, int fd, gio_batch_t *b, uint64_t budget)
         }
         if (q->off == q->len || q->err) { /* all out (or the rest never will) */
             s->sq[fd] = NULL;
-            free(q);
+            sq_free(s, q);
             push(s->rearm, s->onrearm, &s->nrearm, fd); /* a write poll, if wanted */
         }
         return done ? (long)done : GIO_AGAIN;
@@ -447,13 +491,12 @@ static long backend_send(gio_loop_t *l, int fd, gio_batch_t *b, uint64_t budget)
         n = budget;
     if (n > SENDQ_MAX)
         n = SENDQ_MAX;
-    if (!(q = malloc(sizeof *q + n)))
+    if (!(q = sq_new(s, (size_t)n)))
         return GIO_PASS;
-    /* the header first: data[] may begin inside its trailing padding */
-    *q = (sendq_t){.fd = fd};
+    q->fd = fd;
     long got = gio_batch_copy(b, q->data, (size_t)n);
     if (got <= 0) {
-        free(q);
+        sq_free(s, q);
         return got < 0 ? GIO_ERR : GIO_PASS;
     }
     q->len = (size_t)got;
@@ -488,7 +531,7 @@ static int send_done(gio_loop_t *l, sendq_t *q, int res, unsigned *events)
                 *p = q->next;
                 break;
             }
-        free(q);
+        sq_free(s, q);
         return 0;
     }
     if (res == -EAGAIN || res == -EINTR || (res > 0 && q->off + (size_t)res < q->len)) {

@@ -205,3 +205,31 @@ def test_fastpath_uring_data_path(build, tmp_path):
     assert ka.get("read", 0) < 0.02 and ka.get("sendmsg", 0) < 0.02, ka
     assert ka["total"] < 1, ka
     assert ka.get("io_uring_enter", 0) > 0, ka
+
+
+def minor_faults(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        return int(f.read().rsplit(")", 1)[1].split()[7])  # field 10, minflt
+
+
+@http_only
+def test_keepalive_requests_fault_in_no_memory(build, gatling):
+    """Serving keep-alive requests reuses the memory it has: no page fault per
+    request.  On uring each small response is copied into a send queue; when
+    those were malloc'd and freed per response, a hundred connections' queues
+    freed together let malloc hand the top of the heap back to the kernel and
+    the next round faulted it in again: 1.8 faults and 6 us of CPU per request."""
+    if build.name.endswith("-san"):
+        pytest.skip("ASan's allocator quarantine hands out fresh memory by design")
+    if not shutil.which("wrk"):
+        pytest.fail("wrk missing: sh tests/setup.sh installs it")
+    srv = gatling({"s.bin": SMALL}, args=("-n", "-T", "60"))
+    url = "http://127.0.0.1:%d/s.bin" % srv.port
+    subprocess.run(["wrk", "-t1", "-c100", "-d1s", url], capture_output=True, timeout=60)
+    f0 = minor_faults(srv.pid)
+    p = subprocess.run(["wrk", "-t1", "-c100", "-d2s", url], capture_output=True, text=True,
+                       timeout=60)
+    faults = minor_faults(srv.pid) - f0
+    reqs = int(p.stdout.split(" requests in")[0].split()[-1])
+    assert reqs > 1000, p.stdout
+    assert faults / reqs < 0.02, "%d page faults for %d requests" % (faults, reqs)
