@@ -5,15 +5,19 @@
 # servers and tools the benchmarks compare against.
 set -e
 pkgs="gcc make libc6-dev libowfat-dev libssl-dev openssl zlib1g-dev liburing-dev curl wrk
-      apache2-utils python3 goaccess clang libclang-rt-14-dev
-      debhelper dpkg-dev fakeroot lintian logrotate systemd adduser media-types linux-perf util-linux"
-# (the second line: tests/integration/test_package.py builds, checks, installs
-#  and purges the Debian package, and tries the systemd units and logrotate file;
+      apache2-utils python3 goaccess clang libclang-rt-14-dev gnuplot-nox
+      debhelper dpkg-dev fakeroot lintian logrotate systemd adduser media-types linux-perf util-linux
+      procps iproute2 git"
+# (gnuplot-nox: make check runs the kernel benchmark suite, whose plots it checks;
+#  the third line: tests/integration/test_package.py builds, checks, installs
+#  and purges the Debian package, and tries the systemd units and logrotate file:
+#  procps is the unit's /bin/kill (systemd-analyze verify wants it), git lists
+#  the tree to package; iproute2's ss shows the listeners when a socket
+#  activation test fails (the tests themselves poll with connect());
 #  linux-perf and util-linux's taskset: bench/fastpath counts system calls with
 #  perf's tracepoints, and test_fastpath.py runs it)
 # slowhttptest, whois (mkpasswd) and openssl: bench/slashdot's attacks and password hashes
-[ "$1" = bench ] && pkgs="$pkgs nginx lighttpd h2o gnuplot-nox util-linux procps
-      slowhttptest whois openssl"
+[ "$1" = bench ] && pkgs="$pkgs nginx lighttpd h2o slowhttptest whois"
 
 missing=
 for p in $pkgs; do

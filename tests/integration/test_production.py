@@ -51,6 +51,16 @@ def has_ipv6_loopback():
         return False
 
 
+def v6_also_takes_v4():
+    """Whether a socket bound to [::] without IPV6_V6ONLY (what
+    systemd-socket-activate makes) also accepts IPv4: net.ipv6.bindv6only."""
+    try:
+        with open("/proc/sys/net/ipv6/bindv6only") as f:
+            return f.read().strip() == "0"
+    except OSError:
+        return False
+
+
 def get(port, path="/f.txt", host="127.0.0.1", family=socket.AF_INET):
     with socket.socket(family) as s:
         s.settimeout(IO_TIMEOUT)
@@ -64,6 +74,22 @@ def get(port, path="/f.txt", host="127.0.0.1", family=socket.AF_INET):
             data += b
 
 
+def get_once_listening(port, timeout=5, **kw):
+    """get(), retried while the port refuses connections: whoever listens
+    (systemd-socket-activate) may not have bound it yet."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return get(port, **kw)
+        except ConnectionRefusedError:
+            if time.monotonic() > deadline:
+                ss = shutil.which("ss") and subprocess.run(
+                    ["ss", "-ltn"], capture_output=True, text=True).stdout
+                raise AssertionError("nothing listens on port %d within %d s; listeners:\n%s"
+                                     % (port, timeout, ss or "(no ss to show them)"))
+            time.sleep(0.05)
+
+
 def san_env(build):
     e = dict(os.environ)
     if build.sanitized:
@@ -74,33 +100,44 @@ def san_env(build):
 # --------------------------------------------------------------------------
 # Socket activation
 
+# What systemd-socket-activate listens on (-l), where the test connects, and how
+# many sockets gatling is handed.  "dual-stack" is one [::] socket that takes
+# IPv4 too, as gatling.socket makes (BindIPv6Only=both).
+ACTIVATION = {
+    "ipv4": (["127.0.0.1:%d"], [("127.0.0.1", socket.AF_INET)], 1),
+    "ipv4+ipv6": (["127.0.0.1:%d", "[::1]:%d"],
+                  [("127.0.0.1", socket.AF_INET), ("::1", socket.AF_INET6)], 2),
+    "dual-stack": (["[::]:%d"], [("127.0.0.1", socket.AF_INET), ("::1", socket.AF_INET6)], 1),
+}
+
+
 @pytest.mark.skipif(not shutil.which("systemd-socket-activate"),
                     reason="systemd-socket-activate (Debian: systemd) is not installed")
-def test_socket_activation_ipv4_and_ipv6(build, tmp_path):
+@pytest.mark.parametrize("listen", sorted(ACTIVATION))
+def test_socket_activation(build, tmp_path, listen):
+    addrs, clients, nsockets = ACTIVATION[listen]
+    if listen != "ipv4" and not has_ipv6_loopback():
+        pytest.skip("no IPv6 loopback (::1) on this host")
+    if listen == "dual-stack" and not v6_also_takes_v4():
+        pytest.skip("net.ipv6.bindv6only=1: a [::] socket takes no IPv4 here")
     root = str(tmp_path / "www")
     make_docroot(root, {"f.txt": "activated\n"})
     port = free_port()
-    six = has_ipv6_loopback()
-    cmd = ["systemd-socket-activate", "-l", "127.0.0.1:%d" % port]
-    if six:
-        cmd += ["-l", "[::1]:%d" % port]
+    cmd = ["systemd-socket-activate"]
+    for a in addrs:
+        cmd += ["-l", a % port]
     cmd += [build.binary, "-n", "-p", "1"]  # -p is ignored: the sockets are passed
     proc = subprocess.Popen(cmd, cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, env=san_env(build))
     try:
         # systemd-socket-activate listens first and starts gatling on the first connection
-        wait_for(lambda: subprocess.run(["ss", "-Hltn", "sport = :%d" % port],
-                                        capture_output=True, text=True).stdout.strip(), 5,
-                 "systemd-socket-activate listening")
-        r = get(port)
-        assert r.startswith(b"HTTP/1.1 200") and r.endswith(b"activated\n"), r
-        if six:
-            r = get(port, host="::1", family=socket.AF_INET6)
-            assert r.startswith(b"HTTP/1.1 200") and r.endswith(b"activated\n"), r
+        for host, family in clients:
+            r = get_once_listening(port, host=host, family=family)
+            assert r.startswith(b"HTTP/1.1 200") and r.endswith(b"activated\n"), (host, r)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(10) == 0
         err = proc.stderr.read().decode(errors="replace")
-        assert err.count("listening on a passed socket, port %d" % port) == (2 if six else 1), err
+        assert err.count("listening on a passed socket, port %d" % port) == nsockets, err
         assert "AddressSanitizer" not in err and "runtime error" not in err, err
     finally:
         if proc.poll() is None:
