@@ -35,6 +35,7 @@ usr/share/man/man1/kb-manymap.1
 usr/share/man/man1/kbench.1
 usr/lib/systemd/system/gatling.service
 usr/lib/systemd/system/gatling.socket
+usr/lib/sysusers.d/gatling.conf
 usr/sbin/gatling
 usr/share/gatling/www/docs/index.html
 usr/share/gatling/www/hello.txt
@@ -105,6 +106,46 @@ def test_make_install_and_uninstall(tmp_path):
     r = make("uninstall", "DESTDIR=" + dest, "PREFIX=/usr")
     assert r.returncode == 0, r.stderr
     assert files_under(dest) == [], files_under(dest)
+
+
+def test_make_install_keeps_the_admins_config(tmp_path):
+    """/etc/default/gatling and the logrotate file are the admin's: a second
+    make install keeps an edited one, make uninstall removes only an
+    unchanged one."""
+    dest = str(tmp_path / "stage")
+    assert make("install", "DESTDIR=" + dest, "PREFIX=/usr").returncode == 0
+    opts = os.path.join(dest, "etc/default/gatling")
+    with open(opts, "a") as f:
+        f.write('GATLING_OPTIONS="-c /srv/www"\n')
+    with open(opts) as f:
+        edited = f.read()
+    r = make("install", "DESTDIR=" + dest, "PREFIX=/usr")
+    assert r.returncode == 0, r.stderr
+    assert "%s exists: kept" % opts in r.stdout, r.stdout
+    with open(opts) as f:
+        assert f.read() == edited
+    r = make("uninstall", "DESTDIR=" + dest, "PREFIX=/usr")
+    assert r.returncode == 0, r.stderr
+    assert "%s was changed: kept" % opts in r.stdout, r.stdout
+    assert files_under(dest) == ["etc/default/gatling"], files_under(dest)
+
+
+@pytest.mark.skipif(not shutil.which("systemd-sysusers"),
+                    reason="systemd-sysusers (Debian: systemd) is not installed")
+def test_sysusers_file_makes_the_user_of_the_unit(tmp_path):
+    """dist/gatling.sysusers, applied to an empty root, makes the user and the
+    group that gatling.service names in User= and Group=."""
+    (tmp_path / "etc").mkdir()
+    r = subprocess.run(["systemd-sysusers", "--root=" + str(tmp_path),
+                        os.path.join(ROOT, "dist", "gatling.sysusers")],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    passwd = (tmp_path / "etc" / "passwd").read_text().split(":")
+    assert passwd[0] == "gatling" and passwd[5] == "/nonexistent", passwd
+    assert (tmp_path / "etc" / "group").read_text().startswith("gatling:")
+    with open(os.path.join(ROOT, "dist", "gatling.service.in")) as f:
+        unit = f.read()
+    assert "User=gatling\n" in unit and "Group=gatling\n" in unit
 
 
 @pytest.mark.skipif(not shutil.which("logrotate"), reason="logrotate is not installed")
@@ -279,5 +320,6 @@ def test_debian_package_builds_installs_serves_and_purges(tmp_path):
                            timeout=300, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     for f in ("/usr/sbin/gatling", "/etc/default/gatling", "/etc/logrotate.d/gatling",
-              "/var/log/gatling", "/lib/systemd/system/gatling.service"):
+              "/var/log/gatling", "/lib/systemd/system/gatling.service",
+              "/usr/lib/sysusers.d/gatling.conf"):
         assert not os.path.exists(f), "%s is left after the purge" % f
