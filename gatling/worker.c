@@ -186,6 +186,26 @@ static int open_listeners(supervisor_t *sv)
     return 0;
 }
 
+/* The "listening on" lines: one per listener of the first group (every
+   group has the same ports).  Each names its socket's own port and says
+   https as the workers will decide it (server_adopt): systemd passes sockets
+   in the order of the socket unit, which may put HTTPS first. */
+static void announce(const supervisor_t *sv, int passed)
+{
+    const config_t *cfg = &sv->cfg;
+    for (int i = 0; i < sv->nfds / sv->groups; i++) {
+        listener_t l = {.fd = sv->fds[i]};
+        int port = server_port(&l);
+        int tls = cfg->tls && !cfg->tls_off && port == cfg->tls_port;
+        fprintf(stderr, "gatling %s (%s): %d workers listening on %s port %d%s%s\n",
+                GATLING_VERSION, gio_backend_name(), cfg->workers,
+                passed      ? "a passed socket,"
+                : cfg->addr ? cfg->addr
+                            : "::",
+                port, tls ? " (https)" : "", passed ? " (-i and -p ignored)" : "");
+    }
+}
+
 static void close_listeners(supervisor_t *sv)
 {
     for (int i = 0; i < sv->nfds; i++)
@@ -205,8 +225,6 @@ int worker_supervise(const config_t *cfg, mime_table_t *mime, const int *fds, in
     if (nfds > 0) {
         memcpy(sv.fds, fds, (size_t)nfds * sizeof *fds);
         sv.nfds = nfds, sv.groups = groups;
-        listener_t l = {.fd = fds[0]};
-        sv.cfg.port = server_port(&l);
     } else if (open_listeners(&sv) < 0) {
         close_listeners(&sv);
         return 1;
@@ -239,19 +257,7 @@ int worker_supervise(const config_t *cfg, mime_table_t *mime, const int *fds, in
         forward(&sv, SIGKILL);
         return 1;
     }
-    fprintf(stderr, "gatling %s (%s): %d workers listening on %s port %d\n", GATLING_VERSION,
-            gio_backend_name(), cfg->workers,
-            nfds > 0    ? "passed sockets,"
-            : cfg->addr ? cfg->addr
-                        : "::",
-            sv.cfg.port);
-    if (sv.cfg.tls && !sv.cfg.tls_skipped && sv.nfds / sv.groups > 1)
-        fprintf(stderr, "gatling %s (%s): %d workers listening on %s port %d (https)\n",
-                GATLING_VERSION, gio_backend_name(), cfg->workers,
-                nfds > 0    ? "passed sockets,"
-                : cfg->addr ? cfg->addr
-                            : "::",
-                sv.cfg.tls_port);
+    announce(&sv, nfds > 0);
     handover_ready();
     int stopping = 0, terms = 0;
     struct pollfd up = {.fd = -1, .events = POLLIN};

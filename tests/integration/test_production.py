@@ -11,8 +11,9 @@ import time
 
 import pytest
 
-from conftest import (http_only, IO_TIMEOUT, assert_status, fetch, make_docroot, running_server,
-                      start_server)
+from conftest import (http_only, IO_TIMEOUT, assert_status, client_tls_context, fetch,
+                      make_docroot, running_server, start_server)
+from conftest import test_pki as pki_dir  # not test_*: pytest would collect it
 
 
 def wait_for(pred, timeout, what):
@@ -138,6 +139,49 @@ def test_socket_activation(build, tmp_path, listen):
         assert proc.wait(10) == 0
         err = proc.stderr.read().decode(errors="replace")
         assert err.count("listening on a passed socket, port %d" % port) == nsockets, err
+        assert "AddressSanitizer" not in err and "runtime error" not in err, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.skipif(not shutil.which("systemd-socket-activate"),
+                    reason="systemd-socket-activate (Debian: systemd) is not installed")
+def test_socket_activation_with_workers_https_first(build, tmp_path):
+    """-W 2 handed an HTTPS socket before the plain one (a socket unit may
+    list 443 first): the supervisor names each socket by its own port, and
+    each serves what its line says."""
+    root = str(tmp_path / "www")
+    make_docroot(root, {"f.txt": "activated\n"})
+    http, https = free_port(), free_port()
+    while https == http:
+        https = free_port()
+    cmd = ["systemd-socket-activate", "-l", "127.0.0.1:%d" % https, "-l", "127.0.0.1:%d" % http,
+           build.binary, "-n", "-W", "2", "-C", os.path.join(pki_dir(), "certs"),
+           "-e", str(https)]
+    proc = subprocess.Popen(cmd, cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, env=san_env(build))
+    try:
+        r = get_once_listening(http)
+        assert r.startswith(b"HTTP/1.1 200") and r.endswith(b"activated\n"), r
+        with socket.create_connection(("127.0.0.1", https), timeout=IO_TIMEOUT) as raw:
+            with client_tls_context().wrap_socket(raw, server_hostname="localhost") as s:
+                s.sendall(b"GET /f.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                data = b""
+                while True:
+                    b = s.recv(65536)
+                    if not b:
+                        break
+                    data += b
+        assert data.startswith(b"HTTP/1.1 200") and data.endswith(b"activated\n"), data
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 0
+        err = proc.stderr.read().decode(errors="replace")
+        lines = [l for l in err.splitlines() if "workers listening" in l]
+        want = ["2 workers listening on a passed socket, port %d (https) (-i and -p ignored)" % https,
+                "2 workers listening on a passed socket, port %d (-i and -p ignored)" % http]
+        assert [l.split("): ", 1)[1] for l in lines] == want, err
         assert "AddressSanitizer" not in err and "runtime error" not in err, err
     finally:
         if proc.poll() is None:
