@@ -200,11 +200,124 @@ def test_logrotate_file_rotates_and_gatling_reopens(tmp_path):
         assert p.wait(5) == 0
 
 
-def serve_as_the_unit_would(tmp):
+def get_once_listening(port, path="/", timeout=5):
+    """http_get(), retried while the port refuses connections (whoever
+    listens may not have bound it yet)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return http_get(port, path)
+        except ConnectionRefusedError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def package_installed():
+    r = subprocess.run(["dpkg-query", "-W", "-f=${Status}", "gatling"], capture_output=True,
+                       text=True)
+    return "installed" in r.stdout
+
+
+def need(*tools):
+    """Skip, naming them, when tools the test needs are missing."""
+    missing = [t for t in tools if not shutil.which(t)]
+    if missing:
+        pytest.skip("not installed: %s (sh tests/setup.sh installs them)" % " ".join(missing))
+
+
+# The package is built and installed once for the tests below, which run in
+# file order; the last one purges it (and the fixture does, if it did not run).
+
+@pytest.fixture(scope="module")
+def deb(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip("installing a package needs root")
+    need("dpkg-buildpackage", "dh", "git")
+    if package_installed():
+        pytest.skip("a gatling package is installed: not touched")
+    tmp_path = tmp_path_factory.mktemp("deb")
+    src = tmp_path / "gatling"
+    src.mkdir()
+    # the tree as git sees it (tracked and new files), without build products
+    files = subprocess.run(["git", "-C", ROOT, "ls-files", "-co", "--exclude-standard"],
+                           capture_output=True, text=True, check=True).stdout.split()
+    for f in files:
+        if f.startswith("build/") or not os.path.isfile(os.path.join(ROOT, f)):
+            continue
+        os.makedirs(os.path.dirname(str(src / f)) or ".", exist_ok=True)
+        shutil.copy2(os.path.join(ROOT, f), str(src / f))
+    r = subprocess.run(["dpkg-buildpackage", "-us", "-uc", "-b"], cwd=str(src),
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    debs = [f for f in os.listdir(tmp_path) if f.startswith("gatling_") and f.endswith(".deb")]
+    assert len(debs) == 1, os.listdir(tmp_path)
+    return str(tmp_path / debs[0])
+
+
+ENV = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+
+
+@pytest.fixture(scope="module")
+def installed(deb):
+    r = subprocess.run(["dpkg", "-i", deb], capture_output=True, text=True, timeout=300, env=ENV)
+    try:
+        assert r.returncode == 0, r.stdout + r.stderr
+        yield deb
+    finally:
+        if package_installed():
+            subprocess.run(["dpkg", "--purge", "gatling"], capture_output=True, timeout=300,
+                           env=ENV)
+
+
+def test_package_is_lintian_clean(deb):
+    need("lintian")
+    r = subprocess.run(["lintian", deb], capture_output=True, text=True, timeout=300)
+    bad = [l for l in r.stdout.splitlines() if l[:2] in ("E:", "W:")]
+    assert not bad, r.stdout
+
+
+def test_package_installs_the_tree_and_the_user(installed):
+    assert subprocess.run(["id", "gatling"], capture_output=True).returncode == 0
+    for f in ("/usr/sbin/gatling", "/lib/systemd/system/gatling.service",
+              "/lib/systemd/system/gatling.socket", "/etc/default/gatling",
+              "/etc/logrotate.d/gatling", "/usr/share/man/man8/gatling.8.gz",
+              "/usr/bin/bench", "/usr/bin/httpbench", "/usr/lib/sysusers.d/gatling.conf"):
+        assert os.path.exists(f), f
+
+
+def test_package_stops_the_units_on_removal_and_reloads_on_upgrade(installed):
+    """Without systemd running here, the maintainer scripts are read: prerm
+    stops both units on remove only, postinst reloads (the binary upgrade) a
+    running service on upgrade and never starts or enables anything."""
+    with open("/var/lib/dpkg/info/gatling.prerm") as f:
+        prerm = f.read()
+    assert 'if [ "$1" = remove ]' in prerm and \
+        "deb-systemd-invoke stop gatling.socket gatling.service" in prerm, prerm
+    with open("/var/lib/dpkg/info/gatling.postinst") as f:
+        postinst = f.read()
+    assert "deb-systemd-invoke try-reload-or-restart gatling.service" in postinst, postinst
+    for never in ("deb-systemd-invoke start", "deb-systemd-invoke restart",
+                  "deb-systemd-invoke try-restart"):
+        assert never not in postinst, (never, postinst)
+    assert not os.path.exists("/var/lib/dpkg/info/gatling.preinst") or \
+        "stop" not in open("/var/lib/dpkg/info/gatling.preinst").read()
+
+
+def test_installed_units_verify(installed):
+    need("systemd-analyze")
+    r = subprocess.run(["systemd-analyze", "verify", "/lib/systemd/system/gatling.service",
+                        "/lib/systemd/system/gatling.socket"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and not r.stderr.strip(), r.stderr
+
+
+def test_installed_package_serves_socket_activated_and_upgrades(installed):
     """The installed binary with /etc/default/gatling's options, as the user
     gatling, handed its socket by systemd-socket-activate (what gatling.socket
     does), then upgraded with SIGUSR2 (what `systemctl reload` does) under a
     continuous load: zero errors, and the access log in /var/log/gatling."""
+    need("systemd-socket-activate", "setpriv")
     import json
     import re
     import shlex
@@ -216,12 +329,7 @@ def serve_as_the_unit_would(tmp):
     p = subprocess.Popen(cmd, cwd="/", stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     pids = []
     try:
-        for _ in range(50):
-            if subprocess.run(["ss", "-Hltn", "sport = :%d" % port], capture_output=True,
-                              text=True).stdout.strip():
-                break
-            time.sleep(0.1)
-        resp = http_get(port, "/")
+        resp = get_once_listening(port, "/")
         assert resp.startswith(b"HTTP/1.1 200") and b"gatling" in resp, resp[:300]
         pids.append(p.pid)
         load = subprocess.Popen(["/usr/bin/bench", "-q", "-J", "-d", "3", "-c", "20", "-k",
@@ -254,70 +362,25 @@ def serve_as_the_unit_would(tmp):
         time.sleep(0.5)
 
 
-def package_installed():
-    r = subprocess.run(["dpkg-query", "-W", "-f=${Status}", "gatling"], capture_output=True,
-                       text=True)
-    return "installed" in r.stdout
-
-
-@pytest.mark.skipif(os.geteuid() != 0, reason="installing a package needs root")
-@pytest.mark.skipif(not shutil.which("dpkg-buildpackage") or not shutil.which("dh"),
-                    reason="dpkg-dev and debhelper are not installed (tests/setup.sh)")
-@pytest.mark.skipif(package_installed(), reason="a gatling package is installed: not touched")
-def test_debian_package_builds_installs_serves_and_purges(tmp_path):
-    src = tmp_path / "gatling"
-    src.mkdir()
-    # the tree as git sees it (tracked and new files), without build products
-    files = subprocess.run(["git", "-C", ROOT, "ls-files", "-co", "--exclude-standard"],
-                           capture_output=True, text=True, check=True).stdout.split()
-    for f in files:
-        if f.startswith("build/") or not os.path.isfile(os.path.join(ROOT, f)):
-            continue
-        os.makedirs(os.path.dirname(str(src / f)) or ".", exist_ok=True)
-        shutil.copy2(os.path.join(ROOT, f), str(src / f))
-    r = subprocess.run(["dpkg-buildpackage", "-us", "-uc", "-b"], cwd=str(src),
-                       capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    debs = [f for f in os.listdir(tmp_path) if f.startswith("gatling_") and f.endswith(".deb")]
-    assert len(debs) == 1, os.listdir(tmp_path)
-    deb = str(tmp_path / debs[0])
-    if shutil.which("lintian"):
-        r = subprocess.run(["lintian", deb], capture_output=True, text=True, timeout=300)
-        bad = [l for l in r.stdout.splitlines() if l[:2] in ("E:", "W:")]
-        assert not bad, r.stdout
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    r = subprocess.run(["dpkg", "-i", deb], capture_output=True, text=True, timeout=300, env=env)
+def test_installed_binary_serves_as_the_gatling_user(installed):
+    # -u: started as root, serving as the gatling user
+    port = free_port()
+    p = subprocess.Popen(["/usr/sbin/gatling", "-i", "127.0.0.1", "-p", str(port), "-n",
+                          "-c", "/usr/share/gatling/www", "-u", "gatling"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        assert r.returncode == 0, r.stdout + r.stderr
-        assert subprocess.run(["id", "gatling"], capture_output=True).returncode == 0
-        for f in ("/usr/sbin/gatling", "/lib/systemd/system/gatling.service",
-                  "/lib/systemd/system/gatling.socket", "/etc/default/gatling",
-                  "/etc/logrotate.d/gatling", "/usr/share/man/man8/gatling.8.gz",
-                  "/usr/bin/bench", "/usr/bin/httpbench"):
-            assert os.path.exists(f), f
-        if shutil.which("systemd-analyze"):
-            r = subprocess.run(["systemd-analyze", "verify", "/lib/systemd/system/gatling.service",
-                                "/lib/systemd/system/gatling.socket"],
-                               capture_output=True, text=True, timeout=60)
-            assert r.returncode == 0 and not r.stderr.strip(), r.stderr
-        if shutil.which("systemd-socket-activate") and shutil.which("setpriv"):
-            serve_as_the_unit_would(str(tmp_path))
-        # -u: started as root, serving as the gatling user
-        port = free_port()
-        p = subprocess.Popen(["/usr/sbin/gatling", "-i", "127.0.0.1", "-p", str(port), "-n",
-                              "-c", "/usr/share/gatling/www", "-u", "gatling"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        try:
-            line = p.stderr.readline().decode()
-            assert "listening on 127.0.0.1 port %d" % port in line, line
-            resp = http_get(port, "/")
-            assert resp.startswith(b"HTTP/1.1 200") and b"gatling" in resp, resp[:300]
-        finally:
-            p.send_signal(signal.SIGTERM)
-            assert p.wait(5) == 0
+        line = p.stderr.readline().decode()
+        assert "listening on 127.0.0.1 port %d" % port in line, line
+        resp = http_get(port, "/")
+        assert resp.startswith(b"HTTP/1.1 200") and b"gatling" in resp, resp[:300]
     finally:
-        r = subprocess.run(["dpkg", "--purge", "gatling"], capture_output=True, text=True,
-                           timeout=300, env=env)
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(5) == 0
+
+
+def test_package_purges_cleanly(installed):  # last: the others need the package
+    r = subprocess.run(["dpkg", "--purge", "gatling"], capture_output=True, text=True,
+                       timeout=300, env=ENV)
     assert r.returncode == 0, r.stdout + r.stderr
     for f in ("/usr/sbin/gatling", "/etc/default/gatling", "/etc/logrotate.d/gatling",
               "/var/log/gatling", "/lib/systemd/system/gatling.service",
