@@ -2,7 +2,9 @@
 lintian-checked, installed, serving, purged), the systemd units and the
 logrotate file.  Run once, not per backend: they install the plain build."""
 import contextlib
+import grp
 import os
+import pwd
 import shutil
 import signal
 import subprocess
@@ -177,6 +179,9 @@ def test_logrotate_file_rotates_and_gatling_reopens(tmp_path):
             conf = f.read()
         conf = conf.replace("/var/log/gatling/", str(logs) + "/")
         conf = conf.replace("create 0640 gatling adm", "create 0640")
+        me = "%s %s" % (pwd.getpwuid(os.getuid()).pw_name, grp.getgrgid(os.getgid()).gr_name)
+        assert "\tsu gatling adm\n" in conf
+        conf = conf.replace("su gatling adm", "su " + me)
         assert "systemctl show --property MainPID" in conf
         conf = conf.replace("$(systemctl show --property MainPID --value gatling.service "
                             "2>/dev/null)", str(p.pid))
@@ -284,6 +289,14 @@ def test_package_installs_the_tree_and_the_user(installed):
               "/etc/logrotate.d/gatling", "/usr/share/man/man8/gatling.8.gz",
               "/usr/bin/bench", "/usr/bin/httpbench", "/usr/lib/sysusers.d/gatling.conf"):
         assert os.path.exists(f), f
+
+
+def test_installed_logrotate_file_parses(installed):
+    """Its su line names the user the package made (logrotate -d: no rotation)."""
+    need("logrotate")
+    r = subprocess.run(["logrotate", "-d", "/etc/logrotate.d/gatling"], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 0 and "error" not in r.stderr.lower(), r.stderr
 
 
 def test_package_stops_the_units_on_removal_and_reloads_on_upgrade(installed):
