@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <x86intrin.h>
 #define KB_HAVE_TSC 1
 #else
@@ -30,6 +31,47 @@ static void on_signal(int sig)
 {
     (void)sig;
     kb_stop = 1;
+}
+
+/* Does the first "flags" line of /proc/cpuinfo list flag (a whole word)? */
+static int cpuinfo_flag(const char *flag)
+{
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return 0;
+    char *line = NULL;
+    size_t cap = 0;
+    int found = 0;
+    size_t len = strlen(flag);
+    while (getline(&line, &cap, f) > 0) {
+        if (strncmp(line, "flags", 5) != 0)
+            continue;
+        for (char *p = strstr(line, flag); p; p = strstr(p + 1, flag))
+            if ((p == line || p[-1] == ' ') && (p[len] == ' ' || p[len] == '\n' || p[len] == '\0'))
+                found = 1;
+        break;
+    }
+    free(line);
+    fclose(f);
+    return found;
+}
+
+/*
+ * Cycles measure time only if the TSC ticks at one rate in every P-state and
+ * C-state: CPUID 0x80000007 EDX bit 8 (invariant TSC), or, where a hypervisor
+ * hides that leaf, the kernel's own verdict in /proc/cpuinfo (constant_tsc
+ * and nonstop_tsc).  1 if so.
+ */
+static int tsc_invariant(void)
+{
+#if KB_HAVE_TSC
+    unsigned a, b, c, d;
+    if (__get_cpuid(0x80000007, &a, &b, &c, &d) && (d & (1u << 8)))
+        return 1;
+    return cpuinfo_flag("constant_tsc") && cpuinfo_flag("nonstop_tsc");
+#else
+    return 0;
+#endif
 }
 
 static void usage(FILE *f, const char *what, const char *columns, long default_n, int has_ipv6,
@@ -103,6 +145,15 @@ void kb_start(int argc, char **argv, const char *name, const char *what, const c
         case 'C':
             if (!KB_HAVE_TSC) {
                 fprintf(stderr, "%s: -C: no usable cycle counter on this CPU\n", tool);
+                exit(KB_USAGE);
+            }
+            if (!tsc_invariant()) {
+                fprintf(stderr,
+                        "%s: -C: no usable cycle counter: the time-stamp counter is not "
+                        "invariant here (no CPUID invariant-TSC bit, no constant_tsc and "
+                        "nonstop_tsc in /proc/cpuinfo), so cycles would not measure time; "
+                        "leave out -C for microseconds\n",
+                        tool);
                 exit(KB_USAGE);
             }
             o->cycles = 1;
