@@ -217,9 +217,18 @@ class Progress:
 
 # -- gnuplot ------------------------------------------------------------------
 
+GNUPLOT_MISSING = ("gnuplot is not installed: no plots were drawn "
+                   "(apt-get install gnuplot-nox, then bench/run report DIR)")
+
+
+def have_gnuplot():
+    return shutil.which("gnuplot") is not None
+
+
 def gnuplot(script, cwd):
-    """Run a gnuplot script; False (with a message) when gnuplot is missing or fails."""
-    if not shutil.which("gnuplot"):
+    """Run a gnuplot script; False when gnuplot is missing (the caller warns, see
+    GNUPLOT_MISSING) or fails (with a message)."""
+    if not have_gnuplot():
         return False
     r = subprocess.run(["gnuplot"], input=script, text=True, cwd=cwd, capture_output=True,
                        timeout=120)
