@@ -1,19 +1,23 @@
 """benchlib: what bench/'s Python drivers share (run, compare-servers,
 compare-static, validate-loadgen, backend-latency, slashdot): logging, the
-CPU split between server and client, stopping processes, statistics, tool
-versions, the machine's metadata, and gnuplot.
+CPU split between server and client, starting and stopping child processes
+(a gatling among them), a free port, the alternating-rounds order,
+statistics, tool versions, the machine's metadata, and gnuplot.
 
 Python 3 standard library only.  The drivers are scripts without a .py
 suffix; they import this module from their own directory.
 """
+import ctypes
 import datetime
 import json
 import math
 import os
 import platform
+import re
 import resource
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -78,8 +82,45 @@ def pinned(cpu, argv):
     return (["taskset", "-c", cpu] + list(argv)) if shutil.which("taskset") else list(argv)
 
 
+# -- child processes ----------------------------------------------------------
+# Every child is started in a session of its own (a Ctrl-C reaches the driver only, which
+# then stops its children in order) and remembered, so that cleanup ends exactly the
+# processes the driver started, by id.
+
+CHILDREN = []  # Popen objects started by spawn() and not yet stopped
+
+
+def _child_setup(cpu, deathsig):
+    def setup():
+        # best effort if the driver is SIGKILLed: the kernel then signals the direct child
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, deathsig)  # PR_SET_PDEATHSIG
+        except Exception:
+            pass
+        if cpu is not None:
+            os.sched_setaffinity(0, {int(cpu)})
+    return setup
+
+
+def spawn(argv, cpu=None, deathsig=signal.SIGTERM, **kw):
+    """Popen(argv, **kw) in a new session, remembered in CHILDREN; deathsig is what the
+    kernel sends it if the driver dies; cpu (None: any) pins it with sched_setaffinity
+    (pinned() does it with taskset, visible in the command line)."""
+    p = subprocess.Popen(argv, start_new_session=True, preexec_fn=_child_setup(cpu, deathsig),
+                         **kw)
+    CHILDREN.append(p)
+    return p
+
+
+def forget(p):
+    """p was reaped by its caller: no longer a child to stop."""
+    if p in CHILDREN:
+        CHILDREN.remove(p)
+
+
 def stop(p, sig=signal.SIGTERM, grace=5.0):
-    """Signal a Popen, wait up to grace seconds, then kill it.  Its exit code."""
+    """Signal a Popen (its pid only), wait up to grace seconds, then kill it.  Its exit
+    code (None for no process)."""
     if p is None:
         return None
     if p.poll() is None:
@@ -92,7 +133,141 @@ def stop(p, sig=signal.SIGTERM, grace=5.0):
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
+    forget(p)
     return p.returncode
+
+
+def proc_stat(pid):
+    """(ppid, session, utime+stime ticks) of one process, or None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            rest = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(rest[1]), int(rest[3]), int(rest[11]) + int(rest[12])
+
+
+def session_pids(sid):
+    """All live processes of session sid (a child started by spawn() and all it forked)."""
+    pids = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            st = proc_stat(int(name))
+            if st and st[1] == sid:
+                pids.append(int(name))
+    return pids
+
+
+def _is_zombie(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def stop_session(p, grace=3.0):
+    """End child p (started by spawn()) and every process left in its session (a server's
+    workers); reap p."""
+    if p.poll() is None:
+        try:
+            os.killpg(p.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            p.wait(grace)
+        except subprocess.TimeoutExpired:
+            pass
+    deadline = time.monotonic() + grace
+    while True:
+        left = [pid for pid in session_pids(p.pid) if not _is_zombie(pid)]
+        if p.poll() is None:
+            left.append(p.pid)
+        if not left:
+            break
+        if time.monotonic() > deadline:
+            for pid in set(left):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        time.sleep(0.05)
+        if time.monotonic() > deadline + 5:
+            log(f"warning: processes {sorted(set(left))} of session {p.pid} would not die")
+            break
+    try:
+        p.wait(1)
+    except subprocess.TimeoutExpired:
+        pass
+    forget(p)
+
+
+def stop_all(session=True, grace=2.0):
+    """Stop every child spawn() started that is still remembered (cleanup on any exit):
+    with its session (stop_session), or only itself (stop)."""
+    for p in list(CHILDREN):
+        if session:
+            stop_session(p, grace=grace)
+        else:
+            stop(p, grace=grace)
+
+
+def free_port(host="127.0.0.1"):
+    """A TCP port that was free a moment ago (for servers that cannot be told port 0)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+# "gatling 0.1 (epoll): listening on 127.0.0.1 port 8000" or, with -W,
+# "gatling 0.1 (epoll): 2 workers listening on 127.0.0.1 port 8000"
+LISTENING = re.compile(r"\((\w+)\): (?:\d+ workers )?listening on \S+ port (\d+)")
+
+
+def listening_port(text):
+    """(IO backend, port) from gatling's start-up line on stderr, or None."""
+    m = LISTENING.search(text)
+    return (m.group(1), int(m.group(2))) if m else None
+
+
+def start_gatling(argv, errfile, name="gatling", timeout=10.0, cpu=None, **kw):
+    """Start gatling (argv with -p 0: it picks a port and says which; argv may begin with
+    taskset) with stderr to errfile, and wait until it listens.  (Popen, port, backend);
+    BenchError if it exits or stays silent for timeout seconds (then it is stopped)."""
+    with open(errfile, "wb") as err:
+        p = spawn(argv, cpu=cpu, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                  stderr=err, **kw)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open(errfile, "rb") as f:
+            text = f.read().decode(errors="replace")
+        got = listening_port(text)
+        if got:
+            return p, got[1], got[0]
+        if p.poll() is not None:
+            forget(p)
+            raise BenchError(f"{name} exited with {p.returncode}: {text.strip()}")
+        time.sleep(0.02)
+    stop(p)
+    raise BenchError(f"{name} printed no 'listening on' line within {timeout:g} s ({errfile})")
+
+
+# -- alternating rounds ---------------------------------------------------------
+
+def round_order(items, rnd, alternate=False):
+    """The items in round rnd (from 0): as given, or, with alternate, reversed in every
+    other round (so that no item always goes first)."""
+    items = list(items)
+    return items[::-1] if alternate and rnd % 2 else items
+
+
+def rounds(n, items, alternate=False):
+    """(round, item) for n rounds of all items: round 1 of every item, then round 2, ...,
+    so that drift on the machine (other tenants, heat) spreads over all items instead of
+    landing on one."""
+    for rnd in range(n):
+        for item in round_order(items, rnd, alternate):
+            yield rnd, item
 
 
 # -- statistics ---------------------------------------------------------------

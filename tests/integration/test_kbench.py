@@ -297,3 +297,23 @@ def test_suite_quick_tiny_and_compare(tmp_path):
     assert "WARNING: gnuplot is not installed" in n.stderr, n.stderr
     again = open(str(tmp_path / "again" / "report.html")).read()
     assert "<p class=warn>" in again and "gnuplot is not installed" in again
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_benchlib_start_gatling(tmp_path, workers):
+    """benchlib.start_gatling (every driver's way to start gatling) finds the port in
+    either start-up line (one process, or -W workers), and stop_session leaves no
+    worker behind."""
+    import socket
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import benchlib as bl
+    p, port, backend = bl.start_gatling(
+        [os.path.join(BDIR, "gatling"), "-i", "127.0.0.1", "-p", "0", "-n", "-W", str(workers)],
+        str(tmp_path / "gatling.err"), cwd=str(tmp_path))
+    try:
+        assert backend == os.path.basename(BDIR).replace("-san", "")
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        assert len(bl.session_pids(p.pid)) == (workers + 1 if workers > 1 else 1)
+    finally:
+        bl.stop_session(p)
+    assert bl.session_pids(p.pid) == [] and p not in bl.CHILDREN
