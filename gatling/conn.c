@@ -568,7 +568,13 @@ static int timed_out(conn_t *c)
         }
         return 0;
     }
-    case CONN_WAIT: st->busy++; return 0; /* the worker threads are too far behind */
+    case CONN_WAIT: { /* the worker threads are too far behind: say so, best effort */
+        static const char r503[] = "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 5\r\n"
+                                   "Connection: close\r\nContent-Length: 0\r\n\r\n";
+        send_small(c, r503, sizeof r503 - 1);
+        st->busy++;
+        return 0;
+    }
     case CONN_HEAD: {
         /* RFC 9110 15.5.9; best effort, the socket is not waited for */
         static const char r408[] = "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n"

@@ -285,6 +285,39 @@ def test_bad_logins_do_not_stall_the_loop(gatling):
     assert (st, body) == (200, b"secret\n")
 
 
+@http_only
+def test_job_past_the_head_deadline_is_503(gatling):
+    """A request whose password check waits for a thread longer than the head
+    deadline (-s) is answered 503 with Retry-After, not dropped unanswered; the
+    others get their 401, and the server goes on."""
+    t0 = time.process_time()
+    h = slow_hash("right")
+    one = max(time.process_time() - t0, 0.005)
+    tree = {"f.txt": F, "prot": {".htaccess": ("realm\nalice:%s\n" % h).encode(),
+                                 "x.txt": b"secret\n"}}
+    srv = gatling(tree, args=("-T", "10", "-s", "1", "-j", "1", "-b", "0", "-S"))
+    n = max(20, int(3 / one))  # about 3 s of hashing on the one thread
+    import base64
+    clients = []
+    for i in range(n):
+        c = Client(srv.port, timeout=30)
+        tok = base64.b64encode(b"alice:wrong%d" % i).decode()
+        c.send(("GET /prot/x.txt HTTP/1.1\r\nHost: x\r\nAuthorization: Basic %s\r\n\r\n"
+                % tok).encode())
+        clients.append(c)
+    codes = []
+    for c in clients:
+        r = c.read_response()
+        codes.append(r.status)
+        if r.status == 503:
+            assert r.header("Retry-After") == "5", r
+        c.close()
+    assert set(codes) <= {401, 503} and 503 in codes and 401 in codes, codes
+    assert_ok(fetch(srv.port, "/f.txt"), F)
+    st = json.loads(fetch(srv.port, "/server-status?json").body)
+    assert st["busy"] == codes.count(503), (st["busy"], codes)
+
+
 def test_gzip_misses_do_not_stall_the_loop(gatling):
     import gzip
     import random
