@@ -421,7 +421,7 @@ static void reopen_log(server_t *s)
     close(fd);
 }
 
-/* Renewed certificates (SIGUSR1, or every TLS_RELOAD_CHECK_S): new
+/* Renewed certificates (SIGUSR1, or every tls_store_check_period): new
    connections get them; open ones keep what they started with. */
 static void check_certificates(server_t *s, int force)
 {
@@ -528,8 +528,9 @@ int server_run(server_t *s)
         int64_t wake = fcache_expire(s->site.fcache, gio_now(s->loop));
         if (s->site.cfg->tls) { /* look at the certificate files now and then */
             check_certificates(s, 0);
-            if (wake < 0 || wake > TLS_RELOAD_CHECK_S * 1000)
-                wake = TLS_RELOAD_CHECK_S * 1000;
+            int64_t every = (int64_t)tls_store_check_period(s->site.cfg->tls) * 1000;
+            if (wake < 0 || wake > every)
+                wake = every;
         }
         if (gio_wait(s->loop, wake < 0 ? -1 : (int)wake + 1) < 0 && errno != EINTR) {
             fprintf(stderr, "gatling: %s wait failed: %s\n", gio_backend_name(), strerror(errno));

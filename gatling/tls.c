@@ -34,6 +34,7 @@
 #define TLS_DIR_MAX 4096       /* entries looked at in the certificate directory */
 #define TLS_NAMES_MAX 256      /* names one certificate answers for */
 #define TICKET_PERIOD 3600     /* seconds a ticket key encrypts; it decrypts one more */
+#define CHECK_PERIOD 60        /* seconds between looks at the certificate files */
 #define SESSION_CACHE 10000    /* sessions kept for clients without tickets */
 
 /* One certificate: what its SSL_CTX answers for.  Hangs off the context as
@@ -61,6 +62,8 @@ struct tls_store {
     int n, def;               /* def: the index of the default */
     uint64_t signature;       /* of the files, to see a change */
     int64_t checked;          /* when they were last looked at */
+    int check_s;              /* CHECK_PERIOD, or GATLING_TEST_CERT_CHECK's */
+    int ticket_s;             /* TICKET_PERIOD, or GATLING_TEST_TICKET_PERIOD's */
     unsigned char master[32]; /* ticket keys derive from it: shared by -W workers */
     ticket_key_t keys[2];
 };
@@ -369,7 +372,7 @@ static int on_ticket(SSL *ssl, unsigned char name[16], unsigned char *iv, EVP_CI
                      EVP_MAC_CTX *hctx, int enc)
 {
     tls_store_t *st = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
-    uint64_t now = (uint64_t)time(NULL) / TICKET_PERIOD;
+    uint64_t now = (uint64_t)time(NULL) / (uint64_t)st->ticket_s;
     if (enc) {
         const ticket_key_t *k = ticket_key(st, now);
         if (!k || RAND_bytes(iv, 16) != 1)
@@ -453,7 +456,7 @@ static int ctx_setup(SSL_CTX *ctx, tls_store_t *st, char *err, size_t errlen)
     SSL_CTX_set_session_id_context(ctx, (const unsigned char *)"gatling", 7);
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
     SSL_CTX_sess_set_cache_size(ctx, SESSION_CACHE);
-    SSL_CTX_set_timeout(ctx, TICKET_PERIOD);
+    SSL_CTX_set_timeout(ctx, st->ticket_s); /* a ticket lives as long as its key encrypts */
     SSL_CTX_set_num_tickets(ctx, 1);
     SSL_CTX_set_default_passwd_cb(ctx, no_passphrase);
     return 0;
@@ -613,6 +616,30 @@ static void drop_contexts(SSL_CTX **ctx, int n)
     free(ctx);
 }
 
+/*
+ * A period from a testing variable (gatling(8), ENVIRONMENT): def when it is
+ * unset, else whole seconds in lo..def -- it can only make the period
+ * shorter, never weaken what production gets -- announced on stderr so that
+ * a server started with it by mistake says so.  -1 (with a message) when
+ * the value is not such a number.
+ */
+static int test_period(const char *name, int lo, int def, const char *what)
+{
+    const char *v = getenv(name);
+    if (!v)
+        return def;
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (errno || end == v || *end || n < lo || n > def) {
+        fprintf(stderr, "gatling: %s=%s: a number of seconds from %d to %d\n", name, v, lo, def);
+        return -1;
+    }
+    fprintf(stderr, "gatling: HTTPS: %s=%ld: %s every %ld s instead of %d (for tests)\n", name,
+            n, what, n, def);
+    return (int)n;
+}
+
 tls_store_t *tls_store_load(const char *dir, const config_t *cfg, const char *docroot_real,
                             int *missing)
 {
@@ -634,6 +661,14 @@ tls_store_t *tls_store_load(const char *dir, const config_t *cfg, const char *do
         return NULL;
     }
     st->cfg = cfg;
+    st->check_s = test_period("GATLING_TEST_CERT_CHECK", 1, CHECK_PERIOD,
+                              "the certificate files are looked at");
+    st->ticket_s = test_period("GATLING_TEST_TICKET_PERIOD", 2, TICKET_PERIOD,
+                               "the ticket key changes");
+    if (st->check_s < 0 || st->ticket_s < 0) {
+        free(st);
+        return NULL;
+    }
     snprintf(st->dir, sizeof st->dir, "%s", dir ? dir : ".");
     if (docroot_real)
         snprintf(st->docroot, sizeof st->docroot, "%s", docroot_real);
@@ -664,9 +699,14 @@ int tls_store_count(const tls_store_t *st)
     return st ? st->n : 0;
 }
 
+int tls_store_check_period(const tls_store_t *st)
+{
+    return st->check_s;
+}
+
 int tls_store_check(tls_store_t *st, int64_t now_s, int force, char *err, size_t errlen)
 {
-    if (!force && now_s - st->checked < TLS_RELOAD_CHECK_S)
+    if (!force && now_s - st->checked < st->check_s)
         return 0;
     st->checked = now_s;
     found_t *f = calloc(512, sizeof *f);

@@ -3,7 +3,7 @@
  *
  * The certificates are loaded once, at start (before a chroot or a change of
  * user), into one SSL_CTX each; a connection picks one by SNI.  The store
- * looks at its files again every TLS_RELOAD_CHECK_S seconds and on SIGUSR1
+ * looks at its files again every minute (tls_store_check_period) and on SIGUSR1
  * and swaps in renewed certificates without touching open connections (they
  * hold a reference to the context they started with).
  *
@@ -37,8 +37,6 @@ typedef struct ssl_st SSL;
 typedef struct tls_store tls_store_t;
 struct config;
 
-#define TLS_RELOAD_CHECK_S 60 /* how often the certificate files are looked at */
-
 /* What a -o/-O option may hold at most. */
 #define TLS_CIPHERS_MAX 1024
 
@@ -64,8 +62,12 @@ tls_store_t *tls_store_load(const char *dir, const struct config *cfg, const cha
 /* How many certificates, and a line describing them for the start message. */
 int tls_store_count(const tls_store_t *st);
 
+/* Seconds between looks at the certificate files: 60, or less with the
+   GATLING_TEST_CERT_CHECK variable (for tests; gatling(8)). */
+int tls_store_check_period(const tls_store_t *st);
+
 /*
- * Look at the files again (force: now, else only if TLS_RELOAD_CHECK_S
+ * Look at the files again (force: now, else only if the check period
  * passed since the last look) and load them anew if any changed.  A failed
  * load keeps the old certificates: returns -1 with why in err.  0 unchanged,
  * 1 reloaded.

@@ -584,6 +584,106 @@ def test_reload_renewed_certificate(gatling, pki, tmp_path):
         time.sleep(0.05)
 
 
+def test_periodic_check_serves_a_renewed_certificate(gatling, pki, tmp_path):
+    """Without a signal: the periodic look at the certificate files (every
+    GATLING_TEST_CERT_CHECK seconds here, 60 in production) finds a renewed
+    certificate, new connections get it, and a connection made before goes
+    on with the old one."""
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    leaf(pki, str(certs / "server.pem"), str(certs / "server.pem"), "localhost",
+         ["localhost"], days=10)
+    srv = gatling({"f.txt": "hello\n"}, args=("-T", "30", "-C", str(certs), "-e", "0", "-S"),
+                  env={"GATLING_TEST_CERT_CHECK": "1"})
+    port = https_port(srv)
+    assert any("GATLING_TEST_CERT_CHECK=1" in l and "for tests" in l for l in srv.errlog)
+    ctx = ssl.create_default_context(cafile=pki + "/ca.pem")
+    old = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=IO_TIMEOUT),
+                          server_hostname="localhost")
+    req = b"GET /f.txt HTTP/1.1\r\nHost: localhost\r\n\r\n"
+    old.sendall(req)
+    assert b"200 OK" in old.recv(4096)
+    leaf(pki, str(certs / "server.pem"), str(certs / "server.pem"), "renewed",
+         ["localhost"], days=20)
+    t = time.monotonic()
+    while "subject=CN = renewed" not in s_client(port, "-servername", "localhost"):
+        assert time.monotonic() - t < 4, "the renewed certificate was not picked up"
+        time.sleep(0.2)
+    assert any("certificates reloaded" in l for l in srv.errlog), srv.errlog
+    old.sendall(req)  # the connection of before: still open, still the old certificate
+    assert b"200 OK" in old.recv(4096)
+    assert dict(x[0] for x in old.getpeercert()["subject"])["commonName"] == "localhost"
+    old.close()
+    assert status(srv)["tls_failed"] == 0
+
+
+def ticket_keys(out):
+    """The key names (the first 16 bytes of each ticket, see on_ticket in
+    tls.c) of the NewSessionTicket messages in s_client -msg output."""
+    names = []
+    for block in out.split(", NewSessionTicket\n")[1:]:
+        hexes = []
+        for line in block.splitlines():
+            if not line.startswith("    "):
+                break
+            hexes += line.split()
+        m = bytes.fromhex("".join(hexes))
+        if out.count("TLS 1.3, Handshake"):  # lifetime, age_add, nonce, then the ticket
+            at = 12 + 1 + m[12]
+        else:  # lifetime hint, then the ticket
+            at = 8
+        names.append(m[at + 2:at + 18].hex())
+    return names
+
+
+@pytest.mark.parametrize("version", ["-tls1_3", "-tls1_2"])
+def test_ticket_key_rotation(gatling, pki, tmp_path, version):
+    """Ticket keys change every period (GATLING_TEST_TICKET_PERIOD seconds
+    here, an hour in production; a ticket lives one period): a ticket made
+    with the key of one period still resumes early in the next (the previous
+    key is kept for decryption), and the resumption hands out a new ticket
+    made with the new key, the key a full handshake now gets too, whose
+    tickets resume in turn."""
+    period = 4
+    srv = gatling(args=tls_args(pki), env={"GATLING_TEST_TICKET_PERIOD": str(period)})
+    port = https_port(srv)
+    assert any("GATLING_TEST_TICKET_PERIOD=4" in l for l in srv.errlog)
+    # the ticket is made in the second half of a period, so that the next
+    # period begins well within its lifetime
+    while not period / 2 <= time.time() % period < period / 2 + 0.5:
+        time.sleep(0.05)
+    made = time.time()
+    s1, s2 = str(tmp_path / "s1"), str(tmp_path / "s2")
+    common = (version, "-servername", "localhost", "-msg")
+    out = s_client(port, *common, "-sess_out", s1, sleep=0.3)
+    assert "New, TLS" in out, out
+    old_key = ticket_keys(out)
+    assert len(old_key) == 1, out
+    time.sleep((int(made // period) + 1) * period - time.time() + 0.2)  # the next period
+    out = s_client(port, *common, "-sess_in", s1, sleep=0.3)
+    assert time.time() - made < period, "too slow: the ticket's lifetime ran out meanwhile"
+    assert "Reused, TLS" in out, out
+    new_key = ticket_keys(out)
+    assert len(new_key) == 1 and new_key != old_key, out
+    out = s_client(port, *common, "-sess_out", s2, sleep=0.3)
+    assert "New, TLS" in out and ticket_keys(out) == new_key, out
+    out = s_client(port, *common, "-sess_in", s2, sleep=0.3)
+    assert "Reused, TLS" in out, out
+    assert status(srv)["tls_resumed"] == 2
+
+
+def test_testing_periods_only_shorter(build, pki, tmp_path):
+    """The testing variables can only shorten a period, and a bad value stops
+    gatling at start instead of being ignored."""
+    for name, bad in (("GATLING_TEST_CERT_CHECK", "0"), ("GATLING_TEST_CERT_CHECK", "61"),
+                      ("GATLING_TEST_TICKET_PERIOD", "7200"), ("GATLING_TEST_TICKET_PERIOD", "4s")):
+        r = subprocess.run([build.binary, "-i", "127.0.0.1", "-p", "0", "-C", pki + "/certs",
+                            "-e", "0"], capture_output=True, timeout=10, cwd=str(tmp_path),
+                           env=dict(os.environ, **{name: bad}))
+        assert r.returncode == 1 and ("%s=%s: a number of seconds" % (name, bad)).encode() \
+            in r.stderr, (name, bad, r.stderr)
+
+
 def test_ocsp_stapling(gatling, pki, tmp_path):
     """server.ocsp next to server.pem is stapled for clients that ask (-status)."""
     certs = tmp_path / "certs"
