@@ -251,6 +251,55 @@ def test_rsa_key_and_full_chain(gatling, pki, tmp_path):
                                  pki + "/ca.pem")
 
 
+def test_mkcert_renews_what_is_about_to_expire(tmp_path):
+    """dist/mkcert.sh keeps a good CA and leaf, and makes anew a leaf that
+    expires within 7 days or does not verify against ca.pem, and a CA that
+    expires within 7 days (with a leaf of its own).  The short-lived
+    certificates are made here with openssl from the script's own CA."""
+    d = str(tmp_path / "pki")
+    leafpem = d + "/certs/server.pem"
+
+    def mkcert():
+        return run(["sh", MKCERT, d]).stderr.decode()
+
+    def files():
+        return open(d + "/ca.pem").read(), open(leafpem).read()
+
+    def verifies():
+        run(["openssl", "verify", "-CAfile", d + "/ca.pem", leafpem])
+        run(["openssl", "x509", "-in", leafpem, "-noout", "-checkend", str(300 * 86400)])
+
+    mkcert()
+    verifies()
+    ca, lf = files()
+    assert mkcert() == "" and files() == (ca, lf)  # good ones are kept
+    leaf(d, leafpem, leafpem, "localhost", ["localhost"], days=3)  # 3 days left
+    assert "expires within 7 days" in mkcert()
+    assert files()[0] == ca and files()[1] != lf
+    verifies()
+    leaf(d, leafpem, leafpem, "localhost", ["localhost"], days=8)  # 8 days left: kept
+    lf = files()[1]
+    assert mkcert() == "" and files()[1] == lf
+    other = str(tmp_path / "other")  # another CA: the leaf no longer chains to it
+    run(["sh", MKCERT, other])
+    for f in ("ca.pem", "ca.key"):
+        shutil.copy(other + "/" + f, d + "/" + f)
+    assert "does not verify" in mkcert()
+    assert files()[0] == open(other + "/ca.pem").read()
+    verifies()
+    # a CA with 3 days left: a new CA, and a leaf of the new CA
+    run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+         "-nodes", "-days", "3", "-subj", "/CN=short CA", "-addext",
+         "basicConstraints=critical,CA:TRUE", "-keyout", d + "/ca.key", "-out", d + "/ca.pem"])
+    ca = files()[0]
+    assert "a new CA" in mkcert()
+    assert files()[0] != ca and "short CA" not in run(
+        ["openssl", "x509", "-in", d + "/ca.pem", "-noout", "-subject"]).stdout.decode()
+    verifies()
+    assert oct(os.stat(leafpem).st_mode & 0o777) == "0o600"
+    assert not [n for n in os.listdir(d + "/certs") if n != "server.pem"]
+
+
 def test_https_address_option(gatling, pki, build, tmp_path):
     """-e addr:port puts HTTPS on its own address; a bad one is a usage error."""
     srv = gatling(args=("-T", "10", "-C", pki + "/certs", "-e", "127.0.0.2:0"))
