@@ -333,7 +333,9 @@ static void refuse(int fd, int tls)
                                "Connection: close\r\n\r\nserver overloaded.\r\n";
     char junk[2048];
     (void)!read(fd, junk, sizeof junk);
-    if (tls) { /* no handshake for a client we cannot serve: just close */
+    if (tls) {
+        /* no 503 on HTTPS: it would first cost the full handshake that the cap
+           is there to spare; the client sees the close before a ServerHello */
         close(fd);
         return;
     }

@@ -61,8 +61,10 @@ static size_t rows(const site_t *s, row_t *r, int64_t now)
     ROW("bytes", "bytes sent", st->bytes);
     ROW("requests_per_second", "requests/s", st->rps);
     ROW("bytes_per_second", "bytes/s", st->bps);
-    ROW("refused_connection_cap", "refused: over the connection cap (-N), 503", st->refused_cap);
-    ROW("refused_address_cap", "refused: over the per-address cap (-K), 503", st->refused_addr);
+    ROW("refused_connection_cap", "refused: over the connection cap (-N), 503 (HTTPS: closed)",
+        st->refused_cap);
+    ROW("refused_address_cap", "refused: over the per-address cap (-K), 503 (HTTPS: closed)",
+        st->refused_addr);
     ROW("refused_descriptors", "accept paused: out of descriptors", st->refused_fds);
     ROW("rate_limited", "over the request rate (-A): tarpitted or dropped", st->rate_limited);
     ROW("auth_throttled", "failed logins slowed down: 429", st->auth_throttled);

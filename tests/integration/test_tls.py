@@ -500,6 +500,129 @@ def test_client_silent_after_the_server_flight(gatling, pki, version):
     assert st["tls_handshakes"] == 3 and st["https_connections"] == 0, st
 
 
+# ---------------------------------------------- caps and rates on the TLS port
+# Over -N or -K the HTTPS port closes a new connection at once, without a
+# handshake: a 503 would first cost the full handshake that the cap is there
+# to spare.  -A tarpits and -B resets as over HTTP.
+
+
+def held_tls(pki, port, n, source="127.0.0.1"):
+    """n TLS connections from source, each past its handshake and a request."""
+    ctx = ssl.create_default_context(cafile=pki + "/ca.pem")
+    held = []
+    for _ in range(n):
+        raw = socket.create_connection(("127.0.0.1", port), timeout=IO_TIMEOUT,
+                                       source_address=(source, 0))
+        s = ctx.wrap_socket(raw, server_hostname="localhost")
+        s.sendall(b"GET /f.txt HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        assert b"200 OK" in s.recv(4096)
+        held.append(s)
+    return held
+
+
+def closed_without_handshake(port, source="127.0.0.1"):
+    """A real ClientHello on a new connection gets no answer, only the close,
+    at once."""
+    with socket.create_connection(("127.0.0.1", port), timeout=IO_TIMEOUT,
+                                  source_address=(source, 0)) as s:
+        t = time.monotonic()
+        s.sendall(client_hello())
+        try:
+            data = s.recv(100)
+        except ConnectionResetError:
+            data = b""
+        assert data == b"", "an answer instead of the close: %r" % data[:10]
+        assert time.monotonic() - t < 1.0
+
+
+def test_connection_cap_on_the_tls_port(gatling, pki):
+    srv = gatling({"f.txt": "hello\n"}, args=tls_args(pki, "-N", "3"))
+    port = https_port(srv)
+    held = held_tls(pki, port, 3)
+    closed_without_handshake(port)
+    held.pop().close()  # room for one: the status request
+    time.sleep(0.3)
+    st = status(srv)
+    assert st["refused_connection_cap"] == 1 and st["tls_handshakes"] == 3, st
+    assert st["tls_failed"] == 0 and st["refused_address_cap"] == 0, st
+    time.sleep(0.3)
+    rc, out, err = curl(pki, port)  # and room for a new TLS client
+    assert rc == 0 and out.endswith("200 1.1"), err
+    for s in held:
+        s.close()
+
+
+def test_per_address_cap_on_the_tls_port(gatling, pki):
+    srv = gatling({"f.txt": "hello\n"}, args=tls_args(pki, "-K", "2"))
+    port = https_port(srv)
+    held = held_tls(pki, port, 2)
+    closed_without_handshake(port)
+    held += held_tls(pki, port, 1, source="127.0.0.2")  # another address is another client
+    st = status(srv, source="127.0.0.3")
+    assert st["refused_address_cap"] == 1 and st["refused_connection_cap"] == 0, st
+    assert st["tls_handshakes"] == 3 and st["https_connections"] == 3, st
+    for s in held:
+        s.close()
+
+
+def test_rate_limit_tarpits_on_the_tls_port(gatling, pki):
+    """Over -A the request that comes after the handshake is not answered and
+    the connection is closed (close_notify) after -T, as over HTTP."""
+    srv = gatling({"f.txt": "hello\n"}, args=tls_args(pki, "-T", "2", "-A", "5"))
+    port = https_port(srv)
+    for _ in range(5):
+        rc, out, err = curl(pki, port)
+        assert rc == 0 and out.endswith("200 1.1"), err
+    ctx = ssl.create_default_context(cafile=pki + "/ca.pem")
+    with ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=IO_TIMEOUT),
+                         server_hostname="localhost") as s:
+        s.sendall(b"GET /f.txt HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        t = time.monotonic()
+        s.settimeout(5)
+        try:
+            data = s.recv(4096)
+        except (ConnectionResetError, ssl.SSLEOFError):
+            data = b""
+        took = time.monotonic() - t
+    assert data == b"", "a caught client got an answer: %r" % data[:100]
+    assert 1.0 < took < 4.0, "tarpitted means held until -T (2 s): %.1f s" % took
+    st = status(srv, source="127.0.0.3")
+    assert st["rate_limited"] == 1 and st["tls_handshakes"] == 6, st
+
+
+def test_slow_reader_is_reset_by_rate_on_the_tls_port(gatling, pki):
+    """A TLS client that reads a large response at ~50 KB/s is reset by the
+    drain rate (-B 200000), though it makes progress all the time."""
+    big = os.urandom(8 << 20)
+    srv = gatling({"big.bin": big}, args=tls_args(pki, "-T", "2", "-B", "200000"))
+    port = https_port(srv)
+    raw = socket.socket()
+    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    raw.settimeout(IO_TIMEOUT)
+    raw.connect(("127.0.0.1", port))
+    ctx = ssl.create_default_context(cafile=pki + "/ca.pem")
+    s = ctx.wrap_socket(raw, server_hostname="localhost")
+    s.sendall(b"GET /big.bin HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    s.settimeout(1)
+    t0 = time.monotonic()
+    got, closed = 0, False
+    while time.monotonic() - t0 < 10:
+        try:
+            d = s.recv(512)
+        except (ConnectionResetError, socket.timeout, ssl.SSLError):
+            closed = True
+            break
+        if not d:
+            closed = True
+            break
+        got += len(d)
+        time.sleep(0.01)
+    s.close()
+    assert closed, "a TLS reader at ~50 KB/s was held for 10 s under -B 200000"
+    assert 0 < got < len(big)
+    assert wait_status(srv, "timeout_drain", 1) == 1
+
+
 def test_renegotiation_refused(gatling, pki):
     """A TLS 1.2 client that asks to renegotiate (s_client's R: a second
     ClientHello on the established connection) gets the server's
