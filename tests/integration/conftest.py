@@ -52,7 +52,9 @@ def test_pki():
 
 # Tests whose subject is plain TCP behaviour that TLS changes by design: a 503
 # written before any handshake (HTTPS refusals just close), half-closes,
-# byte-level timing of raw sockets, other tools that speak plain HTTP.
+# byte-level timing of raw sockets, other tools that speak plain HTTP.  What
+# the caps and rates (-N, -K, -A, -B) do on the HTTPS port is tested in
+# test_tls.py instead.
 http_only = pytest.mark.skipif(SCHEME == "https", reason="plain HTTP by design (see conftest)")
 
 
