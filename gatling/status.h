@@ -19,7 +19,7 @@ typedef struct status_counters {
     int64_t started;
     /* what the defences did, since start (gatling.8 lists them) */
     uint64_t refused_cap;      /* -N: over the connection cap, 503 (HTTPS: closed) */
-    uint64_t refused_addr;     /* -K: over the per-address connection cap, 503 */
+    uint64_t refused_addr;     /* -K: over the per-address cap, 503 (HTTPS: closed) */
     uint64_t refused_fds;      /* accept failed: out of descriptors or memory */
     uint64_t rate_limited;     /* -A: over the requests per minute, tarpitted or dropped */
     uint64_t auth_throttled;   /* failed logins: 429 without hashing */
