@@ -33,7 +33,7 @@ all: $(BENCH_BIN) $(BENCH_TEST) bench/httpbench bench/bench
 tests-build: $(BENCH_TEST)
 CLEAN_EXTRA += bench/httpbench bench/bench bench/httpbench.tmp bench/bench.tmp
 
-# gio_timers: the cost of deadlines as descriptors grow (Linux: eventfd)
+# gio_timers: the cost of deadlines as descriptors grow (Linux)
 ifeq ($(shell uname -s),Linux)
 $(B)/gio_timers: $(B)/lg/gio_timers.o $(IO_LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
