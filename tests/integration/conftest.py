@@ -175,6 +175,34 @@ def make_docroot(path, tree, mtime=None):
     return path
 
 
+def recv_to_eof(s, bufsize=65536):
+    """Everything socket s receives until the peer closes."""
+    chunks = []
+    while True:
+        b = s.recv(bufsize)
+        if not b:
+            return b"".join(chunks)
+        chunks.append(b)
+
+
+def read_slowly_until_closed(s, seconds=10, errors=()):
+    """Read s 512 bytes every 10 ms (about 50 KB/s) until the server closes or
+    resets it, or seconds pass: (bytes got, closed)."""
+    s.settimeout(1)
+    t0 = time.monotonic()
+    got = 0
+    while time.monotonic() - t0 < seconds:
+        try:
+            d = s.recv(512)
+        except (ConnectionResetError, socket.timeout) + tuple(errors):
+            return got, True
+        if not d:
+            return got, True
+        got += len(d)
+        time.sleep(0.01)
+    return got, False
+
+
 def random_bytes(n, seed):
     """Deterministic pseudo-random bytes (fast, stdlib only)."""
     import random

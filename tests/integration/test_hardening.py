@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from conftest import http_only, Client, assert_status, fetch, raw_exchange
+from conftest import (http_only, Client, assert_status, fetch, raw_exchange,
+                      read_slowly_until_closed, recv_to_eof)
 from h3util import assert_ok
 
 F = b"hello\n"
@@ -21,12 +22,7 @@ def fetch_from(src, port, target, headers=()):
     s = socket.create_connection(("127.0.0.1", port), source_address=(src, 0), timeout=10)
     req = "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" % target
     s.sendall((req + "".join(h + "\r\n" for h in headers) + "\r\n").encode())
-    data = b""
-    while True:
-        d = s.recv(65536)
-        if not d:
-            break
-        data += d
+    data = recv_to_eof(s)
     s.close()
     head, _, body = data.partition(b"\r\n\r\n")
     return int(head.split()[1]), head.decode("latin-1"), body
@@ -179,20 +175,7 @@ def test_slow_reader_is_closed_by_rate(gatling):
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     s.connect(("127.0.0.1", srv.port))
     s.sendall(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
-    s.settimeout(1)
-    t0 = time.monotonic()
-    got, closed = 0, False
-    while time.monotonic() - t0 < 10:
-        try:
-            d = s.recv(512)
-        except (ConnectionResetError, socket.timeout):
-            closed = True
-            break
-        if not d:
-            closed = True
-            break
-        got += len(d)
-        time.sleep(0.01)
+    got, closed = read_slowly_until_closed(s)
     s.close()
     assert closed, "a reader at ~50 KB/s was held for 10 s under -B 200000"
     assert got < len(BIG)

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, recv_to_eof
 
 EXPECTED = sorted("""etc/default/gatling
 etc/logrotate.d/gatling
@@ -64,12 +64,7 @@ def http_get(port, path="/"):
     import socket
     with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
         s.sendall(b"GET %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n" % path.encode())
-        data = b""
-        while True:
-            b = s.recv(65536)
-            if not b:
-                return data
-            data += b
+        return recv_to_eof(s)
 
 
 def free_port():

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from conftest import (http_only, IO_TIMEOUT, assert_status, client_tls_context, fetch,
-                      make_docroot, running_server, start_server)
+                      make_docroot, recv_to_eof, running_server, start_server)
 from conftest import test_pki as pki_dir  # not test_*: pytest would collect it
 
 
@@ -67,12 +67,7 @@ def get(port, path="/f.txt", host="127.0.0.1", family=socket.AF_INET):
         s.settimeout(IO_TIMEOUT)
         s.connect((host, port))
         s.sendall(b"GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % path.encode())
-        data = b""
-        while True:
-            b = s.recv(65536)
-            if not b:
-                return data
-            data += b
+        return recv_to_eof(s)
 
 
 def get_once_listening(port, timeout=5, **kw):
@@ -168,12 +163,7 @@ def test_socket_activation_with_workers_https_first(build, tmp_path):
         with socket.create_connection(("127.0.0.1", https), timeout=IO_TIMEOUT) as raw:
             with client_tls_context().wrap_socket(raw, server_hostname="localhost") as s:
                 s.sendall(b"GET /f.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-                data = b""
-                while True:
-                    b = s.recv(65536)
-                    if not b:
-                        break
-                    data += b
+                data = recv_to_eof(s)
         assert data.startswith(b"HTTP/1.1 200") and data.endswith(b"activated\n"), data
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(10) == 0
@@ -373,12 +363,7 @@ def test_drain_answers_a_request_already_on_its_way(gatling, sig):
     srv.send_signal(sig)
     time.sleep(0.2)  # the keep-alive connection is idle while the server starts draining
     s.sendall(b"GET /f.txt HTTP/1.1\r\nHost: x\r\n\r\n")
-    data = b""
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        data += b
+    data = recv_to_eof(s)
     assert data.startswith(b"HTTP/1.1 200") and b"Connection: close" in data, data
     s.close()
     wait_for(lambda: not srv.alive(), 3, "exit after the drain")

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import IO_TIMEOUT
+from conftest import IO_TIMEOUT, read_slowly_until_closed, recv_to_eof
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MKCERT = os.path.join(ROOT, "dist", "mkcert.sh")
@@ -131,12 +131,7 @@ def status(srv, source="127.0.0.1"):
     with socket.create_connection(("127.0.0.1", srv.port), timeout=IO_TIMEOUT,
                                   source_address=(source, 0)) as s:
         s.sendall(b"GET /server-status?json HTTP/1.0\r\n\r\n")
-        data = b""
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            data += b
+        data = recv_to_eof(s)
     return json.loads(data.split(b"\r\n\r\n", 1)[1])
 
 
@@ -188,12 +183,7 @@ def test_keepalive_and_pipelining_over_tls(gatling, pki):
             req = b"GET /a.txt HTTP/1.1\r\nHost: localhost\r\n\r\n"
             req2 = b"GET /b.txt HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
             s.sendall(req * 20 + req2)  # pipelined: more than one TLS record of requests
-            data = b""
-            while True:
-                b = s.recv(65536)
-                if not b:
-                    break
-                data += b
+            data = recv_to_eof(s)
     assert data.count(b"HTTP/1.1 200 OK") == 21
     assert data.endswith(b"B" * 20000)
     assert data.count(b"A" * 100) == 20
@@ -609,20 +599,7 @@ def test_slow_reader_is_reset_by_rate_on_the_tls_port(gatling, pki):
     ctx = ssl.create_default_context(cafile=pki + "/ca.pem")
     s = ctx.wrap_socket(raw, server_hostname="localhost")
     s.sendall(b"GET /big.bin HTTP/1.1\r\nHost: localhost\r\n\r\n")
-    s.settimeout(1)
-    t0 = time.monotonic()
-    got, closed = 0, False
-    while time.monotonic() - t0 < 10:
-        try:
-            d = s.recv(512)
-        except (ConnectionResetError, socket.timeout, ssl.SSLError):
-            closed = True
-            break
-        if not d:
-            closed = True
-            break
-        got += len(d)
-        time.sleep(0.01)
+    got, closed = read_slowly_until_closed(s, errors=(ssl.SSLError,))
     s.close()
     assert closed, "a TLS reader at ~50 KB/s was held for 10 s under -B 200000"
     assert 0 < got < len(big)

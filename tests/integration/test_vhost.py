@@ -10,7 +10,7 @@ import socket
 
 import pytest
 
-from conftest import http_only, Client, build_request, fetch, raw_exchange
+from conftest import http_only, Client, build_request, fetch, raw_exchange, recv_to_eof
 from h3util import assert_ok, assert_status, module_server
 
 ROOT_F = b"from the document root\n"
@@ -196,12 +196,7 @@ def test_ipv6_connection(gatling):
     with socket.create_connection(("::1", s.port), timeout=5) as sock:
         sock.sendall(b"GET /f.txt HTTP/1.1\r\nHost: [::1]:%d\r\nConnection: close\r\n\r\n"
                      % s.port)
-        data = b""
-        while True:
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            data += chunk
+        data = recv_to_eof(sock)
     head, _, body = data.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200 "), data
     assert body == V6_F, data
