@@ -1,6 +1,7 @@
 """Hostile and slow clients (the hardening issue): one request must never crash
 the server, each kind of slowness has its own deadline and is counted, caps
 refuse cleanly with 503, and small protocol points hold."""
+import base64
 import json
 import os
 import socket
@@ -240,23 +241,30 @@ def quick_fetch_while(port, clients, what):
     assert took < 0.5, "a plain request took %.2f s during %s" % (took, what)
 
 
-@http_only
-def test_bad_logins_do_not_stall_the_loop(gatling):
+def wrong_logins(gatling, args, secs, timeout):
+    """gatling with args over a directory protected by a slow hash, and enough
+    clients sending wrong passwords (each a different one) for about secs of
+    hashing: (server, seconds per hash, clients)."""
     t0 = time.process_time()
     h = slow_hash("right")
-    one = time.process_time() - t0
+    one = max(time.process_time() - t0, 0.005)
     tree = {"f.txt": F, "prot": {".htaccess": ("realm\nalice:%s\n" % h).encode(),
                                  "x.txt": b"secret\n"}}
-    srv = gatling(tree, args=("-T", "10", "-j", "2"))
-    n = max(20, int(1.5 / max(one, 0.005)))  # about 1.5 s of hashing in all
-    import base64
+    srv = gatling(tree, args=args)
     clients = []
-    for i in range(n):
-        c = Client(srv.port, timeout=60)
+    for i in range(max(20, int(secs / one))):
+        c = Client(srv.port, timeout=timeout)
         tok = base64.b64encode(b"alice:wrong%d" % i).decode()
         c.send(("GET /prot/x.txt HTTP/1.1\r\nHost: x\r\nAuthorization: Basic %s\r\n\r\n"
                 % tok).encode())
         clients.append(c)
+    return srv, one, clients
+
+
+@http_only
+def test_bad_logins_do_not_stall_the_loop(gatling):
+    srv, one, clients = wrong_logins(gatling, ("-T", "10", "-j", "2"), 1.5, 60)
+    n = len(clients)
     time.sleep(0.05)  # the wrong passwords are being hashed now
     quick_fetch_while(srv.port, clients, "%d wrong passwords (%.0f ms of hashing each)"
                       % (n, one * 1000))
@@ -273,21 +281,8 @@ def test_job_past_the_head_deadline_is_503(gatling):
     """A request whose password check waits for a thread longer than the head
     deadline (-s) is answered 503 with Retry-After, not dropped unanswered; the
     others get their 401, and the server goes on."""
-    t0 = time.process_time()
-    h = slow_hash("right")
-    one = max(time.process_time() - t0, 0.005)
-    tree = {"f.txt": F, "prot": {".htaccess": ("realm\nalice:%s\n" % h).encode(),
-                                 "x.txt": b"secret\n"}}
-    srv = gatling(tree, args=("-T", "10", "-s", "1", "-j", "1", "-b", "0", "-S"))
-    n = max(20, int(3 / one))  # about 3 s of hashing on the one thread
-    import base64
-    clients = []
-    for i in range(n):
-        c = Client(srv.port, timeout=30)
-        tok = base64.b64encode(b"alice:wrong%d" % i).decode()
-        c.send(("GET /prot/x.txt HTTP/1.1\r\nHost: x\r\nAuthorization: Basic %s\r\n\r\n"
-                % tok).encode())
-        clients.append(c)
+    srv, _, clients = wrong_logins(gatling, ("-T", "10", "-s", "1", "-j", "1", "-b", "0", "-S"),
+                                   3, 30)  # about 3 s of hashing on the one thread
     codes = []
     for c in clients:
         r = c.read_response()
@@ -379,7 +374,6 @@ def test_rate_limit_drops_with_T0(gatling):
 
 
 def test_failed_logins_slow_down_and_repeat_is_remembered(gatling):
-    import base64
     from h3util import crypt_hash
     tree = {"f.txt": F, "prot": {".htaccess": ("realm\nalice:%s\n" % crypt_hash("right")).encode(),
                                  "x.txt": b"secret\n"}}
