@@ -23,12 +23,16 @@ TLS_SKIP = --ignore=tests/integration/test_unit.py --ignore=tests/integration/te
            --ignore=tests/integration/test_kbench.py --ignore=tests/integration/test_tls.py \
            --ignore=tests/integration/test_loadgen.py
 
+# the builds run a job per CPU; the tests one at a time (some compare costs)
+CHECK_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+
 check: setup
 	@set -e; for io in $(CHECK_BACKENDS); do \
-	    $(MAKE) --no-print-directory IO=$$io tests-build; done; \
-	$(MAKE) --no-print-directory IO=$(firstword $(CHECK_BACKENDS)) SAN=1 tests-build; \
-	$(MAKE) --no-print-directory all; \
+	    $(MAKE) --no-print-directory -j$(CHECK_JOBS) IO=$$io tests-build; done; \
+	$(MAKE) --no-print-directory -j$(CHECK_JOBS) IO=$(firstword $(CHECK_BACKENDS)) SAN=1 tests-build; \
+	$(MAKE) --no-print-directory -j$(CHECK_JOBS) all; \
 	$(MAKE) --no-print-directory cross; \
+	$(MAKE) --no-print-directory -j$(CHECK_JOBS) fuzz-build; \
 	$(MAKE) --no-print-directory fuzz-check; \
 	GATLING_BUILDS="$(CHECK_BACKENDS) $(firstword $(CHECK_BACKENDS))-san" \
 	    $(PYTHON) -m pytest tests/integration -q -p no:cacheprovider $(PYTEST_ARGS); \
