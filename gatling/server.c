@@ -206,9 +206,14 @@ void server_adopt(const config_t *cfg, const int *fds, int n, listener_t *lst)
         listener_options(fds[i]);
         defer_accept(cfg, fds[i]);
         lst[i] = (listener_t){.kind = COOKIE_LISTENER, .fd = fds[i]};
-        /* a passed socket speaks TLS if it is on the HTTPS port */
-        lst[i].tls = cfg->tls && !cfg->tls_off && server_port(&lst[i]) == cfg->tls_port;
+        lst[i].tls = server_port_is_tls(cfg, server_port(&lst[i]));
     }
+}
+
+/* A passed socket speaks TLS if it is on the HTTPS port (and HTTPS is on). */
+int server_port_is_tls(const config_t *cfg, int port)
+{
+    return cfg->tls && !cfg->tls_off && port == cfg->tls_port;
 }
 
 int server_drop_privileges(const config_t *cfg)

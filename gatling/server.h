@@ -60,6 +60,7 @@ int server_listen(config_t *cfg, listener_t *lst, int *n, int reuseport, int bac
  * with the send-queue limit that server_listen sets.
  */
 void server_adopt(const config_t *cfg, const int *fds, int n, listener_t *lst);
+int server_port_is_tls(const config_t *cfg, int port);
 
 /*
  * -u: become cfg->uid/gid (supplementary groups dropped).  0, or -1 after

@@ -196,7 +196,7 @@ static void announce(const supervisor_t *sv, int passed)
     for (int i = 0; i < sv->nfds / sv->groups; i++) {
         listener_t l = {.fd = sv->fds[i]};
         int port = server_port(&l);
-        int tls = cfg->tls && !cfg->tls_off && port == cfg->tls_port;
+        int tls = server_port_is_tls(cfg, port);
         fprintf(stderr, "gatling %s (%s): %d workers listening on %s port %d%s%s\n",
                 GATLING_VERSION, gio_backend_name(), cfg->workers,
                 passed      ? "a passed socket,"

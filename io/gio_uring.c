@@ -320,6 +320,16 @@ static int backend_create(gio_loop_t *l)
     return 0;
 }
 
+/* Free a list of queues linked by next. */
+static void free_queues(sendq_t *q)
+{
+    while (q) {
+        sendq_t *next = q->next;
+        free(q);
+        q = next;
+    }
+}
+
 static void backend_free(gio_loop_t *l)
 {
     uring_state_t *s = l->api;
@@ -330,16 +340,8 @@ static void backend_free(gio_loop_t *l)
     }
     for (int fd = 0; fd < l->maxfds; fd++)
         free(s->sq[fd]); /* the ring is gone: no completion will come */
-    while (s->orphans) {
-        sendq_t *q = s->orphans;
-        s->orphans = q->next;
-        free(q);
-    }
-    while (s->spares) {
-        sendq_t *q = s->spares;
-        s->spares = q->next;
-        free(q);
-    }
+    free_queues(s->orphans);
+    free_queues(s->spares);
     state_free(s);
 }
 
