@@ -27,67 +27,68 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: gatling [-i addr] [-p port] [-a secs] [-T secs] [-s secs] [-B rate] [-N n] [-K n]\n"
-            "               [-A rpm] [-R n] [-b n] [-j n] [-n] [-G] [-l file] [-q file] [-c dir]\n"
-            "               [-u user] [-m file] [-W n] [-H] [-v] [-t] [-d|-D] [-I name]\n"
-            "               [-r url] [-M secs] [-S] [-L] [-Z] [-F bytes] [-C dir] [-e port] [-E]\n"
-            "               [-o ciphers] [-O suites] [-x secs] [-X] [-V] [-h]\n"
-            "Serve the current directory (or -c dir) over HTTP/1.1, and over HTTPS when\n"
-            "there are certificates.\n"
-            "  -i addr   listen on this IPv4 or IPv6 address (default: all, IPv6 and IPv4)\n"
-            "  -p port   listen on this port (default: 80 as root, 8000 otherwise; 0: any)\n"
-            "  -a secs   accept a connection once its first bytes arrived, or after secs\n"
-            "            (TCP_DEFER_ACCEPT; default 0: at once)\n"
-            "  -T secs   close keep-alive connections idle this long (default 23; 0: never)\n"
-            "  -s secs   a request head must arrive within secs (default 10, or -T)\n"
-            "  -B rate   bodies and responses must move rate bytes/s (default 512; 0: any)\n"
-            "  -N n      at most n open connections, then 503 (default: the fd limit - 64)\n"
-            "  -K n      at most n open connections per client address or /64 (default: no cap)\n"
-            "  -A rpm    at most rpm requests per minute per client address; above it the\n"
-            "            client is tarpitted until -T (with -T 0, dropped) (default: no limit)\n"
-            "  -R n      at most n requests per keep-alive connection (default 10000; 0: no cap)\n"
-            "  -b n      after n failed logins a client address waits 1, 2, 4 ... 60 s\n"
-            "            between password checks, answered 429 (default 5; 0: no waits)\n"
-            "  -j n      threads for password checks and compression (default 2)\n"
-            "  -n        no access log (default: Combined Log Format on stdout)\n"
-            "  -l file   append the access log to file; SIGUSR1 reopens it\n"
-            "  -G        log in vhost_combined format (the vhost first on each line)\n"
-            "  -q file   append the error log to file (default: stderr); SIGUSR1 reopens it\n"
-            "  -c dir    serve dir; as root, chroot into it after opening the listeners\n"
-            "  -u user   run as user after opening the listeners\n"
-            "  -m file   read MIME types from file (default /etc/mime.types)\n"
-            "  -W n      run n worker processes sharing the port (default 1)\n"
-            "  -H        no virtual hosting: serve every Host from the document root\n"
-            "  -v        virtual hosts only: never serve from the document root itself\n"
-            "  -t        keep the Host header's port when choosing the vhost directory\n"
-            "  -d / -D   generate directory listings / do not (default)\n"
-            "  -I name   also try name as a directory's index (after index.html)\n"
-            "  -r url    redirect requests for missing files to url + path\n"
-            "  -M secs   send Cache-Control: max-age=secs and Expires\n"
-            "  -S        serve /server-status (HTML, or JSON with ?json) to loopback clients\n"
-            "  -L        follow symlinks that lead out of the document root\n"
-            "  -Z        no compression (neither precompressed files nor gzip)\n"
-            "  -F bytes  keep files up to bytes in memory and send each with its head in\n"
-            "            one write (default 16384, 32 MiB in all; 0: never; at most 1 MiB)\n"
-            "  -C dir    HTTPS certificates: dir/server.pem (chain and key), dir/NAME.pem,\n"
-            "            dir/NAME/fullchain.pem + privkey.pem (default: ./server.pem if any)\n"
-            "  -e [addr:]port  serve HTTPS on this port (and address, else -i's), and\n"
-            "            fail if it cannot be bound (default: 443 as root, 4433\n"
-            "            otherwise, skipped if busy; 0: any)\n"
-            "  -E        no HTTPS\n"
-            "  -o list   TLS 1.2 ciphers (default: Mozilla intermediate)\n"
-            "  -O list   TLS 1.3 cipher suites (default: OpenSSL's three)\n"
-            "  -x secs   send Strict-Transport-Security: max-age=secs over HTTPS\n"
-            "  -X        answer plain HTTP with a redirect to HTTPS\n"
-            "  -V        print the version and the IO backend, and exit\n"
-            "  -h        print this help, and exit\n"
-            "Signals: TERM/INT stop accepting and exit after the responses in flight;\n"
-            "HUP closes the listeners and exits once the open connections are done;\n"
-            "USR1 reopens the -l and -q log files and reloads changed certificates;\n"
-            "USR2 starts the binary again (an upgrade: the new process takes over the\n"
-            "listeners, this one drains).\n"
-            "Started by systemd with sockets (LISTEN_FDS), it serves those.  See gatling(8).\n");
+    fputs(
+        "usage: gatling [-i addr] [-p port] [-a secs] [-T secs] [-s secs] [-B rate] [-N n] [-K n]\n"
+        "               [-A rpm] [-R n] [-b n] [-j n] [-n] [-G] [-l file] [-q file] [-c dir]\n"
+        "               [-u user] [-m file] [-W n] [-H] [-v] [-t] [-d|-D] [-I name]\n"
+        "               [-r url] [-M secs] [-S] [-L] [-Z] [-F bytes] [-C dir] [-e port] [-E]\n"
+        "               [-o ciphers] [-O suites] [-x secs] [-X] [-V] [-h]\n"
+        "Serve the current directory (or -c dir) over HTTP/1.1, and over HTTPS when\n"
+        "there are certificates.\n"
+        "  -i addr   listen on this IPv4 or IPv6 address (default: all, IPv6 and IPv4)\n"
+        "  -p port   listen on this port (default: 80 as root, 8000 otherwise; 0: any)\n"
+        "  -a secs   accept a connection once its first bytes arrived, or after secs\n"
+        "            (TCP_DEFER_ACCEPT; default 0: at once)\n"
+        "  -T secs   close keep-alive connections idle this long (default 23; 0: never)\n"
+        "  -s secs   a request head must arrive within secs (default 10, or -T)\n"
+        "  -B rate   bodies and responses must move rate bytes/s (default 512; 0: any)\n"
+        "  -N n      at most n open connections, then 503 (default: the fd limit - 64)\n"
+        "  -K n      at most n open connections per client address or /64 (default: no cap)\n"
+        "  -A rpm    at most rpm requests per minute per client address; above it the\n"
+        "            client is tarpitted until -T (with -T 0, dropped) (default: no limit)\n"
+        "  -R n      at most n requests per keep-alive connection (default 10000; 0: no cap)\n"
+        "  -b n      after n failed logins a client address waits 1, 2, 4 ... 60 s\n"
+        "            between password checks, answered 429 (default 5; 0: no waits)\n"
+        "  -j n      threads for password checks and compression (default 2)\n"
+        "  -n        no access log (default: Combined Log Format on stdout)\n"
+        "  -l file   append the access log to file; SIGUSR1 reopens it\n"
+        "  -G        log in vhost_combined format (the vhost first on each line)\n"
+        "  -q file   append the error log to file (default: stderr); SIGUSR1 reopens it\n"
+        "  -c dir    serve dir; as root, chroot into it after opening the listeners\n"
+        "  -u user   run as user after opening the listeners\n"
+        "  -m file   read MIME types from file (default /etc/mime.types)\n"
+        "  -W n      run n worker processes sharing the port (default 1)\n"
+        "  -H        no virtual hosting: serve every Host from the document root\n"
+        "  -v        virtual hosts only: never serve from the document root itself\n"
+        "  -t        keep the Host header's port when choosing the vhost directory\n"
+        "  -d / -D   generate directory listings / do not (default)\n"
+        "  -I name   also try name as a directory's index (after index.html)\n"
+        "  -r url    redirect requests for missing files to url + path\n"
+        "  -M secs   send Cache-Control: max-age=secs and Expires\n"
+        "  -S        serve /server-status (HTML, or JSON with ?json) to loopback clients\n"
+        "  -L        follow symlinks that lead out of the document root\n"
+        "  -Z        no compression (neither precompressed files nor gzip)\n"
+        "  -F bytes  keep files up to bytes in memory and send each with its head in\n"
+        "            one write (default 16384, 32 MiB in all; 0: never; at most 1 MiB)\n"
+        "  -C dir    HTTPS certificates: dir/server.pem (chain and key), dir/NAME.pem,\n"
+        "            dir/NAME/fullchain.pem + privkey.pem (default: ./server.pem if any)\n"
+        "  -e [addr:]port  serve HTTPS on this port (and address, else -i's), and\n"
+        "            fail if it cannot be bound (default: 443 as root, 4433\n"
+        "            otherwise, skipped if busy; 0: any)\n"
+        "  -E        no HTTPS\n"
+        "  -o list   TLS 1.2 ciphers (default: Mozilla intermediate)\n"
+        "  -O list   TLS 1.3 cipher suites (default: OpenSSL's three)\n"
+        "  -x secs   send Strict-Transport-Security: max-age=secs over HTTPS\n"
+        "  -X        answer plain HTTP with a redirect to HTTPS\n"
+        "  -V        print the version and the IO backend, and exit\n"
+        "  -h        print this help, and exit\n"
+        "Signals: TERM/INT stop accepting and exit after the responses in flight;\n"
+        "HUP closes the listeners and exits once the open connections are done;\n"
+        "USR1 reopens the -l and -q log files and reloads changed certificates;\n"
+        "USR2 starts the binary again (an upgrade: the new process takes over the\n"
+        "listeners, this one drains).\n"
+        "Started by systemd with sockets (LISTEN_FDS), it serves those.  See gatling(8).\n",
+        f);
 }
 
 /* A whole decimal number in [min, max], or -1. */
@@ -129,11 +130,16 @@ static int header_safe(const char *s)
     return 1;
 }
 
+static int usage_error(void)
+{
+    usage(stderr);
+    return 2;
+}
+
 static int bad(const char *opt, const char *arg, const char *why)
 {
     fprintf(stderr, "gatling: -%s %s: %s\n", opt, arg, why);
-    usage(stderr);
-    return 2;
+    return usage_error();
 }
 
 /* -e [addr:]port: "4433", "127.0.0.1:4433", "[::1]:4433".  0, or -1. */
@@ -157,10 +163,8 @@ static int parse_tls_listen(config_t *cfg, char *arg)
     return (cfg->tls_port = (int)number(port, 0, 65535)) < 0 ? -1 : 0;
 }
 
-/* Parse argv into cfg.  Returns -1 to go on, or an exit code. */
-static int parse_options(int argc, char **argv, config_t *cfg)
+static void config_defaults(config_t *cfg)
 {
-    int c;
     *cfg = (config_t){.port = geteuid() == 0 ? 80 : 8000,
                       .timeout = 23,
                       .head_timeout = 10,
@@ -176,163 +180,173 @@ static int parse_options(int argc, char **argv, config_t *cfg)
                       .mem_file_max = 16384,
                       .tls_port = geteuid() == 0 ? 443 : 4433,
                       .hsts = -1};
+}
+
+/*
+ * Most options only store a checked value in an int or a string of the config, so
+ * they are tables; the switch in option() is left with the ones that need their own
+ * checks.  The tables hold pointers into this cfg rather than offsets, so that the
+ * compiler checks each field's type.  Each returns 1 if c is not one of its options,
+ * -1 to go on, or an exit code.
+ */
+static int int_option(int c, const char *arg, config_t *cfg)
+{
+    const struct {
+        char opt;
+        int min, max, *field;
+        const char *why;
+    } t[] = {
+        {'p', 0, 65535, &cfg->port, "not a port number (0-65535)"},
+        {'T', 0, 86400, &cfg->timeout, "not a timeout in seconds (0-86400)"},
+        {'s', 1, 3600, &cfg->head_timeout, "not a time in seconds (1-3600)"},
+        {'B', 0, 1 << 30, &cfg->min_rate, "not a rate in bytes per second"},
+        {'N', 1, 1 << 24, &cfg->max_conns, "not a connection count (1-16777216)"},
+        {'K', 0, 1 << 24, &cfg->max_conns_addr, "not a connection count"},
+        {'A', 0, 1 << 24, &cfg->rpm, "not a number of requests per minute"},
+        {'R', 0, 1 << 30, &cfg->max_requests, "not a request count"},
+        {'b', 0, 1 << 20, &cfg->free_fails, "not a number of failed logins"},
+        {'j', 1, 64, &cfg->threads, "not a thread count (1-64)"},
+        {'M', 0, 315360000, &cfg->max_age, "not a max-age in seconds"},
+        {'W', 1, 64, &cfg->workers, "not a worker count (1-64)"},
+        {'x', 0, 0x7fffffff, &cfg->hsts, "not a number of seconds"},
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+        if (t[i].opt == c) {
+            char opt[2] = {(char)c, 0};
+            if ((*t[i].field = (int)number(arg, t[i].min, t[i].max)) < 0)
+                return bad(opt, arg, t[i].why);
+            return -1;
+        }
+    return 1;
+}
+
+/* File, directory and user names: not empty, and at most max bytes. */
+static int name_option(int c, const char *arg, config_t *cfg)
+{
+    const struct {
+        char opt;
+        size_t max;
+        const char **field;
+        const char *why;
+    } t[] = {
+        {'q', PATH_MAX - 1, &cfg->error_log, "not a usable file name"},
+        {'l', PATH_MAX - 1, &cfg->log_file, "not a usable file name"},
+        {'c', PATH_MAX - 1, &cfg->root, "not a usable directory name"},
+        {'u', OPT_NAME_MAX, &cfg->user, "not a user name"},
+        {'m', PATH_MAX - 1, &cfg->mime_file, "not a usable file name"},
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+        if (t[i].opt == c) {
+            char opt[2] = {(char)c, 0};
+            if (!*arg || too_long(arg, t[i].max))
+                return bad(opt, arg, t[i].why);
+            *t[i].field = arg;
+            return -1;
+        }
+    return 1;
+}
+
+/* The options without an argument: each sets one int. */
+static int flag_option(int c, config_t *cfg)
+{
+    const struct {
+        char opt;
+        int value, *field;
+    } t[] = {
+        {'n', 0, &cfg->access_log},   {'G', 1, &cfg->log_vhost},
+        {'H', 0, &cfg->vhosts},       {'v', 1, &cfg->vhost_only},
+        {'t', 1, &cfg->keep_host_port}, {'d', 1, &cfg->listings},
+        {'D', 0, &cfg->listings},     {'S', 1, &cfg->status_page},
+        {'L', 1, &cfg->symlinks_out}, {'Z', 0, &cfg->gzip},
+        {'E', 1, &cfg->tls_off},      {'X', 1, &cfg->https_redirect},
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+        if (t[i].opt == c) {
+            *t[i].field = t[i].value;
+            return -1;
+        }
+    return 1;
+}
+
+/* One option from getopt().  Returns -1 to go on, or an exit code. */
+static int option(int c, char *arg, config_t *cfg)
+{
+    int rc;
+    if ((rc = int_option(c, arg, cfg)) != 1 || (rc = name_option(c, arg, cfg)) != 1 ||
+        (rc = flag_option(c, cfg)) != 1)
+        return rc;
+    switch (c) {
+    case 'i':
+        if (!is_address(arg))
+            return bad("i", arg, "not an IPv4 or IPv6 address");
+        cfg->addr = arg;
+        break;
+    case 'I':
+        if (!*arg || strchr(arg, '/') || arg[0] == '.' || too_long(arg, OPT_NAME_MAX))
+            return bad("I", arg, "not a plain file name");
+        cfg->index2 = arg;
+        break;
+    case 'r':
+        if (strncmp(arg, "http://", 7) && strncmp(arg, "https://", 8))
+            return bad("r", arg, "not an http:// or https:// URL");
+        if (too_long(arg, OPT_URL_MAX) || !header_safe(arg))
+            return bad("r", "...", "longer than 1024 bytes, or has spaces or control characters");
+        cfg->redirect = arg;
+        break;
+    case 'a':
+#ifdef TCP_DEFER_ACCEPT
+        if ((cfg->defer_accept = (int)number(arg, 0, 3600)) < 0)
+            return bad("a", arg, "not a number of seconds from 0 to 3600");
+#else
+        return bad("a", arg, "TCP_DEFER_ACCEPT: not on this system");
+#endif
+        break;
+    case 'F': /* a long, unlike the int_options */
+        if ((cfg->mem_file_max = number(arg, 0, 1 << 20)) < 0)
+            return bad("F", arg, "not a size in bytes from 0 to 1048576");
+        break;
+    case 'C':
+        if (too_long(arg, PATH_MAX - 16))
+            return bad("C", "...", "path too long");
+        cfg->tls_dir = arg;
+        break;
+    case 'e':
+        if (parse_tls_listen(cfg, arg) < 0)
+            return bad("e", arg, "not [addr:]port (an IPv4 address, [IPv6], a port 0-65535)");
+        cfg->tls_port_given = 1;
+        break;
+    case 'o':
+    case 'O':
+        if (too_long(arg, TLS_CIPHERS_MAX) || !header_safe(arg) || !*arg)
+            return bad(c == 'o' ? "o" : "O", "...", "empty, too long or with spaces");
+        *(c == 'o' ? &cfg->tls_ciphers : &cfg->tls_suites) = arg;
+        break;
+    case 'V': printf("gatling %s (%s)\n", GATLING_VERSION, gio_backend_name()); return 0;
+    case 'h': usage(stdout); return 0;
+    case ':':
+        fprintf(stderr, "gatling: -%c needs an argument\n", optopt);
+        return usage_error();
+    default:
+        fprintf(stderr, "gatling: unknown option -%c\n", optopt);
+        return usage_error();
+    }
+    return -1;
+}
+
+/* Parse argv into cfg.  Returns -1 to go on, or an exit code. */
+static int parse_options(int argc, char **argv, config_t *cfg)
+{
+    int c, rc;
+    config_defaults(cfg);
     opterr = 0;
     while ((c = getopt(argc, argv,
                        ":i:p:a:T:s:B:N:K:A:R:b:j:nGl:q:c:u:m:W:HvtdDI:r:M:SLZF:C:e:Eo:O:x:XVh")) !=
-           -1) {
-        switch (c) {
-        case 'i':
-            if (!is_address(optarg))
-                return bad("i", optarg, "not an IPv4 or IPv6 address");
-            cfg->addr = optarg;
-            break;
-        case 'p':
-            if ((cfg->port = (int)number(optarg, 0, 65535)) < 0)
-                return bad("p", optarg, "not a port number (0-65535)");
-            break;
-        case 'T':
-            if ((cfg->timeout = (int)number(optarg, 0, 86400)) < 0)
-                return bad("T", optarg, "not a timeout in seconds (0-86400)");
-            break;
-        case 's':
-            if ((cfg->head_timeout = (int)number(optarg, 1, 3600)) < 0)
-                return bad("s", optarg, "not a time in seconds (1-3600)");
-            break;
-        case 'B':
-            if ((cfg->min_rate = (int)number(optarg, 0, 1 << 30)) < 0)
-                return bad("B", optarg, "not a rate in bytes per second");
-            break;
-        case 'N':
-            if ((cfg->max_conns = (int)number(optarg, 1, 1 << 24)) < 0)
-                return bad("N", optarg, "not a connection count (1-16777216)");
-            break;
-        case 'K':
-            if ((cfg->max_conns_addr = (int)number(optarg, 0, 1 << 24)) < 0)
-                return bad("K", optarg, "not a connection count");
-            break;
-        case 'A':
-            if ((cfg->rpm = (int)number(optarg, 0, 1 << 24)) < 0)
-                return bad("A", optarg, "not a number of requests per minute");
-            break;
-        case 'R':
-            if ((cfg->max_requests = (int)number(optarg, 0, 1 << 30)) < 0)
-                return bad("R", optarg, "not a request count");
-            break;
-        case 'b':
-            if ((cfg->free_fails = (int)number(optarg, 0, 1 << 20)) < 0)
-                return bad("b", optarg, "not a number of failed logins");
-            break;
-        case 'j':
-            if ((cfg->threads = (int)number(optarg, 1, 64)) < 0)
-                return bad("j", optarg, "not a thread count (1-64)");
-            break;
-        case 'q':
-            if (!*optarg || too_long(optarg, PATH_MAX - 1))
-                return bad("q", optarg, "not a usable file name");
-            cfg->error_log = optarg;
-            break;
-        case 'n': cfg->access_log = 0; break;
-        case 'l':
-            if (!*optarg || too_long(optarg, PATH_MAX - 1))
-                return bad("l", optarg, "not a usable file name");
-            cfg->log_file = optarg;
-            break;
-        case 'G': cfg->log_vhost = 1; break;
-        case 'c':
-            if (!*optarg || too_long(optarg, PATH_MAX - 1))
-                return bad("c", optarg, "not a usable directory name");
-            cfg->root = optarg;
-            break;
-        case 'u':
-            if (!*optarg || too_long(optarg, OPT_NAME_MAX))
-                return bad("u", optarg, "not a user name");
-            cfg->user = optarg;
-            break;
-        case 'm':
-            if (!*optarg || too_long(optarg, PATH_MAX - 1))
-                return bad("m", optarg, "not a usable file name");
-            cfg->mime_file = optarg;
-            break;
-        case 'H': cfg->vhosts = 0; break;
-        case 'v': cfg->vhost_only = 1; break;
-        case 't': cfg->keep_host_port = 1; break;
-        case 'd': cfg->listings = 1; break;
-        case 'D': cfg->listings = 0; break;
-        case 'I':
-            if (!*optarg || strchr(optarg, '/') || optarg[0] == '.' ||
-                too_long(optarg, OPT_NAME_MAX))
-                return bad("I", optarg, "not a plain file name");
-            cfg->index2 = optarg;
-            break;
-        case 'r':
-            if (strncmp(optarg, "http://", 7) && strncmp(optarg, "https://", 8))
-                return bad("r", optarg, "not an http:// or https:// URL");
-            if (too_long(optarg, OPT_URL_MAX) || !header_safe(optarg))
-                return bad("r", "...",
-                           "longer than 1024 bytes, or has spaces or control characters");
-            cfg->redirect = optarg;
-            break;
-        case 'M':
-            if ((cfg->max_age = (int)number(optarg, 0, 315360000)) < 0)
-                return bad("M", optarg, "not a max-age in seconds");
-            break;
-        case 'S': cfg->status_page = 1; break;
-        case 'L': cfg->symlinks_out = 1; break;
-        case 'Z': cfg->gzip = 0; break;
-        case 'a':
-#ifdef TCP_DEFER_ACCEPT
-            if ((cfg->defer_accept = (int)number(optarg, 0, 3600)) < 0)
-                return bad("a", optarg, "not a number of seconds from 0 to 3600");
-#else
-            return bad("a", optarg, "TCP_DEFER_ACCEPT: not on this system");
-#endif
-            break;
-        case 'F':
-            if ((cfg->mem_file_max = number(optarg, 0, 1 << 20)) < 0)
-                return bad("F", optarg, "not a size in bytes from 0 to 1048576");
-            break;
-        case 'W':
-            if ((cfg->workers = (int)number(optarg, 1, 64)) < 0)
-                return bad("W", optarg, "not a worker count (1-64)");
-            break;
-        case 'C':
-            if (too_long(optarg, PATH_MAX - 16))
-                return bad("C", "...", "path too long");
-            cfg->tls_dir = optarg;
-            break;
-        case 'e':
-            if (parse_tls_listen(cfg, optarg) < 0)
-                return bad("e", optarg, "not [addr:]port (an IPv4 address, [IPv6], a port 0-65535)");
-            cfg->tls_port_given = 1;
-            break;
-        case 'E': cfg->tls_off = 1; break;
-        case 'o':
-        case 'O':
-            if (too_long(optarg, TLS_CIPHERS_MAX) || !header_safe(optarg) || !*optarg)
-                return bad(c == 'o' ? "o" : "O", "...", "empty, too long or with spaces");
-            *(c == 'o' ? &cfg->tls_ciphers : &cfg->tls_suites) = optarg;
-            break;
-        case 'x':
-            if ((cfg->hsts = (int)number(optarg, 0, 0x7fffffff)) < 0)
-                return bad("x", optarg, "not a number of seconds");
-            break;
-        case 'X': cfg->https_redirect = 1; break;
-        case 'V': printf("gatling %s (%s)\n", GATLING_VERSION, gio_backend_name()); return 0;
-        case 'h': usage(stdout); return 0;
-        case ':':
-            fprintf(stderr, "gatling: -%c needs an argument\n", optopt);
-            usage(stderr);
-            return 2;
-        default:
-            fprintf(stderr, "gatling: unknown option -%c\n", optopt);
-            usage(stderr);
-            return 2;
-        }
-    }
+           -1)
+        if ((rc = option(c, optarg, cfg)) >= 0)
+            return rc;
     if (optind < argc) {
         fprintf(stderr, "gatling: unexpected argument '%s'\n", argv[optind]);
-        usage(stderr);
-        return 2;
+        return usage_error();
     }
     return -1;
 }
