@@ -25,7 +25,8 @@
 #include <string.h>
 #include <unistd.h>
 
-static void usage(FILE *f)
+/* -h: the whole usage, on stdout (a bad option gets usage_error()). */
+static void usage(void)
 {
     fputs(
         "usage: gatling [-i addr] [-p port] [-a secs] [-T secs] [-s secs] [-B rate] [-N n] [-K n]\n"
@@ -88,7 +89,7 @@ static void usage(FILE *f)
         "USR2 starts the binary again (an upgrade: the new process takes over the\n"
         "listeners, this one drains).\n"
         "Started by systemd with sockets (LISTEN_FDS), it serves those.  See gatling(8).\n",
-        f);
+        stdout);
 }
 
 /* A whole decimal number in [min, max], or -1. */
@@ -130,9 +131,13 @@ static int header_safe(const char *s)
     return 1;
 }
 
+/*
+ * A bad option gets one line of error and one pointing at the help, as curl and
+ * nginx do: 50 lines of usage would push the error itself off the screen.
+ */
 static int usage_error(void)
 {
-    usage(stderr);
+    fputs("gatling: try 'gatling -h' or see gatling(8)\n", stderr);
     return 2;
 }
 
@@ -322,7 +327,7 @@ static int option(int c, char *arg, config_t *cfg)
         *(c == 'o' ? &cfg->tls_ciphers : &cfg->tls_suites) = arg;
         break;
     case 'V': printf("gatling %s (%s)\n", GATLING_VERSION, gio_backend_name()); return 0;
-    case 'h': usage(stdout); return 0;
+    case 'h': usage(); return 0;
     case ':':
         fprintf(stderr, "gatling: -%c needs an argument\n", optopt);
         return usage_error();

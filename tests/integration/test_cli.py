@@ -33,6 +33,7 @@ def test_help(build):
     assert p.returncode == 0, p
     out = p.stdout.decode()
     assert "usage" in out.lower(), "no usage text on stdout: %r" % out
+    assert not p.stderr, "-h wrote on stderr: %r" % p.stderr
     for opt in ("-i", "-p", "-T", "-n", "-c", "-W", "-V", "-h"):
         assert re.search(r"(^|\W)%s\b" % re.escape(opt), out), "-h does not mention %s" % opt
 
@@ -51,6 +52,25 @@ def test_bad_option_exit_2(build, args):
     assert p.returncode == 2, "gatling %s: exit status %d (want 2)\nstderr %r\nstdout %r" % (
         " ".join(args), p.returncode, p.stderr, p.stdout)
     assert p.stderr.strip(), "gatling %s: no message on stderr" % " ".join(args)
+
+
+@pytest.mark.parametrize("args,names", [(("-p", "abc"), "-p"), (("-T", "-1"), "-T"),
+                                        (("-y",), "-y"), (("-j",), "-j"),
+                                        (("leftover",), "leftover")],
+                         ids=lambda a: " ".join(a) if isinstance(a, tuple) else a)
+def test_bad_option_is_short(build, args, names):
+    """The error, naming the option, and a pointer to -h and gatling(8), not the whole usage."""
+    p = run(build, "-i", "127.0.0.1", "-p", "0", *args, timeout=3)
+    err = p.stderr.decode()
+    assert p.returncode == 2, "gatling %s: exit status %d (want 2)\nstderr %r" % (
+        " ".join(args), p.returncode, err)
+    lines = err.splitlines()
+    assert 1 <= len(lines) <= 3, "gatling %s: %d lines on stderr (want at most 3):\n%s" % (
+        " ".join(args), len(lines), err)
+    assert names in lines[0], "gatling %s: the error does not name %s: %r" % (
+        " ".join(args), names, err)
+    assert "-h" in err and "gatling(8)" in err, "no pointer to -h and gatling(8): %r" % err
+    assert not p.stdout, "a bad option printed on stdout: %r" % p.stdout
 
 
 def test_c_bad_dir_fails(build, tmp_path):
