@@ -47,6 +47,10 @@ typedef struct supervisor {
     pid_t pid[WORKERS_MAX];
     time_t started[WORKERS_MAX];
     int ready[2]; /* workers write a byte once they listen */
+    int stopping; /* the listeners are closed: waiting for the workers to finish */
+    int terms;    /* how many TERMs have been passed on to the workers */
+    int up_fd;    /* an upgrade under way: the new process writes here once it serves */
+    pid_t up_pid; /* ... and this is it */
 } supervisor_t;
 
 /* The listeners worker i serves: groups i, i + W, i + 2W, ...; with fewer
@@ -213,43 +217,135 @@ static void close_listeners(supervisor_t *sv)
     sv->nfds = 0;
 }
 
-int worker_supervise(const config_t *cfg, mime_table_t *mime, const int *fds, int nfds, int groups)
+/* The listeners, handed over or opened here, and each worker's share of them
+   checked to fit a server.  0, or an exit code. */
+static int supervisor_listen(supervisor_t *sv, const int *fds, int nfds, int groups)
 {
-    supervisor_t sv = {.cfg = *cfg, .mime = mime};
-    elog_init(&note_log, cfg->error_fd, cfg->error_log);
     listener_t probe[SERVER_MAX_LISTENERS];
-    if (cfg->workers > WORKERS_MAX) {
-        fprintf(stderr, "gatling: -W %d: at most %d workers\n", cfg->workers, WORKERS_MAX);
-        return 2;
-    }
     if (nfds > 0) {
-        memcpy(sv.fds, fds, (size_t)nfds * sizeof *fds);
-        sv.nfds = nfds, sv.groups = groups;
-    } else if (open_listeners(&sv) < 0) {
-        close_listeners(&sv);
+        memcpy(sv->fds, fds, (size_t)nfds * sizeof *fds);
+        sv->nfds = nfds, sv->groups = groups;
+    } else if (open_listeners(sv) < 0) {
+        close_listeners(sv);
         return 1;
     }
-    for (int i = 0; i < cfg->workers; i++)
-        if (worker_listeners(&sv, i, probe) < 0) {
+    for (int i = 0; i < sv->cfg.workers; i++)
+        if (worker_listeners(sv, i, probe) < 0) {
             fprintf(stderr,
                     "gatling: %d listeners in %d groups for %d workers: more than %d "
                     "each\n",
-                    sv.nfds, sv.groups, cfg->workers, SERVER_MAX_LISTENERS);
+                    sv->nfds, sv->groups, sv->cfg.workers, SERVER_MAX_LISTENERS);
             return 1;
         }
-    if (pipe2(sv.ready, O_CLOEXEC) < 0)
-        return 1;
-    /* block the signals we wait for, so none slips in between check and wait */
-    sigset_t block, old;
+    return 0;
+}
+
+/* Catch the signals the supervisor waits for, and block them so that none slips
+   in between its check and its wait; *old is the mask to wait with. */
+static void catch_signals(sigset_t *old)
+{
+    sigset_t block;
     sigemptyset(&block);
     sigaddset(&block, SIGTERM), sigaddset(&block, SIGINT), sigaddset(&block, SIGUSR2);
     sigaddset(&block, SIGHUP), sigaddset(&block, SIGCHLD), sigaddset(&block, SIGUSR1);
-    sigprocmask(SIG_BLOCK, &block, &old);
+    sigprocmask(SIG_BLOCK, &block, old);
     struct sigaction sa = {.sa_handler = on_signal};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL), sigaction(SIGINT, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL), sigaction(SIGCHLD, &sa, NULL);
     sigaction(SIGUSR1, &sa, NULL), sigaction(SIGUSR2, &sa, NULL);
+}
+
+/* The upgrade under way is over: the new process serves (r > 0 and its byte
+   arrived), failed (r > 0, no byte), or did not serve within 60 s (r == 0). */
+static void upgrade_finish(supervisor_t *sv, int r)
+{
+    char b;
+    int ok = r > 0 && read(sv->up_fd, &b, 1) == 1;
+    close(sv->up_fd);
+    sv->up_fd = -1;
+    if (ok) {
+        upgrade_note("pid %d serves; this one (pid %d) drains", (int)sv->up_pid, (int)getpid());
+        got_hup = 1; /* drain, as for SIGHUP */
+    } else {
+        if (r == 0)
+            kill(sv->up_pid, SIGKILL);
+        waitpid(sv->up_pid, NULL, 0);
+        upgrade_note("the new process %s; this one goes on serving",
+                     r ? "failed (see its messages)" : "did not serve within 60 s, killed");
+    }
+}
+
+/* SIGUSR2: start the new binary, unless stopping or an upgrade is under way. */
+static void upgrade_start(supervisor_t *sv)
+{
+    char why[256];
+    got_usr2 = 0;
+    if (sv->stopping || sv->up_fd >= 0)
+        return;
+    if ((sv->up_fd = handover_upgrade(sv->fds, sv->nfds, sv->groups, &sv->up_pid, why,
+                                      sizeof why)) >= 0)
+        upgrade_note("started pid %d", (int)sv->up_pid);
+    else
+        upgrade_note("%s; this one goes on serving", why);
+}
+
+/* TERM, INT, HUP: stop listening, and pass the signal on; USR1: reopen the logs. */
+static void handle_signals(supervisor_t *sv)
+{
+    if ((got_term > sv->terms || got_hup) && !sv->stopping) {
+        sv->stopping = 1;
+        close_listeners(sv);
+        if (sv->up_fd >= 0) /* stopping wins over an upgrade under way */
+            close(sv->up_fd), sv->up_fd = -1;
+    }
+    if (got_term > sv->terms) { /* each TERM goes on: a second one stops the workers now */
+        sv->terms = got_term;
+        forward(sv, SIGTERM);
+    } else if (got_hup == 1) {
+        got_hup = 2;
+        forward(sv, SIGHUP);
+    }
+    if (got_usr1) {
+        got_usr1 = 0;
+        elog_reopen(&note_log);
+        forward(sv, SIGUSR1);
+    }
+}
+
+/* Wait for signals and for an upgrade's new process until the workers are done. */
+static int supervise(supervisor_t *sv, const sigset_t *old)
+{
+    for (;;) {
+        struct pollfd up = {.fd = sv->up_fd, .events = POLLIN};
+        struct timespec limit = {60, 0};
+        int r = ppoll(&up, 1, up.fd >= 0 ? &limit : NULL, old);
+        if (up.fd >= 0 && r >= 0 && (r == 0 || up.revents))
+            upgrade_finish(sv, r);
+        if (got_usr2)
+            upgrade_start(sv);
+        handle_signals(sv);
+        got_chld = 0;
+        if (reap(sv, sv->stopping) == 0 && sv->stopping)
+            return 0;
+    }
+}
+
+int worker_supervise(const config_t *cfg, mime_table_t *mime, const int *fds, int nfds, int groups)
+{
+    supervisor_t sv = {.cfg = *cfg, .mime = mime, .up_fd = -1};
+    elog_init(&note_log, cfg->error_fd, cfg->error_log);
+    if (cfg->workers > WORKERS_MAX) {
+        fprintf(stderr, "gatling: -W %d: at most %d workers\n", cfg->workers, WORKERS_MAX);
+        return 2;
+    }
+    int rc = supervisor_listen(&sv, fds, nfds, groups);
+    if (rc)
+        return rc;
+    if (pipe2(sv.ready, O_CLOEXEC) < 0)
+        return 1;
+    sigset_t old;
+    catch_signals(&old);
     for (int i = 0; i < cfg->workers; i++)
         spawn(&sv, i);
     if (wait_ready(&sv, cfg->workers) < 0) {
@@ -259,60 +355,5 @@ int worker_supervise(const config_t *cfg, mime_table_t *mime, const int *fds, in
     }
     announce(&sv, nfds > 0);
     handover_ready();
-    int stopping = 0, terms = 0;
-    struct pollfd up = {.fd = -1, .events = POLLIN};
-    pid_t uppid = 0;
-    for (;;) {
-        /* wait for a signal, or for the new binary of an upgrade to serve */
-        struct timespec limit = {60, 0};
-        int r = ppoll(&up, 1, up.fd >= 0 ? &limit : NULL, &old);
-        if (up.fd >= 0 && r >= 0 && (r == 0 || up.revents)) {
-            char b;
-            int ok = r > 0 && read(up.fd, &b, 1) == 1;
-            close(up.fd);
-            up.fd = -1;
-            if (ok) {
-                upgrade_note("pid %d serves; this one (pid %d) drains", (int)uppid, (int)getpid());
-                got_hup = 1; /* drain, as for SIGHUP */
-            } else {
-                if (r == 0)
-                    kill(uppid, SIGKILL);
-                waitpid(uppid, NULL, 0);
-                upgrade_note("the new process %s; this one goes on serving",
-                             r ? "failed (see its messages)" : "did not serve within 60 s, killed");
-            }
-        }
-        if (got_usr2) {
-            char why[256];
-            got_usr2 = 0;
-            if (stopping || up.fd >= 0)
-                ;
-            else if ((up.fd = handover_upgrade(sv.fds, sv.nfds, sv.groups, &uppid, why,
-                                               sizeof why)) >= 0)
-                upgrade_note("started pid %d", (int)uppid);
-            else
-                upgrade_note("%s; this one goes on serving", why);
-        }
-        if ((got_term > terms || got_hup) && !stopping) {
-            stopping = 1;
-            close_listeners(&sv);
-            if (up.fd >= 0) /* stopping wins over an upgrade under way */
-                close(up.fd), up.fd = -1;
-        }
-        if (got_term > terms) { /* each TERM goes on: a second one stops the workers now */
-            terms = got_term;
-            forward(&sv, SIGTERM);
-        } else if (got_hup == 1) {
-            got_hup = 2;
-            forward(&sv, SIGHUP);
-        }
-        if (got_usr1) {
-            got_usr1 = 0;
-            elog_reopen(&note_log);
-            forward(&sv, SIGUSR1);
-        }
-        got_chld = 0;
-        if (reap(&sv, stopping) == 0 && stopping)
-            return 0;
-    }
+    return supervise(&sv, &old);
 }
