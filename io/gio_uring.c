@@ -576,9 +576,15 @@ static void recv_done(gio_loop_t *l, int fd, struct io_uring_cqe *cqe)
     push(s->pending, s->onpending, &s->npending, fd);
 }
 
-static int backend_poll(gio_loop_t *l, int timeout_ms)
+/*
+ * backend_poll's steps, each static and called once, so that the compiler folds
+ * them back into it: the cut is for the reader, not the machine.
+ */
+
+/* Before waiting: re-arm the polls and receives that completed last round,
+   and submit the sends queued since. */
+static void rearm_and_send(gio_loop_t *l, uring_state_t *s)
 {
-    uring_state_t *s = l->api;
     for (int i = 0; i < s->nrearm; i++) {
         int fd = s->rearm[i];
         s->onrearm[fd] = 0;
@@ -597,7 +603,12 @@ static int backend_poll(gio_loop_t *l, int timeout_ms)
             send_submit(s, s->sq[fd]);
     }
     s->ntosend = 0;
-    /* held input that its owner wants is news now: do not sleep on it */
+}
+
+/* Drop from the pending list what was taken or closed; the timeout to wait
+   with: 0 if held input is wanted, since it is news now and must not sleep. */
+static int prune_pending(gio_loop_t *l, uring_state_t *s, int timeout_ms)
+{
     int keep = 0;
     for (int i = 0; i < s->npending; i++) {
         int fd = s->pending[i];
@@ -610,6 +621,53 @@ static int backend_poll(gio_loop_t *l, int timeout_ms)
         }
     }
     s->npending = keep;
+    return timeout_ms;
+}
+
+/* One completion.  1 if it fired an event, written to *f. */
+static int cqe_event(gio_loop_t *l, uring_state_t *s, struct io_uring_cqe *cqe, gio_fired_t *f)
+{
+    if (cqe->user_data == UD_CONTROL)
+        return 0;
+    if ((cqe->user_data & (UD_RECV | UD_SEND)) == UD_SEND) {
+        sendq_t *q = (sendq_t *)(uintptr_t)(cqe->user_data & ~UD_SEND);
+        int qfd = q->fd; /* send_done may free an orphan */
+        if (!send_done(l, q, cqe->res, &f->events))
+            return 0;
+        f->fd = qfd;
+        return 1;
+    }
+    uint32_t fd = (uint32_t)cqe->user_data;
+    int stale, isrecv = (cqe->user_data & UD_RECV) != 0;
+    if (fd >= (uint32_t)l->maxfds)
+        stale = 1;
+    else if (isrecv)
+        stale = cqe->user_data != rud_of(s, (int)fd) || !s->recving[fd];
+    else
+        stale = cqe->user_data != ud_of(s, (int)fd) || !s->armed[fd];
+    if (stale) { /* a removed request: a buffer it took goes back */
+        if (isrecv && s->br && (cqe->flags & IORING_CQE_F_BUFFER))
+            buf_recycle(s, (uint16_t)(cqe->flags >> IORING_CQE_BUFFER_SHIFT));
+        return 0;
+    }
+    if (isrecv) {
+        recv_done(l, (int)fd, cqe);
+        return 0;
+    }
+    s->armed[fd] = 0;
+    if (s->nobuf[fd] == 1 && cqe->res > 0 && (cqe->res & GIO_READ))
+        s->nobuf[fd] = 2; /* this report is read with read(2), then receives resume */
+    push(s->rearm, s->onrearm, &s->nrearm, (int)fd);
+    f->fd = (int)fd;
+    f->events = cqe->res < 0 ? GIO_ERROR : (unsigned)cqe->res;
+    return 1;
+}
+
+static int backend_poll(gio_loop_t *l, int timeout_ms)
+{
+    uring_state_t *s = l->api;
+    rearm_and_send(l, s);
+    timeout_ms = prune_pending(l, s, timeout_ms);
 
     struct io_uring_cqe *cqe;
     struct __kernel_timespec ts = {timeout_ms / 1000, timeout_ms % 1000 * 1000000L};
@@ -625,41 +683,7 @@ static int backend_poll(gio_loop_t *l, int timeout_ms)
     io_uring_for_each_cqe(&s->ring, head, cqe)
     {
         seen++;
-        if (cqe->user_data == UD_CONTROL)
-            continue;
-        if ((cqe->user_data & (UD_RECV | UD_SEND)) == UD_SEND) {
-            sendq_t *q = (sendq_t *)(uintptr_t)(cqe->user_data & ~UD_SEND);
-            unsigned ev = 0;
-            int qfd = q->fd;
-            if (send_done(l, q, cqe->res, &ev)) {
-                l->fired[k].fd = qfd;
-                l->fired[k++].events = ev;
-            }
-            continue;
-        }
-        uint32_t fd = (uint32_t)cqe->user_data;
-        int stale, isrecv = (cqe->user_data & UD_RECV) != 0;
-        if (fd >= (uint32_t)l->maxfds)
-            stale = 1;
-        else if (isrecv)
-            stale = cqe->user_data != rud_of(s, (int)fd) || !s->recving[fd];
-        else
-            stale = cqe->user_data != ud_of(s, (int)fd) || !s->armed[fd];
-        if (stale) { /* a removed request: a buffer it took goes back */
-            if (isrecv && s->br && (cqe->flags & IORING_CQE_F_BUFFER))
-                buf_recycle(s, (uint16_t)(cqe->flags >> IORING_CQE_BUFFER_SHIFT));
-            continue;
-        }
-        if (isrecv) {
-            recv_done(l, (int)fd, cqe);
-            continue;
-        }
-        s->armed[fd] = 0;
-        if (s->nobuf[fd] == 1 && cqe->res > 0 && (cqe->res & GIO_READ))
-            s->nobuf[fd] = 2; /* this report is read with read(2), then receives resume */
-        push(s->rearm, s->onrearm, &s->nrearm, (int)fd);
-        l->fired[k].fd = (int)fd;
-        l->fired[k++].events = cqe->res < 0 ? GIO_ERROR : (unsigned)cqe->res;
+        k += cqe_event(l, s, cqe, &l->fired[k]);
     }
     io_uring_cq_advance(&s->ring, seen);
     for (int i = 0; i < s->npending; i++) { /* held input: readable, until taken */
