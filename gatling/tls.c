@@ -475,42 +475,39 @@ static int inside_docroot(const tls_store_t *st, const char *path)
     return !strncmp(real, st->docroot, n) && (real[n] == '/' || real[n] == 0 || n == 1);
 }
 
-/* One certificate's context from its files; NULL with why in err. */
-static SSL_CTX *load_one(tls_store_t *st, const found_t *f, char *err, size_t errlen)
+/* f's chain and key files, read; the key is refused where the document root
+   would publish it.  0, or -1 with why in err; either way the caller frees
+   *chain and *key (cleansing the key). */
+static int read_pair(tls_store_t *st, const found_t *f, char **chain, size_t *clen, char **key,
+                     size_t *klen, char *err, size_t errlen)
 {
-    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
-    tls_cert_t *c = calloc(1, sizeof *c);
-    char *chain = NULL, *key = NULL;
-    size_t clen = 0, klen = 0;
     struct stat sb, kb;
-    BIO *bio = NULL;
-    X509 *leaf = NULL;
-    EVP_PKEY *pkey = NULL;
-    if (!ctx || !c || !SSL_CTX_set_ex_data(ctx, cert_idx, c)) {
-        snprintf(err, errlen, "out of memory");
-        free(c);
-        SSL_CTX_free(ctx);
-        return NULL;
-    }
-    snprintf(c->id, sizeof c->id, "%s", f->id);
-    if (ctx_setup(ctx, st, err, errlen) < 0)
-        goto fail;
-    if (!(chain = read_file(st->dirfd, f->chain, &clen, &sb))) {
+    if (!(*chain = read_file(st->dirfd, f->chain, clen, &sb))) {
         snprintf(err, errlen, "%s/%s: %s", st->dir, f->chain, strerror(errno));
-        goto fail;
+        return -1;
     }
-    if (!(key = read_file(st->dirfd, f->key, &klen, &kb))) {
+    if (!(*key = read_file(st->dirfd, f->key, klen, &kb))) {
         snprintf(err, errlen, "%s/%s: %s", st->dir, f->key, strerror(errno));
-        goto fail;
+        return -1;
     }
     if ((kb.st_mode & S_IROTH) && inside_docroot(st, f->key)) {
         snprintf(err, errlen,
                  "%s/%s: the private key is inside the document root and readable by "
                  "everyone, so this server would publish it: move it out, or chmod o-r it",
                  st->dir, f->key);
-        goto fail;
+        return -1;
     }
-    bio = BIO_new_mem_buf(chain, (int)clen);
+    return 0;
+}
+
+/* The certificate and its chain, from the PEM text of f->chain, into ctx, and
+   the certificate's names into c.  The certificate, which the caller frees, or
+   NULL with why in err. */
+static X509 *use_chain(tls_store_t *st, const found_t *f, SSL_CTX *ctx, tls_cert_t *c,
+                       const char *chain, size_t clen, char *err, size_t errlen)
+{
+    X509 *leaf = NULL, *ca;
+    BIO *bio = BIO_new_mem_buf(chain, (int)clen);
     if (!bio || !(leaf = PEM_read_bio_X509_AUX(bio, NULL, NULL, NULL)) ||
         !SSL_CTX_use_certificate(ctx, leaf)) {
         snprintf(err, errlen, "%s/%s: no certificate (%s)", st->dir, f->chain,
@@ -518,7 +515,6 @@ static SSL_CTX *load_one(tls_store_t *st, const found_t *f, char *err, size_t er
         goto fail;
     }
     cert_names(c, leaf);
-    X509 *ca;
     while ((ca = PEM_read_bio_X509(bio, NULL, NULL, NULL)))
         if (!SSL_CTX_add0_chain_cert(ctx, ca)) {
             X509_free(ca);
@@ -527,45 +523,75 @@ static SSL_CTX *load_one(tls_store_t *st, const found_t *f, char *err, size_t er
         }
     ERR_clear_error(); /* the end of the chain */
     BIO_free(bio);
-    bio = BIO_new_mem_buf(key, (int)klen);
+    return leaf;
+fail:
+    BIO_free(bio);
+    X509_free(leaf);
+    return NULL;
+}
+
+/* The private key, from the PEM text of f->key, into ctx, if it belongs to
+   leaf.  0, or -1 with why in err. */
+static int use_key(tls_store_t *st, const found_t *f, SSL_CTX *ctx, X509 *leaf, const char *key,
+                   size_t klen, char *err, size_t errlen)
+{
+    EVP_PKEY *pkey = NULL;
+    int rc = -1;
+    BIO *bio = BIO_new_mem_buf(key, (int)klen);
     if (!bio || !(pkey = PEM_read_bio_PrivateKey(bio, NULL, no_passphrase, NULL))) {
         snprintf(err, errlen, "%s/%s: no usable private key (%s)", st->dir, f->key,
                  ssl_why("no PEM PRIVATE KEY block"));
-        goto fail;
-    }
-    if (!X509_check_private_key(leaf, pkey) || !SSL_CTX_use_PrivateKey(ctx, pkey) ||
-        !SSL_CTX_check_private_key(ctx)) {
+    } else if (!X509_check_private_key(leaf, pkey) || !SSL_CTX_use_PrivateKey(ctx, pkey) ||
+               !SSL_CTX_check_private_key(ctx)) {
         snprintf(err, errlen, "%s: the private key in %s does not belong to the certificate",
                  st->dir, f->key);
         ERR_clear_error();
-        goto fail;
+    } else {
+        rc = 0;
     }
-    if (f->id[0])
-        add_name(c, f->id, strlen(f->id));
-    size_t olen;
-    struct stat ob;
-    char *ocsp = read_file(st->dirfd, f->ocsp, &olen, &ob);
-    if (ocsp) {
-        c->ocsp = (unsigned char *)ocsp;
-        c->ocsp_len = (long)olen;
-    }
-    OPENSSL_cleanse(key, klen);
-    free(key);
-    free(chain);
     BIO_free(bio);
-    X509_free(leaf);
     EVP_PKEY_free(pkey);
-    return ctx;
-fail:
+    return rc;
+}
+
+/* One certificate's context from its files; NULL with why in err. */
+static SSL_CTX *load_one(tls_store_t *st, const found_t *f, char *err, size_t errlen)
+{
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+    tls_cert_t *c = calloc(1, sizeof *c);
+    char *chain = NULL, *key = NULL;
+    size_t clen = 0, klen = 0;
+    X509 *leaf = NULL;
+    if (!ctx || !c || !SSL_CTX_set_ex_data(ctx, cert_idx, c)) {
+        snprintf(err, errlen, "out of memory");
+        free(c);
+        SSL_CTX_free(ctx);
+        return NULL;
+    }
+    snprintf(c->id, sizeof c->id, "%s", f->id);
+    if (ctx_setup(ctx, st, err, errlen) < 0 ||
+        read_pair(st, f, &chain, &clen, &key, &klen, err, errlen) < 0 ||
+        !(leaf = use_chain(st, f, ctx, c, chain, clen, err, errlen)) ||
+        use_key(st, f, ctx, leaf, key, klen, err, errlen) < 0) {
+        SSL_CTX_free(ctx); /* frees c through the ex_data */
+        ctx = NULL;
+    } else {
+        if (f->id[0])
+            add_name(c, f->id, strlen(f->id));
+        size_t olen;
+        struct stat ob;
+        char *ocsp = read_file(st->dirfd, f->ocsp, &olen, &ob);
+        if (ocsp) {
+            c->ocsp = (unsigned char *)ocsp;
+            c->ocsp_len = (long)olen;
+        }
+    }
     if (key)
         OPENSSL_cleanse(key, klen);
     free(key);
     free(chain);
-    BIO_free(bio);
     X509_free(leaf);
-    EVP_PKEY_free(pkey);
-    SSL_CTX_free(ctx); /* frees c through the ex_data */
-    return NULL;
+    return ctx;
 }
 
 /* Load every certificate of the directory into fresh contexts. */
