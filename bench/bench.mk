@@ -1,25 +1,36 @@
-# bench/: the load generators (httpbench, bench) on io/; see bench/README.
-# Included by the root GNUmakefile, which provides $(B) and $(IO_LIB).
-# Objects go to $(B)/lg/, not $(B)/bench/: $(B)/bench is the binary (the
-# same reason gatling.mk uses $(B)/srv/).
+# bench/: the benchmark tools; see bench/README for the map.  Included by the
+# root GNUmakefile, which provides $(B) and $(IO_LIB).
+#
+#   bench/lg/   load generators (httpbench, bench, lg_selftest) on io/
+#   bench/kb/   kernel micro-benchmarks (kb-*), libc only
+#   bench/gio/  micro-benchmark of io/ itself (gio_timers)
+#   bench/ref/  reference servers (trivial-server)
+#
+# The binaries stay where the drivers, the tests and make install look for
+# them: $(B)/httpbench, $(B)/bench, $(B)/kb-*, ... and the copies
+# bench/httpbench, bench/bench.  Objects go to $(BO)/<folder>/, not
+# $(B)/bench/<folder>/: $(B)/bench is the binary (the same reason gatling.mk
+# uses $(B)/srv/).
+BO := $(B)/bench-obj
 
-BENCH_COMMON := bench/lg.c bench/lg_hist.c bench/lg_http.c bench/lg_net.c bench/lg_tls.c
-BENCH_COMMON_OBJ := $(BENCH_COMMON:bench/%.c=$(B)/lg/%.o)
+$(BO)/%.o: bench/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
+# --- bench/lg: the load generators --------------------------------------
+LG_LIB := lg lg_hist lg_http lg_net lg_tls
+LG_OBJ := $(LG_LIB:%=$(BO)/lg/%.o)
 BENCH_BIN := $(B)/httpbench $(B)/bench
 # self-test of the parser and the histogram, run by tests/integration/test_loadgen.py
 BENCH_TEST := $(B)/lg_selftest
 
-$(B)/lg/%.o: bench/%.c
-	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
-
-$(B)/httpbench: $(B)/lg/httpbench.o $(B)/lg/httpbench_run.o $(BENCH_COMMON_OBJ) $(IO_LIB)
+$(B)/httpbench: $(BO)/lg/httpbench.o $(BO)/lg/httpbench_run.o $(LG_OBJ) $(IO_LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(B)/bench: $(B)/lg/bench.o $(B)/lg/bench_run.o $(BENCH_COMMON_OBJ) $(IO_LIB)
+$(B)/bench: $(BO)/lg/bench.o $(BO)/lg/bench_run.o $(LG_OBJ) $(IO_LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(B)/lg_selftest: $(B)/lg/lg_selftest.o $(BENCH_COMMON_OBJ) $(IO_LIB)
+$(B)/lg_selftest: $(BO)/lg/lg_selftest.o $(LG_OBJ) $(IO_LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # copies for the user, like gatling/gatling: the last plain build wins.
@@ -33,37 +44,37 @@ all: $(BENCH_BIN) $(BENCH_TEST) bench/httpbench bench/bench
 tests-build: $(BENCH_TEST)
 CLEAN_EXTRA += bench/httpbench bench/bench bench/httpbench.tmp bench/bench.tmp
 
-# gio_timers: the cost of deadlines as descriptors grow (Linux)
 ifeq ($(shell uname -s),Linux)
-$(B)/gio_timers: $(B)/lg/gio_timers.o $(IO_LIB)
+# --- bench/gio: the cost of deadlines as descriptors grow -----------------
+$(B)/gio_timers: $(BO)/gio/gio_timers.o $(IO_LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 all: $(B)/gio_timers
-endif
 
-# The kernel micro-benchmarks (man/kbench.1): plain C on libc, no io/, so
-# that they measure the kernel and nothing of ours.  kb-fork-static is
-# kb-fork linked statically (not with the sanitizers, which cannot be).
-ifeq ($(shell uname -s),Linux)
+# --- bench/kb: the kernel micro-benchmarks (man/kbench.1) -----------------
+# Plain C on libc, no io/, so that they measure the kernel and nothing of
+# ours.  kb-fork-static is kb-fork linked statically (not with the
+# sanitizers, which cannot be).
 KB_TOOLS := socket bind accept fork thread mmap manymap
 KB_BIN := $(KB_TOOLS:%=$(B)/kb-%)
-$(B)/kb-%: $(B)/lg/kb_%.o $(B)/lg/kb.o
+$(B)/kb-%: $(BO)/kb/kb_%.o $(BO)/kb/kb.o
 	$(CC) $(LDFLAGS) -o $@ $^ -pthread
+# made through a pattern, so make would delete them as intermediates, and
+# their .d files would then have the next make rebuild every kb-*
+.SECONDARY: $(KB_TOOLS:%=$(BO)/kb/kb_%.o)
 ifeq ($(SAN),)
 KB_BIN += $(B)/kb-fork-static
-$(B)/lg/kb_fork_static.o: bench/kb_fork.c
+$(BO)/kb/kb_fork_static.o: bench/kb/kb_fork.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -DKB_STATIC -c -o $@ $<
-$(B)/kb-fork-static: $(B)/lg/kb_fork_static.o $(B)/lg/kb.o
+$(B)/kb-fork-static: $(BO)/kb/kb_fork_static.o $(BO)/kb/kb.o
 	$(CC) $(LDFLAGS) -static -o $@ $^
 endif
 all: $(KB_BIN)
 tests-build: $(KB_BIN)
-endif
 
-# trivial-server: the floor that bench/fastpath measures servers against
-# (one read, one write per request; Linux: epoll)
-ifeq ($(shell uname -s),Linux)
-$(B)/trivial-server: $(B)/lg/trivial_server.o
+# --- bench/ref: trivial-server, the floor bench/fastpath measures against -
+# (one read, one write per request; epoll)
+$(B)/trivial-server: $(BO)/ref/trivial_server.o
 	$(CC) $(LDFLAGS) -o $@ $^
 all: $(B)/trivial-server
 tests-build: $(B)/trivial-server

@@ -581,7 +581,7 @@ def test_slow_read_ramp_is_cheap(gatling, build):
 # Item 10: finding an expired deadline costs the same with 19,000 descriptors
 
 def test_expiry_cost_does_not_grow_with_descriptors(build):
-    """bench/gio_timers, back to back (per_ms 0: each deadline set just past
+    """bench/gio/gio_timers.c, back to back (per_ms 0: each deadline set just past
     and collected by a wait that does not sleep, so nothing but the
     structure and one system call is timed) with 1,000 and with 19,000
     descriptors (or what RLIMIT_NOFILE allows) in the same run; the CPU per

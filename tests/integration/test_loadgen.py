@@ -277,7 +277,7 @@ def refused_port():
 
 
 def test_selftest(build):
-    """Parser, histogram and address parsing (bench/lg_selftest.c, TAP)."""
+    """Parser, histogram and address parsing (bench/lg/lg_selftest.c, TAP)."""
     exe = build / "lg_selftest"
     if not exe.is_file():
         pytest.fail(f"{exe} missing")

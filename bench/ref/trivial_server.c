@@ -101,25 +101,24 @@ static int answer(int fd, tconn_t *c)
     return c->have == IN_CAP ? -1 : 0; /* a head larger than the buffer: give up */
 }
 
-int main(int argc, char **argv)
+/* Options into *addr, *port, *size; returns -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, const char **addr, long *port, long *size)
 {
-    const char *addr = "127.0.0.1";
-    long port = 0, size = 1024;
     int o;
     while ((o = getopt(argc, argv, "i:p:s:h")) != -1) {
         char *e;
         switch (o) {
-        case 'i': addr = optarg; break;
+        case 'i': *addr = optarg; break;
         case 'p':
-            port = strtol(optarg, &e, 10);
-            if (*e || port < 0 || port > 65535) {
+            *port = strtol(optarg, &e, 10);
+            if (*e || *port < 0 || *port > 65535) {
                 fprintf(stderr, "trivial-server: -p %s: not a port\n", optarg);
                 return 2;
             }
             break;
         case 's':
-            size = strtol(optarg, &e, 10);
-            if (*e || size < 0 || size > BODY_MAX) {
+            *size = strtol(optarg, &e, 10);
+            if (*e || *size < 0 || *size > BODY_MAX) {
                 fprintf(stderr, "trivial-server: -s %s: not a size from 0 to %d\n", optarg,
                         BODY_MAX);
                 return 2;
@@ -133,30 +132,86 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    signal(SIGPIPE, SIG_IGN);
-    make_responses((size_t)size);
-    struct sockaddr_in6 sa6 = {.sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port)};
-    struct sockaddr_in sa4 = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    return -1;
+}
+
+/* A non-blocking listener on addr and *port (0: any; *port gets the one bound);
+   the listening descriptor, or -1 with the message printed and *status set. */
+static int listen_on(const char *addr, long *port, int *status)
+{
+    struct sockaddr_in6 sa6 = {.sin6_family = AF_INET6, .sin6_port = htons((uint16_t)*port)};
+    struct sockaddr_in sa4 = {.sin_family = AF_INET, .sin_port = htons((uint16_t)*port)};
     int v6 = inet_pton(AF_INET6, addr, &sa6.sin6_addr) == 1;
     if (!v6 && inet_pton(AF_INET, addr, &sa4.sin_addr) != 1) {
         fprintf(stderr, "trivial-server: -i %s: not an IPv4 or IPv6 address\n", addr);
-        return 2;
+        *status = 2;
+        return -1;
     }
-    int lfd = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), one = 1;
+    int one = 1;
+    int lfd = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     setsockopt(lfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one); /* inherited on Linux */
     if (lfd < 0 ||
         bind(lfd, v6 ? (struct sockaddr *)&sa6 : (struct sockaddr *)&sa4,
              v6 ? sizeof sa6 : sizeof sa4) < 0 ||
         listen(lfd, 4096) < 0) {
-        fprintf(stderr, "trivial-server: %s port %ld: %s\n", addr, port, strerror(errno));
-        return 1;
+        fprintf(stderr, "trivial-server: %s port %ld: %s\n", addr, *port, strerror(errno));
+        *status = 1;
+        return -1;
     }
     struct sockaddr_storage got;
     socklen_t gl = sizeof got;
     getsockname(lfd, (struct sockaddr *)&got, &gl);
-    port = ntohs(v6 ? ((struct sockaddr_in6 *)&got)->sin6_port
-                    : ((struct sockaddr_in *)&got)->sin_port);
+    *port = ntohs(v6 ? ((struct sockaddr_in6 *)&got)->sin6_port
+                     : ((struct sockaddr_in *)&got)->sin_port);
+    return lfd;
+}
+
+/* Take every waiting connection of the listener into the epoll set. */
+static void accept_all(int ep, int lfd)
+{
+    int fd;
+    while ((fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+        tconn_t *nc = malloc(sizeof *nc);
+        struct epoll_event ce = {.events = EPOLLIN, .data.ptr = nc};
+        if (!nc || epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ce) < 0) {
+            free(nc);
+            close(fd);
+            continue;
+        }
+        nc->fd = fd, nc->have = 0;
+    }
+}
+
+/* One read on a readable connection, and the answers; closes it when done. */
+static void conn_readable(tconn_t *c)
+{
+    ssize_t r = read(c->fd, c->in + c->have, IN_CAP - c->have);
+    if (r < 0 && errno == EAGAIN)
+        return;
+    int done = r <= 0;
+    if (!done) {
+        c->have += (size_t)r;
+        done = answer(c->fd, c) != 0;
+    }
+    if (done) { /* closing the last reference leaves the epoll set by itself */
+        close(c->fd);
+        free(c);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    const char *addr = "127.0.0.1";
+    long port = 0, size = 1024;
+    int status = parse_args(argc, argv, &addr, &port, &size);
+    if (status >= 0)
+        return status;
+    signal(SIGPIPE, SIG_IGN);
+    make_responses((size_t)size);
+    int lfd = listen_on(addr, &port, &status);
+    if (lfd < 0)
+        return status;
     int ep = epoll_create1(EPOLL_CLOEXEC);
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL}, evs[512];
     if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev) < 0) {
@@ -171,33 +226,10 @@ int main(int argc, char **argv)
             return 1;
         }
         for (int i = 0; i < n; i++) {
-            tconn_t *c = evs[i].data.ptr;
-            if (!c) { /* the listener: take every waiting connection */
-                int fd;
-                while ((fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
-                    tconn_t *nc = malloc(sizeof *nc);
-                    struct epoll_event ce = {.events = EPOLLIN, .data.ptr = nc};
-                    if (!nc || epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ce) < 0) {
-                        free(nc);
-                        close(fd);
-                        continue;
-                    }
-                    nc->fd = fd, nc->have = 0;
-                }
-                continue;
-            }
-            ssize_t r = read(c->fd, c->in + c->have, IN_CAP - c->have);
-            if (r < 0 && errno == EAGAIN)
-                continue;
-            int done = r <= 0;
-            if (!done) {
-                c->have += (size_t)r;
-                done = answer(c->fd, c) != 0;
-            }
-            if (done) { /* closing the last reference leaves the epoll set by itself */
-                close(c->fd);
-                free(c);
-            }
+            if (evs[i].data.ptr)
+                conn_readable(evs[i].data.ptr);
+            else /* the listener */
+                accept_all(ep, lfd);
         }
     }
 }

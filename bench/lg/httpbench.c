@@ -1,6 +1,6 @@
 /*
  * httpbench — connect and request latency under many idle connections
- * (see man/httpbench.1, bench/README).
+ * (see man/httpbench.1, bench/README, bench/lg/README).
  *
  * main() parses options, probes the target with one request (with -c 1 that
  * request is the throughput measurement), then runs the worker: in this

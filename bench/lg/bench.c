@@ -1,5 +1,5 @@
 /*
- * bench — HTTP throughput load generator (see man/bench.1, bench/README).
+ * bench — HTTP throughput load generator (see man/bench.1, bench/README, bench/lg/README).
  *
  * main() parses options into a bench_cfg_t, checks that the descriptors and
  * ports the run needs exist, runs the workers (in this process, or -P
