@@ -34,7 +34,8 @@ typedef struct config {
     int status_page;       /* -S: /server-status for loopback clients */
     int symlinks_out;      /* -L: follow symlinks out of the document root */
     int gzip;              /* 0 with -Z: no compression */
-    int defer_accept;      /* -a: TCP_DEFER_ACCEPT seconds, 0 = off */
+    int defer_accept;      /* -a: TCP_DEFER_ACCEPT seconds, 0 = off (default 1 on Linux) */
+    int defer_accept_given; /* -a given: it also overrides a passed socket's */
     long mem_file_max;     /* -F: files up to this size are held in memory (fcache.h) */
     const char *tls_dir;     /* -C: certificate directory; NULL = ./server.pem if present */
     int tls_port;            /* -e: HTTPS port; default 443 as root, 4433 otherwise */

@@ -39,7 +39,7 @@ static void usage(void)
         "  -i addr   listen on this IPv4 or IPv6 address (default: all, IPv6 and IPv4)\n"
         "  -p port   listen on this port (default: 80 as root, 8000 otherwise; 0: any)\n"
         "  -a secs   accept a connection once its first bytes arrived, or after secs\n"
-        "            (TCP_DEFER_ACCEPT; default 0: at once)\n"
+        "            (TCP_DEFER_ACCEPT; default 1; 0: at once)\n"
         "  -T secs   close keep-alive connections idle this long (default 23; 0: never)\n"
         "  -s secs   a request head must arrive within secs (default 10, or -T)\n"
         "  -B rate   bodies and responses must move rate bytes/s (default 512; 0: any)\n"
@@ -184,6 +184,9 @@ static void config_defaults(config_t *cfg)
                       .gzip = 1,
                       .mem_file_max = 16384,
                       .tls_port = geteuid() == 0 ? 443 : 4433,
+#ifdef TCP_DEFER_ACCEPT
+                      .defer_accept = 1, /* as h2o: see server.c, defer_accept() */
+#endif
                       .hsts = -1};
 }
 
@@ -302,6 +305,7 @@ static int option(int c, char *arg, config_t *cfg)
 #ifdef TCP_DEFER_ACCEPT
         if ((cfg->defer_accept = (int)number(arg, 0, 3600)) < 0)
             return bad("a", arg, "not a number of seconds from 0 to 3600");
+        cfg->defer_accept_given = 1;
 #else
         return bad("a", arg, "TCP_DEFER_ACCEPT: not on this system");
 #endif

@@ -417,6 +417,7 @@ def test_error_log(gatling, tmp_path):
         s = socket.socket()
         s.settimeout(2)
         s.connect(("127.0.0.1", srv.port))
+        s.sendall(b"G")  # TCP_DEFER_ACCEPT (default): only a socket that sent a byte is taken
         socks.append(s)
     time.sleep(0.5)
     for s in socks:
