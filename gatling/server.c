@@ -4,15 +4,15 @@
  */
 #define _GNU_SOURCE
 #include "server.h"
-#include "conn.h"
-#include "encoding.h"
-#include "elog.h"
+#include "conn/conn.h"
+#include "site/encoding.h"
+#include "site/elog.h"
 #include "handover.h"
 #include "gio_os.h"
-#include "jobs.h"
-#include "peerlimits.h"
-#include "owfat.h"
-#include "tls.h"
+#include "site/jobs.h"
+#include "site/peerlimits.h"
+#include "http/owfat.h"
+#include "conn/tls.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -6,7 +6,9 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 $(B)/tests/t_%: $(B)/tests/unit/t_%.o $(GATLING_LIBOBJS) $(IO_LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(B)/tests/unit/%.o: CPPFLAGS += -Igatling -Itests/unit
+# the unit tests name gatling's headers without their folder
+GATLING_INC := -Igatling $(GATLING_DIRS:%=-Igatling/%)
+$(B)/tests/unit/%.o: CPPFLAGS += $(GATLING_INC) -Itests/unit
 
 .PHONY: tests-build
 tests-build: $(B)/gatling $(UNIT_BIN) $(BENCH_BIN)

@@ -1,34 +1,14 @@
 /* /server-status: see status.h. */
 #include "status.h"
-#include "hbuf.h"
-#include "response.h"
-#include "site.h"
-#include "conn.h"
+#include "http/hbuf.h"
+#include "http/response.h"
+#include "site/site.h"
+#include "conn/conn.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static void roll(status_counters_t *st, int64_t now)
-{
-    if (now == st->second)
-        return;
-    /* a new second: the one that ended gives the rate (0 after a quiet gap) */
-    int quiet = now - st->second > 1;
-    st->rps = quiet ? 0 : st->requests - st->last_requests;
-    st->bps = quiet ? 0 : st->bytes - st->last_bytes;
-    st->last_requests = st->requests;
-    st->last_bytes = st->bytes;
-    st->second = now;
-}
-
-void status_count(status_counters_t *st, int64_t now, uint64_t bytes)
-{
-    roll(st, now);
-    st->requests++;
-    st->bytes += bytes;
-}
 
 int status_is_loopback(const struct sockaddr *sa)
 {
@@ -96,7 +76,7 @@ int status_serve(conn_t *c, int json)
 {
     site_t *s = c->site;
     int64_t now = gio_wallclock(s->loop);
-    roll(&s->stats, now);
+    stats_roll(&s->stats, now);
     row_t r[40];
     size_t n = rows(s, r, now);
     char *body = malloc(STATUS_PAGE_MAX), pid[24];

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "http_parse.h"
+#include "http/http_parse.h"
 
 typedef struct alog {
     int fd; /* -1: logging off */

@@ -1,6 +1,6 @@
 /* Directory listings: see listing.h. */
 #include "listing.h"
-#include "path.h"
+#include "http/path.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 
-#include "http_parse.h"
+#include "http/http_parse.h"
 
 #define VHOST_NAME_MAX 270 /* a 255-byte host name, a port and brackets */
 

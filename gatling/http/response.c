@@ -3,8 +3,8 @@
 #include "hbuf.h"
 
 #include <errno.h>
-#include "site.h"
-#include "conn.h"
+#include "site/site.h"
+#include "conn/conn.h"
 
 #include <string.h>
 

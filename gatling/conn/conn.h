@@ -26,9 +26,9 @@
 #define GATLING_CONN_H
 
 #include "gio_batch.h"
-#include "http_parse.h"
-#include "jobs.h"
-#include "site.h"
+#include "http/http_parse.h"
+#include "site/jobs.h"
+#include "site/site.h"
 
 #include <netinet/in.h>
 #include <stdint.h>

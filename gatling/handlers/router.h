@@ -6,7 +6,7 @@
 #ifndef GATLING_HANDLER_H
 #define GATLING_HANDLER_H
 
-#include "conn.h"
+#include "conn/conn.h"
 
 /*
  * Check the request's body framing (RFC 9112 6): sets c->body and

@@ -5,7 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "tls.h"
-#include "config.h"
+#include "site/config.h"
 #include "gio.h"
 #include "gio_tls.h"
 

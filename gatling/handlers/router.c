@@ -1,9 +1,9 @@
 /* Request checks and dispatch: see handler.h. */
-#include "handler.h"
-#include "owfat.h"
-#include "hbuf.h"
-#include "response.h"
-#include "tls.h"
+#include "router.h"
+#include "http/owfat.h"
+#include "http/hbuf.h"
+#include "http/response.h"
+#include "conn/tls.h"
 
 #include <string.h>
 

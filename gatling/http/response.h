@@ -6,7 +6,7 @@
 #ifndef GATLING_RESPONSE_H
 #define GATLING_RESPONSE_H
 
-#include "conn.h"
+#include "conn/conn.h"
 
 #include <stdint.h>
 #include <time.h>

@@ -1,6 +1,6 @@
 /* The error log: see elog.h. */
 #include "elog.h"
-#include "hbuf.h"
+#include "http/hbuf.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -3,7 +3,7 @@
 #include "encoding.h"
 #include "jobs.h"
 #include "peerlimits.h"
-#include "owfat.h"
+#include "http/owfat.h"
 
 #include <errno.h>
 #include <fcntl.h>

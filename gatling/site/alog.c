@@ -1,7 +1,7 @@
 /* The access log: see alog.h. */
 #define _GNU_SOURCE
 #include "alog.h"
-#include "owfat.h"
+#include "http/owfat.h"
 
 #include <netinet/in.h>
 #include <stdlib.h>

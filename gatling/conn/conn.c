@@ -6,13 +6,13 @@
  * st_handle() and the error paths, before a response head is built.
  */
 #include "conn.h"
-#include "encoding.h"
-#include "fcache.h"
+#include "site/encoding.h"
+#include "site/fcache.h"
 #include "gio_os.h"
-#include "handler.h"
-#include "peerlimits.h"
-#include "owfat.h"
-#include "response.h"
+#include "handlers/router.h"
+#include "site/peerlimits.h"
+#include "http/owfat.h"
+#include "http/response.h"
 #include "tls.h"
 
 #include <errno.h>

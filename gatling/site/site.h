@@ -17,7 +17,7 @@
 #include "fcache.h"
 #include "gio.h"
 #include "mime.h"
-#include "status.h"
+#include "stats.h"
 
 #include <stdint.h>
 

@@ -2,7 +2,7 @@
 #define _GNU_SOURCE
 #include "vhost.h"
 #include "fs.h"
-#include "owfat.h"
+#include "http/owfat.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

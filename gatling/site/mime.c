@@ -1,6 +1,6 @@
 /* Extension -> Content-Type: see mime.h. */
 #include "mime.h"
-#include "owfat.h"
+#include "http/owfat.h"
 
 #include <errno.h>
 #include <stdint.h>

@@ -12,23 +12,23 @@
  * on the server never leaks a private file.  Dotfiles are never served.
  */
 #define _GNU_SOURCE
-#include "byterange.h"
-#include "encoding.h"
-#include "fs.h"
-#include "handler.h"
-#include "hbuf.h"
+#include "http/byterange.h"
+#include "site/encoding.h"
+#include "site/fs.h"
+#include "router.h"
+#include "http/hbuf.h"
 #include "htaccess.h"
-#include "jobs.h"
-#include "peerlimits.h"
+#include "site/jobs.h"
+#include "site/peerlimits.h"
 #include "listing.h"
-#include "mime.h"
-#include "owfat.h"
-#include "path.h"
-#include "response.h"
-#include "site.h"
-#include "conn.h"
+#include "site/mime.h"
+#include "http/owfat.h"
+#include "http/path.h"
+#include "http/response.h"
+#include "site/site.h"
+#include "conn/conn.h"
 #include "status.h"
-#include "vhost.h"
+#include "site/vhost.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,15 +1,12 @@
 /*
- * status — /server-status (gatling -S): open connections, requests and bytes
- * in total and per second, as HTML or (with ?json) JSON.  Only loopback
- * clients get it; with -W each worker reports its own numbers.
+ * stats — what one loop counts: requests and bytes in total and over the
+ * last second, and what each defence did.  handlers/status.c shows them as
+ * /server-status.
  */
-#ifndef GATLING_STATUS_H
-#define GATLING_STATUS_H
+#ifndef GATLING_STATS_H
+#define GATLING_STATS_H
 
 #include <stdint.h>
-#include <sys/socket.h>
-
-struct conn;
 
 typedef struct status_counters {
     uint64_t requests, bytes;           /* since start */
@@ -40,13 +37,11 @@ typedef struct status_counters {
     uint64_t tls_ktls;         /* handshakes after which the kernel encrypts (kTLS) */
 } status_counters_t;
 
+/* Start a new second at wall-clock second now, if it is one: the second that
+   ended gives requests/s and bytes/s (0 after a quiet gap). */
+void stats_roll(status_counters_t *st, int64_t now);
+
 /* Count a finished request of `bytes` bytes at wall-clock second now. */
 void status_count(status_counters_t *st, int64_t now, uint64_t bytes);
-
-/* Is the peer a loopback address (127.0.0.0/8, ::1, ::ffff:127.0.0.0/104)? */
-int status_is_loopback(const struct sockaddr *sa);
-
-/* Queue the status page (json: the JSON form).  0, or -1 on ENOMEM. */
-int status_serve(struct conn *c, int json);
 
 #endif

@@ -1,7 +1,7 @@
 /* .htaccess Basic authentication: see htaccess.h. */
 #define _GNU_SOURCE /* explicit_bzero */
 #include "htaccess.h"
-#include "owfat.h"
+#include "http/owfat.h"
 
 #include <crypt.h>
 #include <errno.h>
