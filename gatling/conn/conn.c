@@ -2,17 +2,16 @@
  * The connection state machine: see conn.h.  conn_event() runs the state
  * functions until the state stops changing (the lighttpd pattern); each
  * state function does one step and moves on with enter(), which also sets
- * the deadline the new state waits under.  Keep-alive is decided here, in
- * st_handle() and the error paths, before a response head is built.
+ * the deadline the new state waits under.  What is HTTP/1.1 about it
+ * (framing, keep-alive, the response's bytes) is h1.c's.
  */
 #include "conn.h"
+#include "gio_os.h"
+#include "h1.h"
+#include "handlers/router.h"
 #include "site/encoding.h"
 #include "site/fcache.h"
-#include "gio_os.h"
-#include "handlers/router.h"
 #include "site/peerlimits.h"
-#include "http/owfat.h"
-#include "http/response.h"
 #include "tls.h"
 
 #include <errno.h>
@@ -96,8 +95,7 @@ static void want_input(conn_t *c)
     gio_want(c->site->loop, c->fd, c->ssl && c->tls_want ? c->tls_want : GIO_READ);
 }
 
-/* A tiny message on an idle socket, best effort (100 Continue, 408). */
-static void send_small(conn_t *c, const char *msg, size_t len)
+void conn_send_small(conn_t *c, const char *msg, size_t len)
 {
     if (c->ssl)
         tls_send_small(c->ssl, msg, len);
@@ -189,19 +187,30 @@ conn_t *conn_new(conn_set_t *set, site_t *site, int kind, int fd, const struct s
     return c;
 }
 
+/* The request's own state goes with it: its file, its gzip entry, what the
+   exchange owns (after the batch that may point into them). */
+static void end_exchange(exchange_t *ex)
+{
+    if (ex->file)
+        fcache_release(ex->file);
+    ex->file = NULL;
+    enc_gzip_release(ex->gz);
+    ex->gz = NULL;
+    ex_end(ex);
+}
+
 static void conn_free(conn_t *c)
 {
-    if (c->job) /* the job runs on: it must not come back to us */
-        c->job->c = NULL;
+    if (c->blk && c->blk->ex.job) /* the job runs on: it must not come back to us */
+        c->blk->ex.job->ex = NULL;
     limits_conn_close(c->site->limits, &c->peer.sa);
     if (c->ssl) /* not after a fatal error: tls.c made it quiet then */
         tls_close_notify(c->ssl);
     gio_close_sole(c->site->loop, c->fd); /* accept4'ed close-on-exec, never dup'ed */
     gio_batch_free(&c->out);
+    if (c->blk)
+        end_exchange(&c->blk->ex);
     block_put(c->set, c->blk);
-    if (c->file)
-        fcache_release(c->file);
-    enc_gzip_release(c->gz);
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -217,14 +226,15 @@ static void conn_free(conn_t *c)
 /* Log the request that just ended (also one cut short). */
 static void log_request(conn_t *c)
 {
+    const exchange_t *ex = &c->blk->ex; /* a request is logged while its block is held */
     uint64_t sent = c->out.bytes_sent > c->head_len ? c->out.bytes_sent - c->head_len : 0;
-    if (sent > c->body_len)
-        sent = c->body_len;
+    if (sent > ex->body_len)
+        sent = ex->body_len;
     const char *vhost = NULL;
     if (c->site->cfg->log_vhost)
-        vhost = c->blk && c->reqlen ? c->blk->vhost : "";
+        vhost = c->reqlen ? ex->vhost : "";
     alog_request(&c->site->log, gio_wallclock(c->site->loop), vhost, &c->peer.sa,
-                 c->reqlen ? &c->blk->req : NULL, c->status, c->head_only ? 0 : sent,
+                 c->reqlen ? &c->blk->req : NULL, ex->status, ex->head_only ? 0 : sent,
                  c->ssl != NULL);
 }
 
@@ -233,7 +243,7 @@ static void fail(conn_t *c, int status)
 {
     c->keepalive = 0;
     c->unread_input = 1;
-    if (resp_error(c, status, NULL) < 0)
+    if (h1_error(c, status, NULL, NULL) < 0)
         c->state = CONN_CLOSE;
     else
         enter(c, CONN_WRITE);
@@ -263,6 +273,7 @@ static void st_head(conn_t *c)
             return;
         }
         memset(&c->blk->prog, 0, sizeof c->blk->prog);
+        h1_exchange_init(c);
     }
     for (;;) {
         int status = 0;
@@ -277,8 +288,6 @@ static void st_head(conn_t *c)
         if (n == HTTP_MALFORMED) {
             c->reqlen = 0; /* nothing trustworthy to log from it */
             c->blk->req.line.p = NULL;
-            c->blk->vhost[0] = 0;
-            c->head_only = 0;
             fail(c, status);
             return;
         }
@@ -300,37 +309,9 @@ static void st_head(conn_t *c)
     }
 }
 
-/* Answer "100 Continue" if the client waits for it before sending the body. */
-static void send_continue(conn_t *c, const http_request_t *req)
-{
-    static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-    const http_str_t *ex = http_header(req, "Expect");
-    if (!ex || req->version < 11 || c->inlen > c->reqlen) /* the body is already coming */
-        return;
-    if (ex->n == 12 && case_equalb(ex->p, 12, "100-continue"))
-        send_small(c, cont, sizeof cont - 1); /* tiny, on an idle socket */
-}
-
-/* Does this request end the connection?  RFC 9112 9.3, and our caps. */
-static int keeps_alive(conn_t *c, const http_request_t *req)
-{
-    const http_str_t *conn = http_header(req, "Connection");
-    int ka = c->http10 ? conn && http_list_has(*conn, "keep-alive")
-                       : !(conn && http_list_has(*conn, "close"));
-    if (c->set->draining)
-        return 0;
-    unsigned max = (unsigned)c->site->cfg->max_requests;
-    if (ka && max && c->requests >= max) {
-        c->site->stats.max_requests++;
-        return 0;
-    }
-    return ka;
-}
-
-/* HANDLE: decide keep-alive, check the body's framing, read it or respond. */
+/* HANDLE: the codec decides keep-alive and framing; read the body or respond. */
 static void st_handle(conn_t *c)
 {
-    http_request_t *req = &c->blk->req;
     c->requests++;
     if (limits_request(c->site->limits, &c->peer.sa, gio_now(c->site->loop)) != LIMIT_OK) {
         /* -A: the original's tarpit, or with -T 0 its drop */
@@ -341,23 +322,15 @@ static void st_handle(conn_t *c)
             c->state = CONN_CLOSE;
         return;
     }
-    c->http10 = req->version == 10;
-    c->keepalive = keeps_alive(c, req);
-    c->head_only = req->method.n == 4 && !memcmp(req->method.p, "HEAD", 4);
     c->unread_input = 0;
-    c->status = 0;
-    c->body_len = c->head_len = 0;
+    c->head_len = 0;
     c->out.bytes_sent = 0;
-    c->blk->vhost[0] = 0;
-    int st = handler_framing(c, req);
+    int st = h1_request(c);
     if (st) {
         fail(c, st);
         return;
     }
-    c->auth_verdict = AUTH_NONE;
-    c->gzip_tried = 0;
     if (c->body != BODY_NONE) {
-        send_continue(c, req);
         c->blk->moved = 0;
         enter(c, CONN_BODY);
         return;
@@ -370,29 +343,30 @@ static void job_done(job_t *j);
 /* DISPATCH: the handler answers, or hands work to a thread and we WAIT. */
 static void st_dispatch(conn_t *c)
 {
-    if (handler_dispatch(c, &c->blk->req) < 0) {
+    exchange_t *ex = &c->blk->ex;
+    if (router_dispatch(ex) < 0) {
         site_error(c->site, "malloc()", ENOMEM, &c->peer.sa, "a response: client shed");
         c->state = CONN_CLOSE;
         return;
     }
-    if (!c->job) {
+    if (!ex->job) {
         enter(c, CONN_WRITE);
         return;
     }
-    conn_job_t *cj = c->job;
-    cj->c = c;
-    cj->job.done = job_done;
-    if (jobs_submit(c->site->jobs, &cj->job) == 0) {
+    ex_job_t *xj = ex->job;
+    xj->ex = ex;
+    xj->job.done = job_done;
+    if (jobs_submit(c->site->jobs, &xj->job) == 0) {
         enter(c, CONN_WAIT);
         return;
     }
     site_error(c->site, "jobs_submit()", EAGAIN, &c->peer.sa, "worker threads' queue full: 503");
-    c->job = NULL; /* the pool's queue is full: shed this request, not the loop */
-    cj->job.cancelled = 1;
-    cj->finish(cj, NULL);
-    free(cj);
+    ex->job = NULL; /* the pool's queue is full: shed this request, not the loop */
+    xj->job.cancelled = 1;
+    xj->finish(xj, NULL);
+    free(xj);
     c->site->stats.busy++;
-    if (resp_error(c, 503, "Retry-After: 1\r\n") < 0)
+    if (h1_error(c, 503, "Retry-After", "1") < 0)
         c->state = CONN_CLOSE;
     else
         enter(c, CONN_WRITE);
@@ -400,17 +374,18 @@ static void st_dispatch(conn_t *c)
 
 static void run(conn_t *c, unsigned events);
 
-/* A job for c's request is done (on the loop thread): dispatch again. */
+/* A job for an exchange is done (on the loop thread): dispatch it again. */
 static void job_done(job_t *j)
 {
-    conn_job_t *cj = (conn_job_t *)j;
-    conn_t *c = cj->c;
+    ex_job_t *xj = (ex_job_t *)j;
+    exchange_t *ex = xj->ex;
+    conn_t *c = ex ? ex->conn : NULL;
     if (c) {
-        c->job = NULL;
+        ex->job = NULL;
         c->state = j->cancelled ? CONN_CLOSE : CONN_DISPATCH; /* cancelled: shutting down */
     }
-    cj->finish(cj, j->cancelled ? NULL : c);
-    free(cj);
+    xj->finish(xj, j->cancelled ? NULL : ex);
+    free(xj);
     if (c)
         run(c, 0);
 }
@@ -471,12 +446,7 @@ static void finish_request(conn_t *c)
 {
     log_request(c);
     status_count(&c->site->stats, gio_wallclock(c->site->loop), c->out.bytes_sent);
-    if (c->file) {
-        fcache_release(c->file);
-        c->file = NULL;
-    }
-    enc_gzip_release(c->gz);
-    c->gz = NULL;
+    end_exchange(&c->blk->ex);
     memmove(c->blk->in, c->blk->in + c->reqlen, c->inlen - c->reqlen);
     c->inlen -= c->reqlen;
     c->reqlen = 0;
@@ -493,6 +463,7 @@ static void finish_request(conn_t *c)
         return;
     }
     if (c->inlen) { /* a pipelined request is already here */
+        h1_exchange_init(c);
         enter(c, CONN_HEAD);
         return;
     }
@@ -568,21 +539,14 @@ static int timed_out(conn_t *c)
         }
         return 0;
     }
-    case CONN_WAIT: { /* the worker threads are too far behind: say so, best effort */
-        static const char r503[] = "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 5\r\n"
-                                   "Connection: close\r\nContent-Length: 0\r\n\r\n";
-        send_small(c, r503, sizeof r503 - 1);
+    case CONN_WAIT: /* the worker threads are too far behind: say so, best effort */
+        h1_late(c, 503);
         st->busy++;
         return 0;
-    }
-    case CONN_HEAD: {
-        /* RFC 9110 15.5.9; best effort, the socket is not waited for */
-        static const char r408[] = "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n"
-                                   "Content-Length: 0\r\n\r\n";
-        send_small(c, r408, sizeof r408 - 1);
+    case CONN_HEAD:
+        h1_late(c, 408);
         st->timeout_head++;
         return 0;
-    }
     case CONN_HANDSHAKE: st->timeout_handshake++; return 0;
     case CONN_IDLE:           /* a connection that never sent a request ran out of head time */
         if (c->set->draining) /* the grace of a shutdown is over */

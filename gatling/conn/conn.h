@@ -19,13 +19,17 @@
  *   TARPIT  -T, then close
  *   HANDSHAKE  -s, like a head: bytes that are no TLS handshake close at once
  * While a request is read or answered the connection owns a request block
- * (input buffer, parsed head, path and response-head buffers); an IDLE
- * connection holds none, so idle connections cost ~200 bytes.
+ * (input buffer, parsed head, the exchange the handlers fill, response-head
+ * buffer); an IDLE connection holds none, so idle connections cost ~200
+ * bytes.  What is HTTP/1.1 about a connection (framing, keep-alive, the
+ * bytes of a response head) is the codec's, conn/h1.c; conn.c is the
+ * socket's: reading, TLS, deadlines, sending the batch.
  */
 #ifndef GATLING_CONN_H
 #define GATLING_CONN_H
 
 #include "gio_batch.h"
+#include "http/exchange.h"
 #include "http/http_parse.h"
 #include "site/jobs.h"
 #include "site/site.h"
@@ -49,13 +53,11 @@ typedef enum conn_state {
 } conn_state_t;
 
 #define CONN_IN_CAP (HTTP_MAX_HEAD + 1024) /* a full head plus pipelined bytes */
-#define CONN_PATH_CAP (HTTP_MAX_TARGET + 8)
-#define CONN_HEAD_CAP (3 * HTTP_MAX_TARGET + 2048) /* Location carries the encoded path */
+#define CONN_HEAD_CAP (EX_FIELD_MAX + 1024) /* a head with its longest field */
 #define CONN_BODY_MAX (1 << 20) /* request bodies are dropped; larger ones get 413 */
 #define CONN_SPARE_BLOCKS 32    /* request blocks kept for reuse */
 
 enum { BODY_NONE, BODY_LENGTH, BODY_CHUNKED };
-enum { AUTH_NONE, AUTH_GOOD, AUTH_BAD };
 
 typedef struct conn_block {
     http_request_t req;
@@ -63,10 +65,9 @@ typedef struct conn_block {
     http_chunked_t chunked; /* BODY_CHUNKED: where the body's framing is */
     uint64_t moved;         /* BODY: body bytes read, for the rate check (-B) */
     uint64_t window_at;     /* BODY, WRITE: what had moved when the rate window began */
+    exchange_t ex;          /* the request being answered */
     char in[CONN_IN_CAP];
-    char path[CONN_PATH_CAP];
     char head[CONN_HEAD_CAP];
-    char vhost[272]; /* the request's vhost name, for the access log */
 } conn_block_t;
 
 /* The connections of one loop: the owner (server.c) embeds it. */
@@ -76,21 +77,6 @@ typedef struct conn_set {
     int nspare;
     int draining; /* shutting down: every response is the last */
 } conn_set_t;
-
-/*
- * Work a handler sends off the loop for a connection.  The handler mallocs
- * a struct that starts with this, sets job.work (runs on a pool thread) and
- * finish (runs on the loop), puts it in c->job and returns; conn.c submits
- * it and, when it is done, calls finish, frees the struct and dispatches the
- * request again.  finish always runs, also when the connection went first
- * (then its c is NULL) or the pool shut down before work ran
- * (job.cancelled), so that it can release what the job holds.
- */
-typedef struct conn_job {
-    job_t job;
-    struct conn *c;
-    void (*finish)(struct conn_job *cj, struct conn *c);
-} conn_job_t;
 
 typedef struct conn {
     int kind; /* the loop cookie's kind (server.c): first */
@@ -104,21 +90,14 @@ typedef struct conn {
     uint32_t reqlen;          /* bytes of blk->in taken by the current request */
     uint32_t head_len;        /* bytes of the response head */
     uint32_t requests;        /* requests begun on this connection */
-    uint16_t status;
     uint16_t local_port;
-    uint8_t keepalive, http10, head_only, unread_input;
+    uint8_t keepalive, http10, unread_input;
     uint8_t body;         /* BODY_*: framing of the request body */
-    uint8_t auth_verdict; /* AUTH_*: a job's answer for this request's credentials */
-    uint8_t gzip_tried;   /* this request waited for a gzip job once already */
     uint8_t tls_want;     /* HTTPS: what OpenSSL waits for (GIO_READ/WRITE) after GIO_AGAIN */
     uint8_t tls;          /* accepted on the HTTPS port */
     uint8_t tls_drained;  /* the last TLS read found nothing more (GIO_AGAIN) */
     struct ssl_st *ssl;   /* HTTPS: the TLS session (from the first ClientHello byte on) */
-    conn_job_t *job;      /* the job this request waits for (WAIT), or NULL */
     uint64_t body_left; /* BODY_LENGTH: bytes still to drop */
-    uint64_t body_len;         /* body bytes of the current response */
-    struct fcache_entry *file; /* the open file the response sends, if any */
-    struct enc_gz *gz;         /* the gzipped body the response sends, if any */
     gio_batch_t out;
     union {
         struct sockaddr sa;
@@ -149,10 +128,7 @@ void conn_set_free(conn_set_t *set);
 /* The state's name, for debug output and tests. */
 const char *conn_state_name(conn_state_t st);
 
-/* The buffer response heads are built in. */
-static inline char *conn_head_buf(conn_t *c)
-{
-    return c->blk->head;
-}
+/* A tiny message on an idle socket, best effort (100 Continue, 408, 503). */
+void conn_send_small(conn_t *c, const char *msg, size_t len);
 
 #endif

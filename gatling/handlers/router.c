@@ -1,56 +1,16 @@
-/* Request checks and dispatch: see handler.h. */
+/* Request checks and dispatch: see router.h. */
 #include "router.h"
-#include "http/owfat.h"
 #include "http/hbuf.h"
-#include "http/response.h"
-#include "conn/tls.h"
+#include "site/site.h"
 
 #include <string.h>
 
-#define ALLOW "Allow: GET, HEAD, OPTIONS\r\n"
+#define ALLOW "GET, HEAD, OPTIONS"
 
 static int method_is(const http_request_t *req, const char *m)
 {
     size_t n = strlen(m);
     return req->method.n == n && !memcmp(req->method.p, m, n);
-}
-
-/*
- * Request bodies (RFC 9112 6): static resources take none, but a body must be
- * read to keep the connection in step, so it is read and dropped before the
- * response (conn.c's BODY state), up to CONN_BODY_MAX.  Both framings at
- * once is how request smuggling starts: 400; so is a Transfer-Encoding list
- * that does not end in exactly one "chunked"; an unknown coding is 501
- * (http_transfer_coding).
- */
-int handler_framing(conn_t *c, const http_request_t *req)
-{
-    const http_str_t *te = http_header(req, "Transfer-Encoding");
-    const http_str_t *cl = http_header(req, "Content-Length");
-    c->body = BODY_NONE;
-    if (te && cl)
-        return 400;
-    if (te) {
-        int coding = http_transfer_coding(req);
-        if (coding != HTTP_TE_CHUNKED)
-            return coding;     /* 400 or 501: the connection closes after either */
-        if (req->version < 11) /* 9112 6.1: a TE in HTTP/1.0 cannot be trusted */
-            return 400;
-        c->body = BODY_CHUNKED;
-        memset(&c->blk->chunked, 0, sizeof c->blk->chunked);
-        return 0;
-    }
-    if (cl) {
-        unsigned long long len = 0;
-        size_t k = cl->n ? scan_ulonglong(cl->p, &len) : 0;
-        if (k == 0 || k != cl->n || k > 18 || http_header_count(req, "Content-Length") > 1)
-            return 400;
-        if (len > CONN_BODY_MAX)
-            return 413;
-        if (len > 0)
-            c->body = BODY_LENGTH, c->body_left = len;
-    }
-    return 0;
 }
 
 /* The name of a Host value, without its port ("[::1]" keeps the brackets). */
@@ -77,15 +37,15 @@ static int host_chars_ok(const char *p, size_t n)
 }
 
 /* -X: plain HTTP is answered with the same URL on HTTPS. */
-static int redirect_https(conn_t *c, const http_request_t *req, const http_str_t *host)
+static int redirect_https(exchange_t *ex, const http_request_t *req, const http_str_t *host)
 {
-    char loc[HTTP_MAX_TARGET + 320]; /* "Location: https://" + 255 + ":65535" + target */
+    char loc[HTTP_MAX_TARGET + 320]; /* "https://" + 255 + ":65535" + target */
     hbuf_t b = hb_init(loc, sizeof loc);
     size_t n = host ? host_name_len(host) : 0;
     if (!host_chars_ok(host ? host->p : "", n))
-        return resp_error(c, 400, NULL); /* nowhere to send it */
-    int port = c->site->cfg->tls_port;
-    hb_puts(&b, "Location: https://");
+        return ex_error(ex, 400, NULL, NULL); /* nowhere to send it */
+    int port = ex->site->cfg->tls_port;
+    hb_puts(&b, "https://");
     hb_put(&b, host->p, n);
     if (port != 443) {
         hb_puts(&b, ":");
@@ -95,36 +55,37 @@ static int redirect_https(conn_t *c, const http_request_t *req, const http_str_t
         hb_put(&b, req->target.p, req->target.n); /* the parser let no space or CTL in */
     else
         hb_puts(&b, "/");
-    hb_puts(&b, "\r\n");
-    hb_str(&b);
-    if (b.over)
-        return resp_error(c, 414, NULL);
-    return resp_error(c, 301, loc);
+    if (!hb_str(&b))
+        return ex_error(ex, 414, NULL, NULL);
+    return ex_error(ex, 301, "Location", loc);
 }
 
-int handler_dispatch(conn_t *c, const http_request_t *req)
+int router_dispatch(exchange_t *ex)
 {
+    const http_request_t *req = ex->req;
     size_t hosts = http_header_count(req, "Host");
     if (hosts > 1 || (req->version == 11 && hosts == 0)) /* RFC 9112 3.2 */
-        return resp_error(c, 400, NULL);
-    const config_t *cfg = c->site->cfg;
+        return ex_error(ex, 400, NULL, NULL);
+    const config_t *cfg = ex->site->cfg;
     const http_str_t *host = http_header(req, "Host");
-    if (c->ssl && host) { /* RFC 9110 7.4: a Host another certificate answers for */
+    if (ex->secure && host) { /* RFC 9110 7.4: a Host another certificate answers for */
         size_t n = host_name_len(host);
-        if (n && tls_misdirected(cfg->tls, c->ssl, host->p, n)) {
-            c->site->stats.tls_misdirected++;
-            return resp_error(c, 421, NULL);
+        if (n && ex_misdirected(ex, host->p, n)) {
+            ex->site->stats.tls_misdirected++;
+            return ex_error(ex, 421, NULL, NULL);
         }
     }
-    if (!c->ssl && cfg->https_redirect && cfg->tls && !cfg->tls_skipped)
-        return redirect_https(c, req, host);
+    if (!ex->secure && cfg->https_redirect && cfg->tls && !cfg->tls_skipped)
+        return redirect_https(ex, req, host);
     if (method_is(req, "GET") || method_is(req, "HEAD"))
-        return static_serve(c, req);
-    if (method_is(req, "OPTIONS"))
-        return resp_head(c, 200, NULL, 0, -1, ALLOW) < 0 ? -1 : 0;
+        return static_serve(ex);
+    if (method_is(req, "OPTIONS")) {
+        ex_field(ex, "Allow", ALLOW);
+        return ex_head(ex, 200, NULL, 0, -1) < 0 ? -1 : 0;
+    }
     static const char *const known[] = {"POST", "PUT", "DELETE", "PATCH", "TRACE", "CONNECT"};
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (method_is(req, known[i]))
-            return resp_error(c, 405, ALLOW);
-    return resp_error(c, 501, NULL);
+            return ex_error(ex, 405, "Allow", ALLOW);
+    return ex_error(ex, 501, NULL, NULL);
 }

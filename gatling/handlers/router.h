@@ -1,24 +1,21 @@
 /*
- * handler — from a parsed request to a queued response.  handler.c checks
- * what every request must satisfy (Host, framing, method) and dispatches;
- * each kind of resource has its own file (static.c: files and directories).
+ * router — from a request to the handler that answers it.  router.c checks
+ * what every request must satisfy (Host, method), answers what no resource
+ * is needed for (OPTIONS, the -X redirect to HTTPS, 421, 405, 501) and
+ * dispatches; each kind of resource has its own file (static.c: files and
+ * directories, status.c: /server-status).  Handlers take an exchange and
+ * nothing of the connection it came on (http/exchange.h).
  */
-#ifndef GATLING_HANDLER_H
-#define GATLING_HANDLER_H
+#ifndef GATLING_ROUTER_H
+#define GATLING_ROUTER_H
 
-#include "conn/conn.h"
+#include "http/exchange.h"
 
-/*
- * Check the request's body framing (RFC 9112 6): sets c->body and
- * c->body_left.  Returns 0, or the status to answer (400 for invalid or
- * conflicting framing, 413 over CONN_BODY_MAX).
- */
-int handler_framing(conn_t *c, const http_request_t *req);
-
-/* Queue the response to req on c.  0, or -1 if nothing could be queued. */
-int handler_dispatch(conn_t *c, const http_request_t *req);
+/* Answer ex's request (or hand work to a thread: ex->job).  0, or -1 if
+   nothing could be answered (ENOMEM). */
+int router_dispatch(exchange_t *ex);
 
 /* GET/HEAD of a file or directory below the document root (static.c). */
-int static_serve(conn_t *c, const http_request_t *req);
+int static_serve(exchange_t *ex);
 
 #endif

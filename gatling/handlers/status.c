@@ -1,10 +1,9 @@
 /* /server-status: see status.h. */
 #include "status.h"
 #include "http/hbuf.h"
-#include "http/response.h"
 #include "site/site.h"
-#include "conn/conn.h"
 
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,9 +71,9 @@ static size_t rows(const site_t *s, row_t *r, int64_t now)
     return n;
 }
 
-int status_serve(conn_t *c, int json)
+int status_serve(exchange_t *ex, int json)
 {
-    site_t *s = c->site;
+    site_t *s = ex->site;
     int64_t now = gio_wallclock(s->loop);
     stats_roll(&s->stats, now);
     row_t r[40];
@@ -117,17 +116,8 @@ int status_serve(conn_t *c, int json)
     }
     if (b.over) {
         free(body);
-        return resp_error(c, 500, NULL);
+        return ex_error(ex, 500, NULL, NULL);
     }
-    const char *type = json ? "application/json" : "text/html; charset=utf-8";
-    int rc = resp_head(c, 200, type, hb_len(&b), -1, "Cache-Control: no-store\r\n");
-    if (rc != 0 || c->head_only) {
-        free(body);
-        return rc < 0 ? -1 : 0;
-    }
-    if (gio_batch_add_buf(&c->out, body, hb_len(&b), GIO_BATCH_FREE) < 0) {
-        free(body);
-        return -1;
-    }
-    return 0;
+    ex_field(ex, "Cache-Control", "no-store");
+    return ex_page(ex, json ? "application/json" : "text/html; charset=utf-8", body, hb_len(&b));
 }

@@ -6,14 +6,14 @@
 #ifndef GATLING_STATUS_H
 #define GATLING_STATUS_H
 
-#include <sys/socket.h>
+#include "http/exchange.h"
 
-struct conn;
+#include <sys/socket.h>
 
 /* Is the peer a loopback address (127.0.0.0/8, ::1, ::ffff:127.0.0.0/104)? */
 int status_is_loopback(const struct sockaddr *sa);
 
 /* Queue the status page (json: the JSON form).  0, or -1 on ENOMEM. */
-int status_serve(struct conn *c, int json);
+int status_serve(exchange_t *ex, int json);
 
 #endif

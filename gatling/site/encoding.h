@@ -200,23 +200,11 @@ void enc_gzip_release(enc_gz_t *e);
  * into buf (ENC_ETAG_MAX bytes) and NUL-terminate it; returns its length.
  * Identity: "<hex inode>-<hex size>-<hex mtime seconds>", quotes included;
  * a coding adds "-gz", "-br" or "-zst" inside the quotes, so every variant
- * has its own strong ETag.  For a precompressed sibling pass the sibling's
+ * has its own strong ETag (http/conditional.h compares them).  For a precompressed sibling pass the sibling's
  * stat (its bytes are what the tag must identify: a regenerated sibling, or
  * a switch between sibling and on-the-fly gzip, then changes the tag); for
  * on-the-fly gzip pass the original's.
  */
 size_t enc_etag(char *buf, const struct stat *st, int enc);
-
-/*
- * Does the If-None-Match / If-Match / If-Range value h[0..n) match etag (as
- * written by enc_etag, optionally with a "W/" prefix)?  h is "*" or a comma
- * list of entity-tags, each [W/]"opaque"; "*" matches (the caller calls this
- * only when a current representation exists).  weak != 0 selects the weak
- * comparison (If-None-Match: W/ ignored on both sides), 0 the strong one
- * (If-Match, If-Range: both must be strong and equal).  Returns 1 on a
- * match, 0 otherwise; a malformed value never matches (for each of the three
- * headers that is the safe answer: send the full 200, or 412).
- */
-int enc_etag_match(const char *h, size_t n, const char *etag, int weak);
 
 #endif

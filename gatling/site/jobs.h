@@ -25,6 +25,24 @@ typedef struct job {
     int cancelled;    /* set when the pool shut down before work ran */
 } job_t;
 
+struct exchange;
+
+/*
+ * Work a handler sends off the loop for an exchange.  The handler mallocs a
+ * struct that starts with this, sets job.work (runs on a pool thread) and
+ * finish (runs on the loop), puts it in ex->job and returns; the codec
+ * submits it and, when it is done, calls finish, frees the struct and hands
+ * the exchange to the router again.  finish always runs, also when the
+ * exchange went first (its connection closed: then ex is NULL) or the pool
+ * shut down before work ran (job.cancelled), so that it can release what
+ * the job holds.
+ */
+typedef struct ex_job {
+    job_t job;
+    struct exchange *ex; /* the codec's: NULL once the exchange is gone */
+    void (*finish)(struct ex_job *xj, struct exchange *ex);
+} ex_job_t;
+
 typedef struct jobs_stats {
     uint64_t submitted, completed, rejected; /* rejected: the queue was full */
     size_t queued, running;

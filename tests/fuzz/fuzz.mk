@@ -22,7 +22,7 @@ FUZZ_CFLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-saniti
 # the gatling sources the parsers need (no event loop)
 FUZZ_LIB := gatling/http/http_parse.c gatling/http/path.c gatling/http/byterange.c \
             gatling/site/encoding.c gatling/site/vhost.c gatling/site/fs.c \
-            gatling/handlers/htaccess.c gatling/http/hbuf.c
+            gatling/handlers/htaccess.c gatling/http/hbuf.c gatling/http/conditional.c
 
 $(FUZZ_DIR)/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(FUZZ_LIB) $(wildcard gatling/*.h gatling/*/*.h)
 	@test -n "$(FUZZ_CC)" || { echo "fuzz: clang not found: run sh tests/setup.sh as root"; exit 1; }
