@@ -11,6 +11,7 @@
 #include "handlers/router.h"
 #include "site/encoding.h"
 #include "site/fcache.h"
+#include "site/jobs.h"
 #include "site/peerlimits.h"
 #include "tls.h"
 
@@ -95,12 +96,21 @@ static void want_input(conn_t *c)
     gio_want(c->site->loop, c->fd, c->ssl && c->tls_want ? c->tls_want : GIO_READ);
 }
 
-void conn_send_small(conn_t *c, const char *msg, size_t len)
+/* A tiny message on an idle socket, best effort (100 Continue, 408, 503). */
+static void send_small(conn_t *c, const char *msg, size_t len)
 {
     if (c->ssl)
         tls_send_small(c->ssl, msg, len);
     else
         (void)!send(c->fd, msg, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+/* What the codec says, best effort, on a socket given up on (408, 503). */
+static void late(conn_t *c, int status)
+{
+    size_t n;
+    const char *msg = h1_late(status, &n);
+    send_small(c, msg, n);
 }
 
 /* Go to state st, with the deadline st waits under. */
@@ -187,6 +197,19 @@ conn_t *conn_new(conn_set_t *set, site_t *site, int kind, int fd, const struct s
     return c;
 }
 
+/* A fresh exchange for the next request, with this connection's facts. */
+static void new_exchange(conn_t *c)
+{
+    h1_conn_t f = {.out = &c->out,
+                   .ssl = c->ssl,
+                   .site = c->site,
+                   .peer = &c->peer.sa,
+                   .local_port = c->local_port,
+                   .secure = c->tls,
+                   .conn = c};
+    h1_init(&c->blk->h1, &f);
+}
+
 /* The request's own state goes with it: its file, its gzip entry, what the
    exchange owns (after the batch that may point into them). */
 static void end_exchange(exchange_t *ex)
@@ -201,15 +224,15 @@ static void end_exchange(exchange_t *ex)
 
 static void conn_free(conn_t *c)
 {
-    if (c->blk && c->blk->ex.job) /* the job runs on: it must not come back to us */
-        c->blk->ex.job->ex = NULL;
+    if (c->blk && c->blk->h1.ex.job) /* the job runs on: it must not come back to us */
+        c->blk->h1.ex.job->ex = NULL;
     limits_conn_close(c->site->limits, &c->peer.sa);
     if (c->ssl) /* not after a fatal error: tls.c made it quiet then */
         tls_close_notify(c->ssl);
     gio_close_sole(c->site->loop, c->fd); /* accept4'ed close-on-exec, never dup'ed */
     gio_batch_free(&c->out);
     if (c->blk)
-        end_exchange(&c->blk->ex);
+        end_exchange(&c->blk->h1.ex);
     block_put(c->set, c->blk);
     if (c->prev)
         c->prev->next = c->next;
@@ -226,8 +249,9 @@ static void conn_free(conn_t *c)
 /* Log the request that just ended (also one cut short). */
 static void log_request(conn_t *c)
 {
-    const exchange_t *ex = &c->blk->ex; /* a request is logged while its block is held */
-    uint64_t sent = c->out.bytes_sent > c->head_len ? c->out.bytes_sent - c->head_len : 0;
+    const h1_t *h = &c->blk->h1; /* a request is logged while its block is held */
+    const exchange_t *ex = &h->ex;
+    uint64_t sent = c->out.bytes_sent > h->head_len ? c->out.bytes_sent - h->head_len : 0;
     if (sent > ex->body_len)
         sent = ex->body_len;
     const char *vhost = NULL;
@@ -241,9 +265,9 @@ static void log_request(conn_t *c)
 /* Answer status on a stream that cannot be trusted any more, then close. */
 static void fail(conn_t *c, int status)
 {
-    c->keepalive = 0;
+    c->blk->h1.keepalive = 0;
     c->unread_input = 1;
-    if (h1_error(c, status, NULL, NULL) < 0)
+    if (ex_error(&c->blk->h1.ex, status, NULL, NULL) < 0)
         c->state = CONN_CLOSE;
     else
         enter(c, CONN_WRITE);
@@ -273,7 +297,7 @@ static void st_head(conn_t *c)
             return;
         }
         memset(&c->blk->prog, 0, sizeof c->blk->prog);
-        h1_exchange_init(c);
+        new_exchange(c);
     }
     for (;;) {
         int status = 0;
@@ -323,14 +347,18 @@ static void st_handle(conn_t *c)
         return;
     }
     c->unread_input = 0;
-    c->head_len = 0;
     c->out.bytes_sent = 0;
-    int st = h1_request(c);
+    h1_t *h = &c->blk->h1;
+    int st = h1_request(h, &c->blk->req, c->set->draining, c->requests);
     if (st) {
         fail(c, st);
         return;
     }
-    if (c->body != BODY_NONE) {
+    if (h->body != BODY_NONE) {
+        size_t n;
+        const char *cont = h1_continue(&c->blk->req, c->inlen > c->reqlen, &n);
+        if (cont)
+            send_small(c, cont, n); /* tiny, on an idle socket */
         c->blk->moved = 0;
         enter(c, CONN_BODY);
         return;
@@ -343,7 +371,7 @@ static void job_done(job_t *j);
 /* DISPATCH: the handler answers, or hands work to a thread and we WAIT. */
 static void st_dispatch(conn_t *c)
 {
-    exchange_t *ex = &c->blk->ex;
+    exchange_t *ex = &c->blk->h1.ex;
     if (router_dispatch(ex) < 0) {
         site_error(c->site, "malloc()", ENOMEM, &c->peer.sa, "a response: client shed");
         c->state = CONN_CLOSE;
@@ -366,7 +394,7 @@ static void st_dispatch(conn_t *c)
     xj->finish(xj, NULL);
     free(xj);
     c->site->stats.busy++;
-    if (h1_error(c, 503, "Retry-After", "1") < 0)
+    if (ex_error(ex, 503, "Retry-After", "1") < 0)
         c->state = CONN_CLOSE;
     else
         enter(c, CONN_WRITE);
@@ -393,18 +421,19 @@ static void job_done(job_t *j)
 /* Drop the body bytes at in[reqlen..inlen); 1 when the body ended, or -status. */
 static int drop_body(conn_t *c)
 {
+    h1_t *h = &c->blk->h1;
     char *p = c->blk->in + c->reqlen;
     size_t have = c->inlen - c->reqlen, used;
     int done = 0;
-    if (c->body == BODY_LENGTH) {
-        used = have < c->body_left ? have : (size_t)c->body_left;
-        c->body_left -= used;
-        done = !c->body_left;
+    if (h->body == BODY_LENGTH) {
+        used = have < h->body_left ? have : (size_t)h->body_left;
+        h->body_left -= used;
+        done = !h->body_left;
     } else {
-        int r = http_chunked_skip(&c->blk->chunked, p, have, &used);
+        int r = http_chunked_skip(&h->chunked, p, have, &used);
         if (r == HTTP_MALFORMED)
             return -400;
-        if (c->blk->chunked.total > CONN_BODY_MAX)
+        if (h->chunked.total > H1_BODY_MAX)
             return -413;
         done = r == HTTP_CHUNKED_DONE;
     }
@@ -424,7 +453,7 @@ static void st_body(conn_t *c)
             return;
         }
         if (r == 1) {
-            c->body = BODY_NONE;
+            c->blk->h1.body = BODY_NONE;
             c->state = CONN_DISPATCH;
             return;
         }
@@ -446,7 +475,7 @@ static void finish_request(conn_t *c)
 {
     log_request(c);
     status_count(&c->site->stats, gio_wallclock(c->site->loop), c->out.bytes_sent);
-    end_exchange(&c->blk->ex);
+    end_exchange(&c->blk->h1.ex);
     memmove(c->blk->in, c->blk->in + c->reqlen, c->inlen - c->reqlen);
     c->inlen -= c->reqlen;
     c->reqlen = 0;
@@ -455,7 +484,7 @@ static void finish_request(conn_t *c)
        already be sending its next request, and a close now would meet it
        with a reset.  Idle for the drain's grace instead; a request that
        comes is answered with "Connection: close" (keeps_alive). */
-    if (!c->keepalive) {
+    if (!c->blk->h1.keepalive) {
         if (c->unread_input || c->inlen)
             enter(c, CONN_LINGER);
         else
@@ -463,7 +492,7 @@ static void finish_request(conn_t *c)
         return;
     }
     if (c->inlen) { /* a pipelined request is already here */
-        h1_exchange_init(c);
+        new_exchange(c);
         enter(c, CONN_HEAD);
         return;
     }
@@ -540,11 +569,11 @@ static int timed_out(conn_t *c)
         return 0;
     }
     case CONN_WAIT: /* the worker threads are too far behind: say so, best effort */
-        h1_late(c, 503);
+        late(c, 503);
         st->busy++;
         return 0;
     case CONN_HEAD:
-        h1_late(c, 408);
+        late(c, 408);
         st->timeout_head++;
         return 0;
     case CONN_HANDSHAKE: st->timeout_handshake++; return 0;
@@ -655,7 +684,7 @@ void conn_set_drain(conn_set_t *set)
                  c->state == CONN_HANDSHAKE) /* a request may be on its way */
             set_deadline(c, capped_ms(c, CONN_DRAIN_GRACE_MS));
         else if (c->state == CONN_WAIT) /* answered when the job is done, then closed */
-            c->keepalive = 0;
+            c->blk->h1.keepalive = 0;
     }
 }
 

@@ -29,9 +29,8 @@
 #define GATLING_CONN_H
 
 #include "gio_batch.h"
-#include "http/exchange.h"
+#include "h1.h"
 #include "http/http_parse.h"
-#include "site/jobs.h"
 #include "site/site.h"
 
 #include <netinet/in.h>
@@ -53,21 +52,15 @@ typedef enum conn_state {
 } conn_state_t;
 
 #define CONN_IN_CAP (HTTP_MAX_HEAD + 1024) /* a full head plus pipelined bytes */
-#define CONN_HEAD_CAP (EX_FIELD_MAX + 1024) /* a head with its longest field */
-#define CONN_BODY_MAX (1 << 20) /* request bodies are dropped; larger ones get 413 */
 #define CONN_SPARE_BLOCKS 32    /* request blocks kept for reuse */
-
-enum { BODY_NONE, BODY_LENGTH, BODY_CHUNKED };
 
 typedef struct conn_block {
     http_request_t req;
-    http_progress_t prog;   /* how far the head in `in` is parsed */
-    http_chunked_t chunked; /* BODY_CHUNKED: where the body's framing is */
-    uint64_t moved;         /* BODY: body bytes read, for the rate check (-B) */
-    uint64_t window_at;     /* BODY, WRITE: what had moved when the rate window began */
-    exchange_t ex;          /* the request being answered */
+    http_progress_t prog; /* how far the head in `in` is parsed */
+    uint64_t moved;       /* BODY: body bytes read, for the rate check (-B) */
+    uint64_t window_at;   /* BODY, WRITE: what had moved when the rate window began */
+    h1_t h1;              /* the codec's request: the exchange, framing, the response head */
     char in[CONN_IN_CAP];
-    char head[CONN_HEAD_CAP];
 } conn_block_t;
 
 /* The connections of one loop: the owner (server.c) embeds it. */
@@ -88,16 +81,13 @@ typedef struct conn {
     conn_block_t *blk;        /* NULL while idle */
     uint32_t inlen;           /* bytes in blk->in */
     uint32_t reqlen;          /* bytes of blk->in taken by the current request */
-    uint32_t head_len;        /* bytes of the response head */
     uint32_t requests;        /* requests begun on this connection */
     uint16_t local_port;
-    uint8_t keepalive, http10, unread_input;
-    uint8_t body;         /* BODY_*: framing of the request body */
+    uint8_t unread_input;
     uint8_t tls_want;     /* HTTPS: what OpenSSL waits for (GIO_READ/WRITE) after GIO_AGAIN */
     uint8_t tls;          /* accepted on the HTTPS port */
     uint8_t tls_drained;  /* the last TLS read found nothing more (GIO_AGAIN) */
     struct ssl_st *ssl;   /* HTTPS: the TLS session (from the first ClientHello byte on) */
-    uint64_t body_left; /* BODY_LENGTH: bytes still to drop */
     gio_batch_t out;
     union {
         struct sockaddr sa;
@@ -128,7 +118,5 @@ void conn_set_free(conn_set_t *set);
 /* The state's name, for debug output and tests. */
 const char *conn_state_name(conn_state_t st);
 
-/* A tiny message on an idle socket, best effort (100 Continue, 408, 503). */
-void conn_send_small(conn_t *c, const char *msg, size_t len);
 
 #endif

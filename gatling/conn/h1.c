@@ -6,28 +6,31 @@
 #include "tls.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-static conn_t *conn_of(exchange_t *ex)
+/* The exchange is the first member of its h1_t. */
+static h1_t *h1_of(exchange_t *ex)
 {
-    return ex->conn;
+    return (h1_t *)ex;
 }
 
 /* The status line and the fields every response carries, then the
    exchange's own. */
-static void put_head(hbuf_t *b, conn_t *c, int status, const char *ctype, uint64_t len,
+static void put_head(hbuf_t *b, const h1_t *h, int status, const char *ctype, uint64_t len,
                      time_t mtime)
 {
-    const exchange_t *ex = &c->blk->ex;
+    const exchange_t *ex = &h->ex;
+    site_t *s = ex->site;
     hb_puts(b, "HTTP/1.1 ");
     hb_num(b, (uint64_t)status);
     hb_puts(b, " ");
     hb_puts(b, resp_reason(status));
     hb_puts(b, "\r\nServer: gatling/" GATLING_VERSION "\r\nDate: ");
-    hb_puts(b, site_date(c->site));
+    hb_puts(b, site_date(s));
     if (ctype) {
         hb_puts(b, "\r\nContent-Type: ");
         hb_puts(b, ctype);
@@ -40,13 +43,13 @@ static void put_head(hbuf_t *b, conn_t *c, int status, const char *ctype, uint64
         hb_puts(b, "\r\nLast-Modified: ");
         hb_date(b, mtime);
     }
-    if (ex->secure && c->site->cfg->hsts >= 0) { /* -x */
+    if (ex->secure && s->cfg->hsts >= 0) { /* -x */
         hb_puts(b, "\r\nStrict-Transport-Security: max-age=");
-        hb_num(b, (uint64_t)c->site->cfg->hsts);
+        hb_num(b, (uint64_t)s->cfg->hsts);
     }
-    if (!c->keepalive)
+    if (!h->keepalive)
         hb_puts(b, "\r\nConnection: close");
-    else if (c->http10)
+    else if (h->http10)
         hb_puts(b, "\r\nConnection: keep-alive");
     hb_puts(b, "\r\n");
     for (unsigned i = 0; i < ex->nfields; i++) {
@@ -61,65 +64,65 @@ static void put_head(hbuf_t *b, conn_t *c, int status, const char *ctype, uint64
 }
 
 /* The head and page of an error response, in the head buffer; 0 if it fit. */
-static int build_error(conn_t *c, int status, size_t *head_len, size_t *page_len)
+static int build_error(h1_t *h, int status, size_t *head_len, size_t *page_len)
 {
     char page[RESP_PAGE_MAX];
     hbuf_t pb = hb_init(page, sizeof page);
     resp_page(&pb, status);
-    hbuf_t b = hb_init(c->blk->head, CONN_HEAD_CAP);
-    put_head(&b, c, status, "text/html; charset=utf-8", hb_len(&pb), -1);
+    hbuf_t b = hb_init(h->head, H1_HEAD_CAP);
+    put_head(&b, h, status, "text/html; charset=utf-8", hb_len(&pb), -1);
     *head_len = hb_len(&b);
-    if (!c->blk->ex.head_only) /* the page goes right after the head, in the same buffer */
+    if (!h->ex.head_only) /* the page goes right after the head, in the same buffer */
         hb_put(&b, page, hb_len(&pb));
     *page_len = hb_len(&b) - *head_len;
     return b.over || pb.over ? -1 : 0;
 }
 
 /* Queue an error response; a head that does not fit becomes a bare 500. */
-static int queue_error(conn_t *c, int status)
+static int queue_error(h1_t *h, int status)
 {
-    exchange_t *ex = &c->blk->ex;
+    exchange_t *ex = &h->ex;
     size_t head_len, page_len;
-    if (build_error(c, status, &head_len, &page_len) < 0) {
+    if (build_error(h, status, &head_len, &page_len) < 0) {
         /* never sent truncated; the stream after a 500 of ours is not to be trusted */
         status = 500;
-        c->keepalive = 0;
+        h->keepalive = 0;
         ex->nfields = 0;
         ex->fields_over = 0;
-        c->site->stats.head_overflows++;
-        site_error(c->site, "response head", ENOBUFS, &c->peer.sa, "too large: 500 instead");
-        if (build_error(c, 500, &head_len, &page_len) < 0)
-            return -1; /* cannot happen: CONN_HEAD_CAP holds a bare 500 */
+        ex->site->stats.head_overflows++;
+        site_error(ex->site, "response head", ENOBUFS, ex->peer, "too large: 500 instead");
+        if (build_error(h, 500, &head_len, &page_len) < 0)
+            return -1; /* cannot happen: H1_HEAD_CAP holds a bare 500 */
     }
     ex->status = (uint16_t)status;
     ex->body_len = ex->head_only ? 0 : page_len;
-    c->head_len = (uint32_t)head_len;
-    return gio_batch_add_buf(&c->out, c->blk->head, head_len + page_len, 0);
+    h->head_len = (uint32_t)head_len;
+    return gio_batch_add_buf(h->out, h->head, head_len + page_len, 0);
 }
 
 static int codec_head(exchange_t *ex, int status, const char *ctype, uint64_t len, time_t mtime)
 {
-    conn_t *c = conn_of(ex);
-    hbuf_t b = hb_init(c->blk->head, CONN_HEAD_CAP);
-    put_head(&b, c, status, ctype, len, mtime);
+    h1_t *h = h1_of(ex);
+    hbuf_t b = hb_init(h->head, H1_HEAD_CAP);
+    put_head(&b, h, status, ctype, len, mtime);
     if (b.over)
-        return queue_error(c, 500) < 0 ? -1 : EX_REPLACED;
+        return queue_error(h, 500) < 0 ? -1 : EX_REPLACED;
     ex->status = (uint16_t)status;
     ex->body_len = len;
-    c->head_len = (uint32_t)hb_len(&b);
-    return gio_batch_add_buf(&c->out, b.start, hb_len(&b), 0);
+    h->head_len = (uint32_t)hb_len(&b);
+    return gio_batch_add_buf(h->out, b.start, hb_len(&b), 0);
 }
 
 static int codec_error(exchange_t *ex, int status)
 {
-    return queue_error(conn_of(ex), status);
+    return queue_error(h1_of(ex), status);
 }
 
 /* HEAD: the body is dropped here, once for every handler. */
 static int codec_body_buf(exchange_t *ex, const void *p, size_t n, int flags)
 {
     if (!ex->head_only &&
-        gio_batch_add_buf(&conn_of(ex)->out, p, n, flags & EX_FREE ? GIO_BATCH_FREE : 0) == 0)
+        gio_batch_add_buf(h1_of(ex)->out, p, n, flags & EX_FREE ? GIO_BATCH_FREE : 0) == 0)
         return 0;
     if (flags & EX_FREE)
         free((void *)p);
@@ -130,13 +133,13 @@ static int codec_body_file(exchange_t *ex, int fd, uint64_t off, uint64_t len)
 {
     if (ex->head_only)
         return 0;
-    return gio_batch_add_file(&conn_of(ex)->out, fd, off, len, 0);
+    return gio_batch_add_file(h1_of(ex)->out, fd, off, len, 0);
 }
 
 static int codec_misdirected(exchange_t *ex, const char *host, size_t n)
 {
-    conn_t *c = conn_of(ex);
-    return c->ssl && tls_misdirected(c->site->cfg->tls, c->ssl, host, n);
+    h1_t *h = h1_of(ex);
+    return h->ssl && tls_misdirected(ex->site->cfg->tls, h->ssl, host, n);
 }
 
 static const ex_codec_t h1_codec = {
@@ -147,32 +150,37 @@ static const ex_codec_t h1_codec = {
     .misdirected = codec_misdirected,
 };
 
-void h1_exchange_init(conn_t *c)
+void h1_init(h1_t *h, const h1_conn_t *f)
 {
-    exchange_t *ex = &c->blk->ex;
+    exchange_t *ex = &h->ex;
     memset(ex, 0, offsetof(exchange_t, path));
     ex->vhost[0] = 0;
-    ex->secure = c->tls;
-    ex->local_port = c->local_port;
-    ex->peer = &c->peer.sa;
-    ex->site = c->site;
+    ex->secure = f->secure;
+    ex->local_port = f->local_port;
+    ex->peer = f->peer;
+    ex->site = f->site;
     ex->codec = &h1_codec;
-    ex->conn = c;
+    ex->conn = f->conn;
+    h->out = f->out;
+    h->ssl = f->ssl;
+    h->head_len = 0;
+    h->keepalive = h->http10 = 0;
+    h->body = BODY_NONE;
 }
 
 /*
  * Request bodies (RFC 9112 6): static resources take none, but a body must be
  * read to keep the connection in step, so it is read and dropped before the
- * response (conn.c's BODY state), up to CONN_BODY_MAX.  Both framings at
+ * response (conn.c's BODY state), up to H1_BODY_MAX.  Both framings at
  * once is how request smuggling starts: 400; so is a Transfer-Encoding list
  * that does not end in exactly one "chunked"; an unknown coding is 501
  * (http_transfer_coding).
  */
-static int framing(conn_t *c, const http_request_t *req)
+static int framing(h1_t *h, const http_request_t *req)
 {
     const http_str_t *te = http_header(req, "Transfer-Encoding");
     const http_str_t *cl = http_header(req, "Content-Length");
-    c->body = BODY_NONE;
+    h->body = BODY_NONE;
     if (te && cl)
         return 400;
     if (te) {
@@ -181,8 +189,8 @@ static int framing(conn_t *c, const http_request_t *req)
             return coding;     /* 400 or 501: the connection closes after either */
         if (req->version < 11) /* 9112 6.1: a TE in HTTP/1.0 cannot be trusted */
             return 400;
-        c->body = BODY_CHUNKED;
-        memset(&c->blk->chunked, 0, sizeof c->blk->chunked);
+        h->body = BODY_CHUNKED;
+        memset(&h->chunked, 0, sizeof h->chunked);
         return 0;
     }
     if (cl) {
@@ -190,72 +198,64 @@ static int framing(conn_t *c, const http_request_t *req)
         size_t k = cl->n ? scan_ulonglong(cl->p, &len) : 0;
         if (k == 0 || k != cl->n || k > 18 || http_header_count(req, "Content-Length") > 1)
             return 400;
-        if (len > CONN_BODY_MAX)
+        if (len > H1_BODY_MAX)
             return 413;
         if (len > 0)
-            c->body = BODY_LENGTH, c->body_left = len;
+            h->body = BODY_LENGTH, h->body_left = len;
     }
     return 0;
 }
 
 /* Does this request end the connection?  RFC 9112 9.3, and our caps. */
-static int keeps_alive(conn_t *c, const http_request_t *req)
+static int keeps_alive(h1_t *h, const http_request_t *req, int draining, uint32_t requests)
 {
     const http_str_t *conn = http_header(req, "Connection");
-    int ka = c->http10 ? conn && http_list_has(*conn, "keep-alive")
+    int ka = h->http10 ? conn && http_list_has(*conn, "keep-alive")
                        : !(conn && http_list_has(*conn, "close"));
-    if (c->set->draining)
+    if (draining)
         return 0;
-    unsigned max = (unsigned)c->site->cfg->max_requests;
-    if (ka && max && c->requests >= max) {
-        c->site->stats.max_requests++;
+    site_t *s = h->ex.site;
+    unsigned max = (unsigned)s->cfg->max_requests;
+    if (ka && max && requests >= max) {
+        s->stats.max_requests++;
         return 0;
     }
     return ka;
 }
 
-/* Answer "100 Continue" if the client waits for it before sending the body. */
-static void send_continue(conn_t *c, const http_request_t *req)
+const char *h1_continue(const http_request_t *req, int body_coming, size_t *len)
 {
     static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
     const http_str_t *ex = http_header(req, "Expect");
-    if (!ex || req->version < 11 || c->inlen > c->reqlen) /* the body is already coming */
-        return;
-    if (ex->n == 12 && case_equalb(ex->p, 12, "100-continue"))
-        conn_send_small(c, cont, sizeof cont - 1); /* tiny, on an idle socket */
+    if (!ex || req->version < 11 || body_coming)
+        return NULL;
+    if (ex->n != 12 || !case_equalb(ex->p, 12, "100-continue"))
+        return NULL;
+    *len = sizeof cont - 1;
+    return cont;
 }
 
-int h1_request(conn_t *c)
+int h1_request(h1_t *h, const http_request_t *req, int draining, uint32_t requests)
 {
-    const http_request_t *req = &c->blk->req;
-    exchange_t *ex = &c->blk->ex;
-    c->http10 = req->version == 10;
-    c->keepalive = keeps_alive(c, req);
+    exchange_t *ex = &h->ex;
+    h->http10 = req->version == 10;
+    h->keepalive = keeps_alive(h, req, draining, requests);
+    h->head_len = 0;
     ex->req = req;
-    ex->http10 = c->http10;
+    ex->http10 = h->http10;
     ex->head_only = req->method.n == 4 && !memcmp(req->method.p, "HEAD", 4);
-    int st = framing(c, req);
-    if (st == 0 && c->body != BODY_NONE)
-        send_continue(c, req);
-    return st;
+    return framing(h, req);
 }
 
-int h1_error(conn_t *c, int status, const char *name, const char *value)
-{
-    return ex_error(&c->blk->ex, status, name, value);
-}
-
-void h1_late(conn_t *c, int status)
+const char *h1_late(int status, size_t *len)
 {
     /* RFC 9110 15.5.9; best effort, the socket is not waited for */
     static const char r408[] = "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n"
                                "Content-Length: 0\r\n\r\n";
     static const char r503[] = "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 5\r\n"
                                "Connection: close\r\nContent-Length: 0\r\n\r\n";
-    if (status == 408)
-        conn_send_small(c, r408, sizeof r408 - 1);
-    else
-        conn_send_small(c, r503, sizeof r503 - 1);
+    *len = status == 408 ? sizeof r408 - 1 : sizeof r503 - 1;
+    return status == 408 ? r408 : r503;
 }
 
 /*

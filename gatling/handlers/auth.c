@@ -1,12 +1,11 @@
 /*
- * .htaccess Basic authentication for the static handler: see static.h.
- * crypt costs tens of milliseconds: it never runs on the loop, but on a
- * worker thread (site/jobs.h), and the request is dispatched again with the
- * verdict.  A client failing again and again gets 429 without a password
- * check; the same wrong credentials again get 401 without hashing.
+ * .htaccess Basic authentication: see auth.h.  The check runs as a job
+ * (site/jobs.h) that resumes the exchange.  A client failing again and
+ * again gets 429 without a password check; the same wrong credentials
+ * again get 401 without hashing.
  */
 #define _GNU_SOURCE
-#include "static.h"
+#include "auth.h"
 #include "htaccess.h"
 #include "http/hbuf.h"
 #include "site/jobs.h"
@@ -143,7 +142,7 @@ int auth_check(exchange_t *ex, const target_t *t, const char *path, char **grant
     if (r)
         return r;
     htaccess_pending_t p;
-    int vfd = static_open_vhost(s, t, NULL);
+    int vfd = target_open_vhost(s, t, NULL);
     int h = vfd < 0 ? 500
                     : htaccess_prepare(vfd, path, strlen(path), auth ? auth->p : NULL,
                                        auth ? auth->n : 0, realm, sizeof realm, &p);

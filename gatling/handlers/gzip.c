@@ -1,7 +1,8 @@
-/* On-the-fly gzip on a worker thread: see static.h. */
-#include "static.h"
+/* On-the-fly gzip on a worker thread: see gzip.h. */
+#include "gzip.h"
 #include "site/encoding.h"
 #include "site/jobs.h"
+#include "site/site.h"
 
 #include <stdlib.h>
 

@@ -1,12 +1,9 @@
-/*
- * The body of a file response: whole (200), one range (206 with
- * Content-Range), several (206 multipart/byteranges, RFC 9110 14.6), or
- * none the file has (416).  See static.h.
- */
-#include "static.h"
+/* The body of a file response: see ranges.h. */
+#include "ranges.h"
 #include "http/byterange.h"
 #include "http/conditional.h"
 #include "http/hbuf.h"
+#include "site/site.h"
 
 #include <stdlib.h>
 #include <string.h>

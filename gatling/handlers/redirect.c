@@ -1,5 +1,5 @@
-/* Redirects: see static.h. */
-#include "static.h"
+/* Redirects: see redirect.h. */
+#include "redirect.h"
 #include "http/hbuf.h"
 
 #include <stdlib.h>

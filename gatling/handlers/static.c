@@ -13,7 +13,11 @@
  * on the server never leaks a private file.  Dotfiles are never served.
  */
 #define _GNU_SOURCE
-#include "static.h"
+#include "auth.h"
+#include "gzip.h"
+#include "ranges.h"
+#include "redirect.h"
+#include "target.h"
 #include "htaccess.h"
 #include "listing.h"
 #include "router.h"
@@ -45,12 +49,6 @@ static int open_status(int err)
     case ENOMEM: return 503;
     default: return 403; /* EACCES, EXDEV (leaves the root), ELOOP, ... */
     }
-}
-
-int static_open_vhost(const site_t *s, const target_t *t, int *which)
-{
-    const char *name = s->cfg->vhosts ? t->vhost : NULL;
-    return vhost_open(s->rootfd, name, s->cfg->vhost_only, site_root_check(s), which);
 }
 
 /*
@@ -173,7 +171,7 @@ static fcache_entry_t *lookup(exchange_t *ex, const target_t *t, int *failed)
     site_t *s = ex->site;
     fcache_entry_t e = {.fd = -1};
     const char *name = NULL;
-    int r = 0, which, vfd = static_open_vhost(s, t, &which);
+    int r = 0, which, vfd = target_open_vhost(s, t, &which);
     log_vhost(ex, t, which);
     e.vhost_dir = which;
     *failed = 0;
@@ -248,7 +246,7 @@ done:
 static fcache_entry_t *sibling(exchange_t *ex, const target_t *t, const fcache_entry_t *f, int enc)
 {
     site_t *s = ex->site;
-    char key[STATIC_KEY_MAX + 8];
+    char key[TARGET_KEY_MAX + 8];
     size_t n = t->keylen;
     memcpy(key, t->key, n);
     key[n++] = 0; /* no request path contains a NUL: these keys are apart */
@@ -261,7 +259,7 @@ static fcache_entry_t *sibling(exchange_t *ex, const target_t *t, const fcache_e
     if (g)
         return g;
     fcache_entry_t e = {.type = f->type};
-    int vfd = static_open_vhost(s, t, NULL);
+    int vfd = target_open_vhost(s, t, NULL);
     if (vfd < 0)
         return NULL;
     e.fd = enc_open_sibling(vfd, f->rel, &f->st, enc, &e.st);

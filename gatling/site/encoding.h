@@ -200,10 +200,11 @@ void enc_gzip_release(enc_gz_t *e);
  * into buf (ENC_ETAG_MAX bytes) and NUL-terminate it; returns its length.
  * Identity: "<hex inode>-<hex size>-<hex mtime seconds>", quotes included;
  * a coding adds "-gz", "-br" or "-zst" inside the quotes, so every variant
- * has its own strong ETag (http/conditional.h compares them).  For a precompressed sibling pass the sibling's
- * stat (its bytes are what the tag must identify: a regenerated sibling, or
- * a switch between sibling and on-the-fly gzip, then changes the tag); for
- * on-the-fly gzip pass the original's.
+ * has its own strong ETag (http/conditional.h compares them).  For a
+ * precompressed sibling pass the sibling's stat (its bytes are what the tag
+ * must identify: a regenerated sibling, or a switch between sibling and
+ * on-the-fly gzip, then changes the tag); for on-the-fly gzip pass the
+ * original's.
  */
 size_t enc_etag(char *buf, const struct stat *st, int enc);
 
