@@ -410,6 +410,8 @@ static void job_done(job_t *j)
     conn_t *c = ex ? ex->conn : NULL;
     if (c) {
         ex->job = NULL;
+        ex->nfields = 0; /* the answer starts afresh */
+        ex->fields_over = 0;
         c->state = j->cancelled ? CONN_CLOSE : CONN_DISPATCH; /* cancelled: shutting down */
     }
     xj->finish(xj, j->cancelled ? NULL : ex);

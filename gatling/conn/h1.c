@@ -105,8 +105,11 @@ static int codec_head(exchange_t *ex, int status, const char *ctype, uint64_t le
     h1_t *h = h1_of(ex);
     hbuf_t b = hb_init(h->head, H1_HEAD_CAP);
     put_head(&b, h, status, ctype, len, mtime);
-    if (b.over)
+    if (b.over) { /* a bare 500 instead, its page but none of the fields */
+        ex->nfields = 0;
+        ex->fields_over = 0;
         return queue_error(h, 500) < 0 ? -1 : EX_REPLACED;
+    }
     ex->status = (uint16_t)status;
     ex->body_len = len;
     h->head_len = (uint32_t)hb_len(&b);

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 typedef struct gzip_job {
-    ex_job_t xj; /* first: the codec frees the whole struct */
+    ex_job_t xj; /* first: conn.c frees the whole struct */
     enc_gzjob_t *g;
 } gzip_job_t;
 

@@ -81,7 +81,7 @@ typedef struct exchange {
     char vhost[EX_VHOST_CAP];  /* the vhost that served, for the access log */
     /* the codec */
     const ex_codec_t *codec;
-    void *conn; /* the codec's: its connection */
+    void *conn; /* the codec's connection: where a finished job resumes */
 } exchange_t;
 
 /* Add a response header field (kept by pointer: name and value must live
