@@ -44,7 +44,9 @@ typedef struct ex_field {
 
 struct exchange;
 
-/* What a codec does with a response: see ex_head, ex_error, ex_body_*. */
+/* What a codec does with a response: see ex_head, ex_error, ex_body_*.  A
+   streaming body (CGI, proxy) will be one more operation: a producer the
+   codec calls for more bytes as its output drains. */
 typedef struct ex_codec {
     int (*head)(struct exchange *ex, int status, const char *ctype, uint64_t len, time_t mtime);
     int (*error)(struct exchange *ex, int status);
