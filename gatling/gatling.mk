@@ -1,9 +1,14 @@
-# gatling/: the server.  GATLING_LIBOBJS (everything but main) is also linked
-# into the C unit tests.  Objects go to $(B)/srv/, since $(B)/gatling is the
-# binary.
-GATLING_SRC := $(filter-out gatling/main.c,$(wildcard gatling/*.c))
+# gatling/: the server, one folder per layer (README in each; tests/layers.sh
+# checks who includes whom).  GATLING_LIBOBJS (everything but main) is also
+# linked into the C unit tests.  Objects go to $(B)/srv/, since $(B)/gatling
+# is the binary.
+GATLING_DIRS := conn handlers http site
+GATLING_SRC := $(filter-out gatling/main.c,$(wildcard gatling/*.c \
+                   $(GATLING_DIRS:%=gatling/%/*.c)))
 GATLING_LIBOBJS := $(GATLING_SRC:gatling/%.c=$(B)/srv/%.o)
 
+# headers are named from gatling/ ("site/fcache.h"); a folder's own by name alone
+$(B)/srv/%.o: CPPFLAGS += -Igatling
 $(B)/srv/%.o: gatling/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<

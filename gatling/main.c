@@ -4,13 +4,13 @@
  * main() parses the command line into a struct config, sets up the document
  * root and the listeners, and runs the loop (or the -W supervisor).
  */
-#include "config.h"
-#include "elog.h"
+#include "site/config.h"
+#include "site/elog.h"
 #include "handover.h"
 #include "gio.h"
-#include "mime.h"
+#include "site/mime.h"
 #include "server.h"
-#include "tls.h"
+#include "conn/tls.h"
 #include "worker.h"
 
 #include <arpa/inet.h>

@@ -4,15 +4,16 @@
  */
 #define _GNU_SOURCE
 #include "server.h"
-#include "conn.h"
-#include "encoding.h"
-#include "elog.h"
+#include "conn/conn.h"
+#include "conn/h1.h"
+#include "site/encoding.h"
+#include "site/elog.h"
 #include "handover.h"
 #include "gio_os.h"
-#include "jobs.h"
-#include "peerlimits.h"
-#include "owfat.h"
-#include "tls.h"
+#include "site/jobs.h"
+#include "site/peerlimits.h"
+#include "http/owfat.h"
+#include "conn/tls.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -334,30 +335,6 @@ int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const list
     return 0;
 }
 
-/*
- * Over a cap: answer 503 at once, without reading the request, and close.
- * What the client already sent is read first (one read, it is in the
- * kernel's buffer by now or not at all), so that the close is a FIN and not
- * a RST that could destroy the answer in flight.
- */
-static void refuse(int fd, int tls)
-{
-    static const char r503[] = "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 5\r\n"
-                               "Content-Type: text/plain\r\nContent-Length: 20\r\n"
-                               "Connection: close\r\n\r\nserver overloaded.\r\n";
-    char junk[2048];
-    (void)!read(fd, junk, sizeof junk);
-    if (tls) {
-        /* no 503 on HTTPS: it would first cost the full handshake that the cap
-           is there to spare; the client sees the close before a ServerHello */
-        close(fd);
-        return;
-    }
-    (void)!send(fd, r503, sizeof r503 - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-    shutdown(fd, SHUT_WR);
-    close(fd);
-}
-
 static void accept_some(server_t *s, listener_t *l)
 {
     for (int i = 0; i < ACCEPT_BATCH; i++) {
@@ -380,7 +357,7 @@ static void accept_some(server_t *s, listener_t *l)
         }
         if (s->site.nconns >= s->max_conns) {
             s->site.stats.refused_cap++;
-            refuse(fd, l->tls);
+            h1_refuse(fd, l->tls); /* 503 at once, unread, and close */
             continue;
         }
         int lim = limits_conn_open(s->site.limits, &peer.sa, gio_now(s->loop));
@@ -389,7 +366,7 @@ static void accept_some(server_t *s, listener_t *l)
                 s->site.stats.refused_addr++;
             else
                 s->site.stats.refused_cap++;
-            refuse(fd, l->tls);
+            h1_refuse(fd, l->tls); /* 503 at once, unread, and close */
             continue;
         }
 #ifndef __linux__ /* where accepted sockets may not inherit it from the listener */

@@ -6,11 +6,11 @@
 #ifndef GATLING_SERVER_H
 #define GATLING_SERVER_H
 
-#include "config.h"
-#include "conn.h"
+#include "site/config.h"
+#include "conn/conn.h"
 #include "gio.h"
-#include "mime.h"
-#include "site.h"
+#include "site/mime.h"
+#include "site/site.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -2,7 +2,7 @@
 #define _GNU_SOURCE /* ppoll */
 #include "worker.h"
 #include "gio.h"
-#include "elog.h"
+#include "site/elog.h"
 #include "handover.h"
 #include "server.h"
 

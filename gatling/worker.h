@@ -9,8 +9,8 @@
 #ifndef GATLING_WORKER_H
 #define GATLING_WORKER_H
 
-#include "config.h"
-#include "mime.h"
+#include "site/config.h"
+#include "site/mime.h"
 
 /*
  * Run the supervisor until the workers have stopped.  Exit code.  fds[0..n)

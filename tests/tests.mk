@@ -6,7 +6,9 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 $(B)/tests/t_%: $(B)/tests/unit/t_%.o $(GATLING_LIBOBJS) $(IO_LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(B)/tests/unit/%.o: CPPFLAGS += -Igatling -Itests/unit
+# the unit tests name gatling's headers without their folder
+GATLING_INC := -Igatling $(GATLING_DIRS:%=-Igatling/%)
+$(B)/tests/unit/%.o: CPPFLAGS += $(GATLING_INC) -Itests/unit
 
 .PHONY: tests-build
 tests-build: $(B)/gatling $(UNIT_BIN) $(BENCH_BIN)
@@ -21,12 +23,17 @@ CHECK_TLS_BUILDS ?= $(firstword $(CHECK_BACKENDS)) $(firstword $(CHECK_BACKENDS)
 # what the second pass leaves out: not HTTP tests, or run once already
 TLS_SKIP = --ignore=tests/integration/test_unit.py --ignore=tests/integration/test_package.py \
            --ignore=tests/integration/test_kbench.py --ignore=tests/integration/test_tls.py \
-           --ignore=tests/integration/test_loadgen.py
+           --ignore=tests/integration/test_loadgen.py --ignore=tests/integration/test_layers.py
 
 # the builds run a job per CPU; the tests one at a time (some compare costs)
 CHECK_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-check: setup
+# the include layering of gatling/ (each folder's README says what it may include)
+.PHONY: layers
+layers:
+	$(PYTHON) tests/layers.py
+
+check: setup layers
 	@set -e; for io in $(CHECK_BACKENDS); do \
 	    $(MAKE) --no-print-directory -j$(CHECK_JOBS) IO=$$io tests-build; done; \
 	$(MAKE) --no-print-directory -j$(CHECK_JOBS) IO=$(firstword $(CHECK_BACKENDS)) SAN=1 tests-build; \

@@ -17,12 +17,14 @@ FUZZ_NAMES := fuzz_head fuzz_te fuzz_chunked fuzz_target fuzz_range fuzz_accept 
 FUZZ_ONLY ?= $(FUZZ_NAMES)
 FUZZ_DIR := build/fuzz
 FUZZ_CFLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-               -DGIO_BACKEND_POLL -Iio -Igatling -Itests/fuzz
+               -DGIO_BACKEND_POLL -Iio -Igatling -Igatling/http -Igatling/site \
+               -Igatling/handlers -Itests/fuzz
 # the gatling sources the parsers need (no event loop)
-FUZZ_LIB := gatling/http_parse.c gatling/path.c gatling/byterange.c gatling/encoding.c \
-            gatling/vhost.c gatling/fs.c gatling/htaccess.c gatling/hbuf.c
+FUZZ_LIB := gatling/http/http_parse.c gatling/http/path.c gatling/http/byterange.c \
+            gatling/site/encoding.c gatling/site/vhost.c gatling/site/fs.c \
+            gatling/handlers/htaccess.c gatling/http/hbuf.c gatling/http/conditional.c
 
-$(FUZZ_DIR)/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(FUZZ_LIB) $(wildcard gatling/*.h)
+$(FUZZ_DIR)/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(FUZZ_LIB) $(wildcard gatling/*.h gatling/*/*.h)
 	@test -n "$(FUZZ_CC)" || { echo "fuzz: clang not found: run sh tests/setup.sh as root"; exit 1; }
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_LIB) -lowfat -lcrypt -lz

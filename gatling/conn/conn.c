@@ -1,0 +1,697 @@
+/*
+ * The connection state machine: see conn.h.  conn_event() runs the state
+ * functions until the state stops changing (the lighttpd pattern); each
+ * state function does one step and moves on with enter(), which also sets
+ * the deadline the new state waits under.  What is HTTP/1.1 about it
+ * (framing, keep-alive, the response's bytes) is h1.c's.
+ */
+#include "conn.h"
+#include "gio_os.h"
+#include "h1.h"
+#include "handlers/router.h"
+#include "site/encoding.h"
+#include "site/fcache.h"
+#include "site/jobs.h"
+#include "site/peerlimits.h"
+#include "tls.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* Bytes one connection may send per event: fairness between clients. */
+#define CONN_SEND_BUDGET (1 << 20)
+/* How long a closing connection may take to drain what the client sent. */
+#define CONN_LINGER_MS 2000
+/* The -B rate is checked over windows of this length (or -T, if shorter). */
+#define CONN_RATE_WINDOW_MS 10000
+#define CONN_DRAIN_GRACE_MS 1000 /* shutting down: how long an idle connection may still send */
+
+const char *conn_state_name(conn_state_t st)
+{
+    static const char *const names[] = {"idle",     "head",      "handle", "body",
+                                        "dispatch", "wait",      "write",  "linger",
+                                        "tarpit",   "handshake", "close"};
+    return (unsigned)st < sizeof names / sizeof names[0] ? names[st] : "?";
+}
+
+static int64_t idle_ms(const conn_t *c)
+{
+    return (int64_t)c->site->cfg->timeout * 1000;
+}
+
+/* A deadline of `secs`, but never longer than a non-zero -T. */
+static int64_t capped_ms(const conn_t *c, int64_t ms)
+{
+    int64_t t = idle_ms(c);
+    return t > 0 && t < ms ? t : ms;
+}
+
+static int64_t head_ms(const conn_t *c)
+{
+    return capped_ms(c, (int64_t)c->site->cfg->head_timeout * 1000);
+}
+
+static int64_t window_ms(const conn_t *c)
+{
+    return capped_ms(c, CONN_RATE_WINDOW_MS);
+}
+
+static void set_deadline(conn_t *c, int64_t ms)
+{
+    gio_loop_t *l = c->site->loop;
+    gio_set_deadline(l, c->fd, ms > 0 ? gio_now(l) + ms : 0);
+}
+
+/* What a BODY or WRITE rate window measures: for a response, the bytes the
+   client acknowledged, not the ones the kernel took into its send buffer. */
+static uint64_t moved(const conn_t *c)
+{
+    if (c->state != CONN_WRITE)
+        return c->blk->moved;
+    if (!c->out.bytes_sent) /* a response just begun: nothing to ask the kernel */
+        return 0;
+    uint64_t q = gio_unacked(c->fd);
+    return c->out.bytes_sent > q ? c->out.bytes_sent - q : 0;
+}
+
+/* Read from the client: through TLS on HTTPS.  GIO_AGAIN: call want_input. */
+static long conn_read(conn_t *c, void *buf, size_t len)
+{
+    if (!c->ssl) /* a plain connection is in gio_recv_mode (uring: no read syscall) */
+        return gio_recv(c->site->loop, c->fd, buf, len);
+    unsigned want = GIO_READ;
+    long r = gio_tls_read(c->ssl, buf, len, &want);
+    c->tls_want = r == GIO_AGAIN ? (uint8_t)want : 0;
+    c->tls_drained = r == GIO_AGAIN;
+    return r;
+}
+
+/* After GIO_AGAIN from conn_read: wait for what the read needs (with TLS,
+   that can be the socket turning writable). */
+static void want_input(conn_t *c)
+{
+    gio_want(c->site->loop, c->fd, c->ssl && c->tls_want ? c->tls_want : GIO_READ);
+}
+
+/* A tiny message on an idle socket, best effort (100 Continue, 408, 503). */
+static void send_small(conn_t *c, const char *msg, size_t len)
+{
+    if (c->ssl)
+        tls_send_small(c->ssl, msg, len);
+    else
+        (void)!send(c->fd, msg, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+/* What the codec says, best effort, on a socket given up on (408, 503). */
+static void late(conn_t *c, int status)
+{
+    size_t n;
+    const char *msg = h1_late(status, &n);
+    send_small(c, msg, n);
+}
+
+/* Go to state st, with the deadline st waits under. */
+static void enter(conn_t *c, conn_state_t st)
+{
+    c->state = st;
+    switch (st) {
+    case CONN_IDLE:
+        set_deadline(c, c->set->draining ? capped_ms(c, CONN_DRAIN_GRACE_MS) : idle_ms(c));
+        break;
+    case CONN_HEAD:
+    case CONN_HANDSHAKE: set_deadline(c, head_ms(c)); break;
+    case CONN_BODY:
+    case CONN_WRITE:
+        c->blk->window_at = moved(c);
+        set_deadline(c, window_ms(c));
+        break;
+    case CONN_LINGER:
+        if (c->ssl)
+            tls_close_notify(c->ssl);
+        shutdown(c->fd, SHUT_WR);
+        set_deadline(c, CONN_LINGER_MS);
+        break;
+    case CONN_TARPIT:
+        gio_want(c->site->loop, c->fd, 0);
+        set_deadline(c, idle_ms(c));
+        break;
+    case CONN_WAIT: /* the client may go meanwhile: a hang-up still ends it */
+        gio_want(c->site->loop, c->fd, 0);
+        set_deadline(c, head_ms(c));
+        break;
+    case CONN_HANDLE:
+    case CONN_DISPATCH:
+    case CONN_CLOSE: break;
+    }
+}
+
+/* Request blocks come from a small per-loop pool: no malloc per request. */
+static conn_block_t *block_get(conn_set_t *set)
+{
+    return set->nspare > 0 ? set->spare[--set->nspare] : malloc(sizeof(conn_block_t));
+}
+
+static void block_put(conn_set_t *set, conn_block_t *b)
+{
+    if (b && set->nspare < CONN_SPARE_BLOCKS)
+        set->spare[set->nspare++] = b;
+    else
+        free(b);
+}
+
+conn_t *conn_new(conn_set_t *set, site_t *site, int kind, int fd, const struct sockaddr *peer,
+                 socklen_t plen, int tls)
+{
+    conn_t *c = calloc(1, sizeof *c);
+    if (!c || gio_add(site->loop, fd, c) < 0) {
+        free(c);
+        close(fd);
+        return NULL;
+    }
+    c->kind = kind;
+    c->fd = fd;
+    c->site = site;
+    c->set = set;
+    if (plen <= sizeof c->peer)
+        memcpy(&c->peer, peer, plen);
+    gio_batch_init(&c->out);
+    gio_want(site->loop, fd, GIO_READ);
+    if (!tls) /* every read is conn_read's; OpenSSL reads HTTPS sockets itself */
+        gio_recv_mode(site->loop, fd);
+    c->tls = (uint8_t)(tls != 0);
+    if (c->tls) { /* the SSL object comes with the first byte of a ClientHello */
+        enter(c, CONN_HANDSHAKE);
+    } else {
+        enter(c, CONN_IDLE);
+        set_deadline(c, head_ms(c)); /* nothing sent yet: the head's time runs from the accept */
+    }
+    c->next = set->list;
+    if (c->next)
+        c->next->prev = c;
+    set->list = c;
+    site->nconns++;
+    site->ntls += c->tls;
+    return c;
+}
+
+/* A fresh exchange for the next request, with this connection's facts. */
+static void new_exchange(conn_t *c)
+{
+    h1_conn_t f = {.out = &c->out,
+                   .ssl = c->ssl,
+                   .site = c->site,
+                   .peer = &c->peer.sa,
+                   .local_port = c->local_port,
+                   .secure = c->tls,
+                   .conn = c};
+    h1_init(&c->blk->h1, &f);
+}
+
+/* The request's own state goes with it: its file, its gzip entry, what the
+   exchange owns (after the batch that may point into them). */
+static void end_exchange(exchange_t *ex)
+{
+    if (ex->file)
+        fcache_release(ex->file);
+    ex->file = NULL;
+    enc_gzip_release(ex->gz);
+    ex->gz = NULL;
+    ex_end(ex);
+}
+
+static void conn_free(conn_t *c)
+{
+    if (c->blk && c->blk->h1.ex.job) /* the job runs on: it must not come back to us */
+        c->blk->h1.ex.job->ex = NULL;
+    limits_conn_close(c->site->limits, &c->peer.sa);
+    if (c->ssl) /* not after a fatal error: tls.c made it quiet then */
+        tls_close_notify(c->ssl);
+    gio_close_sole(c->site->loop, c->fd); /* accept4'ed close-on-exec, never dup'ed */
+    gio_batch_free(&c->out);
+    if (c->blk)
+        end_exchange(&c->blk->h1.ex);
+    block_put(c->set, c->blk);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        c->set->list = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    c->site->nconns--;
+    c->site->ntls -= c->tls;
+    tls_free(c->ssl);
+    free(c);
+}
+
+/* Log the request that just ended (also one cut short). */
+static void log_request(conn_t *c)
+{
+    const h1_t *h = &c->blk->h1; /* a request is logged while its block is held */
+    const exchange_t *ex = &h->ex;
+    uint64_t sent = c->out.bytes_sent > h->head_len ? c->out.bytes_sent - h->head_len : 0;
+    if (sent > ex->body_len)
+        sent = ex->body_len;
+    const char *vhost = NULL;
+    if (c->site->cfg->log_vhost)
+        vhost = c->reqlen ? ex->vhost : "";
+    alog_request(&c->site->log, gio_wallclock(c->site->loop), vhost, &c->peer.sa,
+                 c->reqlen ? &c->blk->req : NULL, ex->status, ex->head_only ? 0 : sent,
+                 c->ssl != NULL);
+}
+
+/* Answer status on a stream that cannot be trusted any more, then close. */
+static void fail(conn_t *c, int status)
+{
+    c->blk->h1.keepalive = 0;
+    c->unread_input = 1;
+    if (ex_error(&c->blk->h1.ex, status, NULL, NULL) < 0)
+        c->state = CONN_CLOSE;
+    else
+        enter(c, CONN_WRITE);
+}
+
+/* IDLE: between requests (or before the first).  Read only once the loop
+   reports data: reading a socket just emptied would only find EAGAIN. */
+static void st_idle(conn_t *c, unsigned events)
+{
+    /* TLS may hold records already read from the socket, which the kernel
+       cannot report; once a read came back empty, what is left is at most
+       part of a record, and the kernel reports the rest */
+    if ((events & (GIO_READ | GIO_WRITE | GIO_ERROR | GIO_HANGUP)) ||
+        (c->ssl && !c->tls_drained && tls_pending(c->ssl)))
+        enter(c, CONN_HEAD);
+    else
+        gio_want(c->site->loop, c->fd, GIO_READ);
+}
+
+/* HEAD: parse what is buffered; read more while the head is incomplete. */
+static void st_head(conn_t *c)
+{
+    if (!c->blk) {
+        if (!(c->blk = block_get(c->set))) {
+            site_error(c->site, "malloc()", ENOMEM, &c->peer.sa, "a request block: client shed");
+            c->state = CONN_CLOSE;
+            return;
+        }
+        memset(&c->blk->prog, 0, sizeof c->blk->prog);
+        new_exchange(c);
+    }
+    for (;;) {
+        int status = 0;
+        long n = c->inlen ? http_parse_request_more(c->blk->in, c->inlen, &c->blk->req, &status,
+                                                    &c->blk->prog)
+                          : HTTP_INCOMPLETE;
+        if (n > 0) {
+            c->reqlen = (uint32_t)n;
+            c->state = CONN_HANDLE;
+            return;
+        }
+        if (n == HTTP_MALFORMED) {
+            c->reqlen = 0; /* nothing trustworthy to log from it */
+            c->blk->req.line.p = NULL;
+            fail(c, status);
+            return;
+        }
+        long r = conn_read(c, c->blk->in + c->inlen, CONN_IN_CAP - c->inlen);
+        if (r == GIO_AGAIN) {
+            if (!c->inlen) { /* a spurious wake-up: idle again, holding no block */
+                block_put(c->set, c->blk);
+                c->blk = NULL;
+                c->state = CONN_IDLE;
+            }
+            want_input(c);
+            return;
+        }
+        if (r <= 0) { /* EOF or error; a half-sent request is simply dropped */
+            c->state = CONN_CLOSE;
+            return;
+        }
+        c->inlen += (uint32_t)r;
+    }
+}
+
+/* HANDLE: the codec decides keep-alive and framing; read the body or respond. */
+static void st_handle(conn_t *c)
+{
+    c->requests++;
+    if (limits_request(c->site->limits, &c->peer.sa, gio_now(c->site->loop)) != LIMIT_OK) {
+        /* -A: the original's tarpit, or with -T 0 its drop */
+        c->site->stats.rate_limited++;
+        if (c->site->cfg->timeout)
+            enter(c, CONN_TARPIT);
+        else
+            c->state = CONN_CLOSE;
+        return;
+    }
+    c->unread_input = 0;
+    c->out.bytes_sent = 0;
+    h1_t *h = &c->blk->h1;
+    int st = h1_request(h, &c->blk->req, c->set->draining, c->requests);
+    if (st) {
+        fail(c, st);
+        return;
+    }
+    if (h->body != BODY_NONE) {
+        size_t n;
+        const char *cont = h1_continue(&c->blk->req, c->inlen > c->reqlen, &n);
+        if (cont)
+            send_small(c, cont, n); /* tiny, on an idle socket */
+        c->blk->moved = 0;
+        enter(c, CONN_BODY);
+        return;
+    }
+    c->state = CONN_DISPATCH;
+}
+
+static void job_done(job_t *j);
+
+/* DISPATCH: the handler answers, or hands work to a thread and we WAIT. */
+static void st_dispatch(conn_t *c)
+{
+    exchange_t *ex = &c->blk->h1.ex;
+    if (router_dispatch(ex) < 0) {
+        site_error(c->site, "malloc()", ENOMEM, &c->peer.sa, "a response: client shed");
+        c->state = CONN_CLOSE;
+        return;
+    }
+    if (!ex->job) {
+        enter(c, CONN_WRITE);
+        return;
+    }
+    ex_job_t *xj = ex->job;
+    xj->ex = ex;
+    xj->job.done = job_done;
+    if (jobs_submit(c->site->jobs, &xj->job) == 0) {
+        enter(c, CONN_WAIT);
+        return;
+    }
+    site_error(c->site, "jobs_submit()", EAGAIN, &c->peer.sa, "worker threads' queue full: 503");
+    ex->job = NULL; /* the pool's queue is full: shed this request, not the loop */
+    xj->job.cancelled = 1;
+    xj->finish(xj, NULL);
+    free(xj);
+    c->site->stats.busy++;
+    if (ex_error(ex, 503, "Retry-After", "1") < 0)
+        c->state = CONN_CLOSE;
+    else
+        enter(c, CONN_WRITE);
+}
+
+static void run(conn_t *c, unsigned events);
+
+/* A job for an exchange is done (on the loop thread): dispatch it again. */
+static void job_done(job_t *j)
+{
+    ex_job_t *xj = (ex_job_t *)j;
+    exchange_t *ex = xj->ex;
+    conn_t *c = ex ? ex->conn : NULL;
+    if (c) {
+        ex->job = NULL;
+        ex->nfields = 0; /* the answer starts afresh */
+        ex->fields_over = 0;
+        c->state = j->cancelled ? CONN_CLOSE : CONN_DISPATCH; /* cancelled: shutting down */
+    }
+    xj->finish(xj, j->cancelled ? NULL : ex);
+    free(xj);
+    if (c)
+        run(c, 0);
+}
+
+/* Drop the body bytes at in[reqlen..inlen); 1 when the body ended, or -status. */
+static int drop_body(conn_t *c)
+{
+    h1_t *h = &c->blk->h1;
+    char *p = c->blk->in + c->reqlen;
+    size_t have = c->inlen - c->reqlen, used;
+    int done = 0;
+    if (h->body == BODY_LENGTH) {
+        used = have < h->body_left ? have : (size_t)h->body_left;
+        h->body_left -= used;
+        done = !h->body_left;
+    } else {
+        int r = http_chunked_skip(&h->chunked, p, have, &used);
+        if (r == HTTP_MALFORMED)
+            return -400;
+        if (h->chunked.total > H1_BODY_MAX)
+            return -413;
+        done = r == HTTP_CHUNKED_DONE;
+    }
+    memmove(p, p + used, have - used); /* what follows is the next request */
+    c->inlen -= (uint32_t)used;
+    c->blk->moved += used;
+    return done;
+}
+
+/* BODY: read and drop the request body; then answer the request. */
+static void st_body(conn_t *c)
+{
+    for (;;) {
+        int r = drop_body(c);
+        if (r < 0) {
+            fail(c, -r);
+            return;
+        }
+        if (r == 1) {
+            c->blk->h1.body = BODY_NONE;
+            c->state = CONN_DISPATCH;
+            return;
+        }
+        long n = conn_read(c, c->blk->in + c->inlen, CONN_IN_CAP - c->inlen);
+        if (n == GIO_AGAIN) {
+            want_input(c);
+            return;
+        }
+        if (n <= 0) {
+            c->state = CONN_CLOSE;
+            return;
+        }
+        c->inlen += (uint32_t)n;
+    }
+}
+
+/* The response is out: log it, forget the request, go on or close. */
+static void finish_request(conn_t *c)
+{
+    log_request(c);
+    status_count(&c->site->stats, gio_wallclock(c->site->loop), c->out.bytes_sent);
+    end_exchange(&c->blk->h1.ex);
+    memmove(c->blk->in, c->blk->in + c->reqlen, c->inlen - c->reqlen);
+    c->inlen -= c->reqlen;
+    c->reqlen = 0;
+    memset(&c->blk->prog, 0, sizeof c->blk->prog); /* the next head starts at in[0] */
+    /* Shutting down, but this response promised keep-alive: the client may
+       already be sending its next request, and a close now would meet it
+       with a reset.  Idle for the drain's grace instead; a request that
+       comes is answered with "Connection: close" (keeps_alive). */
+    if (!c->blk->h1.keepalive) {
+        if (c->unread_input || c->inlen)
+            enter(c, CONN_LINGER);
+        else
+            c->state = CONN_CLOSE;
+        return;
+    }
+    if (c->inlen) { /* a pipelined request is already here */
+        new_exchange(c);
+        enter(c, CONN_HEAD);
+        return;
+    }
+    block_put(c->set, c->blk); /* idle: an idle connection holds no block */
+    c->blk = NULL;
+    gio_batch_free(&c->out);
+    enter(c, CONN_IDLE);
+}
+
+/* WRITE: push the batch. */
+static void st_write(conn_t *c)
+{
+    unsigned want = GIO_WRITE;
+    long r = c->ssl ? gio_tls_send(c->ssl, &c->out, CONN_SEND_BUDGET, &want)
+                    : gio_send(c->site->loop, c->fd, &c->out, CONN_SEND_BUDGET);
+    if (r == GIO_ERR) {
+        /* a client that went away is no error of ours; anything else is */
+        if (errno != EPIPE && errno != ECONNRESET && errno != ENOTCONN && errno != ETIMEDOUT &&
+            errno != EPROTO)
+            site_error(c->site, "sendfile()/sendmsg()", errno, &c->peer.sa, NULL);
+        log_request(c); /* the client went away: log what it got */
+        c->state = CONN_CLOSE;
+        return;
+    }
+    if (gio_batch_done(&c->out)) {
+        finish_request(c);
+        return;
+    }
+    gio_want(c->site->loop, c->fd, want);
+}
+
+/* LINGER: read and drop until the client closes or the deadline passes, so
+   that closing with unread data does not turn into a RST that destroys the
+   response still in flight. */
+static void st_linger(conn_t *c)
+{
+    char junk[4096];
+    long r;
+    while ((r = conn_read(c, junk, sizeof junk)) > 0)
+        ;
+    if (r == GIO_AGAIN)
+        want_input(c);
+    else
+        c->state = CONN_CLOSE;
+}
+
+/*
+ * A deadline passed.  BODY and WRITE check the rate of the window that
+ * ended and go on if it was enough; every other state closes.  Each kind is
+ * counted.  Returns 1 if the connection goes on.
+ */
+static int timed_out(conn_t *c)
+{
+    status_counters_t *st = &c->site->stats;
+    switch (c->state) {
+    case CONN_BODY:
+    case CONN_WRITE: {
+        uint64_t need = (uint64_t)c->site->cfg->min_rate * (uint64_t)window_ms(c) / 1000;
+        if (moved(c) - c->blk->window_at >= (need ? need : 1)) {
+            enter(c, c->state); /* a new window */
+            return 1;
+        }
+        if (c->state == CONN_WRITE) {
+            /* reset, not close: a close would still let the kernel trickle
+               out the megabytes in the send queue that the client is slow
+               to take, which is what a slow-read attacker wants */
+            struct linger lg = {.l_onoff = 1, .l_linger = 0};
+            setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+            st->timeout_drain++;
+            log_request(c);
+        } else {
+            st->timeout_body++;
+        }
+        return 0;
+    }
+    case CONN_WAIT: /* the worker threads are too far behind: say so, best effort */
+        late(c, 503);
+        st->busy++;
+        return 0;
+    case CONN_HEAD:
+        late(c, 408);
+        st->timeout_head++;
+        return 0;
+    case CONN_HANDSHAKE: st->timeout_handshake++; return 0;
+    case CONN_IDLE:           /* a connection that never sent a request ran out of head time */
+        if (c->set->draining) /* the grace of a shutdown is over */
+            return 0;
+        if (c->requests)
+            st->timeout_idle++;
+        else
+            st->timeout_head++;
+        return 0;
+    default: return 0;
+    }
+}
+
+/* HANDSHAKE: first make sure it is TLS at all (a plain-HTTP client on the
+   HTTPS port, a scanner: closed at once, counted), then let OpenSSL work. */
+static void st_handshake(conn_t *c)
+{
+    status_counters_t *st = &c->site->stats;
+    if (!c->ssl) { /* nothing looked at yet: a silent connection costs no SSL object */
+        int h = tls_looks_like_hello(c->fd);
+        if (h < 0) {
+            gio_want(c->site->loop, c->fd, GIO_READ);
+            return;
+        }
+        if (h == 0) {
+            st->tls_not_tls++;
+            c->state = CONN_CLOSE;
+            return;
+        }
+        if (!(c->ssl = tls_new(c->site->cfg->tls, c->fd))) {
+            site_error(c->site, "SSL_new()", ENOMEM, &c->peer.sa, "a TLS session: client shed");
+            c->state = CONN_CLOSE;
+            return;
+        }
+    }
+    unsigned want = GIO_READ;
+    int r = gio_tls_handshake(c->ssl, &want);
+    if (r == GIO_AGAIN) {
+        c->tls_want = (uint8_t)want;
+        gio_want(c->site->loop, c->fd, want);
+        return;
+    }
+    c->tls_want = 0;
+    if (r < 0) {
+        st->tls_failed++;
+        c->state = CONN_CLOSE;
+        return;
+    }
+    st->tls_handshakes++;
+    if (tls_resumed(c->ssl))
+        st->tls_resumed++;
+    if (gio_tls_ktls_send(c->ssl))
+        st->tls_ktls++;
+    enter(c, CONN_HEAD); /* the request may have come with the handshake's last flight */
+}
+
+/* Run the state functions until the state stops changing. */
+static void run(conn_t *c, unsigned events)
+{
+    conn_state_t prev;
+    do {
+        prev = c->state;
+        switch (c->state) {
+        case CONN_IDLE: st_idle(c, events); break;
+        case CONN_HEAD: st_head(c); break;
+        case CONN_HANDLE: st_handle(c); break;
+        case CONN_BODY: st_body(c); break;
+        case CONN_DISPATCH: st_dispatch(c); break;
+        case CONN_WRITE: st_write(c); break;
+        case CONN_LINGER: st_linger(c); break;
+        case CONN_HANDSHAKE: st_handshake(c); break;
+        case CONN_WAIT: /* only a job's end moves it on */
+        case CONN_TARPIT:
+        case CONN_CLOSE: break;
+        }
+        events = 0; /* readiness was news once: later states in this round start fresh */
+    } while (c->state != prev && c->state != CONN_CLOSE);
+    if (c->state == CONN_CLOSE)
+        conn_free(c);
+}
+
+void conn_event(conn_t *c, unsigned events)
+{
+    if (!events) {
+        if (!timed_out(c))
+            conn_free(c);
+        return;
+    }
+    if (c->state == CONN_WAIT && !(events & (GIO_ERROR | GIO_HANGUP)))
+        return;
+    if (c->state == CONN_WAIT) { /* the client went while its job runs */
+        conn_free(c);
+        return;
+    }
+    run(c, events);
+}
+
+void conn_set_drain(conn_set_t *set)
+{
+    set->draining = 1;
+    for (conn_t *c = set->list, *next; c; c = next) {
+        next = c->next; /* c may be freed */
+        if (c->state == CONN_TARPIT)
+            conn_free(c);
+        else if (c->state == CONN_IDLE ||
+                 c->state == CONN_HANDSHAKE) /* a request may be on its way */
+            set_deadline(c, capped_ms(c, CONN_DRAIN_GRACE_MS));
+        else if (c->state == CONN_WAIT) /* answered when the job is done, then closed */
+            c->blk->h1.keepalive = 0;
+    }
+}
+
+void conn_set_free(conn_set_t *set)
+{
+    while (set->nspare > 0)
+        free(set->spare[--set->nspare]);
+}

@@ -1,0 +1,285 @@
+/* The HTTP/1.1 codec: see h1.h. */
+#include "h1.h"
+#include "http/hbuf.h"
+#include "http/owfat.h"
+#include "http/response.h"
+#include "tls.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* The exchange is the first member of its h1_t. */
+static h1_t *h1_of(exchange_t *ex)
+{
+    return (h1_t *)ex;
+}
+
+/* The status line and the fields every response carries, then the
+   exchange's own. */
+static void put_head(hbuf_t *b, const h1_t *h, int status, const char *ctype, uint64_t len,
+                     time_t mtime)
+{
+    const exchange_t *ex = &h->ex;
+    site_t *s = ex->site;
+    hb_puts(b, "HTTP/1.1 ");
+    hb_num(b, (uint64_t)status);
+    hb_puts(b, " ");
+    hb_puts(b, resp_reason(status));
+    hb_puts(b, "\r\nServer: gatling/" GATLING_VERSION "\r\nDate: ");
+    hb_puts(b, site_date(s));
+    if (ctype) {
+        hb_puts(b, "\r\nContent-Type: ");
+        hb_puts(b, ctype);
+    }
+    if (status != 304 && status != 204) {
+        hb_puts(b, "\r\nContent-Length: ");
+        hb_num(b, len);
+    }
+    if (mtime >= 0) {
+        hb_puts(b, "\r\nLast-Modified: ");
+        hb_date(b, mtime);
+    }
+    if (ex->secure && s->cfg->hsts >= 0) { /* -x */
+        hb_puts(b, "\r\nStrict-Transport-Security: max-age=");
+        hb_num(b, (uint64_t)s->cfg->hsts);
+    }
+    if (!h->keepalive)
+        hb_puts(b, "\r\nConnection: close");
+    else if (h->http10)
+        hb_puts(b, "\r\nConnection: keep-alive");
+    hb_puts(b, "\r\n");
+    for (unsigned i = 0; i < ex->nfields; i++) {
+        hb_puts(b, ex->fields[i].name);
+        hb_puts(b, ": ");
+        hb_puts(b, ex->fields[i].value);
+        hb_puts(b, "\r\n");
+    }
+    if (ex->fields_over)
+        b->over = 1;
+    hb_puts(b, "\r\n");
+}
+
+/* The head and page of an error response, in the head buffer; 0 if it fit. */
+static int build_error(h1_t *h, int status, size_t *head_len, size_t *page_len)
+{
+    char page[RESP_PAGE_MAX];
+    hbuf_t pb = hb_init(page, sizeof page);
+    resp_page(&pb, status);
+    hbuf_t b = hb_init(h->head, H1_HEAD_CAP);
+    put_head(&b, h, status, "text/html; charset=utf-8", hb_len(&pb), -1);
+    *head_len = hb_len(&b);
+    if (!h->ex.head_only) /* the page goes right after the head, in the same buffer */
+        hb_put(&b, page, hb_len(&pb));
+    *page_len = hb_len(&b) - *head_len;
+    return b.over || pb.over ? -1 : 0;
+}
+
+/* Queue an error response; a head that does not fit becomes a bare 500. */
+static int queue_error(h1_t *h, int status)
+{
+    exchange_t *ex = &h->ex;
+    size_t head_len, page_len;
+    if (build_error(h, status, &head_len, &page_len) < 0) {
+        /* never sent truncated; the stream after a 500 of ours is not to be trusted */
+        status = 500;
+        h->keepalive = 0;
+        ex->nfields = 0;
+        ex->fields_over = 0;
+        ex->site->stats.head_overflows++;
+        site_error(ex->site, "response head", ENOBUFS, ex->peer, "too large: 500 instead");
+        if (build_error(h, 500, &head_len, &page_len) < 0)
+            return -1; /* cannot happen: H1_HEAD_CAP holds a bare 500 */
+    }
+    ex->status = (uint16_t)status;
+    ex->body_len = ex->head_only ? 0 : page_len;
+    h->head_len = (uint32_t)head_len;
+    return gio_batch_add_buf(h->out, h->head, head_len + page_len, 0);
+}
+
+static int codec_head(exchange_t *ex, int status, const char *ctype, uint64_t len, time_t mtime)
+{
+    h1_t *h = h1_of(ex);
+    hbuf_t b = hb_init(h->head, H1_HEAD_CAP);
+    put_head(&b, h, status, ctype, len, mtime);
+    if (b.over) { /* a bare 500 instead, its page but none of the fields */
+        ex->nfields = 0;
+        ex->fields_over = 0;
+        return queue_error(h, 500) < 0 ? -1 : EX_REPLACED;
+    }
+    ex->status = (uint16_t)status;
+    ex->body_len = len;
+    h->head_len = (uint32_t)hb_len(&b);
+    return gio_batch_add_buf(h->out, b.start, hb_len(&b), 0);
+}
+
+static int codec_error(exchange_t *ex, int status)
+{
+    return queue_error(h1_of(ex), status);
+}
+
+/* HEAD: the body is dropped here, once for every handler. */
+static int codec_body_buf(exchange_t *ex, const void *p, size_t n, int flags)
+{
+    if (!ex->head_only &&
+        gio_batch_add_buf(h1_of(ex)->out, p, n, flags & EX_FREE ? GIO_BATCH_FREE : 0) == 0)
+        return 0;
+    if (flags & EX_FREE)
+        free((void *)p);
+    return ex->head_only ? 0 : -1;
+}
+
+static int codec_body_file(exchange_t *ex, int fd, uint64_t off, uint64_t len)
+{
+    if (ex->head_only)
+        return 0;
+    return gio_batch_add_file(h1_of(ex)->out, fd, off, len, 0);
+}
+
+static int codec_misdirected(exchange_t *ex, const char *host, size_t n)
+{
+    h1_t *h = h1_of(ex);
+    return h->ssl && tls_misdirected(ex->site->cfg->tls, h->ssl, host, n);
+}
+
+static const ex_codec_t h1_codec = {
+    .head = codec_head,
+    .error = codec_error,
+    .body_buf = codec_body_buf,
+    .body_file = codec_body_file,
+    .misdirected = codec_misdirected,
+};
+
+void h1_init(h1_t *h, const h1_conn_t *f)
+{
+    exchange_t *ex = &h->ex;
+    memset(ex, 0, offsetof(exchange_t, path));
+    ex->vhost[0] = 0;
+    ex->secure = f->secure;
+    ex->local_port = f->local_port;
+    ex->peer = f->peer;
+    ex->site = f->site;
+    ex->codec = &h1_codec;
+    ex->conn = f->conn;
+    h->out = f->out;
+    h->ssl = f->ssl;
+    h->head_len = 0;
+    h->keepalive = h->http10 = 0;
+    h->body = BODY_NONE;
+}
+
+/*
+ * Request bodies (RFC 9112 6): static resources take none, but a body must be
+ * read to keep the connection in step, so it is read and dropped before the
+ * response (conn.c's BODY state), up to H1_BODY_MAX.  Both framings at
+ * once is how request smuggling starts: 400; so is a Transfer-Encoding list
+ * that does not end in exactly one "chunked"; an unknown coding is 501
+ * (http_transfer_coding).
+ */
+static int framing(h1_t *h, const http_request_t *req)
+{
+    const http_str_t *te = http_header(req, "Transfer-Encoding");
+    const http_str_t *cl = http_header(req, "Content-Length");
+    h->body = BODY_NONE;
+    if (te && cl)
+        return 400;
+    if (te) {
+        int coding = http_transfer_coding(req);
+        if (coding != HTTP_TE_CHUNKED)
+            return coding;     /* 400 or 501: the connection closes after either */
+        if (req->version < 11) /* 9112 6.1: a TE in HTTP/1.0 cannot be trusted */
+            return 400;
+        h->body = BODY_CHUNKED;
+        memset(&h->chunked, 0, sizeof h->chunked);
+        return 0;
+    }
+    if (cl) {
+        unsigned long long len = 0;
+        size_t k = cl->n ? scan_ulonglong(cl->p, &len) : 0;
+        if (k == 0 || k != cl->n || k > 18 || http_header_count(req, "Content-Length") > 1)
+            return 400;
+        if (len > H1_BODY_MAX)
+            return 413;
+        if (len > 0)
+            h->body = BODY_LENGTH, h->body_left = len;
+    }
+    return 0;
+}
+
+/* Does this request end the connection?  RFC 9112 9.3, and our caps. */
+static int keeps_alive(h1_t *h, const http_request_t *req, int draining, uint32_t requests)
+{
+    const http_str_t *conn = http_header(req, "Connection");
+    int ka = h->http10 ? conn && http_list_has(*conn, "keep-alive")
+                       : !(conn && http_list_has(*conn, "close"));
+    if (draining)
+        return 0;
+    site_t *s = h->ex.site;
+    unsigned max = (unsigned)s->cfg->max_requests;
+    if (ka && max && requests >= max) {
+        s->stats.max_requests++;
+        return 0;
+    }
+    return ka;
+}
+
+const char *h1_continue(const http_request_t *req, int body_coming, size_t *len)
+{
+    static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    const http_str_t *ex = http_header(req, "Expect");
+    if (!ex || req->version < 11 || body_coming)
+        return NULL;
+    if (ex->n != 12 || !case_equalb(ex->p, 12, "100-continue"))
+        return NULL;
+    *len = sizeof cont - 1;
+    return cont;
+}
+
+int h1_request(h1_t *h, const http_request_t *req, int draining, uint32_t requests)
+{
+    exchange_t *ex = &h->ex;
+    h->http10 = req->version == 10;
+    h->keepalive = keeps_alive(h, req, draining, requests);
+    h->head_len = 0;
+    ex->req = req;
+    ex->http10 = h->http10;
+    ex->head_only = req->method.n == 4 && !memcmp(req->method.p, "HEAD", 4);
+    return framing(h, req);
+}
+
+const char *h1_late(int status, size_t *len)
+{
+    /* RFC 9110 15.5.9; best effort, the socket is not waited for */
+    static const char r408[] = "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n"
+                               "Content-Length: 0\r\n\r\n";
+    static const char r503[] = "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 5\r\n"
+                               "Connection: close\r\nContent-Length: 0\r\n\r\n";
+    *len = status == 408 ? sizeof r408 - 1 : sizeof r503 - 1;
+    return status == 408 ? r408 : r503;
+}
+
+/*
+ * What the client already sent is read first (one read, it is in the
+ * kernel's buffer by now or not at all), so that the close is a FIN and not
+ * a RST that could destroy the answer in flight.
+ */
+void h1_refuse(int fd, int tls)
+{
+    static const char r503[] = "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 5\r\n"
+                               "Content-Type: text/plain\r\nContent-Length: 20\r\n"
+                               "Connection: close\r\n\r\nserver overloaded.\r\n";
+    char junk[2048];
+    (void)!read(fd, junk, sizeof junk);
+    if (tls) {
+        /* no 503 on HTTPS: it would first cost the full handshake that the cap
+           is there to spare; the client sees the close before a ServerHello */
+        close(fd);
+        return;
+    }
+    (void)!send(fd, r503, sizeof r503 - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    shutdown(fd, SHUT_WR);
+    close(fd);
+}

@@ -1,0 +1,87 @@
+/*
+ * h1 — the HTTP/1.1 codec: the only code that writes HTTP/1.1.  From a
+ * parsed request head it decides keep-alive (RFC 9112 9.3 and our caps)
+ * and the body's framing, answers 100-continue, and sets up the exchange
+ * the handlers answer; their answer becomes a status line, Date, Server,
+ * Content-Length, Connection and the exchange's fields in the request
+ * block's head buffer, and the body goes onto the connection's output batch
+ * behind it (writev and sendfile, as gio_batch sends them).  HEAD is
+ * handled here once: the head goes, the body does not.  A head that does
+ * not fit its buffer becomes a 500 and closes the connection.  The canned
+ * answers sent past the state machine (408, the 503s of the caps and of a
+ * full worker queue) are here too.  The codec knows its connection only by
+ * the facts it is handed (h1_conn_t): conn.c calls it, never the reverse.
+ */
+#ifndef GATLING_H1_H
+#define GATLING_H1_H
+
+#include "gio_batch.h"
+#include "http/exchange.h"
+#include "http/http_parse.h"
+#include "site/site.h"
+
+#include <stdint.h>
+#include <sys/socket.h>
+
+#define H1_HEAD_CAP (EX_FIELD_MAX + 1024) /* a head with its longest field */
+#define H1_BODY_MAX (1 << 20) /* request bodies are dropped; larger ones get 413 */
+
+enum { BODY_NONE, BODY_LENGTH, BODY_CHUNKED };
+
+/*
+ * One request on an HTTP/1.1 connection, in the connection's request
+ * block: the exchange the handlers answer (first: the codec finds its h1_t
+ * from the exchange), what the codec decided about the request, and the
+ * buffer the response head is written in.
+ */
+typedef struct h1 {
+    exchange_t ex;
+    gio_batch_t *out;       /* the connection's output batch */
+    struct ssl_st *ssl;     /* HTTPS: the session (Host of another certificate: 421) */
+    uint32_t head_len;      /* bytes of the response head */
+    uint8_t keepalive;      /* the connection stays open after this response */
+    uint8_t http10;         /* an HTTP/1.0 request: keep-alive is said, not implied */
+    uint8_t body;           /* BODY_*: framing of the request body */
+    uint64_t body_left;     /* BODY_LENGTH: bytes still to drop */
+    http_chunked_t chunked; /* BODY_CHUNKED: where the body's framing is */
+    char head[H1_HEAD_CAP];
+} h1_t;
+
+/* The facts of a connection that its exchanges are handed. */
+typedef struct h1_conn {
+    gio_batch_t *out;
+    struct ssl_st *ssl;
+    site_t *site;
+    const struct sockaddr *peer;
+    uint16_t local_port;
+    uint8_t secure;
+    void *conn; /* the connection, for the exchange's owner (a job's return) */
+} h1_conn_t;
+
+/* A fresh exchange in h for the next request on the connection f tells of. */
+void h1_init(h1_t *h, const h1_conn_t *f);
+
+/*
+ * A complete head req is parsed: decide keep-alive (draining: the server is
+ * shutting down; requests: begun on this connection so far, for -R) and the
+ * body's framing.  Returns 0, or the status to answer (400 for invalid or
+ * conflicting framing, 413 over H1_BODY_MAX, 501 for an unknown coding).
+ */
+int h1_request(h1_t *h, const http_request_t *req, int draining, uint32_t requests);
+
+/* The "100 Continue" to send (NULL: none) for a request with a body, if its
+   client waits for it; body_coming: bytes of the body are here already. */
+const char *h1_continue(const http_request_t *req, int body_coming, size_t *len);
+
+/* What to send, best effort, on a socket given up on: 408 after a head
+   that did not come in time, 503 when the worker threads are too far
+   behind. */
+const char *h1_late(int status, size_t *len);
+
+/*
+ * Over a connection cap: answer 503 on the accepted socket fd at once,
+ * without reading the request, and close it (tls: close only).
+ */
+void h1_refuse(int fd, int tls);
+
+#endif

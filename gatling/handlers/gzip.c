@@ -1,0 +1,38 @@
+/* On-the-fly gzip on a worker thread: see gzip.h. */
+#include "gzip.h"
+#include "site/encoding.h"
+#include "site/jobs.h"
+#include "site/site.h"
+
+#include <stdlib.h>
+
+typedef struct gzip_job {
+    ex_job_t xj; /* first: conn.c frees the whole struct */
+    enc_gzjob_t *g;
+} gzip_job_t;
+
+static void gzip_work(job_t *j)
+{
+    enc_gzip_run(((gzip_job_t *)j)->g);
+}
+
+static void gzip_finish(ex_job_t *xj, exchange_t *ex)
+{
+    (void)ex; /* the request finds the result in the cache when it is dispatched again */
+    enc_gzip_end(((gzip_job_t *)xj)->g);
+}
+
+int gzip_wait(exchange_t *ex, fcache_entry_t *f)
+{
+    gzip_job_t *z = calloc(1, sizeof *z);
+    if (!z)
+        return 0;
+    if (!(z->g = enc_gzip_begin(ex->site->gzcache, f->fd, &f->st))) {
+        free(z);
+        return 0;
+    }
+    z->xj.job.work = gzip_work;
+    z->xj.finish = gzip_finish;
+    ex->job = &z->xj;
+    return 1;
+}

@@ -1,0 +1,19 @@
+/*
+ * gzip — on-the-fly gzip of a file for the static handler, on a worker
+ * thread (site/encoding.h keeps the results).
+ */
+#ifndef GATLING_GZIP_H
+#define GATLING_GZIP_H
+
+#include "http/exchange.h"
+#include "site/fcache.h"
+
+/*
+ * The file f is not gzipped yet: hand the compression to a worker thread
+ * and let the request wait for it (1: ex->job set), or, if it is being
+ * compressed for another request already or too much is in flight, serve
+ * identity (0).
+ */
+int gzip_wait(exchange_t *ex, fcache_entry_t *f);
+
+#endif

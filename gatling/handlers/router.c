@@ -1,0 +1,91 @@
+/* Request checks and dispatch: see router.h. */
+#include "router.h"
+#include "http/hbuf.h"
+#include "site/site.h"
+
+#include <string.h>
+
+#define ALLOW "GET, HEAD, OPTIONS"
+
+static int method_is(const http_request_t *req, const char *m)
+{
+    size_t n = strlen(m);
+    return req->method.n == n && !memcmp(req->method.p, m, n);
+}
+
+/* The name of a Host value, without its port ("[::1]" keeps the brackets). */
+static size_t host_name_len(const http_str_t *h)
+{
+    if (h->n && h->p[0] == '[') {
+        const char *e = memchr(h->p, ']', h->n);
+        return e ? (size_t)(e - h->p) + 1 : 0;
+    }
+    const char *colon = memchr(h->p, ':', h->n);
+    return colon ? (size_t)(colon - h->p) : h->n;
+}
+
+/* Safe to put in a Location header: a name, an IPv4 or a bracketed IPv6. */
+static int host_chars_ok(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char ch = p[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '.' || ch == '-' || ch == '[' || ch == ']' || ch == ':'))
+            return 0;
+    }
+    return n > 0 && n <= 255;
+}
+
+/* -X: plain HTTP is answered with the same URL on HTTPS. */
+static int redirect_https(exchange_t *ex, const http_request_t *req, const http_str_t *host)
+{
+    char loc[HTTP_MAX_TARGET + 320]; /* "https://" + 255 + ":65535" + target */
+    hbuf_t b = hb_init(loc, sizeof loc);
+    size_t n = host ? host_name_len(host) : 0;
+    if (!host_chars_ok(host ? host->p : "", n))
+        return ex_error(ex, 400, NULL, NULL); /* nowhere to send it */
+    int port = ex->site->cfg->tls_port;
+    hb_puts(&b, "https://");
+    hb_put(&b, host->p, n);
+    if (port != 443) {
+        hb_puts(&b, ":");
+        hb_num(&b, (uint64_t)port);
+    }
+    if (req->target.n && req->target.p[0] == '/')
+        hb_put(&b, req->target.p, req->target.n); /* the parser let no space or CTL in */
+    else
+        hb_puts(&b, "/");
+    if (!hb_str(&b))
+        return ex_error(ex, 414, NULL, NULL);
+    return ex_error(ex, 301, "Location", loc);
+}
+
+int router_dispatch(exchange_t *ex)
+{
+    const http_request_t *req = ex->req;
+    size_t hosts = http_header_count(req, "Host");
+    if (hosts > 1 || (req->version == 11 && hosts == 0)) /* RFC 9112 3.2 */
+        return ex_error(ex, 400, NULL, NULL);
+    const config_t *cfg = ex->site->cfg;
+    const http_str_t *host = http_header(req, "Host");
+    if (ex->secure && host) { /* RFC 9110 7.4: a Host another certificate answers for */
+        size_t n = host_name_len(host);
+        if (n && ex_misdirected(ex, host->p, n)) {
+            ex->site->stats.tls_misdirected++;
+            return ex_error(ex, 421, NULL, NULL);
+        }
+    }
+    if (!ex->secure && cfg->https_redirect && cfg->tls && !cfg->tls_skipped)
+        return redirect_https(ex, req, host);
+    if (method_is(req, "GET") || method_is(req, "HEAD"))
+        return static_serve(ex);
+    if (method_is(req, "OPTIONS")) {
+        ex_field(ex, "Allow", ALLOW);
+        return ex_head(ex, 200, NULL, 0, -1) < 0 ? -1 : 0;
+    }
+    static const char *const known[] = {"POST", "PUT", "DELETE", "PATCH", "TRACE", "CONNECT"};
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (method_is(req, known[i]))
+            return ex_error(ex, 405, "Allow", ALLOW);
+    return ex_error(ex, 501, NULL, NULL);
+}

@@ -1,0 +1,19 @@
+/*
+ * status — /server-status (gatling -S): open connections, requests and bytes
+ * in total and per second (site/stats.h), as HTML or (with ?json) JSON.
+ * Only loopback clients get it; with -W each worker reports its own numbers.
+ */
+#ifndef GATLING_STATUS_H
+#define GATLING_STATUS_H
+
+#include "http/exchange.h"
+
+#include <sys/socket.h>
+
+/* Is the peer a loopback address (127.0.0.0/8, ::1, ::ffff:127.0.0.0/104)? */
+int status_is_loopback(const struct sockaddr *sa);
+
+/* Queue the status page (json: the JSON form).  0, or -1 on ENOMEM. */
+int status_serve(exchange_t *ex, int json);
+
+#endif

@@ -1,0 +1,27 @@
+/*
+ * target — what a request for a static file is about (its normalised path,
+ * its virtual host, its open-file cache key), gathered once by static.c and
+ * passed to the parts of the static handler (auth.c, redirect.c).
+ */
+#ifndef GATLING_TARGET_H
+#define GATLING_TARGET_H
+
+#include "http/exchange.h"
+#include "http/path.h"
+#include "site/site.h"
+#include "site/vhost.h"
+
+#define TARGET_KEY_MAX (VHOST_NAME_MAX + EX_PATH_CAP + 8)
+
+typedef struct target {
+    path_t p;
+    char vhost[VHOST_NAME_MAX];
+    char key[TARGET_KEY_MAX]; /* vhost name + path: the fcache key */
+    size_t keylen;
+} target_t;
+
+/* The directory t's virtual host is served from (the caller closes it);
+   *which (if not NULL) says which kind (vhost.h VHOST_*).  -1 with errno. */
+int target_open_vhost(const site_t *s, const target_t *t, int *which);
+
+#endif

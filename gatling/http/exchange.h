@@ -1,0 +1,150 @@
+/*
+ * exchange — one request and its response, as a handler sees them.
+ *
+ * The codec that read the request (conn/h1.c for HTTP/1.1) fills in the
+ * request and the facts of its connection, and hands the exchange to the
+ * router (handlers/router.h).  A handler answers by setting header fields
+ * and calling ex_head() or ex_error(), then hands over the body as buffers
+ * and file ranges; the codec turns them into bytes on its connection at
+ * once (HTTP/1.1: the head into the request block's head buffer, the body
+ * onto the output batch), so a handler never sees the wire, and HEAD, the
+ * status line, Date, Server, Content-Length and Connection are the codec's.
+ *
+ * An exchange lives in the connection's request block, from the request's
+ * head until its response is sent (or the connection goes).  What it points
+ * to in the request (req) is the parsed head, valid as long.
+ *
+ * The types named here by a struct tag only (site, fcache_entry, enc_gz,
+ * ex_job) belong to the layers above (site/, and jobs.h there): this layer
+ * carries the pointers and never looks inside.
+ */
+#ifndef GATLING_EXCHANGE_H
+#define GATLING_EXCHANGE_H
+
+#include "http_parse.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#define EX_FIELDS_MAX 12 /* a file response carries 8 */
+#define EX_PATH_CAP (HTTP_MAX_TARGET + 8)
+#define EX_FIELD_MAX (3 * HTTP_MAX_TARGET + 1024) /* a field line: Location, the path encoded */
+#define EX_VHOST_CAP 272
+
+enum { AUTH_NONE, AUTH_GOOD, AUTH_BAD };
+enum { EX_REPLACED = 1 }; /* ex_head: a 500 went out instead (the head did not fit) */
+enum { EX_FREE = 1 };     /* ex_body_buf: the exchange owns the buffer (free()) */
+
+/* A response header field; the value is NUL-terminated. */
+typedef struct ex_field {
+    const char *name, *value;
+} ex_field_t;
+
+struct exchange;
+
+/* What a codec does with a response: see ex_head, ex_error, ex_body_*.  A
+   streaming body (CGI, proxy) will be one more operation: a producer the
+   codec calls for more bytes as its output drains. */
+typedef struct ex_codec {
+    int (*head)(struct exchange *ex, int status, const char *ctype, uint64_t len, time_t mtime);
+    int (*error)(struct exchange *ex, int status);
+    int (*body_buf)(struct exchange *ex, const void *p, size_t n, int flags);
+    int (*body_file)(struct exchange *ex, int fd, uint64_t off, uint64_t len);
+    /* HTTPS: does host[0..n) belong to another certificate (RFC 9110 7.4)? */
+    int (*misdirected)(struct exchange *ex, const char *host, size_t n);
+} ex_codec_t;
+
+typedef struct exchange {
+    /* the request */
+    const http_request_t *req;
+    uint8_t head_only; /* HEAD: the codec sends no body */
+    /* facts of the connection, from the codec */
+    uint8_t secure; /* HTTPS */
+    uint8_t http10; /* an HTTP/1.0 request */
+    uint16_t local_port;
+    const struct sockaddr *peer;
+    struct site *site; /* the loop's configuration and resources (site/site.h) */
+    /* the response */
+    uint16_t status;
+    uint8_t fields_over; /* more fields than EX_FIELDS_MAX: the codec answers 500 */
+    uint8_t nfields;
+    ex_field_t fields[EX_FIELDS_MAX];
+    uint64_t body_len; /* of the response, for the log */
+    /* per-request state of the handlers */
+    struct fcache_entry *file; /* the open file the body is sent from, if any */
+    struct enc_gz *gz;         /* the gzipped body, if any */
+    struct ex_job *job;        /* work off the loop this request waits for, or NULL */
+    void *owned;               /* freed when the exchange ends (ex_own) */
+    uint8_t auth_verdict;      /* AUTH_*: a job's answer for this request's credentials */
+    uint8_t gzip_tried;        /* this request waited for a gzip job once already */
+    char path[EX_PATH_CAP];    /* the decoded, normalised path */
+    char vhost[EX_VHOST_CAP];  /* the vhost that served, for the access log */
+    /* the codec */
+    const ex_codec_t *codec;
+    void *conn; /* the codec's connection: where a finished job resumes */
+} exchange_t;
+
+/* Add a response header field (kept by pointer: name and value must live
+   until the ex_head or ex_error that sends them). */
+static inline void ex_field(exchange_t *ex, const char *name, const char *value)
+{
+    if (ex->nfields < EX_FIELDS_MAX)
+        ex->fields[ex->nfields++] = (ex_field_t){name, value};
+    else
+        ex->fields_over = 1;
+}
+
+/*
+ * Send the response head: status, Content-Type (if ctype), a body of len
+ * bytes, Last-Modified (if mtime >= 0), then the fields added.  Returns 0;
+ * or EX_REPLACED when the head did not fit and a complete 500 went out
+ * instead (send no body then); or -1 on ENOMEM.
+ */
+static inline int ex_head(exchange_t *ex, int status, const char *ctype, uint64_t len,
+                          time_t mtime)
+{
+    return ex->codec->head(ex, status, ctype, len, mtime);
+}
+
+/*
+ * Send a complete error (or other bodyless-by-nature) response with a small
+ * HTML page, carrying only the field name: value (name NULL: none), not the
+ * ones added before.  0, or -1 on ENOMEM.
+ */
+int ex_error(exchange_t *ex, int status, const char *name, const char *value);
+
+/* Body bytes after ex_head: buffer p[0..n) (EX_FREE: the exchange frees it,
+   also on failure), or n bytes of file fd from off.  0, or -1 on ENOMEM. */
+static inline int ex_body_buf(exchange_t *ex, const void *p, size_t n, int flags)
+{
+    return ex->codec->body_buf(ex, p, n, flags);
+}
+
+static inline int ex_body_file(exchange_t *ex, int fd, uint64_t off, uint64_t len)
+{
+    return ex->codec->body_file(ex, fd, off, len);
+}
+
+/*
+ * A 200 whose body is the malloc'd page[0..len) of type ctype, with the
+ * fields added: the exchange owns page from here on, whatever happens.
+ * 0, or -1 on ENOMEM.
+ */
+int ex_page(exchange_t *ex, const char *ctype, char *page, size_t len);
+
+/* HTTPS: is host[0..n) (no port) a name another certificate answers for? */
+static inline int ex_misdirected(exchange_t *ex, const char *host, size_t n)
+{
+    return ex->secure && ex->codec->misdirected(ex, host, n);
+}
+
+/* Free the malloc'd p when the exchange ends, after its body is sent (one
+   such block per exchange).  0, or -1 (p not taken) if one is held already. */
+int ex_own(exchange_t *ex, void *p);
+
+/* The exchange ends: free what it owns. */
+void ex_end(exchange_t *ex);
+
+#endif

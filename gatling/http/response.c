@@ -1,0 +1,43 @@
+/* Reason phrases and error pages: see response.h. */
+#include "response.h"
+
+const char *resp_reason(int status)
+{
+    switch (status) {
+    case 200: return "OK";
+    case 204: return "No Content";
+    case 206: return "Partial Content";
+    case 301: return "Moved Permanently";
+    case 302: return "Found";
+    case 304: return "Not Modified";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 412: return "Precondition Failed";
+    case 413: return "Content Too Large";
+    case 414: return "URI Too Long";
+    case 416: return "Range Not Satisfiable";
+    case 421: return "Misdirected Request";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
+    case 505: return "HTTP Version Not Supported";
+    default: return "Unknown";
+    }
+}
+
+void resp_page(hbuf_t *b, int status)
+{
+    for (int i = 0; i < 2; i++) {
+        hb_puts(b, i ? "</title></head>\n<body><h1>" : "<!DOCTYPE html>\n<html><head><title>");
+        hb_num(b, (uint64_t)status);
+        hb_puts(b, " ");
+        hb_puts(b, resp_reason(status));
+    }
+    hb_puts(b, "</h1></body></html>\n");
+}

@@ -1,0 +1,41 @@
+/*
+ * alog — the access log: one line per request in the Combined Log Format
+ * (what goaccess, awstats and webalizer read), buffered and written out in
+ * whole lines at the end of each loop round.
+ */
+#ifndef GATLING_ALOG_H
+#define GATLING_ALOG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "http/http_parse.h"
+
+typedef struct alog {
+    int fd; /* -1: logging off */
+    char *buf;
+    size_t len, cap;
+    int64_t stamp_at; /* wall-clock second of `stamp` */
+    char stamp[32];   /* "[10/Oct/2000:13:55:36 +0000]" */
+} alog_t;
+
+void alog_init(alog_t *l, int fd);
+
+/*
+ * Append one line.  req may be NULL or have no request line (a request too
+ * broken to parse); body_bytes is what was sent of the body.  vhost: NULL
+ * for the Combined Log Format, else Apache's vhost_combined ("%v %h ...";
+ * "-" for an empty name).  A request that came over HTTPS (tls) gets one
+ * more field at the end of its line: https (CLF readers such as goaccess
+ * ignore what follows the user agent).
+ */
+void alog_request(alog_t *l, int64_t now, const char *vhost, const struct sockaddr *peer,
+                  const http_request_t *req, int status, uint64_t body_bytes, int tls);
+
+/* Write out the buffered lines (a failing log never stops the server). */
+void alog_flush(alog_t *l);
+
+void alog_free(alog_t *l);
+
+#endif

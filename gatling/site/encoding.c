@@ -1,0 +1,714 @@
+/* Content codings, precompressed siblings, the gzip cache and ETags: see encoding.h. */
+#include "encoding.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+#include <zlib.h>
+
+/* ---- Accept-Encoding ---------------------------------------------------- */
+
+/* What a list item can name.  The first three are in tie-break order. */
+enum { SLOT_BR, SLOT_ZSTD, SLOT_GZIP, SLOT_IDENTITY, SLOT_STAR, NSLOTS };
+static const unsigned char slot_enc[SLOT_IDENTITY] = {ENC_BR, ENC_ZSTD, ENC_GZIP};
+
+static int is_ows(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+static int is_tchar(unsigned char c)
+{
+    if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
+        return 1;
+    return c && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+}
+
+static size_t skip_ows(const char *s, size_t i, size_t n)
+{
+    while (i < n && is_ows(s[i]))
+        i++;
+    return i;
+}
+
+static size_t skip_token(const char *s, size_t i, size_t n)
+{
+    while (i < n && is_tchar((unsigned char)s[i]))
+        i++;
+    return i;
+}
+
+/* Past the quoted-string starting at s[i] == '"', or SIZE_MAX if unterminated. */
+static size_t skip_quoted(const char *s, size_t i, size_t n)
+{
+    for (i++; i < n; i++) {
+        if (s[i] == '\\')
+            i++;
+        else if (s[i] == '"')
+            return i + 1;
+    }
+    return SIZE_MAX;
+}
+
+/*
+ * qvalue = ( "0" [ "." 0*3DIGIT ] ) / ( "1" [ "." 0*3("0") ] ) (RFC 9110
+ * 12.4.2), in thousandths; -1 if malformed ("0.5000", ".5", "1.5", "").
+ */
+static int parse_qvalue(const char *s, size_t n)
+{
+    if (n == 0 || (s[0] != '0' && s[0] != '1'))
+        return -1;
+    if (n == 1)
+        return s[0] == '1' ? 1000 : 0;
+    if (s[1] != '.' || n > 5)
+        return -1;
+    int q = 0, scale = 100;
+    for (size_t i = 2; i < n; i++, scale /= 10) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        q += (s[i] - '0') * scale;
+    }
+    if (s[0] == '1')
+        return q == 0 ? 1000 : -1;
+    return q;
+}
+
+static int slot_of(const char *s, size_t n)
+{
+    static const struct {
+        const char *name;
+        int slot;
+    } names[] = {
+        {"gzip", SLOT_GZIP}, {"x-gzip", SLOT_GZIP},       {"br", SLOT_BR},
+        {"zstd", SLOT_ZSTD}, {"identity", SLOT_IDENTITY}, {"*", SLOT_STAR},
+    };
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+        if (strlen(names[k].name) == n && !strncasecmp(names[k].name, s, n))
+            return names[k].slot;
+    return -1;
+}
+
+/*
+ * Parse the list item at s[i..n), which starts with neither OWS nor a comma.
+ * Sets *slot (-1: no name, or a coding we cannot serve) and *q in
+ * thousandths, 0 if anything after the name is malformed: an item we cannot
+ * read must not make a coding acceptable.  Returns the index of the comma
+ * that ends the item, or n.
+ */
+static size_t parse_item(const char *s, size_t i, size_t n, int *slot, int *q)
+{
+    size_t name = i;
+    i = skip_token(s, i, n);
+    *slot = i > name ? slot_of(s + name, i - name) : -1;
+    *q = 1000;
+    int bad = i == name;
+    i = skip_ows(s, i, n);
+    while (!bad && i < n && s[i] == ';') {
+        size_t pn = skip_ows(s, i + 1, n);
+        size_t pe = skip_token(s, pn, n);
+        i = skip_ows(s, pe, n); /* BWS around '=' is not in the grammar; be lenient */
+        if (pe == pn || i >= n || s[i] != '=') {
+            bad = 1;
+            break;
+        }
+        size_t v = skip_ows(s, i + 1, n);
+        i = v < n && s[v] == '"' ? skip_quoted(s, v, n) : skip_token(s, v, n);
+        if (i == SIZE_MAX) {
+            bad = 1;
+            i = n;
+            break;
+        }
+        if (pe - pn == 1 && (s[pn] == 'q' || s[pn] == 'Q')) {
+            int qv = v < n && s[v] == '"' ? -1 : parse_qvalue(s + v, i - v);
+            if (qv < 0)
+                bad = 1;
+            else
+                *q = qv;
+        }
+        i = skip_ows(s, i, n);
+    }
+    if (i < n && s[i] != ',')
+        bad = 1;
+    if (bad) {
+        *q = 0;
+        while (i < n && s[i] != ',')
+            i++;
+    }
+    return i;
+}
+
+unsigned enc_accepted(const char *ae, size_t n, unsigned char prefer[ENC_PREFER_MAX], int *nprefer)
+{
+    int q[NSLOTS] = {0}, listed[NSLOTS] = {0};
+    if (!ae)
+        n = 0;
+    for (size_t i = 0; i < n;) {
+        if (is_ows(ae[i]) || ae[i] == ',') { /* empty list elements are allowed */
+            i++;
+            continue;
+        }
+        int slot, qv;
+        i = parse_item(ae, i, n, &slot, &qv);
+        if (slot >= 0 && !listed[slot])
+            listed[slot] = 1, q[slot] = qv;
+    }
+    /* "*" matches any available coding not explicitly listed (12.5.3). */
+    for (int s = 0; s < SLOT_STAR && listed[SLOT_STAR]; s++)
+        if (!listed[s])
+            listed[s] = 1, q[s] = q[SLOT_STAR];
+
+    unsigned mask = 0;
+    for (int s = 0; s < SLOT_IDENTITY; s++)
+        if (q[s] > 0)
+            mask |= slot_enc[s];
+    if (listed[SLOT_IDENTITY] && q[SLOT_IDENTITY] == 0)
+        mask |= ENC_NO_IDENTITY;
+
+    /* Insertion sort by q, stable, so slot order breaks ties and codings
+       come before an identity of equal q; an unranked identity (-1) is last. */
+    unsigned char e[ENC_PREFER_MAX];
+    int w[ENC_PREFER_MAX], k = 0;
+    for (int s = 0; s <= SLOT_IDENTITY; s++) {
+        int qs = q[s] > 0 ? q[s] : -1;
+        if (s != SLOT_IDENTITY && qs < 0)
+            continue;
+        int j = k++;
+        for (; j > 0 && w[j - 1] < qs; j--)
+            e[j] = e[j - 1], w[j] = w[j - 1];
+        e[j] = s == SLOT_IDENTITY ? ENC_IDENTITY : slot_enc[s];
+        w[j] = qs;
+    }
+    if (prefer)
+        memcpy(prefer, e, (size_t)k);
+    if (nprefer)
+        *nprefer = k;
+    return mask;
+}
+
+int enc_choose(const char *ae, size_t n, unsigned available)
+{
+    unsigned char pref[ENC_PREFER_MAX];
+    int np;
+    enc_accepted(ae, n, pref, &np);
+    for (int i = 0; i < np; i++)
+        if (pref[i] == ENC_IDENTITY || (available & pref[i]))
+            return pref[i];
+    return ENC_IDENTITY;
+}
+
+const char *enc_name(int enc)
+{
+    switch (enc) {
+    case ENC_GZIP: return "gzip";
+    case ENC_BR: return "br";
+    case ENC_ZSTD: return "zstd";
+    default: return NULL;
+    }
+}
+
+const char *enc_suffix(int enc)
+{
+    switch (enc) {
+    case ENC_GZIP: return ".gz";
+    case ENC_BR: return ".br";
+    case ENC_ZSTD: return ".zst";
+    default: return NULL;
+    }
+}
+
+int enc_compressible(const char *ctype)
+{
+    static const char *const types[] = {
+        "text/html",        "text/css",        "text/plain",
+        "text/javascript",  "text/xml",        "application/javascript",
+        "application/json", "application/xml", "image/svg+xml",
+    };
+    if (!ctype)
+        return 0;
+    while (is_ows(*ctype))
+        ctype++;
+    size_t n = strcspn(ctype, ";");
+    while (n > 0 && is_ows(ctype[n - 1]))
+        n--;
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++)
+        if (strlen(types[k]) == n && !strncasecmp(types[k], ctype, n))
+            return 1;
+    return 0;
+}
+
+/* ---- Precompressed siblings --------------------------------------------- */
+
+static int sibling_path(char *buf, size_t cap, const char *relpath, int enc)
+{
+    const char *suf = enc_suffix(enc);
+    /* An absolute path would make openat ignore dirfd: never leave the root. */
+    if (!suf || !relpath || !*relpath || relpath[0] == '/') {
+        errno = EINVAL;
+        return -1;
+    }
+    int r = snprintf(buf, cap, "%s%s", relpath, suf);
+    if (r < 0 || (size_t)r >= cap) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return 0;
+}
+
+static int mtime_ge(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec > b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec >= b->tv_nsec);
+}
+
+/* 0 if the sibling with stat st may be served for orig, else the errno why not. */
+static int sibling_check(const struct stat *st, const struct stat *orig)
+{
+    if (!S_ISREG(st->st_mode) || !(st->st_mode & S_IROTH))
+        return EACCES;
+    /* An empty file is no valid br, zstd or gzip stream; an older one is stale. */
+    if (st->st_size == 0 || !mtime_ge(&st->st_mtim, &orig->st_mtim))
+        return ESTALE;
+    return 0;
+}
+
+unsigned enc_siblings(int dirfd, const char *relpath, const struct stat *orig, unsigned want)
+{
+    static const int order[] = {ENC_BR, ENC_ZSTD, ENC_GZIP};
+    char path[PATH_MAX];
+    unsigned mask = 0;
+    for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
+        struct stat st;
+        if (!(want & order[k]))
+            continue;
+        if (sibling_path(path, sizeof path, relpath, order[k]) < 0)
+            return 0;
+        if (!fstatat(dirfd, path, &st, AT_SYMLINK_NOFOLLOW) && !sibling_check(&st, orig))
+            mask |= order[k];
+    }
+    return mask;
+}
+
+int enc_open_sibling(int dirfd, const char *relpath, const struct stat *orig, int enc,
+                     struct stat *st)
+{
+    char path[PATH_MAX];
+    if (sibling_path(path, sizeof path, relpath, enc) < 0)
+        return -1;
+    int fd = openat(dirfd, path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW);
+    if (fd < 0)
+        return -1;
+    int err = fstat(fd, st) < 0 ? errno : sibling_check(st, orig);
+    if (err) {
+        close(fd);
+        errno = err;
+        return -1;
+    }
+    return fd;
+}
+
+/* ---- The gzip cache ----------------------------------------------------- */
+
+/* A compression running on a worker thread (enc_gzip_begin). */
+struct enc_gzjob {
+    enc_cache_t *cache;
+    struct enc_gzjob *next; /* the cache's list of compressions in flight */
+    int fd;                 /* a dup: the caller's may be closed meanwhile */
+    struct stat st;
+    enc_gz_t *result; /* the thread's, handed to the cache by enc_gzip_end */
+};
+
+struct enc_cache {
+    enc_gz_t **bucket;
+    size_t nbucket; /* a power of two */
+    size_t nentries;
+    enc_gz_t *oldest, *newest;
+    size_t bytes; /* of the entries in the table */
+    size_t max_bytes, max_file;
+    enc_gzjob_t *inflight; /* compressions running, at most ENC_GZIP_INFLIGHT bytes of input */
+    size_t inflight_bytes;
+};
+
+/* deflate's avail_out is a 32-bit uInt: keep every buffer well below that. */
+#define ENC_GZIP_MAX_FILE_CAP (1u << 30)
+
+/* Versions of one file (dev, ino) share a chain, so a new one can drop the old. */
+static size_t gz_hash(dev_t dev, ino_t ino)
+{
+    uint64_t h = (uint64_t)ino * 0x9e3779b97f4a7c15u ^ (uint64_t)dev;
+    h ^= h >> 31;
+    h *= 0xbf58476d1ce4e5b9u;
+    return (size_t)(h ^ (h >> 29));
+}
+
+static enc_gz_t **chain(enc_cache_t *c, dev_t dev, ino_t ino)
+{
+    return &c->bucket[gz_hash(dev, ino) & (c->nbucket - 1)];
+}
+
+static size_t entry_bytes(const enc_gz_t *e)
+{
+    return sizeof *e + e->len;
+}
+
+static int same_version(const enc_gz_t *e, const struct stat *st)
+{
+    return e->size == st->st_size && e->mtime.tv_sec == st->st_mtim.tv_sec &&
+           e->mtime.tv_nsec == st->st_mtim.tv_nsec;
+}
+
+static void lru_unlink(enc_cache_t *c, enc_gz_t *e)
+{
+    *(e->older ? &e->older->newer : &c->oldest) = e->newer;
+    *(e->newer ? &e->newer->older : &c->newest) = e->older;
+    e->older = e->newer = NULL;
+}
+
+static void lru_push(enc_cache_t *c, enc_gz_t *e)
+{
+    e->older = c->newest;
+    e->newer = NULL;
+    *(c->newest ? &c->newest->newer : &c->oldest) = e;
+    c->newest = e;
+}
+
+/* Take e out of the table; a response still sending it frees it on release. */
+static void evict(enc_cache_t *c, enc_gz_t *e)
+{
+    enc_gz_t **pp = chain(c, e->dev, e->ino);
+    while (*pp != e)
+        pp = &(*pp)->hnext;
+    *pp = e->hnext;
+    e->hnext = NULL;
+    lru_unlink(c, e);
+    c->bytes -= entry_bytes(e);
+    c->nentries--;
+    e->in_table = 0;
+    if (e->refs == 0)
+        free(e);
+}
+
+/* Double the buckets when chains grow long; on ENOMEM they just stay long. */
+static void maybe_grow(enc_cache_t *c)
+{
+    if (c->nentries < c->nbucket)
+        return;
+    size_t nb = c->nbucket * 2;
+    enc_gz_t **b = calloc(nb, sizeof *b);
+    if (!b)
+        return;
+    for (size_t i = 0; i < c->nbucket; i++) {
+        for (enc_gz_t *e = c->bucket[i], *next; e; e = next) {
+            next = e->hnext;
+            size_t h = gz_hash(e->dev, e->ino) & (nb - 1);
+            e->hnext = b[h];
+            b[h] = e;
+        }
+    }
+    free(c->bucket);
+    c->bucket = b;
+    c->nbucket = nb;
+}
+
+/* Enter e (not yet in the table), evicting the oldest entries to make room. */
+static void insert(enc_cache_t *c, enc_gz_t *e)
+{
+    size_t need = entry_bytes(e);
+    if (need > c->max_bytes)
+        return; /* in_table stays 0: freed when its user releases it */
+    /* e was compressed from the file as it is now: other versions are dead. */
+    for (enc_gz_t *o = *chain(c, e->dev, e->ino), *next; o; o = next) {
+        next = o->hnext;
+        if (o->dev == e->dev && o->ino == e->ino)
+            evict(c, o);
+    }
+    while (c->oldest && c->bytes + need > c->max_bytes)
+        evict(c, c->oldest);
+    maybe_grow(c);
+    enc_gz_t **pp = chain(c, e->dev, e->ino);
+    e->hnext = *pp;
+    *pp = e;
+    lru_push(c, e);
+    c->bytes += need;
+    c->nentries++;
+    e->in_table = 1;
+}
+
+enc_cache_t *enc_cache_new(size_t max_bytes, size_t max_file)
+{
+    enc_cache_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->nbucket = 64;
+    c->bucket = calloc(c->nbucket, sizeof *c->bucket);
+    if (!c->bucket) {
+        free(c);
+        return NULL;
+    }
+    c->max_bytes = max_bytes ? max_bytes : ENC_CACHE_DEFAULT;
+    c->max_file = max_file ? max_file : ENC_GZIP_MAX_FILE;
+    if (c->max_file > ENC_GZIP_MAX_FILE_CAP)
+        c->max_file = ENC_GZIP_MAX_FILE_CAP;
+    return c;
+}
+
+void enc_cache_free(enc_cache_t *c)
+{
+    if (!c)
+        return;
+    for (enc_gz_t *e = c->oldest, *next; e; e = next) {
+        next = e->newer;
+        e->in_table = 0;
+        if (e->refs == 0)
+            free(e);
+    }
+    free(c->bucket);
+    free(c);
+}
+
+void enc_cache_stats(const enc_cache_t *c, size_t *bytes, size_t *entries)
+{
+    if (bytes)
+        *bytes = c->bytes;
+    if (entries)
+        *entries = c->nentries;
+}
+
+int enc_gzip_eligible(const enc_cache_t *c, const char *ctype, const struct stat *st)
+{
+    return c && S_ISREG(st->st_mode) && st->st_size >= ENC_GZIP_MIN &&
+           (uint64_t)st->st_size <= c->max_file && enc_compressible(ctype);
+}
+
+/* Make room in e for at least one more output byte, keeping what zs wrote. */
+static enc_gz_t *gz_grow(enc_gz_t *e, size_t *cap, z_stream *zs)
+{
+    size_t done = *cap - zs->avail_out, ncap = *cap + *cap / 2 + 4096;
+    enc_gz_t *n = realloc(e, sizeof *n + ncap);
+    if (!n)
+        return NULL;
+    zs->next_out = n->buf + done;
+    zs->avail_out = (uInt)(ncap - done);
+    *cap = ncap;
+    return n;
+}
+
+/*
+ * Deflate size bytes of fd into e->buf (capacity *cap, grown as needed).
+ * Returns e (perhaps moved) with e->len set, or NULL with errno; e is freed.
+ */
+static enc_gz_t *gz_deflate(enc_gz_t *e, size_t *cap, int fd, off_t size)
+{
+    unsigned char in[32768];
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    /* windowBits 15 + 16: a gzip wrapper (RFC 1952) around the deflate data. */
+    if (deflateInit2(&zs, ENC_GZIP_LEVEL, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+        free(e);
+        errno = ENOMEM;
+        return NULL;
+    }
+    zs.next_out = e->buf;
+    zs.avail_out = (uInt)*cap;
+    off_t off = 0;
+    int zr = Z_OK, err = 0;
+    while (zr != Z_STREAM_END && !err) {
+        if (zs.avail_in == 0 && off < size) {
+            size_t want = (uint64_t)(size - off) < sizeof in ? (size_t)(size - off) : sizeof in;
+            ssize_t r = pread(fd, in, want, off);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0) { /* a file that shrank under us is no longer st */
+                err = r < 0 ? errno : ESTALE;
+                break;
+            }
+            zs.next_in = in;
+            zs.avail_in = (uInt)r;
+            off += r;
+        }
+        enc_gz_t *n = zs.avail_out ? e : gz_grow(e, cap, &zs);
+        if (!n) {
+            err = ENOMEM;
+            break;
+        }
+        e = n;
+        zr = deflate(&zs, off == size ? Z_FINISH : Z_NO_FLUSH);
+        if (zr == Z_STREAM_ERROR || (zr == Z_BUF_ERROR && zs.avail_out && !zs.avail_in))
+            err = EIO; /* cannot happen with a sane zlib; never spin */
+    }
+    e->len = zs.total_out;
+    deflateEnd(&zs);
+    if (err) {
+        free(e);
+        errno = err;
+        return NULL;
+    }
+    return e;
+}
+
+/* A new, unreferenced, untabled entry holding fd's contents gzipped. */
+static enc_gz_t *gz_compress(int fd, const struct stat *st)
+{
+    /* Room for incompressible input too (stored blocks add ~0.03% and the
+       gzip wrapper 18 bytes), so gz_grow is a rare path; shrunk below. */
+    size_t cap = (size_t)st->st_size + (size_t)st->st_size / 1000 + 64;
+    enc_gz_t *e = malloc(sizeof *e + cap);
+    if (!e)
+        return NULL;
+    memset(e, 0, sizeof *e);
+    if (!(e = gz_deflate(e, &cap, fd, st->st_size)))
+        return NULL;
+    /* Written to since the caller's fstat?  Then the bytes belong to no ETag
+       the caller could send: refuse rather than cache a mix. */
+    e->dev = st->st_dev;
+    e->ino = st->st_ino;
+    e->size = st->st_size;
+    e->mtime = st->st_mtim;
+    struct stat now;
+    int err = fstat(fd, &now) < 0 ? errno : 0;
+    if (!err && (now.st_dev != e->dev || now.st_ino != e->ino || !same_version(e, &now)))
+        err = ESTALE;
+    if (err) {
+        free(e);
+        errno = err;
+        return NULL;
+    }
+    e->useless = e->len >= (size_t)st->st_size;
+    if (e->useless)
+        e->len = 0; /* remember the verdict, not the bytes */
+    enc_gz_t *n = realloc(e, sizeof *e + e->len);
+    if (n)
+        e = n;
+    e->data = e->useless ? NULL : e->buf;
+    return e;
+}
+
+/* The table's entry for this version of the file, or NULL. */
+static enc_gz_t *find(enc_cache_t *c, const struct stat *st)
+{
+    for (enc_gz_t *e = *chain(c, st->st_dev, st->st_ino); e; e = e->hnext)
+        if (e->dev == st->st_dev && e->ino == st->st_ino && same_version(e, st))
+            return e;
+    return NULL;
+}
+
+enc_gz_t *enc_gzip_get(enc_cache_t *c, int fd, const struct stat *st)
+{
+    if (!c || !st || !S_ISREG(st->st_mode)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    if (st->st_size < ENC_GZIP_MIN || (uint64_t)st->st_size > c->max_file) {
+        errno = st->st_size < ENC_GZIP_MIN ? ERANGE : EFBIG;
+        return NULL;
+    }
+    enc_gz_t *e = find(c, st);
+    if (e) {
+        lru_unlink(c, e);
+        lru_push(c, e);
+    } else {
+        if (!(e = gz_compress(fd, st)))
+            return NULL;
+        insert(c, e);
+    }
+    if (e->useless) {
+        if (!e->in_table)
+            free(e);
+        errno = ERANGE;
+        return NULL;
+    }
+    e->refs++;
+    return e;
+}
+
+
+enc_gz_t *enc_gzip_lookup(enc_cache_t *c, const struct stat *st)
+{
+    if (!c || !st || !S_ISREG(st->st_mode)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    enc_gz_t *e = find(c, st);
+    if (!e) {
+        errno = ENOENT;
+        return NULL;
+    }
+    lru_unlink(c, e);
+    lru_push(c, e);
+    if (e->useless) {
+        errno = ERANGE;
+        return NULL;
+    }
+    e->refs++;
+    return e;
+}
+
+enc_gzjob_t *enc_gzip_begin(enc_cache_t *c, int fd, const struct stat *st)
+{
+    if (!c || !st || !S_ISREG(st->st_mode) || st->st_size < ENC_GZIP_MIN ||
+        (uint64_t)st->st_size > c->max_file || find(c, st))
+        return NULL;
+    for (enc_gzjob_t *g = c->inflight; g; g = g->next)
+        if (g->st.st_dev == st->st_dev && g->st.st_ino == st->st_ino &&
+            g->st.st_size == st->st_size && g->st.st_mtim.tv_sec == st->st_mtim.tv_sec &&
+            g->st.st_mtim.tv_nsec == st->st_mtim.tv_nsec)
+            return NULL; /* already being compressed: one job per file version */
+    if (c->inflight_bytes + (size_t)st->st_size > ENC_GZIP_INFLIGHT)
+        return NULL;
+    enc_gzjob_t *g = calloc(1, sizeof *g);
+    if (!g)
+        return NULL;
+    if ((g->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+        free(g);
+        return NULL;
+    }
+    g->cache = c;
+    g->st = *st;
+    g->next = c->inflight;
+    c->inflight = g;
+    c->inflight_bytes += (size_t)st->st_size;
+    return g;
+}
+
+void enc_gzip_run(enc_gzjob_t *g)
+{
+    g->result = gz_compress(g->fd, &g->st);
+}
+
+void enc_gzip_end(enc_gzjob_t *g)
+{
+    enc_cache_t *c = g->cache;
+    for (enc_gzjob_t **p = &c->inflight; *p; p = &(*p)->next)
+        if (*p == g) {
+            *p = g->next;
+            break;
+        }
+    c->inflight_bytes -= (size_t)g->st.st_size;
+    if (g->result && !find(c, &g->st))
+        insert(c, g->result);
+    else
+        free(g->result); /* not run, failed (ESTALE, ENOMEM), or raced */
+    close(g->fd);
+    free(g);
+}
+
+void enc_gzip_release(enc_gz_t *e)
+{
+    if (e && --e->refs == 0 && !e->in_table)
+        free(e);
+}
+
+/* ---- ETags ---------------------------------------------------------------- */
+
+size_t enc_etag(char *buf, const struct stat *st, int enc)
+{
+    const char *suf = enc_suffix(enc);
+    int r = snprintf(buf, ENC_ETAG_MAX, "\"%llx-%llx-%llx%s%s\"", (unsigned long long)st->st_ino,
+                     (unsigned long long)st->st_size, (unsigned long long)st->st_mtim.tv_sec,
+                     suf ? "-" : "", suf ? suf + 1 : "");
+    return r < 0 ? 0 : (size_t)r;
+}

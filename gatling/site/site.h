@@ -1,0 +1,68 @@
+/*
+ * site — what every handler needs to answer a request, in one object: the
+ * configuration, the document root, the caches, the MIME table, the logs and
+ * the counters.  It knows nothing of listeners or of the set of connections
+ * (server.h, conn.h); handlers reach it as c->site, so the modules layer
+ * top-down without a circle:
+ *
+ *   main ─► worker ─► server ─► conn ─► handler ─► static, listing, status
+ *                                         └────────► response ─► site
+ */
+#ifndef GATLING_SITE_H
+#define GATLING_SITE_H
+
+#include "alog.h"
+#include "config.h"
+#include "elog.h"
+#include "fcache.h"
+#include "gio.h"
+#include "mime.h"
+#include "stats.h"
+
+#include <stdint.h>
+
+struct enc_cache;
+struct jobs;
+struct limits;
+
+typedef struct site {
+    const config_t *cfg;
+    gio_loop_t *loop;          /* borrowed: for the clocks */
+    mime_table_t *mime;        /* borrowed */
+    fcache_t *fcache;          /* open files, see fcache.h */
+    struct enc_cache *gzcache; /* on-the-fly gzip; NULL with -Z */
+    struct jobs *jobs;         /* worker threads for what must leave the loop */
+    struct limits *limits;     /* per client address: -K, -A, failed logins */
+    int rootfd;                /* the document root, opened once */
+    char *root_real;           /* its canonical path, for symlink checks */
+    alog_t log;
+    elog_t elog; /* the error log: what failed that no client sees */
+    status_counters_t stats;
+    size_t nconns; /* open connections (conn.c keeps it) */
+    size_t ntls;   /* ... of which HTTPS */
+    int64_t date_at; /* wall-clock second of `date` */
+    char date[32];   /* the current HTTP-date, for Date: */
+} site_t;
+
+/*
+ * Set up the site serving the current directory for loop (borrowed, as is
+ * mime).  Returns 0, or -1 after printing why to stderr.
+ */
+int site_init(site_t *s, const config_t *cfg, gio_loop_t *loop, mime_table_t *mime);
+
+void site_free(site_t *s);
+
+/* The HTTP-date of the current second (cached). */
+const char *site_date(site_t *s);
+
+/* Log a failed call (errno err) on the error log, with the peer if any. */
+void site_error(site_t *s, const char *call, int err, const struct sockaddr *peer,
+                const char *detail);
+
+/* The symlink check root for fs_open_beneath (NULL with -L). */
+static inline const char *site_root_check(const site_t *s)
+{
+    return s->cfg->symlinks_out ? NULL : s->root_real;
+}
+
+#endif

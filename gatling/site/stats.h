@@ -1,0 +1,47 @@
+/*
+ * stats — what one loop counts: requests and bytes in total and over the
+ * last second, and what each defence did.  handlers/status.c shows them as
+ * /server-status.
+ */
+#ifndef GATLING_STATS_H
+#define GATLING_STATS_H
+
+#include <stdint.h>
+
+typedef struct status_counters {
+    uint64_t requests, bytes;           /* since start */
+    uint64_t last_requests, last_bytes; /* at the start of the last full second */
+    uint64_t rps, bps;                  /* over the last full second */
+    int64_t second;                     /* wall-clock second being counted */
+    int64_t started;
+    /* what the defences did, since start (gatling.8 lists them) */
+    uint64_t refused_cap;      /* -N: over the connection cap, 503 (HTTPS: closed) */
+    uint64_t refused_addr;     /* -K: over the per-address cap, 503 (HTTPS: closed) */
+    uint64_t refused_fds;      /* accept failed: out of descriptors or memory */
+    uint64_t rate_limited;     /* -A: over the requests per minute, tarpitted or dropped */
+    uint64_t auth_throttled;   /* failed logins: 429 without hashing */
+    uint64_t auth_remembered;  /* a recent failed credential: 401 without hashing */
+    uint64_t busy;             /* the worker pool's queue was full: 503 */
+    uint64_t timeout_head;     /* request head not complete in time (slowloris) */
+    uint64_t timeout_body;     /* request body too slow */
+    uint64_t timeout_drain;    /* response drained too slowly (slow read) */
+    uint64_t timeout_idle;     /* keep-alive idle */
+    uint64_t max_requests;     /* -R: keep-alive connections closed at the cap */
+    uint64_t head_overflows;   /* a response head did not fit: 500 */
+    uint64_t tls_handshakes;   /* HTTPS: handshakes completed */
+    uint64_t tls_resumed;      /* ... of which resumed a session (ticket or cache) */
+    uint64_t tls_failed;       /* ... failed (protocol error, no common cipher, ...) */
+    uint64_t tls_not_tls;      /* bytes on the HTTPS port that were no TLS handshake */
+    uint64_t timeout_handshake;/* HTTPS: handshake not done in time (-s) */
+    uint64_t tls_misdirected;  /* Host answered by another certificate: 421 */
+    uint64_t tls_ktls;         /* handshakes after which the kernel encrypts (kTLS) */
+} status_counters_t;
+
+/* Start a new second at wall-clock second now, if it is one: the second that
+   ended gives requests/s and bytes/s (0 after a quiet gap). */
+void stats_roll(status_counters_t *st, int64_t now);
+
+/* Count a finished request of `bytes` bytes at wall-clock second now. */
+void status_count(status_counters_t *st, int64_t now, uint64_t bytes);
+
+#endif

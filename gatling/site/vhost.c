@@ -1,0 +1,106 @@
+/* Virtual hosts: see vhost.h. */
+#define _GNU_SOURCE
+#include "vhost.h"
+#include "fs.h"
+#include "http/owfat.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <string.h>
+#include <unistd.h>
+
+int vhost_name(const http_str_t *host, int local_port, int keep_port, char *out)
+{
+    if (!host)
+        return 0;
+    const char *p = host->p, *end = p + host->n, *colon = NULL;
+    size_t n = 0;
+    if (host->n == 0 || host->n > 255)
+        return -1;
+    if (*p == '[') { /* IPv6 literal: "[" hex/colons/dots "]" then maybe ":port" */
+        const char *close = memchr(p, ']', host->n);
+        if (!close)
+            return -1;
+        /* an IPv6 address, nothing else ("[1..2]" is none: found by fuzzing) */
+        char a6[INET6_ADDRSTRLEN];
+        unsigned char bin[16];
+        size_t k = (size_t)(close - p - 1);
+        if (k == 0 || k >= sizeof a6 || memchr(p + 1, 0, k))
+            return -1;
+        memcpy(a6, p + 1, k);
+        a6[k] = 0;
+        if (inet_pton(AF_INET6, a6, bin) != 1)
+            return -1;
+        colon = close + 1 < end ? close + 1 : NULL;
+        if (colon && *colon != ':')
+            return -1;
+        n = (size_t)(close + 1 - p);
+    } else {
+        for (const char *q = p; q < end; q++) {
+            char ch = *q;
+            if (ch == ':') {
+                colon = q;
+                break;
+            }
+            if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                  (ch >= '0' && ch <= '9') || ch == '-' || ch == '.' || ch == '_'))
+                return -1;
+        }
+        n = (size_t)((colon ? colon : end) - p);
+        /* no empty name, no "." or ".." anywhere: nothing that names a path */
+        if (n == 0 || *p == '.' || memmem(p, n, "..", 2))
+            return -1;
+    }
+    if (colon) { /* the port must be a port, even when we replace it: digits, <= 65535 */
+        unsigned long port = 0;
+        for (const char *q = colon + 1; q < end; q++) {
+            if (*q < '0' || *q > '9')
+                return -1;
+            port = port * 10 + (unsigned long)(*q - '0');
+            if (port > 65535)
+                return -1;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        out[i] = (char)(p[i] >= 'A' && p[i] <= 'Z' ? p[i] | 0x20 : p[i]);
+    out[n++] = ':';
+    if (keep_port && colon && colon + 1 < end) {
+        size_t k = (size_t)(end - colon - 1);
+        if (k > 5)
+            return -1;
+        memcpy(out + n, colon + 1, k);
+        n += k;
+    } else {
+        n += fmt_ulong(out + n, (unsigned long)local_port);
+    }
+    out[n] = 0;
+    return (int)n;
+}
+
+/* A directory below the root, by fs_open_beneath's rules on symlinks. */
+static int open_dir(int rootfd, const char *name, const char *root_real)
+{
+    struct stat sb;
+    int fd = fs_open_beneath(rootfd, name, root_real);
+    if (fd >= 0 && (fstat(fd, &sb) < 0 || !S_ISDIR(sb.st_mode))) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+int vhost_open(int rootfd, const char *name, int vhost_only, const char *root_real, int *which)
+{
+    int w = VHOST_NAMED, fd = name && *name ? open_dir(rootfd, name, root_real) : -1;
+    if (fd < 0 && name)
+        w = VHOST_DEFAULT, fd = open_dir(rootfd, "default", root_real);
+    if (fd < 0 && (!name || !vhost_only))
+        w = VHOST_ROOT, fd = open_dir(rootfd, ".", root_real);
+    if (fd < 0 && errno != EMFILE && errno != ENFILE && errno != ENOMEM)
+        errno = ENOENT; /* out of descriptors stays 503 (open_status), not 404 */
+    if (which)
+        *which = w;
+    return fd;
+}

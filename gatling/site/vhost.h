@@ -1,0 +1,38 @@
+/*
+ * vhost — virtual hosts as the original gatling does them: the Host header,
+ * lower-cased, with its port replaced by the port the request arrived on
+ * (unless -t), names a directory below the document root ("example.org:80",
+ * "[::1]:8000"); if there is none, "default" is tried, then the document
+ * root itself (unless -v).
+ */
+#ifndef GATLING_VHOST_H
+#define GATLING_VHOST_H
+
+#include <stddef.h>
+
+#include "http/http_parse.h"
+
+#define VHOST_NAME_MAX 270 /* a 255-byte host name, a port and brackets */
+
+/*
+ * The directory name for Host value host (NULL: none sent), requests arriving
+ * on local_port.  Writes a NUL-terminated name to out (VHOST_NAME_MAX bytes).
+ * Returns its length, 0 when there is no Host, or -1 when the Host is
+ * unusable (empty, too long, bad characters, "..", "/"): answer 400.
+ */
+int vhost_name(const http_str_t *host, int local_port, int keep_port, char *out);
+
+/* Which directory vhost_open() chose. */
+enum { VHOST_ROOT, VHOST_NAMED, VHOST_DEFAULT };
+
+/*
+ * Open the directory serving name (may be ""; NULL: vhosting is off, the
+ * root itself) below rootfd: name itself,
+ * else "default", else the root unless vhost_only; symlinks as for
+ * fs_open_beneath(root_real).  Returns a descriptor the caller must close,
+ * or -1 with errno ENOENT (no directory may serve this request).  *which
+ * (if not NULL) says which directory it is, for the vhost_combined log.
+ */
+int vhost_open(int rootfd, const char *name, int vhost_only, const char *root_real, int *which);
+
+#endif
