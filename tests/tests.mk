@@ -28,10 +28,12 @@ TLS_SKIP = --ignore=tests/integration/test_unit.py --ignore=tests/integration/te
 # the builds run a job per CPU; the tests one at a time (some compare costs)
 CHECK_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-# the include layering of gatling/ (each folder's README says what it may include)
+# the include layering of gatling/ (each folder's README says what it may include),
+# and no function in io/ or gatling/ over 80 lines
 .PHONY: layers
 layers:
 	$(PYTHON) tests/layers.py
+	sh tests/funclen.sh
 
 check: setup layers
 	@set -e; for io in $(CHECK_BACKENDS); do \
