@@ -511,14 +511,17 @@ static enc_gz_t *gz_grow(enc_gz_t *e, size_t *cap, z_stream *zs)
  * sign of that saturation (a cold disk read looks the same, and is paced
  * too): then the compression sleeps 19 times the CPU time it just used, so
  * it holds about 5% of a CPU while the machine is busy and runs at full
- * speed when it is not.  Its client waits longer for the gzip (about a
- * second per MiB instead of tens of ms).  Password checks, one crypt(3)
- * call each, are never paced.  bench/compress-load: the threads' CPU under
- * that load fell from 0.21 to 0.06 of a CPU.
+ * speed when it is not.  Its client waits longer for the gzip, up to a
+ * second more: past 1 s of sleep a compression finishes unpaced, so that it
+ * stays well within the head deadline (-s) and a shutdown is not held up.
+ * Password checks, one crypt(3) call each, are never paced.
+ * bench/compress-load: the threads' CPU under that load fell from 0.21 to
+ * 0.06 of a CPU.
  */
-#define ENC_PACE_SLICE_NS 2000000ll    /* judge over at least 2 ms of CPU */
-#define ENC_PACE_SLEEP_MAX 100000000ll /* and never sleep more than 0.1 s at once */
-#define ENC_PACE_FACTOR 19             /* sleep 19x the CPU used: a 5% share */
+#define ENC_PACE_SLICE_NS 2000000ll     /* judge over at least 2 ms of CPU */
+#define ENC_PACE_SLEEP_MAX 100000000ll  /* never sleep more than 0.1 s at once */
+#define ENC_PACE_TOTAL_MAX 1000000000ll /* nor more than about 1 s in all */
+#define ENC_PACE_FACTOR 19              /* sleep 19x the CPU used: a 5% share */
 
 typedef struct pace {
     struct timespec wall, cpu; /* at the start of the slice */
@@ -541,7 +544,7 @@ static void pace(pace_t *p)
     struct timespec w, t;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
     long long cpu = ts_ns(&t) - ts_ns(&p->cpu);
-    if (cpu < ENC_PACE_SLICE_NS)
+    if (cpu < ENC_PACE_SLICE_NS || p->slept_ns >= (uint64_t)ENC_PACE_TOTAL_MAX)
         return;
     clock_gettime(CLOCK_MONOTONIC, &w);
     if (ts_ns(&w) - ts_ns(&p->wall) > 2 * cpu) { /* runnable, not running: CPUs are busy */

@@ -183,7 +183,8 @@ enc_gz_t *enc_gzip_get(enc_cache_t *c, int fd, const struct stat *st);
  * count of compressions is (both counted as skipped_busy), or on ENOMEM:
  * serve identity then.  enc_gzip_run paces itself when the machine is
  * saturated: when its thread waits for a CPU longer than it runs, it sleeps
- * so as to use at most about 5% of a CPU (counted in paced, paced_ms).
+ * so as to use about 5% of a CPU, for 1 s at most (counted in paced,
+ * paced_ms).
  * Every job must be ended before the cache is freed.
  */
 #define ENC_GZIP_INFLIGHT (16u << 20)
