@@ -515,8 +515,9 @@ static enc_gz_t *gz_grow(enc_gz_t *e, size_t *cap, z_stream *zs)
  * second more: past 1 s of sleep a compression finishes unpaced, so that it
  * stays well within the head deadline (-s) and a shutdown is not held up.
  * Password checks, one crypt(3) call each, are never paced.
- * bench/compress-load: the threads' CPU under that load fell from 0.21 to
- * 0.06 of a CPU.
+ * bench/compress-load: the threads' CPU under that load fell from 0.17-0.26
+ * to 0.06-0.09 of a CPU (no change in wrk's numbers could be told from the
+ * shared machine's noise).
  */
 #define ENC_PACE_SLICE_NS 2000000ll     /* judge over at least 2 ms of CPU */
 #define ENC_PACE_SLEEP_MAX 100000000ll  /* never sleep more than 0.1 s at once */
