@@ -2,6 +2,7 @@
 #include "status.h"
 #include "http/hbuf.h"
 #include "site/site.h"
+#include "site/encoding.h"
 
 #include <netinet/in.h>
 #include <stdio.h>
@@ -49,6 +50,10 @@ static size_t rows(const site_t *s, row_t *r, int64_t now)
     ROW("auth_throttled", "failed logins slowed down: 429", st->auth_throttled);
     ROW("auth_remembered", "recent failed credentials: 401 without hashing", st->auth_remembered);
     ROW("busy", "worker pool full: 503", st->busy);
+    enc_gz_counters_t gz = s->gzcache ? enc_gzip_counters(s->gzcache) : (enc_gz_counters_t){0};
+    ROW("gzip_skipped_busy", "gzip misses served identity: compressions busy", gz.skipped_busy);
+    ROW("gzip_paced", "compressions paced: the machine was saturated", gz.paced);
+    ROW("gzip_paced_ms", "time they yielded the CPU (ms)", gz.paced_ms);
     ROW("timeout_head", "timed out: request head (-s)", st->timeout_head);
     ROW("timeout_body", "timed out: request body too slow (-B)", st->timeout_body);
     ROW("timeout_drain", "timed out: response read too slowly (-B)", st->timeout_drain);

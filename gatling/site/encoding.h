@@ -16,6 +16,7 @@
 #define GATLING_ENCODING_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
@@ -178,16 +179,33 @@ enc_gz_t *enc_gzip_get(enc_cache_t *c, int fd, const struct stat *st);
  * compresses, touching nothing but the job, and enc_gzip_end (loop; also
  * when run never ran) enters the result in the cache and frees the job.
  * begin declines (NULL) when this file version is being compressed already,
- * when ENC_GZIP_INFLIGHT bytes of input are in flight, or on ENOMEM: serve
- * identity then.  Every job must be ended before the cache is freed.
+ * when ENC_GZIP_INFLIGHT bytes of input are in flight or enc_gzip_limit's
+ * count of compressions is (both counted as skipped_busy), or on ENOMEM:
+ * serve identity then.  enc_gzip_run paces itself when the machine is
+ * saturated: when its thread waits for a CPU longer than it runs, it sleeps
+ * so as to use about 5% of a CPU, for 1 s at most (counted in paced,
+ * paced_ms).
+ * Every job must be ended before the cache is freed.
  */
 #define ENC_GZIP_INFLIGHT (16u << 20)
+
+typedef struct enc_gz_counters {
+    uint64_t skipped_busy; /* misses served identity: enough compressions in flight */
+    uint64_t paced;        /* compressions that slept to yield a saturated CPU */
+    uint64_t paced_ms;     /* and how long they slept in all */
+} enc_gz_counters_t;
 
 typedef struct enc_gzjob enc_gzjob_t;
 enc_gz_t *enc_gzip_lookup(enc_cache_t *c, const struct stat *st);
 enc_gzjob_t *enc_gzip_begin(enc_cache_t *c, int fd, const struct stat *st);
 void enc_gzip_run(enc_gzjob_t *g);
 void enc_gzip_end(enc_gzjob_t *g);
+
+/* At most jobs compressions in flight (0, the default: no limit but the bytes). */
+void enc_gzip_limit(enc_cache_t *c, unsigned jobs);
+
+/* The counters above since the cache was made, for /server-status. */
+enc_gz_counters_t enc_gzip_counters(const enc_cache_t *c);
 
 /* Drop a reference taken by enc_gzip_get; NULL is a no-op. */
 void enc_gzip_release(enc_gz_t *e);

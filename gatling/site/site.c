@@ -37,6 +37,9 @@ int site_init(site_t *s, const config_t *cfg, gio_loop_t *loop, mime_table_t *mi
                 strerror(errno));
         return -1;
     }
+    /* a miss never queues behind other compressions: identity is sooner (encoding.h) */
+    if (s->gzcache)
+        enc_gzip_limit(s->gzcache, (unsigned)cfg->threads);
     s->rootfd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     s->root_real = realpath(".", NULL);
     if (s->rootfd < 0 || !s->root_real) {

@@ -3,13 +3,14 @@ more, precompressed siblings (name.br / .gz / .zst, used only when not older
 than the file), Accept-Encoding negotiation, a variant's own ETag, ranges over
 the encoded bytes, -Z; and Content-Type from -m's MIME file."""
 import gzip
+import json
 import os
 import subprocess
 import time
 
 import pytest
 
-from conftest import url, Mode, fetch, random_bytes
+from conftest import url, Client, Mode, build_request, fetch, random_bytes
 from h3util import (CACHE_TTL_WAIT, assert_ok, assert_status, brotli_compress, curl, etag_of,
                     http_date, module_server, norm_ctype, set_mtime, zstd_compress)
 
@@ -272,6 +273,49 @@ def test_curl_compressed(srv, tmp_path, name):
     head = (tmp_path / "head").read_text().lower()
     assert "content-encoding:" in head, head
     assert out.read_bytes() == TREE[name], "%s: curl --compressed got other bytes" % name
+
+
+# --------------------------------------------------------------------------
+# Misses while compressions already occupy the worker threads (issue 23, item 5)
+
+def hex_text(seed, n):
+    """Text that gzips about 2:1 but slowly (a 1 MiB miss is tens of ms of deflate)."""
+    return random_bytes(n // 2, seed).hex().encode()
+
+
+def test_gzip_miss_served_identity_while_threads_compress(gatling):
+    """With -j 1, eight misses on eight connections at once: one compression runs, the
+    misses that find it running are answered identity at once (not queued behind it) and
+    counted in /server-status as gzip_skipped_busy; a later request for such a file gets
+    gzip again (the skip is not remembered).  Before, every miss queued for the one thread
+    and all eight were gzipped."""
+    n = 8
+    tree = {"b%d.txt" % i: hex_text(40 + i, 1 << 20) for i in range(n)}
+    s = gatling(tree, args=("-T", "10", "-S", "-j", "1"))
+    clients = [Client(s.port) for _ in range(n)]
+    reqs = [build_request("/b%d.txt" % i, headers=["Accept-Encoding: gzip"]) for i in range(n)]
+    for c, rq in zip(clients, reqs):  # all sent before any answer is read
+        c.send(rq)
+    coded, plain = [], []
+    for i, c in enumerate(clients):
+        r = c.read_response()
+        body = tree["b%d.txt" % i]
+        if r.header("Content-Encoding") is None:
+            assert_identity(r, body, "busy miss b%d" % i)
+            assert varies(r), r  # a cache must still key on Accept-Encoding
+            plain.append(i)
+        else:
+            assert_coded(r, "gzip", None, "b%d" % i)
+            assert gzip.decompress(r.body) == body
+            coded.append(i)
+        c.close()
+    st = json.loads(fetch(s.port, "/server-status?json").body)
+    assert coded and plain, "gzip for %s, identity for %s: wanted some of each" % (coded, plain)
+    assert st["gzip_skipped_busy"] == len(plain), (st, plain)
+    i = plain[0]  # nothing runs now: this miss is compressed
+    r = get(s, "/b%d.txt" % i, "gzip")
+    assert_coded(r, "gzip", None, "b%d again" % i)
+    assert gzip.decompress(r.body) == tree["b%d.txt" % i]
 
 
 # --------------------------------------------------------------------------
