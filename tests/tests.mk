@@ -18,23 +18,31 @@ CHECK_BACKENDS ?= $(shell sh tests/backends.sh "$(CC)")
 # (test_tls.py runs on every backend in the first pass);
 # CHECK_TLS_BUILDS="epoll poll sigio uring epoll-san" runs it on all of them.
 CHECK_TLS_BUILDS ?= $(firstword $(CHECK_BACKENDS)) $(firstword $(CHECK_BACKENDS))-san
-# what the second pass leaves out: not HTTP tests, or run once already
-TLS_SKIP = --ignore=tests/integration/test_unit.py --ignore=tests/integration/test_package.py \
-           --ignore=tests/integration/test_kbench.py --ignore=tests/integration/test_tls.py \
-           --ignore=tests/integration/test_loadgen.py
+# make check-quick: this backend only, no sanitizer, no HTTPS pass
+QUICK_IO ?= $(firstword $(CHECK_BACKENDS))
 
-# the builds run a job per CPU; the tests one at a time (some compare costs)
+# the builds run a job per CPU
 CHECK_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+# the test passes run CHECK_PASSES at a time (tests/run-check): most of the
+# suite waits on deadlines and sockets, not on a CPU; the tests that measure
+# cost or time are marked serial and run after them, alone
+CHECK_PASSES ?= $(shell echo $$((2 * $(CHECK_JOBS))))
 
-check: setup
+.PHONY: check check-build check-quick
+# every build make check tests: each backend, the first with sanitizers too
+check-build:
 	@set -e; for io in $(CHECK_BACKENDS); do \
 	    $(MAKE) --no-print-directory -j$(CHECK_JOBS) IO=$$io tests-build; done; \
 	$(MAKE) --no-print-directory -j$(CHECK_JOBS) IO=$(firstword $(CHECK_BACKENDS)) SAN=1 tests-build; \
-	$(MAKE) --no-print-directory -j$(CHECK_JOBS) all; \
-	$(MAKE) --no-print-directory cross; \
-	$(MAKE) --no-print-directory -j$(CHECK_JOBS) fuzz-build; \
-	$(MAKE) --no-print-directory fuzz-check; \
-	GATLING_BUILDS="$(CHECK_BACKENDS) $(firstword $(CHECK_BACKENDS))-san" \
-	    $(PYTHON) -m pytest tests/integration -q -p no:cacheprovider $(PYTEST_ARGS); \
-	GATLING_SCHEME=https GATLING_BUILDS="$(CHECK_TLS_BUILDS)" \
-	    $(PYTHON) -m pytest tests/integration -q -p no:cacheprovider $(TLS_SKIP) $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory -j$(CHECK_JOBS) all fuzz-build
+
+# The fuzz smoke and the cross build run beside the test passes.
+check: setup check-build
+	$(PYTHON) tests/run-check -j$(CHECK_PASSES) $(CHECK_TLS_BUILDS:%=--https %) \
+	    --job "fuzz=$(MAKE) --no-print-directory fuzz-check" \
+	    --job "cross=$(MAKE) --no-print-directory cross" \
+	    $(CHECK_BACKENDS) $(firstword $(CHECK_BACKENDS))-san -- $(PYTEST_ARGS)
+
+check-quick: setup
+	@$(MAKE) --no-print-directory -j$(CHECK_JOBS) IO=$(QUICK_IO) tests-build
+	$(PYTHON) tests/run-check -j$(CHECK_PASSES) $(QUICK_IO) -- $(PYTEST_ARGS)

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, Client, assert_status, fetch, http_only, random_bytes
+from conftest import ROOT, Client, assert_status, fetch, http_only, random_bytes, serial
 from h3util import assert_ok
 
 SMALL = random_bytes(1024, 1)
@@ -152,6 +152,7 @@ def test_defer_accept_pipelined_and_partial(gatling):
 # --------------------------------------------------------------------------
 # bench/fastpath, on the gatling under test and trivial-server
 
+@serial
 @http_only
 def test_fastpath_driver(build, tmp_path):
     if build.name != "epoll":
@@ -186,6 +187,7 @@ def test_fastpath_driver(build, tmp_path):
     assert (out / "fastpath-commands.txt").exists()
 
 
+@serial
 @http_only
 def test_fastpath_uring_data_path(build, tmp_path):
     """On uring a keep-alive request is received and answered through the ring:

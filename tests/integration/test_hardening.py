@@ -262,6 +262,7 @@ def wrong_logins(gatling, args, secs, timeout):
     return srv, one, clients
 
 
+@serial
 @http_only
 def test_bad_logins_do_not_stall_the_loop(gatling):
     srv, one, clients = wrong_logins(gatling, ("-T", "10", "-j", "2"), 1.5, 60)
@@ -297,6 +298,7 @@ def test_job_past_the_head_deadline_is_503(gatling):
     assert st["busy"] == codes.count(503), (st["busy"], codes)
 
 
+@serial
 def test_gzip_misses_do_not_stall_the_loop(gatling):
     import gzip
     import random
@@ -471,7 +473,10 @@ def test_dripped_head_costs_linear_time(gatling, build):
     parsing as it comes costs 0.8-1.3 times.  (Total CPU hides it on a
     loaded machine, 1.5 against 1.0: the kernel's work per read is most of
     it.)  The parser is the same on every backend; the wake-ups around it
-    are not, so it runs on each."""
+    are not, so it runs on each.  Judged on the least of up to three runs,
+    since other load only adds.  Not marked serial: other processes add to
+    the server's kernel time (softirqs), hardly to its user time, so it runs
+    beside the other passes of make check."""
     srv = gatling({"f.txt": F}, args=("-T", "60", "-s", "120", "-B", "0", "-n"))
     big = (b"GET /f.txt HTTP/1.1\r\nHost: x\r\n" +
            b"".join(b"X-Pad-%02d: %s\r\n" % (i, b"a" * 240) for i in range(60)) + b"\r\n")
@@ -497,20 +502,28 @@ def test_dripped_head_costs_linear_time(gatling, build):
             assert got.startswith(b"HTTP/1.1 %d " % status), got[:100]
             s.close()
 
-    cost = {}
     post = b"POST /f.txt HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(big)
-    for what, first, status in (("body", post, 405), ("head", b"", 200)):
-        socks = clients(first)
-        u0 = user_cpu(srv.pid)
-        drip(socks, big)
-        cost[what] = user_cpu(srv.pid) - u0
-        answered(socks, status)
+
+    def measure():
+        cost = {}
+        for what, first, status in (("body", post, 405), ("head", b"", 200)):
+            socks = clients(first)
+            u0 = user_cpu(srv.pid)
+            drip(socks, big)
+            cost[what] = user_cpu(srv.pid) - u0
+            answered(socks, status)
+        return cost
+
     # user time is sampled per clock tick: below 0.1 s (ten ticks) the
     # yardstick itself would be noise
-    ratio = cost["head"] / max(cost["body"], 0.1)
-    assert ratio < 4, (
+    def ratio(cost):
+        return cost["head"] / max(cost["body"], 0.1)
+
+    cost = best_of(measure, lambda c: ratio(c) < 4)
+    assert ratio(cost) < 4, (
         "a 15 KB head dripped a byte per read cost %.2f s of user CPU, %.1f times the "
-        "%.2f s of the same bytes as a body" % (cost["head"], ratio, cost["body"]))
+        "%.2f s of the same bytes as a body (the least of three runs)"
+        % (cost["head"], ratio(cost), cost["body"]))
 
 
 @pytest.mark.parametrize("host,status", [("a:99999999", 400), ("a:65536", 400), ("a:65535", 200),
@@ -602,6 +615,7 @@ def test_slow_read_ramp_is_cheap(gatling, build):
 # --------------------------------------------------------------------------
 # Item 10: finding an expired deadline costs the same with 19,000 descriptors
 
+@serial
 def test_expiry_cost_does_not_grow_with_descriptors(build):
     """bench/gio_timers, back to back (per_ms 0: each deadline set just past
     and collected by a wait that does not sleep, so nothing but the

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import IO_TIMEOUT, read_slowly_until_closed, recv_to_eof
+from conftest import IO_TIMEOUT, read_slowly_until_closed, recv_to_eof, serial
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MKCERT = os.path.join(ROOT, "dist", "mkcert.sh")
@@ -424,6 +424,7 @@ def client_hello():
     return out.read()
 
 
+@serial
 def test_stalled_handshake_does_not_stall_others(gatling, pki):
     srv = gatling(args=tls_args(pki, "-s", "3"))
     port = https_port(srv)
