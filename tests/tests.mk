@@ -9,6 +9,9 @@ $(B)/tests/t_%: $(B)/tests/unit/t_%.o $(GATLING_LIBOBJS) $(IO_LIB)
 $(B)/tests/unit/%.o: CPPFLAGS += -Igatling -Itests/unit
 
 .PHONY: tests-build
+# keep the objects make would delete as intermediate (the unit tests', the
+# bench tools'): without them the next make check compiled them again
+.SECONDARY:
 tests-build: $(B)/gatling $(UNIT_BIN) $(BENCH_BIN)
 
 # Backends that build on this host; each runs the whole suite.
