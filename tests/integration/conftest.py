@@ -146,6 +146,28 @@ def fresh_source_address():
                              random.randint(1, 254))
 
 
+def free_port():
+    """A loopback TCP port to hand to another program that binds it itself
+    (systemd-socket-activate, gatling -p N).  Taken below the ephemeral
+    range: a port bind(0) chose would be free only until the next connect()
+    of any test running beside this one picked it as a source port."""
+    import random
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    for _ in range(200):
+        port = random.randint(10000, max(low - 1, 10001))
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("no free port below %d for a listener" % low)
+
+
 def best_of(measure, passes, rounds=3):
     """Run measure() (a dict of costs) up to `rounds` times, keeping the least
     of each cost, until passes(least) is true; return the least costs.  The
