@@ -34,14 +34,14 @@ CHECK_PASSES ?= $(shell echo $$((3 * $(CHECK_JOBS))))
 
 .PHONY: check check-build check-quick
 # every build make check tests: each backend, the first with sanitizers too
-check-build:
+check-build: setup
 	@set -e; for io in $(CHECK_BACKENDS); do \
 	    $(MAKE) --no-print-directory -j$(CHECK_JOBS) IO=$$io tests-build; done; \
 	$(MAKE) --no-print-directory -j$(CHECK_JOBS) IO=$(firstword $(CHECK_BACKENDS)) SAN=1 tests-build; \
-	$(MAKE) --no-print-directory -j$(CHECK_JOBS) all fuzz-build
+	$(MAKE) --no-print-directory -j$(CHECK_JOBS) all
 
-# The fuzz smoke and the cross build run beside the test passes.
-check: setup check-build
+# The fuzz smoke (with its build) and the cross build run beside the test passes.
+check: check-build
 	$(PYTHON) tests/run-check -j$(CHECK_PASSES) $(CHECK_TLS_BUILDS:%=--https %) \
 	    --job "fuzz=$(MAKE) --no-print-directory fuzz-check" \
 	    --job "cross=$(MAKE) --no-print-directory cross" \
