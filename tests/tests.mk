@@ -11,6 +11,9 @@ GATLING_INC := -Igatling $(GATLING_DIRS:%=-Igatling/%)
 $(B)/tests/unit/%.o: CPPFLAGS += $(GATLING_INC) -Itests/unit
 
 .PHONY: tests-build
+# keep the objects make would delete as intermediate (the unit tests', the
+# bench tools'): without them the next make check compiled them again
+.SECONDARY:
 tests-build: $(B)/gatling $(UNIT_BIN) $(BENCH_BIN)
 
 # Backends that build on this host; each runs the whole suite.
@@ -20,13 +23,16 @@ CHECK_BACKENDS ?= $(shell sh tests/backends.sh "$(CC)")
 # (test_tls.py runs on every backend in the first pass);
 # CHECK_TLS_BUILDS="epoll poll sigio uring epoll-san" runs it on all of them.
 CHECK_TLS_BUILDS ?= $(firstword $(CHECK_BACKENDS)) $(firstword $(CHECK_BACKENDS))-san
-# what the second pass leaves out: not HTTP tests, or run once already
-TLS_SKIP = --ignore=tests/integration/test_unit.py --ignore=tests/integration/test_package.py \
-           --ignore=tests/integration/test_kbench.py --ignore=tests/integration/test_tls.py \
-           --ignore=tests/integration/test_loadgen.py --ignore=tests/integration/test_layers.py
+# make check-quick: this backend only, no sanitizer, no HTTPS pass
+QUICK_IO ?= $(firstword $(CHECK_BACKENDS))
 
-# the builds run a job per CPU; the tests one at a time (some compare costs)
+# the builds run a job per CPU
 CHECK_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+# the test passes run CHECK_PASSES at a time (tests/run-check): most of the
+# suite waits on deadlines and sockets, not on a CPU (a full check used 0.7
+# of the 2 CPUs here); the tests that measure cost or time are marked serial
+# and run after them, alone
+CHECK_PASSES ?= $(shell echo $$((3 * $(CHECK_JOBS))))
 
 # the include layering of gatling/ (each folder's README says what it may include),
 # and no function in io/ or gatling/ over 80 lines
@@ -35,15 +41,22 @@ layers:
 	$(PYTHON) tests/layers.py
 	sh tests/funclen.sh
 
-check: setup layers
+.PHONY: check check-build check-quick
+# every build make check tests: each backend, the first with sanitizers too
+check-build: setup layers
 	@set -e; for io in $(CHECK_BACKENDS); do \
 	    $(MAKE) --no-print-directory -j$(CHECK_JOBS) IO=$$io tests-build; done; \
 	$(MAKE) --no-print-directory -j$(CHECK_JOBS) IO=$(firstword $(CHECK_BACKENDS)) SAN=1 tests-build; \
-	$(MAKE) --no-print-directory -j$(CHECK_JOBS) all; \
-	$(MAKE) --no-print-directory cross; \
-	$(MAKE) --no-print-directory -j$(CHECK_JOBS) fuzz-build; \
-	$(MAKE) --no-print-directory fuzz-check; \
-	GATLING_BUILDS="$(CHECK_BACKENDS) $(firstword $(CHECK_BACKENDS))-san" \
-	    $(PYTHON) -m pytest tests/integration -q -p no:cacheprovider $(PYTEST_ARGS); \
-	GATLING_SCHEME=https GATLING_BUILDS="$(CHECK_TLS_BUILDS)" \
-	    $(PYTHON) -m pytest tests/integration -q -p no:cacheprovider $(TLS_SKIP) $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory -j$(CHECK_JOBS) all
+
+# The fuzz smoke (with its build) and the cross build run beside the test passes.
+check: check-build
+	$(PYTHON) tests/run-check -j$(CHECK_PASSES) $(CHECK_TLS_BUILDS:%=--https %) \
+	    --job "fuzz=$(MAKE) --no-print-directory fuzz-check" \
+	    --job "cross=$(MAKE) --no-print-directory cross" \
+	    $(CHECK_BACKENDS) $(firstword $(CHECK_BACKENDS))-san -- $(PYTEST_ARGS)
+
+# one pass split three ways by module: the two CPUs stay busy
+check-quick: setup layers
+	@$(MAKE) --no-print-directory -j$(CHECK_JOBS) IO=$(QUICK_IO) tests-build
+	$(PYTHON) tests/run-check -j$(CHECK_PASSES) --shards 3 $(QUICK_IO) -- $(PYTEST_ARGS)

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, Client, assert_status, fetch, http_only, random_bytes
+from conftest import ROOT, Client, assert_status, fetch, http_only, random_bytes, serial
 from h3util import assert_ok
 
 SMALL = random_bytes(1024, 1)
@@ -181,6 +181,7 @@ def sleeps_per_connection(srv, n=200, pause=0.005):
     return (voluntary_switches(srv.pid) - v0) / n
 
 
+@serial  # a loaded machine can delay the loop past the request: fewer sleeps with -a 0
 @http_only  # the HTTPS pass: the handshake's flights wake the loop on their own
 def test_short_connection_wakes_the_loop_once(gatling):
     """Issue 23: by default (TCP_DEFER_ACCEPT, -a 1) a connection is handed over once its
@@ -200,6 +201,7 @@ def test_short_connection_wakes_the_loop_once(gatling):
 # --------------------------------------------------------------------------
 # bench/fastpath, on the gatling under test and trivial-server
 
+@serial
 @http_only
 def test_fastpath_driver(build, tmp_path):
     if build.name != "epoll":
@@ -238,6 +240,7 @@ def test_fastpath_driver(build, tmp_path):
     assert (out / "fastpath-commands.txt").exists()
 
 
+@serial
 @http_only
 def test_fastpath_uring_data_path(build, tmp_path):
     """On uring a keep-alive request is received and answered through the ring:

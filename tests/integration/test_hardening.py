@@ -9,8 +9,9 @@ import time
 
 import pytest
 
-from conftest import (http_only, Client, assert_status, fetch, raw_exchange,
-                      read_slowly_until_closed, recv_to_eof)
+from conftest import (http_only, serial, Client, assert_status, best_of, fetch,
+                      fresh_source_address, raw_exchange, read_slowly_until_closed,
+                      recv_to_eof, settle)
 from h3util import assert_ok
 
 F = b"hello\n"
@@ -261,6 +262,7 @@ def wrong_logins(gatling, args, secs, timeout):
     return srv, one, clients
 
 
+@serial
 @http_only
 def test_bad_logins_do_not_stall_the_loop(gatling):
     srv, one, clients = wrong_logins(gatling, ("-T", "10", "-j", "2"), 1.5, 60)
@@ -296,6 +298,7 @@ def test_job_past_the_head_deadline_is_503(gatling):
     assert st["busy"] == codes.count(503), (st["busy"], codes)
 
 
+@serial
 def test_gzip_misses_do_not_stall_the_loop(gatling):
     import gzip
     import random
@@ -471,7 +474,10 @@ def test_dripped_head_costs_linear_time(gatling, build):
     parsing as it comes costs 0.8-1.3 times.  (Total CPU hides it on a
     loaded machine, 1.5 against 1.0: the kernel's work per read is most of
     it.)  The parser is the same on every backend; the wake-ups around it
-    are not, so it runs on each."""
+    are not, so it runs on each.  Judged on the least of up to three runs,
+    since other load only adds.  Not marked serial: other processes add to
+    the server's kernel time (softirqs), hardly to its user time, so it runs
+    beside the other passes of make check."""
     srv = gatling({"f.txt": F}, args=("-T", "60", "-s", "120", "-B", "0", "-n"))
     big = (b"GET /f.txt HTTP/1.1\r\nHost: x\r\n" +
            b"".join(b"X-Pad-%02d: %s\r\n" % (i, b"a" * 240) for i in range(60)) + b"\r\n")
@@ -497,20 +503,28 @@ def test_dripped_head_costs_linear_time(gatling, build):
             assert got.startswith(b"HTTP/1.1 %d " % status), got[:100]
             s.close()
 
-    cost = {}
     post = b"POST /f.txt HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(big)
-    for what, first, status in (("body", post, 405), ("head", b"", 200)):
-        socks = clients(first)
-        u0 = user_cpu(srv.pid)
-        drip(socks, big)
-        cost[what] = user_cpu(srv.pid) - u0
-        answered(socks, status)
+
+    def measure():
+        cost = {}
+        for what, first, status in (("body", post, 405), ("head", b"", 200)):
+            socks = clients(first)
+            u0 = user_cpu(srv.pid)
+            drip(socks, big)
+            cost[what] = user_cpu(srv.pid) - u0
+            answered(socks, status)
+        return cost
+
     # user time is sampled per clock tick: below 0.1 s (ten ticks) the
     # yardstick itself would be noise
-    ratio = cost["head"] / max(cost["body"], 0.1)
-    assert ratio < 4, (
+    def ratio(cost):
+        return cost["head"] / max(cost["body"], 0.1)
+
+    cost = best_of(measure, lambda c: ratio(c) < 4)
+    assert ratio(cost) < 4, (
         "a 15 KB head dripped a byte per read cost %.2f s of user CPU, %.1f times the "
-        "%.2f s of the same bytes as a body" % (cost["head"], ratio, cost["body"]))
+        "%.2f s of the same bytes as a body (the least of three runs)"
+        % (cost["head"], ratio(cost), cost["body"]))
 
 
 @pytest.mark.parametrize("host,status", [("a:99999999", 400), ("a:65536", 400), ("a:65535", 200),
@@ -523,22 +537,24 @@ def test_host_port_range(gatling, host, status):
 # --------------------------------------------------------------------------
 # Item 6: a ramp of slow readers must not burn the loop
 
-def slow_read_ramp(port, target, n=1000):
-    """n clients arriving at 200 a second each ask for target through a
-    1 KiB receive window, then read 32 bytes a second for 3 s (slowhttptest
-    -X, in small).  Returns their sockets, still open."""
+def slow_read_ramp(port, target, src, n=1000):
+    """n clients from address src arriving at 500 a second each ask for
+    target through a 1 KiB receive window, then read 32 bytes every half
+    second, three times (slowhttptest -X, in small).  Returns their sockets,
+    still open."""
     socks = []
     for i in range(n):
         s = socket.socket()
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+        s.bind((src, 0))
         s.connect(("127.0.0.1", port))
         s.sendall(b"GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % target.encode())
         s.setblocking(False)
         socks.append(s)
         if i % 50 == 49:
-            time.sleep(0.25)
+            time.sleep(0.1)
     for _ in range(3):
-        time.sleep(1)
+        time.sleep(0.5)
         for s in socks:
             try:
                 s.recv(32)
@@ -547,6 +563,7 @@ def slow_read_ramp(port, target, n=1000):
     return socks
 
 
+@serial
 @http_only
 def test_slow_read_ramp_is_cheap(gatling, build):
     """The ramp asking for 1 MiB, against the same ramp asking for 6 bytes
@@ -554,33 +571,52 @@ def test_slow_read_ramp_is_cheap(gatling, build):
     anyway (accept, parse, answer, wake-ups), so the ratio is what the slow
     readers' send queues add.  Before TCP_NOTSENT_LOWAT the server refilled
     send buffers that autotuning had grown to megabytes, a large copy for
-    every 32 bytes taken.  Ratios measured on 2 shared cores: 3.9-7.7 on
-    every backend (5.5-6.1 under ASan); with the limit taken away (the test
-    run with an LD_PRELOAD that makes setsockopt(TCP_NOTSENT_LOWAT) a no-op,
-    as before dacd02e) 74 (epoll, uring), 39 (sigio), 32 (poll), 28
-    (epoll-san).  poll is O(n) per wait, but both ramps hold the same 1,000
-    connections, so that cost is on both sides and the ratio still tells."""
+    every 32 bytes taken.
+
+    Measured on 2 shared cores, the least of up to three runs: ratios of 5-9
+    on every backend; with the limit taken away (the server run with an
+    LD_PRELOAD that makes setsockopt(TCP_NOTSENT_LOWAT) a no-op, as before
+    dacd02e) 2.4-3.7 s of CPU for the 1 MiB ramp, 140-215 times the 6-byte
+    one on epoll, and every run fails.  A full run of the suite once failed
+    this with ratios of 19-30: all of it in the 1 MiB ramp, all of it kernel
+    time.  The loop's own work there is small, so softirq work charged to it
+    while it runs (the retransmissions and timers of connections earlier
+    tests left behind, other traffic on the machine) moved the ratio; hence
+    the settling, the fresh source address and the least of three.  poll is
+    O(n) per wait, but both ramps hold the same 1,000 connections, so that
+    cost is on both sides and the ratio still tells."""
     big = os.urandom(1 << 20)
     srv = gatling({"big.bin": big, "f.txt": F}, args=("-T", "60", "-n"))
-    costs = {}
-    for target in ("/f.txt", "/big.bin"):
-        c0 = server_cpu(srv.pid)
-        socks = slow_read_ramp(srv.port, target)
-        costs[target] = server_cpu(srv.pid) - c0
-        if target == "/big.bin":  # a normal client is still served among them
-            assert_ok(fetch(srv.port, "/f.txt"), F)
-        for s in socks:
-            s.close()
-        time.sleep(0.5)
-    ratio = costs["/big.bin"] / max(costs["/f.txt"], 1e-3)
-    assert ratio < 15, ("1,000 slow readers of 1 MiB cost %.3f s of server CPU, %.1f times "
-                        "the %.3f s of the same ramp asking for 6 bytes"
-                        % (costs["/big.bin"], ratio, costs["/f.txt"]))
+    src = fresh_source_address()
+
+    def measure():
+        costs = {}
+        for target in ("/f.txt", "/big.bin"):
+            settle()
+            c0 = server_cpu(srv.pid)
+            socks = slow_read_ramp(srv.port, target, src)
+            costs[target] = server_cpu(srv.pid) - c0
+            if target == "/big.bin":  # a normal client is still served among them
+                assert_ok(fetch(srv.port, "/f.txt"), F)
+            for s in socks:
+                s.close()
+            time.sleep(0.5)
+        return costs
+
+    def ratio(costs):
+        return costs["/big.bin"] / max(costs["/f.txt"], 1e-3)
+
+    costs = best_of(measure, lambda c: ratio(c) < 15)
+    assert ratio(costs) < 15, (
+        "1,000 slow readers of 1 MiB cost %.3f s of server CPU, %.1f times the %.3f s of "
+        "the same ramp asking for 6 bytes (the least of three runs)"
+        % (costs["/big.bin"], ratio(costs), costs["/f.txt"]))
 
 
 # --------------------------------------------------------------------------
 # Item 10: finding an expired deadline costs the same with 19,000 descriptors
 
+@serial
 def test_expiry_cost_does_not_grow_with_descriptors(build):
     """bench/gio/gio_timers.c, back to back (per_ms 0: each deadline set just past
     and collected by a wait that does not sleep, so nothing but the

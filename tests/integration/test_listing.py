@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from conftest import Mode, Symlink, fetch
+from conftest import Mode, Symlink, fetch, serial
 from h3util import assert_ok, assert_status, module_server, norm_ctype
 
 T0 = 1500000000
@@ -254,6 +254,7 @@ def test_without_I_no_second_index(gatling):
 # --------------------------------------------------------------------------
 # A big directory
 
+@serial
 def test_10000_files_fast(srv):
     fetch(srv.port, "/list/")  # warm up the connection path
     t0 = time.monotonic()

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, recv_to_eof
+from conftest import ROOT, free_port, recv_to_eof
 
 EXPECTED = sorted("""etc/default/gatling
 etc/logrotate.d/gatling
@@ -65,15 +65,6 @@ def http_get(port, path="/"):
     with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
         s.sendall(b"GET %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n" % path.encode())
         return recv_to_eof(s)
-
-
-def free_port():
-    import socket
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def test_make_install_and_uninstall(tmp_path):

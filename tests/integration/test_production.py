@@ -12,7 +12,7 @@ import time
 import pytest
 
 from conftest import (http_only, IO_TIMEOUT, assert_status, client_tls_context, fetch,
-                      make_docroot, recv_to_eof, running_server, start_server)
+                      free_port, make_docroot, recv_to_eof, running_server, start_server)
 from conftest import test_pki as pki_dir  # not test_*: pytest would collect it
 
 
@@ -32,14 +32,6 @@ def gone(pid):
             return f.read().rsplit(")", 1)[1].split()[0] == "Z"
     except FileNotFoundError:
         return True
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def has_ipv6_loopback():
