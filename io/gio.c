@@ -24,6 +24,7 @@
 typedef struct gio_fd {
     void *cookie;
     int64_t deadline; /* gio_now() ms, 0 = none */
+    int64_t key;      /* its key in the heap: <= deadline (see below) */
     int32_t heap;     /* its place in the deadline heap, -1 = none */
     uint8_t used;
     uint8_t want;     /* what the owner wants */
@@ -173,10 +174,17 @@ static void entry_reset(gio_fd_t *e)
  * Servers move a deadline on most events, so moving must be cheap; a timer
  * wheel would make it O(1) but round every deadline to its slot.  Nothing
  * ever scans the descriptor table.
+ *   Most moves are later (a keep-alive connection pushes its deadline on
+ * with every request), and those cost nothing: the heap is ordered by each
+ * fd's key, which may lag behind its deadline (key <= deadline).  A key is
+ * brought up to date only when it reaches the top and has passed (settle),
+ * so a busy connection costs about one sift per timeout period, not one per
+ * request.  The wait sleeps until the top's key: a lagging one wakes it
+ * early, once per moved deadline at most, and costs a sift then.
  */
 static int64_t key_at(const gio_loop_t *l, int i)
 {
-    return l->fds[l->heap[i]].deadline;
+    return l->fds[l->heap[i]].key;
 }
 
 static void heap_place(gio_loop_t *l, int i, int fd)
@@ -188,7 +196,7 @@ static void heap_place(gio_loop_t *l, int i, int fd)
 static void sift_up(gio_loop_t *l, int i)
 {
     int fd = l->heap[i];
-    int64_t k = l->fds[fd].deadline;
+    int64_t k = l->fds[fd].key;
     while (i > 0) {
         int parent = (i - 1) / 4;
         if (key_at(l, parent) <= k)
@@ -202,7 +210,7 @@ static void sift_up(gio_loop_t *l, int i)
 static void sift_down(gio_loop_t *l, int i)
 {
     int fd = l->heap[i];
-    int64_t k = l->fds[fd].deadline;
+    int64_t k = l->fds[fd].key;
     for (;;) {
         int first = 4 * i + 1, best = -1;
         int64_t bk = k;
@@ -334,16 +342,15 @@ void gio_set_deadline(gio_loop_t *l, int fd, int64_t when_ms)
         e->deadline = 0;
         return;
     }
-    int64_t old = e->deadline;
     e->deadline = when_ms;
     if (e->heap < 0) {
+        e->key = when_ms;
         heap_place(l, l->nheap++, fd);
         sift_up(l, e->heap);
-    } else if (when_ms < old) {
+    } else if (when_ms < e->key) {
+        e->key = when_ms;
         sift_up(l, e->heap);
-    } else if (when_ms > old) {
-        sift_down(l, e->heap);
-    }
+    } /* later: the key lags behind until it reaches the top */
 }
 
 int64_t gio_now(const gio_loop_t *l)
@@ -382,10 +389,26 @@ static void sync_changes(gio_loop_t *l)
     l->nchanges = 0;
 }
 
+/* Bring lagging keys that have passed up to their deadlines: then a top
+   that has passed is a deadline that has passed. */
+static void settle(gio_loop_t *l)
+{
+    while (l->nheap > 0) {
+        gio_fd_t *e = &l->fds[l->heap[0]];
+        if (e->key == e->deadline || e->key > l->now)
+            return;
+        e->key = e->deadline;
+        sift_down(l, 0);
+    }
+}
+
 /* Collect expired deadlines: pop the heap while its top has passed. */
 static void collect_deadlines(gio_loop_t *l)
 {
-    while (l->nheap > 0 && key_at(l, 0) <= l->now) {
+    for (;;) {
+        settle(l);
+        if (l->nheap == 0 || key_at(l, 0) > l->now)
+            return;
         int fd = l->heap[0];
         gio_fd_t *e = &l->fds[fd];
         heap_remove(l, e);
@@ -413,6 +436,7 @@ int gio_wait(gio_loop_t *l, int timeout_ms)
 
     sync_changes(l);
     clock_refresh(l);
+    settle(l);
     if (l->nheap > 0) {
         int64_t d = key_at(l, 0) - l->now;
         if (d < 0)

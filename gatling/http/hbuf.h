@@ -33,8 +33,17 @@ static inline size_t hb_len(const hbuf_t *b)
     return (size_t)(b->p - b->start);
 }
 
-/* Append s[0..n), or set over if it does not fit. */
-void hb_put(hbuf_t *b, const void *s, size_t n);
+/* Append s[0..n), or set over if it does not fit.  Inline: a head is
+   some twenty of these. */
+static inline void hb_put(hbuf_t *b, const void *s, size_t n)
+{
+    if (b->over || n > (size_t)(b->end - b->p)) {
+        b->over = 1;
+        return;
+    }
+    memcpy(b->p, s, n);
+    b->p += n;
+}
 
 /* Append the NUL-terminated s (without the NUL).  Inline, so that the
    length of a string literal (most calls) is known at compile time. */

@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define HTTP_MAX_TARGET 4096 /* longer request-target: 414 */
 #define HTTP_MAX_HEAD 16384  /* longer request line + header section: 431 */
@@ -66,11 +67,23 @@ typedef struct http_progress {
 long http_parse_request_more(const char *buf, size_t len, http_request_t *req, int *status,
                              http_progress_t *pr);
 
-/* The value of the first header named name (case-insensitive), or NULL. */
-const http_str_t *http_header(const http_request_t *req, const char *name);
+/* The value of the first header named name (n bytes, case-insensitive), or NULL. */
+const http_str_t *http_header_n(const http_request_t *req, const char *name, size_t n);
 
-/* How many header fields are named name (case-insensitive). */
-size_t http_header_count(const http_request_t *req, const char *name);
+/* How many header fields are named name (n bytes, case-insensitive). */
+size_t http_header_count_n(const http_request_t *req, const char *name, size_t n);
+
+/* The same for a NUL-terminated name: inline, so that a literal's length is
+   counted by the compiler, not by strlen on every request. */
+static inline const http_str_t *http_header(const http_request_t *req, const char *name)
+{
+    return http_header_n(req, name, strlen(name));
+}
+
+static inline size_t http_header_count(const http_request_t *req, const char *name)
+{
+    return http_header_count_n(req, name, strlen(name));
+}
 
 enum { HTTP_TE_NONE = 0, HTTP_TE_CHUNKED = 1 };
 

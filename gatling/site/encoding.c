@@ -225,11 +225,16 @@ const char *enc_suffix(int enc)
 
 int enc_compressible(const char *ctype)
 {
-    static const char *const types[] = {
-        "text/html",        "text/css",        "text/plain",
-        "text/javascript",  "text/xml",        "application/javascript",
-        "application/json", "application/xml", "image/svg+xml",
+#define T(s) {s, sizeof s - 1} /* lengths counted once, not per request */
+    static const struct {
+        const char *s;
+        size_t n;
+    } types[] = {
+        T("text/html"),        T("text/css"),        T("text/plain"),
+        T("text/javascript"),  T("text/xml"),        T("application/javascript"),
+        T("application/json"), T("application/xml"), T("image/svg+xml"),
     };
+#undef T
     if (!ctype)
         return 0;
     while (is_ows(*ctype))
@@ -238,7 +243,7 @@ int enc_compressible(const char *ctype)
     while (n > 0 && is_ows(ctype[n - 1]))
         n--;
     for (size_t k = 0; k < sizeof types / sizeof types[0]; k++)
-        if (strlen(types[k]) == n && !strncasecmp(types[k], ctype, n))
+        if (types[k].n == n && !strncasecmp(types[k].s, ctype, n))
             return 1;
     return 0;
 }

@@ -76,3 +76,15 @@ const char *site_date(site_t *s)
     }
     return s->date;
 }
+
+const char *site_httpdate(site_t *s, time_t t)
+{
+    int64_t key = (int64_t)t + 1;
+    char *d = s->mdate[(uint64_t)key & (SITE_MDATES - 1)].s;
+    int64_t *at = &s->mdate[(uint64_t)key & (SITE_MDATES - 1)].key;
+    if (*at != key) {
+        d[fmt_httpdate(d, t)] = 0;
+        *at = key;
+    }
+    return d;
+}

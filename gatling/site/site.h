@@ -25,6 +25,8 @@ struct enc_cache;
 struct jobs;
 struct limits;
 
+#define SITE_MDATES 16 /* a power of two */
+
 typedef struct site {
     const config_t *cfg;
     gio_loop_t *loop;          /* borrowed: for the clocks */
@@ -42,6 +44,12 @@ typedef struct site {
     size_t ntls;   /* ... of which HTTPS */
     int64_t date_at; /* wall-clock second of `date` */
     char date[32];   /* the current HTTP-date, for Date: */
+    /* Last-Modified dates formatted lately, by mtime: gmtime and formatting
+       cost more than the rest of a small response's head */
+    struct {
+        int64_t key; /* mtime + 1; 0 = empty */
+        char s[32];
+    } mdate[SITE_MDATES];
 } site_t;
 
 /*
@@ -54,6 +62,9 @@ void site_free(site_t *s);
 
 /* The HTTP-date of the current second (cached). */
 const char *site_date(site_t *s);
+
+/* The HTTP-date of t, for Last-Modified (cached by t, on the loop's thread only). */
+const char *site_httpdate(site_t *s, time_t t);
 
 /* Log a failed call (errno err) on the error log, with the peer if any. */
 void site_error(site_t *s, const char *call, int err, const struct sockaddr *peer,
