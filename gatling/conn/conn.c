@@ -8,6 +8,7 @@
 #include "conn.h"
 #include "gio_os.h"
 #include "h1.h"
+#include "h2.h"
 #include "handlers/router.h"
 #include "site/encoding.h"
 #include "site/fcache.h"
@@ -33,7 +34,7 @@ const char *conn_state_name(conn_state_t st)
 {
     static const char *const names[] = {"idle",     "head",      "handle", "body",
                                         "dispatch", "wait",      "write",  "linger",
-                                        "tarpit",   "handshake", "close"};
+                                        "tarpit",   "handshake", "h2",     "close"};
     return (unsigned)st < sizeof names / sizeof names[0] ? names[st] : "?";
 }
 
@@ -142,6 +143,7 @@ static void enter(conn_t *c, conn_state_t st)
         gio_want(c->site->loop, c->fd, 0);
         set_deadline(c, head_ms(c));
         break;
+    case CONN_H2: /* st_h2 sets its own */
     case CONN_HANDLE:
     case CONN_DISPATCH:
     case CONN_CLOSE: break;
@@ -231,6 +233,7 @@ static void conn_free(conn_t *c)
         tls_close_notify(c->ssl);
     gio_close_sole(c->site->loop, c->fd); /* accept4'ed close-on-exec, never dup'ed */
     gio_batch_free(&c->out);
+    h2_free(c->h2); /* after the batch that points into its streams */
     if (c->blk)
         end_exchange(&c->blk->h1.ex);
     block_put(c->set, c->blk);
@@ -273,6 +276,107 @@ static void fail(conn_t *c, int status)
         enter(c, CONN_WRITE);
 }
 
+/* HTTP/2: how many frame bytes are queued at once (the bound on a
+   connection's output; no input is read while they are queued). */
+#define CONN_H2_OUT (256 * 1024)
+
+static void run(conn_t *c, unsigned events);
+
+/* A stream's job is done: its frames may be waiting (h2.c's wake). */
+static void h2_wake(void *conn)
+{
+    run(conn, 0);
+}
+
+/* After a pass of st_h2: the deadline, and what to wait for. */
+static void h2_wait(conn_t *c, int progress, unsigned send_want)
+{
+    int busy = h2_streams(c->h2) || !gio_batch_done(&c->out);
+    if (progress)
+        set_deadline(c, busy ? window_ms(c) : idle_ms(c));
+    unsigned want = send_want;
+    if (gio_batch_done(&c->out) && h2_want_read(c->h2))
+        want |= c->ssl && c->tls_want ? c->tls_want : GIO_READ;
+    gio_want(c->site->loop, c->fd, want);
+}
+
+/*
+ * H2: send what is queued; when the batch is empty, let the codec queue
+ * more; read only then (a client that does not read its answers cannot make
+ * us hold more than CONN_H2_OUT), and hand what came to the codec.
+ */
+static void st_h2(conn_t *c)
+{
+    char buf[16384];
+    int progress = 0;
+    for (;;) {
+        if (!gio_batch_done(&c->out)) {
+            unsigned want = GIO_WRITE;
+            long r = c->ssl ? gio_tls_send(c->ssl, &c->out, CONN_SEND_BUDGET, &want)
+                            : gio_send(c->site->loop, c->fd, &c->out, CONN_SEND_BUDGET);
+            if (r == GIO_ERR) {
+                c->state = CONN_CLOSE;
+                return;
+            }
+            progress |= r > 0;
+            if (!gio_batch_done(&c->out)) {
+                h2_wait(c, progress, want);
+                return;
+            }
+        }
+        long q = h2_fill(c->h2, CONN_H2_OUT);
+        if (q < 0) {
+            c->state = CONN_CLOSE;
+            return;
+        }
+        if (q > 0)
+            continue;
+        if (h2_done(c->h2)) { /* GOAWAY sent, the streams done */
+            enter(c, CONN_LINGER);
+            return;
+        }
+        if (!h2_want_read(c->h2))
+            break;
+        long n = conn_read(c, buf, sizeof buf);
+        if (n == GIO_AGAIN)
+            break;
+        if (n <= 0) {
+            c->state = CONN_CLOSE;
+            return;
+        }
+        progress = 1;
+        h2_recv(c->h2, (const uint8_t *)buf, (size_t)n); /* an error queues GOAWAY */
+    }
+    h2_wait(c, progress, 0);
+}
+
+/* The connection speaks HTTP/2 from here on; what was read goes to the codec. */
+static void start_h2(conn_t *c)
+{
+    h1_conn_t f = {.out = &c->out,
+                   .ssl = c->ssl,
+                   .site = c->site,
+                   .peer = &c->peer.sa,
+                   .local_port = c->local_port,
+                   .secure = c->tls,
+                   .conn = c};
+    if (!(c->h2 = h2_new(&f, h2_wake))) {
+        site_error(c->site, "nghttp2_session_server_new2()", ENOMEM, &c->peer.sa,
+                   "an HTTP/2 session: client shed");
+        c->state = CONN_CLOSE;
+        return;
+    }
+    c->site->stats.h2_conns++;
+    if (c->blk) {
+        h2_recv(c->h2, (const uint8_t *)c->blk->in, c->inlen);
+        block_put(c->set, c->blk);
+        c->blk = NULL;
+        c->inlen = 0;
+    }
+    c->state = CONN_H2;
+    set_deadline(c, idle_ms(c));
+}
+
 /* IDLE: between requests (or before the first).  Read only once the loop
    reports data: reading a socket just emptied would only find EAGAIN. */
 static void st_idle(conn_t *c, unsigned events)
@@ -301,7 +405,15 @@ static void st_head(conn_t *c)
     }
     for (;;) {
         int status = 0;
-        long n = c->inlen ? http_parse_request_more(c->blk->in, c->inlen, &c->blk->req, &status,
+        int pre = !c->requests && !c->ssl && c->inlen && !c->site->cfg->h2_off
+                      ? h2_preface(c->blk->in, c->inlen)
+                      : -1;
+        if (pre == 1) { /* h2c by prior knowledge (RFC 9113 3.3) */
+            start_h2(c);
+            return;
+        }
+        long n = pre == 0 ? HTTP_INCOMPLETE
+                 : c->inlen ? http_parse_request_more(c->blk->in, c->inlen, &c->blk->req, &status,
                                                     &c->blk->prog)
                           : HTTP_INCOMPLETE;
         if (n > 0) {
@@ -399,8 +511,6 @@ static void st_dispatch(conn_t *c)
     else
         enter(c, CONN_WRITE);
 }
-
-static void run(conn_t *c, unsigned events);
 
 /* A job for an exchange is done (on the loop thread): dispatch it again. */
 static void job_done(job_t *j)
@@ -579,6 +689,12 @@ static int timed_out(conn_t *c)
         st->timeout_head++;
         return 0;
     case CONN_HANDSHAKE: st->timeout_handshake++; return 0;
+    case CONN_H2: /* idle past -T, or streams that made no progress for a window */
+        if (h2_streams(c->h2) || !gio_batch_done(&c->out))
+            st->timeout_drain++;
+        else if (!c->set->draining)
+            st->timeout_idle++;
+        return 0;
     case CONN_IDLE:           /* a connection that never sent a request ran out of head time */
         if (c->set->draining) /* the grace of a shutdown is over */
             return 0;
@@ -631,6 +747,10 @@ static void st_handshake(conn_t *c)
         st->tls_resumed++;
     if (gio_tls_ktls_send(c->ssl))
         st->tls_ktls++;
+    if (tls_alpn_h2(c->ssl) && !c->site->cfg->h2_off) {
+        start_h2(c);
+        return;
+    }
     enter(c, CONN_HEAD); /* the request may have come with the handshake's last flight */
 }
 
@@ -649,6 +769,7 @@ static void run(conn_t *c, unsigned events)
         case CONN_WRITE: st_write(c); break;
         case CONN_LINGER: st_linger(c); break;
         case CONN_HANDSHAKE: st_handshake(c); break;
+        case CONN_H2: st_h2(c); break;
         case CONN_WAIT: /* only a job's end moves it on */
         case CONN_TARPIT:
         case CONN_CLOSE: break;
@@ -687,6 +808,10 @@ void conn_set_drain(conn_set_t *set)
             set_deadline(c, capped_ms(c, CONN_DRAIN_GRACE_MS));
         else if (c->state == CONN_WAIT) /* answered when the job is done, then closed */
             c->blk->h1.keepalive = 0;
+        else if (c->state == CONN_H2) { /* GOAWAY; the streams in flight finish */
+            h2_goaway(c->h2);
+            gio_want(c->site->loop, c->fd, GIO_READ | GIO_WRITE);
+        }
     }
 }
 

@@ -8,6 +8,8 @@
  *                     BODY ──────┘  WAIT         (a body to drop; a job off the loop)
  *   HEAD ─► TARPIT ─► CLOSE                      (-A: over the request rate)
  *   HANDSHAKE ─► HEAD                            (HTTPS: the TLS handshake first)
+ *   HANDSHAKE ─► H2 ─► LINGER                    (HTTPS, ALPN h2)
+ *   HEAD ─► H2                                   (the h2c preface, on the first request)
  *
  * Each state that waits has its own deadline, counted when it fires:
  *   IDLE    -T, the keep-alive idle timeout (a new connection: the head deadline)
@@ -18,6 +20,8 @@
  *   LINGER  a short drain of unread input before closing
  *   TARPIT  -T, then close
  *   HANDSHAKE  -s, like a head: bytes that are no TLS handshake close at once
+ *   H2      -T while no stream is open and nothing is queued; with streams
+ *           open or frames queued, the -B window without any progress
  * While a request is read or answered the connection owns a request block
  * (input buffer, parsed head, the exchange the handlers fill, response-head
  * buffer); an IDLE connection holds none, so idle connections cost ~200
@@ -48,6 +52,7 @@ typedef enum conn_state {
     CONN_LINGER, /* response sent, closing: drain unread input, then close */
     CONN_TARPIT, /* over the request rate: held, unread, until the deadline */
     CONN_HANDSHAKE, /* HTTPS: the TLS handshake */
+    CONN_H2,        /* HTTP/2: the codec's session reads and writes (conn/h2.c) */
     CONN_CLOSE   /* to be freed */
 } conn_state_t;
 
@@ -88,6 +93,7 @@ typedef struct conn {
     uint8_t tls;          /* accepted on the HTTPS port */
     uint8_t tls_drained;  /* the last TLS read found nothing more (GIO_AGAIN) */
     struct ssl_st *ssl;   /* HTTPS: the TLS session (from the first ClientHello byte on) */
+    struct h2 *h2;        /* HTTP/2: the codec's session (conn/h2.c) */
     gio_batch_t out;
     union {
         struct sockaddr sa;

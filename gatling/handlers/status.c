@@ -67,6 +67,7 @@ static size_t rows(const site_t *s, row_t *r, int64_t now)
     ROW("timeout_handshake", "timed out: TLS handshake (-s)", st->timeout_handshake);
     ROW("tls_misdirected", "HTTPS: Host of another certificate: 421", st->tls_misdirected);
     ROW("tls_ktls", "HTTPS: connections sent by kernel TLS (sendfile)", st->tls_ktls);
+    ROW("h2_connections", "connections that spoke HTTP/2", st->h2_conns);
 #undef ROW
     return n;
 }
