@@ -1,0 +1,305 @@
+"""HTTP/2 (conn/h2.c): h2c by prior knowledge on the plain port, ALPN h2 on
+the HTTPS port, -2 to turn it off; the same handlers behind it (ranges,
+conditionals, HEAD, 404, gzip on a worker thread, .htaccess auth, a 1 MiB
+file byte-exact), many streams on one connection, GOAWAY on garbage and on
+SIGTERM -- with curl, nghttp, h2load and h2spec (when installed) as the
+clients."""
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import time
+
+import pytest
+
+from conftest import random_bytes
+from h3util import crypt_hash
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MKCERT = os.path.join(ROOT, "dist", "mkcert.sh")
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+def curl_has_http2():
+    try:
+        out = subprocess.run(["curl", "-V"], capture_output=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return b"HTTP2" in out
+
+
+pytestmark = pytest.mark.skipif(not curl_has_http2(), reason="needs curl with HTTP2")
+needs_nghttp = pytest.mark.skipif(not shutil.which("nghttp") or not shutil.which("h2load"),
+                                  reason="needs nghttp2-client (nghttp, h2load)")
+
+BIG = random_bytes(1 << 20, 20)
+TEXT = b"<!doctype html><title>t</title>" + b"<p>gatling serves HTTP/2 too. " * 400
+TREE = {
+    "f.txt": b"hello\n",
+    "big.bin": BIG,
+    "t.html": TEXT,
+    "sec": {".htaccess": ("Realm\nalice:%s\n" % crypt_hash("wonderland")).encode(),
+            "s.txt": b"secret\n"},
+}
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    d = str(tmp_path_factory.mktemp("pki"))
+    subprocess.run(["sh", MKCERT, d], check=True, capture_output=True, timeout=60)
+    return d
+
+
+def https_port(srv):
+    deadline = time.monotonic() + 5
+    while True:
+        lines = [l for l in srv.errlog if "(https)" in l]
+        if lines:
+            return int(lines[0].split(" port ")[1].split()[0])
+        assert time.monotonic() < deadline, srv.errlog
+        time.sleep(0.02)
+
+
+def h2c(port, path="/f.txt", *extra):
+    """curl over h2c: (exit code, body bytes, "status version" line)."""
+    r = subprocess.run(["curl", "-sS", "--max-time", "10", "--http2-prior-knowledge",
+                        "-o", "-", "-w", "\n%{http_code} %{http_version}"] + list(extra) +
+                       ["http://127.0.0.1:%d%s" % (port, path)], capture_output=True, timeout=20)
+    body, _, tail = r.stdout.rpartition(b"\n")
+    return r.returncode, body, tail.decode()
+
+
+def h2tls(pki, port, path="/f.txt", *extra):
+    r = subprocess.run(["curl", "-sS", "--max-time", "10", "--http2", "--cacert", pki + "/ca.pem",
+                        "--resolve", "localhost:%d:127.0.0.1" % port,
+                        "-o", "-", "-w", "\n%{http_code} %{http_version}"] + list(extra) +
+                       ["https://localhost:%d%s" % (port, path)], capture_output=True, timeout=20)
+    body, _, tail = r.stdout.rpartition(b"\n")
+    return r.returncode, body, tail.decode()
+
+
+def test_h2c_prior_knowledge(gatling):
+    srv = gatling(TREE, args=("-T", "10", "-E"))
+    rc, body, tail = h2c(srv.port)
+    assert (rc, body, tail) == (0, b"hello\n", "200 2")
+    log = srv.wait_log(1)
+    assert '"GET /f.txt HTTP/2.0" 200 6' in log[0], log
+
+
+def test_h2_over_tls_by_alpn(gatling, pki):
+    srv = gatling(TREE, args=("-T", "10", "-C", pki + "/certs", "-e", "0"))
+    port = https_port(srv)
+    rc, body, tail = h2tls(pki, port)
+    assert (rc, body, tail) == (0, b"hello\n", "200 2")
+    rc, body, tail = h2tls(pki, port, "/big.bin")
+    assert rc == 0 and tail == "200 2" and body == BIG
+    # a client that offers only http/1.1 still gets it
+    rc, body, tail = h2tls(pki, port, "/f.txt", "--http1.1")
+    assert (rc, body, tail) == (0, b"hello\n", "200 1.1")
+
+
+@pytest.mark.parametrize("path", ["/big.bin", "/t.html"])
+def test_large_file_byte_exact(gatling, path):
+    srv = gatling(TREE, args=("-T", "10", "-E"))
+    rc, body, tail = h2c(srv.port, path)
+    assert rc == 0 and tail == "200 2"
+    assert body == (BIG if path == "/big.bin" else TEXT)
+
+
+def test_handlers_behind_h2(gatling):
+    """Ranges, conditionals, HEAD, 404, gzip on a worker thread and Basic
+    authentication (a password-check job resumes the stream)."""
+    srv = gatling(TREE, args=("-T", "10", "-E"))
+    p = srv.port
+    rc, body, tail = h2c(p, "/big.bin", "-r", "100-199")
+    assert (rc, tail, body) == (0, "206 2", BIG[100:200])
+    rc, body, tail = h2c(p, "/nope")
+    assert rc == 0 and tail == "404 2" and b"404" in body
+    rc, head, tail = h2c(p, "/big.bin", "-I")
+    assert rc == 0 and tail == "200 2"
+    assert b"content-length: 1048576" in head.lower(), head
+    etag = [l.split(b":", 1)[1].strip() for l in head.split(b"\r\n")
+            if l.lower().startswith(b"etag:")][0]
+    rc, body, tail = h2c(p, "/big.bin", "-H", "If-None-Match: " + etag.decode())
+    assert (rc, body, tail) == (0, b"", "304 2")
+    rc, body, tail = h2c(p, "/t.html", "--compressed", "-D", "/dev/stderr")
+    assert (rc, tail) == (0, "200 2") and body == TEXT
+    rc, body, tail = h2c(p, "/sec/s.txt")
+    assert rc == 0 and tail == "401 2"
+    rc, body, tail = h2c(p, "/sec/s.txt", "-u", "alice:wonderland")
+    assert (rc, body, tail) == (0, b"secret\n", "200 2")
+    rc, body, tail = h2c(p, "/sec/s.txt", "-u", "alice:nope")
+    assert rc == 0 and tail == "401 2"
+
+
+def test_gzip_coding_over_h2(gatling):
+    srv = gatling(TREE, args=("-T", "10", "-E"))
+    r = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "-H", "Accept-Encoding: gzip",
+                        "-D", "-", "-o", "/dev/null",
+                        "http://127.0.0.1:%d/t.html" % srv.port], capture_output=True, timeout=20)
+    assert b"content-encoding: gzip" in r.stdout.lower(), r.stdout
+
+
+@needs_nghttp
+def test_nghttp_settings_and_streams(gatling):
+    srv = gatling(TREE, args=("-T", "10", "-E"))
+    urls = ["http://127.0.0.1:%d/f.txt" % srv.port, "http://127.0.0.1:%d/t.html" % srv.port,
+            "http://127.0.0.1:%d/nope" % srv.port]
+    r = subprocess.run(["nghttp", "-nv"] + urls, capture_output=True, timeout=20)
+    out = r.stdout.decode(errors="replace")
+    assert r.returncode == 0, out
+    assert "SETTINGS_MAX_CONCURRENT_STREAMS(0x03):100" in out
+    assert "SETTINGS_NO_RFC7540_PRIORITIES(0x09):1" in out
+    assert "SETTINGS_INITIAL_WINDOW_SIZE(0x04):1048576" in out
+    assert out.count(":status: 200") == 2 and out.count(":status: 404") == 1, out
+
+
+@needs_nghttp
+@pytest.mark.parametrize("tls", [False, True])
+def test_h2load_no_errors(gatling, pki, tls):
+    srv = gatling(TREE, args=("-T", "10", "-C", pki + "/certs", "-e", "0", "-n"))
+    port = https_port(srv) if tls else srv.port
+    url = "%s://127.0.0.1:%d/f.txt" % ("https" if tls else "http", port)
+    r = subprocess.run(["h2load", "-n", "1000", "-c", "10", "-m", "10", url],
+                       capture_output=True, timeout=60)
+    out = r.stdout.decode(errors="replace")
+    assert "1000 succeeded, 0 failed, 0 errored, 0 timeout" in out, out
+    assert "1000 2xx" in out, out
+
+
+@needs_nghttp
+def test_many_streams_on_one_connection(gatling):
+    """100 streams at once on one connection, big ones among small ones."""
+    srv = gatling(TREE, args=("-T", "10", "-E", "-n"))
+    r = subprocess.run(["h2load", "-n", "500", "-c", "1", "-m", "100",
+                        "http://127.0.0.1:%d/f.txt" % srv.port], capture_output=True, timeout=60)
+    out = r.stdout.decode(errors="replace")
+    assert "500 succeeded, 0 failed, 0 errored" in out, out
+    base = "http://127.0.0.1:%d" % srv.port
+    r = subprocess.run(["nghttp", "-n", "-s"] + [base + ("/big.bin?%d" if i % 10 == 0 else "/f.txt?%d") % i
+                                                 for i in range(60)],
+                       capture_output=True, timeout=60)
+    out = r.stdout.decode(errors="replace")
+    assert r.returncode == 0, out
+    assert out.count("  200   1M /big.bin?") == 6 and out.count("  200    6 /f.txt?") == 54, out
+
+
+def frames(sock, timeout=3.0):
+    """Read frames until the server closes: [(type, flags, stream, payload)]."""
+    sock.settimeout(timeout)
+    data = b""
+    try:
+        while True:
+            b = sock.recv(65536)
+            if not b:
+                break
+            data += b
+    except (socket.timeout, ConnectionResetError):
+        pass
+    out = []
+    while len(data) >= 9:
+        n = int.from_bytes(data[:3], "big")
+        t, f = data[3], data[4]
+        sid = int.from_bytes(data[5:9], "big") & 0x7fffffff
+        out.append((t, f, sid, data[9:9 + n]))
+        data = data[9 + n:]
+    return out
+
+
+@pytest.mark.parametrize("junk", [b"\x00\x00\x04\x09\x00\x00\x00\x00\x01garb",  # CONTINUATION first
+                                  b"this is no frame at all, just garbage bytes.....",
+                                  b"\xff" * 64])
+def test_garbage_after_the_preface_gets_goaway(gatling, junk):
+    srv = gatling(TREE, args=("-T", "10", "-E"))
+    s = socket.create_connection(srv.addr(), timeout=5)
+    s.sendall(PREFACE + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00" + junk)
+    got = frames(s)
+    s.close()
+    assert any(t == 7 for t, _, _, _ in got), got  # GOAWAY
+    goaway = [p for t, _, _, p in got if t == 7][0]
+    assert struct.unpack(">I", goaway[4:8])[0] != 0  # an error code
+    srv.check_alive()
+    assert h2c(srv.port)[2] == "200 2"
+
+
+def test_bad_preface_is_no_http2(gatling):
+    """Something that starts like the preface but is not: HTTP/1.1's answer."""
+    srv = gatling(TREE, args=("-T", "10", "-E"))
+    s = socket.create_connection(srv.addr(), timeout=5)
+    s.sendall(b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n")
+    s.settimeout(5)
+    assert s.recv(100).startswith(b"HTTP/1.1 ")
+    s.close()
+
+
+def test_option_2_turns_http2_off(gatling, pki):
+    srv = gatling(TREE, args=("-T", "10", "-C", pki + "/certs", "-e", "0", "-2"))
+    rc, body, tail = h2tls(pki, https_port(srv))
+    assert (rc, body, tail) == (0, b"hello\n", "200 1.1")
+    rc, body, tail = h2c(srv.port)
+    assert rc != 0 or tail != "200 2"
+    r = subprocess.run(["openssl", "s_client", "-connect", "127.0.0.1:%d" % https_port(srv),
+                        "-alpn", "h2"], input=b"", capture_output=True, timeout=20)
+    assert b"No ALPN negotiated" in r.stdout
+
+
+def test_sigterm_sends_goaway_and_finishes_streams(gatling, tmp_path):
+    """SIGTERM while a stream is being sent: GOAWAY, and the stream completes."""
+    srv = gatling(TREE, args=("-T", "10", "-E"))
+    out = tmp_path / "got"
+    p = subprocess.Popen(["curl", "-sS", "--http2-prior-knowledge", "--limit-rate", "1M",
+                          "-o", str(out), "-w", "%{http_code} %{http_version}",
+                          "http://127.0.0.1:%d/big.bin" % srv.port], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    time.sleep(0.4)
+    srv.send_signal(signal.SIGTERM)
+    so, se = p.communicate(timeout=20)
+    assert p.returncode == 0 and so == b"200 2", (so, se)
+    assert out.read_bytes() == BIG
+    assert srv.process.wait(10) == 0
+
+
+def test_rate_of_resets_is_bounded(gatling):
+    """Rapid reset (CVE-2023-44487): streams opened and reset in a burst end
+    the connection with GOAWAY instead of costing the server work forever."""
+    srv = gatling(TREE, args=("-T", "10", "-E", "-n"))
+    s = socket.create_connection(srv.addr(), timeout=5)
+    # a HEADERS block in HPACK: :method GET, :scheme http, :path /, :authority a
+    block = b"\x82\x86\x84\x41\x01a"
+    buf = PREFACE + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+    for i in range(1, 2 * 2000, 2):
+        buf += len(block).to_bytes(3, "big") + b"\x01\x05" + i.to_bytes(4, "big") + block
+        buf += b"\x00\x00\x04\x03\x00" + i.to_bytes(4, "big") + b"\x00\x00\x00\x08"
+    try:
+        s.sendall(buf)
+    except OSError:
+        pass
+    got = frames(s)
+    s.close()
+    goaway = [p for t, _, _, p in got if t == 7]
+    assert goaway, got[-3:]
+    srv.check_alive()
+
+
+def h2spec_bin():
+    for p in (shutil.which("h2spec"), os.path.expanduser("~/go/bin/h2spec")):
+        if p and os.access(p, os.X_OK):
+            return p
+    return None
+
+
+@pytest.mark.skipif(not h2spec_bin(), reason="h2spec not installed (see tests/setup.sh)")
+@pytest.mark.parametrize("tls", [False, True])
+def test_h2spec(gatling, pki, tls):
+    srv = gatling(TREE, args=("-T", "10", "-C", pki + "/certs", "-e", "0", "-n"))
+    port = https_port(srv) if tls else srv.port
+    cmd = [h2spec_bin(), "-h", "127.0.0.1", "-p", str(port), "-o", "5"]
+    if tls:
+        cmd += ["-t", "-k"]
+    r = subprocess.run(cmd, capture_output=True, timeout=300)
+    out = r.stdout.decode(errors="replace")
+    tail = out.strip().splitlines()[-1] if out.strip() else ""
+    assert r.returncode == 0, "h2spec: %s\n%s" % (tail, "\n".join(
+        l for l in out.splitlines() if "×" in l or "failed" in l.lower())[:4000])
