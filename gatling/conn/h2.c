@@ -57,6 +57,7 @@ struct h2 {
     unsigned open;
     uint8_t goaway;
     int fatal;
+    int32_t max_id; /* the highest stream a client's HEADERS opened */
 };
 
 static const ex_codec_t h2_codec;
@@ -312,6 +313,21 @@ static const char *keep(h2_stream_t *s, const uint8_t *p, size_t n)
     return d;
 }
 
+/* RFC 9113 5.1.1: a HEADERS that would open a stream numbered below one
+   opened already is a connection error.  nghttp2 1.52 ignores it when it no
+   longer remembers the stream (closed, or never opened). */
+static int on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd, void *user)
+{
+    h2_t *h = user;
+    if (hd->type != NGHTTP2_HEADERS || !(hd->stream_id & 1))
+        return 0;
+    if (hd->stream_id <= h->max_id && !nghttp2_session_find_stream(ng, hd->stream_id))
+        nghttp2_session_terminate_session(ng, NGHTTP2_PROTOCOL_ERROR);
+    else if (hd->stream_id > h->max_id)
+        h->max_id = hd->stream_id;
+    return 0;
+}
+
 static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *fr, void *user)
 {
     h2_t *h = user;
@@ -503,6 +519,7 @@ static nghttp2_session_callbacks *callbacks(void)
     nghttp2_session_callbacks *cb;
     if (nghttp2_session_callbacks_new(&cb))
         return NULL;
+    nghttp2_session_callbacks_set_on_begin_frame_callback(cb, on_begin_frame);
     nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
     nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
@@ -552,7 +569,11 @@ h2_t *h2_new(const h1_conn_t *f, void (*wake)(void *conn))
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_WINDOW},
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, H2_HDR_CAP},
         {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
-        {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
+        /* Not SETTINGS_NO_RFC7540_PRIORITIES=1 (yet): with it nghttp2 1.52 keeps
+           no closed streams, so it cannot tell a frame on a closed stream from
+           one on an idle stream and ignores it where RFC 9113 5.1 wants
+           STREAM_CLOSED (h2spec 5.1/8-12, 6.1/2, 5.3.1/2, 6.3/1 fail); and
+           RFC 9218 scheduling, what the setting would announce, is not done. */
     };
     if (nghttp2_submit_settings(h->ng, NGHTTP2_FLAG_NONE, set, sizeof set / sizeof set[0]) ||
         nghttp2_session_set_local_window_size(h->ng, NGHTTP2_FLAG_NONE, 0, H2_CONN_WINDOW)) {
