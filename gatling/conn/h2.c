@@ -7,6 +7,7 @@
 #include "site/encoding.h"
 #include "site/fcache.h"
 #include "site/jobs.h"
+#include "site/peerlimits.h"
 #include "tls.h"
 
 #include <errno.h>
@@ -398,6 +399,12 @@ static void dispatch(h2_t *h, h2_stream_t *s)
     if (max && h->requests >= max && !h->goaway) {
         site->stats.max_requests++;
         h2_goaway(h);
+    }
+    if (limits_request(site->limits, h->f.peer, gio_now(site->loop)) != LIMIT_OK) {
+        /* -A: HTTP/1.1 tarpits the connection; here it ends with the streams it has */
+        site->stats.rate_limited++;
+        nghttp2_session_terminate_session(h->ng, NGHTTP2_ENHANCE_YOUR_CALM);
+        return;
     }
     if (s->bad) {
         ex_error(ex, 431, NULL, NULL);
