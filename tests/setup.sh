@@ -54,8 +54,10 @@ fi
 # zig cc for `make cross` (io/ with kqueue for the BSDs and macOS); optional, never fatal
 python3 -c 'import ziglang' 2>/dev/null || python3 -m pip install -q ziglang==0.17.0 >/dev/null 2>&1 ||
     echo "setup: could not pip install ziglang: make cross will be skipped" >&2
-# h2spec (HTTP/2 conformance) where Go exists; optional, never fatal (test_h2.py skips without it)
-if ! command -v h2spec >/dev/null 2>&1 && [ ! -x "$HOME/go/bin/h2spec" ] && command -v go >/dev/null 2>&1; then
+# h2spec (HTTP/2 conformance) where Go exists; optional, never fatal (test_h2.py
+# skips without it)
+if ! command -v h2spec >/dev/null 2>&1 && [ ! -x "$HOME/go/bin/h2spec" ] &&
+    command -v go >/dev/null 2>&1; then
     go install github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible >/dev/null 2>&1 ||
         echo "setup: could not go install h2spec: its tests will be skipped" >&2
 fi

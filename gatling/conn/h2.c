@@ -217,7 +217,9 @@ static int submit(h2_stream_t *s, int status, const char *ctype, uint64_t len, t
         nv[n++] = NV("last-modified", lm);
     }
     if (ex->secure && site->cfg->hsts >= 0) {
-        b = hb_init(hsts, sizeof hsts), hb_puts(&b, "max-age="), hb_num(&b, (uint64_t)site->cfg->hsts);
+        b = hb_init(hsts, sizeof hsts);
+        hb_puts(&b, "max-age=");
+        hb_num(&b, (uint64_t)site->cfg->hsts);
         hb_str(&b);
         nv[n++] = NV("strict-transport-security", hsts);
     }

@@ -177,8 +177,8 @@ def test_many_streams_on_one_connection(gatling):
     out = r.stdout.decode(errors="replace")
     assert "500 succeeded, 0 failed, 0 errored" in out, out
     base = "http://127.0.0.1:%d" % srv.port
-    r = subprocess.run(["nghttp", "-n", "-s"] + [base + ("/big.bin?%d" if i % 10 == 0 else "/f.txt?%d") % i
-                                                 for i in range(60)],
+    paths = [("/big.bin?%d" if i % 10 == 0 else "/f.txt?%d") % i for i in range(60)]
+    r = subprocess.run(["nghttp", "-n", "-s"] + [base + p for p in paths],
                        capture_output=True, timeout=60)
     out = r.stdout.decode(errors="replace")
     assert r.returncode == 0, out
