@@ -451,12 +451,13 @@ static void job_done(job_t *j)
         ex->nfields = 0; /* the answer starts afresh */
         ex->fields_over = 0;
     }
-    xj->finish(xj, j->cancelled ? NULL : ex);
+    int cancelled = j->cancelled; /* j is xj's, freed here */
+    xj->finish(xj, cancelled ? NULL : ex);
     free(xj);
     if (!s)
         return;
     h2_t *h = s->h2;
-    if (j->cancelled)
+    if (cancelled)
         nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_REFUSED_STREAM);
     else if (router_dispatch(ex) < 0)
         nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
