@@ -58,7 +58,8 @@ struct h2 {
     unsigned open;
     uint8_t goaway;
     int fatal;
-    int32_t max_id; /* the highest stream a client's HEADERS opened */
+    int32_t max_id;  /* the highest stream a client's HEADERS opened */
+    int32_t last_id; /* after GOAWAY: the last stream that is answered */
 };
 
 static const ex_codec_t h2_codec;
@@ -483,7 +484,11 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *fr, void *use
         !(fr->hd.flags & NGHTTP2_FLAG_END_STREAM))
         return 0;
     h2_stream_t *s = nghttp2_session_get_stream_user_data(ng, fr->hd.stream_id);
-    if (s && !s->dispatched)
+    if (!s || s->dispatched)
+        return 0;
+    if (h->goaway && s->id > h->last_id) /* read with the one that made us say GOAWAY */
+        nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_REFUSED_STREAM);
+    else
         dispatch(h, s); /* a request body (there is none to static files) is dropped */
     return 0;
 }
@@ -672,7 +677,6 @@ void h2_goaway(h2_t *h)
     if (h->goaway)
         return;
     h->goaway = 1;
-    nghttp2_submit_goaway(h->ng, NGHTTP2_FLAG_NONE,
-                          nghttp2_session_get_last_proc_stream_id(h->ng), NGHTTP2_NO_ERROR,
-                          NULL, 0);
+    h->last_id = nghttp2_session_get_last_proc_stream_id(h->ng);
+    nghttp2_submit_goaway(h->ng, NGHTTP2_FLAG_NONE, h->last_id, NGHTTP2_NO_ERROR, NULL, 0);
 }

@@ -260,6 +260,37 @@ def test_sigterm_sends_goaway_and_finishes_streams(gatling, tmp_path):
     assert srv.process.wait(10) == 0
 
 
+@needs_nghttp
+def test_R_counts_streams(gatling):
+    """-R 3: the third stream gets GOAWAY; those sent with it are refused, not
+    answered (nor logged)."""
+    srv = gatling(TREE, args=("-T", "10", "-E", "-R", "3"))
+    r = subprocess.run(["nghttp", "-nv"] + ["http://127.0.0.1:%d/f.txt?%d" % (srv.port, i)
+                                            for i in range(6)], capture_output=True, timeout=20)
+    out = r.stdout.decode(errors="replace")
+    assert out.count(":status: 200") == 3, out
+    assert "last_stream_id=17, error_code=NO_ERROR" in out, out
+    assert out.count("REFUSED_STREAM") == 3, out
+    time.sleep(0.2)
+    assert len(srv.wait_log(3)) == 3, srv.log
+
+
+def test_vhost_from_authority_and_hsts(gatling, pki):
+    """:authority picks the virtual host as Host does; -x sends HSTS on h2."""
+    srv = gatling(TREE, args=("-T", "10", "-C", pki + "/certs", "-e", "0", "-x", "600"))
+    port = https_port(srv)
+    d = os.path.join(srv.docroot, "localhost:%d" % port)
+    os.makedirs(d)
+    with open(os.path.join(d, "f.txt"), "wb") as f:
+        f.write(b"from the vhost\n")
+    rc, body, tail = h2tls(pki, port, "/f.txt", "-D", "/dev/stderr")
+    assert (rc, body, tail) == (0, b"from the vhost\n", "200 2")
+    r = subprocess.run(["curl", "-sS", "--http2", "--cacert", pki + "/ca.pem", "-D", "-",
+                        "-o", "/dev/null", "--resolve", "localhost:%d:127.0.0.1" % port,
+                        "https://localhost:%d/f.txt" % port], capture_output=True, timeout=20)
+    assert b"strict-transport-security: max-age=600" in r.stdout, r.stdout
+
+
 def reset_burst(srv, n):
     """n streams opened and reset at once: the GOAWAYs got, as (last stream, code)."""
     s = socket.create_connection(srv.addr(), timeout=5)
