@@ -70,7 +70,7 @@ static void set_deadline(conn_t *c, int64_t ms)
    client acknowledged, not the ones the kernel took into its send buffer. */
 static uint64_t moved(const conn_t *c)
 {
-    if (c->state != CONN_WRITE)
+    if (c->state != CONN_WRITE && c->state != CONN_H2)
         return c->blk->moved;
     if (!c->out.bytes_sent) /* a response just begun: nothing to ask the kernel */
         return 0;
@@ -292,8 +292,13 @@ static void h2_wake(void *conn)
 static void h2_wait(conn_t *c, int progress, unsigned send_want)
 {
     int busy = h2_streams(c->h2) || !gio_batch_done(&c->out);
-    if (progress)
-        set_deadline(c, busy ? window_ms(c) : idle_ms(c));
+    if (busy && !c->h2_busy) { /* a -B window begins, as for WRITE */
+        c->h2_window_at = moved(c);
+        set_deadline(c, window_ms(c));
+    } else if (!busy && (progress || c->h2_busy)) {
+        set_deadline(c, idle_ms(c));
+    }
+    c->h2_busy = (uint8_t)busy;
     unsigned want = send_want;
     if (gio_batch_done(&c->out) && h2_want_read(c->h2))
         want |= c->ssl && c->tls_want ? c->tls_want : GIO_READ;
@@ -348,6 +353,29 @@ static void st_h2(conn_t *c)
         h2_recv(c->h2, (const uint8_t *)buf, (size_t)n); /* an error queues GOAWAY */
     }
     h2_wait(c, progress, 0);
+}
+
+/* A deadline passed in H2: idle, or the end of a -B window.  1: go on. */
+static int h2_timed_out(conn_t *c)
+{
+    status_counters_t *st = &c->site->stats;
+    if (!c->h2_busy) {
+        if (!c->set->draining)
+            st->timeout_idle++;
+        return 0;
+    }
+    uint64_t need = (uint64_t)c->site->cfg->min_rate * (uint64_t)window_ms(c) / 1000;
+    uint64_t now = moved(c);
+    if (now - c->h2_window_at >= (need ? need : 1)) {
+        c->h2_window_at = now;
+        set_deadline(c, window_ms(c));
+        return 1;
+    }
+    /* reset, as WRITE does: a zero window or a slow reader holds no more */
+    struct linger lg = {.l_onoff = 1, .l_linger = 0};
+    setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    st->timeout_drain++;
+    return 0;
 }
 
 /* The connection speaks HTTP/2 from here on; what was read goes to the codec. */
@@ -689,12 +717,8 @@ static int timed_out(conn_t *c)
         st->timeout_head++;
         return 0;
     case CONN_HANDSHAKE: st->timeout_handshake++; return 0;
-    case CONN_H2: /* idle past -T, or streams that made no progress for a window */
-        if (h2_streams(c->h2) || !gio_batch_done(&c->out))
-            st->timeout_drain++;
-        else if (!c->set->draining)
-            st->timeout_idle++;
-        return 0;
+    case CONN_H2: /* idle past -T, or streams answered slower than -B */
+        return h2_timed_out(c);
     case CONN_IDLE:           /* a connection that never sent a request ran out of head time */
         if (c->set->draining) /* the grace of a shutdown is over */
             return 0;

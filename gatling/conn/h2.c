@@ -639,8 +639,7 @@ long h2_fill(h2_t *h, size_t max)
 {
     if (!gio_batch_done(h->f.out))
         return 0;
-    gio_batch_reset(h->f.out);
-    sweep(h);
+    sweep(h); /* (the batch keeps counting bytes_sent: conn.c's -B window reads it) */
     while (h->f.out->bytes_left + h->pendlen < max) {
         const uint8_t *p;
         ssize_t n = nghttp2_session_mem_send(h->ng, &p);

@@ -293,6 +293,28 @@ def test_vhost_from_authority_and_hsts(gatling, pki):
     assert b"strict-transport-security: max-age=600" in r.stdout, r.stdout
 
 
+def test_zero_window_client_is_closed_by_the_rate_window(gatling):
+    """A client that opens its window to nothing (SETTINGS_INITIAL_WINDOW_SIZE
+    0) and asks for a big file holds the stream, the file and the connection
+    only for one -B window (-T 2 makes it 2 s), then gets reset."""
+    srv = gatling(TREE, args=("-T", "2", "-E", "-S"))
+    s = socket.create_connection(srv.addr(), timeout=5)
+    block = b"\x82\x86\x04\x08/big.bin\x41\x01a"  # GET http a /big.bin
+    s.sendall(PREFACE + b"\x00\x00\x06\x04\x00\x00\x00\x00\x00" + b"\x00\x04\x00\x00\x00\x00"
+              + len(block).to_bytes(3, "big") + b"\x01\x05\x00\x00\x00\x01" + block)
+    t = time.monotonic()
+    got = frames(s, 8)
+    took = time.monotonic() - t
+    s.close()
+    assert any(t == 1 for t, _, _, _ in got), got  # the HEADERS went out
+    assert not any(t == 0 and p for t, _, _, p in got), got  # no DATA in a zero window
+    assert 1.5 < took < 5, took
+    srv.check_alive()
+    r = subprocess.run(["curl", "-sS", "http://127.0.0.1:%d/server-status?json" % srv.port],
+                       capture_output=True, timeout=10)
+    assert b'"timeout_drain":1' in r.stdout.replace(b" ", b""), r.stdout
+
+
 def reset_burst(srv, n):
     """n streams opened and reset at once: the GOAWAYs got, as (last stream, code)."""
     s = socket.create_connection(srv.addr(), timeout=5)
