@@ -132,6 +132,9 @@ def test_handlers_behind_h2(gatling):
     assert (rc, body, tail) == (0, b"secret\n", "200 2")
     rc, body, tail = h2c(p, "/sec/s.txt", "-u", "alice:nope")
     assert rc == 0 and tail == "401 2"
+    # a header list larger than an HTTP/1.1 head may be: 431, and the connection goes on
+    rc, body, tail = h2c(p, "/f.txt", "-H", "x-big: " + "a" * 20000)
+    assert rc == 0 and tail == "431 2"
 
 
 def test_gzip_coding_over_h2(gatling):
