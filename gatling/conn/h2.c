@@ -366,9 +366,15 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *fr, const uint8_t
 {
     (void)flags, (void)user;
     h2_stream_t *s = nghttp2_session_get_stream_user_data(ng, fr->hd.stream_id);
-    if (!s || fr->hd.type != NGHTTP2_HEADERS || s->bad)
+    /* trailers are not the request's fields (nor are they used) */
+    if (!s || fr->hd.type != NGHTTP2_HEADERS || fr->headers.cat != NGHTTP2_HCAT_REQUEST ||
+        s->bad)
         return 0;
     http_request_t *req = &s->req;
+    int host = (nlen == 10 && !memcmp(name, ":authority", 10)) ||
+               (nlen == 4 && !memcmp(name, "host", 4));
+    if (host && http_header(req, "Host")) /* RFC 9113 8.3.1: :authority first, one Host */
+        return 0;
     const char *v = keep(s, value, vlen);
     if (!v)
         return 0;

@@ -318,6 +318,20 @@ def test_zero_window_client_is_closed_by_the_rate_window(gatling):
     assert b'"timeout_drain":1' in r.stdout.replace(b" ", b""), r.stdout
 
 
+def test_authority_and_host_together(gatling):
+    """:authority and a Host field that agrees: one Host, not 400 for two."""
+    srv = gatling(TREE, args=("-T", "10", "-E"))
+    s = socket.create_connection(srv.addr(), timeout=5)
+    # :method GET, :scheme http, :path /f.txt, :authority a, host: a
+    block = b"\x82\x86\x04\x06/f.txt\x41\x01a" + b"\x00\x04host\x01a"
+    s.sendall(PREFACE + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+              + len(block).to_bytes(3, "big") + b"\x01\x05\x00\x00\x00\x01" + block)
+    got = frames(s, 1.5)
+    s.close()
+    heads = [p for t, _, sid, p in got if t == 1 and sid == 1]
+    assert heads and heads[0][:1] == b"\x88", got  # HPACK static entry 8: :status 200
+
+
 def reset_burst(srv, n):
     """n streams opened and reset at once: the GOAWAYs got, as (last stream, code)."""
     s = socket.create_connection(srv.addr(), timeout=5)
