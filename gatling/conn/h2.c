@@ -524,6 +524,16 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void 
     return 0;
 }
 
+/* Count the sessions we end with an error (the defences are nghttp2's). */
+static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *fr, void *user)
+{
+    (void)ng;
+    h2_t *h = user;
+    if (fr->hd.type == NGHTTP2_GOAWAY && fr->goaway.error_code != NGHTTP2_NO_ERROR)
+        h->f.site->stats.h2_errors++;
+    return 0;
+}
+
 /* A DATA frame carries no more than one TLS record holds. */
 static ssize_t frame_len(nghttp2_session *ng, uint8_t type, int32_t id, int32_t swin,
                          int32_t cwin, uint32_t rmax, void *user)
@@ -545,6 +555,7 @@ static nghttp2_session_callbacks *callbacks(void)
     nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+    nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
     nghttp2_session_callbacks_set_send_data_callback(cb, send_data);
     nghttp2_session_callbacks_set_data_source_read_length_callback(cb, frame_len);
     return cb;

@@ -68,6 +68,7 @@ static size_t rows(const site_t *s, row_t *r, int64_t now)
     ROW("tls_misdirected", "HTTPS: Host of another certificate: 421", st->tls_misdirected);
     ROW("tls_ktls", "HTTPS: connections sent by kernel TLS (sendfile)", st->tls_ktls);
     ROW("h2_connections", "connections that spoke HTTP/2", st->h2_conns);
+    ROW("h2_errors", "HTTP/2: ended by GOAWAY with an error (floods, resets)", st->h2_errors);
 #undef ROW
     return n;
 }
