@@ -288,17 +288,41 @@ static void h2_wake(void *conn)
     run(conn, 0);
 }
 
-/* After a pass of st_h2: the deadline, and what to wait for. */
+/* c->h2_busy: streams open or frames queued (a -B window runs); a request
+   head incomplete (the -s deadline runs, before any other) */
+#define CONN_H2_BUSY 1
+#define CONN_H2_HEAD 2
+
+/* The -s deadline of an incomplete head (h2_head_since): 0 if none. */
+static int64_t h2_head_left(conn_t *c)
+{
+    int64_t since = h2_head_since(c->h2);
+    if (!since)
+        return 0;
+    int64_t left = since + head_ms(c) - gio_now(c->site->loop);
+    return left > 0 ? left : 1;
+}
+
+/*
+ * After a pass of st_h2: the deadline, and what to wait for.  While a head
+ * is incomplete its -s deadline is the connection's; a -B window that began
+ * meanwhile keeps what had moved at its start, and is checked once the heads
+ * are complete (each incomplete phase lasts at most -s).
+ */
 static void h2_wait(conn_t *c, int progress, unsigned send_want)
 {
     int busy = h2_streams(c->h2) || !gio_batch_done(&c->out);
-    if (busy && !c->h2_busy) { /* a -B window begins, as for WRITE */
+    int64_t head = h2_head_left(c);
+    uint8_t was = c->h2_busy;
+    if (busy && !(was & CONN_H2_BUSY)) /* a -B window begins, as for WRITE */
         c->h2_window_at = moved(c);
+    if (head)
+        set_deadline(c, head);
+    else if (busy && (!(was & CONN_H2_BUSY) || (was & CONN_H2_HEAD)))
         set_deadline(c, window_ms(c));
-    } else if (!busy && (progress || c->h2_busy)) {
+    else if (!busy && (progress || was))
         set_deadline(c, idle_ms(c));
-    }
-    c->h2_busy = (uint8_t)busy;
+    c->h2_busy = (uint8_t)((busy ? CONN_H2_BUSY : 0) | (head ? CONN_H2_HEAD : 0));
     unsigned want = send_want;
     if (gio_batch_done(&c->out) && h2_want_read(c->h2))
         want |= c->ssl && c->tls_want ? c->tls_want : GIO_READ;
@@ -308,26 +332,37 @@ static void h2_wait(conn_t *c, int progress, unsigned send_want)
 /*
  * H2: send what is queued; when the batch is empty, let the codec queue
  * more; read only then (a client that does not read its answers cannot make
- * us hold more than CONN_H2_OUT), and hand what came to the codec.
+ * us hold more than CONN_H2_OUT), and hand what came to the codec.  At most
+ * CONN_SEND_BUDGET bytes go out per event, as for WRITE: past it the
+ * connection waits for the next round of the loop (its socket is still
+ * writable, so that round comes at once) and the other clients go first.
  */
 static void st_h2(conn_t *c)
 {
     char buf[16384];
     int progress = 0;
+    uint64_t spent = 0;
     for (;;) {
         if (!gio_batch_done(&c->out)) {
             unsigned want = GIO_WRITE;
-            long r = c->ssl ? gio_tls_send(c->ssl, &c->out, CONN_SEND_BUDGET, &want)
-                            : gio_send(c->site->loop, c->fd, &c->out, CONN_SEND_BUDGET);
+            uint64_t budget = CONN_SEND_BUDGET - spent;
+            long r = c->ssl ? gio_tls_send(c->ssl, &c->out, budget, &want)
+                            : gio_send(c->site->loop, c->fd, &c->out, budget);
             if (r == GIO_ERR) {
                 c->state = CONN_CLOSE;
                 return;
             }
             progress |= r > 0;
+            spent += r > 0 ? (uint64_t)r : 0;
             if (!gio_batch_done(&c->out)) {
                 h2_wait(c, progress, want);
                 return;
             }
+        }
+        if (spent >= CONN_SEND_BUDGET) { /* the budget is spent: more next round */
+            c->site->stats.h2_yields++;
+            h2_wait(c, progress, GIO_WRITE);
+            return;
         }
         long q = h2_fill(c->h2, CONN_H2_OUT);
         if (q < 0) {
@@ -355,11 +390,22 @@ static void st_h2(conn_t *c)
     h2_wait(c, progress, 0);
 }
 
-/* A deadline passed in H2: idle, or the end of a -B window.  1: go on. */
+/* A deadline passed in H2: a head's -s, idle, or the end of a -B window.
+   1: go on. */
 static int h2_timed_out(conn_t *c)
 {
     status_counters_t *st = &c->site->stats;
-    if (!c->h2_busy) {
+    int64_t since = h2_head_since(c->h2);
+    if (since && gio_now(c->site->loop) - since >= head_ms(c)) {
+        st->timeout_head++; /* slowloris over HTTP/2: closed, as a 408 would be */
+        return 0;
+    }
+    if (since) { /* a head began since this deadline was set: its deadline now */
+        set_deadline(c, h2_head_left(c));
+        c->h2_busy |= CONN_H2_HEAD;
+        return 1;
+    }
+    if (!(c->h2_busy & CONN_H2_BUSY)) {
         if (!c->set->draining)
             st->timeout_idle++;
         return 0;
@@ -369,6 +415,7 @@ static int h2_timed_out(conn_t *c)
     if (now - c->h2_window_at >= (need ? need : 1)) {
         c->h2_window_at = now;
         set_deadline(c, window_ms(c));
+        c->h2_busy &= (uint8_t)~CONN_H2_HEAD;
         return 1;
     }
     /* reset, as WRITE does: a zero window or a slow reader holds no more */
@@ -402,7 +449,8 @@ static void start_h2(conn_t *c)
         c->inlen = 0;
     }
     c->state = CONN_H2;
-    set_deadline(c, idle_ms(c));
+    c->h2_busy = CONN_H2_HEAD; /* no request yet: -s from here (st_h2's h2_wait sets it) */
+    set_deadline(c, head_ms(c));
 }
 
 /* IDLE: between requests (or before the first).  Read only once the loop

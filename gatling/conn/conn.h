@@ -20,8 +20,11 @@
  *   LINGER  a short drain of unread input before closing
  *   TARPIT  -T, then close
  *   HANDSHAKE  -s, like a head: bytes that are no TLS handshake close at once
- *   H2      -T while no stream is open and nothing is queued; with streams
- *           open or frames queued, -B over windows, as WRITE
+ *   H2      -s while a request head is incomplete (until the first request
+ *           has ended; a frame begun; a stream's HEADERS without its
+ *           END_STREAM), else -T while no stream is open and nothing is
+ *           queued; with streams open or frames queued, -B over windows,
+ *           as WRITE
  * While a request is read or answered the connection owns a request block
  * (input buffer, parsed head, the exchange the handlers fill, response-head
  * buffer); an IDLE connection holds none, so idle connections cost ~200
@@ -92,7 +95,7 @@ typedef struct conn {
     uint8_t tls_want;     /* HTTPS: what OpenSSL waits for (GIO_READ/WRITE) after GIO_AGAIN */
     uint8_t tls;          /* accepted on the HTTPS port */
     uint8_t tls_drained;  /* the last TLS read found nothing more (GIO_AGAIN) */
-    uint8_t h2_busy;      /* H2: streams open or frames queued (the -B window runs) */
+    uint8_t h2_busy;      /* H2: streams open or frames queued (-B runs); a head incomplete (-s) */
     struct ssl_st *ssl;   /* HTTPS: the TLS session (from the first ClientHello byte on) */
     struct h2 *h2;        /* HTTP/2: the codec's session (conn/h2.c) */
     uint64_t h2_window_at; /* H2 with streams open: what had moved when the -B window began */

@@ -21,6 +21,8 @@
 #define H2_DATA_MAX (16384 - 9)        /* one DATA frame = one TLS record */
 #define H2_HDR_CAP HTTP_MAX_HEAD       /* a request's header list, as for HTTP/1.1 */
 #define H2_PEND_CAP 16384              /* frames are copied into blocks this large */
+#define H2_CHUNK 512                   /* a stream's first block of request fields */
+#define H2_CONN_HDR_CAP (256 * 1024)   /* request fields held by all of a connection's streams */
 #define H2_RESET_BURST 200             /* rapid reset (CVE-2023-44487): streams reset */
 #define H2_RESET_RATE 50               /* ... per second after the burst, then GOAWAY */
 
@@ -32,19 +34,28 @@ typedef struct h2_part {
     uint64_t off, len;
 } h2_part_t;
 
+/* A block of a stream's request fields (names, values, the log line):
+   blocks are added, never moved, so the request's pointers stay good. */
+typedef struct h2_chunk {
+    struct h2_chunk *next;
+    size_t len, cap;
+    char b[];
+} h2_chunk_t;
+
 typedef struct h2_stream {
     exchange_t ex; /* first: the stream is found from its exchange */
     h2_t *h2;
     int32_t id;
-    uint8_t dispatched, answered, closed, bad;
+    uint8_t dispatched, answered, closed, bad, refused;
+    int64_t begun; /* gio_now() when its HEADERS came: the -s deadline of an incomplete request */
     struct h2_stream *next; /* the session's list of streams */
     uint64_t body_left;     /* body bytes still to frame */
     uint64_t body_sent;
     h2_part_t *parts;
     unsigned nparts, cap, cur;
-    size_t hdrlen;
+    size_t hdrlen;       /* bytes of fields kept: at most H2_HDR_CAP, as for an HTTP/1.1 head */
+    h2_chunk_t *chunks;  /* the request's names and values, and its log line */
     http_request_t req;
-    char hdr[H2_HDR_CAP]; /* the request's names and values, and its log line */
 } h2_stream_t;
 
 struct h2 {
@@ -56,6 +67,13 @@ struct h2 {
     size_t pendlen;
     uint32_t requests;
     unsigned open;
+    unsigned pending;   /* streams begun whose request has not ended */
+    size_t hdr_bytes;   /* the streams' chunks, in bytes: at most H2_CONN_HDR_CAP */
+    uint32_t frame_left; /* input: bytes still to come of the preface or the frame */
+    uint8_t hd_have;     /* ... of the frame header read so far */
+    uint8_t hd_len[3];
+    int64_t frame_since; /* gio_now() at the first byte of the frame being read */
+    int64_t started;     /* the session's start */
     uint8_t goaway;
     int fatal;
     int32_t max_id;  /* the highest stream a client's HEADERS opened */
@@ -111,6 +129,11 @@ static void stream_free(h2_stream_t *s)
         if (s->parts[i].owned)
             free((void *)s->parts[i].p);
     free(s->parts);
+    for (h2_chunk_t *k = s->chunks, *next; k; k = next) {
+        next = k->next;
+        s->h2->hdr_bytes -= k->cap;
+        free(k);
+    }
     free(s);
 }
 
@@ -303,14 +326,52 @@ static const ex_codec_t h2_codec = {
     .misdirected = codec_misdirected,
 };
 
-/* Request fields: the names and values are kept in the stream's buffer. */
+/* The connection holds too many request fields: the stream is refused
+   (the client may send it again), not answered. */
+static void refuse(h2_stream_t *s)
+{
+    if (s->refused)
+        return;
+    s->refused = 1;
+    s->h2->f.site->stats.h2_refused++;
+    nghttp2_submit_rst_stream(s->h2->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_REFUSED_STREAM);
+}
+
+/*
+ * n bytes in the stream's blocks: in the last one if they fit, else in a new
+ * one twice as large (at least n), so a stream holds about what its request
+ * needs (a few hundred bytes for most) instead of a whole head's worth.
+ * NULL: the connection's cap is reached (the stream is refused) or ENOMEM.
+ */
+static char *room(h2_stream_t *s, size_t n)
+{
+    h2_chunk_t *k = s->chunks;
+    if (!k || k->cap - k->len < n) {
+        size_t cap = k ? 2 * k->cap : H2_CHUNK;
+        cap = cap < n ? n : cap;
+        if (s->h2->hdr_bytes + cap > H2_CONN_HDR_CAP || !(k = malloc(sizeof *k + cap))) {
+            refuse(s);
+            return NULL;
+        }
+        k->next = s->chunks, k->len = 0, k->cap = cap;
+        s->chunks = k;
+        s->h2->hdr_bytes += cap;
+    }
+    char *d = k->b + k->len;
+    k->len += n;
+    return d;
+}
+
+/* Request fields: the names and values are kept in the stream's blocks. */
 static const char *keep(h2_stream_t *s, const uint8_t *p, size_t n)
 {
     if (n + 1 > H2_HDR_CAP - s->hdrlen) {
         s->bad = 1; /* over what an HTTP/1.1 head may hold: 431 */
         return NULL;
     }
-    char *d = s->hdr + s->hdrlen;
+    char *d = room(s, n + 1);
+    if (!d)
+        return NULL;
     memcpy(d, p, n);
     d[n] = 0;
     s->hdrlen += n + 1;
@@ -354,7 +415,9 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *fr, void *
     ex->conn = s;
     ex->req = &s->req;
     s->req.version = 20;
+    s->begun = gio_now(h->f.site->loop);
     h->open++;
+    h->pending++;
     s->next = h->all;
     h->all = s;
     nghttp2_session_set_stream_user_data(ng, s->id, s);
@@ -368,7 +431,7 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *fr, const uint8_t
     h2_stream_t *s = nghttp2_session_get_stream_user_data(ng, fr->hd.stream_id);
     /* trailers are not the request's fields (nor are they used) */
     if (!s || fr->hd.type != NGHTTP2_HEADERS || fr->headers.cat != NGHTTP2_HCAT_REQUEST ||
-        s->bad)
+        s->bad || s->refused)
         return 0;
     http_request_t *req = &s->req;
     int host = (nlen == 10 && !memcmp(name, ":authority", 10)) ||
@@ -403,6 +466,7 @@ static void dispatch(h2_t *h, h2_stream_t *s)
     exchange_t *ex = &s->ex;
     site_t *site = ex->site;
     s->dispatched = 1;
+    h->pending--;
     h->requests++;
     unsigned max = (unsigned)site->cfg->max_requests; /* -R: the last stream of the connection */
     if (max && h->requests >= max && !h->goaway) {
@@ -421,13 +485,17 @@ static void dispatch(h2_t *h, h2_stream_t *s)
     }
     ex->head_only = s->req.method.n == 4 && !memcmp(s->req.method.p, "HEAD", 4);
     /* the access log's request field, as nginx writes it */
-    hbuf_t b = hb_init(s->hdr + s->hdrlen, H2_HDR_CAP - s->hdrlen);
+    size_t n = s->req.method.n + s->req.target.n + sizeof " HTTP/2.0";
+    char *line = room(s, n);
+    if (!line)
+        return; /* refused */
+    hbuf_t b = hb_init(line, n);
     hb_put(&b, s->req.method.p, s->req.method.n);
     hb_puts(&b, " ");
     hb_put(&b, s->req.target.p, s->req.target.n);
     hb_puts(&b, " HTTP/2.0");
     if (!b.over)
-        s->req.line = (http_str_t){s->hdr + s->hdrlen, hb_len(&b)};
+        s->req.line = (http_str_t){line, hb_len(&b)};
     if (router_dispatch(ex) < 0) {
         nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
         return;
@@ -490,7 +558,7 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *fr, void *use
         !(fr->hd.flags & NGHTTP2_FLAG_END_STREAM))
         return 0;
     h2_stream_t *s = nghttp2_session_get_stream_user_data(ng, fr->hd.stream_id);
-    if (!s || s->dispatched)
+    if (!s || s->dispatched || s->refused)
         return 0;
     if (h->goaway && s->id > h->last_id) /* read with the one that made us say GOAWAY */
         nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_REFUSED_STREAM);
@@ -509,6 +577,8 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void 
         return 0;
     nghttp2_session_set_stream_user_data(ng, id, NULL);
     h->open--;
+    if (!s->dispatched)
+        h->pending--;
     if (s->dispatched) {
         site_t *site = s->ex.site;
         int64_t now = gio_wallclock(site->loop);
@@ -596,6 +666,8 @@ h2_t *h2_new(const h1_conn_t *f, void (*wake)(void *conn))
     nghttp2_option_del(o);
     h->f = *f;
     h->wake = wake;
+    h->started = h->frame_since = gio_now(f->site->loop);
+    h->frame_left = H2_PREFACE_LEN; /* the client's preface comes first */
     nghttp2_settings_entry set[] = {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, H2_MAX_STREAMS},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_WINDOW},
@@ -628,8 +700,31 @@ void h2_free(h2_t *h)
     free(h);
 }
 
+/* Where the input stands in its frames: a frame begun and not yet complete
+   is part of a request head for the -s deadline (h2_head_since). */
+static void track_frames(h2_t *h, const uint8_t *p, size_t n)
+{
+    while (n) {
+        if (h->frame_left) {
+            size_t k = n < h->frame_left ? n : h->frame_left;
+            h->frame_left -= (uint32_t)k, p += k, n -= k;
+            continue;
+        }
+        if (!h->hd_have)
+            h->frame_since = gio_now(h->f.site->loop);
+        if (h->hd_have < 3)
+            h->hd_len[h->hd_have] = *p;
+        p++, n--;
+        if (++h->hd_have == 9) {
+            h->hd_have = 0;
+            h->frame_left = (uint32_t)h->hd_len[0] << 16 | h->hd_len[1] << 8 | h->hd_len[2];
+        }
+    }
+}
+
 int h2_recv(h2_t *h, const uint8_t *p, size_t n)
 {
+    track_frames(h, p, n);
     ssize_t r = nghttp2_session_mem_recv(h->ng, p, n);
     if (r < 0) {
         /* a protocol error: nghttp2 queued GOAWAY where it could */
@@ -686,6 +781,18 @@ int h2_done(const h2_t *h)
 unsigned h2_streams(const h2_t *h)
 {
     return h->open;
+}
+
+int64_t h2_head_since(const h2_t *h)
+{
+    int64_t t = h->requests ? 0 : h->started; /* the first request: from the preface on */
+    if ((h->hd_have || h->frame_left) && (!t || h->frame_since < t))
+        t = h->frame_since; /* a frame (or the preface) begun and not complete */
+    if (h->pending)
+        for (const h2_stream_t *s = h->all; s; s = s->next)
+            if (!s->dispatched && !s->closed && (!t || s->begun < t))
+                t = s->begun;
+    return t;
 }
 
 void h2_goaway(h2_t *h)

@@ -63,6 +63,15 @@ int h2_done(const h2_t *h);
 /* Streams open (being answered). */
 unsigned h2_streams(const h2_t *h);
 
+/*
+ * Since when (gio_now() ms) a request head has been incomplete, or 0 if
+ * none is: the -s deadline runs from there, as for an HTTP/1.1 head.  A head
+ * is incomplete from the session's start until the first request has
+ * ended, while a frame has begun to arrive and is not complete, and while a
+ * stream's request has begun (HEADERS) and not ended (END_STREAM).
+ */
+int64_t h2_head_since(const h2_t *h);
+
 /* Shutting down (SIGTERM/SIGHUP): GOAWAY; the streams in flight finish. */
 void h2_goaway(h2_t *h);
 

@@ -39,6 +39,8 @@ typedef struct status_counters {
     uint64_t h2_errors;        /* HTTP/2 connections ended by GOAWAY with an error: a
                                   protocol error, a flood (rapid reset, CONTINUATION,
                                   SETTINGS/PING), -A */
+    uint64_t h2_yields;        /* HTTP/2: sends stopped at the per-event budget, more queued */
+    uint64_t h2_refused;       /* HTTP/2: streams refused, the connection's header bytes full */
 } status_counters_t;
 
 /* Start a new second at wall-clock second now, if it is one: the second that
