@@ -354,15 +354,15 @@ static void st_h2(conn_t *c)
             }
             progress |= r > 0;
             spent += r > 0 ? (uint64_t)r : 0;
+            if (spent >= CONN_SEND_BUDGET) { /* the budget is spent: more next round */
+                c->site->stats.h2_yields++;
+                h2_wait(c, progress, want); /* the socket is writable still (or TLS's want) */
+                return;
+            }
             if (!gio_batch_done(&c->out)) {
                 h2_wait(c, progress, want);
                 return;
             }
-        }
-        if (spent >= CONN_SEND_BUDGET) { /* the budget is spent: more next round */
-            c->site->stats.h2_yields++;
-            h2_wait(c, progress, GIO_WRITE);
-            return;
         }
         long q = h2_fill(c->h2, CONN_H2_OUT);
         if (q < 0) {

@@ -22,6 +22,7 @@
 #define H2_HDR_CAP HTTP_MAX_HEAD       /* a request's header list, as for HTTP/1.1 */
 #define H2_PEND_CAP 16384              /* frames are copied into blocks this large */
 #define H2_CHUNK 512                   /* a stream's first block of request fields */
+#define H2_CHUNK_MAX 4096              /* ... and the largest one shared by fields */
 #define H2_CONN_HDR_CAP (256 * 1024)   /* request fields held by all of a connection's streams */
 #define H2_RESET_BURST 200             /* rapid reset (CVE-2023-44487): streams reset */
 #define H2_RESET_RATE 50               /* ... per second after the burst, then GOAWAY */
@@ -338,28 +339,36 @@ static void refuse(h2_stream_t *s)
 }
 
 /*
- * n bytes in the stream's blocks: in the last one if they fit, else in a new
- * one twice as large (at least n), so a stream holds about what its request
- * needs (a few hundred bytes for most) instead of a whole head's worth.
- * NULL: the connection's cap is reached (the stream is refused) or ENOMEM.
+ * n bytes in the stream's blocks: in the current one if they fit, else in
+ * a new one twice as large (512 bytes to 4 KiB); a field of more than half
+ * the first block gets a block of its own, of its size.  So a stream holds
+ * about what its request needs (a few hundred bytes for most) instead of a
+ * whole head's worth.  NULL: the connection's cap is reached (the stream is
+ * refused) or ENOMEM.
  */
 static char *room(h2_stream_t *s, size_t n)
 {
     h2_chunk_t *k = s->chunks;
-    if (!k || k->cap - k->len < n) {
-        size_t cap = k ? 2 * k->cap : H2_CHUNK;
-        cap = cap < n ? n : cap;
-        if (s->h2->hdr_bytes + cap > H2_CONN_HDR_CAP || !(k = malloc(sizeof *k + cap))) {
-            refuse(s);
-            return NULL;
-        }
-        k->next = s->chunks, k->len = 0, k->cap = cap;
-        s->chunks = k;
-        s->h2->hdr_bytes += cap;
+    if (k && k->cap - k->len >= n) {
+        k->len += n;
+        return k->b + k->len - n;
     }
-    char *d = k->b + k->len;
-    k->len += n;
-    return d;
+    int own = n > H2_CHUNK / 2;
+    size_t cap = own ? n : !k ? H2_CHUNK : k->cap < H2_CHUNK_MAX / 2 ? 2 * k->cap : H2_CHUNK_MAX;
+    if (s->h2->hdr_bytes + cap > H2_CONN_HDR_CAP || !(k = malloc(sizeof *k + cap))) {
+        refuse(s);
+        return NULL;
+    }
+    k->len = n, k->cap = cap;
+    s->h2->hdr_bytes += cap;
+    if (own && s->chunks) { /* behind the current block, which keeps its room */
+        k->next = s->chunks->next;
+        s->chunks->next = k;
+    } else {
+        k->next = s->chunks;
+        s->chunks = k;
+    }
+    return k->b;
 }
 
 /* Request fields: the names and values are kept in the stream's blocks. */

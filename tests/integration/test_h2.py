@@ -406,3 +406,130 @@ def test_h2spec(gatling, pki, tls):
     allowed = [] if tls else ["\u00d7 2: Sends invalid connection preface"]
     assert failed == allowed, "h2spec:\n%s" % failures[:4000]
     assert " 0 skipped" in out and r.returncode == (1 if allowed else 0), out[-300:]
+
+
+def server_status(port):
+    import json
+    r = subprocess.run(["curl", "-sS", "http://127.0.0.1:%d/server-status?json" % port],
+                       capture_output=True, timeout=10)
+    return json.loads(r.stdout)
+
+
+@needs_nghttp
+def test_a_fast_h2_download_yields_the_loop(gatling):
+    """Fairness: one h2 connection sends at most the per-event budget (1 MiB,
+    as HTTP/1.1's WRITE) before the loop turns to the other clients, however
+    fast its client reads.  30 MiB to a fast reader must pause at the budget
+    (h2_yields) and a plain HTTP/1.1 client is answered meanwhile."""
+    srv = gatling(TREE, args=("-T", "10", "-E", "-n", "-S"))
+    base = "http://127.0.0.1:%d" % srv.port
+    p = subprocess.Popen(["nghttp", "-n", "-s", "-w", "30", "-W", "30"] +
+                         [base + "/big.bin?%d" % i for i in range(30)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    served = 0
+    while p.poll() is None:
+        s = socket.create_connection(srv.addr(), timeout=5)
+        s.sendall(b"GET /f.txt HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        served += s.recv(4096).startswith(b"HTTP/1.1 200")
+        s.close()
+    out = p.stdout.read().decode(errors="replace")
+    assert p.returncode == 0 and out.count("  200   1M /big.bin?") == 30, out
+    assert served >= 1
+    assert server_status(srv.port)["h2_yields"] >= 1
+
+
+def hpack_int(v, prefix, first=0):
+    """An HPACK integer (RFC 7541 5.1) with an n-bit prefix."""
+    top = (1 << prefix) - 1
+    if v < top:
+        return bytes([first | v])
+    out, v = [first | top], v - top
+    while v >= 128:
+        out.append(v % 128 + 128)
+        v //= 128
+    return bytes(out + [v])
+
+
+def headers_frame(sid, block, flags=0x4):
+    return len(block).to_bytes(3, "big") + b"\x01" + bytes([flags]) + sid.to_bytes(4, "big") + block
+
+
+GET_A = b"\x82\x86\x84\x41\x01a"  # :method GET, :scheme http, :path /, :authority a
+SETTINGS0 = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
+def closed_within(s, secs):
+    """Read until the server closes: the seconds it took (None: still open)."""
+    t = time.monotonic()
+    s.settimeout(0.2)
+    while time.monotonic() - t < secs:
+        try:
+            if not s.recv(65536):
+                return time.monotonic() - t
+        except socket.timeout:
+            continue
+        except ConnectionResetError:
+            return time.monotonic() - t
+    return None
+
+
+@pytest.mark.parametrize("what", ["preface only", "partial HEADERS frame",
+                                  "HEADERS without END_HEADERS", "no END_STREAM"])
+def test_slow_h2_head_is_closed_at_s(gatling, what):
+    """-s over HTTP/2, as for an HTTP/1.1 head: a connection with no complete
+    request since its preface, a frame begun and not finished, a header
+    block never ended, a request never ended -- closed at -s (not -T),
+    counted as timeout_head."""
+    srv = gatling(TREE, args=("-T", "30", "-s", "1", "-E", "-S"))
+    s = socket.create_connection(srv.addr(), timeout=5)
+    s.sendall(PREFACE + SETTINGS0)
+    if what != "preface only":
+        # a first request that completes: from here on the connection has had one
+        s.sendall(headers_frame(1, GET_A, 0x5))
+        time.sleep(0.3)
+    if what == "partial HEADERS frame":
+        s.sendall(headers_frame(3, GET_A, 0x5)[:12])
+    elif what == "HEADERS without END_HEADERS":
+        s.sendall(headers_frame(3, GET_A[:3], 0x1))
+    elif what == "no END_STREAM":
+        s.sendall(headers_frame(3, GET_A, 0x4))
+    took = closed_within(s, 6)
+    s.close()
+    assert took is not None and took < 4, took
+    assert server_status(srv.port)["timeout_head"] == 1
+
+
+def test_h2_idle_after_a_request_is_not_cut_at_s(gatling):
+    """-s is for heads: once its requests are complete, an h2 connection idles
+    under -T, and a request dripped a frame at a time within -s is answered."""
+    srv = gatling(TREE, args=("-T", "30", "-s", "1", "-E", "-S"))
+    s = socket.create_connection(srv.addr(), timeout=5)
+    s.sendall(PREFACE + SETTINGS0 + headers_frame(1, GET_A, 0x5))
+    time.sleep(2.5)
+    frame = headers_frame(3, GET_A, 0x5)
+    s.sendall(frame[:5])
+    time.sleep(0.5)
+    s.sendall(frame[5:])
+    got = frames(s, 1.5)
+    s.close()
+    assert [sid for t, _, sid, _ in got if t == 1] == [1, 3], got
+    assert server_status(srv.port)["timeout_head"] == 0
+
+
+def test_request_fields_are_bounded_per_connection(gatling):
+    """Per-stream memory: streams hold about what their fields need, and a
+    connection's streams together hold at most 256 KiB of them; past it a
+    stream is refused (RST_STREAM REFUSED_STREAM, h2_refused) instead of
+    costing 16 KiB more each.  The streams that fit are answered."""
+    srv = gatling(TREE, args=("-T", "30", "-s", "5", "-E", "-S"))
+    s = socket.create_connection(srv.addr(), timeout=5)
+    big = b"\x00" + hpack_int(5, 7) + b"x-pad" + hpack_int(8000, 7) + b"v" * 8000
+    buf = PREFACE + SETTINGS0
+    for i in range(50):  # 50 requests that have not ended, 8 KiB of fields each
+        buf += headers_frame(2 * i + 1, GET_A + big, 0x4)
+    s.sendall(buf)
+    got = frames(s, 1.5)
+    s.close()
+    refused = [sid for t, _, sid, p in got if t == 3 and p == b"\x00\x00\x00\x07"]
+    assert 10 <= len(refused) <= 30, got
+    assert server_status(srv.port)["h2_refused"] == len(refused)
