@@ -533,3 +533,30 @@ def test_request_fields_are_bounded_per_connection(gatling):
     refused = [sid for t, _, sid, p in got if t == 3 and p == b"\x00\x00\x00\x07"]
     assert 10 <= len(refused) <= 30, got
     assert server_status(srv.port)["h2_refused"] == len(refused)
+
+
+def test_slow_h2_head_over_tls_is_closed_at_s(gatling, pki):
+    """-s over h2 by ALPN too: after the handshake, the preface and a header
+    block that never ends, the connection is closed at -s."""
+    import ssl
+    srv = gatling(TREE, args=("-T", "30", "-s", "1", "-S", "-C", pki + "/certs", "-e", "0"))
+    ctx = ssl.create_default_context(cafile=pki + "/ca.pem")
+    ctx.set_alpn_protocols(["h2"])
+    raw = socket.create_connection(("127.0.0.1", https_port(srv)), timeout=5)
+    s = ctx.wrap_socket(raw, server_hostname="localhost")
+    assert s.selected_alpn_protocol() == "h2"
+    s.sendall(PREFACE + SETTINGS0 + headers_frame(1, GET_A[:3], 0x1))
+    t = time.monotonic()
+    s.settimeout(0.2)
+    closed = None
+    while time.monotonic() - t < 6 and closed is None:
+        try:
+            if not s.recv(65536):
+                closed = time.monotonic() - t
+        except socket.timeout:
+            continue
+        except (ConnectionResetError, ssl.SSLError):
+            closed = time.monotonic() - t
+    s.close()
+    assert closed is not None and closed < 4, closed
+    assert server_status(srv.port)["timeout_head"] == 1
