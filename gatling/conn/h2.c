@@ -23,6 +23,7 @@
 #define H2_PEND_CAP 16384              /* frames are copied into blocks this large */
 #define H2_CHUNK 512                   /* a stream's first block of request fields */
 #define H2_CHUNK_MAX 4096              /* ... and the largest one shared by fields */
+#define H2_FILES_MAX 32                /* streams holding an open file, per connection */
 #define H2_CONN_HDR_CAP (256 * 1024)   /* request fields held by all of a connection's streams */
 #define H2_RESET_BURST 200             /* rapid reset (CVE-2023-44487): streams reset */
 #define H2_RESET_RATE 50               /* ... per second after the burst, then GOAWAY */
@@ -48,6 +49,8 @@ typedef struct h2_stream {
     h2_t *h2;
     int32_t id;
     uint8_t dispatched, answered, closed, bad, refused;
+    uint8_t deferred; /* its request has ended; answered once fewer files are held */
+    uint8_t has_file; /* it holds an open file (counted in h2_t's files) */
     int64_t begun; /* gio_now() when its HEADERS came: the -s deadline of an incomplete request */
     struct h2_stream *next; /* the session's list of streams */
     uint64_t body_left;     /* body bytes still to frame */
@@ -69,6 +72,8 @@ struct h2 {
     uint32_t requests;
     unsigned open;
     unsigned pending;   /* streams begun whose request has not ended */
+    unsigned files;     /* streams holding an open file: at most H2_FILES_MAX */
+    unsigned deferred;  /* streams waiting for that */
     size_t hdr_bytes;   /* the streams' chunks, in bytes: at most H2_CONN_HDR_CAP */
     uint32_t frame_left; /* input: bytes still to come of the preface or the frame */
     uint8_t hd_have;     /* ... of the frame header read so far */
@@ -130,6 +135,7 @@ static void stream_free(h2_stream_t *s)
         if (s->parts[i].owned)
             free((void *)s->parts[i].p);
     free(s->parts);
+    s->h2->files -= s->has_file;
     for (h2_chunk_t *k = s->chunks, *next; k; k = next) {
         next = k->next;
         s->h2->hdr_bytes -= k->cap;
@@ -469,13 +475,22 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *fr, const uint8_t
 
 static void job_done(job_t *j);
 
+/* A stream that holds a file counts towards H2_FILES_MAX until it is freed. */
+static void count_file(h2_stream_t *s)
+{
+    if (!s->has_file && s->ex.file) {
+        s->has_file = 1;
+        s->h2->files++;
+    }
+}
+
 /* The request is complete: the router answers it (or a job is sent off). */
 static void dispatch(h2_t *h, h2_stream_t *s)
 {
     exchange_t *ex = &s->ex;
     site_t *site = ex->site;
+    h->pending -= !s->deferred;
     s->dispatched = 1;
-    h->pending--;
     h->requests++;
     unsigned max = (unsigned)site->cfg->max_requests; /* -R: the last stream of the connection */
     if (max && h->requests >= max && !h->goaway) {
@@ -509,6 +524,7 @@ static void dispatch(h2_t *h, h2_stream_t *s)
         nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
         return;
     }
+    count_file(s);
     if (!ex->job)
         return;
     ex_job_t *xj = ex->job;
@@ -545,7 +561,7 @@ static void job_done(job_t *j)
         nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_REFUSED_STREAM);
     else if (router_dispatch(ex) < 0)
         nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
-    else if (ex->job) { /* a second job (gzip after a password): send it too */
+    else if (count_file(s), ex->job) { /* a second job (gzip after a password): send it too */
         ex->job->ex = ex;
         ex->job->job.done = job_done;
         if (jobs_submit(ex->site->jobs, &ex->job->job) < 0) {
@@ -567,12 +583,17 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *fr, void *use
         !(fr->hd.flags & NGHTTP2_FLAG_END_STREAM))
         return 0;
     h2_stream_t *s = nghttp2_session_get_stream_user_data(ng, fr->hd.stream_id);
-    if (!s || s->dispatched || s->refused)
+    if (!s || s->dispatched || s->deferred || s->refused)
         return 0;
-    if (h->goaway && s->id > h->last_id) /* read with the one that made us say GOAWAY */
+    if (h->goaway && s->id > h->last_id) { /* read with the one that made us say GOAWAY */
         nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_REFUSED_STREAM);
-    else
+    } else if (h->files >= H2_FILES_MAX) { /* answered when a file is let go (sweep) */
+        s->deferred = 1;
+        h->pending--;
+        h->deferred++;
+    } else {
         dispatch(h, s); /* a request body (there is none to static files) is dropped */
+    }
     return 0;
 }
 
@@ -586,8 +607,10 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void 
         return 0;
     nghttp2_session_set_stream_user_data(ng, id, NULL);
     h->open--;
-    if (!s->dispatched)
+    if (!s->dispatched && !s->deferred)
         h->pending--;
+    if (s->deferred && !s->dispatched)
+        h->deferred--;
     if (s->dispatched) {
         site_t *site = s->ex.site;
         int64_t now = gio_wallclock(site->loop);
@@ -754,6 +777,16 @@ static void sweep(h2_t *h)
             pp = &s->next;
         }
     }
+    while (h->deferred && h->files < H2_FILES_MAX) { /* the oldest deferred stream next */
+        h2_stream_t *first = NULL;
+        for (h2_stream_t *s = h->all; s; s = s->next)
+            if (s->deferred && !s->dispatched && !s->closed && (!first || s->id < first->id))
+                first = s;
+        if (!first)
+            break;
+        h->deferred--;
+        dispatch(h, first);
+    }
 }
 
 long h2_fill(h2_t *h, size_t max)
@@ -799,7 +832,7 @@ int64_t h2_head_since(const h2_t *h)
         t = h->frame_since; /* a frame (or the preface) begun and not complete */
     if (h->pending)
         for (const h2_stream_t *s = h->all; s; s = s->next)
-            if (!s->dispatched && !s->closed && (!t || s->begun < t))
+            if (!s->dispatched && !s->deferred && !s->closed && (!t || s->begun < t))
                 t = s->begun;
     return t;
 }

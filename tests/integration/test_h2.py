@@ -560,3 +560,26 @@ def test_slow_h2_head_over_tls_is_closed_at_s(gatling, pki):
     s.close()
     assert closed is not None and closed < 4, closed
     assert server_status(srv.port)["timeout_head"] == 1
+
+
+def test_open_files_per_connection_are_bounded(gatling):
+    """A client that asks for 100 different large files on one connection and
+    never opens its window holds at most 32 of them open; the other requests
+    wait (answered when a file is let go), and the -B window still ends it."""
+    tree = dict(TREE, many={"f%d.bin" % i: BIG[:100000] for i in range(100)})
+    srv = gatling(tree, args=("-T", "3", "-s", "10", "-E", "-S"))
+    base = len(os.listdir("/proc/%d/fd" % srv.pid))
+    s = socket.create_connection(srv.addr(), timeout=5)
+    buf = PREFACE + b"\x00\x00\x06\x04\x00\x00\x00\x00\x00" + b"\x00\x04\x00\x00\x00\x00"
+    for i in range(100):
+        path = b"/many/f%d.bin" % i
+        block = b"\x82\x86\x04" + bytes([len(path)]) + path + b"\x41\x01a"
+        buf += headers_frame(2 * i + 1, block, 0x5)
+    s.sendall(buf)
+    time.sleep(1)
+    held = len(os.listdir("/proc/%d/fd" % srv.pid)) - base
+    assert 1 <= held <= 32 + 1, held  # + the client's socket
+    got = frames(s, 8)
+    s.close()
+    assert len([1 for t, _, _, _ in got if t == 1]) == 32, got  # HEADERS of the 32 answered
+    assert server_status(srv.port)["timeout_drain"] == 1
