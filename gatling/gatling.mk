@@ -23,5 +23,6 @@ gatling/gatling: $(B)/gatling
 LDLIBS += -lcrypt
 LDLIBS += -lz
 LDLIBS += -lssl -lcrypto
+LDLIBS += -lnghttp2
 LDLIBS += -pthread
 CFLAGS += -pthread

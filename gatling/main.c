@@ -33,8 +33,8 @@ static void usage(void)
         "               [-A rpm] [-R n] [-b n] [-j n] [-n] [-G] [-l file] [-q file] [-c dir]\n"
         "               [-u user] [-m file] [-W n] [-H] [-v] [-t] [-d|-D] [-I name]\n"
         "               [-r url] [-M secs] [-S] [-L] [-Z] [-F bytes] [-C dir] [-e port] [-E]\n"
-        "               [-o ciphers] [-O suites] [-x secs] [-X] [-V] [-h]\n"
-        "Serve the current directory (or -c dir) over HTTP/1.1, and over HTTPS when\n"
+        "               [-o ciphers] [-O suites] [-x secs] [-X] [-2] [-V] [-h]\n"
+        "Serve the current directory (or -c dir) over HTTP/1.1 and HTTP/2, and over HTTPS when\n"
         "there are certificates.\n"
         "  -i addr   listen on this IPv4 or IPv6 address (default: all, IPv6 and IPv4)\n"
         "  -p port   listen on this port (default: 80 as root, 8000 otherwise; 0: any)\n"
@@ -81,6 +81,7 @@ static void usage(void)
         "  -O list   TLS 1.3 cipher suites (default: OpenSSL's three)\n"
         "  -x secs   send Strict-Transport-Security: max-age=secs over HTTPS\n"
         "  -X        answer plain HTTP with a redirect to HTTPS\n"
+        "  -2        no HTTP/2 (ALPN h2 on HTTPS, h2c by prior knowledge on HTTP)\n"
         "  -V        print the version and the IO backend, and exit\n"
         "  -h        print this help, and exit\n"
         "Signals: TERM/INT stop accepting and exit after the responses in flight;\n"
@@ -267,6 +268,7 @@ static int flag_option(int c, config_t *cfg)
         {'D', 0, &cfg->listings},     {'S', 1, &cfg->status_page},
         {'L', 1, &cfg->symlinks_out}, {'Z', 0, &cfg->gzip},
         {'E', 1, &cfg->tls_off},      {'X', 1, &cfg->https_redirect},
+        {'2', 1, &cfg->h2_off},
     };
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
         if (t[i].opt == c) {
@@ -349,7 +351,7 @@ static int parse_options(int argc, char **argv, config_t *cfg)
     config_defaults(cfg);
     opterr = 0;
     while ((c = getopt(argc, argv,
-                       ":i:p:a:T:s:B:N:K:A:R:b:j:nGl:q:c:u:m:W:HvtdDI:r:M:SLZF:C:e:Eo:O:x:XVh")) !=
+                       ":i:p:a:T:s:B:N:K:A:R:b:j:nGl:q:c:u:m:W:HvtdDI:r:M:SLZF:C:e:Eo:O:x:X2Vh")) !=
            -1)
         if ((rc = option(c, optarg, cfg)) >= 0)
             return rc;

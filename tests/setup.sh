@@ -4,11 +4,16 @@
 # (the build will say what breaks).  `sh tests/setup.sh bench` adds the
 # servers and tools the benchmarks compare against.
 set -e
-pkgs="gcc make libc6-dev libowfat-dev libssl-dev openssl zlib1g-dev liburing-dev curl wrk
+pkgs="gcc make libc6-dev libowfat-dev libssl-dev openssl zlib1g-dev liburing-dev libnghttp2-dev
+      nghttp2-client curl wrk
       apache2-utils python3 goaccess clang libclang-rt-14-dev gnuplot-nox
       debhelper dpkg-dev fakeroot lintian logrotate systemd adduser media-types linux-perf util-linux
       procps iproute2 git"
-# (gnuplot-nox: make check runs the kernel benchmark suite, whose plots it checks;
+# (libnghttp2-dev: the HTTP/2 codec; Debian 12's 1.52.0-1+deb12u3 or later, which carries
+#  the rapid-reset (CVE-2023-44487) and CONTINUATION (CVE-2024-28182) fixes -- h2.c calls
+#  nghttp2_option_set_max_continuations, which older builds lack, so they fail to link;
+#  nghttp2-client: nghttp and h2load for tests/integration/test_h2.py;
+#  gnuplot-nox: make check runs the kernel benchmark suite, whose plots it checks;
 #  the third line: tests/integration/test_package.py builds, checks, installs
 #  and purges the Debian package, and tries the systemd units and logrotate file:
 #  procps is the unit's /bin/kill (systemd-analyze verify wants it), git lists
@@ -49,4 +54,11 @@ fi
 # zig cc for `make cross` (io/ with kqueue for the BSDs and macOS); optional, never fatal
 python3 -c 'import ziglang' 2>/dev/null || python3 -m pip install -q ziglang==0.17.0 >/dev/null 2>&1 ||
     echo "setup: could not pip install ziglang: make cross will be skipped" >&2
+# h2spec (HTTP/2 conformance) where Go exists; optional, never fatal (test_h2.py
+# skips without it)
+if ! command -v h2spec >/dev/null 2>&1 && [ ! -x "$HOME/go/bin/h2spec" ] &&
+    command -v go >/dev/null 2>&1; then
+    go install github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible >/dev/null 2>&1 ||
+        echo "setup: could not go install h2spec: its tests will be skipped" >&2
+fi
 exit 0

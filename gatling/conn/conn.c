@@ -8,6 +8,7 @@
 #include "conn.h"
 #include "gio_os.h"
 #include "h1.h"
+#include "h2.h"
 #include "handlers/router.h"
 #include "site/encoding.h"
 #include "site/fcache.h"
@@ -33,7 +34,7 @@ const char *conn_state_name(conn_state_t st)
 {
     static const char *const names[] = {"idle",     "head",      "handle", "body",
                                         "dispatch", "wait",      "write",  "linger",
-                                        "tarpit",   "handshake", "close"};
+                                        "tarpit",   "handshake", "h2",     "close"};
     return (unsigned)st < sizeof names / sizeof names[0] ? names[st] : "?";
 }
 
@@ -69,7 +70,7 @@ static void set_deadline(conn_t *c, int64_t ms)
    client acknowledged, not the ones the kernel took into its send buffer. */
 static uint64_t moved(const conn_t *c)
 {
-    if (c->state != CONN_WRITE)
+    if (c->state != CONN_WRITE && c->state != CONN_H2)
         return c->blk->moved;
     if (!c->out.bytes_sent) /* a response just begun: nothing to ask the kernel */
         return 0;
@@ -142,6 +143,7 @@ static void enter(conn_t *c, conn_state_t st)
         gio_want(c->site->loop, c->fd, 0);
         set_deadline(c, head_ms(c));
         break;
+    case CONN_H2: /* st_h2 sets its own */
     case CONN_HANDLE:
     case CONN_DISPATCH:
     case CONN_CLOSE: break;
@@ -231,6 +233,7 @@ static void conn_free(conn_t *c)
         tls_close_notify(c->ssl);
     gio_close_sole(c->site->loop, c->fd); /* accept4'ed close-on-exec, never dup'ed */
     gio_batch_free(&c->out);
+    h2_free(c->h2); /* after the batch that points into its streams */
     if (c->blk)
         end_exchange(&c->blk->h1.ex);
     block_put(c->set, c->blk);
@@ -273,6 +276,183 @@ static void fail(conn_t *c, int status)
         enter(c, CONN_WRITE);
 }
 
+/* HTTP/2: how many frame bytes are queued at once (the bound on a
+   connection's output; no input is read while they are queued). */
+#define CONN_H2_OUT (256 * 1024)
+
+static void run(conn_t *c, unsigned events);
+
+/* A stream's job is done: its frames may be waiting (h2.c's wake). */
+static void h2_wake(void *conn)
+{
+    run(conn, 0);
+}
+
+/* c->h2_busy: streams open or frames queued (a -B window runs); a request
+   head incomplete (the -s deadline runs, before any other) */
+#define CONN_H2_BUSY 1
+#define CONN_H2_HEAD 2
+
+/* The -s deadline of an incomplete head (h2_head_since): 0 if none. */
+static int64_t h2_head_left(conn_t *c)
+{
+    int64_t since = h2_head_since(c->h2);
+    if (!since)
+        return 0;
+    int64_t left = since + head_ms(c) - gio_now(c->site->loop);
+    return left > 0 ? left : 1;
+}
+
+/*
+ * After a pass of st_h2: the deadline, and what to wait for.  While a head
+ * is incomplete its -s deadline is the connection's; a -B window that began
+ * meanwhile keeps what had moved at its start, and is checked once the heads
+ * are complete (each incomplete phase lasts at most -s).
+ */
+static void h2_wait(conn_t *c, int progress, unsigned send_want)
+{
+    int busy = h2_streams(c->h2) || !gio_batch_done(&c->out);
+    int64_t head = h2_head_left(c);
+    uint8_t was = c->h2_busy;
+    if (busy && !(was & CONN_H2_BUSY)) /* a -B window begins, as for WRITE */
+        c->h2_window_at = moved(c);
+    if (head)
+        set_deadline(c, head);
+    else if (busy && (!(was & CONN_H2_BUSY) || (was & CONN_H2_HEAD)))
+        set_deadline(c, window_ms(c));
+    else if (!busy && (progress || was))
+        set_deadline(c, idle_ms(c));
+    c->h2_busy = (uint8_t)((busy ? CONN_H2_BUSY : 0) | (head ? CONN_H2_HEAD : 0));
+    unsigned want = send_want;
+    if (gio_batch_done(&c->out) && h2_want_read(c->h2))
+        want |= c->ssl && c->tls_want ? c->tls_want : GIO_READ;
+    gio_want(c->site->loop, c->fd, want);
+}
+
+/*
+ * H2: send what is queued; when the batch is empty, let the codec queue
+ * more; read only then (a client that does not read its answers cannot make
+ * us hold more than CONN_H2_OUT), and hand what came to the codec.  At most
+ * CONN_SEND_BUDGET bytes go out per event, as for WRITE: past it the
+ * connection waits for the next round of the loop (its socket is still
+ * writable, so that round comes at once) and the other clients go first.
+ */
+static void st_h2(conn_t *c)
+{
+    char buf[16384];
+    int progress = 0;
+    uint64_t spent = 0;
+    for (;;) {
+        if (!gio_batch_done(&c->out)) {
+            unsigned want = GIO_WRITE;
+            uint64_t budget = CONN_SEND_BUDGET - spent;
+            long r = c->ssl ? gio_tls_send(c->ssl, &c->out, budget, &want)
+                            : gio_send(c->site->loop, c->fd, &c->out, budget);
+            if (r == GIO_ERR) {
+                c->state = CONN_CLOSE;
+                return;
+            }
+            progress |= r > 0;
+            spent += r > 0 ? (uint64_t)r : 0;
+            if (spent >= CONN_SEND_BUDGET) { /* the budget is spent: more next round */
+                c->site->stats.h2_yields++;
+                h2_wait(c, progress, want); /* the socket is writable still (or TLS's want) */
+                return;
+            }
+            if (!gio_batch_done(&c->out)) {
+                h2_wait(c, progress, want);
+                return;
+            }
+        }
+        long q = h2_fill(c->h2, CONN_H2_OUT);
+        if (q < 0) {
+            c->state = CONN_CLOSE;
+            return;
+        }
+        if (q > 0)
+            continue;
+        if (h2_done(c->h2)) { /* GOAWAY sent, the streams done */
+            enter(c, CONN_LINGER);
+            return;
+        }
+        if (!h2_want_read(c->h2))
+            break;
+        long n = conn_read(c, buf, sizeof buf);
+        if (n == GIO_AGAIN)
+            break;
+        if (n <= 0) {
+            c->state = CONN_CLOSE;
+            return;
+        }
+        progress = 1;
+        h2_recv(c->h2, (const uint8_t *)buf, (size_t)n); /* an error queues GOAWAY */
+    }
+    h2_wait(c, progress, 0);
+}
+
+/* A deadline passed in H2: a head's -s, idle, or the end of a -B window.
+   1: go on. */
+static int h2_timed_out(conn_t *c)
+{
+    status_counters_t *st = &c->site->stats;
+    int64_t since = h2_head_since(c->h2);
+    if (since && gio_now(c->site->loop) - since >= head_ms(c)) {
+        st->timeout_head++; /* slowloris over HTTP/2: closed, as a 408 would be */
+        return 0;
+    }
+    if (since) { /* a head began since this deadline was set: its deadline now */
+        set_deadline(c, h2_head_left(c));
+        c->h2_busy |= CONN_H2_HEAD;
+        return 1;
+    }
+    if (!(c->h2_busy & CONN_H2_BUSY)) {
+        if (!c->set->draining)
+            st->timeout_idle++;
+        return 0;
+    }
+    uint64_t need = (uint64_t)c->site->cfg->min_rate * (uint64_t)window_ms(c) / 1000;
+    uint64_t now = moved(c);
+    if (now - c->h2_window_at >= (need ? need : 1)) {
+        c->h2_window_at = now;
+        set_deadline(c, window_ms(c));
+        c->h2_busy &= (uint8_t)~CONN_H2_HEAD;
+        return 1;
+    }
+    /* reset, as WRITE does: a zero window or a slow reader holds no more */
+    struct linger lg = {.l_onoff = 1, .l_linger = 0};
+    setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    st->timeout_drain++;
+    return 0;
+}
+
+/* The connection speaks HTTP/2 from here on; what was read goes to the codec. */
+static void start_h2(conn_t *c)
+{
+    h1_conn_t f = {.out = &c->out,
+                   .ssl = c->ssl,
+                   .site = c->site,
+                   .peer = &c->peer.sa,
+                   .local_port = c->local_port,
+                   .secure = c->tls,
+                   .conn = c};
+    if (!(c->h2 = h2_new(&f, h2_wake))) {
+        site_error(c->site, "nghttp2_session_server_new2()", ENOMEM, &c->peer.sa,
+                   "an HTTP/2 session: client shed");
+        c->state = CONN_CLOSE;
+        return;
+    }
+    c->site->stats.h2_conns++;
+    if (c->blk) {
+        h2_recv(c->h2, (const uint8_t *)c->blk->in, c->inlen);
+        block_put(c->set, c->blk);
+        c->blk = NULL;
+        c->inlen = 0;
+    }
+    c->state = CONN_H2;
+    c->h2_busy = CONN_H2_HEAD; /* no request yet: -s from here (st_h2's h2_wait sets it) */
+    set_deadline(c, head_ms(c));
+}
+
 /* IDLE: between requests (or before the first).  Read only once the loop
    reports data: reading a socket just emptied would only find EAGAIN. */
 static void st_idle(conn_t *c, unsigned events)
@@ -301,7 +481,15 @@ static void st_head(conn_t *c)
     }
     for (;;) {
         int status = 0;
-        long n = c->inlen ? http_parse_request_more(c->blk->in, c->inlen, &c->blk->req, &status,
+        int pre = !c->requests && !c->ssl && c->inlen && !c->site->cfg->h2_off
+                      ? h2_preface(c->blk->in, c->inlen)
+                      : -1;
+        if (pre == 1) { /* h2c by prior knowledge (RFC 9113 3.3) */
+            start_h2(c);
+            return;
+        }
+        long n = pre == 0 ? HTTP_INCOMPLETE
+                 : c->inlen ? http_parse_request_more(c->blk->in, c->inlen, &c->blk->req, &status,
                                                     &c->blk->prog)
                           : HTTP_INCOMPLETE;
         if (n > 0) {
@@ -399,8 +587,6 @@ static void st_dispatch(conn_t *c)
     else
         enter(c, CONN_WRITE);
 }
-
-static void run(conn_t *c, unsigned events);
 
 /* A job for an exchange is done (on the loop thread): dispatch it again. */
 static void job_done(job_t *j)
@@ -579,6 +765,8 @@ static int timed_out(conn_t *c)
         st->timeout_head++;
         return 0;
     case CONN_HANDSHAKE: st->timeout_handshake++; return 0;
+    case CONN_H2: /* idle past -T, or streams answered slower than -B */
+        return h2_timed_out(c);
     case CONN_IDLE:           /* a connection that never sent a request ran out of head time */
         if (c->set->draining) /* the grace of a shutdown is over */
             return 0;
@@ -631,6 +819,10 @@ static void st_handshake(conn_t *c)
         st->tls_resumed++;
     if (gio_tls_ktls_send(c->ssl))
         st->tls_ktls++;
+    if (tls_alpn_h2(c->ssl) && !c->site->cfg->h2_off) {
+        start_h2(c);
+        return;
+    }
     enter(c, CONN_HEAD); /* the request may have come with the handshake's last flight */
 }
 
@@ -649,6 +841,7 @@ static void run(conn_t *c, unsigned events)
         case CONN_WRITE: st_write(c); break;
         case CONN_LINGER: st_linger(c); break;
         case CONN_HANDSHAKE: st_handshake(c); break;
+        case CONN_H2: st_h2(c); break;
         case CONN_WAIT: /* only a job's end moves it on */
         case CONN_TARPIT:
         case CONN_CLOSE: break;
@@ -687,6 +880,10 @@ void conn_set_drain(conn_set_t *set)
             set_deadline(c, capped_ms(c, CONN_DRAIN_GRACE_MS));
         else if (c->state == CONN_WAIT) /* answered when the job is done, then closed */
             c->blk->h1.keepalive = 0;
+        else if (c->state == CONN_H2) { /* GOAWAY; the streams in flight finish */
+            h2_goaway(c->h2);
+            gio_want(c->site->loop, c->fd, GIO_READ | GIO_WRITE);
+        }
     }
 }
 

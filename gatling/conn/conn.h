@@ -8,6 +8,8 @@
  *                     BODY ──────┘  WAIT         (a body to drop; a job off the loop)
  *   HEAD ─► TARPIT ─► CLOSE                      (-A: over the request rate)
  *   HANDSHAKE ─► HEAD                            (HTTPS: the TLS handshake first)
+ *   HANDSHAKE ─► H2 ─► LINGER                    (HTTPS, ALPN h2)
+ *   HEAD ─► H2                                   (the h2c preface, on the first request)
  *
  * Each state that waits has its own deadline, counted when it fires:
  *   IDLE    -T, the keep-alive idle timeout (a new connection: the head deadline)
@@ -18,11 +20,18 @@
  *   LINGER  a short drain of unread input before closing
  *   TARPIT  -T, then close
  *   HANDSHAKE  -s, like a head: bytes that are no TLS handshake close at once
+ *   H2      -s while a request head is incomplete (until the first request
+ *           has ended; a frame begun; a stream's HEADERS without its
+ *           END_STREAM), else -T while no stream is open and nothing is
+ *           queued; with streams open or frames queued, -B over windows,
+ *           as WRITE
  * While a request is read or answered the connection owns a request block
  * (input buffer, parsed head, the exchange the handlers fill, response-head
  * buffer); an IDLE connection holds none, so idle connections cost ~200
- * bytes.  What is HTTP/1.1 about a connection (framing, keep-alive, the
- * bytes of a response head) is the codec's, conn/h1.c; conn.c is the
+ * bytes (conn_t is 184 on x86-64; an HTTP/2 one holds its nghttp2
+ * session too, ~15 KiB, and ~9 KiB per open stream: conn/h2.c).  What is
+ * HTTP/1.1 about a connection (framing, keep-alive, the bytes of a
+ * response head) is the codec's, conn/h1.c; conn.c is the
  * socket's: reading, TLS, deadlines, sending the batch.
  */
 #ifndef GATLING_CONN_H
@@ -48,6 +57,7 @@ typedef enum conn_state {
     CONN_LINGER, /* response sent, closing: drain unread input, then close */
     CONN_TARPIT, /* over the request rate: held, unread, until the deadline */
     CONN_HANDSHAKE, /* HTTPS: the TLS handshake */
+    CONN_H2,        /* HTTP/2: the codec's session reads and writes (conn/h2.c) */
     CONN_CLOSE   /* to be freed */
 } conn_state_t;
 
@@ -87,7 +97,10 @@ typedef struct conn {
     uint8_t tls_want;     /* HTTPS: what OpenSSL waits for (GIO_READ/WRITE) after GIO_AGAIN */
     uint8_t tls;          /* accepted on the HTTPS port */
     uint8_t tls_drained;  /* the last TLS read found nothing more (GIO_AGAIN) */
+    uint8_t h2_busy;      /* H2: streams open or frames queued (-B runs); a head incomplete (-s) */
     struct ssl_st *ssl;   /* HTTPS: the TLS session (from the first ClientHello byte on) */
+    struct h2 *h2;        /* HTTP/2: the codec's session (conn/h2.c) */
+    uint64_t h2_window_at; /* H2 with streams open: what had moved when the -B window began */
     gio_batch_t out;
     union {
         struct sockaddr sa;

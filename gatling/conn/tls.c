@@ -299,26 +299,33 @@ static int on_servername(SSL *ssl, int *alert, void *arg)
     return SSL_TLSEXT_ERR_OK;
 }
 
-/* ALPN: http/1.1 if offered; otherwise no ALPN at all (as nginx does). */
+/* ALPN: h2 if offered (and not turned off, -2), else http/1.1; neither
+   offered: no ALPN at all (as nginx does). */
 static int on_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen,
                    const unsigned char *in, unsigned inlen, void *arg)
 {
-    (void)ssl, (void)arg;
+    (void)ssl;
+    const tls_store_t *st = arg;
+    int h2 = st->cfg && !st->cfg->h2_off, found = 0;
     for (unsigned i = 0; i < inlen;) {
         unsigned n = in[i];
         if (i + 1 + n > inlen)
             break;
-        if (n == 8 && !memcmp(in + i + 1, "http/1.1", 8)) {
+        if (h2 && n == 2 && !memcmp(in + i + 1, "h2", 2)) {
+            *out = in + i + 1;
+            *outlen = 2;
+            return SSL_TLSEXT_ERR_OK;
+        }
+        if (!found && n == 8 && !memcmp(in + i + 1, "http/1.1", 8)) {
             *out = in + i + 1;
             *outlen = 8;
-            return SSL_TLSEXT_ERR_OK;
+            found = 1;
         }
         i += 1 + n;
     }
-    return SSL_TLSEXT_ERR_NOACK;
+    return found ? SSL_TLSEXT_ERR_OK : SSL_TLSEXT_ERR_NOACK;
 }
 
-/* OCSP stapling: the response file of the certificate in use, if any. */
 static int on_status(SSL *ssl, void *arg)
 {
     (void)arg;
@@ -450,7 +457,7 @@ static int ctx_setup(SSL_CTX *ctx, tls_store_t *st, char *err, size_t errlen)
     SSL_CTX_set_app_data(ctx, st);
     SSL_CTX_set_tlsext_servername_callback(ctx, on_servername);
     SSL_CTX_set_tlsext_servername_arg(ctx, st);
-    SSL_CTX_set_alpn_select_cb(ctx, on_alpn, NULL);
+    SSL_CTX_set_alpn_select_cb(ctx, on_alpn, st);
     SSL_CTX_set_tlsext_status_cb(ctx, on_status);
     SSL_CTX_set_tlsext_ticket_key_evp_cb(ctx, on_ticket);
     SSL_CTX_set_session_id_context(ctx, (const unsigned char *)"gatling", 7);
@@ -853,4 +860,12 @@ void tls_close_notify(SSL *ssl)
 int tls_resumed(SSL *ssl)
 {
     return SSL_session_reused(ssl);
+}
+
+int tls_alpn_h2(SSL *ssl)
+{
+    const unsigned char *p;
+    unsigned n;
+    SSL_get0_alpn_selected(ssl, &p, &n);
+    return n == 2 && !memcmp(p, "h2", 2);
 }

@@ -105,4 +105,7 @@ int tls_resumed(SSL *ssl);
  */
 int tls_misdirected(tls_store_t *st, SSL *ssl, const char *host, size_t len);
 
+/* Did ALPN choose HTTP/2 ("h2") for this session? */
+int tls_alpn_h2(struct ssl_st *ssl);
+
 #endif

@@ -72,6 +72,10 @@ static size_t rows(const site_t *s, row_t *r, int64_t now)
     ROW("timeout_handshake", "timed out: TLS handshake (-s)", st->timeout_handshake);
     ROW("tls_misdirected", "HTTPS: Host of another certificate: 421", st->tls_misdirected);
     ROW("tls_ktls", "HTTPS: connections sent by kernel TLS (sendfile)", st->tls_ktls);
+    ROW("h2_connections", "connections that spoke HTTP/2", st->h2_conns);
+    ROW("h2_errors", "HTTP/2: ended by GOAWAY with an error (floods, resets)", st->h2_errors);
+    ROW("h2_yields", "HTTP/2: sends paused at the per-event budget", st->h2_yields);
+    ROW("h2_refused", "HTTP/2: streams refused, header memory full", st->h2_refused);
 #undef ROW
     return n;
 }

@@ -46,6 +46,7 @@ typedef struct config {
     const char *tls_suites;  /* -O: TLS 1.3 cipher suites */
     int hsts;                /* -x: Strict-Transport-Security max-age on HTTPS; -1 = none */
     int https_redirect;      /* -X: plain HTTP requests get 301 to https:// */
+    int h2_off;              /* -2: no HTTP/2 (neither ALPN h2 nor h2c prior knowledge) */
     /* set up by main(), not options: */
     int log_fd;   /* the access log (-1: none), opened before any chroot */
     int error_fd; /* the error log (stderr, or -q's file), opened before any chroot */

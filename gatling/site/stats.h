@@ -35,6 +35,12 @@ typedef struct status_counters {
     uint64_t timeout_handshake;/* HTTPS: handshake not done in time (-s) */
     uint64_t tls_misdirected;  /* Host answered by another certificate: 421 */
     uint64_t tls_ktls;         /* handshakes after which the kernel encrypts (kTLS) */
+    uint64_t h2_conns;         /* connections that spoke HTTP/2 (ALPN h2 or h2c) */
+    uint64_t h2_errors;        /* HTTP/2 connections ended by GOAWAY with an error: a
+                                  protocol error, a flood (rapid reset, CONTINUATION,
+                                  SETTINGS/PING), -A */
+    uint64_t h2_yields;        /* HTTP/2: sends stopped at the per-event budget, more queued */
+    uint64_t h2_refused;       /* HTTP/2: streams refused, the connection's header bytes full */
 } status_counters_t;
 
 /* Start a new second at wall-clock second now, if it is one: the second that

@@ -88,7 +88,10 @@ def tls_args(pki, *more):
 
 
 def curl(pki, port, path="/f.txt", name="localhost", *extra):
-    r = subprocess.run(["curl", "-sS", "--max-time", "10", "--cacert", pki + "/ca.pem",
+    """curl over HTTPS with HTTP/1.1 (what these tests are about is TLS under
+    the HTTP/1.1 codec; HTTP/2 over TLS is test_h2.py's)."""
+    r = subprocess.run(["curl", "-sS", "--http1.1", "--max-time", "10",
+                        "--cacert", pki + "/ca.pem",
                         "--resolve", "%s:%d:127.0.0.1" % (name, port),
                         "-w", "\n%{http_code} %{http_version}"] + list(extra) +
                        ["https://%s:%d%s" % (name, port, path)],
@@ -321,6 +324,11 @@ def test_unknown_or_no_sni_gets_the_default(gatling, pki):
 
 def test_alpn(gatling, pki):
     srv = gatling(args=tls_args(pki))
+    port = https_port(srv)
+    assert "ALPN protocol: h2" in s_client(port, "-alpn", "http/1.1,h2")
+    assert "ALPN protocol: http/1.1" in s_client(port, "-alpn", "http/1.1")
+    assert "No ALPN negotiated" in s_client(port, "-alpn", "spdy/3")
+    srv = gatling(args=tls_args(pki, "-2"))  # HTTP/2 off
     port = https_port(srv)
     assert "ALPN protocol: http/1.1" in s_client(port, "-alpn", "h2,http/1.1")
     assert "No ALPN negotiated" in s_client(port, "-alpn", "h2")

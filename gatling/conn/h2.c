@@ -1,0 +1,847 @@
+/* The HTTP/2 codec: see h2.h. */
+#include "h2.h"
+#include "handlers/router.h"
+#include "http/hbuf.h"
+#include "http/response.h"
+#include "site/alog.h"
+#include "site/encoding.h"
+#include "site/fcache.h"
+#include "site/jobs.h"
+#include "site/peerlimits.h"
+#include "tls.h"
+
+#include <errno.h>
+#include <nghttp2/nghttp2.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define H2_MAX_STREAMS 100
+#define H2_WINDOW (1 << 20)            /* a stream's receive window */
+#define H2_CONN_WINDOW (16 << 20)      /* the connection's */
+#define H2_DATA_MAX (16384 - 9)        /* one DATA frame = one TLS record */
+#define H2_HDR_CAP HTTP_MAX_HEAD       /* a request's header list, as for HTTP/1.1 */
+#define H2_PEND_CAP 16384              /* frames are copied into blocks this large */
+#define H2_CHUNK 512                   /* a stream's first block of request fields */
+#define H2_CHUNK_MAX 4096              /* ... and the largest one shared by fields */
+#define H2_FILES_MAX 32                /* streams holding an open file, per connection */
+#define H2_CONN_HDR_CAP (256 * 1024)   /* request fields held by all of a connection's streams */
+#define H2_RESET_BURST 200             /* rapid reset (CVE-2023-44487): streams reset */
+#define H2_RESET_RATE 50               /* ... per second after the burst, then GOAWAY */
+
+/* A piece of a response body: a buffer (p) or a file range. */
+typedef struct h2_part {
+    const char *p;
+    int fd;
+    uint8_t owned; /* p is free()d with the stream */
+    uint64_t off, len;
+} h2_part_t;
+
+/* A block of a stream's request fields (names, values, the log line):
+   blocks are added, never moved, so the request's pointers stay good. */
+typedef struct h2_chunk {
+    struct h2_chunk *next;
+    size_t len, cap;
+    char b[];
+} h2_chunk_t;
+
+typedef struct h2_stream {
+    exchange_t ex; /* first: the stream is found from its exchange */
+    h2_t *h2;
+    int32_t id;
+    uint8_t dispatched, answered, closed, bad, refused;
+    uint8_t deferred; /* its request has ended; answered once fewer files are held */
+    uint8_t has_file; /* it holds an open file (counted in h2_t's files) */
+    int64_t begun; /* gio_now() when its HEADERS came: the -s deadline of an incomplete request */
+    struct h2_stream *next; /* the session's list of streams */
+    uint64_t body_left;     /* body bytes still to frame */
+    uint64_t body_sent;
+    h2_part_t *parts;
+    unsigned nparts, cap, cur;
+    size_t hdrlen;       /* bytes of fields kept: at most H2_HDR_CAP, as for an HTTP/1.1 head */
+    h2_chunk_t *chunks;  /* the request's names and values, and its log line */
+    http_request_t req;
+} h2_stream_t;
+
+struct h2 {
+    nghttp2_session *ng;
+    h1_conn_t f;
+    void (*wake)(void *conn);
+    h2_stream_t *all; /* every stream; the closed ones are freed once the batch is empty */
+    char *pend;         /* frame bytes not yet on the batch */
+    size_t pendlen;
+    uint32_t requests;
+    unsigned open;
+    unsigned pending;   /* streams begun whose request has not ended */
+    unsigned files;     /* streams holding an open file: at most H2_FILES_MAX */
+    unsigned deferred;  /* streams waiting for that */
+    size_t hdr_bytes;   /* the streams' chunks, in bytes: at most H2_CONN_HDR_CAP */
+    uint32_t frame_left; /* input: bytes still to come of the preface or the frame */
+    uint8_t hd_have;     /* ... of the frame header read so far */
+    uint8_t hd_len[3];
+    int64_t frame_since; /* gio_now() at the first byte of the frame being read */
+    int64_t started;     /* the session's start */
+    uint8_t goaway;
+    int fatal;
+    int32_t max_id;  /* the highest stream a client's HEADERS opened */
+    int32_t last_id; /* after GOAWAY: the last stream that is answered */
+};
+
+static const ex_codec_t h2_codec;
+
+int h2_preface(const char *p, size_t n)
+{
+    size_t k = n < H2_PREFACE_LEN ? n : H2_PREFACE_LEN;
+    if (memcmp(p, H2_PREFACE, k))
+        return -1;
+    return n >= H2_PREFACE_LEN;
+}
+
+/* Frame bytes go through pend: copied, as nghttp2's buffer is reused. */
+static int pend_flush(h2_t *h)
+{
+    if (!h->pendlen)
+        return 0;
+    if (gio_batch_add_buf(h->f.out, h->pend, h->pendlen, GIO_BATCH_FREE) < 0)
+        return -1;
+    h->pend = NULL;
+    h->pendlen = 0;
+    return 0;
+}
+
+static int pend_add(h2_t *h, const uint8_t *p, size_t n)
+{
+    while (n) {
+        if (!h->pend && !(h->pend = malloc(H2_PEND_CAP)))
+            return -1;
+        size_t k = H2_PEND_CAP - h->pendlen < n ? H2_PEND_CAP - h->pendlen : n;
+        memcpy(h->pend + h->pendlen, p, k);
+        h->pendlen += k, p += k, n -= k;
+        if (h->pendlen == H2_PEND_CAP && pend_flush(h) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static void stream_free(h2_stream_t *s)
+{
+    exchange_t *ex = &s->ex;
+    if (ex->job) /* the job runs on: it must not come back to us */
+        ex->job->ex = NULL;
+    if (ex->file)
+        fcache_release(ex->file);
+    enc_gzip_release(ex->gz);
+    ex_end(ex);
+    for (unsigned i = 0; i < s->nparts; i++)
+        if (s->parts[i].owned)
+            free((void *)s->parts[i].p);
+    free(s->parts);
+    s->h2->files -= s->has_file;
+    for (h2_chunk_t *k = s->chunks, *next; k; k = next) {
+        next = k->next;
+        s->h2->hdr_bytes -= k->cap;
+        free(k);
+    }
+    free(s);
+}
+
+static h2_stream_t *stream_of(exchange_t *ex)
+{
+    return (h2_stream_t *)ex;
+}
+
+static int add_part(h2_stream_t *s, h2_part_t p)
+{
+    if (s->nparts == s->cap) {
+        unsigned cap = s->cap ? 2 * s->cap : 4;
+        h2_part_t *np = realloc(s->parts, cap * sizeof *np);
+        if (!np)
+            return -1;
+        s->parts = np, s->cap = cap;
+    }
+    s->parts[s->nparts++] = p;
+    return 0;
+}
+
+/* The data provider: how much of the current part goes in the next frame;
+   the bytes themselves go in send_data (NO_COPY). */
+static ssize_t read_body(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length,
+                         uint32_t *flags, nghttp2_data_source *src, void *user)
+{
+    (void)ng, (void)id, (void)buf, (void)user;
+    h2_stream_t *s = src->ptr;
+    if (!s->body_left) {
+        *flags |= NGHTTP2_DATA_FLAG_EOF;
+        return 0;
+    }
+    if (s->cur >= s->nparts)
+        return NGHTTP2_ERR_DEFERRED; /* cannot happen: a body is handed over at once */
+    h2_part_t *p = &s->parts[s->cur];
+    size_t n = p->len < length ? (size_t)p->len : length;
+    if (n > s->body_left)
+        n = (size_t)s->body_left;
+    *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+    if (n == s->body_left)
+        *flags |= NGHTTP2_DATA_FLAG_EOF;
+    return (ssize_t)n;
+}
+
+/* A DATA frame: its header, then the part's bytes by reference. */
+static int send_data(nghttp2_session *ng, nghttp2_frame *fr, const uint8_t *framehd,
+                     size_t length, nghttp2_data_source *src, void *user)
+{
+    (void)ng;
+    h2_t *h = user;
+    h2_stream_t *s = src->ptr;
+    h2_part_t *p = &s->parts[s->cur];
+    if (fr->data.padlen || pend_add(h, framehd, 9) < 0 || pend_flush(h) < 0)
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    int r = p->p ? gio_batch_add_buf(h->f.out, p->p + p->off, length, 0)
+                 : gio_batch_add_file(h->f.out, p->fd, p->off, length, 0);
+    if (r < 0)
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    p->off += length, p->len -= length;
+    s->body_left -= length;
+    s->body_sent += length;
+    if (!p->len)
+        s->cur++;
+    return 0;
+}
+
+static void lower(char *d, const char *s, size_t cap)
+{
+    size_t i = 0;
+    for (; s[i] && i + 1 < cap; i++)
+        d[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
+    d[i] = 0;
+}
+
+#define NV(n, v) ((nghttp2_nv){(uint8_t *)(n), (uint8_t *)(v), strlen(n), strlen(v), 0})
+
+/* Connection-specific fields have no place in HTTP/2 (RFC 9113 8.2.2). */
+static int hop_by_hop(const char *n)
+{
+    return !strcmp(n, "connection") || !strcmp(n, "keep-alive") ||
+           !strcmp(n, "transfer-encoding") || !strcmp(n, "upgrade");
+}
+
+/* HEADERS for the response, and DATA for a body of len bytes. */
+static int submit(h2_stream_t *s, int status, const char *ctype, uint64_t len, time_t mtime)
+{
+    exchange_t *ex = &s->ex;
+    site_t *site = ex->site;
+    char st[8], cl[24], lm[40], hsts[32], names[EX_FIELDS_MAX][48];
+    nghttp2_nv nv[8 + EX_FIELDS_MAX];
+    size_t n = 0;
+    hbuf_t b = hb_init(st, sizeof st);
+    hb_num(&b, (uint64_t)status), hb_str(&b);
+    nv[n++] = NV(":status", st);
+    nv[n++] = NV("server", "gatling/" GATLING_VERSION);
+    nv[n++] = NV("date", site_date(site));
+    if (ctype)
+        nv[n++] = NV("content-type", ctype);
+    if (status != 304 && status != 204) {
+        b = hb_init(cl, sizeof cl), hb_num(&b, len), hb_str(&b);
+        nv[n++] = NV("content-length", cl);
+    }
+    if (mtime >= 0) {
+        b = hb_init(lm, sizeof lm), hb_date(&b, mtime), hb_str(&b);
+        nv[n++] = NV("last-modified", lm);
+    }
+    if (ex->secure && site->cfg->hsts >= 0) {
+        b = hb_init(hsts, sizeof hsts);
+        hb_puts(&b, "max-age=");
+        hb_num(&b, (uint64_t)site->cfg->hsts);
+        hb_str(&b);
+        nv[n++] = NV("strict-transport-security", hsts);
+    }
+    for (unsigned i = 0; i < ex->nfields; i++) {
+        lower(names[i], ex->fields[i].name, sizeof names[i]);
+        if (!hop_by_hop(names[i]))
+            nv[n++] = NV(names[i], ex->fields[i].value);
+    }
+    ex->status = (uint16_t)status;
+    ex->body_len = len;
+    s->body_left = ex->head_only || status == 304 || status == 204 ? 0 : len;
+    s->answered = 1;
+    nghttp2_data_provider dp = {.source.ptr = s, .read_callback = read_body};
+    int r = nghttp2_submit_response(s->h2->ng, s->id, nv, n, s->body_left ? &dp : NULL);
+    return r == 0 ? 0 : -1;
+}
+
+static int codec_head(exchange_t *ex, int status, const char *ctype, uint64_t len, time_t mtime)
+{
+    h2_stream_t *s = stream_of(ex);
+    if (ex->fields_over) { /* as h1: a bare 500 instead */
+        ex->nfields = 0;
+        ex->fields_over = 0;
+        ex->site->stats.head_overflows++;
+        return ex->codec->error(ex, 500) < 0 ? -1 : EX_REPLACED;
+    }
+    return submit(s, status, ctype, len, mtime);
+}
+
+static int codec_error(exchange_t *ex, int status)
+{
+    h2_stream_t *s = stream_of(ex);
+    char *page = malloc(RESP_PAGE_MAX);
+    if (!page)
+        return -1;
+    hbuf_t pb = hb_init(page, RESP_PAGE_MAX);
+    resp_page(&pb, status);
+    size_t n = hb_len(&pb);
+    if (add_part(s, (h2_part_t){.p = page, .fd = -1, .owned = 1, .len = n}) < 0) {
+        free(page);
+        return -1;
+    }
+    return submit(s, status, "text/html; charset=utf-8", n, -1);
+}
+
+static int codec_body_buf(exchange_t *ex, const void *p, size_t n, int flags)
+{
+    h2_stream_t *s = stream_of(ex);
+    int own = (flags & EX_FREE) != 0;
+    if (ex->head_only || !n) {
+        if (own)
+            free((void *)p);
+        return 0;
+    }
+    if (add_part(s, (h2_part_t){.p = p, .fd = -1, .owned = (uint8_t)own, .len = n}) == 0)
+        return 0;
+    if (own)
+        free((void *)p);
+    return -1;
+}
+
+static int codec_body_file(exchange_t *ex, int fd, uint64_t off, uint64_t len)
+{
+    if (ex->head_only || !len)
+        return 0;
+    return add_part(stream_of(ex), (h2_part_t){.fd = fd, .off = off, .len = len});
+}
+
+static int codec_misdirected(exchange_t *ex, const char *host, size_t n)
+{
+    h2_t *h = stream_of(ex)->h2;
+    return h->f.ssl && tls_misdirected(ex->site->cfg->tls, h->f.ssl, host, n);
+}
+
+static const ex_codec_t h2_codec = {
+    .head = codec_head,
+    .error = codec_error,
+    .body_buf = codec_body_buf,
+    .body_file = codec_body_file,
+    .misdirected = codec_misdirected,
+};
+
+/* The connection holds too many request fields: the stream is refused
+   (the client may send it again), not answered. */
+static void refuse(h2_stream_t *s)
+{
+    if (s->refused)
+        return;
+    s->refused = 1;
+    s->h2->f.site->stats.h2_refused++;
+    nghttp2_submit_rst_stream(s->h2->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_REFUSED_STREAM);
+}
+
+/*
+ * n bytes in the stream's blocks: in the current one if they fit, else in
+ * a new one twice as large (512 bytes to 4 KiB); a field of more than half
+ * the first block gets a block of its own, of its size.  So a stream holds
+ * about what its request needs (a few hundred bytes for most) instead of a
+ * whole head's worth.  NULL: the connection's cap is reached (the stream is
+ * refused) or ENOMEM.
+ */
+static char *room(h2_stream_t *s, size_t n)
+{
+    h2_chunk_t *k = s->chunks;
+    if (k && k->cap - k->len >= n) {
+        k->len += n;
+        return k->b + k->len - n;
+    }
+    int own = n > H2_CHUNK / 2;
+    size_t cap = own ? n : !k ? H2_CHUNK : k->cap < H2_CHUNK_MAX / 2 ? 2 * k->cap : H2_CHUNK_MAX;
+    if (s->h2->hdr_bytes + cap > H2_CONN_HDR_CAP || !(k = malloc(sizeof *k + cap))) {
+        refuse(s);
+        return NULL;
+    }
+    k->len = n, k->cap = cap;
+    s->h2->hdr_bytes += cap;
+    if (own && s->chunks) { /* behind the current block, which keeps its room */
+        k->next = s->chunks->next;
+        s->chunks->next = k;
+    } else {
+        k->next = s->chunks;
+        s->chunks = k;
+    }
+    return k->b;
+}
+
+/* Request fields: the names and values are kept in the stream's blocks. */
+static const char *keep(h2_stream_t *s, const uint8_t *p, size_t n)
+{
+    if (n + 1 > H2_HDR_CAP - s->hdrlen) {
+        s->bad = 1; /* over what an HTTP/1.1 head may hold: 431 */
+        return NULL;
+    }
+    char *d = room(s, n + 1);
+    if (!d)
+        return NULL;
+    memcpy(d, p, n);
+    d[n] = 0;
+    s->hdrlen += n + 1;
+    return d;
+}
+
+/* RFC 9113 5.1.1: a HEADERS that would open a stream numbered below one
+   opened already is a connection error.  nghttp2 1.52 ignores it when it no
+   longer remembers the stream (closed, or never opened). */
+static int on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd, void *user)
+{
+    h2_t *h = user;
+    if (hd->type != NGHTTP2_HEADERS || !(hd->stream_id & 1))
+        return 0;
+    if (hd->stream_id <= h->max_id && !nghttp2_session_find_stream(ng, hd->stream_id))
+        nghttp2_session_terminate_session(ng, NGHTTP2_PROTOCOL_ERROR);
+    else if (hd->stream_id > h->max_id)
+        h->max_id = hd->stream_id;
+    return 0;
+}
+
+static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *fr, void *user)
+{
+    h2_t *h = user;
+    if (fr->hd.type != NGHTTP2_HEADERS || fr->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0;
+    /* a stream's block is large (its header list): not more than the peer may open */
+    h2_stream_t *s = malloc(sizeof *s);
+    if (!s)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    memset(s, 0, offsetof(h2_stream_t, req));
+    memset(&s->req, 0, offsetof(http_request_t, headers));
+    s->h2 = h;
+    s->id = fr->hd.stream_id;
+    exchange_t *ex = &s->ex;
+    ex->secure = h->f.secure;
+    ex->local_port = h->f.local_port;
+    ex->peer = h->f.peer;
+    ex->site = h->f.site;
+    ex->codec = &h2_codec;
+    ex->conn = s;
+    ex->req = &s->req;
+    s->req.version = 20;
+    s->begun = gio_now(h->f.site->loop);
+    h->open++;
+    h->pending++;
+    s->next = h->all;
+    h->all = s;
+    nghttp2_session_set_stream_user_data(ng, s->id, s);
+    return 0;
+}
+
+static int on_header(nghttp2_session *ng, const nghttp2_frame *fr, const uint8_t *name,
+                     size_t nlen, const uint8_t *value, size_t vlen, uint8_t flags, void *user)
+{
+    (void)flags, (void)user;
+    h2_stream_t *s = nghttp2_session_get_stream_user_data(ng, fr->hd.stream_id);
+    /* trailers are not the request's fields (nor are they used) */
+    if (!s || fr->hd.type != NGHTTP2_HEADERS || fr->headers.cat != NGHTTP2_HCAT_REQUEST ||
+        s->bad || s->refused)
+        return 0;
+    http_request_t *req = &s->req;
+    int host = (nlen == 10 && !memcmp(name, ":authority", 10)) ||
+               (nlen == 4 && !memcmp(name, "host", 4));
+    if (host && http_header(req, "Host")) /* RFC 9113 8.3.1: :authority first, one Host */
+        return 0;
+    const char *v = keep(s, value, vlen);
+    if (!v)
+        return 0;
+    http_str_t val = {v, vlen};
+    if (nlen == 7 && !memcmp(name, ":method", 7))
+        req->method = val;
+    else if (nlen == 5 && !memcmp(name, ":path", 5))
+        req->target = val;
+    else if (name[0] == ':' && !(nlen == 10 && !memcmp(name, ":authority", 10)))
+        return 0; /* :scheme; nghttp2 checked the set */
+    else if (req->nheaders == HTTP_MAX_HEADERS)
+        s->bad = 1;
+    else {
+        const char *n = name[0] == ':' ? "host" : keep(s, name, nlen);
+        if (n)
+            req->headers[req->nheaders++] = (http_header_t){{n, name[0] == ':' ? 4 : nlen}, val};
+    }
+    return 0;
+}
+
+static void job_done(job_t *j);
+
+/* A stream that holds a file counts towards H2_FILES_MAX until it is freed. */
+static void count_file(h2_stream_t *s)
+{
+    if (!s->has_file && s->ex.file) {
+        s->has_file = 1;
+        s->h2->files++;
+    }
+}
+
+/* The request is complete: the router answers it (or a job is sent off). */
+static void dispatch(h2_t *h, h2_stream_t *s)
+{
+    exchange_t *ex = &s->ex;
+    site_t *site = ex->site;
+    h->pending -= !s->deferred;
+    s->dispatched = 1;
+    h->requests++;
+    unsigned max = (unsigned)site->cfg->max_requests; /* -R: the last stream of the connection */
+    if (max && h->requests >= max && !h->goaway) {
+        site->stats.max_requests++;
+        h2_goaway(h);
+    }
+    if (limits_request(site->limits, h->f.peer, gio_now(site->loop)) != LIMIT_OK) {
+        /* -A: HTTP/1.1 tarpits the connection; here it ends with the streams it has */
+        site->stats.rate_limited++;
+        nghttp2_session_terminate_session(h->ng, NGHTTP2_ENHANCE_YOUR_CALM);
+        return;
+    }
+    if (s->bad) {
+        ex_error(ex, 431, NULL, NULL);
+        return;
+    }
+    ex->head_only = s->req.method.n == 4 && !memcmp(s->req.method.p, "HEAD", 4);
+    /* the access log's request field, as nginx writes it */
+    size_t n = s->req.method.n + s->req.target.n + sizeof " HTTP/2.0";
+    char *line = room(s, n);
+    if (!line)
+        return; /* refused */
+    hbuf_t b = hb_init(line, n);
+    hb_put(&b, s->req.method.p, s->req.method.n);
+    hb_puts(&b, " ");
+    hb_put(&b, s->req.target.p, s->req.target.n);
+    hb_puts(&b, " HTTP/2.0");
+    if (!b.over)
+        s->req.line = (http_str_t){line, hb_len(&b)};
+    if (router_dispatch(ex) < 0) {
+        nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+        return;
+    }
+    count_file(s);
+    if (!ex->job)
+        return;
+    ex_job_t *xj = ex->job;
+    xj->ex = ex;
+    xj->job.done = job_done;
+    if (jobs_submit(site->jobs, &xj->job) == 0)
+        return;
+    ex->job = NULL; /* the pool's queue is full: shed this request, not the loop */
+    xj->job.cancelled = 1;
+    xj->finish(xj, NULL);
+    free(xj);
+    site->stats.busy++;
+    ex_error(ex, 503, "Retry-After", "1");
+}
+
+/* A job for a stream's exchange is done (on the loop thread): dispatch again. */
+static void job_done(job_t *j)
+{
+    ex_job_t *xj = (ex_job_t *)j;
+    exchange_t *ex = xj->ex;
+    h2_stream_t *s = ex ? stream_of(ex) : NULL;
+    if (s) {
+        ex->job = NULL;
+        ex->nfields = 0; /* the answer starts afresh */
+        ex->fields_over = 0;
+    }
+    int cancelled = j->cancelled; /* j is xj's, freed here */
+    xj->finish(xj, cancelled ? NULL : ex);
+    free(xj);
+    if (!s)
+        return;
+    h2_t *h = s->h2;
+    if (cancelled)
+        nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_REFUSED_STREAM);
+    else if (router_dispatch(ex) < 0)
+        nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+    else if (count_file(s), ex->job) { /* a second job (gzip after a password): send it too */
+        ex->job->ex = ex;
+        ex->job->job.done = job_done;
+        if (jobs_submit(ex->site->jobs, &ex->job->job) < 0) {
+            ex_job_t *x2 = ex->job;
+            ex->job = NULL;
+            x2->job.cancelled = 1;
+            x2->finish(x2, NULL);
+            free(x2);
+            ex_error(ex, 503, "Retry-After", "1");
+        }
+    }
+    h->wake(h->f.conn);
+}
+
+static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *fr, void *user)
+{
+    h2_t *h = user;
+    if ((fr->hd.type != NGHTTP2_HEADERS && fr->hd.type != NGHTTP2_DATA) ||
+        !(fr->hd.flags & NGHTTP2_FLAG_END_STREAM))
+        return 0;
+    h2_stream_t *s = nghttp2_session_get_stream_user_data(ng, fr->hd.stream_id);
+    if (!s || s->dispatched || s->deferred || s->refused)
+        return 0;
+    if (h->goaway && s->id > h->last_id) { /* read with the one that made us say GOAWAY */
+        nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_REFUSED_STREAM);
+    } else if (h->files >= H2_FILES_MAX) { /* answered when a file is let go (sweep) */
+        s->deferred = 1;
+        h->pending--;
+        h->deferred++;
+    } else {
+        dispatch(h, s); /* a request body (there is none to static files) is dropped */
+    }
+    return 0;
+}
+
+/* The stream is over: log it; its memory waits for the batch to drain. */
+static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void *user)
+{
+    (void)code;
+    h2_t *h = user;
+    h2_stream_t *s = nghttp2_session_get_stream_user_data(ng, id);
+    if (!s)
+        return 0;
+    nghttp2_session_set_stream_user_data(ng, id, NULL);
+    h->open--;
+    if (!s->dispatched && !s->deferred)
+        h->pending--;
+    if (s->deferred && !s->dispatched)
+        h->deferred--;
+    if (s->dispatched) {
+        site_t *site = s->ex.site;
+        int64_t now = gio_wallclock(site->loop);
+        alog_request(&site->log, now, site->cfg->log_vhost ? s->ex.vhost : NULL, h->f.peer,
+                     &s->req, s->ex.status, s->body_sent, h->f.secure);
+        status_count(&site->stats, now, s->body_sent);
+    }
+    if (s->ex.job) {
+        s->ex.job->ex = NULL;
+        s->ex.job = NULL;
+    }
+    s->closed = 1;
+    return 0;
+}
+
+/* Count the sessions we end with an error (the defences are nghttp2's). */
+static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *fr, void *user)
+{
+    (void)ng;
+    h2_t *h = user;
+    if (fr->hd.type == NGHTTP2_GOAWAY && fr->goaway.error_code != NGHTTP2_NO_ERROR)
+        h->f.site->stats.h2_errors++;
+    return 0;
+}
+
+/* A DATA frame carries no more than one TLS record holds. */
+static ssize_t frame_len(nghttp2_session *ng, uint8_t type, int32_t id, int32_t swin,
+                         int32_t cwin, uint32_t rmax, void *user)
+{
+    (void)ng, (void)type, (void)id, (void)user;
+    ssize_t n = swin < cwin ? swin : cwin;
+    if (n > (ssize_t)rmax)
+        n = rmax;
+    return n > H2_DATA_MAX ? H2_DATA_MAX : n;
+}
+
+static nghttp2_session_callbacks *callbacks(void)
+{
+    nghttp2_session_callbacks *cb;
+    if (nghttp2_session_callbacks_new(&cb))
+        return NULL;
+    nghttp2_session_callbacks_set_on_begin_frame_callback(cb, on_begin_frame);
+    nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+    nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
+    nghttp2_session_callbacks_set_send_data_callback(cb, send_data);
+    nghttp2_session_callbacks_set_data_source_read_length_callback(cb, frame_len);
+    return cb;
+}
+
+/*
+ * The defences nghttp2 has: a header list no larger than an HTTP/1.1 head
+ * (HPACK bombs; CONTINUATION floods are bounded by nghttp2's own cap on
+ * CONTINUATION frames, CVE-2024-28182, in Debian's 1.52.0-1+deb12u3), a
+ * rate of stream resets past which the session ends (rapid reset,
+ * CVE-2023-44487, fixed in the same build), bounded SETTINGS entries and
+ * queued PING/SETTINGS acks (the CVE-2019-9512/9515 floods).
+ */
+static nghttp2_option *options(void)
+{
+    nghttp2_option *o;
+    if (nghttp2_option_new(&o))
+        return NULL;
+    nghttp2_option_set_stream_reset_rate_limit(o, H2_RESET_BURST, H2_RESET_RATE);
+    nghttp2_option_set_max_settings(o, 32);
+    nghttp2_option_set_max_outbound_ack(o, 1000);
+    nghttp2_option_set_max_continuations(o, 8);
+    return o;
+}
+
+h2_t *h2_new(const h1_conn_t *f, void (*wake)(void *conn))
+{
+    h2_t *h = calloc(1, sizeof *h);
+    nghttp2_session_callbacks *cb = callbacks();
+    nghttp2_option *o = options();
+    if (!h || !cb || !o || nghttp2_session_server_new2(&h->ng, cb, h, o)) {
+        nghttp2_session_callbacks_del(cb);
+        nghttp2_option_del(o);
+        free(h);
+        return NULL;
+    }
+    nghttp2_session_callbacks_del(cb);
+    nghttp2_option_del(o);
+    h->f = *f;
+    h->wake = wake;
+    h->started = h->frame_since = gio_now(f->site->loop);
+    h->frame_left = H2_PREFACE_LEN; /* the client's preface comes first */
+    nghttp2_settings_entry set[] = {
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, H2_MAX_STREAMS},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_WINDOW},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, H2_HDR_CAP},
+        {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+        /* Not SETTINGS_NO_RFC7540_PRIORITIES=1 (yet): with it nghttp2 1.52 keeps
+           no closed streams, so it cannot tell a frame on a closed stream from
+           one on an idle stream and ignores it where RFC 9113 5.1 wants
+           STREAM_CLOSED (h2spec 5.1/8-12, 6.1/2, 5.3.1/2, 6.3/1 fail); and
+           RFC 9218 scheduling, what the setting would announce, is not done. */
+    };
+    if (nghttp2_submit_settings(h->ng, NGHTTP2_FLAG_NONE, set, sizeof set / sizeof set[0]) ||
+        nghttp2_session_set_local_window_size(h->ng, NGHTTP2_FLAG_NONE, 0, H2_CONN_WINDOW)) {
+        h2_free(h);
+        return NULL;
+    }
+    return h;
+}
+
+void h2_free(h2_t *h)
+{
+    if (!h)
+        return;
+    nghttp2_session_del(h->ng); /* calls no stream-close callbacks */
+    for (h2_stream_t *s = h->all, *next; s; s = next) {
+        next = s->next;
+        stream_free(s);
+    }
+    free(h->pend);
+    free(h);
+}
+
+/* Where the input stands in its frames: a frame begun and not yet complete
+   is part of a request head for the -s deadline (h2_head_since). */
+static void track_frames(h2_t *h, const uint8_t *p, size_t n)
+{
+    while (n) {
+        if (h->frame_left) {
+            size_t k = n < h->frame_left ? n : h->frame_left;
+            h->frame_left -= (uint32_t)k, p += k, n -= k;
+            continue;
+        }
+        if (!h->hd_have)
+            h->frame_since = gio_now(h->f.site->loop);
+        if (h->hd_have < 3)
+            h->hd_len[h->hd_have] = *p;
+        p++, n--;
+        if (++h->hd_have == 9) {
+            h->hd_have = 0;
+            h->frame_left = (uint32_t)h->hd_len[0] << 16 | h->hd_len[1] << 8 | h->hd_len[2];
+        }
+    }
+}
+
+int h2_recv(h2_t *h, const uint8_t *p, size_t n)
+{
+    track_frames(h, p, n);
+    ssize_t r = nghttp2_session_mem_recv(h->ng, p, n);
+    if (r < 0) {
+        /* a protocol error: nghttp2 queued GOAWAY where it could */
+        h->fatal = 1;
+        return -1;
+    }
+    return 0;
+}
+
+/* The streams that closed while the batch held their bytes: free them now. */
+static void sweep(h2_t *h)
+{
+    for (h2_stream_t **pp = &h->all, *s; (s = *pp);) {
+        if (s->closed) {
+            *pp = s->next;
+            stream_free(s);
+        } else {
+            pp = &s->next;
+        }
+    }
+    while (h->deferred && h->files < H2_FILES_MAX) { /* the oldest deferred stream next */
+        h2_stream_t *first = NULL;
+        for (h2_stream_t *s = h->all; s; s = s->next)
+            if (s->deferred && !s->dispatched && !s->closed && (!first || s->id < first->id))
+                first = s;
+        if (!first)
+            break;
+        h->deferred--;
+        dispatch(h, first);
+    }
+}
+
+long h2_fill(h2_t *h, size_t max)
+{
+    if (!gio_batch_done(h->f.out))
+        return 0;
+    sweep(h); /* (the batch keeps counting bytes_sent: conn.c's -B window reads it) */
+    while (h->f.out->bytes_left + h->pendlen < max) {
+        const uint8_t *p;
+        ssize_t n = nghttp2_session_mem_send(h->ng, &p);
+        if (n < 0)
+            return -1;
+        if (n == 0)
+            break;
+        if (pend_add(h, p, (size_t)n) < 0)
+            return -1;
+    }
+    if (pend_flush(h) < 0)
+        return -1;
+    return (long)h->f.out->bytes_left;
+}
+
+int h2_want_read(const h2_t *h)
+{
+    return !h->fatal && nghttp2_session_want_read(h->ng);
+}
+
+int h2_done(const h2_t *h)
+{
+    return h->fatal ? !nghttp2_session_want_write(h->ng)
+                    : !nghttp2_session_want_read(h->ng) && !nghttp2_session_want_write(h->ng);
+}
+
+unsigned h2_streams(const h2_t *h)
+{
+    return h->open;
+}
+
+int64_t h2_head_since(const h2_t *h)
+{
+    int64_t t = h->requests ? 0 : h->started; /* the first request: from the preface on */
+    if ((h->hd_have || h->frame_left) && (!t || h->frame_since < t))
+        t = h->frame_since; /* a frame (or the preface) begun and not complete */
+    if (h->pending)
+        for (const h2_stream_t *s = h->all; s; s = s->next)
+            if (!s->dispatched && !s->deferred && !s->closed && (!t || s->begun < t))
+                t = s->begun;
+    return t;
+}
+
+void h2_goaway(h2_t *h)
+{
+    if (h->goaway)
+        return;
+    h->goaway = 1;
+    h->last_id = nghttp2_session_get_last_proc_stream_id(h->ng);
+    nghttp2_submit_goaway(h->ng, NGHTTP2_FLAG_NONE, h->last_id, NGHTTP2_NO_ERROR, NULL, 0);
+}

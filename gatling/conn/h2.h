@@ -1,0 +1,78 @@
+/*
+ * h2 — the HTTP/2 codec (RFC 9113, HPACK RFC 7541), on Debian's libnghttp2
+ * driven by gatling's own loop: conn.c reads the socket and hands the bytes
+ * to h2_recv (nghttp2_session_mem_recv); h2_fill moves the frames nghttp2
+ * has to send (nghttp2_session_mem_send) onto the connection's output batch,
+ * which conn.c sends as for HTTP/1.1 (writev and sendfile, or through TLS).
+ * No nghttp2 callback does I/O.
+ *
+ * Each stream has its own exchange, answered by the same router and
+ * handlers as an HTTP/1.1 request.  Its response becomes a HEADERS frame
+ * (:status, server, date, content-length, the fields, names in lower case)
+ * and DATA frames sent by NGHTTP2_DATA_FLAG_NO_COPY: the 9-byte frame
+ * header goes onto the batch, followed by the body's buffer or file range
+ * itself, so file bytes go out by sendfile on plain connections.  A stream
+ * that has ended is kept (with its file and buffers) until the batch has
+ * sent everything queued before it: h2_fill only adds frames to an empty
+ * batch, and frees the ended streams first.
+ */
+#ifndef GATLING_H2_H
+#define GATLING_H2_H
+
+#include "h1.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define H2_PREFACE "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+#define H2_PREFACE_LEN 24
+
+typedef struct h2 h2_t;
+
+/* How far p[0..n) matches the client connection preface: 1 all of it (n >=
+   24), 0 a prefix so far (read more), -1 it is something else. */
+int h2_preface(const char *p, size_t n);
+
+/*
+ * A session on the connection f tells of (f->out: its batch); wake(f->conn)
+ * is called when a stream's job (site/jobs.h) has resumed and frames may be
+ * waiting.  NULL on ENOMEM.
+ */
+h2_t *h2_new(const h1_conn_t *f, void (*wake)(void *conn));
+
+/* The connection goes: streams' jobs are told, everything is freed. */
+void h2_free(h2_t *h);
+
+/* Bytes from the client.  0, or -1: the connection is to be closed (GOAWAY,
+   if any, is queued: call h2_fill once more). */
+int h2_recv(h2_t *h, const uint8_t *p, size_t n);
+
+/*
+ * If the batch is empty: free the streams that ended, then queue the frames
+ * that are ready, up to about max bytes.  Returns bytes queued (0: none),
+ * or -1 on a fatal error.
+ */
+long h2_fill(h2_t *h, size_t max);
+
+/* Does the session want more input? */
+int h2_want_read(const h2_t *h);
+
+/* Is the session over (GOAWAY both ways, or nothing more to do)? */
+int h2_done(const h2_t *h);
+
+/* Streams open (being answered). */
+unsigned h2_streams(const h2_t *h);
+
+/*
+ * Since when (gio_now() ms) a request head has been incomplete, or 0 if
+ * none is: the -s deadline runs from there, as for an HTTP/1.1 head.  A head
+ * is incomplete from the session's start until the first request has
+ * ended, while a frame has begun to arrive and is not complete, and while a
+ * stream's request has begun (HEADERS) and not ended (END_STREAM).
+ */
+int64_t h2_head_since(const h2_t *h);
+
+/* Shutting down (SIGTERM/SIGHUP): GOAWAY; the streams in flight finish. */
+void h2_goaway(h2_t *h);
+
+#endif
