@@ -58,7 +58,7 @@ python3 -c 'import ziglang' 2>/dev/null || python3 -m pip install -q ziglang==0.
 # skips without it)
 if ! command -v h2spec >/dev/null 2>&1 && [ ! -x "$HOME/go/bin/h2spec" ] &&
     command -v go >/dev/null 2>&1; then
-    go install github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible >/dev/null 2>&1 ||
+    timeout 300 go install github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible >/dev/null 2>&1 ||
         echo "setup: could not go install h2spec: its tests will be skipped" >&2
 fi
 exit 0
