@@ -199,16 +199,22 @@ conn_t *conn_new(conn_set_t *set, site_t *site, int kind, int fd, const struct s
     return c;
 }
 
+/* What a codec is told of its connection. */
+static h1_conn_t conn_facts(conn_t *c)
+{
+    return (h1_conn_t){.out = &c->out,
+                       .ssl = c->ssl,
+                       .site = c->site,
+                       .peer = &c->peer.sa,
+                       .local_port = c->local_port,
+                       .secure = c->tls,
+                       .conn = c};
+}
+
 /* A fresh exchange for the next request, with this connection's facts. */
 static void new_exchange(conn_t *c)
 {
-    h1_conn_t f = {.out = &c->out,
-                   .ssl = c->ssl,
-                   .site = c->site,
-                   .peer = &c->peer.sa,
-                   .local_port = c->local_port,
-                   .secure = c->tls,
-                   .conn = c};
+    h1_conn_t f = conn_facts(c);
     h1_init(&c->blk->h1, &f);
 }
 
@@ -428,13 +434,7 @@ static int h2_timed_out(conn_t *c)
 /* The connection speaks HTTP/2 from here on; what was read goes to the codec. */
 static void start_h2(conn_t *c)
 {
-    h1_conn_t f = {.out = &c->out,
-                   .ssl = c->ssl,
-                   .site = c->site,
-                   .peer = &c->peer.sa,
-                   .local_port = c->local_port,
-                   .secure = c->tls,
-                   .conn = c};
+    h1_conn_t f = conn_facts(c);
     if (!(c->h2 = h2_new(&f, h2_wake))) {
         site_error(c->site, "nghttp2_session_server_new2()", ENOMEM, &c->peer.sa,
                    "an HTTP/2 session: client shed");

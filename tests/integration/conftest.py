@@ -952,3 +952,15 @@ def srv(server):
     close_all_clients()
     server.check_alive()
     server.check_fds("the test's connections closed")
+
+
+def https_port(srv):
+    """The port of the "listening on ... port N (https)" line (it may follow
+    the plain listener's line, which is all start_server waits for)."""
+    deadline = time.monotonic() + 5
+    while True:
+        lines = [l for l in srv.errlog if "(https)" in l]
+        if lines:
+            return int(lines[0].split(" port ")[1].split()[0])
+        assert time.monotonic() < deadline, srv.errlog
+        time.sleep(0.02)

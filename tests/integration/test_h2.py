@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import random_bytes
+from conftest import https_port, random_bytes
 from h3util import crypt_hash
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -50,16 +50,6 @@ def pki(tmp_path_factory):
     d = str(tmp_path_factory.mktemp("pki"))
     subprocess.run(["sh", MKCERT, d], check=True, capture_output=True, timeout=60)
     return d
-
-
-def https_port(srv):
-    deadline = time.monotonic() + 5
-    while True:
-        lines = [l for l in srv.errlog if "(https)" in l]
-        if lines:
-            return int(lines[0].split(" port ")[1].split()[0])
-        assert time.monotonic() < deadline, srv.errlog
-        time.sleep(0.02)
 
 
 def h2c(port, path="/f.txt", *extra):

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import IO_TIMEOUT, read_slowly_until_closed, recv_to_eof, serial
+from conftest import IO_TIMEOUT, https_port, read_slowly_until_closed, recv_to_eof, serial
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MKCERT = os.path.join(ROOT, "dist", "mkcert.sh")
@@ -69,18 +69,6 @@ def pki(tmp_path_factory):
     leaf(d, certs + "/le.test/fullchain.pem", certs + "/le.test/privkey.pem", "le.test",
          ["le.test", "www.le.test"])
     return d
-
-
-def https_port(srv):
-    """The port of the "listening on ... port N (https)" line (it may follow
-    the plain listener's line, which is all start_server waits for)."""
-    deadline = time.monotonic() + 5
-    while True:
-        lines = [l for l in srv.errlog if "(https)" in l]
-        if lines:
-            return int(lines[0].split(" port ")[1].split()[0])
-        assert time.monotonic() < deadline, srv.errlog
-        time.sleep(0.02)
 
 
 def tls_args(pki, *more):
