@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import (http_only, serial, Client, assert_status, best_of, fetch,
+from conftest import (SCHEME, http_only, serial, Client, assert_status, best_of, fetch,
                       fresh_source_address, raw_exchange, read_slowly_until_closed,
                       recv_to_eof, settle)
 from h3util import assert_ok
@@ -420,7 +420,10 @@ def test_error_log(gatling, tmp_path):
         s = socket.socket()
         s.settimeout(2)
         s.connect(("127.0.0.1", srv.port))
-        s.sendall(b"G")  # TCP_DEFER_ACCEPT (default): only a socket that sent a byte is taken
+        # TCP_DEFER_ACCEPT (the default) takes only a socket that sent bytes; these must
+        # keep it open: the start of a head, or over HTTPS of a TLS record (a "G" there is
+        # no TLS and would be closed at once, and the descriptors might never run out)
+        s.sendall(b"\x16\x03\x01" if SCHEME == "https" else b"G")
         socks.append(s)
     # the loaded machine of a parallel check may take a while to run the loop
     deadline = time.monotonic() + 10
