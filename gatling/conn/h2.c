@@ -229,7 +229,7 @@ static int submit(h2_stream_t *s, int status, const char *ctype, uint64_t len, t
 {
     exchange_t *ex = &s->ex;
     site_t *site = ex->site;
-    char st[8], cl[24], lm[40], hsts[32], names[EX_FIELDS_MAX][48];
+    char st[8], cl[24], hsts[32], names[EX_FIELDS_MAX][48];
     nghttp2_nv nv[8 + EX_FIELDS_MAX];
     size_t n = 0;
     hbuf_t b = hb_init(st, sizeof st);
@@ -243,10 +243,8 @@ static int submit(h2_stream_t *s, int status, const char *ctype, uint64_t len, t
         b = hb_init(cl, sizeof cl), hb_num(&b, len), hb_str(&b);
         nv[n++] = NV("content-length", cl);
     }
-    if (mtime >= 0) {
-        b = hb_init(lm, sizeof lm), hb_date(&b, mtime), hb_str(&b);
-        nv[n++] = NV("last-modified", lm);
-    }
+    if (mtime >= 0) /* nghttp2 copies the value: the cache's string may be reused */
+        nv[n++] = NV("last-modified", site_httpdate(site, mtime));
     if (ex->secure && site->cfg->hsts >= 0) {
         b = hb_init(hsts, sizeof hsts);
         hb_puts(&b, "max-age=");
