@@ -174,7 +174,8 @@ def limit_text(bench, summary):
     '' when every run went to its end."""
     st = summary.get("_status", {}).get(bench, [])
     notes = [x.get("note", "") for x in st]
-    stopped = [n for n in notes if n]
+    # the open loop's sweep says so when it never fell behind: not a limit
+    stopped = [n for n in notes if n and not n.startswith("never saturated")]
     if not stopped:
         return ""
     first = stopped[0]
@@ -196,6 +197,9 @@ def limit_text(bench, summary):
                      for n in stopped if n.startswith("saturated from")})
         return "fell behind from %s offered, %s" % (
             " / ".join(rate(r) for r in rs), runs)
+    m = re.match(r"fell behind at the last rate, R=(\d+)", first)
+    if m:
+        return "fell behind only at the last rate, %s, %s" % (rate(int(m.group(1))), runs)
     return "%s (%s)" % (first[:120], runs)
 
 
@@ -289,7 +293,8 @@ def lead_rows(summary):
         if most:
             text += "; most achieved %s (offered %s)" % (
                 rate(med(most[1], "achieved_per_s")), count(most[0]))
-        stop = limit_text(b, summary)
+        stop = limit_text(b, summary) or ("never fell behind, up to %s" % rate(max(lv))
+                                          if lv else "")
         rows.append({"bench": b, "value": "latency vs rate",
                      "text": text + ("; " + stop if stop else "")})
     return rows
