@@ -537,9 +537,11 @@ def report_html(meta, summary, figs, problems, warning="", hosts=None, extra_css
     sl = "".join("<h3>%s</h3>%s" % (esc(b), level_table_html(
         SHORT_COLS, short_rows(summary, b, hosts), "levels"))
         for b in level_benches(summary, "short-lived"))
-    ol = "".join("<h3>%s: %s</h3>%s" % (esc(b), esc(knee_text(knee_of(summary, b))),
-                                         level_table_html(OPEN_COLS, open_rows(summary, b, hosts),
-                                                          "levels"))
+    ol = "".join("<h3>%s: %s</h3>%s%s" % (esc(b), esc(knee_text(knee_of(summary, b))),
+                                           (figs.get("open-loop") or {}).get(b, ""),
+                                           level_table_html(OPEN_COLS,
+                                                            open_rows(summary, b, hosts),
+                                                            "levels"))
                  for b in level_benches(summary, "open-loop"))
     runs = meta.get("runs", 5)
     return """<!doctype html><html><head><meta charset="utf-8"><title>bench/run %(suite)s</title>
@@ -573,8 +575,8 @@ runs before their N (all of them: "Limits met" below).</p>
                        sl, figs.get("short-lived", ""))) if sl else "",
        "open_h": ("<h2>Open loop: latency against offered rate</h2><p>A fixed offered rate "
                   "over 50 keep-alive connections, latency counted from when each request "
-                  "was due, medians over the runs; %s.</p>%s%s" % (
-                      esc(KNEE_RULE), figs.get("open-loop", ""), ol)) if ol else "",
+                  "was due, medians over the runs; %s.</p>%s" % (esc(KNEE_RULE), ol))
+       if ol else "",
        "stops": "".join(stops) or "<li>none</li>",
        "problems": ("<h2>Problems</h2><ul>%s</ul>" % "".join(
            "<li>%s</li>" % esc(p) for p in problems)) if problems else "",

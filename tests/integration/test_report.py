@@ -142,7 +142,7 @@ def test_levels_and_knee_in_the_report(epoll_report):
             svg = open(os.path.join(d, "plots", f), encoding="utf-8").read()
             assert "knee 16,000/s" in svg, f
     if shutil.which("gnuplot"):
-        assert "open loop: latency against offered rate" in text
+        assert "open-loop: latency against offered rate" in text
     # the terminal's summary says the same
     summary = json.load(open(os.path.join(d, "summary.json")))
     out = rr.summary_text(summary)
