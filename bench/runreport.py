@@ -266,7 +266,7 @@ def step_text(fit):
                                    dur(fit["after"]))
 
 
-def lead_rows(summary):
+def lead_rows(summary, hosts=None):
     """[{'bench', 'value', 'cells': [...LEAD_COLS[2:]]} or {'bench', 'value', 'text'}]:
     the N-growing benchmarks one row per value, short-lived and open-loop one row per
     series with a sentence (their levels have tables of their own)."""
@@ -284,7 +284,8 @@ def lead_rows(summary):
             limit_text(s["bench"], summary) or
             ("none: ran to N = %s" % count(fit["n_max"]) if fit.get("n_max") else "")]})
     for b in level_benches(summary, "short-lived"):
-        rows.append({"bench": b, "value": "req/s, p99", "text": short_lived_text(summary, b)})
+        rows.append({"bench": b, "value": "req/s, p99",
+                     "text": short_lived_text(summary, b) + hosts_note(hosts, b)})
     for b in level_benches(summary, "open-loop"):
         k = knee_of(summary, b)
         lv = levels(summary, b)
@@ -296,7 +297,7 @@ def lead_rows(summary):
         stop = limit_text(b, summary) or ("never fell behind, up to %s" % rate(max(lv))
                                           if lv else "")
         rows.append({"bench": b, "value": "latency vs rate",
-                     "text": text + ("; " + stop if stop else "")})
+                     "text": text + ("; " + stop if stop else "") + hosts_note(hosts, b)})
     return rows
 
 
@@ -393,6 +394,12 @@ def summarize_hosts(rows):
     return out
 
 
+def hosts_note(hosts, bench):
+    """'; load from 3 hosts (a row each in the table below)', or ''."""
+    names = {h for (b, _), hs in (hosts or {}).items() if b == bench for h in hs}
+    return "; load from %d hosts (a row each in the table below)" % len(names) if names else ""
+
+
 def host_levels(hosts, bench, level):
     """[(host, {metric: median})] of one level of one bench; [] without hosts."""
     return list(((hosts or {}).get((bench, level)) or {}).items())
@@ -415,14 +422,14 @@ def summary_text(summary, hosts=None):
     """print_summary's text: the lead table, then the short-lived and open-loop levels."""
     lines = []
     rows = []
-    for r in lead_rows(summary):
+    for r in lead_rows(summary, hosts):
         if "cells" in r:
             rows.append(["%s %s" % (r["bench"], r["value"])] + r["cells"][:6] +
                         [r["cells"][6]])
     if rows:
         lines += text_table(["benchmark value", "median", "p99", "spread", "class",
                              "per 1,000 N", "step", "stopped by"], rows, left=(0, 4, 6, 7))
-    for r in lead_rows(summary):
+    for r in lead_rows(summary, hosts):
         if "text" in r:
             lines.append("%s: %s" % (r["bench"], r["text"]))
     for b in level_benches(summary, "short-lived"):
@@ -459,10 +466,10 @@ def th_row(cols, left=(0,)):
                                    for i, c in enumerate(cols))
 
 
-def lead_html(summary):
+def lead_html(summary, hosts=None):
     """The report's first table: one <tr data-bench=...> per benchmark and value."""
     out = ["<table class=lead>", th_row(LEAD_COLS, left=(0, 1, 5, 7, 8))]
-    rows = lead_rows(summary)
+    rows = lead_rows(summary, hosts)
     spans = {}
     for r in rows:
         spans[r["bench"]] = spans.get(r["bench"], 0) + 1
@@ -516,8 +523,9 @@ def hosts_html(meta):
                                                    (": " + esc(rest)) if rest else ""))
         else:
             items.append("<li>%s</li>" % esc(h))
-    return ("<p>Load from %d hosts; each level's merged figure is followed by one row per "
-            "host (grey).</p><ul>%s</ul>" % (len(hs), "".join(items)))
+    return ("<p>A run over %d hosts; in the short-lived and open-loop tables each level's "
+            "merged figure is followed by a row (grey) per host whose load it merges.</p>"
+            "<ul>%s</ul>" % (len(hs), "".join(items)))
 
 
 def report_html(meta, summary, figs, problems, warning="", hosts=None, extra_css=""):
@@ -569,7 +577,7 @@ runs before their N (all of them: "Limits met" below).</p>
        "kernel": esc(meta.get("kernel", "?")), "cpu": esc(meta.get("cpu", "?")),
        "cores": meta.get("cores") or "?", "backend": esc(meta.get("backend", "?")),
        "date": esc(meta.get("date", "?")), "runs": esc(runs), "hosts": hosts_html(meta),
-       "lead": lead_html(summary),
+       "lead": lead_html(summary, hosts),
        "short_h": ("<h2>Short-lived connections</h2><p>One request per connection, each level "
                    "held for its duration; medians over the runs.</p>%s%s" % (
                        sl, figs.get("short-lived", ""))) if sl else "",
@@ -629,7 +637,8 @@ def compare_lead(sa, sb):
         r, band, v = compare_pair(x, y)
         fa, fb = x.get("fit") or {}, y.get("fit") or {}
         if fa.get("class") == fb.get("class") == "step":
-            cls = "step at N = %s" % span(fa["step_at"], fb["step_at"], count).replace("–", " → ")
+            at = span(fa["step_at"], fb["step_at"], count)
+            cls = "step at N = %s" % at.replace("–", " → ")
         else:
             ca, cb = cls_short(fa), cls_short(fb)
             cls = ca if ca == cb else "%s → %s" % (ca, cb)

@@ -223,7 +223,9 @@ def test_hosts_rows(tmp_path):
     host_row = short[2]
     assert host_row[0].get("class") == "host" and host_row[1][1] == "5,560 req/s", host_row
     text = open(path, encoding="utf-8").read()
-    assert "Load from 3 hosts" in text and "<b>client2</b>" in text
+    assert "A run over 3 hosts" in text and "<b>client2</b>" in text
+    lead = {a["data-bench"]: cells for a, cells in tables(path)[0][1:]}
+    assert "load from 2 hosts" in lead["short-lived"][-1], lead["short-lived"]
 
 
 def test_compare_first_table(tmp_path):
