@@ -361,6 +361,36 @@ def open_rows(summary, b, hosts=None):
 # hosts.tsv: bench, run, N (the level), host, metric, value -- each host's own bench
 # report.  meta.json's "hosts" lists them ([{"name", "role", ...}]).  See bench/run.md.
 
+# bench -J's report -> the values bench/run keeps (the same names as in samples.tsv)
+HOST_VALUES = {
+    "short-lived": (("req_per_s", "requests_per_s", None), ("latency_mean", "latency_us", "mean"),
+                    ("latency_stdev", "latency_us", "stdev"), ("latency_p99", "latency_us", "p99"),
+                    ("errors", "errors_total", None)),
+    "open-loop": (("latency_p50", "latency_us", "p50"), ("latency_p90", "latency_us", "p90"),
+                  ("latency_p99", "latency_us", "p99"), ("latency_p99_9", "latency_us", "p99_9"),
+                  ("achieved_per_s", "requests_per_s", None), ("errors", "errors_total", None)),
+}
+
+
+def host_rows(bench, run, level, host, report):
+    """hosts.tsv rows of one host's bench -J report at one level of one run."""
+    rows = []
+    for metric, key, sub in HOST_VALUES.get(base(bench), ()):
+        v = report.get(key)
+        v = v.get(sub) if sub and isinstance(v, dict) else v
+        if isinstance(v, (int, float)):
+            rows.append((bench, run, level, host, metric, float(v)))
+    return rows
+
+
+def write_hosts(path, rows):
+    """hosts.tsv from host_rows()' rows (load_hosts reads it back)."""
+    with open(path, "w") as f:
+        f.write("bench\trun\tN\thost\tmetric\tvalue\n")
+        for r in rows:
+            f.write("\t".join(str(x) for x in r) + "\n")
+
+
 def load_hosts(path):
     """hosts.tsv as [(bench, run, level, host, metric, value)]; None when absent."""
     try:

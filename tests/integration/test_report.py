@@ -266,3 +266,22 @@ def test_renders_in_chromium(epoll_report, tmp_path):
     with open(png, "rb") as f:
         data = f.read()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20000, len(data)
+
+
+def test_host_rows_round_trip(tmp_path):
+    """A multi-host driver turns each host's bench -J report into hosts.tsv rows with
+    host_rows() and write_hosts(); the report reads them back per level and host."""
+    rep = {"requests_per_s": 3711.2, "errors_total": 0,
+           "latency_us": {"mean": 9000.5, "stdev": 10.0, "p99": 20000.0, "p50": 1.0}}
+    rows = (rr.host_rows("short-lived", 1, 30000, "client1", rep) +
+            rr.host_rows("short-lived", 2, 30000, "client1", dict(rep, requests_per_s=3800.0)) +
+            rr.host_rows("open-loop", 1, 2000, "client2", rep))
+    assert ("short-lived", 1, 30000, "client1", "req_per_s", 3711.2) in rows
+    assert ("open-loop", 1, 2000, "client2", "achieved_per_s", 3711.2) in rows
+    assert not [r for r in rows if r[0] == "short-lived" and r[4] == "latency_p50"]
+    path = str(tmp_path / "hosts.tsv")
+    rr.write_hosts(path, rows)
+    got = rr.summarize_hosts(rr.load_hosts(path))
+    assert got[("short-lived", 30000)]["client1"]["req_per_s"] == (3711.2 + 3800.0) / 2
+    assert got[("open-loop", 2000)]["client2"]["latency_p99"] == 20000.0
+    assert rr.load_hosts(str(tmp_path / "none.tsv")) is None
