@@ -484,7 +484,7 @@ background:#fafafa}tr.host td:first-child{padding-left:1.5em}.worse{color:#b00}
 pre{background:#f6f6f6;padding:.5em;overflow-x:auto;font-size:85%}
 svg{max-width:100%;height:auto}.plots{display:flex;flex-wrap:wrap;gap:4px}
 .plots>div{flex:1 1 520px;min-width:0}.warn{background:#fdd;border:2px solid #b00;padding:.5em}
-p.rule{font-size:90%;color:#444}td.none{color:#888}details{margin:1em 0}"""
+p.rule{font-size:90%;color:#444}td.none{color:#888}table.levels td{white-space:nowrap}details{margin:1em 0}"""
 
 
 def esc(x):
@@ -708,8 +708,9 @@ def compare_levels(sa, sb, kind, metrics):
             for m in metrics:
                 if m in la[lv] and m in lb[lv]:
                     r, band, v = compare_pair(la[lv][m], lb[lv][m])
+                    both0 = la[lv][m]["median"] == lb[lv][m]["median"] == 0
                     cells.append((m, value(m, la[lv][m]["median"]),
-                                  value(m, lb[lv][m]["median"]), times(r), v))
+                                  value(m, lb[lv][m]["median"]), "-" if both0 else times(r), v))
                 else:
                     cells.append((m, "-", "-", "-", "-"))
             out.append((b, lv, cells))
