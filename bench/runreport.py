@@ -257,7 +257,7 @@ def knee_text(k):
 
 # -- the lead table: one row per benchmark and value ------------------------------------
 
-LEAD_COLS = ["benchmark", "value", "median", "p99", "spread", "class", "slope per 1,000 N",
+LEAD_COLS = ["benchmark", "value", "median", "p99", "spread", "class", "slope / 1,000 N",
              "step", "stopped by"]
 
 
@@ -518,7 +518,7 @@ def lead_html(summary, hosts=None):
             cells += ["<td class=n>%s</td>" % esc(x) for x in c[:3]]
             cells.append("<td class='l %s'>%s</td>" % (cls, esc(c[3])))
             cells.append("<td class=n>%s</td>" % esc(c[4]))
-            cells.append("<td class=l>%s</td>" % esc(c[5]))
+            cells.append("<td class='l n'>%s</td>" % esc(c[5]))
             cells.append("<td class='t%s'>%s</td>" % (" none" if c[6].startswith("none")
                                                        else "", esc(c[6])))
         else:
