@@ -26,9 +26,20 @@
  * established connections, not a mix with a connection storm the server's
  * accept queue may not absorb; -d and the rates count from the end of it.
  *
+ * With --h2 an OPEN connection carries a libnghttp2 client session
+ * (lg_h2.h): the preface and SETTINGS leave as soon as the connection is
+ * ready (during the ramp with -k), requests are HEADERS frames on up to
+ * `depth` (--streams) concurrent streams, and what is read is fed to the
+ * session, after which the streams that ended are taken one by one: a
+ * response (its latency from its issue or due time, as with HTTP/1.1) or a
+ * loss (rst, goaway, parse), and the freed slots are refilled at once.
+ * Over TLS the server must pick h2 by ALPN, and on h2c it must not answer
+ * the preface with HTTP/1.x: otherwise the connection fails as `noh2`.
+ *
  * Accounting: every request issued is, at the end, either answered (a
  * complete response, any status) or lost (reset, timeout, early close,
- * garbage, cut off).  requests == responses + lost always holds.
+ * garbage, a reset stream, a GOAWAY, cut off).  requests == responses +
+ * lost always holds.
  */
 #ifndef _GNU_SOURCE /* the GNUmakefile passes -D_GNU_SOURCE */
 #define _GNU_SOURCE
@@ -63,7 +74,9 @@ typedef struct bconn {
     int64_t t0;       /* when connect() was called (HANDSHAKE: when it began), ns */
     SSL *ssl;         /* https: the TLS session */
     int64_t deadline; /* gio_now() ms when the pending connect/response times out; 0: none */
-    int64_t *sent;    /* issue times of the in-flight requests, `depth` slots */
+    int64_t *sent;    /* issue times of the in-flight requests, `depth` slots (HTTP/1.1) */
+    lg_h2_t *h2;      /* --h2: the session, while OPEN */
+    uint8_t goaway;   /* --h2: a goaway error is counted for this connection */
     lg_resp_t resp;
     gio_batch_t out;
 } bconn_t;
@@ -133,6 +146,9 @@ static void conn_close(brun_t *r, bconn_t *c)
         r->handshaking--;
     lg_tls_free(c->ssl);
     c->ssl = NULL;
+    lg_h2_free(c->h2);
+    c->h2 = NULL;
+    c->goaway = 0;
     gio_close_sole(r->loop, c->fd); /* our own socket, never shared */
     r->st->open--;
     gio_batch_reset(&c->out);
@@ -159,6 +175,8 @@ static void conn_fail(brun_t *r, bconn_t *c, int kind)
                                           : 0);
     if (kind == LG_E_PARSE && !st->responses && st->err[LG_E_PARSE] >= NOT_HTTP_LIMIT)
         set_fatal(r, BENCH_NOT_HTTP, 0);
+    if (kind == LG_E_NOH2 && !st->responses && st->err[LG_E_NOH2] >= NOT_HTTP_LIMIT)
+        set_fatal(r, BENCH_NOT_H2, 0);
     conn_next(r, c);
 }
 
@@ -174,16 +192,58 @@ static void set_deadline(brun_t *r, bconn_t *c)
     arm(r, c, c->inflight != 0);
 }
 
-/* Write what is queued; -1 if the connection failed (and was replaced). */
+/*
+ * Write what is queued (HTTP/2: and what the session has to send, batch
+ * after batch, until the socket is full); -1 if the connection failed (and
+ * was replaced).
+ */
 static int conn_flush(brun_t *r, bconn_t *c)
 {
     unsigned want = GIO_WRITE;
-    long k = c->ssl ? gio_tls_send(c->ssl, &c->out, 0, &want) : gio_batch_send(&c->out, c->fd, 0);
-    if (k == GIO_ERR) {
-        conn_fail(r, c, lg_err_io(errno));
-        return -1;
+    for (;;) {
+        if (c->h2 && lg_h2_fill(c->h2, &c->out) < 0) {
+            conn_fail(r, c, LG_E_PARSE); /* the session failed (or memory ran out) */
+            return -1;
+        }
+        if (gio_batch_done(&c->out))
+            break;
+        long k =
+            c->ssl ? gio_tls_send(c->ssl, &c->out, 0, &want) : gio_batch_send(&c->out, c->fd, 0);
+        if (k == GIO_ERR) {
+            conn_fail(r, c, lg_err_io(errno));
+            return -1;
+        }
+        if (!c->h2 || !gio_batch_done(&c->out))
+            break;
     }
     gio_want(r->loop, c->fd, gio_batch_done(&c->out) ? GIO_READ : GIO_READ | want);
+    return 0;
+}
+
+/* How many more requests c may have in flight now. */
+static unsigned conn_room(const brun_t *r, const bconn_t *c)
+{
+    if (c->h2)
+        return lg_h2_room(c->h2);
+    return c->inflight < r->depth ? r->depth - c->inflight : 0;
+}
+
+/* Put request q in c's output (HTTP/1.1) or session (HTTP/2), issued at t. */
+static int conn_put(brun_t *r, bconn_t *c, const bench_req_t *q, int last, int64_t t)
+{
+    if (c->h2) {
+        if (lg_h2_submit(c->h2, q->h2, t) < 0) { /* stream ids used up: a new connection */
+            c->closing = 1;
+            return 1;
+        }
+        return 0;
+    }
+    if (gio_batch_add_buf(&c->out, last ? q->close : q->ka, last ? q->closelen : q->kalen, 0) <
+        0) {
+        set_fatal(r, BENCH_SYSERR, ENOMEM);
+        return -1;
+    }
+    c->sent[(c->ring + c->inflight) % r->depth] = t;
     return 0;
 }
 
@@ -204,15 +264,14 @@ static int conn_issue(brun_t *r, bconn_t *c)
     const bench_cfg_t *cfg = r->cfg;
     uint32_t was = c->inflight;
     int added = 0;
-    while (c->inflight < r->depth && !c->closing && more_work(r) && due(r)) {
+    while (conn_room(r, c) && !c->closing && more_work(r) && due(r)) {
         const bench_req_t *q = &cfg->req[cfg->nreq == 1 ? 0 : r->next_req++ % cfg->nreq];
         int last = !cfg->keepalive || (cfg->per_conn && c->reqs + 1 >= cfg->per_conn);
-        if (gio_batch_add_buf(&c->out, last ? q->close : q->ka, last ? q->closelen : q->kalen, 0) <
-            0) {
-            set_fatal(r, BENCH_SYSERR, ENOMEM);
+        int k = conn_put(r, c, q, last, r->interval_ns ? r->next_due : r->now);
+        if (k < 0)
             return -1;
-        }
-        c->sent[(c->ring + c->inflight) % r->depth] = r->interval_ns ? r->next_due : r->now;
+        if (k > 0)
+            break;
         r->next_due += r->interval_ns;
         c->inflight++;
         c->reqs++;
@@ -230,30 +289,36 @@ static int conn_issue(brun_t *r, bconn_t *c)
 }
 
 /*
- * c has nothing to send: with -R and work left it waits on the idle stack
- * for the next due request (1); otherwise it is closed (0).
+ * c has nothing more to send now: with -R, work left and room for a request
+ * (HTTP/2: a free stream slot) it waits on the idle stack for the next due
+ * request (1); with requests in flight it waits for them (1); otherwise it
+ * is closed (0).
  */
 static int park(brun_t *r, bconn_t *c)
 {
-    if (r->interval_ns && more_work(r) && c->state == C_OPEN && !c->closing) {
+    if (r->interval_ns && more_work(r) && c->state == C_OPEN && !c->closing &&
+        conn_room(r, c)) {
         if (!c->parked) {
             c->parked = 1;
             r->idle[r->nidle++] = (unsigned)(c - r->c);
         }
         return 1;
     }
+    if (c->inflight)
+        return 1;
     conn_close(r, c);
     return 0;
 }
 
-/* -R: hand the requests that are due to idle connections. */
+/* -R: hand the requests that are due to connections with room for them. */
 static void issue_due(brun_t *r)
 {
     while (r->nidle && due(r) && more_work(r) && !r->ramping) {
         bconn_t *c = &r->c[r->idle[--r->nidle]];
         c->parked = 0;
-        if (c->state == C_OPEN && !c->inflight && !c->closing)
-            conn_issue(r, c);
+        if (c->state == C_OPEN && conn_room(r, c) && !c->closing && conn_issue(r, c) >= 0 &&
+            c->state == C_OPEN && conn_room(r, c))
+            park(r, c); /* slots left over: it waits for the next due request */
     }
 }
 
@@ -281,6 +346,11 @@ static void conn_handshake(brun_t *r, bconn_t *c)
     r->now = lg_now_ns();
     lg_hist_add(&r->st->hs, (uint64_t)(r->now - c->t0) / 1000);
     r->st->resumed += lg_tls_resumed(c->ssl);
+    if (r->cfg->h2 && !lg_tls_alpn_h2(c->ssl)) { /* the server has no HTTP/2 (or not here) */
+        c->state = C_OPEN;
+        conn_fail(r, c, LG_E_NOH2);
+        return;
+    }
     conn_ready(r, c);
 }
 
@@ -318,6 +388,14 @@ static void conn_ready(brun_t *r, bconn_t *c)
     lg_resp_start(&c->resp, r->cfg->head);
     gio_want(r->loop, c->fd, GIO_READ);
     arm(r, c, 0);
+    if (r->cfg->h2) { /* the preface and SETTINGS go now, during the ramp too */
+        if (!(c->h2 = lg_h2_new(r->depth))) {
+            set_fatal(r, BENCH_SYSERR, ENOMEM);
+            return;
+        }
+        if (conn_flush(r, c) < 0)
+            return;
+    }
     if (r->ramping)
         return; /* requests start when every connection is open */
     int k = conn_issue(r, c);
@@ -381,27 +459,99 @@ static void conn_next(brun_t *r, bconn_t *c)
         conn_start(r, c);
 }
 
-static void response_done(brun_t *r, bconn_t *c)
+/* A complete response to the request issued (or due) at t. */
+static void count_response(brun_t *r, int64_t t, unsigned status, uint64_t body)
 {
     bench_stats_t *st = r->st;
+    lg_hist_add(&st->lat, (uint64_t)(r->now - t) / 1000);
+    st->responses++;
+    st->body += body;
+    unsigned cls = status / 100;
+    st->status[cls <= 5 ? cls : 0]++;
+    if (status >= 400)
+        st->err[LG_E_STATUS]++;
+}
+
+static void response_done(brun_t *r, bconn_t *c)
+{
     int64_t t = c->sent[c->ring];
     c->ring = (c->ring + 1) % r->depth;
     c->inflight--;
-    lg_hist_add(&st->lat, (uint64_t)(r->now - t) / 1000);
-    st->responses++;
-    st->body += c->resp.body;
-    unsigned cls = c->resp.status / 100;
-    st->status[cls <= 5 ? cls : 0]++;
-    if (c->resp.status >= 400)
-        st->err[LG_E_STATUS]++;
+    count_response(r, t, c->resp.status, c->resp.body);
     if (!lg_resp_keepalive(&c->resp))
         c->closing = 1;
     lg_resp_start(&c->resp, r->cfg->head);
 }
 
+/*
+ * HTTP/2: requests lost on c with one kind.  A GOAWAY is one error however
+ * many streams it refused (as a reset connection is one error however many
+ * requests were in flight on it); each reset stream is one.
+ */
+static void h2_lost(brun_t *r, bconn_t *c, int kind, uint64_t n)
+{
+    r->st->lost += n;
+    if (kind != LG_E_GOAWAY)
+        r->st->err[kind] += n;
+    else if (!c->goaway)
+        r->st->err[kind]++;
+    c->goaway |= kind == LG_E_GOAWAY;
+}
+
+/* HTTP/2: take the streams that ended; 1 if a response was among them. */
+static int h2_ended(brun_t *r, bconn_t *c)
+{
+    lg_h2_end_t e;
+    int done = 0;
+    while (lg_h2_next(c->h2, &e)) {
+        c->inflight--;
+        if (e.kind < 0) {
+            count_response(r, e.t, e.status, e.body);
+            done = 1;
+        } else {
+            h2_lost(r, c, e.kind, 1);
+        }
+    }
+    uint32_t code;
+    if (lg_h2_goaway(c->h2, &code)) {
+        c->closing = 1; /* no new stream; those in flight below its last id finish */
+        if (code != 0)  /* NO_ERROR is a graceful close, like an idle keep-alive one */
+            h2_lost(r, c, LG_E_GOAWAY, 0);
+    }
+    return done;
+}
+
+/* HTTP/2: feed n bytes read from c to its session; -1 if the connection was closed. */
+static int conn_feed_h2(brun_t *r, bconn_t *c, const char *p, size_t n)
+{
+    int kind = lg_h2_feed(c->h2, p, n);
+    int done = h2_ended(r, c);
+    if (kind || (c->inflight && lg_h2_over(c->h2))) {
+        conn_fail(r, c, kind ? kind : LG_E_PARSE);
+        return -1;
+    }
+    if ((c->closing && !c->inflight) || lg_h2_over(c->h2)) {
+        conn_close(r, c);
+        conn_next(r, c);
+        return -1;
+    }
+    if (done && c->inflight)
+        set_deadline(r, c);
+    if (!r->ramping) {
+        int k = conn_issue(r, c); /* refill the free stream slots */
+        if (k < 0)
+            return -1;
+        if (k == 0 && !park(r, c))
+            return -1;
+    }
+    return conn_flush(r, c); /* SETTINGS and PING acks, WINDOW_UPDATEs */
+}
+
 /* Parse n bytes read from c; -1 if the connection was closed. */
 static int conn_feed(brun_t *r, bconn_t *c, const char *p, size_t n)
 {
+    if (c->h2)
+        return conn_feed_h2(r, c, p, n);
     size_t off = 0;
     int done = 0;
     while (off < n) {
@@ -442,6 +592,16 @@ static int conn_feed(brun_t *r, bconn_t *c, const char *p, size_t n)
 
 static void conn_eof(brun_t *r, bconn_t *c)
 {
+    if (c->h2 && c->inflight) {
+        uint32_t code;
+        if (lg_h2_goaway(c->h2, &code)) { /* the streams its GOAWAY did not answer */
+            h2_lost(r, c, LG_E_GOAWAY, c->inflight);
+            c->inflight = 0;
+        } else {
+            conn_fail(r, c, lg_h2_begun(c->h2) ? LG_E_SHORT : LG_E_EOF);
+            return;
+        }
+    }
     if (c->inflight) {
         int k = lg_resp_eof(&c->resp);
         if (k == LG_HTTP_DONE)
@@ -655,7 +815,7 @@ static int run_setup(brun_t *r, const bench_cfg_t *cfg, unsigned index, bench_st
     r->ramping = cfg->keepalive && !cfg->connect_only;
     r->n = cfg->conns / cfg->procs + (index < cfg->conns % cfg->procs);
     r->limit = cfg->nreqs ? cfg->nreqs / cfg->procs + (index < cfg->nreqs % cfg->procs) : 0;
-    r->depth = cfg->keepalive && !cfg->connect_only ? cfg->depth : 1;
+    r->depth = !cfg->keepalive || cfg->connect_only ? 1 : cfg->h2 ? cfg->streams : cfg->depth;
     r->timeout_ms = (int64_t)(cfg->timeout * 1000);
     if (r->timeout_ms < 1)
         r->timeout_ms = 1;
@@ -685,7 +845,7 @@ static int run_setup(brun_t *r, const bench_cfg_t *cfg, unsigned index, bench_st
     }
     if (cfg->url.tls) { /* one context per worker process, made after the fork */
         char err[256];
-        if (!(r->tls = lg_tls_ctx(cfg->resume, err, sizeof err))) {
+        if (!(r->tls = lg_tls_ctx(cfg->resume, cfg->h2, err, sizeof err))) {
             fprintf(stderr, "bench: %s\n", err);
             st->fatal = BENCH_SYSERR;
             st->fatal_errno = ENOMEM;
