@@ -209,6 +209,7 @@ static void check_opts(opts_t *o)
 static int make_req(opts_t *o, const lg_url_t *u, bench_req_t *q)
 {
     size_t cap = strlen(u->path) + strlen(u->host) + o->extralen + 128;
+    memset(q, 0, sizeof *q);
     q->ka = malloc(cap);
     q->close = malloc(cap);
     if (!q->ka || !q->close)
@@ -462,7 +463,8 @@ static void json_hist(const char *key, const lg_hist_t *h)
            lg_hist_stdev(h), (unsigned long long)h->count);
 }
 
-static const char *fatal_text(const bench_stats_t *s, char *buf, size_t len)
+static const char *fatal_text(const bench_cfg_t *cfg, const bench_stats_t *s, char *buf,
+                              size_t len)
 {
     switch (s->fatal) {
     case BENCH_UNREACHABLE:
@@ -472,8 +474,9 @@ static const char *fatal_text(const bench_stats_t *s, char *buf, size_t len)
     case BENCH_NOT_HTTP: return "not an HTTP server: no response parsed, only garbage";
     case BENCH_NOT_TLS: return "no TLS handshake succeeded: not an HTTPS server, or no common "
                                "protocol or cipher";
-    case BENCH_NOT_H2: return "not an HTTP/2 server: it did not pick h2 by ALPN, or answered the "
-                              "HTTP/2 preface with HTTP/1.x";
+    case BENCH_NOT_H2:
+        return cfg->url.tls ? "not an HTTP/2 server: it did not pick h2 by ALPN"
+                            : "not an HTTP/2 server: it answered the HTTP/2 preface with HTTP/1.x";
     case BENCH_SYSERR: snprintf(buf, len, "system error: %s", strerror(s->fatal_errno)); return buf;
     }
     if (s->requests && !s->responses)
@@ -613,7 +616,7 @@ int main(int argc, char **argv)
     /* the measured window: up to -d (or a stop), the drain after it excluded */
     double secs = total->win_ns > 0 ? (double)total->win_ns / 1e9 : 1e-9;
     char buf[256];
-    const char *fatal = fatal_text(total, buf, sizeof buf);
+    const char *fatal = fatal_text(cfg, total, buf, sizeof buf);
     if (cfg->connect_only && !fatal && !total->connects)
         fatal = "no connection succeeded";
     if (died && !fatal)

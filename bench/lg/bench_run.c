@@ -175,7 +175,7 @@ static void conn_fail(brun_t *r, bconn_t *c, int kind)
                                           : 0);
     if (kind == LG_E_PARSE && !st->responses && st->err[LG_E_PARSE] >= NOT_HTTP_LIMIT)
         set_fatal(r, BENCH_NOT_HTTP, 0);
-    if (kind == LG_E_NOH2 && !st->responses && st->err[LG_E_NOH2] >= NOT_HTTP_LIMIT)
+    if (kind == LG_E_NOH2 && !st->responses) /* a server's ALPN list does not change */
         set_fatal(r, BENCH_NOT_H2, 0);
     conn_next(r, c);
 }
