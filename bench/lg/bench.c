@@ -138,7 +138,9 @@ static void parse_opts(opts_t *o, int argc, char **argv)
         case 'C': cfg->connect_only = 1; break;
         case 'Z': cfg->resume = 1; break;
         case '2': cfg->h2 = 1; break;
-        case 'S': cfg->streams = (unsigned)lg_num_opt(optarg, 1, LG_H2_MAX_STREAMS, "--streams"); break;
+        case 'S':
+            cfg->streams = (unsigned)lg_num_opt(optarg, 1, LG_H2_MAX_STREAMS, "--streams");
+            break;
         case 'J': cfg->json = 1; break;
         case 'q': o->quiet = 1; break;
         case 'V': printf("bench (gatling) io backend %s\n", gio_backend_name()); exit(0);
@@ -169,8 +171,7 @@ static void check_h2_opts(opts_t *o)
     if (!cfg->streams)
         cfg->streams = 1;
     if (cfg->streams > 1 && !cfg->keepalive)
-        lg_usage_exit("--streams needs -k (without -k every connection carries one request)",
-                      NULL);
+        lg_usage_exit("--streams needs -k (without -k every connection carries one request)", NULL);
 }
 
 /* Options that do not go together, and the defaults that depend on others. */
@@ -463,8 +464,7 @@ static void json_hist(const char *key, const lg_hist_t *h)
            lg_hist_stdev(h), (unsigned long long)h->count);
 }
 
-static const char *fatal_text(const bench_cfg_t *cfg, const bench_stats_t *s, char *buf,
-                              size_t len)
+static const char *fatal_text(const bench_cfg_t *cfg, const bench_stats_t *s, char *buf, size_t len)
 {
     switch (s->fatal) {
     case BENCH_UNREACHABLE:

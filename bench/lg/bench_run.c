@@ -238,8 +238,7 @@ static int conn_put(brun_t *r, bconn_t *c, const bench_req_t *q, int last, int64
         }
         return 0;
     }
-    if (gio_batch_add_buf(&c->out, last ? q->close : q->ka, last ? q->closelen : q->kalen, 0) <
-        0) {
+    if (gio_batch_add_buf(&c->out, last ? q->close : q->ka, last ? q->closelen : q->kalen, 0) < 0) {
         set_fatal(r, BENCH_SYSERR, ENOMEM);
         return -1;
     }
@@ -296,8 +295,7 @@ static int conn_issue(brun_t *r, bconn_t *c)
  */
 static int park(brun_t *r, bconn_t *c)
 {
-    if (r->interval_ns && more_work(r) && c->state == C_OPEN && !c->closing &&
-        conn_room(r, c)) {
+    if (r->interval_ns && more_work(r) && c->state == C_OPEN && !c->closing && conn_room(r, c)) {
         if (!c->parked) {
             c->parked = 1;
             r->idle[r->nidle++] = (unsigned)(c - r->c);
@@ -535,8 +533,8 @@ static int conn_feed_h2(brun_t *r, bconn_t *c, const char *p, size_t n)
         conn_next(r, c);
         return -1;
     }
-    if (done && c->inflight)
-        set_deadline(r, c);
+    if ((done && c->inflight) || (!c->inflight && c->deadline))
+        set_deadline(r, c); /* re-armed for the rest, or cleared: nothing is awaited */
     if (!r->ramping) {
         int k = conn_issue(r, c); /* refill the free stream slots */
         if (k < 0)

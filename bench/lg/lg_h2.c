@@ -37,8 +37,8 @@ struct lg_h2 {
     slot_t *slot;
     unsigned nslot, nfree;
     uint32_t free_top, end_head, end_tail;
-    int received;  /* some bytes have arrived */
-    int goaway;    /* the server sent GOAWAY */
+    int received; /* some bytes have arrived */
+    int goaway;   /* the server sent GOAWAY */
     uint32_t goaway_code;
     int32_t last_id;
     char *obuf;
@@ -170,8 +170,7 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *fr, void *
 }
 
 static int on_header(nghttp2_session *ng, const nghttp2_frame *fr, const uint8_t *name,
-                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
-                     void *ud)
+                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags, void *ud)
 {
     (void)ng, (void)flags;
     slot_t *s = stream_slot(ud, fr->hd.stream_id);
@@ -222,9 +221,9 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void 
     slot_t *s = stream_slot(h, id);
     if (s) /* closed without END_STREAM from the server: the request is lost */
         slot_end(h, s,
-                 s->peer_rst                         ? LG_E_RST
-                 : h->goaway && id > h->last_id      ? LG_E_GOAWAY
-                                                     : LG_E_PARSE);
+                 s->peer_rst                    ? LG_E_RST
+                 : h->goaway && id > h->last_id ? LG_E_GOAWAY
+                                                : LG_E_PARSE);
     return 0;
 }
 
@@ -321,8 +320,8 @@ int lg_h2_next(lg_h2_t *h, lg_h2_end_t *e)
     h->end_head = s->next;
     if (h->end_head == NONE)
         h->end_tail = NONE;
-    *e = (lg_h2_end_t){.t = s->t, .kind = s->kind, .begun = s->begun, .status = s->status,
-                       .body = s->body};
+    *e = (lg_h2_end_t){
+        .t = s->t, .kind = s->kind, .begun = s->begun, .status = s->status, .body = s->body};
     s->state = S_FREE;
     s->next = h->free_top;
     h->free_top = i;
