@@ -517,6 +517,8 @@ static void report_text(const bench_cfg_t *cfg, const bench_stats_t *s, double s
                (unsigned long long)s->lost, (unsigned long long)s->connects);
         if (cfg->keepalive)
             printf(" (opened in %.2f s before the requests began)", (double)s->ramp_ns / 1e9);
+        if (s->retried)
+            printf("; %llu sent again after a GOAWAY refused them", (unsigned long long)s->retried);
         printf("\n");
         printf("rate       %.1f req/s, %.2f MB/s read, %.0f body bytes/response",
                (double)s->win_responses / secs, (double)s->win_bytes / secs / 1e6,
@@ -555,7 +557,8 @@ static void report_json(const bench_cfg_t *cfg, const bench_stats_t *s, double s
                              : "close",
            cfg->keepalive ? cfg->depth : 1, secs);
     printf("\"open_loop_rate\":%.0f,", cfg->rate);
-    printf("\"protocol\":\"%s\",\"streams\":%u,", cfg->h2 ? "h2" : "http/1.1", cfg->streams);
+    printf("\"protocol\":\"%s\",\"streams\":%u,\"retried\":%llu,", cfg->h2 ? "h2" : "http/1.1",
+           cfg->streams, (unsigned long long)s->retried);
     printf("\"requests\":%llu,\"responses\":%llu,\"lost\":%llu,\"attempts\":%llu,"
            "\"connects\":%llu,\"bytes\":%llu,\"body_bytes\":%llu,",
            (unsigned long long)s->requests, (unsigned long long)s->responses,

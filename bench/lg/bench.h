@@ -82,6 +82,7 @@ typedef struct bench_stats {
     lg_hist_t conn; /* connect latency, microseconds */
     lg_hist_t hs;   /* https: TLS handshake time, microseconds */
     uint64_t resumed; /* https: handshakes that resumed a session */
+    uint64_t retried; /* --h2: requests sent again after a graceful GOAWAY refused them */
 } bench_stats_t;
 
 /*

@@ -35,6 +35,11 @@
  * loss (rst, goaway, parse), and the freed slots are refilled at once.
  * Over TLS the server must pick h2 by ALPN, and on h2c it must not answer
  * the preface with HTTP/1.x: otherwise the connection fails as `noh2`.
+ * Streams refused by a GOAWAY with NO_ERROR (above its last stream id: the
+ * server did not process them, RFC 9113 8.7) are sent again, first in
+ * line, on a connection with room, still timed from their first issue (or
+ * due) time: a server that closes connections gracefully after N requests
+ * costs latency, not errors.
  *
  * Accounting: every request issued is, at the end, either answered (a
  * complete response, any status) or lost (reset, timeout, early close,
@@ -102,6 +107,8 @@ typedef struct brun {
     int64_t next_due;    /* -R: when the next request falls due, ns */
     unsigned *idle;      /* -R: stack of open connections with nothing to send */
     unsigned nidle;
+    int64_t *retry; /* --h2: ring of the issue times of requests to send again */
+    unsigned nretry, rhead, rcap;
     unsigned nopen; /* connections OPEN */
     int ramping;    /* connecting only, no requests yet */
     int stopping;   /* start nothing new; finish what is in flight */
@@ -118,6 +125,12 @@ static void conn_next(brun_t *r, bconn_t *c);
 static int more_work(const brun_t *r)
 {
     return !r->stopping && !r->aborting && (!r->limit || r->started < r->limit);
+}
+
+/* Is there a request to send: new work, or one a GOAWAY refused (even while stopping)? */
+static int any_work(const brun_t *r)
+{
+    return more_work(r) || (r->nretry && !r->aborting);
 }
 
 static void set_fatal(brun_t *r, int why, int e)
@@ -263,22 +276,29 @@ static int conn_issue(brun_t *r, bconn_t *c)
     const bench_cfg_t *cfg = r->cfg;
     uint32_t was = c->inflight;
     int added = 0;
-    while (conn_room(r, c) && !c->closing && more_work(r) && due(r)) {
+    while (conn_room(r, c) && !c->closing && (r->nretry || (more_work(r) && due(r)))) {
         const bench_req_t *q = &cfg->req[cfg->nreq == 1 ? 0 : r->next_req++ % cfg->nreq];
         int last = !cfg->keepalive || (cfg->per_conn && c->reqs + 1 >= cfg->per_conn);
-        int k = conn_put(r, c, q, last, r->interval_ns ? r->next_due : r->now);
+        int retry = r->nretry > 0;
+        int64_t t = retry ? r->retry[r->rhead] : r->interval_ns ? r->next_due : r->now;
+        int k = conn_put(r, c, q, last, t);
         if (k < 0)
             return -1;
         if (k > 0)
             break;
-        r->next_due += r->interval_ns;
         c->inflight++;
         c->reqs++;
-        r->started++;
         r->st->requests++;
         added++;
         if (last)
             c->closing = 1;
+        if (retry) { /* counted in `started` when it was first issued */
+            r->rhead = (r->rhead + 1) % r->rcap;
+            r->nretry--;
+        } else {
+            r->started++;
+            r->next_due += r->interval_ns;
+        }
     }
     if (!added)
         return 0;
@@ -452,8 +472,9 @@ static void conn_start(brun_t *r, bconn_t *c)
  */
 static void conn_next(brun_t *r, bconn_t *c)
 {
-    if (more_work(r) && (!r->limit || r->cfg->connect_only ||
-                         r->started + r->connecting + r->handshaking + r->npend < r->limit))
+    unsigned coming = r->connecting + r->handshaking + r->npend;
+    if ((more_work(r) && (!r->limit || r->cfg->connect_only || r->started + coming < r->limit)) ||
+        (r->nretry > coming && !r->aborting))
         conn_start(r, c);
 }
 
@@ -496,21 +517,31 @@ static void h2_lost(brun_t *r, bconn_t *c, int kind, uint64_t n)
     c->goaway |= kind == LG_E_GOAWAY;
 }
 
+/* HTTP/2: a request a graceful GOAWAY refused goes out again, timed from t. */
+static void h2_retry(brun_t *r, int64_t t)
+{
+    r->st->requests--; /* issued again later: counted then */
+    r->st->retried++;
+    r->retry[(r->rhead + r->nretry++) % r->rcap] = t;
+}
+
 /* HTTP/2: take the streams that ended; 1 if a response was among them. */
 static int h2_ended(brun_t *r, bconn_t *c)
 {
     lg_h2_end_t e;
-    int done = 0;
+    uint32_t code = 1;
+    int done = 0, graceful = lg_h2_goaway(c->h2, &code) && code == 0;
     while (lg_h2_next(c->h2, &e)) {
         c->inflight--;
         if (e.kind < 0) {
             count_response(r, e.t, e.status, e.body);
             done = 1;
+        } else if (e.kind == LG_E_GOAWAY && graceful) {
+            h2_retry(r, e.t);
         } else {
             h2_lost(r, c, e.kind, 1);
         }
     }
-    uint32_t code;
     if (lg_h2_goaway(c->h2, &code)) {
         c->closing = 1; /* no new stream; those in flight below its last id finish */
         if (code != 0)  /* NO_ERROR is a graceful close, like an idle keep-alive one */
@@ -707,7 +738,7 @@ static void on_timeout(brun_t *r, bconn_t *c)
 static void start_pending(brun_t *r)
 {
     unsigned k = r->npend; /* slots pushed back by this pass wait for the next one */
-    while (k-- && r->npend && r->connecting < r->cfg->max_connecting && more_work(r)) {
+    while (k-- && r->npend && r->connecting < r->cfg->max_connecting && any_work(r)) {
         unsigned i = r->pend[r->phead];
         r->phead = (r->phead + 1) % r->n;
         r->npend--;
@@ -737,9 +768,15 @@ static void run_stop(brun_t *r)
             conn_close(r, &r->c[i]);
 }
 
-/* Cut everything off; what is in flight is lost. */
+/* Cut everything off; what is in flight is lost, and so is what waits to be sent again. */
 static void run_abort(brun_t *r)
 {
+    if (r->nretry) {
+        r->st->requests += r->nretry;
+        r->st->lost += r->nretry;
+        r->st->err[LG_E_GOAWAY]++;
+        r->nretry = 0;
+    }
     for (unsigned i = 0; i < r->n; i++) {
         bconn_t *c = &r->c[i];
         if (c->state == C_FREE)
@@ -828,9 +865,12 @@ static int run_setup(brun_t *r, const bench_cfg_t *cfg, unsigned index, bench_st
             r->interval_ns = 1;
     }
     int64_t *sent = calloc((size_t)r->n * r->depth, sizeof *sent);
+    if (cfg->h2) /* every request in flight at once could be refused */
+        r->retry = calloc(r->rcap = r->n * r->depth, sizeof *r->retry);
     r->rbuf = malloc(RBUF_SIZE);
     r->loop = gio_loop_new();
-    if (!r->c || !r->pend || !r->idle || !sent || !r->rbuf || !r->loop) {
+    if (!r->c || !r->pend || !r->idle || !sent || !r->rbuf || !r->loop ||
+        (cfg->h2 && !r->retry)) {
         st->fatal = BENCH_SYSERR;
         st->fatal_errno = errno ? errno : ENOMEM;
         free(sent);
@@ -864,6 +904,7 @@ static void run_free(brun_t *r)
     free(r->c);
     free(r->pend);
     free(r->idle);
+    free(r->retry);
     free(r->rbuf);
     gio_loop_free(r->loop);
     lg_tls_ctx_free(r->tls);
@@ -924,7 +965,7 @@ int bench_run(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all)
         }
         if (r.now >= cap_at)
             r.aborting = 1;
-        if (!st->open && !r.npend && (r.stopping || !more_work(&r)))
+        if (!st->open && !r.npend && (r.stopping || !any_work(&r)))
             break;
         if (cfg->progress)
             progress(&r, &last_ns, &last_resp);
@@ -980,4 +1021,5 @@ void bench_stats_merge(bench_stats_t *d, const bench_stats_t *s)
     lg_hist_merge(&d->conn, &s->conn);
     lg_hist_merge(&d->hs, &s->hs);
     d->resumed += s->resumed;
+    d->retried += s->retried;
 }

@@ -325,16 +325,18 @@ def h_h2_reset_half(c, srv):
             c.sendall(h2_frame(3, 0, sid, struct.pack(">I", 2)))
 
 
-def h_h2_goaway_after_3(c, srv):
-    """Answers three requests per connection, then GOAWAY (NO_ERROR) at the fourth:
+def h_h2_goaway_after_3(code):
+    """Answers three requests per connection, then GOAWAY with `code` at the fourth:
     streams from the fourth on are refused."""
-    last = 0
-    for k, sid in enumerate(h2_requests(c)):
-        if k < 3:
-            c.sendall(h2_frame(1, 0x5, sid, b"\x88"))
-            last = sid
-        elif k == 3:
-            c.sendall(h2_frame(7, 0, 0, struct.pack(">II", last, 0)))
+    def handler(c, srv):
+        last = 0
+        for k, sid in enumerate(h2_requests(c)):
+            if k < 3:
+                c.sendall(h2_frame(1, 0x5, sid, b"\x88"))
+                last = sid
+            elif k == 3:
+                c.sendall(h2_frame(7, 0, 0, struct.pack(">II", last, code)))
+    return handler
 
 
 def h_h2_silent(c, srv):
@@ -637,12 +639,25 @@ def test_bench_h2_stream_resets(build, pyserver):
     assert r["errors_total"] == r["errors"]["rst"] and r["connects"] == 2
 
 
-def test_bench_h2_goaway(build, pyserver):
-    """Streams a GOAWAY refuses are lost, one goaway error per GOAWAY; a new connection goes on."""
-    s = pyserver(h_h2_goaway_after_3)
+def test_bench_h2_graceful_goaway(build, pyserver):
+    """Streams a GOAWAY with NO_ERROR refuses were not processed (RFC 9113 8.7): they are
+    sent again on a new connection, not counted as errors."""
+    s = pyserver(h_h2_goaway_after_3(0))
+    p, r = bench_json(build, "--h2", "-c", "1", "-k", "--streams", "4", "-n", "40", s.url())
+    check_h2(r, 4)
+    assert p.returncode == 0, (p.stderr, r)
+    assert r["requests"] == r["responses"] == 40 and r["errors_total"] == 0
+    assert r["connects"] == 14 and r["retried"] >= 13  # 3 answers per connection
+
+
+def test_bench_h2_goaway_error(build, pyserver):
+    """A GOAWAY with an error code: the streams it refused are lost, one goaway error per
+    GOAWAY; a new connection goes on."""
+    s = pyserver(h_h2_goaway_after_3(2))
     p, r = bench_json(build, "--h2", "-c", "1", "-k", "--streams", "4", "-n", "40", s.url())
     check_h2(r, 4)
     assert p.returncode == 3, p.stderr
+    assert r["retried"] == 0
     c = r["connects"]  # all but the last get three answers and a GOAWAY; -n may cut the last
     assert r["requests"] == 40 and 3 * (c - 1) < r["responses"] <= 3 * c, r
     assert c - 1 <= r["errors"]["goaway"] <= c, r
