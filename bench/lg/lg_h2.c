@@ -342,7 +342,7 @@ long lg_h2_fill(lg_h2_t *h, gio_batch_t *b)
         if (k == 0)
             break;
         if (len + (size_t)k > h->ocap) { /* b is empty: nothing points into obuf */
-            size_t cap = h->ocap ? h->ocap : 16384;
+            size_t cap = h->ocap ? h->ocap : 512;
             while (cap < len + (size_t)k)
                 cap *= 2;
             char *o = realloc(h->obuf, cap);
