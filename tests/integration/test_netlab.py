@@ -4,7 +4,10 @@ crash, and the merge of several hosts' bench reports.
 The merge tests run anywhere; the lab tests need root and network namespaces (skipped
 otherwise).  The lab is not tied to an IO backend: one build is enough (the first plain one).
 Every lab made here is owned by this process or a child, named netlab-LAB-PID-*, and removed
-by the test (or, if the test dies, by the next `netlab gc`).
+by the test (or, if the test dies, by the next `netlab gc`).  The lab tests are marked
+`serial`: run-check runs each build's pass at the same time, and a `netlab gc` in one pass
+would remove the dead lab another pass's crash test is still looking at; they do not depend on
+the build, so the serial phase's single run is enough.
 """
 import json
 import os
@@ -35,7 +38,9 @@ def _can_netns():
     return r.returncode == 0
 
 
-needs_root = pytest.mark.skipif(not _can_netns(), reason="needs root and ip netns")
+def needs_root(f):
+    return pytest.mark.serial(pytest.mark.skipif(not _can_netns(),
+                                                 reason="needs root and ip netns")(f))
 
 
 def netlab(*args, check=True, timeout=60, **kw):
@@ -126,6 +131,23 @@ def test_quantile_rule_on_a_known_histogram():
          "buckets": [[3, 5], [10, 4], [1023, 1]]}
     assert [bl.hist_quantile(h, q) for q in (0.5, 0.9, 0.99, 1.0)] == [3, 10, 900, 900]
     assert bl.hist_quantile({"count": 0, "sum": 0, "min": 0, "max": 0, "buckets": []}, 0.5) == 0
+
+
+def test_hosts_file_and_the_ssh_prefix(tmp_path):
+    netlab_mod = bl.load_driver("netlab")
+    f = tmp_path / "hosts"
+    f.write_text("# comment\n\nsrv 10.9.0.1 ip netns exec netlab-x-1-srv\n"
+                 "c1 10.9.0.2,10.9.0.3 ssh -o BatchMode=yes 'bench@c1.example'\n"
+                 "me 127.0.0.1\n")
+    srv, c1, me = netlab_mod.read_hosts(str(f))
+    assert srv.argv(["bench", "-c", 5]) == ["ip", "netns", "exec", "netlab-x-1-srv",
+                                            "bench", "-c", "5"]
+    assert c1.addrs == ["10.9.0.2", "10.9.0.3"]
+    # ssh hands the remote shell one line: the command arrives as one quoted word
+    assert c1.argv(["sh", "-c", "echo $HOME; ls 'a b'"]) == [
+        "ssh", "-o", "BatchMode=yes", "bench@c1.example",
+        "sh -c 'echo $HOME; ls '\"'\"'a b'\"'\"''"]
+    assert me.argv(["true"]) == ["true"]
 
 
 # -- the lab (root) ---------------------------------------------------------------------------
