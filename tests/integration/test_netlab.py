@@ -311,3 +311,17 @@ def test_multihost_merges_hosts(tmp_path):
     assert "| **merged** | 300 |" in md and "| c2 | 100 |" in md
     assert "c=300 c3:" in (out / "commands.txt").read_text()
     assert netns_of(p.pid) == [], "the lab it built is gone"
+
+
+@needs_root
+@needs_build
+@pytest.mark.skipif(not os.access("/usr/sbin/nginx", os.X_OK), reason="no nginx")
+def test_multihost_drives_nginx_too(tmp_path):
+    out = tmp_path / "mh"
+    r = subprocess.run([MULTIHOST, "--netlab", "2", "--httpd", "nginx", "-c", "40", "-n", "800",
+                        "--bench", os.path.join(BDIR, "bench"), "-o", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lv = json.loads((out / "multihost.json").read_text())["levels"][0]
+    assert lv["merged"]["responses"] == 800 and lv["merged"]["errors_total"] == 0
+    assert "# multihost: nginx -W 2" in (out / "multihost.md").read_text()
