@@ -325,3 +325,28 @@ def test_multihost_drives_nginx_too(tmp_path):
     lv = json.loads((out / "multihost.json").read_text())["levels"][0]
     assert lv["merged"]["responses"] == 800 and lv["merged"]["errors_total"] == 0
     assert "# multihost: nginx -W 2" in (out / "multihost.md").read_text()
+
+
+@needs_root
+@needs_build
+def test_backend_latency_in_the_lab(tmp_path):
+    """The idle-latency driver with its server, holder and measurer on three lab hosts."""
+    out = tmp_path / "bl"
+    p = subprocess.Popen([os.path.join(ROOT, "bench", "backend-latency"), "--netlab",
+                          "--no-build", "--client", PLAIN[0], "--backends", PLAIN[0],
+                          "--counts", "0,300", "--samples", "6", "--chunk", "3", "-o", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _, err = p.communicate(timeout=300)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, err
+    run = json.loads((out / "run.json").read_text())
+    lab = run["netlab"]
+    assert [h["name"] for h in lab["hosts"]] == ["srv", "hold", "meas"]
+    rows = [l.split("\t") for l in (out / "results.tsv").read_text().splitlines()
+            if l and not l.startswith(("#", "backend"))]
+    assert [int(r[1]) for r in rows] == [0, 300], rows
+    assert netns_of(p.pid) == []
