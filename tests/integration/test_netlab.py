@@ -11,6 +11,7 @@ the build, so the serial phase's single run is enough.
 """
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -310,6 +311,8 @@ def test_multihost_merges_hosts(tmp_path):
     md = (out / "multihost.md").read_text()
     assert "| **merged** | 300 |" in md and "| c2 | 100 |" in md
     assert "c=300 c3:" in (out / "commands.txt").read_text()
+    if shutil.which("gnuplot"):
+        assert (out / "multihost.png").stat().st_size > 1000
     assert netns_of(p.pid) == [], "the lab it built is gone"
 
 
