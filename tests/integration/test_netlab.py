@@ -178,15 +178,16 @@ def test_caps_say_what_the_kernel_has():
 
 @needs_root
 @needs_build
-def test_up_exec_status_down(tmp_path):
+@pytest.mark.parametrize("shape", ["tbf", "htb"])
+def test_up_exec_status_down(tmp_path, shape):
     before = root_links()
     me = os.getpid()
     netlab("up", "--hosts", "srv,cli", "--lab", "t", "--owner", me, "--addrs", 3,
-           "--rate", "cli=200mbit")
+           "--rate", "cli=200mbit", "--shape", shape)
     try:
         st = json.loads(netlab("status", "--json").stdout)
         lab = next(e for e in st if e["lab"] == "t" and e["owner"] == me)
-        assert lab["owner_alive"] and lab["status"] == "up" and lab["shape"] == "tbf"
+        assert lab["owner_alive"] and lab["status"] == "up" and lab["shape"] == shape
         srv, cli = lab["hosts"]
         assert len(cli["addrs"]) == 3 and cli["rate"] == "200mbit"
         assert srv["addrs"][0].startswith("198.1") and lab["subnet"].endswith("/24")
@@ -212,6 +213,12 @@ def test_up_exec_status_down(tmp_path):
                        "http://%s:%d/1k.html" % (srv["addrs"][0], port))
             rep = json.loads(r.stdout)
             assert rep["responses"] == 600 and rep["errors_total"] == 0
+            # the shaping: 200 Mbit/s is 25 MB/s; unshaped, veth moves a few GB/s
+            (tmp_path / "big.bin").write_bytes(b"z" * (1 << 20))
+            r = netlab("exec", "--lab", "t", "cli", os.path.join(BDIR, "bench"), "-q", "-J",
+                       "-k", "-c", 4, "-d", 2, "http://%s:%d/big.bin" % (srv["addrs"][0], port))
+            big = json.loads(r.stdout)
+            assert big["errors_total"] == 0 and 5e6 < big["bytes_per_s"] < 25e6 * 1.1, big
             ss = netlab("exec", "--lab", "t", "srv", "ss", "-Htn", "state", "time-wait").stdout
             peers = {l.split()[-1].rsplit(":", 1)[0] for l in ss.splitlines() if l.strip()}
             assert peers <= set(cli["addrs"]) and len(peers) >= 2, ss
