@@ -360,3 +360,36 @@ def test_backend_latency_in_the_lab(tmp_path):
             if l and not l.startswith(("#", "backend"))]
     assert [int(r[1]) for r in rows] == [0, 300], rows
     assert netns_of(p.pid) == []
+
+
+FAKE_SSH = """#!/bin/sh
+# a stand-in for ssh: drops the options and the host, runs the one remote line as ssh would
+while [ $# -gt 1 ]; do shift; done
+exec sh -c "$1"
+"""
+
+
+@needs_build
+def test_multihost_through_an_ssh_prefix(tmp_path):
+    """A hosts file whose prefixes are ssh (here a stand-in that runs the remote line
+    locally): every command must survive being one shell-quoted word."""
+    ssh = tmp_path / "bin" / "ssh"
+    ssh.parent.mkdir()
+    ssh.write_text(FAKE_SSH)
+    ssh.chmod(0o755)
+    (tmp_path / "hosts").write_text(
+        "srv 127.0.0.1 %s -o BatchMode=yes srv.example\n"
+        "c1 127.0.0.2,127.0.0.3 %s c1.example\n"
+        "c2 127.0.0.4 %s -p 22 c2.example\n" % (ssh, ssh, ssh))
+    out = tmp_path / "out dir"  # a space in every path the remote lines carry
+    r = subprocess.run([MULTIHOST, "--hosts-file", str(tmp_path / "hosts"), "--no-pin",
+                        "-W", "1", "-c", "20", "-n", "400",
+                        "--gatling", os.path.join(BDIR, "gatling"),
+                        "--bench", os.path.join(BDIR, "bench"), "-o", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    lv = json.loads((out / "multihost.json").read_text())["levels"][0]
+    assert [h["host"] for h in lv["hosts"]] == ["c1", "c2"]
+    assert lv["merged"]["responses"] == 400 and lv["merged"]["errors_total"] == 0
+    cmds = (out / "commands.txt").read_text()
+    assert "c1.example '" in cmds and "-b 127.0.0.2,127.0.0.3" in cmds
