@@ -471,12 +471,40 @@ def hist_quantile(h, q):
     return h["max"]
 
 
+HIST_SUB_BITS = 7  # LG_HIST_SUB_BITS in bench/lg/lg_hist.h
+HIST_SUB = 1 << HIST_SUB_BITS
+
+
+def hist_bucket(hi):
+    """(lowest value, width) of the lg_hist bucket whose highest value is hi."""
+    i = hi if hi < HIST_SUB else \
+        (hi.bit_length() - 1 - HIST_SUB_BITS) * HIST_SUB + (hi >> (hi.bit_length() - 1 -
+                                                                  HIST_SUB_BITS))
+    if i < 2 * HIST_SUB:
+        return i, 1
+    shift = i // HIST_SUB - 1
+    return (i - shift * HIST_SUB) << shift, 1 << shift
+
+
+def hist_stdev(h):
+    """lg_hist_stdev's estimate: the standard deviation from the buckets' middles."""
+    n = h["count"] if h else 0
+    if n < 2:
+        return 0.0
+    mean, acc = h["sum"] / n, 0.0
+    for hi, c in h["buckets"]:
+        low, width = hist_bucket(hi)
+        acc += c * (low + (width - 1) / 2 - mean) ** 2
+    return math.sqrt(acc / (n - 1))
+
+
 def hist_summary(h):
-    """p50, p90, p99, p99_9, min, max, mean, count (as in bench -J) and the hist itself."""
+    """p50, p90, p99, p99_9, min, max, mean, stdev, count (as in bench -J) and the hist."""
     s = {name: hist_quantile(h, q) for name, q in QUANTILES}
     n = h["count"] if h else 0
     s.update(min=h["min"] if n else 0, max=h["max"] if n else 0,
-             mean=round(h["sum"] / n, 1) if n else 0.0, count=n, hist=h)
+             mean=round(h["sum"] / n, 1) if n else 0.0, stdev=round(hist_stdev(h), 1),
+             count=n, hist=h)
     return s
 
 

@@ -106,6 +106,7 @@ def test_merging_one_host_gives_its_own_percentiles(loopback_gatling, args):
     for key in ("latency_us", "connect_us"):
         for f in ("p50", "p90", "p99", "p99_9", "min", "max", "count", "mean"):
             assert m[key][f] == rep[key][f], (key, f, m[key][f], rep[key][f])
+        assert abs(m[key]["stdev"] - rep[key]["stdev"]) <= 0.1, (key, m[key], rep[key])
     for f in ("requests", "responses", "lost", "connects", "errors_total"):
         assert m[f] == rep[f]
     assert m["errors"] == rep["errors"]
