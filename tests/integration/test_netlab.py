@@ -394,3 +394,37 @@ def test_multihost_through_an_ssh_prefix(tmp_path):
     assert lv["merged"]["responses"] == 400 and lv["merged"]["errors_total"] == 0
     cmds = (out / "commands.txt").read_text()
     assert "c1.example '" in cmds and "-b 127.0.0.2,127.0.0.3" in cmds
+
+
+@needs_root
+@needs_build
+def test_bench_run_across_the_lab(tmp_path):
+    """bench/run --netlab: short-lived and open-loop from two lab hosts, merged figures in
+    samples.tsv, each host's in hosts.tsv and meta.json, a row per host in the report."""
+    out = tmp_path / "run"
+    p = subprocess.Popen([os.path.join(ROOT, "bench", "run"), "quick", "--tiny", "--runs", "1",
+                          "--only", "short-lived,open-loop", "--netlab", "2", "-q",
+                          "--backend", PLAIN[0], "--client", PLAIN[0], "-o", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        so, err = p.communicate(timeout=300)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, err
+    meta = json.loads((out / "meta.json").read_text())
+    assert [(h["name"], h["role"]) for h in meta["hosts"]] == [
+        ("srv", "server"), ("c1", "client"), ("c2", "client")]
+    rows = [l.split("\t") for l in (out / "hosts.tsv").read_text().splitlines()[1:]]
+    per_host = {}
+    for bench, run, n, host, metric, v in rows:
+        if bench == "short-lived" and metric == "req_per_s":
+            per_host[host] = float(v)
+    assert set(per_host) == {"c1", "c2"}
+    merged = [float(l.split("\t")[4]) for l in (out / "samples.tsv").read_text().splitlines()
+              if l.startswith("short-lived\t") and "\treq_per_s\t" in l]
+    assert merged and abs(merged[0] - sum(per_host.values())) < 1.0, (merged, per_host)
+    assert "host c1" in so and "load from 2 hosts" in so
+    assert "netlab-run-" in (out / "commands.txt").read_text()
+    assert netns_of(p.pid) == []
