@@ -459,6 +459,8 @@ static void json_hist(const char *key, const lg_hist_t *h)
     printf("\"%s\":{", key);
     for (int i = 0; i < 4; i++)
         printf("\"%s\":%llu,", qname[i], (unsigned long long)lg_hist_quantile(h, quant[i]));
+    lg_hist_json(stdout, "hist", h); /* raw buckets: for merging reports of several hosts */
+    printf(",");
     printf("\"min\":%llu,\"max\":%llu,\"mean\":%.1f,\"stdev\":%.1f,\"count\":%llu}",
            (unsigned long long)(h->count ? h->min : 0), (unsigned long long)h->max, lg_hist_mean(h),
            lg_hist_stdev(h), (unsigned long long)h->count);
