@@ -36,6 +36,15 @@ typedef struct h2_part {
     uint64_t off, len;
 } h2_part_t;
 
+/* A block of frame bytes.  nghttp2 reuses its buffer, so what mem_send gives
+   is copied here and the batch points into it; the blocks are rewritten once
+   the batch has sent everything (h2_fill runs only then). */
+typedef struct h2_block {
+    struct h2_block *next;
+    size_t len;
+    char b[H2_PEND_CAP];
+} h2_block_t;
+
 /* A block of a stream's request fields (names, values, the log line):
    blocks are added, never moved, so the request's pointers stay good. */
 typedef struct h2_chunk {
@@ -67,8 +76,9 @@ struct h2 {
     h1_conn_t f;
     void (*wake)(void *conn);
     h2_stream_t *all; /* every stream; the closed ones are freed once the batch is empty */
-    char *pend;         /* frame bytes not yet on the batch */
-    size_t pendlen;
+    h2_block_t *blocks; /* frame bytes: the first block, kept while streams are open */
+    h2_block_t *pend;   /* ... the one being filled */
+    size_t mark;        /* ... where its bytes not yet on the batch begin */
     uint32_t requests;
     unsigned open;
     unsigned pending;   /* streams begun whose request has not ended */
@@ -96,30 +106,64 @@ int h2_preface(const char *p, size_t n)
     return n >= H2_PREFACE_LEN;
 }
 
-/* Frame bytes go through pend: copied, as nghttp2's buffer is reused. */
+/* Frame bytes go through the blocks: put what was copied since the mark on
+   the batch, by reference. */
 static int pend_flush(h2_t *h)
 {
-    if (!h->pendlen)
+    h2_block_t *b = h->pend;
+    if (!b || b->len == h->mark)
         return 0;
-    if (gio_batch_add_buf(h->f.out, h->pend, h->pendlen, GIO_BATCH_FREE) < 0)
+    if (gio_batch_add_buf(h->f.out, b->b + h->mark, b->len - h->mark, 0) < 0)
         return -1;
-    h->pend = NULL;
-    h->pendlen = 0;
+    h->mark = b->len;
     return 0;
+}
+
+/* Room in the current block, the next one when it is (nearly) full. */
+static h2_block_t *pend_room(h2_t *h, size_t want)
+{
+    h2_block_t *b = h->pend;
+    if (b && H2_PEND_CAP - b->len >= want)
+        return b;
+    if (pend_flush(h) < 0)
+        return NULL;
+    h2_block_t **next = b ? &b->next : &h->blocks;
+    if (!*next) {
+        if (!(*next = malloc(sizeof **next)))
+            return NULL;
+        (*next)->next = NULL;
+    }
+    (*next)->len = 0;
+    h->mark = 0;
+    return h->pend = *next;
 }
 
 static int pend_add(h2_t *h, const uint8_t *p, size_t n)
 {
     while (n) {
-        if (!h->pend && !(h->pend = malloc(H2_PEND_CAP)))
+        h2_block_t *b = pend_room(h, 1);
+        if (!b)
             return -1;
-        size_t k = H2_PEND_CAP - h->pendlen < n ? H2_PEND_CAP - h->pendlen : n;
-        memcpy(h->pend + h->pendlen, p, k);
-        h->pendlen += k, p += k, n -= k;
-        if (h->pendlen == H2_PEND_CAP && pend_flush(h) < 0)
-            return -1;
+        size_t k = H2_PEND_CAP - b->len < n ? H2_PEND_CAP - b->len : n;
+        memcpy(b->b + b->len, p, k);
+        b->len += k, p += k, n -= k;
     }
     return 0;
+}
+
+/* The batch is empty: the blocks can be rewritten, or freed when nothing is
+   open (an idle connection keeps none). */
+static void pend_reset(h2_t *h, int keep)
+{
+    h->pend = NULL;
+    h->mark = 0;
+    if (keep)
+        return;
+    for (h2_block_t *b = h->blocks, *next; b; b = next) {
+        next = b->next;
+        free(b);
+    }
+    h->blocks = NULL;
 }
 
 static void stream_free(h2_stream_t *s)
@@ -193,7 +237,8 @@ static int send_data(nghttp2_session *ng, nghttp2_frame *fr, const uint8_t *fram
     h2_t *h = user;
     h2_stream_t *s = src->ptr;
     h2_part_t *p = &s->parts[s->cur];
-    if (fr->data.padlen || pend_add(h, framehd, 9) < 0 || pend_flush(h) < 0)
+    if (fr->data.padlen || !pend_room(h, 9) || pend_add(h, framehd, 9) < 0 ||
+        pend_flush(h) < 0)
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     int r = p->p ? gio_batch_add_buf(h->f.out, p->p + p->off, length, 0)
                  : gio_batch_add_file(h->f.out, p->fd, p->off, length, 0);
@@ -726,7 +771,7 @@ void h2_free(h2_t *h)
         next = s->next;
         stream_free(s);
     }
-    free(h->pend);
+    pend_reset(h, 0);
     free(h);
 }
 
@@ -792,7 +837,8 @@ long h2_fill(h2_t *h, size_t max)
     if (!gio_batch_done(h->f.out))
         return 0;
     sweep(h); /* (the batch keeps counting bytes_sent: conn.c's -B window reads it) */
-    while (h->f.out->bytes_left + h->pendlen < max) {
+    pend_reset(h, 1);
+    while (h->f.out->bytes_left + (h->pend ? h->pend->len - h->mark : 0) < max) {
         const uint8_t *p;
         ssize_t n = nghttp2_session_mem_send(h->ng, &p);
         if (n < 0)
@@ -804,6 +850,8 @@ long h2_fill(h2_t *h, size_t max)
     }
     if (pend_flush(h) < 0)
         return -1;
+    if (!h->f.out->bytes_left && !h->all)
+        pend_reset(h, 0);
     return (long)h->f.out->bytes_left;
 }
 
