@@ -482,3 +482,85 @@ def test_through_haproxy_send_proxy_v2(gatling, tmp_path):
         out = hp.communicate(timeout=5)[0]
         close_all_clients()
     assert b"DOWN" not in out, out.decode(errors="replace")
+
+
+# -- listeners that come from elsewhere: -W workers, socket activation, upgrade
+
+def _marked(port, tls=None):
+    """The listener on port takes a PROXY header, and a request without one
+    is closed unanswered."""
+    with ProxiedClient(port, v1(src="192.0.2.90"), tls=tls) as c:
+        assert c.request("/f.txt").status == 200
+    with ProxiedClient(port, None, tls=False) as c:
+        c.send(b"GET /f.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+        c.assert_closed(2.0, "a request without a PROXY header")
+        assert not c.buf
+
+
+def test_workers(gatling):
+    srv = gatling(TREE, args=("-T", "10", "-W", "2", "-y", "http,https", "-Y", PROXY_ADDR))
+    for _ in range(4):
+        _marked(srv.port)
+    assert {ln.split(" ")[0] for ln in srv.wait_log(4)} == {"192.0.2.90"}
+
+
+@pytest.mark.skipif(not shutil.which("systemd-socket-activate"),
+                    reason="systemd-socket-activate (Debian: systemd) is not installed")
+def test_socket_activation(build, tmp_path):
+    """A passed socket is marked by its port (-y PORT)."""
+    from test_production import make_docroot, san_env
+    root = str(tmp_path / "www")
+    make_docroot(root, TREE)
+    port = free_port()
+    cmd = ["systemd-socket-activate", "-l", "127.0.0.1:%d" % port, build.binary, "-n",
+           "-y", str(port), "-Y", PROXY_ADDR]
+    proc = subprocess.Popen(cmd, cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, env=san_env(build))
+    try:
+        # systemd-socket-activate binds first, and starts gatling on the first connection
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                _marked(port, tls=False)
+                break
+            except ConnectionRefusedError:
+                assert time.monotonic() < deadline, "nothing listens on %d" % port
+                time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 0
+        err = proc.stderr.read().decode(errors="replace")
+        assert "listening on a passed socket, port %d" % port in err, err
+        assert "AddressSanitizer" not in err and "runtime error" not in err, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_upgrade_keeps_the_marking(build, tmp_path):
+    """SIGUSR2: the new binary takes the listeners over, marked as before."""
+    from test_production import gone, new_pid, wait_for
+    from conftest import make_docroot, start_server
+    root = make_docroot(str(tmp_path / "www"), TREE)
+    args = ("-n", "-T", "10", "-y", "http,https", "-Y", PROXY_ADDR)
+    if SCHEME == "https":  # a fixed port: "-e 0" in the new binary's argv would be another
+        args += ("-C", os.path.join(conftest.test_pki(), "certs"), "-e", str(free_port()))
+    srv = start_server(build, root, args)
+    if SCHEME == "https":
+        srv.port = _https_port(srv)
+    pid = None
+    try:
+        _marked(srv.port)
+        mark = len(srv.errlog)
+        os.kill(srv.pid, signal.SIGUSR2)
+        pid = wait_for(lambda: new_pid(srv, mark), 5, "the new process")
+        wait_for(lambda: gone(srv.pid), 5, "the old process exiting")
+        _marked(srv.port)
+        os.kill(pid, signal.SIGTERM)
+        wait_for(lambda: gone(pid), 5, "the new process stopping")
+    finally:
+        for p in (srv.pid, pid):
+            if p and not gone(p):
+                os.kill(p, signal.SIGKILL)
+        srv.process.wait()
+        srv.join()
