@@ -879,10 +879,13 @@ static int proxy_peer(conn_t *c, const proxy_hdr_t *h)
 static void st_proxy(conn_t *c)
 {
     status_counters_t *st = &c->site->stats;
-    if (!c->blk && !(c->blk = block_get(c->set))) {
-        site_error(c->site, "malloc()", ENOMEM, &c->peer.sa, "a request block: client shed");
-        c->state = CONN_CLOSE;
-        return;
+    if (!c->blk) {
+        if (!(c->blk = block_get(c->set))) {
+            site_error(c->site, "malloc()", ENOMEM, &c->peer.sa, "a request block: client shed");
+            c->state = CONN_CLOSE;
+            return;
+        }
+        new_exchange(c); /* an empty one: conn_free ends whatever a block holds */
     }
     _Static_assert(PROXY_MAX <= CONN_IN_CAP, "the request block holds a PROXY header");
     char *buf = c->blk->in;
