@@ -431,9 +431,9 @@ static int parse_options(int argc, char **argv, config_t *cfg)
     int c, rc;
     config_defaults(cfg);
     opterr = 0;
-    while ((c = getopt(argc, argv,
-                       ":i:p:a:T:s:B:N:K:A:R:b:j:nGl:q:c:u:m:W:HvtdDI:r:M:SLZF:C:e:Eo:O:x:X2y:Y:k:g:Vh")) !=
-           -1)
+    const char *opts = ":i:p:a:T:s:B:N:K:A:R:b:j:nGl:q:c:u:m:W:HvtdDI:r:M:SLZF:C:e:Eo:O:x:X2"
+                       "y:Y:k:g:Vh";
+    while ((c = getopt(argc, argv, opts)) != -1)
         if ((rc = option(c, optarg, cfg)) >= 0)
             return rc;
     if (optind < argc) {

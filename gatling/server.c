@@ -379,7 +379,8 @@ static void accept_some(server_t *s, listener_t *l)
             continue;
         }
         /* behind a proxy, -K counts the client the header names (conn.c) */
-        int lim = l->proxy ? LIMIT_OK : limits_conn_open(s->site.limits, &peer.sa, gio_now(s->loop));
+        int lim =
+            l->proxy ? LIMIT_OK : limits_conn_open(s->site.limits, &peer.sa, gio_now(s->loop));
         if (lim != LIMIT_OK) {
             if (lim == LIMIT_CONNS)
                 s->site.stats.refused_addr++;
@@ -532,8 +533,10 @@ static void begin_drain(server_t *s)
     }
     s->grace_end = gio_now(s->loop) + (int64_t)grace * 1000;
     char text[96];
-    snprintf(text, sizeof text, "draining: the health check fails for %d s, then the listeners "
-                                "close", grace);
+    snprintf(text, sizeof text,
+             "draining: the health check fails for %d s, then the listeners "
+             "close",
+             grace);
     elog_note(&s->site.elog, gio_wallclock(s->loop), text);
 }
 

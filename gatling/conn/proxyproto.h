@@ -27,9 +27,9 @@
 enum { PROXY_MALFORMED = -1, PROXY_INCOMPLETE = -2 };
 
 typedef struct proxy_hdr {
-    uint8_t version; /* 1 or 2 */
-    uint8_t local;   /* keep the connection's own peer: v2 LOCAL, UNSPEC or
-                        UNIX; v1 UNKNOWN (a health check by the proxy itself) */
+    uint8_t version;  /* 1 or 2 */
+    uint8_t local;    /* keep the connection's own peer: v2 LOCAL, UNSPEC or
+                         UNIX; v1 UNKNOWN (a health check by the proxy itself) */
     socklen_t srclen; /* of src, when !local */
     union {
         struct sockaddr sa;

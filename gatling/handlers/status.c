@@ -34,10 +34,10 @@ static size_t rows(const site_t *s, row_t *r, size_t cap, int64_t now)
 {
     const status_counters_t *st = &s->stats;
     size_t n = 0;
-#define ROW(k, l, v)                                                                               \
-    do {                                                                                           \
-        if (n < cap)                                                                               \
-            r[n++] = (row_t){k, l, (uint64_t)(v)};                                                 \
+#define ROW(k, l, v) \
+    do { \
+        if (n < cap) \
+            r[n++] = (row_t){k, l, (uint64_t)(v)}; \
     } while (0)
     ROW("uptime", "uptime (s)", now - st->started);
     ROW("connections", "open connections", s->nconns);
