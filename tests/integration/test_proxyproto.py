@@ -328,6 +328,42 @@ def test_health_check(gatling):
     assert st["health_ok"] == 4 and st["health_failed"] == 0 and st["draining"] == 0
 
 
+def test_health_check_over_h2(gatling):
+    """The router answers it, so HTTP/2 gets it too (h2c or ALPN h2)."""
+    srv = gatling(TREE, args=("-T", "10", "-k", "/healthz"))
+    cmd = ["curl", "-sS", "-o", "-", "-w", " %{http_version} %{http_code}",
+           "--http2-prior-knowledge" if SCHEME != "https" else "--http2",
+           conftest.url(srv.port, "/healthz")]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout
+    assert out == "ok\n 2 200", out
+
+
+def test_status_page_sees_carried_address(psrv):
+    """/server-status is for loopback clients: the carried one counts, not the
+    proxy's (which is a loopback address here)."""
+    r = through(psrv, v1(src="192.0.2.7"), "/server-status?json")
+    assert r.status == 403, r
+    assert through(psrv, v1(src="127.0.0.1"), "/server-status?json").status == 200
+    assert through(psrv, v2(cmd=0), "/server-status?json").status == 200  # LOCAL: 127.0.0.2
+
+
+def test_workers_drain_grace(gatling):
+    """-W 2 -g 1: each worker fails its health check and keeps serving for
+    the grace, then the whole goes down."""
+    srv = gatling(TREE, args=("-T", "10", "-W", "2", "-k", "/healthz", "-g", "1"))
+    assert Client(srv.port).request("/healthz").status == 200
+    t0 = time.monotonic()
+    srv.send_signal(signal.SIGTERM)
+    time.sleep(0.2)
+    for _ in range(4):  # whichever worker takes it
+        with Client(srv.port) as c:
+            assert c.request("/healthz").status == 503
+            assert c.request("/f.txt").status == 200
+    assert srv.process.wait(5) == 0
+    assert time.monotonic() - t0 > 0.9
+    srv.join()
+
+
 def test_drain_grace(gatling):
     """-g 2: after SIGTERM the health check fails at once, the listener still
     accepts (new connections served) and a request in flight finishes; then
