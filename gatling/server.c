@@ -533,10 +533,7 @@ static void begin_drain(server_t *s)
     }
     s->grace_end = gio_now(s->loop) + (int64_t)grace * 1000;
     char text[96];
-    snprintf(text, sizeof text,
-             "draining: the health check fails for %d s, then the listeners "
-             "close",
-             grace);
+    snprintf(text, sizeof text, "draining: health check failing for %d s, then close", grace);
     elog_note(&s->site.elog, gio_wallclock(s->loop), text);
 }
 

@@ -899,8 +899,8 @@ static void st_proxy(conn_t *c)
     /* what to take: all that was peeked while incomplete, else the header's rest */
     size_t take = n == PROXY_INCOMPLETE ? (size_t)r : n > 0 ? (size_t)n - c->inlen : 0;
     if (n == PROXY_MALFORMED || recv(c->fd, buf + c->inlen, take, MSG_DONTWAIT) != (ssize_t)take) {
-        if (r > 0 || c->inlen) /* a silent connection that went sent no header at all */
-            st->proxy_malformed++; /* malformed, or truncated: the client went mid-header */
+        if (r > 0 || c->inlen) /* malformed, or cut short by the client's close; a */
+            st->proxy_malformed++; /* connection closed before its first byte is not counted */
         c->state = CONN_CLOSE;
         return;
     }

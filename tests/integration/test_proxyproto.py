@@ -404,7 +404,7 @@ def test_drain_grace(gatling):
     slow.close()
     assert srv.process.wait(5) == 0
     srv.join()
-    assert "the health check fails for 2 s" in srv.stderr_text()
+    assert "health check failing for 2 s" in srv.stderr_text()
 
 
 def test_no_grace_closes_at_once(gatling):
