@@ -347,6 +347,17 @@ def test_status_page_sees_carried_address(psrv):
     assert through(psrv, v2(cmd=0), "/server-status?json").status == 200  # LOCAL: 127.0.0.2
 
 
+def _wait_health(port, want, timeout=2.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        with Client(port) as c:
+            st = c.request("/healthz").status
+        if st == want or time.monotonic() > deadline:
+            assert st == want, "the health check still answers %d" % st
+            return
+        time.sleep(0.02)
+
+
 def test_workers_drain_grace(gatling):
     """-W 2 -g 1: each worker fails its health check and keeps serving for
     the grace, then the whole goes down."""
@@ -354,7 +365,8 @@ def test_workers_drain_grace(gatling):
     assert Client(srv.port).request("/healthz").status == 200
     t0 = time.monotonic()
     srv.send_signal(signal.SIGTERM)
-    time.sleep(0.2)
+    _wait_health(srv.port, 503)  # the supervisor passes the signal on
+    time.sleep(0.1)
     for _ in range(4):  # whichever worker takes it
         with Client(srv.port) as c:
             assert c.request("/healthz").status == 503
@@ -377,7 +389,7 @@ def test_drain_grace(gatling):
     assert keep.request("/f.txt").status == 200
     t0 = time.monotonic()
     srv.send_signal(signal.SIGTERM)
-    time.sleep(0.2)
+    _wait_health(srv.port, 503)
     with Client(srv.port) as c:  # a new connection, during the grace
         r = c.request("/healthz")
         assert (r.status, r.body) == (503, b"draining\n"), r
