@@ -146,6 +146,24 @@ def test_header_byte_by_byte(psrv):
     assert st["proxy_headers"] >= 2
 
 
+@pytest.mark.skipif(SCHEME == "https", reason="h2c: HTTPS gets h2 by ALPN")
+def test_h2c_after_header(psrv):
+    """The HTTP/2 preface right behind the header (one segment): the server
+    answers with its SETTINGS, and the access log has the carried client."""
+    preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\0\0\0\x04\0\0\0\0\0"
+    headers = bytes([0x82, 0x84, 0x86, 0x41, 0x01, ord("x")])  # GET / http, :authority x
+    frame = struct.pack("!I", len(headers))[1:] + b"\x01\x05" + struct.pack("!I", 1) + headers
+    with ProxiedClient(psrv.port, None) as c:
+        c.send(v2(src="192.0.2.33") + preface + frame)
+        got = b""
+        while len(got) < 9:
+            chunk = c.sock.recv(4096)
+            assert chunk, "closed after an h2c preface behind a PROXY header"
+            got += chunk
+        assert got[3] == 4, got  # a SETTINGS frame first
+    assert last_log_host(psrv, 1) == "192.0.2.33"
+
+
 def test_header_then_request_later(psrv):
     """The header alone, the request a moment later: served."""
     with ProxiedClient(psrv.port, v1(src="198.51.100.4")) as c:
