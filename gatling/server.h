@@ -27,6 +27,7 @@ typedef struct listener {
     int port; /* the local port, for virtual hosts */
     int tls;  /* HTTPS */
     int deferred; /* TCP_DEFER_ACCEPT: accepted connections have data waiting */
+    int proxy;    /* -y: behind a proxy, connections start with a PROXY header */
 } listener_t;
 
 typedef struct server {
@@ -43,6 +44,7 @@ typedef struct server {
     int upkind;       /* COOKIE_UPGRADE, the cookie of upfd */
     int upfd;         /* an upgrade under way: readable when the new one serves */
     pid_t uppid;      /* ... and the new process */
+    int64_t grace_end; /* -g: a drain's grace runs until then (loop ms); 0: none */
 } server_t;
 
 /*

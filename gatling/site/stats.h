@@ -41,6 +41,13 @@ typedef struct status_counters {
                                   SETTINGS/PING), -A */
     uint64_t h2_yields;        /* HTTP/2: sends stopped at the per-event budget, more queued */
     uint64_t h2_refused;       /* HTTP/2: streams refused, the connection's header bytes full */
+    uint64_t proxy_headers;    /* -y: PROXY headers that named a client */
+    uint64_t proxy_local;      /* ... that kept the proxy's address (LOCAL, UNKNOWN: checks) */
+    uint64_t proxy_untrusted;  /* -y: connections from outside -Y, closed unread */
+    uint64_t proxy_malformed;  /* -y: PROXY headers malformed or cut short, closed */
+    uint64_t proxy_timeout;    /* -y: PROXY headers not complete in time (-s), closed */
+    uint64_t health_ok;        /* -k: health checks answered 200 */
+    uint64_t health_failed;    /* -k: health checks answered 503 (draining) */
 } status_counters_t;
 
 /* Start a new second at wall-clock second now, if it is one: the second that

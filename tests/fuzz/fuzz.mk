@@ -13,7 +13,7 @@ FUZZ_CC ?= $(shell command -v clang || command -v clang-14)
 FUZZ_SECS ?= 60
 FUZZ_CHECK_SECS ?= 8
 FUZZ_NAMES := fuzz_head fuzz_te fuzz_chunked fuzz_target fuzz_range fuzz_accept fuzz_host \
-              fuzz_htaccess
+              fuzz_htaccess fuzz_proxy
 FUZZ_ONLY ?= $(FUZZ_NAMES)
 FUZZ_DIR := build/fuzz
 FUZZ_CFLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
@@ -22,7 +22,8 @@ FUZZ_CFLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-saniti
 # the gatling sources the parsers need (no event loop)
 FUZZ_LIB := gatling/http/http_parse.c gatling/http/path.c gatling/http/byterange.c \
             gatling/site/encoding.c gatling/site/vhost.c gatling/site/fs.c \
-            gatling/handlers/htaccess.c gatling/http/hbuf.c gatling/http/conditional.c
+            gatling/handlers/htaccess.c gatling/http/hbuf.c gatling/http/conditional.c \
+            gatling/conn/proxyproto.c
 
 $(FUZZ_DIR)/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(FUZZ_LIB) $(wildcard gatling/*.h gatling/*/*.h)
 	@test -n "$(FUZZ_CC)" || { echo "fuzz: clang not found: run sh tests/setup.sh as root"; exit 1; }
