@@ -14,6 +14,7 @@
 #include <nghttp2/nghttp2.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define H2_MAX_STREAMS 100
 #define H2_WINDOW (1 << 20)            /* a stream's receive window */
@@ -76,6 +77,8 @@ struct h2 {
     h1_conn_t f;
     void (*wake)(void *conn);
     h2_stream_t *all; /* every stream; the closed ones are freed once the batch is empty */
+    void *big;          /* nghttp2's frame buffer, mapped (see mem_malloc) */
+    size_t big_len;
     h2_block_t *blocks; /* frame bytes: the first block, kept while streams are open */
     h2_block_t *pend;   /* ... the one being filled */
     size_t mark;        /* ... where its bytes not yet on the batch begin */
@@ -726,12 +729,62 @@ static nghttp2_option *options(void)
     return o;
 }
 
+/* nghttp2 allocates a frame buffer of 16 KiB for the session's life, though
+   an idle connection writes only its first bytes (SETTINGS, acks) and DATA
+   goes out by reference: it is mapped instead of malloc()ed, so that its
+   pages never written take no memory (12 KiB of an idle connection's 40). */
+#define H2_BIG 16384
+
+static void *mem_malloc(size_t n, void *user)
+{
+    h2_t *h = user;
+    if (n >= H2_BIG && !h->big) {
+        void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p != MAP_FAILED) {
+            h->big = p, h->big_len = n;
+            return p;
+        }
+    }
+    return malloc(n);
+}
+
+static void mem_free(void *p, void *user)
+{
+    h2_t *h = user;
+    if (p && p == h->big) {
+        munmap(p, h->big_len);
+        h->big = NULL;
+        return;
+    }
+    free(p);
+}
+
+static void *mem_calloc(size_t k, size_t n, void *user)
+{
+    (void)user;
+    return calloc(k, n);
+}
+
+static void *mem_realloc(void *p, size_t n, void *user)
+{
+    h2_t *h = user;
+    if (!p || p != h->big)
+        return realloc(p, n);
+    void *q = malloc(n);
+    if (q) {
+        memcpy(q, p, n < h->big_len ? n : h->big_len);
+        mem_free(p, h);
+    }
+    return q;
+}
+
 h2_t *h2_new(const h1_conn_t *f, void (*wake)(void *conn))
 {
     h2_t *h = calloc(1, sizeof *h);
     nghttp2_session_callbacks *cb = callbacks();
     nghttp2_option *o = options();
-    if (!h || !cb || !o || nghttp2_session_server_new2(&h->ng, cb, h, o)) {
+    nghttp2_mem mem = {h, mem_malloc, mem_free, mem_calloc, mem_realloc};
+    if (!h || !cb || !o || nghttp2_session_server_new3(&h->ng, cb, h, o, &mem)) {
         nghttp2_session_callbacks_del(cb);
         nghttp2_option_del(o);
         free(h);
