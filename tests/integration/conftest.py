@@ -35,7 +35,15 @@ LISTEN_RE = re.compile(r"listening on (\S+) port (\d+)")
 # GATLING_SCHEME=https runs the HTTP tests over TLS: every server gets a
 # certificate from a throwaway CA (dist/mkcert.sh) and an HTTPS port, srv.port
 # is the HTTPS port (srv.plain_port the HTTP one), and Client speaks TLS.
+# GATLING_SCHEME=h2 runs them over HTTP/2: the servers as for https, curl
+# asks for h2 (ALPN), and Client is H2Client, which turns each HTTP/1.1
+# request a test sends into a stream on one HTTP/2 connection (Python's h2).
 SCHEME = os.environ.get("GATLING_SCHEME", "http")
+TLS = SCHEME in ("https", "h2")
+H2 = SCHEME == "h2"
+# what a response's status line says, and the access log's request line
+HTTP_VERSION = "HTTP/2" if H2 else "HTTP/1.1"
+LOG_VERSION = "HTTP/2.0" if H2 else "HTTP/1.1"
 _pki = []
 
 
@@ -54,21 +62,59 @@ def test_pki():
 # written before any handshake (HTTPS refusals just close), half-closes,
 # byte-level timing of raw sockets, other tools that speak plain HTTP.  What
 # the caps and rates (-N, -K, -A, -B) do on the HTTPS port is tested in
-# test_tls.py instead.
-http_only = pytest.mark.skipif(SCHEME == "https", reason="plain HTTP by design (see conftest)")
+# test_tls.py instead.  They are left out of the h2 pass too (it runs on TLS).
+http_only = pytest.mark.skipif(TLS, reason="plain HTTP by design (see conftest)")
+
+# Tests whose requests or assertions cannot be said in HTTP/2: the HTTP/1.1
+# parser and framing (bad request lines, chunked bodies, HTTP/1.0, 100-continue),
+# connection management (Connection: close, keep-alive counts, half-closes,
+# pipelining limits), byte-level timing of a request, tools that speak only
+# HTTP/1.1 (ab, wrk).  Mark them explicitly, with the reason; H2Client fails
+# (NotH2) on a request it cannot turn into a stream, never skips one.
+def h1_only(reason):
+    return pytest.mark.skipif(H2, reason="HTTP/1.1 only: " + reason)
 
 
 def url(port, path="/"):
     """The URL of path on a test server, in the suite's scheme (curl, ab and
     wrk take it; curl trusts the test CA through CURL_CA_BUNDLE)."""
-    if SCHEME == "https":
+    if TLS:
         os.environ["CURL_CA_BUNDLE"] = os.path.join(test_pki(), "ca.pem")
-    return "%s://127.0.0.1:%d%s" % (SCHEME, port, path)
+    return "%s://127.0.0.1:%d%s" % ("https" if TLS else "http", port, path)
 
 
-def client_tls_context():
+def curl_version_args():
+    """curl's arguments for the suite's protocol: --http2 in the h2 pass (curl
+    would offer h2 by ALPN anyway; this says so), none otherwise."""
+    return ["--http2"] if H2 else []
+
+
+def client_tls_context(alpn=None):
     import ssl
-    return ssl.create_default_context(cafile=os.path.join(test_pki(), "ca.pem"))
+    ctx = ssl.create_default_context(cafile=os.path.join(test_pki(), "ca.pem"))
+    if alpn:
+        ctx.set_alpn_protocols(alpn)
+    return ctx
+
+
+def import_h2():
+    """Python's h2 (Debian's python3-h2, pure Python): from the interpreter's
+    own packages, else from Debian's /usr/lib/python3/dist-packages (the suite
+    may run under another python3 than /usr/bin/python3)."""
+    import sys
+    try:
+        import h2.connection  # noqa: F401
+    except ImportError:
+        sys.path.append("/usr/lib/python3/dist-packages")
+        try:
+            import h2.connection  # noqa: F401
+        except ImportError:
+            raise ImportError("GATLING_SCHEME=h2 needs Python's h2 (apt-get install "
+                              "python3-h2, or pip install h2; tests/setup.sh does it)")
+    import h2
+    return h2
+
+
 # Lines on the server's stderr that always mean a bug.
 ALARMING = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
             "Segmentation fault", "AddressSanitizer:DEADLYSIGNAL", "stack smashing",
@@ -476,7 +522,7 @@ def start_server(build, docroot, args=("-T", "10"), env=None):
     """Start build's gatling on 127.0.0.1, kernel-chosen port, cwd = docroot.
     Waits for the "listening on ADDR port N" line on stderr."""
     cmd = [build.binary, "-i", "127.0.0.1", "-p", "0"] + list(args)
-    tls = SCHEME == "https" and "-E" not in args and "-C" not in args
+    tls = TLS and "-E" not in args and "-C" not in args
     if tls:
         cmd += ["-C", os.path.join(test_pki(), "certs"), "-e", "0"]
     e = dict(os.environ)
@@ -644,9 +690,10 @@ def no_body_status(status):
     return 100 <= status < 200 or status in (204, 304)
 
 
-class Client:
-    """One TCP connection to the server, with a read buffer so that several
-    pipelined responses can be taken one after another."""
+class H1Client:
+    """One TCP connection to the server (TLS in the https and h2 passes), with
+    a read buffer so that several pipelined responses can be taken one after
+    another.  Tests use it as Client, which is H2Client in the h2 pass."""
 
     def __init__(self, port, host="127.0.0.1", timeout=IO_TIMEOUT, rcvbuf=None):
         self.timeout = timeout
@@ -656,7 +703,7 @@ class Client:
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock.settimeout(timeout)
         self.sock.connect((host, port))
-        if SCHEME == "https":
+        if TLS:
             self.sock = client_tls_context().wrap_socket(self.sock, server_hostname="localhost")
         self.buf = bytearray()  # += on bytes would be quadratic for big bodies
         self.sent = b""
@@ -830,6 +877,307 @@ class Client:
         assert not self.closed_within(wait), (
             "server closed the connection unexpectedly; sent: %r; unread: %r"
             % (self.sent[:600], bytes(self.buf[:300])))
+
+
+class NotH2(AssertionError):
+    """A test sent bytes that are not a well-formed HTTP/1.1 request, or asked
+    for something only HTTP/1.1 has: it belongs under h1_only."""
+
+
+# RFC 9113 8.2.2: connection-specific fields are not sent in HTTP/2
+H2_DROP = ("connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade",
+           "host")
+REQUEST_LINE = re.compile(r"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.1")
+
+
+class _Stream:
+    def __init__(self, method, head):
+        self.method = method
+        self.head = head  # the HTTP/1.1 head it came from, for messages
+        self.headers = None
+        self.body = bytearray()
+        self.ended = False
+        self.reset = None  # RST_STREAM's error code
+        self.out = b""  # request body not yet sent (flow control)
+
+
+class H2Client:
+    """Client's interface over one HTTP/2 connection (TLS, ALPN h2), for the
+    h2 pass.  send() takes the HTTP/1.1 bytes a test writes; each complete,
+    well-formed request becomes a stream: the request line gives :method and
+    :path, Host gives :authority, the connection-specific fields are dropped
+    (RFC 9113 8.2.2) and the body is the Content-Length bytes.  Pipelined
+    requests become concurrent streams; read_response() returns their
+    responses in the order sent, as a Response with version "HTTP/2" and the
+    field names as received (lower case).  A request that HTTP/2 cannot carry
+    (not HTTP/1.1, chunked, a bad request line) raises NotH2: mark the test
+    h1_only.  A stream the server resets, or a connection it closes before
+    answering, raises ConnectionError, as a close does for H1Client."""
+
+    def __init__(self, port, host="127.0.0.1", timeout=IO_TIMEOUT, rcvbuf=None):
+        h2 = import_h2()
+        import h2.config
+        import h2.connection
+        import h2.events
+        import h2.exceptions
+        self.ev = h2.events
+        self.h2_errors = h2.exceptions
+        self.timeout = timeout
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if rcvbuf:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.settimeout(timeout)
+        sock.connect((host, port))
+        self.sock = client_tls_context(["h2"]).wrap_socket(sock, server_hostname="localhost")
+        alpn = self.sock.selected_alpn_protocol()
+        assert alpn == "h2", "the server chose ALPN %r, not h2" % alpn
+        self.conn = h2.connection.H2Connection(h2.config.H2Configuration(
+            client_side=True, header_encoding=None))
+        self.conn.initiate_connection()
+        self.buf = bytearray()  # HTTP/1.1 bytes sent that are not a whole request yet
+        self.sent = b""
+        self.streams = {}
+        self.order = []  # stream ids whose responses read_response has not returned
+        self.goaway = None  # ConnectionTerminated
+        self.eof = False
+        self._flush()
+        _open_clients.append(self)
+
+    def close(self):
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+    def reset(self):
+        """Close with RST (SO_LINGER 0)."""
+        import struct
+        with contextlib.suppress(OSError):
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.close()
+
+    def _flush(self):
+        data = self.conn.data_to_send()
+        if data:
+            self.sock.sendall(data)
+
+    # -- HTTP/1.1 in, streams out
+    def send(self, data):
+        if isinstance(data, str):
+            data = data.encode("latin-1")
+        self.sent += data
+        self.buf += data
+        while self._start_stream():
+            pass
+        self._flush()
+
+    def send_split(self, data, sizes, pause=0.01):
+        """As H1Client's; the request goes out as a stream once complete."""
+        if isinstance(data, str):
+            data = data.encode("latin-1")
+        i = k = 0
+        while i < len(data):
+            n = sizes[k % len(sizes)]
+            self.send(data[i:i + n])
+            i += n
+            k += 1
+            time.sleep(pause)
+
+    def _not_h2(self, why, head):
+        return NotH2("%s: HTTP/2 cannot carry this request (mark the test h1_only): %r"
+                     % (why, head[:300]))
+
+    def _start_stream(self):
+        """Start a stream for the complete request at the start of self.buf,
+        if there is one; False when it is not all here yet."""
+        i = self.buf.find(b"\r\n\r\n")
+        if i < 0:
+            return False
+        head = bytes(self.buf[:i])
+        lines = head.decode("latin-1").split("\r\n")
+        m = REQUEST_LINE.fullmatch(lines[0])
+        if not m:
+            raise self._not_h2("not an HTTP/1.1 request line", head)
+        method, target = m.groups()
+        fields = []
+        for ln in lines[1:]:
+            k, sep, v = ln.partition(":")
+            if not sep or not k or k != k.strip():
+                raise self._not_h2("a malformed field line %r" % ln, head)
+            fields.append((k.lower(), v.strip()))
+        if any(k == "transfer-encoding" for k, _ in fields):
+            raise self._not_h2("HTTP/1.1 framing (Transfer-Encoding)", head)
+        cls = [v for k, v in fields if k == "content-length"]
+        if len(cls) > 1 or (cls and not cls[0].isdigit()):
+            raise self._not_h2("a malformed Content-Length", head)
+        n = int(cls[0]) if cls else 0
+        if len(self.buf) < i + 4 + n:
+            return False
+        body = bytes(self.buf[i + 4:i + 4 + n])
+        del self.buf[:i + 4 + n]
+        hosts = [v for k, v in fields if k == "host"]
+        if len(hosts) > 1:
+            raise self._not_h2("more than one Host", head)
+        pseudo = [(":method", method), (":scheme", "https")]
+        m = re.fullmatch(r"(https?)://([^/?#]*)(.*)", target)
+        if m:  # absolute form: the target names the authority (RFC 9112 3.2.2)
+            pseudo[1] = (":scheme", m.group(1))
+            hosts, target = [m.group(2)], m.group(3) or "/"
+        if hosts:
+            pseudo.append((":authority", hosts[0]))
+        pseudo.append((":path", target))
+        drop = set(H2_DROP)
+        for k, v in fields:
+            if k == "connection":
+                drop.update(t.strip().lower() for t in v.split(","))
+        rest = [(k, v) for k, v in fields if k not in drop
+                and not (k == "te" and v.lower() != "trailers")]
+        headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in pseudo + rest]
+        sid = self.conn.get_next_available_stream_id()
+        try:
+            self.conn.send_headers(sid, headers, end_stream=not body)
+        except self.h2_errors.ProtocolError as e:
+            raise self._not_h2("h2 refused it (%s)" % e, head)
+        st = self.streams[sid] = _Stream(method, head)
+        st.out = body
+        self.order.append(sid)
+        self._send_bodies()
+        return True
+
+    def _send_bodies(self):
+        """Send what flow control allows of the request bodies."""
+        for sid, st in self.streams.items():
+            while st.out and st.reset is None:
+                n = min(len(st.out), self.conn.local_flow_control_window(sid),
+                        self.conn.max_outbound_frame_size)
+                if n <= 0:
+                    break
+                self.conn.send_data(sid, st.out[:n], end_stream=n == len(st.out))
+                st.out = st.out[n:]
+
+    # -- frames in
+    def _hang(self, what):
+        return ServerHang("server hang: no complete %s within %.1f s over HTTP/2.\n"
+                          "request(s) sent: %r\nstreams: %s"
+                          % (what, self.timeout, self.sent[:600],
+                             {k: (v.headers, len(v.body), v.ended, v.reset)
+                              for k, v in self.streams.items()}))
+
+    def _recv(self, deadline, what):
+        """Read once and feed the frames to h2; False at the end of the connection."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise self._hang(what)
+        self.sock.settimeout(left)
+        try:
+            chunk = self.sock.recv(1 << 20)
+        except socket.timeout:
+            raise self._hang(what)
+        except (ConnectionResetError, BrokenPipeError):
+            chunk = b""
+        if not chunk:
+            self.eof = True
+            return False
+        try:
+            events = self.conn.receive_data(chunk)
+        except self.h2_errors.ProtocolError as e:
+            raise AssertionError("the server broke HTTP/2: %r; request(s) sent: %r"
+                                 % (e, self.sent[:600]))
+        for ev in events:
+            self._event(ev)
+        self._send_bodies()
+        with contextlib.suppress(OSError):
+            self._flush()
+        return True
+
+    def _event(self, ev):
+        st = self.streams.get(getattr(ev, "stream_id", 0) or 0)
+        if isinstance(ev, self.ev.ResponseReceived):
+            st.headers = ev.headers
+        elif isinstance(ev, self.ev.TrailersReceived):
+            st.headers = st.headers + ev.headers
+        elif isinstance(ev, self.ev.DataReceived):
+            st.body += ev.data
+            self.conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+        elif isinstance(ev, self.ev.StreamEnded):
+            st.ended = True
+        elif isinstance(ev, self.ev.StreamReset):
+            if st:
+                st.reset = ev.error_code
+        elif isinstance(ev, self.ev.ConnectionTerminated):
+            self.goaway = ev
+
+    def _lost(self, sid, st):
+        """Why the stream sid will get no (more) response, or None."""
+        if st.reset is not None:
+            return "the server reset the stream (RST_STREAM %s)" % st.reset
+        if self.goaway is not None and (sid > self.goaway.last_stream_id
+                                        or self.eof or self.goaway.error_code):
+            return "GOAWAY %s, last stream %d" % (self.goaway.error_code,
+                                                   self.goaway.last_stream_id)
+        if self.eof:
+            return "the server closed the connection"
+        return None
+
+    def read_response(self, method="GET", timeout=None):
+        """The response to the oldest request whose response was not read yet."""
+        if not self.order:
+            raise self._not_h2("no complete request sent", bytes(self.buf))
+        deadline = time.monotonic() + (timeout or self.timeout)
+        sid = self.order[0]
+        st = self.streams[sid]
+        while not st.ended:
+            why = self._lost(sid, st)
+            if why:
+                self.order.pop(0)
+                raise ConnectionError("%s before a complete response; request: %r"
+                                      % (why, st.head))
+            self._recv(deadline, "response")
+        self.order.pop(0)
+        del self.streams[sid]
+        assert st.headers, "stream %d ended without a response head" % sid
+        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in st.headers]
+        status = int(headers[0][1])
+        assert headers[0][0] == ":status", headers
+        raw = "HTTP/2 %d\r\n" % status + "".join("%s: %s\r\n" % kv for kv in headers[1:])
+        return Response("HTTP/2", status, "", headers[1:], bytes(st.body),
+                        raw.encode("latin-1"))
+
+    def request(self, target="/", method="GET", version="HTTP/1.1", headers=None,
+                host="localhost", body=b"", timeout=None):
+        self.send(build_request(target, method, version, headers, host, body))
+        return self.read_response(method, timeout=timeout)
+
+    def closed_within(self, timeout):
+        """True if the server closes the connection within timeout seconds
+        (frames that arrive meanwhile are taken in)."""
+        deadline = time.monotonic() + timeout
+        while not self.eof:
+            try:
+                self._recv(deadline, "close")
+            except ServerHang:
+                return False
+        return True
+
+    def assert_closed(self, timeout=2.0, why=""):
+        t0 = time.monotonic()
+        assert self.closed_within(timeout), (
+            "server did not close the HTTP/2 connection within %.1f s %s\nsent: %r"
+            % (timeout, why, self.sent[:600]))
+        return time.monotonic() - t0
+
+    def assert_open(self, wait=0.3):
+        assert not self.closed_within(wait), (
+            "server closed the HTTP/2 connection unexpectedly (%s); sent: %r"
+            % (self.goaway, self.sent[:600]))
+
+
+Client = H2Client if H2 else H1Client
 
 
 def build_request(target="/", method="GET", version="HTTP/1.1", headers=None,
