@@ -946,6 +946,19 @@ class H2Client:
         self.conn = h2.connection.H2Connection(h2.config.H2Configuration(
             client_side=True, header_encoding=None))
         self.conn.initiate_connection()
+        # h2 4.1 takes any GOAWAY as the end of the connection and then refuses
+        # the frames of the streams the server still finishes (RFC 9113 6.8):
+        # after a graceful one, keep the connection open on our side
+        from h2.connection import ConnectionState
+        from hyperframe.frame import GoAwayFrame
+        on_goaway = self.conn._frame_dispatch_table[GoAwayFrame]
+
+        def goaway(frame):
+            out = on_goaway(frame)
+            if not frame.error_code:
+                self.conn.state_machine.state = ConnectionState.CLIENT_OPEN
+            return out
+        self.conn._frame_dispatch_table[GoAwayFrame] = goaway
         self.buf = bytearray()  # HTTP/1.1 bytes sent that are not a whole request head yet
         self.cur = None  # the stream whose request body is still coming
         self.sent = b""
@@ -1117,11 +1130,6 @@ class H2Client:
                                  % (e, self.sent[:600]))
         for ev in events:
             self._event(ev)
-            if isinstance(ev, self.ev.ConnectionTerminated) and not ev.error_code:
-                # h2 4.1 takes a GOAWAY as the end of the connection and then
-                # refuses the frames of the streams it lets finish (RFC 9113 6.8)
-                from h2.connection import ConnectionState
-                self.conn.state_machine.state = ConnectionState.CLIENT_OPEN
         self._send_bodies()
         with contextlib.suppress(OSError):
             self._flush()
