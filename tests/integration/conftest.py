@@ -1191,6 +1191,19 @@ class H2Client:
         return Response("HTTP/2", status, "", headers, bytes(st.body) if status >= 200 else b"",
                         raw.encode("latin-1"))
 
+    def read_head(self, timeout=None):
+        """Wait for the head of the oldest unread response and return its
+        status, leaving the response to read_response (for a test that stalls
+        a download: flow control holds the rest at the server)."""
+        deadline = time.monotonic() + (timeout or self.timeout)
+        st = self.streams[self.order[0]]
+        while not st.heads:
+            why = self._lost(self.order[0], st)
+            if why:
+                raise ConnectionError(why)
+            self._recv(deadline, "response head")
+        return self._status(st.heads[0])
+
     @staticmethod
     def _status(fields):
         assert fields[0][0] == b":status", fields
