@@ -816,6 +816,7 @@ def test_100k_crlf(srv):
     still_serving(srv)
 
 
+@h1_only("a partial request head")
 def test_half_request_then_close(srv):
     for cut in (1, 10, 25):
         c = Client(srv.port)
