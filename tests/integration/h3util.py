@@ -21,8 +21,8 @@ import tempfile
 import time
 import warnings
 
-from conftest import (IMF_FIXDATE, assert_status, curl_version_args, make_docroot,  # noqa: F401
-                      norm_ctype, serve_then_check, start_server)
+from conftest import (IMF_FIXDATE, assert_status, make_docroot, norm_ctype,  # noqa: F401
+                      curl_version_args, serve_then_check, start_server)
 
 # gatling's open-file cache keeps a file's descriptor and stat for 1 s
 # (FCACHE_TTL_MS): after changing a file that was served, wait this long.

@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from conftest import (H2, TLS, h1_only, h2_bug, http_only, serial, Client, assert_status, best_of, fetch,
-                      fresh_source_address, raw_exchange, read_slowly_until_closed,
-                      recv_to_eof, settle)
+from conftest import (H2, TLS, h1_only, h2_bug, http_only, serial, Client, assert_status,
+                      best_of, fetch, fresh_source_address, raw_exchange,
+                      read_slowly_until_closed, recv_to_eof, settle)
 from h3util import assert_ok
 
 F = b"hello\n"

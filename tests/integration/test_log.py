@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from conftest import H2, LOG_VERSION, TLS, TEXT, Client, close_all_clients, make_docroot, start_server
+from conftest import (H2, LOG_VERSION, TLS, TEXT, Client, close_all_clients, make_docroot,
+                      start_server)
 
 CLF = re.compile(r'(?P<host>\S+) (?P<ident>\S+) (?P<user>\S+) '
                  r'\[(?P<time>\d\d/[A-Z][a-z]{2}/\d{4}:\d\d:\d\d:\d\d [+-]\d{4})\] '
