@@ -923,9 +923,12 @@ class H2Client:
     names as received (lower case).  A request HTTP/2 cannot carry (not
     HTTP/1.1, chunked, a bad request line) raises NotH2: mark the test
     h1_only.  A stream the server resets, or a connection it closes before
-    answering, raises ConnectionError, as a close does for H1Client."""
+    answering, raises ConnectionError, as a close does for H1Client.
+    sni and context (an ssl.SSLContext) default to the suite's: localhost,
+    trusting the test CA."""
 
-    def __init__(self, port, host="127.0.0.1", timeout=IO_TIMEOUT, rcvbuf=None):
+    def __init__(self, port, host="127.0.0.1", timeout=IO_TIMEOUT, rcvbuf=None,
+                 sni="localhost", context=None):
         h2 = import_h2()
         import h2.config
         import h2.connection
@@ -940,7 +943,10 @@ class H2Client:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.settimeout(timeout)
         sock.connect((host, port))
-        self.sock = client_tls_context(["h2"]).wrap_socket(sock, server_hostname="localhost")
+        if context is None:
+            context = client_tls_context()
+        context.set_alpn_protocols(["h2"])
+        self.sock = context.wrap_socket(sock, server_hostname=sni)
         alpn = self.sock.selected_alpn_protocol()
         assert alpn == "h2", "the server chose ALPN %r, not h2" % alpn
         self.conn = h2.connection.H2Connection(h2.config.H2Configuration(
