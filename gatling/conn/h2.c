@@ -768,7 +768,9 @@ static void *mem_calloc(size_t k, size_t n, void *user)
 static void *mem_realloc(void *p, size_t n, void *user)
 {
     h2_t *h = user;
-    if (!p || p != h->big)
+    if (!p) /* (how nghttp2 1.52 allocates the frame buffer) */
+        return mem_malloc(n, h);
+    if (p != h->big)
         return realloc(p, n);
     void *q = malloc(n);
     if (q) {
