@@ -74,10 +74,12 @@ static uint64_t moved(const conn_t *c)
 {
     if (c->state != CONN_WRITE && c->state != CONN_H2)
         return c->blk->moved;
+    /* HTTP/2: request bodies read count as well as responses sent */
+    uint64_t in = c->state == CONN_H2 ? h2_body_bytes(c->h2) : 0;
     if (!c->out.bytes_sent) /* a response just begun: nothing to ask the kernel */
-        return 0;
+        return in;
     uint64_t q = gio_unacked(c->fd);
-    return c->out.bytes_sent > q ? c->out.bytes_sent - q : 0;
+    return in + (c->out.bytes_sent > q ? c->out.bytes_sent - q : 0);
 }
 
 /* Read from the client: through TLS on HTTPS.  GIO_AGAIN: call want_input. */
@@ -432,10 +434,13 @@ static int h2_timed_out(conn_t *c)
         c->h2_busy &= (uint8_t)~CONN_H2_HEAD;
         return 1;
     }
-    /* reset, as WRITE does: a zero window or a slow reader holds no more */
+    /* reset, as WRITE does: a zero window, a slow reader or a slow body holds no more */
     struct linger lg = {.l_onoff = 1, .l_linger = 0};
     setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
-    st->timeout_drain++;
+    if (h2_bodies(c->h2) && gio_batch_done(&c->out))
+        st->timeout_body++;
+    else
+        st->timeout_drain++;
     return 0;
 }
 

@@ -2,6 +2,7 @@
 #include "h2.h"
 #include "handlers/router.h"
 #include "http/hbuf.h"
+#include "http/owfat.h"
 #include "http/response.h"
 #include "site/alog.h"
 #include "site/encoding.h"
@@ -61,6 +62,8 @@ typedef struct h2_stream {
     uint8_t dispatched, answered, closed, bad, refused;
     uint8_t deferred; /* its request has ended; answered once fewer files are held */
     uint8_t has_file; /* it holds an open file (counted in h2_t's files) */
+    uint8_t in_body;  /* its head is complete, its body still coming (dropped, as HTTP/1.1's) */
+    uint64_t body_got; /* request body bytes: at most H1_BODY_MAX, as for HTTP/1.1 */
     int64_t begun; /* gio_now() when its HEADERS came: the -s deadline of an incomplete request */
     struct h2_stream *next; /* the session's list of streams */
     uint64_t body_left;     /* body bytes still to frame */
@@ -87,6 +90,9 @@ struct h2 {
     unsigned pending;   /* streams begun whose request has not ended */
     unsigned files;     /* streams holding an open file: at most H2_FILES_MAX */
     unsigned deferred;  /* streams waiting for that */
+    unsigned bodies;    /* streams whose request body is coming */
+    uint8_t headed;     /* a request's head was complete: the preface's -s is over */
+    uint64_t body_bytes; /* request body bytes read: progress for the -B window */
     size_t hdr_bytes;   /* the streams' chunks, in bytes: at most H2_CONN_HDR_CAP */
     uint32_t frame_left; /* input: bytes still to come of the preface or the frame */
     uint8_t hd_have;     /* ... of the frame header read so far */
@@ -555,14 +561,16 @@ static void dispatch(h2_t *h, h2_stream_t *s)
     }
     ex->head_only = s->req.method.n == 4 && !memcmp(s->req.method.p, "HEAD", 4);
     /* the access log's request field, as nginx writes it */
-    size_t n = s->req.method.n + s->req.target.n + sizeof " HTTP/2.0";
+    const http_str_t *auth = s->req.target.n ? NULL : http_header(&s->req, "Host"); /* CONNECT */
+    http_str_t target = auth ? *auth : s->req.target;
+    size_t n = s->req.method.n + target.n + sizeof " HTTP/2.0";
     char *line = room(s, n);
     if (!line)
         return; /* refused */
     hbuf_t b = hb_init(line, n);
     hb_put(&b, s->req.method.p, s->req.method.n);
     hb_puts(&b, " ");
-    hb_put(&b, s->req.target.p, s->req.target.n);
+    hb_put(&b, target.p, target.n);
     hb_puts(&b, " HTTP/2.0");
     if (!b.over)
         s->req.line = (http_str_t){line, hb_len(&b)};
@@ -622,15 +630,65 @@ static void job_done(job_t *j)
     h->wake(h->f.conn);
 }
 
+/* A request answered before its body ended (413): the rest is not wanted
+   (RFC 9113 8.1: RST_STREAM with NO_ERROR once the response is out). */
+static void answer_early(h2_t *h, h2_stream_t *s, int status)
+{
+    if (s->in_body)
+        s->in_body = 0, h->bodies--;
+    h->pending--;
+    s->dispatched = 1;
+    h->requests++;
+    ex_error(&s->ex, status, NULL, NULL);
+}
+
+/* A request head with a body to come: 413 at once for a Content-Length over
+   the limit, and 100 (Continue) when asked for, as HTTP/1.1 answers. */
+static void body_begins(h2_t *h, h2_stream_t *s)
+{
+    const http_str_t *cl = http_header(&s->req, "Content-Length");
+    unsigned long long len = 0;
+    s->in_body = 1, h->bodies++;
+    h->headed = 1;
+    if (cl && cl->n && scan_ulonglong(cl->p, &len) == cl->n && len > H1_BODY_MAX) {
+        answer_early(h, s, 413);
+        return;
+    }
+    const http_str_t *ex = http_header(&s->req, "Expect");
+    if (ex && ex->n == 12 && case_equalb(ex->p, 12, "100-continue")) {
+        static const nghttp2_nv cont[] = {
+            {(uint8_t *)":status", (uint8_t *)"100", 7, 3, NGHTTP2_NV_FLAG_NONE}};
+        nghttp2_submit_headers(h->ng, NGHTTP2_FLAG_NONE, s->id, NULL, cont, 1, NULL);
+    }
+}
+
+static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t *p,
+                         size_t n, void *user)
+{
+    (void)flags, (void)p;
+    h2_t *h = user;
+    h->body_bytes += n;
+    h2_stream_t *s = nghttp2_session_get_stream_user_data(ng, id);
+    if (s && s->in_body && (s->body_got += n) > H1_BODY_MAX)
+        answer_early(h, s, 413);
+    return 0;
+}
+
 static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *fr, void *user)
 {
     h2_t *h = user;
-    if ((fr->hd.type != NGHTTP2_HEADERS && fr->hd.type != NGHTTP2_DATA) ||
-        !(fr->hd.flags & NGHTTP2_FLAG_END_STREAM))
+    if (fr->hd.type != NGHTTP2_HEADERS && fr->hd.type != NGHTTP2_DATA)
         return 0;
     h2_stream_t *s = nghttp2_session_get_stream_user_data(ng, fr->hd.stream_id);
     if (!s || s->dispatched || s->deferred || s->refused)
         return 0;
+    if (!(fr->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+        if (fr->hd.type == NGHTTP2_HEADERS && !s->in_body)
+            body_begins(h, s);
+        return 0;
+    }
+    if (s->in_body)
+        s->in_body = 0, h->bodies--;
     if (h->goaway && s->id > h->last_id) { /* read with the one that made us say GOAWAY */
         nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_REFUSED_STREAM);
     } else if (h->files >= H2_FILES_MAX) { /* answered when a file is let go (sweep) */
@@ -638,7 +696,7 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *fr, void *use
         h->pending--;
         h->deferred++;
     } else {
-        dispatch(h, s); /* a request body (there is none to static files) is dropped */
+        dispatch(h, s); /* the request body was dropped, as HTTP/1.1 drops it */
     }
     return 0;
 }
@@ -653,6 +711,8 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void 
         return 0;
     nghttp2_session_set_stream_user_data(ng, id, NULL);
     h->open--;
+    if (s->in_body)
+        h->bodies--;
     if (!s->dispatched && !s->deferred)
         h->pending--;
     if (s->deferred && !s->dispatched)
@@ -675,10 +735,14 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void 
 /* Count the sessions we end with an error (the defences are nghttp2's). */
 static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *fr, void *user)
 {
-    (void)ng;
     h2_t *h = user;
     if (fr->hd.type == NGHTTP2_GOAWAY && fr->goaway.error_code != NGHTTP2_NO_ERROR)
         h->f.site->stats.h2_errors++;
+    /* a response complete while its request is not (answer_early): end the stream */
+    if ((fr->hd.type == NGHTTP2_DATA || fr->hd.type == NGHTTP2_HEADERS) &&
+        (fr->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
+        nghttp2_session_get_stream_remote_close(ng, fr->hd.stream_id) == 0)
+        nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, fr->hd.stream_id, NGHTTP2_NO_ERROR);
     return 0;
 }
 
@@ -704,6 +768,7 @@ static nghttp2_session_callbacks *callbacks(void)
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
     nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
     nghttp2_session_callbacks_set_send_data_callback(cb, send_data);
     nghttp2_session_callbacks_set_data_source_read_length_callback(cb, frame_len);
     return cb;
@@ -926,14 +991,25 @@ unsigned h2_streams(const h2_t *h)
     return h->open;
 }
 
+unsigned h2_bodies(const h2_t *h)
+{
+    return h->bodies;
+}
+
+uint64_t h2_body_bytes(const h2_t *h)
+{
+    return h->body_bytes;
+}
+
 int64_t h2_head_since(const h2_t *h)
 {
-    int64_t t = h->requests ? 0 : h->started; /* the first request: from the preface on */
+    int64_t t = h->requests || h->headed ? 0 : h->started; /* the first head: from the preface on */
     if ((h->hd_have || h->frame_left) && (!t || h->frame_since < t))
         t = h->frame_since; /* a frame (or the preface) begun and not complete */
     if (h->pending)
         for (const h2_stream_t *s = h->all; s; s = s->next)
-            if (!s->dispatched && !s->deferred && !s->closed && (!t || s->begun < t))
+            if (!s->dispatched && !s->deferred && !s->closed && !s->in_body &&
+                (!t || s->begun < t))
                 t = s->begun;
     return t;
 }

@@ -148,7 +148,6 @@ def test_keepalive_idle_is_T_not_s(gatling):
     assert status(srv.port)["timeout_idle"] >= 1
 
 
-@h2_bug("the body is cut at -T, not by -B, and counted as timeout_head (h2.c)")
 def test_slow_body_is_closed_by_rate(gatling):
     """A body trickling a byte every 0.2 s: progress, but far below -B;
     before the fix each byte moved the deadline and the client was held."""
@@ -170,7 +169,6 @@ def test_slow_body_is_closed_by_rate(gatling):
     assert status(srv.port)["timeout_body"] >= 1
 
 
-@h2_bug("a request body is cut at -T however fast it comes, counted as timeout_head (h2.c)")
 def test_body_at_a_good_rate_outlives_idle_timeout(gatling):
     """An upload well above -B goes on past -T: the body has its own
     deadline, which progress at the rate moves (the mirror of the test above)."""
