@@ -576,7 +576,7 @@ int main(int argc, char **argv)
     int passed = n > 0;
     if (passed)
         server_adopt(&cfg, fds, n, lst);
-    if ((!passed && server_listen(&cfg, lst, &n, 0, 4096) < 0) || enter_root(&cfg) < 0 ||
+    if ((!passed && server_listen(&cfg, lst, &n, 0, SERVER_BACKLOG) < 0) || enter_root(&cfg) < 0 ||
         server_drop_privileges(&cfg) < 0 || server_init(&s, &cfg, mime, lst, n) < 0) {
         tls_store_free(cfg.tls);
         mime_free(mime);
