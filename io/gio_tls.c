@@ -54,9 +54,9 @@ int gio_tls_ktls_send(SSL *ssl)
 
 long gio_tls_send(SSL *ssl, gio_batch_t *b, uint64_t budget, unsigned *want)
 {
-    /* one loop per thread: the copy is rebuilt from the batch on a retry,
+    /* one loop per thread: the record is rebuilt from the batch on a retry,
        so nothing lives in it between calls */
-    static __thread char record[GIO_TLS_COPY];
+    static __thread char record[GIO_TLS_RECORD];
     uint64_t sent = 0;
     int ktls = gio_tls_ktls_send(ssl);
     *want = GIO_WRITE;

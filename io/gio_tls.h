@@ -11,12 +11,10 @@
  * for a TLS protocol error; the session is then made quiet, so that no
  * close_notify follows a fatal alert).
  *
- * Sending: the batch's bytes are copied 64 KiB at a time (OpenSSL cuts them
- * into records of 16 KiB, the TLS maximum), file ranges read with pread, and
- * written with SSL_write; nothing is consumed from the batch until OpenSSL
- * took it, so a retry after GIO_AGAIN rebuilds the same bytes (OpenSSL
- * requires it).  A copy of several records means one pread for several
- * HTTP/2 DATA frames' worth of a file, where one record would cut them.
+ * Sending: the batch's bytes are copied into one record (16 KiB, the TLS
+ * maximum) at a time, file ranges read with pread, and written with
+ * SSL_write; nothing is consumed from the batch until OpenSSL took it, so a
+ * retry after GIO_AGAIN rebuilds the same record (OpenSSL requires it).
  * When the kernel does the encryption (kTLS: BIO_get_ktls_send), file
  * ranges go out with SSL_sendfile instead, without the copy.
  *
@@ -33,7 +31,7 @@
 
 typedef struct ssl_st SSL;
 
-#define GIO_TLS_COPY 65536 /* plaintext bytes per SSL_write: four records */
+#define GIO_TLS_RECORD 16384 /* plaintext bytes per record written */
 
 /* SSL_do_handshake: 1 done, GIO_AGAIN, or GIO_ERR (an EOF in it too). */
 int gio_tls_handshake(SSL *ssl, unsigned *want);
