@@ -26,6 +26,7 @@ import types
 
 import pytest
 
+from conftest import wait_for
 from conftest import BUILD_DIR, BUILDS, ROOT
 
 PLAIN = [b for b in BUILDS if not b.endswith("-san")] or BUILDS
@@ -149,16 +150,6 @@ class Gatling:
             except AssertionError:
                 os.kill(self.pid, signal.SIGKILL)
         bl.stop_session(self.p)
-
-
-def wait_for(pred, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError("%s: not within %.1f s" % (what, timeout))
 
 
 def _new_pid(lines):
