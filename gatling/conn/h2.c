@@ -27,6 +27,7 @@
 #define H2_CONN_HDR_CAP (256 * 1024)   /* request fields held by all of a connection's streams */
 #define H2_RESET_BURST 200             /* rapid reset (CVE-2023-44487): streams reset */
 #define H2_RESET_RATE 50               /* ... per second after the burst, then GOAWAY */
+#define H2_CLOSED_MEMORY 64            /* streams the client closed, remembered (RFC 9113 5.1) */
 
 /* A piece of a response body: a buffer (p) or a file range. */
 typedef struct h2_part {
@@ -51,6 +52,7 @@ typedef struct h2_stream {
     uint8_t dispatched, answered, closed, bad, refused;
     uint8_t deferred; /* its request has ended; answered once fewer files are held */
     uint8_t has_file; /* it holds an open file (counted in h2_t's files) */
+    uint8_t peer_ended; /* the client ended its side (END_STREAM) or reset the stream */
     int64_t begun; /* gio_now() when its HEADERS came: the -s deadline of an incomplete request */
     struct h2_stream *next; /* the session's list of streams */
     uint64_t body_left;     /* body bytes still to frame */
@@ -77,7 +79,13 @@ struct h2 {
     size_t hdr_bytes;   /* the streams' chunks, in bytes: at most H2_CONN_HDR_CAP */
     uint32_t frame_left; /* input: bytes still to come of the preface or the frame */
     uint8_t hd_have;     /* ... of the frame header read so far */
-    uint8_t hd_len[3];
+    uint8_t hd[9];
+    uint8_t pri[5];      /* a PRIORITY frame's payload, as it comes */
+    uint8_t pri_have;
+    uint32_t refuse;     /* an error code: the frame just read ends the session */
+    uint8_t data_hd;     /* the input handed to nghttp2 ends with a DATA frame's header */
+    int32_t closed_ids[H2_CLOSED_MEMORY]; /* streams the client closed, newest at closed_at */
+    unsigned closed_at;
     int64_t frame_since; /* gio_now() at the first byte of the frame being read */
     int64_t started;     /* the session's start */
     uint8_t goaway;
@@ -391,19 +399,53 @@ static const char *keep(h2_stream_t *s, const uint8_t *p, size_t n)
     return d;
 }
 
-/* RFC 9113 5.1.1: a HEADERS that would open a stream numbered below one
-   opened already is a connection error.  nghttp2 1.52 ignores it when it no
-   longer remembers the stream (closed, or never opened). */
+static uint32_t be31(const uint8_t *p)
+{
+    return ((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]) &
+           0x7fffffff;
+}
+
+/* Did the client close stream id (END_STREAM or RST_STREAM), lately? */
+static int client_closed(const h2_t *h, int32_t id)
+{
+    for (unsigned i = 0; i < H2_CLOSED_MEMORY; i++)
+        if (h->closed_ids[i] == id)
+            return 1;
+    return 0;
+}
+
+/*
+ * RFC 9113 5.1.1: a HEADERS that would open a stream numbered below one
+ * opened already is a connection error; 5.1: DATA on a stream the client
+ * has closed is STREAM_CLOSED (check_data).  With SETTINGS_NO_RFC7540_PRIORITIES
+ * nghttp2 1.52 keeps no closed streams, so it ignores both once it has
+ * forgotten the stream: we remember the last H2_CLOSED_MEMORY streams the
+ * client closed.  A stream we reset is not among them: the client's DATA
+ * may be in flight.
+ */
 static int on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd, void *user)
 {
     h2_t *h = user;
-    if (hd->type != NGHTTP2_HEADERS || !(hd->stream_id & 1))
+    if (!(hd->stream_id & 1))
+        return 0;
+    if (hd->type != NGHTTP2_HEADERS)
         return 0;
     if (hd->stream_id <= h->max_id && !nghttp2_session_find_stream(ng, hd->stream_id))
         nghttp2_session_terminate_session(ng, NGHTTP2_PROTOCOL_ERROR);
     else if (hd->stream_id > h->max_id)
         h->max_id = hd->stream_id;
     return 0;
+}
+
+/* The header of a DATA frame has been handed to nghttp2 (which calls no
+   callback for DATA it ignores): on a stream the client closed, the
+   session ends (on_begin_frame). */
+static void check_data(h2_t *h)
+{
+    int32_t id = (int32_t)be31(h->hd + 5);
+    if ((id & 1) && id <= h->max_id && !nghttp2_session_find_stream(h->ng, id) &&
+        client_closed(h, id))
+        h->refuse = NGHTTP2_STREAM_CLOSED;
 }
 
 static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *fr, void *user)
@@ -577,11 +619,14 @@ static void job_done(job_t *j)
 static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *fr, void *user)
 {
     h2_t *h = user;
-    if ((fr->hd.type != NGHTTP2_HEADERS && fr->hd.type != NGHTTP2_DATA) ||
-        !(fr->hd.flags & NGHTTP2_FLAG_END_STREAM))
-        return 0;
     h2_stream_t *s = nghttp2_session_get_stream_user_data(ng, fr->hd.stream_id);
-    if (!s || s->dispatched || s->deferred || s->refused)
+    if (s && fr->hd.type == NGHTTP2_RST_STREAM)
+        s->peer_ended = 1;
+    if ((fr->hd.type != NGHTTP2_HEADERS && fr->hd.type != NGHTTP2_DATA) ||
+        !(fr->hd.flags & NGHTTP2_FLAG_END_STREAM) || !s)
+        return 0;
+    s->peer_ended = 1;
+    if (s->dispatched || s->deferred || s->refused)
         return 0;
     if (h->goaway && s->id > h->last_id) { /* read with the one that made us say GOAWAY */
         nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_REFUSED_STREAM);
@@ -604,6 +649,10 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void 
     if (!s)
         return 0;
     nghttp2_session_set_stream_user_data(ng, id, NULL);
+    if (s->peer_ended) {
+        h->closed_ids[h->closed_at] = id;
+        h->closed_at = (h->closed_at + 1) % H2_CLOSED_MEMORY;
+    }
     h->open--;
     if (!s->dispatched && !s->deferred)
         h->pending--;
@@ -678,6 +727,7 @@ static nghttp2_option *options(void)
     nghttp2_option_set_max_settings(o, 32);
     nghttp2_option_set_max_outbound_ack(o, 1000);
     nghttp2_option_set_max_continuations(o, 8);
+    nghttp2_option_set_builtin_recv_extension_type(o, NGHTTP2_PRIORITY_UPDATE);
     return o;
 }
 
@@ -703,11 +753,11 @@ h2_t *h2_new(const h1_conn_t *f, void (*wake)(void *conn))
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_WINDOW},
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, H2_HDR_CAP},
         {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
-        /* Not SETTINGS_NO_RFC7540_PRIORITIES=1 (yet): with it nghttp2 1.52 keeps
-           no closed streams, so it cannot tell a frame on a closed stream from
-           one on an idle stream and ignores it where RFC 9113 5.1 wants
-           STREAM_CLOSED (h2spec 5.1/8-12, 6.1/2, 5.3.1/2, 6.3/1 fail); and
-           RFC 9218 scheduling, what the setting would announce, is not done. */
+        /* RFC 9218: urgency and incremental (the priority field and
+           PRIORITY_UPDATE) order the streams' DATA, as nghttp2 schedules it;
+           the checks of RFC 7540 priorities it drops are ours (track_frames,
+           on_begin_frame) */
+        {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
     };
     if (nghttp2_submit_settings(h->ng, NGHTTP2_FLAG_NONE, set, sizeof set / sizeof set[0]) ||
         nghttp2_session_set_local_window_size(h->ng, NGHTTP2_FLAG_NONE, 0, H2_CONN_WINDOW)) {
@@ -730,38 +780,79 @@ void h2_free(h2_t *h)
     free(h);
 }
 
-/* Where the input stands in its frames: a frame begun and not yet complete
-   is part of a request head for the -s deadline (h2_head_since). */
-static void track_frames(h2_t *h, const uint8_t *p, size_t n)
+/* A PRIORITY frame (RFC 9113 6.3) on stream 0, or one that makes its stream
+   depend on itself (5.3.1), is a PROTOCOL_ERROR that nghttp2 1.52 no longer
+   checks once RFC 7540 priorities are off (it drops their payload unread).
+   done: the payload bytes read so far. */
+static void check_priority(h2_t *h, uint32_t done)
 {
-    while (n) {
+    uint32_t len = (uint32_t)h->hd[0] << 16 | h->hd[1] << 8 | h->hd[2];
+    uint32_t id = be31(h->hd + 5);
+    if (h->hd[3] != NGHTTP2_PRIORITY || len != 5)
+        return; /* another length is nghttp2's FRAME_SIZE_ERROR */
+    if (id == 0 || (done == 5 && be31(h->pri) == id))
+        h->refuse = NGHTTP2_PROTOCOL_ERROR;
+}
+
+/*
+ * Where the input stands in its frames: a frame begun and not yet complete
+ * is part of a request head for the -s deadline (h2_head_since); the frames
+ * whose errors nghttp2 does not see are checked (check_priority).  Returns
+ * how many of the n bytes to hand nghttp2: all, or up to the end of the
+ * frame that ends the session (h->refuse), or of a DATA frame's header.
+ */
+static size_t track_frames(h2_t *h, const uint8_t *p, size_t n)
+{
+    const uint8_t *start = p;
+    while (n && !h->refuse) {
         if (h->frame_left) {
             size_t k = n < h->frame_left ? n : h->frame_left;
+            if (h->hd[3] == NGHTTP2_PRIORITY && !h->hd_have)
+                for (size_t i = 0; i < k && h->pri_have < sizeof h->pri; i++)
+                    h->pri[h->pri_have++] = p[i];
             h->frame_left -= (uint32_t)k, p += k, n -= k;
+            if (!h->frame_left && h->pri_have == sizeof h->pri)
+                check_priority(h, h->pri_have);
             continue;
         }
         if (!h->hd_have)
             h->frame_since = gio_now(h->f.site->loop);
-        if (h->hd_have < 3)
-            h->hd_len[h->hd_have] = *p;
+        h->hd[h->hd_have] = *p;
         p++, n--;
         if (++h->hd_have == 9) {
             h->hd_have = 0;
-            h->frame_left = (uint32_t)h->hd_len[0] << 16 | h->hd_len[1] << 8 | h->hd_len[2];
+            h->pri_have = 0;
+            h->frame_left = (uint32_t)h->hd[0] << 16 | h->hd[1] << 8 | h->hd[2];
+            check_priority(h, 0);
+            if (h->hd[3] == NGHTTP2_DATA) {
+                h->data_hd = 1; /* h2_recv calls check_data once nghttp2 has it */
+                break;
+            }
         }
     }
+    return (size_t)(p - start);
 }
 
 int h2_recv(h2_t *h, const uint8_t *p, size_t n)
 {
-    track_frames(h, p, n);
-    ssize_t r = nghttp2_session_mem_recv(h->ng, p, n);
-    if (r < 0) {
-        /* a protocol error: nghttp2 queued GOAWAY where it could */
-        h->fatal = 1;
-        return -1;
+    while (n && !h->fatal) {
+        size_t k = track_frames(h, p, n);
+        ssize_t r = nghttp2_session_mem_recv(h->ng, p, k);
+        if (r >= 0 && h->data_hd)
+            check_data(h);
+        h->data_hd = 0;
+        if (r >= 0 && h->refuse) {
+            nghttp2_session_terminate_session(h->ng, (uint32_t)h->refuse);
+            r = -1;
+        }
+        if (r < 0) {
+            /* a protocol error: nghttp2 queued GOAWAY where it could */
+            h->fatal = 1;
+            return -1;
+        }
+        p += k, n -= k;
     }
-    return 0;
+    return h->fatal ? -1 : 0;
 }
 
 /* The streams that closed while the batch held their bytes: free them now. */

@@ -579,3 +579,94 @@ def test_open_files_per_connection_are_bounded(gatling):
     s.close()
     assert len([1 for t, _, _, _ in got if t == 1]) == 32, got  # HEADERS of the 32 answered
     assert server_status(srv.port)["timeout_drain"] == 1
+
+
+def read_streams(s, ids, timeout=10.0):
+    """Read frames until each stream in ids has ended: the DATA frames, in
+    order, as [(stream, payload length, END_STREAM)]."""
+    s.settimeout(timeout)
+    data, out, left = b"", [], set(ids)
+    deadline = time.monotonic() + timeout
+    while left and time.monotonic() < deadline:
+        while len(data) >= 9 and len(data) >= 9 + int.from_bytes(data[:3], "big"):
+            n = int.from_bytes(data[:3], "big")
+            t, f, sid = data[3], data[4], int.from_bytes(data[5:9], "big") & 0x7fffffff
+            if t == 0:
+                out.append((sid, n, f & 1))
+                if f & 1:
+                    left.discard(sid)
+            if t in (3, 7):  # RST_STREAM, GOAWAY: the stream will not end
+                raise AssertionError("frame %d: %r" % (t, data[9:9 + n]))
+            data = data[9 + n:]
+        if left:
+            b = s.recv(1 << 20)
+            if not b:
+                break
+            data += b
+    assert not left, (left, out[-5:])
+    return out
+
+
+def sent_before_end(out, other, first):
+    """Bytes of stream other's DATA that came before stream first ended."""
+    n = 0
+    for sid, ln, end in out:
+        if sid == other:
+            n += ln
+        if sid == first and end:
+            return n
+    raise AssertionError(out)
+
+
+def lit(name, value):
+    """An HPACK literal field without indexing, new name (RFC 7541 6.2.2)."""
+    return b"\x00" + hpack_int(len(name), 7) + name + hpack_int(len(value), 7) + value
+
+
+def get(path, *fields):
+    return b"\x82\x86\x04" + bytes([len(path)]) + path + b"\x41\x01a" + b"".join(fields)
+
+
+# SETTINGS_INITIAL_WINDOW_SIZE 2^31-1, and the connection's window as large:
+# flow control does not decide which stream goes first
+WIDE_OPEN = (b"\x00\x00\x06\x04\x00\x00\x00\x00\x00" + b"\x00\x04\x7f\xff\xff\xff" +
+             b"\x00\x00\x04\x08\x00\x00\x00\x00\x00" + (0x7fffffff - 65535).to_bytes(4, "big"))
+PRIO_TREE = dict(TREE, **{"low.bin": BIG, "high.bin": BIG[::-1]})
+
+
+def test_priority_field_orders_the_streams(gatling):
+    """RFC 9218: SETTINGS_NO_RFC7540_PRIORITIES=1 is announced, and a large
+    urgent stream (u=0) asked second is sent before a large u=7 one asked
+    first (without urgency both would share the connection, frame by frame,
+    and end together)."""
+    srv = gatling(PRIO_TREE, args=("-T", "10", "-E"))
+    s = socket.create_connection(srv.addr(), timeout=5)
+    s.sendall(PREFACE + WIDE_OPEN +
+              headers_frame(1, get(b"/low.bin", lit(b"priority", b"u=7")), 0x5) +
+              headers_frame(3, get(b"/high.bin", lit(b"priority", b"u=0")), 0x5))
+    hd = b""
+    s.settimeout(5)
+    while len(hd) < 9:
+        hd += s.recv(9 - len(hd))
+    settings = s.recv(int.from_bytes(hd[:3], "big"), socket.MSG_WAITALL)
+    assert hd[3] == 4 and b"\x00\x09\x00\x00\x00\x01" in [settings[i:i + 6] for i in
+                                                        range(0, len(settings), 6)], settings
+    out = read_streams(s, {1, 3})
+    s.close()
+    assert sum(ln for sid, ln, _ in out if sid == 3) == len(BIG)
+    assert sent_before_end(out, 1, 3) < 256 * 1024, out[:40]
+
+
+def test_priority_update_reorders_an_open_stream(gatling):
+    """A PRIORITY_UPDATE (RFC 9218 7.1) for an open stream moves it: u=7 by
+    its field, then u=0 by the update, ahead of a stream of default urgency."""
+    srv = gatling(PRIO_TREE, args=("-T", "10", "-E"))
+    s = socket.create_connection(srv.addr(), timeout=5)
+    update = b"\x00\x00\x00\x01u=0"
+    s.sendall(PREFACE + WIDE_OPEN +
+              headers_frame(1, get(b"/low.bin", lit(b"priority", b"u=7")), 0x5) +
+              headers_frame(3, get(b"/high.bin"), 0x5) +
+              len(update).to_bytes(3, "big") + b"\x10\x00\x00\x00\x00\x00" + update)
+    out = read_streams(s, {1, 3})
+    s.close()
+    assert sent_before_end(out, 3, 1) < 256 * 1024, out[:40]
