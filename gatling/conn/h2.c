@@ -26,8 +26,27 @@
 #define H2_FILES_MAX 32                /* streams holding an open file, per connection */
 #define H2_CONN_HDR_CAP (256 * 1024)   /* request fields held by all of a connection's streams */
 #define H2_RESET_BURST 200             /* rapid reset (CVE-2023-44487): streams reset */
-#define H2_RESET_RATE 50               /* ... per second after the burst, then GOAWAY */
+#define H2_RESET_RATE 50               /* ... per second after the burst, then GOAWAY;
+                                          nghttp2's own limit, at twice these, is a backstop */
 #define H2_CLOSED_MEMORY 64            /* streams the client closed, remembered (RFC 9113 5.1) */
+#define H2_MAX_SETTINGS 32             /* entries in one SETTINGS frame (nghttp2 checks) */
+#define H2_WINDOW_SMALL 1024           /* a WINDOW_UPDATE opening less counts towards a flood */
+
+/*
+ * The floods (stats.h's H2_FLOOD_*): per connection, a bucket of burst
+ * frames refilled at rate a second; a frame finding it empty ends the
+ * session with ENHANCE_YOUR_CALM, counted by kind.  A browser sends a few of
+ * each per connection; WINDOW_UPDATEs count only when small, as the ones a
+ * client sends while reading a download are many but each opens much.
+ */
+static const struct {
+    uint16_t burst, rate;
+} flood_limit[H2_FLOOD_KINDS] = {
+    [H2_FLOOD_SETTINGS] = {32, 8},  [H2_FLOOD_PING] = {64, 16},
+    [H2_FLOOD_WINDOW] = {128, 32},  [H2_FLOOD_EMPTY_DATA] = {64, 16},
+    [H2_FLOOD_OTHER] = {256, 64},   [H2_FLOOD_RESET_SENT] = {100, 20},
+    [H2_FLOOD_RAPID_RESET] = {H2_RESET_BURST, H2_RESET_RATE},
+};
 
 /* A piece of a response body: a buffer (p) or a file range. */
 typedef struct h2_part {
@@ -64,6 +83,11 @@ typedef struct h2_stream {
     http_request_t req;
 } h2_stream_t;
 
+typedef struct h2_bucket {
+    uint64_t milli; /* frames left, in thousandths */
+    int64_t at;     /* gio_now() when last filled */
+} h2_bucket_t;
+
 struct h2 {
     nghttp2_session *ng;
     h1_conn_t f;
@@ -80,8 +104,12 @@ struct h2 {
     uint32_t frame_left; /* input: bytes still to come of the preface or the frame */
     uint8_t hd_have;     /* ... of the frame header read so far */
     uint8_t hd[9];
-    uint8_t pri[5];      /* a PRIORITY frame's payload, as it comes */
-    uint8_t pri_have;
+    uint8_t pl[5];       /* ... and the first bytes of its payload */
+    uint8_t pl_have;
+    uint8_t preface;     /* what is being read is the client's preface */
+    uint8_t calm;        /* a flood ended the session (counted once) */
+    uint8_t goaway_sent;
+    h2_bucket_t flood[H2_FLOOD_KINDS];
     uint32_t refuse;     /* an error code: the frame just read ends the session */
     uint8_t data_hd;     /* the input handed to nghttp2 ends with a DATA frame's header */
     int32_t closed_ids[H2_CLOSED_MEMORY]; /* streams the client closed, newest at closed_at */
@@ -102,6 +130,28 @@ int h2_preface(const char *p, size_t n)
     if (memcmp(p, H2_PREFACE, k))
         return -1;
     return n >= H2_PREFACE_LEN;
+}
+
+/* One frame of a kind: 0, or -1 if that is past its limit (the session ends). */
+static int flood_take(h2_t *h, int kind)
+{
+    h2_bucket_t *b = &h->flood[kind];
+    int64_t now = gio_now(h->f.site->loop);
+    uint64_t cap = (uint64_t)flood_limit[kind].burst * 1000;
+    if (now > b->at) { /* milli-frames: rate per second is rate per ms in them */
+        uint64_t add = (uint64_t)(now - b->at) * flood_limit[kind].rate;
+        b->milli = cap - b->milli < add ? cap : b->milli + add;
+        b->at = now;
+    }
+    if (b->milli >= 1000) {
+        b->milli -= 1000;
+        return 0;
+    }
+    if (!h->calm) {
+        h->calm = 1;
+        h->f.site->stats.h2_flood[kind]++;
+    }
+    return -1;
 }
 
 /* Frame bytes go through pend: copied, as nghttp2's buffer is reused. */
@@ -540,6 +590,7 @@ static void dispatch(h2_t *h, h2_stream_t *s)
     if (limits_request(site->limits, h->f.peer, gio_now(site->loop)) != LIMIT_OK) {
         /* -A: HTTP/1.1 tarpits the connection; here it ends with the streams it has */
         site->stats.rate_limited++;
+        h->calm = 1; /* not a flood */
         nghttp2_session_terminate_session(h->ng, NGHTTP2_ENHANCE_YOUR_CALM);
         return;
     }
@@ -673,12 +724,22 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void 
     return 0;
 }
 
-/* Count the sessions we end with an error (the defences are nghttp2's). */
+/*
+ * Count the sessions we end with an error.  The streams we reset are
+ * bounded ("MadeYouReset": frames that make us reset a stream cost us its
+ * work, not the client), until a GOAWAY has gone: then nghttp2 refuses the
+ * streams the client opens meanwhile, which is no fault of the client's.
+ */
 static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *fr, void *user)
 {
-    (void)ng;
     h2_t *h = user;
-    if (fr->hd.type == NGHTTP2_GOAWAY && fr->goaway.error_code != NGHTTP2_NO_ERROR)
+    if (fr->hd.type == NGHTTP2_RST_STREAM && !h->goaway_sent &&
+        flood_take(h, H2_FLOOD_RESET_SENT) < 0)
+        nghttp2_session_terminate_session(ng, NGHTTP2_ENHANCE_YOUR_CALM);
+    if (fr->hd.type != NGHTTP2_GOAWAY)
+        return 0;
+    h->goaway_sent = 1;
+    if (fr->goaway.error_code != NGHTTP2_NO_ERROR)
         h->f.site->stats.h2_errors++;
     return 0;
 }
@@ -715,16 +776,18 @@ static nghttp2_session_callbacks *callbacks(void)
  * (HPACK bombs; CONTINUATION floods are bounded by nghttp2's own cap on
  * CONTINUATION frames, CVE-2024-28182, in Debian's 1.52.0-1+deb12u3), a
  * rate of stream resets past which the session ends (rapid reset,
- * CVE-2023-44487, fixed in the same build), bounded SETTINGS entries and
- * queued PING/SETTINGS acks (the CVE-2019-9512/9515 floods).
+ * CVE-2023-44487, fixed in the same build; ours, H2_FLOOD_RAPID_RESET, is
+ * tighter and answers ENHANCE_YOUR_CALM where nghttp2 says INTERNAL_ERROR),
+ * bounded SETTINGS entries and queued PING/SETTINGS acks (a client that
+ * does not read them; one that does meets flood_limit first).
  */
 static nghttp2_option *options(void)
 {
     nghttp2_option *o;
     if (nghttp2_option_new(&o))
         return NULL;
-    nghttp2_option_set_stream_reset_rate_limit(o, H2_RESET_BURST, H2_RESET_RATE);
-    nghttp2_option_set_max_settings(o, 32);
+    nghttp2_option_set_stream_reset_rate_limit(o, 2 * H2_RESET_BURST, 2 * H2_RESET_RATE);
+    nghttp2_option_set_max_settings(o, H2_MAX_SETTINGS);
     nghttp2_option_set_max_outbound_ack(o, 1000);
     nghttp2_option_set_max_continuations(o, 8);
     nghttp2_option_set_builtin_recv_extension_type(o, NGHTTP2_PRIORITY_UPDATE);
@@ -748,6 +811,9 @@ h2_t *h2_new(const h1_conn_t *f, void (*wake)(void *conn))
     h->wake = wake;
     h->started = h->frame_since = gio_now(f->site->loop);
     h->frame_left = H2_PREFACE_LEN; /* the client's preface comes first */
+    h->preface = 1;
+    for (int k = 0; k < H2_FLOOD_KINDS; k++)
+        h->flood[k] = (h2_bucket_t){(uint64_t)flood_limit[k].burst * 1000, h->started};
     nghttp2_settings_entry set[] = {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, H2_MAX_STREAMS},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_WINDOW},
@@ -780,26 +846,71 @@ void h2_free(h2_t *h)
     free(h);
 }
 
-/* A PRIORITY frame (RFC 9113 6.3) on stream 0, or one that makes its stream
-   depend on itself (5.3.1), is a PROTOCOL_ERROR that nghttp2 1.52 no longer
-   checks once RFC 7540 priorities are off (it drops their payload unread).
-   done: the payload bytes read so far. */
-static void check_priority(h2_t *h, uint32_t done)
+/*
+ * A frame has been read whole (h->hd, and h->pl its first payload bytes),
+ * not yet by nghttp2: the checks nghttp2 1.52 does not make, which set
+ * h->refuse.  A PRIORITY frame (RFC 9113 6.3) on stream 0, or one making its
+ * stream depend on itself (5.3.1), is a PROTOCOL_ERROR that nghttp2 no
+ * longer sees with RFC 7540 priorities off (it drops their payload unread);
+ * and the floods.
+ */
+static void frame_done(h2_t *h)
 {
     uint32_t len = (uint32_t)h->hd[0] << 16 | h->hd[1] << 8 | h->hd[2];
     uint32_t id = be31(h->hd + 5);
-    if (h->hd[3] != NGHTTP2_PRIORITY || len != 5)
-        return; /* another length is nghttp2's FRAME_SIZE_ERROR */
-    if (id == 0 || (done == 5 && be31(h->pri) == id))
-        h->refuse = NGHTTP2_PROTOCOL_ERROR;
+    uint8_t type = h->hd[3], flags = h->hd[4];
+    int kind = -1;
+    if (h->preface) {
+        h->preface = 0;
+        return;
+    }
+    switch (type) {
+    case NGHTTP2_DATA: { /* with padding only, it is empty too */
+        uint32_t pad = flags & NGHTTP2_FLAG_PADDED ? (len ? h->pl[0] + 1u : 1u) : 0;
+        if (len <= pad && !(flags & NGHTTP2_FLAG_END_STREAM))
+            kind = H2_FLOOD_EMPTY_DATA;
+        break;
+    }
+    case NGHTTP2_PRIORITY:
+        if (len == 5 && (id == 0 || be31(h->pl) == id)) { /* else nghttp2's FRAME_SIZE_ERROR */
+            h->refuse = NGHTTP2_PROTOCOL_ERROR;
+            return;
+        }
+        kind = H2_FLOOD_OTHER;
+        break;
+    case NGHTTP2_SETTINGS:
+        if (len / 6 > H2_MAX_SETTINGS && !h->calm) { /* nghttp2 ends it: count it here */
+            h->calm = 1;
+            h->f.site->stats.h2_flood[H2_FLOOD_SETTINGS]++;
+        }
+        kind = flags & NGHTTP2_FLAG_ACK ? -1 : H2_FLOOD_SETTINGS;
+        break;
+    case NGHTTP2_PING:
+        kind = flags & NGHTTP2_FLAG_ACK ? -1 : H2_FLOOD_PING;
+        break;
+    case NGHTTP2_WINDOW_UPDATE:
+        if (len == 4 && be31(h->pl) < H2_WINDOW_SMALL)
+            kind = H2_FLOOD_WINDOW;
+        break;
+    case NGHTTP2_RST_STREAM:
+        kind = H2_FLOOD_RAPID_RESET;
+        break;
+    case NGHTTP2_HEADERS:
+    case NGHTTP2_PUSH_PROMISE:
+    case NGHTTP2_GOAWAY:
+    case NGHTTP2_CONTINUATION: break;
+    default: kind = H2_FLOOD_OTHER; /* PRIORITY_UPDATE, and what we do not know */
+    }
+    if (kind >= 0 && flood_take(h, kind) < 0)
+        h->refuse = NGHTTP2_ENHANCE_YOUR_CALM;
 }
 
 /*
  * Where the input stands in its frames: a frame begun and not yet complete
- * is part of a request head for the -s deadline (h2_head_since); the frames
- * whose errors nghttp2 does not see are checked (check_priority).  Returns
- * how many of the n bytes to hand nghttp2: all, or up to the end of the
- * frame that ends the session (h->refuse), or of a DATA frame's header.
+ * is part of a request head for the -s deadline (h2_head_since); a frame
+ * read whole is checked (frame_done).  Returns how many of the n bytes to
+ * hand nghttp2: all, or up to the end of the frame that ends the session
+ * (h->refuse), or of a DATA frame's header (h2_recv's check_data).
  */
 static size_t track_frames(h2_t *h, const uint8_t *p, size_t n)
 {
@@ -807,12 +918,11 @@ static size_t track_frames(h2_t *h, const uint8_t *p, size_t n)
     while (n && !h->refuse) {
         if (h->frame_left) {
             size_t k = n < h->frame_left ? n : h->frame_left;
-            if (h->hd[3] == NGHTTP2_PRIORITY && !h->hd_have)
-                for (size_t i = 0; i < k && h->pri_have < sizeof h->pri; i++)
-                    h->pri[h->pri_have++] = p[i];
+            for (size_t i = 0; i < k && h->pl_have < sizeof h->pl; i++)
+                h->pl[h->pl_have++] = p[i];
             h->frame_left -= (uint32_t)k, p += k, n -= k;
-            if (!h->frame_left && h->pri_have == sizeof h->pri)
-                check_priority(h, h->pri_have);
+            if (!h->frame_left)
+                frame_done(h);
             continue;
         }
         if (!h->hd_have)
@@ -821,9 +931,10 @@ static size_t track_frames(h2_t *h, const uint8_t *p, size_t n)
         p++, n--;
         if (++h->hd_have == 9) {
             h->hd_have = 0;
-            h->pri_have = 0;
+            h->pl_have = 0;
             h->frame_left = (uint32_t)h->hd[0] << 16 | h->hd[1] << 8 | h->hd[2];
-            check_priority(h, 0);
+            if (!h->frame_left)
+                frame_done(h);
             if (h->hd[3] == NGHTTP2_DATA) {
                 h->data_hd = 1; /* h2_recv calls check_data once nghttp2 has it */
                 break;
@@ -844,6 +955,10 @@ int h2_recv(h2_t *h, const uint8_t *p, size_t n)
         if (r >= 0 && h->refuse) {
             nghttp2_session_terminate_session(h->ng, (uint32_t)h->refuse);
             r = -1;
+        }
+        if (r == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS && !h->calm) {
+            h->calm = 1;
+            h->f.site->stats.h2_flood[H2_FLOOD_CONTINUATION]++;
         }
         if (r < 0) {
             /* a protocol error: nghttp2 queued GOAWAY where it could */
