@@ -120,6 +120,7 @@ struct h2 {
     int fatal;
     int32_t max_id;  /* the highest stream a client's HEADERS opened */
     int32_t last_id; /* after GOAWAY: the last stream that is answered */
+    int32_t last_dispatched; /* the highest stream handed to the router */
 };
 
 static const ex_codec_t h2_codec;
@@ -582,6 +583,8 @@ static void dispatch(h2_t *h, h2_stream_t *s)
     h->pending -= !s->deferred;
     s->dispatched = 1;
     h->requests++;
+    if (s->id > h->last_dispatched)
+        h->last_dispatched = s->id;
     unsigned max = (unsigned)site->cfg->max_requests; /* -R: the last stream of the connection */
     if (max && h->requests >= max && !h->goaway) {
         site->stats.max_requests++;
@@ -685,6 +688,7 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *fr, void *use
         s->deferred = 1;
         h->pending--;
         h->deferred++;
+        h->f.site->stats.h2_file_waits++;
     } else {
         dispatch(h, s); /* a request body (there is none to static files) is dropped */
     }
@@ -1048,4 +1052,18 @@ void h2_goaway(h2_t *h)
     h->goaway = 1;
     h->last_id = nghttp2_session_get_last_proc_stream_id(h->ng);
     nghttp2_submit_goaway(h->ng, NGHTTP2_FLAG_NONE, h->last_id, NGHTTP2_NO_ERROR, NULL, 0);
+}
+
+size_t h2_expire(h2_t *h, char *buf, size_t cap)
+{
+    if (cap < 17 || !gio_batch_done(h->f.out) || h->pendlen)
+        return 0; /* a frame is on its way: more bytes would land inside it */
+    static const char hd[9] = {0, 0, 8, NGHTTP2_GOAWAY, 0, 0, 0, 0, 0};
+    uint32_t id = (uint32_t)h->last_dispatched;
+    memcpy(buf, hd, sizeof hd);
+    for (int i = 0; i < 4; i++) {
+        buf[9 + i] = (char)(id >> (24 - 8 * i));
+        buf[13 + i] = 0; /* NO_ERROR: the client may send the stream again */
+    }
+    return 17;
 }
