@@ -512,14 +512,8 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *fr, void *
     memset(&s->req, 0, offsetof(http_request_t, headers));
     s->h2 = h;
     s->id = fr->hd.stream_id;
-    exchange_t *ex = &s->ex;
-    ex->secure = h->f.secure;
-    ex->local_port = h->f.local_port;
-    ex->peer = h->f.peer;
-    ex->site = h->f.site;
-    ex->codec = &h2_codec;
-    ex->conn = s;
-    ex->req = &s->req;
+    h1_exchange_init(&s->ex, &h->f, &h2_codec, s);
+    s->ex.req = &s->req;
     s->req.version = 20;
     s->begun = gio_now(h->f.site->loop);
     h->open++;
