@@ -955,8 +955,9 @@ int h2_recv(h2_t *h, const uint8_t *p, size_t n)
             r = -1;
         }
         if (r == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS && !h->calm) {
-            h->calm = 1;
+            h->calm = 1; /* nghttp2 says so to no one: we do */
             h->f.site->stats.h2_flood[H2_FLOOD_CONTINUATION]++;
+            nghttp2_session_terminate_session(h->ng, NGHTTP2_ENHANCE_YOUR_CALM);
         }
         if (r < 0) {
             /* a protocol error: nghttp2 queued GOAWAY where it could */
