@@ -26,8 +26,7 @@
 #define H2_FILES_MAX 32                /* streams holding an open file, per connection */
 #define H2_CONN_HDR_CAP (256 * 1024)   /* request fields held by all of a connection's streams */
 #define H2_RESET_BURST 200             /* rapid reset (CVE-2023-44487): streams reset */
-#define H2_RESET_RATE 50               /* ... per second after the burst, then GOAWAY;
-                                          nghttp2's own limit, at twice these, is a backstop */
+#define H2_RESET_RATE 50               /* ... per second after the burst (nghttp2's: twice) */
 #define H2_CLOSED_MEMORY 64            /* streams the client closed, remembered (RFC 9113 5.1) */
 #define H2_MAX_SETTINGS 32             /* entries in one SETTINGS frame (nghttp2 checks) */
 #define H2_WINDOW_SMALL 1024           /* a WINDOW_UPDATE opening less counts towards a flood */
@@ -42,9 +41,12 @@
 static const struct {
     uint16_t burst, rate;
 } flood_limit[H2_FLOOD_KINDS] = {
-    [H2_FLOOD_SETTINGS] = {32, 8},  [H2_FLOOD_PING] = {64, 16},
-    [H2_FLOOD_WINDOW] = {128, 32},  [H2_FLOOD_EMPTY_DATA] = {64, 16},
-    [H2_FLOOD_OTHER] = {256, 64},   [H2_FLOOD_RESET_SENT] = {100, 20},
+    [H2_FLOOD_SETTINGS] = {32, 8},
+    [H2_FLOOD_PING] = {64, 16},
+    [H2_FLOOD_WINDOW] = {128, 32},
+    [H2_FLOOD_EMPTY_DATA] = {64, 16},
+    [H2_FLOOD_OTHER] = {256, 64},
+    [H2_FLOOD_RESET_SENT] = {100, 20},
     [H2_FLOOD_RAPID_RESET] = {H2_RESET_BURST, H2_RESET_RATE},
 };
 
@@ -97,29 +99,29 @@ struct h2 {
     size_t pendlen;
     uint32_t requests;
     unsigned open;
-    unsigned pending;   /* streams begun whose request has not ended */
-    unsigned files;     /* streams holding an open file: at most H2_FILES_MAX */
-    unsigned deferred;  /* streams waiting for that */
-    size_t hdr_bytes;   /* the streams' chunks, in bytes: at most H2_CONN_HDR_CAP */
+    unsigned pending;    /* streams begun whose request has not ended */
+    unsigned files;      /* streams holding an open file: at most H2_FILES_MAX */
+    unsigned deferred;   /* streams waiting for that */
+    size_t hdr_bytes;    /* the streams' chunks, in bytes: at most H2_CONN_HDR_CAP */
     uint32_t frame_left; /* input: bytes still to come of the preface or the frame */
     uint8_t hd_have;     /* ... of the frame header read so far */
     uint8_t hd[9];
-    uint8_t pl[5];       /* ... and the first bytes of its payload */
+    uint8_t pl[5]; /* ... and the first bytes of its payload */
     uint8_t pl_have;
-    uint8_t preface;     /* what is being read is the client's preface */
-    uint8_t calm;        /* a flood ended the session (counted once) */
+    uint8_t preface; /* what is being read is the client's preface */
+    uint8_t calm;    /* a flood ended the session (counted once) */
     uint8_t goaway_sent;
     h2_bucket_t flood[H2_FLOOD_KINDS];
-    uint32_t refuse;     /* an error code: the frame just read ends the session */
-    uint8_t data_hd;     /* the input handed to nghttp2 ends with a DATA frame's header */
+    uint32_t refuse; /* an error code: the frame just read ends the session */
+    uint8_t data_hd; /* the input handed to nghttp2 ends with a DATA frame's header */
     int32_t closed_ids[H2_CLOSED_MEMORY]; /* streams the client closed, newest at closed_at */
     unsigned closed_at;
     int64_t frame_since; /* gio_now() at the first byte of the frame being read */
     int64_t started;     /* the session's start */
     uint8_t goaway;
     int fatal;
-    int32_t max_id;  /* the highest stream a client's HEADERS opened */
-    int32_t last_id; /* after GOAWAY: the last stream that is answered */
+    int32_t max_id;          /* the highest stream a client's HEADERS opened */
+    int32_t last_id;         /* after GOAWAY: the last stream that is answered */
     int32_t last_dispatched; /* the highest stream handed to the router */
 };
 
@@ -452,8 +454,7 @@ static const char *keep(h2_stream_t *s, const uint8_t *p, size_t n)
 
 static uint32_t be31(const uint8_t *p)
 {
-    return ((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]) &
-           0x7fffffff;
+    return ((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]) & 0x7fffffff;
 }
 
 /* Did the client close stream id (END_STREAM or RST_STREAM), lately? */
@@ -883,16 +884,12 @@ static void frame_done(h2_t *h)
         }
         kind = flags & NGHTTP2_FLAG_ACK ? -1 : H2_FLOOD_SETTINGS;
         break;
-    case NGHTTP2_PING:
-        kind = flags & NGHTTP2_FLAG_ACK ? -1 : H2_FLOOD_PING;
-        break;
+    case NGHTTP2_PING: kind = flags & NGHTTP2_FLAG_ACK ? -1 : H2_FLOOD_PING; break;
     case NGHTTP2_WINDOW_UPDATE:
         if (len == 4 && be31(h->pl) < H2_WINDOW_SMALL)
             kind = H2_FLOOD_WINDOW;
         break;
-    case NGHTTP2_RST_STREAM:
-        kind = H2_FLOOD_RAPID_RESET;
-        break;
+    case NGHTTP2_RST_STREAM: kind = H2_FLOOD_RAPID_RESET; break;
     case NGHTTP2_HEADERS:
     case NGHTTP2_PUSH_PROMISE:
     case NGHTTP2_GOAWAY:

@@ -63,9 +63,17 @@ static void setup(void)
     put("big.bin", 100000);
     put("d/i.html", 3000);
     put("d/i.html.gz", 100);
-    cfg = (config_t){.timeout = 23, .head_timeout = 10, .min_rate = 512, .max_requests = 0,
-                     .threads = 1, .vhosts = 1, .max_age = -1, .mem_file_max = 16384,
-                     .hsts = -1, .log_fd = -1, .error_fd = -1};
+    cfg = (config_t){.timeout = 23,
+                     .head_timeout = 10,
+                     .min_rate = 512,
+                     .max_requests = 0,
+                     .threads = 1,
+                     .vhosts = 1,
+                     .max_age = -1,
+                     .mem_file_max = 16384,
+                     .hsts = -1,
+                     .log_fd = -1,
+                     .error_fd = -1};
     if (!(loop = gio_loop_new()) || site_init(&site, &cfg, loop, mime_load(NULL)) < 0)
         abort();
     limits_cfg_t lc = {.free_fails = 5, .max_wait_s = 1};
@@ -142,8 +150,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     gio_batch_t out;
     gio_batch_init(&out);
     framing_t fr = {0};
-    h1_conn_t f = {.out = &out, .site = &site, .peer = (const struct sockaddr *)&peer,
-                   .local_port = 80};
+    h1_conn_t f = {
+        .out = &out, .site = &site, .peer = (const struct sockaddr *)&peer, .local_port = 80};
     h2_t *h = h2_new(&f, wake);
     if (!h)
         return 0;
