@@ -719,3 +719,63 @@ def test_floods_end_the_connection(gatling, kind, few, many):
         assert st["h2_flood_" + kind] == floods, st
     assert sum(v for k, v in st.items() if k.startswith("h2_flood_")) == 1, st
     assert h2c(srv.port)[2] == "200 2"
+
+
+@pytest.mark.parametrize("case", ["priority on stream 0", "priority on itself",
+                                  "data after end_stream", "data after rst_stream",
+                                  "data on a stream we reset"])
+def test_checks_nghttp2_drops_without_rfc7540_priorities(gatling, case):
+    """With SETTINGS_NO_RFC7540_PRIORITIES nghttp2 1.52 keeps no closed
+    streams and skips PRIORITY payloads; h2.c keeps RFC 9113's checks: a
+    PRIORITY on stream 0 or on itself is PROTOCOL_ERROR (5.3.1, 6.3), DATA on
+    a stream the client ended or reset is STREAM_CLOSED (5.1) -- but DATA
+    on a stream the server reset may have been in flight: ignored."""
+    srv = gatling(TREE, args=("-T", "10", "-E"))
+    s = socket.create_connection(srv.addr(), timeout=5)
+    s.sendall(PREFACE + SETTINGS0)
+    want = None
+    if case == "priority on stream 0":
+        s.sendall(frame(2, 0, 0, b"\x00\x00\x00\x01\x10"))
+        want = 1
+    elif case == "priority on itself":
+        s.sendall(frame(2, 0, 3, b"\x00\x00\x00\x03\x10"))
+        want = 1
+    elif case == "data after end_stream":
+        s.sendall(headers_frame(1, GET_A, 0x5))
+        read_streams(s, {1})  # answered, so closed and forgotten by nghttp2
+        s.sendall(frame(0, 1, 1, b"late"))
+        want = 5
+    elif case == "data after rst_stream":
+        s.sendall(headers_frame(1, GET_A, 0x4) + frame(3, 0, 1, b"\x00\x00\x00\x08"))
+        time.sleep(0.2)
+        s.sendall(frame(0, 1, 1, b"late"))
+        want = 5
+    else:  # an upper-case field name: the server resets the stream
+        s.sendall(headers_frame(1, GET_A + lit(b"X-A", b"b"), 0x4))
+        time.sleep(0.2)
+        s.sendall(frame(0, 1, 1, b"in flight") + headers_frame(3, GET_A, 0x5))
+    got = frames(s, 1.5)
+    s.close()
+    goaway = [struct.unpack(">II", p[:8])[1] for t, _, _, p in got if t == 7]
+    if want is None:
+        assert goaway == [] and any(t == 1 and sid == 3 for t, _, sid, _ in got), got
+    else:
+        assert goaway == [want], got
+
+
+@pytest.mark.parametrize("incremental", [False, True])
+def test_incremental_streams_share_and_others_take_turns(gatling, incremental):
+    """RFC 9218 4.2: two large streams of one urgency are sent one after the
+    other, or -- both incremental -- in turns."""
+    srv = gatling(PRIO_TREE, args=("-T", "10", "-E"))
+    s = socket.create_connection(srv.addr(), timeout=5)
+    prio = lit(b"priority", b"u=3, i" if incremental else b"u=3")
+    s.sendall(PREFACE + WIDE_OPEN + headers_frame(1, get(b"/low.bin", prio), 0x5) +
+              headers_frame(3, get(b"/high.bin", prio), 0x5))
+    out = read_streams(s, {1, 3})
+    s.close()
+    before = sent_before_end(out, 3, 1)
+    if incremental:
+        assert before > 256 * 1024, out[:40]
+    else:
+        assert before < 64 * 1024, out[:40]
