@@ -15,6 +15,13 @@
  * that has ended is kept (with its file and buffers) until the batch has
  * sent everything queued before it: h2_fill only adds frames to an empty
  * batch, and frees the ended streams first.
+ *
+ * Which stream's DATA goes first is RFC 9218's urgency and incremental
+ * (SETTINGS_NO_RFC7540_PRIORITIES=1; nghttp2 schedules).  Every frame
+ * header is seen by h2_recv before nghttp2 sees the frame: there the
+ * floods are bounded per connection (stats.h's H2_FLOOD_*, GOAWAY
+ * ENHANCE_YOUR_CALM), and the checks nghttp2 1.52 drops without RFC 7540
+ * priorities are made.
  */
 #ifndef GATLING_H2_H
 #define GATLING_H2_H
