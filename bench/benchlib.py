@@ -2,7 +2,9 @@
 compare-static, validate-loadgen, backend-latency, slashdot): logging, the
 CPU split between server and client, starting and stopping child processes
 (a gatling among them), a free port, the alternating-rounds order,
-statistics, tool versions, the machine's metadata, and gnuplot.
+statistics, tool versions, the machine's metadata, gnuplot, and the merge of
+bench -J reports from several hosts (histograms added, percentiles read off
+the sum by lg_hist's rule).
 
 Python 3 standard library only.  The drivers are scripts without a .py
 suffix; they import this module from their own directory.
@@ -417,3 +419,132 @@ def write_json(path, obj):
     with open(path, "w") as f:
         json.dump(obj, f, indent=1, sort_keys=True)
         f.write("\n")
+
+
+# -- merging bench reports from several processes or hosts ------------------------
+# Percentiles cannot be averaged: bench -J carries each histogram's nonzero buckets
+# ("hist": count, sum, exact min and max, [[highest value, count], ...]; lg_hist_json in
+# bench/lg/lg_hist.c), the buckets are added, and the quantile is read off the sum by the
+# same rule as lg_hist_quantile, so a merged p99 is what one bench would have printed had
+# it made all the requests itself.
+
+QUANTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99_9", 0.999))
+
+
+def hist_merge(hists):
+    """The sum of lg_hist JSON histograms (dicts as bench -J prints them under "hist"):
+    the same shape; None entries are skipped."""
+    buckets, out = {}, {"count": 0, "sum": 0, "min": 0, "max": 0}
+    mins = []
+    for h in hists:
+        if not h or not h.get("count"):
+            continue
+        out["count"] += h["count"]
+        out["sum"] += h["sum"]
+        mins.append(h["min"])
+        out["max"] = max(out["max"], h["max"])
+        for hi, n in h["buckets"]:
+            buckets[hi] = buckets.get(hi, 0) + n
+    out["min"] = min(mins) if mins else 0
+    out["buckets"] = [[hi, buckets[hi]] for hi in sorted(buckets)]
+    return out
+
+
+def hist_quantile(h, q):
+    """lg_hist_quantile's rule on a JSON histogram: the highest value of the bucket that
+    holds the ceil(q * count)-th smallest value, clamped to the exact [min, max]; q >= 1
+    is the max; 0 when empty."""
+    if not h or not h["count"]:
+        return 0
+    if q >= 1.0:
+        return h["max"]
+    want = q * float(h["count"])  # a C double, as in lg_hist.c
+    rank = int(want)
+    if rank < want:
+        rank += 1
+    rank = max(rank, 1)
+    seen = 0
+    for hi, n in h["buckets"]:
+        seen += n
+        if seen >= rank:
+            return max(min(hi, h["max"]), h["min"])
+    return h["max"]
+
+
+HIST_SUB_BITS = 7  # LG_HIST_SUB_BITS in bench/lg/lg_hist.h
+HIST_SUB = 1 << HIST_SUB_BITS
+
+
+def hist_bucket(hi):
+    """(lowest value, width) of the lg_hist bucket whose highest value is hi."""
+    i = hi if hi < HIST_SUB else \
+        (hi.bit_length() - 1 - HIST_SUB_BITS) * HIST_SUB + (hi >> (hi.bit_length() - 1 -
+                                                                  HIST_SUB_BITS))
+    if i < 2 * HIST_SUB:
+        return i, 1
+    shift = i // HIST_SUB - 1
+    return (i - shift * HIST_SUB) << shift, 1 << shift
+
+
+def hist_stdev(h):
+    """lg_hist_stdev's estimate: the standard deviation from the buckets' middles."""
+    n = h["count"] if h else 0
+    if n < 2:
+        return 0.0
+    mean, acc = h["sum"] / n, 0.0
+    for hi, c in h["buckets"]:
+        low, width = hist_bucket(hi)
+        acc += c * (low + (width - 1) / 2 - mean) ** 2
+    return math.sqrt(acc / (n - 1))
+
+
+def hist_summary(h):
+    """p50, p90, p99, p99_9, min, max, mean, stdev, count (as in bench -J) and the hist."""
+    s = {name: hist_quantile(h, q) for name, q in QUANTILES}
+    n = h["count"] if h else 0
+    s.update(min=h["min"] if n else 0, max=h["max"] if n else 0,
+             mean=round(h["sum"] / n, 1) if n else 0.0, stdev=round(hist_stdev(h), 1),
+             count=n, hist=h)
+    return s
+
+
+MERGE_SUM = ("processes", "connections", "requests", "responses", "lost", "attempts",
+             "connects", "bytes", "body_bytes", "requests_per_s", "bytes_per_s",
+             "connects_per_s", "errors_total", "open_loop_rate")
+
+
+def merge_bench_reports(reports):
+    """One bench -J report from several run at the same time (hosts or separate runs over
+    the same window): counts and rates added (each rate is its own run's measured window;
+    the runs overlap, so the rates add), errors and status classes added by kind,
+    histograms merged bucket by bucket, seconds the longest, fatal the list of the runs'
+    fatal texts (None if none), exit the worst."""
+    reports = [r for r in reports if r]
+    if not reports:
+        raise BenchError("no bench report to merge")
+    m = {"tool": "bench", "merged": len(reports)}
+    for k in MERGE_SUM:
+        vals = [r[k] for r in reports if r.get(k) is not None]
+        if vals:
+            m[k] = round(sum(vals), 1) if any(isinstance(v, float) for v in vals) else sum(vals)
+    for k in ("seconds", "ramp_seconds", "drain_seconds"):
+        m[k] = max(r.get(k, 0) for r in reports)
+    for k in ("mode", "pipeline", "io", "target"):
+        vals = sorted({str(r.get(k)) for r in reports})
+        m[k] = reports[0].get(k) if len(vals) == 1 else ",".join(vals)
+    for k in ("errors", "status"):
+        m[k] = {}
+        for r in reports:
+            for kind, n in (r.get(k) or {}).items():
+                m[k][kind] = m[k].get(kind, 0) + n
+    for k in ("latency_us", "connect_us", "handshake_us"):
+        hs = [r[k].get("hist") for r in reports if k in r]
+        if hs and all(hs):
+            m[k] = hist_summary(hist_merge(hs))
+        elif hs:
+            raise BenchError(f"a report has {k} without its histogram (a bench before "
+                             "lg_hist_json): percentiles cannot be merged")
+    fatals = [r["fatal"] for r in reports if r.get("fatal")]
+    m["fatal"] = fatals or None
+    m["exit"] = max(r.get("exit", 0) for r in reports)
+    return m

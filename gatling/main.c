@@ -10,6 +10,7 @@
 #include "gio.h"
 #include "site/mime.h"
 #include "server.h"
+#include "conn/proxyproto.h"
 #include "conn/tls.h"
 #include "worker.h"
 
@@ -33,7 +34,8 @@ static void usage(void)
         "               [-A rpm] [-R n] [-b n] [-j n] [-n] [-G] [-l file] [-q file] [-c dir]\n"
         "               [-u user] [-m file] [-W n] [-H] [-v] [-t] [-d|-D] [-I name]\n"
         "               [-r url] [-M secs] [-S] [-L] [-Z] [-F bytes] [-C dir] [-e port] [-E]\n"
-        "               [-o ciphers] [-O suites] [-x secs] [-X] [-2] [-V] [-h]\n"
+        "               [-o ciphers] [-O suites] [-x secs] [-X] [-2] [-y which] [-Y nets]\n"
+        "               [-k path] [-g secs] [-V] [-h]\n"
         "Serve the current directory (or -c dir) over HTTP/1.1 and HTTP/2, and over HTTPS when\n"
         "there are certificates.\n"
         "  -i addr   listen on this IPv4 or IPv6 address (default: all, IPv6 and IPv4)\n"
@@ -82,6 +84,15 @@ static void usage(void)
         "  -x secs   send Strict-Transport-Security: max-age=secs over HTTPS\n"
         "  -X        answer plain HTTP with a redirect to HTTPS\n"
         "  -2        no HTTP/2 (ALPN h2 on HTTPS, h2c by prior knowledge on HTTP)\n"
+        "  -y which  these listeners are behind a proxy: each connection starts with a\n"
+        "            PROXY header (v1 or v2) whose client address is the one logged and\n"
+        "            limited; which: http, https, or port numbers, comma-separated\n"
+        "  -Y nets   trust PROXY headers from these addresses or networks only\n"
+        "            (addr or addr/bits, comma-separated; required with -y)\n"
+        "  -k path   answer GET path with 200 \"ok\" (503 \"draining\" once a drain has\n"
+        "            begun), without touching the disk: a load balancer's health check\n"
+        "  -g secs   on TERM or HUP, fail the health check for secs before the\n"
+        "            listeners close (default 0: close at once)\n"
         "  -V        print the version and the IO backend, and exit\n"
         "  -h        print this help, and exit\n"
         "Signals: TERM/INT stop accepting and exit after the responses in flight;\n"
@@ -146,6 +157,60 @@ static int bad(const char *opt, const char *arg, const char *why)
 {
     fprintf(stderr, "gatling: -%s %s: %s\n", opt, arg, why);
     return usage_error();
+}
+
+/* The comma-separated items of arg, each at most max bytes, one by one to
+   item(cfg, item).  0, or -1 when an item is empty, too long or refused. */
+static int each_item(config_t *cfg, const char *arg, size_t max,
+                     int (*item)(config_t *, const char *))
+{
+    char tmp[64];
+    if (max >= sizeof tmp)
+        return -1;
+    for (const char *s = arg;;) {
+        const char *e = strchr(s, ',');
+        size_t n = e ? (size_t)(e - s) : strlen(s);
+        if (n == 0 || n > max)
+            return -1;
+        memcpy(tmp, s, n);
+        tmp[n] = 0;
+        if (item(cfg, tmp) < 0)
+            return -1;
+        if (!e)
+            return 0;
+        s = e + 1;
+    }
+}
+
+/* -y: "http", "https" or a port 1-65535. */
+static int proxy_listener_item(config_t *cfg, const char *s)
+{
+    long port;
+    if (!strcmp(s, "http"))
+        cfg->proxy_http = 1;
+    else if (!strcmp(s, "https"))
+        cfg->proxy_https = 1;
+    else if ((port = number(s, 1, 65535)) < 0 || cfg->nproxy_ports >= CONFIG_PROXY_PORTS)
+        return -1;
+    else
+        cfg->proxy_ports[cfg->nproxy_ports++] = (int)port;
+    return 0;
+}
+
+/* -Y: an address or network. */
+static int trust_item(config_t *cfg, const char *s)
+{
+    if (cfg->ntrust >= CONFIG_TRUST_MAX || proxy_net_parse(s, &cfg->trust[cfg->ntrust]) < 0)
+        return -1;
+    cfg->ntrust++;
+    return 0;
+}
+
+/* -k: an absolute path without query, spaces or control characters. */
+static int health_path_ok(const char *s)
+{
+    return s[0] == '/' && !too_long(s, CONFIG_HEALTH_MAX) && header_safe(s) && !strchr(s, '?') &&
+           !strchr(s, '#');
 }
 
 /* -e [addr:]port: "4433", "127.0.0.1:4433", "[::1]:4433".  0, or -1. */
@@ -218,6 +283,7 @@ static int int_option(int c, const char *arg, config_t *cfg)
         {'M', 0, 315360000, &cfg->max_age, "not a max-age in seconds"},
         {'W', 1, 64, &cfg->workers, "not a worker count (1-64)"},
         {'x', 0, 0x7fffffff, &cfg->hsts, "not a number of seconds"},
+        {'g', 0, 3600, &cfg->drain_grace, "not a time in seconds (0-3600)"},
     };
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
         if (t[i].opt == c) {
@@ -332,6 +398,21 @@ static int option(int c, char *arg, config_t *cfg)
             return bad(c == 'o' ? "o" : "O", "...", "empty, too long or with spaces");
         *(c == 'o' ? &cfg->tls_ciphers : &cfg->tls_suites) = arg;
         break;
+    case 'y':
+        if (each_item(cfg, arg, 5, proxy_listener_item) < 0)
+            return bad("y", arg, "not http, https or ports (1-65535), comma-separated, "
+                                 "at most 8 ports");
+        break;
+    case 'Y':
+        if (each_item(cfg, arg, INET6_ADDRSTRLEN + 4, trust_item) < 0)
+            return bad("Y", arg, "not addresses or addr/bits, comma-separated, at most 32");
+        break;
+    case 'k':
+        if (!health_path_ok(arg))
+            return bad("k", arg, "not a path starting with / (at most 255 bytes, no spaces, "
+                                 "controls, ? or #)");
+        cfg->health = arg;
+        break;
     case 'V': printf("gatling %s (%s)\n", GATLING_VERSION, gio_backend_name()); return 0;
     case 'h': usage(); return 0;
     case ':':
@@ -350,13 +431,20 @@ static int parse_options(int argc, char **argv, config_t *cfg)
     int c, rc;
     config_defaults(cfg);
     opterr = 0;
-    while ((c = getopt(argc, argv,
-                       ":i:p:a:T:s:B:N:K:A:R:b:j:nGl:q:c:u:m:W:HvtdDI:r:M:SLZF:C:e:Eo:O:x:X2Vh")) !=
-           -1)
+    const char *opts = ":i:p:a:T:s:B:N:K:A:R:b:j:nGl:q:c:u:m:W:HvtdDI:r:M:SLZF:C:e:Eo:O:x:X2"
+                       "y:Y:k:g:Vh";
+    while ((c = getopt(argc, argv, opts)) != -1)
         if ((rc = option(c, optarg, cfg)) >= 0)
             return rc;
     if (optind < argc) {
         fprintf(stderr, "gatling: unexpected argument '%s'\n", argv[optind]);
+        return usage_error();
+    }
+    int proxied = cfg->proxy_http || cfg->proxy_https || cfg->nproxy_ports;
+    if (proxied != (cfg->ntrust > 0)) {
+        fputs(proxied ? "gatling: -y needs -Y: the addresses of the proxies to trust\n"
+                      : "gatling: -Y without -y: no listener expects a PROXY header\n",
+              stderr);
         return usage_error();
     }
     return -1;
@@ -488,7 +576,7 @@ int main(int argc, char **argv)
     int passed = n > 0;
     if (passed)
         server_adopt(&cfg, fds, n, lst);
-    if ((!passed && server_listen(&cfg, lst, &n, 0, 4096) < 0) || enter_root(&cfg) < 0 ||
+    if ((!passed && server_listen(&cfg, lst, &n, 0, SERVER_BACKLOG) < 0) || enter_root(&cfg) < 0 ||
         server_drop_privileges(&cfg) < 0 || server_init(&s, &cfg, mime, lst, n) < 0) {
         tls_store_free(cfg.tls);
         mime_free(mime);

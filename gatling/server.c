@@ -13,6 +13,7 @@
 #include "site/jobs.h"
 #include "site/peerlimits.h"
 #include "http/owfat.h"
+#include "conn/proxyproto.h"
 #include "conn/tls.h"
 
 #include <arpa/inet.h>
@@ -289,6 +290,17 @@ static size_t conn_cap(const config_t *cfg)
     return room;
 }
 
+/* -y: does this listener (adopted ones too: by kind and port) expect PROXY headers? */
+static int behind_proxy(const config_t *cfg, const listener_t *l)
+{
+    if (l->tls ? cfg->proxy_https : cfg->proxy_http)
+        return 1;
+    for (int i = 0; i < cfg->nproxy_ports; i++)
+        if (cfg->proxy_ports[i] == l->port)
+            return 1;
+    return 0;
+}
+
 int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const listener_t *lst,
                 int nlst)
 {
@@ -321,6 +333,7 @@ int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const list
         s->lst[i] = lst[i];
         s->lst[i].port = server_port(&lst[i]);
         s->lst[i].deferred = deferred(lst[i].fd);
+        s->lst[i].proxy = behind_proxy(cfg, &s->lst[i]);
         if (gio_add(s->loop, lst[i].fd, &s->lst[i]) < 0) {
             fprintf(stderr, "gatling: cannot watch listener: %s\n", strerror(errno));
             return -1;
@@ -355,12 +368,19 @@ static void accept_some(server_t *s, listener_t *l)
             }
             return; /* EAGAIN, ECONNABORTED, EINTR: nothing more now */
         }
+        if (l->proxy && !proxy_trusted(s->site.cfg->trust, s->site.cfg->ntrust, &peer.sa)) {
+            s->site.stats.proxy_untrusted++; /* not a proxy of ours: no word, no byte read */
+            close(fd);
+            continue;
+        }
         if (s->site.nconns >= s->max_conns) {
             s->site.stats.refused_cap++;
             h1_refuse(fd, l->tls); /* 503 at once, unread, and close */
             continue;
         }
-        int lim = limits_conn_open(s->site.limits, &peer.sa, gio_now(s->loop));
+        /* behind a proxy, -K counts the client the header names (conn.c) */
+        int lim =
+            l->proxy ? LIMIT_OK : limits_conn_open(s->site.limits, &peer.sa, gio_now(s->loop));
         if (lim != LIMIT_OK) {
             if (lim == LIMIT_CONNS)
                 s->site.stats.refused_addr++;
@@ -373,9 +393,11 @@ static void accept_some(server_t *s, listener_t *l)
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 #endif
-        conn_t *c = conn_new(&s->conns, &s->site, COOKIE_CONN, fd, &peer.sa, plen, l->tls);
+        unsigned how = (l->tls ? CONN_NEW_TLS : 0) | (l->proxy ? CONN_NEW_PROXY : 0);
+        conn_t *c = conn_new(&s->conns, &s->site, COOKIE_CONN, fd, &peer.sa, plen, how);
         if (!c) {
-            limits_conn_close(s->site.limits, &peer.sa);
+            if (!l->proxy)
+                limits_conn_close(s->site.limits, &peer.sa);
             continue;
         }
         c->local_port = (uint16_t)l->port;
@@ -390,6 +412,8 @@ static void accept_some(server_t *s, listener_t *l)
 /* Stop listening; idle connections close now, busy ones after their response. */
 static void start_draining(server_t *s)
 {
+    s->site.draining = 1;
+    s->grace_end = 0;
     if (s->conns.draining)
         return;
     for (int i = 0; i < s->nlst; i++)
@@ -452,7 +476,7 @@ static void start_upgrade(server_t *s)
 {
     int fds[SERVER_MAX_LISTENERS];
     char why[256];
-    if (s->upfd >= 0 || s->conns.draining || !s->nlst)
+    if (s->upfd >= 0 || s->conns.draining || s->grace_end || !s->nlst)
         return;
     for (int i = 0; i < s->nlst; i++)
         fds[i] = s->lst[i].fd;
@@ -491,6 +515,41 @@ static void finish_upgrade(server_t *s, unsigned ev)
                  ev ? "failed (see its messages)" : "did not serve within 60 s, killed");
 }
 
+/*
+ * TERM, INT, HUP.  With -g the health check (-k) fails first, for the grace,
+ * while the listeners stay open and everything else is served as before: a
+ * load balancer that polls it stops sending before the listeners close, so
+ * no connection of its meets a closed port.  Then the drain proper.
+ */
+static void begin_drain(server_t *s)
+{
+    int grace = s->site.cfg->drain_grace;
+    if (s->conns.draining || s->grace_end)
+        return;
+    s->site.draining = 1;
+    if (grace <= 0 || !s->nlst) {
+        start_draining(s);
+        return;
+    }
+    s->grace_end = gio_now(s->loop) + (int64_t)grace * 1000;
+    char text[96];
+    snprintf(text, sizeof text, "draining: health check failing for %d s, then close", grace);
+    elog_note(&s->site.elog, gio_wallclock(s->loop), text);
+}
+
+/* The -g grace: over (drain now), or the wake-up it needs within wake (ms, -1: none). */
+static int64_t grace_check(server_t *s, int64_t wake)
+{
+    if (!s->grace_end)
+        return wake;
+    int64_t left = s->grace_end - gio_now(s->loop);
+    if (left <= 0) {
+        start_draining(s);
+        return wake;
+    }
+    return wake < 0 || wake > left ? left : wake;
+}
+
 static void handle_signals(server_t *s)
 {
     char buf[64];
@@ -507,7 +566,7 @@ static void handle_signals(server_t *s)
         check_certificates(s, 1);
     }
     if (sig_term || sig_hup)
-        start_draining(s);
+        begin_drain(s);
     if (sig_usr2) {
         sig_usr2 = 0;
         if (s->upgradable)
@@ -525,6 +584,7 @@ int server_run(server_t *s)
             if (wake < 0 || wake > every)
                 wake = every;
         }
+        wake = grace_check(s, wake);
         if (gio_wait(s->loop, wake < 0 ? -1 : (int)wake + 1) < 0 && errno != EINTR) {
             fprintf(stderr, "gatling: %s wait failed: %s\n", gio_backend_name(), strerror(errno));
             return 1;
@@ -557,6 +617,7 @@ int server_run(server_t *s)
                 finish_upgrade(s, 0);
         }
         alog_flush(&s->site.log);
+        grace_check(s, -1);
     }
     return 0;
 }

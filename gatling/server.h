@@ -27,6 +27,7 @@ typedef struct listener {
     int port; /* the local port, for virtual hosts */
     int tls;  /* HTTPS */
     int deferred; /* TCP_DEFER_ACCEPT: accepted connections have data waiting */
+    int proxy;    /* -y: behind a proxy, connections start with a PROXY header */
 } listener_t;
 
 typedef struct server {
@@ -43,6 +44,7 @@ typedef struct server {
     int upkind;       /* COOKIE_UPGRADE, the cookie of upfd */
     int upfd;         /* an upgrade under way: readable when the new one serves */
     pid_t uppid;      /* ... and the new process */
+    int64_t grace_end; /* -g: a drain's grace runs until then (loop ms); 0: none */
 } server_t;
 
 /*
@@ -54,6 +56,12 @@ typedef struct server {
  * returns 0; on failure prints why to stderr and returns -1.
  */
 int server_listen(config_t *cfg, listener_t *lst, int *n, int reuseport, int backlog);
+
+/* The backlog asked for: the kernel clamps it to net.core.somaxconn (4096 on
+   Debian 12), so the admin's sysctl decides, not a number compiled in here;
+   a backlog of 4096 dropped the handshakes of a 30,000-client flood that
+   65535 (with somaxconn raised) held (bench/netlab.md). */
+#define SERVER_BACKLOG 65535
 
 /*
  * Listeners handed over (handover.h) instead of opened: fills lst from fds,

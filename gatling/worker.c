@@ -179,7 +179,7 @@ static int open_listeners(supervisor_t *sv)
     listener_t l[2];
     int k;
     for (int i = 0; i < sv->cfg.workers; i++) {
-        if (server_listen(&sv->cfg, l, &k, 1, 4096) < 0)
+        if (server_listen(&sv->cfg, l, &k, 1, SERVER_BACKLOG) < 0)
             return -1;
         for (int j = 0; j < k; j++)
             sv->fds[sv->nfds++] = l[j].fd;

@@ -176,6 +176,9 @@ long gio_batch_copy(const gio_batch_t *b, char *buf, size_t cap)
         size_t k = c->left < cap - got ? (size_t)c->left : cap - got;
         if (c->buf) {
             memcpy(buf + got, c->buf + c->off, k);
+        } else if (k < c->left && got && i + 1 < b->n) {
+            break; /* a file range that does not fit, with more behind it (HTTP/2's DATA
+                      frames): it starts the next copy, so each is one pread, not two */
         } else {
             ssize_t r = pread(c->fd, buf + got, k, (off_t)c->off);
             if (r <= 0) {

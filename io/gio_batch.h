@@ -67,7 +67,12 @@ long gio_batch_send(gio_batch_t *b, int sock, uint64_t budget);
  * ranges with pread, without consuming them.  Called again before
  * gio_batch_consume() it copies the same bytes.  Returns the bytes copied
  * (0 if the batch is empty), or GIO_ERR (errno set; EIO for a file that is
- * shorter than promised).
+ * shorter than promised).  A file range that does not fit in what is left
+ * of buf and has more chunks behind it is left for the next copy when
+ * something was copied already: HTTP/2's DATA frames (a 9-byte header, then
+ * a file range) then fill one 16 KiB TLS record each, one pread apiece,
+ * where the bytes before the first one would shift every later one across
+ * two records and two preads.
  */
 long gio_batch_copy(const gio_batch_t *b, char *buf, size_t cap);
 

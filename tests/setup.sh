@@ -5,14 +5,16 @@
 # servers and tools the benchmarks compare against.
 set -e
 pkgs="gcc make libc6-dev libowfat-dev libssl-dev openssl zlib1g-dev liburing-dev libnghttp2-dev
-      nghttp2-client curl wrk
+      nghttp2-client python3-h2 curl wrk
       apache2-utils python3 goaccess clang libclang-rt-14-dev gnuplot-nox
       debhelper dpkg-dev fakeroot lintian logrotate systemd adduser media-types linux-perf util-linux
-      procps iproute2 git"
+      procps iproute2 git haproxy"
 # (libnghttp2-dev: the HTTP/2 codec; Debian 12's 1.52.0-1+deb12u3 or later, which carries
 #  the rapid-reset (CVE-2023-44487) and CONTINUATION (CVE-2024-28182) fixes -- h2.c calls
 #  nghttp2_option_set_max_continuations, which older builds lack, so they fail to link;
 #  nghttp2-client: nghttp and h2load for tests/integration/test_h2.py;
+#  python3-h2: Python's HTTP/2 library, the raw client of the h2 pass (GATLING_SCHEME=h2;
+#  conftest.py also finds it in /usr/lib/python3/dist-packages from another python3);
 #  gnuplot-nox: make check runs the kernel benchmark suite, whose plots it checks;
 #  the third line: tests/integration/test_package.py builds, checks, installs
 #  and purges the Debian package, and tries the systemd units and logrotate file:
@@ -20,7 +22,8 @@ pkgs="gcc make libc6-dev libowfat-dev libssl-dev openssl zlib1g-dev liburing-dev
 #  the tree to package; iproute2's ss shows the listeners when a socket
 #  activation test fails (the tests themselves poll with connect());
 #  linux-perf and util-linux's taskset: bench/fastpath counts system calls with
-#  perf's tracepoints, and test_fastpath.py runs it)
+#  perf's tracepoints, and test_fastpath.py runs it;
+#  haproxy: test_proxyproto.py puts it in front of gatling with send-proxy-v2)
 # slowhttptest, whois (mkpasswd) and openssl: bench/slashdot's attacks and password hashes
 [ "$1" = bench ] && pkgs="$pkgs nginx lighttpd h2o slowhttptest whois"
 
@@ -51,6 +54,10 @@ if [ -n "$missing" ]; then
         echo "setup: missing Debian packages (run as root to install):$missing" >&2
     fi
 fi
+# h2 (pure Python): Debian's, which conftest.py adds to any python3's path, or pip's
+python3 -c 'import h2' 2>/dev/null || [ -d /usr/lib/python3/dist-packages/h2 ] ||
+    python3 -m pip install -q h2 >/dev/null 2>&1 ||
+    echo "setup: h2 is not importable by $(command -v python3): the h2 pass fails" >&2
 # zig cc for `make cross` (io/ with kqueue for the BSDs and macOS); optional, never fatal
 python3 -c 'import ziglang' 2>/dev/null || python3 -m pip install -q ziglang==0.17.0 >/dev/null 2>&1 ||
     echo "setup: could not pip install ziglang: make cross will be skipped" >&2

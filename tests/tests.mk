@@ -23,7 +23,10 @@ CHECK_BACKENDS ?= $(shell sh tests/backends.sh "$(CC)")
 # (test_tls.py runs on every backend in the first pass);
 # CHECK_TLS_BUILDS="epoll poll sigio uring epoll-san" runs it on all of them.
 CHECK_TLS_BUILDS ?= $(firstword $(CHECK_BACKENDS)) $(firstword $(CHECK_BACKENDS))-san
-# make check-quick: this backend only, no sanitizer, no HTTPS pass
+# ... and over HTTP/2 (GATLING_SCHEME=h2: ALPN h2 on the HTTPS port, Python's
+# h2 as the raw client, curl --http2), on the same builds by default
+CHECK_H2_BUILDS ?= $(CHECK_TLS_BUILDS)
+# make check-quick: this backend only, no sanitizer, no HTTPS or h2 pass
 QUICK_IO ?= $(firstword $(CHECK_BACKENDS))
 
 # the builds run a job per CPU
@@ -52,6 +55,7 @@ check-build: setup layers
 # The fuzz smoke (with its build) and the cross build run beside the test passes.
 check: check-build
 	$(PYTHON) tests/run-check -j$(CHECK_PASSES) $(CHECK_TLS_BUILDS:%=--https %) \
+	    $(CHECK_H2_BUILDS:%=--h2 %) \
 	    --job "fuzz=$(MAKE) --no-print-directory fuzz-check" \
 	    --job "cross=$(MAKE) --no-print-directory cross" \
 	    $(CHECK_BACKENDS) $(firstword $(CHECK_BACKENDS))-san -- $(PYTEST_ARGS)

@@ -31,7 +31,7 @@
 static const char usage_text[] =
     "usage: bench [options] URL\n"
     "       bench [options] -f FILE [URL]\n"
-    "HTTP/1.1 throughput load generator.  URL: http[s]://HOST[:PORT]/PATH\n"
+    "HTTP/1.1 and HTTP/2 throughput load generator.  URL: http[s]://HOST[:PORT]/PATH\n"
     "  -c N          concurrent connections (default 10)\n"
     "  -n N          stop after N requests (connections with --connect-only)\n"
     "  -d SEC        run for SEC seconds (default 10 unless -n is given)\n"
@@ -39,10 +39,12 @@ static const char usage_text[] =
     "  -t SEC        timeout for each connect and each response (default 10)\n"
     "  -k            keep-alive: many requests per connection\n"
     "  -r N          with -k: close each connection after N requests (default: never)\n"
-    "  -p N          with -k: pipeline N requests per connection (default 1)\n"
+    "  -p N          with -k: pipeline N HTTP/1.1 requests per connection (default 1)\n"
     "  -R RATE       open loop: RATE requests/s in all, each timed from when it was\n"
     "                due, not when a connection was free to send it (wrk2's fix\n"
     "                for coordinated omission); -c connections carry them\n"
+    "  --h2          HTTP/2: ALPN h2 on https://, prior knowledge (h2c) on http://\n"
+    "  --streams N   with --h2 -k: N streams in flight per connection (default 1)\n"
     "  -f FILE       cycle through the URLs in FILE (one per line, same host and port)\n"
     "  -H 'N: V'     add a request header (repeatable)\n"
     "  -m METHOD     GET (default) or HEAD\n"
@@ -90,6 +92,8 @@ static void parse_opts(opts_t *o, int argc, char **argv)
     static const struct option lo[] = {{"connect-only", no_argument, NULL, 'C'},
                                        {"json", no_argument, NULL, 'J'},
                                        {"resume", no_argument, NULL, 'Z'},
+                                       {"h2", no_argument, NULL, '2'},
+                                       {"streams", required_argument, NULL, 'S'},
                                        {"help", no_argument, NULL, 'h'},
                                        {"version", no_argument, NULL, 'V'},
                                        {NULL, 0, NULL, 0}};
@@ -133,6 +137,10 @@ static void parse_opts(opts_t *o, int argc, char **argv)
         case 'P': cfg->procs = (unsigned)lg_num_opt(optarg, 1, MAX_PROCS, "-P"); break;
         case 'C': cfg->connect_only = 1; break;
         case 'Z': cfg->resume = 1; break;
+        case '2': cfg->h2 = 1; break;
+        case 'S':
+            cfg->streams = (unsigned)lg_num_opt(optarg, 1, LG_H2_MAX_STREAMS, "--streams");
+            break;
         case 'J': cfg->json = 1; break;
         case 'q': o->quiet = 1; break;
         case 'V': printf("bench (gatling) io backend %s\n", gio_backend_name()); exit(0);
@@ -146,10 +154,31 @@ static void parse_opts(opts_t *o, int argc, char **argv)
         lg_usage_exit("unexpected argument", argv[optind]);
 }
 
+/* What HTTP/2 changes: --streams instead of -p; the rest as with HTTP/1.1. */
+static void check_h2_opts(opts_t *o)
+{
+    bench_cfg_t *cfg = &o->cfg;
+    if (!cfg->h2) {
+        if (cfg->streams)
+            lg_usage_exit("--streams is for --h2 (HTTP/1.1 pipelines with -p)", NULL);
+        cfg->streams = 1;
+        return;
+    }
+    if (cfg->depth > 1)
+        lg_usage_exit("-p is HTTP/1.1 pipelining: with --h2, --streams N keeps N requests in "
+                      "flight per connection",
+                      NULL);
+    if (!cfg->streams)
+        cfg->streams = 1;
+    if (cfg->streams > 1 && !cfg->keepalive)
+        lg_usage_exit("--streams needs -k (without -k every connection carries one request)", NULL);
+}
+
 /* Options that do not go together, and the defaults that depend on others. */
 static void check_opts(opts_t *o)
 {
     bench_cfg_t *cfg = &o->cfg;
+    check_h2_opts(o);
     if (!o->url && !o->file)
         lg_usage_exit("no URL given", NULL);
     if (strcmp(o->method, "GET") && strcmp(o->method, "HEAD"))
@@ -166,7 +195,9 @@ static void check_opts(opts_t *o)
     if (cfg->connect_only && (cfg->keepalive || o->file || o->extra || cfg->head))
         lg_usage_exit("--connect-only sends no request: -k, -p, -r, -f, -H, -m do not apply", NULL);
     if (cfg->rate && (cfg->depth > 1 || cfg->connect_only))
-        lg_usage_exit("-R: one request in flight per connection, no --connect-only", NULL);
+        lg_usage_exit("-R: one request in flight per connection (with --h2: --streams), no "
+                      "--connect-only",
+                      NULL);
     if (cfg->procs > cfg->conns)
         lg_usage_exit("-P is more than -c: every process needs a connection", NULL);
     if (!cfg->nreqs && !o->have_d)
@@ -179,12 +210,15 @@ static void check_opts(opts_t *o)
 static int make_req(opts_t *o, const lg_url_t *u, bench_req_t *q)
 {
     size_t cap = strlen(u->path) + strlen(u->host) + o->extralen + 128;
+    memset(q, 0, sizeof *q);
     q->ka = malloc(cap);
     q->close = malloc(cap);
     if (!q->ka || !q->close)
         return -1;
     q->kalen = lg_req_format(q->ka, cap, o->method, u->host, u->path, 1, o->extra);
     q->closelen = lg_req_format(q->close, cap, o->method, u->host, u->path, 0, o->extra);
+    if (o->cfg.h2 && !(q->h2 = lg_h2_req_new(o->method, u->tls, u->host, u->path, o->extra)))
+        return -1;
     return q->kalen && q->closelen ? 0 : -1;
 }
 
@@ -265,6 +299,10 @@ static void setup(opts_t *o)
     }
     if (cfg->resume && !cfg->url.tls)
         lg_usage_exit("--resume is for https:// URLs", NULL);
+    if (cfg->h2 && cfg->connect_only && !cfg->url.tls)
+        lg_usage_exit("--connect-only --h2 is for https:// URLs (the TLS handshake with ALPN h2); "
+                      "h2c has no handshake: use --connect-only alone",
+                      NULL);
     if (o->srcs) {
         cfg->srcs =
             lg_srcs_parse(o->srcs, cfg->url.addr.ss.ss_family, &cfg->nsrcs, err, sizeof err);
@@ -299,7 +337,7 @@ static void opts_free(opts_t *o)
 {
     bench_cfg_t *cfg = &o->cfg;
     for (size_t i = 0; i < cfg->nreq; i++)
-        free(cfg->req[i].ka), free(cfg->req[i].close);
+        free(cfg->req[i].ka), free(cfg->req[i].close), lg_h2_req_free(cfg->req[i].h2);
     free(cfg->req);
     free(cfg->srcs);
     free(o->extra);
@@ -421,12 +459,14 @@ static void json_hist(const char *key, const lg_hist_t *h)
     printf("\"%s\":{", key);
     for (int i = 0; i < 4; i++)
         printf("\"%s\":%llu,", qname[i], (unsigned long long)lg_hist_quantile(h, quant[i]));
+    lg_hist_json(stdout, "hist", h); /* raw buckets: for merging reports of several hosts */
+    printf(",");
     printf("\"min\":%llu,\"max\":%llu,\"mean\":%.1f,\"stdev\":%.1f,\"count\":%llu}",
            (unsigned long long)(h->count ? h->min : 0), (unsigned long long)h->max, lg_hist_mean(h),
            lg_hist_stdev(h), (unsigned long long)h->count);
 }
 
-static const char *fatal_text(const bench_stats_t *s, char *buf, size_t len)
+static const char *fatal_text(const bench_cfg_t *cfg, const bench_stats_t *s, char *buf, size_t len)
 {
     switch (s->fatal) {
     case BENCH_UNREACHABLE:
@@ -436,11 +476,21 @@ static const char *fatal_text(const bench_stats_t *s, char *buf, size_t len)
     case BENCH_NOT_HTTP: return "not an HTTP server: no response parsed, only garbage";
     case BENCH_NOT_TLS: return "no TLS handshake succeeded: not an HTTPS server, or no common "
                                "protocol or cipher";
+    case BENCH_NOT_H2:
+        return cfg->url.tls ? "not an HTTP/2 server: it did not pick h2 by ALPN"
+                            : "not an HTTP/2 server: it answered the HTTP/2 preface with HTTP/1.x";
     case BENCH_SYSERR: snprintf(buf, len, "system error: %s", strerror(s->fatal_errno)); return buf;
     }
     if (s->requests && !s->responses)
         return "no request got a complete response";
     return NULL;
+}
+
+static const char *protocol_text(const bench_cfg_t *cfg)
+{
+    if (!cfg->h2)
+        return "http/1.1";
+    return cfg->url.tls ? "h2 (TLS, ALPN)" : "h2 (h2c, prior knowledge)";
 }
 
 static void report_text(const bench_cfg_t *cfg, const bench_stats_t *s, double secs)
@@ -462,11 +512,15 @@ static void report_text(const bench_cfg_t *cfg, const bench_stats_t *s, double s
         printf("mode       %s, %u connections, pipeline %u, requests/connection %s, %.2f s\n",
                cfg->keepalive ? "keep-alive" : "one request per connection", cfg->conns,
                cfg->keepalive ? cfg->depth : 1, per, secs);
+        printf("protocol   %s, %u stream%s per connection\n", protocol_text(cfg), cfg->streams,
+               cfg->streams == 1 ? "" : "s");
         printf("requests   %llu sent, %llu answered, %llu lost; %llu connections",
                (unsigned long long)s->requests, (unsigned long long)s->responses,
                (unsigned long long)s->lost, (unsigned long long)s->connects);
         if (cfg->keepalive)
             printf(" (opened in %.2f s before the requests began)", (double)s->ramp_ns / 1e9);
+        if (s->retried)
+            printf("; %llu sent again after a GOAWAY refused them", (unsigned long long)s->retried);
         printf("\n");
         printf("rate       %.1f req/s, %.2f MB/s read, %.0f body bytes/response",
                (double)s->win_responses / secs, (double)s->win_bytes / secs / 1e6,
@@ -505,6 +559,8 @@ static void report_json(const bench_cfg_t *cfg, const bench_stats_t *s, double s
                              : "close",
            cfg->keepalive ? cfg->depth : 1, secs);
     printf("\"open_loop_rate\":%.0f,", cfg->rate);
+    printf("\"protocol\":\"%s\",\"streams\":%u,\"retried\":%llu,", cfg->h2 ? "h2" : "http/1.1",
+           cfg->streams, (unsigned long long)s->retried);
     printf("\"requests\":%llu,\"responses\":%llu,\"lost\":%llu,\"attempts\":%llu,"
            "\"connects\":%llu,\"bytes\":%llu,\"body_bytes\":%llu,",
            (unsigned long long)s->requests, (unsigned long long)s->responses,
@@ -565,7 +621,7 @@ int main(int argc, char **argv)
     /* the measured window: up to -d (or a stop), the drain after it excluded */
     double secs = total->win_ns > 0 ? (double)total->win_ns / 1e9 : 1e-9;
     char buf[256];
-    const char *fatal = fatal_text(total, buf, sizeof buf);
+    const char *fatal = fatal_text(cfg, total, buf, sizeof buf);
     if (cfg->connect_only && !fatal && !total->connects)
         fatal = "no connection succeeded";
     if (died && !fatal)

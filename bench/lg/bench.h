@@ -9,15 +9,18 @@
 #include <stdint.h>
 
 #include "lg.h"
+#include "lg_h2.h"
 #include "lg_hist.h"
 #include "lg_net.h"
 
 #define BENCH_MAX_DEPTH 1024 /* pipelining depth limit */
 
-/* One request, ready to send: the keep-alive form and the last-on-connection form. */
+/* One request, ready to send: the keep-alive form and the last-on-connection
+   form (HTTP/1.1), or its HTTP/2 header fields (--h2). */
 typedef struct bench_req {
     char *ka, *close;
     size_t kalen, closelen;
+    lg_h2_req_t *h2;
 } bench_req_t;
 
 typedef struct bench_cfg {
@@ -32,11 +35,13 @@ typedef struct bench_cfg {
     double duration;         /* -d seconds; 0: none */
     double hardcap;          /* -T seconds: nothing runs longer */
     double timeout;          /* -t seconds per connect and per response */
-    unsigned depth;          /* -p: requests in flight per connection */
+    unsigned depth;          /* -p: requests in flight per connection (HTTP/1.1) */
+    unsigned streams;        /* --streams: requests in flight per connection (HTTP/2) */
     unsigned per_conn;       /* -r: requests per keep-alive connection; 0: unlimited */
     unsigned max_connecting; /* connects in progress per process */
     double rate;             /* -R: open loop, requests/s over all processes; 0: closed loop */
     int keepalive;           /* -k */
+    int h2;                  /* --h2: HTTP/2 (ALPN h2 on https, prior knowledge on http) */
     int head;                /* -m HEAD: responses have no body */
     int connect_only;        /* --connect-only */
     int resume;              /* --resume: https connections resume the last session */
@@ -45,7 +50,7 @@ typedef struct bench_cfg {
 } bench_cfg_t;
 
 /* Why a worker gave up early. */
-enum { BENCH_RUN_OK, BENCH_UNREACHABLE, BENCH_NOT_HTTP, BENCH_SYSERR, BENCH_NOT_TLS };
+enum { BENCH_RUN_OK, BENCH_UNREACHABLE, BENCH_NOT_HTTP, BENCH_SYSERR, BENCH_NOT_TLS, BENCH_NOT_H2 };
 
 /*
  * One worker's results.  Lives in shared memory: the worker updates it as it
@@ -77,6 +82,7 @@ typedef struct bench_stats {
     lg_hist_t conn; /* connect latency, microseconds */
     lg_hist_t hs;   /* https: TLS handshake time, microseconds */
     uint64_t resumed; /* https: handshakes that resumed a session */
+    uint64_t retried; /* --h2: requests sent again after a graceful GOAWAY refused them */
 } bench_stats_t;
 
 /*

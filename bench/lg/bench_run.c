@@ -26,9 +26,25 @@
  * established connections, not a mix with a connection storm the server's
  * accept queue may not absorb; -d and the rates count from the end of it.
  *
+ * With --h2 an OPEN connection carries a libnghttp2 client session
+ * (lg_h2.h): the preface and SETTINGS leave as soon as the connection is
+ * ready (during the ramp with -k), requests are HEADERS frames on up to
+ * `depth` (--streams) concurrent streams, and what is read is fed to the
+ * session, after which the streams that ended are taken one by one: a
+ * response (its latency from its issue or due time, as with HTTP/1.1) or a
+ * loss (rst, goaway, parse), and the freed slots are refilled at once.
+ * Over TLS the server must pick h2 by ALPN, and on h2c it must not answer
+ * the preface with HTTP/1.x: otherwise the connection fails as `noh2`.
+ * Streams refused by a GOAWAY with NO_ERROR (above its last stream id: the
+ * server did not process them, RFC 9113 8.7) are sent again, first in
+ * line, on a connection with room, still timed from their first issue (or
+ * due) time: a server that closes connections gracefully after N requests
+ * costs latency, not errors.
+ *
  * Accounting: every request issued is, at the end, either answered (a
  * complete response, any status) or lost (reset, timeout, early close,
- * garbage, cut off).  requests == responses + lost always holds.
+ * garbage, a reset stream, a GOAWAY, cut off).  requests == responses +
+ * lost always holds.
  */
 #ifndef _GNU_SOURCE /* the GNUmakefile passes -D_GNU_SOURCE */
 #define _GNU_SOURCE
@@ -63,7 +79,9 @@ typedef struct bconn {
     int64_t t0;       /* when connect() was called (HANDSHAKE: when it began), ns */
     SSL *ssl;         /* https: the TLS session */
     int64_t deadline; /* gio_now() ms when the pending connect/response times out; 0: none */
-    int64_t *sent;    /* issue times of the in-flight requests, `depth` slots */
+    int64_t *sent;    /* issue times of the in-flight requests, `depth` slots (HTTP/1.1) */
+    lg_h2_t *h2;      /* --h2: the session, while OPEN */
+    uint8_t goaway;   /* --h2: a goaway error is counted for this connection */
     lg_resp_t resp;
     gio_batch_t out;
 } bconn_t;
@@ -89,6 +107,8 @@ typedef struct brun {
     int64_t next_due;    /* -R: when the next request falls due, ns */
     unsigned *idle;      /* -R: stack of open connections with nothing to send */
     unsigned nidle;
+    int64_t *retry; /* --h2: ring of the issue times of requests to send again */
+    unsigned nretry, rhead, rcap;
     unsigned nopen; /* connections OPEN */
     int ramping;    /* connecting only, no requests yet */
     int stopping;   /* start nothing new; finish what is in flight */
@@ -105,6 +125,12 @@ static void conn_next(brun_t *r, bconn_t *c);
 static int more_work(const brun_t *r)
 {
     return !r->stopping && !r->aborting && (!r->limit || r->started < r->limit);
+}
+
+/* Is there a request to send: new work, or one a GOAWAY refused (even while stopping)? */
+static int any_work(const brun_t *r)
+{
+    return more_work(r) || (r->nretry && !r->aborting);
 }
 
 static void set_fatal(brun_t *r, int why, int e)
@@ -133,6 +159,9 @@ static void conn_close(brun_t *r, bconn_t *c)
         r->handshaking--;
     lg_tls_free(c->ssl);
     c->ssl = NULL;
+    lg_h2_free(c->h2);
+    c->h2 = NULL;
+    c->goaway = 0;
     gio_close_sole(r->loop, c->fd); /* our own socket, never shared */
     r->st->open--;
     gio_batch_reset(&c->out);
@@ -159,6 +188,8 @@ static void conn_fail(brun_t *r, bconn_t *c, int kind)
                                           : 0);
     if (kind == LG_E_PARSE && !st->responses && st->err[LG_E_PARSE] >= NOT_HTTP_LIMIT)
         set_fatal(r, BENCH_NOT_HTTP, 0);
+    if (kind == LG_E_NOH2 && !st->responses) /* a server's ALPN list does not change */
+        set_fatal(r, BENCH_NOT_H2, 0);
     conn_next(r, c);
 }
 
@@ -174,16 +205,57 @@ static void set_deadline(brun_t *r, bconn_t *c)
     arm(r, c, c->inflight != 0);
 }
 
-/* Write what is queued; -1 if the connection failed (and was replaced). */
+/*
+ * Write what is queued (HTTP/2: and what the session has to send, batch
+ * after batch, until the socket is full); -1 if the connection failed (and
+ * was replaced).
+ */
 static int conn_flush(brun_t *r, bconn_t *c)
 {
     unsigned want = GIO_WRITE;
-    long k = c->ssl ? gio_tls_send(c->ssl, &c->out, 0, &want) : gio_batch_send(&c->out, c->fd, 0);
-    if (k == GIO_ERR) {
-        conn_fail(r, c, lg_err_io(errno));
-        return -1;
+    for (;;) {
+        if (c->h2 && lg_h2_fill(c->h2, &c->out) < 0) {
+            conn_fail(r, c, LG_E_PARSE); /* the session failed (or memory ran out) */
+            return -1;
+        }
+        if (gio_batch_done(&c->out))
+            break;
+        long k =
+            c->ssl ? gio_tls_send(c->ssl, &c->out, 0, &want) : gio_batch_send(&c->out, c->fd, 0);
+        if (k == GIO_ERR) {
+            conn_fail(r, c, lg_err_io(errno));
+            return -1;
+        }
+        if (!c->h2 || !gio_batch_done(&c->out))
+            break;
     }
     gio_want(r->loop, c->fd, gio_batch_done(&c->out) ? GIO_READ : GIO_READ | want);
+    return 0;
+}
+
+/* How many more requests c may have in flight now. */
+static unsigned conn_room(const brun_t *r, const bconn_t *c)
+{
+    if (c->h2)
+        return lg_h2_room(c->h2);
+    return c->inflight < r->depth ? r->depth - c->inflight : 0;
+}
+
+/* Put request q in c's output (HTTP/1.1) or session (HTTP/2), issued at t. */
+static int conn_put(brun_t *r, bconn_t *c, const bench_req_t *q, int last, int64_t t)
+{
+    if (c->h2) {
+        if (lg_h2_submit(c->h2, q->h2, t) < 0) { /* stream ids used up: a new connection */
+            c->closing = 1;
+            return 1;
+        }
+        return 0;
+    }
+    if (gio_batch_add_buf(&c->out, last ? q->close : q->ka, last ? q->closelen : q->kalen, 0) < 0) {
+        set_fatal(r, BENCH_SYSERR, ENOMEM);
+        return -1;
+    }
+    c->sent[(c->ring + c->inflight) % r->depth] = t;
     return 0;
 }
 
@@ -204,23 +276,29 @@ static int conn_issue(brun_t *r, bconn_t *c)
     const bench_cfg_t *cfg = r->cfg;
     uint32_t was = c->inflight;
     int added = 0;
-    while (c->inflight < r->depth && !c->closing && more_work(r) && due(r)) {
+    while (conn_room(r, c) && !c->closing && (r->nretry || (more_work(r) && due(r)))) {
         const bench_req_t *q = &cfg->req[cfg->nreq == 1 ? 0 : r->next_req++ % cfg->nreq];
         int last = !cfg->keepalive || (cfg->per_conn && c->reqs + 1 >= cfg->per_conn);
-        if (gio_batch_add_buf(&c->out, last ? q->close : q->ka, last ? q->closelen : q->kalen, 0) <
-            0) {
-            set_fatal(r, BENCH_SYSERR, ENOMEM);
+        int retry = r->nretry > 0;
+        int64_t t = retry ? r->retry[r->rhead] : r->interval_ns ? r->next_due : r->now;
+        int k = conn_put(r, c, q, last, t);
+        if (k < 0)
             return -1;
-        }
-        c->sent[(c->ring + c->inflight) % r->depth] = r->interval_ns ? r->next_due : r->now;
-        r->next_due += r->interval_ns;
+        if (k > 0)
+            break;
         c->inflight++;
         c->reqs++;
-        r->started++;
         r->st->requests++;
         added++;
         if (last)
             c->closing = 1;
+        if (retry) { /* counted in `started` when it was first issued */
+            r->rhead = (r->rhead + 1) % r->rcap;
+            r->nretry--;
+        } else {
+            r->started++;
+            r->next_due += r->interval_ns;
+        }
     }
     if (!added)
         return 0;
@@ -230,30 +308,35 @@ static int conn_issue(brun_t *r, bconn_t *c)
 }
 
 /*
- * c has nothing to send: with -R and work left it waits on the idle stack
- * for the next due request (1); otherwise it is closed (0).
+ * c has nothing more to send now: with -R, work left and room for a request
+ * (HTTP/2: a free stream slot) it waits on the idle stack for the next due
+ * request (1); with requests in flight it waits for them (1); otherwise it
+ * is closed (0).
  */
 static int park(brun_t *r, bconn_t *c)
 {
-    if (r->interval_ns && more_work(r) && c->state == C_OPEN && !c->closing) {
+    if (r->interval_ns && more_work(r) && c->state == C_OPEN && !c->closing && conn_room(r, c)) {
         if (!c->parked) {
             c->parked = 1;
             r->idle[r->nidle++] = (unsigned)(c - r->c);
         }
         return 1;
     }
+    if (c->inflight)
+        return 1;
     conn_close(r, c);
     return 0;
 }
 
-/* -R: hand the requests that are due to idle connections. */
+/* -R: hand the requests that are due to connections with room for them. */
 static void issue_due(brun_t *r)
 {
     while (r->nidle && due(r) && more_work(r) && !r->ramping) {
         bconn_t *c = &r->c[r->idle[--r->nidle]];
         c->parked = 0;
-        if (c->state == C_OPEN && !c->inflight && !c->closing)
-            conn_issue(r, c);
+        if (c->state == C_OPEN && conn_room(r, c) && !c->closing && conn_issue(r, c) >= 0 &&
+            c->state == C_OPEN && conn_room(r, c))
+            park(r, c); /* slots left over: it waits for the next due request */
     }
 }
 
@@ -275,8 +358,17 @@ static void conn_handshake(brun_t *r, bconn_t *c)
         return;
     }
     r->handshaking--;
+    /* on loopback the server's whole flight may be there already when the
+       ClientHello's write returns: the handshake then ends inside the call
+       that began it, and r->now is from before it */
+    r->now = lg_now_ns();
     lg_hist_add(&r->st->hs, (uint64_t)(r->now - c->t0) / 1000);
     r->st->resumed += lg_tls_resumed(c->ssl);
+    if (r->cfg->h2 && !lg_tls_alpn_h2(c->ssl)) { /* the server has no HTTP/2 (or not here) */
+        c->state = C_OPEN;
+        conn_fail(r, c, LG_E_NOH2);
+        return;
+    }
     conn_ready(r, c);
 }
 
@@ -314,6 +406,14 @@ static void conn_ready(brun_t *r, bconn_t *c)
     lg_resp_start(&c->resp, r->cfg->head);
     gio_want(r->loop, c->fd, GIO_READ);
     arm(r, c, 0);
+    if (r->cfg->h2) { /* the preface and SETTINGS go now, during the ramp too */
+        if (!(c->h2 = lg_h2_new(r->depth))) {
+            set_fatal(r, BENCH_SYSERR, ENOMEM);
+            return;
+        }
+        if (conn_flush(r, c) < 0)
+            return;
+    }
     if (r->ramping)
         return; /* requests start when every connection is open */
     int k = conn_issue(r, c);
@@ -372,32 +472,115 @@ static void conn_start(brun_t *r, bconn_t *c)
  */
 static void conn_next(brun_t *r, bconn_t *c)
 {
-    if (more_work(r) && (!r->limit || r->cfg->connect_only ||
-                         r->started + r->connecting + r->handshaking + r->npend < r->limit))
+    unsigned coming = r->connecting + r->handshaking + r->npend;
+    if ((more_work(r) && (!r->limit || r->cfg->connect_only || r->started + coming < r->limit)) ||
+        (r->nretry > coming && !r->aborting))
         conn_start(r, c);
+}
+
+/* A complete response to the request issued (or due) at t. */
+static void count_response(brun_t *r, int64_t t, unsigned status, uint64_t body)
+{
+    bench_stats_t *st = r->st;
+    lg_hist_add(&st->lat, (uint64_t)(r->now - t) / 1000);
+    st->responses++;
+    st->body += body;
+    unsigned cls = status / 100;
+    st->status[cls <= 5 ? cls : 0]++;
+    if (status >= 400)
+        st->err[LG_E_STATUS]++;
 }
 
 static void response_done(brun_t *r, bconn_t *c)
 {
-    bench_stats_t *st = r->st;
     int64_t t = c->sent[c->ring];
     c->ring = (c->ring + 1) % r->depth;
     c->inflight--;
-    lg_hist_add(&st->lat, (uint64_t)(r->now - t) / 1000);
-    st->responses++;
-    st->body += c->resp.body;
-    unsigned cls = c->resp.status / 100;
-    st->status[cls <= 5 ? cls : 0]++;
-    if (c->resp.status >= 400)
-        st->err[LG_E_STATUS]++;
+    count_response(r, t, c->resp.status, c->resp.body);
     if (!lg_resp_keepalive(&c->resp))
         c->closing = 1;
     lg_resp_start(&c->resp, r->cfg->head);
 }
 
+/*
+ * HTTP/2: requests lost on c with one kind.  A GOAWAY is one error however
+ * many streams it refused (as a reset connection is one error however many
+ * requests were in flight on it); each reset stream is one.
+ */
+static void h2_lost(brun_t *r, bconn_t *c, int kind, uint64_t n)
+{
+    r->st->lost += n;
+    if (kind != LG_E_GOAWAY)
+        r->st->err[kind] += n;
+    else if (!c->goaway)
+        r->st->err[kind]++;
+    c->goaway |= kind == LG_E_GOAWAY;
+}
+
+/* HTTP/2: a request a graceful GOAWAY refused goes out again, timed from t. */
+static void h2_retry(brun_t *r, int64_t t)
+{
+    r->st->requests--; /* issued again later: counted then */
+    r->st->retried++;
+    r->retry[(r->rhead + r->nretry++) % r->rcap] = t;
+}
+
+/* HTTP/2: take the streams that ended; 1 if a response was among them. */
+static int h2_ended(brun_t *r, bconn_t *c)
+{
+    lg_h2_end_t e;
+    uint32_t code = 1;
+    int done = 0, graceful = lg_h2_goaway(c->h2, &code) && code == 0;
+    while (lg_h2_next(c->h2, &e)) {
+        c->inflight--;
+        if (e.kind < 0) {
+            count_response(r, e.t, e.status, e.body);
+            done = 1;
+        } else if (e.kind == LG_E_GOAWAY && graceful) {
+            h2_retry(r, e.t);
+        } else {
+            h2_lost(r, c, e.kind, 1);
+        }
+    }
+    if (lg_h2_goaway(c->h2, &code)) {
+        c->closing = 1; /* no new stream; those in flight below its last id finish */
+        if (code != 0)  /* NO_ERROR is a graceful close, like an idle keep-alive one */
+            h2_lost(r, c, LG_E_GOAWAY, 0);
+    }
+    return done;
+}
+
+/* HTTP/2: feed n bytes read from c to its session; -1 if the connection was closed. */
+static int conn_feed_h2(brun_t *r, bconn_t *c, const char *p, size_t n)
+{
+    int kind = lg_h2_feed(c->h2, p, n);
+    int done = h2_ended(r, c);
+    if (kind || (c->inflight && lg_h2_over(c->h2))) {
+        conn_fail(r, c, kind ? kind : LG_E_PARSE);
+        return -1;
+    }
+    if ((c->closing && !c->inflight) || lg_h2_over(c->h2)) {
+        conn_close(r, c);
+        conn_next(r, c);
+        return -1;
+    }
+    if ((done && c->inflight) || (!c->inflight && c->deadline))
+        set_deadline(r, c); /* re-armed for the rest, or cleared: nothing is awaited */
+    if (!r->ramping) {
+        int k = conn_issue(r, c); /* refill the free stream slots */
+        if (k < 0)
+            return -1;
+        if (k == 0 && !park(r, c))
+            return -1;
+    }
+    return conn_flush(r, c); /* SETTINGS and PING acks, WINDOW_UPDATEs */
+}
+
 /* Parse n bytes read from c; -1 if the connection was closed. */
 static int conn_feed(brun_t *r, bconn_t *c, const char *p, size_t n)
 {
+    if (c->h2)
+        return conn_feed_h2(r, c, p, n);
     size_t off = 0;
     int done = 0;
     while (off < n) {
@@ -438,6 +621,16 @@ static int conn_feed(brun_t *r, bconn_t *c, const char *p, size_t n)
 
 static void conn_eof(brun_t *r, bconn_t *c)
 {
+    if (c->h2 && c->inflight) {
+        uint32_t code;
+        if (lg_h2_goaway(c->h2, &code)) { /* the streams its GOAWAY did not answer */
+            h2_lost(r, c, LG_E_GOAWAY, c->inflight);
+            c->inflight = 0;
+        } else {
+            conn_fail(r, c, lg_h2_begun(c->h2) ? LG_E_SHORT : LG_E_EOF);
+            return;
+        }
+    }
     if (c->inflight) {
         int k = lg_resp_eof(&c->resp);
         if (k == LG_HTTP_DONE)
@@ -545,7 +738,7 @@ static void on_timeout(brun_t *r, bconn_t *c)
 static void start_pending(brun_t *r)
 {
     unsigned k = r->npend; /* slots pushed back by this pass wait for the next one */
-    while (k-- && r->npend && r->connecting < r->cfg->max_connecting && more_work(r)) {
+    while (k-- && r->npend && r->connecting < r->cfg->max_connecting && any_work(r)) {
         unsigned i = r->pend[r->phead];
         r->phead = (r->phead + 1) % r->n;
         r->npend--;
@@ -575,9 +768,15 @@ static void run_stop(brun_t *r)
             conn_close(r, &r->c[i]);
 }
 
-/* Cut everything off; what is in flight is lost. */
+/* Cut everything off; what is in flight is lost, and so is what waits to be sent again. */
 static void run_abort(brun_t *r)
 {
+    if (r->nretry) {
+        r->st->requests += r->nretry;
+        r->st->lost += r->nretry;
+        r->st->err[LG_E_GOAWAY]++;
+        r->nretry = 0;
+    }
     for (unsigned i = 0; i < r->n; i++) {
         bconn_t *c = &r->c[i];
         if (c->state == C_FREE)
@@ -651,7 +850,7 @@ static int run_setup(brun_t *r, const bench_cfg_t *cfg, unsigned index, bench_st
     r->ramping = cfg->keepalive && !cfg->connect_only;
     r->n = cfg->conns / cfg->procs + (index < cfg->conns % cfg->procs);
     r->limit = cfg->nreqs ? cfg->nreqs / cfg->procs + (index < cfg->nreqs % cfg->procs) : 0;
-    r->depth = cfg->keepalive && !cfg->connect_only ? cfg->depth : 1;
+    r->depth = !cfg->keepalive || cfg->connect_only ? 1 : cfg->h2 ? cfg->streams : cfg->depth;
     r->timeout_ms = (int64_t)(cfg->timeout * 1000);
     if (r->timeout_ms < 1)
         r->timeout_ms = 1;
@@ -666,9 +865,12 @@ static int run_setup(brun_t *r, const bench_cfg_t *cfg, unsigned index, bench_st
             r->interval_ns = 1;
     }
     int64_t *sent = calloc((size_t)r->n * r->depth, sizeof *sent);
+    if (cfg->h2) /* every request in flight at once could be refused */
+        r->retry = calloc(r->rcap = r->n * r->depth, sizeof *r->retry);
     r->rbuf = malloc(RBUF_SIZE);
     r->loop = gio_loop_new();
-    if (!r->c || !r->pend || !r->idle || !sent || !r->rbuf || !r->loop) {
+    if (!r->c || !r->pend || !r->idle || !sent || !r->rbuf || !r->loop ||
+        (cfg->h2 && !r->retry)) {
         st->fatal = BENCH_SYSERR;
         st->fatal_errno = errno ? errno : ENOMEM;
         free(sent);
@@ -681,7 +883,7 @@ static int run_setup(brun_t *r, const bench_cfg_t *cfg, unsigned index, bench_st
     }
     if (cfg->url.tls) { /* one context per worker process, made after the fork */
         char err[256];
-        if (!(r->tls = lg_tls_ctx(cfg->resume, err, sizeof err))) {
+        if (!(r->tls = lg_tls_ctx(cfg->resume, cfg->h2, err, sizeof err))) {
             fprintf(stderr, "bench: %s\n", err);
             st->fatal = BENCH_SYSERR;
             st->fatal_errno = ENOMEM;
@@ -702,6 +904,7 @@ static void run_free(brun_t *r)
     free(r->c);
     free(r->pend);
     free(r->idle);
+    free(r->retry);
     free(r->rbuf);
     gio_loop_free(r->loop);
     lg_tls_ctx_free(r->tls);
@@ -762,7 +965,7 @@ int bench_run(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all)
         }
         if (r.now >= cap_at)
             r.aborting = 1;
-        if (!st->open && !r.npend && (r.stopping || !more_work(&r)))
+        if (!st->open && !r.npend && (r.stopping || !any_work(&r)))
             break;
         if (cfg->progress)
             progress(&r, &last_ns, &last_resp);
@@ -818,4 +1021,5 @@ void bench_stats_merge(bench_stats_t *d, const bench_stats_t *s)
     lg_hist_merge(&d->conn, &s->conn);
     lg_hist_merge(&d->hs, &s->hs);
     d->resumed += s->resumed;
+    d->retried += s->retried;
 }

@@ -266,12 +266,14 @@ static const char *fatal_text(const hb_stats_t *s, char *buf, size_t len)
 static void json_hist(const char *key, const lg_hist_t *h)
 {
     printf(",\"%s\":{\"p50\":%llu,\"p90\":%llu,\"p99\":%llu,\"p99_9\":%llu,\"max\":%llu,"
-           "\"mean\":%.1f,\"count\":%llu}",
+           "\"mean\":%.1f,\"count\":%llu,",
            key, (unsigned long long)lg_hist_quantile(h, 0.5),
            (unsigned long long)lg_hist_quantile(h, 0.9),
            (unsigned long long)lg_hist_quantile(h, 0.99),
            (unsigned long long)lg_hist_quantile(h, 0.999), (unsigned long long)h->max,
            lg_hist_mean(h), (unsigned long long)h->count);
+    lg_hist_json(stdout, "hist", h); /* raw buckets: for merging reports of several hosts */
+    printf("}");
 }
 
 static void text_hist(const char *label, const lg_hist_t *h)

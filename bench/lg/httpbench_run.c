@@ -552,7 +552,7 @@ int hb_run(const hb_cfg_t *cfg, uint64_t first, uint64_t last, int ctl, int done
     char err[256];
     if (cfg->url.tls) {
         h.have_sni = lg_tls_sni(cfg->url.host, h.sni, sizeof h.sni) != NULL;
-        if (!(h.tls = lg_tls_ctx(cfg->resume, err, sizeof err)))
+        if (!(h.tls = lg_tls_ctx(cfg->resume, 0, err, sizeof err)))
             fprintf(stderr, "httpbench: %s\n", err);
     }
     if (!h.rbuf || !h.loop || (cfg->url.tls && !h.tls)) {
@@ -703,7 +703,7 @@ static int fetch_body(const hb_cfg_t *cfg, gio_loop_t *l, int fd, SSL *ssl, int 
 static int fetch_tls(const hb_cfg_t *cfg, gio_loop_t *l, int fd, int quiet, hb_stats_t *st)
 {
     char err[256], sni[256];
-    SSL_CTX *ctx = lg_tls_ctx(0, err, sizeof err);
+    SSL_CTX *ctx = lg_tls_ctx(0, 0, err, sizeof err);
     SSL *ssl = ctx ? lg_tls_new(ctx, fd, lg_tls_sni(cfg->url.host, sni, sizeof sni)) : NULL;
     int rc = HB_OK;
     int64_t t0 = lg_now_ns(), deadline = t0 + (int64_t)(cfg->timeout * 1e9);

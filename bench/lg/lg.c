@@ -25,6 +25,7 @@ const char *const lg_err_name[LG_E_NUM] = {
     [LG_E_RESET] = "reset",     [LG_E_TIMEOUT] = "timeout", [LG_E_EOF] = "eof",
     [LG_E_SHORT] = "short",     [LG_E_PARSE] = "parse",     [LG_E_IO] = "io",
     [LG_E_ABORT] = "abort",     [LG_E_STATUS] = "status",   [LG_E_TLS] = "tls",
+    [LG_E_RST] = "rst",         [LG_E_GOAWAY] = "goaway",   [LG_E_NOH2] = "noh2",
 };
 
 int lg_err_connect(int e)

@@ -33,6 +33,9 @@ enum {
     LG_E_ABORT,    /* still in flight when the run was cut off (hard cap, 2nd signal) */
     LG_E_STATUS,   /* a complete response with status >= 400 (it counts as a response too) */
     LG_E_TLS,      /* https: the TLS handshake failed, or a TLS protocol error */
+    LG_E_RST,      /* HTTP/2: a stream reset by the server (RST_STREAM): its request is lost */
+    LG_E_GOAWAY,   /* HTTP/2: GOAWAY with an error code, or refusing streams already sent */
+    LG_E_NOH2,     /* HTTP/2 asked for: ALPN did not pick h2, or the preface got HTTP/1.x */
     LG_E_NUM
 };
 

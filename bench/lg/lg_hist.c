@@ -1,6 +1,7 @@
 /* lg_hist: log-linear histogram, see lg_hist.h. */
 #include "lg_hist.h"
 
+#include <stdio.h>
 #include <string.h>
 
 void lg_hist_init(lg_hist_t *h)
@@ -84,4 +85,21 @@ double lg_hist_stdev(const lg_hist_t *h)
     for (int k = 0; k < 60 && var > 0; k++)
         x = (x + var / x) / 2;
     return var > 0 ? x : 0.0;
+}
+
+void lg_hist_json(FILE *f, const char *key, const lg_hist_t *h)
+{
+    fprintf(f, "\"%s\":{\"count\":%llu,\"sum\":%llu,\"min\":%llu,\"max\":%llu,\"buckets\":[",
+            key, (unsigned long long)h->count, (unsigned long long)h->sum,
+            (unsigned long long)(h->count ? h->min : 0), (unsigned long long)h->max);
+    const char *sep = "";
+    for (unsigned i = 0; i < LG_HIST_BUCKETS; i++) {
+        if (!h->b[i])
+            continue;
+        fprintf(f, "%s[%llu,%llu]", sep,
+                (unsigned long long)(lg_hist_bucket_low(i) + lg_hist_bucket_width(i) - 1),
+                (unsigned long long)h->b[i]);
+        sep = ",";
+    }
+    fprintf(f, "]}");
 }

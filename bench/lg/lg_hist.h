@@ -12,6 +12,7 @@
 #define LG_HIST_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #define LG_HIST_SUB_BITS 7
 #define LG_HIST_SUB (1u << LG_HIST_SUB_BITS)
@@ -71,5 +72,14 @@ double lg_hist_mean(const lg_hist_t *h);
 
 /* The standard deviation, from the buckets' middles (0.4 % of each value). */
 double lg_hist_stdev(const lg_hist_t *h);
+
+/*
+ * The histogram as one JSON member, so that histograms from several processes or
+ * hosts can be merged outside the tools (bench/benchlib.py hist_merge/hist_quantile):
+ * "KEY":{"count":N,"sum":S,"min":MIN,"max":MAX,"buckets":[[HI,N],...]}, where each
+ * nonzero bucket is given by its highest value HI (the value lg_hist_quantile reports
+ * for it) and its count, in ascending order.  No comma before or after.
+ */
+void lg_hist_json(FILE *f, const char *key, const lg_hist_t *h);
 
 #endif

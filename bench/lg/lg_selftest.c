@@ -2,7 +2,10 @@
  * lg_selftest — unit tests of the load generators' pure parts: the response
  * parser (fed whole, byte by byte and split at every offset, each piece
  * placed against a guard page so that an over-read faults), the histogram,
- * and URL / source address parsing.  TAP output; exit status 1 on failure.
+ * URL / source address parsing, and the HTTP/2 session (lg_h2: the fields a
+ * request goes out with, decoded with nghttp2's own HPACK decoder, and what
+ * responses, resets, GOAWAY and an HTTP/1.x answer to the preface make of
+ * the streams).  TAP output; exit status 1 on failure.
  * Run by tests/integration/test_loadgen.py.
  */
 #ifndef _GNU_SOURCE /* the GNUmakefile passes -D_GNU_SOURCE */
@@ -15,7 +18,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <nghttp2/nghttp2.h>
+
 #include "lg.h"
+#include "lg_h2.h"
 #include "lg_hist.h"
 #include "lg_http.h"
 #include "lg_net.h"
@@ -335,11 +341,127 @@ static void test_net(void)
           "seconds: units", NULL);
 }
 
+/* ---- HTTP/2 session ---- */
+
+/* What the session has to send, copied out. */
+static size_t h2_out(lg_h2_t *h, char *buf, size_t cap)
+{
+    gio_batch_t b;
+    gio_batch_init(&b);
+    size_t n = 0;
+    while (lg_h2_fill(h, &b) > 0) {
+        long k = gio_batch_copy(&b, buf + n, cap - n);
+        if (k <= 0)
+            break;
+        gio_batch_consume(&b, (uint64_t)k);
+        n += (size_t)k;
+    }
+    gio_batch_free(&b);
+    return n;
+}
+
+/* The fields of the first HEADERS frame in p[0..n) (after the preface), as "name value\n". */
+static void h2_fields(const char *p, size_t n, char *got, size_t cap)
+{
+    size_t off = 24, gl = 0;
+    got[0] = 0;
+    while (off + 9 <= n) {
+        const uint8_t *f = (const uint8_t *)p + off;
+        size_t len = (size_t)f[0] << 16 | (size_t)f[1] << 8 | f[2];
+        if (f[3] == NGHTTP2_HEADERS) {
+            nghttp2_hd_inflater *inf;
+            if (nghttp2_hd_inflate_new(&inf) != 0)
+                return;
+            const uint8_t *in = f + 9;
+            size_t left = len;
+            for (;;) {
+                nghttp2_nv nv;
+                int fl = 0;
+                ssize_t k = nghttp2_hd_inflate_hd2(inf, &nv, &fl, in, left, 1);
+                if (k < 0)
+                    break;
+                in += k;
+                left -= (size_t)k;
+                if (fl & NGHTTP2_HD_INFLATE_EMIT)
+                    gl += (size_t)snprintf(got + gl, cap - gl, "%.*s %.*s\n", (int)nv.namelen,
+                                           nv.name, (int)nv.valuelen, nv.value);
+                if ((fl & NGHTTP2_HD_INFLATE_FINAL) || (!left && !(fl & NGHTTP2_HD_INFLATE_EMIT)))
+                    break;
+            }
+            nghttp2_hd_inflate_del(inf);
+            return;
+        }
+        off += 9 + len;
+    }
+}
+
+#define FR(len, type, flags, sid) "\0\0" len type flags "\0\0\0" sid
+static const char srv_settings[] = FR("\0", "\4", "\0", "\0");
+static const char resp_200[] = FR("\1", "\1", "\5", "\1") "\x88"; /* :status 200, END_STREAM */
+static const char resp_404[] = FR("\1", "\1", "\4", "\3") "\x8d" FR("\5", "\0", "\1", "\3") "hello";
+static const char rst_5[] = FR("\4", "\3", "\0", "\5") "\0\0\0\2";
+static const char goaway_3[] = FR("\x08", "\7", "\0", "\0") "\0\0\0\3\0\0\0\0";
+
+static void test_h2_request(void)
+{
+    lg_h2_req_t *q = lg_h2_req_new("GET", 0, "example:80", "/x",
+                                   "X-Foo:  bar \r\nConnection: close\r\nHost: other\r\n");
+    lg_h2_t *h = lg_h2_new(4);
+    static char out[65536], got[1024];
+    check(q && h && lg_h2_submit(h, q, 1) == 0, "h2: a request is submitted", NULL);
+    size_t n = h2_out(h, out, sizeof out);
+    check(n > 24 && !memcmp(out, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 24), "h2: the preface first",
+          NULL);
+    h2_fields(out, n, got, sizeof got);
+    check(!strcmp(got, ":method GET\n:scheme http\n:authority other\n:path /x\n"
+                       "user-agent gatling-bench\nx-foo bar\n"),
+          "h2: fields in lower case, Host as :authority, no Connection", got);
+    lg_h2_free(h);
+    lg_h2_req_free(q);
+}
+
+static void test_h2_streams(void)
+{
+    lg_h2_req_t *q = lg_h2_req_new("GET", 1, "a", "/", NULL);
+    lg_h2_t *h = lg_h2_new(4);
+    static char out[65536];
+    lg_h2_end_t e;
+    for (int64_t t = 1; t <= 4; t++)
+        lg_h2_submit(h, q, t); /* streams 1, 3, 5, 7 */
+    h2_out(h, out, sizeof out);
+    check(lg_h2_inflight(h) == 4 && lg_h2_room(h) == 0, "h2: four streams fill four slots", NULL);
+    lg_h2_feed(h, srv_settings, sizeof srv_settings - 1);
+    check(lg_h2_feed(h, resp_200, sizeof resp_200 - 1) == 0 && lg_h2_next(h, &e) && e.kind < 0 &&
+              e.status == 200 && e.t == 1 && e.body == 0 && !lg_h2_next(h, &e),
+          "h2: a response ends its stream", NULL);
+    check(lg_h2_feed(h, resp_404, sizeof resp_404 - 1) == 0 && lg_h2_next(h, &e) && e.kind < 0 &&
+              e.status == 404 && e.t == 2 && e.body == 5,
+          "h2: HEADERS then DATA: status and body bytes", NULL);
+    check(lg_h2_feed(h, rst_5, sizeof rst_5 - 1) == 0 && lg_h2_next(h, &e) && e.kind == LG_E_RST &&
+              e.t == 3,
+          "h2: RST_STREAM loses its stream as rst", NULL);
+    uint32_t code = 1;
+    check(lg_h2_room(h) == 3 && lg_h2_feed(h, goaway_3, sizeof goaway_3 - 1) == 0 &&
+              lg_h2_next(h, &e) && e.kind == LG_E_GOAWAY && e.t == 4 && lg_h2_goaway(h, &code) &&
+              code == 0 && lg_h2_room(h) == 0 && lg_h2_inflight(h) == 0,
+          "h2: GOAWAY refuses the streams above its last id, and new ones", NULL);
+    lg_h2_free(h);
+    h = lg_h2_new(1);
+    lg_h2_submit(h, q, 1);
+    h2_out(h, out, sizeof out);
+    check(lg_h2_feed(h, "HTT", 3) == LG_E_NOH2, "h2: an HTTP/1.x answer to the preface is noh2",
+          NULL);
+    lg_h2_free(h);
+    lg_h2_req_free(q);
+}
+
 int main(void)
 {
     test_parser();
     test_hist();
     test_net();
+    test_h2_request();
+    test_h2_streams();
     printf("1..%d\n", ntests);
     return nfailed ? 1 : 0;
 }

@@ -23,7 +23,7 @@ static int on_new_session(SSL *ssl, SSL_SESSION *sess)
     return 1; /* we keep the reference */
 }
 
-SSL_CTX *lg_tls_ctx(int resume, char *err, size_t errlen)
+SSL_CTX *lg_tls_ctx(int resume, int h2, char *err, size_t errlen)
 {
     if (sess_idx < 0 && (sess_idx = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, NULL)) < 0) {
         snprintf(err, errlen, "OpenSSL: no ex_data index");
@@ -40,8 +40,13 @@ SSL_CTX *lg_tls_ctx(int resume, char *err, size_t errlen)
                               SSL_MODE_RELEASE_BUFFERS);
     SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
     SSL_CTX_set_read_ahead(ctx, 1); /* one read(2) per record, not two */
-    static const unsigned char alpn[] = "\x08http/1.1";
-    SSL_CTX_set_alpn_protos(ctx, alpn, sizeof alpn - 1);
+    /* with h2, http/1.1 is offered second so that a server without HTTP/2
+       finishes the handshake and is named (lg_tls_alpn_h2), not a TLS alert */
+    static const unsigned char alpn_h1[] = "\x08http/1.1", alpn_h2[] = "\x02h2\x08http/1.1";
+    if (h2)
+        SSL_CTX_set_alpn_protos(ctx, alpn_h2, sizeof alpn_h2 - 1);
+    else
+        SSL_CTX_set_alpn_protos(ctx, alpn_h1, sizeof alpn_h1 - 1);
     if (resume) {
         SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL);
         SSL_CTX_sess_set_new_cb(ctx, on_new_session);
@@ -92,6 +97,14 @@ void lg_tls_free(SSL *ssl)
 int lg_tls_resumed(SSL *ssl)
 {
     return SSL_session_reused(ssl);
+}
+
+int lg_tls_alpn_h2(SSL *ssl)
+{
+    const unsigned char *p;
+    unsigned n;
+    SSL_get0_alpn_selected(ssl, &p, &n);
+    return n == 2 && !memcmp(p, "h2", 2);
 }
 
 const char *lg_tls_sni(const char *authority, char *buf, size_t len)

@@ -20,8 +20,8 @@
 typedef struct ssl_st SSL;
 typedef struct ssl_ctx_st SSL_CTX;
 
-/* A client context; NULL with a message in err. */
-SSL_CTX *lg_tls_ctx(int resume, char *err, size_t errlen);
+/* A client context (h2: ALPN offers h2 first); NULL with a message in err. */
+SSL_CTX *lg_tls_ctx(int resume, int h2, char *err, size_t errlen);
 void lg_tls_ctx_free(SSL_CTX *ctx);
 
 /* An SSL on the connected socket fd, offering the kept session if any. */
@@ -29,6 +29,9 @@ SSL *lg_tls_new(SSL_CTX *ctx, int fd, const char *sni);
 void lg_tls_free(SSL *ssl);
 
 int lg_tls_resumed(SSL *ssl);
+
+/* After the handshake: did the server pick h2 by ALPN? */
+int lg_tls_alpn_h2(SSL *ssl);
 
 /* The SNI name of a URL's authority: the host without port or brackets;
    NULL for an IP literal (RFC 6066 3: no literal addresses). */

@@ -10,6 +10,7 @@
 #include "h1.h"
 #include "h2.h"
 #include "handlers/router.h"
+#include "proxyproto.h"
 #include "site/encoding.h"
 #include "site/fcache.h"
 #include "site/jobs.h"
@@ -34,7 +35,8 @@ const char *conn_state_name(conn_state_t st)
 {
     static const char *const names[] = {"idle",     "head",      "handle", "body",
                                         "dispatch", "wait",      "write",  "linger",
-                                        "tarpit",   "handshake", "h2",     "close"};
+                                        "tarpit",   "handshake", "h2",     "proxy",
+                                        "close"};
     return (unsigned)st < sizeof names / sizeof names[0] ? names[st] : "?";
 }
 
@@ -72,10 +74,12 @@ static uint64_t moved(const conn_t *c)
 {
     if (c->state != CONN_WRITE && c->state != CONN_H2)
         return c->blk->moved;
+    /* HTTP/2: request bodies read count as well as responses sent */
+    uint64_t in = c->state == CONN_H2 ? h2_body_bytes(c->h2) : 0;
     if (!c->out.bytes_sent) /* a response just begun: nothing to ask the kernel */
-        return 0;
+        return in;
     uint64_t q = gio_unacked(c->fd);
-    return c->out.bytes_sent > q ? c->out.bytes_sent - q : 0;
+    return in + (c->out.bytes_sent > q ? c->out.bytes_sent - q : 0);
 }
 
 /* Read from the client: through TLS on HTTPS.  GIO_AGAIN: call want_input. */
@@ -123,6 +127,7 @@ static void enter(conn_t *c, conn_state_t st)
         set_deadline(c, c->set->draining ? capped_ms(c, CONN_DRAIN_GRACE_MS) : idle_ms(c));
         break;
     case CONN_HEAD:
+    case CONN_PROXY:
     case CONN_HANDSHAKE: set_deadline(c, head_ms(c)); break;
     case CONN_BODY:
     case CONN_WRITE:
@@ -165,8 +170,9 @@ static void block_put(conn_set_t *set, conn_block_t *b)
 }
 
 conn_t *conn_new(conn_set_t *set, site_t *site, int kind, int fd, const struct sockaddr *peer,
-                 socklen_t plen, int tls)
+                 socklen_t plen, unsigned how)
 {
+    int tls = (how & CONN_NEW_TLS) != 0;
     conn_t *c = calloc(1, sizeof *c);
     if (!c || gio_add(site->loop, fd, c) < 0) {
         free(c);
@@ -181,10 +187,13 @@ conn_t *conn_new(conn_set_t *set, site_t *site, int kind, int fd, const struct s
         memcpy(&c->peer, peer, plen);
     gio_batch_init(&c->out);
     gio_want(site->loop, fd, GIO_READ);
-    if (!tls) /* every read is conn_read's; OpenSSL reads HTTPS sockets itself */
+    c->tls = (uint8_t)tls;
+    c->counted = !(how & CONN_NEW_PROXY);
+    if (!tls && c->counted) /* every read is conn_read's; OpenSSL reads HTTPS sockets itself */
         gio_recv_mode(site->loop, fd);
-    c->tls = (uint8_t)(tls != 0);
-    if (c->tls) { /* the SSL object comes with the first byte of a ClientHello */
+    if (how & CONN_NEW_PROXY) { /* the header is peeked at: not yet (st_proxy) */
+        enter(c, CONN_PROXY);
+    } else if (c->tls) { /* the SSL object comes with the first byte of a ClientHello */
         enter(c, CONN_HANDSHAKE);
     } else {
         enter(c, CONN_IDLE);
@@ -234,7 +243,8 @@ static void conn_free(conn_t *c)
 {
     if (c->blk && c->blk->h1.ex.job) /* the job runs on: it must not come back to us */
         c->blk->h1.ex.job->ex = NULL;
-    limits_conn_close(c->site->limits, &c->peer.sa);
+    if (c->counted)
+        limits_conn_close(c->site->limits, &c->peer.sa);
     if (c->ssl) /* not after a fatal error: tls.c made it quiet then */
         tls_close_notify(c->ssl);
     gio_close_sole(c->site->loop, c->fd); /* accept4'ed close-on-exec, never dup'ed */
@@ -428,10 +438,13 @@ static int h2_timed_out(conn_t *c)
         c->h2_busy &= (uint8_t)~CONN_H2_HEAD;
         return 1;
     }
-    /* reset, as WRITE does: a zero window or a slow reader holds no more */
+    /* reset, as WRITE does: a zero window, a slow reader or a slow body holds no more */
     struct linger lg = {.l_onoff = 1, .l_linger = 0};
     setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
-    st->timeout_drain++;
+    if (h2_bodies(c->h2) && gio_batch_done(&c->out))
+        st->timeout_body++;
+    else
+        st->timeout_drain++;
     return 0;
 }
 
@@ -769,6 +782,10 @@ static int timed_out(conn_t *c)
         st->timeout_head++;
         return 0;
     case CONN_HANDSHAKE: st->timeout_handshake++; return 0;
+    case CONN_PROXY: /* a PROXY header that did not come whole in time */
+        if (!c->set->draining)
+            st->proxy_timeout++;
+        return 0;
     case CONN_H2: /* idle past -T, or streams answered slower than -B */
         return h2_timed_out(c);
     case CONN_IDLE:           /* a connection that never sent a request ran out of head time */
@@ -830,6 +847,91 @@ static void st_handshake(conn_t *c)
     enter(c, CONN_HEAD); /* the request may have come with the handshake's last flight */
 }
 
+/*
+ * The client the PROXY header named is the connection's peer from here on
+ * (h.local: the proxy's own connection keeps its address); it is counted
+ * against -K now.  0, or -1 when the connection is to end.
+ */
+static int proxy_peer(conn_t *c, const proxy_hdr_t *h)
+{
+    status_counters_t *st = &c->site->stats;
+    if (!h->local && h->srclen <= sizeof c->peer)
+        memcpy(&c->peer, &h->src, h->srclen);
+    int lim = limits_conn_open(c->site->limits, &c->peer.sa, gio_now(c->site->loop));
+    if (lim != LIMIT_OK) {
+        if (lim == LIMIT_CONNS)
+            st->refused_addr++;
+        else
+            st->refused_cap++;
+        if (c->tls) /* no 503 over HTTPS: see h1_refuse */
+            return -1;
+        late(c, 503);
+        enter(c, CONN_LINGER); /* the request is unread: drain it, so that the 503 stays */
+        return 1;
+    }
+    c->counted = 1;
+    if (h->local)
+        st->proxy_local++;
+    else
+        st->proxy_headers++;
+    return 0;
+}
+
+/*
+ * PROXY: peek at what came, and take off the socket only what is certainly
+ * header (proxy_parse's promise), into the request block: the request
+ * behind the header stays in the socket for HEAD (or, on HTTPS, for
+ * OpenSSL), whatever the client's segments.  A malformed header, or one
+ * that ends before it is whole, closes the connection, counted; a slow one
+ * meets the head deadline (timed_out).
+ */
+static void st_proxy(conn_t *c)
+{
+    status_counters_t *st = &c->site->stats;
+    if (!c->blk) {
+        if (!(c->blk = block_get(c->set))) {
+            site_error(c->site, "malloc()", ENOMEM, &c->peer.sa, "a request block: client shed");
+            c->state = CONN_CLOSE;
+            return;
+        }
+        new_exchange(c); /* an empty one: conn_free ends whatever a block holds */
+    }
+    _Static_assert(PROXY_MAX <= CONN_IN_CAP, "the request block holds a PROXY header");
+    char *buf = c->blk->in;
+    ssize_t r = recv(c->fd, buf + c->inlen, PROXY_MAX - c->inlen, MSG_PEEK | MSG_DONTWAIT);
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+        gio_want(c->site->loop, c->fd, GIO_READ);
+        return;
+    }
+    proxy_hdr_t h;
+    long n = r > 0 ? proxy_parse(buf, c->inlen + (size_t)r, &h) : PROXY_MALFORMED;
+    /* what to take: all that was peeked while incomplete, else the header's rest */
+    size_t take = n == PROXY_INCOMPLETE ? (size_t)r : n > 0 ? (size_t)n - c->inlen : 0;
+    if (n == PROXY_MALFORMED || recv(c->fd, buf + c->inlen, take, MSG_DONTWAIT) != (ssize_t)take) {
+        if (r > 0 || c->inlen) /* malformed, or cut short by the client's close; a */
+            st->proxy_malformed++; /* connection closed before its first byte is not counted */
+        c->state = CONN_CLOSE;
+        return;
+    }
+    c->inlen += (uint32_t)take;
+    if (n == PROXY_INCOMPLETE) {
+        gio_want(c->site->loop, c->fd, GIO_READ);
+        return;
+    }
+    block_put(c->set, c->blk); /* HEAD takes a fresh one, its parse state new */
+    c->blk = NULL;
+    c->inlen = 0;
+    int p = proxy_peer(c, &h);
+    if (p)
+        c->state = p < 0 ? CONN_CLOSE : c->state;
+    else if (c->tls) /* the -s that runs from the accept goes on */
+        c->state = CONN_HANDSHAKE;
+    else {
+        gio_recv_mode(c->site->loop, c->fd);
+        c->state = CONN_HEAD; /* the request may have come with the header */
+    }
+}
+
 /* Run the state functions until the state stops changing. */
 static void run(conn_t *c, unsigned events)
 {
@@ -846,6 +948,7 @@ static void run(conn_t *c, unsigned events)
         case CONN_LINGER: st_linger(c); break;
         case CONN_HANDSHAKE: st_handshake(c); break;
         case CONN_H2: st_h2(c); break;
+        case CONN_PROXY: st_proxy(c); break;
         case CONN_WAIT: /* only a job's end moves it on */
         case CONN_TARPIT:
         case CONN_CLOSE: break;
@@ -879,8 +982,8 @@ void conn_set_drain(conn_set_t *set)
         next = c->next; /* c may be freed */
         if (c->state == CONN_TARPIT)
             conn_free(c);
-        else if (c->state == CONN_IDLE ||
-                 c->state == CONN_HANDSHAKE) /* a request may be on its way */
+        else if (c->state == CONN_IDLE || c->state == CONN_HANDSHAKE ||
+                 c->state == CONN_PROXY) /* a request may be on its way */
             set_deadline(c, capped_ms(c, CONN_DRAIN_GRACE_MS));
         else if (c->state == CONN_WAIT) /* answered when the job is done, then closed */
             c->blk->h1.keepalive = 0;

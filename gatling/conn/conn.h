@@ -8,6 +8,7 @@
  *                     BODY ──────┘  WAIT         (a body to drop; a job off the loop)
  *   HEAD ─► TARPIT ─► CLOSE                      (-A: over the request rate)
  *   HANDSHAKE ─► HEAD                            (HTTPS: the TLS handshake first)
+ *   PROXY ─► IDLE/HEAD or HANDSHAKE              (-y: the PROXY header before all)
  *   HANDSHAKE ─► H2 ─► LINGER                    (HTTPS, ALPN h2)
  *   HEAD ─► H2                                   (the h2c preface, on the first request)
  *
@@ -20,6 +21,8 @@
  *   LINGER  a short drain of unread input before closing
  *   TARPIT  -T, then close
  *   HANDSHAKE  -s, like a head: bytes that are no TLS handshake close at once
+ *   PROXY   -s from the accept, for the PROXY header and the request head
+ *           (or the handshake) after it
  *   H2      -s while a request head is incomplete (until the first request
  *           has ended; a frame begun; a stream's HEADERS without its
  *           END_STREAM), else -T while no stream is open and nothing is
@@ -58,6 +61,7 @@ typedef enum conn_state {
     CONN_TARPIT, /* over the request rate: held, unread, until the deadline */
     CONN_HANDSHAKE, /* HTTPS: the TLS handshake */
     CONN_H2,        /* HTTP/2: the codec's session reads and writes (conn/h2.c) */
+    CONN_PROXY,     /* -y: reading the PROXY header (proxyproto.h) */
     CONN_CLOSE   /* to be freed */
 } conn_state_t;
 
@@ -98,6 +102,7 @@ typedef struct conn {
     uint8_t tls;          /* accepted on the HTTPS port */
     uint8_t tls_drained;  /* the last TLS read found nothing more (GIO_AGAIN) */
     uint8_t h2_busy;      /* H2: streams open or frames queued (-B runs); a head incomplete (-s) */
+    uint8_t counted;      /* the peer is counted open in site->limits (-K): close it once */
     struct ssl_st *ssl;   /* HTTPS: the TLS session (from the first ClientHello byte on) */
     struct h2 *h2;        /* HTTP/2: the codec's session (conn/h2.c) */
     uint64_t h2_window_at; /* H2 with streams open: what had moved when the -B window began */
@@ -109,10 +114,19 @@ typedef struct conn {
     } peer;
 } conn_t;
 
-/* Take over an accepted, non-blocking socket (tls: HTTPS, with cfg->tls's
-   certificates).  NULL (and fd closed) on error. */
+enum { CONN_NEW_TLS = 1, CONN_NEW_PROXY = 2 };
+
+/*
+ * Take over an accepted, non-blocking socket.  how: CONN_NEW_TLS for HTTPS
+ * (with cfg->tls's certificates); CONN_NEW_PROXY for a listener behind a
+ * proxy (-y): the connection reads a PROXY header first, and its peer
+ * becomes the client that header names.  Without CONN_NEW_PROXY the caller
+ * has counted peer open in site->limits (limits_conn_open), and the
+ * connection closes it when it ends; with it, the connection counts the
+ * client itself.  NULL (and fd closed) on error.
+ */
 conn_t *conn_new(conn_set_t *set, site_t *site, int kind, int fd, const struct sockaddr *peer,
-                 socklen_t plen, int tls);
+                 socklen_t plen, unsigned how);
 
 /* React to readiness (events) or a passed deadline (events == 0). */
 void conn_event(conn_t *c, unsigned events);

@@ -2,6 +2,7 @@
 #include "h2.h"
 #include "handlers/router.h"
 #include "http/hbuf.h"
+#include "http/owfat.h"
 #include "http/response.h"
 #include "site/alog.h"
 #include "site/encoding.h"
@@ -14,6 +15,7 @@
 #include <nghttp2/nghttp2.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define H2_MAX_STREAMS 100
 #define H2_WINDOW (1 << 20)            /* a stream's receive window */
@@ -58,6 +60,15 @@ typedef struct h2_part {
     uint64_t off, len;
 } h2_part_t;
 
+/* A block of frame bytes.  nghttp2 reuses its buffer, so what mem_send gives
+   is copied here and the batch points into it; the blocks are rewritten once
+   the batch has sent everything (h2_fill runs only then). */
+typedef struct h2_block {
+    struct h2_block *next;
+    size_t len;
+    char b[H2_PEND_CAP];
+} h2_block_t;
+
 /* A block of a stream's request fields (names, values, the log line):
    blocks are added, never moved, so the request's pointers stay good. */
 typedef struct h2_chunk {
@@ -74,6 +85,8 @@ typedef struct h2_stream {
     uint8_t deferred; /* its request has ended; answered once fewer files are held */
     uint8_t has_file; /* it holds an open file (counted in h2_t's files) */
     uint8_t peer_ended; /* the client ended its side (END_STREAM) or reset the stream */
+    uint8_t in_body;  /* its head is complete, its body still coming (dropped, as HTTP/1.1's) */
+    uint64_t body_got; /* request body bytes: at most H1_BODY_MAX, as for HTTP/1.1 */
     int64_t begun; /* gio_now() when its HEADERS came: the -s deadline of an incomplete request */
     struct h2_stream *next; /* the session's list of streams */
     uint64_t body_left;     /* body bytes still to frame */
@@ -95,14 +108,20 @@ struct h2 {
     h1_conn_t f;
     void (*wake)(void *conn);
     h2_stream_t *all; /* every stream; the closed ones are freed once the batch is empty */
-    char *pend;         /* frame bytes not yet on the batch */
-    size_t pendlen;
+    void *big;          /* nghttp2's frame buffer, mapped (see mem_malloc) */
+    size_t big_len;
+    h2_block_t *blocks; /* frame bytes: the first block, kept while streams are open */
+    h2_block_t *pend;   /* ... the one being filled */
+    size_t mark;        /* ... where its bytes not yet on the batch begin */
     uint32_t requests;
     unsigned open;
-    unsigned pending;    /* streams begun whose request has not ended */
-    unsigned files;      /* streams holding an open file: at most H2_FILES_MAX */
-    unsigned deferred;   /* streams waiting for that */
-    size_t hdr_bytes;    /* the streams' chunks, in bytes: at most H2_CONN_HDR_CAP */
+    unsigned pending;   /* streams begun whose request has not ended */
+    unsigned files;     /* streams holding an open file: at most H2_FILES_MAX */
+    unsigned deferred;  /* streams waiting for that */
+    unsigned bodies;    /* streams whose request body is coming */
+    uint8_t headed;     /* a request's head was complete: the preface's -s is over */
+    uint64_t body_bytes; /* request body bytes read: progress for the -B window */
+    size_t hdr_bytes;   /* the streams' chunks, in bytes: at most H2_CONN_HDR_CAP */
     uint32_t frame_left; /* input: bytes still to come of the preface or the frame */
     uint8_t hd_have;     /* ... of the frame header read so far */
     uint8_t hd[9];
@@ -157,30 +176,64 @@ static int flood_take(h2_t *h, int kind)
     return -1;
 }
 
-/* Frame bytes go through pend: copied, as nghttp2's buffer is reused. */
+/* Frame bytes go through the blocks: put what was copied since the mark on
+   the batch, by reference. */
 static int pend_flush(h2_t *h)
 {
-    if (!h->pendlen)
+    h2_block_t *b = h->pend;
+    if (!b || b->len == h->mark)
         return 0;
-    if (gio_batch_add_buf(h->f.out, h->pend, h->pendlen, GIO_BATCH_FREE) < 0)
+    if (gio_batch_add_buf(h->f.out, b->b + h->mark, b->len - h->mark, 0) < 0)
         return -1;
-    h->pend = NULL;
-    h->pendlen = 0;
+    h->mark = b->len;
     return 0;
+}
+
+/* Room in the current block, the next one when it is (nearly) full. */
+static h2_block_t *pend_room(h2_t *h, size_t want)
+{
+    h2_block_t *b = h->pend;
+    if (b && H2_PEND_CAP - b->len >= want)
+        return b;
+    if (pend_flush(h) < 0)
+        return NULL;
+    h2_block_t **next = b ? &b->next : &h->blocks;
+    if (!*next) {
+        if (!(*next = malloc(sizeof **next)))
+            return NULL;
+        (*next)->next = NULL;
+    }
+    (*next)->len = 0;
+    h->mark = 0;
+    return h->pend = *next;
 }
 
 static int pend_add(h2_t *h, const uint8_t *p, size_t n)
 {
     while (n) {
-        if (!h->pend && !(h->pend = malloc(H2_PEND_CAP)))
+        h2_block_t *b = pend_room(h, 1);
+        if (!b)
             return -1;
-        size_t k = H2_PEND_CAP - h->pendlen < n ? H2_PEND_CAP - h->pendlen : n;
-        memcpy(h->pend + h->pendlen, p, k);
-        h->pendlen += k, p += k, n -= k;
-        if (h->pendlen == H2_PEND_CAP && pend_flush(h) < 0)
-            return -1;
+        size_t k = H2_PEND_CAP - b->len < n ? H2_PEND_CAP - b->len : n;
+        memcpy(b->b + b->len, p, k);
+        b->len += k, p += k, n -= k;
     }
     return 0;
+}
+
+/* The batch is empty: the blocks can be rewritten, or freed when nothing is
+   open (an idle connection keeps none). */
+static void pend_reset(h2_t *h, int keep)
+{
+    h->pend = NULL;
+    h->mark = 0;
+    if (keep)
+        return;
+    for (h2_block_t *b = h->blocks, *next; b; b = next) {
+        next = b->next;
+        free(b);
+    }
+    h->blocks = NULL;
 }
 
 static void stream_free(h2_stream_t *s)
@@ -254,7 +307,8 @@ static int send_data(nghttp2_session *ng, nghttp2_frame *fr, const uint8_t *fram
     h2_t *h = user;
     h2_stream_t *s = src->ptr;
     h2_part_t *p = &s->parts[s->cur];
-    if (fr->data.padlen || pend_add(h, framehd, 9) < 0 || pend_flush(h) < 0)
+    if (fr->data.padlen || !pend_room(h, 9) || pend_add(h, framehd, 9) < 0 ||
+        pend_flush(h) < 0)
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     int r = p->p ? gio_batch_add_buf(h->f.out, p->p + p->off, length, 0)
                  : gio_batch_add_file(h->f.out, p->fd, p->off, length, 0);
@@ -598,14 +652,16 @@ static void dispatch(h2_t *h, h2_stream_t *s)
     }
     ex->head_only = s->req.method.n == 4 && !memcmp(s->req.method.p, "HEAD", 4);
     /* the access log's request field, as nginx writes it */
-    size_t n = s->req.method.n + s->req.target.n + sizeof " HTTP/2.0";
+    const http_str_t *auth = s->req.target.n ? NULL : http_header(&s->req, "Host"); /* CONNECT */
+    http_str_t target = auth ? *auth : s->req.target;
+    size_t n = s->req.method.n + target.n + sizeof " HTTP/2.0";
     char *line = room(s, n);
     if (!line)
         return; /* refused */
     hbuf_t b = hb_init(line, n);
     hb_put(&b, s->req.method.p, s->req.method.n);
     hb_puts(&b, " ");
-    hb_put(&b, s->req.target.p, s->req.target.n);
+    hb_put(&b, target.p, target.n);
     hb_puts(&b, " HTTP/2.0");
     if (!b.over)
         s->req.line = (http_str_t){line, hb_len(&b)};
@@ -665,18 +721,69 @@ static void job_done(job_t *j)
     h->wake(h->f.conn);
 }
 
+/* A request answered before its body ended (413): the rest is not wanted
+   (RFC 9113 8.1: RST_STREAM with NO_ERROR once the response is out). */
+static void answer_early(h2_t *h, h2_stream_t *s, int status)
+{
+    if (s->in_body)
+        s->in_body = 0, h->bodies--;
+    h->pending--;
+    s->dispatched = 1;
+    h->requests++;
+    ex_error(&s->ex, status, NULL, NULL);
+}
+
+/* A request head with a body to come: 413 at once for a Content-Length over
+   the limit, and 100 (Continue) when asked for, as HTTP/1.1 answers. */
+static void body_begins(h2_t *h, h2_stream_t *s)
+{
+    const http_str_t *cl = http_header(&s->req, "Content-Length");
+    unsigned long long len = 0;
+    s->in_body = 1, h->bodies++;
+    h->headed = 1;
+    if (cl && cl->n && scan_ulonglong(cl->p, &len) == cl->n && len > H1_BODY_MAX) {
+        answer_early(h, s, 413);
+        return;
+    }
+    const http_str_t *ex = http_header(&s->req, "Expect");
+    if (ex && ex->n == 12 && case_equalb(ex->p, 12, "100-continue")) {
+        static const nghttp2_nv cont[] = {
+            {(uint8_t *)":status", (uint8_t *)"100", 7, 3, NGHTTP2_NV_FLAG_NONE}};
+        nghttp2_submit_headers(h->ng, NGHTTP2_FLAG_NONE, s->id, NULL, cont, 1, NULL);
+    }
+}
+
+static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t *p,
+                         size_t n, void *user)
+{
+    (void)flags, (void)p;
+    h2_t *h = user;
+    h->body_bytes += n;
+    h2_stream_t *s = nghttp2_session_get_stream_user_data(ng, id);
+    if (s && s->in_body && (s->body_got += n) > H1_BODY_MAX)
+        answer_early(h, s, 413);
+    return 0;
+}
+
 static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *fr, void *user)
 {
     h2_t *h = user;
     h2_stream_t *s = nghttp2_session_get_stream_user_data(ng, fr->hd.stream_id);
     if (s && fr->hd.type == NGHTTP2_RST_STREAM)
         s->peer_ended = 1;
-    if ((fr->hd.type != NGHTTP2_HEADERS && fr->hd.type != NGHTTP2_DATA) ||
-        !(fr->hd.flags & NGHTTP2_FLAG_END_STREAM) || !s)
+    if ((fr->hd.type != NGHTTP2_HEADERS && fr->hd.type != NGHTTP2_DATA) || !s)
         return 0;
-    s->peer_ended = 1;
+    if (fr->hd.flags & NGHTTP2_FLAG_END_STREAM)
+        s->peer_ended = 1;
     if (s->dispatched || s->deferred || s->refused)
         return 0;
+    if (!(fr->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+        if (fr->hd.type == NGHTTP2_HEADERS && !s->in_body)
+            body_begins(h, s);
+        return 0;
+    }
+    if (s->in_body)
+        s->in_body = 0, h->bodies--;
     if (h->goaway && s->id > h->last_id) { /* read with the one that made us say GOAWAY */
         nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_REFUSED_STREAM);
     } else if (h->files >= H2_FILES_MAX) { /* answered when a file is let go (sweep) */
@@ -685,7 +792,7 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *fr, void *use
         h->deferred++;
         h->f.site->stats.h2_file_waits++;
     } else {
-        dispatch(h, s); /* a request body (there is none to static files) is dropped */
+        dispatch(h, s); /* the request body was dropped, as HTTP/1.1 drops it */
     }
     return 0;
 }
@@ -704,6 +811,8 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void 
         h->closed_at = (h->closed_at + 1) % H2_CLOSED_MEMORY;
     }
     h->open--;
+    if (s->in_body)
+        h->bodies--;
     if (!s->dispatched && !s->deferred)
         h->pending--;
     if (s->deferred && !s->dispatched)
@@ -740,6 +849,11 @@ static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *fr, void *use
     h->goaway_sent = 1;
     if (fr->goaway.error_code != NGHTTP2_NO_ERROR)
         h->f.site->stats.h2_errors++;
+    /* a response complete while its request is not (answer_early): end the stream */
+    if ((fr->hd.type == NGHTTP2_DATA || fr->hd.type == NGHTTP2_HEADERS) &&
+        (fr->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
+        nghttp2_session_get_stream_remote_close(ng, fr->hd.stream_id) == 0)
+        nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, fr->hd.stream_id, NGHTTP2_NO_ERROR);
     return 0;
 }
 
@@ -765,6 +879,7 @@ static nghttp2_session_callbacks *callbacks(void)
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
     nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
     nghttp2_session_callbacks_set_send_data_callback(cb, send_data);
     nghttp2_session_callbacks_set_data_source_read_length_callback(cb, frame_len);
     return cb;
@@ -793,12 +908,64 @@ static nghttp2_option *options(void)
     return o;
 }
 
+/* nghttp2 allocates a frame buffer of 16 KiB for the session's life, though
+   an idle connection writes only its first bytes (SETTINGS, acks) and DATA
+   goes out by reference: it is mapped instead of malloc()ed, so that its
+   pages never written take no memory (12 KiB of an idle connection's 40). */
+#define H2_BIG 16384
+
+static void *mem_malloc(size_t n, void *user)
+{
+    h2_t *h = user;
+    if (n >= H2_BIG && !h->big) {
+        void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p != MAP_FAILED) {
+            h->big = p, h->big_len = n;
+            return p;
+        }
+    }
+    return malloc(n);
+}
+
+static void mem_free(void *p, void *user)
+{
+    h2_t *h = user;
+    if (p && p == h->big) {
+        munmap(p, h->big_len);
+        h->big = NULL;
+        return;
+    }
+    free(p);
+}
+
+static void *mem_calloc(size_t k, size_t n, void *user)
+{
+    (void)user;
+    return calloc(k, n);
+}
+
+static void *mem_realloc(void *p, size_t n, void *user)
+{
+    h2_t *h = user;
+    if (!p) /* (how nghttp2 1.52 allocates the frame buffer) */
+        return mem_malloc(n, h);
+    if (p != h->big)
+        return realloc(p, n);
+    void *q = malloc(n);
+    if (q) {
+        memcpy(q, p, n < h->big_len ? n : h->big_len);
+        mem_free(p, h);
+    }
+    return q;
+}
+
 h2_t *h2_new(const h1_conn_t *f, void (*wake)(void *conn))
 {
     h2_t *h = calloc(1, sizeof *h);
     nghttp2_session_callbacks *cb = callbacks();
     nghttp2_option *o = options();
-    if (!h || !cb || !o || nghttp2_session_server_new2(&h->ng, cb, h, o)) {
+    nghttp2_mem mem = {h, mem_malloc, mem_free, mem_calloc, mem_realloc};
+    if (!h || !cb || !o || nghttp2_session_server_new3(&h->ng, cb, h, o, &mem)) {
         nghttp2_session_callbacks_del(cb);
         nghttp2_option_del(o);
         free(h);
@@ -841,7 +1008,7 @@ void h2_free(h2_t *h)
         next = s->next;
         stream_free(s);
     }
-    free(h->pend);
+    pend_reset(h, 0);
     free(h);
 }
 
@@ -994,7 +1161,8 @@ long h2_fill(h2_t *h, size_t max)
     if (!gio_batch_done(h->f.out))
         return 0;
     sweep(h); /* (the batch keeps counting bytes_sent: conn.c's -B window reads it) */
-    while (h->f.out->bytes_left + h->pendlen < max) {
+    pend_reset(h, 1);
+    while (h->f.out->bytes_left + (h->pend ? h->pend->len - h->mark : 0) < max) {
         const uint8_t *p;
         ssize_t n = nghttp2_session_mem_send(h->ng, &p);
         if (n < 0)
@@ -1006,6 +1174,8 @@ long h2_fill(h2_t *h, size_t max)
     }
     if (pend_flush(h) < 0)
         return -1;
+    if (!h->f.out->bytes_left && !h->all)
+        pend_reset(h, 0);
     return (long)h->f.out->bytes_left;
 }
 
@@ -1025,14 +1195,25 @@ unsigned h2_streams(const h2_t *h)
     return h->open;
 }
 
+unsigned h2_bodies(const h2_t *h)
+{
+    return h->bodies;
+}
+
+uint64_t h2_body_bytes(const h2_t *h)
+{
+    return h->body_bytes;
+}
+
 int64_t h2_head_since(const h2_t *h)
 {
-    int64_t t = h->requests ? 0 : h->started; /* the first request: from the preface on */
+    int64_t t = h->requests || h->headed ? 0 : h->started; /* the first head: from the preface on */
     if ((h->hd_have || h->frame_left) && (!t || h->frame_since < t))
         t = h->frame_since; /* a frame (or the preface) begun and not complete */
     if (h->pending)
         for (const h2_stream_t *s = h->all; s; s = s->next)
-            if (!s->dispatched && !s->deferred && !s->closed && (!t || s->begun < t))
+            if (!s->dispatched && !s->deferred && !s->closed && !s->in_body &&
+                (!t || s->begun < t))
                 t = s->begun;
     return t;
 }
@@ -1048,7 +1229,7 @@ void h2_goaway(h2_t *h)
 
 size_t h2_expire(h2_t *h, char *buf, size_t cap)
 {
-    if (cap < 17 || !gio_batch_done(h->f.out) || h->pendlen)
+    if (cap < 17 || !gio_batch_done(h->f.out) || (h->pend && h->pend->len != h->mark))
         return 0; /* a frame is on its way: more bytes would land inside it */
     static const char hd[9] = {0, 0, 8, NGHTTP2_GOAWAY, 0, 0, 0, 0, 0};
     uint32_t id = (uint32_t)h->last_dispatched;

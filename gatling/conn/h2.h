@@ -70,6 +70,11 @@ int h2_done(const h2_t *h);
 /* Streams open (being answered). */
 unsigned h2_streams(const h2_t *h);
 
+/* Streams whose request body is still coming, and the body bytes read in
+   all (they are progress, as bytes sent are, for the -B window). */
+unsigned h2_bodies(const h2_t *h);
+uint64_t h2_body_bytes(const h2_t *h);
+
 /*
  * Since when (gio_now() ms) a request head has been incomplete, or 0 if
  * none is: the -s deadline runs from there, as for an HTTP/1.1 head.  A head

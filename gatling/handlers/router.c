@@ -2,6 +2,7 @@
 #include "router.h"
 #include "http/hbuf.h"
 #include "site/site.h"
+#include "status.h"
 
 #include <string.h>
 
@@ -63,6 +64,9 @@ static int redirect_https(exchange_t *ex, const http_request_t *req, const http_
 int router_dispatch(exchange_t *ex)
 {
     const http_request_t *req = ex->req;
+    int health = status_health(ex); /* -k: before every rule, a checker sends what it sends */
+    if (health)
+        return health < 0 ? -1 : 0;
     size_t hosts = http_header_count(req, "Host");
     if (hosts > 1 || (req->version == 11 && hosts == 0)) /* RFC 9112 3.2 */
         return ex_error(ex, 400, NULL, NULL);

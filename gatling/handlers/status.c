@@ -29,12 +29,16 @@ typedef struct row {
 
 #define STATUS_PAGE_MAX 12288 /* the page is about 5 KiB */
 
-/* The rows, in the order shown; the same list makes both forms. */
-static size_t rows(const site_t *s, row_t *r, int64_t now)
+/* The rows, in the order shown (at most cap); the same list makes both forms. */
+static size_t rows(const site_t *s, row_t *r, size_t cap, int64_t now)
 {
     const status_counters_t *st = &s->stats;
     size_t n = 0;
-#define ROW(k, l, v) r[n++] = (row_t){k, l, (uint64_t)(v)}
+#define ROW(k, l, v) \
+    do { \
+        if (n < cap) \
+            r[n++] = (row_t){k, l, (uint64_t)(v)}; \
+    } while (0)
     ROW("uptime", "uptime (s)", now - st->started);
     ROW("connections", "open connections", s->nconns);
     ROW("requests", "requests", st->requests);
@@ -91,6 +95,16 @@ static size_t rows(const site_t *s, row_t *r, int64_t now)
         st->h2_flood[H2_FLOOD_RAPID_RESET]);
     ROW("h2_flood_continuation", "HTTP/2 floods ended: CONTINUATION frames",
         st->h2_flood[H2_FLOOD_CONTINUATION]);
+    ROW("proxy_headers", "PROXY headers naming a client (-y)", st->proxy_headers);
+    ROW("proxy_local", "PROXY headers keeping the proxy's address (LOCAL, UNKNOWN)",
+        st->proxy_local);
+    ROW("proxy_untrusted", "PROXY listener: not from a trusted proxy (-Y), closed",
+        st->proxy_untrusted);
+    ROW("proxy_malformed", "PROXY headers malformed or cut short, closed", st->proxy_malformed);
+    ROW("proxy_timeout", "timed out: PROXY header (-s)", st->proxy_timeout);
+    ROW("health_ok", "health checks (-k): 200", st->health_ok);
+    ROW("health_failed", "health checks (-k): 503, draining", st->health_failed);
+    ROW("draining", "draining: health checks fail (-g), listeners closing", s->draining);
 #undef ROW
     return n;
 }
@@ -100,8 +114,8 @@ int status_serve(exchange_t *ex, int json)
     site_t *s = ex->site;
     int64_t now = gio_wallclock(s->loop);
     stats_roll(&s->stats, now);
-    row_t r[64];
-    size_t n = rows(s, r, now);
+    row_t r[72];
+    size_t n = rows(s, r, sizeof r / sizeof r[0], now);
     char *body = malloc(STATUS_PAGE_MAX), pid[24];
     if (!body)
         return -1;
@@ -144,4 +158,37 @@ int status_serve(exchange_t *ex, int json)
     }
     ex_field(ex, "Cache-Control", "no-store");
     return ex_page(ex, json ? "application/json" : "text/html; charset=utf-8", body, hb_len(&b));
+}
+
+int status_health(exchange_t *ex)
+{
+    site_t *s = ex->site;
+    const char *path = s->cfg->health;
+    const http_request_t *req = ex->req;
+    if (!path)
+        return 0;
+    size_t n = strlen(path), m = req->method.n;
+    const char *t = req->target.p;
+    if (req->target.n < n || memcmp(t, path, n) || (req->target.n > n && t[n] != '?'))
+        return 0;
+    if (!((m == 3 && !memcmp(req->method.p, "GET", 3)) ||
+          (m == 4 && !memcmp(req->method.p, "HEAD", 4))))
+        return 0;
+    static const char ok[] = "ok\n", draining[] = "draining\n";
+    int up = !s->draining;
+    if (up)
+        s->stats.health_ok++;
+    else
+        s->stats.health_failed++;
+    ex_field(ex, "Cache-Control", "no-store");
+    if (!up)
+        ex_field(ex, "Retry-After", "5");
+    const char *body = up ? ok : draining;
+    size_t len = up ? sizeof ok - 1 : sizeof draining - 1;
+    int r = ex_head(ex, up ? 200 : 503, "text/plain", len, -1);
+    if (r < 0)
+        return -1;
+    if (r == EX_REPLACED)
+        return 1;
+    return ex_body_buf(ex, body, len, 0) < 0 ? -1 : 1;
 }

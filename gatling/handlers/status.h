@@ -2,6 +2,7 @@
  * status — /server-status (gatling -S): open connections, requests and bytes
  * in total and per second (site/stats.h), as HTML or (with ?json) JSON.
  * Only loopback clients get it; with -W each worker reports its own numbers.
+ * The health check a load balancer polls (-k) is here too.
  */
 #ifndef GATLING_STATUS_H
 #define GATLING_STATUS_H
@@ -15,5 +16,14 @@ int status_is_loopback(const struct sockaddr *sa);
 
 /* Queue the status page (json: the JSON form).  0, or -1 on ENOMEM. */
 int status_serve(exchange_t *ex, int json);
+
+/*
+ * -k: if ex asks for the health check's path (GET or HEAD, any Host or
+ * none, a query ignored), answer it from memory: 200 "ok", or 503
+ * "draining" once a drain has begun (site->draining, its -g grace
+ * included), counted.  1 when answered, 0 when ex is another request, -1
+ * on ENOMEM.
+ */
+int status_health(exchange_t *ex);
 
 #endif

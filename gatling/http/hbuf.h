@@ -41,7 +41,8 @@ static inline void hb_put(hbuf_t *b, const void *s, size_t n)
         b->over = 1;
         return;
     }
-    memcpy(b->p, s, n);
+    if (n) /* an absent field is {NULL, 0}: memcpy from NULL is undefined even for 0 */
+        memcpy(b->p, s, n);
     b->p += n;
 }
 

@@ -4,6 +4,16 @@
 
 #define GATLING_VERSION "0.1"
 
+#define CONFIG_PROXY_PORTS 8 /* -y: ports named */
+#define CONFIG_TRUST_MAX 32  /* -Y: proxies (addresses or networks) trusted */
+#define CONFIG_HEALTH_MAX 255 /* -k: the health check path's length */
+
+/* An address or network: IPv4 as ::ffff:a.b.c.d, the prefix over 128 bits. */
+typedef struct config_net {
+    unsigned char addr[16];
+    int bits;
+} config_net_t;
+
 typedef struct config {
     const char *addr;      /* -i: NULL = all addresses, IPv6 and IPv4 */
     int port;              /* -p: default 80 as root, 8000 otherwise; 0 = any */
@@ -47,6 +57,15 @@ typedef struct config {
     int hsts;                /* -x: Strict-Transport-Security max-age on HTTPS; -1 = none */
     int https_redirect;      /* -X: plain HTTP requests get 301 to https:// */
     int h2_off;              /* -2: no HTTP/2 (neither ALPN h2 nor h2c prior knowledge) */
+    /* behind a load balancer */
+    int proxy_http, proxy_https;         /* -y http, https: those listeners expect PROXY */
+    int proxy_ports[CONFIG_PROXY_PORTS]; /* -y port: so does the listener on port */
+    int nproxy_ports;
+    config_net_t trust[CONFIG_TRUST_MAX]; /* -Y: whose PROXY headers are believed */
+    int ntrust;
+    const char *health; /* -k: the health check's path; NULL = none */
+    int drain_grace;    /* -g: seconds the health check fails before a drain closes
+                           the listeners; 0 = close at once */
     /* set up by main(), not options: */
     int log_fd;   /* the access log (-1: none), opened before any chroot */
     int error_fd; /* the error log (stderr, or -q's file), opened before any chroot */

@@ -42,6 +42,7 @@ typedef struct site {
     status_counters_t stats;
     size_t nconns; /* open connections (conn.c keeps it) */
     size_t ntls;   /* ... of which HTTPS */
+    int draining;  /* a drain has begun (its -g grace too): the health check fails */
     int64_t date_at; /* wall-clock second of `date` */
     char date[32];   /* the current HTTP-date, for Date: */
     /* Last-Modified dates formatted lately, by mtime: gmtime and formatting

@@ -56,6 +56,13 @@ typedef struct status_counters {
     uint64_t h2_refused;       /* HTTP/2: streams refused, the connection's header bytes full */
     uint64_t h2_file_waits;    /* HTTP/2: streams that waited for a file slot (per connection) */
     uint64_t h2_flood[H2_FLOOD_KINDS]; /* HTTP/2 connections ended by GOAWAY ENHANCE_YOUR_CALM */
+    uint64_t proxy_headers;    /* -y: PROXY headers that named a client */
+    uint64_t proxy_local;      /* ... that kept the proxy's address (LOCAL, UNKNOWN: checks) */
+    uint64_t proxy_untrusted;  /* -y: connections from outside -Y, closed unread */
+    uint64_t proxy_malformed;  /* -y: PROXY headers malformed or cut short, closed */
+    uint64_t proxy_timeout;    /* -y: PROXY headers not complete in time (-s), closed */
+    uint64_t health_ok;        /* -k: health checks answered 200 */
+    uint64_t health_failed;    /* -k: health checks answered 503 (draining) */
 } status_counters_t;
 
 /* Start a new second at wall-clock second now, if it is one: the second that

@@ -35,7 +35,15 @@ LISTEN_RE = re.compile(r"listening on (\S+) port (\d+)")
 # GATLING_SCHEME=https runs the HTTP tests over TLS: every server gets a
 # certificate from a throwaway CA (dist/mkcert.sh) and an HTTPS port, srv.port
 # is the HTTPS port (srv.plain_port the HTTP one), and Client speaks TLS.
+# GATLING_SCHEME=h2 runs them over HTTP/2: the servers as for https, curl
+# asks for h2 (ALPN), and Client is H2Client, which turns each HTTP/1.1
+# request a test sends into a stream on one HTTP/2 connection (Python's h2).
 SCHEME = os.environ.get("GATLING_SCHEME", "http")
+TLS = SCHEME in ("https", "h2")
+H2 = SCHEME == "h2"
+# what a response's status line says, and the access log's request line
+HTTP_VERSION = "HTTP/2" if H2 else "HTTP/1.1"
+LOG_VERSION = "HTTP/2.0" if H2 else "HTTP/1.1"
 _pki = []
 
 
@@ -54,21 +62,66 @@ def test_pki():
 # written before any handshake (HTTPS refusals just close), half-closes,
 # byte-level timing of raw sockets, other tools that speak plain HTTP.  What
 # the caps and rates (-N, -K, -A, -B) do on the HTTPS port is tested in
-# test_tls.py instead.
-http_only = pytest.mark.skipif(SCHEME == "https", reason="plain HTTP by design (see conftest)")
+# test_tls.py instead.  They are left out of the h2 pass too (it runs on TLS).
+http_only = pytest.mark.skipif(TLS, reason="plain HTTP by design (see conftest)")
+
+# Tests whose requests or assertions cannot be said in HTTP/2: the HTTP/1.1
+# parser and framing (bad request lines, chunked bodies, HTTP/1.0, 100-continue),
+# connection management (Connection: close, keep-alive counts, half-closes,
+# pipelining limits), byte-level timing of a request, tools that speak only
+# HTTP/1.1 (ab, wrk).  Mark them explicitly, with the reason; H2Client fails
+# (NotH2) on a request it cannot turn into a stream, never skips one.
+def h1_only(reason):
+    return pytest.mark.skipif(H2, reason="HTTP/1.1 only: " + reason)
+
+
+# A test that shows a server bug over HTTP/2 (named in the reason): expected to
+# fail in the h2 pass until the server is fixed; not strict, so the fix's own
+# change can drop the mark.
+def h2_bug(reason):
+    return pytest.mark.xfail(H2, reason="server bug over HTTP/2: " + reason, strict=False)
 
 
 def url(port, path="/"):
     """The URL of path on a test server, in the suite's scheme (curl, ab and
     wrk take it; curl trusts the test CA through CURL_CA_BUNDLE)."""
-    if SCHEME == "https":
+    if TLS:
         os.environ["CURL_CA_BUNDLE"] = os.path.join(test_pki(), "ca.pem")
-    return "%s://127.0.0.1:%d%s" % (SCHEME, port, path)
+    return "%s://127.0.0.1:%d%s" % ("https" if TLS else "http", port, path)
 
 
-def client_tls_context():
+def curl_version_args():
+    """curl's arguments for the suite's protocol: --http2 in the h2 pass (curl
+    would offer h2 by ALPN anyway; this says so), none otherwise."""
+    return ["--http2"] if H2 else []
+
+
+def client_tls_context(alpn=None):
     import ssl
-    return ssl.create_default_context(cafile=os.path.join(test_pki(), "ca.pem"))
+    ctx = ssl.create_default_context(cafile=os.path.join(test_pki(), "ca.pem"))
+    if alpn:
+        ctx.set_alpn_protocols(alpn)
+    return ctx
+
+
+def import_h2():
+    """Python's h2 (Debian's python3-h2, pure Python): from the interpreter's
+    own packages, else from Debian's /usr/lib/python3/dist-packages (the suite
+    may run under another python3 than /usr/bin/python3)."""
+    import sys
+    try:
+        import h2.connection  # noqa: F401
+    except ImportError:
+        sys.path.append("/usr/lib/python3/dist-packages")
+        try:
+            import h2.connection  # noqa: F401
+        except ImportError:
+            raise ImportError("GATLING_SCHEME=h2 needs Python's h2 (apt-get install "
+                              "python3-h2, or pip install h2; tests/setup.sh does it)")
+    import h2
+    return h2
+
+
 # Lines on the server's stderr that always mean a bug.
 ALARMING = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
             "Segmentation fault", "AddressSanitizer:DEADLYSIGNAL", "stack smashing",
@@ -476,7 +529,7 @@ def start_server(build, docroot, args=("-T", "10"), env=None):
     """Start build's gatling on 127.0.0.1, kernel-chosen port, cwd = docroot.
     Waits for the "listening on ADDR port N" line on stderr."""
     cmd = [build.binary, "-i", "127.0.0.1", "-p", "0"] + list(args)
-    tls = SCHEME == "https" and "-E" not in args and "-C" not in args
+    tls = TLS and "-E" not in args and "-C" not in args
     if tls:
         cmd += ["-C", os.path.join(test_pki(), "certs"), "-e", "0"]
     e = dict(os.environ)
@@ -644,9 +697,10 @@ def no_body_status(status):
     return 100 <= status < 200 or status in (204, 304)
 
 
-class Client:
-    """One TCP connection to the server, with a read buffer so that several
-    pipelined responses can be taken one after another."""
+class H1Client:
+    """One TCP connection to the server (TLS in the https and h2 passes), with
+    a read buffer so that several pipelined responses can be taken one after
+    another.  Tests use it as Client, which is H2Client in the h2 pass."""
 
     def __init__(self, port, host="127.0.0.1", timeout=IO_TIMEOUT, rcvbuf=None):
         self.timeout = timeout
@@ -656,7 +710,7 @@ class Client:
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock.settimeout(timeout)
         self.sock.connect((host, port))
-        if SCHEME == "https":
+        if TLS:
             self.sock = client_tls_context().wrap_socket(self.sock, server_hostname="localhost")
         self.buf = bytearray()  # += on bytes would be quadratic for big bodies
         self.sent = b""
@@ -832,6 +886,367 @@ class Client:
             % (self.sent[:600], bytes(self.buf[:300])))
 
 
+class NotH2(AssertionError):
+    """A test sent bytes that are not a well-formed HTTP/1.1 request, or asked
+    for something only HTTP/1.1 has: it belongs under h1_only."""
+
+
+# RFC 9113 8.2.2: connection-specific fields are not sent in HTTP/2
+H2_DROP = ("connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade",
+           "host")
+REQUEST_LINE = re.compile(r"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.1")
+
+
+class _Stream:
+    def __init__(self, method, head, length):
+        self.method = method
+        self.head = head  # the HTTP/1.1 head it came from, for messages
+        self.heads = []  # response heads: 1xx ones, then the final one
+        self.trailers = []
+        self.body = bytearray()
+        self.ended = False
+        self.reset = None  # RST_STREAM's error code
+        self.need = length  # request body bytes the test has not sent yet
+        self.out = b""  # request body bytes not sent yet (flow control)
+        self.out_ended = length == 0  # END_STREAM sent
+
+
+class H2Client:
+    """Client's interface over one HTTP/2 connection (TLS, ALPN h2), for the
+    h2 pass.  send() takes the HTTP/1.1 bytes a test writes; each well-formed
+    request becomes a stream: the request line gives :method and :path, Host
+    gives :authority, the connection-specific fields are dropped (RFC 9113
+    8.2.2), and the Content-Length bytes that follow go out as DATA as they
+    come (after a 100, if the test waits for one).  Pipelined requests become
+    concurrent streams; read_response() returns their responses in the order
+    sent (a 1xx first), as a Response with version "HTTP/2" and the field
+    names as received (lower case).  A request HTTP/2 cannot carry (not
+    HTTP/1.1, chunked, a bad request line) raises NotH2: mark the test
+    h1_only.  A stream the server resets, or a connection it closes before
+    answering, raises ConnectionError, as a close does for H1Client.
+    sni and context (an ssl.SSLContext) default to the suite's: localhost,
+    trusting the test CA."""
+
+    def __init__(self, port, host="127.0.0.1", timeout=IO_TIMEOUT, rcvbuf=None,
+                 sni="localhost", context=None):
+        h2 = import_h2()
+        import h2.config
+        import h2.connection
+        import h2.events
+        import h2.exceptions
+        self.ev = h2.events
+        self.h2_errors = h2.exceptions
+        self.timeout = timeout
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if rcvbuf:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.settimeout(timeout)
+        sock.connect((host, port))
+        if context is None:
+            context = client_tls_context()
+        context.set_alpn_protocols(["h2"])
+        self.sock = context.wrap_socket(sock, server_hostname=sni)
+        alpn = self.sock.selected_alpn_protocol()
+        assert alpn == "h2", "the server chose ALPN %r, not h2" % alpn
+        self.conn = h2.connection.H2Connection(h2.config.H2Configuration(
+            client_side=True, header_encoding=None))
+        self.conn.initiate_connection()
+        # h2 4.1 takes any GOAWAY as the end of the connection and then refuses
+        # the frames of the streams the server still finishes (RFC 9113 6.8):
+        # after a graceful one, keep the connection open on our side
+        from h2.connection import ConnectionState
+        from hyperframe.frame import GoAwayFrame
+        on_goaway = self.conn._frame_dispatch_table[GoAwayFrame]
+
+        def goaway(frame):
+            out = on_goaway(frame)
+            if not frame.error_code:
+                self.conn.state_machine.state = ConnectionState.CLIENT_OPEN
+            return out
+        self.conn._frame_dispatch_table[GoAwayFrame] = goaway
+        self.buf = bytearray()  # HTTP/1.1 bytes sent that are not a whole request head yet
+        self.cur = None  # the stream whose request body is still coming
+        self.sent = b""
+        self.streams = {}
+        self.order = []  # stream ids whose responses read_response has not returned
+        self.goaway = None  # ConnectionTerminated
+        self.eof = False
+        self._flush()
+        _open_clients.append(self)
+
+    def close(self):
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+    def reset(self):
+        """Close with RST (SO_LINGER 0)."""
+        import struct
+        with contextlib.suppress(OSError):
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.close()
+
+    def _flush(self):
+        data = self.conn.data_to_send()
+        if data:
+            self.sock.sendall(data)
+
+    # -- HTTP/1.1 in, streams out
+    def send(self, data):
+        if isinstance(data, str):
+            data = data.encode("latin-1")
+        self.sent += data
+        self.buf += data
+        while self.buf:
+            if self.cur:
+                n = min(self.cur.need, len(self.buf))
+                self.cur.out += bytes(self.buf[:n])
+                self.cur.need -= n
+                del self.buf[:n]
+                if not self.cur.need:
+                    self.cur = None
+            elif not self._start_stream():
+                break
+        self._send_bodies()
+        self._flush()
+
+    def send_split(self, data, sizes, pause=0.01):
+        """As H1Client's; a request's HEADERS go out once its head is complete."""
+        if isinstance(data, str):
+            data = data.encode("latin-1")
+        i = k = 0
+        while i < len(data):
+            n = sizes[k % len(sizes)]
+            self.send(data[i:i + n])
+            i += n
+            k += 1
+            time.sleep(pause)
+
+    def _not_h2(self, why, head):
+        return NotH2("%s: HTTP/2 cannot carry this request (mark the test h1_only): %r"
+                     % (why, head[:300]))
+
+    def _start_stream(self):
+        """Start a stream for the request head at the start of self.buf, if
+        it is complete; False when it is not all here yet."""
+        i = self.buf.find(b"\r\n\r\n")
+        if i < 0:
+            return False
+        head = bytes(self.buf[:i])
+        lines = head.decode("latin-1").split("\r\n")
+        m = REQUEST_LINE.fullmatch(lines[0])
+        if not m:
+            raise self._not_h2("not an HTTP/1.1 request line", head)
+        method, target = m.groups()
+        fields = []
+        for ln in lines[1:]:
+            k, sep, v = ln.partition(":")
+            if not sep or not k or k != k.strip():
+                raise self._not_h2("a malformed field line %r" % ln, head)
+            fields.append((k.lower(), v.strip()))
+        if any(k == "transfer-encoding" for k, _ in fields):
+            raise self._not_h2("HTTP/1.1 framing (Transfer-Encoding)", head)
+        cls = [v for k, v in fields if k == "content-length"]
+        if len(cls) > 1 or (cls and not cls[0].isdigit()):
+            raise self._not_h2("a malformed Content-Length", head)
+        length = int(cls[0]) if cls else 0
+        del self.buf[:i + 4]
+        hosts = [v for k, v in fields if k == "host"]
+        if len(hosts) > 1:
+            raise self._not_h2("more than one Host", head)
+        if method == "CONNECT":  # RFC 9113 8.5: :method and :authority only
+            pseudo, hosts, target = [(":method", method)], [target], None
+        else:
+            pseudo = [(":method", method), (":scheme", "https")]
+        m = target and re.fullmatch(r"(https?)://([^/?#]*)(.*)", target)
+        if m:  # absolute form: the target names the authority (RFC 9112 3.2.2)
+            pseudo[1] = (":scheme", m.group(1))
+            hosts, target = [m.group(2)], m.group(3) or "/"
+        if hosts:
+            pseudo.append((":authority", hosts[0]))
+        if target:
+            pseudo.append((":path", target))
+        drop = set(H2_DROP)
+        for k, v in fields:
+            if k == "connection":
+                drop.update(t.strip().lower() for t in v.split(","))
+        rest = [(k, v) for k, v in fields if k not in drop
+                and not (k == "te" and v.lower() != "trailers")]
+        headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in pseudo + rest]
+        sid = self.conn.get_next_available_stream_id()
+        # h2 4.1 insists on :path, which a CONNECT must not have, and on
+        # :authority, which a request may lack (RFC 9113 8.3.1)
+        self.conn.config.validate_outbound_headers = method != "CONNECT" and bool(hosts)
+        try:
+            self.conn.send_headers(sid, headers, end_stream=length == 0)
+        except self.h2_errors.ProtocolError as e:
+            raise self._not_h2("h2 refused it (%s)" % e, head)
+        finally:
+            self.conn.config.validate_outbound_headers = True
+        st = self.streams[sid] = _Stream(method, head, length)
+        self.cur = st if length else None
+        self.order.append(sid)
+        return True
+
+    def _send_bodies(self):
+        """Send what flow control allows of the request bodies."""
+        for sid, st in self.streams.items():
+            while not st.out_ended and st.reset is None and not st.ended:
+                n = min(len(st.out), self.conn.local_flow_control_window(sid),
+                        self.conn.max_outbound_frame_size)
+                if n <= 0 and (st.out or st.need):
+                    break
+                st.out_ended = n == len(st.out) and not st.need
+                self.conn.send_data(sid, st.out[:n], end_stream=st.out_ended)
+                st.out = st.out[n:]
+
+    # -- frames in
+    def _hang(self, what):
+        return ServerHang("server hang: no complete %s within %.1f s over HTTP/2.\n"
+                          "request(s) sent: %r\nstreams: %s"
+                          % (what, self.timeout, self.sent[:600],
+                             {k: (v.heads, len(v.body), v.ended, v.reset)
+                              for k, v in self.streams.items()}))
+
+    def _recv(self, deadline, what):
+        """Read once and feed the frames to h2; False at the end of the connection."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise self._hang(what)
+        self.sock.settimeout(left)
+        try:
+            chunk = self.sock.recv(1 << 20)
+        except socket.timeout:
+            raise self._hang(what)
+        except (ConnectionResetError, BrokenPipeError):
+            chunk = b""
+        if not chunk:
+            self.eof = True
+            return False
+        try:
+            events = self.conn.receive_data(chunk)
+        except self.h2_errors.ProtocolError as e:
+            raise AssertionError("the server broke HTTP/2: %r; request(s) sent: %r"
+                                 % (e, self.sent[:600]))
+        for ev in events:
+            self._event(ev)
+        self._send_bodies()
+        with contextlib.suppress(OSError):
+            self._flush()
+        return True
+
+    def _event(self, ev):
+        st = self.streams.get(getattr(ev, "stream_id", 0) or 0)
+        if isinstance(ev, (self.ev.ResponseReceived, self.ev.InformationalResponseReceived)):
+            st.heads.append(ev.headers)
+        elif isinstance(ev, self.ev.TrailersReceived):
+            st.trailers = ev.headers
+        elif isinstance(ev, self.ev.DataReceived):
+            st.body += ev.data
+            self.conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+        elif isinstance(ev, self.ev.StreamEnded):
+            st.ended = True
+        elif isinstance(ev, self.ev.StreamReset):
+            if st:
+                st.reset = ev.error_code
+        elif isinstance(ev, self.ev.ConnectionTerminated):
+            self.goaway = ev
+
+    def _lost(self, sid, st):
+        """Why the stream sid will get no (more) response, or None."""
+        if st.reset is not None:
+            return "the server reset the stream (RST_STREAM %s)" % st.reset
+        if self.goaway is not None and (sid > self.goaway.last_stream_id
+                                        or self.eof or self.goaway.error_code):
+            return "GOAWAY %s, last stream %d" % (self.goaway.error_code,
+                                                   self.goaway.last_stream_id)
+        if self.eof:
+            return "the server closed the connection"
+        return None
+
+    def read_response(self, method="GET", timeout=None):
+        """The response to the oldest request whose response was not read yet
+        (a 1xx first, as it comes; the stream stays the oldest)."""
+        if not self.order:
+            raise self._not_h2("no complete request head sent", bytes(self.buf))
+        deadline = time.monotonic() + (timeout or self.timeout)
+        sid = self.order[0]
+        st = self.streams[sid]
+        while not st.ended and not (st.heads and self._status(st.heads[0]) < 200):
+            why = self._lost(sid, st)
+            if why:
+                self.order.pop(0)
+                raise ConnectionError("%s before a complete response; request: %r"
+                                      % (why, st.head))
+            self._recv(deadline, "response")
+        assert st.heads, "stream %d ended without a response head" % sid
+        fields = st.heads.pop(0)
+        status = self._status(fields)
+        if status >= 200:
+            self.order.pop(0)
+            del self.streams[sid]
+            fields += st.trailers
+        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in fields[1:]]
+        raw = "HTTP/2 %d\r\n" % status + "".join("%s: %s\r\n" % kv for kv in headers)
+        return Response("HTTP/2", status, "", headers, bytes(st.body) if status >= 200 else b"",
+                        raw.encode("latin-1"))
+
+    def read_head(self, timeout=None):
+        """Wait for the head of the oldest unread response and return its
+        status, leaving the response to read_response (for a test that stalls
+        a download: flow control holds the rest at the server)."""
+        deadline = time.monotonic() + (timeout or self.timeout)
+        st = self.streams[self.order[0]]
+        while not st.heads:
+            why = self._lost(self.order[0], st)
+            if why:
+                raise ConnectionError(why)
+            self._recv(deadline, "response head")
+        return self._status(st.heads[0])
+
+    @staticmethod
+    def _status(fields):
+        assert fields[0][0] == b":status", fields
+        return int(fields[0][1])
+
+    def request(self, target="/", method="GET", version="HTTP/1.1", headers=None,
+                host="localhost", body=b"", timeout=None):
+        self.send(build_request(target, method, version, headers, host, body))
+        return self.read_response(method, timeout=timeout)
+
+    def closed_within(self, timeout):
+        """True if the server closes the connection within timeout seconds
+        (frames that arrive meanwhile are taken in)."""
+        deadline = time.monotonic() + timeout
+        while not self.eof:
+            try:
+                self._recv(deadline, "close")
+            except ServerHang:
+                return False
+        return True
+
+    def assert_closed(self, timeout=2.0, why=""):
+        t0 = time.monotonic()
+        assert self.closed_within(timeout), (
+            "server did not close the HTTP/2 connection within %.1f s %s\nsent: %r"
+            % (timeout, why, self.sent[:600]))
+        return time.monotonic() - t0
+
+    def assert_open(self, wait=0.3):
+        assert not self.closed_within(wait), (
+            "server closed the HTTP/2 connection unexpectedly (%s); sent: %r"
+            % (self.goaway, self.sent[:600]))
+
+
+Client = H2Client if H2 else H1Client
+
+
 def build_request(target="/", method="GET", version="HTTP/1.1", headers=None,
                   host="localhost", body=b""):
     lines = ["%s %s %s" % (method, target, version)]
@@ -921,6 +1336,25 @@ def assert_status(resp, want, what=""):
     if isinstance(want, int):
         want = (want,)
     assert resp.status in want, "%s: got %d, wanted %s\n%r" % (what, resp.status, want, resp)
+
+
+def assert_refused(resp, want, what=""):
+    """A request the server must refuse with status want.  Over HTTP/2 a
+    request with a field HTTP/2 forbids (a NUL, RFC 9113 8.2.1) is malformed:
+    the stream is reset (resp None, from raw_exchange) or answered with want."""
+    if H2 and resp is None:
+        return
+    assert_status(resp, want, what)
+
+
+def assert_ends_connection(c, timeout=2.0, why=""):
+    """After an error that ends an HTTP/1.1 connection (a 414 or 431: the
+    server cannot trust the framing that follows) the server closes it; over
+    HTTP/2 only that stream is over and the connection stays open."""
+    if H2:
+        c.assert_open(0.3)
+    else:
+        c.assert_closed(timeout, why)
 
 
 def serve_then_check(srv):

@@ -22,7 +22,7 @@ import time
 import warnings
 
 from conftest import (IMF_FIXDATE, assert_status, make_docroot, norm_ctype,  # noqa: F401
-                      serve_then_check, start_server)
+                      curl_version_args, serve_then_check, start_server)
 
 # gatling's open-file cache keeps a file's descriptor and stat for 1 s
 # (FCACHE_TTL_MS): after changing a file that was served, wait this long.
@@ -166,9 +166,10 @@ def zstd_compress(data):
 # curl
 
 def curl(url, *opts, timeout=20):
-    """Run curl -sS; returns the CompletedProcess (stdout bytes)."""
+    """Run curl -sS (--http2 in the h2 pass); returns the CompletedProcess (stdout bytes)."""
     assert shutil.which("curl"), "curl is not installed"
-    return subprocess.run(["curl", "-sS", "--max-time", "10"] + list(opts) + [url],
+    return subprocess.run(["curl", "-sS", "--max-time", "10"] + curl_version_args() + list(opts)
+                          + [url],
                           capture_output=True, timeout=timeout)
 
 

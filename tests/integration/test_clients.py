@@ -1,4 +1,6 @@
-"""Real clients against gatling: curl, ab, wrk (skipped when not installed)."""
+"""Real clients against gatling: curl, ab, wrk (skipped when not installed).
+In the h2 pass curl speaks HTTP/2 (and each test checks it did); ab and wrk
+speak only HTTP/1.1, and run in the other passes."""
 import hashlib
 import re
 import shutil
@@ -6,7 +8,7 @@ import subprocess
 
 import pytest
 
-from conftest import url, BIG, TEXT
+from conftest import H2, url, BIG, TEXT, curl_version_args, h1_only
 
 
 def tool(name):
@@ -26,10 +28,13 @@ def run(cmd, timeout=30):
 
 def curl(srv, tmp_path, path, *opts):
     out = tmp_path / "curl.out"
-    p = run([tool("curl"), "-sS", "--max-time", "10", "-o", str(out), "-w", "%{http_code}"]
+    p = run([tool("curl"), "-sS", "--max-time", "10", "-o", str(out),
+             "-w", "%{http_code} %{http_version}"] + curl_version_args()
             + list(opts) + [url(srv.port, path)])
     assert p.returncode == 0, "curl failed: %s" % p.stderr.decode(errors="replace")
-    return int(p.stdout), out.read_bytes() if out.exists() else b""
+    code, version = p.stdout.decode().split()
+    assert version == "2" or not H2, "curl spoke HTTP/%s in the h2 pass" % version
+    return int(code), out.read_bytes() if out.exists() else b""
 
 
 def test_curl_get(srv, tmp_path):
@@ -45,7 +50,7 @@ def test_curl_big(srv, tmp_path):
 def test_curl_head(srv, tmp_path):
     code, body = curl(srv, tmp_path, "/big.bin", "-I")
     assert code == 200
-    assert re.search(rb"(?im)^content-length: %d\r$" % len(BIG), body), body
+    assert re.search(rb"(?im)^content-length: %d\r?$" % len(BIG), body), body
 
 
 def test_curl_404(srv, tmp_path):
@@ -60,6 +65,7 @@ def test_curl_follows_301(srv, tmp_path):
     assert code == 301
 
 
+@h1_only("HTTP/1.0")
 def test_curl_http10(srv, tmp_path):
     code, body = curl(srv, tmp_path, "/f.txt", "--http1.0")
     assert code == 200 and body == TEXT
@@ -67,13 +73,14 @@ def test_curl_http10(srv, tmp_path):
 
 def test_curl_several_urls_one_connection(srv, tmp_path):
     p = run([tool("curl"), "-sS", "--max-time", "10", "-o", "/dev/null", "-o", "/dev/null",
-             "-w", "%{http_code} %{num_connects}\n",
+             "-w", "%{http_code} %{num_connects}\n"] + curl_version_args() + [
              url(srv.port, "/f.txt"), url(srv.port, "/data.json")])
     assert p.returncode == 0, p.stderr
     assert p.stdout.decode().split("\n")[:2] == ["200 1", "200 0"], (
         "curl did not reuse the connection: %r" % p.stdout)
 
 
+@h1_only("the tool speaks HTTP/1.1 only")
 def test_ab_keepalive(srv):
     p = run([tool("ab"), "-n", "200", "-c", "10", "-k", "-s", "10",
              url(srv.port, "/f.txt")])
@@ -86,6 +93,7 @@ def test_ab_keepalive(srv):
     assert not re.search(r"Non-2xx responses", out), out
 
 
+@h1_only("the tool speaks HTTP/1.1 only")
 def test_ab_no_keepalive(srv):
     p = run([tool("ab"), "-n", "200", "-c", "10", "-s", "10",
              url(srv.port, "/f.txt")])
@@ -95,6 +103,7 @@ def test_ab_no_keepalive(srv):
     assert re.search(r"Failed requests:\s+0\b", out), out
 
 
+@h1_only("the tool speaks HTTP/1.1 only")
 def test_wrk(srv):
     p = run([tool("wrk"), "-t1", "-c10", "-d1s", url(srv.port, "/f.txt")])
     out = p.stdout.decode(errors="replace")

@@ -4,7 +4,9 @@ hex, extensions and field lines exactly, and a request whose framing is in
 doubt gets one answer and the connection closes."""
 import pytest
 
-from conftest import Client, assert_status
+from conftest import Client, assert_status, h1_only
+
+pytestmark = h1_only("Transfer-Encoding and chunked framing")
 
 SMUGGLED = b"GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
 

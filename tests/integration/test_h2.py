@@ -454,13 +454,28 @@ GET_A = b"\x82\x86\x84\x41\x01a"  # :method GET, :scheme http, :path /, :authori
 SETTINGS0 = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
 
 
+def closed_within(s, secs):
+    """Read until the server closes: the seconds it took (None: still open)."""
+    t = time.monotonic()
+    s.settimeout(0.2)
+    while time.monotonic() - t < secs:
+        try:
+            if not s.recv(65536):
+                return time.monotonic() - t
+        except socket.timeout:
+            continue
+        except ConnectionResetError:
+            return time.monotonic() - t
+    return None
+
+
 @pytest.mark.parametrize("what", ["preface only", "partial HEADERS frame",
-                                  "HEADERS without END_HEADERS", "no END_STREAM"])
+                                  "HEADERS without END_HEADERS"])
 def test_slow_h2_head_is_closed_at_s(gatling, what):
     """-s over HTTP/2, as for an HTTP/1.1 head: a connection with no complete
     request since its preface, a frame begun and not finished, a header
-    block never ended, a request never ended -- closed at -s (not -T),
-    counted as timeout_head."""
+    block never ended -- closed at -s (not -T), counted as timeout_head.
+    (A complete head whose body never comes is a body: see below.)"""
     srv = gatling(TREE, args=("-T", "30", "-s", "1", "-E", "-S"))
     s = socket.create_connection(srv.addr(), timeout=5)
     s.sendall(PREFACE + SETTINGS0)
@@ -472,8 +487,6 @@ def test_slow_h2_head_is_closed_at_s(gatling, what):
         s.sendall(headers_frame(3, GET_A, 0x5)[:12])
     elif what == "HEADERS without END_HEADERS":
         s.sendall(headers_frame(3, GET_A[:3], 0x1))
-    elif what == "no END_STREAM":
-        s.sendall(headers_frame(3, GET_A, 0x4))
     t = time.monotonic()
     got = frames(s, 6)  # until the server closes
     took = time.monotonic() - t
@@ -483,6 +496,21 @@ def test_slow_h2_head_is_closed_at_s(gatling, what):
     goaway = [struct.unpack(">II", p[:8]) for ty, _, _, p in got if ty == 7]
     assert goaway == [(0 if what == "preface only" else 1, 0)], got
     assert server_status(srv.port)["timeout_head"] == 1
+
+
+def test_h2_body_that_never_comes_is_closed_by_the_rate_window(gatling):
+    """A complete request head without END_STREAM, and then nothing: as an
+    HTTP/1.1 body that never comes, closed when the rate window (-T 2 here)
+    passes without progress, counted as timeout_body -- not held for -T 30's
+    worth of windows, and not counted as a head."""
+    srv = gatling(TREE, args=("-T", "2", "-s", "1", "-E", "-S"))
+    s = socket.create_connection(srv.addr(), timeout=5)
+    s.sendall(PREFACE + SETTINGS0 + headers_frame(1, GET_A, 0x4))
+    took = closed_within(s, 8)
+    s.close()
+    assert took is not None and 1.5 < took < 5, took
+    st = server_status(srv.port)
+    assert st["timeout_body"] == 1 and st["timeout_head"] == 0, st
 
 
 def test_h2_idle_after_a_request_is_not_cut_at_s(gatling):

@@ -13,8 +13,10 @@ import json
 import os
 import re
 import resource
+import shutil
 import signal
 import socket
+import struct
 import subprocess
 import threading
 import time
@@ -24,8 +26,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 ERROR_KINDS = ["refused", "connect", "ctimeout", "reset", "timeout", "eof", "short",
-               "parse", "io", "abort", "status", "tls"]
-LOSING_KINDS = ["reset", "timeout", "eof", "short", "parse", "io", "abort"]
+               "parse", "io", "abort", "status", "tls", "rst", "goaway", "noh2"]
+LOSING_KINDS = ["reset", "timeout", "eof", "short", "parse", "io", "abort", "rst", "goaway"]
 RUN_TIMEOUT = 30  # no single tool run may take longer: a hang fails the test
 
 
@@ -82,8 +84,14 @@ def check_accounting(r, depth=1):
 
 
 class Gatling:
-    def __init__(self, build, docroot, workers=1, nofile=None):
-        argv = [build / "gatling", "-i", "127.0.0.1", "-p", "0", "-n"]
+    """gatling on 127.0.0.1.  log: a file for the access log (default: none);
+    pki: a dist/mkcert.sh directory, for an HTTPS port too (tls_port)."""
+
+    def __init__(self, build, docroot, workers=1, nofile=None, args=(), log=None, pki=None):
+        argv = [build / "gatling", "-i", "127.0.0.1", "-p", "0", *args]
+        argv += ["-l", log] if log else ["-n"]
+        if pki:
+            argv += ["-C", Path(pki) / "certs", "-e", "0"]
         if workers > 1:
             argv += ["-W", str(workers)]
 
@@ -97,14 +105,17 @@ class Gatling:
         while time.time() < deadline:
             line = self.p.stderr.readline()
             m = re.search(r"listening on \S+ port (\d+)", line)
-            if m:
+            if m and "(https)" in line:
+                self.tls_port = int(m.group(1))
+            elif m:
                 self.port = int(m.group(1))
+            if hasattr(self, "port") and (not pki or hasattr(self, "tls_port")):
                 break
             if not line and self.p.poll() is not None:
                 break
         else:
             line = "(timeout)"
-        if not hasattr(self, "port"):
+        if not hasattr(self, "port") or (pki and not hasattr(self, "tls_port")):
             self.stop()
             pytest.fail(f"gatling did not start: {line}")
         # keep draining stderr so that a chatty server never blocks on a full pipe
@@ -112,6 +123,9 @@ class Gatling:
 
     def url(self, path="/"):
         return f"http://127.0.0.1:{self.port}{path}"
+
+    def tls_url(self, path="/"):
+        return f"https://127.0.0.1:{self.tls_port}{path}"
 
     def stop(self):
         if self.p.poll() is None:
@@ -264,6 +278,70 @@ def h_drop_idle(c, srv):
         return
     if head is not None:
         c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+
+
+# HTTP/2 servers that misbehave on purpose, frame by frame (h2c, prior knowledge).
+# A response is one HEADERS frame holding HPACK's static index 8, ":status: 200".
+
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+def h2_frame(ftype, flags, sid, payload=b""):
+    return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + struct.pack(">I", sid) + payload
+
+
+def h2_requests(c):
+    """Read the client's preface and frames; ack its SETTINGS; yield each request's stream id."""
+    c.sendall(h2_frame(4, 0, 0))  # our SETTINGS: none
+    buf = b""
+
+    def fill(n):
+        nonlocal buf
+        while len(buf) < n:
+            d = c.recv(65536)
+            if not d:
+                return False
+            buf += d
+        return True
+    if not fill(24) or not buf.startswith(H2_PREFACE):
+        return
+    buf = buf[24:]
+    while fill(9) and fill(9 + int.from_bytes(buf[:3], "big")):
+        n, ftype, flags = int.from_bytes(buf[:3], "big"), buf[3], buf[4]
+        sid = int.from_bytes(buf[5:9], "big") & 0x7fffffff
+        buf = buf[9 + n:]
+        if ftype == 4 and not flags & 1:
+            c.sendall(h2_frame(4, 1, 0))  # SETTINGS ACK
+        elif ftype == 1:  # HEADERS
+            yield sid
+
+
+def h_h2_reset_half(c, srv):
+    """Answers the 1st, 3rd, 5th... request of a connection; resets the others (INTERNAL_ERROR)."""
+    for k, sid in enumerate(h2_requests(c)):
+        if k % 2 == 0:
+            c.sendall(h2_frame(1, 0x5, sid, b"\x88"))  # END_STREAM | END_HEADERS
+        else:
+            c.sendall(h2_frame(3, 0, sid, struct.pack(">I", 2)))
+
+
+def h_h2_goaway_after_3(code):
+    """Answers three requests per connection, then GOAWAY with `code` at the fourth:
+    streams from the fourth on are refused."""
+    def handler(c, srv):
+        last = 0
+        for k, sid in enumerate(h2_requests(c)):
+            if k < 3:
+                c.sendall(h2_frame(1, 0x5, sid, b"\x88"))
+                last = sid
+            elif k == 3:
+                c.sendall(h2_frame(7, 0, 0, struct.pack(">II", last, code)))
+    return handler
+
+
+def h_h2_silent(c, srv):
+    for _ in h2_requests(c):
+        pass
 
 
 def refused_port():
@@ -439,6 +517,189 @@ def test_help(build):
     for tool in ("bench", "httpbench"):
         p = run([build / tool, "-h"])
         assert p.returncode == 0 and "usage" in p.stdout
+
+
+# ---------------------------------------------------------------- HTTP/2 (bench --h2)
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    d = tmp_path_factory.mktemp("pki")
+    subprocess.run(["sh", ROOT / "dist" / "mkcert.sh", d], check=True, capture_output=True,
+                   timeout=60)
+    return d
+
+
+@pytest.fixture
+def gatling_h2(build, docroot, pki, tmp_path):
+    """gatling with an HTTPS port and an access log (read it after stop())."""
+    g = Gatling(build, docroot, log=tmp_path / "access.log", pki=pki)
+    g.log = tmp_path / "access.log"
+    yield g
+    g.stop()
+
+
+def h2_logged(g):
+    """Requests the server logged as HTTP/2 (after it stopped: the log is flushed)."""
+    g.stop()
+    return sum(1 for x in g.log.read_text().splitlines() if '" 200 ' in x and "HTTP/2.0" in x)
+
+
+def check_h2(r, streams):
+    check_accounting(r, depth=streams)
+    assert r["protocol"] == "h2" and r["streams"] == streams and r["pipeline"] == 1
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["h2c", "h2-tls"])
+def test_bench_h2_streams(build, gatling_h2, tls):
+    """-k --streams 10 over h2c and over TLS (ALPN h2): the requested count, 0 errors,
+    and as many HTTP/2 requests in the server's access log."""
+    url = gatling_h2.tls_url("/1k.html") if tls else gatling_h2.url("/1k.html")
+    p, r = bench_json(build, "--h2", "-c", "4", "-k", "--streams", "10", "-n", "3000", url)
+    assert p.returncode == 0, p.stderr
+    check_h2(r, 10)
+    assert r["requests"] == r["responses"] == 3000 and r["errors_total"] == 0
+    assert r["status"]["2xx"] == 3000 and r["body_bytes"] == 3000 * 1024
+    assert r["connects"] == 4
+    assert r.get("tls", False) == tls
+    assert h2_logged(gatling_h2) == 3000
+
+
+def test_bench_h2_report_and_requests(build, gatling_h2, tmp_path):
+    """Text report names the protocol; one request per connection; HEAD; -f with a 404; -r."""
+    p = run([build / "bench", "-q", "--h2", "-c", "2", "-n", "50", gatling_h2.url("/1k.html")])
+    assert p.returncode == 0, p.stderr
+    assert re.search(r"^protocol +h2 \(h2c, prior knowledge\), 1 stream per connection$",
+                     p.stdout, re.M), p.stdout
+    assert re.search(r"^requests +50 sent, 50 answered, 0 lost; 50 connections", p.stdout, re.M)
+    assert re.search(r"rst 0 goaway 0 noh2 0$", p.stdout, re.M)
+    p, r = bench_json(build, "--h2", "-m", "HEAD", "-c", "2", "-k", "--streams", "3", "-n", "60",
+                      gatling_h2.tls_url("/1k.html"))
+    assert p.returncode == 0 and r["responses"] == 60 and r["body_bytes"] == 0, p.stderr
+    urls = tmp_path / "urls"
+    urls.write_text("/1k.html\n/2k.txt\n/missing\n")
+    p, r = bench_json(build, "--h2", "-c", "3", "-k", "--streams", "4", "-r", "50", "-n", "600",
+                      "-f", urls, gatling_h2.url("/"))
+    check_h2(r, 4)
+    assert r["responses"] == 600 and r["lost"] == 0 and p.returncode == 3
+    assert r["status"]["2xx"] == 400 and r["status"]["4xx"] == 200
+    assert r["errors"]["status"] == 200 and r["errors_total"] == 200
+    assert r["body_bytes"] >= 200 * (1024 + 2048)
+    assert 600 // 50 <= r["connects"] <= 600 // 50 + 3  # -r 50: a new one after 50 requests
+
+
+def test_bench_h2_open_loop(build, gatling):
+    """-R over HTTP/2: due requests go to any connection with a free stream slot."""
+    p, r = bench_json(build, "--h2", "-c", "2", "-k", "--streams", "4", "-R", "400", "-d", "1.5",
+                      gatling.url("/1k.html"))
+    assert p.returncode == 0, p.stderr
+    check_h2(r, 4)
+    assert r["open_loop_rate"] == 400 and r["errors_total"] == 0 and r["lost"] == 0
+    assert 0.5 * 600 <= r["requests"] <= 600 + 2, r  # 400/s for 1.5 s (a loaded host lags)
+    assert r["responses"] == r["requests"] and r["connects"] == 2
+
+
+def test_bench_h2_processes_merge(build, gatling_h2):
+    """-P 2 over HTTP/2: two workers' counts and histograms merge; -b spreads them."""
+    p, r = bench_json(build, "--h2", "-P", "2", "-c", "6", "-k", "--streams", "5", "-n", "4000",
+                      "-b", "127.0.0.1-3", gatling_h2.tls_url("/1k.html"))
+    assert p.returncode == 0, p.stderr
+    check_h2(r, 5)
+    assert r["processes"] == 2 and r["connects"] == 6 and r["responses"] == 4000
+    assert r["latency_us"]["count"] == 4000 and r["errors_total"] == 0
+    assert h2_logged(gatling_h2) == 4000
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["h2c", "h2-tls"])
+def test_bench_h2_server_without_h2(build, docroot, pki, tls):
+    """gatling -2 has no HTTP/2: a clear error kind and a fatal exit at once, not a hang."""
+    g = Gatling(build, docroot, args=["-2"], pki=pki)
+    try:
+        t = time.time()
+        url = g.tls_url("/1k.html") if tls else g.url("/1k.html")
+        p, r = bench_json(build, "--h2", "-c", "4", "-k", "--streams", "10", "-d", "5", url)
+        assert time.time() - t < 3
+        assert p.returncode == 1
+        assert r["errors"]["noh2"] >= 1 and r["responses"] == 0
+        assert r["requests"] == r["lost"]
+        why = "did not pick h2 by ALPN" if tls else "answered the HTTP/2 preface with HTTP/1.x"
+        assert "not an HTTP/2 server" in r["fatal"] and why in r["fatal"], r["fatal"]
+        assert why in p.stderr
+    finally:
+        g.stop()
+
+
+def test_bench_h2_stream_resets(build, pyserver):
+    s = pyserver(h_h2_reset_half)
+    p, r = bench_json(build, "--h2", "-c", "2", "-k", "--streams", "4", "-n", "400", s.url())
+    check_h2(r, 4)
+    assert p.returncode == 3, p.stderr
+    assert r["requests"] == 400 and r["lost"] == r["errors"]["rst"]
+    assert r["responses"] + r["errors"]["rst"] == 400 and 180 <= r["errors"]["rst"] <= 220
+    assert r["errors_total"] == r["errors"]["rst"] and r["connects"] == 2
+
+
+def test_bench_h2_graceful_goaway(build, pyserver):
+    """Streams a GOAWAY with NO_ERROR refuses were not processed (RFC 9113 8.7): they are
+    sent again on a new connection, not counted as errors."""
+    s = pyserver(h_h2_goaway_after_3(0))
+    p, r = bench_json(build, "--h2", "-c", "1", "-k", "--streams", "4", "-n", "40", s.url())
+    check_h2(r, 4)
+    assert p.returncode == 0, (p.stderr, r)
+    assert r["requests"] == r["responses"] == 40 and r["errors_total"] == 0
+    assert r["connects"] == 14 and r["retried"] >= 13  # 3 answers per connection
+
+
+def test_bench_h2_goaway_error(build, pyserver):
+    """A GOAWAY with an error code: the streams it refused are lost, one goaway error per
+    GOAWAY; a new connection goes on."""
+    s = pyserver(h_h2_goaway_after_3(2))
+    p, r = bench_json(build, "--h2", "-c", "1", "-k", "--streams", "4", "-n", "40", s.url())
+    check_h2(r, 4)
+    assert p.returncode == 3, p.stderr
+    assert r["retried"] == 0
+    c = r["connects"]  # all but the last get three answers and a GOAWAY; -n may cut the last
+    assert r["requests"] == 40 and 3 * (c - 1) < r["responses"] <= 3 * c, r
+    assert c - 1 <= r["errors"]["goaway"] <= c, r
+    assert r["errors_total"] == r["errors"]["goaway"] and r["lost"] >= r["errors"]["goaway"]
+
+
+def test_bench_h2_timeout(build, pyserver):
+    s = pyserver(h_h2_silent)
+    t = time.time()
+    p, r = bench_json(build, "--h2", "-c", "2", "-k", "--streams", "3", "-n", "6", "-t", "0.3",
+                      s.url())
+    check_h2(r, 3)
+    assert r["errors"]["timeout"] == 2 and r["lost"] == 6 and r["responses"] == 0
+    assert p.returncode != 0 and time.time() - t < 5
+
+
+@pytest.mark.parametrize("args", [
+    ["--streams", "4"], ["--h2", "-k", "-p", "2"], ["--h2", "--streams", "2"],
+    ["--h2", "-k", "--streams", "0"], ["--h2", "-k", "--streams", "5000"],
+    ["--h2", "--connect-only"],
+])
+def test_bench_h2_bad_options(build, args):
+    p = run([build / "bench", *args, "http://127.0.0.1:9/"])
+    assert p.returncode == 2, (args, p.stderr)
+    assert "bench:" in p.stderr
+
+
+@pytest.mark.skipif(not shutil.which("h2load"), reason="h2load (nghttp2-client) not installed")
+def test_bench_h2_counts_match_h2load(build, gatling_h2):
+    """A sanity check of counts, not of speed: bench --h2 and h2load with the same -c,
+    streams and -n each get every response, and the server logs each of them."""
+    n = 2000
+    p, r = bench_json(build, "--h2", "-c", "4", "-k", "--streams", "10", "-n", n,
+                      gatling_h2.url("/1k.html"))
+    assert p.returncode == 0 and r["responses"] == n, p.stderr
+    h = run(["h2load", "-c", "4", "-m", "10", "-n", n, gatling_h2.url("/1k.html")])
+    assert h.returncode == 0, h.stderr
+    m = re.search(r"requests: (\d+) total, \d+ started, (\d+) done, (\d+) succeeded, "
+                  r"(\d+) failed", h.stdout)
+    assert m and [int(x) for x in m.groups()] == [n, n, n, 0], h.stdout
+    assert re.search(r"status codes: (\d+) 2xx", h.stdout).group(1) == str(n)
+    assert h2_logged(gatling_h2) == 2 * n
 
 
 # ---------------------------------------------------------------- more than one process

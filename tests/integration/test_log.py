@@ -8,13 +8,14 @@ import time
 
 import pytest
 
-from conftest import SCHEME, TEXT, Client, close_all_clients, make_docroot, start_server
+from conftest import (H2, LOG_VERSION, TLS, TEXT, Client, close_all_clients, make_docroot,
+                      start_server)
 
 CLF = re.compile(r'(?P<host>\S+) (?P<ident>\S+) (?P<user>\S+) '
                  r'\[(?P<time>\d\d/[A-Z][a-z]{2}/\d{4}:\d\d:\d\d:\d\d [+-]\d{4})\] '
                  r'"(?P<request>(?:[^"\\]|\\.)*)" (?P<status>\d{3}) (?P<bytes>\d+|-) '
                  r'"(?P<referer>(?:[^"\\]|\\.)*)" "(?P<agent>(?:[^"\\]|\\.)*)"'
-                 + (" https" if SCHEME == "https" else ""))
+                 + (" https" if TLS else ""))
 
 # (method, target, extra headers, expected status, expected bytes)
 REQUESTS = [
@@ -41,9 +42,10 @@ def logrun(build, tmp_path_factory):
             for m, t, h, st, _ in REQUESTS:
                 r = c.request(t, method=m, headers=h)
                 assert r.status == st, (m, t, r)
-        # a second connection, HTTP/1.0
+        # a second connection, HTTP/1.0 (HTTP/1.1 over HTTP/2)
         with Client(srv.port) as c:
-            c.request("/f.txt", version="HTTP/1.0", headers=["User-Agent: old"])
+            c.request("/f.txt", version="HTTP/1.1" if H2 else "HTTP/1.0",
+                      headers=["User-Agent: old"])
         srv.wait_log(len(REQUESTS) + 1, timeout=1.0)
     finally:
         close_all_clients()
@@ -73,7 +75,7 @@ def test_fields(logrun):
     for ln, (meth, t, hdrs, st, nbytes) in zip(lines, REQUESTS):
         m = CLF.fullmatch(ln)
         assert m, ln
-        assert m["request"] == "%s %s HTTP/1.1" % (meth, t), ln
+        assert m["request"] == "%s %s %s" % (meth, t, LOG_VERSION), ln
         assert int(m["status"]) == st, ln
         if nbytes is not None:
             assert m["bytes"] == nbytes, "bytes field %r, want %r: %s" % (
@@ -83,7 +85,8 @@ def test_fields(logrun):
         want_ua = h.get("User-Agent", "-").replace('"', '\\"')
         assert m["referer"] == want_ref, "referer %r, want %r: %s" % (m["referer"], want_ref, ln)
         assert m["agent"] == want_ua, "agent %r, want %r: %s" % (m["agent"], want_ua, ln)
-    assert CLF.fullmatch(lines[len(REQUESTS)])["request"] == "GET /f.txt HTTP/1.0"
+    assert CLF.fullmatch(lines[len(REQUESTS)])["request"] == "GET /f.txt " + (
+        LOG_VERSION if H2 else "HTTP/1.0")
 
 
 def test_404_bytes_is_body_length(logrun):

@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from conftest import SCHEME, Client, Mode, Symlink, build_request, fetch, make_docroot, raw_exchange
+from conftest import (H2, HTTP_VERSION, LOG_VERSION, TLS, Client, Mode, Symlink, build_request,
+                      fetch, h1_only, h2_bug, make_docroot, raw_exchange)
 from h3util import (assert_ok, assert_status, basic_auth, crypt_hash, module_server, no_leak_env,
                     norm_ctype, wait_for)
 
@@ -25,7 +26,7 @@ BODY_MAX = 1 << 20
 CLF = re.compile(r'(?P<vhost>\S+ )?(?P<host>\S+) - - '
                  r'\[\d\d/[A-Z][a-z]{2}/\d{4}:\d\d:\d\d:\d\d \+0000\] '
                  r'"(?P<request>[^"]*)" (?P<status>\d{3}) (?P<bytes>\d+|-) "[^"]*" "[^"]*"'
-                 + (" https" if SCHEME == "https" else ""))
+                 + (" https" if TLS else ""))
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +80,7 @@ CHUNKED = (b"5;ext=1\r\nhello\r\n"
            b"0\r\nTrailer-A: 1\r\nTrailer-B: two\r\n\r\n")
 
 
+@h1_only("chunked framing")
 @pytest.mark.parametrize("sizes", [None, (1,), (5, 2, 9)], ids=["whole", "bytewise", "pieces"])
 def test_chunked_body_then_pipelined(srv, sizes):
     data = get_req("/f.txt", "Transfer-Encoding: chunked", body=CHUNKED) + get_req("/g.txt")
@@ -91,6 +93,7 @@ def test_chunked_body_then_pipelined(srv, sizes):
         assert_ok(c.read_response(), G, "the request after the chunked body")
 
 
+@h1_only("chunked framing")
 def test_chunked_post_405_then_pipelined(srv):
     # the body looks like a request: it must be skipped, never answered
     inner = b"GET /g.txt HTTP/1.1\r\nHost: x\r\n\r\n"
@@ -102,6 +105,7 @@ def test_chunked_post_405_then_pipelined(srv):
         assert_ok(c.read_response(), F, "the request after the POST body")
 
 
+@h1_only("chunked framing")
 def test_content_length_and_chunked_400_close(srv):
     # RFC 9112 6.1: the server MUST close the connection after responding
     with Client(srv.port) as c:
@@ -111,6 +115,7 @@ def test_content_length_and_chunked_400_close(srv):
         c.assert_closed(2.0, "after a request with both framings")
 
 
+@h1_only("chunked framing")
 @pytest.mark.parametrize("body", [b"zz\r\nhello\r\n0\r\n\r\n", b"5\r\nhelloXX0\r\n\r\n",
                                   b"-1\r\nx\r\n0\r\n\r\n"],
                          ids=["bad-hex", "no-crlf-after-data", "negative"])
@@ -121,10 +126,12 @@ def test_malformed_chunked_400(srv, body):
         c.assert_closed(2.0, "after a malformed chunked body")
 
 
+@h1_only("Transfer-Encoding")
 @pytest.mark.parametrize("te", ["gzip", "chunked, gzip", "identity"])
 def test_unknown_transfer_coding_400(srv, te):
     r = raw_exchange(srv.port, get_req("/f.txt", "Transfer-Encoding: " + te, body=b"0\r\n\r\n"))
     assert_status(r, (400, 501), "Transfer-Encoding: " + te)
+
 
 
 def test_content_length_over_limit_413(srv):
@@ -140,6 +147,7 @@ def test_content_length_at_limit_ok(srv):
         assert_ok(c.read_response(), G)
 
 
+@h1_only("chunked framing")
 def test_chunked_over_limit_413(srv):
     with Client(srv.port, timeout=10) as c:
         c.send(get_req("/f.txt", "Transfer-Encoding: chunked"))
@@ -155,17 +163,19 @@ def test_chunked_over_limit_413(srv):
 # --------------------------------------------------------------------------
 # Expect: 100-continue
 
+
 def test_expect_100_continue(srv):
     with Client(srv.port) as c:
         c.send(get_req("/f.txt", "Content-Length: 5", "Expect: 100-continue"))
         r = c.read_response(timeout=3)
         assert_status(r, 100, "interim response before the body")
-        assert r.version == "HTTP/1.1" and r.headers == [], r
+        assert r.version == HTTP_VERSION and r.headers == [], r
         c.send(b"abcde")
         assert_ok(c.read_response(), F, "final response after the body")
         assert_ok(c.request("/g.txt"), G, "the next request")
 
 
+@h1_only("chunked framing")
 def test_expect_100_continue_with_chunked(srv):
     with Client(srv.port) as c:
         c.send(get_req("/f.txt", "Transfer-Encoding: chunked", "Expect: 100-continue"))
@@ -185,6 +195,7 @@ def test_expect_with_body_already_sent(srv):
         assert_ok(c.read_response(), G)
 
 
+@h1_only("HTTP/1.0")
 def test_expect_ignored_for_http10(srv):
     # RFC 9110 10.1.1: a 100-continue expectation in an HTTP/1.0 request MUST be ignored
     with Client(srv.port) as c:
@@ -223,14 +234,15 @@ def test_l_appends_to_file(gatling, tmp_path):
         assert_ok(c.request("/g.txt", headers=["User-Agent: ops-test"]), G)
     lines = wait_lines(log, 4)
     assert len(lines) == 4 and lines[0] == "an old line", lines
-    want = [("GET /f.txt HTTP/1.1", "200", str(len(F))), ("GET /missing HTTP/1.1", "404", None),
-            ("GET /g.txt HTTP/1.1", "200", str(len(G)))]
+    want = [("GET /f.txt " + LOG_VERSION, "200", str(len(F))),
+            ("GET /missing " + LOG_VERSION, "404", None),
+            ("GET /g.txt " + LOG_VERSION, "200", str(len(G)))]
     for line, (req, status, nbytes) in zip(lines[1:], want):
         m = CLF.fullmatch(line)
         assert m and not m["vhost"] and m["host"] == "127.0.0.1", line
         assert (m["request"], m["status"]) == (req, status), line
         assert nbytes is None or m["bytes"] == nbytes, line
-    assert lines[3].endswith('"ops-test"' + (" https" if SCHEME == "https" else "")), lines[3]
+    assert lines[3].endswith('"ops-test"' + (" https" if TLS else "")), lines[3]
     time.sleep(0.1)
     assert s.log == [], "-l given, but lines went to stdout: %r" % s.log
 
@@ -248,9 +260,9 @@ def test_usr1_reopens_log(gatling, tmp_path):
     for _ in range(3):
         assert_ok(fetch(s.port, "/g.txt"), G)
     lines = wait_lines(log, 3)
-    assert len(lines) == 3 and all('"GET /g.txt HTTP/1.1" 200' in x for x in lines), lines
+    assert len(lines) == 3 and all('"GET /g.txt %s" 200' % LOG_VERSION in x for x in lines), lines
     old = log_lines(rotated)
-    assert len(old) == 2 and all('"GET /f.txt HTTP/1.1" 200' in x for x in old), old
+    assert len(old) == 2 and all('"GET /f.txt %s" 200' % LOG_VERSION in x for x in old), old
     s.check_alive()
 
 
@@ -262,16 +274,20 @@ def test_G_vhost_first(gatling):
         f.write(b"vhost f\n")
     assert_ok(fetch(s.port, "/f.txt", host="Example.ORG"), b"vhost f\n")
     assert_ok(fetch(s.port, "/f.txt", host="unknown.test:99"), F)
-    assert_ok(fetch(s.port, "/f.txt", host=None, version="HTTP/1.0"), F)
-    lines = s.wait_log(3)
-    assert len(lines) == 3, lines
+    n = 3
+    if H2:  # libnghttp2 resets a stream that has neither :authority nor Host
+        n = 2
+    else:
+        assert_ok(fetch(s.port, "/f.txt", host=None, version="HTTP/1.0"), F)
+    lines = s.wait_log(n)
+    assert len(lines) == n, lines
     vhosts = []
     for line in lines:
         m = CLF.fullmatch(line)
         assert m and m["vhost"], "not vhost_combined: %r" % line
         assert m["host"] == "127.0.0.1", line
         vhosts.append(m["vhost"].strip())
-    assert vhosts == ["example.org:%d" % s.port, "-:%d" % s.port, "-:%d" % s.port], lines
+    assert vhosts == ["example.org:%d" % s.port, "-:%d" % s.port, "-:%d" % s.port][:n], lines
 
 
 def goaccess(log, fmt, tmp_path):

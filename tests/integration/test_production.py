@@ -236,18 +236,23 @@ def new_pid(srv, after):
 
 
 @http_only
+@pytest.mark.parametrize("proto", ["http/1.1", "h2c"])
 @pytest.mark.parametrize("workers", [1, 2])
-def test_upgrade_under_load_loses_nothing(build, tmp_path, workers):
+def test_upgrade_under_load_loses_nothing(build, tmp_path, workers, proto):
     """SIGUSR2 twice while two bench loads run (keep-alive, and a connection per
-    request): zero errors, each old process drains and exits 0, the last new
-    one serves and stops on SIGTERM."""
+    request; over HTTP/2 ten streams at a time on each keep-alive connection):
+    zero errors, each old process drains and exits 0, the last new one serves
+    and stops on SIGTERM.  Over HTTP/2 the draining process sends GOAWAY and
+    finishes the streams it took; bench sends the ones it refused again on a
+    new connection (RFC 9113 8.7: they were never processed)."""
+    h2 = ["--h2"] if proto == "h2c" else []
     root = str(tmp_path / "www")
     make_docroot(root, {"f.txt": "upgrade me\n"})
     srv = start_server(build, root, ("-n", "-T", "10", "-W", str(workers)))
     pids = [srv.pid]
     try:
-        ka = bench_bg(build, srv.port, ["-c", "20", "-k"], 4)
-        one = bench_bg(build, srv.port, ["-c", "10"], 4)
+        ka = bench_bg(build, srv.port, ["-c", "20", "-k"] + (h2 + ["--streams", "10"] if h2 else []), 4)
+        one = bench_bg(build, srv.port, ["-c", "10"] + h2, 4)
         time.sleep(1)
         for round in range(2):
             mark = len(srv.errlog)
@@ -264,6 +269,7 @@ def test_upgrade_under_load_loses_nothing(build, tmp_path, workers):
         for name, r in (("keep-alive", r1), ("one per connection", r2)):
             assert r["errors_total"] == 0 and r["responses"] > 100, (name, r["errors"], r["responses"])
             assert r["status"]["2xx"] == r["responses"], (name, r["status"])
+            assert r["protocol"] == ("h2" if h2 else "http/1.1"), (name, r["protocol"])
         assert_status(fetch(srv.port, "/f.txt"), 200, "from the last new process")
         os.kill(pids[-1], signal.SIGTERM)
         wait_for(lambda: gone(pids[-1]), 5, "the last process stopping on SIGTERM")

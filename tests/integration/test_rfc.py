@@ -2,7 +2,7 @@
 HTTP/1.1 origin server must meet (each test names its clause)."""
 import pytest
 
-from conftest import TEXT, Client, build_request, raw_exchange
+from conftest import TEXT, Client, build_request, h1_only, raw_exchange
 
 
 def test_absolute_form_target(srv):
@@ -11,18 +11,21 @@ def test_absolute_form_target(srv):
     assert r is not None and r.status == 200 and r.body == TEXT, r
 
 
+@h1_only("the HTTP/1.1 parser")
 def test_space_before_colon_400(srv):
     # RFC 9112 5.1: whitespace between field name and colon MUST be rejected with 400
     r = raw_exchange(srv.port, b"GET /f.txt HTTP/1.1\r\nHost : x\r\n\r\n")
     assert r is not None and r.status == 400, r
 
 
+@h1_only("Host (HTTP/2 has :authority)")
 def test_duplicate_host_400(srv):
     # RFC 9112 3.2: more than one Host field line -> 400
     r = raw_exchange(srv.port, b"GET /f.txt HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n")
     assert r is not None and r.status == 400, r
 
 
+@h1_only("Connection: close")
 def test_header_names_case_insensitive(srv):
     # RFC 9110 5.1
     with Client(srv.port) as c:
@@ -32,6 +35,7 @@ def test_header_names_case_insensitive(srv):
         c.assert_closed(2, "after 'cONNECTION: CLOSE'")
 
 
+@h1_only("Connection: close")
 def test_connection_token_list(srv):
     # RFC 9110 7.6.1: Connection is a list; "close" among other tokens still closes
     with Client(srv.port) as c:
@@ -40,12 +44,14 @@ def test_connection_token_list(srv):
         c.assert_closed(2, "after 'Connection: foo, close'")
 
 
+@h1_only("the HTTP/1.1 parser")
 def test_one_leading_empty_line(srv):
     # RFC 9112 2.2: SHOULD ignore at least one empty line before the request-line
     r = raw_exchange(srv.port, b"\r\n" + build_request("/f.txt"))
     assert r is not None and r.status == 200, r
 
 
+@h1_only("RFC 9112 framing")
 @pytest.mark.parametrize("cl", ["abc", "-1", "1, 2", "0x10"])
 def test_invalid_content_length_400(srv, cl):
     # RFC 9112 6.3 (5): an invalid Content-Length is an unrecoverable framing error
@@ -53,6 +59,7 @@ def test_invalid_content_length_400(srv, cl):
     assert r is not None and r.status == 400, "Content-Length %r: %r" % (cl, r)
 
 
+@h1_only("HTTP/1.0")
 def test_response_version_is_11(srv):
     # RFC 9110 6.2: a server sends its own highest conforming version
     r = raw_exchange(srv.port, b"GET /f.txt HTTP/1.0\r\n\r\n")

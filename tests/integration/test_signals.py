@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import TEXT, Client, build_request
+from conftest import H2, TEXT, Client, build_request, h1_only
 
 HUGE = 50 << 20
 
@@ -28,9 +28,12 @@ def start_slow_download(srv):
     c = Client(srv.port, rcvbuf=16384, timeout=20)
     c.send(build_request("/huge.bin"))
     # read the first bytes, then stall so the response is still in flight
-    c.sock.settimeout(5)
-    c.buf = bytearray(c.sock.recv(4096))
-    assert c.buf.startswith(b"HTTP/1.1 200"), c.buf[:200]
+    if H2:  # its head; flow control holds the rest
+        assert c.read_head(5) == 200
+    else:
+        c.sock.settimeout(5)
+        c.buf = bytearray(c.sock.recv(4096))
+        assert c.buf.startswith(b"HTTP/1.1 200"), c.buf[:200]
     time.sleep(0.3)
     return c
 
@@ -158,6 +161,7 @@ def test_sighup_waits_for_inflight(gatling, huge_tree):
     expect_exit(srv)
 
 
+@h1_only("keep-alive promised by a response in flight at SIGHUP (HTTP/2 sends GOAWAY)")
 def test_sighup_next_request_after_a_keepalive_response(gatling, huge_tree):
     """The response in flight at SIGHUP promised keep-alive: the client's
     next request, sent as soon as that response is read, gets an answer

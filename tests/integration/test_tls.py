@@ -1,8 +1,8 @@
 """HTTPS: certificates and SNI, TLS 1.2 and 1.3, ALPN, resumption (tickets and
 the session cache, also across -W workers), what is not TLS on the TLS port,
 stalled and renegotiating clients, keys the server would publish, reloading
-renewed certificates, 421, HSTS and the redirect to HTTPS -- with curl and
-openssl s_client as the clients."""
+renewed certificates, 421, HSTS and the redirect to HTTPS (those three over
+HTTP/2 too) -- with curl, openssl s_client and Python's h2 as the clients."""
 import json
 import os
 import shutil
@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from conftest import IO_TIMEOUT, https_port, read_slowly_until_closed, recv_to_eof, serial
+from conftest import (IO_TIMEOUT, H2Client, https_port, read_slowly_until_closed, recv_to_eof,
+                      serial)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MKCERT = os.path.join(ROOT, "dist", "mkcert.sh")
@@ -860,22 +861,29 @@ def test_ocsp_stapling(gatling, pki, tmp_path):
     assert "OCSP response: no response sent" in out or "OCSP Response Status" not in out
 
 
-def test_misdirected_421(gatling, pki):
+@pytest.mark.parametrize("proto", ["http/1.1", "h2"])
+def test_misdirected_421(gatling, pki, proto):
+    """A Host (HTTP/2: :authority) that the SNI's certificate does not cover is 421."""
     srv = gatling(args=tls_args(pki))
     port = https_port(srv)
     ctx = ssl.create_default_context(cafile=pki + "/ca.pem")
+    ok, misdirected = ((b"HTTP/2 200", b"HTTP/2 421") if proto == "h2" else
+                       (b"HTTP/1.1 200 OK", b"HTTP/1.1 421 Misdirected Request"))
 
     def ask(sni, host):
+        if proto == "h2":
+            with H2Client(port, sni=sni, context=ctx) as c:
+                return b"HTTP/2 %d" % c.request("/f.txt", host=host.decode()).status
         with ctx.wrap_socket(socket.create_connection(("127.0.0.1", port)),
                              server_hostname=sni) as s:
             s.sendall(b"GET /f.txt HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % host)
             return s.recv(4096).split(b"\r\n")[0]
 
-    assert ask("other.test", b"other.test") == b"HTTP/1.1 200 OK"
-    assert ask("other.test", b"a.wild.test:443") == b"HTTP/1.1 200 OK"  # same certificate
-    assert ask("other.test", b"le.test") == b"HTTP/1.1 421 Misdirected Request"
-    assert ask("localhost", b"localhost") == b"HTTP/1.1 200 OK"
-    assert ask("localhost", b"unknown.example") == b"HTTP/1.1 200 OK"  # the default's too
+    assert ask("other.test", b"other.test") == ok
+    assert ask("other.test", b"a.wild.test:443") == ok  # same certificate
+    assert ask("other.test", b"le.test") == misdirected
+    assert ask("localhost", b"localhost") == ok
+    assert ask("localhost", b"unknown.example") == ok  # the default's too
     assert status(srv)["tls_misdirected"] == 1
 
 
@@ -884,6 +892,10 @@ def test_hsts_and_redirect(gatling, pki):
     port = https_port(srv)
     rc, out, err = curl(pki, port, "/f.txt", "localhost", "-D", "-")
     assert "Strict-Transport-Security: max-age=31536000" in out, out
+    with H2Client(port, context=ssl.create_default_context(cafile=pki + "/ca.pem")) as c:
+        r = c.request("/f.txt")
+    assert r.status == 200 and r.header_all("strict-transport-security") == [
+        "max-age=31536000"], r
     with socket.create_connection(("127.0.0.1", srv.port)) as s:
         s.sendall(b"GET /f.txt?a=b HTTP/1.1\r\nHost: localhost:%d\r\nConnection: close\r\n\r\n"
                   % srv.port)
@@ -894,6 +906,13 @@ def test_hsts_and_redirect(gatling, pki):
     with socket.create_connection(("127.0.0.1", srv.port)) as s:
         s.sendall(b"GET / HTTP/1.1\r\nHost: a\"b\r\nConnection: close\r\n\r\n")
         assert s.recv(4096).startswith(b"HTTP/1.1 400")
+    # the same redirect over h2c (HTTP/2 by prior knowledge on the plain port)
+    r = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "-o", "/dev/null",
+                        "--resolve", "localhost:%d:127.0.0.1" % srv.port,
+                        "-w", "%{http_code} %{http_version} %{redirect_url}",
+                        "http://localhost:%d/f.txt?a=b" % srv.port], capture_output=True,
+                       timeout=10)
+    assert r.stdout.decode() == "301 2 https://localhost:%d/f.txt?a=b" % port, r
     # curl follows it
     r = subprocess.run(["curl", "-sSL", "--cacert", pki + "/ca.pem", "--resolve",
                         "localhost:%d:127.0.0.1" % port, "--resolve",

@@ -10,7 +10,8 @@ import socket
 
 import pytest
 
-from conftest import http_only, Client, build_request, fetch, raw_exchange, recv_to_eof
+from conftest import (H2, Client, assert_refused, build_request, fetch, h1_only, http_only,
+                      raw_exchange, recv_to_eof)
 from h3util import assert_ok, assert_status, module_server
 
 ROOT_F = b"from the document root\n"
@@ -53,6 +54,11 @@ def get(srv, host, target="/f.txt", version="HTTP/1.1"):
     return fetch(srv.port, target, host=host, version=version)
 
 
+# (host, version) of a request without Host: HTTP/1.0 (HTTP/1.1 requires one);
+# none over HTTP/2, where libnghttp2 resets a stream without :authority or Host
+NO_HOST = [] if H2 else [(None, "HTTP/1.0")]
+
+
 # --------------------------------------------------------------------------
 # Choosing the directory
 
@@ -69,6 +75,7 @@ def test_unknown_host_uses_default(srv, host):
     assert_ok(get(srv, host.format(port=srv.port)), DEFAULT_F, "Host: " + host)
 
 
+@h1_only("a request without Host (libnghttp2 resets one without :authority)")
 def test_http10_without_host_uses_default(srv):
     assert_ok(get(srv, None, version="HTTP/1.0"), DEFAULT_F, "HTTP/1.0 without Host")
 
@@ -127,8 +134,8 @@ def test_absolute_form_target_host_wins(srv):
                                   ".", "x" * 256])
 def test_bad_host_400(srv, host):
     r = raw_exchange(srv.port, build_request("/f.txt", host=host))
-    assert_status(r, 400, "Host: %r" % host)
-    assert ROOT_F not in r.body and DEFAULT_F not in r.body, r
+    assert_refused(r, 400, "Host: %r" % host)  # over HTTP/2 libnghttp2 resets some
+    assert r is None or (ROOT_F not in r.body and DEFAULT_F not in r.body), r
 
 
 # --------------------------------------------------------------------------
@@ -137,13 +144,14 @@ def test_bad_host_400(srv, host):
 def test_no_default_falls_back_to_root(gatling):
     s = own(gatling, BASE_TREE)
     assert_ok(get(s, "unknown.test"), ROOT_F, "unknown host, no default/")
-    assert_ok(get(s, None, version="HTTP/1.0"), ROOT_F, "HTTP/1.0 without Host, no default/")
+    for host, version in NO_HOST:
+        assert_ok(get(s, host, version=version), ROOT_F, "HTTP/1.0 without Host, no default/")
     assert_ok(get(s, "example.org"), EXAMPLE_F)
 
 
 def test_v_never_serves_the_root(gatling):
     s = own(gatling, BASE_TREE, "-v")
-    for host, version in [("unknown.test", "HTTP/1.1"), (None, "HTTP/1.0")]:
+    for host, version in [("unknown.test", "HTTP/1.1")] + NO_HOST:
         r = get(s, host, version=version)
         assert_status(r, 404, "-v without default/: Host %r" % host)
         assert ROOT_F not in r.body, r

@@ -532,13 +532,16 @@ static void test_copy_consume(void)
     int f = tmpfile_of(50000);
     gio_batch_add_buf(&b, head, sizeof head - 1, 0);
     gio_batch_add_file(&b, f, 1000, 40000, 0);
-    gio_batch_add_buf(&b, "tail", 4, 0);
     static char r1[16384], r2[16384], all[60000];
     long n1 = gio_batch_copy(&b, r1, sizeof r1), n2 = gio_batch_copy(&b, r2, sizeof r2);
     ok(n1 == (long)sizeof r1 && n2 == n1 && !memcmp(r1, r2, (size_t)n1),
        "copy twice without consuming: the same %ld bytes", n1);
     ok(!memcmp(r1, head, sizeof head - 1) && !memcmp(r1 + sizeof head - 1, filedata + 1000, 100),
-       "a copy runs from the buffer into the file range");
+       "a copy runs from the buffer into the last chunk, a file range");
+    gio_batch_add_buf(&b, "tail", 4, 0);
+    n1 = gio_batch_copy(&b, r1, sizeof r1);
+    ok(n1 == (long)sizeof head - 1,
+       "a file range that does not fit, with a chunk behind it, starts the next copy (%ld)", n1);
     ok(b.bytes_left == sizeof head - 1 + 40000 + 4 && b.bytes_sent == 0, "copy consumed nothing");
     size_t got = 0;
     long n;
