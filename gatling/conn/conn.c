@@ -408,16 +408,23 @@ static void st_h2(conn_t *c)
 
 /* A deadline passed in H2: a head's -s, idle, or the end of a -B window.
    1: go on. */
+/* A GOAWAY before a deadline's close, best effort (RFC 9113 6.8), as a 408
+   goes before HTTP/1.1's. */
+static void h2_bye(conn_t *c)
+{
+    char bye[32];
+    size_t n = h2_expire(c->h2, bye, sizeof bye);
+    if (n)
+        send_small(c, bye, n);
+}
+
 static int h2_timed_out(conn_t *c)
 {
     status_counters_t *st = &c->site->stats;
     int64_t since = h2_head_since(c->h2);
     if (since && gio_now(c->site->loop) - since >= head_ms(c)) {
         st->timeout_head++; /* slowloris over HTTP/2: GOAWAY and closed, as a 408 would be */
-        char bye[32];
-        size_t n = h2_expire(c->h2, bye, sizeof bye);
-        if (n)
-            send_small(c, bye, n);
+        h2_bye(c);
         return 0;
     }
     if (since) { /* a head began since this deadline was set: its deadline now */
@@ -426,8 +433,10 @@ static int h2_timed_out(conn_t *c)
         return 1;
     }
     if (!(c->h2_busy & CONN_H2_BUSY)) {
-        if (!c->set->draining)
+        if (!c->set->draining) {
             st->timeout_idle++;
+            h2_bye(c);
+        }
         return 0;
     }
     uint64_t need = (uint64_t)c->site->cfg->min_rate * (uint64_t)window_ms(c) / 1000;

@@ -88,8 +88,8 @@ int64_t h2_head_since(const h2_t *h);
 void h2_goaway(h2_t *h);
 
 /*
- * The -s deadline of an incomplete head has passed and the connection is
- * about to be closed: the bytes of a GOAWAY (NO_ERROR, last stream the
+ * A deadline has passed (-s for an incomplete head, -T for an idle
+ * connection) and the connection is about to be closed: the bytes of a GOAWAY (NO_ERROR, last stream the
  * highest one answered, so the client knows the stream cut off was not
  * acted on and may send it again) in buf, for the caller to send best
  * effort as it sends a 408 over HTTP/1.1.  Returns their length, 0 if a

@@ -531,6 +531,24 @@ def test_h2_idle_after_a_request_is_not_cut_at_s(gatling):
     assert server_status(srv.port)["timeout_head"] == 0
 
 
+def test_idle_h2_connection_gets_goaway_at_T(gatling):
+    """RFC 9113 6.8: a connection closed for idling gets GOAWAY (NO_ERROR, the
+    last stream it answered) before the close, as -s's close does; counted as
+    timeout_idle."""
+    srv = gatling(TREE, args=("-T", "1", "-E", "-S"))
+    s = socket.create_connection(srv.addr(), timeout=5)
+    s.sendall(PREFACE + SETTINGS0 + headers_frame(1, GET_A, 0x5))
+    t0 = time.monotonic()
+    got = frames(s, 4)
+    took = time.monotonic() - t0
+    s.close()
+    assert 0.8 < took < 3, took
+    goaway = [struct.unpack(">II", p[:8]) for t, _, _, p in got if t == 7]
+    assert goaway == [(1, 0)], got  # last stream 1, NO_ERROR
+    assert got[-1][0] == 7, got  # and nothing after it
+    assert server_status(srv.port)["timeout_idle"] == 1
+
+
 def test_request_fields_are_bounded_per_connection(gatling):
     """Per-stream memory: streams hold about what their fields need, and a
     connection's streams together hold at most 256 KiB of them; past it a
