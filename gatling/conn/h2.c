@@ -438,12 +438,24 @@ static int codec_misdirected(exchange_t *ex, const char *host, size_t n)
     return h->f.ssl && tls_misdirected(ex->site->cfg->tls, h->f.ssl, host, n);
 }
 
+/* 103 Early Hints: an informational HEADERS frame (nghttp2 copies the fields). */
+static int codec_hints(exchange_t *ex, const char *link)
+{
+    h2_stream_t *s = stream_of(ex);
+    nghttp2_nv nv[] = {
+        {(uint8_t *)":status", (uint8_t *)"103", 7, 3, NGHTTP2_NV_FLAG_NONE},
+        {(uint8_t *)"link", (uint8_t *)(uintptr_t)link, 4, strlen(link), NGHTTP2_NV_FLAG_NONE}};
+    int r = nghttp2_submit_headers(s->h2->ng, NGHTTP2_FLAG_NONE, s->id, NULL, nv, 2, NULL);
+    return r == NGHTTP2_ERR_NOMEM ? -1 : 0;
+}
+
 static const ex_codec_t h2_codec = {
     .head = codec_head,
     .error = codec_error,
     .body_buf = codec_body_buf,
     .body_file = codec_body_file,
     .misdirected = codec_misdirected,
+    .hints = codec_hints,
 };
 
 /* The connection holds too many request fields: the stream is refused

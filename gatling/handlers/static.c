@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #include "auth.h"
 #include "gzip.h"
+#include "hints.h"
 #include "ranges.h"
 #include "redirect.h"
 #include "target.h"
@@ -219,11 +220,13 @@ static fcache_entry_t *lookup(exchange_t *ex, const target_t *t, int *failed)
     e.protect = e.auth != NULL;
     e.fd = fd;
     e.type = mime_lookup(s->mime, e.rel, rl);
+    if (!strncmp(e.type, "text/html", 9))
+        e.hints = hints_for(vfd, e.rel, site_root_check(s));
     e.siblings = s->cfg->gzip ? enc_siblings(vfd, e.rel, &e.st, ENC_ALL) : 0;
     enc_etag(e.etag, &e.st, ENC_IDENTITY);
     fcache_entry_t *f = fcache_put(s->fcache, t->key, t->keylen, &e, gio_now(s->loop));
     if (!f) {
-        free(e.rel), free(e.auth);
+        free(e.rel), free(e.auth), free(e.hints);
         goto fail;
     }
     close(vfd);
@@ -356,6 +359,8 @@ static int serve_file(exchange_t *ex, const target_t *t, fcache_entry_t *f)
         return ex_head(ex, 304, NULL, 0, mtime) < 0 ? -1 : 0;
     if (pre == 412)
         return ex_error(ex, 412, NULL, NULL);
+    if (f->hints && !ex->head_only && ex_hints(ex, f->hints) < 0)
+        return -1;
     ex_field(ex, "Accept-Ranges", "bytes");
     ex_field(ex, "X-Content-Type-Options", "nosniff");
     if (enc)

@@ -54,6 +54,9 @@ typedef struct ex_codec {
     int (*body_file)(struct exchange *ex, int fd, uint64_t off, uint64_t len);
     /* HTTPS: does host[0..n) belong to another certificate (RFC 9110 7.4)? */
     int (*misdirected)(struct exchange *ex, const char *host, size_t n);
+    /* 103 Early Hints with this Link value, before the final response; NULL:
+       the codec sends none (HTTP/1.1: clients and proxies mishandle 1xx) */
+    int (*hints)(struct exchange *ex, const char *link);
 } ex_codec_t;
 
 typedef struct exchange {
@@ -138,6 +141,13 @@ int ex_page(exchange_t *ex, const char *ctype, char *page, size_t len);
 static inline int ex_misdirected(exchange_t *ex, const char *host, size_t n)
 {
     return ex->secure && ex->codec->misdirected(ex, host, n);
+}
+
+/* 103 Early Hints (RFC 8297) with the Link value link, where the codec sends
+   them; link must live until the exchange ends.  0, or -1 on ENOMEM. */
+static inline int ex_hints(exchange_t *ex, const char *link)
+{
+    return ex->codec->hints ? ex->codec->hints(ex, link) : 0;
 }
 
 /* Free the malloc'd p when the exchange ends, after its body is sent (one

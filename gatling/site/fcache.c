@@ -88,6 +88,7 @@ static void destroy(fcache_entry_t *e)
     free(e->rel);
     free(e->auth);
     free(e->granted);
+    free(e->hints);
     free(e->key);
     free(e);
     if (--fc->live == 0 && fc->freed) /* the cache went first: its last entry frees it */

@@ -49,6 +49,7 @@ typedef struct fcache_entry {
     int vhost_dir;     /* VHOST_*: the directory it was found in, for the log */
     char *auth;        /* the path whose .htaccess governs it (malloc'd) */
     char *granted;     /* an Authorization value that passed it (malloc'd) */
+    char *hints;       /* the Link value of its 103 Early Hints (malloc'd), or NULL */
     char etag[64];     /* its strong ETag, quotes included */
 } fcache_entry_t;
 

@@ -826,3 +826,34 @@ def test_incremental_streams_share_and_others_take_turns(gatling, incremental):
         assert before > 256 * 1024, out[:40]
     else:
         assert before < 64 * 1024, out[:40]
+
+
+def heads_seen(port, path, *extra):
+    """The status lines and Link fields curl -v shows for one request."""
+    r = subprocess.run(["curl", "-sv", "--max-time", "10", "-o", "/dev/null"] + list(extra) +
+                       ["http://127.0.0.1:%d%s" % (port, path)], capture_output=True, timeout=20)
+    return [ln[2:].strip() for ln in r.stderr.decode(errors="replace").splitlines()
+            if ln.startswith("< HTTP/") or ln.lower().startswith("< link:")]
+
+
+def test_early_hints_from_the_directory_file(gatling):
+    """103 Early Hints (RFC 8297) for an HTML page whose directory has an
+    .early-hints file: its link-values (comments, blank lines and lines a field
+    cannot carry left out) in one Link field, before the 200.  Over HTTP/2
+    only, for GET of HTML only; the file itself is a dotfile, never served."""
+    hints = (b"# preload what every page needs\n"
+             b"</style.css>; rel=preload; as=style\n\n"
+             b"Link: </app.js>; rel=preload; as=script\r\n"
+             b"</bad\x01>; rel=preload\n")
+    tree = {"eh": {"index.html": b"<p>hi</p>\n", "a.txt": b"x\n", ".early-hints": hints},
+            "noh": {"index.html": b"<p>no</p>\n"}}
+    srv = gatling(tree, args=("-T", "10", "-E"))
+    link = "link: </style.css>; rel=preload; as=style, </app.js>; rel=preload; as=script"
+    h2 = "--http2-prior-knowledge"
+    assert heads_seen(srv.port, "/eh/", h2) == ["HTTP/2 103", link, "HTTP/2 200"]
+    assert heads_seen(srv.port, "/eh/index.html", h2) == ["HTTP/2 103", link, "HTTP/2 200"]
+    assert heads_seen(srv.port, "/eh/a.txt", h2) == ["HTTP/2 200"], "not HTML"
+    assert heads_seen(srv.port, "/noh/", h2) == ["HTTP/2 200"], "no .early-hints there"
+    assert heads_seen(srv.port, "/eh/", h2, "-I") == ["HTTP/2 200"], "HEAD"
+    assert heads_seen(srv.port, "/eh/") == ["HTTP/1.1 200 OK"], "HTTP/1.1 gets none"
+    assert heads_seen(srv.port, "/eh/.early-hints", h2) == ["HTTP/2 404"]
