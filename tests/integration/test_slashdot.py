@@ -48,8 +48,9 @@ def test_slowloris_with_the_attacker_on_its_own_host(tmp_path):
     assert run["quiet"]["errors"] == 0 and run["attack"]["responses"] > 0, run
     assert run["held"] > 500, run  # the attacker's slow connections reached the server
     cmds = (out / "slashdot-commands.txt").read_text()
-    for role, what in (("srv", "server\t"), ("cli", "bench quiet\t"), ("atk", "attack\t")):
-        line = next(l for l in cmds.splitlines() if what in l)
-        assert f"ip netns exec {ns[role]} " in line, line
+    rows = [l.split("\t") for l in cmds.splitlines() if l and not l.startswith("#")]
+    for role, what in (("srv", "server"), ("cli", "bench quiet"), ("atk", "attack")):
+        cmd = next(r[4] for r in rows if r[3] == what)
+        assert f"ip netns exec {ns[role]} " in cmd, cmd
     left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert not any(n in left for n in ns.values()), left

@@ -5,7 +5,7 @@
 # again, with `perf sched record` on CPU 1 and /proc/softirqs, /proc/stat around each run.
 # ATTACKER-MODE: nice19 (bench/slashdot's: taskset -c 1 nice -n 19), idle (taskset -c 1
 # chrt -i 0: SCHED_IDLE), cpu0 (taskset -c 0 nice -n 19: beside the server).
-# Run from the repo root after make.  Bounded: every process is ended by its pid.
+# BENCH=PATH picks the bench binary (default build/epoll/bench).  Run from the repo root after make.  Bounded: every process is ended by its pid.
 set -eu
 srv=$1 mode=$2 out=$3
 mkdir -p "$out"; out=$(cd "$out" && pwd)
@@ -39,7 +39,7 @@ url=http://127.0.0.1:$port/1k.bin
 curl -sf -o /dev/null "$url"
 run() {  # run NAME: bench under perf sched (CPU 1 only: lighter), softirqs and stat around it
     cat /proc/softirqs > "$out/$1.softirqs0"; grep '^cpu' /proc/stat > "$out/$1.stat0"
-    taskset -c 1 ./build/epoll/bench -q -J -c 50 -k -R 10000 -d 5 -t 10 "$url" \
+    taskset -c 1 "${BENCH:-./build/epoll/bench}" -q -J -c 50 -k -R 10000 -d 5 -t 10 "$url" \
         > "$out/$1.bench.json" &
     bpid=$!
     echo "$bpid" > "$out/$1.bench.pid"
