@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""abspin.py SPIN-BENCH NAP-BENCH ROUNDS [OUT.json]: bench -R 10000 built two ways, alternating,
-quiet and under slowloris, against one gatling on CPU 0 (loopback).
+"""abspin.py SPIN-BENCH NAP-BENCH ROUNDS [OUT.json] [--netlab]: bench -R 10000 built two ways,
+alternating, quiet and under slowloris, against one gatling on CPU 0 (loopback; with --netlab,
+gatling, bench and the attacker each on a host of a bench/netlab lab, CPUs unchanged).
 
 SPIN-BENCH is bench before the fix (open loop: gio_wait(0) in a loop while the next request is
 due within the millisecond), NAP-BENCH after it (nanosleep of at most 50 us instead).  The
@@ -16,27 +17,42 @@ import sys
 import tempfile
 import time
 
-spin, nap, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+args = [a for a in sys.argv[1:] if a != "--netlab"]
+spin, nap, rounds = args[0], args[1], int(args[2])
 repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
     __file__)))))
+sys.path.insert(0, os.path.join(repo, "bench"))
+place, host, lab = {}, "127.0.0.1", None
+if "--netlab" in sys.argv:
+    import benchlib
+    lab = benchlib.load_driver("netlab").Lab(["srv", "cli", "atk"], lab="abspin")
+    place = {n: lab.host(n) for n in ("srv", "cli", "atk")}
+    host = place["srv"].addrs[0]
+
+
+def on(role, argv):
+    return place[role].argv(argv) if role in place else argv
+
+
 root = tempfile.mkdtemp(prefix="abspin.")
 os.chmod(root, 0o755)
 with open(os.path.join(root, "1k.bin"), "wb") as f:
     f.write(os.urandom(1024))
 port = 19000 + os.getpid() % 500
-srv = subprocess.Popen(["taskset", "-c", "0", os.path.join(repo, "gatling", "gatling"), "-i",
-                        "127.0.0.1", "-p", str(port), "-n", "-T", "600", "-s", "600", "-c",
-                        root], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+srv = subprocess.Popen(on("srv", ["taskset", "-c", "0", os.path.join(repo, "gatling", "gatling"),
+                                  "-i", host, "-p", str(port), "-n", "-T", "600", "-s", "600",
+                                  "-c", root]),
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                        start_new_session=True)
-url = f"http://127.0.0.1:{port}/1k.bin"
+url = f"http://{host}:{port}/1k.bin"
 time.sleep(0.5)
 
 
 def run(binary):
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    p = subprocess.run(["taskset", "-c", "1", binary, "-q", "-J", "-c", "50", "-k", "-R",
-                        "10000", "-d", "5", "-t", "10", url], capture_output=True, text=True,
-                       timeout=60)
+    p = subprocess.run(on("cli", ["taskset", "-c", "1", binary, "-q", "-J", "-c", "50", "-k",
+                                  "-R", "10000", "-d", "5", "-t", "10", url]),
+                       capture_output=True, text=True, timeout=60)
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     j = json.loads(p.stdout)
     lat = j["latency_us"]
@@ -53,9 +69,10 @@ atk = None
 try:
     for phase in ("quiet", "slowloris"):
         if phase == "slowloris":
-            atk = subprocess.Popen(["taskset", "-c", "1", "nice", "-n", "19", "slowhttptest",
-                                    "-H", "-i", "10", "-x", "24", "-t", "GET", "-c", "1000",
-                                    "-r", "500", "-p", "3", "-l", "300", "-u", url],
+            atk = subprocess.Popen(on("atk", ["taskset", "-c", "1", "nice", "-n", "19",
+                                              "slowhttptest", "-H", "-i", "10", "-x", "24", "-t",
+                                              "GET", "-c", "1000", "-r", "500", "-p", "3", "-l",
+                                              "300", "-u", url]),
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                    start_new_session=True)
             time.sleep(4)
@@ -78,6 +95,8 @@ finally:
     srv.terminate()
     srv.wait(5)
     subprocess.run(["rm", "-rf", root])
-if len(sys.argv) > 4:
-    with open(sys.argv[4], "w") as f:
+    if lab:
+        lab.down()
+if len(args) > 3:
+    with open(args[3], "w") as f:
         json.dump(res, f, indent=1)

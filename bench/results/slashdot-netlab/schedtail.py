@@ -50,6 +50,8 @@ print(f"bench {pid} on CPU {cpu}: {n} times switched in; runnable but waiting be
 for b in bins:
     lab = f"<= {b * 1e3:g} ms" if b != float("inf") else "> 8 ms"
     print(f"  {lab:>10}: {hist[b]:6d}  ({100 * hist[b] / max(n, 1):5.1f}%)")
+waits = [d for _, _, c, d in segs if c == "bench (ours)"]
+print(f"  longest: {1e3 * max(waits or [0]):.2f} ms")
 tot = sum(filled.values())
 print(f"waits over 1 ms: {sum(hist[b] for b in bins[2:])}, filled by (share of their time):")
 for c, t in filled.most_common(8):
