@@ -413,7 +413,11 @@ static int h2_timed_out(conn_t *c)
     status_counters_t *st = &c->site->stats;
     int64_t since = h2_head_since(c->h2);
     if (since && gio_now(c->site->loop) - since >= head_ms(c)) {
-        st->timeout_head++; /* slowloris over HTTP/2: closed, as a 408 would be */
+        st->timeout_head++; /* slowloris over HTTP/2: GOAWAY and closed, as a 408 would be */
+        char bye[32];
+        size_t n = h2_expire(c->h2, bye, sizeof bye);
+        if (n)
+            send_small(c, bye, n);
         return 0;
     }
     if (since) { /* a head began since this deadline was set: its deadline now */

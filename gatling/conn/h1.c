@@ -187,17 +187,21 @@ static const ex_codec_t h1_codec = {
     .misdirected = codec_misdirected,
 };
 
-void h1_init(h1_t *h, const h1_conn_t *f)
+void h1_exchange_init(exchange_t *ex, const h1_conn_t *f, const ex_codec_t *codec, void *owner)
 {
-    exchange_t *ex = &h->ex;
-    memset(ex, 0, offsetof(exchange_t, path));
+    memset(ex, 0, offsetof(exchange_t, path)); /* the path and vhost buffers are filled later */
     ex->vhost[0] = 0;
     ex->secure = f->secure;
     ex->local_port = f->local_port;
     ex->peer = f->peer;
     ex->site = f->site;
-    ex->codec = &h1_codec;
-    ex->conn = f->conn;
+    ex->codec = codec;
+    ex->conn = owner;
+}
+
+void h1_init(h1_t *h, const h1_conn_t *f)
+{
+    h1_exchange_init(&h->ex, f, &h1_codec, f->conn);
     h->out = f->out;
     h->ssl = f->ssl;
     h->head_len = 0;

@@ -58,6 +58,14 @@ typedef struct h1_conn {
     void *conn; /* the connection, for the exchange's owner (a job's return) */
 } h1_conn_t;
 
+/*
+ * An exchange starts with the facts of its connection f (secure, peer,
+ * local port, site) and nothing else; codec answers it, owner is where a
+ * finished job resumes it (the connection, or an HTTP/2 stream).  Both
+ * codecs start their exchanges here.
+ */
+void h1_exchange_init(exchange_t *ex, const h1_conn_t *f, const ex_codec_t *codec, void *owner);
+
 /* A fresh exchange in h for the next request on the connection f tells of. */
 void h1_init(h1_t *h, const h1_conn_t *f);
 

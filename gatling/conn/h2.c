@@ -28,7 +28,29 @@
 #define H2_FILES_MAX 32                /* streams holding an open file, per connection */
 #define H2_CONN_HDR_CAP (256 * 1024)   /* request fields held by all of a connection's streams */
 #define H2_RESET_BURST 200             /* rapid reset (CVE-2023-44487): streams reset */
-#define H2_RESET_RATE 50               /* ... per second after the burst, then GOAWAY */
+#define H2_RESET_RATE 50               /* ... per second after the burst (nghttp2's: twice) */
+#define H2_CLOSED_MEMORY 64            /* streams the client closed, remembered (RFC 9113 5.1) */
+#define H2_MAX_SETTINGS 32             /* entries in one SETTINGS frame (nghttp2 checks) */
+#define H2_WINDOW_SMALL 1024           /* a WINDOW_UPDATE opening less counts towards a flood */
+
+/*
+ * The floods (stats.h's H2_FLOOD_*): per connection, a bucket of burst
+ * frames refilled at rate a second; a frame finding it empty ends the
+ * session with ENHANCE_YOUR_CALM, counted by kind.  A browser sends a few of
+ * each per connection; WINDOW_UPDATEs count only when small, as the ones a
+ * client sends while reading a download are many but each opens much.
+ */
+static const struct {
+    uint16_t burst, rate;
+} flood_limit[H2_FLOOD_KINDS] = {
+    [H2_FLOOD_SETTINGS] = {32, 8},
+    [H2_FLOOD_PING] = {64, 16},
+    [H2_FLOOD_WINDOW] = {128, 32},
+    [H2_FLOOD_EMPTY_DATA] = {64, 16},
+    [H2_FLOOD_OTHER] = {256, 64},
+    [H2_FLOOD_RESET_SENT] = {100, 20},
+    [H2_FLOOD_RAPID_RESET] = {H2_RESET_BURST, H2_RESET_RATE},
+};
 
 /* A piece of a response body: a buffer (p) or a file range. */
 typedef struct h2_part {
@@ -62,6 +84,7 @@ typedef struct h2_stream {
     uint8_t dispatched, answered, closed, bad, refused;
     uint8_t deferred; /* its request has ended; answered once fewer files are held */
     uint8_t has_file; /* it holds an open file (counted in h2_t's files) */
+    uint8_t peer_ended; /* the client ended its side (END_STREAM) or reset the stream */
     uint8_t in_body;  /* its head is complete, its body still coming (dropped, as HTTP/1.1's) */
     uint64_t body_got; /* request body bytes: at most H1_BODY_MAX, as for HTTP/1.1 */
     int64_t begun; /* gio_now() when its HEADERS came: the -s deadline of an incomplete request */
@@ -74,6 +97,11 @@ typedef struct h2_stream {
     h2_chunk_t *chunks;  /* the request's names and values, and its log line */
     http_request_t req;
 } h2_stream_t;
+
+typedef struct h2_bucket {
+    uint64_t milli; /* frames left, in thousandths */
+    int64_t at;     /* gio_now() when last filled */
+} h2_bucket_t;
 
 struct h2 {
     nghttp2_session *ng;
@@ -96,13 +124,24 @@ struct h2 {
     size_t hdr_bytes;   /* the streams' chunks, in bytes: at most H2_CONN_HDR_CAP */
     uint32_t frame_left; /* input: bytes still to come of the preface or the frame */
     uint8_t hd_have;     /* ... of the frame header read so far */
-    uint8_t hd_len[3];
+    uint8_t hd[9];
+    uint8_t pl[5]; /* ... and the first bytes of its payload */
+    uint8_t pl_have;
+    uint8_t preface; /* what is being read is the client's preface */
+    uint8_t calm;    /* a flood ended the session (counted once) */
+    uint8_t goaway_sent;
+    h2_bucket_t flood[H2_FLOOD_KINDS];
+    uint32_t refuse; /* an error code: the frame just read ends the session */
+    uint8_t data_hd; /* the input handed to nghttp2 ends with a DATA frame's header */
+    int32_t closed_ids[H2_CLOSED_MEMORY]; /* streams the client closed, newest at closed_at */
+    unsigned closed_at;
     int64_t frame_since; /* gio_now() at the first byte of the frame being read */
     int64_t started;     /* the session's start */
     uint8_t goaway;
     int fatal;
-    int32_t max_id;  /* the highest stream a client's HEADERS opened */
-    int32_t last_id; /* after GOAWAY: the last stream that is answered */
+    int32_t max_id;          /* the highest stream a client's HEADERS opened */
+    int32_t last_id;         /* after GOAWAY: the last stream that is answered */
+    int32_t last_dispatched; /* the highest stream handed to the router */
 };
 
 static const ex_codec_t h2_codec;
@@ -113,6 +152,28 @@ int h2_preface(const char *p, size_t n)
     if (memcmp(p, H2_PREFACE, k))
         return -1;
     return n >= H2_PREFACE_LEN;
+}
+
+/* One frame of a kind: 0, or -1 if that is past its limit (the session ends). */
+static int flood_take(h2_t *h, int kind)
+{
+    h2_bucket_t *b = &h->flood[kind];
+    int64_t now = gio_now(h->f.site->loop);
+    uint64_t cap = (uint64_t)flood_limit[kind].burst * 1000;
+    if (now > b->at) { /* milli-frames: rate per second is rate per ms in them */
+        uint64_t add = (uint64_t)(now - b->at) * flood_limit[kind].rate;
+        b->milli = cap - b->milli < add ? cap : b->milli + add;
+        b->at = now;
+    }
+    if (b->milli >= 1000) {
+        b->milli -= 1000;
+        return 0;
+    }
+    if (!h->calm) {
+        h->calm = 1;
+        h->f.site->stats.h2_flood[kind]++;
+    }
+    return -1;
 }
 
 /* Frame bytes go through the blocks: put what was copied since the mark on
@@ -445,19 +506,52 @@ static const char *keep(h2_stream_t *s, const uint8_t *p, size_t n)
     return d;
 }
 
-/* RFC 9113 5.1.1: a HEADERS that would open a stream numbered below one
-   opened already is a connection error.  nghttp2 1.52 ignores it when it no
-   longer remembers the stream (closed, or never opened). */
+static uint32_t be31(const uint8_t *p)
+{
+    return ((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]) & 0x7fffffff;
+}
+
+/* Did the client close stream id (END_STREAM or RST_STREAM), lately? */
+static int client_closed(const h2_t *h, int32_t id)
+{
+    for (unsigned i = 0; i < H2_CLOSED_MEMORY; i++)
+        if (h->closed_ids[i] == id)
+            return 1;
+    return 0;
+}
+
+/*
+ * RFC 9113 5.1.1: a HEADERS that would open a stream numbered below one
+ * opened already is a connection error; 5.1: DATA on a stream the client
+ * has closed is STREAM_CLOSED (check_data).  With SETTINGS_NO_RFC7540_PRIORITIES
+ * nghttp2 1.52 keeps no closed streams, so it ignores both once it has
+ * forgotten the stream: we remember the last H2_CLOSED_MEMORY streams the
+ * client closed.  A stream we reset is not among them: the client's DATA
+ * may be in flight.
+ */
 static int on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd, void *user)
 {
     h2_t *h = user;
-    if (hd->type != NGHTTP2_HEADERS || !(hd->stream_id & 1))
+    if (!(hd->stream_id & 1))
+        return 0;
+    if (hd->type != NGHTTP2_HEADERS)
         return 0;
     if (hd->stream_id <= h->max_id && !nghttp2_session_find_stream(ng, hd->stream_id))
         nghttp2_session_terminate_session(ng, NGHTTP2_PROTOCOL_ERROR);
     else if (hd->stream_id > h->max_id)
         h->max_id = hd->stream_id;
     return 0;
+}
+
+/* The header of a DATA frame has been handed to nghttp2 (which calls no
+   callback for DATA it ignores): on a stream the client closed, the
+   session ends (on_begin_frame). */
+static void check_data(h2_t *h)
+{
+    int32_t id = (int32_t)be31(h->hd + 5);
+    if ((id & 1) && id <= h->max_id && !nghttp2_session_find_stream(h->ng, id) &&
+        client_closed(h, id))
+        h->refuse = NGHTTP2_STREAM_CLOSED;
 }
 
 static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *fr, void *user)
@@ -473,14 +567,8 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *fr, void *
     memset(&s->req, 0, offsetof(http_request_t, headers));
     s->h2 = h;
     s->id = fr->hd.stream_id;
-    exchange_t *ex = &s->ex;
-    ex->secure = h->f.secure;
-    ex->local_port = h->f.local_port;
-    ex->peer = h->f.peer;
-    ex->site = h->f.site;
-    ex->codec = &h2_codec;
-    ex->conn = s;
-    ex->req = &s->req;
+    h1_exchange_init(&s->ex, &h->f, &h2_codec, s);
+    s->ex.req = &s->req;
     s->req.version = 20;
     s->begun = gio_now(h->f.site->loop);
     h->open++;
@@ -544,6 +632,8 @@ static void dispatch(h2_t *h, h2_stream_t *s)
     h->pending -= !s->deferred;
     s->dispatched = 1;
     h->requests++;
+    if (s->id > h->last_dispatched)
+        h->last_dispatched = s->id;
     unsigned max = (unsigned)site->cfg->max_requests; /* -R: the last stream of the connection */
     if (max && h->requests >= max && !h->goaway) {
         site->stats.max_requests++;
@@ -552,6 +642,7 @@ static void dispatch(h2_t *h, h2_stream_t *s)
     if (limits_request(site->limits, h->f.peer, gio_now(site->loop)) != LIMIT_OK) {
         /* -A: HTTP/1.1 tarpits the connection; here it ends with the streams it has */
         site->stats.rate_limited++;
+        h->calm = 1; /* not a flood */
         nghttp2_session_terminate_session(h->ng, NGHTTP2_ENHANCE_YOUR_CALM);
         return;
     }
@@ -677,10 +768,14 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const u
 static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *fr, void *user)
 {
     h2_t *h = user;
-    if (fr->hd.type != NGHTTP2_HEADERS && fr->hd.type != NGHTTP2_DATA)
-        return 0;
     h2_stream_t *s = nghttp2_session_get_stream_user_data(ng, fr->hd.stream_id);
-    if (!s || s->dispatched || s->deferred || s->refused)
+    if (s && fr->hd.type == NGHTTP2_RST_STREAM)
+        s->peer_ended = 1;
+    if ((fr->hd.type != NGHTTP2_HEADERS && fr->hd.type != NGHTTP2_DATA) || !s)
+        return 0;
+    if (fr->hd.flags & NGHTTP2_FLAG_END_STREAM)
+        s->peer_ended = 1;
+    if (s->dispatched || s->deferred || s->refused)
         return 0;
     if (!(fr->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
         if (fr->hd.type == NGHTTP2_HEADERS && !s->in_body)
@@ -695,6 +790,7 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *fr, void *use
         s->deferred = 1;
         h->pending--;
         h->deferred++;
+        h->f.site->stats.h2_file_waits++;
     } else {
         dispatch(h, s); /* the request body was dropped, as HTTP/1.1 drops it */
     }
@@ -710,6 +806,10 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void 
     if (!s)
         return 0;
     nghttp2_session_set_stream_user_data(ng, id, NULL);
+    if (s->peer_ended) {
+        h->closed_ids[h->closed_at] = id;
+        h->closed_at = (h->closed_at + 1) % H2_CLOSED_MEMORY;
+    }
     h->open--;
     if (s->in_body)
         h->bodies--;
@@ -732,11 +832,22 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void 
     return 0;
 }
 
-/* Count the sessions we end with an error (the defences are nghttp2's). */
+/*
+ * Count the sessions we end with an error.  The streams we reset are
+ * bounded ("MadeYouReset": frames that make us reset a stream cost us its
+ * work, not the client), until a GOAWAY has gone: then nghttp2 refuses the
+ * streams the client opens meanwhile, which is no fault of the client's.
+ */
 static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *fr, void *user)
 {
     h2_t *h = user;
-    if (fr->hd.type == NGHTTP2_GOAWAY && fr->goaway.error_code != NGHTTP2_NO_ERROR)
+    if (fr->hd.type == NGHTTP2_RST_STREAM && !h->goaway_sent &&
+        flood_take(h, H2_FLOOD_RESET_SENT) < 0)
+        nghttp2_session_terminate_session(ng, NGHTTP2_ENHANCE_YOUR_CALM);
+    if (fr->hd.type != NGHTTP2_GOAWAY)
+        return 0;
+    h->goaway_sent = 1;
+    if (fr->goaway.error_code != NGHTTP2_NO_ERROR)
         h->f.site->stats.h2_errors++;
     /* a response complete while its request is not (answer_early): end the stream */
     if ((fr->hd.type == NGHTTP2_DATA || fr->hd.type == NGHTTP2_HEADERS) &&
@@ -779,18 +890,21 @@ static nghttp2_session_callbacks *callbacks(void)
  * (HPACK bombs; CONTINUATION floods are bounded by nghttp2's own cap on
  * CONTINUATION frames, CVE-2024-28182, in Debian's 1.52.0-1+deb12u3), a
  * rate of stream resets past which the session ends (rapid reset,
- * CVE-2023-44487, fixed in the same build), bounded SETTINGS entries and
- * queued PING/SETTINGS acks (the CVE-2019-9512/9515 floods).
+ * CVE-2023-44487, fixed in the same build; ours, H2_FLOOD_RAPID_RESET, is
+ * tighter and answers ENHANCE_YOUR_CALM where nghttp2 says INTERNAL_ERROR),
+ * bounded SETTINGS entries and queued PING/SETTINGS acks (a client that
+ * does not read them; one that does meets flood_limit first).
  */
 static nghttp2_option *options(void)
 {
     nghttp2_option *o;
     if (nghttp2_option_new(&o))
         return NULL;
-    nghttp2_option_set_stream_reset_rate_limit(o, H2_RESET_BURST, H2_RESET_RATE);
-    nghttp2_option_set_max_settings(o, 32);
+    nghttp2_option_set_stream_reset_rate_limit(o, 2 * H2_RESET_BURST, 2 * H2_RESET_RATE);
+    nghttp2_option_set_max_settings(o, H2_MAX_SETTINGS);
     nghttp2_option_set_max_outbound_ack(o, 1000);
     nghttp2_option_set_max_continuations(o, 8);
+    nghttp2_option_set_builtin_recv_extension_type(o, NGHTTP2_PRIORITY_UPDATE);
     return o;
 }
 
@@ -863,16 +977,19 @@ h2_t *h2_new(const h1_conn_t *f, void (*wake)(void *conn))
     h->wake = wake;
     h->started = h->frame_since = gio_now(f->site->loop);
     h->frame_left = H2_PREFACE_LEN; /* the client's preface comes first */
+    h->preface = 1;
+    for (int k = 0; k < H2_FLOOD_KINDS; k++)
+        h->flood[k] = (h2_bucket_t){(uint64_t)flood_limit[k].burst * 1000, h->started};
     nghttp2_settings_entry set[] = {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, H2_MAX_STREAMS},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_WINDOW},
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, H2_HDR_CAP},
         {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
-        /* Not SETTINGS_NO_RFC7540_PRIORITIES=1 (yet): with it nghttp2 1.52 keeps
-           no closed streams, so it cannot tell a frame on a closed stream from
-           one on an idle stream and ignores it where RFC 9113 5.1 wants
-           STREAM_CLOSED (h2spec 5.1/8-12, 6.1/2, 5.3.1/2, 6.3/1 fail); and
-           RFC 9218 scheduling, what the setting would announce, is not done. */
+        /* RFC 9218: urgency and incremental (the priority field and
+           PRIORITY_UPDATE) order the streams' DATA, as nghttp2 schedules it;
+           the checks of RFC 7540 priorities it drops are ours (track_frames,
+           on_begin_frame) */
+        {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
     };
     if (nghttp2_submit_settings(h->ng, NGHTTP2_FLAG_NONE, set, sizeof set / sizeof set[0]) ||
         nghttp2_session_set_local_window_size(h->ng, NGHTTP2_FLAG_NONE, 0, H2_CONN_WINDOW)) {
@@ -895,38 +1012,125 @@ void h2_free(h2_t *h)
     free(h);
 }
 
-/* Where the input stands in its frames: a frame begun and not yet complete
-   is part of a request head for the -s deadline (h2_head_since). */
-static void track_frames(h2_t *h, const uint8_t *p, size_t n)
+/*
+ * A frame has been read whole (h->hd, and h->pl its first payload bytes),
+ * not yet by nghttp2: the checks nghttp2 1.52 does not make, which set
+ * h->refuse.  A PRIORITY frame (RFC 9113 6.3) on stream 0, or one making its
+ * stream depend on itself (5.3.1), is a PROTOCOL_ERROR that nghttp2 no
+ * longer sees with RFC 7540 priorities off (it drops their payload unread);
+ * and the floods.
+ */
+static void frame_done(h2_t *h)
 {
-    while (n) {
+    uint32_t len = (uint32_t)h->hd[0] << 16 | h->hd[1] << 8 | h->hd[2];
+    uint32_t id = be31(h->hd + 5);
+    uint8_t type = h->hd[3], flags = h->hd[4];
+    int kind = -1;
+    if (h->preface) {
+        h->preface = 0;
+        return;
+    }
+    switch (type) {
+    case NGHTTP2_DATA: { /* with padding only, it is empty too */
+        uint32_t pad = flags & NGHTTP2_FLAG_PADDED ? (len ? h->pl[0] + 1u : 1u) : 0;
+        if (len <= pad && !(flags & NGHTTP2_FLAG_END_STREAM))
+            kind = H2_FLOOD_EMPTY_DATA;
+        break;
+    }
+    case NGHTTP2_PRIORITY:
+        if (len == 5 && (id == 0 || be31(h->pl) == id)) { /* else nghttp2's FRAME_SIZE_ERROR */
+            h->refuse = NGHTTP2_PROTOCOL_ERROR;
+            return;
+        }
+        kind = H2_FLOOD_OTHER;
+        break;
+    case NGHTTP2_SETTINGS:
+        if (len / 6 > H2_MAX_SETTINGS && !h->calm) { /* nghttp2 ends it: count it here */
+            h->calm = 1;
+            h->f.site->stats.h2_flood[H2_FLOOD_SETTINGS]++;
+        }
+        kind = flags & NGHTTP2_FLAG_ACK ? -1 : H2_FLOOD_SETTINGS;
+        break;
+    case NGHTTP2_PING: kind = flags & NGHTTP2_FLAG_ACK ? -1 : H2_FLOOD_PING; break;
+    case NGHTTP2_WINDOW_UPDATE:
+        if (len == 4 && be31(h->pl) < H2_WINDOW_SMALL)
+            kind = H2_FLOOD_WINDOW;
+        break;
+    case NGHTTP2_RST_STREAM: kind = H2_FLOOD_RAPID_RESET; break;
+    case NGHTTP2_HEADERS:
+    case NGHTTP2_PUSH_PROMISE:
+    case NGHTTP2_GOAWAY:
+    case NGHTTP2_CONTINUATION: break;
+    default: kind = H2_FLOOD_OTHER; /* PRIORITY_UPDATE, and what we do not know */
+    }
+    if (kind >= 0 && flood_take(h, kind) < 0)
+        h->refuse = NGHTTP2_ENHANCE_YOUR_CALM;
+}
+
+/*
+ * Where the input stands in its frames: a frame begun and not yet complete
+ * is part of a request head for the -s deadline (h2_head_since); a frame
+ * read whole is checked (frame_done).  Returns how many of the n bytes to
+ * hand nghttp2: all, or up to the end of the frame that ends the session
+ * (h->refuse), or of a DATA frame's header (h2_recv's check_data).
+ */
+static size_t track_frames(h2_t *h, const uint8_t *p, size_t n)
+{
+    const uint8_t *start = p;
+    while (n && !h->refuse) {
         if (h->frame_left) {
             size_t k = n < h->frame_left ? n : h->frame_left;
+            for (size_t i = 0; i < k && h->pl_have < sizeof h->pl; i++)
+                h->pl[h->pl_have++] = p[i];
             h->frame_left -= (uint32_t)k, p += k, n -= k;
+            if (!h->frame_left)
+                frame_done(h);
             continue;
         }
         if (!h->hd_have)
             h->frame_since = gio_now(h->f.site->loop);
-        if (h->hd_have < 3)
-            h->hd_len[h->hd_have] = *p;
+        h->hd[h->hd_have] = *p;
         p++, n--;
         if (++h->hd_have == 9) {
             h->hd_have = 0;
-            h->frame_left = (uint32_t)h->hd_len[0] << 16 | h->hd_len[1] << 8 | h->hd_len[2];
+            h->pl_have = 0;
+            h->frame_left = (uint32_t)h->hd[0] << 16 | h->hd[1] << 8 | h->hd[2];
+            if (!h->frame_left)
+                frame_done(h);
+            if (h->hd[3] == NGHTTP2_DATA) {
+                h->data_hd = 1; /* h2_recv calls check_data once nghttp2 has it */
+                break;
+            }
         }
     }
+    return (size_t)(p - start);
 }
 
 int h2_recv(h2_t *h, const uint8_t *p, size_t n)
 {
-    track_frames(h, p, n);
-    ssize_t r = nghttp2_session_mem_recv(h->ng, p, n);
-    if (r < 0) {
-        /* a protocol error: nghttp2 queued GOAWAY where it could */
-        h->fatal = 1;
-        return -1;
+    while (n && !h->fatal) {
+        size_t k = track_frames(h, p, n);
+        ssize_t r = nghttp2_session_mem_recv(h->ng, p, k);
+        if (r >= 0 && h->data_hd)
+            check_data(h);
+        h->data_hd = 0;
+        if (r >= 0 && h->refuse) {
+            nghttp2_session_terminate_session(h->ng, (uint32_t)h->refuse);
+            r = -1;
+        }
+        if (r == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS && !h->calm) {
+            h->calm = 1; /* nghttp2 says so to no one: we do */
+            h->f.site->stats.h2_flood[H2_FLOOD_CONTINUATION]++;
+            nghttp2_session_terminate_session(h->ng, NGHTTP2_ENHANCE_YOUR_CALM);
+        }
+        if (r < 0) {
+            /* a protocol error: nghttp2 queued GOAWAY where it could */
+            h->fatal = 1;
+            return -1;
+        }
+        p += k, n -= k;
     }
-    return 0;
+    return h->fatal ? -1 : 0;
 }
 
 /* The streams that closed while the batch held their bytes: free them now. */
@@ -1021,4 +1225,18 @@ void h2_goaway(h2_t *h)
     h->goaway = 1;
     h->last_id = nghttp2_session_get_last_proc_stream_id(h->ng);
     nghttp2_submit_goaway(h->ng, NGHTTP2_FLAG_NONE, h->last_id, NGHTTP2_NO_ERROR, NULL, 0);
+}
+
+size_t h2_expire(h2_t *h, char *buf, size_t cap)
+{
+    if (cap < 17 || !gio_batch_done(h->f.out) || (h->pend && h->pend->len != h->mark))
+        return 0; /* a frame is on its way: more bytes would land inside it */
+    static const char hd[9] = {0, 0, 8, NGHTTP2_GOAWAY, 0, 0, 0, 0, 0};
+    uint32_t id = (uint32_t)h->last_dispatched;
+    memcpy(buf, hd, sizeof hd);
+    for (int i = 0; i < 4; i++) {
+        buf[9 + i] = (char)(id >> (24 - 8 * i));
+        buf[13 + i] = 0; /* NO_ERROR: the client may send the stream again */
+    }
+    return 17;
 }

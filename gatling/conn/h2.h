@@ -15,6 +15,13 @@
  * that has ended is kept (with its file and buffers) until the batch has
  * sent everything queued before it: h2_fill only adds frames to an empty
  * batch, and frees the ended streams first.
+ *
+ * Which stream's DATA goes first is RFC 9218's urgency and incremental
+ * (SETTINGS_NO_RFC7540_PRIORITIES=1; nghttp2 schedules).  Every frame
+ * header is seen by h2_recv before nghttp2 sees the frame: there the
+ * floods are bounded per connection (stats.h's H2_FLOOD_*, GOAWAY
+ * ENHANCE_YOUR_CALM), and the checks nghttp2 1.52 drops without RFC 7540
+ * priorities are made.
  */
 #ifndef GATLING_H2_H
 #define GATLING_H2_H
@@ -79,5 +86,15 @@ int64_t h2_head_since(const h2_t *h);
 
 /* Shutting down (SIGTERM/SIGHUP): GOAWAY; the streams in flight finish. */
 void h2_goaway(h2_t *h);
+
+/*
+ * The -s deadline of an incomplete head has passed and the connection is
+ * about to be closed: the bytes of a GOAWAY (NO_ERROR, last stream the
+ * highest one answered, so the client knows the stream cut off was not
+ * acted on and may send it again) in buf, for the caller to send best
+ * effort as it sends a 408 over HTTP/1.1.  Returns their length, 0 if a
+ * frame is half sent (they cannot go now) or cap is under 17.
+ */
+size_t h2_expire(h2_t *h, char *buf, size_t cap);
 
 #endif

@@ -27,7 +27,7 @@ typedef struct row {
     uint64_t v;
 } row_t;
 
-#define STATUS_PAGE_MAX 8192 /* the page is about 3 KiB */
+#define STATUS_PAGE_MAX 12288 /* the page is about 5 KiB */
 
 /* The rows, in the order shown (at most cap); the same list makes both forms. */
 static size_t rows(const site_t *s, row_t *r, size_t cap, int64_t now)
@@ -80,6 +80,21 @@ static size_t rows(const site_t *s, row_t *r, size_t cap, int64_t now)
     ROW("h2_errors", "HTTP/2: ended by GOAWAY with an error (floods, resets)", st->h2_errors);
     ROW("h2_yields", "HTTP/2: sends paused at the per-event budget", st->h2_yields);
     ROW("h2_refused", "HTTP/2: streams refused, header memory full", st->h2_refused);
+    ROW("h2_file_waits", "HTTP/2: streams that waited for a file slot", st->h2_file_waits);
+    ROW("h2_flood_settings", "HTTP/2 floods ended: SETTINGS", st->h2_flood[H2_FLOOD_SETTINGS]);
+    ROW("h2_flood_ping", "HTTP/2 floods ended: PING", st->h2_flood[H2_FLOOD_PING]);
+    ROW("h2_flood_window_update", "HTTP/2 floods ended: small WINDOW_UPDATEs",
+        st->h2_flood[H2_FLOOD_WINDOW]);
+    ROW("h2_flood_empty_data", "HTTP/2 floods ended: empty DATA frames",
+        st->h2_flood[H2_FLOOD_EMPTY_DATA]);
+    ROW("h2_flood_other", "HTTP/2 floods ended: PRIORITY, PRIORITY_UPDATE, unknown frames",
+        st->h2_flood[H2_FLOOD_OTHER]);
+    ROW("h2_flood_reset_sent", "HTTP/2 floods ended: streams we had to reset",
+        st->h2_flood[H2_FLOOD_RESET_SENT]);
+    ROW("h2_flood_rapid_reset", "HTTP/2 floods ended: streams reset by the client",
+        st->h2_flood[H2_FLOOD_RAPID_RESET]);
+    ROW("h2_flood_continuation", "HTTP/2 floods ended: CONTINUATION frames",
+        st->h2_flood[H2_FLOOD_CONTINUATION]);
     ROW("proxy_headers", "PROXY headers naming a client (-y)", st->proxy_headers);
     ROW("proxy_local", "PROXY headers keeping the proxy's address (LOCAL, UNKNOWN)",
         st->proxy_local);
@@ -99,7 +114,7 @@ int status_serve(exchange_t *ex, int json)
     site_t *s = ex->site;
     int64_t now = gio_wallclock(s->loop);
     stats_roll(&s->stats, now);
-    row_t r[56];
+    row_t r[72];
     size_t n = rows(s, r, sizeof r / sizeof r[0], now);
     char *body = malloc(STATUS_PAGE_MAX), pid[24];
     if (!body)

@@ -8,6 +8,19 @@
 
 #include <stdint.h>
 
+/* The floods an HTTP/2 connection is ended for (conn/h2.c), each counted. */
+enum {
+    H2_FLOOD_SETTINGS,     /* SETTINGS frames too fast (CVE-2019-9515) */
+    H2_FLOOD_PING,         /* PING frames too fast (CVE-2019-9512) */
+    H2_FLOOD_WINDOW,       /* WINDOW_UPDATEs of less than 1 KiB too fast (data dribble, 9511) */
+    H2_FLOOD_EMPTY_DATA,   /* DATA frames with no data, not ending a stream (9518) */
+    H2_FLOOD_OTHER,        /* PRIORITY, PRIORITY_UPDATE and unknown frames too fast (9513) */
+    H2_FLOOD_RESET_SENT,   /* streams we had to reset ("MadeYouReset", CVE-2025-8671) */
+    H2_FLOOD_RAPID_RESET,  /* streams the client reset, nghttp2's limit (CVE-2023-44487) */
+    H2_FLOOD_CONTINUATION, /* CONTINUATION frames, nghttp2's limit (CVE-2024-28182) */
+    H2_FLOOD_KINDS
+};
+
 typedef struct status_counters {
     uint64_t requests, bytes;           /* since start */
     uint64_t last_requests, last_bytes; /* at the start of the last full second */
@@ -41,6 +54,8 @@ typedef struct status_counters {
                                   SETTINGS/PING), -A */
     uint64_t h2_yields;        /* HTTP/2: sends stopped at the per-event budget, more queued */
     uint64_t h2_refused;       /* HTTP/2: streams refused, the connection's header bytes full */
+    uint64_t h2_file_waits;    /* HTTP/2: streams that waited for a file slot (per connection) */
+    uint64_t h2_flood[H2_FLOOD_KINDS]; /* HTTP/2 connections ended by GOAWAY ENHANCE_YOUR_CALM */
     uint64_t proxy_headers;    /* -y: PROXY headers that named a client */
     uint64_t proxy_local;      /* ... that kept the proxy's address (LOCAL, UNKNOWN: checks) */
     uint64_t proxy_untrusted;  /* -y: connections from outside -Y, closed unread */

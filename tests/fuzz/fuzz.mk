@@ -13,7 +13,7 @@ FUZZ_CC ?= $(shell command -v clang || command -v clang-14)
 FUZZ_SECS ?= 60
 FUZZ_CHECK_SECS ?= 8
 FUZZ_NAMES := fuzz_head fuzz_te fuzz_chunked fuzz_target fuzz_range fuzz_accept fuzz_host \
-              fuzz_htaccess fuzz_proxy
+              fuzz_htaccess fuzz_proxy fuzz_h2
 FUZZ_ONLY ?= $(FUZZ_NAMES)
 FUZZ_DIR := build/fuzz
 FUZZ_CFLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
@@ -24,6 +24,17 @@ FUZZ_LIB := gatling/http/http_parse.c gatling/http/path.c gatling/http/byterange
             gatling/site/encoding.c gatling/site/vhost.c gatling/site/fs.c \
             gatling/handlers/htaccess.c gatling/http/hbuf.c gatling/http/conditional.c \
             gatling/conn/proxyproto.c
+
+# fuzz_h2 runs a whole site: every gatling source but main.c, on the poll loop
+FUZZ_H2_LIB := $(filter-out gatling/main.c,$(wildcard gatling/*.c gatling/*/*.c)) \
+               io/gio.c io/gio_batch.c io/gio_os.c io/gio_tls.c
+
+$(FUZZ_DIR)/fuzz_h2: tests/fuzz/fuzz_h2.c tests/fuzz/fuzz.h $(FUZZ_H2_LIB) $(wildcard io/*.c io/*.h) \
+                     $(wildcard gatling/*.h gatling/*/*.h)
+	@test -n "$(FUZZ_CC)" || { echo "fuzz: clang not found: run sh tests/setup.sh as root"; exit 1; }
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -pthread -o $@ $< $(FUZZ_H2_LIB) \
+	    -lnghttp2 -lssl -lcrypto -lowfat -lcrypt -lz
 
 $(FUZZ_DIR)/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(FUZZ_LIB) $(wildcard gatling/*.h gatling/*/*.h)
 	@test -n "$(FUZZ_CC)" || { echo "fuzz: clang not found: run sh tests/setup.sh as root"; exit 1; }

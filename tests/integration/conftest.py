@@ -368,6 +368,27 @@ def random_bytes(n, seed):
 # --------------------------------------------------------------------------
 # Running servers
 
+def wait_for(pred, timeout, what):
+    """pred()'s first true value within timeout seconds, or an AssertionError
+    naming what did not happen."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.05)
+    raise AssertionError("%s: not within %.1f s" % (what, timeout))
+
+
+def gone(pid):
+    """The process has exited (or is a zombie not yet reaped)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
 def fd_count(pid, sockets_only=False):
     """Open descriptors of pid (or only its sockets); -1 if it is gone."""
     d = "/proc/%d/fd" % pid
@@ -697,24 +718,8 @@ def no_body_status(status):
     return 100 <= status < 200 or status in (204, 304)
 
 
-class H1Client:
-    """One TCP connection to the server (TLS in the https and h2 passes), with
-    a read buffer so that several pipelined responses can be taken one after
-    another.  Tests use it as Client, which is H2Client in the h2 pass."""
-
-    def __init__(self, port, host="127.0.0.1", timeout=IO_TIMEOUT, rcvbuf=None):
-        self.timeout = timeout
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        if rcvbuf:
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.sock.settimeout(timeout)
-        self.sock.connect((host, port))
-        if TLS:
-            self.sock = client_tls_context().wrap_socket(self.sock, server_hostname="localhost")
-        self.buf = bytearray()  # += on bytes would be quadratic for big bodies
-        self.sent = b""
-        _open_clients.append(self)
+class _SocketClient:
+    """What both clients do with their socket (self.sock)."""
 
     def close(self):
         with contextlib.suppress(OSError):
@@ -732,6 +737,26 @@ class H1Client:
 
     def __exit__(self, *a):
         self.close()
+
+
+class H1Client(_SocketClient):
+    """One TCP connection to the server (TLS in the https and h2 passes), with
+    a read buffer so that several pipelined responses can be taken one after
+    another.  Tests use it as Client, which is H2Client in the h2 pass."""
+
+    def __init__(self, port, host="127.0.0.1", timeout=IO_TIMEOUT, rcvbuf=None):
+        self.timeout = timeout
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if rcvbuf:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock.settimeout(timeout)
+        self.sock.connect((host, port))
+        if TLS:
+            self.sock = client_tls_context().wrap_socket(self.sock, server_hostname="localhost")
+        self.buf = bytearray()  # += on bytes would be quadratic for big bodies
+        self.sent = b""
+        _open_clients.append(self)
 
     def send(self, data):
         if isinstance(data, str):
@@ -911,7 +936,7 @@ class _Stream:
         self.out_ended = length == 0  # END_STREAM sent
 
 
-class H2Client:
+class H2Client(_SocketClient):
     """Client's interface over one HTTP/2 connection (TLS, ALPN h2), for the
     h2 pass.  send() takes the HTTP/1.1 bytes a test writes; each well-formed
     request becomes a stream: the request line gives :method and :path, Host
@@ -974,23 +999,6 @@ class H2Client:
         self.eof = False
         self._flush()
         _open_clients.append(self)
-
-    def close(self):
-        with contextlib.suppress(OSError):
-            self.sock.close()
-
-    def reset(self):
-        """Close with RST (SO_LINGER 0)."""
-        import struct
-        with contextlib.suppress(OSError):
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        self.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        self.close()
 
     def _flush(self):
         data = self.conn.data_to_send()

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import https_port, random_bytes, recv_to_eof
+from conftest import https_port, random_bytes, recv_to_eof, serial
 from h3util import crypt_hash
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -363,16 +363,16 @@ def test_drain_closes_an_idle_h2_connection_with_goaway(gatling, sig):
 
 def test_rate_of_resets_is_bounded(gatling):
     """Rapid reset (CVE-2023-44487): streams opened and reset in a burst end
-    the connection with GOAWAY past a burst of 200 (nghttp2's limit, set in
-    h2.c) instead of costing the server work forever; 100 do not."""
+    the connection with GOAWAY ENHANCE_YOUR_CALM past a burst of 200 (h2.c's
+    limit; nghttp2's, at twice that, says INTERNAL_ERROR) instead of costing
+    the server work forever; 100 do not."""
     srv = gatling(TREE, args=("-T", "10", "-E", "-n", "-S"))
     assert reset_burst(srv, 100) == []
     goaway = reset_burst(srv, 2000)
-    assert len(goaway) == 1 and goaway[0][0] < 2 * 300, goaway
+    assert len(goaway) == 1 and goaway[0][0] < 2 * 300 and goaway[0][1] == 11, goaway
     srv.check_alive()
-    r = subprocess.run(["curl", "-sS", "http://127.0.0.1:%d/server-status?json" % srv.port],
-                       capture_output=True, timeout=10)
-    assert b'"h2_errors":1' in r.stdout.replace(b" ", b""), r.stdout
+    st = server_status(srv.port)
+    assert st["h2_errors"] == 1 and st["h2_flood_rapid_reset"] == 1, st
 
 
 def h2spec_bin():
@@ -408,6 +408,7 @@ def server_status(port):
     return json.loads(r.stdout)
 
 
+@serial  # the reader must keep up: on a loaded machine the socket fills before the budget
 @needs_nghttp
 def test_a_fast_h2_download_yields_the_loop(gatling):
     """Fairness: one h2 connection sends at most the per-event budget (1 MiB,
@@ -487,9 +488,14 @@ def test_slow_h2_head_is_closed_at_s(gatling, what):
         s.sendall(headers_frame(3, GET_A, 0x5)[:12])
     elif what == "HEADERS without END_HEADERS":
         s.sendall(headers_frame(3, GET_A[:3], 0x1))
-    took = closed_within(s, 6)
+    t = time.monotonic()
+    got = frames(s, 6)  # until the server closes
+    took = time.monotonic() - t
     s.close()
-    assert took is not None and took < 4, took
+    assert took < 4, took
+    # GOAWAY NO_ERROR, the last stream the one answered: the client may send again
+    goaway = [struct.unpack(">II", p[:8]) for ty, _, _, p in got if ty == 7]
+    assert goaway == [(0 if what == "preface only" else 1, 0)], got
     assert server_status(srv.port)["timeout_head"] == 1
 
 
@@ -591,4 +597,214 @@ def test_open_files_per_connection_are_bounded(gatling):
     got = frames(s, 8)
     s.close()
     assert len([1 for t, _, _, _ in got if t == 1]) == 32, got  # HEADERS of the 32 answered
-    assert server_status(srv.port)["timeout_drain"] == 1
+    st = server_status(srv.port)
+    assert st["timeout_drain"] == 1 and st["h2_file_waits"] == 68, st
+
+
+def read_streams(s, ids, timeout=10.0):
+    """Read frames until each stream in ids has ended: the DATA frames, in
+    order, as [(stream, payload length, END_STREAM)]."""
+    s.settimeout(timeout)
+    data, out, left = b"", [], set(ids)
+    deadline = time.monotonic() + timeout
+    while left and time.monotonic() < deadline:
+        while len(data) >= 9 and len(data) >= 9 + int.from_bytes(data[:3], "big"):
+            n = int.from_bytes(data[:3], "big")
+            t, f, sid = data[3], data[4], int.from_bytes(data[5:9], "big") & 0x7fffffff
+            if t == 0:
+                out.append((sid, n, f & 1))
+                if f & 1:
+                    left.discard(sid)
+            if t in (3, 7):  # RST_STREAM, GOAWAY: the stream will not end
+                raise AssertionError("frame %d: %r" % (t, data[9:9 + n]))
+            data = data[9 + n:]
+        if left:
+            b = s.recv(1 << 20)
+            if not b:
+                break
+            data += b
+    assert not left, (left, out[-5:])
+    return out
+
+
+def sent_before_end(out, other, first):
+    """Bytes of stream other's DATA that came before stream first ended."""
+    n = 0
+    for sid, ln, end in out:
+        if sid == other:
+            n += ln
+        if sid == first and end:
+            return n
+    raise AssertionError(out)
+
+
+def lit(name, value):
+    """An HPACK literal field without indexing, new name (RFC 7541 6.2.2)."""
+    return b"\x00" + hpack_int(len(name), 7) + name + hpack_int(len(value), 7) + value
+
+
+def get(path, *fields):
+    return b"\x82\x86\x04" + bytes([len(path)]) + path + b"\x41\x01a" + b"".join(fields)
+
+
+# SETTINGS_INITIAL_WINDOW_SIZE 2^31-1, and the connection's window as large:
+# flow control does not decide which stream goes first
+WIDE_OPEN = (b"\x00\x00\x06\x04\x00\x00\x00\x00\x00" + b"\x00\x04\x7f\xff\xff\xff" +
+             b"\x00\x00\x04\x08\x00\x00\x00\x00\x00" + (0x7fffffff - 65535).to_bytes(4, "big"))
+PRIO_TREE = dict(TREE, **{"low.bin": BIG, "high.bin": BIG[::-1]})
+
+
+def test_priority_field_orders_the_streams(gatling):
+    """RFC 9218: SETTINGS_NO_RFC7540_PRIORITIES=1 is announced, and a large
+    urgent stream (u=0) asked second is sent before a large u=7 one asked
+    first (without urgency both would share the connection, frame by frame,
+    and end together)."""
+    srv = gatling(PRIO_TREE, args=("-T", "10", "-E"))
+    s = socket.create_connection(srv.addr(), timeout=5)
+    s.sendall(PREFACE + WIDE_OPEN +
+              headers_frame(1, get(b"/low.bin", lit(b"priority", b"u=7")), 0x5) +
+              headers_frame(3, get(b"/high.bin", lit(b"priority", b"u=0")), 0x5))
+    hd = b""
+    s.settimeout(5)
+    while len(hd) < 9:
+        hd += s.recv(9 - len(hd))
+    settings = s.recv(int.from_bytes(hd[:3], "big"), socket.MSG_WAITALL)
+    assert hd[3] == 4 and b"\x00\x09\x00\x00\x00\x01" in [settings[i:i + 6] for i in
+                                                        range(0, len(settings), 6)], settings
+    out = read_streams(s, {1, 3})
+    s.close()
+    assert sum(ln for sid, ln, _ in out if sid == 3) == len(BIG)
+    assert sent_before_end(out, 1, 3) < 256 * 1024, out[:40]
+
+
+def test_priority_update_reorders_an_open_stream(gatling):
+    """A PRIORITY_UPDATE (RFC 9218 7.1) for an open stream moves it: u=7 by
+    its field, then u=0 by the update, ahead of a stream of default urgency."""
+    srv = gatling(PRIO_TREE, args=("-T", "10", "-E"))
+    s = socket.create_connection(srv.addr(), timeout=5)
+    update = b"\x00\x00\x00\x01u=0"
+    s.sendall(PREFACE + WIDE_OPEN +
+              headers_frame(1, get(b"/low.bin", lit(b"priority", b"u=7")), 0x5) +
+              headers_frame(3, get(b"/high.bin"), 0x5) +
+              len(update).to_bytes(3, "big") + b"\x10\x00\x00\x00\x00\x00" + update)
+    out = read_streams(s, {1, 3})
+    s.close()
+    assert sent_before_end(out, 3, 1) < 256 * 1024, out[:40]
+
+
+def frame(t, flags, sid, payload=b""):
+    return len(payload).to_bytes(3, "big") + bytes([t, flags]) + sid.to_bytes(4, "big") + payload
+
+
+def flood(kind, n):
+    """n frames of a flood of one kind, after the preface (and what it needs)."""
+    if kind == "settings":
+        return frame(4, 0, 0) * n
+    if kind == "ping":
+        return frame(6, 0, 0, b"12345678") * n
+    if kind == "window_update":  # 1 byte at a time: the data dribble
+        return frame(8, 0, 0, b"\x00\x00\x00\x01") * n
+    if kind == "empty_data":  # a request body that never comes
+        return headers_frame(1, GET_A, 0x4) + frame(0, 0, 1) * n
+    if kind == "other":  # PRIORITY frames, which do nothing any more
+        return frame(2, 0, 3, b"\x00\x00\x00\x00\x10") * n
+    if kind == "reset_sent":  # malformed requests: an upper-case field name
+        return b"".join(headers_frame(2 * i + 1, GET_A + lit(b"X-A", b"b"), 0x5)
+                        for i in range(n))
+    if kind == "continuation":  # a header block ending in n 1-byte CONTINUATIONs
+        block = GET_A + lit(b"x-pad", b"v" * 64)
+        k = len(block) - n
+        return (headers_frame(1, block[:k], 0x1) +
+                b"".join(frame(9, 0x4 if i == len(block) - 1 else 0, 1, block[i:i + 1])
+                         for i in range(k, len(block))))
+    raise ValueError(kind)
+
+
+@pytest.mark.parametrize("kind,few,many", [("settings", 20, 300), ("ping", 40, 500),
+                                           ("window_update", 100, 1000),
+                                           ("empty_data", 40, 500), ("other", 200, 2000),
+                                           ("reset_sent", 50, 300), ("continuation", 5, 40)])
+def test_floods_end_the_connection(gatling, kind, few, many):
+    """The CVE-2019-9512..9518 family, "MadeYouReset" and the CONTINUATION
+    flood: a few frames of a kind are served as they come; a burst of them
+    ends the connection with GOAWAY ENHANCE_YOUR_CALM (for CONTINUATION,
+    nghttp2's cap, which sends none: h2.c does), counted in /server-status
+    as h2_flood_<kind>."""
+    srv = gatling(TREE, args=("-T", "10", "-E", "-n", "-S"))
+    for n, floods in ((few, 0), (many, 1)):
+        s = socket.create_connection(srv.addr(), timeout=5)
+        try:
+            s.sendall(PREFACE + SETTINGS0 + flood(kind, n))
+        except OSError:
+            pass
+        got = frames(s, 1.5)
+        s.close()
+        goaway = [struct.unpack(">II", p[:8]) for t, _, _, p in got if t == 7]
+        if floods:
+            assert len(goaway) == 1 and goaway[0][1] == 11, goaway  # ENHANCE_YOUR_CALM
+        elif not floods:
+            assert goaway == [], (kind, n, goaway)
+        st = server_status(srv.port)
+        assert st["h2_flood_" + kind] == floods, st
+    assert sum(v for k, v in st.items() if k.startswith("h2_flood_")) == 1, st
+    assert h2c(srv.port)[2] == "200 2"
+
+
+@pytest.mark.parametrize("case", ["priority on stream 0", "priority on itself",
+                                  "data after end_stream", "data after rst_stream",
+                                  "data on a stream we reset"])
+def test_checks_nghttp2_drops_without_rfc7540_priorities(gatling, case):
+    """With SETTINGS_NO_RFC7540_PRIORITIES nghttp2 1.52 keeps no closed
+    streams and skips PRIORITY payloads; h2.c keeps RFC 9113's checks: a
+    PRIORITY on stream 0 or on itself is PROTOCOL_ERROR (5.3.1, 6.3), DATA on
+    a stream the client ended or reset is STREAM_CLOSED (5.1) -- but DATA
+    on a stream the server reset may have been in flight: ignored."""
+    srv = gatling(TREE, args=("-T", "10", "-E"))
+    s = socket.create_connection(srv.addr(), timeout=5)
+    s.sendall(PREFACE + SETTINGS0)
+    want = None
+    if case == "priority on stream 0":
+        s.sendall(frame(2, 0, 0, b"\x00\x00\x00\x01\x10"))
+        want = 1
+    elif case == "priority on itself":
+        s.sendall(frame(2, 0, 3, b"\x00\x00\x00\x03\x10"))
+        want = 1
+    elif case == "data after end_stream":
+        s.sendall(headers_frame(1, GET_A, 0x5))
+        read_streams(s, {1})  # answered, so closed and forgotten by nghttp2
+        s.sendall(frame(0, 1, 1, b"late"))
+        want = 5
+    elif case == "data after rst_stream":
+        s.sendall(headers_frame(1, GET_A, 0x4) + frame(3, 0, 1, b"\x00\x00\x00\x08"))
+        time.sleep(0.2)
+        s.sendall(frame(0, 1, 1, b"late"))
+        want = 5
+    else:  # an upper-case field name: the server resets the stream
+        s.sendall(headers_frame(1, GET_A + lit(b"X-A", b"b"), 0x4))
+        time.sleep(0.2)
+        s.sendall(frame(0, 1, 1, b"in flight") + headers_frame(3, GET_A, 0x5))
+    got = frames(s, 1.5)
+    s.close()
+    goaway = [struct.unpack(">II", p[:8])[1] for t, _, _, p in got if t == 7]
+    if want is None:
+        assert goaway == [] and any(t == 1 and sid == 3 for t, _, sid, _ in got), got
+    else:
+        assert goaway == [want], got
+
+
+@pytest.mark.parametrize("incremental", [False, True])
+def test_incremental_streams_share_and_others_take_turns(gatling, incremental):
+    """RFC 9218 4.2: two large streams of one urgency are sent one after the
+    other, or -- both incremental -- in turns."""
+    srv = gatling(PRIO_TREE, args=("-T", "10", "-E"))
+    s = socket.create_connection(srv.addr(), timeout=5)
+    prio = lit(b"priority", b"u=3, i" if incremental else b"u=3")
+    s.sendall(PREFACE + WIDE_OPEN + headers_frame(1, get(b"/low.bin", prio), 0x5) +
+              headers_frame(3, get(b"/high.bin", prio), 0x5))
+    out = read_streams(s, {1, 3})
+    s.close()
+    before = sent_before_end(out, 3, 1)
+    if incremental:
+        assert before > 256 * 1024, out[:40]
+    else:
+        assert before < 64 * 1024, out[:40]

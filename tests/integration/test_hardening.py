@@ -290,8 +290,9 @@ def test_bad_logins_do_not_stall_the_loop(gatling):
     time.sleep(0.05)  # the wrong passwords are being hashed now
     quick_fetch_while(srv.port, clients, "%d wrong passwords (%.0f ms of hashing each)"
                       % (n, one * 1000))
-    for c in clients:  # after a few failures the address waits: 429
-        assert_status(c.read_response(), (401, 429))
+    for c in clients:  # after a few failures the address waits: 429; on a machine so
+        # loaded that a check waits past -s for a thread, 503 (test_job_past_the_head_deadline)
+        assert_status(c.read_response(), (401, 429, 503))
         c.close()
     good = "Authorization: Basic " + base64.b64encode(b"alice:right").decode()
     st, _, body = fetch_from("127.0.0.4", srv.port, "/prot/x.txt", [good])

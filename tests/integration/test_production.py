@@ -11,27 +11,10 @@ import time
 
 import pytest
 
+from conftest import wait_for, gone
 from conftest import (http_only, IO_TIMEOUT, assert_status, client_tls_context, fetch,
                       free_port, make_docroot, recv_to_eof, running_server, start_server)
 from conftest import test_pki as pki_dir  # not test_*: pytest would collect it
-
-
-def wait_for(pred, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError("%s: not within %.1f s" % (what, timeout))
-
-
-def gone(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
 
 
 def has_ipv6_loopback():

@@ -5,30 +5,13 @@ import signal
 import socket
 import time
 
+from conftest import wait_for, gone
 from conftest import assert_status, fetch
 
 
 def children(pid):
     with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
         return sorted(int(x) for x in f.read().split())
-
-
-def wait_for(pred, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError("%s: not within %.1f s" % (what, timeout))
-
-
-def gone(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
 
 
 def test_workers_serve_and_are_restarted(gatling):
