@@ -55,6 +55,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gio.h"
@@ -257,6 +258,25 @@ static int conn_put(brun_t *r, bconn_t *c, const bench_req_t *q, int last, int64
     }
     c->sent[(c->ring + c->inflight) % r->depth] = t;
     return 0;
+}
+
+/*
+ * Open loop (-R): the next request falls due within the millisecond that gio_wait() can time.
+ * Polling gio_wait(0) until then kept bench always runnable, and a process that never sleeps
+ * gets no wakeup preemption: a task sharing its CPU (slashdot's attackers at nice 19) kept the
+ * CPU until the scheduler's tick (4 ms at HZ=250), and the requests due meanwhile were issued
+ * that late (bench/slashdot.md).  Sleep instead, at most NAP_NS at a time, so that bench wakes
+ * when the request falls due; a response that arrives during a nap waits at most NAP_NS.
+ */
+#define NAP_NS 50000
+
+static void nap_until(int64_t due)
+{
+    int64_t left = due - lg_now_ns();
+    if (left <= 0)
+        return;
+    struct timespec ts = {0, left < NAP_NS ? (long)left : NAP_NS};
+    nanosleep(&ts, NULL);
 }
 
 /* Open loop (-R): is a request due? */
@@ -930,15 +950,19 @@ int bench_run(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all)
     for (unsigned i = 0; i < r.n && !r.aborting; i++)
         conn_next(&r, &r.c[i]);
     while (!r.aborting) {
-        int wait = 100;
+        int wait = 100, nap = 0;
         if (r.interval_ns && r.nidle && !r.ramping) { /* wake for the next due request */
             int64_t ms = (r.next_due - lg_now_ns()) / 1000000;
             wait = ms < 0 ? 0 : ms < 100 ? (int)ms : 100;
+            nap = ms == 0;
         }
-        if (gio_wait(r.loop, wait) < 0 && errno != EINTR) {
+        int n = gio_wait(r.loop, wait);
+        if (n < 0 && errno != EINTR) {
             set_fatal(&r, BENCH_SYSERR, errno);
             break;
         }
+        if (n == 0 && nap)
+            nap_until(r.next_due);
         int fd;
         unsigned ev;
         while ((fd = gio_next(r.loop, &ev)) >= 0 && !r.aborting)
