@@ -721,6 +721,19 @@ def no_body_status(status):
 class _SocketClient:
     """What both clients do with their socket (self.sock)."""
 
+    def send_split(self, data, sizes, pause=0.01):
+        """Send data in pieces of the given sizes (cycled), pausing between
+        (over HTTP/2 a request's HEADERS go out once its head is complete)."""
+        if isinstance(data, str):
+            data = data.encode("latin-1")
+        i = k = 0
+        while i < len(data):
+            n = sizes[k % len(sizes)]
+            self.send(data[i:i + n])
+            i += n
+            k += 1
+            time.sleep(pause)
+
     def close(self):
         with contextlib.suppress(OSError):
             self.sock.close()
@@ -763,18 +776,6 @@ class H1Client(_SocketClient):
             data = data.encode("latin-1")
         self.sent += data
         self.sock.sendall(data)
-
-    def send_split(self, data, sizes, pause=0.01):
-        """Send data in pieces of the given sizes (cycled), pausing between."""
-        if isinstance(data, str):
-            data = data.encode("latin-1")
-        i = k = 0
-        while i < len(data):
-            n = sizes[k % len(sizes)]
-            self.send(data[i:i + n])
-            i += n
-            k += 1
-            time.sleep(pause)
 
     def _hang(self, what):
         return ServerHang("server hang: no complete %s within %.1f s.\n"
@@ -1023,18 +1024,6 @@ class H2Client(_SocketClient):
                 break
         self._send_bodies()
         self._flush()
-
-    def send_split(self, data, sizes, pause=0.01):
-        """As H1Client's; a request's HEADERS go out once its head is complete."""
-        if isinstance(data, str):
-            data = data.encode("latin-1")
-        i = k = 0
-        while i < len(data):
-            n = sizes[k % len(sizes)]
-            self.send(data[i:i + n])
-            i += n
-            k += 1
-            time.sleep(pause)
 
     def _not_h2(self, why, head):
         return NotH2("%s: HTTP/2 cannot carry this request (mark the test h1_only): %r"
