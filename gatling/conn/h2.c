@@ -637,7 +637,9 @@ static void count_file(h2_stream_t *s)
 }
 
 /* The request is complete: the router answers it (or a job is sent off). */
-static void dispatch(h2_t *h, h2_stream_t *s)
+/* What every request goes through before it is answered: the counts, -R,
+   -A, the header list's verdict, the log line.  0: answer it. */
+static int dispatch_begin(h2_t *h, h2_stream_t *s)
 {
     exchange_t *ex = &s->ex;
     site_t *site = ex->site;
@@ -656,11 +658,11 @@ static void dispatch(h2_t *h, h2_stream_t *s)
         site->stats.rate_limited++;
         h->calm = 1; /* not a flood */
         nghttp2_session_terminate_session(h->ng, NGHTTP2_ENHANCE_YOUR_CALM);
-        return;
+        return -1;
     }
     if (s->bad) {
         ex_error(ex, 431, NULL, NULL);
-        return;
+        return -1;
     }
     ex->head_only = s->req.method.n == 4 && !memcmp(s->req.method.p, "HEAD", 4);
     /* the access log's request field, as nginx writes it */
@@ -669,7 +671,7 @@ static void dispatch(h2_t *h, h2_stream_t *s)
     size_t n = s->req.method.n + target.n + sizeof " HTTP/2.0";
     char *line = room(s, n);
     if (!line)
-        return; /* refused */
+        return -1; /* refused */
     hbuf_t b = hb_init(line, n);
     hb_put(&b, s->req.method.p, s->req.method.n);
     hb_puts(&b, " ");
@@ -677,6 +679,15 @@ static void dispatch(h2_t *h, h2_stream_t *s)
     hb_puts(&b, " HTTP/2.0");
     if (!b.over)
         s->req.line = (http_str_t){line, hb_len(&b)};
+    return 0;
+}
+
+static void dispatch(h2_t *h, h2_stream_t *s)
+{
+    exchange_t *ex = &s->ex;
+    site_t *site = ex->site;
+    if (dispatch_begin(h, s) < 0)
+        return;
     if (router_dispatch(ex) < 0) {
         nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
         return;
@@ -735,14 +746,17 @@ static void job_done(job_t *j)
 
 /* A request answered before its body ended (413): the rest is not wanted
    (RFC 9113 8.1: RST_STREAM with NO_ERROR once the response is out). */
-static void answer_early(h2_t *h, h2_stream_t *s, int status)
+static void body_ends(h2_t *h, h2_stream_t *s)
 {
     if (s->in_body)
         s->in_body = 0, h->bodies--;
-    h->pending--;
-    s->dispatched = 1;
-    h->requests++;
-    ex_error(&s->ex, status, NULL, NULL);
+}
+
+static void answer_early(h2_t *h, h2_stream_t *s, int status)
+{
+    body_ends(h, s);
+    if (dispatch_begin(h, s) == 0) /* counted and logged as any request */
+        ex_error(&s->ex, status, NULL, NULL);
 }
 
 /* A request head with a body to come: 413 at once for a Content-Length over
@@ -794,8 +808,7 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *fr, void *use
             body_begins(h, s);
         return 0;
     }
-    if (s->in_body)
-        s->in_body = 0, h->bodies--;
+    body_ends(h, s);
     if (h->goaway && s->id > h->last_id) { /* read with the one that made us say GOAWAY */
         nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_REFUSED_STREAM);
     } else if (h->files >= H2_FILES_MAX) { /* answered when a file is let go (sweep) */
@@ -823,8 +836,7 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void 
         h->closed_at = (h->closed_at + 1) % H2_CLOSED_MEMORY;
     }
     h->open--;
-    if (s->in_body)
-        h->bodies--;
+    body_ends(h, s);
     if (!s->dispatched && !s->deferred)
         h->pending--;
     if (s->deferred && !s->dispatched)
