@@ -721,6 +721,20 @@ def no_body_status(status):
 class _SocketClient:
     """What both clients do with their socket (self.sock)."""
 
+    def _recv_more(self, deadline, what):
+        """One read before deadline (the client's _hang past it); b"" at the end
+        of the connection, a reset included."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise self._hang(what)
+        self.sock.settimeout(left)
+        try:
+            return self.sock.recv(1 << 20)
+        except socket.timeout:
+            raise self._hang(what)
+        except (ConnectionResetError, BrokenPipeError):
+            return b""
+
     def send_split(self, data, sizes, pause=0.01):
         """Send data in pieces of the given sizes (cycled), pausing between
         (over HTTP/2 a request's HEADERS go out once its head is complete)."""
@@ -782,19 +796,6 @@ class H1Client(_SocketClient):
                           "request(s) sent: %r\nunparsed bytes received (%d): %r"
                           % (what, self.timeout, self.sent[:600], len(self.buf),
                              bytes(self.buf[:200])))
-
-    def _recv_more(self, deadline, what):
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise self._hang(what)
-        self.sock.settimeout(left)
-        try:
-            chunk = self.sock.recv(1 << 20)
-        except socket.timeout:
-            raise self._hang(what)
-        except ConnectionResetError:
-            chunk = b""
-        return chunk
 
     def read_response(self, method="GET", timeout=None):
         """Read one response. method decides whether a body follows (HEAD: none).
@@ -1113,16 +1114,7 @@ class H2Client(_SocketClient):
 
     def _recv(self, deadline, what):
         """Read once and feed the frames to h2; False at the end of the connection."""
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise self._hang(what)
-        self.sock.settimeout(left)
-        try:
-            chunk = self.sock.recv(1 << 20)
-        except socket.timeout:
-            raise self._hang(what)
-        except (ConnectionResetError, BrokenPipeError):
-            chunk = b""
+        chunk = self._recv_more(deadline, what)
         if not chunk:
             self.eof = True
             return False
