@@ -267,24 +267,16 @@ int lg_connect_result(int fd)
 const char *lg_addr_str(const lg_addr_t *a, char *buf, size_t len)
 {
     char ip[INET6_ADDRSTRLEN] = "?";
-    unsigned port;
-    if (a->ss.ss_family == AF_INET6) {
-        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&a->ss;
-        inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof ip);
-        port = ntohs(in6->sin6_port);
-        if (port)
-            snprintf(buf, len, "[%s]:%u", ip, port);
-        else
-            snprintf(buf, len, "%s", ip);
-    } else {
-        const struct sockaddr_in *in = (const struct sockaddr_in *)&a->ss;
-        inet_ntop(AF_INET, &in->sin_addr, ip, sizeof ip);
-        port = ntohs(in->sin_port);
-        if (port)
-            snprintf(buf, len, "%s:%u", ip, port);
-        else
-            snprintf(buf, len, "%s", ip);
-    }
+    int v6 = a->ss.ss_family == AF_INET6;
+    const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&a->ss;
+    const struct sockaddr_in *in = (const struct sockaddr_in *)&a->ss;
+    inet_ntop(v6 ? AF_INET6 : AF_INET, v6 ? (const void *)&in6->sin6_addr : (const void *)&in->sin_addr,
+              ip, sizeof ip);
+    unsigned port = ntohs(v6 ? in6->sin6_port : in->sin_port);
+    if (!port)
+        snprintf(buf, len, "%s", ip);
+    else
+        snprintf(buf, len, v6 ? "[%s]:%u" : "%s:%u", ip, port);
     return buf;
 }
 
