@@ -39,6 +39,19 @@ def _can_netns():
     return r.returncode == 0
 
 
+def run_driver(argv, timeout=300):
+    """Run a bench driver to its end (killed past timeout): the finished Popen
+    (its pid names the labs it owned), its stdout and its stderr."""
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    return p, out, err
+
+
 def needs_root(f):
     return pytest.mark.serial(pytest.mark.skipif(not _can_netns(),
                                                  reason="needs root and ip netns")(f))
@@ -293,18 +306,10 @@ def test_up_after_a_crash_collects_the_dead_lab_first():
 @needs_build
 def test_multihost_merges_hosts(tmp_path):
     out = tmp_path / "mh"
-    p = subprocess.Popen([MULTIHOST, "--netlab", "3", "--addrs", "2", "-c", "60,300", "-n", "3000",
-                          "-W", "1", "--gatling", os.path.join(BDIR, "gatling"),
-                          "--bench", os.path.join(BDIR, "bench"), "-o", str(out)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        _, err = p.communicate(timeout=300)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    r = subprocess.CompletedProcess(p.args, p.returncode, "", err)
-    assert r.returncode == 0, r.stderr
+    p, _, err = run_driver([MULTIHOST, "--netlab", "3", "--addrs", "2", "-c", "60,300", "-n", "3000",
+                            "-W", "1", "--gatling", os.path.join(BDIR, "gatling"),
+                            "--bench", os.path.join(BDIR, "bench"), "-o", str(out)])
+    assert p.returncode == 0, err
     res = json.loads((out / "multihost.json").read_text())
     assert [lv["connections"] for lv in res["levels"]] == [60, 300]
     for lv in res["levels"]:
@@ -343,16 +348,9 @@ def test_multihost_drives_nginx_too(tmp_path):
 def test_backend_latency_in_the_lab(tmp_path):
     """The idle-latency driver with its server, holder and measurer on three lab hosts."""
     out = tmp_path / "bl"
-    p = subprocess.Popen([os.path.join(ROOT, "bench", "backend-latency"), "--netlab",
-                          "--no-build", "--client", PLAIN[0], "--backends", PLAIN[0],
-                          "--counts", "0,300", "--samples", "6", "--chunk", "3", "-o", str(out)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        _, err = p.communicate(timeout=300)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+    p, _, err = run_driver([os.path.join(ROOT, "bench", "backend-latency"), "--netlab",
+                            "--no-build", "--client", PLAIN[0], "--backends", PLAIN[0],
+                            "--counts", "0,300", "--samples", "6", "--chunk", "3", "-o", str(out)])
     assert p.returncode == 0, err
     run = json.loads((out / "run.json").read_text())
     lab = run["netlab"]
@@ -402,16 +400,9 @@ def test_bench_run_across_the_lab(tmp_path):
     """bench/run --netlab: short-lived and open-loop from two lab hosts, merged figures in
     samples.tsv, each host's in hosts.tsv and meta.json, a row per host in the report."""
     out = tmp_path / "run"
-    p = subprocess.Popen([os.path.join(ROOT, "bench", "run"), "quick", "--tiny", "--runs", "1",
-                          "--only", "short-lived,open-loop", "--netlab", "2", "-q",
-                          "--backend", PLAIN[0], "--client", PLAIN[0], "-o", str(out)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        so, err = p.communicate(timeout=300)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+    p, so, err = run_driver([os.path.join(ROOT, "bench", "run"), "quick", "--tiny", "--runs", "1",
+                             "--only", "short-lived,open-loop", "--netlab", "2", "-q",
+                             "--backend", PLAIN[0], "--client", PLAIN[0], "-o", str(out)])
     assert p.returncode == 0, err
     meta = json.loads((out / "meta.json").read_text())
     assert [(h["name"], h["role"]) for h in meta["hosts"]] == [
