@@ -21,6 +21,7 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +36,8 @@ static void usage(void)
         "               [-u user] [-m file] [-W n] [-H] [-v] [-t] [-d|-D] [-I name]\n"
         "               [-r url] [-M secs] [-S] [-L] [-Z] [-F bytes] [-C dir] [-e port] [-E]\n"
         "               [-o ciphers] [-O suites] [-x secs] [-X] [-2] [-y which] [-Y nets]\n"
-        "               [-k path] [-g secs] [-V] [-h]\n"
+        "               [-k path] [-g secs] [-w regex] [-z] [-J n] [-Q secs] [-P rule]\n"
+        "               [-V] [-h]\n"
         "Serve the current directory (or -c dir) over HTTP/1.1 and HTTP/2, and over HTTPS when\n"
         "there are certificates.\n"
         "  -i addr   listen on this IPv4 or IPv6 address (default: all, IPv6 and IPv4)\n"
@@ -93,6 +95,14 @@ static void usage(void)
         "            begun), without touching the disk: a load balancer's health check\n"
         "  -g secs   on TERM or HUP, fail the health check for secs before the\n"
         "            listeners close (default 0: close at once)\n"
+        "  -w regex  run files whose path matches regex (POSIX ERE) as CGI programs\n"
+        "            (the original gatling's -C; up to 8 times)\n"
+        "  -z        run world-executable files that start with #! or are ELF as CGI\n"
+        "  -J n      at most n CGI processes at once, then 503 (default 32)\n"
+        "  -Q secs   a CGI may run, and a backend may stay silent, secs (default 30)\n"
+        "  -P rule   send matching paths to a backend: [F/|S/]host/port/regex or\n"
+        "            [F/|S/]unix:path/regex (F/: FastCGI, S/: SCGI, else HTTP;\n"
+        "            the original gatling's -O; up to 16 times)\n"
         "  -V        print the version and the IO backend, and exit\n"
         "  -h        print this help, and exit\n"
         "Signals: TERM/INT stop accepting and exit after the responses in flight;\n"
@@ -250,6 +260,8 @@ static void config_defaults(config_t *cfg)
                       .gzip = 1,
                       .mem_file_max = 16384,
                       .tls_port = geteuid() == 0 ? 443 : 4433,
+                      .cgi_max = 32,
+                      .dyn_timeout = 30,
 #ifdef TCP_DEFER_ACCEPT
                       .defer_accept = 1, /* as h2o: see server.c, defer_accept() */
 #endif
@@ -284,6 +296,8 @@ static int int_option(int c, const char *arg, config_t *cfg)
         {'W', 1, 64, &cfg->workers, "not a worker count (1-64)"},
         {'x', 0, 0x7fffffff, &cfg->hsts, "not a number of seconds"},
         {'g', 0, 3600, &cfg->drain_grace, "not a time in seconds (0-3600)"},
+        {'J', 1, 4096, &cfg->cgi_max, "not a number of CGI processes (1-4096)"},
+        {'Q', 1, 86400, &cfg->dyn_timeout, "not a time in seconds (1-86400)"},
     };
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
         if (t[i].opt == c) {
@@ -334,13 +348,23 @@ static int flag_option(int c, config_t *cfg)
         {'D', 0, &cfg->listings},     {'S', 1, &cfg->status_page},
         {'L', 1, &cfg->symlinks_out}, {'Z', 0, &cfg->gzip},
         {'E', 1, &cfg->tls_off},      {'X', 1, &cfg->https_redirect},
-        {'2', 1, &cfg->h2_off},
+        {'2', 1, &cfg->h2_off},       {'z', 1, &cfg->cgi_exec},
     };
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
         if (t[i].opt == c) {
             *t[i].field = t[i].value;
             return -1;
         }
+    return 1;
+}
+
+/* -w: a regular expression that compiles, of a sane length. */
+static int pattern_ok(const char *arg)
+{
+    regex_t re;
+    if (!*arg || too_long(arg, CONFIG_PATTERN_MAX) || regcomp(&re, arg, REG_EXTENDED | REG_NOSUB))
+        return 0;
+    regfree(&re);
     return 1;
 }
 
@@ -413,6 +437,17 @@ static int option(int c, char *arg, config_t *cfg)
                                  "controls, ? or #)");
         cfg->health = arg;
         break;
+    case 'w':
+        if (cfg->ncgi_regex == CONFIG_CGI_MAX || !pattern_ok(arg))
+            return bad("w", arg, "not a POSIX extended regular expression (at most 1024 "
+                                 "bytes; -w at most 8 times)");
+        cfg->cgi_regex[cfg->ncgi_regex++] = arg;
+        break;
+    case 'P':
+        if (cfg->nproxy_rules == CONFIG_PROXY_RULES || too_long(arg, CONFIG_PATTERN_MAX))
+            return bad("P", arg, "not a proxy rule (at most 1024 bytes; -P at most 16 times)");
+        cfg->proxy_rule[cfg->nproxy_rules++] = arg;
+        break;
     case 'V': printf("gatling %s (%s)\n", GATLING_VERSION, gio_backend_name()); return 0;
     case 'h': usage(); return 0;
     case ':':
@@ -432,7 +467,7 @@ static int parse_options(int argc, char **argv, config_t *cfg)
     config_defaults(cfg);
     opterr = 0;
     const char *opts = ":i:p:a:T:s:B:N:K:A:R:b:j:nGl:q:c:u:m:W:HvtdDI:r:M:SLZF:C:e:Eo:O:x:X2"
-                       "y:Y:k:g:Vh";
+                       "y:Y:k:g:w:zJ:Q:P:Vh";
     while ((c = getopt(argc, argv, opts)) != -1)
         if ((rc = option(c, optarg, cfg)) >= 0)
             return rc;

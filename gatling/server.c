@@ -12,6 +12,7 @@
 #include "gio_os.h"
 #include "site/jobs.h"
 #include "site/peerlimits.h"
+#include "site/watch.h"
 #include "http/owfat.h"
 #include "conn/proxyproto.h"
 #include "conn/tls.h"
@@ -601,6 +602,8 @@ int server_run(server_t *s)
                 jobs_complete(s->site.jobs);
             else if (*kind == COOKIE_UPGRADE)
                 finish_upgrade(s, ev);
+            else if (*kind == COOKIE_WATCH)
+                ((watch_t *)kind)->on((watch_t *)kind, ev);
             else
                 handle_signals(s);
         }
@@ -615,6 +618,8 @@ int server_run(server_t *s)
                 gio_want(s->loop, fd, GIO_READ);
             else if (*kind == COOKIE_UPGRADE)
                 finish_upgrade(s, 0);
+            else if (*kind == COOKIE_WATCH)
+                ((watch_t *)kind)->on((watch_t *)kind, 0);
         }
         alog_flush(&s->site.log);
         grace_check(s, -1);

@@ -93,3 +93,9 @@ int router_dispatch(exchange_t *ex)
             return ex_error(ex, 405, "Allow", ALLOW);
     return ex_error(ex, 501, NULL, NULL);
 }
+
+int router_streams(exchange_t *ex)
+{
+    (void)ex;
+    return 0; /* no producers yet: cgi.c and proxy.c answer here */
+}

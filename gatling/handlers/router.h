@@ -15,6 +15,11 @@
    nothing could be answered (ENOMEM). */
 int router_dispatch(exchange_t *ex);
 
+/* Does ex's request go to a producer (CGI, a proxied backend)?  Asked for
+   a request with a body, before the body is read: such a body is streamed
+   to the producer; any other is read and dropped first.  1 or 0. */
+int router_streams(exchange_t *ex);
+
 /* GET/HEAD of a file or directory below the document root (static.c). */
 int static_serve(exchange_t *ex);
 

@@ -32,6 +32,11 @@ int ex_own(exchange_t *ex, void *p)
 
 void ex_end(exchange_t *ex)
 {
+    const ex_producer_t *p = ex->producer;
+    if (p) { /* first: the producer may still hold the exchange's buffers */
+        ex->producer = NULL;
+        p->end(ex);
+    }
     free(ex->owned);
     ex->owned = NULL;
 }

@@ -44,9 +44,37 @@ typedef struct ex_field {
 
 struct exchange;
 
-/* What a codec does with a response: see ex_head, ex_error, ex_body_*.  A
-   streaming body (CGI, proxy) will be one more operation: a producer the
-   codec calls for more bytes as its output drains. */
+#define EX_LEN_STREAM UINT64_MAX /* ex_head: a body of unknown length, streamed */
+#define EX_STREAM_HIGH (256 * 1024) /* a producer stops reading its source past this ... */
+#define EX_STREAM_LOW (64 * 1024)   /* ... and the codec calls drained() below this */
+
+/*
+ * A streamed body's producer: a CGI process or a backend server
+ * (handlers/cgi.c, proxy.c) whose answer arrives while the client waits.
+ * The handler sets ex->producer (and ex->pctx, its state) before it returns
+ * from the router; then, from its own descriptors' events, it calls ex_head
+ * (with EX_LEN_STREAM when it does not know the length, or ex_error), hands
+ * the body over with ex_body_buf as it comes, and ends it with ex_body_end
+ * (or ex_body_abort).  It stops reading its source while ex_queued() is over
+ * EX_STREAM_HIGH, and the codec calls drained() when it fell below
+ * EX_STREAM_LOW: a slow client never makes the server hold an unbounded
+ * response.  The request's body, if any, goes the other way through
+ * input(), with back-pressure too.  The codec owns the timing of the
+ * client's side (-B); the producer keeps its own deadline (its source's).
+ */
+typedef struct ex_producer {
+    /* Request body bytes p[0..n); last: the body ends with them (n may be
+       0).  Returns the bytes taken; fewer than n: the codec keeps the rest,
+       stops reading the client, and offers it again after ex_input_ready. */
+    size_t (*input)(struct exchange *ex, const char *p, size_t n, int last);
+    /* The body bytes the codec holds fell below EX_STREAM_LOW. */
+    void (*drained)(struct exchange *ex);
+    /* The exchange ends, its response complete or not (sent, client gone,
+       stream reset, shutdown): let every resource go.  The last call. */
+    void (*end)(struct exchange *ex);
+} ex_producer_t;
+
+/* What a codec does with a response: see ex_head, ex_error, ex_body_*. */
 typedef struct ex_codec {
     int (*head)(struct exchange *ex, int status, const char *ctype, uint64_t len, time_t mtime);
     int (*error)(struct exchange *ex, int status);
@@ -57,6 +85,14 @@ typedef struct ex_codec {
     /* 103 Early Hints with this Link value, before the final response; NULL:
        the codec sends none (HTTP/1.1: clients and proxies mishandle 1xx) */
     int (*hints)(struct exchange *ex, const char *link);
+    /* a streamed body (ex_head with EX_LEN_STREAM, or any producer's):
+       its end; its failure (the client must see a broken response); the
+       body bytes handed over and not yet sent; the producer takes input
+       again */
+    int (*body_end)(struct exchange *ex);
+    void (*body_abort)(struct exchange *ex);
+    uint64_t (*queued)(const struct exchange *ex);
+    void (*input_ready)(struct exchange *ex);
 } ex_codec_t;
 
 typedef struct exchange {
@@ -67,8 +103,11 @@ typedef struct exchange {
     uint8_t secure; /* HTTPS */
     uint8_t http10; /* an HTTP/1.0 request */
     uint16_t local_port;
+    uint8_t upgradable; /* HTTP/1.1 with Upgrade: a 101 makes the connection a tunnel */
     const struct sockaddr *peer;
     struct site *site; /* the loop's configuration and resources (site/site.h) */
+    int64_t req_len; /* the request body: its Content-Length, -1 chunked (length
+                        not known), 0 none */
     /* the response */
     uint16_t status;
     uint8_t fields_over; /* more fields than EX_FIELDS_MAX: the codec answers 500 */
@@ -80,6 +119,8 @@ typedef struct exchange {
     struct enc_gz *gz;         /* the gzipped body, if any */
     struct ex_job *job;        /* work off the loop this request waits for, or NULL */
     void *owned;               /* freed when the exchange ends (ex_own) */
+    const ex_producer_t *producer; /* a streamed response's source, or NULL */
+    void *pctx;                    /* ... its state */
     uint8_t auth_verdict;      /* AUTH_*: a job's answer for this request's credentials */
     uint8_t gzip_tried;        /* this request waited for a gzip job once already */
     char path[EX_PATH_CAP];    /* the decoded, normalised path */
@@ -148,6 +189,31 @@ static inline int ex_misdirected(exchange_t *ex, const char *host, size_t n)
 static inline int ex_hints(exchange_t *ex, const char *link)
 {
     return ex->codec->hints ? ex->codec->hints(ex, link) : 0;
+}
+
+/* The streamed body is complete.  0, or -1 on ENOMEM. */
+static inline int ex_body_end(exchange_t *ex)
+{
+    return ex->codec->body_end(ex);
+}
+
+/* The streamed body cannot be completed (the source failed after the
+   head): HTTP/1.1 closes the connection, HTTP/2 resets the stream. */
+static inline void ex_body_abort(exchange_t *ex)
+{
+    ex->codec->body_abort(ex);
+}
+
+/* Body bytes handed to the codec and not yet sent. */
+static inline uint64_t ex_queued(const exchange_t *ex)
+{
+    return ex->codec->queued(ex);
+}
+
+/* The producer, which took less than it was offered, takes input again. */
+static inline void ex_input_ready(exchange_t *ex)
+{
+    ex->codec->input_ready(ex);
 }
 
 /* Free the malloc'd p when the exchange ends, after its body is sent (one

@@ -7,6 +7,9 @@
 #define CONFIG_PROXY_PORTS 8 /* -y: ports named */
 #define CONFIG_TRUST_MAX 32  /* -Y: proxies (addresses or networks) trusted */
 #define CONFIG_HEALTH_MAX 255 /* -k: the health check path's length */
+#define CONFIG_CGI_MAX 8      /* -w: CGI patterns */
+#define CONFIG_PROXY_RULES 16 /* -P: proxy rules */
+#define CONFIG_PATTERN_MAX 1024 /* -w, -P: a pattern's or rule's length */
 
 /* An address or network: IPv4 as ::ffff:a.b.c.d, the prefix over 128 bits. */
 typedef struct config_net {
@@ -66,6 +69,15 @@ typedef struct config {
     const char *health; /* -k: the health check's path; NULL = none */
     int drain_grace;    /* -g: seconds the health check fails before a drain closes
                            the listeners; 0 = close at once */
+    /* dynamic content: handlers/cgi.c, handlers/proxy.c */
+    const char *cgi_regex[CONFIG_CGI_MAX]; /* -w: paths matching (POSIX ERE) run as CGI */
+    int ncgi_regex;
+    int cgi_exec;    /* -z: world-executable files starting with #! or ELF run as CGI */
+    int cgi_max;     /* -J: CGI processes at once (per loop); more get 503 */
+    int dyn_timeout; /* -Q: seconds a CGI may run, and a backend may stay silent */
+    const char *proxy_rule[CONFIG_PROXY_RULES]; /* -P: [F/|S/]host/port/regex or
+                                                   [F/|S/]unix:path/regex */
+    int nproxy_rules;
     /* set up by main(), not options: */
     int log_fd;   /* the access log (-1: none), opened before any chroot */
     int error_fd; /* the error log (stderr, or -q's file), opened before any chroot */
