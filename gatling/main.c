@@ -12,6 +12,7 @@
 #include "server.h"
 #include "conn/proxyproto.h"
 #include "conn/tls.h"
+#include "handlers/proxy.h"
 #include "worker.h"
 
 #include <arpa/inet.h>
@@ -444,7 +445,8 @@ static int option(int c, char *arg, config_t *cfg)
         cfg->cgi_regex[cfg->ncgi_regex++] = arg;
         break;
     case 'P':
-        if (cfg->nproxy_rules == CONFIG_PROXY_RULES || too_long(arg, CONFIG_PATTERN_MAX))
+        if (cfg->nproxy_rules == CONFIG_PROXY_RULES || too_long(arg, CONFIG_PATTERN_MAX) ||
+            proxy_rule_check(arg) < 0) /* which says why */
             return bad("P", arg, "not a proxy rule (at most 1024 bytes; -P at most 16 times)");
         cfg->proxy_rule[cfg->nproxy_rules++] = arg;
         break;

@@ -16,6 +16,7 @@
 #include "http/owfat.h"
 #include "conn/proxyproto.h"
 #include "conn/tls.h"
+#include "handlers/proxy.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -312,7 +313,7 @@ int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const list
                 strerror(errno));
         return -1;
     }
-    if (site_init(&s->site, cfg, s->loop, mime) < 0)
+    if (site_init(&s->site, cfg, s->loop, mime) < 0 || proxy_init(&s->site) < 0)
         return -1;
     s->jobskind = COOKIE_JOBS;
     if (gio_add(s->loop, jobs_fd(s->site.jobs), &s->jobskind) < 0) {
@@ -640,6 +641,7 @@ void server_free(server_t *s)
     }
     if (s->site.jobs)
         gio_del(s->loop, jobs_fd(s->site.jobs));
+    proxy_free(&s->site);
     site_free(&s->site);
     conn_set_free(&s->conns);
     gio_loop_free(s->loop);

@@ -2,6 +2,7 @@
 #include "router.h"
 #include "http/hbuf.h"
 #include "site/site.h"
+#include "proxy.h"
 #include "status.h"
 
 #include <string.h>
@@ -81,6 +82,9 @@ int router_dispatch(exchange_t *ex)
     }
     if (!ex->secure && cfg->https_redirect && cfg->tls && !cfg->tls_skipped)
         return redirect_https(ex, req, host);
+    int px = proxy_dispatch(ex); /* -P: any method */
+    if (px != PROXY_NOT_MINE)
+        return px;
     if (method_is(req, "GET") || method_is(req, "HEAD"))
         return static_serve(ex);
     if (method_is(req, "OPTIONS")) {
@@ -96,6 +100,5 @@ int router_dispatch(exchange_t *ex)
 
 int router_streams(exchange_t *ex)
 {
-    (void)ex;
-    return 0; /* no producers yet: cgi.c and proxy.c answer here */
+    return proxy_streams(ex);
 }

@@ -29,6 +29,20 @@ typedef struct row {
 
 #define STATUS_PAGE_MAX 12288 /* the page is about 5 KiB */
 
+/* The reverse proxy's rows (-P), at most cap. */
+static size_t proxy_rows(const status_counters_t *st, row_t *r, size_t cap)
+{
+    const row_t all[] = {
+        {"backend_connects", "proxy: backend connections opened", st->backend_connects},
+        {"backend_reuses", "proxy: requests on a kept-alive backend connection", st->backend_reuses},
+        {"backend_502", "proxy: backend failed: 502 or response cut short", st->backend_502},
+        {"backend_504", "proxy: backend silent past -Q: 504", st->backend_504},
+    };
+    size_t n = sizeof all / sizeof all[0] < cap ? sizeof all / sizeof all[0] : cap;
+    memcpy(r, all, n * sizeof *r);
+    return n;
+}
+
 /* The rows, in the order shown (at most cap); the same list makes both forms. */
 static size_t rows(const site_t *s, row_t *r, size_t cap, int64_t now)
 {
@@ -106,7 +120,7 @@ static size_t rows(const site_t *s, row_t *r, size_t cap, int64_t now)
     ROW("health_failed", "health checks (-k): 503, draining", st->health_failed);
     ROW("draining", "draining: health checks fail (-g), listeners closing", s->draining);
 #undef ROW
-    return n;
+    return n + proxy_rows(st, r + n, cap - n);
 }
 
 int status_serve(exchange_t *ex, int json)
@@ -114,7 +128,7 @@ int status_serve(exchange_t *ex, int json)
     site_t *s = ex->site;
     int64_t now = gio_wallclock(s->loop);
     stats_roll(&s->stats, now);
-    row_t r[72];
+    row_t r[88];
     size_t n = rows(s, r, sizeof r / sizeof r[0], now);
     char *body = malloc(STATUS_PAGE_MAX), pid[24];
     if (!body)

@@ -28,7 +28,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#define EX_FIELDS_MAX 12 /* a file response carries 8 */
+#define EX_FIELDS_MAX 40 /* a file response carries 8, a proxied one what its backend sent */
 #define EX_PATH_CAP (HTTP_MAX_TARGET + 8)
 #define EX_FIELD_MAX (3 * HTTP_MAX_TARGET + 1024) /* a field line: Location, the path encoded */
 #define EX_VHOST_CAP 272

@@ -538,3 +538,70 @@ int http_chunked_skip(http_chunked_t *st, const char *buf, size_t len, size_t *u
     *used = i;
     return HTTP_CHUNKED_MORE;
 }
+
+int http_chunked_decode(http_chunked_t *st, char *buf, size_t len, size_t *used, size_t *out)
+{
+    size_t i = 0, o = 0;
+    while (i < len) {
+        if (st->state == CH_DATA) { /* data: moved down over the framing before it */
+            size_t k = len - i < st->left ? len - i : (size_t)st->left;
+            memmove(buf + o, buf + i, k);
+            o += k, i += k;
+            st->left -= k, st->total += k;
+            if (!st->left)
+                st->state = CH_DATA_CR;
+            continue;
+        }
+        size_t u; /* framing: a byte at a time, so the skipper never eats data */
+        int r = http_chunked_skip(st, buf + i, 1, &u);
+        i += u;
+        if (r != HTTP_CHUNKED_MORE) {
+            *used = i, *out = o;
+            return r;
+        }
+    }
+    *used = i, *out = o;
+    return HTTP_CHUNKED_MORE;
+}
+
+/* "HTTP/1.x 200 reason" up to e: 0, or HTTP_MALFORMED. */
+static int status_line(const char *p, const char *e, http_response_t *resp)
+{
+    /* RFC 9112 4: HTTP-version SP 3DIGIT SP [reason]; a missing SP before an
+       empty reason is tolerated, as every client does */
+    if (e - p < 12 || memcmp(p, "HTTP/1.", 7) || (p[7] != '0' && p[7] != '1') || p[8] != ' ')
+        return HTTP_MALFORMED;
+    for (int k = 9; k < 12; k++)
+        if (p[k] < '0' || p[k] > '9')
+            return HTTP_MALFORMED;
+    if (e - p > 12 && p[12] != ' ')
+        return HTTP_MALFORMED;
+    for (const char *c = p + 12; c < e; c++)
+        if (!is_vchar((unsigned char)*c))
+            return HTTP_MALFORMED;
+    resp->version = p[7] == '1' ? 11 : 10;
+    resp->status = (p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0');
+    return resp->status < 100 ? HTTP_MALFORMED : 0;
+}
+
+long http_parse_response(const char *buf, size_t len, http_response_t *resp)
+{
+    const char *p = buf, *end = buf + len, *lf, *e;
+    int status;
+    resp->nheaders = 0;
+    if (!(lf = memchr(p, '\n', len)))
+        return memcmp(buf, "HTTP/1.", len < 7 ? len : 7) ? HTTP_MALFORMED : HTTP_INCOMPLETE;
+    if (!content_end(p, lf, &e) || status_line(p, e, resp) < 0)
+        return HTTP_MALFORMED;
+    for (p = lf + 1; p < end; p = lf + 1) {
+        if (!(lf = memchr(p, '\n', (size_t)(end - p))))
+            return HTTP_INCOMPLETE;
+        if (lf == p || (lf == p + 1 && *p == '\r'))
+            return (long)(lf + 1 - buf);
+        if (resp->nheaders == HTTP_MAX_HEADERS ||
+            parse_header(p, lf, &resp->headers[resp->nheaders], &status) < 0)
+            return HTTP_MALFORMED;
+        resp->nheaders++;
+    }
+    return HTTP_INCOMPLETE;
+}

@@ -123,4 +123,29 @@ enum { HTTP_CHUNKED_MORE = 0, HTTP_CHUNKED_DONE = 1 };
  */
 int http_chunked_skip(http_chunked_t *st, const char *buf, size_t len, size_t *used);
 
+/*
+ * Decoding a chunked body (a backend's response): as http_chunked_skip, but
+ * the data bytes are moved down to buf[0..*out) in place (the framing
+ * between them dropped; *out <= *used), for the caller to pass on.
+ */
+int http_chunked_decode(http_chunked_t *st, char *buf, size_t len, size_t *used, size_t *out);
+
+/* A response head from a backend server (handlers/proxy.c). */
+typedef struct http_response {
+    int version; /* 10 or 11 */
+    int status;  /* 100-999 */
+    size_t nheaders;
+    http_header_t headers[HTTP_MAX_HEADERS];
+} http_response_t;
+
+/*
+ * Parse the response head (RFC 9112 4: status line, fields, empty line) at
+ * buf[0..len).  Returns the bytes of the head, HTTP_INCOMPLETE, or
+ * HTTP_MALFORMED (not HTTP/1.x, a bad status line or field line, more than
+ * HTTP_MAX_HEADERS fields).  Field lines as for requests; the caller bounds
+ * len (a head that fills its buffer without ending is malformed to it).
+ * Pure: pointers into buf, no allocation.
+ */
+long http_parse_response(const char *buf, size_t len, http_response_t *resp);
+
 #endif

@@ -24,6 +24,7 @@
 struct enc_cache;
 struct jobs;
 struct limits;
+struct proxy;
 
 #define SITE_MDATES 16 /* a power of two */
 
@@ -35,6 +36,7 @@ typedef struct site {
     struct enc_cache *gzcache; /* on-the-fly gzip; NULL with -Z */
     struct jobs *jobs;         /* worker threads for what must leave the loop */
     struct limits *limits;     /* per client address: -K, -A, failed logins */
+    struct proxy *proxy;       /* -P: the rules and backend pools (handlers/proxy.h) */
     int rootfd;                /* the document root, opened once */
     char *root_real;           /* its canonical path, for symlink checks */
     alog_t log;

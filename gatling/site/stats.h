@@ -63,6 +63,10 @@ typedef struct status_counters {
     uint64_t proxy_timeout;    /* -y: PROXY headers not complete in time (-s), closed */
     uint64_t health_ok;        /* -k: health checks answered 200 */
     uint64_t health_failed;    /* -k: health checks answered 503 (draining) */
+    uint64_t backend_connects; /* -P: backend connections opened */
+    uint64_t backend_reuses;   /* -P: requests sent on a pooled backend connection */
+    uint64_t backend_502;      /* -P: backend failures: 502, or a response cut short */
+    uint64_t backend_504;      /* -P: backends silent past -Q: 504 (or cut short) */
 } status_counters_t;
 
 /* Start a new second at wall-clock second now, if it is one: the second that

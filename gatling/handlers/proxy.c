@@ -1,0 +1,653 @@
+/* Reverse proxying: rules, pools, backend connections, the producer.  See proxy.h. */
+#include "proxy_int.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+/* ---- rules ---- */
+
+/* "1.2.3.4/port/" or "[::1]/port/": the address into r; *rest after the last '/'. */
+static int parse_inet(const char *s, px_rule_t *r, const char **rest, const char **why)
+{
+    char host[INET6_ADDRSTRLEN + 1];
+    const char *e;
+    int v6 = *s == '[';
+    *why = "the backend is not an IPv4 or [IPv6] address followed by /port/";
+    if (v6 ? !(e = strchr(s, ']')) || e[1] != '/' : !(e = strchr(s, '/')))
+        return -1;
+    size_t n = (size_t)(e - s) - (size_t)v6;
+    if (n == 0 || n >= sizeof host)
+        return -1;
+    memcpy(host, s + v6, n), host[n] = 0;
+    const char *ps = e + 1 + v6;
+    char *pe;
+    errno = 0;
+    long port = strtol(ps, &pe, 10);
+    if (pe == ps || *ps < '0' || *ps > '9' || *pe != '/' || port < 1 || port > 65535 || errno) {
+        *why = "not a port number (1-65535) between the address and the pattern";
+        return -1;
+    }
+    memset(&r->addr, 0, sizeof r->addr);
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&r->addr;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&r->addr;
+    if (!v6 && inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET, a4->sin_port = htons((uint16_t)port);
+        r->alen = sizeof *a4;
+    } else if (v6 && inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6, a6->sin6_port = htons((uint16_t)port);
+        r->alen = sizeof *a6;
+    } else {
+        return -1;
+    }
+    *rest = pe + 1;
+    return 0;
+}
+
+/* "unix:/path:": the socket into r; *rest after the colon ending the path. */
+static int parse_unix(const char *s, px_rule_t *r, const char **rest, const char **why)
+{
+    struct sockaddr_un *u = (struct sockaddr_un *)&r->addr;
+    const char *path = s + 5, *e = strchr(path, ':');
+    *why = "unix: needs an absolute socket path (no colon, at most 107 bytes), then :pattern";
+    if (!e || *path != '/' || (size_t)(e - path) >= sizeof u->sun_path)
+        return -1;
+    memset(&r->addr, 0, sizeof r->addr);
+    u->sun_family = AF_UNIX;
+    memcpy(u->sun_path, path, (size_t)(e - path));
+    r->alen = (socklen_t)sizeof *u;
+    *rest = e + 1;
+    return 0;
+}
+
+/* Parse and compile one rule.  0, or -1 with *why set. */
+static int rule_parse(const char *s, px_rule_t *r, const char **why)
+{
+    const char *re;
+    memset(r, 0, sizeof *r);
+    r->kind = PX_HTTP;
+    if ((s[0] == 'F' || s[0] == 'S') && s[1] == '/') {
+        r->kind = s[0] == 'F' ? PX_FCGI : PX_SCGI;
+        s += 2;
+    }
+    if (!strncmp(s, "unix:", 5) ? parse_unix(s, r, &re, why) : parse_inet(s, r, &re, why))
+        return -1;
+    *why = "the pattern is empty or not a POSIX extended regular expression";
+    if (!*re || regcomp(&r->re, re, REG_EXTENDED | REG_NOSUB))
+        return -1;
+    return 0;
+}
+
+int proxy_rule_check(const char *rule)
+{
+    px_rule_t r;
+    const char *why;
+    if (rule_parse(rule, &r, &why) < 0) {
+        fprintf(stderr, "gatling: -P %s: %s\n", rule, why);
+        return -1;
+    }
+    regfree(&r.re);
+    return 0;
+}
+
+int proxy_init(site_t *site)
+{
+    const config_t *cfg = site->cfg;
+    site->proxy = NULL;
+    if (!cfg->nproxy_rules)
+        return 0;
+    proxy_t *px = calloc(1, sizeof *px);
+    if (!px) {
+        fprintf(stderr, "gatling: proxy rules: out of memory\n");
+        return -1;
+    }
+    px->site = site;
+    for (int i = 0; i < cfg->nproxy_rules; i++, px->nrules++) {
+        const char *why;
+        if (rule_parse(cfg->proxy_rule[i], &px->rule[i], &why) < 0) {
+            fprintf(stderr, "gatling: -P %s: %s\n", cfg->proxy_rule[i], why);
+            site->proxy = px;
+            proxy_free(site);
+            return -1;
+        }
+    }
+    site->proxy = px;
+    return 0;
+}
+
+static void conn_close(proxy_t *px, px_conn_t *c)
+{
+    gio_close(px->site->loop, c->fd);
+    free(c);
+}
+
+void proxy_free(site_t *site)
+{
+    proxy_t *px = site->proxy;
+    if (!px)
+        return;
+    for (int i = 0; i < px->nrules; i++) {
+        for (int k = 0; k < px->rule[i].nidle; k++)
+            conn_close(px, px->rule[i].idle[k]);
+        regfree(&px->rule[i].re);
+    }
+    free(px);
+    site->proxy = NULL;
+}
+
+/* ---- which requests ---- */
+
+/* Does the vhost serving ex hold a .proxy file?  Looked at once a second per vhost. */
+static int vhost_proxied(proxy_t *px, exchange_t *ex, const path_t *p)
+{
+    site_t *s = px->site;
+    const config_t *cfg = s->cfg;
+    char name[VHOST_NAME_MAX] = "";
+    const http_str_t *host = p->authority.p ? &p->authority : http_header(ex->req, "Host");
+    if (cfg->vhosts && vhost_name(host, ex->local_port, cfg->keep_host_port, name) < 0)
+        return 0;
+    unsigned h = 5381;
+    for (const char *c = name; *c; c++)
+        h = h * 33 + (unsigned char)*c;
+    __typeof__(px->vh[0]) *e = &px->vh[h % PROXY_VHOSTS];
+    int64_t now = gio_wallclock(s->loop);
+    if (e->second == now && !strcmp(e->name, name))
+        return e->has;
+    int fd = vhost_open(s->rootfd, cfg->vhosts ? name : NULL, cfg->vhost_only,
+                        site_root_check(s), NULL);
+    struct stat st;
+    e->has = fd >= 0 && fstatat(fd, ".proxy", &st, 0) == 0;
+    if (fd >= 0)
+        close(fd);
+    memcpy(e->name, name, sizeof name);
+    e->second = now;
+    return e->has;
+}
+
+/* The rule ex's request goes by, or NULL; *p gets its path (in ex->path). */
+static px_rule_t *match(exchange_t *ex, path_t *p)
+{
+    proxy_t *px = ex->site->proxy;
+    const http_request_t *req = ex->req;
+    if (!px || path_from_target(req->target.p, req->target.n, ex->path, EX_PATH_CAP, p))
+        return NULL;
+    for (int i = 0; i < px->nrules; i++)
+        if (!regexec(&px->rule[i].re, p->path, 0, NULL, 0))
+            return vhost_proxied(px, ex, p) ? &px->rule[i] : NULL;
+    return NULL;
+}
+
+int proxy_streams(exchange_t *ex)
+{
+    path_t p;
+    return match(ex, &p) != NULL;
+}
+
+/* ---- backend connections ---- */
+
+static void conn_on(watch_t *w, unsigned events);
+
+static void set_deadline(px_req_t *pr)
+{
+    gio_loop_t *l = pr->px->site->loop;
+    if (pr->be)
+        gio_set_deadline(l, pr->be->fd, pr->paused ? 0
+                                                   : gio_now(l) + pr->px->site->cfg->dyn_timeout * 1000LL);
+}
+
+/* What the backend connection waits for now. */
+static void interest(px_req_t *pr)
+{
+    if (!pr->be || pr->ended)
+        return;
+    unsigned want = 0;
+    if (pr->be->connecting || pr->outoff < pr->outlen)
+        want |= GIO_WRITE;
+    if (!pr->be->connecting && !pr->paused && pr->state != RS_DONE)
+        want |= GIO_READ;
+    gio_want(pr->px->site->loop, pr->be->fd, want);
+}
+
+/* A new connection to r's backend, connecting.  NULL with errno. */
+static px_conn_t *conn_open(proxy_t *px, px_rule_t *r)
+{
+    int fd = socket(r->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return NULL;
+    int one = 1;
+    if (r->addr.ss_family != AF_UNIX)
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    px_conn_t *c = calloc(1, sizeof *c);
+    int err = 0;
+    if (!c)
+        err = ENOMEM;
+    else if (connect(fd, (struct sockaddr *)&r->addr, r->alen) < 0 && errno != EINPROGRESS)
+        err = errno; /* a unix socket's full backlog (EAGAIN) too: the backend is overloaded */
+    else if (gio_add(px->site->loop, fd, c) < 0)
+        err = errno;
+    if (err) {
+        close(fd);
+        free(c);
+        errno = err;
+        return NULL;
+    }
+    watch_init(&c->w, conn_on);
+    c->fd = fd;
+    c->px = px;
+    c->rule = r;
+    c->connecting = 1;
+    px->site->stats.backend_connects++;
+    return c;
+}
+
+/* An idle connection of r's pool (the newest), or NULL. */
+static px_conn_t *pool_take(px_rule_t *r)
+{
+    if (!r->nidle)
+        return NULL;
+    px_conn_t *c = r->idle[--r->nidle];
+    c->reused = 1;
+    return c;
+}
+
+static void pool_remove(px_rule_t *r, px_conn_t *c)
+{
+    for (int i = 0; i < r->nidle; i++)
+        if (r->idle[i] == c) {
+            r->idle[i] = r->idle[--r->nidle];
+            return;
+        }
+}
+
+/* c is free again: keep it idle (the oldest goes when the pool is full). */
+static void pool_put(proxy_t *px, px_conn_t *c)
+{
+    px_rule_t *r = c->rule;
+    gio_loop_t *l = px->site->loop;
+    c->req = NULL;
+    if (r->nidle == PROXY_IDLE_MAX) {
+        conn_close(px, r->idle[0]);
+        memmove(r->idle, r->idle + 1, sizeof r->idle[0] * (PROXY_IDLE_MAX - 1));
+        r->nidle--;
+    }
+    r->idle[r->nidle++] = c;
+    gio_want(l, c->fd, GIO_READ); /* a backend closing it (or babbling) removes it */
+    gio_set_deadline(l, c->fd, gio_now(l) + PROXY_IDLE_MS);
+}
+
+/* Let go of pr's backend connection: back to the pool, or closed. */
+static void release(px_req_t *pr, int reusable)
+{
+    px_conn_t *c = pr->be;
+    if (!c)
+        return;
+    pr->be = NULL;
+    if (reusable && pr->rule->kind != PX_SCGI)
+        pool_put(pr->px, c);
+    else
+        conn_close(pr->px, c);
+}
+
+/* Attach a connection to pr (pooled if any, else new).  0, or -1 with errno. */
+static int attach(px_req_t *pr, int pooled)
+{
+    px_conn_t *c = pooled ? pool_take(pr->rule) : NULL;
+    if (c) {
+        pr->px->site->stats.backend_reuses++;
+    } else if (!(c = conn_open(pr->px, pr->rule))) {
+        return -1;
+    }
+    c->req = pr;
+    pr->be = c;
+    pr->outoff = 0;
+    set_deadline(pr);
+    interest(pr);
+    return 0;
+}
+
+/* ---- the request's life ---- */
+
+static void req_free(px_req_t *pr)
+{
+    release(pr, 0);
+    free(pr->out);
+    free(pr->in);
+    free(pr->fields);
+    free(pr);
+}
+
+int px_out(px_req_t *pr, const void *p, size_t n)
+{
+    if (pr->outoff == pr->outlen && pr->got_byte) /* nothing kept for a retry any more */
+        pr->outoff = pr->outlen = 0;
+    if (pr->outlen + n > pr->outcap) {
+        size_t cap = pr->outcap ? pr->outcap : 4096;
+        while (cap < pr->outlen + n)
+            cap *= 2;
+        char *q = realloc(pr->out, cap);
+        if (!q)
+            return -1;
+        pr->out = q, pr->outcap = cap;
+    }
+    memcpy(pr->out + pr->outlen, p, n);
+    pr->outlen += n;
+    return 0;
+}
+
+/* A failure on a reused connection before any answer: the backend closed
+   it as we sent.  Send an idempotent request again, once, on a new one. */
+static int retry(px_req_t *pr)
+{
+    if (!pr->be || !pr->be->reused || pr->got_byte || pr->retried || !pr->idempotent ||
+        pr->has_body || pr->head_sent)
+        return 0;
+    pr->retried = 1;
+    release(pr, 0);
+    return attach(pr, 0) == 0;
+}
+
+void px_fail(px_req_t *pr, const char *why)
+{
+    if (retry(pr))
+        return;
+    site_t *s = pr->px->site;
+    exchange_t *ex = pr->ex;
+    s->stats.backend_502++;
+    site_error(s, "proxy", 0, ex->peer, why);
+    release(pr, 0);
+    pr->state = RS_DONE;
+    if (pr->head_sent) {
+        ex_body_abort(ex);
+    } else {
+        pr->head_sent = 1;
+        ex_error(ex, 502, NULL, NULL);
+    }
+}
+
+void px_done(px_req_t *pr, int reusable)
+{
+    pr->state = RS_DONE;
+    release(pr, reusable && pr->keepalive && pr->body_in && pr->outoff == pr->outlen);
+    ex_body_end(pr->ex);
+}
+
+int px_body(px_req_t *pr, const char *p, size_t n)
+{
+    if (!n)
+        return 0;
+    char *copy = malloc(n);
+    if (!copy || (memcpy(copy, p, n), ex_body_buf(pr->ex, copy, n, EX_FREE) < 0)) {
+        px_fail(pr, "out of memory");
+        return -1;
+    }
+    if (pr->ended)
+        return -1;
+    if (ex_queued(pr->ex) > EX_STREAM_HIGH)
+        pr->paused = 1; /* drained() resumes */
+    return 0;
+}
+
+int px_head(px_req_t *pr, int status, const char *ctype, uint64_t len)
+{
+    pr->head_sent = 1;
+    int r = ex_head(pr->ex, status, ctype, len, -1);
+    if (r != 0 || pr->ended) {
+        if (!pr->ended) {
+            pr->state = RS_DONE;
+            release(pr, 0);
+        }
+        return -1;
+    }
+    return 0;
+}
+
+char *px_keep(px_req_t *pr, const char *p, size_t n)
+{
+    if (!pr->fields && !(pr->fields = malloc(PROXY_FIELDS_MAX)))
+        return NULL;
+    if (n >= PROXY_FIELDS_MAX - pr->fused)
+        return NULL;
+    char *q = pr->fields + pr->fused;
+    memcpy(q, p, n), q[n] = 0;
+    pr->fused += n + 1;
+    return q;
+}
+
+int px_field(px_req_t *pr, const char *name, size_t nl, const char *value, size_t vl)
+{
+    char *n, *v;
+    if (pr->ex->nfields == EX_FIELDS_MAX || !(n = px_keep(pr, name, nl)) ||
+        !(v = px_keep(pr, value, vl)))
+        return -1;
+    ex_field(pr->ex, n, v);
+    return 0;
+}
+
+void px_peer(const exchange_t *ex, char *a, int *port)
+{
+    const struct sockaddr *sa = ex->peer;
+    const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)sa;
+    const struct sockaddr_in *a4 = (const struct sockaddr_in *)sa;
+    strcpy(a, "0.0.0.0");
+    *port = 0;
+    if (sa && sa->sa_family == AF_INET) {
+        inet_ntop(AF_INET, &a4->sin_addr, a, INET6_ADDRSTRLEN);
+        *port = ntohs(a4->sin_port);
+    } else if (sa && sa->sa_family == AF_INET6) {
+        if (IN6_IS_ADDR_V4MAPPED(&a6->sin6_addr))
+            inet_ntop(AF_INET, a6->sin6_addr.s6_addr + 12, a, INET6_ADDRSTRLEN);
+        else
+            inet_ntop(AF_INET6, &a6->sin6_addr, a, INET6_ADDRSTRLEN);
+        *port = ntohs(a6->sin6_port);
+    }
+}
+
+/* Write what the backend is owed; on a failure, fail (or retry). */
+static void flush(px_req_t *pr)
+{
+    while (pr->be && pr->outoff < pr->outlen) {
+        ssize_t w = send(pr->be->fd, pr->out + pr->outoff, pr->outlen - pr->outoff, MSG_NOSIGNAL);
+        if (w < 0 && (errno == EAGAIN || errno == EINTR))
+            break;
+        if (w <= 0) {
+            px_fail(pr, "send() to the backend failed");
+            return;
+        }
+        pr->outoff += (size_t)w;
+        set_deadline(pr);
+    }
+    if (pr->blocked && pr->outlen - pr->outoff < PROXY_OUT_MAX / 2) {
+        pr->blocked = 0;
+        ex_input_ready(pr->ex); /* may call input() again at once */
+    }
+}
+
+/* Bytes from the backend to the protocol's reader, and EOF. */
+static void backend_read(px_req_t *pr)
+{
+    char buf[65536];
+    for (int round = 0; round < 4 && pr->be && !pr->paused && !pr->ended; round++) {
+        long n = gio_read(pr->be->fd, buf, sizeof buf);
+        if (n == GIO_AGAIN)
+            return;
+        if (n < 0 || n == GIO_EOF) {
+            if (pr->state == RS_TUNNEL) {
+                pr->state = RS_DONE;
+                release(pr, 0);
+                ex_body_end(pr->ex);
+            } else if (n == GIO_EOF && pr->rule->kind == PX_HTTP) {
+                px_http_eof(pr);
+            } else if (n == GIO_EOF) {
+                px_cgi_eof(pr);
+            } else {
+                px_fail(pr, "recv() from the backend failed");
+            }
+            return;
+        }
+        pr->got_byte = 1;
+        set_deadline(pr);
+        if (pr->state == RS_TUNNEL)
+            px_body(pr, buf, (size_t)n);
+        else if (pr->rule->kind == PX_HTTP)
+            px_http_read(pr, buf, (size_t)n);
+        else
+            px_cgi_read(pr, buf, (size_t)n);
+    }
+}
+
+/* The backend stayed silent for -Q seconds. */
+static void timed_out(px_req_t *pr)
+{
+    site_t *s = pr->px->site;
+    exchange_t *ex = pr->ex;
+    release(pr, 0);
+    int tunnel = pr->state == RS_TUNNEL;
+    pr->state = RS_DONE;
+    if (tunnel) { /* an idle WebSocket: closed, not an error */
+        ex_body_end(ex);
+        return;
+    }
+    s->stats.backend_504++;
+    site_error(s, "proxy", ETIMEDOUT, ex->peer, "the backend did not answer in time (-Q)");
+    if (pr->head_sent) {
+        ex_body_abort(ex);
+    } else {
+        pr->head_sent = 1;
+        ex_error(ex, 504, NULL, NULL);
+    }
+}
+
+static void conn_on(watch_t *w, unsigned events)
+{
+    px_conn_t *c = (px_conn_t *)w;
+    px_req_t *pr = c->req;
+    if (!pr) { /* idle: the backend closed it, sent what no request asked for, or it aged */
+        pool_remove(c->rule, c);
+        conn_close(c->px, c);
+        return;
+    }
+    pr->depth++;
+    if (!events) {
+        timed_out(pr);
+    } else {
+        if (c->connecting && (events & (GIO_WRITE | GIO_ERROR | GIO_HANGUP))) {
+            int err = 0;
+            socklen_t len = sizeof err;
+            if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+                err = errno;
+            c->connecting = 0;
+            if (err) {
+                px_fail(pr, "connect() to the backend failed");
+                events = 0;
+            }
+        }
+        if (events & GIO_WRITE && pr->be == c && !pr->ended)
+            flush(pr);
+        if (events & (GIO_READ | GIO_HANGUP | GIO_ERROR) && pr->be == c && !pr->ended)
+            backend_read(pr);
+    }
+    interest(pr);
+    if (!--pr->depth && pr->ended)
+        req_free(pr);
+}
+
+/* ---- the producer ---- */
+
+static size_t p_input(exchange_t *ex, const char *p, size_t n, int last)
+{
+    px_req_t *pr = ex->pctx;
+    if (pr->ended || pr->state == RS_DONE || (pr->body_in && pr->state != RS_TUNNEL))
+        return n; /* answered already: the rest of the body is not wanted */
+    size_t held = pr->outlen - pr->outoff, take = n;
+    if (held + n > PROXY_OUT_MAX)
+        take = held >= PROXY_OUT_MAX ? 0 : PROXY_OUT_MAX - held;
+    int end = last && take == n;
+    if (take || end) {
+        int r = pr->state == RS_TUNNEL      ? px_out(pr, p, take)
+                : pr->rule->kind == PX_HTTP ? px_http_body(pr, p, take, end)
+                                            : px_cgi_body(pr, p, take, end);
+        if (r < 0) {
+            pr->depth++;
+            px_fail(pr, "out of memory");
+            if (!--pr->depth && pr->ended)
+                req_free(pr);
+            return n;
+        }
+    }
+    if (end && pr->state != RS_TUNNEL)
+        pr->body_in = 1;
+    if (take < n)
+        pr->blocked = 1;
+    set_deadline(pr);
+    interest(pr);
+    return take;
+}
+
+static void p_drained(exchange_t *ex)
+{
+    px_req_t *pr = ex->pctx;
+    if (!pr->paused)
+        return;
+    pr->paused = 0;
+    set_deadline(pr);
+    interest(pr);
+}
+
+static void p_end(exchange_t *ex)
+{
+    px_req_t *pr = ex->pctx;
+    pr->ended = 1;
+    if (!pr->depth)
+        req_free(pr);
+}
+
+static const ex_producer_t producer = {p_input, p_drained, p_end};
+
+static int method_is(const http_request_t *req, const char *m)
+{
+    size_t n = strlen(m);
+    return req->method.n == n && !memcmp(req->method.p, m, n);
+}
+
+int proxy_dispatch(exchange_t *ex)
+{
+    path_t p;
+    px_rule_t *r = match(ex, &p);
+    if (!r)
+        return PROXY_NOT_MINE;
+    if (r->kind == PX_SCGI && ex->req_len < 0) /* SCGI wants CONTENT_LENGTH first */
+        return ex_error(ex, 411, NULL, NULL);
+    px_req_t *pr = calloc(1, sizeof *pr);
+    if (!pr)
+        return -1;
+    const http_request_t *req = ex->req;
+    pr->ex = ex, pr->px = ex->site->proxy, pr->rule = r;
+    pr->has_body = ex->req_len != 0;
+    pr->body_in = !pr->has_body;
+    pr->head_only = ex->head_only;
+    static const char *const idem[] = {"GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"};
+    for (size_t i = 0; i < sizeof idem / sizeof idem[0]; i++)
+        pr->idempotent |= method_is(req, idem[i]);
+    int r2 = r->kind == PX_HTTP ? px_http_request(pr, &p) : px_cgi_request(pr, &p);
+    if (r2 < 0) {
+        req_free(pr);
+        return r2 == -2 ? ex_error(ex, 502, NULL, NULL) : -1;
+    }
+    if (attach(pr, r->kind != PX_SCGI) < 0) {
+        ex->site->stats.backend_502++;
+        site_error(ex->site, "connect() to the backend", errno, ex->peer, ex->path);
+        req_free(pr);
+        return ex_error(ex, 502, NULL, NULL);
+    }
+    ex->producer = &producer;
+    ex->pctx = pr;
+    return 0;
+}

@@ -1,0 +1,298 @@
+/* Proxying to an HTTP/1.1 backend: the request head, the response.  See proxy.h. */
+#include "proxy_int.h"
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static int name_is(http_str_t n, const char *s)
+{
+    size_t k = strlen(s);
+    return n.n == k && !strncasecmp(n.p, s, k);
+}
+
+/* Is name listed in a Connection field among h[0..nh)?  (RFC 9110 7.6.1) */
+static int named_by_connection(const http_header_t *h, size_t nh, http_str_t name)
+{
+    for (size_t i = 0; i < nh; i++) {
+        if (!name_is(h[i].name, "Connection"))
+            continue;
+        const char *p = h[i].value.p, *e = p + h[i].value.n;
+        while (p < e) {
+            while (p < e && (*p == ' ' || *p == '\t' || *p == ','))
+                p++;
+            const char *t = p;
+            while (p < e && *p != ',' && *p != ' ' && *p != '\t')
+                p++;
+            if (p > t && (size_t)(p - t) == name.n && !strncasecmp(t, name.p, name.n))
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* Hop-by-hop fields (RFC 9110 7.6.1), and those the proxy writes itself. */
+static int hop_by_hop(const http_header_t *h, size_t nh, http_str_t name, int response)
+{
+    static const char *const both[] = {"Connection", "Keep-Alive", "TE", "Trailer",
+                                       "Transfer-Encoding", "Upgrade", "Proxy-Connection",
+                                       "Content-Length"};
+    static const char *const req[] = {"Proxy-Authorization", "Expect", "X-Forwarded-For",
+                                      "X-Forwarded-Proto", "X-Forwarded-Host", "Forwarded",
+                                      "Cookie"};
+    static const char *const resp[] = {"Date", "Server", "Content-Type", "Proxy-Authenticate"};
+    for (size_t i = 0; i < sizeof both / sizeof both[0]; i++)
+        if (name_is(name, both[i]))
+            return 1;
+    const char *const *l = response ? resp : req;
+    size_t n = response ? sizeof resp / sizeof resp[0] : sizeof req / sizeof req[0];
+    for (size_t i = 0; i < n; i++)
+        if (name_is(name, l[i]))
+            return 1;
+    return named_by_connection(h, nh, name);
+}
+
+static int puts_(px_req_t *pr, const char *s)
+{
+    return px_out(pr, s, strlen(s));
+}
+
+/* Every value of the fields named name, joined by sep, after "Name: ". */
+static int joined(px_req_t *pr, const char *name, const char *sep, const char *add)
+{
+    const http_request_t *req = pr->ex->req;
+    int r = 0, any = 0;
+    for (size_t i = 0; i < req->nheaders; i++) {
+        if (!name_is(req->headers[i].name, name))
+            continue;
+        r |= px_out(pr, any ? sep : name, strlen(any ? sep : name));
+        if (!any)
+            r |= puts_(pr, ": ");
+        r |= px_out(pr, req->headers[i].value.p, req->headers[i].value.n);
+        any = 1;
+    }
+    if (add) {
+        r |= any ? puts_(pr, sep) : (puts_(pr, name) | puts_(pr, ": "));
+        r |= puts_(pr, add);
+        any = 1;
+    }
+    return any ? r | puts_(pr, "\r\n") : r;
+}
+
+/* X-Forwarded-For, -Proto, -Host and Forwarded (RFC 7239) for this client. */
+static int forwarded(px_req_t *pr)
+{
+    exchange_t *ex = pr->ex;
+    char a[INET6_ADDRSTRLEN], fwd[INET6_ADDRSTRLEN + 300];
+    int port;
+    px_peer(ex, a, &port);
+    const http_str_t *host = http_header(ex->req, "Host");
+    int safe = host && host->n < 256 && !memchr(host->p, '"', host->n) &&
+               !memchr(host->p, '\\', host->n);
+    const char *proto = ex->secure ? "https" : "http";
+    int v6 = strchr(a, ':') != NULL;
+    snprintf(fwd, sizeof fwd, "for=%s%s%s;proto=%s%s%.*s%s", v6 ? "\"[" : "", a, v6 ? "]\"" : "",
+             proto, safe ? ";host=\"" : "", safe ? (int)host->n : 0, safe ? host->p : "",
+             safe ? "\"" : "");
+    int r = joined(pr, "X-Forwarded-For", ", ", a);
+    r |= puts_(pr, "X-Forwarded-Proto: ") | puts_(pr, proto) | puts_(pr, "\r\n");
+    if (host)
+        r |= puts_(pr, "X-Forwarded-Host: ") | px_out(pr, host->p, host->n) | puts_(pr, "\r\n");
+    return r | joined(pr, "Forwarded", ", ", fwd);
+}
+
+int px_http_request(px_req_t *pr, const path_t *p)
+{
+    exchange_t *ex = pr->ex;
+    const http_request_t *req = ex->req;
+    const char *t = req->target.p;
+    size_t tn = req->target.n;
+    if (p->authority.p) { /* absolute-form: the backend gets origin-form */
+        const char *q = p->authority.p + p->authority.n;
+        tn = (size_t)(t + tn - q), t = q;
+    }
+    const http_str_t *up = http_header(req, "Upgrade");
+    pr->upgrade = ex->upgradable && up && http_list_has(*up, "websocket");
+    int r = px_out(pr, req->method.p, req->method.n) | puts_(pr, " ");
+    r |= tn && *t == '/' ? px_out(pr, t, tn) : puts_(pr, "/");
+    r |= puts_(pr, " HTTP/1.1\r\n");
+    for (size_t i = 0; i < req->nheaders; i++) {
+        const http_header_t *h = &req->headers[i];
+        if (hop_by_hop(req->headers, req->nheaders, h->name, 0))
+            continue;
+        r |= px_out(pr, h->name.p, h->name.n) | puts_(pr, ": ");
+        r |= px_out(pr, h->value.p, h->value.n) | puts_(pr, "\r\n");
+    }
+    r |= joined(pr, "Cookie", "; ", NULL); /* HTTP/2 sends a field per cookie */
+    if (ex->req_len > 0) {
+        char n[24];
+        snprintf(n, sizeof n, "%lld", (long long)ex->req_len);
+        r |= puts_(pr, "Content-Length: ") | puts_(pr, n) | puts_(pr, "\r\n");
+    } else if (ex->req_len < 0) {
+        r |= puts_(pr, "Transfer-Encoding: chunked\r\n");
+    }
+    if (pr->upgrade)
+        r |= puts_(pr, "Connection: Upgrade\r\nUpgrade: websocket\r\n");
+    r |= forwarded(pr) | puts_(pr, "\r\n");
+    return r ? -1 : 0;
+}
+
+int px_http_body(px_req_t *pr, const char *p, size_t n, int last)
+{
+    if (pr->ex->req_len >= 0) /* Content-Length: as it is */
+        return px_out(pr, p, n);
+    int r = 0;
+    if (n) {
+        char size[24];
+        snprintf(size, sizeof size, "%zx\r\n", n);
+        r |= puts_(pr, size) | px_out(pr, p, n) | puts_(pr, "\r\n");
+    }
+    return last ? r | puts_(pr, "0\r\n\r\n") : r;
+}
+
+/* Response body bytes (p writable: a chunked body is decoded in place). */
+static void body(px_req_t *pr, char *p, size_t n)
+{
+    if (pr->state != RS_BODY || !n)
+        return;
+    if (pr->framing == FR_LEN) {
+        size_t k = n < pr->left ? n : (size_t)pr->left;
+        if (px_body(pr, p, k) < 0)
+            return;
+        if (!(pr->left -= k))
+            px_done(pr, k == n);
+    } else if (pr->framing == FR_CHUNKED) {
+        size_t used, out;
+        int r = http_chunked_decode(&pr->ch, p, n, &used, &out);
+        if (r == HTTP_MALFORMED) {
+            px_fail(pr, "malformed chunked body from the backend");
+        } else if (px_body(pr, p, out) == 0 && r == HTTP_CHUNKED_DONE) {
+            px_done(pr, used == n);
+        }
+    } else if (pr->framing == FR_CLOSE) {
+        px_body(pr, p, n);
+    }
+}
+
+/* The response's framing (RFC 9112 6.3): FR_*, or -1 (a bad Content-Length). */
+static int framing(px_req_t *pr, const http_response_t *resp)
+{
+    int te = 0, cl = 0;
+    uint64_t len = 0;
+    for (size_t i = 0; i < resp->nheaders; i++) {
+        const http_header_t *h = &resp->headers[i];
+        if (name_is(h->name, "Transfer-Encoding")) {
+            te = 1 + (h->value.n >= 7 && !strncasecmp(h->value.p + h->value.n - 7, "chunked", 7));
+        } else if (name_is(h->name, "Content-Length")) {
+            uint64_t v = 0;
+            if (!h->value.n || h->value.n > 18)
+                return -1;
+            for (size_t k = 0; k < h->value.n; k++) {
+                if (h->value.p[k] < '0' || h->value.p[k] > '9')
+                    return -1;
+                v = v * 10 + (uint64_t)(h->value.p[k] - '0');
+            }
+            if (cl && v != len)
+                return -1;
+            cl = 1, len = v;
+        }
+    }
+    pr->left = len;
+    if (pr->head_only || resp->status == 204 || resp->status == 304)
+        return cl && !te ? FR_LEN : FR_NONE;
+    if (te)
+        return te == 2 ? FR_CHUNKED : FR_CLOSE;
+    return cl ? FR_LEN : FR_CLOSE;
+}
+
+/* The final response head: fields, framing, ex_head.  0, or -1 (over). */
+static int response_head(px_req_t *pr, const http_response_t *resp)
+{
+    const char *ctype = NULL;
+    int tunnel = resp->status == 101;
+    int fr = tunnel ? FR_CLOSE : framing(pr, resp);
+    if (fr < 0) {
+        px_fail(pr, "bad Content-Length from the backend");
+        return -1;
+    }
+    for (size_t i = 0; i < resp->nheaders; i++) {
+        const http_header_t *h = &resp->headers[i];
+        if (name_is(h->name, "Content-Type") && !ctype)
+            ctype = px_keep(pr, h->value.p, h->value.n);
+        if (h->name.n >= 48 || hop_by_hop(resp->headers, resp->nheaders, h->name, 1))
+            continue;
+        if (px_field(pr, h->name.p, h->name.n, h->value.p, h->value.n) < 0) {
+            px_fail(pr, "too many or too large header fields from the backend");
+            return -1;
+        }
+    }
+    int close = resp->version == 10 || named_by_connection(resp->headers, resp->nheaders,
+                                                           (http_str_t){"close", 5});
+    pr->keepalive = !close && fr != FR_CLOSE;
+    pr->framing = fr == FR_LEN && !pr->left ? FR_NONE : fr;
+    if (tunnel) {
+        ex_field(pr->ex, "Upgrade", "websocket");
+        ex_field(pr->ex, "Connection", "Upgrade");
+    }
+    uint64_t len = fr == FR_LEN ? pr->left : fr == FR_NONE ? 0 : EX_LEN_STREAM;
+    if (px_head(pr, resp->status, ctype, len) < 0)
+        return -1;
+    if (pr->head_only && pr->framing == FR_LEN) /* the length was for the client only */
+        pr->framing = FR_NONE;
+    pr->state = tunnel ? RS_TUNNEL : RS_BODY;
+    if (pr->framing == FR_NONE)
+        px_done(pr, 1);
+    return 0;
+}
+
+void px_http_read(px_req_t *pr, char *buf, size_t n)
+{
+    if (pr->state != RS_HEAD) {
+        body(pr, buf, n);
+        return;
+    }
+    if (!pr->in && !(pr->in = malloc(PROXY_HEAD_MAX))) {
+        px_fail(pr, "out of memory");
+        return;
+    }
+    if (n > PROXY_HEAD_MAX - pr->inlen) {
+        px_fail(pr, "response head too large");
+        return;
+    }
+    memcpy(pr->in + pr->inlen, buf, n);
+    pr->inlen += n;
+    for (;;) {
+        http_response_t resp;
+        long used = http_parse_response(pr->in, pr->inlen, &resp);
+        if (used == HTTP_INCOMPLETE && pr->inlen < PROXY_HEAD_MAX)
+            return;
+        if (used < 0) {
+            px_fail(pr, "malformed response head from the backend");
+            return;
+        }
+        if (resp.status < 200 && !(resp.status == 101 && pr->upgrade)) {
+            /* 100 Continue, 103 Early Hints: the final answer follows */
+            memmove(pr->in, pr->in + used, pr->inlen - (size_t)used);
+            pr->inlen -= (size_t)used;
+            continue;
+        }
+        if (response_head(pr, &resp) < 0 || pr->ended)
+            return;
+        if (pr->state == RS_TUNNEL)
+            px_body(pr, pr->in + used, pr->inlen - (size_t)used);
+        else
+            body(pr, pr->in + used, pr->inlen - (size_t)used);
+        return;
+    }
+}
+
+void px_http_eof(px_req_t *pr)
+{
+    if (pr->state == RS_BODY && pr->framing == FR_CLOSE)
+        px_done(pr, 0);
+    else
+        px_fail(pr, pr->state == RS_HEAD ? "the backend closed before its response head"
+                                         : "the backend closed in the middle of the body");
+}

@@ -1,0 +1,141 @@
+/*
+ * proxy_int — what proxy.c (rules, pools, backend connections, the
+ * producer) shares with the protocol files: proxy_http.c (HTTP/1.1) and
+ * proxy_cgi.c (FastCGI, SCGI).  Not for other handlers.
+ */
+#ifndef GATLING_PROXY_INT_H
+#define GATLING_PROXY_INT_H
+
+#include "http/fcgi.h"
+#include "http/path.h"
+#include "proxy.h"
+#include "site/site.h"
+#include "site/vhost.h"
+#include "site/watch.h"
+
+#include <regex.h>
+#include <sys/socket.h>
+
+#define PROXY_IDLE_MAX 8         /* idle backend connections kept per rule */
+#define PROXY_IDLE_MS 60000      /* ... closed after this long unused */
+#define PROXY_HEAD_MAX 32768     /* a backend's response head (HTTP or CGI) */
+#define PROXY_OUT_MAX (64 * 1024) /* request bytes held for the backend: input() takes no more */
+#define PROXY_VHOSTS 64          /* .proxy verdicts remembered (a second each) */
+#define PROXY_FIELDS_MAX 4096    /* a backend head's fields, copied for the exchange */
+
+enum { PX_HTTP, PX_FCGI, PX_SCGI };
+
+struct px_req;
+struct px_rule;
+
+/* A connection to a backend: in use by one request, or idle in its pool. */
+typedef struct px_conn {
+    watch_t w; /* first: the loop's cookie */
+    int fd;
+    struct proxy *px;
+    struct px_rule *rule;
+    struct px_req *req; /* NULL while idle */
+    uint8_t connecting; /* connect() in progress */
+    uint8_t reused;     /* taken from the pool */
+} px_conn_t;
+
+typedef struct px_rule {
+    int kind; /* PX_* */
+    struct sockaddr_storage addr;
+    socklen_t alen;
+    regex_t re;
+    px_conn_t *idle[PROXY_IDLE_MAX];
+    int nidle;
+} px_rule_t;
+
+typedef struct proxy {
+    site_t *site;
+    int nrules;
+    px_rule_t rule[CONFIG_PROXY_RULES];
+    struct {
+        char name[VHOST_NAME_MAX];
+        int64_t second; /* wall clock of the verdict; 0: none */
+        int has;
+    } vh[PROXY_VHOSTS];
+} proxy_t;
+
+/* Where a response is. */
+enum { RS_HEAD, RS_BODY, RS_TUNNEL, RS_DONE };
+/* How a response body ends. */
+enum { FR_NONE, FR_LEN, FR_CHUNKED, FR_CLOSE };
+
+typedef struct px_req {
+    exchange_t *ex;
+    proxy_t *px;
+    px_rule_t *rule;
+    px_conn_t *be; /* NULL once the response is complete */
+    char *out;     /* bytes for the backend: [outoff, outlen) still to write */
+    size_t outlen, outoff, outcap;
+    char *in; /* the response head so far (PROXY_HEAD_MAX) */
+    size_t inlen;
+    char *fields; /* the head's fields, NUL-terminated, for ex_field */
+    size_t fused; /* ... bytes of it used */
+    int state;    /* RS_* */
+    int framing;  /* FR_* */
+    uint64_t left;
+    http_chunked_t ch;
+    fcgi_parser_t fp;
+    uint8_t has_body;    /* the request has a body */
+    uint8_t body_in;     /* ... and all of it is in out */
+    uint8_t blocked;     /* input() took less than offered: ex_input_ready owed */
+    uint8_t got_byte;    /* the backend sent something */
+    uint8_t retried;     /* one retry on a new connection done */
+    uint8_t idempotent;  /* the method may be sent twice */
+    uint8_t head_only;   /* HEAD */
+    uint8_t upgrade;     /* a WebSocket upgrade was asked for */
+    uint8_t keepalive;   /* the backend keeps the connection after this response */
+    uint8_t paused;      /* not reading: the client's side is full */
+    uint8_t head_sent;   /* ex_head (or ex_error) went out */
+    uint8_t ended;       /* the exchange ended (end()): free when depth is 0 */
+    unsigned depth;      /* calls of ours on the stack */
+} px_req_t;
+
+/* Append n bytes for the backend.  0, or -1 (ENOMEM). */
+int px_out(px_req_t *pr, const void *p, size_t n);
+
+/* Response body bytes p[0..n) to the client (copied).  0, or -1 when the
+   exchange is over (do nothing more). */
+int px_body(px_req_t *pr, const char *p, size_t n);
+
+/* The response is complete; reusable: the backend connection may serve
+   another request.  The exchange may be over when this returns. */
+void px_done(px_req_t *pr, int reusable);
+
+/* The backend failed (502): an error before the head, a broken body after
+   it.  The exchange may be over when this returns. */
+void px_fail(px_req_t *pr, const char *why);
+
+/* Send the head: status, ctype (or NULL), len (or EX_LEN_STREAM), the
+   fields already added.  0, or -1 when nothing more may be sent. */
+int px_head(px_req_t *pr, int status, const char *ctype, uint64_t len);
+
+/* A NUL-terminated copy of p[0..n) that lives as long as pr, or NULL. */
+char *px_keep(px_req_t *pr, const char *p, size_t n);
+
+/* Copy name: value into pr->fields and add it to the response.  0, or -1
+   (too many fields or bytes: the caller answers 502). */
+int px_field(px_req_t *pr, const char *name, size_t nl, const char *value, size_t vl);
+
+/* The client's address as text (IPv4-mapped as IPv4) into a (INET6_ADDRSTRLEN). */
+void px_peer(const exchange_t *ex, char *a, int *port);
+
+/* proxy_http.c: the request head for an HTTP backend into out; its bytes
+   arriving; its EOF. */
+int px_http_request(px_req_t *pr, const path_t *p);
+void px_http_read(px_req_t *pr, char *buf, size_t n);
+void px_http_eof(px_req_t *pr);
+/* ... request body bytes, framed for the backend. */
+int px_http_body(px_req_t *pr, const char *p, size_t n, int last);
+
+/* proxy_cgi.c: the same for FastCGI and SCGI. */
+int px_cgi_request(px_req_t *pr, const path_t *p);
+void px_cgi_read(px_req_t *pr, char *buf, size_t n);
+void px_cgi_eof(px_req_t *pr);
+int px_cgi_body(px_req_t *pr, const char *p, size_t n, int last);
+
+#endif
