@@ -145,50 +145,52 @@ void proxy_free(site_t *site)
 
 /* ---- which requests ---- */
 
-/* Does the vhost serving ex hold a .proxy file?  Looked at once a second per vhost. */
-static int vhost_proxied(proxy_t *px, exchange_t *ex, const path_t *p)
+/* Does the vhost serving ex hold a .proxy file?  Looked at once a second
+   per vhost; t->vhost and t->which get its name and directory. */
+static int vhost_proxied(proxy_t *px, exchange_t *ex, px_target_t *t)
 {
     site_t *s = px->site;
     const config_t *cfg = s->cfg;
-    char name[VHOST_NAME_MAX] = "";
-    const http_str_t *host = p->authority.p ? &p->authority : http_header(ex->req, "Host");
-    if (cfg->vhosts && vhost_name(host, ex->local_port, cfg->keep_host_port, name) < 0)
+    const http_str_t *host = t->p.authority.p ? &t->p.authority : http_header(ex->req, "Host");
+    t->vhost[0] = 0;
+    if (cfg->vhosts && vhost_name(host, ex->local_port, cfg->keep_host_port, t->vhost) < 0)
         return 0;
     unsigned h = 5381;
-    for (const char *c = name; *c; c++)
+    for (const char *c = t->vhost; *c; c++)
         h = h * 33 + (unsigned char)*c;
     __typeof__(px->vh[0]) *e = &px->vh[h % PROXY_VHOSTS];
     int64_t now = gio_wallclock(s->loop);
-    if (e->second == now && !strcmp(e->name, name))
-        return e->has;
-    int fd = vhost_open(s->rootfd, cfg->vhosts ? name : NULL, cfg->vhost_only,
-                        site_root_check(s), NULL);
-    struct stat st;
-    e->has = fd >= 0 && fstatat(fd, ".proxy", &st, 0) == 0;
-    if (fd >= 0)
-        close(fd);
-    memcpy(e->name, name, sizeof name);
-    e->second = now;
+    if (e->second != now || strcmp(e->name, t->vhost)) {
+        int fd = vhost_open(s->rootfd, cfg->vhosts ? t->vhost : NULL, cfg->vhost_only,
+                            site_root_check(s), &e->which);
+        struct stat st;
+        e->has = fd >= 0 && fstatat(fd, ".proxy", &st, 0) == 0;
+        if (fd >= 0)
+            close(fd);
+        memcpy(e->name, t->vhost, sizeof t->vhost);
+        e->second = now;
+    }
+    t->which = e->which;
     return e->has;
 }
 
-/* The rule ex's request goes by, or NULL; *p gets its path (in ex->path). */
-static px_rule_t *match(exchange_t *ex, path_t *p)
+/* The rule ex's request goes by, or NULL; *t gets what it is about. */
+static px_rule_t *match(exchange_t *ex, px_target_t *t)
 {
     proxy_t *px = ex->site->proxy;
     const http_request_t *req = ex->req;
-    if (!px || path_from_target(req->target.p, req->target.n, ex->path, EX_PATH_CAP, p))
+    if (!px || path_from_target(req->target.p, req->target.n, ex->path, EX_PATH_CAP, &t->p))
         return NULL;
     for (int i = 0; i < px->nrules; i++)
-        if (!regexec(&px->rule[i].re, p->path, 0, NULL, 0))
-            return vhost_proxied(px, ex, p) ? &px->rule[i] : NULL;
+        if (!regexec(&px->rule[i].re, t->p.path, 0, NULL, 0))
+            return vhost_proxied(px, ex, t) ? &px->rule[i] : NULL;
     return NULL;
 }
 
 int proxy_streams(exchange_t *ex)
 {
-    path_t p;
-    return match(ex, &p) != NULL;
+    px_target_t t;
+    return match(ex, &t) != NULL;
 }
 
 /* ---- backend connections ---- */
@@ -619,8 +621,8 @@ static int method_is(const http_request_t *req, const char *m)
 
 int proxy_dispatch(exchange_t *ex)
 {
-    path_t p;
-    px_rule_t *r = match(ex, &p);
+    px_target_t t;
+    px_rule_t *r = match(ex, &t);
     if (!r)
         return PROXY_NOT_MINE;
     if (r->kind == PX_SCGI && ex->req_len < 0) /* SCGI wants CONTENT_LENGTH first */
@@ -636,7 +638,7 @@ int proxy_dispatch(exchange_t *ex)
     static const char *const idem[] = {"GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"};
     for (size_t i = 0; i < sizeof idem / sizeof idem[0]; i++)
         pr->idempotent |= method_is(req, idem[i]);
-    int r2 = r->kind == PX_HTTP ? px_http_request(pr, &p) : px_cgi_request(pr, &p);
+    int r2 = r->kind == PX_HTTP ? px_http_request(pr, &t) : px_cgi_request(pr, &t);
     if (r2 < 0) {
         req_free(pr);
         return r2 == -2 ? ex_error(ex, 502, NULL, NULL) : -1;

@@ -1,25 +1,243 @@
-/* Proxying to FastCGI and SCGI backends.  See proxy.h. */
+/* Proxying to FastCGI and SCGI backends: the CGI environment out, a CGI
+   response back.  See proxy.h. */
+#include "cgienv.h"
+#include "http/hbuf.h"
 #include "proxy_int.h"
 
-int px_cgi_request(px_req_t *pr, const path_t *p)
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FCGI_ID 1 /* one request at a time on a connection */
+
+/* DOCUMENT_ROOT: the directory serving t, as the backend sees it (gatling.8). */
+static int docroot(const px_req_t *pr, const px_target_t *t, char *out, size_t cap)
 {
-    (void)pr, (void)p;
-    return -2;
+    const site_t *s = pr->px->site;
+    hbuf_t b = hb_init(out, cap);
+    hb_puts(&b, s->root_real && strcmp(s->root_real, "/") ? s->root_real : "");
+    if (t->which == VHOST_NAMED)
+        hb_puts(&b, "/"), hb_puts(&b, t->vhost);
+    else if (t->which == VHOST_DEFAULT)
+        hb_puts(&b, "/default");
+    if (!hb_len(&b))
+        hb_puts(&b, "/");
+    return hb_str(&b) ? 0 : -1;
 }
 
-void px_cgi_read(px_req_t *pr, char *buf, size_t n)
+/* The CGI environment of pr's request into env (CGIENV_MAX): the count, or -1. */
+static int environment(px_req_t *pr, const px_target_t *t, char *env, size_t *used)
 {
-    (void)buf, (void)n;
-    px_fail(pr, "not yet");
+    char root[4096 + VHOST_NAME_MAX], file[sizeof root + EX_PATH_CAP];
+    if (docroot(pr, t, root, sizeof root) < 0)
+        return -1;
+    snprintf(file, sizeof file, "%s%s", strcmp(root, "/") ? root : "", t->p.path);
+    cgi_script_t sc = {.script_name = t->p.path, .path_info = "", .filename = file,
+                       .docroot = root};
+    return cgienv_build(pr->ex, &sc, env, CGIENV_MAX, used);
 }
 
-void px_cgi_eof(px_req_t *pr)
+/* FastCGI: BEGIN_REQUEST, PARAMS records of env's n strings, an empty PARAMS. */
+static int fcgi_params(px_req_t *pr, const char *env, int n)
 {
-    px_fail(pr, "not yet");
+    unsigned char rec[FCGI_HEADER_LEN + 16], *buf = malloc(FCGI_CONTENT_MAX);
+    size_t fill = 0;
+    int r = 0;
+    if (!buf)
+        return -1;
+    fcgi_begin(rec, FCGI_ID, 1);
+    r |= px_out(pr, rec, 16);
+    for (int i = 0; i <= n && !r; i++) {
+        const char *eq = i < n ? strchr(env, '=') : NULL;
+        size_t nl = eq ? (size_t)(eq - env) : 0, vl = eq ? strlen(eq + 1) : 0;
+        size_t need = eq ? fcgi_pair_size(nl, vl) : 0;
+        if (need > FCGI_CONTENT_MAX) { /* one variable longer than a record: left out */
+            env = eq + 1 + vl + 1;
+            continue;
+        }
+        if (fill && (i == n || fill + need > FCGI_CONTENT_MAX)) {
+            fcgi_header(rec, FCGI_PARAMS, FCGI_ID, (unsigned)fill, 0);
+            r |= px_out(pr, rec, FCGI_HEADER_LEN) | px_out(pr, buf, fill);
+            fill = 0;
+        }
+        if (eq) {
+            fill += fcgi_pair(buf + fill, env, nl, eq + 1, vl);
+            env = eq + 1 + vl + 1;
+        }
+    }
+    fcgi_header(rec, FCGI_PARAMS, FCGI_ID, 0, 0);
+    r |= px_out(pr, rec, FCGI_HEADER_LEN);
+    free(buf);
+    return r ? -1 : 0;
+}
+
+/* SCGI: the netstring of CONTENT_LENGTH, SCGI=1 and the rest of env. */
+static int scgi_headers(px_req_t *pr, char *env, size_t used, int n)
+{
+    char len[64];
+    int k = snprintf(len, sizeof len, "CONTENT_LENGTH%c%lld%cSCGI%c1%c", 0,
+                     (long long)(pr->ex->req_len > 0 ? pr->ex->req_len : 0), 0, 0, 0);
+    size_t total = (size_t)k;
+    char *p = env;
+    for (int i = 0; i < n; i++, p += strlen(p) + 1)
+        if (strncmp(p, "CONTENT_LENGTH=", 15))
+            total += strlen(p) + 1;
+    char pre[24];
+    snprintf(pre, sizeof pre, "%zu:", total);
+    int r = px_out(pr, pre, strlen(pre)) | px_out(pr, len, (size_t)k);
+    for (p = env; p < env + used; p += strlen(p) + 1) {
+        if (!strncmp(p, "CONTENT_LENGTH=", 15))
+            continue;
+        *strchr(p, '=') = 0; /* NAME\0value\0 */
+        r |= px_out(pr, p, strlen(p) + 1);
+        r |= px_out(pr, p + strlen(p) + 1, strlen(p + strlen(p) + 1) + 1);
+        p += strlen(p) + 1; /* the value: the loop steps over it */
+    }
+    return r | px_out(pr, ",", 1) ? -1 : 0;
+}
+
+int px_cgi_request(px_req_t *pr, const px_target_t *t)
+{
+    size_t used;
+    char *env = malloc(CGIENV_MAX);
+    int n = env ? environment(pr, t, env, &used) : -1, r;
+    if (n < 0) {
+        free(env);
+        return env ? -2 : -1; /* too large for the environment: 502 */
+    }
+    if (pr->rule->kind == PX_FCGI) {
+        r = fcgi_params(pr, env, n);
+        if (!pr->has_body && !r) /* the empty STDIN now: no body comes */
+            r = px_cgi_body(pr, NULL, 0, 1);
+        pr->keepalive = 1;
+    } else {
+        r = scgi_headers(pr, env, used, n);
+    }
+    free(env);
+    return r;
 }
 
 int px_cgi_body(px_req_t *pr, const char *p, size_t n, int last)
 {
-    (void)pr, (void)p, (void)n, (void)last;
+    if (pr->rule->kind == PX_SCGI)
+        return px_out(pr, p, n);
+    unsigned char h[FCGI_HEADER_LEN];
+    int r = 0;
+    while (n) {
+        size_t k = n < FCGI_CONTENT_MAX ? n : FCGI_CONTENT_MAX;
+        fcgi_header(h, FCGI_STDIN, FCGI_ID, (unsigned)k, 0);
+        r |= px_out(pr, h, sizeof h) | px_out(pr, p, k);
+        p += k, n -= k;
+    }
+    if (last) {
+        fcgi_header(h, FCGI_STDIN, FCGI_ID, 0, 0);
+        r |= px_out(pr, h, sizeof h);
+    }
+    return r;
+}
+
+/* The CGI head is complete: the response's head.  0, or -1 (over). */
+static int cgi_response(px_req_t *pr, const cgi_head_t *h)
+{
+    int status = h->status ? h->status : h->location.p ? 302 : 200;
+    const char *ctype = NULL;
+    int bad = 0;
+    if (h->content_type.p)
+        bad |= !(ctype = px_keep(pr, h->content_type.p, h->content_type.n));
+    if (h->location.p)
+        bad |= px_field(pr, "Location", 8, h->location.p, h->location.n);
+    for (size_t i = 0; i < h->nfields && !bad; i++)
+        if (h->fields[i].name.n < 48)
+            bad |= px_field(pr, h->fields[i].name.p, h->fields[i].name.n, h->fields[i].value.p,
+                            h->fields[i].value.n);
+    if (bad || status < 200) {
+        px_fail(pr, bad ? "too many or too large header fields from the backend"
+                        : "a 1xx status from a CGI backend");
+        return -1;
+    }
+    if (px_head(pr, status, ctype, EX_LEN_STREAM) < 0)
+        return -1;
+    pr->state = RS_BODY;
     return 0;
+}
+
+/* CGI response bytes (FastCGI STDOUT, SCGI): the head, then the body. */
+static int cgi_bytes(px_req_t *pr, const char *p, size_t n)
+{
+    if (pr->state != RS_HEAD)
+        return pr->head_only ? 0 : px_body(pr, p, n);
+    if (!pr->in && !(pr->in = malloc(CGI_HEAD_MAX))) {
+        px_fail(pr, "out of memory");
+        return -1;
+    }
+    size_t k = n < CGI_HEAD_MAX - pr->inlen ? n : CGI_HEAD_MAX - pr->inlen;
+    memcpy(pr->in + pr->inlen, p, k);
+    pr->inlen += k;
+    long used = cgi_head_parse(pr->in, pr->inlen, &pr->ch_head);
+    if (used == CGI_INCOMPLETE && k == n)
+        return 0;
+    if (used < 0) {
+        px_fail(pr, "malformed CGI response head from the backend");
+        return -1;
+    }
+    if (cgi_response(pr, &pr->ch_head) < 0)
+        return -1;
+    if (pr->head_only)
+        return 0;
+    if (px_body(pr, pr->in + used, pr->inlen - (size_t)used) < 0)
+        return -1;
+    return px_body(pr, p + k, n - k);
+}
+
+/* A line the backend wrote to its stderr: to the error log. */
+static void fcgi_stderr(px_req_t *pr, const char *p, size_t n)
+{
+    char line[512];
+    while (n && (p[n - 1] == '\n' || p[n - 1] == '\r'))
+        n--;
+    if (!n)
+        return;
+    size_t k = n < sizeof line - 1 ? n : sizeof line - 1;
+    memcpy(line, p, k), line[k] = 0;
+    site_error(pr->px->site, "FastCGI stderr", 0, pr->ex->peer, line);
+}
+
+void px_cgi_read(px_req_t *pr, char *buf, size_t n)
+{
+    if (pr->rule->kind == PX_SCGI) {
+        cgi_bytes(pr, buf, n);
+        return;
+    }
+    size_t off = 0;
+    while (off < n && pr->state != RS_DONE && !pr->ended) {
+        fcgi_piece_t pc;
+        long k = fcgi_next(&pr->fp, buf + off, n - off, &pc);
+        if (k < 0) {
+            px_fail(pr, "malformed FastCGI record from the backend");
+            return;
+        }
+        off += (size_t)k;
+        if (pc.type && pc.id != FCGI_ID)
+            continue; /* a record of no request of ours */
+        if (pc.type == FCGI_STDOUT && cgi_bytes(pr, pc.p, pc.n) < 0)
+            return;
+        if (pc.type == FCGI_STDERR)
+            fcgi_stderr(pr, pc.p, pc.n);
+        if (pc.type == FCGI_END_REQUEST) {
+            if (pr->state == RS_HEAD)
+                px_fail(pr, "FastCGI request ended before a complete head");
+            else
+                px_done(pr, off == n);
+            return;
+        }
+    }
+}
+
+void px_cgi_eof(px_req_t *pr)
+{
+    if (pr->rule->kind == PX_SCGI && pr->state == RS_BODY)
+        px_done(pr, 0);
+    else
+        px_fail(pr, pr->state == RS_HEAD ? "the backend closed before its response head"
+                                         : "the backend closed in the middle of the body");
 }

@@ -103,8 +103,9 @@ static int forwarded(px_req_t *pr)
     return r | joined(pr, "Forwarded", ", ", fwd);
 }
 
-int px_http_request(px_req_t *pr, const path_t *p)
+int px_http_request(px_req_t *pr, const px_target_t *tg)
 {
+    const path_t *p = &tg->p;
     exchange_t *ex = pr->ex;
     const http_request_t *req = ex->req;
     const char *t = req->target.p;

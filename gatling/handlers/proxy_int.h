@@ -6,6 +6,7 @@
 #ifndef GATLING_PROXY_INT_H
 #define GATLING_PROXY_INT_H
 
+#include "http/cgi_head.h"
 #include "http/fcgi.h"
 #include "http/path.h"
 #include "proxy.h"
@@ -56,6 +57,7 @@ typedef struct proxy {
         char name[VHOST_NAME_MAX];
         int64_t second; /* wall clock of the verdict; 0: none */
         int has;
+        int which; /* VHOST_*: the directory that serves it */
     } vh[PROXY_VHOSTS];
 } proxy_t;
 
@@ -80,6 +82,7 @@ typedef struct px_req {
     uint64_t left;
     http_chunked_t ch;
     fcgi_parser_t fp;
+    cgi_head_t ch_head; /* FastCGI, SCGI: the CGI response head */
     uint8_t has_body;    /* the request has a body */
     uint8_t body_in;     /* ... and all of it is in out */
     uint8_t blocked;     /* input() took less than offered: ex_input_ready owed */
@@ -124,16 +127,23 @@ int px_field(px_req_t *pr, const char *name, size_t nl, const char *value, size_
 /* The client's address as text (IPv4-mapped as IPv4) into a (INET6_ADDRSTRLEN). */
 void px_peer(const exchange_t *ex, char *a, int *port);
 
+/* What a matched request is about. */
+typedef struct px_target {
+    path_t p;                  /* its path (in ex->path) and query */
+    char vhost[VHOST_NAME_MAX]; /* its vhost's name ("" with -H) */
+    int which;                 /* VHOST_*: the directory that serves it */
+} px_target_t;
+
 /* proxy_http.c: the request head for an HTTP backend into out; its bytes
    arriving; its EOF. */
-int px_http_request(px_req_t *pr, const path_t *p);
+int px_http_request(px_req_t *pr, const px_target_t *t);
 void px_http_read(px_req_t *pr, char *buf, size_t n);
 void px_http_eof(px_req_t *pr);
 /* ... request body bytes, framed for the backend. */
 int px_http_body(px_req_t *pr, const char *p, size_t n, int last);
 
 /* proxy_cgi.c: the same for FastCGI and SCGI. */
-int px_cgi_request(px_req_t *pr, const path_t *p);
+int px_cgi_request(px_req_t *pr, const px_target_t *t);
 void px_cgi_read(px_req_t *pr, char *buf, size_t n);
 void px_cgi_eof(px_req_t *pr);
 int px_cgi_body(px_req_t *pr, const char *p, size_t n, int last);
