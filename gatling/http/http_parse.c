@@ -543,6 +543,25 @@ int http_chunked_data(http_chunked_t *st, const char *buf, size_t len, size_t *u
     return HTTP_CHUNKED_MORE;
 }
 
+int http_chunked_skip(http_chunked_t *st, const char *buf, size_t len, size_t *used)
+{
+    size_t at = 0, u, d, n;
+    int r;
+    do {
+        r = http_chunked_data(st, buf + at, len - at, &u, &d, &n);
+        at += u;
+    } while (r == HTTP_CHUNKED_MORE && n && at < len);
+    *used = at;
+    return r;
+}
+
+void http_chunked_unread(http_chunked_t *st, size_t n)
+{
+    st->left += n;
+    st->total -= n;
+    st->state = CH_DATA;
+}
+
 int http_chunked_decode(http_chunked_t *st, char *buf, size_t len, size_t *used, size_t *out)
 {
     size_t i = 0, o = 0;
@@ -608,21 +627,4 @@ long http_parse_response(const char *buf, size_t len, http_response_t *resp)
         resp->nheaders++;
     }
     return HTTP_INCOMPLETE;
-int http_chunked_skip(http_chunked_t *st, const char *buf, size_t len, size_t *used)
-{
-    size_t at = 0, u, d, n;
-    int r;
-    do {
-        r = http_chunked_data(st, buf + at, len - at, &u, &d, &n);
-        at += u;
-    } while (r == HTTP_CHUNKED_MORE && n && at < len);
-    *used = at;
-    return r;
-}
-
-void http_chunked_unread(http_chunked_t *st, size_t n)
-{
-    st->left += n;
-    st->total -= n;
-    st->state = CH_DATA;
 }
