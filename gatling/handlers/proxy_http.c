@@ -233,10 +233,8 @@ static int response_head(px_req_t *pr, const http_response_t *resp)
                                                            (http_str_t){"close", 5});
     pr->keepalive = !close && fr != FR_CLOSE;
     pr->framing = fr == FR_LEN && !pr->left ? FR_NONE : fr;
-    if (tunnel) {
+    if (tunnel) /* the codec adds Connection: upgrade */
         ex_field(pr->ex, "Upgrade", "websocket");
-        ex_field(pr->ex, "Connection", "Upgrade");
-    }
     uint64_t len = fr == FR_LEN ? pr->left : fr == FR_NONE ? 0 : EX_LEN_STREAM;
     if (px_head(pr, resp->status, ctype, len) < 0)
         return -1;
