@@ -24,6 +24,8 @@ pkgs="gcc make libc6-dev libowfat-dev libssl-dev openssl zlib1g-dev liburing-dev
 #  linux-perf and util-linux's taskset: bench/fastpath counts system calls with
 #  perf's tracepoints, and test_fastpath.py runs it;
 #  haproxy: test_proxyproto.py puts it in front of gatling with send-proxy-v2)
+# gunicorn, php-fpm, python3-websockets: test_proxy.py's backends (-P: HTTP, FastCGI, WebSocket)
+pkgs="$pkgs gunicorn php-fpm python3-websockets"
 # slowhttptest, whois (mkpasswd) and openssl: bench/slashdot's attacks and password hashes
 [ "$1" = bench ] && pkgs="$pkgs nginx lighttpd h2o slowhttptest whois"
 

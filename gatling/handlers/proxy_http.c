@@ -246,6 +246,43 @@ static int response_head(px_req_t *pr, const http_response_t *resp)
     return 0;
 }
 
+/* Head bytes from in[0..inlen) (a 1xx skipped); the body after them, then
+   rest[0..nrest) that did not fit in the head buffer. */
+static void head_bytes(px_req_t *pr, char *rest, size_t nrest)
+{
+    for (;;) {
+        http_response_t resp;
+        long used = http_parse_response(pr->in, pr->inlen, &resp);
+        if (used == HTTP_INCOMPLETE && !nrest && pr->inlen < PROXY_HEAD_MAX)
+            return;
+        if (used < 0) {
+            px_fail(pr, used == HTTP_INCOMPLETE ? "response head too large"
+                                                : "malformed response head from the backend");
+            return;
+        }
+        if (resp.status < 200 && !(resp.status == 101 && pr->upgrade)) {
+            /* 100 Continue, 103 Early Hints: the final answer follows */
+            memmove(pr->in, pr->in + used, pr->inlen - (size_t)used);
+            pr->inlen -= (size_t)used;
+            size_t k = nrest < PROXY_HEAD_MAX - pr->inlen ? nrest : PROXY_HEAD_MAX - pr->inlen;
+            memcpy(pr->in + pr->inlen, rest, k);
+            pr->inlen += k, rest += k, nrest -= k;
+            continue;
+        }
+        if (response_head(pr, &resp) < 0 || pr->ended)
+            return;
+        if (pr->state == RS_TUNNEL) {
+            if (px_body(pr, pr->in + used, pr->inlen - (size_t)used) == 0)
+                px_body(pr, rest, nrest);
+            return;
+        }
+        body(pr, pr->in + used, pr->inlen - (size_t)used);
+        if (pr->state == RS_BODY && !pr->ended)
+            body(pr, rest, nrest);
+        return;
+    }
+}
+
 void px_http_read(px_req_t *pr, char *buf, size_t n)
 {
     if (pr->state != RS_HEAD) {
@@ -256,35 +293,10 @@ void px_http_read(px_req_t *pr, char *buf, size_t n)
         px_fail(pr, "out of memory");
         return;
     }
-    if (n > PROXY_HEAD_MAX - pr->inlen) {
-        px_fail(pr, "response head too large");
-        return;
-    }
-    memcpy(pr->in + pr->inlen, buf, n);
-    pr->inlen += n;
-    for (;;) {
-        http_response_t resp;
-        long used = http_parse_response(pr->in, pr->inlen, &resp);
-        if (used == HTTP_INCOMPLETE && pr->inlen < PROXY_HEAD_MAX)
-            return;
-        if (used < 0) {
-            px_fail(pr, "malformed response head from the backend");
-            return;
-        }
-        if (resp.status < 200 && !(resp.status == 101 && pr->upgrade)) {
-            /* 100 Continue, 103 Early Hints: the final answer follows */
-            memmove(pr->in, pr->in + used, pr->inlen - (size_t)used);
-            pr->inlen -= (size_t)used;
-            continue;
-        }
-        if (response_head(pr, &resp) < 0 || pr->ended)
-            return;
-        if (pr->state == RS_TUNNEL)
-            px_body(pr, pr->in + used, pr->inlen - (size_t)used);
-        else
-            body(pr, pr->in + used, pr->inlen - (size_t)used);
-        return;
-    }
+    size_t k = n < PROXY_HEAD_MAX - pr->inlen ? n : PROXY_HEAD_MAX - pr->inlen;
+    memcpy(pr->in + pr->inlen, buf, k);
+    pr->inlen += k;
+    head_bytes(pr, buf + k, n - k);
 }
 
 void px_http_eof(px_req_t *pr)

@@ -1,0 +1,512 @@
+"""Reverse proxying (-P) to real backends: gunicorn (Debian) running a WSGI
+application this module writes, php-fpm (Debian) on a unix socket, a small
+SCGI server written here, and raw sockets for the failures (a refused port, a
+port that accepts and never answers, a backend that closes mid-response).
+Runs in the http, https and h2 passes: the client's side is plain HTTP.
+
+What is proven: GET and POST (Content-Length and chunked bodies) through the
+proxy, chunked and large responses re-framed, keep-alive reuse of backend
+connections (the application reports the client port of the connection it
+was asked on: many requests, few distinct ports), X-Forwarded-*/Forwarded
+seen by the application and hop-by-hop fields not, 502 and 504, the .proxy
+file, WebSocket through the tunnel (h1 only), FastCGI and SCGI environments,
+bodies and large outputs, FastCGI stderr in the error log and not to the
+client, the /server-status counters, and no descriptor left behind.
+"""
+import asyncio
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import (H2, TLS, Client, client_tls_context, fetch, free_port, h1_only,
+                      wait_for)
+
+APP = r'''
+import os, time
+
+def application(environ, start_response):
+    path = environ["PATH_INFO"]
+    ctype = [("Content-Type", "text/plain")]
+    if path == "/app/port":
+        body = environ.get("REMOTE_PORT", "").encode()
+    elif path == "/app/echo":
+        body = environ["wsgi.input"].read()
+    elif path == "/app/headers":
+        body = "\n".join("%s=%s" % (k, v) for k, v in sorted(environ.items())
+                         if k.startswith("HTTP_")).encode()
+    elif path == "/app/chunked":
+        start_response("200 OK", ctype)
+        return iter([b"a" * 1000, b"b" * 1000, b"c"])
+    elif path == "/app/big":
+        n = 4 << 20
+        start_response("200 OK", ctype + [("Content-Length", str(n))])
+        return iter([bytes([i % 251]) * 65536 for i in range(n // 65536)])
+    elif path == "/app/slow":
+        time.sleep(4)
+        body = b"late"
+    elif path == "/app/status":
+        start_response("201 Created", ctype + [("Location", "/app/x"), ("Content-Length", "2")])
+        return [b"ok"]
+    else:
+        body = b"hello " + path.encode()
+    start_response("200 OK", ctype + [("Content-Length", str(len(body))), ("X-App", "1")])
+    return [body]
+'''
+
+PHP_ENV = r'''<?php
+header("Content-Type: text/plain");
+header("X-Php: 1");
+foreach (["SCRIPT_NAME", "SCRIPT_FILENAME", "REQUEST_METHOD", "QUERY_STRING", "REMOTE_ADDR",
+          "HTTPS", "HTTP_X_TEST", "CONTENT_LENGTH", "SERVER_PROTOCOL"] as $k)
+    echo "$k=", $_SERVER[$k] ?? "", "\n";
+error_log("php-stderr-marker");
+echo "body=", file_get_contents("php://input");
+'''
+
+PHP_BIG = r'''<?php
+header("Content-Type: application/octet-stream");
+for ($i = 0; $i < 64; $i++) echo str_repeat(chr(65 + $i % 26), 32768);
+'''
+
+PHP_STATUS = r'''<?php
+http_response_code(404);
+echo "not here";
+'''
+
+
+def import_websockets():
+    """Debian's python3-websockets, also when the suite runs under another python3."""
+    import sys
+    try:
+        import websockets
+    except ImportError:
+        sys.path.append("/usr/lib/python3/dist-packages")
+        try:
+            import websockets
+        except ImportError:
+            pytest.fail("python3-websockets is not installed: run sh tests/setup.sh as root")
+    return websockets
+
+
+def wait_port(port, timeout=15.0):
+    def up():
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", port)) == 0
+    wait_for(up, timeout, "a backend on port %d" % port)
+
+
+def stop(proc):
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@pytest.fixture(scope="module")
+def gunicorn(tmp_path_factory):
+    exe = shutil.which("gunicorn")
+    if not exe:
+        pytest.fail("gunicorn is not installed: run sh tests/setup.sh as root")
+    d = tmp_path_factory.mktemp("wsgi")
+    (d / "app.py").write_text(APP)
+    port = free_port()
+    # gthread: the sync worker closes every connection; this one keeps them
+    proc = subprocess.Popen([exe, "-b", "127.0.0.1:%d" % port, "-w", "1", "-k", "gthread",
+                             "--threads", "8", "--keep-alive", "60", "--chdir", str(d),
+                             "app:application"], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        wait_port(port)
+        yield port
+    finally:
+        stop(proc)
+
+
+@pytest.fixture(scope="module")
+def php_fpm(tmp_path_factory):
+    exe = shutil.which("php-fpm8.2") or shutil.which("php-fpm")
+    if not exe:
+        pytest.fail("php-fpm is not installed: run sh tests/setup.sh as root")
+    d = tmp_path_factory.mktemp("fpm")
+    sock = str(d / "fpm.sock")
+    (d / "fpm.conf").write_text(
+        "[global]\npid = %s/fpm.pid\nerror_log = %s/fpm.log\ndaemonize = no\n"
+        "[www]\nlisten = %s\npm = static\npm.max_children = 2\ncatch_workers_output = yes\n"
+        % (d, d, sock))
+    args = [exe, "-y", str(d / "fpm.conf"), "-F"] + (["-R"] if os.geteuid() == 0 else [])
+    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_for(lambda: os.path.exists(sock), 15, "php-fpm's socket")
+        yield sock
+    finally:
+        stop(proc)
+
+
+def scgi_serve(conn):
+    """One SCGI request: the netstring of headers, the body, a CGI response."""
+    with conn:
+        data = b""
+        while b":" not in data:
+            data += conn.recv(4096)
+        n, rest = data.split(b":", 1)
+        n = int(n)
+        while len(rest) < n + 1:
+            rest += conn.recv(65536)
+        items = rest[:n].split(b"\0")
+        env = dict(zip(items[0::2], items[1::2]))
+        body = rest[n + 1:]
+        want = int(env[b"CONTENT_LENGTH"])
+        while len(body) < want:
+            body += conn.recv(65536)
+        first = items[0].decode()
+        out = ["first=" + first] + ["%s=%s" % (k.decode(), env.get(k, b"").decode()) for k in
+                                    (b"SCGI", b"REQUEST_METHOD", b"SCRIPT_NAME", b"QUERY_STRING",
+                                     b"HTTP_X_TEST")]
+        big = b"S" * (1 << 20) if env.get(b"QUERY_STRING") == b"big" else b""
+        conn.sendall(b"Status: 202 Accepted\r\nContent-Type: text/plain\r\nX-Scgi: 1\r\n\r\n" +
+                     "\n".join(out).encode() + b"\nbody=" + body + big)
+
+
+@pytest.fixture(scope="module")
+def scgi_server():
+    lst = socket.socket()
+    lst.bind(("127.0.0.1", 0))
+    lst.listen(16)
+    stop_flag = []
+
+    def run():
+        while not stop_flag:
+            try:
+                c, _ = lst.accept()
+            except OSError:
+                return
+            threading.Thread(target=scgi_serve, args=(c,), daemon=True).start()
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    yield lst.getsockname()[1]
+    stop_flag.append(1)
+    lst.close()
+
+
+def proxied(gatling, rules, extra=(), tree=None):
+    """A gatling whose document root holds .proxy, with these -P rules."""
+    args = ["-T", "10", "-S"]
+    for r in rules:
+        args += ["-P", r]
+    t = {".proxy": "", "index.html": "static\n"}
+    t.update(tree or {})
+    return gatling(t, args=tuple(args) + tuple(extra), check_fds=False)
+
+
+def status_counters(srv):
+    import json
+    r = fetch(srv.port, "/server-status?json")
+    assert r.status == 200, r
+    return json.loads(r.body)
+
+
+def test_get_post_and_static(gatling, gunicorn):
+    srv = proxied(gatling, ["127.0.0.1/%d/^/app/" % gunicorn])
+    r = fetch(srv.port, "/app/hello")
+    assert r.status == 200, r
+    assert r.body == b"hello /app/hello"
+    assert r.header("X-App") == "1"
+    assert r.header("Content-Type") == "text/plain"
+    assert r.header("Server").startswith("gatling"), r
+    assert fetch(srv.port, "/index.html").body == b"static\n", "no rule: the file"
+    body = os.urandom(300000)
+    r = fetch(srv.port, "/app/echo", method="POST", body=body,
+              headers=[("Content-Length", str(len(body)))])
+    assert r.status == 200 and r.body == body, r
+    r = fetch(srv.port, "/app/status")
+    assert r.status == 201 and r.header("Location") == "/app/x" and r.body == b"ok", r
+    r = fetch(srv.port, "/app/hello", method="HEAD")
+    assert r.status == 200 and r.body == b"", r
+
+
+@h1_only("a chunked request body is HTTP/1.1 framing")
+def test_chunked_request_body(gatling, gunicorn):
+    srv = proxied(gatling, ["127.0.0.1/%d/^/app/" % gunicorn])
+    with Client(srv.port) as c:
+        c.send(b"POST /app/echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+               b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")
+        r = c.read_response()
+    assert r.status == 200 and r.body == b"hello world", r
+
+
+def test_chunked_and_large_responses(gatling, gunicorn):
+    srv = proxied(gatling, ["127.0.0.1/%d/^/app/" % gunicorn])
+    r = fetch(srv.port, "/app/chunked")
+    assert r.status == 200 and r.body == b"a" * 1000 + b"b" * 1000 + b"c", r
+    r = fetch(srv.port, "/app/big", timeout=30)
+    want = b"".join(bytes([i % 251]) * 65536 for i in range(64))
+    assert r.status == 200 and len(r.body) == len(want) and r.body == want
+
+
+def test_keepalive_reuse(gatling, gunicorn):
+    srv = proxied(gatling, ["127.0.0.1/%d/^/app/" % gunicorn])
+    ports = set()
+    for _ in range(12):  # a new client connection each time: the pool is per rule
+        r = fetch(srv.port, "/app/port")
+        assert r.status == 200, r
+        ports.add(r.body)
+    assert len(ports) <= 2, "backend connections not reused: %d ports for 12 requests" % len(
+        ports)
+    st = status_counters(srv)
+    assert st["backend_reuses"] >= 10 and st["backend_connects"] <= 2, st
+
+
+def test_forwarded_fields(gatling, gunicorn):
+    srv = proxied(gatling, ["127.0.0.1/%d/^/app/" % gunicorn])
+    r = fetch(srv.port, "/app/headers",
+              headers=[("X-Forwarded-For", "10.1.2.3"), ("X-Forwarded-Proto", "gopher"),
+                       ("Keep-Alive", "timeout=5"), ("Proxy-Authorization", "Basic eDp5"),
+                       ("X-Hop", "secret"), ("Connection", "X-Hop"), ("X-Kept", "yes")]
+              if not H2 else [("X-Forwarded-For", "10.1.2.3"), ("X-Forwarded-Proto", "gopher"),
+                              ("Proxy-Authorization", "Basic eDp5"), ("X-Kept", "yes")])
+    env = dict(line.split("=", 1) for line in r.body.decode().splitlines())
+    proto = "https" if TLS else "http"
+    assert env["HTTP_X_FORWARDED_FOR"] == "10.1.2.3, 127.0.0.1", env
+    assert env["HTTP_X_FORWARDED_PROTO"] == proto, env
+    assert env["HTTP_X_FORWARDED_HOST"] == "localhost", env
+    assert env["HTTP_FORWARDED"] == 'for=127.0.0.1;proto=%s;host="localhost"' % proto, env
+    assert env["HTTP_HOST"] == "localhost", env
+    assert env["HTTP_X_KEPT"] == "yes", env
+    for gone in ("HTTP_KEEP_ALIVE", "HTTP_PROXY_AUTHORIZATION", "HTTP_X_HOP", "HTTP_TE",
+                 "HTTP_UPGRADE", "HTTP_PROXY_CONNECTION"):
+        assert gone not in env, (gone, env)
+
+
+def test_proxy_file_required(gatling, gunicorn):
+    args = ("-T", "10", "-P", "127.0.0.1/%d/^/app/" % gunicorn)
+    srv = gatling({"app": {"hello": "the file\n"}}, args=args, check_fds=False)
+    r = fetch(srv.port, "/app/hello")
+    assert r.status == 200 and r.body == b"the file\n", "no .proxy: the rule does not apply"
+    os.mknod(os.path.join(srv.docroot, ".proxy"))
+    time.sleep(1.1)  # the verdict is kept for a second
+    assert fetch(srv.port, "/app/hello").body == b"hello /app/hello"
+
+
+def test_refused_is_502(gatling):
+    port = free_port()
+    srv = proxied(gatling, ["127.0.0.1/%d/^/app/" % port])
+    r = fetch(srv.port, "/app/x")
+    assert r.status == 502, r
+    assert status_counters(srv)["backend_502"] >= 1
+
+
+def test_silent_backend_is_504(gatling):
+    lst = socket.socket()
+    lst.bind(("127.0.0.1", 0))
+    lst.listen(8)  # accepted by the kernel, never answered
+    try:
+        srv = proxied(gatling, ["127.0.0.1/%d/^/app/" % lst.getsockname()[1]], ("-Q", "1"))
+        t0 = time.monotonic()
+        r = fetch(srv.port, "/app/x", timeout=10)
+        took = time.monotonic() - t0
+        assert r.status == 504, r
+        assert 0.8 < took < 5, took
+        assert status_counters(srv)["backend_504"] == 1
+    finally:
+        lst.close()
+
+
+def test_slow_app_is_504(gatling, gunicorn):
+    srv = proxied(gatling, ["127.0.0.1/%d/^/app/" % gunicorn], ("-Q", "1"))
+    r = fetch(srv.port, "/app/slow", timeout=10)
+    assert r.status == 504, r
+    assert fetch(srv.port, "/app/hello").status == 200, "the server goes on"
+
+
+def one_shot_backend(answer):
+    """A backend that reads a request, writes answer, and closes."""
+    lst = socket.socket()
+    lst.bind(("127.0.0.1", 0))
+    lst.listen(8)
+
+    def run():
+        while True:
+            try:
+                c, _ = lst.accept()
+            except OSError:
+                return
+            with c:
+                c.recv(65536)
+                c.sendall(answer)
+    threading.Thread(target=run, daemon=True).start()
+    return lst
+
+
+def test_backend_dies_mid_response(gatling):
+    lst = one_shot_backend(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n" + b"x" * 5000)
+    try:
+        srv = proxied(gatling, ["127.0.0.1/%d/^/app/" % lst.getsockname()[1]])
+        with Client(srv.port) as c:
+            c.send(b"GET /app/x HTTP/1.1\r\nHost: x\r\n\r\n")
+            with pytest.raises(Exception):  # cut short: a closed connection, a reset stream
+                r = c.read_response()
+                assert len(r.body) < 100000
+                raise AssertionError("a complete response: %r" % r)
+        assert fetch(srv.port, "/index.html").status == 200
+    finally:
+        lst.close()
+
+
+def test_response_hop_by_hop_removed(gatling):
+    lst = one_shot_backend(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: X-Secret, "
+                           b"keep-alive\r\nKeep-Alive: timeout=5\r\nX-Secret: hop\r\n"
+                           b"X-Fine: 1\r\nServer: raw\r\nProxy-Connection: x\r\n\r\nok")
+    try:
+        srv = proxied(gatling, ["127.0.0.1/%d/^/app/" % lst.getsockname()[1]])
+        r = fetch(srv.port, "/app/x")
+        assert r.status == 200 and r.body == b"ok" and r.header("X-Fine") == "1", r
+        for gone in ("Keep-Alive", "X-Secret", "Proxy-Connection"):
+            assert r.header(gone) is None, (gone, r)
+        assert r.header_all("Server") == ["gatling/0.1"] or H2, r
+    finally:
+        lst.close()
+
+
+def test_backend_closes_before_head_is_502(gatling):
+    for answer in (b"", b"HTTP/1.1 2", b"garbage\r\n\r\n"):
+        lst = one_shot_backend(answer)
+        try:
+            srv = proxied(gatling, ["127.0.0.1/%d/^/app/" % lst.getsockname()[1]])
+            r = fetch(srv.port, "/app/x")
+            assert r.status == 502, (answer, r)
+        finally:
+            lst.close()
+
+
+def test_descriptors_released(gatling, tmp_path):
+    """Pooled connections are closed when the backend closes them; nothing leaks."""
+    (tmp_path / "app.py").write_text(APP)
+    port = free_port()
+    proc = subprocess.Popen([shutil.which("gunicorn"), "-b", "127.0.0.1:%d" % port, "-k",
+                             "gthread", "--keep-alive", "60", "--chdir", str(tmp_path),
+                             "app:application"], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        wait_port(port)
+        srv = gatling({".proxy": ""}, args=("-T", "10", "-P", "127.0.0.1/%d/^/app/" % port))
+        for _ in range(3):
+            assert fetch(srv.port, "/app/hello").status == 200
+        assert srv.fds(sockets_only=True) > srv.baseline_socks, "a pooled connection"
+    finally:
+        stop(proc)
+    srv.check_fds("the backend went away")
+
+
+@h1_only("WebSocket upgrades are HTTP/1.1")
+def test_websocket_echo(gatling):
+    websockets = import_websockets()
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+    box = {}
+
+    async def echo(ws, path=None):
+        async for m in ws:
+            await ws.send(m)
+
+    async def main():
+        server = await websockets.serve(echo, "127.0.0.1", 0)
+        box["port"] = server.sockets[0].getsockname()[1]
+        box["server"] = server
+        started.set()
+        await server.wait_closed()
+
+    t = threading.Thread(target=lambda: loop.run_until_complete(main()), daemon=True)
+    t.start()
+    started.wait(10)
+    try:
+        srv = proxied(gatling, ["127.0.0.1/%d/^/ws/" % box["port"]])
+
+        async def client():
+            scheme = "wss" if TLS else "ws"
+            ssl = client_tls_context() if TLS else None
+            async with websockets.connect("%s://localhost:%d/ws/" % (scheme, srv.port),
+                                          ssl=ssl) as ws:
+                out = []
+                for m in ("hello", "x" * 70000, b"\x00\x01binary"):
+                    await ws.send(m)
+                    out.append(await ws.recv())
+                return out
+        got = asyncio.run(client())
+        assert got == ["hello", "x" * 70000, b"\x00\x01binary"]
+    finally:
+        loop.call_soon_threadsafe(box["server"].close)
+        t.join(5)
+
+
+def test_fastcgi_php(gatling, php_fpm):
+    srv = proxied(gatling, ["F/unix:%s:\\.php$" % php_fpm],
+                  tree={"env.php": PHP_ENV, "big.php": PHP_BIG, "gone.php": PHP_STATUS})
+    r = fetch(srv.port, "/env.php?a=b", headers=[("X-Test", "yes")])
+    assert r.status == 200, r
+    assert r.header("X-Php") == "1" and r.header("Content-Type").startswith("text/plain"), r
+    env = dict(line.split("=", 1) for line in r.body.decode().splitlines())
+    assert env["SCRIPT_NAME"] == "/env.php" and env["QUERY_STRING"] == "a=b", env
+    assert env["SCRIPT_FILENAME"] == os.path.realpath(os.path.join(srv.docroot, "env.php"))
+    assert env["HTTP_X_TEST"] == "yes" and env["REMOTE_ADDR"] == "127.0.0.1", env
+    assert env["HTTPS"] == ("on" if TLS else ""), env
+    assert b"php-stderr-marker" not in r.body
+    wait_for(lambda: "php-stderr-marker" in srv.stderr_text(), 3, "stderr in the error log")
+    body = b"field=" + b"v" * 200000
+    r = fetch(srv.port, "/env.php", method="POST", body=body,
+              headers=[("Content-Length", str(len(body))),
+                       ("Content-Type", "application/octet-stream")])
+    assert r.status == 200 and r.body.endswith(b"body=" + body), r
+    r = fetch(srv.port, "/big.php", timeout=30)
+    want = b"".join(bytes([65 + i % 26]) * 32768 for i in range(64))
+    assert r.status == 200 and r.body == want
+    assert fetch(srv.port, "/gone.php").status == 404
+    for _ in range(4):
+        assert fetch(srv.port, "/env.php").status == 200
+    st = status_counters(srv)
+    assert st["backend_reuses"] >= 4, st
+
+
+def test_scgi(gatling, scgi_server):
+    srv = proxied(gatling, ["S/127.0.0.1/%d/^/scgi/" % scgi_server])
+    r = fetch(srv.port, "/scgi/x?q=1", headers=[("X-Test", "t")])
+    assert r.status == 202 and r.header("X-Scgi") == "1", r
+    env = dict(line.split("=", 1) for line in r.body.decode().splitlines())
+    assert env["first"] == "CONTENT_LENGTH" and env["SCGI"] == "1", env
+    assert env["REQUEST_METHOD"] == "GET" and env["QUERY_STRING"] == "q=1", env
+    assert env["HTTP_X_TEST"] == "t" and env["body"] == "", env
+    r = fetch(srv.port, "/scgi/p", method="POST", body=b"posted",
+              headers=[("Content-Length", "6")])
+    assert r.status == 202 and r.body.endswith(b"body=posted"), r
+    r = fetch(srv.port, "/scgi/x?big", timeout=20)
+    assert r.status == 202 and r.body.endswith(b"S" * (1 << 20)), len(r.body)
+
+
+@h1_only("a chunked request body is HTTP/1.1 framing")
+def test_scgi_chunked_body_is_411(gatling, scgi_server):
+    srv = proxied(gatling, ["S/127.0.0.1/%d/^/scgi/" % scgi_server])
+    with Client(srv.port) as c:
+        c.send(b"POST /scgi/x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+               b"3\r\nabc\r\n0\r\n\r\n")
+        assert c.read_response().status == 411
+
+
+def test_bad_rules_refused(build):
+    for rule in ("host.example/80/x", "127.0.0.1/0/x", "127.0.0.1/80/(", "127.0.0.1/80/",
+                 "F/unix:relative:x", "[::1/80/x", "S/unix:/no/pattern"):
+        p = subprocess.run([build.binary, "-P", rule, "-V"], capture_output=True, timeout=10)
+        assert p.returncode != 0 and b"-P" in p.stderr, (rule, p)
+    p = subprocess.run([build.binary, "-P", "F/unix:/run/php/fpm.sock:\\.php$", "-P",
+                        "[::1]/8080/^/api/", "-V"], capture_output=True, timeout=10)
+    assert p.returncode == 0, p
