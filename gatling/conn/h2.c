@@ -91,6 +91,7 @@ typedef struct h2_stream {
     /* a producer's stream (exchange.h) */
     uint8_t early;       /* dispatched at its HEADERS: its body goes to the producer */
     uint8_t streamed;    /* its head said no length (EX_LEN_STREAM) */
+    uint8_t produced;    /* counted in h2_t's producers (early, or answered by a producer) */
     uint8_t ended;       /* ex_body_end (or abort) was called */
     uint8_t data_waits;  /* read_body found no part yet: resume the data when one comes */
     uint8_t want_drain;  /* more than EX_STREAM_HIGH was queued: tell the producer below LOW */
@@ -266,7 +267,7 @@ static void stream_free(h2_stream_t *s)
     free(s->parts);
     s->h2->held_bytes -= s->held_len;
     free(s->held);
-    s->h2->producers -= s->early || s->streamed;
+    s->h2->producers -= s->produced;
     s->h2->files -= s->has_file;
     for (h2_chunk_t *k = s->chunks, *next; k; k = next) {
         next = k->next;
@@ -393,9 +394,11 @@ static int submit(h2_stream_t *s, int status, const char *ctype, uint64_t len, t
             nv[n++] = NV(names[i], ex->fields[i].value);
     }
     ex->status = (uint16_t)status;
-    if (len == EX_LEN_STREAM && !s->streamed) {
+    if (len == EX_LEN_STREAM)
         s->streamed = 1;
-        s->h2->producers += !s->early;
+    if (s->ex.producer && !s->produced) { /* drained() must reach it, its length known or not */
+        s->produced = 1;
+        s->h2->producers++;
     }
     ex->body_len = s->streamed ? 0 : len; /* streamed: counted as it comes */
     s->body_left = ex->head_only || status == 304 || status == 204 ? 0 : len;
@@ -920,6 +923,7 @@ static void body_begins(h2_t *h, h2_stream_t *s)
     s->ex.req_len = known ? (int64_t)len : -1;
     if (!s->bad && !s->refused && router_streams(&s->ex)) { /* a producer takes it as it comes */
         s->early = 1;
+        s->produced = 1;
         h->producers++;
     } else if (known && len > H1_BODY_MAX) {
         answer_early(h, s, 413);

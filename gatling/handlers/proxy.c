@@ -392,8 +392,10 @@ int px_body(px_req_t *pr, const char *p, size_t n)
     }
     if (pr->ended)
         return -1;
-    if (ex_queued(pr->ex) > EX_STREAM_HIGH)
-        pr->paused = 1; /* drained() resumes */
+    if (ex_queued(pr->ex) > EX_STREAM_HIGH) {
+        pr->paused = 1; /* drained() resumes; the client's pace is the codec's (-B) */
+        set_deadline(pr);
+    }
     return 0;
 }
 
