@@ -38,7 +38,7 @@ static void usage_dynamic(void)
         "  -J n      at most n CGI processes at once, then 503 (default 32)\n"
         "  -Q secs   a CGI may run, and a backend may stay silent, secs (default 30)\n"
         "  -P rule   send matching paths to a backend: [F/|S/]host/port/regex or\n"
-        "            [F/|S/]unix:path/regex (F/: FastCGI, S/: SCGI, else HTTP;\n"
+        "            [F/|S/]unix:/path:regex (F/: FastCGI, S/: SCGI, else HTTP;\n"
         "            the original gatling's -O; up to 16 times)\n",
         stdout);
 }

@@ -378,6 +378,44 @@ def test_response_hop_by_hop_removed(gatling):
         lst.close()
 
 
+def test_retry_after_stale_pooled_connection(gatling):
+    """A backend that closes a kept-alive connection as the next request
+    arrives (the race every pool meets): a GET is sent again, once, on a
+    new connection; a POST is not (502)."""
+    lst = socket.socket()
+    lst.bind(("127.0.0.1", 0))
+    lst.listen(8)
+    conns = []
+
+    def serve(c):
+        with c:
+            c.recv(65536)
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst")
+            c.recv(65536)  # the second request on this connection: closed unanswered
+
+    def run():
+        while True:
+            try:
+                c, _ = lst.accept()
+            except OSError:
+                return
+            conns.append(c)
+            threading.Thread(target=serve, args=(c,), daemon=True).start()
+    threading.Thread(target=run, daemon=True).start()
+    try:
+        srv = proxied(gatling, ["127.0.0.1/%d/^/app/" % lst.getsockname()[1]])
+        assert fetch(srv.port, "/app/1").body == b"first"
+        r = fetch(srv.port, "/app/2")
+        assert r.status == 200 and r.body == b"first", r
+        assert len(conns) == 2, "the GET went again on a new connection"
+        r = fetch(srv.port, "/app/3", method="POST", body=b"x", headers=[("Content-Length", "1")])
+        assert r.status == 502, "a POST is not sent twice: %r" % r
+        st = status_counters(srv)
+        assert st["backend_reuses"] == 2 and st["backend_connects"] == 2, st
+    finally:
+        lst.close()
+
+
 def test_backend_closes_before_head_is_502(gatling):
     for answer in (b"", b"HTTP/1.1 2", b"garbage\r\n\r\n"):
         lst = one_shot_backend(answer)
