@@ -201,8 +201,8 @@ static void set_deadline(px_req_t *pr)
 {
     gio_loop_t *l = pr->px->site->loop;
     if (pr->be)
-        gio_set_deadline(l, pr->be->fd, pr->paused ? 0
-                                                   : gio_now(l) + pr->px->site->cfg->dyn_timeout * 1000LL);
+        gio_set_deadline(l, pr->be->fd,
+                         pr->paused ? 0 : gio_now(l) + pr->px->site->cfg->dyn_timeout * 1000LL);
 }
 
 /* What the backend connection waits for now. */

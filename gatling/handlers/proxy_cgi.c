@@ -32,8 +32,8 @@ static int environment(px_req_t *pr, const px_target_t *t, char *env, size_t *us
     if (docroot(pr, t, root, sizeof root) < 0)
         return -1;
     snprintf(file, sizeof file, "%s%s", strcmp(root, "/") ? root : "", t->p.path);
-    cgi_script_t sc = {.script_name = t->p.path, .path_info = "", .filename = file,
-                       .docroot = root};
+    cgi_script_t sc = {
+        .script_name = t->p.path, .path_info = "", .filename = file, .docroot = root};
     return cgienv_build(pr->ex, &sc, env, CGIENV_MAX, used);
 }
 

@@ -36,12 +36,12 @@ static int named_by_connection(const http_header_t *h, size_t nh, http_str_t nam
 /* Hop-by-hop fields (RFC 9110 7.6.1), and those the proxy writes itself. */
 static int hop_by_hop(const http_header_t *h, size_t nh, http_str_t name, int response)
 {
-    static const char *const both[] = {"Connection", "Keep-Alive", "TE", "Trailer",
-                                       "Transfer-Encoding", "Upgrade", "Proxy-Connection",
-                                       "Content-Length"};
-    static const char *const req[] = {"Proxy-Authorization", "Expect", "X-Forwarded-For",
-                                      "X-Forwarded-Proto", "X-Forwarded-Host", "Forwarded",
-                                      "Cookie"};
+    static const char *const both[] = {"Connection",       "Keep-Alive",        "TE",
+                                       "Trailer",          "Transfer-Encoding", "Upgrade",
+                                       "Proxy-Connection", "Content-Length"};
+    static const char *const req[] = {
+        "Proxy-Authorization", "Expect",    "X-Forwarded-For", "X-Forwarded-Proto",
+        "X-Forwarded-Host",    "Forwarded", "Cookie"};
     static const char *const resp[] = {"Date", "Server", "Content-Type", "Proxy-Authenticate"};
     for (size_t i = 0; i < sizeof both / sizeof both[0]; i++)
         if (name_is(name, both[i]))
@@ -89,8 +89,8 @@ static int forwarded(px_req_t *pr)
     int port;
     px_peer(ex, a, &port);
     const http_str_t *host = http_header(ex->req, "Host");
-    int safe = host && host->n < 256 && !memchr(host->p, '"', host->n) &&
-               !memchr(host->p, '\\', host->n);
+    int safe =
+        host && host->n < 256 && !memchr(host->p, '"', host->n) && !memchr(host->p, '\\', host->n);
     const char *proto = ex->secure ? "https" : "http";
     int v6 = strchr(a, ':') != NULL;
     snprintf(fwd, sizeof fwd, "for=%s%s%s;proto=%s%s%.*s%s", v6 ? "\"[" : "", a, v6 ? "]\"" : "",
@@ -229,8 +229,8 @@ static int response_head(px_req_t *pr, const http_response_t *resp)
             return -1;
         }
     }
-    int close = resp->version == 10 || named_by_connection(resp->headers, resp->nheaders,
-                                                           (http_str_t){"close", 5});
+    int close = resp->version == 10 ||
+                named_by_connection(resp->headers, resp->nheaders, (http_str_t){"close", 5});
     pr->keepalive = !close && fr != FR_CLOSE;
     pr->framing = fr == FR_LEN && !pr->left ? FR_NONE : fr;
     if (tunnel) /* the codec adds Connection: upgrade */

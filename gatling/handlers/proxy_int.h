@@ -17,12 +17,12 @@
 #include <regex.h>
 #include <sys/socket.h>
 
-#define PROXY_IDLE_MAX 8         /* idle backend connections kept per rule */
-#define PROXY_IDLE_MS 60000      /* ... closed after this long unused */
-#define PROXY_HEAD_MAX 32768     /* a backend's response head (HTTP or CGI) */
+#define PROXY_IDLE_MAX 8          /* idle backend connections kept per rule */
+#define PROXY_IDLE_MS 60000       /* ... closed after this long unused */
+#define PROXY_HEAD_MAX 32768      /* a backend's response head (HTTP or CGI) */
 #define PROXY_OUT_MAX (64 * 1024) /* request bytes held for the backend: input() takes no more */
-#define PROXY_VHOSTS 64          /* .proxy verdicts remembered (a second each) */
-#define PROXY_FIELDS_MAX 4096    /* a backend head's fields, copied for the exchange */
+#define PROXY_VHOSTS 64           /* .proxy verdicts remembered (a second each) */
+#define PROXY_FIELDS_MAX 4096     /* a backend head's fields, copied for the exchange */
 
 enum { PX_HTTP, PX_FCGI, PX_SCGI };
 
@@ -83,19 +83,19 @@ typedef struct px_req {
     http_chunked_t ch;
     fcgi_parser_t fp;
     cgi_head_t ch_head; /* FastCGI, SCGI: the CGI response head */
-    uint8_t has_body;    /* the request has a body */
-    uint8_t body_in;     /* ... and all of it is in out */
-    uint8_t blocked;     /* input() took less than offered: ex_input_ready owed */
-    uint8_t got_byte;    /* the backend sent something */
-    uint8_t retried;     /* one retry on a new connection done */
-    uint8_t idempotent;  /* the method may be sent twice */
-    uint8_t head_only;   /* HEAD */
-    uint8_t upgrade;     /* a WebSocket upgrade was asked for */
-    uint8_t keepalive;   /* the backend keeps the connection after this response */
-    uint8_t paused;      /* not reading: the client's side is full */
-    uint8_t head_sent;   /* ex_head (or ex_error) went out */
-    uint8_t ended;       /* the exchange ended (end()): free when depth is 0 */
-    unsigned depth;      /* calls of ours on the stack */
+    uint8_t has_body;   /* the request has a body */
+    uint8_t body_in;    /* ... and all of it is in out */
+    uint8_t blocked;    /* input() took less than offered: ex_input_ready owed */
+    uint8_t got_byte;   /* the backend sent something */
+    uint8_t retried;    /* one retry on a new connection done */
+    uint8_t idempotent; /* the method may be sent twice */
+    uint8_t head_only;  /* HEAD */
+    uint8_t upgrade;    /* a WebSocket upgrade was asked for */
+    uint8_t keepalive;  /* the backend keeps the connection after this response */
+    uint8_t paused;     /* not reading: the client's side is full */
+    uint8_t head_sent;  /* ex_head (or ex_error) went out */
+    uint8_t ended;      /* the exchange ended (end()): free when depth is 0 */
+    unsigned depth;     /* calls of ours on the stack */
 } px_req_t;
 
 /* Append n bytes for the backend.  0, or -1 (ENOMEM). */
@@ -129,9 +129,9 @@ void px_peer(const exchange_t *ex, char *a, int *port);
 
 /* What a matched request is about. */
 typedef struct px_target {
-    path_t p;                  /* its path (in ex->path) and query */
+    path_t p;                   /* its path (in ex->path) and query */
     char vhost[VHOST_NAME_MAX]; /* its vhost's name ("" with -H) */
-    int which;                 /* VHOST_*: the directory that serves it */
+    int which;                  /* VHOST_*: the directory that serves it */
 } px_target_t;
 
 /* proxy_http.c: the request head for an HTTP backend into out; its bytes

@@ -34,7 +34,7 @@ static size_t proxy_rows(const status_counters_t *st, row_t *r, size_t cap)
 {
     const row_t all[] = {
         {"backend_connects", "proxy: backend connections opened", st->backend_connects},
-        {"backend_reuses", "proxy: requests on a kept-alive backend connection", st->backend_reuses},
+        {"backend_reuses", "proxy: requests on a pooled backend connection", st->backend_reuses},
         {"backend_502", "proxy: backend failed: 502 or response cut short", st->backend_502},
         {"backend_504", "proxy: backend silent past -Q: 504", st->backend_504},
     };

@@ -35,8 +35,8 @@ typedef struct fcgi_parser {
     unsigned hlen;                      /* ... its bytes so far */
     int type;                           /* the record in progress (0: in a header) */
     unsigned id;
-    uint32_t left;     /* content bytes still to come */
-    unsigned pad;      /* padding bytes still to come */
+    uint32_t left;         /* content bytes still to come */
+    unsigned pad;          /* padding bytes still to come */
     unsigned char body[8]; /* END_REQUEST's content */
     unsigned blen;
 } fcgi_parser_t;
