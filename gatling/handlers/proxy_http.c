@@ -201,7 +201,9 @@ static int framing(px_req_t *pr, const http_response_t *resp)
         }
     }
     pr->left = len;
-    if (pr->head_only || resp->status == 204 || resp->status == 304)
+    if (resp->status == 204 || resp->status == 304) /* a length here is not a body's */
+        return pr->left = 0, FR_NONE;
+    if (pr->head_only) /* the length is the client's to see, no body follows */
         return cl && !te ? FR_LEN : FR_NONE;
     if (te)
         return te == 2 ? FR_CHUNKED : FR_CLOSE;
@@ -235,7 +237,7 @@ static int response_head(px_req_t *pr, const http_response_t *resp)
     pr->framing = fr == FR_LEN && !pr->left ? FR_NONE : fr;
     if (tunnel) /* the codec adds Connection: upgrade */
         ex_field(pr->ex, "Upgrade", "websocket");
-    uint64_t len = fr == FR_LEN ? pr->left : fr == FR_NONE ? 0 : EX_LEN_STREAM;
+    uint64_t len = fr == FR_LEN ? pr->left : fr == FR_NONE && !pr->head_only ? 0 : EX_LEN_STREAM;
     if (px_head(pr, resp->status, ctype, len) < 0)
         return -1;
     if (pr->head_only && pr->framing == FR_LEN) /* the length was for the client only */

@@ -416,6 +416,21 @@ def test_retry_after_stale_pooled_connection(gatling):
         lst.close()
 
 
+def test_bodiless_statuses(gatling):
+    """A 304 or 204 that names a Content-Length has no body: answered at once."""
+    for head in (b"HTTP/1.1 304 Not Modified\r\nContent-Length: 1234\r\nETag: \"e\"\r\n\r\n",
+                 b"HTTP/1.1 204 No Content\r\n\r\n"):
+        lst = one_shot_backend(head)
+        try:
+            srv = proxied(gatling, ["127.0.0.1/%d/^/app/" % lst.getsockname()[1]], ("-Q", "5"))
+            t0 = time.monotonic()
+            r = fetch(srv.port, "/app/x")
+            assert r.status in (304, 204) and r.body == b"", r
+            assert time.monotonic() - t0 < 2, "waited for a body that never comes"
+        finally:
+            lst.close()
+
+
 def test_backend_closes_before_head_is_502(gatling):
     for answer in (b"", b"HTTP/1.1 2", b"garbage\r\n\r\n"):
         lst = one_shot_backend(answer)
