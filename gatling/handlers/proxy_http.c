@@ -51,7 +51,8 @@ static int hop_by_hop(const http_header_t *h, size_t nh, http_str_t name, int re
     for (size_t i = 0; i < n; i++)
         if (name_is(name, l[i]))
             return 1;
-    return named_by_connection(h, nh, name);
+    /* "Connection: Host" must not take the backend's Host away */
+    return !name_is(name, "Host") && named_by_connection(h, nh, name);
 }
 
 static int puts_(px_req_t *pr, const char *s)
