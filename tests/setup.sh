@@ -27,6 +27,8 @@ pkgs="gcc make libc6-dev libowfat-dev libssl-dev openssl zlib1g-dev liburing-dev
 # gunicorn, php-fpm, python3-websockets: test_proxy.py's backends (-P: HTTP, FastCGI, WebSocket)
 pkgs="$pkgs gunicorn php-fpm python3-websockets"
 # slowhttptest, whois (mkpasswd) and openssl: bench/slashdot's attacks and password hashes
+# php-fpm: the FastCGI backend of bench/compare-dynamic (test_compare_dynamic.py)
+pkgs="$pkgs php-fpm"
 [ "$1" = bench ] && pkgs="$pkgs nginx lighttpd h2o slowhttptest whois"
 
 missing=
