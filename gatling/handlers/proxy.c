@@ -285,14 +285,28 @@ static void pool_put(proxy_t *px, px_conn_t *c)
     gio_set_deadline(l, c->fd, gio_now(l) + PROXY_IDLE_MS);
 }
 
-/* Let go of pr's backend connection: back to the pool, or closed. */
+/* pr's new connection is answered (or let go): no longer fresh. */
+static void unfresh(px_req_t *pr)
+{
+    if (pr->fresh) {
+        pr->fresh = 0;
+        pr->rule->fresh--;
+    }
+}
+
+/* Let go of pr's backend connection: back to the pool, or closed.  A
+   FastCGI backend (php-fpm) gives a connection a process of its own until
+   it closes: while requests wait on new connections (in its backlog, maybe,
+   all its processes held), an idle one is closed, not kept, so that it
+   frees a process for them. */
 static void release(px_req_t *pr, int reusable)
 {
     px_conn_t *c = pr->be;
+    unfresh(pr);
     if (!c)
         return;
     pr->be = NULL;
-    if (reusable && pr->rule->kind != PX_SCGI)
+    if (reusable && pr->rule->kind != PX_SCGI && !(pr->rule->kind == PX_FCGI && pr->rule->fresh))
         pool_put(pr->px, c);
     else
         conn_close(pr->px, c);
@@ -306,6 +320,9 @@ static int attach(px_req_t *pr, int pooled)
         pr->px->site->stats.backend_reuses++;
     } else if (!(c = conn_open(pr->px, pr->rule))) {
         return -1;
+    } else {
+        pr->fresh = 1;
+        pr->rule->fresh++;
     }
     c->req = pr;
     pr->be = c;
@@ -328,8 +345,14 @@ static void req_free(px_req_t *pr)
 
 int px_out(px_req_t *pr, const void *p, size_t n)
 {
-    if (pr->outoff == pr->outlen && pr->got_byte) /* nothing kept for a retry any more */
-        pr->outoff = pr->outlen = 0;
+    if (pr->has_body || pr->got_byte) { /* nothing is kept for a retry (retry()) */
+        if (pr->outoff == pr->outlen)
+            pr->outoff = pr->outlen = 0;
+        else if (pr->outoff && pr->outlen + n > pr->outcap) {
+            memmove(pr->out, pr->out + pr->outoff, pr->outlen - pr->outoff);
+            pr->outlen -= pr->outoff, pr->outoff = 0;
+        }
+    }
     if (pr->outlen + n > pr->outcap) {
         size_t cap = pr->outcap ? pr->outcap : 4096;
         while (cap < pr->outlen + n)
@@ -497,6 +520,7 @@ static void backend_read(px_req_t *pr)
             return;
         }
         pr->got_byte = 1;
+        unfresh(pr);
         set_deadline(pr);
         if (pr->state == RS_TUNNEL)
             px_body(pr, buf, (size_t)n);

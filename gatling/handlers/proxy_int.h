@@ -47,6 +47,7 @@ typedef struct px_rule {
     regex_t re;
     px_conn_t *idle[PROXY_IDLE_MAX];
     int nidle;
+    int fresh; /* requests on a new connection that the backend has not answered yet */
 } px_rule_t;
 
 typedef struct proxy {
@@ -88,6 +89,7 @@ typedef struct px_req {
     uint8_t blocked;    /* input() took less than offered: ex_input_ready owed */
     uint8_t got_byte;   /* the backend sent something */
     uint8_t retried;    /* one retry on a new connection done */
+    uint8_t fresh;      /* counted in its rule's fresh */
     uint8_t idempotent; /* the method may be sent twice */
     uint8_t head_only;  /* HEAD */
     uint8_t upgrade;    /* a WebSocket upgrade was asked for */

@@ -78,6 +78,11 @@ header("Content-Type: application/octet-stream");
 for ($i = 0; $i < 64; $i++) echo str_repeat(chr(65 + $i % 26), 32768);
 '''
 
+PHP_SLEEP = r'''<?php
+usleep(300000);
+echo "slept";
+'''
+
 PHP_STATUS = r'''<?php
 http_response_code(404);
 echo "not here";
@@ -557,6 +562,31 @@ def test_fastcgi_php(gatling, php_fpm):
         assert fetch(srv.port, "/env.php").status == 200
     st = status_counters(srv)
     assert st["backend_reuses"] >= 4, st
+
+
+def test_fastcgi_more_requests_than_processes(gatling, php_fpm):
+    """php-fpm (2 processes here) gives each connection a process until it
+    closes: kept-alive idle connections must not starve requests waiting in
+    its backlog.  Three waves of 6 concurrent requests, all answered."""
+    srv = proxied(gatling, ["F/unix:%s:\\.php$" % php_fpm], ("-Q", "20"),
+                  tree={"sleep.php": PHP_SLEEP})
+    t0 = time.monotonic()
+    for wave in range(3):
+        results = []
+
+        def one():
+            try:
+                results.append(fetch(srv.port, "/sleep.php", timeout=25).status)
+            except Exception as e:  # reported below
+                results.append(repr(e))
+        threads = [threading.Thread(target=one) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert results == [200] * 6, (wave, results)
+    # 18 requests of 0.3 s on 2 processes: 2.7 s; starved ones would wait for -Q
+    assert time.monotonic() - t0 < 12, time.monotonic() - t0
 
 
 def test_scgi(gatling, scgi_server):
