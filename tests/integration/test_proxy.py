@@ -51,6 +51,15 @@ def application(environ, start_response):
         n = 32 << 20
         start_response("200 OK", ctype + [("Content-Length", str(n))])
         return iter([b"h" * 65536] * (n // 65536))
+    elif path == "/app/count":
+        time.sleep(0.5)
+        n, inp = 0, environ["wsgi.input"]
+        while True:
+            k = len(inp.read(65536))
+            if not k:
+                break
+            n += k
+        body = str(n).encode()
     elif path == "/app/slow":
         time.sleep(4)
         body = b"late"
@@ -263,12 +272,27 @@ def test_chunked_and_large_responses(gatling, gunicorn):
     assert r.status == 200 and len(r.body) == len(want) and r.body == want
 
 
-def rss_kib(pid):
+def rss_kib(pid, what="VmRSS:"):
     with open("/proc/%d/status" % pid) as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(what):
                 return int(line.split()[1])
     return 0
+
+
+def test_large_upload_bounded_memory(gatling, gunicorn, build):
+    """32 MiB uploaded to an application that reads slowly: gatling holds at
+    most a window of it (its peak RSS does not grow by the body)."""
+    srv = proxied(gatling, ["127.0.0.1/%d/^/app/" % gunicorn])
+    assert fetch(srv.port, "/app/hello").status == 200
+    before = rss_kib(srv.pid, "VmHWM:")
+    body = b"u" * (32 << 20)
+    r = fetch(srv.port, "/app/count", method="POST", body=body, timeout=60,
+              headers=[("Content-Length", str(len(body)))])
+    assert r.status == 200 and r.body == str(len(body)).encode(), r
+    grown = rss_kib(srv.pid, "VmHWM:") - before
+    if not build.sanitized:
+        assert grown < 8192, "peak RSS grew by %d KiB for a streamed upload" % grown
 
 
 def test_slow_client_bounded_memory(gatling, gunicorn, build):
