@@ -199,7 +199,7 @@ static void fcgi_stderr(px_req_t *pr, const char *p, size_t n)
         return;
     size_t k = n < sizeof line - 1 ? n : sizeof line - 1;
     memcpy(line, p, k), line[k] = 0;
-    site_error(pr->px->site, "FastCGI stderr", 0, pr->ex->peer, line);
+    site_error(pr->px->site, "a FastCGI request (its stderr)", 0, pr->ex->peer, line);
 }
 
 void px_cgi_read(px_req_t *pr, char *buf, size_t n)
