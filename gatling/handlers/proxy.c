@@ -285,20 +285,40 @@ static void pool_put(proxy_t *px, px_conn_t *c)
     gio_set_deadline(l, c->fd, gio_now(l) + PROXY_IDLE_MS);
 }
 
-/* pr's new connection is answered (or let go): no longer fresh. */
+/* pr's new connection is answered (or let go): off the fresh list. */
 static void unfresh(px_req_t *pr)
 {
-    if (pr->fresh) {
-        pr->fresh = 0;
-        pr->rule->fresh--;
-    }
+    px_rule_t *r = pr->rule;
+    if (!pr->fresh)
+        return;
+    pr->fresh = 0;
+    *(pr->fresh_prev ? &pr->fresh_prev->fresh_next : &r->fresh) = pr->fresh_next;
+    *(pr->fresh_next ? &pr->fresh_next->fresh_prev : &r->fresh_last) = pr->fresh_prev;
+    pr->fresh_prev = pr->fresh_next = NULL;
 }
 
-/* Let go of pr's backend connection: back to the pool, or closed.  A
-   FastCGI backend (php-fpm) gives a connection a process of its own until
-   it closes: while requests wait on new connections (in its backlog, maybe,
-   all its processes held), an idle one is closed, not kept, so that it
-   frees a process for them. */
+/* pr waits on a new connection: on the fresh list, the newest last. */
+static void set_fresh(px_req_t *pr)
+{
+    px_rule_t *r = pr->rule;
+    pr->fresh = 1;
+    pr->fresh_at = gio_now(pr->px->site->loop);
+    pr->fresh_prev = r->fresh_last, pr->fresh_next = NULL;
+    *(r->fresh_last ? &r->fresh_last->fresh_next : &r->fresh) = pr;
+    r->fresh_last = pr;
+}
+
+/* A FastCGI backend (php-fpm) gives a connection a process of its own
+   until it closes.  When a request has waited on a new connection for
+   PROXY_STARVED_MS without an answer, it may sit in the backlog while our
+   idle connections hold every process: a connection that becomes free is
+   then closed, not kept, and frees a process for it. */
+static int starved(const px_rule_t *r, int64_t now)
+{
+    return r->kind == PX_FCGI && r->fresh && now - r->fresh->fresh_at >= PROXY_STARVED_MS;
+}
+
+/* Let go of pr's backend connection: back to the pool, or closed. */
 static void release(px_req_t *pr, int reusable)
 {
     px_conn_t *c = pr->be;
@@ -306,7 +326,7 @@ static void release(px_req_t *pr, int reusable)
     if (!c)
         return;
     pr->be = NULL;
-    if (reusable && pr->rule->kind != PX_SCGI && !(pr->rule->kind == PX_FCGI && pr->rule->fresh))
+    if (reusable && pr->rule->kind != PX_SCGI && !starved(pr->rule, gio_now(pr->px->site->loop)))
         pool_put(pr->px, c);
     else
         conn_close(pr->px, c);
@@ -321,8 +341,7 @@ static int attach(px_req_t *pr, int pooled)
     } else if (!(c = conn_open(pr->px, pr->rule))) {
         return -1;
     } else {
-        pr->fresh = 1;
-        pr->rule->fresh++;
+        set_fresh(pr);
     }
     c->req = pr;
     pr->be = c;

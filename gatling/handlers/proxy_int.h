@@ -17,12 +17,13 @@
 #include <regex.h>
 #include <sys/socket.h>
 
-#define PROXY_IDLE_MAX 8          /* idle backend connections kept per rule */
+#define PROXY_IDLE_MAX 64         /* idle backend connections kept per rule */
 #define PROXY_IDLE_MS 60000       /* ... closed after this long unused */
 #define PROXY_HEAD_MAX 32768      /* a backend's response head (HTTP or CGI) */
 #define PROXY_OUT_MAX (64 * 1024) /* request bytes held for the backend: input() takes no more */
 #define PROXY_VHOSTS 64           /* .proxy verdicts remembered (a second each) */
-#define PROXY_FIELDS_MAX 4096     /* a backend head's fields, copied for the exchange */
+#define PROXY_STARVED_MS 50   /* FastCGI: a new connection unanswered this long may be starved */
+#define PROXY_FIELDS_MAX 4096 /* a backend head's fields, copied for the exchange */
 
 enum { PX_HTTP, PX_FCGI, PX_SCGI };
 
@@ -47,7 +48,8 @@ typedef struct px_rule {
     regex_t re;
     px_conn_t *idle[PROXY_IDLE_MAX];
     int nidle;
-    int fresh; /* requests on a new connection that the backend has not answered yet */
+    /* requests on a new connection the backend has not answered yet, oldest first */
+    struct px_req *fresh, *fresh_last;
 } px_rule_t;
 
 typedef struct proxy {
@@ -89,7 +91,9 @@ typedef struct px_req {
     uint8_t blocked;    /* input() took less than offered: ex_input_ready owed */
     uint8_t got_byte;   /* the backend sent something */
     uint8_t retried;    /* one retry on a new connection done */
-    uint8_t fresh;      /* counted in its rule's fresh */
+    uint8_t fresh;      /* on its rule's fresh list ... */
+    int64_t fresh_at;   /* ... since (gio_now) */
+    struct px_req *fresh_prev, *fresh_next;
     uint8_t idempotent; /* the method may be sent twice */
     uint8_t head_only;  /* HEAD */
     uint8_t upgrade;    /* a WebSocket upgrade was asked for */
