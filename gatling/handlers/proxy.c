@@ -362,7 +362,7 @@ static void req_free(px_req_t *pr)
     free(pr);
 }
 
-int px_out(px_req_t *pr, const void *p, size_t n)
+char *px_room(px_req_t *pr, size_t n)
 {
     if (pr->has_body || pr->got_byte) { /* nothing is kept for a retry (retry()) */
         if (pr->outoff == pr->outlen)
@@ -378,11 +378,20 @@ int px_out(px_req_t *pr, const void *p, size_t n)
             cap *= 2;
         char *q = realloc(pr->out, cap);
         if (!q)
-            return -1;
+            return NULL;
         pr->out = q, pr->outcap = cap;
     }
-    memcpy(pr->out + pr->outlen, p, n);
     pr->outlen += n;
+    return pr->out + pr->outlen - n;
+}
+
+int px_out(px_req_t *pr, const void *p, size_t n)
+{
+    char *at = px_room(pr, n);
+    if (!at)
+        return -1;
+    if (n)
+        memcpy(at, p, n);
     return 0;
 }
 

@@ -37,38 +37,39 @@ static int environment(px_req_t *pr, const px_target_t *t, char *env, size_t *us
     return cgienv_build(pr->ex, &sc, env, CGIENV_MAX, used);
 }
 
-/* FastCGI: BEGIN_REQUEST, PARAMS records of env's n strings, an empty PARAMS. */
+/* FastCGI: BEGIN_REQUEST, PARAMS records of env's n strings (written in
+   place, each header filled in when its record is full), an empty PARAMS. */
 static int fcgi_params(px_req_t *pr, const char *env, int n)
 {
-    unsigned char rec[FCGI_HEADER_LEN + 16], *buf = malloc(FCGI_CONTENT_MAX);
-    size_t fill = 0;
-    int r = 0;
-    if (!buf)
-        return -1;
+    unsigned char rec[16];
+    size_t hdr = 0, fill = 0; /* the open record's header (offset in out), its content */
     fcgi_begin(rec, FCGI_ID, 1);
-    r |= px_out(pr, rec, 16);
-    for (int i = 0; i <= n && !r; i++) {
+    if (px_out(pr, rec, 16) < 0)
+        return -1;
+    for (int i = 0; i <= n; i++, env += i < n ? strlen(env) + 1 : 0) {
         const char *eq = i < n ? strchr(env, '=') : NULL;
         size_t nl = eq ? (size_t)(eq - env) : 0, vl = eq ? strlen(eq + 1) : 0;
         size_t need = eq ? fcgi_pair_size(nl, vl) : 0;
-        if (need > FCGI_CONTENT_MAX) { /* one variable longer than a record: left out */
-            env = eq + 1 + vl + 1;
+        if (need > FCGI_CONTENT_MAX) /* one variable longer than a record: left out */
             continue;
-        }
         if (fill && (i == n || fill + need > FCGI_CONTENT_MAX)) {
-            fcgi_header(rec, FCGI_PARAMS, FCGI_ID, (unsigned)fill, 0);
-            r |= px_out(pr, rec, FCGI_HEADER_LEN) | px_out(pr, buf, fill);
+            fcgi_header((unsigned char *)pr->out + hdr, FCGI_PARAMS, FCGI_ID, (unsigned)fill, 0);
             fill = 0;
         }
-        if (eq) {
-            fill += fcgi_pair(buf + fill, env, nl, eq + 1, vl);
-            env = eq + 1 + vl + 1;
+        if (!eq)
+            break;
+        if (!fill) {
+            hdr = pr->outlen;
+            if (px_out(pr, rec, FCGI_HEADER_LEN) < 0) /* its header, filled in later */
+                return -1;
         }
+        char *at = px_room(pr, need);
+        if (!at)
+            return -1;
+        fill += fcgi_pair((unsigned char *)at, env, nl, eq + 1, vl);
     }
     fcgi_header(rec, FCGI_PARAMS, FCGI_ID, 0, 0);
-    r |= px_out(pr, rec, FCGI_HEADER_LEN);
-    free(buf);
-    return r ? -1 : 0;
+    return px_out(pr, rec, FCGI_HEADER_LEN);
 }
 
 /* SCGI: the netstring of CONTENT_LENGTH, SCGI=1 and the rest of env. */
@@ -99,12 +100,10 @@ static int scgi_headers(px_req_t *pr, char *env, size_t used, int n)
 int px_cgi_request(px_req_t *pr, const px_target_t *t)
 {
     size_t used;
-    char *env = malloc(CGIENV_MAX);
-    int n = env ? environment(pr, t, env, &used) : -1, r;
-    if (n < 0) {
-        free(env);
-        return env ? -2 : -1; /* too large for the environment: 502 */
-    }
+    char env[CGIENV_MAX]; /* on the loop's stack: the request's variables, then copied */
+    int n = environment(pr, t, env, &used), r;
+    if (n < 0)
+        return -2; /* too large for the environment: 502 */
     if (pr->rule->kind == PX_FCGI) {
         r = fcgi_params(pr, env, n);
         if (!pr->has_body && !r) /* the empty STDIN now: no body comes */
@@ -113,7 +112,6 @@ int px_cgi_request(px_req_t *pr, const px_target_t *t)
     } else {
         r = scgi_headers(pr, env, used, n);
     }
-    free(env);
     return r;
 }
 

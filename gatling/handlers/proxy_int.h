@@ -104,6 +104,10 @@ typedef struct px_req {
     unsigned depth;     /* calls of ours on the stack */
 } px_req_t;
 
+/* Room for n more bytes for the backend, at the end of out (valid until the
+   next append), or NULL (ENOMEM). */
+char *px_room(px_req_t *pr, size_t n);
+
 /* Append n bytes for the backend.  0, or -1 (ENOMEM). */
 int px_out(px_req_t *pr, const void *p, size_t n);
 
