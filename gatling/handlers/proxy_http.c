@@ -292,6 +292,19 @@ void px_http_read(px_req_t *pr, char *buf, size_t n)
         body(pr, buf, n);
         return;
     }
+    if (!pr->inlen && n <= PROXY_HEAD_MAX) { /* the whole head in one read: no copy */
+        http_response_t resp;
+        long used = http_parse_response(buf, n, &resp);
+        if (used > 0 && (resp.status >= 200 || (resp.status == 101 && pr->upgrade))) {
+            if (response_head(pr, &resp) < 0 || pr->ended)
+                return;
+            if (pr->state == RS_TUNNEL)
+                px_body(pr, buf + used, n - (size_t)used);
+            else
+                body(pr, buf + used, n - (size_t)used);
+            return;
+        }
+    }
     if (!pr->in && !(pr->in = malloc(PROXY_HEAD_MAX))) {
         px_fail(pr, "out of memory");
         return;
