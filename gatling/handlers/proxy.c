@@ -228,10 +228,11 @@ static px_conn_t *conn_open(proxy_t *px, px_rule_t *r)
     if (r->addr.ss_family != AF_UNIX)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     px_conn_t *c = calloc(1, sizeof *c);
-    int err = 0;
+    int err = 0, now = 0;
     if (!c)
         err = ENOMEM;
-    else if (connect(fd, (struct sockaddr *)&r->addr, r->alen) < 0 && errno != EINPROGRESS)
+    else if (!(now = connect(fd, (struct sockaddr *)&r->addr, r->alen) == 0) &&
+             errno != EINPROGRESS)
         err = errno; /* a unix socket's full backlog (EAGAIN) too: the backend is overloaded */
     else if (gio_add(px->site->loop, fd, c) < 0)
         err = errno;
@@ -245,7 +246,7 @@ static px_conn_t *conn_open(proxy_t *px, px_rule_t *r)
     c->fd = fd;
     c->px = px;
     c->rule = r;
-    c->connecting = 1;
+    c->connecting = !now; /* a unix socket connects at once */
     px->site->stats.backend_connects++;
     return c;
 }
@@ -346,6 +347,11 @@ static int attach(px_req_t *pr, int pooled)
     c->req = pr;
     pr->be = c;
     pr->outoff = 0;
+    if (!c->connecting) { /* a connected socket takes a request at once, almost always: no
+                             write interest, no wait; a failure shows at the next event */
+        ssize_t w = send(c->fd, pr->out, pr->outlen, MSG_NOSIGNAL | MSG_DONTWAIT);
+        pr->outoff = w > 0 ? (size_t)w : 0;
+    }
     set_deadline(pr);
     interest(pr);
     return 0;
