@@ -1,4 +1,5 @@
 /* Proxying to an HTTP/1.1 backend: the request head, the response.  See proxy.h. */
+#include "http/hbuf.h"
 #include "proxy_int.h"
 
 #include <arpa/inet.h>
@@ -7,7 +8,9 @@
 #include <string.h>
 #include <strings.h>
 
-static int name_is(http_str_t n, const char *s)
+/* Is n the name s (case-insensitive)?  Inline: s is mostly a literal,
+   its length counted by the compiler. */
+static inline int name_is(http_str_t n, const char *s)
 {
     size_t k = strlen(s);
     return n.n == k && !strncasecmp(n.p, s, k);
@@ -36,20 +39,31 @@ static int named_by_connection(const http_header_t *h, size_t nh, http_str_t nam
 /* Hop-by-hop fields (RFC 9110 7.6.1), and those the proxy writes itself. */
 static int hop_by_hop(const http_header_t *h, size_t nh, http_str_t name, int response)
 {
-    static const char *const both[] = {"Connection",       "Keep-Alive",        "TE",
-                                       "Trailer",          "Transfer-Encoding", "Upgrade",
-                                       "Proxy-Connection", "Content-Length"};
-    static const char *const req[] = {
-        "Proxy-Authorization", "Expect",    "X-Forwarded-For", "X-Forwarded-Proto",
-        "X-Forwarded-Host",    "Forwarded", "Cookie"};
-    static const char *const resp[] = {"Date", "Server", "Content-Type", "Proxy-Authenticate"};
-    for (size_t i = 0; i < sizeof both / sizeof both[0]; i++)
-        if (name_is(name, both[i]))
-            return 1;
-    const char *const *l = response ? resp : req;
+    typedef struct {
+        const char *s;
+        size_t n;
+    } nm_t;
+#define NM(s) \
+    { \
+        s, sizeof s - 1 \
+    }
+    static const nm_t both[] = {
+        NM("Connection"),        NM("Keep-Alive"),    NM("TE"),
+        NM("Trailer"),           NM("Upgrade"),       NM("Proxy-Connection"),
+        NM("Transfer-Encoding"), NM("Content-Length")};
+    static const nm_t req[] = {
+        NM("Proxy-Authorization"), NM("Expect"),    NM("Cookie"),          NM("X-Forwarded-For"),
+        NM("X-Forwarded-Proto"),   NM("Forwarded"), NM("X-Forwarded-Host")};
+    static const nm_t resp[] = {NM("Date"), NM("Server"), NM("Content-Type"),
+                                NM("Proxy-Authenticate")};
+#undef NM
+    const nm_t *l = response ? resp : req;
     size_t n = response ? sizeof resp / sizeof resp[0] : sizeof req / sizeof req[0];
+    for (size_t i = 0; i < sizeof both / sizeof both[0]; i++)
+        if (name.n == both[i].n && !strncasecmp(name.p, both[i].s, name.n))
+            return 1;
     for (size_t i = 0; i < n; i++)
-        if (name_is(name, l[i]))
+        if (name.n == l[i].n && !strncasecmp(name.p, l[i].s, name.n))
             return 1;
     /* "Connection: Host" must not take the backend's Host away */
     return !name_is(name, "Host") && named_by_connection(h, nh, name);
@@ -94,9 +108,13 @@ static int forwarded(px_req_t *pr)
         host && host->n < 256 && !memchr(host->p, '"', host->n) && !memchr(host->p, '\\', host->n);
     const char *proto = ex->secure ? "https" : "http";
     int v6 = strchr(a, ':') != NULL;
-    snprintf(fwd, sizeof fwd, "for=%s%s%s;proto=%s%s%.*s%s", v6 ? "\"[" : "", a, v6 ? "]\"" : "",
-             proto, safe ? ";host=\"" : "", safe ? (int)host->n : 0, safe ? host->p : "",
-             safe ? "\"" : "");
+    hbuf_t b = hb_init(fwd, sizeof fwd); /* an address and a host of < 256: fits */
+    hb_puts(&b, v6 ? "for=\"[" : "for="), hb_puts(&b, a), hb_puts(&b, v6 ? "]\"" : "");
+    hb_puts(&b, ";proto="), hb_puts(&b, proto);
+    if (safe)
+        hb_puts(&b, ";host=\""), hb_put(&b, host->p, host->n), hb_puts(&b, "\"");
+    if (!hb_str(&b))
+        return -1;
     int r = joined(pr, "X-Forwarded-For", ", ", a);
     r |= puts_(pr, "X-Forwarded-Proto: ") | puts_(pr, proto) | puts_(pr, "\r\n");
     if (host)
