@@ -28,6 +28,21 @@
 #include <string.h>
 #include <unistd.h>
 
+/* -h, its part on dynamic content. */
+static void usage_dynamic(void)
+{
+    fputs(
+        "  -w regex  run files whose path matches regex (POSIX ERE) as CGI programs\n"
+        "            (the original gatling's -C; up to 8 times)\n"
+        "  -z        run world-executable files that start with #! or are ELF as CGI\n"
+        "  -J n      at most n CGI processes at once, then 503 (default 32)\n"
+        "  -Q secs   a CGI may run, and a backend may stay silent, secs (default 30)\n"
+        "  -P rule   send matching paths to a backend: [F/|S/]host/port/regex or\n"
+        "            [F/|S/]unix:path/regex (F/: FastCGI, S/: SCGI, else HTTP;\n"
+        "            the original gatling's -O; up to 16 times)\n",
+        stdout);
+}
+
 /* -h: the whole usage, on stdout (a bad option gets usage_error()). */
 static void usage(void)
 {
@@ -95,15 +110,10 @@ static void usage(void)
         "  -k path   answer GET path with 200 \"ok\" (503 \"draining\" once a drain has\n"
         "            begun), without touching the disk: a load balancer's health check\n"
         "  -g secs   on TERM or HUP, fail the health check for secs before the\n"
-        "            listeners close (default 0: close at once)\n"
-        "  -w regex  run files whose path matches regex (POSIX ERE) as CGI programs\n"
-        "            (the original gatling's -C; up to 8 times)\n"
-        "  -z        run world-executable files that start with #! or are ELF as CGI\n"
-        "  -J n      at most n CGI processes at once, then 503 (default 32)\n"
-        "  -Q secs   a CGI may run, and a backend may stay silent, secs (default 30)\n"
-        "  -P rule   send matching paths to a backend: [F/|S/]host/port/regex or\n"
-        "            [F/|S/]unix:path/regex (F/: FastCGI, S/: SCGI, else HTTP;\n"
-        "            the original gatling's -O; up to 16 times)\n"
+        "            listeners close (default 0: close at once)\n",
+        stdout);
+    usage_dynamic();
+    fputs(
         "  -V        print the version and the IO backend, and exit\n"
         "  -h        print this help, and exit\n"
         "Signals: TERM/INT stop accepting and exit after the responses in flight;\n"
@@ -370,12 +380,31 @@ static int pattern_ok(const char *arg)
     return 1;
 }
 
+/* Dynamic content: -w (CGI patterns), -P (proxy rules). */
+static int dynamic_option(int c, const char *arg, config_t *cfg)
+{
+    switch (c) {
+    case 'w':
+        if (cfg->ncgi_regex == CONFIG_CGI_MAX || !pattern_ok(arg))
+            return bad("w", arg, "not a POSIX extended regular expression (at most 1024 "
+                                 "bytes; -w at most 8 times)");
+        cfg->cgi_regex[cfg->ncgi_regex++] = arg;
+        return -1;
+    case 'P':
+        if (cfg->nproxy_rules == CONFIG_PROXY_RULES || too_long(arg, CONFIG_PATTERN_MAX))
+            return bad("P", arg, "not a proxy rule (at most 1024 bytes; -P at most 16 times)");
+        cfg->proxy_rule[cfg->nproxy_rules++] = arg;
+        return -1;
+    }
+    return 1;
+}
+
 /* One option from getopt().  Returns -1 to go on, or an exit code. */
 static int option(int c, char *arg, config_t *cfg)
 {
     int rc;
     if ((rc = int_option(c, arg, cfg)) != 1 || (rc = name_option(c, arg, cfg)) != 1 ||
-        (rc = flag_option(c, cfg)) != 1)
+        (rc = flag_option(c, cfg)) != 1 || (rc = dynamic_option(c, arg, cfg)) != 1)
         return rc;
     switch (c) {
     case 'i':
@@ -438,17 +467,6 @@ static int option(int c, char *arg, config_t *cfg)
             return bad("k", arg, "not a path starting with / (at most 255 bytes, no spaces, "
                                  "controls, ? or #)");
         cfg->health = arg;
-        break;
-    case 'w':
-        if (cfg->ncgi_regex == CONFIG_CGI_MAX || !pattern_ok(arg))
-            return bad("w", arg, "not a POSIX extended regular expression (at most 1024 "
-                                 "bytes; -w at most 8 times)");
-        cfg->cgi_regex[cfg->ncgi_regex++] = arg;
-        break;
-    case 'P':
-        if (cfg->nproxy_rules == CONFIG_PROXY_RULES || too_long(arg, CONFIG_PATTERN_MAX))
-            return bad("P", arg, "not a proxy rule (at most 1024 bytes; -P at most 16 times)");
-        cfg->proxy_rule[cfg->nproxy_rules++] = arg;
         break;
     case 'V': printf("gatling %s (%s)\n", GATLING_VERSION, gio_backend_name()); return 0;
     case 'h': usage(); return 0;

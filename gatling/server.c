@@ -589,7 +589,9 @@ int server_run(server_t *s)
                 wake = every;
         }
         wake = grace_check(s, wake);
-        if (gio_wait(s->loop, wake < 0 ? -1 : (int)wake + 1) < 0 && errno != EINTR) {
+        /* connections a producer woke again while they ran: no sleep */
+        int nap = s->conns.poked ? 0 : wake < 0 ? -1 : (int)wake + 1;
+        if (gio_wait(s->loop, nap) < 0 && errno != EINTR) {
             fprintf(stderr, "gatling: %s wait failed: %s\n", gio_backend_name(), strerror(errno));
             return 1;
         }
@@ -624,6 +626,7 @@ int server_run(server_t *s)
             else if (*kind == COOKIE_WATCH)
                 ((watch_t *)kind)->on((watch_t *)kind, 0);
         }
+        conn_set_run_poked(&s->conns);
         alog_flush(&s->site.log);
         grace_check(s, -1);
     }
