@@ -92,7 +92,13 @@ static void spawner_gone(cgi_loop_t *L, int err)
 {
     if (L->fd < 0)
         return;
-    site_error(L->site, "the CGI spawner", err, NULL, "exited: CGI requests get 503");
+    site_t *s = L->site;
+    char text[160];
+    hbuf_t b = hb_init(text, sizeof text);
+    hb_puts(&b, "the spawner is gone (");
+    hb_puts(&b, err ? strerror(err) : "its socket closed");
+    hb_puts(&b, "): CGI requests get 503 from now on");
+    elog_text(&s->elog, gio_wallclock(s->loop), "CGI", hb_str(&b) ? text : "the spawner is gone");
     gio_close(L->site->loop, L->fd);
     L->fd = -1;
     L->nends = 0;
@@ -193,11 +199,13 @@ static void fail(cgi_t *c, const char *why)
 /* Hand body bytes buf[0..n) (malloc'd, taken) to the exchange. */
 static void deliver(cgi_t *c, char *buf, size_t n)
 {
-    if (n > c->left) { /* more than its Content-Length: the rest is dropped */
-        cgi_log(c, "wrote more than its Content-Length: the rest dropped");
-        n = (size_t)c->left;
+    if (c->left != UINT64_MAX) { /* a Content-Length was given: no more than that */
+        if (n > c->left) {
+            cgi_log(c, "wrote more than its Content-Length: the rest dropped");
+            n = (size_t)c->left;
+        }
+        c->left -= n;
     }
-    c->left -= n;
     if (!n) {
         free(buf);
         return;
@@ -455,8 +463,9 @@ static void cgi_drained(exchange_t *ex)
 static void cgi_end(exchange_t *ex)
 {
     cgi_t *c = ex->pctx;
-    if (c->state == CGI_HEAD || c->state == CGI_BODY)
-        c->L->site->stats.cgi_killed++; /* the client went first */
+    /* the client went first (after a HEAD's head, it has all it asked for) */
+    if (c->state == CGI_HEAD || (c->state == CGI_BODY && !ex->head_only))
+        c->L->site->stats.cgi_killed++;
     c->state = CGI_DONE;
     kill_group(c);
     close_pipe(c, &c->in), close_pipe(c, &c->out), close_pipe(c, &c->err);
