@@ -1327,7 +1327,23 @@ int h2_recv(h2_t *h, const uint8_t *p, size_t n)
     return h->fatal ? -1 : 0;
 }
 
-/* The streams that closed while the batch held their bytes: free them now. */
+/* The parts of s sent whole: the batch, done, holds no reference to them
+   any more.  A streamed body's memory is what is queued, not all it sent. */
+static void release_sent(h2_stream_t *s)
+{
+    unsigned k = s->cur;
+    if (!k)
+        return;
+    for (unsigned i = 0; i < k; i++)
+        if (s->parts[i].owned)
+            free((void *)s->parts[i].p);
+    memmove(s->parts, s->parts + k, (s->nparts - k) * sizeof *s->parts);
+    s->nparts -= k;
+    s->cur = 0;
+}
+
+/* The streams that closed while the batch held their bytes: free them now;
+   the others' parts that were sent. */
 static void sweep(h2_t *h)
 {
     for (h2_stream_t **pp = &h->all, *s; (s = *pp);) {
@@ -1335,6 +1351,7 @@ static void sweep(h2_t *h)
             *pp = s->next;
             stream_free(s);
         } else {
+            release_sent(s);
             pp = &s->next;
         }
     }
