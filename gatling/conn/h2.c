@@ -563,6 +563,10 @@ static const ex_codec_t h2_codec = {
 static size_t offer(h2_stream_t *s, const uint8_t *p, size_t n, int last)
 {
     exchange_t *ex = &s->ex;
+    if (!ex->producer && ex->job && !s->closed) { /* a job (a password check) decides who */
+        s->input_held = 1;                         /* takes the body: hold it until then */
+        return 0;
+    }
     size_t k = ex->producer && !s->closed ? ex->producer->input(ex, (const char *)p, n, last) : n;
     if (k > n)
         k = n;
@@ -889,6 +893,10 @@ static void job_done(job_t *j)
             free(x2);
             ex_error(ex, 503, "Retry-After", "1");
         }
+    }
+    if (!cancelled && s->early && !ex->job) { /* the body held for the job: to its taker */
+        s->input_held = 0;
+        offer_held(s);
     }
     h->wake(h->f.conn);
 }

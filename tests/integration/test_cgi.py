@@ -69,6 +69,7 @@ def tree():
     cgi["priv"] = {
         ".htaccess": ("Members\n\nalice:%s\n" % crypt_hash(PW)).encode(),
         "env.sh": Mode(SCRIPTS["env.sh"], 0o755),
+        "echo.py": Mode(SCRIPTS["echo.py"], 0o755),
     }
     return {"cgi": cgi, "pids": {}, "plain.txt": "static\n"}
 
@@ -186,6 +187,15 @@ def test_remote_user_only_after_a_good_password(srv):
     e = env_of(r.body)
     assert e.get("REMOTE_USER") == "alice" and e.get("AUTH_TYPE") == "Basic"
     assert "HTTP_AUTHORIZATION" not in e, "the password must not reach the script"
+    # a body waits while the password is checked on a worker thread
+    data = os.urandom(200000)
+    r = fetch(srv.port, "/cgi/priv/echo.py", method="POST", body=data,
+              headers=[basic_auth("alice", PW), "Content-Length: %d" % len(data)], timeout=20)
+    assert_status(r, 200, "POST behind .htaccess")
+    assert r.body == data
+    r = fetch(srv.port, "/cgi/priv/echo.py", method="POST", body=data,
+              headers=[basic_auth("alice", "nope"), "Content-Length: %d" % len(data)])
+    assert_status(r, 401, "POST with a wrong password")
 
 
 # --------------------------------------------------------------------------
@@ -341,6 +351,12 @@ def test_client_leaving_kills_the_group(srv):
     c.close()
     assert wait_for(lambda: not group_alive(pid), 5), "process group %d still alive" % pid
     assert wait_for(lambda: counters(srv.port)["cgi_killed"] > before, 3)
+
+
+def test_no_descriptor_left(srv):
+    """Every pipe of every request above is closed (the spawner's socket
+    stays): the count is back to what it was at start."""
+    srv.check_all_fds("the CGI requests")
 
 
 def test_no_dotfiles_and_static_next_to_cgi(srv):
