@@ -265,10 +265,12 @@ static void send_head(cgi_t *c, size_t hl)
         return;
     }
     char *rest = c->hlen > hl ? malloc(c->hlen - hl) : NULL;
-    if (rest) {
+    if (rest)
         memcpy(rest, c->hbuf + hl, c->hlen - hl);
+    free(c->hbuf); /* the head is done with: a long response keeps only its pieces */
+    c->hbuf = NULL;
+    if (rest)
         deliver(c, rest, c->hlen - hl);
-    }
 }
 
 /* stdout ended: the body is complete, or there never was a head. */
