@@ -405,6 +405,86 @@ def test_cap_503(quick):
 # --------------------------------------------------------------------------
 # -z, -W, no CGI, a dead spawner
 
+PROBE_C = r"""
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+int main(void)
+{
+    char cwd[512];
+    const char *fn = getenv("SCRIPT_FILENAME"), *dr = getenv("DOCUMENT_ROOT");
+    printf("Content-Type: text/plain\r\n\r\n");
+    printf("uid=%d\ngid=%d\ncwd=%s\nfile=%s\nroot=%s\nfds=", (int)getuid(), (int)getgid(),
+           getcwd(cwd, sizeof cwd) ? cwd : "?", fn ? fn : "-", dr ? dr : "-");
+    for (int fd = 0; fd < 4096; fd++)
+        if (fcntl(fd, F_GETFD) >= 0)
+            printf("%d,", fd);
+    int dfl = 1;
+    for (int sig = 1; sig < 32; sig++) {
+        struct sigaction sa;
+        if (sig != SIGKILL && sig != SIGSTOP && sigaction(sig, NULL, &sa) == 0 &&
+            sa.sa_handler != SIG_DFL)
+            dfl = 0;
+    }
+    sigset_t m;
+    sigprocmask(SIG_BLOCK, NULL, &m);
+    printf("\nsignals_default=%d\nmask_empty=%d\nleader=%d\n", dfl,
+           !sigismember(&m, SIGCHLD) && !sigismember(&m, SIGTERM),
+           getpgrp() == getpid() && getsid(0) == getpid());
+    return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory):
+    """A static ELF CGI program that reports how it was started."""
+    d = tmp_path_factory.mktemp("probe")
+    (d / "probe.c").write_text(PROBE_C)
+    r = subprocess.run(["cc", "-static", "-O", "-o", str(d / "probe"), str(d / "probe.c")],
+                       capture_output=True, timeout=120)
+    if r.returncode:
+        pytest.skip("cannot build a static probe: %s" % r.stderr.decode()[-300:])
+    return (d / "probe").read_bytes()
+
+
+def check_probe(body, **want):
+    e = env_of(body)
+    assert e["fds"] == "0,1,2,", "descriptors other than 0-2 open: %s" % e["fds"]
+    assert e["signals_default"] == "1", "a signal disposition was inherited"
+    assert e["mask_empty"] == "1", "a blocked signal was inherited"
+    assert e["leader"] == "1", "not its own session and process group"
+    for k, v in want.items():
+        assert e[k] == v, "%s: %r, wanted %r" % (k, e[k], v)
+
+
+def test_elf_probe_how_it_runs(gatling, probe):
+    s = gatling({"bin": {"probe": Mode(probe, 0o755)}}, args=("-T", "10", "-z"))
+    r = fetch(s.port, "/bin/probe")
+    assert_status(r, 200, "an ELF program with -z")
+    root = os.path.realpath(s.docroot)
+    check_probe(r.body, cwd=root + "/bin", file=root + "/bin/probe", root=root)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chroot and -u need root")
+def test_chroot_and_user(build, gatling, probe, tmp_path):
+    """-c as root: the spawner chroots and drops to -u as the server does, and
+    the paths the program gets are the ones it sees inside."""
+    import pwd
+    nobody = pwd.getpwnam("nobody")
+    from conftest import make_docroot
+    root = make_docroot(str(tmp_path / "jail"), {"bin": {"probe": Mode(probe, 0o755)}})
+    env = {"ASAN_OPTIONS": "abort_on_error=0:detect_leaks=0"} if build.sanitized else None
+    s = gatling(docroot=str(tmp_path), env=env,
+                args=("-T", "10", "-z", "-c", root, "-u", "nobody"))
+    r = fetch(s.port, "/bin/probe")
+    assert_status(r, 200, "an ELF program in the chroot")
+    check_probe(r.body, uid=str(nobody.pw_uid), gid=str(nobody.pw_gid), cwd="/bin",
+                file="/bin/probe", root="/")
+
+
 def test_exec_mode(gatling):
     t = {"run.sh": Mode(SCRIPTS["env.sh"], 0o755),
          "readonly.sh": Mode(SCRIPTS["env.sh"], 0o644),
