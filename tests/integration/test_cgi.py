@@ -66,6 +66,7 @@ PW = "wonderland"
 
 def tree():
     cgi = {name: Mode(text, 0o755) for name, text in SCRIPTS.items()}
+    cgi["noexec.sh"] = Mode(SCRIPTS["env.sh"], 0o644)  # matches -w, cannot be run
     cgi["priv"] = {
         ".htaccess": ("Members\n\nalice:%s\n" % crypt_hash(PW)).encode(),
         "env.sh": Mode(SCRIPTS["env.sh"], 0o755),
@@ -324,6 +325,13 @@ def test_malformed_heads_are_502(srv):
     text = srv.stderr_text()
     assert "CGI /cgi/early.sh: exited with no output" in text, text
     assert "CGI /cgi/malformed.sh: answered a malformed" in text, text
+
+
+def test_not_executable_502_with_the_reason(srv):
+    r = fetch(srv.port, "/cgi/noexec.sh")
+    assert_status(r, 502, "a script that cannot be executed")
+    assert wait_for(lambda: "CGI /cgi/noexec.sh: gatling spawner: execve(" in srv.stderr_text()
+                    and "Permission denied" in srv.stderr_text(), 3), srv.stderr_text()
 
 
 def test_stderr_to_the_error_log(srv):
