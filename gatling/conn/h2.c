@@ -1043,16 +1043,17 @@ static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *fr, void *use
     if (fr->hd.type == NGHTTP2_RST_STREAM && !h->goaway_sent &&
         flood_take(h, H2_FLOOD_RESET_SENT) < 0)
         nghttp2_session_terminate_session(ng, NGHTTP2_ENHANCE_YOUR_CALM);
+    /* a response complete while its request is not (answer_early, a
+       producer that did not want the whole body): end the stream */
+    if ((fr->hd.type == NGHTTP2_DATA || fr->hd.type == NGHTTP2_HEADERS) &&
+        (fr->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
+        nghttp2_session_get_stream_remote_close(ng, fr->hd.stream_id) == 0)
+        nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, fr->hd.stream_id, NGHTTP2_NO_ERROR);
     if (fr->hd.type != NGHTTP2_GOAWAY)
         return 0;
     h->goaway_sent = 1;
     if (fr->goaway.error_code != NGHTTP2_NO_ERROR)
         h->f.site->stats.h2_errors++;
-    /* a response complete while its request is not (answer_early): end the stream */
-    if ((fr->hd.type == NGHTTP2_DATA || fr->hd.type == NGHTTP2_HEADERS) &&
-        (fr->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
-        nghttp2_session_get_stream_remote_close(ng, fr->hd.stream_id) == 0)
-        nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, fr->hd.stream_id, NGHTTP2_NO_ERROR);
     return 0;
 }
 
