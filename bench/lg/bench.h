@@ -50,7 +50,15 @@ typedef struct bench_cfg {
 } bench_cfg_t;
 
 /* Why a worker gave up early. */
-enum { BENCH_RUN_OK, BENCH_UNREACHABLE, BENCH_NOT_HTTP, BENCH_SYSERR, BENCH_NOT_TLS, BENCH_NOT_H2 };
+enum {
+    BENCH_RUN_OK,
+    BENCH_UNREACHABLE,
+    BENCH_NOT_HTTP, /* ftp://: not an FTP server */
+    BENCH_SYSERR,
+    BENCH_NOT_TLS,
+    BENCH_NOT_H2,
+    BENCH_FTP_LOGIN /* ftp://: the anonymous login was refused (fatal_errno: the reply code) */
+};
 
 /*
  * One worker's results.  Lives in shared memory: the worker updates it as it
