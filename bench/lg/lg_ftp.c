@@ -200,10 +200,15 @@ int lg_ftp_epsv_port(const char *t, size_t len)
     return -1;
 }
 
+static int digit_or_comma(char ch)
+{
+    return (ch >= '0' && ch <= '9') || ch == ',';
+}
+
 int lg_ftp_pasv_port(const char *t, size_t len)
 {
-    for (size_t i = 0; i < len; i++) {
-        if (t[i] < '0' || t[i] > '9' || (i && t[i - 1] >= '0' && t[i - 1] <= '9'))
+    for (size_t i = 0; i < len; i++) { /* six numbers, not part of a longer list */
+        if (t[i] < '0' || t[i] > '9' || (i && digit_or_comma(t[i - 1])))
             continue;
         size_t j = i;
         long v[6];
@@ -214,7 +219,7 @@ int lg_ftp_pasv_port(const char *t, size_t len)
             if ((v[k] = number(t, len, &j, 3, 255)) < 0)
                 break;
         }
-        if (k == 6 && (j >= len || t[j] < '0' || t[j] > '9') && v[4] * 256 + v[5] > 0)
+        if (k == 6 && (j >= len || !digit_or_comma(t[j])) && v[4] * 256 + v[5] > 0)
             return (int)(v[4] * 256 + v[5]);
     }
     return -1;
