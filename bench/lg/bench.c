@@ -28,6 +28,7 @@
 #define MAX_CONNS 1000000
 #define MAX_PROCS 256
 #define FD_RESERVE 16 /* stdio, the loop's own descriptor, a margin */
+#define FTP_MAX_SETUP 16 /* ftp://: connects and logins at a time per process (bench_run.c) */
 
 static const char usage_text[] =
     "usage: bench [options] URL\n"
@@ -323,8 +324,10 @@ static void setup(opts_t *o)
     }
     if (cfg->resume && !cfg->url.tls)
         lg_usage_exit("--resume is for https:// URLs", NULL);
-    if (cfg->url.ftp)
+    if (cfg->url.ftp) {
         check_ftp_opts(o);
+        cfg->max_connecting = FTP_MAX_SETUP;
+    }
     if (cfg->h2 && cfg->connect_only && !cfg->url.tls)
         lg_usage_exit("--connect-only --h2 is for https:// URLs (the TLS handshake with ALPN h2); "
                       "h2c has no handshake: use --connect-only alone",

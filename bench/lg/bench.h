@@ -38,7 +38,7 @@ typedef struct bench_cfg {
     unsigned depth;          /* -p: requests in flight per connection (HTTP/1.1) */
     unsigned streams;        /* --streams: requests in flight per connection (HTTP/2) */
     unsigned per_conn;       /* -r: requests per keep-alive connection; 0: unlimited */
-    unsigned max_connecting; /* connects in progress per process */
+    unsigned max_connecting; /* connects (ftp: and logins) in progress per process */
     double rate;             /* -R: open loop, requests/s over all processes; 0: closed loop */
     int keepalive;           /* -k */
     int h2;                  /* --h2: HTTP/2 (ALPN h2 on https, prior knowledge on http) */

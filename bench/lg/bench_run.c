@@ -180,6 +180,19 @@ static void ftp_reset(brun_t *r, bftp_t *f)
     lg_ftp_reply_start(&f->reply);
 }
 
+/*
+ * Connections being set up, for the cap on them (cfg->max_connecting).  An
+ * FTP login counts too: the server speaks first, so a connection that a full
+ * accept queue dropped under SYN cookies (the client saw the handshake end,
+ * the server kept nothing) waits for a greeting that never comes; with
+ * fewer set-ups at a time than the server's listen backlog (vsftpd's is 32)
+ * its queue cannot overflow from us.
+ */
+static unsigned connecting(const brun_t *r)
+{
+    return r->connecting + (r->ftps ? r->handshaking : 0);
+}
+
 static void pend_push(brun_t *r, bconn_t *c)
 {
     r->pend[(r->phead + r->npend++) % r->n] = (unsigned)(c - r->c);
@@ -516,7 +529,7 @@ static void conn_ready(brun_t *r, bconn_t *c)
 static void conn_start(brun_t *r, bconn_t *c)
 {
     const bench_cfg_t *cfg = r->cfg;
-    if (r->connecting >= cfg->max_connecting) {
+    if (connecting(r) >= cfg->max_connecting) {
         pend_push(r, c);
         return;
     }
@@ -1055,7 +1068,7 @@ static void on_timeout(brun_t *r, bconn_t *c, int fd)
 static void start_pending(brun_t *r)
 {
     unsigned k = r->npend; /* slots pushed back by this pass wait for the next one */
-    while (k-- && r->npend && r->connecting < r->cfg->max_connecting && any_work(r)) {
+    while (k-- && r->npend && connecting(r) < r->cfg->max_connecting && any_work(r)) {
         unsigned i = r->pend[r->phead];
         r->phead = (r->phead + 1) % r->n;
         r->npend--;
@@ -1286,7 +1299,8 @@ int bench_run(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all)
                 r.aborting = 1; /* a second signal: stop waiting for the stragglers */
             signals = lg_signals;
         }
-        if (!r.stopping && (signals || (stop_at && r.now >= stop_at))) {
+        /* -d counts from the end of the ramp, however long the ramp took (at most -t) */
+        if (!r.stopping && (signals || (stop_at && !r.ramping && r.now >= stop_at))) {
             run_window(&r);
             run_stop(&r);
         } else if (!r.stopping && r.limit && r.started >= r.limit) {
