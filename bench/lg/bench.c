@@ -552,8 +552,8 @@ static void report_text(const bench_cfg_t *cfg, const bench_stats_t *s, double s
         if (cfg->url.ftp)
             printf("protocol   %s\n", protocol_text(cfg));
         else
-            printf("protocol   %s, %u stream%s per connection\n", protocol_text(cfg),
-                   cfg->streams, cfg->streams == 1 ? "" : "s");
+            printf("protocol   %s, %u stream%s per connection\n", protocol_text(cfg), cfg->streams,
+                   cfg->streams == 1 ? "" : "s");
         printf("requests   %llu sent, %llu answered, %llu lost; %llu connections",
                (unsigned long long)s->requests, (unsigned long long)s->responses,
                (unsigned long long)s->lost, (unsigned long long)s->connects);

@@ -72,13 +72,13 @@ enum { C_FREE, C_CONNECTING, C_HANDSHAKE, C_OPEN };
 
 /* ftp://: what a control connection holds beside the HTTP fields it shares. */
 typedef struct bftp {
-    int dfd;              /* the data connection of the download in progress; -1: none */
-    uint8_t phase;        /* LG_FTP_GREET .. LG_FTP_RETR: what the session waits for */
-    uint8_t final;        /* the download's closing reply is in (226, or a failure) */
-    uint8_t data_eof;     /* the data connection has ended (or never began) */
-    uint16_t status;      /* the closing reply's code */
-    uint64_t body;        /* bytes read on the data connection */
-    const char *retr;     /* the RETR command of the download (a bench_req_t's) */
+    int dfd;          /* the data connection of the download in progress; -1: none */
+    uint8_t phase;    /* LG_FTP_GREET .. LG_FTP_RETR: what the session waits for */
+    uint8_t final;    /* the download's closing reply is in (226, or a failure) */
+    uint8_t data_eof; /* the data connection has ended (or never began) */
+    uint16_t status;  /* the closing reply's code */
+    uint64_t body;    /* bytes read on the data connection */
+    const char *retr; /* the RETR command of the download (a bench_req_t's) */
     size_t retrlen;
     const lg_addr_t *src; /* -b: the control connection's address; the data one binds it too */
     lg_ftp_reply_t reply;
@@ -125,9 +125,9 @@ typedef struct brun {
     unsigned *idle;      /* -R: stack of open connections with nothing to send */
     unsigned nidle;
     int64_t *retry; /* --h2: ring of the issue times of requests to send again */
+    unsigned nretry, rhead, rcap;
     bftp_t *ftps;   /* ftp://: one per slot */
     int no_epsv;    /* ftp://: the server refused EPSV once: PASV from then on */
-    unsigned nretry, rhead, rcap;
     unsigned nopen; /* connections OPEN */
     int ramping;    /* connecting only, no requests yet */
     int stopping;   /* start nothing new; finish what is in flight */
@@ -169,14 +169,20 @@ static void ftp_data_close(brun_t *r, bftp_t *f)
     f->dfd = -1;
 }
 
+/* ftp://: nothing of a download yet. */
+static void ftp_clear(bftp_t *f)
+{
+    f->final = f->data_eof = 0;
+    f->status = 0;
+    f->body = 0;
+}
+
 /* ftp://: the slot's session is over (its control connection closes). */
 static void ftp_reset(brun_t *r, bftp_t *f)
 {
     ftp_data_close(r, f);
     f->phase = LG_FTP_GREET;
-    f->final = f->data_eof = 0;
-    f->status = 0;
-    f->body = 0;
+    ftp_clear(f);
     lg_ftp_reply_start(&f->reply);
 }
 
@@ -304,9 +310,7 @@ static int ftp_put(bconn_t *c, const bench_req_t *q, int no_epsv)
     f->phase = no_epsv ? LG_FTP_PASV : LG_FTP_EPSV;
     f->retr = q->ka;
     f->retrlen = q->kalen;
-    f->final = f->data_eof = 0;
-    f->status = 0;
-    f->body = 0;
+    ftp_clear(f);
     return gio_batch_add_buf(&c->out, no_epsv ? "PASV\r\n" : "EPSV\r\n", 6, 0);
 }
 
@@ -462,8 +466,8 @@ static void conn_handshake(brun_t *r, bconn_t *c)
     conn_ready(r, c);
 }
 
-/* ftp://: the control connection is up; the login (HANDSHAKE) waits for the 220 first. */
-static void ftp_greeted(brun_t *r, bconn_t *c)
+/* ftp://: the control connection is up: the login (HANDSHAKE) begins with waiting for the 220. */
+static void ftp_login_begin(brun_t *r, bconn_t *c)
 {
     c->state = C_HANDSHAKE;
     r->handshaking++;
@@ -482,7 +486,7 @@ static void conn_established(brun_t *r, bconn_t *c)
     st->connects++;
     r->nopen++;
     if (c->ftp) {
-        ftp_greeted(r, c);
+        ftp_login_begin(r, c);
         return;
     }
     if (r->tls) { /* --connect-only: the handshake is part of connecting */
@@ -1156,8 +1160,7 @@ static int ramp_check(brun_t *r, int64_t t0)
 {
     bench_stats_t *st = r->st;
     if (!st->ramped && ((!r->connecting && !r->npend && !(r->ftps && r->handshaking)) ||
-                        r->stopping || r->aborting ||
-                        r->now - t0 >= r->timeout_ms * 1000000))
+                        r->stopping || r->aborting || r->now - t0 >= r->timeout_ms * 1000000))
         __atomic_store_n(&st->ramped, 1, __ATOMIC_RELEASE);
     if (!st->ramped || !all_ramped(r))
         return 0;
@@ -1202,8 +1205,8 @@ static int run_setup(brun_t *r, const bench_cfg_t *cfg, unsigned index, bench_st
         r->ftps = calloc(r->n, sizeof *r->ftps);
     r->rbuf = malloc(RBUF_SIZE);
     r->loop = gio_loop_new();
-    if (!r->c || !r->pend || !r->idle || !sent || !r->rbuf || !r->loop ||
-        (cfg->h2 && !r->retry) || (cfg->url.ftp && !r->ftps)) {
+    if (!r->c || !r->pend || !r->idle || !sent || !r->rbuf || !r->loop || (cfg->h2 && !r->retry) ||
+        (cfg->url.ftp && !r->ftps)) {
         st->fatal = BENCH_SYSERR;
         st->fatal_errno = errno ? errno : ENOMEM;
         free(sent);

@@ -29,11 +29,11 @@ enum {
 #define LG_FTP_TEXT 128        /* bytes of the last line's text kept */
 
 typedef struct lg_ftp_reply {
-    uint16_t code;  /* the reply code (from the first line), once complete */
-    uint8_t state;  /* where in the reply the parser is */
-    uint8_t pos;    /* characters of the code matched at a line start */
-    uint16_t tlen;  /* bytes in text[] */
-    uint32_t len;   /* bytes of this reply so far */
+    uint16_t code;          /* the reply code (from the first line), once complete */
+    uint8_t state;          /* where in the reply the parser is */
+    uint8_t pos;            /* characters of the code matched at a line start */
+    uint16_t tlen;          /* bytes in text[] */
+    uint32_t len;           /* bytes of this reply so far */
     char text[LG_FTP_TEXT]; /* the last line's text after "ddd ", CR LF excluded,
                                truncated to fit; not NUL-terminated */
 } lg_ftp_reply_t;
@@ -61,22 +61,31 @@ static inline int lg_ftp_reply_begun(const lg_ftp_reply_t *r)
  * a download is EPSV (or PASV), DATA (the data connection is being made, no
  * command is outstanding) and RETR (until the transfer's closing reply).
  */
-enum { LG_FTP_GREET, LG_FTP_USER, LG_FTP_PASS, LG_FTP_TYPE, LG_FTP_IDLE,
-       LG_FTP_EPSV,  LG_FTP_PASV, LG_FTP_DATA, LG_FTP_RETR };
+enum {
+    LG_FTP_GREET,
+    LG_FTP_USER,
+    LG_FTP_PASS,
+    LG_FTP_TYPE,
+    LG_FTP_IDLE,
+    LG_FTP_EPSV,
+    LG_FTP_PASV,
+    LG_FTP_DATA,
+    LG_FTP_RETR
+};
 
 /* What the client does with a complete reply (lg_ftp_next). */
 enum {
-    LG_FTP_A_WAIT,       /* a preliminary 1xx: the real reply is still to come */
-    LG_FTP_A_USER,       /* greeted: send USER */
-    LG_FTP_A_PASS,       /* 331: send PASS */
-    LG_FTP_A_TYPE,       /* logged in: send TYPE I */
-    LG_FTP_A_READY,      /* TYPE I accepted: the session can download */
-    LG_FTP_A_PASV,       /* EPSV refused as unknown or unsupported: try PASV */
-    LG_FTP_A_CONNECT,    /* 229 or 227: connect the data connection */
-    LG_FTP_A_DONE,       /* 226 or 250: the transfer is complete on the server's side */
-    LG_FTP_A_REFUSED,    /* a 4xx or 5xx reply: this login or download failed */
-    LG_FTP_A_CLOSING,    /* 421 between downloads: the server closes an idle session */
-    LG_FTP_A_UNEXPECTED  /* a reply that makes no sense here: a protocol error */
+    LG_FTP_A_WAIT,      /* a preliminary 1xx: the real reply is still to come */
+    LG_FTP_A_USER,      /* greeted: send USER */
+    LG_FTP_A_PASS,      /* 331: send PASS */
+    LG_FTP_A_TYPE,      /* logged in: send TYPE I */
+    LG_FTP_A_READY,     /* TYPE I accepted: the session can download */
+    LG_FTP_A_PASV,      /* EPSV refused as unknown or unsupported: try PASV */
+    LG_FTP_A_CONNECT,   /* 229 or 227: connect the data connection */
+    LG_FTP_A_DONE,      /* 226 or 250: the transfer is complete on the server's side */
+    LG_FTP_A_REFUSED,   /* a 4xx or 5xx reply: this login or download failed */
+    LG_FTP_A_CLOSING,   /* 421 between downloads: the server closes an idle session */
+    LG_FTP_A_UNEXPECTED /* a reply that makes no sense here: a protocol error */
 };
 
 /* The action for reply `code` (100..599) in `phase` (LG_FTP_GREET ..). */
