@@ -6,6 +6,7 @@
  */
 #include "site/config.h"
 #include "site/elog.h"
+#include "site/spawn.h"
 #include "handover.h"
 #include "gio.h"
 #include "site/mime.h"
@@ -268,6 +269,7 @@ static void config_defaults(config_t *cfg)
                       .workers = 1,
                       .vhosts = 1,
                       .max_age = -1,
+                      .spawn_fd = -1,
                       .gzip = 1,
                       .mem_file_max = 16384,
                       .tls_port = geteuid() == 0 ? 443 : 4433,
@@ -594,6 +596,21 @@ static int enter_root(const config_t *cfg)
     return 0;
 }
 
+/* The CGI spawner confines itself as main() does below: -c, then -u. */
+static int confine(const config_t *cfg)
+{
+    return enter_root(cfg) < 0 || server_drop_privileges(cfg) < 0 ? -1 : 0;
+}
+
+/* -w, -z: the CGI spawner, started before the chroot and -u (site/spawn.h). */
+static int start_spawner(config_t *cfg)
+{
+    pid_t pid;
+    if (!cfg->ncgi_regex && !cfg->cgi_exec)
+        return 0;
+    return spawn_start(cfg, confine, &cfg->spawn_fd, &pid);
+}
+
 int main(int argc, char **argv)
 {
     config_t cfg;
@@ -631,7 +648,8 @@ int main(int argc, char **argv)
     int passed = n > 0;
     if (passed)
         server_adopt(&cfg, fds, n, lst);
-    if ((!passed && server_listen(&cfg, lst, &n, 0, SERVER_BACKLOG) < 0) || enter_root(&cfg) < 0 ||
+    if ((!passed && server_listen(&cfg, lst, &n, 0, SERVER_BACKLOG) < 0) ||
+        start_spawner(&cfg) < 0 || enter_root(&cfg) < 0 ||
         server_drop_privileges(&cfg) < 0 || server_init(&s, &cfg, mime, lst, n) < 0) {
         tls_store_free(cfg.tls);
         mime_free(mime);

@@ -9,6 +9,7 @@
 #include "site/encoding.h"
 #include "site/elog.h"
 #include "handover.h"
+#include "handlers/cgi.h"
 #include "gio_os.h"
 #include "site/jobs.h"
 #include "site/peerlimits.h"
@@ -321,6 +322,8 @@ int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const list
         return -1;
     }
     gio_want(s->loop, jobs_fd(s->site.jobs), GIO_READ);
+    if (cgi_init(&s->site, cfg->spawn_fd) < 0)
+        return -1;
     s->max_conns = conn_cap(cfg);
     limits_cfg_t lc = {.rpm = (unsigned)cfg->rpm,
                        .conns_per_addr = (unsigned)cfg->max_conns_addr,
@@ -645,6 +648,7 @@ void server_free(server_t *s)
     if (s->site.jobs)
         gio_del(s->loop, jobs_fd(s->site.jobs));
     proxy_free(&s->site);
+    cgi_free(&s->site);
     site_free(&s->site);
     conn_set_free(&s->conns);
     gio_loop_free(s->loop);

@@ -566,6 +566,10 @@ static const ex_codec_t h2_codec = {
 static size_t offer(h2_stream_t *s, const uint8_t *p, size_t n, int last)
 {
     exchange_t *ex = &s->ex;
+    if (!ex->producer && ex->job && !s->closed) { /* a job (a password check) decides who */
+        s->input_held = 1;                         /* takes the body: hold it until then */
+        return 0;
+    }
     size_t k = ex->producer && !s->closed ? ex->producer->input(ex, (const char *)p, n, last) : n;
     if (k > n)
         k = n;
@@ -892,6 +896,10 @@ static void job_done(job_t *j)
             free(x2);
             ex_error(ex, 503, "Retry-After", "1");
         }
+    }
+    if (!cancelled && s->early && !ex->job) { /* the body held for the job: to its taker */
+        s->input_held = 0;
+        offer_held(s);
     }
     h->wake(h->f.conn);
 }
@@ -1332,7 +1340,23 @@ int h2_recv(h2_t *h, const uint8_t *p, size_t n)
     return h->fatal ? -1 : 0;
 }
 
-/* The streams that closed while the batch held their bytes: free them now. */
+/* The parts of s sent whole: the batch, done, holds no reference to them
+   any more.  A streamed body's memory is what is queued, not all it sent. */
+static void release_sent(h2_stream_t *s)
+{
+    unsigned k = s->cur;
+    if (!k)
+        return;
+    for (unsigned i = 0; i < k; i++)
+        if (s->parts[i].owned)
+            free((void *)s->parts[i].p);
+    memmove(s->parts, s->parts + k, (s->nparts - k) * sizeof *s->parts);
+    s->nparts -= k;
+    s->cur = 0;
+}
+
+/* The streams that closed while the batch held their bytes: free them now;
+   the others' parts that were sent. */
 static void sweep(h2_t *h)
 {
     for (h2_stream_t **pp = &h->all, *s; (s = *pp);) {
@@ -1340,6 +1364,7 @@ static void sweep(h2_t *h)
             *pp = s->next;
             stream_free(s);
         } else {
+            release_sent(s);
             pp = &s->next;
         }
     }

@@ -1,5 +1,6 @@
 /* Request checks and dispatch: see router.h. */
 #include "router.h"
+#include "cgi.h"
 #include "http/hbuf.h"
 #include "site/site.h"
 #include "proxy.h"
@@ -85,6 +86,9 @@ int router_dispatch(exchange_t *ex)
     int px = proxy_dispatch(ex); /* -P: any method */
     if (px != PROXY_NOT_MINE)
         return px;
+    int cgi = cgi_serve(ex); /* any method: the script decides */
+    if (cgi != CGI_NOT_MINE)
+        return cgi;
     if (method_is(req, "GET") || method_is(req, "HEAD"))
         return static_serve(ex);
     if (method_is(req, "OPTIONS")) {
@@ -100,5 +104,5 @@ int router_dispatch(exchange_t *ex)
 
 int router_streams(exchange_t *ex)
 {
-    return proxy_streams(ex);
+    return proxy_streams(ex) || cgi_match(ex);
 }

@@ -29,17 +29,22 @@ typedef struct row {
 
 #define STATUS_PAGE_MAX 12288 /* the page is about 5 KiB */
 
-/* The reverse proxy's rows (-P), at most cap. */
-static size_t proxy_rows(const status_counters_t *st, row_t *r, size_t cap)
+/* The rows of dynamic content (handlers/cgi.c, proxy.c) after r[0..n): the new n. */
+static size_t dynamic_rows(const status_counters_t *st, row_t *r, size_t n, size_t cap)
 {
-    const row_t all[] = {
+    const row_t d[] = {
+        {"cgi_spawned", "CGI processes started", st->cgi_spawned},
+        {"cgi_killed", "CGI processes killed: deadline (-Q) or client gone", st->cgi_killed},
+        {"cgi_refused", "CGI requests refused: over -J, spawner busy or gone, 503",
+         st->cgi_refused},
+        {"cgi_failed", "CGI processes without a valid head: 502", st->cgi_failed},
         {"backend_connects", "proxy: backend connections opened", st->backend_connects},
         {"backend_reuses", "proxy: requests on a pooled backend connection", st->backend_reuses},
         {"backend_502", "proxy: backend failed: 502 or response cut short", st->backend_502},
         {"backend_504", "proxy: backend silent past -Q: 504", st->backend_504},
     };
-    size_t n = sizeof all / sizeof all[0] < cap ? sizeof all / sizeof all[0] : cap;
-    memcpy(r, all, n * sizeof *r);
+    for (size_t i = 0; i < sizeof d / sizeof d[0] && n < cap; i++)
+        r[n++] = d[i];
     return n;
 }
 
@@ -118,9 +123,10 @@ static size_t rows(const site_t *s, row_t *r, size_t cap, int64_t now)
     ROW("proxy_timeout", "timed out: PROXY header (-s)", st->proxy_timeout);
     ROW("health_ok", "health checks (-k): 200", st->health_ok);
     ROW("health_failed", "health checks (-k): 503, draining", st->health_failed);
+    n = dynamic_rows(st, r, n, cap);
     ROW("draining", "draining: health checks fail (-g), listeners closing", s->draining);
 #undef ROW
-    return n + proxy_rows(st, r + n, cap - n);
+    return n;
 }
 
 int status_serve(exchange_t *ex, int json)

@@ -154,7 +154,7 @@ long cgi_head_parse(const char *buf, size_t len, cgi_head_t *h)
             return CGI_MALFORMED;
         if (c == '\n' && n && buf[i - 1] == '\r')
             n--; /* the CR of CR LF is not the line's */
-        if (n >= CGI_LINE_MAX + (c == '\n' || c == '\r'))
+        if (n >= (size_t)CGI_LINE_MAX + (c == '\n' || c == '\r'))
             return CGI_MALFORMED;
         if (c == '\r') {
             if (i + 1 >= CGI_HEAD_MAX)

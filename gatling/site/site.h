@@ -25,6 +25,7 @@ struct enc_cache;
 struct jobs;
 struct limits;
 struct proxy;
+struct cgi_loop;
 
 #define SITE_MDATES 16 /* a power of two */
 
@@ -37,6 +38,7 @@ typedef struct site {
     struct jobs *jobs;         /* worker threads for what must leave the loop */
     struct limits *limits;     /* per client address: -K, -A, failed logins */
     struct proxy *proxy;       /* -P: the rules and backend pools (handlers/proxy.h) */
+    struct cgi_loop *cgi;      /* handlers/cgi.c's state; NULL: no CGI */
     int rootfd;                /* the document root, opened once */
     char *root_real;           /* its canonical path, for symlink checks */
     alog_t log;
