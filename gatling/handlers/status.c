@@ -27,7 +27,7 @@ typedef struct row {
     uint64_t v;
 } row_t;
 
-#define STATUS_PAGE_MAX 12288 /* the page is about 5 KiB */
+#define STATUS_PAGE_MAX 16384 /* the page is about 6 KiB */
 
 /* The rows, in the order shown (at most cap); the same list makes both forms. */
 static size_t rows(const site_t *s, row_t *r, size_t cap, int64_t now)
@@ -105,6 +105,14 @@ static size_t rows(const site_t *s, row_t *r, size_t cap, int64_t now)
     ROW("health_ok", "health checks (-k): 200", st->health_ok);
     ROW("health_failed", "health checks (-k): 503, draining", st->health_failed);
     ROW("draining", "draining: health checks fail (-g), listeners closing", s->draining);
+    ROW("ftp_sessions", "FTP control connections (-f)", st->ftp_sessions);
+    ROW("ftp_logins", "FTP logins (anonymous)", st->ftp_logins);
+    ROW("ftp_downloads", "FTP downloads completed", st->ftp_downloads);
+    ROW("ftp_uploads", "FTP uploads completed", st->ftp_uploads);
+    ROW("ftp_refused", "FTP refused: other users, uploads, MKD", st->ftp_refused);
+    ROW("ftp_bounce", "FTP PORT/EPRT to another host refused (bounce)", st->ftp_bounce);
+    ROW("ftp_pasv_theft", "FTP data connections from another host, closed", st->ftp_pasv_theft);
+    ROW("ftp_timeouts", "timed out: FTP login, idle, data set-up, rate (-B)", st->ftp_timeouts);
 #undef ROW
     return n;
 }
@@ -114,7 +122,7 @@ int status_serve(exchange_t *ex, int json)
     site_t *s = ex->site;
     int64_t now = gio_wallclock(s->loop);
     stats_roll(&s->stats, now);
-    row_t r[72];
+    row_t r[96];
     size_t n = rows(s, r, sizeof r / sizeof r[0], now);
     char *body = malloc(STATUS_PAGE_MAX), pid[24];
     if (!body)

@@ -63,6 +63,14 @@ typedef struct status_counters {
     uint64_t proxy_timeout;    /* -y: PROXY headers not complete in time (-s), closed */
     uint64_t health_ok;        /* -k: health checks answered 200 */
     uint64_t health_failed;    /* -k: health checks answered 503 (draining) */
+    uint64_t ftp_sessions;     /* -f: FTP control connections accepted */
+    uint64_t ftp_logins;       /* ... logged in (anonymous, ftp) */
+    uint64_t ftp_downloads;    /* RETRs completed (226) */
+    uint64_t ftp_uploads;      /* STORs and APPEs completed (226) */
+    uint64_t ftp_refused;      /* logins other than anonymous, uploads and MKDs refused */
+    uint64_t ftp_bounce;       /* PORT/EPRT to another address or a port below 1024 */
+    uint64_t ftp_pasv_theft;   /* data connections to a passive port from another address */
+    uint64_t ftp_timeouts;     /* login, idle, data set-up, transfer rate (-B) deadlines */
 } status_counters_t;
 
 /* Start a new second at wall-clock second now, if it is one: the second that
