@@ -103,9 +103,8 @@ static void usage(void)
         "  -P rule   send matching paths to a backend: [F/|S/]host/port/regex or\n"
         "            [F/|S/]unix:path/regex (F/: FastCGI, S/: SCGI, else HTTP;\n"
         "            the original gatling's -O; up to 16 times)\n"
-        "  -f port[,upload[=bytes]]  serve anonymous FTP on port (as root, 21 is the usual;\n"
-        "            0: any; default: off); with ,upload: STOR, APPE and MKD into\n"
-        "            world-writable directories, files of at most bytes (default 64M)\n"
+        "  -f port[,upload[=bytes]]  anonymous FTP on port (0: any; 21 as root is usual);\n"
+        "            ,upload: STOR/APPE/MKD into world-writable dirs, files <= bytes (64M)\n"
         "  -U        no FTP uploads, whatever -f says (the original gatling's -U)\n"
         "  -V        print the version and the IO backend, and exit\n"
         "  -h        print this help, and exit\n"
@@ -378,12 +377,23 @@ static int pattern_ok(const char *arg)
 
 static int parse_ftp(config_t *cfg, const char *arg);
 
+/* -f: FTP.  1 if c is not it, else -1 to go on or an exit code. */
+static int ftp_option(int c, const char *arg, config_t *cfg)
+{
+    if (c != 'f')
+        return 1;
+    if (parse_ftp(cfg, arg) < 0)
+        return bad("f", arg, "not port[,upload[=bytes]] (a port 0-65535; bytes >= 1, "
+                             "with K, M or G)");
+    return -1;
+}
+
 /* One option from getopt().  Returns -1 to go on, or an exit code. */
 static int option(int c, char *arg, config_t *cfg)
 {
     int rc;
     if ((rc = int_option(c, arg, cfg)) != 1 || (rc = name_option(c, arg, cfg)) != 1 ||
-        (rc = flag_option(c, cfg)) != 1)
+        (rc = flag_option(c, cfg)) != 1 || (rc = ftp_option(c, arg, cfg)) != 1)
         return rc;
     switch (c) {
     case 'i':
@@ -457,11 +467,6 @@ static int option(int c, char *arg, config_t *cfg)
         if (cfg->nproxy_rules == CONFIG_PROXY_RULES || too_long(arg, CONFIG_PATTERN_MAX))
             return bad("P", arg, "not a proxy rule (at most 1024 bytes; -P at most 16 times)");
         cfg->proxy_rule[cfg->nproxy_rules++] = arg;
-        break;
-    case 'f':
-        if (parse_ftp(cfg, arg) < 0)
-            return bad("f", arg, "not port[,upload[=bytes]] (a port 0-65535; bytes >= 1, "
-                                 "with K, M or G)");
         break;
     case 'V': printf("gatling %s (%s)\n", GATLING_VERSION, gio_backend_name()); return 0;
     case 'h': usage(); return 0;
