@@ -146,6 +146,10 @@ int ftp_new(ftp_set_t *set, site_t *site, int fd, const struct sockaddr *peer, s
         close(fd);
         return -1;
     }
+    /* clients send ABOR's Telnet "synch" as urgent data (ftplib: the LF
+       itself): inline, it stays in the line instead of vanishing */
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_OOBINLINE, &one, sizeof one);
     s->kind = COOKIE_FTP;
     s->fd = fd;
     s->site = site;

@@ -1,0 +1,575 @@
+"""FTP (gatling -f, conn/ftp.c): anonymous logins, passive and active data
+connections, downloads, listings, uploads, the security rules (no bounce, no
+PASV theft, path safety), deadlines and counters, with real clients: Python's
+ftplib, curl and lftp.  Not about HTTP: skipped in the HTTPS and h2 passes."""
+import ftplib
+import json
+import os
+import re
+import resource
+import shutil
+import socket
+import stat
+import subprocess
+import time
+
+import pytest
+
+from conftest import Mode, random_bytes, wait_for
+
+BIG = random_bytes(1 << 20, 22)
+
+TREE = {
+    "a.txt": "hello\n",
+    "big.bin": BIG,
+    ".hidden": "secret\n",
+    "private.txt": Mode("private\n", 0o600),
+    "sub": {"c.txt": "ccc\n", "deep": {"d.txt": "ddd\n"}},
+    "sp ace.txt": "spaces\n",
+    "closed": {"x.txt": "x\n"},
+    "pub": {},
+}
+
+
+def ftp_port(srv):
+    for line in srv.errlog:
+        m = re.search(r"port (\d+) \(ftp\)", line)
+        if m:
+            return int(m.group(1))
+    raise AssertionError("no FTP listener line on stderr:\n%s" % srv.stderr_text())
+
+
+def start(gatling, tree=None, args=(), upload=None, chmod=True):
+    f = "0" if upload is None else "0," + upload
+    srv = gatling(TREE if tree is None else tree, args=("-E", "-S", "-f", f) + tuple(args))
+    if chmod and tree is None:
+        os.chmod(os.path.join(srv.docroot, "closed"), 0o700)
+        os.chmod(os.path.join(srv.docroot, "pub"), 0o777)
+    srv.ftp = ftp_port(srv)
+    return srv
+
+
+def client(srv, login=True, timeout=10):
+    f = ftplib.FTP()
+    f.connect("127.0.0.1", srv.ftp, timeout=timeout)
+    if login:
+        f.login()
+    return f
+
+
+def retr(f, path):
+    out = bytearray()
+    f.retrbinary("RETR " + path, out.extend)
+    return bytes(out)
+
+
+def counters(srv):
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+    s.sendall(b"GET /server-status?json HTTP/1.0\r\n\r\n")
+    data = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        data += b
+    s.close()
+    return json.loads(data.split(b"\r\n\r\n", 1)[1])
+
+
+def counter(srv, key):
+    return counters(srv)[key]
+
+
+def store_refused(f, cmd, data):
+    """Send data for STOR/APPE cmd however early the server gives up; its reply."""
+    conn = f.transfercmd(cmd)
+    try:
+        for i in range(0, len(data), 65536):
+            conn.sendall(data[i:i + 65536])
+    except OSError:
+        pass  # the server closed the data connection: over the cap, disk full
+    conn.close()
+    try:
+        return f.voidresp()
+    except ftplib.Error as e:
+        return str(e)
+
+
+def expect_error(code, fn, *a):
+    with pytest.raises(ftplib.Error) as e:
+        fn(*a)
+    assert str(e.value).startswith(code), str(e.value)
+    return str(e.value)
+
+
+# -- login and the commands without a data connection
+
+def test_login_rules(gatling):
+    srv = start(gatling)
+    f = client(srv, login=False)
+    assert f.getwelcome().startswith("220")
+    assert f.sendcmd("SYST").startswith("215 UNIX")
+    expect_error("530", f.sendcmd, "PWD")        # not logged in yet
+    expect_error("530", f.sendcmd, "PASV")
+    expect_error("503", f.sendcmd, "PASS x")     # PASS before USER
+    expect_error("530", f.sendcmd, "USER root")  # anonymous only
+    expect_error("530", f.login, "bob", "secret")
+    assert f.sendcmd("USER ftp").startswith("331")
+    assert f.sendcmd("PASS guest@").startswith("230")
+    expect_error("530", f.sendcmd, "USER anonymous")  # no change of user
+    f.quit()
+    f = client(srv)  # anonymous
+    assert f.pwd() == "/"
+    f.quit()
+    assert counter(srv, "ftp_logins") == 2
+    assert counter(srv, "ftp_refused") >= 2
+    assert counter(srv, "ftp_sessions") == 2
+
+
+def test_commands(gatling):
+    srv = start(gatling)
+    f = client(srv)
+    feat = f.sendcmd("FEAT")
+    for x in ("EPSV", "MDTM", "MLST", "PASV", "REST STREAM", "SIZE", "UTF8"):
+        assert x in feat
+    assert f.sendcmd("OPTS UTF8 ON").startswith("200")
+    expect_error("501", f.sendcmd, "OPTS MLST type")
+    assert f.sendcmd("TYPE A").startswith("200")
+    assert f.sendcmd("TYPE I").startswith("200")
+    expect_error("504", f.sendcmd, "TYPE E")
+    assert f.sendcmd("MODE S").startswith("200")
+    expect_error("504", f.sendcmd, "MODE B")
+    assert f.sendcmd("STRU F").startswith("200")
+    expect_error("504", f.sendcmd, "STRU R")
+    assert f.sendcmd("NOOP").startswith("200")
+    assert f.sendcmd("HELP").startswith("214")
+    assert f.sendcmd("STAT").startswith("211")
+    assert "a.txt" in f.sendcmd("STAT a.txt")
+    expect_error("500", f.sendcmd, "XYZZY")   # five letters: a syntax error
+    expect_error("500", f.sendcmd, "FOOB")    # unknown
+    expect_error("502", f.sendcmd, "DELE a.txt")
+    expect_error("502", f.sendcmd, "RNFR a.txt")
+    assert f.sendcmd("ABOR").startswith("225")
+    # paths: CWD, CDUP, PWD, never above /, never into what is not served
+    assert f.cwd("sub/deep").startswith("250")
+    assert f.pwd() == "/sub/deep"
+    assert f.sendcmd("CDUP").startswith("250")
+    assert f.pwd() == "/sub"
+    f.cwd("../../../..")
+    assert f.pwd() == "/"
+    expect_error("550", f.cwd, "closed")     # not world-readable
+    expect_error("550", f.cwd, "nowhere")
+    expect_error("550", f.cwd, "a.txt")      # a file
+    expect_error("550", f.cwd, ".hidden")
+    assert f.pwd() == "/"
+    assert f.size("big.bin") == len(BIG)
+    assert f.size("/sub/c.txt") == 4
+    expect_error("550", f.size, "private.txt")
+    expect_error("550", f.size, ".hidden")
+    expect_error("550", f.size, "sub")
+    assert re.match(r"213 \d{14}$", f.sendcmd("MDTM a.txt"))
+    mlst = f.sendcmd("MLST a.txt")
+    assert "type=file;size=6;" in mlst and "/a.txt" in mlst
+    assert "type=dir" in f.sendcmd("MLST /sub")
+    expect_error("550", f.sendcmd, "MLST .hidden")
+    long = "CWD " + "x" * 2000
+    expect_error("500", f.sendcmd, long)     # too long: dropped, the session goes on
+    assert f.sendcmd("NOOP").startswith("200")
+    assert f.sendcmd("QUIT").startswith("221")
+    f.close()
+
+
+# -- downloads and listings
+
+def test_downloads_passive(gatling):
+    srv = start(gatling)
+    f = client(srv)
+    assert retr(f, "a.txt") == b"hello\n"
+    assert retr(f, "/big.bin") == BIG
+    assert retr(f, "sp ace.txt") == b"spaces\n"
+    f.cwd("sub")
+    assert retr(f, "deep/d.txt") == b"ddd\n"
+    assert retr(f, "../a.txt") == b"hello\n"
+    for bad in ("/private.txt", "/.hidden", "/nowhere", "/sub", "../../etc/passwd"):
+        expect_error("550", retr, f, bad)
+    # EPSV, and EPSV ALL that refuses PASV and PORT afterwards
+    f.af = socket.AF_INET6  # ftplib then uses EPSV
+    assert retr(f, "/a.txt") == b"hello\n"
+    f.af = socket.AF_INET
+    assert f.sendcmd("EPSV ALL").startswith("200")
+    expect_error("503", f.sendcmd, "PASV")
+    expect_error("503", f.sendcmd, "PORT 127,0,0,1,200,1")
+    expect_error("522", f.sendcmd, "EPSV 2")
+    assert f.sendcmd("EPSV 1").startswith("229")
+    f.quit()
+    assert counter(srv, "ftp_downloads") == 6
+    srv.wait_log(6)
+    lines = [l for l in srv.log if '"RETR ' in l]
+    assert any(re.match(r'127\.0\.0\.1 - anonymous \[[^]]+\] "RETR /big\.bin" 226 1048576 '
+                        r'"-" "-" ftp$', l) for l in lines), lines
+
+
+def test_rest_resume(gatling):
+    srv = start(gatling)
+    f = client(srv)
+    f.voidcmd("TYPE I")
+    out = bytearray()
+    f.retrbinary("RETR big.bin", out.extend, rest=1000)
+    assert bytes(out) == BIG[1000:]
+    out = bytearray()
+    f.retrbinary("RETR big.bin", out.extend)    # REST applies once
+    assert bytes(out) == BIG
+    f.sendcmd("REST %d" % (len(BIG) + 1))
+    expect_error("554", f.retrbinary, "RETR big.bin", out.extend)
+    expect_error("501", f.sendcmd, "REST abc")
+    f.quit()
+
+
+def listing(f, cmd):
+    lines = []
+    f.retrlines(cmd, lines.append)
+    return lines
+
+
+def test_listings(gatling):
+    srv = start(gatling)
+    f = client(srv)
+    names = sorted(f.nlst())
+    assert names == sorted(["a.txt", "big.bin", "sub", "sp ace.txt", "pub"]), names
+    for cmd in ("LIST", "LIST /", "LIST -la", "LIST -la /"):
+        lines = listing(f, cmd)
+        text = "\n".join(lines)
+        assert "a.txt" in text and "sub" in text, (cmd, lines)
+        assert ".hidden" not in text and "private" not in text and "closed" not in text
+        assert re.search(r"^-rw-r--r-- +1 \S+ +\S+ +1048576 \w{3} [ \d]\d [ \d]\d:\d\d big\.bin$",
+                         text, re.M), lines
+        assert re.search(r"^d[-rwx]{9} .* sub$", text, re.M)
+    assert listing(f, "LIST sub/deep") == [l for l in listing(f, "LIST /sub/deep")]
+    assert sorted(listing(f, "NLST sub")) == ["c.txt", "deep"]
+    one = listing(f, "LIST a.txt")
+    assert len(one) == 1 and one[0].endswith(" a.txt")
+    facts = dict(f.mlsd("/"))
+    assert facts["big.bin"]["size"] == str(len(BIG)) and facts["sub"]["type"] == "dir"
+    assert set(facts) == {"a.txt", "big.bin", "sub", "sp ace.txt", "pub"}
+    expect_error("550", listing, f, "MLSD a.txt")
+    expect_error("550", listing, f, "LIST closed")
+    expect_error("550", listing, f, "LIST .hidden")
+    f.quit()
+
+
+def test_abort(gatling):
+    big = random_bytes(32 << 20, 7)
+    srv = start(gatling, tree={"huge.bin": big})
+    f = client(srv)
+    f.voidcmd("TYPE I")
+    conn = f.transfercmd("RETR huge.bin")
+    conn.recv(1000)
+    resp = f.abort()   # urgent data (MSG_OOB): the server reads it inline
+    assert resp.startswith("426"), resp
+    assert f.voidresp().startswith("226")   # RFC 959: 426 for the transfer, 226 for ABOR
+    conn.close()
+    assert f.sendcmd("NOOP").startswith("200")
+    assert retr(f, "huge.bin") == big
+    f.quit()
+
+
+# -- the security rules
+
+def test_no_bounce(gatling):
+    srv = start(gatling)
+    f = client(srv)
+    for cmd in ("PORT 10,0,0,1,200,10", "PORT 127,0,0,2,200,10", "PORT 127,0,0,1,0,80",
+                "EPRT |1|10.0.0.1|6275|", "EPRT |2|::1|6275|", "EPRT |1|127.0.0.1|21|"):
+        expect_error("500", f.sendcmd, cmd)
+    expect_error("501", f.sendcmd, "PORT 1,2,3")
+    expect_error("501", f.sendcmd, "EPRT |9|x|1|")
+    # active mode to the client itself works
+    f.set_pasv(False)
+    assert retr(f, "a.txt") == b"hello\n"
+    f.quit()
+    assert counter(srv, "ftp_bounce") == 6
+
+
+def test_pasv_theft_refused(gatling):
+    srv = start(gatling)
+    f = client(srv)
+    f.voidcmd("TYPE I")
+    reply = f.sendcmd("PASV")
+    nums = [int(x) for x in re.search(r"\((\d+(?:,\d+){5})\)", reply).group(1).split(",")]
+    assert nums[:4] == [127, 0, 0, 1]
+    port = nums[4] * 256 + nums[5]
+    thief = socket.socket()
+    thief.bind(("127.0.0.2", 0))
+    thief.settimeout(5)
+    thief.connect(("127.0.0.1", port))
+    # the server closes the thief's connection unread, without data
+    assert thief.recv(100) == b""
+    thief.close()
+    wait_for(lambda: counter(srv, "ftp_pasv_theft") == 1, 3, "the theft counted")
+    # the listener stays for the client itself
+    d = socket.create_connection(("127.0.0.1", port), timeout=5)
+    assert f.sendcmd("RETR a.txt").startswith("150")
+    data = b""
+    while True:
+        b = d.recv(100)
+        if not b:
+            break
+        data += b
+    d.close()
+    assert data == b"hello\n"
+    assert f.voidresp().startswith("226")
+    f.quit()
+
+
+def test_pasv_never_connected(gatling):
+    srv = start(gatling, args=("-s", "1"))
+    f = client(srv)
+    f.sendcmd("PASV")
+    t0 = time.monotonic()
+    assert f.sendcmd("RETR a.txt").startswith("150")
+    with pytest.raises(ftplib.error_temp) as e:
+        f.voidresp()
+    assert str(e.value).startswith("425")
+    assert 0.5 < time.monotonic() - t0 < 4
+    assert f.sendcmd("NOOP").startswith("200")     # the session goes on
+    expect_error("425", f.sendcmd, "RETR a.txt")   # no data link now
+    f.sendcmd("PASV")                              # a listener nobody uses, then QUIT
+    f.quit()
+    assert counter(srv, "ftp_timeouts") >= 1
+
+
+def test_slow_reader_closed(gatling):
+    big = random_bytes(48 << 20, 9)
+    srv = start(gatling, tree={"huge.bin": big}, args=("-B", "2000000", "-T", "2"))
+    f = client(srv)
+    f.voidcmd("TYPE I")
+    d = socket.socket()
+    d.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    reply = f.sendcmd("EPSV")
+    port = int(re.search(r"\(\|\|\|(\d+)\|\)", reply).group(1))
+    d.connect(("127.0.0.1", port))
+    t0 = time.monotonic()
+    assert f.sendcmd("RETR huge.bin").startswith("150")
+    with pytest.raises(ftplib.error_temp) as e:   # nothing read: 426 at the window's end
+        f.voidresp()
+    assert str(e.value).startswith("426"), str(e.value)
+    assert time.monotonic() - t0 < 8
+    d.close()
+    assert f.sendcmd("NOOP").startswith("200")
+    f.quit()
+    assert counter(srv, "ftp_timeouts") == 1
+
+
+def test_login_and_idle_deadlines(gatling):
+    srv = start(gatling, args=("-T", "1"))
+    s = socket.create_connection(("127.0.0.1", srv.ftp), timeout=5)
+    t0 = time.monotonic()
+    data = b""
+    while True:
+        b = s.recv(1000)
+        if not b:
+            break
+        data += b
+    assert data.startswith(b"220") and b"421 Timeout" in data
+    assert time.monotonic() - t0 < 3
+    s.close()
+    f = client(srv)
+    time.sleep(1.6)
+    with pytest.raises((ftplib.error_temp, EOFError, OSError)):
+        f.sendcmd("NOOP")
+    f.close()
+    assert counter(srv, "ftp_timeouts") == 2
+
+
+def test_thousand_idle_sessions(gatling):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 2200:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 2200:
+        pytest.skip("fd limit %d too small for 1,000 sessions" % soft)
+    srv = start(gatling, args=("-T", "60"))
+    socks = []
+    try:
+        for _ in range(1000):
+            socks.append(socket.create_connection(("127.0.0.1", srv.ftp), timeout=10))
+        for s in socks:
+            assert s.recv(100).startswith(b"220")
+        f = client(srv)        # the thousand-and-first is served at once
+        assert retr(f, "a.txt") == b"hello\n"
+        f.quit()
+        assert counter(srv, "ftp_sessions") == 1001
+    finally:
+        for s in socks:
+            s.close()
+    srv.wait_fds(srv.baseline_fds, timeout=5)
+
+
+def test_per_address_cap(gatling):
+    srv = start(gatling, args=("-K", "2"))
+    a, b = client(srv, login=False), client(srv, login=False)
+    s = socket.create_connection(("127.0.0.1", srv.ftp), timeout=5)
+    assert s.recv(100).startswith(b"421")
+    s.close()
+    a.quit()
+    b.quit()
+
+
+def test_vhost_by_local_address(gatling):
+    srv = start(gatling)
+    vdir = os.path.join(srv.docroot, "127.0.0.1:%d" % srv.ftp)
+    os.mkdir(vdir)
+    with open(os.path.join(vdir, "v.txt"), "w") as fh:
+        fh.write("vhost\n")
+    f = client(srv)
+    assert f.nlst() == ["v.txt"]
+    assert retr(f, "v.txt") == b"vhost\n"
+    expect_error("550", retr, f, "/a.txt")
+    f.quit()
+
+
+def test_no_vhost_with_H(gatling):
+    srv = start(gatling, args=("-H",))
+    os.mkdir(os.path.join(srv.docroot, "127.0.0.1:%d" % srv.ftp))
+    f = client(srv)
+    assert retr(f, "a.txt") == b"hello\n"
+    f.quit()
+
+
+def test_symlink_out_of_root(gatling, tmp_path):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("outside\n")
+    srv = start(gatling)
+    os.symlink(str(outside), os.path.join(srv.docroot, "link.txt"))
+    f = client(srv)
+    expect_error("550", retr, f, "link.txt")
+    f.quit()
+
+
+# -- uploads
+
+def test_uploads_forbidden_by_default(gatling):
+    import io
+    srv = start(gatling)
+    f = client(srv)
+    expect_error("550", f.storbinary, "STOR /pub/x.txt", io.BytesIO(b"x"))
+    expect_error("550", f.storbinary, "APPE /pub/x.txt", io.BytesIO(b"x"))
+    expect_error("550", f.mkd, "/pub/d")
+    f.quit()
+    assert os.listdir(os.path.join(srv.docroot, "pub")) == []
+    assert counter(srv, "ftp_refused") == 3
+
+
+def test_uploads(gatling):
+    import io
+    srv = start(gatling, upload="upload=4096")
+    pub = os.path.join(srv.docroot, "pub")
+    f = client(srv)
+    f.storbinary("STOR /pub/up.txt", io.BytesIO(b"uploaded\n"))
+    mode = os.stat(os.path.join(pub, "up.txt")).st_mode
+    assert not mode & (stat.S_IWOTH | stat.S_IXOTH)
+    assert retr(f, "/pub/up.txt") == b"uploaded\n"
+    expect_error("553", f.storbinary, "STOR /pub/up.txt", io.BytesIO(b"again"))  # no overwrite
+    f.storbinary("APPE /pub/up.txt", io.BytesIO(b"more\n"))
+    assert retr(f, "/pub/up.txt") == b"uploaded\nmore\n"
+    expect_error("550", f.storbinary, "STOR /sub/no.txt", io.BytesIO(b"x"))  # not world-writable
+    expect_error("550", f.storbinary, "STOR /no.txt", io.BytesIO(b"x"))
+    expect_error("553", f.storbinary, "STOR /pub/.dot", io.BytesIO(b"x"))
+    # over the cap: 552, and the partial file removed
+    assert store_refused(f, "STOR /pub/big.bin", b"y" * 100000).startswith("552")
+    assert not os.path.exists(os.path.join(pub, "big.bin"))
+    assert f.sendcmd("NOOP").startswith("200")
+    assert f.mkd("/pub/newdir") == "/pub/newdir"
+    mode = os.stat(os.path.join(pub, "newdir")).st_mode
+    assert stat.S_ISDIR(mode) and not mode & (stat.S_IWOTH | stat.S_IXOTH)
+    expect_error("550", f.mkd, "/sub/newdir")
+    expect_error("550", f.storbinary, "STOR /pub/newdir/x", io.BytesIO(b"x"))
+    f.quit()
+    assert counter(srv, "ftp_uploads") == 2
+    srv.wait_log(4)
+    assert any('"STOR /pub/up.txt" 226 9 "-" "-" ftp' in l for l in srv.log), srv.log
+
+
+def test_upload_full_disk(gatling):
+    """ENOSPC: 452 and the partial file removed (a 1 MiB tmpfs on pub/)."""
+    srv = start(gatling, upload="upload=64M")
+    pub = os.path.join(srv.docroot, "pub")
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0777", "tmpfs", pub],
+                      stderr=subprocess.DEVNULL).returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here")
+    try:
+        f = client(srv)
+        reply = store_refused(f, "STOR /pub/f.bin", b"z" * (3 << 20))
+        assert reply.startswith("452"), reply
+        assert os.listdir(pub) == []
+        assert f.sendcmd("NOOP").startswith("200")
+        f.quit()
+    finally:
+        subprocess.run(["umount", pub])
+
+
+def test_upload_flags_checked(build, tmp_path):
+    r = subprocess.run([build.binary, "-f", "0,upload", "-U"], capture_output=True, text=True)
+    assert r.returncode == 2 and "-U" in r.stderr
+    for bad in ("x", "70000", "21,up", "21,upload=", "21,upload=0", "21,upload=5T", ""):
+        r = subprocess.run([build.binary, "-f", bad], capture_output=True, text=True)
+        assert r.returncode == 2 and "-f" in r.stderr, (bad, r.stderr)
+
+
+# -- real clients: curl and lftp
+
+def curl(*args, check=True):
+    r = subprocess.run(["curl", "-sS", "--max-time", "20"] + list(args), capture_output=True)
+    if check:
+        assert r.returncode == 0, r.stderr
+    return r
+
+
+def test_curl(gatling, tmp_path):
+    srv = start(gatling, upload="upload")
+    u = "ftp://127.0.0.1:%d" % srv.ftp
+    assert curl(u + "/a.txt").stdout == b"hello\n"
+    assert curl("-P", "-", u + "/big.bin").stdout == BIG             # active (EPRT/PORT)
+    assert curl("--disable-epsv", u + "/big.bin").stdout == BIG      # PASV
+    assert curl("--disable-eprt", "-P", "-", u + "/a.txt").stdout == b"hello\n"
+    assert sorted(curl("--list-only", u + "/").stdout.decode().split()) == sorted(
+        ["a.txt", "big.bin", "sub", "pub", "sp", "ace.txt"])
+    assert b"c.txt" in curl(u + "/sub/").stdout
+    part = tmp_path / "part.bin"
+    part.write_bytes(BIG[:300000])
+    curl("-C", "-", "-o", str(part), u + "/big.bin")
+    assert part.read_bytes() == BIG
+    src = tmp_path / "src.txt"
+    src.write_bytes(b"curl upload\n")
+    curl("-T", str(src), u + "/pub/c.txt")
+    assert open(os.path.join(srv.docroot, "pub", "c.txt"), "rb").read() == b"curl upload\n"
+    r = curl("-T", str(src), u + "/sub/c2.txt", check=False)
+    assert r.returncode != 0
+    assert curl(u + "/.hidden", check=False).returncode != 0
+    assert curl(u + "/private.txt", check=False).returncode != 0
+
+
+@pytest.mark.skipif(not shutil.which("lftp"), reason="lftp not installed (tests/setup.sh)")
+def test_lftp_mirror(gatling, tmp_path):
+    srv = start(gatling)
+    dest = tmp_path / "mirror"
+    r = subprocess.run(["lftp", "-c", "set net:max-retries 1; set net:timeout 10; "
+                        "open ftp://127.0.0.1:%d; mirror / %s" % (srv.ftp, dest)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert (dest / "big.bin").read_bytes() == BIG
+    assert (dest / "sub" / "deep" / "d.txt").read_text() == "ddd\n"
+    assert (dest / "sp ace.txt").read_text() == "spaces\n"
+    assert not (dest / ".hidden").exists() and not (dest / "private.txt").exists()
+    assert not (dest / "closed").exists()
+
+
+def test_drain_closes_idle_sessions(gatling):
+    srv = start(gatling)
+    f = client(srv)
+    srv.send_signal(__import__("signal").SIGTERM)
+    srv.signaled = True
+    data = f.sock.recv(1000)
+    assert data.startswith(b"421"), data
+    f.close()
+    assert srv.stop() == 0
