@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "ftp_sess.h"
+#include "tls.h"
 #include "site/peerlimits.h"
 #include "site/vhost.h"
 
@@ -43,9 +44,31 @@ int ftp_reply(ftp_sess_t *s, const char *fmt, ...)
     return 0;
 }
 
+/* The queued replies through TLS: 0 (maybe some left), -1 gone. */
+static int flush_tls(ftp_sess_t *s)
+{
+    gio_batch_t b;
+    unsigned want = GIO_WRITE;
+    gio_batch_init(&b);
+    if (gio_batch_add_buf(&b, s->rep + s->repoff, s->replen - s->repoff, 0) < 0)
+        return -1;
+    long r = gio_tls_send(s->ssl, &b, 0, &want);
+    gio_batch_free(&b);
+    if (r == GIO_ERR)
+        return -1;
+    s->tls_want = r == GIO_AGAIN ? (uint8_t)want : 0;
+    if (r > 0)
+        s->repoff += (uint32_t)r;
+    if (s->repoff == s->replen)
+        s->replen = s->repoff = 0;
+    return 0;
+}
+
 /* Send what is queued.  0 (maybe some left: wait for writability), -1 gone. */
 static int flush(ftp_sess_t *s)
 {
+    if (s->ssl && !s->tls_hs)
+        return s->replen > s->repoff ? flush_tls(s) : 0;
     while (s->repoff < s->replen) {
         ssize_t w = send(s->fd, s->rep + s->repoff, s->replen - s->repoff,
                          MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -54,6 +77,13 @@ static int flush(ftp_sess_t *s)
         s->repoff += (uint32_t)w;
     }
     s->replen = s->repoff = 0;
+    if (s->tls_start) { /* "234" has left in the clear: the handshake begins */
+        s->tls_start = 0;
+        if (!(s->ssl = tls_new(s->site->cfg->tls, s->fd)))
+            return -1;
+        s->tls_hs = 1;
+        s->inlen = 0; /* nothing sent before the handshake counts after it */
+    }
     return 0;
 }
 
@@ -71,6 +101,9 @@ static void sess_free(ftp_sess_t *s)
     ftp_link_close(s);
     gio_batch_free(&s->dout);
     limits_conn_close(s->site->limits, &s->peer.sa);
+    if (s->ssl && !s->tls_hs)
+        tls_close_notify(s->ssl);
+    tls_free(s->ssl);
     gio_close_sole(s->site->loop, s->fd);
     if (s->root >= 0)
         close(s->root);
@@ -89,7 +122,9 @@ void ftp_ctl_arm(ftp_sess_t *s)
     gio_loop_t *l = s->site->loop;
     int64_t ms = 0;
     unsigned want = GIO_READ;
-    if (s->replen > s->repoff)
+    if (s->tls_hs || s->tls_want)
+        want = s->tls_want ? s->tls_want : GIO_READ;
+    else if (s->replen > s->repoff)
         want = GIO_WRITE;
     else if (s->xfer_waiting || s->xfer != XFER_NONE)
         want = GIO_READ; /* ABOR, STAT, QUIT may come */
@@ -285,8 +320,9 @@ static void cmd_pass(ftp_sess_t *s)
 
 static void cmd_feat(ftp_sess_t *s)
 {
-    ftp_reply(s, "211-Features:\r\n EPRT\r\n EPSV\r\n MDTM\r\n MLST type*;size*;modify*;perm*;"
-                 "\r\n PASV\r\n REST STREAM\r\n SIZE\r\n TVFS\r\n UTF8\r\n211 End");
+    ftp_reply(s, "211-Features:\r\n%s EPRT\r\n EPSV\r\n MDTM\r\n MLST type*;size*;modify*;perm*;"
+                 "\r\n PASV\r\n REST STREAM\r\n SIZE\r\n TVFS\r\n UTF8\r\n211 End",
+              s->site->cfg->tls ? " AUTH TLS\r\n PBSZ\r\n PROT\r\n" : "");
 }
 
 static void cmd_help(ftp_sess_t *s)
@@ -371,9 +407,9 @@ static int any_time(ftp_sess_t *s, const ftp_cmd_t *cmd)
     case FTP_HELP: cmd_help(s); break;
     case FTP_NOOP: ftp_reply(s, "200 NOOP ok."); break;
     case FTP_OPTS: cmd_opts(s, cmd); break;
-    case FTP_AUTH: ftp_reply(s, "502 AUTH not available."); break;
+    case FTP_AUTH:
     case FTP_PBSZ:
-    case FTP_PROT: ftp_reply(s, "503 PBSZ and PROT need AUTH TLS first."); break;
+    case FTP_PROT: ftp_cmd_tls(s, cmd); break;
     case FTP_ACCT: ftp_reply(s, "202 ACCT not needed."); break;
     case FTP_UNKNOWN: ftp_reply(s, "500 Unknown command."); break;
     default:
@@ -445,6 +481,38 @@ static void execute(ftp_sess_t *s, const ftp_cmd_t *cmd)
     }
 }
 
+int ftp_cmd_tls(ftp_sess_t *s, const ftp_cmd_t *cmd)
+{
+    const char *a = cmd->arg ? cmd->arg : "";
+    size_t n = cmd->arg ? cmd->arglen : 0;
+    if (cmd->verb == FTP_AUTH) {
+        if (!s->site->cfg->tls || s->site->cfg->tls_off)
+            return ftp_reply(s, "502 AUTH TLS not available: no certificates."), 1;
+        if (s->ssl || s->tls_start)
+            return ftp_reply(s, "503 Already in TLS."), 1;
+        if (!((n == 3 && !strncasecmp(a, "TLS", 3)) || (n == 5 && !strncasecmp(a, "TLS-C", 5)) ||
+              (n == 3 && !strncasecmp(a, "SSL", 3))))
+            return ftp_reply(s, "504 AUTH TLS only."), 1;
+        s->tls_start = 1; /* the handshake starts once this reply left (flush) */
+        return ftp_reply(s, "234 Proceed with negotiation."), 1;
+    }
+    if (!s->ssl)
+        return ftp_reply(s, "503 %s needs AUTH TLS first.", cmd->name), 1;
+    if (cmd->verb == FTP_PBSZ) {
+        s->pbsz = 1;
+        return ftp_reply(s, "200 PBSZ=0"), 1;
+    }
+    if (n == 1 && (a[0] & ~0x20) == 'P') {
+        s->prot_p = 1;
+        return ftp_reply(s, "200 PROT now Private."), 1;
+    }
+    if (n == 1 && (a[0] & ~0x20) == 'C') {
+        s->prot_p = 0;
+        return ftp_reply(s, "200 PROT now Clear."), 1;
+    }
+    return ftp_reply(s, "504 PROT C or P only."), 1;
+}
+
 static void cmd_mkd(ftp_sess_t *s, const ftp_cmd_t *cmd)
 {
     char path[FTP_PATH_MAX];
@@ -510,7 +578,11 @@ static void process(ftp_sess_t *s)
 static int read_input(ftp_sess_t *s)
 {
     while (s->inlen < sizeof s->in) {
-        long r = gio_read(s->fd, s->in + s->inlen, sizeof s->in - s->inlen);
+        unsigned want = GIO_READ;
+        long r = s->ssl ? gio_tls_read(s->ssl, s->in + s->inlen, sizeof s->in - s->inlen, &want)
+                        : gio_read(s->fd, s->in + s->inlen, sizeof s->in - s->inlen);
+        if (s->ssl)
+            s->tls_want = r == GIO_AGAIN && want != GIO_READ ? (uint8_t)want : 0;
         if (r == GIO_AGAIN)
             return 0;
         if (r <= 0)
@@ -538,11 +610,41 @@ static void ctl_timeout(ftp_sess_t *s)
     sess_free(s);
 }
 
+/* AUTH TLS: the control connection's handshake.  0 to go on, -1 gone. */
+static int handshake(ftp_sess_t *s)
+{
+    unsigned want = GIO_READ;
+    int r = gio_tls_handshake(s->ssl, &want);
+    if (r == GIO_AGAIN) {
+        s->tls_want = (uint8_t)want;
+        return 0;
+    }
+    if (r < 0) {
+        s->site->stats.tls_failed++;
+        return -1;
+    }
+    s->tls_hs = 0;
+    s->tls_want = 0;
+    s->site->stats.tls_handshakes++;
+    s->site->stats.tls_resumed += (uint64_t)tls_resumed(s->ssl);
+    return 0;
+}
+
 static void ctl_event(ftp_sess_t *s, unsigned events)
 {
     if (!events) {
         ctl_timeout(s);
         return;
+    }
+    if (s->tls_hs) {
+        if (handshake(s) < 0) {
+            sess_free(s);
+            return;
+        }
+        if (s->tls_hs) {
+            ftp_ctl_arm(s);
+            return;
+        }
     }
     if (flush(s) < 0 || (events & GIO_ERROR)) {
         sess_free(s);

@@ -64,10 +64,21 @@ typedef struct ftp_sess {
     uint64_t moved, window_at; /* bytes of the transfer, and at the window's start */
     char xpath[FTP_PATH_MAX];  /* what the transfer is about, for the log */
     ftp_addr_t peer, local;
+    /* FTPS (AUTH TLS, RFC 4217) */
+    struct ssl_st *ssl;   /* the control connection's session, after AUTH TLS */
+    struct ssl_st *dssl;  /* the data connection's, with PROT P */
+    uint8_t tls_hs;       /* the control handshake is under way */
+    uint8_t tls_want;     /* what OpenSSL waits for on the control socket (GIO_*) */
+    uint8_t tls_start;    /* "234" is queued: the handshake begins once it left */
+    uint8_t pbsz, prot_p; /* PBSZ 0 given; PROT P (data connections in TLS) */
+    uint8_t dtls_hs;      /* the data connection's handshake is under way */
 } ftp_sess_t;
 
 /* ftp.c: queue a reply line (printf format, CRLF added); -1 if it did not fit. */
 int ftp_reply(ftp_sess_t *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ftp.c: AUTH, PBSZ, PROT.  1 if cmd was one of them. */
+int ftp_cmd_tls(ftp_sess_t *s, const ftp_cmd_t *cmd);
 
 /* ftp.c: the control connection's deadline and interest for its state. */
 void ftp_ctl_arm(ftp_sess_t *s);

@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include "ftp_sess.h"
 #include "gio_os.h"
+#include "tls.h"
 #include "site/fs.h"
 
 #include <arpa/inet.h>
@@ -92,6 +93,11 @@ static int is_ipv4(const ftp_addr_t *a)
 
 void ftp_link_close(ftp_sess_t *s)
 {
+    if (s->dssl && !s->dtls_hs)
+        tls_close_notify(s->dssl); /* the end of a download, as RFC 4217 wants it */
+    tls_free(s->dssl);
+    s->dssl = NULL;
+    s->dtls_hs = 0;
     if (s->dfd >= 0)
         gio_close(loop_of(s), s->dfd);
     s->dfd = -1;
@@ -386,7 +392,7 @@ void ftp_cmd_transfer(ftp_sess_t *s, const ftp_cmd_t *cmd, const char *path)
     snprintf(s->xpath, sizeof s->xpath, "%s", path);
     s->xfer_waiting = 1;
     gio_set_deadline(loop_of(s), s->fd, 0);
-    if (s->link == LINK_OPEN)
+    if (s->link == LINK_OPEN && !s->dtls_hs)
         begin(s);
     else if (s->link == LINK_NONE && link_connect(s) < 0)
         ftp_xfer_abort(s, 425, "Cannot open the data connection.");
@@ -406,7 +412,8 @@ static void log_transfer(ftp_sess_t *s, int code)
                                         [FTP_APPE] = "APPE", [FTP_LIST] = "LIST",
                                         [FTP_NLST] = "NLST", [FTP_MLSD] = "MLSD"};
     alog_ftp(&s->site->log, gio_wallclock(loop_of(s)), &s->peer.sa, s->user,
-             names[s->xverb] ? names[s->xverb] : "?", s->xpath, code, bytes, 0);
+             names[s->xverb] ? names[s->xverb] : "?", s->xpath, code, bytes,
+             s->ssl != NULL);
 }
 
 /* Undo a failed upload: a new file goes, an appended one is cut back. */
@@ -442,6 +449,50 @@ void ftp_xfer_abort(ftp_sess_t *s, int code, const char *why)
     ftp_link_close(s);
 }
 
+/* The data connection is open: with PROT P its handshake first (the
+   client is the TLS client, RFC 4217), then the transfer if one waits. */
+static void link_ready(ftp_sess_t *s)
+{
+    if (s->prot_p && !s->dssl) {
+        if (!(s->dssl = tls_new(s->site->cfg->tls, s->dfd))) {
+            ftp_xfer_abort(s, 425, "Cannot set up TLS on the data connection.");
+            return;
+        }
+        s->dtls_hs = 1;
+        gio_want(loop_of(s), s->dfd, GIO_READ);
+        return;
+    }
+    if (s->xfer_waiting)
+        begin(s);
+    else
+        gio_want(loop_of(s), s->dfd, 0);
+}
+
+/* The data connection's handshake; it must resume the control connection's
+   session (vsftpd's require_ssl_reuse): a connection that did not come from
+   the client holding the control session cannot take the transfer. */
+static void data_handshake(ftp_sess_t *s)
+{
+    unsigned want = GIO_READ;
+    int r = gio_tls_handshake(s->dssl, &want);
+    if (r == GIO_AGAIN) {
+        gio_want(loop_of(s), s->dfd, want);
+        return;
+    }
+    s->dtls_hs = 0;
+    if (r < 0 || !tls_resumed(s->dssl)) {
+        s->site->stats.ftp_refused += r >= 0;
+        s->dtls_hs = 1; /* no close_notify on a session refused */
+        if (s->xfer_waiting)
+            ftp_xfer_abort(s, 522, r < 0 ? "TLS handshake on the data connection failed."
+                                         : "Data connections must reuse the TLS session.");
+        else
+            ftp_link_close(s);
+        return;
+    }
+    link_ready(s);
+}
+
 /* A passive listener is readable: the control peer's connection, or a thief's. */
 static void accept_data(ftp_sess_t *s)
 {
@@ -463,10 +514,7 @@ static void accept_data(ftp_sess_t *s)
             return;
         }
         data_deadline(s, setup_ms(s));
-        if (s->xfer_waiting)
-            begin(s);
-        else
-            gio_want(loop_of(s), fd, 0);
+        link_ready(s);
         return;
     }
 }
@@ -481,7 +529,7 @@ static void connected(ftp_sess_t *s)
         return;
     }
     s->link = LINK_OPEN;
-    begin(s);
+    link_ready(s);
 }
 
 /* Bytes the client has taken: for a download, what it acknowledged. */
@@ -509,7 +557,11 @@ static void rate_check(ftp_sess_t *s)
 
 static void send_some(ftp_sess_t *s)
 {
-    long r = gio_batch_send(&s->dout, s->dfd, FTP_SEND_BUDGET);
+    unsigned want = GIO_WRITE;
+    long r = s->dssl ? gio_tls_send(s->dssl, &s->dout, FTP_SEND_BUDGET, &want)
+                     : gio_batch_send(&s->dout, s->dfd, FTP_SEND_BUDGET);
+    if (r == GIO_AGAIN)
+        gio_want(loop_of(s), s->dfd, want);
     if (r == GIO_ERR) {
         ftp_xfer_abort(s, 426, "Connection closed; transfer aborted.");
     } else if (gio_batch_done(&s->dout)) {
@@ -521,10 +573,15 @@ static void recv_some(ftp_sess_t *s)
 {
     char buf[FTP_RECV_CHUNK];
     uint64_t cap = (uint64_t)s->site->cfg->ftp_upload_max;
-    for (size_t done = 0; done < FTP_RECV_BUDGET;) {
-        long r = gio_read(s->dfd, buf, sizeof buf);
-        if (r == GIO_AGAIN)
+    /* bytes OpenSSL holds decrypted are never reported by the kernel: take them too */
+    for (size_t done = 0; done < FTP_RECV_BUDGET || (s->dssl && tls_pending(s->dssl) > 0);) {
+        unsigned want = GIO_READ;
+        long r = s->dssl ? gio_tls_read(s->dssl, buf, sizeof buf, &want)
+                         : gio_read(s->dfd, buf, sizeof buf);
+        if (r == GIO_AGAIN) {
+            gio_want(loop_of(s), s->dfd, want);
             return;
+        }
         if (r == GIO_EOF) {
             ftp_xfer_abort(s, 226, "Transfer complete.");
             return;
@@ -577,7 +634,9 @@ void ftp_data_event(ftp_sess_t *s, int fd, unsigned events)
 {
     if (fd != s->dfd) /* stale: the link changed since the wait */
         return;
-    if (s->xfer == XFER_NONE)
+    if (s->dtls_hs && events && s->link == LINK_OPEN)
+        data_handshake(s);
+    else if (s->xfer == XFER_NONE)
         link_idle(s, events);
     else if (!events)
         rate_check(s);
