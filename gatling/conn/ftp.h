@@ -21,6 +21,9 @@
  * over windows of 10 s (slow readers, slow senders).  The control
  * connection has no deadline while a transfer runs.
  *
+ * FTPS: AUTH TLS, PBSZ, PROT (RFC 4217) with HTTPS's certificates; a TLS data
+ * connection must resume the control connection's session (require_ssl_reuse).
+ *
  * Security rules: a passive data connection is accepted only from the
  * control connection's peer address (others are closed and counted,
  * ftp_pasv_theft); PORT/EPRT name only the peer's own address and a port
