@@ -358,7 +358,7 @@ int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const list
         s->lst[i] = lst[i];
         s->lst[i].port = server_port(&lst[i]);
         s->lst[i].deferred = deferred(lst[i].fd);
-        s->lst[i].proxy = behind_proxy(cfg, &s->lst[i]);
+        s->lst[i].proxy = !lst[i].ftp && behind_proxy(cfg, &s->lst[i]); /* FTP: no PROXY */
         if (gio_add(s->loop, lst[i].fd, &s->lst[i]) < 0) {
             fprintf(stderr, "gatling: cannot watch listener: %s\n", strerror(errno));
             return -1;

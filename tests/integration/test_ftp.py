@@ -680,3 +680,40 @@ def test_ftps_curl(gatling, tmp_path):
     plain = start(gatling)
     r = curl("--ftp-ssl-reqd", "ftp://127.0.0.1:%d/a.txt" % plain.ftp, check=False)
     assert r.returncode != 0
+
+
+def test_workers(gatling):
+    srv = start(gatling, args=("-W", "2"))
+    for _ in range(4):
+        f = client(srv)
+        assert retr(f, "a.txt") == b"hello\n"
+        f.quit()
+
+
+@pytest.mark.skipif(not socket.has_ipv6, reason="no IPv6")
+def test_ipv6_epsv_eprt_and_vhost(gatling):
+    try:
+        socket.create_server(("::1", 0), family=socket.AF_INET6).close()
+    except OSError:
+        pytest.skip("no ::1 here")
+    srv = start(gatling, args=("-i", "::1"))
+    f = ftplib.FTP()
+    f.connect("::1", srv.ftp, timeout=10)
+    f.login()
+    expect_error("425", f.sendcmd, "PASV")         # 227 cannot say IPv6
+    expect_error("522", f.sendcmd, "EPSV 1")
+    assert retr(f, "big.bin") == BIG               # EPSV (ftplib, on IPv6)
+    f.set_pasv(False)
+    assert retr(f, "a.txt") == b"hello\n"          # EPRT |2|::1|port|
+    expect_error("500", f.sendcmd, "EPRT |2|::2|6000|")
+    expect_error("500", f.sendcmd, "EPRT |1|127.0.0.1|6000|")
+    f.quit()
+    vdir = os.path.join(srv.docroot, "[::1]:%d" % srv.ftp)
+    os.mkdir(vdir)
+    with open(os.path.join(vdir, "six.txt"), "w") as fh:
+        fh.write("six\n")
+    f = ftplib.FTP()
+    f.connect("::1", srv.ftp, timeout=10)
+    f.login()
+    assert f.nlst() == ["six.txt"]
+    f.quit()
