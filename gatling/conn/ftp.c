@@ -70,8 +70,8 @@ static int flush(ftp_sess_t *s)
     if (s->ssl && !s->tls_hs)
         return s->replen > s->repoff ? flush_tls(s) : 0;
     while (s->repoff < s->replen) {
-        ssize_t w = send(s->fd, s->rep + s->repoff, s->replen - s->repoff,
-                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t w =
+            send(s->fd, s->rep + s->repoff, s->replen - s->repoff, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w < 0)
             return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -1;
         s->repoff += (uint32_t)w;
@@ -276,12 +276,11 @@ static void cmd_about(ftp_sess_t *s, const ftp_cmd_t *cmd)
     } else if (cmd->verb == FTP_MDTM) {
         struct tm tm;
         gmtime_r(&st.st_mtime, &tm);
-        ftp_reply(s, "213 %04d%02d%02d%02d%02d%02d", tm.tm_year + 1900, tm.tm_mon + 1,
-                  tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+        ftp_reply(s, "213 %04d%02d%02d%02d%02d%02d", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                  tm.tm_hour, tm.tm_min, tm.tm_sec);
     } else if (cmd->verb == FTP_MLST) {
         ftp_list_line(line, sizeof line, FTP_MLST, &st, path, gio_wallclock(s->site->loop));
-        ftp_reply(s, "250-Listing %s\r\n %.*s\r\n250 End.", path,
-                  (int)strcspn(line, "\r"), line);
+        ftp_reply(s, "250-Listing %s\r\n %.*s\r\n250 End.", path, (int)strcspn(line, "\r"), line);
     } else {
         ftp_list_line(line, sizeof line, FTP_LIST, &st, path, gio_wallclock(s->site->loop));
         ftp_reply(s, "213-Status of %s:\r\n%.*s\r\n213 End of status.", path,
@@ -320,8 +319,9 @@ static void cmd_pass(ftp_sess_t *s)
 
 static void cmd_feat(ftp_sess_t *s)
 {
-    ftp_reply(s, "211-Features:\r\n%s EPRT\r\n EPSV\r\n MDTM\r\n MLST type*;size*;modify*;perm*;"
-                 "\r\n PASV\r\n REST STREAM\r\n SIZE\r\n TVFS\r\n UTF8\r\n211 End",
+    ftp_reply(s,
+              "211-Features:\r\n%s EPRT\r\n EPSV\r\n MDTM\r\n MLST type*;size*;modify*;perm*;"
+              "\r\n PASV\r\n REST STREAM\r\n SIZE\r\n TVFS\r\n UTF8\r\n211 End",
               s->site->cfg->tls ? " AUTH TLS\r\n PBSZ\r\n PROT\r\n" : "");
 }
 
@@ -384,8 +384,9 @@ static void cmd_stat(ftp_sess_t *s, const ftp_cmd_t *cmd)
         cmd_about(s, cmd);
         return;
     }
-    ftp_reply(s, "211-gatling FTP server status:\r\n Logged in as %s\r\n TYPE: %s\r\n"
-                 " %s\r\n211 End of status.",
+    ftp_reply(s,
+              "211-gatling FTP server status:\r\n Logged in as %s\r\n TYPE: %s\r\n"
+              " %s\r\n211 End of status.",
               s->state == FTP_LOGIN ? "nobody" : s->user, s->ascii ? "ASCII" : "BINARY",
               s->xfer != XFER_NONE ? "A transfer is in progress" : "No data connection");
 }
@@ -551,8 +552,8 @@ static void process(ftp_sess_t *s)
             return;
         }
         int busy = s->xfer != XFER_NONE || s->xfer_waiting;
-        if (r > 0 && busy && cmd.verb != FTP_ABOR && cmd.verb != FTP_STAT &&
-            cmd.verb != FTP_NOOP && cmd.verb != FTP_QUIT)
+        if (r > 0 && busy && cmd.verb != FTP_ABOR && cmd.verb != FTP_STAT && cmd.verb != FTP_NOOP &&
+            cmd.verb != FTP_QUIT)
             return; /* after the transfer */
         memmove(s->in, s->in + used, s->inlen - used);
         s->inlen -= (uint32_t)used;
@@ -564,8 +565,7 @@ static void process(ftp_sess_t *s)
         } else if (cmd.verb == FTP_ABOR && s->link != LINK_NONE) {
             ftp_link_close(s);
             ftp_reply(s, "225 Data connection closed.");
-        }
-        else if (busy && cmd.verb == FTP_QUIT) {
+        } else if (busy && cmd.verb == FTP_QUIT) {
             ftp_xfer_abort(s, 426, "Transfer aborted.");
             ftp_reply(s, "221 Goodbye.");
             s->state = FTP_CLOSING;

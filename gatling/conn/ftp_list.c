@@ -45,8 +45,8 @@ static void perms(char *p, mode_t m)
     p[10] = 0;
 }
 
-long ftp_list_line(char *out, size_t cap, ftp_verb_t how, const struct stat *st,
-                   const char *name, int64_t now)
+long ftp_list_line(char *out, size_t cap, ftp_verb_t how, const struct stat *st, const char *name,
+                   int64_t now)
 {
     static const char mon[][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
                                   "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
@@ -60,20 +60,20 @@ long ftp_list_line(char *out, size_t cap, ftp_verb_t how, const struct stat *st,
         char p[11], when[32];
         perms(p, st->st_mode);
         if (t > now - FTP_SIX_MONTHS && t < now + 86400)
-            snprintf(when, sizeof when, "%s %2d %02d:%02d", mon[tm.tm_mon], tm.tm_mday,
-                     tm.tm_hour, tm.tm_min);
+            snprintf(when, sizeof when, "%s %2d %02d:%02d", mon[tm.tm_mon], tm.tm_mday, tm.tm_hour,
+                     tm.tm_min);
         else
             snprintf(when, sizeof when, "%s %2d  %4d", mon[tm.tm_mon], tm.tm_mday,
                      tm.tm_year + 1900);
-        n = snprintf(out, cap, "%s 1 ftp ftp %12lld %s %s\r\n", p, (long long)st->st_size,
-                     when, name);
+        n = snprintf(out, cap, "%s 1 ftp ftp %12lld %s %s\r\n", p, (long long)st->st_size, when,
+                     name);
     } else { /* MLSD, MLST: type, size of files, modify, perm (read; enter and list) */
         char size[40] = "";
         if (!S_ISDIR(st->st_mode))
             snprintf(size, sizeof size, "size=%lld;", (long long)st->st_size);
         n = snprintf(out, cap, "type=%s;%smodify=%04d%02d%02d%02d%02d%02d;perm=%s; %s\r\n",
-                     S_ISDIR(st->st_mode) ? "dir" : "file", size, tm.tm_year + 1900,
-                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                     S_ISDIR(st->st_mode) ? "dir" : "file", size, tm.tm_year + 1900, tm.tm_mon + 1,
+                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
                      S_ISDIR(st->st_mode) ? "el" : "r", name);
     }
     return n < 0 || (size_t)n >= cap ? -1 : n;
@@ -112,7 +112,8 @@ int ftp_list_dir(int dirfd, ftp_verb_t how, int64_t now, char **out, size_t *len
     struct dirent *e;
     while ((e = readdir(d))) {
         struct stat st;
-        if (e->d_name[0] == '.' || !printable(e->d_name) || fstatat(dirfd, e->d_name, &st, 0) < 0 || !visible(&st))
+        if (e->d_name[0] == '.' || !printable(e->d_name) || fstatat(dirfd, e->d_name, &st, 0) < 0 ||
+            !visible(&st))
             continue;
         size_t need = strlen(e->d_name) + 128;
         if (lb_room(&b, need) < 0) {

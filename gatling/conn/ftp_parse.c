@@ -173,8 +173,7 @@ static int parse_ip6(const char *s, size_t n, unsigned char a[16])
     return 0;
 }
 
-int ftp_parse_eprt(const char *arg, size_t n, int *family, unsigned char addr[16],
-                   unsigned *port)
+int ftp_parse_eprt(const char *arg, size_t n, int *family, unsigned char addr[16], unsigned *port)
 {
     if (!arg || n < 7)
         return -1;

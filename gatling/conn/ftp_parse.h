@@ -19,13 +19,51 @@
 /* The verbs known to the parser (ftp.c answers each; FTP_UNKNOWN is 500). */
 typedef enum ftp_verb {
     FTP_UNKNOWN = 0,
-    FTP_USER, FTP_PASS, FTP_ACCT, FTP_SYST, FTP_FEAT, FTP_OPTS, FTP_PWD, FTP_CWD, FTP_CDUP,
-    FTP_TYPE, FTP_MODE, FTP_STRU, FTP_PASV, FTP_EPSV, FTP_PORT, FTP_EPRT, FTP_REST,
-    FTP_RETR, FTP_SIZE, FTP_MDTM, FTP_LIST, FTP_NLST, FTP_MLSD, FTP_MLST, FTP_STAT,
-    FTP_NOOP, FTP_ABOR, FTP_QUIT, FTP_HELP, FTP_STOR, FTP_APPE, FTP_MKD, FTP_AUTH,
-    FTP_PBSZ, FTP_PROT, FTP_ALLO,
+    FTP_USER,
+    FTP_PASS,
+    FTP_ACCT,
+    FTP_SYST,
+    FTP_FEAT,
+    FTP_OPTS,
+    FTP_PWD,
+    FTP_CWD,
+    FTP_CDUP,
+    FTP_TYPE,
+    FTP_MODE,
+    FTP_STRU,
+    FTP_PASV,
+    FTP_EPSV,
+    FTP_PORT,
+    FTP_EPRT,
+    FTP_REST,
+    FTP_RETR,
+    FTP_SIZE,
+    FTP_MDTM,
+    FTP_LIST,
+    FTP_NLST,
+    FTP_MLSD,
+    FTP_MLST,
+    FTP_STAT,
+    FTP_NOOP,
+    FTP_ABOR,
+    FTP_QUIT,
+    FTP_HELP,
+    FTP_STOR,
+    FTP_APPE,
+    FTP_MKD,
+    FTP_AUTH,
+    FTP_PBSZ,
+    FTP_PROT,
+    FTP_ALLO,
     /* known, never carried out here: 502 */
-    FTP_DELE, FTP_RMD, FTP_RNFR, FTP_RNTO, FTP_STOU, FTP_SITE, FTP_SMNT, FTP_REIN,
+    FTP_DELE,
+    FTP_RMD,
+    FTP_RNFR,
+    FTP_RNTO,
+    FTP_STOU,
+    FTP_SITE,
+    FTP_SMNT,
+    FTP_REIN,
     FTP_VERBS
 } ftp_verb_t;
 
@@ -40,7 +78,7 @@ enum {
     FTP_INCOMPLETE = 0, /* no line end yet: read more */
     FTP_TOO_LONG = -1,  /* FTP_LINE_MAX bytes and no line end: 500, drop to the next LF */
     FTP_BAD = -2        /* a NUL, or a verb that is no 3-4 letters: 500 (line consumed:
-                           *consumed says how much) */
+                         *consumed says how much) */
 };
 
 /*
@@ -64,8 +102,7 @@ int ftp_parse_port(const char *arg, size_t n, unsigned char ip[4], unsigned *por
  * digit: *family gets 4 or 6, addr the 4 or 16 address bytes, *port the
  * port (1-65535).  0, or -1 if malformed.
  */
-int ftp_parse_eprt(const char *arg, size_t n, int *family, unsigned char addr[16],
-                   unsigned *port);
+int ftp_parse_eprt(const char *arg, size_t n, int *family, unsigned char addr[16], unsigned *port);
 
 /* REST's byte offset: decimal digits only, at most 2^62.  0 with *off, or -1. */
 int ftp_parse_offset(const char *arg, size_t n, uint64_t *off);

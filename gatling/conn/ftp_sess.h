@@ -50,17 +50,17 @@ typedef struct ftp_sess {
     char rep[FTP_REPLY_CAP];
     /* the data link */
     ftp_link_t link;
-    int dfd;            /* the passive listener, or the data socket; -1 */
-    ftp_addr_t active;  /* PORT/EPRT: where to connect (family 0: none) */
+    int dfd;           /* the passive listener, or the data socket; -1 */
+    ftp_addr_t active; /* PORT/EPRT: where to connect (family 0: none) */
     /* the transfer */
     ftp_xfer_t xfer;
     uint8_t xfer_waiting; /* a transfer command waits for its data link */
     ftp_verb_t xverb;
-    gio_batch_t dout;    /* XFER_SEND: the file range or the listing */
-    int ufd;             /* XFER_RECV: the file being written; -1 */
-    int udir;            /* ... its directory, to unlink it on failure; -1 */
-    char uname[256];     /* ... its name there */
-    uint64_t ubase;      /* APPE: the size the file had */
+    gio_batch_t dout;          /* XFER_SEND: the file range or the listing */
+    int ufd;                   /* XFER_RECV: the file being written; -1 */
+    int udir;                  /* ... its directory, to unlink it on failure; -1 */
+    char uname[256];           /* ... its name there */
+    uint64_t ubase;            /* APPE: the size the file had */
     uint64_t moved, window_at; /* bytes of the transfer, and at the window's start */
     char xpath[FTP_PATH_MAX];  /* what the transfer is about, for the log */
     ftp_addr_t peer, local;
@@ -106,7 +106,7 @@ int ftp_upload_dir(ftp_sess_t *s, const char *path, const char **name);
 int ftp_list_dir(int dirfd, ftp_verb_t how, int64_t now, char **out, size_t *len);
 /* ftp_list.c: one entry's line: "facts; name" (MLST, MLSD), ls -l (LIST),
    the name (NLST).  Bytes written (without NUL) or -1 if it did not fit. */
-long ftp_list_line(char *out, size_t cap, ftp_verb_t how, const struct stat *st,
-                   const char *name, int64_t now);
+long ftp_list_line(char *out, size_t cap, ftp_verb_t how, const struct stat *st, const char *name,
+                   int64_t now);
 
 #endif

@@ -20,11 +20,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define FTP_RATE_WINDOW_MS 10000   /* -B is checked over windows this long (or -T) */
-#define FTP_SEND_BUDGET (256 << 10) /* bytes a download may send per event */
-#define FTP_RECV_CHUNK (64 << 10)   /* bytes an upload reads per read(2) */
+#define FTP_RATE_WINDOW_MS 10000             /* -B is checked over windows this long (or -T) */
+#define FTP_SEND_BUDGET (256 << 10)          /* bytes a download may send per event */
+#define FTP_RECV_CHUNK (64 << 10)            /* bytes an upload reads per read(2) */
 #define FTP_RECV_BUDGET (4 * FTP_RECV_CHUNK) /* ... and per event */
-#define FTP_DATA_UNSENT (128 << 10) /* as server.c's SERVER_UNSENT_MAX */
+#define FTP_DATA_UNSENT (128 << 10)          /* as server.c's SERVER_UNSENT_MAX */
 
 static gio_loop_t *loop_of(const ftp_sess_t *s)
 {
@@ -185,8 +185,8 @@ int ftp_cmd_pasv(ftp_sess_t *s, const ftp_cmd_t *cmd)
         return ftp_reply(s, "229 Entering Extended Passive Mode (|||%u|)", port);
     unsigned char ip[16];
     addr16(&a, ip);
-    return ftp_reply(s, "227 Entering Passive Mode (%u,%u,%u,%u,%u,%u).", ip[12], ip[13],
-                     ip[14], ip[15], port >> 8, port & 255);
+    return ftp_reply(s, "227 Entering Passive Mode (%u,%u,%u,%u,%u,%u).", ip[12], ip[13], ip[14],
+                     ip[15], port >> 8, port & 255);
 }
 
 int ftp_cmd_port(ftp_sess_t *s, const ftp_cmd_t *cmd)
@@ -408,12 +408,11 @@ static void log_transfer(ftp_sess_t *s, int code)
     else if (code == 226 && (s->xverb == FTP_STOR || s->xverb == FTP_APPE))
         st->ftp_uploads++;
     status_count(st, gio_wallclock(loop_of(s)), bytes);
-    static const char *const names[] = {[FTP_RETR] = "RETR", [FTP_STOR] = "STOR",
-                                        [FTP_APPE] = "APPE", [FTP_LIST] = "LIST",
-                                        [FTP_NLST] = "NLST", [FTP_MLSD] = "MLSD"};
+    static const char *const names[] = {
+        [FTP_RETR] = "RETR", [FTP_STOR] = "STOR", [FTP_APPE] = "APPE",
+        [FTP_LIST] = "LIST", [FTP_NLST] = "NLST", [FTP_MLSD] = "MLSD"};
     alog_ftp(&s->site->log, gio_wallclock(loop_of(s)), &s->peer.sa, s->user,
-             names[s->xverb] ? names[s->xverb] : "?", s->xpath, code, bytes,
-             s->ssl != NULL);
+             names[s->xverb] ? names[s->xverb] : "?", s->xpath, code, bytes, s->ssl != NULL);
 }
 
 /* Undo a failed upload: a new file goes, an appended one is cut back. */
@@ -484,8 +483,9 @@ static void data_handshake(ftp_sess_t *s)
         s->site->stats.ftp_refused += r >= 0;
         s->dtls_hs = 1; /* no close_notify on a session refused */
         if (s->xfer_waiting)
-            ftp_xfer_abort(s, 522, r < 0 ? "TLS handshake on the data connection failed."
-                                         : "Data connections must reuse the TLS session.");
+            ftp_xfer_abort(s, 522,
+                           r < 0 ? "TLS handshake on the data connection failed."
+                                 : "Data connections must reuse the TLS session.");
         else
             ftp_link_close(s);
         return;

@@ -23,7 +23,10 @@ static void lines(void)
     is_int(c.verb, FTP_PWD, "is PWD");
     is_int(parse("RETR a file with spaces \r\n", &c, &used), 26, "spaces kept");
     ok(c.arglen == 19 && c.arg[18] == ' ', "a trailing space is part of the name");
-    is_int(parse("\xff\xf4\xff\xf2" "ABOR\r\n", &c, &used), 10, "Telnet IP/DM before ABOR");
+    is_int(parse("\xff\xf4\xff\xf2"
+                 "ABOR\r\n",
+                 &c, &used),
+           10, "Telnet IP/DM before ABOR");
     is_int(c.verb, FTP_ABOR, "is ABOR");
     is_int(parse("FOOB\r\n", &c, &used), 6, "an unknown verb is a line");
     ok(c.verb == FTP_UNKNOWN && !strcmp(c.name, "FOOB"), "unknown, with its name");
@@ -69,18 +72,22 @@ static void port_args(void)
     unsigned port;
     int fam;
     ok(ftp_parse_port("127,0,0,1,4,1", 13, ip, &port) == 0 && ip[0] == 127 && ip[3] == 1 &&
-           port == 1025, "PORT 127,0,0,1,4,1");
+           port == 1025,
+       "PORT 127,0,0,1,4,1");
     ok(ftp_parse_port("256,0,0,1,4,1", 13, ip, &port) < 0, "PORT: 256 refused");
     ok(ftp_parse_port("1,2,3,4,5", 9, ip, &port) < 0, "PORT: five numbers refused");
     ok(ftp_parse_port("1,2,3,4,5,6,7", 13, ip, &port) < 0, "PORT: seven refused");
     ok(ftp_parse_port("1,2,,4,5,6", 10, ip, &port) < 0, "PORT: an empty part refused");
     ok(ftp_parse_port(NULL, 0, ip, &port) < 0, "PORT without argument");
-    ok(ftp_parse_eprt("|1|10.0.0.2|6275|", 17, &fam, ip, &port) == 0 && fam == 4 &&
-           ip[0] == 10 && ip[3] == 2 && port == 6275, "EPRT IPv4");
+    ok(ftp_parse_eprt("|1|10.0.0.2|6275|", 17, &fam, ip, &port) == 0 && fam == 4 && ip[0] == 10 &&
+           ip[3] == 2 && port == 6275,
+       "EPRT IPv4");
     ok(ftp_parse_eprt("|2|::1|5282|", 12, &fam, ip, &port) == 0 && fam == 6 && ip[15] == 1 &&
-           ip[0] == 0 && port == 5282, "EPRT ::1");
+           ip[0] == 0 && port == 5282,
+       "EPRT ::1");
     ok(ftp_parse_eprt("!2!2001:db8::7:1!80!", 20, &fam, ip, &port) == 0 && ip[0] == 0x20 &&
-           ip[1] == 1 && ip[13] == 7 && ip[15] == 1, "EPRT 2001:db8::7:1 with '!'");
+           ip[1] == 1 && ip[13] == 7 && ip[15] == 1,
+       "EPRT 2001:db8::7:1 with '!'");
     ok(ftp_parse_eprt("|2|1:2:3:4:5:6:7:8|80|", 22, &fam, ip, &port) == 0 && ip[15] == 8,
        "EPRT eight groups");
     ok(ftp_parse_eprt("|2|1::2::3|80|", 14, &fam, ip, &port) < 0, "two :: refused");
@@ -126,7 +133,8 @@ static void paths(void)
     char out[16];
     ok(ftp_path_join("/", "a\0b", 3, out, sizeof out) < 0, "a NUL refused");
     ok(ftp_path_hidden("/a/.git/x") && ftp_path_hidden("/.x") && !ftp_path_hidden("/a/b.c") &&
-           !ftp_path_hidden("/"), "dotfiles found in any segment");
+           !ftp_path_hidden("/"),
+       "dotfiles found in any segment");
     size_t n = 8;
     const char *a = ftp_list_arg("-la /pub", &n);
     ok(n == 4 && !memcmp(a, "/pub", 4), "LIST -la /pub lists /pub");
