@@ -407,6 +407,18 @@ def test_thousand_idle_sessions(gatling):
     srv.wait_fds(srv.baseline_fds, timeout=5)
 
 
+def test_connection_cap(gatling):
+    srv = start(gatling, args=("-N", "2"))
+    a, b = client(srv), client(srv, login=False)
+    s = socket.create_connection(("127.0.0.1", srv.ftp), timeout=5)
+    assert s.recv(100).startswith(b"421")
+    s.close()
+    assert retr(a, "a.txt") == b"hello\n"     # the data connection is no session
+    a.quit()
+    b.quit()
+    wait_for(lambda: client(srv).quit() or True, 3, "a place free again")
+
+
 def test_per_address_cap(gatling):
     srv = start(gatling, args=("-K", "2"))
     a, b = client(srv, login=False), client(srv, login=False)

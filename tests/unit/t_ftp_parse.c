@@ -1,6 +1,7 @@
 /* The FTP command parser and path arithmetic (gatling/conn/ftp_parse.c). */
 #include "tap.h"
 #include "conn/ftp_parse.h"
+#include "conn/ftp_sess.h"
 
 #include <stdint.h>
 
@@ -143,6 +144,35 @@ static void paths(void)
     is_int(n, 0, "LIST -a -l: the directory itself");
 }
 
+/* The listing lines (conn/ftp_list.c): what LIST, NLST, MLSD and MLST say. */
+static void list_lines(void)
+{
+    struct stat st = {0};
+    char out[256];
+    int64_t now = 1795000000; /* 2026-11-18 */
+    st.st_mode = S_IFREG | 0644;
+    st.st_size = 1048576;
+    st.st_mtime = now - 86400; /* recent: the time of day */
+    is_int(ftp_list_line(out, sizeof out, FTP_LIST, &st, "big.bin", now), strlen(out),
+           "LIST: its length");
+    ok(!strncmp(out, "-rw-r--r-- 1 ftp ftp      1048576 Nov 17 ", 41) &&
+           !strcmp(out + strlen(out) - 10, " big.bin\r\n"),
+       "LIST: ls -l with the time: %s", out);
+    st.st_mtime = 1600000000; /* 2020: the year */
+    ftp_list_line(out, sizeof out, FTP_LIST, &st, "old", now);
+    ok(strstr(out, " Sep 13  2020 old\r\n") != NULL, "LIST: an old file shows its year: %s", out);
+    ftp_list_line(out, sizeof out, FTP_MLSD, &st, "old", now);
+    is_str(out, "type=file;size=1048576;modify=20200913122640;perm=r; old\r\n", "MLSD facts");
+    st.st_mode = S_IFDIR | 0755;
+    ftp_list_line(out, sizeof out, FTP_MLSD, &st, "d", now);
+    is_str(out, "type=dir;modify=20200913122640;perm=el; d\r\n", "MLSD: a directory");
+    ftp_list_line(out, sizeof out, FTP_LIST, &st, "d", now);
+    ok(!strncmp(out, "drwxr-xr-x ", 11), "LIST: a directory's mode");
+    ftp_list_line(out, sizeof out, FTP_NLST, &st, "d", now);
+    is_str(out, "d\r\n", "NLST: the name");
+    is_int(ftp_list_line(out, 8, FTP_LIST, &st, "d", now), -1, "too small a buffer: -1");
+}
+
 int main(void)
 {
     lines();
@@ -150,6 +180,7 @@ int main(void)
     port_args();
     offsets();
     paths();
+    list_lines();
     printf("1..%d\n", tap_n);
     return tap_failed != 0;
 }
