@@ -8,6 +8,7 @@
 #include "ftp_sess.h"
 #include "gio_os.h"
 #include "tls.h"
+#include "handlers/htaccess.h"
 #include "site/fs.h"
 
 #include <arpa/inet.h>
@@ -49,6 +50,35 @@ static int servable(const struct stat *st)
     return S_ISREG(st->st_mode) && (st->st_mode & S_IROTH);
 }
 
+/* p with a '/' at its end for a directory (htaccess_check starts there). */
+static const char *as_checked(const char *p, int dir, char *buf, size_t cap)
+{
+    size_t n = strlen(p);
+    if (!dir || p[n - 1] == '/' || n + 2 > cap)
+        return p;
+    memcpy(buf, p, n);
+    memcpy(buf + n, "/", 2);
+    return buf;
+}
+
+/*
+ * Would HTTP ask for a password (an .htaccess governs path, or the file its
+ * symlinks lead to)?  Then it is not for anonymous FTP either.  500s (an
+ * unreadable .htaccess) count as protected.
+ */
+static int protected(ftp_sess_t *s, int fd, const char *path, int dir)
+{
+    char real[FTP_PATH_MAX + 2], b1[FTP_PATH_MAX + 2], b2[FTP_PATH_MAX + 2], realm[2];
+    const char *paths[2] = {as_checked(path, dir, b1, sizeof b1), NULL};
+    if (path[1] && fs_path_below(s->root, fd, path + 1, real, sizeof real - 1) == 0 &&
+        strcmp(real, path))
+        paths[1] = as_checked(real, dir, b2, sizeof b2);
+    for (int i = 0; i < 2 && paths[i]; i++)
+        if (htaccess_check(s->root, paths[i], strlen(paths[i]), NULL, 0, realm, sizeof realm))
+            return 1;
+    return 0;
+}
+
 int ftp_open(ftp_sess_t *s, const char *path, struct stat *st)
 {
     if (ftp_path_hidden(path)) {
@@ -58,7 +88,7 @@ int ftp_open(ftp_sess_t *s, const char *path, struct stat *st)
     int fd = fs_open_beneath(s->root, path[1] ? path + 1 : ".", site_root_check(s->site));
     if (fd < 0)
         return -1;
-    if (fstat(fd, st) < 0 || !servable(st)) {
+    if (fstat(fd, st) < 0 || !servable(st) || protected(s, fd, path, S_ISDIR(st->st_mode))) {
         close(fd);
         errno = EACCES;
         return -1;

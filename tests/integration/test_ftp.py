@@ -729,3 +729,28 @@ def test_ipv6_epsv_eprt_and_vhost(gatling):
     f.login()
     assert f.nlst() == ["six.txt"]
     f.quit()
+
+
+def test_htaccess_protected_not_served(gatling):
+    """What HTTP would ask a password for (.htaccess) is not anonymous FTP's."""
+    tree = {"open.txt": "open\n",
+            "locked": {".htaccess": "Realm\nalice:$1$xyz$abcdefghijklmnopqrstuv\n",
+                       "l.txt": "locked\n", "in": {"deep.txt": "deep\n"}},
+            "link.txt": None}
+    srv = start(gatling, tree=tree)
+    os.rmdir(os.path.join(srv.docroot, "link.txt"))
+    os.symlink("locked/l.txt", os.path.join(srv.docroot, "link.txt"))
+    f = client(srv)
+    assert retr(f, "open.txt") == b"open\n"
+    for p in ("locked/l.txt", "/locked/in/deep.txt", "link.txt"):
+        expect_error("550", retr, f, p)
+        expect_error("550", f.size, p)
+    expect_error("550", f.cwd, "locked")
+    expect_error("550", f.cwd, "locked/in")
+    expect_error("550", listing, f, "LIST locked")
+    f.quit()
+    # HTTP agrees: 401
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+    s.sendall(b"GET /locked/l.txt HTTP/1.0\r\n\r\n")
+    assert s.recv(100).startswith(b"HTTP/1.1 401")
+    s.close()
