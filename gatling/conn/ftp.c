@@ -165,6 +165,7 @@ static int open_root(ftp_sess_t *s)
     char name[VHOST_NAME_MAX];
     int which;
     local_name(&s->local, name, sizeof name);
+    snprintf(s->vname, sizeof s->vname, "%.63s", name);
     s->root = vhost_open(s->site->rootfd, cfg->vhosts ? name : NULL, cfg->vhost_only,
                          site_root_check(s->site), &which);
     s->vhost_dir = (uint8_t)which;

@@ -63,6 +63,8 @@ typedef struct ftp_sess {
     uint64_t ubase;            /* APPE: the size the file had */
     uint64_t moved, window_at; /* bytes of the transfer, and at the window's start */
     char xpath[FTP_PATH_MAX];  /* what the transfer is about, for the log */
+    struct fcache_entry *file; /* RETR: the open-file cache's entry, held until sent */
+    char vname[64];            /* "ip:port" of the local address: the cache key's start */
     ftp_addr_t peer, local;
     /* FTPS (AUTH TLS, RFC 4217) */
     struct ssl_st *ssl;   /* the control connection's session, after AUTH TLS */

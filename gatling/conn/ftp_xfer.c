@@ -332,25 +332,63 @@ static int open_upload(ftp_sess_t *s, ftp_verb_t verb, const char *path)
     return 0;
 }
 
+/*
+ * RETR's file from the open-file cache (site/fcache.h), as HTTP's: a file
+ * asked for again within a second costs no open, fstat or .htaccess walk,
+ * and a small one goes out from memory.  The key starts with a byte no Host
+ * name has, so FTP's entries (checked by ftp_open) and HTTP's never meet.
+ */
+#define FTP_KEY_MAX (1 + sizeof((ftp_sess_t *)0)->vname + FTP_PATH_MAX)
+
+static size_t cache_key(const ftp_sess_t *s, const char *path, char *key)
+{
+    size_t vn = strnlen(s->vname, sizeof s->vname - 1), pn = strnlen(path, FTP_PATH_MAX - 1);
+    key[0] = 1;
+    memcpy(key + 1, s->vname, vn);
+    memcpy(key + 1 + vn, path, pn);
+    return 1 + vn + pn;
+}
+
+static fcache_entry_t *retr_file(ftp_sess_t *s, const char *path)
+{
+    char key[FTP_KEY_MAX];
+    size_t n = cache_key(s, path, key);
+    int64_t now = gio_now(loop_of(s));
+    fcache_entry_t *e = fcache_get(s->site->fcache, key, n, now);
+    if (e)
+        return e;
+    fcache_entry_t t = {.fd = -1};
+    t.fd = ftp_open(s, path, &t.st);
+    if (t.fd < 0 || !S_ISREG(t.st.st_mode) || !(t.rel = strdup(path + 1))) {
+        if (t.fd >= 0)
+            close(t.fd);
+        return NULL;
+    }
+    if (!(e = fcache_put(s->site->fcache, key, n, &t, now))) {
+        close(t.fd);
+        free(t.rel);
+    }
+    return e;
+}
+
 /* RETR: the file range onto the batch.  0, or -1 after replying. */
 static int prepare_retr(ftp_sess_t *s, const char *path)
 {
-    struct stat st;
-    int fd = ftp_open(s, path, &st);
-    if (fd < 0 || !S_ISREG(st.st_mode)) {
-        if (fd >= 0)
-            close(fd);
+    fcache_entry_t *e = retr_file(s, path);
+    if (!e)
         return ftp_reply(s, "550 Failed to open file."), -1;
-    }
-    uint64_t size = (uint64_t)st.st_size, off = s->rest;
+    uint64_t size = (uint64_t)e->st.st_size, off = s->rest;
     if (off > size) {
-        close(fd);
+        fcache_release(e);
         return ftp_reply(s, "554 Restart position beyond the end of the file."), -1;
     }
-    if (gio_batch_add_file(&s->dout, fd, off, size - off, GIO_BATCH_CLOSE) < 0) {
-        close(fd);
+    int r = e->data ? gio_batch_add_buf(&s->dout, e->data + off, size - off, 0)
+                    : gio_batch_add_file(&s->dout, e->fd, off, size - off, 0);
+    if (r < 0) {
+        fcache_release(e);
         return ftp_reply(s, "451 Out of memory."), -1;
     }
+    s->file = e; /* released once the batch no longer points into it */
     ftp_reply(s, "150 Opening BINARY mode data connection for %s (%llu bytes).", path,
               (unsigned long long)(size - off));
     return 0;
@@ -461,12 +499,19 @@ void ftp_xfer_abort(ftp_sess_t *s, int code, const char *why)
     if (s->xfer != XFER_NONE || s->xfer_waiting) {
         if (s->xfer != XFER_NONE)
             log_transfer(s, code ? code : 426);
+        if (s->ufd >= 0) { /* the file changed: no cached copy of it may be served */
+            char key[FTP_KEY_MAX];
+            fcache_forget(s->site->fcache, key, cache_key(s, s->xpath, key));
+        }
         if (s->ufd >= 0 && code != 226 && code != 426)
             undo_upload(s); /* a cap or a full disk; an aborted upload keeps what came */
         if (code)
             ftp_reply(s, "%d %s", code, why);
     }
     gio_batch_reset(&s->dout);
+    if (s->file)
+        fcache_release(s->file);
+    s->file = NULL;
     if (s->ufd >= 0)
         close(s->ufd);
     if (s->udir >= 0)
