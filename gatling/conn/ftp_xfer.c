@@ -276,6 +276,15 @@ static int link_connect(ftp_sess_t *s)
     return 0;
 }
 
+/* No control characters in a name an upload makes: listings could not show it. */
+static int plain_name(const char *name)
+{
+    for (; *name; name++)
+        if ((unsigned char)*name < 0x20 || *name == 0x7f)
+            return 0;
+    return 1;
+}
+
 int ftp_upload_dir(ftp_sess_t *s, const char *path, const char **name)
 {
     struct stat st;
@@ -286,7 +295,8 @@ int ftp_upload_dir(ftp_sess_t *s, const char *path, const char **name)
         ftp_reply(s, "550 Uploads are not allowed here.");
         return -1;
     }
-    if (!slash || !slash[1] || strlen(slash + 1) > 255 || ftp_path_hidden(path)) {
+    if (!slash || !slash[1] || strlen(slash + 1) > 255 || ftp_path_hidden(path) ||
+        !plain_name(slash + 1)) {
         ftp_reply(s, "553 File name not allowed.");
         return -1;
     }

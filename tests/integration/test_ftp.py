@@ -489,6 +489,7 @@ def test_uploads(gatling):
     expect_error("550", f.storbinary, "STOR /sub/no.txt", io.BytesIO(b"x"))  # not world-writable
     expect_error("550", f.storbinary, "STOR /no.txt", io.BytesIO(b"x"))
     expect_error("553", f.storbinary, "STOR /pub/.dot", io.BytesIO(b"x"))
+    expect_error("553", f.storbinary, "STOR /pub/a\x01b", io.BytesIO(b"x"))
     # over the cap: 552, and the partial file removed
     assert store_refused(f, "STOR /pub/big.bin", b"y" * 100000).startswith("552")
     assert not os.path.exists(os.path.join(pub, "big.bin"))
