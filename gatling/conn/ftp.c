@@ -67,7 +67,9 @@ static int flush_tls(ftp_sess_t *s)
 /* Send what is queued.  0 (maybe some left: wait for writability), -1 gone. */
 static int flush(ftp_sess_t *s)
 {
-    if (s->ssl && !s->tls_hs)
+    if (s->tls_hs) /* nothing may go out in the clear inside a handshake */
+        return 0;
+    if (s->ssl)
         return s->replen > s->repoff ? flush_tls(s) : 0;
     while (s->repoff < s->replen) {
         ssize_t w =
