@@ -6,6 +6,7 @@
  */
 #include "site/config.h"
 #include "site/elog.h"
+#include "site/spawn.h"
 #include "handover.h"
 #include "gio.h"
 #include "site/mime.h"
@@ -26,6 +27,30 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* -h, its part on dynamic content. */
+static void usage_dynamic(void)
+{
+    fputs(
+        "  -w regex  run files whose path matches regex (POSIX ERE) as CGI programs\n"
+        "            (the original gatling's -C; up to 8 times)\n"
+        "  -z        run world-executable files that start with #! or are ELF as CGI\n"
+        "  -J n      at most n CGI processes at once, then 503 (default 32)\n"
+        "  -Q secs   a CGI may run, and a backend may stay silent, secs (default 30)\n"
+        "  -P rule   send matching paths to a backend: [F/|S/]host/port/regex or\n"
+        "            [F/|S/]unix:path/regex (F/: FastCGI, S/: SCGI, else HTTP;\n"
+        "            the original gatling's -O; up to 16 times)\n",
+        stdout);
+}
+
+/* -h, the FTP options (conn/ftp.h). */
+static void usage_ftp(void)
+{
+    fputs("  -f port[,upload[=bytes]]  anonymous FTP on port (0: any; 21 as root is usual);\n"
+          "            ,upload: STOR/APPE/MKD into world-writable dirs, files <= bytes (64M)\n"
+          "  -U        no FTP uploads, whatever -f says (the original gatling's -U)\n",
+          stdout);
+}
 
 /* -h: the whole usage, on stdout (a bad option gets usage_error()). */
 static void usage(void)
@@ -94,18 +119,11 @@ static void usage(void)
         "  -k path   answer GET path with 200 \"ok\" (503 \"draining\" once a drain has\n"
         "            begun), without touching the disk: a load balancer's health check\n"
         "  -g secs   on TERM or HUP, fail the health check for secs before the\n"
-        "            listeners close (default 0: close at once)\n"
-        "  -w regex  run files whose path matches regex (POSIX ERE) as CGI programs\n"
-        "            (the original gatling's -C; up to 8 times)\n"
-        "  -z        run world-executable files that start with #! or are ELF as CGI\n"
-        "  -J n      at most n CGI processes at once, then 503 (default 32)\n"
-        "  -Q secs   a CGI may run, and a backend may stay silent, secs (default 30)\n"
-        "  -P rule   send matching paths to a backend: [F/|S/]host/port/regex or\n"
-        "            [F/|S/]unix:path/regex (F/: FastCGI, S/: SCGI, else HTTP;\n"
-        "            the original gatling's -O; up to 16 times)\n"
-        "  -f port[,upload[=bytes]]  anonymous FTP on port (0: any; 21 as root is usual);\n"
-        "            ,upload: STOR/APPE/MKD into world-writable dirs, files <= bytes (64M)\n"
-        "  -U        no FTP uploads, whatever -f says (the original gatling's -U)\n"
+        "            listeners close (default 0: close at once)\n",
+        stdout);
+    usage_dynamic();
+    usage_ftp();
+    fputs(
         "  -V        print the version and the IO backend, and exit\n"
         "  -h        print this help, and exit\n"
         "Signals: TERM/INT stop accepting and exit after the responses in flight;\n"
@@ -261,6 +279,7 @@ static void config_defaults(config_t *cfg)
                       .workers = 1,
                       .vhosts = 1,
                       .max_age = -1,
+                      .spawn_fd = -1,
                       .gzip = 1,
                       .mem_file_max = 16384,
                       .tls_port = geteuid() == 0 ? 443 : 4433,
@@ -375,6 +394,25 @@ static int pattern_ok(const char *arg)
     return 1;
 }
 
+/* Dynamic content: -w (CGI patterns), -P (proxy rules). */
+static int dynamic_option(int c, const char *arg, config_t *cfg)
+{
+    switch (c) {
+    case 'w':
+        if (cfg->ncgi_regex == CONFIG_CGI_MAX || !pattern_ok(arg))
+            return bad("w", arg, "not a POSIX extended regular expression (at most 1024 "
+                                 "bytes; -w at most 8 times)");
+        cfg->cgi_regex[cfg->ncgi_regex++] = arg;
+        return -1;
+    case 'P':
+        if (cfg->nproxy_rules == CONFIG_PROXY_RULES || too_long(arg, CONFIG_PATTERN_MAX))
+            return bad("P", arg, "not a proxy rule (at most 1024 bytes; -P at most 16 times)");
+        cfg->proxy_rule[cfg->nproxy_rules++] = arg;
+        return -1;
+    }
+    return 1;
+}
+
 static int parse_ftp(config_t *cfg, const char *arg);
 
 /* -f: FTP.  1 if c is not it, else -1 to go on or an exit code. */
@@ -393,7 +431,8 @@ static int option(int c, char *arg, config_t *cfg)
 {
     int rc;
     if ((rc = int_option(c, arg, cfg)) != 1 || (rc = name_option(c, arg, cfg)) != 1 ||
-        (rc = flag_option(c, cfg)) != 1 || (rc = ftp_option(c, arg, cfg)) != 1)
+        (rc = flag_option(c, cfg)) != 1 || (rc = dynamic_option(c, arg, cfg)) != 1 ||
+        (rc = ftp_option(c, arg, cfg)) != 1)
         return rc;
     switch (c) {
     case 'i':
@@ -456,17 +495,6 @@ static int option(int c, char *arg, config_t *cfg)
             return bad("k", arg, "not a path starting with / (at most 255 bytes, no spaces, "
                                  "controls, ? or #)");
         cfg->health = arg;
-        break;
-    case 'w':
-        if (cfg->ncgi_regex == CONFIG_CGI_MAX || !pattern_ok(arg))
-            return bad("w", arg, "not a POSIX extended regular expression (at most 1024 "
-                                 "bytes; -w at most 8 times)");
-        cfg->cgi_regex[cfg->ncgi_regex++] = arg;
-        break;
-    case 'P':
-        if (cfg->nproxy_rules == CONFIG_PROXY_RULES || too_long(arg, CONFIG_PATTERN_MAX))
-            return bad("P", arg, "not a proxy rule (at most 1024 bytes; -P at most 16 times)");
-        cfg->proxy_rule[cfg->nproxy_rules++] = arg;
         break;
     case 'V': printf("gatling %s (%s)\n", GATLING_VERSION, gio_backend_name()); return 0;
     case 'h': usage(); return 0;
@@ -633,6 +661,21 @@ static int enter_root(const config_t *cfg)
     return 0;
 }
 
+/* The CGI spawner confines itself as main() does below: -c, then -u. */
+static int confine(const config_t *cfg)
+{
+    return enter_root(cfg) < 0 || server_drop_privileges(cfg) < 0 ? -1 : 0;
+}
+
+/* -w, -z: the CGI spawner, started before the chroot and -u (site/spawn.h). */
+static int start_spawner(config_t *cfg)
+{
+    pid_t pid;
+    if (!cfg->ncgi_regex && !cfg->cgi_exec)
+        return 0;
+    return spawn_start(cfg, confine, &cfg->spawn_fd, &pid);
+}
+
 int main(int argc, char **argv)
 {
     config_t cfg;
@@ -670,7 +713,8 @@ int main(int argc, char **argv)
     int passed = n > 0;
     if (passed)
         server_adopt(&cfg, fds, n, lst);
-    if ((!passed && server_listen(&cfg, lst, &n, 0, SERVER_BACKLOG) < 0) || enter_root(&cfg) < 0 ||
+    if ((!passed && server_listen(&cfg, lst, &n, 0, SERVER_BACKLOG) < 0) ||
+        start_spawner(&cfg) < 0 || enter_root(&cfg) < 0 ||
         server_drop_privileges(&cfg) < 0 || server_init(&s, &cfg, mime, lst, n) < 0) {
         tls_store_free(cfg.tls);
         mime_free(mime);

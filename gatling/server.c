@@ -9,6 +9,7 @@
 #include "site/encoding.h"
 #include "site/elog.h"
 #include "handover.h"
+#include "handlers/cgi.h"
 #include "gio_os.h"
 #include "site/jobs.h"
 #include "site/peerlimits.h"
@@ -344,6 +345,8 @@ int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const list
         return -1;
     }
     gio_want(s->loop, jobs_fd(s->site.jobs), GIO_READ);
+    if (cgi_init(&s->site, cfg->spawn_fd) < 0)
+        return -1;
     s->max_conns = conn_cap(cfg);
     limits_cfg_t lc = {.rpm = (unsigned)cfg->rpm,
                        .conns_per_addr = (unsigned)cfg->max_conns_addr,
@@ -623,7 +626,9 @@ int server_run(server_t *s)
                 wake = every;
         }
         wake = grace_check(s, wake);
-        if (gio_wait(s->loop, wake < 0 ? -1 : (int)wake + 1) < 0 && errno != EINTR) {
+        /* connections a producer woke again while they ran: no sleep */
+        int nap = s->conns.poked ? 0 : wake < 0 ? -1 : (int)wake + 1;
+        if (gio_wait(s->loop, nap) < 0 && errno != EINTR) {
             fprintf(stderr, "gatling: %s wait failed: %s\n", gio_backend_name(), strerror(errno));
             return 1;
         }
@@ -662,6 +667,7 @@ int server_run(server_t *s)
             else if (*kind == COOKIE_FTP || *kind == COOKIE_FTP_DATA)
                 ftp_event(kind, fd, 0);
         }
+        conn_set_run_poked(&s->conns);
         alog_flush(&s->site.log);
         grace_check(s, -1);
     }
@@ -681,6 +687,7 @@ void server_free(server_t *s)
     }
     if (s->site.jobs)
         gio_del(s->loop, jobs_fd(s->site.jobs));
+    cgi_free(&s->site);
     site_free(&s->site);
     conn_set_free(&s->conns);
     gio_loop_free(s->loop);

@@ -3,6 +3,7 @@
 #include "worker.h"
 #include "gio.h"
 #include "site/elog.h"
+#include "site/spawn.h"
 #include "handover.h"
 #include "server.h"
 
@@ -102,7 +103,11 @@ static void worker_main(supervisor_t *sv, int i)
         if (!mine)
             close(sv->fds[k]);
     }
-    if (n < 0 || server_drop_privileges(&sv->cfg) < 0)
+    pid_t spawner; /* -w, -z: each worker its own CGI spawner, before -u */
+    int cgi = sv->cfg.ncgi_regex || sv->cfg.cgi_exec;
+    if (n < 0 || (cgi && spawn_start(&sv->cfg, server_drop_privileges, &sv->cfg.spawn_fd,
+                                     &spawner) < 0) ||
+        server_drop_privileges(&sv->cfg) < 0)
         _exit(1);
     if (server_init(&s, &sv->cfg, sv->mime, lst, n) < 0)
         _exit(1);

@@ -26,6 +26,8 @@ pkgs="gcc make libc6-dev libowfat-dev libssl-dev openssl zlib1g-dev liburing-dev
 #  haproxy: test_proxyproto.py puts it in front of gatling with send-proxy-v2;
 #  lftp: test_ftp.py mirrors a tree from gatling's FTP server)
 # slowhttptest, whois (mkpasswd) and openssl: bench/slashdot's attacks and password hashes
+# php-fpm: the FastCGI backend of bench/compare-dynamic (test_compare_dynamic.py)
+pkgs="$pkgs php-fpm"
 [ "$1" = bench ] && pkgs="$pkgs nginx lighttpd h2o slowhttptest whois"
 
 missing=

@@ -36,7 +36,7 @@ const char *conn_state_name(conn_state_t st)
     static const char *const names[] = {"idle",     "head",      "handle", "body",
                                         "dispatch", "wait",      "write",  "linger",
                                         "tarpit",   "handshake", "h2",     "proxy",
-                                        "close"};
+                                        "stream",   "close"};
     return (unsigned)st < sizeof names / sizeof names[0] ? names[st] : "?";
 }
 
@@ -72,10 +72,12 @@ static void set_deadline(conn_t *c, int64_t ms)
    client acknowledged, not the ones the kernel took into its send buffer. */
 static uint64_t moved(const conn_t *c)
 {
-    if (c->state != CONN_WRITE && c->state != CONN_H2)
+    if (c->state != CONN_WRITE && c->state != CONN_H2 && c->state != CONN_STREAM)
         return c->blk->moved;
-    /* HTTP/2: request bodies read count as well as responses sent */
-    uint64_t in = c->state == CONN_H2 ? h2_body_bytes(c->h2) : 0;
+    /* HTTP/2, STREAM: request bodies read count as well as responses sent */
+    uint64_t in = c->state == CONN_H2       ? h2_body_bytes(c->h2)
+                  : c->state == CONN_STREAM ? c->blk->moved
+                                            : 0;
     if (!c->out.bytes_sent) /* a response just begun: nothing to ask the kernel */
         return in;
     uint64_t q = gio_unacked(c->fd);
@@ -148,6 +150,11 @@ static void enter(conn_t *c, conn_state_t st)
         gio_want(c->site->loop, c->fd, 0);
         set_deadline(c, head_ms(c));
         break;
+    case CONN_STREAM: /* st_stream sets it while the client is waited for */
+        c->blk->window_at = moved(c);
+        c->stream_busy = 0;
+        set_deadline(c, 0);
+        break;
     case CONN_H2: /* st_h2 sets its own */
     case CONN_HANDLE:
     case CONN_DISPATCH:
@@ -208,6 +215,28 @@ conn_t *conn_new(conn_set_t *set, site_t *site, int kind, int fd, const struct s
     return c;
 }
 
+/* A producer woke the connection: it runs after the loop's events
+   (conn_set_run_poked), not inside the producer's call. */
+static void poke(void *conn)
+{
+    conn_t *c = conn;
+    if (c->poked)
+        return;
+    c->poked = 1;
+    c->poke_next = c->set->poked;
+    c->set->poked = c;
+}
+
+static void unpoke(conn_t *c)
+{
+    for (conn_t **p = &c->set->poked; c->poked && *p; p = &(*p)->poke_next)
+        if (*p == c) {
+            *p = c->poke_next;
+            c->poked = 0;
+            return;
+        }
+}
+
 /* What a codec is told of its connection. */
 static h1_conn_t conn_facts(conn_t *c)
 {
@@ -217,7 +246,8 @@ static h1_conn_t conn_facts(conn_t *c)
                        .peer = &c->peer.sa,
                        .local_port = c->local_port,
                        .secure = c->tls,
-                       .conn = c};
+                       .conn = c,
+                       .wake = poke};
 }
 
 /* A fresh exchange for the next request, with this connection's facts. */
@@ -241,6 +271,7 @@ static void end_exchange(exchange_t *ex)
 
 static void conn_free(conn_t *c)
 {
+    unpoke(c);
     if (c->blk && c->blk->h1.ex.job) /* the job runs on: it must not come back to us */
         c->blk->h1.ex.job->ex = NULL;
     if (c->counted)
@@ -298,10 +329,11 @@ static void fail(conn_t *c, int status)
 
 static void run(conn_t *c, unsigned events);
 
-/* A stream's job is done: its frames may be waiting (h2.c's wake). */
+/* A stream's job is done, or its producer did something: its frames may
+   be waiting (h2.c's wake). */
 static void h2_wake(void *conn)
 {
-    run(conn, 0);
+    poke(conn);
 }
 
 /* c->h2_busy: streams open or frames queued (a -B window runs); a request
@@ -327,7 +359,7 @@ static int64_t h2_head_left(conn_t *c)
  */
 static void h2_wait(conn_t *c, int progress, unsigned send_want)
 {
-    int busy = h2_streams(c->h2) || !gio_batch_done(&c->out);
+    int busy = h2_streams(c->h2) > h2_waiting(c->h2) || !gio_batch_done(&c->out);
     int64_t head = h2_head_left(c);
     uint8_t was = c->h2_busy;
     if (busy && !(was & CONN_H2_BUSY)) /* a -B window begins, as for WRITE */
@@ -336,6 +368,8 @@ static void h2_wait(conn_t *c, int progress, unsigned send_want)
         set_deadline(c, head);
     else if (busy && (!(was & CONN_H2_BUSY) || (was & CONN_H2_HEAD)))
         set_deadline(c, window_ms(c));
+    else if (!busy && h2_streams(c->h2)) /* only producers awaited: theirs are the deadlines */
+        set_deadline(c, 0);
     else if (!busy && (progress || was))
         set_deadline(c, idle_ms(c));
     c->h2_busy = (uint8_t)((busy ? CONN_H2_BUSY : 0) | (head ? CONN_H2_HEAD : 0));
@@ -569,12 +603,20 @@ static void st_handle(conn_t *c)
         return;
     }
     if (h->body != BODY_NONE) {
+        int streams = router_streams(&h->ex); /* a producer takes it: read it as it takes it */
+        if (!streams && h1_body_too_large(h)) {
+            fail(c, 413);
+            return;
+        }
         size_t n;
         const char *cont = h1_continue(&c->blk->req, c->inlen > c->reqlen, &n);
         if (cont)
             send_small(c, cont, n); /* tiny, on an idle socket */
         c->blk->moved = 0;
-        enter(c, CONN_BODY);
+        if (streams)
+            c->state = CONN_DISPATCH;
+        else
+            enter(c, CONN_BODY);
         return;
     }
     c->state = CONN_DISPATCH;
@@ -592,6 +634,14 @@ static void st_dispatch(conn_t *c)
         return;
     }
     if (!ex->job) {
+        if (ex->producer) {
+            enter(c, CONN_STREAM);
+            return;
+        }
+        if (c->blk->h1.body != BODY_NONE) { /* a body meant for a producer: not read */
+            c->blk->h1.keepalive = 0;
+            c->unread_input = 1;
+        }
         enter(c, CONN_WRITE);
         return;
     }
@@ -684,6 +734,104 @@ static void st_body(conn_t *c)
     }
 }
 
+static void finish_request(conn_t *c);
+
+/* STREAM: the request body, or a tunnel's bytes, to the producer as it
+   takes them; once the body is read, a read only finds a client gone (or a
+   pipelined request, kept).  0, or -1 when the connection ends. */
+static int stream_input(conn_t *c)
+{
+    h1_t *h = &c->blk->h1;
+    for (;;) {
+        int body = h->body != BODY_NONE || (h->tunnel && !h->input_done);
+        if (body) {
+            uint32_t have = c->inlen - c->reqlen, before = have;
+            int r = h1_feed(h, c->blk->in + c->reqlen, &have, 0);
+            c->inlen -= before - have;
+            c->blk->moved += before - have;
+            if (r < 0) /* malformed chunked framing: no trusting the stream */
+                break;
+            if (h->input_held || r == 1)
+                return 0;
+        }
+        if (c->inlen == CONN_IN_CAP) /* pipelined bytes fill the buffer: wait */
+            return 0;
+        long n = conn_read(c, c->blk->in + c->inlen, CONN_IN_CAP - c->inlen);
+        if (n == GIO_AGAIN)
+            return 0;
+        if (n == 0 && h->tunnel) { /* the client is done sending: the producer hears it */
+            uint32_t have = c->inlen - c->reqlen;
+            h1_feed(h, c->blk->in + c->reqlen, &have, 1);
+            return 0;
+        }
+        if (n <= 0) /* the client went: the producer is ended with the exchange */
+            break;
+        c->inlen += (uint32_t)n;
+    }
+    log_request(c);
+    c->state = CONN_CLOSE;
+    return -1;
+}
+
+/* STREAM: what to wait for, and the -B window while the client is waited
+   for (bytes queued for it, or its request body); none while only the
+   producer is. */
+static void stream_wait(conn_t *c, unsigned send_want)
+{
+    h1_t *h = &c->blk->h1;
+    int out = !gio_batch_done(&c->out);
+    int body = h->body != BODY_NONE && !h->input_held;
+    int in = !h->input_held && !(h->tunnel && h->input_done) && c->inlen < CONN_IN_CAP;
+    unsigned want = (out ? send_want : 0) |
+                    (in ? (c->ssl && c->tls_want ? c->tls_want : GIO_READ) : 0);
+    gio_want(c->site->loop, c->fd, want);
+    int busy = out || body;
+    if (busy && !c->stream_busy) {
+        c->blk->window_at = moved(c);
+        set_deadline(c, window_ms(c));
+    } else if (!busy && c->stream_busy) {
+        set_deadline(c, 0);
+    }
+    c->stream_busy = (uint8_t)busy;
+}
+
+/* STREAM: a producer answers (exchange.h).  Its body goes out as it comes;
+   it hears when what is queued fell below EX_STREAM_LOW; the exchange ends
+   when its body is complete and sent. */
+static void st_stream(conn_t *c, unsigned events)
+{
+    h1_t *h = &c->blk->h1;
+    exchange_t *ex = &h->ex;
+    if ((events & GIO_ERROR) || stream_input(c) < 0) {
+        if (c->state != CONN_CLOSE)
+            log_request(c), c->state = CONN_CLOSE;
+        return;
+    }
+    unsigned want = GIO_WRITE;
+    if (!gio_batch_done(&c->out)) {
+        uint64_t before = c->out.bytes_left;
+        long r = c->ssl ? gio_tls_send(c->ssl, &c->out, CONN_SEND_BUDGET, &want)
+                        : gio_send(c->site->loop, c->fd, &c->out, CONN_SEND_BUDGET);
+        if (r == GIO_ERR) {
+            log_request(c); /* the client went away: log what it got */
+            c->state = CONN_CLOSE;
+            return;
+        }
+        if (!h->ended && ex->producer && before >= EX_STREAM_LOW &&
+            c->out.bytes_left < EX_STREAM_LOW)
+            ex->producer->drained(ex);
+    }
+    if (gio_batch_done(&c->out) && h->ended) {
+        if (h->body != BODY_NONE || h->tunnel) { /* a body the producer did not want */
+            h->keepalive = 0;
+            c->unread_input = 1;
+        }
+        finish_request(c);
+        return;
+    }
+    stream_wait(c, want);
+}
+
 /* The response is out: log it, forget the request, go on or close. */
 static void finish_request(conn_t *c)
 {
@@ -763,13 +911,15 @@ static int timed_out(conn_t *c)
     status_counters_t *st = &c->site->stats;
     switch (c->state) {
     case CONN_BODY:
-    case CONN_WRITE: {
+    case CONN_WRITE:
+    case CONN_STREAM: {
         uint64_t need = (uint64_t)c->site->cfg->min_rate * (uint64_t)window_ms(c) / 1000;
         if (moved(c) - c->blk->window_at >= (need ? need : 1)) {
-            enter(c, c->state); /* a new window */
+            c->blk->window_at = moved(c); /* a new window */
+            set_deadline(c, window_ms(c));
             return 1;
         }
-        if (c->state == CONN_WRITE) {
+        if (c->state != CONN_BODY && !gio_batch_done(&c->out)) {
             /* reset, not close: a close would still let the kernel trickle
                out the megabytes in the send queue that the client is slow
                to take, which is what a slow-read attacker wants */
@@ -958,6 +1108,7 @@ static void run(conn_t *c, unsigned events)
         case CONN_HANDSHAKE: st_handshake(c); break;
         case CONN_H2: st_h2(c); break;
         case CONN_PROXY: st_proxy(c); break;
+        case CONN_STREAM: st_stream(c, events); break;
         case CONN_WAIT: /* only a job's end moves it on */
         case CONN_TARPIT:
         case CONN_CLOSE: break;
@@ -994,7 +1145,7 @@ void conn_set_drain(conn_set_t *set)
         else if (c->state == CONN_IDLE || c->state == CONN_HANDSHAKE ||
                  c->state == CONN_PROXY) /* a request may be on its way */
             set_deadline(c, capped_ms(c, CONN_DRAIN_GRACE_MS));
-        else if (c->state == CONN_WAIT) /* answered when the job is done, then closed */
+        else if (c->state == CONN_WAIT || c->state == CONN_STREAM) /* answered, then closed */
             c->blk->h1.keepalive = 0;
         else if (c->state == CONN_H2) { /* GOAWAY; the streams in flight finish */
             h2_goaway(c->h2);
@@ -1007,4 +1158,19 @@ void conn_set_free(conn_set_t *set)
 {
     while (set->nspare > 0)
         free(set->spare[--set->nspare]);
+}
+
+int conn_set_run_poked(conn_set_t *set)
+{
+    for (int round = 0; round < 2 && set->poked; round++) {
+        conn_t *list = set->poked; /* a run may wake others (or itself): the next round's */
+        set->poked = NULL;
+        while (list) {
+            conn_t *c = list;
+            list = c->poke_next;
+            c->poked = 0;
+            run(c, 0);
+        }
+    }
+    return set->poked != NULL;
 }

@@ -10,6 +10,7 @@
  *   HANDSHAKE ─► HEAD                            (HTTPS: the TLS handshake first)
  *   PROXY ─► IDLE/HEAD or HANDSHAKE              (-y: the PROXY header before all)
  *   HANDSHAKE ─► H2 ─► LINGER                    (HTTPS, ALPN h2)
+ *   DISPATCH ─► STREAM ─► IDLE or LINGER         (a producer: CGI, proxy)
  *   HEAD ─► H2                                   (the h2c preface, on the first request)
  *
  * Each state that waits has its own deadline, counted when it fires:
@@ -23,6 +24,9 @@
  *   HANDSHAKE  -s, like a head: bytes that are no TLS handshake close at once
  *   PROXY   -s from the accept, for the PROXY header and the request head
  *           (or the handshake) after it
+ *   STREAM  -B over windows while response bytes are queued or the request
+ *           body is awaited; none while only the producer is awaited (it
+ *           keeps its own deadline, -Q)
  *   H2      -s while a request head is incomplete (until the first request
  *           has ended; a frame begun; a stream's HEADERS without its
  *           END_STREAM), else -T while no stream is open and nothing is
@@ -62,6 +66,7 @@ typedef enum conn_state {
     CONN_HANDSHAKE, /* HTTPS: the TLS handshake */
     CONN_H2,        /* HTTP/2: the codec's session reads and writes (conn/h2.c) */
     CONN_PROXY,     /* -y: reading the PROXY header (proxyproto.h) */
+    CONN_STREAM,    /* a producer answers (CGI, proxy): its body out, the request body in */
     CONN_CLOSE   /* to be freed */
 } conn_state_t;
 
@@ -83,6 +88,7 @@ typedef struct conn_set {
     conn_block_t *spare[CONN_SPARE_BLOCKS];
     int nspare;
     int draining; /* shutting down: every response is the last */
+    struct conn *poked; /* connections a producer woke: run by conn_set_run_poked */
 } conn_set_t;
 
 typedef struct conn {
@@ -103,6 +109,9 @@ typedef struct conn {
     uint8_t tls_drained;  /* the last TLS read found nothing more (GIO_AGAIN) */
     uint8_t h2_busy;      /* H2: streams open or frames queued (-B runs); a head incomplete (-s) */
     uint8_t counted;      /* the peer is counted open in site->limits (-K): close it once */
+    uint8_t poked;        /* on the set's poked list */
+    uint8_t stream_busy;  /* STREAM: the client is waited for (a -B window runs) */
+    struct conn *poke_next;
     struct ssl_st *ssl;   /* HTTPS: the TLS session (from the first ClientHello byte on) */
     struct h2 *h2;        /* HTTP/2: the codec's session (conn/h2.c) */
     uint64_t h2_window_at; /* H2 with streams open: what had moved when the -B window began */
@@ -138,6 +147,14 @@ void conn_event(conn_t *c, unsigned events);
  * now.
  */
 void conn_set_drain(conn_set_t *set);
+
+/*
+ * Run the connections a producer woke (exchange.h: a CGI's or a backend's
+ * events change what a connection has to send or read).  They run here,
+ * after the loop's events, never inside the producer's own call.  Returns
+ * 1 if some were woken again meanwhile (the loop must not sleep).
+ */
+int conn_set_run_poked(conn_set_t *set);
 
 /* Free the spare request blocks (the connections are closed by then). */
 void conn_set_free(conn_set_t *set);

@@ -69,9 +69,11 @@ static void put_head(hbuf_t *b, const h1_t *h, int status, const char *ctype, ui
         hb_puts(b, "\r\nContent-Type: ");
         hb_puts(b, ctype);
     }
-    if (status != 304 && status != 204) {
+    if (status != 304 && status != 204 && len != EX_LEN_STREAM) {
         hb_puts(b, "\r\nContent-Length: ");
         hb_num(b, len);
+    } else if (h->chunked_out) {
+        hb_puts(b, "\r\nTransfer-Encoding: chunked");
     }
     if (mtime >= 0) {
         hb_puts(b, "\r\nLast-Modified: ");
@@ -81,7 +83,9 @@ static void put_head(hbuf_t *b, const h1_t *h, int status, const char *ctype, ui
         hb_puts(b, "\r\nStrict-Transport-Security: max-age=");
         hb_num(b, (uint64_t)s->cfg->hsts);
     }
-    if (!h->keepalive)
+    if (h->tunnel)
+        hb_puts(b, "\r\nConnection: upgrade");
+    else if (!h->keepalive)
         hb_puts(b, "\r\nConnection: close");
     else if (h->http10)
         hb_puts(b, "\r\nConnection: keep-alive");
@@ -134,9 +138,39 @@ static int queue_error(h1_t *h, int status)
     return gio_batch_add_buf(h->out, h->head, head_len + page_len, 0);
 }
 
+/* A producer changed what the connection has to do: it runs soon (never
+   from inside the producer's call, which the run could end). */
+static void wake(h1_t *h)
+{
+    if (h->ex.producer)
+        h->wake(h->ex.conn);
+}
+
+/* A streamed body's framing: chunked; to the close for HTTP/1.0; none for
+   a bodiless status or HEAD; a 101 to an upgradable request makes the
+   connection a tunnel.  0, or -1: a 101 there is no Upgrade for. */
+static int stream_framing(h1_t *h, int status)
+{
+    if (status == 101) {
+        if (!h->ex.upgradable)
+            return -1;
+        h->tunnel = 1;
+        h->keepalive = 0;
+    } else if (status >= 200 && status != 204 && status != 304 && !h->ex.head_only) {
+        if (h->http10)
+            h->keepalive = 0;
+        else
+            h->chunked_out = 1;
+    }
+    return 0;
+}
+
 static int codec_head(exchange_t *ex, int status, const char *ctype, uint64_t len, time_t mtime)
 {
     h1_t *h = h1_of(ex);
+    if (len == EX_LEN_STREAM && stream_framing(h, status) < 0)
+        return queue_error(h, 502) < 0 ? -1 : EX_REPLACED;
+    wake(h);
     hbuf_t b = hb_init(h->head, H1_HEAD_CAP);
     put_head(&b, h, status, ctype, len, mtime);
     if (b.over) { /* a bare 500 instead, its page but none of the fields */
@@ -145,19 +179,56 @@ static int codec_head(exchange_t *ex, int status, const char *ctype, uint64_t le
         return queue_error(h, 500) < 0 ? -1 : EX_REPLACED;
     }
     ex->status = (uint16_t)status;
-    ex->body_len = len;
+    h->streamed = len == EX_LEN_STREAM;
+    ex->body_len = h->streamed ? 0 : len; /* streamed: counted as it comes */
     h->head_len = (uint32_t)hb_len(&b);
     return gio_batch_add_buf(h->out, b.start, hb_len(&b), 0);
 }
 
 static int codec_error(exchange_t *ex, int status)
 {
-    return queue_error(h1_of(ex), status);
+    h1_t *h = h1_of(ex);
+    wake(h);
+    if (ex->producer)
+        h->ended = 1; /* an error page is a whole response */
+    return queue_error(h, status);
+}
+
+/* A chunk (RFC 9112 7.1): its size line, the data by reference, CRLF. */
+static int add_chunk(h1_t *h, const void *p, size_t n, int flags)
+{
+    char *line = malloc(FMT_XLONG + 2);
+    if (!line)
+        return -1;
+    size_t k = fmt_xlong(line, n);
+    memcpy(line + k, "\r\n", 2);
+    if (gio_batch_add_buf(h->out, line, k + 2, GIO_BATCH_FREE) < 0) {
+        free(line);
+        return -1;
+    }
+    /* the size line is queued: a failure from here on leaves the framing
+       broken, and the connection is closed (the caller's -1) */
+    if (gio_batch_add_buf(h->out, p, n, flags & EX_FREE ? GIO_BATCH_FREE : 0) < 0)
+        return -1;
+    return gio_batch_add_buf(h->out, "\r\n", 2, 0);
 }
 
 /* HEAD: the body is dropped here, once for every handler. */
 static int codec_body_buf(exchange_t *ex, const void *p, size_t n, int flags)
 {
+    h1_t *h = h1_of(ex);
+    wake(h);
+    if (h->streamed && !ex->head_only)
+        ex->body_len += n;
+    if (h->chunked_out && !ex->head_only && n) {
+        if (add_chunk(h, p, n, flags) == 0)
+            return 0;
+        h->keepalive = 0;
+        h->ended = 1;
+        if (flags & EX_FREE)
+            free((void *)p);
+        return -1;
+    }
     if (!ex->head_only &&
         gio_batch_add_buf(h1_of(ex)->out, p, n, flags & EX_FREE ? GIO_BATCH_FREE : 0) == 0)
         return 0;
@@ -179,12 +250,49 @@ static int codec_misdirected(exchange_t *ex, const char *host, size_t n)
     return h->ssl && tls_misdirected(ex->site->cfg->tls, h->ssl, host, n);
 }
 
+/* The last chunk, or (to the close, in a tunnel) nothing. */
+static int codec_body_end(exchange_t *ex)
+{
+    h1_t *h = h1_of(ex);
+    wake(h);
+    h->ended = 1;
+    if (!h->chunked_out || ex->head_only)
+        return 0;
+    return gio_batch_add_buf(h->out, "0\r\n\r\n", 5, 0);
+}
+
+/* The client must see the body cut: what is queued goes, then the close,
+   with no last chunk. */
+static void codec_body_abort(exchange_t *ex)
+{
+    h1_t *h = h1_of(ex);
+    wake(h);
+    h->ended = 1;
+    h->keepalive = 0;
+}
+
+static uint64_t codec_queued(const exchange_t *ex)
+{
+    return ((const h1_t *)ex)->out->bytes_left;
+}
+
+static void codec_input_ready(exchange_t *ex)
+{
+    h1_t *h = h1_of(ex);
+    h->input_held = 0;
+    wake(h);
+}
+
 static const ex_codec_t h1_codec = {
     .head = codec_head,
     .error = codec_error,
     .body_buf = codec_body_buf,
     .body_file = codec_body_file,
     .misdirected = codec_misdirected,
+    .body_end = codec_body_end,
+    .body_abort = codec_body_abort,
+    .queued = codec_queued,
+    .input_ready = codec_input_ready,
 };
 
 void h1_exchange_init(exchange_t *ex, const h1_conn_t *f, const ex_codec_t *codec, void *owner)
@@ -204,9 +312,11 @@ void h1_init(h1_t *h, const h1_conn_t *f)
     h1_exchange_init(&h->ex, f, &h1_codec, f->conn);
     h->out = f->out;
     h->ssl = f->ssl;
+    h->wake = f->wake;
     h->head_len = 0;
     h->keepalive = h->http10 = 0;
     h->body = BODY_NONE;
+    h->streamed = h->chunked_out = h->tunnel = h->ended = h->input_held = h->input_done = 0;
 }
 
 /*
@@ -231,6 +341,7 @@ static int framing(h1_t *h, const http_request_t *req)
         if (req->version < 11) /* 9112 6.1: a TE in HTTP/1.0 cannot be trusted */
             return 400;
         h->body = BODY_CHUNKED;
+        h->ex.req_len = -1;
         memset(&h->chunked, 0, sizeof h->chunked);
         return 0;
     }
@@ -239,10 +350,8 @@ static int framing(h1_t *h, const http_request_t *req)
         size_t k = cl->n ? scan_ulonglong(cl->p, &len) : 0;
         if (k == 0 || k != cl->n || k > 18 || http_header_count(req, "Content-Length") > 1)
             return 400;
-        if (len > H1_BODY_MAX)
-            return 413;
         if (len > 0)
-            h->body = BODY_LENGTH, h->body_left = len;
+            h->body = BODY_LENGTH, h->body_left = len, h->ex.req_len = (int64_t)len;
     }
     return 0;
 }
@@ -276,6 +385,79 @@ const char *h1_continue(const http_request_t *req, int body_coming, size_t *len)
     return cont;
 }
 
+int h1_body_too_large(const h1_t *h)
+{
+    return h->body == BODY_LENGTH && h->body_left > H1_BODY_MAX;
+}
+
+/* Offer p[0..n) (last: the body ends with it); the bytes taken. */
+static size_t offer(h1_t *h, const char *p, size_t n, int last)
+{
+    exchange_t *ex = &h->ex;
+    if (!ex->producer)
+        return n; /* the producer has ended: what is left is dropped */
+    size_t k = ex->producer->input(ex, p, n, last);
+    if (k < n)
+        h->input_held = 1;
+    else if (last)
+        h->input_done = 1;
+    return k;
+}
+
+/* Chunked: decode in[0..*have) span by span while the producer takes it. */
+static int feed_chunked(h1_t *h, char *in, uint32_t *have, size_t *used)
+{
+    size_t at = 0, u, d, n;
+    int r = HTTP_CHUNKED_MORE;
+    while (at < *have && !h->input_held) {
+        r = http_chunked_data(&h->chunked, in + at, *have - at, &u, &d, &n);
+        if (r == HTTP_MALFORMED)
+            return -400;
+        size_t k = n ? offer(h, in + at + d, n, 0) : 0;
+        if (k < n) { /* the rest of the span is offered again */
+            http_chunked_unread(&h->chunked, n - k);
+            u -= n - k;
+        }
+        at += u;
+        if (r == HTTP_CHUNKED_DONE)
+            break;
+    }
+    *used = at;
+    return r == HTTP_CHUNKED_DONE;
+}
+
+int h1_feed(h1_t *h, char *in, uint32_t *have, int eof)
+{
+    size_t used = 0;
+    int done;
+    if (h->input_held)
+        return 0;
+    if (h->tunnel) {
+        used = offer(h, in, *have, 0);
+        done = 0;
+    } else if (h->body == BODY_LENGTH) {
+        size_t n = *have < h->body_left ? *have : (size_t)h->body_left;
+        used = n ? offer(h, in, n, n == h->body_left) : 0;
+        h->body_left -= used;
+        done = !h->body_left;
+    } else if (h->body == BODY_CHUNKED) {
+        done = feed_chunked(h, in, have, &used);
+        if (done < 0)
+            return done;
+    } else {
+        done = 1;
+    }
+    memmove(in, in + used, *have - used); /* what follows: the next request */
+    *have -= (uint32_t)used;
+    if (done && h->body == BODY_CHUNKED && !h->input_held)
+        offer(h, "", 0, 1);
+    if (eof && h->tunnel && !*have && !h->input_held)
+        offer(h, "", 0, 1);
+    if (done)
+        h->body = BODY_NONE;
+    return done && !h->input_held;
+}
+
 int h1_request(h1_t *h, const http_request_t *req, int draining, uint32_t requests)
 {
     exchange_t *ex = &h->ex;
@@ -285,6 +467,8 @@ int h1_request(h1_t *h, const http_request_t *req, int draining, uint32_t reques
     ex->req = req;
     ex->http10 = h->http10;
     ex->head_only = req->method.n == 4 && !memcmp(req->method.p, "HEAD", 4);
+    const http_str_t *up = http_header(req, "Upgrade"), *conn = http_header(req, "Connection");
+    ex->upgradable = req->version >= 11 && up && conn && http_list_has(*conn, "upgrade");
     return framing(h, req);
 }
 

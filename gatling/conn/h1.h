@@ -44,6 +44,14 @@ typedef struct h1 {
     uint8_t body;           /* BODY_*: framing of the request body */
     uint64_t body_left;     /* BODY_LENGTH: bytes still to drop */
     http_chunked_t chunked; /* BODY_CHUNKED: where the body's framing is */
+    /* a producer's response (exchange.h): */
+    uint8_t streamed;       /* its head said no length (EX_LEN_STREAM) */
+    uint8_t chunked_out;    /* its body is framed chunked (else to the close, for HTTP/1.0) */
+    uint8_t tunnel;         /* a 101: raw bytes both ways until either side ends */
+    uint8_t ended;          /* the body is complete (ex_body_end) or cut (ex_body_abort) */
+    uint8_t input_held;     /* input() took less than offered: wait for ex_input_ready */
+    uint8_t input_done;     /* input() was told the body ended (last) */
+    void (*wake)(void *conn); /* a producer did something: the connection runs soon */
     char head[H1_HEAD_CAP];
 } h1_t;
 
@@ -56,6 +64,7 @@ typedef struct h1_conn {
     uint16_t local_port;
     uint8_t secure;
     void *conn; /* the connection, for the exchange's owner (a job's return) */
+    void (*wake)(void *conn); /* run the connection soon, not now (a producer's call) */
 } h1_conn_t;
 
 /*
@@ -76,6 +85,20 @@ void h1_init(h1_t *h, const h1_conn_t *f);
  * conflicting framing, 413 over H1_BODY_MAX, 501 for an unknown coding).
  */
 int h1_request(h1_t *h, const http_request_t *req, int draining, uint32_t requests);
+
+/* The request's body is over H1_BODY_MAX, which bounds the bodies dropped
+   (a producer takes any length): 413. */
+int h1_body_too_large(const h1_t *h);
+
+/*
+ * A producer's request body: offer what of it is in in[0..*have) to the
+ * producer (in a tunnel, all of it; eof: the client closed).  Taken bytes
+ * and framing are removed from in (*have shrinks; what follows the body,
+ * a pipelined request, stays).  Returns 1 when the body is done, 0 when it
+ * needs more (or the producer holds back: h->input_held), -400 for
+ * malformed chunked framing.
+ */
+int h1_feed(h1_t *h, char *in, uint32_t *have, int eof);
 
 /* The "100 Continue" to send (NULL: none) for a request with a body, if its
    client waits for it; body_coming: bytes of the body are here already. */

@@ -32,6 +32,7 @@
 #define H2_CLOSED_MEMORY 64            /* streams the client closed, remembered (RFC 9113 5.1) */
 #define H2_MAX_SETTINGS 32             /* entries in one SETTINGS frame (nghttp2 checks) */
 #define H2_WINDOW_SMALL 1024           /* a WINDOW_UPDATE opening less counts towards a flood */
+#define H2_HELD_MAX (4 << 20)          /* request body bytes a connection holds for producers */
 
 /*
  * The floods (stats.h's H2_FLOOD_*): per connection, a bucket of burst
@@ -87,6 +88,18 @@ typedef struct h2_stream {
     uint8_t peer_ended; /* the client ended its side (END_STREAM) or reset the stream */
     uint8_t in_body;  /* its head is complete, its body still coming (dropped, as HTTP/1.1's) */
     uint64_t body_got; /* request body bytes: at most H1_BODY_MAX, as for HTTP/1.1 */
+    /* a producer's stream (exchange.h) */
+    uint8_t early;       /* dispatched at its HEADERS: its body goes to the producer */
+    uint8_t streamed;    /* its head said no length (EX_LEN_STREAM) */
+    uint8_t ended;       /* ex_body_end (or abort) was called */
+    uint8_t data_waits;  /* read_body found no part yet: resume the data when one comes */
+    uint8_t want_drain;  /* more than EX_STREAM_HIGH was queued: tell the producer below LOW */
+    uint8_t input_held;  /* input() took less than offered: the rest is in held */
+    uint8_t input_last;  /* the client ended the body: tell input() once held is empty */
+    uint8_t input_done;  /* input() was told */
+    uint64_t given;      /* body bytes handed over (queued: given - body_sent) */
+    char *held;          /* request body bytes the producer has not taken yet */
+    size_t held_len;
     int64_t begun; /* gio_now() when its HEADERS came: the -s deadline of an incomplete request */
     struct h2_stream *next; /* the session's list of streams */
     uint64_t body_left;     /* body bytes still to frame */
@@ -119,6 +132,8 @@ struct h2 {
     unsigned files;     /* streams holding an open file: at most H2_FILES_MAX */
     unsigned deferred;  /* streams waiting for that */
     unsigned bodies;    /* streams whose request body is coming */
+    unsigned producers; /* streams a producer answers */
+    size_t held_bytes;  /* their request body bytes held (at most H2_HELD_MAX) */
     uint8_t headed;     /* a request's head was complete: the preface's -s is over */
     uint64_t body_bytes; /* request body bytes read: progress for the -B window */
     size_t hdr_bytes;   /* the streams' chunks, in bytes: at most H2_CONN_HDR_CAP */
@@ -249,6 +264,9 @@ static void stream_free(h2_stream_t *s)
         if (s->parts[i].owned)
             free((void *)s->parts[i].p);
     free(s->parts);
+    s->h2->held_bytes -= s->held_len;
+    free(s->held);
+    s->h2->producers -= s->early || s->streamed;
     s->h2->files -= s->has_file;
     for (h2_chunk_t *k = s->chunks, *next; k; k = next) {
         next = k->next;
@@ -283,18 +301,20 @@ static ssize_t read_body(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t l
 {
     (void)ng, (void)id, (void)buf, (void)user;
     h2_stream_t *s = src->ptr;
-    if (!s->body_left) {
+    if (!s->body_left || (s->streamed && s->ended && s->cur >= s->nparts)) {
         *flags |= NGHTTP2_DATA_FLAG_EOF;
         return 0;
     }
-    if (s->cur >= s->nparts)
-        return NGHTTP2_ERR_DEFERRED; /* cannot happen: a body is handed over at once */
+    if (s->cur >= s->nparts) { /* a producer's next piece has not come */
+        s->data_waits = 1;
+        return NGHTTP2_ERR_DEFERRED;
+    }
     h2_part_t *p = &s->parts[s->cur];
     size_t n = p->len < length ? (size_t)p->len : length;
     if (n > s->body_left)
         n = (size_t)s->body_left;
     *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
-    if (n == s->body_left)
+    if (n == s->body_left || (s->streamed && s->ended && s->cur + 1 == s->nparts && n == p->len))
         *flags |= NGHTTP2_DATA_FLAG_EOF;
     return (ssize_t)n;
 }
@@ -354,7 +374,7 @@ static int submit(h2_stream_t *s, int status, const char *ctype, uint64_t len, t
     nv[n++] = NV("date", site_date(site));
     if (ctype)
         nv[n++] = NV("content-type", ctype);
-    if (status != 304 && status != 204) {
+    if (status != 304 && status != 204 && len != EX_LEN_STREAM) {
         b = hb_init(cl, sizeof cl), hb_num(&b, len), hb_str(&b);
         nv[n++] = NV("content-length", cl);
     }
@@ -373,7 +393,11 @@ static int submit(h2_stream_t *s, int status, const char *ctype, uint64_t len, t
             nv[n++] = NV(names[i], ex->fields[i].value);
     }
     ex->status = (uint16_t)status;
-    ex->body_len = len;
+    if (len == EX_LEN_STREAM && !s->streamed) {
+        s->streamed = 1;
+        s->h2->producers += !s->early;
+    }
+    ex->body_len = s->streamed ? 0 : len; /* streamed: counted as it comes */
     s->body_left = ex->head_only || status == 304 || status == 204 ? 0 : len;
     s->answered = 1;
     nghttp2_data_provider dp = {.source.ptr = s, .read_callback = read_body};
@@ -381,9 +405,21 @@ static int submit(h2_stream_t *s, int status, const char *ctype, uint64_t len, t
     return r == 0 ? 0 : -1;
 }
 
+/* A producer did something: the connection runs soon (h2.h's wake). */
+static void wake(h2_stream_t *s)
+{
+    if (s->ex.producer)
+        s->h2->wake(s->h2->f.conn);
+}
+
 static int codec_head(exchange_t *ex, int status, const char *ctype, uint64_t len, time_t mtime)
 {
     h2_stream_t *s = stream_of(ex);
+    wake(s);
+    if (status == 101) /* no tunnel over HTTP/2 (RFC 9113 8.6) */
+        status = 502, len = 0, ex->nfields = 0;
+    if (s->closed)
+        return 0;
     if (ex->fields_over) { /* as h1: a bare 500 instead */
         ex->nfields = 0;
         ex->fields_over = 0;
@@ -396,6 +432,11 @@ static int codec_head(exchange_t *ex, int status, const char *ctype, uint64_t le
 static int codec_error(exchange_t *ex, int status)
 {
     h2_stream_t *s = stream_of(ex);
+    wake(s);
+    if (ex->producer)
+        s->ended = 1; /* an error page is a whole response */
+    if (s->closed)
+        return 0;
     char *page = malloc(RESP_PAGE_MAX);
     if (!page)
         return -1;
@@ -409,17 +450,34 @@ static int codec_error(exchange_t *ex, int status)
     return submit(s, status, "text/html; charset=utf-8", n, -1);
 }
 
+/* A part came: the data provider that waited for it goes on. */
+static void data_comes(h2_stream_t *s)
+{
+    if (s->data_waits && !s->closed) {
+        s->data_waits = 0;
+        nghttp2_session_resume_data(s->h2->ng, s->id);
+    }
+    wake(s);
+}
+
 static int codec_body_buf(exchange_t *ex, const void *p, size_t n, int flags)
 {
     h2_stream_t *s = stream_of(ex);
     int own = (flags & EX_FREE) != 0;
-    if (ex->head_only || !n) {
+    if (ex->head_only || !n || s->closed) { /* closed: a reset stream's producer runs on */
         if (own)
             free((void *)p);
         return 0;
     }
-    if (add_part(s, (h2_part_t){.p = p, .fd = -1, .owned = (uint8_t)own, .len = n}) == 0)
+    if (add_part(s, (h2_part_t){.p = p, .fd = -1, .owned = (uint8_t)own, .len = n}) == 0) {
+        s->given += n;
+        if (s->streamed)
+            ex->body_len += n;
+        if (s->given - s->body_sent > EX_STREAM_HIGH)
+            s->want_drain = 1;
+        data_comes(s);
         return 0;
+    }
     if (own)
         free((void *)p);
     return -1;
@@ -449,6 +507,40 @@ static int codec_hints(exchange_t *ex, const char *link)
     return r == NGHTTP2_ERR_NOMEM ? -1 : 0;
 }
 
+static int codec_body_end(exchange_t *ex)
+{
+    h2_stream_t *s = stream_of(ex);
+    s->ended = 1;
+    data_comes(s);
+    return 0;
+}
+
+static void codec_body_abort(exchange_t *ex)
+{
+    h2_stream_t *s = stream_of(ex);
+    s->ended = 1;
+    if (!s->closed)
+        nghttp2_submit_rst_stream(s->h2->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+    wake(s);
+}
+
+/* A closed stream's producer is told a lot is queued: it stops reading. */
+static uint64_t codec_queued(const exchange_t *ex)
+{
+    const h2_stream_t *s = (const h2_stream_t *)ex;
+    return s->closed ? UINT64_MAX : s->given - s->body_sent;
+}
+
+static void offer_held(h2_stream_t *s);
+
+static void codec_input_ready(exchange_t *ex)
+{
+    h2_stream_t *s = stream_of(ex);
+    s->input_held = 0;
+    offer_held(s);
+    wake(s);
+}
+
 static const ex_codec_t h2_codec = {
     .head = codec_head,
     .error = codec_error,
@@ -456,7 +548,68 @@ static const ex_codec_t h2_codec = {
     .body_file = codec_body_file,
     .misdirected = codec_misdirected,
     .hints = codec_hints,
+    .body_end = codec_body_end,
+    .body_abort = codec_body_abort,
+    .queued = codec_queued,
+    .input_ready = codec_input_ready,
 };
+
+/*
+ * A producer's request body: what it takes is consumed (our WINDOW_UPDATE
+ * lets the client send more: flow control is the back-pressure), what it
+ * does not is held, at most a stream's window and H2_HELD_MAX for the
+ * connection, and offered again at ex_input_ready.
+ */
+static size_t offer(h2_stream_t *s, const uint8_t *p, size_t n, int last)
+{
+    exchange_t *ex = &s->ex;
+    if (!ex->producer && ex->job && !s->closed) { /* a job (a password check) decides who */
+        s->input_held = 1;                         /* takes the body: hold it until then */
+        return 0;
+    }
+    size_t k = ex->producer && !s->closed ? ex->producer->input(ex, (const char *)p, n, last) : n;
+    if (k > n)
+        k = n;
+    if (k)
+        nghttp2_session_consume(s->h2->ng, s->id, k);
+    if (k < n)
+        s->input_held = 1;
+    else if (last)
+        s->input_done = 1;
+    return k;
+}
+
+static void offer_held(h2_stream_t *s)
+{
+    if (!s->held_len) {
+        if (s->input_last && !s->input_done && !s->input_held)
+            offer(s, (const uint8_t *)"", 0, 1);
+        return;
+    }
+    size_t k = offer(s, (uint8_t *)s->held, s->held_len, s->input_last);
+    memmove(s->held, s->held + k, s->held_len - k);
+    s->held_len -= k;
+    s->h2->held_bytes -= k;
+}
+
+/* DATA for a producer's stream: offered, the rest held. */
+static void body_to_producer(h2_stream_t *s, const uint8_t *p, size_t n)
+{
+    h2_t *h = s->h2;
+    size_t k = s->held_len || s->input_held ? 0 : offer(s, p, n, 0);
+    if (k == n)
+        return;
+    char *nh = h->held_bytes + n - k <= H2_HELD_MAX ? realloc(s->held, s->held_len + n - k) : NULL;
+    if (!nh) {
+        nghttp2_session_consume(h->ng, s->id, n - k);
+        nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_ENHANCE_YOUR_CALM);
+        return;
+    }
+    s->held = nh;
+    memcpy(s->held + s->held_len, p + k, n - k);
+    s->held_len += n - k;
+    h->held_bytes += n - k;
+}
 
 /* The connection holds too many request fields: the stream is refused
    (the client may send it again), not answered. */
@@ -741,6 +894,10 @@ static void job_done(job_t *j)
             ex_error(ex, 503, "Retry-After", "1");
         }
     }
+    if (!cancelled && s->early && !ex->job) { /* the body held for the job: to its taker */
+        s->input_held = 0;
+        offer_held(s);
+    }
     h->wake(h->f.conn);
 }
 
@@ -767,7 +924,12 @@ static void body_begins(h2_t *h, h2_stream_t *s)
     unsigned long long len = 0;
     s->in_body = 1, h->bodies++;
     h->headed = 1;
-    if (cl && cl->n && scan_ulonglong(cl->p, &len) == cl->n && len > H1_BODY_MAX) {
+    int known = cl && cl->n && scan_ulonglong(cl->p, &len) == cl->n;
+    s->ex.req_len = known ? (int64_t)len : -1;
+    if (!s->bad && !s->refused && router_streams(&s->ex)) { /* a producer takes it as it comes */
+        s->early = 1;
+        h->producers++;
+    } else if (known && len > H1_BODY_MAX) {
         answer_early(h, s, 413);
         return;
     }
@@ -777,15 +939,22 @@ static void body_begins(h2_t *h, h2_stream_t *s)
             {(uint8_t *)":status", (uint8_t *)"100", 7, 3, NGHTTP2_NV_FLAG_NONE}};
         nghttp2_submit_headers(h->ng, NGHTTP2_FLAG_NONE, s->id, NULL, cont, 1, NULL);
     }
+    if (s->early)
+        dispatch(h, s);
 }
 
 static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t *p,
                          size_t n, void *user)
 {
-    (void)flags, (void)p;
+    (void)flags;
     h2_t *h = user;
     h->body_bytes += n;
     h2_stream_t *s = nghttp2_session_get_stream_user_data(ng, id);
+    if (s && s->early) {
+        body_to_producer(s, p, n);
+        return 0;
+    }
+    nghttp2_session_consume(ng, id, n); /* dropped: the window opens at once */
     if (s && s->in_body && (s->body_got += n) > H1_BODY_MAX)
         answer_early(h, s, 413);
     return 0;
@@ -799,8 +968,14 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *fr, void *use
         s->peer_ended = 1;
     if ((fr->hd.type != NGHTTP2_HEADERS && fr->hd.type != NGHTTP2_DATA) || !s)
         return 0;
-    if (fr->hd.flags & NGHTTP2_FLAG_END_STREAM)
+    if (fr->hd.flags & NGHTTP2_FLAG_END_STREAM) {
         s->peer_ended = 1;
+        if (s->early) { /* the producer hears the end once it took the rest */
+            body_ends(h, s);
+            s->input_last = 1;
+            offer_held(s);
+        }
+    }
     if (s->dispatched || s->deferred || s->refused)
         return 0;
     if (!(fr->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
@@ -868,16 +1043,17 @@ static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *fr, void *use
     if (fr->hd.type == NGHTTP2_RST_STREAM && !h->goaway_sent &&
         flood_take(h, H2_FLOOD_RESET_SENT) < 0)
         nghttp2_session_terminate_session(ng, NGHTTP2_ENHANCE_YOUR_CALM);
+    /* a response complete while its request is not (answer_early, a
+       producer that did not want the whole body): end the stream */
+    if ((fr->hd.type == NGHTTP2_DATA || fr->hd.type == NGHTTP2_HEADERS) &&
+        (fr->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
+        nghttp2_session_get_stream_remote_close(ng, fr->hd.stream_id) == 0)
+        nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, fr->hd.stream_id, NGHTTP2_NO_ERROR);
     if (fr->hd.type != NGHTTP2_GOAWAY)
         return 0;
     h->goaway_sent = 1;
     if (fr->goaway.error_code != NGHTTP2_NO_ERROR)
         h->f.site->stats.h2_errors++;
-    /* a response complete while its request is not (answer_early): end the stream */
-    if ((fr->hd.type == NGHTTP2_DATA || fr->hd.type == NGHTTP2_HEADERS) &&
-        (fr->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
-        nghttp2_session_get_stream_remote_close(ng, fr->hd.stream_id) == 0)
-        nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, fr->hd.stream_id, NGHTTP2_NO_ERROR);
     return 0;
 }
 
@@ -929,6 +1105,9 @@ static nghttp2_option *options(void)
     nghttp2_option_set_max_outbound_ack(o, 1000);
     nghttp2_option_set_max_continuations(o, 8);
     nghttp2_option_set_builtin_recv_extension_type(o, NGHTTP2_PRIORITY_UPDATE);
+    /* request bodies are consumed as they are taken: a producer's by what
+       it takes (back-pressure), a dropped one at once (on_data_chunk) */
+    nghttp2_option_set_no_auto_window_update(o, 1);
     return o;
 }
 
@@ -1157,7 +1336,23 @@ int h2_recv(h2_t *h, const uint8_t *p, size_t n)
     return h->fatal ? -1 : 0;
 }
 
-/* The streams that closed while the batch held their bytes: free them now. */
+/* The parts of s sent whole: the batch, done, holds no reference to them
+   any more.  A streamed body's memory is what is queued, not all it sent. */
+static void release_sent(h2_stream_t *s)
+{
+    unsigned k = s->cur;
+    if (!k)
+        return;
+    for (unsigned i = 0; i < k; i++)
+        if (s->parts[i].owned)
+            free((void *)s->parts[i].p);
+    memmove(s->parts, s->parts + k, (s->nparts - k) * sizeof *s->parts);
+    s->nparts -= k;
+    s->cur = 0;
+}
+
+/* The streams that closed while the batch held their bytes: free them now;
+   the others' parts that were sent. */
 static void sweep(h2_t *h)
 {
     for (h2_stream_t **pp = &h->all, *s; (s = *pp);) {
@@ -1165,6 +1360,7 @@ static void sweep(h2_t *h)
             *pp = s->next;
             stream_free(s);
         } else {
+            release_sent(s);
             pp = &s->next;
         }
     }
@@ -1178,6 +1374,18 @@ static void sweep(h2_t *h)
         h->deferred--;
         dispatch(h, first);
     }
+}
+
+/* Producers that stopped above EX_STREAM_HIGH hear that their queue fell
+   below EX_STREAM_LOW (they may hand over more at once: the next fill). */
+static void drained(h2_t *h)
+{
+    for (h2_stream_t *s = h->producers ? h->all : NULL; s; s = s->next)
+        if (s->want_drain && !s->closed && s->given - s->body_sent < EX_STREAM_LOW) {
+            s->want_drain = 0;
+            if (s->ex.producer && !s->ended)
+                s->ex.producer->drained(&s->ex);
+        }
 }
 
 long h2_fill(h2_t *h, size_t max)
@@ -1200,6 +1408,7 @@ long h2_fill(h2_t *h, size_t max)
         return -1;
     if (!h->f.out->bytes_left && !h->all)
         pend_reset(h, 0);
+    drained(h);
     return (long)h->f.out->bytes_left;
 }
 
@@ -1217,6 +1426,15 @@ int h2_done(const h2_t *h)
 unsigned h2_streams(const h2_t *h)
 {
     return h->open;
+}
+
+unsigned h2_waiting(const h2_t *h)
+{
+    unsigned n = 0;
+    for (const h2_stream_t *s = h->producers ? h->all : NULL; s; s = s->next)
+        n += !s->closed && s->ex.producer && !s->ended && s->given == s->body_sent &&
+             !s->in_body;
+    return n;
 }
 
 unsigned h2_bodies(const h2_t *h)

@@ -70,6 +70,11 @@ int h2_done(const h2_t *h);
 /* Streams open (being answered). */
 unsigned h2_streams(const h2_t *h);
 
+/* Of those, the ones that wait only for their producer (a CGI, a backend:
+   nothing queued, the request body complete): not the client's doing, so
+   no -B window runs for them. */
+unsigned h2_waiting(const h2_t *h);
+
 /* Streams whose request body is still coming, and the body bytes read in
    all (they are progress, as bytes sent are, for the -B window). */
 unsigned h2_bodies(const h2_t *h);

@@ -1,5 +1,6 @@
 /* Request checks and dispatch: see router.h. */
 #include "router.h"
+#include "cgi.h"
 #include "http/hbuf.h"
 #include "site/site.h"
 #include "status.h"
@@ -81,6 +82,9 @@ int router_dispatch(exchange_t *ex)
     }
     if (!ex->secure && cfg->https_redirect && cfg->tls && !cfg->tls_skipped)
         return redirect_https(ex, req, host);
+    int cgi = cgi_serve(ex); /* any method: the script decides */
+    if (cgi != CGI_NOT_MINE)
+        return cgi;
     if (method_is(req, "GET") || method_is(req, "HEAD"))
         return static_serve(ex);
     if (method_is(req, "OPTIONS")) {
@@ -96,6 +100,5 @@ int router_dispatch(exchange_t *ex)
 
 int router_streams(exchange_t *ex)
 {
-    (void)ex;
-    return 0; /* no producers yet: cgi.c and proxy.c answer here */
+    return cgi_match(ex);
 }

@@ -49,6 +49,21 @@ static size_t rows_ftp(const status_counters_t *st, row_t *r, size_t n, size_t c
     return n;
 }
 
+/* The rows of dynamic content (handlers/cgi.c) after r[0..n): the new n. */
+static size_t dynamic_rows(const status_counters_t *st, row_t *r, size_t n, size_t cap)
+{
+    const row_t d[] = {
+        {"cgi_spawned", "CGI processes started", st->cgi_spawned},
+        {"cgi_killed", "CGI processes killed: deadline (-Q) or client gone", st->cgi_killed},
+        {"cgi_refused", "CGI requests refused: over -J, spawner busy or gone, 503",
+         st->cgi_refused},
+        {"cgi_failed", "CGI processes without a valid head: 502", st->cgi_failed},
+    };
+    for (size_t i = 0; i < sizeof d / sizeof d[0] && n < cap; i++)
+        r[n++] = d[i];
+    return n;
+}
+
 /* The rows, in the order shown (at most cap); the same list makes both forms. */
 static size_t rows(const site_t *s, row_t *r, size_t cap, int64_t now)
 {
@@ -124,6 +139,7 @@ static size_t rows(const site_t *s, row_t *r, size_t cap, int64_t now)
     ROW("proxy_timeout", "timed out: PROXY header (-s)", st->proxy_timeout);
     ROW("health_ok", "health checks (-k): 200", st->health_ok);
     ROW("health_failed", "health checks (-k): 503, draining", st->health_failed);
+    n = dynamic_rows(st, r, n, cap);
     ROW("draining", "draining: health checks fail (-g), listeners closing", s->draining);
     n = rows_ftp(st, r, n, cap);
 #undef ROW

@@ -475,9 +475,11 @@ static int trailer(http_chunked_t *st, unsigned char ch)
     return HTTP_MALFORMED;
 }
 
-int http_chunked_skip(http_chunked_t *st, const char *buf, size_t len, size_t *used)
+int http_chunked_data(http_chunked_t *st, const char *buf, size_t len, size_t *used,
+                      size_t *data_at, size_t *data_len)
 {
     size_t i = 0;
+    *data_len = 0;
     while (i < len) {
         unsigned char ch = (unsigned char)buf[i];
         int r;
@@ -489,12 +491,14 @@ int http_chunked_skip(http_chunked_t *st, const char *buf, size_t len, size_t *u
             st->state = st->left ? CH_DATA : CH_TR_START;
             st->linelen = 0;
             break;
-        case CH_DATA: {
+        case CH_DATA: { /* a span of data: the caller takes it before we go on */
             size_t k = len - i < st->left ? len - i : (size_t)st->left;
-            st->left -= k, st->total += k, i += k;
+            st->left -= k, st->total += k;
             if (!st->left)
                 st->state = CH_DATA_CR;
-            break;
+            *data_at = i, *data_len = k;
+            *used = i + k;
+            return HTTP_CHUNKED_MORE;
         }
         case CH_DATA_CR:
             i++;
@@ -537,4 +541,23 @@ int http_chunked_skip(http_chunked_t *st, const char *buf, size_t len, size_t *u
     }
     *used = i;
     return HTTP_CHUNKED_MORE;
+}
+
+int http_chunked_skip(http_chunked_t *st, const char *buf, size_t len, size_t *used)
+{
+    size_t at = 0, u, d, n;
+    int r;
+    do {
+        r = http_chunked_data(st, buf + at, len - at, &u, &d, &n);
+        at += u;
+    } while (r == HTTP_CHUNKED_MORE && n && at < len);
+    *used = at;
+    return r;
+}
+
+void http_chunked_unread(http_chunked_t *st, size_t n)
+{
+    st->left += n;
+    st->total -= n;
+    st->state = CH_DATA;
 }

@@ -123,4 +123,16 @@ enum { HTTP_CHUNKED_MORE = 0, HTTP_CHUNKED_DONE = 1 };
  */
 int http_chunked_skip(http_chunked_t *st, const char *buf, size_t len, size_t *used);
 
+/*
+ * The same, decoding: consume framing up to and including the first span of
+ * chunk data, which is buf[*data_at .. *data_at + *data_len) (*data_len 0:
+ * none came, all of buf was framing, or the body is done).  Returns as
+ * http_chunked_skip.  A caller that could take only part of the span gives
+ * the rest back with http_chunked_unread(st, untaken) and offers the same
+ * bytes again later.
+ */
+int http_chunked_data(http_chunked_t *st, const char *buf, size_t len, size_t *used,
+                      size_t *data_at, size_t *data_len);
+void http_chunked_unread(http_chunked_t *st, size_t n);
+
 #endif

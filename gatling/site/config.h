@@ -89,6 +89,7 @@ typedef struct config {
     int uid, gid; /* -u's ids, looked up before any chroot; -1 = stay */
     struct tls_store *tls; /* the certificates (tls.h), loaded before any chroot; NULL: no HTTPS */
     int tls_skipped;       /* the default HTTPS port was busy: HTTP only */
+    int spawn_fd;          /* the CGI spawner's socket (site/spawn.h); -1: none */
 } config_t;
 
 #endif

@@ -111,12 +111,12 @@ void elog_note(elog_t *l, int64_t now, const char *text)
         (void)!write(STDERR_FILENO, b.start, hb_len(&b));
 }
 
-void elog_error(elog_t *l, int64_t now, const char *call, int err, const struct sockaddr *peer,
-                const char *detail)
+/* The per-second budget of rate-limited lines: 1 if this one may go. */
+static int admit(elog_t *l, int64_t now)
 {
-    if (l->fd < 0)
-        return;
     char line[ELOG_LINE_MAX];
+    if (l->fd < 0)
+        return 0;
     if (now != l->second) {
         l->second = now;
         l->lines = 0;
@@ -133,9 +133,31 @@ void elog_error(elog_t *l, int64_t now, const char *call, int err, const struct 
     }
     if (l->lines >= ELOG_PER_SECOND) {
         l->dropped++;
-        return;
+        return 0;
     }
     l->lines++;
+    return 1;
+}
+
+void elog_text(elog_t *l, int64_t now, const char *what, const char *text)
+{
+    if (!admit(l, now))
+        return;
+    char line[ELOG_LINE_MAX];
+    hbuf_t b = hb_init(line, sizeof line);
+    put_prefix(&b, now);
+    put_escaped(&b, what);
+    hb_puts(&b, ": ");
+    put_escaped(&b, text);
+    write_line(l, &b);
+}
+
+void elog_error(elog_t *l, int64_t now, const char *call, int err, const struct sockaddr *peer,
+                const char *detail)
+{
+    if (!admit(l, now))
+        return;
+    char line[ELOG_LINE_MAX];
     hbuf_t b = hb_init(line, sizeof line);
     put_prefix(&b, now);
     hb_puts(&b, call);

@@ -49,6 +49,12 @@ void elog_error(elog_t *l, int64_t now, const char *call, int err, const struct 
                 const char *detail);
 
 /*
+ * A line of someone else's words (a CGI script's stderr): "what: text",
+ * both escaped, rate-limited with elog_error's lines.
+ */
+void elog_text(elog_t *l, int64_t now, const char *what, const char *text);
+
+/*
  * An event an admin wants to see (a binary upgrade, ...): one line, not
  * rate-limited, escaped; also on stderr when the log is a -q file.
  */

@@ -24,6 +24,7 @@
 struct enc_cache;
 struct jobs;
 struct limits;
+struct cgi_loop;
 
 #define SITE_MDATES 16 /* a power of two */
 
@@ -35,6 +36,7 @@ typedef struct site {
     struct enc_cache *gzcache; /* on-the-fly gzip; NULL with -Z */
     struct jobs *jobs;         /* worker threads for what must leave the loop */
     struct limits *limits;     /* per client address: -K, -A, failed logins */
+    struct cgi_loop *cgi;      /* handlers/cgi.c's state; NULL: no CGI */
     int rootfd;                /* the document root, opened once */
     char *root_real;           /* its canonical path, for symlink checks */
     alog_t log;

@@ -63,6 +63,10 @@ typedef struct status_counters {
     uint64_t proxy_timeout;    /* -y: PROXY headers not complete in time (-s), closed */
     uint64_t health_ok;        /* -k: health checks answered 200 */
     uint64_t health_failed;    /* -k: health checks answered 503 (draining) */
+    uint64_t cgi_spawned;      /* CGI processes started (handlers/cgi.c) */
+    uint64_t cgi_killed;       /* ... killed: at the deadline (-Q), or the client went first */
+    uint64_t cgi_refused;      /* CGI requests refused: over -J, spawner busy or gone, 503 */
+    uint64_t cgi_failed;       /* CGI processes that gave no (valid) head: 502 */
     uint64_t ftp_sessions;     /* -f: FTP control connections accepted */
     uint64_t ftp_logins;       /* ... logged in (anonymous, ftp) */
     uint64_t ftp_downloads;    /* RETRs completed (226) */

@@ -1,0 +1,3 @@
+<?php
+header("Content-Type: text/plain");
+echo str_repeat("dynamic!", 128);

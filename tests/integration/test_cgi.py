@@ -1,0 +1,551 @@
+"""CGI (handlers/cgi.c, site/spawn.c): scripts in sh and python3 made here
+in the served tree, run through the spawner: the environment (every
+variable, httpoxy, REMOTE_USER only after gatling checked the password),
+request bodies both ways (Content-Length and chunked), a large response read
+slowly while the server's memory stays bounded, Status/Location, malformed
+heads, the -Q deadline, early exits, stderr to the error log, the client
+leaving, the -J cap, -z, -W, a dead spawner, and no CGI without -w/-z.
+Runs in the http, https and h2 passes."""
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+from conftest import (H2, TLS, Client, Mode, assert_status, build_request, fetch, h1_only,
+                      url)
+from h3util import basic_auth, crypt_hash, curl, module_server, wait_for
+
+SH = "#!/bin/sh\n"
+PY = "#!/usr/bin/python3\n"
+
+SCRIPTS = {
+    "env.sh": SH + "printf 'Content-Type: text/plain\\r\\n\\r\\n'\nenv\n",
+    "env.py": PY + (
+        "import json, os, sys\n"
+        "body = sys.stdin.buffer.read()\n"
+        "out = json.dumps({'env': dict(os.environ), 'body': len(body)}).encode()\n"
+        "sys.stdout.buffer.write(b'Content-Type: application/json\\r\\n'\n"
+        "                        b'Content-Length: %d\\r\\n\\r\\n' % len(out) + out)\n"),
+    "echo.py": PY + (
+        "import sys\n"
+        "data = sys.stdin.buffer.read()\n"
+        "sys.stdout.buffer.write(b'Content-Type: application/octet-stream\\r\\n'\n"
+        "                        b'Content-Length: %d\\r\\n\\r\\n' % len(data) + data)\n"),
+    "echo.sh": SH + "printf 'Content-Type: application/octet-stream\\r\\n\\r\\n'\ncat\n",
+    "big.py": PY + (
+        "import os, sys\n"
+        "n = int(os.environ.get('QUERY_STRING') or '64')\n"
+        "block = bytes(range(256)) * 256\n"
+        "out = sys.stdout.buffer\n"
+        "out.write(b'Content-Type: application/octet-stream\\r\\n\\r\\n')\n"
+        "for _ in range(n * 16):\n"
+        "    out.write(block)\n"
+        "out.flush()\n"),
+    "status.sh": SH + ("printf 'Status: 404 Nothing Here\\r\\nContent-Type: text/plain\\r\\n"
+                       "X-Cgi: yes\\r\\n\\r\\nnot here\\n'\n"),
+    "location.sh": SH + "printf 'Location: /elsewhere?a=1\\r\\n\\r\\n'\n",
+    "malformed.sh": SH + "printf 'this is no header\\r\\n\\r\\nbody'\n",
+    "inject.sh": SH + "printf 'Content-Type: text/plain\\rX-Injected: 1\\r\\n\\r\\nbody'\n",
+    "early.sh": SH + "exit 3\n",
+    "stderr.sh": SH + ("echo \"oops: a line on stderr $QUERY_STRING\" >&2\n"
+                       "printf 'Content-Type: text/plain\\r\\n\\r\\nok\\n'\n"),
+    "hang.sh": SH + "echo $$ > ../pids/hang-$QUERY_STRING\nsleep 1000\n",
+    "slow.sh": SH + ("echo $$ > ../pids/slow-$QUERY_STRING\n"
+                     "printf 'Content-Type: text/plain\\r\\n\\r\\n'\n"
+                     "while :; do echo tick; sleep 0.05; done\n"),
+    "nph.sh": SH + "printf 'HTTP/1.1 201 Made\\r\\nContent-Type: text/plain\\r\\n\\r\\nmade\\n'\n",
+}
+
+PW = "wonderland"
+
+
+def tree():
+    cgi = {name: Mode(text, 0o755) for name, text in SCRIPTS.items()}
+    cgi["noexec.sh"] = Mode(SCRIPTS["env.sh"], 0o644)  # matches -w, cannot be run
+    cgi["priv"] = {
+        ".htaccess": ("Members\n\nalice:%s\n" % crypt_hash(PW)).encode(),
+        "env.sh": Mode(SCRIPTS["env.sh"], 0o755),
+        "echo.py": Mode(SCRIPTS["echo.py"], 0o755),
+    }
+    return {"cgi": cgi, "pids": {}, "plain.txt": "static\n"}
+
+
+@pytest.fixture(scope="module")
+def srv(build, tmp_path_factory):
+    # ASan's quarantine would keep every freed piece of the 64 MiB body for a
+    # while: small, so that the server's RSS still says what it holds
+    env = {"ASAN_OPTIONS": "abort_on_error=0:detect_leaks=1:quarantine_size_mb=4"}
+    yield from module_server(build, tmp_path_factory, "cgi", tree(),
+                             args=("-T", "10", "-S", "-w", r"\.(sh|py)$", "-Q", "30"),
+                             env=env if build.sanitized else None)
+
+
+@pytest.fixture(scope="module")
+def quick(build, tmp_path_factory):
+    """-Q 2 and -J 1: the deadline and the cap."""
+    yield from module_server(build, tmp_path_factory, "cgiq", tree(),
+                             args=("-T", "10", "-S", "-w", r"\.sh$", "-Q", "2", "-J", "1"))
+
+
+def counters(port):
+    r = fetch(port, "/server-status?json")
+    assert_status(r, 200, "server-status")
+    return json.loads(r.body)
+
+
+def env_of(body):
+    return dict(line.split("=", 1) for line in body.decode().splitlines() if "=" in line)
+
+
+def group_alive(pgid):
+    """Processes of group pgid that are not zombies."""
+    alive = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % p) as f:
+                st = f.read()
+        except OSError:
+            continue
+        fields = st[st.rindex(")") + 2:].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            alive.append(int(p))
+    return alive
+
+
+def read_pid(srv, name, timeout=5.0):
+    path = os.path.join(srv.docroot, "pids", name)
+    assert wait_for(lambda: os.path.exists(path) and open(path).read().strip(), timeout), (
+        "the script never wrote %s" % path)
+    return int(open(path).read())
+
+
+def rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+# --------------------------------------------------------------------------
+# the environment
+
+def test_environment(srv):
+    r = fetch(srv.port, "/cgi/env.sh/a/b?x=1&y", headers=[
+        "Proxy: http://evil.example:1", "X-Test: one", "X-Test: two", "X_Under: u",
+        "Authorization: Basic eDp5"])
+    assert_status(r, 200, "env.sh")
+    e = env_of(r.body)
+    root = os.path.realpath(srv.docroot)
+    want = {
+        "GATEWAY_INTERFACE": "CGI/1.1", "SERVER_SOFTWARE": "gatling/0.1",
+        "SERVER_NAME": "localhost", "SERVER_PORT": str(srv.port),
+        "SERVER_PROTOCOL": "HTTP/2.0" if H2 else "HTTP/1.1", "REQUEST_METHOD": "GET",
+        "REQUEST_URI": "/cgi/env.sh/a/b?x=1&y", "QUERY_STRING": "x=1&y",
+        "SCRIPT_NAME": "/cgi/env.sh", "SCRIPT_FILENAME": root + "/cgi/env.sh",
+        "PATH_INFO": "/a/b", "PATH_TRANSLATED": root + "/a/b", "DOCUMENT_ROOT": root,
+        "REMOTE_ADDR": "127.0.0.1", "REDIRECT_STATUS": "200", "HTTP_X_TEST": "one, two",
+        "PWD": root + "/cgi",
+    }
+    for k, v in want.items():
+        assert e.get(k) == v, "%s: %r, wanted %r\n%s" % (k, e.get(k), v, r.body.decode())
+    assert 0 < int(e["REMOTE_PORT"]) < 65536
+    assert e.get("HTTPS") == ("on" if TLS else None)
+    assert "HTTP_PROXY" not in e, "httpoxy: the Proxy field reached the script"
+    assert "HTTP_X_UNDER" not in e, "a field name with '_' must not be passed"
+    assert "HTTP_AUTHORIZATION" not in e and "REMOTE_USER" not in e and "AUTH_TYPE" not in e
+    assert "CONTENT_LENGTH" not in e and "CONTENT_TYPE" not in e
+
+
+def test_environment_python_post(srv):
+    r = fetch(srv.port, "/cgi/env.py", method="POST", body=b"a=1&b=2",
+              headers=["Content-Type: application/x-www-form-urlencoded", "Content-Length: 7"])
+    assert_status(r, 200, "env.py")
+    got = json.loads(r.body)
+    e = got["env"]
+    assert got["body"] == 7
+    assert e["REQUEST_METHOD"] == "POST" and e["CONTENT_LENGTH"] == "7"
+    assert e["CONTENT_TYPE"] == "application/x-www-form-urlencoded"
+    assert "HTTP_CONTENT_TYPE" not in e and "HTTP_CONTENT_LENGTH" not in e
+    assert "PATH_INFO" not in e and e["QUERY_STRING"] == ""
+
+
+def test_remote_user_only_after_a_good_password(srv):
+    r = fetch(srv.port, "/cgi/priv/env.sh")
+    assert_status(r, 401, "no credentials")
+    assert b"REMOTE_USER" not in r.body
+    r = fetch(srv.port, "/cgi/priv/env.sh", headers=[basic_auth("alice", "wrong")])
+    assert_status(r, 401, "a wrong password")
+    r = fetch(srv.port, "/cgi/priv/env.sh", headers=[basic_auth("alice", PW)])
+    assert_status(r, 200, "the right password")
+    e = env_of(r.body)
+    assert e.get("REMOTE_USER") == "alice" and e.get("AUTH_TYPE") == "Basic"
+    assert "HTTP_AUTHORIZATION" not in e, "the password must not reach the script"
+    # a body waits while the password is checked on a worker thread
+    data = os.urandom(200000)
+    r = fetch(srv.port, "/cgi/priv/echo.py", method="POST", body=data,
+              headers=[basic_auth("alice", PW), "Content-Length: %d" % len(data)], timeout=20)
+    assert_status(r, 200, "POST behind .htaccess")
+    assert r.body == data
+    r = fetch(srv.port, "/cgi/priv/echo.py", method="POST", body=data,
+              headers=[basic_auth("alice", "nope"), "Content-Length: %d" % len(data)])
+    assert_status(r, 401, "POST with a wrong password")
+
+
+# --------------------------------------------------------------------------
+# bodies
+
+def test_post_echo_content_length(srv):
+    data = os.urandom(1 << 20)
+    for script in ("echo.py", "echo.sh"):
+        r = fetch(srv.port, "/cgi/" + script, method="POST", body=data,
+                  headers=["Content-Length: %d" % len(data)], timeout=20)
+        assert_status(r, 200, script)
+        assert r.body == data, "%s: %d bytes back of %d" % (script, len(r.body), len(data))
+
+
+@h1_only("a chunked request body")
+def test_post_echo_chunked(srv):
+    data = os.urandom(300000)
+    chunks = b"".join(b"%x\r\n%s\r\n" % (len(data[i:i + 7000]), data[i:i + 7000])
+                      for i in range(0, len(data), 7000)) + b"0\r\n\r\n"
+    for script in ("echo.py", "echo.sh"):
+        with Client(srv.port, timeout=20) as c:
+            c.send(build_request("/cgi/" + script, "POST", headers=[
+                "Transfer-Encoding: chunked"]) + chunks)
+            r = c.read_response("POST")
+        assert_status(r, 200, script)
+        assert r.body == data, "%s: %d bytes back of %d" % (script, len(r.body), len(data))
+
+
+def test_large_response_slow_reader_bounded_memory(srv):
+    """64 MiB from a script to a client that stops reading, then reads
+    slowly: the server stops reading the script (its RSS stays bounded)."""
+    want = hashlib.sha256()
+    block = bytes(range(256)) * 256
+    for _ in range(64 * 16):
+        want.update(block)
+    base = rss_kb(srv.pid)
+    peak = [base]
+    if H2:  # curl reads at a limited rate; the server's flow control is HTTP/2's
+        p = subprocess.Popen(["curl", "-sS", "--http2", "--limit-rate", "40M", "--max-time",
+                              "60", url(srv.port, "/cgi/big.py?64")], stdout=subprocess.PIPE)
+        got = hashlib.sha256()
+        n = 0
+        while True:
+            b = p.stdout.read(1 << 20)
+            if not b:
+                break
+            got.update(b)
+            n += len(b)
+            peak[0] = max(peak[0], rss_kb(srv.pid))
+        assert p.wait() == 0
+    else:
+        with Client(srv.port, timeout=30, rcvbuf=65536) as c:
+            c.send(build_request("/cgi/big.py?64"))
+            time.sleep(1.5)  # not reading: the script must be held back
+            peak[0] = max(peak[0], rss_kb(srv.pid))
+            got, n = hashlib.sha256(), 0
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += c.sock.recv(65536)
+            head, rest = head.split(b"\r\n\r\n", 1)
+            assert head.startswith(b"HTTP/1.1 200") and b"chunked" in head.lower(), head
+            raw = bytearray(rest)
+            body = bytearray()
+            reads = 0
+            last = False
+            while not last:
+                # de-chunk what is complete
+                while True:
+                    eol = raw.find(b"\r\n")
+                    if eol < 0:
+                        break
+                    size = int(raw[:eol].split(b";")[0], 16)
+                    if len(raw) < eol + 2 + size + 2:
+                        break
+                    body += raw[eol + 2:eol + 2 + size]
+                    del raw[:eol + 2 + size + 2]
+                    if size == 0:
+                        last = True
+                        break
+                if len(body) > (1 << 20) or last:
+                    got.update(body)
+                    n += len(body)
+                    body = bytearray()
+                if last:
+                    break
+                b = c.sock.recv(1 << 18)
+                assert b, "closed after %d body bytes" % n
+                raw += b
+                reads += 1
+                if reads % 64 == 0:
+                    time.sleep(0.01)
+                    peak[0] = max(peak[0], rss_kb(srv.pid))
+    assert n == 64 << 20, "got %d bytes" % n
+    assert got.hexdigest() == want.hexdigest(), "the body is not what the script wrote"
+    assert peak[0] - base < 24 * 1024, "server RSS grew from %d to %d kB" % (base, peak[0])
+
+
+# --------------------------------------------------------------------------
+# the head
+
+def test_status_location_nph(srv):
+    r = fetch(srv.port, "/cgi/status.sh")
+    assert_status(r, 404, "Status: 404")
+    assert r.header("X-Cgi") == "yes" and r.body == b"not here\n"
+    r = fetch(srv.port, "/cgi/location.sh")
+    assert_status(r, 302, "Location without Status")
+    assert r.header("Location") == "/elsewhere?a=1"
+    r = fetch(srv.port, "/cgi/nph.sh")
+    assert_status(r, 201, "NPH status line")
+    assert r.body == b"made\n"
+
+
+def test_head_runs_the_script_without_a_body(srv):
+    r = fetch(srv.port, "/cgi/status.sh", method="HEAD")
+    assert_status(r, 404, "HEAD")
+    assert r.header("X-Cgi") == "yes" and r.body == b""
+
+
+def test_malformed_heads_are_502(srv):
+    before = counters(srv.port)["cgi_failed"]
+    for script in ("malformed.sh", "inject.sh", "early.sh"):
+        r = fetch(srv.port, "/cgi/" + script)
+        assert_status(r, 502, script)
+        assert r.header("X-Injected") is None
+    assert counters(srv.port)["cgi_failed"] - before == 3
+    text = srv.stderr_text()
+    assert "CGI /cgi/early.sh: exited with no output" in text, text
+    assert "CGI /cgi/malformed.sh: answered a malformed" in text, text
+
+
+def test_not_executable_502_with_the_reason(srv):
+    r = fetch(srv.port, "/cgi/noexec.sh")
+    assert_status(r, 502, "a script that cannot be executed")
+    assert wait_for(lambda: "CGI /cgi/noexec.sh: gatling spawner: execve(" in srv.stderr_text()
+                    and "Permission denied" in srv.stderr_text(), 3), srv.stderr_text()
+
+
+def test_stderr_to_the_error_log(srv):
+    r = fetch(srv.port, "/cgi/stderr.sh?tag42")
+    assert_status(r, 200, "stderr.sh")
+    assert r.body == b"ok\n"
+    assert wait_for(lambda: "CGI /cgi/stderr.sh: oops: a line on stderr tag42"
+                    in srv.stderr_text(), 3), srv.stderr_text()
+
+
+def test_access_log_line(srv):
+    r = fetch(srv.port, "/cgi/env.sh?logme")
+    assert_status(r, 200, "env.sh")
+    assert wait_for(lambda: any("/cgi/env.sh?logme" in l and '" 200 ' in l for l in srv.log),
+                    3), srv.log[-5:]
+
+
+def test_client_leaving_kills_the_group(srv):
+    before = counters(srv.port)["cgi_killed"]
+    c = Client(srv.port, timeout=10)
+    c.send(build_request("/cgi/slow.sh?leave"))
+    pid = read_pid(srv, "slow-leave")
+    assert group_alive(pid), "the script should be running"
+    time.sleep(0.3)
+    c.close()
+    assert wait_for(lambda: not group_alive(pid), 5), "process group %d still alive" % pid
+    assert wait_for(lambda: counters(srv.port)["cgi_killed"] > before, 3)
+
+
+def test_no_descriptor_left(srv):
+    """Every pipe of every request above is closed (the spawner's socket
+    stays): the count is back to what it was at start."""
+    srv.check_all_fds("the CGI requests")
+
+
+def test_no_dotfiles_and_static_next_to_cgi(srv):
+    r = fetch(srv.port, "/plain.txt")
+    assert_status(r, 200, "static file beside CGI")
+    assert r.body == b"static\n"
+    r = fetch(srv.port, "/cgi/priv/.htaccess")
+    assert_status(r, 404, "a dotfile")
+
+
+# --------------------------------------------------------------------------
+# the deadline and the cap
+
+def test_deadline_kills_the_group(quick):
+    before = counters(quick.port)["cgi_killed"]
+    t0 = time.monotonic()
+    with Client(quick.port, timeout=10) as c:
+        c.send(build_request("/cgi/hang.sh?q"))
+        pid = read_pid(quick, "hang-q")
+        r = c.read_response()
+    took = time.monotonic() - t0
+    assert_status(r, 504, "a script past -Q 2")
+    assert 1.5 < took < 6, "took %.1f s" % took
+    assert wait_for(lambda: not group_alive(pid), 3), "process group %d still alive" % pid
+    assert counters(quick.port)["cgi_killed"] > before
+    assert "CGI /cgi/hang.sh: still running at the deadline" in quick.stderr_text()
+
+
+def test_cap_503(quick):
+    before = counters(quick.port)["cgi_refused"]
+    c = Client(quick.port, timeout=10)
+    c.send(build_request("/cgi/slow.sh?cap"))
+    pid = read_pid(quick, "slow-cap")
+    r = fetch(quick.port, "/cgi/env.sh")
+    assert_status(r, 503, "over -J 1")
+    assert r.header("Retry-After") == "1"
+    assert counters(quick.port)["cgi_refused"] == before + 1
+    c.close()
+    assert wait_for(lambda: not group_alive(pid), 5)
+
+    def served():
+        return fetch(quick.port, "/cgi/env.sh").status == 200
+    assert wait_for(served, 3), "the cap never freed"
+
+
+# --------------------------------------------------------------------------
+# -z, -W, no CGI, a dead spawner
+
+PROBE_C = r"""
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+int main(void)
+{
+    char cwd[512];
+    const char *fn = getenv("SCRIPT_FILENAME"), *dr = getenv("DOCUMENT_ROOT");
+    printf("Content-Type: text/plain\r\n\r\n");
+    printf("uid=%d\ngid=%d\ncwd=%s\nfile=%s\nroot=%s\nfds=", (int)getuid(), (int)getgid(),
+           getcwd(cwd, sizeof cwd) ? cwd : "?", fn ? fn : "-", dr ? dr : "-");
+    for (int fd = 0; fd < 4096; fd++)
+        if (fcntl(fd, F_GETFD) >= 0)
+            printf("%d,", fd);
+    int dfl = 1;
+    for (int sig = 1; sig < 32; sig++) {
+        struct sigaction sa;
+        if (sig != SIGKILL && sig != SIGSTOP && sigaction(sig, NULL, &sa) == 0 &&
+            sa.sa_handler != SIG_DFL)
+            dfl = 0;
+    }
+    sigset_t m;
+    sigprocmask(SIG_BLOCK, NULL, &m);
+    printf("\nsignals_default=%d\nmask_empty=%d\nleader=%d\n", dfl,
+           !sigismember(&m, SIGCHLD) && !sigismember(&m, SIGTERM),
+           getpgrp() == getpid() && getsid(0) == getpid());
+    return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory):
+    """A static ELF CGI program that reports how it was started."""
+    d = tmp_path_factory.mktemp("probe")
+    (d / "probe.c").write_text(PROBE_C)
+    r = subprocess.run(["cc", "-static", "-O", "-o", str(d / "probe"), str(d / "probe.c")],
+                       capture_output=True, timeout=120)
+    if r.returncode:
+        pytest.skip("cannot build a static probe: %s" % r.stderr.decode()[-300:])
+    return (d / "probe").read_bytes()
+
+
+def check_probe(body, **want):
+    e = env_of(body)
+    assert e["fds"] == "0,1,2,", "descriptors other than 0-2 open: %s" % e["fds"]
+    assert e["signals_default"] == "1", "a signal disposition was inherited"
+    assert e["mask_empty"] == "1", "a blocked signal was inherited"
+    assert e["leader"] == "1", "not its own session and process group"
+    for k, v in want.items():
+        assert e[k] == v, "%s: %r, wanted %r" % (k, e[k], v)
+
+
+def test_elf_probe_how_it_runs(gatling, probe):
+    s = gatling({"bin": {"probe": Mode(probe, 0o755)}}, args=("-T", "10", "-z"))
+    r = fetch(s.port, "/bin/probe")
+    assert_status(r, 200, "an ELF program with -z")
+    root = os.path.realpath(s.docroot)
+    check_probe(r.body, cwd=root + "/bin", file=root + "/bin/probe", root=root)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chroot and -u need root")
+def test_chroot_and_user(build, gatling, probe, tmp_path):
+    """-c as root: the spawner chroots and drops to -u as the server does, and
+    the paths the program gets are the ones it sees inside."""
+    import pwd
+    nobody = pwd.getpwnam("nobody")
+    from conftest import make_docroot
+    root = make_docroot(str(tmp_path / "jail"), {"bin": {"probe": Mode(probe, 0o755)}})
+    env = {"ASAN_OPTIONS": "abort_on_error=0:detect_leaks=0"} if build.sanitized else None
+    s = gatling(docroot=str(tmp_path), env=env,
+                args=("-T", "10", "-z", "-c", root, "-u", "nobody"))
+    r = fetch(s.port, "/bin/probe")
+    assert_status(r, 200, "an ELF program in the chroot")
+    check_probe(r.body, uid=str(nobody.pw_uid), gid=str(nobody.pw_gid), cwd="/bin",
+                file="/bin/probe", root="/")
+
+
+def test_exec_mode(gatling):
+    t = {"run.sh": Mode(SCRIPTS["env.sh"], 0o755),
+         "readonly.sh": Mode(SCRIPTS["env.sh"], 0o644),
+         "notscript.txt": Mode("just text\n", 0o755),
+         "private.sh": Mode(SCRIPTS["env.sh"], 0o750)}
+    s = gatling(t, args=("-T", "10", "-z"))
+    r = fetch(s.port, "/run.sh/x")
+    assert_status(r, 200, "+x with #!")
+    assert env_of(r.body).get("PATH_INFO") == "/x"
+    r = fetch(s.port, "/readonly.sh")
+    assert_status(r, 200, "not executable: static")
+    assert r.body == SCRIPTS["env.sh"].encode()
+    r = fetch(s.port, "/notscript.txt")
+    assert_status(r, 200, "executable without #!: static")
+    assert r.body == b"just text\n"
+    r = fetch(s.port, "/private.sh")
+    assert_status(r, 403, "not world-readable")
+
+
+def test_no_cgi_without_w_or_z(gatling):
+    s = gatling({"cgi": {"env.sh": Mode(SCRIPTS["env.sh"], 0o755)}})
+    r = fetch(s.port, "/cgi/env.sh")
+    assert_status(r, 200, "served as a file")
+    assert r.body == SCRIPTS["env.sh"].encode()
+    r = fetch(s.port, "/cgi/env.sh", method="POST", body=b"x", headers=["Content-Length: 1"])
+    assert_status(r, 405, "POST to a file")
+
+
+def test_workers_each_have_a_spawner(gatling):
+    s = gatling({"cgi": {"env.sh": Mode(SCRIPTS["env.sh"], 0o755)}},
+                args=("-T", "10", "-W", "2", "-w", r"\.sh$"))
+    for i in range(12):
+        r = fetch(s.port, "/cgi/env.sh?%d" % i)
+        assert_status(r, 200, "request %d" % i)
+        assert env_of(r.body)["QUERY_STRING"] == str(i)
+
+
+def spawner_of(pid):
+    kids = []
+    for task in os.listdir("/proc/%d/task" % pid):
+        with open("/proc/%d/task/%s/children" % (pid, task)) as f:
+            kids += [int(k) for k in f.read().split()]
+    assert len(kids) == 1, "the server should have one child, its spawner: %s" % kids
+    return kids[0]
+
+
+def test_dead_spawner_503_and_the_server_lives(gatling):
+    s = gatling({"cgi": {"env.sh": Mode(SCRIPTS["env.sh"], 0o755)}, "f.txt": "file\n"},
+                args=("-T", "10", "-S", "-w", r"\.sh$"), check_fds=False)
+    assert_status(fetch(s.port, "/cgi/env.sh"), 200, "before")
+    os.kill(spawner_of(s.pid), signal.SIGKILL)
+    assert wait_for(lambda: "CGI: the spawner is gone" in s.stderr_text(), 3), s.stderr_text()
+    r = fetch(s.port, "/cgi/env.sh")
+    assert_status(r, 503, "no spawner")
+    assert_status(fetch(s.port, "/f.txt"), 200, "static still served")
+    s.check_alive()
