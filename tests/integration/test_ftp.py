@@ -266,6 +266,8 @@ def test_abort(gatling):
     f.voidcmd("TYPE I")
     conn = f.transfercmd("RETR huge.bin")
     conn.recv(1000)
+    assert "A transfer is in progress" in f.sendcmd("STAT")   # answered during it
+    assert f.sendcmd("NOOP").startswith("200")
     resp = f.abort()   # urgent data (MSG_OOB): the server reads it inline
     assert resp.startswith("426"), resp
     assert f.voidresp().startswith("226")   # RFC 959: 426 for the transfer, 226 for ABOR
@@ -358,6 +360,23 @@ def test_slow_reader_closed(gatling):
     assert time.monotonic() - t0 < 8
     d.close()
     assert f.sendcmd("NOOP").startswith("200")
+    f.quit()
+    assert counter(srv, "ftp_timeouts") == 1
+
+
+def test_slow_uploader_closed(gatling):
+    srv = start(gatling, upload="upload", args=("-B", "100000", "-T", "2"))
+    f = client(srv)
+    conn = f.transfercmd("STOR /pub/slow.bin")
+    conn.sendall(b"x" * 1000)          # then nothing: far below -B
+    t0 = time.monotonic()
+    with pytest.raises(ftplib.error_temp) as e:
+        f.voidresp()
+    assert str(e.value).startswith("426"), str(e.value)
+    assert time.monotonic() - t0 < 6
+    conn.close()
+    # an upload the rate ended keeps what came, as an aborted one does
+    assert os.path.getsize(os.path.join(srv.docroot, "pub", "slow.bin")) == 1000
     f.quit()
     assert counter(srv, "ftp_timeouts") == 1
 
