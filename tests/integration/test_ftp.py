@@ -774,3 +774,43 @@ def test_htaccess_protected_not_served(gatling):
     s.sendall(b"GET /locked/l.txt HTTP/1.0\r\n\r\n")
     assert s.recv(100).startswith(b"HTTP/1.1 401")
     s.close()
+
+
+def test_upgrade_keeps_ftp(build, tmp_path):
+    """SIGUSR2: the new binary takes the FTP listener over as FTP (by -f's
+    port, which must be fixed for that: "-f 0" in its argv would be another)."""
+    import signal
+    from conftest import free_port, gone, make_docroot, start_server
+    from test_production import new_pid
+    root = make_docroot(str(tmp_path / "www"), {"a.txt": "hello\n"})
+    port = free_port()
+    srv = start_server(build, root, ("-n", "-E", "-T", "10", "-f", str(port)))
+    srv.ftp = port
+    pid = None
+    try:
+        f = client(srv)
+        assert retr(f, "a.txt") == b"hello\n"
+        mark = len(srv.errlog)
+        os.kill(srv.pid, signal.SIGUSR2)
+        pid = wait_for(lambda: new_pid(srv, mark), 5, "the new process")
+        with pytest.raises(ftplib.error_temp) as e:   # the old one drains: idle, 421
+            f.voidresp()
+        assert str(e.value).startswith("421")
+        f.close()
+        wait_for(lambda: gone(srv.pid), 5, "the old process exiting")
+        f = client(srv)
+        assert f.getwelcome().startswith("220")
+        assert retr(f, "a.txt") == b"hello\n"
+        f.quit()
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+        s.sendall(b"GET /a.txt HTTP/1.0\r\n\r\n")
+        assert s.recv(100).startswith(b"HTTP/1.1 200")
+        s.close()
+        os.kill(pid, signal.SIGTERM)
+        wait_for(lambda: gone(pid), 5, "the new process stopping")
+    finally:
+        for p in (srv.pid, pid):
+            if p and not gone(p):
+                os.kill(p, signal.SIGKILL)
+        srv.process.wait()
+        srv.join()
