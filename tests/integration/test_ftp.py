@@ -814,3 +814,21 @@ def test_upgrade_keeps_ftp(build, tmp_path):
                 os.kill(p, signal.SIGKILL)
         srv.process.wait()
         srv.join()
+
+
+def test_dual_stack_ipv4_client(gatling):
+    """On [::], an IPv4 client's addresses are IPv4-mapped: PASV still says
+    IPv4, PORT to it works, and its vhost directory is "127.0.0.1:port"."""
+    srv = start(gatling, args=("-i", "::"))
+    vdir = os.path.join(srv.docroot, "127.0.0.1:%d" % srv.ftp)
+    os.mkdir(vdir)
+    with open(os.path.join(vdir, "v4.txt"), "w") as fh:
+        fh.write("four\n")
+    f = client(srv)
+    assert re.search(r"\(127,0,0,1,\d+,\d+\)", f.sendcmd("PASV"))
+    assert retr(f, "v4.txt") == b"four\n"
+    f.set_pasv(False)
+    assert retr(f, "v4.txt") == b"four\n"
+    expect_error("500", f.sendcmd, "PORT 127,0,0,2,200,1")
+    f.quit()
+    assert counter(srv, "ftp_downloads") == 2
