@@ -832,3 +832,20 @@ def test_dual_stack_ipv4_client(gatling):
     expect_error("500", f.sendcmd, "PORT 127,0,0,2,200,1")
     f.quit()
     assert counter(srv, "ftp_downloads") == 2
+
+
+@pytest.mark.skipif(not shutil.which("lftp"), reason="lftp not installed (tests/setup.sh)")
+def test_lftp_mirror_ftps(gatling, tmp_path):
+    srv = start(gatling, tls=True)
+    dest = tmp_path / "mirror"
+    ca = os.path.join(conftest.test_pki(), "ca.pem")
+    r = subprocess.run(["lftp", "-c", "set net:max-retries 1; set net:timeout 10; "
+                        "set ssl:ca-file %s; set ftp:ssl-allow-anonymous true; set ftp:ssl-force true; "
+                        "set ftp:ssl-protect-data true; set ftp:ssl-protect-list true; "
+                        "open ftp://127.0.0.1:%d; mirror / %s" % (ca, srv.ftp, dest)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert (dest / "big.bin").read_bytes() == BIG
+    assert (dest / "sub" / "deep" / "d.txt").read_text() == "ddd\n"
+    srv.wait_log(8)
+    assert any(l.endswith('"RETR /big.bin" 226 1048576 "-" "-" ftps') for l in srv.log), srv.log
