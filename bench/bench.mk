@@ -18,7 +18,7 @@ $(BO)/%.o: bench/%.c
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
 # --- bench/lg: the load generators --------------------------------------
-LG_LIB := lg lg_h2 lg_hist lg_http lg_net lg_tls
+LG_LIB := lg lg_ftp lg_h2 lg_hist lg_http lg_net lg_tls
 LG_OBJ := $(LG_LIB:%=$(BO)/lg/%.o)
 BENCH_BIN := $(B)/httpbench $(B)/bench
 # self-test of the parser and the histogram, run by tests/integration/test_loadgen.py

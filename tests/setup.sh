@@ -57,6 +57,38 @@ if [ -n "$missing" ]; then
         echo "setup: missing Debian packages (run as root to install):$missing" >&2
     fi
 fi
+# FTP servers: vsftpd for make check (test_loadgen_ftp.py, test_compare_ftp.py), and pure-ftpd
+# too with `bench` (bench/compare-ftp).  Debian's two packages conflict (both provide
+# ftp-server): when one is installed the other's .deb is unpacked under /opt/NAME (where
+# compare-ftp looks) with its libraries; anonymous FTP needs the `ftp` user (vsftpd's package
+# makes it, pure-ftpd's does not).
+ftp_servers=vsftpd
+[ "$1" = bench ] && ftp_servers="vsftpd pure-ftpd"
+if [ "$(id -u)" = 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    for p in $ftp_servers; do
+        { [ -x /usr/sbin/$p ] || [ -x /opt/$p/usr/sbin/$p ]; } && continue
+        echo "setup: installing $p"
+        if ! dpkg-query -W -f='${Status}\n' vsftpd pure-ftpd 2>/dev/null | grep -q 'install ok installed'; then
+            printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d.gatling
+            [ -e /usr/sbin/policy-rc.d ] || { cp /usr/sbin/policy-rc.d.gatling /usr/sbin/policy-rc.d
+                                              chmod +x /usr/sbin/policy-rc.d; rmrc=1; }
+            apt-get install -y -qq --no-install-recommends $p >/dev/null
+            [ -z "$rmrc" ] || rm -f /usr/sbin/policy-rc.d
+            rm -f /usr/sbin/policy-rc.d.gatling
+        else
+            apt-get install -y -qq --no-install-recommends libcap2 libpam0g libssl3 libwrap0 \
+                libsodium23 libcrypt1 >/dev/null
+            d=$(mktemp -d) && chmod 755 "$d"
+            (cd "$d" && apt-get download -qq $p >/dev/null 2>&1) && mkdir -p /opt/$p &&
+                dpkg-deb -x "$d"/${p}_*.deb /opt/$p || echo "setup: could not unpack $p" >&2
+            rm -rf "$d"
+        fi
+    done
+    getent passwd ftp >/dev/null || adduser --system --group --home /srv/ftp --no-create-home \
+        --quiet ftp
+    mkdir -p /srv/ftp
+fi
 # h2 (pure Python): Debian's, which conftest.py adds to any python3's path, or pip's
 python3 -c 'import h2' 2>/dev/null || [ -d /usr/lib/python3/dist-packages/h2 ] ||
     python3 -m pip install -q h2 >/dev/null 2>&1 ||

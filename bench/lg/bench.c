@@ -22,22 +22,26 @@
 #include <unistd.h>
 
 #include "gio.h"
+#include "lg_ftp.h"
 #include "lg_http.h"
 
 #define MAX_CONNS 1000000
 #define MAX_PROCS 256
 #define FD_RESERVE 16 /* stdio, the loop's own descriptor, a margin */
+#define FTP_MAX_SETUP 16 /* ftp://: connects and logins at a time per process (bench_run.c) */
 
 static const char usage_text[] =
     "usage: bench [options] URL\n"
     "       bench [options] -f FILE [URL]\n"
-    "HTTP/1.1 and HTTP/2 throughput load generator.  URL: http[s]://HOST[:PORT]/PATH\n"
+    "HTTP/1.1, HTTP/2 and FTP throughput load generator.\n"
+    "URL: http[s]://HOST[:PORT]/PATH or ftp://HOST[:PORT]/PATH (anonymous, EPSV, RETR)\n"
     "  -c N          concurrent connections (default 10)\n"
     "  -n N          stop after N requests (connections with --connect-only)\n"
     "  -d SEC        run for SEC seconds (default 10 unless -n is given)\n"
     "  -T SEC        hard cap on the whole run (default: -d + 2 * -t + 5, or 600)\n"
     "  -t SEC        timeout for each connect and each response (default 10)\n"
-    "  -k            keep-alive: many requests per connection\n"
+    "  -k            keep-alive: many requests per connection (ftp: downloads per\n"
+    "                control connection)\n"
     "  -r N          with -k: close each connection after N requests (default: never)\n"
     "  -p N          with -k: pipeline N HTTP/1.1 requests per connection (default 1)\n"
     "  -R RATE       open loop: RATE requests/s in all, each timed from when it was\n"
@@ -206,7 +210,7 @@ static void check_opts(opts_t *o)
         cfg->hardcap = cfg->duration > 0 ? cfg->duration + 2 * cfg->timeout + 5 : 600;
 }
 
-/* One request in both forms (keep-alive, and last on its connection). */
+/* One request in both forms (keep-alive, and last on its connection); ftp: its RETR, twice. */
 static int make_req(opts_t *o, const lg_url_t *u, bench_req_t *q)
 {
     size_t cap = strlen(u->path) + strlen(u->host) + o->extralen + 128;
@@ -215,6 +219,11 @@ static int make_req(opts_t *o, const lg_url_t *u, bench_req_t *q)
     q->close = malloc(cap);
     if (!q->ka || !q->close)
         return -1;
+    if (u->ftp) {
+        q->kalen = q->closelen = lg_ftp_retr_format(q->ka, cap, u->path);
+        memcpy(q->close, q->ka, q->kalen + 1);
+        return q->kalen ? 0 : -1;
+    }
     q->kalen = lg_req_format(q->ka, cap, o->method, u->host, u->path, 1, o->extra);
     q->closelen = lg_req_format(q->close, cap, o->method, u->host, u->path, 0, o->extra);
     if (o->cfg.h2 && !(q->h2 = lg_h2_req_new(o->method, u->tls, u->host, u->path, o->extra)))
@@ -251,7 +260,10 @@ static void load_urls(opts_t *o)
                 fprintf(stderr, "bench: %s:%u: a path needs a URL argument\n", o->file, lineno);
                 exit(LG_EXIT_USAGE);
             }
-            snprintf(full, sizeof full, "%s://%s%s", cfg->url.tls ? "https" : "http",
+            snprintf(full, sizeof full, "%s://%s%s",
+                     cfg->url.tls   ? "https"
+                     : cfg->url.ftp ? "ftp"
+                                    : "http",
                      cfg->url.host, s);
             s = full;
         }
@@ -262,14 +274,16 @@ static void load_urls(opts_t *o)
         if (!cfg->url.path) { /* no URL argument: the first line is the target */
             cfg->url = u;
             cfg->url.path = strdup(u.path);
-        } else if (!same_addr(&u.addr, &cfg->url.addr) || u.tls != cfg->url.tls) {
+        } else if (!same_addr(&u.addr, &cfg->url.addr) || u.tls != cfg->url.tls ||
+                   u.ftp != cfg->url.ftp) {
             fprintf(stderr, "bench: %s:%u: %s is not on the target %s\n", o->file, lineno, s,
                     cfg->url.host);
             exit(LG_EXIT_USAGE);
         }
         bench_req_t *nr = realloc(cfg->req, (cfg->nreq + 1) * sizeof *nr);
         if (!nr || make_req(o, &u, &nr[cfg->nreq]) < 0) {
-            fprintf(stderr, "bench: %s:%u: request too large\n", o->file, lineno);
+            fprintf(stderr, "bench: %s:%u: request too large%s\n", o->file, lineno,
+                    u.ftp ? ", or no file named" : "");
             exit(LG_EXIT_USAGE);
         }
         cfg->req = nr;
@@ -281,6 +295,16 @@ static void load_urls(opts_t *o)
         fprintf(stderr, "bench: %s: no URL in it\n", o->file);
         exit(LG_EXIT_USAGE);
     }
+}
+
+/* What ftp:// does not do: one download at a time per control connection, GET only. */
+static void check_ftp_opts(opts_t *o)
+{
+    const bench_cfg_t *cfg = &o->cfg;
+    if (cfg->h2 || cfg->depth > 1 || cfg->rate || cfg->connect_only || cfg->head || o->extra)
+        lg_usage_exit("ftp:// downloads one file at a time per control connection: --h2, -p, "
+                      "-R, --connect-only, -m HEAD and -H do not apply",
+                      NULL);
 }
 
 static void setup(opts_t *o)
@@ -295,10 +319,15 @@ static void setup(opts_t *o)
         cfg->req = calloc(1, sizeof *cfg->req);
         cfg->nreq = 1;
         if (!cfg->req || make_req(o, &cfg->url, cfg->req) < 0)
-            lg_usage_exit("request too large", NULL);
+            lg_usage_exit(cfg->url.ftp ? "an ftp:// URL must name a file" : "request too large",
+                          cfg->url.ftp ? o->url : NULL);
     }
     if (cfg->resume && !cfg->url.tls)
         lg_usage_exit("--resume is for https:// URLs", NULL);
+    if (cfg->url.ftp) {
+        check_ftp_opts(o);
+        cfg->max_connecting = FTP_MAX_SETUP;
+    }
     if (cfg->h2 && cfg->connect_only && !cfg->url.tls)
         lg_usage_exit("--connect-only --h2 is for https:// URLs (the TLS handshake with ALPN h2); "
                       "h2c has no handshake: use --connect-only alone",
@@ -473,7 +502,13 @@ static const char *fatal_text(const bench_cfg_t *cfg, const bench_stats_t *s, ch
         snprintf(buf, len, "target unreachable: connect failed (%s)",
                  s->fatal_errno ? strerror(s->fatal_errno) : "no connection succeeded");
         return buf;
-    case BENCH_NOT_HTTP: return "not an HTTP server: no response parsed, only garbage";
+    case BENCH_NOT_HTTP:
+        return cfg->url.ftp ? "not an FTP server: no reply parsed, only garbage"
+                            : "not an HTTP server: no response parsed, only garbage";
+    case BENCH_FTP_LOGIN:
+        snprintf(buf, len, "FTP login as anonymous refused (reply %d): no anonymous downloads here",
+                 s->fatal_errno);
+        return buf;
     case BENCH_NOT_TLS: return "no TLS handshake succeeded: not an HTTPS server, or no common "
                                "protocol or cipher";
     case BENCH_NOT_H2:
@@ -488,6 +523,8 @@ static const char *fatal_text(const bench_cfg_t *cfg, const bench_stats_t *s, ch
 
 static const char *protocol_text(const bench_cfg_t *cfg)
 {
+    if (cfg->url.ftp)
+        return "ftp (anonymous, EPSV or PASV, RETR; a request is a download)";
     if (!cfg->h2)
         return "http/1.1";
     return cfg->url.tls ? "h2 (TLS, ALPN)" : "h2 (h2c, prior knowledge)";
@@ -512,8 +549,11 @@ static void report_text(const bench_cfg_t *cfg, const bench_stats_t *s, double s
         printf("mode       %s, %u connections, pipeline %u, requests/connection %s, %.2f s\n",
                cfg->keepalive ? "keep-alive" : "one request per connection", cfg->conns,
                cfg->keepalive ? cfg->depth : 1, per, secs);
-        printf("protocol   %s, %u stream%s per connection\n", protocol_text(cfg), cfg->streams,
-               cfg->streams == 1 ? "" : "s");
+        if (cfg->url.ftp)
+            printf("protocol   %s\n", protocol_text(cfg));
+        else
+            printf("protocol   %s, %u stream%s per connection\n", protocol_text(cfg), cfg->streams,
+                   cfg->streams == 1 ? "" : "s");
         printf("requests   %llu sent, %llu answered, %llu lost; %llu connections",
                (unsigned long long)s->requests, (unsigned long long)s->responses,
                (unsigned long long)s->lost, (unsigned long long)s->connects);
@@ -535,6 +575,8 @@ static void report_text(const bench_cfg_t *cfg, const bench_stats_t *s, double s
                (unsigned long long)(s->status[0] + s->status[1]));
     }
     text_hist("connect", &s->conn);
+    if (cfg->url.ftp)
+        text_hist("login", &s->hs);
     if (cfg->url.tls) {
         text_hist("handshake", &s->hs);
         printf("tls        %llu handshakes, %llu resumed (%s)\n",
@@ -559,7 +601,10 @@ static void report_json(const bench_cfg_t *cfg, const bench_stats_t *s, double s
                              : "close",
            cfg->keepalive ? cfg->depth : 1, secs);
     printf("\"open_loop_rate\":%.0f,", cfg->rate);
-    printf("\"protocol\":\"%s\",\"streams\":%u,\"retried\":%llu,", cfg->h2 ? "h2" : "http/1.1",
+    printf("\"protocol\":\"%s\",\"streams\":%u,\"retried\":%llu,",
+           cfg->url.ftp ? "ftp"
+           : cfg->h2    ? "h2"
+                        : "http/1.1",
            cfg->streams, (unsigned long long)s->retried);
     printf("\"requests\":%llu,\"responses\":%llu,\"lost\":%llu,\"attempts\":%llu,"
            "\"connects\":%llu,\"bytes\":%llu,\"body_bytes\":%llu,",
@@ -575,6 +620,10 @@ static void report_json(const bench_cfg_t *cfg, const bench_stats_t *s, double s
     json_hist("latency_us", &s->lat);
     printf(",");
     json_hist("connect_us", &s->conn);
+    if (cfg->url.ftp) {
+        printf(",");
+        json_hist("login_us", &s->hs);
+    }
     if (cfg->url.tls) {
         printf(",\"tls\":true,\"resume\":%s,\"resumed\":%llu,", cfg->resume ? "true" : "false",
                (unsigned long long)s->resumed);

@@ -38,7 +38,7 @@ typedef struct bench_cfg {
     unsigned depth;          /* -p: requests in flight per connection (HTTP/1.1) */
     unsigned streams;        /* --streams: requests in flight per connection (HTTP/2) */
     unsigned per_conn;       /* -r: requests per keep-alive connection; 0: unlimited */
-    unsigned max_connecting; /* connects in progress per process */
+    unsigned max_connecting; /* connects (ftp: and logins) in progress per process */
     double rate;             /* -R: open loop, requests/s over all processes; 0: closed loop */
     int keepalive;           /* -k */
     int h2;                  /* --h2: HTTP/2 (ALPN h2 on https, prior knowledge on http) */
@@ -50,7 +50,15 @@ typedef struct bench_cfg {
 } bench_cfg_t;
 
 /* Why a worker gave up early. */
-enum { BENCH_RUN_OK, BENCH_UNREACHABLE, BENCH_NOT_HTTP, BENCH_SYSERR, BENCH_NOT_TLS, BENCH_NOT_H2 };
+enum {
+    BENCH_RUN_OK,
+    BENCH_UNREACHABLE,
+    BENCH_NOT_HTTP, /* ftp://: not an FTP server */
+    BENCH_SYSERR,
+    BENCH_NOT_TLS,
+    BENCH_NOT_H2,
+    BENCH_FTP_LOGIN /* ftp://: the anonymous login was refused (fatal_errno: the reply code) */
+};
 
 /*
  * One worker's results.  Lives in shared memory: the worker updates it as it

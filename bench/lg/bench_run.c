@@ -60,6 +60,7 @@
 
 #include "gio.h"
 #include "gio_batch.h"
+#include "lg_ftp.h"
 #include "lg_http.h"
 #include "lg_tls.h"
 
@@ -68,6 +69,20 @@
 #define TICK_NS 1000000000LL
 
 enum { C_FREE, C_CONNECTING, C_HANDSHAKE, C_OPEN };
+
+/* ftp://: what a control connection holds beside the HTTP fields it shares. */
+typedef struct bftp {
+    int dfd;          /* the data connection of the download in progress; -1: none */
+    uint8_t phase;    /* LG_FTP_GREET .. LG_FTP_RETR: what the session waits for */
+    uint8_t final;    /* the download's closing reply is in (226, or a failure) */
+    uint8_t data_eof; /* the data connection has ended (or never began) */
+    uint16_t status;  /* the closing reply's code */
+    uint64_t body;    /* bytes read on the data connection */
+    const char *retr; /* the RETR command of the download (a bench_req_t's) */
+    size_t retrlen;
+    const lg_addr_t *src; /* -b: the control connection's address; the data one binds it too */
+    lg_ftp_reply_t reply;
+} bftp_t;
 
 typedef struct bconn {
     int fd;
@@ -82,6 +97,7 @@ typedef struct bconn {
     int64_t deadline; /* gio_now() ms when the pending connect/response times out; 0: none */
     int64_t *sent;    /* issue times of the in-flight requests, `depth` slots (HTTP/1.1) */
     lg_h2_t *h2;      /* --h2: the session, while OPEN */
+    bftp_t *ftp;      /* ftp://: the session (one per slot, for the whole run) */
     uint8_t goaway;   /* --h2: a goaway error is counted for this connection */
     lg_resp_t resp;
     gio_batch_t out;
@@ -110,6 +126,8 @@ typedef struct brun {
     unsigned nidle;
     int64_t *retry; /* --h2: ring of the issue times of requests to send again */
     unsigned nretry, rhead, rcap;
+    bftp_t *ftps;   /* ftp://: one per slot */
+    int no_epsv;    /* ftp://: the server refused EPSV once: PASV from then on */
     unsigned nopen; /* connections OPEN */
     int ramping;    /* connecting only, no requests yet */
     int stopping;   /* start nothing new; finish what is in flight */
@@ -143,6 +161,44 @@ static void set_fatal(brun_t *r, int why, int e)
     r->aborting = 1;
 }
 
+/* ftp://: close the data connection, if one is open. */
+static void ftp_data_close(brun_t *r, bftp_t *f)
+{
+    if (f->dfd >= 0)
+        gio_close_sole(r->loop, f->dfd); /* our own socket, never shared */
+    f->dfd = -1;
+}
+
+/* ftp://: nothing of a download yet. */
+static void ftp_clear(bftp_t *f)
+{
+    f->final = f->data_eof = 0;
+    f->status = 0;
+    f->body = 0;
+}
+
+/* ftp://: the slot's session is over (its control connection closes). */
+static void ftp_reset(brun_t *r, bftp_t *f)
+{
+    ftp_data_close(r, f);
+    f->phase = LG_FTP_GREET;
+    ftp_clear(f);
+    lg_ftp_reply_start(&f->reply);
+}
+
+/*
+ * Connections being set up, for the cap on them (cfg->max_connecting).  An
+ * FTP login counts too: the server speaks first, so a connection that a full
+ * accept queue dropped under SYN cookies (the client saw the handshake end,
+ * the server kept nothing) waits for a greeting that never comes; with
+ * fewer set-ups at a time than the server's listen backlog (vsftpd's is 32)
+ * its queue cannot overflow from us.
+ */
+static unsigned connecting(const brun_t *r)
+{
+    return r->connecting + (r->ftps ? r->handshaking : 0);
+}
+
 static void pend_push(brun_t *r, bconn_t *c)
 {
     r->pend[(r->phead + r->npend++) % r->n] = (unsigned)(c - r->c);
@@ -163,6 +219,8 @@ static void conn_close(brun_t *r, bconn_t *c)
     lg_h2_free(c->h2);
     c->h2 = NULL;
     c->goaway = 0;
+    if (c->ftp)
+        ftp_reset(r, c->ftp);
     gio_close_sole(r->loop, c->fd); /* our own socket, never shared */
     r->st->open--;
     gio_batch_reset(&c->out);
@@ -242,7 +300,21 @@ static unsigned conn_room(const brun_t *r, const bconn_t *c)
     return c->inflight < r->depth ? r->depth - c->inflight : 0;
 }
 
-/* Put request q in c's output (HTTP/1.1) or session (HTTP/2), issued at t. */
+/*
+ * ftp://: a download begins with EPSV (PASV once the server refused EPSV);
+ * its RETR goes when the data connection is made.
+ */
+static int ftp_put(bconn_t *c, const bench_req_t *q, int no_epsv)
+{
+    bftp_t *f = c->ftp;
+    f->phase = no_epsv ? LG_FTP_PASV : LG_FTP_EPSV;
+    f->retr = q->ka;
+    f->retrlen = q->kalen;
+    ftp_clear(f);
+    return gio_batch_add_buf(&c->out, no_epsv ? "PASV\r\n" : "EPSV\r\n", 6, 0);
+}
+
+/* Put request q in c's output (HTTP/1.1, FTP) or session (HTTP/2), issued at t. */
 static int conn_put(brun_t *r, bconn_t *c, const bench_req_t *q, int last, int64_t t)
 {
     if (c->h2) {
@@ -252,7 +324,9 @@ static int conn_put(brun_t *r, bconn_t *c, const bench_req_t *q, int last, int64
         }
         return 0;
     }
-    if (gio_batch_add_buf(&c->out, last ? q->close : q->ka, last ? q->closelen : q->kalen, 0) < 0) {
+    if (c->ftp ? ftp_put(c, q, r->no_epsv) < 0
+               : gio_batch_add_buf(&c->out, last ? q->close : q->ka, last ? q->closelen : q->kalen,
+                                   0) < 0) {
         set_fatal(r, BENCH_SYSERR, ENOMEM);
         return -1;
     }
@@ -392,6 +466,17 @@ static void conn_handshake(brun_t *r, bconn_t *c)
     conn_ready(r, c);
 }
 
+/* ftp://: the control connection is up: the login (HANDSHAKE) begins with waiting for the 220. */
+static void ftp_login_begin(brun_t *r, bconn_t *c)
+{
+    c->state = C_HANDSHAKE;
+    r->handshaking++;
+    c->t0 = r->now;
+    c->ftp->phase = LG_FTP_GREET;
+    gio_want(r->loop, c->fd, GIO_READ);
+    arm(r, c, 1);
+}
+
 static void conn_established(brun_t *r, bconn_t *c)
 {
     bench_stats_t *st = r->st;
@@ -400,6 +485,10 @@ static void conn_established(brun_t *r, bconn_t *c)
     lg_hist_add(&st->conn, (uint64_t)(r->now - c->t0) / 1000);
     st->connects++;
     r->nopen++;
+    if (c->ftp) {
+        ftp_login_begin(r, c);
+        return;
+    }
     if (r->tls) { /* --connect-only: the handshake is part of connecting */
         c->state = C_HANDSHAKE;
         r->handshaking++;
@@ -444,7 +533,7 @@ static void conn_ready(brun_t *r, bconn_t *c)
 static void conn_start(brun_t *r, bconn_t *c)
 {
     const bench_cfg_t *cfg = r->cfg;
-    if (r->connecting >= cfg->max_connecting) {
+    if (connecting(r) >= cfg->max_connecting) {
         pend_push(r, c);
         return;
     }
@@ -475,6 +564,8 @@ static void conn_start(brun_t *r, bconn_t *c)
         return;
     }
     c->fd = fd;
+    if (c->ftp)
+        c->ftp->src = src;
     r->st->open++;
     c->state = C_CONNECTING;
     r->connecting++;
@@ -596,11 +687,223 @@ static int conn_feed_h2(brun_t *r, bconn_t *c, const char *p, size_t n)
     return conn_flush(r, c); /* SETTINGS and PING acks, WINDOW_UPDATEs */
 }
 
+/* ---- ftp:// (lg_ftp.h): login, then per download EPSV, data connect, RETR, 226 ---- */
+
+#define FTP_CMD(s) s, sizeof s - 1
+
+/* Send an FTP command and wait for its reply in `phase`; -1 if the connection failed. */
+static int ftp_send(brun_t *r, bconn_t *c, const char *cmd, size_t len, int phase)
+{
+    if (gio_batch_add_buf(&c->out, cmd, len, 0) < 0) {
+        set_fatal(r, BENCH_SYSERR, ENOMEM);
+        return -1;
+    }
+    c->ftp->phase = (uint8_t)phase;
+    return conn_flush(r, c);
+}
+
+/* TYPE I is accepted: the login is over (timed as the handshake) and downloads may begin. */
+static int ftp_ready(brun_t *r, bconn_t *c)
+{
+    c->ftp->phase = LG_FTP_IDLE;
+    r->handshaking--;
+    lg_hist_add(&r->st->hs, (uint64_t)(r->now - c->t0) / 1000);
+    conn_ready(r, c);
+    return c->state == C_OPEN ? 0 : -1; /* conn_ready may have closed it, or failed it */
+}
+
+/* Write QUIT and close: the last download of this control connection is done. */
+static void ftp_quit(brun_t *r, bconn_t *c)
+{
+    ssize_t w = write(c->fd, "QUIT\r\n", 6); /* a courtesy: nothing waits for its 221 */
+    (void)w;
+    conn_close(r, c);
+    conn_next(r, c);
+}
+
+/*
+ * The download is over (its closing reply and the end of its data are both
+ * in, or it failed with a 4xx/5xx reply): count it, timed from RETR (or from
+ * EPSV if it failed before), then the next one or the end of the session.
+ * -1 if the connection was closed.
+ */
+static int ftp_done(brun_t *r, bconn_t *c)
+{
+    bftp_t *f = c->ftp;
+    ftp_data_close(r, f);
+    f->phase = LG_FTP_IDLE;
+    int64_t t = c->sent[c->ring];
+    c->ring = (c->ring + 1) % r->depth;
+    c->inflight--;
+    count_response(r, t, f->status, f->body);
+    arm(r, c, 0);
+    if (c->closing) {
+        ftp_quit(r, c);
+        return -1;
+    }
+    int k = conn_issue(r, c);
+    if (k < 0)
+        return -1;
+    if (k == 0) /* the count is reached or we are stopping */
+        return park(r, c) ? 0 : -1;
+    return 0;
+}
+
+/*
+ * A 4xx/5xx reply.  In the login it fails the connection (status); a 5xx
+ * before any login succeeded ends the run (anonymous downloads are not
+ * offered here).  In a download it is the download's outcome, counted like
+ * an HTTP 4xx/5xx response: answered, and a status error.
+ */
+static int ftp_refused(brun_t *r, bconn_t *c, unsigned code)
+{
+    bftp_t *f = c->ftp;
+    if (f->phase <= LG_FTP_TYPE) {
+        if (!r->st->hs.count && code >= 500)
+            set_fatal(r, BENCH_FTP_LOGIN, (int)code);
+        conn_fail(r, c, LG_E_STATUS);
+        return -1;
+    }
+    f->final = f->data_eof = 1;
+    f->status = (uint16_t)code;
+    return ftp_done(r, c);
+}
+
+/* 229 or 227: connect to the port it names, on the control connection's address. */
+static int ftp_data_connect(brun_t *r, bconn_t *c, int port)
+{
+    bftp_t *f = c->ftp;
+    if (port <= 0) { /* a 229/227 without a port in it */
+        conn_fail(r, c, LG_E_PARSE);
+        return -1;
+    }
+    lg_addr_t a = r->cfg->url.addr;
+    lg_addr_set_port(&a, (unsigned)port);
+    int now, fd = lg_connect(&a, f->src, &now);
+    if (fd < 0) {
+        conn_fail(r, c, lg_err_connect(-fd)); /* the download is lost */
+        return -1;
+    }
+    if (gio_add(r->loop, fd, c) < 0) {
+        close(fd);
+        set_fatal(r, BENCH_SYSERR, errno);
+        return -1;
+    }
+    (void)now; /* completed at once or not, the writable report says */
+    f->dfd = fd;
+    f->phase = LG_FTP_DATA;
+    gio_want(r->loop, fd, GIO_WRITE);
+    return 0;
+}
+
+/* A complete reply on the control connection; -1 if the connection was closed. */
+static int ftp_reply(brun_t *r, bconn_t *c)
+{
+    bftp_t *f = c->ftp;
+    unsigned code = f->reply.code;
+    switch (lg_ftp_next(f->phase, code)) {
+    case LG_FTP_A_WAIT: return 0;
+    case LG_FTP_A_USER: return ftp_send(r, c, FTP_CMD("USER anonymous\r\n"), LG_FTP_USER);
+    case LG_FTP_A_PASS: return ftp_send(r, c, FTP_CMD("PASS bench@\r\n"), LG_FTP_PASS);
+    case LG_FTP_A_TYPE: return ftp_send(r, c, FTP_CMD("TYPE I\r\n"), LG_FTP_TYPE);
+    case LG_FTP_A_READY: return ftp_ready(r, c);
+    case LG_FTP_A_PASV:
+        r->no_epsv = 1; /* the same server for the whole run: ask once */
+        return ftp_send(r, c, FTP_CMD("PASV\r\n"), LG_FTP_PASV);
+    case LG_FTP_A_CONNECT:
+        return ftp_data_connect(r, c,
+                                f->phase == LG_FTP_EPSV
+                                    ? lg_ftp_epsv_port(f->reply.text, f->reply.tlen)
+                                    : lg_ftp_pasv_port(f->reply.text, f->reply.tlen));
+    case LG_FTP_A_DONE:
+        f->final = 1;
+        f->status = (uint16_t)code;
+        return f->data_eof ? ftp_done(r, c) : 0;
+    case LG_FTP_A_REFUSED: return ftp_refused(r, c, code);
+    case LG_FTP_A_CLOSING: /* an idle session timed out: as an idle keep-alive close */
+        conn_close(r, c);
+        conn_next(r, c);
+        return -1;
+    }
+    conn_fail(r, c, LG_E_PARSE);
+    return -1;
+}
+
+/* Parse n bytes read from c's control connection; -1 if the connection was closed. */
+static int ftp_feed(brun_t *r, bconn_t *c, const char *p, size_t n)
+{
+    bftp_t *f = c->ftp;
+    size_t off = 0;
+    while (off < n) {
+        size_t used;
+        int k = lg_ftp_reply_parse(&f->reply, p + off, n - off, &used);
+        if (k == LG_FTP_BAD) {
+            conn_fail(r, c, LG_E_PARSE);
+            return -1;
+        }
+        off += used;
+        if (k == LG_FTP_MORE)
+            break;
+        if (ftp_reply(r, c) < 0)
+            return -1;
+        lg_ftp_reply_start(&f->reply);
+    }
+    return 0;
+}
+
+/* Read the data connection to its end; the download is done when the 226 is in too. */
+static void ftp_data_read(brun_t *r, bconn_t *c)
+{
+    bftp_t *f = c->ftp;
+    for (;;) {
+        ssize_t k = read(f->dfd, r->rbuf, RBUF_SIZE);
+        if (k > 0) {
+            r->st->bytes += (uint64_t)k;
+            f->body += (uint64_t)k;
+            if (k < RBUF_SIZE)
+                return;
+        } else if (k == 0) {
+            ftp_data_close(r, f);
+            f->data_eof = 1;
+            if (f->final)
+                ftp_done(r, c);
+            return;
+        } else if (errno == EAGAIN || errno == EINTR) {
+            return;
+        } else {
+            conn_fail(r, c, lg_err_io(errno));
+            return;
+        }
+    }
+}
+
+/* An event on c's data connection: its connect completed (send RETR), or data to read. */
+static void ftp_data_event(brun_t *r, bconn_t *c, unsigned ev)
+{
+    bftp_t *f = c->ftp;
+    if (f->phase == LG_FTP_DATA) {
+        int e = lg_connect_result(f->dfd);
+        if (e) {
+            conn_fail(r, c, lg_err_connect(e));
+            return;
+        }
+        gio_want(r->loop, f->dfd, GIO_READ);
+        c->sent[c->ring] = r->now; /* the latency counts from RETR */
+        arm(r, c, 1);
+        ftp_send(r, c, f->retr, f->retrlen, LG_FTP_RETR);
+        return;
+    }
+    if (ev & (GIO_READ | GIO_ERROR | GIO_HANGUP))
+        ftp_data_read(r, c);
+}
+
 /* Parse n bytes read from c; -1 if the connection was closed. */
 static int conn_feed(brun_t *r, bconn_t *c, const char *p, size_t n)
 {
     if (c->h2)
         return conn_feed_h2(r, c, p, n);
+    if (c->ftp)
+        return ftp_feed(r, c, p, n);
     size_t off = 0;
     int done = 0;
     while (off < n) {
@@ -641,6 +944,10 @@ static int conn_feed(brun_t *r, bconn_t *c, const char *p, size_t n)
 
 static void conn_eof(brun_t *r, bconn_t *c)
 {
+    if (c->ftp && (c->inflight || c->state == C_HANDSHAKE)) { /* in a login or a download */
+        conn_fail(r, c, c->ftp->body || lg_ftp_reply_begun(&c->ftp->reply) ? LG_E_SHORT : LG_E_EOF);
+        return;
+    }
     if (c->h2 && c->inflight) {
         uint32_t code;
         if (lg_h2_goaway(c->h2, &code)) { /* the streams its GOAWAY did not answer */
@@ -714,9 +1021,14 @@ static int conn_read(brun_t *r, bconn_t *c)
     }
 }
 
-static void on_event(brun_t *r, bconn_t *c, unsigned ev)
+static void on_event(brun_t *r, bconn_t *c, int fd, unsigned ev)
 {
     r->now = lg_now_ns();
+    if (fd != c->fd) { /* an FTP data connection (its cookie is its control connection's) */
+        if (c->ftp && fd == c->ftp->dfd)
+            ftp_data_event(r, c, ev);
+        return;
+    }
     if (c->state == C_CONNECTING) {
         int e = lg_connect_result(c->fd);
         if (e)
@@ -725,7 +1037,7 @@ static void on_event(brun_t *r, bconn_t *c, unsigned ev)
             conn_established(r, c);
         return;
     }
-    if (c->state == C_HANDSHAKE) {
+    if (c->state == C_HANDSHAKE && !c->ftp) { /* an FTP login reads replies like OPEN */
         conn_handshake(r, c);
         return;
     }
@@ -735,9 +1047,11 @@ static void on_event(brun_t *r, bconn_t *c, unsigned ev)
         conn_flush(r, c);
 }
 
-static void on_timeout(brun_t *r, bconn_t *c)
+static void on_timeout(brun_t *r, bconn_t *c, int fd)
 {
     r->now = lg_now_ns();
+    if (fd != c->fd) /* only control connections have deadlines: a stale expiry */
+        return;
     /* an expiry gio collected before this round's events re-armed or cleared
        the deadline is stale: put the current deadline back and go on */
     if (!c->deadline || gio_now(r->loop) < c->deadline) {
@@ -758,7 +1072,7 @@ static void on_timeout(brun_t *r, bconn_t *c)
 static void start_pending(brun_t *r)
 {
     unsigned k = r->npend; /* slots pushed back by this pass wait for the next one */
-    while (k-- && r->npend && r->connecting < r->cfg->max_connecting && any_work(r)) {
+    while (k-- && r->npend && connecting(r) < r->cfg->max_connecting && any_work(r)) {
         unsigned i = r->pend[r->phead];
         r->phead = (r->phead + 1) % r->n;
         r->npend--;
@@ -845,8 +1159,8 @@ static int all_ramped(const brun_t *r)
 static int ramp_check(brun_t *r, int64_t t0)
 {
     bench_stats_t *st = r->st;
-    if (!st->ramped && ((!r->connecting && !r->npend) || r->stopping || r->aborting ||
-                        r->now - t0 >= r->timeout_ms * 1000000))
+    if (!st->ramped && ((!r->connecting && !r->npend && !(r->ftps && r->handshaking)) ||
+                        r->stopping || r->aborting || r->now - t0 >= r->timeout_ms * 1000000))
         __atomic_store_n(&st->ramped, 1, __ATOMIC_RELEASE);
     if (!st->ramped || !all_ramped(r))
         return 0;
@@ -887,10 +1201,12 @@ static int run_setup(brun_t *r, const bench_cfg_t *cfg, unsigned index, bench_st
     int64_t *sent = calloc((size_t)r->n * r->depth, sizeof *sent);
     if (cfg->h2) /* every request in flight at once could be refused */
         r->retry = calloc(r->rcap = r->n * r->depth, sizeof *r->retry);
+    if (cfg->url.ftp)
+        r->ftps = calloc(r->n, sizeof *r->ftps);
     r->rbuf = malloc(RBUF_SIZE);
     r->loop = gio_loop_new();
-    if (!r->c || !r->pend || !r->idle || !sent || !r->rbuf || !r->loop ||
-        (cfg->h2 && !r->retry)) {
+    if (!r->c || !r->pend || !r->idle || !sent || !r->rbuf || !r->loop || (cfg->h2 && !r->retry) ||
+        (cfg->url.ftp && !r->ftps)) {
         st->fatal = BENCH_SYSERR;
         st->fatal_errno = errno ? errno : ENOMEM;
         free(sent);
@@ -900,6 +1216,10 @@ static int run_setup(brun_t *r, const bench_cfg_t *cfg, unsigned index, bench_st
         r->c[i].fd = -1;
         r->c[i].sent = sent + (size_t)i * r->depth;
         gio_batch_init(&r->c[i].out);
+        if (r->ftps) {
+            r->c[i].ftp = &r->ftps[i];
+            r->ftps[i].dfd = -1;
+        }
     }
     if (cfg->url.tls) { /* one context per worker process, made after the fork */
         char err[256];
@@ -925,6 +1245,7 @@ static void run_free(brun_t *r)
     free(r->pend);
     free(r->idle);
     free(r->retry);
+    free(r->ftps);
     free(r->rbuf);
     gio_loop_free(r->loop);
     lg_tls_ctx_free(r->tls);
@@ -966,9 +1287,9 @@ int bench_run(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all)
         int fd;
         unsigned ev;
         while ((fd = gio_next(r.loop, &ev)) >= 0 && !r.aborting)
-            on_event(&r, gio_cookie(r.loop, fd), ev);
+            on_event(&r, gio_cookie(r.loop, fd), fd, ev);
         while ((fd = gio_next_timeout(r.loop)) >= 0 && !r.aborting)
-            on_timeout(&r, gio_cookie(r.loop, fd));
+            on_timeout(&r, gio_cookie(r.loop, fd), fd);
         start_pending(&r);
         r.now = lg_now_ns();
         issue_due(&r);
@@ -981,7 +1302,8 @@ int bench_run(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all)
                 r.aborting = 1; /* a second signal: stop waiting for the stragglers */
             signals = lg_signals;
         }
-        if (!r.stopping && (signals || (stop_at && r.now >= stop_at))) {
+        /* -d counts from the end of the ramp, however long the ramp took (at most -t) */
+        if (!r.stopping && (signals || (stop_at && !r.ramping && r.now >= stop_at))) {
             run_window(&r);
             run_stop(&r);
         } else if (!r.stopping && r.limit && r.started >= r.limit) {

@@ -97,6 +97,8 @@ static void parse_opts(hb_cfg_t *cfg, int *quiet, const char **url, int argc, ch
         lg_usage_exit("-P is more than -c: every process needs a connection", NULL);
     if (lg_url_parse(*url, &cfg->url, err, sizeof err) < 0)
         lg_usage_exit(err, NULL);
+    if (cfg->url.ftp)
+        lg_usage_exit("httpbench measures HTTP: ftp:// URLs are for bench", *url);
     if (cfg->resume && !cfg->url.tls)
         lg_usage_exit("--resume is for https:// URLs", NULL);
     if (srcs) {

@@ -25,7 +25,7 @@ static int fail(char *err, size_t errlen, const char *fmt, const char *arg)
     return -1;
 }
 
-static void set_port(lg_addr_t *a, unsigned port)
+void lg_addr_set_port(lg_addr_t *a, unsigned port)
 {
     if (a->ss.ss_family == AF_INET6)
         ((struct sockaddr_in6 *)&a->ss)->sin6_port = htons((uint16_t)port);
@@ -53,8 +53,10 @@ int lg_url_parse(const char *s, lg_url_t *u, char *err, size_t errlen)
         s += 8, u->tls = 1;
     else if (!strncmp(s, "http://", 7))
         s += 7;
+    else if (!strncmp(s, "ftp://", 6))
+        s += 6, u->ftp = 1;
     else if (strstr(s, "://"))
-        return fail(err, errlen, "%s: only http:// and https:// URLs", s);
+        return fail(err, errlen, "%s: only http://, https:// and ftp:// URLs", s);
     char host[256];
     const char *p = s, *end;
     size_t hl;
@@ -75,7 +77,7 @@ int lg_url_parse(const char *s, lg_url_t *u, char *err, size_t errlen)
         p += hl;
     }
     host[hl] = 0;
-    u->port = u->tls ? 443 : 80;
+    u->port = u->tls ? 443 : u->ftp ? 21 : 80;
     if (*p == ':') {
         char *e;
         unsigned long port = strtoul(p + 1, &e, 10);
@@ -90,7 +92,7 @@ int lg_url_parse(const char *s, lg_url_t *u, char *err, size_t errlen)
     snprintf(u->host, sizeof u->host, "%.*s", (int)(p - s), s);
     if (resolve(host, &u->addr, err, errlen) < 0)
         return -1;
-    set_port(&u->addr, u->port);
+    lg_addr_set_port(&u->addr, u->port);
     size_t pl = strcspn(p, "#");
     u->path = malloc(pl + 2);
     if (!u->path)

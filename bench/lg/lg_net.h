@@ -20,10 +20,12 @@ typedef struct lg_url {
     char host[300]; /* Host: header value, as written in the URL */
     char *path;     /* malloc'd; "/" when the URL has none */
     int tls;        /* https:// */
+    int ftp;        /* ftp:// */
 } lg_url_t;
 
 /*
- * Parse "http[s]://HOST[:PORT][/PATH]" (the scheme may be left out: http).  HOST is an
+ * Parse "http[s]://HOST[:PORT][/PATH]" or "ftp://HOST[:PORT]/PATH" (the
+ * scheme may be left out: http; ftp's port is 21 unless given).  HOST is an
  * IPv4 literal, an IPv6 literal in brackets, or a name getaddrinfo() knows.
  * 0, or -1 with a message in err.
  */
@@ -48,6 +50,9 @@ lg_addr_t *lg_srcs_parse(const char *s, int family, size_t *n, char *err, size_t
  * *now is 1 if the connect completed at once, 0 if it is in progress.
  */
 int lg_connect(const lg_addr_t *dst, const lg_addr_t *src, int *now);
+
+/* Set the port of a (IPv4 or IPv6). */
+void lg_addr_set_port(lg_addr_t *a, unsigned port);
 
 /* The outcome of a connect in progress that became writable: 0 or an errno. */
 int lg_connect_result(int fd);

@@ -5,7 +5,9 @@
  * URL / source address parsing, and the HTTP/2 session (lg_h2: the fields a
  * request goes out with, decoded with nghttp2's own HPACK decoder, and what
  * responses, resets, GOAWAY and an HTTP/1.x answer to the preface make of
- * the streams).  TAP output; exit status 1 on failure.
+ * the streams), and the FTP client (lg_ftp: the reply parser fed like the
+ * response parser, EPSV/PASV ports, the action for each reply in each phase
+ * of a session, the RETR command).  TAP output; exit status 1 on failure.
  * Run by tests/integration/test_loadgen.py.
  */
 #ifndef _GNU_SOURCE /* the GNUmakefile passes -D_GNU_SOURCE */
@@ -21,6 +23,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include "lg.h"
+#include "lg_ftp.h"
 #include "lg_h2.h"
 #include "lg_hist.h"
 #include "lg_http.h"
@@ -295,7 +298,8 @@ static void test_net(void)
                          "https://127.0.0.1:0/",
                          "http://[::1/",
                          "http:///x",
-                         "ftp://127.0.0.1/",
+                         "ftps://127.0.0.1/x",
+                         "gopher://127.0.0.1/x",
                          "http://127.0.0.1:80x/",
                          "http://127.0.0.1/a b"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -339,6 +343,220 @@ static void test_net(void)
               t == 0.25 && lg_parse_secs("2m", &t) == 0 && t == 120 &&
               lg_parse_secs("5h", &t) < 0 && lg_parse_secs("", &t) < 0,
           "seconds: units", NULL);
+}
+
+/* ---- FTP (lg_ftp) ---- */
+
+typedef struct fcase {
+    const char *name;
+    const char *in;
+    int rc; /* expected: LG_FTP_DONE, LG_FTP_MORE or LG_FTP_BAD */
+    unsigned code;
+    const char *text; /* expected text of the last line (DONE) */
+    size_t used;      /* expected bytes consumed on DONE (0: all) */
+} fcase_t;
+
+static const fcase_t fcases[] = {
+    {"one line", "220 Welcome\r\n", LG_FTP_DONE, 220, "Welcome", 0},
+    {"bare LF", "200 Switching to Binary mode.\n", LG_FTP_DONE, 200, "Switching to Binary mode.",
+     0},
+    {"code without text", "200\r\n", LG_FTP_DONE, 200, "", 0},
+    {"multi-line: the last line's text",
+     "220-Hello\r\n there\r\n220-still\r\n2201 not yet\r\n220 Ready\r\n", LG_FTP_DONE, 220, "Ready",
+     0},
+    {"multi-line: a line of another code does not end it",
+     "211-Features:\r\n 211 x\r\n200 no\r\n211 End\r\n", LG_FTP_DONE, 211, "End", 0},
+    {"two replies: the first only", "331 Please specify the password.\r\n230 ok\r\n", LG_FTP_DONE,
+     331, "Please specify the password.", 34},
+    {"EPSV", "229 Entering Extended Passive Mode (|||40001|)\r\n", LG_FTP_DONE, 229,
+     "Entering Extended Passive Mode (|||40001|)", 0},
+    {"incomplete", "220 Wel", LG_FTP_MORE, 0, NULL, 0},
+    {"multi-line, incomplete", "220-a\r\n220", LG_FTP_MORE, 0, NULL, 0},
+    {"HTTP is not FTP", "HTTP/1.1 400 Bad Request\r\n\r\n", LG_FTP_BAD, 0, NULL, 0},
+    {"first digit 6", "600 x\r\n", LG_FTP_BAD, 0, NULL, 0},
+    {"first digit 0", "099 x\r\n", LG_FTP_BAD, 0, NULL, 0},
+    {"letter in the code", "22x ok\r\n", LG_FTP_BAD, 0, NULL, 0},
+    {"no space after the code", "220x\r\n", LG_FTP_BAD, 0, NULL, 0},
+};
+
+/* Parse p[0..n) placed right before the guard page (as parse_guarded, for FTP). */
+static int ftp_guarded(lg_ftp_reply_t *r, const char *p, size_t n, size_t *used)
+{
+    if (n > page)
+        return lg_ftp_reply_parse(r, p, n, used);
+    char *dst = guard_page + page - n;
+    memcpy(dst, p, n);
+    return lg_ftp_reply_parse(r, dst, n, used);
+}
+
+/* Feed c->in whole (split 0), in two pieces at split, or byte by byte (step). */
+static int ftp_run(const fcase_t *c, size_t split, int step, lg_ftp_reply_t *r, size_t *off)
+{
+    size_t n = strlen(c->in);
+    int rc = LG_FTP_MORE;
+    lg_ftp_reply_start(r);
+    *off = 0;
+    while (*off < n) {
+        size_t len = step ? 1 : split && *off < split ? split - *off : n - *off, used = 0;
+        rc = ftp_guarded(r, c->in + *off, len, &used);
+        *off += used;
+        if (rc != LG_FTP_MORE)
+            break;
+        if (used != len)
+            return -99; /* MORE must consume everything */
+    }
+    return rc;
+}
+
+static void test_ftp_case(const fcase_t *c)
+{
+    size_t n = strlen(c->in), want_used = c->used ? c->used : n;
+    char what[200], detail[300] = "";
+    int all_ok = 1;
+    for (size_t split = 0; split <= n + 1; split++) { /* n+1: byte by byte */
+        lg_ftp_reply_t r;
+        size_t off;
+        int rc = ftp_run(c, split == n + 1 ? 0 : split, split == n + 1, &r, &off);
+        int good = rc == c->rc;
+        if (good && rc == LG_FTP_DONE)
+            good = r.code == c->code && off == want_used && r.tlen == strlen(c->text) &&
+                   !memcmp(r.text, c->text, r.tlen);
+        if (!good && all_ok) {
+            snprintf(detail, sizeof detail, "split %zu: rc %d code %u used %zu text '%.*s'", split,
+                     rc, r.code, off, (int)r.tlen, r.text);
+            all_ok = 0;
+        }
+    }
+    snprintf(what, sizeof what, "ftp reply: %s (whole, split anywhere, byte by byte)", c->name);
+    check(all_ok, what, detail);
+}
+
+static void test_ftp_replies(void)
+{
+    page = (size_t)sysconf(_SC_PAGESIZE);
+    guard_page = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (guard_page == MAP_FAILED || mprotect(guard_page + page, page, PROT_NONE) < 0) {
+        check(0, "guard page", "mmap/mprotect failed");
+        return;
+    }
+    for (size_t i = 0; i < sizeof fcases / sizeof fcases[0]; i++)
+        test_ftp_case(&fcases[i]);
+    munmap(guard_page, 2 * page);
+
+    /* an endless multi-line reply is refused, not read forever */
+    size_t n = LG_FTP_MAX_REPLY + 100;
+    char *big = malloc(n);
+    memcpy(big, "220-", 4);
+    memset(big + 4, 'a', n - 4);
+    lg_ftp_reply_t r;
+    size_t used;
+    lg_ftp_reply_start(&r);
+    check(lg_ftp_reply_parse(&r, big, n, &used) == LG_FTP_BAD && used == LG_FTP_MAX_REPLY,
+          "ftp reply: longer than LG_FTP_MAX_REPLY is malformed", NULL);
+    /* a long line keeps the first LG_FTP_TEXT bytes of its text */
+    memcpy(big, "227 ", 4);
+    memcpy(big + 300, "\r\n", 2);
+    lg_ftp_reply_start(&r);
+    check(lg_ftp_reply_parse(&r, big, 302, &used) == LG_FTP_DONE && used == 302 &&
+              r.tlen == LG_FTP_TEXT && r.text[LG_FTP_TEXT - 1] == 'a',
+          "ftp reply: a long text is truncated, not overflowed", NULL);
+    free(big);
+}
+
+static void test_ftp_ports(void)
+{
+    static const struct {
+        const char *text;
+        int epsv, pasv;
+    } t[] = {
+        {"Entering Extended Passive Mode (|||40001|)", 40001, -1},
+        {"Extended Passive mode OK (!!!65535!)", 65535, -1},
+        {"(|||1|)", 1, -1},
+        {"(|||65536|)", -1, -1},
+        {"(|||0|)", -1, -1},
+        {"(||1|)", -1, -1},
+        {"(|||123)", -1, -1},
+        {"(|||123|", -1, -1},
+        {"(11123|)", -1, -1},
+        {"(|||123456|)", -1, -1},
+        {"Entering Passive Mode (127,0,0,1,156,65).", -1, 40001},
+        {"Entering Passive Mode 127,0,0,1,0,21", -1, 21},
+        {"=10,1,2,3,255,255", -1, 65535},
+        {"(256,0,0,1,1,1)", -1, -1},
+        {"(1,2,3,4,5)", -1, -1},
+        {"(1,2,3,4,0,0)", -1, -1},
+        {"(1,2,3,4,5,6,7)", -1, -1},
+        {"(1,2,3,4,1000,1)", -1, -1},
+        {"", -1, -1},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        char what[160];
+        size_t len = strlen(t[i].text);
+        int e = lg_ftp_epsv_port(t[i].text, len), p = lg_ftp_pasv_port(t[i].text, len);
+        snprintf(what, sizeof what, "ftp ports: '%s' -> EPSV %d, PASV %d", t[i].text, t[i].epsv,
+                 t[i].pasv);
+        check(e == t[i].epsv && p == t[i].pasv, what, NULL);
+    }
+}
+
+static void test_ftp_session(void)
+{
+    static const struct {
+        int phase;
+        unsigned code;
+        int act;
+    } t[] = {
+        {LG_FTP_GREET, 120, LG_FTP_A_WAIT},      {LG_FTP_GREET, 220, LG_FTP_A_USER},
+        {LG_FTP_GREET, 421, LG_FTP_A_REFUSED},   {LG_FTP_GREET, 200, LG_FTP_A_UNEXPECTED},
+        {LG_FTP_USER, 331, LG_FTP_A_PASS},       {LG_FTP_USER, 230, LG_FTP_A_TYPE},
+        {LG_FTP_USER, 530, LG_FTP_A_REFUSED},    {LG_FTP_USER, 150, LG_FTP_A_UNEXPECTED},
+        {LG_FTP_PASS, 230, LG_FTP_A_TYPE},       {LG_FTP_PASS, 202, LG_FTP_A_TYPE},
+        {LG_FTP_PASS, 530, LG_FTP_A_REFUSED},    {LG_FTP_TYPE, 200, LG_FTP_A_READY},
+        {LG_FTP_TYPE, 504, LG_FTP_A_REFUSED},    {LG_FTP_IDLE, 421, LG_FTP_A_CLOSING},
+        {LG_FTP_IDLE, 226, LG_FTP_A_UNEXPECTED}, {LG_FTP_EPSV, 229, LG_FTP_A_CONNECT},
+        {LG_FTP_EPSV, 500, LG_FTP_A_PASV},       {LG_FTP_EPSV, 502, LG_FTP_A_PASV},
+        {LG_FTP_EPSV, 522, LG_FTP_A_PASV},       {LG_FTP_EPSV, 425, LG_FTP_A_REFUSED},
+        {LG_FTP_EPSV, 530, LG_FTP_A_REFUSED},    {LG_FTP_EPSV, 227, LG_FTP_A_UNEXPECTED},
+        {LG_FTP_PASV, 227, LG_FTP_A_CONNECT},    {LG_FTP_PASV, 502, LG_FTP_A_REFUSED},
+        {LG_FTP_DATA, 425, LG_FTP_A_REFUSED},    {LG_FTP_DATA, 226, LG_FTP_A_UNEXPECTED},
+        {LG_FTP_RETR, 150, LG_FTP_A_WAIT},       {LG_FTP_RETR, 125, LG_FTP_A_WAIT},
+        {LG_FTP_RETR, 226, LG_FTP_A_DONE},       {LG_FTP_RETR, 250, LG_FTP_A_DONE},
+        {LG_FTP_RETR, 550, LG_FTP_A_REFUSED},    {LG_FTP_RETR, 426, LG_FTP_A_REFUSED},
+        {LG_FTP_RETR, 200, LG_FTP_A_UNEXPECTED},
+    };
+    int all_ok = 1;
+    char detail[128] = "";
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        int a = lg_ftp_next(t[i].phase, t[i].code);
+        if (a != t[i].act && all_ok) {
+            snprintf(detail, sizeof detail, "phase %d reply %u: action %d, not %d", t[i].phase,
+                     t[i].code, a, t[i].act);
+            all_ok = 0;
+        }
+    }
+    check(all_ok, "ftp session: the action for each reply in each phase", detail);
+
+    char buf[64];
+    check(lg_ftp_retr_format(buf, sizeof buf, "/1k") == 9 && !strcmp(buf, "RETR 1k\r\n"),
+          "ftp RETR: the path without its first /", buf);
+    check(lg_ftp_retr_format(buf, sizeof buf, "//abs/f") == 13 && !strcmp(buf, "RETR /abs/f\r\n"),
+          "ftp RETR: // names an absolute path", buf);
+    check(!lg_ftp_retr_format(buf, sizeof buf, "/") && !lg_ftp_retr_format(buf, sizeof buf, "/d/"),
+          "ftp RETR: no file named: 0", NULL);
+    check(lg_ftp_retr_format(buf, 10, "/1k") == 9 && !lg_ftp_retr_format(buf, 9, "/1k") &&
+              !lg_ftp_retr_format(buf, sizeof buf, "/a\r\nDELE b"),
+          "ftp RETR: too long for the buffer, or CR LF in the path: 0", NULL);
+
+    lg_url_t u;
+    char err[256];
+    int r = lg_url_parse("ftp://127.0.0.1/pub/1k", &u, err, sizeof err);
+    check(r == 0 && u.ftp && !u.tls && u.port == 21 && !strcmp(u.path, "/pub/1k"),
+          "url: ftp://, default port 21", err);
+    lg_url_free(&u);
+    r = lg_url_parse("ftp://[::1]:2121/f", &u, err, sizeof err);
+    check(r == 0 && u.ftp && u.port == 2121 && u.addr.ss.ss_family == AF_INET6,
+          "url: ftp:// with IPv6 and a port", err);
+    lg_url_free(&u);
 }
 
 /* ---- HTTP/2 session ---- */
@@ -462,6 +680,9 @@ int main(void)
     test_net();
     test_h2_request();
     test_h2_streams();
+    test_ftp_replies();
+    test_ftp_ports();
+    test_ftp_session();
     printf("1..%d\n", ntests);
     return nfailed ? 1 : 0;
 }
