@@ -146,20 +146,58 @@ static int link_add(ftp_sess_t *s, int fd, ftp_link_t link)
     return 0;
 }
 
-/* A socket of the control connection's family, bound to its local address. */
-static int bound_socket(ftp_sess_t *s)
+/*
+ * Passive ports are ours to pick, round the range below, with SO_REUSEADDR:
+ * the server closes a download's data connection first, so each leaves a
+ * TIME_WAIT on its port, and the kernel's own choice (port 0) slows to
+ * milliseconds a bind once they fill its ephemeral range, on the one loop.
+ * A port in TIME_WAIT is bound again at once; one in use is skipped.
+ */
+#define FTP_PASV_LO 49152
+#define FTP_PASV_N 16384
+#define FTP_PASV_TRIES 64
+
+static int bind_passive(int fd, ftp_addr_t *a)
+{
+    static _Thread_local unsigned next;
+    socklen_t len = a->sa.sa_family == AF_INET ? sizeof a->in4 : sizeof a->in6;
+    for (int k = 0; k < FTP_PASV_TRIES; k++) {
+        uint16_t port = htons((uint16_t)(FTP_PASV_LO + next++ % FTP_PASV_N));
+        if (a->sa.sa_family == AF_INET)
+            a->in4.sin_port = port;
+        else
+            a->in6.sin6_port = port;
+        if (bind(fd, &a->sa, len) == 0)
+            return 0;
+        if (errno != EADDRINUSE)
+            break;
+    }
+    if (a->sa.sa_family == AF_INET) /* the range is full: the kernel's choice */
+        a->in4.sin_port = 0;
+    else
+        a->in6.sin6_port = 0;
+    return bind(fd, &a->sa, len);
+}
+
+/* A socket of the control connection's family, bound to its local address
+   (passive: on a port of the range; active: the kernel's). */
+static int bound_socket(ftp_sess_t *s, int passive)
 {
     ftp_addr_t a = s->local;
-    int zero = 0, fd = socket(a.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int zero = 0, one = 1,
+        fd = socket(a.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
     if (a.sa.sa_family == AF_INET6)
         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+    if (passive)
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (a.sa.sa_family == AF_INET)
         a.in4.sin_port = 0;
     else
         a.in6.sin6_port = 0;
-    if (bind(fd, &a.sa, a.sa.sa_family == AF_INET ? sizeof a.in4 : sizeof a.in6) < 0) {
+    if ((passive ? bind_passive(fd, &a)
+                 : bind(fd, &a.sa, a.sa.sa_family == AF_INET ? sizeof a.in4 : sizeof a.in6)) < 0) {
         close(fd);
         return -1;
     }
@@ -200,7 +238,7 @@ int ftp_cmd_pasv(ftp_sess_t *s, const ftp_cmd_t *cmd)
     s->active.sa.sa_family = 0;
     ftp_addr_t a;
     socklen_t alen = sizeof a;
-    int fd = bound_socket(s);
+    int fd = bound_socket(s, 1);
     if (fd < 0 || listen(fd, 1) < 0 || getsockname(fd, &a.sa, &alen) < 0 ||
         link_add(s, fd, LINK_LISTEN) < 0) {
         if (fd >= 0 && s->dfd != fd)
@@ -254,7 +292,7 @@ int ftp_cmd_port(ftp_sess_t *s, const ftp_cmd_t *cmd)
 static int link_connect(ftp_sess_t *s)
 {
     ftp_addr_t to = s->active;
-    int fd = bound_socket(s);
+    int fd = bound_socket(s, 0);
     if (fd < 0)
         return -1;
     if (to.sa.sa_family != s->local.sa.sa_family) { /* an IPv4 client on [::] */
