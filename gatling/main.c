@@ -44,6 +44,15 @@ static void usage_dynamic(void)
         stdout);
 }
 
+/* -h, the FTP options (conn/ftp.h). */
+static void usage_ftp(void)
+{
+    fputs("  -f port[,upload[=bytes]]  anonymous FTP on port (0: any; 21 as root is usual);\n"
+          "            ,upload: STOR/APPE/MKD into world-writable dirs, files <= bytes (64M)\n"
+          "  -U        no FTP uploads, whatever -f says (the original gatling's -U)\n",
+          stdout);
+}
+
 /* -h: the whole usage, on stdout (a bad option gets usage_error()). */
 static void usage(void)
 {
@@ -54,7 +63,7 @@ static void usage(void)
         "               [-r url] [-M secs] [-S] [-L] [-Z] [-F bytes] [-C dir] [-e port] [-E]\n"
         "               [-o ciphers] [-O suites] [-x secs] [-X] [-2] [-y which] [-Y nets]\n"
         "               [-k path] [-g secs] [-w regex] [-z] [-J n] [-Q secs] [-P rule]\n"
-        "               [-V] [-h]\n"
+        "               [-f port[,upload[=bytes]]] [-U] [-V] [-h]\n"
         "Serve the current directory (or -c dir) over HTTP/1.1 and HTTP/2, and over HTTPS when\n"
         "there are certificates.\n"
         "  -i addr   listen on this IPv4 or IPv6 address (default: all, IPv6 and IPv4)\n"
@@ -114,6 +123,7 @@ static void usage(void)
         "            listeners close (default 0: close at once)\n",
         stdout);
     usage_dynamic();
+    usage_ftp();
     fputs(
         "  -V        print the version and the IO backend, and exit\n"
         "  -h        print this help, and exit\n"
@@ -150,6 +160,7 @@ static int is_address(const char *s)
  */
 #define OPT_URL_MAX 1024 /* -r */
 #define OPT_NAME_MAX 255 /* -I, -u */
+#define FTP_UPLOAD_MAX (64LL << 20) /* -f port,upload: the default size cap of a file */
 
 static int too_long(const char *s, size_t max)
 {
@@ -274,6 +285,8 @@ static void config_defaults(config_t *cfg)
                       .mem_file_max = 16384,
                       .tls_port = geteuid() == 0 ? 443 : 4433,
                       .cgi_max = 32,
+                      .ftp_port = -1,
+                      .ftp_upload_max = FTP_UPLOAD_MAX,
                       .dyn_timeout = 30,
 #ifdef TCP_DEFER_ACCEPT
                       .defer_accept = 1, /* as h2o: see server.c, defer_accept() */
@@ -362,6 +375,7 @@ static int flag_option(int c, config_t *cfg)
         {'L', 1, &cfg->symlinks_out}, {'Z', 0, &cfg->gzip},
         {'E', 1, &cfg->tls_off},      {'X', 1, &cfg->https_redirect},
         {'2', 1, &cfg->h2_off},       {'z', 1, &cfg->cgi_exec},
+        {'U', 1, &cfg->ftp_no_upload},
     };
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
         if (t[i].opt == c) {
@@ -401,12 +415,26 @@ static int dynamic_option(int c, const char *arg, config_t *cfg)
     return 1;
 }
 
+static int parse_ftp(config_t *cfg, const char *arg);
+
+/* -f: FTP.  1 if c is not it, else -1 to go on or an exit code. */
+static int ftp_option(int c, const char *arg, config_t *cfg)
+{
+    if (c != 'f')
+        return 1;
+    if (parse_ftp(cfg, arg) < 0)
+        return bad("f", arg, "not port[,upload[=bytes]] (a port 0-65535; bytes >= 1, "
+                             "with K, M or G)");
+    return -1;
+}
+
 /* One option from getopt().  Returns -1 to go on, or an exit code. */
 static int option(int c, char *arg, config_t *cfg)
 {
     int rc;
     if ((rc = int_option(c, arg, cfg)) != 1 || (rc = name_option(c, arg, cfg)) != 1 ||
-        (rc = flag_option(c, cfg)) != 1 || (rc = dynamic_option(c, arg, cfg)) != 1)
+        (rc = flag_option(c, cfg)) != 1 || (rc = dynamic_option(c, arg, cfg)) != 1 ||
+        (rc = ftp_option(c, arg, cfg)) != 1)
         return rc;
     switch (c) {
     case 'i':
@@ -482,6 +510,41 @@ static int option(int c, char *arg, config_t *cfg)
     return -1;
 }
 
+/*
+ * -f port[,upload[=bytes]]: FTP on port; uploads (STOR, APPE, MKD into
+ * world-writable directories) only with ",upload", files of at most bytes
+ * (a K, M or G suffix: powers of 1024).  0, or -1.
+ */
+static int parse_ftp(config_t *cfg, const char *arg)
+{
+    char port[8];
+    const char *comma = strchr(arg, ',');
+    size_t n = comma ? (size_t)(comma - arg) : strlen(arg);
+    if (n == 0 || n >= sizeof port)
+        return -1;
+    memcpy(port, arg, n);
+    port[n] = 0;
+    if ((cfg->ftp_port = (int)number(port, 0, 65535)) < 0)
+        return -1;
+    if (!comma)
+        return 0;
+    if (strncmp(comma + 1, "upload", 6) || (comma[7] && comma[7] != '='))
+        return -1;
+    cfg->ftp_upload = 1;
+    if (!comma[7])
+        return 0;
+    char *end;
+    errno = 0;
+    long long v = strtoll(comma + 8, &end, 10);
+    int shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
+    if (shift)
+        end++;
+    if (errno || end == comma + 8 || *end || v < 1 || v > (1LL << (62 - shift)))
+        return -1;
+    cfg->ftp_upload_max = v << shift;
+    return 0;
+}
+
 /* Parse argv into cfg.  Returns -1 to go on, or an exit code. */
 static int parse_options(int argc, char **argv, config_t *cfg)
 {
@@ -489,12 +552,16 @@ static int parse_options(int argc, char **argv, config_t *cfg)
     config_defaults(cfg);
     opterr = 0;
     const char *opts = ":i:p:a:T:s:B:N:K:A:R:b:j:nGl:q:c:u:m:W:HvtdDI:r:M:SLZF:C:e:Eo:O:x:X2"
-                       "y:Y:k:g:w:zJ:Q:P:Vh";
+                       "y:Y:k:g:w:zJ:Q:P:Vhf:U";
     while ((c = getopt(argc, argv, opts)) != -1)
         if ((rc = option(c, optarg, cfg)) >= 0)
             return rc;
     if (optind < argc) {
         fprintf(stderr, "gatling: unexpected argument '%s'\n", argv[optind]);
+        return usage_error();
+    }
+    if (cfg->ftp_upload && cfg->ftp_no_upload) {
+        fputs("gatling: -U forbids the uploads that -f ...,upload allows: give one\n", stderr);
         return usage_error();
     }
     int proxied = cfg->proxy_http || cfg->proxy_https || cfg->nproxy_ports;
@@ -662,7 +729,7 @@ int main(int argc, char **argv)
                 passed     ? "a passed socket,"
                 : cfg.addr ? cfg.addr
                            : "::",
-                server_port(&lst[i]), lst[i].tls ? " (https)" : "",
+                server_port(&lst[i]), lst[i].tls ? " (https)" : lst[i].ftp ? " (ftp)" : "",
                 passed ? " (-i and -p ignored)" : "");
     handover_ready();
     rc = server_run(&s);

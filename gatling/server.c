@@ -182,7 +182,7 @@ static void defer_accept(const config_t *cfg, int fd, int adopted)
 #endif
 }
 
-int server_listen(config_t *cfg, listener_t *lst, int *n, int reuseport, int backlog)
+static int listen_http(config_t *cfg, listener_t *lst, int *n, int reuseport, int backlog)
 {
     int fd = listen_on(cfg->addr, cfg->port, reuseport, backlog, 0);
     if (fd < 0)
@@ -214,13 +214,37 @@ int server_listen(config_t *cfg, listener_t *lst, int *n, int reuseport, int bac
     return 0;
 }
 
+/* -f: FTP beside HTTP (and HTTPS), on -i's address.  The server speaks
+   first on FTP, so no TCP_DEFER_ACCEPT there. */
+int server_listen(config_t *cfg, listener_t *lst, int *n, int reuseport, int backlog)
+{
+    if (listen_http(cfg, lst, n, reuseport, backlog) < 0)
+        return -1;
+    if (cfg->ftp_port < 0)
+        return 0;
+    int fd = listen_on(cfg->addr, cfg->ftp_port, reuseport, backlog, 0);
+    if (fd < 0) {
+        for (int i = 0; i < *n; i++)
+            close(lst[i].fd);
+        return -1;
+    }
+    lst[*n] = (listener_t){.kind = COOKIE_LISTENER, .fd = fd, .ftp = 1};
+    if (!cfg->ftp_port) /* -f 0: the kernel chose; -W workers take the same */
+        cfg->ftp_port = server_port(&lst[*n]);
+    (*n)++;
+    return 0;
+}
+
 void server_adopt(const config_t *cfg, const int *fds, int n, listener_t *lst)
 {
     for (int i = 0; i < n; i++) {
         listener_options(fds[i]);
-        defer_accept(cfg, fds[i], 1);
         lst[i] = (listener_t){.kind = COOKIE_LISTENER, .fd = fds[i]};
-        lst[i].tls = server_port_is_tls(cfg, server_port(&lst[i]));
+        int port = server_port(&lst[i]);
+        lst[i].ftp = cfg->ftp_port > 0 && port == cfg->ftp_port;
+        if (!lst[i].ftp)
+            defer_accept(cfg, fds[i], 1);
+        lst[i].tls = !lst[i].ftp && server_port_is_tls(cfg, port);
     }
 }
 
@@ -338,7 +362,7 @@ int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const list
         s->lst[i] = lst[i];
         s->lst[i].port = server_port(&lst[i]);
         s->lst[i].deferred = deferred(lst[i].fd);
-        s->lst[i].proxy = behind_proxy(cfg, &s->lst[i]);
+        s->lst[i].proxy = !lst[i].ftp && behind_proxy(cfg, &s->lst[i]); /* FTP: no PROXY */
         if (gio_add(s->loop, lst[i].fd, &s->lst[i]) < 0) {
             fprintf(stderr, "gatling: cannot watch listener: %s\n", strerror(errno));
             return -1;
@@ -351,6 +375,14 @@ int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const list
         return -1;
     }
     return 0;
+}
+
+static void refuse(int fd, const listener_t *l)
+{
+    if (l->ftp)
+        ftp_refuse(fd);
+    else
+        h1_refuse(fd, l->tls);
 }
 
 static void accept_some(server_t *s, listener_t *l)
@@ -380,7 +412,7 @@ static void accept_some(server_t *s, listener_t *l)
         }
         if (s->site.nconns >= s->max_conns) {
             s->site.stats.refused_cap++;
-            h1_refuse(fd, l->tls); /* 503 at once, unread, and close */
+            refuse(fd, l); /* 503 (FTP: 421) at once, unread, and close */
             continue;
         }
         /* behind a proxy, -K counts the client the header names (conn.c) */
@@ -391,7 +423,11 @@ static void accept_some(server_t *s, listener_t *l)
                 s->site.stats.refused_addr++;
             else
                 s->site.stats.refused_cap++;
-            h1_refuse(fd, l->tls); /* 503 at once, unread, and close */
+            refuse(fd, l); /* 503 (FTP: 421) at once, unread, and close */
+            continue;
+        }
+        if (l->ftp) { /* the session counts itself in nconns and closes the -K count */
+            ftp_new(&s->ftp, &s->site, fd, &peer.sa, plen);
             continue;
         }
 #ifndef __linux__ /* where accepted sockets may not inherit it from the listener */
@@ -425,6 +461,7 @@ static void start_draining(server_t *s)
         gio_close(s->loop, s->lst[i].fd);
     s->nlst = 0;
     conn_set_drain(&s->conns);
+    ftp_set_drain(&s->ftp);
 }
 
 /* SIGUSR1: logrotate moved the file away; start a new one at the same path. */
@@ -610,6 +647,8 @@ int server_run(server_t *s)
                 finish_upgrade(s, ev);
             else if (*kind == COOKIE_WATCH)
                 ((watch_t *)kind)->on((watch_t *)kind, ev);
+            else if (*kind == COOKIE_FTP || *kind == COOKIE_FTP_DATA)
+                ftp_event(kind, fd, ev);
             else
                 handle_signals(s);
         }
@@ -626,6 +665,8 @@ int server_run(server_t *s)
                 finish_upgrade(s, 0);
             else if (*kind == COOKIE_WATCH)
                 ((watch_t *)kind)->on((watch_t *)kind, 0);
+            else if (*kind == COOKIE_FTP || *kind == COOKIE_FTP_DATA)
+                ftp_event(kind, fd, 0);
         }
         conn_set_run_poked(&s->conns);
         alog_flush(&s->site.log);

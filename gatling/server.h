@@ -8,6 +8,7 @@
 
 #include "site/config.h"
 #include "conn/conn.h"
+#include "conn/ftp.h"
 #include "gio.h"
 #include "site/mime.h"
 #include "site/site.h"
@@ -28,6 +29,7 @@ typedef struct listener {
     int tls;  /* HTTPS */
     int deferred; /* TCP_DEFER_ACCEPT: accepted connections have data waiting */
     int proxy;    /* -y: behind a proxy, connections start with a PROXY header */
+    int ftp;      /* -f: FTP control connections (conn/ftp.h) */
 } listener_t;
 
 typedef struct server {
@@ -45,6 +47,7 @@ typedef struct server {
     int upfd;         /* an upgrade under way: readable when the new one serves */
     pid_t uppid;      /* ... and the new process */
     int64_t grace_end; /* -g: a drain's grace runs until then (loop ms); 0: none */
+    ftp_set_t ftp;     /* -f: the FTP sessions */
 } server_t;
 
 /*

@@ -211,7 +211,8 @@ static void announce(const supervisor_t *sv, int passed)
                 passed      ? "a passed socket,"
                 : cfg->addr ? cfg->addr
                             : "::",
-                port, tls ? " (https)" : "", passed ? " (-i and -p ignored)" : "");
+                port, tls ? " (https)" : port == cfg->ftp_port ? " (ftp)" : "",
+                passed ? " (-i and -p ignored)" : "");
     }
 }
 

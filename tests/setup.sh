@@ -8,7 +8,7 @@ pkgs="gcc make libc6-dev libowfat-dev libssl-dev openssl zlib1g-dev liburing-dev
       nghttp2-client python3-h2 curl wrk
       apache2-utils python3 goaccess clang libclang-rt-14-dev gnuplot-nox
       debhelper dpkg-dev fakeroot lintian logrotate systemd adduser media-types linux-perf util-linux
-      procps iproute2 git haproxy"
+      procps iproute2 git haproxy lftp"
 # (libnghttp2-dev: the HTTP/2 codec; Debian 12's 1.52.0-1+deb12u3 or later, which carries
 #  the rapid-reset (CVE-2023-44487) and CONTINUATION (CVE-2024-28182) fixes -- h2.c calls
 #  nghttp2_option_set_max_continuations, which older builds lack, so they fail to link;
@@ -23,7 +23,8 @@ pkgs="gcc make libc6-dev libowfat-dev libssl-dev openssl zlib1g-dev liburing-dev
 #  activation test fails (the tests themselves poll with connect());
 #  linux-perf and util-linux's taskset: bench/fastpath counts system calls with
 #  perf's tracepoints, and test_fastpath.py runs it;
-#  haproxy: test_proxyproto.py puts it in front of gatling with send-proxy-v2)
+#  haproxy: test_proxyproto.py puts it in front of gatling with send-proxy-v2;
+#  lftp: test_ftp.py mirrors a tree from gatling's FTP server)
 # gunicorn, php-fpm, python3-websockets: test_proxy.py's backends (-P: HTTP, FastCGI, WebSocket)
 pkgs="$pkgs gunicorn php-fpm python3-websockets"
 # slowhttptest, whois (mkpasswd) and openssl: bench/slashdot's attacks and password hashes

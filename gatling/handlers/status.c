@@ -27,7 +27,27 @@ typedef struct row {
     uint64_t v;
 } row_t;
 
-#define STATUS_PAGE_MAX 12288 /* the page is about 5 KiB */
+#define STATUS_PAGE_MAX 16384 /* the page is about 6 KiB */
+
+/* The FTP rows (-f), after the others. */
+static size_t rows_ftp(const status_counters_t *st, row_t *r, size_t n, size_t cap)
+{
+#define ROW(k, l, v) \
+    do { \
+        if (n < cap) \
+            r[n++] = (row_t){k, l, (uint64_t)(v)}; \
+    } while (0)
+    ROW("ftp_sessions", "FTP control connections (-f)", st->ftp_sessions);
+    ROW("ftp_logins", "FTP logins (anonymous)", st->ftp_logins);
+    ROW("ftp_downloads", "FTP downloads completed", st->ftp_downloads);
+    ROW("ftp_uploads", "FTP uploads completed", st->ftp_uploads);
+    ROW("ftp_refused", "FTP refused: other users, uploads, MKD", st->ftp_refused);
+    ROW("ftp_bounce", "FTP PORT/EPRT to another host refused (bounce)", st->ftp_bounce);
+    ROW("ftp_pasv_theft", "FTP data connections from another host, closed", st->ftp_pasv_theft);
+    ROW("ftp_timeouts", "timed out: FTP login, idle, data set-up, rate (-B)", st->ftp_timeouts);
+#undef ROW
+    return n;
+}
 
 /* The rows of dynamic content (handlers/cgi.c, proxy.c) after r[0..n): the new n. */
 static size_t dynamic_rows(const status_counters_t *st, row_t *r, size_t n, size_t cap)
@@ -125,6 +145,7 @@ static size_t rows(const site_t *s, row_t *r, size_t cap, int64_t now)
     ROW("health_failed", "health checks (-k): 503, draining", st->health_failed);
     n = dynamic_rows(st, r, n, cap);
     ROW("draining", "draining: health checks fail (-g), listeners closing", s->draining);
+    n = rows_ftp(st, r, n, cap);
 #undef ROW
     return n;
 }
@@ -134,7 +155,7 @@ int status_serve(exchange_t *ex, int json)
     site_t *s = ex->site;
     int64_t now = gio_wallclock(s->loop);
     stats_roll(&s->stats, now);
-    row_t r[88];
+    row_t r[100];
     size_t n = rows(s, r, sizeof r / sizeof r[0], now);
     char *body = malloc(STATUS_PAGE_MAX), pid[24];
     if (!body)

@@ -147,6 +147,40 @@ void alog_request(alog_t *l, int64_t now, const char *vhost, const struct sockad
         alog_flush(l);
 }
 
+void alog_ftp(alog_t *l, int64_t now, const struct sockaddr *peer, const char *user,
+              const char *verb, const char *path, int code, uint64_t bytes, int tls)
+{
+    if (l->fd < 0)
+        return;
+    size_t plen = strnlen(path, 4096), ulen = strnlen(user, 64);
+    if (reserve(l, 192 + 4 * (plen + ulen)) < 0)
+        return;
+    if (now != l->stamp_at)
+        refresh_stamp(l, now);
+    char *p = l->buf + l->len;
+    p += fmt_peer(p, peer);
+    memcpy(p, " - ", 3), p += 3;
+    p += ulen ? escape(p, user, ulen) : (size_t)(*p = '-', 1);
+    *p++ = ' ';
+    p += str_copy(p, l->stamp);
+    memcpy(p, " \"", 2), p += 2;
+    p += escape(p, verb, strnlen(verb, 8));
+    *p++ = ' ';
+    p += escape(p, path, plen);
+    memcpy(p, "\" ", 2), p += 2;
+    p += fmt_ulong(p, (unsigned long)code);
+    *p++ = ' ';
+    if (bytes)
+        p += fmt_ulonglong(p, bytes);
+    else
+        *p++ = '-';
+    memcpy(p, " \"-\" \"-\" ", 9), p += 9;
+    memcpy(p, tls ? "ftps\n" : "ftp\n", tls ? 5 : 4), p += tls ? 5 : 4;
+    l->len = p - l->buf;
+    if (l->len >= ALOG_FLUSH_AT)
+        alog_flush(l);
+}
+
 void alog_flush(alog_t *l)
 {
     size_t done = 0;

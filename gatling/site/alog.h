@@ -33,6 +33,15 @@ void alog_init(alog_t *l, int fd);
 void alog_request(alog_t *l, int64_t now, const char *vhost, const struct sockaddr *peer,
                   const http_request_t *req, int status, uint64_t body_bytes, int tls);
 
+/*
+ * Append one FTP transfer's line, CLF-like: the client, "-", the login name
+ * (anonymous, ftp), the time, "VERB /path" quoted, the reply code (226,
+ * 426, 452, ...), the bytes moved ("-" for none), "-" "-" for referer and
+ * user agent, then ftp (ftps over TLS) as the scheme.
+ */
+void alog_ftp(alog_t *l, int64_t now, const struct sockaddr *peer, const char *user,
+              const char *verb, const char *path, int code, uint64_t bytes, int tls);
+
 /* Write out the buffered lines (a failing log never stops the server). */
 void alog_flush(alog_t *l);
 

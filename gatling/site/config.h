@@ -78,6 +78,11 @@ typedef struct config {
     const char *proxy_rule[CONFIG_PROXY_RULES]; /* -P: [F/|S/]host/port/regex or
                                                    [F/|S/]unix:path/regex */
     int nproxy_rules;
+    /* FTP: conn/ftp.c */
+    int ftp_port;          /* -f port: FTP on this port (0: any); -1 = off (default) */
+    int ftp_upload;        /* -f port,upload: STOR/APPE/MKD into world-writable directories */
+    long long ftp_upload_max; /* -f port,upload=bytes: the largest file an upload makes */
+    int ftp_no_upload;     /* -U: no uploads (the original gatling's -U) */
     /* set up by main(), not options: */
     int log_fd;   /* the access log (-1: none), opened before any chroot */
     int error_fd; /* the error log (stderr, or -q's file), opened before any chroot */

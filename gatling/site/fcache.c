@@ -144,6 +144,14 @@ fcache_entry_t *fcache_get(fcache_t *fc, const char *key, size_t n, int64_t now)
     return e;
 }
 
+void fcache_forget(fcache_t *fc, const char *key, size_t n)
+{
+    size_t i = slot_of(fc, key, n);
+    fcache_entry_t *e = fc->slot[i];
+    if (e && e->keylen == n && !memcmp(e->key, key, n))
+        evict(fc, i);
+}
+
 fcache_entry_t *fcache_put(fcache_t *fc, const char *key, size_t n, const fcache_entry_t *tmpl,
                            int64_t now)
 {

@@ -86,6 +86,9 @@ fcache_entry_t *fcache_get(fcache_t *fc, const char *key, size_t n, int64_t now)
 fcache_entry_t *fcache_put(fcache_t *fc, const char *key, size_t n, const fcache_entry_t *tmpl,
                            int64_t now);
 
+/* Evict key's entry now (a file just written: FTP's STOR, APPE), if cached. */
+void fcache_forget(fcache_t *fc, const char *key, size_t n);
+
 /*
  * Evict the entries that expired by now.  Returns the ms until the next
  * expiry, or -1 if the cache is empty (a timeout for the event loop).

@@ -71,6 +71,14 @@ typedef struct status_counters {
     uint64_t cgi_killed;       /* ... killed: at the deadline (-Q), or the client went first */
     uint64_t cgi_refused;      /* CGI requests refused: over -J, spawner busy or gone, 503 */
     uint64_t cgi_failed;       /* CGI processes that gave no (valid) head: 502 */
+    uint64_t ftp_sessions;     /* -f: FTP control connections accepted */
+    uint64_t ftp_logins;       /* ... logged in (anonymous, ftp) */
+    uint64_t ftp_downloads;    /* RETRs completed (226) */
+    uint64_t ftp_uploads;      /* STORs and APPEs completed (226) */
+    uint64_t ftp_refused;      /* logins other than anonymous, uploads and MKDs refused */
+    uint64_t ftp_bounce;       /* PORT/EPRT to another address or a port below 1024 */
+    uint64_t ftp_pasv_theft;   /* data connections to a passive port from another address */
+    uint64_t ftp_timeouts;     /* login, idle, data set-up, transfer rate (-B) deadlines */
 } status_counters_t;
 
 /* Start a new second at wall-clock second now, if it is one: the second that
