@@ -386,10 +386,10 @@ def test_slow_app_is_504(gatling, gunicorn):
     assert fetch(srv.port, "/app/hello").status == 200, "the server goes on"
 
 
-def one_shot_backend(answer):
+def one_shot_backend(answer, family=socket.AF_INET):
     """A backend that reads a request, writes answer, and closes."""
-    lst = socket.socket()
-    lst.bind(("127.0.0.1", 0))
+    lst = socket.socket(family)
+    lst.bind(("127.0.0.1", 0) if family == socket.AF_INET else ("::1", 0))
     lst.listen(8)
 
     def run():
@@ -472,6 +472,16 @@ def test_retry_after_stale_pooled_connection(gatling):
         assert r.status == 502, "a POST is not sent twice: %r" % r
         st = status_counters(srv)
         assert st["backend_reuses"] == 2 and st["backend_connects"] == 2, st
+    finally:
+        lst.close()
+
+
+def test_ipv6_backend(gatling):
+    lst = one_shot_backend(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nsix!", socket.AF_INET6)
+    try:
+        srv = proxied(gatling, ["[::1]/%d/^/app/" % lst.getsockname()[1]])
+        r = fetch(srv.port, "/app/x")
+        assert r.status == 200 and r.body == b"six!", r
     finally:
         lst.close()
 
