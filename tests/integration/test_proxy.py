@@ -24,8 +24,8 @@ import time
 
 import pytest
 
-from conftest import (H2, TLS, Client, ServerHang, client_tls_context, fetch, free_port,
-                      h1_only, wait_for)
+from conftest import (H2, LOG_VERSION, TLS, Client, ServerHang, client_tls_context, fetch,
+                      free_port, h1_only, wait_for)
 
 APP = r'''
 import os, time
@@ -242,6 +242,8 @@ def test_get_post_and_static(gatling, gunicorn):
     assert r.header("X-App") == "1"
     assert r.header("Content-Type") == "text/plain"
     assert r.header("Server").startswith("gatling"), r
+    log = srv.wait_log(1)
+    assert '"GET /app/hello %s" 200 16 ' % LOG_VERSION in log[0], log
     assert fetch(srv.port, "/index.html").body == b"static\n", "no rule: the file"
     body = os.urandom(300000)
     r = fetch(srv.port, "/app/echo", method="POST", body=body,
