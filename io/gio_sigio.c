@@ -37,7 +37,10 @@
  * (eventfd, signalfd, timerfd) raise no SIGIO at all: gio_add() refuses them
  * (EINVAL) rather than never reporting them.  A unix-domain socket must be
  * registered before it first fills up: its EAGAIN arms the POLL_OUT signal
- * only while O_ASYNC is set, and unlike TCP's, its poll() does not arm it.
+ * only while O_ASYNC is set, and unlike TCP's, its poll() does not arm it:
+ * a writer to a unix socket must write until EAGAIN before it waits for
+ * GIO_WRITE (a socket merely past a quarter of its buffer polls not
+ * writable, and its space comes back unannounced).
  */
 #include <signal.h>
 #include <sys/stat.h>

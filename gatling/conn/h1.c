@@ -396,11 +396,13 @@ static size_t offer(h1_t *h, const char *p, size_t n, int last)
     exchange_t *ex = &h->ex;
     if (!ex->producer)
         return n; /* the producer has ended: what is left is dropped */
+    h->input_held = 1; /* an ex_input_ready during the call clears it */
     size_t k = ex->producer->input(ex, p, n, last);
-    if (k < n)
-        h->input_held = 1;
-    else if (last)
-        h->input_done = 1;
+    if (k >= n) {
+        k = n;
+        h->input_held = 0;
+        h->input_done = (uint8_t)(h->input_done | last);
+    }
     return k;
 }
 

@@ -98,6 +98,7 @@ typedef struct h2_stream {
     uint8_t input_held;  /* input() took less than offered: the rest is in held */
     uint8_t input_last;  /* the client ended the body: tell input() once held is empty */
     uint8_t input_done;  /* input() was told */
+    uint8_t offering;    /* inside the producer's input() */
     uint64_t given;      /* body bytes handed over (queued: given - body_sent) */
     char *held;          /* request body bytes the producer has not taken yet */
     size_t held_len;
@@ -540,7 +541,8 @@ static void codec_input_ready(exchange_t *ex)
 {
     h2_stream_t *s = stream_of(ex);
     s->input_held = 0;
-    offer_held(s);
+    if (!s->offering) /* else offer() sees it when the producer's call returns */
+        offer_held(s);
     wake(s);
 }
 
@@ -570,15 +572,20 @@ static size_t offer(h2_stream_t *s, const uint8_t *p, size_t n, int last)
         s->input_held = 1;                         /* takes the body: hold it until then */
         return 0;
     }
-    size_t k = ex->producer && !s->closed ? ex->producer->input(ex, (const char *)p, n, last) : n;
-    if (k > n)
+    size_t k = n;
+    if (ex->producer && !s->closed) {
+        s->input_held = 1; /* an ex_input_ready during the call clears it */
+        s->offering = 1;
+        k = ex->producer->input(ex, (const char *)p, n, last);
+        s->offering = 0;
+    }
+    if (k >= n) {
         k = n;
+        s->input_held = 0;
+        s->input_done = (uint8_t)(s->input_done | last);
+    }
     if (k)
         nghttp2_session_consume(s->h2->ng, s->id, k);
-    if (k < n)
-        s->input_held = 1;
-    else if (last)
-        s->input_done = 1;
     return k;
 }
 
@@ -589,10 +596,14 @@ static void offer_held(h2_stream_t *s)
             offer(s, (const uint8_t *)"", 0, 1);
         return;
     }
-    size_t k = offer(s, (uint8_t *)s->held, s->held_len, s->input_last);
-    memmove(s->held, s->held + k, s->held_len - k);
-    s->held_len -= k;
-    s->h2->held_bytes -= k;
+    do { /* again while the producer says ready within its own call */
+        size_t k = offer(s, (uint8_t *)s->held, s->held_len, s->input_last);
+        memmove(s->held, s->held + k, s->held_len - k);
+        s->held_len -= k;
+        s->h2->held_bytes -= k;
+    } while (s->held_len && !s->input_held);
+    if (!s->held_len && s->input_last && !s->input_done && !s->input_held)
+        offer(s, (const uint8_t *)"", 0, 1);
 }
 
 /* DATA for a producer's stream: offered, the rest held. */
@@ -612,6 +623,8 @@ static void body_to_producer(h2_stream_t *s, const uint8_t *p, size_t n)
     memcpy(s->held + s->held_len, p + k, n - k);
     s->held_len += n - k;
     h->held_bytes += n - k;
+    if (!s->input_held) /* the producer was ready again within its call */
+        offer_held(s);
 }
 
 /* The connection holds too many request fields: the stream is refused

@@ -648,6 +648,10 @@ static size_t p_input(exchange_t *ex, const char *p, size_t n, int last)
         pr->body_in = 1;
     if (take < n)
         pr->blocked = 1;
+    /* written at once, until EAGAIN: fewer rounds, and a unix socket has the
+       kernel announce space later (sigio's POLL_OUT) only after an EAGAIN */
+    if (!pr->be || !pr->be->connecting)
+        flush(pr);
     set_deadline(pr);
     interest(pr);
     return take;
