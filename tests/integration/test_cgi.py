@@ -325,9 +325,9 @@ def test_malformed_heads_are_502(srv):
         assert_status(r, 502, script)
         assert r.header("X-Injected") is None
     assert counters(srv.port)["cgi_failed"] - before == 3
-    text = srv.stderr_text()
-    assert "CGI /cgi/early.sh: exited with no output" in text, text
-    assert "CGI /cgi/malformed.sh: answered a malformed" in text, text
+    for line in ("CGI /cgi/early.sh: exited with no output",
+                 "CGI /cgi/malformed.sh: answered a malformed"):
+        wait_for(lambda: line in srv.stderr_text(), 3, line)
 
 
 def test_not_executable_502_with_the_reason(srv):
