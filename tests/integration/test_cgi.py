@@ -327,7 +327,7 @@ def test_malformed_heads_are_502(srv):
     assert counters(srv.port)["cgi_failed"] - before == 3
     for line in ("CGI /cgi/early.sh: exited with no output",
                  "CGI /cgi/malformed.sh: answered a malformed"):
-        wait_for(lambda: line in srv.stderr_text(), 3, line)
+        assert wait_for(lambda: line in srv.stderr_text(), 3), (line, srv.stderr_text())
 
 
 def test_not_executable_502_with_the_reason(srv):
