@@ -15,6 +15,7 @@ import json
 import math
 import os
 import platform
+import random
 import re
 import resource
 import shutil
@@ -215,7 +216,24 @@ def stop_all(session=True, grace=2.0):
 
 
 def free_port(host="127.0.0.1"):
-    """A TCP port that was free a moment ago (for servers that cannot be told port 0)."""
+    """A TCP port that was free a moment ago (for servers that cannot be told port 0),
+    below the ephemeral range: a port from that range can be taken meanwhile by any
+    outgoing connection (a client of the run itself), and the server's bind() then fails."""
+    low = 32768
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    rng = random.Random()
+    for _ in range(100 if low > 11024 else 0):
+        port = rng.randrange(10000, low)
+        with socket.socket() as s:
+            try:
+                s.bind((host, port))
+                return port
+            except OSError:
+                continue
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]
