@@ -795,31 +795,39 @@ static void stream_wait(conn_t *c, unsigned send_want)
     c->stream_busy = (uint8_t)busy;
 }
 
+/* STREAM: push what is queued; the producer hears when it fell below
+   EX_STREAM_LOW.  -1: the client went away. */
+static int stream_send(conn_t *c, unsigned *want)
+{
+    h1_t *h = &c->blk->h1;
+    exchange_t *ex = &h->ex;
+    if (gio_batch_done(&c->out))
+        return 0;
+    uint64_t before = c->out.bytes_left;
+    long r = c->ssl ? gio_tls_send(c->ssl, &c->out, CONN_SEND_BUDGET, want)
+                    : gio_send(c->site->loop, c->fd, &c->out, CONN_SEND_BUDGET);
+    if (r == GIO_ERR)
+        return -1;
+    if (!h->ended && ex->producer && before >= EX_STREAM_LOW && c->out.bytes_left < EX_STREAM_LOW)
+        ex->producer->drained(ex);
+    return 0;
+}
+
 /* STREAM: a producer answers (exchange.h).  Its body goes out as it comes;
    it hears when what is queued fell below EX_STREAM_LOW; the exchange ends
    when its body is complete and sent. */
 static void st_stream(conn_t *c, unsigned events)
 {
     h1_t *h = &c->blk->h1;
-    exchange_t *ex = &h->ex;
-    if ((events & GIO_ERROR) || stream_input(c) < 0) {
+    unsigned want = GIO_WRITE;
+    /* output first when the socket said writable: on uring that is a send's
+       completion, and its bytes must count before an end of input read
+       next is logged (the client that got the whole body and closed) */
+    if (events & GIO_ERROR || ((events & GIO_WRITE) && stream_send(c, &want) < 0) ||
+        stream_input(c) < 0 || stream_send(c, &want) < 0) {
         if (c->state != CONN_CLOSE)
             log_request(c), c->state = CONN_CLOSE;
         return;
-    }
-    unsigned want = GIO_WRITE;
-    if (!gio_batch_done(&c->out)) {
-        uint64_t before = c->out.bytes_left;
-        long r = c->ssl ? gio_tls_send(c->ssl, &c->out, CONN_SEND_BUDGET, &want)
-                        : gio_send(c->site->loop, c->fd, &c->out, CONN_SEND_BUDGET);
-        if (r == GIO_ERR) {
-            log_request(c); /* the client went away: log what it got */
-            c->state = CONN_CLOSE;
-            return;
-        }
-        if (!h->ended && ex->producer && before >= EX_STREAM_LOW &&
-            c->out.bytes_left < EX_STREAM_LOW)
-            ex->producer->drained(ex);
     }
     if (gio_batch_done(&c->out) && h->ended) {
         if (h->body != BODY_NONE || h->tunnel) { /* a body the producer did not want */
