@@ -747,7 +747,7 @@ static int ask(cgi_t *c, const cgi_find_t *f, const char *script, const char *us
         return -1;
     }
     cgi_script_t sc = {script, c->ex->path + f->slen, file, docroot, user[0] ? user : NULL,
-                       CGI_PATH};
+                       CGI_PATH, 0};
     char *env = malloc(CGIENV_MAX);
     size_t used = 0;
     int n = env ? cgienv_build(c->ex, &sc, env, CGIENV_MAX, &used) : -1;

@@ -148,7 +148,7 @@ static void put_peer(hbuf_t *b, const struct sockaddr *sa, int *count)
 }
 
 /* The request line's and the body's variables. */
-static void put_request(hbuf_t *b, const exchange_t *ex, int *count)
+static void put_request(hbuf_t *b, const exchange_t *ex, uint64_t body_len, int *count)
 {
     const http_request_t *req = ex->req;
     const char *proto = req->version == 20 ? "HTTP/2.0"
@@ -162,8 +162,8 @@ static void put_request(hbuf_t *b, const exchange_t *ex, int *count)
     const http_str_t *ct = http_header(req, "Content-Type");
     if (ct)
         put_var(b, "CONTENT_TYPE", ct->p, ct->n, count);
-    if (ex->req_len > 0)
-        put_num(b, "CONTENT_LENGTH", (uint64_t)ex->req_len, count);
+    if (body_len || ex->req_len > 0)
+        put_num(b, "CONTENT_LENGTH", body_len ? body_len : (uint64_t)ex->req_len, count);
 }
 
 int cgienv_build(const exchange_t *ex, const cgi_script_t *sc, char *buf, size_t cap,
@@ -175,7 +175,7 @@ int cgienv_build(const exchange_t *ex, const cgi_script_t *sc, char *buf, size_t
     put_str(&b, "SERVER_SOFTWARE", "gatling/" GATLING_VERSION, &count);
     put_server_name(&b, ex->req, &count);
     put_num(&b, "SERVER_PORT", ex->local_port, &count);
-    put_request(&b, ex, &count);
+    put_request(&b, ex, sc->body_len, &count);
     put_str(&b, "SCRIPT_NAME", sc->script_name, &count);
     put_str(&b, "SCRIPT_FILENAME", sc->filename, &count);
     if (sc->path_info[0]) {

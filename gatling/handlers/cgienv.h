@@ -41,6 +41,8 @@ typedef struct cgi_script {
     const char *docroot;     /* DOCUMENT_ROOT: the vhost directory as it sees it */
     const char *remote_user; /* REMOTE_USER after gatling checked the password, or NULL */
     const char *path;        /* PATH for a CGI process, or NULL (none passed) */
+    uint64_t body_len; /* CONTENT_LENGTH of a body that came without a length and
+                          was read whole first, or 0: ex->req_len's */
 } cgi_script_t;
 
 /*

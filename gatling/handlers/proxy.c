@@ -362,6 +362,7 @@ static int attach(px_req_t *pr, int pooled)
 static void req_free(px_req_t *pr)
 {
     release(pr, 0);
+    free(pr->spool);
     free(pr->out);
     free(pr->in);
     free(pr->fields);
@@ -623,11 +624,59 @@ static void conn_on(watch_t *w, unsigned events)
 
 /* ---- the producer ---- */
 
+static int send_request(px_req_t *pr, const px_target_t *t);
+
+/* A body without a length for FastCGI or SCGI: read whole, then the request
+   goes with its CONTENT_LENGTH; over PROXY_SPOOL_MAX it is answered 413. */
+static size_t spool(px_req_t *pr, const char *p, size_t n, int last)
+{
+    exchange_t *ex = pr->ex;
+    pr->depth++;
+    if (n > PROXY_SPOOL_MAX - pr->spooled) {
+        pr->spooling = 0;
+        pr->state = RS_DONE;
+        pr->head_sent = 1;
+        ex_error(ex, 413, NULL, NULL);
+    } else {
+        if (pr->spooled + n > pr->spoolcap) {
+            size_t cap = pr->spoolcap ? pr->spoolcap : 16384;
+            while (cap < pr->spooled + n)
+                cap *= 2;
+            char *q = realloc(pr->spool, cap);
+            if (!q) {
+                px_fail(pr, "out of memory");
+                goto out;
+            }
+            pr->spool = q, pr->spoolcap = cap;
+        }
+        if (n)
+            memcpy(pr->spool + pr->spooled, p, n);
+        pr->spooled += n;
+        if (last) {
+            px_target_t t;
+            pr->spooling = 0;
+            if (!match(ex, &t)) { /* its .proxy went meanwhile */
+                pr->state = RS_DONE;
+                pr->head_sent = 1;
+                ex_error(ex, 502, NULL, NULL);
+            } else if (send_request(pr, &t) < 0) {
+                px_fail(pr, "out of memory");
+            }
+        }
+    }
+out:
+    if (!--pr->depth && pr->ended)
+        req_free(pr);
+    return n;
+}
+
 static size_t p_input(exchange_t *ex, const char *p, size_t n, int last)
 {
     px_req_t *pr = ex->pctx;
     if (pr->ended || pr->state == RS_DONE || (pr->body_in && pr->state != RS_TUNNEL))
         return n; /* answered already: the rest of the body is not wanted */
+    if (pr->spooling)
+        return spool(pr, p, n, last);
     size_t held = pr->outlen - pr->outoff, take = n;
     if (held + n > PROXY_OUT_MAX)
         take = held >= PROXY_OUT_MAX ? 0 : PROXY_OUT_MAX - held;
@@ -683,14 +732,39 @@ static int method_is(const http_request_t *req, const char *m)
     return req->method.n == n && !memcmp(req->method.p, m, n);
 }
 
+/* pr's request to a connection of its rule: the head (or CGI environment)
+   for t, the body spooled, if any.  0 (gone, or answered 502 with
+   pr->state RS_DONE), or -1 (ENOMEM). */
+static int send_request(px_req_t *pr, const px_target_t *t)
+{
+    exchange_t *ex = pr->ex;
+    px_rule_t *r = pr->rule;
+    int r2 = r->kind == PX_HTTP ? px_http_request(pr, t) : px_cgi_request(pr, t);
+    if (r2 == 0 && pr->spool) {
+        r2 = px_cgi_body(pr, pr->spool, pr->spooled, 1);
+        pr->body_in = 1;
+        free(pr->spool);
+        pr->spool = NULL;
+    }
+    if (r2 == -1)
+        return -1;
+    if (r2 == 0 && attach(pr, r->kind != PX_SCGI) == 0)
+        return 0;
+    if (r2 == 0) {
+        ex->site->stats.backend_502++;
+        site_error(ex->site, "connect() to the backend", errno, ex->peer, ex->path);
+    }
+    pr->state = RS_DONE;
+    pr->head_sent = 1;
+    return ex_error(ex, 502, NULL, NULL);
+}
+
 int proxy_dispatch(exchange_t *ex)
 {
     px_target_t t;
     px_rule_t *r = match(ex, &t);
     if (!r)
         return PROXY_NOT_MINE;
-    if (r->kind == PX_SCGI && ex->req_len < 0) /* SCGI wants CONTENT_LENGTH first */
-        return ex_error(ex, 411, NULL, NULL);
     px_req_t *pr = calloc(1, sizeof *pr);
     if (!pr)
         return -1;
@@ -702,16 +776,15 @@ int proxy_dispatch(exchange_t *ex)
     static const char *const idem[] = {"GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"};
     for (size_t i = 0; i < sizeof idem / sizeof idem[0]; i++)
         pr->idempotent |= method_is(req, idem[i]);
-    int r2 = r->kind == PX_HTTP ? px_http_request(pr, &t) : px_cgi_request(pr, &t);
-    if (r2 < 0) {
-        req_free(pr);
-        return r2 == -2 ? ex_error(ex, 502, NULL, NULL) : -1;
-    }
-    if (attach(pr, r->kind != PX_SCGI) < 0) {
-        ex->site->stats.backend_502++;
-        site_error(ex->site, "connect() to the backend", errno, ex->peer, ex->path);
-        req_free(pr);
-        return ex_error(ex, 502, NULL, NULL);
+    /* FastCGI and SCGI put CONTENT_LENGTH first: a body without one is read
+       whole (spool()) before a backend is asked */
+    pr->spooling = r->kind != PX_HTTP && ex->req_len < 0;
+    if (!pr->spooling) {
+        int r2 = send_request(pr, &t);
+        if (r2 < 0 || pr->state == RS_DONE) {
+            req_free(pr);
+            return r2;
+        }
     }
     ex->producer = &producer;
     ex->pctx = pr;

@@ -32,8 +32,11 @@ static int environment(px_req_t *pr, const px_target_t *t, char *env, size_t *us
     if (docroot(pr, t, root, sizeof root) < 0)
         return -1;
     snprintf(file, sizeof file, "%s%s", strcmp(root, "/") ? root : "", t->p.path);
-    cgi_script_t sc = {
-        .script_name = t->p.path, .path_info = "", .filename = file, .docroot = root};
+    cgi_script_t sc = {.script_name = t->p.path,
+                       .path_info = "",
+                       .filename = file,
+                       .docroot = root,
+                       .body_len = pr->spooled};
     return cgienv_build(pr->ex, &sc, env, CGIENV_MAX, used);
 }
 
@@ -77,7 +80,10 @@ static int scgi_headers(px_req_t *pr, char *env, size_t used, int n)
 {
     char len[64];
     int k = snprintf(len, sizeof len, "CONTENT_LENGTH%c%lld%cSCGI%c1%c", 0,
-                     (long long)(pr->ex->req_len > 0 ? pr->ex->req_len : 0), 0, 0, 0);
+                     (long long)(pr->spool           ? (int64_t)pr->spooled
+                                 : pr->ex->req_len > 0 ? pr->ex->req_len
+                                                       : 0),
+                     0, 0, 0);
     size_t total = (size_t)k;
     char *p = env;
     for (int i = 0; i < n; i++, p += strlen(p) + 1)

@@ -21,6 +21,10 @@
 #define PROXY_IDLE_MS 60000       /* ... closed after this long unused */
 #define PROXY_HEAD_MAX 32768      /* a backend's response head (HTTP or CGI) */
 #define PROXY_OUT_MAX (64 * 1024) /* request bytes held for the backend: input() takes no more */
+/* FastCGI and SCGI want CONTENT_LENGTH before the body: one that comes
+   without a length (chunked, HTTP/2 without Content-Length) is read whole
+   first, up to this (larger: 413), the cap of the bodies the codecs drop */
+#define PROXY_SPOOL_MAX (1 << 20)
 #define PROXY_VHOSTS 64           /* .proxy verdicts remembered (a second each) */
 #define PROXY_STARVED_MS 50   /* FastCGI: a new connection unanswered this long may be starved */
 #define PROXY_FIELDS_MAX 4096 /* a backend head's fields, copied for the exchange */
@@ -86,6 +90,9 @@ typedef struct px_req {
     http_chunked_t ch;
     fcgi_parser_t fp;
     cgi_head_t ch_head; /* FastCGI, SCGI: the CGI response head */
+    char *spool;        /* FastCGI, SCGI: a body without a length, read whole first */
+    size_t spooled, spoolcap;
+    uint8_t spooling;   /* ... and not all of it is in yet: no backend */
     uint8_t has_body;   /* the request has a body */
     uint8_t body_in;    /* ... and all of it is in out */
     uint8_t blocked;    /* input() took less than offered: ex_input_ready owed */

@@ -10,7 +10,8 @@ connections (the application reports the client port of the connection it
 was asked on: many requests, few distinct ports), X-Forwarded-*/Forwarded
 seen by the application and hop-by-hop fields not, 502 and 504, the .proxy
 file, WebSocket through the tunnel (h1 only), FastCGI and SCGI environments,
-bodies and large outputs, FastCGI stderr in the error log and not to the
+bodies (one without a length read whole first, 413 over 1 MiB) and large
+outputs, FastCGI stderr in the error log and not to the
 client, the /server-status counters, and no descriptor left behind.
 """
 import asyncio
@@ -24,8 +25,8 @@ import time
 
 import pytest
 
-from conftest import (H2, LOG_VERSION, TLS, Client, ServerHang, client_tls_context, fetch,
-                      free_port, h1_only, wait_for)
+from conftest import (H2, LOG_VERSION, TLS, Client, ServerHang, client_tls_context,
+                      curl_version_args, fetch, free_port, h1_only, url, wait_for)
 
 APP = r'''
 import os, time
@@ -676,13 +677,33 @@ def test_scgi(gatling, scgi_server):
     assert r.status == 202 and r.body.endswith(b"S" * (1 << 20)), len(r.body)
 
 
-@h1_only("a chunked request body is HTTP/1.1 framing")
-def test_scgi_chunked_body_is_411(gatling, scgi_server):
-    srv = proxied(gatling, ["S/127.0.0.1/%d/^/scgi/" % scgi_server])
-    with Client(srv.port) as c:
-        c.send(b"POST /scgi/x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-               b"3\r\nabc\r\n0\r\n\r\n")
-        assert c.read_response().status == 411
+def test_body_without_length_to_fastcgi_and_scgi(gatling, php_fpm, scgi_server):
+    """FastCGI and SCGI put CONTENT_LENGTH before the body: one sent without
+    a length (chunked over HTTP/1.1, DATA without content-length over
+    HTTP/2: curl -T -) is read whole first, up to 1 MiB, and arrives with
+    its length; a longer one is answered 413."""
+    srv = proxied(gatling, ["F/unix:%s:\\.php$" % php_fpm,
+                            "S/127.0.0.1/%d/^/scgi/" % scgi_server], tree={"env.php": PHP_ENV})
+
+    def post(path, data):
+        p = subprocess.run(["curl", "-sS", "-T", "-", "-X", "POST", "-H",
+                            "Content-Type: application/octet-stream", "-w", "\n%{http_code}",
+                            "--max-time", "30"] + curl_version_args() + [url(srv.port, path)],
+                           input=data, capture_output=True, timeout=60)
+        out, code = p.stdout.rsplit(b"\n", 1)
+        return int(code), out, p.stderr
+
+    data = os.urandom(150000).hex().encode() + b"end"
+    code, out, err = post("/env.php", data)
+    assert code == 200, (code, out[:300], err)
+    assert b"CONTENT_LENGTH=%d\n" % len(data) in out and out.endswith(b"body=" + data), out[:300]
+    code, out, err = post("/scgi/p", data)
+    assert code == 202 and out.endswith(b"body=" + data), (code, out[:300], err)
+    code, out, err = post("/env.php", b"")
+    assert code == 200 and out.endswith(b"body="), (code, out, err)
+    code, out, err = post("/env.php", b"y" * ((1 << 20) + 1))
+    assert code == 413, (code, out[:300], err)
+    assert fetch(srv.port, "/index.html").status == 200
 
 
 def test_bad_rules_refused(build):
