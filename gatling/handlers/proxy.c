@@ -359,10 +359,20 @@ static int attach(px_req_t *pr, int pooled)
 
 /* ---- the request's life ---- */
 
+/* A spooled body is sent (or dropped): its bytes leave the loop's budget. */
+static void spool_free(px_req_t *pr)
+{
+    if (!pr->spool)
+        return;
+    pr->px->spooled -= pr->spoolcap;
+    free(pr->spool);
+    pr->spool = NULL;
+}
+
 static void req_free(px_req_t *pr)
 {
     release(pr, 0);
-    free(pr->spool);
+    spool_free(pr);
     free(pr->out);
     free(pr->in);
     free(pr->fields);
@@ -627,26 +637,35 @@ static void conn_on(watch_t *w, unsigned events)
 static int send_request(px_req_t *pr, const px_target_t *t);
 
 /* A body without a length for FastCGI or SCGI: read whole, then the request
-   goes with its CONTENT_LENGTH; over PROXY_SPOOL_MAX it is answered 413. */
+   goes with its CONTENT_LENGTH; over PROXY_SPOOL_MAX it is answered 413,
+   past the loop's PROXY_SPOOL_TOTAL 503. */
 static size_t spool(px_req_t *pr, const char *p, size_t n, int last)
 {
     exchange_t *ex = pr->ex;
+    proxy_t *px = pr->px;
+    size_t cap = pr->spoolcap ? pr->spoolcap : 16384;
+    while (cap < pr->spooled + n && cap <= PROXY_SPOOL_MAX)
+        cap *= 2;
     pr->depth++;
-    if (n > PROXY_SPOOL_MAX - pr->spooled) {
+    if (n > PROXY_SPOOL_MAX - pr->spooled ||
+        cap - pr->spoolcap > PROXY_SPOOL_TOTAL - px->spooled) {
+        int full = n <= PROXY_SPOOL_MAX - pr->spooled;
         pr->spooling = 0;
         pr->state = RS_DONE;
         pr->head_sent = 1;
-        ex_error(ex, 413, NULL, NULL);
+        spool_free(pr);
+        if (full)
+            site_error(px->site, "proxy", 0, ex->peer,
+                       "bodies without a length held for backends reach 64 MiB: 503");
+        ex_error(ex, full ? 503 : 413, full ? "Retry-After" : NULL, full ? "1" : NULL);
     } else {
-        if (pr->spooled + n > pr->spoolcap) {
-            size_t cap = pr->spoolcap ? pr->spoolcap : 16384;
-            while (cap < pr->spooled + n)
-                cap *= 2;
+        if (cap > pr->spoolcap) {
             char *q = realloc(pr->spool, cap);
             if (!q) {
                 px_fail(pr, "out of memory");
                 goto out;
             }
+            px->spooled += cap - pr->spoolcap;
             pr->spool = q, pr->spoolcap = cap;
         }
         if (n)
@@ -743,8 +762,7 @@ static int send_request(px_req_t *pr, const px_target_t *t)
     if (r2 == 0 && pr->spool) {
         r2 = px_cgi_body(pr, pr->spool, pr->spooled, 1);
         pr->body_in = 1;
-        free(pr->spool);
-        pr->spool = NULL;
+        spool_free(pr);
     }
     if (r2 == -1)
         return -1;

@@ -25,6 +25,9 @@
    without a length (chunked, HTTP/2 without Content-Length) is read whole
    first, up to this (larger: 413), the cap of the bodies the codecs drop */
 #define PROXY_SPOOL_MAX (1 << 20)
+/* ... and all such bodies of a loop together: past it 503 (many slow
+   uploads must not hold a megabyte each without end) */
+#define PROXY_SPOOL_TOTAL (64 << 20)
 #define PROXY_VHOSTS 64           /* .proxy verdicts remembered (a second each) */
 #define PROXY_STARVED_MS 50   /* FastCGI: a new connection unanswered this long may be starved */
 #define PROXY_FIELDS_MAX 4096 /* a backend head's fields, copied for the exchange */
@@ -58,6 +61,7 @@ typedef struct px_rule {
 
 typedef struct proxy {
     site_t *site;
+    size_t spooled; /* bytes of bodies read whole (px_req_t's spool) */
     int nrules;
     px_rule_t rule[CONFIG_PROXY_RULES];
     struct {
