@@ -151,37 +151,18 @@ static int link_add(ftp_sess_t *s, int fd, ftp_link_t link)
  * the server closes a download's data connection first, so each leaves a
  * TIME_WAIT on its port, and the kernel's own choice (port 0) slows to
  * milliseconds a bind once they fill its ephemeral range, on the one loop.
- * A port in TIME_WAIT is bound again at once; one in use is skipped.
+ * A port in TIME_WAIT is bound again at once; one in use is skipped, also
+ * when that shows only at listen(): two sockets with SO_REUSEADDR may bind
+ * one port while neither listens (another process's PASV at the same
+ * moment).  Each process starts at its own place in the range.
  */
 #define FTP_PASV_LO 49152
 #define FTP_PASV_N 16384
 #define FTP_PASV_TRIES 64
 
-static int bind_passive(int fd, ftp_addr_t *a)
-{
-    static _Thread_local unsigned next;
-    socklen_t len = a->sa.sa_family == AF_INET ? sizeof a->in4 : sizeof a->in6;
-    for (int k = 0; k < FTP_PASV_TRIES; k++) {
-        uint16_t port = htons((uint16_t)(FTP_PASV_LO + next++ % FTP_PASV_N));
-        if (a->sa.sa_family == AF_INET)
-            a->in4.sin_port = port;
-        else
-            a->in6.sin6_port = port;
-        if (bind(fd, &a->sa, len) == 0)
-            return 0;
-        if (errno != EADDRINUSE)
-            break;
-    }
-    if (a->sa.sa_family == AF_INET) /* the range is full: the kernel's choice */
-        a->in4.sin_port = 0;
-    else
-        a->in6.sin6_port = 0;
-    return bind(fd, &a->sa, len);
-}
-
 /* A socket of the control connection's family, bound to its local address
-   (passive: on a port of the range; active: the kernel's). */
-static int bound_socket(ftp_sess_t *s, int passive)
+   on port (0: the kernel's choice), listening if asked.  -1 with errno. */
+static int bound_socket(ftp_sess_t *s, uint16_t port, int listening)
 {
     ftp_addr_t a = s->local;
     int zero = 0, one = 1,
@@ -190,18 +171,35 @@ static int bound_socket(ftp_sess_t *s, int passive)
         return -1;
     if (a.sa.sa_family == AF_INET6)
         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
-    if (passive)
+    if (port)
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (a.sa.sa_family == AF_INET)
-        a.in4.sin_port = 0;
+        a.in4.sin_port = htons(port);
     else
-        a.in6.sin6_port = 0;
-    if ((passive ? bind_passive(fd, &a)
-                 : bind(fd, &a.sa, a.sa.sa_family == AF_INET ? sizeof a.in4 : sizeof a.in6)) < 0) {
+        a.in6.sin6_port = htons(port);
+    if (bind(fd, &a.sa, a.sa.sa_family == AF_INET ? sizeof a.in4 : sizeof a.in6) < 0 ||
+        (listening && listen(fd, 1) < 0)) {
+        int err = errno;
         close(fd);
+        errno = err;
         return -1;
     }
     return fd;
+}
+
+/* A passive listener: on a port of the range, or the kernel's when every
+   port tried is in use.  -1 with errno. */
+static int passive_socket(ftp_sess_t *s)
+{
+    static _Thread_local unsigned next;
+    if (!next)
+        next = (unsigned)getpid() * 2654435761u | 1;
+    for (int k = 0; k < FTP_PASV_TRIES; k++) {
+        int fd = bound_socket(s, (uint16_t)(FTP_PASV_LO + next++ % FTP_PASV_N), 1);
+        if (fd >= 0 || errno != EADDRINUSE)
+            return fd;
+    }
+    return bound_socket(s, 0, 1);
 }
 
 /* EPSV's argument: none, "ALL", or the protocol (1 IPv4, 2 IPv6).  0 to go on. */
@@ -238,9 +236,9 @@ int ftp_cmd_pasv(ftp_sess_t *s, const ftp_cmd_t *cmd)
     s->active.sa.sa_family = 0;
     ftp_addr_t a;
     socklen_t alen = sizeof a;
-    int fd = bound_socket(s, 1);
-    if (fd < 0 || listen(fd, 1) < 0 || getsockname(fd, &a.sa, &alen) < 0 ||
-        link_add(s, fd, LINK_LISTEN) < 0) {
+    int fd = passive_socket(s);
+    if (fd < 0 || getsockname(fd, &a.sa, &alen) < 0 || link_add(s, fd, LINK_LISTEN) < 0) {
+        site_error(s->site, "a passive data socket", errno, &s->peer.sa, NULL);
         if (fd >= 0 && s->dfd != fd)
             close(fd);
         return ftp_reply(s, "425 Cannot open a passive connection.");
@@ -292,7 +290,7 @@ int ftp_cmd_port(ftp_sess_t *s, const ftp_cmd_t *cmd)
 static int link_connect(ftp_sess_t *s)
 {
     ftp_addr_t to = s->active;
-    int fd = bound_socket(s, 0);
+    int fd = bound_socket(s, 0, 0);
     if (fd < 0)
         return -1;
     if (to.sa.sa_family != s->local.sa.sa_family) { /* an IPv4 client on [::] */
