@@ -680,6 +680,8 @@ static size_t spool(px_req_t *pr, const char *p, size_t n, int last)
                 ex_error(ex, 502, NULL, NULL);
             } else if (send_request(pr, &t) < 0) {
                 px_fail(pr, "out of memory");
+            } else if (pr->be && !pr->be->connecting) {
+                flush(pr); /* until EAGAIN, as p_input does (sigio's unix sockets) */
             }
         }
     }
