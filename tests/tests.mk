@@ -20,7 +20,8 @@ tests-build: $(B)/gatling $(UNIT_BIN) $(BENCH_BIN)
 CHECK_BACKENDS ?= $(shell sh tests/backends.sh "$(CC)")
 # The HTTP suite again over HTTPS (GATLING_SCHEME=https, see conftest.py):
 # on the first backend and its sanitizer build, to keep make check short
-# (test_tls.py runs on every backend in the first pass);
+# (test_tls.py runs on every backend in the first pass, and run-check runs
+# test_cgi.py and test_proxy.py over HTTPS and h2 on the other backends);
 # CHECK_TLS_BUILDS="epoll poll sigio uring epoll-san" runs it on all of them.
 CHECK_TLS_BUILDS ?= $(firstword $(CHECK_BACKENDS)) $(firstword $(CHECK_BACKENDS))-san
 # ... and over HTTP/2 (GATLING_SCHEME=h2: ALPN h2 on the HTTPS port, Python's
