@@ -675,7 +675,10 @@ static int start_spawner(config_t *cfg)
     pid_t pid;
     if (!cfg->ncgi_regex && !cfg->cgi_exec)
         return 0;
-    return spawn_start(cfg, confine, &cfg->spawn_fd, &pid);
+    if (spawn_start(cfg, confine, &cfg->spawn_fd, &pid) < 0)
+        return -1;
+    cfg->spawn_pid = (int)pid;
+    return 0;
 }
 
 int main(int argc, char **argv)

@@ -109,6 +109,7 @@ static void worker_main(supervisor_t *sv, int i)
                                      &spawner) < 0) ||
         server_drop_privileges(&sv->cfg) < 0)
         _exit(1);
+    sv->cfg.spawn_pid = cgi ? (int)spawner : 0;
     if (server_init(&s, &sv->cfg, sv->mime, lst, n) < 0)
         _exit(1);
     if (write(sv->ready[1], "r", 1) != 1)

@@ -32,6 +32,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define CGI_READ (64 * 1024) /* a piece of body read from stdout */
@@ -45,7 +46,8 @@
 typedef struct cgi_loop {
     watch_t w; /* the spawner's socket: first */
     site_t *site;
-    int fd; /* -1: the spawner is gone */
+    int fd;  /* -1: the spawner is gone */
+    int pid; /* the spawner's, until it is reaped (0) */
     regex_t re[CONFIG_CGI_MAX];
     int nre;
     unsigned running;  /* processes of this loop not ended (-J) */
@@ -87,11 +89,21 @@ typedef struct cgi {
 
 /* ---- the spawner's socket ---- */
 
+/* A spawner that went away is reaped (it may still be exiting when its
+   socket closes: tried again at each CGI request refused for it). */
+static void reap_spawner(cgi_loop_t *L)
+{
+    if (L->pid > 0 && waitpid(L->pid, NULL, WNOHANG) != 0)
+        L->pid = 0;
+}
+
 /* The spawner went away: say so once, and answer 503 from now on. */
 static void spawner_gone(cgi_loop_t *L, int err)
 {
-    if (L->fd < 0)
+    if (L->fd < 0) {
+        reap_spawner(L);
         return;
+    }
     site_t *s = L->site;
     char text[160];
     hbuf_t b = hb_init(text, sizeof text);
@@ -102,6 +114,7 @@ static void spawner_gone(cgi_loop_t *L, int err)
     gio_close(L->site->loop, L->fd);
     L->fd = -1;
     L->nends = 0;
+    reap_spawner(L);
 }
 
 /* Send the SPAWN_ENDs that waited for room. */
@@ -823,6 +836,8 @@ int cgi_serve(exchange_t *ex)
     found_close(&f);
     if (r)
         return r < 0 ? -1 : 0;
+    if (L->fd < 0)
+        reap_spawner(L);
     if (L->fd < 0 || L->running >= (unsigned)ex->site->cfg->cgi_max)
         return refuse(ex);
     return start(ex, L, &f, user);
@@ -841,7 +856,7 @@ int cgi_init(site_t *s, int spawn_fd)
         fprintf(stderr, "gatling: out of memory\n");
         return -1;
     }
-    L->site = s, L->fd = spawn_fd;
+    L->site = s, L->fd = spawn_fd, L->pid = cfg->spawn_pid;
     for (; L->nre < cfg->ncgi_regex; L->nre++) {
         if (regcomp(&L->re[L->nre], cfg->cgi_regex[L->nre], REG_EXTENDED | REG_NOSUB)) {
             fprintf(stderr, "gatling: -w %s: not a regular expression\n",

@@ -90,6 +90,7 @@ typedef struct config {
     struct tls_store *tls; /* the certificates (tls.h), loaded before any chroot; NULL: no HTTPS */
     int tls_skipped;       /* the default HTTPS port was busy: HTTP only */
     int spawn_fd;          /* the CGI spawner's socket (site/spawn.h); -1: none */
+    int spawn_pid;         /* ... its process, reaped once it is gone; 0: none */
 } config_t;
 
 #endif

@@ -546,9 +546,15 @@ def test_dead_spawner_503_and_the_server_lives(gatling):
     s = gatling({"cgi": {"env.sh": Mode(SCRIPTS["env.sh"], 0o755)}, "f.txt": "file\n"},
                 args=("-T", "10", "-S", "-w", r"\.sh$"), check_fds=False)
     assert_status(fetch(s.port, "/cgi/env.sh"), 200, "before")
-    os.kill(spawner_of(s.pid), signal.SIGKILL)
+    spawner = spawner_of(s.pid)
+    os.kill(spawner, signal.SIGKILL)
     assert wait_for(lambda: "CGI: the spawner is gone" in s.stderr_text(), 3), s.stderr_text()
     r = fetch(s.port, "/cgi/env.sh")
     assert_status(r, 503, "no spawner")
     assert_status(fetch(s.port, "/f.txt"), 200, "static still served")
     s.check_alive()
+
+    def reaped():  # no zombie left: reaped when its socket closed, or at a 503 after
+        fetch(s.port, "/cgi/env.sh")
+        return not os.path.exists("/proc/%d" % spawner)
+    assert wait_for(reaped, 3), "the dead spawner %d is a zombie" % spawner
