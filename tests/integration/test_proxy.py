@@ -685,11 +685,11 @@ def test_body_without_length_to_fastcgi_and_scgi(gatling, php_fpm, scgi_server):
     srv = proxied(gatling, ["F/unix:%s:\\.php$" % php_fpm,
                             "S/127.0.0.1/%d/^/scgi/" % scgi_server], tree={"env.php": PHP_ENV})
 
-    def post(path, data):
+    def post(path, data, *args):
         p = subprocess.run(["curl", "-sS", "-T", "-", "-X", "POST", "-H",
                             "Content-Type: application/octet-stream", "-w", "\n%{http_code}",
-                            "--max-time", "30"] + curl_version_args() + [url(srv.port, path)],
-                           input=data, capture_output=True, timeout=60)
+                            "--max-time", "30"] + curl_version_args() + list(args) +
+                           [url(srv.port, path)], input=data, capture_output=True, timeout=60)
         out, code = p.stdout.rsplit(b"\n", 1)
         return int(code), out, p.stderr
 
@@ -701,8 +701,14 @@ def test_body_without_length_to_fastcgi_and_scgi(gatling, php_fpm, scgi_server):
     assert code == 202 and out.endswith(b"body=" + data), (code, out[:300], err)
     code, out, err = post("/env.php", b"")
     assert code == 200 and out.endswith(b"body="), (code, out, err)
-    code, out, err = post("/env.php", b"y" * ((1 << 20) + 1))
-    assert code == 413, (code, out[:300], err)
+    # Over the cap, as HTTP/1.1: the 413 comes while curl still uploads, and
+    # Debian's curl 7.88 over HTTP/2 then often reports "Empty reply" although
+    # the server sent the response and RST_STREAM(NO_ERROR) after it (RFC 9113
+    # 8.1; the access log has the 413 and its bytes)
+    code, out, err = post("/env.php", b"y" * ((1 << 20) + 1), "--http1.1")
+    assert code == 413, (code, out[:300], err, srv.log[-2:])
+    wait_for(lambda: any('"POST /env.php HTTP/1.1" 413 ' in l for l in srv.log), 3,
+             "the 413 in the access log")
     assert fetch(srv.port, "/index.html").status == 200
 
 
