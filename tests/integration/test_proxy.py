@@ -26,7 +26,7 @@ import time
 import pytest
 
 from conftest import (H2, LOG_VERSION, TLS, Client, ServerHang, client_tls_context,
-                      curl_version_args, fetch, free_port, h1_only, url, wait_for)
+                      curl_version_args, fetch, free_port, h1_only, import_h2, url, wait_for)
 
 APP = r'''
 import os, time
@@ -710,6 +710,56 @@ def test_body_without_length_to_fastcgi_and_scgi(gatling, php_fpm, scgi_server):
     wait_for(lambda: any('"POST /env.php HTTP/1.1" 413 ' in l for l in srv.log), 3,
              "the 413 in the access log")
     assert fetch(srv.port, "/index.html").status == 200
+
+
+def h2_post_unsized(port, path, size):
+    """POST size bytes over HTTP/2 without content-length (TLS with ALPN h2, or
+    h2c by prior knowledge on plain HTTP), sending while the flow-control
+    window allows and reading meanwhile: (status, body, events seen)."""
+    import_h2()
+    import h2.config
+    import h2.connection
+    import h2.events
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    if TLS:
+        sock = client_tls_context(["h2"]).wrap_socket(sock, server_hostname="localhost")
+    c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    c.initiate_connection()
+    c.send_headers(1, [(":method", "POST"), (":path", path), (":scheme",
+                       "https" if TLS else "http"), (":authority", "localhost")])
+    left, status, body, seen = size, None, b"", []
+    with sock:
+        while not seen or not isinstance(seen[-1], (h2.events.StreamEnded,
+                                                     h2.events.StreamReset)):
+            while left and status is None:  # answered: the rest is not wanted
+                w = min(c.local_flow_control_window(1), c.max_outbound_frame_size, left)
+                if w <= 0:
+                    break
+                c.send_data(1, b"y" * w, end_stream=w == left)
+                left -= w
+            sock.sendall(c.data_to_send())
+            data = sock.recv(65536)
+            assert data, "closed before the stream ended: %s" % seen
+            for ev in c.receive_data(data):
+                seen.append(ev)
+                if isinstance(ev, h2.events.ResponseReceived):
+                    status = int(dict(ev.headers)[b":status"])
+                elif isinstance(ev, h2.events.DataReceived):
+                    body += ev.data
+                    c.acknowledge_received_data(ev.flow_controlled_length, 1)
+            sock.sendall(c.data_to_send())
+    return status, body, seen
+
+
+def test_unsized_h2_body_over_the_cap_is_413(gatling, php_fpm):
+    """The spooled body's 413 over HTTP/2, with a client that reads the
+    response while it uploads (curl 7.88 does not: see above): HEADERS 413,
+    its page, END_STREAM."""
+    srv = proxied(gatling, ["F/unix:%s:\\.php$" % php_fpm], tree={"env.php": PHP_ENV})
+    status, body, seen = h2_post_unsized(srv.port, "/env.php", (1 << 20) + 1)
+    assert status == 413 and b"413" in body, (status, body, seen[-3:])
+    status, body, seen = h2_post_unsized(srv.port, "/env.php", 5000)
+    assert status == 200 and body.endswith(b"body=" + b"y" * 5000), (status, body[-100:])
 
 
 def test_bad_rules_refused(build):
