@@ -16,7 +16,7 @@ import time
 import pytest
 
 import conftest
-from conftest import Mode, random_bytes, wait_for
+from conftest import Mode, random_bytes, recv_to_eof, wait_for
 
 BIG = random_bytes(1 << 20, 22)
 
@@ -68,12 +68,7 @@ def retr(f, path):
 def counters(srv):
     s = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
     s.sendall(b"GET /server-status?json HTTP/1.0\r\n\r\n")
-    data = b""
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        data += b
+    data = recv_to_eof(s)
     s.close()
     return json.loads(data.split(b"\r\n\r\n", 1)[1])
 
@@ -313,12 +308,7 @@ def test_pasv_theft_refused(gatling):
     # the listener stays for the client itself
     d = socket.create_connection(("127.0.0.1", port), timeout=5)
     assert f.sendcmd("RETR a.txt").startswith("150")
-    data = b""
-    while True:
-        b = d.recv(100)
-        if not b:
-            break
-        data += b
+    data = recv_to_eof(d, 100)
     d.close()
     assert data == b"hello\n"
     assert f.voidresp().startswith("226")
@@ -385,12 +375,7 @@ def test_login_and_idle_deadlines(gatling):
     srv = start(gatling, args=("-T", "1"))
     s = socket.create_connection(("127.0.0.1", srv.ftp), timeout=5)
     t0 = time.monotonic()
-    data = b""
-    while True:
-        b = s.recv(1000)
-        if not b:
-            break
-        data += b
+    data = recv_to_eof(s, 1000)
     assert data.startswith(b"220") and b"421 Timeout" in data
     assert time.monotonic() - t0 < 3
     s.close()
@@ -781,7 +766,7 @@ def test_upgrade_keeps_ftp(build, tmp_path):
     port, which must be fixed for that: "-f 0" in its argv would be another)."""
     import signal
     from conftest import free_port, gone, make_docroot, start_server
-    from test_production import new_pid
+    from test_production import kill_upgraded, new_pid
     root = make_docroot(str(tmp_path / "www"), {"a.txt": "hello\n"})
     port = free_port()
     srv = start_server(build, root, ("-n", "-E", "-T", "10", "-f", str(port)))
@@ -809,11 +794,7 @@ def test_upgrade_keeps_ftp(build, tmp_path):
         os.kill(pid, signal.SIGTERM)
         wait_for(lambda: gone(pid), 5, "the new process stopping")
     finally:
-        for p in (srv.pid, pid):
-            if p and not gone(p):
-                os.kill(p, signal.SIGKILL)
-        srv.process.wait()
-        srv.join()
+        kill_upgraded(srv, pid)
 
 
 def test_dual_stack_ipv4_client(gatling):

@@ -218,6 +218,16 @@ def new_pid(srv, after):
     return None
 
 
+def kill_upgraded(srv, pid):
+    """After an upgrade test, pass or fail: SIGKILL the old process and the new
+    one (pid, or None) if still running, and reap the old."""
+    for p in (srv.pid, pid):
+        if p and not gone(p):
+            os.kill(p, signal.SIGKILL)
+    srv.process.wait()
+    srv.join()
+
+
 @http_only
 @pytest.mark.parametrize("proto", ["http/1.1", "h2c"])
 @pytest.mark.parametrize("workers", [1, 2])

@@ -605,7 +605,7 @@ def test_socket_activation(build, tmp_path):
 
 def test_upgrade_keeps_the_marking(build, tmp_path):
     """SIGUSR2: the new binary takes the listeners over, marked as before."""
-    from test_production import gone, new_pid, wait_for
+    from test_production import gone, kill_upgraded, new_pid, wait_for
     from conftest import make_docroot, start_server
     root = make_docroot(str(tmp_path / "www"), TREE)
     args = ("-n", "-T", "10", "-y", "http,https", "-Y", PROXY_ADDR)
@@ -625,8 +625,4 @@ def test_upgrade_keeps_the_marking(build, tmp_path):
         os.kill(pid, signal.SIGTERM)
         wait_for(lambda: gone(pid), 5, "the new process stopping")
     finally:
-        for p in (srv.pid, pid):
-            if p and not gone(p):
-                os.kill(p, signal.SIGKILL)
-        srv.process.wait()
-        srv.join()
+        kill_upgraded(srv, pid)
