@@ -78,17 +78,18 @@ static int fcgi_params(px_req_t *pr, const char *env, int n)
 /* SCGI: the netstring of CONTENT_LENGTH, SCGI=1 and the rest of env. */
 static int scgi_headers(px_req_t *pr, char *env, size_t used, int n)
 {
-    char len[64];
-    int k = snprintf(len, sizeof len, "CONTENT_LENGTH%c%lld%cSCGI%c1%c", 0,
-                     (long long)(pr->spool           ? (int64_t)pr->spooled
-                                 : pr->ex->req_len > 0 ? pr->ex->req_len
-                                                       : 0),
-                     0, 0, 0);
-    size_t total = (size_t)k;
+    /* the environment's CONTENT_LENGTH (cgienv's, a number), or 0, first */
+    const char *cl = "0";
+    size_t total = 0;
     char *p = env;
     for (int i = 0; i < n; i++, p += strlen(p) + 1)
         if (strncmp(p, "CONTENT_LENGTH=", 15))
             total += strlen(p) + 1;
+        else
+            cl = p + 15;
+    char len[64];
+    int k = snprintf(len, sizeof len, "CONTENT_LENGTH%c%.20s%cSCGI%c1%c", 0, cl, 0, 0, 0);
+    total += (size_t)k;
     char pre[24];
     snprintf(pre, sizeof pre, "%zu:", total);
     int r = px_out(pr, pre, strlen(pre)) | px_out(pr, len, (size_t)k);
