@@ -650,6 +650,7 @@ static size_t spool(px_req_t *pr, const char *p, size_t n, int last)
     if (n > PROXY_SPOOL_MAX - pr->spooled ||
         cap - pr->spoolcap > PROXY_SPOOL_TOTAL - px->spooled) {
         int full = n <= PROXY_SPOOL_MAX - pr->spooled;
+        px->site->stats.backend_unsized++;
         pr->spooling = 0;
         pr->state = RS_DONE;
         pr->head_sent = 1;

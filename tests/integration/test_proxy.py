@@ -709,6 +709,7 @@ def test_body_without_length_to_fastcgi_and_scgi(gatling, php_fpm, scgi_server):
     assert code == 413, (code, out[:300], err, srv.log[-2:])
     wait_for(lambda: any('"POST /env.php HTTP/1.1" 413 ' in l for l in srv.log), 3,
              "the 413 in the access log")
+    assert status_counters(srv)["backend_unsized"] == 1
     assert fetch(srv.port, "/index.html").status == 200
 
 
@@ -758,6 +759,7 @@ def test_unsized_h2_body_over_the_cap_is_413(gatling, php_fpm):
     srv = proxied(gatling, ["F/unix:%s:\\.php$" % php_fpm], tree={"env.php": PHP_ENV})
     status, body, seen = h2_post_unsized(srv.port, "/env.php", (1 << 20) + 1)
     assert status == 413 and b"413" in body, (status, body, seen[-3:])
+    assert status_counters(srv)["backend_unsized"] == 1
     status, body, seen = h2_post_unsized(srv.port, "/env.php", 5000)
     assert status == 200 and body.endswith(b"body=" + b"y" * 5000), (status, body[-100:])
 
