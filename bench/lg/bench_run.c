@@ -122,6 +122,7 @@ typedef struct brun {
     int64_t timeout_ms;
     int64_t interval_ns; /* -R: between due times in this worker; 0: closed loop */
     int64_t next_due;    /* -R: when the next request falls due, ns */
+    int64_t stop_at;     /* -d: when the run stops, ns; 0: no duration */
     unsigned *idle;      /* -R: stack of open connections with nothing to send */
     unsigned nidle;
     int64_t *retry; /* --h2: ring of the issue times of requests to send again */
@@ -353,10 +354,13 @@ static void nap_until(int64_t due)
     nanosleep(&ts, NULL);
 }
 
-/* Open loop (-R): is a request due? */
+/*
+ * Open loop (-R): is a request due?  Only those due before the end of -d: a wakeup that came
+ * late (a loaded host) must not issue the ones that fell due after it.
+ */
 static int due(const brun_t *r)
 {
-    return !r->interval_ns || r->next_due <= r->now;
+    return !r->interval_ns || (r->next_due <= r->now && (!r->stop_at || r->next_due < r->stop_at));
 }
 
 /*
@@ -1167,6 +1171,7 @@ static int ramp_check(brun_t *r, int64_t t0)
     r->ramping = 0;
     st->ramp_ns = r->now - t0;
     st->start_ns = r->next_due = r->now;
+    r->stop_at = r->cfg->duration ? r->now + (int64_t)(r->cfg->duration * 1e9) : 0;
     for (unsigned i = 0; i < r->n && !r->aborting; i++) {
         bconn_t *c = &r->c[i];
         if (c->state == C_OPEN && !c->inflight && conn_issue(r, c) == 0)
@@ -1262,7 +1267,7 @@ int bench_run(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all)
     }
     int64_t t0 = r.now = st->start_ns = r.next_due = lg_now_ns();
     int64_t dur = (int64_t)(cfg->duration * 1e9);
-    int64_t stop_at = dur ? t0 + dur : 0;
+    r.stop_at = dur ? t0 + dur : 0;
     int64_t cap_at = t0 + (int64_t)(cfg->hardcap * 1e9);
     int64_t last_ns = t0;
     uint64_t last_resp = 0;
@@ -1293,17 +1298,15 @@ int bench_run(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all)
         start_pending(&r);
         r.now = lg_now_ns();
         issue_due(&r);
-        if (r.ramping && ramp_check(&r, t0)) {
-            stop_at = dur ? r.now + dur : 0;
+        if (r.ramping && ramp_check(&r, t0)) /* it moved r.stop_at to the end of the ramp */
             last_ns = r.now;
-        }
         if (lg_signals != signals) {
             if (signals || r.stopping)
                 r.aborting = 1; /* a second signal: stop waiting for the stragglers */
             signals = lg_signals;
         }
         /* -d counts from the end of the ramp, however long the ramp took (at most -t) */
-        if (!r.stopping && (signals || (stop_at && !r.ramping && r.now >= stop_at))) {
+        if (!r.stopping && (signals || (r.stop_at && !r.ramping && r.now >= r.stop_at))) {
             run_window(&r);
             run_stop(&r);
         } else if (!r.stopping && r.limit && r.started >= r.limit) {

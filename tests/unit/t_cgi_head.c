@@ -190,7 +190,8 @@ static void test_env(void)
     struct sockaddr_in6 peer = {.sin6_family = AF_INET6, .sin6_port = htons(4321)};
     inet_pton(AF_INET6, "::ffff:10.1.2.3", &peer.sin6_addr);
     exchange_t ex = {.local_port = 8080, .peer = (struct sockaddr *)&peer, .req_len = 5};
-    cgi_script_t sc = {"/cgi/x.sh", "/a/b", "/srv/www/cgi/x.sh", "/srv/www", NULL, "/bin"};
+    cgi_script_t sc = {.script_name = "/cgi/x.sh", .path_info = "/a/b",
+                       .filename = "/srv/www/cgi/x.sh", .docroot = "/srv/www", .path = "/bin"};
     const char *head = "POST /cgi/x.sh/a/b?q=1&r HTTP/1.1\r\nHost: Example.org:8080\r\n"
                        "Content-Type: text/plain\r\nContent-Length: 5\r\nProxy: evil\r\n"
                        "Accept: a\r\nX_Under: u\r\naccept: b\r\nCookie: c=1\r\nCookie: d=2\r\n"
