@@ -32,9 +32,11 @@ def test_compare_h2_quick(build, tmp_path):
     table = (out / "table.md").read_text()
     for row in ("1 KiB, 100 conns x 10 streams (h2load)", "server CPU per request",
                 "1 MiB, 10 conns (h2load)", "server CPU per MB",
-                "page load: html + 50 assets, last byte", "memory per idle h2 connection, RSS",
-                "Targets (issue 20)"):
+                "page load: html + 50 assets, last byte", "memory per idle h2 connection, RSS"):
         assert row in table, table
+    # the targets are ratios to the peers: without one (a machine without `setup.sh bench`)
+    # there is nothing to compare, and the driver says so by leaving them out
+    assert ("Targets (issue 20)" in table) == (len(servers) > 1), (servers, table)
     data = json.loads((out / "results.json").read_text())
     assert sorted(data["table"]) == sorted(servers), data["table"]
     for name in servers:
