@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include "ftp_sess.h"
+#include "http/hbuf.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -87,15 +88,10 @@ typedef struct lbuf {
 /* Room for n more bytes: doubling, so a listing costs O(bytes). */
 static int lb_room(lbuf_t *b, size_t n)
 {
-    if (b->len + n <= b->cap)
-        return 0;
-    size_t c = b->cap ? b->cap : 4096;
-    while (c < b->len + n)
-        c *= 2;
-    char *q = realloc(b->p, c);
+    char *q = hb_grow(b->p, &b->cap, b->len + n, 1, 4096);
     if (!q)
         return -1;
-    b->p = q, b->cap = c;
+    b->p = q;
     return 0;
 }
 

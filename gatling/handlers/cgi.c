@@ -160,15 +160,12 @@ static void kill_group(cgi_t *c)
         spawner_gone(L, errno);
         return;
     }
-    if (L->nends == L->ends_cap) {
-        size_t cap = L->ends_cap ? 2 * L->ends_cap : 64;
-        uint64_t *e = realloc(L->ends, cap * sizeof *e);
-        if (!e) {
-            site_error(L->site, "realloc()", ENOMEM, NULL, "a CGI process group left running");
-            return;
-        }
-        L->ends = e, L->ends_cap = cap;
+    uint64_t *e = hb_grow(L->ends, &L->ends_cap, L->nends + 1, sizeof *e, 64);
+    if (!e) {
+        site_error(L->site, "realloc()", ENOMEM, NULL, "a CGI process group left running");
+        return;
     }
+    L->ends = e;
     L->ends[L->nends++] = c->id;
     gio_want(L->site->loop, L->fd, GIO_READ | GIO_WRITE);
 }

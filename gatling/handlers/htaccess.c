@@ -1,6 +1,7 @@
 /* .htaccess Basic authentication: see htaccess.h. */
 #define _GNU_SOURCE /* explicit_bzero */
 #include "htaccess.h"
+#include "http/hbuf.h"
 #include "http/owfat.h"
 
 #include <crypt.h>
@@ -232,13 +233,10 @@ static int parse_file(htfile_t *f, size_t len)
         char *colon = memchr(line, ':', n);
         if (!colon || colon == line || colon + 1 == line + n || !hash_cost_ok(colon + 1))
             return -1;
-        if (f->nusers == f->cap) {
-            size_t cap = f->cap ? f->cap * 2 : 16;
-            htuser_t *u = realloc(f->users, cap * sizeof *u);
-            if (!u)
-                return -1;
-            f->users = u, f->cap = cap;
-        }
+        htuser_t *u = hb_grow(f->users, &f->cap, f->nusers + 1, sizeof *u, 16);
+        if (!u)
+            return -1;
+        f->users = u;
         f->users[f->nusers++] = (htuser_t){line, colon + 1, (size_t)(colon - line)};
     }
     return f->realm ? 0 : -1;

@@ -1,5 +1,6 @@
 /* Directory listings: see listing.h. */
 #include "listing.h"
+#include "http/hbuf.h"
 #include "http/path.h"
 
 #include <dirent.h>
@@ -33,34 +34,11 @@ typedef struct obuf {
     int oom; /* sticky: later puts are no-ops, checked once at the end */
 } obuf_t;
 
-/*
- * Room for need elements of elem bytes in p (capacity *cap), doubling so that
- * n appends cost O(n).  Returns the (maybe moved) block, or NULL with p still
- * valid and *cap unchanged.
- */
-static void *grow(void *p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return p;
-    size_t c = *cap ? *cap : 64;
-    while (c < need) {
-        if (c > SIZE_MAX / 2 / elem) {
-            errno = ENOMEM;
-            return NULL;
-        }
-        c *= 2;
-    }
-    void *q = realloc(p, c * elem);
-    if (q)
-        *cap = c;
-    return q;
-}
-
 static void ob_put(obuf_t *o, const char *s, size_t n)
 {
     if (o->oom)
         return;
-    char *q = grow(o->p, &o->cap, o->len + n, 1);
+    char *q = hb_grow(o->p, &o->cap, o->len + n, 1, 64);
     if (!q) {
         o->oom = 1;
         return;
@@ -200,11 +178,11 @@ static int listable(const struct stat *st)
 static int add_entry(dirlist_t *l, const char *name, const struct stat *st)
 {
     size_t len = strlen(name);
-    char *names = grow(l->names, &l->ncap, l->nlen + len + 1, 1);
+    char *names = hb_grow(l->names, &l->ncap, l->nlen + len + 1, 1, 64);
     if (!names)
         return -1;
     l->names = names;
-    entry_t *v = grow(l->v, &l->cap, l->n + 1, sizeof *v);
+    entry_t *v = hb_grow(l->v, &l->cap, l->n + 1, sizeof *v, 64);
     if (!v)
         return -1;
     l->v = v;
@@ -375,7 +353,7 @@ int listing_render(int dirfd, const char *urlpath, size_t n, const char *query, 
     sort_key(query, qlen, &col, &dir);
     sort_entries(&l, col, dir);
     /* one allocation in the common case: ~150 bytes of markup a row plus the name twice */
-    o.p = grow(NULL, &o.cap, 1024 + l.n * 160 + l.nlen * 2, 1);
+    o.p = hb_grow(NULL, &o.cap, 1024 + l.n * 160 + l.nlen * 2, 1, 64);
     o.oom = !o.p;
     put_head(&o, urlpath, n, col, dir);
     for (size_t i = 0; i < l.n; i++)

@@ -1,5 +1,6 @@
 /* Reverse proxying: rules, pools, backend connections, the producer.  See proxy.h. */
 #include "proxy_int.h"
+#include "http/hbuf.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -389,15 +390,10 @@ char *px_room(px_req_t *pr, size_t n)
             pr->outlen -= pr->outoff, pr->outoff = 0;
         }
     }
-    if (pr->outlen + n > pr->outcap) {
-        size_t cap = pr->outcap ? pr->outcap : 4096;
-        while (cap < pr->outlen + n)
-            cap *= 2;
-        char *q = realloc(pr->out, cap);
-        if (!q)
-            return NULL;
-        pr->out = q, pr->outcap = cap;
-    }
+    char *q = hb_grow(pr->out, &pr->outcap, pr->outlen + n, 1, 4096);
+    if (!q)
+        return NULL;
+    pr->out = q;
     pr->outlen += n;
     return pr->out + pr->outlen - n;
 }

@@ -3,6 +3,9 @@
 #include "owfat.h"
 #include "path.h"
 
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 void hb_num(hbuf_t *b, uint64_t v)
@@ -33,4 +36,22 @@ const char *hb_str(hbuf_t *b)
         return NULL;
     b->p--; /* the NUL is not part of the contents */
     return b->start;
+}
+
+void *hb_grow(void *p, size_t *cap, size_t need, size_t elem, size_t first)
+{
+    if (need <= *cap)
+        return p;
+    size_t c = *cap ? *cap : first ? first : 1;
+    while (c < need) {
+        if (c > SIZE_MAX / 2 / elem) {
+            errno = ENOMEM;
+            return NULL;
+        }
+        c *= 2;
+    }
+    void *q = realloc(p, c * elem);
+    if (q)
+        *cap = c;
+    return q;
 }

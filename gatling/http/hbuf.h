@@ -68,4 +68,12 @@ void hb_encode(hbuf_t *b, const char *src, size_t n, const char *keep);
  */
 const char *hb_str(hbuf_t *b);
 
+/*
+ * The one way a heap buffer grows: room for `need` elements of `elem` bytes
+ * in p, whose capacity is *cap elements, doubling from `first` so that n
+ * appends cost O(n).  Returns the (maybe moved) block, or NULL (ENOMEM, also
+ * when the size would overflow) with p still valid and *cap unchanged.
+ */
+void *hb_grow(void *p, size_t *cap, size_t need, size_t elem, size_t first);
+
 #endif

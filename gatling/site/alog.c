@@ -1,6 +1,7 @@
 /* The access log: see alog.h. */
 #define _GNU_SOURCE
 #include "alog.h"
+#include "http/hbuf.h"
 #include "http/owfat.h"
 
 #include <netinet/in.h>
@@ -26,15 +27,10 @@ void alog_free(alog_t *l)
 
 static int reserve(alog_t *l, size_t n)
 {
-    if (l->len + n <= l->cap)
-        return 0;
-    size_t cap = l->cap ? l->cap : 8192;
-    while (cap < l->len + n)
-        cap *= 2;
-    char *b = realloc(l->buf, cap);
+    char *b = hb_grow(l->buf, &l->cap, l->len + n, 1, 8192);
     if (!b)
         return -1;
-    l->buf = b, l->cap = cap;
+    l->buf = b;
     return 0;
 }
 

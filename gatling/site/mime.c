@@ -1,5 +1,6 @@
 /* Extension -> Content-Type: see mime.h. */
 #include "mime.h"
+#include "http/hbuf.h"
 #include "http/owfat.h"
 
 #include <errno.h>
@@ -57,15 +58,12 @@ static const char *intern(mime_table_t *t, const char *type, size_t n)
         return NULL;
     memcpy(s, type, n);
     strcpy(s + n, text ? "; charset=utf-8" : "");
-    if (t->ntypes == t->captypes) {
-        size_t cap = t->captypes ? t->captypes * 2 : 256;
-        char **v = realloc(t->types, cap * sizeof *v);
-        if (!v) {
-            free(s);
-            return NULL;
-        }
-        t->types = v, t->captypes = cap;
+    char **v = hb_grow(t->types, &t->captypes, t->ntypes + 1, sizeof *v, 256);
+    if (!v) {
+        free(s);
+        return NULL;
     }
+    t->types = v;
     return t->types[t->ntypes++] = s;
 }
 
