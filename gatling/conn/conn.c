@@ -827,6 +827,11 @@ static void st_stream(conn_t *c, unsigned events)
 {
     h1_t *h = &c->blk->h1;
     unsigned want = GIO_WRITE;
+    if (h->redispatch) { /* a local redirect, before any of a response: route it again */
+        h->redispatch = 0;
+        c->state = CONN_DISPATCH;
+        return;
+    }
     /* output first when the socket said writable: on uring that is a send's
        completion, and its bytes must count before an end of input read
        next is logged (the client that got the whole body and closed) */

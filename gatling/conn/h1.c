@@ -283,6 +283,15 @@ static void codec_input_ready(exchange_t *ex)
     wake(h);
 }
 
+/* A local redirect (ex_redirect): the connection dispatches again when it
+   runs next (conn.c, from STREAM: only a producer redirects). */
+static void codec_redispatch(exchange_t *ex)
+{
+    h1_t *h = h1_of(ex);
+    h->redispatch = 1;
+    h->wake(ex->conn);
+}
+
 static const ex_codec_t h1_codec = {
     .head = codec_head,
     .error = codec_error,
@@ -293,6 +302,7 @@ static const ex_codec_t h1_codec = {
     .body_abort = codec_body_abort,
     .queued = codec_queued,
     .input_ready = codec_input_ready,
+    .redispatch = codec_redispatch,
 };
 
 void h1_exchange_init(exchange_t *ex, const h1_conn_t *f, const ex_codec_t *codec, void *owner)
@@ -317,6 +327,7 @@ void h1_init(h1_t *h, const h1_conn_t *f)
     h->keepalive = h->http10 = 0;
     h->body = BODY_NONE;
     h->streamed = h->chunked_out = h->tunnel = h->ended = h->input_held = h->input_done = 0;
+    h->redispatch = 0;
 }
 
 /*

@@ -51,6 +51,7 @@ typedef struct h1 {
     uint8_t ended;          /* the body is complete (ex_body_end) or cut (ex_body_abort) */
     uint8_t input_held;     /* input() took less than offered: wait for ex_input_ready */
     uint8_t input_done;     /* input() was told the body ended (last) */
+    uint8_t redispatch;     /* a local redirect: the connection routes the request again */
     void (*wake)(void *conn); /* a producer did something: the connection runs soon */
     char head[H1_HEAD_CAP];
 } h1_t;

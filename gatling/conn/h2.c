@@ -536,6 +536,7 @@ static uint64_t codec_queued(const exchange_t *ex)
 }
 
 static void offer_held(h2_stream_t *s);
+static void codec_redispatch(exchange_t *ex);
 
 static void codec_input_ready(exchange_t *ex)
 {
@@ -557,6 +558,7 @@ static const ex_codec_t h2_codec = {
     .body_abort = codec_body_abort,
     .queued = codec_queued,
     .input_ready = codec_input_ready,
+    .redispatch = codec_redispatch,
 };
 
 /*
@@ -795,6 +797,7 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *fr, const uint8_t
 }
 
 static void job_done(job_t *j);
+static void dispatch_again(h2_stream_t *s);
 
 /* A stream that holds a file counts towards H2_FILES_MAX until it is freed. */
 static void count_file(h2_stream_t *s)
@@ -893,10 +896,20 @@ static void job_done(job_t *j)
     free(xj);
     if (!s)
         return;
+    if (cancelled) {
+        nghttp2_submit_rst_stream(s->h2->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_REFUSED_STREAM);
+        s->h2->wake(s->h2->f.conn);
+        return;
+    }
+    dispatch_again(s);
+}
+
+/* After a job, or a local redirect: the router answers the stream afresh. */
+static void dispatch_again(h2_stream_t *s)
+{
+    exchange_t *ex = &s->ex;
     h2_t *h = s->h2;
-    if (cancelled)
-        nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_REFUSED_STREAM);
-    else if (router_dispatch(ex) < 0)
+    if (router_dispatch(ex) < 0)
         nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
     else if (count_file(s), ex->job) { /* a second job (gzip after a password): send it too */
         ex->job->ex = ex;
@@ -910,11 +923,21 @@ static void job_done(job_t *j)
             ex_error(ex, 503, "Retry-After", "1");
         }
     }
-    if (!cancelled && s->early && !ex->job) { /* the body held for the job: to its taker */
+    if (s->early && !ex->job) { /* the body held for the job: to its taker */
         s->input_held = 0;
         offer_held(s);
     }
     h->wake(h->f.conn);
+}
+
+/* A local redirect (ex_redirect), from a producer's call: its stream is
+   answered again at once, as after a job; a reset stream waits for sweep. */
+static void codec_redispatch(exchange_t *ex)
+{
+    h2_stream_t *s = stream_of(ex);
+    if (s->closed)
+        return;
+    dispatch_again(s);
 }
 
 /* A request answered before its body ended (413): the rest is not wanted

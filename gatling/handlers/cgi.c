@@ -77,6 +77,7 @@ typedef struct cgi {
     uint8_t stalled;   /* stdout not read: the client has enough queued */
     uint8_t killed;    /* SPAWN_END sent (or queued) */
     uint8_t err_skip;  /* the stderr line is over-long: skip to its end */
+    uint8_t input_done; /* the request body was all offered (or there was none) */
     uint64_t left;     /* body bytes the script's Content-Length still allows */
     cgi_head_t head;
     size_t hlen;
@@ -195,14 +196,14 @@ static void cgi_log(cgi_t *c, const char *text)
     elog_text(&s->elog, gio_wallclock(s->loop), c->what, text);
 }
 
-/* No usable head: 502, and why in the error log. */
-static void fail(cgi_t *c, const char *why)
+/* No usable head: 502 (or status), and why in the error log. */
+static void fail(cgi_t *c, const char *why, int status)
 {
     c->L->site->stats.cgi_failed++;
     cgi_log(c, why);
     c->state = CGI_DONE;
     close_pipe(c, &c->out);
-    if (ex_error(c->ex, 502, NULL, NULL) < 0 && !c->ended)
+    if (ex_error(c->ex, status, NULL, NULL) < 0 && !c->ended)
         ex_body_abort(c->ex);
 }
 
@@ -239,19 +240,49 @@ static void copy_field(exchange_t *ex, hbuf_t *b, http_str_t name, http_str_t va
         ex_field(ex, n, v);
 }
 
+/*
+ * A Location that is a path, without a Status (RFC 3875 6.2.2): the server
+ * answers the request as if it had been for that path; the script's other
+ * fields and its body are dropped, and it is killed (ex_redirect ends it).
+ * 1 when it took the exchange, 0 to answer the client a 302.
+ */
+static int local_redirect(cgi_t *c)
+{
+    const cgi_head_t *h = &c->head;
+    const http_str_t *loc = &h->location;
+    if (h->status || !loc->p || loc->p[0] != '/' || (loc->n > 1 && loc->p[1] == '/'))
+        return 0; /* a status, no Location, or an absolute URL: the client's */
+    if (!c->input_done)
+        return 0; /* the body is still coming: nowhere to put it, the client asks again */
+    c->state = CGI_DONE; /* not counted as killed: it answered */
+    if (ex_redirect(c->ex, loc->p, loc->n) == 0) {
+        c->L->site->stats.cgi_redirects++;
+        return 1;
+    }
+    if (errno == EINVAL)
+        fail(c, "answered a local redirect that is no valid path", 502);
+    else if (errno == ELOOP)
+        fail(c, "local redirects: too many in a row", 500);
+    else
+        fail(c, "local redirect: out of memory", 500);
+    return 1;
+}
+
 /* The head is complete (hl bytes): the response's head, then what followed it. */
 static void send_head(cgi_t *c, size_t hl)
 {
     const cgi_head_t *h = &c->head;
     char store[CGI_HEAD_MAX + 2 * CGI_FIELDS_MAX + 16], ctype[CGI_LINE_MAX + 1];
     hbuf_t b = hb_init(store, sizeof store);
-    /* RFC 3875 6.2.3: a Location without a Status is a redirect; a local path
-       (6.2.2) is answered the same way, and the client asks for it */
+    if (local_redirect(c))
+        return;
+    /* RFC 3875 6.2.3: a Location without a Status is a redirect (a local path
+       too, while the request body is still coming) */
     int status = h->status ? h->status : h->location.p ? 302 : 200;
     if (status < 200 || status > 599)
-        return fail(c, "answered a status outside 200-599");
+        return fail(c, "answered a status outside 200-599", 502);
     if (h->nfields + (h->location.p != NULL) > EX_FIELDS_MAX)
-        return fail(c, "answered with too many header fields");
+        return fail(c, "answered with too many header fields", 502);
     for (size_t i = 0; i < h->nfields; i++)
         copy_field(c->ex, &b, h->fields[i].name, h->fields[i].value);
     if (h->location.p)
@@ -288,7 +319,7 @@ static void out_eof(cgi_t *c)
 {
     close_pipe(c, &c->out);
     if (c->state == CGI_HEAD) {
-        fail(c, c->hlen ? "exited before the end of its head" : "exited with no output");
+        fail(c, c->hlen ? "exited before the end of its head" : "exited with no output", 502);
         return;
     }
     if (c->state != CGI_BODY)
@@ -312,7 +343,7 @@ static int read_out(cgi_t *c)
             c->hlen += (size_t)n;
             long hl = cgi_head_parse(c->hbuf, c->hlen, &c->head);
             if (hl == CGI_MALFORMED || (hl == CGI_INCOMPLETE && c->hlen == CGI_HEAD_MAX))
-                fail(c, "answered a malformed or over-long head");
+                fail(c, "answered a malformed or over-long head", 502);
             else if (hl > 0)
                 send_head(c, (size_t)hl);
             return 1;
@@ -459,8 +490,10 @@ static size_t cgi_input(exchange_t *ex, const char *p, size_t n, int last)
             close_pipe(c, &c->in); /* EPIPE: the script does not read it; drop the rest */
         }
     }
-    if (last)
+    if (last) {
         close_pipe(c, &c->in);
+        c->input_done = 1;
+    }
     return n;
 }
 
@@ -811,8 +844,10 @@ static int start(exchange_t *ex, cgi_loop_t *L, const cgi_find_t *f, const char 
     L->running++;
     ex->producer = &cgi_producer, ex->pctx = c;
     gio_loop_t *loop = ex->site->loop;
-    if (ex->req_len == 0)
+    if (ex->req_len == 0) {
         close_pipe(c, &c->in); /* no body: the script reads EOF */
+        c->input_done = 1;
+    }
     gio_want(loop, c->out.fd, GIO_READ);
     gio_want(loop, c->err.fd, GIO_READ);
     gio_set_deadline(loop, c->out.fd, gio_now(loop) + 1000 * (int64_t)ex->site->cfg->dyn_timeout);

@@ -15,15 +15,17 @@
  * The process is created by the spawner (site/spawn.h), never by the loop:
  * its stdin, stdout and stderr are pipes watched on the loop (watch.h).
  * The request body goes to stdin with back-pressure; stdout's head is
- * parsed (http/cgi_head.h) into the response's status and fields, its body
- * handed to the codec piece by piece, and stdout not read while the client
- * has more than EX_STREAM_HIGH bytes to take; stderr goes to the error log,
- * a line at a time, prefixed with the script.  -Q seconds after the start
- * the process group is killed (504 before a head, else the response is cut
- * off); it is killed too when the client goes first, and in any case when
- * the exchange ends.  -J caps the processes per loop (503 with Retry-After
- * past it).  An exit without a valid head is 502, with the reason in the
- * error log.
+ * parsed (http/cgi_head.h) into the response's status and fields (or, for a
+ * local path in Location without a Status, into a local redirect: the
+ * request is routed again as a GET of that path, http/exchange.h's
+ * ex_redirect), its body handed to the codec piece by piece, and stdout
+ * not read while the client has more than EX_STREAM_HIGH bytes to take;
+ * stderr goes to the error log, a line at a time, prefixed with the
+ * script.  -Q seconds after the start the process group is killed (504
+ * before a head, else the response is cut off); it is killed too when the
+ * client goes first, and in any case when the exchange ends.  -J caps the
+ * processes per loop (503 with Retry-After past it).  An exit without a
+ * valid head is 502, with the reason in the error log.
  */
 #ifndef GATLING_CGI_H
 #define GATLING_CGI_H

@@ -55,6 +55,7 @@ static size_t dynamic_rows(const status_counters_t *st, row_t *r, size_t n, size
     const row_t d[] = {
         {"cgi_spawned", "CGI processes started", st->cgi_spawned},
         {"cgi_killed", "CGI processes killed: deadline (-Q) or client gone", st->cgi_killed},
+        {"cgi_redirects", "CGI local redirects answered inside the server", st->cgi_redirects},
         {"cgi_refused", "CGI requests refused: over -J, spawner busy or gone, 503",
          st->cgi_refused},
         {"cgi_failed", "CGI processes without a valid head: 502", st->cgi_failed},

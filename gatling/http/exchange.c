@@ -1,7 +1,79 @@
 /* One request and its response: see exchange.h. */
 #include "exchange.h"
 
+#include <errno.h>
 #include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* A request a local redirect made: the target is its own, the header
+   fields point into the original request, which lives as long. */
+struct ex_rewrite {
+    http_request_t req;
+    char target[HTTP_MAX_TARGET];
+};
+
+/* Fields that describe a request body: the rewritten request has none. */
+static int body_field(const http_str_t *name)
+{
+    static const char *const drop[] = {"content-length", "transfer-encoding", "content-type",
+                                       "expect"};
+    for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++) {
+        size_t k = strlen(drop[i]);
+        if (name->n == k && !strncasecmp(name->p, drop[i], k))
+            return 1;
+    }
+    return 0;
+}
+
+int ex_redirect(exchange_t *ex, const char *target, size_t n)
+{
+    if (!n || n > HTTP_MAX_TARGET || target[0] != '/' || (n > 1 && target[1] == '/')) {
+        errno = EINVAL; /* not a local path: "//host/x" names another server */
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)target[i];
+        if (ch <= ' ' || ch > '~') { /* visible ASCII, as the request parser allows */
+            errno = EINVAL;
+            return -1;
+        }
+    }
+    if (ex->redirects >= EX_REDIRECTS_MAX) {
+        errno = ELOOP;
+        return -1;
+    }
+    struct ex_rewrite *rw = malloc(sizeof *rw);
+    if (!rw)
+        return -1;
+    memcpy(rw->target, target, n); /* first: target may be the producer's */
+    const ex_producer_t *p = ex->producer;
+    if (p) { /* the one that redirects: it ends here, as ex_end would end it */
+        ex->producer = NULL;
+        p->end(ex);
+    }
+    const http_request_t *old = ex->req;
+    rw->req.method = ex->head_only ? (http_str_t){"HEAD", 4} : (http_str_t){"GET", 3};
+    rw->req.target = (http_str_t){rw->target, n};
+    rw->req.line = old->line;
+    rw->req.version = old->version;
+    rw->req.nheaders = 0;
+    for (size_t i = 0; i < old->nheaders; i++)
+        if (!body_field(&old->headers[i].name))
+            rw->req.headers[rw->req.nheaders++] = old->headers[i];
+    free(ex->rewrite); /* old was it, if set: nothing of it is kept */
+    ex->rewrite = rw;
+    ex->req = &rw->req;
+    ex->req_len = 0;
+    ex->upgradable = 0;
+    ex->redirects++;
+    ex->nfields = 0; /* the answer starts afresh */
+    ex->fields_over = 0;
+    ex->auth_verdict = AUTH_NONE; /* another file, maybe another password */
+    ex->gzip_tried = 0;
+    ex->codec->redispatch(ex);
+    return 0;
+}
 
 int ex_error(exchange_t *ex, int status, const char *name, const char *value)
 {
@@ -39,4 +111,6 @@ void ex_end(exchange_t *ex)
     }
     free(ex->owned);
     ex->owned = NULL;
+    free(ex->rewrite);
+    ex->rewrite = NULL;
 }

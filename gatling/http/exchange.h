@@ -93,6 +93,9 @@ typedef struct ex_codec {
     void (*body_abort)(struct exchange *ex);
     uint64_t (*queued)(const struct exchange *ex);
     void (*input_ready)(struct exchange *ex);
+    /* ex's request was rewritten (ex_redirect): route it again, as soon as
+       the caller's call returns or from inside it, never before */
+    void (*redispatch)(struct exchange *ex);
 } ex_codec_t;
 
 typedef struct exchange {
@@ -123,6 +126,8 @@ typedef struct exchange {
     void *pctx;                    /* ... its state */
     uint8_t auth_verdict;      /* AUTH_*: a job's answer for this request's credentials */
     uint8_t gzip_tried;        /* this request waited for a gzip job once already */
+    uint8_t redirects;         /* local redirects so far (ex_redirect) */
+    struct ex_rewrite *rewrite; /* the request a local redirect made, or NULL */
     char path[EX_PATH_CAP];    /* the decoded, normalised path */
     char vhost[EX_VHOST_CAP];  /* the vhost that served, for the access log */
     /* the codec */
@@ -215,6 +220,20 @@ static inline void ex_input_ready(exchange_t *ex)
 {
     ex->codec->input_ready(ex);
 }
+
+/*
+ * A local redirect (RFC 3875 6.2.2): answer ex as if its request had been
+ * GET (HEAD stays HEAD) of target[0..n), a path beginning with one '/' (a
+ * query may follow), with the other header fields of the request but no
+ * body.  The fields added so far are dropped, the producer (the caller,
+ * usually) is ended, and the router runs again through the codec
+ * (redispatch), maybe before this returns.  Only before anything of a
+ * response was sent and once the request body was consumed.  0; or -1 with
+ * errno EINVAL (not such a path), ELOOP (EX_REDIRECTS_MAX in a row) or
+ * ENOMEM, and ex untouched.
+ */
+#define EX_REDIRECTS_MAX 10
+int ex_redirect(exchange_t *ex, const char *target, size_t n);
 
 /* Free the malloc'd p when the exchange ends, after its body is sent (one
    such block per exchange).  0, or -1 (p not taken) if one is held already. */

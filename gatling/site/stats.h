@@ -70,6 +70,7 @@ typedef struct status_counters {
     uint64_t backend_unsized;  /* -P: bodies without a length not read whole: 413, 503 */
     uint64_t cgi_spawned;      /* CGI processes started (handlers/cgi.c) */
     uint64_t cgi_killed;       /* ... killed: at the deadline (-Q), or the client went first */
+    uint64_t cgi_redirects;    /* CGI local redirects answered inside the server (RFC 3875 6.2.2) */
     uint64_t cgi_refused;      /* CGI requests refused: over -J, spawner busy or gone, 503 */
     uint64_t cgi_failed;       /* CGI processes that gave no (valid) head: 502 */
     uint64_t ftp_sessions;     /* -f: FTP control connections accepted */

@@ -48,7 +48,16 @@ SCRIPTS = {
         "out.flush()\n"),
     "status.sh": SH + ("printf 'Status: 404 Nothing Here\\r\\nContent-Type: text/plain\\r\\n"
                        "X-Cgi: yes\\r\\n\\r\\nnot here\\n'\n"),
-    "location.sh": SH + "printf 'Location: /elsewhere?a=1\\r\\n\\r\\n'\n",
+    "location.sh": SH + "printf 'Location: http://elsewhere.example/x?a=1\\r\\n\\r\\n'\n",
+    "found.sh": SH + "printf 'Status: 302\\r\\nLocation: /plain.txt\\r\\n\\r\\n'\n",
+    # local redirects (RFC 3875 6.2.2): a path without a Status
+    "local.sh": SH + ("printf 'Location: /plain.txt\\r\\nX-Dropped: 1\\r\\n\\r\\n"
+                      "this body is dropped\\n'\n"),
+    "local-cgi.sh": SH + ("printf 'Location: /cgi/env.sh/p/q?from=%s\\r\\n\\r\\n' "
+                         "\"$QUERY_STRING\"\n"),
+    "local-priv.sh": SH + "printf 'Location: /cgi/priv/env.sh\\r\\n\\r\\n'\n",
+    "local-loop.sh": SH + "printf 'Location: /cgi/local-loop.sh\\r\\n\\r\\n'\n",
+    "local-bad.sh": SH + "printf 'Location: /a b\\r\\n\\r\\n'\n",
     "malformed.sh": SH + "printf 'this is no header\\r\\n\\r\\nbody'\n",
     "inject.sh": SH + "printf 'Content-Type: text/plain\\rX-Injected: 1\\r\\n\\r\\nbody'\n",
     "early.sh": SH + "exit 3\n",
@@ -303,10 +312,89 @@ def test_status_location_nph(srv):
     assert r.header("X-Cgi") == "yes" and r.body == b"not here\n"
     r = fetch(srv.port, "/cgi/location.sh")
     assert_status(r, 302, "Location without Status")
-    assert r.header("Location") == "/elsewhere?a=1"
+    assert r.header("Location") == "http://elsewhere.example/x?a=1"
+    r = fetch(srv.port, "/cgi/found.sh")
+    assert_status(r, 302, "Status: 302 with a local Location: the client's redirect")
+    assert r.header("Location") == "/plain.txt"
     r = fetch(srv.port, "/cgi/nph.sh")
     assert_status(r, 201, "NPH status line")
     assert r.body == b"made\n"
+
+
+def test_local_redirect_to_a_file(srv):
+    """A Location that is a path, without a Status (RFC 3875 6.2.2): the
+    server answers as if the client had asked for that path; the script's
+    other fields and body are dropped.  The access log keeps the request
+    the client sent."""
+    before = counters(srv.port)["cgi_redirects"]
+    r = fetch(srv.port, "/cgi/local.sh?logredir")
+    assert_status(r, 200, "local redirect to a static file")
+    assert r.body == b"static\n" and r.header("Location") is None
+    assert r.header("X-Dropped") is None
+    assert r.header("Content-Length") in ("7", None) and r.header("Last-Modified")
+    r = fetch(srv.port, "/cgi/local.sh", method="HEAD")
+    assert_status(r, 200, "HEAD, redirected")
+    assert r.body == b""
+    with Client(srv.port) as c:  # the connection goes on after a redirected answer
+        for target in ("/cgi/local.sh", "/plain.txt", "/cgi/local.sh"):
+            r = c.request(target)
+            assert_status(r, 200, target + " on a kept-alive connection")
+            assert r.body == b"static\n"
+    assert counters(srv.port)["cgi_redirects"] == before + 4
+    assert wait_for(lambda: any("GET /cgi/local.sh?logredir" in l and '" 200 ' in l
+                                for l in srv.log), 3), srv.log[-5:]
+
+
+def test_local_redirect_to_a_script(srv):
+    """The target may be a script itself: it runs as a GET of the new path,
+    with the query of the Location and without the request's body."""
+    r = fetch(srv.port, "/cgi/local-cgi.sh?one")
+    assert_status(r, 200, "local redirect to env.sh")
+    e = env_of(r.body)
+    assert e.get("SCRIPT_NAME") == "/cgi/env.sh" and e.get("PATH_INFO") == "/p/q"
+    assert e.get("QUERY_STRING") == "from=one" and e.get("REQUEST_METHOD") == "GET"
+    r = fetch(srv.port, "/cgi/local-cgi.sh?two", method="POST", body=b"a=1&b=2",
+              headers=["Content-Type: application/x-www-form-urlencoded", "Content-Length: 7"])
+    assert_status(r, 200, "POST redirected: a GET")
+    e = env_of(r.body)
+    assert e.get("REQUEST_METHOD") == "GET" and e.get("QUERY_STRING") == "from=two"
+    assert "CONTENT_LENGTH" not in e and "CONTENT_TYPE" not in e
+
+
+def test_local_redirect_behind_a_password(srv):
+    """.htaccess guards the target as if it had been asked for: 401 without
+    the password, REMOTE_USER after it was checked (on a worker thread)."""
+    r = fetch(srv.port, "/cgi/local-priv.sh")
+    assert_status(r, 401, "redirected to a protected script without credentials")
+    assert b"REMOTE_USER" not in r.body
+    r = fetch(srv.port, "/cgi/local-priv.sh", headers=[basic_auth("alice", PW)])
+    assert_status(r, 200, "redirected with the right password")
+    assert env_of(r.body).get("REMOTE_USER") == "alice"
+
+
+def test_local_redirect_loop_and_bad_path(srv):
+    time.sleep(1.05 - time.time() % 1)  # the error log's 20 lines a second (elog.c)
+    r = fetch(srv.port, "/cgi/local-loop.sh")
+    assert_status(r, 500, "a script that redirects to itself")
+    r = fetch(srv.port, "/cgi/local-bad.sh")
+    assert_status(r, 502, "a local redirect to no valid path")
+    for line in ("CGI /cgi/local-loop.sh: local redirects: too many in a row",
+                 "CGI /cgi/local-bad.sh: answered a local redirect that is no valid path"):
+        assert wait_for(lambda: line in srv.stderr_text(), 3), (line, srv.stderr_text())
+    r = fetch(srv.port, "/cgi/local.sh")  # the connection's next request is unharmed
+    assert_status(r, 200, "after the loop")
+
+
+@h1_only("a request body that stops half-way")
+def test_local_redirect_while_the_body_comes_is_a_302(srv):
+    """A script that answers before the request body has all come: there is
+    no body to give the target, so the client is sent there (302)."""
+    with Client(srv.port, timeout=10) as c:
+        c.send(build_request("/cgi/local.sh", "POST", headers=["Content-Length: 100"]) +
+               b"x" * 10)
+        r = c.read_response("POST")
+    assert_status(r, 302, "a local redirect before the body ended")
+    assert r.header("Location") == "/plain.txt"
 
 
 def test_head_runs_the_script_without_a_body(srv):
