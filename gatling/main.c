@@ -37,7 +37,8 @@ static void usage_dynamic(void)
         "            (the original gatling's -C; up to 8 times)\n"
         "  -z        run world-executable files that start with #! or are ELF as CGI\n"
         "  -J n      at most n CGI processes at once, then 503 (default 32)\n"
-        "  -Q secs   a CGI may run, and a backend may stay silent, secs (default 30)\n"
+        "  -Q secs[,tunnel]  a CGI may run, and a backend may stay silent, secs (30);\n"
+        "            a WebSocket tunnel may stay idle tunnel secs (3600, at least secs)\n"
         "  -P rule   send matching paths to a backend: [F/|S/]host/port/regex or\n"
         "            [F/|S/]unix:/path:regex (F/: FastCGI, S/: SCGI, else HTTP;\n"
         "            the original gatling's -O; up to 16 times)\n",
@@ -62,8 +63,8 @@ static void usage(void)
         "               [-u user] [-m file] [-W n] [-H] [-v] [-t] [-d|-D] [-I name]\n"
         "               [-r url] [-M secs] [-S] [-L] [-Z] [-F bytes] [-C dir] [-e port] [-E]\n"
         "               [-o ciphers] [-O suites] [-x secs] [-X] [-2] [-y which] [-Y nets]\n"
-        "               [-k path] [-g secs] [-w regex] [-z] [-J n] [-Q secs] [-P rule]\n"
-        "               [-f port[,upload[=bytes]]] [-U] [-V] [-h]\n"
+        "               [-k path] [-g secs] [-w regex] [-z] [-J n] [-Q secs[,tunnel]]\n"
+        "               [-P rule] [-f port[,upload[=bytes]]] [-U] [-V] [-h]\n"
         "Serve the current directory (or -c dir) over HTTP/1.1 and HTTP/2, and over HTTPS when\n"
         "there are certificates.\n"
         "  -i addr   listen on this IPv4 or IPv6 address (default: all, IPv6 and IPv4)\n"
@@ -288,6 +289,7 @@ static void config_defaults(config_t *cfg)
                       .ftp_port = -1,
                       .ftp_upload_max = FTP_UPLOAD_MAX,
                       .dyn_timeout = 30,
+                      .tunnel_timeout = 3600,
 #ifdef TCP_DEFER_ACCEPT
                       .defer_accept = 1, /* as h2o: see server.c, defer_accept() */
 #endif
@@ -323,7 +325,6 @@ static int int_option(int c, const char *arg, config_t *cfg)
         {'x', 0, 0x7fffffff, &cfg->hsts, "not a number of seconds"},
         {'g', 0, 3600, &cfg->drain_grace, "not a time in seconds (0-3600)"},
         {'J', 1, 4096, &cfg->cgi_max, "not a number of CGI processes (1-4096)"},
-        {'Q', 1, 86400, &cfg->dyn_timeout, "not a time in seconds (1-86400)"},
     };
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
         if (t[i].opt == c) {
@@ -395,10 +396,34 @@ static int pattern_ok(const char *arg)
     return 1;
 }
 
-/* Dynamic content: -w (CGI patterns), -P (proxy rules). */
+/* -Q secs[,tunnel]: a tunnel may stay idle as long as asked, else an
+   hour (HAProxy's usual "timeout tunnel"), and never less than secs.
+   0, or -1 if arg is not that. */
+static int parse_dyn_timeouts(config_t *cfg, const char *arg)
+{
+    char secs[8];
+    const char *comma = strchr(arg, ',');
+    size_t n = comma ? (size_t)(comma - arg) : strlen(arg);
+    if (n == 0 || n >= sizeof secs)
+        return -1;
+    memcpy(secs, arg, n);
+    secs[n] = 0;
+    if ((cfg->dyn_timeout = (int)number(secs, 1, 86400)) < 0)
+        return -1;
+    if (comma)
+        return (cfg->tunnel_timeout = (int)number(comma + 1, 1, 86400)) < 0 ? -1 : 0;
+    cfg->tunnel_timeout = cfg->dyn_timeout > 3600 ? cfg->dyn_timeout : 3600;
+    return 0;
+}
+
+/* Dynamic content: -w (CGI patterns), -P (proxy rules), -Q (their deadlines). */
 static int dynamic_option(int c, const char *arg, config_t *cfg)
 {
     switch (c) {
+    case 'Q':
+        if (parse_dyn_timeouts(cfg, arg) < 0)
+            return bad("Q", arg, "not a time in seconds (1-86400), or two: secs,tunnel");
+        return -1;
     case 'w':
         if (cfg->ncgi_regex == CONFIG_CGI_MAX || !pattern_ok(arg))
             return bad("w", arg, "not a POSIX extended regular expression (at most 1024 "

@@ -198,12 +198,15 @@ int proxy_streams(exchange_t *ex)
 
 static void conn_on(watch_t *w, unsigned events);
 
+/* The backend's silence limit (-Q), or a tunnel's idle limit (-Q's second
+   value: a WebSocket may sit quiet far longer than a backend may think). */
 static void set_deadline(px_req_t *pr)
 {
     gio_loop_t *l = pr->px->site->loop;
+    const config_t *cfg = pr->px->site->cfg;
+    int secs = pr->state == RS_TUNNEL ? cfg->tunnel_timeout : cfg->dyn_timeout;
     if (pr->be)
-        gio_set_deadline(l, pr->be->fd,
-                         pr->paused ? 0 : gio_now(l) + pr->px->site->cfg->dyn_timeout * 1000LL);
+        gio_set_deadline(l, pr->be->fd, pr->paused ? 0 : gio_now(l) + secs * 1000LL);
 }
 
 /* What the backend connection waits for now. */
@@ -563,12 +566,15 @@ static void backend_read(px_req_t *pr)
         pr->got_byte = 1;
         unfresh(pr);
         set_deadline(pr);
-        if (pr->state == RS_TUNNEL)
+        if (pr->state == RS_TUNNEL) {
             px_body(pr, buf, (size_t)n);
-        else if (pr->rule->kind == PX_HTTP)
+        } else if (pr->rule->kind == PX_HTTP) {
             px_http_read(pr, buf, (size_t)n);
-        else
+            if (pr->state == RS_TUNNEL) /* the 101 came: the tunnel's idle limit */
+                set_deadline(pr);
+        } else {
             px_cgi_read(pr, buf, (size_t)n);
+        }
     }
 }
 

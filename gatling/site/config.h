@@ -75,6 +75,7 @@ typedef struct config {
     int cgi_exec;    /* -z: world-executable files starting with #! or ELF run as CGI */
     int cgi_max;     /* -J: CGI processes at once (per loop); more get 503 */
     int dyn_timeout; /* -Q: seconds a CGI may run, and a backend may stay silent */
+    int tunnel_timeout; /* -Q's second value: seconds a WebSocket tunnel may stay idle */
     const char *proxy_rule[CONFIG_PROXY_RULES]; /* -P: [F/|S/]host/port/regex or
                                                    [F/|S/]unix:path/regex */
     int nproxy_rules;

@@ -568,8 +568,10 @@ def test_gunicorn_killed_mid_response(gatling, tmp_path):
         stop(proc)
 
 
-@h1_only("WebSocket upgrades are HTTP/1.1")
-def test_websocket_echo(gatling):
+@pytest.fixture
+def ws_echo():
+    """A WebSocket echo server (Debian's python3-websockets) on a thread; its port.
+    It sends no pings of its own: an idle tunnel stays idle."""
     websockets = import_websockets()
     loop = asyncio.new_event_loop()
     started = threading.Event()
@@ -580,7 +582,7 @@ def test_websocket_echo(gatling):
             await ws.send(m)
 
     async def main():
-        server = await websockets.serve(echo, "127.0.0.1", 0)
+        server = await websockets.serve(echo, "127.0.0.1", 0, ping_interval=None)
         box["port"] = server.sockets[0].getsockname()[1]
         box["server"] = server
         started.set()
@@ -588,25 +590,61 @@ def test_websocket_echo(gatling):
 
     t = threading.Thread(target=lambda: loop.run_until_complete(main()), daemon=True)
     t.start()
-    started.wait(10)
-    try:
-        srv = proxied(gatling, ["127.0.0.1/%d/^/ws/" % box["port"]])
+    assert started.wait(10), "the WebSocket echo server did not start"
+    yield box["port"]
+    loop.call_soon_threadsafe(box["server"].close)
+    t.join(5)
 
-        async def client():
-            scheme = "wss" if TLS else "ws"
-            ssl = client_tls_context() if TLS else None
-            async with websockets.connect("%s://localhost:%d/ws/" % (scheme, srv.port),
-                                          ssl=ssl) as ws:
-                out = []
-                for m in ("hello", "x" * 70000, b"\x00\x01binary"):
-                    await ws.send(m)
-                    out.append(await ws.recv())
-                return out
-        got = asyncio.run(client())
-        assert got == ["hello", "x" * 70000, b"\x00\x01binary"]
-    finally:
-        loop.call_soon_threadsafe(box["server"].close)
-        t.join(5)
+
+def ws_connect(srv, path="/ws/"):
+    """A WebSocket client connection through gatling (wss under TLS), no pings."""
+    websockets = import_websockets()
+    scheme = "wss" if TLS else "ws"
+    ssl = client_tls_context() if TLS else None
+    return websockets.connect("%s://localhost:%d%s" % (scheme, srv.port, path), ssl=ssl,
+                              ping_interval=None)
+
+
+@h1_only("WebSocket upgrades are HTTP/1.1")
+def test_websocket_echo(gatling, ws_echo):
+    srv = proxied(gatling, ["127.0.0.1/%d/^/ws/" % ws_echo])
+
+    async def client():
+        async with ws_connect(srv) as ws:
+            out = []
+            for m in ("hello", "x" * 70000, b"\x00\x01binary"):
+                await ws.send(m)
+                out.append(await ws.recv())
+            return out
+    got = asyncio.run(client())
+    assert got == ["hello", "x" * 70000, b"\x00\x01binary"]
+
+
+@h1_only("WebSocket upgrades are HTTP/1.1")
+def test_websocket_idle_limit_is_the_tunnels(gatling, ws_echo):
+    """A quiet WebSocket outlives -Q (a backend's silence limit) and is
+    closed at -Q's second value, the tunnel's idle limit; neither counts as
+    a backend failure."""
+    websockets = import_websockets()
+    srv = proxied(gatling, ["127.0.0.1/%d/^/ws/" % ws_echo], ("-Q", "1,3"))
+
+    async def client():
+        async with ws_connect(srv) as ws:
+            await ws.send("one")
+            assert await ws.recv() == "one"
+            await asyncio.sleep(2)  # past -Q, inside the tunnel's 3 s
+            await ws.send("two")
+            assert await ws.recv() == "two", "a tunnel cut at -Q"
+            t0 = time.monotonic()
+            try:
+                await asyncio.wait_for(ws.recv(), 15)
+            except websockets.exceptions.ConnectionClosed:
+                return time.monotonic() - t0
+            raise AssertionError("a message from an idle tunnel")
+    idle = asyncio.run(client())
+    assert 2.5 <= idle < 10, "closed after %.1f s idle, not at the tunnel's 3 s" % idle
+    st = status_counters(srv)
+    assert st["backend_502"] == 0 and st["backend_504"] == 0, st
 
 
 def test_fastcgi_php(gatling, php_fpm):
@@ -772,3 +810,12 @@ def test_bad_rules_refused(build):
     p = subprocess.run([build.binary, "-P", "F/unix:/run/php/fpm.sock:\\.php$", "-P",
                         "[::1]/8080/^/api/", "-V"], capture_output=True, timeout=10)
     assert p.returncode == 0, p
+
+
+def test_bad_dyn_timeouts_refused(build):
+    for arg in ("0", "1,0", "1,", ",5", "30,86401", "x", "5,6,7", "9" * 12, ""):
+        p = subprocess.run([build.binary, "-Q", arg, "-V"], capture_output=True, timeout=10)
+        assert p.returncode == 2 and b"-Q" in p.stderr, (arg, p)
+    for arg in ("30", "5,60", "86400,1"):
+        p = subprocess.run([build.binary, "-Q", arg, "-V"], capture_output=True, timeout=10)
+        assert p.returncode == 0, (arg, p)
