@@ -140,6 +140,7 @@ void proxy_free(site_t *site)
             conn_close(px, px->rule[i].idle[k]);
         regfree(&px->rule[i].re);
     }
+    free(px->spare);
     free(px);
     site->proxy = NULL;
 }
@@ -379,6 +380,7 @@ static void req_free(px_req_t *pr)
     spool_free(pr);
     free(pr->out);
     free(pr->in);
+    free(pr->rbuf);
     free(pr->fields);
     free(pr);
 }
@@ -448,12 +450,10 @@ void px_done(px_req_t *pr, int reusable)
     ex_body_end(pr->ex);
 }
 
-int px_body(px_req_t *pr, const char *p, size_t n)
+/* Hand buf[0..n) (malloc'd, now the exchange's) to the client. */
+static int body_give(px_req_t *pr, char *buf, size_t n)
 {
-    if (!n)
-        return 0;
-    char *copy = malloc(n);
-    if (!copy || (memcpy(copy, p, n), ex_body_buf(pr->ex, copy, n, EX_FREE) < 0)) {
+    if (!buf || ex_body_buf(pr->ex, buf, n, EX_FREE) < 0) {
         px_fail(pr, "out of memory");
         return -1;
     }
@@ -464,6 +464,29 @@ int px_body(px_req_t *pr, const char *p, size_t n)
         set_deadline(pr);
     }
     return 0;
+}
+
+int px_body(px_req_t *pr, const char *p, size_t n)
+{
+    if (!n)
+        return 0;
+    char *copy = malloc(n);
+    if (copy)
+        memcpy(copy, p, n);
+    return body_give(pr, copy, n);
+}
+
+/* A body read whole (most reads after the head) was copied once more than
+   the kernel needs: 1 MiB proxied cost a 1 MiB memcpy.  A short read's
+   buffer is shrunk first (in place, in glibc), so that queued pieces hold
+   what they carry, not PROXY_READ each. */
+int px_body_last(px_req_t *pr, char *p, size_t n)
+{
+    if (p != pr->rbuf || !n)
+        return px_body(pr, p, n);
+    char *buf = pr->rbuf, *small = n < PROXY_READ ? realloc(buf, n) : NULL;
+    pr->rbuf = NULL; /* the next read gets a buffer of its own */
+    return body_give(pr, small ? small : buf, n);
 }
 
 int px_head(px_req_t *pr, int status, const char *ctype, uint64_t len)
@@ -542,11 +565,20 @@ static void flush(px_req_t *pr)
 }
 
 /* Bytes from the backend to the protocol's reader, and EOF. */
-static void backend_read(px_req_t *pr)
+static void backend_reads(px_req_t *pr)
 {
-    char buf[65536];
+    proxy_t *px = pr->px;
     for (int round = 0; round < 4 && pr->be && !pr->paused && !pr->ended; round++) {
-        long n = gio_read(pr->be->fd, buf, sizeof buf);
+        if (!pr->rbuf) { /* the loop's spare, else a new one (the last was given away) */
+            pr->rbuf = px->spare ? px->spare : malloc(PROXY_READ);
+            px->spare = NULL;
+        }
+        if (!pr->rbuf) {
+            px_fail(pr, "out of memory");
+            return;
+        }
+        char *buf = pr->rbuf;
+        long n = gio_read(pr->be->fd, buf, PROXY_READ);
         if (n == GIO_AGAIN)
             return;
         if (n < 0 || n == GIO_EOF) {
@@ -567,7 +599,7 @@ static void backend_read(px_req_t *pr)
         unfresh(pr);
         set_deadline(pr);
         if (pr->state == RS_TUNNEL) {
-            px_body(pr, buf, (size_t)n);
+            px_body_last(pr, buf, (size_t)n);
         } else if (pr->rule->kind == PX_HTTP) {
             px_http_read(pr, buf, (size_t)n);
             if (pr->state == RS_TUNNEL) /* the 101 came: the tunnel's idle limit */
@@ -576,6 +608,19 @@ static void backend_read(px_req_t *pr)
             px_cgi_read(pr, buf, (size_t)n);
         }
     }
+}
+
+/* The reads, each into a buffer that is given to the client when it holds
+   body only (px_body_last); one that was not is kept for the loop's next
+   read, so a waiting request holds none (an idle SSE stream, a slow head). */
+static void backend_read(px_req_t *pr)
+{
+    backend_reads(pr);
+    if (pr->rbuf && !pr->px->spare)
+        pr->px->spare = pr->rbuf;
+    else
+        free(pr->rbuf);
+    pr->rbuf = NULL;
 }
 
 /* The backend stayed silent for -Q seconds. */

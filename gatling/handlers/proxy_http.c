@@ -172,14 +172,15 @@ int px_http_body(px_req_t *pr, const char *p, size_t n, int last)
     return last ? r | puts_(pr, "0\r\n\r\n") : r;
 }
 
-/* Response body bytes (p writable: a chunked body is decoded in place). */
+/* Response body bytes (p writable: a chunked body is decoded in place),
+   the last use of this read's buffer (px_body_last: p may be given away). */
 static void body(px_req_t *pr, char *p, size_t n)
 {
     if (pr->state != RS_BODY || !n)
         return;
     if (pr->framing == FR_LEN) {
         size_t k = n < pr->left ? n : (size_t)pr->left;
-        if (px_body(pr, p, k) < 0)
+        if (px_body_last(pr, p, k) < 0)
             return;
         if (!(pr->left -= k))
             px_done(pr, k == n);
@@ -188,11 +189,11 @@ static void body(px_req_t *pr, char *p, size_t n)
         int r = http_chunked_decode(&pr->ch, p, n, &used, &out);
         if (r == HTTP_MALFORMED) {
             px_fail(pr, "malformed chunked body from the backend");
-        } else if (px_body(pr, p, out) == 0 && r == HTTP_CHUNKED_DONE) {
+        } else if (px_body_last(pr, p, out) == 0 && r == HTTP_CHUNKED_DONE) {
             px_done(pr, used == n);
         }
     } else if (pr->framing == FR_CLOSE) {
-        px_body(pr, p, n);
+        px_body_last(pr, p, n);
     }
 }
 

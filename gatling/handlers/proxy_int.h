@@ -20,6 +20,7 @@
 #define PROXY_IDLE_MAX 64         /* idle backend connections kept per rule */
 #define PROXY_IDLE_MS 60000       /* ... closed after this long unused */
 #define PROXY_HEAD_MAX 32768      /* a backend's response head (HTTP or CGI) */
+#define PROXY_READ (64 * 1024)    /* one read from a backend (px_req_t's rbuf) */
 #define PROXY_OUT_MAX (64 * 1024) /* request bytes held for the backend: input() takes no more */
 /* FastCGI and SCGI want CONTENT_LENGTH before the body: one that comes
    without a length (chunked, HTTP/2 without Content-Length) is read whole
@@ -62,6 +63,7 @@ typedef struct px_rule {
 typedef struct proxy {
     site_t *site;
     size_t spooled; /* bytes of bodies read whole (px_req_t's spool) */
+    char *spare;    /* a read buffer (PROXY_READ) no request holds, or NULL */
     int nrules;
     px_rule_t rule[CONFIG_PROXY_RULES];
     struct {
@@ -85,6 +87,7 @@ typedef struct px_req {
     char *out;     /* bytes for the backend: [outoff, outlen) still to write */
     size_t outlen, outoff, outcap;
     char *in; /* the response head so far (PROXY_HEAD_MAX) */
+    char *rbuf; /* during a read from the backend, its buffer (PROXY_READ) */
     size_t inlen;
     char *fields; /* the head's fields, NUL-terminated, for ex_field */
     size_t fused; /* ... bytes of it used */
@@ -125,6 +128,11 @@ int px_out(px_req_t *pr, const void *p, size_t n);
 /* Response body bytes p[0..n) to the client (copied).  0, or -1 when the
    exchange is over (do nothing more). */
 int px_body(px_req_t *pr, const char *p, size_t n);
+
+/* The same, when the caller is done with this read's buffer: if p is its
+   start (rbuf), the buffer itself goes to the client, not a copy of it, and
+   p must not be touched after.  0, or -1 as px_body. */
+int px_body_last(px_req_t *pr, char *p, size_t n);
 
 /* The response is complete; reusable: the backend connection may serve
    another request.  The exchange may be over when this returns. */
