@@ -396,19 +396,27 @@ static int pattern_ok(const char *arg)
     return 1;
 }
 
+/* The number in [min, max] before arg's first comma (or its end), or -1;
+   *comma gets where that comma is, or NULL (-f port,..., -Q secs,...). */
+static long number_to_comma(const char *arg, long min, long max, const char **comma)
+{
+    char digits[12];
+    *comma = strchr(arg, ',');
+    size_t n = *comma ? (size_t)(*comma - arg) : strlen(arg);
+    if (n == 0 || n >= sizeof digits)
+        return -1;
+    memcpy(digits, arg, n);
+    digits[n] = 0;
+    return number(digits, min, max);
+}
+
 /* -Q secs[,tunnel]: a tunnel may stay idle as long as asked, else an
    hour (HAProxy's usual "timeout tunnel"), and never less than secs.
    0, or -1 if arg is not that. */
 static int parse_dyn_timeouts(config_t *cfg, const char *arg)
 {
-    char secs[8];
-    const char *comma = strchr(arg, ',');
-    size_t n = comma ? (size_t)(comma - arg) : strlen(arg);
-    if (n == 0 || n >= sizeof secs)
-        return -1;
-    memcpy(secs, arg, n);
-    secs[n] = 0;
-    if ((cfg->dyn_timeout = (int)number(secs, 1, 86400)) < 0)
+    const char *comma;
+    if ((cfg->dyn_timeout = (int)number_to_comma(arg, 1, 86400, &comma)) < 0)
         return -1;
     if (comma)
         return (cfg->tunnel_timeout = (int)number(comma + 1, 1, 86400)) < 0 ? -1 : 0;
@@ -542,14 +550,8 @@ static int option(int c, char *arg, config_t *cfg)
  */
 static int parse_ftp(config_t *cfg, const char *arg)
 {
-    char port[8];
-    const char *comma = strchr(arg, ',');
-    size_t n = comma ? (size_t)(comma - arg) : strlen(arg);
-    if (n == 0 || n >= sizeof port)
-        return -1;
-    memcpy(port, arg, n);
-    port[n] = 0;
-    if ((cfg->ftp_port = (int)number(port, 0, 65535)) < 0)
+    const char *comma;
+    if ((cfg->ftp_port = (int)number_to_comma(arg, 0, 65535, &comma)) < 0)
         return -1;
     if (!comma)
         return 0;
