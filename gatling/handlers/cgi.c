@@ -250,7 +250,7 @@ static int local_redirect(cgi_t *c)
 {
     const cgi_head_t *h = &c->head;
     const http_str_t *loc = &h->location;
-    if (h->status || !loc->p || loc->p[0] != '/' || (loc->n > 1 && loc->p[1] == '/'))
+    if (h->status || !loc->p || !ex_local_path(loc->p, loc->n))
         return 0; /* a status, no Location, or an absolute URL: the client's */
     if (!c->input_done)
         return 0; /* the body is still coming: nowhere to put it, the client asks again */

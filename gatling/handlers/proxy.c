@@ -380,7 +380,6 @@ static void req_free(px_req_t *pr)
     spool_free(pr);
     free(pr->out);
     free(pr->in);
-    free(pr->rbuf);
     free(pr->fields);
     free(pr);
 }
@@ -597,16 +596,13 @@ static void backend_reads(px_req_t *pr)
         }
         pr->got_byte = 1;
         unfresh(pr);
-        set_deadline(pr);
-        if (pr->state == RS_TUNNEL) {
+        if (pr->state == RS_TUNNEL)
             px_body_last(pr, buf, (size_t)n);
-        } else if (pr->rule->kind == PX_HTTP) {
+        else if (pr->rule->kind == PX_HTTP)
             px_http_read(pr, buf, (size_t)n);
-            if (pr->state == RS_TUNNEL) /* the 101 came: the tunnel's idle limit */
-                set_deadline(pr);
-        } else {
+        else
             px_cgi_read(pr, buf, (size_t)n);
-        }
+        set_deadline(pr); /* for the state the read left: after a 101, the tunnel's */
     }
 }
 

@@ -87,8 +87,8 @@ typedef struct px_req {
     char *out;     /* bytes for the backend: [outoff, outlen) still to write */
     size_t outlen, outoff, outcap;
     char *in; /* the response head so far (PROXY_HEAD_MAX) */
-    char *rbuf; /* during a read from the backend, its buffer (PROXY_READ) */
     size_t inlen;
+    char *rbuf; /* during backend_read only: the read's buffer (PROXY_READ) */
     char *fields; /* the head's fields, NUL-terminated, for ex_field */
     size_t fused; /* ... bytes of it used */
     int state;    /* RS_* */

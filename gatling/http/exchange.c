@@ -28,13 +28,12 @@ static int body_field(const http_str_t *name)
 
 int ex_redirect(exchange_t *ex, const char *target, size_t n)
 {
-    if (!n || n > HTTP_MAX_TARGET || target[0] != '/' || (n > 1 && target[1] == '/')) {
-        errno = EINVAL; /* not a local path: "//host/x" names another server */
+    if (!ex_local_path(target, n) || n > HTTP_MAX_TARGET) {
+        errno = EINVAL;
         return -1;
     }
     for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)target[i];
-        if (ch <= ' ' || ch > '~') { /* visible ASCII, as the request parser allows */
+        if (!http_target_byte((unsigned char)target[i])) { /* as the request parser */
             errno = EINVAL;
             return -1;
         }

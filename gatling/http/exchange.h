@@ -235,6 +235,13 @@ static inline void ex_input_ready(exchange_t *ex)
 #define EX_REDIRECTS_MAX 10
 int ex_redirect(exchange_t *ex, const char *target, size_t n);
 
+/* Does p[0..n) begin as a path on this server, one '/' first?  ("//host/x"
+   names another one.)  What ex_redirect takes, its bytes checked apart. */
+static inline int ex_local_path(const char *p, size_t n)
+{
+    return n && p[0] == '/' && (n == 1 || p[1] != '/');
+}
+
 /* Free the malloc'd p when the exchange ends, after its body is sent (one
    such block per exchange).  0, or -1 (p not taken) if one is held already. */
 int ex_own(exchange_t *ex, void *p);

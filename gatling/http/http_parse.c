@@ -42,7 +42,7 @@ static int request_line_byte(unsigned char c, size_t i, http_progress_t *pr)
         return 0;
     }
     if (!pr->sp2) { /* the target: visible ASCII, then one space */
-        if (c > 0x20 && c < 0x7f)
+        if (http_target_byte(c))
             return i - pr->sp1 >= HTTP_MAX_TARGET ? 414 : 0;
         if (c != ' ' || i == pr->sp1)
             return 400;

@@ -25,6 +25,12 @@ typedef struct http_str {
     size_t n;
 } http_str_t;
 
+/* A byte the request-target may hold: visible ASCII (RFC 9112 3.2). */
+static inline int http_target_byte(unsigned char c)
+{
+    return c > 0x20 && c < 0x7f;
+}
+
 typedef struct http_header {
     http_str_t name, value; /* value without surrounding whitespace */
 } http_header_t;
