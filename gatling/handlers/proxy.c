@@ -628,6 +628,7 @@ static void timed_out(px_req_t *pr)
     int tunnel = pr->state == RS_TUNNEL;
     pr->state = RS_DONE;
     if (tunnel) { /* an idle WebSocket: closed, not an error */
+        s->stats.backend_tunnel_idle++;
         ex_body_end(ex);
         return;
     }

@@ -63,6 +63,8 @@ static size_t dynamic_rows(const status_counters_t *st, row_t *r, size_t n, size
         {"backend_reuses", "proxy: requests on a pooled backend connection", st->backend_reuses},
         {"backend_502", "proxy: backend failed: 502 or response cut short", st->backend_502},
         {"backend_504", "proxy: backend silent past -Q: 504", st->backend_504},
+        {"backend_tunnel_idle", "proxy: WebSocket tunnels closed idle (-Q secs,tunnel)",
+         st->backend_tunnel_idle},
         {"backend_unsized", "proxy: bodies without a length refused: 413 (1 MiB), 503 (64 MiB)",
          st->backend_unsized},
     };

@@ -67,6 +67,7 @@ typedef struct status_counters {
     uint64_t backend_reuses;   /* -P: requests sent on a pooled backend connection */
     uint64_t backend_502;      /* -P: backend failures: 502, or a response cut short */
     uint64_t backend_504;      /* -P: backends silent past -Q: 504 (or cut short) */
+    uint64_t backend_tunnel_idle; /* -P: WebSocket tunnels closed idle (-Q's second value) */
     uint64_t backend_unsized;  /* -P: bodies without a length not read whole: 413, 503 */
     uint64_t cgi_spawned;      /* CGI processes started (handlers/cgi.c) */
     uint64_t cgi_killed;       /* ... killed: at the deadline (-Q), or the client went first */

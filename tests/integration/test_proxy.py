@@ -645,6 +645,7 @@ def test_websocket_idle_limit_is_the_tunnels(gatling, ws_echo):
     assert 2.5 <= idle < 10, "closed after %.1f s idle, not at the tunnel's 3 s" % idle
     st = status_counters(srv)
     assert st["backend_502"] == 0 and st["backend_504"] == 0, st
+    assert st["backend_tunnel_idle"] == 1, st
 
 
 def test_fastcgi_php(gatling, php_fpm):
