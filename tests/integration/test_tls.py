@@ -88,10 +88,18 @@ def curl(pki, port, path="/f.txt", name="localhost", *extra):
     return r.returncode, r.stdout.decode(errors="replace"), r.stderr.decode(errors="replace")
 
 
-def s_client(port, *args, stdin=b"", timeout=10, sleep=0.0):
+def s_client(port, *args, stdin=b"", timeout=10, sleep=0.0, ticket=None):
     """openssl s_client's output; stdin is written at once, or, as a list of
-    (bytes, seconds) steps, each followed by its pause."""
+    (bytes, seconds) steps, each followed by its pause.  With ticket (a path),
+    the session goes to that file (-sess_out), and stdin stays open until it
+    is written: s_client writes it when the server's ticket came, which TLS
+    1.3 sends after the handshake, so no fixed pause is long enough on a
+    loaded machine (up to timeout)."""
     cmd = ["openssl", "s_client", "-connect", "127.0.0.1:%d" % port] + list(args)
+    if ticket:
+        if os.path.exists(ticket):
+            os.unlink(ticket)
+        cmd += ["-sess_out", ticket]
     p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT)
     steps = stdin if isinstance(stdin, list) else [(stdin, sleep)]
@@ -104,6 +112,10 @@ def s_client(port, *args, stdin=b"", timeout=10, sleep=0.0):
                 break
             if pause:
                 time.sleep(pause)
+        end = time.monotonic() + timeout
+        while ticket and not os.path.exists(ticket) and p.poll() is None \
+                and time.monotonic() < end:
+            time.sleep(0.02)
         try:
             p.stdin.close()
         except BrokenPipeError:
@@ -338,8 +350,7 @@ def test_resumption(gatling, pki, tmp_path, version, workers):
     modes = [[]] + ([["-no_ticket"]] if version == "-tls1_2" and workers == 1 else [])
     for extra in modes:
         sess = str(tmp_path / ("sess%d" % len(extra)))
-        out = s_client(port, version, "-servername", "localhost", "-sess_out", sess, *extra,
-                       sleep=0.3)
+        out = s_client(port, version, "-servername", "localhost", *extra, ticket=sess)
         assert "New, TLS" in out, out
         for _ in range(6):  # with -W 2 the kernel spreads these over both workers
             out = s_client(port, version, "-servername", "localhost", "-sess_in", sess, *extra,
@@ -815,17 +826,20 @@ def test_ticket_key_rotation(gatling, pki, tmp_path, version):
     made = time.time()
     s1, s2 = str(tmp_path / "s1"), str(tmp_path / "s2")
     common = (version, "-servername", "localhost", "-msg")
-    out = s_client(port, *common, "-sess_out", s1, sleep=0.3)
+    out = s_client(port, *common, ticket=s1)
     assert "New, TLS" in out, out
     old_key = ticket_keys(out)
     assert len(old_key) == 1, out
     time.sleep((int(made // period) + 1) * period - time.time() + 0.2)  # the next period
-    out = s_client(port, *common, "-sess_in", s1, sleep=0.3)
+    # TLS 1.3 sends the renewed ticket after the handshake: wait for it; 1.2
+    # sends it inside the handshake, and s_client writes no file for a renewal
+    renewed = {"ticket": str(tmp_path / "s1b")} if version == "-tls1_3" else {"sleep": 0.3}
+    out = s_client(port, *common, "-sess_in", s1, **renewed)
     assert time.time() - made < period, "too slow: the ticket's lifetime ran out meanwhile"
     assert "Reused, TLS" in out, out
     new_key = ticket_keys(out)
     assert len(new_key) == 1 and new_key != old_key, out
-    out = s_client(port, *common, "-sess_out", s2, sleep=0.3)
+    out = s_client(port, *common, ticket=s2)
     assert "New, TLS" in out and ticket_keys(out) == new_key, out
     out = s_client(port, *common, "-sess_in", s2, sleep=0.3)
     assert "Reused, TLS" in out, out
