@@ -13,12 +13,14 @@
 #include "server.h"
 #include "conn/proxyproto.h"
 #include "conn/tls.h"
+#include "handlers/cache.h"
 #include "handlers/proxy.h"
 #include "worker.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <pwd.h>
 #include <limits.h>
 #include <netinet/in.h>
@@ -41,7 +43,9 @@ static void usage_dynamic(void)
         "            a WebSocket tunnel may stay idle tunnel secs (3600, at least secs)\n"
         "  -P rule   send matching paths to a backend: [F/|S/]host/port/regex or\n"
         "            [F/|S/]unix:/path:regex (F/: FastCGI, S/: SCGI, else HTTP;\n"
-        "            the original gatling's -O; up to 16 times)\n",
+        "            the original gatling's -O; up to 16 times)\n"
+        "  --cache mem[,object]  the response cache in front of -P and CGI, for hosts\n"
+        "            with a .cache file: bytes held (64M) and the largest response (1M)\n",
         stdout);
 }
 
@@ -64,7 +68,7 @@ static void usage(void)
         "               [-r url] [-M secs] [-S] [-L] [-Z] [-F bytes] [-C dir] [-e port] [-E]\n"
         "               [-o ciphers] [-O suites] [-x secs] [-X] [-2] [-y which] [-Y nets]\n"
         "               [-k path] [-g secs] [-w regex] [-z] [-J n] [-Q secs[,tunnel]]\n"
-        "               [-P rule] [-f port[,upload[=bytes]]] [-U] [-V] [-h]\n"
+        "               [-P rule] [--cache mem[,obj]] [-f port[,upload[=bytes]]] [-U] [-V] [-h]\n"
         "Serve the current directory (or -c dir) over HTTP/1.1 and HTTP/2, and over HTTPS when\n"
         "there are certificates.\n"
         "  -i addr   listen on this IPv4 or IPv6 address (default: all, IPv6 and IPv4)\n"
@@ -424,10 +428,49 @@ static int parse_dyn_timeouts(config_t *cfg, const char *arg)
     return 0;
 }
 
+/* A size: digits and an optional K, M or G (powers of 1024), in [min, max];
+   -1 if s is not that. */
+static long long size_arg(const char *s, long long min, long long max)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    int shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
+    if (shift)
+        end++;
+    if (errno || end == s || *s < '0' || *s > '9' || *end || v > (max >> shift))
+        return -1;
+    return v << shift >= min ? v << shift : -1;
+}
+
+/* --cache mem[,object]: 1M..64G of responses, each at most object (4K..mem). */
+static int parse_cache(config_t *cfg, const char *arg)
+{
+    char mem[24];
+    const char *comma = strchr(arg, ',');
+    size_t n = comma ? (size_t)(comma - arg) : strlen(arg);
+    if (n == 0 || n >= sizeof mem)
+        return -1;
+    memcpy(mem, arg, n), mem[n] = 0;
+    if ((cfg->cache_mem = size_arg(mem, 1 << 20, 64LL << 30)) < 0)
+        return -1;
+    cfg->cache_object = comma ? size_arg(comma + 1, 4096, cfg->cache_mem) : 0;
+    if (!comma && cfg->cache_mem < CACHE_OBJECT_DEFAULT)
+        cfg->cache_object = cfg->cache_mem;
+    return cfg->cache_object < 0 ? -1 : 0;
+}
+
+enum { OPT_CACHE = 256 }; /* the long options */
+
 /* Dynamic content: -w (CGI patterns), -P (proxy rules), -Q (their deadlines). */
 static int dynamic_option(int c, const char *arg, config_t *cfg)
 {
     switch (c) {
+    case OPT_CACHE:
+        if (parse_cache(cfg, arg) < 0)
+            return bad("-cache", arg, "not mem[,object]: sizes with K, M or G, mem 1M-64G, "
+                                      "object 4K-mem");
+        return -1;
     case 'Q':
         if (parse_dyn_timeouts(cfg, arg) < 0)
             return bad("Q", arg, "not a time in seconds (1-86400), or two: secs,tunnel");
@@ -459,6 +502,20 @@ static int ftp_option(int c, const char *arg, config_t *cfg)
         return bad("f", arg, "not port[,upload[=bytes]] (a port 0-65535; bytes >= 1, "
                              "with K, M or G)");
     return -1;
+}
+
+/* getopt's ':' (an argument missing) or '?' (an unknown option): the exit code. */
+static int getopt_trouble(int c)
+{
+    if (c == ':' && optopt == OPT_CACHE)
+        fputs("gatling: --cache needs an argument\n", stderr);
+    else if (c == ':')
+        fprintf(stderr, "gatling: -%c needs an argument\n", optopt);
+    else if (optopt)
+        fprintf(stderr, "gatling: unknown option -%c\n", optopt);
+    else
+        fputs("gatling: unknown long option (the only one is --cache)\n", stderr);
+    return usage_error();
 }
 
 /* One option from getopt().  Returns -1 to go on, or an exit code. */
@@ -534,11 +591,8 @@ static int option(int c, char *arg, config_t *cfg)
     case 'V': printf("gatling %s (%s)\n", GATLING_VERSION, gio_backend_name()); return 0;
     case 'h': usage(); return 0;
     case ':':
-        fprintf(stderr, "gatling: -%c needs an argument\n", optopt);
-        return usage_error();
     default:
-        fprintf(stderr, "gatling: unknown option -%c\n", optopt);
-        return usage_error();
+        return getopt_trouble(c);
     }
     return -1;
 }
@@ -580,7 +634,9 @@ static int parse_options(int argc, char **argv, config_t *cfg)
     opterr = 0;
     const char *opts = ":i:p:a:T:s:B:N:K:A:R:b:j:nGl:q:c:u:m:W:HvtdDI:r:M:SLZF:C:e:Eo:O:x:X2"
                        "y:Y:k:g:w:zJ:Q:P:Vhf:U";
-    while ((c = getopt(argc, argv, opts)) != -1)
+    static const struct option longopts[] = {{"cache", required_argument, NULL, OPT_CACHE},
+                                             {NULL, 0, NULL, 0}};
+    while ((c = getopt_long(argc, argv, opts, longopts, NULL)) != -1)
         if ((rc = option(c, optarg, cfg)) >= 0)
             return rc;
     if (optind < argc) {

@@ -18,6 +18,7 @@
 #include "conn/proxyproto.h"
 #include "conn/tls.h"
 #include "handlers/proxy.h"
+#include "handlers/cache.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -348,6 +349,11 @@ int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const list
     gio_want(s->loop, jobs_fd(s->site.jobs), GIO_READ);
     if (cgi_init(&s->site, cfg->spawn_fd) < 0)
         return -1;
+    /* the response cache: only where something dynamic could be cached */
+    if ((cfg->nproxy_rules || cfg->ncgi_regex || cfg->cgi_exec) && cache_init(&s->site) < 0) {
+        fprintf(stderr, "gatling: cannot set up the response cache: %s\n", strerror(errno));
+        return -1;
+    }
     s->max_conns = conn_cap(cfg);
     limits_cfg_t lc = {.rpm = (unsigned)cfg->rpm,
                        .conns_per_addr = (unsigned)cfg->max_conns_addr,
@@ -688,6 +694,7 @@ void server_free(server_t *s)
     }
     if (s->site.jobs)
         gio_del(s->loop, jobs_fd(s->site.jobs));
+    cache_free(&s->site); /* first: its fetches are the proxy's and CGI's requests */
     proxy_free(&s->site);
     cgi_free(&s->site);
     site_free(&s->site);

@@ -31,6 +31,11 @@ pkgs="$pkgs gunicorn php-fpm python3-websockets"
 # php-fpm: the FastCGI backend of bench/compare-dynamic (test_compare_dynamic.py)
 pkgs="$pkgs php-fpm"
 [ "$1" = bench ] && pkgs="$pkgs nginx lighttpd h2o slowhttptest whois"
+# nodejs, npm: the HTTP caching test suite (tests/cache-tests/run, test_cache_suite.py),
+# which npm installs below.  Asked for only when the command is missing: a NodeSource
+# nodejs (which carries its own npm) conflicts with Debian's npm package
+command -v node >/dev/null 2>&1 || command -v nodejs >/dev/null 2>&1 || pkgs="$pkgs nodejs"
+command -v npm >/dev/null 2>&1 || pkgs="$pkgs npm"
 
 missing=
 for p in $pkgs; do
@@ -104,5 +109,30 @@ if ! command -v h2spec >/dev/null 2>&1 && [ ! -x "$HOME/go/bin/h2spec" ] &&
     command -v go >/dev/null 2>&1; then
     timeout 300 go install github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible >/dev/null 2>&1 ||
         echo "setup: could not go install h2spec: its tests will be skipped" >&2
+fi
+# http-cache-tests (HTTP caching tests, npm; tests/cache-tests/README) into the build tree,
+# build/cache-tests/node_modules, never the repository: pinned, and never fatal (without it
+# test_cache_suite.py skips, saying why).  As root (sudo make setup) the new directories
+# are handed to the tree's owner, whose make writes build/ later
+CACHE_TESTS_VERSION=0.4.5
+root=$(cd "$(dirname "$0")/.." && pwd)
+ct="$root/build/cache-tests"
+if ! grep -qs "\"version\": \"$CACHE_TESTS_VERSION\"" "$ct/node_modules/http-cache-tests/package.json"; then
+    if ! command -v npm >/dev/null 2>&1; then
+        echo "setup: npm is missing: the HTTP caching test suite will be skipped" >&2
+    else
+        newbuild=; [ -d "$root/build" ] || newbuild=1
+        mkdir -p "$ct"
+        echo "setup: npm install http-cache-tests@$CACHE_TESTS_VERSION into build/cache-tests"
+        timeout 300 npm install --prefix "$ct" --no-audit --no-fund --fetch-retries=1 \
+            "http-cache-tests@$CACHE_TESTS_VERSION" >"$ct/npm-install.log" 2>&1 ||
+            echo "setup: could not npm install http-cache-tests@$CACHE_TESTS_VERSION (see" \
+                 "build/cache-tests/npm-install.log): the HTTP caching test suite will be skipped" >&2
+        if [ "$(id -u)" = 0 ] && [ "$(stat -c %u "$root")" != 0 ]; then
+            owner=$(stat -c %u:%g "$root")
+            chown -R "$owner" "$ct"
+            if [ -n "$newbuild" ]; then chown "$owner" "$root/build"; fi
+        fi
+    fi
 fi
 exit 0

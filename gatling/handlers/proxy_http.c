@@ -1,5 +1,6 @@
 /* Proxying to an HTTP/1.1 backend: the request head, the response.  See proxy.h. */
 #include "http/hbuf.h"
+#include "http/owfat.h"
 #include "proxy_int.h"
 
 #include <arpa/inet.h>
@@ -34,6 +35,16 @@ static int named_by_connection(const http_header_t *h, size_t nh, http_str_t nam
         }
     }
     return 0;
+}
+
+/* An HTTP-date's seconds (0: not one). */
+static int64_t resp_date(http_str_t v)
+{
+    char buf[64];
+    time_t t;
+    memcpy(buf, v.p, v.n);
+    buf[v.n] = 0;
+    return scan_httpdate(buf, &t) == v.n && t > 0 ? (int64_t)t : 0;
 }
 
 /* Hop-by-hop fields (RFC 9110 7.6.1), and those the proxy writes itself. */
@@ -244,6 +255,8 @@ static int response_head(px_req_t *pr, const http_response_t *resp)
         const http_header_t *h = &resp->headers[i];
         if (name_is(h->name, "Content-Type") && !ctype)
             ctype = px_keep(pr, h->value.p, h->value.n);
+        if (name_is(h->name, "Date") && h->value.n < 64) /* for the response cache's ages */
+            pr->ex->resp_date = resp_date(h->value);
         if (h->name.n >= 48 || hop_by_hop(resp->headers, resp->nheaders, h->name, 1))
             continue;
         if (px_field(pr, h->name.p, h->name.n, h->value.p, h->value.n) < 0) {

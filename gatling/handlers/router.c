@@ -1,5 +1,6 @@
 /* Request checks and dispatch: see router.h. */
 #include "router.h"
+#include "cache.h"
 #include "cgi.h"
 #include "http/hbuf.h"
 #include "site/site.h"
@@ -83,6 +84,9 @@ int router_dispatch(exchange_t *ex)
     }
     if (!ex->secure && cfg->https_redirect && cfg->tls && !cfg->tls_skipped)
         return redirect_https(ex, req, host);
+    int cached = cache_dispatch(ex); /* .cache: in front of the dynamic handlers */
+    if (cached != CACHE_NOT_MINE)
+        return cached;
     int px = proxy_dispatch(ex); /* -P: any method */
     if (px != PROXY_NOT_MINE)
         return px;

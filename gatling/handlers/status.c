@@ -1,5 +1,6 @@
 /* /server-status: see status.h. */
 #include "status.h"
+#include "cache.h"
 #include "http/hbuf.h"
 #include "site/site.h"
 #include "site/encoding.h"
@@ -67,6 +68,35 @@ static size_t dynamic_rows(const status_counters_t *st, row_t *r, size_t n, size
          st->backend_tunnel_idle},
         {"backend_unsized", "proxy: bodies without a length refused: 413 (1 MiB), 503 (64 MiB)",
          st->backend_unsized},
+    };
+    for (size_t i = 0; i < sizeof d / sizeof d[0] && n < cap; i++)
+        r[n++] = d[i];
+    return n;
+}
+
+/* The response cache's rows (handlers/cache.c) after r[0..n): the new n. */
+static size_t cache_rows(const site_t *s, row_t *r, size_t n, size_t cap)
+{
+    const status_counters_t *st = &s->stats;
+    uint64_t bytes, entries, evictions;
+    cache_mem(s, &bytes, &entries, &evictions);
+    const row_t d[] = {
+        {"cache_hits", "cache: hits (fresh)", st->cache_hits},
+        {"cache_stale", "cache: stale served while one fetch refreshes", st->cache_stale},
+        {"cache_stale_errors", "cache: stale served, the backend failing", st->cache_stale_errors},
+        {"cache_misses", "cache: misses (a fetch each)", st->cache_misses},
+        {"cache_collapsed", "cache: requests that waited for another's fetch", st->cache_collapsed},
+        {"cache_fetches", "cache: backend requests made (misses, refreshes)", st->cache_fetches},
+        {"cache_stored", "cache: responses stored", st->cache_stored},
+        {"cache_revalidated", "cache: stored responses freshened by a 304", st->cache_revalidated},
+        {"cache_passes", "cache: sent by, the response was not storable", st->cache_passes},
+        {"cache_bypass", "cache: bypassed: Authorization, Cookie, a body", st->cache_bypass},
+        {"cache_lock_timeouts", "cache: waiters that stopped waiting for a slow fetch",
+         st->cache_lock_timeouts},
+        {"cache_purges", "cache: PURGE requests", st->cache_purges},
+        {"cache_evictions", "cache: entries evicted (room, idle)", evictions},
+        {"cache_entries", "cache: entries held", entries},
+        {"cache_bytes", "cache: bytes held", bytes},
     };
     for (size_t i = 0; i < sizeof d / sizeof d[0] && n < cap; i++)
         r[n++] = d[i];
@@ -149,6 +179,7 @@ static size_t rows(const site_t *s, row_t *r, size_t cap, int64_t now)
     ROW("health_ok", "health checks (-k): 200", st->health_ok);
     ROW("health_failed", "health checks (-k): 503, draining", st->health_failed);
     n = dynamic_rows(st, r, n, cap);
+    n = cache_rows(s, r, n, cap);
     ROW("draining", "draining: health checks fail (-g), listeners closing", s->draining);
     n = rows_ftp(st, r, n, cap);
 #undef ROW
@@ -160,7 +191,7 @@ int status_serve(exchange_t *ex, int json)
     site_t *s = ex->site;
     int64_t now = gio_wallclock(s->loop);
     stats_roll(&s->stats, now);
-    row_t r[100];
+    row_t r[140];
     size_t n = rows(s, r, sizeof r / sizeof r[0], now);
     char *body = malloc(STATUS_PAGE_MAX), pid[24];
     if (!body)

@@ -108,6 +108,11 @@ void ex_end(exchange_t *ex)
         ex->producer = NULL;
         p->end(ex);
     }
+    if (ex->release) { /* after the producer, which may have sent from it */
+        void (*rel)(exchange_t *) = ex->release;
+        ex->release = NULL;
+        rel(ex);
+    }
     free(ex->owned);
     ex->owned = NULL;
     free(ex->rewrite);

@@ -128,6 +128,10 @@ typedef struct exchange {
     uint8_t gzip_tried;        /* this request waited for a gzip job once already */
     uint8_t redirects;         /* local redirects so far (ex_redirect) */
     struct ex_rewrite *rewrite; /* the request a local redirect made, or NULL */
+    uint8_t cache_pass;        /* the response cache lets this request by (handlers/cache.c) */
+    int64_t resp_date;         /* a backend's Date (seconds; 0: none), for the cache's ages */
+    void *hold;                /* a handler's hold on shared memory (a cache entry) ... */
+    void (*release)(struct exchange *ex); /* ... let go when the exchange ends */
     char path[EX_PATH_CAP];    /* the decoded, normalised path */
     char vhost[EX_VHOST_CAP];  /* the vhost that served, for the access log */
     /* the codec */

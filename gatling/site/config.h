@@ -79,6 +79,8 @@ typedef struct config {
     const char *proxy_rule[CONFIG_PROXY_RULES]; /* -P: [F/|S/]host/port/regex or
                                                    [F/|S/]unix:path/regex */
     int nproxy_rules;
+    long long cache_mem;    /* --cache: the response cache's bytes (0: the default) */
+    long long cache_object; /* ... and the largest response it stores */
     /* FTP: conn/ftp.c */
     int ftp_port;          /* -f port: FTP on this port (0: any); -1 = off (default) */
     int ftp_upload;        /* -f port,upload: STOR/APPE/MKD into world-writable directories */

@@ -26,6 +26,7 @@ struct jobs;
 struct limits;
 struct proxy;
 struct cgi_loop;
+struct cache;
 
 #define SITE_MDATES 16 /* a power of two */
 
@@ -39,6 +40,7 @@ typedef struct site {
     struct limits *limits;     /* per client address: -K, -A, failed logins */
     struct proxy *proxy;       /* -P: the rules and backend pools (handlers/proxy.h) */
     struct cgi_loop *cgi;      /* handlers/cgi.c's state; NULL: no CGI */
+    struct cache *cache;       /* the response cache (handlers/cache.h); NULL: none */
     int rootfd;                /* the document root, opened once */
     char *root_real;           /* its canonical path, for symlink checks */
     alog_t log;

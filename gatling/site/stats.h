@@ -74,6 +74,18 @@ typedef struct status_counters {
     uint64_t cgi_redirects;    /* CGI local redirects answered inside the server (RFC 3875 6.2.2) */
     uint64_t cgi_refused;      /* CGI requests refused: over -J, spawner busy or gone, 503 */
     uint64_t cgi_failed;       /* CGI processes that gave no (valid) head: 502 */
+    uint64_t cache_hits;       /* response cache: answered from a fresh stored response */
+    uint64_t cache_stale;      /* ... from a stale one while one fetch refreshes it */
+    uint64_t cache_stale_errors; /* ... from a stale one because the backend failed */
+    uint64_t cache_misses;     /* ... fetched from the backend (one fetch each) */
+    uint64_t cache_collapsed;  /* ... waited for a fetch another request began */
+    uint64_t cache_fetches;    /* backend requests the cache made (misses, refreshes) */
+    uint64_t cache_stored;     /* responses stored whole */
+    uint64_t cache_revalidated; /* stored responses made fresh by a 304 */
+    uint64_t cache_passes;     /* requests sent by: the last response was not storable */
+    uint64_t cache_bypass;     /* requests that may not share: Authorization, Cookie, a body */
+    uint64_t cache_lock_timeouts; /* waiters that gave up on a slow fetch and asked themselves */
+    uint64_t cache_purges;     /* PURGE requests */
     uint64_t ftp_sessions;     /* -f: FTP control connections accepted */
     uint64_t ftp_logins;       /* ... logged in (anonymous, ftp) */
     uint64_t ftp_downloads;    /* RETRs completed (226) */

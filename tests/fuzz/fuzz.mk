@@ -13,7 +13,8 @@ FUZZ_CC ?= $(shell command -v clang || command -v clang-14)
 FUZZ_SECS ?= 60
 FUZZ_CHECK_SECS ?= 8
 FUZZ_NAMES := fuzz_head fuzz_te fuzz_chunked fuzz_target fuzz_range fuzz_accept fuzz_host \
-              fuzz_htaccess fuzz_proxy fuzz_h2 fuzz_cgi_head fuzz_ftp fuzz_fcgi fuzz_resp
+              fuzz_htaccess fuzz_proxy fuzz_h2 fuzz_cgi_head fuzz_ftp fuzz_fcgi fuzz_resp \
+              fuzz_cachectl
 FUZZ_ONLY ?= $(FUZZ_NAMES)
 FUZZ_DIR := build/fuzz
 FUZZ_CFLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
@@ -23,7 +24,8 @@ FUZZ_CFLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-saniti
 FUZZ_LIB := gatling/http/http_parse.c gatling/http/fcgi.c gatling/http/path.c gatling/http/byterange.c \
             gatling/site/encoding.c gatling/site/vhost.c gatling/site/fs.c \
             gatling/handlers/htaccess.c gatling/http/hbuf.c gatling/http/conditional.c \
-            gatling/conn/proxyproto.c gatling/http/cgi_head.c gatling/conn/ftp_parse.c
+            gatling/conn/proxyproto.c gatling/http/cgi_head.c gatling/conn/ftp_parse.c \
+            gatling/http/cachectl.c
 
 # fuzz_h2 runs a whole site: every gatling source but main.c, on the poll loop
 FUZZ_H2_LIB := $(filter-out gatling/main.c,$(wildcard gatling/*.c gatling/*/*.c)) \

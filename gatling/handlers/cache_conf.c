@@ -1,0 +1,267 @@
+/* A virtual host's .cache file: see cache_conf.h. */
+#include "cache_conf.h"
+#include "site/vhost.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static void conf_clear(cache_conf_t *k)
+{
+    for (int i = 0; i < k->nttl; i++)
+        if (k->ttl[i].has_re)
+            regfree(&k->ttl[i].re);
+    memset(k, 0, sizeof *k);
+}
+
+/* "secs": 0..31536000, else -1. */
+static int64_t secs(const char *s)
+{
+    char *e;
+    errno = 0;
+    long long v = strtoll(s, &e, 10);
+    if (e == s || *e || errno || v < 0 || v > 31536000)
+        return -1;
+    return v;
+}
+
+/* "addr" or "addr/bits" (IPv4 as ::ffff:a.b.c.d) into n.  0, or -1. */
+static int net_parse(char *s, cache_net_t *n)
+{
+    char *slash = strchr(s, '/');
+    int bits = -1;
+    if (slash) {
+        *slash = 0;
+        int64_t b = secs(slash + 1);
+        if (b < 0 || b > 128)
+            return -1;
+        bits = (int)b;
+    }
+    struct in_addr a4;
+    memset(n, 0, sizeof *n);
+    if (inet_pton(AF_INET, s, &a4) == 1) {
+        if (bits > 32)
+            return -1;
+        n->a.s6_addr[10] = n->a.s6_addr[11] = 0xff;
+        memcpy(&n->a.s6_addr[12], &a4, 4);
+        n->bits = bits < 0 ? 128 : 96 + bits;
+        return 0;
+    }
+    if (inet_pton(AF_INET6, s, &n->a) != 1)
+        return -1;
+    n->bits = bits < 0 ? 128 : bits;
+    return 0;
+}
+
+/* One line's words: "ttl 1 [regex]", "grace 10", "errors 5", "cookie NAME",
+   "purge NET".  0, or -1 (the file is refused as a whole). */
+static int conf_line(cache_conf_t *k, char *w[3], int nw)
+{
+    int64_t v = nw >= 2 ? secs(w[1]) : -1;
+    if (!strcmp(w[0], "ttl") && v >= 0 && k->nttl < CACHE_CONF_TTLS) {
+        k->ttl[k->nttl].secs = v;
+        if (nw == 3) {
+            if (regcomp(&k->ttl[k->nttl].re, w[2], REG_EXTENDED | REG_NOSUB))
+                return -1;
+            k->ttl[k->nttl].has_re = 1;
+        }
+        k->nttl++;
+        return 0;
+    }
+    if (nw != 2)
+        return -1;
+    if (!strcmp(w[0], "grace") && v >= 0)
+        k->grace = v;
+    else if (!strcmp(w[0], "errors") && v >= 0)
+        k->errors = v;
+    else if (!strcmp(w[0], "cookie") && k->ncookies < CACHE_CONF_COOKIES &&
+             strlen(w[1]) < sizeof k->cookie[0])
+        strcpy(k->cookie[k->ncookies++], w[1]);
+    else if (!strcmp(w[0], "purge") && k->nnets < CACHE_CONF_NETS)
+        return net_parse(w[1], &k->net[k->nnets++]);
+    else
+        return -1;
+    return 0;
+}
+
+int cache_conf_parse(cache_conf_t *k, char *text, size_t n, int *bad_line)
+{
+    memset(k, 0, sizeof *k);
+    k->grace = CACHE_GRACE_DEFAULT;
+    int line = 0;
+    for (char *p = text, *end = text + n; p < end;) {
+        char *nl = memchr(p, '\n', (size_t)(end - p));
+        char *le = nl ? nl : end;
+        *le = 0;
+        line++;
+        char *hash = strchr(p, '#');
+        if (hash)
+            *hash = 0;
+        char *w[4];
+        int nw = 0;
+        for (char *t = strtok(p, " \t\r"); t && nw < 4; t = strtok(NULL, " \t\r"))
+            w[nw++] = t;
+        if (nw && (nw > 3 || conf_line(k, w, nw) < 0)) {
+            *bad_line = line;
+            conf_clear(k);
+            return -1;
+        }
+        p = le + 1;
+    }
+    return 0;
+}
+
+void cache_conf_free(cache_conf_t *k)
+{
+    conf_clear(k);
+}
+
+int64_t cache_conf_ttl(const cache_conf_t *k, const char *path)
+{
+    for (int i = 0; i < k->nttl; i++)
+        if (!k->ttl[i].has_re || !regexec(&k->ttl[i].re, path, 0, NULL, 0))
+            return k->ttl[i].secs;
+    return 0;
+}
+
+int cache_conf_purger(const cache_conf_t *k, const struct sockaddr *sa)
+{
+    struct in6_addr a;
+    memset(&a, 0, sizeof a);
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
+        if ((ntohl(s4->sin_addr.s_addr) >> 24) == 127)
+            return 1;
+        a.s6_addr[10] = a.s6_addr[11] = 0xff;
+        memcpy(&a.s6_addr[12], &s4->sin_addr, 4);
+    } else if (sa->sa_family == AF_INET6) {
+        a = ((const struct sockaddr_in6 *)sa)->sin6_addr;
+        if (IN6_IS_ADDR_LOOPBACK(&a) || (IN6_IS_ADDR_V4MAPPED(&a) && a.s6_addr[12] == 127))
+            return 1;
+    } else {
+        return 0;
+    }
+    for (int i = 0; i < k->nnets; i++) {
+        int bits = k->net[i].bits, ok = 1;
+        for (int b = 0; b < 16 && ok && bits > 0; b++, bits -= 8) {
+            unsigned mask = bits >= 8 ? 0xff : (0xff00u >> bits) & 0xff;
+            ok = (a.s6_addr[b] & mask) == (k->net[i].a.s6_addr[b] & mask);
+        }
+        if (ok)
+            return 1;
+    }
+    return 0;
+}
+
+int cache_conf_cookie_ok(const cache_conf_t *k, const char *v, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        while (i < n && (v[i] == ' ' || v[i] == ';'))
+            i++;
+        size_t s = i;
+        while (i < n && v[i] != '=' && v[i] != ';')
+            i++;
+        size_t e = i;
+        while (e > s && v[e - 1] == ' ')
+            e--;
+        while (i < n && v[i] != ';')
+            i++;
+        if (e == s)
+            continue;
+        int ok = 0;
+        for (int j = 0; j < k->ncookies && !ok; j++)
+            ok = strlen(k->cookie[j]) == e - s && !memcmp(k->cookie[j], v + s, e - s);
+        if (!ok)
+            return 0;
+    }
+    return 1;
+}
+
+/* ---- the verdicts per vhost ---- */
+
+/* Read and parse the .cache in dirfd if it changed since v last read it. */
+static void conf_read(cache_vh_t *v, int dirfd, site_t *s)
+{
+    struct stat st;
+    int fd = openat(dirfd, ".cache", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        if (fd >= 0)
+            close(fd);
+        if (v->on)
+            cache_conf_free(&v->conf);
+        v->on = 0;
+        return;
+    }
+    if (v->on && st.st_ino == v->ino && st.st_dev == v->dev && st.st_size == v->size &&
+        st.st_mtim.tv_sec == v->mtime.tv_sec && st.st_mtim.tv_nsec == v->mtime.tv_nsec) {
+        close(fd);
+        return;
+    }
+    char buf[CACHE_CONF_FILE_MAX + 1];
+    ssize_t n = st.st_size <= CACHE_CONF_FILE_MAX ? read(fd, buf, CACHE_CONF_FILE_MAX) : -1;
+    close(fd);
+    if (v->on)
+        cache_conf_free(&v->conf);
+    v->on = 0;
+    int line = 0;
+    if (n < 0 || cache_conf_parse(&v->conf, buf, (size_t)n, &line) < 0) {
+        char why[VHOST_NAME_MAX + 96];
+        snprintf(why, sizeof why, "%s/.cache: %s%d: the cache is off for it", v->name,
+                 n < 0 ? "over 8 KiB or unreadable" : "bad line ", line);
+        elog_text(&s->elog, gio_wallclock(s->loop), "cache", why);
+        return;
+    }
+    v->on = 1;
+    v->ino = st.st_ino, v->dev = st.st_dev, v->size = st.st_size, v->mtime = st.st_mtim;
+}
+
+const cache_conf_t *cache_conf_of(cache_vh_t *tab, site_t *s, const exchange_t *ex,
+                                  const char **vhost)
+{
+    const config_t *cfg = s->cfg;
+    char name[VHOST_NAME_MAX] = "";
+    if (cfg->vhosts &&
+        vhost_name(http_header(ex->req, "Host"), ex->local_port, cfg->keep_host_port, name) < 0)
+        return NULL;
+    unsigned h = 5381;
+    for (const char *c = name; *c; c++)
+        h = h * 33 + (unsigned char)*c;
+    cache_vh_t *v = &tab[h % CACHE_CONF_VHOSTS];
+    int64_t now = gio_wallclock(s->loop);
+    if (v->second != now || strcmp(v->name, name)) {
+        if (strcmp(v->name, name)) { /* another vhost had the slot */
+            if (v->on)
+                cache_conf_free(&v->conf);
+            v->on = 0;
+            memcpy(v->name, name, sizeof name);
+        }
+        int which;
+        int fd = vhost_open(s->rootfd, cfg->vhosts ? name : NULL, cfg->vhost_only,
+                            site_root_check(s), &which);
+        if (fd >= 0) {
+            conf_read(v, fd, s);
+            close(fd);
+        } else if (v->on) {
+            cache_conf_free(&v->conf);
+            v->on = 0;
+        }
+        v->second = now;
+    }
+    *vhost = v->name;
+    return v->on ? &v->conf : NULL;
+}
+
+void cache_conf_table_free(cache_vh_t *tab)
+{
+    for (int i = 0; i < CACHE_CONF_VHOSTS; i++)
+        if (tab[i].on)
+            cache_conf_free(&tab[i].conf), tab[i].on = 0;
+}
