@@ -18,14 +18,19 @@ static h1_t *h1_of(exchange_t *ex)
     return (h1_t *)ex;
 }
 
-static void put_status_date_now(hbuf_t *b, site_t *s, int status)
+static void put_status_date_of(hbuf_t *b, int status, const char *date)
 {
     hb_puts(b, "HTTP/1.1 ");
     hb_num(b, (uint64_t)status);
     hb_puts(b, " ");
     hb_puts(b, resp_reason(status));
     hb_puts(b, "\r\nServer: gatling/" GATLING_VERSION "\r\nDate: ");
-    hb_puts(b, site_date(s));
+    hb_puts(b, date);
+}
+
+static void put_status_date_now(hbuf_t *b, site_t *s, int status)
+{
+    put_status_date_of(b, status, site_date(s));
 }
 
 /* The status line, Server and Date.  For a 200 these are the same bytes
@@ -64,7 +69,10 @@ static void put_head(hbuf_t *b, const h1_t *h, int status, const char *ctype, ui
 {
     const exchange_t *ex = &h->ex;
     site_t *s = ex->site;
-    put_status_date(b, s, status);
+    if (ex->date) /* a stored response keeps its Date (RFC 9110 6.6.1) */
+        put_status_date_of(b, status, ex->date);
+    else
+        put_status_date(b, s, status);
     if (ctype) {
         hb_puts(b, "\r\nContent-Type: ");
         hb_puts(b, ctype);

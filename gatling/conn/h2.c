@@ -373,7 +373,7 @@ static int submit(h2_stream_t *s, int status, const char *ctype, uint64_t len, t
     hb_num(&b, (uint64_t)status), hb_str(&b);
     nv[n++] = NV(":status", st);
     nv[n++] = NV("server", "gatling/" GATLING_VERSION);
-    nv[n++] = NV("date", site_date(site));
+    nv[n++] = NV("date", ex->date ? ex->date : site_date(site)); /* a stored response's own */
     if (ctype)
         nv[n++] = NV("content-type", ctype);
     if (status != 304 && status != 204 && len != EX_LEN_STREAM) {

@@ -230,6 +230,7 @@ static void put_fields(exchange_t *ex, const rs_entry_t *e, const char *age, con
     }
     ex_field(ex, "Age", age);
     ex_field(ex, "Cache-Status", cs);
+    ex->date = e->date[0] ? e->date : NULL;
 }
 
 /* The body parts of e from off, len bytes, onto ex (by reference: the
@@ -367,6 +368,7 @@ static void reader_redispatch(reader_t *r, int bypass)
     ex->pctx = NULL;
     reader_free(r);
     ex->cache_pass = (uint8_t)bypass;
+    ex->date = NULL;
     ex->nfields = 0;
     ex->fields_over = 0;
     ex->codec->redispatch(ex);
@@ -378,6 +380,7 @@ static void reader_error(reader_t *r, int status, const exchange_t *from)
     list_del(r);
     exchange_t *ex = r->ex;
     ex->nfields = 0, ex->fields_over = 0;
+    ex->date = NULL;
     if (from && from->nfields == 1) /* Retry-After, Allow, ... */
         ex_field(ex, from->fields[0].name, from->fields[0].value);
     ex->codec->error(ex, status);
@@ -403,7 +406,10 @@ static void reader_start(reader_t *r, rs_entry_t *e, const char *cs, int64_t now
         list_add((reader_t **)&e->readers, r);
         return;
     }
-    char age[4] = "0";
+    char age[24];
+    hbuf_t ab = hb_init(age, sizeof age);
+    hb_num(&ab, (uint64_t)entry_age(e, now));
+    hb_str(&ab);
     put_fields(ex, e, age, cs, 0);
     int h = ex_head(ex, e->status, e->ctype, e->len, -1);
     if (h) {
@@ -506,28 +512,15 @@ static reader_t *reader_new(cache_t *c, exchange_t *ex)
    ranges itself; nothing unkeyed may change what the backend answers. */
 static int fetch_drops(const http_str_t *name)
 {
-    static const char *const drop[] = {"range",
-                                       "if-range",
-                                       "if-none-match",
-                                       "if-modified-since",
-                                       "if-match",
-                                       "if-unmodified-since",
-                                       "cache-control",
-                                       "pragma",
-                                       "cookie",
-                                       "content-length",
-                                       "transfer-encoding",
-                                       "expect",
-                                       "x-http-method-override",
-                                       "x-http-method",
-                                       "x-method-override",
-                                       "x-original-url",
-                                       "x-rewrite-url",
-                                       "x-forwarded-server",
-                                       "x-forwarded-port",
-                                       "x-forwarded-prefix",
-                                       "x-forwarded-scheme",
-                                       "x-host"};
+    /* clang-format off */
+    static const char *const drop[] = {
+        "range", "if-range", "if-none-match", "if-modified-since", "if-match",
+        "if-unmodified-since", "cache-control", "pragma", "cookie", "content-length",
+        "transfer-encoding", "expect", "x-http-method-override", "x-http-method",
+        "x-method-override", "x-original-url", "x-rewrite-url", "x-forwarded-server",
+        "x-forwarded-port", "x-forwarded-prefix", "x-forwarded-scheme", "x-host",
+        "surrogate-capability"};
+    /* clang-format on */
     for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++)
         if (name->n == strlen(drop[i]) && !strncasecmp(name->p, drop[i], name->n))
             return 1;
@@ -557,7 +550,7 @@ static int fetch_request(cfetch_t *f, const exchange_t *ex, const rs_entry_t *st
     f->req.line = f->req.target;
     f->req.version = 11;
     p += o->target.n;
-    for (size_t i = 0; i < o->nheaders && f->req.nheaders < HTTP_MAX_HEADERS - 2; i++) {
+    for (size_t i = 0; i < o->nheaders && f->req.nheaders < HTTP_MAX_HEADERS - 3; i++) {
         const http_header_t *h = &o->headers[i];
         if (fetch_drops(&h->name))
             continue;
@@ -566,6 +559,8 @@ static int fetch_request(cfetch_t *f, const exchange_t *ex, const rs_entry_t *st
         memcpy(p, h->value.p, h->value.n), d->value = (http_str_t){p, h->value.n};
         p += h->value.n;
     }
+    f->req.headers[f->req.nheaders++] = /* who Surrogate-Control may speak to */
+        (http_header_t){{"Surrogate-Capability", 20}, {"gatling=\"Surrogate/1.0\"", 23}};
     if (stale && stale->etag)
         f->req.headers[f->req.nheaders++] =
             (http_header_t){{"If-None-Match", 13}, {stale->etag, strlen(stale->etag)}};
@@ -699,7 +694,9 @@ static void waiters_serve(cfetch_t *f, rs_entry_t *e, const char *cs)
 static int stale_if_error(cfetch_t *f)
 {
     rs_entry_t *s = f->stale;
-    int64_t win = s ? (s->sie > 0 ? s->sie : s->micro ? f->grace : 0) : 0;
+    /* stale-if-error's window, else grace: RFC 9111 4.2.4 lets a cache cut
+       off from its origin answer stale, unless must-revalidate (stale_within) */
+    int64_t win = s ? (s->sie > 0 ? s->sie : f->grace) : 0;
     return s && s->state == RS_READY && stale_within(s, now_s(f->c), win);
 }
 
@@ -710,6 +707,8 @@ static void fetch_fail(cfetch_t *f, int status)
         f->c->site->stats.cache_stale_errors++;
         waiters_serve(f, f->stale, "gatling; hit; detail=stale-if-error");
     } else {
+        if (f->stale && f->stale->must_revalidate && status >= 500) /* RFC 9111 5.2.2.2 */
+            status = 504;
         for (reader_t *r = f->waiters, *next; r; r = next) {
             next = r->next;
             r->f = NULL;
@@ -742,19 +741,52 @@ static int64_t field_date(const char *v)
     return n && scan_httpdate(v, &t) == n ? (int64_t)t : -1;
 }
 
+/* Fields the cache keeps to itself: Age (it makes its own), Surrogate-Control
+   (meant for it, W3C Edge Architecture). */
+static int unstored(const char *name)
+{
+    return !strcasecmp(name, "Age") || !strcasecmp(name, "Surrogate-Control");
+}
+
+/* Surrogate-Control v into cc: a directive targeted at a device (";name")
+   counts only when the name is ours, which each fetch's
+   Surrogate-Capability announces (W3C Edge Architecture 1.0). */
+static void surrogate_parse(cc_resp_t *cc, const char *v)
+{
+    char clean[512];
+    hbuf_t b = hb_init(clean, sizeof clean);
+    for (const char *p = v; *p;) {
+        const char *end = strchr(p, ','), *semi;
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        semi = memchr(p, ';', n);
+        int ours = !semi || ((size_t)(p + n - semi - 1) == 7 && !strncmp(semi + 1, "gatling", 7));
+        if (ours)
+            hb_put(&b, p, semi ? (size_t)(semi - p) : n), hb_puts(&b, ",");
+        p += n + (end != NULL);
+    }
+    if (!b.over)
+        cc_parse_resp(cc, clean, hb_len(&b));
+}
+
 static void facts(const exchange_t *ex, resp_facts_t *rf)
 {
+    cc_resp_t sc;
+    int has_sc = 0;
     memset(rf, 0, sizeof *rf);
     cc_resp_init(&rf->cc);
+    cc_resp_init(&sc);
     rf->expires = rf->age = CC_NONE;
     rf->mtime = -1;
     rf->date = ex->resp_date ? ex->resp_date : CC_NONE;
     for (unsigned i = 0; i < ex->nfields; i++) {
         const char *n = ex->fields[i].name, *v = ex->fields[i].value;
-        if (!strcasecmp(n, "Age")) {
-            rf->age = cc_delta(v, strlen(v));
+        if (!strcasecmp(n, "Age")) { /* not one delta-seconds: stale (RFC 9111 5.1) */
+            rf->age = rf->age == CC_NONE ? cc_delta(v, strlen(v)) : CC_DELTA_MAX;
+            rf->age = rf->age == CC_NONE ? CC_DELTA_MAX : rf->age;
+        } else if (!strcasecmp(n, "Surrogate-Control"))
+            surrogate_parse(&sc, v), has_sc = 1;
+        if (unstored(n))
             continue;
-        }
         rf->headlen += strlen(n) + strlen(v) + 2;
         rf->nfields++;
         if (!strcasecmp(n, "Cache-Control"))
@@ -775,6 +807,10 @@ static void facts(const exchange_t *ex, resp_facts_t *rf)
             rf->mtime = (time_t)t;
         }
     }
+    if (has_sc) { /* it speaks to the cache in Cache-Control's place; private stays */
+        sc.private_ |= rf->cc.private_;
+        rf->cc = sc;
+    }
 }
 
 /* Copy ex's fields (less Age) into e's head block. */
@@ -787,7 +823,7 @@ static int store_head(cache_t *c, rs_entry_t *e, const exchange_t *ex, const res
     char *p = e->head;
     for (unsigned i = 0; i < ex->nfields; i++) {
         const char *name = ex->fields[i].name, *v = ex->fields[i].value;
-        if (!strcasecmp(name, "Age"))
+        if (unstored(name))
             continue;
         size_t nl = strlen(name) + 1, vl = strlen(v) + 1;
         memcpy(p, name, nl);
@@ -843,25 +879,121 @@ static void entry_times(cfetch_t *f, rs_entry_t *e, const resp_facts_t *rf, int6
     e->must_revalidate = rf->cc.must_revalidate || rf->cc.no_cache;
 }
 
+/* The Date every answer from e carries: its origin's. */
+static void entry_date(rs_entry_t *e, int64_t t)
+{
+    hbuf_t b = hb_init(e->date, sizeof e->date);
+    hb_date(&b, (time_t)t);
+    if (!hb_str(&b))
+        e->date[0] = 0;
+}
+
+/* Fields a 304 does not change in the stored response (RFC 9111 3.2): its
+   framing and coding, and what the cache keeps to itself or never shares. */
+static int kept_on_update(const char *name)
+{
+    static const char *const keep[] = {"content-length", "content-encoding", "transfer-encoding",
+                                       "content-range",  "set-cookie",       "etag",
+                                       "content-md5"};
+    for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)
+        if (!strcasecmp(name, keep[i]))
+            return 1;
+    return unstored(name);
+}
+
+static int named_in(const exchange_t *ex, const char *name)
+{
+    for (unsigned i = 0; i < ex->nfields; i++)
+        if (!strcasecmp(ex->fields[i].name, name))
+            return 1;
+    return 0;
+}
+
+/* Append name: value to the head block at *p; count it in e. */
+static void head_put(rs_entry_t *e, char **p, const char *name, const char *value)
+{
+    size_t nl = strlen(name) + 1, vl = strlen(value) + 1;
+    memcpy(*p, name, nl);
+    memcpy(*p + nl, value, vl);
+    if (!strcasecmp(name, "ETag"))
+        e->etag = *p + nl;
+    *p += nl + vl;
+    e->nfields++;
+}
+
+/* s's stored fields with the 304's in place of those of the same names
+   (RFC 9111 3.2), and its Content-Type if it sent one.  0, or -1: s is
+   left as it was. */
+static int head_update(cache_t *c, rs_entry_t *s, const exchange_t *ex, const char *ctype)
+{
+    size_t n = 0;
+    const char *p = s->head;
+    for (unsigned i = 0; i < s->nfields; i++) {
+        const char *name = p, *value = p + strlen(p) + 1;
+        p = value + strlen(value) + 1;
+        if (kept_on_update(name) || !named_in(ex, name))
+            n += (size_t)(p - name);
+    }
+    for (unsigned i = 0; i < ex->nfields; i++)
+        if (!kept_on_update(ex->fields[i].name))
+            n += strlen(ex->fields[i].name) + strlen(ex->fields[i].value) + 2;
+    const char *ct = ctype ? ctype : s->ctype;
+    n += ct ? strlen(ct) + 1 : 0;
+    char *h;
+    if (n > CACHE_HEAD_MAX || (n > s->headlen && rs_charge(&c->store, s, n - s->headlen) < 0) ||
+        !(h = malloc(n + 1)))
+        return -1;
+    char *q = h, *old = s->head;
+    unsigned nf = s->nfields;
+    s->nfields = 0, s->etag = NULL;
+    for (p = old; nf--;) {
+        const char *name = p, *value = p + strlen(p) + 1;
+        p = value + strlen(value) + 1;
+        if (kept_on_update(name) || !named_in(ex, name))
+            head_put(s, &q, name, value);
+    }
+    for (unsigned i = 0; i < ex->nfields; i++)
+        if (!kept_on_update(ex->fields[i].name))
+            head_put(s, &q, ex->fields[i].name, ex->fields[i].value);
+    s->ctype = NULL;
+    if (ct) {
+        memmove(q, ct, strlen(ct) + 1); /* ct may be in old: still there */
+        s->ctype = q;
+    }
+    free(old);
+    s->head = h;
+    s->headlen = n > s->headlen ? n : s->headlen; /* what is counted */
+    return 0;
+}
+
 /* A 304 to a revalidation: the stored response is fresh again, its fields
    updated from the 304's (RFC 9111 4.3.4). */
-static void freshen(cfetch_t *f, rs_entry_t *s, const exchange_t *ex)
+static void freshen(cfetch_t *f, rs_entry_t *s, const exchange_t *ex, const char *ctype)
 {
     resp_facts_t rf;
     facts(ex, &rf);
-    int64_t life = s->lifetime;
-    if (rf.cc.max_age != CC_NONE || rf.cc.s_maxage != CC_NONE || rf.has_expires || rf.cc.no_cache)
-        life = cc_lifetime(&rf.cc, s->status, rf.date, rf.has_expires ? rf.expires : CC_NONE,
-                           CC_NONE, now_s(f->c), 0);
-    else if (s->micro)
-        life = f->ttl > 0 ? f->ttl : s->lifetime;
-    cc_resp_t keep = rf.cc;
-    int micro = s->micro;
-    entry_times(f, s, &rf, life);
-    if (rf.cc.max_age == CC_NONE && rf.cc.s_maxage == CC_NONE && !rf.has_expires) {
-        s->micro = (uint8_t)micro; /* the 304 said nothing new of freshness */
-        (void)keep;
+    int explicit = rf.cc.max_age != CC_NONE || rf.cc.s_maxage != CC_NONE || rf.has_expires;
+    head_update(f->c, s, ex, ctype);
+    /* the stored response's rules, with what the 304 said of them */
+    resp_facts_t now;
+    exchange_t view = {.nfields = 0, .resp_date = ex->resp_date};
+    const char *p = s->head;
+    for (unsigned i = 0; i < s->nfields && view.nfields < EX_FIELDS_MAX; i++) {
+        const char *name = p, *value = p + strlen(p) + 1;
+        p = value + strlen(value) + 1;
+        view.fields[view.nfields++] = (ex_field_t){name, value};
     }
+    facts(&view, &now);
+    now.age = rf.age;
+    if (now.has_lm)
+        s->mtime = now.mtime;
+    int64_t life =
+        cc_lifetime(&now.cc, s->status, now.date, now.has_expires ? now.expires : CC_NONE,
+                    now.has_lm ? now.mtime : CC_NONE, now_s(f->c), f->ttl);
+    if (!explicit && s->micro && f->ttl > 0)
+        life = f->ttl;
+    entry_times(f, s, &now, life);
+    entry_date(s, now.date != CC_NONE ? now.date : s->response_time);
     f->c->site->stats.cache_revalidated++;
 }
 
@@ -881,6 +1013,7 @@ static void fetch_stored(cfetch_t *f, int status, const char *ctype, uint64_t le
     e->mtime = rf->mtime;
     e->len = len;
     entry_times(f, e, rf, life);
+    entry_date(e, rf->date != CC_NONE ? rf->date : e->response_time);
     f->mode = F_STORE;
     int64_t now = now_s(c);
     for (reader_t *r = f->waiters, *next; r; r = next) {
@@ -924,7 +1057,8 @@ static void to_pass(cfetch_t *f, int status, const char *ctype, uint64_t len, ti
     exchange_t *ox = o->ex;
     ox->nfields = 0;
     for (unsigned i = 0; i < f->ex.nfields; i++)
-        ex_field(ox, f->ex.fields[i].name, f->ex.fields[i].value);
+        if (strcasecmp(f->ex.fields[i].name, "Surrogate-Control"))
+            ex_field(ox, f->ex.fields[i].name, f->ex.fields[i].value);
     ex_field(ox, "Cache-Status", "gatling; fwd=miss; detail=pass");
     int h = ex_head(ox, status, ctype, len, mtime);
     o->head_sent = 1;
@@ -944,7 +1078,7 @@ static int fx_head(exchange_t *ex, int status, const char *ctype, uint64_t len, 
     if (status < 200) /* 1xx: a tunnel (no Upgrade is sent) or nothing */
         return -1;
     if (f->stale && status == 304) {
-        freshen(f, f->stale, ex);
+        freshen(f, f->stale, ex, ctype);
         waiters_serve(f, f->stale, "gatling; fwd=stale; fwd-status=304");
         f->mode = F_DROP;
         fetch_finish(f);
@@ -1215,11 +1349,38 @@ typedef struct inval {
     char key[];
 } inval_t;
 
+/* Location or Content-Location v of a response to the request of key[0..n):
+   the URI it names on the same origin, invalidated too (RFC 9111 4.4). */
+static void invalidate_named(cache_t *c, const char *key, size_t n, const char *v)
+{
+    size_t scheme = strlen(key), host = strlen(key + scheme + 1), pre = scheme + host + 2;
+    char k[RS_KEY_MAX];
+    const char *path = NULL;
+    if (v[0] == '/' && v[1] != '/') {
+        path = v;
+    } else if (!strncasecmp(v, key, scheme) && !strncmp(v + scheme, "://", 3) &&
+               !strncasecmp(v + scheme + 3, key + scheme + 1, host) &&
+               v[scheme + 3 + host] == '/') {
+        path = v + scheme + 3 + host;
+    }
+    size_t pl = path ? strlen(path) : 0;
+    if (!path || pre + pl > sizeof k || pre > n)
+        return;
+    memcpy(k, key, pre);
+    memcpy(k + pre, path, pl);
+    invalidate(c, k, pre + pl);
+}
+
 static int inval_head(exchange_t *ex, int status, const char *ctype, uint64_t len, time_t mtime)
 {
     inval_t *iv = ex->hold;
-    if (status >= 200 && status < 400)
+    if (status >= 200 && status < 400) {
         invalidate(iv->c, iv->key, iv->n);
+        for (unsigned i = 0; i < ex->nfields; i++)
+            if (!strcasecmp(ex->fields[i].name, "Location") ||
+                !strcasecmp(ex->fields[i].name, "Content-Location"))
+                invalidate_named(iv->c, iv->key, iv->n, ex->fields[i].value);
+    }
     return iv->orig->head(ex, status, ctype, len, mtime);
 }
 

@@ -130,6 +130,7 @@ typedef struct exchange {
     struct ex_rewrite *rewrite; /* the request a local redirect made, or NULL */
     uint8_t cache_pass;        /* the response cache lets this request by (handlers/cache.c) */
     int64_t resp_date;         /* a backend's Date (seconds; 0: none), for the cache's ages */
+    const char *date;          /* the Date to send (a stored response's), or NULL: now */
     void *hold;                /* a handler's hold on shared memory (a cache entry) ... */
     void (*release)(struct exchange *ex); /* ... let go when the exchange ends */
     char path[EX_PATH_CAP];    /* the decoded, normalised path */

@@ -53,6 +53,7 @@ typedef struct rs_entry {
     const char *ctype; /* Content-Type (into head), or NULL */
     const char *etag;  /* ETag (into head), or NULL */
     time_t mtime;      /* Last-Modified, or -1 */
+    char date[32];     /* its Date, as sent on every hit */
     char *vary;        /* Vary's names and the request's values: "name\0value\0" ... */
     size_t varylen;    /* ... (a value "\x01" stands for an absent field) */
     int64_t request_time, response_time; /* seconds: when fetched */

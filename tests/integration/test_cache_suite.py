@@ -44,13 +44,20 @@ TARGET_MAX_REQUIRED_FAILURES = HTTPD_REQUIRED_FAILURES - 1
 # or dependency failure either (the Age tests all depend on
 # freshness-max-age-age: a cache that fails it would pass them by default)
 TARGET_CLEAN_GROUPS = ("authorization", "age-parse", "invalidation", "vary", "vary-parse")
+# ... but for a test that contradicts itself: age-parse-prefix is named "should
+# consider a response with `Age: 0, old` to be stale" and expects it to be served
+# from the cache.  gatling reads any Age that is not one delta-seconds as stale
+# (RFC 9111 5.1, and the names of all twelve tests), so that one fails.
+SELF_CONTRADICTORY = {"age-parse-prefix"}
 # ... and the cache must really cache: a proxy that stores nothing fails only 7
 # required tests and passes every invalidation, Vary and Authorization test
 # (nothing is ever reused), because its 109 others are setup or dependency
-# failures -- tests never exercised.  At most this many may be: Surrogate-Control
-# (5), serving stale when the origin fails (stale-close, 4) and ranges from a
-# stored response (1) are beyond RFC mode, plus a margin
-TARGET_MAX_REQUIRED_UNEXERCISED = 15
+# failures -- tests never exercised.  At most this many may be, each by design:
+# 4xx and 5xx responses are not stored (status-*-fresh are optimal tests, so the
+# ten status-*-stale that depend on them go unexercised; a stored error is what
+# cache-poisoning DoS attacks plant), and a response with Set-Cookie is never
+# stored (headers-store-Set-Cookie, 304-etag-update-response-Set-Cookie)
+TARGET_MAX_REQUIRED_UNEXERCISED = 12
 
 # Sanity of the harness: the suite has 165 required tests in 0.4.5; gatling
 # proxying without any cache passes 49 of them (nginx with proxy_cache 86).
@@ -120,7 +127,9 @@ def test_cache_suite_targets(suite):
     for g in TARGET_CLEAN_GROUPS:
         c = s["groups"].get(g)
         assert c and c["total"], "the suite has no required tests in group %s" % g
-        if c.get("pass", 0) != c["total"]:
+        excused = sum(1 for t in s["not_passed_required"]
+                      if t["group"] == g and t["id"] in SELF_CONTRADICTORY)
+        if c.get("pass", 0) + excused != c["total"]:
             not_clean[g] = {k: v for k, v in c.items() if k not in ("total", "pass")}
     if not_clean:
         missed.append("required tests that do not pass in the groups where all must (%s): "
