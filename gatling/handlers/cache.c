@@ -80,6 +80,11 @@ static int64_t now_s(cache_t *c)
     return gio_wallclock(c->site->loop);
 }
 
+static int64_t now_ms(cache_t *c)
+{
+    return gio_now(c->site->loop);
+}
+
 static void arm(cache_t *c, int64_t in_ms)
 {
     gio_set_deadline(c->site->loop, c->fd, gio_now(c->site->loop) + in_ms);
@@ -194,21 +199,25 @@ static int vary_store(cache_t *c, rs_entry_t *e, const char *v, const http_reque
 
 /* ---- serving a stored response ---- */
 
-static int64_t entry_age(const rs_entry_t *e, int64_t now)
+/* e's age in ms at now_ms (the loop's monotonic clock): its age when it
+   came, and the time since.  Milliseconds, not seconds: a one-second
+   micro-cache must last a second, not from 0 to 1 s by where a second
+   boundary falls. */
+static int64_t entry_age(const rs_entry_t *e, int64_t now_ms)
 {
-    int64_t a = e->initial_age + (now - e->response_time);
+    int64_t a = e->initial_age * 1000 + (now_ms - e->stored_ms);
     return a < 0 ? 0 : a;
 }
 
-static int fresh(const rs_entry_t *e, int64_t now)
+static int fresh(const rs_entry_t *e, int64_t now_ms)
 {
-    return entry_age(e, now) < e->lifetime;
+    return entry_age(e, now_ms) < e->lifetime * 1000;
 }
 
 /* Within a window of secs past its freshness (not for must-revalidate). */
 static int stale_within(const rs_entry_t *e, int64_t now, int64_t secs)
 {
-    return !e->must_revalidate && secs > 0 && entry_age(e, now) < e->lifetime + secs;
+    return !e->must_revalidate && secs > 0 && entry_age(e, now) < (e->lifetime + secs) * 1000;
 }
 
 /* The stored fields onto ex, with Age and Cache-Status (age and cs live in
@@ -287,7 +296,7 @@ static int serve_whole(exchange_t *ex, const rs_entry_t *e, const char *cs, int6
 {
     char age[24];
     hbuf_t ab = hb_init(age, sizeof age);
-    hb_num(&ab, (uint64_t)entry_age(e, now));
+    hb_num(&ab, (uint64_t)entry_age(e, now) / 1000);
     hb_str(&ab);
     /* no Last-Modified: the stored Date stands for it (RFC 9111 4.3.2) */
     time_t lm = e->mtime >= 0 ? e->mtime : (time_t)(e->response_time - e->initial_age);
@@ -323,7 +332,7 @@ static int serve_hit(cache_t *c, exchange_t *ex, rs_entry_t *e, const char *cs)
     rs_hold(e);
     ex->hold = e;
     ex->release = hit_release;
-    return serve_whole(ex, e, cs, now_s(c));
+    return serve_whole(ex, e, cs, now_ms(c));
 }
 
 /* ---- readers ---- */
@@ -408,7 +417,7 @@ static void reader_start(reader_t *r, rs_entry_t *e, const char *cs, int64_t now
     }
     char age[24];
     hbuf_t ab = hb_init(age, sizeof age);
-    hb_num(&ab, (uint64_t)entry_age(e, now));
+    hb_num(&ab, (uint64_t)entry_age(e, now) / 1000);
     hb_str(&ab);
     put_fields(ex, e, age, cs, 0);
     int h = ex_head(ex, e->status, e->ctype, e->len, -1);
@@ -431,7 +440,7 @@ static void reader_start(reader_t *r, rs_entry_t *e, const char *cs, int64_t now
 /* The new parts of e to every reader streaming it; at the end, the end. */
 static void readers_feed(cache_t *c, rs_entry_t *e, int end)
 {
-    int64_t now = now_s(c);
+    int64_t now = now_ms(c);
     for (reader_t *r = e->readers, *next; r; r = next) {
         next = r->next;
         if (r->whole) {
@@ -680,7 +689,7 @@ static void fetch_free(cfetch_t *f)
    fresh again): each from the complete entry. */
 static void waiters_serve(cfetch_t *f, rs_entry_t *e, const char *cs)
 {
-    int64_t now = now_s(f->c);
+    int64_t now = now_ms(f->c);
     for (reader_t *r = f->waiters, *next; r; r = next) {
         next = r->next;
         r->f = NULL;
@@ -697,7 +706,7 @@ static int stale_if_error(cfetch_t *f)
     /* stale-if-error's window, else grace: RFC 9111 4.2.4 lets a cache cut
        off from its origin answer stale, unless must-revalidate (stale_within) */
     int64_t win = s ? (s->sie > 0 ? s->sie : f->grace) : 0;
-    return s && s->state == RS_READY && stale_within(s, now_s(f->c), win);
+    return s && s->state == RS_READY && stale_within(s, now_ms(f->c), win);
 }
 
 /* The backend failed before a head (502, 504, a handler's error page). */
@@ -867,9 +876,11 @@ static int storable(cfetch_t *f, int status, uint64_t len, const resp_facts_t *r
 static void entry_times(cfetch_t *f, rs_entry_t *e, const resp_facts_t *rf, int64_t life)
 {
     int64_t now = now_s(f->c);
-    e->request_time = f->request_time;
+    e->stored_ms = now_ms(f->c);
+    int64_t delay = (e->stored_ms - f->began_ms) / 1000; /* the fetch took, in whole seconds */
+    e->request_time = now - delay;
     e->response_time = now;
-    e->initial_age = cc_initial_age(rf->age, rf->date, f->request_time, now);
+    e->initial_age = cc_initial_age(rf->age, rf->date, e->request_time, now);
     e->lifetime = life;
     e->micro = rf->cc.max_age == CC_NONE && rf->cc.s_maxage == CC_NONE && !rf->has_expires;
     e->swr = rf->cc.stale_while_revalidate > 0 ? rf->cc.stale_while_revalidate
@@ -1015,7 +1026,7 @@ static void fetch_stored(cfetch_t *f, int status, const char *ctype, uint64_t le
     entry_times(f, e, rf, life);
     entry_date(e, rf->date != CC_NONE ? rf->date : e->response_time);
     f->mode = F_STORE;
-    int64_t now = now_s(c);
+    int64_t now = now_ms(c);
     for (reader_t *r = f->waiters, *next; r; r = next) {
         next = r->next;
         if (r != f->owner)
@@ -1433,7 +1444,7 @@ typedef struct found {
 static void lookup(cache_t *c, const exchange_t *ex, uint32_t h, const char *key, size_t n,
                    found_t *fd)
 {
-    int64_t now = now_s(c), ms = gio_now(c->site->loop);
+    int64_t now = now_s(c), ms = now_ms(c);
     memset(fd, 0, sizeof *fd);
     for (rs_entry_t *e = rs_first(&c->store, h, key, n), *next; e; e = next) {
         next = rs_next(e);
@@ -1447,7 +1458,7 @@ static void lookup(cache_t *c, const exchange_t *ex, uint32_t h, const char *key
             if (f && ms - f->began_ms < CACHE_LOCK_MS && (!e->status || vary_match(e, ex->req)))
                 fd->filling = e;
         } else if (vary_match(e, ex->req)) {
-            if (fresh(e, now))
+            if (fresh(e, ms))
                 fd->fresh = e;
             else if (!fd->stale)
                 fd->stale = e;
@@ -1459,7 +1470,7 @@ static void lookup(cache_t *c, const exchange_t *ex, uint32_t h, const char *key
 static int miss(cache_t *c, exchange_t *ex, const cache_conf_t *k, uint32_t h, const char *key,
                 size_t n, found_t *fd)
 {
-    int64_t now = now_s(c);
+    int64_t now = now_ms(c);
     rs_entry_t *st = fd->stale;
     if (st && stale_within(st, now, st->swr)) { /* serve it, refresh it once */
         c->site->stats.cache_stale++;

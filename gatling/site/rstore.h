@@ -57,6 +57,7 @@ typedef struct rs_entry {
     char *vary;        /* Vary's names and the request's values: "name\0value\0" ... */
     size_t varylen;    /* ... (a value "\x01" stands for an absent field) */
     int64_t request_time, response_time; /* seconds: when fetched */
+    int64_t stored_ms;                   /* gio_now() when its response came */
     int64_t initial_age, lifetime;       /* seconds (cachectl) */
     int64_t swr, sie;                    /* stale-while-revalidate, -if-error: seconds */
     int64_t pass_until;                  /* RS_PASS: seconds */
