@@ -58,6 +58,7 @@ typedef struct cfetch {
     int64_t began_ms, request_time;
     int64_t ttl, grace, errors; /* the vhost's settings when it began */
     uint8_t mode;               /* F_* */
+    uint8_t transient;          /* its 5xx goes to the waiters, stored for none */
     uint8_t finished;           /* nothing more comes: reap it */
 } cfetch_t;
 
@@ -528,7 +529,7 @@ static int fetch_drops(const http_str_t *name)
         "transfer-encoding", "expect", "x-http-method-override", "x-http-method",
         "x-method-override", "x-original-url", "x-rewrite-url", "x-forwarded-server",
         "x-forwarded-port", "x-forwarded-prefix", "x-forwarded-scheme", "x-host",
-        "surrogate-capability"};
+        "surrogate-capability", "forwarded", "x-forwarded-for"};
     /* clang-format on */
     for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++)
         if (name->n == strlen(drop[i]) && !strncasecmp(name->p, drop[i], name->n))
@@ -760,7 +761,7 @@ static int unstored(const char *name)
 /* Surrogate-Control v into cc: a directive targeted at a device (";name")
    counts only when the name is ours, which each fetch's
    Surrogate-Capability announces (W3C Edge Architecture 1.0). */
-static void surrogate_parse(cc_resp_t *cc, const char *v)
+static int surrogate_parse(cc_resp_t *cc, const char *v)
 {
     char clean[512];
     hbuf_t b = hb_init(clean, sizeof clean);
@@ -773,8 +774,10 @@ static void surrogate_parse(cc_resp_t *cc, const char *v)
             hb_put(&b, p, semi ? (size_t)(semi - p) : n), hb_puts(&b, ",");
         p += n + (end != NULL);
     }
-    if (!b.over)
-        cc_parse_resp(cc, clean, hb_len(&b));
+    if (b.over || !hb_len(&b))
+        return 0; /* nothing in it for us: Cache-Control speaks */
+    cc_parse_resp(cc, clean, hb_len(&b));
+    return 1;
 }
 
 static void facts(const exchange_t *ex, resp_facts_t *rf)
@@ -793,7 +796,7 @@ static void facts(const exchange_t *ex, resp_facts_t *rf)
             rf->age = rf->age == CC_NONE ? cc_delta(v, strlen(v)) : CC_DELTA_MAX;
             rf->age = rf->age == CC_NONE ? CC_DELTA_MAX : rf->age;
         } else if (!strcasecmp(n, "Surrogate-Control"))
-            surrogate_parse(&sc, v), has_sc = 1;
+            has_sc |= surrogate_parse(&sc, v);
         if (unstored(n))
             continue;
         rf->headlen += strlen(n) + strlen(v) + 2;
@@ -862,8 +865,11 @@ static int storable(cfetch_t *f, int status, uint64_t len, const resp_facts_t *r
     int err = status >= 400;
     int64_t ttl = err ? f->errors : f->ttl;
     if (!shareable(rf, status) || status == 304 || (err && status != 404 && status != 410) ||
-        (err && !f->errors) || (len != EX_LEN_STREAM && len > f->c->store.max_object) ||
-        !cc_storable(status, &rf->cc, rf->has_expires, rf->has_lm, 0, ttl))
+        (err && !f->errors) || (len != EX_LEN_STREAM && len > f->c->store.max_object))
+        return 0;
+    /* no-cache with a validator: stored, and revalidated (collapsed) at every use */
+    if (!cc_storable(status, &rf->cc, rf->has_expires, rf->has_lm, 0, ttl) &&
+        !(rf->cc.no_cache && (rf->etag || rf->has_lm) && cc_status_heuristic(status)))
         return 0;
     *life = cc_lifetime(&rf->cc, status, rf->date, rf->has_expires ? rf->expires : CC_NONE,
                         rf->has_lm ? rf->mtime : CC_NONE, now_s(f->c), ttl);
@@ -1008,7 +1014,8 @@ static void freshen(cfetch_t *f, rs_entry_t *s, const exchange_t *ex, const char
     f->c->site->stats.cache_revalidated++;
 }
 
-static void to_pass(cfetch_t *f, int status, const char *ctype, uint64_t len, time_t mtime);
+static void to_pass(cfetch_t *f, int status, const char *ctype, uint64_t len, time_t mtime,
+                    int mark);
 
 static void fetch_stored(cfetch_t *f, int status, const char *ctype, uint64_t len,
                          const resp_facts_t *rf, int64_t life)
@@ -1017,7 +1024,7 @@ static void fetch_stored(cfetch_t *f, int status, const char *ctype, uint64_t le
     rs_entry_t *e = f->e;
     if (vary_store(c, e, rf->vary ? rf->vary : "", &f->req) < 0 ||
         store_head(c, e, &f->ex, rf, ctype) < 0) {
-        to_pass(f, status, ctype, len, -1);
+        to_pass(f, status, ctype, len, -1, 1);
         return;
     }
     e->status = status;
@@ -1041,16 +1048,24 @@ static void fetch_stored(cfetch_t *f, int status, const char *ctype, uint64_t le
     f->waiters = NULL;
 }
 
-/* The response may not be stored: the key is "pass" for a while; the owner
-   gets the response, the other waiters go to the backend themselves. */
-static void to_pass(cfetch_t *f, int status, const char *ctype, uint64_t len, time_t mtime)
+/* The response may not be stored: the owner gets it, the other waiters go
+   to the backend themselves.  mark: it may not be shared at all (Set-Cookie,
+   private, ...): the key is "pass" for a while, so that the next requests
+   do not queue behind each other; a 4xx (maybe provoked by one request's
+   fields) leaves no mark. */
+static void to_pass(cfetch_t *f, int status, const char *ctype, uint64_t len, time_t mtime,
+                    int mark)
 {
     cache_t *c = f->c;
     rs_entry_t *e = f->e;
     readers_cut(e); /* none unless the head was stored */
-    e->state = RS_PASS;
-    e->pass_until = now_s(c) + CACHE_PASS_SECS;
     e->fetch = NULL;
+    if (mark) {
+        e->state = RS_PASS;
+        e->pass_until = now_s(c) + CACHE_PASS_SECS;
+    } else {
+        rs_unlink(&c->store, e); /* f still holds it */
+    }
     c->site->stats.cache_passes++;
     reader_t *o = f->owner;
     for (reader_t *r = f->waiters, *next; r; r = next) {
@@ -1104,13 +1119,16 @@ static int fx_head(exchange_t *ex, int status, const char *ctype, uint64_t len, 
     if (rf.mtime < 0 && mtime >= 0)
         rf.mtime = mtime, rf.has_lm = 1;
     int64_t life = 0;
-    if (storable(f, status, len, &rf, &life))
+    if (storable(f, status, len, &rf, &life)) {
         fetch_stored(f, status, ctype, len, &rf, life);
-    else
-        to_pass(f, status, ctype, len, mtime);
-    if (f->mode == F_STORE && f->stale) { /* a new response replaces the old */
-        rs_unlink(&f->c->store, f->stale);
+    } else if (status >= 500 && shareable(&rf, status)) {
+        f->transient = 1; /* a failing backend's answer: one for all who wait */
+        fetch_stored(f, status, ctype, len, &rf, 0);
+    } else {
+        to_pass(f, status, ctype, len, mtime, status < 400 || !shareable(&rf, status));
     }
+    if (f->mode == F_STORE && f->stale && !f->transient) /* a new response replaces the old */
+        rs_unlink(&f->c->store, f->stale);
     return f->mode == F_DROP ? -1 : 0;
 }
 
@@ -1163,13 +1181,14 @@ static int fx_body_buf(exchange_t *ex, const void *p, size_t n, int flags)
     char *q = (char *)p;
     if (!(flags & EX_FREE) && (q = malloc(n)))
         memcpy(q, p, n);
-    if (!q || rs_append(&f->c->store, f->e, q, n) < 0) {
+    if (!q || rs_append(&f->c->store, f->e, q, n) < 0) { /* q is still ours */
         store_overflow(f);
         if (f->mode == F_PASS) {
             if (!q && (q = malloc(n)))
                 memcpy(q, p, n);
             return q ? ex_body_buf(f->owner->ex, q, n, EX_FREE) : -1;
         }
+        free(q);
         return -1;
     }
     readers_feed(f->c, f->e, 0);
@@ -1211,6 +1230,9 @@ static int fx_body_end(exchange_t *ex)
     if (f->mode == F_PASS && f->owner) {
         f->owner->done = 1;
         ex_body_end(f->owner->ex);
+    } else if (f->mode == F_STORE && f->transient) {
+        rs_unlink(&f->c->store, f->e); /* its readers hold it to the end */
+        readers_feed(f->c, f->e, 1);
     } else if (f->mode == F_STORE) {
         entry_ready(f->c, f->e);
         f->c->site->stats.cache_stored++;
@@ -1250,10 +1272,25 @@ static void fx_input_ready(exchange_t *ex)
     (void)ex;
 }
 
-/* A CGI's local redirect: the fetch is routed again at once. */
+/* A CGI's local redirect: the fetch is routed again at once, when a backend
+   or CGI answers the new path; else (a file, a listing) every waiter asks
+   itself, past the cache, and the URL is "pass". */
 static void fx_redispatch(exchange_t *ex)
 {
     cfetch_t *f = (cfetch_t *)ex;
+    if (!proxy_streams(ex) && !cgi_match(ex)) {
+        rs_entry_t *e = f->e;
+        e->state = RS_PASS;
+        e->pass_until = now_s(f->c) + CACHE_PASS_SECS;
+        e->fetch = NULL;
+        for (reader_t *r = f->waiters, *next; r; r = next) {
+            next = r->next;
+            reader_redispatch(r, 1);
+        }
+        f->mode = F_DROP;
+        fetch_finish(f);
+        return;
+    }
     if (fetch_route(f) < 0 && f->mode == F_HEAD && !f->finished)
         fetch_fail(f, 502);
 }

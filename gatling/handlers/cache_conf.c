@@ -197,12 +197,13 @@ static void conf_read(cache_vh_t *v, int dirfd, site_t *s)
             close(fd);
         if (v->on)
             cache_conf_free(&v->conf);
-        v->on = 0;
+        v->on = v->bad = 0;
         return;
     }
-    if (v->on && st.st_ino == v->ino && st.st_dev == v->dev && st.st_size == v->size &&
-        st.st_mtim.tv_sec == v->mtime.tv_sec && st.st_mtim.tv_nsec == v->mtime.tv_nsec) {
-        close(fd);
+    if ((v->on || v->bad) && st.st_ino == v->ino && st.st_dev == v->dev &&
+        st.st_size == v->size && st.st_mtim.tv_sec == v->mtime.tv_sec &&
+        st.st_mtim.tv_nsec == v->mtime.tv_nsec) {
+        close(fd); /* read already: good, or bad and said so once */
         return;
     }
     char buf[CACHE_CONF_FILE_MAX + 1];
@@ -211,16 +212,18 @@ static void conf_read(cache_vh_t *v, int dirfd, site_t *s)
     if (v->on)
         cache_conf_free(&v->conf);
     v->on = 0;
+    v->bad = 0;
+    v->ino = st.st_ino, v->dev = st.st_dev, v->size = st.st_size, v->mtime = st.st_mtim;
     int line = 0;
     if (n < 0 || cache_conf_parse(&v->conf, buf, (size_t)n, &line) < 0) {
         char why[VHOST_NAME_MAX + 96];
         snprintf(why, sizeof why, "%s/.cache: %s%d: the cache is off for it", v->name,
                  n < 0 ? "over 8 KiB or unreadable" : "bad line ", line);
         elog_text(&s->elog, gio_wallclock(s->loop), "cache", why);
+        v->bad = 1;
         return;
     }
     v->on = 1;
-    v->ino = st.st_ino, v->dev = st.st_dev, v->size = st.st_size, v->mtime = st.st_mtim;
 }
 
 const cache_conf_t *cache_conf_of(cache_vh_t *tab, site_t *s, const exchange_t *ex,
@@ -240,7 +243,7 @@ const cache_conf_t *cache_conf_of(cache_vh_t *tab, site_t *s, const exchange_t *
         if (strcmp(v->name, name)) { /* another vhost had the slot */
             if (v->on)
                 cache_conf_free(&v->conf);
-            v->on = 0;
+            v->on = v->bad = 0;
             memcpy(v->name, name, sizeof name);
         }
         int which;

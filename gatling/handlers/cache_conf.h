@@ -60,6 +60,7 @@ typedef struct cache_vh {
     char name[VHOST_NAME_MAX];
     int64_t second; /* wall clock of the look; 0: never */
     int on;         /* the file is there and good: conf holds it */
+    int bad;        /* ... there and refused (said once, until it changes) */
     dev_t dev;
     ino_t ino;
     off_t size;

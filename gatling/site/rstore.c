@@ -186,17 +186,13 @@ int rs_append(rstore_t *s, rs_entry_t *e, char *p, size_t n)
     if (e->nparts == e->partcap) {
         unsigned cap = e->partcap ? e->partcap * 2 : 4;
         rs_part_t *np = realloc(e->parts, cap * sizeof *np);
-        if (!np) {
-            free(p);
+        if (!np)
             return -1;
-        }
         e->parts = np;
         e->partcap = cap;
     }
-    if (rs_charge(s, e, n + sizeof(rs_part_t)) < 0) {
-        free(p);
+    if (rs_charge(s, e, n + sizeof(rs_part_t)) < 0)
         return -1;
-    }
     e->parts[e->nparts++] = (rs_part_t){p, n};
     e->body_len += n;
     return 0;

@@ -110,8 +110,8 @@ void rs_touch(rstore_t *s, rs_entry_t *e, int64_t now_ms);
  */
 int rs_charge(rstore_t *s, rs_entry_t *e, size_t n);
 
-/* Append the malloc'd p[0..n) to e's body (the entry owns it from here,
-   also on failure).  0, or -1 (ENOMEM, or over max_object). */
+/* Append the malloc'd p[0..n) to e's body: 0, and the entry owns p from
+   here; or -1 (ENOMEM, or over max_object), and p is still the caller's. */
 int rs_append(rstore_t *s, rs_entry_t *e, char *p, size_t n);
 
 /* Take e out of the table (RS_GONE); freed now if no one reads it. */

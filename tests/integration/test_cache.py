@@ -1,0 +1,1193 @@
+"""The response cache (handlers/cache.c, a vhost's .cache file) in front of
+real backends, with real clients: a threaded HTTP/1.1 origin written here
+(every answer says "request N", N its global count, so a test sees what
+reached it and which answer each client got), php-fpm for FastCGI, and CGI
+scripts.  The origin answers what the query asks: cc= (Cache-Control), sc=
+(Surrogate-Control), cookie (Set-Cookie: n=N), vary=, etag= (and a 304 to a
+matching If-None-Match), location=, status=, sleep= (seconds), slowfirst=
+(only the first request of the path sleeps), echo (the request's fields in
+the body), size= (a body that long), chunked= (that long, without a length);
+X-Want-Status in the request sets the status (a backend that refuses a
+request for one of its fields).
+
+What is proven, with the origin's counts, Cache-Status and bodies: the
+micro-cache (ttl, Age, a stale hit and one background refresh) and RFC mode
+(no freshness: not stored; max-age or Surrogate-Control: stored);
+collapsing of parallel misses over HTTP/1.1, on 30 streams of one HTTP/2
+connection, for FastCGI and for CGI, with clients that leave, with Vary,
+Range and conditionals among the waiters; the lock's timeout; pass for an
+unshareable answer (Set-Cookie never reaches a second client, the next
+burst goes at once); grace; stale-if-error and must-revalidate with the
+origin gone; attacks (forwarding fields, web cache deception with a path
+after the script, credentials, a 400 or 404 provoked at the origin, request
+smuggling, a GET with a body); invalidation by unsafe methods and Location;
+PURGE, by prefix, and refused to others; Vary; Range, HEAD and conditionals
+from a stored response; revalidation; the object and memory caps; SIGTERM
+with fetches under way; a bad .cache; --cache.
+
+Runs in the http, https and h2 passes (the framing tests are HTTP/1.1 only;
+the PURGE-from-elsewhere test speaks HTTP/1.1 behind a PROXY header in all).
+"""
+import contextlib
+import http.server
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.parse
+
+import pytest
+
+from conftest import (ALARMING, TLS, Client, H1Client, Mode, client_tls_context,
+                      close_all_clients, h1_only, import_h2, make_docroot, serial, start_server,
+                      wait_for)
+from test_proxy import php_fpm, status_counters  # noqa: F401 (a fixture)
+
+LOCK_MS = 5000  # CACHE_LOCK_MS in handlers/cache.h
+PASS_SECS = 10  # CACHE_PASS_SECS
+
+
+# --------------------------------------------------------------------------
+# The origin
+
+class Origin:
+    """A threaded HTTP/1.1 server on a loopback port, in this process."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.n = 0
+        self.seen = []  # (method, target, {field: value}) of every request, in order
+        self.delay = {}  # path -> seconds every request of it sleeps (set by a test)
+        self.conns = set()
+        self.stopped = False
+        origin = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def setup(self):
+                super().setup()
+                with origin.lock:
+                    origin.conns.add(self.connection)
+
+            def finish(self):
+                with origin.lock:
+                    origin.conns.discard(self.connection)
+                try:
+                    super().finish()
+                except OSError:
+                    pass
+
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                if origin.stopped:
+                    self.close_connection = True
+                    return
+                origin.answer(self)
+            do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_GET
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
+        self.thread.start()
+
+    def answer(self, h):
+        length = int(h.headers.get("Content-Length") or 0)
+        if length:
+            h.rfile.read(length)
+        u = urllib.parse.urlsplit(h.path)
+        q = dict(urllib.parse.parse_qsl(u.query, keep_blank_values=True))
+        with self.lock:
+            self.n += 1
+            n = self.n
+            first = not any(s[1].split("?")[0] == u.path for s in self.seen)
+            self.seen.append((h.command, h.path, {k.lower(): v for k, v in h.headers.items()}))
+            delay = self.delay.get(u.path, 0)
+        delay += float(q.get("sleep", 0)) + (float(q.get("slowfirst", 0)) if first else 0)
+        if delay:
+            time.sleep(delay)
+        status = int(h.headers.get("X-Want-Status") or q.get("status", 200))
+        body = b"request %d\n" % n
+        if "echo" in q:
+            body += b"".join(b"%s: %s\n" % (k.lower().encode("latin-1"), v.encode("latin-1"))
+                             for k, v in h.headers.items())
+        if "size" in q:
+            body += b"s" * (int(q["size"]) - len(body))
+        fields = [("Content-Type", "text/plain")]
+        for name, field in (("cc", "Cache-Control"), ("vary", "Vary"), ("sc", "Surrogate-Control"),
+                            ("location", "Location")):
+            if name in q:
+                fields.append((field, q[name]))
+        if "cookie" in q:
+            fields.append(("Set-Cookie", "n=%d; Path=/" % n))
+        if "etag" in q:
+            etag = '"%s"' % q["etag"]
+            fields.append(("ETag", etag))
+            if h.headers.get("If-None-Match") == etag:
+                status, body = 304, b""
+        h.send_response(status)
+        for k, v in fields:
+            h.send_header(k, v)
+        if "chunked" in q and status != 304:
+            h.send_header("Transfer-Encoding", "chunked")
+            h.end_headers()
+            size = int(q["chunked"])
+            data = body + b"x" * (size - len(body))
+            for i in range(0, len(data), 16384):
+                piece = data[i:i + 16384]
+                h.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            h.wfile.write(b"0\r\n\r\n")
+            return
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        if h.command != "HEAD" and status != 304:
+            h.wfile.write(body)
+
+    def count(self, path=None):
+        """Requests that reached the origin (for path, its query aside)."""
+        with self.lock:
+            return sum(1 for s in self.seen if path is None or s[1].split("?")[0] == path)
+
+    def requests(self, path):
+        with self.lock:
+            return [s for s in self.seen if s[1].split("?")[0] == path]
+
+    def stop(self):
+        """Gone: the listener closed (connections refused) and every kept-alive
+        connection gatling pooled shut down."""
+        self.stopped = True
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        with self.lock:
+            for c in list(self.conns):
+                try:
+                    c.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+
+@pytest.fixture
+def origin():
+    o = Origin()
+    yield o
+    if not o.stopped:
+        o.stop()
+
+
+def cache_server(gatling, origin, conf="", extra=(), tree=None):
+    """A gatling with .proxy and .cache (conf) in its root, -S, and the rule
+    ^/c/ -> origin."""
+    t = {".proxy": "", ".cache": conf, "index.html": "static\n"}
+    t.update(tree or {})
+    args = ("-T", "10", "-S", "-P", "127.0.0.1/%d/^/c/" % origin.port) + tuple(extra)
+    return gatling(t, args=args, check_fds=False)
+
+
+def cs(r):
+    return r.header("Cache-Status")
+
+
+def body_n(r):
+    """N of a "request N" body."""
+    m = re.match(rb"request (\d+)\n", r.body)
+    assert m, r
+    return int(m.group(1))
+
+
+def get(srv, target, headers=None, method="GET", timeout=10):
+    with Client(srv.port, timeout=timeout) as c:
+        return c.request(target, method=method, headers=headers)
+
+
+def counters(srv):
+    return {k: v for k, v in status_counters(srv).items() if k.startswith("cache_")}
+
+
+def parallel(n, fn):
+    """fn(i, barrier) in n threads at once; their results (an exception is raised)."""
+    barrier = threading.Barrier(n)
+    out = [None] * n
+
+    def run(i):
+        try:
+            out[i] = fn(i, barrier)
+        except BaseException as e:  # reported below
+            out[i] = e
+            barrier.abort()
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    errors = [o for o in out if isinstance(o, BaseException)]
+    if errors:
+        raise errors[0]
+    return out
+
+
+def burst(srv, target, n, headers=None, timeout=15):
+    """n clients, each connected first, send the same GET at once: their
+    responses, each with .took (seconds from its request to its response)."""
+    def one(i, barrier):
+        with Client(srv.port, timeout=timeout) as c:
+            barrier.wait(30)
+            t0 = time.monotonic()
+            r = c.request(target, headers=headers)
+            r.took = time.monotonic() - t0
+            return r
+    return parallel(n, one)
+
+
+def h2_burst(port, target, n, timeout=15):
+    """n GETs of target as n streams of one HTTP/2 connection (h2c by prior
+    knowledge on plain HTTP, ALPN h2 over TLS): [(status, fields, body)]."""
+    import_h2()
+    import h2.config
+    import h2.connection
+    import h2.events
+    sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    if TLS:
+        sock = client_tls_context(["h2"]).wrap_socket(sock, server_hostname="localhost")
+    c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True,
+                                                             header_encoding="latin-1"))
+    c.initiate_connection()
+    ids = []
+    for _ in range(n):
+        sid = c.get_next_available_stream_id()
+        c.send_headers(sid, [(":method", "GET"), (":path", target),
+                             (":scheme", "https" if TLS else "http"),
+                             (":authority", "localhost")], end_stream=True)
+        ids.append(sid)
+    heads, bodies, ended = {}, {s: b"" for s in ids}, set()
+    deadline = time.monotonic() + timeout
+    with sock:
+        sock.sendall(c.data_to_send())
+        while len(ended) < n:
+            assert time.monotonic() < deadline, "HTTP/2: %d of %d streams ended" % (len(ended), n)
+            data = sock.recv(65536)
+            assert data, "the connection closed with %d of %d streams ended" % (len(ended), n)
+            for ev in c.receive_data(data):
+                if isinstance(ev, h2.events.ResponseReceived):
+                    heads[ev.stream_id] = dict(ev.headers)
+                elif isinstance(ev, h2.events.DataReceived):
+                    bodies[ev.stream_id] += ev.data
+                    c.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+                elif isinstance(ev, h2.events.StreamEnded):
+                    ended.add(ev.stream_id)
+                elif isinstance(ev, h2.events.StreamReset):
+                    raise AssertionError("stream %d reset (%s)" % (ev.stream_id, ev.error_code))
+            sock.sendall(c.data_to_send())
+    return [(int(heads[s][":status"]), heads[s], bodies[s]) for s in ids]
+
+
+MAXAGE = "cc=max-age%3D60"  # a response fresh for a minute
+
+
+# --------------------------------------------------------------------------
+# Freshness: the micro-cache and RFC mode
+
+def test_micro_cache_ttl(gatling, origin):
+    """ttl 2: a miss stored, hits with Age, then a stale hit that one
+    background fetch refreshes, then the new body."""
+    srv = cache_server(gatling, origin, "# the micro-cache\nttl 2\n")
+    r = get(srv, "/c/micro")
+    assert r.status == 200 and r.body == b"request 1\n", r
+    assert cs(r) == "gatling; fwd=miss; stored", r
+    for _ in range(3):
+        r = get(srv, "/c/micro")
+        assert r.status == 200 and r.body == b"request 1\n", r
+        assert cs(r) == "gatling; hit", r
+        assert re.fullmatch(r"\d+", r.header("Age") or ""), r
+    assert origin.count() == 1
+    time.sleep(2.1)  # past the ttl, inside the grace (10 s)
+    t0 = time.monotonic()
+    r = get(srv, "/c/micro")
+    assert r.status == 200 and r.body == b"request 1\n", r
+    assert cs(r) == "gatling; hit; detail=stale", r
+    assert int(r.header("Age")) >= 2, r
+    assert time.monotonic() - t0 < 1
+    wait_for(lambda: counters(srv)["cache_stored"] == 2, 5, "the background refresh stored")
+    assert origin.count() == 1 + 1, "one refresh"
+    r = get(srv, "/c/micro")
+    assert r.body == b"request 2\n" and cs(r).startswith("gatling; hit"), r
+    st = counters(srv)
+    assert st["cache_misses"] == 1 and st["cache_stale"] >= 1 and st["cache_fetches"] == 2, st
+    assert st["cache_hits"] >= 3 and st["cache_entries"] == 1, st
+
+
+def test_rfc_mode_needs_freshness(gatling, origin):
+    """An empty .cache: a response without freshness information is not
+    stored (each request reaches the origin; the key is "pass"), one with
+    max-age is (or Surrogate-Control's); a ttl with a regex applies to the
+    paths it matches only."""
+    srv = cache_server(gatling, origin, "")
+    r1, r2 = get(srv, "/c/plain"), get(srv, "/c/plain")
+    assert (body_n(r1), body_n(r2)) == (1, 2), (r1, r2)
+    assert cs(r1) == "gatling; fwd=miss; detail=pass", r1
+    assert cs(r2) == "gatling; fwd=uri-miss; detail=pass", r2
+    r3, r4 = get(srv, "/c/fresh?" + MAXAGE), get(srv, "/c/fresh?" + MAXAGE)
+    assert body_n(r3) == body_n(r4) == 3, (r3, r4)
+    assert cs(r3) == "gatling; fwd=miss; stored" and cs(r4) == "gatling; hit", (r3, r4)
+    assert r4.header("Cache-Control") == "max-age=60", r4
+    assert origin.count("/c/plain") == 2 and origin.count("/c/fresh") == 1
+    st = counters(srv)
+    assert st["cache_stored"] == 1 and st["cache_passes"] == 2 and st["cache_hits"] == 1, st
+
+    # Surrogate-Control speaks to the cache in Cache-Control's place, and is
+    # not passed on
+    t = "/c/sc?cc=max-age%3D0&sc=max-age%3D60"
+    r1, r2 = get(srv, t), get(srv, t)
+    assert body_n(r1) == body_n(r2) and cs(r2) == "gatling; hit", (r1, r2)
+    assert r2.header("Surrogate-Control") is None and r2.header("Cache-Control") == "max-age=0"
+    seen = origin.requests("/c/sc")[0][2]
+    assert seen.get("surrogate-capability") == 'gatling="Surrogate/1.0"', seen
+    t = "/c/sc2?cc=no-store&sc=max-age%3D60%3Bgatling"
+    r1, r2 = get(srv, t), get(srv, t)
+    assert body_n(r1) == body_n(r2) and cs(r2) == "gatling; hit", "targeted at gatling"
+
+    srv = cache_server(gatling, origin, "ttl 60 ^/c/yes\n")
+    assert body_n(get(srv, "/c/yes")) == body_n(get(srv, "/c/yes")), "the ttl applies"
+    assert body_n(get(srv, "/c/no")) != body_n(get(srv, "/c/no")), "not to this path"
+    assert origin.count("/c/yes") == 1 and origin.count("/c/no") == 2
+
+
+def test_surrogate_control_for_another_device(gatling, origin):
+    srv = cache_server(gatling, origin, "")
+    t = "/c/sc3?" + MAXAGE + "&sc=no-store%3Bakamai"
+    assert cs(get(srv, t)) == "gatling; fwd=miss; stored"
+    assert cs(get(srv, t)) == "gatling; hit"
+
+
+# --------------------------------------------------------------------------
+# Collapsing: one backend request however many ask
+
+def check_collapsed(responses, statuses):
+    bodies = {r.body for r in responses}
+    assert len(bodies) == 1, bodies
+    got = sorted(cs(r) for r in responses)
+    want = sorted(["gatling; fwd=miss; stored"] + ["gatling; fwd=miss; collapsed"] *
+                  (len(responses) - 1))
+    assert got == want, got
+    assert statuses == [200] * len(responses)
+
+
+def test_collapsing_http1(gatling, origin):
+    srv = cache_server(gatling, origin, "")
+    t = "/c/slow?sleep=1&" + MAXAGE
+    rs = burst(srv, t, 30)
+    assert origin.count("/c/slow") == 1, "one backend request for 30 clients"
+    check_collapsed(rs, [r.status for r in rs])
+    assert rs[0].body == b"request 1\n"
+    assert max(r.took for r in rs) < 3, [round(r.took, 2) for r in rs]
+    st = counters(srv)
+    assert st["cache_misses"] == 1 and st["cache_collapsed"] == 29, st
+    assert st["cache_fetches"] == 1 and st["cache_stored"] == 1, st
+    r = get(srv, t)
+    assert cs(r) == "gatling; hit" and r.body == b"request 1\n", r
+
+
+def test_collapsing_http2_streams(gatling, origin):
+    """30 streams of one HTTP/2 connection for one slow URL: one fetch."""
+    srv = cache_server(gatling, origin, "")
+    out = h2_burst(srv.port, "/c/slow?sleep=1&" + MAXAGE, 30)
+    assert origin.count("/c/slow") == 1
+    assert {b for _, _, b in out} == {b"request 1\n"}
+    got = sorted(f.get("cache-status") for _, f, _ in out)
+    assert got == sorted(["gatling; fwd=miss; stored"] +
+                         ["gatling; fwd=miss; collapsed"] * 29), got
+    assert [s for s, _, _ in out] == [200] * 30
+    assert counters(srv)["cache_collapsed"] == 29
+
+
+PHP_COUNTER = r'''<?php
+function bump($name) {
+    $fp = fopen(__DIR__ . "/$name.count", "c+");
+    flock($fp, LOCK_EX);
+    $n = (int)stream_get_contents($fp) + 1;
+    ftruncate($fp, 0);
+    rewind($fp);
+    fwrite($fp, (string)$n);
+    fflush($fp);
+    flock($fp, LOCK_UN);
+    fclose($fp);
+    return $n;
+}
+header("Content-Type: text/plain");
+'''
+
+PHP_SLOW = PHP_COUNTER + r'''
+$n = bump("slow");
+usleep(1000000);
+header("Cache-Control: max-age=60");
+echo "request $n\n";
+'''
+
+# a page with a user's data; /account.php/x.css runs it (gatling sends SCRIPT_NAME
+# /account.php/x.css, php-fpm's cgi.fix_pathinfo finds the script)
+PHP_ACCOUNT = PHP_COUNTER + r'''
+$n = bump("account");
+if (isset($_GET["private"]))
+    header("Cache-Control: private");
+if (isset($_COOKIE["sid"]))
+    echo "account of ", $_COOKIE["sid"], "\n";
+elseif (isset($_GET["private"]))
+    echo "private page $n\n";
+else {
+    header("Set-Cookie: sid=s$n");
+    echo "new session s$n\n";
+}
+echo "uri=", $_SERVER["REQUEST_URI"], " script=", basename($_SERVER["SCRIPT_FILENAME"]), "\n";
+'''
+
+
+def php_count(srv, name):
+    try:
+        with open(os.path.join(srv.docroot, name + ".count")) as f:
+            return int(f.read() or 0)
+    except FileNotFoundError:
+        return 0
+
+
+def test_collapsing_fastcgi(gatling, php_fpm):  # noqa: F811
+    """12 clients of a slow PHP page (php-fpm has 2 processes): it runs once."""
+    srv = gatling({".proxy": "", ".cache": "", "slow.php": PHP_SLOW},
+                  args=("-T", "10", "-S", "-P", "F/unix:%s:\\.php$" % php_fpm), check_fds=False)
+    rs = burst(srv, "/slow.php", 12)
+    assert php_count(srv, "slow") == 1
+    check_collapsed(rs, [r.status for r in rs])
+    assert rs[0].body == b"request 1\n"
+    assert counters(srv)["cache_collapsed"] == 11
+
+
+def test_collapsing_cgi(gatling):
+    """The cache in front of CGI: 8 clients of a slow script, one process."""
+    script = "#!/bin/sh\nsleep 1\nprintf 'Content-Type: text/plain\\r\\n\\r\\nrequest %s\\n' $$\n"
+    srv = gatling({".cache": "ttl 30\n", "slow.cgi": Mode(script, 0o755)},
+                  args=("-T", "10", "-S", "-w", "\\.cgi$"), check_fds=False)
+    rs = burst(srv, "/slow.cgi", 8)
+    check_collapsed(rs, [r.status for r in rs])
+    st = status_counters(srv)
+    assert st["cgi_spawned"] == 1 and st["cache_collapsed"] == 7, st
+    r = get(srv, "/slow.cgi")
+    assert cs(r) == "gatling; hit" and r.body == rs[0].body, r
+
+
+def test_cgi_local_redirect_to_a_file(gatling):
+    script = "#!/bin/sh\nprintf 'Location: /plain.txt\\r\\n\\r\\n'\n"
+    srv = gatling({".cache": "ttl 30\n", "local.cgi": Mode(script, 0o755),
+                   "plain.txt": "plain file\n"}, args=("-T", "10", "-S", "-w", "\\.cgi$"),
+                  check_fds=False)
+    r = get(srv, "/local.cgi")
+    assert r.status == 200 and r.body == b"plain file\n", r
+
+
+def test_cgi_local_redirect_to_a_script(gatling):
+    """A local redirect to another CGI program is followed inside the fetch;
+    the answer is stored under the URL asked for."""
+    loc = "#!/bin/sh\nprintf 'Location: /env.cgi?from=loc\\r\\n\\r\\n'\n"
+    env = ("#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\nquery %s pid %s\\n' "
+           "\"$QUERY_STRING\" $$\n")
+    tree = {".cache": "ttl 30\n", "local.cgi": Mode(loc, 0o755), "env.cgi": Mode(env, 0o755)}
+    srv = gatling(tree, args=("-T", "10", "-S", "-w", "\\.cgi$"), check_fds=False)
+    r1, r2 = get(srv, "/local.cgi"), get(srv, "/local.cgi")
+    assert r1.status == 200 and r1.body.startswith(b"query from=loc pid "), r1
+    assert r2.body == r1.body and cs(r2) == "gatling; hit", r2
+
+
+@serial  # timed: 6 s, and its bounds assume a machine that is not overloaded
+def test_lock_timeout(gatling, origin):
+    """A fetch slower than CACHE_LOCK_MS (5 s): the waiters stop waiting and
+    go to the origin themselves; the slow answer is still stored."""
+    srv = cache_server(gatling, origin, "")
+    t = "/c/lock?slowfirst=6.5&" + MAXAGE
+    rs = burst(srv, t, 4, timeout=20)
+    assert origin.count("/c/lock") == 4
+    owner = [r for r in rs if r.body == b"request 1\n"]
+    waiters = [r for r in rs if r.body != b"request 1\n"]
+    assert len(owner) == 1 and cs(owner[0]) == "gatling; fwd=miss; stored", rs
+    assert owner[0].took >= 6.4, owner[0].took
+    assert sorted(body_n(r) for r in waiters) == [2, 3, 4]
+    for r in waiters:
+        assert LOCK_MS / 1000 - 0.1 <= r.took < 6.3, r.took
+        assert r.status == 200 and cs(r) is None, r
+    st = counters(srv)
+    assert st["cache_lock_timeouts"] == 3 and st["cache_collapsed"] == 3, st
+    r = get(srv, t)
+    assert r.body == b"request 1\n" and cs(r) == "gatling; hit", r
+
+
+def send_only(srv, target, headers=None):
+    """A client that sends a GET and does not read (yet)."""
+    c = Client(srv.port, timeout=10)
+    c.send(("GET %s HTTP/1.1\r\nHost: localhost\r\n%s\r\n" % (
+        target, "".join("%s: %s\r\n" % h for h in headers or []))).encode())
+    return c
+
+
+def test_clients_that_leave(gatling, origin):
+    """The client whose request began a fetch, and a waiter, go away while it
+    runs: the fetch goes on, the one left gets the answer, the next a hit.
+    For an unshareable answer the waiter left goes to the origin itself."""
+    srv = cache_server(gatling, origin, "")
+    for target, stored in (("/c/leave?sleep=1&" + MAXAGE, True),
+                           ("/c/leavepass?sleep=1&cookie&" + MAXAGE, False)):
+        owner = send_only(srv, target)
+        time.sleep(0.2)
+        waiter, stays = send_only(srv, target), send_only(srv, target)
+        time.sleep(0.2)
+        owner.reset()
+        waiter.reset()
+        r = stays.read_response()
+        stays.close()
+        path = target.split("?")[0]
+        if stored:
+            assert r.status == 200 and body_n(r) == 1, r
+            assert cs(r) == "gatling; fwd=miss; collapsed", r
+            assert cs(get(srv, target)) == "gatling; hit"
+            assert origin.count(path) == 1
+        else:
+            assert r.status == 200 and r.header("Set-Cookie") == "n=%d; Path=/" % body_n(r), r
+            assert origin.count(path) == 2, "the waiter asked the origin itself"
+    srv.check_alive()
+
+
+def test_vary_waiters(gatling, origin):
+    """Clients with two Accept-Encoding values wait on one fetch of a URL
+    that varies on it: those the answer does not match ask again, and are
+    collapsed on a second fetch -- two backend requests, not six."""
+    srv = cache_server(gatling, origin, "")
+    t = "/c/vw?vary=Accept-Encoding&sleep=0.7&echo&" + MAXAGE
+
+    def one(i, barrier):
+        ae = "gzip" if i % 2 else "br"
+        with Client(srv.port, timeout=15) as c:
+            barrier.wait(30)
+            return ae, c.request(t, headers=[("Accept-Encoding", ae)])
+    out = parallel(6, one)
+    assert origin.count("/c/vw") == 2
+    for ae, r in out:
+        assert r.status == 200 and b"accept-encoding: %s\n" % ae.encode() in r.body, (ae, r)
+    assert len({r.body for _, r in out}) == 2
+
+
+def test_range_and_conditional_waiters(gatling, origin):
+    """Collapsed clients with Range or If-None-Match get their 206 or 304
+    from the response they waited for."""
+    srv = cache_server(gatling, origin, "")
+    t = "/c/rw?sleep=0.7&etag=w&" + MAXAGE
+    want = [None, [("Range", "bytes=0-6")], [("If-None-Match", '"w"')], [("Range", "bytes=8-")]]
+
+    def one(i, barrier):
+        with Client(srv.port, timeout=15) as c:
+            barrier.wait(30)
+            return c.request(t, headers=want[i % 4])
+    out = parallel(8, one)
+    assert origin.count("/c/rw") == 1
+    answers = [(200, b"request 1\n"), (206, b"request"), (304, b""), (206, b"1\n")]
+    for i, r in enumerate(out):
+        assert (r.status, r.body) == answers[i % 4], (i, r)
+
+
+def test_length_over_the_object_cap_passes(gatling, origin):
+    """A response whose Content-Length is over the object cap is not stored:
+    the first client streams it, the waiters go to the origin each, all get
+    it whole; the URL is pass."""
+    srv = cache_server(gatling, origin, "", extra=("--cache", "4M,64K"))
+    t = "/c/long?size=300000&sleep=0.5&" + MAXAGE
+    rs = burst(srv, t, 3)
+    assert [len(r.body) for r in rs] == [300000] * 3
+    assert origin.count("/c/long") == 3
+    assert sorted(body_n(r) for r in rs) == [1, 2, 3]
+    st = counters(srv)
+    assert st["cache_stored"] == 0 and st["cache_passes"] >= 1, st
+
+
+def test_memory_cap_evicts(gatling, origin):
+    """--cache 1M: 40 responses of 50 kB do not fit; the least recently used
+    go, the store stays under its cap, the newest are still hits."""
+    srv = cache_server(gatling, origin, "", extra=("--cache", "1M,64K"))
+    for i in range(40):
+        assert cs(get(srv, "/c/e%d?size=50000&%s" % (i, MAXAGE))) == "gatling; fwd=miss; stored"
+    st = counters(srv)
+    assert st["cache_evictions"] >= 20 and st["cache_bytes"] <= 1 << 20, st
+    assert cs(get(srv, "/c/e39?size=50000&" + MAXAGE)) == "gatling; hit"
+    assert cs(get(srv, "/c/e0?size=50000&" + MAXAGE)) == "gatling; fwd=miss; stored", "evicted"
+
+
+def test_shutdown_with_fetches_in_flight(gatling, origin):
+    """SIGTERM while a background refresh and a client's fetch are running:
+    the client is answered (the drain), gatling exits 0 with a clean stderr."""
+    srv = cache_server(gatling, origin, "ttl 1\n")
+    assert body_n(get(srv, "/c/bg")) == 1
+    time.sleep(1.1)
+    origin.delay["/c/bg"] = 3
+    assert cs(get(srv, "/c/bg")) == "gatling; hit; detail=stale", "a refresh under way"
+    c = send_only(srv, "/c/fg?sleep=1&" + MAXAGE)
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    srv.send_signal(signal.SIGTERM)
+    r = c.read_response()
+    assert r.status == 200 and cs(r) == "gatling; fwd=miss; stored", r
+    c.close()
+    assert srv.process.wait(5) == 0
+    assert time.monotonic() - t0 < 4
+    srv.finish()
+
+
+# --------------------------------------------------------------------------
+# Unshareable answers, grace, errors
+
+@serial  # timed: one backend delay for a burst, not two or six
+def test_set_cookie_is_passed_not_queued(gatling, origin):
+    """A response with Set-Cookie: the first burst gets 1 fetch, the others
+    go at once when it comes; the next burst all go at once (one delay, not
+    N); each client gets the cookie its own backend request set."""
+    srv = cache_server(gatling, origin, "ttl 60\n")
+    t = "/c/cookie?cookie&sleep=1&" + MAXAGE
+    first = burst(srv, t, 6)
+    assert origin.count("/c/cookie") == 6
+    assert sorted(cs(r) or "" for r in first).count("gatling; fwd=miss; detail=pass") == 1
+    took = sorted(round(r.took, 2) for r in first)
+    assert took[-1] < 3.5 and took[0] < 1.7, took  # the first answered after one delay,
+    assert all(t >= 1.8 for t in took[1:]), took  # the others after its head, then their own
+    passes = counters(srv)["cache_passes"]
+    t0 = time.monotonic()
+    second = burst(srv, t, 6)
+    took = time.monotonic() - t0
+    assert origin.count("/c/cookie") == 12
+    assert max(r.took for r in second) < 1.7, (  # behind one fetch: 2 s; one by one: 6 s
+        "queued: %s" % [round(r.took, 2) for r in second])
+    assert took < 3, took
+    assert all(cs(r) == "gatling; fwd=uri-miss; detail=pass" for r in second), second
+    for r in first + second:
+        assert r.header_all("Set-Cookie") == ["n=%d; Path=/" % body_n(r)], r
+    assert sorted(body_n(r) for r in first + second) == list(range(1, 13))
+    st = counters(srv)
+    assert st["cache_passes"] == passes + 6 and st["cache_stored"] == 0, st
+
+
+@serial  # timed: the stale answers must not wait for the refresh's second
+def test_grace_one_refresh(gatling, origin):
+    """A stale entry in its grace: every client gets it at once while one
+    fetch refreshes it (the origin sees one request, however many ask)."""
+    srv = cache_server(gatling, origin, "ttl 2\n")
+    swr = "/c/swr?cc=max-age%3D1%2C%20stale-while-revalidate%3D30"
+    assert body_n(get(srv, "/c/grace")) == 1
+    assert body_n(get(srv, swr)) == 2
+    time.sleep(2.1)
+    origin.delay["/c/grace"] = origin.delay["/c/swr"] = 1.0
+    rs = burst(srv, "/c/grace", 8) + burst(srv, swr, 4)
+    for r in rs:
+        assert cs(r) == "gatling; hit; detail=stale", r
+        assert r.took < 0.5, "held by the refresh: %.2f s" % r.took
+    assert {r.body for r in rs[:8]} == {b"request 1\n"}
+    assert {r.body for r in rs[8:]} == {b"request 2\n"}
+    wait_for(lambda: counters(srv)["cache_stored"] == 4, 5, "both refreshes stored")
+    assert origin.count("/c/grace") == 2 and origin.count("/c/swr") == 2, "one refresh each"
+    origin.delay.clear()
+    r = get(srv, "/c/grace")
+    assert body_n(r) in (3, 4) and cs(r).startswith("gatling; hit"), r
+    assert counters(srv)["cache_stale"] >= 12
+
+
+def test_stale_if_error(gatling, origin):
+    """The origin gone once entries are stored and stale: a micro-cached one
+    is served within the grace, then 502; stale-if-error=60 answers for the
+    failure (detail=stale-if-error) past the grace too; must-revalidate
+    gives 504 (RFC 9111 5.2.2.2)."""
+    srv = cache_server(gatling, origin, "ttl 1\ngrace 2\n")
+    paths = ["/c/micro", "/c/sie?cc=max-age%3D1%2C%20stale-if-error%3D60",
+             "/c/mr?cc=max-age%3D1%2C%20must-revalidate", "/c/mr2?cc=must-revalidate"]
+    for p in paths:
+        assert cs(get(srv, p)) == "gatling; fwd=miss; stored", p
+    stored = time.monotonic()
+    origin.stop()
+    time.sleep(1.1)
+    r = get(srv, paths[0])
+    assert r.status == 200 and r.body == b"request 1\n", r
+    assert cs(r) in ("gatling; hit; detail=stale", "gatling; hit; detail=stale-if-error"), r
+    r = get(srv, paths[1])
+    assert r.status == 200 and r.body == b"request 2\n", r
+    assert cs(r) == "gatling; hit; detail=stale-if-error", r
+    assert get(srv, paths[1]).body == b"request 2\n", "again"
+    for p in paths[2:]:
+        r = get(srv, p)
+        assert r.status == 504 and b"request" not in r.body, (p, r)
+    st = counters(srv)
+    assert st["cache_stale_errors"] >= 2, st
+    time.sleep(max(0, stored + 3.05 - time.monotonic()))  # age >= ttl + grace
+    r = get(srv, paths[0])
+    assert r.status == 502, "past the grace: %r" % r
+    assert get(srv, paths[1]).body == b"request 2\n", "stale-if-error=60 still"
+    assert origin.count() == 4
+
+
+# --------------------------------------------------------------------------
+# Attacks
+
+ATTACKER_FIELDS = [("X-Forwarded-Host", "evil.example"), ("X-Host", "evil.example"),
+                   ("X-Forwarded-Server", "evil.example"), ("X-Forwarded-Port", "6666"),
+                   ("X-Forwarded-Scheme", "nothttp"), ("X-Forwarded-Prefix", "/evil"),
+                   ("X-Original-URL", "/evil"), ("X-Rewrite-URL", "/evil"),
+                   ("X-HTTP-Method-Override", "DELETE"), ("X-Forwarded-Proto", "evilproto")]
+
+
+def test_forwarding_fields_do_not_poison(gatling, origin):
+    """An attacker's X-Forwarded-Host (and the other fields that change what
+    a framework answers: the host, port, scheme, prefix, a method override)
+    never reach the origin through a fetch; the proxy's own X-Forwarded-Host
+    (from Host) does; the next client gets what the origin saw for it."""
+    srv = cache_server(gatling, origin, "")
+    t = "/c/echo?echo&" + MAXAGE
+    a = get(srv, t, headers=ATTACKER_FIELDS)
+    v = get(srv, t)
+    assert cs(a) == "gatling; fwd=miss; stored" and cs(v) == "gatling; hit", (a, v)
+    assert v.body == a.body
+    assert b"evil" not in v.body and b"6666" not in v.body and b"DELETE" not in v.body, v.body
+    assert b"x-forwarded-host: localhost\n" in v.body, v.body
+    seen = origin.requests("/c/echo")[0][2]
+    assert seen["x-forwarded-host"] == "localhost" and seen["host"] == "localhost", seen
+    assert seen["x-forwarded-proto"] == ("https" if TLS else "http"), seen
+    assert origin.count("/c/echo") == 1
+
+
+def test_forwarded_rfc7239_does_not_poison(gatling, origin):
+    srv = cache_server(gatling, origin, "")
+    t = "/c/fwd?echo&" + MAXAGE
+    get(srv, t, headers=[("Forwarded", "for=192.0.2.66;host=evil.example;proto=http")])
+    v = get(srv, t)
+    assert cs(v) == "gatling; hit", v
+    assert b"evil.example" not in v.body, v.body
+
+
+def test_web_cache_deception_fastcgi(gatling, php_fpm):  # noqa: F811
+    """/account.php/x.css runs account.php (the rest a path info), with the
+    micro-cache on for every path: a client with a session cookie bypasses
+    the cache; a response with Set-Cookie or private is not stored: a second
+    client without cookies never gets the first one's page."""
+    srv = gatling({".proxy": "", ".cache": "ttl 60\n", "account.php": PHP_ACCOUNT},
+                  args=("-T", "10", "-S", "-P", "F/unix:%s:\\.php" % php_fpm), check_fds=False)
+    victim = get(srv, "/account.php/x.css", headers=[("Cookie", "sid=victim")])
+    assert victim.body == b"account of victim\nuri=/account.php/x.css script=account.php\n", \
+        victim
+    assert cs(victim) is None, victim
+    a1 = get(srv, "/account.php/x.css")
+    a2 = get(srv, "/account.php/x.css")
+    for a in (a1, a2):
+        assert b"victim" not in a.body, a
+    assert a1.body.startswith(b"new session s2\n") and a1.header("Set-Cookie") == "sid=s2", a1
+    assert a2.body.startswith(b"new session s3\n") and a2.header("Set-Cookie") == "sid=s3", a2
+    assert cs(a1) == "gatling; fwd=miss; detail=pass", a1
+    p1 = get(srv, "/account.php/y.css?private")
+    p2 = get(srv, "/account.php/y.css?private")
+    assert p1.body.startswith(b"private page 4\n") and p2.body.startswith(b"private page 5\n"), (
+        p1, p2)
+    assert php_count(srv, "account") == 5
+    st = counters(srv)
+    assert st["cache_bypass"] == 1 and st["cache_stored"] == 0, st
+
+
+def test_credentials_bypass(gatling, origin):
+    """Authorization, or a Cookie not all allow-listed, bypass the cache (not
+    stored, never answered from it); allow-listed cookies use it and are not
+    sent to the origin."""
+    srv = cache_server(gatling, origin, "cookie lang\ncookie theme\n")
+    t = "/c/cred?echo&" + MAXAGE
+    auth = [("Authorization", "Basic dXNlcjpzZWNyZXQ=")]
+    r = get(srv, t, headers=auth)
+    assert body_n(r) == 1 and b"authorization: Basic" in r.body and cs(r) is None, r
+    anon = get(srv, t)
+    assert body_n(anon) == 2 and b"authorization" not in anon.body, anon
+    assert cs(anon) == "gatling; fwd=miss; stored", anon
+    assert body_n(get(srv, t, headers=auth)) == 3, "not answered from the cache"
+    r = get(srv, t, headers=[("Cookie", "sid=abc")])
+    assert body_n(r) == 4 and b"cookie: sid=abc" in r.body, r
+    r = get(srv, t, headers=[("Cookie", "lang=en; theme=dark")])
+    assert r.body == anon.body and cs(r) == "gatling; hit", r
+    r = get(srv, t, headers=[("Cookie", "lang=en; sid=abc")])
+    assert body_n(r) == 5, "one cookie not allow-listed: %r" % r
+    r = get(srv, "/c/lang?echo&" + MAXAGE, headers=[("Cookie", "lang=de")])
+    assert cs(r) == "gatling; fwd=miss; stored" and b"cookie" not in r.body, r
+    assert counters(srv)["cache_bypass"] == 4
+    assert origin.count() == 6
+
+
+def test_backend_400_not_stored(gatling, origin):
+    """A 400 provoked at the origin by a field (an unkeyed one the fetch
+    sends) is not stored: the next client's request gets its 200."""
+    srv = cache_server(gatling, origin, "ttl 60\n")
+    bad = get(srv, "/c/cpdos?" + MAXAGE, headers=[("X-Want-Status", "400")])
+    assert bad.status == 400, bad
+    r = get(srv, "/c/cpdos?" + MAXAGE)
+    assert r.status == 200 and body_n(r) == 2, r
+
+
+def test_backend_error_does_not_turn_caching_off(gatling, origin):
+    srv = cache_server(gatling, origin, "ttl 60\n")
+    t = "/c/cpdos?" + MAXAGE
+    assert get(srv, t, headers=[("X-Want-Status", "400")]).status == 400
+    r = get(srv, t)
+    assert r.status == 200 and body_n(r) == 2, r
+    r = get(srv, t)
+    assert cs(r) == "gatling; hit" and body_n(r) == 2, "the 200 after the 400 stored: %r" % r
+
+
+def test_404_stored_only_with_errors(gatling, origin):
+    srv = cache_server(gatling, origin, "ttl 60\n")
+    rs = [get(srv, "/c/missing?status=404") for _ in range(2)]
+    assert [(r.status, body_n(r)) for r in rs] == [(404, 1), (404, 2)], rs
+    srv = cache_server(gatling, origin, "ttl 60\nerrors 30\n")
+    for path, status in (("/c/gone404", 404), ("/c/gone410", 410)):
+        rs = [get(srv, "%s?status=%d" % (path, status)) for _ in range(3)]
+        assert [r.status for r in rs] == [status] * 3, rs
+        assert {r.body for r in rs} == {rs[0].body}, "stored: %r" % rs
+        assert [cs(r) for r in rs] == ["gatling; fwd=miss; stored"] + ["gatling; hit"] * 2
+        assert origin.count(path) == 1
+    rs = [get(srv, "/c/err500?status=500") for _ in range(2)]
+    assert [body_n(r) for r in rs] == [5, 6] and rs[0].status == 500, "a 500 never stored"
+
+
+SMUGGLED = b"GET /c/smuggled?" + MAXAGE.encode() + b" HTTP/1.1\r\nHost: localhost\r\n\r\n"
+
+
+@h1_only("request framing")
+@pytest.mark.parametrize("head", [
+    b"POST /c/x HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    b"GET /c/x HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    b"POST /c/x HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked, chunked\r\n\r\n"
+    b"0\r\n\r\n",
+    b"POST /c/x HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    b"GET /c/x HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nContent-Length: 40\r\n\r\n",
+    b"GET /c/x HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: xchunked\r\n\r\n0\r\n\r\n",
+], ids=["cl-te-post", "cl-te-get", "te-twice-in-list", "te-two-lines", "cl-twice", "te-bad"])
+def test_smuggling_refused_with_cache(gatling, origin, head):
+    """The proxy's refusals of ambiguous framing stand with the cache on: one
+    answer, the connection closed, nothing reaches the origin, and the
+    request hidden behind is neither sent nor stored."""
+    srv = cache_server(gatling, origin, "ttl 60\n")
+    with H1Client(srv.port) as c:
+        c.send(head + SMUGGLED)
+        r = c.read_response()
+        assert r.status in (400, 501), r
+        assert c.closed_within(3), "still open after %d" % r.status
+        assert b"HTTP/1." not in bytes(c.buf), bytes(c.buf[:200])
+    assert origin.count() == 0, origin.seen
+    r = get(srv, "/c/smuggled?" + MAXAGE)
+    assert cs(r) == "gatling; fwd=miss; stored" and body_n(r) == 1, r
+
+
+@h1_only("a GET with a body is HTTP/1.1 framing here")
+def test_get_with_body_bypasses(gatling, origin):
+    """A GET with a body (a request smuggled inside it) goes by the cache: the
+    origin reads it as a body, nothing is stored, and the next GET is a miss
+    of its own."""
+    srv = cache_server(gatling, origin, "ttl 60\n")
+    with H1Client(srv.port) as c:
+        c.send(b"GET /c/gb HTTP/1.1\r\nHost: localhost\r\nContent-Length: %d\r\n\r\n%s"
+               % (len(SMUGGLED), SMUGGLED))
+        r = c.read_response()
+    assert r.status == 200 and body_n(r) == 1 and cs(r) is None, r
+    assert [s[1] for s in origin.seen] == ["/c/gb"]
+    r = get(srv, "/c/gb")
+    assert body_n(r) == 2 and cs(r) == "gatling; fwd=miss; stored", r
+    assert counters(srv)["cache_bypass"] == 1
+
+
+# --------------------------------------------------------------------------
+# Invalidation and PURGE
+
+def test_unsafe_methods_invalidate(gatling, origin):
+    srv = cache_server(gatling, origin, "")
+    t = "/c/inv?" + MAXAGE
+    n = body_n(get(srv, t))
+    assert body_n(get(srv, t)) == n
+    for method in ("POST", "PUT", "DELETE", "PATCH"):
+        r = get(srv, t, method=method)
+        assert r.status == 200, (method, r)
+        g = get(srv, t)
+        assert cs(g) == "gatling; fwd=miss; stored", (method, g)
+        assert body_n(g) == body_n(r) + 1, (method, g)
+        n = body_n(g)
+        assert body_n(get(srv, t)) == n, "stored again after the %s" % method
+    r = get(srv, t, method="POST", headers=[("X-Want-Status", "500")])
+    assert r.status == 500, r
+    g = get(srv, t)
+    assert cs(g) == "gatling; hit" and body_n(g) == n, "a failed POST invalidates nothing: %r" % g
+    r = get(srv, t, method="DELETE", headers=[("X-Want-Status", "404")])
+    assert cs(get(srv, t)) == "gatling; hit", "nor a 404"
+    assert origin.count("/c/inv") == 1 + 4 * 2 + 2
+    # a POST answered with a Location on the same host invalidates that URL too
+    others = ["/c/made?" + MAXAGE, "/c/kept?" + MAXAGE]
+    for o in others:
+        assert cs(get(srv, o)) == "gatling; fwd=miss; stored"
+    host = "%s://localhost" % ("https" if TLS else "http")
+    loc = urllib.parse.quote(host + others[0], safe="")
+    assert get(srv, "/c/form?location=" + loc, method="POST").status == 200
+    assert cs(get(srv, others[0])) == "gatling; fwd=miss; stored", "named by Location"
+    loc = urllib.parse.quote("http://elsewhere.example" + others[1], safe="")
+    assert get(srv, "/c/form?location=" + loc, method="POST").status == 200
+    assert cs(get(srv, others[1])) == "gatling; hit", "another host's URL is not touched"
+
+
+def test_purge(gatling, origin):
+    srv = cache_server(gatling, origin, "ttl 60\n")
+    paths = ["/c/p/a", "/c/p/b", "/c/p/sub/c", "/c/q"]
+    for p in paths:
+        assert cs(get(srv, p)) == "gatling; fwd=miss; stored"
+    r = get(srv, "/c/p/a", method="PURGE")
+    assert r.status == 200 and r.body == b"purged 1\n", r
+    r = get(srv, "/c/p/a")
+    assert cs(r) == "gatling; fwd=miss; stored" and body_n(r) == 5, r
+    assert cs(get(srv, "/c/p/b")) == "gatling; hit"
+    r = get(srv, "/c/p/*", method="PURGE")
+    assert r.status == 200 and r.body == b"purged 3\n", r
+    for p in paths[:3]:
+        assert cs(get(srv, p)) == "gatling; fwd=miss; stored", p
+    assert cs(get(srv, "/c/q")) == "gatling; hit", "outside the prefix"
+    assert get(srv, "/c/none", method="PURGE").body == b"purged 0\n"
+    assert counters(srv)["cache_purges"] == 3
+    assert origin.count() == 8
+
+
+class ProxiedH1(H1Client):
+    """An HTTP/1.1 connection from 127.0.0.2 that starts with a PROXY v1
+    header naming src as the client (TLS after it in the TLS passes)."""
+
+    def __init__(self, port, src):
+        self.timeout = 5
+        self.sock = socket.socket()
+        self.sock.settimeout(5)
+        self.sock.bind(("127.0.0.2", 0))
+        self.sock.connect(("127.0.0.1", port))
+        self.sock.sendall(b"PROXY TCP4 %s 127.0.0.1 40000 80\r\n" % src.encode())
+        if TLS:
+            self.sock = client_tls_context(["http/1.1"]).wrap_socket(
+                self.sock, server_hostname="localhost")
+        self.buf = bytearray()
+        self.sent = b""
+
+
+def test_purge_refused_to_others(gatling, origin):
+    """PURGE from an address that is neither loopback nor a purge net: 403
+    (the client's address comes from a PROXY header, -y)."""
+    srv = cache_server(gatling, origin, "purge 198.51.100.0/24\n",
+                       extra=("-y", "http,https", "-Y", "127.0.0.2"))
+
+    def req(src, method, target="/c/pp?" + MAXAGE):
+        with ProxiedH1(srv.port, src) as c:
+            return c.request(target, method=method)
+    assert cs(req("192.0.2.7", "GET")) == "gatling; fwd=miss; stored"
+    r = req("192.0.2.7", "PURGE")
+    assert r.status == 403, r
+    assert cs(req("192.0.2.7", "GET")) == "gatling; hit", "still there"
+    r = req("198.51.100.9", "PURGE")
+    assert r.status == 200 and r.body == b"purged 1\n", r
+    r = req("127.0.0.1", "PURGE", "/c/*")
+    assert r.status == 200, r
+    assert cs(req("192.0.2.7", "GET")) == "gatling; fwd=miss; stored"
+    assert origin.count() == 2
+
+
+# --------------------------------------------------------------------------
+# Vary, ranges, HEAD, conditionals, revalidation
+
+def test_vary(gatling, origin):
+    srv = cache_server(gatling, origin, "")
+    t = "/c/v?vary=Accept-Encoding&echo&" + MAXAGE
+    gz, br = [("Accept-Encoding", "gzip")], [("Accept-Encoding", "br")]
+    r1, r2 = get(srv, t, headers=gz), get(srv, t, headers=br)
+    assert (body_n(r1), body_n(r2)) == (1, 2), (r1, r2)
+    assert b"accept-encoding: gzip\n" in r1.body and b"accept-encoding: br\n" in r2.body
+    assert cs(r2) == "gatling; fwd=miss; stored", r2
+    for _ in range(2):
+        h1, h2 = get(srv, t, headers=gz), get(srv, t, headers=br)
+        assert (h1.body, h2.body) == (r1.body, r2.body), (h1, h2)
+        assert cs(h1) == cs(h2) == "gatling; hit", (h1, h2)
+        assert h1.header("Vary") == "Accept-Encoding", h1
+    r3 = get(srv, t)
+    assert body_n(r3) == 3 and b"accept-encoding" not in r3.body, "a third variant: %r" % r3
+    assert origin.count("/c/v") == 3
+    star = [get(srv, "/c/star?vary=*&" + MAXAGE) for _ in range(2)]
+    assert [body_n(r) for r in star] == [4, 5], "Vary: * never stored"
+    assert cs(star[0]) == "gatling; fwd=miss; detail=pass", star[0]
+    # a field the fetch does not send (Cookie): what the origin saw is not known
+    vc = [get(srv, "/c/vc?vary=Cookie&" + MAXAGE) for _ in range(2)]
+    assert [body_n(r) for r in vc] == [6, 7] and cs(vc[0]).endswith("detail=pass"), vc
+
+
+def test_range_head_conditional_from_a_hit(gatling, origin):
+    srv = cache_server(gatling, origin, "")
+    t = "/c/r?etag=v1&" + MAXAGE
+    assert get(srv, t).body == b"request 1\n"
+    r = get(srv, t, headers=[("Range", "bytes=0-6")])
+    assert r.status == 206 and r.body == b"request", r
+    assert r.header("Content-Range") == "bytes 0-6/10" and cs(r) == "gatling; hit", r
+    r = get(srv, t, headers=[("Range", "bytes=-3")])
+    assert r.status == 206 and r.body == b" 1\n", r
+    r = get(srv, t, headers=[("Range", "bytes=50-")])
+    assert r.status == 416 and r.header("Content-Range") == "bytes */10", r
+    r = get(srv, t, method="HEAD")
+    assert r.status == 200 and r.body == b"" and r.header("Content-Length") == "10", r
+    assert r.header("ETag") == '"v1"' and cs(r) == "gatling; hit", r
+    r = get(srv, t, headers=[("If-None-Match", '"v1"')])
+    assert r.status == 304 and r.body == b"" and r.header("ETag") == '"v1"', r
+    r = get(srv, t, headers=[("If-None-Match", '"v0"')])
+    assert r.status == 200 and r.body == b"request 1\n", r
+    r = get(srv, t, headers=[("Range", "bytes=0-6"), ("If-Range", '"v0"')])
+    assert r.status == 200 and r.body == b"request 1\n", "If-Range does not match: %r" % r
+    assert origin.count("/c/r") == 1
+    assert all("range" not in s[2] for s in origin.seen)
+
+    # on a miss: the fetch asks for the whole, the client gets its range
+    r = get(srv, "/c/r2?" + MAXAGE, headers=[("Range", "bytes=2-4")])
+    assert r.status == 206 and r.body == b"que", r
+    seen = origin.requests("/c/r2")[0]
+    assert "range" not in seen[2] and seen[0] == "GET", seen
+    assert get(srv, "/c/r2?" + MAXAGE).body == b"request 2\n"
+    # HEAD on a miss: the fetch is a GET, the body is stored for the next GET
+    r = get(srv, "/c/h?" + MAXAGE, method="HEAD")
+    assert r.status == 200 and r.body == b"" and r.header("Content-Length") == "10", r
+    assert origin.requests("/c/h")[0][0] == "GET"
+    r = get(srv, "/c/h?" + MAXAGE)
+    assert r.body == b"request 3\n", r
+    assert cs(r) in ("gatling; hit", "gatling; fwd=miss; collapsed"), r  # its body may be coming
+
+
+def test_revalidation(gatling, origin):
+    """max-age=0 with an ETag: stored, revalidated every time (the origin's
+    304 freshens it, the client gets the stored body)."""
+    srv = cache_server(gatling, origin, "")
+    t = "/c/nc?cc=max-age%3D0&etag=e1"
+    assert get(srv, t).body == b"request 1\n"
+    for i in range(2):
+        r = get(srv, t)
+        assert r.status == 200 and r.body == b"request 1\n", r
+        assert cs(r) == "gatling; fwd=stale; fwd-status=304", r
+    assert origin.count("/c/nc") == 3
+    assert [s[2].get("if-none-match") for s in origin.requests("/c/nc")] == [None, '"e1"', '"e1"']
+    assert counters(srv)["cache_revalidated"] == 2
+
+
+def test_streamed_response_collapsed(gatling, origin):
+    """A chunked response (no length) streamed to the collapsed clients as it
+    is stored."""
+    srv = cache_server(gatling, origin, "")
+    t = "/c/stream?chunked=200000&sleep=0.5&" + MAXAGE
+    rs = burst(srv, t, 6)
+    assert origin.count("/c/stream") == 1
+    assert {len(r.body) for r in rs} == {200000} and {r.body[:10] for r in rs} == {b"request 1\n"}
+    check_collapsed(rs, [r.status for r in rs])
+
+
+@contextlib.contextmanager
+def crash_proof_server(build, tmp_path, origin, conf, extra=()):
+    """cache_server's gatling, stopped without the fixture's checks: a test
+    that could crash the server (a use after free once did) reports it in its
+    own call, not in the teardown."""
+    root = make_docroot(str(tmp_path / "crashroot"), {".proxy": "", ".cache": conf})
+    srv = start_server(build, root, ("-T", "10", "-S", "-P", "127.0.0.1/%d/^/c/" % origin.port)
+                       + tuple(extra))
+    try:
+        yield srv
+    finally:
+        close_all_clients()
+        if srv.alive():
+            srv.process.kill()
+        srv.process.wait(5)
+        srv.join()
+
+
+def assert_survived(srv):
+    time.sleep(0.2)
+    text = srv.stderr_text()
+    assert srv.alive() and not any(a in text for a in ALARMING), (
+        "gatling died (status %s):\n%s" % (srv.process.poll(), text[-3000:]))
+
+
+def test_unsized_response_over_the_object_cap(build, tmp_path, origin):
+    """One client, a cacheable 300 kB chunked answer, --cache 4M,64K: the
+    client gets it whole (its head said "stored", the rest is passed on), the
+    server goes on, and the next request is passed."""
+    with crash_proof_server(build, tmp_path, origin, "", ("--cache", "4M,64K")) as srv:
+        t = "/c/big?chunked=300000&" + MAXAGE
+        try:
+            r = get(srv, t)
+        except (ConnectionError, OSError) as e:
+            r = e
+        assert_survived(srv)
+        assert not isinstance(r, Exception) and r.status == 200, r
+        assert len(r.body) == 300000 and r.body.startswith(b"request 1\n"), len(r.body)
+        r = get(srv, t)  # the URL is "pass" now
+        assert len(r.body) == 300000 and body_n(r) == 2, r
+        assert cs(r) == "gatling; fwd=uri-miss; detail=pass", r
+
+
+def test_overflow_while_collapsed(build, tmp_path, origin):
+    """A response without a length that outgrows the object size while
+    collapsed clients stream it (gatling.8: the cache holds no more than
+    that for anyone): the first client gets it whole, past the cache; the
+    others see it cut (their heads said 200 already); one origin request;
+    the server lives, and the URL passes for a while."""
+    with crash_proof_server(build, tmp_path, origin, "", ("--cache", "4M,64K")) as srv:
+        rs = burst_tolerant(srv, "/c/big?chunked=300000&sleep=0.5&" + MAXAGE, 4)
+        assert_survived(srv)
+        assert origin.count() == 1
+        whole = [r for r in rs if not isinstance(r, tuple) and len(r.body) == 300000]
+        assert len(whole) >= 1, rs
+        r = get(srv, "/c/big?chunked=300000&sleep=0.5&" + MAXAGE)
+        assert len(r.body) == 300000 and cs(r) == "gatling; fwd=uri-miss; detail=pass", r
+
+
+def burst_tolerant(srv, target, n):
+    """burst(), a failed client's result a tuple (the exception,) rather than raised."""
+    def one(i, barrier):
+        with Client(srv.port, timeout=15) as c:
+            barrier.wait(30)
+            try:
+                return c.request(target)
+            except (ConnectionError, OSError) as e:
+                return (e,)
+    return parallel(n, one)
+
+
+# --------------------------------------------------------------------------
+# Configuration
+
+def test_bad_cache_file(gatling, origin):
+    """A bad line: the cache is off for the host (every request passes, no
+    Cache-Status), the error log names the line; fixed, the cache is on."""
+    srv = cache_server(gatling, origin, "ttl 60\n# fine\nfrobnicate 3\n")
+    rs = [get(srv, "/c/bad?" + MAXAGE) for _ in range(3)]
+    assert [body_n(r) for r in rs] == [1, 2, 3] and {cs(r) for r in rs} == {None}, rs
+    wait_for(lambda: any(".cache: bad line 3" in ln for ln in srv.errlog), 3,
+             "the bad line in the error log")
+    assert all(v == 0 for k, v in counters(srv).items()), counters(srv)
+    with open(os.path.join(srv.docroot, ".cache"), "w") as f:
+        f.write("ttl 60\n")
+    time.sleep(1.1)  # the verdict is kept a second
+    assert cs(get(srv, "/c/bad?" + MAXAGE)) == "gatling; fwd=miss; stored"
+    assert cs(get(srv, "/c/bad?" + MAXAGE)) == "gatling; hit"
+    for bad in ("ttl -1", "ttl 1 (", "purge 10.0.0.0/33", "cookie"):
+        other = cache_server(gatling, origin, "# ok\nttl 60\n%s\n" % bad)
+        assert cs(get(other, "/c/bad?" + MAXAGE)) is None, bad
+        wait_for(lambda: any(".cache: bad line 3" in ln for ln in other.errlog), 3, bad)
+
+
+def test_cache_option_refused(build):
+    for arg in ("0", "1K", "65G", "x", "1M,1K", "64M,128M", "", ",", "1M,", "-1M", "1M,4K,"):
+        p = subprocess.run([build.binary, "--cache", arg, "-V"], capture_output=True, timeout=10)
+        assert p.returncode == 2 and b"--cache" in p.stderr, (arg, p)
+    p = subprocess.run([build.binary, "--cache"], capture_output=True, timeout=10)
+    assert p.returncode == 2 and b"--cache needs an argument" in p.stderr, p
+    for arg in ("1M", "64M,1M", "1G,4K", "2048K"):
+        p = subprocess.run([build.binary, "--cache", arg, "-V"], capture_output=True, timeout=10)
+        assert p.returncode == 0, (arg, p)
