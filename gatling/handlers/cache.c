@@ -57,6 +57,7 @@ typedef struct cfetch {
     struct cfetch *prev, *next;
     int64_t began_ms, request_time;
     int64_t ttl, grace, errors; /* the vhost's settings when it began */
+    int64_t lock_ms;            /* ... its waiters wait this long, then ask themselves */
     uint8_t mode;               /* F_* */
     uint8_t transient;          /* its 5xx goes to the waiters, stored for none */
     uint8_t finished;           /* nothing more comes: reap it */
@@ -634,6 +635,7 @@ static cfetch_t *fetch_start(cache_t *c, const exchange_t *ex, rs_entry_t *e, rs
     f->ttl = cache_conf_ttl(k, ex->path[0] ? ex->path : "/");
     f->grace = k->grace;
     f->errors = k->errors;
+    f->lock_ms = k->lock * 1000;
     if ((f->owner = owner))
         owner->owner = 1, owner->f = f, list_add(&f->waiters, owner);
     f->next = c->fetches;
@@ -1322,7 +1324,7 @@ static void tick(watch_t *w, unsigned events)
             fetch_free(f);
             continue;
         }
-        if (f->waiters && now - f->began_ms >= CACHE_LOCK_MS) { /* the lock times out */
+        if (f->waiters && now - f->began_ms >= f->lock_ms) { /* the lock times out */
             for (reader_t *r = f->waiters, *rn; r; r = rn) {
                 rn = r->next;
                 if (r == f->owner)
@@ -1492,7 +1494,7 @@ static void lookup(cache_t *c, const exchange_t *ex, uint32_t h, const char *key
                 rs_unlink(&c->store, e);
         } else if (e->state == RS_FILLING) {
             cfetch_t *f = e->fetch;
-            if (f && ms - f->began_ms < CACHE_LOCK_MS && (!e->status || vary_match(e, ex->req)))
+            if (f && ms - f->began_ms < f->lock_ms && (!e->status || vary_match(e, ex->req)))
                 fd->filling = e;
         } else if (vary_match(e, ex->req)) {
             if (fresh(e, ms))

@@ -29,7 +29,6 @@
 
 struct site;
 
-#define CACHE_LOCK_MS 5000   /* a waiter waits this long for a fetch, then asks itself */
 #define CACHE_PASS_SECS 10   /* an unshareable response: requests go by for this long */
 #define CACHE_VARIANTS 8     /* stored responses per URL (Vary) */
 #define CACHE_HEAD_MAX 16384 /* a stored response's fields */

@@ -60,8 +60,8 @@ static int net_parse(char *s, cache_net_t *n)
     return 0;
 }
 
-/* One line's words: "ttl 1 [regex]", "grace 10", "errors 5", "cookie NAME",
-   "purge NET".  0, or -1 (the file is refused as a whole). */
+/* One line's words: "ttl 1 [regex]", "grace 10", "errors 5", "lock 5",
+   "cookie NAME", "purge NET".  0, or -1 (the file is refused as a whole). */
 static int conf_line(cache_conf_t *k, char *w[3], int nw)
 {
     int64_t v = nw >= 2 ? secs(w[1]) : -1;
@@ -81,6 +81,8 @@ static int conf_line(cache_conf_t *k, char *w[3], int nw)
         k->grace = v;
     else if (!strcmp(w[0], "errors") && v >= 0)
         k->errors = v;
+    else if (!strcmp(w[0], "lock") && v >= 1 && v <= 60)
+        k->lock = v;
     else if (!strcmp(w[0], "cookie") && k->ncookies < CACHE_CONF_COOKIES &&
              strlen(w[1]) < sizeof k->cookie[0])
         strcpy(k->cookie[k->ncookies++], w[1]);
@@ -95,6 +97,7 @@ int cache_conf_parse(cache_conf_t *k, char *text, size_t n, int *bad_line)
 {
     memset(k, 0, sizeof *k);
     k->grace = CACHE_GRACE_DEFAULT;
+    k->lock = CACHE_LOCK_DEFAULT;
     int line = 0;
     for (char *p = text, *end = text + n; p < end;) {
         char *nl = memchr(p, '\n', (size_t)(end - p));

@@ -12,6 +12,8 @@
  *   cookie NAME        a request whose cookies all have such names may use
  *                      the cache (the Cookie field is not sent to the backend)
  *   purge ADDR[/BITS]  who may PURGE besides loopback
+ *   lock SECS          how long requests wait for a fetch another began
+ *                      before they ask the backend themselves (1-60, default 5)
  *
  * A file with a bad line turns the cache off for the host (the error log
  * says which line).  Read once a second at most per host, parsed again only
@@ -35,6 +37,7 @@
 #define CACHE_CONF_FILE_MAX 8192
 #define CACHE_CONF_VHOSTS 64
 #define CACHE_GRACE_DEFAULT 10
+#define CACHE_LOCK_DEFAULT 5
 
 typedef struct cache_net {
     struct in6_addr a; /* IPv4 as ::ffff:a.b.c.d */
@@ -49,6 +52,7 @@ typedef struct cache_conf {
     } ttl[CACHE_CONF_TTLS];
     int nttl;
     int64_t grace, errors;
+    int64_t lock; /* seconds */
     char cookie[CACHE_CONF_COOKIES][64];
     int ncookies;
     cache_net_t net[CACHE_CONF_NETS];

@@ -50,6 +50,14 @@ static size_t rows_ftp(const status_counters_t *st, row_t *r, size_t n, size_t c
     return n;
 }
 
+/* d[0..nd) after r[0..n) (at most cap in all): the new n. */
+static size_t put_rows(row_t *r, size_t n, size_t cap, const row_t *d, size_t nd)
+{
+    for (size_t i = 0; i < nd && n < cap; i++)
+        r[n++] = d[i];
+    return n;
+}
+
 /* The rows of dynamic content (handlers/cgi.c, proxy.c) after r[0..n): the new n. */
 static size_t dynamic_rows(const status_counters_t *st, row_t *r, size_t n, size_t cap)
 {
@@ -69,9 +77,7 @@ static size_t dynamic_rows(const status_counters_t *st, row_t *r, size_t n, size
         {"backend_unsized", "proxy: bodies without a length refused: 413 (1 MiB), 503 (64 MiB)",
          st->backend_unsized},
     };
-    for (size_t i = 0; i < sizeof d / sizeof d[0] && n < cap; i++)
-        r[n++] = d[i];
-    return n;
+    return put_rows(r, n, cap, d, sizeof d / sizeof d[0]);
 }
 
 /* The response cache's rows (handlers/cache.c) after r[0..n): the new n. */
@@ -98,9 +104,7 @@ static size_t cache_rows(const site_t *s, row_t *r, size_t n, size_t cap)
         {"cache_entries", "cache: entries held", entries},
         {"cache_bytes", "cache: bytes held", bytes},
     };
-    for (size_t i = 0; i < sizeof d / sizeof d[0] && n < cap; i++)
-        r[n++] = d[i];
-    return n;
+    return put_rows(r, n, cap, d, sizeof d / sizeof d[0]);
 }
 
 /* The rows, in the order shown (at most cap); the same list makes both forms. */

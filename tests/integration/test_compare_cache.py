@@ -83,7 +83,11 @@ def test_compare_cache_quick(build, tmp_path):
             assert not v.get("problem"), (name, key, v)
             assert v["responses"] > 0 and v["rps"] > 0 and v["cpu_us"] > 0, (name, key, v)
             assert v["p50_ms"] > 0 and v["p99_ms"] >= v["p50_ms"], (name, key, v)
-            assert v["errors"] == 0, (name, key, v)
+            # a cold Zipf mix at 500/s asks php-fpm (200/s) for more than it can do: the
+            # last misses of a 1 s run may still wait at the backend when bench stops
+            # (kind "timeout"); nothing else may fail
+            late = v["error_kinds"].get("timeout", 0) if key.startswith("zipf/") else 0
+            assert v["errors"] - late == 0 and late <= 0.02 * v["responses"], (name, key, v)
         cached = rs[0].get("cached") or {}
         # a server that does not cache runs at the baseline's 100/s only (a note says so)
         want = {("flood", "static", 500)} if name.endswith("-static") else \
