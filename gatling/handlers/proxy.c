@@ -257,9 +257,13 @@ static px_conn_t *conn_open(proxy_t *px, px_rule_t *r)
 }
 
 /* An idle connection of r's pool (the newest), or NULL. */
-static px_conn_t *pool_take(px_rule_t *r)
+/* The most recently used idle connection of r, or NULL; fresh_only: only
+   one idle for less than PROXY_BODY_REUSE_MS (a request whose body cannot
+   be sent twice must not meet a backend's keep-alive timeout on its way:
+   Node closes after 5 s, gunicorn after 2). */
+static px_conn_t *pool_take(px_rule_t *r, int fresh_only, int64_t now)
 {
-    if (!r->nidle)
+    if (!r->nidle || (fresh_only && now - r->idle[r->nidle - 1]->idle_at >= PROXY_BODY_REUSE_MS))
         return NULL;
     px_conn_t *c = r->idle[--r->nidle];
     c->reused = 1;
@@ -287,6 +291,7 @@ static void pool_put(proxy_t *px, px_conn_t *c)
         r->nidle--;
     }
     r->idle[r->nidle++] = c;
+    c->idle_at = gio_now(l);
     gio_want(l, c->fd, GIO_READ); /* a backend closing it (or babbling) removes it */
     gio_set_deadline(l, c->fd, gio_now(l) + PROXY_IDLE_MS);
 }
@@ -341,7 +346,8 @@ static void release(px_req_t *pr, int reusable)
 /* Attach a connection to pr (pooled if any, else new).  0, or -1 with errno. */
 static int attach(px_req_t *pr, int pooled)
 {
-    px_conn_t *c = pooled ? pool_take(pr->rule) : NULL;
+    px_conn_t *c =
+        pooled ? pool_take(pr->rule, pr->has_body, gio_now(pr->px->site->loop)) : NULL;
     if (c) {
         pr->px->site->stats.backend_reuses++;
     } else if (!(c = conn_open(pr->px, pr->rule))) {

@@ -19,6 +19,7 @@
 
 #define PROXY_IDLE_MAX 64         /* idle backend connections kept per rule */
 #define PROXY_IDLE_MS 60000       /* ... closed after this long unused */
+#define PROXY_BODY_REUSE_MS 1000  /* ... and taken for a request with a body only this fresh */
 #define PROXY_HEAD_MAX 32768      /* a backend's response head (HTTP or CGI) */
 #define PROXY_READ (64 * 1024)    /* one read from a backend (px_req_t's rbuf) */
 #define PROXY_OUT_MAX (64 * 1024) /* request bytes held for the backend: input() takes no more */
@@ -47,6 +48,7 @@ typedef struct px_conn {
     struct px_req *req; /* NULL while idle */
     uint8_t connecting; /* connect() in progress */
     uint8_t reused;     /* taken from the pool */
+    int64_t idle_at;    /* gio_now() when it went idle */
 } px_conn_t;
 
 typedef struct px_rule {

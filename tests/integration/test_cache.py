@@ -41,7 +41,7 @@ import urllib.parse
 
 import pytest
 
-from conftest import (ALARMING, TLS, Client, H1Client, Mode, client_tls_context,
+from conftest import (ALARMING, H2, TLS, Client, H1Client, Mode, client_tls_context,
                       close_all_clients, h1_only, http_only, import_h2, make_docroot, serial,
                       start_server, wait_for)
 from test_proxy import php_fpm, status_counters  # noqa: F401 (a fixture)
@@ -55,8 +55,13 @@ PASS_SECS = 10  # CACHE_PASS_SECS
 # first, over HTTP, HTTPS and HTTP/2.
 OTHER_BACKENDS = ("uring", "sigio", "poll", "kqueue")
 ON_EVERY_BACKEND = ("test_collapsing_http1", "test_collapsing_cgi", "test_lock_timeout",
-                    "test_grace_one_refresh", "test_clients_that_leave",
+                    "test_clients_that_leave",
                     "test_shutdown_with_fetches_in_flight", "test_micro_cache_ttl")
+
+
+ON_TLS = ("test_collapsing_http2_streams", "test_streamed_response_collapsed",
+          "test_range_and_conditional_waiters", "test_vary_waiters", "test_purge",
+          "test_range_head_conditional_from_a_hit", "test_overflow_while_collapsed")
 
 
 @pytest.fixture(autouse=True)
@@ -64,6 +69,11 @@ def _backend_subset(request):
     b = request.node.callspec.params.get("build") if hasattr(request.node, "callspec") else None
     if b in OTHER_BACKENDS and request.node.originalname not in ON_EVERY_BACKEND:
         pytest.skip("the cache is above io/: the whole file runs on the first backend")
+    # over HTTPS the cache sees what it sees over HTTP (TLS is below the exchange),
+    # and the sanitizer build's h2 pass repeats the plain build's: a subset there
+    if ((TLS and not H2) or (H2 and b and b.endswith("-san"))) and \
+            request.node.originalname not in ON_EVERY_BACKEND + ON_TLS:
+        pytest.skip("over TLS the subset that crosses the codecs; the rest runs over HTTP")
 
 
 # --------------------------------------------------------------------------
