@@ -95,12 +95,6 @@ static void arm(cache_t *c, int64_t in_ms)
 
 /* ---- keys and Vary ---- */
 
-static int method_is(const http_request_t *r, const char *m)
-{
-    size_t n = strlen(m);
-    return r->method.n == n && !memcmp(r->method.p, m, n);
-}
-
 /* scheme, then the Host lower-cased without a default port or a final dot,
    then the target: "https\0example.org\0/a?b".  Length, or 0: not cached. */
 static size_t make_key(const exchange_t *ex, char *k, size_t cap)
@@ -1557,13 +1551,13 @@ static int cached(cache_t *c, exchange_t *ex, const cache_conf_t *k)
     char key[RS_KEY_MAX];
     size_t n = make_key(ex, key, sizeof key);
     const http_request_t *r = ex->req;
-    int get = method_is(r, "GET") || method_is(r, "HEAD");
+    int get = http_method_is(r, "GET") || http_method_is(r, "HEAD");
     if (!n)
         return CACHE_NOT_MINE;
-    if (method_is(r, "PURGE"))
+    if (http_method_is(r, "PURGE"))
         return purge(c, ex, k, key, n) < 0 ? -1 : 0;
     if (!get) {
-        if (!method_is(r, "OPTIONS") && !method_is(r, "TRACE") && watch_unsafe(c, ex, key, n) < 0)
+        if (!http_method_is(r, "OPTIONS") && !http_method_is(r, "TRACE") && watch_unsafe(c, ex, key, n) < 0)
             return -1;
         return CACHE_NOT_MINE;
     }

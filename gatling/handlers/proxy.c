@@ -798,12 +798,6 @@ static void p_end(exchange_t *ex)
 
 static const ex_producer_t producer = {p_input, p_drained, p_end};
 
-static int method_is(const http_request_t *req, const char *m)
-{
-    size_t n = strlen(m);
-    return req->method.n == n && !memcmp(req->method.p, m, n);
-}
-
 /* pr's request to a connection of its rule: the head (or CGI environment)
    for t, the body spooled, if any.  0 (gone, or answered 502 with
    pr->state RS_DONE), or -1 (ENOMEM). */
@@ -846,7 +840,7 @@ int proxy_dispatch(exchange_t *ex)
     pr->head_only = ex->head_only;
     static const char *const idem[] = {"GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"};
     for (size_t i = 0; i < sizeof idem / sizeof idem[0]; i++)
-        pr->idempotent |= method_is(req, idem[i]);
+        pr->idempotent |= http_method_is(req, idem[i]);
     /* FastCGI and SCGI put CONTENT_LENGTH first: a body without one is read
        whole (spool()) before a backend is asked */
     pr->spooling = r->kind != PX_HTTP && ex->req_len < 0;

@@ -11,12 +11,6 @@
 
 #define ALLOW "GET, HEAD, OPTIONS"
 
-static int method_is(const http_request_t *req, const char *m)
-{
-    size_t n = strlen(m);
-    return req->method.n == n && !memcmp(req->method.p, m, n);
-}
-
 /* The name of a Host value, without its port ("[::1]" keeps the brackets). */
 static size_t host_name_len(const http_str_t *h)
 {
@@ -93,15 +87,15 @@ int router_dispatch(exchange_t *ex)
     int cgi = cgi_serve(ex); /* any method: the script decides */
     if (cgi != CGI_NOT_MINE)
         return cgi;
-    if (method_is(req, "GET") || method_is(req, "HEAD"))
+    if (http_method_is(req, "GET") || http_method_is(req, "HEAD"))
         return static_serve(ex);
-    if (method_is(req, "OPTIONS")) {
+    if (http_method_is(req, "OPTIONS")) {
         ex_field(ex, "Allow", ALLOW);
         return ex_head(ex, 200, NULL, 0, -1) < 0 ? -1 : 0;
     }
     static const char *const known[] = {"POST", "PUT", "DELETE", "PATCH", "TRACE", "CONNECT"};
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
-        if (method_is(req, known[i]))
+        if (http_method_is(req, known[i]))
             return ex_error(ex, 405, "Allow", ALLOW);
     return ex_error(ex, 501, NULL, NULL);
 }

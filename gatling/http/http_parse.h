@@ -104,6 +104,13 @@ enum { HTTP_TE_NONE = 0, HTTP_TE_CHUNKED = 1 };
  */
 int http_transfer_coding(const http_request_t *req);
 
+/* Is the request's method m (exactly: methods are case-sensitive)? */
+static inline int http_method_is(const http_request_t *req, const char *m)
+{
+    size_t n = strlen(m);
+    return req->method.n == n && !memcmp(req->method.p, m, n);
+}
+
 /* Whether comma-separated list s contains token tok (case-insensitive). */
 int http_list_has(http_str_t s, const char *tok);
 
