@@ -1,8 +1,10 @@
 /* Request checks and dispatch: see router.h. */
+#define _GNU_SOURCE /* memmem */
 #include "router.h"
 #include "cache.h"
 #include "cgi.h"
 #include "http/hbuf.h"
+#include "http/path.h"
 #include "site/site.h"
 #include "proxy.h"
 #include "status.h"
@@ -58,6 +60,25 @@ static int redirect_https(exchange_t *ex, const http_request_t *req, const http_
     return ex_error(ex, 301, "Location", loc);
 }
 
+/*
+ * RFC 8615: is ex's request for /.well-known/?  WK_ACME for ACME's HTTP-01
+ * challenges, WK_OTHER for the rest, 0 for every other path (or a bad one:
+ * the handler that takes it answers).  Decodes only a target that may be one.
+ */
+enum { WK_OTHER = 1, WK_ACME = 2 };
+static int well_known(exchange_t *ex)
+{
+    const http_str_t *t = &ex->req->target;
+    path_t p;
+    if (!memmem(t->p, t->n, "well-known", 10) && !memchr(t->p, '%', t->n))
+        return 0;
+    if (path_from_target(t->p, t->n, ex->path, EX_PATH_CAP, &p) != 0)
+        return 0;
+    if (path_has_prefix(p.path, p.len, PATH_ACME_CHALLENGE))
+        return WK_ACME;
+    return path_has_prefix(p.path, p.len, PATH_WELL_KNOWN) ? WK_OTHER : 0;
+}
+
 int router_dispatch(exchange_t *ex)
 {
     const http_request_t *req = ex->req;
@@ -76,8 +97,15 @@ int router_dispatch(exchange_t *ex)
             return ex_error(ex, 421, NULL, NULL);
         }
     }
+    /* the files below /.well-known/ are answered where a CA asks for them: on
+       the HTTP port under -X (ACME's HTTP-01 and pki-validation are plain
+       HTTP), and ACME's challenges from the docroot ahead of -P, CGI and the
+       cache (no regex of .proxy can leave them out) */
+    int wk = http_method_is(req, "GET") || http_method_is(req, "HEAD") ? well_known(ex) : 0;
     if (!ex->secure && cfg->https_redirect && cfg->tls && !cfg->tls_skipped)
-        return redirect_https(ex, req, host);
+        return wk ? static_serve(ex) : redirect_https(ex, req, host);
+    if (wk == WK_ACME)
+        return static_serve(ex);
     int cached = cache_dispatch(ex); /* .cache: in front of the dynamic handlers */
     if (cached != CACHE_NOT_MINE)
         return cached;

@@ -10,7 +10,8 @@
  *
  * Only world-readable regular files are published (as in the original
  * gatling): a file that exists but lacks S_IROTH is 403, so a mistaken chmod
- * on the server never leaks a private file.  Dotfiles are never served.
+ * on the server never leaks a private file.  Dotfiles are never served,
+ * but for /.well-known/ (RFC 8615: path_hidden()).
  */
 #define _GNU_SOURCE
 #include "auth.h"
@@ -368,12 +369,6 @@ static int serve_file(exchange_t *ex, const target_t *t, fcache_entry_t *f)
     return ranges_serve(ex, &b, type, mtime, etag);
 }
 
-/* Is any segment of the normalised path a dotfile ("/.x")? */
-static int has_dotfile(const path_t *p)
-{
-    return memmem(p->path, p->len, "/.", 2) != NULL;
-}
-
 int static_serve(exchange_t *ex)
 {
     site_t *s = ex->site;
@@ -383,7 +378,7 @@ int static_serve(exchange_t *ex)
     int st = path_from_target(req->target.p, req->target.n, ex->path, EX_PATH_CAP, &t.p);
     if (st)
         return ex_error(ex, st, NULL, NULL);
-    if (has_dotfile(&t.p))
+    if (path_hidden(t.p.path, t.p.len))
         return ex_error(ex, 404, NULL, NULL);
     if (cfg->status_page && !strcmp(t.p.path, "/server-status")) {
         if (!status_is_loopback(ex->peer))

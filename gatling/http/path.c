@@ -1,4 +1,5 @@
 /* Request-target decoding and normalisation: see path.h. */
+#define _GNU_SOURCE /* memmem */
 #include "path.h"
 #include "owfat.h"
 
@@ -95,6 +96,20 @@ int path_from_target(const char *target, size_t n, char *out, size_t outsz, path
     res->path = out;
     res->len = normalise(out, (size_t)d + 1);
     return 0;
+}
+
+int path_has_prefix(const char *p, size_t n, const char *prefix)
+{
+    size_t k = strlen(prefix);
+    return n >= k && !memcmp(p, prefix, k);
+}
+
+int path_hidden(const char *p, size_t n)
+{
+    size_t skip = sizeof PATH_WELL_KNOWN - 2; /* "/.well-known", without the last '/' */
+    if (path_has_prefix(p, n, PATH_WELL_KNOWN) || (n == skip && !memcmp(p, PATH_WELL_KNOWN, n)))
+        p += skip, n -= skip;
+    return memmem(p, n, "/.", 2) != NULL;
 }
 
 size_t path_encode(char *dst, const char *src, size_t n, const char *keep)

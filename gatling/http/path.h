@@ -27,6 +27,21 @@ typedef struct path {
  */
 int path_from_target(const char *target, size_t target_len, char *out, size_t outsz, path_t *res);
 
+/*
+ * Is the normalised path p[0..n) one that is never served: has it a segment
+ * that starts with '.' (a dotfile, .htaccess, .git, ...)?  The one exception
+ * is the first segment ".well-known" (RFC 8615: ACME's HTTP-01 challenges,
+ * security.txt, ...), below which dot names are hidden again.
+ */
+int path_hidden(const char *p, size_t n);
+
+/* The RFC 8615 prefix, and the part of it ACME's HTTP-01 answers from. */
+#define PATH_WELL_KNOWN "/.well-known/"
+#define PATH_ACME_CHALLENGE "/.well-known/acme-challenge/"
+
+/* Does the normalised path p[0..n) start with prefix (a literal)? */
+int path_has_prefix(const char *p, size_t n, const char *prefix);
+
 /* What stays literal in a URL path (RFC 3986 pchar and '/'), e.g. a Location. */
 #define PATH_KEEP "-._~!$&'()*+,;=:@/"
 

@@ -38,6 +38,10 @@ def make_tree():
         "nobody": {".htaccess": b"Locked\n", "f.txt": b"nobody gets in\n"},
         ".git": {"config": b"[core]\n"},
         "a": {".secret": b"dotfile\n", "visible.txt": b"visible\n"},
+        ".well-known": {"acme-challenge": {"tok-1_A": b"tok-1_A.thumbprint", ".hidden": b"no\n"},
+                        "security.txt": b"Contact: mailto:a@example.org\n",
+                        ".git": {"config": b"[core]\n"}},
+        ".well-knowner": {"f.txt": b"not RFC 8615\n"},
         "out.txt": Symlink("../secret.txt"),
         "outdir": Symlink("../outside"),
         "in.txt": Symlink("open.txt"),
@@ -213,6 +217,24 @@ def test_dotfiles_404(srv, target):
     r = get(srv, target, basic_auth("alice", PW["alice"]))
     assert_status(r, 404, target)
     assert b"$6$" not in r.body and b"[core]" not in r.body, r
+
+
+@pytest.mark.parametrize("target,body", [
+    ("/.well-known/acme-challenge/tok-1_A", b"tok-1_A.thumbprint"),
+    ("/%2Ewell-known/acme-challenge/tok-1_A", b"tok-1_A.thumbprint"),
+    ("//.well-known/./acme-challenge/../acme-challenge/tok-1_A", b"tok-1_A.thumbprint"),
+    ("/.well-known/security.txt", b"Contact: mailto:a@example.org\n")])
+def test_well_known_served(srv, target, body):
+    # RFC 8615: certbot --webroot writes its HTTP-01 token here; the one dot
+    # segment served, and only as the first segment
+    assert_ok(get(srv, target), body, target)
+
+
+@pytest.mark.parametrize("target", ["/.well-known/acme-challenge/.hidden", "/.well-known/.git/config",
+                                    "/.well-knowner/f.txt", "/a/.well-known/x",
+                                    "/.well-known/acme-challenge/missing"])
+def test_well_known_dotfiles_still_404(srv, target):
+    assert_status(get(srv, target), 404, target)
 
 
 def test_dotfile_sibling_served(srv):

@@ -256,6 +256,23 @@ def test_get_post_and_static(gatling, gunicorn):
     assert r.status == 200 and r.body == b"", r
 
 
+def test_acme_challenge_ahead_of_a_catch_all_rule(gatling, gunicorn):
+    # certbot --webroot behind a proxy for everything: its token comes from
+    # the docroot (no .proxy regex can leave a path out); the rest of
+    # /.well-known/ and a missing token go where the rule sends them
+    tree = {".well-known": {"acme-challenge": {"tok": "tok.thumb"}, "x.txt": "disk\n"}}
+    srv = proxied(gatling, ["127.0.0.1/%d/^/" % gunicorn], tree=tree)
+    r = fetch(srv.port, "/.well-known/acme-challenge/tok")
+    assert r.status == 200 and r.body == b"tok.thumb" and r.header("X-App") is None, r
+    r = fetch(srv.port, "/.well-known/acme-challenge/missing")
+    assert r.status == 404 and r.header("X-App") is None, r
+    r = fetch(srv.port, "/.well-known/x.txt")
+    assert r.header("X-App") == "1", r
+    r = fetch(srv.port, "/.well-known/acme-challenge/tok", method="POST", body=b"",
+              headers=[("Content-Length", "0")])
+    assert r.header("X-App") == "1", r
+
+
 @h1_only("a chunked request body is HTTP/1.1 framing")
 def test_chunked_request_body(gatling, gunicorn):
     srv = proxied(gatling, ["127.0.0.1/%d/^/app/" % gunicorn])

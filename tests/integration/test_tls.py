@@ -905,8 +905,19 @@ def test_misdirected_421(gatling, pki, proto):
     assert status(srv)["tls_misdirected"] == 1
 
 
+def recv_all(s):
+    out = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            return out
+        out += b
+
+
 def test_hsts_and_redirect(gatling, pki):
-    srv = gatling(args=tls_args(pki, "-x", "31536000", "-X"))
+    tok = {".well-known": {"acme-challenge": {"t0k": "t0k.thumb"}, "x.txt": "wk\n"},
+           "f.txt": "hello\n"}
+    srv = gatling(tok, args=tls_args(pki, "-x", "31536000", "-X"))
     port = https_port(srv)
     rc, out, err = curl(pki, port, "/f.txt", "localhost", "-D", "-")
     assert "Strict-Transport-Security: max-age=31536000" in out, out
@@ -924,6 +935,18 @@ def test_hsts_and_redirect(gatling, pki):
     with socket.create_connection(("127.0.0.1", srv.port)) as s:
         s.sendall(b"GET / HTTP/1.1\r\nHost: a\"b\r\nConnection: close\r\n\r\n")
         assert s.recv(4096).startswith(b"HTTP/1.1 400")
+    # RFC 8615's files are the exception: ACME's HTTP-01 asks on port 80
+    for target, body in ((b"/.well-known/acme-challenge/t0k", b"t0k.thumb"),
+                         (b"/.well-known/x.txt", b"wk\n")):
+        with socket.create_connection(("127.0.0.1", srv.port)) as s:
+            s.sendall(b"GET %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+                      % target)
+            r = recv_all(s)
+        assert r.startswith(b"HTTP/1.1 200") and r.endswith(b"\r\n\r\n" + body), r
+    with socket.create_connection(("127.0.0.1", srv.port)) as s:
+        s.sendall(b"POST /.well-known/x.txt HTTP/1.1\r\nHost: localhost\r\n"
+                  b"Content-Length: 0\r\nConnection: close\r\n\r\n")
+        assert s.recv(4096).startswith(b"HTTP/1.1 301"), "only GET and HEAD are exempt"
     # the same redirect over h2c (HTTP/2 by prior knowledge on the plain port)
     r = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "-o", "/dev/null",
                         "--resolve", "localhost:%d:127.0.0.1" % srv.port,
