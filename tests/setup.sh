@@ -1,18 +1,27 @@
 #!/bin/sh
-# Install the Debian packages gatling needs to build and test, if missing.
+# Install the Debian packages gatling needs, if missing, at one of three levels:
+#   sh tests/setup.sh run     what the server needs to build and run (make run)
+#   sh tests/setup.sh         that, and everything make check tests with
+#   sh tests/setup.sh bench   that, and the servers and tools the benchmarks compare against
 # As root it runs apt-get; otherwise it names what is missing and goes on
-# (the build will say what breaks).  `sh tests/setup.sh bench` adds the
-# servers and tools the benchmarks compare against.
+# (the build will say what breaks).
 set -e
-pkgs="gcc make libc6-dev libowfat-dev libssl-dev openssl zlib1g-dev liburing-dev libnghttp2-dev
-      nghttp2-client python3-h2 curl wrk
-      apache2-utils python3 goaccess clang libclang-rt-14-dev gnuplot-nox
+level=${1:-check}
+case $level in run|check|bench) ;; *) echo "usage: sh tests/setup.sh [run|check|bench]" >&2; exit 2;; esac
+# The server: a C compiler and make, libowfat (the original gatling's library), OpenSSL
+# (HTTPS; openssl makes the demo's certificates), zlib (gzip), libnghttp2 (HTTP/2) and
+# liburing (IO=uring, which make check builds and make run does not need, but a user who
+# asks for the fastest backend does: it is small)
+# (libnghttp2-dev: Debian 12's 1.52.0-1+deb12u3 or later, which carries the rapid-reset
+#  (CVE-2023-44487) and CONTINUATION (CVE-2024-28182) fixes -- h2.c calls
+#  nghttp2_option_set_max_continuations, which older builds lack, so they fail to link)
+pkgs="gcc make libc6-dev libowfat-dev libssl-dev openssl zlib1g-dev liburing-dev libnghttp2-dev"
+# What make check tests with (the rest of this file, but for apt-get itself):
+[ "$level" = run ] || {
+pkgs="$pkgs nghttp2-client python3-h2 curl wrk apache2-utils python3 goaccess clang libclang-rt-14-dev gnuplot-nox
       debhelper dpkg-dev fakeroot lintian logrotate systemd adduser media-types linux-perf util-linux
       procps iproute2 git haproxy lftp"
-# (libnghttp2-dev: the HTTP/2 codec; Debian 12's 1.52.0-1+deb12u3 or later, which carries
-#  the rapid-reset (CVE-2023-44487) and CONTINUATION (CVE-2024-28182) fixes -- h2.c calls
-#  nghttp2_option_set_max_continuations, which older builds lack, so they fail to link;
-#  nghttp2-client: nghttp and h2load for tests/integration/test_h2.py;
+# (nghttp2-client: nghttp and h2load for tests/integration/test_h2.py;
 #  python3-h2: Python's HTTP/2 library, the raw client of the h2 pass (GATLING_SCHEME=h2;
 #  conftest.py also finds it in /usr/lib/python3/dist-packages from another python3);
 #  gnuplot-nox: make check runs the kernel benchmark suite, whose plots it checks;
@@ -30,12 +39,13 @@ pkgs="$pkgs gunicorn php-fpm python3-websockets"
 # slowhttptest, whois (mkpasswd) and openssl: bench/slashdot's attacks and password hashes
 # php-fpm: the FastCGI backend of bench/compare-dynamic (test_compare_dynamic.py)
 pkgs="$pkgs php-fpm"
-[ "$1" = bench ] && pkgs="$pkgs nginx lighttpd h2o slowhttptest whois"
+[ "$level" = bench ] && pkgs="$pkgs nginx lighttpd h2o slowhttptest whois"
 # nodejs, npm: the HTTP caching test suite (tests/cache-tests/run, test_cache_suite.py),
 # which npm installs below.  Asked for only when the command is missing: a NodeSource
 # nodejs (which carries its own npm) conflicts with Debian's npm package
 command -v node >/dev/null 2>&1 || command -v nodejs >/dev/null 2>&1 || pkgs="$pkgs nodejs"
 command -v npm >/dev/null 2>&1 || pkgs="$pkgs npm"
+}
 
 missing=
 for p in $pkgs; do
@@ -43,7 +53,7 @@ for p in $pkgs; do
         missing="$missing $p"
 done
 # pytest: any python3 on PATH that can import it will do
-python3 -c 'import pytest' 2>/dev/null || missing="$missing python3-pytest"
+[ "$level" = run ] || python3 -c 'import pytest' 2>/dev/null || missing="$missing python3-pytest"
 
 if [ -n "$missing" ]; then
     if [ "$(id -u)" = 0 ]; then
@@ -58,19 +68,21 @@ if [ -n "$missing" ]; then
         [ -z "$rmrc" ] || rm -f /usr/sbin/policy-rc.d
         rm -f /usr/sbin/policy-rc.d.gatling
         # Debian's python3-pytest serves /usr/bin/python3; a python3 earlier on PATH may lack it
-        python3 -c 'import pytest' 2>/dev/null || python3 -m pip install -q pytest ||
+        [ "$level" = run ] || python3 -c 'import pytest' 2>/dev/null ||
+            python3 -m pip install -q pytest ||
             echo "setup: pytest is not importable by $(command -v python3)" >&2
     else
         echo "setup: missing Debian packages (run as root to install):$missing" >&2
     fi
 fi
+[ "$level" = run ] && exit 0
 # FTP servers: vsftpd for make check (test_loadgen_ftp.py, test_compare_ftp.py), and pure-ftpd
 # too with `bench` (bench/compare-ftp).  Debian's two packages conflict (both provide
 # ftp-server): when one is installed the other's .deb is unpacked under /opt/NAME (where
 # compare-ftp looks) with its libraries; anonymous FTP needs the `ftp` user (vsftpd's package
 # makes it, pure-ftpd's does not).
 ftp_servers=vsftpd
-[ "$1" = bench ] && ftp_servers="vsftpd pure-ftpd"
+[ "$level" = bench ] && ftp_servers="vsftpd pure-ftpd"
 if [ "$(id -u)" = 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     for p in $ftp_servers; do
