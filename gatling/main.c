@@ -694,12 +694,17 @@ static int load_certificates(config_t *cfg)
     const char *docroot = realpath(cfg->root ? cfg->root : ".", real);
     int missing;
     cfg->tls = tls_store_load(cfg->tls_dir, cfg, docroot, &missing);
-    if (cfg->tls) {
-        fprintf(stderr, "gatling: HTTPS with %d certificate%s from %s\n", tls_store_count(cfg->tls),
-                tls_store_count(cfg->tls) == 1 ? "" : "s",
+    int n = tls_store_count(cfg->tls);
+    if (cfg->tls && !n) /* the port is bound now all the same: before a chroot and -u */
+        fprintf(stderr,
+                "gatling: HTTPS: no certificate in %s yet: handshakes are refused until one "
+                "appears (looked for every %d s and on SIGUSR1)\n",
+                cfg->tls_dir, tls_store_check_period(cfg->tls));
+    else if (cfg->tls)
+        fprintf(stderr, "gatling: HTTPS with %d certificate%s from %s\n", n, n == 1 ? "" : "s",
                 cfg->tls_dir ? cfg->tls_dir : "server.pem");
+    if (cfg->tls)
         return 0;
-    }
     if (!missing)
         return -1;
     if (cfg->tls_port_given) {

@@ -329,6 +329,13 @@ static int behind_proxy(const config_t *cfg, const listener_t *l)
     return 0;
 }
 
+/* Does HTTPS answer (for -X): its port bound, and a certificate loaded? */
+static void https_readiness(server_t *s)
+{
+    const config_t *cfg = s->site.cfg;
+    s->site.https_ready = cfg->tls && !cfg->tls_skipped && tls_store_count(cfg->tls) > 0;
+}
+
 int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const listener_t *lst,
                 int nlst)
 {
@@ -376,6 +383,7 @@ int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const list
         gio_want(s->loop, lst[i].fd, GIO_READ);
     }
     s->nlst = nlst;
+    https_readiness(s);
     if (install_signals(s) < 0) {
         fprintf(stderr, "gatling: signal set-up failed: %s\n", strerror(errno));
         return -1;
@@ -487,24 +495,32 @@ static void reopen_log(server_t *s)
 }
 
 /* Renewed certificates (SIGUSR1, or every tls_store_check_period): new
-   connections get them; open ones keep what they started with. */
+   connections get them; open ones keep what they started with.  A -C
+   directory that had none gets its first ones the same way. */
 static void check_certificates(server_t *s, int force)
 {
     tls_store_t *st = s->site.cfg->tls;
-    char err[PATH_MAX + 512];
+    char err[PATH_MAX + 512], text[sizeof err + 96];
     if (!st)
         return;
+    int had = tls_store_count(st);
     int r = tls_store_check(st, gio_wallclock(s->loop), force, err, sizeof err);
-    if (r > 0)
-        elog_note(&s->site.elog, gio_wallclock(s->loop), "HTTPS: certificates reloaded");
-    else if (r < 0) {
-        char text[sizeof err + 64];
-        snprintf(text, sizeof text,
-                 "HTTPS: reloading the certificates failed, the old ones "
-                 "stay: %s",
+    if (r > 0 && had) {
+        snprintf(text, sizeof text, "HTTPS: certificates reloaded");
+    } else if (r > 0) {
+        int n = tls_store_count(st);
+        snprintf(text, sizeof text, "HTTPS: %d certificate%s loaded from %s: HTTPS answers now", n,
+                 n == 1 ? "" : "s", s->site.cfg->tls_dir);
+        https_readiness(s);
+    } else if (r < 0) {
+        snprintf(text, sizeof text, "HTTPS: %s: %s",
+                 had ? "reloading the certificates failed, the old ones stay"
+                     : "loading the certificates failed, handshakes are still refused",
                  err);
-        elog_note(&s->site.elog, gio_wallclock(s->loop), text);
+    } else {
+        return;
     }
+    elog_note(&s->site.elog, gio_wallclock(s->loop), text);
 }
 
 /* "binary upgrade: ..." in the error log (and on stderr). */

@@ -36,6 +36,11 @@ pkgs="$pkgs nghttp2-client python3-h2 curl wrk apache2-utils python3 goaccess cl
 #  lftp: test_ftp.py mirrors a tree from gatling's FTP server)
 # gunicorn, php-fpm, python3-websockets: test_proxy.py's backends (-P: HTTP, FastCGI, WebSocket)
 pkgs="$pkgs gunicorn php-fpm python3-websockets"
+# certbot: test_acme.py issues and renews a certificate through gatling with it (against
+# Pebble, below; its own directories under the test's tmp).  Its certbot.timer runs
+# `certbot -q renew` twice a day, which does nothing while /etc/letsencrypt holds no
+# certificate (and nothing runs it where systemd is not PID 1)
+pkgs="$pkgs certbot"
 # slowhttptest, whois (mkpasswd) and openssl: bench/slashdot's attacks and password hashes
 # php-fpm: the FastCGI backend of bench/compare-dynamic (test_compare_dynamic.py)
 pkgs="$pkgs php-fpm"
@@ -122,6 +127,19 @@ if ! command -v h2spec >/dev/null 2>&1 && [ ! -x "$HOME/go/bin/h2spec" ] &&
     timeout 300 go install github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible >/dev/null 2>&1 ||
         echo "setup: could not go install h2spec: its tests will be skipped" >&2
 fi
+# Pebble, Let's Encrypt's ACME test server, and pebble-challtestsrv, its mock DNS, for
+# test_acme.py, where Go exists; optional, never fatal (the test skips without them).
+# Pinned: v2.10.1, what @latest gave on 2026-11-25 (15 s to build here)
+PEBBLE_VERSION=v2.10.1
+gobin=/nonexistent
+command -v go >/dev/null 2>&1 && gobin="$(go env GOPATH 2>/dev/null | cut -d: -f1)/bin"
+for cmd in pebble pebble-challtestsrv; do
+    command -v go >/dev/null 2>&1 || break
+    command -v $cmd >/dev/null 2>&1 || [ -x "$HOME/go/bin/$cmd" ] || [ -x "$gobin/$cmd" ] &&
+        continue
+    timeout 300 go install github.com/letsencrypt/pebble/v2/cmd/$cmd@$PEBBLE_VERSION \
+        >/dev/null 2>&1 || echo "setup: could not go install $cmd: test_acme.py will be skipped" >&2
+done
 # http-cache-tests (HTTP caching tests, npm; tests/cache-tests/README) into the build tree,
 # build/cache-tests/node_modules, never the repository: pinned, and never fatal (without it
 # test_cache_suite.py skips, saying why).  As root (sudo make setup) the new directories

@@ -601,7 +601,11 @@ static SSL_CTX *load_one(tls_store_t *st, const found_t *f, char *err, size_t er
     return ctx;
 }
 
-/* Load every certificate of the directory into fresh contexts. */
+/*
+ * Load every certificate of the directory into fresh contexts.  How many
+ * (0: none there, *out NULL, and why in err for a caller to whom that is an
+ * error), or -1 with why in err.
+ */
 static int load_all(tls_store_t *st, SSL_CTX ***out, int *nout, int *def, uint64_t *sig, char *err,
                     size_t errlen)
 {
@@ -619,7 +623,8 @@ static int load_all(tls_store_t *st, SSL_CTX ***out, int *nout, int *def, uint64
                          "NAME/fullchain.pem + NAME/privkey.pem)",
                  st->dir, strerror(errno));
         free(f);
-        return -1;
+        *out = NULL, *nout = 0, *def = 0;
+        return n;
     }
     SSL_CTX **ctx = calloc((size_t)n, sizeof *ctx);
     if (!ctx) {
@@ -639,7 +644,7 @@ static int load_all(tls_store_t *st, SSL_CTX ***out, int *nout, int *def, uint64
     *out = ctx;
     *nout = n;
     free(f);
-    return 0;
+    return n;
 }
 
 static void drop_contexts(SSL_CTX **ctx, int n)
@@ -715,7 +720,10 @@ tls_store_t *tls_store_load(const char *dir, const config_t *cfg, const char *do
         fprintf(stderr, "gatling: OpenSSL: no random bytes for the ticket keys\n");
         goto fail;
     }
-    if (load_all(st, &st->ctx, &st->n, &st->def, &st->signature, err, sizeof err) < 0) {
+    /* -C DIR with no certificate yet (certbot's live/ before the first issuance) is a
+       store that waits for them; a server.pem that holds none is an error */
+    int n = load_all(st, &st->ctx, &st->n, &st->def, &st->signature, err, sizeof err);
+    if (n < 0 || (n == 0 && !dir)) {
         fprintf(stderr, "gatling: HTTPS: %s\n", err);
         goto fail;
     }
@@ -748,12 +756,17 @@ int tls_store_check(tls_store_t *st, int64_t now_s, int force, char *err, size_t
         return 0;
     int n = scan(st->dirfd, f, 512, &sig);
     free(f);
-    if (n > 0 && sig == st->signature)
-        return 0;
+    if (n >= 0 && sig == st->signature)
+        return 0; /* unchanged, or still none there */
     SSL_CTX **ctx;
     int nc, def;
-    if (load_all(st, &ctx, &nc, &def, &sig, err, errlen) < 0)
+    int k = load_all(st, &ctx, &nc, &def, &sig, err, errlen);
+    if (k < 0 || (k == 0 && st->n > 0))
         return -1; /* keep serving the old ones */
+    if (k == 0) {  /* still waiting for the first */
+        st->signature = sig;
+        return 0;
+    }
     drop_contexts(st->ctx, st->n);
     st->ctx = ctx;
     st->n = nc;
@@ -793,7 +806,7 @@ static const SSL_CTX *lookup_ctx(const tls_store_t *st, const char *host, size_t
             }
         }
     }
-    return st->ctx[st->def];
+    return st->n ? st->ctx[st->def] : NULL;
 }
 
 int tls_misdirected(tls_store_t *st, SSL *ssl, const char *host, size_t len)
@@ -810,6 +823,8 @@ int tls_misdirected(tls_store_t *st, SSL *ssl, const char *host, size_t len)
 
 SSL *tls_new(tls_store_t *st, int fd)
 {
+    if (!st->n)
+        return NULL;
     SSL *ssl = SSL_new(st->ctx[st->def]);
     if (!ssl)
         return NULL;
@@ -837,6 +852,21 @@ int tls_looks_like_hello(int fd)
         return 0;
     /* a handshake record (22), record version 3.x */
     return b[0] == 22 && (r < 2 || b[1] == 3);
+}
+
+void tls_refuse(int fd)
+{
+    /* RFC 8446 6: a fatal alert in a plaintext record, as before any handshake;
+       internal_error (80), since what is missing is ours, not the client's */
+    static const unsigned char alert[] = {21, 3, 3, 0, 2, 2, 80};
+    unsigned char junk[4096];
+    /* read what came (the ClientHello): unread bytes at close() would send a
+       reset, which can discard the alert before the client reads it */
+    for (int i = 0; i < 16 && recv(fd, junk, sizeof junk, MSG_DONTWAIT) == (ssize_t)sizeof junk;
+         i++)
+        ;
+    (void)!send(fd, alert, sizeof alert, MSG_NOSIGNAL | MSG_DONTWAIT);
+    shutdown(fd, SHUT_WR);
 }
 
 int tls_pending(SSL *ssl)

@@ -5,7 +5,10 @@
  * user), into one SSL_CTX each; a connection picks one by SNI.  The store
  * looks at its files again every minute (tls_store_check_period) and on SIGUSR1
  * and swaps in renewed certificates without touching open connections (they
- * hold a reference to the context they started with).
+ * hold a reference to the context they started with).  A -C directory that
+ * holds none yet (certbot's live/ before the first issuance) makes a store of
+ * none: the HTTPS port is bound, its handshakes are refused with an alert
+ * (tls_refuse), and the same looks load the first ones.
  *
  * Layouts in the certificate directory (-C; without it the start
  * directory's server.pem, as the original gatling did):
@@ -54,12 +57,15 @@ struct config;
  * and no store at all if there is none).  docroot_real is the document
  * root's canonical path: a private key inside it that others may read is
  * refused.  Returns the store, or NULL: *missing set if there simply were no
- * certificates (dir NULL), else after printing why to stderr.
+ * certificates (dir NULL), else after printing why to stderr.  A dir that
+ * exists but holds no certificate yet (certbot's live/ before the first
+ * issuance) gives a store of none (tls_store_count 0): tls_new refuses, and
+ * tls_store_check loads them once they appear.
  */
 tls_store_t *tls_store_load(const char *dir, const struct config *cfg, const char *docroot_real,
                             int *missing);
 
-/* How many certificates, and a line describing them for the start message. */
+/* How many certificates are loaded (0: waiting for the first). */
 int tls_store_count(const tls_store_t *st);
 
 /* Seconds between looks at the certificate files: 60, or less with the
@@ -69,20 +75,26 @@ int tls_store_check_period(const tls_store_t *st);
 /*
  * Look at the files again (force: now, else only if the check period
  * passed since the last look) and load them anew if any changed.  A failed
- * load keeps the old certificates: returns -1 with why in err.  0 unchanged,
- * 1 reloaded.
+ * load keeps the old certificates: returns -1 with why in err.  0 unchanged
+ * (or still none there), 1 reloaded (or the first loaded).
  */
 int tls_store_check(tls_store_t *st, int64_t now_s, int force, char *err, size_t errlen);
 
 void tls_store_free(tls_store_t *st);
 
-/* A server-side SSL for the accepted socket fd, or NULL (out of memory). */
+/* A server-side SSL for the accepted socket fd, or NULL (out of memory, or
+   no certificate loaded yet). */
 SSL *tls_new(tls_store_t *st, int fd);
 void tls_free(SSL *ssl);
 
 /* Does the first byte of what fd has received start a TLS handshake record?
    1 yes, 0 no (not TLS: close it), -1 nothing there yet. */
 int tls_looks_like_hello(int fd);
+
+/* While the store has no certificate (-C DIR waiting for its first): answer
+   the ClientHello fd received with a fatal alert, and shut down sending; the
+   caller closes fd. */
+void tls_refuse(int fd);
 
 /* The data calls are gio_tls.h's: gio_tls_handshake, gio_tls_read, gio_tls_send. */
 

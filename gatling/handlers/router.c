@@ -102,7 +102,7 @@ int router_dispatch(exchange_t *ex)
        HTTP), and ACME's challenges from the docroot ahead of -P, CGI and the
        cache (no regex of .proxy can leave them out) */
     int wk = http_method_is(req, "GET") || http_method_is(req, "HEAD") ? well_known(ex) : 0;
-    if (!ex->secure && cfg->https_redirect && cfg->tls && !cfg->tls_skipped)
+    if (!ex->secure && cfg->https_redirect && ex->site->https_ready)
         return wk ? static_serve(ex) : redirect_https(ex, req, host);
     if (wk == WK_ACME)
         return static_serve(ex);

@@ -80,6 +80,24 @@ static size_t dynamic_rows(const status_counters_t *st, row_t *r, size_t n, size
     return put_rows(r, n, cap, d, sizeof d / sizeof d[0]);
 }
 
+/* The HTTPS rows (conn/tls.c, conn.c) after r[0..n): the new n. */
+static size_t tls_rows(const site_t *s, row_t *r, size_t n, size_t cap)
+{
+    const status_counters_t *st = &s->stats;
+    const row_t d[] = {
+        {"https_connections", "open HTTPS connections", s->ntls},
+        {"tls_handshakes", "HTTPS: handshakes done", st->tls_handshakes},
+        {"tls_resumed", "HTTPS: of which resumed (ticket or cache)", st->tls_resumed},
+        {"tls_failed", "HTTPS: handshakes failed", st->tls_failed},
+        {"tls_not_tls", "HTTPS port: not TLS, closed", st->tls_not_tls},
+        {"tls_no_certificate", "HTTPS: refused, no certificate loaded yet (-C)", st->tls_no_cert},
+        {"timeout_handshake", "timed out: TLS handshake (-s)", st->timeout_handshake},
+        {"tls_misdirected", "HTTPS: Host of another certificate: 421", st->tls_misdirected},
+        {"tls_ktls", "HTTPS: connections sent by kernel TLS (sendfile)", st->tls_ktls},
+    };
+    return put_rows(r, n, cap, d, sizeof d / sizeof d[0]);
+}
+
 /* The response cache's rows (handlers/cache.c) after r[0..n): the new n. */
 static size_t cache_rows(const site_t *s, row_t *r, size_t n, size_t cap)
 {
@@ -146,14 +164,7 @@ static size_t rows(const site_t *s, row_t *r, size_t cap, int64_t now)
     ROW("memory_files", "small files held in memory (-F)", m.files);
     ROW("memory_bytes", "bytes of them held", m.held);
     ROW("memory_full", "small files sent from disk: memory budget full", m.skipped);
-    ROW("https_connections", "open HTTPS connections", s->ntls);
-    ROW("tls_handshakes", "HTTPS: handshakes done", st->tls_handshakes);
-    ROW("tls_resumed", "HTTPS: of which resumed (ticket or cache)", st->tls_resumed);
-    ROW("tls_failed", "HTTPS: handshakes failed", st->tls_failed);
-    ROW("tls_not_tls", "HTTPS port: not TLS, closed", st->tls_not_tls);
-    ROW("timeout_handshake", "timed out: TLS handshake (-s)", st->timeout_handshake);
-    ROW("tls_misdirected", "HTTPS: Host of another certificate: 421", st->tls_misdirected);
-    ROW("tls_ktls", "HTTPS: connections sent by kernel TLS (sendfile)", st->tls_ktls);
+    n = tls_rows(s, r, n, cap);
     ROW("h2_connections", "connections that spoke HTTP/2", st->h2_conns);
     ROW("h2_errors", "HTTP/2: ended by GOAWAY with an error (floods, resets)", st->h2_errors);
     ROW("h2_yields", "HTTP/2: sends paused at the per-event budget", st->h2_yields);

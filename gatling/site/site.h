@@ -49,6 +49,8 @@ typedef struct site {
     size_t nconns; /* open connections (conn.c keeps it) */
     size_t ntls;   /* ... of which HTTPS */
     int draining;  /* a drain has begun (its -g grace too): the health check fails */
+    int https_ready; /* HTTPS answers: its port bound, a certificate loaded (server.c keeps
+                        it); -X redirects to it only then */
     int64_t date_at; /* wall-clock second of `date` */
     char date[32];   /* the current HTTP-date, for Date: */
     /* Last-Modified dates formatted lately, by mtime: gmtime and formatting

@@ -45,6 +45,7 @@ typedef struct status_counters {
     uint64_t tls_resumed;      /* ... of which resumed a session (ticket or cache) */
     uint64_t tls_failed;       /* ... failed (protocol error, no common cipher, ...) */
     uint64_t tls_not_tls;      /* bytes on the HTTPS port that were no TLS handshake */
+    uint64_t tls_no_cert;      /* handshakes refused: no certificate loaded yet (-C DIR) */
     uint64_t timeout_handshake;/* HTTPS: handshake not done in time (-s) */
     uint64_t tls_misdirected;  /* Host answered by another certificate: 421 */
     uint64_t tls_ktls;         /* handshakes after which the kernel encrypts (kTLS) */

@@ -669,12 +669,20 @@ def test_ftps_active_and_resume(gatling):
     f.quit()
 
 
-def test_ftps_rules(gatling):
+def test_ftps_rules(gatling, tmp_path):
     srv = start(gatling)             # no certificates: no AUTH
     f = client(srv, login=False)
     expect_error("502", f.sendcmd, "AUTH TLS")
     expect_error("503", f.sendcmd, "PBSZ 0")
     expect_error("503", f.sendcmd, "PROT P")
+    assert "AUTH" not in f.sendcmd("FEAT")
+    f.quit()
+    # none yet: an empty -C directory (waiting for certbot) offers no AUTH either
+    (tmp_path / "live").mkdir()
+    srv = gatling(TREE, args=("-C", str(tmp_path / "live"), "-e", "0", "-f", "0"))
+    srv.ftp = ftp_port(srv)
+    f = client(srv, login=False)
+    expect_error("502", f.sendcmd, "AUTH TLS")
     assert "AUTH" not in f.sendcmd("FEAT")
     f.quit()
 

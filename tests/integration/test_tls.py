@@ -1,7 +1,7 @@
 """HTTPS: certificates and SNI, TLS 1.2 and 1.3, ALPN, resumption (tickets and
 the session cache, also across -W workers), what is not TLS on the TLS port,
 stalled and renegotiating clients, keys the server would publish, reloading
-renewed certificates, 421, HSTS and the redirect to HTTPS (those three over
+renewed certificates, an empty certificate directory waited for, 421, HSTS and the redirect to HTTPS (those three over
 HTTP/2 too) -- with curl, openssl s_client and Python's h2 as the clients."""
 import json
 import os
@@ -674,10 +674,8 @@ def test_world_readable_key_in_docroot_refused(build, tmp_path, pki):
 
 
 def test_bad_certificate_directories(build, tmp_path, pki):
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    cases = [(["-C", str(empty)], b"no certificate"),
-             (["-C", str(tmp_path / "missing")], b"No such file"),
+    # (an empty -C directory is no error: test_empty_certificate_directory_waits)
+    cases = [(["-C", str(tmp_path / "missing")], b"No such file"),
              (["-e", "0"], b"no certificate")]
     mism = tmp_path / "mismatch"
     mism.mkdir()
@@ -903,6 +901,71 @@ def test_misdirected_421(gatling, pki, proto):
     assert ask("localhost", b"localhost") == ok
     assert ask("localhost", b"unknown.example") == ok  # the default's too
     assert status(srv)["tls_misdirected"] == 1
+
+
+def get_plain(port, target=b"/f.txt"):
+    """One GET on the plain HTTP port: the whole response."""
+    with socket.create_connection(("127.0.0.1", port), timeout=IO_TIMEOUT) as s:
+        s.sendall(b"GET %s HTTP/1.1\r\nHost: le.test\r\nConnection: close\r\n\r\n" % target)
+        return recv_all(s)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_empty_certificate_directory_waits(gatling, pki, tmp_path, workers):
+    """-C DIR with no certificate yet (certbot's live/ before the first
+    issuance): gatling starts, serves HTTP, has the HTTPS port bound (before
+    any -u or chroot could keep it from binding it later), answers a
+    ClientHello with a fatal alert (counted as tls_no_certificate), and -X
+    does not send anyone there.  Certificates copied in are loaded without a
+    restart: by the periodic look (one process), or by SIGUSR1 (-W 2: the
+    supervisor passes it on to each worker); then HTTPS answers and -X
+    redirects."""
+    live = tmp_path / "live"
+    live.mkdir()
+    args = ("-T", "10", "-C", str(live), "-e", "0", "-S", "-X")
+    env = {"GATLING_TEST_CERT_CHECK": "1"} if workers == 1 else None
+    if workers > 1:
+        args += ("-W", str(workers))
+    srv = gatling({"f.txt": "hello\n"}, args=args, env=env)
+    port = https_port(srv)
+    assert any("no certificate in %s yet" % live in l for l in srv.errlog), srv.errlog
+    ctx = ssl.create_default_context(cafile=pki + "/ca.pem")
+
+    def handshake():
+        sock = socket.create_connection(("127.0.0.1", port), timeout=IO_TIMEOUT)
+        with ctx.wrap_socket(sock, server_hostname="le.test") as t:
+            t.sendall(b"GET /f.txt HTTP/1.1\r\nHost: le.test\r\nConnection: close\r\n\r\n")
+            return recv_all(t)
+
+    for _ in range(2 * workers):  # every worker refuses, each with the alert
+        with pytest.raises(ssl.SSLError, match="ALERT_INTERNAL_ERROR"):
+            handshake()
+        r = get_plain(srv.port)
+        assert r.startswith(b"HTTP/1.1 200") and r.endswith(b"hello\n"), r
+    if workers == 1:  # -W: each worker counts its own
+        st = status(srv)
+        assert st["tls_no_certificate"] == 2 and st["tls_failed"] == 0, st
+    os.makedirs(live / "le.test")
+    for f in ("fullchain.pem", "privkey.pem"):
+        shutil.copy(pki + "/certs/le.test/" + f, live / "le.test" / f)
+    if workers > 1:
+        srv.send_signal(signal.SIGUSR1)
+    # HTTPS answers, and -X redirects, in every process (a few in a row)
+    deadline, good = time.monotonic() + 5, 0
+    while good < 4 * workers:
+        assert time.monotonic() < deadline, "the certificates were not loaded: %s" % srv.errlog
+        try:
+            r = handshake()
+            assert r.startswith(b"HTTP/1.1 200") and r.endswith(b"hello\n"), r
+            assert get_plain(srv.port).startswith(b"HTTP/1.1 301"), "-X does not redirect"
+            good += 1
+        except (ssl.SSLError, AssertionError):
+            good = 0
+            time.sleep(0.1)
+    while sum("1 certificate loaded from %s: HTTPS answers now" % live in l
+              for l in srv.errlog) < workers:
+        assert time.monotonic() < deadline + 2, srv.errlog
+        time.sleep(0.05)
 
 
 def recv_all(s):
