@@ -33,8 +33,10 @@
  * ftp_pasv_theft); PORT/EPRT name only the peer's own address and a port
  * of 1024 or above (no FTP bounce, ftp_bounce); paths are resolved below
  * the session's directory with fs_open_beneath (openat2 RESOLVE_BENEATH),
- * no dotfiles, only world-readable files and world-readable and
- * -searchable directories.
+ * no dotfiles, only what everyone may read whoever runs the server
+ * (fs_public: world-readable files and world-readable and -searchable
+ * directories, no closed directory on their way), one rule for RETR, SIZE,
+ * MDTM, MLST, STAT, CWD and the listings (ftp_open).
  */
 #ifndef GATLING_FTP_H
 #define GATLING_FTP_H

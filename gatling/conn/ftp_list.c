@@ -3,11 +3,14 @@
  * and MLSD/MLST (RFC 3659 facts).  What is listed is what HTTP's listings
  * show (handlers/listing.h): no dotfiles, regular files and directories
  * only, world-readable (a directory also world-searchable), symlinks as
- * their targets.  Reads the directory on the loop, as the HTTP listing does.
+ * their targets if no closed directory is on their way (fs_public): what
+ * RETR and CWD would take.  Reads the directory on the loop, as the HTTP
+ * listing does.
  */
 #define _GNU_SOURCE
 #include "ftp_sess.h"
 #include "http/hbuf.h"
+#include "site/fs.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -20,14 +23,6 @@
 
 #define FTP_SIX_MONTHS (182 * 86400) /* ls shows the year, not the time, beyond */
 
-/* Would HTTP serve it (or list it)? */
-static int visible(const struct stat *st)
-{
-    if (S_ISDIR(st->st_mode))
-        return (st->st_mode & (S_IROTH | S_IXOTH)) == (S_IROTH | S_IXOTH);
-    return S_ISREG(st->st_mode) && (st->st_mode & S_IROTH);
-}
-
 /* A name with a line end or a control byte would break the reply's lines. */
 static int printable(const char *name)
 {
@@ -35,6 +30,24 @@ static int printable(const char *name)
         if ((unsigned char)*name < 0x20 || *name == 0x7f)
             return 0;
     return 1;
+}
+
+/*
+ * Is the entry e of dirfd, the directory path, listed (its target's stat in
+ * *st)?  As HTTP's listing: not a dotfile, world-readable, and a symlink
+ * (or what may be one) only if no closed directory is on its way.
+ */
+static int visible(int dirfd, const fs_at_t *at, const char *path, const struct dirent *e,
+                   struct stat *st)
+{
+    if (e->d_name[0] == '.' || !printable(e->d_name) || fstatat(dirfd, e->d_name, st, 0) < 0 ||
+        !fs_mode_public(st))
+        return 0;
+    if (e->d_type != DT_LNK && e->d_type != DT_UNKNOWN)
+        return 1;
+    char rel[FTP_PATH_MAX + 256];
+    int n = snprintf(rel, sizeof rel, "%s/%s", path + 1, e->d_name);
+    return n > 0 && (size_t)n < sizeof rel && fs_public(at, rel[0] == '/' ? rel + 1 : rel, -1, 0);
 }
 
 static void perms(char *p, mode_t m)
@@ -95,7 +108,8 @@ static int lb_room(lbuf_t *b, size_t n)
     return 0;
 }
 
-int ftp_list_dir(int dirfd, ftp_verb_t how, int64_t now, char **out, size_t *len)
+int ftp_list_dir(int dirfd, const fs_at_t *at, const char *path, ftp_verb_t how, int64_t now,
+                 char **out, size_t *len)
 {
     int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DIR *d = fd < 0 ? NULL : fdopendir(fd);
@@ -108,8 +122,7 @@ int ftp_list_dir(int dirfd, ftp_verb_t how, int64_t now, char **out, size_t *len
     struct dirent *e;
     while ((e = readdir(d))) {
         struct stat st;
-        if (e->d_name[0] == '.' || !printable(e->d_name) || fstatat(dirfd, e->d_name, &st, 0) < 0 ||
-            !visible(&st))
+        if (!visible(dirfd, at, path, e, &st))
             continue;
         size_t need = strlen(e->d_name) + 128;
         if (lb_room(&b, need) < 0) {

@@ -96,16 +96,22 @@ void ftp_cmd_transfer(ftp_sess_t *s, const ftp_cmd_t *cmd, const char *path);
 void ftp_xfer_abort(ftp_sess_t *s, int code, const char *why);
 void ftp_data_event(ftp_sess_t *s, int fd, unsigned events);
 /* ftp_xfer.c: open path (absolute, from ftp_path_join) below s->root as
-   HTTP would serve it: no dotfiles, world-readable (directories also
-   searchable).  fd, or -1 with errno; *st gets its stat. */
+   HTTP would serve it: no dotfiles, no password asked, only what everyone
+   may read (fs_public: world-readable, directories also searchable, no
+   closed directory on the way).  fd, or -1 with errno; *st gets its stat.
+   RETR, SIZE, MDTM, MLST, STAT, CWD and the listings all open through it. */
 int ftp_open(ftp_sess_t *s, const char *path, struct stat *st);
+/* ftp_xfer.c: where fs_public walks from for the session's paths. */
+fs_at_t ftp_at(const ftp_sess_t *s);
 /* ftp_xfer.c: for STOR, APPE, MKD: the world-writable directory that path's
    parent is, opened (its fd), with path's last segment in *name; -1 after
    replying why not (uploads off, not world-writable, a dotfile, ...). */
 int ftp_upload_dir(ftp_sess_t *s, const char *path, const char **name);
-/* ftp_list.c: a listing of dirfd (LIST, NLST or MLSD) into a malloc'd
-   buffer; or of the one file path names (LIST/NLST of a file).  0 or -1. */
-int ftp_list_dir(int dirfd, ftp_verb_t how, int64_t now, char **out, size_t *len);
+/* ftp_list.c: a listing of dirfd, the directory path (from at: its symlinks
+   are checked with fs_public), for LIST, NLST or MLSD, into a malloc'd
+   buffer.  0 or -1. */
+int ftp_list_dir(int dirfd, const fs_at_t *at, const char *path, ftp_verb_t how, int64_t now,
+                 char **out, size_t *len);
 /* ftp_list.c: one entry's line: "facts; name" (MLST, MLSD), ls -l (LIST),
    the name (NLST).  Bytes written (without NUL) or -1 if it did not fit. */
 long ftp_list_line(char *out, size_t cap, ftp_verb_t how, const struct stat *st, const char *name,

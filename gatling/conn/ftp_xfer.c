@@ -10,6 +10,7 @@
 #include "tls.h"
 #include "handlers/htaccess.h"
 #include "site/fs.h"
+#include "site/vhost.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -42,14 +43,6 @@ static void data_deadline(ftp_sess_t *s, int64_t ms)
     gio_set_deadline(loop_of(s), s->dfd, gio_now(loop_of(s)) + ms);
 }
 
-/* Would HTTP serve it? */
-static int servable(const struct stat *st)
-{
-    if (S_ISDIR(st->st_mode))
-        return (st->st_mode & (S_IROTH | S_IXOTH)) == (S_IROTH | S_IXOTH);
-    return S_ISREG(st->st_mode) && (st->st_mode & S_IROTH);
-}
-
 /* p with a '/' at its end for a directory (htaccess_check starts there). */
 static const char *as_checked(const char *p, int dir, char *buf, size_t cap)
 {
@@ -79,6 +72,12 @@ static int protected(ftp_sess_t *s, int fd, const char *path, int dir)
     return 0;
 }
 
+fs_at_t ftp_at(const ftp_sess_t *s)
+{
+    /* vname is the name vhost_open() was given (open_root): "ip:port" fits */
+    return site_at(s->site, vhost_dir(s->vhost_dir, s->vname));
+}
+
 int ftp_open(ftp_sess_t *s, const char *path, struct stat *st)
 {
     if (ftp_path_hidden(path)) {
@@ -88,7 +87,9 @@ int ftp_open(ftp_sess_t *s, const char *path, struct stat *st)
     int fd = fs_open_beneath(s->root, path[1] ? path + 1 : ".", site_root_check(s->site));
     if (fd < 0)
         return -1;
-    if (fstat(fd, st) < 0 || !servable(st) || protected(s, fd, path, S_ISDIR(st->st_mode))) {
+    fs_at_t at = ftp_at(s);
+    if (fstat(fd, st) < 0 || !fs_public(&at, path + 1, fd, 0) ||
+        protected(s, fd, path, S_ISDIR(st->st_mode))) {
         close(fd);
         errno = EACCES;
         return -1;
@@ -455,7 +456,8 @@ static int prepare_list(ftp_sess_t *s, ftp_verb_t verb, const char *path)
     int64_t now = gio_wallclock(loop_of(s));
     int r = 0;
     if (S_ISDIR(st.st_mode)) {
-        r = ftp_list_dir(fd, verb, now, &buf, &len);
+        fs_at_t at = ftp_at(s);
+        r = ftp_list_dir(fd, &at, path, verb, now, &buf, &len);
     } else if ((buf = malloc(FTP_PATH_MAX + 160))) { /* LIST of one file */
         long n = ftp_list_line(buf, FTP_PATH_MAX + 160, verb, &st, strrchr(path, '/') + 1, now);
         len = n > 0 ? (size_t)n : 0;

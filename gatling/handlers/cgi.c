@@ -570,9 +570,12 @@ static int is_script(const cgi_loop_t *L, const config_t *cfg, int fd, const cha
 }
 
 /* The longest prefix of the path naming a file (shorter while a file is
-   in the way, ENOTDIR): a script?  1 with f->fd open, or 0. */
+   in the way, ENOTDIR): a script, and one everyone may read (fs_public: a
+   script behind a closed directory is not run, and static.c says 403)?
+   1 with f->fd open, or 0. */
 static int walk(const cgi_loop_t *L, const site_t *s, cgi_find_t *f)
 {
+    fs_at_t at = site_at(s, vhost_dir(f->which, f->t.vhost));
     const char *path = f->t.p.path;
     size_t len = f->t.p.len;
     char rel[EX_PATH_CAP];
@@ -590,7 +593,7 @@ static int walk(const cgi_loop_t *L, const site_t *s, cgi_find_t *f)
         }
         if (fd < 0)
             return 0;
-        if (!is_script(L, s->cfg, fd, path, len)) {
+        if (!is_script(L, s->cfg, fd, path, len) || !fs_public(&at, rel, fd, 0)) {
             close(fd);
             return 0;
         }

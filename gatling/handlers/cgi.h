@@ -7,10 +7,12 @@
  * of the decoded, normalised path is the longest prefix ending at a '/'
  * that names a regular file below the vhost directory, found as static.c
  * finds files (fs.c's openat2 RESOLVE_BENEATH, symlinks only within the
- * root unless -L, never a dotfile anywhere in the path, only world-readable
- * files); the rest is PATH_INFO: /cgi/x.sh/a/b runs /cgi/x.sh with PATH_INFO
- * /a/b.  Any method goes to the script; .htaccess protects a script as it
- * protects a file, and then REMOTE_USER names who passed.
+ * root unless -L, never a dotfile anywhere in the path, only what fs_public
+ * says everyone may read: a script behind a directory others may not search
+ * is not run, and static.c answers 403); the rest is PATH_INFO:
+ * /cgi/x.sh/a/b runs /cgi/x.sh with PATH_INFO /a/b.  Any method goes to
+ * the script; .htaccess protects a script as it protects a file, and then
+ * REMOTE_USER names who passed.
  *
  * The process is created by the spawner (site/spawn.h), never by the loop:
  * its stdin, stdout and stderr are pipes watched on the loop (watch.h).

@@ -55,7 +55,7 @@ size_t hints_parse(const char *text, size_t n, char *out, size_t cap)
     return len;
 }
 
-char *hints_for(int vfd, const char *rel, const char *root_check)
+char *hints_for(int vfd, const fs_at_t *at, const char *rel, const char *root_check)
 {
     char path[4096];
     const char *slash = strrchr(rel, '/');
@@ -70,7 +70,7 @@ char *hints_for(int vfd, const char *rel, const char *root_check)
     char text[HINTS_READ_MAX], value[HINTS_MAX];
     struct stat st;
     ssize_t got = -1; /* a regular file anyone may read, as for what is served */
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & S_IROTH))
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && fs_public(at, path, fd, 0))
         got = read(fd, text, sizeof text);
     close(fd);
     if (got <= 0 || !hints_parse(text, (size_t)got, value, sizeof value))

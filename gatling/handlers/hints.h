@@ -12,12 +12,15 @@
  * a byte a field value cannot carry (controls, DEL, bytes over 0x7e).  The
  * lines become one Link field value, joined by ", ", at most HINTS_MAX - 1
  * bytes (a line that would not fit is left out, and so are the ones after
- * it).  Read once, when the page enters the open-file cache.
+ * it).  Read once, when the page enters the open-file cache, and only if
+ * everyone may read it, as a page (a symlink into a closed directory is not).
  */
 #ifndef HINTS_H
 #define HINTS_H
 
 #include <stddef.h>
+
+#include "site/fs.h"
 
 #define HINTS_FILE ".early-hints"
 #define HINTS_MAX 1024     /* the Link value, NUL included */
@@ -26,8 +29,9 @@
 /* The Link value of text[0..n) into out (cap >= 1): its length, 0 if none. */
 size_t hints_parse(const char *text, size_t n, char *out, size_t cap);
 
-/* The Link value for the page rel (below the directory vfd; root_check as
-   for fs_open_beneath), malloc'd, or NULL (no file, nothing in it, ENOMEM). */
-char *hints_for(int vfd, const char *rel, const char *root_check);
+/* The Link value for the page rel (below the directory vfd, at's directory;
+   root_check as for fs_open_beneath), malloc'd, or NULL (no file, nothing in
+   it, not one everyone may read as fs_public says, ENOMEM). */
+char *hints_for(int vfd, const fs_at_t *at, const char *rel, const char *root_check);
 
 #endif

@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -165,16 +166,6 @@ static size_t human_size(char *buf, size_t bufsz, long long sz)
     return (size_t)snprintf(buf, bufsz, "%llu%c", whole, units[u]);
 }
 
-/* What anyone may fetch: a world-readable file or a world-searchable directory. */
-static int listable(const struct stat *st)
-{
-    if (S_ISREG(st->st_mode))
-        return (st->st_mode & S_IROTH) != 0;
-    if (S_ISDIR(st->st_mode))
-        return (st->st_mode & (S_IROTH | S_IXOTH)) == (S_IROTH | S_IXOTH);
-    return 0;
-}
-
 static int add_entry(dirlist_t *l, const char *name, const struct stat *st)
 {
     size_t len = strlen(name);
@@ -195,12 +186,43 @@ static int add_entry(dirlist_t *l, const char *name, const struct stat *st)
     return 0;
 }
 
+/* Where the walk of fs_public starts, and the directory's path below it. */
+typedef struct where {
+    const fs_at_t *at;
+    const char *urlpath; /* "/dir/" */
+    size_t n;
+} where_t;
+
+/*
+ * Is the entry de of the directory fd listed (its target's stat in *st)?
+ * Not a dotfile, world-readable (fs_mode_public), and for a symlink (or
+ * what may be one) also reached without a closed directory on its way:
+ * the entries of a public directory that are no symlinks are reached
+ * through it alone.
+ */
+static int shown(int fd, const struct dirent *de, const where_t *w, struct stat *st)
+{
+    /* follow symlinks: a link shows its target, a dangling one fails here and is skipped,
+       as is an entry removed since readdir */
+    if (de->d_name[0] == '.' || fstatat(fd, de->d_name, st, 0) != 0 || !fs_mode_public(st))
+        return 0;
+    if (de->d_type != DT_LNK && de->d_type != DT_UNKNOWN)
+        return 1;
+    char rel[PATH_MAX];
+    size_t len = strlen(de->d_name);
+    if (w->n - 1 + len >= sizeof rel)
+        return 0;
+    memcpy(rel, w->urlpath + 1, w->n - 1);
+    memcpy(rel + w->n - 1, de->d_name, len + 1);
+    return fs_public(w->at, rel, -1, 0);
+}
+
 /*
  * Read the listable entries of dirfd into l.  The directory is opened anew
  * as "." below dirfd rather than dup()ed: a dup would share (and move) the
  * caller's offset, and this also works for an O_PATH descriptor.
  */
-static int read_entries(int dirfd, dirlist_t *l)
+static int read_entries(int dirfd, const where_t *w, dirlist_t *l)
 {
     int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
@@ -221,9 +243,7 @@ static int read_entries(int dirfd, dirlist_t *l)
             break;
         }
         struct stat st;
-        /* follow symlinks: a link shows its target, a dangling one fails here and is skipped,
-           as is an entry removed since readdir */
-        if (de->d_name[0] == '.' || fstatat(fd, de->d_name, &st, 0) != 0 || !listable(&st))
+        if (!shown(fd, de, w, &st))
             continue;
         if (add_entry(l, de->d_name, &st) != 0) {
             rc = -1;
@@ -337,8 +357,8 @@ static void put_row(obuf_t *o, const entry_t *e)
 }
 
 /* Contract in listing.h. */
-int listing_render(int dirfd, const char *urlpath, size_t n, const char *query, size_t qlen,
-                   char **out, size_t *outlen)
+int listing_render(int dirfd, const fs_at_t *at, const char *urlpath, size_t n, const char *query,
+                   size_t qlen, char **out, size_t *outlen)
 {
     if (n == 0 || urlpath[n - 1] != '/') {
         errno = EINVAL;
@@ -347,7 +367,8 @@ int listing_render(int dirfd, const char *urlpath, size_t n, const char *query, 
     dirlist_t l = {0};
     obuf_t o = {0};
     int rc = -1;
-    if (read_entries(dirfd, &l) != 0)
+    where_t w = {at, urlpath, n};
+    if (read_entries(dirfd, &w, &l) != 0)
         goto done;
     char col, dir;
     sort_key(query, qlen, &col, &dir);

@@ -147,7 +147,9 @@ void proxy_free(site_t *site)
 
 /* ---- which requests ---- */
 
-/* Does the vhost serving ex hold a .proxy file?  Looked at once a second
+/* Does the vhost serving ex hold a .proxy file, one a process without
+   privileges could stat (fs_public FS_ANY: its directory, or a directory
+   on the way its symlink leads, world-searchable)?  Looked at once a second
    per vhost; t->vhost and t->which get its name and directory. */
 static int vhost_proxied(proxy_t *px, exchange_t *ex, px_target_t *t)
 {
@@ -166,7 +168,9 @@ static int vhost_proxied(proxy_t *px, exchange_t *ex, px_target_t *t)
         int fd = vhost_open(s->rootfd, cfg->vhosts ? t->vhost : NULL, cfg->vhost_only,
                             site_root_check(s), &e->which);
         struct stat st;
-        e->has = fd >= 0 && fstatat(fd, ".proxy", &st, 0) == 0;
+        fs_at_t at = site_at(s, vhost_dir(e->which, t->vhost));
+        e->has = fd >= 0 && fstatat(fd, ".proxy", &st, 0) == 0 &&
+                 fs_public(&at, ".proxy", -1, FS_ANY);
         if (fd >= 0)
             close(fd);
         memcpy(e->name, t->vhost, sizeof t->vhost);

@@ -8,10 +8,15 @@
  * (http/conditional.c) -> ranges (ranges.c) -> head and body.  Everything a
  * miss learns is cached for FCACHE_TTL_MS with the file.
  *
- * Only world-readable regular files are published (as in the original
- * gatling): a file that exists but lacks S_IROTH is 403, so a mistaken chmod
- * on the server never leaks a private file.  Dotfiles are never served,
- * but for /.well-known/ (RFC 8615: path_hidden()).
+ * Only what everyone may read is published, whoever runs the server (as in
+ * the original gatling, and more): a world-readable regular file (S_IROTH)
+ * every directory on whose way below the root is world-searchable (S_IXOTH),
+ * the way symlinks lead included (fs_public, site/fs.h); a listing also
+ * needs its directory world-readable.  Anything else that exists is 403, as
+ * is whatever is missing behind a closed directory, so that a server run as
+ * root answers as an unprivileged one would, and a mistaken chmod never
+ * leaks a private file.  Dotfiles are never served, but for /.well-known/
+ * (RFC 8615: path_hidden()).
  */
 #define _GNU_SOURCE
 #include "auth.h"
@@ -74,11 +79,12 @@ static void log_vhost(exchange_t *ex, const target_t *t, int which)
 }
 
 /* A directory's listing, generated fresh (never cached). */
-static int serve_listing(exchange_t *ex, int dirfd, const target_t *t)
+static int serve_listing(exchange_t *ex, int dirfd, const target_t *t, const fs_at_t *at)
 {
     char *page;
     size_t len;
-    if (listing_render(dirfd, t->p.path, t->p.len, t->p.query, t->p.query_len, &page, &len) < 0)
+    if (listing_render(dirfd, at, t->p.path, t->p.len, t->p.query, t->p.query_len, &page, &len) <
+        0)
         return ex_error(ex, open_status(errno), NULL, NULL);
     ex_field(ex, "X-Content-Type-Options", "nosniff");
     ex_field(ex, "Cache-Control", "no-cache");
@@ -95,12 +101,24 @@ static int guard(exchange_t *ex, const target_t *t)
     return auth_check(ex, t, t->p.path, NULL);
 }
 
+/* 403, unless a protected directory must say 401 first.  > 0 when a
+   response was queued (or the password check went to a worker, auth.h),
+   -1 on failure. */
+static int forbid(exchange_t *ex, const target_t *t)
+{
+    int r = guard(ex, t);
+    if (r == 0)
+        r = ex_error(ex, 403, NULL, NULL) < 0 ? -1 : 1;
+    return r;
+}
+
 /*
  * Open the index of the directory open on *fd (replacing *fd), or answer
  * with a listing or 403.  Returns 0 with *fd the index file and *name its
  * name, 1 when a response was queued, -1 on failure.
  */
-static int open_index(exchange_t *ex, int *fd, const char **name, const target_t *t)
+static int open_index(exchange_t *ex, int *fd, const char **name, const target_t *t,
+                      const fs_at_t *at)
 {
     site_t *s = ex->site;
     const char *names[] = {"index.html", s->cfg->index2};
@@ -113,20 +131,25 @@ static int open_index(exchange_t *ex, int *fd, const char **name, const target_t
         }
     }
     int r;
-    if (!s->cfg->listings) {
-        if ((r = guard(ex, t)) == 0)
-            r = ex_error(ex, 403, NULL, NULL);
-    } else if ((r = guard(ex, t)) == 0) { /* .htaccess guards listings */
-        r = serve_listing(ex, *fd, t);
-    }
+    if (!s->cfg->listings || !fs_public(at, t->p.path + 1, *fd, 0))
+        r = forbid(ex, t);
+    else if ((r = guard(ex, t)) == 0) /* .htaccess guards listings */
+        r = serve_listing(ex, *fd, t, at);
     close(*fd);
     *fd = -1;
     return r < 0 ? -1 : 1;
 }
 
-/* Miss: answer the error or redirect for a path that does not open. */
-static int not_found(exchange_t *ex, int vfd, const target_t *t, int err)
+/*
+ * Miss: answer the error or redirect for a path that does not open.  What
+ * is missing, or a URL symlink, behind a closed directory is 403, as for
+ * what is there: the answer says nothing of what the directory holds.
+ */
+static int not_found(exchange_t *ex, int vfd, const target_t *t, const fs_at_t *at, int err)
 {
+    if ((open_status(err) == 404 || err == EXDEV) && !fs_public(at, t->p.path + 1, -1, FS_LINK) &&
+        errno == EACCES)
+        return ex_error(ex, 403, NULL, NULL);
     if (err == ENOENT || err == EXDEV) {
         int r = redirect_symlink(ex, vfd, t->p.path + 1);
         if (r)
@@ -164,16 +187,58 @@ static int governing_htaccess(int vfd, int fd, const target_t *t, char **auth)
 }
 
 /*
+ * Open what t names below vfd, for a directory its index: 0 with *fd open,
+ * *st its stat and *name the index's name (NULL: none); > 0 when a response
+ * (error, redirect, listing) was queued instead, -1 on failure.
+ */
+static int open_target(exchange_t *ex, int vfd, const target_t *t, const fs_at_t *at, int *fd,
+                       struct stat *st, const char **name)
+{
+    int r;
+    *name = NULL;
+    if ((*fd = fs_open_beneath(vfd, t->p.path + 1, site_root_check(ex->site))) < 0) {
+        int err = errno;
+        if ((r = guard(ex, t)) == 0)
+            r = not_found(ex, vfd, t, at, err);
+        return r < 0 ? -1 : 1;
+    }
+    if (fstat(*fd, st) < 0)
+        goto forbidden;
+    if (S_ISDIR(st->st_mode) && t->p.path[t->p.len - 1] != '/') {
+        if (!fs_public(at, t->p.path + 1, *fd, FS_ANY)) /* a 301 would say it is there */
+            goto forbidden;
+        close(*fd);
+        *fd = -1;
+        if ((r = guard(ex, t)) == 0)
+            r = redirect_path(ex, 301, "", &t->p, "/");
+        return r < 0 ? -1 : 1;
+    }
+    if (S_ISDIR(st->st_mode)) {
+        if ((r = open_index(ex, fd, name, t, at)) != 0)
+            return r;
+        if (fstat(*fd, st) < 0)
+            goto forbidden;
+    }
+    return 0;
+forbidden:
+    close(*fd);
+    *fd = -1;
+    return forbid(ex, t);
+}
+
+/*
  * Cache miss: open the file for t below its vhost directory and fill a cache
- * entry.  Returns the entry (referenced), or NULL when a response (error,
- * redirect, listing) was queued instead — *failed says if queuing failed.
+ * entry, if it may be published.  Returns the entry (referenced), or NULL
+ * when a response (error, redirect, listing) was queued instead — *failed
+ * says if queuing failed.
  */
 static fcache_entry_t *lookup(exchange_t *ex, const target_t *t, int *failed)
 {
     site_t *s = ex->site;
     fcache_entry_t e = {.fd = -1};
-    const char *name = NULL;
-    int r = 0, which, vfd = target_open_vhost(s, t, &which);
+    const char *name;
+    int fd = -1, r = 0, which, vfd = target_open_vhost(s, t, &which);
+    fs_at_t at = site_at(s, vhost_dir(which, t->vhost));
     log_vhost(ex, t, which);
     e.vhost_dir = which;
     *failed = 0;
@@ -184,29 +249,17 @@ static fcache_entry_t *lookup(exchange_t *ex, const target_t *t, int *failed)
         *failed = ex_error(ex, st == 503 ? 503 : 404, NULL, NULL) < 0;
         return NULL;
     }
-    int fd = fs_open_beneath(vfd, t->p.path + 1, site_root_check(s));
-    if (fd < 0) {
-        int err = errno;
-        if ((r = guard(ex, t)) == 0)
-            r = not_found(ex, vfd, t, err);
+    if ((r = open_target(ex, vfd, t, &at, &fd, &e.st, &name)) != 0)
+        goto done;
+    size_t rl = t->p.len - 1 + (name ? strlen(name) : 0);
+    if (!(e.rel = malloc(rl + 1)))
+        goto fail;
+    snprintf(e.rel, rl + 1, "%s%s", t->p.path + 1, name ? name : "");
+    if (!S_ISREG(e.st.st_mode) || !fs_public(&at, e.rel, fd, 0)) {
+        close(fd);
+        r = forbid(ex, t);
         goto done;
     }
-    if (fstat(fd, &e.st) < 0)
-        goto forbidden;
-    if (S_ISDIR(e.st.st_mode)) {
-        if (t->p.path[t->p.len - 1] != '/') {
-            close(fd);
-            if ((r = guard(ex, t)) == 0)
-                r = redirect_path(ex, 301, "", &t->p, "/");
-            goto done;
-        }
-        if ((r = open_index(ex, &fd, &name, t)) != 0)
-            goto done;
-        if (fstat(fd, &e.st) < 0)
-            goto forbidden;
-    }
-    if (!S_ISREG(e.st.st_mode) || !(e.st.st_mode & S_IROTH))
-        goto forbidden;
     if ((r = governing_htaccess(vfd, fd, t, &e.auth)) != 0) {
         close(fd);
         if (r == 500)
@@ -214,33 +267,27 @@ static fcache_entry_t *lookup(exchange_t *ex, const target_t *t, int *failed)
         r = r == 500 ? ex_error(ex, 500, NULL, NULL) : -1;
         goto done;
     }
-    size_t rl = t->p.len - 1 + (name ? strlen(name) : 0);
-    if (!(e.rel = malloc(rl + 1)))
-        goto fail;
-    snprintf(e.rel, rl + 1, "%s%s", t->p.path + 1, name ? name : "");
     e.protect = e.auth != NULL;
     e.fd = fd;
     e.type = mime_lookup(s->mime, e.rel, rl);
     if (!strncmp(e.type, "text/html", 9))
-        e.hints = hints_for(vfd, e.rel, site_root_check(s));
+        e.hints = hints_for(vfd, &at, e.rel, site_root_check(s));
+    /* a sibling is e.rel's name + ".br" etc. in its directory, with
+       O_NOFOLLOW: the same way as e.rel's, so only its own mode counts */
     e.siblings = s->cfg->gzip ? enc_siblings(vfd, e.rel, &e.st, ENC_ALL) : 0;
     enc_etag(e.etag, &e.st, ENC_IDENTITY);
     fcache_entry_t *f = fcache_put(s->fcache, t->key, t->keylen, &e, gio_now(s->loop));
     if (!f) {
-        free(e.rel), free(e.auth), free(e.hints);
+        free(e.auth), free(e.hints);
         goto fail;
     }
     close(vfd);
     return f;
-forbidden:
-    close(fd);
-    if ((r = guard(ex, t)) == 0)
-        r = ex_error(ex, 403, NULL, NULL);
-    goto done;
 fail:
     close(fd);
     r = -1;
 done:
+    free(e.rel);
     close(vfd);
     *failed = r < 0;
     return NULL;

@@ -81,7 +81,9 @@ int enc_compressible(const char *ctype);
  * relpath.br (ENC_BR), relpath.zst (ENC_ZSTD), relpath.gz (ENC_GZIP), looked
  * up with fstatat relative to dirfd without following a symlink as the last
  * component.  A sibling counts if it is a non-empty regular file, world
- * readable (S_IROTH, as for any published file) and not older than orig
+ * readable (S_IROTH, as for any published file: it lies in relpath's
+ * directory, so the way to it is relpath's, which fs_public vetted) and
+ * not older than orig
  * (st_mtim >= orig's, nanoseconds included: `gzip -k`, `brotli -k` and
  * `zstd` copy the original's time exactly).  relpath is relative (no
  * leading '/'), normalised, without "..": the caller's job.  One fstatat per

@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define FS_FLAGS (O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
@@ -170,3 +171,206 @@ int fs_open_beneath(int dirfd, const char *rel, const char *root_real)
     }
 }
 #endif
+
+/* ---- fs_public: the walk of a process without privileges ---------------- */
+
+#define FS_HOPS 40 /* symlinks one walk may follow: the kernel's MAXSYMLINKS */
+
+/*
+ * Where the walk stands, cur: below the root, relative to it ("" the root
+ * itself, "a/b"), or, out, an absolute path outside it ("" for "/", "/x/y")
+ * once a -L symlink led there.  cur never holds a symlink: each one met is
+ * replaced by its target.  todo is what is left of the path to walk.
+ */
+typedef struct walk {
+    const fs_at_t *at;
+    size_t rootlen;
+    int out;
+    size_t curlen;
+    char cur[PATH_MAX];
+    char todo[PATH_MAX];
+} walk_t;
+
+static int cur_base(const walk_t *w)
+{
+    return w->out ? AT_FDCWD : w->at->rootfd;
+}
+
+static const char *cur_path(const walk_t *w)
+{
+    return w->out ? (w->curlen ? w->cur : "/") : (w->curlen ? w->cur : ".");
+}
+
+/* Out of the root and into it again: an absolute path below root_real is
+   walked from rootfd, relative. */
+static void settle(walk_t *w)
+{
+    const char *root = w->at->root_real;
+    size_t r = w->rootlen;
+    if (!w->out)
+        return;
+    if (r == 1) { /* the root is "/" (a chroot): every absolute path is below it */
+        r = 0;
+    } else if (w->curlen < r || memcmp(w->cur, root, r) || (w->cur[r] && w->cur[r] != '/')) {
+        return;
+    }
+    size_t skip = r + (w->cur[r] == '/');
+    memmove(w->cur, w->cur + skip, w->curlen - skip + 1);
+    w->curlen -= skip;
+    w->out = 0;
+}
+
+/* Is cur a directory whose mode is the walk's business: below the root, or
+   outside it but not one the root is in? */
+static int counts(const walk_t *w)
+{
+    if (!w->out)
+        return w->curlen > 0;
+    const char *root = w->at->root_real;
+    return !(w->curlen < w->rootlen && !memcmp(root, w->cur, w->curlen) &&
+             root[w->curlen] == '/');
+}
+
+/* cur + "/" + name[0..n); -1 if it does not fit. */
+static int push(walk_t *w, const char *name, size_t n)
+{
+    size_t sep = w->out || w->curlen;
+    if (w->curlen + sep + n >= sizeof w->cur)
+        return -1;
+    if (sep)
+        w->cur[w->curlen++] = '/';
+    memcpy(w->cur + w->curlen, name, n);
+    w->curlen += n;
+    w->cur[w->curlen] = 0;
+    return 0;
+}
+
+/* cur's last component off ("..": the root's parent is outside it). */
+static void pop(walk_t *w)
+{
+    if (!w->out && !w->curlen) {
+        if (w->rootlen == 1) /* "/..": "/" */
+            return;
+        w->out = 1; /* root_real is shorter than PATH_MAX: realpath() made it */
+        w->curlen = w->rootlen;
+        memcpy(w->cur, w->at->root_real, w->curlen + 1);
+    }
+    while (w->curlen && w->cur[w->curlen - 1] != '/')
+        w->curlen--;
+    if (w->curlen) /* and the '/' before it ("/x" out: "", which is "/") */
+        w->curlen--;
+    w->cur[w->curlen] = 0;
+}
+
+/*
+ * cur ends in a symlink: put its target before the rest of the path
+ * (todo[rest..]) and step back to the directory holding it; an absolute
+ * target starts from "/".  -1 if it cannot be read or does not fit.
+ */
+static int enter_link(walk_t *w, size_t rest)
+{
+    char link[PATH_MAX];
+    ssize_t n = readlinkat(cur_base(w), cur_path(w), link, sizeof link);
+    size_t left = strlen(w->todo + rest);
+    if (n < 0)
+        return -1;
+    if (n == 0 || (size_t)n + 1 + left >= sizeof w->todo)
+        return errno = ENAMETOOLONG, -1;
+    memmove(w->todo + n + 1, w->todo + rest, left + 1);
+    memcpy(w->todo, link, (size_t)n);
+    w->todo[n] = '/';
+    pop(w);
+    if (link[0] == '/') {
+        w->out = 1, w->curlen = 0, w->cur[0] = 0;
+        settle(w);
+    }
+    return 0;
+}
+
+/* May a process without privileges search cur (st: cur's, if *known)?
+   0, or -1 with errno ENOTDIR or EACCES. */
+static int searchable(const walk_t *w, struct stat *st, int *known)
+{
+    if (!counts(w))
+        return 0;
+    if (!*known && fstatat(cur_base(w), cur_path(w), st, AT_SYMLINK_NOFOLLOW) < 0)
+        return -1;
+    *known = 1;
+    if (!S_ISDIR(st->st_mode))
+        return errno = ENOTDIR, -1;
+    if (!(st->st_mode & S_IXOTH))
+        return errno = EACCES, -1;
+    return 0;
+}
+
+/* Walk w->todo: 0 with cur the object it names (*st its stat if *known),
+   or -1 with errno. */
+static int walk(walk_t *w, int flags, struct stat *st, int *known)
+{
+    size_t pos = 0;
+    for (int hops = 0;;) {
+        while (w->todo[pos] == '/')
+            pos++;
+        if (!w->todo[pos])
+            return 0;
+        const char *name = w->todo + pos;
+        size_t n = strcspn(name, "/"), rest = pos + n;
+        if (searchable(w, st, known) < 0)
+            return -1;
+        pos = rest;
+        if (n == 1 && name[0] == '.')
+            continue;
+        if (n == 2 && name[0] == '.' && name[1] == '.') {
+            pop(w);
+            *known = 0;
+            continue;
+        }
+        while (w->todo[pos] == '/')
+            pos++;
+        int last = !w->todo[pos];
+        if (push(w, name, n) < 0)
+            return errno = ENAMETOOLONG, -1;
+        settle(w); /* back below the root */
+        if (fstatat(cur_base(w), cur_path(w), st, AT_SYMLINK_NOFOLLOW) < 0)
+            return -1;
+        *known = 1;
+        if (S_ISLNK(st->st_mode) && !(last && (flags & FS_LINK))) {
+            if (++hops > FS_HOPS)
+                return errno = ELOOP, -1;
+            if (enter_link(w, rest) < 0)
+                return -1;
+            pos = 0, *known = 0;
+        }
+    }
+}
+
+/* Contract in fs.h. */
+int fs_mode_public(const struct stat *st)
+{
+    if (S_ISDIR(st->st_mode))
+        return (st->st_mode & (S_IROTH | S_IXOTH)) == (S_IROTH | S_IXOTH);
+    return S_ISREG(st->st_mode) && (st->st_mode & S_IROTH);
+}
+
+/* Contract in fs.h. */
+int fs_public(const fs_at_t *at, const char *rel, int fd, int flags)
+{
+    walk_t w = {.at = at, .rootlen = strlen(at->root_real)};
+    struct stat st, of;
+    int known = 0;
+    size_t d = strlen(at->dir), r = strlen(rel);
+    if (d + 1 + r >= sizeof w.todo)
+        return errno = ENAMETOOLONG, 0;
+    memcpy(w.todo, at->dir, d);
+    w.todo[d] = '/';
+    memcpy(w.todo + d + 1, rel, r + 1);
+    if (walk(&w, flags, &st, &known) < 0)
+        return 0;
+    if (!known && fstatat(cur_base(&w), cur_path(&w), &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return 0;
+    if (fd >= 0 && (fstat(fd, &of) < 0 || of.st_dev != st.st_dev || of.st_ino != st.st_ino))
+        return errno = ESTALE, 0;
+    if (counts(&w) && !(flags & (FS_ANY | FS_LINK)) && !fs_mode_public(&st))
+        return errno = EACCES, 0;
+    return 1;
+}

@@ -15,6 +15,7 @@
 #include "config.h"
 #include "elog.h"
 #include "fcache.h"
+#include "fs.h"
 #include "gio.h"
 #include "mime.h"
 #include "stats.h"
@@ -78,6 +79,13 @@ const char *site_httpdate(site_t *s, time_t t);
 /* Log a failed call (errno err) on the error log, with the peer if any. */
 void site_error(site_t *s, const char *call, int err, const struct sockaddr *peer,
                 const char *detail);
+
+/* Where fs_public() walks from to a file of the directory dir below the
+   root (vhost_dir()'s answer): dir is borrowed. */
+static inline fs_at_t site_at(const site_t *s, const char *dir)
+{
+    return (fs_at_t){.rootfd = s->rootfd, .root_real = s->root_real, .dir = dir};
+}
 
 /* The symlink check root for fs_open_beneath (NULL with -L). */
 static inline const char *site_root_check(const site_t *s)

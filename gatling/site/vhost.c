@@ -104,3 +104,8 @@ int vhost_open(int rootfd, const char *name, int vhost_only, const char *root_re
         *which = w;
     return fd;
 }
+
+const char *vhost_dir(int which, const char *name)
+{
+    return which == VHOST_NAMED ? name : which == VHOST_DEFAULT ? "default" : "";
+}

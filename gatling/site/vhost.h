@@ -35,4 +35,8 @@ enum { VHOST_ROOT, VHOST_NAMED, VHOST_DEFAULT };
  */
 int vhost_open(int rootfd, const char *name, int vhost_only, const char *root_real, int *which);
 
+/* The directory vhost_open() chose as *which, relative to the root: name,
+   "default", or "" for the root itself (fs_public() walks from there). */
+const char *vhost_dir(int which, const char *name);
+
 #endif

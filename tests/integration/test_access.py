@@ -1,7 +1,9 @@
 """Access control and redirects: .htaccess Basic authentication (the nearest
 file governs, subdirectories inherit, malformed files are 500), dotfiles
-never served, symlinks out of the document root (403, or served with -L),
--r redirects for missing files, URL symlinks, and the slash redirect."""
+never served, what is behind a directory others may not search (403, also by
+a symlink into it or out of it, and not listed), symlinks out of the document
+root (403, or served with -L), -r redirects for missing files, URL symlinks,
+and the slash redirect."""
 import base64
 import os
 
@@ -52,6 +54,18 @@ def make_tree():
         "pf.txt": Symlink("prot/f.txt"),      # ... and for a protected file
         "deep": {"pg.txt": Symlink("../prot/sub/g.txt")},
         "prot/pub.txt": Symlink("../open.txt"),  # a public file seen through prot/
+        "closed": {  # mode 700 (outside()): 644 files no one else may reach
+            "s.txt": b"behind a closed directory\n",
+            "sub": {"t.txt": b"deeper behind it\n"},
+            "idx": {"index.html": b"<p>closed index</p>\n"},
+            "back.txt": Symlink("../open.txt"),  # an open file, by a closed path
+            "go": Symlink("http://other.example/closed"),
+        },
+        "pubdir": {
+            "f.txt": b"open\n",
+            "into.txt": Symlink("../closed/s.txt"),  # open names for closed things
+            "intodir": Symlink("../closed/sub"),
+        },
     }
 
 
@@ -69,6 +83,7 @@ def server(build, tmp_path_factory, tree):
         os.makedirs(os.path.join(base, "outside"), exist_ok=True)
         with open(os.path.join(base, "outside", "s.txt"), "wb") as f:
             f.write(SECRET)
+        os.chmod(os.path.join(root, "closed"), 0o700)
     # -b 0: these tests fail logins on purpose, many times, from one address
     yield from module_server(build, tmp_path_factory, "access", tree, args=("-T", "10", "-d", "-b", "0"),
                              setup=outside)
@@ -253,6 +268,39 @@ def test_symlink_outside_403(srv, target):
 
 def test_symlink_inside_served(srv):
     assert_ok(get(srv, "/in.txt"), b"public\n")
+
+
+# --------------------------------------------------------------------------
+# What is behind a closed directory (issue 35): the tests run as root, which
+# the kernel lets in anywhere; gatling answers as an unprivileged server would
+
+@pytest.mark.parametrize("target", ["/closed/s.txt", "/closed/sub/t.txt", "/closed/back.txt",
+                                    "/closed/nope.txt", "/closed/no/such/x", "/closed/",
+                                    "/closed/idx/", "/closed/idx/index.html", "/closed/go",
+                                    "/pubdir/into.txt", "/pubdir/intodir/t.txt",
+                                    "/pubdir/intodir/"])
+def test_closed_directory_403(srv, target):
+    """A 644 file in a 700 directory is 403, however it is named: through the
+    closed directory, by a symlink into it, or a symlink inside it to an open
+    file; what is missing there (or a URL symlink) is 403 too, so the answer
+    tells nothing of what the directory holds."""
+    r = get(srv, target)
+    assert_status(r, 403, target)
+    assert b"behind" not in r.body and b"closed index" not in r.body and b"public" not in r.body
+
+
+def test_closed_directory_not_listed(srv):
+    """Listings leave out the closed directory and symlinks that lead into it;
+    the open file beside them is listed and served."""
+    for path, shown, hidden in [("/", [b'href="pubdir/"', b'href="open.txt"'], [b"closed"]),
+                                ("/pubdir/", [b'href="f.txt"'], [b"into", b"closed"])]:
+        r = get(srv, path)
+        assert_status(r, 200, path)
+        for name in shown:
+            assert name in r.body, (path, name, r.body)
+        for name in hidden:
+            assert name not in r.body, (path, name, r.body)
+    assert_ok(get(srv, "/pubdir/f.txt"), b"open\n")
 
 
 def test_L_follows_symlinks_out(gatling, tmp_path):

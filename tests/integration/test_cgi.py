@@ -81,7 +81,12 @@ def tree():
         "env.sh": Mode(SCRIPTS["env.sh"], 0o755),
         "echo.py": Mode(SCRIPTS["echo.py"], 0o755),
     }
+    cgi["shut"] = {"env.sh": Mode(SCRIPTS["env.sh"], 0o755)}  # mode 700 in srv: not run
     return {"cgi": cgi, "pids": {}, "plain.txt": "static\n"}
+
+
+def close_shut(root):
+    os.chmod(os.path.join(root, "cgi", "shut"), 0o700)
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +96,7 @@ def srv(build, tmp_path_factory):
     env = {"ASAN_OPTIONS": "abort_on_error=0:detect_leaks=1:quarantine_size_mb=4"}
     yield from module_server(build, tmp_path_factory, "cgi", tree(),
                              args=("-T", "10", "-S", "-w", r"\.(sh|py)$", "-Q", "30"),
-                             env=env if build.sanitized else None)
+                             env=env if build.sanitized else None, setup=close_shut)
 
 
 @pytest.fixture(scope="module")
@@ -171,6 +176,15 @@ def test_environment(srv):
     assert "HTTP_X_UNDER" not in e, "a field name with '_' must not be passed"
     assert "HTTP_AUTHORIZATION" not in e and "REMOTE_USER" not in e and "AUTH_TYPE" not in e
     assert "CONTENT_LENGTH" not in e and "CONTENT_TYPE" not in e
+
+
+def test_script_in_closed_directory_not_run(srv):
+    """A script in a directory others may not search is neither run nor shown:
+    403, as for any file there (issue 35), with -w as with -z."""
+    for target in ("/cgi/shut/env.sh", "/cgi/shut/env.sh/x?y"):
+        r = fetch(srv.port, target)
+        assert_status(r, 403, target)
+        assert b"GATEWAY_INTERFACE" not in r.body and b"#!" not in r.body, r
 
 
 def test_environment_python_post(srv):
@@ -588,8 +602,10 @@ def test_exec_mode(gatling):
     t = {"run.sh": Mode(SCRIPTS["env.sh"], 0o755),
          "readonly.sh": Mode(SCRIPTS["env.sh"], 0o644),
          "notscript.txt": Mode("just text\n", 0o755),
-         "private.sh": Mode(SCRIPTS["env.sh"], 0o750)}
+         "private.sh": Mode(SCRIPTS["env.sh"], 0o750),
+         "shut": {"run.sh": Mode(SCRIPTS["env.sh"], 0o755)}}
     s = gatling(t, args=("-T", "10", "-z"))
+    os.chmod(os.path.join(s.docroot, "shut"), 0o700)
     r = fetch(s.port, "/run.sh/x")
     assert_status(r, 200, "+x with #!")
     assert env_of(r.body).get("PATH_INFO") == "/x"
@@ -601,6 +617,9 @@ def test_exec_mode(gatling):
     assert r.body == b"just text\n"
     r = fetch(s.port, "/private.sh")
     assert_status(r, 403, "not world-readable")
+    r = fetch(s.port, "/shut/run.sh")
+    assert_status(r, 403, "in a directory others may not search")
+    assert b"GATEWAY_INTERFACE" not in r.body and b"#!" not in r.body, r
 
 
 def test_no_cgi_without_w_or_z(gatling):

@@ -16,7 +16,7 @@ import time
 import pytest
 
 import conftest
-from conftest import Mode, random_bytes, recv_to_eof, wait_for
+from conftest import Mode, Symlink, random_bytes, recv_to_eof, wait_for
 
 BIG = random_bytes(1 << 20, 22)
 
@@ -25,11 +25,15 @@ TREE = {
     "big.bin": BIG,
     ".hidden": "secret\n",
     "private.txt": Mode("private\n", 0o600),
-    "sub": {"c.txt": "ccc\n", "deep": {"d.txt": "ddd\n"}},
+    "sub": {"c.txt": "ccc\n", "deep": {"d.txt": "ddd\n"},
+            "into.txt": Symlink("../closed/x.txt")},  # an open name for a closed file
     "sp ace.txt": "spaces\n",
-    "closed": {"x.txt": "x\n"},
+    # mode 700 (start()): its 644 file, a link in it to an open file, and a
+    # world-writable directory in it are no one else's business
+    "closed": {"x.txt": "x\n", "back.txt": Symlink("../a.txt"), "pub": {}},
     "pub": {},
 }
+CLOSED = ("closed/x.txt", "/closed/back.txt", "sub/into.txt")
 
 
 def ftp_port(srv):
@@ -47,6 +51,7 @@ def start(gatling, tree=None, args=(), upload=None, chmod=True, tls=False):
     if chmod and tree is None:
         os.chmod(os.path.join(srv.docroot, "closed"), 0o700)
         os.chmod(os.path.join(srv.docroot, "pub"), 0o777)
+        os.chmod(os.path.join(srv.docroot, "closed", "pub"), 0o777)
     srv.ftp = ftp_port(srv)
     return srv
 
@@ -169,6 +174,11 @@ def test_commands(gatling):
     assert "type=file;size=6;" in mlst and "/a.txt" in mlst
     assert "type=dir" in f.sendcmd("MLST /sub")
     expect_error("550", f.sendcmd, "MLST .hidden")
+    # issue 35: what RETR would not send, SIZE, MDTM, MLST and STAT say nothing of
+    for bad in CLOSED:
+        for cmd in ("SIZE", "MDTM", "MLST", "STAT"):
+            expect_error("550", f.sendcmd, "%s %s" % (cmd, bad))
+    expect_error("550", f.cwd, "/closed/pub")
     long = "CWD " + "x" * 2000
     expect_error("500", f.sendcmd, long)     # too long: dropped, the session goes on
     assert f.sendcmd("NOOP").startswith("200")
@@ -187,7 +197,7 @@ def test_downloads_passive(gatling):
     f.cwd("sub")
     assert retr(f, "deep/d.txt") == b"ddd\n"
     assert retr(f, "../a.txt") == b"hello\n"
-    for bad in ("/private.txt", "/.hidden", "/nowhere", "/sub", "../../etc/passwd"):
+    for bad in ("/private.txt", "/.hidden", "/nowhere", "/sub", "../../etc/passwd") + CLOSED:
         expect_error("550", retr, f, bad)
     # EPSV, and EPSV ALL that refuses PASV and PORT afterwards
     f.af = socket.AF_INET6  # ftplib then uses EPSV
@@ -250,6 +260,7 @@ def test_listings(gatling):
     assert set(facts) == {"a.txt", "big.bin", "sub", "sp ace.txt", "pub"}
     expect_error("550", listing, f, "MLSD a.txt")
     expect_error("550", listing, f, "LIST closed")
+    expect_error("550", listing, f, "LIST sub/into.txt")
     expect_error("550", listing, f, "LIST .hidden")
     f.quit()
 
@@ -491,6 +502,7 @@ def test_uploads(gatling):
     f.storbinary("APPE /pub/up.txt", io.BytesIO(b"more\n"))
     assert retr(f, "/pub/up.txt") == b"uploaded\nmore\n"
     expect_error("550", f.storbinary, "STOR /sub/no.txt", io.BytesIO(b"x"))  # not world-writable
+    expect_error("550", f.storbinary, "STOR /closed/pub/x", io.BytesIO(b"x"))  # in a closed one
     expect_error("550", f.storbinary, "STOR /no.txt", io.BytesIO(b"x"))
     expect_error("553", f.storbinary, "STOR /pub/.dot", io.BytesIO(b"x"))
     expect_error("553", f.storbinary, "STOR /pub/a\x01b", io.BytesIO(b"x"))
@@ -580,7 +592,7 @@ def test_lftp_mirror(gatling, tmp_path):
     assert (dest / "sub" / "deep" / "d.txt").read_text() == "ddd\n"
     assert (dest / "sp ace.txt").read_text() == "spaces\n"
     assert not (dest / ".hidden").exists() and not (dest / "private.txt").exists()
-    assert not (dest / "closed").exists()
+    assert not (dest / "closed").exists() and not (dest / "sub" / "into.txt").exists()
 
 
 def test_drain_closes_idle_sessions(gatling):

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import https_port, random_bytes, recv_to_eof, serial
+from conftest import Symlink, https_port, random_bytes, recv_to_eof, serial
 from h3util import crypt_hash
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -846,14 +846,21 @@ def test_early_hints_from_the_directory_file(gatling):
              b"Link: </app.js>; rel=preload; as=script\r\n"
              b"</bad\x01>; rel=preload\n")
     tree = {"eh": {"index.html": b"<p>hi</p>\n", "a.txt": b"x\n", ".early-hints": hints},
-            "noh": {"index.html": b"<p>no</p>\n"}}
+            "noh": {"index.html": b"<p>no</p>\n"},
+            # a symlink to the file, and one into a directory others may not search
+            "linked": {"index.html": b"<p>l</p>\n", ".early-hints": Symlink("../eh/.early-hints")},
+            "shuth": {"index.html": b"<p>s</p>\n", ".early-hints": Symlink("../shut/hints")},
+            "shut": {"hints": hints}}
     srv = gatling(tree, args=("-T", "10", "-E"))
+    os.chmod(os.path.join(srv.docroot, "shut"), 0o700)
     link = "link: </style.css>; rel=preload; as=style, </app.js>; rel=preload; as=script"
     h2 = "--http2-prior-knowledge"
     assert heads_seen(srv.port, "/eh/", h2) == ["HTTP/2 103", link, "HTTP/2 200"]
     assert heads_seen(srv.port, "/eh/index.html", h2) == ["HTTP/2 103", link, "HTTP/2 200"]
     assert heads_seen(srv.port, "/eh/a.txt", h2) == ["HTTP/2 200"], "not HTML"
     assert heads_seen(srv.port, "/noh/", h2) == ["HTTP/2 200"], "no .early-hints there"
+    assert heads_seen(srv.port, "/linked/", h2) == ["HTTP/2 103", link, "HTTP/2 200"]
+    assert heads_seen(srv.port, "/shuth/", h2) == ["HTTP/2 200"], "in a closed directory"
     assert heads_seen(srv.port, "/eh/", h2, "-I") == ["HTTP/2 200"], "HEAD"
     assert heads_seen(srv.port, "/eh/") == ["HTTP/1.1 200 OK"], "HTTP/1.1 gets none"
     assert heads_seen(srv.port, "/eh/.early-hints", h2) == ["HTTP/2 404"]

@@ -366,13 +366,25 @@ def test_forwarded_fields(gatling, gunicorn):
 
 
 def test_proxy_file_required(gatling, gunicorn):
+    """The rule applies only where a .proxy file is, and one that a process
+    without privileges could see: not behind a directory others may not
+    search (issue 35).  The verdict is kept for a second per vhost name: each
+    step asks with a Host of its own (all served from the root)."""
     args = ("-T", "10", "-P", "127.0.0.1/%d/^/app/" % gunicorn)
-    srv = gatling({"app": {"hello": "the file\n"}}, args=args, check_fds=False)
-    r = fetch(srv.port, "/app/hello")
+    srv = gatling({"app": {"hello": "the file\n"}, "shut": {"marker": ""}}, args=args,
+                  check_fds=False)
+    proxy, shut = os.path.join(srv.docroot, ".proxy"), os.path.join(srv.docroot, "shut")
+    r = fetch(srv.port, "/app/hello", host="one")
     assert r.status == 200 and r.body == b"the file\n", "no .proxy: the rule does not apply"
-    os.mknod(os.path.join(srv.docroot, ".proxy"))
-    time.sleep(1.1)  # the verdict is kept for a second
-    assert fetch(srv.port, "/app/hello").body == b"hello /app/hello"
+    os.chmod(shut, 0o700)
+    os.symlink("shut/marker", proxy)
+    r = fetch(srv.port, "/app/hello", host="two")
+    assert r.status == 200 and r.body == b"the file\n", "a .proxy in a closed directory"
+    os.chmod(shut, 0o755)
+    assert fetch(srv.port, "/app/hello", host="three").body == b"hello /app/hello"
+    os.unlink(proxy)
+    os.mknod(proxy)
+    assert fetch(srv.port, "/app/hello", host="four").body == b"hello /app/hello"
 
 
 def test_refused_is_502(gatling):

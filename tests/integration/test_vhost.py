@@ -37,6 +37,11 @@ def add_port_dirs(srv):
     os.makedirs(v6)
     with open(os.path.join(v6, "f.txt"), "wb") as f:
         f.write(V6_F)
+    shut = os.path.join(srv.docroot, "closed.test:%d" % srv.port)
+    os.makedirs(shut, mode=0o700)  # others may not search it: nothing there is served
+    with open(os.path.join(shut, "f.txt"), "wb") as f:
+        f.write(b"from a closed vhost directory\n")
+    os.symlink("closed.test:%d" % srv.port, os.path.join(srv.docroot, "alias.test:%d" % srv.port))
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +78,15 @@ def test_host_names_vhost_directory(srv, host):
                                   "example.com", "www.example.org"])
 def test_unknown_host_uses_default(srv, host):
     assert_ok(get(srv, host.format(port=srv.port)), DEFAULT_F, "Host: " + host)
+
+
+@pytest.mark.parametrize("host", ["closed.test", "alias.test"])
+def test_closed_vhost_directory_403(srv, host):
+    """A vhost directory others may not search is the vhost's, and 403 (not
+    default/'s): it is below the root, on the way to every file (issue 35)."""
+    r = get(srv, host)
+    assert_status(r, 403, "Host: " + host)
+    assert b"closed" not in r.body, r
 
 
 @h1_only("a request without Host (libnghttp2 resets one without :authority)")

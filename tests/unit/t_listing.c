@@ -1,6 +1,7 @@
 /*
- * Directory listings: escaping, hrefs, hidden entries, sort orders, the
- * parent link, well-formedness, and the speed of a 10,000-entry directory.
+ * Directory listings: escaping, hrefs, hidden entries (a symlink through a
+ * closed directory too), sort orders, the parent link, well-formedness, and
+ * the speed of a 10,000-entry directory.
  */
 #define _GNU_SOURCE
 #include "listing.h"
@@ -9,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <limits.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -50,11 +52,14 @@ static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ft
     return remove(p);
 }
 
+static fs_at_t top_at = {.rootfd = -1, .dir = ""}; /* the URL paths "/d/" etc. start there */
+
 static char *render(int dfd, const char *urlpath, const char *q, size_t *len)
 {
     char *out = NULL;
     *len = 0;
-    if (listing_render(dfd, urlpath, strlen(urlpath), q, q ? strlen(q) : 0, &out, len) != 0)
+    if (listing_render(dfd, &top_at, urlpath, strlen(urlpath), q, q ? strlen(q) : 0, &out, len) !=
+        0)
         return NULL;
     char *s = realloc(out, *len + 1); /* NUL-terminate for strstr */
     if (!s) {
@@ -239,7 +244,8 @@ static void check_content(int dfd)
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         ok(strstr(html, want[i]) != NULL, "contains %s", want[i]);
-    static const char *const hidden[] = {"hidden", "secret", "closed", "dangle", "fifo"};
+    static const char *const hidden[] = {"hidden", "secret", "closed", "dangle", "fifo",
+                                         "viaclosed"};
     for (size_t i = 0; i < sizeof hidden / sizeof hidden[0]; i++)
         ok(strstr(html, hidden[i]) == NULL, "%s is not listed", hidden[i]);
     is_int(count(html, "<tr>"), 1 + 1 + 10, "header, parent and 10 rows");
@@ -294,11 +300,11 @@ static void check_api(int dfd)
     char *out = (char *)"untouched";
     size_t len = 7;
     errno = 0;
-    is_int(listing_render(dfd, "/d", 2, NULL, 0, &out, &len), -1, "urlpath without '/'");
+    is_int(listing_render(dfd, &top_at, "/d", 2, NULL, 0, &out, &len), -1, "urlpath without '/'");
     is_int(errno, EINVAL, "... EINVAL");
-    is_int(listing_render(dfd, "", 0, NULL, 0, &out, &len), -1, "empty urlpath");
+    is_int(listing_render(dfd, &top_at, "", 0, NULL, 0, &out, &len), -1, "empty urlpath");
     errno = 0;
-    is_int(listing_render(-1, "/", 1, NULL, 0, &out, &len), -1, "bad dirfd");
+    is_int(listing_render(-1, &top_at, "/", 1, NULL, 0, &out, &len), -1, "bad dirfd");
     is_int(errno, EBADF, "... EBADF");
     ok(!strcmp(out, "untouched") && len == 7, "outputs untouched on error");
 
@@ -352,6 +358,9 @@ int main(void)
     snprintf(path, sizeof path, "%s/d", top);
     mkdir(path, 0755);
     int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    char real[PATH_MAX];
+    top_at.rootfd = open(top, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    top_at.root_real = realpath(top, real);
 
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
         if (files[i].size < 0)
@@ -364,6 +373,8 @@ int main(void)
     make_file(dfd, ".hidden", 1, 0644);
     make_file(dfd, "secret", 1, 0600);
     mkdirat(dfd, "closed", 0750);
+    make_file(dfd, "closed/in", 1, 0644);
+    symlinkat("closed/in", dfd, "viaclosed"); /* a 644 file others cannot reach */
     mknodat(dfd, "fifo", S_IFIFO | 0644, 0);
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
         set_mtime(dfd, files[i].name, T0 + files[i].dt);
@@ -375,6 +386,7 @@ int main(void)
     check_big(top);
 
     close(dfd);
+    close(top_at.rootfd);
     nftw(top, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     return tap_done();
 }
