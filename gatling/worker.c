@@ -92,6 +92,10 @@ static void worker_main(supervisor_t *sv, int i)
     struct sigaction sa = {.sa_handler = SIG_DFL};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGCHLD, &sa, NULL);
+    /* TERM, HUP or USR1 before server_init installs the worker's handlers
+       lands in the supervisor's, inherited: noted here, passed on below (a
+       TERM right after a restart was lost, and the supervisor waited) */
+    got_term = got_hup = got_usr1 = 0;
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
@@ -112,6 +116,12 @@ static void worker_main(supervisor_t *sv, int i)
     sv->cfg.spawn_pid = cgi ? (int)spawner : 0;
     if (server_init(&s, &sv->cfg, sv->mime, lst, n) < 0)
         _exit(1);
+    if (got_term)
+        raise(SIGTERM);
+    if (got_hup)
+        raise(SIGHUP);
+    if (got_usr1)
+        raise(SIGUSR1);
     if (write(sv->ready[1], "r", 1) != 1)
         _exit(1);
     close(sv->ready[0]), close(sv->ready[1]);
