@@ -27,6 +27,9 @@ pkgs="gcc make libc6-dev libowfat-dev libssl-dev openssl zlib1g-dev liburing-dev
 #  lftp: test_ftp.py mirrors a tree from gatling's FTP server)
 # gunicorn, php-fpm, python3-websockets: test_proxy.py's backends (-P: HTTP, FastCGI, WebSocket)
 pkgs="$pkgs gunicorn php-fpm python3-websockets"
+# prometheus: test_metrics.py checks /metrics with its promtool and has the server scrape
+# gatling (started by the test on a port of its own; policy-rc.d keeps the service off 9090)
+pkgs="$pkgs prometheus"
 # slowhttptest, whois (mkpasswd) and openssl: bench/slashdot's attacks and password hashes
 # php-fpm: the FastCGI backend of bench/compare-dynamic (test_compare_dynamic.py)
 pkgs="$pkgs php-fpm"
