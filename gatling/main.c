@@ -101,7 +101,7 @@ static void usage(void)
         "  -I name   also try name as a directory's index (after index.html)\n"
         "  -r url    redirect requests for missing files to url + path\n"
         "  -M secs   send Cache-Control: max-age=secs and Expires\n"
-        "  -S        serve /server-status (HTML, or JSON with ?json) to loopback clients\n"
+        "  -S        serve /server-status (HTML, ?json) and /metrics (Prometheus) to loopback\n"
         "  -L        follow symlinks that lead out of the document root\n"
         "  -Z        no compression (neither precompressed files nor gzip)\n"
         "  -F bytes  keep files up to bytes in memory and send each with its head in\n"

@@ -19,6 +19,7 @@
 #include "conn/tls.h"
 #include "handlers/proxy.h"
 #include "handlers/cache.h"
+#include "handlers/metrics.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -384,6 +385,7 @@ int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const list
     }
     s->nlst = nlst;
     https_readiness(s);
+    s->site.stats_owed = 1; /* -W: a worker's slot is filled at its start */
     if (install_signals(s) < 0) {
         fprintf(stderr, "gatling: signal set-up failed: %s\n", strerror(errno));
         return -1;
@@ -649,6 +651,7 @@ int server_run(server_t *s)
                 wake = every;
         }
         wake = grace_check(s, wake);
+        wake = metrics_publish_due(&s->site, wake);
         /* connections a producer woke again while they ran: no sleep */
         int nap = s->conns.poked ? 0 : wake < 0 ? -1 : (int)wake + 1;
         if (gio_wait(s->loop, nap) < 0 && errno != EINTR) {
@@ -656,8 +659,9 @@ int server_run(server_t *s)
             return 1;
         }
         unsigned ev;
-        int fd;
+        int fd, did = 0;
         while ((fd = gio_next(s->loop, &ev)) >= 0) {
+            did = 1;
             int *kind = gio_cookie(s->loop, fd);
             if (*kind == COOKIE_CONN)
                 conn_event((conn_t *)kind, ev);
@@ -678,6 +682,7 @@ int server_run(server_t *s)
            arrived together expire together, and closing them all at once would stall the
            clients that are being served; the rest wait for the next round (gio keeps them) */
         for (int k = 0; k < TIMEOUT_BATCH && (fd = gio_next_timeout(s->loop)) >= 0; k++) {
+            did = 1;
             int *kind = gio_cookie(s->loop, fd);
             if (*kind == COOKIE_CONN)
                 conn_event((conn_t *)kind, 0);
@@ -691,6 +696,7 @@ int server_run(server_t *s)
                 ftp_event(kind, fd, 0);
         }
         conn_set_run_poked(&s->conns);
+        s->site.stats_owed |= did; /* -W: publish what this round counted */
         alog_flush(&s->site.log);
         grace_check(s, -1);
     }

@@ -4,6 +4,7 @@
 #include "gio.h"
 #include "site/elog.h"
 #include "site/spawn.h"
+#include "site/stats.h"
 #include "handover.h"
 #include "server.h"
 
@@ -92,9 +93,14 @@ static void worker_main(supervisor_t *sv, int i)
     struct sigaction sa = {.sa_handler = SIG_DFL};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGCHLD, &sa, NULL);
+    /* TERM, HUP or USR1 before server_init installs the worker's handlers
+       lands in the supervisor's, inherited: noted here, passed on below (a
+       TERM right after a restart was lost, and the supervisor waited) */
+    got_term = got_hup = got_usr1 = 0;
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
+    sv->cfg.worker = i; /* its slot in the table of counters */
     int n = worker_listeners(sv, i, lst);
     for (int k = 0; k < sv->nfds; k++) { /* the others' sockets are not ours to hold */
         int mine = 0;
@@ -112,6 +118,12 @@ static void worker_main(supervisor_t *sv, int i)
     sv->cfg.spawn_pid = cgi ? (int)spawner : 0;
     if (server_init(&s, &sv->cfg, sv->mime, lst, n) < 0)
         _exit(1);
+    if (got_term)
+        raise(SIGTERM);
+    if (got_hup)
+        raise(SIGHUP);
+    if (got_usr1)
+        raise(SIGUSR1);
     if (write(sv->ready[1], "r", 1) != 1)
         _exit(1);
     close(sv->ready[0]), close(sv->ready[1]);
@@ -163,6 +175,7 @@ static int reap(supervisor_t *sv, int stopping)
             if (sv->pid[i] != pid)
                 continue;
             sv->pid[i] = 0;
+            stats_shm_retire(sv->cfg.stats_shm, i); /* /metrics' sums never go down */
             if (stopping)
                 break;
             fprintf(stderr, "gatling: worker %d (pid %d) died (%s %d), restarting\n", i, (int)pid,
@@ -351,6 +364,11 @@ int worker_supervise(const config_t *cfg, mime_table_t *mime, const int *fds, in
         return rc;
     if (pipe2(sv.ready, O_CLOEXEC) < 0)
         return 1;
+    /* where the workers publish their counters for /metrics (site/stats.h) */
+    if (!(sv.cfg.stats_shm = stats_shm_new(cfg->workers))) {
+        fprintf(stderr, "gatling: mmap() of the workers' counters failed: %s\n", strerror(errno));
+        return 1;
+    }
     sigset_t old;
     catch_signals(&old);
     for (int i = 0; i < cfg->workers; i++)
@@ -362,5 +380,7 @@ int worker_supervise(const config_t *cfg, mime_table_t *mime, const int *fds, in
     }
     announce(&sv, nfds > 0);
     handover_ready();
-    return supervise(&sv, &old);
+    rc = supervise(&sv, &old);
+    stats_shm_free(sv.cfg.stats_shm);
+    return rc;
 }

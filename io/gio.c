@@ -54,7 +54,7 @@ struct gio_loop {
     int nexpired, nextexpired;
     int *heap; /* fds with a deadline: a 4-ary min-heap on it */
     int nheap;
-    int64_t now, wall;
+    int64_t now, now_us, wall;
     void *api;        /* the backend's state */
 };
 
@@ -102,7 +102,8 @@ static void clock_refresh(gio_loop_t *l)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    l->now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    l->now_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    l->now = l->now_us / 1000;
     clock_gettime(CLOCK_REALTIME, &ts);
     l->wall = ts.tv_sec;
 }
@@ -356,6 +357,10 @@ void gio_set_deadline(gio_loop_t *l, int fd, int64_t when_ms)
 int64_t gio_now(const gio_loop_t *l)
 {
     return l->now;
+}
+int64_t gio_now_us(const gio_loop_t *l)
+{
+    return l->now_us;
 }
 int64_t gio_wallclock(const gio_loop_t *l)
 {

@@ -104,6 +104,9 @@ void gio_set_deadline(gio_loop_t *l, int fd, int64_t when_ms);
 /* Monotonic milliseconds, refreshed by each gio_wait(). */
 int64_t gio_now(const gio_loop_t *l);
 
+/* The same instant in monotonic microseconds (gio_now() is it / 1000). */
+int64_t gio_now_us(const gio_loop_t *l);
+
 /* Wall-clock seconds (time(NULL)), refreshed by each gio_wait(). */
 int64_t gio_wallclock(const gio_loop_t *l);
 

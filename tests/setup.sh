@@ -41,6 +41,9 @@ pkgs="$pkgs gunicorn php-fpm python3-websockets"
 # `certbot -q renew` twice a day, which does nothing while /etc/letsencrypt holds no
 # certificate (and nothing runs it where systemd is not PID 1)
 pkgs="$pkgs certbot"
+# prometheus: test_metrics.py checks /metrics with its promtool and has the server scrape
+# gatling (started by the test on a port of its own; policy-rc.d keeps the service off 9090)
+pkgs="$pkgs prometheus"
 # slowhttptest, whois (mkpasswd) and openssl: bench/slashdot's attacks and password hashes
 # php-fpm: the FastCGI backend of bench/compare-dynamic (test_compare_dynamic.py)
 pkgs="$pkgs php-fpm"

@@ -856,7 +856,8 @@ static void st_stream(conn_t *c, unsigned events)
 static void finish_request(conn_t *c)
 {
     log_request(c);
-    status_count(&c->site->stats, gio_wallclock(c->site->loop), c->out.bytes_sent);
+    status_count(&c->site->stats, gio_wallclock(c->site->loop), STATS_HTTP1, c->out.bytes_sent,
+                 c->blk->h1.ex.started_us);
     end_exchange(&c->blk->h1.ex);
     memmove(c->blk->in, c->blk->in + c->reqlen, c->inlen - c->reqlen);
     c->inlen -= c->reqlen;

@@ -56,6 +56,7 @@ typedef struct ftp_sess {
     ftp_xfer_t xfer;
     uint8_t xfer_waiting; /* a transfer command waits for its data link */
     ftp_verb_t xverb;
+    int64_t xstarted_us;       /* when the command came (gio_now_us()), for /metrics */
     gio_batch_t dout;          /* XFER_SEND: the file range or the listing */
     int ufd;                   /* XFER_RECV: the file being written; -1 */
     int udir;                  /* ... its directory, to unlink it on failure; -1 */

@@ -505,6 +505,7 @@ void ftp_cmd_transfer(ftp_sess_t *s, const ftp_cmd_t *cmd, const char *path)
     if (r < 0)
         return;
     s->xverb = cmd->verb;
+    s->xstarted_us = gio_now_us(loop_of(s));
     snprintf(s->xpath, sizeof s->xpath, "%s", path);
     s->xfer_waiting = 1;
     gio_set_deadline(loop_of(s), s->fd, 0);
@@ -523,7 +524,7 @@ static void log_transfer(ftp_sess_t *s, int code)
         st->ftp_downloads++;
     else if (code == 226 && (s->xverb == FTP_STOR || s->xverb == FTP_APPE))
         st->ftp_uploads++;
-    status_count(st, gio_wallclock(loop_of(s)), bytes);
+    status_count(st, gio_wallclock(loop_of(s)), STATS_FTP, bytes, s->xstarted_us);
     static const char *const names[] = {
         [FTP_RETR] = "RETR", [FTP_STOR] = "STOR", [FTP_APPE] = "APPE",
         [FTP_LIST] = "LIST", [FTP_NLST] = "NLST", [FTP_MLSD] = "MLSD"};

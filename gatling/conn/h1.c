@@ -321,6 +321,7 @@ void h1_exchange_init(exchange_t *ex, const h1_conn_t *f, const ex_codec_t *code
     ex->local_port = f->local_port;
     ex->peer = f->peer;
     ex->site = f->site;
+    ex->started_us = gio_now_us(f->site->loop);
     ex->codec = codec;
     ex->conn = owner;
 }

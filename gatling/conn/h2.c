@@ -1061,7 +1061,7 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void 
         int64_t now = gio_wallclock(site->loop);
         alog_request(&site->log, now, site->cfg->log_vhost ? s->ex.vhost : NULL, h->f.peer,
                      &s->req, s->ex.status, s->body_sent, h->f.secure);
-        status_count(&site->stats, now, s->body_sent);
+        status_count(&site->stats, now, STATS_H2, s->body_sent, s->ex.started_us);
     }
     if (s->ex.job) {
         s->ex.job->ex = NULL;

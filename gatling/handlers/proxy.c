@@ -87,6 +87,17 @@ static int rule_parse(const char *s, px_rule_t *r, const char **why)
     return 0;
 }
 
+size_t proxy_rule_backend(const char *rule)
+{
+    px_rule_t r;
+    const char *s = rule, *re, *why;
+    if ((s[0] == 'F' || s[0] == 'S') && s[1] == '/')
+        s += 2;
+    if (!strncmp(s, "unix:", 5) ? parse_unix(s, &r, &re, &why) : parse_inet(s, &r, &re, &why))
+        return strlen(rule);
+    return (size_t)(re - rule) - 1; /* without the separator before the pattern */
+}
+
 int proxy_rule_check(const char *rule)
 {
     px_rule_t r;
@@ -143,6 +154,12 @@ void proxy_free(site_t *site)
     free(px->spare);
     free(px);
     site->proxy = NULL;
+}
+
+/* Count a BACKEND_* event of rule r (site/stats.h keeps them per rule). */
+static void count(proxy_t *px, const px_rule_t *r, int kind)
+{
+    px->site->stats.backend[r - px->rule][kind]++;
 }
 
 /* ---- which requests ---- */
@@ -256,7 +273,7 @@ static px_conn_t *conn_open(proxy_t *px, px_rule_t *r)
     c->px = px;
     c->rule = r;
     c->connecting = !now; /* a unix socket connects at once */
-    px->site->stats.backend_connects++;
+    count(px, r, BACKEND_CONNECTS);
     return c;
 }
 
@@ -353,7 +370,7 @@ static int attach(px_req_t *pr, int pooled)
     px_conn_t *c =
         pooled ? pool_take(pr->rule, pr->has_body, gio_now(pr->px->site->loop)) : NULL;
     if (c) {
-        pr->px->site->stats.backend_reuses++;
+        count(pr->px, pr->rule, BACKEND_REUSES);
     } else if (!(c = conn_open(pr->px, pr->rule))) {
         return -1;
     } else {
@@ -440,7 +457,7 @@ void px_fail(px_req_t *pr, const char *why)
         return;
     site_t *s = pr->px->site;
     exchange_t *ex = pr->ex;
-    s->stats.backend_502++;
+    count(pr->px, pr->rule, BACKEND_502);
     site_error(s, "proxy", 0, ex->peer, why);
     release(pr, 0);
     pr->state = RS_DONE;
@@ -638,11 +655,11 @@ static void timed_out(px_req_t *pr)
     int tunnel = pr->state == RS_TUNNEL;
     pr->state = RS_DONE;
     if (tunnel) { /* an idle WebSocket: closed, not an error */
-        s->stats.backend_tunnel_idle++;
+        count(pr->px, pr->rule, BACKEND_TUNNEL_IDLE);
         ex_body_end(ex);
         return;
     }
-    s->stats.backend_504++;
+    count(pr->px, pr->rule, BACKEND_504);
     site_error(s, "proxy", ETIMEDOUT, ex->peer, "the backend did not answer in time (-Q)");
     if (pr->head_sent) {
         ex_body_abort(ex);
@@ -704,7 +721,7 @@ static size_t spool(px_req_t *pr, const char *p, size_t n, int last)
     if (n > PROXY_SPOOL_MAX - pr->spooled ||
         cap - pr->spoolcap > PROXY_SPOOL_TOTAL - px->spooled) {
         int full = n <= PROXY_SPOOL_MAX - pr->spooled;
-        px->site->stats.backend_unsized++;
+        count(px, pr->rule, BACKEND_UNSIZED);
         pr->spooling = 0;
         pr->state = RS_DONE;
         pr->head_sent = 1;
@@ -820,7 +837,7 @@ static int send_request(px_req_t *pr, const px_target_t *t)
     if (r2 == 0 && attach(pr, r->kind != PX_SCGI) == 0)
         return 0;
     if (r2 == 0) {
-        ex->site->stats.backend_502++;
+        count(pr->px, r, BACKEND_502);
         site_error(ex->site, "connect() to the backend", errno, ex->peer, ex->path);
     }
     pr->state = RS_DONE;

@@ -25,6 +25,10 @@ struct site;
    printing why to stderr. */
 int proxy_rule_check(const char *rule);
 
+/* How much of rule is its backend ("127.0.0.1/8080", "F/unix:/run/php.sock"):
+   the length before the separator of its pattern, for /metrics' label. */
+size_t proxy_rule_backend(const char *rule);
+
 /* The rules of site->cfg compiled for this loop, its pools empty.  0, or -1
    after printing why to stderr.  No rules: nothing is allocated. */
 int proxy_init(struct site *site);

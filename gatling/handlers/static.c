@@ -27,6 +27,7 @@
 #include "target.h"
 #include "htaccess.h"
 #include "listing.h"
+#include "metrics.h"
 #include "router.h"
 #include "status.h"
 #include "http/conditional.h"
@@ -431,6 +432,11 @@ int static_serve(exchange_t *ex)
         if (!status_is_loopback(ex->peer))
             return ex_error(ex, 403, NULL, NULL);
         return status_serve(ex, t.p.query && t.p.query_len == 4 && !memcmp(t.p.query, "json", 4));
+    }
+    if (cfg->status_page && !strcmp(t.p.path, "/metrics")) {
+        if (!status_is_loopback(ex->peer))
+            return ex_error(ex, 403, NULL, NULL);
+        return metrics_serve(ex);
     }
     t.vhost[0] = 0;
     /* RFC 9112 3.2.2: an absolute-form target's authority overrides Host */

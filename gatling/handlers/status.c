@@ -61,6 +61,10 @@ static size_t put_rows(row_t *r, size_t n, size_t cap, const row_t *d, size_t nd
 /* The rows of dynamic content (handlers/cgi.c, proxy.c) after r[0..n): the new n. */
 static size_t dynamic_rows(const status_counters_t *st, row_t *r, size_t n, size_t cap)
 {
+    uint64_t be[BACKEND_KINDS] = {0}; /* the rules' counts, summed */
+    for (int i = 0; i < CONFIG_PROXY_RULES; i++)
+        for (int k = 0; k < BACKEND_KINDS; k++)
+            be[k] += st->backend[i][k];
     const row_t d[] = {
         {"cgi_spawned", "CGI processes started", st->cgi_spawned},
         {"cgi_killed", "CGI processes killed: deadline (-Q) or client gone", st->cgi_killed},
@@ -68,14 +72,14 @@ static size_t dynamic_rows(const status_counters_t *st, row_t *r, size_t n, size
         {"cgi_refused", "CGI requests refused: over -J, spawner busy or gone, 503",
          st->cgi_refused},
         {"cgi_failed", "CGI processes without a valid head: 502", st->cgi_failed},
-        {"backend_connects", "proxy: backend connections opened", st->backend_connects},
-        {"backend_reuses", "proxy: requests on a pooled backend connection", st->backend_reuses},
-        {"backend_502", "proxy: backend failed: 502 or response cut short", st->backend_502},
-        {"backend_504", "proxy: backend silent past -Q: 504", st->backend_504},
+        {"backend_connects", "proxy: backend connections opened", be[BACKEND_CONNECTS]},
+        {"backend_reuses", "proxy: requests on a pooled backend connection", be[BACKEND_REUSES]},
+        {"backend_502", "proxy: backend failed: 502 or response cut short", be[BACKEND_502]},
+        {"backend_504", "proxy: backend silent past -Q: 504", be[BACKEND_504]},
         {"backend_tunnel_idle", "proxy: WebSocket tunnels closed idle (-Q secs,tunnel)",
-         st->backend_tunnel_idle},
+         be[BACKEND_TUNNEL_IDLE]},
         {"backend_unsized", "proxy: bodies without a length refused: 413 (1 MiB), 503 (64 MiB)",
-         st->backend_unsized},
+         be[BACKEND_UNSIZED]},
     };
     return put_rows(r, n, cap, d, sizeof d / sizeof d[0]);
 }

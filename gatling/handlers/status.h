@@ -1,7 +1,8 @@
 /*
  * status — /server-status (gatling -S): open connections, requests and bytes
  * in total and per second (site/stats.h), as HTML or (with ?json) JSON.
- * Only loopback clients get it; with -W each worker reports its own numbers.
+ * Only loopback clients get it; with -W each worker reports its own numbers
+ * (/metrics, metrics.h, sums them).
  * The health check a load balancer polls (-k) is here too.
  */
 #ifndef GATLING_STATUS_H

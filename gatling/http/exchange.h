@@ -111,6 +111,7 @@ typedef struct exchange {
     struct site *site; /* the loop's configuration and resources (site/site.h) */
     int64_t req_len; /* the request body: its Content-Length, -1 chunked (length
                         not known), 0 none */
+    int64_t started_us; /* when its head began to come (gio_now_us()), for /metrics */
     /* the response */
     uint16_t status;
     uint8_t fields_over; /* more fields than EX_FIELDS_MAX: the codec answers 500 */

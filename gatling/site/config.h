@@ -44,7 +44,7 @@ typedef struct config {
     const char *index2;    /* -I: an extra index file name */
     const char *redirect;  /* -r: 404s become redirects to this URL prefix */
     int max_age;           /* -M: Cache-Control max-age in seconds, -1 = none */
-    int status_page;       /* -S: /server-status for loopback clients */
+    int status_page;       /* -S: /server-status and /metrics for loopback clients */
     int symlinks_out;      /* -L: follow symlinks out of the document root */
     int gzip;              /* 0 with -Z: no compression */
     int defer_accept;      /* -a: TCP_DEFER_ACCEPT seconds, 0 = off (default 1 on Linux) */
@@ -94,6 +94,9 @@ typedef struct config {
     int tls_skipped;       /* the default HTTPS port was busy: HTTP only */
     int spawn_fd;          /* the CGI spawner's socket (site/spawn.h); -1: none */
     int spawn_pid;         /* ... its process, reaped once it is gone; 0: none */
+    struct stats_shm *stats_shm; /* -W: where the workers publish their numbers
+                                    (site/stats.h); NULL: one process */
+    int worker;                  /* ... this worker's slot in it */
 } config_t;
 
 #endif

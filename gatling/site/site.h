@@ -47,6 +47,8 @@ typedef struct site {
     alog_t log;
     elog_t elog; /* the error log: what failed that no client sees */
     status_counters_t stats;
+    int64_t stats_published; /* -W: gio_now() when they were last published (stats.h) */
+    int stats_owed;          /* ... and the loop did something since */
     size_t nconns; /* open connections (conn.c keeps it) */
     size_t ntls;   /* ... of which HTTPS */
     int draining;  /* a drain has begun (its -g grace too): the health check fails */

@@ -1,6 +1,14 @@
 /* Counters: see stats.h. */
 #include "stats.h"
 
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+const uint32_t stats_bounds_us[STATS_BOUNDS] = {500,     1000,    2500,    5000,    10000,
+                                                25000,   50000,   100000,  250000,  500000,
+                                                1000000, 2500000, 5000000, 10000000};
+
 void stats_roll(status_counters_t *st, int64_t now)
 {
     if (now == st->second)
@@ -14,9 +22,140 @@ void stats_roll(status_counters_t *st, int64_t now)
     st->second = now;
 }
 
-void status_count(status_counters_t *st, int64_t now, uint64_t bytes)
+void status_count(status_counters_t *st, int64_t now, int proto, uint64_t bytes, int64_t started_us)
 {
     stats_roll(st, now);
     st->requests++;
     st->bytes += bytes;
+    st->proto_requests[proto]++;
+    st->proto_bytes[proto] += bytes;
+    struct timespec ts; /* the vDSO's clock: no system call */
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 - started_us;
+    uint64_t d = us > 0 ? (uint64_t)us : 0;
+    int b = 0;
+    while (b < STATS_BOUNDS && d > stats_bounds_us[b])
+        b++;
+    st->duration[proto][b]++;
+    st->duration_us[proto] += d;
+}
+
+/* One slot: a snapshot and its sequence counter, odd while it is written. */
+typedef struct stats_slot {
+    uint64_t seq;
+    uint64_t w[STATS_SNAP_WORDS];
+} stats_slot_t;
+
+struct stats_shm {
+    uint64_t gen; /* odd while the supervisor moves a dead worker's counters */
+    size_t size;  /* of the mapping */
+    int workers;  /* slot[workers] holds what the dead counted */
+    stats_slot_t slot[];
+};
+
+/* Where a field is among a snapshot's words. */
+#define WORD_OF(field) (offsetof(stats_snap_t, field) / sizeof(uint64_t))
+#define GAUGES_AT WORD_OF(g)
+
+stats_shm_t *stats_shm_new(int workers)
+{
+    size_t size = sizeof(stats_shm_t) + (size_t)(workers + 1) * sizeof(stats_slot_t);
+    stats_shm_t *t = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (t == MAP_FAILED)
+        return NULL;
+    t->size = size; /* the rest is zero: empty slots, sequence 0 */
+    t->workers = workers;
+    return t;
+}
+
+void stats_shm_free(stats_shm_t *t)
+{
+    if (t)
+        munmap(t, t->size);
+}
+
+/* The seqlock's writer: the counter goes odd, the words, the counter even. */
+static void slot_write(stats_slot_t *s, const uint64_t *w)
+{
+    uint64_t seq = __atomic_load_n(&s->seq, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->seq, seq + 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    for (size_t k = 0; k < STATS_SNAP_WORDS; k++)
+        __atomic_store_n(&s->w[k], w[k], __ATOMIC_RELAXED);
+    __atomic_store_n(&s->seq, seq + 2, __ATOMIC_RELEASE);
+}
+
+/* The reader: copy until the counter was even and the same before and after.
+   A worker killed in the middle of a write leaves it odd until it is reaped:
+   after that many tries the copy is taken as it is. */
+static void slot_read(const stats_slot_t *s, uint64_t *w)
+{
+    for (int tries = 0; tries < 1000; tries++) {
+        uint64_t a = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
+        for (size_t k = 0; k < STATS_SNAP_WORDS; k++)
+            w[k] = __atomic_load_n(&s->w[k], __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (!(a & 1) && __atomic_load_n(&s->seq, __ATOMIC_RELAXED) == a)
+            return;
+    }
+}
+
+void stats_shm_publish(stats_shm_t *t, int i, const stats_snap_t *snap)
+{
+    uint64_t w[STATS_SNAP_WORDS];
+    memcpy(w, snap, sizeof w);
+    slot_write(&t->slot[i], w);
+}
+
+/* a += b over words [0, n): sums, but the earliest start and the largest draining. */
+static void words_add(uint64_t *a, const uint64_t *b, size_t n)
+{
+    size_t started = WORD_OF(c.started), draining = WORD_OF(g.draining);
+    uint64_t first =
+        !a[started] || (b[started] && b[started] < a[started]) ? b[started] : a[started];
+    uint64_t most = n > draining && b[draining] > a[draining] ? b[draining] : a[draining];
+    for (size_t k = 0; k < n; k++)
+        a[k] += b[k];
+    a[started] = first;
+    if (n > draining)
+        a[draining] = most;
+}
+
+void stats_shm_total(stats_shm_t *t, int self, const stats_snap_t *own, stats_snap_t *out)
+{
+    uint64_t sum[STATS_SNAP_WORDS], w[STATS_SNAP_WORDS];
+    /* a dead worker's counters are in its slot or in the dead's, never both:
+       read again if the supervisor moved some meanwhile */
+    for (int tries = 0; tries < 100; tries++) {
+        uint64_t gen = __atomic_load_n(&t->gen, __ATOMIC_ACQUIRE);
+        memcpy(sum, own, sizeof sum);
+        for (int i = 0; i <= t->workers; i++) {
+            if (i == self)
+                continue;
+            slot_read(&t->slot[i], w);
+            words_add(sum, w, STATS_SNAP_WORDS);
+        }
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (!(gen & 1) && __atomic_load_n(&t->gen, __ATOMIC_RELAXED) == gen)
+            break;
+    }
+    memcpy(out, sum, sizeof sum);
+}
+
+void stats_shm_retire(stats_shm_t *t, int i)
+{
+    uint64_t dead[STATS_SNAP_WORDS], gone[STATS_SNAP_WORDS];
+    uint64_t gen = __atomic_load_n(&t->gen, __ATOMIC_RELAXED);
+    __atomic_store_n(&t->gen, gen + 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    slot_read(&t->slot[t->workers], dead);
+    slot_read(&t->slot[i], gone);
+    words_add(dead, gone, GAUGES_AT);
+    slot_write(&t->slot[t->workers], dead);
+    memset(gone, 0, sizeof gone);
+    /* an even count again, whatever a write cut short left */
+    uint64_t seq = __atomic_load_n(&t->slot[i].seq, __ATOMIC_RELAXED);
+    __atomic_store_n(&t->slot[i].seq, seq & ~(uint64_t)1, __ATOMIC_RELAXED);
+    slot_write(&t->slot[i], gone);
+    __atomic_store_n(&t->gen, gen + 2, __ATOMIC_RELEASE);
 }

@@ -1,12 +1,42 @@
 /*
  * stats — what one loop counts: requests and bytes in total and over the
- * last second, and what each defence did.  handlers/status.c shows them as
- * /server-status.
+ * last second, per protocol with a histogram of request durations, and what
+ * each defence did.  handlers/status.c shows them as /server-status,
+ * handlers/metrics.c as /metrics.  Only the loop's thread writes them, so
+ * counting is a plain increment.
+ *
+ * With -W the workers publish them (and the gauges beside them) into a
+ * table in shared memory the supervisor maps before it forks, each worker
+ * its own slot under a sequence counter (a seqlock: the writer never waits,
+ * a reader retries a copy that changed under it); /metrics, whichever worker
+ * answers it, sums the slots.
  */
 #ifndef GATLING_STATS_H
 #define GATLING_STATS_H
 
+#include "config.h"
+
+#include <stddef.h>
 #include <stdint.h>
+
+/* The protocols requests are counted by (/metrics' protocol label). */
+enum { STATS_HTTP1, STATS_H2, STATS_FTP, STATS_PROTOS };
+
+/* The request duration histogram's upper bounds in microseconds, 0.5 ms to
+   10 s; a last bucket holds what took longer. */
+#define STATS_BOUNDS 14
+extern const uint32_t stats_bounds_us[STATS_BOUNDS];
+
+/* What is counted per -P rule (its backend). */
+enum {
+    BACKEND_CONNECTS,    /* backend connections opened */
+    BACKEND_REUSES,      /* requests sent on a pooled backend connection */
+    BACKEND_502,         /* backend failures: 502, or a response cut short */
+    BACKEND_504,         /* backends silent past -Q: 504 (or cut short) */
+    BACKEND_TUNNEL_IDLE, /* WebSocket tunnels closed idle (-Q's second value) */
+    BACKEND_UNSIZED,     /* bodies without a length not read whole: 413, 503 */
+    BACKEND_KINDS
+};
 
 /* The floods an HTTP/2 connection is ended for (conn/h2.c), each counted. */
 enum {
@@ -64,12 +94,7 @@ typedef struct status_counters {
     uint64_t proxy_timeout;    /* -y: PROXY headers not complete in time (-s), closed */
     uint64_t health_ok;        /* -k: health checks answered 200 */
     uint64_t health_failed;    /* -k: health checks answered 503 (draining) */
-    uint64_t backend_connects; /* -P: backend connections opened */
-    uint64_t backend_reuses;   /* -P: requests sent on a pooled backend connection */
-    uint64_t backend_502;      /* -P: backend failures: 502, or a response cut short */
-    uint64_t backend_504;      /* -P: backends silent past -Q: 504 (or cut short) */
-    uint64_t backend_tunnel_idle; /* -P: WebSocket tunnels closed idle (-Q's second value) */
-    uint64_t backend_unsized;  /* -P: bodies without a length not read whole: 413, 503 */
+    uint64_t backend[CONFIG_PROXY_RULES][BACKEND_KINDS]; /* -P: per rule, BACKEND_* */
     uint64_t cgi_spawned;      /* CGI processes started (handlers/cgi.c) */
     uint64_t cgi_killed;       /* ... killed: at the deadline (-Q), or the client went first */
     uint64_t cgi_redirects;    /* CGI local redirects answered inside the server (RFC 3875 6.2.2) */
@@ -95,13 +120,75 @@ typedef struct status_counters {
     uint64_t ftp_bounce;       /* PORT/EPRT to another address or a port below 1024 */
     uint64_t ftp_pasv_theft;   /* data connections to a passive port from another address */
     uint64_t ftp_timeouts;     /* login, idle, data set-up, transfer rate (-B) deadlines */
+    /* per protocol (STATS_*): requests and bytes (their sums are the two above) */
+    uint64_t proto_requests[STATS_PROTOS], proto_bytes[STATS_PROTOS];
+    /* ... and how long the requests took: how many fell in each bucket (not
+       cumulative; the last is above every bound), and the sum in microseconds */
+    uint64_t duration[STATS_PROTOS][STATS_BOUNDS + 1];
+    uint64_t duration_us[STATS_PROTOS];
 } status_counters_t;
+
+/*
+ * One loop's numbers as /metrics reads them: the counters, then counters
+ * kept elsewhere (gzip, the memory and response caches), then the gauges.
+ * Every field is 64 bits, so that a snapshot is an array of words to copy
+ * and add.
+ */
+typedef struct stats_snap {
+    status_counters_t c;
+    struct {
+        uint64_t gz_skipped_busy, gz_paced, gz_paced_ms; /* site/encoding.h */
+        uint64_t mem_full;                               /* site/fcache.h */
+        uint64_t cache_evictions;                        /* handlers/cache.h */
+    } more;
+    struct { /* what a worker that is gone leaves out of the sum */
+        uint64_t conns, tls_conns;    /* open connections, of which HTTPS */
+        uint64_t mem_files, mem_bytes; /* small files held in memory (-F) */
+        uint64_t cache_entries, cache_bytes;
+        uint64_t draining; /* 0 or 1: summed as the largest */
+    } g;
+} stats_snap_t;
+
+#define STATS_SNAP_WORDS (sizeof(stats_snap_t) / sizeof(uint64_t))
+_Static_assert(sizeof(stats_snap_t) % sizeof(uint64_t) == 0, "a snapshot is 64-bit words");
 
 /* Start a new second at wall-clock second now, if it is one: the second that
    ended gives requests/s and bytes/s (0 after a quiet gap). */
 void stats_roll(status_counters_t *st, int64_t now);
 
-/* Count a finished request of `bytes` bytes at wall-clock second now. */
-void status_count(status_counters_t *st, int64_t now, uint64_t bytes);
+/*
+ * Count a finished request of protocol proto (STATS_*) and `bytes` bytes at
+ * wall-clock second now, which began at started_us (monotonic microseconds,
+ * gio_now_us(): when its loop round began); it ends now, by the clock.
+ */
+void status_count(status_counters_t *st, int64_t now, int proto, uint64_t bytes,
+                  int64_t started_us);
+
+/* The table the workers publish into (-W); opaque. */
+typedef struct stats_shm stats_shm_t;
+
+/* A table of `workers` slots in shared memory, for the supervisor to map
+   before it forks.  NULL (errno set) if it cannot be mapped. */
+stats_shm_t *stats_shm_new(int workers);
+
+void stats_shm_free(stats_shm_t *t);
+
+/* Worker i publishes snap into its slot (no lock: only i writes it). */
+void stats_shm_publish(stats_shm_t *t, int i, const stats_snap_t *snap);
+
+/*
+ * The sum over every worker, into out: own (worker self's numbers, fresher
+ * than its slot) and the other slots as last published, and what workers
+ * that died had counted.  Counters add up; start time is the earliest,
+ * draining the largest.
+ */
+void stats_shm_total(stats_shm_t *t, int self, const stats_snap_t *own, stats_snap_t *out);
+
+/*
+ * Worker i is gone (the supervisor reaped it): its counters move into the
+ * table's own slot for the dead, so that the sums never go down; its gauges
+ * go; its slot is empty for the worker that replaces it.
+ */
+void stats_shm_retire(stats_shm_t *t, int i);
 
 #endif

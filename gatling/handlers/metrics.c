@@ -1,0 +1,450 @@
+/* /metrics: see metrics.h. */
+#include "metrics.h"
+#include "cache.h"
+#include "proxy.h"
+#include "http/hbuf.h"
+#include "site/encoding.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The page is about 15 KiB without -P rules; each rule's backend adds its
+   label, escaped (at most twice as long), on BACKEND_KINDS lines (see
+   metrics_serve).  What does not fit is a 500, never a page cut short. */
+#define METRICS_PAGE_MAX (48 * 1024)
+
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
+static const char *const proto_names[STATS_PROTOS] = {"http1", "h2", "ftp"};
+
+/* One sample without labels, with its family's HELP. */
+typedef struct metric {
+    const char *name, *help;
+    uint64_t v;
+} metric_t;
+
+/* One sample of a family with one label: its value and the sample's. */
+typedef struct lv {
+    const char *label;
+    uint64_t v;
+} lv_t;
+
+/* The "# HELP" and "# TYPE" lines of a family. */
+static void head(hbuf_t *b, const char *name, const char *type, const char *help)
+{
+    hb_puts(b, "# HELP ");
+    hb_puts(b, name);
+    hb_puts(b, " ");
+    hb_puts(b, help);
+    hb_puts(b, "\n# TYPE ");
+    hb_puts(b, name);
+    hb_puts(b, " ");
+    hb_puts(b, type);
+    hb_puts(b, "\n");
+}
+
+/* sep ('{' or ',') and key="v[0..n)", escaped as the format says: backslash,
+   double quote and newline. */
+static void label(hbuf_t *b, char sep, const char *key, const char *v, size_t n)
+{
+    hb_put(b, &sep, 1);
+    hb_puts(b, key);
+    hb_puts(b, "=\"");
+    for (size_t i = 0; i < n; i++) {
+        const char *e = v[i] == '\\' ? "\\\\" : v[i] == '"' ? "\\\"" : v[i] == '\n' ? "\\n" : NULL;
+        if (e)
+            hb_puts(b, e);
+        else
+            hb_put(b, v + i, 1);
+    }
+    hb_puts(b, "\"");
+}
+
+/* The end of a sample: "}" if labels are open, the value, the newline. */
+static void value(hbuf_t *b, int labels, uint64_t v)
+{
+    hb_puts(b, labels ? "} " : " ");
+    hb_num(b, v);
+    hb_puts(b, "\n");
+}
+
+/* us microseconds as seconds, without trailing zeros: "0.0005", "2.5", "10". */
+static void seconds(hbuf_t *b, uint64_t us)
+{
+    hb_num(b, us / 1000000);
+    uint64_t f = us % 1000000;
+    if (!f)
+        return;
+    char d[7] = {'.'};
+    size_t n = 6;
+    for (size_t i = 6; i >= 1; i--, f /= 10)
+        d[i] = (char)('0' + f % 10);
+    while (d[n] == '0')
+        n--;
+    hb_put(b, d, n + 1);
+}
+
+/* Families of one sample each, all of type type. */
+static void scalars(hbuf_t *b, const char *type, const metric_t *m, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        head(b, m[i].name, type, m[i].help);
+        hb_puts(b, m[i].name);
+        value(b, 0, m[i].v);
+    }
+}
+
+/* A family of n samples told apart by label key. */
+static void family(hbuf_t *b, const char *name, const char *type, const char *help, const char *key,
+                   const lv_t *lv, size_t n)
+{
+    head(b, name, type, help);
+    for (size_t i = 0; i < n; i++) {
+        hb_puts(b, name);
+        label(b, '{', key, lv[i].label, strlen(lv[i].label));
+        value(b, 1, lv[i].v);
+    }
+}
+
+/* What the server is, its connections, requests, bytes, refusals, timeouts. */
+static void general(hbuf_t *b, const site_t *s, const stats_snap_t *t)
+{
+    const status_counters_t *c = &t->c;
+    head(b, "gatling_info", "gauge", "The version and the IO backend (the value is 1)");
+    hb_puts(b, "gatling_info");
+    label(b, '{', "version", GATLING_VERSION, strlen(GATLING_VERSION));
+    label(b, ',', "io", gio_backend_name(), strlen(gio_backend_name()));
+    value(b, 1, 1);
+    const metric_t g[] = {
+        {"gatling_start_time_seconds",
+         "When the server started (with -W the oldest worker), "
+         "seconds since the Epoch",
+         (uint64_t)c->started},
+        {"gatling_workers", "Worker processes (-W; 1 without)", (uint64_t)s->cfg->workers},
+        {"gatling_connections", "Open connections: HTTP, HTTPS, FTP control", t->g.conns},
+        {"gatling_tls_connections", "Open HTTPS connections", t->g.tls_conns},
+        {"gatling_draining",
+         "1 once a drain has begun: the health check fails (-g), the "
+         "listeners close",
+         t->g.draining},
+        {"gatling_memory_files", "Small files held in memory (-F)", t->g.mem_files},
+        {"gatling_memory_bytes", "Bytes of the small files held in memory", t->g.mem_bytes},
+        {"gatling_cache_entries", "Response cache: entries held", t->g.cache_entries},
+        {"gatling_cache_bytes", "Response cache: bytes held", t->g.cache_bytes},
+    };
+    scalars(b, "gauge", g, N(g));
+    lv_t req[STATS_PROTOS], bytes[STATS_PROTOS];
+    for (int p = 0; p < STATS_PROTOS; p++) {
+        req[p] = (lv_t){proto_names[p], c->proto_requests[p]};
+        bytes[p] = (lv_t){proto_names[p], c->proto_bytes[p]};
+    }
+    family(b, "gatling_requests_total", "counter",
+           "Requests answered (FTP: transfers ended), by protocol", "protocol", req, N(req));
+    family(b, "gatling_transferred_bytes_total", "counter",
+           "Bytes of responses sent (FTP: of transfers, either way), by protocol", "protocol",
+           bytes, N(bytes));
+    const lv_t refused[] = {{"connection_cap", c->refused_cap},
+                            {"address_cap", c->refused_addr},
+                            {"descriptors", c->refused_fds}};
+    family(b, "gatling_refused_total", "counter",
+           "Connections refused: over -N or -K (503; HTTPS: closed), or accept failed for "
+           "want of descriptors or memory",
+           "reason", refused, N(refused));
+    const lv_t to[] = {{"head", c->timeout_head},
+                       {"body", c->timeout_body},
+                       {"drain", c->timeout_drain},
+                       {"idle", c->timeout_idle},
+                       {"tls_handshake", c->timeout_handshake},
+                       {"proxy_header", c->proxy_timeout}};
+    family(b, "gatling_timeouts_total", "counter",
+           "Connections closed at a deadline: request head (-s), request body or response "
+           "read too slowly (-B), keep-alive idle (-T), TLS handshake, PROXY header (-s)",
+           "phase", to, N(to));
+}
+
+/* The request duration histogram, per protocol: cumulative buckets. */
+static void histograms(hbuf_t *b, const status_counters_t *c)
+{
+    static const char name[] = "gatling_request_duration_seconds";
+    head(b, name, "histogram",
+         "Request durations, from the loop round the head began in to the response's end "
+         "(FTP: a transfer's, from its command), by protocol");
+    for (int p = 0; p < STATS_PROTOS; p++) {
+        uint64_t n = 0;
+        for (int k = 0; k <= STATS_BOUNDS; k++) {
+            n += c->duration[p][k];
+            hb_puts(b, "gatling_request_duration_seconds_bucket");
+            label(b, '{', "protocol", proto_names[p], strlen(proto_names[p]));
+            hb_puts(b, ",le=\"");
+            if (k < STATS_BOUNDS)
+                seconds(b, stats_bounds_us[k]);
+            else
+                hb_puts(b, "+Inf");
+            hb_puts(b, "\"");
+            value(b, 1, n);
+        }
+        hb_puts(b, "gatling_request_duration_seconds_sum");
+        label(b, '{', "protocol", proto_names[p], strlen(proto_names[p]));
+        hb_puts(b, "} ");
+        seconds(b, c->duration_us[p]);
+        hb_puts(b, "\ngatling_request_duration_seconds_count");
+        label(b, '{', "protocol", proto_names[p], strlen(proto_names[p]));
+        value(b, 1, n);
+    }
+}
+
+/* What the defences did: rates, logins, pools, caps, TLS, the health check. */
+static void defences(hbuf_t *b, const stats_snap_t *t)
+{
+    const status_counters_t *c = &t->c;
+    const metric_t m[] = {
+        {"gatling_rate_limited_total", "Requests over -A's rate: tarpitted or dropped",
+         c->rate_limited},
+        {"gatling_auth_throttled_total", "Failed logins slowed down: 429 without a password check",
+         c->auth_throttled},
+        {"gatling_auth_remembered_total",
+         "Recently failed credentials: 401 without a password check", c->auth_remembered},
+        {"gatling_busy_total", "Requests answered 503: the thread pool's queue was full", c->busy},
+        {"gatling_gzip_skipped_busy_total",
+         "gzip misses served identity: enough compressions were running", t->more.gz_skipped_busy},
+        {"gatling_gzip_paced_total", "Compressions paced: the machine was saturated",
+         t->more.gz_paced},
+        {"gatling_max_requests_closed_total", "Keep-alive connections closed after -R requests",
+         c->max_requests},
+        {"gatling_head_overflows_total", "Response heads too large: 500", c->head_overflows},
+        {"gatling_memory_full_total", "Small files sent from disk: the memory budget was full",
+         t->more.mem_full},
+        {"gatling_tls_resumed_total", "TLS handshakes that resumed a session (ticket or cache)",
+         c->tls_resumed},
+        {"gatling_tls_not_tls_total", "Connections to the HTTPS port that spoke no TLS: closed",
+         c->tls_not_tls},
+        {"gatling_tls_misdirected_total", "Requests for a Host of another certificate: 421",
+         c->tls_misdirected},
+        {"gatling_tls_ktls_total", "TLS connections the kernel encrypts (kTLS, sendfile)",
+         c->tls_ktls},
+        {"gatling_proxy_protocol_untrusted_total",
+         "Connections to a -y listener not from a -Y proxy: closed", c->proxy_untrusted},
+        {"gatling_proxy_protocol_malformed_total", "PROXY headers malformed or cut short: closed",
+         c->proxy_malformed},
+    };
+    scalars(b, "counter", m, N(m));
+    head(b, "gatling_gzip_paced_seconds_total", "counter",
+         "Time paced compressions yielded the CPU");
+    hb_puts(b, "gatling_gzip_paced_seconds_total ");
+    seconds(b, t->more.gz_paced_ms * 1000);
+    hb_puts(b, "\n");
+    const lv_t hs[] = {{"ok", c->tls_handshakes}, {"failed", c->tls_failed}};
+    family(b, "gatling_tls_handshakes_total", "counter", "TLS handshakes done or failed", "result",
+           hs, N(hs));
+    const lv_t px[] = {{"client", c->proxy_headers}, {"local", c->proxy_local}};
+    family(b, "gatling_proxy_protocol_headers_total", "counter",
+           "PROXY headers (-y): naming a client, or keeping the proxy's address (LOCAL, UNKNOWN)",
+           "result", px, N(px));
+    const lv_t hc[] = {{"ok", c->health_ok}, {"draining", c->health_failed}};
+    family(b, "gatling_health_checks_total", "counter",
+           "Health checks (-k): 200, or 503 while draining", "result", hc, N(hc));
+}
+
+/* HTTP/2: connections, errors, and the floods connections were ended for. */
+static void http2(hbuf_t *b, const status_counters_t *c)
+{
+    const metric_t m[] = {
+        {"gatling_h2_connections_total", "Connections that spoke HTTP/2", c->h2_conns},
+        {"gatling_h2_errors_total", "HTTP/2 connections ended by GOAWAY with an error",
+         c->h2_errors},
+        {"gatling_h2_yields_total", "HTTP/2 sends paused at the per-event budget", c->h2_yields},
+        {"gatling_h2_refused_streams_total", "HTTP/2 streams refused: header memory full",
+         c->h2_refused},
+        {"gatling_h2_file_waits_total", "HTTP/2 streams that waited for a file slot",
+         c->h2_file_waits},
+    };
+    scalars(b, "counter", m, N(m));
+    static const char *const kinds[H2_FLOOD_KINDS] = {[H2_FLOOD_SETTINGS] = "settings",
+                                                      [H2_FLOOD_PING] = "ping",
+                                                      [H2_FLOOD_WINDOW] = "window_update",
+                                                      [H2_FLOOD_EMPTY_DATA] = "empty_data",
+                                                      [H2_FLOOD_OTHER] = "other",
+                                                      [H2_FLOOD_RESET_SENT] = "reset_sent",
+                                                      [H2_FLOOD_RAPID_RESET] = "rapid_reset",
+                                                      [H2_FLOOD_CONTINUATION] = "continuation"};
+    lv_t f[H2_FLOOD_KINDS];
+    for (int k = 0; k < H2_FLOOD_KINDS; k++)
+        f[k] = (lv_t){kinds[k], c->h2_flood[k]};
+    family(b, "gatling_h2_floods_total", "counter",
+           "HTTP/2 connections ended by GOAWAY ENHANCE_YOUR_CALM, by the frames that flooded",
+           "kind", f, N(f));
+}
+
+/* Per backend: a -P rule's address as written; rules with the same backend
+   are one series. */
+static void backends(hbuf_t *b, const config_t *cfg, const status_counters_t *c)
+{
+    static const metric_t f[BACKEND_KINDS] = {
+        [BACKEND_CONNECTS] = {"gatling_backend_connections_total", "Backend connections opened"},
+        [BACKEND_REUSES] = {"gatling_backend_reuses_total",
+                            "Requests sent on a pooled backend connection"},
+        [BACKEND_502] = {"gatling_backend_failures_total",
+                         "Backend failures: 502, or a response cut short"},
+        [BACKEND_504] = {"gatling_backend_timeouts_total",
+                         "Backends silent past -Q: 504, or a response cut short"},
+        [BACKEND_TUNNEL_IDLE] = {"gatling_backend_tunnels_idle_total",
+                                 "WebSocket tunnels closed idle (-Q's second value)"},
+        [BACKEND_UNSIZED] = {"gatling_backend_unsized_total",
+                             "Request bodies without a length not held for a backend: 413, 503"},
+    };
+    size_t len[CONFIG_PROXY_RULES];
+    int n = cfg->nproxy_rules;
+    for (int i = 0; i < n; i++)
+        len[i] = proxy_rule_backend(cfg->proxy_rule[i]);
+    for (int k = 0; k < BACKEND_KINDS && n; k++) {
+        head(b, f[k].name, "counter", f[k].help);
+        for (int i = 0; i < n; i++) {
+            const char *r = cfg->proxy_rule[i];
+            int said = 0; /* by an earlier rule with this backend */
+            uint64_t v = 0;
+            for (int j = 0; j < n; j++) {
+                if (len[j] != len[i] || memcmp(cfg->proxy_rule[j], r, len[i]))
+                    continue;
+                said |= j < i;
+                v += c->backend[j][k];
+            }
+            if (said)
+                continue;
+            hb_puts(b, f[k].name);
+            label(b, '{', "backend", r, len[i]);
+            value(b, 1, v);
+        }
+    }
+}
+
+/* CGI, the response cache, FTP. */
+static void dynamic(hbuf_t *b, const stats_snap_t *t)
+{
+    const status_counters_t *c = &t->c;
+    const metric_t m[] = {
+        {"gatling_cgi_spawned_total", "CGI processes started", c->cgi_spawned},
+        {"gatling_cgi_killed_total", "CGI processes killed: at -Q, or the client went first",
+         c->cgi_killed},
+        {"gatling_cgi_redirects_total", "CGI local redirects answered inside the server",
+         c->cgi_redirects},
+        {"gatling_cgi_refused_total", "CGI requests refused: over -J, spawner busy or gone, 503",
+         c->cgi_refused},
+        {"gatling_cgi_failed_total", "CGI processes without a valid head: 502", c->cgi_failed},
+        {"gatling_cache_hits_total", "Response cache: hits (fresh)", c->cache_hits},
+        {"gatling_cache_stale_total", "Response cache: stale served while one fetch refreshes",
+         c->cache_stale},
+        {"gatling_cache_stale_errors_total", "Response cache: stale served, the backend failing",
+         c->cache_stale_errors},
+        {"gatling_cache_misses_total", "Response cache: misses (a fetch each)", c->cache_misses},
+        {"gatling_cache_collapsed_total",
+         "Response cache: requests that waited for another's "
+         "fetch",
+         c->cache_collapsed},
+        {"gatling_cache_fetches_total",
+         "Response cache: backend requests made (misses, "
+         "refreshes)",
+         c->cache_fetches},
+        {"gatling_cache_stored_total", "Response cache: responses stored", c->cache_stored},
+        {"gatling_cache_revalidated_total", "Response cache: stored responses freshened by a 304",
+         c->cache_revalidated},
+        {"gatling_cache_passes_total", "Response cache: sent by, the response was not storable",
+         c->cache_passes},
+        {"gatling_cache_bypass_total", "Response cache: bypassed: Authorization, Cookie, a body",
+         c->cache_bypass},
+        {"gatling_cache_lock_timeouts_total",
+         "Response cache: waiters that stopped waiting for "
+         "a slow fetch",
+         c->cache_lock_timeouts},
+        {"gatling_cache_purges_total", "Response cache: PURGE requests", c->cache_purges},
+        {"gatling_cache_evictions_total", "Response cache: entries evicted (room, idle)",
+         t->more.cache_evictions},
+        {"gatling_ftp_sessions_total", "FTP control connections (-f)", c->ftp_sessions},
+        {"gatling_ftp_logins_total", "FTP logins (anonymous)", c->ftp_logins},
+        {"gatling_ftp_downloads_total", "FTP downloads completed", c->ftp_downloads},
+        {"gatling_ftp_uploads_total", "FTP uploads completed", c->ftp_uploads},
+        {"gatling_ftp_refused_total", "FTP refused: other users, uploads, MKD", c->ftp_refused},
+        {"gatling_ftp_bounce_refused_total",
+         "FTP PORT/EPRT to another host or a low port: "
+         "refused",
+         c->ftp_bounce},
+        {"gatling_ftp_pasv_theft_total", "FTP data connections from another host: closed",
+         c->ftp_pasv_theft},
+        {"gatling_ftp_timeouts_total", "FTP deadlines: login, idle, data set-up, rate (-B)",
+         c->ftp_timeouts},
+    };
+    scalars(b, "counter", m, N(m));
+}
+
+void metrics_snapshot(const site_t *s, stats_snap_t *snap)
+{
+    memset(snap, 0, sizeof *snap);
+    snap->c = s->stats;
+    enc_gz_counters_t gz = s->gzcache ? enc_gzip_counters(s->gzcache) : (enc_gz_counters_t){0};
+    snap->more.gz_skipped_busy = gz.skipped_busy;
+    snap->more.gz_paced = gz.paced;
+    snap->more.gz_paced_ms = gz.paced_ms;
+    fcache_mem_t m = fcache_mem(s->fcache);
+    snap->more.mem_full = m.skipped;
+    snap->g.mem_files = m.files;
+    snap->g.mem_bytes = m.held;
+    cache_mem(s, &snap->g.cache_bytes, &snap->g.cache_entries, &snap->more.cache_evictions);
+    snap->g.conns = s->nconns;
+    snap->g.tls_conns = s->ntls;
+    snap->g.draining = s->draining != 0;
+}
+
+/* Publish this loop's numbers into its slot now. */
+static void publish(site_t *s)
+{
+    stats_snap_t snap;
+    metrics_snapshot(s, &snap);
+    stats_shm_publish(s->cfg->stats_shm, s->cfg->worker, &snap);
+    s->stats_published = gio_now(s->loop);
+    s->stats_owed = 0;
+}
+
+int64_t metrics_publish_due(site_t *s, int64_t wake)
+{
+    if (!s->cfg->stats_shm || !s->stats_owed)
+        return wake;
+    int64_t left = s->stats_published + METRICS_PUBLISH_MS - gio_now(s->loop);
+    if (left <= 0) {
+        publish(s);
+        return wake;
+    }
+    return wake < 0 || wake > left ? left : wake;
+}
+
+int metrics_serve(exchange_t *ex)
+{
+    site_t *s = ex->site;
+    const config_t *cfg = s->cfg;
+    stats_snap_t own, t;
+    stats_roll(&s->stats, gio_wallclock(s->loop));
+    metrics_snapshot(s, &own);
+    t = own;
+    if (cfg->stats_shm) { /* -W: ours fresh, the others' as published */
+        stats_shm_publish(cfg->stats_shm, cfg->worker, &own);
+        s->stats_published = gio_now(s->loop);
+        stats_shm_total(cfg->stats_shm, cfg->worker, &own, &t);
+    }
+    size_t cap = METRICS_PAGE_MAX;
+    for (int i = 0; i < cfg->nproxy_rules; i++) /* each backend's label, escaped, 6 times */
+        cap += BACKEND_KINDS * (2 * strlen(cfg->proxy_rule[i]) + 96);
+    char *page = malloc(cap);
+    if (!page)
+        return -1;
+    hbuf_t b = hb_init(page, cap);
+    general(&b, s, &t);
+    histograms(&b, &t.c);
+    defences(&b, &t);
+    http2(&b, &t.c);
+    backends(&b, cfg, &t.c);
+    dynamic(&b, &t);
+    if (b.over) {
+        free(page);
+        return ex_error(ex, 500, NULL, NULL);
+    }
+    ex_field(ex, "Cache-Control", "no-store");
+    return ex_page(ex, "text/plain; version=0.0.4; charset=utf-8", page, hb_len(&b));
+}

@@ -1,0 +1,31 @@
+/*
+ * metrics — /metrics (gatling -S): every counter of /server-status, a
+ * request duration histogram per protocol and the per-backend proxy
+ * counters, in Prometheus' text exposition format (version 0.0.4), to the
+ * clients /server-status is for.  With -W the page sums every worker's
+ * numbers (site/stats.h's shared table): whichever worker answers, the page
+ * is the server's.
+ */
+#ifndef GATLING_METRICS_H
+#define GATLING_METRICS_H
+
+#include "http/exchange.h"
+#include "site/site.h"
+
+/* This loop's numbers: its counters, and the gauges and counters others keep. */
+void metrics_snapshot(const site_t *s, stats_snap_t *snap);
+
+/*
+ * -W: publish this loop's numbers into its slot when site->stats_owed (the
+ * loop did something) and the last publish is METRICS_PUBLISH_MS old.  wake
+ * is when the loop would wake (ms from now, -1: never); returns it, or
+ * sooner if a publish is owed but not due yet.  Without -W returns wake.
+ */
+int64_t metrics_publish_due(site_t *s, int64_t wake);
+
+#define METRICS_PUBLISH_MS 100
+
+/* Queue the page.  0, or -1 on ENOMEM. */
+int metrics_serve(exchange_t *ex);
+
+#endif

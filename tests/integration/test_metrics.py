@@ -1,0 +1,439 @@
+"""/metrics (-S): Prometheus' text exposition format beside /server-status.
+
+The page against promtool's checks and the format's rules, every counter of
+/server-status on it with the same value, every metric named in gatling.8,
+loopback only, the request duration histograms per protocol, -W's workers
+summed (a killed worker's counts kept), and Debian's Prometheus scraping
+gatling every second and answering exactly the requests made.
+
+promtool and prometheus come from Debian's prometheus package (tests/setup.sh).
+The Prometheus test runs once per make check: on the epoll build (else the
+first that is not a sanitizer build), over plain HTTP.
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from conftest import (BUILD_DIR, BUILDS, ROOT, TLS, Client, assert_status, fetch, free_port,
+                      http_only, make_docroot, running_server, wait_for)
+
+TREE = {"f.txt": "hello\n", "a.txt": "a\n", "b.txt": "b\n"}
+CTYPE = "text/plain; version=0.0.4; charset=utf-8"
+# a -P rule whose backend needs escaping in a label; nothing is ever proxied
+# (no vhost holds a .proxy file), but the backend families show it
+ODD_RULE = 'F/unix:/tmp/no"such\\gatling.sock:^/php/'
+ODD_BACKEND = 'F/unix:/tmp/no"such\\gatling.sock'
+BOUNDS = ["0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1", "0.25",
+          "0.5", "1", "2.5", "5", "10", "+Inf"]
+PROTOCOLS = ("http1", "h2", "ftp")
+
+# /server-status?json's keys and where /metrics has them: (name, labels); a
+# key in neither this nor NOT_ON_METRICS fails the test, so a new counter on
+# /server-status must be added to /metrics too
+ON_METRICS = {
+    "connections": ("gatling_connections", {}),
+    "refused_connection_cap": ("gatling_refused_total", {"reason": "connection_cap"}),
+    "refused_address_cap": ("gatling_refused_total", {"reason": "address_cap"}),
+    "refused_descriptors": ("gatling_refused_total", {"reason": "descriptors"}),
+    "rate_limited": ("gatling_rate_limited_total", {}),
+    "auth_throttled": ("gatling_auth_throttled_total", {}),
+    "auth_remembered": ("gatling_auth_remembered_total", {}),
+    "busy": ("gatling_busy_total", {}),
+    "gzip_skipped_busy": ("gatling_gzip_skipped_busy_total", {}),
+    "gzip_paced": ("gatling_gzip_paced_total", {}),
+    "timeout_head": ("gatling_timeouts_total", {"phase": "head"}),
+    "timeout_body": ("gatling_timeouts_total", {"phase": "body"}),
+    "timeout_drain": ("gatling_timeouts_total", {"phase": "drain"}),
+    "timeout_idle": ("gatling_timeouts_total", {"phase": "idle"}),
+    "max_requests": ("gatling_max_requests_closed_total", {}),
+    "head_overflows": ("gatling_head_overflows_total", {}),
+    "memory_files": ("gatling_memory_files", {}),
+    "memory_bytes": ("gatling_memory_bytes", {}),
+    "memory_full": ("gatling_memory_full_total", {}),
+    "https_connections": ("gatling_tls_connections", {}),
+    "tls_handshakes": ("gatling_tls_handshakes_total", {"result": "ok"}),
+    "tls_resumed": ("gatling_tls_resumed_total", {}),
+    "tls_failed": ("gatling_tls_handshakes_total", {"result": "failed"}),
+    "tls_not_tls": ("gatling_tls_not_tls_total", {}),
+    "timeout_handshake": ("gatling_timeouts_total", {"phase": "tls_handshake"}),
+    "tls_misdirected": ("gatling_tls_misdirected_total", {}),
+    "tls_ktls": ("gatling_tls_ktls_total", {}),
+    "h2_connections": ("gatling_h2_connections_total", {}),
+    "h2_errors": ("gatling_h2_errors_total", {}),
+    "h2_yields": ("gatling_h2_yields_total", {}),
+    "h2_refused": ("gatling_h2_refused_streams_total", {}),
+    "h2_file_waits": ("gatling_h2_file_waits_total", {}),
+    "proxy_headers": ("gatling_proxy_protocol_headers_total", {"result": "client"}),
+    "proxy_local": ("gatling_proxy_protocol_headers_total", {"result": "local"}),
+    "proxy_untrusted": ("gatling_proxy_protocol_untrusted_total", {}),
+    "proxy_malformed": ("gatling_proxy_protocol_malformed_total", {}),
+    "proxy_timeout": ("gatling_timeouts_total", {"phase": "proxy_header"}),
+    "health_ok": ("gatling_health_checks_total", {"result": "ok"}),
+    "health_failed": ("gatling_health_checks_total", {"result": "draining"}),
+    "backend_connects": ("gatling_backend_connections_total", {"backend": ODD_BACKEND}),
+    "backend_reuses": ("gatling_backend_reuses_total", {"backend": ODD_BACKEND}),
+    "backend_502": ("gatling_backend_failures_total", {"backend": ODD_BACKEND}),
+    "backend_504": ("gatling_backend_timeouts_total", {"backend": ODD_BACKEND}),
+    "backend_tunnel_idle": ("gatling_backend_tunnels_idle_total", {"backend": ODD_BACKEND}),
+    "backend_unsized": ("gatling_backend_unsized_total", {"backend": ODD_BACKEND}),
+    "draining": ("gatling_draining", {}),
+    "ftp_bounce": ("gatling_ftp_bounce_refused_total", {}),
+}
+for _k in ("cgi_spawned", "cgi_killed", "cgi_redirects", "cgi_refused", "cgi_failed",
+           "cache_hits", "cache_stale", "cache_stale_errors", "cache_misses",
+           "cache_collapsed", "cache_fetches", "cache_stored", "cache_revalidated",
+           "cache_passes", "cache_bypass", "cache_lock_timeouts", "cache_purges",
+           "cache_evictions", "ftp_sessions", "ftp_logins", "ftp_downloads", "ftp_uploads",
+           "ftp_refused", "ftp_pasv_theft", "ftp_timeouts"):
+    ON_METRICS[_k] = ("gatling_%s_total" % _k, {})
+for _k in ("cache_entries", "cache_bytes"):
+    ON_METRICS[_k] = ("gatling_" + _k, {})
+for _k in ("settings", "ping", "window_update", "empty_data", "other", "reset_sent",
+           "rapid_reset", "continuation"):
+    ON_METRICS["h2_flood_" + _k] = ("gatling_h2_floods_total", {"kind": _k})
+# ... and the keys /metrics says otherwise: checked one by one in the test
+NOT_ON_METRICS = {
+    "version", "backend", "pid",  # gatling_info{version,io}; a page has no pid
+    "uptime",                      # gatling_start_time_seconds
+    "requests", "bytes",           # gatling_requests_total, _transferred_bytes_total by protocol
+    "requests_per_second", "bytes_per_second",  # rate() of those
+    "gzip_paced_ms",               # gatling_gzip_paced_seconds_total
+}
+
+
+# --------------------------------------------------------------------------
+# The exposition format (version 0.0.4), parsed strictly
+
+SAMPLE = re.compile(r'([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
+LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"(,|$)')
+
+
+def parse_labels(text):
+    labels, pos = {}, 0
+    while pos < len(text):
+        m = LABEL.match(text, pos)
+        assert m, "bad labels at %r" % text[pos:]
+        labels[m.group(1)] = re.sub(r'\\(.)', lambda e: {"n": "\n"}.get(e.group(1), e.group(1)),
+                                    m.group(2))
+        pos = m.end()
+    return labels
+
+
+class Page:
+    """help, type: by family; samples: (name, labels, value) in order."""
+
+    def __init__(self, text):
+        self.text = text
+        self.help, self.type, self.samples = {}, {}, []
+        for line in text.split("\n")[:-1]:
+            if line.startswith("# HELP "):
+                name, _, h = line[7:].partition(" ")
+                assert name not in self.help and h, line
+                self.help[name] = h
+            elif line.startswith("# TYPE "):
+                name, _, t = line[7:].partition(" ")
+                assert name not in self.type and t in ("counter", "gauge", "histogram"), line
+                self.type[name] = t
+            else:
+                m = SAMPLE.match(line)
+                assert m, "not a sample line: %r" % line
+                self.samples.append((m.group(1), parse_labels(m.group(2) or ""),
+                                     float(m.group(3))))
+        assert text.endswith("\n"), "the page ends without a newline"
+
+    def family(self, name):
+        """The family a sample belongs to (a histogram's _bucket, _sum, _count)."""
+        for suffix in ("_bucket", "_sum", "_count"):
+            base = name[:-len(suffix)]
+            if name.endswith(suffix) and self.type.get(base) == "histogram":
+                return base
+        return name
+
+    def get(self, name, **labels):
+        found = [v for n, lb, v in self.samples if n == name and lb == labels]
+        assert len(found) == 1, "%s%r: %d samples on the page" % (name, labels, len(found))
+        return found[0]
+
+    def total(self, name):
+        return sum(v for n, _, v in self.samples if n == name)
+
+
+def scrape(port, client=None):
+    r = client.request("/metrics") if client else fetch(port, "/metrics")
+    assert_status(r, 200, "/metrics")
+    return r, Page(r.body.decode("utf-8"))
+
+
+def h2c(port, paths):
+    """The paths as streams of one HTTP/2 connection by prior knowledge."""
+    assert shutil.which("nghttp"), "needs nghttp2-client's nghttp (tests/setup.sh)"
+    urls = ["http://127.0.0.1:%d%s" % (port, p) for p in paths]
+    r = subprocess.run(["nghttp", "-n"] + urls, capture_output=True, timeout=10)
+    assert r.returncode == 0, r.stderr
+
+
+def promtool():
+    tool = shutil.which("promtool")
+    assert tool, "promtool missing: Debian's prometheus package (tests/setup.sh installs it)"
+    return tool
+
+
+def man_metric_names():
+    """The metric names the /metrics subsection of gatling.8 lists."""
+    with open(os.path.join(ROOT, "man", "gatling.8")) as f:
+        man = f.read()
+    start = man.index("\n.SS /metrics\n")
+    end = man.index("\n.S", start + 1)
+    return set(re.findall(r"gatling_[a-z0-9_]+", man[start:end].replace("\\_", "_")))
+
+
+# --------------------------------------------------------------------------
+
+def test_page_format_and_promtool(gatling):
+    srv = gatling(TREE, args=("-T", "10", "-S", "-P", ODD_RULE))
+    fetch(srv.port, "/f.txt")
+    r, page = scrape(srv.port)
+    assert r.header("Content-Type") == CTYPE, r
+    assert r.header("Cache-Control") == "no-store", r
+    assert r.header("Content-Length") == str(len(r.body)), r
+    seen = set()
+    for name, labels, value in page.samples:
+        fam = page.family(name)
+        seen.add(fam)
+        assert fam in page.help and fam in page.type, "%s: no HELP or TYPE" % name
+        assert value >= 0 and value == value, (name, labels, value)
+        if page.type[fam] == "counter":
+            assert name.endswith("_total"), "a counter not named *_total: %s" % name
+        else:
+            assert not name.endswith("_total"), "a %s named *_total: %s" % (page.type[fam], name)
+    assert seen == set(page.type) == set(page.help), "families without samples"
+    assert len({(n, tuple(sorted(lb.items()))) for n, lb, _ in page.samples}) == len(
+        page.samples), "a series twice"
+    assert page.get("gatling_backend_connections_total", backend=ODD_BACKEND) == 0
+    assert page.get("gatling_info", version=page.samples[0][1]["version"],
+                    io=srv.build.backend) == 1
+    p = subprocess.run([promtool(), "check", "metrics"], input=r.body, capture_output=True,
+                       timeout=20)
+    assert p.returncode == 0 and not p.stdout and not p.stderr, (
+        "promtool check metrics: status %d\n%s%s" % (p.returncode, p.stdout.decode(),
+                                                       p.stderr.decode()))
+    # gatling.8 lists every metric, and no other
+    names = man_metric_names()
+    assert names == set(page.type), "gatling.8 lacks %s; names %s not on the page" % (
+        sorted(set(page.type) - names), sorted(names - set(page.type)))
+
+
+def test_every_server_status_counter(gatling):
+    """Each /server-status key has its sample, with the same value (the two
+    pages asked on one connection, one after the other: the status request
+    is counted in between; a second boundary between them may expire the
+    memory cache's file, so the pair is asked again then)."""
+    srv = gatling(TREE, args=("-T", "10", "-S", "-P", ODD_RULE))
+    with Client(srv.port) as c:
+        for _ in range(3):
+            assert_status(c.request("/f.txt"), 200)
+        for attempt in range(3):
+            r = c.request("/server-status?json")
+            assert_status(r, 200)
+            st = json.loads(r.body)
+            _, page = scrape(srv.port, c)
+            missing = set(st) - set(ON_METRICS) - NOT_ON_METRICS
+            assert not missing, "/server-status keys not on /metrics: %s" % sorted(missing)
+            differ = {key: (st[key], page.get(name, **labels))
+                      for key, (name, labels) in ON_METRICS.items()
+                      if page.get(name, **labels) != st[key]}
+            if not differ:
+                break
+        assert not differ, "/server-status and /metrics differ: %s" % differ
+    assert page.total("gatling_requests_total") == st["requests"] + 1 == 4 + 2 * attempt
+    assert page.total("gatling_transferred_bytes_total") > st["bytes"]
+    assert page.get("gatling_gzip_paced_seconds_total") == st["gzip_paced_ms"] / 1000
+    assert abs(page.get("gatling_start_time_seconds") - (time.time() - st["uptime"])) <= 2
+    assert page.get("gatling_workers") == 1
+
+
+@http_only
+def test_loopback_only(gatling):
+    """A client that is not on loopback (named by a PROXY header from a
+    trusted proxy) gets 403, as for /server-status."""
+    srv = gatling(TREE, args=("-T", "10", "-S", "-y", "http", "-Y", "127.0.0.1"))
+    for src, want in (("192.0.2.7", 403), ("127.0.0.9", 200)):
+        for target in ("/metrics", "/server-status?json"):
+            with socket.create_connection(("127.0.0.1", srv.port), timeout=5) as s:
+                s.sendall(b"PROXY TCP4 %s 127.0.0.1 40000 80\r\n" % src.encode() +
+                          b"GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                          % target.encode())
+                head = b""
+                while b"\r\n" not in head:
+                    chunk = s.recv(4096)
+                    assert chunk, "closed without an answer"
+                    head += chunk
+            assert int(head.split()[1]) == want, (src, target, head[:80])
+
+
+@http_only
+def test_histograms_per_protocol(gatling):
+    """HTTP/1.1 and h2c requests in their own histograms: cumulative
+    buckets on the fixed bounds, +Inf == _count == requests; a request whose
+    head took 80 ms to arrive is timed from its first bytes."""
+    srv = gatling(TREE, args=("-T", "10", "-S"))
+    for _ in range(5):
+        assert_status(fetch(srv.port, "/f.txt"), 200)
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=5) as s:
+        s.sendall(b"GET /f.txt HTTP/1.1\r\nHo")
+        time.sleep(0.08)
+        s.sendall(b"st: x\r\nConnection: close\r\n\r\n")
+        assert b"hello" in s.makefile("rb").read()
+    h2c(srv.port, ["/f.txt", "/a.txt", "/b.txt", "/f.txt?2"])
+    _, page = scrape(srv.port)
+    want = {"http1": 6, "h2": 4, "ftp": 0}  # this scrape is counted once it is sent
+    for proto in PROTOCOLS:
+        assert page.get("gatling_requests_total", protocol=proto) == want[proto], proto
+        buckets = [(lb["le"], v) for n, lb, v in page.samples
+                   if n == "gatling_request_duration_seconds_bucket" and lb["protocol"] == proto]
+        assert [le for le, _ in buckets] == BOUNDS, buckets
+        counts = [v for _, v in buckets]
+        assert counts == sorted(counts), "not cumulative: %s" % buckets
+        count = page.get("gatling_request_duration_seconds_count", protocol=proto)
+        assert counts[-1] == count == want[proto], (proto, buckets, count)
+        assert counts[BOUNDS.index("10")] == want[proto], "a request over 10 s: %s" % buckets
+    le50ms = page.get("gatling_request_duration_seconds_bucket", protocol="http1", le="0.05")
+    assert le50ms <= 5, "the slow head was not timed from its first bytes"
+    assert page.get("gatling_request_duration_seconds_sum", protocol="http1") >= 0.08
+    assert page.get("gatling_request_duration_seconds_sum", protocol="h2") < 4 * 10
+    assert page.get("gatling_transferred_bytes_total", protocol="h2") >= 4 * 2
+
+
+@http_only
+def test_workers_summed(gatling):
+    """-W 2: whichever worker answers, the page sums both; a worker killed
+    and replaced leaves its counts in.  Each scrape is a request, counted by
+    the worker that answered it once it is sent and published by it within
+    METRICS_PUBLISH_MS (0.1 s): a scrape 0.15 s after another sees it (or a
+    later one does, on a loaded machine), and the sum never goes down."""
+    srv = gatling(TREE, args=("-T", "10", "-S", "-W", "2", "-n"), check_fds=False)
+    for _ in range(20):  # new connections: the kernel spreads them over the workers
+        assert_status(fetch(srv.port, "/f.txt"), 200)
+    seen = []
+
+    def exact(what):
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            time.sleep(0.15)
+            _, page = scrape(srv.port)
+            seen.append(page.total("gatling_requests_total"))
+            assert seen == sorted(seen), "the sum went down: %s" % seen
+            if seen[-1] == 20 + len(seen) - 1:
+                return page
+        raise AssertionError("%s: the sum is not the requests made: %s" % (what, seen))
+
+    page = exact("both workers")
+    assert page.get("gatling_workers") == 2
+    # the scrape's connection, and the other worker's last one if it published
+    # before it saw the close
+    assert 1 <= page.get("gatling_connections") <= 2, page.get("gatling_connections")
+    with open("/proc/%d/task/%d/children" % (srv.pid, srv.pid)) as f:
+        kids = [int(x) for x in f.read().split()]
+    assert len(kids) == 2, kids
+    time.sleep(0.4)  # the last scrape's count published by its worker
+    os.kill(kids[0], signal.SIGKILL)
+    wait_for(lambda: any("restarting" in line for line in srv.errlog), 4, "the restart")
+    exact("after a worker was killed and replaced")
+
+
+# --------------------------------------------------------------------------
+# Debian's Prometheus scraping gatling
+
+def prometheus_build():
+    """The build the Prometheus test runs on, whichever pass asks: epoll
+    where built, else the first that is not a sanitizer build."""
+    built = BUILDS
+    if os.path.isdir(BUILD_DIR):
+        built = sorted(n for n in os.listdir(BUILD_DIR)
+                       if os.access(os.path.join(BUILD_DIR, n, "gatling"), os.X_OK)) or BUILDS
+    plain = [b for b in built if not b.endswith("-san")]
+    return "epoll" if "epoll" in plain else (plain[0] if plain else None)
+
+
+def prom_query(port, expr):
+    url = "http://127.0.0.1:%d/api/v1/query?%s" % (port, urllib.parse.urlencode({"query": expr}))
+    with urllib.request.urlopen(url, timeout=5) as r:
+        answer = json.load(r)
+    assert answer["status"] == "success", answer
+    return [float(s["value"][1]) for s in answer["data"]["result"]]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def scraped(build, tmp_path_factory):
+    """A gatling of its own and Prometheus scraping it every second, started
+    with the module (Prometheus scrapes a new target only after about 5 s, a
+    wait the other tests fill): (server, Prometheus' API port, its log), or None on
+    the other builds and passes.  Prometheus is killed at the end."""
+    if build.name != prometheus_build() or TLS:
+        yield None
+        return
+    binary = shutil.which("prometheus")
+    assert binary, "prometheus missing: Debian's prometheus package (tests/setup.sh)"
+    d = tmp_path_factory.mktemp("prometheus")
+    make_docroot(str(d / "www"), TREE)
+    with running_server(build, str(d / "www"), ("-T", "10", "-S", "-n")) as srv:
+        conf = d / "prometheus.yml"
+        conf.write_text("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                        "scrape_configs:\n  - job_name: gatling\n    static_configs:\n"
+                        "      - targets: ['127.0.0.1:%d']\n" % srv.port)
+        port = free_port()
+        with open(d / "prometheus.log", "wb") as log:
+            proc = subprocess.Popen(
+                [binary, "--config.file=%s" % conf, "--storage.tsdb.path=%s" % (d / "tsdb"),
+                 "--web.listen-address=127.0.0.1:%d" % port],
+                stdout=log, stderr=log, stdin=subprocess.DEVNULL, cwd=str(d))
+        try:
+            yield srv, port, d / "prometheus.log"
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@http_only
+def test_prometheus_scrapes_exact_counts(scraped):
+    """Last in the module: Prometheus has had the other tests' time to
+    begin scraping."""
+    if not scraped:
+        pytest.skip("the Prometheus test runs once, on the %s build" % prometheus_build())
+    srv, port, log = scraped
+
+    def up():
+        try:
+            return prom_query(port, 'up{job="gatling"}') == [1.0]
+        except OSError:
+            return False
+
+    wait_for(up, 20, "Prometheus' first scrape of gatling (log: %s)" % log)
+    for _ in range(7):
+        assert_status(fetch(srv.port, "/f.txt"), 200)
+    h2c(srv.port, ["/f.txt", "/a.txt", "/b.txt"])
+    # every scrape is a request too, counted once answered: the k-th scrape
+    # sees the k - 1 before it, and Prometheus holds k samples of `up`
+    exact = 'sum(gatling_requests_total) - sum(count_over_time(up{job="gatling"}[1h])) + 1'
+
+    def answered():
+        return (prom_query(port, exact) == [10.0] and
+                prom_query(port, 'gatling_requests_total{protocol="h2"}') == [3.0])
+
+    wait_for(answered, 20, "Prometheus to answer exactly 10 requests, 3 of them h2 (log: %s)"
+             % log)
+    buckets = prom_query(port, 'gatling_request_duration_seconds_bucket{protocol="h2",le="+Inf"}')
+    assert buckets == [3.0], buckets
