@@ -10,6 +10,7 @@
 #include "handover.h"
 #include "gio.h"
 #include "site/mime.h"
+#include "site/nets.h"
 #include "server.h"
 #include "conn/proxyproto.h"
 #include "conn/tls.h"
@@ -58,6 +59,33 @@ static void usage_ftp(void)
           stdout);
 }
 
+/* -h, its part on HTTPS, proxies in front and load balancers. */
+static void usage_https(void)
+{
+    fputs(
+        "  -C dir    HTTPS certificates: dir/server.pem (chain and key), dir/NAME.pem,\n"
+        "            dir/NAME/fullchain.pem + privkey.pem (default: ./server.pem if any)\n"
+        "  -e [addr:]port  serve HTTPS on this port (and address, else -i's), and\n"
+        "            fail if it cannot be bound (default: 443 as root, 4433\n"
+        "            otherwise, skipped if busy; 0: any)\n"
+        "  -E        no HTTPS\n"
+        "  -o list   TLS 1.2 ciphers (default: Mozilla intermediate)\n"
+        "  -O list   TLS 1.3 cipher suites (default: OpenSSL's three)\n"
+        "  -x secs   send Strict-Transport-Security: max-age=secs over HTTPS\n"
+        "  -X        answer plain HTTP with a redirect to HTTPS\n"
+        "  -2        no HTTP/2 (ALPN h2 on HTTPS, h2c by prior knowledge on HTTP)\n"
+        "  -y which  these listeners are behind a proxy: each connection starts with a\n"
+        "            PROXY header (v1 or v2) whose client address is the one logged and\n"
+        "            limited; which: http, https, or port numbers, comma-separated\n"
+        "  -Y nets   trust PROXY headers from these addresses or networks only\n"
+        "            (addr or addr/bits, comma-separated; required with -y)\n"
+        "  -k path   answer GET path with 200 \"ok\" (503 \"draining\" once a drain has\n"
+        "            begun), without touching the disk: a load balancer's health check\n"
+        "  -g secs   on TERM or HUP, fail the health check for secs before the\n"
+        "            listeners close (default 0: close at once)\n",
+        stdout);
+}
+
 /* -h: the whole usage, on stdout (a bad option gets usage_error()). */
 static void usage(void)
 {
@@ -68,7 +96,8 @@ static void usage(void)
         "               [-r url] [-M secs] [-S] [-L] [-Z] [-F bytes] [-C dir] [-e port] [-E]\n"
         "               [-o ciphers] [-O suites] [-x secs] [-X] [-2] [-y which] [-Y nets]\n"
         "               [-k path] [-g secs] [-w regex] [-z] [-J n] [-Q secs[,tunnel]]\n"
-        "               [-P rule] [--cache mem[,obj]] [-f port[,upload[=bytes]]] [-U] [-V] [-h]\n"
+        "               [-P rule] [--cache mem[,obj]] [--status-from nets]\n"
+        "               [-f port[,upload[=bytes]]] [-U] [-V] [-h]\n"
         "Serve the current directory (or -c dir) over HTTP/1.1 and HTTP/2, and over HTTPS when\n"
         "there are certificates.\n"
         "  -i addr   listen on this IPv4 or IPv6 address (default: all, IPv6 and IPv4)\n"
@@ -102,31 +131,14 @@ static void usage(void)
         "  -r url    redirect requests for missing files to url + path\n"
         "  -M secs   send Cache-Control: max-age=secs and Expires\n"
         "  -S        serve /server-status (HTML, ?json) and /metrics (Prometheus) to loopback\n"
+        "  --status-from nets  ... and to these addresses or addr/bits too (comma-separated;\n"
+        "            -S implied), e.g. the Prometheus server's\n"
         "  -L        follow symlinks that lead out of the document root\n"
         "  -Z        no compression (neither precompressed files nor gzip)\n"
         "  -F bytes  keep files up to bytes in memory and send each with its head in\n"
-        "            one write (default 16384, 32 MiB in all; 0: never; at most 1 MiB)\n"
-        "  -C dir    HTTPS certificates: dir/server.pem (chain and key), dir/NAME.pem,\n"
-        "            dir/NAME/fullchain.pem + privkey.pem (default: ./server.pem if any)\n"
-        "  -e [addr:]port  serve HTTPS on this port (and address, else -i's), and\n"
-        "            fail if it cannot be bound (default: 443 as root, 4433\n"
-        "            otherwise, skipped if busy; 0: any)\n"
-        "  -E        no HTTPS\n"
-        "  -o list   TLS 1.2 ciphers (default: Mozilla intermediate)\n"
-        "  -O list   TLS 1.3 cipher suites (default: OpenSSL's three)\n"
-        "  -x secs   send Strict-Transport-Security: max-age=secs over HTTPS\n"
-        "  -X        answer plain HTTP with a redirect to HTTPS\n"
-        "  -2        no HTTP/2 (ALPN h2 on HTTPS, h2c by prior knowledge on HTTP)\n"
-        "  -y which  these listeners are behind a proxy: each connection starts with a\n"
-        "            PROXY header (v1 or v2) whose client address is the one logged and\n"
-        "            limited; which: http, https, or port numbers, comma-separated\n"
-        "  -Y nets   trust PROXY headers from these addresses or networks only\n"
-        "            (addr or addr/bits, comma-separated; required with -y)\n"
-        "  -k path   answer GET path with 200 \"ok\" (503 \"draining\" once a drain has\n"
-        "            begun), without touching the disk: a load balancer's health check\n"
-        "  -g secs   on TERM or HUP, fail the health check for secs before the\n"
-        "            listeners close (default 0: close at once)\n",
+        "            one write (default 16384, 32 MiB in all; 0: never; at most 1 MiB)\n",
         stdout);
+    usage_https();
     usage_dynamic();
     usage_ftp();
     fputs(
@@ -238,9 +250,19 @@ static int proxy_listener_item(config_t *cfg, const char *s)
 /* -Y: an address or network. */
 static int trust_item(config_t *cfg, const char *s)
 {
-    if (cfg->ntrust >= CONFIG_TRUST_MAX || proxy_net_parse(s, &cfg->trust[cfg->ntrust]) < 0)
+    if (cfg->ntrust >= CONFIG_TRUST_MAX || net_parse(s, &cfg->trust[cfg->ntrust]) < 0)
         return -1;
     cfg->ntrust++;
+    return 0;
+}
+
+/* --status-from: an address or network. */
+static int status_from_item(config_t *cfg, const char *s)
+{
+    if (cfg->nstatus_from >= CONFIG_TRUST_MAX ||
+        net_parse(s, &cfg->status_from[cfg->nstatus_from]) < 0)
+        return -1;
+    cfg->nstatus_from++;
     return 0;
 }
 
@@ -460,7 +482,7 @@ static int parse_cache(config_t *cfg, const char *arg)
     return cfg->cache_object < 0 ? -1 : 0;
 }
 
-enum { OPT_CACHE = 256 }; /* the long options */
+enum { OPT_CACHE = 256, OPT_STATUS_FROM }; /* the long options */
 
 /* Dynamic content: -w (CGI patterns), -P (proxy rules), -Q (their deadlines). */
 static int dynamic_option(int c, const char *arg, config_t *cfg)
@@ -470,6 +492,12 @@ static int dynamic_option(int c, const char *arg, config_t *cfg)
         if (parse_cache(cfg, arg) < 0)
             return bad("-cache", arg, "not mem[,object]: sizes with K, M or G, mem 1M-64G, "
                                       "object 4K-mem");
+        return -1;
+    case OPT_STATUS_FROM: /* the pages, to these networks too: -S implied */
+        if (each_item(cfg, arg, INET6_ADDRSTRLEN + 4, status_from_item) < 0)
+            return bad("-status-from", arg, "not addresses or addr/bits, comma-separated, "
+                                            "at most 32");
+        cfg->status_page = 1;
         return -1;
     case 'Q':
         if (parse_dyn_timeouts(cfg, arg) < 0)
@@ -509,12 +537,14 @@ static int getopt_trouble(int c)
 {
     if (c == ':' && optopt == OPT_CACHE)
         fputs("gatling: --cache needs an argument\n", stderr);
+    else if (c == ':' && optopt == OPT_STATUS_FROM)
+        fputs("gatling: --status-from needs an argument\n", stderr);
     else if (c == ':')
         fprintf(stderr, "gatling: -%c needs an argument\n", optopt);
     else if (optopt)
         fprintf(stderr, "gatling: unknown option -%c\n", optopt);
     else
-        fputs("gatling: unknown long option (the only one is --cache)\n", stderr);
+        fputs("gatling: unknown long option (there are --cache and --status-from)\n", stderr);
     return usage_error();
 }
 
@@ -634,8 +664,10 @@ static int parse_options(int argc, char **argv, config_t *cfg)
     opterr = 0;
     const char *opts = ":i:p:a:T:s:B:N:K:A:R:b:j:nGl:q:c:u:m:W:HvtdDI:r:M:SLZF:C:e:Eo:O:x:X2"
                        "y:Y:k:g:w:zJ:Q:P:Vhf:U";
-    static const struct option longopts[] = {{"cache", required_argument, NULL, OPT_CACHE},
-                                             {NULL, 0, NULL, 0}};
+    static const struct option longopts[] = {
+        {"cache", required_argument, NULL, OPT_CACHE},
+        {"status-from", required_argument, NULL, OPT_STATUS_FROM},
+        {NULL, 0, NULL, 0}};
     while ((c = getopt_long(argc, argv, opts, longopts, NULL)) != -1)
         if ((rc = option(c, optarg, cfg)) >= 0)
             return rc;

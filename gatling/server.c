@@ -16,6 +16,7 @@
 #include "site/watch.h"
 #include "http/owfat.h"
 #include "conn/proxyproto.h"
+#include "site/nets.h"
 #include "conn/tls.h"
 #include "handlers/proxy.h"
 #include "handlers/cache.h"
@@ -421,7 +422,7 @@ static void accept_some(server_t *s, listener_t *l)
             }
             return; /* EAGAIN, ECONNABORTED, EINTR: nothing more now */
         }
-        if (l->proxy && !proxy_trusted(s->site.cfg->trust, s->site.cfg->ntrust, &peer.sa)) {
+        if (l->proxy && !net_contains(s->site.cfg->trust, s->site.cfg->ntrust, &peer.sa)) {
             s->site.stats.proxy_untrusted++; /* not a proxy of ours: no word, no byte read */
             close(fd);
             continue;

@@ -1,7 +1,7 @@
 /*
  * proxyproto — the PROXY protocol header (HAProxy's, versions 1 and 2) that a
- * load balancer sends before the client's first byte, and the list of
- * proxies whose headers are believed (-y, -Y in gatling(8)).
+ * load balancer sends before the client's first byte (-y in gatling(8));
+ * whose headers are believed (-Y) is site/nets.h's to say.
  *
  * proxy_parse() is a pure function over the caller's bytes, in the style of
  * the request parser: no I/O, no allocation, no globals.  It returns the
@@ -48,10 +48,7 @@ typedef struct proxy_hdr {
  */
 long proxy_parse(const void *buf, size_t len, proxy_hdr_t *h);
 
-/* "addr" or "addr/bits" (IPv4 or IPv6) into *net.  0, or -1 if malformed. */
-int proxy_net_parse(const char *s, config_net_t *net);
-
-/* Is sa (IPv4, IPv6, or IPv4-mapped IPv6) inside one of nets[0..n)? */
-int proxy_trusted(const config_net_t *nets, int n, const struct sockaddr *sa);
+/* -Y's networks, whose PROXY headers are believed: site/nets.h (net_parse,
+   net_contains), which /server-status's --status-from shares */
 
 #endif

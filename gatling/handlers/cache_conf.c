@@ -1,5 +1,6 @@
 /* A virtual host's .cache file: see cache_conf.h. */
 #include "cache_conf.h"
+#include "site/nets.h"
 #include "site/vhost.h"
 
 #include <arpa/inet.h>
@@ -30,34 +31,6 @@ static int64_t secs(const char *s)
     if (e == s || *e || errno || v < 0 || v > 31536000)
         return -1;
     return v;
-}
-
-/* "addr" or "addr/bits" (IPv4 as ::ffff:a.b.c.d) into n.  0, or -1. */
-static int net_parse(char *s, cache_net_t *n)
-{
-    char *slash = strchr(s, '/');
-    int bits = -1;
-    if (slash) {
-        *slash = 0;
-        int64_t b = secs(slash + 1);
-        if (b < 0 || b > 128)
-            return -1;
-        bits = (int)b;
-    }
-    struct in_addr a4;
-    memset(n, 0, sizeof *n);
-    if (inet_pton(AF_INET, s, &a4) == 1) {
-        if (bits > 32)
-            return -1;
-        n->a.s6_addr[10] = n->a.s6_addr[11] = 0xff;
-        memcpy(&n->a.s6_addr[12], &a4, 4);
-        n->bits = bits < 0 ? 128 : 96 + bits;
-        return 0;
-    }
-    if (inet_pton(AF_INET6, s, &n->a) != 1)
-        return -1;
-    n->bits = bits < 0 ? 128 : bits;
-    return 0;
 }
 
 /* One line's words: "ttl 1 [regex]", "grace 10", "errors 5", "lock 5",
@@ -136,31 +109,7 @@ int64_t cache_conf_ttl(const cache_conf_t *k, const char *path)
 
 int cache_conf_purger(const cache_conf_t *k, const struct sockaddr *sa)
 {
-    struct in6_addr a;
-    memset(&a, 0, sizeof a);
-    if (sa->sa_family == AF_INET) {
-        const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
-        if ((ntohl(s4->sin_addr.s_addr) >> 24) == 127)
-            return 1;
-        a.s6_addr[10] = a.s6_addr[11] = 0xff;
-        memcpy(&a.s6_addr[12], &s4->sin_addr, 4);
-    } else if (sa->sa_family == AF_INET6) {
-        a = ((const struct sockaddr_in6 *)sa)->sin6_addr;
-        if (IN6_IS_ADDR_LOOPBACK(&a) || (IN6_IS_ADDR_V4MAPPED(&a) && a.s6_addr[12] == 127))
-            return 1;
-    } else {
-        return 0;
-    }
-    for (int i = 0; i < k->nnets; i++) {
-        int bits = k->net[i].bits, ok = 1;
-        for (int b = 0; b < 16 && ok && bits > 0; b++, bits -= 8) {
-            unsigned mask = bits >= 8 ? 0xff : (0xff00u >> bits) & 0xff;
-            ok = (a.s6_addr[b] & mask) == (k->net[i].a.s6_addr[b] & mask);
-        }
-        if (ok)
-            return 1;
-    }
-    return 0;
+    return net_is_loopback(sa) || net_contains(k->net, k->nnets, sa);
 }
 
 int cache_conf_cookie_ok(const cache_conf_t *k, const char *v, size_t n)

@@ -39,11 +39,6 @@
 #define CACHE_GRACE_DEFAULT 10
 #define CACHE_LOCK_DEFAULT 5
 
-typedef struct cache_net {
-    struct in6_addr a; /* IPv4 as ::ffff:a.b.c.d */
-    int bits;
-} cache_net_t;
-
 typedef struct cache_conf {
     struct {
         int64_t secs;
@@ -55,7 +50,7 @@ typedef struct cache_conf {
     int64_t lock; /* seconds */
     char cookie[CACHE_CONF_COOKIES][64];
     int ncookies;
-    cache_net_t net[CACHE_CONF_NETS];
+    config_net_t net[CACHE_CONF_NETS]; /* purge NET */
     int nnets;
 } cache_conf_t;
 

@@ -222,6 +222,8 @@ static void defences(hbuf_t *b, const stats_snap_t *t)
          c->tls_misdirected},
         {"gatling_tls_ktls_total", "TLS connections the kernel encrypts (kTLS, sendfile)",
          c->tls_ktls},
+        {"gatling_tls_no_certificate_total",
+         "TLS handshakes refused: no certificate loaded yet (-C waits for certbot)", c->tls_no_cert},
         {"gatling_proxy_protocol_untrusted_total",
          "Connections to a -y listener not from a -Y proxy: closed", c->proxy_untrusted},
         {"gatling_proxy_protocol_malformed_total", "PROXY headers malformed or cut short: closed",

@@ -429,12 +429,12 @@ int static_serve(exchange_t *ex)
     if (path_hidden(t.p.path, t.p.len))
         return ex_error(ex, 404, NULL, NULL);
     if (cfg->status_page && !strcmp(t.p.path, "/server-status")) {
-        if (!status_is_loopback(ex->peer))
+        if (!status_allowed(ex))
             return ex_error(ex, 403, NULL, NULL);
         return status_serve(ex, t.p.query && t.p.query_len == 4 && !memcmp(t.p.query, "json", 4));
     }
     if (cfg->status_page && !strcmp(t.p.path, "/metrics")) {
-        if (!status_is_loopback(ex->peer))
+        if (!status_allowed(ex))
             return ex_error(ex, 403, NULL, NULL);
         return metrics_serve(ex);
     }

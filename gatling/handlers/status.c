@@ -2,6 +2,7 @@
 #include "status.h"
 #include "cache.h"
 #include "http/hbuf.h"
+#include "site/nets.h"
 #include "site/site.h"
 #include "site/encoding.h"
 
@@ -11,15 +12,10 @@
 #include <string.h>
 #include <unistd.h>
 
-int status_is_loopback(const struct sockaddr *sa)
+int status_allowed(const exchange_t *ex)
 {
-    if (sa->sa_family == AF_INET)
-        return ((const unsigned char *)&((const struct sockaddr_in *)sa)->sin_addr)[0] == 127;
-    if (sa->sa_family != AF_INET6)
-        return 0;
-    const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-    static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    return IN6_IS_ADDR_LOOPBACK(a) || (!memcmp(a->s6_addr, mapped, 12) && a->s6_addr[12] == 127);
+    const config_t *cfg = ex->site->cfg;
+    return net_is_loopback(ex->peer) || net_contains(cfg->status_from, cfg->nstatus_from, ex->peer);
 }
 
 /* One row of the page: its JSON key, its HTML label, its value. */

@@ -12,8 +12,9 @@
 
 #include <sys/socket.h>
 
-/* Is the peer a loopback address (127.0.0.0/8, ::1, ::ffff:127.0.0.0/104)? */
-int status_is_loopback(const struct sockaddr *sa);
+/* May ex's client read /server-status and /metrics: a loopback address
+   (127.0.0.0/8, ::1, ::ffff:127.0.0.0/104), or one --status-from lists? */
+int status_allowed(const exchange_t *ex);
 
 /* Queue the status page (json: the JSON form).  0, or -1 on ENOMEM. */
 int status_serve(exchange_t *ex, int json);

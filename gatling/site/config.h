@@ -45,6 +45,8 @@ typedef struct config {
     const char *redirect;  /* -r: 404s become redirects to this URL prefix */
     int max_age;           /* -M: Cache-Control max-age in seconds, -1 = none */
     int status_page;       /* -S: /server-status and /metrics for loopback clients */
+    config_net_t status_from[CONFIG_TRUST_MAX]; /* --status-from: and for these */
+    int nstatus_from;
     int symlinks_out;      /* -L: follow symlinks out of the document root */
     int gzip;              /* 0 with -Z: no compression */
     int defer_accept;      /* -a: TCP_DEFER_ACCEPT seconds, 0 = off (default 1 on Linux) */

@@ -51,12 +51,12 @@ static void check_net(const uint8_t *data, size_t size)
     memcpy(s, data, n);
     s[n] = 0;
     config_net_t net;
-    if (proxy_net_parse(s, &net) < 0)
+    if (net_parse(s, &net) < 0)
         return;
     CHECK(net.bits >= 0 && net.bits <= 128);
     struct sockaddr_in6 a = {.sin6_family = AF_INET6};
     memcpy(&a.sin6_addr, net.addr, 16);
-    CHECK(proxy_trusted(&net, 1, (struct sockaddr *)&a));
+    CHECK(net_contains(&net, 1, (struct sockaddr *)&a));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -42,7 +42,9 @@ def test_help(build):
                                   ("-T", "-1"), ("-T", "x"), ("-W", "abc"), ("-x",),
                                   ("-p",), ("-i", "not-an-address"), ("-p", "80x"),
                                   ("-F", "-1"), ("-F", "1048577"), ("-F", "16k"), ("-a", "x"),
-                                  ("-a", "3601")],
+                                  ("-a", "3601"), ("--status-from", "10.0.0.0/33"),
+                                  ("--status-from", "example.org"), ("--status-from",),
+                                  ("--status-from", ",".join(["10.0.0.%d" % i for i in range(33)]))],
                          ids=lambda a: " ".join(a) if isinstance(a, tuple) else a)
 def test_bad_option_exit_2(build, args):
     # never let a wrongly accepted option leave a server on a fixed port
@@ -56,6 +58,7 @@ def test_bad_option_exit_2(build, args):
 
 @pytest.mark.parametrize("args,names", [(("-p", "abc"), "-p"), (("-T", "-1"), "-T"),
                                         (("-y",), "-y"), (("-j",), "-j"),
+                                        (("--status-from", "1.2.3"), "--status-from"),
                                         (("leftover",), "leftover")],
                          ids=lambda a: " ".join(a) if isinstance(a, tuple) else a)
 def test_bad_option_is_short(build, args, names):

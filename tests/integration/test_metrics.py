@@ -67,6 +67,7 @@ ON_METRICS = {
     "timeout_handshake": ("gatling_timeouts_total", {"phase": "tls_handshake"}),
     "tls_misdirected": ("gatling_tls_misdirected_total", {}),
     "tls_ktls": ("gatling_tls_ktls_total", {}),
+    "tls_no_certificate": ("gatling_tls_no_certificate_total", {}),
     "h2_connections": ("gatling_h2_connections_total", {}),
     "h2_errors": ("gatling_h2_errors_total", {}),
     "h2_yields": ("gatling_h2_yields_total", {}),
@@ -261,6 +262,20 @@ def test_every_server_status_counter(gatling):
     assert page.get("gatling_workers") == 1
 
 
+def status_code_from(port, src, target):
+    """The status a client at src (named by a PROXY header) gets for target."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(b"PROXY TCP4 %s 127.0.0.1 40000 80\r\n" % src.encode() +
+                  b"GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                  % target.encode())
+        head = b""
+        while b"\r\n" not in head:
+            chunk = s.recv(4096)
+            assert chunk, "closed without an answer"
+            head += chunk
+    return int(head.split()[1])
+
+
 @http_only
 def test_loopback_only(gatling):
     """A client that is not on loopback (named by a PROXY header from a
@@ -268,16 +283,19 @@ def test_loopback_only(gatling):
     srv = gatling(TREE, args=("-T", "10", "-S", "-y", "http", "-Y", "127.0.0.1"))
     for src, want in (("192.0.2.7", 403), ("127.0.0.9", 200)):
         for target in ("/metrics", "/server-status?json"):
-            with socket.create_connection(("127.0.0.1", srv.port), timeout=5) as s:
-                s.sendall(b"PROXY TCP4 %s 127.0.0.1 40000 80\r\n" % src.encode() +
-                          b"GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-                          % target.encode())
-                head = b""
-                while b"\r\n" not in head:
-                    chunk = s.recv(4096)
-                    assert chunk, "closed without an answer"
-                    head += chunk
-            assert int(head.split()[1]) == want, (src, target, head[:80])
+            assert status_code_from(srv.port, src, target) == want, (src, target)
+
+
+@http_only
+def test_status_from_opens_the_pages_to_listed_nets(gatling):
+    """--status-from: a Prometheus server on another host scrapes; -S is implied,
+    loopback keeps its access, an address outside the nets gets 403."""
+    srv = gatling(TREE, args=("-T", "10", "-y", "http", "-Y", "127.0.0.1",
+                              "--status-from", "192.0.2.0/28,2001:db8::1"))
+    for src, want in (("192.0.2.7", 200), ("192.0.2.16", 403), ("198.51.100.1", 403),
+                      ("127.0.0.9", 200)):
+        for target in ("/metrics", "/server-status?json"):
+            assert status_code_from(srv.port, src, target) == want, (src, target)
 
 
 @http_only

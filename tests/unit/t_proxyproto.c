@@ -4,6 +4,7 @@
  * and the trusted networks of -Y.
  */
 #include "proxyproto.h"
+#include "nets.h"
 #include "tap.h"
 
 #include <arpa/inet.h>
@@ -156,35 +157,35 @@ static void test_v2(void)
 static void test_nets(void)
 {
     config_net_t n[3];
-    ok(proxy_net_parse("10.0.0.0/8", &n[0]) == 0 && n[0].bits == 104, "10.0.0.0/8");
-    ok(proxy_net_parse("2001:db8::/32", &n[1]) == 0 && n[1].bits == 32, "2001:db8::/32");
-    ok(proxy_net_parse("127.0.0.2", &n[2]) == 0 && n[2].bits == 128, "127.0.0.2");
+    ok(net_parse("10.0.0.0/8", &n[0]) == 0 && n[0].bits == 104, "10.0.0.0/8");
+    ok(net_parse("2001:db8::/32", &n[1]) == 0 && n[1].bits == 32, "2001:db8::/32");
+    ok(net_parse("127.0.0.2", &n[2]) == 0 && n[2].bits == 128, "127.0.0.2");
     static const char *const bad[] = {"",          "/8",          "10.0.0.0/",   "10.0.0.0/33",
                                       "::/129",    "10.0.0.0/08", "10.0.0.0/8x", "host",
                                       "1.2.3.4/-1"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        ok(proxy_net_parse(bad[i], &n[0]) < 0, "bad network \"%s\"", bad[i]);
-    proxy_net_parse("10.0.0.0/8", &n[0]);
+        ok(net_parse(bad[i], &n[0]) < 0, "bad network \"%s\"", bad[i]);
+    net_parse("10.0.0.0/8", &n[0]);
     struct sockaddr_in in4 = {.sin_family = AF_INET};
     struct sockaddr_in6 in6 = {.sin6_family = AF_INET6};
     inet_pton(AF_INET, "10.200.3.4", &in4.sin_addr);
-    ok(proxy_trusted(n, 3, (struct sockaddr *)&in4), "10.200.3.4 in 10/8");
+    ok(net_contains(n, 3, (struct sockaddr *)&in4), "10.200.3.4 in 10/8");
     inet_pton(AF_INET, "11.0.0.1", &in4.sin_addr);
-    ok(!proxy_trusted(n, 3, (struct sockaddr *)&in4), "11.0.0.1 in none");
+    ok(!net_contains(n, 3, (struct sockaddr *)&in4), "11.0.0.1 in none");
     inet_pton(AF_INET6, "::ffff:10.1.2.3", &in6.sin6_addr);
-    ok(proxy_trusted(n, 3, (struct sockaddr *)&in6), "::ffff:10.1.2.3 (dual-stack) in 10/8");
+    ok(net_contains(n, 3, (struct sockaddr *)&in6), "::ffff:10.1.2.3 (dual-stack) in 10/8");
     inet_pton(AF_INET6, "2001:db8:ffff::1", &in6.sin6_addr);
-    ok(proxy_trusted(n, 3, (struct sockaddr *)&in6), "2001:db8:ffff::1 in 2001:db8::/32");
+    ok(net_contains(n, 3, (struct sockaddr *)&in6), "2001:db8:ffff::1 in 2001:db8::/32");
     inet_pton(AF_INET6, "2001:db9::1", &in6.sin6_addr);
-    ok(!proxy_trusted(n, 3, (struct sockaddr *)&in6), "2001:db9::1 in none");
+    ok(!net_contains(n, 3, (struct sockaddr *)&in6), "2001:db9::1 in none");
     inet_pton(AF_INET, "127.0.0.3", &in4.sin_addr);
-    ok(!proxy_trusted(n, 3, (struct sockaddr *)&in4), "127.0.0.3 is not 127.0.0.2");
-    ok(proxy_net_parse("1.2.3.4/31", &n[0]) == 0, "1.2.3.4/31");
+    ok(!net_contains(n, 3, (struct sockaddr *)&in4), "127.0.0.3 is not 127.0.0.2");
+    ok(net_parse("1.2.3.4/31", &n[0]) == 0, "1.2.3.4/31");
     inet_pton(AF_INET, "1.2.3.5", &in4.sin_addr);
-    ok(proxy_trusted(n, 1, (struct sockaddr *)&in4), "1.2.3.5 in 1.2.3.4/31");
+    ok(net_contains(n, 1, (struct sockaddr *)&in4), "1.2.3.5 in 1.2.3.4/31");
     inet_pton(AF_INET, "1.2.3.6", &in4.sin_addr);
-    ok(!proxy_trusted(n, 1, (struct sockaddr *)&in4), "1.2.3.6 not in 1.2.3.4/31");
-    ok(proxy_net_parse("0.0.0.0/0", &n[0]) == 0 && proxy_trusted(n, 1, (struct sockaddr *)&in4),
+    ok(!net_contains(n, 1, (struct sockaddr *)&in4), "1.2.3.6 not in 1.2.3.4/31");
+    ok(net_parse("0.0.0.0/0", &n[0]) == 0 && net_contains(n, 1, (struct sockaddr *)&in4),
        "0.0.0.0/0 takes every IPv4 client");
 }
 
