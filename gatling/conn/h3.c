@@ -394,8 +394,7 @@ static int codec_body_end(exchange_t *ex)
 {
     h3_stream_t *s = stream_of(ex);
     s->ended = 1;
-    s->data_waits = 1; /* the reader must see the end even if it did not wait */
-    data_comes(s);
+    data_comes(s); /* a reader that waited for more sees the end */
     return 0;
 }
 

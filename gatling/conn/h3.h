@@ -27,7 +27,6 @@
 #include <stdint.h>
 
 #define H3_MAX_STREAMS 100            /* request streams open at once (transport parameter) */
-#define H3_FIELDS_MAX (16 * 1024)     /* a request's header section (SETTINGS, as HTTP/2's cap) */
 #define H3_QPACK_TABLE 4096           /* the decoder's dynamic table (QPACK bombs stay small) */
 #define H3_QPACK_BLOCKED 16           /* streams that may wait for the encoder stream */
 #define H3_READ_BLOCK (64 * 1024)     /* a file is read in blocks of this size ... */
@@ -61,7 +60,7 @@ int h3_recv(h3_t *h, int64_t stream_id, const uint8_t *p, size_t n, int fin);
 /* Free the streams that ended (never from inside nghttp3's callbacks). */
 void h3_sweep(h3_t *h);
 
-/* Request streams being answered, and whether any has work to send. */
+/* Request streams open (being read or answered). */
 unsigned h3_streams(const h3_t *h);
 
 /* Shutting down: GOAWAY; the streams in flight finish. */

@@ -743,7 +743,7 @@ static void version_negotiation(quic_ep_t *e, const gio_dgram_t *d, const ngtcp2
 {
     uint8_t buf[256], unused;
     uint32_t sv[] = {NGTCP2_PROTO_VER_V1};
-    if (d->len < NGTCP2_MAX_UDP_PAYLOAD_SIZE) /* only to an Initial's full size (RFC 9000 6) */
+    if (d->len < 1200) /* only to a datagram of an Initial's size (RFC 9000 6, 14.1) */
         return;
     gnutls_rnd(GNUTLS_RND_NONCE, &unused, 1);
     ngtcp2_ssize n = ngtcp2_pkt_write_version_negotiation(buf, sizeof buf, unused, vc->scid,

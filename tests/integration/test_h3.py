@@ -273,3 +273,56 @@ def test_sigterm_with_a_connection_open(gatling):
             return time.monotonic() - t0
     took = asyncio.run(asyncio.wait_for(main(), 30))
     assert srv.process.poll() == 0 and took < 5, (took, srv.stderr_text())
+
+
+def aioquic_get(port, path, cafile, server_name="localhost"):
+    """One GET on a fresh connection, the certificate verified against cafile."""
+    async def main():
+        cfg = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, server_name=server_name)
+        cfg.load_verify_locations(cafile)
+        async with connect("127.0.0.1", port, configuration=cfg, create_protocol=_H3) as c:
+            return await c.request(path)
+    return asyncio.run(asyncio.wait_for(main(), 30))
+
+
+@needs_aioquic
+def test_idle_timeout(gatling):
+    """-T 1: a connection that says nothing for a second is closed (QUIC's
+    idle timeout, announced in the handshake) and counted."""
+    srv, port = h3_server(gatling, extra=("-T", "1"))
+
+    async def main():
+        cfg = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, server_name="localhost")
+        cfg.load_verify_locations(os.path.join(pki_dir(), "ca.pem"))
+        async with connect("127.0.0.1", port, configuration=cfg, create_protocol=_H3) as c:
+            assert (await c.request("/f.txt"))[0] == 200
+            await asyncio.sleep(2.5)
+    asyncio.run(asyncio.wait_for(main(), 30))
+    st = server_status(srv)
+    assert st["h3_idle"] == 1 and st["connections"] == 1, st  # 1: the status request's
+
+
+@needs_aioquic
+def test_certificates_reloaded_on_sigusr1(gatling, tmp_path):
+    """The same files as HTTPS, reloaded with them: a certificate of another
+    CA put in place of server.pem answers QUIC handshakes after SIGUSR1."""
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    shutil.copy(os.path.join(pki_dir(), "certs", "server.pem"), str(certs / "server.pem"))
+    srv = gatling(TREE, args=("-T", "10", "-S", "-C", str(certs), "-e", "0"))
+    port = https_port(srv)
+    assert aioquic_get(port, "/f.txt", os.path.join(pki_dir(), "ca.pem"))[0] == 200
+    other = tmp_path / "other"
+    subprocess.run(["sh", os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "dist", "mkcert.sh"), str(other)], check=True,
+        capture_output=True, timeout=60)
+    shutil.copy(str(other / "certs" / "server.pem"), str(certs / "server.pem"))
+    srv.process.send_signal(signal.SIGUSR1)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            assert aioquic_get(port, "/f.txt", str(other / "ca.pem"))[0] == 200
+            break
+        except Exception:  # the old certificate until the reload is done
+            assert time.monotonic() < deadline, srv.stderr_text()
+            time.sleep(0.2)
