@@ -117,14 +117,17 @@ class _H3(QuicConnectionProtocol):
             if getattr(ev, "stream_ended", False) and not st["done"].done():
                 st["done"].set_result(None)
 
-    async def request(self, path, method="GET", headers=()):
+    async def request(self, path, method="GET", headers=(), body=None):
         sid = self._quic.get_next_available_stream_id()
         st = {"headers": [], "body": bytearray(),
               "done": asyncio.get_running_loop().create_future()}
         self.streams[sid] = st
         self.h3.send_headers(sid, [(b":method", method.encode()), (b":scheme", b"https"),
                                    (b":authority", b"localhost"), (b":path", path.encode())]
-                             + [(k.encode(), v.encode()) for k, v in headers], end_stream=True)
+                             + [(k.encode(), v.encode()) for k, v in headers],
+                             end_stream=body is None)
+        if body is not None:
+            self.h3.send_data(sid, body, end_stream=True)
         self.transmit()
         await asyncio.wait_for(st["done"], 60)
         hd = {k.decode(): v.decode() for k, v in st["headers"]}
@@ -132,14 +135,14 @@ class _H3(QuicConnectionProtocol):
 
 
 def aioquic_run(port, requests):
-    """Send requests (path, method, headers) at once on one connection;
-    return [(status, headers, body)] in order."""
+    """Send requests (path, method, headers[, body]) at once on one
+    connection; return [(status, headers, body)] in order."""
     async def main():
         cfg = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, server_name="localhost",
                                 max_datagram_frame_size=None)
         cfg.load_verify_locations(os.path.join(pki_dir(), "ca.pem"))
         async with connect("127.0.0.1", port, configuration=cfg, create_protocol=_H3) as c:
-            return await asyncio.gather(*(c.request(p, m, h) for p, m, h in requests))
+            return await asyncio.gather(*(c.request(*r) for r in requests))
     return asyncio.run(asyncio.wait_for(main(), 120))
 
 
@@ -326,3 +329,34 @@ def test_certificates_reloaded_on_sigusr1(gatling, tmp_path):
         except Exception:  # the old certificate until the reload is done
             assert time.monotonic() < deadline, srv.stderr_text()
             time.sleep(0.2)
+
+
+CGI = {
+    "env.sh": "#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\n'\nenv\n",
+    "echo.sh": "#!/bin/sh\nprintf 'Content-Type: application/octet-stream\\r\\n\\r\\n'\ncat\n",
+    "big.py": "#!/usr/bin/python3\nimport sys\nout = sys.stdout.buffer\n"
+              "out.write(b'Content-Type: application/octet-stream\\r\\n\\r\\n')\n"
+              "for _ in range(64):\n    out.write(bytes(range(256)) * 64)\nout.flush()\n",
+    "local.sh": "#!/bin/sh\nprintf 'Location: /f.txt\\r\\n\\r\\n'\n",
+}
+
+
+@needs_aioquic
+def test_cgi_over_h3(gatling):
+    """The producers' paths: a CGI's answer streamed without a length (1 MiB),
+    a 300 KiB request body streamed to a CGI past the stream's window (flow
+    control is the back-pressure), a local redirect, SERVER_PROTOCOL."""
+    from conftest import Mode
+    tree = dict(TREE, cgi={k: Mode(v.encode(), 0o755) for k, v in CGI.items()})
+    srv, port = h3_server(gatling, tree, extra=("-w", r"\.(sh|py)$"))
+    body = random_bytes(300 * 1024, 7)
+    res = aioquic_run(port, [("/cgi/env.sh", "GET", ()),
+                             ("/cgi/big.py", "GET", ()),
+                             ("/cgi/echo.sh", "POST", (("content-length", str(len(body))),),
+                              body),
+                             ("/cgi/local.sh", "GET", ())])
+    (s1, _, env), (s2, h2, big), (s3, _, echo), (s4, _, local) = res
+    assert s1 == 200 and b"SERVER_PROTOCOL=HTTP/3" in env, env[:500]
+    assert s2 == 200 and "content-length" not in h2 and big == bytes(range(256)) * 64 * 64
+    assert s3 == 200 and echo == body, (s3, len(echo))
+    assert (s4, local) == (200, b"hello\n")
