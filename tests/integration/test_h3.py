@@ -360,3 +360,20 @@ def test_cgi_over_h3(gatling):
     assert s2 == 200 and "content-length" not in h2 and big == bytes(range(256)) * 64 * 64
     assert s3 == 200 and echo == body, (s3, len(echo))
     assert (s4, local) == (200, b"hello\n")
+
+
+@needs_gtls
+def test_gtlsclient_100_mib_sha256(gatling, tmp_path):
+    """The issue's 100 MiB download, byte-exact: about 100 times what the
+    stream may hold unacknowledged (1 MiB), so the blocks read from the file
+    are freed as acknowledgements come and read again as QUIC asks."""
+    data = os.urandom(100 << 20)
+    srv, port = h3_server(gatling, {"f.txt": b"hello\n", "huge.bin": data})
+    rc, dl, out = gtls(port, ["/huge.bin"], tmp_path, timeout=120)
+    assert rc == 0, out
+    h = hashlib.sha256()
+    with open(os.path.join(dl, "huge.bin"), "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    assert h.hexdigest() == hashlib.sha256(data).hexdigest()
+    assert h3_log_lines(srv, "/huge.bin", 1)
