@@ -377,3 +377,26 @@ def test_gtlsclient_100_mib_sha256(gatling, tmp_path):
             h.update(block)
     assert h.hexdigest() == hashlib.sha256(data).hexdigest()
     assert h3_log_lines(srv, "/huge.bin", 1)
+
+
+@needs_gtls
+@pytest.mark.parametrize("how", ["active", "nat"])
+def test_connection_migrates(gatling, tmp_path, how):
+    """The client moves to a new source port: actively (PATH_CHALLENGE) 30 ms
+    into a 16 MiB download (hundreds of milliseconds here), or silently as
+    a NAT rebinding would, before its request (gtlsclient's rebinding drops
+    what still comes to the old port without a word, so mid-transfer it
+    would wait forever for the server to hear from the new one): the
+    connection follows it to the new path and the file arrives whole."""
+    data = os.urandom(16 << 20)
+    srv, port = h3_server(gatling, {"f.txt": b"hello\n", "m.bin": data})
+    extra = ["--change-local-addr=30ms"]
+    if how == "nat":
+        extra += ["--nat-rebinding", "--delay-stream=100ms"]
+    t0 = time.monotonic()
+    rc, dl, out = gtls(port, ["/m.bin"], tmp_path, *extra)
+    took = time.monotonic() - t0
+    assert rc == 0, out
+    got = open(os.path.join(dl, "m.bin"), "rb").read()
+    assert hashlib.sha256(got).hexdigest() == hashlib.sha256(data).hexdigest()
+    assert took > 0.05, "the download was over before the move: %.3f s" % took
