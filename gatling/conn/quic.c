@@ -33,6 +33,9 @@
 #define QUIC_STREAM_WINDOW (256 * 1024) /* a request stream's receive window */
 #define QUIC_CONN_WINDOW (1024 * 1024)  /* the connection's */
 #define QUIC_HANDSHAKE_S 10       /* a handshake not done in this long ends */
+#define QUIC_HANDSHAKES_MAX 1024  /* ... and at most this many at once: Initials cost no
+                                     proof of address (no Retry yet), and each holds
+                                     ~100 KiB of state, so more are dropped */
 #define QUIC_PRIORITY "NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:" \
                       "+CHACHA20-POLY1305:+AES-128-CCM:%DISABLE_TLS13_COMPAT_MODE"
 
@@ -59,6 +62,7 @@ typedef struct quic_conn {
     uint8_t closing;   /* CONNECTION_CLOSE sent: repeated to what still arrives */
     uint8_t draining;  /* the peer closed: silent until due */
     uint8_t limited;   /* counted in -K */
+    uint8_t shaking;   /* counted in the endpoint's handshakes under way */
     uint8_t woken, touched;
     uint8_t *closebuf;
     size_t closelen;
@@ -83,7 +87,7 @@ struct quic_ep {
     quic_conn_t *woken, *touched, *all;
     uint8_t secret[32]; /* stateless reset tokens derive from it */
     int draining;
-    size_t nconns;
+    size_t nconns, handshaking;
     int64_t armed; /* the socket's gio deadline */
     gio_dgram_t dg[GIO_UDP_BATCH];
     uint8_t rx[GIO_UDP_BATCH][QUIC_RX_CAP];
@@ -369,6 +373,7 @@ static void conn_free(quic_conn_t *c)
     cred_release(c->cred);
     if (c->limited)
         limits_conn_close(e->site->limits, (struct sockaddr *)&c->peer);
+    e->handshaking -= c->shaking;
     free(c->closebuf);
     free(c);
     e->nconns--;
@@ -482,6 +487,8 @@ static int on_handshake_completed(ngtcp2_conn *q, void *user)
     (void)q;
     quic_conn_t *c = user;
     c->ep->site->stats.h3_handshakes++;
+    c->ep->handshaking -= c->shaking;
+    c->shaking = 0;
     return 0;
 }
 
@@ -652,7 +659,8 @@ static void quic_params(quic_ep_t *e, ngtcp2_settings *s, ngtcp2_transport_param
 static int admit(quic_ep_t *e, const gio_dgram_t *d)
 {
     site_t *site = e->site;
-    if (e->draining || site->nconns >= e->max_conns || !e->cred || !e->cred->n) {
+    if (e->draining || site->nconns >= e->max_conns || !e->cred || !e->cred->n ||
+        e->handshaking >= QUIC_HANDSHAKES_MAX) {
         site->stats.h3_refused++;
         return -1;
     }
@@ -674,7 +682,8 @@ static quic_conn_t *conn_new(quic_ep_t *e, gio_dgram_t *d, const ngtcp2_pkt_hd *
         limits_conn_close(e->site->limits, (const struct sockaddr *)&d->peer);
         return NULL;
     }
-    c->ep = e, c->limited = 1, c->heap_at = SIZE_MAX;
+    c->ep = e, c->limited = 1, c->shaking = 1, c->heap_at = SIZE_MAX;
+    e->handshaking++;
     c->next = e->all;
     if (e->all)
         e->all->prevp = &c->next;
