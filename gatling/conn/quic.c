@@ -35,7 +35,7 @@
 #define QUIC_HANDSHAKE_S 10       /* a handshake not done in this long ends */
 #define QUIC_HANDSHAKES_MAX 1024  /* ... and at most this many at once: Initials cost no
                                      proof of address (no Retry yet), and each holds
-                                     ~100 KiB of state, so more are dropped */
+                                     ~150 KiB of state, so more are dropped */
 #define QUIC_PRIORITY "NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:" \
                       "+CHACHA20-POLY1305:+AES-128-CCM:%DISABLE_TLS13_COMPAT_MODE"
 
