@@ -995,8 +995,9 @@ def test_a_reconnecting_rapid_reset_gets_a_few_bursts(gatling, build, pki, tls):
     tool = os.path.join(build.dir, "h2flood")
     srv = gatling(TREE, args=("-T", "10", "-n", "-S", "-C", pki + "/certs", "-e", "0"))
     port = https_port(srv) if tls else srv.port
-    r = subprocess.run([tool, "-k", "reset", "-c", "4", "-d", "1.5", "-b", "127.0.0.%d" % (60 + tls)]
-                       + (["-t"] if tls else []) + ["127.0.0.1", str(port)],
+    source = "127.0.0.%d" % (60 + tls)
+    r = subprocess.run([tool, "-k", "reset", "-c", "4", "-d", "1.5", "-b", source] +
+                       (["-t"] if tls else []) + ["127.0.0.1", str(port)],
                        capture_output=True, timeout=60)
     got = json.loads(r.stdout)
     assert r.returncode == 0 and got["errors"] == 0, (r, got)
