@@ -8,7 +8,7 @@
 
 #include "site/config.h"
 #include "conn/conn.h"
-#include "conn/ftp.h"
+#include "ftp/ftp.h"
 #include "gio.h"
 #include "site/mime.h"
 #include "site/site.h"
@@ -29,7 +29,7 @@ typedef struct listener {
     int tls;  /* HTTPS */
     int deferred; /* TCP_DEFER_ACCEPT: accepted connections have data waiting */
     int proxy;    /* -y: behind a proxy, connections start with a PROXY header */
-    int ftp;      /* -f: FTP control connections (conn/ftp.h) */
+    int ftp;      /* -f: FTP control connections (ftp/ftp.h) */
 } listener_t;
 
 typedef struct server {

@@ -20,6 +20,7 @@ import sys
 FOLDERS = {
     "gatling": "gatling",
     "conn": "gatling/conn",
+    "ftp": "gatling/ftp",
     "handlers": "gatling/handlers",
     "site": "gatling/site",
     "http": "gatling/http",
