@@ -1,4 +1,4 @@
-# gatling/: the server, one folder per layer (README in each; tests/layers.sh
+# gatling/: the server, one folder per layer (README in each; tests/layers.py
 # checks who includes whom).  GATLING_LIBOBJS (everything but main) is also
 # linked into the C unit tests.  Objects go to $(B)/srv/, since $(B)/gatling
 # is the binary.
