@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+/* Close c (its descriptor off the loop) and free it. */
 void px_conn_close(proxy_t *px, px_conn_t *c)
 {
     gio_close(px->site->loop, c->fd);
