@@ -50,7 +50,7 @@ static void usage_dynamic(void)
         stdout);
 }
 
-/* -h, the FTP options (conn/ftp.h). */
+/* -h, the FTP options (ftp/ftp.h). */
 static void usage_ftp(void)
 {
     fputs("  -f port[,upload[=bytes]]  anonymous FTP on port (0: any; 21 as root is usual);\n"

@@ -84,7 +84,7 @@ typedef struct config {
     int nproxy_rules;
     long long cache_mem;    /* --cache: the response cache's bytes (0: the default) */
     long long cache_object; /* ... and the largest response it stores */
-    /* FTP: conn/ftp.c */
+    /* FTP: ftp/ftp.c */
     int ftp_port;          /* -f port: FTP on this port (0: any); -1 = off (default) */
     int ftp_upload;        /* -f port,upload: STOR/APPE/MKD into world-writable directories */
     long long ftp_upload_max; /* -f port,upload=bytes: the largest file an upload makes */
