@@ -664,10 +664,16 @@ static int admit(quic_ep_t *e, const gio_dgram_t *d)
         site->stats.h3_refused++;
         return -1;
     }
-    if (limits_conn_open(site->limits, (const struct sockaddr *)&d->peer,
-                         gio_now(site->loop)) != LIMIT_OK) {
+    int lim = limits_conn_open(site->limits, (const struct sockaddr *)&d->peer,
+                               gio_now(site->loop));
+    if (lim != LIMIT_OK) { /* as at accept: over -K, or an address whose floods are remembered */
         site->stats.h3_refused++;
-        site->stats.refused_addr++;
+        if (lim == LIMIT_OFFENDER)
+            site->stats.refused_offender++;
+        else if (lim == LIMIT_CONNS)
+            site->stats.refused_addr++;
+        else
+            site->stats.refused_cap++;
         return -1;
     }
     return 0;

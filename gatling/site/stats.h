@@ -97,6 +97,9 @@ typedef struct status_counters {
     uint64_t h3_version_neg;   /* version negotiation packets sent */
     uint64_t h3_dropped;       /* datagrams dropped: not QUIC, or for no connection */
     uint64_t h3_send_lost;     /* datagrams lost to a full socket buffer */
+    uint64_t offences;         /* connections a flood defence ended, remembered per address */
+    uint64_t offender_reduced; /* ... connections from such an address since: smaller budgets */
+    uint64_t refused_offender; /* ... and refused at accept: closed unread (--flood-memory) */
     uint64_t proxy_headers;    /* -y: PROXY headers that named a client */
     uint64_t proxy_local;      /* ... that kept the proxy's address (LOCAL, UNKNOWN: checks) */
     uint64_t proxy_untrusted;  /* -y: connections from outside -Y, closed unread */
