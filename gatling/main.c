@@ -74,6 +74,7 @@ static void usage_https(void)
         "  -x secs   send Strict-Transport-Security: max-age=secs over HTTPS\n"
         "  -X        answer plain HTTP with a redirect to HTTPS\n"
         "  -2        no HTTP/2 (ALPN h2 on HTTPS, h2c by prior knowledge on HTTP)\n"
+        "  -3        no HTTP/3 (QUIC on UDP at the HTTPS port's number, Alt-Svc)\n"
         "  -y which  these listeners are behind a proxy: each connection starts with a\n"
         "            PROXY header (v1 or v2) whose client address is the one logged and\n"
         "            limited; which: http, https, or port numbers, comma-separated\n"
@@ -94,8 +95,8 @@ static void usage(void)
         "               [-A rpm] [-R n] [-b n] [-j n] [-n] [-G] [-l file] [-q file] [-c dir]\n"
         "               [-u user] [-m file] [-W n] [-H] [-v] [-t] [-d|-D] [-I name]\n"
         "               [-r url] [-M secs] [-S] [-L] [-Z] [-F bytes] [-C dir] [-e port] [-E]\n"
-        "               [-o ciphers] [-O suites] [-x secs] [-X] [-2] [-y which] [-Y nets]\n"
-        "               [-k path] [-g secs] [-w regex] [-z] [-J n] [-Q secs[,tunnel]]\n"
+        "               [-o ciphers] [-O suites] [-x secs] [-X] [-2] [-3] [-y which]\n"
+        "               [-Y nets] [-k path] [-g secs] [-w regex] [-z] [-J n] [-Q secs[,tunnel]]\n"
         "               [-P rule] [--cache mem[,obj]] [--status-from nets]\n"
         "               [--flood-memory secs]\n"
         "               [-f port[,upload[=bytes]]] [-U] [-V] [-h]\n"
@@ -407,7 +408,7 @@ static int flag_option(int c, config_t *cfg)
         {'L', 1, &cfg->symlinks_out}, {'Z', 0, &cfg->gzip},
         {'E', 1, &cfg->tls_off},      {'X', 1, &cfg->https_redirect},
         {'2', 1, &cfg->h2_off},       {'z', 1, &cfg->cgi_exec},
-        {'U', 1, &cfg->ftp_no_upload},
+        {'U', 1, &cfg->ftp_no_upload}, {'3', 1, &cfg->h3_off},
     };
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
         if (t[i].opt == c) {
@@ -631,7 +632,9 @@ static int option(int c, char *arg, config_t *cfg)
                                  "controls, ? or #)");
         cfg->health = arg;
         break;
-    case 'V': printf("gatling %s (%s)\n", GATLING_VERSION, gio_backend_name()); return 0;
+    case 'V': /* the backend, and whether HTTP/3 is built in (make H3=0, or its libraries) */
+        printf("gatling %s (%s)%s\n", GATLING_VERSION, gio_backend_name(), H3_BUILT ? " h3" : "");
+        return 0;
     case 'h': usage(); return 0;
     case ':':
     default:
@@ -676,7 +679,7 @@ static int parse_options(int argc, char **argv, config_t *cfg)
     config_defaults(cfg);
     opterr = 0;
     const char *opts = ":i:p:a:T:s:B:N:K:A:R:b:j:nGl:q:c:u:m:W:HvtdDI:r:M:SLZF:C:e:Eo:O:x:X2"
-                       "y:Y:k:g:w:zJ:Q:P:Vhf:U";
+                       "y:Y:k:g:w:zJ:Q:P:Vhf:U3";
     static const struct option longopts[] = {
         {"cache", required_argument, NULL, OPT_CACHE},
         {"status-from", required_argument, NULL, OPT_STATUS_FROM},
@@ -852,9 +855,12 @@ int main(int argc, char **argv)
     int passed = n > 0;
     if (passed)
         server_adopt(&cfg, fds, n, lst);
+    quic_ep_t *quic = NULL;
     if ((!passed && server_listen(&cfg, lst, &n, 0, SERVER_BACKLOG) < 0) ||
-        start_spawner(&cfg) < 0 || enter_root(&cfg) < 0 ||
-        server_drop_privileges(&cfg) < 0 || server_init(&s, &cfg, mime, lst, n) < 0) {
+        (quic = server_quic_open(&cfg, lst, n), start_spawner(&cfg) < 0) ||
+        enter_root(&cfg) < 0 || server_drop_privileges(&cfg) < 0 ||
+        server_init(&s, &cfg, mime, lst, n) < 0 || server_quic_start(&s, quic) < 0) {
+        quic_free(quic);
         tls_store_free(cfg.tls);
         mime_free(mime);
         return 1;

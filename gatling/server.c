@@ -395,6 +395,34 @@ int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const list
     return 0;
 }
 
+quic_ep_t *server_quic_open(const config_t *cfg, const listener_t *lst, int n)
+{
+    char err[PATH_MAX + 512];
+    if (!H3_BUILT || cfg->h3_off || !cfg->tls || cfg->tls_skipped || cfg->workers > 1)
+        return NULL;
+    for (int i = 0; i < n; i++)
+        if (lst[i].tls) {
+            quic_ep_t *q = quic_open(cfg, lst[i].fd, err, sizeof err);
+            if (!q)
+                fprintf(stderr, "gatling: HTTP/3: %s: serving HTTPS without it\n", err);
+            return q;
+        }
+    return NULL;
+}
+
+int server_quic_start(server_t *s, quic_ep_t *q)
+{
+    if (!q)
+        return 0;
+    if (quic_start(q, &s->site, s->max_conns) < 0) { /* the caller frees q */
+        fprintf(stderr, "gatling: HTTP/3: cannot watch its socket: %s\n", strerror(errno));
+        return -1;
+    }
+    s->quic = q;
+    snprintf(s->site.alt_svc, sizeof s->site.alt_svc, "h3=\":%d\"; ma=86400", quic_port(q));
+    return 0;
+}
+
 static void refuse(int fd, const listener_t *l)
 {
     if (l->ftp)
@@ -483,6 +511,9 @@ static void start_draining(server_t *s)
     for (int i = 0; i < s->nlst; i++)
         gio_close(s->loop, s->lst[i].fd);
     s->nlst = 0;
+    s->site.alt_svc[0] = 0;
+    if (s->quic)
+        quic_drain(s->quic);
     conn_set_drain(&s->conns);
     ftp_set_drain(&s->ftp);
 }
@@ -530,6 +561,10 @@ static void check_certificates(server_t *s, int force)
         return;
     }
     elog_note(&s->site.elog, gio_wallclock(s->loop), text);
+    if (r > 0 && s->quic && quic_reload(s->quic, err, sizeof err) < 0) { /* HTTP/3's copy */
+        snprintf(text, sizeof text, "HTTP/3: reloading the certificates failed: %s", err);
+        elog_note(&s->site.elog, gio_wallclock(s->loop), text);
+    }
 }
 
 /* "binary upgrade: ..." in the error log (and on stderr). */
@@ -649,6 +684,7 @@ static void handle_signals(server_t *s)
 
 int server_run(server_t *s)
 {
+    int quic_more = 0;
     while (!s->conns.draining || s->site.nconns > 0) {
         int64_t wake = fcache_expire(s->site.fcache, gio_now(s->loop));
         if (s->site.cfg->tls) { /* look at the certificate files now and then */
@@ -660,7 +696,7 @@ int server_run(server_t *s)
         wake = grace_check(s, wake);
         wake = metrics_publish_due(&s->site, wake);
         /* connections a producer woke again while they ran: no sleep */
-        int nap = s->conns.poked ? 0 : wake < 0 ? -1 : (int)wake + 1;
+        int nap = s->conns.poked || quic_more ? 0 : wake < 0 ? -1 : (int)wake + 1;
         if (gio_wait(s->loop, nap) < 0 && errno != EINTR) {
             fprintf(stderr, "gatling: %s wait failed: %s\n", gio_backend_name(), strerror(errno));
             return 1;
@@ -703,6 +739,7 @@ int server_run(server_t *s)
                 ftp_event(kind, fd, 0);
         }
         conn_set_run_poked(&s->conns);
+        quic_more = s->quic && quic_run(s->quic);
         s->site.stats_owed |= did; /* -W: publish what this round counted */
         alog_flush(&s->site.log);
         grace_check(s, -1);
@@ -723,6 +760,7 @@ void server_free(server_t *s)
     }
     if (s->site.jobs)
         gio_del(s->loop, jobs_fd(s->site.jobs));
+    quic_free(s->quic); /* its streams' exchanges end while the handlers are there */
     cache_free(&s->site); /* first: its fetches are the proxy's and CGI's requests */
     proxy_free(&s->site);
     cgi_free(&s->site);

@@ -9,6 +9,7 @@
 #include "site/config.h"
 #include "conn/conn.h"
 #include "ftp/ftp.h"
+#include "conn/quic.h"
 #include "gio.h"
 #include "site/mime.h"
 #include "site/site.h"
@@ -48,6 +49,7 @@ typedef struct server {
     pid_t uppid;      /* ... and the new process */
     int64_t grace_end; /* -g: a drain's grace runs until then (loop ms); 0: none */
     ftp_set_t ftp;     /* -f: the FTP sessions */
+    quic_ep_t *quic;   /* HTTP/3 on UDP at the HTTPS port's number (conn/quic.h), or NULL */
 } server_t;
 
 /*
@@ -93,6 +95,15 @@ int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const list
 
 /* Run until shut down (signal, then open connections finished).  Exit code. */
 int server_run(server_t *s);
+
+/*
+ * HTTP/3 beside HTTPS (unless -3, or not built in): the UDP socket and its
+ * credentials, before privileges are dropped (NULL: none; a failure is a
+ * note on stderr, HTTPS goes on without it), then served by s's loop
+ * (server_quic_start, after server_init: Alt-Svc from then on).
+ */
+quic_ep_t *server_quic_open(const config_t *cfg, const listener_t *lst, int n);
+int server_quic_start(server_t *s, quic_ep_t *q);
 
 void server_free(server_t *s);
 

@@ -1,5 +1,5 @@
 # io/: the event layer and output batches, as a static library.
-IO_SRC := io/gio.c io/gio_batch.c io/gio_os.c
+IO_SRC := io/gio.c io/gio_batch.c io/gio_os.c io/gio_udp.c
 IO_LIB := $(B)/libgio.a
 # gio_tls (OpenSSL) is in the archive too, but only programs that call it link
 # it; it stays out of IO_SRC, which make cross compiles for the BSDs
@@ -16,7 +16,7 @@ $(B)/io/gio.o: io/gio_$(IO).c
 # BSD host here, so this is a compile-and-link check against the real system
 # headers and libc, not a run.  Skipped, with the reason, when zig is absent.
 CROSS_TARGETS ?= x86_64-freebsd x86_64-openbsd x86_64-macos
-CROSS_TESTS   := t_gio_loop t_gio_batch t_gio_sigio
+CROSS_TESTS   := t_gio_loop t_gio_batch t_gio_sigio t_gio_udp
 ZIGCC         ?= $(PYTHON) -m ziglang cc
 CROSS_FLAGS   := -std=gnu11 -O2 -Wall -Wextra -Werror -DGIO_BACKEND_KQUEUE -Iio -Itests/unit
 

@@ -44,6 +44,12 @@ pkgs="$pkgs certbot"
 # prometheus: test_metrics.py checks /metrics with its promtool and has the server scrape
 # gatling (started by the test on a port of its own; policy-rc.d keeps the service off 9090)
 pkgs="$pkgs prometheus"
+# HTTP/3 (gatling/conn/h3.c, built where pkg-config finds them: see gatling/gatling.mk):
+# Debian 12's ngtcp2 0.12.1 (QUIC, with its GnuTLS crypto helper), nghttp3 0.8.0
+# (HTTP/3, QPACK), GnuTLS 3.7.9 (QUIC's TLS 1.3); ngtcp2-client's gtlsclient is a test
+# client of test_h3.py (aioquic, the other, comes from pip below).  make run leaves them
+# out: the server builds without HTTP/3 there
+pkgs="$pkgs libngtcp2-dev libngtcp2-crypto-gnutls-dev libnghttp3-dev libgnutls28-dev ngtcp2-client"
 # slowhttptest, whois (mkpasswd) and openssl: bench/slashdot's attacks and password hashes
 # php-fpm: the FastCGI backend of bench/compare-dynamic (test_compare_dynamic.py)
 pkgs="$pkgs php-fpm"
@@ -120,6 +126,9 @@ fi
 python3 -c 'import h2' 2>/dev/null || [ -d /usr/lib/python3/dist-packages/h2 ] ||
     python3 -m pip install -q h2 >/dev/null 2>&1 ||
     echo "setup: h2 is not importable by $(command -v python3): the h2 pass fails" >&2
+# aioquic (HTTP/3 client library) for test_h3.py; never fatal (the test skips that client)
+python3 -c 'import aioquic' 2>/dev/null || python3 -m pip install -q aioquic >/dev/null 2>&1 ||
+    echo "setup: could not pip install aioquic: test_h3.py skips its aioquic tests" >&2
 # zig cc for `make cross` (io/ with kqueue for the BSDs and macOS); optional, never fatal
 python3 -c 'import ziglang' 2>/dev/null || python3 -m pip install -q ziglang==0.17.0 >/dev/null 2>&1 ||
     echo "setup: could not pip install ziglang: make cross will be skipped" >&2

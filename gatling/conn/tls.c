@@ -647,6 +647,36 @@ static int load_all(tls_store_t *st, SSL_CTX ***out, int *nout, int *def, uint64
     return n;
 }
 
+int tls_store_pems(tls_store_t *st, tls_pem_fn fn, void *arg, char *err, size_t errlen)
+{
+    enum { MAXF = 512 };
+    uint64_t sig;
+    found_t *f = calloc(MAXF, sizeof *f);
+    int n = f ? scan(st->dirfd, f, MAXF, &sig) : -1;
+    if (n < 0)
+        snprintf(err, errlen, "%s: %s", st->dir, f ? strerror(errno) : "out of memory");
+    for (int i = 0; i < n; i++) {
+        char *chain = NULL, *key = NULL;
+        size_t clen = 0, klen = 0;
+        int r = read_pair(st, &f[i], &chain, &clen, &key, &klen, err, errlen);
+        if (r == 0 && fn(arg, f[i].id, chain, clen, key, klen) < 0) {
+            snprintf(err, errlen, "%s/%s: not taken by the other TLS library", st->dir,
+                     f[i].chain);
+            r = -1;
+        }
+        if (key)
+            OPENSSL_cleanse(key, klen);
+        free(key);
+        free(chain);
+        if (r < 0) {
+            n = -1;
+            break;
+        }
+    }
+    free(f);
+    return n;
+}
+
 static void drop_contexts(SSL_CTX **ctx, int n)
 {
     for (int i = 0; i < n; i++)

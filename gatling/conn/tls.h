@@ -80,6 +80,18 @@ int tls_store_check_period(const tls_store_t *st);
  */
 int tls_store_check(tls_store_t *st, int64_t now_s, int force, char *err, size_t errlen);
 
+/*
+ * The certificate files of the store's directory, read afresh (the same scan
+ * and the same refusal of a world-readable key inside the document root):
+ * fn gets each one's id (file or directory name, "" for server.pem, which
+ * comes first), its PEM chain and its PEM key (wiped after the call), for
+ * another TLS library to load (HTTP/3's GnuTLS, conn/h3.c).  Returns how
+ * many fn took, or -1 with why in err (fn's -1 too).
+ */
+typedef int (*tls_pem_fn)(void *arg, const char *id, const char *chain, size_t clen,
+                          const char *key, size_t klen);
+int tls_store_pems(tls_store_t *st, tls_pem_fn fn, void *arg, char *err, size_t errlen);
+
 void tls_store_free(tls_store_t *st);
 
 /* A server-side SSL for the accepted socket fd, or NULL (out of memory, or

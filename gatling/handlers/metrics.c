@@ -15,7 +15,7 @@
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
-static const char *const proto_names[STATS_PROTOS] = {"http1", "h2", "ftp"};
+static const char *const proto_names[STATS_PROTOS] = {"http1", "h2", "ftp", "h3"};
 
 /* One sample without labels, with its family's HELP. */
 typedef struct metric {
@@ -283,6 +283,21 @@ static void http2(hbuf_t *b, const status_counters_t *c)
     family(b, "gatling_h2_floods_total", "counter",
            "HTTP/2 connections ended by GOAWAY ENHANCE_YOUR_CALM, by the frames that flooded",
            "kind", f, N(f));
+    const metric_t m3[] = {
+        {"gatling_h3_connections_total", "HTTP/3: QUIC connections begun", c->h3_conns},
+        {"gatling_h3_handshakes_total", "HTTP/3: handshakes completed", c->h3_handshakes},
+        {"gatling_h3_failed_total", "HTTP/3: connections ended by an error", c->h3_failed},
+        {"gatling_h3_idle_total", "HTTP/3: connections closed idle (-T)", c->h3_idle},
+        {"gatling_h3_refused_total", "HTTP/3: Initials dropped (-N, -K, draining)",
+         c->h3_refused},
+        {"gatling_h3_stateless_resets_total", "HTTP/3: stateless resets sent", c->h3_resets},
+        {"gatling_h3_version_negotiations_total", "HTTP/3: version negotiations sent",
+         c->h3_version_neg},
+        {"gatling_h3_dropped_total", "HTTP/3: datagrams dropped", c->h3_dropped},
+        {"gatling_h3_send_lost_total", "HTTP/3: datagrams lost to a full socket buffer",
+         c->h3_send_lost},
+    };
+    scalars(b, "counter", m3, N(m3));
 }
 
 /* Per backend: a -P rule's address as written; rules with the same backend

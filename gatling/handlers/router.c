@@ -91,6 +91,8 @@ int router_dispatch(exchange_t *ex)
         return ex_error(ex, 400, NULL, NULL);
     const config_t *cfg = ex->site->cfg;
     const http_str_t *host = http_header(req, "Host");
+    if (ex->secure && ex->site->alt_svc[0] && req->version != 30) /* RFC 7838: HTTP/3 here */
+        ex_field(ex, "Alt-Svc", ex->site->alt_svc);
     if (ex->secure && host) { /* RFC 9110 7.4: a Host another certificate answers for */
         size_t n = host_name_len(host);
         if (n && ex_misdirected(ex, host->p, n)) {

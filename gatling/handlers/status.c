@@ -125,6 +125,24 @@ static size_t cache_rows(const site_t *s, row_t *r, size_t n, size_t cap)
     return put_rows(r, n, cap, d, sizeof d / sizeof d[0]);
 }
 
+/* HTTP/3 (conn/quic.c): its connections and what its socket answered. */
+static size_t h3_rows(const status_counters_t *st, row_t *r, size_t n, size_t cap)
+{
+    const row_t d[] = {
+        {"h3_connections", "HTTP/3: QUIC connections begun", st->h3_conns},
+        {"h3_handshakes", "HTTP/3: handshakes completed", st->h3_handshakes},
+        {"h3_failed", "HTTP/3: connections ended by an error", st->h3_failed},
+        {"h3_idle", "HTTP/3: connections closed idle (-T)", st->h3_idle},
+        {"h3_refused", "HTTP/3: Initials dropped (-N, -K, draining, no certificate)",
+         st->h3_refused},
+        {"h3_stateless_resets", "HTTP/3: stateless resets sent", st->h3_resets},
+        {"h3_version_negotiations", "HTTP/3: version negotiations sent", st->h3_version_neg},
+        {"h3_dropped", "HTTP/3: datagrams dropped (not QUIC, no connection)", st->h3_dropped},
+        {"h3_send_lost", "HTTP/3: datagrams lost to a full socket buffer", st->h3_send_lost},
+    };
+    return put_rows(r, n, cap, d, sizeof d / sizeof d[0]);
+}
+
 /* The rows, in the order shown (at most cap); the same list makes both forms. */
 static size_t rows(const site_t *s, row_t *r, size_t cap, int64_t now)
 {
@@ -190,6 +208,7 @@ static size_t rows(const site_t *s, row_t *r, size_t cap, int64_t now)
         st->offences);
     ROW("flood_reduced", "connections from such an address: budgets halved per offence",
         st->offender_reduced);
+    n = h3_rows(st, r, n, cap);
     ROW("proxy_headers", "PROXY headers naming a client (-y)", st->proxy_headers);
     ROW("proxy_local", "PROXY headers keeping the proxy's address (LOCAL, UNKNOWN)",
         st->proxy_local);
@@ -212,7 +231,7 @@ int status_serve(exchange_t *ex, int json)
     site_t *s = ex->site;
     int64_t now = gio_wallclock(s->loop);
     stats_roll(&s->stats, now);
-    row_t r[140];
+    row_t r[160];
     size_t n = rows(s, r, sizeof r / sizeof r[0], now);
     char *body = malloc(STATUS_PAGE_MAX), pid[24];
     if (!body)

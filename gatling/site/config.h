@@ -63,6 +63,7 @@ typedef struct config {
     int hsts;                /* -x: Strict-Transport-Security max-age on HTTPS; -1 = none */
     int https_redirect;      /* -X: plain HTTP requests get 301 to https:// */
     int h2_off;              /* -2: no HTTP/2 (neither ALPN h2 nor h2c prior knowledge) */
+    int h3_off;              /* -3: no HTTP/3 (no UDP socket, no Alt-Svc) */
     /* behind a load balancer */
     int proxy_http, proxy_https;         /* -y http, https: those listeners expect PROXY */
     int proxy_ports[CONFIG_PROXY_PORTS]; /* -y port: so does the listener on port */

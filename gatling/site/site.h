@@ -54,6 +54,7 @@ typedef struct site {
     int draining;  /* a drain has begun (its -g grace too): the health check fails */
     int https_ready; /* HTTPS answers: its port bound, a certificate loaded (server.c keeps
                         it); -X redirects to it only then */
+    char alt_svc[32]; /* HTTP/3 is served: the Alt-Svc value HTTPS responses carry, or "" */
     int64_t date_at; /* wall-clock second of `date` */
     char date[32];   /* the current HTTP-date, for Date: */
     /* Last-Modified dates formatted lately, by mtime: gmtime and formatting

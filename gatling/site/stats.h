@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 /* The protocols requests are counted by (/metrics' protocol label). */
-enum { STATS_HTTP1, STATS_H2, STATS_FTP, STATS_PROTOS };
+enum { STATS_HTTP1, STATS_H2, STATS_FTP, STATS_H3, STATS_PROTOS };
 
 /* The request duration histogram's upper bounds in microseconds, 0.5 ms to
    10 s; a last bucket holds what took longer. */
@@ -87,6 +87,16 @@ typedef struct status_counters {
     uint64_t h2_refused;       /* HTTP/2: streams refused, the connection's header bytes full */
     uint64_t h2_file_waits;    /* HTTP/2: streams that waited for a file slot (per connection) */
     uint64_t h2_flood[H2_FLOOD_KINDS]; /* HTTP/2 connections ended by GOAWAY ENHANCE_YOUR_CALM */
+    /* HTTP/3 (conn/quic.c, h3.c) */
+    uint64_t h3_conns;         /* QUIC connections begun (an Initial accepted) */
+    uint64_t h3_handshakes;    /* ... whose handshake completed */
+    uint64_t h3_failed;        /* ... ended by an error (handshake, protocol, ours) */
+    uint64_t h3_idle;          /* ... closed by the idle timeout (-T) */
+    uint64_t h3_refused;       /* Initials dropped: over -N or -K, draining, no certificate */
+    uint64_t h3_resets;        /* stateless resets sent: a packet for no connection of ours */
+    uint64_t h3_version_neg;   /* version negotiation packets sent */
+    uint64_t h3_dropped;       /* datagrams dropped: not QUIC, or for no connection */
+    uint64_t h3_send_lost;     /* datagrams lost to a full socket buffer */
     uint64_t offences;         /* connections a flood defence ended, remembered per address */
     uint64_t offender_reduced; /* ... connections from such an address since: smaller budgets */
     uint64_t refused_offender; /* ... and refused at accept: closed unread (--flood-memory) */

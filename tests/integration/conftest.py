@@ -244,9 +244,11 @@ class Build:
         self.name = name
         self.dir = os.path.join(BUILD_DIR, name)
         self.binary = os.path.join(self.dir, "gatling")
-        # "epoll-san" is the epoll backend with sanitizers
-        self.backend = name[:-4] if name.endswith("-san") else name
-        self.sanitized = name.endswith("-san")
+        # "epoll-san" is the epoll backend with sanitizers, "epoll-noh3" without
+        # HTTP/3 (make H3=0), "epoll-san-noh3" both
+        base = name[:-5] if name.endswith("-noh3") else name
+        self.backend = base[:-4] if base.endswith("-san") else base
+        self.sanitized = base.endswith("-san")
 
     def __repr__(self):
         return "Build(%r)" % self.name

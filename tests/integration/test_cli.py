@@ -22,10 +22,13 @@ def test_version(build):
     out = p.stdout.decode()
     lines = out.splitlines()
     assert len(lines) == 1, "-V must print one line, got %r" % out
-    m = re.fullmatch(r"gatling \d+(\.\d+)+\S* \((\w+)\)", lines[0])
-    assert m, "-V line %r is not 'gatling VERSION (BACKEND)'" % lines[0]
+    m = re.fullmatch(r"gatling \d+(\.\d+)+\S* \((\w+)\)( h3)?", lines[0])
+    assert m, "-V line %r is not 'gatling VERSION (BACKEND)[ h3]'" % lines[0]
     assert m.group(2) == build.backend, "-V says backend %r, build is %r" % (
         m.group(2), build.name)
+    # " h3": HTTP/3 is built in (make H3=0 leaves it out, into build/<backend>-noh3)
+    if build.name.endswith("-noh3"):
+        assert not m.group(3), "an H3=0 build says h3: %r" % lines[0]
 
 
 def test_help(build):

@@ -34,7 +34,7 @@ ODD_RULE = 'F/unix:/tmp/no"such\\gatling.sock:^/php/'
 ODD_BACKEND = 'F/unix:/tmp/no"such\\gatling.sock'
 BOUNDS = ["0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1", "0.25",
           "0.5", "1", "2.5", "5", "10", "+Inf"]
-PROTOCOLS = ("http1", "h2", "ftp")
+PROTOCOLS = ("http1", "h2", "ftp", "h3")
 
 # /server-status?json's keys and where /metrics has them: (name, labels); a
 # key in neither this nor NOT_ON_METRICS fails the test, so a new counter on
@@ -76,6 +76,15 @@ ON_METRICS = {
     "h2_yields": ("gatling_h2_yields_total", {}),
     "h2_refused": ("gatling_h2_refused_streams_total", {}),
     "h2_file_waits": ("gatling_h2_file_waits_total", {}),
+    "h3_connections": ("gatling_h3_connections_total", {}),
+    "h3_handshakes": ("gatling_h3_handshakes_total", {}),
+    "h3_failed": ("gatling_h3_failed_total", {}),
+    "h3_idle": ("gatling_h3_idle_total", {}),
+    "h3_refused": ("gatling_h3_refused_total", {}),
+    "h3_stateless_resets": ("gatling_h3_stateless_resets_total", {}),
+    "h3_version_negotiations": ("gatling_h3_version_negotiations_total", {}),
+    "h3_dropped": ("gatling_h3_dropped_total", {}),
+    "h3_send_lost": ("gatling_h3_send_lost_total", {}),
     "proxy_headers": ("gatling_proxy_protocol_headers_total", {"result": "client"}),
     "proxy_local": ("gatling_proxy_protocol_headers_total", {"result": "local"}),
     "proxy_untrusted": ("gatling_proxy_protocol_untrusted_total", {}),
@@ -316,7 +325,7 @@ def test_histograms_per_protocol(gatling):
         assert b"hello" in s.makefile("rb").read()
     h2c(srv.port, ["/f.txt", "/a.txt", "/b.txt", "/f.txt?2"])
     _, page = scrape(srv.port)
-    want = {"http1": 6, "h2": 4, "ftp": 0}  # this scrape is counted once it is sent
+    want = {"http1": 6, "h2": 4, "ftp": 0, "h3": 0}  # this scrape is counted once it is sent
     for proto in PROTOCOLS:
         assert page.get("gatling_requests_total", protocol=proto) == want[proto], proto
         buckets = [(lb["le"], v) for n, lb, v in page.samples

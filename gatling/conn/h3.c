@@ -1,0 +1,996 @@
+/*
+ * h3.c — the HTTP/3 codec on libnghttp3 (see h3.h).  Its shape follows h2.c:
+ * a stream per exchange, its request fields kept in blocks of its own, jobs
+ * and producers resumed the same way; what differs is that DATA is handed to
+ * nghttp3 as vectors that must stay until the client acknowledged them.
+ */
+#ifdef HAVE_H3
+#include "h3.h"
+#include "handlers/router.h"
+#include "http/hbuf.h"
+#include "http/owfat.h"
+#include "http/response.h"
+#include "site/alog.h"
+#include "site/encoding.h"
+#include "site/fcache.h"
+#include "site/jobs.h"
+#include "site/peerlimits.h"
+
+#include <errno.h>
+#include <nghttp3/nghttp3.h>
+#include <ngtcp2/ngtcp2.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define H3_CHUNK 512               /* a stream's first block of request fields */
+#define H3_CHUNK_MAX 4096          /* ... and the largest one shared by fields */
+#define H3_HELD_MAX (4 << 20)      /* request body bytes a connection holds for producers */
+
+typedef struct h3_part {
+    const char *p; /* a buffer, or NULL: a range of file fd */
+    int fd;
+    uint8_t owned; /* p is free()d with the stream */
+    uint64_t off, len;
+} h3_part_t;
+
+/* Bytes nghttp3 was handed and the client has not acknowledged, in order. */
+typedef struct h3_sent {
+    struct h3_sent *next;
+    size_t len;
+    char *block; /* a block read from a file (freed once acknowledged), or NULL */
+} h3_sent_t;
+
+typedef struct h3_chunk {
+    struct h3_chunk *next;
+    size_t len, cap;
+    char b[];
+} h3_chunk_t;
+
+typedef struct h3_stream {
+    exchange_t ex; /* first: the stream is found from its exchange */
+    h3_t *h3;
+    int64_t id;
+    uint8_t dispatched, answered, closed, bad, headed, peer_ended, in_body;
+    uint8_t early, streamed, produced, ended, data_waits, want_drain;
+    uint8_t input_held, input_last, input_done, offering;
+    uint64_t body_got;  /* request body bytes dropped: at most H1_BODY_MAX */
+    uint64_t given;     /* response body bytes handed over by the handler */
+    uint64_t body_sent; /* ... and on to nghttp3 */
+    uint64_t body_left; /* bytes of a known length still to hand on */
+    uint64_t unacked;
+    h3_part_t *parts;
+    unsigned nparts, cap, cur;
+    uint64_t cur_off; /* in parts[cur] */
+    h3_sent_t *sent, **sent_tail;
+    char *held; /* request body bytes the producer has not taken yet */
+    size_t held_len;
+    size_t hdrlen;
+    h3_chunk_t *chunks;
+    struct h3_stream *next, **prevp; /* the session's list (open or dead) */
+    http_request_t req;
+} h3_stream_t;
+
+struct h3 {
+    nghttp3_conn *ng;
+    ngtcp2_conn *q;
+    h1_conn_t f;
+    h3_stream_t *open_list, *dead;
+    unsigned open;
+    uint32_t requests;
+    size_t held_bytes;
+    uint8_t goaway, bound;
+};
+
+static const ex_codec_t h3_codec;
+
+static h3_stream_t *stream_of(exchange_t *ex)
+{
+    return (h3_stream_t *)ex;
+}
+
+static void unlink_stream(h3_stream_t *s)
+{
+    if (s->next)
+        s->next->prevp = s->prevp;
+    *s->prevp = s->next;
+}
+
+static void push_stream(h3_stream_t **head, h3_stream_t *s)
+{
+    s->next = *head;
+    if (*head)
+        (*head)->prevp = &s->next;
+    s->prevp = head;
+    *head = s;
+}
+
+static void stream_free(h3_stream_t *s)
+{
+    exchange_t *ex = &s->ex;
+    if (ex->job) /* the job runs on: it must not come back to us */
+        ex->job->ex = NULL;
+    if (ex->file)
+        fcache_release(ex->file);
+    enc_gzip_release(ex->gz);
+    ex_end(ex);
+    for (unsigned i = 0; i < s->nparts; i++)
+        if (s->parts[i].owned)
+            free((void *)s->parts[i].p);
+    free(s->parts);
+    for (h3_sent_t *x = s->sent, *next; x; x = next) {
+        next = x->next;
+        free(x->block);
+        free(x);
+    }
+    s->h3->held_bytes -= s->held_len;
+    free(s->held);
+    for (h3_chunk_t *k = s->chunks, *next; k; k = next) {
+        next = k->next;
+        free(k);
+    }
+    free(s);
+}
+
+static int add_part(h3_stream_t *s, h3_part_t p)
+{
+    if (s->nparts == s->cap) {
+        unsigned cap = s->cap ? 2 * s->cap : 4;
+        h3_part_t *np = realloc(s->parts, cap * sizeof *np);
+        if (!np)
+            return -1;
+        s->parts = np, s->cap = cap;
+    }
+    s->parts[s->nparts++] = p;
+    return 0;
+}
+
+/* ---- the response ---------------------------------------------------------------- */
+
+/* The stream cannot go on: both directions end with code. */
+static void stream_abort(h3_stream_t *s, uint64_t code)
+{
+    if (!s->closed)
+        ngtcp2_conn_shutdown_stream(s->h3->q, s->id, code);
+}
+
+/* The next vector of the body: a part's own bytes, or a block read from its
+   file.  1, 0 (nothing now), -1 (a read failed: the stream is reset). */
+static int next_vec(h3_stream_t *s, nghttp3_vec *v)
+{
+    while (s->cur < s->nparts && s->cur_off >= s->parts[s->cur].len)
+        s->cur++, s->cur_off = 0;
+    if (s->cur >= s->nparts || (!s->streamed && !s->body_left))
+        return 0;
+    h3_part_t *pt = &s->parts[s->cur];
+    uint64_t n = pt->len - s->cur_off;
+    if (!s->streamed && n > s->body_left)
+        n = s->body_left;
+    h3_sent_t *x = malloc(sizeof *x);
+    if (!x)
+        return -1;
+    x->next = NULL, x->block = NULL;
+    if (pt->p) {
+        v->base = (uint8_t *)(uintptr_t)(pt->p + s->cur_off);
+    } else {
+        n = n > H3_READ_BLOCK ? H3_READ_BLOCK : n;
+        ssize_t r = (x->block = malloc(n)) ? pread(pt->fd, x->block, n, (off_t)(pt->off +
+                                                                            s->cur_off)) : -1;
+        if (r <= 0) {
+            free(x->block);
+            free(x);
+            return -1;
+        }
+        n = (uint64_t)r;
+        v->base = (uint8_t *)x->block;
+    }
+    v->len = x->len = (size_t)n;
+    *s->sent_tail = x;
+    s->sent_tail = &x->next;
+    s->unacked += n, s->cur_off += n, s->body_sent += n;
+    if (!s->streamed)
+        s->body_left -= n;
+    return 1;
+}
+
+/* nghttp3 asks for DATA: vectors until H3_UNACKED_MAX is out unacknowledged. */
+static nghttp3_ssize read_data(nghttp3_conn *ng, int64_t id, nghttp3_vec *vec, size_t veccnt,
+                               uint32_t *pflags, void *user, void *stream_user)
+{
+    (void)ng, (void)id, (void)user;
+    h3_stream_t *s = stream_user;
+    size_t k = 0;
+    int r = 1;
+    while (k < veccnt && s->unacked < H3_UNACKED_MAX && (r = next_vec(s, &vec[k])) > 0)
+        k++;
+    if (r < 0) {
+        stream_abort(s, NGHTTP3_H3_INTERNAL_ERROR);
+        return NGHTTP3_ERR_WOULDBLOCK;
+    }
+    int all = s->cur >= s->nparts || (s->cur == s->nparts - 1 &&
+                                      s->cur_off >= s->parts[s->cur].len);
+    if (s->streamed ? s->ended && all : !s->body_left)
+        *pflags |= NGHTTP3_DATA_FLAG_EOF;
+    else if (!k) {
+        s->data_waits = 1;
+        return NGHTTP3_ERR_WOULDBLOCK;
+    }
+    return (nghttp3_ssize)k;
+}
+
+static void lower(char *d, const char *s, size_t cap)
+{
+    size_t i = 0;
+    for (; s[i] && i + 1 < cap; i++)
+        d[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
+    d[i] = 0;
+}
+
+#define NV(n, v) ((nghttp3_nv){(uint8_t *)(n), (uint8_t *)(v), strlen(n), strlen(v), 0})
+
+/* Connection-specific fields have no place in HTTP/3 (RFC 9114 4.2). */
+static int hop_by_hop(const char *n)
+{
+    return !strcmp(n, "connection") || !strcmp(n, "keep-alive") ||
+           !strcmp(n, "transfer-encoding") || !strcmp(n, "upgrade") || !strcmp(n, "alt-svc");
+}
+
+/* HEADERS for the response, and DATA for a body of len bytes. */
+static int submit(h3_stream_t *s, int status, const char *ctype, uint64_t len, time_t mtime)
+{
+    exchange_t *ex = &s->ex;
+    site_t *site = ex->site;
+    char st[8], cl[24], hsts[32], names[EX_FIELDS_MAX][48];
+    nghttp3_nv nv[8 + EX_FIELDS_MAX];
+    size_t n = 0;
+    hbuf_t b = hb_init(st, sizeof st);
+    hb_num(&b, (uint64_t)status), hb_str(&b);
+    nv[n++] = NV(":status", st);
+    nv[n++] = NV("server", "gatling/" GATLING_VERSION);
+    nv[n++] = NV("date", ex->date ? ex->date : site_date(site));
+    if (ctype)
+        nv[n++] = NV("content-type", ctype);
+    if (status != 304 && status != 204 && len != EX_LEN_STREAM) {
+        b = hb_init(cl, sizeof cl), hb_num(&b, len), hb_str(&b);
+        nv[n++] = NV("content-length", cl);
+    }
+    if (mtime >= 0) /* nghttp3 copies the fields: the cache's string may be reused */
+        nv[n++] = NV("last-modified", site_httpdate(site, mtime));
+    if (site->cfg->hsts >= 0) {
+        b = hb_init(hsts, sizeof hsts);
+        hb_puts(&b, "max-age=");
+        hb_num(&b, (uint64_t)site->cfg->hsts);
+        hb_str(&b);
+        nv[n++] = NV("strict-transport-security", hsts);
+    }
+    for (unsigned i = 0; i < ex->nfields; i++) {
+        lower(names[i], ex->fields[i].name, sizeof names[i]);
+        if (!hop_by_hop(names[i]))
+            nv[n++] = NV(names[i], ex->fields[i].value);
+    }
+    ex->status = (uint16_t)status;
+    s->streamed = len == EX_LEN_STREAM;
+    if (ex->producer && !s->produced)
+        s->produced = 1;
+    ex->body_len = s->streamed ? 0 : len;
+    s->body_left = ex->head_only || status == 304 || status == 204 ? 0 : len;
+    int body = s->streamed ? !ex->head_only && status != 304 && status != 204 : s->body_left > 0;
+    s->answered = 1;
+    nghttp3_data_reader dr = {.read_data = read_data};
+    int r = nghttp3_conn_submit_response(s->h3->ng, s->id, nv, n, body ? &dr : NULL);
+    return r == 0 ? 0 : -1;
+}
+
+/* A producer did something: the connection runs soon (h3.h's wake). */
+static void wake(h3_stream_t *s)
+{
+    if (s->ex.producer)
+        s->h3->f.wake(s->h3->f.conn);
+}
+
+static int codec_head(exchange_t *ex, int status, const char *ctype, uint64_t len, time_t mtime)
+{
+    h3_stream_t *s = stream_of(ex);
+    wake(s);
+    if (status == 101) /* no tunnel over HTTP/3 */
+        status = 502, len = 0, ex->nfields = 0;
+    if (s->closed)
+        return 0;
+    if (ex->fields_over) { /* as h1: a bare 500 instead */
+        ex->nfields = 0;
+        ex->fields_over = 0;
+        ex->site->stats.head_overflows++;
+        return ex->codec->error(ex, 500) < 0 ? -1 : EX_REPLACED;
+    }
+    return submit(s, status, ctype, len, mtime);
+}
+
+static int codec_error(exchange_t *ex, int status)
+{
+    h3_stream_t *s = stream_of(ex);
+    wake(s);
+    if (ex->producer)
+        s->ended = 1; /* an error page is a whole response */
+    if (s->closed)
+        return 0;
+    char *page = malloc(RESP_PAGE_MAX);
+    if (!page)
+        return -1;
+    hbuf_t pb = hb_init(page, RESP_PAGE_MAX);
+    resp_page(&pb, status);
+    size_t n = hb_len(&pb);
+    if (add_part(s, (h3_part_t){.p = page, .fd = -1, .owned = 1, .len = n}) < 0) {
+        free(page);
+        return -1;
+    }
+    s->given += n;
+    return submit(s, status, "text/html; charset=utf-8", n, -1);
+}
+
+/* A part came: the data reader that waited for it goes on. */
+static void data_comes(h3_stream_t *s)
+{
+    if (s->data_waits && !s->closed) {
+        s->data_waits = 0;
+        nghttp3_conn_resume_stream(s->h3->ng, s->id);
+    }
+    wake(s);
+}
+
+static int codec_body_buf(exchange_t *ex, const void *p, size_t n, int flags)
+{
+    h3_stream_t *s = stream_of(ex);
+    int own = (flags & EX_FREE) != 0;
+    if (ex->head_only || !n || s->closed) {
+        if (own)
+            free((void *)p);
+        return 0;
+    }
+    if (add_part(s, (h3_part_t){.p = p, .fd = -1, .owned = (uint8_t)own, .len = n}) < 0) {
+        if (own)
+            free((void *)p);
+        return -1;
+    }
+    s->given += n;
+    if (s->streamed)
+        ex->body_len += n;
+    if (s->given - s->body_sent > EX_STREAM_HIGH)
+        s->want_drain = 1;
+    data_comes(s);
+    return 0;
+}
+
+static int codec_body_file(exchange_t *ex, int fd, uint64_t off, uint64_t len)
+{
+    h3_stream_t *s = stream_of(ex);
+    if (ex->head_only || !len || s->closed)
+        return 0;
+    if (add_part(s, (h3_part_t){.fd = fd, .off = off, .len = len}) < 0)
+        return -1;
+    s->given += len;
+    data_comes(s);
+    return 0;
+}
+
+/* No 421 over HTTP/3 yet: GnuTLS chose the certificate by SNI, and a Host of
+   another certificate's is answered as the connection's (RFC 9110 7.4 allows). */
+static int codec_misdirected(exchange_t *ex, const char *host, size_t n)
+{
+    (void)ex, (void)host, (void)n;
+    return 0;
+}
+
+/* 103 Early Hints: an informational HEADERS frame (nghttp3 copies the fields). */
+static int codec_hints(exchange_t *ex, const char *link)
+{
+    h3_stream_t *s = stream_of(ex);
+    if (s->closed)
+        return 0;
+    nghttp3_nv nv[] = {NV(":status", "103"), NV("link", link)};
+    return nghttp3_conn_submit_info(s->h3->ng, s->id, nv, 2) == NGHTTP3_ERR_NOMEM ? -1 : 0;
+}
+
+static int codec_body_end(exchange_t *ex)
+{
+    h3_stream_t *s = stream_of(ex);
+    s->ended = 1;
+    data_comes(s); /* a reader that waited for more sees the end */
+    return 0;
+}
+
+static void codec_body_abort(exchange_t *ex)
+{
+    h3_stream_t *s = stream_of(ex);
+    s->ended = 1;
+    stream_abort(s, NGHTTP3_H3_INTERNAL_ERROR);
+    s->h3->f.wake(s->h3->f.conn);
+}
+
+static uint64_t codec_queued(const exchange_t *ex)
+{
+    const h3_stream_t *s = (const h3_stream_t *)ex;
+    return s->closed ? UINT64_MAX : s->given - s->body_sent;
+}
+
+static void offer_held(h3_stream_t *s);
+static void codec_redispatch(exchange_t *ex);
+
+static void codec_input_ready(exchange_t *ex)
+{
+    h3_stream_t *s = stream_of(ex);
+    s->input_held = 0;
+    if (!s->offering)
+        offer_held(s);
+    wake(s);
+}
+
+static const ex_codec_t h3_codec = {
+    .head = codec_head,
+    .error = codec_error,
+    .body_buf = codec_body_buf,
+    .body_file = codec_body_file,
+    .misdirected = codec_misdirected,
+    .hints = codec_hints,
+    .body_end = codec_body_end,
+    .body_abort = codec_body_abort,
+    .queued = codec_queued,
+    .input_ready = codec_input_ready,
+    .redispatch = codec_redispatch,
+};
+
+/* ---- the request body ------------------------------------------------------------ */
+
+/* Flow control: n bytes of the stream are consumed (the client may send more). */
+static void consume(h3_t *h, int64_t id, size_t n)
+{
+    ngtcp2_conn_extend_max_stream_offset(h->q, id, n);
+    ngtcp2_conn_extend_max_offset(h->q, n);
+}
+
+/* A producer's request body: what it takes is consumed, the rest held (at
+   most the stream's window and H3_HELD_MAX) and offered at ex_input_ready. */
+static size_t offer(h3_stream_t *s, const uint8_t *p, size_t n, int last)
+{
+    exchange_t *ex = &s->ex;
+    if (!ex->producer && ex->job && !s->closed) { /* a job decides who takes the body */
+        s->input_held = 1;
+        return 0;
+    }
+    size_t k = n;
+    if (ex->producer && !s->closed) {
+        s->input_held = 1;
+        s->offering = 1;
+        k = ex->producer->input(ex, (const char *)p, n, last);
+        s->offering = 0;
+    }
+    if (k >= n) {
+        k = n;
+        s->input_held = 0;
+        s->input_done = (uint8_t)(s->input_done | last);
+    }
+    if (k)
+        consume(s->h3, s->id, k);
+    return k;
+}
+
+static void offer_held(h3_stream_t *s)
+{
+    while (s->held_len && !s->input_held) {
+        size_t k = offer(s, (uint8_t *)s->held, s->held_len, s->input_last);
+        memmove(s->held, s->held + k, s->held_len - k);
+        s->held_len -= k;
+        s->h3->held_bytes -= k;
+        if (!k)
+            break;
+    }
+    if (!s->held_len && s->input_last && !s->input_done && !s->input_held)
+        offer(s, (const uint8_t *)"", 0, 1);
+}
+
+static void body_to_producer(h3_stream_t *s, const uint8_t *p, size_t n)
+{
+    h3_t *h = s->h3;
+    size_t k = s->held_len || s->input_held ? 0 : offer(s, p, n, 0);
+    if (k == n)
+        return;
+    char *nh = h->held_bytes + n - k <= H3_HELD_MAX ? realloc(s->held, s->held_len + n - k) : NULL;
+    if (!nh) {
+        consume(h, s->id, n - k);
+        stream_abort(s, NGHTTP3_H3_EXCESSIVE_LOAD);
+        return;
+    }
+    s->held = nh;
+    memcpy(s->held + s->held_len, p + k, n - k);
+    s->held_len += n - k;
+    h->held_bytes += n - k;
+    if (!s->input_held)
+        offer_held(s);
+}
+
+/* ---- the request ----------------------------------------------------------------- */
+
+/* n bytes in the stream's blocks (as h2.c's room: 512 bytes to 4 KiB). */
+static char *room(h3_stream_t *s, size_t n)
+{
+    h3_chunk_t *k = s->chunks;
+    if (k && k->cap - k->len >= n) {
+        k->len += n;
+        return k->b + k->len - n;
+    }
+    int own = n > H3_CHUNK / 2;
+    size_t cap = own ? n : !k ? H3_CHUNK : k->cap < H3_CHUNK_MAX / 2 ? 2 * k->cap : H3_CHUNK_MAX;
+    if (!(k = malloc(sizeof *k + cap)))
+        return NULL;
+    k->len = n, k->cap = cap;
+    if (own && s->chunks) {
+        k->next = s->chunks->next;
+        s->chunks->next = k;
+    } else {
+        k->next = s->chunks;
+        s->chunks = k;
+    }
+    return k->b;
+}
+
+static const char *keep(h3_stream_t *s, const uint8_t *p, size_t n)
+{
+    if (n + 1 > HTTP_MAX_HEAD - s->hdrlen) {
+        s->bad = 1; /* over what an HTTP/1.1 head may hold: 431 */
+        return NULL;
+    }
+    char *d = room(s, n + 1);
+    if (!d) {
+        s->bad = 1;
+        return NULL;
+    }
+    memcpy(d, p, n);
+    d[n] = 0;
+    s->hdrlen += n + 1;
+    return d;
+}
+
+static int on_begin_headers(nghttp3_conn *ng, int64_t id, void *user, void *stream_user)
+{
+    h3_t *h = user;
+    if (stream_user) /* trailers come through their own callbacks; this is a second head */
+        return 0;
+    h3_stream_t *s = malloc(sizeof *s);
+    if (!s)
+        return NGHTTP3_ERR_CALLBACK_FAILURE;
+    memset(s, 0, offsetof(h3_stream_t, req));
+    memset(&s->req, 0, offsetof(http_request_t, headers));
+    s->h3 = h;
+    s->id = id;
+    s->sent_tail = &s->sent;
+    h1_exchange_init(&s->ex, &h->f, &h3_codec, s);
+    s->ex.req = &s->req;
+    s->req.version = 30;
+    h->open++;
+    push_stream(&h->open_list, s);
+    nghttp3_conn_set_stream_user_data(ng, id, s);
+    return 0;
+}
+
+static int on_header(nghttp3_conn *ng, int64_t id, int32_t token, nghttp3_rcbuf *name,
+                     nghttp3_rcbuf *value, uint8_t flags, void *user, void *stream_user)
+{
+    (void)ng, (void)id, (void)token, (void)flags, (void)user;
+    h3_stream_t *s = stream_user;
+    if (!s || s->bad || s->headed)
+        return 0;
+    nghttp3_vec nm = nghttp3_rcbuf_get_buf(name), vl = nghttp3_rcbuf_get_buf(value);
+    http_request_t *req = &s->req;
+    size_t nlen = nm.len;
+    const uint8_t *nb = nm.base;
+    int authority = nlen == 10 && !memcmp(nb, ":authority", 10);
+    int host = authority || (nlen == 4 && !memcmp(nb, "host", 4));
+    if (host && http_header(req, "Host")) /* :authority first, one Host */
+        return 0;
+    const char *v = keep(s, vl.base, vl.len);
+    if (!v)
+        return 0;
+    http_str_t val = {v, vl.len};
+    if (nlen == 7 && !memcmp(nb, ":method", 7))
+        req->method = val;
+    else if (nlen == 5 && !memcmp(nb, ":path", 5))
+        req->target = val;
+    else if (nb[0] == ':' && !authority)
+        return 0; /* :scheme; nghttp3 checked the set */
+    else if (req->nheaders == HTTP_MAX_HEADERS)
+        s->bad = 1;
+    else {
+        const char *n = authority ? "host" : keep(s, nb, nlen);
+        if (n)
+            req->headers[req->nheaders++] = (http_header_t){{n, authority ? 4 : nlen}, val};
+    }
+    return 0;
+}
+
+static void job_done(job_t *j);
+static void dispatch_again(h3_stream_t *s);
+
+/* What every request goes through before it is answered: the counts, -A,
+   the header section's verdict, the log line.  0: answer it. */
+static int dispatch_begin(h3_t *h, h3_stream_t *s)
+{
+    exchange_t *ex = &s->ex;
+    site_t *site = ex->site;
+    s->dispatched = 1;
+    h->requests++;
+    if (limits_request(site->limits, h->f.peer, gio_now(site->loop)) != LIMIT_OK) {
+        site->stats.rate_limited++; /* -A: this request is refused, not the connection */
+        stream_abort(s, NGHTTP3_H3_EXCESSIVE_LOAD);
+        return -1;
+    }
+    if (s->bad) {
+        ex_error(ex, 431, NULL, NULL);
+        return -1;
+    }
+    ex->head_only = s->req.method.n == 4 && !memcmp(s->req.method.p, "HEAD", 4);
+    const http_str_t *auth = s->req.target.n ? NULL : http_header(&s->req, "Host"); /* CONNECT */
+    http_str_t target = auth ? *auth : s->req.target;
+    size_t n = s->req.method.n + target.n + sizeof " HTTP/3.0";
+    char *line = room(s, n);
+    if (!line)
+        return 0; /* answered without a log line */
+    hbuf_t b = hb_init(line, n);
+    hb_put(&b, s->req.method.p, s->req.method.n);
+    hb_puts(&b, " ");
+    hb_put(&b, target.p, target.n);
+    hb_puts(&b, " HTTP/3.0");
+    if (!b.over)
+        s->req.line = (http_str_t){line, hb_len(&b)};
+    return 0;
+}
+
+/* A job the request waits for goes to the pool; a full queue sheds it (503). */
+static void send_job(exchange_t *ex)
+{
+    ex_job_t *xj = ex->job;
+    xj->ex = ex;
+    xj->job.done = job_done;
+    if (jobs_submit(ex->site->jobs, &xj->job) == 0)
+        return;
+    ex->job = NULL;
+    xj->job.cancelled = 1;
+    xj->finish(xj, NULL);
+    free(xj);
+    ex->site->stats.busy++;
+    ex_error(ex, 503, "Retry-After", "1");
+}
+
+static void dispatch(h3_t *h, h3_stream_t *s)
+{
+    if (dispatch_begin(h, s) < 0)
+        return;
+    if (router_dispatch(&s->ex) < 0) {
+        stream_abort(s, NGHTTP3_H3_INTERNAL_ERROR);
+        return;
+    }
+    if (s->ex.job)
+        send_job(&s->ex);
+}
+
+static void job_done(job_t *j)
+{
+    ex_job_t *xj = (ex_job_t *)j;
+    exchange_t *ex = xj->ex;
+    h3_stream_t *s = ex ? stream_of(ex) : NULL;
+    if (s) {
+        ex->job = NULL;
+        ex->nfields = 0; /* the answer starts afresh */
+        ex->fields_over = 0;
+    }
+    int cancelled = j->cancelled;
+    xj->finish(xj, cancelled ? NULL : ex);
+    free(xj);
+    if (!s)
+        return;
+    if (cancelled) {
+        stream_abort(s, NGHTTP3_H3_REQUEST_REJECTED);
+        s->h3->f.wake(s->h3->f.conn);
+        return;
+    }
+    dispatch_again(s);
+}
+
+static void dispatch_again(h3_stream_t *s)
+{
+    exchange_t *ex = &s->ex;
+    h3_t *h = s->h3;
+    if (router_dispatch(ex) < 0)
+        stream_abort(s, NGHTTP3_H3_INTERNAL_ERROR);
+    else if (ex->job)
+        send_job(ex);
+    if (s->early && !ex->job) {
+        s->input_held = 0;
+        offer_held(s);
+    }
+    h->f.wake(h->f.conn);
+}
+
+static void codec_redispatch(exchange_t *ex)
+{
+    h3_stream_t *s = stream_of(ex);
+    if (!s->closed)
+        dispatch_again(s);
+}
+
+/* A request head with a body to come: a producer takes it as it comes; else
+   413 at once for a Content-Length over the limit. */
+static void body_begins(h3_t *h, h3_stream_t *s)
+{
+    const http_str_t *cl = http_header(&s->req, "Content-Length");
+    unsigned long long len = 0;
+    s->in_body = 1;
+    int known = cl && cl->n && scan_ulonglong(cl->p, &len) == cl->n;
+    s->ex.req_len = known ? (int64_t)len : -1;
+    if (!s->bad && router_streams(&s->ex)) {
+        s->early = 1;
+        s->produced = 1;
+        dispatch(h, s);
+    } else if (known && len > H1_BODY_MAX) {
+        s->in_body = 0;
+        if (dispatch_begin(h, s) == 0)
+            ex_error(&s->ex, 413, NULL, NULL);
+    }
+}
+
+static int on_end_headers(nghttp3_conn *ng, int64_t id, int fin, void *user, void *stream_user)
+{
+    (void)ng, (void)id;
+    h3_t *h = user;
+    h3_stream_t *s = stream_user;
+    if (!s || s->headed)
+        return 0;
+    s->headed = 1;
+    if (h->goaway) { /* after GOAWAY nghttp3 refuses new streams itself; be sure */
+        stream_abort(s, NGHTTP3_H3_REQUEST_REJECTED);
+        return 0;
+    }
+    if (!fin)
+        body_begins(h, s);
+    return 0;
+}
+
+static int on_data(nghttp3_conn *ng, int64_t id, const uint8_t *p, size_t n, void *user,
+                   void *stream_user)
+{
+    (void)ng;
+    h3_t *h = user;
+    h3_stream_t *s = stream_user;
+    if (s && s->early) {
+        body_to_producer(s, p, n);
+        return 0;
+    }
+    consume(h, id, n); /* dropped: the window opens at once */
+    if (s && s->in_body && !s->dispatched && (s->body_got += n) > H1_BODY_MAX) {
+        s->in_body = 0;
+        if (dispatch_begin(h, s) == 0)
+            ex_error(&s->ex, 413, NULL, NULL);
+    }
+    return 0;
+}
+
+static int on_deferred_consume(nghttp3_conn *ng, int64_t id, size_t n, void *user,
+                               void *stream_user)
+{
+    (void)ng, (void)stream_user;
+    consume(user, id, n);
+    return 0;
+}
+
+static int on_end_stream(nghttp3_conn *ng, int64_t id, void *user, void *stream_user)
+{
+    (void)ng, (void)id;
+    h3_t *h = user;
+    h3_stream_t *s = stream_user;
+    if (!s)
+        return 0;
+    s->peer_ended = 1;
+    s->in_body = 0;
+    if (s->early) {
+        s->input_last = 1;
+        if (!s->input_held)
+            offer_held(s);
+    } else if (!s->dispatched && s->headed && !h->goaway) {
+        dispatch(h, s);
+    }
+    return 0;
+}
+
+/* DATA the client acknowledged: what we read for it can go; a reader that
+   waited for room goes on. */
+static int on_acked(nghttp3_conn *ng, int64_t id, uint64_t n, void *user, void *stream_user)
+{
+    (void)user;
+    h3_stream_t *s = stream_user;
+    if (!s)
+        return 0;
+    while (n && s->sent) {
+        h3_sent_t *x = s->sent;
+        size_t k = n < x->len ? (size_t)n : x->len;
+        x->len -= k, n -= k, s->unacked -= k;
+        if (x->len)
+            break;
+        s->sent = x->next;
+        free(x->block);
+        free(x);
+    }
+    if (!s->sent)
+        s->sent_tail = &s->sent;
+    if (s->data_waits && s->unacked < H3_UNACKED_MAX / 2) {
+        s->data_waits = 0;
+        nghttp3_conn_resume_stream(ng, id);
+    }
+    return 0;
+}
+
+/* A request answered (or cut off with its connection): the log line, the counts. */
+static void stream_log(h3_t *h, h3_stream_t *s)
+{
+    if (!s->dispatched)
+        return;
+    s->dispatched = 0;
+    site_t *site = s->ex.site;
+    int64_t now = gio_wallclock(site->loop);
+    alog_request(&site->log, now, site->cfg->log_vhost ? s->ex.vhost : NULL, h->f.peer, &s->req,
+                 s->ex.status, s->body_sent, 1);
+    status_count(&site->stats, now, STATS_H3, s->body_sent, s->ex.started_us);
+}
+
+/* The stream is over: log it; it is freed at the next sweep. */
+static int on_stream_close(nghttp3_conn *ng, int64_t id, uint64_t code, void *user,
+                           void *stream_user)
+{
+    (void)ng, (void)code;
+    h3_t *h = user;
+    h3_stream_t *s = stream_user;
+    if (ngtcp2_is_bidi_stream(id))
+        ngtcp2_conn_extend_max_streams_bidi(h->q, 1);
+    if (!s)
+        return 0;
+    stream_log(h, s);
+    if (s->ex.job) {
+        s->ex.job->ex = NULL;
+        s->ex.job = NULL;
+    }
+    s->closed = 1;
+    h->open--;
+    unlink_stream(s);
+    push_stream(&h->dead, s);
+    return 0;
+}
+
+static int on_stop_sending(nghttp3_conn *ng, int64_t id, uint64_t code, void *user,
+                           void *stream_user)
+{
+    (void)ng, (void)stream_user;
+    return ngtcp2_conn_shutdown_stream_read(((h3_t *)user)->q, id, code) == 0
+               ? 0 : NGHTTP3_ERR_CALLBACK_FAILURE;
+}
+
+static int on_reset_stream(nghttp3_conn *ng, int64_t id, uint64_t code, void *user,
+                           void *stream_user)
+{
+    (void)ng, (void)stream_user;
+    return ngtcp2_conn_shutdown_stream_write(((h3_t *)user)->q, id, code) == 0
+               ? 0 : NGHTTP3_ERR_CALLBACK_FAILURE;
+}
+
+/* ---- the session ----------------------------------------------------------------- */
+
+h3_t *h3_new(const h1_conn_t *f, ngtcp2_conn *q)
+{
+    h3_t *h = calloc(1, sizeof *h);
+    if (!h)
+        return NULL;
+    h->f = *f;
+    h->q = q;
+    nghttp3_callbacks cb = {
+        .acked_stream_data = on_acked,
+        .stream_close = on_stream_close,
+        .recv_data = on_data,
+        .deferred_consume = on_deferred_consume,
+        .begin_headers = on_begin_headers,
+        .recv_header = on_header,
+        .end_headers = on_end_headers,
+        .stop_sending = on_stop_sending,
+        .end_stream = on_end_stream,
+        .reset_stream = on_reset_stream,
+    };
+    nghttp3_settings st;
+    nghttp3_settings_default(&st);
+    st.max_field_section_size = HTTP_MAX_HEAD;
+    st.qpack_max_dtable_capacity = H3_QPACK_TABLE;
+    st.qpack_encoder_max_dtable_capacity = 0; /* responses use the static table only */
+    st.qpack_blocked_streams = H3_QPACK_BLOCKED;
+    if (nghttp3_conn_server_new(&h->ng, &cb, &st, NULL, h) != 0) {
+        free(h);
+        return NULL;
+    }
+    nghttp3_conn_set_max_client_streams_bidi(h->ng, H3_MAX_STREAMS);
+    return h;
+}
+
+int h3_bind(h3_t *h)
+{
+    int64_t ctrl, enc, dec;
+    if (h->bound)
+        return 0;
+    if (ngtcp2_conn_get_max_local_streams_uni(h->q) < 3 ||
+        ngtcp2_conn_open_uni_stream(h->q, &ctrl, NULL) != 0 ||
+        nghttp3_conn_bind_control_stream(h->ng, ctrl) != 0 ||
+        ngtcp2_conn_open_uni_stream(h->q, &enc, NULL) != 0 ||
+        ngtcp2_conn_open_uni_stream(h->q, &dec, NULL) != 0 ||
+        nghttp3_conn_bind_qpack_streams(h->ng, enc, dec) != 0)
+        return -1;
+    h->bound = 1;
+    return 0;
+}
+
+nghttp3_conn *h3_ng(h3_t *h)
+{
+    return h->ng;
+}
+
+int h3_recv(h3_t *h, int64_t stream_id, const uint8_t *p, size_t n, int fin)
+{
+    nghttp3_ssize r = nghttp3_conn_read_stream(h->ng, stream_id, p, n, fin);
+    if (r < 0)
+        return (int)r;
+    consume(h, stream_id, (size_t)r);
+    return 0;
+}
+
+void h3_sweep(h3_t *h)
+{
+    while (h->dead) {
+        h3_stream_t *s = h->dead;
+        unlink_stream(s);
+        stream_free(s);
+    }
+    /* producers told when what they handed over has gone below the low mark */
+    for (h3_stream_t *s = h->open_list; s; s = s->next)
+        if (s->want_drain && s->ex.producer && s->given - s->body_sent < EX_STREAM_LOW) {
+            s->want_drain = 0;
+            s->ex.producer->drained(&s->ex);
+        }
+}
+
+void h3_free(h3_t *h)
+{
+    if (!h)
+        return;
+    while (h->open_list) {
+        h3_stream_t *s = h->open_list;
+        stream_log(h, s);
+        s->closed = 1;
+        unlink_stream(s);
+        stream_free(s);
+    }
+    h3_sweep(h);
+    nghttp3_conn_del(h->ng);
+    free(h);
+}
+
+unsigned h3_streams(const h3_t *h)
+{
+    return h->open;
+}
+
+void h3_goaway(h3_t *h)
+{
+    if (h->goaway)
+        return;
+    h->goaway = 1;
+    if (h->bound)
+        nghttp3_conn_shutdown(h->ng);
+}
+
+int h3_done(const h3_t *h)
+{
+    return h->goaway && !h->open;
+}
+
+#endif

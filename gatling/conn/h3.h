@@ -1,0 +1,73 @@
+/*
+ * h3 — the HTTP/3 codec (RFC 9114, QPACK RFC 9204), on Debian's libnghttp3
+ * 0.8, over one QUIC connection of conn/quic.c (libngtcp2).
+ *
+ * Each request stream has its own exchange, answered by the same router and
+ * handlers as an HTTP/1.1 or HTTP/2 request.  Its response becomes a HEADERS
+ * frame (:status, server, date, content-length, the fields, names in lower
+ * case) and DATA: buffers are handed to nghttp3 where they are, file ranges
+ * are read (pread) into blocks of H3_READ_BLOCK bytes as QUIC asks for them,
+ * since every byte is encrypted in user space.  What nghttp3 was given stays
+ * until the client acknowledged it (acked_stream_data), at most
+ * H3_UNACKED_MAX bytes per stream, so a stream that is not read holds a
+ * bounded amount of memory.
+ *
+ * quic.c owns the transport and calls in here for what belongs to HTTP:
+ * stream data in (h3_recv), the bytes to send (nghttp3_conn_writev_stream on
+ * h3_ng), acknowledgements, stream ends.  No call here does I/O.
+ */
+#ifndef GATLING_H3_H
+#define GATLING_H3_H
+
+#ifdef HAVE_H3
+
+#include "h1.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define H3_MAX_STREAMS 100            /* request streams open at once (transport parameter) */
+#define H3_QPACK_TABLE 4096           /* the decoder's dynamic table (QPACK bombs stay small) */
+#define H3_QPACK_BLOCKED 16           /* streams that may wait for the encoder stream */
+#define H3_READ_BLOCK (64 * 1024)     /* a file is read in blocks of this size ... */
+#define H3_UNACKED_MAX (1024 * 1024)  /* ... at most this much unacknowledged per stream */
+
+typedef struct h3 h3_t;
+typedef struct nghttp3_conn nghttp3_conn;
+typedef struct ngtcp2_conn ngtcp2_conn;
+
+/*
+ * A session on QUIC connection q whose facts f tells of (f->out is NULL:
+ * nothing goes through an output batch); wake(f->conn) runs the connection
+ * soon when a job or producer moved a stream.  NULL on ENOMEM.
+ */
+h3_t *h3_new(const h1_conn_t *f, ngtcp2_conn *q);
+
+/* Open the control and QPACK streams (once the handshake gave 1-RTT keys).
+   0, or -1: close the connection. */
+int h3_bind(h3_t *h);
+
+/* nghttp3's connection, for quic.c's transport glue. */
+nghttp3_conn *h3_ng(h3_t *h);
+
+/* The connection goes: streams' jobs and producers are told, all is freed. */
+void h3_free(h3_t *h);
+
+/* Stream data from the client.  0, or a negative nghttp3 error: close the
+   connection with nghttp3_err_infer_quic_app_error_code of it. */
+int h3_recv(h3_t *h, int64_t stream_id, const uint8_t *p, size_t n, int fin);
+
+/* Free the streams that ended (never from inside nghttp3's callbacks). */
+void h3_sweep(h3_t *h);
+
+/* Request streams open (being read or answered). */
+unsigned h3_streams(const h3_t *h);
+
+/* Shutting down: GOAWAY; the streams in flight finish. */
+void h3_goaway(h3_t *h);
+
+/* A GOAWAY was sent and no stream is left: the connection may close. */
+int h3_done(const h3_t *h);
+
+#endif
+#endif

@@ -1,0 +1,1027 @@
+/*
+ * quic.c — the QUIC endpoint and its connections (see quic.h).
+ */
+#ifdef HAVE_H3
+#include "quic.h"
+#include "gio_udp.h"
+#include "h3.h"
+#include "quic_cid.h"
+#include "site/peerlimits.h"
+#include "site/watch.h"
+#include "tls.h"
+
+#include <errno.h>
+#include <gnutls/crypto.h>
+#include <gnutls/gnutls.h>
+#include <nghttp3/nghttp3.h>
+#include <ngtcp2/ngtcp2.h>
+#include <ngtcp2/ngtcp2_crypto.h>
+#include <ngtcp2/ngtcp2_crypto_gnutls.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#define QUIC_SCID_LEN 18          /* the connection IDs we issue */
+#define QUIC_RX_CAP 2048          /* a datagram received (we ask for at most QUIC_RX_MAX) */
+#define QUIC_RX_MAX 1472          /* max_udp_payload_size: what fits Ethernet's MTU */
+#define QUIC_RX_ROUNDS 4          /* receive batches per readiness event */
+#define QUIC_TRAIN 32             /* packets per GSO train */
+#define QUIC_PKT_MAX 1500         /* room for one packet we send */
+#define QUIC_STREAM_WINDOW (256 * 1024) /* a request stream's receive window */
+#define QUIC_CONN_WINDOW (1024 * 1024)  /* the connection's */
+#define QUIC_HANDSHAKE_S 10       /* a handshake not done in this long ends */
+#define QUIC_HANDSHAKES_MAX 1024  /* ... and at most this many at once: Initials cost no
+                                     proof of address (no Retry yet), and each holds
+                                     ~150 KiB of state, so more are dropped */
+#define QUIC_PRIORITY "NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:" \
+                      "+CHACHA20-POLY1305:+AES-128-CCM:%DISABLE_TLS13_COMPAT_MODE"
+
+/* GnuTLS credentials, shared by the connections that began with them. */
+typedef struct quic_cred {
+    gnutls_certificate_credentials_t cred;
+    unsigned refs;
+    int n; /* certificates */
+} quic_cred_t;
+
+typedef struct quic_conn {
+    quic_ep_t *ep;
+    ngtcp2_conn *q;
+    gnutls_session_t tls;
+    ngtcp2_crypto_conn_ref ref;
+    quic_cred_t *cred;
+    h3_t *h3;
+    h1_conn_t f;
+    struct sockaddr_storage peer;
+    socklen_t peerlen;
+    ngtcp2_cid odcid;  /* the client's first Destination Connection ID, mapped too */
+    size_t heap_at;    /* index in the endpoint's heap, or SIZE_MAX */
+    int64_t due;       /* gio_now() ms of its next timer */
+    uint8_t closing;   /* CONNECTION_CLOSE sent: repeated to what still arrives */
+    uint8_t draining;  /* the peer closed: silent until due */
+    uint8_t limited;   /* counted in -K */
+    uint8_t shaking;   /* counted in the endpoint's handshakes under way */
+    uint8_t woken, touched;
+    uint8_t *closebuf;
+    size_t closelen;
+    ngtcp2_connection_close_error err;
+    struct quic_conn *wnext, *tnext; /* woken list, touched-this-batch list */
+    struct quic_conn *next, **prevp; /* every connection of the endpoint */
+} quic_conn_t;
+
+struct quic_ep {
+    watch_t w; /* first: the loop's cookie */
+    site_t *site;
+    int fd, port, gso;
+    size_t max_conns;
+    struct sockaddr_storage bound;
+    socklen_t boundlen;
+    const config_t *cfg;
+    quic_cred_t *cred;
+    gnutls_priority_t prio;
+    quic_cid_table_t *cids;
+    quic_conn_t **heap;
+    size_t nheap, heapcap;
+    quic_conn_t *woken, *touched, *all;
+    uint8_t secret[32]; /* stateless reset tokens derive from it */
+    int draining;
+    size_t nconns, handshaking;
+    int64_t armed; /* the socket's gio deadline */
+    gio_dgram_t dg[GIO_UDP_BATCH];
+    uint8_t rx[GIO_UDP_BATCH][QUIC_RX_CAP];
+    uint8_t tx[QUIC_TRAIN * QUIC_PKT_MAX];
+};
+
+static ngtcp2_tstamp now_ts(const quic_ep_t *e)
+{
+    return (ngtcp2_tstamp)gio_now_us(e->site->loop) * 1000;
+}
+
+/* ---- credentials ---------------------------------------------------------------- */
+
+static void cred_release(quic_cred_t *c)
+{
+    if (c && --c->refs == 0) {
+        gnutls_certificate_free_credentials(c->cred);
+        free(c);
+    }
+}
+
+static int take_pem(void *arg, const char *id, const char *chain, size_t clen, const char *key,
+                    size_t klen)
+{
+    (void)id;
+    quic_cred_t *c = arg;
+    gnutls_datum_t cd = {(unsigned char *)(uintptr_t)chain, (unsigned)clen};
+    gnutls_datum_t kd = {(unsigned char *)(uintptr_t)key, (unsigned)klen};
+    /* server.pem holds chain and key in one file: GnuTLS takes what it needs of each */
+    if (gnutls_certificate_set_x509_key_mem2(c->cred, &cd, &kd, GNUTLS_X509_FMT_PEM, NULL, 0) < 0)
+        return -1;
+    c->n++;
+    return 0;
+}
+
+/* The store's certificates in GnuTLS credentials (server.pem first: GnuTLS
+   answers a name no certificate has with the first). */
+static quic_cred_t *cred_load(tls_store_t *st, char *err, size_t errlen)
+{
+    quic_cred_t *c = calloc(1, sizeof *c);
+    if (!c || gnutls_certificate_allocate_credentials(&c->cred) < 0) {
+        free(c);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    c->refs = 1;
+    if (tls_store_pems(st, take_pem, c, err, errlen) < 0) {
+        cred_release(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* ---- the timer heap --------------------------------------------------------------- */
+
+static void heap_swap(quic_ep_t *e, size_t a, size_t b)
+{
+    quic_conn_t *t = e->heap[a];
+    e->heap[a] = e->heap[b];
+    e->heap[b] = t;
+    e->heap[a]->heap_at = a;
+    e->heap[b]->heap_at = b;
+}
+
+static void heap_fix(quic_ep_t *e, size_t i)
+{
+    while (i > 0 && e->heap[(i - 1) / 2]->due > e->heap[i]->due)
+        heap_swap(e, i, (i - 1) / 2), i = (i - 1) / 2;
+    for (;;) {
+        size_t l = 2 * i + 1, m = i;
+        if (l < e->nheap && e->heap[l]->due < e->heap[m]->due)
+            m = l;
+        if (l + 1 < e->nheap && e->heap[l + 1]->due < e->heap[m]->due)
+            m = l + 1;
+        if (m == i)
+            return;
+        heap_swap(e, i, m), i = m;
+    }
+}
+
+static void heap_remove(quic_ep_t *e, quic_conn_t *c)
+{
+    size_t i = c->heap_at;
+    if (i == SIZE_MAX)
+        return;
+    heap_swap(e, i, --e->nheap);
+    c->heap_at = SIZE_MAX;
+    if (i < e->nheap)
+        heap_fix(e, i);
+}
+
+/* c's next timer at due (ms); the heap grows with the connections (one slot each). */
+static void heap_set(quic_ep_t *e, quic_conn_t *c, int64_t due)
+{
+    c->due = due;
+    if (c->heap_at == SIZE_MAX) {
+        c->heap_at = e->nheap;
+        e->heap[e->nheap++] = c;
+    }
+    heap_fix(e, c->heap_at);
+}
+
+/* The socket's deadline: the earliest timer. */
+static void arm(quic_ep_t *e)
+{
+    int64_t when = e->nheap ? e->heap[0]->due : 0;
+    if (when && when < 1)
+        when = 1;
+    if (when != e->armed) {
+        e->armed = when;
+        gio_set_deadline(e->site->loop, e->fd, when);
+    }
+}
+
+/* ---- sending ---------------------------------------------------------------------- */
+
+static void send_train(quic_ep_t *e, const ngtcp2_path *path, uint8_t ecn, const uint8_t *p,
+                       size_t len, size_t seg)
+{
+    gio_dgram_t d = {.buf = (void *)(uintptr_t)p, .len = len, .ecn = ecn};
+    memcpy(&d.peer, path->remote.addr, path->remote.addrlen);
+    d.peerlen = path->remote.addrlen;
+    memcpy(&d.local, path->local.addr, path->local.addrlen);
+    d.segsize = seg < len ? (uint16_t)seg : 0;
+    long r = gio_udp_send(e->fd, &d, 1, e->gso ? GIO_UDP_GSO : 0);
+    if (r == GIO_ERR && errno == EIO && e->gso) { /* the device cannot segment */
+        e->gso = 0;
+        r = gio_udp_send(e->fd, &d, 1, 0);
+    }
+    if (r != 1)
+        e->site->stats.h3_send_lost += seg ? (len + seg - 1) / seg : 1;
+}
+
+/* A datagram to addr from the local address it came to (stateless answers). */
+static void send_to(quic_ep_t *e, const gio_dgram_t *in, const uint8_t *p, size_t len)
+{
+    gio_dgram_t d = *in;
+    d.buf = (void *)(uintptr_t)p;
+    d.len = len;
+    d.segsize = 0;
+    d.ecn = 0;
+    if (gio_udp_send(e->fd, &d, 1, 0) != 1)
+        e->site->stats.h3_send_lost++;
+}
+
+static void conn_close_now(quic_conn_t *c);
+static void start_closing(quic_conn_t *c);
+
+/* One packet: stream data nghttp3 has, or what ngtcp2 has of its own.
+   Bytes written (0: nothing to send now), or -1 (the connection closes). */
+static ngtcp2_ssize write_one(quic_conn_t *c, ngtcp2_path *path, ngtcp2_pkt_info *pi,
+                              uint8_t *buf, size_t cap, ngtcp2_tstamp ts)
+{
+    for (;;) {
+        int64_t sid = -1;
+        int fin = 0;
+        nghttp3_vec vec[16];
+        nghttp3_ssize nv = 0;
+        nghttp3_conn *ng = c->h3 ? h3_ng(c->h3) : NULL;
+        if (ng && ngtcp2_conn_get_max_data_left(c->q)) {
+            nv = nghttp3_conn_writev_stream(ng, &sid, &fin, vec, 16);
+            if (nv < 0) {
+                ngtcp2_connection_close_error_set_application_error(
+                    &c->err, nghttp3_err_infer_quic_app_error_code((int)nv), NULL, 0);
+                return -1;
+            }
+        }
+        ngtcp2_ssize ndata = -1;
+        uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE | (fin ? NGTCP2_WRITE_STREAM_FLAG_FIN : 0);
+        ngtcp2_ssize n = ngtcp2_conn_writev_stream(c->q, path, pi, buf, cap, &ndata, flags, sid,
+                                                   (const ngtcp2_vec *)vec, (size_t)nv, ts);
+        if (n == NGTCP2_ERR_STREAM_DATA_BLOCKED) {
+            nghttp3_conn_block_stream(ng, sid);
+            continue;
+        }
+        if (n == NGTCP2_ERR_STREAM_SHUT_WR) {
+            nghttp3_conn_shutdown_stream_write(ng, sid);
+            continue;
+        }
+        if (ndata >= 0 && nghttp3_conn_add_write_offset(ng, sid, (size_t)ndata) != 0)
+            return -1;
+        if (n == NGTCP2_ERR_WRITE_MORE)
+            continue;
+        if (n < 0) {
+            ngtcp2_connection_close_error_set_transport_error_liberr(&c->err, (int)n, NULL, 0);
+            return -1;
+        }
+        return n;
+    }
+}
+
+/* Send what the connection has, at most its send quantum (pacing brings the
+   rest): packets of one path and ECN go out as GSO trains of equal segments,
+   a shorter one ending a train. */
+static int conn_write(quic_conn_t *c)
+{
+    quic_ep_t *e = c->ep;
+    if (c->closing || c->draining)
+        return 0;
+    ngtcp2_tstamp ts = now_ts(e);
+    size_t mtu = ngtcp2_conn_get_max_tx_udp_payload_size(c->q);
+    mtu = mtu > QUIC_PKT_MAX ? QUIC_PKT_MAX : mtu;
+    size_t max = ngtcp2_conn_get_send_quantum(c->q) / mtu;
+    max = max < 1 ? 1 : max > QUIC_TRAIN ? QUIC_TRAIN : max;
+    ngtcp2_path_storage ps, first;
+    ngtcp2_path_storage_zero(&ps);
+    ngtcp2_path_storage_zero(&first);
+    ngtcp2_pkt_info pi = {0};
+    uint8_t ecn = 0;
+    size_t off = 0, seg = 0, k = 0, total = 0;
+    for (;;) {
+        ngtcp2_ssize n = write_one(c, &ps.path, &pi, e->tx + off, mtu, ts);
+        if (n < 0)
+            return -1;
+        if (n > 0 && k > 0 && (!ngtcp2_path_eq(&first.path, &ps.path) || pi.ecn != ecn ||
+                               (size_t)n > seg)) { /* this one cannot join the train */
+            send_train(e, &first.path, ecn, e->tx, off, seg);
+            memmove(e->tx, e->tx + off, (size_t)n);
+            off = 0, k = 0;
+        }
+        if (n > 0) {
+            if (k++ == 0) {
+                ngtcp2_path_copy(&first.path, &ps.path);
+                ecn = (uint8_t)pi.ecn, seg = (size_t)n;
+            }
+            off += (size_t)n;
+            total++;
+        }
+        int last = n == 0 || total >= max;
+        if ((last || (size_t)n < seg) && off) {
+            send_train(e, &first.path, ecn, e->tx, off, seg);
+            off = 0, k = 0;
+        }
+        if (last)
+            break;
+    }
+    ngtcp2_conn_update_pkt_tx_time(c->q, ts);
+    return 0;
+}
+
+/* ---- connection life -------------------------------------------------------------- */
+
+static void cid_forget(quic_conn_t *c)
+{
+    quic_ep_t *e = c->ep;
+    size_t n = ngtcp2_conn_get_num_scid(c->q);
+    ngtcp2_cid *ids = n ? calloc(n, sizeof *ids) : NULL;
+    if (ids) {
+        n = ngtcp2_conn_get_scid(c->q, ids);
+        for (size_t i = 0; i < n; i++)
+            if (quic_cid_get(e->cids, ids[i].data, ids[i].datalen) == c)
+                quic_cid_del(e->cids, ids[i].data, ids[i].datalen);
+        free(ids);
+    }
+    if (quic_cid_get(e->cids, c->odcid.data, c->odcid.datalen) == c)
+        quic_cid_del(e->cids, c->odcid.data, c->odcid.datalen);
+}
+
+static void conn_free(quic_conn_t *c)
+{
+    quic_ep_t *e = c->ep;
+    heap_remove(e, c);
+    if (c->next)
+        c->next->prevp = c->prevp;
+    *c->prevp = c->next;
+    for (quic_conn_t **p = &e->woken; *p; p = &(*p)->wnext)
+        if (*p == c) {
+            *p = c->wnext;
+            break;
+        }
+    for (quic_conn_t **p = &e->touched; *p; p = &(*p)->tnext)
+        if (*p == c) {
+            *p = c->tnext;
+            break;
+        }
+    h3_free(c->h3);
+    if (c->q) {
+        cid_forget(c);
+        ngtcp2_conn_del(c->q);
+    }
+    if (c->tls)
+        gnutls_deinit(c->tls);
+    cred_release(c->cred);
+    if (c->limited)
+        limits_conn_close(e->site->limits, (struct sockaddr *)&c->peer);
+    e->handshaking -= c->shaking;
+    free(c->closebuf);
+    free(c);
+    e->nconns--;
+    e->site->nconns--;
+}
+
+/* The connection ends without a word (idle timeout, draining over, dropped). */
+static void conn_close_now(quic_conn_t *c)
+{
+    conn_free(c);
+}
+
+/* CONNECTION_CLOSE with c->err, kept and repeated for a closing period of
+   3 PTO (RFC 9000 10.2.1), then the connection goes. */
+static void start_closing(quic_conn_t *c)
+{
+    quic_ep_t *e = c->ep;
+    if (c->closing || c->draining)
+        return;
+    if (ngtcp2_conn_is_in_closing_period(c->q) || ngtcp2_conn_is_in_draining_period(c->q)) {
+        c->draining = 1;
+    } else if ((c->closebuf = malloc(QUIC_PKT_MAX))) {
+        ngtcp2_path_storage ps;
+        ngtcp2_path_storage_zero(&ps);
+        ngtcp2_pkt_info pi = {0};
+        ngtcp2_ssize n = ngtcp2_conn_write_connection_close(c->q, &ps.path, &pi, c->closebuf,
+                                                            QUIC_PKT_MAX, &c->err, now_ts(e));
+        if (n > 0) {
+            c->closelen = (size_t)n;
+            send_train(e, &ps.path, 0, c->closebuf, c->closelen, 0);
+        }
+    }
+    c->closing = 1;
+    int app = c->err.type == NGTCP2_CONNECTION_CLOSE_ERROR_CODE_TYPE_APPLICATION;
+    if (c->err.error_code != (app ? NGHTTP3_H3_NO_ERROR : NGTCP2_NO_ERROR))
+        e->site->stats.h3_failed++;
+    int64_t pto_ms = (int64_t)(ngtcp2_conn_get_pto(c->q) / NGTCP2_MILLISECONDS);
+    heap_set(e, c, gio_now(e->site->loop) + 3 * pto_ms + 1);
+}
+
+/* After a read or write: the next timer, or the end of a finished connection. */
+static void conn_settle(quic_conn_t *c)
+{
+    quic_ep_t *e = c->ep;
+    if (c->closing || c->draining)
+        return;
+    if (c->h3) {
+        h3_sweep(c->h3);
+        if (h3_done(c->h3)) { /* drained: GOAWAY went, every stream answered */
+            ngtcp2_connection_close_error_set_application_error(&c->err, NGHTTP3_H3_NO_ERROR,
+                                                                NULL, 0);
+            start_closing(c);
+            return;
+        }
+    }
+    ngtcp2_tstamp x = ngtcp2_conn_get_expiry(c->q);
+    if (x == UINT64_MAX) {
+        heap_remove(e, c);
+        return;
+    }
+    ngtcp2_tstamp now = now_ts(e);
+    int64_t in_ms = x <= now ? 0 : (int64_t)((x - now + NGTCP2_MILLISECONDS - 1) /
+                                             NGTCP2_MILLISECONDS);
+    heap_set(e, c, gio_now(e->site->loop) + in_ms);
+}
+
+/* Run the connection soon (a job or producer moved one of its streams). */
+static void conn_wake(void *arg)
+{
+    quic_conn_t *c = arg;
+    if (!c->woken) {
+        c->woken = 1;
+        c->wnext = c->ep->woken;
+        c->ep->woken = c;
+    }
+}
+
+/* ---- ngtcp2's callbacks ----------------------------------------------------------- */
+
+static void on_rand(uint8_t *dest, size_t len, const ngtcp2_rand_ctx *ctx)
+{
+    (void)ctx;
+    gnutls_rnd(GNUTLS_RND_NONCE, dest, len);
+}
+
+static int on_new_cid(ngtcp2_conn *q, ngtcp2_cid *cid, uint8_t *token, size_t len, void *user)
+{
+    (void)q;
+    quic_conn_t *c = user;
+    if (gnutls_rnd(GNUTLS_RND_RANDOM, cid->data, len) < 0)
+        return NGTCP2_ERR_CALLBACK_FAILURE;
+    cid->datalen = len;
+    if (ngtcp2_crypto_generate_stateless_reset_token(token, c->ep->secret, sizeof c->ep->secret,
+                                                     cid) != 0 ||
+        quic_cid_put(c->ep->cids, cid->data, cid->datalen, c) < 0)
+        return NGTCP2_ERR_CALLBACK_FAILURE;
+    return 0;
+}
+
+static int on_remove_cid(ngtcp2_conn *q, const ngtcp2_cid *cid, void *user)
+{
+    (void)q;
+    quic_conn_t *c = user;
+    if (quic_cid_get(c->ep->cids, cid->data, cid->datalen) == c)
+        quic_cid_del(c->ep->cids, cid->data, cid->datalen);
+    return 0;
+}
+
+static int on_handshake_completed(ngtcp2_conn *q, void *user)
+{
+    (void)q;
+    quic_conn_t *c = user;
+    c->ep->site->stats.h3_handshakes++;
+    c->ep->handshaking -= c->shaking;
+    c->shaking = 0;
+    return 0;
+}
+
+static int on_tx_key(ngtcp2_conn *q, ngtcp2_crypto_level level, void *user)
+{
+    (void)q;
+    quic_conn_t *c = user;
+    if (level != NGTCP2_CRYPTO_LEVEL_APPLICATION)
+        return 0;
+    return h3_bind(c->h3) == 0 ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
+}
+
+static int on_stream_data(ngtcp2_conn *q, uint32_t flags, int64_t id, uint64_t off,
+                          const uint8_t *p, size_t n, void *user, void *stream_user)
+{
+    (void)q, (void)off, (void)stream_user;
+    quic_conn_t *c = user;
+    int r = h3_recv(c->h3, id, p, n, (flags & NGTCP2_STREAM_DATA_FLAG_FIN) != 0);
+    if (r != 0) {
+        ngtcp2_connection_close_error_set_application_error(
+            &c->err, nghttp3_err_infer_quic_app_error_code(r), NULL, 0);
+        return NGTCP2_ERR_CALLBACK_FAILURE;
+    }
+    return 0;
+}
+
+static int on_acked(ngtcp2_conn *q, int64_t id, uint64_t off, uint64_t n, void *user,
+                    void *stream_user)
+{
+    (void)q, (void)off, (void)stream_user;
+    quic_conn_t *c = user;
+    return nghttp3_conn_add_ack_offset(h3_ng(c->h3), id, n) == 0 ? 0
+                                                                 : NGTCP2_ERR_CALLBACK_FAILURE;
+}
+
+static int on_stream_close(ngtcp2_conn *q, uint32_t flags, int64_t id, uint64_t code,
+                           void *user, void *stream_user)
+{
+    (void)stream_user;
+    quic_conn_t *c = user;
+    if (!(flags & NGTCP2_STREAM_CLOSE_FLAG_APP_ERROR_CODE_SET))
+        code = NGHTTP3_H3_NO_ERROR;
+    int r = nghttp3_conn_close_stream(h3_ng(c->h3), id, code);
+    if (r == NGHTTP3_ERR_STREAM_NOT_FOUND) { /* a stream nghttp3 never saw */
+        if (ngtcp2_is_bidi_stream(id))
+            ngtcp2_conn_extend_max_streams_bidi(q, 1);
+        return 0;
+    }
+    return r == 0 ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
+}
+
+static int on_stream_reset(ngtcp2_conn *q, int64_t id, uint64_t size, uint64_t code, void *user,
+                           void *stream_user)
+{
+    (void)q, (void)size, (void)code, (void)stream_user;
+    quic_conn_t *c = user;
+    int r = nghttp3_conn_shutdown_stream_read(h3_ng(c->h3), id);
+    return r == 0 || r == NGHTTP3_ERR_STREAM_NOT_FOUND ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
+}
+
+static int on_stop_sending(ngtcp2_conn *q, int64_t id, uint64_t code, void *user,
+                           void *stream_user)
+{
+    return on_stream_reset(q, id, 0, code, user, stream_user);
+}
+
+static int on_extend_stream_data(ngtcp2_conn *q, int64_t id, uint64_t max, void *user,
+                                 void *stream_user)
+{
+    (void)q, (void)max, (void)stream_user;
+    quic_conn_t *c = user;
+    int r = nghttp3_conn_unblock_stream(h3_ng(c->h3), id);
+    return r == 0 || r == NGHTTP3_ERR_STREAM_NOT_FOUND ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
+}
+
+static const ngtcp2_callbacks quic_callbacks = {
+    .recv_client_initial = ngtcp2_crypto_recv_client_initial_cb,
+    .recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb,
+    .handshake_completed = on_handshake_completed,
+    .encrypt = ngtcp2_crypto_encrypt_cb,
+    .decrypt = ngtcp2_crypto_decrypt_cb,
+    .hp_mask = ngtcp2_crypto_hp_mask_cb,
+    .recv_stream_data = on_stream_data,
+    .acked_stream_data_offset = on_acked,
+    .stream_close = on_stream_close,
+    .rand = on_rand,
+    .get_new_connection_id = on_new_cid,
+    .remove_connection_id = on_remove_cid,
+    .update_key = ngtcp2_crypto_update_key_cb,
+    .stream_reset = on_stream_reset,
+    .extend_max_stream_data = on_extend_stream_data,
+    .delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb,
+    .delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb,
+    .get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb,
+    .stream_stop_sending = on_stop_sending,
+    .version_negotiation = ngtcp2_crypto_version_negotiation_cb,
+    .recv_tx_key = on_tx_key,
+};
+
+static ngtcp2_conn *get_conn(ngtcp2_crypto_conn_ref *ref)
+{
+    return ((quic_conn_t *)ref->user_data)->q;
+}
+
+/* ---- accepting -------------------------------------------------------------------- */
+
+/* The datagram's path, its local port filled in (packet info carries none). */
+static void path_of(quic_ep_t *e, gio_dgram_t *d, ngtcp2_path *path)
+{
+    if (!d->local.ss_family) {
+        memcpy(&d->local, &e->bound, e->boundlen);
+    } else if (d->local.ss_family == AF_INET) {
+        ((struct sockaddr_in *)&d->local)->sin_port = htons((uint16_t)e->port);
+    } else {
+        ((struct sockaddr_in6 *)&d->local)->sin6_port = htons((uint16_t)e->port);
+    }
+    socklen_t ll = d->local.ss_family == AF_INET ? sizeof(struct sockaddr_in)
+                                                 : sizeof(struct sockaddr_in6);
+    *path = (ngtcp2_path){.local = {(ngtcp2_sockaddr *)&d->local, ll},
+                          .remote = {(ngtcp2_sockaddr *)&d->peer, d->peerlen}};
+}
+
+static int tls_setup(quic_conn_t *c)
+{
+    quic_ep_t *e = c->ep;
+    static const gnutls_datum_t alpn = {(unsigned char *)"h3", 2};
+    /* no GNUTLS_ENABLE_EARLY_DATA: 0-RTT is off (its requests could be replayed) */
+    if (gnutls_init(&c->tls, GNUTLS_SERVER | GNUTLS_NO_AUTO_SEND_TICKET) < 0) {
+        c->tls = NULL;
+        return -1;
+    }
+    c->cred = e->cred;
+    c->cred->refs++;
+    c->ref = (ngtcp2_crypto_conn_ref){.get_conn = get_conn, .user_data = c};
+    if (gnutls_priority_set(c->tls, e->prio) < 0 ||
+        ngtcp2_crypto_gnutls_configure_server_session(c->tls) != 0 ||
+        gnutls_credentials_set(c->tls, GNUTLS_CRD_CERTIFICATE, c->cred->cred) < 0 ||
+        gnutls_alpn_set_protocols(c->tls, &alpn, 1,
+                                  GNUTLS_ALPN_MANDATORY | GNUTLS_ALPN_SERVER_PRECEDENCE) < 0)
+        return -1;
+    gnutls_session_set_ptr(c->tls, &c->ref);
+    ngtcp2_conn_set_tls_native_handle(c->q, c->tls);
+    return 0;
+}
+
+static void quic_params(quic_ep_t *e, ngtcp2_settings *s, ngtcp2_transport_params *p,
+                        const ngtcp2_pkt_hd *hd)
+{
+    ngtcp2_settings_default(s);
+    s->initial_ts = now_ts(e);
+    s->max_window = 6 * QUIC_CONN_WINDOW;
+    s->max_stream_window = 6 * QUIC_STREAM_WINDOW;
+    s->handshake_timeout = (ngtcp2_duration)QUIC_HANDSHAKE_S * NGTCP2_SECONDS;
+    ngtcp2_transport_params_default(p);
+    p->initial_max_stream_data_bidi_remote = QUIC_STREAM_WINDOW;
+    p->initial_max_stream_data_uni = QUIC_STREAM_WINDOW;
+    p->initial_max_data = QUIC_CONN_WINDOW;
+    p->initial_max_streams_bidi = H3_MAX_STREAMS;
+    p->initial_max_streams_uni = 3;
+    p->max_idle_timeout = (ngtcp2_duration)e->cfg->timeout * NGTCP2_SECONDS;
+    p->max_udp_payload_size = QUIC_RX_MAX;
+    p->active_connection_id_limit = 7;
+    p->stateless_reset_token_present = 1;
+    p->original_dcid = hd->dcid;
+}
+
+/* Count the connection in -N and -K, as an accepted TCP one.  0, or -1. */
+static int admit(quic_ep_t *e, const gio_dgram_t *d)
+{
+    site_t *site = e->site;
+    if (e->draining || site->nconns >= e->max_conns || !e->cred || !e->cred->n ||
+        e->handshaking >= QUIC_HANDSHAKES_MAX) {
+        site->stats.h3_refused++;
+        return -1;
+    }
+    int lim = limits_conn_open(site->limits, (const struct sockaddr *)&d->peer,
+                               gio_now(site->loop));
+    if (lim != LIMIT_OK) { /* as at accept: over -K, or an address whose floods are remembered */
+        site->stats.h3_refused++;
+        if (lim == LIMIT_OFFENDER)
+            site->stats.refused_offender++;
+        else if (lim == LIMIT_CONNS)
+            site->stats.refused_addr++;
+        else
+            site->stats.refused_cap++;
+        return -1;
+    }
+    return 0;
+}
+
+static quic_conn_t *conn_new(quic_ep_t *e, gio_dgram_t *d, const ngtcp2_pkt_hd *hd)
+{
+    if (admit(e, d) < 0)
+        return NULL;
+    quic_conn_t *c = calloc(1, sizeof *c);
+    if (!c) {
+        limits_conn_close(e->site->limits, (const struct sockaddr *)&d->peer);
+        return NULL;
+    }
+    c->ep = e, c->limited = 1, c->shaking = 1, c->heap_at = SIZE_MAX;
+    e->handshaking++;
+    c->next = e->all;
+    if (e->all)
+        e->all->prevp = &c->next;
+    c->prevp = &e->all;
+    e->all = c;
+    memcpy(&c->peer, &d->peer, d->peerlen);
+    c->peerlen = d->peerlen;
+    c->odcid = hd->dcid;
+    ngtcp2_connection_close_error_default(&c->err);
+    e->nconns++, e->site->nconns++;
+    e->site->stats.h3_conns++;
+    c->f = (h1_conn_t){.site = e->site, .peer = (struct sockaddr *)&c->peer,
+                       .local_port = (uint16_t)e->port, .secure = 1, .conn = c,
+                       .wake = conn_wake};
+    ngtcp2_cid scid = {.datalen = QUIC_SCID_LEN};
+    ngtcp2_settings st;
+    ngtcp2_transport_params tp;
+    ngtcp2_path path;
+    path_of(e, d, &path);
+    quic_params(e, &st, &tp, hd);
+    if (gnutls_rnd(GNUTLS_RND_RANDOM, scid.data, scid.datalen) < 0 ||
+        ngtcp2_crypto_generate_stateless_reset_token(tp.stateless_reset_token, e->secret,
+                                                     sizeof e->secret, &scid) != 0 ||
+        ngtcp2_conn_server_new(&c->q, &hd->scid, &scid, &path, hd->version, &quic_callbacks, &st,
+                               &tp, NULL, c) != 0) {
+        c->q = NULL;
+        conn_free(c);
+        return NULL;
+    }
+    if (tls_setup(c) < 0 || !(c->h3 = h3_new(&c->f, c->q)) ||
+        quic_cid_put(e->cids, scid.data, scid.datalen, c) < 0 ||
+        quic_cid_put(e->cids, hd->dcid.data, hd->dcid.datalen, c) < 0) {
+        conn_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* ---- receiving -------------------------------------------------------------------- */
+
+/* A short packet for no connection of ours: a stateless reset (RFC 9000
+   10.3), smaller than what came so that two servers cannot loop. */
+static void stateless_reset(quic_ep_t *e, const gio_dgram_t *d, const ngtcp2_version_cid *vc)
+{
+    uint8_t buf[64], token[NGTCP2_STATELESS_RESET_TOKENLEN], rnd[64];
+    size_t len = d->len - 1 < sizeof buf ? d->len - 1 : sizeof buf;
+    ngtcp2_cid cid;
+    if (vc->dcidlen != QUIC_SCID_LEN || len < 1 + NGTCP2_STATELESS_RESET_TOKENLEN +
+                                                  NGTCP2_MIN_STATELESS_RESET_RANDLEN) {
+        e->site->stats.h3_dropped++;
+        return;
+    }
+    ngtcp2_cid_init(&cid, vc->dcid, vc->dcidlen);
+    size_t rlen = len - 1 - NGTCP2_STATELESS_RESET_TOKENLEN;
+    if (ngtcp2_crypto_generate_stateless_reset_token(token, e->secret, sizeof e->secret, &cid) ||
+        gnutls_rnd(GNUTLS_RND_NONCE, rnd, rlen) < 0)
+        return;
+    ngtcp2_ssize n = ngtcp2_pkt_write_stateless_reset(buf, len, token, rnd, rlen);
+    if (n > 0) {
+        send_to(e, d, buf, (size_t)n);
+        e->site->stats.h3_resets++;
+    }
+}
+
+static void version_negotiation(quic_ep_t *e, const gio_dgram_t *d, const ngtcp2_version_cid *vc)
+{
+    uint8_t buf[256], unused;
+    uint32_t sv[] = {NGTCP2_PROTO_VER_V1};
+    if (d->len < 1200) /* only to a datagram of an Initial's size (RFC 9000 6, 14.1) */
+        return;
+    gnutls_rnd(GNUTLS_RND_NONCE, &unused, 1);
+    ngtcp2_ssize n = ngtcp2_pkt_write_version_negotiation(buf, sizeof buf, unused, vc->scid,
+                                                          vc->scidlen, vc->dcid, vc->dcidlen, sv,
+                                                          1);
+    if (n > 0) {
+        send_to(e, d, buf, (size_t)n);
+        e->site->stats.h3_version_neg++;
+    }
+}
+
+static void touch(quic_conn_t *c)
+{
+    if (!c->touched) {
+        c->touched = 1;
+        c->tnext = c->ep->touched;
+        c->ep->touched = c;
+    }
+}
+
+/* ngtcp2 refused a packet: the connection closes, quietly or with a word. */
+static void read_failed(quic_conn_t *c, int rv)
+{
+    if (rv == NGTCP2_ERR_DRAINING) {
+        start_closing(c); /* the peer closed: silence for the period */
+    } else if (rv == NGTCP2_ERR_DROP_CONN || rv == NGTCP2_ERR_RETRY) {
+        c->ep->site->stats.h3_failed++;
+        conn_close_now(c);
+    } else {
+        if (!c->err.error_code && rv == NGTCP2_ERR_CRYPTO)
+            ngtcp2_connection_close_error_set_transport_error_tls_alert(
+                &c->err, ngtcp2_conn_get_tls_alert(c->q), NULL, 0);
+        else if (!c->err.error_code)
+            ngtcp2_connection_close_error_set_transport_error_liberr(&c->err, rv, NULL, 0);
+        start_closing(c);
+    }
+}
+
+static void datagram(quic_ep_t *e, gio_dgram_t *d)
+{
+    ngtcp2_version_cid vc;
+    const uint8_t *p = d->buf;
+    int rv = d->truncated ? -1 : ngtcp2_pkt_decode_version_cid(&vc, p, d->len, QUIC_SCID_LEN);
+    if (rv == NGTCP2_ERR_VERSION_NEGOTIATION) {
+        version_negotiation(e, d, &vc);
+        return;
+    }
+    if (rv != 0) {
+        e->site->stats.h3_dropped++;
+        return;
+    }
+    ngtcp2_path path;
+    path_of(e, d, &path);
+    quic_conn_t *c = quic_cid_get(e->cids, vc.dcid, vc.dcidlen);
+    if (!c) {
+        ngtcp2_pkt_hd hd;
+        if (!(p[0] & 0x80))
+            stateless_reset(e, d, &vc);
+        else if (ngtcp2_accept(&hd, p, d->len) != 0)
+            e->site->stats.h3_dropped++;
+        else
+            c = conn_new(e, d, &hd); /* NULL: refused (counted), or out of memory */
+        if (!c)
+            return;
+    }
+    if (c->closing || c->draining) {
+        if (c->closelen)
+            send_train(e, ngtcp2_conn_get_path(c->q), 0, c->closebuf, c->closelen, 0);
+        return;
+    }
+    ngtcp2_pkt_info pi = {.ecn = d->ecn};
+    rv = ngtcp2_conn_read_pkt(c->q, &path, &pi, p, d->len, now_ts(e));
+    if (rv != 0)
+        read_failed(c, rv);
+    else
+        touch(c);
+}
+
+/* What the batch's connections have to send, and their timers. */
+static void flush_touched(quic_ep_t *e)
+{
+    while (e->touched) {
+        quic_conn_t *c = e->touched;
+        e->touched = c->tnext;
+        c->touched = 0;
+        if (conn_write(c) < 0)
+            start_closing(c);
+        conn_settle(c);
+    }
+}
+
+static void on_readable(quic_ep_t *e)
+{
+    for (int round = 0; round < QUIC_RX_ROUNDS; round++) {
+        for (unsigned i = 0; i < GIO_UDP_BATCH; i++) {
+            memset(&e->dg[i], 0, sizeof e->dg[i]);
+            e->dg[i].buf = e->rx[i];
+            e->dg[i].cap = sizeof e->rx[i];
+        }
+        long n = gio_udp_recv(e->fd, e->dg, GIO_UDP_BATCH);
+        if (n <= 0)
+            break;
+        for (long i = 0; i < n; i++)
+            datagram(e, &e->dg[i]);
+        flush_touched(e);
+        if (n < GIO_UDP_BATCH)
+            break;
+    }
+}
+
+/* The socket's deadline passed: every connection whose timer is due. */
+static void on_timers(quic_ep_t *e)
+{
+    int64_t now = gio_now(e->site->loop);
+    e->armed = 0;
+    while (e->nheap && e->heap[0]->due <= now) {
+        quic_conn_t *c = e->heap[0];
+        heap_remove(e, c);
+        if (c->closing || c->draining) {
+            conn_close_now(c);
+            continue;
+        }
+        int rv = ngtcp2_conn_handle_expiry(c->q, now_ts(e));
+        if (rv == NGTCP2_ERR_IDLE_CLOSE) {
+            e->site->stats.h3_idle++;
+            conn_close_now(c);
+            continue;
+        }
+        if (rv != 0) {
+            ngtcp2_connection_close_error_set_transport_error_liberr(&c->err, rv, NULL, 0);
+            start_closing(c);
+            continue;
+        }
+        touch(c);
+    }
+    flush_touched(e);
+}
+
+static void on_event(watch_t *w, unsigned events)
+{
+    quic_ep_t *e = (quic_ep_t *)w;
+    if (events) /* an error too: recvmmsg takes it (ICMP), and the socket goes on */
+        on_readable(e);
+    if (!events)
+        on_timers(e);
+    arm(e);
+}
+
+/* ---- the endpoint ----------------------------------------------------------------- */
+
+quic_ep_t *quic_open(const config_t *cfg, int tls_fd, char *err, size_t errlen)
+{
+    quic_ep_t *e = calloc(1, sizeof *e);
+    if (!e) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    e->fd = -1;
+    e->cfg = cfg;
+    e->boundlen = sizeof e->bound;
+    if (getsockname(tls_fd, (struct sockaddr *)&e->bound, &e->boundlen) < 0 ||
+        (e->fd = gio_udp_open((struct sockaddr *)&e->bound, e->boundlen, 1)) < 0) {
+        snprintf(err, errlen, "UDP socket: %s", strerror(errno));
+        quic_free(e);
+        return NULL;
+    }
+    e->port = ntohs(((struct sockaddr_in *)&e->bound)->sin_port); /* same offset for v6 */
+    e->gso = gio_udp_gso_probe(e->fd);
+    int big = 4 << 20; /* a burst of trains to many clients, not lost at the socket */
+    setsockopt(e->fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
+    setsockopt(e->fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
+    if (gnutls_priority_init(&e->prio, QUIC_PRIORITY, NULL) < 0 ||
+        getrandom(e->secret, sizeof e->secret, 0) != (ssize_t)sizeof e->secret ||
+        !(e->cids = quic_cid_table_new())) {
+        snprintf(err, errlen, "GnuTLS or memory: cannot set up");
+        quic_free(e);
+        return NULL;
+    }
+    if (cfg->tls && tls_store_count(cfg->tls) > 0 && !(e->cred = cred_load(cfg->tls, err, errlen))) {
+        quic_free(e);
+        return NULL;
+    }
+    return e;
+}
+
+int quic_start(quic_ep_t *e, site_t *site, size_t max_conns)
+{
+    e->site = site;
+    e->max_conns = max_conns;
+    e->heapcap = max_conns + 1;
+    if (!(e->heap = calloc(e->heapcap, sizeof *e->heap)))
+        return -1;
+    watch_init(&e->w, on_event);
+    if (gio_add(site->loop, e->fd, &e->w) < 0)
+        return -1;
+    gio_want(site->loop, e->fd, GIO_READ);
+    return 0;
+}
+
+int quic_reload(quic_ep_t *e, char *err, size_t errlen)
+{
+    quic_cred_t *c = cred_load(e->cfg->tls, err, errlen);
+    if (!c)
+        return -1;
+    cred_release(e->cred);
+    e->cred = c;
+    return 0;
+}
+
+void quic_drain(quic_ep_t *e)
+{
+    if (e->draining)
+        return;
+    e->draining = 1;
+    for (quic_conn_t *c = e->all; c; c = c->next) {
+        if (c->h3 && !c->closing && !c->draining) {
+            h3_goaway(c->h3);
+            touch(c);
+        }
+    }
+    flush_touched(e);
+    arm(e);
+}
+
+int quic_run(quic_ep_t *e)
+{
+    if (!e->woken)
+        return 0;
+    quic_conn_t *list = e->woken;
+    e->woken = NULL;
+    while (list) {
+        quic_conn_t *c = list;
+        list = c->wnext;
+        c->woken = 0;
+        touch(c);
+    }
+    flush_touched(e);
+    arm(e);
+    return e->woken != NULL;
+}
+
+int quic_port(const quic_ep_t *e)
+{
+    return e->port;
+}
+
+void quic_free(quic_ep_t *e)
+{
+    if (!e)
+        return;
+    while (e->all)
+        conn_free(e->all);
+    if (e->fd >= 0) {
+        if (e->site)
+            gio_del(e->site->loop, e->fd);
+        close(e->fd);
+    }
+    cred_release(e->cred);
+    if (e->prio)
+        gnutls_priority_deinit(e->prio);
+    quic_cid_table_free(e->cids);
+    free(e->heap);
+    explicit_bzero(e->secret, sizeof e->secret);
+    free(e);
+}
+#endif

@@ -1,0 +1,109 @@
+/*
+ * quic — HTTP/3's transport: one UDP socket on the HTTPS port's number, the
+ * QUIC connections on it (Debian's libngtcp2 0.12, TLS 1.3 by GnuTLS with
+ * the certificates of -C), and their HTTP/3 sessions (h3.c).
+ *
+ * The socket is one more descriptor on gio's loop (a watch: site/watch.h):
+ * readable, it takes up to GIO_UDP_BATCH datagrams a call (gio_udp_recv)
+ * and hands each to the connection its Destination Connection ID names (a
+ * quic_cid table); an Initial for no connection begins one (unless draining
+ * or over -N/-K); a short packet for no connection gets a stateless reset;
+ * an unknown version gets version negotiation.  What connections have to
+ * send leaves after the batch, in GSO trains where the kernel cuts them
+ * (gio_udp_send).  Each connection's next timer (ngtcp2_conn_get_expiry:
+ * loss detection, acknowledgements, pacing, the idle timeout -T) sits in a
+ * heap; the socket's gio deadline is the earliest, so the loop wakes for it
+ * without a scan.  Replies leave from the address the client spoke to
+ * (packet info), so a host with several addresses bound to [::] works.
+ *
+ * Defences: ngtcp2 enforces anti-amplification (at most 3x what an
+ * unvalidated address sent), 0-RTT is off (no replay), connections count in
+ * -N and -K as TCP ones do, streams and QPACK tables are capped (h3.h).
+ * Retry tokens and per-address flood memory are not done yet (gatling(8)).
+ *
+ * Without HAVE_H3 (make H3=0, or the libraries missing) every call is a
+ * stub: quic_open says HTTP/3 is not built in.
+ */
+#ifndef GATLING_QUIC_H
+#define GATLING_QUIC_H
+
+#include "site/config.h"
+#include "site/site.h"
+
+#include <stddef.h>
+
+typedef struct quic_ep quic_ep_t;
+
+#ifdef HAVE_H3
+#define H3_BUILT 1
+#else
+#define H3_BUILT 0
+#endif
+
+#ifdef HAVE_H3
+/*
+ * Before privileges are dropped: a UDP socket on the address and port of
+ * the HTTPS listener tls_fd (SO_REUSEPORT, so that an upgraded binary can
+ * bind beside), and GnuTLS credentials from the certificate store
+ * (cfg->tls).  NULL with why in err.
+ */
+quic_ep_t *quic_open(const config_t *cfg, int tls_fd, char *err, size_t errlen);
+
+/* On the loop of site: from now on datagrams are served; max_conns is -N's
+   cap (shared with TCP through site->nconns).  0, or -1 with errno. */
+int quic_start(quic_ep_t *e, site_t *site, size_t max_conns);
+
+/* The certificate files changed (tls_store_check loaded them): load them into
+   new credentials; connections keep the ones they began with.  0, or -1 with
+   why in err (the old ones stay). */
+int quic_reload(quic_ep_t *e, char *err, size_t errlen);
+
+/* Draining: GOAWAY on every connection, no new ones; each closes once its
+   streams are answered. */
+void quic_drain(quic_ep_t *e);
+
+/* Connections a job or a producer woke: send what they have.  Returns 1 if
+   some woke again meanwhile (the loop must not sleep). */
+int quic_run(quic_ep_t *e);
+
+/* The UDP port (for Alt-Svc). */
+int quic_port(const quic_ep_t *e);
+
+void quic_free(quic_ep_t *e);
+#else
+static inline quic_ep_t *quic_open(const config_t *cfg, int tls_fd, char *err, size_t errlen)
+{
+    (void)cfg, (void)tls_fd, (void)err, (void)errlen;
+    return NULL;
+}
+static inline int quic_start(quic_ep_t *e, site_t *site, size_t max_conns)
+{
+    (void)e, (void)site, (void)max_conns;
+    return -1;
+}
+static inline int quic_reload(quic_ep_t *e, char *err, size_t errlen)
+{
+    (void)e, (void)err, (void)errlen;
+    return 0;
+}
+static inline void quic_drain(quic_ep_t *e)
+{
+    (void)e;
+}
+static inline int quic_run(quic_ep_t *e)
+{
+    (void)e;
+    return 0;
+}
+static inline int quic_port(const quic_ep_t *e)
+{
+    (void)e;
+    return 0;
+}
+static inline void quic_free(quic_ep_t *e)
+{
+    (void)e;
+}
+#endif
+
+#endif
