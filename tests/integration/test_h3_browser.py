@@ -1,0 +1,165 @@
+"""HTTP/3 with a real browser (issue 34): Debian's Chromium, headless, loads
+a demo-like page from gatling over QUIC and its own Resource Timing says so.
+
+Chromium is told to use QUIC for the origin from the first request
+(--origin-to-force-quic-on=127.0.0.1:PORT: no Alt-Svc round trip first) and
+to accept the test CA's leaf by its key (--ignore-certificate-errors-spki-list,
+the base64 SHA-256 of the leaf's SubjectPublicKeyInfo, computed here with
+openssl: Chromium has its own certificate store, so the CA is not trusted
+otherwise).  The origin is 127.0.0.1, a name the leaf carries, because the
+test servers listen on 127.0.0.1 only and Chromium would try localhost at
+::1 too.  The page's script writes performance.getEntries() into the DOM on
+the load event and --dump-dom prints the DOM after it: no DevTools client is
+needed.  The test requires nextHopProtocol "h3" for the page and every
+asset (CSS, a script, PNG and SVG images, a 512 KiB script that takes
+several flow-control windows), each in the access log as HTTP/3.0 and
+counted under protocol h3 in /metrics, and a QUIC handshake in
+/server-status.  Chromium runs in a session of its own, bounded at 15 s,
+and its process group is killed at the end whatever happened.
+
+One Chromium run takes about a second here (2 CPUs), so it runs once per
+build in the plain pass (each backend, and the sanitizer build); run-check
+leaves it out of the HTTPS and h2 passes (HTTPS_SKIP): its server is the
+same in every scheme.  Skipped, with the reason, where chromium is not
+installed (tests/setup.sh installs it) or the build has no HTTP/3."""
+import base64
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import urllib.request
+
+import pytest
+
+from conftest import https_port, random_bytes
+from conftest import test_pki as pki_dir
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+# 1x1 PNG
+PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwAD"
+                       "hgGAWjR9awAAAABJRU5ErkJggg==")
+SVG = b'<svg xmlns="http://www.w3.org/2000/svg" width="8" height="8"><rect width="8" ' \
+      b'height="8" fill="#c00"/></svg>\n'
+# a script of 512 KiB (comments around one statement): more than a stream's
+# first window (256 KiB), so the transfer needs Chromium's window updates
+BIG_JS = b"".join(b"// %s\n" % base64.b64encode(random_bytes(96, i)) for i in range(4000))
+BIG_JS = BIG_JS[:(512 << 10) - 32].rsplit(b"\n", 1)[0] + b"\nwindow.big = 1;\n"
+INDEX = b"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>gatling over HTTP/3</title>
+<link rel="stylesheet" href="style.css">
+<script src="app.js"></script>
+<script src="js/big.js"></script>
+</head><body>
+<h1>It works: gatling is serving this page over HTTP/3.</h1>
+<img src="img/dot.png" alt="dot"> <img src="img/box.svg" alt="box">
+<pre id="entries">pending</pre>
+<script>
+window.addEventListener("load", function () {
+  var out = performance.getEntries().filter(function (e) {
+    return e.entryType === "navigation" || e.entryType === "resource";
+  }).map(function (e) {
+    return {name: e.name, type: e.entryType, proto: e.nextHopProtocol};
+  });
+  document.getElementById("entries").textContent =
+    JSON.stringify({app: window.app, big: window.big, entries: out});
+});
+</script>
+</body></html>
+"""
+ASSETS = ["/style.css", "/app.js", "/js/big.js", "/img/dot.png", "/img/box.svg"]
+TREE = {
+    "index.html": INDEX,
+    "style.css": b"body { font-family: sans-serif; color: #222 }\nimg { width: 8px }\n",
+    "app.js": b"window.app = 'ok';\n",
+    "js": {"big.js": BIG_JS},
+    "img": {"dot.png": PNG, "box.svg": SVG},
+    "favicon.ico": PNG,
+}
+
+
+@pytest.fixture(autouse=True)
+def browser_and_h3(build):
+    if not CHROMIUM:
+        pytest.skip("needs Debian's chromium (tests/setup.sh installs it)")
+    out = subprocess.run([build.binary, "-V"], capture_output=True, text=True, timeout=10).stdout
+    if not out.strip().endswith(" h3"):
+        pytest.skip("this build has no HTTP/3 (gatling -V: %r)" % out.strip())
+
+
+def leaf_spki_sha256(pem):
+    """base64(SHA-256(SubjectPublicKeyInfo)) of the certificate in pem, as
+    --ignore-certificate-errors-spki-list wants it."""
+    pub = subprocess.run(["openssl", "x509", "-in", pem, "-noout", "-pubkey"], check=True,
+                         capture_output=True, timeout=10).stdout
+    der = subprocess.run(["openssl", "pkey", "-pubin", "-outform", "DER"], input=pub,
+                         check=True, capture_output=True, timeout=10).stdout
+    dig = subprocess.run(["openssl", "dgst", "-sha256", "-binary"], input=der, check=True,
+                         capture_output=True, timeout=10).stdout
+    assert len(dig) == 32, dig
+    return base64.b64encode(dig).decode()
+
+
+def chromium_dump_dom(url, origin, spki, timeout=15):
+    """Headless Chromium's DOM of url after its load event: (stdout, stderr).
+    Its process group is killed on the way out, whatever happened."""
+    with tempfile.TemporaryDirectory(prefix="gatling-chromium-") as home:
+        cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+               "--disable-background-networking", "--disable-component-update",
+               "--disable-sync", "--no-proxy-server", "--user-data-dir=" + home + "/profile",
+               "--origin-to-force-quic-on=" + origin,
+               "--ignore-certificate-errors-spki-list=" + spki, "--dump-dom", url]
+        env = dict(os.environ, HOME=home)
+        p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=env, start_new_session=True)
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            out, err = p.communicate()
+            raise AssertionError("chromium did not finish in %d s; stderr:\n%s"
+                                 % (timeout, err.decode(errors="replace")[-3000:]))
+        finally:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return out.decode(errors="replace"), err.decode(errors="replace")
+
+
+def metric(text, name, labels):
+    m = re.search(r"^%s\{%s\} (\d+)$" % (re.escape(name), re.escape(labels)), text, re.M)
+    return int(m.group(1)) if m else 0
+
+
+def test_chromium_loads_page_and_assets_over_h3(gatling):
+    srv = gatling(TREE, args=("-T", "10", "-S", "-C", os.path.join(pki_dir(), "certs"),
+                              "-e", "0"))
+    port = https_port(srv)
+    origin = "127.0.0.1:%d" % port
+    spki = leaf_spki_sha256(os.path.join(pki_dir(), "certs", "server.pem"))
+    out, err = chromium_dump_dom("https://%s/" % origin, origin, spki)
+    m = re.search(r'<pre id="entries">(.*?)</pre>', out, re.S)
+    assert m and m.group(1) != "pending", "no entries in the DOM:\n%s\nstderr:\n%s" % (
+        out[-2000:], err[-3000:])
+    got = json.loads(m.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    assert got["app"] == "ok" and got["big"] == 1, got  # the scripts ran, whole
+    protos = {e["name"].replace("https://" + origin, ""): (e["type"], e["proto"])
+              for e in got["entries"]}
+    assert protos.get("/") == ("navigation", "h3"), (protos, err[-3000:])
+    for a in ASSETS:
+        assert protos.get(a) == ("resource", "h3"), (a, protos)
+    # the server saw them as HTTP/3 too: the access log, /metrics, /server-status
+    for path in ["/"] + ASSETS:
+        assert any('"GET %s HTTP/3.0" 200 ' % path in l for l in srv.log), (path, srv.log)
+    base = "http://127.0.0.1:%d" % srv.listeners[0][1]
+    with urllib.request.urlopen(base + "/metrics", timeout=10) as r:
+        text = r.read().decode()
+    h3 = metric(text, "gatling_requests_total", 'protocol="h3"')
+    assert h3 >= 1 + len(ASSETS), [l for l in text.splitlines() if "requests_total" in l]
+    with urllib.request.urlopen(base + "/server-status?json", timeout=10) as r:
+        st = json.loads(r.read())
+    assert st["h3_handshakes"] >= 1 and st["h3_failed"] == 0, st
