@@ -6,19 +6,21 @@ Chromium is told to use QUIC for the origin from the first request
 to accept the test CA's leaf by its key (--ignore-certificate-errors-spki-list,
 the base64 SHA-256 of the leaf's SubjectPublicKeyInfo, computed here with
 openssl: Chromium has its own certificate store, so the CA is not trusted
-otherwise).  The origin is 127.0.0.1, a name the leaf carries, because the
-test servers listen on 127.0.0.1 only and Chromium would try localhost at
-::1 too.  The page's script writes performance.getEntries() into the DOM on
-the load event and --dump-dom prints the DOM after it: no DevTools client is
-needed.  The test requires nextHopProtocol "h3" for the page and every
-asset (CSS, a script, PNG and SVG images, a 512 KiB script that takes
-several flow-control windows), each in the access log as HTTP/3.0 and
-counted under protocol h3 in /metrics, and a QUIC handshake in
-/server-status.  A second test forces nothing: the page comes over HTTP/2,
-and gatling's Alt-Svc alone moves Chromium's next fetches to HTTP/3.
-Chromium runs in a session of its own, bounded at 15 s, and its process
-group is killed at the end whatever happened.  Both fail with -3 (checked
-by hand: net::ERR_QUIC_HANDSHAKE_FAILED; 50 fetches all over h2).
+otherwise).  The origin is 127.0.0.1, a name the leaf carries: the test
+servers listen on 127.0.0.1 only, and with localhost:PORT Chromium's QUIC
+handshake failed (tried by hand: it goes to ::1 and does not fall back).
+The page's script writes performance.getEntries() into the DOM on the load
+event and --dump-dom prints the DOM after it: no DevTools client is needed.
+The test requires nextHopProtocol "h3" for the page and every asset (CSS, a
+script, PNG and SVG images, a 512 KiB script that takes several
+flow-control windows, 16 more images asked for at once), each in the access
+log as HTTP/3.0 and counted under protocol h3 in /metrics, and a QUIC
+handshake without failures in /server-status.  A second test forces
+nothing: the page comes over HTTP/2, and gatling's Alt-Svc alone moves
+Chromium's next fetches to HTTP/3.  Chromium runs in a session of its own,
+bounded at 15 s, and its process group is killed at the end whatever
+happened.  Both fail with -3 (checked by hand: net::ERR_QUIC_HANDSHAKE_FAILED;
+50 fetches all over h2).
 
 One Chromium run takes about a second here (2 CPUs), so it runs once per
 build in the plain pass (each backend, and the sanitizer build); run-check
@@ -51,6 +53,8 @@ SVG = b'<svg xmlns="http://www.w3.org/2000/svg" width="8" height="8"><rect width
 # first window (256 KiB), so the transfer needs Chromium's window updates
 BIG_JS = b"".join(b"// %s\n" % base64.b64encode(random_bytes(96, i)) for i in range(4000))
 BIG_JS = BIG_JS[:(512 << 10) - 32].rsplit(b"\n", 1)[0] + b"\nwindow.big = 1;\n"
+# small images, requested at once: concurrent streams on one connection
+TILES = 16
 INDEX = b"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>gatling over HTTP/3</title>
 <link rel="stylesheet" href="style.css">
@@ -59,6 +63,7 @@ INDEX = b"""<!DOCTYPE html>
 </head><body>
 <h1>It works: gatling is serving this page over HTTP/3.</h1>
 <img src="img/dot.png" alt="dot"> <img src="img/box.svg" alt="box">
+""" + b"".join(b'<img src="img/tile%02d.png" alt="">' % i for i in range(TILES)) + b"""
 <pre id="entries">pending</pre>
 <script>
 window.addEventListener("load", function () {
@@ -73,13 +78,15 @@ window.addEventListener("load", function () {
 </script>
 </body></html>
 """
-ASSETS = ["/style.css", "/app.js", "/js/big.js", "/img/dot.png", "/img/box.svg"]
+ASSETS = ["/style.css", "/app.js", "/js/big.js", "/img/dot.png", "/img/box.svg"] + [
+    "/img/tile%02d.png" % i for i in range(TILES)]
 TREE = {
     "index.html": INDEX,
     "style.css": b"body { font-family: sans-serif; color: #222 }\nimg { width: 8px }\n",
     "app.js": b"window.app = 'ok';\n",
     "js": {"big.js": BIG_JS},
-    "img": {"dot.png": PNG, "box.svg": SVG},
+    "img": dict({"dot.png": PNG, "box.svg": SVG},
+                **{"tile%02d.png" % i: PNG for i in range(TILES)}),
     "favicon.ico": PNG,
 }
 
