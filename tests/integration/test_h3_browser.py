@@ -26,8 +26,8 @@ that found the drain waiting out -T for a client that never acknowledged
 its last packets (fixed in conn/quic.c; test_h3.py's
 test_sigterm_with_a_vanished_client tests it without a browser).
 
-One Chromium run takes about a second here (2 CPUs), so it runs once per
-build in the plain pass (each backend, and the sanitizer build); run-check
+One Chromium run takes about a second here (2 CPUs), the module about
+3 s a build, so it runs once per build in the plain pass (each backend, and the sanitizer build); run-check
 leaves it out of the HTTPS and h2 passes (HTTPS_SKIP): its server is the
 same in every scheme.  Skipped, with the reason, where chromium is not
 installed (tests/setup.sh installs it) or the build has no HTTP/3."""
