@@ -29,8 +29,9 @@ test_sigterm_with_a_vanished_client tests it without a browser).
 One Chromium run takes about a second here (2 CPUs), the module about
 3 s a build, so it runs once per build in the plain pass (each backend,
 and the sanitizer build); run-check leaves it out of the HTTPS and h2
-passes (HTTPS_SKIP): its server is the same in every scheme.  Skipped, with the reason, where chromium is not
-installed (tests/setup.sh installs it) or the build has no HTTP/3."""
+passes (HTTPS_SKIP): its server is the same in every scheme.  Skipped,
+with the reason, where chromium is not installed (tests/setup.sh installs
+it) or the build has no HTTP/3."""
 import asyncio
 import base64
 import contextlib
