@@ -68,6 +68,13 @@ void lg_tls_ctx_free(SSL_CTX *ctx)
 
 SSL *lg_tls_new(SSL_CTX *ctx, int fd, const char *sni)
 {
+    int offered;
+    return lg_tls_open(ctx, fd, sni, 1, &offered);
+}
+
+SSL *lg_tls_open(SSL_CTX *ctx, int fd, const char *sni, int offer, int *offered)
+{
+    *offered = 0;
     SSL *ssl = SSL_new(ctx);
     if (!ssl)
         return NULL;
@@ -77,9 +84,9 @@ SSL *lg_tls_new(SSL_CTX *ctx, int fd, const char *sni)
     }
     if (sni)
         SSL_set_tlsext_host_name(ssl, sni);
-    SSL_SESSION *sess = SSL_CTX_get_ex_data(ctx, sess_idx);
+    SSL_SESSION *sess = offer ? SSL_CTX_get_ex_data(ctx, sess_idx) : NULL;
     if (sess)
-        SSL_set_session(ssl, sess);
+        *offered = SSL_set_session(ssl, sess) == 1;
     SSL_set_connect_state(ssl);
     return ssl;
 }

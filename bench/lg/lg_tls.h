@@ -26,6 +26,13 @@ void lg_tls_ctx_free(SSL_CTX *ctx);
 
 /* An SSL on the connected socket fd, offering the kept session if any. */
 SSL *lg_tls_new(SSL_CTX *ctx, int fd, const char *sni);
+
+/*
+ * The same, offering the kept session only if offer is set (bench --surge:
+ * a returning visitor resumes, a new one does a full handshake); *offered
+ * says whether a session was there to offer.
+ */
+SSL *lg_tls_open(SSL_CTX *ctx, int fd, const char *sni, int offer, int *offered);
 void lg_tls_free(SSL *ssl);
 
 int lg_tls_resumed(SSL *ssl);
