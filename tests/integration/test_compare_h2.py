@@ -38,8 +38,8 @@ def test_compare_h2_quick(build, tmp_path):
     table = (out / "table.md").read_text()
     for row in ("1 KiB, 100 conns x 10 streams (h2load)", "server CPU per request",
                 "1 MiB, 10 conns (h2load)", "server CPU per MB",
-                "page load: html + 50 assets, last byte", "memory per idle h2 connection, RSS")
-                + SURGE_ROWS:
+                "page load: html + 50 assets, last byte",
+                "memory per idle h2 connection, RSS") + SURGE_ROWS:
         assert row in table, table
     for name in servers:  # a column each, and a line of the sweep per share and rate
         assert f" {name} |" in table.splitlines()[0], table
