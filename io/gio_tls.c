@@ -134,15 +134,10 @@ static void sink_out(SSL *ssl, BIO *sock)
     BIO_set_data(gather, NULL);
 }
 
-/* The session's held sink is drained: keep its buffer as the thread's scratch. */
+/* The session's held sink is drained: an idle session holds nothing. */
 static void held_drop(SSL *ssl, tls_sink_t *h)
 {
-    if (!scratch.buf) {
-        scratch.buf = h->buf;
-        scratch.cap = h->cap;
-    } else {
-        free(h->buf);
-    }
+    free(h->buf);
     free(h);
     SSL_set_ex_data(ssl, held_idx, NULL);
 }
@@ -177,18 +172,19 @@ static long drain(int fd, tls_sink_t *s, gio_batch_t *b, uint64_t *sent)
 
 /*
  * Encrypt the batch's pending bytes into s: one copy of up to
- * GIO_TLS_GATHER records' worth (a file range is one pread), then one full
+ * recs records' worth (a file range is one pread), then one full
  * record per SSL_write (a short one only at the batch's end).  Returns the plaintext bytes encrypted, or GIO_ERR
  * (errno set) if none could be.
  */
-static long gather_records(SSL *ssl, gio_batch_t *b, tls_sink_t *s, uint64_t max)
+static long gather_records(SSL *ssl, gio_batch_t *b, tls_sink_t *s, uint64_t max,
+                           unsigned recs)
 {
     static __thread char *plain; /* GIO_TLS_GATHER records of plaintext */
     if (!plain && !(plain = malloc((size_t)GIO_TLS_GATHER * GIO_TLS_RECORD))) {
         errno = ENOMEM;
         return GIO_ERR;
     }
-    size_t cap = (size_t)GIO_TLS_GATHER * GIO_TLS_RECORD;
+    size_t cap = (size_t)recs * GIO_TLS_RECORD;
     long got = gio_batch_copy(b, plain, max < cap ? (size_t)max : cap);
     if (got <= 0)
         return got < 0 ? got : (errno = EIO, GIO_ERR);
@@ -197,7 +193,7 @@ static long gather_records(SSL *ssl, gio_batch_t *b, tls_sink_t *s, uint64_t max
     size_t enc = 0;
     long r = 0;
     BIO *sock = sink_in(ssl, s);
-    while (s->n < GIO_TLS_GATHER && enc < (size_t)got) {
+    while (s->n < recs && enc < (size_t)got) {
         size_t n = (size_t)got - enc < GIO_TLS_RECORD ? (size_t)got - enc : GIO_TLS_RECORD;
         size_t done = 0;
         errno = 0;
@@ -229,28 +225,48 @@ static long drain_held(SSL *ssl, int fd, gio_batch_t *b, uint64_t *sent)
     return r;
 }
 
-/* What the scratch sink could not send stays with the session: the buffer
-   moves, nothing is copied; the thread makes a new scratch when it needs
-   one.  -1 if out of memory. */
+/* What the scratch sink could not send stays with the session, copied to
+   a buffer of its size (at most what the socket took before it, plus a
+   round: see send_gathered); the scratch stays with the thread.  -1 if out
+   of memory. */
 static int hold(SSL *ssl)
 {
     tls_sink_t *h = malloc(sizeof *h);
-    if (!h || !SSL_set_ex_data(ssl, held_idx, h)) {
+    size_t len = scratch.len - scratch.off;
+    if (!h || !(h->buf = malloc(len)) || !SSL_set_ex_data(ssl, held_idx, h)) {
+        if (h)
+            free(h->buf);
         free(h);
         return -1;
     }
-    *h = scratch;
-    memset(&scratch, 0, sizeof scratch);
+    memcpy(h->buf, scratch.buf + scratch.off, len);
+    h->len = h->cap = len;
+    h->off = 0;
+    h->first = 0;
+    h->n = scratch.n - scratch.first;
+    for (unsigned i = 0; i < h->n; i++) {
+        h->rec[i].end = scratch.rec[scratch.first + i].end - scratch.off;
+        h->rec[i].plain = scratch.rec[scratch.first + i].plain;
+    }
+    scratch.len = scratch.off = 0;
+    scratch.first = scratch.n = 0;
     return 0;
 }
 
+/*
+ * Rounds of GIO_TLS_FIRST records, doubling up to GIO_TLS_GATHER while the
+ * socket takes each round whole: a round the socket refuses in part is at
+ * most what it took before, plus GIO_TLS_FIRST records, so a reader that
+ * does not read makes the session hold no more than its socket buffer
+ * (where starting at GIO_TLS_GATHER would hold 256 KiB per slow reader).
+ */
 static long send_gathered(SSL *ssl, gio_batch_t *b, uint64_t budget, unsigned *want)
 {
     int fd = SSL_get_wfd(ssl);
     uint64_t sent = 0;
     long r = drain_held(ssl, fd, b, &sent);
-    while (!r && !gio_batch_done(b) && sent < budget) {
-        r = gather_records(ssl, b, &scratch, budget - sent);
+    for (unsigned recs = GIO_TLS_FIRST; !r && !gio_batch_done(b) && sent < budget;) {
+        r = gather_records(ssl, b, &scratch, budget - sent, recs);
         if (r < 0)
             break;
         r = drain(fd, &scratch, b, &sent);
@@ -258,6 +274,7 @@ static long send_gathered(SSL *ssl, gio_batch_t *b, uint64_t budget, unsigned *w
             errno = ENOMEM;
             r = GIO_ERR;
         }
+        recs = recs * 2 < GIO_TLS_GATHER ? recs * 2 : GIO_TLS_GATHER;
     }
     if (r == GIO_ERR) {
         SSL_set_quiet_shutdown(ssl, 1); /* the stream is broken: no close_notify after it */

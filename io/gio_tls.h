@@ -11,23 +11,29 @@
  * for a TLS protocol error; the session is then made quiet, so that no
  * close_notify follows a fatal alert).
  *
- * Sending: the batch's bytes are copied into one record (16 KiB, the TLS
- * maximum) at a time, file ranges read with pread, and encrypted with
- * SSL_write into a sink (a write-only memory BIO of ours, swapped in for
- * the call), up to GIO_TLS_GATHER records; the records then leave with one
- * send(2), where SSL_write into the socket made one write(2) per record.
+ * Sending (without kTLS): the batch's pending bytes are copied out (buffers
+ * with memcpy, the file ranges that continue each other with one preadv),
+ * encrypted in full 16 KiB records (the TLS maximum) by SSL_write into a
+ * sink (a write-only memory BIO of ours, swapped in for the call), and the
+ * records leave together with one send(2), where SSL_write into the socket
+ * made one write(2) per record.  A call sends in rounds: GIO_TLS_FIRST
+ * records, then twice as many while the socket takes each round whole, up
+ * to GIO_TLS_GATHER (256 KiB); so a client that does not read makes the
+ * session hold at most about what its socket buffer took, never 256 KiB.
+ *
  * Nothing is consumed from the batch until every byte of the record that
  * carries it was taken by the kernel: a batch's part is done (its buffer
  * freed, its file closed, the response complete) only once it left, and
  * the bytes returned (the -B rate's progress) are bytes the kernel took,
- * as before.  What the socket did not take stays with the session (SSL
- * ex_data: the sink's buffer moves there, nothing is copied) and goes first
- * next call; so the caller must present the same unsent bytes at the front
- * of the batch again, as OpenSSL required of a retried SSL_write.  A session
- * that holds nothing holds no buffer: the sink belongs to the thread, and an
- * idle connection costs no more than its SSL.  Whatever else OpenSSL writes
- * while ciphertext is held (a KeyUpdate's answer in SSL_read, an alert,
- * close_notify, gio_tls_write_small) queues behind it, in order.
+ * as with SSL_write before.  What the socket did not take stays with the
+ * session (SSL ex_data, a buffer of its size) and goes first next call; so
+ * the caller must present the same unsent bytes at the front of the batch
+ * again, as OpenSSL required of a retried SSL_write.  A session that holds
+ * nothing holds no buffer: the sink and the plaintext copy belong to the
+ * thread (512 KiB, once), and an idle connection costs no more than its
+ * SSL.  Whatever else OpenSSL writes while ciphertext is held (a
+ * KeyUpdate's answer in SSL_read, an alert, close_notify,
+ * gio_tls_write_small) queues behind it, in order.
  *
  * When the kernel does the encryption (kTLS: BIO_get_ktls_send), file
  * ranges go out with SSL_sendfile instead, without the copy, and buffers by
@@ -37,12 +43,12 @@
  * The completion path (io_uring): the sink is a memory BIO on the write
  * side, so what it holds could go out as a memory batch by gio_send() on
  * the ring.  Not done: the buffer would have to stay with the session until
- * the completion arrives (each busy connection then holds up to
- * GIO_TLS_GATHER records, where today only the ones the socket refused stay),
+ * the completion arrives (each busy connection then holds a round of
+ * records, where today only the ones the socket refused stay),
  * and reads would need the read side too (ciphertext received by the ring
  * written into a read BIO), which is where the memory goes for idle
- * connections.  The readiness path's send(2) costs one call per
- * GIO_TLS_GATHER records, which is what the gathering was for.
+ * connections.  The readiness path's send(2) costs one call per round of
+ * records, which is what the gathering was for.
  *
  * Separate from libgio's core (it needs OpenSSL): programs that do not call
  * it do not link it.
@@ -59,6 +65,7 @@ typedef struct ssl_st SSL;
 
 #define GIO_TLS_RECORD 16384 /* plaintext bytes per record written */
 #define GIO_TLS_GATHER 16    /* records encrypted for one send(2), at most */
+#define GIO_TLS_FIRST 2      /* records in a call's first send(2); each next doubles */
 #define GIO_TLS_SINK (GIO_TLS_GATHER * (GIO_TLS_RECORD + 64)) /* a sink's first size */
 
 /* SSL_do_handshake: 1 done, GIO_AGAIN, or GIO_ERR (an EOF in it too). */
