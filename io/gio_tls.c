@@ -1,6 +1,7 @@
 /* TLS on gio's terms: see gio_tls.h. */
 #include "gio_tls.h"
 #include "gio.h"
+#include "gio_os.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -255,10 +256,11 @@ static int hold(SSL *ssl)
 
 /*
  * Rounds of GIO_TLS_FIRST records, doubling up to GIO_TLS_GATHER while the
- * socket takes each round whole: a round the socket refuses in part is at
- * most what it took before, plus GIO_TLS_FIRST records, so a reader that
- * does not read makes the session hold no more than its socket buffer
- * (where starting at GIO_TLS_GATHER would hold 256 KiB per slow reader).
+ * socket takes each round whole and the peer keeps up (less than
+ * GIO_TLS_BACKLOG bytes wait unsent for its window; one ioctl a round).  The round the
+ * socket refuses in part is what the session holds: a client that does not
+ * read leaves it at GIO_TLS_FIRST records or little more, where a fixed
+ * GIO_TLS_GATHER left ~110 KiB per such client (its socket took ~130 KiB).
  */
 static long send_gathered(SSL *ssl, gio_batch_t *b, uint64_t budget, unsigned *want)
 {
@@ -275,6 +277,8 @@ static long send_gathered(SSL *ssl, gio_batch_t *b, uint64_t budget, unsigned *w
             r = GIO_ERR;
         }
         recs = recs * 2 < GIO_TLS_GATHER ? recs * 2 : GIO_TLS_GATHER;
+        if (!r && !gio_batch_done(b) && gio_unsent(fd) >= GIO_TLS_BACKLOG)
+            recs = GIO_TLS_FIRST; /* the peer's window is full: no bigger round */
     }
     if (r == GIO_ERR) {
         SSL_set_quiet_shutdown(ssl, 1); /* the stream is broken: no close_notify after it */
@@ -379,8 +383,8 @@ long gio_tls_send(SSL *ssl, gio_batch_t *b, uint64_t budget, unsigned *want)
    what the session holds. */
 static void write_other(SSL *ssl, const void *buf, size_t len)
 {
-    if (!SSL_is_init_finished(ssl))
-        return;
+    if (!SSL_is_init_finished(ssl) || SSL_get_quiet_shutdown(ssl))
+        return; /* quiet: the stream broke, nothing more goes out */
     tls_sink_t *h = held_of(ssl);
     BIO *sock = h ? sink_in(ssl, h) : NULL;
     size_t done;

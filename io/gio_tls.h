@@ -17,9 +17,10 @@
  * sink (a write-only memory BIO of ours, swapped in for the call), and the
  * records leave together with one send(2), where SSL_write into the socket
  * made one write(2) per record.  A call sends in rounds: GIO_TLS_FIRST
- * records, then twice as many while the socket takes each round whole, up
+ * records, then twice as many while the socket takes each round whole and
+ * less than GIO_TLS_BACKLOG bytes wait unsent for the peer's window, up
  * to GIO_TLS_GATHER (256 KiB); so a client that does not read makes the
- * session hold at most about what its socket buffer took, never 256 KiB.
+ * session hold about a small round, never 256 KiB.
  *
  * Nothing is consumed from the batch until every byte of the record that
  * carries it was taken by the kernel: a batch's part is done (its buffer
@@ -66,6 +67,7 @@ typedef struct ssl_st SSL;
 #define GIO_TLS_RECORD 16384 /* plaintext bytes per record written */
 #define GIO_TLS_GATHER 16    /* records encrypted for one send(2), at most */
 #define GIO_TLS_FIRST 2      /* records in a call's first send(2); each next doubles */
+#define GIO_TLS_BACKLOG (64 * 1024) /* bytes unsent (peer's window full): rounds stay small */
 #define GIO_TLS_SINK (GIO_TLS_GATHER * (GIO_TLS_RECORD + 64)) /* a sink's first size */
 
 /* SSL_do_handshake: 1 done, GIO_AGAIN, or GIO_ERR (an EOF in it too). */
