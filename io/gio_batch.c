@@ -207,7 +207,19 @@ static long read_run(int fd, uint64_t off, struct iovec *iov, int n, char *buf, 
         }
 }
 
+static long copy_out(const gio_batch_t *b, char *buf, size_t cap, int whole_ranges);
+
 long gio_batch_copy(const gio_batch_t *b, char *buf, size_t cap)
+{
+    return copy_out(b, buf, cap, 1);
+}
+
+long gio_batch_copy_full(const gio_batch_t *b, char *buf, size_t cap)
+{
+    return copy_out(b, buf, cap, 0);
+}
+
+static long copy_out(const gio_batch_t *b, char *buf, size_t cap, int whole_ranges)
 {
     struct iovec iov[COPY_IOV];
     int n = 0, fd = -1;
@@ -221,7 +233,7 @@ long gio_batch_copy(const gio_batch_t *b, char *buf, size_t cap)
             got += k;
             continue;
         }
-        if (k < c->left && got && i + 1 < b->n)
+        if (whole_ranges && k < c->left && got && i + 1 < b->n)
             break; /* a file range that does not fit, with more behind it (HTTP/2's DATA
                       frames): it starts the next copy, so each is read once, not twice */
         if (n && (c->fd != fd || c->off != at || n == COPY_IOV)) {

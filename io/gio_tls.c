@@ -172,10 +172,11 @@ static long drain(int fd, tls_sink_t *s, gio_batch_t *b, uint64_t *sent)
 }
 
 /*
- * Encrypt the batch's pending bytes into s: one copy of up to
- * recs records' worth (a file range is one pread), then one full
- * record per SSL_write (a short one only at the batch's end).  Returns the plaintext bytes encrypted, or GIO_ERR
- * (errno set) if none could be.
+ * Encrypt the batch's pending bytes into s: one copy of up to recs
+ * records' worth (the file ranges that continue each other: one preadv),
+ * then one full record per SSL_write (a short one only at the batch's
+ * end).  Returns the plaintext bytes encrypted, or GIO_ERR (errno set) if
+ * none could be.
  */
 static long gather_records(SSL *ssl, gio_batch_t *b, tls_sink_t *s, uint64_t max,
                            unsigned recs)
@@ -186,11 +187,11 @@ static long gather_records(SSL *ssl, gio_batch_t *b, tls_sink_t *s, uint64_t max
         return GIO_ERR;
     }
     size_t cap = (size_t)recs * GIO_TLS_RECORD;
-    long got = gio_batch_copy(b, plain, max < cap ? (size_t)max : cap);
+    long got = gio_batch_copy_full(b, plain, max < cap ? (size_t)max : cap);
     if (got <= 0)
         return got < 0 ? got : (errno = EIO, GIO_ERR);
     if ((uint64_t)got < b->bytes_left && got > GIO_TLS_RECORD)
-        got -= got % GIO_TLS_RECORD; /* more behind: full records only, the rest next time */
+        got -= got % GIO_TLS_RECORD; /* a short read: full records, the rest next time */
     size_t enc = 0;
     long r = 0;
     BIO *sock = sink_in(ssl, s);
@@ -257,10 +258,10 @@ static int hold(SSL *ssl)
 /*
  * Rounds of GIO_TLS_FIRST records, doubling up to GIO_TLS_GATHER while the
  * socket takes each round whole and the peer keeps up (less than
- * GIO_TLS_BACKLOG bytes wait unsent for its window; one ioctl a round).  The round the
- * socket refuses in part is what the session holds: a client that does not
- * read leaves it at GIO_TLS_FIRST records or little more, where a fixed
- * GIO_TLS_GATHER left ~110 KiB per such client (its socket took ~130 KiB).
+ * GIO_TLS_BACKLOG bytes wait unsent for its window; one ioctl a round that
+ * may grow).  The round the socket refuses in part is what the session
+ * holds: with rounds of 16 and no such check a client that does not read
+ * left ~110 KiB per connection (its socket took ~130 KiB).
  */
 static long send_gathered(SSL *ssl, gio_batch_t *b, uint64_t budget, unsigned *want)
 {
@@ -276,9 +277,10 @@ static long send_gathered(SSL *ssl, gio_batch_t *b, uint64_t budget, unsigned *w
             errno = ENOMEM;
             r = GIO_ERR;
         }
-        recs = recs * 2 < GIO_TLS_GATHER ? recs * 2 : GIO_TLS_GATHER;
-        if (!r && !gio_batch_done(b) && gio_unsent(fd) >= GIO_TLS_BACKLOG)
-            recs = GIO_TLS_FIRST; /* the peer's window is full: no bigger round */
+        if (recs < GIO_TLS_GATHER && !r && !gio_batch_done(b))
+            recs = gio_unsent(fd) >= GIO_TLS_BACKLOG ? GIO_TLS_FIRST /* peer's window full */
+                   : recs * 2 < GIO_TLS_GATHER   ? recs * 2
+                                                 : GIO_TLS_GATHER;
     }
     if (r == GIO_ERR) {
         SSL_set_quiet_shutdown(ssl, 1); /* the stream is broken: no close_notify after it */

@@ -593,6 +593,9 @@ static void test_copy_runs(void)
     n = gio_batch_copy(&b, got_, 12000);
     ok(n == 10027 && !memcmp(got_, want, 10027),
        "a range that does not fit, with more behind it, is left for the next copy (%ld)", n);
+    n = gio_batch_copy_full(&b, got_, 12000);
+    ok(n == 12000 && !memcmp(got_, want, 12000),
+       "gio_batch_copy_full cuts that range where the buffer ends (%ld)", n);
     gio_batch_reset(&b);
     gio_batch_add_buf(&b, "H", 1, 0);
     gio_batch_add_file(&b, f, 44000, 5000, 0);
