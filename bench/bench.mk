@@ -33,6 +33,11 @@ $(B)/bench: $(BO)/lg/bench.o $(BO)/lg/bench_run.o $(LG_OBJ) $(IO_LIB)
 $(B)/lg_selftest: $(BO)/lg/lg_selftest.o $(LG_OBJ) $(IO_LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# the HTTP/2 flood attacker that reconnects after each GOAWAY (bench/floodmem):
+# libc, pthreads and OpenSSL only
+$(B)/h2flood: $(BO)/lg/h2flood.o
+	$(CC) $(LDFLAGS) -o $@ $^ -lssl -lcrypto -pthread
+
 # copies for the user, like gatling/gatling: the last plain build wins.
 # cp + mv: a copy over a binary that is running fails with ETXTBSY, a rename does not.
 bench/httpbench: $(B)/httpbench
@@ -40,8 +45,8 @@ bench/httpbench: $(B)/httpbench
 bench/bench: $(B)/bench
 	cp $< $@.tmp && mv -f $@.tmp $@
 
-all: $(BENCH_BIN) $(BENCH_TEST) bench/httpbench bench/bench
-tests-build: $(BENCH_TEST)
+all: $(BENCH_BIN) $(BENCH_TEST) $(B)/h2flood bench/httpbench bench/bench
+tests-build: $(BENCH_TEST) $(B)/h2flood
 CLEAN_EXTRA += bench/httpbench bench/bench bench/httpbench.tmp bench/bench.tmp
 
 ifeq ($(shell uname -s),Linux)

@@ -10,7 +10,7 @@ ms, s chosen by magnitude; req/s with thousands separators), never e-notation.
 
 Pure functions over dicts and lists, Python 3 standard library only; the
 report's wording of every rule (the knee, the classes) is here and in
-bench/run.md.
+bench/doc/run.md.
 """
 import html
 import json
@@ -359,7 +359,7 @@ def open_rows(summary, b, hosts=None):
 # -- multi-host runs ----------------------------------------------------------------------
 # A run whose load came from several hosts has, beside samples.tsv (the merged figures),
 # hosts.tsv: bench, run, N (the level), host, metric, value -- each host's own bench
-# report.  meta.json's "hosts" lists them ([{"name", "role", ...}]).  See bench/run.md.
+# report.  meta.json's "hosts" lists them ([{"name", "role", ...}]).  See bench/doc/run.md.
 
 # bench -J's report -> the values bench/run keeps (the same names as in samples.tsv)
 HOST_VALUES = {

@@ -1,8 +1,8 @@
-# gatling/: the server, one folder per layer (README in each; tests/layers.sh
+# gatling/: the server, one folder per layer (README in each; tests/layers.py
 # checks who includes whom).  GATLING_LIBOBJS (everything but main) is also
 # linked into the C unit tests.  Objects go to $(B)/srv/, since $(B)/gatling
 # is the binary.
-GATLING_DIRS := conn handlers http site
+GATLING_DIRS := conn ftp handlers http site
 GATLING_SRC := $(filter-out gatling/main.c,$(wildcard gatling/*.c \
                    $(GATLING_DIRS:%=gatling/%/*.c)))
 GATLING_LIBOBJS := $(GATLING_SRC:gatling/%.c=$(B)/srv/%.o)

@@ -50,7 +50,7 @@ static void usage_dynamic(void)
         stdout);
 }
 
-/* -h, the FTP options (conn/ftp.h). */
+/* -h, the FTP options (ftp/ftp.h). */
 static void usage_ftp(void)
 {
     fputs("  -f port[,upload[=bytes]]  anonymous FTP on port (0: any; 21 as root is usual);\n"
@@ -97,6 +97,7 @@ static void usage(void)
         "               [-o ciphers] [-O suites] [-x secs] [-X] [-2] [-y which] [-Y nets]\n"
         "               [-k path] [-g secs] [-w regex] [-z] [-J n] [-Q secs[,tunnel]]\n"
         "               [-P rule] [--cache mem[,obj]] [--status-from nets]\n"
+        "               [--flood-memory secs]\n"
         "               [-f port[,upload[=bytes]]] [-U] [-V] [-h]\n"
         "Serve the current directory (or -c dir) over HTTP/1.1 and HTTP/2, and over HTTPS when\n"
         "there are certificates.\n"
@@ -114,6 +115,9 @@ static void usage(void)
         "  -R n      at most n requests per keep-alive connection (default 10000; 0: no cap)\n"
         "  -b n      after n failed logins a client address waits 1, 2, 4 ... 60 s\n"
         "            between password checks, answered 429 (default 5; 0: no waits)\n"
+        "  --flood-memory secs  a client address whose connection a flood defence ended\n"
+        "            gets half the budgets per offence on its next connections, then is\n"
+        "            refused; one offence is forgotten per secs (default 10; 0: off)\n"
         "  -j n      threads for password checks and compression (default 2)\n"
         "  -n        no access log (default: Combined Log Format on stdout)\n"
         "  -l file   append the access log to file; SIGUSR1 reopens it\n"
@@ -302,6 +306,7 @@ static void config_defaults(config_t *cfg)
                       .min_rate = 512,
                       .max_requests = 10000,
                       .free_fails = 5,
+                      .offence_s = 10,
                       .threads = 2,
                       .access_log = 1,
                       .workers = 1,
@@ -482,7 +487,7 @@ static int parse_cache(config_t *cfg, const char *arg)
     return cfg->cache_object < 0 ? -1 : 0;
 }
 
-enum { OPT_CACHE = 256, OPT_STATUS_FROM }; /* the long options */
+enum { OPT_CACHE = 256, OPT_STATUS_FROM, OPT_FLOOD_MEMORY }; /* the long options */
 
 /* Dynamic content: -w (CGI patterns), -P (proxy rules), -Q (their deadlines). */
 static int dynamic_option(int c, const char *arg, config_t *cfg)
@@ -498,6 +503,10 @@ static int dynamic_option(int c, const char *arg, config_t *cfg)
             return bad("-status-from", arg, "not addresses or addr/bits, comma-separated, "
                                             "at most 32");
         cfg->status_page = 1;
+        return -1;
+    case OPT_FLOOD_MEMORY:
+        if ((cfg->offence_s = (int)number(arg, 0, 3600)) < 0)
+            return bad("-flood-memory", arg, "not a number of seconds from 0 to 3600");
         return -1;
     case 'Q':
         if (parse_dyn_timeouts(cfg, arg) < 0)
@@ -539,12 +548,16 @@ static int getopt_trouble(int c)
         fputs("gatling: --cache needs an argument\n", stderr);
     else if (c == ':' && optopt == OPT_STATUS_FROM)
         fputs("gatling: --status-from needs an argument\n", stderr);
+    else if (c == ':' && optopt == OPT_FLOOD_MEMORY)
+        fputs("gatling: --flood-memory needs an argument\n", stderr);
     else if (c == ':')
         fprintf(stderr, "gatling: -%c needs an argument\n", optopt);
     else if (optopt)
         fprintf(stderr, "gatling: unknown option -%c\n", optopt);
     else
-        fputs("gatling: unknown long option (there are --cache and --status-from)\n", stderr);
+        fputs("gatling: unknown long option (there are --cache, --status-from and "
+              "--flood-memory)\n",
+              stderr);
     return usage_error();
 }
 
@@ -667,6 +680,7 @@ static int parse_options(int argc, char **argv, config_t *cfg)
     static const struct option longopts[] = {
         {"cache", required_argument, NULL, OPT_CACHE},
         {"status-from", required_argument, NULL, OPT_STATUS_FROM},
+        {"flood-memory", required_argument, NULL, OPT_FLOOD_MEMORY},
         {NULL, 0, NULL, 0}};
     while ((c = getopt_long(argc, argv, opts, longopts, NULL)) != -1)
         if ((rc = option(c, optarg, cfg)) >= 0)

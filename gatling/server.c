@@ -367,7 +367,8 @@ int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const list
     limits_cfg_t lc = {.rpm = (unsigned)cfg->rpm,
                        .conns_per_addr = (unsigned)cfg->max_conns_addr,
                        .free_fails = cfg->free_fails ? (unsigned)cfg->free_fails : UINT_MAX,
-                       .max_wait_s = SERVER_MAX_AUTH_WAIT};
+                       .max_wait_s = SERVER_MAX_AUTH_WAIT,
+                       .offence_ms = (unsigned)cfg->offence_s * 1000u};
     /* more addresses than connections: those with connections are never evicted */
     if (!(s->site.limits = limits_new(&lc, s->max_conns + 4096))) {
         fprintf(stderr, "gatling: out of memory\n");
@@ -435,6 +436,11 @@ static void accept_some(server_t *s, listener_t *l)
         /* behind a proxy, -K counts the client the header names (conn.c) */
         int lim =
             l->proxy ? LIMIT_OK : limits_conn_open(s->site.limits, &peer.sa, gio_now(s->loop));
+        if (lim == LIMIT_OFFENDER) { /* a flood ended its connections lately: not a byte */
+            s->site.stats.refused_offender++;
+            close(fd);
+            continue;
+        }
         if (lim != LIMIT_OK) {
             if (lim == LIMIT_CONNS)
                 s->site.stats.refused_addr++;

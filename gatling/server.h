@@ -8,7 +8,7 @@
 
 #include "site/config.h"
 #include "conn/conn.h"
-#include "conn/ftp.h"
+#include "ftp/ftp.h"
 #include "gio.h"
 #include "site/mime.h"
 #include "site/site.h"
@@ -29,7 +29,7 @@ typedef struct listener {
     int tls;  /* HTTPS */
     int deferred; /* TCP_DEFER_ACCEPT: accepted connections have data waiting */
     int proxy;    /* -y: behind a proxy, connections start with a PROXY header */
-    int ftp;      /* -f: FTP control connections (conn/ftp.h) */
+    int ftp;      /* -f: FTP control connections (ftp/ftp.h) */
 } listener_t;
 
 typedef struct server {
@@ -63,7 +63,7 @@ int server_listen(config_t *cfg, listener_t *lst, int *n, int reuseport, int bac
 /* The backlog asked for: the kernel clamps it to net.core.somaxconn (4096 on
    Debian 12), so the admin's sysctl decides, not a number compiled in here;
    a backlog of 4096 dropped the handshakes of a 30,000-client flood that
-   65535 (with somaxconn raised) held (bench/netlab.md). */
+   65535 (with somaxconn raised) held (bench/doc/netlab.md). */
 #define SERVER_BACKLOG 65535
 
 /*

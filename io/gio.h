@@ -25,26 +25,23 @@
 #ifndef GIO_H
 #define GIO_H
 
-#include <poll.h>
+#include "gio_bits.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
-/* Event bits equal poll(2)'s, so the poll backend translates nothing. */
-enum {
-    GIO_READ = POLLIN,
-    GIO_WRITE = POLLOUT,
-    GIO_ERROR = POLLERR, /* reported, never requested */
-    GIO_HANGUP = POLLHUP /* reported, never requested */
-};
-
-/* Return convention for gio's data calls (gio_read, gio_batch_send, ...). */
-enum {
-    GIO_EOF = 0,    /* peer closed (reads only) */
-    GIO_AGAIN = -1, /* would block: wait for readiness and call again */
-    GIO_ERR = -3    /* hard error, errno set */
-};
-
 typedef struct gio_loop gio_loop_t;
+struct gio_batch; /* gio_batch.h */
+
+/*
+ * gio_batch_send() through the loop: for a descriptor in gio_recv_mode on
+ * the uring backend, a batch of memory only is sent by the ring
+ * (GIO_AGAIN until the send completes, reported as write readiness; then
+ * the bytes that went out are returned and consumed).  Elsewhere it is
+ * gio_batch_send().  See gio(3).  (Declared here, not in gio_batch.h: the
+ * loop calls the batches, never the other way.)
+ */
+long gio_send(gio_loop_t *l, int fd, struct gio_batch *b, uint64_t budget);
 
 /*
  * Create a loop.  Its descriptor table is sized from RLIMIT_NOFILE (the soft

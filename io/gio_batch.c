@@ -9,7 +9,7 @@
 #define _GNU_SOURCE
 #endif
 #include "gio_batch.h"
-#include "gio.h"
+#include "gio_bits.h"
 #include "gio_os.h"
 
 #include <errno.h>

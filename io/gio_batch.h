@@ -84,16 +84,6 @@ long gio_batch_copy_full(const gio_batch_t *b, char *buf, size_t cap);
 /* Account n bytes (at most what gio_batch_copy gave) as sent. */
 void gio_batch_consume(gio_batch_t *b, uint64_t n);
 
-/*
- * gio_batch_send() through the loop: for a descriptor in gio_recv_mode on
- * the uring backend, a batch of memory only is sent by the ring
- * (GIO_AGAIN until the send completes, reported as write readiness; then
- * the bytes that went out are returned and consumed).  Elsewhere it is
- * gio_batch_send().  See gio(3).
- */
-typedef struct gio_loop gio_loop_t;
-long gio_send(gio_loop_t *l, int fd, gio_batch_t *b, uint64_t budget);
-
 /* True when nothing is left to send. */
 static inline int gio_batch_done(const gio_batch_t *b)
 {

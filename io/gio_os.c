@@ -14,7 +14,7 @@
 #define _GNU_SOURCE
 #endif
 #include "gio_os.h"
-#include "gio.h"
+#include "gio_bits.h"
 
 #include <errno.h>
 #include <signal.h>

@@ -2,7 +2,8 @@
 """The include layering of gatling/: every folder's README says, on a line
 "May include: a, b, c", which other folders its files may include headers
 from (its own always; io/ none of gatling's); this checks every #include "..." in gatling/ and io/
-against it, and that no handler includes the connection's header.
+against it, and that no handler includes the connection's header; and that no
+two files call each other, directly or round a longer circle (below).
 
     python3 tests/layers.py [ROOT]      (ROOT: the tree, default: here)
 
@@ -11,21 +12,33 @@ is resolved the way the build does it: "site/fcache.h" names its folder
 (-Igatling); a bare "x.h" is the including file's folder first, then io/
 (-Iio), then wherever in gatling/ such a header is (what the unit tests'
 -I flags would find; a bare name from another folder is still a use of it).
+
+No circles: a file here is a .c with its .h (a header with no .c of its own
+is read through: who includes it includes what it includes).  File A points
+to file B when A includes B's header or names a function or variable B
+defines (not static: a simple parse of the sources, comments and strings
+left out).  A circle (A -> B -> ... -> A) is reported with its arrows and
+why each is there; the cure is a third file both use, or a table of
+functions the lower file fills and the upper one calls (handlers/proxy_int.h,
+ftp/ftp_sess.h).
 """
 import os
 import re
 import sys
 
+sys.setrecursionlimit(10000)
+
 # top to bottom; gatling/ itself is the top folder, io/ is below them all
 FOLDERS = {
     "gatling": "gatling",
     "conn": "gatling/conn",
+    "ftp": "gatling/ftp",
     "handlers": "gatling/handlers",
     "site": "gatling/site",
     "http": "gatling/http",
     "io": "io",
 }
-INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]+"([^"]+)"', re.M)
 RULE = re.compile(r"^May include:(.*)$", re.M)
 
 
@@ -95,14 +108,187 @@ def check(root):
     return bad
 
 
+TOKEN = re.compile(r'[A-Za-z_]\w*|[{}();=\[\]]')
+NOISE = re.compile(r'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
+DIRECTIVE = re.compile(r'^[ \t]*#(?:[^\n]*\\\n)*[^\n]*', re.M)
+NOT_DEFS = {"static", "extern", "typedef"}
+
+
+def tokens(text):
+    """The identifiers and the punctuation that matters of a C file, without
+    comments, strings or preprocessor lines (an #include is read apart)."""
+    text = NOISE.sub(lambda m: " " if m.group(0)[0] in "/" else '""', text)
+    text = DIRECTIVE.sub("", text)
+    return TOKEN.findall(text)
+
+
+def definitions(toks):
+    """The global (not static) functions and variables a .c file defines:
+    at brace depth 0, a declaration with no static/extern/typedef that opens a
+    body (a function: the name before its first '(') or has an initializer or
+    ends (a variable: the name before '=', '[' or ';')."""
+    out, stmt, depth = set(), [], 0
+    for t in toks:
+        if depth:
+            depth += (t == "{") - (t == "}")
+            if depth == 0 and stmt_kind == "body":
+                stmt = []
+            continue
+        if t == "{":
+            depth = 1
+            stmt_kind = "init" if "=" in stmt else "body"
+            if stmt_kind == "body" and "(" in stmt and not NOT_DEFS & set(stmt):
+                i = stmt.index("(")
+                if i and re.match(r"\w", stmt[i - 1]) and stmt[i - 1] != "__attribute__":
+                    out.add(stmt[i - 1])
+            if stmt_kind == "body" and "(" not in stmt:
+                stmt_kind = "type"  # struct/enum/union ...: its ';' follows
+            if stmt_kind == "body":
+                stmt = []
+            continue
+        if t == ";":
+            if stmt and not NOT_DEFS & set(stmt) and stmt[0] not in ("struct", "enum", "union") or \
+                    (stmt and stmt[0] in ("struct", "enum", "union") and "=" in stmt
+                     and not NOT_DEFS & set(stmt)):
+                cut = len(stmt)
+                for k, s in enumerate(stmt):
+                    if s in ("=", "["):
+                        cut = k
+                        break
+                head = stmt[:cut]
+                if "(" not in head and head and re.match(r"\w", head[-1]):
+                    out.add(head[-1])
+            stmt = []
+            continue
+        stmt.append(t)
+    return out
+
+
+def sources(root, folders):
+    """Every .c and .h of the folders: path relative to root."""
+    out = []
+    for rel in folders:
+        d = os.path.join(root, rel)
+        out += [os.path.join(rel, f) for f in sorted(os.listdir(d)) if f.endswith((".c", ".h"))]
+    return out
+
+
+def file_graph(root, folders, resolve_inc):
+    """file -> {file: why}: a file is a .c with its .h (a header alone, with
+    no .c, is not a file here: who includes it includes what it includes).
+    An arrow: one includes the other's header, or names a function or
+    variable the other defines."""
+    paths = sources(root, folders)
+    unit = {}
+    for p in paths:
+        stem = p[:-2]
+        unit[p] = stem if (stem + ".c") in paths else None
+    texts = {p: open(os.path.join(root, p), encoding="utf-8", errors="replace").read()
+             for p in paths}
+    toks = {p: tokens(texts[p]) for p in paths}
+    owner = {}
+    for p in paths:
+        if p.endswith(".c"):
+            for name in definitions(toks[p]):
+                owner.setdefault(name, unit[p])
+    incs = {p: [resolve_inc(p, m.group(1)) for m in INCLUDE.finditer(texts[p])] for p in paths}
+
+    def reach(p, seen):
+        """The files p's includes name, through headers that are no file."""
+        out = {}
+        for h in incs[p]:
+            if not h or h in seen:
+                continue
+            seen.add(h)
+            if unit.get(h):
+                out.setdefault(unit[h], "includes %s" % os.path.basename(h))
+            elif h in unit:
+                for k, v in reach(h, seen).items():
+                    out.setdefault(k, v)
+        return out
+
+    graph = {}
+    for p in paths:
+        me = unit[p]
+        if not me:
+            continue
+        edges = graph.setdefault(me, {})
+        for k, v in reach(p, {p}).items():
+            if k != me:
+                edges.setdefault(k, "%s %s" % (os.path.basename(p), v))
+        for t in set(toks[p]):
+            o = owner.get(t)
+            if o and o != me:
+                edges.setdefault(o, "%s names %s()" % (os.path.basename(p), t))
+    return graph
+
+
+def circles(graph):
+    """The strongly connected parts of more than one file (Tarjan), each sorted."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+    counter = [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, {}):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                part.append(w)
+                if w == v:
+                    break
+            if len(part) > 1:
+                out.append(sorted(part))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(out)
+
+
+def include_path(root, where, rev, path, inc):
+    """The file (relative to root) the include in path names, or None."""
+    to = resolve(inc, rev[os.path.dirname(path)], where)
+    if not to:
+        return None
+    dst = os.path.join(FOLDERS[to], os.path.basename(inc))
+    return dst if os.path.exists(os.path.join(root, dst)) else None
+
+
+def check_circles(root):
+    """Every circle between files, as lines to print."""
+    where = headers(root)
+    rev = {rel: name for name, rel in FOLDERS.items()}
+    graph = file_graph(root, list(FOLDERS.values()),
+                       lambda path, inc: include_path(root, where, rev, path, inc))
+    bad = []
+    for part in circles(graph):
+        bad.append("a circle between %s:" % ", ".join(f + ".c" for f in part))
+        for a in part:
+            for b, why in sorted(graph[a].items()):
+                if b in part:
+                    bad.append("    %s.c -> %s.c: %s" % (a, b, why))
+    return bad
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else "."
-    bad = check(root)
+    bad = check(root) + check_circles(root)
     for b in bad:
         print("layers: " + b)
     if bad:
         return 1
-    print("layers: %d folders, every include goes down" % len(FOLDERS))
+    print("layers: %d folders, every include goes down, no circle between files" % len(FOLDERS))
     return 0
 
 

@@ -340,7 +340,7 @@ static int conn_put(brun_t *r, bconn_t *c, const bench_req_t *q, int last, int64
  * Polling gio_wait(0) until then kept bench always runnable, and a process that never sleeps
  * gets no wakeup preemption: a task sharing its CPU (slashdot's attackers at nice 19) kept the
  * CPU until the scheduler's tick (4 ms at HZ=250), and the requests due meanwhile were issued
- * that late (bench/slashdot.md).  Sleep instead, at most NAP_NS at a time, so that bench wakes
+ * that late (bench/doc/slashdot.md).  Sleep instead, at most NAP_NS at a time, so that bench wakes
  * when the request falls due; a response that arrives during a nap waits at most NAP_NS.
  */
 #define NAP_NS 50000

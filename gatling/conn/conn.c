@@ -1044,6 +1044,10 @@ static int proxy_peer(conn_t *c, const proxy_hdr_t *h)
     if (!h->local && h->srclen <= sizeof c->peer)
         memcpy(&c->peer, &h->src, h->srclen);
     int lim = limits_conn_open(c->site->limits, &c->peer.sa, gio_now(c->site->loop));
+    if (lim == LIMIT_OFFENDER) { /* as at accept (server.c): closed without a word */
+        st->refused_offender++;
+        return -1;
+    }
     if (lim != LIMIT_OK) {
         if (lim == LIMIT_CONNS)
             st->refused_addr++;

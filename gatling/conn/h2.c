@@ -146,6 +146,7 @@ struct h2 {
     uint8_t pl_have;
     uint8_t preface; /* what is being read is the client's preface */
     uint8_t calm;    /* a flood ended the session (counted once) */
+    uint8_t level;   /* its address's recent offences: budgets / 2^level (peer_allowance) */
     uint8_t goaway_sent;
     h2_bucket_t flood[H2_FLOOD_KINDS];
     uint32_t refuse; /* an error code: the frame just read ends the session */
@@ -171,14 +172,33 @@ int h2_preface(const char *p, size_t n)
     return n >= H2_PREFACE_LEN;
 }
 
+/*
+ * A flood defence ends the session: counted once by kind, and remembered
+ * against the client's address (site/peerlimits.h, peer_offence), so that
+ * its next connections start with less and then are refused a while.
+ */
+static void flood_ended(h2_t *h, int kind)
+{
+    if (h->calm)
+        return;
+    h->calm = 1;
+    site_t *site = h->f.site;
+    site->stats.h2_flood[kind]++;
+    site->stats.offences++;
+    int what = kind == H2_FLOOD_CONTINUATION ? PEER_HEADERS
+               : kind == H2_FLOOD_RESET_SENT || kind == H2_FLOOD_RAPID_RESET ? PEER_RESETS
+                                                                              : PEER_FLOOD;
+    peer_offence(site->limits, h->f.peer, what, gio_now(site->loop));
+}
+
 /* One frame of a kind: 0, or -1 if that is past its limit (the session ends). */
 static int flood_take(h2_t *h, int kind)
 {
     h2_bucket_t *b = &h->flood[kind];
     int64_t now = gio_now(h->f.site->loop);
-    uint64_t cap = (uint64_t)flood_limit[kind].burst * 1000;
+    uint64_t cap = (uint64_t)peer_budget(flood_limit[kind].burst, h->level) * 1000;
     if (now > b->at) { /* milli-frames: rate per second is rate per ms in them */
-        uint64_t add = (uint64_t)(now - b->at) * flood_limit[kind].rate;
+        uint64_t add = (uint64_t)(now - b->at) * peer_budget(flood_limit[kind].rate, h->level);
         b->milli = cap - b->milli < add ? cap : b->milli + add;
         b->at = now;
     }
@@ -186,10 +206,7 @@ static int flood_take(h2_t *h, int kind)
         b->milli -= 1000;
         return 0;
     }
-    if (!h->calm) {
-        h->calm = 1;
-        h->f.site->stats.h2_flood[kind]++;
-    }
+    flood_ended(h, kind);
     return -1;
 }
 
@@ -1221,10 +1238,14 @@ h2_t *h2_new(const h1_conn_t *f, void (*wake)(void *conn))
     h->started = h->frame_since = gio_now(f->site->loop);
     h->frame_left = H2_PREFACE_LEN; /* the client's preface comes first */
     h->preface = 1;
+    /* an address a flood defence ended lately gets less (--flood-memory) */
+    if ((h->level = (uint8_t)peer_allowance(f->site->limits, f->peer, h->started)))
+        f->site->stats.offender_reduced++;
     for (int k = 0; k < H2_FLOOD_KINDS; k++)
-        h->flood[k] = (h2_bucket_t){(uint64_t)flood_limit[k].burst * 1000, h->started};
+        h->flood[k] =
+            (h2_bucket_t){(uint64_t)peer_budget(flood_limit[k].burst, h->level) * 1000, h->started};
     nghttp2_settings_entry set[] = {
-        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, H2_MAX_STREAMS},
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, peer_budget(H2_MAX_STREAMS, h->level)},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_WINDOW},
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, H2_HDR_CAP},
         {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
@@ -1288,10 +1309,8 @@ static void frame_done(h2_t *h)
         kind = H2_FLOOD_OTHER;
         break;
     case NGHTTP2_SETTINGS:
-        if (len / 6 > H2_MAX_SETTINGS && !h->calm) { /* nghttp2 ends it: count it here */
-            h->calm = 1;
-            h->f.site->stats.h2_flood[H2_FLOOD_SETTINGS]++;
-        }
+        if (len / 6 > H2_MAX_SETTINGS) /* nghttp2 ends it: count it here */
+            flood_ended(h, H2_FLOOD_SETTINGS);
         kind = flags & NGHTTP2_FLAG_ACK ? -1 : H2_FLOOD_SETTINGS;
         break;
     case NGHTTP2_PING: kind = flags & NGHTTP2_FLAG_ACK ? -1 : H2_FLOOD_PING; break;
@@ -1362,8 +1381,7 @@ int h2_recv(h2_t *h, const uint8_t *p, size_t n)
             r = -1;
         }
         if (r == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS && !h->calm) {
-            h->calm = 1; /* nghttp2 says so to no one: we do */
-            h->f.site->stats.h2_flood[H2_FLOOD_CONTINUATION]++;
+            flood_ended(h, H2_FLOOD_CONTINUATION); /* nghttp2 says so to no one: we do */
             nghttp2_session_terminate_session(h->ng, NGHTTP2_ENHANCE_YOUR_CALM);
         }
         if (r < 0) {

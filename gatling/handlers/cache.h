@@ -29,9 +29,6 @@
 
 struct site;
 
-#define CACHE_PASS_SECS 10   /* an unshareable response: requests go by for this long */
-#define CACHE_VARIANTS 8     /* stored responses per URL (Vary) */
-#define CACHE_HEAD_MAX 16384 /* a stored response's fields */
 #define CACHE_MEM_DEFAULT (64 << 20)
 #define CACHE_OBJECT_DEFAULT (1 << 20)
 #define CACHE_IDLE_MS (600 * 1000) /* an entry not asked for in 10 min goes */

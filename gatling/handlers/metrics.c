@@ -145,10 +145,12 @@ static void general(hbuf_t *b, const site_t *s, const stats_snap_t *t)
            bytes, N(bytes));
     const lv_t refused[] = {{"connection_cap", c->refused_cap},
                             {"address_cap", c->refused_addr},
-                            {"descriptors", c->refused_fds}};
+                            {"descriptors", c->refused_fds},
+                            {"offender", c->refused_offender}};
     family(b, "gatling_refused_total", "counter",
-           "Connections refused: over -N or -K (503; HTTPS: closed), or accept failed for "
-           "want of descriptors or memory",
+           "Connections refused: over -N or -K (503; HTTPS: closed), accept failed for "
+           "want of descriptors or memory, or a flood ended the address's connections lately "
+           "(closed)",
            "reason", refused, N(refused));
     const lv_t to[] = {{"head", c->timeout_head},
                        {"body", c->timeout_body},
@@ -259,6 +261,12 @@ static void http2(hbuf_t *b, const status_counters_t *c)
          c->h2_refused},
         {"gatling_h2_file_waits_total", "HTTP/2 streams that waited for a file slot",
          c->h2_file_waits},
+        {"gatling_flood_offences_total",
+         "Connections a flood defence ended, remembered against the client address",
+         c->offences},
+        {"gatling_flood_reduced_total",
+         "Connections from an address that flooded lately: budgets halved per offence",
+         c->offender_reduced},
     };
     scalars(b, "counter", m, N(m));
     static const char *const kinds[H2_FLOOD_KINDS] = {[H2_FLOOD_SETTINGS] = "settings",

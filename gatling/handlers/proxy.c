@@ -1,4 +1,7 @@
-/* Reverse proxying: rules, pools, backend connections, the producer.  See proxy.h. */
+/* Reverse proxying: rules, the producer, a backend connection's events; the
+   connections themselves are proxy_be.c's, the protocols a rule's px_ops_t
+   (proxy_int.h).  See proxy.h. */
+#include "proxy.h"
 #include "proxy_int.h"
 #include "http/hbuf.h"
 
@@ -79,6 +82,7 @@ static int rule_parse(const char *s, px_rule_t *r, const char **why)
         r->kind = s[0] == 'F' ? PX_FCGI : PX_SCGI;
         s += 2;
     }
+    r->ops = r->kind == PX_HTTP ? &px_http_ops : &px_cgi_ops;
     if (!strncmp(s, "unix:", 5) ? parse_unix(s, r, &re, why) : parse_inet(s, r, &re, why))
         return -1;
     *why = "the pattern is empty or not a POSIX extended regular expression";
@@ -110,6 +114,8 @@ int proxy_rule_check(const char *rule)
     return 0;
 }
 
+static void conn_on(watch_t *w, unsigned events);
+
 int proxy_init(site_t *site)
 {
     const config_t *cfg = site->cfg;
@@ -122,6 +128,7 @@ int proxy_init(site_t *site)
         return -1;
     }
     px->site = site;
+    px->on_backend = conn_on;
     for (int i = 0; i < cfg->nproxy_rules; i++, px->nrules++) {
         const char *why;
         if (rule_parse(cfg->proxy_rule[i], &px->rule[i], &why) < 0) {
@@ -135,12 +142,6 @@ int proxy_init(site_t *site)
     return 0;
 }
 
-static void conn_close(proxy_t *px, px_conn_t *c)
-{
-    gio_close(px->site->loop, c->fd);
-    free(c);
-}
-
 void proxy_free(site_t *site)
 {
     proxy_t *px = site->proxy;
@@ -148,18 +149,12 @@ void proxy_free(site_t *site)
         return;
     for (int i = 0; i < px->nrules; i++) {
         for (int k = 0; k < px->rule[i].nidle; k++)
-            conn_close(px, px->rule[i].idle[k]);
+            px_conn_close(px, px->rule[i].idle[k]);
         regfree(&px->rule[i].re);
     }
     free(px->spare);
     free(px);
     site->proxy = NULL;
-}
-
-/* Count a BACKEND_* event of rule r (site/stats.h keeps them per rule). */
-static void count(proxy_t *px, const px_rule_t *r, int kind)
-{
-    px->site->stats.backend[r - px->rule][kind]++;
 }
 
 /* ---- which requests ---- */
@@ -216,380 +211,6 @@ int proxy_streams(exchange_t *ex)
     return match(ex, &t) != NULL;
 }
 
-/* ---- backend connections ---- */
-
-static void conn_on(watch_t *w, unsigned events);
-
-/* The backend's silence limit (-Q), or a tunnel's idle limit (-Q's second
-   value: a WebSocket may sit quiet far longer than a backend may think). */
-static void set_deadline(px_req_t *pr)
-{
-    gio_loop_t *l = pr->px->site->loop;
-    const config_t *cfg = pr->px->site->cfg;
-    int secs = pr->state == RS_TUNNEL ? cfg->tunnel_timeout : cfg->dyn_timeout;
-    if (pr->be)
-        gio_set_deadline(l, pr->be->fd, pr->paused ? 0 : gio_now(l) + secs * 1000LL);
-}
-
-/* What the backend connection waits for now. */
-static void interest(px_req_t *pr)
-{
-    if (!pr->be || pr->ended)
-        return;
-    unsigned want = 0;
-    if (pr->be->connecting || pr->outoff < pr->outlen)
-        want |= GIO_WRITE;
-    if (!pr->be->connecting && !pr->paused && pr->state != RS_DONE)
-        want |= GIO_READ;
-    gio_want(pr->px->site->loop, pr->be->fd, want);
-}
-
-/* A new connection to r's backend, connecting.  NULL with errno. */
-static px_conn_t *conn_open(proxy_t *px, px_rule_t *r)
-{
-    int fd = socket(r->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return NULL;
-    int one = 1;
-    if (r->addr.ss_family != AF_UNIX)
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    px_conn_t *c = calloc(1, sizeof *c);
-    int err = 0, now = 0;
-    if (!c)
-        err = ENOMEM;
-    else if (!(now = connect(fd, (struct sockaddr *)&r->addr, r->alen) == 0) &&
-             errno != EINPROGRESS)
-        err = errno; /* a unix socket's full backlog (EAGAIN) too: the backend is overloaded */
-    else if (gio_add(px->site->loop, fd, c) < 0)
-        err = errno;
-    if (err) {
-        close(fd);
-        free(c);
-        errno = err;
-        return NULL;
-    }
-    watch_init(&c->w, conn_on);
-    c->fd = fd;
-    c->px = px;
-    c->rule = r;
-    c->connecting = !now; /* a unix socket connects at once */
-    count(px, r, BACKEND_CONNECTS);
-    return c;
-}
-
-/* An idle connection of r's pool (the newest), or NULL. */
-/* The most recently used idle connection of r, or NULL; fresh_only: only
-   one idle for less than PROXY_BODY_REUSE_MS (a request whose body cannot
-   be sent twice must not meet a backend's keep-alive timeout on its way:
-   Node closes after 5 s, gunicorn after 2). */
-static px_conn_t *pool_take(px_rule_t *r, int fresh_only, int64_t now)
-{
-    if (!r->nidle || (fresh_only && now - r->idle[r->nidle - 1]->idle_at >= PROXY_BODY_REUSE_MS))
-        return NULL;
-    px_conn_t *c = r->idle[--r->nidle];
-    c->reused = 1;
-    return c;
-}
-
-static void pool_remove(px_rule_t *r, px_conn_t *c)
-{
-    for (int i = 0; i < r->nidle; i++)
-        if (r->idle[i] == c) {
-            r->idle[i] = r->idle[--r->nidle];
-            return;
-        }
-}
-
-/* c is free again: keep it idle (the oldest goes when the pool is full). */
-static void pool_put(proxy_t *px, px_conn_t *c)
-{
-    px_rule_t *r = c->rule;
-    gio_loop_t *l = px->site->loop;
-    c->req = NULL;
-    if (r->nidle == PROXY_IDLE_MAX) {
-        conn_close(px, r->idle[0]);
-        memmove(r->idle, r->idle + 1, sizeof r->idle[0] * (PROXY_IDLE_MAX - 1));
-        r->nidle--;
-    }
-    r->idle[r->nidle++] = c;
-    c->idle_at = gio_now(l);
-    gio_want(l, c->fd, GIO_READ); /* a backend closing it (or babbling) removes it */
-    gio_set_deadline(l, c->fd, gio_now(l) + PROXY_IDLE_MS);
-}
-
-/* pr's new connection is answered (or let go): off the fresh list. */
-static void unfresh(px_req_t *pr)
-{
-    px_rule_t *r = pr->rule;
-    if (!pr->fresh)
-        return;
-    pr->fresh = 0;
-    *(pr->fresh_prev ? &pr->fresh_prev->fresh_next : &r->fresh) = pr->fresh_next;
-    *(pr->fresh_next ? &pr->fresh_next->fresh_prev : &r->fresh_last) = pr->fresh_prev;
-    pr->fresh_prev = pr->fresh_next = NULL;
-}
-
-/* pr waits on a new connection: on the fresh list, the newest last. */
-static void set_fresh(px_req_t *pr)
-{
-    px_rule_t *r = pr->rule;
-    pr->fresh = 1;
-    pr->fresh_at = gio_now(pr->px->site->loop);
-    pr->fresh_prev = r->fresh_last, pr->fresh_next = NULL;
-    *(r->fresh_last ? &r->fresh_last->fresh_next : &r->fresh) = pr;
-    r->fresh_last = pr;
-}
-
-/* A FastCGI backend (php-fpm) gives a connection a process of its own
-   until it closes.  When a request has waited on a new connection for
-   PROXY_STARVED_MS without an answer, it may sit in the backlog while our
-   idle connections hold every process: a connection that becomes free is
-   then closed, not kept, and frees a process for it. */
-static int starved(const px_rule_t *r, int64_t now)
-{
-    return r->kind == PX_FCGI && r->fresh && now - r->fresh->fresh_at >= PROXY_STARVED_MS;
-}
-
-/* Let go of pr's backend connection: back to the pool, or closed. */
-static void release(px_req_t *pr, int reusable)
-{
-    px_conn_t *c = pr->be;
-    unfresh(pr);
-    if (!c)
-        return;
-    pr->be = NULL;
-    if (reusable && pr->rule->kind != PX_SCGI && !starved(pr->rule, gio_now(pr->px->site->loop)))
-        pool_put(pr->px, c);
-    else
-        conn_close(pr->px, c);
-}
-
-/* Attach a connection to pr (pooled if any, else new).  0, or -1 with errno. */
-static int attach(px_req_t *pr, int pooled)
-{
-    px_conn_t *c =
-        pooled ? pool_take(pr->rule, pr->has_body, gio_now(pr->px->site->loop)) : NULL;
-    if (c) {
-        count(pr->px, pr->rule, BACKEND_REUSES);
-    } else if (!(c = conn_open(pr->px, pr->rule))) {
-        return -1;
-    } else {
-        set_fresh(pr);
-    }
-    c->req = pr;
-    pr->be = c;
-    pr->outoff = 0;
-    if (!c->connecting) { /* a connected socket takes a request at once, almost always: no
-                             write interest, no wait; a failure shows at the next event */
-        ssize_t w = send(c->fd, pr->out, pr->outlen, MSG_NOSIGNAL | MSG_DONTWAIT);
-        pr->outoff = w > 0 ? (size_t)w : 0;
-    }
-    set_deadline(pr);
-    interest(pr);
-    return 0;
-}
-
-/* ---- the request's life ---- */
-
-/* A spooled body is sent (or dropped): its bytes leave the loop's budget. */
-static void spool_free(px_req_t *pr)
-{
-    if (!pr->spool)
-        return;
-    pr->px->spooled -= pr->spoolcap;
-    free(pr->spool);
-    pr->spool = NULL;
-}
-
-static void req_free(px_req_t *pr)
-{
-    release(pr, 0);
-    spool_free(pr);
-    free(pr->out);
-    free(pr->in);
-    free(pr->fields);
-    free(pr);
-}
-
-char *px_room(px_req_t *pr, size_t n)
-{
-    if (pr->has_body || pr->got_byte) { /* nothing is kept for a retry (retry()) */
-        if (pr->outoff == pr->outlen)
-            pr->outoff = pr->outlen = 0;
-        else if (pr->outoff && pr->outlen + n > pr->outcap) {
-            memmove(pr->out, pr->out + pr->outoff, pr->outlen - pr->outoff);
-            pr->outlen -= pr->outoff, pr->outoff = 0;
-        }
-    }
-    char *q = hb_grow(pr->out, &pr->outcap, pr->outlen + n, 1, 4096);
-    if (!q)
-        return NULL;
-    pr->out = q;
-    pr->outlen += n;
-    return pr->out + pr->outlen - n;
-}
-
-int px_out(px_req_t *pr, const void *p, size_t n)
-{
-    char *at = px_room(pr, n);
-    if (!at)
-        return -1;
-    if (n)
-        memcpy(at, p, n);
-    return 0;
-}
-
-/* A failure on a reused connection before any answer: the backend closed
-   it as we sent.  Send an idempotent request again, once, on a new one. */
-static int retry(px_req_t *pr)
-{
-    if (!pr->be || !pr->be->reused || pr->got_byte || pr->retried || !pr->idempotent ||
-        pr->has_body || pr->head_sent)
-        return 0;
-    pr->retried = 1;
-    release(pr, 0);
-    return attach(pr, 0) == 0;
-}
-
-void px_fail(px_req_t *pr, const char *why)
-{
-    if (retry(pr))
-        return;
-    site_t *s = pr->px->site;
-    exchange_t *ex = pr->ex;
-    count(pr->px, pr->rule, BACKEND_502);
-    site_error(s, "proxy", 0, ex->peer, why);
-    release(pr, 0);
-    pr->state = RS_DONE;
-    if (pr->head_sent) {
-        ex_body_abort(ex);
-    } else {
-        pr->head_sent = 1;
-        ex_error(ex, 502, NULL, NULL);
-    }
-}
-
-void px_done(px_req_t *pr, int reusable)
-{
-    pr->state = RS_DONE;
-    release(pr, reusable && pr->keepalive && pr->body_in && pr->outoff == pr->outlen);
-    ex_body_end(pr->ex);
-}
-
-/* Hand buf[0..n) (malloc'd, now the exchange's) to the client. */
-static int body_give(px_req_t *pr, char *buf, size_t n)
-{
-    if (!buf || ex_body_buf(pr->ex, buf, n, EX_FREE) < 0) {
-        px_fail(pr, "out of memory");
-        return -1;
-    }
-    if (pr->ended)
-        return -1;
-    if (ex_queued(pr->ex) > EX_STREAM_HIGH) {
-        pr->paused = 1; /* drained() resumes; the client's pace is the codec's (-B) */
-        set_deadline(pr);
-    }
-    return 0;
-}
-
-int px_body(px_req_t *pr, const char *p, size_t n)
-{
-    if (!n)
-        return 0;
-    char *copy = malloc(n);
-    if (copy)
-        memcpy(copy, p, n);
-    return body_give(pr, copy, n);
-}
-
-/* A body read whole (most reads after the head) was copied once more than
-   the kernel needs: 1 MiB proxied cost a 1 MiB memcpy.  A short read's
-   buffer is shrunk first (in place, in glibc), so that queued pieces hold
-   what they carry, not PROXY_READ each. */
-int px_body_last(px_req_t *pr, char *p, size_t n)
-{
-    if (p != pr->rbuf || !n)
-        return px_body(pr, p, n);
-    char *buf = pr->rbuf, *small = n < PROXY_READ ? realloc(buf, n) : NULL;
-    pr->rbuf = NULL; /* the next read gets a buffer of its own */
-    return body_give(pr, small ? small : buf, n);
-}
-
-int px_head(px_req_t *pr, int status, const char *ctype, uint64_t len)
-{
-    pr->head_sent = 1;
-    int r = ex_head(pr->ex, status, ctype, len, -1);
-    if (r != 0 || pr->ended) {
-        if (!pr->ended) {
-            pr->state = RS_DONE;
-            release(pr, 0);
-        }
-        return -1;
-    }
-    return 0;
-}
-
-char *px_keep(px_req_t *pr, const char *p, size_t n)
-{
-    if (!pr->fields && !(pr->fields = malloc(PROXY_FIELDS_MAX)))
-        return NULL;
-    if (n >= PROXY_FIELDS_MAX - pr->fused)
-        return NULL;
-    char *q = pr->fields + pr->fused;
-    memcpy(q, p, n), q[n] = 0;
-    pr->fused += n + 1;
-    return q;
-}
-
-int px_field(px_req_t *pr, const char *name, size_t nl, const char *value, size_t vl)
-{
-    char *n, *v;
-    if (pr->ex->nfields == EX_FIELDS_MAX || !(n = px_keep(pr, name, nl)) ||
-        !(v = px_keep(pr, value, vl)))
-        return -1;
-    ex_field(pr->ex, n, v);
-    return 0;
-}
-
-void px_peer(const exchange_t *ex, char *a, int *port)
-{
-    const struct sockaddr *sa = ex->peer;
-    const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)sa;
-    const struct sockaddr_in *a4 = (const struct sockaddr_in *)sa;
-    strcpy(a, "0.0.0.0");
-    *port = 0;
-    if (sa && sa->sa_family == AF_INET) {
-        inet_ntop(AF_INET, &a4->sin_addr, a, INET6_ADDRSTRLEN);
-        *port = ntohs(a4->sin_port);
-    } else if (sa && sa->sa_family == AF_INET6) {
-        if (IN6_IS_ADDR_V4MAPPED(&a6->sin6_addr))
-            inet_ntop(AF_INET, a6->sin6_addr.s6_addr + 12, a, INET6_ADDRSTRLEN);
-        else
-            inet_ntop(AF_INET6, &a6->sin6_addr, a, INET6_ADDRSTRLEN);
-        *port = ntohs(a6->sin6_port);
-    }
-}
-
-/* Write what the backend is owed; on a failure, fail (or retry). */
-static void flush(px_req_t *pr)
-{
-    while (pr->be && pr->outoff < pr->outlen) {
-        ssize_t w = send(pr->be->fd, pr->out + pr->outoff, pr->outlen - pr->outoff, MSG_NOSIGNAL);
-        if (w < 0 && (errno == EAGAIN || errno == EINTR))
-            break;
-        if (w <= 0) {
-            px_fail(pr, "send() to the backend failed");
-            return;
-        }
-        pr->outoff += (size_t)w;
-        set_deadline(pr);
-    }
-    if (pr->blocked && pr->outlen - pr->outoff < PROXY_OUT_MAX / 2) {
-        pr->blocked = 0;
-        ex_input_ready(pr->ex); /* may call input() again at once */
-    }
-}
-
 /* Bytes from the backend to the protocol's reader, and EOF. */
 static void backend_reads(px_req_t *pr)
 {
@@ -610,26 +231,22 @@ static void backend_reads(px_req_t *pr)
         if (n < 0 || n == GIO_EOF) {
             if (pr->state == RS_TUNNEL) {
                 pr->state = RS_DONE;
-                release(pr, 0);
+                px_release(pr, 0);
                 ex_body_end(pr->ex);
-            } else if (n == GIO_EOF && pr->rule->kind == PX_HTTP) {
-                px_http_eof(pr);
             } else if (n == GIO_EOF) {
-                px_cgi_eof(pr);
+                pr->rule->ops->eof(pr);
             } else {
                 px_fail(pr, "recv() from the backend failed");
             }
             return;
         }
         pr->got_byte = 1;
-        unfresh(pr);
+        px_unfresh(pr);
         if (pr->state == RS_TUNNEL)
             px_body_last(pr, buf, (size_t)n);
-        else if (pr->rule->kind == PX_HTTP)
-            px_http_read(pr, buf, (size_t)n);
         else
-            px_cgi_read(pr, buf, (size_t)n);
-        set_deadline(pr); /* for the state the read left: after a 101, the tunnel's */
+            pr->rule->ops->read(pr, buf, (size_t)n);
+        px_set_deadline(pr); /* for the state the read left: after a 101, the tunnel's */
     }
 }
 
@@ -651,15 +268,15 @@ static void timed_out(px_req_t *pr)
 {
     site_t *s = pr->px->site;
     exchange_t *ex = pr->ex;
-    release(pr, 0);
+    px_release(pr, 0);
     int tunnel = pr->state == RS_TUNNEL;
     pr->state = RS_DONE;
     if (tunnel) { /* an idle WebSocket: closed, not an error */
-        count(pr->px, pr->rule, BACKEND_TUNNEL_IDLE);
+        px_count(pr->px, pr->rule, BACKEND_TUNNEL_IDLE);
         ex_body_end(ex);
         return;
     }
-    count(pr->px, pr->rule, BACKEND_504);
+    px_count(pr->px, pr->rule, BACKEND_504);
     site_error(s, "proxy", ETIMEDOUT, ex->peer, "the backend did not answer in time (-Q)");
     if (pr->head_sent) {
         ex_body_abort(ex);
@@ -674,8 +291,8 @@ static void conn_on(watch_t *w, unsigned events)
     px_conn_t *c = (px_conn_t *)w;
     px_req_t *pr = c->req;
     if (!pr) { /* idle: the backend closed it, sent what no request asked for, or it aged */
-        pool_remove(c->rule, c);
-        conn_close(c->px, c);
+        px_pool_remove(c->rule, c);
+        px_conn_close(c->px, c);
         return;
     }
     pr->depth++;
@@ -694,13 +311,13 @@ static void conn_on(watch_t *w, unsigned events)
             }
         }
         if (events & GIO_WRITE && pr->be == c && !pr->ended)
-            flush(pr);
+            px_flush(pr);
         if (events & (GIO_READ | GIO_HANGUP | GIO_ERROR) && pr->be == c && !pr->ended)
             backend_read(pr);
     }
-    interest(pr);
+    px_interest(pr);
     if (!--pr->depth && pr->ended)
-        req_free(pr);
+        px_req_free(pr);
 }
 
 /* ---- the producer ---- */
@@ -721,11 +338,11 @@ static size_t spool(px_req_t *pr, const char *p, size_t n, int last)
     if (n > PROXY_SPOOL_MAX - pr->spooled ||
         cap - pr->spoolcap > PROXY_SPOOL_TOTAL - px->spooled) {
         int full = n <= PROXY_SPOOL_MAX - pr->spooled;
-        count(px, pr->rule, BACKEND_UNSIZED);
+        px_count(px, pr->rule, BACKEND_UNSIZED);
         pr->spooling = 0;
         pr->state = RS_DONE;
         pr->head_sent = 1;
-        spool_free(pr);
+        px_spool_free(pr);
         if (full)
             site_error(px->site, "proxy", 0, ex->peer,
                        "bodies without a length held for backends reach 64 MiB: 503");
@@ -753,13 +370,13 @@ static size_t spool(px_req_t *pr, const char *p, size_t n, int last)
             } else if (send_request(pr, &t) < 0) {
                 px_fail(pr, "out of memory");
             } else if (pr->be && !pr->be->connecting) {
-                flush(pr); /* until EAGAIN, as p_input does (sigio's unix sockets) */
+                px_flush(pr); /* until EAGAIN, as p_input does (sigio's unix sockets) */
             }
         }
     }
 out:
     if (!--pr->depth && pr->ended)
-        req_free(pr);
+        px_req_free(pr);
     return n;
 }
 
@@ -775,14 +392,13 @@ static size_t p_input(exchange_t *ex, const char *p, size_t n, int last)
         take = held >= PROXY_OUT_MAX ? 0 : PROXY_OUT_MAX - held;
     int end = last && take == n;
     if (take || end) {
-        int r = pr->state == RS_TUNNEL      ? px_out(pr, p, take)
-                : pr->rule->kind == PX_HTTP ? px_http_body(pr, p, take, end)
-                                            : px_cgi_body(pr, p, take, end);
+        int r = pr->state == RS_TUNNEL ? px_out(pr, p, take)
+                                       : pr->rule->ops->body(pr, p, take, end);
         if (r < 0) {
             pr->depth++;
             px_fail(pr, "out of memory");
             if (!--pr->depth && pr->ended)
-                req_free(pr);
+                px_req_free(pr);
             return n;
         }
     }
@@ -793,9 +409,9 @@ static size_t p_input(exchange_t *ex, const char *p, size_t n, int last)
     /* written at once, until EAGAIN: fewer rounds, and a unix socket has the
        kernel announce space later (sigio's POLL_OUT) only after an EAGAIN */
     if (!pr->be || !pr->be->connecting)
-        flush(pr);
-    set_deadline(pr);
-    interest(pr);
+        px_flush(pr);
+    px_set_deadline(pr);
+    px_interest(pr);
     return take;
 }
 
@@ -805,8 +421,8 @@ static void p_drained(exchange_t *ex)
     if (!pr->paused)
         return;
     pr->paused = 0;
-    set_deadline(pr);
-    interest(pr);
+    px_set_deadline(pr);
+    px_interest(pr);
 }
 
 static void p_end(exchange_t *ex)
@@ -814,7 +430,7 @@ static void p_end(exchange_t *ex)
     px_req_t *pr = ex->pctx;
     pr->ended = 1;
     if (!pr->depth)
-        req_free(pr);
+        px_req_free(pr);
 }
 
 static const ex_producer_t producer = {p_input, p_drained, p_end};
@@ -826,18 +442,18 @@ static int send_request(px_req_t *pr, const px_target_t *t)
 {
     exchange_t *ex = pr->ex;
     px_rule_t *r = pr->rule;
-    int r2 = r->kind == PX_HTTP ? px_http_request(pr, t) : px_cgi_request(pr, t);
+    int r2 = r->ops->request(pr, t);
     if (r2 == 0 && pr->spool) {
-        r2 = px_cgi_body(pr, pr->spool, pr->spooled, 1);
+        r2 = r->ops->body(pr, pr->spool, pr->spooled, 1);
         pr->body_in = 1;
-        spool_free(pr);
+        px_spool_free(pr);
     }
     if (r2 == -1)
         return -1;
-    if (r2 == 0 && attach(pr, r->kind != PX_SCGI) == 0)
+    if (r2 == 0 && px_attach(pr, r->kind != PX_SCGI) == 0)
         return 0;
     if (r2 == 0) {
-        count(pr->px, r, BACKEND_502);
+        px_count(pr->px, r, BACKEND_502);
         site_error(ex->site, "connect() to the backend", errno, ex->peer, ex->path);
     }
     pr->state = RS_DONE;
@@ -868,7 +484,7 @@ int proxy_dispatch(exchange_t *ex)
     if (!pr->spooling) {
         int r2 = send_request(pr, &t);
         if (r2 < 0 || pr->state == RS_DONE) {
-            req_free(pr);
+            px_req_free(pr);
             return r2;
         }
     }

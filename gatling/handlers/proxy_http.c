@@ -133,7 +133,7 @@ static int forwarded(px_req_t *pr)
     return r | joined(pr, "Forwarded", ", ", fwd);
 }
 
-int px_http_request(px_req_t *pr, const px_target_t *tg)
+static int px_http_request(px_req_t *pr, const px_target_t *tg)
 {
     const path_t *p = &tg->p;
     exchange_t *ex = pr->ex;
@@ -170,7 +170,7 @@ int px_http_request(px_req_t *pr, const px_target_t *tg)
     return r ? -1 : 0;
 }
 
-int px_http_body(px_req_t *pr, const char *p, size_t n, int last)
+static int px_http_body(px_req_t *pr, const char *p, size_t n, int last)
 {
     if (pr->ex->req_len >= 0) /* Content-Length: as it is */
         return px_out(pr, p, n);
@@ -318,7 +318,7 @@ static void head_bytes(px_req_t *pr, char *rest, size_t nrest)
     }
 }
 
-void px_http_read(px_req_t *pr, char *buf, size_t n)
+static void px_http_read(px_req_t *pr, char *buf, size_t n)
 {
     if (pr->state != RS_HEAD) {
         body(pr, buf, n);
@@ -347,7 +347,7 @@ void px_http_read(px_req_t *pr, char *buf, size_t n)
     head_bytes(pr, buf + k, n - k);
 }
 
-void px_http_eof(px_req_t *pr)
+static void px_http_eof(px_req_t *pr)
 {
     if (pr->state == RS_BODY && pr->framing == FR_CLOSE)
         px_done(pr, 0);
@@ -355,3 +355,5 @@ void px_http_eof(px_req_t *pr)
         px_fail(pr, pr->state == RS_HEAD ? "the backend closed before its response head"
                                          : "the backend closed in the middle of the body");
 }
+
+const px_ops_t px_http_ops = {px_http_request, px_http_body, px_http_read, px_http_eof};

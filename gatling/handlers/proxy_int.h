@@ -1,15 +1,18 @@
 /*
- * proxy_int — what proxy.c (rules, pools, backend connections, the
- * producer) shares with the protocol files: proxy_http.c (HTTP/1.1) and
- * proxy_cgi.c (FastCGI, SCGI).  Not for other handlers.
+ * proxy_int — what the reverse proxy's files share: proxy.c (rules, the
+ * producer, a backend connection's events), proxy_be.c (backend
+ * connections, pools, the helpers a protocol calls) and the protocols,
+ * proxy_http.c (HTTP/1.1) and proxy_cgi.c (FastCGI, SCGI).  The arrows:
+ * proxy.c -> a rule's px_ops_t -> proxy_be.c, and proxy.c -> proxy_be.c;
+ * none back (make layers).  Not for other handlers.
  */
 #ifndef GATLING_PROXY_INT_H
 #define GATLING_PROXY_INT_H
 
 #include "http/cgi_head.h"
 #include "http/fcgi.h"
+#include "http/exchange.h"
 #include "http/path.h"
-#include "proxy.h"
 #include "site/site.h"
 #include "site/vhost.h"
 #include "site/watch.h"
@@ -51,8 +54,11 @@ typedef struct px_conn {
     int64_t idle_at;    /* gio_now() when it went idle */
 } px_conn_t;
 
+struct px_ops;
+
 typedef struct px_rule {
     int kind; /* PX_* */
+    const struct px_ops *ops; /* its protocol's (px_http_ops, px_cgi_ops) */
     struct sockaddr_storage addr;
     socklen_t alen;
     regex_t re;
@@ -64,6 +70,7 @@ typedef struct px_rule {
 
 typedef struct proxy {
     site_t *site;
+    void (*on_backend)(watch_t *w, unsigned events); /* proxy.c's: a backend connection's events */
     size_t spooled; /* bytes of bodies read whole (px_req_t's spool) */
     char *spare;    /* a read buffer (PROXY_READ) no request holds, or NULL */
     int nrules;
@@ -165,18 +172,62 @@ typedef struct px_target {
     int which;                  /* VHOST_*: the directory that serves it */
 } px_target_t;
 
-/* proxy_http.c: the request head for an HTTP backend into out; its bytes
-   arriving; its EOF. */
-int px_http_request(px_req_t *pr, const px_target_t *t);
-void px_http_read(px_req_t *pr, char *buf, size_t n);
-void px_http_eof(px_req_t *pr);
-/* ... request body bytes, framed for the backend. */
-int px_http_body(px_req_t *pr, const char *p, size_t n, int last);
+/*
+ * What the generic part (proxy.c) asks of a backend's protocol, through the
+ * rule's ops: proxy_http.c (HTTP) and proxy_cgi.c (FastCGI and SCGI) each
+ * fill one and call only proxy_be.c's helpers back, never proxy.c.
+ */
+typedef struct px_ops {
+    /* The request head (or CGI environment) for t into pr's out.  0, or -1
+       (ENOMEM), or 0 after answering 502 (pr->state RS_DONE). */
+    int (*request)(px_req_t *pr, const px_target_t *t);
+    /* Request body bytes p[0..n) framed for the backend; last: the end.
+       0, or -1 (ENOMEM). */
+    int (*body)(px_req_t *pr, const char *p, size_t n, int last);
+    /* Bytes the backend sent (buf is pr->rbuf: see px_body_last). */
+    void (*read)(px_req_t *pr, char *buf, size_t n);
+    /* The backend closed the connection. */
+    void (*eof)(px_req_t *pr);
+} px_ops_t;
 
-/* proxy_cgi.c: the same for FastCGI and SCGI. */
-int px_cgi_request(px_req_t *pr, const px_target_t *t);
-void px_cgi_read(px_req_t *pr, char *buf, size_t n);
-void px_cgi_eof(px_req_t *pr);
-int px_cgi_body(px_req_t *pr, const char *p, size_t n, int last);
+extern const px_ops_t px_http_ops; /* proxy_http.c */
+extern const px_ops_t px_cgi_ops;  /* proxy_cgi.c: FastCGI and SCGI */
+
+/* ---- proxy_be.c: backend connections, what proxy.c does with them ---- */
+
+/* Count a BACKEND_* event of rule r (site/stats.h keeps them per rule). */
+void px_count(proxy_t *px, const px_rule_t *r, int kind);
+
+/* Close c (its descriptor off the loop) and free it. */
+void px_conn_close(proxy_t *px, px_conn_t *c);
+
+/* Take c, an idle connection, out of r's pool. */
+void px_pool_remove(px_rule_t *r, px_conn_t *c);
+
+/* pr's backend deadline (-Q, or a tunnel's idle limit) for its state. */
+void px_set_deadline(px_req_t *pr);
+
+/* What pr's backend connection waits for now (read, write). */
+void px_interest(px_req_t *pr);
+
+/* pr's new connection is answered (or let go): off its rule's fresh list. */
+void px_unfresh(px_req_t *pr);
+
+/* Let go of pr's backend connection: back to the pool if reusable (and
+   the rule keeps connections), else closed. */
+void px_release(px_req_t *pr, int reusable);
+
+/* Attach a connection to pr (pooled if pooled and any, else new) and send
+   what pr->out holds.  0, or -1 with errno. */
+int px_attach(px_req_t *pr, int pooled);
+
+/* pr's spooled body is sent (or dropped): freed, out of the loop's budget. */
+void px_spool_free(px_req_t *pr);
+
+/* Free pr and let go of its connection (closed). */
+void px_req_free(px_req_t *pr);
+
+/* Write what the backend is owed; on a failure, px_fail (or retry). */
+void px_flush(px_req_t *pr);
 
 #endif

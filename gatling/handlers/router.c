@@ -7,6 +7,7 @@
 #include "http/path.h"
 #include "site/site.h"
 #include "proxy.h"
+#include "static.h"
 #include "status.h"
 
 #include <string.h>

@@ -20,7 +20,4 @@ int router_dispatch(exchange_t *ex);
    to the producer; any other is read and dropped first.  1 or 0. */
 int router_streams(exchange_t *ex);
 
-/* GET/HEAD of a file or directory below the document root (static.c). */
-int static_serve(exchange_t *ex);
-
 #endif

@@ -145,6 +145,8 @@ static size_t rows(const site_t *s, row_t *r, size_t cap, int64_t now)
         st->refused_cap);
     ROW("refused_address_cap", "refused: over the per-address cap (-K), 503 (HTTPS: closed)",
         st->refused_addr);
+    ROW("refused_offender", "refused: a flood ended the address's connections lately, closed",
+        st->refused_offender);
     ROW("refused_descriptors", "accept paused: out of descriptors", st->refused_fds);
     ROW("rate_limited", "over the request rate (-A): tarpitted or dropped", st->rate_limited);
     ROW("auth_throttled", "failed logins slowed down: 429", st->auth_throttled);
@@ -184,6 +186,10 @@ static size_t rows(const site_t *s, row_t *r, size_t cap, int64_t now)
         st->h2_flood[H2_FLOOD_RAPID_RESET]);
     ROW("h2_flood_continuation", "HTTP/2 floods ended: CONTINUATION frames",
         st->h2_flood[H2_FLOOD_CONTINUATION]);
+    ROW("flood_offences", "floods ended, remembered against the address (--flood-memory)",
+        st->offences);
+    ROW("flood_reduced", "connections from such an address: budgets halved per offence",
+        st->offender_reduced);
     ROW("proxy_headers", "PROXY headers naming a client (-y)", st->proxy_headers);
     ROW("proxy_local", "PROXY headers keeping the proxy's address (LOCAL, UNKNOWN)",
         st->proxy_local);

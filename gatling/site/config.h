@@ -28,6 +28,7 @@ typedef struct config {
     int rpm;               /* -A: requests per minute per client address; 0 = no limit */
     int max_requests;      /* -R: requests per keep-alive connection; 0 = no cap */
     int free_fails;        /* -b: failed logins per client address before checks wait */
+    int offence_s;         /* --flood-memory: seconds one flood offence is remembered; 0 = off */
     int threads;           /* -j: worker threads for work that must leave the loop */
     const char *error_log; /* -q: NULL = stderr; reopened on SIGUSR1 */
     int access_log;        /* 0 with -n */
@@ -83,7 +84,7 @@ typedef struct config {
     int nproxy_rules;
     long long cache_mem;    /* --cache: the response cache's bytes (0: the default) */
     long long cache_object; /* ... and the largest response it stores */
-    /* FTP: conn/ftp.c */
+    /* FTP: ftp/ftp.c */
     int ftp_port;          /* -f port: FTP on this port (0: any); -1 = off (default) */
     int ftp_upload;        /* -f port,upload: STOR/APPE/MKD into world-writable directories */
     long long ftp_upload_max; /* -f port,upload=bytes: the largest file an upload makes */

@@ -30,8 +30,10 @@ typedef struct entry {
     int64_t last_req;            /* ms of the last request, for the caught minute */
     int64_t auth_at, auth_until; /* last failed login; no check before auth_until */
     int64_t forgiven_at;         /* the last success that forgave failures */
+    int64_t offence_at;          /* the last offence, or the last step down since */
     uint32_t auth_fails;
     uint8_t used, caught;
+    uint8_t offences; /* the level: see peer_offence */
 } entry_t;
 
 typedef struct cred {
@@ -230,13 +232,18 @@ static uint32_t entry_for(limits_t *l, const struct sockaddr *sa, int create)
     return key_of(sa, key) < 0 ? NONE : find(l, key, create);
 }
 
+static unsigned level_now(const limits_t *l, entry_t *e, int64_t now_ms);
+
 int limits_conn_open(limits_t *l, const struct sockaddr *sa, int64_t now_ms)
 {
-    (void)now_ms;
     uint32_t i = entry_for(l, sa, 1);
     if (i == NONE)
         return LIMIT_FULL;
     entry_t *e = &l->e[i];
+    if (level_now(l, e, now_ms) >= PEER_REFUSE) {
+        touch(l, i); /* an offender who keeps knocking stays remembered */
+        return LIMIT_OFFENDER;
+    }
     if (l->cfg.conns_per_addr && e->conns >= l->cfg.conns_per_addr) {
         touch(l, i);
         return LIMIT_CONNS;
@@ -365,6 +372,42 @@ void limits_cred_note_failed(limits_t *l, const void *key, size_t n, int64_t now
     cred_t *c = cred_slot(l, key, n, &tag);
     c->tag = tag;
     c->until = now_ms + CRED_MS;
+}
+
+/* e's level at now: one step down per offence_ms since the last offence. */
+static unsigned level_now(const limits_t *l, entry_t *e, int64_t now_ms)
+{
+    if (!e->offences || !l->cfg.offence_ms)
+        return 0;
+    int64_t steps = (now_ms - e->offence_at) / l->cfg.offence_ms;
+    if (steps >= e->offences) {
+        e->offences = 0;
+    } else if (steps > 0) {
+        e->offences = (uint8_t)(e->offences - steps);
+        e->offence_at += steps * (int64_t)l->cfg.offence_ms;
+    }
+    return e->offences;
+}
+
+void peer_offence(limits_t *l, const struct sockaddr *sa, int kind, int64_t now_ms)
+{
+    (void)kind; /* every kind weighs one level today */
+    if (!l->cfg.offence_ms)
+        return;
+    uint32_t i = entry_for(l, sa, 1);
+    if (i == NONE)
+        return;
+    entry_t *e = &l->e[i];
+    touch(l, i);
+    unsigned lv = level_now(l, e, now_ms);
+    e->offences = (uint8_t)(lv < PEER_LEVEL_MAX ? lv + 1 : PEER_LEVEL_MAX);
+    e->offence_at = now_ms; /* the level falls from the last offence on */
+}
+
+unsigned peer_allowance(limits_t *l, const struct sockaddr *sa, int64_t now_ms)
+{
+    uint32_t i = entry_for(l, sa, 0);
+    return i == NONE ? 0 : level_now(l, &l->e[i], now_ms);
 }
 
 size_t limits_tracked(const limits_t *l)

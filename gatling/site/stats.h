@@ -87,6 +87,9 @@ typedef struct status_counters {
     uint64_t h2_refused;       /* HTTP/2: streams refused, the connection's header bytes full */
     uint64_t h2_file_waits;    /* HTTP/2: streams that waited for a file slot (per connection) */
     uint64_t h2_flood[H2_FLOOD_KINDS]; /* HTTP/2 connections ended by GOAWAY ENHANCE_YOUR_CALM */
+    uint64_t offences;         /* connections a flood defence ended, remembered per address */
+    uint64_t offender_reduced; /* ... connections from such an address since: smaller budgets */
+    uint64_t refused_offender; /* ... and refused at accept: closed unread (--flood-memory) */
     uint64_t proxy_headers;    /* -y: PROXY headers that named a client */
     uint64_t proxy_local;      /* ... that kept the proxy's address (LOCAL, UNKNOWN: checks) */
     uint64_t proxy_untrusted;  /* -y: connections from outside -Y, closed unread */

@@ -24,8 +24,8 @@ FUZZ_CFLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-saniti
 FUZZ_LIB := gatling/http/http_parse.c gatling/http/fcgi.c gatling/http/path.c gatling/http/byterange.c \
             gatling/site/encoding.c gatling/site/vhost.c gatling/site/fs.c \
             gatling/handlers/htaccess.c gatling/http/hbuf.c gatling/http/conditional.c \
-            gatling/conn/proxyproto.c gatling/http/cgi_head.c gatling/conn/ftp_parse.c \
-            gatling/http/cachectl.c
+            gatling/conn/proxyproto.c gatling/http/cgi_head.c gatling/ftp/ftp_parse.c \
+            gatling/http/cachectl.c gatling/site/nets.c
 
 # fuzz_h2 runs a whole site: every gatling source but main.c, on the poll loop
 FUZZ_H2_LIB := $(filter-out gatling/main.c,$(wildcard gatling/*.c gatling/*/*.c)) \

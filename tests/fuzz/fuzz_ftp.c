@@ -1,7 +1,7 @@
-/* The FTP command parser (conn/ftp_parse.c): lines, PORT/EPRT, REST, paths. */
+/* The FTP command parser (ftp/ftp_parse.c): lines, PORT/EPRT, REST, paths. */
 #include "fuzz.h"
 
-#include "conn/ftp_parse.h"
+#include "ftp/ftp_parse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -3,6 +3,7 @@
    verdict for every prefix as for the whole. */
 #include "fuzz.h"
 #include "conn/proxyproto.h"
+#include "site/nets.h"
 
 #include <netinet/in.h>
 

@@ -44,7 +44,9 @@ def test_help(build):
                                   ("-F", "-1"), ("-F", "1048577"), ("-F", "16k"), ("-a", "x"),
                                   ("-a", "3601"), ("--status-from", "10.0.0.0/33"),
                                   ("--status-from", "example.org"), ("--status-from",),
-                                  ("--status-from", ",".join(["10.0.0.%d" % i for i in range(33)]))],
+                                  ("--status-from", ",".join(["10.0.0.%d" % i for i in range(33)])),
+                                  ("--flood-memory", "-1"), ("--flood-memory", "3601"),
+                                  ("--flood-memory", "10s"), ("--flood-memory",)],
                          ids=lambda a: " ".join(a) if isinstance(a, tuple) else a)
 def test_bad_option_exit_2(build, args):
     # never let a wrongly accepted option leave a server on a fixed port
@@ -59,6 +61,7 @@ def test_bad_option_exit_2(build, args):
 @pytest.mark.parametrize("args,names", [(("-p", "abc"), "-p"), (("-T", "-1"), "-T"),
                                         (("-y",), "-y"), (("-j",), "-j"),
                                         (("--status-from", "1.2.3"), "--status-from"),
+                                        (("--flood-memory", "x"), "--flood-memory"),
                                         (("leftover",), "leftover")],
                          ids=lambda a: " ".join(a) if isinstance(a, tuple) else a)
 def test_bad_option_is_short(build, args, names):

@@ -1,4 +1,4 @@
-"""FTP (gatling -f, conn/ftp.c): anonymous logins, passive and active data
+"""FTP (gatling -f, ftp/ftp.c): anonymous logins, passive and active data
 connections, downloads, listings, uploads, the security rules (no bounce, no
 PASV theft, path safety), deadlines and counters, with real clients: Python's
 ftplib, curl and lftp.  Not about HTTP: skipped in the HTTPS and h2 passes."""

@@ -864,3 +864,146 @@ def test_early_hints_from_the_directory_file(gatling):
     assert heads_seen(srv.port, "/eh/", h2, "-I") == ["HTTP/2 200"], "HEAD"
     assert heads_seen(srv.port, "/eh/") == ["HTTP/1.1 200 OK"], "HTTP/1.1 gets none"
     assert heads_seen(srv.port, "/eh/.early-hints", h2) == ["HTTP/2 404"]
+
+
+def h2_from(srv, source, tls_pki=None):
+    """An HTTP/2 connection to srv from the loopback address source: h2c, or
+    with tls_pki TLS with ALPN h2 to the HTTPS port; None when the server
+    closed it before a byte (refused at accept: over TLS the handshake fails)."""
+    import ssl
+    port = https_port(srv) if tls_pki else srv.port
+    s = socket.create_connection(("127.0.0.1", port), timeout=5, source_address=(source, 0))
+    if not tls_pki:
+        return s
+    ctx = ssl.create_default_context(cafile=tls_pki + "/ca.pem")
+    ctx.set_alpn_protocols(["h2"])
+    try:
+        t = ctx.wrap_socket(s, server_hostname="localhost")
+    except (ssl.SSLError, OSError):
+        s.close()
+        return None
+    assert t.selected_alpn_protocol() == "h2"
+    return t
+
+
+def until_goaway(s, secs=5.0):
+    """Frames until the server's GOAWAY (or its close, or secs): [(type, flags,
+    stream, payload)]; [] when the server closed at once."""
+    data, out = b"", []
+    end = time.monotonic() + secs
+    s.settimeout(0.5)
+    while time.monotonic() < end and not any(t == 7 for t, _, _, _ in out):
+        try:
+            b = s.recv(65536)
+        except socket.timeout:
+            continue
+        except OSError:
+            break
+        if not b:
+            break
+        data += b
+        while len(data) >= 9 and len(data) >= 9 + int.from_bytes(data[:3], "big"):
+            n = int.from_bytes(data[:3], "big")
+            out.append((data[3], data[4], int.from_bytes(data[5:9], "big") & 0x7fffffff,
+                        data[9:9 + n]))
+            data = data[9 + n:]
+    return out
+
+
+def max_streams(got):
+    """SETTINGS_MAX_CONCURRENT_STREAMS of the server's first SETTINGS."""
+    t, f, _, p = got[0]
+    assert t == 4 and not f & 1, got[:2]
+    entries = {int.from_bytes(p[i:i + 2], "big"): int.from_bytes(p[i + 2:i + 6], "big")
+               for i in range(0, len(p), 6)}
+    return entries[3]
+
+
+def flood_from(srv, source, tls_pki, kind="ping"):
+    """One connection from source that floods: its SETTINGS' stream cap and the
+    GOAWAY's code, or None when it was refused."""
+    s = h2_from(srv, source, tls_pki)
+    if s is None:
+        return None
+    try:
+        s.sendall(PREFACE + SETTINGS0 + flood(kind, 1000))
+    except OSError:
+        pass
+    got = until_goaway(s)
+    s.close()
+    if not got:
+        return None
+    goaway = [struct.unpack(">II", p[:8])[1] for t, _, _, p in got if t == 7]
+    return max_streams(got), goaway
+
+
+FLOOD_KINDS = ["ping", "reset_sent", "settings", "empty_data"]
+
+
+@pytest.mark.parametrize("tls", [False, True])
+def test_floods_are_remembered_per_address(gatling, pki, tls):
+    """A client that reconnects after each GOAWAY of a flood gets half the
+    budgets per offence (the stream cap it is told shows it: 100, 50, 25,
+    12), then is refused at accept (closed before a byte; over TLS the
+    handshake fails), while another address keeps everything; the counters
+    say so.  Without the memory (main before it) every flood got a fresh
+    100 and the fifth was served."""
+    srv = gatling(TREE, args=("-T", "10", "-n", "-S", "-C", pki + "/certs", "-e", "0"))
+    tls_pki = pki if tls else None
+    attacker, other = "127.0.0.%d" % (30 + tls), "127.0.0.%d" % (40 + tls)
+    got = [flood_from(srv, attacker, tls_pki, kind) for kind in FLOOD_KINDS]
+    assert got == [(100, [11]), (50, [11]), (25, [11]), (12, [11])], got
+    assert flood_from(srv, attacker, tls_pki) is None  # refused
+    s = h2_from(srv, other, tls_pki)  # another address: everything
+    s.sendall(PREFACE + SETTINGS0 + headers_frame(1, GET_A, 0x5))
+    got = until_goaway(s, 1.0)
+    s.close()
+    assert max_streams(got) == 100 and any(t == 1 and sid == 1 for t, _, sid, _ in got), got
+    st = server_status(srv.port)
+    assert (st["flood_offences"], st["flood_reduced"], st["refused_offender"]) == (4, 3, 1), st
+    srv.check_alive()
+
+
+def test_flood_memory_decays_and_can_be_off(gatling, pki):
+    """--flood-memory secs: one offence is forgotten per secs (the refused
+    address gets an eighth again, and is refused at its next flood); with 0
+    nothing is remembered."""
+    srv = gatling(TREE, args=("-T", "10", "-E", "-n", "-S", "--flood-memory", "2"))
+    got = [flood_from(srv, "127.0.0.50", None, kind) for kind in FLOOD_KINDS]
+    assert [g[0] for g in got] == [100, 50, 25, 12], got
+    assert flood_from(srv, "127.0.0.50", None) is None
+    time.sleep(2.3)
+    assert flood_from(srv, "127.0.0.50", None, "window_update") == (12, [11])
+    assert flood_from(srv, "127.0.0.50", None) is None
+    st = server_status(srv.port)
+    assert (st["flood_offences"], st["flood_reduced"], st["refused_offender"]) == (5, 4, 2), st
+    off = gatling(TREE, args=("-T", "10", "-E", "-n", "-S", "--flood-memory", "0"))
+    got = [flood_from(off, "127.0.0.51", None, kind) for kind in FLOOD_KINDS * 2]
+    assert got == [(100, [11])] * 8, got
+    st = server_status(off.port)
+    assert (st["flood_offences"], st["flood_reduced"], st["refused_offender"]) == (8, 0, 0), st
+
+
+@pytest.mark.parametrize("tls", [False, True])
+def test_a_reconnecting_rapid_reset_gets_a_few_bursts(gatling, build, pki, tls):
+    """bench/lg/h2flood, the attacker of bench/floodmem, reconnecting after
+    every GOAWAY with 500 streams opened and reset: the server answers a few
+    of its connections (the first bursts, and what raced them), takes a few
+    hundred streams, and refuses the rest at accept.  Without the memory it
+    took 200 streams from every connection, thousands of them a second."""
+    import json
+    tool = os.path.join(build.dir, "h2flood")
+    srv = gatling(TREE, args=("-T", "10", "-n", "-S", "-C", pki + "/certs", "-e", "0"))
+    port = https_port(srv) if tls else srv.port
+    source = "127.0.0.%d" % (60 + tls)
+    r = subprocess.run([tool, "-k", "reset", "-c", "4", "-d", "1.5", "-b", source] +
+                       (["-t"] if tls else []) + ["127.0.0.1", str(port)],
+                       capture_output=True, timeout=60)
+    got = json.loads(r.stdout)
+    assert r.returncode == 0 and got["errors"] == 0, (r, got)
+    # 4 offences reach the refusal; each of 4 threads may have raced one more in
+    assert 4 <= got["connections"] <= 8 and got["refused"] >= 10, got
+    assert got["streams_taken"] <= 200 + 100 + 50 + 25 + 4 * 12, got
+    st = server_status(srv.port)
+    assert st["flood_offences"] == got["calm"] and st["refused_offender"] >= 10, st
+    srv.check_alive()

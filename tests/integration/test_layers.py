@@ -1,6 +1,7 @@
 """tests/layers.py, the include layering of gatling/: it passes on the tree,
-and fails on a copy where a handler includes the connection's header or a
-lower folder includes a higher one."""
+and fails on a copy where a handler includes the connection's header, a
+lower folder includes a higher one, or two files call each other (directly,
+or round a longer circle, through a call or an include)."""
 import os
 import shutil
 import subprocess
@@ -53,3 +54,54 @@ def test_upward_include_fails(tmp_path):
     r = layers(str(tree))
     assert r.returncode == 1, r.stdout
     assert "http/hbuf.c" in r.stdout and "site/site.h" in r.stdout
+
+
+def append(path, text):
+    path.write_text(path.read_text() + text)
+
+
+def test_circle_by_a_call_fails(tmp_path):
+    """The generic proxy calls the backends' helpers (proxy_be.c): a helper
+    calling back into proxy.c closes a circle, named with both arrows."""
+    tree = copy_tree(tmp_path)
+    be = tree / "gatling" / "handlers" / "proxy_be.c"
+    append(be, "\nint proxy_streams(exchange_t *ex);\nint px_back(exchange_t *ex)\n"
+               "{\n    return proxy_streams(ex);\n}\n")
+    r = layers(str(tree))
+    assert r.returncode == 1, r.stdout
+    assert "a circle between" in r.stdout, r.stdout
+    assert "proxy_be.c -> gatling/handlers/proxy.c: proxy_be.c names proxy_streams()" in r.stdout
+    assert "proxy.c -> gatling/handlers/proxy_be.c" in r.stdout
+
+
+def test_circle_by_a_call_without_an_include_fails(tmp_path):
+    """FTP's data half naming the control half's function, declared by hand
+    (no include to give it away): still a circle (ftp.c calls ftp_xfer.c)."""
+    tree = copy_tree(tmp_path)
+    xfer = tree / "gatling" / "ftp" / "ftp_xfer.c"
+    append(xfer, "\nvoid ftp_refuse(int fd);\nvoid ftp_back(int fd)\n{\n    ftp_refuse(fd);\n}\n")
+    r = layers(str(tree))
+    assert r.returncode == 1, r.stdout
+    assert "ftp_xfer.c -> gatling/ftp/ftp.c: ftp_xfer.c names ftp_refuse()" in r.stdout
+
+
+def test_circle_by_an_include_fails(tmp_path):
+    """io/gio.c calls the batches; a batch file including the loop's header
+    again (as it once did for GIO_AGAIN) is a circle."""
+    tree = copy_tree(tmp_path)
+    add_include(tree / "io" / "gio_batch.c", "gio.h")
+    r = layers(str(tree))
+    assert r.returncode == 1, r.stdout
+    assert "io/gio_batch.c -> io/gio.c: gio_batch.c includes gio.h" in r.stdout
+
+
+def test_a_longer_circle_fails(tmp_path):
+    """Three files round: router.c -> static.c -> target.c -> router.c."""
+    tree = copy_tree(tmp_path)
+    target = tree / "gatling" / "handlers" / "target.c"
+    add_include(target, "router.h")
+    append(target, "\nint target_back(exchange_t *ex)\n{\n    return router_streams(ex);\n}\n")
+    r = layers(str(tree))
+    assert r.returncode == 1, r.stdout
+    assert "router.c" in r.stdout and "static.c" in r.stdout and "target.c" in r.stdout
+

@@ -198,7 +198,7 @@ def test_numbers():
 
 
 def test_hosts_rows(tmp_path):
-    """A multi-host run: hosts.tsv beside samples.tsv (bench/run.md), one grey row per
+    """A multi-host run: hosts.tsv beside samples.tsv (bench/doc/run.md), one grey row per
     host under each level's merged figure, and the hosts listed."""
     d = copy_result("kbench-full-epoll", tmp_path / "multi")
     rows = ["bench\trun\tN\thost\tmetric\tvalue"]

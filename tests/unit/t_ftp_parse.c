@@ -1,7 +1,7 @@
-/* The FTP command parser and path arithmetic (gatling/conn/ftp_parse.c). */
+/* The FTP command parser and path arithmetic (gatling/ftp/ftp_parse.c). */
 #include "tap.h"
-#include "conn/ftp_parse.h"
-#include "conn/ftp_sess.h"
+#include "ftp/ftp_parse.h"
+#include "ftp/ftp_list.h"
 
 #include <stdint.h>
 
@@ -144,7 +144,7 @@ static void paths(void)
     is_int(n, 0, "LIST -a -l: the directory itself");
 }
 
-/* The listing lines (conn/ftp_list.c): what LIST, NLST, MLSD and MLST say. */
+/* The listing lines (ftp/ftp_list.c): what LIST, NLST, MLSD and MLST say. */
 static void list_lines(void)
 {
     struct stat st = {0};

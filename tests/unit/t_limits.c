@@ -137,11 +137,69 @@ static void test_flood(void)
     limits_free(l2);
 }
 
+/* Offences: the level rises by one per offence, halves budgets, refuses at
+   PEER_REFUSE, falls by one per offence_ms; another address and another
+   /64 are untouched; a flood of addresses cannot grow the table. */
+static void test_offences(void)
+{
+    limits_cfg_t cfg = {.offence_ms = 1000};
+    limits_t *l = limits_new(&cfg, 64);
+    struct sockaddr_storage a = addr("10.0.0.1"), b = addr("10.0.0.2");
+    struct sockaddr_storage v6 = addr("2001:db8:1:2::1"), v6b = addr("2001:db8:1:2:9::9"),
+                            v6c = addr("2001:db8:1:3::1");
+    const struct sockaddr *A = (void *)&a, *B = (void *)&b, *V = (void *)&v6, *V2 = (void *)&v6b,
+                          *V3 = (void *)&v6c;
+    is_int((int)peer_allowance(l, A, 0), 0, "an address never seen: level 0");
+    for (int k = 1; k < PEER_REFUSE; k++) {
+        peer_offence(l, A, PEER_FLOOD, 10 * k);
+        is_int((int)peer_allowance(l, A, 10 * k), k, "offence %d: level %d", k, k);
+        is_int(limits_conn_open(l, A, 10 * k), LIMIT_OK, "... still let in");
+        limits_conn_close(l, A);
+    }
+    is_int((int)peer_budget(100, 3), 12, "level 3: 100 streams become 12");
+    is_int((int)peer_budget(100, 9), 6, "past PEER_REFUSE: what PEER_REFUSE would give");
+    is_int((int)peer_budget(1, 3), 1, "never 0");
+    peer_offence(l, A, PEER_RESETS, 100);
+    is_int(limits_conn_open(l, A, 100), LIMIT_OFFENDER, "offence 4: refused");
+    is_int(limits_conn_open(l, B, 100), LIMIT_OK, "another address: let in");
+    limits_conn_close(l, B);
+    is_int(limits_conn_open(l, A, 1099), LIMIT_OFFENDER, "999 ms later: still refused");
+    is_int(limits_conn_open(l, A, 1100), LIMIT_OK, "1 s after the last offence: let in");
+    limits_conn_close(l, A);
+    is_int((int)peer_allowance(l, A, 1100), 3, "... at level 3");
+    is_int((int)peer_allowance(l, A, 3099), 2, "2.999 s: level 2");
+    is_int((int)peer_allowance(l, A, 4100), 0, "4 s: forgotten");
+    for (int k = 0; k < 20; k++)
+        peer_offence(l, A, PEER_HEADERS, 5000);
+    is_int((int)peer_allowance(l, A, 5000), PEER_LEVEL_MAX, "the level stops at its max");
+    is_int((int)peer_allowance(l, A, 5000 + 1000 * PEER_LEVEL_MAX), 0,
+           "... so that it is forgotten within PEER_LEVEL_MAX periods");
+    peer_offence(l, V, PEER_FLOOD, 0);
+    is_int((int)peer_allowance(l, V2, 0), 1, "IPv6: the same /64 is the same offender");
+    is_int((int)peer_allowance(l, V3, 0), 0, "... another /64 is not");
+    struct sockaddr_in6 s6 = {.sin6_family = AF_INET6};
+    for (uint32_t i = 0; i < 100000; i++) { /* a /64 each: the table stays bounded */
+        s6.sin6_addr.s6_addr[0] = 0x20;
+        memcpy(s6.sin6_addr.s6_addr + 4, &i, 4);
+        peer_offence(l, (struct sockaddr *)&s6, PEER_FLOOD, 6000);
+    }
+    ok(limits_tracked(l) <= 64, "100,000 offending /64s: %zu tracked", limits_tracked(l));
+    limits_free(l);
+    limits_cfg_t off = {0};
+    l = limits_new(&off, 16);
+    for (int k = 0; k < 10; k++)
+        peer_offence(l, A, PEER_FLOOD, 0);
+    is_int((int)peer_allowance(l, A, 0), 0, "offence_ms 0: nothing remembered");
+    is_int(limits_conn_open(l, A, 0), LIMIT_OK, "... nobody refused");
+    limits_free(l);
+}
+
 int main(void)
 {
     test_conns();
     test_rate();
     test_auth();
     test_flood();
+    test_offences();
     return tap_done();
 }

@@ -5,9 +5,10 @@
  * size cap, and the deadlines of each.
  */
 #define _GNU_SOURCE
-#include "ftp_sess.h"
+#include "ftp_list.h"
+#include "ftp_xfer.h"
 #include "gio_os.h"
-#include "tls.h"
+#include "conn/tls.h"
 #include "handlers/htaccess.h"
 #include "site/fs.h"
 #include "site/vhost.h"

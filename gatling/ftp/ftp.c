@@ -1,11 +1,13 @@
 /*
- * The FTP control connection: the session's life, its reply queue, and the
- * commands that need no data connection (ftp.h; the data link and the
- * transfers are ftp_xfer.c's).
+ * The FTP control connection: the session's life, sending its reply queue
+ * (ftp_sess.c fills it), and the commands that need no data connection
+ * (ftp.h; the data link and the transfers are ftp_xfer.c's).
  */
 #define _GNU_SOURCE
-#include "ftp_sess.h"
-#include "tls.h"
+#include "ftp.h"
+#include "ftp_list.h"
+#include "ftp_xfer.h"
+#include "conn/tls.h"
 #include "site/peerlimits.h"
 #include "site/vhost.h"
 
@@ -21,28 +23,6 @@
 #include <unistd.h>
 
 #define FTP_LOGIN_MS 30000 /* USER and PASS must be done by then (or -T, if shorter) */
-
-int64_t ftp_capped_ms(const ftp_sess_t *s, int64_t ms)
-{
-    int64_t t = (int64_t)s->site->cfg->timeout * 1000;
-    return t > 0 && t < ms ? t : ms;
-}
-
-int ftp_reply(ftp_sess_t *s, const char *fmt, ...)
-{
-    size_t room = sizeof s->rep - s->replen;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(s->rep + s->replen, room, fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n + 2 >= room) { /* a client that reads no replies: give up */
-        s->state = FTP_CLOSING;
-        return -1;
-    }
-    memcpy(s->rep + s->replen + n, "\r\n", 2);
-    s->replen += (uint32_t)n + 2;
-    return 0;
-}
 
 /* The queued replies through TLS: 0 (maybe some left), -1 gone. */
 static int flush_tls(ftp_sess_t *s)
@@ -119,7 +99,8 @@ static void sess_free(ftp_sess_t *s)
     free(s);
 }
 
-void ftp_ctl_arm(ftp_sess_t *s)
+/* The control connection's deadline and interest for its state. */
+static void ftp_ctl_arm(ftp_sess_t *s)
 {
     gio_loop_t *l = s->site->loop;
     int64_t ms = 0;
@@ -395,6 +376,7 @@ static void cmd_stat(ftp_sess_t *s, const ftp_cmd_t *cmd)
 }
 
 static void cmd_mkd(ftp_sess_t *s, const ftp_cmd_t *cmd);
+static int ftp_cmd_tls(ftp_sess_t *s, const ftp_cmd_t *cmd);
 
 /* Commands allowed before the login; 1 if cmd was one. */
 static int any_time(ftp_sess_t *s, const ftp_cmd_t *cmd)
@@ -485,7 +467,8 @@ static void execute(ftp_sess_t *s, const ftp_cmd_t *cmd)
     }
 }
 
-int ftp_cmd_tls(ftp_sess_t *s, const ftp_cmd_t *cmd)
+/* AUTH, PBSZ, PROT.  1 if cmd was one of them. */
+static int ftp_cmd_tls(ftp_sess_t *s, const ftp_cmd_t *cmd)
 {
     const char *a = cmd->arg ? cmd->arg : "";
     size_t n = cmd->arg ? cmd->arglen : 0;

@@ -1,14 +1,17 @@
 /*
  * ftp_sess — what ftp.c (the control connection, the commands) and
- * ftp_xfer.c (the data link, transfers, listings) share: the session.
- * Private to those two files.
+ * ftp_xfer.c (the data link, transfers, listings) share: the session, and
+ * the two things of it both halves use (ftp_sess.c: the reply queue and
+ * the capped deadline).  Private to this folder.  ftp.c calls ftp_xfer.c,
+ * both call ftp_sess.c; nothing here calls back up (make layers checks it).
  */
 #ifndef GATLING_FTP_SESS_H
 #define GATLING_FTP_SESS_H
 
-#include "ftp.h"
 #include "ftp_parse.h"
 #include "gio_batch.h"
+#include "site/fs.h"
+#include "site/site.h"
 
 #include <netinet/in.h>
 #include <sys/stat.h>
@@ -37,7 +40,7 @@ typedef struct ftp_sess {
     int fd;
     ftp_state_t state;
     site_t *site;
-    ftp_set_t *set;
+    struct ftp_set *set; /* ftp.h: the sessions of its loop */
     struct ftp_sess *prev, *next;
     ftp_data_t dk; /* the data link's cookie */
     int root;      /* the directory this local address is served from */
@@ -77,45 +80,11 @@ typedef struct ftp_sess {
     uint8_t dtls_hs;      /* the data connection's handshake is under way */
 } ftp_sess_t;
 
-/* ftp.c: queue a reply line (printf format, CRLF added); -1 if it did not fit. */
+/* Queue a reply line (printf format, CRLF added); -1 if it did not fit (the
+   session is then closing: a client that reads no replies). */
 int ftp_reply(ftp_sess_t *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* ftp.c: AUTH, PBSZ, PROT.  1 if cmd was one of them. */
-int ftp_cmd_tls(ftp_sess_t *s, const ftp_cmd_t *cmd);
-
-/* ftp.c: the control connection's deadline and interest for its state. */
-void ftp_ctl_arm(ftp_sess_t *s);
-
-/* ftp.c: -T capped like conn.c's, in ms; 0 = none. */
+/* ms capped by -T, as conn.c caps its deadlines; 0 = none. */
 int64_t ftp_capped_ms(const ftp_sess_t *s, int64_t ms);
-
-/* ftp_xfer.c */
-void ftp_link_close(ftp_sess_t *s);
-int ftp_cmd_pasv(ftp_sess_t *s, const ftp_cmd_t *cmd);
-int ftp_cmd_port(ftp_sess_t *s, const ftp_cmd_t *cmd);
-void ftp_cmd_transfer(ftp_sess_t *s, const ftp_cmd_t *cmd, const char *path);
-void ftp_xfer_abort(ftp_sess_t *s, int code, const char *why);
-void ftp_data_event(ftp_sess_t *s, int fd, unsigned events);
-/* ftp_xfer.c: open path (absolute, from ftp_path_join) below s->root as
-   HTTP would serve it: no dotfiles, no password asked, only what everyone
-   may read (fs_public: world-readable, directories also searchable, no
-   closed directory on the way).  fd, or -1 with errno; *st gets its stat.
-   RETR, SIZE, MDTM, MLST, STAT, CWD and the listings all open through it. */
-int ftp_open(ftp_sess_t *s, const char *path, struct stat *st);
-/* ftp_xfer.c: where fs_public walks from for the session's paths. */
-fs_at_t ftp_at(const ftp_sess_t *s);
-/* ftp_xfer.c: for STOR, APPE, MKD: the world-writable directory that path's
-   parent is, opened (its fd), with path's last segment in *name; -1 after
-   replying why not (uploads off, not world-writable, a dotfile, ...). */
-int ftp_upload_dir(ftp_sess_t *s, const char *path, const char **name);
-/* ftp_list.c: a listing of dirfd, the directory path (from at: its symlinks
-   are checked with fs_public), for LIST, NLST or MLSD, into a malloc'd
-   buffer.  0 or -1. */
-int ftp_list_dir(int dirfd, const fs_at_t *at, const char *path, ftp_verb_t how, int64_t now,
-                 char **out, size_t *len);
-/* ftp_list.c: one entry's line: "facts; name" (MLST, MLSD), ls -l (LIST),
-   the name (NLST).  Bytes written (without NUL) or -1 if it did not fit. */
-long ftp_list_line(char *out, size_t cap, ftp_verb_t how, const struct stat *st, const char *name,
-                   int64_t now);
 
 #endif

@@ -8,7 +8,7 @@
  * listing does.
  */
 #define _GNU_SOURCE
-#include "ftp_sess.h"
+#include "ftp_list.h"
 #include "http/hbuf.h"
 #include "site/fs.h"
 
