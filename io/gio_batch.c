@@ -168,30 +168,91 @@ long gio_batch_send(gio_batch_t *b, int sock, uint64_t budget)
     return (long)sent;
 }
 
+#define COPY_IOV 64 /* file pieces read by one preadv */
+
+/* Fill the n pieces of iov (inside buf) from fd at off, with one preadv
+   (sequential preads on macOS, whose preadv is recent).  1 all read; 0
+   short, *got then where the bytes stop; GIO_ERR (EIO: the file shrank). */
+static long read_run(int fd, uint64_t off, struct iovec *iov, int n, char *buf, size_t *got)
+{
+    size_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += iov[i].iov_len;
+#ifdef __APPLE__
+    ssize_t r = 0;
+    for (int i = 0; i < n; i++) {
+        ssize_t k = pread(fd, iov[i].iov_base, iov[i].iov_len, (off_t)(off + (uint64_t)r));
+        if (k < 0 && !r)
+            r = -1;
+        if (k <= 0)
+            break;
+        r += k;
+        if ((size_t)k < iov[i].iov_len)
+            break;
+    }
+#else
+    ssize_t r = preadv(fd, iov, n, (off_t)off);
+#endif
+    if (r <= 0) {
+        if (r == 0)
+            errno = EIO; /* the file shrank: never hang the client */
+        return GIO_ERR;
+    }
+    if ((size_t)r == total)
+        return 1;
+    for (int i = 0;; r -= (ssize_t)iov[i++].iov_len)
+        if ((size_t)r < iov[i].iov_len) {
+            *got = (size_t)((char *)iov[i].iov_base - buf) + (size_t)r;
+            return 0;
+        }
+}
+
+static long copy_out(const gio_batch_t *b, char *buf, size_t cap, int whole_ranges);
+
 long gio_batch_copy(const gio_batch_t *b, char *buf, size_t cap)
 {
+    return copy_out(b, buf, cap, 1);
+}
+
+long gio_batch_copy_full(const gio_batch_t *b, char *buf, size_t cap)
+{
+    return copy_out(b, buf, cap, 0);
+}
+
+static long copy_out(const gio_batch_t *b, char *buf, size_t cap, int whole_ranges)
+{
+    struct iovec iov[COPY_IOV];
+    int n = 0, fd = -1;
+    uint64_t off = 0, at = 0; /* the pending run of file pieces: where it starts, goes on */
     size_t got = 0;
     for (size_t i = b->first; i < b->n && got < cap; i++) {
         const gio_chunk_t *c = &b->c[i];
         size_t k = c->left < cap - got ? (size_t)c->left : cap - got;
         if (c->buf) {
             memcpy(buf + got, c->buf + c->off, k);
-        } else if (k < c->left && got && i + 1 < b->n) {
-            break; /* a file range that does not fit, with more behind it (HTTP/2's DATA
-                      frames): it starts the next copy, so each is one pread, not two */
-        } else {
-            ssize_t r = pread(c->fd, buf + got, k, (off_t)c->off);
-            if (r <= 0) {
-                if (r == 0)
-                    errno = EIO; /* the file shrank: never hang the client */
-                return GIO_ERR;
-            }
-            got += (size_t)r;
-            if ((size_t)r < k)
-                break; /* short: the rest comes next time */
+            got += k;
             continue;
         }
+        if (whole_ranges && k < c->left && got && i + 1 < b->n)
+            break; /* a file range that does not fit, with more behind it (HTTP/2's DATA
+                      frames): it starts the next copy, so each is read once, not twice */
+        if (n && (c->fd != fd || c->off != at || n == COPY_IOV)) {
+            long r = read_run(fd, off, iov, n, buf, &got);
+            n = 0;
+            if (r <= 0)
+                return r < 0 ? r : (long)got;
+        }
+        if (!n)
+            fd = c->fd, off = at = c->off;
+        iov[n].iov_base = buf + got; /* DATA frames of one file: one read for them all */
+        iov[n++].iov_len = k;
+        at += k;
         got += k;
+    }
+    if (n) {
+        long r = read_run(fd, off, iov, n, buf, &got);
+        if (r < 0)
+            return r;
     }
     return (long)got;
 }

@@ -76,6 +76,11 @@ long gio_batch_send(gio_batch_t *b, int sock, uint64_t budget);
  */
 long gio_batch_copy(const gio_batch_t *b, char *buf, size_t cap);
 
+/* gio_batch_copy() that fills buf when there is enough, a file range cut
+   where buf ends (a layer that copies several records at once: each is
+   full, and the range goes on at the next copy). */
+long gio_batch_copy_full(const gio_batch_t *b, char *buf, size_t cap);
+
 /* Account n bytes (at most what gio_batch_copy gave) as sent. */
 void gio_batch_consume(gio_batch_t *b, uint64_t n);
 

@@ -156,6 +156,18 @@ uint64_t gio_unacked(int sock)
     return n > 0 ? (uint64_t)n : 0;
 }
 
+uint64_t gio_unsent(int sock)
+{
+#if defined(__linux__) && defined(SIOCOUTQNSD)
+    int n = 0;
+    if (ioctl(sock, SIOCOUTQNSD, &n) < 0)
+        n = 0;
+    return n > 0 ? (uint64_t)n : 0;
+#else
+    return gio_unacked(sock);
+#endif
+}
+
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 

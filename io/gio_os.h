@@ -26,6 +26,13 @@ long gio_sendfile(int sock, int fd, uint64_t off, uint64_t len);
 uint64_t gio_unacked(int sock);
 
 /*
+ * Bytes written to socket sock that the kernel has not sent yet (the peer's
+ * window is full: it does not read); where the OS cannot tell apart, what
+ * gio_unacked says.
+ */
+uint64_t gio_unsent(int sock);
+
+/*
  * Let socket sock (or the sockets accepted from a listener) hold at most
  * bytes of data not yet sent (TCP_NOTSENT_LOWAT, where the OS has it; a
  * no-op elsewhere).  Writability is then reported only once the unsent part

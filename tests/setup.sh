@@ -59,7 +59,8 @@ pkgs="$pkgs chromium chromium-driver"
 # slowhttptest, whois (mkpasswd) and openssl: bench/slashdot's attacks and password hashes
 # php-fpm: the FastCGI backend of bench/compare-dynamic (test_compare_dynamic.py)
 pkgs="$pkgs php-fpm"
-[ "$level" = bench ] && pkgs="$pkgs nginx lighttpd h2o slowhttptest whois"
+# caddy: bench/compare-h2's fourth peer (Debian 12's 2.6, a static file_server over h2)
+[ "$level" = bench ] && pkgs="$pkgs nginx lighttpd h2o slowhttptest whois caddy"
 # nodejs, npm: the HTTP caching test suite (tests/cache-tests/run, test_cache_suite.py),
 # which npm installs below.  Asked for only when the command is missing: a NodeSource
 # nodejs (which carries its own npm) conflicts with Debian's npm package

@@ -59,6 +59,11 @@ static const char usage_text[] =
     "                (https: connect and handshake: full handshakes per second)\n"
     "  --resume      https: resume the last session (tickets or session IDs) on\n"
     "                every new connection instead of a full handshake each\n"
+    "  --surge RATE  a surge of RATE visitors/s (open loop, HTTP/2): each a new\n"
+    "                connection loading URL (the page) and then --assets at once\n"
+    "  --assets FILE with --surge: the page's assets (paths or URLs, one per line)\n"
+    "  --returning SHARE  with --surge on https://: the share of visitors (0..1,\n"
+    "                or a percentage: 50%) that resume a TLS session\n"
     "  -J, --json    print the report as one JSON object\n"
     "  -q            no progress line\n"
     "  -V            print version and IO backend\n"
@@ -68,12 +73,13 @@ typedef struct opts {
     bench_cfg_t cfg;
     const char *url;
     const char *file;
+    const char *assets; /* --surge: the page's assets */
     const char *method;
     const char *srcs;
     char *extra; /* -H lines, "Name: value\r\n" each */
     size_t extralen;
     int quiet;
-    int have_d, have_t, have_T;
+    int have_d, have_t, have_T, have_c;
 } opts_t;
 
 static void add_header(opts_t *o, const char *h)
@@ -91,6 +97,19 @@ static void add_header(opts_t *o, const char *h)
     o->extralen += l + 2;
 }
 
+/* --returning: a share 0..1, or a percentage 0%..100%. */
+static double share_opt(const char *arg)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(arg, &end);
+    if (end != arg && *end == '%' && !end[1])
+        v /= 100, end++;
+    if (errno || end == arg || *end || !(v >= 0 && v <= 1))
+        lg_usage_exit("--returning wants a share from 0 to 1 (or 0% to 100%)", arg);
+    return v;
+}
+
 static void parse_opts(opts_t *o, int argc, char **argv)
 {
     static const struct option lo[] = {{"connect-only", no_argument, NULL, 'C'},
@@ -98,6 +117,9 @@ static void parse_opts(opts_t *o, int argc, char **argv)
                                        {"resume", no_argument, NULL, 'Z'},
                                        {"h2", no_argument, NULL, '2'},
                                        {"streams", required_argument, NULL, 'S'},
+                                       {"surge", required_argument, NULL, 'U'},
+                                       {"assets", required_argument, NULL, 'A'},
+                                       {"returning", required_argument, NULL, 'G'},
                                        {"help", no_argument, NULL, 'h'},
                                        {"version", no_argument, NULL, 'V'},
                                        {NULL, 0, NULL, 0}};
@@ -112,7 +134,10 @@ static void parse_opts(opts_t *o, int argc, char **argv)
     o->method = "GET";
     while ((ch = getopt_long(argc, argv, "c:n:d:T:t:kr:p:f:H:m:b:P:R:JqVh", lo, NULL)) != -1) {
         switch (ch) {
-        case 'c': cfg->conns = (unsigned)lg_num_opt(optarg, 1, MAX_CONNS, "-c"); break;
+        case 'c':
+            cfg->conns = (unsigned)lg_num_opt(optarg, 1, MAX_CONNS, "-c");
+            o->have_c = 1;
+            break;
         case 'n':
             if (lg_parse_u64(optarg, UINT64_MAX / 2, &v) < 0 || !v)
                 lg_usage_exit("-n wants a positive count", optarg);
@@ -145,6 +170,9 @@ static void parse_opts(opts_t *o, int argc, char **argv)
         case 'S':
             cfg->streams = (unsigned)lg_num_opt(optarg, 1, LG_H2_MAX_STREAMS, "--streams");
             break;
+        case 'U': cfg->surge = (double)lg_num_opt(optarg, 1, 10000000, "--surge"); break;
+        case 'A': o->assets = optarg; break;
+        case 'G': cfg->returning = share_opt(optarg); break;
         case 'J': cfg->json = 1; break;
         case 'q': o->quiet = 1; break;
         case 'V': printf("bench (gatling) io backend %s\n", gio_backend_name()); exit(0);
@@ -178,11 +206,33 @@ static void check_h2_opts(opts_t *o)
         lg_usage_exit("--streams needs -k (without -k every connection carries one request)", NULL);
 }
 
+/* --surge: HTTP/2 page loads on new connections; what does not apply to them. */
+static void check_surge_opts(opts_t *o)
+{
+    bench_cfg_t *cfg = &o->cfg;
+    if (!cfg->surge) {
+        if (o->assets || cfg->returning > 0)
+            lg_usage_exit("--assets and --returning are for --surge", NULL);
+        return;
+    }
+    if (cfg->keepalive || cfg->depth > 1 || cfg->per_conn || cfg->rate || cfg->nreqs ||
+        cfg->connect_only || cfg->resume || o->file || strcmp(o->method, "GET"))
+        lg_usage_exit("--surge: each visitor is a new connection loading the page and its "
+                      "assets: -k, -p, -r, -R, -n, -f, -m, --connect-only and --resume do not "
+                      "apply (--returning sets the share of resumed visitors)",
+                      NULL);
+    cfg->h2 = 1; /* a browser's page load over HTTP/2 */
+    if (!cfg->streams)
+        cfg->streams = LG_H2_MAX_STREAMS; /* every asset at once, as far as the server lets */
+}
+
 /* Options that do not go together, and the defaults that depend on others. */
 static void check_opts(opts_t *o)
 {
     bench_cfg_t *cfg = &o->cfg;
-    check_h2_opts(o);
+    check_surge_opts(o);
+    if (!cfg->surge)
+        check_h2_opts(o);
     if (!o->url && !o->file)
         lg_usage_exit("no URL given", NULL);
     if (strcmp(o->method, "GET") && strcmp(o->method, "HEAD"))
@@ -208,6 +258,9 @@ static void check_opts(opts_t *o)
         cfg->duration = 10;
     if (!o->have_T)
         cfg->hardcap = cfg->duration > 0 ? cfg->duration + 2 * cfg->timeout + 5 : 600;
+    if (cfg->surge && cfg->hardcap <= cfg->duration)
+        lg_usage_exit("--surge: -T must be more than -d (the last visitors need time to load)",
+                      NULL);
 }
 
 /* One request in both forms (keep-alive, and last on its connection); ftp: its RETR, twice. */
@@ -307,13 +360,36 @@ static void check_ftp_opts(opts_t *o)
                       NULL);
 }
 
+/* --surge: req[0] is the page (the URL), the --assets lines follow. */
+static void setup_surge(opts_t *o)
+{
+    bench_cfg_t *cfg = &o->cfg;
+    if (!o->url)
+        lg_usage_exit("--surge needs the page's URL", NULL);
+    if (cfg->url.ftp)
+        lg_usage_exit("--surge is HTTP/2: an http:// or https:// URL", o->url);
+    cfg->req = calloc(1, sizeof *cfg->req);
+    cfg->nreq = 1;
+    if (!cfg->req || make_req(o, &cfg->url, cfg->req) < 0)
+        lg_usage_exit("request too large", NULL);
+    if (o->assets) {
+        o->file = o->assets;
+        load_urls(o);
+        o->file = NULL;
+    }
+    if (cfg->nreq > 1u + 65536)
+        lg_usage_exit("--assets: at most 65536 assets", o->assets);
+}
+
 static void setup(opts_t *o)
 {
     bench_cfg_t *cfg = &o->cfg;
     char err[512];
     if (o->url && lg_url_parse(o->url, &cfg->url, err, sizeof err) < 0)
         lg_usage_exit(err, NULL);
-    if (o->file) {
+    if (cfg->surge)
+        setup_surge(o);
+    else if (o->file) {
         load_urls(o);
     } else {
         cfg->req = calloc(1, sizeof *cfg->req);
@@ -324,6 +400,16 @@ static void setup(opts_t *o)
     }
     if (cfg->resume && !cfg->url.tls)
         lg_usage_exit("--resume is for https:// URLs", NULL);
+    if (cfg->returning > 0 && !cfg->url.tls)
+        lg_usage_exit("--returning is for https:// URLs (h2c has no TLS session to resume)", NULL);
+    if (cfg->surge && !o->have_c) { /* as many visitors at once as descriptors allow */
+        long nofile = lg_nofile_raise();
+        cfg->conns = (unsigned)(nofile > 2 * FD_RESERVE ? nofile - FD_RESERVE : FD_RESERVE) *
+                     cfg->procs;
+        unsigned long ports = (unsigned long)lg_ephemeral_ports() * (cfg->nsrcs ? cfg->nsrcs : 1);
+        if (cfg->conns > ports)
+            cfg->conns = (unsigned)ports;
+    }
     if (cfg->url.ftp) {
         check_ftp_opts(o);
         cfg->max_connecting = FTP_MAX_SETUP;
@@ -465,9 +551,10 @@ static int run_procs(const bench_cfg_t *cfg, bench_stats_t *total, int quiet)
 
 /* ---- reporting ---- */
 
+/* Errors in all; --surge: failed visitors, and the arrivals that never started. */
 static uint64_t err_total(const bench_stats_t *s)
 {
-    return lg_err_sum(s->err);
+    return lg_err_sum(s->err) + s->unstarted;
 }
 
 static const double quant[] = {0.5, 0.9, 0.99, 0.999};
@@ -644,6 +731,127 @@ static void report_json(const bench_cfg_t *cfg, const bench_stats_t *s, double s
     printf(",\"exit\":%d}\n", rc);
 }
 
+/* ---- --surge: visitors, page loads, handshakes, errors by class ---- */
+
+/* The classes of a failed visitor (man/bench.1), each a set of LG_E_* kinds. */
+static const struct {
+    const char *name;
+    int kinds[8];
+} surge_class[] = {
+    {"connect", {LG_E_REFUSED, LG_E_CONNECT, -1}},
+    {"handshake", {LG_E_TLS, LG_E_NOH2, -1}},
+    {"h2", {LG_E_PARSE, LG_E_RST, LG_E_GOAWAY, LG_E_EOF, LG_E_SHORT, LG_E_RESET, LG_E_IO, -1}},
+    {"status", {LG_E_STATUS, -1}},
+    {"timeout", {LG_E_CTIMEOUT, LG_E_TIMEOUT, -1}},
+    {"abort", {LG_E_ABORT, -1}},
+};
+#define SURGE_CLASSES (sizeof surge_class / sizeof surge_class[0])
+
+static uint64_t surge_class_count(const bench_stats_t *s, size_t c)
+{
+    uint64_t n = 0;
+    for (int i = 0; surge_class[c].kinds[i] >= 0; i++)
+        n += s->err[surge_class[c].kinds[i]];
+    return n;
+}
+
+static void report_surge_text(const bench_cfg_t *cfg, const bench_stats_t *s, double secs)
+{
+    char a[128];
+    uint64_t full = s->hs.count - s->resumed;
+    printf("target     %s (%s), io %s, %u process%s\n", cfg->url.host,
+           lg_addr_str(&cfg->url.addr, a, sizeof a), gio_backend_name(), cfg->procs,
+           cfg->procs == 1 ? "" : "es");
+    printf("surge      %.0f visitors/s for %.2f s, each a new %s connection: the page and %zu "
+           "assets (up to %u at once); at most %u visitors at a time, -t %.3g s\n",
+           cfg->surge, secs, cfg->url.tls ? "TLS (ALPN h2)" : "h2c", cfg->nreq - 1,
+           cfg->streams, cfg->conns, cfg->timeout);
+    printf("visitors   %llu arrived, %llu pages loaded, %llu failed, %llu unstarted (every "
+           "slot busy); %llu started late (> 1 ms), latest by %.1f ms\n",
+           (unsigned long long)s->visitors, (unsigned long long)s->pages,
+           (unsigned long long)lg_err_sum(s->err), (unsigned long long)s->unstarted,
+           (unsigned long long)s->late, (double)s->late_max_ns / 1e6);
+    text_hist("page load", &s->lat);
+    printf("requests   %llu sent, %llu answered, %llu lost; %.2f MB/s read\n",
+           (unsigned long long)s->requests, (unsigned long long)s->responses,
+           (unsigned long long)s->lost, (double)s->bytes / secs / 1e6);
+    printf("status     2xx %llu  3xx %llu  4xx %llu  5xx %llu  other %llu\n",
+           (unsigned long long)s->status[2], (unsigned long long)s->status[3],
+           (unsigned long long)s->status[4], (unsigned long long)s->status[5],
+           (unsigned long long)(s->status[0] + s->status[1]));
+    text_hist("connect", &s->conn);
+    if (cfg->url.tls) {
+        text_hist("handshake", &s->hs);
+        printf("tls        %.1f handshakes/s: %llu full, %llu resumed; %llu visitors returning, "
+               "%llu of them offered a session\n",
+               (double)s->hs.count / secs, (unsigned long long)full,
+               (unsigned long long)s->resumed, (unsigned long long)s->returning,
+               (unsigned long long)s->offered);
+    }
+    printf("errors     %llu:", (unsigned long long)err_total(s));
+    for (size_t c = 0; c < SURGE_CLASSES; c++)
+        printf(" %s %llu", surge_class[c].name, (unsigned long long)surge_class_count(s, c));
+    printf(" unstarted %llu  (", (unsigned long long)s->unstarted);
+    for (int k = 0, first = 1; k < LG_E_NUM; k++)
+        if (s->err[k]) {
+            printf("%s%s %llu", first ? "" : " ", lg_err_name[k], (unsigned long long)s->err[k]);
+            first = 0;
+        }
+    printf(")\n");
+}
+
+static void report_surge_json(const bench_cfg_t *cfg, const bench_stats_t *s, double secs,
+                              const char *fatal, int rc)
+{
+    char a[128];
+    printf("{\"tool\":\"bench\",\"mode\":\"surge\",\"target\":\"%s\",\"io\":\"%s\","
+           "\"processes\":%u,\"protocol\":\"h2\",\"tls\":%s,\"rate\":%.0f,\"seconds\":%.6f,"
+           "\"assets\":%zu,\"streams\":%u,\"max_visitors\":%u,\"timeout_s\":%g,"
+           "\"returning_share\":%g,",
+           lg_addr_str(&cfg->url.addr, a, sizeof a), gio_backend_name(), cfg->procs,
+           cfg->url.tls ? "true" : "false", cfg->surge, secs, cfg->nreq - 1, cfg->streams,
+           cfg->conns, cfg->timeout, cfg->returning);
+    printf("\"visitors\":%llu,\"pages\":%llu,\"failed\":%llu,\"unstarted\":%llu,"
+           "\"late\":%llu,\"late_max_ms\":%.3f,\"visitors_per_s\":%.1f,\"pages_per_s\":%.1f,",
+           (unsigned long long)s->visitors, (unsigned long long)s->pages,
+           (unsigned long long)lg_err_sum(s->err), (unsigned long long)s->unstarted,
+           (unsigned long long)s->late, (double)s->late_max_ns / 1e6,
+           (double)s->visitors / secs, (double)s->pages / secs);
+    printf("\"requests\":%llu,\"responses\":%llu,\"lost\":%llu,\"connects\":%llu,"
+           "\"bytes\":%llu,\"body_bytes\":%llu,",
+           (unsigned long long)s->requests, (unsigned long long)s->responses,
+           (unsigned long long)s->lost, (unsigned long long)s->connects,
+           (unsigned long long)s->bytes, (unsigned long long)s->body);
+    printf("\"handshakes\":%llu,\"full\":%llu,\"resumed\":%llu,\"returning\":%llu,"
+           "\"offered\":%llu,\"handshakes_per_s\":%.1f,\"full_per_s\":%.1f,"
+           "\"resumed_per_s\":%.1f,",
+           (unsigned long long)s->hs.count, (unsigned long long)(s->hs.count - s->resumed),
+           (unsigned long long)s->resumed, (unsigned long long)s->returning,
+           (unsigned long long)s->offered, (double)s->hs.count / secs,
+           (double)(s->hs.count - s->resumed) / secs, (double)s->resumed / secs);
+    json_hist("page_us", &s->lat);
+    printf(",");
+    json_hist("connect_us", &s->conn);
+    printf(",");
+    json_hist("handshake_us", &s->hs);
+    printf(",\"status\":{\"2xx\":%llu,\"3xx\":%llu,\"4xx\":%llu,\"5xx\":%llu,\"other\":%llu}",
+           (unsigned long long)s->status[2], (unsigned long long)s->status[3],
+           (unsigned long long)s->status[4], (unsigned long long)s->status[5],
+           (unsigned long long)(s->status[0] + s->status[1]));
+    printf(",\"error_classes\":{");
+    for (size_t c = 0; c < SURGE_CLASSES; c++)
+        printf("\"%s\":%llu,", surge_class[c].name, (unsigned long long)surge_class_count(s, c));
+    printf("\"unstarted\":%llu},\"errors\":{", (unsigned long long)s->unstarted);
+    for (int k = 0; k < LG_E_NUM; k++)
+        printf("%s\"%s\":%llu", k ? "," : "", lg_err_name[k], (unsigned long long)s->err[k]);
+    printf("},\"errors_total\":%llu,\"fatal\":", (unsigned long long)err_total(s));
+    if (fatal)
+        printf("\"%s\"", fatal); /* our own fixed texts and strerror(): nothing to escape */
+    else
+        printf("null");
+    printf(",\"exit\":%d}\n", rc);
+}
+
 int main(int argc, char **argv)
 {
     opts_t o;
@@ -678,7 +886,11 @@ int main(int argc, char **argv)
     int rc = fatal ? LG_EXIT_FATAL : err_total(total) ? LG_EXIT_ERRORS : LG_EXIT_OK;
     if (fatal)
         fprintf(stderr, "bench: %s: %s\n", cfg->url.host, fatal);
-    if (cfg->json)
+    if (cfg->surge && cfg->json)
+        report_surge_json(cfg, total, secs, fatal, rc);
+    else if (cfg->surge)
+        report_surge_text(cfg, total, secs);
+    else if (cfg->json)
         report_json(cfg, total, secs, fatal, rc);
     else
         report_text(cfg, total, secs);

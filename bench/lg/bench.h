@@ -47,6 +47,9 @@ typedef struct bench_cfg {
     int resume;              /* --resume: https connections resume the last session */
     int json;                /* -J */
     int progress;            /* show the progress line (this process draws it) */
+    double surge;     /* --surge: visitors/s over all processes (req[0] the page, the rest its
+                         assets); 0: not a surge */
+    double returning; /* --returning: share of visitors that resume a TLS session, 0..1 */
 } bench_cfg_t;
 
 /* Why a worker gave up early. */
@@ -91,6 +94,14 @@ typedef struct bench_stats {
     lg_hist_t hs;   /* https: TLS handshake time, microseconds */
     uint64_t resumed; /* https: handshakes that resumed a session */
     uint64_t retried; /* --h2: requests sent again after a graceful GOAWAY refused them */
+    /* --surge (lat is then the page-load time; err[] counts failed visitors, one kind each) */
+    uint64_t visitors;  /* visitors started (each a new connection) */
+    uint64_t pages;     /* page loads complete, every response below 400 */
+    uint64_t unstarted; /* arrivals due before -d's end that found every slot (-c) busy */
+    uint64_t returning; /* visitors that were to resume */
+    uint64_t offered;   /* ... and had a session to offer */
+    uint64_t late;      /* visitors started more than 1 ms after their arrival time */
+    int64_t late_max_ns;
 } bench_stats_t;
 
 /*
@@ -100,6 +111,12 @@ typedef struct bench_stats {
  * -P) is read to start the requests together.  Returns BENCH_RUN_*.
  */
 int bench_run(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all);
+
+/*
+ * --surge: worker `index` of an open-loop arrival of visitors (bench_surge.c),
+ * each a new connection loading the page and its assets.  As bench_run().
+ */
+int bench_surge(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all);
 
 /* Start a results struct. */
 void bench_stats_init(bench_stats_t *st);

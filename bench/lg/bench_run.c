@@ -1260,6 +1260,8 @@ int bench_run(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all)
 {
     brun_t r;
     bench_stats_t *st = &all[index];
+    if (cfg->surge > 0)
+        return bench_surge(cfg, index, all);
     if (run_setup(&r, cfg, index, all) < 0) {
         run_free(&r);
         st->finished = 1;
@@ -1371,4 +1373,12 @@ void bench_stats_merge(bench_stats_t *d, const bench_stats_t *s)
     lg_hist_merge(&d->hs, &s->hs);
     d->resumed += s->resumed;
     d->retried += s->retried;
+    d->visitors += s->visitors;
+    d->pages += s->pages;
+    d->unstarted += s->unstarted;
+    d->returning += s->returning;
+    d->offered += s->offered;
+    d->late += s->late;
+    if (s->late_max_ns > d->late_max_ns)
+        d->late_max_ns = s->late_max_ns;
 }

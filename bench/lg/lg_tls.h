@@ -3,9 +3,10 @@
  *
  * One context per worker process.  Certificates are not verified (as with
  * wrk and h2load: the tools measure servers, they do not trust them); SNI is
- * the URL's host, ALPN offers http/1.1.  With resumption on, every session
+ * the URL's host, ALPN offers http/1.1.  With resumption on, the sessions
  * the server hands out (a TLS 1.2 session, or a TLS 1.3 ticket, which comes
- * after the handshake) is kept, and each new connection offers the last one.
+ * after the handshake) are kept, the newest 64, and each new connection
+ * offers the last one (lg_tls_new), or takes one (lg_tls_open).
  *
  * The data calls are io/gio_tls.h's (gio_tls_handshake, gio_tls_read,
  * gio_tls_send), shared with the server.
@@ -26,6 +27,14 @@ void lg_tls_ctx_free(SSL_CTX *ctx);
 
 /* An SSL on the connected socket fd, offering the kept session if any. */
 SSL *lg_tls_new(SSL_CTX *ctx, int fd, const char *sni);
+
+/*
+ * The same, offering a kept session only if offer is set (bench --surge:
+ * a returning visitor resumes, a new one does a full handshake), and taking
+ * it: each session (TLS 1.3 ticket) is offered once, the newest first.
+ * *offered says whether a session was there to offer.
+ */
+SSL *lg_tls_open(SSL_CTX *ctx, int fd, const char *sni, int offer, int *offered);
 void lg_tls_free(SSL *ssl);
 
 int lg_tls_resumed(SSL *ssl);

@@ -906,15 +906,12 @@ int tls_pending(SSL *ssl)
 
 void tls_send_small(SSL *ssl, const void *buf, size_t len)
 {
-    size_t done;
-    if (SSL_is_init_finished(ssl) && !SSL_write_ex(ssl, buf, len, &done))
-        ERR_clear_error();
+    gio_tls_write_small(ssl, buf, len);
 }
 
 void tls_close_notify(SSL *ssl)
 {
-    if (SSL_is_init_finished(ssl) && SSL_shutdown(ssl) < 0)
-        ERR_clear_error();
+    gio_tls_shutdown(ssl);
 }
 
 int tls_resumed(SSL *ssl)

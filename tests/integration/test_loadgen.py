@@ -774,6 +774,132 @@ def test_httpbench_throughput(build, gatling):
     assert "3000000 body bytes" in p.stderr
 
 
+
+# ---------------------------------------------------------------- the surge (bench --surge)
+
+SURGE_CLASSES = ["connect", "handshake", "h2", "status", "timeout", "abort", "unstarted"]
+
+
+@pytest.fixture
+def site(docroot):
+    """index.html and 20 assets of 1 to 4 KiB; the --assets file beside them."""
+    for i in range(20):
+        (docroot / f"a{i:02d}.png").write_bytes(os.urandom(1024 * (1 + i % 4)))
+    (docroot / "index.html").write_text("<html>" + "".join(
+        f'<img src="/a{i:02d}.png">' for i in range(20)) + "</html>")
+    (docroot / "assets.txt").write_text("".join(f"/a{i:02d}.png\n" for i in range(20)))
+    return docroot
+
+
+def check_surge(r, visitors, assets=20):
+    """The surge report's identities: every visitor arrived once and ended once, a page load
+    or one failure; every request answered or lost."""
+    assert r["mode"] == "surge" and r["assets"] == assets
+    assert set(r["error_classes"]) == set(SURGE_CLASSES)
+    assert r["visitors"] == visitors, r
+    assert r["pages"] + r["failed"] == r["visitors"], r
+    assert r["failed"] == sum(r["errors"].values())
+    assert sum(r["error_classes"].values()) == r["failed"] + r["unstarted"]
+    assert r["errors_total"] == r["failed"] + r["unstarted"]
+    assert r["requests"] == r["responses"] + r["lost"], r
+    assert r["page_us"]["count"] == r["pages"]
+    assert sum(r["status"].values()) == r["responses"]
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["h2c", "h2-tls"])
+def test_bench_surge_page_loads(build, gatling_h2, site, tls):
+    """40 visitors/s for 1 s: 40 new connections, each the page then 20 assets; every page
+    loads, each handshake full, and the server logged every request as HTTP/2."""
+    url = gatling_h2.tls_url("/index.html") if tls else gatling_h2.url("/index.html")
+    p, r = bench_json(build, "--surge", "40", "-d", "1", "--assets", site / "assets.txt", url)
+    assert p.returncode == 0, p.stderr
+    check_surge(r, 40)
+    assert r["pages"] == 40 and r["errors_total"] == 0 and r["unstarted"] == 0
+    assert r["requests"] == r["responses"] == 40 * 21 and r["status"]["2xx"] == 40 * 21
+    assert r["connects"] == 40 and r["tls"] == tls
+    assert r["handshakes"] == (40 if tls else 0) and r["resumed"] == 0 and r["returning"] == 0
+    assert r["full"] == r["handshakes"]
+    assert 0 < r["page_us"]["p50"] <= r["page_us"]["p99"] <= r["page_us"]["max"]
+    assert h2_logged(gatling_h2) == 40 * 21
+
+
+def test_bench_surge_resumed(build, gatling_h2, site):
+    """--returning 50%: every second visitor offers the last session, and the handshakes that
+    resumed are counted apart from the full ones (OpenSSL's SSL_session_reused)."""
+    p, r = bench_json(build, "--surge", "40", "-d", "1", "--returning", "50%", "--assets",
+                      site / "assets.txt", gatling_h2.tls_url("/index.html"))
+    assert p.returncode == 0, p.stderr
+    check_surge(r, 40)
+    assert r["pages"] == 40 and r["returning_share"] == 0.5 and r["returning"] == 20
+    assert 19 <= r["offered"] <= 20  # the first returning visitor may find no ticket yet
+    assert r["resumed"] == r["offered"] and r["full"] == 40 - r["resumed"], r
+    assert r["handshakes"] == 40 and r["resumed_per_s"] > 0
+    p = run([build / "bench", "-q", "--surge", "20", "-d", "0.5", "--returning", "1",
+             "--assets", site / "assets.txt", gatling_h2.tls_url("/index.html")])
+    assert p.returncode == 0, p.stderr
+    assert re.search(r"^tls +[\d.]+ handshakes/s: [01] full, (9|10) resumed; 10 visitors "
+                     r"returning", p.stdout, re.M), p.stdout
+
+
+def test_bench_surge_status_error(build, gatling_h2, site, tmp_path):
+    """An asset that is 404: every visitor's page load fails as a status error, the other
+    responses still count."""
+    bad = tmp_path / "bad.txt"
+    bad.write_text((site / "assets.txt").read_text() + "/missing.png\n")
+    p, r = bench_json(build, "--surge", "20", "-d", "1", "--assets", bad,
+                      gatling_h2.tls_url("/index.html"))
+    assert p.returncode == 3, p.stderr
+    check_surge(r, 20, assets=21)
+    assert r["pages"] == 0 and r["error_classes"]["status"] == 20 == r["errors"]["status"]
+    assert r["status"]["4xx"] == 20 and r["status"]["2xx"] == 20 * 21 and r["lost"] == 0
+
+
+def test_bench_surge_server_down(build, site):
+    """Nothing listening: the first visitor's connect is refused, the run ends at once."""
+    s, port = refused_port()
+    with s:
+        p, r = bench_json(build, "--surge", "50", "-d", "2", "--assets", site / "assets.txt",
+                          f"https://127.0.0.1:{port}/index.html")
+    assert p.returncode == 1 and "unreachable" in p.stderr
+    assert r["errors"]["refused"] >= 1 and r["error_classes"]["connect"] >= 1
+    assert r["pages"] == 0 and r["fatal"]
+
+
+def test_bench_surge_timeout(build, pyserver, site):
+    """A server that accepts and never answers: each visitor times out at -t, and the run
+    still ends by itself (exit 1: no request got any response, as for every bench run)."""
+    s = pyserver(h_silent)
+    t0 = time.monotonic()
+    p, r = bench_json(build, "--surge", "20", "-d", "0.5", "-t", "0.3", "--assets",
+                      site / "assets.txt", s.url("/index.html"))
+    assert time.monotonic() - t0 < 5
+    assert p.returncode == 1 and "no request got a complete response" in p.stderr, p.stderr
+    check_surge(r, 10)
+    assert r["error_classes"]["timeout"] == 10 and r["pages"] == 0 and r["lost"] == 10
+
+
+def test_bench_surge_busy_slots(build, gatling_h2, site):
+    """-c 1: one visitor at a time; arrivals that find it busy wait (their clock running), and
+    those still waiting at -d are counted as unstarted, never dropped silently."""
+    p, r = bench_json(build, "--surge", "20000", "-c", "1", "-d", "0.3", "--assets",
+                      site / "assets.txt", gatling_h2.url("/index.html"))
+    check_surge(r, r["visitors"])
+    assert r["max_visitors"] == 1 and r["unstarted"] > 0 and p.returncode == 3
+    assert r["visitors"] + r["unstarted"] == 6000 and r["late"] > 0
+
+
+@pytest.mark.parametrize("args", [
+    ["--surge", "10", "-k"], ["--surge", "10", "-R", "5"], ["--surge", "10", "-n", "5"],
+    ["--surge", "10", "--resume"], ["--surge", "0"], ["--returning", "0.5"],
+    ["--surge", "10", "--returning", "1.5"], ["--surge", "10", "--returning", "x"],
+    ["--assets", "/dev/null"], ["--surge", "10", "-d", "5", "-T", "3"],
+])
+def test_bench_surge_bad_options(build, args):
+    p = run([build / "bench", *args, "https://127.0.0.1:9/"])
+    assert p.returncode == 2, (args, p.stderr)
+    p = run([build / "bench", "--surge", "10", "--returning", "0.5", "http://127.0.0.1:9/"])
+    assert p.returncode == 2 and "https" in p.stderr
+
 def test_httpbench_unreachable(build):
     s, port = refused_port()
     with s:

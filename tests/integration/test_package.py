@@ -161,6 +161,12 @@ def test_logrotate_file_rotates_and_gatling_reopens(tmp_path):
                 break
             time.sleep(0.1)
         assert http_get(port, "/f.txt").startswith(b"HTTP/1.1 200")
+        # the access log is flushed once per loop round, after the answer: an
+        # empty log would not be rotated (notifempty)
+        for _ in range(30):
+            if b"GET /f.txt " in (logs / "access.log").read_bytes():
+                break
+            time.sleep(0.1)
         with open(os.path.join(ROOT, "dist", "gatling.logrotate")) as f:
             conf = f.read()
         conf = conf.replace("/var/log/gatling/", str(logs) + "/")

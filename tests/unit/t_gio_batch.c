@@ -564,6 +564,51 @@ static void test_copy_consume(void)
     close(f);
 }
 
+/*
+ * HTTP/2's DATA frames of one file (a frame header, then the next range of
+ * the file, and again): one copy reads the ranges that continue each other
+ * at once (one preadv), each into its place between the headers; a range of
+ * another file, or one that does not continue, starts a new read; a file
+ * that ends inside the run copies up to where its bytes stop.
+ */
+static void test_copy_runs(void)
+{
+    gio_batch_t b;
+    gio_batch_init(&b);
+    int f = tmpfile_of(50000), g = tmpfile_of(50000);
+    static char want[60000], got_[60000];
+    size_t w = 0;
+    for (int i = 0; i < 6; i++) { /* 6 frames of 5000 bytes from offset 100 */
+        char *hdr = malloc(9);
+        memset(hdr, 'A' + i, 9);
+        gio_batch_add_buf(&b, hdr, 9, GIO_BATCH_FREE);
+        gio_batch_add_file(&b, i == 4 ? g : f, 100 + (uint64_t)i * 5000, 5000, 0);
+        memset(want + w, 'A' + i, 9);
+        memcpy(want + w + 9, filedata + 100 + i * 5000, 5000); /* g holds the same bytes */
+        w += 5009;
+    }
+    long n = gio_batch_copy(&b, got_, sizeof got_);
+    ok(n == (long)w && !memcmp(got_, want, w),
+       "frames of one file (and one of another): every header and range in place (%ld)", n);
+    n = gio_batch_copy(&b, got_, 12000);
+    ok(n == 10027 && !memcmp(got_, want, 10027),
+       "a range that does not fit, with more behind it, is left for the next copy (%ld)", n);
+    n = gio_batch_copy_full(&b, got_, 12000);
+    ok(n == 12000 && !memcmp(got_, want, 12000),
+       "gio_batch_copy_full cuts that range where the buffer ends (%ld)", n);
+    gio_batch_reset(&b);
+    gio_batch_add_buf(&b, "H", 1, 0);
+    gio_batch_add_file(&b, f, 44000, 5000, 0);
+    gio_batch_add_buf(&b, "I", 1, 0);
+    gio_batch_add_file(&b, f, 49000, 5000, 0); /* 1000 bytes there */
+    n = gio_batch_copy(&b, got_, sizeof got_);
+    ok(n == 1 + 5000 + 1 + 1000 && got_[5001] == 'I' && !memcmp(got_ + 5002, filedata + 49000, 1000),
+       "a file that ends inside a run: the copy stops where its bytes do (%ld)", n);
+    gio_batch_free(&b);
+    close(f);
+    close(g);
+}
+
 int main(void)
 {
     for (size_t i = 0; i < FILESIZE; i++)
@@ -580,5 +625,6 @@ int main(void)
     test_budget();
     test_conventions();
     test_copy_consume();
+    test_copy_runs();
     return tap_done();
 }
