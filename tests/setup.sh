@@ -50,6 +50,12 @@ pkgs="$pkgs prometheus"
 # client of test_h3.py (aioquic, the other, comes from pip below).  make run leaves them
 # out: the server builds without HTTP/3 there
 pkgs="$pkgs libngtcp2-dev libngtcp2-crypto-gnutls-dev libnghttp3-dev libgnutls28-dev ngtcp2-client"
+# chromium, chromium-driver: test_h3_browser.py, a real browser over HTTP/3 (issue 34):
+# Debian's Chromium, headless, loads a page from gatling over QUIC and reports each
+# request's protocol (the test skips without it; test_report.py renders the bench report
+# with it too).  chromium-driver, the WebDriver server of the same version, is for a test
+# that must script the browser beyond --dump-dom: none does yet
+pkgs="$pkgs chromium chromium-driver"
 # slowhttptest, whois (mkpasswd) and openssl: bench/slashdot's attacks and password hashes
 # php-fpm: the FastCGI backend of bench/compare-dynamic (test_compare_dynamic.py)
 pkgs="$pkgs php-fpm"

@@ -33,6 +33,7 @@
 #define QUIC_STREAM_WINDOW (256 * 1024) /* a request stream's receive window */
 #define QUIC_CONN_WINDOW (1024 * 1024)  /* the connection's */
 #define QUIC_HANDSHAKE_S 10       /* a handshake not done in this long ends */
+#define QUIC_DRAIN_SILENCE_MS 2000 /* shutting down: a peer silent this long (or 3 PTO) is gone */
 #define QUIC_HANDSHAKES_MAX 1024  /* ... and at most this many at once: Initials cost no
                                      proof of address (no Retry yet), and each holds
                                      ~150 KiB of state, so more are dropped */
@@ -59,6 +60,7 @@ typedef struct quic_conn {
     ngtcp2_cid odcid;  /* the client's first Destination Connection ID, mapped too */
     size_t heap_at;    /* index in the endpoint's heap, or SIZE_MAX */
     int64_t due;       /* gio_now() ms of its next timer */
+    int64_t heard;     /* gio_now() ms of the last packet it read */
     uint8_t closing;   /* CONNECTION_CLOSE sent: repeated to what still arrives */
     uint8_t draining;  /* the peer closed: silent until due */
     uint8_t limited;   /* counted in -K */
@@ -414,30 +416,46 @@ static void start_closing(quic_conn_t *c)
     heap_set(e, c, gio_now(e->site->loop) + 3 * pto_ms + 1);
 }
 
+/* Shutting down: when the peer counts as gone (gio_now() ms), or INT64_MAX while the
+   server serves.  A peer that vanished (killed, out of coverage) never acknowledges
+   its last packets, so its streams never close and the drain would wait out the idle
+   timeout (-T): as TCP's drain gives an idle connection a second, a connection that
+   has heard nothing for QUIC_DRAIN_SILENCE_MS, or 3 PTO if longer, ends. */
+static int64_t drain_silence_end(const quic_conn_t *c)
+{
+    if (!c->ep->draining)
+        return INT64_MAX;
+    int64_t pto3_ms = 3 * (int64_t)(ngtcp2_conn_get_pto(c->q) / NGTCP2_MILLISECONDS);
+    return c->heard + (pto3_ms > QUIC_DRAIN_SILENCE_MS ? pto3_ms : QUIC_DRAIN_SILENCE_MS);
+}
+
 /* After a read or write: the next timer, or the end of a finished connection. */
 static void conn_settle(quic_conn_t *c)
 {
     quic_ep_t *e = c->ep;
     if (c->closing || c->draining)
         return;
-    if (c->h3) {
+    if (c->h3)
         h3_sweep(c->h3);
-        if (h3_done(c->h3)) { /* drained: GOAWAY went, every stream answered */
-            ngtcp2_connection_close_error_set_application_error(&c->err, NGHTTP3_H3_NO_ERROR,
-                                                                NULL, 0);
-            start_closing(c);
-            return;
-        }
+    int64_t now_ms = gio_now(e->site->loop), gone = drain_silence_end(c);
+    if ((c->h3 && h3_done(c->h3)) || gone <= now_ms) {
+        /* drained (GOAWAY went, every stream answered), or the peer is gone */
+        ngtcp2_connection_close_error_set_application_error(&c->err, NGHTTP3_H3_NO_ERROR,
+                                                            NULL, 0);
+        start_closing(c);
+        return;
     }
     ngtcp2_tstamp x = ngtcp2_conn_get_expiry(c->q);
-    if (x == UINT64_MAX) {
+    if (x == UINT64_MAX && gone == INT64_MAX) {
         heap_remove(e, c);
         return;
     }
     ngtcp2_tstamp now = now_ts(e);
-    int64_t in_ms = x <= now ? 0 : (int64_t)((x - now + NGTCP2_MILLISECONDS - 1) /
-                                             NGTCP2_MILLISECONDS);
-    heap_set(e, c, gio_now(e->site->loop) + in_ms);
+    int64_t due = x == UINT64_MAX ? INT64_MAX
+                  : x <= now      ? now_ms
+                                  : now_ms + (int64_t)((x - now + NGTCP2_MILLISECONDS - 1) /
+                                                       NGTCP2_MILLISECONDS);
+    heap_set(e, c, due < gone ? due : gone);
 }
 
 /* Run the connection soon (a job or producer moved one of its streams). */
@@ -831,10 +849,12 @@ static void datagram(quic_ep_t *e, gio_dgram_t *d)
     }
     ngtcp2_pkt_info pi = {.ecn = d->ecn};
     rv = ngtcp2_conn_read_pkt(c->q, &path, &pi, p, d->len, now_ts(e));
-    if (rv != 0)
+    if (rv != 0) {
         read_failed(c, rv);
-    else
+    } else {
+        c->heard = gio_now(e->site->loop);
         touch(c);
+    }
 }
 
 /* What the batch's connections have to send, and their timers. */
@@ -974,9 +994,10 @@ void quic_drain(quic_ep_t *e)
         return;
     e->draining = 1;
     for (quic_conn_t *c = e->all; c; c = c->next) {
-        if (c->h3 && !c->closing && !c->draining) {
-            h3_goaway(c->h3);
-            touch(c);
+        if (!c->closing && !c->draining) {
+            if (c->h3)
+                h3_goaway(c->h3);
+            touch(c); /* settles under the drain's silence rule too */
         }
     }
     flush_touched(e);

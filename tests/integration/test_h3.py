@@ -5,7 +5,8 @@ and QPACK, verifying the certificate against the test CA) -- fetching files,
 a range, a 404, a large file byte-exact (sha256), many streams at
 once; Alt-Svc on HTTPS responses over HTTP/1.1 and HTTP/2, none with -3;
 the counters; a stateless reset and a version negotiation for packets no
-connection owns; GOAWAY and a clean exit on SIGTERM with a connection open.
+connection owns; GOAWAY and a clean exit on SIGTERM with a connection open,
+and within seconds with its client killed mid-download.
 Skipped, with the reason, where the build has no HTTP/3 (`gatling -V` does
 not end in " h3": make H3=0, or the libraries missing)."""
 import asyncio
@@ -276,6 +277,70 @@ def test_sigterm_with_a_connection_open(gatling):
             return time.monotonic() - t0
     took = asyncio.run(asyncio.wait_for(main(), 30))
     assert srv.process.poll() == 0 and took < 5, (took, srv.stderr_text())
+
+
+# A client that asks for path, says "data" on each DATA frame and then waits:
+# the test kills it mid-download, so it never acknowledges what is in flight.
+VANISHING_CLIENT = r"""
+import asyncio, sys
+from aioquic.asyncio import connect
+from aioquic.asyncio.protocol import QuicConnectionProtocol
+from aioquic.h3.connection import H3_ALPN, H3Connection
+from aioquic.h3.events import DataReceived
+from aioquic.quic.configuration import QuicConfiguration
+
+class P(QuicConnectionProtocol):
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.h3 = H3Connection(self._quic)
+
+    def quic_event_received(self, event):
+        for ev in self.h3.handle_event(event):
+            if isinstance(ev, DataReceived):
+                print("data", flush=True)
+
+async def main(port, ca, path):
+    cfg = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, server_name="localhost")
+    cfg.load_verify_locations(ca)
+    async with connect("127.0.0.1", port, configuration=cfg, create_protocol=P) as c:
+        sid = c._quic.get_next_available_stream_id()
+        c.h3.send_headers(sid, [(b":method", b"GET"), (b":scheme", b"https"),
+                                (b":authority", b"localhost"), (b":path", path.encode())],
+                          end_stream=True)
+        c.transmit()
+        await asyncio.sleep(60)
+
+asyncio.run(main(int(sys.argv[1]), sys.argv[2], sys.argv[3]))
+"""
+
+
+@needs_aioquic
+def test_sigterm_with_a_vanished_client(gatling):
+    """A client killed mid-download never acknowledges the rest, so its
+    stream never closes: on SIGTERM the drain does not wait out the idle
+    timeout (-T 30 here) for it, but ends a connection that has heard nothing
+    for 2 s (or 3 PTO) as TCP's drain ends an idle one after a second.
+    (Found with Chromium: test_h3_browser.py kills it after its fetches, and
+    the server took the whole -T to exit.)"""
+    srv, port = h3_server(gatling, {"f.txt": b"hello\n", "big.bin": os.urandom(32 << 20)},
+                          extra=("-T", "30"))
+    cl = subprocess.Popen([__import__("sys").executable, "-c", VANISHING_CLIENT, str(port),
+                           os.path.join(pki_dir(), "ca.pem"), "/big.bin"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        line = cl.stdout.readline()
+        assert line == b"data\n", (line, cl.stderr.read1(4096) if cl.poll() is not None else "")
+    finally:
+        cl.kill()
+        cl.wait()
+    assert server_status(srv)["h3_connections"] == 1
+    t0 = time.monotonic()
+    srv.process.send_signal(signal.SIGTERM)
+    srv.signaled = True
+    while srv.process.poll() is None and time.monotonic() - t0 < 8:
+        time.sleep(0.05)
+    took = time.monotonic() - t0
+    assert srv.process.poll() == 0 and 1.5 < took < 4, (took, srv.stderr_text())
 
 
 def aioquic_get(port, path, cafile, server_name="localhost"):

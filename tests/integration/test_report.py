@@ -252,8 +252,8 @@ def test_compare_first_table(tmp_path):
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-@pytest.mark.skipif(not CHROMIUM, reason="no chromium (apt-get install chromium); not in "
-                    "tests/setup.sh, too big for CI")
+@pytest.mark.skipif(not CHROMIUM, reason="no chromium (tests/setup.sh installs it: "
+                    "test_h3_browser.py's browser)")
 def test_renders_in_chromium(epoll_report, tmp_path):
     """The report opens in a real browser: headless Chromium writes a non-empty PNG."""
     _, path = epoll_report
