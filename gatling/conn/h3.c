@@ -54,6 +54,7 @@ typedef struct h3_stream {
     uint8_t dispatched, answered, closed, bad, headed, peer_ended, in_body;
     uint8_t early, streamed, produced, ended, data_waits, want_drain;
     uint8_t input_held, input_last, input_done, offering;
+    uint8_t fin_owed; /* the response's end still to go to QUIC (h3_fin_owed) */
     uint64_t body_got;  /* request body bytes dropped: at most H1_BODY_MAX */
     uint64_t given;     /* response body bytes handed over by the handler */
     uint64_t body_sent; /* ... and on to nghttp3 */
@@ -77,6 +78,7 @@ struct h3 {
     h1_conn_t f;
     h3_stream_t *open_list, *dead;
     unsigned open;
+    unsigned fins_owed; /* streams with fin_owed set */
     uint32_t requests;
     size_t held_bytes;
     uint8_t goaway, bound;
@@ -851,6 +853,10 @@ static int on_stream_close(nghttp3_conn *ng, int64_t id, uint64_t code, void *us
     if (!s)
         return 0;
     stream_log(h, s);
+    if (s->fin_owed) { /* reset: no end to send */
+        s->fin_owed = 0;
+        h->fins_owed--;
+    }
     if (s->ex.job) {
         s->ex.job->ex = NULL;
         s->ex.job = NULL;
@@ -972,6 +978,42 @@ void h3_free(h3_t *h)
     h3_sweep(h);
     nghttp3_conn_del(h->ng);
     free(h);
+}
+
+static h3_stream_t *open_stream(const h3_t *h, int64_t id)
+{
+    for (h3_stream_t *s = h->open_list; s; s = s->next)
+        if (s->id == id)
+            return s;
+    return NULL;
+}
+
+void h3_fin_owed(h3_t *h, int64_t id)
+{
+    h3_stream_t *s = open_stream(h, id);
+    if (s && !s->fin_owed) {
+        s->fin_owed = 1;
+        h->fins_owed++;
+    }
+}
+
+int64_t h3_owed_fin(const h3_t *h)
+{
+    if (!h->fins_owed)
+        return -1;
+    for (h3_stream_t *s = h->open_list; s; s = s->next)
+        if (s->fin_owed)
+            return s->id;
+    return -1;
+}
+
+void h3_fin_gone(h3_t *h, int64_t id)
+{
+    h3_stream_t *s = open_stream(h, id);
+    if (s && s->fin_owed) {
+        s->fin_owed = 0;
+        h->fins_owed--;
+    }
 }
 
 unsigned h3_streams(const h3_t *h)

@@ -50,6 +50,28 @@ int h3_bind(h3_t *h);
 /* nghttp3's connection, for quic.c's transport glue. */
 nghttp3_conn *h3_ng(h3_t *h);
 
+/*
+ * libnghttp3 0.8 loses a response's end when it has no bytes of its own:
+ * the FIN that read_data's EOF left after the last DATA was handed out is a
+ * zero-length entry of the stream's queue, and the acknowledgement of that
+ * last DATA pops it too (nghttp3_stream_add_ack_offset; fixed in nghttp3
+ * 1.10, pull request 339).  If QUIC did not take the FIN when it was offered
+ * (congestion- or pacing-limited: ngtcp2_conn_writev_stream wrote nothing, or
+ * a packet without it), nghttp3 never offers it again and the client waits
+ * for the stream's end forever.  So quic.c tells h3_fin_owed(id) of a FIN
+ * with no bytes that QUIC did not take, asks h3_owed_fin for one to send
+ * itself first (-1: none), and h3_fin_gone(id) once QUIC took it or the
+ * stream cannot send any more.  This one: stream id's end alone was
+ * offered and not taken.
+ */
+void h3_fin_owed(h3_t *h, int64_t id);
+
+/* A request stream whose end quic.c is to send itself, or -1. */
+int64_t h3_owed_fin(const h3_t *h);
+
+/* QUIC took stream id's end, or the stream can send no more (reset, gone). */
+void h3_fin_gone(h3_t *h, int64_t id);
+
 /* The connection goes: streams' jobs and producers are told, all is freed. */
 void h3_free(h3_t *h);
 

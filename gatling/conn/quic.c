@@ -238,29 +238,41 @@ static void send_to(quic_ep_t *e, const gio_dgram_t *in, const uint8_t *p, size_
 static void conn_close_now(quic_conn_t *c);
 static void start_closing(quic_conn_t *c);
 
-/* One packet: stream data nghttp3 has, or what ngtcp2 has of its own.
+/* One packet: stream data nghttp3 has, or what ngtcp2 has of its own; a
+   response's end that nghttp3 0.8 would lose goes first (h3.h's h3_fin_owed).
    Bytes written (0: nothing to send now), or -1 (the connection closes). */
 static ngtcp2_ssize write_one(quic_conn_t *c, ngtcp2_path *path, ngtcp2_pkt_info *pi,
                               uint8_t *buf, size_t cap, ngtcp2_tstamp ts)
 {
     for (;;) {
-        int64_t sid = -1;
-        int fin = 0;
+        int64_t sid = c->h3 ? h3_owed_fin(c->h3) : -1;
+        int owed = sid >= 0, fin = owed;
         nghttp3_vec vec[16];
         nghttp3_ssize nv = 0;
+        size_t bytes = 0;
         nghttp3_conn *ng = c->h3 ? h3_ng(c->h3) : NULL;
-        if (ng && ngtcp2_conn_get_max_data_left(c->q)) {
+        if (!owed && ng && ngtcp2_conn_get_max_data_left(c->q)) {
             nv = nghttp3_conn_writev_stream(ng, &sid, &fin, vec, 16);
             if (nv < 0) {
                 ngtcp2_connection_close_error_set_application_error(
                     &c->err, nghttp3_err_infer_quic_app_error_code((int)nv), NULL, 0);
                 return -1;
             }
+            for (nghttp3_ssize i = 0; i < nv; i++)
+                bytes += vec[i].len;
         }
         ngtcp2_ssize ndata = -1;
         uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE | (fin ? NGTCP2_WRITE_STREAM_FLAG_FIN : 0);
         ngtcp2_ssize n = ngtcp2_conn_writev_stream(c->q, path, pi, buf, cap, &ndata, flags, sid,
                                                    (const ngtcp2_vec *)vec, (size_t)nv, ts);
+        if (owed && (ndata >= 0 || n == NGTCP2_ERR_STREAM_SHUT_WR ||
+                     n == NGTCP2_ERR_STREAM_NOT_FOUND || n == NGTCP2_ERR_STREAM_DATA_BLOCKED)) {
+            h3_fin_gone(c->h3, sid); /* taken, or not for us to try again */
+            if (n == NGTCP2_ERR_STREAM_NOT_FOUND)
+                continue;
+        } else if (fin && !bytes && ndata < 0 && n >= 0) {
+            h3_fin_owed(c->h3, sid); /* an end alone, not taken: nghttp3 may drop it */
+        }
         if (n == NGTCP2_ERR_STREAM_DATA_BLOCKED) {
             nghttp3_conn_block_stream(ng, sid);
             continue;
