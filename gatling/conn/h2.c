@@ -1458,9 +1458,8 @@ static h2_stream_t *headers_new(h2_t *h, int32_t id)
         return NULL;
     }
     h->max_id = id;
-    if (h->goaway_sent && id > h->last_id && h->fatal)
-        return NULL;
-    if (h->open >= H2_MAX_STREAMS) { /* 5.1.2 */
+    if ((h->goaway && id > h->last_id) || h->open >= H2_MAX_STREAMS) {
+        /* sent with the one that made us say GOAWAY, or past 5.1.2's cap */
         rst_stream(h, NULL, id, E_REFUSED_STREAM);
         return NULL;
     }
@@ -1544,7 +1543,7 @@ static void on_data(h2_t *h, const uint8_t *p, uint32_t len, uint8_t flags, int3
         consume(h, NULL, whole); /* one we reset: it may have been in flight */
         return;
     }
-    if (s->remote_ended || h->in.id == id) {
+    if (s->remote_ended) {
         consume(h, NULL, whole);
         return rst_stream(h, s, id, E_STREAM_CLOSED);
     }
@@ -1672,8 +1671,12 @@ static void on_priority(h2_t *h, const uint8_t *p, uint32_t len, uint8_t type, i
             return conn_error(h, E_PROTOCOL);
         return;
     }
-    if (id || len < 4 || !be31(p))
-        return conn_error(h, id || !be31(p) ? E_PROTOCOL : E_FRAME_SIZE);
+    if (id)
+        return conn_error(h, E_PROTOCOL);
+    if (len < 4)
+        return conn_error(h, E_FRAME_SIZE);
+    if (!be31(p))
+        return conn_error(h, E_PROTOCOL);
     h2_stream_t *s = find(h, (int32_t)be31(p));
     if (s) {
         s->urgency = 3, s->incremental = 0;
@@ -1755,7 +1758,7 @@ static size_t preface_in(h2_t *h, const uint8_t *p, size_t n)
 {
     size_t at = H2_PREFACE_LEN - h->frame_left;
     size_t k = n < h->frame_left ? n : h->frame_left;
-    if (memcmp(p, H2_PREFACE + at, k)) {
+    if (memcmp(p, &H2_PREFACE[at], k)) {
         conn_error(h, E_PROTOCOL);
         return n;
     }
@@ -1971,8 +1974,10 @@ long h2_fill(h2_t *h, size_t max)
     if (!h->f.out->bytes_left && !h->all) { /* idle: it keeps no block, no spare stream */
         pend_rewind(h, 0);
         spares_free(h);
-        free(h->fbuf);
-        h->fbuf = NULL;
+        if (h->hd_have < 9) { /* no frame is being gathered in it */
+            free(h->fbuf);
+            h->fbuf = NULL;
+        }
     }
     drained(h);
     return (long)h->f.out->bytes_left;
