@@ -1032,6 +1032,8 @@ static void priority_field(h2_stream_t *s, const uint8_t *v, size_t n)
     for (size_t i = 0; i < n;) {
         while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
             i++;
+        if (i == n)
+            break;
         size_t j = i;
         while (j < n && v[j] != ',')
             j++;
