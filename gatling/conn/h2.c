@@ -33,7 +33,7 @@
 #define H2_RESET_RATE 50               /* ... per second after the burst */
 #define H2_CLOSED_MEMORY 64            /* streams the client closed, remembered (RFC 9113 5.1) */
 #define H2_MAX_SETTINGS 32             /* entries in one SETTINGS frame */
-#define H2_MAX_CONTINUATIONS 8         /* CONTINUATION frames in one header block (CVE-2024-28182) */
+#define H2_MAX_CONTINUATIONS 8         /* CONTINUATIONs in a header block (CVE-2024-28182) */
 #define H2_WINDOW_SMALL 1024           /* a WINDOW_UPDATE opening less counts towards a flood */
 #define H2_HELD_MAX (4 << 20)          /* request body bytes a connection holds for producers */
 #define H2_SPARE 16                    /* streams kept for reuse while the connection is busy */
