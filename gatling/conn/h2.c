@@ -105,6 +105,7 @@ typedef struct h2_stream {
     uint8_t remote_ended; /* END_STREAM came (half-closed remote) */
     uint8_t local_ended;  /* our END_STREAM is written */
     uint8_t in_body;  /* its head is complete, its body still coming (dropped, as HTTP/1.1's) */
+    uint8_t first_used; /* the block of fields behind the stream (first_chunk) holds some */
     uint8_t urgency, incremental; /* RFC 9218 */
     uint64_t body_got; /* request body bytes: at most H1_BODY_MAX, as for HTTP/1.1 */
     int64_t clen;      /* the request's content-length, -1: none (8.1.1: DATA must match) */
@@ -405,6 +406,13 @@ static int flood_take(h2_t *h, int kind)
 
 /* ---- streams ---- */
 
+/* Behind each stream, in its allocation: its first block of request fields
+   (H2_CHUNK bytes), which a stream kept for reuse keeps. */
+static h2_chunk_t *first_chunk(h2_stream_t *s)
+{
+    return (h2_chunk_t *)(s + 1);
+}
+
 static void stream_release(h2_stream_t *s)
 {
     exchange_t *ex = &s->ex;
@@ -425,7 +433,8 @@ static void stream_release(h2_stream_t *s)
     for (h2_chunk_t *k = s->chunks, *next; k; k = next) {
         next = k->next;
         h->hdr_bytes -= k->cap;
-        free(k);
+        if (k != first_chunk(s))
+            free(k);
     }
 }
 
@@ -465,7 +474,7 @@ static h2_stream_t *stream_new(h2_t *h, int32_t id)
         h->spare = s->next;
         h->nspare--;
         parts = s->parts, cap = s->cap;
-    } else if (!(s = malloc(sizeof *s))) {
+    } else if (!(s = malloc(sizeof *s + sizeof(h2_chunk_t) + H2_CHUNK))) {
         return NULL;
     }
     memset(s, 0, offsetof(h2_stream_t, req));
@@ -986,19 +995,23 @@ static void refuse(h2_stream_t *s)
  */
 static char *room(h2_stream_t *s, size_t n)
 {
+    /* (the first small block is the stream's own: no malloc for most) */
     h2_chunk_t *k = s->chunks;
     if (k && k->cap - k->len >= n) {
         k->len += n;
         return k->b + k->len - n;
     }
-    int own = n > H2_CHUNK / 2;
-    size_t cap = own ? n : !k ? H2_CHUNK : k->cap < H2_CHUNK_MAX / 2 ? 2 * k->cap : H2_CHUNK_MAX;
-    if (s->h2->hdr_bytes + cap > H2_CONN_HDR_CAP || !(k = malloc(sizeof *k + cap))) {
+    int own = n > H2_CHUNK / 2, first = !own && !s->first_used;
+    size_t cap = own ? n : !k || first ? H2_CHUNK
+                                       : k->cap < H2_CHUNK_MAX / 2 ? 2 * k->cap : H2_CHUNK_MAX;
+    if (s->h2->hdr_bytes + cap > H2_CONN_HDR_CAP ||
+        !(k = first ? first_chunk(s) : malloc(sizeof *k + cap))) {
         refuse(s);
         return NULL;
     }
     k->len = n, k->cap = cap;
     s->h2->hdr_bytes += cap;
+    s->first_used |= (uint8_t)first;
     if (own && s->chunks) { /* behind the current block, which keeps its room */
         k->next = s->chunks->next;
         s->chunks->next = k;
