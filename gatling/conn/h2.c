@@ -154,6 +154,8 @@ typedef struct h2_block_in {
     uint8_t conts;    /* CONTINUATION frames so far */
     uint8_t malformed; /* 8.1.1: a stream error PROTOCOL_ERROR at its end */
     uint8_t connect;  /* :method CONNECT */
+    uint8_t web;      /* :scheme http or https, whose authority is mandatory */
+    uint8_t host;     /* a Host field came */
 } h2_block_in_t;
 
 struct h2 {
@@ -1122,9 +1124,14 @@ static int field_ok(h2_block_in_t *in, const nghttp2_nv *nv)
             return 0;
         if (bit == PS_METHOD && nv->valuelen == 7 && !memcmp(nv->value, "CONNECT", 7))
             in->connect = 1;
+        if (bit == PS_SCHEME && ((nv->valuelen == 4 && !memcmp(nv->value, "http", 4)) ||
+                                 (nv->valuelen == 5 && !memcmp(nv->value, "https", 5))))
+            in->web = 1;
         return 1;
     }
     in->regular = 1;
+    if (nv->namelen == 4 && !memcmp(nv->name, "host", 4))
+        in->host = 1;
     if (hop_by_hop((const char *)nv->name, nv->namelen))
         return 0;
     if (nv->namelen == 2 && !memcmp(nv->name, "te", 2))
@@ -1436,6 +1443,8 @@ static void block_done(h2_t *h)
         uint8_t need = in.connect ? PS_METHOD | PS_AUTHORITY : PS_METHOD | PS_SCHEME | PS_PATH;
         if (in.connect ? in.pseudo != need : (in.pseudo & need) != need)
             in.malformed = 1;
+        if (in.web && !(in.pseudo & PS_AUTHORITY) && !in.host)
+            in.malformed = 1; /* 8.3.1: http and https name an authority */
     }
     if (!in.malformed && in.end && s->clen >= 0 && (uint64_t)s->clen != s->data_in)
         in.malformed = 1;

@@ -902,3 +902,18 @@ def test_client_header_table_size(gatling, size):
                         "http://127.0.0.1:%d/f.txt" % srv.port], capture_output=True, timeout=60)
     out = r.stdout.decode(errors="replace")
     assert "200 succeeded, 0 failed, 0 errored" in out, out
+
+
+def test_request_without_authority_or_host(gatling):
+    """RFC 9113 8.3.1: an http or https request names its authority, by
+    :authority or Host; one with neither is malformed (RST_STREAM
+    PROTOCOL_ERROR), one with only Host is answered."""
+    srv = gatling(TREE, args=("-T", "10", "-E"))
+    s = socket.create_connection(srv.addr(), timeout=5)
+    bare = b"\x82\x86\x04\x06/f.txt"  # :method GET, :scheme http, :path /f.txt
+    s.sendall(PREFACE + SETTINGS0 + headers_frame(1, bare, 0x5) +
+              headers_frame(3, bare + lit(b"host", b"a"), 0x5))
+    got = frames(s, 1.5)
+    s.close()
+    assert [(sid, p) for t, _, sid, p in got if t == 3] == [(1, b"\x00\x00\x00\x01")], got
+    assert [sid for t, _, sid, _ in got if t == 1] == [3], got
