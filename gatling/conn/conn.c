@@ -496,7 +496,7 @@ static void start_h2(conn_t *c)
 {
     h1_conn_t f = conn_facts(c);
     if (!(c->h2 = h2_new(&f, h2_wake))) {
-        site_error(c->site, "nghttp2_session_server_new2()", ENOMEM, &c->peer.sa,
+        site_error(c->site, "h2_new()", ENOMEM, &c->peer.sa,
                    "an HTTP/2 session: client shed");
         c->state = CONN_CLOSE;
         return;

@@ -15,24 +15,39 @@
 #include <nghttp2/nghttp2.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #define H2_MAX_STREAMS 100
 #define H2_WINDOW (1 << 20)            /* a stream's receive window */
 #define H2_CONN_WINDOW (16 << 20)      /* the connection's */
-#define H2_DATA_MAX (16384 - 9)        /* one DATA frame = one TLS record */
+#define H2_DEFAULT_WINDOW 65535        /* RFC 9113 6.9.2: before SETTINGS say otherwise */
+#define H2_WINDOW_MAX 0x7fffffff       /* 2^31-1: no window may pass it (6.9.1) */
+#define H2_FRAME_MAX 16384             /* our SETTINGS_MAX_FRAME_SIZE: the default */
+#define H2_DATA_TLS (16384 - 9)        /* under TLS one DATA frame = one full record */
 #define H2_HDR_CAP HTTP_MAX_HEAD       /* a request's header list, as for HTTP/1.1 */
-#define H2_PEND_CAP 16384              /* frames are copied into blocks this large */
+#define H2_PEND_CAP 16384              /* frames are written into blocks this large */
 #define H2_CHUNK 512                   /* a stream's first block of request fields */
 #define H2_CHUNK_MAX 4096              /* ... and the largest one shared by fields */
 #define H2_FILES_MAX 32                /* streams holding an open file, per connection */
 #define H2_CONN_HDR_CAP (256 * 1024)   /* request fields held by all of a connection's streams */
 #define H2_RESET_BURST 200             /* rapid reset (CVE-2023-44487): streams reset */
-#define H2_RESET_RATE 50               /* ... per second after the burst (nghttp2's: twice) */
+#define H2_RESET_RATE 50               /* ... per second after the burst */
 #define H2_CLOSED_MEMORY 64            /* streams the client closed, remembered (RFC 9113 5.1) */
-#define H2_MAX_SETTINGS 32             /* entries in one SETTINGS frame (nghttp2 checks) */
+#define H2_MAX_SETTINGS 32             /* entries in one SETTINGS frame */
+#define H2_MAX_CONTINUATIONS 8         /* CONTINUATIONs in a header block (CVE-2024-28182) */
 #define H2_WINDOW_SMALL 1024           /* a WINDOW_UPDATE opening less counts towards a flood */
 #define H2_HELD_MAX (4 << 20)          /* request body bytes a connection holds for producers */
+#define H2_SPARE 16                    /* streams kept for reuse while the connection is busy */
+#define H2_TABLE 4096                  /* HPACK dynamic tables, both ways (RFC 7541's default) */
+
+enum { /* frame types (RFC 9113 6, RFC 9218 7.1) */
+    FR_DATA, FR_HEADERS, FR_PRIORITY, FR_RST_STREAM, FR_SETTINGS, FR_PUSH_PROMISE, FR_PING,
+    FR_GOAWAY, FR_WINDOW_UPDATE, FR_CONTINUATION, FR_PRIORITY_UPDATE = 0x10
+};
+enum { FL_END_STREAM = 1, FL_ACK = 1, FL_END_HEADERS = 4, FL_PADDED = 8, FL_PRIORITY = 0x20 };
+enum { /* error codes (RFC 9113 7) */
+    E_NO_ERROR, E_PROTOCOL, E_INTERNAL, E_FLOW_CONTROL, E_SETTINGS_TIMEOUT, E_STREAM_CLOSED,
+    E_FRAME_SIZE, E_REFUSED_STREAM, E_CANCEL, E_COMPRESSION, E_CONNECT, E_ENHANCE_YOUR_CALM
+};
 
 /*
  * The floods (stats.h's H2_FLOOD_*): per connection, a bucket of burst
@@ -61,9 +76,10 @@ typedef struct h2_part {
     uint64_t off, len;
 } h2_part_t;
 
-/* A block of frame bytes.  nghttp2 reuses its buffer, so what mem_send gives
-   is copied here and the batch points into it; the blocks are rewritten once
-   the batch has sent everything (h2_fill runs only then). */
+/* A block of frame bytes: control frames, HEADERS (HPACK writes straight
+   into it) and DATA frames' headers.  The batch points into it; bytes are
+   only appended while the batch is sending, and the blocks are rewound
+   once it has sent everything (h2_fill). */
 typedef struct h2_block {
     struct h2_block *next;
     size_t len;
@@ -86,14 +102,23 @@ typedef struct h2_stream {
     uint8_t deferred; /* its request has ended; answered once fewer files are held */
     uint8_t has_file; /* it holds an open file (counted in h2_t's files) */
     uint8_t peer_ended; /* the client ended its side (END_STREAM) or reset the stream */
+    uint8_t remote_ended; /* END_STREAM came (half-closed remote) */
+    uint8_t local_ended;  /* our END_STREAM is written */
     uint8_t in_body;  /* its head is complete, its body still coming (dropped, as HTTP/1.1's) */
+    uint8_t first_used; /* the block of fields behind the stream (first_chunk) holds some */
+    uint8_t urgency, incremental; /* RFC 9218 */
     uint64_t body_got; /* request body bytes: at most H1_BODY_MAX, as for HTTP/1.1 */
+    int64_t clen;      /* the request's content-length, -1: none (8.1.1: DATA must match) */
+    uint64_t data_in;  /* DATA payload bytes received */
+    int64_t send_win;  /* what the client lets us send on it */
+    int32_t recv_win;  /* what it may still send us */
+    uint32_t recv_unacked; /* consumed and not yet given back by WINDOW_UPDATE */
+    uint32_t seq;      /* when an incremental stream was last served (round robin) */
     /* a producer's stream (exchange.h) */
     uint8_t early;       /* dispatched at its HEADERS: its body goes to the producer */
     uint8_t streamed;    /* its head said no length (EX_LEN_STREAM) */
     uint8_t produced;    /* counted in h2_t's producers (early, or answered by a producer) */
     uint8_t ended;       /* ex_body_end (or abort) was called */
-    uint8_t data_waits;  /* read_body found no part yet: resume the data when one comes */
     uint8_t want_drain;  /* more than EX_STREAM_HIGH was queued: tell the producer below LOW */
     uint8_t input_held;  /* input() took less than offered: the rest is in held */
     uint8_t input_last;  /* the client ended the body: tell input() once held is empty */
@@ -103,7 +128,7 @@ typedef struct h2_stream {
     char *held;          /* request body bytes the producer has not taken yet */
     size_t held_len;
     int64_t begun; /* gio_now() when its HEADERS came: the -s deadline of an incomplete request */
-    struct h2_stream *next; /* the session's list of streams */
+    struct h2_stream *next; /* the session's list of streams (and the spare ones') */
     uint64_t body_left;     /* body bytes still to frame */
     uint64_t body_sent;
     h2_part_t *parts;
@@ -118,16 +143,35 @@ typedef struct h2_bucket {
     int64_t at;     /* gio_now() when last filled */
 } h2_bucket_t;
 
+/* The header block being read (HEADERS and its CONTINUATIONs). */
+typedef struct h2_block_in {
+    h2_stream_t *s;   /* the stream its fields go to, NULL: decoded and dropped */
+    int32_t id;       /* its stream, 0: none is being read */
+    uint8_t end;      /* its HEADERS had END_STREAM */
+    uint8_t trailer;  /* it is a trailer section (checked, not kept) */
+    uint8_t regular;  /* a regular field came: no pseudo-header may follow (8.3) */
+    uint8_t pseudo;   /* the pseudo-headers seen, a bit each */
+    uint8_t conts;    /* CONTINUATION frames so far */
+    uint8_t malformed; /* 8.1.1: a stream error PROTOCOL_ERROR at its end */
+    uint8_t connect;  /* :method CONNECT */
+    uint8_t web;      /* :scheme http or https, whose authority is mandatory */
+    uint8_t host;     /* a Host field came */
+} h2_block_in_t;
+
 struct h2 {
-    nghttp2_session *ng;
     h1_conn_t f;
     void (*wake)(void *conn);
-    h2_stream_t *all; /* every stream; the closed ones are freed once the batch is empty */
-    void *big;          /* nghttp2's frame buffer, mapped (see mem_malloc) */
-    size_t big_len;
+    h2_stream_t *all;   /* every stream; the closed ones are freed once the batch is empty */
+    h2_stream_t *spare; /* freed streams kept for the next ones, while streams are open */
+    unsigned nspare;
+    nghttp2_hd_deflater *def; /* HPACK, made at the first response ... */
+    nghttp2_hd_inflater *inf; /* ... and the first request */
     h2_block_t *blocks; /* frame bytes: the first block, kept while streams are open */
-    h2_block_t *pend;   /* ... the one being filled */
-    size_t mark;        /* ... where its bytes not yet on the batch begin */
+    h2_block_t *pend;   /* ... the one being written */
+    h2_block_t *mblk;   /* ... and where the bytes not yet on the batch begin */
+    size_t mark;
+    uint8_t *fbuf;      /* a frame's payload that came in pieces (H2_FRAME_MAX) */
+    uint32_t fgot;
     uint32_t requests;
     unsigned open;
     unsigned pending;   /* streams begun whose request has not ended */
@@ -142,15 +186,14 @@ struct h2 {
     uint32_t frame_left; /* input: bytes still to come of the preface or the frame */
     uint8_t hd_have;     /* ... of the frame header read so far */
     uint8_t hd[9];
-    uint8_t pl[5]; /* ... and the first bytes of its payload */
-    uint8_t pl_have;
-    uint8_t preface; /* what is being read is the client's preface */
-    uint8_t calm;    /* a flood ended the session (counted once) */
-    uint8_t level;   /* its address's recent offences: budgets / 2^level (peer_allowance) */
+    uint8_t preface;     /* what is being read is the client's preface */
+    uint8_t settings_in; /* the client's first SETTINGS came */
+    uint8_t calm;        /* a flood ended the session (counted once) */
+    uint8_t level;       /* its address's recent offences: budgets / 2^level (peer_allowance) */
     uint8_t goaway_sent;
+    uint8_t peer_goaway; /* the client said GOAWAY */
     h2_bucket_t flood[H2_FLOOD_KINDS];
-    uint32_t refuse; /* an error code: the frame just read ends the session */
-    uint8_t data_hd; /* the input handed to nghttp2 ends with a DATA frame's header */
+    h2_block_in_t in;
     int32_t closed_ids[H2_CLOSED_MEMORY]; /* streams the client closed, newest at closed_at */
     unsigned closed_at;
     int64_t frame_since; /* gio_now() at the first byte of the frame being read */
@@ -160,6 +203,12 @@ struct h2 {
     int32_t max_id;          /* the highest stream a client's HEADERS opened */
     int32_t last_id;         /* after GOAWAY: the last stream that is answered */
     int32_t last_dispatched; /* the highest stream handed to the router */
+    int64_t send_win;        /* the connection's window for our DATA */
+    int32_t recv_win;        /* ... and for the client's */
+    uint32_t recv_unacked;
+    uint32_t peer_window;    /* the client's SETTINGS_INITIAL_WINDOW_SIZE */
+    uint32_t peer_table;     /* ... SETTINGS_HEADER_TABLE_SIZE */
+    uint32_t seq;            /* incremental streams served */
 };
 
 static const ex_codec_t h2_codec;
@@ -172,23 +221,179 @@ int h2_preface(const char *p, size_t n)
     return n >= H2_PREFACE_LEN;
 }
 
+static uint32_t be31(const uint8_t *p)
+{
+    return ((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]) & 0x7fffffff;
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+static void put_hd(uint8_t *p, size_t len, uint8_t type, uint8_t flags, uint32_t id)
+{
+    p[0] = (uint8_t)(len >> 16), p[1] = (uint8_t)(len >> 8), p[2] = (uint8_t)len;
+    p[3] = type, p[4] = flags;
+    put32(p + 5, id);
+}
+
+/* ---- output: frames into the blocks, the blocks onto the batch ---- */
+
+/* Room for want contiguous bytes (want <= H2_PEND_CAP): the current block,
+   or the next one (kept from before, or new). */
+static h2_block_t *pend_room(h2_t *h, size_t want)
+{
+    h2_block_t *b = h->pend;
+    if (b && H2_PEND_CAP - b->len >= want)
+        return b;
+    h2_block_t **next = b ? &b->next : &h->blocks;
+    if (!*next) {
+        if (!(*next = malloc(sizeof **next)))
+            return NULL;
+        (*next)->next = NULL;
+    }
+    (*next)->len = 0;
+    if (!b) {
+        h->mblk = *next;
+        h->mark = 0;
+    }
+    return h->pend = *next;
+}
+
+/* Bytes written and not yet on the batch? */
+static int pend_unflushed(const h2_t *h)
+{
+    return h->pend && (h->mblk != h->pend || h->pend->len != h->mark);
+}
+
+/* Put what was written since the mark on the batch, by reference. */
+static int pend_flush(h2_t *h)
+{
+    if (!h->pend)
+        return 0;
+    for (h2_block_t *b = h->mblk;; b = b->next) {
+        size_t from = b == h->mblk ? h->mark : 0;
+        if (b->len > from && gio_batch_add_buf(h->f.out, b->b + from, b->len - from, 0) < 0)
+            return -1;
+        if (b == h->pend)
+            break;
+    }
+    h->mblk = h->pend;
+    h->mark = h->pend->len;
+    return 0;
+}
+
 /*
- * A flood defence ends the session: counted once by kind, and remembered
+ * The batch has sent everything: the blocks can be written from their
+ * start again.  What was written since the last flush (frames a producer's
+ * call made while the batch was sending) moves to the front; if it spans
+ * blocks the rewind waits for a later fill.  keep 0: nothing is open, and
+ * an idle connection keeps no block.
+ */
+static void pend_rewind(h2_t *h, int keep)
+{
+    h2_block_t *b = h->pend;
+    if (b && h->mblk != b)
+        return;
+    size_t n = b ? b->len - h->mark : 0;
+    if (!n && !keep) {
+        for (h2_block_t *k = h->blocks, *next; k; k = next) {
+            next = k->next;
+            free(k);
+        }
+        h->blocks = h->pend = h->mblk = NULL;
+        h->mark = 0;
+        return;
+    }
+    if (!b)
+        return;
+    memmove(h->blocks->b, b->b + h->mark, n);
+    h->blocks->len = n;
+    h->pend = h->mblk = h->blocks;
+    h->mark = 0;
+}
+
+/* A frame of len payload bytes (len < H2_PEND_CAP - 9): its header is
+   written, the payload is the caller's to write at the pointer returned. */
+static uint8_t *out_frame(h2_t *h, size_t len, uint8_t type, uint8_t flags, uint32_t id)
+{
+    h2_block_t *b = pend_room(h, 9 + len);
+    if (!b)
+        return NULL;
+    uint8_t *p = (uint8_t *)b->b + b->len;
+    put_hd(p, len, type, flags, id);
+    b->len += 9 + len;
+    return p + 9;
+}
+
+/* Bytes that need no contiguous room (a large header block's pieces). */
+static int pend_add(h2_t *h, const uint8_t *p, size_t n)
+{
+    while (n) {
+        h2_block_t *b = pend_room(h, 1);
+        if (!b)
+            return -1;
+        size_t k = H2_PEND_CAP - b->len < n ? H2_PEND_CAP - b->len : n;
+        memcpy(b->b + b->len, p, k);
+        b->len += k, p += k, n -= k;
+    }
+    return 0;
+}
+
+static void out_goaway(h2_t *h, int32_t last, uint32_t code)
+{
+    uint8_t *p = out_frame(h, 8, FR_GOAWAY, 0, 0);
+    if (!p) {
+        h->fatal = 1;
+        return;
+    }
+    put32(p, (uint32_t)last);
+    put32(p + 4, code);
+    h->goaway_sent = 1;
+    if (code != E_NO_ERROR)
+        h->f.site->stats.h2_errors++;
+}
+
+static void out_window(h2_t *h, int32_t id, uint32_t inc)
+{
+    uint8_t *p = out_frame(h, 4, FR_WINDOW_UPDATE, 0, (uint32_t)id);
+    if (p)
+        put32(p, inc);
+    else
+        h->fatal = 1;
+}
+
+/* A connection error (RFC 9113 5.4.1): GOAWAY with the code, nothing more
+   read; the frames written before it still go. */
+static void conn_error(h2_t *h, uint32_t code)
+{
+    if (h->fatal)
+        return;
+    out_goaway(h, h->max_id, code);
+    h->fatal = 1;
+}
+
+/*
+ * Every flood defence that ends a connection ends it here: counted once by
+ * kind (stats.h's H2_FLOOD_*), GOAWAY ENHANCE_YOUR_CALM, and remembered
  * against the client's address (site/peerlimits.h, peer_offence), so that
  * its next connections start with less and then are refused a while.
  */
-static void flood_ended(h2_t *h, int kind)
+static void flood_goaway(h2_t *h, int kind)
 {
-    if (h->calm)
-        return;
-    h->calm = 1;
-    site_t *site = h->f.site;
-    site->stats.h2_flood[kind]++;
-    site->stats.offences++;
-    int what = kind == H2_FLOOD_CONTINUATION ? PEER_HEADERS
-               : kind == H2_FLOOD_RESET_SENT || kind == H2_FLOOD_RAPID_RESET ? PEER_RESETS
-                                                                              : PEER_FLOOD;
-    peer_offence(site->limits, h->f.peer, what, gio_now(site->loop));
+    if (!h->calm) {
+        h->calm = 1;
+        site_t *site = h->f.site;
+        site->stats.h2_flood[kind]++;
+        site->stats.offences++;
+        int what = kind == H2_FLOOD_CONTINUATION ? PEER_HEADERS
+                   : kind == H2_FLOOD_RESET_SENT || kind == H2_FLOOD_RAPID_RESET ? PEER_RESETS
+                                                                                  : PEER_FLOOD;
+        peer_offence(site->limits, h->f.peer, what, gio_now(site->loop));
+    }
+    conn_error(h, E_ENHANCE_YOUR_CALM);
 }
 
 /* One frame of a kind: 0, or -1 if that is past its limit (the session ends). */
@@ -206,73 +411,23 @@ static int flood_take(h2_t *h, int kind)
         b->milli -= 1000;
         return 0;
     }
-    flood_ended(h, kind);
+    flood_goaway(h, kind);
     return -1;
 }
 
-/* Frame bytes go through the blocks: put what was copied since the mark on
-   the batch, by reference. */
-static int pend_flush(h2_t *h)
+/* ---- streams ---- */
+
+/* Behind each stream, in its allocation: its first block of request fields
+   (H2_CHUNK bytes), which a stream kept for reuse keeps. */
+static h2_chunk_t *first_chunk(h2_stream_t *s)
 {
-    h2_block_t *b = h->pend;
-    if (!b || b->len == h->mark)
-        return 0;
-    if (gio_batch_add_buf(h->f.out, b->b + h->mark, b->len - h->mark, 0) < 0)
-        return -1;
-    h->mark = b->len;
-    return 0;
+    return (h2_chunk_t *)(s + 1);
 }
 
-/* Room in the current block, the next one when it is (nearly) full. */
-static h2_block_t *pend_room(h2_t *h, size_t want)
-{
-    h2_block_t *b = h->pend;
-    if (b && H2_PEND_CAP - b->len >= want)
-        return b;
-    if (pend_flush(h) < 0)
-        return NULL;
-    h2_block_t **next = b ? &b->next : &h->blocks;
-    if (!*next) {
-        if (!(*next = malloc(sizeof **next)))
-            return NULL;
-        (*next)->next = NULL;
-    }
-    (*next)->len = 0;
-    h->mark = 0;
-    return h->pend = *next;
-}
-
-static int pend_add(h2_t *h, const uint8_t *p, size_t n)
-{
-    while (n) {
-        h2_block_t *b = pend_room(h, 1);
-        if (!b)
-            return -1;
-        size_t k = H2_PEND_CAP - b->len < n ? H2_PEND_CAP - b->len : n;
-        memcpy(b->b + b->len, p, k);
-        b->len += k, p += k, n -= k;
-    }
-    return 0;
-}
-
-/* The batch is empty: the blocks can be rewritten, or freed when nothing is
-   open (an idle connection keeps none). */
-static void pend_reset(h2_t *h, int keep)
-{
-    h->pend = NULL;
-    h->mark = 0;
-    if (keep)
-        return;
-    for (h2_block_t *b = h->blocks, *next; b; b = next) {
-        next = b->next;
-        free(b);
-    }
-    h->blocks = NULL;
-}
-
-static void stream_free(h2_stream_t *s)
+static void stream_release(h2_stream_t *s)
 {
     exchange_t *ex = &s->ex;
+    h2_t *h = s->h2;
     if (ex->job) /* the job runs on: it must not come back to us */
         ex->job->ex = NULL;
     if (ex->file)
@@ -282,22 +437,218 @@ static void stream_free(h2_stream_t *s)
     for (unsigned i = 0; i < s->nparts; i++)
         if (s->parts[i].owned)
             free((void *)s->parts[i].p);
-    free(s->parts);
-    s->h2->held_bytes -= s->held_len;
+    h->held_bytes -= s->held_len;
     free(s->held);
-    s->h2->producers -= s->produced;
-    s->h2->files -= s->has_file;
+    h->producers -= s->produced;
+    h->files -= s->has_file;
     for (h2_chunk_t *k = s->chunks, *next; k; k = next) {
         next = k->next;
-        s->h2->hdr_bytes -= k->cap;
-        free(k);
+        h->hdr_bytes -= k->cap;
+        if (k != first_chunk(s))
+            free(k);
     }
+}
+
+/* A stream's memory goes back to the connection's spares (its parts array
+   with it), or is freed. */
+static void stream_free(h2_stream_t *s)
+{
+    h2_t *h = s->h2;
+    stream_release(s);
+    if (h->nspare < H2_SPARE && !h->fatal) {
+        s->next = h->spare;
+        h->spare = s;
+        h->nspare++;
+        return;
+    }
+    free(s->parts);
     free(s);
+}
+
+static void spares_free(h2_t *h)
+{
+    for (h2_stream_t *s = h->spare, *next; s; s = next) {
+        next = s->next;
+        free(s->parts);
+        free(s);
+    }
+    h->spare = NULL;
+    h->nspare = 0;
+}
+
+static h2_stream_t *stream_new(h2_t *h, int32_t id)
+{
+    h2_stream_t *s = h->spare;
+    h2_part_t *parts = NULL;
+    unsigned cap = 0;
+    if (s) {
+        h->spare = s->next;
+        h->nspare--;
+        parts = s->parts, cap = s->cap;
+    } else if (!(s = malloc(sizeof *s + sizeof(h2_chunk_t) + H2_CHUNK))) {
+        return NULL;
+    }
+    memset(s, 0, offsetof(h2_stream_t, req));
+    memset(&s->req, 0, offsetof(http_request_t, headers));
+    s->parts = parts, s->cap = cap;
+    s->h2 = h;
+    s->id = id;
+    s->urgency = 3; /* RFC 9218 4.1's default */
+    s->clen = -1;
+    s->send_win = h->peer_window;
+    s->recv_win = H2_WINDOW;
+    h1_exchange_init(&s->ex, &h->f, &h2_codec, s);
+    s->ex.req = &s->req;
+    s->req.version = 20;
+    s->begun = gio_now(h->f.site->loop);
+    h->open++;
+    h->pending++;
+    s->next = h->all;
+    h->all = s;
+    return s;
 }
 
 static h2_stream_t *stream_of(exchange_t *ex)
 {
     return (h2_stream_t *)ex;
+}
+
+/* The open stream id, or NULL. */
+static h2_stream_t *find(const h2_t *h, int32_t id)
+{
+    for (h2_stream_t *s = h->all; s; s = s->next)
+        if (s->id == id)
+            return s->closed ? NULL : s;
+    return NULL;
+}
+
+/* Did the client close stream id (END_STREAM or RST_STREAM), lately? */
+static int client_closed(const h2_t *h, int32_t id)
+{
+    for (unsigned i = 0; i < H2_CLOSED_MEMORY; i++)
+        if (h->closed_ids[i] == id)
+            return 1;
+    return 0;
+}
+
+static void body_ends(h2_t *h, h2_stream_t *s);
+
+/* The stream is over: log it; its memory waits for the batch to drain. */
+static void stream_close(h2_t *h, h2_stream_t *s)
+{
+    if (s->closed)
+        return;
+    if (s->peer_ended) {
+        h->closed_ids[h->closed_at] = s->id;
+        h->closed_at = (h->closed_at + 1) % H2_CLOSED_MEMORY;
+    }
+    h->open--;
+    body_ends(h, s);
+    if (!s->dispatched && !s->deferred)
+        h->pending--;
+    if (s->deferred && !s->dispatched)
+        h->deferred--;
+    if (s->dispatched) {
+        site_t *site = s->ex.site;
+        int64_t now = gio_wallclock(site->loop);
+        alog_request(&site->log, now, site->cfg->log_vhost ? s->ex.vhost : NULL, h->f.peer,
+                     &s->req, s->ex.status, s->body_sent, h->f.secure);
+        status_count(&site->stats, now, STATS_H2, s->body_sent, s->ex.started_us);
+    }
+    if (s->ex.job) {
+        s->ex.job->ex = NULL;
+        s->ex.job = NULL;
+    }
+    s->closed = 1;
+}
+
+/*
+ * RST_STREAM for stream id (s: it, if open, and it closes).  The streams we
+ * reset are bounded ("MadeYouReset": frames that make us reset a stream
+ * cost us its work, not the client), until we have said GOAWAY: then the
+ * streams the client opens meanwhile are refused, no fault of its own.
+ */
+static void rst_stream(h2_t *h, h2_stream_t *s, int32_t id, uint32_t code)
+{
+    if (h->fatal)
+        return;
+    uint8_t *p = out_frame(h, 4, FR_RST_STREAM, 0, (uint32_t)id);
+    if (!p) {
+        h->fatal = 1;
+        return;
+    }
+    put32(p, code);
+    if (s)
+        stream_close(h, s);
+    if (!h->goaway && !h->goaway_sent)
+        flood_take(h, H2_FLOOD_RESET_SENT);
+}
+
+/* Our END_STREAM is written: the stream closes if the client's side has
+   ended, else (a response complete while its request is not: 413, a
+   producer that did not want the whole body) RST_STREAM NO_ERROR ends it
+   (RFC 9113 8.1). */
+static void local_end(h2_t *h, h2_stream_t *s)
+{
+    s->local_ended = 1;
+    if (s->remote_ended)
+        stream_close(h, s);
+    else
+        rst_stream(h, s, s->id, E_NO_ERROR);
+}
+
+/* ---- responses ---- */
+
+static int deflater(h2_t *h)
+{
+    if (h->def)
+        return 0;
+    if (nghttp2_hd_deflate_new(&h->def, H2_TABLE))
+        return -1;
+    if (h->peer_table < H2_TABLE && nghttp2_hd_deflate_change_table_size(h->def, h->peer_table))
+        return -1;
+    return 0;
+}
+
+/* A header block that does not fit one frame: encoded aside, then HEADERS
+   and CONTINUATIONs of at most H2_FRAME_MAX (the least the client takes). */
+static int out_headers_long(h2_t *h, int32_t id, const nghttp2_nv *nv, size_t n, uint8_t end,
+                            size_t bound)
+{
+    uint8_t *tmp = malloc(bound), hd[9];
+    ssize_t r = tmp ? nghttp2_hd_deflate_hd(h->def, tmp, bound, nv, n) : -1;
+    for (size_t off = 0; r >= 0;) {
+        size_t k = (size_t)r - off < H2_FRAME_MAX ? (size_t)r - off : H2_FRAME_MAX;
+        uint8_t fl = (uint8_t)((off + k == (size_t)r ? FL_END_HEADERS : 0) | (off ? 0 : end));
+        put_hd(hd, k, off ? FR_CONTINUATION : FR_HEADERS, fl, (uint32_t)id);
+        if (pend_add(h, hd, 9) < 0 || pend_add(h, tmp + off, k) < 0)
+            r = -1;
+        if ((off += k) == (size_t)r)
+            break;
+    }
+    free(tmp);
+    return r < 0 ? -1 : 0;
+}
+
+/* A HEADERS frame of the fields nv[0..n) (end: with END_STREAM), HPACK
+   writing straight into the block. */
+static int out_headers(h2_t *h, int32_t id, const nghttp2_nv *nv, size_t n, uint8_t end)
+{
+    if (deflater(h) < 0)
+        return -1;
+    size_t bound = nghttp2_hd_deflate_bound(h->def, nv, n);
+    if (bound > H2_FRAME_MAX)
+        return out_headers_long(h, id, nv, n, end, bound);
+    h2_block_t *b = pend_room(h, 9 + bound);
+    if (!b)
+        return -1;
+    uint8_t *p = (uint8_t *)b->b + b->len;
+    ssize_t r = nghttp2_hd_deflate_hd(h->def, p + 9, bound, nv, n);
+    if (r < 0)
+        return -1;
+    put_hd(p, (size_t)r, FR_HEADERS, (uint8_t)(FL_END_HEADERS | end), (uint32_t)id);
+    b->len += 9 + (size_t)r;
+    return 0;
 }
 
 static int add_part(h2_stream_t *s, h2_part_t p)
@@ -313,54 +664,6 @@ static int add_part(h2_stream_t *s, h2_part_t p)
     return 0;
 }
 
-/* The data provider: how much of the current part goes in the next frame;
-   the bytes themselves go in send_data (NO_COPY). */
-static ssize_t read_body(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length,
-                         uint32_t *flags, nghttp2_data_source *src, void *user)
-{
-    (void)ng, (void)id, (void)buf, (void)user;
-    h2_stream_t *s = src->ptr;
-    if (!s->body_left || (s->streamed && s->ended && s->cur >= s->nparts)) {
-        *flags |= NGHTTP2_DATA_FLAG_EOF;
-        return 0;
-    }
-    if (s->cur >= s->nparts) { /* a producer's next piece has not come */
-        s->data_waits = 1;
-        return NGHTTP2_ERR_DEFERRED;
-    }
-    h2_part_t *p = &s->parts[s->cur];
-    size_t n = p->len < length ? (size_t)p->len : length;
-    if (n > s->body_left)
-        n = (size_t)s->body_left;
-    *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
-    if (n == s->body_left || (s->streamed && s->ended && s->cur + 1 == s->nparts && n == p->len))
-        *flags |= NGHTTP2_DATA_FLAG_EOF;
-    return (ssize_t)n;
-}
-
-/* A DATA frame: its header, then the part's bytes by reference. */
-static int send_data(nghttp2_session *ng, nghttp2_frame *fr, const uint8_t *framehd,
-                     size_t length, nghttp2_data_source *src, void *user)
-{
-    (void)ng;
-    h2_t *h = user;
-    h2_stream_t *s = src->ptr;
-    h2_part_t *p = &s->parts[s->cur];
-    if (fr->data.padlen || !pend_room(h, 9) || pend_add(h, framehd, 9) < 0 ||
-        pend_flush(h) < 0)
-        return NGHTTP2_ERR_CALLBACK_FAILURE;
-    int r = p->p ? gio_batch_add_buf(h->f.out, p->p + p->off, length, 0)
-                 : gio_batch_add_file(h->f.out, p->fd, p->off, length, 0);
-    if (r < 0)
-        return NGHTTP2_ERR_CALLBACK_FAILURE;
-    p->off += length, p->len -= length;
-    s->body_left -= length;
-    s->body_sent += length;
-    if (!p->len)
-        s->cur++;
-    return 0;
-}
-
 static void lower(char *d, const char *s, size_t cap)
 {
     size_t i = 0;
@@ -372,21 +675,26 @@ static void lower(char *d, const char *s, size_t cap)
 #define NV(n, v) ((nghttp2_nv){(uint8_t *)(n), (uint8_t *)(v), strlen(n), strlen(v), 0})
 
 /* Connection-specific fields have no place in HTTP/2 (RFC 9113 8.2.2). */
-static int hop_by_hop(const char *n)
+static int hop_by_hop(const char *n, size_t len)
 {
-    return !strcmp(n, "connection") || !strcmp(n, "keep-alive") ||
-           !strcmp(n, "transfer-encoding") || !strcmp(n, "upgrade");
+    static const char *const names[] = {"connection", "keep-alive", "proxy-connection",
+                                        "transfer-encoding", "upgrade"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strlen(names[i]) == len && !memcmp(n, names[i], len))
+            return 1;
+    return 0;
 }
 
-/* HEADERS for the response, and DATA for a body of len bytes. */
-static int submit(h2_stream_t *s, int status, const char *ctype, uint64_t len, time_t mtime)
+/* The response's fields, in nv (at least 8 + EX_FIELDS_MAX entries; the
+   strings in the caller's st, cl, hsts and names): how many. */
+static size_t response_nv(h2_stream_t *s, int status, const char *ctype, uint64_t len,
+                          time_t mtime, nghttp2_nv *nv, char names[][48], char *st, char *cl,
+                          char *hsts)
 {
     exchange_t *ex = &s->ex;
     site_t *site = ex->site;
-    char st[8], cl[24], hsts[32], names[EX_FIELDS_MAX][48];
-    nghttp2_nv nv[8 + EX_FIELDS_MAX];
     size_t n = 0;
-    hbuf_t b = hb_init(st, sizeof st);
+    hbuf_t b = hb_init(st, 8);
     hb_num(&b, (uint64_t)status), hb_str(&b);
     nv[n++] = NV(":status", st);
     nv[n++] = NV("server", "gatling/" GATLING_VERSION);
@@ -394,36 +702,54 @@ static int submit(h2_stream_t *s, int status, const char *ctype, uint64_t len, t
     if (ctype)
         nv[n++] = NV("content-type", ctype);
     if (status != 304 && status != 204 && len != EX_LEN_STREAM) {
-        b = hb_init(cl, sizeof cl), hb_num(&b, len), hb_str(&b);
+        b = hb_init(cl, 24), hb_num(&b, len), hb_str(&b);
         nv[n++] = NV("content-length", cl);
     }
-    if (mtime >= 0) /* nghttp2 copies the value: the cache's string may be reused */
+    if (mtime >= 0) /* encoded at once: the cache's string may be reused */
         nv[n++] = NV("last-modified", site_httpdate(site, mtime));
     if (ex->secure && site->cfg->hsts >= 0) {
-        b = hb_init(hsts, sizeof hsts);
+        b = hb_init(hsts, 32);
         hb_puts(&b, "max-age=");
         hb_num(&b, (uint64_t)site->cfg->hsts);
         hb_str(&b);
         nv[n++] = NV("strict-transport-security", hsts);
     }
     for (unsigned i = 0; i < ex->nfields; i++) {
-        lower(names[i], ex->fields[i].name, sizeof names[i]);
-        if (!hop_by_hop(names[i]))
+        lower(names[i], ex->fields[i].name, 48);
+        if (!hop_by_hop(names[i], strlen(names[i])))
             nv[n++] = NV(names[i], ex->fields[i].value);
     }
+    return n;
+}
+
+/* HEADERS for the response (encoded now: the strings need not outlive the
+   call), and DATA for a body of len bytes to come (h2_fill). */
+static int submit(h2_stream_t *s, int status, const char *ctype, uint64_t len, time_t mtime)
+{
+    exchange_t *ex = &s->ex;
+    h2_t *h = s->h2;
+    char st[8], cl[24], hsts[32], names[EX_FIELDS_MAX][48];
+    nghttp2_nv nv[8 + EX_FIELDS_MAX];
+    if (s->answered)
+        return -1;
+    size_t n = response_nv(s, status, ctype, len, mtime, nv, names, st, cl, hsts);
     ex->status = (uint16_t)status;
     if (len == EX_LEN_STREAM)
         s->streamed = 1;
     if (s->ex.producer && !s->produced) { /* drained() must reach it, its length known or not */
         s->produced = 1;
-        s->h2->producers++;
+        h->producers++;
     }
     ex->body_len = s->streamed ? 0 : len; /* streamed: counted as it comes */
     s->body_left = ex->head_only || status == 304 || status == 204 ? 0 : len;
     s->answered = 1;
-    nghttp2_data_provider dp = {.source.ptr = s, .read_callback = read_body};
-    int r = nghttp2_submit_response(s->h2->ng, s->id, nv, n, s->body_left ? &dp : NULL);
-    return r == 0 ? 0 : -1;
+    if (h->fatal)
+        return 0;
+    if (out_headers(h, s->id, nv, n, s->body_left ? 0 : FL_END_STREAM) < 0)
+        return -1;
+    if (!s->body_left)
+        local_end(h, s);
+    return 0;
 }
 
 /* A producer did something: the connection runs soon (h2.h's wake). */
@@ -471,16 +797,6 @@ static int codec_error(exchange_t *ex, int status)
     return submit(s, status, "text/html; charset=utf-8", n, -1);
 }
 
-/* A part came: the data provider that waited for it goes on. */
-static void data_comes(h2_stream_t *s)
-{
-    if (s->data_waits && !s->closed) {
-        s->data_waits = 0;
-        nghttp2_session_resume_data(s->h2->ng, s->id);
-    }
-    wake(s);
-}
-
 static int codec_body_buf(exchange_t *ex, const void *p, size_t n, int flags)
 {
     h2_stream_t *s = stream_of(ex);
@@ -496,7 +812,7 @@ static int codec_body_buf(exchange_t *ex, const void *p, size_t n, int flags)
             ex->body_len += n;
         if (s->given - s->body_sent > EX_STREAM_HIGH)
             s->want_drain = 1;
-        data_comes(s);
+        wake(s);
         return 0;
     }
     if (own)
@@ -517,22 +833,21 @@ static int codec_misdirected(exchange_t *ex, const char *host, size_t n)
     return h->f.ssl && tls_misdirected(ex->site->cfg->tls, h->f.ssl, host, n);
 }
 
-/* 103 Early Hints: an informational HEADERS frame (nghttp2 copies the fields). */
+/* 103 Early Hints: an informational HEADERS frame. */
 static int codec_hints(exchange_t *ex, const char *link)
 {
     h2_stream_t *s = stream_of(ex);
-    nghttp2_nv nv[] = {
-        {(uint8_t *)":status", (uint8_t *)"103", 7, 3, NGHTTP2_NV_FLAG_NONE},
-        {(uint8_t *)"link", (uint8_t *)(uintptr_t)link, 4, strlen(link), NGHTTP2_NV_FLAG_NONE}};
-    int r = nghttp2_submit_headers(s->h2->ng, NGHTTP2_FLAG_NONE, s->id, NULL, nv, 2, NULL);
-    return r == NGHTTP2_ERR_NOMEM ? -1 : 0;
+    nghttp2_nv nv[] = {NV(":status", "103"), NV("link", link)};
+    if (s->closed || s->answered || s->h2->fatal)
+        return 0;
+    return out_headers(s->h2, s->id, nv, 2, 0);
 }
 
 static int codec_body_end(exchange_t *ex)
 {
     h2_stream_t *s = stream_of(ex);
     s->ended = 1;
-    data_comes(s);
+    wake(s);
     return 0;
 }
 
@@ -541,7 +856,7 @@ static void codec_body_abort(exchange_t *ex)
     h2_stream_t *s = stream_of(ex);
     s->ended = 1;
     if (!s->closed)
-        nghttp2_submit_rst_stream(s->h2->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+        rst_stream(s->h2, s, s->id, E_INTERNAL);
     wake(s);
 }
 
@@ -578,6 +893,28 @@ static const ex_codec_t h2_codec = {
     .redispatch = codec_redispatch,
 };
 
+/* ---- request bodies ---- */
+
+/* n bytes of DATA are done with (dropped, or taken by a producer): the
+   windows open again, by WINDOW_UPDATE once half of one is used. */
+static void consume(h2_t *h, h2_stream_t *s, size_t n)
+{
+    h->recv_unacked += (uint32_t)n;
+    if (h->recv_unacked >= H2_CONN_WINDOW / 2) {
+        out_window(h, 0, h->recv_unacked);
+        h->recv_win += (int32_t)h->recv_unacked;
+        h->recv_unacked = 0;
+    }
+    if (!s || s->closed || s->remote_ended)
+        return;
+    s->recv_unacked += (uint32_t)n;
+    if (s->recv_unacked >= H2_WINDOW / 2) {
+        out_window(h, s->id, s->recv_unacked);
+        s->recv_win += (int32_t)s->recv_unacked;
+        s->recv_unacked = 0;
+    }
+}
+
 /*
  * A producer's request body: what it takes is consumed (our WINDOW_UPDATE
  * lets the client send more: flow control is the back-pressure), what it
@@ -604,7 +941,7 @@ static size_t offer(h2_stream_t *s, const uint8_t *p, size_t n, int last)
         s->input_done = (uint8_t)(s->input_done | last);
     }
     if (k)
-        nghttp2_session_consume(s->h2->ng, s->id, k);
+        consume(s->h2, s, k);
     return k;
 }
 
@@ -634,8 +971,8 @@ static void body_to_producer(h2_stream_t *s, const uint8_t *p, size_t n)
         return;
     char *nh = h->held_bytes + n - k <= H2_HELD_MAX ? realloc(s->held, s->held_len + n - k) : NULL;
     if (!nh) {
-        nghttp2_session_consume(h->ng, s->id, n - k);
-        nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_ENHANCE_YOUR_CALM);
+        consume(h, s, n - k);
+        rst_stream(h, s, s->id, E_ENHANCE_YOUR_CALM);
         return;
     }
     s->held = nh;
@@ -646,6 +983,8 @@ static void body_to_producer(h2_stream_t *s, const uint8_t *p, size_t n)
         offer_held(s);
 }
 
+/* ---- request fields ---- */
+
 /* The connection holds too many request fields: the stream is refused
    (the client may send it again), not answered. */
 static void refuse(h2_stream_t *s)
@@ -654,7 +993,7 @@ static void refuse(h2_stream_t *s)
         return;
     s->refused = 1;
     s->h2->f.site->stats.h2_refused++;
-    nghttp2_submit_rst_stream(s->h2->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_REFUSED_STREAM);
+    rst_stream(s->h2, s, s->id, E_REFUSED_STREAM);
 }
 
 /*
@@ -667,19 +1006,23 @@ static void refuse(h2_stream_t *s)
  */
 static char *room(h2_stream_t *s, size_t n)
 {
+    /* (the first small block is the stream's own: no malloc for most) */
     h2_chunk_t *k = s->chunks;
     if (k && k->cap - k->len >= n) {
         k->len += n;
         return k->b + k->len - n;
     }
-    int own = n > H2_CHUNK / 2;
-    size_t cap = own ? n : !k ? H2_CHUNK : k->cap < H2_CHUNK_MAX / 2 ? 2 * k->cap : H2_CHUNK_MAX;
-    if (s->h2->hdr_bytes + cap > H2_CONN_HDR_CAP || !(k = malloc(sizeof *k + cap))) {
+    int own = n > H2_CHUNK / 2, first = !own && !s->first_used;
+    size_t cap = own ? n : !k || first ? H2_CHUNK
+                                       : k->cap < H2_CHUNK_MAX / 2 ? 2 * k->cap : H2_CHUNK_MAX;
+    if (s->h2->hdr_bytes + cap > H2_CONN_HDR_CAP ||
+        !(k = first ? first_chunk(s) : malloc(sizeof *k + cap))) {
         refuse(s);
         return NULL;
     }
     k->len = n, k->cap = cap;
     s->h2->hdr_bytes += cap;
+    s->first_used |= (uint8_t)first;
     if (own && s->chunks) { /* behind the current block, which keeps its room */
         k->next = s->chunks->next;
         s->chunks->next = k;
@@ -706,112 +1049,140 @@ static const char *keep(h2_stream_t *s, const uint8_t *p, size_t n)
     return d;
 }
 
-static uint32_t be31(const uint8_t *p)
+/* RFC 9218 4: the priority field's u (0..7) and i; what else it says, or
+   cannot say, is ignored. */
+static void priority_field(h2_stream_t *s, const uint8_t *v, size_t n)
 {
-    return ((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]) & 0x7fffffff;
+    for (size_t i = 0; i < n;) {
+        while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
+            i++;
+        if (i == n)
+            break;
+        size_t j = i;
+        while (j < n && v[j] != ',')
+            j++;
+        if (j - i >= 3 && v[i] == 'u' && v[i + 1] == '=' && v[i + 2] >= '0' && v[i + 2] <= '7' &&
+            (j - i == 3 || v[i + 3] == ';' || v[i + 3] == ' '))
+            s->urgency = (uint8_t)(v[i + 2] - '0');
+        else if (v[i] == 'i' && (j - i == 1 || v[i + 1] == ';' || v[i + 1] == ' '))
+            s->incremental = 1;
+        else if (j - i >= 4 && !memcmp(v + i, "i=?", 3))
+            s->incremental = v[i + 3] == '1';
+        i = j;
+    }
 }
 
-/* Did the client close stream id (END_STREAM or RST_STREAM), lately? */
-static int client_closed(const h2_t *h, int32_t id)
+/* A request field kept in the request (the checks are made). */
+static void field_keep(h2_stream_t *s, const uint8_t *name, size_t nlen, const uint8_t *value,
+                       size_t vlen)
 {
-    for (unsigned i = 0; i < H2_CLOSED_MEMORY; i++)
-        if (h->closed_ids[i] == id)
-            return 1;
-    return 0;
-}
-
-/*
- * RFC 9113 5.1.1: a HEADERS that would open a stream numbered below one
- * opened already is a connection error; 5.1: DATA on a stream the client
- * has closed is STREAM_CLOSED (check_data).  With SETTINGS_NO_RFC7540_PRIORITIES
- * nghttp2 1.52 keeps no closed streams, so it ignores both once it has
- * forgotten the stream: we remember the last H2_CLOSED_MEMORY streams the
- * client closed.  A stream we reset is not among them: the client's DATA
- * may be in flight.
- */
-static int on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd, void *user)
-{
-    h2_t *h = user;
-    if (!(hd->stream_id & 1))
-        return 0;
-    if (hd->type != NGHTTP2_HEADERS)
-        return 0;
-    if (hd->stream_id <= h->max_id && !nghttp2_session_find_stream(ng, hd->stream_id))
-        nghttp2_session_terminate_session(ng, NGHTTP2_PROTOCOL_ERROR);
-    else if (hd->stream_id > h->max_id)
-        h->max_id = hd->stream_id;
-    return 0;
-}
-
-/* The header of a DATA frame has been handed to nghttp2 (which calls no
-   callback for DATA it ignores): on a stream the client closed, the
-   session ends (on_begin_frame). */
-static void check_data(h2_t *h)
-{
-    int32_t id = (int32_t)be31(h->hd + 5);
-    if ((id & 1) && id <= h->max_id && !nghttp2_session_find_stream(h->ng, id) &&
-        client_closed(h, id))
-        h->refuse = NGHTTP2_STREAM_CLOSED;
-}
-
-static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *fr, void *user)
-{
-    h2_t *h = user;
-    if (fr->hd.type != NGHTTP2_HEADERS || fr->headers.cat != NGHTTP2_HCAT_REQUEST)
-        return 0;
-    /* a stream's block is large (its header list): not more than the peer may open */
-    h2_stream_t *s = malloc(sizeof *s);
-    if (!s)
-        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-    memset(s, 0, offsetof(h2_stream_t, req));
-    memset(&s->req, 0, offsetof(http_request_t, headers));
-    s->h2 = h;
-    s->id = fr->hd.stream_id;
-    h1_exchange_init(&s->ex, &h->f, &h2_codec, s);
-    s->ex.req = &s->req;
-    s->req.version = 20;
-    s->begun = gio_now(h->f.site->loop);
-    h->open++;
-    h->pending++;
-    s->next = h->all;
-    h->all = s;
-    nghttp2_session_set_stream_user_data(ng, s->id, s);
-    return 0;
-}
-
-static int on_header(nghttp2_session *ng, const nghttp2_frame *fr, const uint8_t *name,
-                     size_t nlen, const uint8_t *value, size_t vlen, uint8_t flags, void *user)
-{
-    (void)flags, (void)user;
-    h2_stream_t *s = nghttp2_session_get_stream_user_data(ng, fr->hd.stream_id);
-    /* trailers are not the request's fields (nor are they used) */
-    if (!s || fr->hd.type != NGHTTP2_HEADERS || fr->headers.cat != NGHTTP2_HCAT_REQUEST ||
-        s->bad || s->refused)
-        return 0;
     http_request_t *req = &s->req;
-    int host = (nlen == 10 && !memcmp(name, ":authority", 10)) ||
-               (nlen == 4 && !memcmp(name, "host", 4));
+    int authority = nlen == 10 && !memcmp(name, ":authority", 10);
+    int host = authority || (nlen == 4 && !memcmp(name, "host", 4));
     if (host && http_header(req, "Host")) /* RFC 9113 8.3.1: :authority first, one Host */
-        return 0;
+        return;
+    if (nlen == 8 && !memcmp(name, "priority", 8))
+        priority_field(s, value, vlen);
     const char *v = keep(s, value, vlen);
     if (!v)
-        return 0;
+        return;
     http_str_t val = {v, vlen};
     if (nlen == 7 && !memcmp(name, ":method", 7))
         req->method = val;
     else if (nlen == 5 && !memcmp(name, ":path", 5))
         req->target = val;
-    else if (name[0] == ':' && !(nlen == 10 && !memcmp(name, ":authority", 10)))
-        return 0; /* :scheme; nghttp2 checked the set */
+    else if (name[0] == ':' && !authority)
+        return; /* :scheme */
     else if (req->nheaders == HTTP_MAX_HEADERS)
         s->bad = 1;
     else {
-        const char *n = name[0] == ':' ? "host" : keep(s, name, nlen);
-        if (n)
-            req->headers[req->nheaders++] = (http_header_t){{n, name[0] == ':' ? 4 : nlen}, val};
+        const char *k = authority ? "host" : keep(s, name, nlen);
+        if (k)
+            req->headers[req->nheaders++] = (http_header_t){{k, authority ? 4 : nlen}, val};
     }
+}
+
+enum { PS_METHOD = 1, PS_SCHEME = 2, PS_PATH = 4, PS_AUTHORITY = 8 };
+
+/* A pseudo-header (RFC 9113 8.3.1): its bit, 0 for one a request may not carry. */
+static uint8_t pseudo_bit(const uint8_t *name, size_t n)
+{
+    if (n == 7 && !memcmp(name, ":method", 7))
+        return PS_METHOD;
+    if (n == 7 && !memcmp(name, ":scheme", 7))
+        return PS_SCHEME;
+    if (n == 5 && !memcmp(name, ":path", 5))
+        return PS_PATH;
+    if (n == 10 && !memcmp(name, ":authority", 10))
+        return PS_AUTHORITY;
     return 0;
 }
+
+/* Is the field well-formed where it stands (RFC 9113 8.2, 8.3)? */
+static int field_ok(h2_block_in_t *in, const nghttp2_nv *nv)
+{
+    if (!nv->namelen || !nghttp2_check_header_name(nv->name, nv->namelen) ||
+        !nghttp2_check_header_value_rfc9113(nv->value, nv->valuelen))
+        return 0;
+    if (nv->name[0] == ':') {
+        uint8_t bit = pseudo_bit(nv->name, nv->namelen);
+        if (in->trailer || in->regular || !bit || (in->pseudo & bit))
+            return 0;
+        in->pseudo |= bit;
+        if (bit == PS_PATH && !nv->valuelen)
+            return 0;
+        if (bit == PS_METHOD && nv->valuelen == 7 && !memcmp(nv->value, "CONNECT", 7))
+            in->connect = 1;
+        if (bit == PS_SCHEME && ((nv->valuelen == 4 && !memcmp(nv->value, "http", 4)) ||
+                                 (nv->valuelen == 5 && !memcmp(nv->value, "https", 5))))
+            in->web = 1;
+        return 1;
+    }
+    in->regular = 1;
+    if (nv->namelen == 4 && !memcmp(nv->name, "host", 4))
+        in->host = 1;
+    if (hop_by_hop((const char *)nv->name, nv->namelen))
+        return 0;
+    if (nv->namelen == 2 && !memcmp(nv->name, "te", 2))
+        return nv->valuelen == 8 && !memcmp(nv->value, "trailers", 8);
+    return 1;
+}
+
+/* The content-length field: digits, and all of them the same (8.1.1). */
+static int content_length(h2_stream_t *s, const nghttp2_nv *nv)
+{
+    if (nv->namelen != 14 || memcmp(nv->name, "content-length", 14))
+        return 0;
+    uint64_t v = 0;
+    if (!nv->valuelen || nv->valuelen > 18)
+        return -1;
+    for (size_t i = 0; i < nv->valuelen; i++) {
+        if (nv->value[i] < '0' || nv->value[i] > '9')
+            return -1;
+        v = v * 10 + (uint64_t)(nv->value[i] - '0');
+    }
+    if (s->clen >= 0 && (uint64_t)s->clen != v)
+        return -1;
+    s->clen = (int64_t)v;
+    return 0;
+}
+
+/* One field of the header block being read. */
+static void on_field(h2_t *h, const nghttp2_nv *nv)
+{
+    h2_block_in_t *in = &h->in;
+    h2_stream_t *s = in->s;
+    if (!s || in->malformed)
+        return;
+    if (!field_ok(in, nv) || (!in->trailer && content_length(s, nv) < 0)) {
+        in->malformed = 1;
+        return;
+    }
+    if (!in->trailer && !s->bad && !s->refused && !s->closed)
+        field_keep(s, nv->name, nv->namelen, nv->value, nv->valuelen);
+}
+
+/* ---- dispatch ---- */
 
 static void job_done(job_t *j);
 static void dispatch_again(h2_stream_t *s);
@@ -846,7 +1217,7 @@ static int dispatch_begin(h2_t *h, h2_stream_t *s)
         /* -A: HTTP/1.1 tarpits the connection; here it ends with the streams it has */
         site->stats.rate_limited++;
         h->calm = 1; /* not a flood */
-        nghttp2_session_terminate_session(h->ng, NGHTTP2_ENHANCE_YOUR_CALM);
+        conn_error(h, E_ENHANCE_YOUR_CALM);
         return -1;
     }
     if (s->bad) {
@@ -878,7 +1249,7 @@ static void dispatch(h2_t *h, h2_stream_t *s)
     if (dispatch_begin(h, s) < 0)
         return;
     if (router_dispatch(ex) < 0) {
-        nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+        rst_stream(h, s, s->id, E_INTERNAL);
         return;
     }
     count_file(s);
@@ -914,7 +1285,7 @@ static void job_done(job_t *j)
     if (!s)
         return;
     if (cancelled) {
-        nghttp2_submit_rst_stream(s->h2->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_REFUSED_STREAM);
+        rst_stream(s->h2, s, s->id, E_REFUSED_STREAM);
         s->h2->wake(s->h2->f.conn);
         return;
     }
@@ -927,7 +1298,7 @@ static void dispatch_again(h2_stream_t *s)
     exchange_t *ex = &s->ex;
     h2_t *h = s->h2;
     if (router_dispatch(ex) < 0)
-        nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+        rst_stream(h, s, s->id, E_INTERNAL);
     else if (count_file(s), ex->job) { /* a second job (gzip after a password): send it too */
         ex->job->ex = ex;
         ex->job->job.done = job_done;
@@ -992,406 +1363,567 @@ static void body_begins(h2_t *h, h2_stream_t *s)
     }
     const http_str_t *ex = http_header(&s->req, "Expect");
     if (ex && ex->n == 12 && case_equalb(ex->p, 12, "100-continue")) {
-        static const nghttp2_nv cont[] = {
-            {(uint8_t *)":status", (uint8_t *)"100", 7, 3, NGHTTP2_NV_FLAG_NONE}};
-        nghttp2_submit_headers(h->ng, NGHTTP2_FLAG_NONE, s->id, NULL, cont, 1, NULL);
+        nghttp2_nv cont[] = {NV(":status", "100")};
+        if (out_headers(h, s->id, cont, 1, 0) < 0)
+            h->fatal = 1;
     }
     if (s->early)
         dispatch(h, s);
 }
 
-static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t *p,
-                         size_t n, void *user)
+/*
+ * A request's HEADERS or DATA has been read: END_STREAM ends its body (a
+ * producer hears it once it took the rest); a complete request without a
+ * producer is answered now (its body was dropped, as HTTP/1.1 drops it).
+ */
+static void request_progress(h2_t *h, h2_stream_t *s, int headers, int end)
 {
-    (void)flags;
-    h2_t *h = user;
-    h->body_bytes += n;
-    h2_stream_t *s = nghttp2_session_get_stream_user_data(ng, id);
-    if (s && s->early) {
-        body_to_producer(s, p, n);
-        return 0;
-    }
-    nghttp2_session_consume(ng, id, n); /* dropped: the window opens at once */
-    if (s && s->in_body && (s->body_got += n) > H1_BODY_MAX)
-        answer_early(h, s, 413);
-    return 0;
-}
-
-static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *fr, void *user)
-{
-    h2_t *h = user;
-    h2_stream_t *s = nghttp2_session_get_stream_user_data(ng, fr->hd.stream_id);
-    if (s && fr->hd.type == NGHTTP2_RST_STREAM)
-        s->peer_ended = 1;
-    if ((fr->hd.type != NGHTTP2_HEADERS && fr->hd.type != NGHTTP2_DATA) || !s)
-        return 0;
-    if (fr->hd.flags & NGHTTP2_FLAG_END_STREAM) {
-        s->peer_ended = 1;
-        if (s->early) { /* the producer hears the end once it took the rest */
+    if (end) {
+        s->peer_ended = s->remote_ended = 1;
+        if (s->early) {
             body_ends(h, s);
             s->input_last = 1;
             offer_held(s);
         }
+        if (s->local_ended) {
+            stream_close(h, s);
+            return;
+        }
     }
-    if (s->dispatched || s->deferred || s->refused)
-        return 0;
-    if (!(fr->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
-        if (fr->hd.type == NGHTTP2_HEADERS && !s->in_body)
+    if (s->dispatched || s->deferred || s->refused || s->closed)
+        return;
+    if (!end) {
+        if (headers && !s->in_body)
             body_begins(h, s);
-        return 0;
+        return;
     }
     body_ends(h, s);
     if (h->goaway && s->id > h->last_id) { /* read with the one that made us say GOAWAY */
-        nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_REFUSED_STREAM);
+        rst_stream(h, s, s->id, E_REFUSED_STREAM);
     } else if (h->files >= H2_FILES_MAX) { /* answered when a file is let go (sweep) */
         s->deferred = 1;
         h->pending--;
         h->deferred++;
         h->f.site->stats.h2_file_waits++;
     } else {
-        dispatch(h, s); /* the request body was dropped, as HTTP/1.1 drops it */
+        dispatch(h, s);
     }
+}
+
+/* ---- frames in ---- */
+
+/* Decode a piece of the header block (final: its last). */
+static int inflate(h2_t *h, const uint8_t *p, size_t n, int final)
+{
+    if (!h->inf && nghttp2_hd_inflate_new(&h->inf)) {
+        h->fatal = 1;
+        return -1;
+    }
+    for (;;) {
+        nghttp2_nv nv;
+        int fl = 0;
+        ssize_t r = nghttp2_hd_inflate_hd2(h->inf, &nv, &fl, p, n, final);
+        if (r < 0) {
+            conn_error(h, E_COMPRESSION);
+            return -1;
+        }
+        p += r, n -= (size_t)r;
+        if (fl & NGHTTP2_HD_INFLATE_EMIT)
+            on_field(h, &nv);
+        if (fl & NGHTTP2_HD_INFLATE_FINAL) {
+            nghttp2_hd_inflate_end_headers(h->inf);
+            return 0;
+        }
+        if (!(fl & NGHTTP2_HD_INFLATE_EMIT) && !n)
+            return 0;
+    }
+}
+
+/* The header block is complete: the request is checked (8.3.1), a trailer
+   section ends the body. */
+static void block_done(h2_t *h)
+{
+    h2_block_in_t in = h->in;
+    h->in.id = 0;
+    h2_stream_t *s = in.s;
+    if (!s || s->closed)
+        return;
+    if (!in.trailer && !in.malformed) {
+        uint8_t need = in.connect ? PS_METHOD | PS_AUTHORITY : PS_METHOD | PS_SCHEME | PS_PATH;
+        if (in.connect ? in.pseudo != need : (in.pseudo & need) != need)
+            in.malformed = 1;
+        if (in.web && !(in.pseudo & PS_AUTHORITY) && !in.host)
+            in.malformed = 1; /* 8.3.1: http and https name an authority */
+    }
+    if (!in.malformed && in.end && s->clen >= 0 && (uint64_t)s->clen != s->data_in)
+        in.malformed = 1;
+    if (in.malformed) {
+        rst_stream(h, s, s->id, E_PROTOCOL);
+        return;
+    }
+    request_progress(h, s, !in.trailer, in.end);
+}
+
+/* Strip a frame's padding (and HEADERS' priority): the fragment, or -1. */
+static int unpad(h2_t *h, const uint8_t **p, uint32_t *len, uint8_t flags, int prio)
+{
+    uint32_t pad = 0, skip = 0;
+    if (flags & FL_PADDED) {
+        if (*len < 1)
+            return conn_error(h, E_FRAME_SIZE), -1;
+        pad = (*p)[0], skip = 1;
+    }
+    if (prio)
+        skip += 5;
+    if (skip > *len || pad > *len - skip)
+        return conn_error(h, E_PROTOCOL), -1;
+    *p += skip;
+    *len -= skip + pad;
     return 0;
 }
 
-/* The stream is over: log it; its memory waits for the batch to drain. */
-static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void *user)
+/* A HEADERS frame on a stream that is not open (RFC 9113 5.1): a new
+   request, or an error.  The stream its fields go to, or NULL. */
+static h2_stream_t *headers_new(h2_t *h, int32_t id)
 {
-    (void)code;
-    h2_t *h = user;
-    h2_stream_t *s = nghttp2_session_get_stream_user_data(ng, id);
+    if (id <= h->max_id) { /* 5.1.1: ids only grow; a closed stream takes none */
+        conn_error(h, client_closed(h, id) ? E_STREAM_CLOSED : E_PROTOCOL);
+        return NULL;
+    }
+    h->max_id = id;
+    if ((h->goaway && id > h->last_id) || h->open >= peer_budget(H2_MAX_STREAMS, h->level)) {
+        /* sent with the one that made us say GOAWAY, or past 5.1.2's cap */
+        rst_stream(h, NULL, id, E_REFUSED_STREAM);
+        return NULL;
+    }
+    h2_stream_t *s = stream_new(h, id);
     if (!s)
-        return 0;
-    nghttp2_session_set_stream_user_data(ng, id, NULL);
-    if (s->peer_ended) {
-        h->closed_ids[h->closed_at] = id;
-        h->closed_at = (h->closed_at + 1) % H2_CLOSED_MEMORY;
+        rst_stream(h, NULL, id, E_REFUSED_STREAM);
+    return s;
+}
+
+static void on_headers(h2_t *h, const uint8_t *p, uint32_t len, uint8_t flags, int32_t id)
+{
+    if (!id || !(id & 1)) /* 5.1.1: a client's streams are odd */
+        return conn_error(h, E_PROTOCOL);
+    if (unpad(h, &p, &len, flags, flags & FL_PRIORITY) < 0)
+        return;
+    h2_stream_t *s = find(h, id);
+    h->in = (h2_block_in_t){.id = id, .end = flags & FL_END_STREAM};
+    if (s && s->remote_ended) { /* half-closed (remote): 5.1 */
+        rst_stream(h, s, id, E_STREAM_CLOSED);
+        s = NULL;
+    } else if (s) { /* a trailer section: it must end the stream (8.1) */
+        h->in.trailer = 1;
+        if (!(flags & FL_END_STREAM)) {
+            rst_stream(h, s, id, E_PROTOCOL);
+            s = NULL;
+        }
+    } else if (!(s = headers_new(h, id))) {
+        if (h->fatal)
+            return;
+    } else if ((flags & FL_PRIORITY) && be31(p - 5) == (uint32_t)id) {
+        rst_stream(h, s, id, E_PROTOCOL); /* 5.3.1: it depends on itself */
+        s = NULL;
     }
-    h->open--;
-    body_ends(h, s);
-    if (!s->dispatched && !s->deferred)
-        h->pending--;
-    if (s->deferred && !s->dispatched)
-        h->deferred--;
-    if (s->dispatched) {
-        site_t *site = s->ex.site;
-        int64_t now = gio_wallclock(site->loop);
-        alog_request(&site->log, now, site->cfg->log_vhost ? s->ex.vhost : NULL, h->f.peer,
-                     &s->req, s->ex.status, s->body_sent, h->f.secure);
-        status_count(&site->stats, now, STATS_H2, s->body_sent, s->ex.started_us);
+    h->in.s = s;
+    if (inflate(h, p, len, flags & FL_END_HEADERS) < 0)
+        return;
+    if (flags & FL_END_HEADERS)
+        block_done(h);
+}
+
+static void on_continuation(h2_t *h, const uint8_t *p, uint32_t len, uint8_t flags)
+{
+    if (++h->in.conts > H2_MAX_CONTINUATIONS) /* CVE-2024-28182 */
+        return flood_goaway(h, H2_FLOOD_CONTINUATION);
+    if (inflate(h, p, len, flags & FL_END_HEADERS) < 0)
+        return;
+    if (flags & FL_END_HEADERS)
+        block_done(h);
+}
+
+/* A DATA frame's payload for stream s. */
+static void data_chunk(h2_t *h, h2_stream_t *s, const uint8_t *p, size_t n)
+{
+    h->body_bytes += n;
+    if (s->early) {
+        body_to_producer(s, p, n);
+        return;
     }
-    if (s->ex.job) {
-        s->ex.job->ex = NULL;
-        s->ex.job = NULL;
+    consume(h, s, n); /* dropped: the window opens at once */
+    if (s->in_body && (s->body_got += n) > H1_BODY_MAX)
+        answer_early(h, s, 413);
+}
+
+/* DATA: flow control, then the request body (a producer's, or dropped). */
+static void on_data(h2_t *h, const uint8_t *p, uint32_t len, uint8_t flags, int32_t id)
+{
+    uint32_t whole = len;
+    if (!id)
+        return conn_error(h, E_PROTOCOL);
+    if (unpad(h, &p, &len, flags, 0) < 0)
+        return;
+    if ((int64_t)whole > h->recv_win)
+        return conn_error(h, E_FLOW_CONTROL);
+    h->recv_win -= (int32_t)whole;
+    h2_stream_t *s = find(h, id);
+    if (!s) {
+        if (id > h->max_id) /* idle: 5.1 */
+            return conn_error(h, E_PROTOCOL);
+        if (client_closed(h, id))
+            return conn_error(h, E_STREAM_CLOSED);
+        consume(h, NULL, whole); /* one we reset: it may have been in flight */
+        return;
     }
-    s->closed = 1;
+    if (s->remote_ended) {
+        consume(h, NULL, whole);
+        return rst_stream(h, s, id, E_STREAM_CLOSED);
+    }
+    if ((int64_t)whole > s->recv_win) {
+        consume(h, NULL, whole);
+        return rst_stream(h, s, id, E_FLOW_CONTROL);
+    }
+    s->recv_win -= (int32_t)whole;
+    s->data_in += len;
+    int end = flags & FL_END_STREAM;
+    if (s->clen >= 0 && (s->data_in > (uint64_t)s->clen ||
+                         (end && s->data_in != (uint64_t)s->clen))) {
+        consume(h, NULL, whole);
+        return rst_stream(h, s, id, E_PROTOCOL); /* 8.1.1 */
+    }
+    consume(h, s, whole - len); /* the padding */
+    data_chunk(h, s, p, len);
+    if (!s->closed)
+        request_progress(h, s, 0, end);
+}
+
+/* SETTINGS_INITIAL_WINDOW_SIZE changed: every stream's window by the
+   difference (6.9.2), none past 2^31-1. */
+static int new_window(h2_t *h, uint32_t v)
+{
+    int64_t delta = (int64_t)v - h->peer_window;
+    h->peer_window = v;
+    for (h2_stream_t *s = h->all; s; s = s->next)
+        if (!s->closed && (s->send_win += delta) > H2_WINDOW_MAX)
+            return -1;
     return 0;
 }
 
-/*
- * Count the sessions we end with an error.  The streams we reset are
- * bounded ("MadeYouReset": frames that make us reset a stream cost us its
- * work, not the client), until a GOAWAY has gone: then nghttp2 refuses the
- * streams the client opens meanwhile, which is no fault of the client's.
- */
-static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *fr, void *user)
+static void on_settings(h2_t *h, const uint8_t *p, uint32_t len, uint8_t flags, int32_t id)
 {
-    h2_t *h = user;
-    if (fr->hd.type == NGHTTP2_RST_STREAM && !h->goaway_sent &&
-        flood_take(h, H2_FLOOD_RESET_SENT) < 0)
-        nghttp2_session_terminate_session(ng, NGHTTP2_ENHANCE_YOUR_CALM);
-    /* a response complete while its request is not (answer_early, a
-       producer that did not want the whole body): end the stream */
-    if ((fr->hd.type == NGHTTP2_DATA || fr->hd.type == NGHTTP2_HEADERS) &&
-        (fr->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
-        nghttp2_session_get_stream_remote_close(ng, fr->hd.stream_id) == 0)
-        nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, fr->hd.stream_id, NGHTTP2_NO_ERROR);
-    if (fr->hd.type != NGHTTP2_GOAWAY)
-        return 0;
-    h->goaway_sent = 1;
-    if (fr->goaway.error_code != NGHTTP2_NO_ERROR)
-        h->f.site->stats.h2_errors++;
-    return 0;
-}
-
-/* A DATA frame carries no more than one TLS record holds. */
-static ssize_t frame_len(nghttp2_session *ng, uint8_t type, int32_t id, int32_t swin,
-                         int32_t cwin, uint32_t rmax, void *user)
-{
-    (void)ng, (void)type, (void)id, (void)user;
-    ssize_t n = swin < cwin ? swin : cwin;
-    if (n > (ssize_t)rmax)
-        n = rmax;
-    return n > H2_DATA_MAX ? H2_DATA_MAX : n;
-}
-
-static nghttp2_session_callbacks *callbacks(void)
-{
-    nghttp2_session_callbacks *cb;
-    if (nghttp2_session_callbacks_new(&cb))
-        return NULL;
-    nghttp2_session_callbacks_set_on_begin_frame_callback(cb, on_begin_frame);
-    nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
-    nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
-    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
-    nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
-    nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
-    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
-    nghttp2_session_callbacks_set_send_data_callback(cb, send_data);
-    nghttp2_session_callbacks_set_data_source_read_length_callback(cb, frame_len);
-    return cb;
-}
-
-/*
- * The defences nghttp2 has: a header list no larger than an HTTP/1.1 head
- * (HPACK bombs; CONTINUATION floods are bounded by nghttp2's own cap on
- * CONTINUATION frames, CVE-2024-28182, in Debian's 1.52.0-1+deb12u3), a
- * rate of stream resets past which the session ends (rapid reset,
- * CVE-2023-44487, fixed in the same build; ours, H2_FLOOD_RAPID_RESET, is
- * tighter and answers ENHANCE_YOUR_CALM where nghttp2 says INTERNAL_ERROR),
- * bounded SETTINGS entries and queued PING/SETTINGS acks (a client that
- * does not read them; one that does meets flood_limit first).
- */
-static nghttp2_option *options(void)
-{
-    nghttp2_option *o;
-    if (nghttp2_option_new(&o))
-        return NULL;
-    nghttp2_option_set_stream_reset_rate_limit(o, 2 * H2_RESET_BURST, 2 * H2_RESET_RATE);
-    nghttp2_option_set_max_settings(o, H2_MAX_SETTINGS);
-    nghttp2_option_set_max_outbound_ack(o, 1000);
-    nghttp2_option_set_max_continuations(o, 8);
-    nghttp2_option_set_builtin_recv_extension_type(o, NGHTTP2_PRIORITY_UPDATE);
-    /* request bodies are consumed as they are taken: a producer's by what
-       it takes (back-pressure), a dropped one at once (on_data_chunk) */
-    nghttp2_option_set_no_auto_window_update(o, 1);
-    return o;
-}
-
-/* nghttp2 allocates a frame buffer of 16 KiB for the session's life, though
-   an idle connection writes only its first bytes (SETTINGS, acks) and DATA
-   goes out by reference: it is mapped instead of malloc()ed, so that its
-   pages never written take no memory (12 KiB of an idle connection's 40). */
-#define H2_BIG 16384
-
-static void *mem_malloc(size_t n, void *user)
-{
-    h2_t *h = user;
-    if (n >= H2_BIG && !h->big) {
-        void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (p != MAP_FAILED) {
-            h->big = p, h->big_len = n;
-            return p;
+    if (id)
+        return conn_error(h, E_PROTOCOL);
+    if (flags & FL_ACK)
+        return len ? conn_error(h, E_FRAME_SIZE) : (void)0;
+    if (len % 6)
+        return conn_error(h, E_FRAME_SIZE);
+    if (len / 6 > H2_MAX_SETTINGS)
+        return flood_goaway(h, H2_FLOOD_SETTINGS);
+    for (uint32_t i = 0; i < len; i += 6) {
+        uint16_t k = (uint16_t)(p[i] << 8 | p[i + 1]);
+        uint32_t v = (uint32_t)p[i + 2] << 24 | (uint32_t)p[i + 3] << 16 |
+                     (uint32_t)p[i + 4] << 8 | p[i + 5];
+        if (k == NGHTTP2_SETTINGS_HEADER_TABLE_SIZE) {
+            h->peer_table = v < H2_TABLE ? v : H2_TABLE;
+            if (h->def && nghttp2_hd_deflate_change_table_size(h->def, h->peer_table))
+                return conn_error(h, E_INTERNAL);
+        } else if ((k == NGHTTP2_SETTINGS_ENABLE_PUSH ||
+                    k == NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES) && v > 1) {
+            return conn_error(h, E_PROTOCOL);
+        } else if (k == NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE) {
+            if (v > H2_WINDOW_MAX || new_window(h, v) < 0)
+                return conn_error(h, E_FLOW_CONTROL);
+        } else if (k == NGHTTP2_SETTINGS_MAX_FRAME_SIZE && (v < 16384 || v > 16777215)) {
+            return conn_error(h, E_PROTOCOL);
         }
     }
-    return malloc(n);
+    if (!out_frame(h, 0, FR_SETTINGS, FL_ACK, 0))
+        h->fatal = 1;
 }
 
-static void mem_free(void *p, void *user)
+static void on_ping(h2_t *h, const uint8_t *p, uint32_t len, uint8_t flags, int32_t id)
 {
-    h2_t *h = user;
-    if (p && p == h->big) {
-        munmap(p, h->big_len);
-        h->big = NULL;
+    if (id)
+        return conn_error(h, E_PROTOCOL);
+    if (len != 8)
+        return conn_error(h, E_FRAME_SIZE);
+    if (flags & FL_ACK)
+        return;
+    uint8_t *q = out_frame(h, 8, FR_PING, FL_ACK, 0);
+    if (!q)
+        h->fatal = 1;
+    else
+        memcpy(q, p, 8);
+}
+
+static void on_rst(h2_t *h, uint32_t len, int32_t id)
+{
+    if (len != 4)
+        return conn_error(h, E_FRAME_SIZE);
+    if (!id || id > h->max_id) /* on an idle stream: 6.4 */
+        return conn_error(h, E_PROTOCOL);
+    h2_stream_t *s = find(h, id);
+    if (s) {
+        s->peer_ended = 1;
+        stream_close(h, s);
+    }
+}
+
+static void on_window(h2_t *h, const uint8_t *p, uint32_t len, int32_t id)
+{
+    if (len != 4)
+        return conn_error(h, E_FRAME_SIZE);
+    uint32_t inc = be31(p);
+    if (!id) {
+        if (!inc || h->send_win + inc > H2_WINDOW_MAX)
+            return conn_error(h, inc ? E_FLOW_CONTROL : E_PROTOCOL);
+        h->send_win += inc;
         return;
     }
-    free(p);
+    if (id > h->max_id)
+        return conn_error(h, E_PROTOCOL);
+    h2_stream_t *s = find(h, id);
+    if (!s)
+        return; /* closed: it may have been in flight */
+    if (!inc || s->send_win + inc > H2_WINDOW_MAX)
+        return rst_stream(h, s, id, inc ? E_FLOW_CONTROL : E_PROTOCOL);
+    s->send_win += inc;
 }
 
-static void *mem_calloc(size_t k, size_t n, void *user)
+/* PRIORITY (RFC 9113 6.3): its signal is RFC 7540's, not used; its checks
+   stay.  PRIORITY_UPDATE (RFC 9218 7.1): an open stream's new priority. */
+static void on_priority(h2_t *h, const uint8_t *p, uint32_t len, uint8_t type, int32_t id)
 {
-    (void)user;
-    return calloc(k, n);
-}
-
-static void *mem_realloc(void *p, size_t n, void *user)
-{
-    h2_t *h = user;
-    if (!p) /* (how nghttp2 1.52 allocates the frame buffer) */
-        return mem_malloc(n, h);
-    if (p != h->big)
-        return realloc(p, n);
-    void *q = malloc(n);
-    if (q) {
-        memcpy(q, p, n < h->big_len ? n : h->big_len);
-        mem_free(p, h);
-    }
-    return q;
-}
-
-h2_t *h2_new(const h1_conn_t *f, void (*wake)(void *conn))
-{
-    h2_t *h = calloc(1, sizeof *h);
-    nghttp2_session_callbacks *cb = callbacks();
-    nghttp2_option *o = options();
-    nghttp2_mem mem = {h, mem_malloc, mem_free, mem_calloc, mem_realloc};
-    if (!h || !cb || !o || nghttp2_session_server_new3(&h->ng, cb, h, o, &mem)) {
-        nghttp2_session_callbacks_del(cb);
-        nghttp2_option_del(o);
-        free(h);
-        return NULL;
-    }
-    nghttp2_session_callbacks_del(cb);
-    nghttp2_option_del(o);
-    h->f = *f;
-    h->wake = wake;
-    h->started = h->frame_since = gio_now(f->site->loop);
-    h->frame_left = H2_PREFACE_LEN; /* the client's preface comes first */
-    h->preface = 1;
-    /* an address a flood defence ended lately gets less (--flood-memory) */
-    if ((h->level = (uint8_t)peer_allowance(f->site->limits, f->peer, h->started)))
-        f->site->stats.offender_reduced++;
-    for (int k = 0; k < H2_FLOOD_KINDS; k++)
-        h->flood[k] =
-            (h2_bucket_t){(uint64_t)peer_budget(flood_limit[k].burst, h->level) * 1000, h->started};
-    nghttp2_settings_entry set[] = {
-        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, peer_budget(H2_MAX_STREAMS, h->level)},
-        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_WINDOW},
-        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, H2_HDR_CAP},
-        {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
-        /* RFC 9218: urgency and incremental (the priority field and
-           PRIORITY_UPDATE) order the streams' DATA, as nghttp2 schedules it;
-           the checks of RFC 7540 priorities it drops are ours (track_frames,
-           on_begin_frame) */
-        {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
-    };
-    if (nghttp2_submit_settings(h->ng, NGHTTP2_FLAG_NONE, set, sizeof set / sizeof set[0]) ||
-        nghttp2_session_set_local_window_size(h->ng, NGHTTP2_FLAG_NONE, 0, H2_CONN_WINDOW)) {
-        h2_free(h);
-        return NULL;
-    }
-    return h;
-}
-
-void h2_free(h2_t *h)
-{
-    if (!h)
+    if (type == FR_PRIORITY) {
+        if (!id)
+            return conn_error(h, E_PROTOCOL);
+        if (len != 5)
+            return rst_stream(h, find(h, id), id, E_FRAME_SIZE);
+        if (be31(p) == (uint32_t)id) /* 5.3.1 */
+            return conn_error(h, E_PROTOCOL);
         return;
-    nghttp2_session_del(h->ng); /* calls no stream-close callbacks */
-    for (h2_stream_t *s = h->all, *next; s; s = next) {
-        next = s->next;
-        stream_free(s);
     }
-    pend_reset(h, 0);
-    free(h);
+    if (id)
+        return conn_error(h, E_PROTOCOL);
+    if (len < 4)
+        return conn_error(h, E_FRAME_SIZE);
+    if (!be31(p))
+        return conn_error(h, E_PROTOCOL);
+    h2_stream_t *s = find(h, (int32_t)be31(p));
+    if (s) {
+        s->urgency = 3, s->incremental = 0;
+        priority_field(s, p + 4, len - 4);
+    }
 }
 
-/*
- * A frame has been read whole (h->hd, and h->pl its first payload bytes),
- * not yet by nghttp2: the checks nghttp2 1.52 does not make, which set
- * h->refuse.  A PRIORITY frame (RFC 9113 6.3) on stream 0, or one making its
- * stream depend on itself (5.3.1), is a PROTOCOL_ERROR that nghttp2 no
- * longer sees with RFC 7540 priorities off (it drops their payload unread);
- * and the floods.
- */
-static void frame_done(h2_t *h)
+/* The flood a frame counts towards, -1: none. */
+static int flood_kind(const uint8_t *p, uint32_t len, uint8_t type, uint8_t flags)
+{
+    switch (type) {
+    case FR_DATA: { /* with padding only, it is empty too */
+        uint32_t pad = flags & FL_PADDED ? (len ? p[0] + 1u : 1u) : 0;
+        return len <= pad && !(flags & FL_END_STREAM) ? H2_FLOOD_EMPTY_DATA : -1;
+    }
+    case FR_SETTINGS: return flags & FL_ACK ? -1 : H2_FLOOD_SETTINGS;
+    case FR_PING: return flags & FL_ACK ? -1 : H2_FLOOD_PING;
+    case FR_WINDOW_UPDATE: return len == 4 && be31(p) < H2_WINDOW_SMALL ? H2_FLOOD_WINDOW : -1;
+    case FR_RST_STREAM: return H2_FLOOD_RAPID_RESET;
+    case FR_HEADERS:
+    case FR_PUSH_PROMISE:
+    case FR_GOAWAY:
+    case FR_CONTINUATION: return -1;
+    default: return H2_FLOOD_OTHER; /* PRIORITY, PRIORITY_UPDATE, and what we do not know */
+    }
+}
+
+/* A frame read whole (h->hd its header, p its payload). */
+static void frame_in(h2_t *h, const uint8_t *p)
 {
     uint32_t len = (uint32_t)h->hd[0] << 16 | h->hd[1] << 8 | h->hd[2];
-    uint32_t id = be31(h->hd + 5);
     uint8_t type = h->hd[3], flags = h->hd[4];
-    int kind = -1;
-    if (h->preface) {
-        h->preface = 0;
-        return;
-    }
-    switch (type) {
-    case NGHTTP2_DATA: { /* with padding only, it is empty too */
-        uint32_t pad = flags & NGHTTP2_FLAG_PADDED ? (len ? h->pl[0] + 1u : 1u) : 0;
-        if (len <= pad && !(flags & NGHTTP2_FLAG_END_STREAM))
-            kind = H2_FLOOD_EMPTY_DATA;
-        break;
-    }
-    case NGHTTP2_PRIORITY:
-        if (len == 5 && (id == 0 || be31(h->pl) == id)) { /* else nghttp2's FRAME_SIZE_ERROR */
-            h->refuse = NGHTTP2_PROTOCOL_ERROR;
-            return;
-        }
-        kind = H2_FLOOD_OTHER;
-        break;
-    case NGHTTP2_SETTINGS:
-        if (len / 6 > H2_MAX_SETTINGS) /* nghttp2 ends it: count it here */
-            flood_ended(h, H2_FLOOD_SETTINGS);
-        kind = flags & NGHTTP2_FLAG_ACK ? -1 : H2_FLOOD_SETTINGS;
-        break;
-    case NGHTTP2_PING: kind = flags & NGHTTP2_FLAG_ACK ? -1 : H2_FLOOD_PING; break;
-    case NGHTTP2_WINDOW_UPDATE:
-        if (len == 4 && be31(h->pl) < H2_WINDOW_SMALL)
-            kind = H2_FLOOD_WINDOW;
-        break;
-    case NGHTTP2_RST_STREAM: kind = H2_FLOOD_RAPID_RESET; break;
-    case NGHTTP2_HEADERS:
-    case NGHTTP2_PUSH_PROMISE:
-    case NGHTTP2_GOAWAY:
-    case NGHTTP2_CONTINUATION: break;
-    default: kind = H2_FLOOD_OTHER; /* PRIORITY_UPDATE, and what we do not know */
-    }
+    int32_t id = (int32_t)be31(h->hd + 5);
+    int kind = flood_kind(p, len, type, flags);
     if (kind >= 0 && flood_take(h, kind) < 0)
-        h->refuse = NGHTTP2_ENHANCE_YOUR_CALM;
+        return;
+    switch (type) {
+    case FR_DATA: return on_data(h, p, len, flags, id);
+    case FR_HEADERS: return on_headers(h, p, len, flags, id);
+    case FR_PRIORITY:
+    case FR_PRIORITY_UPDATE: return on_priority(h, p, len, type, id);
+    case FR_RST_STREAM: return on_rst(h, len, id);
+    case FR_SETTINGS: return on_settings(h, p, len, flags, id);
+    case FR_PUSH_PROMISE: return conn_error(h, E_PROTOCOL); /* 8.4: a client pushes none */
+    case FR_PING: return on_ping(h, p, len, flags, id);
+    case FR_GOAWAY:
+        if (id)
+            return conn_error(h, E_PROTOCOL);
+        if (len < 8)
+            return conn_error(h, E_FRAME_SIZE);
+        h->peer_goaway = 1;
+        return;
+    case FR_WINDOW_UPDATE: return on_window(h, p, len, id);
+    case FR_CONTINUATION: return on_continuation(h, p, len, flags);
+    default: return; /* 5.5: extensions we do not know are ignored */
+    }
 }
 
-/*
- * Where the input stands in its frames: a frame begun and not yet complete
- * is part of a request head for the -s deadline (h2_head_since); a frame
- * read whole is checked (frame_done).  Returns how many of the n bytes to
- * hand nghttp2: all, or up to the end of the frame that ends the session
- * (h->refuse), or of a DATA frame's header (h2_recv's check_data).
- */
-static size_t track_frames(h2_t *h, const uint8_t *p, size_t n)
+/* A frame header is read: the checks that need no payload.  0: read it. */
+static int frame_begin(h2_t *h)
 {
-    const uint8_t *start = p;
-    while (n && !h->refuse) {
-        if (h->frame_left) {
-            size_t k = n < h->frame_left ? n : h->frame_left;
-            for (size_t i = 0; i < k && h->pl_have < sizeof h->pl; i++)
-                h->pl[h->pl_have++] = p[i];
-            h->frame_left -= (uint32_t)k, p += k, n -= k;
-            if (!h->frame_left)
-                frame_done(h);
-            continue;
-        }
-        if (!h->hd_have)
-            h->frame_since = gio_now(h->f.site->loop);
-        h->hd[h->hd_have] = *p;
-        p++, n--;
-        if (++h->hd_have == 9) {
-            h->hd_have = 0;
-            h->pl_have = 0;
-            h->frame_left = (uint32_t)h->hd[0] << 16 | h->hd[1] << 8 | h->hd[2];
-            if (!h->frame_left)
-                frame_done(h);
-            if (h->hd[3] == NGHTTP2_DATA) {
-                h->data_hd = 1; /* h2_recv calls check_data once nghttp2 has it */
-                break;
-            }
-        }
+    uint32_t len = (uint32_t)h->hd[0] << 16 | h->hd[1] << 8 | h->hd[2];
+    uint8_t type = h->hd[3];
+    int32_t id = (int32_t)be31(h->hd + 5);
+    if (len > H2_FRAME_MAX) /* 4.2 */
+        return conn_error(h, E_FRAME_SIZE), -1;
+    if (h->in.id ? type != FR_CONTINUATION || id != h->in.id : type == FR_CONTINUATION)
+        return conn_error(h, E_PROTOCOL), -1; /* 6.10: a header block is one piece */
+    if (!h->settings_in && (type != FR_SETTINGS || (h->hd[4] & FL_ACK)))
+        return conn_error(h, E_PROTOCOL), -1; /* 3.4: the preface ends with SETTINGS */
+    h->settings_in = 1;
+    h->frame_left = len;
+    h->fgot = 0;
+    return 0;
+}
+
+/* The client's preface: a mismatch ends the session.  Bytes taken. */
+static size_t preface_in(h2_t *h, const uint8_t *p, size_t n)
+{
+    size_t at = H2_PREFACE_LEN - h->frame_left;
+    size_t k = n < h->frame_left ? n : h->frame_left;
+    if (memcmp(p, &H2_PREFACE[at], k)) {
+        conn_error(h, E_PROTOCOL);
+        return n;
     }
-    return (size_t)(p - start);
+    if (!(h->frame_left -= (uint32_t)k))
+        h->preface = 0;
+    return k;
+}
+
+/* Payload bytes: the frame at once if it is all here, else gathered in
+   fbuf.  Bytes taken. */
+static size_t payload_in(h2_t *h, const uint8_t *p, size_t n)
+{
+    if (!h->fgot && n >= h->frame_left) {
+        size_t k = h->frame_left;
+        h->frame_left = 0, h->hd_have = 0;
+        frame_in(h, p);
+        return k;
+    }
+    if (!h->fbuf && !(h->fbuf = malloc(H2_FRAME_MAX))) {
+        h->fatal = 1;
+        return n;
+    }
+    size_t k = n < h->frame_left ? n : h->frame_left;
+    memcpy(h->fbuf + h->fgot, p, k);
+    h->fgot += (uint32_t)k;
+    if (!(h->frame_left -= (uint32_t)k)) {
+        h->hd_have = 0;
+        frame_in(h, h->fbuf);
+    }
+    return k;
 }
 
 int h2_recv(h2_t *h, const uint8_t *p, size_t n)
 {
+    if (gio_batch_done(h->f.out))
+        pend_rewind(h, 1);
     while (n && !h->fatal) {
-        size_t k = track_frames(h, p, n);
-        ssize_t r = nghttp2_session_mem_recv(h->ng, p, k);
-        if (r >= 0 && h->data_hd)
-            check_data(h);
-        h->data_hd = 0;
-        if (r >= 0 && h->refuse) {
-            nghttp2_session_terminate_session(h->ng, (uint32_t)h->refuse);
-            r = -1;
-        }
-        if (r == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS && !h->calm) {
-            flood_ended(h, H2_FLOOD_CONTINUATION); /* nghttp2 says so to no one: we do */
-            nghttp2_session_terminate_session(h->ng, NGHTTP2_ENHANCE_YOUR_CALM);
-        }
-        if (r < 0) {
-            /* a protocol error: nghttp2 queued GOAWAY where it could */
-            h->fatal = 1;
-            return -1;
+        size_t k;
+        if (h->preface) {
+            k = preface_in(h, p, n);
+        } else if (h->hd_have < 9) {
+            if (!h->hd_have)
+                h->frame_since = gio_now(h->f.site->loop);
+            k = 9u - h->hd_have < n ? 9u - h->hd_have : n;
+            memcpy(h->hd + h->hd_have, p, k);
+            h->hd_have = (uint8_t)(h->hd_have + k);
+            if (h->hd_have == 9 && frame_begin(h) == 0 && !h->frame_left) {
+                h->hd_have = 0;
+                frame_in(h, p);
+            }
+        } else {
+            k = payload_in(h, p, n);
         }
         p += k, n -= k;
     }
     return h->fatal ? -1 : 0;
+}
+
+/* ---- frames out: DATA, by priority ---- */
+
+/* Has the stream DATA to send now (END_STREAM alone needs no window)? */
+static int ready(const h2_t *h, const h2_stream_t *s)
+{
+    if (s->closed || !s->answered || s->local_ended)
+        return 0;
+    if (!s->body_left || (s->streamed && s->ended && s->cur >= s->nparts))
+        return 1;
+    return s->cur < s->nparts && s->send_win > 0 && h->send_win > 0;
+}
+
+/*
+ * RFC 9218 4: the lowest urgency first; within one, the streams that are not
+ * incremental one at a time in the order they were opened, then the
+ * incremental ones in turns (the one served longest ago first).
+ */
+static h2_stream_t *pick(const h2_t *h)
+{
+    h2_stream_t *best = NULL;
+    for (h2_stream_t *s = h->all; s; s = s->next) {
+        if (!ready(h, s))
+            continue;
+        if (!best || s->urgency < best->urgency)
+            best = s;
+        else if (s->urgency > best->urgency)
+            continue;
+        else if (s->incremental != best->incremental)
+            best = s->incremental ? best : s;
+        else if (s->incremental ? (int32_t)(s->seq - best->seq) < 0 : s->id < best->id)
+            best = s;
+    }
+    return best;
+}
+
+/* One DATA frame of s: its header into the block, the body by reference
+   (a file range goes by sendfile on plain connections). */
+static int send_data(h2_t *h, h2_stream_t *s)
+{
+    uint8_t hd[9];
+    if (!s->body_left || s->cur >= s->nparts) { /* END_STREAM alone */
+        put_hd(hd, 0, FR_DATA, FL_END_STREAM, (uint32_t)s->id);
+        if (pend_add(h, hd, 9) < 0)
+            return -1;
+        local_end(h, s);
+        return 0;
+    }
+    h2_part_t *p = &s->parts[s->cur];
+    uint64_t n = p->len < s->body_left ? p->len : s->body_left;
+    uint64_t max = h->f.ssl ? H2_DATA_TLS : H2_FRAME_MAX;
+    max = (uint64_t)s->send_win < max ? (uint64_t)s->send_win : max;
+    max = (uint64_t)h->send_win < max ? (uint64_t)h->send_win : max;
+    n = n < max ? n : max;
+    int end = n == s->body_left || (s->streamed && s->ended && s->cur + 1 == s->nparts &&
+                                    n == p->len);
+    put_hd(hd, (size_t)n, FR_DATA, end ? FL_END_STREAM : 0, (uint32_t)s->id);
+    if (pend_add(h, hd, 9) < 0 || pend_flush(h) < 0)
+        return -1;
+    int r = p->p ? gio_batch_add_buf(h->f.out, p->p + p->off, (size_t)n, 0)
+                 : gio_batch_add_file(h->f.out, p->fd, p->off, n, 0);
+    if (r < 0)
+        return -1;
+    p->off += n, p->len -= n;
+    s->body_left -= n;
+    s->body_sent += n;
+    s->send_win -= (int64_t)n;
+    h->send_win -= (int64_t)n;
+    if (!p->len)
+        s->cur++;
+    if (s->incremental)
+        s->seq = ++h->seq;
+    if (end)
+        local_end(h, s);
+    return 0;
 }
 
 /* The parts of s sent whole: the batch, done, holds no reference to them
@@ -1422,7 +1954,7 @@ static void sweep(h2_t *h)
             pp = &s->next;
         }
     }
-    while (h->deferred && h->files < H2_FILES_MAX) { /* the oldest deferred stream next */
+    while (h->deferred && h->files < H2_FILES_MAX && !h->fatal) { /* the oldest one next */
         h2_stream_t *first = NULL;
         for (h2_stream_t *s = h->all; s; s = s->next)
             if (s->deferred && !s->dispatched && !s->closed && (!first || s->id < first->id))
@@ -1446,39 +1978,119 @@ static void drained(h2_t *h)
         }
 }
 
+static size_t unflushed_bytes(const h2_t *h)
+{
+    size_t n = 0;
+    for (h2_block_t *b = h->pend ? h->mblk : NULL;; b = b->next) {
+        n += b->len - (b == h->mblk ? h->mark : 0);
+        if (b == h->pend)
+            return n;
+    }
+    return n;
+}
+
 long h2_fill(h2_t *h, size_t max)
 {
     if (!gio_batch_done(h->f.out))
         return 0;
     sweep(h); /* (the batch keeps counting bytes_sent: conn.c's -B window reads it) */
-    pend_reset(h, 1);
-    while (h->f.out->bytes_left + (h->pend ? h->pend->len - h->mark : 0) < max) {
-        const uint8_t *p;
-        ssize_t n = nghttp2_session_mem_send(h->ng, &p);
-        if (n < 0)
-            return -1;
-        if (n == 0)
+    pend_rewind(h, 1);
+    while (!h->fatal && h->f.out->bytes_left + (h->pend ? unflushed_bytes(h) : 0) < max) {
+        h2_stream_t *s = pick(h);
+        if (!s)
             break;
-        if (pend_add(h, p, (size_t)n) < 0)
+        if (send_data(h, s) < 0)
             return -1;
     }
     if (pend_flush(h) < 0)
         return -1;
-    if (!h->f.out->bytes_left && !h->all)
-        pend_reset(h, 0);
+    if (!h->f.out->bytes_left && !h->all) { /* idle: it keeps no block, no spare stream */
+        pend_rewind(h, 0);
+        spares_free(h);
+        if (h->hd_have < 9) { /* no frame is being gathered in it */
+            free(h->fbuf);
+            h->fbuf = NULL;
+        }
+    }
     drained(h);
     return (long)h->f.out->bytes_left;
 }
 
+h2_t *h2_new(const h1_conn_t *f, void (*wake)(void *conn))
+{
+    h2_t *h = calloc(1, sizeof *h);
+    if (!h)
+        return NULL;
+    h->f = *f;
+    h->wake = wake;
+    h->started = h->frame_since = gio_now(f->site->loop);
+    h->frame_left = H2_PREFACE_LEN; /* the client's preface comes first */
+    h->preface = 1;
+    h->send_win = H2_DEFAULT_WINDOW;
+    h->recv_win = H2_CONN_WINDOW;
+    h->peer_window = H2_DEFAULT_WINDOW;
+    h->peer_table = H2_TABLE;
+    /* an address a flood defence ended lately gets less (--flood-memory) */
+    if ((h->level = (uint8_t)peer_allowance(f->site->limits, f->peer, h->started)))
+        f->site->stats.offender_reduced++;
+    for (int k = 0; k < H2_FLOOD_KINDS; k++)
+        h->flood[k] =
+            (h2_bucket_t){(uint64_t)peer_budget(flood_limit[k].burst, h->level) * 1000, h->started};
+    /* RFC 9218: urgency and incremental (the priority field and
+       PRIORITY_UPDATE) order the streams' DATA (pick) */
+    const uint32_t set[][2] = {
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, peer_budget(H2_MAX_STREAMS, h->level)},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_WINDOW},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, H2_HDR_CAP},
+        {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+        {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
+    };
+    size_t n = sizeof set / sizeof set[0];
+    uint8_t *p = out_frame(h, 6 * n, FR_SETTINGS, 0, 0);
+    if (!p) {
+        free(h);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        p[6 * i] = (uint8_t)(set[i][0] >> 8), p[6 * i + 1] = (uint8_t)set[i][0];
+        put32(p + 6 * i + 2, set[i][1]);
+    }
+    out_window(h, 0, H2_CONN_WINDOW - H2_DEFAULT_WINDOW);
+    h->recv_win = H2_CONN_WINDOW;
+    return h;
+}
+
+void h2_free(h2_t *h)
+{
+    if (!h)
+        return;
+    h->fatal = 1; /* no spares kept */
+    for (h2_stream_t *s = h->all, *next; s; s = next) {
+        next = s->next;
+        stream_free(s);
+    }
+    spares_free(h);
+    pend_rewind(h, 0);
+    for (h2_block_t *k = h->blocks, *next; k; k = next) { /* (a rewind that waited) */
+        next = k->next;
+        free(k);
+    }
+    if (h->def)
+        nghttp2_hd_deflate_del(h->def);
+    if (h->inf)
+        nghttp2_hd_inflate_del(h->inf);
+    free(h->fbuf);
+    free(h);
+}
+
 int h2_want_read(const h2_t *h)
 {
-    return !h->fatal && nghttp2_session_want_read(h->ng);
+    return !h->fatal && !((h->goaway_sent || h->peer_goaway) && !h->open);
 }
 
 int h2_done(const h2_t *h)
 {
-    return h->fatal ? !nghttp2_session_want_write(h->ng)
-                    : !nghttp2_session_want_read(h->ng) && !nghttp2_session_want_write(h->ng);
+    return !h2_want_read(h) && !pend_unflushed(h);
 }
 
 unsigned h2_streams(const h2_t *h)
@@ -1508,7 +2120,7 @@ uint64_t h2_body_bytes(const h2_t *h)
 int64_t h2_head_since(const h2_t *h)
 {
     int64_t t = h->requests || h->headed ? 0 : h->started; /* the first head: from the preface on */
-    if ((h->hd_have || h->frame_left) && (!t || h->frame_since < t))
+    if ((h->hd_have || h->frame_left || h->in.id) && (!t || h->frame_since < t))
         t = h->frame_since; /* a frame (or the preface) begun and not complete */
     if (h->pending)
         for (const h2_stream_t *s = h->all; s; s = s->next)
@@ -1523,20 +2135,17 @@ void h2_goaway(h2_t *h)
     if (h->goaway)
         return;
     h->goaway = 1;
-    h->last_id = nghttp2_session_get_last_proc_stream_id(h->ng);
-    nghttp2_submit_goaway(h->ng, NGHTTP2_FLAG_NONE, h->last_id, NGHTTP2_NO_ERROR, NULL, 0);
+    h->last_id = h->max_id;
+    if (!h->fatal)
+        out_goaway(h, h->last_id, E_NO_ERROR);
 }
 
 size_t h2_expire(h2_t *h, char *buf, size_t cap)
 {
-    if (cap < 17 || !gio_batch_done(h->f.out) || (h->pend && h->pend->len != h->mark))
+    if (cap < 17 || !gio_batch_done(h->f.out))
         return 0; /* a frame is on its way: more bytes would land inside it */
-    static const char hd[9] = {0, 0, 8, NGHTTP2_GOAWAY, 0, 0, 0, 0, 0};
-    uint32_t id = (uint32_t)h->last_dispatched;
-    memcpy(buf, hd, sizeof hd);
-    for (int i = 0; i < 4; i++) {
-        buf[9 + i] = (char)(id >> (24 - 8 * i));
-        buf[13 + i] = 0; /* NO_ERROR: the client may send the stream again */
-    }
+    put_hd((uint8_t *)buf, 8, FR_GOAWAY, 0, 0);
+    put32((uint8_t *)buf + 9, (uint32_t)h->last_dispatched);
+    put32((uint8_t *)buf + 13, E_NO_ERROR); /* the client may send the stream again */
     return 17;
 }

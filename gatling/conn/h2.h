@@ -1,27 +1,41 @@
 /*
- * h2 — the HTTP/2 codec (RFC 9113, HPACK RFC 7541), on Debian's libnghttp2
- * driven by gatling's own loop: conn.c reads the socket and hands the bytes
- * to h2_recv (nghttp2_session_mem_recv); h2_fill moves the frames nghttp2
- * has to send (nghttp2_session_mem_send) onto the connection's output batch,
- * which conn.c sends as for HTTP/1.1 (writev and sendfile, or through TLS).
- * No nghttp2 callback does I/O.
+ * h2 — the HTTP/2 codec (RFC 9113), gatling's own frame layer driven by
+ * gatling's own loop: conn.c reads the socket and hands the bytes to
+ * h2_recv, which cuts them into frames (a frame wholly in the read buffer
+ * is parsed where it lies; one that comes in pieces is gathered in a 16 KiB
+ * buffer held only while the connection is busy); h2_fill puts what is to be
+ * sent onto the connection's output batch, which conn.c sends as for
+ * HTTP/1.1 (writev and sendfile, or through TLS).  HPACK is Debian's
+ * libnghttp2's public nghttp2_hd_inflate_* / nghttp2_hd_deflate_* (its
+ * decoder hardened against HPACK bombs; the dynamic tables 4 KiB), each made
+ * on first use: a connection that has sent no request holds neither.
  *
  * Each stream has its own exchange, answered by the same router and
- * handlers as an HTTP/1.1 request.  Its response becomes a HEADERS frame
- * (:status, server, date, content-length, the fields, names in lower case)
- * and DATA frames sent by NGHTTP2_DATA_FLAG_NO_COPY: the 9-byte frame
- * header goes onto the batch, followed by the body's buffer or file range
- * itself, so file bytes go out by sendfile on plain connections.  A stream
- * that has ended is kept (with its file and buffers) until the batch has
- * sent everything queued before it: h2_fill only adds frames to an empty
- * batch, and frees the ended streams first.
+ * handlers as an HTTP/1.1 request; the streams are a list per connection,
+ * and a freed one is kept for the next (no malloc per stream while the
+ * connection is busy; an idle connection keeps none).  Frames we make go
+ * into 16 KiB blocks the connection keeps while busy: control frames and
+ * HEADERS as they arise (HPACK writes into the block: the wire order is the
+ * encoding order), DATA frames' 9-byte headers when h2_fill frames them.
+ * The batch points into the blocks, and a DATA frame's payload is the
+ * body's buffer or file range itself (sendfile on plain connections), at
+ * most one TLS record's worth (16 KiB - 9) under TLS.  A stream that has
+ * ended is kept (with its file and buffers) until the batch has sent
+ * everything queued before it: h2_fill only adds to an empty batch, and
+ * frees the ended streams first; several streams' frames go in one fill.
  *
  * Which stream's DATA goes first is RFC 9218's urgency and incremental
- * (SETTINGS_NO_RFC7540_PRIORITIES=1; nghttp2 schedules).  Every frame
- * header is seen by h2_recv before nghttp2 sees the frame: there the
- * floods are bounded per connection (stats.h's H2_FLOOD_*, GOAWAY
- * ENHANCE_YOUR_CALM), and the checks nghttp2 1.52 drops without RFC 7540
- * priorities are made.
+ * (SETTINGS_NO_RFC7540_PRIORITIES=1; the priority field, PRIORITY_UPDATE):
+ * the lowest urgency first, the non-incremental streams one at a time in the
+ * order they came, the incremental ones in turns.  Flow control is ours
+ * (stream and connection windows both ways; request bodies open the windows
+ * as they are dropped or taken by their producer), and so are RFC 9113's
+ * rules: stream states (5.1), frame sizes, SETTINGS, PING, GOAWAY,
+ * CONTINUATION, the request's fields (8.2, 8.3: pseudo-headers, names in
+ * lower case, no connection-specific fields, TE, content-length against
+ * DATA); a trailer section is checked and dropped.  The floods are bounded
+ * per connection (stats.h's H2_FLOOD_*): every defence that ends a
+ * connection goes through one function, GOAWAY ENHANCE_YOUR_CALM.
  */
 #ifndef GATLING_H2_H
 #define GATLING_H2_H
@@ -94,11 +108,12 @@ void h2_goaway(h2_t *h);
 
 /*
  * A deadline has passed (-s for an incomplete head, -T for an idle
- * connection) and the connection is about to be closed: the bytes of a GOAWAY (NO_ERROR, last stream the
- * highest one answered, so the client knows the stream cut off was not
- * acted on and may send it again) in buf, for the caller to send best
- * effort as it sends a 408 over HTTP/1.1.  Returns their length, 0 if a
- * frame is half sent (they cannot go now) or cap is under 17.
+ * connection) and the connection is about to be closed: the bytes of a
+ * GOAWAY (NO_ERROR, last stream the highest one answered, so the client
+ * knows the stream cut off was not acted on and may send it again) in buf,
+ * for the caller to send best effort as it sends a 408 over HTTP/1.1.
+ * Returns their length, 0 if a frame is half sent (they cannot go now) or
+ * cap is under 17.
  */
 size_t h2_expire(h2_t *h, char *buf, size_t cap);
 

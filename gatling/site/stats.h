@@ -46,8 +46,8 @@ enum {
     H2_FLOOD_EMPTY_DATA,   /* DATA frames with no data, not ending a stream (9518) */
     H2_FLOOD_OTHER,        /* PRIORITY, PRIORITY_UPDATE and unknown frames too fast (9513) */
     H2_FLOOD_RESET_SENT,   /* streams we had to reset ("MadeYouReset", CVE-2025-8671) */
-    H2_FLOOD_RAPID_RESET,  /* streams the client reset, nghttp2's limit (CVE-2023-44487) */
-    H2_FLOOD_CONTINUATION, /* CONTINUATION frames, nghttp2's limit (CVE-2024-28182) */
+    H2_FLOOD_RAPID_RESET,  /* streams the client reset too fast (CVE-2023-44487) */
+    H2_FLOOD_CONTINUATION, /* over 8 CONTINUATIONs in a header block (CVE-2024-28182) */
     H2_FLOOD_KINDS
 };
 
