@@ -1002,10 +1002,15 @@ def test_a_reconnecting_rapid_reset_gets_a_few_bursts(gatling, build, pki, tls):
     assert r.returncode == 0 and got["errors"] == 0, (r, got)
     # 4 offences reach the refusal; each of 4 threads may have raced one more in
     assert 4 <= got["connections"] <= 8 and got["refused"] >= 10, got
-    assert got["streams_taken"] <= 200 + 100 + 50 + 25 + 4 * 12, got
+    # at most the 4 threads' first connections race in before any offence is
+    # recorded (200 streams each on a loaded machine), every later one starts
+    # at least a level lower (100): never the 200 a connection of thousands
+    assert got["streams_taken"] <= 4 * 200 + 4 * 100, got
     st = server_status(srv.port)
     assert st["flood_offences"] == got["calm"] and st["refused_offender"] >= 10, st
     srv.check_alive()
+
+
 def test_request_body_with_trailers(gatling):
     """A request body in padded DATA frames and then a trailer section: the
     trailers are checked and dropped, the request answered (8.1).  A trailer
