@@ -461,7 +461,7 @@ static void accept_some(server_t *s, listener_t *l)
             refuse(fd, l); /* 503 (FTP: 421) at once, unread, and close */
             continue;
         }
-        /* behind a proxy, -K counts the client the header names (conn.c) */
+        /* behind a proxy, -K counts the client the header names (conn_open.c) */
         int lim =
             l->proxy ? LIMIT_OK : limits_conn_open(s->site.limits, &peer.sa, gio_now(s->loop));
         if (lim == LIMIT_OFFENDER) { /* a flood ended its connections lately: not a byte */

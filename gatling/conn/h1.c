@@ -342,7 +342,7 @@ void h1_init(h1_t *h, const h1_conn_t *f)
 /*
  * Request bodies (RFC 9112 6): static resources take none, but a body must be
  * read to keep the connection in step, so it is read and dropped before the
- * response (conn.c's BODY state), up to H1_BODY_MAX.  Both framings at
+ * response (conn_read.c's BODY state), up to H1_BODY_MAX.  Both framings at
  * once is how request smuggling starts: 400; so is a Transfer-Encoding list
  * that does not end in exactly one "chunked"; an unknown coding is 501
  * (http_transfer_coding).

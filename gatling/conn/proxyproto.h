@@ -7,7 +7,7 @@
  * the request parser: no I/O, no allocation, no globals.  It returns the
  * header's length, PROXY_INCOMPLETE or PROXY_MALFORMED, and it never needs
  * more than PROXY_MAX bytes (v1: PROXY_V1_MAX) to decide.  Its promise to
- * the reader (conn.c): on PROXY_INCOMPLETE every byte it was given belongs
+ * the reader (conn_open.c): on PROXY_INCOMPLETE every byte it was given belongs
  * to the header, so a reader may take them off the socket and still never
  * consume a byte of the request that follows the header.
  */

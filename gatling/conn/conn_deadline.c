@@ -1,0 +1,257 @@
+/*
+ * Deadlines: the one each state waits under (conn_enter: IDLE's keep-alive
+ * -T, or the drain's grace when shutting down; HEAD's, PROXY's and
+ * HANDSHAKE's -s; the -B windows of BODY, WRITE, STREAM and H2; LINGER's
+ * drain; WAIT's and TARPIT's), what a -B window measures (conn_moved), and
+ * what a passed deadline does (conn_timed_out), counted by its kind:
+ * head, idle, body, drain, handshake, busy, PROXY.
+ */
+#include "conn_int.h"
+#include "gio_os.h"
+#include "h2.h"
+#include "tls.h"
+
+#include <sys/socket.h>
+
+/* How long a closing connection may take to drain what the client sent. */
+#define CONN_LINGER_MS 2000
+/* The -B rate is checked over windows of this length (or -T, if shorter). */
+#define CONN_RATE_WINDOW_MS 10000
+
+/* -T, the keep-alive idle timeout (0: none). */
+int64_t conn_idle_ms(const conn_t *c)
+{
+    return (int64_t)c->site->cfg->timeout * 1000;
+}
+
+/* A deadline of `secs`, but never longer than a non-zero -T. */
+int64_t conn_capped_ms(const conn_t *c, int64_t ms)
+{
+    int64_t t = conn_idle_ms(c);
+    return t > 0 && t < ms ? t : ms;
+}
+
+/* -s, the request head's (and the handshake's, the PROXY header's). */
+int64_t conn_head_ms(const conn_t *c)
+{
+    return conn_capped_ms(c, (int64_t)c->site->cfg->head_timeout * 1000);
+}
+
+/* The length of a -B rate window. */
+int64_t conn_window_ms(const conn_t *c)
+{
+    return conn_capped_ms(c, CONN_RATE_WINDOW_MS);
+}
+
+/* The connection's deadline, ms from now (0: none). */
+void conn_deadline(conn_t *c, int64_t ms)
+{
+    gio_loop_t *l = c->site->loop;
+    gio_set_deadline(l, c->fd, ms > 0 ? gio_now(l) + ms : 0);
+}
+
+/* What a BODY or WRITE rate window measures: for a response, the bytes the
+   client acknowledged, not the ones the kernel took into its send buffer. */
+uint64_t conn_moved(const conn_t *c)
+{
+    if (c->state != CONN_WRITE && c->state != CONN_H2 && c->state != CONN_STREAM)
+        return c->blk->moved;
+    /* HTTP/2, STREAM: request bodies read count as well as responses sent */
+    uint64_t in = c->state == CONN_H2       ? h2_body_bytes(c->h2)
+                  : c->state == CONN_STREAM ? c->blk->moved
+                                            : 0;
+    if (!c->out.bytes_sent) /* a response just begun: nothing to ask the kernel */
+        return in;
+    uint64_t q = gio_unacked(c->fd);
+    return in + (c->out.bytes_sent > q ? c->out.bytes_sent - q : 0);
+}
+
+/* Go to state st, with the deadline st waits under. */
+void conn_enter(conn_t *c, conn_state_t st)
+{
+    c->state = st;
+    switch (st) {
+    case CONN_IDLE:
+        conn_deadline(c, c->set->draining ? conn_capped_ms(c, CONN_DRAIN_GRACE_MS)
+                                          : conn_idle_ms(c));
+        break;
+    case CONN_HEAD:
+    case CONN_PROXY:
+    case CONN_HANDSHAKE: conn_deadline(c, conn_head_ms(c)); break;
+    case CONN_BODY:
+    case CONN_WRITE:
+        c->blk->window_at = conn_moved(c);
+        conn_deadline(c, conn_window_ms(c));
+        break;
+    case CONN_LINGER:
+        if (c->ssl)
+            tls_close_notify(c->ssl);
+        shutdown(c->fd, SHUT_WR);
+        conn_deadline(c, CONN_LINGER_MS);
+        break;
+    case CONN_TARPIT:
+        gio_want(c->site->loop, c->fd, 0);
+        conn_deadline(c, conn_idle_ms(c));
+        break;
+    case CONN_WAIT: /* the client may go meanwhile: a hang-up still ends it */
+        gio_want(c->site->loop, c->fd, 0);
+        conn_deadline(c, conn_head_ms(c));
+        break;
+    case CONN_STREAM: /* conn.c's st_stream sets it while the client is waited for */
+        c->blk->window_at = conn_moved(c);
+        c->stream_busy = 0;
+        conn_deadline(c, 0);
+        break;
+    case CONN_H2: /* conn.c's st_h2 sets its own */
+    case CONN_HANDLE:
+    case CONN_DISPATCH:
+    case CONN_CLOSE: break;
+    }
+}
+
+/* The -s deadline of an incomplete head (h2_head_since): 0 if none. */
+static int64_t h2_head_left(conn_t *c)
+{
+    int64_t since = h2_head_since(c->h2);
+    if (!since)
+        return 0;
+    int64_t left = since + conn_head_ms(c) - gio_now(c->site->loop);
+    return left > 0 ? left : 1;
+}
+
+/*
+ * After a pass of st_h2: the deadline, and what to wait for.  While a head
+ * is incomplete its -s deadline is the connection's; a -B window that began
+ * meanwhile keeps what had moved at its start, and is checked once the heads
+ * are complete (each incomplete phase lasts at most -s).
+ */
+void conn_h2_wait(conn_t *c, int progress, unsigned send_want)
+{
+    int busy = h2_streams(c->h2) > h2_waiting(c->h2) || !gio_batch_done(&c->out);
+    int64_t head = h2_head_left(c);
+    uint8_t was = c->h2_busy;
+    if (busy && !(was & CONN_H2_BUSY)) /* a -B window begins, as for WRITE */
+        c->h2_window_at = conn_moved(c);
+    if (head)
+        conn_deadline(c, head);
+    else if (busy && (!(was & CONN_H2_BUSY) || (was & CONN_H2_HEAD)))
+        conn_deadline(c, conn_window_ms(c));
+    else if (!busy && h2_streams(c->h2)) /* only producers awaited: theirs are the deadlines */
+        conn_deadline(c, 0);
+    else if (!busy && (progress || was))
+        conn_deadline(c, conn_idle_ms(c));
+    c->h2_busy = (uint8_t)((busy ? CONN_H2_BUSY : 0) | (head ? CONN_H2_HEAD : 0));
+    unsigned want = send_want;
+    if (gio_batch_done(&c->out) && h2_want_read(c->h2))
+        want |= c->ssl && c->tls_want ? c->tls_want : GIO_READ;
+    gio_want(c->site->loop, c->fd, want);
+}
+
+/* A GOAWAY before a deadline's close, best effort (RFC 9113 6.8), as a 408
+   goes before HTTP/1.1's. */
+static void h2_bye(conn_t *c)
+{
+    char bye[32];
+    size_t n = h2_expire(c->h2, bye, sizeof bye);
+    if (n)
+        conn_send_small(c, bye, n);
+}
+
+/* A deadline passed in H2: a head's -s, idle, or the end of a -B window.
+   1: go on. */
+static int h2_timed_out(conn_t *c)
+{
+    status_counters_t *st = &c->site->stats;
+    int64_t since = h2_head_since(c->h2);
+    if (since && gio_now(c->site->loop) - since >= conn_head_ms(c)) {
+        st->timeout_head++; /* slowloris over HTTP/2: GOAWAY and closed, as a 408 would be */
+        h2_bye(c);
+        return 0;
+    }
+    if (since) { /* a head began since this deadline was set: its deadline now */
+        conn_deadline(c, h2_head_left(c));
+        c->h2_busy |= CONN_H2_HEAD;
+        return 1;
+    }
+    if (!(c->h2_busy & CONN_H2_BUSY)) {
+        if (!c->set->draining) {
+            st->timeout_idle++;
+            h2_bye(c);
+        }
+        return 0;
+    }
+    uint64_t need = (uint64_t)c->site->cfg->min_rate * (uint64_t)conn_window_ms(c) / 1000;
+    uint64_t now = conn_moved(c);
+    if (now - c->h2_window_at >= (need ? need : 1)) {
+        c->h2_window_at = now;
+        conn_deadline(c, conn_window_ms(c));
+        c->h2_busy &= (uint8_t)~CONN_H2_HEAD;
+        return 1;
+    }
+    /* reset, as WRITE does: a zero window, a slow reader or a slow body holds no more */
+    struct linger lg = {.l_onoff = 1, .l_linger = 0};
+    setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    if (h2_bodies(c->h2) && gio_batch_done(&c->out))
+        st->timeout_body++;
+    else
+        st->timeout_drain++;
+    return 0;
+}
+
+/*
+ * A deadline passed.  BODY and WRITE check the rate of the window that
+ * ended and go on if it was enough; every other state closes.  Each kind is
+ * counted.  Returns 1 if the connection goes on.
+ */
+int conn_timed_out(conn_t *c)
+{
+    status_counters_t *st = &c->site->stats;
+    switch (c->state) {
+    case CONN_BODY:
+    case CONN_WRITE:
+    case CONN_STREAM: {
+        uint64_t need = (uint64_t)c->site->cfg->min_rate * (uint64_t)conn_window_ms(c) / 1000;
+        if (conn_moved(c) - c->blk->window_at >= (need ? need : 1)) {
+            c->blk->window_at = conn_moved(c); /* a new window */
+            conn_deadline(c, conn_window_ms(c));
+            return 1;
+        }
+        if (c->state != CONN_BODY && !gio_batch_done(&c->out)) {
+            /* reset, not close: a close would still let the kernel trickle
+               out the megabytes in the send queue that the client is slow
+               to take, which is what a slow-read attacker wants */
+            struct linger lg = {.l_onoff = 1, .l_linger = 0};
+            setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+            st->timeout_drain++;
+            conn_log_request(c);
+        } else {
+            st->timeout_body++;
+        }
+        return 0;
+    }
+    case CONN_WAIT: /* the worker threads are too far behind: say so, best effort */
+        conn_late(c, 503);
+        st->busy++;
+        return 0;
+    case CONN_HEAD:
+        conn_late(c, 408);
+        st->timeout_head++;
+        return 0;
+    case CONN_HANDSHAKE: st->timeout_handshake++; return 0;
+    case CONN_PROXY: /* a PROXY header that did not come whole in time */
+        if (!c->set->draining)
+            st->proxy_timeout++;
+        return 0;
+    case CONN_H2: /* idle past -T, or streams answered slower than -B */
+        return h2_timed_out(c);
+    case CONN_IDLE:           /* a connection that never sent a request ran out of head time */
+        if (c->set->draining) /* the grace of a shutdown is over */
+            return 0;
+        if (c->requests)
+            st->timeout_idle++;
+        else
+            st->timeout_head++;
+        return 0;
+    default: return 0;
+    }
+}

@@ -1,0 +1,157 @@
+/*
+ * The connection's opening states (conn.c's driver runs them): PROXY, the
+ * header a load balancer sends first (-y), its client counted against -K;
+ * and HANDSHAKE, HTTPS's TLS handshake, after a look that it is TLS at all,
+ * which starts HTTP/2 when ALPN chose h2.
+ */
+#include "conn_int.h"
+#include "gio_os.h"
+#include "proxyproto.h"
+#include "site/peerlimits.h"
+#include "tls.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+
+/* HANDSHAKE: first make sure it is TLS at all (a plain-HTTP client on the
+   HTTPS port, a scanner: closed at once, counted), then let OpenSSL work. */
+void conn_st_handshake(conn_t *c)
+{
+    status_counters_t *st = &c->site->stats;
+    if (!c->ssl) { /* nothing looked at yet: a silent connection costs no SSL object */
+        int h = tls_looks_like_hello(c->fd);
+        if (h < 0) {
+            gio_want(c->site->loop, c->fd, GIO_READ);
+            return;
+        }
+        if (h == 0) {
+            st->tls_not_tls++;
+            c->state = CONN_CLOSE;
+            return;
+        }
+        if (!tls_store_count(c->site->cfg->tls)) { /* -C DIR waits for its first */
+            st->tls_no_cert++;
+            tls_refuse(c->fd);
+            c->state = CONN_CLOSE;
+            return;
+        }
+        if (!(c->ssl = tls_new(c->site->cfg->tls, c->fd))) {
+            site_error(c->site, "SSL_new()", ENOMEM, &c->peer.sa, "a TLS session: client shed");
+            c->state = CONN_CLOSE;
+            return;
+        }
+    }
+    unsigned want = GIO_READ;
+    int r = gio_tls_handshake(c->ssl, &want);
+    if (r == GIO_AGAIN) {
+        c->tls_want = (uint8_t)want;
+        gio_want(c->site->loop, c->fd, want);
+        return;
+    }
+    c->tls_want = 0;
+    if (r < 0) {
+        st->tls_failed++;
+        c->state = CONN_CLOSE;
+        return;
+    }
+    st->tls_handshakes++;
+    if (tls_resumed(c->ssl))
+        st->tls_resumed++;
+    if (gio_tls_ktls_send(c->ssl))
+        st->tls_ktls++;
+    if (tls_alpn_h2(c->ssl) && !c->site->cfg->h2_off) {
+        conn_start_h2(c);
+        return;
+    }
+    conn_enter(c, CONN_HEAD); /* the request may have come with the handshake's last flight */
+}
+
+/*
+ * The client the PROXY header named is the connection's peer from here on
+ * (h.local: the proxy's own connection keeps its address); it is counted
+ * against -K now.  0, or -1 when the connection is to end.
+ */
+static int proxy_peer(conn_t *c, const proxy_hdr_t *h)
+{
+    status_counters_t *st = &c->site->stats;
+    if (!h->local && h->srclen <= sizeof c->peer)
+        memcpy(&c->peer, &h->src, h->srclen);
+    int lim = limits_conn_open(c->site->limits, &c->peer.sa, gio_now(c->site->loop));
+    if (lim == LIMIT_OFFENDER) { /* as at accept (server.c): closed without a word */
+        st->refused_offender++;
+        return -1;
+    }
+    if (lim != LIMIT_OK) {
+        if (lim == LIMIT_CONNS)
+            st->refused_addr++;
+        else
+            st->refused_cap++;
+        if (c->tls) /* no 503 over HTTPS: see h1_refuse */
+            return -1;
+        conn_late(c, 503);
+        conn_enter(c, CONN_LINGER); /* the request is unread: drain it, so that the 503 stays */
+        return 1;
+    }
+    c->counted = 1;
+    if (h->local)
+        st->proxy_local++;
+    else
+        st->proxy_headers++;
+    return 0;
+}
+
+/*
+ * PROXY: peek at what came, and take off the socket only what is certainly
+ * header (proxy_parse's promise), into the request block: the request
+ * behind the header stays in the socket for HEAD (or, on HTTPS, for
+ * OpenSSL), whatever the client's segments.  A malformed header, or one
+ * that ends before it is whole, closes the connection, counted; a slow one
+ * meets the head deadline (conn_timed_out, conn_deadline.c).
+ */
+void conn_st_proxy(conn_t *c)
+{
+    status_counters_t *st = &c->site->stats;
+    if (!c->blk) {
+        if (!(c->blk = conn_block_get(c->set))) {
+            site_error(c->site, "malloc()", ENOMEM, &c->peer.sa, "a request block: client shed");
+            c->state = CONN_CLOSE;
+            return;
+        }
+        conn_new_exchange(c); /* an empty one: conn_free ends whatever a block holds */
+    }
+    _Static_assert(PROXY_MAX <= CONN_IN_CAP, "the request block holds a PROXY header");
+    char *buf = c->blk->in;
+    ssize_t r = recv(c->fd, buf + c->inlen, PROXY_MAX - c->inlen, MSG_PEEK | MSG_DONTWAIT);
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+        gio_want(c->site->loop, c->fd, GIO_READ);
+        return;
+    }
+    proxy_hdr_t h;
+    long n = r > 0 ? proxy_parse(buf, c->inlen + (size_t)r, &h) : PROXY_MALFORMED;
+    /* what to take: all that was peeked while incomplete, else the header's rest */
+    size_t take = n == PROXY_INCOMPLETE ? (size_t)r : n > 0 ? (size_t)n - c->inlen : 0;
+    if (n == PROXY_MALFORMED || recv(c->fd, buf + c->inlen, take, MSG_DONTWAIT) != (ssize_t)take) {
+        if (r > 0 || c->inlen) /* malformed, or cut short by the client's close; a */
+            st->proxy_malformed++; /* connection closed before its first byte is not counted */
+        c->state = CONN_CLOSE;
+        return;
+    }
+    c->inlen += (uint32_t)take;
+    if (n == PROXY_INCOMPLETE) {
+        gio_want(c->site->loop, c->fd, GIO_READ);
+        return;
+    }
+    conn_block_put(c->set, c->blk); /* HEAD takes a fresh one, its parse state new */
+    c->blk = NULL;
+    c->inlen = 0;
+    int p = proxy_peer(c, &h);
+    if (p)
+        c->state = p < 0 ? CONN_CLOSE : c->state;
+    else if (c->tls) /* the -s that runs from the accept goes on */
+        c->state = CONN_HANDSHAKE;
+    else {
+        gio_recv_mode(c->site->loop, c->fd);
+        c->state = CONN_HEAD; /* the request may have come with the header */
+    }
+}
