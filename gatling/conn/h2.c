@@ -1,5 +1,6 @@
 /* The HTTP/2 codec: see h2.h. */
 #include "h2.h"
+#include "h2_frame.h"
 #include "handlers/router.h"
 #include "http/hbuf.h"
 #include "http/owfat.h"
@@ -20,7 +21,6 @@
 #define H2_WINDOW (1 << 20)            /* a stream's receive window */
 #define H2_CONN_WINDOW (16 << 20)      /* the connection's */
 #define H2_DEFAULT_WINDOW 65535        /* RFC 9113 6.9.2: before SETTINGS say otherwise */
-#define H2_WINDOW_MAX 0x7fffffff       /* 2^31-1: no window may pass it (6.9.1) */
 #define H2_FRAME_MAX 16384             /* our SETTINGS_MAX_FRAME_SIZE: the default */
 #define H2_DATA_TLS (16384 - 9)        /* under TLS one DATA frame = one full record */
 #define H2_HDR_CAP HTTP_MAX_HEAD       /* a request's header list, as for HTTP/1.1 */
@@ -34,20 +34,10 @@
 #define H2_CLOSED_MEMORY 64            /* streams the client closed, remembered (RFC 9113 5.1) */
 #define H2_MAX_SETTINGS 32             /* entries in one SETTINGS frame */
 #define H2_MAX_CONTINUATIONS 8         /* CONTINUATIONs in a header block (CVE-2024-28182) */
-#define H2_WINDOW_SMALL 1024           /* a WINDOW_UPDATE opening less counts towards a flood */
 #define H2_HELD_MAX (4 << 20)          /* request body bytes a connection holds for producers */
 #define H2_SPARE 16                    /* streams kept for reuse while the connection is busy */
 #define H2_TABLE 4096                  /* HPACK dynamic tables, both ways (RFC 7541's default) */
 
-enum { /* frame types (RFC 9113 6, RFC 9218 7.1) */
-    FR_DATA, FR_HEADERS, FR_PRIORITY, FR_RST_STREAM, FR_SETTINGS, FR_PUSH_PROMISE, FR_PING,
-    FR_GOAWAY, FR_WINDOW_UPDATE, FR_CONTINUATION, FR_PRIORITY_UPDATE = 0x10
-};
-enum { FL_END_STREAM = 1, FL_ACK = 1, FL_END_HEADERS = 4, FL_PADDED = 8, FL_PRIORITY = 0x20 };
-enum { /* error codes (RFC 9113 7) */
-    E_NO_ERROR, E_PROTOCOL, E_INTERNAL, E_FLOW_CONTROL, E_SETTINGS_TIMEOUT, E_STREAM_CLOSED,
-    E_FRAME_SIZE, E_REFUSED_STREAM, E_CANCEL, E_COMPRESSION, E_CONNECT, E_ENHANCE_YOUR_CALM
-};
 
 /*
  * The floods (stats.h's H2_FLOOD_*): per connection, a bucket of burst
@@ -148,14 +138,9 @@ typedef struct h2_block_in {
     h2_stream_t *s;   /* the stream its fields go to, NULL: decoded and dropped */
     int32_t id;       /* its stream, 0: none is being read */
     uint8_t end;      /* its HEADERS had END_STREAM */
-    uint8_t trailer;  /* it is a trailer section (checked, not kept) */
-    uint8_t regular;  /* a regular field came: no pseudo-header may follow (8.3) */
-    uint8_t pseudo;   /* the pseudo-headers seen, a bit each */
+    h2f_fields_t fs;  /* what its fields showed (trailer: checked, not kept) */
     uint8_t conts;    /* CONTINUATION frames so far */
     uint8_t malformed; /* 8.1.1: a stream error PROTOCOL_ERROR at its end */
-    uint8_t connect;  /* :method CONNECT */
-    uint8_t web;      /* :scheme http or https, whose authority is mandatory */
-    uint8_t host;     /* a Host field came */
 } h2_block_in_t;
 
 struct h2 {
@@ -219,24 +204,6 @@ int h2_preface(const char *p, size_t n)
     if (memcmp(p, H2_PREFACE, k))
         return -1;
     return n >= H2_PREFACE_LEN;
-}
-
-static uint32_t be31(const uint8_t *p)
-{
-    return ((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]) & 0x7fffffff;
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
-static void put_hd(uint8_t *p, size_t len, uint8_t type, uint8_t flags, uint32_t id)
-{
-    p[0] = (uint8_t)(len >> 16), p[1] = (uint8_t)(len >> 8), p[2] = (uint8_t)len;
-    p[3] = type, p[4] = flags;
-    put32(p + 5, id);
 }
 
 /* ---- output: frames into the blocks, the blocks onto the batch ---- */
@@ -323,7 +290,7 @@ static uint8_t *out_frame(h2_t *h, size_t len, uint8_t type, uint8_t flags, uint
     if (!b)
         return NULL;
     uint8_t *p = (uint8_t *)b->b + b->len;
-    put_hd(p, len, type, flags, id);
+    h2f_put_hd(p, len, type, flags, id);
     b->len += 9 + len;
     return p + 9;
 }
@@ -349,8 +316,8 @@ static void out_goaway(h2_t *h, int32_t last, uint32_t code)
         h->fatal = 1;
         return;
     }
-    put32(p, (uint32_t)last);
-    put32(p + 4, code);
+    h2f_put32(p, (uint32_t)last);
+    h2f_put32(p + 4, code);
     h->goaway_sent = 1;
     if (code != E_NO_ERROR)
         h->f.site->stats.h2_errors++;
@@ -360,7 +327,7 @@ static void out_window(h2_t *h, int32_t id, uint32_t inc)
 {
     uint8_t *p = out_frame(h, 4, FR_WINDOW_UPDATE, 0, (uint32_t)id);
     if (p)
-        put32(p, inc);
+        h2f_put32(p, inc);
     else
         h->fatal = 1;
 }
@@ -577,7 +544,7 @@ static void rst_stream(h2_t *h, h2_stream_t *s, int32_t id, uint32_t code)
         h->fatal = 1;
         return;
     }
-    put32(p, code);
+    h2f_put32(p, code);
     if (s)
         stream_close(h, s);
     if (!h->goaway && !h->goaway_sent)
@@ -620,7 +587,7 @@ static int out_headers_long(h2_t *h, int32_t id, const nghttp2_nv *nv, size_t n,
     for (size_t off = 0; r >= 0;) {
         size_t k = (size_t)r - off < H2_FRAME_MAX ? (size_t)r - off : H2_FRAME_MAX;
         uint8_t fl = (uint8_t)((off + k == (size_t)r ? FL_END_HEADERS : 0) | (off ? 0 : end));
-        put_hd(hd, k, off ? FR_CONTINUATION : FR_HEADERS, fl, (uint32_t)id);
+        h2f_put_hd(hd, k, off ? FR_CONTINUATION : FR_HEADERS, fl, (uint32_t)id);
         if (pend_add(h, hd, 9) < 0 || pend_add(h, tmp + off, k) < 0)
             r = -1;
         if ((off += k) == (size_t)r)
@@ -646,7 +613,7 @@ static int out_headers(h2_t *h, int32_t id, const nghttp2_nv *nv, size_t n, uint
     ssize_t r = nghttp2_hd_deflate_hd(h->def, p + 9, bound, nv, n);
     if (r < 0)
         return -1;
-    put_hd(p, (size_t)r, FR_HEADERS, (uint8_t)(FL_END_HEADERS | end), (uint32_t)id);
+    h2f_put_hd(p, (size_t)r, FR_HEADERS, (uint8_t)(FL_END_HEADERS | end), (uint32_t)id);
     b->len += 9 + (size_t)r;
     return 0;
 }
@@ -673,17 +640,6 @@ static void lower(char *d, const char *s, size_t cap)
 }
 
 #define NV(n, v) ((nghttp2_nv){(uint8_t *)(n), (uint8_t *)(v), strlen(n), strlen(v), 0})
-
-/* Connection-specific fields have no place in HTTP/2 (RFC 9113 8.2.2). */
-static int hop_by_hop(const char *n, size_t len)
-{
-    static const char *const names[] = {"connection", "keep-alive", "proxy-connection",
-                                        "transfer-encoding", "upgrade"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (strlen(names[i]) == len && !memcmp(n, names[i], len))
-            return 1;
-    return 0;
-}
 
 /* The response's fields, in nv (at least 8 + EX_FIELDS_MAX entries; the
    strings in the caller's st, cl, hsts and names): how many. */
@@ -716,7 +672,7 @@ static size_t response_nv(h2_stream_t *s, int status, const char *ctype, uint64_
     }
     for (unsigned i = 0; i < ex->nfields; i++) {
         lower(names[i], ex->fields[i].name, 48);
-        if (!hop_by_hop(names[i], strlen(names[i])))
+        if (!h2f_hop_by_hop(names[i], strlen(names[i])))
             nv[n++] = NV(names[i], ex->fields[i].value);
     }
     return n;
@@ -1049,29 +1005,6 @@ static const char *keep(h2_stream_t *s, const uint8_t *p, size_t n)
     return d;
 }
 
-/* RFC 9218 4: the priority field's u (0..7) and i; what else it says, or
-   cannot say, is ignored. */
-static void priority_field(h2_stream_t *s, const uint8_t *v, size_t n)
-{
-    for (size_t i = 0; i < n;) {
-        while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
-            i++;
-        if (i == n)
-            break;
-        size_t j = i;
-        while (j < n && v[j] != ',')
-            j++;
-        if (j - i >= 3 && v[i] == 'u' && v[i + 1] == '=' && v[i + 2] >= '0' && v[i + 2] <= '7' &&
-            (j - i == 3 || v[i + 3] == ';' || v[i + 3] == ' '))
-            s->urgency = (uint8_t)(v[i + 2] - '0');
-        else if (v[i] == 'i' && (j - i == 1 || v[i + 1] == ';' || v[i + 1] == ' '))
-            s->incremental = 1;
-        else if (j - i >= 4 && !memcmp(v + i, "i=?", 3))
-            s->incremental = v[i + 3] == '1';
-        i = j;
-    }
-}
-
 /* A request field kept in the request (the checks are made). */
 static void field_keep(h2_stream_t *s, const uint8_t *name, size_t nlen, const uint8_t *value,
                        size_t vlen)
@@ -1082,7 +1015,7 @@ static void field_keep(h2_stream_t *s, const uint8_t *name, size_t nlen, const u
     if (host && http_header(req, "Host")) /* RFC 9113 8.3.1: :authority first, one Host */
         return;
     if (nlen == 8 && !memcmp(name, "priority", 8))
-        priority_field(s, value, vlen);
+        h2f_priority(value, vlen, &s->urgency, &s->incremental);
     const char *v = keep(s, value, vlen);
     if (!v)
         return;
@@ -1102,65 +1035,14 @@ static void field_keep(h2_stream_t *s, const uint8_t *name, size_t nlen, const u
     }
 }
 
-enum { PS_METHOD = 1, PS_SCHEME = 2, PS_PATH = 4, PS_AUTHORITY = 8 };
-
-/* A pseudo-header (RFC 9113 8.3.1): its bit, 0 for one a request may not carry. */
-static uint8_t pseudo_bit(const uint8_t *name, size_t n)
-{
-    if (n == 7 && !memcmp(name, ":method", 7))
-        return PS_METHOD;
-    if (n == 7 && !memcmp(name, ":scheme", 7))
-        return PS_SCHEME;
-    if (n == 5 && !memcmp(name, ":path", 5))
-        return PS_PATH;
-    if (n == 10 && !memcmp(name, ":authority", 10))
-        return PS_AUTHORITY;
-    return 0;
-}
-
-/* Is the field well-formed where it stands (RFC 9113 8.2, 8.3)? */
-static int field_ok(h2_block_in_t *in, const nghttp2_nv *nv)
-{
-    if (!nv->namelen || !nghttp2_check_header_name(nv->name, nv->namelen) ||
-        !nghttp2_check_header_value_rfc9113(nv->value, nv->valuelen))
-        return 0;
-    if (nv->name[0] == ':') {
-        uint8_t bit = pseudo_bit(nv->name, nv->namelen);
-        if (in->trailer || in->regular || !bit || (in->pseudo & bit))
-            return 0;
-        in->pseudo |= bit;
-        if (bit == PS_PATH && !nv->valuelen)
-            return 0;
-        if (bit == PS_METHOD && nv->valuelen == 7 && !memcmp(nv->value, "CONNECT", 7))
-            in->connect = 1;
-        if (bit == PS_SCHEME && ((nv->valuelen == 4 && !memcmp(nv->value, "http", 4)) ||
-                                 (nv->valuelen == 5 && !memcmp(nv->value, "https", 5))))
-            in->web = 1;
-        return 1;
-    }
-    in->regular = 1;
-    if (nv->namelen == 4 && !memcmp(nv->name, "host", 4))
-        in->host = 1;
-    if (hop_by_hop((const char *)nv->name, nv->namelen))
-        return 0;
-    if (nv->namelen == 2 && !memcmp(nv->name, "te", 2))
-        return nv->valuelen == 8 && !memcmp(nv->value, "trailers", 8);
-    return 1;
-}
-
 /* The content-length field: digits, and all of them the same (8.1.1). */
 static int content_length(h2_stream_t *s, const nghttp2_nv *nv)
 {
+    uint64_t v;
     if (nv->namelen != 14 || memcmp(nv->name, "content-length", 14))
         return 0;
-    uint64_t v = 0;
-    if (!nv->valuelen || nv->valuelen > 18)
+    if (h2f_content_length(nv->value, nv->valuelen, &v) < 0)
         return -1;
-    for (size_t i = 0; i < nv->valuelen; i++) {
-        if (nv->value[i] < '0' || nv->value[i] > '9')
-            return -1;
-        v = v * 10 + (uint64_t)(nv->value[i] - '0');
-    }
     if (s->clen >= 0 && (uint64_t)s->clen != v)
         return -1;
     s->clen = (int64_t)v;
@@ -1174,11 +1056,12 @@ static void on_field(h2_t *h, const nghttp2_nv *nv)
     h2_stream_t *s = in->s;
     if (!s || in->malformed)
         return;
-    if (!field_ok(in, nv) || (!in->trailer && content_length(s, nv) < 0)) {
+    if (!h2f_field_ok(&in->fs, nv->name, nv->namelen, nv->value, nv->valuelen) ||
+        (!in->fs.trailer && content_length(s, nv) < 0)) {
         in->malformed = 1;
         return;
     }
-    if (!in->trailer && !s->bad && !s->refused && !s->closed)
+    if (!in->fs.trailer && !s->bad && !s->refused && !s->closed)
         field_keep(s, nv->name, nv->namelen, nv->value, nv->valuelen);
 }
 
@@ -1448,20 +1331,15 @@ static void block_done(h2_t *h)
     h2_stream_t *s = in.s;
     if (!s || s->closed)
         return;
-    if (!in.trailer && !in.malformed) {
-        uint8_t need = in.connect ? PS_METHOD | PS_AUTHORITY : PS_METHOD | PS_SCHEME | PS_PATH;
-        if (in.connect ? in.pseudo != need : (in.pseudo & need) != need)
-            in.malformed = 1;
-        if (in.web && !(in.pseudo & PS_AUTHORITY) && !in.host)
-            in.malformed = 1; /* 8.3.1: http and https name an authority */
-    }
+    if (!in.malformed && !h2f_fields_complete(&in.fs))
+        in.malformed = 1; /* 8.3.1 */
     if (!in.malformed && in.end && s->clen >= 0 && (uint64_t)s->clen != s->data_in)
         in.malformed = 1;
     if (in.malformed) {
         rst_stream(h, s, s->id, E_PROTOCOL);
         return;
     }
-    request_progress(h, s, !in.trailer, in.end);
+    request_progress(h, s, !in.fs.trailer, in.end);
 }
 
 /* Strip a frame's padding (and HEADERS' priority): the fragment, or -1. */
@@ -1514,7 +1392,7 @@ static void on_headers(h2_t *h, const uint8_t *p, uint32_t len, uint8_t flags, i
         rst_stream(h, s, id, E_STREAM_CLOSED);
         s = NULL;
     } else if (s) { /* a trailer section: it must end the stream (8.1) */
-        h->in.trailer = 1;
+        h->in.fs.trailer = 1;
         if (!(flags & FL_END_STREAM)) {
             rst_stream(h, s, id, E_PROTOCOL);
             s = NULL;
@@ -1522,7 +1400,7 @@ static void on_headers(h2_t *h, const uint8_t *p, uint32_t len, uint8_t flags, i
     } else if (!(s = headers_new(h, id))) {
         if (h->fatal)
             return;
-    } else if ((flags & FL_PRIORITY) && be31(p - 5) == (uint32_t)id) {
+    } else if ((flags & FL_PRIORITY) && h2f_be31(p - 5) == (uint32_t)id) {
         rst_stream(h, s, id, E_PROTOCOL); /* 5.3.1: it depends on itself */
         s = NULL;
     }
@@ -1621,21 +1499,17 @@ static void on_settings(h2_t *h, const uint8_t *p, uint32_t len, uint8_t flags, 
     if (len / 6 > H2_MAX_SETTINGS)
         return flood_goaway(h, H2_FLOOD_SETTINGS);
     for (uint32_t i = 0; i < len; i += 6) {
-        uint16_t k = (uint16_t)(p[i] << 8 | p[i + 1]);
-        uint32_t v = (uint32_t)p[i + 2] << 24 | (uint32_t)p[i + 3] << 16 |
-                     (uint32_t)p[i + 4] << 8 | p[i + 5];
-        if (k == NGHTTP2_SETTINGS_HEADER_TABLE_SIZE) {
+        uint16_t k;
+        uint32_t v, bad;
+        h2f_setting(p + i, &k, &v);
+        if ((bad = h2f_setting_check(k, v)))
+            return conn_error(h, bad);
+        if (k == SET_HEADER_TABLE_SIZE) {
             h->peer_table = v < H2_TABLE ? v : H2_TABLE;
             if (h->def && nghttp2_hd_deflate_change_table_size(h->def, h->peer_table))
                 return conn_error(h, E_INTERNAL);
-        } else if ((k == NGHTTP2_SETTINGS_ENABLE_PUSH ||
-                    k == NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES) && v > 1) {
-            return conn_error(h, E_PROTOCOL);
-        } else if (k == NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE) {
-            if (v > H2_WINDOW_MAX || new_window(h, v) < 0)
-                return conn_error(h, E_FLOW_CONTROL);
-        } else if (k == NGHTTP2_SETTINGS_MAX_FRAME_SIZE && (v < 16384 || v > 16777215)) {
-            return conn_error(h, E_PROTOCOL);
+        } else if (k == SET_INITIAL_WINDOW_SIZE && new_window(h, v) < 0) {
+            return conn_error(h, E_FLOW_CONTROL);
         }
     }
     if (!out_frame(h, 0, FR_SETTINGS, FL_ACK, 0))
@@ -1674,7 +1548,7 @@ static void on_window(h2_t *h, const uint8_t *p, uint32_t len, int32_t id)
 {
     if (len != 4)
         return conn_error(h, E_FRAME_SIZE);
-    uint32_t inc = be31(p);
+    uint32_t inc = h2f_be31(p);
     if (!id) {
         if (!inc || h->send_win + inc > H2_WINDOW_MAX)
             return conn_error(h, inc ? E_FLOW_CONTROL : E_PROTOCOL);
@@ -1700,7 +1574,7 @@ static void on_priority(h2_t *h, const uint8_t *p, uint32_t len, uint8_t type, i
             return conn_error(h, E_PROTOCOL);
         if (len != 5)
             return rst_stream(h, find(h, id), id, E_FRAME_SIZE);
-        if (be31(p) == (uint32_t)id) /* 5.3.1 */
+        if (h2f_be31(p) == (uint32_t)id) /* 5.3.1 */
             return conn_error(h, E_PROTOCOL);
         return;
     }
@@ -1708,42 +1582,23 @@ static void on_priority(h2_t *h, const uint8_t *p, uint32_t len, uint8_t type, i
         return conn_error(h, E_PROTOCOL);
     if (len < 4)
         return conn_error(h, E_FRAME_SIZE);
-    if (!be31(p))
+    if (!h2f_be31(p))
         return conn_error(h, E_PROTOCOL);
-    h2_stream_t *s = find(h, (int32_t)be31(p));
+    h2_stream_t *s = find(h, (int32_t)h2f_be31(p));
     if (s) {
         s->urgency = 3, s->incremental = 0;
-        priority_field(s, p + 4, len - 4);
-    }
-}
-
-/* The flood a frame counts towards, -1: none. */
-static int flood_kind(const uint8_t *p, uint32_t len, uint8_t type, uint8_t flags)
-{
-    switch (type) {
-    case FR_DATA: { /* with padding only, it is empty too */
-        uint32_t pad = flags & FL_PADDED ? (len ? p[0] + 1u : 1u) : 0;
-        return len <= pad && !(flags & FL_END_STREAM) ? H2_FLOOD_EMPTY_DATA : -1;
-    }
-    case FR_SETTINGS: return flags & FL_ACK ? -1 : H2_FLOOD_SETTINGS;
-    case FR_PING: return flags & FL_ACK ? -1 : H2_FLOOD_PING;
-    case FR_WINDOW_UPDATE: return len == 4 && be31(p) < H2_WINDOW_SMALL ? H2_FLOOD_WINDOW : -1;
-    case FR_RST_STREAM: return H2_FLOOD_RAPID_RESET;
-    case FR_HEADERS:
-    case FR_PUSH_PROMISE:
-    case FR_GOAWAY:
-    case FR_CONTINUATION: return -1;
-    default: return H2_FLOOD_OTHER; /* PRIORITY, PRIORITY_UPDATE, and what we do not know */
+        h2f_priority(p + 4, len - 4, &s->urgency, &s->incremental);
     }
 }
 
 /* A frame read whole (h->hd its header, p its payload). */
 static void frame_in(h2_t *h, const uint8_t *p)
 {
-    uint32_t len = (uint32_t)h->hd[0] << 16 | h->hd[1] << 8 | h->hd[2];
-    uint8_t type = h->hd[3], flags = h->hd[4];
-    int32_t id = (int32_t)be31(h->hd + 5);
-    int kind = flood_kind(p, len, type, flags);
+    h2_frame_hd_t hd = h2f_hd(h->hd);
+    uint32_t len = hd.len;
+    uint8_t type = hd.type, flags = hd.flags;
+    int32_t id = hd.id;
+    int kind = h2f_flood_kind(p, len, type, flags);
     if (kind >= 0 && flood_take(h, kind) < 0)
         return;
     switch (type) {
@@ -1771,9 +1626,10 @@ static void frame_in(h2_t *h, const uint8_t *p)
 /* A frame header is read: the checks that need no payload.  0: read it. */
 static int frame_begin(h2_t *h)
 {
-    uint32_t len = (uint32_t)h->hd[0] << 16 | h->hd[1] << 8 | h->hd[2];
-    uint8_t type = h->hd[3];
-    int32_t id = (int32_t)be31(h->hd + 5);
+    h2_frame_hd_t hd = h2f_hd(h->hd);
+    uint32_t len = hd.len;
+    uint8_t type = hd.type;
+    int32_t id = hd.id;
     if (len > H2_FRAME_MAX) /* 4.2 */
         return conn_error(h, E_FRAME_SIZE), -1;
     if (h->in.id ? type != FR_CONTINUATION || id != h->in.id : type == FR_CONTINUATION)
@@ -1891,7 +1747,7 @@ static int send_data(h2_t *h, h2_stream_t *s)
 {
     uint8_t hd[9];
     if (!s->body_left || s->cur >= s->nparts) { /* END_STREAM alone */
-        put_hd(hd, 0, FR_DATA, FL_END_STREAM, (uint32_t)s->id);
+        h2f_put_hd(hd, 0, FR_DATA, FL_END_STREAM, (uint32_t)s->id);
         if (pend_add(h, hd, 9) < 0)
             return -1;
         local_end(h, s);
@@ -1905,7 +1761,7 @@ static int send_data(h2_t *h, h2_stream_t *s)
     n = n < max ? n : max;
     int end = n == s->body_left || (s->streamed && s->ended && s->cur + 1 == s->nparts &&
                                     n == p->len);
-    put_hd(hd, (size_t)n, FR_DATA, end ? FL_END_STREAM : 0, (uint32_t)s->id);
+    h2f_put_hd(hd, (size_t)n, FR_DATA, end ? FL_END_STREAM : 0, (uint32_t)s->id);
     if (pend_add(h, hd, 9) < 0 || pend_flush(h) < 0)
         return -1;
     int r = p->p ? gio_batch_add_buf(h->f.out, p->p + p->off, (size_t)n, 0)
@@ -2039,11 +1895,11 @@ h2_t *h2_new(const h1_conn_t *f, void (*wake)(void *conn))
     /* RFC 9218: urgency and incremental (the priority field and
        PRIORITY_UPDATE) order the streams' DATA (pick) */
     const uint32_t set[][2] = {
-        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, peer_budget(H2_MAX_STREAMS, h->level)},
-        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_WINDOW},
-        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, H2_HDR_CAP},
-        {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
-        {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
+        {SET_MAX_CONCURRENT_STREAMS, peer_budget(H2_MAX_STREAMS, h->level)},
+        {SET_INITIAL_WINDOW_SIZE, H2_WINDOW},
+        {SET_MAX_HEADER_LIST_SIZE, H2_HDR_CAP},
+        {SET_ENABLE_PUSH, 0},
+        {SET_NO_RFC7540_PRIORITIES, 1},
     };
     size_t n = sizeof set / sizeof set[0];
     uint8_t *p = out_frame(h, 6 * n, FR_SETTINGS, 0, 0);
@@ -2051,10 +1907,8 @@ h2_t *h2_new(const h1_conn_t *f, void (*wake)(void *conn))
         free(h);
         return NULL;
     }
-    for (size_t i = 0; i < n; i++) {
-        p[6 * i] = (uint8_t)(set[i][0] >> 8), p[6 * i + 1] = (uint8_t)set[i][0];
-        put32(p + 6 * i + 2, set[i][1]);
-    }
+    for (size_t i = 0; i < n; i++)
+        h2f_put_setting(p + 6 * i, (uint16_t)set[i][0], set[i][1]);
     out_window(h, 0, H2_CONN_WINDOW - H2_DEFAULT_WINDOW);
     h->recv_win = H2_CONN_WINDOW;
     return h;
@@ -2142,10 +1996,8 @@ void h2_goaway(h2_t *h)
 
 size_t h2_expire(h2_t *h, char *buf, size_t cap)
 {
-    if (cap < 17 || !gio_batch_done(h->f.out))
+    if (!gio_batch_done(h->f.out))
         return 0; /* a frame is on its way: more bytes would land inside it */
-    put_hd((uint8_t *)buf, 8, FR_GOAWAY, 0, 0);
-    put32((uint8_t *)buf + 9, (uint32_t)h->last_dispatched);
-    put32((uint8_t *)buf + 13, E_NO_ERROR); /* the client may send the stream again */
-    return 17;
+    /* NO_ERROR: the client may send the stream cut off again */
+    return h2f_goaway((uint8_t *)buf, cap, h->last_dispatched, E_NO_ERROR);
 }
