@@ -9,7 +9,9 @@
  *                bodies, dispatch, DATA by priority (output scheduling)
  *       -> h2_out.c   the frame blocks onto the batch, control frames
  *                out, connection errors and the flood limits
- * and all three use h2_frame.c (the wire format, pure).
+ * and all three use h2_frame.c (the wire format, pure).  h2.h's h2_goaway
+ * is defined in h2_out.c, as a stream's dispatch calls it too (-R: the
+ * connection's last request).
  */
 #ifndef GATLING_H2_INT_H
 #define GATLING_H2_INT_H
@@ -184,9 +186,7 @@ struct h2 {
     uint32_t seq;            /* incremental streams served */
 };
 
-/* ---- h2_out.c ---- */
-
-/* ---- output: frames into the blocks, the blocks onto the batch ---- */
+/* ---- h2_out.c: frames into the blocks, the blocks onto the batch ---- */
 
 /* Room for want contiguous bytes (want <= H2_PEND_CAP): the current block,
    or the next one (kept from before, or new). */
@@ -239,7 +239,7 @@ void h2_floods_init(h2_t *h, int64_t now);
    too, defined in h2_out.c). */
 void h2_goaway(h2_t *h);
 
-/* ---- h2_stream.c ---- */
+/* ---- h2_stream.c: streams, request bodies, DATA by priority ---- */
 
 /* A stream's memory goes back to the connection's spares (its parts array
    with it), or is freed. */
