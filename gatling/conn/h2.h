@@ -36,6 +36,14 @@
  * DATA); a trailer section is checked and dropped.  The floods are bounded
  * per connection (stats.h's H2_FLOOD_*): every defence that ends a
  * connection goes through one function, GOAWAY ENHANCE_YOUR_CALM.
+ *
+ * The files (h2_int.h says what they share; calls go one way, down):
+ * h2.c, the session (these functions, frames in, SETTINGS, PING, GOAWAY,
+ * WINDOW_UPDATE, the request's fields) -> h2_stream.c (streams, their
+ * exchanges and the codec ops, request bodies, dispatch, DATA by priority)
+ * -> h2_out.c (the frame blocks, control frames out, connection errors, the
+ * flood limits); all of them use h2_frame.c, the wire format as pure
+ * functions (tests/unit/t_h2_frame.c).
  */
 #ifndef GATLING_H2_H
 #define GATLING_H2_H

@@ -1,0 +1,222 @@
+/* The HTTP/2 codec's output blocks, control frames and flood limits: see h2_int.h. */
+#include "h2_int.h"
+#include "site/peerlimits.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/*
+ * The floods (stats.h's H2_FLOOD_*): per connection, a bucket of burst
+ * frames refilled at rate a second; a frame finding it empty ends the
+ * session with ENHANCE_YOUR_CALM, counted by kind.  A browser sends a few of
+ * each per connection; WINDOW_UPDATEs count only when small, as the ones a
+ * client sends while reading a download are many but each opens much.
+ */
+static const struct {
+    uint16_t burst, rate;
+} flood_limit[H2_FLOOD_KINDS] = {
+    [H2_FLOOD_SETTINGS] = {32, 8},
+    [H2_FLOOD_PING] = {64, 16},
+    [H2_FLOOD_WINDOW] = {128, 32},
+    [H2_FLOOD_EMPTY_DATA] = {64, 16},
+    [H2_FLOOD_OTHER] = {256, 64},
+    [H2_FLOOD_RESET_SENT] = {100, 20},
+    [H2_FLOOD_RAPID_RESET] = {H2_RESET_BURST, H2_RESET_RATE},
+};
+
+/* ---- output: frames into the blocks, the blocks onto the batch ---- */
+
+/* Room for want contiguous bytes (want <= H2_PEND_CAP): the current block,
+   or the next one (kept from before, or new). */
+h2_block_t *h2_pend_room(h2_t *h, size_t want)
+{
+    h2_block_t *b = h->pend;
+    if (b && H2_PEND_CAP - b->len >= want)
+        return b;
+    h2_block_t **next = b ? &b->next : &h->blocks;
+    if (!*next) {
+        if (!(*next = malloc(sizeof **next)))
+            return NULL;
+        (*next)->next = NULL;
+    }
+    (*next)->len = 0;
+    if (!b) {
+        h->mblk = *next;
+        h->mark = 0;
+    }
+    return h->pend = *next;
+}
+
+/* Bytes written and not yet on the batch? */
+int h2_pend_unflushed(const h2_t *h)
+{
+    return h->pend && (h->mblk != h->pend || h->pend->len != h->mark);
+}
+
+/* Put what was written since the mark on the batch, by reference. */
+int h2_pend_flush(h2_t *h)
+{
+    if (!h->pend)
+        return 0;
+    for (h2_block_t *b = h->mblk;; b = b->next) {
+        size_t from = b == h->mblk ? h->mark : 0;
+        if (b->len > from && gio_batch_add_buf(h->f.out, b->b + from, b->len - from, 0) < 0)
+            return -1;
+        if (b == h->pend)
+            break;
+    }
+    h->mblk = h->pend;
+    h->mark = h->pend->len;
+    return 0;
+}
+
+/*
+ * The batch has sent everything: the blocks can be written from their
+ * start again.  What was written since the last flush (frames a producer's
+ * call made while the batch was sending) moves to the front; if it spans
+ * blocks the rewind waits for a later fill.  hold 0: nothing is open, and
+ * an idle connection keeps no block.
+ */
+void h2_pend_rewind(h2_t *h, int hold)
+{
+    h2_block_t *b = h->pend;
+    if (b && h->mblk != b)
+        return;
+    size_t n = b ? b->len - h->mark : 0;
+    if (!n && !hold) {
+        for (h2_block_t *k = h->blocks, *next; k; k = next) {
+            next = k->next;
+            free(k);
+        }
+        h->blocks = h->pend = h->mblk = NULL;
+        h->mark = 0;
+        return;
+    }
+    if (!b)
+        return;
+    memmove(h->blocks->b, b->b + h->mark, n);
+    h->blocks->len = n;
+    h->pend = h->mblk = h->blocks;
+    h->mark = 0;
+}
+
+/* A frame of len payload bytes (len < H2_PEND_CAP - 9): its header is
+   written, the payload is the caller's to write at the pointer returned. */
+uint8_t *h2_out_frame(h2_t *h, size_t len, uint8_t type, uint8_t flags, uint32_t id)
+{
+    h2_block_t *b = h2_pend_room(h, 9 + len);
+    if (!b)
+        return NULL;
+    uint8_t *p = (uint8_t *)b->b + b->len;
+    h2f_put_hd(p, len, type, flags, id);
+    b->len += 9 + len;
+    return p + 9;
+}
+
+/* Bytes that need no contiguous room (a large header block's pieces). */
+int h2_pend_add(h2_t *h, const uint8_t *p, size_t n)
+{
+    while (n) {
+        h2_block_t *b = h2_pend_room(h, 1);
+        if (!b)
+            return -1;
+        size_t k = H2_PEND_CAP - b->len < n ? H2_PEND_CAP - b->len : n;
+        memcpy(b->b + b->len, p, k);
+        b->len += k, p += k, n -= k;
+    }
+    return 0;
+}
+
+static void out_goaway(h2_t *h, int32_t last, uint32_t code)
+{
+    uint8_t *p = h2_out_frame(h, 8, FR_GOAWAY, 0, 0);
+    if (!p) {
+        h->fatal = 1;
+        return;
+    }
+    h2f_put32(p, (uint32_t)last);
+    h2f_put32(p + 4, code);
+    h->goaway_sent = 1;
+    if (code != E_NO_ERROR)
+        h->f.site->stats.h2_errors++;
+}
+
+/* WINDOW_UPDATE: stream id (0: the connection) may send inc bytes more. */
+void h2_out_window(h2_t *h, int32_t id, uint32_t inc)
+{
+    uint8_t *p = h2_out_frame(h, 4, FR_WINDOW_UPDATE, 0, (uint32_t)id);
+    if (p)
+        h2f_put32(p, inc);
+    else
+        h->fatal = 1;
+}
+
+/* A connection error (RFC 9113 5.4.1): GOAWAY with the code, nothing more
+   read; the frames written before it still go. */
+void h2_conn_error(h2_t *h, uint32_t code)
+{
+    if (h->fatal)
+        return;
+    out_goaway(h, h->max_id, code);
+    h->fatal = 1;
+}
+
+/*
+ * Every flood defence that ends a connection ends it here: counted once by
+ * kind (stats.h's H2_FLOOD_*), GOAWAY ENHANCE_YOUR_CALM, and remembered
+ * against the client's address (site/peerlimits.h, peer_offence), so that
+ * its next connections start with less and then are refused a while.
+ */
+void h2_flood_goaway(h2_t *h, int kind)
+{
+    if (!h->calm) {
+        h->calm = 1;
+        site_t *site = h->f.site;
+        site->stats.h2_flood[kind]++;
+        site->stats.offences++;
+        int what = kind == H2_FLOOD_CONTINUATION ? PEER_HEADERS
+                   : kind == H2_FLOOD_RESET_SENT || kind == H2_FLOOD_RAPID_RESET ? PEER_RESETS
+                                                                                  : PEER_FLOOD;
+        peer_offence(site->limits, h->f.peer, what, gio_now(site->loop));
+    }
+    h2_conn_error(h, E_ENHANCE_YOUR_CALM);
+}
+
+/* One frame of a kind: 0, or -1 if that is past its limit (the session ends). */
+int h2_flood_take(h2_t *h, int kind)
+{
+    h2_bucket_t *b = &h->flood[kind];
+    int64_t now = gio_now(h->f.site->loop);
+    uint64_t cap = (uint64_t)peer_budget(flood_limit[kind].burst, h->level) * 1000;
+    if (now > b->at) { /* milli-frames: rate per second is rate per ms in them */
+        uint64_t add = (uint64_t)(now - b->at) * peer_budget(flood_limit[kind].rate, h->level);
+        b->milli = cap - b->milli < add ? cap : b->milli + add;
+        b->at = now;
+    }
+    if (b->milli >= 1000) {
+        b->milli -= 1000;
+        return 0;
+    }
+    h2_flood_goaway(h, kind);
+    return -1;
+}
+
+/* The flood buckets full, scaled by the address's allowance (h->level). */
+void h2_floods_init(h2_t *h, int64_t now)
+{
+    for (int k = 0; k < H2_FLOOD_KINDS; k++)
+        h->flood[k] = (h2_bucket_t){(uint64_t)peer_budget(flood_limit[k].burst, h->level) * 1000,
+                                    now};
+}
+
+/* Shutting down: GOAWAY NO_ERROR (h2.h's h2_goaway, which streams call
+   too, defined in h2_out.c). */
+void h2_goaway(h2_t *h)
+{
+    if (h->goaway)
+        return;
+    h->goaway = 1;
+    h->last_id = h->max_id;
+    if (!h->fatal)
+        out_goaway(h, h->last_id, E_NO_ERROR);
+}

@@ -1,0 +1,1009 @@
+/* The HTTP/2 codec's streams, exchanges and DATA scheduling: see h2_int.h. */
+#include "h2_int.h"
+#include "handlers/router.h"
+#include "http/owfat.h"
+#include "http/response.h"
+#include "site/encoding.h"
+#include "site/peerlimits.h"
+#include "tls.h"
+
+#include <nghttp2/nghttp2.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const ex_codec_t h2_codec;
+
+/* ---- streams ---- */
+
+/* Behind each stream, in its allocation: its first block of request fields
+   (H2_CHUNK bytes), which a stream kept for reuse keeps. */
+static h2_chunk_t *first_chunk(h2_stream_t *s)
+{
+    return (h2_chunk_t *)(s + 1);
+}
+
+static void stream_release(h2_stream_t *s)
+{
+    exchange_t *ex = &s->ex;
+    h2_t *h = s->h2;
+    if (ex->job) /* the job runs on: it must not come back to us */
+        ex->job->ex = NULL;
+    if (ex->file)
+        fcache_release(ex->file);
+    enc_gzip_release(ex->gz);
+    ex_end(ex);
+    for (unsigned i = 0; i < s->nparts; i++)
+        if (s->parts[i].owned)
+            free((void *)s->parts[i].p);
+    h->held_bytes -= s->held_len;
+    free(s->held);
+    h->producers -= s->produced;
+    h->files -= s->has_file;
+    for (h2_chunk_t *k = s->chunks, *next; k; k = next) {
+        next = k->next;
+        h->hdr_bytes -= k->cap;
+        if (k != first_chunk(s))
+            free(k);
+    }
+}
+
+/* A stream's memory goes back to the connection's spares (its parts array
+   with it), or is freed. */
+void h2_stream_free(h2_stream_t *s)
+{
+    h2_t *h = s->h2;
+    stream_release(s);
+    if (h->nspare < H2_SPARE && !h->fatal) {
+        s->next = h->spare;
+        h->spare = s;
+        h->nspare++;
+        return;
+    }
+    free(s->parts);
+    free(s);
+}
+
+/* The spare streams are freed (the connection is idle or goes). */
+void h2_spares_free(h2_t *h)
+{
+    for (h2_stream_t *s = h->spare, *next; s; s = next) {
+        next = s->next;
+        free(s->parts);
+        free(s);
+    }
+    h->spare = NULL;
+    h->nspare = 0;
+}
+
+/* A stream for id (a spare one, or new) at the list's end, or NULL on ENOMEM. */
+h2_stream_t *h2_stream_new(h2_t *h, int32_t id)
+{
+    h2_stream_t *s = h->spare;
+    h2_part_t *parts = NULL;
+    unsigned cap = 0;
+    if (s) {
+        h->spare = s->next;
+        h->nspare--;
+        parts = s->parts, cap = s->cap;
+    } else if (!(s = malloc(sizeof *s + sizeof(h2_chunk_t) + H2_CHUNK))) {
+        return NULL;
+    }
+    memset(s, 0, offsetof(h2_stream_t, req));
+    memset(&s->req, 0, offsetof(http_request_t, headers));
+    s->parts = parts, s->cap = cap;
+    s->h2 = h;
+    s->id = id;
+    s->urgency = 3; /* RFC 9218 4.1's default */
+    s->clen = -1;
+    s->send_win = h->peer_window;
+    s->recv_win = H2_WINDOW;
+    h1_exchange_init(&s->ex, &h->f, &h2_codec, s);
+    s->ex.req = &s->req;
+    s->req.version = 20;
+    s->begun = gio_now(h->f.site->loop);
+    h->open++;
+    h->pending++;
+    s->next = h->all;
+    h->all = s;
+    return s;
+}
+
+static h2_stream_t *stream_of(exchange_t *ex)
+{
+    return (h2_stream_t *)ex;
+}
+
+/* The open stream id, or NULL. */
+h2_stream_t *h2_find(const h2_t *h, int32_t id)
+{
+    for (h2_stream_t *s = h->all; s; s = s->next)
+        if (s->id == id)
+            return s->closed ? NULL : s;
+    return NULL;
+}
+
+/* Did the client close stream id (END_STREAM or RST_STREAM), lately? */
+int h2_client_closed(const h2_t *h, int32_t id)
+{
+    for (unsigned i = 0; i < H2_CLOSED_MEMORY; i++)
+        if (h->closed_ids[i] == id)
+            return 1;
+    return 0;
+}
+
+static void body_ends(h2_t *h, h2_stream_t *s);
+
+/* The stream is over: log it; its memory waits for the batch to drain. */
+void h2_stream_close(h2_t *h, h2_stream_t *s)
+{
+    if (s->closed)
+        return;
+    if (s->peer_ended) {
+        h->closed_ids[h->closed_at] = s->id;
+        h->closed_at = (h->closed_at + 1) % H2_CLOSED_MEMORY;
+    }
+    h->open--;
+    body_ends(h, s);
+    if (!s->dispatched && !s->deferred)
+        h->pending--;
+    if (s->deferred && !s->dispatched)
+        h->deferred--;
+    if (s->dispatched) {
+        site_t *site = s->ex.site;
+        int64_t now = gio_wallclock(site->loop);
+        alog_request(&site->log, now, site->cfg->log_vhost ? s->ex.vhost : NULL, h->f.peer,
+                     &s->req, s->ex.status, s->body_sent, h->f.secure);
+        status_count(&site->stats, now, STATS_H2, s->body_sent, s->ex.started_us);
+    }
+    if (s->ex.job) {
+        s->ex.job->ex = NULL;
+        s->ex.job = NULL;
+    }
+    s->closed = 1;
+}
+
+/*
+ * RST_STREAM for stream id (s: it, if open, and it closes).  The streams we
+ * reset are bounded ("MadeYouReset": frames that make us reset a stream
+ * cost us its work, not the client), until we have said GOAWAY: then the
+ * streams the client opens meanwhile are refused, no fault of its own.
+ */
+void h2_rst_stream(h2_t *h, h2_stream_t *s, int32_t id, uint32_t code)
+{
+    if (h->fatal)
+        return;
+    uint8_t *p = h2_out_frame(h, 4, FR_RST_STREAM, 0, (uint32_t)id);
+    if (!p) {
+        h->fatal = 1;
+        return;
+    }
+    h2f_put32(p, code);
+    if (s)
+        h2_stream_close(h, s);
+    if (!h->goaway && !h->goaway_sent)
+        h2_flood_take(h, H2_FLOOD_RESET_SENT);
+}
+
+/* Our END_STREAM is written: the stream closes if the client's side has
+   ended, else (a response complete while its request is not: 413, a
+   producer that did not want the whole body) RST_STREAM NO_ERROR ends it
+   (RFC 9113 8.1). */
+static void local_end(h2_t *h, h2_stream_t *s)
+{
+    s->local_ended = 1;
+    if (s->remote_ended)
+        h2_stream_close(h, s);
+    else
+        h2_rst_stream(h, s, s->id, E_NO_ERROR);
+}
+
+/* ---- responses ---- */
+
+static int deflater(h2_t *h)
+{
+    if (h->def)
+        return 0;
+    if (nghttp2_hd_deflate_new(&h->def, H2_TABLE))
+        return -1;
+    if (h->peer_table < H2_TABLE && nghttp2_hd_deflate_change_table_size(h->def, h->peer_table))
+        return -1;
+    return 0;
+}
+
+/* A header block that does not fit one frame: encoded aside, then HEADERS
+   and CONTINUATIONs of at most H2_FRAME_MAX (the least the client takes). */
+static int out_headers_long(h2_t *h, int32_t id, const nghttp2_nv *nv, size_t n, uint8_t end,
+                            size_t bound)
+{
+    uint8_t *tmp = malloc(bound), hd[9];
+    ssize_t r = tmp ? nghttp2_hd_deflate_hd(h->def, tmp, bound, nv, n) : -1;
+    for (size_t off = 0; r >= 0;) {
+        size_t k = (size_t)r - off < H2_FRAME_MAX ? (size_t)r - off : H2_FRAME_MAX;
+        uint8_t fl = (uint8_t)((off + k == (size_t)r ? FL_END_HEADERS : 0) | (off ? 0 : end));
+        h2f_put_hd(hd, k, off ? FR_CONTINUATION : FR_HEADERS, fl, (uint32_t)id);
+        if (h2_pend_add(h, hd, 9) < 0 || h2_pend_add(h, tmp + off, k) < 0)
+            r = -1;
+        if ((off += k) == (size_t)r)
+            break;
+    }
+    free(tmp);
+    return r < 0 ? -1 : 0;
+}
+
+/* A HEADERS frame of the fields nv[0..n) (end: with END_STREAM), HPACK
+   writing straight into the block. */
+static int out_headers(h2_t *h, int32_t id, const nghttp2_nv *nv, size_t n, uint8_t end)
+{
+    if (deflater(h) < 0)
+        return -1;
+    size_t bound = nghttp2_hd_deflate_bound(h->def, nv, n);
+    if (bound > H2_FRAME_MAX)
+        return out_headers_long(h, id, nv, n, end, bound);
+    h2_block_t *b = h2_pend_room(h, 9 + bound);
+    if (!b)
+        return -1;
+    uint8_t *p = (uint8_t *)b->b + b->len;
+    ssize_t r = nghttp2_hd_deflate_hd(h->def, p + 9, bound, nv, n);
+    if (r < 0)
+        return -1;
+    h2f_put_hd(p, (size_t)r, FR_HEADERS, (uint8_t)(FL_END_HEADERS | end), (uint32_t)id);
+    b->len += 9 + (size_t)r;
+    return 0;
+}
+
+static int add_part(h2_stream_t *s, h2_part_t p)
+{
+    if (s->nparts == s->cap) {
+        unsigned cap = s->cap ? 2 * s->cap : 4;
+        h2_part_t *np = realloc(s->parts, cap * sizeof *np);
+        if (!np)
+            return -1;
+        s->parts = np, s->cap = cap;
+    }
+    s->parts[s->nparts++] = p;
+    return 0;
+}
+
+static void lower(char *d, const char *s, size_t cap)
+{
+    size_t i = 0;
+    for (; s[i] && i + 1 < cap; i++)
+        d[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
+    d[i] = 0;
+}
+
+#define NV(n, v) ((nghttp2_nv){(uint8_t *)(n), (uint8_t *)(v), strlen(n), strlen(v), 0})
+
+/* The response's fields, in nv (at least 8 + EX_FIELDS_MAX entries; the
+   strings in the caller's st, cl, hsts and names): how many. */
+static size_t response_nv(h2_stream_t *s, int status, const char *ctype, uint64_t len,
+                          time_t mtime, nghttp2_nv *nv, char names[][48], char *st, char *cl,
+                          char *hsts)
+{
+    exchange_t *ex = &s->ex;
+    site_t *site = ex->site;
+    size_t n = 0;
+    hbuf_t b = hb_init(st, 8);
+    hb_num(&b, (uint64_t)status), hb_str(&b);
+    nv[n++] = NV(":status", st);
+    nv[n++] = NV("server", "gatling/" GATLING_VERSION);
+    nv[n++] = NV("date", ex->date ? ex->date : site_date(site)); /* a stored response's own */
+    if (ctype)
+        nv[n++] = NV("content-type", ctype);
+    if (status != 304 && status != 204 && len != EX_LEN_STREAM) {
+        b = hb_init(cl, 24), hb_num(&b, len), hb_str(&b);
+        nv[n++] = NV("content-length", cl);
+    }
+    if (mtime >= 0) /* encoded at once: the cache's string may be reused */
+        nv[n++] = NV("last-modified", site_httpdate(site, mtime));
+    if (ex->secure && site->cfg->hsts >= 0) {
+        b = hb_init(hsts, 32);
+        hb_puts(&b, "max-age=");
+        hb_num(&b, (uint64_t)site->cfg->hsts);
+        hb_str(&b);
+        nv[n++] = NV("strict-transport-security", hsts);
+    }
+    for (unsigned i = 0; i < ex->nfields; i++) {
+        lower(names[i], ex->fields[i].name, 48);
+        if (!h2f_hop_by_hop(names[i], strlen(names[i])))
+            nv[n++] = NV(names[i], ex->fields[i].value);
+    }
+    return n;
+}
+
+/* HEADERS for the response (encoded now: the strings need not outlive the
+   call), and DATA for a body of len bytes to come (h2_fill). */
+static int submit(h2_stream_t *s, int status, const char *ctype, uint64_t len, time_t mtime)
+{
+    exchange_t *ex = &s->ex;
+    h2_t *h = s->h2;
+    char st[8], cl[24], hsts[32], names[EX_FIELDS_MAX][48];
+    nghttp2_nv nv[8 + EX_FIELDS_MAX];
+    if (s->answered)
+        return -1;
+    size_t n = response_nv(s, status, ctype, len, mtime, nv, names, st, cl, hsts);
+    ex->status = (uint16_t)status;
+    if (len == EX_LEN_STREAM)
+        s->streamed = 1;
+    if (s->ex.producer && !s->produced) { /* drained() must reach it, its length known or not */
+        s->produced = 1;
+        h->producers++;
+    }
+    ex->body_len = s->streamed ? 0 : len; /* streamed: counted as it comes */
+    s->body_left = ex->head_only || status == 304 || status == 204 ? 0 : len;
+    s->answered = 1;
+    if (h->fatal)
+        return 0;
+    if (out_headers(h, s->id, nv, n, s->body_left ? 0 : FL_END_STREAM) < 0)
+        return -1;
+    if (!s->body_left)
+        local_end(h, s);
+    return 0;
+}
+
+/* A producer did something: the connection runs soon (h2.h's wake). */
+static void wake(h2_stream_t *s)
+{
+    if (s->ex.producer)
+        s->h2->wake(s->h2->f.conn);
+}
+
+static int codec_head(exchange_t *ex, int status, const char *ctype, uint64_t len, time_t mtime)
+{
+    h2_stream_t *s = stream_of(ex);
+    wake(s);
+    if (status == 101) /* no tunnel over HTTP/2 (RFC 9113 8.6) */
+        status = 502, len = 0, ex->nfields = 0;
+    if (s->closed)
+        return 0;
+    if (ex->fields_over) { /* as h1: a bare 500 instead */
+        ex->nfields = 0;
+        ex->fields_over = 0;
+        ex->site->stats.head_overflows++;
+        return ex->codec->error(ex, 500) < 0 ? -1 : EX_REPLACED;
+    }
+    return submit(s, status, ctype, len, mtime);
+}
+
+static int codec_error(exchange_t *ex, int status)
+{
+    h2_stream_t *s = stream_of(ex);
+    wake(s);
+    if (ex->producer)
+        s->ended = 1; /* an error page is a whole response */
+    if (s->closed)
+        return 0;
+    char *page = malloc(RESP_PAGE_MAX);
+    if (!page)
+        return -1;
+    hbuf_t pb = hb_init(page, RESP_PAGE_MAX);
+    resp_page(&pb, status);
+    size_t n = hb_len(&pb);
+    if (add_part(s, (h2_part_t){.p = page, .fd = -1, .owned = 1, .len = n}) < 0) {
+        free(page);
+        return -1;
+    }
+    return submit(s, status, "text/html; charset=utf-8", n, -1);
+}
+
+static int codec_body_buf(exchange_t *ex, const void *p, size_t n, int flags)
+{
+    h2_stream_t *s = stream_of(ex);
+    int own = (flags & EX_FREE) != 0;
+    if (ex->head_only || !n || s->closed) { /* closed: a reset stream's producer runs on */
+        if (own)
+            free((void *)p);
+        return 0;
+    }
+    if (add_part(s, (h2_part_t){.p = p, .fd = -1, .owned = (uint8_t)own, .len = n}) == 0) {
+        s->given += n;
+        if (s->streamed)
+            ex->body_len += n;
+        if (s->given - s->body_sent > EX_STREAM_HIGH)
+            s->want_drain = 1;
+        wake(s);
+        return 0;
+    }
+    if (own)
+        free((void *)p);
+    return -1;
+}
+
+static int codec_body_file(exchange_t *ex, int fd, uint64_t off, uint64_t len)
+{
+    if (ex->head_only || !len)
+        return 0;
+    return add_part(stream_of(ex), (h2_part_t){.fd = fd, .off = off, .len = len});
+}
+
+static int codec_misdirected(exchange_t *ex, const char *host, size_t n)
+{
+    h2_t *h = stream_of(ex)->h2;
+    return h->f.ssl && tls_misdirected(ex->site->cfg->tls, h->f.ssl, host, n);
+}
+
+/* 103 Early Hints: an informational HEADERS frame. */
+static int codec_hints(exchange_t *ex, const char *link)
+{
+    h2_stream_t *s = stream_of(ex);
+    nghttp2_nv nv[] = {NV(":status", "103"), NV("link", link)};
+    if (s->closed || s->answered || s->h2->fatal)
+        return 0;
+    return out_headers(s->h2, s->id, nv, 2, 0);
+}
+
+static int codec_body_end(exchange_t *ex)
+{
+    h2_stream_t *s = stream_of(ex);
+    s->ended = 1;
+    wake(s);
+    return 0;
+}
+
+static void codec_body_abort(exchange_t *ex)
+{
+    h2_stream_t *s = stream_of(ex);
+    s->ended = 1;
+    if (!s->closed)
+        h2_rst_stream(s->h2, s, s->id, E_INTERNAL);
+    wake(s);
+}
+
+/* A closed stream's producer is told a lot is queued: it stops reading. */
+static uint64_t codec_queued(const exchange_t *ex)
+{
+    const h2_stream_t *s = (const h2_stream_t *)ex;
+    return s->closed ? UINT64_MAX : s->given - s->body_sent;
+}
+
+static void offer_held(h2_stream_t *s);
+static void codec_redispatch(exchange_t *ex);
+
+static void codec_input_ready(exchange_t *ex)
+{
+    h2_stream_t *s = stream_of(ex);
+    s->input_held = 0;
+    if (!s->offering) /* else offer() sees it when the producer's call returns */
+        offer_held(s);
+    wake(s);
+}
+
+static const ex_codec_t h2_codec = {
+    .head = codec_head,
+    .error = codec_error,
+    .body_buf = codec_body_buf,
+    .body_file = codec_body_file,
+    .misdirected = codec_misdirected,
+    .hints = codec_hints,
+    .body_end = codec_body_end,
+    .body_abort = codec_body_abort,
+    .queued = codec_queued,
+    .input_ready = codec_input_ready,
+    .redispatch = codec_redispatch,
+};
+
+/* ---- request bodies ---- */
+
+/* n bytes of DATA are done with (dropped, or taken by a producer): the
+   windows open again, by WINDOW_UPDATE once half of one is used. */
+void h2_consume(h2_t *h, h2_stream_t *s, size_t n)
+{
+    h->recv_unacked += (uint32_t)n;
+    if (h->recv_unacked >= H2_CONN_WINDOW / 2) {
+        h2_out_window(h, 0, h->recv_unacked);
+        h->recv_win += (int32_t)h->recv_unacked;
+        h->recv_unacked = 0;
+    }
+    if (!s || s->closed || s->remote_ended)
+        return;
+    s->recv_unacked += (uint32_t)n;
+    if (s->recv_unacked >= H2_WINDOW / 2) {
+        h2_out_window(h, s->id, s->recv_unacked);
+        s->recv_win += (int32_t)s->recv_unacked;
+        s->recv_unacked = 0;
+    }
+}
+
+/*
+ * A producer's request body: what it takes is consumed (our WINDOW_UPDATE
+ * lets the client send more: flow control is the back-pressure), what it
+ * does not is held, at most a stream's window and H2_HELD_MAX for the
+ * connection, and offered again at ex_input_ready.
+ */
+static size_t offer(h2_stream_t *s, const uint8_t *p, size_t n, int last)
+{
+    exchange_t *ex = &s->ex;
+    if (!ex->producer && ex->job && !s->closed) { /* a job (a password check) decides who */
+        s->input_held = 1;                         /* takes the body: hold it until then */
+        return 0;
+    }
+    size_t k = n;
+    if (ex->producer && !s->closed) {
+        s->input_held = 1; /* an ex_input_ready during the call clears it */
+        s->offering = 1;
+        k = ex->producer->input(ex, (const char *)p, n, last);
+        s->offering = 0;
+    }
+    if (k >= n) {
+        k = n;
+        s->input_held = 0;
+        s->input_done = (uint8_t)(s->input_done | last);
+    }
+    if (k)
+        h2_consume(s->h2, s, k);
+    return k;
+}
+
+static void offer_held(h2_stream_t *s)
+{
+    if (!s->held_len) {
+        if (s->input_last && !s->input_done && !s->input_held)
+            offer(s, (const uint8_t *)"", 0, 1);
+        return;
+    }
+    do { /* again while the producer says ready within its own call */
+        size_t k = offer(s, (uint8_t *)s->held, s->held_len, s->input_last);
+        memmove(s->held, s->held + k, s->held_len - k);
+        s->held_len -= k;
+        s->h2->held_bytes -= k;
+    } while (s->held_len && !s->input_held);
+    if (!s->held_len && s->input_last && !s->input_done && !s->input_held)
+        offer(s, (const uint8_t *)"", 0, 1);
+}
+
+/* DATA for a producer's stream: offered, the rest held. */
+void h2_body_to_producer(h2_stream_t *s, const uint8_t *p, size_t n)
+{
+    h2_t *h = s->h2;
+    size_t k = s->held_len || s->input_held ? 0 : offer(s, p, n, 0);
+    if (k == n)
+        return;
+    char *nh = h->held_bytes + n - k <= H2_HELD_MAX ? realloc(s->held, s->held_len + n - k) : NULL;
+    if (!nh) {
+        h2_consume(h, s, n - k);
+        h2_rst_stream(h, s, s->id, E_ENHANCE_YOUR_CALM);
+        return;
+    }
+    s->held = nh;
+    memcpy(s->held + s->held_len, p + k, n - k);
+    s->held_len += n - k;
+    h->held_bytes += n - k;
+    if (!s->input_held) /* the producer was ready again within its call */
+        offer_held(s);
+}
+
+/* ---- request fields ---- */
+
+/* The connection holds too many request fields: the stream is refused
+   (the client may send it again), not answered. */
+static void refuse(h2_stream_t *s)
+{
+    if (s->refused)
+        return;
+    s->refused = 1;
+    s->h2->f.site->stats.h2_refused++;
+    h2_rst_stream(s->h2, s, s->id, E_REFUSED_STREAM);
+}
+
+/*
+ * n bytes in the stream's blocks: in the current one if they fit, else in
+ * a new one twice as large (512 bytes to 4 KiB); a field of more than half
+ * the first block gets a block of its own, of its size.  So a stream holds
+ * about what its request needs (a few hundred bytes for most) instead of a
+ * whole head's worth.  NULL: the connection's cap is reached (the stream is
+ * refused) or ENOMEM.
+ */
+static char *room(h2_stream_t *s, size_t n)
+{
+    /* (the first small block is the stream's own: no malloc for most) */
+    h2_chunk_t *k = s->chunks;
+    if (k && k->cap - k->len >= n) {
+        k->len += n;
+        return k->b + k->len - n;
+    }
+    int own = n > H2_CHUNK / 2, first = !own && !s->first_used;
+    size_t cap = own ? n : !k || first ? H2_CHUNK
+                                       : k->cap < H2_CHUNK_MAX / 2 ? 2 * k->cap : H2_CHUNK_MAX;
+    if (s->h2->hdr_bytes + cap > H2_CONN_HDR_CAP ||
+        !(k = first ? first_chunk(s) : malloc(sizeof *k + cap))) {
+        refuse(s);
+        return NULL;
+    }
+    k->len = n, k->cap = cap;
+    s->h2->hdr_bytes += cap;
+    s->first_used |= (uint8_t)first;
+    if (own && s->chunks) { /* behind the current block, which keeps its room */
+        k->next = s->chunks->next;
+        s->chunks->next = k;
+    } else {
+        k->next = s->chunks;
+        s->chunks = k;
+    }
+    return k->b;
+}
+
+/* Request fields: the names and values are kept in the stream's blocks. */
+const char *h2_keep(h2_stream_t *s, const uint8_t *p, size_t n)
+{
+    if (n + 1 > H2_HDR_CAP - s->hdrlen) {
+        s->bad = 1; /* over what an HTTP/1.1 head may hold: 431 */
+        return NULL;
+    }
+    char *d = room(s, n + 1);
+    if (!d)
+        return NULL;
+    memcpy(d, p, n);
+    d[n] = 0;
+    s->hdrlen += n + 1;
+    return d;
+}
+
+/* ---- dispatch ---- */
+
+static void job_done(job_t *j);
+static void dispatch_again(h2_stream_t *s);
+
+/* A stream that holds a file counts towards H2_FILES_MAX until it is freed. */
+static void count_file(h2_stream_t *s)
+{
+    if (!s->has_file && s->ex.file) {
+        s->has_file = 1;
+        s->h2->files++;
+    }
+}
+
+/* The request is complete: the router answers it (or a job is sent off). */
+/* What every request goes through before it is answered: the counts, -R,
+   -A, the header list's verdict, the log line.  0: answer it. */
+static int dispatch_begin(h2_t *h, h2_stream_t *s)
+{
+    exchange_t *ex = &s->ex;
+    site_t *site = ex->site;
+    h->pending -= !s->deferred;
+    s->dispatched = 1;
+    h->requests++;
+    if (s->id > h->last_dispatched)
+        h->last_dispatched = s->id;
+    unsigned max = (unsigned)site->cfg->max_requests; /* -R: the last stream of the connection */
+    if (max && h->requests >= max && !h->goaway) {
+        site->stats.max_requests++;
+        h2_goaway(h);
+    }
+    if (limits_request(site->limits, h->f.peer, gio_now(site->loop)) != LIMIT_OK) {
+        /* -A: HTTP/1.1 tarpits the connection; here it ends with the streams it has */
+        site->stats.rate_limited++;
+        h->calm = 1; /* not a flood */
+        h2_conn_error(h, E_ENHANCE_YOUR_CALM);
+        return -1;
+    }
+    if (s->bad) {
+        ex_error(ex, 431, NULL, NULL);
+        return -1;
+    }
+    ex->head_only = s->req.method.n == 4 && !memcmp(s->req.method.p, "HEAD", 4);
+    /* the access log's request field, as nginx writes it */
+    const http_str_t *auth = s->req.target.n ? NULL : http_header(&s->req, "Host"); /* CONNECT */
+    http_str_t target = auth ? *auth : s->req.target;
+    size_t n = s->req.method.n + target.n + sizeof " HTTP/2.0";
+    char *line = room(s, n);
+    if (!line)
+        return -1; /* refused */
+    hbuf_t b = hb_init(line, n);
+    hb_put(&b, s->req.method.p, s->req.method.n);
+    hb_puts(&b, " ");
+    hb_put(&b, target.p, target.n);
+    hb_puts(&b, " HTTP/2.0");
+    if (!b.over)
+        s->req.line = (http_str_t){line, hb_len(&b)};
+    return 0;
+}
+
+static void dispatch(h2_t *h, h2_stream_t *s)
+{
+    exchange_t *ex = &s->ex;
+    site_t *site = ex->site;
+    if (dispatch_begin(h, s) < 0)
+        return;
+    if (router_dispatch(ex) < 0) {
+        h2_rst_stream(h, s, s->id, E_INTERNAL);
+        return;
+    }
+    count_file(s);
+    if (!ex->job)
+        return;
+    ex_job_t *xj = ex->job;
+    xj->ex = ex;
+    xj->job.done = job_done;
+    if (jobs_submit(site->jobs, &xj->job) == 0)
+        return;
+    ex->job = NULL; /* the pool's queue is full: shed this request, not the loop */
+    xj->job.cancelled = 1;
+    xj->finish(xj, NULL);
+    free(xj);
+    site->stats.busy++;
+    ex_error(ex, 503, "Retry-After", "1");
+}
+
+/* A job for a stream's exchange is done (on the loop thread): dispatch again. */
+static void job_done(job_t *j)
+{
+    ex_job_t *xj = (ex_job_t *)j;
+    exchange_t *ex = xj->ex;
+    h2_stream_t *s = ex ? stream_of(ex) : NULL;
+    if (s) {
+        ex->job = NULL;
+        ex->nfields = 0; /* the answer starts afresh */
+        ex->fields_over = 0;
+    }
+    int cancelled = j->cancelled; /* j is xj's, freed here */
+    xj->finish(xj, cancelled ? NULL : ex);
+    free(xj);
+    if (!s)
+        return;
+    if (cancelled) {
+        h2_rst_stream(s->h2, s, s->id, E_REFUSED_STREAM);
+        s->h2->wake(s->h2->f.conn);
+        return;
+    }
+    dispatch_again(s);
+}
+
+/* After a job, or a local redirect: the router answers the stream afresh. */
+static void dispatch_again(h2_stream_t *s)
+{
+    exchange_t *ex = &s->ex;
+    h2_t *h = s->h2;
+    if (router_dispatch(ex) < 0)
+        h2_rst_stream(h, s, s->id, E_INTERNAL);
+    else if (count_file(s), ex->job) { /* a second job (gzip after a password): send it too */
+        ex->job->ex = ex;
+        ex->job->job.done = job_done;
+        if (jobs_submit(ex->site->jobs, &ex->job->job) < 0) {
+            ex_job_t *x2 = ex->job;
+            ex->job = NULL;
+            x2->job.cancelled = 1;
+            x2->finish(x2, NULL);
+            free(x2);
+            ex_error(ex, 503, "Retry-After", "1");
+        }
+    }
+    if (s->early && !ex->job) { /* the body held for the job: to its taker */
+        s->input_held = 0;
+        offer_held(s);
+    }
+    h->wake(h->f.conn);
+}
+
+/* A local redirect (ex_redirect), from a producer's call: its stream is
+   answered again at once, as after a job; a reset stream waits for sweep. */
+static void codec_redispatch(exchange_t *ex)
+{
+    h2_stream_t *s = stream_of(ex);
+    if (s->closed)
+        return;
+    dispatch_again(s);
+}
+
+/* A request answered before its body ended (413): the rest is not wanted
+   (RFC 9113 8.1: RST_STREAM with NO_ERROR once the response is out). */
+static void body_ends(h2_t *h, h2_stream_t *s)
+{
+    if (s->in_body)
+        s->in_body = 0, h->bodies--;
+}
+
+/* A stream answered with status (413) before its request body has come:
+   counted and logged as any request; the rest of the body is dropped. */
+void h2_answer_early(h2_t *h, h2_stream_t *s, int status)
+{
+    body_ends(h, s);
+    if (dispatch_begin(h, s) == 0) /* counted and logged as any request */
+        ex_error(&s->ex, status, NULL, NULL);
+}
+
+/* A request head with a body to come: 413 at once for a Content-Length over
+   the limit, and 100 (Continue) when asked for, as HTTP/1.1 answers. */
+static void body_begins(h2_t *h, h2_stream_t *s)
+{
+    const http_str_t *cl = http_header(&s->req, "Content-Length");
+    unsigned long long len = 0;
+    s->in_body = 1, h->bodies++;
+    h->headed = 1;
+    int known = cl && cl->n && scan_ulonglong(cl->p, &len) == cl->n;
+    s->ex.req_len = known ? (int64_t)len : -1;
+    if (!s->bad && !s->refused && router_streams(&s->ex)) { /* a producer takes it as it comes */
+        s->early = 1;
+        s->produced = 1;
+        h->producers++;
+    } else if (known && len > H1_BODY_MAX) {
+        h2_answer_early(h, s, 413);
+        return;
+    }
+    const http_str_t *ex = http_header(&s->req, "Expect");
+    if (ex && ex->n == 12 && case_equalb(ex->p, 12, "100-continue")) {
+        nghttp2_nv cont[] = {NV(":status", "100")};
+        if (out_headers(h, s->id, cont, 1, 0) < 0)
+            h->fatal = 1;
+    }
+    if (s->early)
+        dispatch(h, s);
+}
+
+/*
+ * A request's HEADERS or DATA has been read: END_STREAM ends its body (a
+ * producer hears it once it took the rest); a complete request without a
+ * producer is answered now (its body was dropped, as HTTP/1.1 drops it).
+ */
+void h2_request_progress(h2_t *h, h2_stream_t *s, int headers, int end)
+{
+    if (end) {
+        s->peer_ended = s->remote_ended = 1;
+        if (s->early) {
+            body_ends(h, s);
+            s->input_last = 1;
+            offer_held(s);
+        }
+        if (s->local_ended) {
+            h2_stream_close(h, s);
+            return;
+        }
+    }
+    if (s->dispatched || s->deferred || s->refused || s->closed)
+        return;
+    if (!end) {
+        if (headers && !s->in_body)
+            body_begins(h, s);
+        return;
+    }
+    body_ends(h, s);
+    if (h->goaway && s->id > h->last_id) { /* read with the one that made us say GOAWAY */
+        h2_rst_stream(h, s, s->id, E_REFUSED_STREAM);
+    } else if (h->files >= H2_FILES_MAX) { /* answered when a file is let go (sweep) */
+        s->deferred = 1;
+        h->pending--;
+        h->deferred++;
+        h->f.site->stats.h2_file_waits++;
+    } else {
+        dispatch(h, s);
+    }
+}
+
+/* ---- frames out: DATA, by priority ---- */
+
+/* Has the stream DATA to send now (END_STREAM alone needs no window)? */
+static int ready(const h2_t *h, const h2_stream_t *s)
+{
+    if (s->closed || !s->answered || s->local_ended)
+        return 0;
+    if (!s->body_left || (s->streamed && s->ended && s->cur >= s->nparts))
+        return 1;
+    return s->cur < s->nparts && s->send_win > 0 && h->send_win > 0;
+}
+
+/*
+ * RFC 9218 4: the lowest urgency first; within one, the streams that are not
+ * incremental one at a time in the order they were opened, then the
+ * incremental ones in turns (the one served longest ago first).
+ */
+h2_stream_t *h2_pick(const h2_t *h)
+{
+    h2_stream_t *best = NULL;
+    for (h2_stream_t *s = h->all; s; s = s->next) {
+        if (!ready(h, s))
+            continue;
+        if (!best || s->urgency < best->urgency)
+            best = s;
+        else if (s->urgency > best->urgency)
+            continue;
+        else if (s->incremental != best->incremental)
+            best = s->incremental ? best : s;
+        else if (s->incremental ? (int32_t)(s->seq - best->seq) < 0 : s->id < best->id)
+            best = s;
+    }
+    return best;
+}
+
+/* One DATA frame of s: its header into the block, the body by reference
+   (a file range goes by sendfile on plain connections). */
+int h2_send_data(h2_t *h, h2_stream_t *s)
+{
+    uint8_t hd[9];
+    if (!s->body_left || s->cur >= s->nparts) { /* END_STREAM alone */
+        h2f_put_hd(hd, 0, FR_DATA, FL_END_STREAM, (uint32_t)s->id);
+        if (h2_pend_add(h, hd, 9) < 0)
+            return -1;
+        local_end(h, s);
+        return 0;
+    }
+    h2_part_t *p = &s->parts[s->cur];
+    uint64_t n = p->len < s->body_left ? p->len : s->body_left;
+    uint64_t max = h->f.ssl ? H2_DATA_TLS : H2_FRAME_MAX;
+    max = (uint64_t)s->send_win < max ? (uint64_t)s->send_win : max;
+    max = (uint64_t)h->send_win < max ? (uint64_t)h->send_win : max;
+    n = n < max ? n : max;
+    int end = n == s->body_left || (s->streamed && s->ended && s->cur + 1 == s->nparts &&
+                                    n == p->len);
+    h2f_put_hd(hd, (size_t)n, FR_DATA, end ? FL_END_STREAM : 0, (uint32_t)s->id);
+    if (h2_pend_add(h, hd, 9) < 0 || h2_pend_flush(h) < 0)
+        return -1;
+    int r = p->p ? gio_batch_add_buf(h->f.out, p->p + p->off, (size_t)n, 0)
+                 : gio_batch_add_file(h->f.out, p->fd, p->off, n, 0);
+    if (r < 0)
+        return -1;
+    p->off += n, p->len -= n;
+    s->body_left -= n;
+    s->body_sent += n;
+    s->send_win -= (int64_t)n;
+    h->send_win -= (int64_t)n;
+    if (!p->len)
+        s->cur++;
+    if (s->incremental)
+        s->seq = ++h->seq;
+    if (end)
+        local_end(h, s);
+    return 0;
+}
+
+/* The parts of s sent whole: the batch, done, holds no reference to them
+   any more.  A streamed body's memory is what is queued, not all it sent. */
+static void release_sent(h2_stream_t *s)
+{
+    unsigned k = s->cur;
+    if (!k)
+        return;
+    for (unsigned i = 0; i < k; i++)
+        if (s->parts[i].owned)
+            free((void *)s->parts[i].p);
+    memmove(s->parts, s->parts + k, (s->nparts - k) * sizeof *s->parts);
+    s->nparts -= k;
+    s->cur = 0;
+}
+
+/* The streams that closed while the batch held their bytes: free them now;
+   the others' parts that were sent. */
+void h2_sweep(h2_t *h)
+{
+    for (h2_stream_t **pp = &h->all, *s; (s = *pp);) {
+        if (s->closed) {
+            *pp = s->next;
+            h2_stream_free(s);
+        } else {
+            release_sent(s);
+            pp = &s->next;
+        }
+    }
+    while (h->deferred && h->files < H2_FILES_MAX && !h->fatal) { /* the oldest one next */
+        h2_stream_t *first = NULL;
+        for (h2_stream_t *s = h->all; s; s = s->next)
+            if (s->deferred && !s->dispatched && !s->closed && (!first || s->id < first->id))
+                first = s;
+        if (!first)
+            break;
+        h->deferred--;
+        dispatch(h, first);
+    }
+}
+
+/* Producers that stopped above EX_STREAM_HIGH hear that their queue fell
+   below EX_STREAM_LOW (they may hand over more at once: the next fill). */
+void h2_drained(h2_t *h)
+{
+    for (h2_stream_t *s = h->producers ? h->all : NULL; s; s = s->next)
+        if (s->want_drain && !s->closed && s->given - s->body_sent < EX_STREAM_LOW) {
+            s->want_drain = 0;
+            if (s->ex.producer && !s->ended)
+                s->ex.producer->drained(&s->ex);
+        }
+}
+
+/* Bytes written into the blocks and not yet on the batch. */
+size_t h2_unflushed_bytes(const h2_t *h)
+{
+    size_t n = 0;
+    for (h2_block_t *b = h->pend ? h->mblk : NULL;; b = b->next) {
+        n += b->len - (b == h->mblk ? h->mark : 0);
+        if (b == h->pend)
+            return n;
+    }
+    return n;
+}
