@@ -374,6 +374,8 @@ int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const list
         fprintf(stderr, "gatling: out of memory\n");
         return -1;
     }
+    if (cfg->peer_board) /* -W: floods remembered across the workers */
+        limits_share(s->site.limits, cfg->peer_board);
     for (int i = 0; i < nlst; i++) {
         s->lst[i] = lst[i];
         s->lst[i].port = server_port(&lst[i]);

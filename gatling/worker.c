@@ -3,6 +3,7 @@
 #include "worker.h"
 #include "gio.h"
 #include "site/elog.h"
+#include "site/peerboard.h"
 #include "site/spawn.h"
 #include "site/stats.h"
 #include "handover.h"
@@ -369,6 +370,12 @@ int worker_supervise(const config_t *cfg, mime_table_t *mime, const int *fds, in
         fprintf(stderr, "gatling: mmap() of the workers' counters failed: %s\n", strerror(errno));
         return 1;
     }
+    /* where a flood that one worker's defence ended is told to the others */
+    if (!(sv.cfg.peer_board = peer_board_new())) {
+        fprintf(stderr, "gatling: mmap() of the workers' offence board failed: %s\n",
+                strerror(errno));
+        return 1;
+    }
     sigset_t old;
     catch_signals(&old);
     for (int i = 0; i < cfg->workers; i++)
@@ -382,5 +389,6 @@ int worker_supervise(const config_t *cfg, mime_table_t *mime, const int *fds, in
     handover_ready();
     rc = supervise(&sv, &old);
     stats_shm_free(sv.cfg.stats_shm);
+    peer_board_free(sv.cfg.peer_board);
     return rc;
 }

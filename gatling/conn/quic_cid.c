@@ -2,11 +2,11 @@
  * quic_cid.c — the connection ID table (see quic_cid.h).
  */
 #include "quic_cid.h"
+#include "site/siphash.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #define MIN_CAP 64 /* slots; a power of two */
 
@@ -22,51 +22,6 @@ struct quic_cid_table {
     size_t cap, count; /* cap: a power of two; count <= cap / 2 */
     slot_t *slot;
 };
-
-#define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
-#define SIPROUND \
-    do { \
-        v0 += v1; v1 = ROTL(v1, 13); v1 ^= v0; v0 = ROTL(v0, 32); \
-        v2 += v3; v3 = ROTL(v3, 16); v3 ^= v2; \
-        v0 += v3; v3 = ROTL(v3, 21); v3 ^= v0; \
-        v2 += v1; v1 = ROTL(v1, 17); v1 ^= v2; v2 = ROTL(v2, 32); \
-    } while (0)
-
-static uint64_t le64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-uint64_t quic_siphash(const uint8_t key[16], const uint8_t *p, size_t n)
-{
-    uint64_t k0 = le64(key), k1 = le64(key + 8);
-    uint64_t v0 = k0 ^ 0x736f6d6570736575ULL, v1 = k1 ^ 0x646f72616e646f6dULL;
-    uint64_t v2 = k0 ^ 0x6c7967656e657261ULL, v3 = k1 ^ 0x7465646279746573ULL;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t m = le64(p + i);
-        v3 ^= m;
-        SIPROUND;
-        SIPROUND;
-        v0 ^= m;
-    }
-    uint64_t b = (uint64_t)n << 56;
-    for (size_t j = 0; i + j < n; j++)
-        b |= (uint64_t)p[i + j] << (8 * j);
-    v3 ^= b;
-    SIPROUND;
-    SIPROUND;
-    v0 ^= b;
-    v2 ^= 0xff;
-    SIPROUND;
-    SIPROUND;
-    SIPROUND;
-    SIPROUND;
-    return v0 ^ v1 ^ v2 ^ v3;
-}
 
 quic_cid_table_t *quic_cid_table_new_keyed(const uint8_t key[16])
 {
@@ -85,14 +40,7 @@ quic_cid_table_t *quic_cid_table_new_keyed(const uint8_t key[16])
 quic_cid_table_t *quic_cid_table_new(void)
 {
     uint8_t key[16];
-    size_t got = 0;
-    while (got < sizeof key) {
-        ssize_t r = getrandom(key + got, sizeof key - got, 0);
-        if (r < 0 && errno != EINTR)
-            return NULL;
-        if (r > 0)
-            got += (size_t)r;
-    }
+    siphash_key(key);
     return quic_cid_table_new_keyed(key);
 }
 
@@ -111,7 +59,7 @@ size_t quic_cid_count(const quic_cid_table_t *t)
 
 static uint32_t hash_of(const quic_cid_table_t *t, const uint8_t *cid, size_t len)
 {
-    return (uint32_t)quic_siphash(t->key, cid, len);
+    return (uint32_t)siphash24(t->key, cid, len);
 }
 
 /* The slot holding cid, or the free slot where it would go. */

@@ -50,7 +50,4 @@ int quic_cid_del(quic_cid_table_t *t, const uint8_t *cid, size_t len);
 /* Number of IDs mapped. */
 size_t quic_cid_count(const quic_cid_table_t *t);
 
-/* SipHash-2-4 of p[0..n) under key (exposed for its test vector). */
-uint64_t quic_siphash(const uint8_t key[16], const uint8_t *p, size_t n);
-
 #endif

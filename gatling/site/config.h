@@ -101,6 +101,8 @@ typedef struct config {
     struct stats_shm *stats_shm; /* -W: where the workers publish their numbers
                                     (site/stats.h); NULL: one process */
     int worker;                  /* ... this worker's slot in it */
+    struct peer_board *peer_board; /* -W: the flood offences the workers share
+                                      (site/peerboard.h); NULL: one process */
 } config_t;
 
 #endif

@@ -5,12 +5,12 @@
  * oldest when the free list is empty.
  */
 #include "peerlimits.h"
+#include "peerboard.h"
+#include "siphash.h"
 
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <time.h>
 
 #define SLOTS 6          /* requests are counted in 6 slots ... */
 #define SLOT_MS 10000    /* ... of 10 seconds: the last minute */
@@ -43,48 +43,18 @@ typedef struct cred {
 
 struct limits {
     limits_cfg_t cfg;
-    uint64_t k0, k1; /* SipHash key */
+    uint8_t key[16]; /* SipHash key */
     entry_t *e;
     uint32_t cap, nused; /* entries [0, nused) have been used */
     uint32_t *bucket, mask;
     uint32_t oldest, newest; /* LRU of entries without connections */
     cred_t cred[CRED_SLOTS];
+    peer_board_t *board; /* -W: the offences the workers share, or NULL */
 };
-
-/* SipHash-2-4 (Aumasson and Bernstein): a keyed hash nobody can aim at. */
-#define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
-#define SIPROUND \
-    do { \
-        v0 += v1, v1 = ROTL(v1, 13), v1 ^= v0, v0 = ROTL(v0, 32); \
-        v2 += v3, v3 = ROTL(v3, 16), v3 ^= v2; \
-        v0 += v3, v3 = ROTL(v3, 21), v3 ^= v0; \
-        v2 += v1, v1 = ROTL(v1, 17), v1 ^= v2, v2 = ROTL(v2, 32); \
-    } while (0)
 
 static uint64_t siphash(const limits_t *l, const void *data, size_t n)
 {
-    const unsigned char *p = data;
-    uint64_t v0 = l->k0 ^ 0x736f6d6570736575ULL, v1 = l->k1 ^ 0x646f72616e646f6dULL;
-    uint64_t v2 = l->k0 ^ 0x6c7967656e657261ULL, v3 = l->k1 ^ 0x7465646279746573ULL;
-    uint64_t b = (uint64_t)n << 56, m;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        memcpy(&m, p + i, 8); /* little-endian hosts; the key is random anyway */
-        v3 ^= m;
-        SIPROUND;
-        SIPROUND;
-        v0 ^= m;
-    }
-    for (size_t k = 0; i + k < n; k++)
-        b |= (uint64_t)p[i + k] << (8 * k);
-    v3 ^= b;
-    SIPROUND;
-    SIPROUND;
-    v0 ^= b;
-    v2 ^= 0xff;
-    for (int r = 0; r < 4; r++)
-        SIPROUND;
-    return v0 ^ v1 ^ v2 ^ v3;
+    return siphash24(l->key, data, n);
 }
 
 /* The client's key: IPv4 (also mapped) as ::ffff:a.b.c.d, IPv6 as its /64. */
@@ -114,13 +84,7 @@ limits_t *limits_new(const limits_cfg_t *cfg, size_t capacity)
     if (!l)
         return NULL;
     l->cfg = *cfg;
-    if (getrandom(&l->k0, sizeof l->k0, 0) != sizeof l->k0 ||
-        getrandom(&l->k1, sizeof l->k1, 0) != sizeof l->k1) {
-        struct timespec ts; /* no entropy yet: still a key nobody outside knows */
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        l->k0 ^= (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ULL ^ (uint64_t)(uintptr_t)l;
-        l->k1 ^= (uint64_t)ts.tv_sec * 0xc2b2ae3d27d4eb4fULL ^ (uint64_t)(uintptr_t)&ts;
-    }
+    siphash_key(l->key);
     l->cap = (uint32_t)capacity;
     uint32_t nb = 1;
     while (nb < l->cap)
@@ -232,7 +196,7 @@ static uint32_t entry_for(limits_t *l, const struct sockaddr *sa, int create)
     return key_of(sa, key) < 0 ? NONE : find(l, key, create);
 }
 
-static unsigned level_now(const limits_t *l, entry_t *e, int64_t now_ms);
+static unsigned level_all(const limits_t *l, entry_t *e, int64_t now_ms);
 
 int limits_conn_open(limits_t *l, const struct sockaddr *sa, int64_t now_ms)
 {
@@ -240,7 +204,7 @@ int limits_conn_open(limits_t *l, const struct sockaddr *sa, int64_t now_ms)
     if (i == NONE)
         return LIMIT_FULL;
     entry_t *e = &l->e[i];
-    if (level_now(l, e, now_ms) >= PEER_REFUSE) {
+    if (level_all(l, e, now_ms) >= PEER_REFUSE) {
         touch(l, i); /* an offender who keeps knocking stays remembered */
         return LIMIT_OFFENDER;
     }
@@ -389,6 +353,22 @@ static unsigned level_now(const limits_t *l, entry_t *e, int64_t now_ms)
     return e->offences;
 }
 
+/* e's level, raised to what another worker posted for it on the board (-W). */
+static unsigned level_all(const limits_t *l, entry_t *e, int64_t now_ms)
+{
+    unsigned lv = level_now(l, e, now_ms), blv;
+    int64_t at;
+    if (!l->board || !l->cfg.offence_ms || peer_board_get(l->board, e->key, &blv, &at) < 0)
+        return lv;
+    entry_t b = {.offences = (uint8_t)(blv < PEER_LEVEL_MAX ? blv : PEER_LEVEL_MAX),
+                 .offence_at = at};
+    if (level_now(l, &b, now_ms) > lv) { /* adopt it, and its time */
+        e->offences = b.offences, e->offence_at = b.offence_at;
+        lv = e->offences;
+    }
+    return lv;
+}
+
 void peer_offence(limits_t *l, const struct sockaddr *sa, int kind, int64_t now_ms)
 {
     (void)kind; /* every kind weighs one level today */
@@ -399,15 +379,22 @@ void peer_offence(limits_t *l, const struct sockaddr *sa, int kind, int64_t now_
         return;
     entry_t *e = &l->e[i];
     touch(l, i);
-    unsigned lv = level_now(l, e, now_ms);
+    unsigned lv = level_all(l, e, now_ms);
     e->offences = (uint8_t)(lv < PEER_LEVEL_MAX ? lv + 1 : PEER_LEVEL_MAX);
     e->offence_at = now_ms; /* the level falls from the last offence on */
+    if (l->board)
+        peer_board_post(l->board, e->key, e->offences, now_ms);
 }
 
 unsigned peer_allowance(limits_t *l, const struct sockaddr *sa, int64_t now_ms)
 {
-    uint32_t i = entry_for(l, sa, 0);
-    return i == NONE ? 0 : level_now(l, &l->e[i], now_ms);
+    uint32_t i = entry_for(l, sa, l->board != NULL); /* -W: the board may know it */
+    return i == NONE ? 0 : level_all(l, &l->e[i], now_ms);
+}
+
+void limits_share(limits_t *l, peer_board_t *board)
+{
+    l->board = board;
 }
 
 size_t limits_tracked(const limits_t *l)

@@ -117,6 +117,14 @@ static inline unsigned peer_budget(unsigned full, unsigned level)
     return v ? v : 1;
 }
 
+/*
+ * -W: share the offences with the other workers through board
+ * (site/peerboard.h, made before the fork): an offence is posted there too,
+ * and an address's level is the higher of this table's and the board's.
+ */
+struct peer_board;
+void limits_share(limits_t *l, struct peer_board *board);
+
 /* Addresses tracked now, for tests and the status page. */
 size_t limits_tracked(const limits_t *l);
 

@@ -989,6 +989,24 @@ def test_flood_memory_decays_and_can_be_off(gatling, pki):
     assert (st["flood_offences"], st["flood_reduced"], st["refused_offender"]) == (8, 0, 0), st
 
 
+def test_floods_are_remembered_across_workers(gatling):
+    """-W 4: each worker has its own table of addresses, and SO_REUSEPORT
+    gives each new connection to any of them, so a flooder reconnecting
+    would meet workers that never saw it and get a fresh 100 from each.  The
+    workers' offence board (site/peerboard.h) tells them all: the same 100,
+    50, 25, 12 and then refusals as with one process, whichever workers the
+    connections reach (eight connections on one worker by chance: 4^-7)."""
+    srv = gatling(TREE, args=("-W", "4", "-T", "10", "-E", "-n", "-S"), check_fds=False)
+    got = [flood_from(srv, "127.0.0.70", None, kind) for kind in FLOOD_KINDS]
+    assert got == [(100, [11]), (50, [11]), (25, [11]), (12, [11])], got
+    assert [flood_from(srv, "127.0.0.70", None) for _ in range(4)] == [None] * 4
+    s = h2_from(srv, "127.0.0.71", None)  # another address: everything
+    s.sendall(PREFACE + SETTINGS0 + headers_frame(1, GET_A, 0x5))
+    got = until_goaway(s, 1.0)
+    s.close()
+    assert max_streams(got) == 100 and any(t == 1 and sid == 1 for t, _, sid, _ in got), got
+
+
 @pytest.mark.parametrize("tls", [False, True])
 def test_a_reconnecting_rapid_reset_gets_a_few_bursts(gatling, build, pki, tls):
     """bench/lg/h2flood, the attacker of bench/floodmem, reconnecting after

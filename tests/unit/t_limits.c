@@ -1,4 +1,5 @@
 /* limits: per-address connection caps, request rate, login waits, credentials. */
+#include "peerboard.h"
 #include "peerlimits.h"
 #include "tap.h"
 
@@ -194,6 +195,40 @@ static void test_offences(void)
     limits_free(l);
 }
 
+/* -W: two workers' tables that share a board see each other's offences. */
+static void test_board(void)
+{
+    limits_cfg_t cfg = {.offence_ms = 1000};
+    peer_board_t *board = peer_board_new();
+    limits_t *w1 = limits_new(&cfg, 64), *w2 = limits_new(&cfg, 64), *alone = limits_new(&cfg, 64);
+    limits_share(w1, board);
+    limits_share(w2, board);
+    struct sockaddr_storage a = addr("10.0.0.9"), b = addr("2001:db8::9");
+    const struct sockaddr *A = (void *)&a, *B = (void *)&b;
+    peer_offence(w1, A, PEER_FLOOD, 0);
+    peer_offence(alone, A, PEER_FLOOD, 0);
+    is_int((int)peer_allowance(w2, A, 10), 1, "an offence in one worker is seen by another");
+    peer_offence(w2, A, PEER_RESETS, 20);
+    peer_offence(w1, A, PEER_FLOOD, 30);
+    is_int((int)peer_allowance(w1, A, 40), 3, "offences in two workers add up: level 3");
+    is_int((int)peer_allowance(alone, A, 40), 1, "... a table without the board has its own");
+    peer_offence(w2, A, PEER_FLOOD, 50);
+    is_int(limits_conn_open(w1, A, 60), LIMIT_OFFENDER, "the fourth, in w2: refused in w1");
+    is_int((int)peer_allowance(w1, A, 1100), 3, "the board's level falls as a table's does");
+    is_int((int)peer_allowance(w2, A, 6100), 0, "... and is forgotten");
+    is_int((int)peer_allowance(w2, B, 0), 0, "another address: nothing");
+    for (int i = 0; i < 20000; i++) { /* more addresses than the board holds */
+        struct sockaddr_in s4 = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x0b000000u + i)};
+        peer_offence(w1, (struct sockaddr *)&s4, PEER_FLOOD, 7000);
+    }
+    peer_offence(w1, B, PEER_FLOOD, 7000);
+    is_int((int)peer_allowance(w2, B, 7000), 1, "a full board takes a new offender (the oldest goes)");
+    limits_free(w1);
+    limits_free(w2);
+    limits_free(alone);
+    peer_board_free(board);
+}
+
 int main(void)
 {
     test_conns();
@@ -201,5 +236,6 @@ int main(void)
     test_auth();
     test_flood();
     test_offences();
+    test_board();
     return tap_done();
 }
