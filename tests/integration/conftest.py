@@ -65,6 +65,22 @@ def test_pki():
 # test_tls.py instead.  They are left out of the h2 pass too (it runs on TLS).
 http_only = pytest.mark.skipif(TLS, reason="plain HTTP by design (see conftest)")
 
+# The backends after the first (the first is epoll on Linux): a module whose
+# tests are about what sits above io/ (a codec's rules and defences, the
+# cache) runs those on the first backend and its sanitizer build only, and
+# keeps on every backend the tests that lean on the loop (deadlines, wakeups,
+# writes that block); see first_backend_only.
+OTHER_BACKENDS = ("uring", "sigio", "poll", "kqueue")
+
+
+def first_backend_only(request, names, why):
+    """Skip the test request names when it runs on one of OTHER_BACKENDS and
+    its name (without parameters) is in names."""
+    b = request.node.callspec.params.get("build") if hasattr(request.node, "callspec") else None
+    if b in OTHER_BACKENDS and request.node.originalname in names:
+        pytest.skip(why)
+
+
 # Tests whose requests or assertions cannot be said in HTTP/2: the HTTP/1.1
 # parser and framing (bad request lines, chunked bodies, HTTP/1.0, 100-continue),
 # connection management (Connection: close, keep-alive counts, half-closes,

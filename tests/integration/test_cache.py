@@ -41,7 +41,7 @@ import urllib.parse
 
 import pytest
 
-from conftest import (ALARMING, H2, TLS, Client, H1Client, Mode, client_tls_context,
+from conftest import (ALARMING, H2, OTHER_BACKENDS, TLS, Client, H1Client, Mode, client_tls_context,
                       close_all_clients, h1_only, http_only, import_h2, make_docroot, serial,
                       start_server, wait_for)
 from test_proxy import php_fpm, status_counters  # noqa: F401 (a fixture)
@@ -53,7 +53,6 @@ PASS_SECS = 10  # CACHE_PASS_SECS
 # (and its sanitizer build) only these run, the ones that lean on the loop's
 # deadlines (the cache's clock) and its wakeups; the whole file runs on the
 # first, over HTTP, HTTPS and HTTP/2.
-OTHER_BACKENDS = ("uring", "sigio", "poll", "kqueue")
 ON_EVERY_BACKEND = ("test_collapsing_http1", "test_collapsing_cgi", "test_lock_timeout",
                     "test_clients_that_leave",
                     "test_shutdown_with_fetches_in_flight", "test_micro_cache_ttl")

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import Symlink, https_port, random_bytes, recv_to_eof, serial
+from conftest import Symlink, first_backend_only, https_port, random_bytes, recv_to_eof, serial
 from h3util import crypt_hash
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -33,6 +33,26 @@ def curl_has_http2():
 pytestmark = pytest.mark.skipif(not curl_has_http2(), reason="needs curl with HTTP2")
 needs_nghttp = pytest.mark.skipif(not shutil.which("nghttp") or not shutil.which("h2load"),
                                   reason="needs nghttp2-client (nghttp, h2load)")
+
+# HTTP/2's own rules and defences, the same above every backend: on the first
+# backend and its sanitizer build (and in the TLS passes); what the loop does
+# for h2 (deadlines, flow control against a full socket, h2spec, drains)
+# runs on every backend
+CODEC_ONLY = ("test_floods_end_the_connection",
+              "test_a_reconnecting_rapid_reset_gets_a_few_bursts",
+              "test_floods_are_remembered_per_address", "test_flood_memory_decays_and_can_be_off",
+              "test_floods_are_remembered_across_workers",
+              "test_request_fields_are_bounded_per_connection", "test_rate_of_resets_is_bounded",
+              "test_request_body_with_trailers", "test_request_without_authority_or_host",
+              "test_authority_and_host_together", "test_closed_streams_and_priority_checks",
+              "test_garbage_after_the_preface_gets_goaway",
+              "test_client_header_table_size")
+
+
+@pytest.fixture(autouse=True)
+def _codec_tests_on_the_first_backend(request):
+    first_backend_only(request, CODEC_ONLY, "HTTP/2's rules above io/: on the first backend")
+
 
 BIG = random_bytes(1 << 20, 20)
 TEXT = b"<!doctype html><title>t</title>" + b"<p>gatling serves HTTP/2 too. " * 400
