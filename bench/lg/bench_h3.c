@@ -633,7 +633,7 @@ static void conn_start(h3run_t *r, h3conn_t *c)
     conn_arm(r, c);
 }
 
-/* The slot is free: start its next connection if there is work (or, --idle, a hold). */
+/* The slot is free: a fresh connection in it if there is work (never with --idle). */
 static void conn_next(h3run_t *r, h3conn_t *c)
 {
     if (c->state == S_FREE && more_work(r) && (unsigned)(c - r->c) < r->next_slot)
