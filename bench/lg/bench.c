@@ -33,7 +33,7 @@
 static const char usage_text[] =
     "usage: bench [options] URL\n"
     "       bench [options] -f FILE [URL]\n"
-    "HTTP/1.1, HTTP/2 and FTP throughput load generator.\n"
+    "HTTP/1.1, HTTP/2, HTTP/3 and FTP throughput load generator.\n"
     "URL: http[s]://HOST[:PORT]/PATH or ftp://HOST[:PORT]/PATH (anonymous, EPSV, RETR)\n"
     "  -c N          concurrent connections (default 10)\n"
     "  -n N          stop after N requests (connections with --connect-only)\n"
