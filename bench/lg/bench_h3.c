@@ -94,9 +94,9 @@ typedef struct h3conn {
     int fd;
     uint8_t state;
     uint8_t bound;  /* nghttp3's control and QPACK streams are open */
-    uint8_t heard;  /* a datagram came back (the "connect" time is taken) */
     uint8_t closing; /* no new request: the server's GOAWAY, or a run that stops */
     int64_t t0;     /* when the first Initial left, ns */
+    int64_t heard;  /* when the server's first datagram came, ns; 0: none yet */
     int64_t progress; /* ns of the last completed response (or first request in flight) */
     ngtcp2_conn *q;
     nghttp3_conn *h3;
@@ -283,6 +283,9 @@ static int on_handshake_completed(ngtcp2_conn *q, void *user)
     r->st->connects++;
     r->st->open++;
     lg_hist_add(&r->st->hs, (uint64_t)(r->now - c->t0) / 1000);
+    /* the "connect" time: to the server's first answer (counted with the connection, so
+       that the histogram's count is the connections', as for TCP) */
+    lg_hist_add(&r->st->conn, (uint64_t)((c->heard ? c->heard : r->now) - c->t0) / 1000);
     return 0;
 }
 
@@ -489,7 +492,8 @@ static void conn_close(h3run_t *r, h3conn_t *c)
     gio_close_sole(r->loop, c->fd); /* our own socket, never shared */
     c->fd = -1;
     c->state = S_FREE;
-    c->bound = c->heard = c->closing = 0;
+    c->bound = c->closing = 0;
+    c->heard = 0;
     c->fail_kind = 0;
     c->inflight = 0;
     c->free = NULL;
@@ -816,10 +820,8 @@ static int conn_read(h3run_t *r, h3conn_t *c)
             return -1;
         }
         r->now = lg_now_ns();
-        if (!c->heard) {
-            c->heard = 1;
-            lg_hist_add(&r->st->conn, (uint64_t)(r->now - c->t0) / 1000);
-        }
+        if (!c->heard)
+            c->heard = r->now;
         ngtcp2_path path = {.local = {(ngtcp2_sockaddr *)&c->local, c->locallen},
                             .remote = {(ngtcp2_sockaddr *)&c->remote, r->cfg->url.addr.len}};
         for (long i = 0; i < n; i++) {

@@ -9,6 +9,7 @@ import os
 import re
 import socket
 import subprocess
+import time
 import urllib.request
 
 import pytest
@@ -136,3 +137,24 @@ def test_bench_h3_unreachable(build, tmp_path):
                       f"https://127.0.0.1:{port}/")
     assert p.returncode == 1 and r["connects"] == 0, (p.stderr, r)
     assert "unreachable" in p.stderr or "no QUIC handshake" in p.stderr, p.stderr
+
+
+def test_bench_h3_silent_server(build):
+    """A UDP port that takes the Initials and never answers: each handshake times out at -t
+    (ctimeout), the run ends as unreachable (exit 1) within the timeout, not at the hard cap."""
+    if not has_h3(build):
+        pytest.skip("built without HTTP/3")
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("127.0.0.1", 0))
+    try:
+        t0 = time.monotonic()
+        p, r = bench_json(build, "--h3", "--insecure", "-c", "3", "-n", "10", "-t", "1",
+                          f"https://127.0.0.1:{s.getsockname()[1]}/")
+        took = time.monotonic() - t0
+        s.settimeout(0)
+        assert len(s.recv(2048)) >= 1200  # an Initial came, padded to QUIC's minimum
+    finally:
+        s.close()
+    assert p.returncode == 1 and r["connects"] == 0 and r["requests"] == 0, (p.stderr, r)
+    assert r["errors"]["ctimeout"] >= 1 and "unreachable" in p.stderr, (p.stderr, r)
+    assert took < 5, took
