@@ -3,7 +3,7 @@ gatling's own HTTP/3.  What is checked: the requests bench counts are the ones t
 as HTTP/3.0 and its /server-status counts as QUIC handshakes; the byte counts add up; the
 certificate is verified against -C (a CA that did not sign it fails the run, --insecure does not
 verify); --idle holds connections without a request; a port with nothing on it is unreachable,
-not a hang.  Skipped where bench or gatling was built without HTTP/3."""
+not a hang; -P 2 merges two workers.  Skipped where bench or gatling was built without HTTP/3."""
 import json
 import os
 import re
@@ -75,6 +75,18 @@ def test_bench_h3_counts_match_the_server(build, g3, pki):
     st = status(g3)
     assert st["h3_handshakes"] == 4 and st["h3_connections"] == 4, st
     assert h3_logged(g3) == 3000
+
+
+def test_bench_h3_processes_merge(build, g3, pki):
+    """-P 2: two workers' counts and histograms merge; the server logged every request."""
+    p, r = bench_json(build, "--h3", "-C", pki / "ca.pem", "-P", "2", "-c", "4", "--streams", "5",
+                      "-n", "2000", g3.tls_url("/2k.txt"))
+    assert p.returncode == 0, p.stderr
+    check_h3(r, 5)
+    assert r["processes"] == 2 and r["connects"] == 4 and r["responses"] == 2000, r
+    assert r["latency_us"]["count"] == 2000 and r["body_bytes"] == 2000 * 2048
+    assert status(g3)["h3_handshakes"] == 4
+    assert h3_logged(g3) == 2000
 
 
 def test_bench_h3_urls_statuses_and_duration(build, g3, pki, tmp_path):
