@@ -246,11 +246,11 @@ static void check_h3_opts(opts_t *o)
                   "libngtcp2-crypto-gnutls-dev, libnghttp3-dev 0.8, libgnutls28-dev)",
                   NULL);
 #endif
-    if (cfg->h2 || cfg->surge || cfg->depth > 1 || cfg->per_conn || cfg->rate ||
-        cfg->connect_only || cfg->resume || o->srcs)
-        lg_usage_exit("--h3: keep-alive QUIC connections with --streams requests each, closed "
-                      "loop: --h2, --surge, -p, -r, -R, --connect-only, --resume and -b do not "
-                      "apply",
+    if (cfg->h2 || cfg->surge || cfg->depth > 1 || cfg->per_conn || cfg->connect_only ||
+        cfg->resume || o->srcs || (cfg->idle && cfg->rate))
+        lg_usage_exit("--h3: keep-alive QUIC connections with --streams requests each: --h2, "
+                      "--surge, -p, -r, --connect-only, --resume and -b do not apply (nor -R to "
+                      "--idle)",
                       NULL);
     if (!cfg->cafile == !o->insecure)
         lg_usage_exit("--h3 wants either -C CA_FILE (verify the server's certificate) or "

@@ -14,7 +14,9 @@
  * name; an IP literal against the certificate's IP addresses) unless --insecure.
  *
  * As with --h2 -k, all connections are opened first (the ramp), then each OPEN one
- * keeps --streams requests in flight, closed loop: a request is a bidirectional
+ * keeps --streams requests in flight, closed loop (or with -R open loop: the requests
+ * due go to the connections with a free slot, each timed from its due time, the loop
+ * sleeping until the next is due, as bench_run's): a request is a bidirectional
  * stream with HEADERS and FIN (the fields of the HTTP/1.1 request bench made,
  * -H and -f included), and a response is complete when its stream ends (FIN);
  * its latency counts from the issue to then.  A stream the server resets is lost
@@ -48,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gio.h"
@@ -121,6 +124,9 @@ struct h3run {
     size_t next_req;
     uint64_t limit, started;
     int64_t now, timeout_ns, stop_at;
+    int64_t interval_ns; /* -R: between due times in this worker; 0: closed loop */
+    int64_t next_due;    /* -R: when the next request falls due, ns */
+    unsigned next_conn;  /* -R: where the search for a free stream slot starts */
     int ramping, stopping, aborting;
     gnutls_certificate_credentials_t cred;
     gnutls_priority_t prio;
@@ -139,6 +145,12 @@ static void conn_arm(h3run_t *r, h3conn_t *c);
 static int more_work(const h3run_t *r)
 {
     return !r->stopping && !r->aborting && !r->cfg->idle && (!r->limit || r->started < r->limit);
+}
+
+/* -R: is a request due (before the end of -d)?  Always in the closed loop. */
+static int due(const h3run_t *r)
+{
+    return !r->interval_ns || (r->next_due <= r->now && (!r->stop_at || r->next_due < r->stop_at));
 }
 
 static void set_fatal(h3run_t *r, int why, int e)
@@ -732,7 +744,7 @@ static int conn_issue(h3run_t *r, h3conn_t *c)
 {
     if (c->state != S_OPEN || r->ramping || c->closing)
         return 0;
-    while (c->free && more_work(r)) {
+    while (c->free && more_work(r) && due(r)) {
         h3slot_t *s = c->free;
         int64_t sid;
         int rv = ngtcp2_conn_open_bidi_stream(c->q, &sid, s);
@@ -745,7 +757,8 @@ static int conn_issue(h3run_t *r, h3conn_t *c)
             return -1;
         c->free = s->next_free;
         s->c = c;
-        s->t = r->now;
+        s->t = r->interval_ns ? r->next_due : r->now; /* -R: timed from when it was due */
+        r->next_due += r->interval_ns;
         s->sid = sid;
         s->status = 0;
         s->body = 0;
@@ -910,6 +923,10 @@ static int run_setup(h3run_t *r, const bench_cfg_t *cfg, unsigned index, bench_s
     r->depth = cfg->streams ? cfg->streams : 1;
     r->timeout_ns = (int64_t)(cfg->timeout * 1e9);
     r->next_req = index;
+    if (cfg->rate > 0) { /* the workers' due times interleave */
+        r->interval_ns = (int64_t)(1e9 * cfg->procs / cfg->rate);
+        r->interval_ns = r->interval_ns < 1 ? 1 : r->interval_ns;
+    }
     r->c = calloc(r->n, sizeof *r->c);
     r->req = calloc(cfg->nreq, sizeof *r->req);
     h3slot_t *slots = calloc((size_t)r->n * r->depth, sizeof *slots);
@@ -974,7 +991,7 @@ static void ramp_check(h3run_t *r, int64_t t0)
         return;
     r->ramping = 0;
     st->ramp_ns = r->now - t0;
-    st->start_ns = r->now;
+    st->start_ns = r->next_due = r->now;
     r->stop_at = r->cfg->duration ? r->now + (int64_t)(r->cfg->duration * 1e9) : 0;
     for (unsigned i = 0; i < r->n && !r->aborting; i++)
         if (r->c[i].state == S_OPEN)
@@ -1040,10 +1057,35 @@ static unsigned open_now(const h3run_t *r)
     return k;
 }
 
+/* -R: the requests due go to the OPEN connections with a free stream slot, in turn. */
+static void issue_due(h3run_t *r)
+{
+    for (unsigned k = 0; k < r->n && due(r) && more_work(r) && !r->ramping; k++) {
+        h3conn_t *c = &r->c[r->next_conn];
+        r->next_conn = (r->next_conn + 1) % r->n;
+        if (c->state == S_OPEN && c->free && !c->closing)
+            conn_after(r, c);
+    }
+}
+
+/* -R: how long the loop may wait for events before the next request falls due, ms. */
+static int wait_ms(const h3run_t *r)
+{
+    if (!r->interval_ns || r->ramping)
+        return 100;
+    int64_t ms = (r->next_due - lg_now_ns()) / 1000000;
+    return ms < 0 ? 0 : ms < 100 ? (int)ms : 100;
+}
+
 /* One round of the loop: events, timers, the ramp and the end of -d. */
 static void run_round(h3run_t *r, int64_t t0, int *signals)
 {
-    int n = gio_wait(r->loop, 100);
+    int wait = wait_ms(r);
+    int n = gio_wait(r->loop, wait);
+    if (n == 0 && wait == 0 && r->next_due > lg_now_ns()) { /* due within the millisecond */
+        struct timespec ts = {0, 50000};
+        nanosleep(&ts, NULL);
+    }
     if (n < 0 && errno != EINTR) {
         set_fatal(r, BENCH_SYSERR, errno);
         return;
@@ -1055,6 +1097,8 @@ static void run_round(h3run_t *r, int64_t t0, int *signals)
     while ((fd = gio_next_timeout(r->loop)) >= 0 && !r->aborting)
         on_timeout(r, gio_cookie(r->loop, fd));
     r->now = lg_now_ns();
+    if (r->interval_ns)
+        issue_due(r);
     while (r->next_slot < r->n && r->shaking < H3B_SHAKING && !r->aborting && !r->stopping)
         conn_start(r, &r->c[r->next_slot++]);
     if (r->ramping)

@@ -3,7 +3,8 @@ gatling's own HTTP/3.  What is checked: the requests bench counts are the ones t
 as HTTP/3.0 and its /server-status counts as QUIC handshakes; the byte counts add up; the
 certificate is verified against -C (a CA that did not sign it fails the run, --insecure does not
 verify); --idle holds connections without a request; a port with nothing on it is unreachable,
-not a hang; -P 2 merges two workers.  Skipped where bench or gatling was built without HTTP/3."""
+not a hang; -P 2 merges two workers; -R runs the open loop.  Skipped where bench or gatling
+was built without HTTP/3."""
 import json
 import os
 import re
@@ -109,6 +110,20 @@ def test_bench_h3_urls_statuses_and_duration(build, g3, pki, tmp_path):
     m = re.search(r"^requests +(\d+) sent, (\d+) answered, 0 lost; 2 connections", p.stdout, re.M)
     assert m and int(m.group(1)) == int(m.group(2)) > 0, p.stdout
     assert h3_logged(g3) == 400 + int(m.group(2))
+
+
+def test_bench_h3_open_loop(build, g3):
+    """-R over HTTP/3: due requests go to any connection with a free stream slot."""
+    p, r = bench_json(build, "--h3", "--insecure", "-c", "2", "--streams", "4", "-R", "400",
+                      "-d", "1.5", g3.tls_url("/1k.html"))
+    assert p.returncode == 0, p.stderr
+    check_h3(r, 4)
+    assert r["open_loop_rate"] == 400 and r["errors_total"] == 0 and r["lost"] == 0
+    assert 0.5 * 600 <= r["requests"] <= 600 + 2, r  # 400/s for 1.5 s (a loaded host lags)
+    assert r["responses"] == r["requests"] and r["connects"] == 2
+    p = run([build / "bench", "--h3", "--insecure", "--idle", "2", "-R", "10",
+             g3.tls_url("/1k.html")])
+    assert p.returncode == 2 and "-R" in p.stderr, p.stderr
 
 
 def test_bench_h3_certificate_not_verified(build, g3, tmp_path):
