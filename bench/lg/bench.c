@@ -33,7 +33,7 @@
 static const char usage_text[] =
     "usage: bench [options] URL\n"
     "       bench [options] -f FILE [URL]\n"
-    "HTTP/1.1, HTTP/2 and FTP throughput load generator.\n"
+    "HTTP/1.1, HTTP/2, HTTP/3 and FTP throughput load generator.\n"
     "URL: http[s]://HOST[:PORT]/PATH or ftp://HOST[:PORT]/PATH (anonymous, EPSV, RETR)\n"
     "  -c N          concurrent connections (default 10)\n"
     "  -n N          stop after N requests (connections with --connect-only)\n"
@@ -48,7 +48,12 @@ static const char usage_text[] =
     "                due, not when a connection was free to send it (wrk2's fix\n"
     "                for coordinated omission); -c connections carry them\n"
     "  --h2          HTTP/2: ALPN h2 on https://, prior knowledge (h2c) on http://\n"
-    "  --streams N   with --h2 -k: N streams in flight per connection (default 1)\n"
+    "  --streams N   with --h2 -k or --h3: N streams in flight per connection (default 1)\n"
+    "  --h3          HTTP/3 over QUIC (https:// URLs; keep-alive implied; built where\n"
+    "                libngtcp2 0.12, libnghttp3 0.8 and GnuTLS are)\n"
+    "  -C FILE       --h3: verify the server's certificate against the CA(s) in FILE\n"
+    "  --insecure    --h3: do not verify the server's certificate\n"
+    "  --idle N      with --h3: hold N connections open (handshake, no request) for -d\n"
     "  -f FILE       cycle through the URLs in FILE (one per line, same host and port)\n"
     "  -H 'N: V'     add a request header (repeatable)\n"
     "  -m METHOD     GET (default) or HEAD\n"
@@ -79,6 +84,7 @@ typedef struct opts {
     char *extra; /* -H lines, "Name: value\r\n" each */
     size_t extralen;
     int quiet;
+    int insecure; /* --insecure */
     int have_d, have_t, have_T, have_c;
 } opts_t;
 
@@ -110,19 +116,33 @@ static double share_opt(const char *arg)
     return v;
 }
 
+/* The long options (their short letters are internal where the option has none). */
+static const struct option long_opts[] = {
+    {"connect-only", no_argument, NULL, 'O'},
+    {"h3", no_argument, NULL, '3'},
+    {"insecure", no_argument, NULL, 'K'},
+    {"idle", required_argument, NULL, 'I'},
+    {"json", no_argument, NULL, 'J'},
+    {"resume", no_argument, NULL, 'Z'},
+    {"h2", no_argument, NULL, '2'},
+    {"streams", required_argument, NULL, 'S'},
+    {"surge", required_argument, NULL, 'U'},
+    {"assets", required_argument, NULL, 'A'},
+    {"returning", required_argument, NULL, 'G'},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0}};
+
+/* --idle N: N connections (instead of -c) that send no request. */
+static void idle_opt(opts_t *o, const char *arg)
+{
+    o->cfg.idle = 1;
+    o->cfg.conns = (unsigned)lg_num_opt(arg, 1, MAX_CONNS, "--idle");
+    o->have_c = 1;
+}
+
 static void parse_opts(opts_t *o, int argc, char **argv)
 {
-    static const struct option lo[] = {{"connect-only", no_argument, NULL, 'C'},
-                                       {"json", no_argument, NULL, 'J'},
-                                       {"resume", no_argument, NULL, 'Z'},
-                                       {"h2", no_argument, NULL, '2'},
-                                       {"streams", required_argument, NULL, 'S'},
-                                       {"surge", required_argument, NULL, 'U'},
-                                       {"assets", required_argument, NULL, 'A'},
-                                       {"returning", required_argument, NULL, 'G'},
-                                       {"help", no_argument, NULL, 'h'},
-                                       {"version", no_argument, NULL, 'V'},
-                                       {NULL, 0, NULL, 0}};
     bench_cfg_t *cfg = &o->cfg;
     uint64_t v;
     int ch;
@@ -132,7 +152,8 @@ static void parse_opts(opts_t *o, int argc, char **argv)
     cfg->timeout = 10;
     cfg->max_connecting = 1024;
     o->method = "GET";
-    while ((ch = getopt_long(argc, argv, "c:n:d:T:t:kr:p:f:H:m:b:P:R:JqVh", lo, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "c:n:d:T:t:kr:p:f:H:m:b:P:R:C:JqVh", long_opts,
+                             NULL)) != -1) {
         switch (ch) {
         case 'c':
             cfg->conns = (unsigned)lg_num_opt(optarg, 1, MAX_CONNS, "-c");
@@ -164,7 +185,11 @@ static void parse_opts(opts_t *o, int argc, char **argv)
         case 'm': o->method = optarg; break;
         case 'b': o->srcs = optarg; break;
         case 'P': cfg->procs = (unsigned)lg_num_opt(optarg, 1, MAX_PROCS, "-P"); break;
-        case 'C': cfg->connect_only = 1; break;
+        case 'O': cfg->connect_only = 1; break;
+        case '3': cfg->h3 = 1; break;
+        case 'C': cfg->cafile = optarg; break;
+        case 'K': o->insecure = 1; break;
+        case 'I': idle_opt(o, optarg); break;
         case 'Z': cfg->resume = 1; break;
         case '2': cfg->h2 = 1; break;
         case 'S':
@@ -206,6 +231,36 @@ static void check_h2_opts(opts_t *o)
         lg_usage_exit("--streams needs -k (without -k every connection carries one request)", NULL);
 }
 
+/* --h3: QUIC connections, each keep-alive with --streams requests in flight; and the
+   certificate is verified (-C) unless --insecure says not to. */
+static void check_h3_opts(opts_t *o)
+{
+    bench_cfg_t *cfg = &o->cfg;
+    if (!cfg->h3) {
+        if (cfg->idle || o->insecure || cfg->cafile)
+            lg_usage_exit("--idle, -C and --insecure are for --h3", NULL);
+        return;
+    }
+#ifndef HAVE_H3
+    lg_usage_exit("--h3: this bench was built without HTTP/3 (libngtcp2-dev 0.12, "
+                  "libngtcp2-crypto-gnutls-dev, libnghttp3-dev 0.8, libgnutls28-dev)",
+                  NULL);
+#endif
+    if (cfg->h2 || cfg->surge || cfg->depth > 1 || cfg->per_conn || cfg->connect_only ||
+        cfg->resume || o->srcs || (cfg->idle && cfg->rate))
+        lg_usage_exit("--h3: keep-alive QUIC connections with --streams requests each: --h2, "
+                      "--surge, -p, -r, --connect-only, --resume and -b do not apply (nor -R to "
+                      "--idle)",
+                      NULL);
+    if (!cfg->cafile == !o->insecure)
+        lg_usage_exit("--h3 wants either -C CA_FILE (verify the server's certificate) or "
+                      "--insecure (do not)",
+                      NULL);
+    cfg->keepalive = 1;
+    if (!cfg->streams)
+        cfg->streams = 1;
+}
+
 /* --surge: HTTP/2 page loads on new connections; what does not apply to them. */
 static void check_surge_opts(opts_t *o)
 {
@@ -231,7 +286,8 @@ static void check_opts(opts_t *o)
 {
     bench_cfg_t *cfg = &o->cfg;
     check_surge_opts(o);
-    if (!cfg->surge)
+    check_h3_opts(o);
+    if (!cfg->surge && !cfg->h3)
         check_h2_opts(o);
     if (!o->url && !o->file)
         lg_usage_exit("no URL given", NULL);
@@ -414,6 +470,9 @@ static void setup(opts_t *o)
         check_ftp_opts(o);
         cfg->max_connecting = FTP_MAX_SETUP;
     }
+    if (cfg->h3 && (!cfg->url.tls || cfg->url.ftp))
+        lg_usage_exit("--h3 is for https:// URLs (QUIC's port is the HTTPS port's number)",
+                      o->url);
     if (cfg->h2 && cfg->connect_only && !cfg->url.tls)
         lg_usage_exit("--connect-only --h2 is for https:// URLs (the TLS handshake with ALPN h2); "
                       "h2c has no handshake: use --connect-only alone",
@@ -596,7 +655,11 @@ static const char *fatal_text(const bench_cfg_t *cfg, const bench_stats_t *s, ch
         snprintf(buf, len, "FTP login as anonymous refused (reply %d): no anonymous downloads here",
                  s->fatal_errno);
         return buf;
-    case BENCH_NOT_TLS: return "no TLS handshake succeeded: not an HTTPS server, or no common "
+    case BENCH_NOT_TLS:
+        if (cfg->h3)
+            return "no QUIC handshake succeeded: no HTTP/3 on the UDP port, a certificate "
+                   "that -C does not verify (or not for the URL's host), or no common cipher";
+        return "no TLS handshake succeeded: not an HTTPS server, or no common "
                                "protocol or cipher";
     case BENCH_NOT_H2:
         return cfg->url.tls ? "not an HTTP/2 server: it did not pick h2 by ALPN"
@@ -612,6 +675,9 @@ static const char *protocol_text(const bench_cfg_t *cfg)
 {
     if (cfg->url.ftp)
         return "ftp (anonymous, EPSV or PASV, RETR; a request is a download)";
+    if (cfg->h3)
+        return cfg->cafile ? "h3 (QUIC, ALPN h3, certificate verified)"
+                           : "h3 (QUIC, ALPN h3, --insecure)";
     if (!cfg->h2)
         return "http/1.1";
     return cfg->url.tls ? "h2 (TLS, ALPN)" : "h2 (h2c, prior knowledge)";
@@ -634,7 +700,10 @@ static void report_text(const bench_cfg_t *cfg, const bench_stats_t *s, double s
         if (!cfg->keepalive || cfg->per_conn)
             snprintf(per, sizeof per, "%u", cfg->keepalive ? cfg->per_conn : 1);
         printf("mode       %s, %u connections, pipeline %u, requests/connection %s, %.2f s\n",
-               cfg->keepalive ? "keep-alive" : "one request per connection", cfg->conns,
+               cfg->idle        ? "idle (handshake, no request)"
+               : cfg->keepalive ? "keep-alive"
+                                : "one request per connection",
+               cfg->conns,
                cfg->keepalive ? cfg->depth : 1, per, secs);
         if (cfg->url.ftp)
             printf("protocol   %s\n", protocol_text(cfg));
@@ -688,8 +757,10 @@ static void report_json(const bench_cfg_t *cfg, const bench_stats_t *s, double s
                              : "close",
            cfg->keepalive ? cfg->depth : 1, secs);
     printf("\"open_loop_rate\":%.0f,", cfg->rate);
+    printf("\"idle\":%s,", cfg->idle ? "true" : "false");
     printf("\"protocol\":\"%s\",\"streams\":%u,\"retried\":%llu,",
            cfg->url.ftp ? "ftp"
+           : cfg->h3    ? "h3"
            : cfg->h2    ? "h2"
                         : "http/1.1",
            cfg->streams, (unsigned long long)s->retried);

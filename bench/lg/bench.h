@@ -42,6 +42,9 @@ typedef struct bench_cfg {
     double rate;             /* -R: open loop, requests/s over all processes; 0: closed loop */
     int keepalive;           /* -k */
     int h2;                  /* --h2: HTTP/2 (ALPN h2 on https, prior knowledge on http) */
+    int h3;                  /* --h3: HTTP/3 over QUIC (bench_h3.c) */
+    int idle;                /* --idle N: --h3 connections held open without a request */
+    const char *cafile;      /* -C: --h3 verifies the server's certificate against it */
     int head;                /* -m HEAD: responses have no body */
     int connect_only;        /* --connect-only */
     int resume;              /* --resume: https connections resume the last session */
@@ -117,6 +120,12 @@ int bench_run(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all);
  * each a new connection loading the page and its assets.  As bench_run().
  */
 int bench_surge(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all);
+
+/*
+ * --h3: worker `index` of HTTP/3 load (bench_h3.c; built where HAVE_H3 is): as
+ * bench_run(), each connection a QUIC connection with --streams requests in flight.
+ */
+int bench_h3(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all);
 
 /* Start a results struct. */
 void bench_stats_init(bench_stats_t *st);

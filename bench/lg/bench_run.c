@@ -1262,6 +1262,10 @@ int bench_run(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all)
     bench_stats_t *st = &all[index];
     if (cfg->surge > 0)
         return bench_surge(cfg, index, all);
+#ifdef HAVE_H3
+    if (cfg->h3)
+        return bench_h3(cfg, index, all);
+#endif
     if (run_setup(&r, cfg, index, all) < 0) {
         run_free(&r);
         st->finished = 1;

@@ -1,0 +1,1167 @@
+/*
+ * bench_h3 — bench --h3: one worker process of HTTP/3 load on one gio loop.
+ *
+ * Each connection is a connected UDP socket of its own (the kernel demultiplexes
+ * the server's answers by port, and a connection's readiness is its socket's) carrying
+ * an ngtcp2 client connection (TLS 1.3 through GnuTLS, ALPN h3) and an nghttp3 client
+ * session on it.  A slot is:
+ *
+ *   FREE --socket(), Initial--> HANDSHAKE --handshake done--> OPEN
+ *     ^                             |                          |
+ *     +-- failure / timeout / server close / CONNECTION_CLOSE -+
+ *
+ * The server's certificate is verified against -C (GnuTLS, the URL's host as the
+ * name; an IP literal against the certificate's IP addresses) unless --insecure.
+ *
+ * As with --h2 -k, all connections are opened first (the ramp), then each OPEN one
+ * keeps --streams requests in flight, closed loop (or with -R open loop: the requests
+ * due go to the connections with a free slot, each timed from its due time, the loop
+ * sleeping until the next is due, as bench_run's): a request is a bidirectional
+ * stream with HEADERS and FIN (the fields of the HTTP/1.1 request bench made,
+ * -H and -f included), and a response is complete when its stream ends (FIN);
+ * its latency counts from the issue to then.  A stream the server resets is lost
+ * (LG_E_RST); the streams in flight when a connection fails are lost as the
+ * failure's kind.  requests == responses + lost, as everywhere in bench.
+ *
+ * Each read event takes every datagram there is (recvmmsg), feeds them to ngtcp2,
+ * refills the freed stream slots, and writes what ngtcp2 and nghttp3 have (up to
+ * the send quantum per round, sendmmsg).  ngtcp2's timer (loss detection, ACK
+ * delay, idle) is the socket's gio deadline, or the response timeout (-t: no
+ * response completed for that long while requests are in flight) if sooner.
+ *
+ * --idle: connections do the handshake and then send no request; they stay open
+ * until -d ends (the server's memory per idle QUIC connection, bench/compare-h3).
+ */
+#ifndef _GNU_SOURCE /* the GNUmakefile passes -D_GNU_SOURCE */
+#define _GNU_SOURCE
+#endif
+#include "bench.h"
+
+#ifdef HAVE_H3
+#include <ctype.h>
+#include <errno.h>
+#include <gnutls/crypto.h>
+#include <gnutls/gnutls.h>
+#include <nghttp3/nghttp3.h>
+#include <ngtcp2/ngtcp2.h>
+#include <ngtcp2/ngtcp2_crypto.h>
+#include <ngtcp2/ngtcp2_crypto_gnutls.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gio.h"
+#include "gio_udp.h"
+#include "lg_tls.h"
+
+#define H3B_RX_CAP 2048    /* one datagram received */
+#define H3B_RX_BATCH 32    /* datagrams per recvmmsg */
+#define H3B_TX_BATCH 32    /* packets per sendmmsg (and per write round) */
+#define H3B_PKT 1452       /* room for one packet we send */
+#define H3B_SCID_LEN 16
+#define H3B_STREAM_WINDOW (8u << 20) /* receive windows: flow control never paces a run */
+#define H3B_CONN_WINDOW (64u << 20)
+#define H3B_FIELDS 40 /* request fields at most */
+#define H3B_SHAKING 256 /* handshakes under way at most (a server caps them: gatling at 1024) */
+/* TLS 1.3 with QUIC's mandatory suite alone (RFC 9001 5.3), so that every server measured
+   does the same AES-128-GCM work per packet */
+#define H3B_PRIORITY                                                                            \
+    "NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-128-GCM:%DISABLE_TLS13_COMPAT_MODE"
+
+enum { S_FREE, S_HANDSHAKE, S_OPEN };
+
+/* One request's fields for nghttp3, made from the HTTP/1.1 text of a bench_req_t. */
+typedef struct h3req {
+    nghttp3_nv nv[H3B_FIELDS];
+    size_t n;
+    char *mem; /* the names and values (a copy of the request, cut) */
+} h3req_t;
+
+typedef struct h3run h3run_t;
+
+/* A request in flight: the stream's user data. */
+typedef struct h3slot {
+    struct h3conn *c;
+    int64_t t;      /* issue time, ns */
+    uint64_t body;  /* DATA payload received */
+    unsigned status;
+    int64_t sid;
+    struct h3slot *next_free;
+} h3slot_t;
+
+typedef struct h3conn {
+    h3run_t *r;
+    int fd;
+    uint8_t state;
+    uint8_t bound;  /* nghttp3's control and QPACK streams are open */
+    uint8_t closing; /* no new request: the server's GOAWAY, or a run that stops */
+    int64_t t0;     /* when the first Initial left, ns */
+    int64_t heard;  /* when the server's first datagram came, ns; 0: none yet */
+    int64_t progress; /* ns of the last completed response (or first request in flight) */
+    ngtcp2_conn *q;
+    nghttp3_conn *h3;
+    gnutls_session_t tls;
+    ngtcp2_crypto_conn_ref ref;
+    struct sockaddr_storage local, remote;
+    socklen_t locallen;
+    unsigned inflight;
+    h3slot_t *slots, *free;
+    int fail_kind; /* set by a callback: the connection fails as this LG_E_* kind */
+} h3conn_t;
+
+struct h3run {
+    const bench_cfg_t *cfg;
+    bench_stats_t *st, *all;
+    gio_loop_t *loop;
+    h3conn_t *c;
+    unsigned n, depth;
+    unsigned shaking;  /* connections in HANDSHAKE */
+    unsigned next_slot; /* slots [next_slot, n) have not had their first connection yet */
+    h3req_t *req;
+    size_t next_req;
+    uint64_t limit, started;
+    int64_t now, timeout_ns, stop_at;
+    int64_t interval_ns; /* -R: between due times in this worker; 0: closed loop */
+    int64_t next_due;    /* -R: when the next request falls due, ns */
+    unsigned next_conn;  /* -R: where the search for a free stream slot starts */
+    int ramping, stopping, aborting;
+    gnutls_certificate_credentials_t cred;
+    gnutls_priority_t prio;
+    char host[256]; /* the URL's host: SNI (a name) and the name verified */
+    int host_is_ip;
+    gio_dgram_t dg[H3B_RX_BATCH];
+    uint8_t rx[H3B_RX_BATCH][H3B_RX_CAP];
+    gio_dgram_t td[H3B_TX_BATCH];
+    uint8_t tx[H3B_TX_BATCH][H3B_PKT];
+};
+
+static void conn_next(h3run_t *r, h3conn_t *c);
+static int conn_write(h3run_t *r, h3conn_t *c);
+static void conn_arm(h3run_t *r, h3conn_t *c);
+
+static int more_work(const h3run_t *r)
+{
+    return !r->stopping && !r->aborting && !r->cfg->idle && (!r->limit || r->started < r->limit);
+}
+
+/* -R: is a request due (before the end of -d)?  Always in the closed loop. */
+static int due(const h3run_t *r)
+{
+    return !r->interval_ns || (r->next_due <= r->now && (!r->stop_at || r->next_due < r->stop_at));
+}
+
+static void set_fatal(h3run_t *r, int why, int e)
+{
+    if (!r->st->fatal) {
+        r->st->fatal = why;
+        r->st->fatal_errno = e;
+    }
+    r->aborting = 1;
+}
+
+/* ---- requests ------------------------------------------------------------------ */
+
+static int hop_field(const char *name)
+{
+    static const char *const hop[] = {"connection", "keep-alive", "proxy-connection",
+                                      "transfer-encoding", "upgrade", "te", NULL};
+    for (int i = 0; hop[i]; i++)
+        if (!strcmp(name, hop[i]))
+            return 1;
+    return 0;
+}
+
+static void nv_add(h3req_t *q, const char *name, size_t nl, const char *value, size_t vl)
+{
+    if (q->n < H3B_FIELDS)
+        q->nv[q->n++] = (nghttp3_nv){(uint8_t *)(uintptr_t)name, (uint8_t *)(uintptr_t)value,
+                                     nl, vl, NGHTTP3_NV_FLAG_NONE};
+}
+
+/*
+ * The request line and fields of bench's HTTP/1.1 request text ("GET /p HTTP/1.1\r\n
+ * Host: h\r\nName: v\r\n...\r\n") as HTTP/3 fields: :method, :scheme https,
+ * :authority (Host), :path, then the rest in lower case, hop-by-hop ones left out.
+ */
+static int req_make(h3req_t *q, const char *text)
+{
+    memset(q, 0, sizeof *q);
+    if (!(q->mem = strdup(text)))
+        return -1;
+    char *line = q->mem, *eol = strstr(line, "\r\n");
+    char *sp1 = strchr(line, ' '), *sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
+    if (!eol || !sp1 || !sp2 || sp2 > eol)
+        return -1;
+    *sp1 = *sp2 = 0;
+    nv_add(q, ":method", 7, line, strlen(line));
+    nv_add(q, ":scheme", 7, "https", 5);
+    size_t auth_at = q->n;
+    nv_add(q, ":authority", 10, "", 0);
+    nv_add(q, ":path", 5, sp1 + 1, strlen(sp1 + 1));
+    for (line = eol + 2; (eol = strstr(line, "\r\n")) && eol != line; line = eol + 2) {
+        *eol = 0;
+        char *colon = strchr(line, ':');
+        if (!colon)
+            return -1;
+        *colon = 0;
+        char *v = colon + 1 + strspn(colon + 1, " \t");
+        for (char *p = line; *p; p++)
+            *p = (char)tolower((unsigned char)*p);
+        if (!strcmp(line, "host"))
+            q->nv[auth_at].value = (uint8_t *)v, q->nv[auth_at].valuelen = strlen(v);
+        else if (!hop_field(line))
+            nv_add(q, line, strlen(line), v, strlen(v));
+    }
+    return q->n < H3B_FIELDS ? 0 : -1;
+}
+
+/* ---- accounting ------------------------------------------------------------------ */
+
+static void slot_put(h3conn_t *c, h3slot_t *s)
+{
+    s->next_free = c->free;
+    c->free = s;
+    c->inflight--;
+}
+
+/* A response is complete (its stream ended): count it like bench_run's response_done. */
+static void response_done(h3run_t *r, h3slot_t *s)
+{
+    bench_stats_t *st = r->st;
+    h3conn_t *c = s->c;
+    st->responses++;
+    st->body += s->body;
+    unsigned cls = s->status >= 100 && s->status < 600 ? s->status / 100 : 0;
+    st->status[cls]++;
+    if (s->status >= 400)
+        st->err[LG_E_STATUS]++;
+    int64_t lat = r->now - s->t;
+    lg_hist_add(&st->lat, lat > 0 ? (uint64_t)lat / 1000 : 0);
+    c->progress = r->now;
+    slot_put(c, s);
+}
+
+/* ---- ngtcp2's and nghttp3's callbacks ---------------------------------------------- */
+
+static h3conn_t *of(void *user)
+{
+    return user;
+}
+
+static void on_rand(uint8_t *dest, size_t len, const ngtcp2_rand_ctx *ctx)
+{
+    (void)ctx;
+    gnutls_rnd(GNUTLS_RND_NONCE, dest, len);
+}
+
+static int on_new_cid(ngtcp2_conn *q, ngtcp2_cid *cid, uint8_t *token, size_t len, void *user)
+{
+    (void)q, (void)user;
+    if (gnutls_rnd(GNUTLS_RND_NONCE, cid->data, len) < 0 ||
+        gnutls_rnd(GNUTLS_RND_NONCE, token, NGTCP2_STATELESS_RESET_TOKENLEN) < 0)
+        return NGTCP2_ERR_CALLBACK_FAILURE;
+    cid->datalen = len;
+    return 0;
+}
+
+/* 1-RTT keys: the HTTP/3 control and QPACK streams can open. */
+static int on_rx_key(ngtcp2_conn *q, ngtcp2_crypto_level level, void *user)
+{
+    h3conn_t *c = of(user);
+    int64_t ctrl, enc, dec;
+    if (level != NGTCP2_CRYPTO_LEVEL_APPLICATION || c->bound)
+        return 0;
+    if (ngtcp2_conn_open_uni_stream(q, &ctrl, NULL) != 0 ||
+        nghttp3_conn_bind_control_stream(c->h3, ctrl) != 0 ||
+        ngtcp2_conn_open_uni_stream(q, &enc, NULL) != 0 ||
+        ngtcp2_conn_open_uni_stream(q, &dec, NULL) != 0 ||
+        nghttp3_conn_bind_qpack_streams(c->h3, enc, dec) != 0)
+        return NGTCP2_ERR_CALLBACK_FAILURE;
+    c->bound = 1;
+    return 0;
+}
+
+static int on_handshake_completed(ngtcp2_conn *q, void *user)
+{
+    (void)q;
+    h3conn_t *c = of(user);
+    h3run_t *r = c->r;
+    r->now = lg_now_ns();
+    c->state = S_OPEN;
+    r->shaking--;
+    r->st->connects++;
+    r->st->open++;
+    lg_hist_add(&r->st->hs, (uint64_t)(r->now - c->t0) / 1000);
+    /* the "connect" time: to the server's first answer (counted with the connection, so
+       that the histogram's count is the connections', as for TCP) */
+    lg_hist_add(&r->st->conn, (uint64_t)((c->heard ? c->heard : r->now) - c->t0) / 1000);
+    return 0;
+}
+
+static int on_stream_data(ngtcp2_conn *q, uint32_t flags, int64_t id, uint64_t off,
+                          const uint8_t *p, size_t n, void *user, void *stream_user)
+{
+    (void)off, (void)stream_user;
+    h3conn_t *c = of(user);
+    nghttp3_ssize k =
+        nghttp3_conn_read_stream(c->h3, id, p, n, (flags & NGTCP2_STREAM_DATA_FLAG_FIN) != 0);
+    if (k < 0) {
+        c->fail_kind = LG_E_PARSE;
+        return NGTCP2_ERR_CALLBACK_FAILURE;
+    }
+    ngtcp2_conn_extend_max_stream_offset(q, id, (uint64_t)k);
+    ngtcp2_conn_extend_max_offset(q, (uint64_t)k);
+    return 0;
+}
+
+static int on_acked(ngtcp2_conn *q, int64_t id, uint64_t off, uint64_t n, void *user,
+                    void *stream_user)
+{
+    (void)q, (void)off, (void)stream_user;
+    return nghttp3_conn_add_ack_offset(of(user)->h3, id, n) == 0 ? 0
+                                                                 : NGTCP2_ERR_CALLBACK_FAILURE;
+}
+
+static int on_stream_close(ngtcp2_conn *q, uint32_t flags, int64_t id, uint64_t code,
+                           void *user, void *stream_user)
+{
+    (void)q, (void)stream_user;
+    if (!(flags & NGTCP2_STREAM_CLOSE_FLAG_APP_ERROR_CODE_SET))
+        code = NGHTTP3_H3_NO_ERROR;
+    int rv = nghttp3_conn_close_stream(of(user)->h3, id, code);
+    return rv == 0 || rv == NGHTTP3_ERR_STREAM_NOT_FOUND ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
+}
+
+static int on_stream_reset(ngtcp2_conn *q, int64_t id, uint64_t size, uint64_t code, void *user,
+                           void *stream_user)
+{
+    (void)q, (void)size, (void)code, (void)stream_user;
+    int rv = nghttp3_conn_shutdown_stream_read(of(user)->h3, id);
+    return rv == 0 || rv == NGHTTP3_ERR_STREAM_NOT_FOUND ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
+}
+
+static int on_stop_sending(ngtcp2_conn *q, int64_t id, uint64_t code, void *user,
+                           void *stream_user)
+{
+    return on_stream_reset(q, id, 0, code, user, stream_user);
+}
+
+static int on_extend_stream_data(ngtcp2_conn *q, int64_t id, uint64_t max, void *user,
+                                 void *stream_user)
+{
+    (void)q, (void)max, (void)stream_user;
+    int rv = nghttp3_conn_unblock_stream(of(user)->h3, id);
+    return rv == 0 || rv == NGHTTP3_ERR_STREAM_NOT_FOUND ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
+}
+
+static const ngtcp2_callbacks quic_cb = {
+    .client_initial = ngtcp2_crypto_client_initial_cb,
+    .recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb,
+    .handshake_completed = on_handshake_completed,
+    .encrypt = ngtcp2_crypto_encrypt_cb,
+    .decrypt = ngtcp2_crypto_decrypt_cb,
+    .hp_mask = ngtcp2_crypto_hp_mask_cb,
+    .recv_stream_data = on_stream_data,
+    .acked_stream_data_offset = on_acked,
+    .stream_close = on_stream_close,
+    .recv_retry = ngtcp2_crypto_recv_retry_cb,
+    .rand = on_rand,
+    .get_new_connection_id = on_new_cid,
+    .update_key = ngtcp2_crypto_update_key_cb,
+    .stream_reset = on_stream_reset,
+    .extend_max_stream_data = on_extend_stream_data,
+    .delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb,
+    .delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb,
+    .get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb,
+    .stream_stop_sending = on_stop_sending,
+    .version_negotiation = ngtcp2_crypto_version_negotiation_cb,
+    .recv_rx_key = on_rx_key,
+};
+
+static int h3_header(nghttp3_conn *ng, int64_t id, int32_t token, nghttp3_rcbuf *name,
+                     nghttp3_rcbuf *value, uint8_t flags, void *user, void *stream_user)
+{
+    (void)ng, (void)id, (void)name, (void)flags, (void)user;
+    h3slot_t *s = stream_user;
+    if (!s || token != NGHTTP3_QPACK_TOKEN__STATUS)
+        return 0;
+    nghttp3_vec v = nghttp3_rcbuf_get_buf(value);
+    unsigned st = 0;
+    for (size_t i = 0; i < v.len && i < 3; i++)
+        st = st * 10 + (unsigned)(v.base[i] - '0');
+    if (st >= 200 || !s->status) /* the final status, not a 1xx before it */
+        s->status = st;
+    return 0;
+}
+
+static int h3_data(nghttp3_conn *ng, int64_t id, const uint8_t *p, size_t n, void *user,
+                   void *stream_user)
+{
+    (void)ng, (void)p;
+    h3conn_t *c = of(user);
+    h3slot_t *s = stream_user;
+    if (s)
+        s->body += n;
+    ngtcp2_conn_extend_max_stream_offset(c->q, id, n);
+    ngtcp2_conn_extend_max_offset(c->q, n);
+    return 0;
+}
+
+static int h3_deferred(nghttp3_conn *ng, int64_t id, size_t n, void *user, void *stream_user)
+{
+    (void)ng, (void)stream_user;
+    h3conn_t *c = of(user);
+    ngtcp2_conn_extend_max_stream_offset(c->q, id, n);
+    ngtcp2_conn_extend_max_offset(c->q, n);
+    return 0;
+}
+
+/* The response ended (FIN): complete; the slot is free at once. */
+static int h3_end(nghttp3_conn *ng, int64_t id, void *user, void *stream_user)
+{
+    h3conn_t *c = of(user);
+    h3slot_t *s = stream_user;
+    if (!s)
+        return 0;
+    nghttp3_conn_set_stream_user_data(ng, id, NULL);
+    c->r->now = lg_now_ns();
+    response_done(c->r, s);
+    return 0;
+}
+
+/* Closed before its end: reset by the server (or by us, for a bad response). */
+static int h3_close(nghttp3_conn *ng, int64_t id, uint64_t code, void *user, void *stream_user)
+{
+    (void)ng, (void)id, (void)code;
+    h3conn_t *c = of(user);
+    h3slot_t *s = stream_user;
+    if (!s)
+        return 0;
+    c->r->st->lost++;
+    c->r->st->err[LG_E_RST]++;
+    slot_put(c, s);
+    return 0;
+}
+
+static int h3_stop_sending(nghttp3_conn *ng, int64_t id, uint64_t code, void *user,
+                           void *stream_user)
+{
+    (void)ng, (void)stream_user;
+    return ngtcp2_conn_shutdown_stream_read(of(user)->q, id, code) == 0
+               ? 0 : NGHTTP3_ERR_CALLBACK_FAILURE;
+}
+
+static int h3_reset_stream(nghttp3_conn *ng, int64_t id, uint64_t code, void *user,
+                           void *stream_user)
+{
+    (void)ng, (void)stream_user;
+    return ngtcp2_conn_shutdown_stream_write(of(user)->q, id, code) == 0
+               ? 0 : NGHTTP3_ERR_CALLBACK_FAILURE;
+}
+
+/* The server's GOAWAY: no new stream on this connection; it ends when the ones in flight do. */
+static int h3_goaway(nghttp3_conn *ng, int64_t id, void *user)
+{
+    (void)ng, (void)id;
+    of(user)->closing = 1;
+    return 0;
+}
+
+static const nghttp3_callbacks h3_cb = {
+    .stream_close = h3_close,
+    .recv_data = h3_data,
+    .deferred_consume = h3_deferred,
+    .recv_header = h3_header,
+    .stop_sending = h3_stop_sending,
+    .end_stream = h3_end,
+    .reset_stream = h3_reset_stream,
+    .shutdown = h3_goaway,
+};
+
+static ngtcp2_conn *get_conn(ngtcp2_crypto_conn_ref *ref)
+{
+    return ((h3conn_t *)ref->user_data)->q;
+}
+
+/* ---- connection life ---------------------------------------------------------------- */
+
+static void conn_close(h3run_t *r, h3conn_t *c)
+{
+    if (c->state == S_FREE)
+        return;
+    if (c->state == S_OPEN)
+        r->st->open--;
+    if (c->state == S_HANDSHAKE)
+        r->shaking--;
+    nghttp3_conn_del(c->h3);
+    ngtcp2_conn_del(c->q);
+    if (c->tls)
+        gnutls_deinit(c->tls);
+    c->h3 = NULL, c->q = NULL, c->tls = NULL;
+    gio_close_sole(r->loop, c->fd); /* our own socket, never shared */
+    c->fd = -1;
+    c->state = S_FREE;
+    c->bound = c->closing = 0;
+    c->heard = 0;
+    c->fail_kind = 0;
+    c->inflight = 0;
+    c->free = NULL;
+    for (unsigned i = 0; i < r->depth; i++)
+        c->slots[i].next_free = c->free, c->free = &c->slots[i];
+}
+
+/* Count an error, lose what is in flight, close, and open a fresh connection. */
+static void conn_fail(h3run_t *r, h3conn_t *c, int kind)
+{
+    bench_stats_t *st = r->st;
+    st->err[kind]++;
+    st->lost += c->inflight;
+    conn_close(r, c);
+    if (!st->connects && kind == LG_E_TLS)
+        set_fatal(r, BENCH_NOT_TLS, 0);
+    if (!st->connects && (kind == LG_E_REFUSED || kind == LG_E_CTIMEOUT))
+        set_fatal(r, BENCH_UNREACHABLE, kind == LG_E_REFUSED ? ECONNREFUSED : ETIMEDOUT);
+    conn_next(r, c);
+}
+
+/* The connection ended without an error of ours (idle, the server's close). */
+static void conn_ended(h3run_t *r, h3conn_t *c, int kind)
+{
+    if (c->inflight || c->state == S_HANDSHAKE) {
+        conn_fail(r, c, c->state == S_HANDSHAKE ? LG_E_TLS : kind);
+        return;
+    }
+    conn_close(r, c);
+    conn_next(r, c);
+}
+
+static int tls_setup(h3run_t *r, h3conn_t *c)
+{
+    static const gnutls_datum_t alpn = {(unsigned char *)"h3", 2};
+    if (gnutls_init(&c->tls, GNUTLS_CLIENT) < 0) {
+        c->tls = NULL;
+        return -1;
+    }
+    c->ref = (ngtcp2_crypto_conn_ref){.get_conn = get_conn, .user_data = c};
+    if (gnutls_priority_set(c->tls, r->prio) < 0 ||
+        ngtcp2_crypto_gnutls_configure_client_session(c->tls) != 0 ||
+        gnutls_credentials_set(c->tls, GNUTLS_CRD_CERTIFICATE, r->cred) < 0 ||
+        gnutls_alpn_set_protocols(c->tls, &alpn, 1, GNUTLS_ALPN_MANDATORY) < 0)
+        return -1;
+    if (!r->host_is_ip &&
+        gnutls_server_name_set(c->tls, GNUTLS_NAME_DNS, r->host, strlen(r->host)) < 0)
+        return -1;
+    if (r->cfg->cafile) /* the name (or address) in the certificate, and its chain to -C */
+        gnutls_session_set_verify_cert(c->tls, r->host, 0);
+    gnutls_session_set_ptr(c->tls, &c->ref);
+    ngtcp2_conn_set_tls_native_handle(c->q, c->tls);
+    return 0;
+}
+
+static void quic_params(h3run_t *r, ngtcp2_settings *s, ngtcp2_transport_params *p)
+{
+    ngtcp2_settings_default(s);
+    s->initial_ts = (ngtcp2_tstamp)lg_now_ns();
+    s->max_window = H3B_CONN_WINDOW;
+    s->max_stream_window = H3B_STREAM_WINDOW;
+    s->handshake_timeout = (ngtcp2_duration)r->timeout_ns;
+    ngtcp2_transport_params_default(p);
+    p->initial_max_stream_data_bidi_local = H3B_STREAM_WINDOW;
+    p->initial_max_stream_data_uni = H3B_STREAM_WINDOW;
+    p->initial_max_data = H3B_CONN_WINDOW;
+    p->initial_max_streams_uni = 3;
+    p->max_idle_timeout = (ngtcp2_duration)(r->cfg->hardcap + 60) * NGTCP2_SECONDS;
+    p->active_connection_id_limit = 2;
+    p->max_udp_payload_size = H3B_RX_CAP; /* what a receive buffer holds */
+}
+
+/* The UDP socket, connected to the server; its local address in c->local. */
+static int conn_socket(h3run_t *r, h3conn_t *c)
+{
+    const lg_addr_t *dst = &r->cfg->url.addr;
+    int fd = socket(dst->ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    int buf = 4 << 20; /* the kernel caps it at rmem_max */
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+    c->locallen = sizeof c->local;
+    if (connect(fd, (const struct sockaddr *)&dst->ss, dst->len) < 0 ||
+        getsockname(fd, (struct sockaddr *)&c->local, &c->locallen) < 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    memcpy(&c->remote, &dst->ss, dst->len);
+    return fd;
+}
+
+/* A new connection in slot c: socket, ngtcp2 and nghttp3 clients, the first Initial. */
+static void conn_start(h3run_t *r, h3conn_t *c)
+{
+    r->st->attempts++;
+    int fd = conn_socket(r, c);
+    if (fd < 0) {
+        r->st->err[LG_E_CONNECT]++;
+        if (!r->st->connects)
+            set_fatal(r, BENCH_SYSERR, errno);
+        return;
+    }
+    c->fd = fd;
+    c->t0 = r->now = lg_now_ns();
+    c->state = S_HANDSHAKE;
+    r->shaking++;
+    ngtcp2_cid dcid = {.datalen = 18}, scid = {.datalen = H3B_SCID_LEN};
+    gnutls_rnd(GNUTLS_RND_NONCE, dcid.data, dcid.datalen);
+    gnutls_rnd(GNUTLS_RND_NONCE, scid.data, scid.datalen);
+    ngtcp2_path path = {.local = {(ngtcp2_sockaddr *)&c->local, c->locallen},
+                        .remote = {(ngtcp2_sockaddr *)&c->remote, r->cfg->url.addr.len}};
+    ngtcp2_settings st;
+    ngtcp2_transport_params tp;
+    quic_params(r, &st, &tp);
+    nghttp3_settings hs;
+    nghttp3_settings_default(&hs);
+    if (gio_add(r->loop, fd, c) < 0) {
+        close(fd);
+        c->fd = -1;
+        c->state = S_FREE;
+        r->shaking--;
+        r->st->err[LG_E_CONNECT]++; /* the slot stays free */
+        return;
+    }
+    if (ngtcp2_conn_client_new(&c->q, &dcid, &scid, &path, NGTCP2_PROTO_VER_V1, &quic_cb, &st,
+                               &tp, NULL, c) != 0 ||
+        tls_setup(r, c) < 0 || nghttp3_conn_client_new(&c->h3, &h3_cb, &hs, NULL, c) != 0) {
+        r->st->err[LG_E_CONNECT]++; /* out of memory: the slot stays free */
+        conn_close(r, c);
+        if (!r->st->connects)
+            set_fatal(r, BENCH_SYSERR, ENOMEM);
+        return;
+    }
+    gio_want(r->loop, fd, GIO_READ);
+    if (conn_write(r, c) < 0) {
+        conn_fail(r, c, LG_E_IO);
+        return;
+    }
+    conn_arm(r, c);
+}
+
+/* The slot is free: a fresh connection in it if there is work (never with --idle). */
+static void conn_next(h3run_t *r, h3conn_t *c)
+{
+    if (c->state == S_FREE && more_work(r) && (unsigned)(c - r->c) < r->next_slot)
+        conn_start(r, c);
+}
+
+/* ---- sending ------------------------------------------------------------------------ */
+
+/* One packet of what nghttp3 and ngtcp2 have; bytes written (0: nothing now), or -1. */
+static ngtcp2_ssize write_one(h3conn_t *c, uint8_t *buf, size_t cap, ngtcp2_tstamp ts)
+{
+    for (;;) {
+        int64_t sid = -1;
+        int fin = 0;
+        nghttp3_vec vec[16];
+        nghttp3_ssize nv = 0;
+        if (c->bound && ngtcp2_conn_get_max_data_left(c->q)) {
+            nv = nghttp3_conn_writev_stream(c->h3, &sid, &fin, vec, 16);
+            if (nv < 0)
+                return -1;
+        }
+        ngtcp2_ssize ndata = -1;
+        uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE | (fin ? NGTCP2_WRITE_STREAM_FLAG_FIN : 0);
+        ngtcp2_ssize n = ngtcp2_conn_writev_stream(c->q, NULL, NULL, buf, cap, &ndata, flags, sid,
+                                                   (const ngtcp2_vec *)vec, (size_t)nv, ts);
+        if (n == NGTCP2_ERR_STREAM_DATA_BLOCKED) {
+            nghttp3_conn_block_stream(c->h3, sid);
+            continue;
+        }
+        if (n == NGTCP2_ERR_STREAM_SHUT_WR) {
+            nghttp3_conn_shutdown_stream_write(c->h3, sid);
+            continue;
+        }
+        if (ndata >= 0 && nghttp3_conn_add_write_offset(c->h3, sid, (size_t)ndata) != 0)
+            return -1;
+        if (n == NGTCP2_ERR_WRITE_MORE)
+            continue;
+        return n < 0 ? -1 : n;
+    }
+}
+
+static int send_batch(h3run_t *r, h3conn_t *c, unsigned k)
+{
+    unsigned done = 0;
+    while (done < k) {
+        long m = gio_udp_send(c->fd, r->td + done, k - done, 0);
+        if (m == GIO_AGAIN) /* the socket buffer is full: QUIC's loss recovery resends */
+            return 0;
+        if (m == GIO_ERR)
+            return errno == ECONNREFUSED && c->state == S_HANDSHAKE && !r->st->connects ? -2 : 0;
+        done += (unsigned)m;
+    }
+    return 0;
+}
+
+/* Send what the connection has now, up to its send quantum.  0, or -1 (it failed). */
+static int conn_write(h3run_t *r, h3conn_t *c)
+{
+    ngtcp2_tstamp ts = (ngtcp2_tstamp)lg_now_ns();
+    size_t max = ngtcp2_conn_get_send_quantum(c->q) / H3B_PKT + 1;
+    for (;;) {
+        unsigned k = 0;
+        while (k < H3B_TX_BATCH && max) {
+            ngtcp2_ssize n = write_one(c, r->tx[k], H3B_PKT, ts);
+            if (n < 0)
+                return -1;
+            if (n == 0)
+                break;
+            memset(&r->td[k], 0, sizeof r->td[k]);
+            r->td[k].buf = r->tx[k];
+            r->td[k].len = (size_t)n;
+            memcpy(&r->td[k].peer, &c->remote, r->cfg->url.addr.len);
+            r->td[k].peerlen = r->cfg->url.addr.len;
+            k++, max--;
+        }
+        int s = k ? send_batch(r, c, k) : 0;
+        if (s == -2) {
+            set_fatal(r, BENCH_UNREACHABLE, ECONNREFUSED);
+            return -1;
+        }
+        if (k < H3B_TX_BATCH || !max)
+            break;
+    }
+    ngtcp2_conn_update_pkt_tx_time(c->q, ts);
+    return 0;
+}
+
+/* ---- requests in, responses out ------------------------------------------------------ */
+
+/* Fill the connection's free stream slots with requests; -1 if it failed. */
+static int conn_issue(h3run_t *r, h3conn_t *c)
+{
+    if (c->state != S_OPEN || r->ramping || c->closing)
+        return 0;
+    while (c->free && more_work(r) && due(r)) {
+        h3slot_t *s = c->free;
+        int64_t sid;
+        int rv = ngtcp2_conn_open_bidi_stream(c->q, &sid, s);
+        if (rv == NGTCP2_ERR_STREAM_ID_BLOCKED)
+            break; /* the server's stream limit: more when it raises it */
+        if (rv != 0)
+            return -1;
+        const h3req_t *q = &r->req[r->cfg->nreq == 1 ? 0 : r->next_req++ % r->cfg->nreq];
+        if (nghttp3_conn_submit_request(c->h3, sid, q->nv, q->n, NULL, s) != 0)
+            return -1;
+        c->free = s->next_free;
+        s->c = c;
+        s->t = r->interval_ns ? r->next_due : r->now; /* -R: timed from when it was due */
+        r->next_due += r->interval_ns;
+        s->sid = sid;
+        s->status = 0;
+        s->body = 0;
+        if (!c->inflight++)
+            c->progress = r->now;
+        r->st->requests++;
+        r->started++;
+    }
+    return 0;
+}
+
+/* Arm the socket's deadline: ngtcp2's next timer, or the response timeout if sooner. */
+static void conn_arm(h3run_t *r, h3conn_t *c)
+{
+    ngtcp2_tstamp x = ngtcp2_conn_get_expiry(c->q);
+    int64_t due = x == UINT64_MAX ? INT64_MAX : (int64_t)x;
+    if (c->state == S_HANDSHAKE && c->t0 + r->timeout_ns < due)
+        due = c->t0 + r->timeout_ns;
+    if (c->inflight && c->progress + r->timeout_ns < due)
+        due = c->progress + r->timeout_ns;
+    int64_t now = lg_now_ns(), ms = gio_now(r->loop);
+    ms += due <= now ? 0 : (due - now + 999999) / 1000000;
+    gio_set_deadline(r->loop, c->fd, due == INT64_MAX ? 0 : ms < 1 ? 1 : ms);
+}
+
+/* After reading or a timer: refill, write, re-arm; or fail the connection. */
+static void conn_after(h3run_t *r, h3conn_t *c)
+{
+    if (conn_issue(r, c) < 0) {
+        conn_fail(r, c, LG_E_PARSE);
+        return;
+    }
+    if (conn_write(r, c) < 0) {
+        conn_fail(r, c, LG_E_IO);
+        return;
+    }
+    if ((c->closing || r->stopping) && !c->inflight && c->state == S_OPEN) {
+        conn_close(r, c); /* GOAWAY (or the run's end) and all answered: a fresh connection */
+        conn_next(r, c);
+        return;
+    }
+    conn_arm(r, c);
+}
+
+/* ngtcp2 refused a packet: the server closed, or the connection is broken. */
+static void read_failed(h3run_t *r, h3conn_t *c, int rv)
+{
+    if (c->fail_kind)
+        conn_fail(r, c, c->fail_kind);
+    else if (rv == NGTCP2_ERR_DRAINING || rv == NGTCP2_ERR_CLOSING)
+        conn_ended(r, c, c->inflight ? LG_E_SHORT : LG_E_EOF);
+    else if (rv == NGTCP2_ERR_CRYPTO || c->state == S_HANDSHAKE)
+        conn_fail(r, c, LG_E_TLS);
+    else
+        conn_fail(r, c, LG_E_PARSE);
+}
+
+/* Every datagram there is; -1 if the connection was closed. */
+static int conn_read(h3run_t *r, h3conn_t *c)
+{
+    for (;;) {
+        for (unsigned i = 0; i < H3B_RX_BATCH; i++) {
+            memset(&r->dg[i], 0, sizeof r->dg[i]);
+            r->dg[i].buf = r->rx[i];
+            r->dg[i].cap = sizeof r->rx[i];
+        }
+        long n = gio_udp_recv(c->fd, r->dg, H3B_RX_BATCH);
+        if (n == GIO_AGAIN)
+            return 0;
+        if (n == GIO_ERR) {
+            conn_fail(r, c, errno == ECONNREFUSED ? LG_E_REFUSED : lg_err_io(errno));
+            return -1;
+        }
+        r->now = lg_now_ns();
+        if (!c->heard)
+            c->heard = r->now;
+        ngtcp2_path path = {.local = {(ngtcp2_sockaddr *)&c->local, c->locallen},
+                            .remote = {(ngtcp2_sockaddr *)&c->remote, r->cfg->url.addr.len}};
+        for (long i = 0; i < n; i++) {
+            r->st->bytes += r->dg[i].len;
+            ngtcp2_pkt_info pi = {.ecn = r->dg[i].ecn};
+            int rv = ngtcp2_conn_read_pkt(c->q, &path, &pi, r->dg[i].buf, r->dg[i].len,
+                                          (ngtcp2_tstamp)r->now);
+            if (rv != 0) {
+                read_failed(r, c, rv);
+                return -1;
+            }
+        }
+        if (n < H3B_RX_BATCH)
+            return 0;
+    }
+}
+
+static void on_event(h3run_t *r, h3conn_t *c)
+{
+    r->now = lg_now_ns();
+    if (c->state == S_FREE || conn_read(r, c) < 0)
+        return;
+    conn_after(r, c);
+}
+
+static void on_timeout(h3run_t *r, h3conn_t *c)
+{
+    r->now = lg_now_ns();
+    if (c->state == S_FREE)
+        return;
+    if (c->state == S_HANDSHAKE && r->now >= c->t0 + r->timeout_ns) {
+        conn_fail(r, c, LG_E_CTIMEOUT);
+        return;
+    }
+    if (c->inflight && r->now >= c->progress + r->timeout_ns) {
+        conn_fail(r, c, LG_E_TIMEOUT);
+        return;
+    }
+    int rv = ngtcp2_conn_handle_expiry(c->q, (ngtcp2_tstamp)r->now);
+    if (rv == NGTCP2_ERR_IDLE_CLOSE) {
+        conn_ended(r, c, LG_E_TIMEOUT);
+        return;
+    }
+    if (rv != 0) {
+        conn_fail(r, c, LG_E_IO);
+        return;
+    }
+    conn_after(r, c);
+}
+
+/* ---- the run ------------------------------------------------------------------------ */
+
+static int run_tls(h3run_t *r)
+{
+    const bench_cfg_t *cfg = r->cfg;
+    if (gnutls_certificate_allocate_credentials(&r->cred) < 0 ||
+        gnutls_priority_init(&r->prio, H3B_PRIORITY, NULL) < 0)
+        return -1;
+    if (cfg->cafile && gnutls_certificate_set_x509_trust_file(r->cred, cfg->cafile,
+                                                              GNUTLS_X509_FMT_PEM) <= 0) {
+        fprintf(stderr, "bench: -C %s: no CA certificate read\n", cfg->cafile);
+        return -1;
+    }
+    const char *h = lg_tls_sni(cfg->url.host, r->host, sizeof r->host);
+    if (!h) { /* an IP literal: verified against the certificate's addresses */
+        const char *s = cfg->url.host + (cfg->url.host[0] == '[');
+        size_t l = strcspn(s, cfg->url.host[0] == '[' ? "]" : ":");
+        if (l >= sizeof r->host)
+            return -1;
+        memcpy(r->host, s, l);
+        r->host[l] = 0;
+        r->host_is_ip = 1;
+    }
+    return 0;
+}
+
+static int run_setup(h3run_t *r, const bench_cfg_t *cfg, unsigned index, bench_stats_t *all)
+{
+    memset(r, 0, sizeof *r);
+    r->cfg = cfg;
+    r->all = all;
+    r->st = &all[index];
+    r->ramping = 1;
+    r->n = cfg->conns / cfg->procs + (index < cfg->conns % cfg->procs);
+    r->limit = cfg->nreqs ? cfg->nreqs / cfg->procs + (index < cfg->nreqs % cfg->procs) : 0;
+    r->depth = cfg->streams ? cfg->streams : 1;
+    r->timeout_ns = (int64_t)(cfg->timeout * 1e9);
+    r->next_req = index;
+    if (cfg->rate > 0) { /* the workers' due times interleave */
+        r->interval_ns = (int64_t)(1e9 * cfg->procs / cfg->rate);
+        r->interval_ns = r->interval_ns < 1 ? 1 : r->interval_ns;
+    }
+    r->c = calloc(r->n, sizeof *r->c);
+    r->req = calloc(cfg->nreq, sizeof *r->req);
+    h3slot_t *slots = calloc((size_t)r->n * r->depth, sizeof *slots);
+    r->loop = gio_loop_new();
+    if (!r->c || !r->req || !slots || !r->loop) {
+        free(slots);
+        return -1;
+    }
+    for (size_t i = 0; i < cfg->nreq; i++)
+        if (req_make(&r->req[i], cfg->req[i].ka) < 0) {
+            fprintf(stderr, "bench: --h3: a request bench cannot put in HTTP/3 fields\n");
+            free(slots);
+            return -1;
+        }
+    for (unsigned i = 0; i < r->n; i++) {
+        r->c[i].r = r;
+        r->c[i].fd = -1;
+        r->c[i].slots = slots + (size_t)i * r->depth;
+        for (unsigned j = 0; j < r->depth; j++)
+            r->c[i].slots[j].next_free = r->c[i].free, r->c[i].free = &r->c[i].slots[j];
+    }
+    return run_tls(r);
+}
+
+static void run_free(h3run_t *r)
+{
+    if (r->c) {
+        for (unsigned i = 0; i < r->n; i++)
+            conn_close(r, &r->c[i]);
+        free(r->c[0].slots);
+    }
+    free(r->c);
+    if (r->req)
+        for (size_t i = 0; i < r->cfg->nreq; i++)
+            free(r->req[i].mem);
+    free(r->req);
+    if (r->cred)
+        gnutls_certificate_free_credentials(r->cred);
+    if (r->prio)
+        gnutls_priority_deinit(r->prio);
+    if (r->loop)
+        gio_loop_free(r->loop);
+}
+
+static int all_ramped(const h3run_t *r)
+{
+    for (unsigned i = 0; i < r->cfg->procs; i++)
+        if (!__atomic_load_n(&r->all[i].ramped, __ATOMIC_ACQUIRE) &&
+            !__atomic_load_n(&r->all[i].finished, __ATOMIC_ACQUIRE))
+            return 0;
+    return 1;
+}
+
+/* The ramp ends when no handshake is under way (or after -t): the requests begin. */
+static void ramp_check(h3run_t *r, int64_t t0)
+{
+    bench_stats_t *st = r->st;
+    if (!st->ramped && ((r->next_slot == r->n && (!r->shaking || r->now - t0 >= r->timeout_ns)) ||
+                        r->aborting))
+        __atomic_store_n(&st->ramped, 1, __ATOMIC_RELEASE);
+    if (!st->ramped || !all_ramped(r))
+        return;
+    r->ramping = 0;
+    st->ramp_ns = r->now - t0;
+    st->start_ns = r->next_due = r->now;
+    r->stop_at = r->cfg->duration ? r->now + (int64_t)(r->cfg->duration * 1e9) : 0;
+    for (unsigned i = 0; i < r->n && !r->aborting; i++)
+        if (r->c[i].state == S_OPEN)
+            conn_after(r, &r->c[i]);
+    if (r->cfg->idle) { /* for a driver that measures the server while they are held */
+        fprintf(stderr, "bench: --idle: %llu connections open, held for %g s\n",
+                (unsigned long long)st->connects, r->cfg->duration);
+        fflush(stderr);
+    }
+}
+
+static void run_window(h3run_t *r)
+{
+    bench_stats_t *st = r->st;
+    st->win_responses = st->responses;
+    st->win_bytes = st->bytes;
+    st->win_connects = st->connects;
+    st->win_ns = r->now - st->start_ns;
+    if (st->win_ns <= 0)
+        st->win_ns = 1;
+}
+
+/* Start nothing new; idle connections close (CONNECTION_CLOSE), busy ones finish. */
+static void run_stop(h3run_t *r)
+{
+    r->stopping = 1;
+    for (unsigned i = 0; i < r->n; i++) {
+        h3conn_t *c = &r->c[i];
+        if (c->state == S_HANDSHAKE || (c->state == S_OPEN && !c->inflight)) {
+            if (c->state == S_OPEN) { /* tell the server, so that it frees it now */
+                ngtcp2_connection_close_error e;
+                ngtcp2_connection_close_error_set_application_error(&e, NGHTTP3_H3_NO_ERROR,
+                                                                    NULL, 0);
+                ngtcp2_ssize n = ngtcp2_conn_write_connection_close(
+                    c->q, NULL, NULL, r->tx[0], H3B_PKT, &e, (ngtcp2_tstamp)lg_now_ns());
+                if (n > 0) /* best effort: else the server's idle timer ends it */
+                    (void)!send(c->fd, r->tx[0], (size_t)n, 0);
+            }
+            conn_close(r, c);
+        }
+    }
+}
+
+static void run_abort(h3run_t *r)
+{
+    for (unsigned i = 0; i < r->n; i++) {
+        h3conn_t *c = &r->c[i];
+        if (c->state == S_FREE)
+            continue;
+        if (c->inflight) {
+            r->st->err[LG_E_ABORT]++;
+            r->st->lost += c->inflight;
+        }
+        conn_close(r, c);
+    }
+}
+
+static unsigned open_now(const h3run_t *r)
+{
+    unsigned k = 0;
+    for (unsigned i = 0; i < r->n; i++)
+        k += r->c[i].state != S_FREE;
+    return k;
+}
+
+/* -R: the requests due go to the OPEN connections with a free stream slot, in turn. */
+static void issue_due(h3run_t *r)
+{
+    for (unsigned k = 0; k < r->n && due(r) && more_work(r) && !r->ramping; k++) {
+        h3conn_t *c = &r->c[r->next_conn];
+        r->next_conn = (r->next_conn + 1) % r->n;
+        if (c->state == S_OPEN && c->free && !c->closing)
+            conn_after(r, c);
+    }
+}
+
+/* -R: how long the loop may wait for events before the next request falls due, ms. */
+static int wait_ms(const h3run_t *r)
+{
+    if (!r->interval_ns || r->ramping)
+        return 100;
+    int64_t ms = (r->next_due - lg_now_ns()) / 1000000;
+    return ms < 0 ? 0 : ms < 100 ? (int)ms : 100;
+}
+
+/* One round of the loop: events, timers, the ramp and the end of -d. */
+static void run_round(h3run_t *r, int64_t t0, int *signals)
+{
+    int wait = wait_ms(r);
+    int n = gio_wait(r->loop, wait);
+    if (n == 0 && wait == 0 && r->next_due > lg_now_ns()) { /* due within the millisecond */
+        struct timespec ts = {0, 50000};
+        nanosleep(&ts, NULL);
+    }
+    if (n < 0 && errno != EINTR) {
+        set_fatal(r, BENCH_SYSERR, errno);
+        return;
+    }
+    int fd;
+    unsigned ev;
+    while ((fd = gio_next(r->loop, &ev)) >= 0 && !r->aborting)
+        on_event(r, gio_cookie(r->loop, fd));
+    while ((fd = gio_next_timeout(r->loop)) >= 0 && !r->aborting)
+        on_timeout(r, gio_cookie(r->loop, fd));
+    r->now = lg_now_ns();
+    if (r->interval_ns)
+        issue_due(r);
+    while (r->next_slot < r->n && r->shaking < H3B_SHAKING && !r->aborting && !r->stopping)
+        conn_start(r, &r->c[r->next_slot++]);
+    if (r->ramping)
+        ramp_check(r, t0);
+    if (lg_signals != *signals) {
+        if (*signals || r->stopping)
+            r->aborting = 1; /* a second signal: stop waiting for the stragglers */
+        *signals = lg_signals;
+    }
+    if (!r->stopping && !r->ramping &&
+        (*signals || (r->stop_at && r->now >= r->stop_at) || (r->limit && r->started >= r->limit
+                                                                && !r->cfg->idle))) {
+        if (!r->st->win_ns)
+            run_window(r);
+        run_stop(r);
+    }
+}
+
+/*
+ * bench --h3: worker `index` of cfg->procs, as bench_run() for HTTP/1.1 and HTTP/2:
+ * its share of -c (each an HTTP/3 connection with --streams requests in flight) and
+ * of -n, until the count, -d, a stop signal or the hard cap.  Returns BENCH_RUN_*.
+ */
+int bench_h3(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all)
+{
+    h3run_t *r = calloc(1, sizeof *r);
+    bench_stats_t *st = &all[index];
+    if (!r || run_setup(r, cfg, index, all) < 0) {
+        if (r)
+            run_free(r);
+        free(r);
+        st->fatal = BENCH_SYSERR;
+        st->fatal_errno = ENOMEM;
+        st->finished = 1;
+        return st->fatal;
+    }
+    int64_t t0 = r->now = st->start_ns = lg_now_ns();
+    int64_t cap_at = t0 + (int64_t)(cfg->hardcap * 1e9);
+    int64_t shown = t0;
+    int signals = 0;
+    while (!r->aborting) {
+        run_round(r, t0, &signals);
+        if (r->now >= cap_at)
+            r->aborting = 1;
+        if (r->stopping && !open_now(r))
+            break;
+        if (cfg->progress && r->now - shown >= 1000000000) {
+            shown = r->now;
+            lg_progress("bench: %5.1fs  %10llu responses  %8d open", (double)(r->now - t0) / 1e9,
+                        (unsigned long long)st->responses, st->open);
+        }
+    }
+    if (cfg->progress)
+        lg_progress_clear();
+    run_abort(r);
+    r->now = st->end_ns = lg_now_ns();
+    if (!st->win_ns)
+        run_window(r);
+    st->finished = 1;
+    run_free(r);
+    free(r);
+    return st->fatal;
+}
+#else
+typedef int bench_h3_none; /* built without HTTP/3: bench.c refuses --h3 */
+#endif
