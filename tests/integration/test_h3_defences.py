@@ -107,14 +107,18 @@ def run(coro, timeout=60):
     return asyncio.run(asyncio.wait_for(coro, timeout))
 
 
-def udp_exchange(port, datagram, timeout=3):
-    """Send one datagram, return the first reply (or None)."""
+def udp_exchange(port, datagram, tries=3, timeout=2):
+    """Send a datagram (again, as a client would, if no reply came within
+    timeout): the first reply, or None."""
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.settimeout(timeout)
     try:
-        s.sendto(datagram, ("127.0.0.1", port))
-        return s.recvfrom(4096)[0]
-    except socket.timeout:
+        for _ in range(tries):
+            s.sendto(datagram, ("127.0.0.1", port))
+            try:
+                return s.recvfrom(4096)[0]
+            except socket.timeout:
+                pass
         return None
     finally:
         s.close()
@@ -145,7 +149,7 @@ def test_retry_always_aioquic_follows_it(gatling):
     (s, _, body), = aioquic_run(port, [("/f.txt", "GET", ())])
     assert (s, body) == (200, b"hello\n")
     st = server_status(srv)
-    assert st["h3_retries"] == 1 and st["h3_connections"] == 1, st
+    assert st["h3_retries"] >= 1 and st["h3_connections"] == 1, st  # (>1: Initial resent)
     assert st["h3_handshakes"] == 1 and st["h3_bad_tokens"] == 0, st
 
 
@@ -170,7 +174,7 @@ def test_retry_keeps_no_state(gatling, mode):
     st = server_status(srv)
     if mode == "always":
         assert long_type(reply) == 3 and len(reply) < 200, reply[:8]
-        assert st["h3_retries"] == 1 and st["h3_connections"] == 0, st
+        assert st["h3_retries"] >= 1 and st["h3_connections"] == 0, st
     else:
         assert long_type(reply) == 0, reply[:8]
         assert st["h3_retries"] == 0 and st["h3_connections"] == 1, st
