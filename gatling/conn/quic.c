@@ -472,7 +472,6 @@ static int on_remove_cid(ngtcp2_conn *q, const ngtcp2_cid *cid, void *user)
 
 static int on_handshake_completed(ngtcp2_conn *q, void *user)
 {
-    (void)q;
     quic_conn_t *c = user;
     c->ep->site->stats.h3_handshakes++;
     c->ep->handshaking -= c->shaking;
@@ -482,6 +481,13 @@ static int on_handshake_completed(ngtcp2_conn *q, void *user)
     unsigned type;
     if (gnutls_server_name_get(c->tls, name, &len, &type, 0) == 0 && type == GNUTLS_NAME_DNS)
         h3_server_name(c->h3, name, len);
+    /* a token for the client's next connection: validated at once, no Retry (quic_retry.h) */
+    uint8_t token[QUIC_NEW_TOKEN_MAX];
+    const ngtcp2_path *path = ngtcp2_conn_get_path(q);
+    size_t n = quic_retry_new_token(c->ep->retry, (const struct sockaddr *)path->remote.addr,
+                                    path->remote.addrlen, now_ts(c->ep), token);
+    if (n && ngtcp2_conn_submit_new_token(q, token, n) != 0)
+        return NGTCP2_ERR_CALLBACK_FAILURE;
     return 0;
 }
 
@@ -637,10 +643,10 @@ static int tls_setup(quic_conn_t *c)
     return 0;
 }
 
-/* The connection's settings and parameters; odcid: the client's first Destination
-   Connection ID if a Retry token carried it (the address is validated), else NULL. */
+/* The connection's settings and parameters.  v: quic_retry_check's verdict; odcid:
+   the client's first Destination Connection ID if a Retry token carried it. */
 static void quic_params(quic_ep_t *e, ngtcp2_settings *s, ngtcp2_transport_params *p,
-                        const ngtcp2_pkt_hd *hd, const ngtcp2_cid *odcid)
+                        const ngtcp2_pkt_hd *hd, int v, const ngtcp2_cid *odcid)
 {
     ngtcp2_settings_default(s);
     s->initial_ts = now_ts(e);
@@ -657,11 +663,14 @@ static void quic_params(quic_ep_t *e, ngtcp2_settings *s, ngtcp2_transport_param
     p->max_udp_payload_size = QUIC_RX_MAX;
     p->active_connection_id_limit = 7;
     p->stateless_reset_token_present = 1;
-    p->original_dcid = odcid ? *odcid : hd->dcid;
-    if (odcid) { /* RFC 9000 7.3: the Retry's ID, and the token that proved the address */
+    p->original_dcid = v == QUIC_ADMIT_VALID ? *odcid : hd->dcid;
+    if (v == QUIC_ADMIT_VALID) { /* RFC 9000 7.3: the Retry's ID */
         p->retry_scid = hd->dcid;
         p->retry_scid_present = 1;
-        s->token = hd->token;
+    }
+    if (v == QUIC_ADMIT_VALID || v == QUIC_ADMIT_TOKEN) {
+        s->token = hd->token; /* the address is proved: no anti-amplification limit */
+        e->site->stats.h3_validated++;
     }
 }
 
@@ -689,7 +698,7 @@ static int admit(quic_ep_t *e, const gio_dgram_t *d)
     return 0;
 }
 
-static quic_conn_t *conn_new(quic_ep_t *e, gio_dgram_t *d, const ngtcp2_pkt_hd *hd,
+static quic_conn_t *conn_new(quic_ep_t *e, gio_dgram_t *d, const ngtcp2_pkt_hd *hd, int v,
                              const ngtcp2_cid *odcid)
 {
     if (admit(e, d) < 0)
@@ -720,7 +729,7 @@ static quic_conn_t *conn_new(quic_ep_t *e, gio_dgram_t *d, const ngtcp2_pkt_hd *
     ngtcp2_transport_params tp;
     ngtcp2_path path;
     path_of(e, d, &path);
-    quic_params(e, &st, &tp, hd, odcid);
+    quic_params(e, &st, &tp, hd, v, odcid);
     /* fewer streams at once for an address whose floods are remembered (h3_max_streams) */
     tp.initial_max_streams_bidi = peer_budget(
         H3_MAX_STREAMS, peer_allowance(e->site->limits, c->f.peer, gio_now(e->site->loop)));
@@ -747,7 +756,7 @@ static quic_conn_t *conn_new(quic_ep_t *e, gio_dgram_t *d, const ngtcp2_pkt_hd *
 static quic_conn_t *accept_initial(quic_ep_t *e, gio_dgram_t *d, const ngtcp2_pkt_hd *hd)
 {
     if (e->draining) /* conn_new refuses it, counted */
-        return conn_new(e, d, hd, NULL);
+        return conn_new(e, d, hd, QUIC_ADMIT_NEW, NULL);
     quic_initial_t in = {.hd = hd, .peer = (const struct sockaddr *)&d->peer,
                          .peerlen = d->peerlen, .ts = now_ts(e), .now_ms = gio_now(e->site->loop),
                          .busy = e->handshaking >= QUIC_HANDSHAKES_MAX / 2};
@@ -762,8 +771,8 @@ static quic_conn_t *accept_initial(quic_ep_t *e, gio_dgram_t *d, const ngtcp2_pk
         else
             e->site->stats.h3_bad_tokens++;
     }
-    if (v == QUIC_ADMIT_NEW || v == QUIC_ADMIT_VALID)
-        return conn_new(e, d, hd, v == QUIC_ADMIT_VALID ? &odcid : NULL);
+    if (v == QUIC_ADMIT_NEW || v == QUIC_ADMIT_VALID || v == QUIC_ADMIT_TOKEN)
+        return conn_new(e, d, hd, v, &odcid);
     return NULL;
 }
 

@@ -118,6 +118,12 @@ int quic_retry_check(quic_retry_t *r, const quic_initial_t *in, ngtcp2_cid *odci
         *outlen = (size_t)n;
         return QUIC_ADMIT_BAD;
     }
+    if (hd->token.len && hd->token.base[0] == NGTCP2_CRYPTO_TOKEN_MAGIC_REGULAR &&
+        ngtcp2_crypto_verify_regular_token(
+            hd->token.base, hd->token.len, r->secret, sizeof r->secret,
+            (const ngtcp2_sockaddr *)in->peer, (ngtcp2_socklen)in->peerlen,
+            (ngtcp2_duration)QUIC_NEW_TOKEN_S * NGTCP2_SECONDS, in->ts) == 0)
+        return QUIC_ADMIT_TOKEN;
     if (r->mode == CONFIG_RETRY_NEVER || hd->type != NGTCP2_PKT_INITIAL)
         return QUIC_ADMIT_NEW;
     /* counted whatever the verdict, so that a flood of them keeps its address retried */
@@ -125,5 +131,17 @@ int quic_retry_check(quic_retry_t *r, const quic_initial_t *in, ngtcp2_cid *odci
     if (r->mode == CONFIG_RETRY_ALWAYS || in->busy || many)
         return write_retry(r, in, out, outlen);
     return QUIC_ADMIT_NEW;
+}
+
+size_t quic_retry_new_token(quic_retry_t *r, const struct sockaddr *peer, socklen_t peerlen,
+                            ngtcp2_tstamp ts, uint8_t *out)
+{
+    _Static_assert(QUIC_NEW_TOKEN_MAX >= NGTCP2_CRYPTO_MAX_REGULAR_TOKENLEN, "room");
+    if (peer->sa_family != AF_INET && peer->sa_family != AF_INET6)
+        return 0;
+    ngtcp2_ssize n = ngtcp2_crypto_generate_regular_token(
+        out, r->secret, sizeof r->secret, (const ngtcp2_sockaddr *)peer,
+        (ngtcp2_socklen)peerlen, ts);
+    return n > 0 ? (size_t)n : 0;
 }
 #endif

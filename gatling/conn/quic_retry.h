@@ -21,8 +21,14 @@
  *
  * A token is good for QUIC_RETRY_TOKEN_S seconds.  An Initial whose Retry
  * token does not verify (forged, old, from another address) is answered
- * with CONNECTION_CLOSE INVALID_TOKEN (RFC 9000 8.1.3) and no state; a
- * token of another kind (NEW_TOKEN's, another server's) counts as none.
+ * with CONNECTION_CLOSE INVALID_TOKEN (RFC 9000 8.1.3) and no state.
+ *
+ * A connection whose handshake completed is given a NEW_TOKEN token
+ * (quic_retry_new_token: bound to the client's IP address, not its port,
+ * good for QUIC_NEW_TOKEN_S): its client's next connection from that
+ * address begins validated with no Retry, whatever the mode.  One that
+ * does not verify, or a token of another kind, counts as none (RFC 9000
+ * 8.1.3: it may be another server's).
  *
  * Pure of I/O: the caller sends what it is given to send.  Built with HAVE_H3.
  */
@@ -39,6 +45,8 @@
 #define QUIC_RETRY_SLOTS 1024  /* addresses counted at once (a slot each, shared on collision) */
 #define QUIC_RETRY_TOKEN_S 10  /* a Retry token's lifetime */
 #define QUIC_RETRY_OUT_MAX 1500 /* room for a Retry or a CONNECTION_CLOSE we send */
+#define QUIC_NEW_TOKEN_S 3600  /* a NEW_TOKEN token's lifetime */
+#define QUIC_NEW_TOKEN_MAX 64  /* room for one (NGTCP2_CRYPTO_MAX_REGULAR_TOKENLEN) */
 
 typedef struct quic_retry quic_retry_t;
 
@@ -46,6 +54,7 @@ typedef struct quic_retry quic_retry_t;
 enum {
     QUIC_ADMIT_NEW = 0, /* no token: begin a connection, the address unvalidated */
     QUIC_ADMIT_VALID,   /* a valid Retry token: begin it validated (odcid filled) */
+    QUIC_ADMIT_TOKEN,   /* a valid NEW_TOKEN token: begin it validated (no Retry) */
     QUIC_ADMIT_RETRY,   /* send out[0..*outlen): a Retry; keep nothing */
     QUIC_ADMIT_BAD,     /* a bad Retry token: send out[0..*outlen) (INVALID_TOKEN) */
     QUIC_ADMIT_DROP,    /* nothing to do (a packet could not be written) */
@@ -75,6 +84,11 @@ typedef struct quic_initial {
  */
 int quic_retry_check(quic_retry_t *r, const quic_initial_t *in, ngtcp2_cid *odcid, uint8_t *out,
                      size_t *outlen);
+
+/* A NEW_TOKEN token for the client at peer (now ts) into out (QUIC_NEW_TOKEN_MAX
+   bytes): its length, or 0. */
+size_t quic_retry_new_token(quic_retry_t *r, const struct sockaddr *peer, socklen_t peerlen,
+                            ngtcp2_tstamp ts, uint8_t *out);
 
 #endif
 #endif

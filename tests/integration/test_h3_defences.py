@@ -146,11 +146,48 @@ def test_retry_always_aioquic_follows_it(gatling):
     server's transport parameters name its first connection ID and the
     Retry's (RFC 9000 7.3), so wrong ones would fail the handshake."""
     srv, port = h3_server(gatling, extra=("--h3-retry", "always"))
-    (s, _, body), = aioquic_run(port, [("/f.txt", "GET", ())])
+    made = []
+
+    def protocol(*a, **kw):
+        made.append(Client(*a, **kw))
+        return made[-1]
+
+    async def main():
+        async with connect("127.0.0.1", port, configuration=client_config(),
+                           create_protocol=protocol) as c:
+            return await c.request("/f.txt")
+    try:
+        s, _, body = run(main())
+    except ConnectionError:  # say how it ended, and what the server counted
+        ended = made[-1].ended
+        pytest.fail("closed in the handshake: %r, server %r\n%s" % (
+            ended.result() if ended.done() else None, server_status(srv), srv.stderr_text()))
     assert (s, body) == (200, b"hello\n")
     st = server_status(srv)
     assert st["h3_retries"] >= 1 and st["h3_connections"] == 1, st  # (>1: Initial resent)
     assert st["h3_handshakes"] == 1 and st["h3_bad_tokens"] == 0, st
+
+
+@needs_aioquic
+def test_new_token_spares_the_next_retry(gatling):
+    """--h3-retry always: the first connection goes through a Retry and is
+    given a NEW_TOKEN token; the client's next connection, from another
+    port, sends it and begins validated without a Retry."""
+    srv, port = h3_server(gatling, extra=("--h3-retry", "always"))
+    tokens = []
+
+    async def main(token=b""):
+        async with connect("127.0.0.1", port, configuration=client_config(token=token),
+                           create_protocol=Client, token_handler=tokens.append) as c:
+            return (await c.request("/f.txt"))[0]
+    assert run(main()) == 200
+    st = server_status(srv)
+    assert tokens and st["h3_retries"] >= 1 and st["h3_validated"] == 1, (tokens, st)
+    retries = st["h3_retries"]
+    assert run(main(tokens[-1])) == 200
+    st = server_status(srv)
+    assert st["h3_retries"] == retries and st["h3_validated"] == 2, st
+    assert st["h3_connections"] == 2 and st["h3_bad_tokens"] == 0, st
 
 
 @needs_gtls

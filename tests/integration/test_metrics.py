@@ -87,6 +87,7 @@ ON_METRICS = {
     "h3_send_lost": ("gatling_h3_send_lost_total", {}),
     "h3_retries": ("gatling_h3_retries_total", {}),
     "h3_bad_tokens": ("gatling_h3_bad_tokens_total", {}),
+    "h3_validated": ("gatling_h3_validated_total", {}),
     "h3_rapid_reset": ("gatling_h3_rapid_reset_total", {}),
     "h3_fields_refused": ("gatling_h3_fields_refused_total", {}),
     "proxy_headers": ("gatling_proxy_protocol_headers_total", {"result": "client"}),

@@ -170,9 +170,31 @@ static void test_tokens(void)
     quic_retry_free(r);
 }
 
+static void test_new_token(void)
+{
+    static uint8_t out[QUIC_RETRY_OUT_MAX];
+    uint8_t token[QUIC_NEW_TOKEN_MAX];
+    size_t n;
+    ngtcp2_cid odcid;
+    quic_retry_t *r = quic_retry_new(CONFIG_RETRY_ALWAYS);
+    struct sockaddr_in a = v4("192.0.2.1", 4000), later = v4("192.0.2.1", 4999);
+    struct sockaddr_in other = v4("192.0.2.2", 4000);
+    size_t tl = quic_retry_new_token(r, (struct sockaddr *)&a, sizeof a, 100 * SEC, token);
+    ok(tl > 0 && token[0] == 0x36, "a NEW_TOKEN token (%zu bytes)", tl);
+    ngtcp2_pkt_hd hd = initial(4, token, tl);
+    int v = check(r, &hd, &later, sizeof later, 200 * SEC, 0, 0, &odcid, out, &n);
+    is_int(v, QUIC_ADMIT_TOKEN, "from the address, another port: validated, no Retry");
+    v = check(r, &hd, &other, sizeof other, 200 * SEC, 0, 0, &odcid, out, &n);
+    is_int(v, QUIC_ADMIT_RETRY, "from another address: as none (a Retry, here)");
+    v = check(r, &hd, &a, sizeof a, (100 + QUIC_NEW_TOKEN_S + 1) * SEC, 0, 0, &odcid, out, &n);
+    is_int(v, QUIC_ADMIT_RETRY, "after its lifetime: as none");
+    quic_retry_free(r);
+}
+
 int main(void)
 {
     test_modes();
+    test_new_token();
     test_per_address();
     test_tokens();
     return tap_done();
