@@ -98,7 +98,7 @@ static void usage(void)
         "               [-o ciphers] [-O suites] [-x secs] [-X] [-2] [-3] [-y which]\n"
         "               [-Y nets] [-k path] [-g secs] [-w regex] [-z] [-J n] [-Q secs[,tunnel]]\n"
         "               [-P rule] [--cache mem[,obj]] [--status-from nets]\n"
-        "               [--flood-memory secs]\n"
+        "               [--flood-memory secs] [--h3-retry busy|never|always]\n"
         "               [-f port[,upload[=bytes]]] [-U] [-V] [-h]\n"
         "Serve the current directory (or -c dir) over HTTP/1.1 and HTTP/2, and over HTTPS when\n"
         "there are certificates.\n"
@@ -119,6 +119,8 @@ static void usage(void)
         "  --flood-memory secs  a client address whose connection a flood defence ended\n"
         "            gets half the budgets per offence on its next connections, then is\n"
         "            refused; one offence is forgotten per secs (default 10; 0: off)\n"
+        "  --h3-retry when  QUIC Retry (address validation) for new connections: busy\n"
+        "            (many handshakes, or many Initials from one address), never, always\n"
         "  -j n      threads for password checks and compression (default 2)\n"
         "  -n        no access log (default: Combined Log Format on stdout)\n"
         "  -l file   append the access log to file; SIGUSR1 reopens it\n"
@@ -488,7 +490,7 @@ static int parse_cache(config_t *cfg, const char *arg)
     return cfg->cache_object < 0 ? -1 : 0;
 }
 
-enum { OPT_CACHE = 256, OPT_STATUS_FROM, OPT_FLOOD_MEMORY }; /* the long options */
+enum { OPT_CACHE = 256, OPT_STATUS_FROM, OPT_FLOOD_MEMORY, OPT_H3_RETRY }; /* long options */
 
 /* Dynamic content: -w (CGI patterns), -P (proxy rules), -Q (their deadlines). */
 static int dynamic_option(int c, const char *arg, config_t *cfg)
@@ -508,6 +510,13 @@ static int dynamic_option(int c, const char *arg, config_t *cfg)
     case OPT_FLOOD_MEMORY:
         if ((cfg->offence_s = (int)number(arg, 0, 3600)) < 0)
             return bad("-flood-memory", arg, "not a number of seconds from 0 to 3600");
+        return -1;
+    case OPT_H3_RETRY:
+        if (!strcmp(arg, "busy") || !strcmp(arg, "never") || !strcmp(arg, "always"))
+            cfg->h3_retry = arg[0] == 'b' ? CONFIG_RETRY_BUSY
+                            : arg[0] == 'n' ? CONFIG_RETRY_NEVER : CONFIG_RETRY_ALWAYS;
+        else
+            return bad("-h3-retry", arg, "not busy, never or always");
         return -1;
     case 'Q':
         if (parse_dyn_timeouts(cfg, arg) < 0)
@@ -551,13 +560,15 @@ static int getopt_trouble(int c)
         fputs("gatling: --status-from needs an argument\n", stderr);
     else if (c == ':' && optopt == OPT_FLOOD_MEMORY)
         fputs("gatling: --flood-memory needs an argument\n", stderr);
+    else if (c == ':' && optopt == OPT_H3_RETRY)
+        fputs("gatling: --h3-retry needs an argument\n", stderr);
     else if (c == ':')
         fprintf(stderr, "gatling: -%c needs an argument\n", optopt);
     else if (optopt)
         fprintf(stderr, "gatling: unknown option -%c\n", optopt);
     else
-        fputs("gatling: unknown long option (there are --cache, --status-from and "
-              "--flood-memory)\n",
+        fputs("gatling: unknown long option (there are --cache, --status-from, "
+              "--flood-memory and --h3-retry)\n",
               stderr);
     return usage_error();
 }
@@ -684,6 +695,7 @@ static int parse_options(int argc, char **argv, config_t *cfg)
         {"cache", required_argument, NULL, OPT_CACHE},
         {"status-from", required_argument, NULL, OPT_STATUS_FROM},
         {"flood-memory", required_argument, NULL, OPT_FLOOD_MEMORY},
+        {"h3-retry", required_argument, NULL, OPT_H3_RETRY},
         {NULL, 0, NULL, 0}};
     while ((c = getopt_long(argc, argv, opts, longopts, NULL)) != -1)
         if ((rc = option(c, optarg, cfg)) >= 0)

@@ -15,6 +15,7 @@
 #include "site/fcache.h"
 #include "site/jobs.h"
 #include "site/peerlimits.h"
+#include "tls.h"
 
 #include <errno.h>
 #include <nghttp3/nghttp3.h>
@@ -55,6 +56,7 @@ typedef struct h3_stream {
     uint8_t early, streamed, produced, ended, data_waits, want_drain;
     uint8_t input_held, input_last, input_done, offering;
     uint8_t fin_owed; /* the response's end still to go to QUIC (h3_fin_owed) */
+    int64_t begun;    /* gio_now ms when its fields began (-s) */
     uint64_t body_got;  /* request body bytes dropped: at most H1_BODY_MAX */
     uint64_t given;     /* response body bytes handed over by the handler */
     uint64_t body_sent; /* ... and on to nghttp3 */
@@ -82,6 +84,16 @@ struct h3 {
     uint32_t requests;
     size_t held_bytes;
     uint8_t goaway, bound;
+    uint8_t headed; /* a request's fields have ended once (-s: no first-request deadline) */
+    uint8_t capped; /* the GOAWAY was -R's: streams below it are still answered */
+    int64_t bound_at; /* gio_now ms of h3_bind */
+    uint8_t level;        /* the address's recent offences (peer_allowance) */
+    uint8_t calm;         /* a flood was counted: the connection ends */
+    uint64_t reset_milli; /* rapid reset's bucket, in thousandths of a stream */
+    int64_t reset_at;     /* ... filled up to then (gio_now ms) */
+    int64_t reset_last;   /* the stream last counted (RESET_STREAM and STOP_SENDING: once) */
+    char sni[256];        /* the TLS server name, for 421; snilen 0: none */
+    size_t snilen;
 };
 
 static const ex_codec_t h3_codec;
@@ -374,12 +386,12 @@ static int codec_body_file(exchange_t *ex, int fd, uint64_t off, uint64_t len)
     return 0;
 }
 
-/* No 421 over HTTP/3 yet: GnuTLS chose the certificate by SNI, and a Host of
-   another certificate's is answered as the connection's (RFC 9110 7.4 allows). */
+/* GnuTLS chose the certificate by the server name: a Host of another one's is 421. */
 static int codec_misdirected(exchange_t *ex, const char *host, size_t n)
 {
-    (void)ex, (void)host, (void)n;
-    return 0;
+    const h3_t *h = stream_of(ex)->h3;
+    return tls_misdirected_name(ex->site->cfg->tls, h->snilen ? h->sni : NULL, h->snilen, host,
+                                n);
 }
 
 /* 103 Early Hints: an informational HEADERS frame (nghttp3 copies the fields). */
@@ -563,6 +575,7 @@ static int on_begin_headers(nghttp3_conn *ng, int64_t id, void *user, void *stre
     memset(&s->req, 0, offsetof(http_request_t, headers));
     s->h3 = h;
     s->id = id;
+    s->begun = gio_now(h->f.site->loop);
     s->sent_tail = &s->sent;
     h1_exchange_init(&s->ex, &h->f, &h3_codec, s);
     s->ex.req = &s->req;
@@ -619,12 +632,19 @@ static int dispatch_begin(h3_t *h, h3_stream_t *s)
     site_t *site = ex->site;
     s->dispatched = 1;
     h->requests++;
+    unsigned max = (unsigned)site->cfg->max_requests; /* -R: the last request of the connection */
+    if (max && h->requests >= max && !h->goaway) {
+        site->stats.max_requests++;
+        h3_goaway(h);
+        h->capped = 1; /* the streams the GOAWAY lets in are still answered */
+    }
     if (limits_request(site->limits, h->f.peer, gio_now(site->loop)) != LIMIT_OK) {
         site->stats.rate_limited++; /* -A: this request is refused, not the connection */
         stream_abort(s, NGHTTP3_H3_EXCESSIVE_LOAD);
         return -1;
     }
     if (s->bad) {
+        site->stats.h3_fields_refused++;
         ex_error(ex, 431, NULL, NULL);
         return -1;
     }
@@ -746,7 +766,8 @@ static int on_end_headers(nghttp3_conn *ng, int64_t id, int fin, void *user, voi
     if (!s || s->headed)
         return 0;
     s->headed = 1;
-    if (h->goaway) { /* after GOAWAY nghttp3 refuses new streams itself; be sure */
+    h->headed = 1;
+    if (h->goaway && !h->capped) { /* a drain: nghttp3 refuses new streams itself; be sure */
         stream_abort(s, NGHTTP3_H3_REQUEST_REJECTED);
         return 0;
     }
@@ -795,8 +816,10 @@ static int on_end_stream(nghttp3_conn *ng, int64_t id, void *user, void *stream_
         s->input_last = 1;
         if (!s->input_held)
             offer_held(s);
-    } else if (!s->dispatched && s->headed && !h->goaway) {
+    } else if (!s->dispatched && s->headed && (!h->goaway || h->capped)) {
         dispatch(h, s);
+    } else if (!s->dispatched && s->headed) {
+        stream_abort(s, NGHTTP3_H3_REQUEST_REJECTED); /* draining: not answered, say so */
     }
     return 0;
 }
@@ -893,6 +916,13 @@ h3_t *h3_new(const h1_conn_t *f, ngtcp2_conn *q)
         return NULL;
     h->f = *f;
     h->q = q;
+    site_t *site = f->site;
+    h->reset_at = gio_now(site->loop);
+    /* an address a flood defence ended lately gets less (--flood-memory), as over HTTP/2 */
+    if ((h->level = (uint8_t)peer_allowance(site->limits, f->peer, h->reset_at)))
+        site->stats.offender_reduced++;
+    h->reset_milli = (uint64_t)peer_budget(H3_RESET_BURST, h->level) * 1000;
+    h->reset_last = -1;
     nghttp3_callbacks cb = {
         .acked_stream_data = on_acked,
         .stream_close = on_stream_close,
@@ -915,7 +945,7 @@ h3_t *h3_new(const h1_conn_t *f, ngtcp2_conn *q)
         free(h);
         return NULL;
     }
-    nghttp3_conn_set_max_client_streams_bidi(h->ng, H3_MAX_STREAMS);
+    nghttp3_conn_set_max_client_streams_bidi(h->ng, h3_max_streams(h));
     return h;
 }
 
@@ -932,6 +962,7 @@ int h3_bind(h3_t *h)
         nghttp3_conn_bind_qpack_streams(h->ng, enc, dec) != 0)
         return -1;
     h->bound = 1;
+    h->bound_at = gio_now(h->f.site->loop);
     return 0;
 }
 
@@ -1019,6 +1050,58 @@ void h3_fin_gone(h3_t *h, int64_t id)
 unsigned h3_streams(const h3_t *h)
 {
     return h->open;
+}
+
+int64_t h3_head_due(const h3_t *h)
+{
+    int64_t s = (int64_t)h->f.site->cfg->head_timeout * 1000, due = INT64_MAX;
+    if (!h->bound || h->goaway)
+        return INT64_MAX; /* the handshake has its own limit; a drain its own */
+    if (!h->headed)
+        due = h->bound_at + s;
+    for (const h3_stream_t *x = h->open_list; x; x = x->next)
+        if (!x->headed && x->begun + s < due)
+            due = x->begun + s;
+    return due;
+}
+
+unsigned h3_max_streams(const h3_t *h)
+{
+    return peer_budget(H3_MAX_STREAMS, h->level);
+}
+
+int h3_client_reset(h3_t *h, int64_t id)
+{
+    if (id == h->reset_last)
+        return h->calm ? -1 : 0;
+    h->reset_last = id;
+    site_t *site = h->f.site;
+    int64_t now = gio_now(site->loop);
+    uint64_t cap = (uint64_t)peer_budget(H3_RESET_BURST, h->level) * 1000;
+    if (now > h->reset_at) { /* thousandths: rate per second is rate per ms in them */
+        uint64_t add = (uint64_t)(now - h->reset_at) * peer_budget(H3_RESET_RATE, h->level);
+        h->reset_milli = cap - h->reset_milli < add ? cap : h->reset_milli + add;
+        h->reset_at = now;
+    }
+    if (h->reset_milli >= 1000) {
+        h->reset_milli -= 1000;
+        return 0;
+    }
+    if (!h->calm) {
+        h->calm = 1;
+        site->stats.h3_rapid_reset++;
+        site->stats.offences++;
+        peer_offence(site->limits, h->f.peer, PEER_RESETS, now);
+    }
+    return -1;
+}
+
+void h3_server_name(h3_t *h, const char *name, size_t len)
+{
+    if (len < sizeof h->sni) {
+        memcpy(h->sni, name, len);
+        h->snilen = len;
+    }
 }
 
 void h3_goaway(h3_t *h)

@@ -31,6 +31,8 @@
 #define H3_QPACK_BLOCKED 16           /* streams that may wait for the encoder stream */
 #define H3_READ_BLOCK (64 * 1024)     /* a file is read in blocks of this size ... */
 #define H3_UNACKED_MAX (1024 * 1024)  /* ... at most this much unacknowledged per stream */
+#define H3_RESET_BURST 200            /* rapid reset: request streams the client resets ... */
+#define H3_RESET_RATE 50              /* ... then per second (as HTTP/2's, CVE-2023-44487) */
 
 typedef struct h3 h3_t;
 typedef struct nghttp3_conn nghttp3_conn;
@@ -84,6 +86,33 @@ void h3_sweep(h3_t *h);
 
 /* Request streams open (being read or answered). */
 unsigned h3_streams(const h3_t *h);
+
+/*
+ * The client reset request stream id (RESET_STREAM or STOP_SENDING, the two
+ * of one stream counted once when they come together): rapid reset's cost
+ * (a request begun and dropped) for the price of a frame or two.
+ * The first H3_RESET_BURST, then H3_RESET_RATE a second, scaled down as
+ * HTTP/2's by the address's recent offences (peer_budget).  0, or -1: past
+ * that, once counted (h3_rapid_reset) and remembered against the address
+ * (peer_offence): the caller closes the connection with H3_EXCESSIVE_LOAD.
+ */
+int h3_client_reset(h3_t *h, int64_t id);
+
+/* The TLS server name the client asked for (SNI), for 421 (RFC 9110 7.4):
+   a Host that another certificate would answer is misdirected. */
+void h3_server_name(h3_t *h, const char *name, size_t len);
+
+/*
+ * -s: when (gio_now ms) a request head is overdue, as over HTTP/2: the
+ * first request's, counted from the handshake's end (h3_bind), or the
+ * oldest stream's whose fields began and have not ended.  INT64_MAX if no
+ * head is awaited.  quic.c closes the connection then (timeout_head).
+ */
+int64_t h3_head_due(const h3_t *h);
+
+/* Request streams the session allows at once: fewer for an address whose floods
+   are remembered (peer_budget), as HTTP/2's. */
+unsigned h3_max_streams(const h3_t *h);
 
 /* Shutting down: GOAWAY; the streams in flight finish. */
 void h3_goaway(h3_t *h);

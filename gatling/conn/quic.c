@@ -6,6 +6,8 @@
 #include "gio_udp.h"
 #include "h3.h"
 #include "quic_cid.h"
+#include "quic_cred.h"
+#include "quic_retry.h"
 #include "site/peerlimits.h"
 #include "site/watch.h"
 #include "tls.h"
@@ -34,18 +36,11 @@
 #define QUIC_CONN_WINDOW (1024 * 1024)  /* the connection's */
 #define QUIC_HANDSHAKE_S 10       /* a handshake not done in this long ends */
 #define QUIC_DRAIN_SILENCE_MS 2000 /* shutting down: a peer silent this long (or 3 PTO) is gone */
-#define QUIC_HANDSHAKES_MAX 1024  /* ... and at most this many at once: Initials cost no
-                                     proof of address (no Retry yet), and each holds
-                                     ~150 KiB of state, so more are dropped */
+#define QUIC_HANDSHAKES_MAX 1024  /* ... and at most this many at once (each holds ~150 KiB
+                                     of state), more are dropped; past half of it new
+                                     clients prove their address first (Retry) */
 #define QUIC_PRIORITY "NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:" \
                       "+CHACHA20-POLY1305:+AES-128-CCM:%DISABLE_TLS13_COMPAT_MODE"
-
-/* GnuTLS credentials, shared by the connections that began with them. */
-typedef struct quic_cred {
-    gnutls_certificate_credentials_t cred;
-    unsigned refs;
-    int n; /* certificates */
-} quic_cred_t;
 
 typedef struct quic_conn {
     quic_ep_t *ep;
@@ -84,6 +79,7 @@ struct quic_ep {
     quic_cred_t *cred;
     gnutls_priority_t prio;
     quic_cid_table_t *cids;
+    quic_retry_t *retry; /* who gets a Retry first (--h3-retry) */
     quic_conn_t **heap;
     size_t nheap, heapcap;
     quic_conn_t *woken, *touched, *all;
@@ -99,48 +95,6 @@ struct quic_ep {
 static ngtcp2_tstamp now_ts(const quic_ep_t *e)
 {
     return (ngtcp2_tstamp)gio_now_us(e->site->loop) * 1000;
-}
-
-/* ---- credentials ---------------------------------------------------------------- */
-
-static void cred_release(quic_cred_t *c)
-{
-    if (c && --c->refs == 0) {
-        gnutls_certificate_free_credentials(c->cred);
-        free(c);
-    }
-}
-
-static int take_pem(void *arg, const char *id, const char *chain, size_t clen, const char *key,
-                    size_t klen)
-{
-    (void)id;
-    quic_cred_t *c = arg;
-    gnutls_datum_t cd = {(unsigned char *)(uintptr_t)chain, (unsigned)clen};
-    gnutls_datum_t kd = {(unsigned char *)(uintptr_t)key, (unsigned)klen};
-    /* server.pem holds chain and key in one file: GnuTLS takes what it needs of each */
-    if (gnutls_certificate_set_x509_key_mem2(c->cred, &cd, &kd, GNUTLS_X509_FMT_PEM, NULL, 0) < 0)
-        return -1;
-    c->n++;
-    return 0;
-}
-
-/* The store's certificates in GnuTLS credentials (server.pem first: GnuTLS
-   answers a name no certificate has with the first). */
-static quic_cred_t *cred_load(tls_store_t *st, char *err, size_t errlen)
-{
-    quic_cred_t *c = calloc(1, sizeof *c);
-    if (!c || gnutls_certificate_allocate_credentials(&c->cred) < 0) {
-        free(c);
-        snprintf(err, errlen, "out of memory");
-        return NULL;
-    }
-    c->refs = 1;
-    if (tls_store_pems(st, take_pem, c, err, errlen) < 0) {
-        cred_release(c);
-        return NULL;
-    }
-    return c;
 }
 
 /* ---- the timer heap --------------------------------------------------------------- */
@@ -384,7 +338,7 @@ static void conn_free(quic_conn_t *c)
     }
     if (c->tls)
         gnutls_deinit(c->tls);
-    cred_release(c->cred);
+    quic_cred_release(c->cred);
     if (c->limited)
         limits_conn_close(e->site->limits, (struct sockaddr *)&c->peer);
     e->handshaking -= c->shaking;
@@ -450,13 +404,17 @@ static void conn_settle(quic_conn_t *c)
     if (c->h3)
         h3_sweep(c->h3);
     int64_t now_ms = gio_now(e->site->loop), gone = drain_silence_end(c);
-    if ((c->h3 && h3_done(c->h3)) || gone <= now_ms) {
-        /* drained (GOAWAY went, every stream answered), or the peer is gone */
+    int64_t head = c->h3 ? h3_head_due(c->h3) : INT64_MAX;
+    if (head <= now_ms) /* -s: a request head not complete in time (slowloris), as h2's */
+        e->site->stats.timeout_head++;
+    if ((c->h3 && h3_done(c->h3)) || gone <= now_ms || head <= now_ms) {
+        /* drained (GOAWAY went, every stream answered), the peer is gone, or too slow */
         ngtcp2_connection_close_error_set_application_error(&c->err, NGHTTP3_H3_NO_ERROR,
                                                             NULL, 0);
         start_closing(c);
         return;
     }
+    gone = head < gone ? head : gone;
     ngtcp2_tstamp x = ngtcp2_conn_get_expiry(c->q);
     if (x == UINT64_MAX && gone == INT64_MAX) {
         heap_remove(e, c);
@@ -514,11 +472,22 @@ static int on_remove_cid(ngtcp2_conn *q, const ngtcp2_cid *cid, void *user)
 
 static int on_handshake_completed(ngtcp2_conn *q, void *user)
 {
-    (void)q;
     quic_conn_t *c = user;
     c->ep->site->stats.h3_handshakes++;
     c->ep->handshaking -= c->shaking;
     c->shaking = 0;
+    char name[256]; /* the server name, for 421 */
+    size_t len = sizeof name;
+    unsigned type;
+    if (gnutls_server_name_get(c->tls, name, &len, &type, 0) == 0 && type == GNUTLS_NAME_DNS)
+        h3_server_name(c->h3, name, len);
+    /* a token for the client's next connection: validated at once, no Retry (quic_retry.h) */
+    uint8_t token[QUIC_NEW_TOKEN_MAX];
+    const ngtcp2_path *path = ngtcp2_conn_get_path(q);
+    size_t n = quic_retry_new_token(c->ep->retry, (const struct sockaddr *)path->remote.addr,
+                                    path->remote.addrlen, now_ts(c->ep), token);
+    if (n && ngtcp2_conn_submit_new_token(q, token, n) != 0)
+        return NGTCP2_ERR_CALLBACK_FAILURE;
     return 0;
 }
 
@@ -573,8 +542,18 @@ static int on_stream_close(ngtcp2_conn *q, uint32_t flags, int64_t id, uint64_t 
 static int on_stream_reset(ngtcp2_conn *q, int64_t id, uint64_t size, uint64_t code, void *user,
                            void *stream_user)
 {
-    (void)q, (void)size, (void)code, (void)stream_user;
+    (void)size, (void)code, (void)stream_user;
     quic_conn_t *c = user;
+    if (ngtcp2_is_bidi_stream(id)) {
+        if (h3_client_reset(c->h3, id) < 0) { /* rapid reset */
+            ngtcp2_connection_close_error_set_application_error(
+                &c->err, NGHTTP3_H3_EXCESSIVE_LOAD, NULL, 0);
+            return NGTCP2_ERR_CALLBACK_FAILURE;
+        }
+        /* the request is cancelled: so is its answer (RFC 9114 4.1.1), and the stream
+           closes at once, which it never would if nghttp3 never saw it */
+        ngtcp2_conn_shutdown_stream_write(q, id, NGHTTP3_H3_REQUEST_CANCELLED);
+    }
     int r = nghttp3_conn_shutdown_stream_read(h3_ng(c->h3), id);
     return r == 0 || r == NGHTTP3_ERR_STREAM_NOT_FOUND ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
 }
@@ -664,8 +643,10 @@ static int tls_setup(quic_conn_t *c)
     return 0;
 }
 
+/* The connection's settings and parameters.  v: quic_retry_check's verdict; odcid:
+   the client's first Destination Connection ID if a Retry token carried it. */
 static void quic_params(quic_ep_t *e, ngtcp2_settings *s, ngtcp2_transport_params *p,
-                        const ngtcp2_pkt_hd *hd)
+                        const ngtcp2_pkt_hd *hd, int v, const ngtcp2_cid *odcid)
 {
     ngtcp2_settings_default(s);
     s->initial_ts = now_ts(e);
@@ -682,7 +663,15 @@ static void quic_params(quic_ep_t *e, ngtcp2_settings *s, ngtcp2_transport_param
     p->max_udp_payload_size = QUIC_RX_MAX;
     p->active_connection_id_limit = 7;
     p->stateless_reset_token_present = 1;
-    p->original_dcid = hd->dcid;
+    p->original_dcid = v == QUIC_ADMIT_VALID ? *odcid : hd->dcid;
+    if (v == QUIC_ADMIT_VALID) { /* RFC 9000 7.3: the Retry's ID */
+        p->retry_scid = hd->dcid;
+        p->retry_scid_present = 1;
+    }
+    if (v == QUIC_ADMIT_VALID || v == QUIC_ADMIT_TOKEN) {
+        s->token = hd->token; /* the address is proved: no anti-amplification limit */
+        e->site->stats.h3_validated++;
+    }
 }
 
 /* Count the connection in -N and -K, as an accepted TCP one.  0, or -1. */
@@ -709,7 +698,8 @@ static int admit(quic_ep_t *e, const gio_dgram_t *d)
     return 0;
 }
 
-static quic_conn_t *conn_new(quic_ep_t *e, gio_dgram_t *d, const ngtcp2_pkt_hd *hd)
+static quic_conn_t *conn_new(quic_ep_t *e, gio_dgram_t *d, const ngtcp2_pkt_hd *hd, int v,
+                             const ngtcp2_cid *odcid)
 {
     if (admit(e, d) < 0)
         return NULL;
@@ -739,7 +729,10 @@ static quic_conn_t *conn_new(quic_ep_t *e, gio_dgram_t *d, const ngtcp2_pkt_hd *
     ngtcp2_transport_params tp;
     ngtcp2_path path;
     path_of(e, d, &path);
-    quic_params(e, &st, &tp, hd);
+    quic_params(e, &st, &tp, hd, v, odcid);
+    /* fewer streams at once for an address whose floods are remembered (h3_max_streams) */
+    tp.initial_max_streams_bidi = peer_budget(
+        H3_MAX_STREAMS, peer_allowance(e->site->limits, c->f.peer, gio_now(e->site->loop)));
     if (gnutls_rnd(GNUTLS_RND_RANDOM, scid.data, scid.datalen) < 0 ||
         ngtcp2_crypto_generate_stateless_reset_token(tp.stateless_reset_token, e->secret,
                                                      sizeof e->secret, &scid) != 0 ||
@@ -756,6 +749,31 @@ static quic_conn_t *conn_new(quic_ep_t *e, gio_dgram_t *d, const ngtcp2_pkt_hd *
         return NULL;
     }
     return c;
+}
+
+/* An Initial for no connection: a Retry first if the address must prove itself
+   (quic_retry.h), else a connection, validated if its token was a good one. */
+static quic_conn_t *accept_initial(quic_ep_t *e, gio_dgram_t *d, const ngtcp2_pkt_hd *hd)
+{
+    if (e->draining) /* conn_new refuses it, counted */
+        return conn_new(e, d, hd, QUIC_ADMIT_NEW, NULL);
+    quic_initial_t in = {.hd = hd, .peer = (const struct sockaddr *)&d->peer,
+                         .peerlen = d->peerlen, .ts = now_ts(e), .now_ms = gio_now(e->site->loop),
+                         .busy = e->handshaking >= QUIC_HANDSHAKES_MAX / 2};
+    ngtcp2_cid odcid;
+    size_t n;
+    uint8_t *out = e->tx; /* free between batches' flushes */
+    int v = quic_retry_check(e->retry, &in, &odcid, out, &n);
+    if (v == QUIC_ADMIT_RETRY || v == QUIC_ADMIT_BAD) {
+        send_to(e, d, out, n);
+        if (v == QUIC_ADMIT_RETRY)
+            e->site->stats.h3_retries++;
+        else
+            e->site->stats.h3_bad_tokens++;
+    }
+    if (v == QUIC_ADMIT_NEW || v == QUIC_ADMIT_VALID || v == QUIC_ADMIT_TOKEN)
+        return conn_new(e, d, hd, v, &odcid);
+    return NULL;
 }
 
 /* ---- receiving -------------------------------------------------------------------- */
@@ -850,7 +868,7 @@ static void datagram(quic_ep_t *e, gio_dgram_t *d)
         else if (ngtcp2_accept(&hd, p, d->len) != 0)
             e->site->stats.h3_dropped++;
         else
-            c = conn_new(e, d, &hd); /* NULL: refused (counted), or out of memory */
+            c = accept_initial(e, d, &hd); /* NULL: refused, retried (counted), or ENOMEM */
         if (!c)
             return;
     }
@@ -964,12 +982,13 @@ quic_ep_t *quic_open(const config_t *cfg, int tls_fd, char *err, size_t errlen)
     setsockopt(e->fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
     if (gnutls_priority_init(&e->prio, QUIC_PRIORITY, NULL) < 0 ||
         getrandom(e->secret, sizeof e->secret, 0) != (ssize_t)sizeof e->secret ||
-        !(e->cids = quic_cid_table_new())) {
+        !(e->cids = quic_cid_table_new()) || !(e->retry = quic_retry_new(cfg->h3_retry))) {
         snprintf(err, errlen, "GnuTLS or memory: cannot set up");
         quic_free(e);
         return NULL;
     }
-    if (cfg->tls && tls_store_count(cfg->tls) > 0 && !(e->cred = cred_load(cfg->tls, err, errlen))) {
+    if (cfg->tls && tls_store_count(cfg->tls) > 0 &&
+        !(e->cred = quic_cred_load(cfg->tls, err, errlen))) {
         quic_free(e);
         return NULL;
     }
@@ -992,10 +1011,10 @@ int quic_start(quic_ep_t *e, site_t *site, size_t max_conns)
 
 int quic_reload(quic_ep_t *e, char *err, size_t errlen)
 {
-    quic_cred_t *c = cred_load(e->cfg->tls, err, errlen);
+    quic_cred_t *c = quic_cred_load(e->cfg->tls, err, errlen);
     if (!c)
         return -1;
-    cred_release(e->cred);
+    quic_cred_release(e->cred);
     e->cred = c;
     return 0;
 }
@@ -1049,10 +1068,11 @@ void quic_free(quic_ep_t *e)
             gio_del(e->site->loop, e->fd);
         close(e->fd);
     }
-    cred_release(e->cred);
+    quic_cred_release(e->cred);
     if (e->prio)
         gnutls_priority_deinit(e->prio);
     quic_cid_table_free(e->cids);
+    quic_retry_free(e->retry);
     free(e->heap);
     explicit_bzero(e->secret, sizeof e->secret);
     free(e);

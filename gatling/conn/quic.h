@@ -19,7 +19,11 @@
  * Defences: ngtcp2 enforces anti-amplification (at most 3x what an
  * unvalidated address sent), 0-RTT is off (no replay), connections count in
  * -N and -K as TCP ones do, streams and QPACK tables are capped (h3.h).
- * Retry tokens and per-address flood memory are not done yet (gatling(8)).
+ * A new connection's address proves itself with a Retry first when the
+ * server is busy or one address begins many (quic_retry.h, --h3-retry).
+ * Streams the client resets too fast end the connection (h3_client_reset)
+ * and are remembered against its address (site/peerlimits.h), as HTTP/2's
+ * floods are: its next connections get less, then are refused a while.
  *
  * Without HAVE_H3 (make H3=0, or the libraries missing) every call is a
  * stub: quic_open says HTTP/3 is not built in.

@@ -849,6 +849,21 @@ int tls_misdirected(tls_store_t *st, SSL *ssl, const char *host, size_t len)
     return want && have && strcmp(want->id, have->id) != 0;
 }
 
+int tls_misdirected_name(tls_store_t *st, const char *sni, size_t snilen, const char *host,
+                         size_t len)
+{
+    if (!st || !st->n)
+        return 0;
+    if (len && host[len - 1] == '.')
+        len--;
+    if (snilen && sni[snilen - 1] == '.')
+        snilen--;
+    const tls_cert_t *want = cert_of((SSL_CTX *)lookup_ctx(st, host, len));
+    const SSL_CTX *by_name = sni && snilen ? lookup_ctx(st, sni, snilen) : NULL;
+    const tls_cert_t *have = cert_of((SSL_CTX *)(by_name ? by_name : st->ctx[st->def]));
+    return want && have && strcmp(want->id, have->id) != 0;
+}
+
 /* ---- connections ---- */
 
 SSL *tls_new(tls_store_t *st, int fd)

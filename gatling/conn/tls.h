@@ -129,6 +129,12 @@ int tls_resumed(SSL *ssl);
  */
 int tls_misdirected(tls_store_t *st, SSL *ssl, const char *host, size_t len);
 
+/* The same for a connection whose certificate another TLS library chose by
+   the server name sni[0..snilen) (NULL: none was sent; HTTP/3's GnuTLS): the
+   store's certificate for that name, or its default, against the Host's. */
+int tls_misdirected_name(tls_store_t *st, const char *sni, size_t snilen, const char *host,
+                         size_t len);
+
 /* Did ALPN choose HTTP/2 ("h2") for this session? */
 int tls_alpn_h2(struct ssl_st *ssl);
 

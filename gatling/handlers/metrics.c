@@ -296,6 +296,15 @@ static void http2(hbuf_t *b, const status_counters_t *c)
         {"gatling_h3_dropped_total", "HTTP/3: datagrams dropped", c->h3_dropped},
         {"gatling_h3_send_lost_total", "HTTP/3: datagrams lost to a full socket buffer",
          c->h3_send_lost},
+        {"gatling_h3_retries_total", "HTTP/3: Retry packets sent", c->h3_retries},
+        {"gatling_h3_bad_tokens_total", "HTTP/3: Initials with a bad Retry token",
+         c->h3_bad_tokens},
+        {"gatling_h3_validated_total", "HTTP/3: connections begun with a token",
+         c->h3_validated},
+        {"gatling_h3_rapid_reset_total", "HTTP/3: connections closed for streams reset too fast",
+         c->h3_rapid_reset},
+        {"gatling_h3_fields_refused_total", "HTTP/3: requests with fields over the limits",
+         c->h3_fields_refused},
     };
     scalars(b, "counter", m3, N(m3));
 }

@@ -139,6 +139,14 @@ static size_t h3_rows(const status_counters_t *st, row_t *r, size_t n, size_t ca
         {"h3_version_negotiations", "HTTP/3: version negotiations sent", st->h3_version_neg},
         {"h3_dropped", "HTTP/3: datagrams dropped (not QUIC, no connection)", st->h3_dropped},
         {"h3_send_lost", "HTTP/3: datagrams lost to a full socket buffer", st->h3_send_lost},
+        {"h3_retries", "HTTP/3: Retry packets sent (address validation)", st->h3_retries},
+        {"h3_bad_tokens", "HTTP/3: Initials with a bad Retry token", st->h3_bad_tokens},
+        {"h3_validated", "HTTP/3: connections begun with a token (Retry, NEW_TOKEN)",
+         st->h3_validated},
+        {"h3_rapid_reset", "HTTP/3: connections closed for streams reset too fast",
+         st->h3_rapid_reset},
+        {"h3_fields_refused", "HTTP/3: requests whose fields were over the limits (431)",
+         st->h3_fields_refused},
     };
     return put_rows(r, n, cap, d, sizeof d / sizeof d[0]);
 }

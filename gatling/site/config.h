@@ -4,6 +4,9 @@
 
 #define GATLING_VERSION "0.1"
 
+/* --h3-retry: when a QUIC Initial without a token gets a Retry (conn/quic_retry.h) */
+enum { CONFIG_RETRY_BUSY = 0, CONFIG_RETRY_NEVER, CONFIG_RETRY_ALWAYS };
+
 #define CONFIG_PROXY_PORTS 8 /* -y: ports named */
 #define CONFIG_TRUST_MAX 32  /* -Y: proxies (addresses or networks) trusted */
 #define CONFIG_HEALTH_MAX 255 /* -k: the health check path's length */
@@ -64,6 +67,7 @@ typedef struct config {
     int https_redirect;      /* -X: plain HTTP requests get 301 to https:// */
     int h2_off;              /* -2: no HTTP/2 (neither ALPN h2 nor h2c prior knowledge) */
     int h3_off;              /* -3: no HTTP/3 (no UDP socket, no Alt-Svc) */
+    int h3_retry;            /* --h3-retry: CONFIG_RETRY_* (0: busy, the default) */
     /* behind a load balancer */
     int proxy_http, proxy_https;         /* -y http, https: those listeners expect PROXY */
     int proxy_ports[CONFIG_PROXY_PORTS]; /* -y port: so does the listener on port */

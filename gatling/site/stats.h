@@ -97,6 +97,11 @@ typedef struct status_counters {
     uint64_t h3_version_neg;   /* version negotiation packets sent */
     uint64_t h3_dropped;       /* datagrams dropped: not QUIC, or for no connection */
     uint64_t h3_send_lost;     /* datagrams lost to a full socket buffer */
+    uint64_t h3_retries;       /* Retry packets sent (--h3-retry): the address proves itself */
+    uint64_t h3_bad_tokens;    /* Initials with a Retry token that failed: INVALID_TOKEN */
+    uint64_t h3_validated;     /* connections begun with a token (Retry's or NEW_TOKEN's) */
+    uint64_t h3_rapid_reset;   /* connections closed for streams reset too fast */
+    uint64_t h3_fields_refused; /* request streams whose fields were over the limits: 431 */
     uint64_t offences;         /* connections a flood defence ended, remembered per address */
     uint64_t offender_reduced; /* ... connections from such an address since: smaller budgets */
     uint64_t refused_offender; /* ... and refused at accept: closed unread (--flood-memory) */

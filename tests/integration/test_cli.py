@@ -49,7 +49,8 @@ def test_help(build):
                                   ("--status-from", "example.org"), ("--status-from",),
                                   ("--status-from", ",".join(["10.0.0.%d" % i for i in range(33)])),
                                   ("--flood-memory", "-1"), ("--flood-memory", "3601"),
-                                  ("--flood-memory", "10s"), ("--flood-memory",)],
+                                  ("--flood-memory", "10s"), ("--flood-memory",),
+                                  ("--h3-retry", "sometimes"), ("--h3-retry",)],
                          ids=lambda a: " ".join(a) if isinstance(a, tuple) else a)
 def test_bad_option_exit_2(build, args):
     # never let a wrongly accepted option leave a server on a fixed port
@@ -65,6 +66,7 @@ def test_bad_option_exit_2(build, args):
                                         (("-y",), "-y"), (("-j",), "-j"),
                                         (("--status-from", "1.2.3"), "--status-from"),
                                         (("--flood-memory", "x"), "--flood-memory"),
+                                        (("--h3-retry", "x"), "--h3-retry"),
                                         (("leftover",), "leftover")],
                          ids=lambda a: " ".join(a) if isinstance(a, tuple) else a)
 def test_bad_option_is_short(build, args, names):
