@@ -432,16 +432,24 @@ static int h3_end(nghttp3_conn *ng, int64_t id, void *user, void *stream_user)
     return 0;
 }
 
-/* Closed before its end: reset by the server (or by us, for a bad response). */
+/* Closed before its end: reset by the server (or by us, for a bad response).  One
+   the server refused unread (H3_REQUEST_REJECTED: sent past its GOAWAY, -R's or a
+   drain's) goes out again on another connection, as --h2 does (RFC 9114 4.1.1). */
 static int h3_close(nghttp3_conn *ng, int64_t id, uint64_t code, void *user, void *stream_user)
 {
-    (void)ng, (void)id, (void)code;
+    (void)ng, (void)id;
     h3conn_t *c = of(user);
     h3slot_t *s = stream_user;
     if (!s)
         return 0;
-    c->r->st->lost++;
-    c->r->st->err[LG_E_RST]++;
+    if (code == NGHTTP3_H3_REQUEST_REJECTED) {
+        c->r->st->requests--; /* issued again later: counted then */
+        c->r->st->retried++;
+        c->r->started--;
+    } else {
+        c->r->st->lost++;
+        c->r->st->err[LG_E_RST]++;
+    }
     slot_put(c, s);
     return 0;
 }

@@ -3,8 +3,8 @@
  */
 #ifdef HAVE_H3
 #include "quic_retry.h"
-#include "quic_cid.h"
 #include "site/config.h"
+#include "site/siphash.h"
 
 #include <netinet/in.h>
 #include <ngtcp2/ngtcp2_crypto.h>
@@ -31,11 +31,11 @@ quic_retry_t *quic_retry_new(int mode)
     if (!r)
         return NULL;
     r->mode = mode;
-    if (getrandom(r->secret, sizeof r->secret, 0) != (ssize_t)sizeof r->secret ||
-        getrandom(r->hkey, sizeof r->hkey, 0) != (ssize_t)sizeof r->hkey) {
-        free(r);
+    if (getrandom(r->secret, sizeof r->secret, 0) != (ssize_t)sizeof r->secret) {
+        free(r); /* tokens need a secret nobody can guess: no fallback */
         return NULL;
     }
+    siphash_key(r->hkey);
     return r;
 }
 
@@ -66,7 +66,7 @@ static int too_many(quic_retry_t *r, const struct sockaddr *sa, int64_t now_ms)
 {
     uint8_t key[16];
     client_key(sa, key);
-    retry_slot_t *s = &r->slot[quic_siphash(r->hkey, key, sizeof key) % QUIC_RETRY_SLOTS];
+    retry_slot_t *s = &r->slot[siphash24(r->hkey, key, sizeof key) % QUIC_RETRY_SLOTS];
     int64_t sec = now_ms / 1000;
     if (s->second != sec)
         *s = (retry_slot_t){sec, 0};
