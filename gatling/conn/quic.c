@@ -6,6 +6,7 @@
 #include "gio_udp.h"
 #include "h3.h"
 #include "quic_cid.h"
+#include "quic_steer.h"
 #include "site/peerlimits.h"
 #include "site/watch.h"
 #include "tls.h"
@@ -77,6 +78,7 @@ struct quic_ep {
     watch_t w; /* first: the loop's cookie */
     site_t *site;
     int fd, port, gso;
+    int steer; /* our socket's index in the group, named by our CIDs (quic_steer.h) */
     size_t max_conns;
     struct sockaddr_storage bound;
     socklen_t boundlen;
@@ -495,6 +497,7 @@ static int on_new_cid(ngtcp2_conn *q, ngtcp2_cid *cid, uint8_t *token, size_t le
     quic_conn_t *c = user;
     if (gnutls_rnd(GNUTLS_RND_RANDOM, cid->data, len) < 0)
         return NGTCP2_ERR_CALLBACK_FAILURE;
+    quic_steer_mark(cid->data, len, c->ep->steer);
     cid->datalen = len;
     if (ngtcp2_crypto_generate_stateless_reset_token(token, c->ep->secret, sizeof c->ep->secret,
                                                      cid) != 0 ||
@@ -740,7 +743,9 @@ static quic_conn_t *conn_new(quic_ep_t *e, gio_dgram_t *d, const ngtcp2_pkt_hd *
     ngtcp2_path path;
     path_of(e, d, &path);
     quic_params(e, &st, &tp, hd);
-    if (gnutls_rnd(GNUTLS_RND_RANDOM, scid.data, scid.datalen) < 0 ||
+    int rnd = gnutls_rnd(GNUTLS_RND_RANDOM, scid.data, scid.datalen);
+    quic_steer_mark(scid.data, scid.datalen, e->steer); /* names our socket (quic_steer.h) */
+    if (rnd < 0 ||
         ngtcp2_crypto_generate_stateless_reset_token(tp.stateless_reset_token, e->secret,
                                                      sizeof e->secret, &scid) != 0 ||
         ngtcp2_conn_server_new(&c->q, &hd->scid, &scid, &path, hd->version, &quic_callbacks, &st,
@@ -941,18 +946,19 @@ static void on_event(watch_t *w, unsigned events)
 
 /* ---- the endpoint ----------------------------------------------------------------- */
 
-quic_ep_t *quic_open(const config_t *cfg, int tls_fd, char *err, size_t errlen)
+quic_ep_t *quic_open(const config_t *cfg, int udp_fd, int steer, char *err, size_t errlen)
 {
     quic_ep_t *e = calloc(1, sizeof *e);
     if (!e) {
+        close(udp_fd);
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    e->fd = -1;
+    e->fd = udp_fd;
+    e->steer = steer;
     e->cfg = cfg;
     e->boundlen = sizeof e->bound;
-    if (getsockname(tls_fd, (struct sockaddr *)&e->bound, &e->boundlen) < 0 ||
-        (e->fd = gio_udp_open((struct sockaddr *)&e->bound, e->boundlen, 1)) < 0) {
+    if (getsockname(udp_fd, (struct sockaddr *)&e->bound, &e->boundlen) < 0) {
         snprintf(err, errlen, "UDP socket: %s", strerror(errno));
         quic_free(e);
         return NULL;
