@@ -14,6 +14,7 @@ the new connections are served by the new process, and the old one drains
 and exits 0."""
 import asyncio
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -36,6 +37,8 @@ if HAVE_AIOQUIC:
     from aioquic.quic.events import ConnectionTerminated, StreamReset
 
 TREE = {"f.txt": b"hello\n"}
+BIG = os.urandom(24 << 20)
+BIG_SHA = hashlib.sha256(BIG).hexdigest()
 REQUEST_REJECTED = 0x10b
 
 
@@ -165,6 +168,33 @@ def test_migration_stays_with_its_worker(gatling):
     assert first in children(srv.pid) and len(ports) == 6, (first, ports)
 
 
+class Download(threading.Thread):
+    """A large file on a connection of its own, begun now: its pid, status,
+    body's sha256, and when it ended."""
+
+    def __init__(self, port, path):
+        super().__init__(daemon=True)
+        self.port, self.path = port, path
+        self.begun = threading.Event()
+        self.result, self.end = None, None
+
+    def run(self):
+        async def main():
+            stack, c = await opened(self.port)
+            try:
+                pid = await pid_of(c)
+                self.begun.set()
+                status, _, body = await asyncio.wait_for(c.request(self.path), 60)
+                self.end = time.monotonic()
+                return pid, status, hashlib.sha256(body).hexdigest()
+            finally:
+                await stack.aclose()
+        try:
+            self.result = asyncio.run(main())
+        except Exception as e:  # noqa: BLE001 (the test reports it)
+            self.result = e
+
+
 class Load:
     """Clients in a thread: `keep` connections that stay open (a new one when
     the server closes theirs) and `fresh` that open one per request, each
@@ -224,10 +254,12 @@ class Load:
 def test_upgrade_under_h3_load(build, tmp_path, workers):
     """SIGUSR2 while HTTP/3 clients keep asking: no request fails, every
     request begun after the new process said it serves is answered by the
-    new process's pids, the old process exits 0 and the new one stops on
-    SIGTERM."""
+    new process's pids, a download begun before goes on with the old process
+    and arrives whole after the new one serves (with the kernel's hash its
+    datagrams would go to the new process's sockets too), the old process
+    exits 0 and the new one stops on SIGTERM."""
     root = str(tmp_path / "www")
-    make_docroot(root, TREE)
+    make_docroot(root, dict(TREE, **{"big.bin": BIG}))
     tls = free_port()  # -e 0 would not survive the upgrade: a passed socket is TLS by its port
     srv = start_server(build, root, ("-T", "10", "-S", "-C", os.path.join(pki_dir(), "certs"),
                                      "-e", str(tls), "-W", str(workers)))
@@ -237,6 +269,9 @@ def test_upgrade_under_h3_load(build, tmp_path, workers):
         old = {srv.pid} | children(srv.pid)
         load.thread.start()
         wait_for(lambda: len(load.done) > 20 or load.failed, 10, "the load running")
+        dl = Download(tls, "/big.bin")
+        dl.start()
+        assert dl.begun.wait(10), dl.result
         mark = len(srv.errlog)
         os.kill(srv.pid, signal.SIGUSR2)
         pid = wait_for(lambda: next((int(m.group(1)) for l in srv.errlog[mark:]
@@ -248,7 +283,11 @@ def test_upgrade_under_h3_load(build, tmp_path, workers):
         time.sleep(1)
         load.stop = True
         load.thread.join(30)
+        dl.join(60)
         assert srv.process.wait(5) == 0, srv.stderr_text()
+        assert isinstance(dl.result, tuple), dl.result
+        assert dl.result[0] in old and dl.result[1:] == (200, BIG_SHA), dl.result[:2]
+        assert dl.end > serving, "the download was over before the new process served"
         assert not load.failed, (load.failed[:5], len(load.done), srv.stderr_text())
         before = [p for t, _, p in load.done if t < serving]
         after = [p for t, fresh, p in load.done if t > serving + 0.1 and fresh]
