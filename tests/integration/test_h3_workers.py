@@ -12,7 +12,9 @@ process refused, with H3_REQUEST_REJECTED or by closing the connection
 before answering, is sent again on a new connection, as RFC 9114 allows),
 the new connections are served by the new process, a download begun before
 goes on with the old process and arrives whole, and the old one drains and
-exits 0.  The upgrade runs on the first backend and the sanitizer build
+exits 0; a second SIGUSR2 is refused while the first old process drains (two
+banks, both in use) and once it has exited takes its bank again.  The
+upgrades run on the first backend and the sanitizer build
 (to the others the sockets are the same descriptors on another loop)."""
 import asyncio
 import contextlib
@@ -41,7 +43,7 @@ if HAVE_AIOQUIC:
 TREE = {"f.txt": b"hello\n"}
 BIG = os.urandom(24 << 20)
 BIG_SHA = hashlib.sha256(BIG).hexdigest()
-REQUEST_REJECTED = 0x10b
+UPGRADES = ("test_upgrade_under_h3_load", "test_second_upgrade_waits_for_the_first")
 
 
 @pytest.fixture(autouse=True)
@@ -49,7 +51,7 @@ def h3_built(request, build):
     out = subprocess.run([build.binary, "-V"], capture_output=True, text=True, timeout=10).stdout
     if not out.strip().endswith(" h3"):
         pytest.skip("this build has no HTTP/3 (gatling -V: %r)" % out.strip())
-    if build.name in OTHER_BACKENDS and request.node.originalname == "test_upgrade_under_h3_load":
+    if build.name in OTHER_BACKENDS and request.node.originalname in UPGRADES:
         pytest.skip("the upgrade under load runs on the first backend and the sanitizer build")
 
 
@@ -305,6 +307,71 @@ def test_upgrade_under_h3_load(build, tmp_path, workers):
         assert "AddressSanitizer" not in text and "runtime error" not in text, text
     finally:
         load.stop = True
+        for p in pids:
+            if not gone(p):
+                os.kill(p, signal.SIGKILL)
+        if srv.process.poll() is None:
+            srv.process.kill()
+        srv.process.wait()
+
+
+def serves_line(srv, mark):
+    """The pid of "binary upgrade: pid N serves" after errlog[mark:], or None."""
+    for line in srv.errlog[mark:]:
+        m = re.search(r"pid (\d+) serves", line)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+@needs_aioquic
+def test_second_upgrade_waits_for_the_first(build, tmp_path):
+    """-W 2: while the first process still drains (a download keeps it), a
+    second SIGUSR2 is refused with a message (the group has two banks, both
+    in use); once it has exited, the second upgrade takes the first one's
+    bank again and the third process serves new HTTP/3 connections."""
+    root = str(tmp_path / "www")
+    make_docroot(root, dict(TREE, **{"big.bin": BIG}))
+    tls = free_port()
+    srv = start_server(build, root, ("-T", "10", "-S", "-C", os.path.join(pki_dir(), "certs"),
+                                     "-e", str(tls), "-W", "2"))
+    pids = [srv.pid]
+
+    async def pids_of_new(n):
+        out = []
+        for _ in range(n):
+            stack, c = await opened(tls)
+            try:
+                out.append(await pid_of(c))
+            finally:
+                await stack.aclose()
+        return out
+    try:
+        dl = Download(tls, "/big.bin")
+        dl.start()
+        assert dl.begun.wait(10), dl.result
+        mark = len(srv.errlog)
+        os.kill(srv.pid, signal.SIGUSR2)
+        second = wait_for(lambda: serves_line(srv, mark), 15, "the second process serving")
+        pids.append(second)
+        mark = len(srv.errlog)
+        os.kill(second, signal.SIGUSR2)
+        wait_for(lambda: any("pid %d) still runs" % srv.pid in l for l in srv.errlog[mark:]), 5,
+                 "the refusal while the first one drains")
+        dl.join(60)
+        assert isinstance(dl.result, tuple) and dl.result[1:] == (200, BIG_SHA), dl.result
+        wait_for(lambda: gone(srv.pid), 15, "the first process exiting")
+        assert srv.process.wait(5) == 0, srv.stderr_text()
+        mark = len(srv.errlog)
+        os.kill(second, signal.SIGUSR2)
+        third = wait_for(lambda: serves_line(srv, mark), 15, "the third process serving")
+        pids.append(third)
+        wait_for(lambda: gone(second), 15, "the second process exiting")
+        got = asyncio.run(asyncio.wait_for(pids_of_new(6), 60))
+        assert set(got) <= children(third), (got, children(third))
+        os.kill(third, signal.SIGTERM)
+        wait_for(lambda: gone(third), 10, "the third process stopping on SIGTERM")
+    finally:
         for p in pids:
             if not gone(p):
                 os.kill(p, signal.SIGKILL)
