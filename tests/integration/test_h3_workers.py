@@ -6,6 +6,7 @@ connections across -W 2 all succeed and reach both workers; a connection
 whose client moves to a new source port (with and without a new connection
 ID) keeps going on the same worker, six moves in a row (with the kernel's
 4-tuple hash alone each move would land on the other worker half the time);
+SIGTERM with a connection open: GOAWAY, the connection closed, exit 0;
 SIGUSR2 while clients keep making requests, one connection after another
 and on connections that stay open: no request fails (one the draining
 process refused, with H3_REQUEST_REJECTED or by closing the connection
@@ -172,6 +173,30 @@ def test_migration_stays_with_its_worker(gatling):
             await stack.aclose()
     first, ports = asyncio.run(asyncio.wait_for(main(), 120))
     assert first in children(srv.pid) and len(ports) == 6, (first, ports)
+
+
+@needs_aioquic
+def test_sigterm_under_workers(gatling):
+    """-W 2, SIGTERM with a connection open on a worker: it gets GOAWAY and
+    is closed by the server (the client learns it), and the supervisor and
+    its workers exit 0 within a few seconds (the fixture checks the status)."""
+    srv, port = h3_server(gatling, TREE, ("-W", "2"))
+
+    async def main():
+        stack, c = await opened(port)
+        try:
+            assert await pid_of(c) in children(srv.pid)
+            t0 = time.monotonic()
+            srv.process.send_signal(signal.SIGTERM)
+            srv.signaled = True
+            await asyncio.wait_for(c.wait_closed(), 8)
+            while srv.process.poll() is None and time.monotonic() - t0 < 8:
+                await asyncio.sleep(0.05)
+            return time.monotonic() - t0
+        finally:
+            await stack.aclose()
+    took = asyncio.run(asyncio.wait_for(main(), 30))
+    assert srv.process.poll() == 0 and took < 5, (took, srv.stderr_text())
 
 
 class Download(threading.Thread):
