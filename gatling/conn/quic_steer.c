@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -44,6 +45,24 @@ static int check_passed(quic_group_t *g, int per, char *err, size_t errlen)
     return 0;
 }
 
+#if STEER_BUILT
+/* Nobody else's socket is on addr: a group we join would not start at index
+   0 (an older gatling's UDP socket, say, during an upgrade to this one). */
+static int port_free(const struct sockaddr *addr, socklen_t len)
+{
+    int zero = 0, fd = socket(addr->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    if (addr->sa_family == AF_INET6) /* as gio_udp_open: [::] takes IPv4 too */
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+    int r = bind(fd, addr, len);
+    int e = errno;
+    close(fd);
+    errno = e;
+    return r;
+}
+#endif
+
 int quic_group_open(quic_group_t *g, const struct sockaddr *addr, socklen_t len, int per,
                     char *err, size_t errlen)
 {
@@ -61,6 +80,13 @@ int quic_group_open(quic_group_t *g, const struct sockaddr *addr, socklen_t len,
         return -1;
     }
     g->bank = 0;
+#if STEER_BUILT
+    if (port_free(addr, len) < 0) {
+        snprintf(err, errlen, "UDP port taken (%s): by an older gatling that hands over no "
+                 "HTTP/3 sockets? A restart brings HTTP/3 back", strerror(errno));
+        return -1;
+    }
+#endif
     for (int want = STEER_BUILT ? 2 * per : 1; g->nfds < want; g->nfds++) {
         int fd = gio_udp_open(addr, len, 1); /* in order: socket k is index k */
         if (fd < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {

@@ -27,6 +27,10 @@
  * refuses it, or to the idle bank, where it is lost (the client's handshake
  * times out); the four bytes are the same on every CID of a worker.
  *
+ * A group is only opened on a port no other socket is bound to (else its
+ * indices would not start at 0): upgraded from a gatling that hands over no
+ * HTTP/3 sockets, the new process serves HTTPS without HTTP/3 until a restart.
+ *
  * Linux only (the socket option); elsewhere quic_group_open makes one plain
  * SO_REUSEPORT socket and refuses -W.
  */

@@ -374,7 +374,7 @@ def test_second_upgrade_waits_for_the_first(build, tmp_path):
     try:
         dl = Download(tls, "/big.bin")
         dl.start()
-        assert dl.begun.wait(10), dl.result
+        assert dl.begun.wait(10), (dl.result, srv.stderr_text())
         mark = len(srv.errlog)
         os.kill(srv.pid, signal.SIGUSR2)
         second = wait_for(lambda: serves_line(srv, mark), 15, "the second process serving")
@@ -392,7 +392,11 @@ def test_second_upgrade_waits_for_the_first(build, tmp_path):
         third = wait_for(lambda: serves_line(srv, mark), 15, "the third process serving")
         pids.append(third)
         wait_for(lambda: gone(second), 15, "the second process exiting")
-        got = asyncio.run(asyncio.wait_for(pids_of_new(6), 60))
+        try:
+            got = asyncio.run(asyncio.wait_for(pids_of_new(6), 60))
+        except Exception as e:
+            raise AssertionError("new connections to the third process: %r\n%s"
+                                 % (e, srv.stderr_text())) from e
         assert set(got) <= children(third), (got, children(third))
         os.kill(third, signal.SIGTERM)
         wait_for(lambda: gone(third), 10, "the third process stopping on SIGTERM")

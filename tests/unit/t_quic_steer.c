@@ -105,6 +105,10 @@ int main(void)
     int r = quic_group_open(&g, (struct sockaddr *)&to, sizeof to, PER, err, sizeof err);
     ok(r == 0, "the group opens: %s", r ? err : "2 banks of 2");
     is_int(g.nfds, 2 * PER, "four sockets");
+    quic_group_t again = {.nfds = 0};
+    ok(quic_group_open(&again, (struct sockaddr *)&to, sizeof to, PER, err, sizeof err) < 0 &&
+           again.nfds == 0 && strstr(err, "port taken"),
+       "a second group on the port is refused: %s", err);
     tx = socket(AF_INET, SOCK_DGRAM, 0);
     if (r == 0 && tx >= 0) {
         test_steering(&g); /* bank 0, attached by quic_group_open */
