@@ -20,6 +20,8 @@ static char exe[PATH_MAX];  /* the binary, as a path: a new file there is the up
 static char **args;         /* main's argv */
 static int start_dir = -1;  /* where relative paths in args were meant */
 static int chrooted;
+static int dgram_first = -1; /* where HTTP/3's sockets begin, after the listeners passed to us */
+static pid_t dgram_from;     /* the old binary that passed them (our parent while it runs) */
 
 extern char **environ;
 
@@ -93,6 +95,26 @@ int handover_listeners(int *fds, int max, int *groups)
         fds[i] = fd;
     }
     *groups = g > 0 ? (int)g : 1;
+    dgram_first = FIRST_FD + (int)n;
+    return (int)n;
+}
+
+int handover_datagrams(int *fds, int max, int *bank)
+{
+    long n = env_number("GATLING_QUIC_FDS", HANDOVER_MAX_DGRAMS);
+    long b = env_number("GATLING_QUIC_BANK", 2); /* 1 or 2: bank 0 or 1 */
+    unsetenv("GATLING_QUIC_FDS"), unsetenv("GATLING_QUIC_BANK");
+    *bank = 0;
+    if (dgram_first < 0 || n == 0) /* no upgrade of ours, or none passed */
+        return 0;
+    if (n < 0 || n > max || b <= 0) {
+        fprintf(stderr, "gatling: GATLING_QUIC_FDS or GATLING_QUIC_BANK out of range\n");
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        fds[i] = dgram_first + i;
+    *bank = (int)b - 1;
+    dgram_from = getppid();
     return (int)n;
 }
 
@@ -131,7 +153,8 @@ void handover_ready(void)
 static int is_ours(const char *var)
 {
     static const char *const ours[] = {"LISTEN_PID=", "LISTEN_FDS=", "LISTEN_FDNAMES=",
-                                       "GATLING_LISTEN_GROUPS=", "GATLING_UPGRADE_FD="};
+                                       "GATLING_LISTEN_GROUPS=", "GATLING_UPGRADE_FD=",
+                                       "GATLING_QUIC_FDS=", "GATLING_QUIC_BANK="};
     for (size_t i = 0; i < sizeof ours / sizeof *ours; i++)
         if (!strncmp(var, ours[i], strlen(ours[i])))
             return 1;
@@ -151,7 +174,38 @@ static void put_number(char *p, long v)
     *p = 0;
 }
 
-int handover_upgrade(const int *fds, int n, int groups, pid_t *pid, char *why, size_t why_len)
+static char v_pid[48]; /* "LISTEN_PID=": the child puts its pid after it */
+
+/* The new binary's environment: ours without our variables, then its own
+   (n listeners in groups, all descriptors with dg's).  NULL: out of memory. */
+static char **upgrade_env(int n, int groups, int all, const handover_dgrams_t *dg)
+{
+    static char v_fds[32], v_groups[48], v_ready[48], v_dg[48], v_bank[48];
+    size_t nenv = 0, k = 0;
+    while (environ[nenv])
+        nenv++;
+    char **env = malloc((nenv + 7) * sizeof *env);
+    if (!env)
+        return NULL;
+    for (size_t i = 0; i < nenv; i++)
+        if (!is_ours(environ[i]))
+            env[k++] = environ[i];
+    snprintf(v_fds, sizeof v_fds, "LISTEN_FDS=%d", n);
+    snprintf(v_groups, sizeof v_groups, "GATLING_LISTEN_GROUPS=%d", groups);
+    snprintf(v_ready, sizeof v_ready, "GATLING_UPGRADE_FD=%d", FIRST_FD + all);
+    strcpy(v_pid, "LISTEN_PID=");
+    env[k++] = v_fds, env[k++] = v_groups, env[k++] = v_ready, env[k++] = v_pid;
+    if (dg && dg->n > 0) { /* HTTP/3's sockets after the listeners, and the new one's bank */
+        snprintf(v_dg, sizeof v_dg, "GATLING_QUIC_FDS=%d", dg->n);
+        snprintf(v_bank, sizeof v_bank, "GATLING_QUIC_BANK=%d", dg->bank + 1);
+        env[k++] = v_dg, env[k++] = v_bank;
+    }
+    env[k] = NULL;
+    return env;
+}
+
+int handover_upgrade(const int *fds, int n, int groups, const handover_dgrams_t *dg, pid_t *pid,
+                     char *why, size_t why_len)
 {
     if (chrooted || !exe[0] || start_dir < 0) {
         snprintf(why, why_len, "impossible: %s",
@@ -159,8 +213,16 @@ int handover_upgrade(const int *fds, int n, int groups, pid_t *pid, char *why, s
                           : "the binary's path or the start directory is unknown");
         return -1;
     }
-    if (n < 1 || n > HANDOVER_MAX_FDS || groups < 1 || n % groups) {
+    int nd = dg ? dg->n : 0, all = n + nd;
+    if (n < 1 || n > HANDOVER_MAX_FDS || groups < 1 || n % groups || nd < 0 ||
+        nd > HANDOVER_MAX_DGRAMS) {
         snprintf(why, why_len, "%d listeners in %d groups cannot be handed over", n, groups);
+        return -1;
+    }
+    if (nd > 0 && dgram_from > 1 && getppid() == dgram_from) {
+        /* it still drains its HTTP/3 connections on the bank a new one would take */
+        snprintf(why, why_len, "the previous process (pid %d) still runs; HTTP/3 has room "
+                 "for two at a time, try again once it has exited", (int)dgram_from);
         return -1;
     }
     if (access(exe, X_OK) < 0) {
@@ -169,27 +231,13 @@ int handover_upgrade(const int *fds, int n, int groups, pid_t *pid, char *why, s
     }
     /* everything the child needs is made here: after fork() in a process with
        threads only async-signal-safe calls are allowed */
-    size_t nenv = 0;
-    while (environ[nenv])
-        nenv++;
-    char **env = malloc((nenv + 5) * sizeof *env);
-    static char v_fds[32], v_pid[48], v_groups[48], v_ready[48];
+    char **env = upgrade_env(n, groups, all, dg);
     int ready[2];
     if (!env || pipe2(ready, O_CLOEXEC) < 0) {
         snprintf(why, why_len, "%s", strerror(errno));
         free(env);
         return -1;
     }
-    size_t k = 0;
-    for (size_t i = 0; i < nenv; i++)
-        if (!is_ours(environ[i]))
-            env[k++] = environ[i];
-    snprintf(v_fds, sizeof v_fds, "LISTEN_FDS=%d", n);
-    snprintf(v_groups, sizeof v_groups, "GATLING_LISTEN_GROUPS=%d", groups);
-    snprintf(v_ready, sizeof v_ready, "GATLING_UPGRADE_FD=%d", FIRST_FD + n);
-    strcpy(v_pid, "LISTEN_PID="); /* the child's pid goes after it */
-    env[k++] = v_fds, env[k++] = v_groups, env[k++] = v_ready, env[k++] = v_pid;
-    env[k] = NULL;
 
     pid_t p = fork();
     if (p == 0) {
@@ -201,11 +249,14 @@ int handover_upgrade(const int *fds, int n, int groups, pid_t *pid, char *why, s
         if (fchdir(start_dir) < 0) /* first: its descriptor may sit on a target below */
             goto fail;
         /* out of the way first, then into 3, 4, ...: a source may sit on a target */
-        int tmp[HANDOVER_MAX_FDS + 1], low = FIRST_FD + n + 1;
-        for (int i = 0; i <= n; i++)
-            if ((tmp[i] = fcntl(i < n ? fds[i] : ready[1], F_DUPFD_CLOEXEC, low)) < 0)
+        int tmp[HANDOVER_MAX_FDS + HANDOVER_MAX_DGRAMS + 1], low = FIRST_FD + all + 1;
+        for (int i = 0; i <= all; i++)
+            if ((tmp[i] = fcntl(i < n    ? fds[i]
+                                : i < all ? dg->fds[i - n]
+                                          : ready[1],
+                                F_DUPFD_CLOEXEC, low)) < 0)
                 goto fail;
-        for (int i = 0; i <= n; i++)
+        for (int i = 0; i <= all; i++)
             if (dup2(tmp[i], FIRST_FD + i) < 0) /* dup2 clears close-on-exec */
                 goto fail;
         execve(exe, args, env);

@@ -13,7 +13,10 @@
  *
  * GATLING_LISTEN_GROUPS says how the passed descriptors are laid out: g
  * groups of equal size, one per -W worker of the old process (each group
- * its own SO_REUSEPORT socket); systemd passes one group.
+ * its own SO_REUSEPORT socket); systemd passes one group.  HTTP/3's UDP
+ * sockets (conn/quic_steer.h: two banks) follow the listeners in an
+ * upgrade: GATLING_QUIC_FDS says how many, GATLING_QUIC_BANK (1 or 2) which
+ * bank the new process serves from; the ready pipe comes after them.
  */
 #ifndef GATLING_HANDOVER_H
 #define GATLING_HANDOVER_H
@@ -22,6 +25,13 @@
 #include <sys/types.h>
 
 #define HANDOVER_MAX_FDS 64
+#define HANDOVER_MAX_DGRAMS 128 /* HTTP/3's sockets (conn/quic_steer.h's QUIC_STEER_MAX) */
+
+/* HTTP/3's UDP sockets for the new binary, and the bank it is to serve from. */
+typedef struct handover_dgrams {
+    const int *fds;
+    int n, bank;
+} handover_dgrams_t;
 
 /*
  * At start, before anything changes the directory: remember argv, the
@@ -43,6 +53,14 @@ void handover_chrooted(void);
 int handover_listeners(int *fds, int max, int *groups);
 
 /*
+ * After handover_listeners: the UDP sockets an old binary passed after the
+ * listeners (GATLING_QUIC_FDS of them, for bank GATLING_QUIC_BANK - 1 in
+ * *bank), into fds (at most max); clears the variables.  How many (0: none),
+ * or -1 after printing why.  The caller checks and owns them.
+ */
+int handover_datagrams(int *fds, int max, int *bank);
+
+/*
  * We serve now: READY=1 (and our MAINPID) to systemd if NOTIFY_SOCKET is
  * set, and a byte to the old process if we are its upgrade.
  */
@@ -54,11 +72,13 @@ void handover_notify(const char *state);
 /*
  * SIGUSR2: start the binary again (the file at the path it was started
  * from, which may be a new one) with the same arguments, in the start
- * directory, handing it fds[0..n) laid out in `groups` groups.  Returns the
+ * directory, handing it fds[0..n) laid out in `groups` groups, and dg's UDP
+ * sockets after them (dg NULL or dg->n 0: none).  Returns the
  * descriptor that becomes readable with one byte when the new process serves
  * (EOF without a byte: it failed), and its pid in *pid; or -1 with the
  * reason in why (why_len bytes at most).
  */
-int handover_upgrade(const int *fds, int n, int groups, pid_t *pid, char *why, size_t why_len);
+int handover_upgrade(const int *fds, int n, int groups, const handover_dgrams_t *dg, pid_t *pid,
+                     char *why, size_t why_len);
 
 #endif

@@ -839,8 +839,10 @@ int main(int argc, char **argv)
     handover_init(argv); /* before anything changes the directory */
     int fds[SERVER_MAX_LISTENERS], groups;
     int n = handover_listeners(fds, SERVER_MAX_LISTENERS, &groups);
-    if (n < 0)
+    quic_group_t qg = {.nfds = 0}; /* HTTP/3's sockets, if an old binary passed them */
+    if (n < 0 || (qg.nfds = handover_datagrams(qg.fds, QUIC_STEER_MAX, &qg.bank)) < 0)
         return 1;
+    qg.passed = qg.nfds > 0;
     mime_table_t *mime = mime_load(cfg.mime_file); /* before a chroot hides /etc */
     if (prepare(&cfg) < 0) {
         mime_free(mime);
@@ -857,7 +859,7 @@ int main(int argc, char **argv)
         return 1;
     }
     if (cfg.workers > 1) {
-        rc = enter_root(&cfg) < 0 ? 1 : worker_supervise(&cfg, mime, fds, n, groups);
+        rc = enter_root(&cfg) < 0 ? 1 : worker_supervise(&cfg, mime, fds, n, groups, &qg);
         tls_store_free(cfg.tls);
         mime_free(mime);
         return rc;
@@ -869,15 +871,17 @@ int main(int argc, char **argv)
         server_adopt(&cfg, fds, n, lst);
     quic_ep_t *quic = NULL;
     if ((!passed && server_listen(&cfg, lst, &n, 0, SERVER_BACKLOG) < 0) ||
-        (quic = server_quic_open(&cfg, lst, n), start_spawner(&cfg) < 0) ||
+        (quic = server_quic_open(&cfg, lst, n, &qg, 0), start_spawner(&cfg) < 0) ||
         enter_root(&cfg) < 0 || server_drop_privileges(&cfg) < 0 ||
         server_init(&s, &cfg, mime, lst, n) < 0 || server_quic_start(&s, quic) < 0) {
         quic_free(quic);
+        quic_group_close(&qg);
         tls_store_free(cfg.tls);
         mime_free(mime);
         return 1;
     }
     s.upgradable = 1;
+    s.qgroup = &qg;
     for (int i = 0; i < n; i++)
         fprintf(stderr, "gatling %s (%s): listening on %s port %d%s%s\n", GATLING_VERSION,
                 gio_backend_name(),
@@ -886,9 +890,12 @@ int main(int argc, char **argv)
                            : "::",
                 server_port(&lst[i]), lst[i].tls ? " (https)" : lst[i].ftp ? " (ftp)" : "",
                 passed ? " (-i and -p ignored)" : "");
+    if (s.quic)
+        server_quic_steer(&qg);
     handover_ready();
     rc = server_run(&s);
     server_free(&s);
+    quic_group_close(&qg);
     tls_store_free(cfg.tls);
     mime_free(mime);
     return rc;

@@ -397,19 +397,58 @@ int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const list
     return 0;
 }
 
-quic_ep_t *server_quic_open(const config_t *cfg, const listener_t *lst, int n)
+int server_h3_wanted(const config_t *cfg)
+{
+    return H3_BUILT && !cfg->h3_off && cfg->tls && !cfg->tls_skipped;
+}
+
+int server_quic_group(const config_t *cfg, const listener_t *lst, int n, quic_group_t *g,
+                      int per)
+{
+    char err[256];
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    int i = 0;
+    while (i < n && !lst[i].tls)
+        i++;
+    if (!server_h3_wanted(cfg) || i == n) {
+        quic_group_close(g); /* handed over for nothing */
+        return -1;
+    }
+    if (getsockname(lst[i].fd, (struct sockaddr *)&ss, &len) < 0) {
+        snprintf(err, sizeof err, "getsockname: %s", strerror(errno));
+        quic_group_close(g);
+    } else if (quic_group_open(g, (struct sockaddr *)&ss, len, per, err, sizeof err) == 0) {
+        return 0;
+    }
+    fprintf(stderr, "gatling: HTTP/3: %s: serving HTTPS without it\n", err);
+    return -1;
+}
+
+quic_ep_t *server_quic_open(const config_t *cfg, const listener_t *lst, int n, quic_group_t *g,
+                            int i)
 {
     char err[PATH_MAX + 512];
-    if (!H3_BUILT || cfg->h3_off || !cfg->tls || cfg->tls_skipped || cfg->workers > 1)
+    int index, fd;
+    if (cfg->workers == 1 && !g->per && server_quic_group(cfg, lst, n, g, 1) < 0)
         return NULL;
-    for (int i = 0; i < n; i++)
-        if (lst[i].tls) {
-            quic_ep_t *q = quic_open(cfg, lst[i].fd, err, sizeof err);
-            if (!q)
-                fprintf(stderr, "gatling: HTTP/3: %s: serving HTTPS without it\n", err);
-            return q;
-        }
-    return NULL;
+    if (!server_h3_wanted(cfg) || !g->nfds)
+        return NULL;
+    if ((fd = quic_group_take(g, i, &index)) < 0) {
+        fprintf(stderr, "gatling: HTTP/3: no socket for worker %d: serving HTTPS without it\n", i);
+        return NULL;
+    }
+    quic_ep_t *q = quic_open(cfg, fd, index, err, sizeof err);
+    if (!q)
+        fprintf(stderr, "gatling: HTTP/3: %s: serving HTTPS without it\n", err);
+    return q;
+}
+
+void server_quic_steer(const quic_group_t *g)
+{
+    if (g->passed && g->nfds && quic_group_steer(g) < 0)
+        fprintf(stderr, "gatling: HTTP/3: cannot steer new connections here (%s): they go "
+                "on to the old process\n", strerror(errno));
 }
 
 int server_quic_start(server_t *s, quic_ep_t *q)
@@ -590,7 +629,11 @@ static void start_upgrade(server_t *s)
         return;
     for (int i = 0; i < s->nlst; i++)
         fds[i] = s->lst[i].fd;
-    int fd = handover_upgrade(fds, s->nlst, 1, &s->uppid, why, sizeof why);
+    const quic_group_t *g = s->qgroup;
+    handover_dgrams_t dg = {.fds = g ? g->fds : NULL,
+                            .n = g && s->quic ? quic_group_passable(g) : 0,
+                            .bank = g ? 1 - g->bank : 0};
+    int fd = handover_upgrade(fds, s->nlst, 1, &dg, &s->uppid, why, sizeof why);
     if (fd < 0) {
         upgrade_note(s, "%s; this one goes on serving", why);
         return;

@@ -10,6 +10,7 @@
 #include "conn/conn.h"
 #include "ftp/ftp.h"
 #include "conn/quic.h"
+#include "conn/quic_steer.h"
 #include "gio.h"
 #include "site/mime.h"
 #include "site/site.h"
@@ -50,6 +51,7 @@ typedef struct server {
     int64_t grace_end; /* -g: a drain's grace runs until then (loop ms); 0: none */
     ftp_set_t ftp;     /* -f: the FTP sessions */
     quic_ep_t *quic;   /* HTTP/3 on UDP at the HTTPS port's number (conn/quic.h), or NULL */
+    const quic_group_t *qgroup; /* ... its socket group, handed over on SIGUSR2 (or NULL) */
 } server_t;
 
 /*
@@ -96,14 +98,32 @@ int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const list
 /* Run until shut down (signal, then open connections finished).  Exit code. */
 int server_run(server_t *s);
 
+/* Whether HTTP/3 is to be served: built in, no -3, HTTPS up. */
+int server_h3_wanted(const config_t *cfg);
+
 /*
- * HTTP/3 beside HTTPS (unless -3, or not built in): the UDP socket and its
+ * HTTP/3's socket group (conn/quic_steer.h) on the address of the HTTPS
+ * listener among lst[0..n), per sockets a bank (one per -W worker): opened,
+ * or checked if handed over.  0, or -1 after a note on stderr (HTTPS goes on
+ * without HTTP/3; g is closed).
+ */
+int server_quic_group(const config_t *cfg, const listener_t *lst, int n, quic_group_t *g,
+                      int per);
+
+/*
+ * HTTP/3 beside HTTPS (unless -3, or not built in): worker i's socket of
+ * the group g (without -W the group is made here first, from lst) and the
  * credentials, before privileges are dropped (NULL: none; a failure is a
  * note on stderr, HTTPS goes on without it), then served by s's loop
  * (server_quic_start, after server_init: Alt-Svc from then on).
  */
-quic_ep_t *server_quic_open(const config_t *cfg, const listener_t *lst, int n);
+quic_ep_t *server_quic_open(const config_t *cfg, const listener_t *lst, int n, quic_group_t *g,
+                            int i);
 int server_quic_start(server_t *s, quic_ep_t *q);
+
+/* We serve now: if g was handed over, new QUIC connections come to our bank
+   from now on (a failure is a note on stderr). */
+void server_quic_steer(const quic_group_t *g);
 
 void server_free(server_t *s);
 

@@ -54,6 +54,9 @@ typedef struct supervisor {
     int terms;    /* how many TERMs have been passed on to the workers */
     int up_fd;    /* an upgrade under way: the new process writes here once it serves */
     pid_t up_pid; /* ... and this is it */
+    /* HTTP/3's UDP sockets (conn/quic_steer.h): two banks of one per worker,
+       held here until the end so that no socket's index in the group moves */
+    quic_group_t qg;
 } supervisor_t;
 
 /* The listeners worker i serves: groups i, i + W, i + 2W, ...; with fewer
@@ -103,6 +106,8 @@ static void worker_main(supervisor_t *sv, int i)
     sigprocmask(SIG_SETMASK, &none, NULL);
     sv->cfg.worker = i; /* its slot in the table of counters */
     int n = worker_listeners(sv, i, lst);
+    quic_ep_t *quic = n > 0 ? server_quic_open(&sv->cfg, lst, n, &sv->qg, i) : NULL;
+    quic_group_close(&sv->qg); /* the endpoint has its own descriptor */
     for (int k = 0; k < sv->nfds; k++) { /* the others' sockets are not ours to hold */
         int mine = 0;
         for (int j = 0; j < n; j++)
@@ -117,7 +122,7 @@ static void worker_main(supervisor_t *sv, int i)
         server_drop_privileges(&sv->cfg) < 0)
         _exit(1);
     sv->cfg.spawn_pid = cgi ? (int)spawner : 0;
-    if (server_init(&s, &sv->cfg, sv->mime, lst, n) < 0)
+    if (server_init(&s, &sv->cfg, sv->mime, lst, n) < 0 || server_quic_start(&s, quic) < 0)
         _exit(1);
     if (got_term)
         raise(SIGTERM);
@@ -258,6 +263,9 @@ static int supervisor_listen(supervisor_t *sv, const int *fds, int nfds, int gro
                     sv->nfds, sv->groups, sv->cfg.workers, SERVER_MAX_LISTENERS);
             return 1;
         }
+    /* HTTP/3: a socket per worker in each bank, on the HTTPS listener's address */
+    server_adopt(&sv->cfg, sv->fds, sv->nfds / sv->groups, probe);
+    server_quic_group(&sv->cfg, probe, sv->nfds / sv->groups, &sv->qg, sv->cfg.workers);
     return 0;
 }
 
@@ -304,7 +312,9 @@ static void upgrade_start(supervisor_t *sv)
     got_usr2 = 0;
     if (sv->stopping || sv->up_fd >= 0)
         return;
-    if ((sv->up_fd = handover_upgrade(sv->fds, sv->nfds, sv->groups, &sv->up_pid, why,
+    handover_dgrams_t dg = {.fds = sv->qg.fds, .n = quic_group_passable(&sv->qg),
+                            .bank = 1 - sv->qg.bank};
+    if ((sv->up_fd = handover_upgrade(sv->fds, sv->nfds, sv->groups, &dg, &sv->up_pid, why,
                                       sizeof why)) >= 0)
         upgrade_note("started pid %d", (int)sv->up_pid);
     else
@@ -352,17 +362,22 @@ static int supervise(supervisor_t *sv, const sigset_t *old)
     }
 }
 
-int worker_supervise(const config_t *cfg, mime_table_t *mime, const int *fds, int nfds, int groups)
+int worker_supervise(const config_t *cfg, mime_table_t *mime, const int *fds, int nfds, int groups,
+                     quic_group_t *qg)
 {
-    supervisor_t sv = {.cfg = *cfg, .mime = mime, .up_fd = -1};
+    supervisor_t sv = {.cfg = *cfg, .mime = mime, .up_fd = -1, .qg = *qg};
+    qg->nfds = 0; /* ours now */
     elog_init(&note_log, cfg->error_fd, cfg->error_log);
     if (cfg->workers > WORKERS_MAX) {
         fprintf(stderr, "gatling: -W %d: at most %d workers\n", cfg->workers, WORKERS_MAX);
+        quic_group_close(&sv.qg);
         return 2;
     }
     int rc = supervisor_listen(&sv, fds, nfds, groups);
-    if (rc)
+    if (rc) {
+        quic_group_close(&sv.qg);
         return rc;
+    }
     if (pipe2(sv.ready, O_CLOEXEC) < 0)
         return 1;
     /* where the workers publish their counters for /metrics (site/stats.h) */
@@ -386,8 +401,10 @@ int worker_supervise(const config_t *cfg, mime_table_t *mime, const int *fds, in
         return 1;
     }
     announce(&sv, nfds > 0);
+    server_quic_steer(&sv.qg);
     handover_ready();
     rc = supervise(&sv, &old);
+    quic_group_close(&sv.qg); /* the workers are gone */
     stats_shm_free(sv.cfg.stats_shm);
     peer_board_free(sv.cfg.peer_board);
     return rc;

@@ -8,6 +8,7 @@
 #include "quic_cid.h"
 #include "quic_cred.h"
 #include "quic_retry.h"
+#include "quic_steer.h"
 #include "site/peerlimits.h"
 #include "site/watch.h"
 #include "tls.h"
@@ -72,6 +73,7 @@ struct quic_ep {
     watch_t w; /* first: the loop's cookie */
     site_t *site;
     int fd, port, gso;
+    int steer; /* our socket's index in the group, named by our CIDs (quic_steer.h) */
     size_t max_conns;
     struct sockaddr_storage bound;
     socklen_t boundlen;
@@ -453,6 +455,7 @@ static int on_new_cid(ngtcp2_conn *q, ngtcp2_cid *cid, uint8_t *token, size_t le
     quic_conn_t *c = user;
     if (gnutls_rnd(GNUTLS_RND_RANDOM, cid->data, len) < 0)
         return NGTCP2_ERR_CALLBACK_FAILURE;
+    quic_steer_mark(cid->data, len, c->ep->steer);
     cid->datalen = len;
     if (ngtcp2_crypto_generate_stateless_reset_token(token, c->ep->secret, sizeof c->ep->secret,
                                                      cid) != 0 ||
@@ -733,7 +736,9 @@ static quic_conn_t *conn_new(quic_ep_t *e, gio_dgram_t *d, const ngtcp2_pkt_hd *
     /* fewer streams at once for an address whose floods are remembered (h3_max_streams) */
     tp.initial_max_streams_bidi = peer_budget(
         H3_MAX_STREAMS, peer_allowance(e->site->limits, c->f.peer, gio_now(e->site->loop)));
-    if (gnutls_rnd(GNUTLS_RND_RANDOM, scid.data, scid.datalen) < 0 ||
+    int rnd = gnutls_rnd(GNUTLS_RND_RANDOM, scid.data, scid.datalen);
+    quic_steer_mark(scid.data, scid.datalen, e->steer); /* names our socket (quic_steer.h) */
+    if (rnd < 0 ||
         ngtcp2_crypto_generate_stateless_reset_token(tp.stateless_reset_token, e->secret,
                                                      sizeof e->secret, &scid) != 0 ||
         ngtcp2_conn_server_new(&c->q, &hd->scid, &scid, &path, hd->version, &quic_callbacks, &st,
@@ -759,7 +764,7 @@ static quic_conn_t *accept_initial(quic_ep_t *e, gio_dgram_t *d, const ngtcp2_pk
         return conn_new(e, d, hd, QUIC_ADMIT_NEW, NULL);
     quic_initial_t in = {.hd = hd, .peer = (const struct sockaddr *)&d->peer,
                          .peerlen = d->peerlen, .ts = now_ts(e), .now_ms = gio_now(e->site->loop),
-                         .busy = e->handshaking >= QUIC_HANDSHAKES_MAX / 2};
+                         .busy = e->handshaking >= QUIC_HANDSHAKES_MAX / 2, .steer = e->steer};
     ngtcp2_cid odcid;
     size_t n;
     uint8_t *out = e->tx; /* free between batches' flushes */
@@ -959,18 +964,19 @@ static void on_event(watch_t *w, unsigned events)
 
 /* ---- the endpoint ----------------------------------------------------------------- */
 
-quic_ep_t *quic_open(const config_t *cfg, int tls_fd, char *err, size_t errlen)
+quic_ep_t *quic_open(const config_t *cfg, int udp_fd, int steer, char *err, size_t errlen)
 {
     quic_ep_t *e = calloc(1, sizeof *e);
     if (!e) {
+        close(udp_fd);
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    e->fd = -1;
+    e->fd = udp_fd;
+    e->steer = steer;
     e->cfg = cfg;
     e->boundlen = sizeof e->bound;
-    if (getsockname(tls_fd, (struct sockaddr *)&e->bound, &e->boundlen) < 0 ||
-        (e->fd = gio_udp_open((struct sockaddr *)&e->bound, e->boundlen, 1)) < 0) {
+    if (getsockname(udp_fd, (struct sockaddr *)&e->bound, &e->boundlen) < 0) {
         snprintf(err, errlen, "UDP socket: %s", strerror(errno));
         quic_free(e);
         return NULL;

@@ -46,12 +46,13 @@ typedef struct quic_ep quic_ep_t;
 
 #ifdef HAVE_H3
 /*
- * Before privileges are dropped: a UDP socket on the address and port of
- * the HTTPS listener tls_fd (SO_REUSEPORT, so that an upgraded binary can
- * bind beside), and GnuTLS credentials from the certificate store
- * (cfg->tls).  NULL with why in err.
+ * Before privileges are dropped: the endpoint on udp_fd, a bound UDP socket
+ * of the group (quic_steer.h) that it owns from now on (closed on failure
+ * too), whose index in the group its connection IDs name (steer < 0: no
+ * group), and GnuTLS credentials from the certificate store (cfg->tls).
+ * NULL with why in err.
  */
-quic_ep_t *quic_open(const config_t *cfg, int tls_fd, char *err, size_t errlen);
+quic_ep_t *quic_open(const config_t *cfg, int udp_fd, int steer, char *err, size_t errlen);
 
 /* On the loop of site: from now on datagrams are served; max_conns is -N's
    cap (shared with TCP through site->nconns).  0, or -1 with errno. */
@@ -75,9 +76,10 @@ int quic_port(const quic_ep_t *e);
 
 void quic_free(quic_ep_t *e);
 #else
-static inline quic_ep_t *quic_open(const config_t *cfg, int tls_fd, char *err, size_t errlen)
+static inline quic_ep_t *quic_open(const config_t *cfg, int udp_fd, int steer, char *err,
+                                   size_t errlen)
 {
-    (void)cfg, (void)tls_fd, (void)err, (void)errlen;
+    (void)cfg, (void)udp_fd, (void)steer, (void)err, (void)errlen;
     return NULL;
 }
 static inline int quic_start(quic_ep_t *e, site_t *site, size_t max_conns)

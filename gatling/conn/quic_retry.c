@@ -3,6 +3,7 @@
  */
 #ifdef HAVE_H3
 #include "quic_retry.h"
+#include "quic_steer.h"
 #include "site/config.h"
 #include "site/siphash.h"
 
@@ -84,6 +85,9 @@ static int write_retry(quic_retry_t *r, const quic_initial_t *in, uint8_t *out, 
     ngtcp2_cid scid = {.datalen = NGTCP2_MAX_CIDLEN};
     if (getrandom(scid.data, scid.datalen, 0) != (ssize_t)scid.datalen)
         return QUIC_ADMIT_DROP;
+    /* the client's next Initial comes to this ID: the socket (-W: the worker) whose
+       secret checks the token */
+    quic_steer_mark(scid.data, scid.datalen, in->steer);
     ngtcp2_ssize tl = ngtcp2_crypto_generate_retry_token(
         token, r->secret, sizeof r->secret, hd->version, (const ngtcp2_sockaddr *)in->peer,
         (ngtcp2_socklen)in->peerlen, &scid, &hd->dcid, in->ts);

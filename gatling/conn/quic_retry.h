@@ -74,6 +74,7 @@ typedef struct quic_initial {
     ngtcp2_tstamp ts; /* ngtcp2's clock (ns) */
     int64_t now_ms;   /* gio_now */
     int busy;         /* handshakes under way are many */
+    int steer;        /* the socket a Retry's connection ID names (quic_steer_mark), or -1 */
 } quic_initial_t;
 
 /*

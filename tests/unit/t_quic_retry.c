@@ -56,7 +56,7 @@ static int check(quic_retry_t *r, const ngtcp2_pkt_hd *hd, const void *sa, sockl
                  ngtcp2_tstamp ts, int64_t ms, int busy, ngtcp2_cid *odcid, uint8_t *out,
                  size_t *n)
 {
-    quic_initial_t in = {hd, sa, len, ts, ms, busy};
+    quic_initial_t in = {hd, sa, len, ts, ms, busy, -1};
     return quic_retry_check(r, &in, odcid, out, n);
 }
 
