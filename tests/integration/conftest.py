@@ -1429,6 +1429,7 @@ class H3Client(_MuxClient):
             pass
         except ConnectionRefusedError:  # ICMP port unreachable: the server is gone
             self.eof = True
+        self.sock.settimeout(self.timeout)  # blocking again, for a test's own sock.recv
         if timer is not None and time.monotonic() >= timer:
             self.quic.handle_timer(now=time.monotonic())
         self._events()
