@@ -14,8 +14,8 @@ import urllib.parse
 
 import pytest
 
-from conftest import (http_only, h1_only, h3_bug, BIG, HTTP_VERSION, IMF_FIXDATE, MTIME, SECRET, TEXT,
-                      Client, assert_ends_connection, assert_refused, assert_status,
+from conftest import (http_only, h1_only, h3_bug, BIG, HTTP_VERSION, IMF_FIXDATE, MTIME, SECRET,
+                      TEXT, Client, assert_ends_connection, assert_refused, assert_status,
                       build_request, fetch, norm_ctype, raw_exchange, random_bytes)
 
 ALLOW = ["get", "head", "options"]
