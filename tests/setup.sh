@@ -133,7 +133,8 @@ fi
 python3 -c 'import h2' 2>/dev/null || [ -d /usr/lib/python3/dist-packages/h2 ] ||
     python3 -m pip install -q h2 >/dev/null 2>&1 ||
     echo "setup: h2 is not importable by $(command -v python3): the h2 pass fails" >&2
-# aioquic (HTTP/3 client library) for test_h3.py; never fatal (the test skips that client)
+# aioquic (HTTP/3 client library) for test_h3.py and the h3 pass (conftest's H3Client);
+# never fatal (test_h3.py skips that client, the h3 pass says what it needs)
 python3 -c 'import aioquic' 2>/dev/null || python3 -m pip install -q aioquic >/dev/null 2>&1 ||
     echo "setup: could not pip install aioquic: test_h3.py skips its aioquic tests" >&2
 # zig cc for `make cross` (io/ with kqueue for the BSDs and macOS); optional, never fatal

@@ -27,7 +27,11 @@ CHECK_TLS_BUILDS ?= $(firstword $(CHECK_BACKENDS)) $(firstword $(CHECK_BACKENDS)
 # ... and over HTTP/2 (GATLING_SCHEME=h2: ALPN h2 on the HTTPS port, Python's
 # h2 as the raw client, curl --http2), on the same builds by default
 CHECK_H2_BUILDS ?= $(CHECK_TLS_BUILDS)
-# make check-quick: this backend only, no sanitizer, no HTTPS or h2 pass
+# ... and the protocol-neutral modules over HTTP/3 (GATLING_SCHEME=h3: QUIC on
+# the HTTPS port's number, aioquic as the raw client; run-check's H3_SKIP
+# says what is left out and why), on the same builds by default
+CHECK_H3_BUILDS ?= $(CHECK_TLS_BUILDS)
+# make check-quick: this backend only, no sanitizer, no HTTPS, h2 or h3 pass
 QUICK_IO ?= $(firstword $(CHECK_BACKENDS))
 
 # the builds run a job per CPU
@@ -56,7 +60,7 @@ check-build: setup layers
 # The fuzz smoke (with its build) and the cross build run beside the test passes.
 check: check-build
 	$(PYTHON) tests/run-check -j$(CHECK_PASSES) $(CHECK_TLS_BUILDS:%=--https %) \
-	    $(CHECK_H2_BUILDS:%=--h2 %) \
+	    $(CHECK_H2_BUILDS:%=--h2 %) $(CHECK_H3_BUILDS:%=--h3 %) \
 	    --job "fuzz=$(MAKE) --no-print-directory fuzz-check" \
 	    --job "cross=$(MAKE) --no-print-directory cross" \
 	    $(CHECK_BACKENDS) $(firstword $(CHECK_BACKENDS))-san -- $(PYTEST_ARGS)

@@ -750,12 +750,22 @@ static void body_begins(h3_t *h, h3_stream_t *s)
     if (!s->bad && router_streams(&s->ex)) {
         s->early = 1;
         s->produced = 1;
-        dispatch(h, s);
     } else if (known && len > H1_BODY_MAX) {
         s->in_body = 0;
         if (dispatch_begin(h, s) == 0)
             ex_error(&s->ex, 413, NULL, NULL);
+        return;
     }
+    /* Expect: 100-continue: the client waits for a 100 before its body
+       (RFC 9110 10.1.1), as h1.c and h2 send it */
+    const http_str_t *e = http_header(&s->req, "Expect");
+    if (e && e->n == 12 && case_equalb(e->p, 12, "100-continue")) {
+        nghttp3_nv nv[] = {NV(":status", "100")};
+        if (nghttp3_conn_submit_info(h->ng, s->id, nv, 1) != 0)
+            stream_abort(s, NGHTTP3_H3_INTERNAL_ERROR);
+    }
+    if (s->early)
+        dispatch(h, s);
 }
 
 static int on_end_headers(nghttp3_conn *ng, int64_t id, int fin, void *user, void *stream_user)

@@ -377,6 +377,10 @@ static void start_closing(quic_conn_t *c)
         }
     }
     c->closing = 1;
+    /* its streams end now, not with the period: their producers, files and
+       CGI slots (-J) go back at once, as when a TCP connection closes */
+    h3_free(c->h3);
+    c->h3 = NULL;
     int app = c->err.type == NGTCP2_CONNECTION_CLOSE_ERROR_CODE_TYPE_APPLICATION;
     if (c->err.error_code != (app ? NGHTTP3_H3_NO_ERROR : NGTCP2_NO_ERROR))
         e->site->stats.h3_failed++;

@@ -151,7 +151,7 @@ static void put_peer(hbuf_t *b, const struct sockaddr *sa, int *count)
 static void put_request(hbuf_t *b, const exchange_t *ex, uint64_t body_len, int *count)
 {
     const http_request_t *req = ex->req;
-    const char *proto = req->version == 30 ? "HTTP/3"
+    const char *proto = req->version == 30 ? "HTTP/3.0"
                         : req->version == 20 ? "HTTP/2.0"
                         : req->version == 10 ? "HTTP/1.0" : "HTTP/1.1";
     put_str(b, "SERVER_PROTOCOL", proto, count);

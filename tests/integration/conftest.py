@@ -38,12 +38,17 @@ LISTEN_RE = re.compile(r"listening on (\S+) port (\d+)")
 # GATLING_SCHEME=h2 runs them over HTTP/2: the servers as for https, curl
 # asks for h2 (ALPN), and Client is H2Client, which turns each HTTP/1.1
 # request a test sends into a stream on one HTTP/2 connection (Python's h2).
+# GATLING_SCHEME=h3 runs them over HTTP/3: the servers as for https (HTTP/3
+# is served on UDP at the HTTPS port's number), and Client is H3Client, the
+# same idea over one QUIC connection (aioquic).
 SCHEME = os.environ.get("GATLING_SCHEME", "http")
-TLS = SCHEME in ("https", "h2")
+TLS = SCHEME in ("https", "h2", "h3")
 H2 = SCHEME == "h2"
+H3 = SCHEME == "h3"
+MUX = H2 or H3  # each request a stream of one connection
 # what a response's status line says, and the access log's request line
-HTTP_VERSION = "HTTP/2" if H2 else "HTTP/1.1"
-LOG_VERSION = "HTTP/2.0" if H2 else "HTTP/1.1"
+HTTP_VERSION = {"h2": "HTTP/2", "h3": "HTTP/3"}.get(SCHEME, "HTTP/1.1")
+LOG_VERSION = {"h2": "HTTP/2.0", "h3": "HTTP/3.0"}.get(SCHEME, "HTTP/1.1")
 _pki = []
 
 
@@ -62,7 +67,7 @@ def test_pki():
 # written before any handshake (HTTPS refusals just close), half-closes,
 # byte-level timing of raw sockets, other tools that speak plain HTTP.  What
 # the caps and rates (-N, -K, -A, -B) do on the HTTPS port is tested in
-# test_tls.py instead.  They are left out of the h2 pass too (it runs on TLS).
+# test_tls.py instead.  They are left out of the h2 and h3 passes too (TLS).
 http_only = pytest.mark.skipif(TLS, reason="plain HTTP by design (see conftest)")
 
 # The backends after the first (the first is epoll on Linux): a module whose
@@ -86,9 +91,19 @@ def first_backend_only(request, names, why):
 # connection management (Connection: close, keep-alive counts, half-closes,
 # pipelining limits), byte-level timing of a request, tools that speak only
 # HTTP/1.1 (ab, wrk).  Mark them explicitly, with the reason; H2Client fails
-# (NotH2) on a request it cannot turn into a stream, never skips one.
+# (NotH2) on a request it cannot turn into a stream, never skips one.  The same
+# holds for HTTP/3 (H3Client, NotH3): h1_only skips in the h2 and h3 passes.
 def h1_only(reason):
-    return pytest.mark.skipif(H2, reason="HTTP/1.1 only: " + reason)
+    return pytest.mark.skipif(MUX, reason="HTTP/1.1 only: " + reason)
+
+
+# Tests that need a client with no HTTP/3 here: Debian 12's curl is built
+# without it (curl_version_args() asks for --http3-only in the h3 pass, so an
+# unmarked curl test fails there, saying so), and ab, wrk, goaccess's feeds,
+# h2load's TCP modes are TCP clients.  Mark them with the reason; where it is
+# cheap a test uses Client (H3Client) instead.
+def no_h3_client(reason):
+    return pytest.mark.skipif(H3, reason="no HTTP/3 client for this: " + reason)
 
 
 # A test that shows a server bug over HTTP/2 (named in the reason): expected to
@@ -96,6 +111,11 @@ def h1_only(reason):
 # change can drop the mark.
 def h2_bug(reason):
     return pytest.mark.xfail(H2, reason="server bug over HTTP/2: " + reason, strict=False)
+
+
+# The same for HTTP/3 (the h3 pass).
+def h3_bug(reason):
+    return pytest.mark.xfail(H3, reason="server bug over HTTP/3: " + reason, strict=False)
 
 
 def url(port, path="/"):
@@ -108,8 +128,10 @@ def url(port, path="/"):
 
 def curl_version_args():
     """curl's arguments for the suite's protocol: --http2 in the h2 pass (curl
-    would offer h2 by ALPN anyway; this says so), none otherwise."""
-    return ["--http2"] if H2 else []
+    would offer h2 by ALPN anyway; this says so), --http3-only in the h3 pass
+    (which Debian 12's curl refuses: a curl test there wants no_h3_client),
+    none otherwise."""
+    return ["--http2"] if H2 else ["--http3-only"] if H3 else []
 
 
 def client_tls_context(alpn=None):
@@ -300,6 +322,11 @@ def build(request):
     b = Build(request.param)
     # A build named in GATLING_BUILDS must exist: make check built it.
     assert os.access(b.binary, os.X_OK), "%s: no executable %s" % (b.name, b.binary)
+    if H3:
+        v = subprocess.run([b.binary, "-V"], capture_output=True, text=True,
+                           timeout=10).stdout.strip()
+        if not v.endswith(" h3"):
+            pytest.skip("GATLING_SCHEME=h3: this build has no HTTP/3 (gatling -V: %r)" % v)
     return b
 
 
@@ -566,7 +593,19 @@ def _reader(stream, sink):
 
 def start_server(build, docroot, args=("-T", "10"), env=None):
     """Start build's gatling on 127.0.0.1, kernel-chosen port, cwd = docroot.
-    Waits for the "listening on ADDR port N" line on stderr."""
+    Waits for the "listening on ADDR port N" line on stderr.  In the h3 pass
+    a server whose UDP socket could not have the HTTPS port's number (a
+    client's UDP socket of another test had it: both come from the
+    ephemeral range) is started again, up to 5 times."""
+    for _ in range(5):
+        srv = _start_server(build, docroot, args, env)
+        if not (H3 and any("HTTP/3: " in l and "without it" in l for l in srv.errlog)):
+            return srv
+        srv.stop()
+    raise AssertionError("no HTTP/3 in 5 starts; stderr:\n%s" % srv.stderr_text())
+
+
+def _start_server(build, docroot, args, env):
     cmd = [build.binary, "-i", "127.0.0.1", "-p", "0"] + list(args)
     tls = TLS and "-E" not in args and "-C" not in args
     if tls:
@@ -936,7 +975,13 @@ class NotH2(AssertionError):
     for something only HTTP/1.1 has: it belongs under h1_only."""
 
 
-# RFC 9113 8.2.2: connection-specific fields are not sent in HTTP/2
+class NotH3(NotH2):
+    """NotH2's twin for the h3 pass (H3Client): the same requests cannot be
+    streams in HTTP/3 either."""
+
+
+# RFC 9113 8.2.2 (and RFC 9114 4.2): connection-specific fields are not sent
+# in HTTP/2 or HTTP/3
 H2_DROP = ("connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade",
            "host")
 REQUEST_LINE = re.compile(r"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.1")
@@ -950,25 +995,208 @@ class _Stream:
         self.trailers = []
         self.body = bytearray()
         self.ended = False
-        self.reset = None  # RST_STREAM's error code
+        self.reset = None  # RST_STREAM's (RESET_STREAM's) error code
         self.need = length  # request body bytes the test has not sent yet
         self.out = b""  # request body bytes not sent yet (flow control)
-        self.out_ended = length == 0  # END_STREAM sent
+        self.out_ended = length == 0  # END_STREAM (FIN) sent
 
 
-class H2Client(_SocketClient):
+class _MuxClient(_SocketClient):
+    """What H2Client and H3Client share: the HTTP/1.1 bytes a test writes cut
+    into requests, each a stream (the request line gives :method and :path,
+    Host gives :authority, the connection-specific fields are dropped, the
+    Content-Length bytes that follow go out as the stream's body as they
+    come), and the responses returned in the order the requests were sent.
+    A subclass opens the connection and sets up _init_streams(), and says
+    how a stream is opened (_open_stream), how bodies go out (_send_bodies),
+    how bytes come in (_recv, which feeds _Stream objects) and why a stream
+    will get no response (_lost)."""
+
+    VERSION = "HTTP/2"
+    NOT = NotH2
+
+    def _init_streams(self, timeout):
+        self.timeout = timeout
+        self.buf = bytearray()  # HTTP/1.1 bytes sent that are not a whole request head yet
+        self.cur = None  # the stream whose request body is still coming
+        self.sent = b""
+        self.streams = {}
+        self.order = []  # stream ids whose responses read_response has not returned
+        self.eof = False
+
+    # -- HTTP/1.1 in, streams out
+    def send(self, data):
+        if isinstance(data, str):
+            data = data.encode("latin-1")
+        self.sent += data
+        self.buf += data
+        while self.buf:
+            if self.cur:
+                n = min(self.cur.need, len(self.buf))
+                self.cur.out += bytes(self.buf[:n])
+                self.cur.need -= n
+                del self.buf[:n]
+                if not self.cur.need:
+                    self.cur = None
+            elif not self._start_stream():
+                break
+        self._send_bodies()
+        self._flush()
+
+    def _not_mux(self, why, head):
+        return self.NOT("%s: %s cannot carry this request (mark the test h1_only): %r"
+                        % (why, self.VERSION, head[:300]))
+
+    def _start_stream(self):
+        """Start a stream for the request head at the start of self.buf, if
+        it is complete; False when it is not all here yet."""
+        i = self.buf.find(b"\r\n\r\n")
+        if i < 0:
+            return False
+        head = bytes(self.buf[:i])
+        method, headers, hosts, length = self._split_head(head)
+        del self.buf[:i + 4]
+        sid = self._open_stream(method, headers, hosts, length, head)
+        st = self.streams[sid] = _Stream(method, head, length)
+        self.cur = st if length else None
+        self.order.append(sid)
+        return True
+
+    def _split_head(self, head):
+        """An HTTP/1.1 request head as a stream's (method, [(name, value)]
+        as bytes, pseudo-fields first, the Host values, body length)."""
+        lines = head.decode("latin-1").split("\r\n")
+        m = REQUEST_LINE.fullmatch(lines[0])
+        if not m:
+            raise self._not_mux("not an HTTP/1.1 request line", head)
+        method, target = m.groups()
+        fields = []
+        for ln in lines[1:]:
+            k, sep, v = ln.partition(":")
+            if not sep or not k or k != k.strip():
+                raise self._not_mux("a malformed field line %r" % ln, head)
+            fields.append((k.lower(), v.strip()))
+        if any(k == "transfer-encoding" for k, _ in fields):
+            raise self._not_mux("HTTP/1.1 framing (Transfer-Encoding)", head)
+        cls = [v for k, v in fields if k == "content-length"]
+        if len(cls) > 1 or (cls and not cls[0].isdigit()):
+            raise self._not_mux("a malformed Content-Length", head)
+        length = int(cls[0]) if cls else 0
+        hosts = [v for k, v in fields if k == "host"]
+        if len(hosts) > 1:
+            raise self._not_mux("more than one Host", head)
+        if method == "CONNECT":  # RFC 9113 8.5: :method and :authority only
+            pseudo, hosts, target = [(":method", method)], [target], None
+        else:
+            pseudo = [(":method", method), (":scheme", "https")]
+        m = target and re.fullmatch(r"(https?)://([^/?#]*)(.*)", target)
+        if m:  # absolute form: the target names the authority (RFC 9112 3.2.2)
+            pseudo[1] = (":scheme", m.group(1))
+            hosts, target = [m.group(2)], m.group(3) or "/"
+        if hosts:
+            pseudo.append((":authority", hosts[0]))
+        if target:
+            pseudo.append((":path", target))
+        drop = set(H2_DROP)
+        for k, v in fields:
+            if k == "connection":
+                drop.update(t.strip().lower() for t in v.split(","))
+        rest = [(k, v) for k, v in fields if k not in drop
+                and not (k == "te" and v.lower() != "trailers")]
+        headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in pseudo + rest]
+        return method, headers, hosts, length
+
+    def _check_final(self, st, status, fields):
+        """A hook on each final response before it is returned."""
+
+    def read_response(self, method="GET", timeout=None):
+        """The response to the oldest request whose response was not read yet
+        (a 1xx first, as it comes; the stream stays the oldest)."""
+        if not self.order:
+            raise self._not_mux("no complete request head sent", bytes(self.buf))
+        deadline = time.monotonic() + (timeout or self.timeout)
+        sid = self.order[0]
+        st = self.streams[sid]
+        while not st.ended and not (st.heads and self._status(st.heads[0]) < 200):
+            why = self._lost(sid, st)
+            if why:
+                self.order.pop(0)
+                raise ConnectionError("%s before a complete response; request: %r"
+                                      % (why, st.head))
+            self._recv(deadline, "response")
+        assert st.heads, "stream %d ended without a response head" % sid
+        fields = st.heads.pop(0)
+        status = self._status(fields)
+        if status >= 200:
+            self.order.pop(0)
+            del self.streams[sid]
+            self._check_final(st, status, fields)
+            fields += st.trailers
+        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in fields[1:]]
+        raw = "%s %d\r\n" % (self.VERSION, status) + "".join("%s: %s\r\n" % kv
+                                                           for kv in headers)
+        return Response(self.VERSION, status, "", headers,
+                        bytes(st.body) if status >= 200 else b"", raw.encode("latin-1"))
+
+    def read_head(self, timeout=None):
+        """Wait for the head of the oldest unread response and return its
+        status, leaving the response to read_response (for a test that stalls
+        a download: flow control holds the rest at the server)."""
+        deadline = time.monotonic() + (timeout or self.timeout)
+        st = self.streams[self.order[0]]
+        while not st.heads:
+            why = self._lost(self.order[0], st)
+            if why:
+                raise ConnectionError(why)
+            self._recv(deadline, "response head")
+        return self._status(st.heads[0])
+
+    @staticmethod
+    def _status(fields):
+        assert fields[0][0] == b":status", fields
+        return int(fields[0][1])
+
+    def request(self, target="/", method="GET", version="HTTP/1.1", headers=None,
+                host="localhost", body=b"", timeout=None):
+        self.send(build_request(target, method, version, headers, host, body))
+        return self.read_response(method, timeout=timeout)
+
+    def closed_within(self, timeout):
+        """True if the server closes the connection within timeout seconds
+        (frames that arrive meanwhile are taken in)."""
+        deadline = time.monotonic() + timeout
+        while not self.eof:
+            try:
+                self._recv(deadline, "close")
+            except ServerHang:
+                return False
+        return True
+
+    def assert_closed(self, timeout=2.0, why=""):
+        t0 = time.monotonic()
+        assert self.closed_within(timeout), (
+            "server did not close the %s connection within %.1f s %s\nsent: %r"
+            % (self.VERSION, timeout, why, self.sent[:600]))
+        return time.monotonic() - t0
+
+    def assert_open(self, wait=0.3):
+        assert not self.closed_within(wait), (
+            "server closed the %s connection unexpectedly (%s); sent: %r"
+            % (self.VERSION, self._lost(0, _Stream("", b"", 0)), self.sent[:600]))
+
+
+class H2Client(_MuxClient):
     """Client's interface over one HTTP/2 connection (TLS, ALPN h2), for the
     h2 pass.  send() takes the HTTP/1.1 bytes a test writes; each well-formed
-    request becomes a stream: the request line gives :method and :path, Host
-    gives :authority, the connection-specific fields are dropped (RFC 9113
-    8.2.2), and the Content-Length bytes that follow go out as DATA as they
-    come (after a 100, if the test waits for one).  Pipelined requests become
-    concurrent streams; read_response() returns their responses in the order
-    sent (a 1xx first), as a Response with version "HTTP/2" and the field
-    names as received (lower case).  A request HTTP/2 cannot carry (not
-    HTTP/1.1, chunked, a bad request line) raises NotH2: mark the test
-    h1_only.  A stream the server resets, or a connection it closes before
-    answering, raises ConnectionError, as a close does for H1Client.
+    request becomes a stream (_MuxClient: RFC 9113 8.2.2 for the fields),
+    its body sent as DATA as flow control allows (after a 100, if the test
+    waits for one).  Pipelined requests become concurrent streams;
+    read_response() returns their responses in the order sent (a 1xx
+    first), as a Response with version "HTTP/2" and the field names as
+    received (lower case).  A request HTTP/2 cannot carry (not HTTP/1.1,
+    chunked, a bad request line) raises NotH2: mark the test h1_only.  A
+    stream the server resets, or a connection it closes before answering,
+    raises ConnectionError, as a close does for H1Client.
     sni and context (an ssl.SSLContext) default to the suite's: localhost,
     trusting the test CA."""
 
@@ -981,7 +1209,7 @@ class H2Client(_SocketClient):
         import h2.exceptions
         self.ev = h2.events
         self.h2_errors = h2.exceptions
-        self.timeout = timeout
+        self._init_streams(timeout)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         if rcvbuf:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
@@ -1010,13 +1238,7 @@ class H2Client(_SocketClient):
                 self.conn.state_machine.state = ConnectionState.CLIENT_OPEN
             return out
         self.conn._frame_dispatch_table[GoAwayFrame] = goaway
-        self.buf = bytearray()  # HTTP/1.1 bytes sent that are not a whole request head yet
-        self.cur = None  # the stream whose request body is still coming
-        self.sent = b""
-        self.streams = {}
-        self.order = []  # stream ids whose responses read_response has not returned
         self.goaway = None  # ConnectionTerminated
-        self.eof = False
         self._flush()
         _open_clients.append(self)
 
@@ -1025,76 +1247,7 @@ class H2Client(_SocketClient):
         if data:
             self.sock.sendall(data)
 
-    # -- HTTP/1.1 in, streams out
-    def send(self, data):
-        if isinstance(data, str):
-            data = data.encode("latin-1")
-        self.sent += data
-        self.buf += data
-        while self.buf:
-            if self.cur:
-                n = min(self.cur.need, len(self.buf))
-                self.cur.out += bytes(self.buf[:n])
-                self.cur.need -= n
-                del self.buf[:n]
-                if not self.cur.need:
-                    self.cur = None
-            elif not self._start_stream():
-                break
-        self._send_bodies()
-        self._flush()
-
-    def _not_h2(self, why, head):
-        return NotH2("%s: HTTP/2 cannot carry this request (mark the test h1_only): %r"
-                     % (why, head[:300]))
-
-    def _start_stream(self):
-        """Start a stream for the request head at the start of self.buf, if
-        it is complete; False when it is not all here yet."""
-        i = self.buf.find(b"\r\n\r\n")
-        if i < 0:
-            return False
-        head = bytes(self.buf[:i])
-        lines = head.decode("latin-1").split("\r\n")
-        m = REQUEST_LINE.fullmatch(lines[0])
-        if not m:
-            raise self._not_h2("not an HTTP/1.1 request line", head)
-        method, target = m.groups()
-        fields = []
-        for ln in lines[1:]:
-            k, sep, v = ln.partition(":")
-            if not sep or not k or k != k.strip():
-                raise self._not_h2("a malformed field line %r" % ln, head)
-            fields.append((k.lower(), v.strip()))
-        if any(k == "transfer-encoding" for k, _ in fields):
-            raise self._not_h2("HTTP/1.1 framing (Transfer-Encoding)", head)
-        cls = [v for k, v in fields if k == "content-length"]
-        if len(cls) > 1 or (cls and not cls[0].isdigit()):
-            raise self._not_h2("a malformed Content-Length", head)
-        length = int(cls[0]) if cls else 0
-        del self.buf[:i + 4]
-        hosts = [v for k, v in fields if k == "host"]
-        if len(hosts) > 1:
-            raise self._not_h2("more than one Host", head)
-        if method == "CONNECT":  # RFC 9113 8.5: :method and :authority only
-            pseudo, hosts, target = [(":method", method)], [target], None
-        else:
-            pseudo = [(":method", method), (":scheme", "https")]
-        m = target and re.fullmatch(r"(https?)://([^/?#]*)(.*)", target)
-        if m:  # absolute form: the target names the authority (RFC 9112 3.2.2)
-            pseudo[1] = (":scheme", m.group(1))
-            hosts, target = [m.group(2)], m.group(3) or "/"
-        if hosts:
-            pseudo.append((":authority", hosts[0]))
-        if target:
-            pseudo.append((":path", target))
-        drop = set(H2_DROP)
-        for k, v in fields:
-            if k == "connection":
-                drop.update(t.strip().lower() for t in v.split(","))
-        rest = [(k, v) for k, v in fields if k not in drop
-                and not (k == "te" and v.lower() != "trailers")]
-        headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in pseudo + rest]
+    def _open_stream(self, method, headers, hosts, length, head):
         sid = self.conn.get_next_available_stream_id()
         # h2 4.1 insists on :path, which a CONNECT must not have, and on
         # :authority, which a request may lack (RFC 9113 8.3.1)
@@ -1102,13 +1255,10 @@ class H2Client(_SocketClient):
         try:
             self.conn.send_headers(sid, headers, end_stream=length == 0)
         except self.h2_errors.ProtocolError as e:
-            raise self._not_h2("h2 refused it (%s)" % e, head)
+            raise self._not_mux("h2 refused it (%s)" % e, head)
         finally:
             self.conn.config.validate_outbound_headers = True
-        st = self.streams[sid] = _Stream(method, head, length)
-        self.cur = st if length else None
-        self.order.append(sid)
-        return True
+        return sid
 
     def _send_bodies(self):
         """Send what flow control allows of the request bodies."""
@@ -1177,81 +1327,204 @@ class H2Client(_SocketClient):
             return "the server closed the connection"
         return None
 
-    def read_response(self, method="GET", timeout=None):
-        """The response to the oldest request whose response was not read yet
-        (a 1xx first, as it comes; the stream stays the oldest)."""
-        if not self.order:
-            raise self._not_h2("no complete request head sent", bytes(self.buf))
-        deadline = time.monotonic() + (timeout or self.timeout)
-        sid = self.order[0]
-        st = self.streams[sid]
-        while not st.ended and not (st.heads and self._status(st.heads[0]) < 200):
-            why = self._lost(sid, st)
-            if why:
-                self.order.pop(0)
-                raise ConnectionError("%s before a complete response; request: %r"
-                                      % (why, st.head))
-            self._recv(deadline, "response")
-        assert st.heads, "stream %d ended without a response head" % sid
-        fields = st.heads.pop(0)
-        status = self._status(fields)
-        if status >= 200:
-            self.order.pop(0)
-            del self.streams[sid]
-            fields += st.trailers
-        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in fields[1:]]
-        raw = "HTTP/2 %d\r\n" % status + "".join("%s: %s\r\n" % kv for kv in headers)
-        return Response("HTTP/2", status, "", headers, bytes(st.body) if status >= 200 else b"",
-                        raw.encode("latin-1"))
 
-    def read_head(self, timeout=None):
-        """Wait for the head of the oldest unread response and return its
-        status, leaving the response to read_response (for a test that stalls
-        a download: flow control holds the rest at the server)."""
-        deadline = time.monotonic() + (timeout or self.timeout)
-        st = self.streams[self.order[0]]
-        while not st.heads:
-            why = self._lost(self.order[0], st)
-            if why:
-                raise ConnectionError(why)
-            self._recv(deadline, "response head")
-        return self._status(st.heads[0])
+def import_aioquic():
+    """aioquic (pip install aioquic; tests/setup.sh), with a subclass of its
+    H3Connection that leaves the Content-Length check to H3Client: aioquic
+    1.x holds a response's content-length against its DATA whatever the
+    request was, and a HEAD's or a 304's rightly has none."""
+    try:
+        from aioquic.h3.connection import H3_ALPN, H3Connection
+        from aioquic.quic import events
+        from aioquic.quic.configuration import QuicConfiguration
+        from aioquic.quic.connection import QuicConnection
+        import aioquic.h3.events as h3_events
+    except ImportError:
+        raise ImportError("GATLING_SCHEME=h3 needs aioquic (pip install aioquic; "
+                          "tests/setup.sh does it)")
 
-    @staticmethod
-    def _status(fields):
-        assert fields[0][0] == b":status", fields
-        return int(fields[0][1])
+    class Conn(H3Connection):
+        def _check_content_length(self, stream):
+            pass
+    return Conn, H3_ALPN, events, h3_events, QuicConfiguration, QuicConnection
 
-    def request(self, target="/", method="GET", version="HTTP/1.1", headers=None,
-                host="localhost", body=b"", timeout=None):
-        self.send(build_request(target, method, version, headers, host, body))
-        return self.read_response(method, timeout=timeout)
 
-    def closed_within(self, timeout):
-        """True if the server closes the connection within timeout seconds
-        (frames that arrive meanwhile are taken in)."""
+H3_NO_ERROR, H3_INTERNAL_ERROR = 0x100, 0x102
+
+
+class H3Client(_MuxClient):
+    """Client's interface over one HTTP/3 connection (QUIC over UDP at the
+    HTTPS port's number, ALPN h3, aioquic's QUIC and QPACK driven here
+    without asyncio), for the h3 pass: as H2Client, each HTTP/1.1 request a
+    test writes becomes a request stream and read_response() returns the
+    responses in order, with version "HTTP/3".  A stream the server resets
+    (RESET_STREAM) or a connection it closes (CONNECTION_CLOSE) before the
+    response raises ConnectionError; a request HTTP/3 cannot carry, NotH3.
+    The server's frames are checked by aioquic (a violation fails the test),
+    and a response's Content-Length against its body here.  sni names the
+    certificate; rcvbuf and context are taken for H2Client's signature and
+    ignored: a client that does not read holds the server back by QUIC's
+    acknowledgements and flow control, not by a socket buffer (a small one
+    would only drop datagrams), and QUIC's TLS is aioquic's."""
+
+    VERSION = "HTTP/3"
+    NOT = NotH3
+
+    def __init__(self, port, host="127.0.0.1", timeout=IO_TIMEOUT, rcvbuf=None,
+                 sni="localhost", context=None):
+        conn, alpn, self.qev, self.ev, config, quic = import_aioquic()
+        self._init_streams(timeout)
+        cfg = config(is_client=True, alpn_protocols=alpn, server_name=sni,
+                     max_datagram_frame_size=None)
+        cfg.load_verify_locations(os.path.join(test_pki(), "ca.pem"))
+        self.addr = (host, port)
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.connect(self.addr)
+        self.quic = quic(configuration=cfg)
+        # acknowledge at once: nothing runs aioquic's timers between this
+        # client's calls, so a delayed ACK (1 ms) would wait for the next
+        # one, and the server would hold a finished stream meanwhile
+        self.quic._ack_delay = 0
+        self.h3 = conn(self.quic)
+        self.alpn = None
+        self.closed = False
+        self.quic.connect(self.addr, now=time.monotonic())
+        self._flush()
+        _open_clients.append(self)
         deadline = time.monotonic() + timeout
-        while not self.eof:
-            try:
-                self._recv(deadline, "close")
-            except ServerHang:
-                return False
-        return True
+        while self.alpn is None:
+            if self.eof:
+                raise ConnectionError("QUIC handshake failed: %s" % self._lost(0, None))
+            self._recv(deadline, "QUIC handshake")
+        assert self.alpn == "h3", "the server chose ALPN %r, not h3" % self.alpn
 
-    def assert_closed(self, timeout=2.0, why=""):
-        t0 = time.monotonic()
-        assert self.closed_within(timeout), (
-            "server did not close the HTTP/2 connection within %.1f s %s\nsent: %r"
-            % (timeout, why, self.sent[:600]))
-        return time.monotonic() - t0
+    def _flush(self):
+        for data, _ in self.quic.datagrams_to_send(now=time.monotonic()):
+            self.sock.send(data)
 
-    def assert_open(self, wait=0.3):
-        assert not self.closed_within(wait), (
-            "server closed the HTTP/2 connection unexpectedly (%s); sent: %r"
-            % (self.goaway, self.sent[:600]))
+    def _open_stream(self, method, headers, hosts, length, head):
+        sid = self.quic.get_next_available_stream_id()
+        self.h3.send_headers(sid, headers, end_stream=length == 0)
+        return sid
+
+    def _send_bodies(self):
+        """Hand the request bodies to QUIC (which sends them as the stream's
+        and the connection's flow control allow)."""
+        for sid, st in self.streams.items():
+            if st.out_ended or st.reset is not None or self.eof:
+                continue
+            if st.out or not st.need:
+                st.out_ended = not st.need
+                self.h3.send_data(sid, st.out, end_stream=st.out_ended)
+                st.out = b""
+
+    # -- datagrams in
+    def _hang(self, what):
+        return ServerHang("server hang: no complete %s within %.1f s over HTTP/3.\n"
+                          "request(s) sent: %r\nstreams: %s"
+                          % (what, self.timeout, self.sent[:600],
+                             {k: (v.heads, len(v.body), v.ended, v.reset)
+                              for k, v in self.streams.items()}))
+
+    def _recv(self, deadline, what):
+        """Wait for datagrams (or QUIC's next timer) and feed them to aioquic;
+        False at the end of the connection."""
+        now = time.monotonic()
+        if now >= deadline:
+            raise self._hang(what)
+        timer = self.quic.get_timer()
+        until = min(deadline, timer) if timer is not None else deadline
+        self.sock.settimeout(max(until - now, 0.0005))
+        try:
+            data = self.sock.recv(65536)
+            self.sock.setblocking(False)
+            while data:  # take what else is queued before answering
+                self.quic.receive_datagram(data, self.addr, now=time.monotonic())
+                data = self.sock.recv(65536)
+        except (socket.timeout, BlockingIOError):
+            pass
+        except ConnectionRefusedError:  # ICMP port unreachable: the server is gone
+            self.eof = True
+        self.sock.settimeout(self.timeout)  # blocking again, for a test's own sock.recv
+        if timer is not None and time.monotonic() >= timer:
+            self.quic.handle_timer(now=time.monotonic())
+        self._events()
+        if not self.eof:
+            self._send_bodies()
+        with contextlib.suppress(OSError):
+            self._flush()
+        return not self.eof
+
+    def _events(self):
+        while True:
+            ev = self.quic.next_event()
+            if ev is None:
+                break
+            if isinstance(ev, self.qev.HandshakeCompleted):
+                self.alpn = ev.alpn_protocol
+            elif isinstance(ev, self.qev.StreamReset) and ev.stream_id in self.streams:
+                self.streams[ev.stream_id].reset = ev.error_code
+            for h in self.h3.handle_event(ev):
+                self._event(h)
+            if self.h3._is_done:
+                close = self.quic._close_event
+                raise AssertionError("the server broke HTTP/3: %s (%#x); request(s) sent: %r"
+                                     % (close.reason_phrase, close.error_code, self.sent[:600]))
+        if self.quic._close_event is not None:  # CONNECTION_CLOSE, or the idle timeout
+            self.eof = True
+
+    def _event(self, ev):
+        st = self.streams.get(ev.stream_id)
+        if st is None:
+            return
+        if isinstance(ev, self.ev.HeadersReceived):
+            if any(self._status(h) >= 200 for h in st.heads):
+                st.trailers = ev.headers
+            else:
+                st.heads.append(ev.headers)
+        elif isinstance(ev, self.ev.DataReceived):
+            st.body += ev.data
+        if getattr(ev, "stream_ended", False):
+            st.ended = True
+
+    def _lost(self, sid, st):
+        """Why the stream sid will get no (more) response, or None."""
+        if st is not None and st.reset is not None:
+            return "the server reset the stream (RESET_STREAM %#x)" % st.reset
+        close = self.quic._close_event
+        if close is not None:
+            return "the connection closed (%#x %s)" % (close.error_code, close.reason_phrase)
+        if self.eof:
+            return "the server is gone"
+        return None
+
+    def _check_final(self, st, status, fields):
+        cl = [v for k, v in fields if k == b"content-length"]
+        if cl and st.method != "HEAD" and status not in (204, 304):
+            assert int(cl[0]) == len(st.body), (
+                "content-length %s but %d body bytes over HTTP/3; request: %r"
+                % (cl[0], len(st.body), st.head))
+
+    def _close(self, code):
+        if self.closed:
+            return
+        self.closed = True
+        with contextlib.suppress(Exception):
+            self.quic.close(error_code=code)
+            self._flush()
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+    def close(self):
+        """CONNECTION_CLOSE (H3_NO_ERROR): the server forgets the connection at once."""
+        self._close(H3_NO_ERROR)
+
+    def reset(self):
+        """CONNECTION_CLOSE with an error (what an RST is to TCP)."""
+        self._close(H3_INTERNAL_ERROR)
 
 
-Client = H2Client if H2 else H1Client
+Client = H3Client if H3 else H2Client if H2 else H1Client
 
 
 def build_request(target="/", method="GET", version="HTTP/1.1", headers=None,
@@ -1348,8 +1621,9 @@ def assert_status(resp, want, what=""):
 def assert_refused(resp, want, what=""):
     """A request the server must refuse with status want.  Over HTTP/2 a
     request with a field HTTP/2 forbids (a NUL, RFC 9113 8.2.1) is malformed:
-    the stream is reset (resp None, from raw_exchange) or answered with want."""
-    if H2 and resp is None:
+    the stream is reset (resp None, from raw_exchange) or answered with want;
+    the same over HTTP/3 (RFC 9114 4.1.2)."""
+    if MUX and resp is None:
         return
     assert_status(resp, want, what)
 
@@ -1357,8 +1631,8 @@ def assert_refused(resp, want, what=""):
 def assert_ends_connection(c, timeout=2.0, why=""):
     """After an error that ends an HTTP/1.1 connection (a 414 or 431: the
     server cannot trust the framing that follows) the server closes it; over
-    HTTP/2 only that stream is over and the connection stays open."""
-    if H2:
+    HTTP/2 and HTTP/3 only that stream is over and the connection stays open."""
+    if MUX:
         c.assert_open(0.3)
     else:
         c.assert_closed(timeout, why)

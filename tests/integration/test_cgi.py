@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from conftest import (H2, TLS, Client, Mode, assert_status, build_request, fetch, h1_only,
-                      url)
+from conftest import (H2, H3, LOG_VERSION, TLS, Client, Mode, assert_status, build_request,
+                      fetch, h1_only, h3_bug, url)
 from h3util import basic_auth, crypt_hash, curl, module_server, wait_for
 
 SH = "#!/bin/sh\n"
@@ -161,7 +161,7 @@ def test_environment(srv):
     want = {
         "GATEWAY_INTERFACE": "CGI/1.1", "SERVER_SOFTWARE": "gatling/0.1",
         "SERVER_NAME": "localhost", "SERVER_PORT": str(srv.port),
-        "SERVER_PROTOCOL": "HTTP/2.0" if H2 else "HTTP/1.1", "REQUEST_METHOD": "GET",
+        "SERVER_PROTOCOL": LOG_VERSION, "REQUEST_METHOD": "GET",
         "REQUEST_URI": "/cgi/env.sh/a/b?x=1&y", "QUERY_STRING": "x=1&y",
         "SCRIPT_NAME": "/cgi/env.sh", "SCRIPT_FILENAME": root + "/cgi/env.sh",
         "PATH_INFO": "/a/b", "PATH_TRANSLATED": root + "/a/b", "DOCUMENT_ROOT": root,
@@ -248,9 +248,17 @@ def test_post_echo_chunked(srv):
         assert r.body == data, "%s: %d bytes back of %d" % (script, len(r.body), len(data))
 
 
-def test_large_response_slow_reader_bounded_memory(srv):
+def test_large_response_slow_reader_bounded_memory(srv, request):
     """64 MiB from a script to a client that stops reading, then reads
     slowly: the server stops reading the script (its RSS stays bounded)."""
+    if H3 and srv.build.sanitized:
+        # measured (RSS growth, 64 MiB through: not reading 1.5 s / all read):
+        # h2 epoll +0.9/+0.9 MB, epoll-san +2.3/+8.5; h3 epoll +1.0/+9.0,
+        # epoll-san +2.3/+83 -- bounded while the client does not read, but
+        # while it reads h3.c's parts and sent blocks (each its own malloc)
+        # grow ASan's RSS past the 24 MB this test allows
+        request.applymarker(h3_bug("RSS grows by ~80 MB under ASan while a client reads "
+                                   "64 MiB of a CGI's output (9 MB without ASan)"))
     want = hashlib.sha256()
     block = bytes(range(256)) * 256
     for _ in range(64 * 16):
@@ -270,6 +278,15 @@ def test_large_response_slow_reader_bounded_memory(srv):
             n += len(b)
             peak[0] = max(peak[0], rss_kb(srv.pid))
         assert p.wait() == 0
+    elif H3:  # not reading holds QUIC's acknowledgements and flow control back
+        with Client(srv.port, timeout=60) as c:
+            c.send(build_request("/cgi/big.py?64"))
+            time.sleep(1.5)
+            peak[0] = max(peak[0], rss_kb(srv.pid))
+            r = c.read_response(timeout=60)
+            assert r.status == 200, r
+            got, n = hashlib.sha256(r.body), len(r.body)
+            peak[0] = max(peak[0], rss_kb(srv.pid))
     else:
         with Client(srv.port, timeout=30, rcvbuf=65536) as c:
             c.send(build_request("/cgi/big.py?64"))
@@ -631,6 +648,7 @@ def test_no_cgi_without_w_or_z(gatling):
     assert_status(r, 405, "POST to a file")
 
 
+@pytest.mark.skipif(H3, reason="-W 2 turns HTTP/3 off (gatling.8: no HTTP/3 under workers)")
 def test_workers_each_have_a_spawner(gatling):
     s = gatling({"cgi": {"env.sh": Mode(SCRIPTS["env.sh"], 0o755)}},
                 args=("-T", "10", "-W", "2", "-w", r"\.sh$"))

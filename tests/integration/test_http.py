@@ -14,8 +14,8 @@ import urllib.parse
 
 import pytest
 
-from conftest import (http_only, h1_only, BIG, HTTP_VERSION, IMF_FIXDATE, MTIME, SECRET, TEXT,
-                      Client, assert_ends_connection, assert_refused, assert_status,
+from conftest import (http_only, h1_only, h3_bug, BIG, HTTP_VERSION, IMF_FIXDATE, MTIME, SECRET,
+                      TEXT, Client, assert_ends_connection, assert_refused, assert_status,
                       build_request, fetch, norm_ctype, raw_exchange, random_bytes)
 
 ALLOW = ["get", "head", "options"]
@@ -344,10 +344,18 @@ def test_obs_fold_first_header_400(srv):
     assert_status(r, 400, "whitespace before the first header line")
 
 
+# libnghttp3 0.8 drops a regular field whose name or value has a NUL before
+# h3.c sees it (NGHTTP3_ERR_REMOVE_HTTP_HEADER): the request is served without
+# it, where RFC 9114 10.3 wants it malformed; 0.8 has no callback to say so
+NGHTTP3_DROPS = h3_bug("libnghttp3 0.8 drops the field and the request is answered")
+
+
 @pytest.mark.parametrize("req", [
-    b"GET /f.txt HTTP/1.1\r\nHost: x\r\nX-Nul: a\x00b\r\n\r\n",
+    pytest.param(b"GET /f.txt HTTP/1.1\r\nHost: x\r\nX-Nul: a\x00b\r\n\r\n",
+                 marks=NGHTTP3_DROPS),
     b"GET /f.txt HTTP/1.1\r\nHost: x\x00\r\n\r\n",
-    b"GET /f.txt HTTP/1.1\r\nX\x00Y: 1\r\nHost: x\r\n\r\n",
+    pytest.param(b"GET /f.txt HTTP/1.1\r\nX\x00Y: 1\r\nHost: x\r\n\r\n",
+                 marks=NGHTTP3_DROPS),
     b"GET /f\x00.txt HTTP/1.1\r\nHost: x\r\n\r\n",
 ], ids=["in-value", "in-host", "in-name", "in-target"])
 def test_nul_byte_400(srv, req):

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import (H2, LOG_VERSION, TLS, TEXT, Client, close_all_clients, make_docroot,
+from conftest import (MUX, LOG_VERSION, TLS, TEXT, Client, close_all_clients, make_docroot,
                       start_server)
 
 CLF = re.compile(r'(?P<host>\S+) (?P<ident>\S+) (?P<user>\S+) '
@@ -44,7 +44,7 @@ def logrun(build, tmp_path_factory):
                 assert r.status == st, (m, t, r)
         # a second connection, HTTP/1.0 (HTTP/1.1 over HTTP/2)
         with Client(srv.port) as c:
-            c.request("/f.txt", version="HTTP/1.1" if H2 else "HTTP/1.0",
+            c.request("/f.txt", version="HTTP/1.1" if MUX else "HTTP/1.0",
                       headers=["User-Agent: old"])
         srv.wait_log(len(REQUESTS) + 1, timeout=1.0)
     finally:
@@ -86,7 +86,7 @@ def test_fields(logrun):
         assert m["referer"] == want_ref, "referer %r, want %r: %s" % (m["referer"], want_ref, ln)
         assert m["agent"] == want_ua, "agent %r, want %r: %s" % (m["agent"], want_ua, ln)
     assert CLF.fullmatch(lines[len(REQUESTS)])["request"] == "GET /f.txt " + (
-        LOG_VERSION if H2 else "HTTP/1.0")
+        LOG_VERSION if MUX else "HTTP/1.0")
 
 
 def test_404_bytes_is_body_length(logrun):

@@ -10,7 +10,7 @@ import socket
 
 import pytest
 
-from conftest import (H2, Client, assert_refused, build_request, fetch, h1_only, http_only,
+from conftest import (MUX, Client, assert_refused, build_request, fetch, h1_only, http_only,
                       raw_exchange, recv_to_eof)
 from h3util import assert_ok, assert_status, module_server
 
@@ -60,8 +60,9 @@ def get(srv, host, target="/f.txt", version="HTTP/1.1"):
 
 
 # (host, version) of a request without Host: HTTP/1.0 (HTTP/1.1 requires one);
-# none over HTTP/2, where libnghttp2 resets a stream without :authority or Host
-NO_HOST = [] if H2 else [(None, "HTTP/1.0")]
+# none over HTTP/2 (where libnghttp2 resets a stream without :authority or Host)
+# and HTTP/3, which carry no HTTP/1.0
+NO_HOST = [] if MUX else [(None, "HTTP/1.0")]
 
 
 # --------------------------------------------------------------------------

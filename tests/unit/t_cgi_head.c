@@ -242,6 +242,11 @@ static void test_env(void)
     char small[64];
     size_t used;
     is_int(cgienv_build(&ex, &sc, small, sizeof small, &used), -1, "buffer too small: -1");
+    http_request_t h3 = *ex.req; /* as h3.c makes it: version 30 */
+    h3.version = 30;
+    ex.req = &h3;
+    envn = cgienv_build(&ex, &sc, envbuf, sizeof envbuf, &envused);
+    is_str(var("SERVER_PROTOCOL"), "HTTP/3.0", "SERVER_PROTOCOL over HTTP/3 (RFC 3875 4.1.16)");
 }
 
 int main(void)
