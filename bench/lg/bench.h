@@ -133,4 +133,8 @@ void bench_stats_init(bench_stats_t *st);
 /* dst += src. */
 void bench_stats_merge(bench_stats_t *dst, const bench_stats_t *src);
 
+/* Close the measurement window at now_ns (at -d or a signal; with -n the whole run):
+   what the rates are computed over. */
+void bench_stats_window(bench_stats_t *st, int64_t now_ns);
+
 #endif

@@ -1011,17 +1011,6 @@ static void ramp_check(h3run_t *r, int64_t t0)
     }
 }
 
-static void run_window(h3run_t *r)
-{
-    bench_stats_t *st = r->st;
-    st->win_responses = st->responses;
-    st->win_bytes = st->bytes;
-    st->win_connects = st->connects;
-    st->win_ns = r->now - st->start_ns;
-    if (st->win_ns <= 0)
-        st->win_ns = 1;
-}
-
 /* Start nothing new; idle connections close (CONNECTION_CLOSE), busy ones finish. */
 static void run_stop(h3run_t *r)
 {
@@ -1120,7 +1109,7 @@ static void run_round(h3run_t *r, int64_t t0, int *signals)
         (*signals || (r->stop_at && r->now >= r->stop_at) || (r->limit && r->started >= r->limit
                                                                 && !r->cfg->idle))) {
         if (!r->st->win_ns)
-            run_window(r);
+            bench_stats_window(r->st, r->now);
         run_stop(r);
     }
 }
@@ -1164,7 +1153,7 @@ int bench_h3(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all)
     run_abort(r);
     r->now = st->end_ns = lg_now_ns();
     if (!st->win_ns)
-        run_window(r);
+        bench_stats_window(r->st, r->now);
     st->finished = 1;
     run_free(r);
     free(r);

@@ -1084,18 +1084,6 @@ static void start_pending(brun_t *r)
     }
 }
 
-/* Close the measurement window (at -d or a signal; with -n it is the whole run). */
-static void run_window(brun_t *r)
-{
-    bench_stats_t *st = r->st;
-    st->win_responses = st->responses;
-    st->win_bytes = st->bytes;
-    st->win_connects = st->connects;
-    st->win_ns = r->now - st->start_ns;
-    if (st->win_ns <= 0)
-        st->win_ns = 1;
-}
-
 /* Start nothing new; close idle connections; in-flight ones finish. */
 static void run_stop(brun_t *r)
 {
@@ -1313,7 +1301,7 @@ int bench_run(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all)
         }
         /* -d counts from the end of the ramp, however long the ramp took (at most -t) */
         if (!r.stopping && (signals || (r.stop_at && !r.ramping && r.now >= r.stop_at))) {
-            run_window(&r);
+            bench_stats_window(r.st, r.now);
             run_stop(&r);
         } else if (!r.stopping && r.limit && r.started >= r.limit) {
             run_stop(&r);
@@ -1330,10 +1318,20 @@ int bench_run(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all)
     run_abort(&r);
     r.now = st->end_ns = lg_now_ns();
     if (!st->win_ns)
-        run_window(&r);
+        bench_stats_window(r.st, r.now);
     st->finished = 1;
     run_free(&r);
     return st->fatal;
+}
+
+void bench_stats_window(bench_stats_t *st, int64_t now_ns)
+{
+    st->win_responses = st->responses;
+    st->win_bytes = st->bytes;
+    st->win_connects = st->connects;
+    st->win_ns = now_ns - st->start_ns;
+    if (st->win_ns <= 0)
+        st->win_ns = 1;
 }
 
 void bench_stats_init(bench_stats_t *st)
