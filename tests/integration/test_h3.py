@@ -270,6 +270,24 @@ def test_stateless_reset_and_version_negotiation(gatling):
 
 
 @needs_aioquic
+def test_empty_and_tiny_datagrams_are_dropped(gatling):
+    """An empty UDP datagram (legal UDP; Debian's libngtcp2 asserts on a
+    zero-length packet, which aborted the server: found by fuzz_quic) and a
+    one-byte one are counted as dropped, and the server goes on serving."""
+    srv, port = h3_server(gatling)
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.sendto(b"", ("127.0.0.1", port))
+    s.sendto(b"\xc0", ("127.0.0.1", port))
+    s.close()
+    deadline = time.monotonic() + 5
+    while server_status(srv)["h3_dropped"] < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server_status(srv)["h3_dropped"] == 2
+    [(st, _, body)] = aioquic_run(port, [("/f.txt", "GET", ())])
+    assert (st, body) == (200, b"hello\n")
+
+
+@needs_aioquic
 def test_sigterm_with_a_connection_open(gatling):
     """SIGTERM: the open QUIC connection gets GOAWAY and closes; the server
     exits 0 within a few seconds (the fixture checks the status)."""
