@@ -6,6 +6,7 @@
 #include "gio_udp.h"
 #include "h3.h"
 #include "quic_cid.h"
+#include "quic_mem.h"
 #include "site/peerlimits.h"
 #include "site/watch.h"
 #include "tls.h"
@@ -454,12 +455,28 @@ static int64_t drain_silence_end(const quic_conn_t *c)
     return c->heard + (pto3_ms > QUIC_DRAIN_SILENCE_MS ? pto3_ms : QUIC_DRAIN_SILENCE_MS);
 }
 
+/* The handshake is done: the TLS session (about 20 KiB) goes.  ngtcp2 keeps the
+   1-RTT keys and derives the next ones itself (key update), and keeps a copy of
+   the CRYPTO data it may have to send again; a client has nothing more to say in
+   TLS (RFC 9001 4.1.3: no KeyUpdate message, and no ticket of ours to answer), so
+   CRYPTO data that still comes ends the connection (on_crypto_data). */
+static void tls_release(quic_conn_t *c)
+{
+    ngtcp2_conn_set_tls_native_handle(c->q, NULL);
+    gnutls_deinit(c->tls);
+    c->tls = NULL;
+    cred_release(c->cred); /* a reload's new certificates no longer wait for it */
+    c->cred = NULL;
+}
+
 /* After a read or write: the next timer, or the end of a finished connection. */
 static void conn_settle(quic_conn_t *c)
 {
     quic_ep_t *e = c->ep;
     if (c->closing || c->draining)
         return;
+    if (c->tls && ngtcp2_conn_get_handshake_completed(c->q))
+        tls_release(c);
     if (c->h3)
         h3_sweep(c->h3);
     int64_t now_ms = gio_now(e->site->loop), gone = drain_silence_end(c);
@@ -523,6 +540,19 @@ static int on_remove_cid(ngtcp2_conn *q, const ngtcp2_cid *cid, void *user)
     if (quic_cid_get(c->ep->cids, cid->data, cid->datalen) == c)
         quic_cid_del(c->ep->cids, cid->data, cid->datalen);
     return 0;
+}
+
+/* CRYPTO data in: to GnuTLS while the handshake runs; after it (tls_release) a
+   protocol violation. */
+static int on_crypto_data(ngtcp2_conn *q, ngtcp2_crypto_level level, uint64_t off,
+                          const uint8_t *p, size_t n, void *user)
+{
+    quic_conn_t *c = user;
+    if (c->tls)
+        return ngtcp2_crypto_recv_crypto_data_cb(q, level, off, p, n, user);
+    ngtcp2_connection_close_error_set_transport_error(&c->err, NGTCP2_PROTOCOL_VIOLATION, NULL,
+                                                      0);
+    return NGTCP2_ERR_CALLBACK_FAILURE;
 }
 
 static int on_handshake_completed(ngtcp2_conn *q, void *user)
@@ -609,7 +639,7 @@ static int on_extend_stream_data(ngtcp2_conn *q, int64_t id, uint64_t max, void 
 
 static const ngtcp2_callbacks quic_callbacks = {
     .recv_client_initial = ngtcp2_crypto_recv_client_initial_cb,
-    .recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb,
+    .recv_crypto_data = on_crypto_data,
     .handshake_completed = on_handshake_completed,
     .encrypt = ngtcp2_crypto_encrypt_cb,
     .decrypt = ngtcp2_crypto_decrypt_cb,
@@ -757,7 +787,7 @@ static quic_conn_t *conn_new(quic_ep_t *e, gio_dgram_t *d, const ngtcp2_pkt_hd *
         ngtcp2_crypto_generate_stateless_reset_token(tp.stateless_reset_token, e->secret,
                                                      sizeof e->secret, &scid) != 0 ||
         ngtcp2_conn_server_new(&c->q, &hd->scid, &scid, &path, hd->version, &quic_callbacks, &st,
-                               &tp, NULL, c) != 0) {
+                               &tp, quic_mem_ngtcp2(), c) != 0) {
         c->q = NULL;
         conn_free(c);
         return NULL;
