@@ -68,6 +68,7 @@ typedef struct quic_conn {
     uint8_t shaking;   /* counted in the endpoint's handshakes under way */
     uint8_t woken, touched;
     uint8_t *closebuf;
+    uint32_t closing_rx; /* datagrams that came while closing */
     size_t closelen;
     ngtcp2_connection_close_error err;
     struct quic_conn *wnext, *tnext; /* woken list, touched-this-batch list */
@@ -901,8 +902,16 @@ static void datagram(quic_ep_t *e, gio_dgram_t *d)
             return;
     }
     if (c->closing || c->draining) {
-        if (c->closelen)
-            send_train(e, ngtcp2_conn_get_path(c->q), 0, c->closebuf, c->closelen, 0);
+        /* the CONNECTION_CLOSE again, but only to a datagram from the peer itself and
+           ever more rarely (the 1st, 2nd, 4th, 8th...: RFC 9000 10.2.1): anyone who
+           names the connection's ID could otherwise have it sent to the peer, 60
+           bytes for every 19, without end, the address never validated (a
+           reflector: test_h3's test_closing_connection_is_no_reflector) */
+        const ngtcp2_path *cp = ngtcp2_conn_get_path(c->q);
+        c->closing_rx++;
+        if (c->closelen && !(c->closing_rx & (c->closing_rx - 1)) &&
+            cp->remote.addrlen == d->peerlen && !memcmp(cp->remote.addr, &d->peer, d->peerlen))
+            send_train(e, cp, 0, c->closebuf, c->closelen, 0);
         return;
     }
     ngtcp2_pkt_info pi = {.ecn = d->ecn};
