@@ -98,6 +98,26 @@ async def main():
 asyncio.run(main())
 EOF
     capture aioquic-get python3 "$tmp/aio.py"
+    # a handshake refused (ALPN nope), then small packets naming the closing connection
+    cat >"$tmp/refused.py" <<'EOF'
+import os, socket, ssl, time
+from aioquic.quic.configuration import QuicConfiguration
+from aioquic.quic.connection import QuicConnection
+cfg = QuicConfiguration(is_client=True, alpn_protocols=["nope"], server_name="localhost")
+cfg.verify_mode = ssl.CERT_NONE
+c = QuicConnection(configuration=cfg)
+to = ("127.0.0.1", int(os.environ["PORT"]))
+c.connect(to, now=time.time())
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for d, _ in c.datagrams_to_send(now=time.time()):
+    s.sendto(d, to)
+time.sleep(0.1)
+cid = c.original_destination_connection_id
+for _ in range(20):
+    s.sendto(bytes([0xC0]) + b"\0\0\0\1" + bytes([len(cid)]) + cid + bytes(5), to)
+    time.sleep(0.005)
+EOF
+    capture aioquic-refused python3 "$tmp/refused.py"
 else
     echo "quic-capture: no aioquic (pip install aioquic): skipped" >&2
 fi
