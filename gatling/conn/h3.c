@@ -6,6 +6,7 @@
  */
 #ifdef HAVE_H3
 #include "h3.h"
+#include "quic_mem.h"
 #include "handlers/router.h"
 #include "http/hbuf.h"
 #include "http/owfat.h"
@@ -951,7 +952,7 @@ h3_t *h3_new(const h1_conn_t *f, ngtcp2_conn *q)
     st.qpack_max_dtable_capacity = H3_QPACK_TABLE;
     st.qpack_encoder_max_dtable_capacity = 0; /* responses use the static table only */
     st.qpack_blocked_streams = H3_QPACK_BLOCKED;
-    if (nghttp3_conn_server_new(&h->ng, &cb, &st, NULL, h) != 0) {
+    if (nghttp3_conn_server_new(&h->ng, &cb, &st, quic_mem_nghttp3(), h) != 0) {
         free(h);
         return NULL;
     }

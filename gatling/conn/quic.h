@@ -35,6 +35,7 @@
 #include "site/site.h"
 
 #include <stddef.h>
+#include <sys/socket.h>
 
 typedef struct quic_ep quic_ep_t;
 
@@ -75,6 +76,27 @@ int quic_run(quic_ep_t *e);
 int quic_port(const quic_ep_t *e);
 
 void quic_free(quic_ep_t *e);
+
+/* ---- without a socket: the fuzz harness (tests/fuzz/fuzz_quic.c) ---- */
+
+struct gio_dgram;
+typedef void (*quic_out_fn)(void *arg, const struct gio_dgram *d);
+
+/*
+ * An endpoint as quic_open's, "bound" to addr (datagrams' local address)
+ * but with no socket: quic_start puts nothing on the loop, datagrams come
+ * in by quic_input, and each datagram (or GSO train: segsize) it sends goes
+ * to out(arg, d) instead of a socket.  NULL with why in err.
+ */
+quic_ep_t *quic_open_loose(const config_t *cfg, const struct sockaddr *addr, socklen_t len,
+                           quic_out_fn out, void *arg, char *err, size_t errlen);
+
+/* One datagram as if received (d->buf, d->len, d->peer; d->local may be
+   zero), then what the connections have to send, and their timers. */
+void quic_input(quic_ep_t *e, struct gio_dgram *d);
+
+/* The timers due by the loop's clock (gio_now: the caller refreshed it). */
+void quic_tick(quic_ep_t *e);
 #else
 static inline quic_ep_t *quic_open(const config_t *cfg, int udp_fd, int steer, char *err,
                                    size_t errlen)

@@ -14,7 +14,7 @@ FUZZ_SECS ?= 60
 FUZZ_CHECK_SECS ?= 8
 FUZZ_NAMES := fuzz_head fuzz_te fuzz_chunked fuzz_target fuzz_range fuzz_accept fuzz_host \
               fuzz_htaccess fuzz_proxy fuzz_h2 fuzz_cgi_head fuzz_ftp fuzz_fcgi fuzz_resp \
-              fuzz_cachectl
+              fuzz_cachectl $(if $(filter 1,$(H3)),fuzz_quic)
 FUZZ_ONLY ?= $(FUZZ_NAMES)
 FUZZ_DIR := build/fuzz
 FUZZ_CFLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
@@ -37,6 +37,15 @@ $(FUZZ_DIR)/fuzz_h2: tests/fuzz/fuzz_h2.c tests/fuzz/fuzz.h $(FUZZ_H2_LIB) $(wil
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -pthread -o $@ $< $(FUZZ_H2_LIB) \
 	    -lnghttp2 -lssl -lcrypto -lowfat -lcrypt -lz
+
+# fuzz_quic: the same with HTTP/3 (only where the top makefile found its libraries: H3=1)
+$(FUZZ_DIR)/fuzz_quic: tests/fuzz/fuzz_quic.c tests/fuzz/fuzz.h $(FUZZ_H2_LIB) io/gio_udp.c \
+                       $(wildcard io/*.c io/*.h) $(wildcard gatling/*.h gatling/*/*.h)
+	@test -n "$(FUZZ_CC)" || { echo "fuzz: clang not found: run sh tests/setup.sh as root"; exit 1; }
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -DHAVE_H3 $(shell pkg-config --cflags $(H3_PKGS)) -pthread \
+	    -o $@ $< $(FUZZ_H2_LIB) io/gio_udp.c \
+	    $(shell pkg-config --libs $(H3_PKGS)) -lnghttp2 -lssl -lcrypto -lowfat -lcrypt -lz
 
 $(FUZZ_DIR)/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(FUZZ_LIB) $(wildcard gatling/*.h gatling/*/*.h)
 	@test -n "$(FUZZ_CC)" || { echo "fuzz: clang not found: run sh tests/setup.sh as root"; exit 1; }

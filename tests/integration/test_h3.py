@@ -270,6 +270,65 @@ def test_stateless_reset_and_version_negotiation(gatling):
 
 
 @needs_aioquic
+def test_empty_and_tiny_datagrams_are_dropped(gatling):
+    """An empty UDP datagram (legal UDP; Debian's libngtcp2 asserts on a
+    zero-length packet, which aborted the server: found by fuzz_quic) and a
+    one-byte one are counted as dropped, and the server goes on serving."""
+    srv, port = h3_server(gatling)
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.sendto(b"", ("127.0.0.1", port))
+    s.sendto(b"\xc0", ("127.0.0.1", port))
+    s.close()
+    deadline = time.monotonic() + 5
+    while server_status(srv)["h3_dropped"] < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server_status(srv)["h3_dropped"] == 2
+    [(st, _, body)] = aioquic_run(port, [("/f.txt", "GET", ())])
+    assert (st, body) == (200, b"hello\n")
+
+
+@needs_aioquic
+def test_closing_connection_is_no_reflector(gatling):
+    """A handshake the server refuses (ALPN "nope": no_application_protocol)
+    leaves a closing connection, which repeats its CONNECTION_CLOSE to what
+    still names it -- but only to the peer's own datagrams, and ever more
+    rarely: 19-byte long-header packets naming its ID from another socket
+    (a spoofer's) bring the peer nothing (they brought 60 bytes each, an
+    endless 3x reflector), and 32 from the peer itself at most 6."""
+    import ssl
+    from aioquic.quic.connection import QuicConnection
+    srv, port = h3_server(gatling)
+    cfg = QuicConfiguration(is_client=True, alpn_protocols=["nope"], server_name="localhost")
+    cfg.verify_mode = ssl.CERT_NONE
+    c = QuicConnection(configuration=cfg)
+    c.connect(("127.0.0.1", port), now=time.time())
+    peer = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    peer.settimeout(0.5)
+
+    def drain():
+        n = 0
+        try:
+            while True:
+                n += 1 if peer.recvfrom(4096) else 0
+        except socket.timeout:
+            return n
+    for d, _ in c.datagrams_to_send(now=time.time()):
+        peer.sendto(d, ("127.0.0.1", port))
+    assert drain() >= 1  # the refusal
+    odcid = c.original_destination_connection_id
+    tiny = bytes([0xC0]) + b"\0\0\0\1" + bytes([len(odcid)]) + odcid + bytes(5)
+    other = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    for _ in range(32):
+        other.sendto(tiny, ("127.0.0.1", port))
+    assert drain() == 0
+    for _ in range(32):
+        peer.sendto(tiny, ("127.0.0.1", port))
+    assert 1 <= drain() <= 6
+    other.close()
+    peer.close()
+
+
+@needs_aioquic
 def test_sigterm_with_a_connection_open(gatling):
     """SIGTERM: the open QUIC connection gets GOAWAY and closes; the server
     exits 0 within a few seconds (the fixture checks the status)."""
