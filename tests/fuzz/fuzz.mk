@@ -29,7 +29,7 @@ FUZZ_LIB := gatling/http/http_parse.c gatling/http/fcgi.c gatling/http/path.c ga
 
 # fuzz_h2 runs a whole site: every gatling source but main.c, on the poll loop
 FUZZ_H2_LIB := $(filter-out gatling/main.c,$(wildcard gatling/*.c gatling/*/*.c)) \
-               io/gio.c io/gio_batch.c io/gio_os.c io/gio_tls.c
+               io/gio.c io/gio_batch.c io/gio_os.c io/gio_tls.c io/gio_udp.c
 
 $(FUZZ_DIR)/fuzz_h2: tests/fuzz/fuzz_h2.c tests/fuzz/fuzz.h $(FUZZ_H2_LIB) $(wildcard io/*.c io/*.h) \
                      $(wildcard gatling/*.h gatling/*/*.h)
@@ -39,12 +39,12 @@ $(FUZZ_DIR)/fuzz_h2: tests/fuzz/fuzz_h2.c tests/fuzz/fuzz.h $(FUZZ_H2_LIB) $(wil
 	    -lnghttp2 -lssl -lcrypto -lowfat -lcrypt -lz
 
 # fuzz_quic: the same with HTTP/3 (only where the top makefile found its libraries: H3=1)
-$(FUZZ_DIR)/fuzz_quic: tests/fuzz/fuzz_quic.c tests/fuzz/fuzz.h $(FUZZ_H2_LIB) io/gio_udp.c \
+$(FUZZ_DIR)/fuzz_quic: tests/fuzz/fuzz_quic.c tests/fuzz/fuzz.h $(FUZZ_H2_LIB) \
                        $(wildcard io/*.c io/*.h) $(wildcard gatling/*.h gatling/*/*.h)
 	@test -n "$(FUZZ_CC)" || { echo "fuzz: clang not found: run sh tests/setup.sh as root"; exit 1; }
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -DHAVE_H3 $(shell pkg-config --cflags $(H3_PKGS)) -pthread \
-	    -o $@ $< $(FUZZ_H2_LIB) io/gio_udp.c \
+	    -o $@ $< $(FUZZ_H2_LIB) \
 	    $(shell pkg-config --libs $(H3_PKGS)) -lnghttp2 -lssl -lcrypto -lowfat -lcrypt -lz
 
 $(FUZZ_DIR)/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(FUZZ_LIB) $(wildcard gatling/*.h gatling/*/*.h)

@@ -837,8 +837,12 @@ def test_bench_surge_resumed(build, gatling_h2, site):
     p = run([build / "bench", "-q", "--surge", "20", "-d", "0.5", "--returning", "1",
              "--assets", site / "assets.txt", gatling_h2.tls_url("/index.html")])
     assert p.returncode == 0, p.stderr
-    assert re.search(r"^tls +[\d.]+ handshakes/s: [01] full, (9|10) resumed; 10 visitors "
-                     r"returning", p.stdout, re.M), p.stdout
+    # every visitor offers the last ticket it got; one that arrives before any ticket
+    # came (the first, or after late ones under load) has none to offer and is full
+    m = re.search(r"^tls +[\d.]+ handshakes/s: (\d+) full, (\d+) resumed; 10 visitors "
+                  r"returning, (\d+) of them offered a session", p.stdout, re.M)
+    assert m and int(m.group(2)) == int(m.group(3)) >= 5, p.stdout
+    assert int(m.group(1)) + int(m.group(2)) == 10, p.stdout
 
 
 def test_bench_surge_status_error(build, gatling_h2, site, tmp_path):
