@@ -611,7 +611,13 @@ def test_slow_read_ramp_is_cheap(gatling, build):
     tests left behind, other traffic on the machine) moved the ratio; hence
     the settling, the fresh source address and the least of three.  poll is
     O(n) per wait, but both ramps hold the same 1,000 connections, so that
-    cost is on both sides and the ratio still tells."""
+    cost is on both sides and the ratio still tells.
+
+    poll and sigio refill a socket as epoll does (a readiness event, then the
+    same batch write) and add 25 s each to make check's serial phase: the
+    ramp runs on epoll, its sanitizer build and uring (whose sends are its own)."""
+    if build.name in ("poll", "sigio"):
+        pytest.skip("the same write path as epoll's; measured there and on uring")
     big = os.urandom(1 << 20)
     srv = gatling({"big.bin": big, "f.txt": F}, args=("-T", "60", "-n"))
     src = fresh_source_address()
