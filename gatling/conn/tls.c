@@ -151,7 +151,10 @@ static int cmp_str(const void *a, const void *b)
  */
 static int scan(int dirfd, found_t *out, int max, uint64_t *sig)
 {
-    int dup_fd = dup(dirfd);
+    /* a description of our own: a dup() shares its offset with every process that
+       forked from ours, and -W's workers scan at once (at start, on SIGHUP): one's
+       readdir() went on from where another's stopped and found no file at all */
+    int dup_fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
     if (!d) {
         if (dup_fd >= 0)
