@@ -119,7 +119,11 @@ class _H3(QuicConnectionProtocol):
         self.streams = {}
 
     def quic_event_received(self, event):
-        for ev in self.h3.handle_event(event):
+        self.take(self.h3.handle_event(event))
+
+    def take(self, evs):
+        """The HTTP/3 events evs into the streams they name: headers, body, the end."""
+        for ev in evs:
             st = self.streams.get(getattr(ev, "stream_id", None))
             if st is None:
                 continue

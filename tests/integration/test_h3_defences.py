@@ -33,15 +33,15 @@ import pytest
 
 from conftest import OTHER_BACKENDS, https_port
 from conftest import test_pki as pki_dir
-from test_h3 import (GTLS, HAVE_AIOQUIC, QuicConnectionProtocol, aioquic_run, gtls,  # noqa: F401
+from test_h3 import (GTLS, HAVE_AIOQUIC, QuicConnectionProtocol, _H3,  # noqa: F401
+                     aioquic_run, gtls,
                      h3_built, h3_log_lines, h3_server, needs_aioquic, needs_gtls,
                      plain_port, server_status)
 from test_tls import pki, tls_args  # noqa: F401  (pki: a fixture)
 
 if HAVE_AIOQUIC:
     from aioquic.asyncio import connect
-    from aioquic.h3.connection import H3_ALPN, H3Connection
-    from aioquic.h3.events import DataReceived, HeadersReceived
+    from aioquic.h3.connection import H3_ALPN
     from aioquic.quic.configuration import QuicConfiguration
     from aioquic.quic.connection import QuicConnection
     from aioquic.quic.events import ConnectionTerminated, StreamDataReceived
@@ -68,13 +68,11 @@ def client_config(server_name="localhost", **kw):
     return cfg
 
 
-class Client(QuicConnectionProtocol):
-    """An HTTP/3 client that also sees how its connection ended."""
+class Client(_H3):
+    """test_h3's client, that also sees how its connection ended."""
 
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
-        self.h3 = H3Connection(self._quic)
-        self.streams = {}
         self.ended = asyncio.get_running_loop().create_future()
 
     def quic_event_received(self, event):
@@ -84,16 +82,7 @@ class Client(QuicConnectionProtocol):
             evs = self.h3.handle_event(event)
         except Exception:  # noqa: BLE001  (the attacker's own streams confuse aioquic's H3)
             return
-        for ev in evs:
-            st = self.streams.get(getattr(ev, "stream_id", None))
-            if st is None:
-                continue
-            if isinstance(ev, HeadersReceived):
-                st["headers"] += ev.headers
-            elif isinstance(ev, DataReceived):
-                st["body"] += ev.data
-            if getattr(ev, "stream_ended", False) and not st["done"].done():
-                st["done"].set_result(None)
+        self.take(evs)
 
     def send_request(self, path, authority="localhost", headers=()):
         sid = self._quic.get_next_available_stream_id()
