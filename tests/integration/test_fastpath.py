@@ -212,7 +212,8 @@ def test_fastpath_driver(build, tmp_path):
     trivial = os.path.join(build.dir, "trivial-server")
     out = tmp_path / "out"
     p = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "fastpath"), "--rounds", "1",
-                        "--duration", "1", "--servers", "gatling,gatling -a 0,trivial",
+                        "--duration", "1", "--perf-duration", "1",
+                        "--servers", "gatling,trivial",
                         "--gatling", build.binary, "--trivial", trivial, "--tests",
                         "keepalive,perconn,big", "-o", str(out)],
                        capture_output=True, text=True, timeout=240)
