@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, http_only, serial
+from conftest import ROOT, http_only, serial, skip_without_h3
 
 CADDY = "/usr/bin/caddy"
 
@@ -21,9 +21,7 @@ CADDY = "/usr/bin/caddy"
 def test_compare_h3_quick(build, tmp_path):
     if build.name != "epoll":
         pytest.skip("the driver is checked on the plain epoll build")
-    v = subprocess.run([build.binary, "-V"], capture_output=True, text=True, timeout=10).stdout
-    if not v.strip().endswith(" h3"):
-        pytest.skip("this build has no HTTP/3")
+    skip_without_h3(build.binary)
     for tool in ("h2load", "curl", "taskset"):
         if not shutil.which(tool):
             pytest.skip("%s missing: sh tests/setup.sh bench installs it" % tool)

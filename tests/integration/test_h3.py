@@ -22,7 +22,7 @@ import urllib.request
 
 import pytest
 
-from conftest import https_port, random_bytes
+from conftest import https_port, random_bytes, skip_without_h3
 from conftest import test_pki as pki_dir
 
 GTLS = shutil.which("gtlsclient")
@@ -62,9 +62,7 @@ OTHER_BACKENDS = ("uring", "sigio", "poll", "kqueue")
 
 @pytest.fixture(autouse=True)
 def h3_built(request, build):
-    out = subprocess.run([build.binary, "-V"], capture_output=True, text=True, timeout=10).stdout
-    if not out.strip().endswith(" h3"):
-        pytest.skip("this build has no HTTP/3 (gatling -V: %r)" % out.strip())
+    skip_without_h3(build.binary)
     if build.name in OTHER_BACKENDS and request.node.originalname in HEAVY:
         pytest.skip("long HTTP/3 transfers run on the first backend and the sanitizer build")
 

@@ -47,7 +47,7 @@ import urllib.request
 
 import pytest
 
-from conftest import https_port, random_bytes
+from conftest import https_port, random_bytes, skip_without_h3
 from test_proxy import import_websockets
 from conftest import test_pki as pki_dir
 
@@ -104,9 +104,7 @@ TREE = {
 def browser_and_h3(build):
     if not CHROMIUM:
         pytest.skip("needs Debian's chromium (tests/setup.sh installs it)")
-    out = subprocess.run([build.binary, "-V"], capture_output=True, text=True, timeout=10).stdout
-    if not out.strip().endswith(" h3"):
-        pytest.skip("this build has no HTTP/3 (gatling -V: %r)" % out.strip())
+    skip_without_h3(build.binary)
 
 
 def leaf_spki_sha256(pem):

@@ -31,7 +31,7 @@ import time
 
 import pytest
 
-from conftest import free_port, gone, make_docroot, start_server, wait_for
+from conftest import free_port, gone, make_docroot, skip_without_h3, start_server, wait_for
 from conftest import test_pki as pki_dir  # not test_*: pytest would collect it
 from test_h3 import HAVE_AIOQUIC, OTHER_BACKENDS, _H3, h3_server, needs_aioquic
 
@@ -49,9 +49,7 @@ UPGRADES = ("test_upgrade_under_h3_load", "test_second_upgrade_waits_for_the_fir
 
 @pytest.fixture(autouse=True)
 def h3_built(request, build):
-    out = subprocess.run([build.binary, "-V"], capture_output=True, text=True, timeout=10).stdout
-    if not out.strip().endswith(" h3"):
-        pytest.skip("this build has no HTTP/3 (gatling -V: %r)" % out.strip())
+    skip_without_h3(build.binary)
     if build.name in OTHER_BACKENDS and request.node.originalname in UPGRADES:
         pytest.skip("the upgrade under load runs on the first backend and the sanitizer build")
 

@@ -15,14 +15,9 @@ import urllib.request
 
 import pytest
 
+from conftest import skip_without_h3
 from test_loadgen import (Gatling, bench_json, build, check_accounting, docroot,  # noqa: F401
                           pki, run)
-
-
-def has_h3(build):
-    """gatling -V ends in " h3" where HTTP/3 is built in; bench has it where gatling has."""
-    g = run([build / "gatling", "-V"])
-    return g.stdout.strip().endswith(" h3")
 
 
 def unused_udp_port():
@@ -38,8 +33,7 @@ def unused_udp_port():
 def g3(build, docroot, pki, tmp_path):
     """gatling with HTTPS (and so HTTP/3 on the same port number), /server-status (-S) and an
     access log."""
-    if not has_h3(build):
-        pytest.skip("built without HTTP/3 (libngtcp2-dev 0.12, libnghttp3-dev 0.8)")
+    skip_without_h3(build / "gatling")  # bench has --h3 where gatling has HTTP/3
     g = Gatling(build, docroot, args=["-S"], log=tmp_path / "access.log", pki=pki)
     g.log = tmp_path / "access.log"
     yield g
@@ -161,8 +155,7 @@ def test_bench_h3_idle_connections(build, g3, pki):
 
 def test_bench_h3_unreachable(build, tmp_path):
     """Nothing on the UDP port: the ICMP refusal ends the run as unreachable, at once."""
-    if not has_h3(build):
-        pytest.skip("built without HTTP/3")
+    skip_without_h3(build / "gatling")
     port = unused_udp_port()
     p, r = bench_json(build, "--h3", "--insecure", "-c", "2", "-n", "10", "-t", "3",
                       f"https://127.0.0.1:{port}/")
@@ -173,8 +166,7 @@ def test_bench_h3_unreachable(build, tmp_path):
 def test_bench_h3_silent_server(build):
     """A UDP port that takes the Initials and never answers: each handshake times out at -t
     (ctimeout), the run ends as unreachable (exit 1) within the timeout, not at the hard cap."""
-    if not has_h3(build):
-        pytest.skip("built without HTTP/3")
+    skip_without_h3(build / "gatling")
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.bind(("127.0.0.1", 0))
     try:
