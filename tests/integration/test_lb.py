@@ -14,6 +14,7 @@ Root and network namespaces are needed (skipped otherwise), and haproxy.  The la
 depend on the IO backend or the scheme: the first plain build's gatling and bench are used,
 and run-check runs the module once (ONCE), in its serial phase, like test_netlab's lab tests.
 """
+import concurrent.futures
 import json
 import os
 import shutil
@@ -195,8 +196,9 @@ def lb(tmp_path_factory):
         yield types.SimpleNamespace(lab=lab, addrs=addrs, gatlings=gs, capped=capped,
                                     haproxy=hp, tmp=tmp)
     finally:
-        for p in reversed(procs):
-            p.stop()
+        # at once: each gatling serves out its -g grace on SIGTERM (3 s), one after another 9 s
+        with concurrent.futures.ThreadPoolExecutor(max(1, len(procs))) as ex:
+            list(ex.map(lambda p: p.stop(), procs))
         lab.down()
 
 
