@@ -107,6 +107,15 @@ typedef struct bench_stats {
     int64_t late_max_ns;
 } bench_stats_t;
 
+/* A run's fatal reason (BENCH_RUN_*) and its errno: the first one stays. */
+static inline void bench_stats_fatal(bench_stats_t *st, int why, int e)
+{
+    if (!st->fatal) {
+        st->fatal = why;
+        st->fatal_errno = e;
+    }
+}
+
 /*
  * Run worker `index` of cfg->procs: its share of the connections and of -n,
  * until the count, the duration, a stop signal or the hard cap ends it.

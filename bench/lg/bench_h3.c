@@ -155,10 +155,7 @@ static int due(const h3run_t *r)
 
 static void set_fatal(h3run_t *r, int why, int e)
 {
-    if (!r->st->fatal) {
-        r->st->fatal = why;
-        r->st->fatal_errno = e;
-    }
+    bench_stats_fatal(r->st, why, e);
     r->aborting = 1;
 }
 

@@ -155,10 +155,7 @@ static int any_work(const brun_t *r)
 
 static void set_fatal(brun_t *r, int why, int e)
 {
-    if (!r->st->fatal) {
-        r->st->fatal = why;
-        r->st->fatal_errno = e;
-    }
+    bench_stats_fatal(r->st, why, e);
     r->aborting = 1;
 }
 

@@ -92,10 +92,7 @@ typedef struct surge {
 
 static void set_fatal(surge_t *s, int why, int e)
 {
-    if (!s->st->fatal) {
-        s->st->fatal = why;
-        s->st->fatal_errno = e;
-    }
+    bench_stats_fatal(s->st, why, e);
     s->aborting = 1;
 }
 
