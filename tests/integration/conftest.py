@@ -448,6 +448,17 @@ def gone(pid):
         return True
 
 
+def end_upgrades(srv, pids):
+    """The end of a binary-upgrade test: every process of the chain (pids) still there
+    killed, and the first one, the fixture's child, reaped."""
+    for p in pids:
+        if not gone(p):
+            os.kill(p, signal.SIGKILL)
+    if srv.process.poll() is None:
+        srv.process.kill()
+    srv.process.wait()
+
+
 def fd_count(pid, sockets_only=False):
     """Open descriptors of pid (or only its sockets); -1 if it is gone."""
     d = "/proc/%d/fd" % pid

@@ -31,7 +31,8 @@ import time
 
 import pytest
 
-from conftest import free_port, gone, make_docroot, skip_without_h3, start_server, wait_for
+from conftest import (end_upgrades, free_port, gone, make_docroot, skip_without_h3,
+                      start_server, wait_for)
 from conftest import test_pki as pki_dir  # not test_*: pytest would collect it
 from test_h3 import HAVE_AIOQUIC, OTHER_BACKENDS, _H3, h3_server, needs_aioquic
 
@@ -345,12 +346,7 @@ def test_upgrade_under_h3_load(build, tmp_path, workers):
         assert "AddressSanitizer" not in text and "runtime error" not in text, text
     finally:
         load.stop = True
-        for p in pids:
-            if not gone(p):
-                os.kill(p, signal.SIGKILL)
-        if srv.process.poll() is None:
-            srv.process.kill()
-        srv.process.wait()
+        end_upgrades(srv, pids)
 
 
 def serves_line(srv, mark):
@@ -414,9 +410,4 @@ def test_second_upgrade_waits_for_the_first(build, tmp_path):
         os.kill(third, signal.SIGTERM)
         wait_for(lambda: gone(third), 10, "the third process stopping on SIGTERM")
     finally:
-        for p in pids:
-            if not gone(p):
-                os.kill(p, signal.SIGKILL)
-        if srv.process.poll() is None:
-            srv.process.kill()
-        srv.process.wait()
+        end_upgrades(srv, pids)

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import wait_for, gone
+from conftest import end_upgrades, gone, wait_for
 from conftest import (http_only, IO_TIMEOUT, assert_status, client_tls_context, fetch,
                       free_port, make_docroot, recv_to_eof, running_server, start_server)
 from conftest import test_pki as pki_dir  # not test_*: pytest would collect it
@@ -269,12 +269,7 @@ def test_upgrade_under_load_loses_nothing(build, tmp_path, workers, proto):
         text = "\n".join(srv.errlog)
         assert "AddressSanitizer" not in text and "runtime error" not in text, text
     finally:
-        for p in pids:
-            if not gone(p):
-                os.kill(p, signal.SIGKILL)
-        if srv.process.poll() is None:
-            srv.process.kill()
-        srv.process.wait()
+        end_upgrades(srv, pids)
 
 
 def test_failed_upgrade_keeps_the_old_one(build, tmp_path):
