@@ -22,6 +22,10 @@ static int start_dir = -1;  /* where relative paths in args were meant */
 static int chrooted;
 static int dgram_first = -1; /* where HTTP/3's sockets begin, after the listeners passed to us */
 static pid_t dgram_from;     /* the old binary that passed them (our parent while it runs) */
+static unsigned char passed_role[HANDOVER_MAX_FDS]; /* HANDOVER_*, by descriptor - FIRST_FD */
+static int npassed;
+
+static const char *const role_name[] = {"unknown", "http", "https", "ftp"}; /* by HANDOVER_* */
 
 extern char **environ;
 
@@ -60,11 +64,34 @@ static long env_number(const char *name, long max)
     return errno || end == s || *end || v < 1 || v > max ? -1 : v;
 }
 
+/* LISTEN_FDNAMES: n names, colon-separated, into passed_role; a name that
+   is not ours (or none) leaves the listener unnamed. */
+static void read_names(const char *names, long n)
+{
+    memset(passed_role, 0, sizeof passed_role);
+    for (long i = 0; names && i < n && i < HANDOVER_MAX_FDS; i++) {
+        size_t len = strcspn(names, ":");
+        for (unsigned r = HANDOVER_HTTP; r <= HANDOVER_FTP; r++)
+            if (strlen(role_name[r]) == len && !strncmp(names, role_name[r], len))
+                passed_role[i] = (unsigned char)r;
+        names += len;
+        if (*names == ':')
+            names++;
+    }
+}
+
+int handover_role(int fd)
+{
+    int i = fd - FIRST_FD;
+    return i >= 0 && i < npassed ? passed_role[i] : HANDOVER_UNNAMED;
+}
+
 int handover_listeners(int *fds, int max, int *groups)
 {
     long pid = env_number("LISTEN_PID", LONG_MAX);
     long n = env_number("LISTEN_FDS", INT_MAX);
     long g = env_number("GATLING_LISTEN_GROUPS", HANDOVER_MAX_FDS);
+    read_names(getenv("LISTEN_FDNAMES"), n);
     unsetenv("LISTEN_PID"), unsetenv("LISTEN_FDS"), unsetenv("LISTEN_FDNAMES");
     unsetenv("GATLING_LISTEN_GROUPS");
     *groups = 1;
@@ -96,6 +123,7 @@ int handover_listeners(int *fds, int max, int *groups)
     }
     *groups = g > 0 ? (int)g : 1;
     dgram_first = FIRST_FD + (int)n;
+    npassed = n < HANDOVER_MAX_FDS ? (int)n : HANDOVER_MAX_FDS;
     return (int)n;
 }
 
@@ -178,13 +206,15 @@ static char v_pid[48]; /* "LISTEN_PID=": the child puts its pid after it */
 
 /* The new binary's environment: ours without our variables, then its own
    (n listeners in groups, all descriptors with dg's).  NULL: out of memory. */
-static char **upgrade_env(int n, int groups, int all, const handover_dgrams_t *dg)
+static char **upgrade_env(int n, const unsigned char *roles, int groups, int all,
+                          const handover_dgrams_t *dg)
 {
     static char v_fds[32], v_groups[48], v_ready[48], v_dg[48], v_bank[48];
+    static char v_names[sizeof "LISTEN_FDNAMES=" + HANDOVER_MAX_FDS * sizeof "unknown:"];
     size_t nenv = 0, k = 0;
     while (environ[nenv])
         nenv++;
-    char **env = malloc((nenv + 7) * sizeof *env);
+    char **env = malloc((nenv + 8) * sizeof *env);
     if (!env)
         return NULL;
     for (size_t i = 0; i < nenv; i++)
@@ -195,6 +225,13 @@ static char **upgrade_env(int n, int groups, int all, const handover_dgrams_t *d
     snprintf(v_ready, sizeof v_ready, "GATLING_UPGRADE_FD=%d", FIRST_FD + all);
     strcpy(v_pid, "LISTEN_PID=");
     env[k++] = v_fds, env[k++] = v_groups, env[k++] = v_ready, env[k++] = v_pid;
+    if (roles) { /* n <= HANDOVER_MAX_FDS names of at most "unknown:" each */
+        size_t at = (size_t)snprintf(v_names, sizeof v_names, "LISTEN_FDNAMES=");
+        for (int i = 0; i < n && at < sizeof v_names; i++)
+            at += (size_t)snprintf(v_names + at, sizeof v_names - at, "%s%s", i ? ":" : "",
+                                   role_name[roles[i] <= HANDOVER_FTP ? roles[i] : 0]);
+        env[k++] = v_names;
+    }
     if (dg && dg->n > 0) { /* HTTP/3's sockets after the listeners, and the new one's bank */
         snprintf(v_dg, sizeof v_dg, "GATLING_QUIC_FDS=%d", dg->n);
         snprintf(v_bank, sizeof v_bank, "GATLING_QUIC_BANK=%d", dg->bank + 1);
@@ -204,8 +241,8 @@ static char **upgrade_env(int n, int groups, int all, const handover_dgrams_t *d
     return env;
 }
 
-int handover_upgrade(const int *fds, int n, int groups, const handover_dgrams_t *dg, pid_t *pid,
-                     char *why, size_t why_len)
+int handover_upgrade(const int *fds, const unsigned char *roles, int n, int groups,
+                     const handover_dgrams_t *dg, pid_t *pid, char *why, size_t why_len)
 {
     if (chrooted || !exe[0] || start_dir < 0) {
         snprintf(why, why_len, "impossible: %s",
@@ -231,7 +268,7 @@ int handover_upgrade(const int *fds, int n, int groups, const handover_dgrams_t 
     }
     /* everything the child needs is made here: after fork() in a process with
        threads only async-signal-safe calls are allowed */
-    char **env = upgrade_env(n, groups, all, dg);
+    char **env = upgrade_env(n, roles, groups, all, dg);
     int ready[2];
     if (!env || pipe2(ready, O_CLOEXEC) < 0) {
         snprintf(why, why_len, "%s", strerror(errno));

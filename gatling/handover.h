@@ -17,6 +17,9 @@
  * sockets (conn/quic_steer.h: two banks) follow the listeners in an
  * upgrade: GATLING_QUIC_FDS says how many, GATLING_QUIC_BANK (1 or 2) which
  * bank the new process serves from; the ready pipe comes after them.
+ * LISTEN_FDNAMES names what each listener serves ("http", "https", "ftp"):
+ * an upgrade names every one, so that a port the kernel chose (-e 0, -f 0)
+ * is known again; systemd passes a socket unit's FileDescriptorName=.
  */
 #ifndef GATLING_HANDOVER_H
 #define GATLING_HANDOVER_H
@@ -52,6 +55,13 @@ void handover_chrooted(void);
  */
 int handover_listeners(int *fds, int max, int *groups);
 
+/* What a passed listener serves, by its name in LISTEN_FDNAMES. */
+enum { HANDOVER_UNNAMED, HANDOVER_HTTP, HANDOVER_HTTPS, HANDOVER_FTP };
+
+/* After handover_listeners: the name of passed descriptor fd (HANDOVER_*), in
+   this process and in the workers it forks. */
+int handover_role(int fd);
+
 /*
  * After handover_listeners: the UDP sockets an old binary passed after the
  * listeners (GATLING_QUIC_FDS of them, for bank GATLING_QUIC_BANK - 1 in
@@ -72,13 +82,14 @@ void handover_notify(const char *state);
 /*
  * SIGUSR2: start the binary again (the file at the path it was started
  * from, which may be a new one) with the same arguments, in the start
- * directory, handing it fds[0..n) laid out in `groups` groups, and dg's UDP
- * sockets after them (dg NULL or dg->n 0: none).  Returns the
+ * directory, handing it fds[0..n) laid out in `groups` groups, each named
+ * by roles[0..n) (HANDOVER_*; NULL: unnamed), and dg's UDP sockets after
+ * them (dg NULL or dg->n 0: none).  Returns the
  * descriptor that becomes readable with one byte when the new process serves
  * (EOF without a byte: it failed), and its pid in *pid; or -1 with the
  * reason in why (why_len bytes at most).
  */
-int handover_upgrade(const int *fds, int n, int groups, const handover_dgrams_t *dg, pid_t *pid,
-                     char *why, size_t why_len);
+int handover_upgrade(const int *fds, const unsigned char *roles, int n, int groups,
+                     const handover_dgrams_t *dg, pid_t *pid, char *why, size_t why_len);
 
 #endif

@@ -839,6 +839,7 @@ int main(int argc, char **argv)
     handover_init(argv); /* before anything changes the directory */
     int fds[SERVER_MAX_LISTENERS], groups;
     int n = handover_listeners(fds, SERVER_MAX_LISTENERS, &groups);
+    server_passed_ports(&cfg, fds, n); /* -e 0, -f 0: the ports an old process got */
     quic_group_t qg = {.nfds = 0}; /* HTTP/3's sockets, if an old binary passed them */
     if (n < 0 || (qg.nfds = handover_datagrams(qg.fds, QUIC_STEER_MAX, &qg.bank)) < 0)
         return 1;

@@ -243,18 +243,34 @@ void server_adopt(const config_t *cfg, const int *fds, int n, listener_t *lst)
     for (int i = 0; i < n; i++) {
         listener_options(fds[i]);
         lst[i] = (listener_t){.kind = COOKIE_LISTENER, .fd = fds[i]};
-        int port = server_port(&lst[i]);
-        lst[i].ftp = cfg->ftp_port > 0 && port == cfg->ftp_port;
+        int kind = server_passed_kind(cfg, fds[i], server_port(&lst[i]));
+        lst[i].ftp = kind == HANDOVER_FTP;
         if (!lst[i].ftp)
             defer_accept(cfg, fds[i], 1);
-        lst[i].tls = !lst[i].ftp && server_port_is_tls(cfg, port);
+        lst[i].tls = kind == HANDOVER_HTTPS;
     }
 }
 
-/* A passed socket speaks TLS if it is on the HTTPS port (and HTTPS is on). */
-int server_port_is_tls(const config_t *cfg, int port)
+int server_passed_kind(const config_t *cfg, int fd, int port)
 {
-    return cfg->tls && !cfg->tls_off && port == cfg->tls_port;
+    int named = handover_role(fd), https = cfg->tls && !cfg->tls_off;
+    if (cfg->ftp_port >= 0 && (named ? named == HANDOVER_FTP : port == cfg->ftp_port))
+        return HANDOVER_FTP;
+    if (https && (named ? named == HANDOVER_HTTPS : port == cfg->tls_port))
+        return HANDOVER_HTTPS;
+    return HANDOVER_HTTP;
+}
+
+void server_passed_ports(config_t *cfg, const int *fds, int n)
+{
+    for (int i = 0; i < n; i++) {
+        listener_t l = {.fd = fds[i]};
+        int named = handover_role(fds[i]);
+        if (named == HANDOVER_HTTPS && !cfg->tls_port)
+            cfg->tls_port = server_port(&l);
+        if (named == HANDOVER_FTP && !cfg->ftp_port)
+            cfg->ftp_port = server_port(&l);
+    }
 }
 
 int server_drop_privileges(const config_t *cfg)
@@ -624,16 +640,21 @@ static void upgrade_note(server_t *s, const char *fmt, ...)
 static void start_upgrade(server_t *s)
 {
     int fds[SERVER_MAX_LISTENERS];
+    unsigned char roles[SERVER_MAX_LISTENERS];
     char why[256];
     if (s->upfd >= 0 || s->conns.draining || s->grace_end || !s->nlst)
         return;
-    for (int i = 0; i < s->nlst; i++)
+    for (int i = 0; i < s->nlst; i++) {
         fds[i] = s->lst[i].fd;
+        roles[i] = s->lst[i].ftp   ? HANDOVER_FTP
+                   : s->lst[i].tls ? HANDOVER_HTTPS
+                                   : HANDOVER_HTTP;
+    }
     const quic_group_t *g = s->qgroup;
     handover_dgrams_t dg = {.fds = g ? g->fds : NULL,
                             .n = g && s->quic ? quic_group_passable(g) : 0,
                             .bank = g ? 1 - g->bank : 0};
-    int fd = handover_upgrade(fds, s->nlst, 1, &dg, &s->uppid, why, sizeof why);
+    int fd = handover_upgrade(fds, roles, s->nlst, 1, &dg, &s->uppid, why, sizeof why);
     if (fd < 0) {
         upgrade_note(s, "%s; this one goes on serving", why);
         return;

@@ -75,7 +75,18 @@ int server_listen(config_t *cfg, listener_t *lst, int *n, int reuseport, int bac
  * with the send-queue limit that server_listen sets.
  */
 void server_adopt(const config_t *cfg, const int *fds, int n, listener_t *lst);
-int server_port_is_tls(const config_t *cfg, int port);
+
+/*
+ * What passed listener fd on port serves (HANDOVER_HTTP, _HTTPS or _FTP):
+ * its name in LISTEN_FDNAMES if it has one, else its port (the HTTPS one
+ * if HTTPS is on, -f's).  A socket named https while HTTPS is off, or ftp
+ * without -f, is plain HTTP, as such a port is without names.
+ */
+int server_passed_kind(const config_t *cfg, int fd, int port);
+
+/* -e 0, -f 0 in a binary upgrade: the ports the old process's kernel chose,
+   from the passed listeners' names, into cfg (nothing else changes). */
+void server_passed_ports(config_t *cfg, const int *fds, int n);
 
 /*
  * -u: become cfg->uid/gid (supplementary groups dropped).  0, or -1 after

@@ -225,13 +225,13 @@ static void announce(const supervisor_t *sv, int passed)
     for (int i = 0; i < sv->nfds / sv->groups; i++) {
         listener_t l = {.fd = sv->fds[i]};
         int port = server_port(&l);
-        int tls = server_port_is_tls(cfg, port);
+        int kind = server_passed_kind(cfg, sv->fds[i], port);
         fprintf(stderr, "gatling %s (%s): %d workers listening on %s port %d%s%s\n",
                 GATLING_VERSION, gio_backend_name(), cfg->workers,
                 passed      ? "a passed socket,"
                 : cfg->addr ? cfg->addr
                             : "::",
-                port, tls ? " (https)" : port == cfg->ftp_port ? " (ftp)" : "",
+                port, kind == HANDOVER_HTTPS ? " (https)" : kind == HANDOVER_FTP ? " (ftp)" : "",
                 passed ? " (-i and -p ignored)" : "");
     }
 }
@@ -314,8 +314,13 @@ static void upgrade_start(supervisor_t *sv)
         return;
     handover_dgrams_t dg = {.fds = sv->qg.fds, .n = quic_group_passable(&sv->qg),
                             .bank = 1 - sv->qg.bank};
-    if ((sv->up_fd = handover_upgrade(sv->fds, sv->nfds, sv->groups, &dg, &sv->up_pid, why,
-                                      sizeof why)) >= 0)
+    unsigned char roles[HANDOVER_MAX_FDS];
+    for (int i = 0; i < sv->nfds && i < HANDOVER_MAX_FDS; i++) {
+        listener_t l = {.fd = sv->fds[i]};
+        roles[i] = (unsigned char)server_passed_kind(&sv->cfg, sv->fds[i], server_port(&l));
+    }
+    if ((sv->up_fd = handover_upgrade(sv->fds, roles, sv->nfds, sv->groups, &dg, &sv->up_pid,
+                                      why, sizeof why)) >= 0)
         upgrade_note("started pid %d", (int)sv->up_pid);
     else
         upgrade_note("%s; this one goes on serving", why);

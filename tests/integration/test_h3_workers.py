@@ -28,11 +28,12 @@ import socket
 import subprocess
 import threading
 import time
+import urllib.request
 
 import pytest
 
-from conftest import (end_upgrades, free_port, gone, make_docroot, skip_without_h3,
-                      start_server, wait_for)
+from conftest import (client_tls_context, end_upgrades, free_port, gone, https_port,
+                      make_docroot, skip_without_h3, start_server, wait_for)
 from conftest import test_pki as pki_dir  # not test_*: pytest would collect it
 from test_h3 import HAVE_AIOQUIC, OTHER_BACKENDS, _H3, h3_server, needs_aioquic
 
@@ -302,12 +303,14 @@ def test_upgrade_under_h3_load(build, tmp_path, workers):
     new process's pids, a download begun before goes on with the old process
     and arrives whole after the new one serves (with the kernel's hash its
     datagrams would go to the new process's sockets too), the old process
-    exits 0 and the new one stops on SIGTERM."""
+    exits 0 and the new one stops on SIGTERM.  -e 0: the new process knows the
+    HTTPS socket by its name (LISTEN_FDNAMES), not by a port it was told, and
+    serves HTTPS and advertises HTTP/3 on the port the first one's kernel chose."""
     root = str(tmp_path / "www")
     make_docroot(root, dict(TREE, **{"big.bin": BIG}))
-    tls = free_port()  # -e 0 would not survive the upgrade: a passed socket is TLS by its port
     srv = start_server(build, root, ("-T", "10", "-S", "-C", os.path.join(pki_dir(), "certs"),
-                                     "-e", str(tls), "-W", str(workers)))
+                                     "-e", "0", "-W", str(workers)))
+    tls = https_port(srv)
     pids = [srv.pid]
     load = Load(tls)
     try:
@@ -340,6 +343,11 @@ def test_upgrade_under_h3_load(build, tmp_path, workers):
         assert set(before) & old, (set(before), old)
         assert not set(after) & old, ("new connections served by the old process",
                                       set(after), old)
+        # and HTTPS over TCP, announcing HTTP/3 on that port
+        with urllib.request.urlopen("https://localhost:%d/f.txt" % tls, timeout=10,
+                                    context=client_tls_context()) as r:
+            assert r.status == 200 and r.read() == TREE["f.txt"], r.status
+            assert r.headers["Alt-Svc"].startswith('h3=":%d"' % tls), r.headers["Alt-Svc"]
         os.kill(pid, signal.SIGTERM)
         wait_for(lambda: gone(pid), 10, "the new process stopping on SIGTERM")
         text = srv.stderr_text()

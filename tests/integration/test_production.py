@@ -118,18 +118,21 @@ def test_socket_activation(build, tmp_path, listen):
 
 @pytest.mark.skipif(not shutil.which("systemd-socket-activate"),
                     reason="systemd-socket-activate (Debian: systemd) is not installed")
-def test_socket_activation_with_workers_https_first(build, tmp_path):
+@pytest.mark.parametrize("named", [False, True], ids=["by-port", "by-name"])
+def test_socket_activation_with_workers_https_first(build, tmp_path, named):
     """-W 2 handed an HTTPS socket before the plain one (a socket unit may
-    list 443 first): the supervisor names each socket by its own port, and
+    list 443 first): the supervisor knows each socket by its own port (-e),
+    or by its name (FileDescriptorName=https, LISTEN_FDNAMES) with -e 0, and
     each serves what its line says."""
     root = str(tmp_path / "www")
     make_docroot(root, {"f.txt": "activated\n"})
     http, https = free_port(), free_port()
     while https == http:
         https = free_port()
-    cmd = ["systemd-socket-activate", "-l", "127.0.0.1:%d" % https, "-l", "127.0.0.1:%d" % http,
-           build.binary, "-n", "-W", "2", "-C", os.path.join(pki_dir(), "certs"),
-           "-e", str(https)]
+    cmd = ["systemd-socket-activate", "-l", "127.0.0.1:%d" % https, "-l", "127.0.0.1:%d" % http]
+    cmd += ["--fdname=https:http"] if named else []
+    cmd += [build.binary, "-n", "-W", "2", "-C", os.path.join(pki_dir(), "certs"),
+            "-e", "0" if named else str(https)]
     proc = subprocess.Popen(cmd, cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, env=san_env(build))
     try:
