@@ -32,7 +32,7 @@ import urllib.request
 
 import pytest
 
-from conftest import (client_tls_context, end_upgrades, free_port, gone, https_port,
+from conftest import (Mode, client_tls_context, end_upgrades, gone, https_port,
                       make_docroot, skip_without_h3, start_server, wait_for)
 from conftest import test_pki as pki_dir  # not test_*: pytest would collect it
 from test_h3 import HAVE_AIOQUIC, OTHER_BACKENDS, _H3, h3_server, needs_aioquic
@@ -373,10 +373,15 @@ def test_second_upgrade_waits_for_the_first(build, tmp_path):
     in use); once it has exited, the second upgrade takes the first one's
     bank again and the third process serves new HTTP/3 connections."""
     root = str(tmp_path / "www")
-    make_docroot(root, dict(TREE, **{"big.bin": BIG}))
-    tls = free_port()
+    started, release = tmp_path / "started", tmp_path / "release"
+    # the request that keeps the first process draining ends when the test says so (a
+    # download could end, on a quiet machine, before the second SIGUSR2)
+    slow = ("#!/bin/sh\ntouch %s\nprintf 'Content-Type: text/plain\\r\\n\\r\\nbegun\\n'\n"
+            "while [ ! -e %s ]; do sleep 0.05; done\necho done\n" % (started, release))
+    make_docroot(root, dict(TREE, **{"slow.sh": Mode(slow.encode(), 0o755)}))
     srv = start_server(build, root, ("-T", "10", "-S", "-C", os.path.join(pki_dir(), "certs"),
-                                     "-e", str(tls), "-W", "2"))
+                                     "-e", "0", "-W", "2", "-w", r"\.sh$"))
+    tls = https_port(srv)
     pids = [srv.pid]
 
     async def pids_of_new(n):
@@ -389,9 +394,9 @@ def test_second_upgrade_waits_for_the_first(build, tmp_path):
                 await stack.aclose()
         return out
     try:
-        dl = Download(tls, "/big.bin")
+        dl = Download(tls, "/slow.sh")
         dl.start()
-        assert dl.begun.wait(10), (dl.result, srv.stderr_text())
+        wait_for(lambda: started.exists() or dl.result, 10, "the slow answer begun")
         mark = len(srv.errlog)
         os.kill(srv.pid, signal.SIGUSR2)
         second = wait_for(lambda: serves_line(srv, mark), 15, "the second process serving")
@@ -400,8 +405,11 @@ def test_second_upgrade_waits_for_the_first(build, tmp_path):
         os.kill(second, signal.SIGUSR2)
         wait_for(lambda: any("pid %d) still runs" % srv.pid in l for l in srv.errlog[mark:]), 5,
                  "the refusal while the first one drains")
+        assert not gone(srv.pid) and dl.result is None, dl.result
+        release.touch()
         dl.join(60)
-        assert isinstance(dl.result, tuple) and dl.result[1:] == (200, BIG_SHA), dl.result
+        want = (200, hashlib.sha256(b"begun\ndone\n").hexdigest())
+        assert isinstance(dl.result, tuple) and dl.result[1:] == want, dl.result
         wait_for(lambda: gone(srv.pid), 15, "the first process exiting")
         assert srv.process.wait(5) == 0, srv.stderr_text()
         mark = len(srv.errlog)
