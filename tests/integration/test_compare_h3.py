@@ -64,33 +64,30 @@ def test_compare_h3_quick(build, tmp_path):
     assert "--h3" in commands and "--idle 200" in commands and "h2load" in commands
 
 
-@serial
-@http_only
+@http_only  # not serial: it checks that the figures are there, not what they are
 def test_h3idle_bench_client(build):
-    """bench/h3idle --client bench --cpu: two builds (the same binary twice) side by side, each
-    with its idle connections held by bench --idle and its CPU per 1 KiB request; every
-    connection held, and each figure in the table is a positive number."""
+    """bench/h3idle --client bench --cpu: a build's idle connections held by bench --idle and
+    its CPU per 1 KiB request; every connection held, and each figure in the table is a
+    positive number.  (One build: two would only run the same code twice.)"""
     if build.name != "epoll":
         pytest.skip("the driver is checked on the plain epoll build")
-    v = subprocess.run([build.binary, "-V"], capture_output=True, text=True, timeout=10).stdout
-    if not v.strip().endswith(" h3"):
-        pytest.skip("this build has no HTTP/3")
+    skip_without_h3(build.binary)
     if not shutil.which("taskset"):
         pytest.skip("taskset missing")
     bench = os.path.join(os.path.dirname(build.binary), "bench")
     p = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "h3idle"), "--client",
                         "bench", "-n", "50", "--rounds", "1", "--cpu", "1", "--bench", bench,
-                        "--build", "a=" + build.binary, "--build", "b=" + build.binary],
+                        "--build", "a=" + build.binary],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
     rounds = [ln for ln in p.stdout.splitlines() if ln.startswith("round ")]
-    assert len(rounds) == 2, p.stdout
+    assert len(rounds) == 1, p.stdout
     for ln in rounds:  # "round 1 a: Rss N B/conn, ..., h3 open M, X us CPU/request (R req/s)"
         assert int(ln.split("h3 open ")[1].split(",")[0]) >= 50, ln
         assert float(ln.split("Rss ")[1].split()[0]) > 0, ln
         assert float(ln.split(", ")[-1].split()[0]) > 0, ln
     table = p.stdout.split("median of 1")[1].splitlines()
     rows = {ln.split()[0]: ln.split() for ln in table if ln.startswith(("a ", "b "))}
-    assert set(rows) == {"a", "b"}, p.stdout
+    assert set(rows) == {"a"}, p.stdout
     for cols in rows.values():  # build, then 'median [low-high]' for Rss, Pss_Anon and CPU
         assert len(cols) == 7 and all(float(cols[i]) > 0 for i in (1, 3, 5)), cols
