@@ -288,8 +288,8 @@ static void on_settings(h2_t *h, const uint8_t *p, uint32_t len, uint8_t flags, 
             return h2_conn_error(h, bad);
         if (k == SET_HEADER_TABLE_SIZE) {
             h->peer_table = v < H2_TABLE ? v : H2_TABLE;
-            if (h->def && nghttp2_hd_deflate_change_table_size(h->def, h->peer_table))
-                return h2_conn_error(h, E_INTERNAL);
+            if (h->enc)
+                h2e_peer_table(h->enc, h->peer_table);
         } else if (k == SET_INITIAL_WINDOW_SIZE && new_window(h, v) < 0) {
             return h2_conn_error(h, E_FLOW_CONTROL);
         }
@@ -570,8 +570,7 @@ void h2_free(h2_t *h)
         next = k->next;
         free(k);
     }
-    if (h->def)
-        nghttp2_hd_deflate_del(h->def);
+    free(h->enc);
     if (h->inf)
         nghttp2_hd_inflate_del(h->inf);
     free(h->fbuf);
