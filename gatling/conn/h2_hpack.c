@@ -25,7 +25,7 @@ static const char status_codes[][4] = {"200", "204", "206", "304", "400", "404",
 
 void h2e_init(h2e_t *e, uint32_t peer)
 {
-    memset(e, 0, offsetof(h2e_t, slot));
+    memset(e, 0, offsetof(h2e_t, slot)); /* the hints too: 0 is none */
     e->max = H2E_DEFAULT;
     e->want = e->low = peer < H2E_TABLE ? peer : H2E_TABLE;
 }
@@ -105,16 +105,37 @@ static uint8_t *put_updates(h2e_t *e, uint8_t *p)
     return p;
 }
 
-/* The index of the entry holding f, or 0. */
-static size_t find(const h2e_t *e, const h2_field_t *f)
+/* A few bytes of f: the same field always hashes the same (the Date of
+   each second too: its newest entry is the one hinted). */
+static unsigned hash(const h2_field_t *f)
 {
-    for (uint32_t q = e->ins; q-- != e->first;) {
-        const h2e_slot_t *s = &e->slot[q % H2E_SLOTS];
-        if (s->vlen == f->vlen && s->nlen == f->nlen &&
-            !memcmp(e->buf + s->off + s->nlen, f->value, f->vlen) &&
-            !memcmp(e->buf + s->off, f->name, f->nlen))
+    unsigned h = (unsigned)(f->nlen * 31 + f->vlen * 7 + (uint8_t)f->name[f->nlen - 1]);
+    if (f->vlen)
+        h += (uint8_t)f->value[0] * 3u + (uint8_t)f->value[f->vlen - 1] * 5u;
+    return (h ^ h >> 6) % H2E_HINTS;
+}
+
+static int holds(const h2e_t *e, uint32_t q, const h2_field_t *f)
+{
+    const h2e_slot_t *s = &e->slot[q % H2E_SLOTS];
+    return s->vlen == f->vlen && s->nlen == f->nlen &&
+           !memcmp(e->buf + s->off + s->nlen, f->value, f->vlen) &&
+           !memcmp(e->buf + s->off, f->name, f->nlen);
+}
+
+/* The index of the entry holding f, or 0: the hinted entry if it is live
+   and holds f (a response's fields, after the first), else a search from
+   the newest (the hint then names what was found). */
+static size_t find(h2e_t *e, const h2_field_t *f, unsigned h)
+{
+    uint32_t q = e->hint[h] - 1;
+    if (e->hint[h] && e->ins - 1 - q < e->ins - e->first && holds(e, q, f))
+        return 62 + (size_t)(e->ins - 1 - q);
+    for (q = e->ins; q-- != e->first;)
+        if (holds(e, q, f)) {
+            e->hint[h] = q + 1;
             return 62 + (size_t)(e->ins - 1 - q);
-    }
+        }
     return 0;
 }
 
@@ -171,14 +192,16 @@ static uint8_t *put_field(h2e_t *e, uint8_t *p, const h2_field_t *f)
     }
     if (is(f, "content-length", 14))
         return put_str(put_int(p, 0, 4, IDX_CONTENT_LENGTH), f->value, f->vlen);
-    size_t idx = find(e, f);
-    if (idx)
-        return put_int(p, 0x80, 7, idx);
-    size_t need = 32 + f->nlen + f->vlen;
+    size_t need = 32 + f->nlen + f->vlen; /* (an entry larger than max is not in the table) */
     if (need > H2E_ENTRY_MAX || need > e->max || f->nlen > 255 || is(f, "set-cookie", 10))
         return put_literal(p, 0, 4, f); /* without indexing */
+    unsigned h = f->nlen ? hash(f) : 0;
+    size_t idx = find(e, f, h);
+    if (idx)
+        return put_int(p, 0x80, 7, idx);
     p = put_literal(p, 0x40, 6, f);
     insert(e, f);
+    e->hint[h] = e->ins; /* the new entry's seq + 1 */
     return p;
 }
 
