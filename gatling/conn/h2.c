@@ -26,16 +26,18 @@ static void field_keep(h2_stream_t *s, const uint8_t *name, size_t nlen, const u
         return;
     if (nlen == 8 && !memcmp(name, "priority", 8))
         h2f_priority(value, vlen, &s->urgency, &s->incremental);
+    int method = nlen == 7 && !memcmp(name, ":method", 7);
+    int path = nlen == 5 && !memcmp(name, ":path", 5);
+    if (name[0] == ':' && !authority && !method && !path)
+        return; /* :scheme, not kept */
     const char *v = h2_keep(s, value, vlen);
     if (!v)
         return;
     http_str_t val = {v, vlen};
-    if (nlen == 7 && !memcmp(name, ":method", 7))
+    if (method)
         req->method = val;
-    else if (nlen == 5 && !memcmp(name, ":path", 5))
+    else if (path)
         req->target = val;
-    else if (name[0] == ':' && !authority)
-        return; /* :scheme */
     else if (req->nheaders == HTTP_MAX_HEADERS)
         s->bad = 1;
     else {
