@@ -262,16 +262,17 @@ static int add_part(h2_stream_t *s, h2_part_t p)
     return 0;
 }
 
-static void lower(char *d, const char *s, size_t cap)
+/* s in lower case into d[0..cap): its length. */
+static size_t lower(char *d, const char *s, size_t cap)
 {
     size_t i = 0;
     for (; s[i] && i + 1 < cap; i++)
         d[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
     d[i] = 0;
+    return i;
 }
 
 #define NV(n, v) ((h2_field_t){(n), (v), sizeof(n) - 1, strlen(v)})
-#define NVS(n, v) ((h2_field_t){(n), (v), strlen(n), strlen(v)})
 
 /* The response's fields, in nv (at least 8 + EX_FIELDS_MAX entries; the
    strings in the caller's st, cl, hsts and names): how many. */
@@ -303,9 +304,9 @@ static size_t response_nv(h2_stream_t *s, int status, const char *ctype, uint64_
         nv[n++] = NV("strict-transport-security", hsts);
     }
     for (unsigned i = 0; i < ex->nfields; i++) {
-        lower(names[i], ex->fields[i].name, 48);
-        if (!h2f_hop_by_hop(names[i], strlen(names[i])))
-            nv[n++] = NVS(names[i], ex->fields[i].value);
+        size_t k = lower(names[i], ex->fields[i].name, 48);
+        if (!h2f_hop_by_hop(names[i], k))
+            nv[n++] = (h2_field_t){names[i], ex->fields[i].value, k, strlen(ex->fields[i].value)};
     }
     return n;
 }
