@@ -105,14 +105,23 @@ static uint8_t *put_updates(h2e_t *e, uint8_t *p)
     return p;
 }
 
-/* A few bytes of f: the same field always hashes the same (the Date of
-   each second too: its newest entry is the one hinted). */
+/* The first of f's two hints: from its lengths and a few of its bytes, so
+   that the same field always hashes the same (the Date of each second too:
+   its newest entry is the one hinted). */
 static unsigned hash(const h2_field_t *f)
 {
-    unsigned h = (unsigned)(f->nlen * 31 + f->vlen * 7 + (uint8_t)f->name[f->nlen - 1]);
+    uint32_t h = (uint32_t)f->nlen << 24 ^ (uint32_t)f->vlen << 12 ^
+                 (uint32_t)(uint8_t)f->name[0] << 8 ^ (uint8_t)f->name[f->nlen - 1];
     if (f->vlen)
-        h += (uint8_t)f->value[0] * 3u + (uint8_t)f->value[f->vlen - 1] * 5u;
-    return (h ^ h >> 6) % H2E_HINTS;
+        h ^= (uint32_t)(uint8_t)f->value[0] << 16 ^ (uint32_t)(uint8_t)f->value[f->vlen - 1] << 4;
+    return (h * 0x9e3779b1u >> 24) % (H2E_HINTS / 2) * 2;
+}
+
+/* Entry q is now the newest of f's two hints h, h + 1 (the other kept). */
+static void hint(h2e_t *e, unsigned h, uint32_t q)
+{
+    if (e->hint[h] != q + 1)
+        e->hint[h + 1] = e->hint[h], e->hint[h] = q + 1;
 }
 
 /* a[0..n) == b[0..n)?  Inline, 8 bytes a step: the strings are short, and
@@ -144,12 +153,14 @@ static int holds(const h2e_t *e, uint32_t q, const h2_field_t *f)
    the newest (the hint then names what was found). */
 static size_t find(h2e_t *e, const h2_field_t *f, unsigned h)
 {
-    uint32_t q = e->hint[h] - 1;
-    if (e->hint[h] && e->ins - 1 - q < e->ins - e->first && holds(e, q, f))
-        return 62 + (size_t)(e->ins - 1 - q);
-    for (q = e->ins; q-- != e->first;)
+    for (unsigned w = h; w < h + 2; w++) {
+        uint32_t q = e->hint[w] - 1;
+        if (e->hint[w] && e->ins - 1 - q < e->ins - e->first && holds(e, q, f))
+            return 62 + (size_t)(e->ins - 1 - q);
+    }
+    for (uint32_t q = e->ins; q-- != e->first;)
         if (holds(e, q, f)) {
-            e->hint[h] = q + 1;
+            hint(e, h, q);
             return 62 + (size_t)(e->ins - 1 - q);
         }
     return 0;
@@ -217,7 +228,7 @@ static uint8_t *put_field(h2e_t *e, uint8_t *p, const h2_field_t *f)
         return put_int(p, 0x80, 7, idx);
     p = put_literal(p, 0x40, 6, f);
     insert(e, f);
-    e->hint[h] = e->ins; /* the new entry's seq + 1 */
+    hint(e, h, e->ins - 1);
     return p;
 }
 

@@ -27,7 +27,7 @@
 #define H2E_SLOTS (H2E_TABLE / 32)      /* entries it can hold: each counts 32 + its bytes */
 #define H2E_ENTRY_MAX (H2E_TABLE / 4)   /* a larger field is never inserted */
 #define H2E_DEFAULT 4096                /* the decoder's size before any update (RFC 9113 6.5.2) */
-#define H2E_HINTS 64                    /* the hash of a field to its newest entry: a power of 2 */
+#define H2E_HINTS 64                    /* hash of a field -> 2 entries, newest first: a power of 2 */
 
 /* A field to encode: the name in lower case (RFC 9113 8.2.1). */
 typedef struct h2_field {
@@ -50,7 +50,7 @@ typedef struct h2e {
     uint32_t size;     /* bytes the live entries count (4.1) */
     uint32_t first, ins;
     uint32_t tail;     /* where the next entry's bytes go in buf */
-    uint32_t hint[H2E_HINTS]; /* a field's hash to the last entry seen with it (its seq + 1) */
+    uint32_t hint[H2E_HINTS]; /* a field's hash to the last 2 entries seen with it (seq + 1) */
     h2e_slot_t slot[H2E_SLOTS];
     char buf[H2E_TABLE];
 } h2e_t;
