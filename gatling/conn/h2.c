@@ -26,16 +26,18 @@ static void field_keep(h2_stream_t *s, const uint8_t *name, size_t nlen, const u
         return;
     if (nlen == 8 && !memcmp(name, "priority", 8))
         h2f_priority(value, vlen, &s->urgency, &s->incremental);
+    int method = nlen == 7 && !memcmp(name, ":method", 7);
+    int path = nlen == 5 && !memcmp(name, ":path", 5);
+    if (name[0] == ':' && !authority && !method && !path)
+        return; /* :scheme, not kept */
     const char *v = h2_keep(s, value, vlen);
     if (!v)
         return;
     http_str_t val = {v, vlen};
-    if (nlen == 7 && !memcmp(name, ":method", 7))
+    if (method)
         req->method = val;
-    else if (nlen == 5 && !memcmp(name, ":path", 5))
+    else if (path)
         req->target = val;
-    else if (name[0] == ':' && !authority)
-        return; /* :scheme */
     else if (req->nheaders == HTTP_MAX_HEADERS)
         s->bad = 1;
     else {
@@ -288,8 +290,8 @@ static void on_settings(h2_t *h, const uint8_t *p, uint32_t len, uint8_t flags, 
             return h2_conn_error(h, bad);
         if (k == SET_HEADER_TABLE_SIZE) {
             h->peer_table = v < H2_TABLE ? v : H2_TABLE;
-            if (h->def && nghttp2_hd_deflate_change_table_size(h->def, h->peer_table))
-                return h2_conn_error(h, E_INTERNAL);
+            if (h->enc)
+                h2e_peer_table(h->enc, h->peer_table);
         } else if (k == SET_INITIAL_WINDOW_SIZE && new_window(h, v) < 0) {
             return h2_conn_error(h, E_FLOW_CONTROL);
         }
@@ -570,8 +572,7 @@ void h2_free(h2_t *h)
         next = k->next;
         free(k);
     }
-    if (h->def)
-        nghttp2_hd_deflate_del(h->def);
+    free(h->enc);
     if (h->inf)
         nghttp2_hd_inflate_del(h->inf);
     free(h->fbuf);

@@ -5,10 +5,12 @@
  * is parsed where it lies; one that comes in pieces is gathered in a 16 KiB
  * buffer held only while the connection is busy); h2_fill puts what is to be
  * sent onto the connection's output batch, which conn.c sends as for
- * HTTP/1.1 (writev and sendfile, or through TLS).  HPACK is Debian's
- * libnghttp2's public nghttp2_hd_inflate_* / nghttp2_hd_deflate_* (its
- * decoder hardened against HPACK bombs; the dynamic tables 4 KiB), each made
- * on first use: a connection that has sent no request holds neither.
+ * HTTP/1.1 (writev and sendfile, or through TLS).  HPACK: requests are
+ * decoded by Debian's libnghttp2's public nghttp2_hd_inflate_* (hardened
+ * against HPACK bombs), responses encoded by our own h2_hpack.c (the
+ * dynamic table it mirrors makes a repeated field one byte); both tables
+ * 4 KiB, each made on first use: a connection that has sent no request
+ * holds neither.
  *
  * Each stream has its own exchange, answered by the same router and
  * handlers as an HTTP/1.1 request; the streams are a list per connection,

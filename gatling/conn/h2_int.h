@@ -18,6 +18,7 @@
 
 #include "h1.h"
 #include "h2_frame.h"
+#include "h2_hpack.h"
 #include "http/exchange.h"
 #include "site/jobs.h"
 
@@ -139,7 +140,7 @@ struct h2 {
     h2_stream_t *all;   /* every stream; the closed ones are freed once the batch is empty */
     h2_stream_t *spare; /* freed streams kept for the next ones, while streams are open */
     unsigned nspare;
-    nghttp2_hd_deflater *def; /* HPACK, made at the first response ... */
+    h2e_t *enc;                /* HPACK (h2_hpack.h), made at the first response ... */
     nghttp2_hd_inflater *inf; /* ... and the first request */
     h2_block_t *blocks; /* frame bytes: the first block, kept while streams are open */
     h2_block_t *pend;   /* ... the one being written */

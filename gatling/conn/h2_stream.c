@@ -7,7 +7,6 @@
 #include "site/peerlimits.h"
 #include "tls.h"
 
-#include <nghttp2/nghttp2.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -199,24 +198,23 @@ static void local_end(h2_t *h, h2_stream_t *s)
 
 /* ---- responses ---- */
 
-static int deflater(h2_t *h)
+static int encoder(h2_t *h)
 {
-    if (h->def)
+    if (h->enc)
         return 0;
-    if (nghttp2_hd_deflate_new(&h->def, H2_TABLE))
+    if (!(h->enc = malloc(sizeof *h->enc)))
         return -1;
-    if (h->peer_table < H2_TABLE && nghttp2_hd_deflate_change_table_size(h->def, h->peer_table))
-        return -1;
+    h2e_init(h->enc, h->peer_table);
     return 0;
 }
 
 /* A header block that does not fit one frame: encoded aside, then HEADERS
    and CONTINUATIONs of at most H2_FRAME_MAX (the least the client takes). */
-static int out_headers_long(h2_t *h, int32_t id, const nghttp2_nv *nv, size_t n, uint8_t end,
+static int out_headers_long(h2_t *h, int32_t id, const h2_field_t *nv, size_t n, uint8_t end,
                             size_t bound)
 {
     uint8_t *tmp = malloc(bound), hd[9];
-    ssize_t r = tmp ? nghttp2_hd_deflate_hd(h->def, tmp, bound, nv, n) : -1;
+    long r = tmp ? h2e_encode(h->enc, tmp, bound, nv, n) : -1;
     for (size_t off = 0; r >= 0;) {
         size_t k = (size_t)r - off < H2_FRAME_MAX ? (size_t)r - off : H2_FRAME_MAX;
         uint8_t fl = (uint8_t)((off + k == (size_t)r ? FL_END_HEADERS : 0) | (off ? 0 : end));
@@ -232,18 +230,18 @@ static int out_headers_long(h2_t *h, int32_t id, const nghttp2_nv *nv, size_t n,
 
 /* A HEADERS frame of the fields nv[0..n) (end: with END_STREAM), HPACK
    writing straight into the block. */
-static int out_headers(h2_t *h, int32_t id, const nghttp2_nv *nv, size_t n, uint8_t end)
+static int out_headers(h2_t *h, int32_t id, const h2_field_t *nv, size_t n, uint8_t end)
 {
-    if (deflater(h) < 0)
+    if (encoder(h) < 0)
         return -1;
-    size_t bound = nghttp2_hd_deflate_bound(h->def, nv, n);
+    size_t bound = h2e_bound(nv, n);
     if (bound > H2_FRAME_MAX)
         return out_headers_long(h, id, nv, n, end, bound);
     h2_block_t *b = h2_pend_room(h, 9 + bound);
     if (!b)
         return -1;
     uint8_t *p = (uint8_t *)b->b + b->len;
-    ssize_t r = nghttp2_hd_deflate_hd(h->def, p + 9, bound, nv, n);
+    long r = h2e_encode(h->enc, p + 9, bound, nv, n);
     if (r < 0)
         return -1;
     h2f_put_hd(p, (size_t)r, FR_HEADERS, (uint8_t)(FL_END_HEADERS | end), (uint32_t)id);
@@ -264,20 +262,22 @@ static int add_part(h2_stream_t *s, h2_part_t p)
     return 0;
 }
 
-static void lower(char *d, const char *s, size_t cap)
+/* s in lower case into d[0..cap): its length. */
+static size_t lower(char *d, const char *s, size_t cap)
 {
     size_t i = 0;
     for (; s[i] && i + 1 < cap; i++)
         d[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
     d[i] = 0;
+    return i;
 }
 
-#define NV(n, v) ((nghttp2_nv){(uint8_t *)(n), (uint8_t *)(v), strlen(n), strlen(v), 0})
+#define NV(n, v) ((h2_field_t){(n), (v), sizeof(n) - 1, strlen(v)})
 
 /* The response's fields, in nv (at least 8 + EX_FIELDS_MAX entries; the
    strings in the caller's st, cl, hsts and names): how many. */
 static size_t response_nv(h2_stream_t *s, int status, const char *ctype, uint64_t len,
-                          time_t mtime, nghttp2_nv *nv, char names[][48], char *st, char *cl,
+                          time_t mtime, h2_field_t *nv, char names[][48], char *st, char *cl,
                           char *hsts)
 {
     exchange_t *ex = &s->ex;
@@ -304,9 +304,9 @@ static size_t response_nv(h2_stream_t *s, int status, const char *ctype, uint64_
         nv[n++] = NV("strict-transport-security", hsts);
     }
     for (unsigned i = 0; i < ex->nfields; i++) {
-        lower(names[i], ex->fields[i].name, 48);
-        if (!h2f_hop_by_hop(names[i], strlen(names[i])))
-            nv[n++] = NV(names[i], ex->fields[i].value);
+        size_t k = lower(names[i], ex->fields[i].name, 48);
+        if (!h2f_hop_by_hop(names[i], k))
+            nv[n++] = (h2_field_t){names[i], ex->fields[i].value, k, strlen(ex->fields[i].value)};
     }
     return n;
 }
@@ -318,7 +318,7 @@ static int submit(h2_stream_t *s, int status, const char *ctype, uint64_t len, t
     exchange_t *ex = &s->ex;
     h2_t *h = s->h2;
     char st[8], cl[24], hsts[32], names[EX_FIELDS_MAX][48];
-    nghttp2_nv nv[8 + EX_FIELDS_MAX];
+    h2_field_t nv[8 + EX_FIELDS_MAX];
     if (s->answered)
         return -1;
     size_t n = response_nv(s, status, ctype, len, mtime, nv, names, st, cl, hsts);
@@ -426,7 +426,7 @@ static int codec_misdirected(exchange_t *ex, const char *host, size_t n)
 static int codec_hints(exchange_t *ex, const char *link)
 {
     h2_stream_t *s = stream_of(ex);
-    nghttp2_nv nv[] = {NV(":status", "103"), NV("link", link)};
+    h2_field_t nv[] = {NV(":status", "103"), NV("link", link)};
     if (s->closed || s->answered || s->h2->fatal)
         return 0;
     return out_headers(s->h2, s->id, nv, 2, 0);
@@ -821,7 +821,7 @@ static void body_begins(h2_t *h, h2_stream_t *s)
     }
     const http_str_t *ex = http_header(&s->req, "Expect");
     if (ex && ex->n == 12 && case_equalb(ex->p, 12, "100-continue")) {
-        nghttp2_nv cont[] = {NV(":status", "100")};
+        h2_field_t cont[] = {NV(":status", "100")};
         if (out_headers(h, s->id, cont, 1, 0) < 0)
             h->fatal = 1;
     }
