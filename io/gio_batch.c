@@ -220,19 +220,23 @@ static long read_run(copy_run_t *run, size_t *got)
 }
 
 /* Where the record that starts at byte used of chunk i goes in its slot:
-   so that its first file byte lands at an address congruent to that byte's
-   file offset modulo align (a power of two; 1: at the slot's start). */
+   so that its largest file piece lands at an address congruent to the
+   piece's file offset modulo align (a power of two; 1: at the slot's
+   start).  The largest: HTTP/2's frames do not start where records do (the
+   HEADERS frame shifts them), so a record holds the end of one frame's file
+   range, a frame header, and most of the next range. */
 static char *place(const gio_batch_t *b, size_t i, uint64_t used, char *slot, size_t rec,
                    size_t align)
 {
-    uint64_t p = 0; /* the record's buffer bytes before its first file byte */
+    uint64_t p = 0, best = 0, at = 0, fo = 0; /* the largest piece: its length, where */
     for (; i < b->n && p < rec; i++, used = 0) {
         const gio_chunk_t *c = &b->c[i];
-        if (!c->buf)
-            return slot + ((c->off + used - p - (uintptr_t)slot) & (align - 1));
-        p += c->left - used;
+        uint64_t k = c->left - used < rec - p ? c->left - used : rec - p;
+        if (!c->buf && k > best)
+            best = k, at = p, fo = c->off + used;
+        p += k;
     }
-    return slot;
+    return slot + ((fo - at - (uintptr_t)slot) & (align - 1));
 }
 
 /*

@@ -657,6 +657,23 @@ static void test_copy_records(void)
     ok(n == REC + 100 && !memcmp(at[0], want, REC) && !memcmp(at[1], want + REC, 100),
        "cap cuts the last record short (%ld)", n);
     gio_batch_reset(&b);
+    /* frames that do not start where records do (a HEADERS frame first):
+       record 1 holds the end of one range, a header, most of the next; its
+       largest piece is the one that is congruent */
+    gio_batch_add_buf(&b, want, 100, 0);
+    for (int i = 0; i < 3; i++) {
+        gio_batch_add_buf(&b, hdrs[i], 9, 0);
+        gio_batch_add_file(&b, f, 3 + (uint64_t)i * (REC - 9), REC - 9, 0);
+    }
+    n = gio_batch_copy_records(&b, slots, REC, 2 * REC, at);
+    uint64_t fo = 3 + (REC - 9); /* record 1: 100 bytes of range 0, a header, then range 1 */
+    ok(n == 2 * REC && !memcmp(at[1], filedata + 3 + REC - 109, 100) &&
+           !memcmp(at[1] + 100, hdrs[1], 9) && !memcmp(at[1] + 109, filedata + fo, REC - 109),
+       "frames out of step with records: the bytes in order (%ld)", n);
+    ok(((uintptr_t)(at[1] + 109) & (GIO_BATCH_ALIGN - 1)) == (fo & (GIO_BATCH_ALIGN - 1)) &&
+           ((uintptr_t)(at[0] + 109) & (GIO_BATCH_ALIGN - 1)) == 3,
+       "the largest file piece of each record is the congruent one");
+    gio_batch_reset(&b);
     /* a head (HTTP/1.1) then one range: the records after the first start
        with file bytes, congruent too; then a buffer-only tail */
     gio_batch_add_buf(&b, "HTTP/1.1 200 OK\r\n\r\n", 19, 0);
