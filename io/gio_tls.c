@@ -271,6 +271,12 @@ static long send_gathered(SSL *ssl, gio_batch_t *b, uint64_t budget, unsigned *w
 {
     int fd = SSL_get_wfd(ssl);
     uint64_t sent = 0;
+    /* SSL_MODE_RELEASE_BUFFERS frees OpenSSL's write buffer (a record's
+       size) after every SSL_write and allocates it again for the next: off
+       for the call's records, the buffers released once at its end */
+    int release = (SSL_get_mode(ssl) & SSL_MODE_RELEASE_BUFFERS) != 0;
+    if (release)
+        SSL_clear_mode(ssl, SSL_MODE_RELEASE_BUFFERS);
     long r = drain_held(ssl, fd, b, &sent);
     for (unsigned recs = GIO_TLS_FIRST; !r && !gio_batch_done(b) && sent < budget;) {
         r = gather_records(ssl, b, &scratch, budget - sent, recs);
@@ -285,6 +291,10 @@ static long send_gathered(SSL *ssl, gio_batch_t *b, uint64_t budget, unsigned *w
             recs = gio_unsent(fd) >= GIO_TLS_BACKLOG ? GIO_TLS_FIRST /* peer's window full */
                    : recs * 2 < GIO_TLS_GATHER   ? recs * 2
                                                  : GIO_TLS_GATHER;
+    }
+    if (release) {
+        SSL_set_mode(ssl, SSL_MODE_RELEASE_BUFFERS);
+        (void)SSL_free_buffers(ssl); /* refused (kept) only while a read is half done */
     }
     if (r == GIO_ERR) {
         SSL_set_quiet_shutdown(ssl, 1); /* the stream is broken: no close_notify after it */
