@@ -50,6 +50,7 @@ typedef struct tls_sink {
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static BIO_METHOD *sink_method; /* NULL if OpenSSL could not make it: records one by one */
 static int held_idx = -1;       /* SSL ex_data: the session's tls_sink_t left over, or NULL */
+static int free_ok;             /* SSL_free_buffers is safe in this libssl: see send_gathered */
 
 /* One loop per thread: its scratch sink and the BIO that writes into a sink. */
 static __thread tls_sink_t scratch;
@@ -97,8 +98,24 @@ static void held_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long
     }
 }
 
+/* SSL_free_buffers could free a read buffer that held part of a record
+   (CVE-2024-4741) before 3.0.14, 3.1.6, 3.2.2 and 3.3.1. */
+static int free_buffers_safe(unsigned long v)
+{
+    switch (v >> 20) { /* 0xMNN00PP0: major and minor */
+    case 0x300: return v >= 0x300000e0UL;
+    case 0x301: return v >= 0x30100060UL;
+    case 0x302: return v >= 0x30200020UL;
+    case 0x303: return v >= 0x30300010UL;
+    default: return v >= 0x30400000UL;
+    }
+}
+
 static void init_once(void)
 {
+#ifndef LIBRESSL_VERSION_NUMBER
+    free_ok = free_buffers_safe(OpenSSL_version_num());
+#endif
     held_idx = SSL_get_ex_new_index(0, NULL, NULL, NULL, held_free);
     BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "gio_tls sink");
     if (held_idx < 0 || !m || !BIO_meth_set_write(m, sink_write) ||
@@ -273,8 +290,9 @@ static long send_gathered(SSL *ssl, gio_batch_t *b, uint64_t budget, unsigned *w
     uint64_t sent = 0;
     /* SSL_MODE_RELEASE_BUFFERS frees OpenSSL's write buffer (a record's
        size) after every SSL_write and allocates it again for the next: off
-       for the call's records, the buffers released once at its end */
-    int release = (SSL_get_mode(ssl) & SSL_MODE_RELEASE_BUFFERS) != 0;
+       for the call's records, the buffers released once at its end (an
+       idle session holds none, as before) */
+    int release = free_ok && (SSL_get_mode(ssl) & SSL_MODE_RELEASE_BUFFERS);
     if (release)
         SSL_clear_mode(ssl, SSL_MODE_RELEASE_BUFFERS);
     long r = drain_held(ssl, fd, b, &sent);

@@ -12,8 +12,10 @@
  * close_notify follows a fatal alert).
  *
  * Sending (without kTLS): the batch's pending bytes are copied out (buffers
- * with memcpy, the file ranges that continue each other with one preadv),
- * encrypted in full 16 KiB records (the TLS maximum) by SSL_write into a
+ * with memcpy, the file ranges that continue each other with one preadv,
+ * each record in its own slot where its largest file piece is
+ * page-congruent to its file offset: gio_batch_copy_records), encrypted in
+ * full 16 KiB records (the TLS maximum) by SSL_write into a
  * sink (a write-only memory BIO of ours, swapped in for the call), and the
  * records leave together with one send(2), where SSL_write into the socket
  * made one write(2) per record.  A call sends in rounds of GIO_TLS_FIRST
@@ -50,7 +52,12 @@
  * thread (a round's worth each, once), and an idle connection costs no
  * more than its SSL.  Whatever else OpenSSL writes while ciphertext is
  * held (a KeyUpdate's answer in SSL_read, an alert, close_notify,
- * gio_tls_write_small) queues behind it, in order.
+ * gio_tls_write_small) queues behind it, in order.  A session made with
+ * SSL_MODE_RELEASE_BUFFERS has the mode off for the records of one send
+ * call and its buffers freed once at the call's end (SSL_free_buffers,
+ * with a libssl that has CVE-2024-4741 fixed; older ones keep the mode):
+ * OpenSSL otherwise freed and allocated its write buffer around every
+ * record.
  *
  * When the kernel does the encryption (kTLS: BIO_get_ktls_send), file
  * ranges go out with SSL_sendfile instead, without the copy, and buffers by
