@@ -170,30 +170,18 @@ long gio_batch_send(gio_batch_t *b, int sock, uint64_t budget)
 
 #define COPY_IOV 64 /* file pieces read by one preadv */
 
-/* A run of file pieces waiting for its read: iov[i] is the piece that
-   starts at byte pos[i] of what the copy lays out. */
-typedef struct copy_run {
-    int fd, n;
-    uint64_t off, at; /* where the run starts in the file, where it goes on */
-    struct iovec iov[COPY_IOV];
-    size_t pos[COPY_IOV];
-} copy_run_t;
-
-/* Fill the run's pieces from its file with one preadv (sequential preads
-   on macOS, whose preadv is recent).  1 all read; 0 short, *got then the
-   position where the bytes stop; GIO_ERR (EIO: the file shrank). */
-static long read_run(copy_run_t *run, size_t *got)
+/* Fill the n pieces of iov (inside buf) from fd at off, with one preadv
+   (sequential preads on macOS, whose preadv is recent).  1 all read; 0
+   short, *got then where the bytes stop; GIO_ERR (EIO: the file shrank). */
+static long read_run(int fd, uint64_t off, struct iovec *iov, int n, char *buf, size_t *got)
 {
     size_t total = 0;
-    struct iovec *iov = run->iov;
-    int n = run->n;
-    run->n = 0;
     for (int i = 0; i < n; i++)
         total += iov[i].iov_len;
 #ifdef __APPLE__
     ssize_t r = 0;
     for (int i = 0; i < n; i++) {
-        ssize_t k = pread(run->fd, iov[i].iov_base, iov[i].iov_len, (off_t)(run->off + (uint64_t)r));
+        ssize_t k = pread(fd, iov[i].iov_base, iov[i].iov_len, (off_t)(off + (uint64_t)r));
         if (k < 0 && !r)
             r = -1;
         if (k <= 0)
@@ -203,7 +191,7 @@ static long read_run(copy_run_t *run, size_t *got)
             break;
     }
 #else
-    ssize_t r = preadv(run->fd, iov, n, (off_t)run->off);
+    ssize_t r = preadv(fd, iov, n, (off_t)off);
 #endif
     if (r <= 0) {
         if (r == 0)
@@ -214,94 +202,59 @@ static long read_run(copy_run_t *run, size_t *got)
         return 1;
     for (int i = 0;; r -= (ssize_t)iov[i++].iov_len)
         if ((size_t)r < iov[i].iov_len) {
-            *got = run->pos[i] + (size_t)r;
+            *got = (size_t)((char *)iov[i].iov_base - buf) + (size_t)r;
             return 0;
         }
 }
 
-/* Where the record that starts at byte used of chunk i goes in its slot:
-   so that its largest file piece lands at an address congruent to the
-   piece's file offset modulo align (a power of two; 1: at the slot's
-   start).  The largest: HTTP/2's frames do not start where records do (the
-   HEADERS frame shifts them), so a record holds the end of one frame's file
-   range, a frame header, and most of the next range. */
-static char *place(const gio_batch_t *b, size_t i, uint64_t used, char *slot, size_t rec,
-                   size_t align)
-{
-    uint64_t p = 0, best = 0, at = 0, fo = 0; /* the largest piece: its length, where */
-    for (; i < b->n && p < rec; i++, used = 0) {
-        const gio_chunk_t *c = &b->c[i];
-        uint64_t k = c->left - used < rec - p ? c->left - used : rec - p;
-        if (!c->buf && k > best)
-            best = k, at = p, fo = c->off + used;
-        p += k;
-    }
-    return slot + ((fo - at - (uintptr_t)slot) & (align - 1));
-}
-
-/*
- * The copy's engine: up to cap pending bytes laid out as records of rec
- * bytes, record r at at[r] inside slot r (slots of rec + align - 1 bytes
- * from buf on), buffers by memcpy, the file pieces that continue each
- * other by one preadv.  whole_ranges: gio_batch_copy's rule (a range that
- * does not fit, with more behind it, starts the next copy).
- */
-static long lay_out(const gio_batch_t *b, char *buf, size_t rec, size_t cap, size_t align,
-                    char **at, int whole_ranges)
-{
-    copy_run_t run;
-    run.n = 0;
-    size_t got = 0;
-    char *dst = buf;
-    for (size_t i = b->first; i < b->n && got < cap; i++) {
-        const gio_chunk_t *c = &b->c[i];
-        if (whole_ranges && !c->buf && c->left > cap - got && got && i + 1 < b->n)
-            break; /* a file range that does not fit, with more behind it (HTTP/2's DATA
-                      frames): it starts the next copy, so each is read once, not twice */
-        for (uint64_t used = 0; used < c->left && got < cap;) {
-            size_t r = got / rec, in = got % rec;
-            if (!in)
-                dst = at[r] = place(b, i, used, buf + r * (rec + align - 1), rec, align);
-            size_t k = rec - in < cap - got ? rec - in : cap - got;
-            if (c->left - used < k)
-                k = (size_t)(c->left - used);
-            if (c->buf) {
-                memcpy(dst, c->buf + c->off + used, k);
-            } else {
-                if (run.n && (c->fd != run.fd || c->off + used != run.at || run.n == COPY_IOV)) {
-                    long e = read_run(&run, &got);
-                    if (e <= 0)
-                        return e < 0 ? e : (long)got;
-                }
-                if (!run.n)
-                    run.fd = c->fd, run.off = run.at = c->off + used;
-                run.iov[run.n].iov_base = dst; /* DATA frames of one file: one read for all */
-                run.iov[run.n].iov_len = k;
-                run.pos[run.n++] = got;
-                run.at += k;
-            }
-            dst += k;
-            got += k;
-            used += k;
-        }
-    }
-    if (run.n) {
-        long e = read_run(&run, &got);
-        if (e < 0)
-            return e;
-    }
-    return (long)got;
-}
+static long copy_out(const gio_batch_t *b, char *buf, size_t cap, int whole_ranges);
 
 long gio_batch_copy(const gio_batch_t *b, char *buf, size_t cap)
 {
-    char *at[1];
-    return cap ? lay_out(b, buf, cap, cap, 1, at, 1) : 0;
+    return copy_out(b, buf, cap, 1);
 }
 
-long gio_batch_copy_records(const gio_batch_t *b, char *buf, size_t rec, size_t cap, char **at)
+long gio_batch_copy_full(const gio_batch_t *b, char *buf, size_t cap)
 {
-    return rec && cap ? lay_out(b, buf, rec, cap, GIO_BATCH_ALIGN, at, 0) : 0;
+    return copy_out(b, buf, cap, 0);
+}
+
+static long copy_out(const gio_batch_t *b, char *buf, size_t cap, int whole_ranges)
+{
+    struct iovec iov[COPY_IOV];
+    int n = 0, fd = -1;
+    uint64_t off = 0, at = 0; /* the pending run of file pieces: where it starts, goes on */
+    size_t got = 0;
+    for (size_t i = b->first; i < b->n && got < cap; i++) {
+        const gio_chunk_t *c = &b->c[i];
+        size_t k = c->left < cap - got ? (size_t)c->left : cap - got;
+        if (c->buf) {
+            memcpy(buf + got, c->buf + c->off, k);
+            got += k;
+            continue;
+        }
+        if (whole_ranges && k < c->left && got && i + 1 < b->n)
+            break; /* a file range that does not fit, with more behind it (HTTP/2's DATA
+                      frames): it starts the next copy, so each is read once, not twice */
+        if (n && (c->fd != fd || c->off != at || n == COPY_IOV)) {
+            long r = read_run(fd, off, iov, n, buf, &got);
+            n = 0;
+            if (r <= 0)
+                return r < 0 ? r : (long)got;
+        }
+        if (!n)
+            fd = c->fd, off = at = c->off;
+        iov[n].iov_base = buf + got; /* DATA frames of one file: one read for them all */
+        iov[n++].iov_len = k;
+        at += k;
+        got += k;
+    }
+    if (n) {
+        long r = read_run(fd, off, iov, n, buf, &got);
+        if (r < 0)
+            return r;
+    }
+    return (long)got;
 }
 
 void gio_batch_reset(gio_batch_t *b)

@@ -76,25 +76,10 @@ long gio_batch_send(gio_batch_t *b, int sock, uint64_t budget);
  */
 long gio_batch_copy(const gio_batch_t *b, char *buf, size_t cap);
 
-/*
- * gio_batch_copy() for a layer that copies several records at once (TLS):
- * up to cap pending bytes cut into records of rec bytes (each full, a file
- * range cut where a record ends; only the last is short, at the batch's
- * end or where cap or a file stops), record r laid out at at[r] in its own
- * slot of GIO_BATCH_SLOT(rec) bytes from buf on.  Inside its slot a record
- * starts where its largest file piece lands at an address congruent to
- * that piece's file offset modulo GIO_BATCH_ALIGN: the kernel then copies
- * each page of the page cache to a destination of the same alignment (the
- * frame headers of HTTP/2 put the file bytes 9 bytes off, which made that
- * copy ~1.35x dearer per byte).  The file ranges that continue each other
- * are still one preadv.
- * buf holds ceil(cap / rec) slots; at has as many entries.  Returns the
- * bytes copied (record r holds min(rec, n - r * rec) of them), 0 for an
- * empty batch, or GIO_ERR as gio_batch_copy().
- */
-#define GIO_BATCH_ALIGN 4096
-#define GIO_BATCH_SLOT(rec) ((rec) + GIO_BATCH_ALIGN - 1)
-long gio_batch_copy_records(const gio_batch_t *b, char *buf, size_t rec, size_t cap, char **at);
+/* gio_batch_copy() that fills buf when there is enough, a file range cut
+   where buf ends (a layer that copies several records at once: each is
+   full, and the range goes on at the next copy). */
+long gio_batch_copy_full(const gio_batch_t *b, char *buf, size_t cap);
 
 /* Account n bytes (at most what gio_batch_copy gave) as sent. */
 void gio_batch_consume(gio_batch_t *b, uint64_t n);

@@ -98,9 +98,7 @@ static void held_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long
     }
 }
 
-/* SSL_free_buffers could free a read buffer that held part of a record
-   (CVE-2024-4741) before 3.0.14, 3.1.6, 3.2.2 and 3.3.1. */
-static int free_buffers_safe(unsigned long v)
+int gio_tls_free_buffers_safe(unsigned long v)
 {
     switch (v >> 20) { /* 0xMNN00PP0: major and minor */
     case 0x300: return v >= 0x300000e0UL;
@@ -114,7 +112,7 @@ static int free_buffers_safe(unsigned long v)
 static void init_once(void)
 {
 #ifndef LIBRESSL_VERSION_NUMBER
-    free_ok = free_buffers_safe(OpenSSL_version_num());
+    free_ok = gio_tls_free_buffers_safe(OpenSSL_version_num());
 #endif
     held_idx = SSL_get_ex_new_index(0, NULL, NULL, NULL, held_free);
     BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "gio_tls sink");
@@ -190,23 +188,21 @@ static long drain(int fd, tls_sink_t *s, gio_batch_t *b, uint64_t *sent)
 
 /*
  * Encrypt the batch's pending bytes into s: one copy of up to recs
- * records' worth (the file ranges that continue each other: one preadv;
- * each record in its own slot, its file bytes page-congruent: see
- * gio_batch_copy_records), then one full record per SSL_write (a short one
- * only at the batch's end).  Returns the plaintext bytes encrypted, or
- * GIO_ERR (errno set) if none could be.
+ * records' worth (the file ranges that continue each other: one preadv),
+ * then one full record per SSL_write (a short one only at the batch's
+ * end).  Returns the plaintext bytes encrypted, or GIO_ERR (errno set) if
+ * none could be.
  */
 static long gather_records(SSL *ssl, gio_batch_t *b, tls_sink_t *s, uint64_t max,
                            unsigned recs)
 {
-    static __thread char *plain; /* GIO_TLS_GATHER record slots of plaintext */
-    if (!plain && !(plain = malloc((size_t)GIO_TLS_GATHER * GIO_BATCH_SLOT(GIO_TLS_RECORD)))) {
+    static __thread char *plain; /* GIO_TLS_GATHER records of plaintext */
+    if (!plain && !(plain = malloc((size_t)GIO_TLS_GATHER * GIO_TLS_RECORD))) {
         errno = ENOMEM;
         return GIO_ERR;
     }
-    char *at[GIO_TLS_GATHER];
     size_t cap = (size_t)recs * GIO_TLS_RECORD;
-    long got = gio_batch_copy_records(b, plain, GIO_TLS_RECORD, max < cap ? (size_t)max : cap, at);
+    long got = gio_batch_copy_full(b, plain, max < cap ? (size_t)max : cap);
     if (got <= 0)
         return got < 0 ? got : (errno = EIO, GIO_ERR);
     if ((uint64_t)got < b->bytes_left && got > GIO_TLS_RECORD)
@@ -215,12 +211,10 @@ static long gather_records(SSL *ssl, gio_batch_t *b, tls_sink_t *s, uint64_t max
     long r = 0;
     BIO *sock = sink_in(ssl, s);
     while (s->n < recs && enc < (size_t)got) {
-        size_t in = enc % GIO_TLS_RECORD, n = (size_t)got - enc;
-        if (n > GIO_TLS_RECORD - in)
-            n = GIO_TLS_RECORD - in;
+        size_t n = (size_t)got - enc < GIO_TLS_RECORD ? (size_t)got - enc : GIO_TLS_RECORD;
         size_t done = 0;
         errno = 0;
-        if (!SSL_write_ex(ssl, at[enc / GIO_TLS_RECORD] + in, n, &done)) { /* a sink takes all: */
+        if (!SSL_write_ex(ssl, plain + enc, n, &done)) { /* a sink takes everything: */
             unsigned want;
             r = failed(ssl, 0, &want); /* only out of memory gets here */
             if (r != GIO_ERR)

@@ -12,10 +12,8 @@
  * close_notify follows a fatal alert).
  *
  * Sending (without kTLS): the batch's pending bytes are copied out (buffers
- * with memcpy, the file ranges that continue each other with one preadv,
- * each record in its own slot where its largest file piece is
- * page-congruent to its file offset: gio_batch_copy_records), encrypted in
- * full 16 KiB records (the TLS maximum) by SSL_write into a
+ * with memcpy, the file ranges that continue each other with one preadv),
+ * encrypted in full 16 KiB records (the TLS maximum) by SSL_write into a
  * sink (a write-only memory BIO of ours, swapped in for the call), and the
  * records leave together with one send(2), where SSL_write into the socket
  * made one write(2) per record.  A call sends in rounds of GIO_TLS_FIRST
@@ -112,5 +110,11 @@ void gio_tls_write_small(SSL *ssl, const void *buf, size_t len);
 
 /* Is the kernel encrypting this session's output (kTLS)? */
 int gio_tls_ktls_send(SSL *ssl);
+
+/* Is SSL_free_buffers safe in the libssl of this OpenSSL_version_num()?
+   Before 3.0.14, 3.1.6, 3.2.2 and 3.3.1 it could free a read buffer that
+   held part of a record (CVE-2024-4741); sending keeps
+   SSL_MODE_RELEASE_BUFFERS as it is with those. */
+int gio_tls_free_buffers_safe(unsigned long version);
 
 #endif

@@ -593,10 +593,9 @@ static void test_copy_runs(void)
     n = gio_batch_copy(&b, got_, 12000);
     ok(n == 10027 && !memcmp(got_, want, 10027),
        "a range that does not fit, with more behind it, is left for the next copy (%ld)", n);
-    char *at[4];
-    n = gio_batch_copy_records(&b, got_, 12000, 12000, at);
-    ok(n == 12000 && !memcmp(at[0], want, 12000),
-       "gio_batch_copy_records cuts that range where the record ends (%ld)", n);
+    n = gio_batch_copy_full(&b, got_, 12000);
+    ok(n == 12000 && !memcmp(got_, want, 12000),
+       "gio_batch_copy_full cuts that range where the buffer ends (%ld)", n);
     gio_batch_reset(&b);
     gio_batch_add_buf(&b, "H", 1, 0);
     gio_batch_add_file(&b, f, 44000, 5000, 0);
@@ -608,94 +607,6 @@ static void test_copy_runs(void)
     gio_batch_free(&b);
     close(f);
     close(g);
-}
-
-/*
- * A TLS layer's records (gio_batch_copy_records): HTTP/2 DATA frames of one
- * file cut into 16 KiB records, each in its own slot, where every record's
- * first file byte sits at an address congruent to its file offset modulo
- * GIO_BATCH_ALIGN (the bug: file bytes 9 bytes off after each frame header,
- * which made the kernel's copy of every page straddle); the bytes, in order,
- * are the batch's; a record that begins with a file byte, one whose file
- * part comes after buffer bytes, and one made of buffers only; cap cuts the
- * last record short; a file that ends inside the run stops the copy there.
- */
-static void test_copy_records(void)
-{
-    enum { REC = 16384, NREC = 4 };
-    gio_batch_t b;
-    gio_batch_init(&b);
-    int f = tmpfile_of(FILESIZE);
-    static char want[NREC * REC], slots[NREC * GIO_BATCH_SLOT(REC)];
-    static char hdrs[5][9];
-    size_t w = 0;
-    uint64_t off = 3; /* frames of REC - 9 file bytes from offset 3 */
-    for (int i = 0; i < 4; i++) {
-        memset(hdrs[i], 'a' + i, 9);
-        gio_batch_add_buf(&b, hdrs[i], 9, 0);
-        gio_batch_add_file(&b, f, off, REC - 9, 0);
-        memcpy(want + w, hdrs[i], 9);
-        memcpy(want + w + 9, filedata + off, REC - 9);
-        w += REC;
-        off += REC - 9;
-    }
-    char *at[NREC];
-    long n = gio_batch_copy_records(&b, slots, REC, sizeof want, at);
-    int same = n == (long)sizeof want, aligned = 1, inside = 1;
-    for (int r = 0; same && r < NREC; r++) {
-        same = !memcmp(at[r], want + (size_t)r * REC, REC);
-        uint64_t fo = 3 + (uint64_t)r * (REC - 9); /* the file offset of at[r] + 9 */
-        aligned &= ((uintptr_t)(at[r] + 9) & (GIO_BATCH_ALIGN - 1)) == (fo & (GIO_BATCH_ALIGN - 1));
-        char *slot = slots + (size_t)r * GIO_BATCH_SLOT(REC);
-        inside &= at[r] >= slot && at[r] + REC <= slot + GIO_BATCH_SLOT(REC);
-    }
-    ok(same, "four frames as four records, every byte in place (%ld)", n);
-    ok(aligned, "each record's file bytes congruent to their file offset modulo %d",
-       GIO_BATCH_ALIGN);
-    ok(inside, "each record inside its own slot");
-    n = gio_batch_copy_records(&b, slots, REC, REC + 100, at);
-    ok(n == REC + 100 && !memcmp(at[0], want, REC) && !memcmp(at[1], want + REC, 100),
-       "cap cuts the last record short (%ld)", n);
-    gio_batch_reset(&b);
-    /* frames that do not start where records do (a HEADERS frame first):
-       record 1 holds the end of one range, a header, most of the next; its
-       largest piece is the one that is congruent */
-    gio_batch_add_buf(&b, want, 100, 0);
-    for (int i = 0; i < 3; i++) {
-        gio_batch_add_buf(&b, hdrs[i], 9, 0);
-        gio_batch_add_file(&b, f, 3 + (uint64_t)i * (REC - 9), REC - 9, 0);
-    }
-    n = gio_batch_copy_records(&b, slots, REC, 2 * REC, at);
-    uint64_t fo = 3 + (REC - 9); /* record 1: 100 bytes of range 0, a header, then range 1 */
-    ok(n == 2 * REC && !memcmp(at[1], filedata + 3 + REC - 109, 100) &&
-           !memcmp(at[1] + 100, hdrs[1], 9) && !memcmp(at[1] + 109, filedata + fo, REC - 109),
-       "frames out of step with records: the bytes in order (%ld)", n);
-    ok(((uintptr_t)(at[1] + 109) & (GIO_BATCH_ALIGN - 1)) == (fo & (GIO_BATCH_ALIGN - 1)) &&
-           ((uintptr_t)(at[0] + 109) & (GIO_BATCH_ALIGN - 1)) == 3,
-       "the largest file piece of each record is the congruent one");
-    gio_batch_reset(&b);
-    /* a head (HTTP/1.1) then one range: the records after the first start
-       with file bytes, congruent too; then a buffer-only tail */
-    gio_batch_add_buf(&b, "HTTP/1.1 200 OK\r\n\r\n", 19, 0);
-    gio_batch_add_file(&b, f, 0, 2 * REC, 0);
-    gio_batch_add_buf(&b, "tail", 4, 0);
-    n = gio_batch_copy_records(&b, slots, REC, sizeof want, at);
-    uint64_t fo1 = REC - 19;
-    ok(n == 19 + 2 * REC + 4 && !memcmp(at[0], "HTTP/1.1", 8) && !memcmp(at[0] + 19, filedata, REC - 19) &&
-           !memcmp(at[1], filedata + fo1, REC) && !memcmp(at[2], filedata + fo1 + REC, 19) &&
-           !memcmp(at[2] + 19, "tail", 4),
-       "a head, a range, a tail: the bytes in order across records (%ld)", n);
-    ok(((uintptr_t)(at[0] + 19) & (GIO_BATCH_ALIGN - 1)) == 0 &&
-           ((uintptr_t)at[1] & (GIO_BATCH_ALIGN - 1)) == (fo1 & (GIO_BATCH_ALIGN - 1)),
-       "the first record's file part and the next record page-congruent");
-    gio_batch_reset(&b);
-    gio_batch_add_buf(&b, "H", 1, 0);
-    gio_batch_add_file(&b, f, FILESIZE - 1000, 5000, 0); /* 1000 bytes there */
-    n = gio_batch_copy_records(&b, slots, REC, sizeof want, at);
-    ok(n == 1001 && !memcmp(at[0] + 1, filedata + FILESIZE - 1000, 1000),
-       "a file that ends inside the run: the copy stops where its bytes do (%ld)", n);
-    gio_batch_free(&b);
-    close(f);
 }
 
 int main(void)
@@ -715,6 +626,5 @@ int main(void)
     test_conventions();
     test_copy_consume();
     test_copy_runs();
-    test_copy_records();
     return tap_done();
 }
