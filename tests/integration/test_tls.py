@@ -1280,9 +1280,9 @@ def test_tls_idle_after_a_large_response_holds_no_buffers(gatling, pki, build):
     idle: what the server holds for each stays under 24 KiB.  OpenSSL's
     write buffer (17 KiB), which SSL_MODE_RELEASE_BUFFERS frees after each
     SSL_write, is kept for the records of one send call (io/gio_tls.c:
-    send_gathered) and must still be freed at its end.  Measured: 14.5 KiB
-    per connection (its SSL, the session, the kernel's socket); 31 KiB when
-    the buffers were left with the session."""
+    send_gathered) and must still be freed at its end.  Measured: ~14,500 B
+    per connection (its SSL, the session, the kernel's socket); ~31,000 B
+    when the buffers were left with the session."""
     if build.sanitized:
         pytest.skip("the sanitizers' allocator holds freed memory")
     big = os.urandom(1 << 20)
