@@ -50,6 +50,7 @@ typedef struct tls_sink {
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static BIO_METHOD *sink_method; /* NULL if OpenSSL could not make it: records one by one */
 static int held_idx = -1;       /* SSL ex_data: the session's tls_sink_t left over, or NULL */
+static int free_ok;             /* SSL_free_buffers is safe in this libssl: see send_gathered */
 
 /* One loop per thread: its scratch sink and the BIO that writes into a sink. */
 static __thread tls_sink_t scratch;
@@ -97,8 +98,22 @@ static void held_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long
     }
 }
 
+int gio_tls_free_buffers_safe(unsigned long v)
+{
+    switch (v >> 20) { /* 0xMNN00PP0: major and minor */
+    case 0x300: return v >= 0x300000e0UL;
+    case 0x301: return v >= 0x30100060UL;
+    case 0x302: return v >= 0x30200020UL;
+    case 0x303: return v >= 0x30300010UL;
+    default: return v >= 0x30400000UL;
+    }
+}
+
 static void init_once(void)
 {
+#ifndef LIBRESSL_VERSION_NUMBER
+    free_ok = gio_tls_free_buffers_safe(OpenSSL_version_num());
+#endif
     held_idx = SSL_get_ex_new_index(0, NULL, NULL, NULL, held_free);
     BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "gio_tls sink");
     if (held_idx < 0 || !m || !BIO_meth_set_write(m, sink_write) ||
@@ -267,6 +282,13 @@ static long send_gathered(SSL *ssl, gio_batch_t *b, uint64_t budget, unsigned *w
 {
     int fd = SSL_get_wfd(ssl);
     uint64_t sent = 0;
+    /* SSL_MODE_RELEASE_BUFFERS frees OpenSSL's write buffer (a record's
+       size) after every SSL_write and allocates it again for the next: off
+       for the call's records, the buffers released once at its end (an
+       idle session holds none, as before) */
+    int release = free_ok && (SSL_get_mode(ssl) & SSL_MODE_RELEASE_BUFFERS);
+    if (release)
+        SSL_clear_mode(ssl, SSL_MODE_RELEASE_BUFFERS);
     long r = drain_held(ssl, fd, b, &sent);
     for (unsigned recs = GIO_TLS_FIRST; !r && !gio_batch_done(b) && sent < budget;) {
         r = gather_records(ssl, b, &scratch, budget - sent, recs);
@@ -281,6 +303,10 @@ static long send_gathered(SSL *ssl, gio_batch_t *b, uint64_t budget, unsigned *w
             recs = gio_unsent(fd) >= GIO_TLS_BACKLOG ? GIO_TLS_FIRST /* peer's window full */
                    : recs * 2 < GIO_TLS_GATHER   ? recs * 2
                                                  : GIO_TLS_GATHER;
+    }
+    if (release) {
+        SSL_set_mode(ssl, SSL_MODE_RELEASE_BUFFERS);
+        (void)SSL_free_buffers(ssl); /* refused (kept) only while a read is half done */
     }
     if (r == GIO_ERR) {
         SSL_set_quiet_shutdown(ssl, 1); /* the stream is broken: no close_notify after it */

@@ -50,7 +50,12 @@
  * thread (a round's worth each, once), and an idle connection costs no
  * more than its SSL.  Whatever else OpenSSL writes while ciphertext is
  * held (a KeyUpdate's answer in SSL_read, an alert, close_notify,
- * gio_tls_write_small) queues behind it, in order.
+ * gio_tls_write_small) queues behind it, in order.  A session made with
+ * SSL_MODE_RELEASE_BUFFERS has the mode off for the records of one send
+ * call and its buffers freed once at the call's end (SSL_free_buffers,
+ * with a libssl that has CVE-2024-4741 fixed; older ones keep the mode):
+ * OpenSSL otherwise freed and allocated its write buffer around every
+ * record.
  *
  * When the kernel does the encryption (kTLS: BIO_get_ktls_send), file
  * ranges go out with SSL_sendfile instead, without the copy, and buffers by
@@ -105,5 +110,11 @@ void gio_tls_write_small(SSL *ssl, const void *buf, size_t len);
 
 /* Is the kernel encrypting this session's output (kTLS)? */
 int gio_tls_ktls_send(SSL *ssl);
+
+/* Is SSL_free_buffers safe in the libssl of this OpenSSL_version_num()?
+   Before 3.0.14, 3.1.6, 3.2.2 and 3.3.1 it could free a read buffer that
+   held part of a record (CVE-2024-4741); sending keeps
+   SSL_MODE_RELEASE_BUFFERS as it is with those. */
+int gio_tls_free_buffers_safe(unsigned long version);
 
 #endif
