@@ -28,7 +28,6 @@
 #define H3_CHUNK 512               /* a stream's first block of request fields */
 #define H3_CHUNK_MAX 4096          /* ... and the largest one shared by fields */
 #define H3_HELD_MAX (4 << 20)      /* request body bytes a connection holds for producers */
-#define H3_SPARE 16                /* streams kept for reuse while the connection is busy */
 
 typedef struct h3_part {
     const char *p; /* a buffer, or NULL: a range of file fd */
@@ -82,9 +81,10 @@ struct h3 {
     ngtcp2_conn *q;
     h1_conn_t f;
     h3_stream_t *open_list, *dead;
-    h3_stream_t *spare; /* freed streams kept for the next ones, while streams are open */
-    unsigned open, nspare;
-    unsigned drainers;  /* open streams with want_drain set */
+    h3_pool_t *pool;   /* where its streams come from and go back to */
+    unsigned open;
+    unsigned heading;  /* open streams whose request head has not ended */
+    unsigned drainers; /* streams with want_drain set */
     unsigned fins_owed; /* streams with fin_owed set */
     uint32_t requests;
     size_t held_bytes;
@@ -99,6 +99,12 @@ struct h3 {
     int64_t reset_last;   /* the stream last counted (RESET_STREAM and STOP_SENDING: once) */
     char sni[256];        /* the TLS server name, for 421; snilen 0: none */
     size_t snilen;
+};
+
+struct h3_pool {
+    h3_stream_t *spare; /* oldest last */
+    unsigned nspare;
+    size_t live; /* streams of all sessions not yet freed */
 };
 
 static const ex_codec_t h3_codec;
@@ -131,8 +137,20 @@ static h3_chunk_t *first_chunk(h3_stream_t *s)
     return (h3_chunk_t *)(s + 1);
 }
 
-/* What a stream holds goes; its memory goes back to the connection's spares
-   (its parts array with it), or is freed. */
+/* The pool's spare streams are freed. */
+static void pool_empty(h3_pool_t *p)
+{
+    for (h3_stream_t *s = p->spare, *next; s; s = next) {
+        next = s->next;
+        free(s->parts);
+        free(s);
+    }
+    p->spare = NULL;
+    p->nspare = 0;
+}
+
+/* What a stream holds goes; its memory goes back to the pool (its parts
+   array with it), or is freed. */
 static void stream_free(h3_stream_t *s)
 {
     exchange_t *ex = &s->ex;
@@ -158,26 +176,18 @@ static void stream_free(h3_stream_t *s)
         if (k != first_chunk(s))
             free(k);
     }
-    if (h->nspare < H3_SPARE && !s->h3->calm) {
-        s->next = h->spare;
-        h->spare = s;
-        h->nspare++;
+    h3_pool_t *pool = h->pool;
+    pool->live--;
+    if (pool->nspare < H3_POOL_MAX && pool->live) {
+        s->next = pool->spare;
+        pool->spare = s;
+        pool->nspare++;
         return;
     }
     free(s->parts);
     free(s);
-}
-
-/* The spare streams are freed (the connection is idle or goes). */
-static void spares_free(h3_t *h)
-{
-    for (h3_stream_t *s = h->spare, *next; s; s = next) {
-        next = s->next;
-        free(s->parts);
-        free(s);
-    }
-    h->spare = NULL;
-    h->nspare = 0;
+    if (!pool->live) /* no stream anywhere: none kept */
+        pool_empty(pool);
 }
 
 static int add_part(h3_stream_t *s, h3_part_t p)
@@ -602,17 +612,20 @@ static int on_begin_headers(nghttp3_conn *ng, int64_t id, void *user, void *stre
     h3_t *h = user;
     if (stream_user) /* trailers come through their own callbacks; this is a second head */
         return 0;
-    h3_stream_t *s = h->spare;
+    h3_pool_t *pool = h->pool;
+    h3_stream_t *s = pool->spare;
     h3_part_t *parts = NULL;
     unsigned cap = 0;
     if (s) {
-        h->spare = s->next;
-        h->nspare--;
+        pool->spare = s->next;
+        pool->nspare--;
         parts = s->parts, cap = s->cap;
     } else if (!(s = malloc(sizeof *s + sizeof(h3_chunk_t) + H3_CHUNK))) {
         return NGHTTP3_ERR_CALLBACK_FAILURE;
     }
-    memset(s, 0, offsetof(h3_stream_t, req));
+    /* the exchange is h1_exchange_init's (which leaves its 4 KiB path buffer
+       alone): only the stream's own fields are zeroed, not 5 KiB per request */
+    memset((char *)s + sizeof s->ex, 0, offsetof(h3_stream_t, req) - sizeof s->ex);
     memset(&s->req, 0, offsetof(http_request_t, headers));
     s->parts = parts, s->cap = cap;
     s->h3 = h;
@@ -623,6 +636,8 @@ static int on_begin_headers(nghttp3_conn *ng, int64_t id, void *user, void *stre
     s->ex.req = &s->req;
     s->req.version = 30;
     h->open++;
+    h->heading++;
+    pool->live++;
     push_stream(&h->open_list, s);
     nghttp3_conn_set_stream_user_data(ng, id, s);
     return 0;
@@ -818,6 +833,7 @@ static int on_end_headers(nghttp3_conn *ng, int64_t id, int fin, void *user, voi
     if (!s || s->headed)
         return 0;
     s->headed = 1;
+    h->heading--;
     h->headed = 1;
     if (h->goaway && !h->capped) { /* a drain: nghttp3 refuses new streams itself; be sure */
         stream_abort(s, NGHTTP3_H3_REQUEST_REJECTED);
@@ -936,6 +952,7 @@ static int on_stream_close(nghttp3_conn *ng, int64_t id, uint64_t code, void *us
     }
     s->closed = 1;
     h->open--;
+    h->heading -= !s->headed;
     unlink_stream(s);
     push_stream(&h->dead, s);
     return 0;
@@ -959,13 +976,26 @@ static int on_reset_stream(nghttp3_conn *ng, int64_t id, uint64_t code, void *us
 
 /* ---- the session ----------------------------------------------------------------- */
 
-h3_t *h3_new(const h1_conn_t *f, ngtcp2_conn *q)
+h3_pool_t *h3_pool_new(void)
+{
+    return calloc(1, sizeof(h3_pool_t));
+}
+
+void h3_pool_free(h3_pool_t *p)
+{
+    if (p)
+        pool_empty(p);
+    free(p);
+}
+
+h3_t *h3_new(const h1_conn_t *f, ngtcp2_conn *q, h3_pool_t *pool)
 {
     h3_t *h = calloc(1, sizeof *h);
     if (!h)
         return NULL;
     h->f = *f;
     h->q = q;
+    h->pool = pool;
     site_t *site = f->site;
     h->reset_at = gio_now(site->loop);
     /* an address a flood defence ended lately gets less (--flood-memory), as over HTTP/2 */
@@ -1037,8 +1067,6 @@ void h3_sweep(h3_t *h)
         unlink_stream(s);
         stream_free(s);
     }
-    if (!h->open) /* idle: it keeps no spare stream */
-        spares_free(h);
     /* producers told when what they handed over has gone below the low mark */
     for (h3_stream_t *s = h->open_list; s && h->drainers; s = s->next)
         if (s->want_drain && s->ex.producer && s->given - s->body_sent < EX_STREAM_LOW) {
@@ -1060,7 +1088,6 @@ void h3_free(h3_t *h)
         stream_free(s);
     }
     h3_sweep(h);
-    spares_free(h);
     nghttp3_conn_del(h->ng);
     free(h);
 }
@@ -1113,7 +1140,7 @@ int64_t h3_head_due(const h3_t *h)
         return INT64_MAX; /* the handshake has its own limit; a drain its own */
     if (!h->headed)
         due = h->bound_at + s;
-    for (const h3_stream_t *x = h->open_list; x; x = x->next)
+    for (const h3_stream_t *x = h->heading ? h->open_list : NULL; x; x = x->next)
         if (!x->headed && x->begun + s < due)
             due = x->begun + s;
     return due;
