@@ -178,7 +178,7 @@ static void stream_free(h3_stream_t *s)
     }
     h3_pool_t *pool = h->pool;
     pool->live--;
-    if (pool->nspare < H3_POOL_MAX && pool->live) {
+    if (pool->nspare < H3_POOL_MAX && pool->nspare < pool->live) {
         s->next = pool->spare;
         pool->spare = s;
         pool->nspare++;
