@@ -41,7 +41,7 @@ typedef struct h3_part {
 typedef struct h3_sent {
     struct h3_sent *next;
     uint64_t end; /* the body offset after its last byte */
-    char b[];
+    char *b;      /* the bytes, in an allocation of their own (aligned as malloc gives) */
 } h3_sent_t;
 
 typedef struct h3_chunk {
@@ -166,6 +166,7 @@ static void stream_free(h3_stream_t *s)
             free((void *)s->parts[i].p);
     for (h3_sent_t *x = s->sent, *next; x; x = next) {
         next = x->next;
+        free(x->b);
         free(x);
     }
     h->drainers -= s->want_drain;
@@ -228,12 +229,15 @@ static int next_vec(h3_stream_t *s, nghttp3_vec *v)
         v->base = (uint8_t *)(uintptr_t)(pt->p + s->cur_off);
     } else {
         n = n > H3_READ_BLOCK ? H3_READ_BLOCK : n;
-        h3_sent_t *x = malloc(sizeof *x + n);
-        ssize_t r = x ? pread(pt->fd, x->b, n, (off_t)(pt->off + s->cur_off)) : -1;
+        h3_sent_t *x = malloc(sizeof *x);
+        char *b = x ? malloc(n) : NULL;
+        ssize_t r = b ? pread(pt->fd, b, n, (off_t)(pt->off + s->cur_off)) : -1;
         if (r <= 0) {
+            free(b);
             free(x);
             return -1;
         }
+        x->b = b;
         n = (uint64_t)r;
         v->base = (uint8_t *)x->b;
         x->next = NULL;
@@ -906,6 +910,7 @@ static int on_acked(nghttp3_conn *ng, int64_t id, uint64_t n, void *user, void *
     while (s->sent && s->sent->end <= acked) {
         h3_sent_t *x = s->sent;
         s->sent = x->next;
+        free(x->b);
         free(x);
     }
     if (!s->sent)
