@@ -36,9 +36,9 @@
 #define QUIC_PKT_MAX 1500         /* room for one packet we send */
 #define QUIC_TXQ_DG 128           /* trains queued for one sendmmsg round (flush_touched) */
 #define QUIC_TXQ (2 * QUIC_TRAIN * QUIC_PKT_MAX) /* ... and their bytes (see txq_reserve) */
-#define QUIC_TXQ_EAGER (16 * QUIC_PKT_MAX) /* queued bytes sent at once, not with the batch:
-                                              held back, a download's 1 MiB costs 7-14% more
-                                              CPU on loopback (bench --h3 -c 10, 1m.bin) */
+/* queued bytes sent at once, not with the batch: held back, a download's 1 MiB
+   costs 7-14% more CPU on loopback (bench --h3 -c 10, 1m.bin) */
+#define QUIC_TXQ_EAGER (16 * QUIC_PKT_MAX)
 #define QUIC_STREAM_WINDOW (256 * 1024) /* a request stream's receive window */
 #define QUIC_CONN_WINDOW (1024 * 1024)  /* the connection's */
 #define QUIC_HANDSHAKE_S 10       /* a handshake not done in this long ends */
@@ -242,8 +242,8 @@ static uint8_t *txq_reserve(quic_ep_t *e)
 /* The train of len bytes at the queue's end (at, within what txq_reserve
    left room for), segments of seg bytes (the last may be shorter), to the
    path's peer: queued, sent at txq_flush. */
-static void txq_add(quic_ep_t *e, const ngtcp2_path *path, uint8_t ecn, uint8_t *at,
-                    size_t len, size_t seg)
+static void txq_add(quic_ep_t *e, const ngtcp2_path *path, uint8_t ecn, uint8_t *at, size_t len,
+                    size_t seg)
 {
     gio_dgram_t *d = &e->txd[e->ntxq++];
     *d = (gio_dgram_t){.buf = at, .len = len, .ecn = ecn};
