@@ -36,11 +36,12 @@ typedef struct h3_part {
     uint64_t off, len;
 } h3_part_t;
 
-/* Bytes nghttp3 was handed and the client has not acknowledged, in order. */
+/* A block read from a file for nghttp3, kept until the client acknowledged
+   the body up to its end (bytes the server holds anyway need no record). */
 typedef struct h3_sent {
     struct h3_sent *next;
-    size_t len;
-    char *block; /* a block read from a file (freed once acknowledged), or NULL */
+    uint64_t end; /* the body offset after its last byte */
+    char *b;      /* the bytes, in an allocation of their own (aligned as malloc gives) */
 } h3_sent_t;
 
 typedef struct h3_chunk {
@@ -62,25 +63,28 @@ typedef struct h3_stream {
     uint64_t given;     /* response body bytes handed over by the handler */
     uint64_t body_sent; /* ... and on to nghttp3 */
     uint64_t body_left; /* bytes of a known length still to hand on */
-    uint64_t unacked;
+    uint64_t unacked;   /* body bytes sent and not yet acknowledged */
     h3_part_t *parts;
     unsigned nparts, cap, cur;
     uint64_t cur_off; /* in parts[cur] */
-    h3_sent_t *sent, **sent_tail;
+    h3_sent_t *sent, **sent_tail; /* blocks read, oldest first */
     char *held; /* request body bytes the producer has not taken yet */
     size_t held_len;
     size_t hdrlen;
     h3_chunk_t *chunks;
-    struct h3_stream *next, **prevp; /* the session's list (open or dead) */
+    struct h3_stream *next, **prevp; /* the session's list (open, dead or spare) */
     http_request_t req;
-} h3_stream_t;
+} h3_stream_t; /* followed in its allocation by its first block of fields (first_chunk) */
 
 struct h3 {
     nghttp3_conn *ng;
     ngtcp2_conn *q;
     h1_conn_t f;
     h3_stream_t *open_list, *dead;
+    h3_pool_t *pool;   /* where its streams come from and go back to */
     unsigned open;
+    unsigned heading;  /* open streams whose request head has not ended */
+    unsigned drainers; /* streams with want_drain set */
     unsigned fins_owed; /* streams with fin_owed set */
     uint32_t requests;
     size_t held_bytes;
@@ -95,6 +99,12 @@ struct h3 {
     int64_t reset_last;   /* the stream last counted (RESET_STREAM and STOP_SENDING: once) */
     char sni[256];        /* the TLS server name, for 421; snilen 0: none */
     size_t snilen;
+};
+
+struct h3_pool {
+    h3_stream_t *spare; /* oldest last */
+    unsigned nspare;
+    size_t live; /* streams of all sessions not yet freed */
 };
 
 static const ex_codec_t h3_codec;
@@ -120,9 +130,31 @@ static void push_stream(h3_stream_t **head, h3_stream_t *s)
     *head = s;
 }
 
+/* Behind each stream, in its allocation: its first block of request fields
+   (H3_CHUNK bytes), which a spare stream keeps. */
+static h3_chunk_t *first_chunk(h3_stream_t *s)
+{
+    return (h3_chunk_t *)(s + 1);
+}
+
+/* The pool's spare streams are freed. */
+static void pool_empty(h3_pool_t *p)
+{
+    for (h3_stream_t *s = p->spare, *next; s; s = next) {
+        next = s->next;
+        free(s->parts);
+        free(s);
+    }
+    p->spare = NULL;
+    p->nspare = 0;
+}
+
+/* What a stream holds goes; its memory goes back to the pool (its parts
+   array with it), or is freed. */
 static void stream_free(h3_stream_t *s)
 {
     exchange_t *ex = &s->ex;
+    h3_t *h = s->h3;
     if (ex->job) /* the job runs on: it must not come back to us */
         ex->job->ex = NULL;
     if (ex->file)
@@ -132,19 +164,31 @@ static void stream_free(h3_stream_t *s)
     for (unsigned i = 0; i < s->nparts; i++)
         if (s->parts[i].owned)
             free((void *)s->parts[i].p);
-    free(s->parts);
     for (h3_sent_t *x = s->sent, *next; x; x = next) {
         next = x->next;
-        free(x->block);
+        free(x->b);
         free(x);
     }
-    s->h3->held_bytes -= s->held_len;
+    h->drainers -= s->want_drain;
+    h->held_bytes -= s->held_len;
     free(s->held);
     for (h3_chunk_t *k = s->chunks, *next; k; k = next) {
         next = k->next;
-        free(k);
+        if (k != first_chunk(s))
+            free(k);
     }
+    h3_pool_t *pool = h->pool;
+    pool->live--;
+    if (pool->nspare < H3_POOL_MAX && pool->nspare < pool->live) {
+        s->next = pool->spare;
+        pool->spare = s;
+        pool->nspare++;
+        return;
+    }
+    free(s->parts);
     free(s);
+    if (!pool->live) /* no stream anywhere: none kept */
+        pool_empty(pool);
 }
 
 static int add_part(h3_stream_t *s, h3_part_t p)
@@ -181,27 +225,27 @@ static int next_vec(h3_stream_t *s, nghttp3_vec *v)
     uint64_t n = pt->len - s->cur_off;
     if (!s->streamed && n > s->body_left)
         n = s->body_left;
-    h3_sent_t *x = malloc(sizeof *x);
-    if (!x)
-        return -1;
-    x->next = NULL, x->block = NULL;
     if (pt->p) {
         v->base = (uint8_t *)(uintptr_t)(pt->p + s->cur_off);
     } else {
         n = n > H3_READ_BLOCK ? H3_READ_BLOCK : n;
-        ssize_t r = (x->block = malloc(n)) ? pread(pt->fd, x->block, n, (off_t)(pt->off +
-                                                                            s->cur_off)) : -1;
+        h3_sent_t *x = malloc(sizeof *x);
+        char *b = x ? malloc(n) : NULL;
+        ssize_t r = b ? pread(pt->fd, b, n, (off_t)(pt->off + s->cur_off)) : -1;
         if (r <= 0) {
-            free(x->block);
+            free(b);
             free(x);
             return -1;
         }
+        x->b = b;
         n = (uint64_t)r;
-        v->base = (uint8_t *)x->block;
+        v->base = (uint8_t *)x->b;
+        x->next = NULL;
+        x->end = s->body_sent + n;
+        *s->sent_tail = x;
+        s->sent_tail = &x->next;
     }
-    v->len = x->len = (size_t)n;
-    *s->sent_tail = x;
-    s->sent_tail = &x->next;
+    v->len = (size_t)n;
     s->unacked += n, s->cur_off += n, s->body_sent += n;
     if (!s->streamed)
         s->body_left -= n;
@@ -369,8 +413,10 @@ static int codec_body_buf(exchange_t *ex, const void *p, size_t n, int flags)
     s->given += n;
     if (s->streamed)
         ex->body_len += n;
-    if (s->given - s->body_sent > EX_STREAM_HIGH)
+    if (s->given - s->body_sent > EX_STREAM_HIGH && !s->want_drain) {
         s->want_drain = 1;
+        s->h3->drainers++;
+    }
     data_comes(s);
     return 0;
 }
@@ -532,9 +578,10 @@ static char *room(h3_stream_t *s, size_t n)
         k->len += n;
         return k->b + k->len - n;
     }
-    int own = n > H3_CHUNK / 2;
+    int own = n > H3_CHUNK / 2, first = !k && !own;
     size_t cap = own ? n : !k ? H3_CHUNK : k->cap < H3_CHUNK_MAX / 2 ? 2 * k->cap : H3_CHUNK_MAX;
-    if (!(k = malloc(sizeof *k + cap)))
+    /* (the first small block is the stream's own: no malloc for most) */
+    if (!(k = first ? first_chunk(s) : malloc(sizeof *k + cap)))
         return NULL;
     k->len = n, k->cap = cap;
     if (own && s->chunks) {
@@ -569,11 +616,22 @@ static int on_begin_headers(nghttp3_conn *ng, int64_t id, void *user, void *stre
     h3_t *h = user;
     if (stream_user) /* trailers come through their own callbacks; this is a second head */
         return 0;
-    h3_stream_t *s = malloc(sizeof *s);
-    if (!s)
+    h3_pool_t *pool = h->pool;
+    h3_stream_t *s = pool->spare;
+    h3_part_t *parts = NULL;
+    unsigned cap = 0;
+    if (s) {
+        pool->spare = s->next;
+        pool->nspare--;
+        parts = s->parts, cap = s->cap;
+    } else if (!(s = malloc(sizeof *s + sizeof(h3_chunk_t) + H3_CHUNK))) {
         return NGHTTP3_ERR_CALLBACK_FAILURE;
-    memset(s, 0, offsetof(h3_stream_t, req));
+    }
+    /* the exchange is h1_exchange_init's (which leaves its 4 KiB path buffer
+       alone): only the stream's own fields are zeroed, not 5 KiB per request */
+    memset((char *)s + sizeof s->ex, 0, offsetof(h3_stream_t, req) - sizeof s->ex);
     memset(&s->req, 0, offsetof(http_request_t, headers));
+    s->parts = parts, s->cap = cap;
     s->h3 = h;
     s->id = id;
     s->begun = gio_now(h->f.site->loop);
@@ -582,6 +640,8 @@ static int on_begin_headers(nghttp3_conn *ng, int64_t id, void *user, void *stre
     s->ex.req = &s->req;
     s->req.version = 30;
     h->open++;
+    h->heading++;
+    pool->live++;
     push_stream(&h->open_list, s);
     nghttp3_conn_set_stream_user_data(ng, id, s);
     return 0;
@@ -777,6 +837,7 @@ static int on_end_headers(nghttp3_conn *ng, int64_t id, int fin, void *user, voi
     if (!s || s->headed)
         return 0;
     s->headed = 1;
+    h->heading--;
     h->headed = 1;
     if (h->goaway && !h->capped) { /* a drain: nghttp3 refuses new streams itself; be sure */
         stream_abort(s, NGHTTP3_H3_REQUEST_REJECTED);
@@ -843,14 +904,13 @@ static int on_acked(nghttp3_conn *ng, int64_t id, uint64_t n, void *user, void *
     h3_stream_t *s = stream_user;
     if (!s)
         return 0;
-    while (n && s->sent) {
+    n = n < s->unacked ? n : s->unacked;
+    s->unacked -= n;
+    uint64_t acked = s->body_sent - s->unacked; /* the body up to here is acknowledged */
+    while (s->sent && s->sent->end <= acked) {
         h3_sent_t *x = s->sent;
-        size_t k = n < x->len ? (size_t)n : x->len;
-        x->len -= k, n -= k, s->unacked -= k;
-        if (x->len)
-            break;
         s->sent = x->next;
-        free(x->block);
+        free(x->b);
         free(x);
     }
     if (!s->sent)
@@ -897,6 +957,7 @@ static int on_stream_close(nghttp3_conn *ng, int64_t id, uint64_t code, void *us
     }
     s->closed = 1;
     h->open--;
+    h->heading -= !s->headed;
     unlink_stream(s);
     push_stream(&h->dead, s);
     return 0;
@@ -920,13 +981,26 @@ static int on_reset_stream(nghttp3_conn *ng, int64_t id, uint64_t code, void *us
 
 /* ---- the session ----------------------------------------------------------------- */
 
-h3_t *h3_new(const h1_conn_t *f, ngtcp2_conn *q)
+h3_pool_t *h3_pool_new(void)
+{
+    return calloc(1, sizeof(h3_pool_t));
+}
+
+void h3_pool_free(h3_pool_t *p)
+{
+    if (p)
+        pool_empty(p);
+    free(p);
+}
+
+h3_t *h3_new(const h1_conn_t *f, ngtcp2_conn *q, h3_pool_t *pool)
 {
     h3_t *h = calloc(1, sizeof *h);
     if (!h)
         return NULL;
     h->f = *f;
     h->q = q;
+    h->pool = pool;
     site_t *site = f->site;
     h->reset_at = gio_now(site->loop);
     /* an address a flood defence ended lately gets less (--flood-memory), as over HTTP/2 */
@@ -999,9 +1073,10 @@ void h3_sweep(h3_t *h)
         stream_free(s);
     }
     /* producers told when what they handed over has gone below the low mark */
-    for (h3_stream_t *s = h->open_list; s; s = s->next)
+    for (h3_stream_t *s = h->open_list; s && h->drainers; s = s->next)
         if (s->want_drain && s->ex.producer && s->given - s->body_sent < EX_STREAM_LOW) {
             s->want_drain = 0;
+            h->drainers--;
             s->ex.producer->drained(&s->ex);
         }
 }
@@ -1070,7 +1145,7 @@ int64_t h3_head_due(const h3_t *h)
         return INT64_MAX; /* the handshake has its own limit; a drain its own */
     if (!h->headed)
         due = h->bound_at + s;
-    for (const h3_stream_t *x = h->open_list; x; x = x->next)
+    for (const h3_stream_t *x = h->heading ? h->open_list : NULL; x; x = x->next)
         if (!x->headed && x->begun + s < due)
             due = x->begun + s;
     return due;

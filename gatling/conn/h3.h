@@ -29,21 +29,36 @@
 #define H3_MAX_STREAMS 100            /* request streams open at once (transport parameter) */
 #define H3_QPACK_TABLE 4096           /* the decoder's dynamic table (QPACK bombs stay small) */
 #define H3_QPACK_BLOCKED 16           /* streams that may wait for the encoder stream */
+#define H3_POOL_MAX 512               /* streams an endpoint keeps for reuse (h3_pool_new) */
 #define H3_READ_BLOCK (64 * 1024)     /* a file is read in blocks of this size ... */
 #define H3_UNACKED_MAX (1024 * 1024)  /* ... at most this much unacknowledged per stream */
 #define H3_RESET_BURST 200            /* rapid reset: request streams the client resets ... */
 #define H3_RESET_RATE 50              /* ... then per second (as HTTP/2's, CVE-2023-44487) */
 
 typedef struct h3 h3_t;
+typedef struct h3_pool h3_pool_t;
 typedef struct nghttp3_conn nghttp3_conn;
 typedef struct ngtcp2_conn ngtcp2_conn;
 
 /*
+ * The stream memory the sessions of one endpoint share: a stream that ends
+ * goes back to it and the next stream of any of its sessions takes it,
+ * still warm in the cache, instead of a malloc of its ~9 KB.  It keeps no
+ * more streams than are open (a busy endpoint's stream memory at most
+ * doubles) and at most H3_POOL_MAX, and is emptied whenever no stream of
+ * any session is open, so an idle server keeps none.  NULL on ENOMEM.
+ * h3_pool_free after the last session's h3_free.
+ */
+h3_pool_t *h3_pool_new(void);
+void h3_pool_free(h3_pool_t *p);
+
+/*
  * A session on QUIC connection q whose facts f tells of (f->out is NULL:
  * nothing goes through an output batch); wake(f->conn) runs the connection
- * soon when a job or producer moved a stream.  NULL on ENOMEM.
+ * soon when a job or producer moved a stream; its streams come from pool.
+ * NULL on ENOMEM.
  */
-h3_t *h3_new(const h1_conn_t *f, ngtcp2_conn *q);
+h3_t *h3_new(const h1_conn_t *f, ngtcp2_conn *q, h3_pool_t *pool);
 
 /* Open the control and QPACK streams (once the handshake gave 1-RTT keys).
    0, or -1: close the connection. */
