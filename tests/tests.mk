@@ -41,6 +41,9 @@ CHECK_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # of the 2 CPUs here); the tests that measure cost or time are marked serial
 # and run after them, alone
 CHECK_PASSES ?= $(shell echo $$((3 * $(CHECK_JOBS))))
+# each backend's HTTP pass in two pytest runs (by module): its 300-420 s were
+# the long poles of phase 1, which then waited on them with the CPUs 69% busy
+CHECK_SHARDS ?= 2
 
 # the include layering of gatling/ (each folder's README says what it may include),
 # and no function in io/ or gatling/ over 80 lines
@@ -59,7 +62,8 @@ check-build: setup layers
 
 # The fuzz smoke (with its build) and the cross build run beside the test passes.
 check: check-build
-	$(PYTHON) tests/run-check -j$(CHECK_PASSES) $(CHECK_TLS_BUILDS:%=--https %) \
+	$(PYTHON) tests/run-check -j$(CHECK_PASSES) --shards $(CHECK_SHARDS) \
+	    $(CHECK_TLS_BUILDS:%=--https %) \
 	    $(CHECK_H2_BUILDS:%=--h2 %) $(CHECK_H3_BUILDS:%=--h3 %) \
 	    --job "fuzz=$(MAKE) --no-print-directory fuzz-check" \
 	    --job "cross=$(MAKE) --no-print-directory cross" \

