@@ -2,10 +2,12 @@
  * h3.c — the HTTP/3 codec on libnghttp3 (see h3.h).  Its shape follows h2.c:
  * a stream per exchange, its request fields kept in blocks of its own, jobs
  * and producers resumed the same way; what differs is that DATA is handed to
- * nghttp3 as vectors that must stay until the client acknowledged them.
+ * nghttp3 as vectors that must stay until the client acknowledged them, which
+ * h3_body.c does, with a producer's request body (h3_int.h).
  */
 #ifdef HAVE_H3
 #include "h3.h"
+#include "h3_int.h"
 #include "quic_mem.h"
 #include "handlers/router.h"
 #include "http/hbuf.h"
@@ -27,79 +29,6 @@
 
 #define H3_CHUNK 512               /* a stream's first block of request fields */
 #define H3_CHUNK_MAX 4096          /* ... and the largest one shared by fields */
-#define H3_HELD_MAX (4 << 20)      /* request body bytes a connection holds for producers */
-
-typedef struct h3_part {
-    const char *p; /* a buffer, or NULL: a range of file fd */
-    int fd;
-    uint8_t owned; /* p is free()d with the stream */
-    uint64_t off, len;
-} h3_part_t;
-
-/* A block read from a file for nghttp3, kept until the client acknowledged
-   the body up to its end (bytes the server holds anyway need no record). */
-typedef struct h3_sent {
-    struct h3_sent *next;
-    uint64_t end; /* the body offset after its last byte */
-    char *b;      /* the bytes, in an allocation of their own (aligned as malloc gives) */
-} h3_sent_t;
-
-typedef struct h3_chunk {
-    struct h3_chunk *next;
-    size_t len, cap;
-    char b[];
-} h3_chunk_t;
-
-typedef struct h3_stream {
-    exchange_t ex; /* first: the stream is found from its exchange */
-    h3_t *h3;
-    int64_t id;
-    uint8_t dispatched, answered, closed, bad, headed, peer_ended, in_body;
-    uint8_t early, streamed, produced, ended, data_waits, want_drain;
-    uint8_t input_held, input_last, input_done, offering;
-    uint8_t fin_owed; /* the response's end still to go to QUIC (h3_fin_owed) */
-    int64_t begun;    /* gio_now ms when its fields began (-s) */
-    uint64_t body_got;  /* request body bytes dropped: at most H1_BODY_MAX */
-    uint64_t given;     /* response body bytes handed over by the handler */
-    uint64_t body_sent; /* ... and on to nghttp3 */
-    uint64_t body_left; /* bytes of a known length still to hand on */
-    uint64_t unacked;   /* body bytes sent and not yet acknowledged */
-    h3_part_t *parts;
-    unsigned nparts, cap, cur;
-    uint64_t cur_off; /* in parts[cur] */
-    h3_sent_t *sent, **sent_tail; /* blocks read, oldest first */
-    char *held; /* request body bytes the producer has not taken yet */
-    size_t held_len;
-    size_t hdrlen;
-    h3_chunk_t *chunks;
-    struct h3_stream *next, **prevp; /* the session's list (open, dead or spare) */
-    http_request_t req;
-} h3_stream_t; /* followed in its allocation by its first block of fields (first_chunk) */
-
-struct h3 {
-    nghttp3_conn *ng;
-    ngtcp2_conn *q;
-    h1_conn_t f;
-    h3_stream_t *open_list, *dead;
-    h3_pool_t *pool;   /* where its streams come from and go back to */
-    unsigned open;
-    unsigned heading;  /* open streams whose request head has not ended */
-    unsigned drainers; /* streams with want_drain set */
-    unsigned fins_owed; /* streams with fin_owed set */
-    uint32_t requests;
-    size_t held_bytes;
-    uint8_t goaway, bound;
-    uint8_t headed; /* a request's fields have ended once (-s: no first-request deadline) */
-    uint8_t capped; /* the GOAWAY was -R's: streams below it are still answered */
-    int64_t bound_at; /* gio_now ms of h3_bind */
-    uint8_t level;        /* the address's recent offences (peer_allowance) */
-    uint8_t calm;         /* a flood was counted: the connection ends */
-    uint64_t reset_milli; /* rapid reset's bucket, in thousandths of a stream */
-    int64_t reset_at;     /* ... filled up to then (gio_now ms) */
-    int64_t reset_last;   /* the stream last counted (RESET_STREAM and STOP_SENDING: once) */
-    char sni[256];        /* the TLS server name, for 421; snilen 0: none */
-    size_t snilen;
-};
 
 struct h3_pool {
     h3_stream_t *spare; /* oldest last */
@@ -191,91 +120,7 @@ static void stream_free(h3_stream_t *s)
         pool_empty(pool);
 }
 
-static int add_part(h3_stream_t *s, h3_part_t p)
-{
-    if (s->nparts == s->cap) {
-        unsigned cap = s->cap ? 2 * s->cap : 4;
-        h3_part_t *np = realloc(s->parts, cap * sizeof *np);
-        if (!np)
-            return -1;
-        s->parts = np, s->cap = cap;
-    }
-    s->parts[s->nparts++] = p;
-    return 0;
-}
-
 /* ---- the response ---------------------------------------------------------------- */
-
-/* The stream cannot go on: both directions end with code. */
-static void stream_abort(h3_stream_t *s, uint64_t code)
-{
-    if (!s->closed)
-        ngtcp2_conn_shutdown_stream(s->h3->q, s->id, code);
-}
-
-/* The next vector of the body: a part's own bytes, or a block read from its
-   file.  1, 0 (nothing now), -1 (a read failed: the stream is reset). */
-static int next_vec(h3_stream_t *s, nghttp3_vec *v)
-{
-    while (s->cur < s->nparts && s->cur_off >= s->parts[s->cur].len)
-        s->cur++, s->cur_off = 0;
-    if (s->cur >= s->nparts || (!s->streamed && !s->body_left))
-        return 0;
-    h3_part_t *pt = &s->parts[s->cur];
-    uint64_t n = pt->len - s->cur_off;
-    if (!s->streamed && n > s->body_left)
-        n = s->body_left;
-    if (pt->p) {
-        v->base = (uint8_t *)(uintptr_t)(pt->p + s->cur_off);
-    } else {
-        n = n > H3_READ_BLOCK ? H3_READ_BLOCK : n;
-        h3_sent_t *x = malloc(sizeof *x);
-        char *b = x ? malloc(n) : NULL;
-        ssize_t r = b ? pread(pt->fd, b, n, (off_t)(pt->off + s->cur_off)) : -1;
-        if (r <= 0) {
-            free(b);
-            free(x);
-            return -1;
-        }
-        x->b = b;
-        n = (uint64_t)r;
-        v->base = (uint8_t *)x->b;
-        x->next = NULL;
-        x->end = s->body_sent + n;
-        *s->sent_tail = x;
-        s->sent_tail = &x->next;
-    }
-    v->len = (size_t)n;
-    s->unacked += n, s->cur_off += n, s->body_sent += n;
-    if (!s->streamed)
-        s->body_left -= n;
-    return 1;
-}
-
-/* nghttp3 asks for DATA: vectors until H3_UNACKED_MAX is out unacknowledged. */
-static nghttp3_ssize read_data(nghttp3_conn *ng, int64_t id, nghttp3_vec *vec, size_t veccnt,
-                               uint32_t *pflags, void *user, void *stream_user)
-{
-    (void)ng, (void)id, (void)user;
-    h3_stream_t *s = stream_user;
-    size_t k = 0;
-    int r = 1;
-    while (k < veccnt && s->unacked < H3_UNACKED_MAX && (r = next_vec(s, &vec[k])) > 0)
-        k++;
-    if (r < 0) {
-        stream_abort(s, NGHTTP3_H3_INTERNAL_ERROR);
-        return NGHTTP3_ERR_WOULDBLOCK;
-    }
-    int all = s->cur >= s->nparts || (s->cur == s->nparts - 1 &&
-                                      s->cur_off >= s->parts[s->cur].len);
-    if (s->streamed ? s->ended && all : !s->body_left)
-        *pflags |= NGHTTP3_DATA_FLAG_EOF;
-    else if (!k) {
-        s->data_waits = 1;
-        return NGHTTP3_ERR_WOULDBLOCK;
-    }
-    return (nghttp3_ssize)k;
-}
 
 static void lower(char *d, const char *s, size_t cap)
 {
@@ -335,7 +180,7 @@ static int submit(h3_stream_t *s, int status, const char *ctype, uint64_t len, t
     s->body_left = ex->head_only || status == 304 || status == 204 ? 0 : len;
     int body = s->streamed ? !ex->head_only && status != 304 && status != 204 : s->body_left > 0;
     s->answered = 1;
-    nghttp3_data_reader dr = {.read_data = read_data};
+    nghttp3_data_reader dr = {.read_data = h3_read_data};
     int r = nghttp3_conn_submit_response(s->h3->ng, s->id, nv, n, body ? &dr : NULL);
     return r == 0 ? 0 : -1;
 }
@@ -378,7 +223,7 @@ static int codec_error(exchange_t *ex, int status)
     hbuf_t pb = hb_init(page, RESP_PAGE_MAX);
     resp_page(&pb, status);
     size_t n = hb_len(&pb);
-    if (add_part(s, (h3_part_t){.p = page, .fd = -1, .owned = 1, .len = n}) < 0) {
+    if (h3_add_part(s, (h3_part_t){.p = page, .fd = -1, .owned = 1, .len = n}) < 0) {
         free(page);
         return -1;
     }
@@ -405,7 +250,7 @@ static int codec_body_buf(exchange_t *ex, const void *p, size_t n, int flags)
             free((void *)p);
         return 0;
     }
-    if (add_part(s, (h3_part_t){.p = p, .fd = -1, .owned = (uint8_t)own, .len = n}) < 0) {
+    if (h3_add_part(s, (h3_part_t){.p = p, .fd = -1, .owned = (uint8_t)own, .len = n}) < 0) {
         if (own)
             free((void *)p);
         return -1;
@@ -426,7 +271,7 @@ static int codec_body_file(exchange_t *ex, int fd, uint64_t off, uint64_t len)
     h3_stream_t *s = stream_of(ex);
     if (ex->head_only || !len || s->closed)
         return 0;
-    if (add_part(s, (h3_part_t){.fd = fd, .off = off, .len = len}) < 0)
+    if (h3_add_part(s, (h3_part_t){.fd = fd, .off = off, .len = len}) < 0)
         return -1;
     s->given += len;
     data_comes(s);
@@ -473,7 +318,6 @@ static uint64_t codec_queued(const exchange_t *ex)
     return s->closed ? UINT64_MAX : s->given - s->body_sent;
 }
 
-static void offer_held(h3_stream_t *s);
 static void codec_redispatch(exchange_t *ex);
 
 static void codec_input_ready(exchange_t *ex)
@@ -481,7 +325,7 @@ static void codec_input_ready(exchange_t *ex)
     h3_stream_t *s = stream_of(ex);
     s->input_held = 0;
     if (!s->offering)
-        offer_held(s);
+        h3_offer_held(s);
     wake(s);
 }
 
@@ -498,75 +342,6 @@ static const ex_codec_t h3_codec = {
     .input_ready = codec_input_ready,
     .redispatch = codec_redispatch,
 };
-
-/* ---- the request body ------------------------------------------------------------ */
-
-/* Flow control: n bytes of the stream are consumed (the client may send more). */
-static void consume(h3_t *h, int64_t id, size_t n)
-{
-    ngtcp2_conn_extend_max_stream_offset(h->q, id, n);
-    ngtcp2_conn_extend_max_offset(h->q, n);
-}
-
-/* A producer's request body: what it takes is consumed, the rest held (at
-   most the stream's window and H3_HELD_MAX) and offered at ex_input_ready. */
-static size_t offer(h3_stream_t *s, const uint8_t *p, size_t n, int last)
-{
-    exchange_t *ex = &s->ex;
-    if (!ex->producer && ex->job && !s->closed) { /* a job decides who takes the body */
-        s->input_held = 1;
-        return 0;
-    }
-    size_t k = n;
-    if (ex->producer && !s->closed) {
-        s->input_held = 1;
-        s->offering = 1;
-        k = ex->producer->input(ex, (const char *)p, n, last);
-        s->offering = 0;
-    }
-    if (k >= n) {
-        k = n;
-        s->input_held = 0;
-        s->input_done = (uint8_t)(s->input_done | last);
-    }
-    if (k)
-        consume(s->h3, s->id, k);
-    return k;
-}
-
-static void offer_held(h3_stream_t *s)
-{
-    while (s->held_len && !s->input_held) {
-        size_t k = offer(s, (uint8_t *)s->held, s->held_len, s->input_last);
-        memmove(s->held, s->held + k, s->held_len - k);
-        s->held_len -= k;
-        s->h3->held_bytes -= k;
-        if (!k)
-            break;
-    }
-    if (!s->held_len && s->input_last && !s->input_done && !s->input_held)
-        offer(s, (const uint8_t *)"", 0, 1);
-}
-
-static void body_to_producer(h3_stream_t *s, const uint8_t *p, size_t n)
-{
-    h3_t *h = s->h3;
-    size_t k = s->held_len || s->input_held ? 0 : offer(s, p, n, 0);
-    if (k == n)
-        return;
-    char *nh = h->held_bytes + n - k <= H3_HELD_MAX ? realloc(s->held, s->held_len + n - k) : NULL;
-    if (!nh) {
-        consume(h, s->id, n - k);
-        stream_abort(s, NGHTTP3_H3_EXCESSIVE_LOAD);
-        return;
-    }
-    s->held = nh;
-    memcpy(s->held + s->held_len, p + k, n - k);
-    s->held_len += n - k;
-    h->held_bytes += n - k;
-    if (!s->input_held)
-        offer_held(s);
-}
 
 /* ---- the request ----------------------------------------------------------------- */
 
@@ -787,7 +562,7 @@ static void dispatch_again(h3_stream_t *s)
         send_job(ex);
     if (s->early && !ex->job) {
         s->input_held = 0;
-        offer_held(s);
+        h3_offer_held(s);
     }
     h->f.wake(h->f.conn);
 }
@@ -855,7 +630,7 @@ static int on_data(nghttp3_conn *ng, int64_t id, const uint8_t *p, size_t n, voi
     h3_t *h = user;
     h3_stream_t *s = stream_user;
     if (s && s->early) {
-        body_to_producer(s, p, n);
+        h3_body_to_producer(s, p, n);
         return 0;
     }
     consume(h, id, n); /* dropped: the window opens at once */
@@ -887,37 +662,11 @@ static int on_end_stream(nghttp3_conn *ng, int64_t id, void *user, void *stream_
     if (s->early) {
         s->input_last = 1;
         if (!s->input_held)
-            offer_held(s);
+            h3_offer_held(s);
     } else if (!s->dispatched && s->headed && (!h->goaway || h->capped)) {
         dispatch(h, s);
     } else if (!s->dispatched && s->headed) {
         stream_abort(s, NGHTTP3_H3_REQUEST_REJECTED); /* draining: not answered, say so */
-    }
-    return 0;
-}
-
-/* DATA the client acknowledged: what we read for it can go; a reader that
-   waited for room goes on. */
-static int on_acked(nghttp3_conn *ng, int64_t id, uint64_t n, void *user, void *stream_user)
-{
-    (void)user;
-    h3_stream_t *s = stream_user;
-    if (!s)
-        return 0;
-    n = n < s->unacked ? n : s->unacked;
-    s->unacked -= n;
-    uint64_t acked = s->body_sent - s->unacked; /* the body up to here is acknowledged */
-    while (s->sent && s->sent->end <= acked) {
-        h3_sent_t *x = s->sent;
-        s->sent = x->next;
-        free(x->b);
-        free(x);
-    }
-    if (!s->sent)
-        s->sent_tail = &s->sent;
-    if (s->data_waits && s->unacked < H3_UNACKED_MAX / 2) {
-        s->data_waits = 0;
-        nghttp3_conn_resume_stream(ng, id);
     }
     return 0;
 }
@@ -1009,7 +758,7 @@ h3_t *h3_new(const h1_conn_t *f, ngtcp2_conn *q, h3_pool_t *pool)
     h->reset_milli = (uint64_t)peer_budget(H3_RESET_BURST, h->level) * 1000;
     h->reset_last = -1;
     nghttp3_callbacks cb = {
-        .acked_stream_data = on_acked,
+        .acked_stream_data = h3_on_acked,
         .stream_close = on_stream_close,
         .recv_data = on_data,
         .deferred_consume = on_deferred_consume,

@@ -6,11 +6,11 @@
  * handlers as an HTTP/1.1 or HTTP/2 request.  Its response becomes a HEADERS
  * frame (:status, server, date, content-length, the fields, names in lower
  * case) and DATA: buffers are handed to nghttp3 where they are, file ranges
- * are read (pread) into blocks of H3_READ_BLOCK bytes as QUIC asks for them,
- * since every byte is encrypted in user space.  What nghttp3 was given stays
- * until the client acknowledged it (acked_stream_data), at most
- * H3_UNACKED_MAX bytes per stream, so a stream that is not read holds a
- * bounded amount of memory.
+ * are read (pread) into blocks of H3_READ_BLOCK bytes (64 KiB) as QUIC asks
+ * for them, since every byte is encrypted in user space.  What nghttp3 was
+ * given stays until the client acknowledged it (acked_stream_data), at most
+ * H3_UNACKED_MAX bytes (1 MiB) per stream, so a stream that is not read
+ * holds a bounded amount of memory (h3_int.h, h3_body.c).
  *
  * quic.c owns the transport and calls in here for what belongs to HTTP:
  * stream data in (h3_recv), the bytes to send (nghttp3_conn_writev_stream on
@@ -30,8 +30,6 @@
 #define H3_QPACK_TABLE 4096           /* the decoder's dynamic table (QPACK bombs stay small) */
 #define H3_QPACK_BLOCKED 16           /* streams that may wait for the encoder stream */
 #define H3_POOL_MAX 512               /* streams an endpoint keeps for reuse (h3_pool_new) */
-#define H3_READ_BLOCK (64 * 1024)     /* a file is read in blocks of this size ... */
-#define H3_UNACKED_MAX (1024 * 1024)  /* ... at most this much unacknowledged per stream */
 #define H3_RESET_BURST 200            /* rapid reset: request streams the client resets ... */
 #define H3_RESET_RATE 50              /* ... then per second (as HTTP/2's, CVE-2023-44487) */
 

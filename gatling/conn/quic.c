@@ -1,8 +1,11 @@
 /*
- * quic.c — the QUIC endpoint and its connections (see quic.h).
+ * quic.c — the QUIC endpoint and its connections (see quic.h): datagrams in,
+ * connections begun and closed, their timers, ngtcp2's callbacks.  What goes
+ * out, the send queue of trains, is quic_send.c's (quic_int.h).
  */
 #ifdef HAVE_H3
 #include "quic.h"
+#include "quic_int.h"
 #include "gio_udp.h"
 #include "h3.h"
 #include "quic_cid.h"
@@ -29,16 +32,8 @@
 #include <unistd.h>
 
 #define QUIC_SCID_LEN 18          /* the connection IDs we issue */
-#define QUIC_RX_CAP 2048          /* a datagram received (we ask for at most QUIC_RX_MAX) */
 #define QUIC_RX_MAX 1472          /* max_udp_payload_size: what fits Ethernet's MTU */
 #define QUIC_RX_ROUNDS 4          /* receive batches per readiness event */
-#define QUIC_TRAIN 32             /* packets per GSO train */
-#define QUIC_PKT_MAX 1500         /* room for one packet we send */
-#define QUIC_TXQ_DG 128           /* trains queued for one sendmmsg round (flush_touched) */
-#define QUIC_TXQ (2 * QUIC_TRAIN * QUIC_PKT_MAX) /* ... and their bytes (see txq_reserve) */
-/* queued bytes sent at once, not with the batch: held back, a download's 1 MiB
-   costs 7-14% more CPU on loopback (bench --h3 -c 10, 1m.bin) */
-#define QUIC_TXQ_EAGER (16 * QUIC_PKT_MAX)
 #define QUIC_STREAM_WINDOW (256 * 1024) /* a request stream's receive window */
 #define QUIC_CONN_WINDOW (1024 * 1024)  /* the connection's */
 #define QUIC_HANDSHAKE_S 10       /* a handshake not done in this long ends */
@@ -48,72 +43,6 @@
                                      clients prove their address first (Retry) */
 #define QUIC_PRIORITY "NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:" \
                       "+CHACHA20-POLY1305:+AES-128-CCM:%DISABLE_TLS13_COMPAT_MODE"
-
-typedef struct quic_conn {
-    quic_ep_t *ep;
-    ngtcp2_conn *q;
-    gnutls_session_t tls;
-    ngtcp2_crypto_conn_ref ref;
-    quic_cred_t *cred;
-    h3_t *h3;
-    h1_conn_t f;
-    struct sockaddr_storage peer;
-    socklen_t peerlen;
-    ngtcp2_cid odcid;  /* the client's first Destination Connection ID, mapped too */
-    size_t heap_at;    /* index in the endpoint's heap, or SIZE_MAX */
-    int64_t due;       /* gio_now() ms of its next timer */
-    int64_t heard;     /* gio_now() ms of the last packet it read */
-    uint8_t closing;   /* CONNECTION_CLOSE sent: repeated to what still arrives */
-    uint8_t draining;  /* the peer closed: silent until due */
-    uint8_t limited;   /* counted in -K */
-    uint8_t shaking;   /* counted in the endpoint's handshakes under way */
-    uint8_t woken, touched;
-    uint8_t *closebuf;
-    uint32_t closing_rx; /* datagrams that came while closing */
-    size_t closelen;
-    ngtcp2_connection_close_error err;
-    struct quic_conn *wnext, *tnext; /* woken list, touched-this-batch list */
-    struct quic_conn *next, **prevp; /* every connection of the endpoint */
-} quic_conn_t;
-
-struct quic_ep {
-    watch_t w; /* first: the loop's cookie */
-    site_t *site;
-    int fd, port, gso;
-    int steer; /* our socket's index in the group, named by our CIDs (quic_steer.h) */
-    size_t max_conns;
-    struct sockaddr_storage bound;
-    socklen_t boundlen;
-    const config_t *cfg;
-    quic_cred_t *cred;
-    gnutls_priority_t prio;
-    quic_cid_table_t *cids;
-    quic_retry_t *retry; /* who gets a Retry first (--h3-retry) */
-    h3_pool_t *pool;     /* stream memory its sessions share */
-    quic_conn_t **heap;
-    size_t nheap, heapcap;
-    quic_conn_t *woken, *touched, *all;
-    uint8_t secret[32]; /* stateless reset tokens derive from it */
-    int draining;
-    size_t nconns, handshaking;
-    int64_t armed; /* the socket's gio deadline */
-    quic_out_fn out; /* no socket (quic_open_loose): what is sent goes here */
-    void *out_arg;
-    gio_dgram_t dg[GIO_UDP_BATCH];
-    uint8_t rx[GIO_UDP_BATCH][QUIC_RX_CAP];
-    uint8_t tx[QUIC_RETRY_OUT_MAX]; /* a stateless answer (Retry) being made */
-    /* what the connections of a batch send, gathered for few sendmmsg calls:
-       ntxq trains, txq_used bytes of txq (txq_add, txq_flush) */
-    gio_dgram_t txd[QUIC_TXQ_DG];
-    unsigned ntxq;
-    size_t txq_used;
-    uint8_t txq[QUIC_TXQ];
-};
-
-static ngtcp2_tstamp now_ts(const quic_ep_t *e)
-{
-    return (ngtcp2_tstamp)gio_now_us(e->site->loop) * 1000;
-}
 
 /* ---- the timer heap --------------------------------------------------------------- */
 
@@ -175,212 +104,6 @@ static void arm(quic_ep_t *e)
         if (e->fd >= 0)
             gio_set_deadline(e->site->loop, e->fd, when);
     }
-}
-
-/* ---- sending ---------------------------------------------------------------------- */
-
-/* gio_udp_send, or to the harness's hook on an endpoint without a socket. */
-static long ep_send(quic_ep_t *e, const gio_dgram_t *d, int flags)
-{
-    if (e->out) {
-        e->out(e->out_arg, d);
-        return 1;
-    }
-    return gio_udp_send(e->fd, d, 1, flags);
-}
-
-/* The packets of a queued train (for the count of those lost). */
-static size_t train_pkts(const gio_dgram_t *d)
-{
-    return d->segsize ? (d->len + d->segsize - 1) / d->segsize : 1;
-}
-
-/* Send the queued trains: sendmmsg in rounds of GIO_UDP_BATCH; what the socket
-   does not take is lost (QUIC sends it again), counted: a train it refused,
-   or all that is left when its buffer is full. */
-static void txq_flush(quic_ep_t *e)
-{
-    unsigned i = 0;
-    while (i < e->ntxq) {
-        unsigned n = e->ntxq - i < GIO_UDP_BATCH ? e->ntxq - i : GIO_UDP_BATCH;
-        long r;
-        if (e->out) {
-            for (unsigned k = 0; k < n; k++)
-                e->out(e->out_arg, &e->txd[i + k]);
-            r = (long)n;
-        } else {
-            r = gio_udp_send(e->fd, &e->txd[i], n, e->gso ? GIO_UDP_GSO : 0);
-            if (r == GIO_ERR && errno == EIO && e->gso) { /* the device cannot segment */
-                e->gso = 0;
-                continue;
-            }
-        }
-        if (r == GIO_AGAIN) {
-            for (; i < e->ntxq; i++)
-                e->site->stats.h3_send_lost += train_pkts(&e->txd[i]);
-            break;
-        }
-        if (r < 0) { /* this one was refused (errno): the rest is tried */
-            e->site->stats.h3_send_lost += train_pkts(&e->txd[i]);
-            r = 1;
-        }
-        i += (unsigned)r;
-    }
-    e->ntxq = 0;
-    e->txq_used = 0;
-}
-
-/* Room in the queue for a whole conn_write (QUIC_TRAIN packets, as many
-   trains at most): where its packets go. */
-static uint8_t *txq_reserve(quic_ep_t *e)
-{
-    if (e->ntxq + QUIC_TRAIN > QUIC_TXQ_DG || QUIC_TXQ - e->txq_used < QUIC_TRAIN * QUIC_PKT_MAX)
-        txq_flush(e);
-    return e->txq + e->txq_used;
-}
-
-/* The train of len bytes at the queue's end (at, within what txq_reserve
-   left room for), segments of seg bytes (the last may be shorter), to the
-   path's peer: queued, sent at txq_flush. */
-static void txq_add(quic_ep_t *e, const ngtcp2_path *path, uint8_t ecn, uint8_t *at, size_t len,
-                    size_t seg)
-{
-    gio_dgram_t *d = &e->txd[e->ntxq++];
-    *d = (gio_dgram_t){.buf = at, .len = len, .ecn = ecn};
-    memcpy(&d->peer, path->remote.addr, path->remote.addrlen);
-    d->peerlen = path->remote.addrlen;
-    memcpy(&d->local, path->local.addr, path->local.addrlen);
-    d->segsize = seg < len ? (uint16_t)seg : 0;
-    e->txq_used += len;
-}
-
-/* One packet of len (<= QUIC_PKT_MAX) bytes at p to the path's peer, queued. */
-static void send_packet(quic_ep_t *e, const ngtcp2_path *path, const uint8_t *p, size_t len)
-{
-    uint8_t *at = txq_reserve(e);
-    memcpy(at, p, len);
-    txq_add(e, path, 0, at, len, 0);
-}
-
-/* A datagram to addr from the local address it came to (stateless answers). */
-static void send_to(quic_ep_t *e, const gio_dgram_t *in, const uint8_t *p, size_t len)
-{
-    gio_dgram_t d = *in;
-    d.buf = (void *)(uintptr_t)p;
-    d.len = len;
-    d.segsize = 0;
-    d.ecn = 0;
-    if (ep_send(e, &d, 0) != 1)
-        e->site->stats.h3_send_lost++;
-}
-
-static void conn_close_now(quic_conn_t *c);
-static void start_closing(quic_conn_t *c);
-
-/* One packet: stream data nghttp3 has, or what ngtcp2 has of its own; a
-   response's end that nghttp3 0.8 would lose goes first (h3.h's h3_fin_owed).
-   Bytes written (0: nothing to send now), or -1 (the connection closes). */
-static ngtcp2_ssize write_one(quic_conn_t *c, ngtcp2_path *path, ngtcp2_pkt_info *pi,
-                              uint8_t *buf, size_t cap, ngtcp2_tstamp ts)
-{
-    for (;;) {
-        int64_t sid = c->h3 ? h3_owed_fin(c->h3) : -1;
-        int owed = sid >= 0, fin = owed;
-        nghttp3_vec vec[16];
-        nghttp3_ssize nv = 0;
-        size_t bytes = 0;
-        nghttp3_conn *ng = c->h3 ? h3_ng(c->h3) : NULL;
-        if (!owed && ng && ngtcp2_conn_get_max_data_left(c->q)) {
-            nv = nghttp3_conn_writev_stream(ng, &sid, &fin, vec, 16);
-            if (nv < 0) {
-                ngtcp2_connection_close_error_set_application_error(
-                    &c->err, nghttp3_err_infer_quic_app_error_code((int)nv), NULL, 0);
-                return -1;
-            }
-            for (nghttp3_ssize i = 0; i < nv; i++)
-                bytes += vec[i].len;
-        }
-        ngtcp2_ssize ndata = -1;
-        uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE | (fin ? NGTCP2_WRITE_STREAM_FLAG_FIN : 0);
-        ngtcp2_ssize n = ngtcp2_conn_writev_stream(c->q, path, pi, buf, cap, &ndata, flags, sid,
-                                                   (const ngtcp2_vec *)vec, (size_t)nv, ts);
-        if (owed && (ndata >= 0 || n == NGTCP2_ERR_STREAM_SHUT_WR ||
-                     n == NGTCP2_ERR_STREAM_NOT_FOUND || n == NGTCP2_ERR_STREAM_DATA_BLOCKED)) {
-            h3_fin_gone(c->h3, sid); /* taken, or not for us to try again */
-            if (n == NGTCP2_ERR_STREAM_NOT_FOUND)
-                continue;
-        } else if (fin && !bytes && ndata < 0 && n >= 0) {
-            h3_fin_owed(c->h3, sid); /* an end alone, not taken: nghttp3 may drop it */
-        }
-        if (n == NGTCP2_ERR_STREAM_DATA_BLOCKED) {
-            nghttp3_conn_block_stream(ng, sid);
-            continue;
-        }
-        if (n == NGTCP2_ERR_STREAM_SHUT_WR) {
-            nghttp3_conn_shutdown_stream_write(ng, sid);
-            continue;
-        }
-        if (ndata >= 0 && nghttp3_conn_add_write_offset(ng, sid, (size_t)ndata) != 0)
-            return -1;
-        if (n == NGTCP2_ERR_WRITE_MORE)
-            continue;
-        if (n < 0) {
-            ngtcp2_connection_close_error_set_transport_error_liberr(&c->err, (int)n, NULL, 0);
-            return -1;
-        }
-        return n;
-    }
-}
-
-/* Send what the connection has, at most its send quantum (pacing brings the
-   rest): packets of one path and ECN go out as GSO trains of equal segments,
-   a shorter one ending a train. */
-static int conn_write(quic_conn_t *c)
-{
-    quic_ep_t *e = c->ep;
-    if (c->closing || c->draining)
-        return 0;
-    ngtcp2_tstamp ts = now_ts(e);
-    size_t mtu = ngtcp2_conn_get_max_tx_udp_payload_size(c->q);
-    mtu = mtu > QUIC_PKT_MAX ? QUIC_PKT_MAX : mtu;
-    size_t max = ngtcp2_conn_get_send_quantum(c->q) / mtu;
-    max = max < 1 ? 1 : max > QUIC_TRAIN ? QUIC_TRAIN : max;
-    ngtcp2_path_storage ps, first;
-    ngtcp2_path_storage_zero(&ps);
-    ngtcp2_path_storage_zero(&first);
-    ngtcp2_pkt_info pi = {0};
-    uint8_t ecn = 0;
-    size_t off = 0, seg = 0, k = 0, total = 0;
-    uint8_t *tx = txq_reserve(e); /* room for max packets: trains queue in place */
-    for (;;) {
-        ngtcp2_ssize n = write_one(c, &ps.path, &pi, tx + off, mtu, ts);
-        if (n < 0)
-            return -1;
-        if (n > 0 && k > 0 && (!ngtcp2_path_eq(&first.path, &ps.path) || pi.ecn != ecn ||
-                               (size_t)n > seg)) { /* this one cannot join the train */
-            txq_add(e, &first.path, ecn, tx, off, seg);
-            tx += off, off = 0, k = 0; /* it starts the next one, where it is */
-        }
-        if (n > 0) {
-            if (k++ == 0) {
-                ngtcp2_path_copy(&first.path, &ps.path);
-                ecn = (uint8_t)pi.ecn, seg = (size_t)n;
-            }
-            off += (size_t)n;
-            total++;
-        }
-        int last = n == 0 || total >= max;
-        if ((last || (size_t)n < seg) && off) {
-            txq_add(e, &first.path, ecn, tx, off, seg);
-            tx += off, off = 0, k = 0;
-        }
-        if (last)
-            break;
-    }
-    ngtcp2_conn_update_pkt_tx_time(c->q, ts);
-    if (e->txq_used >= QUIC_TXQ_EAGER) /* a bulk sender's train goes at once */
-        txq_flush(e);
-    return 0;
 }
 
 /* ---- connection life -------------------------------------------------------------- */
@@ -458,7 +181,7 @@ static void start_closing(quic_conn_t *c)
                                                             QUIC_PKT_MAX, &c->err, now_ts(e));
         if (n > 0) {
             c->closelen = (size_t)n;
-            send_packet(e, &ps.path, c->closebuf, c->closelen);
+            quic_send_packet(e, &ps.path, c->closebuf, c->closelen);
         }
     }
     c->closing = 1;
@@ -888,7 +611,7 @@ static quic_conn_t *accept_initial(quic_ep_t *e, gio_dgram_t *d, const ngtcp2_pk
     uint8_t *out = e->tx;
     int v = quic_retry_check(e->retry, &in, &odcid, out, &n);
     if (v == QUIC_ADMIT_RETRY || v == QUIC_ADMIT_BAD) {
-        send_to(e, d, out, n);
+        quic_send_to(e, d, out, n);
         if (v == QUIC_ADMIT_RETRY)
             e->site->stats.h3_retries++;
         else
@@ -920,7 +643,7 @@ static void stateless_reset(quic_ep_t *e, const gio_dgram_t *d, const ngtcp2_ver
         return;
     ngtcp2_ssize n = ngtcp2_pkt_write_stateless_reset(buf, len, token, rnd, rlen);
     if (n > 0) {
-        send_to(e, d, buf, (size_t)n);
+        quic_send_to(e, d, buf, (size_t)n);
         e->site->stats.h3_resets++;
     }
 }
@@ -936,7 +659,7 @@ static void version_negotiation(quic_ep_t *e, const gio_dgram_t *d, const ngtcp2
                                                           vc->scidlen, vc->dcid, vc->dcidlen, sv,
                                                           1);
     if (n > 0) {
-        send_to(e, d, buf, (size_t)n);
+        quic_send_to(e, d, buf, (size_t)n);
         e->site->stats.h3_version_neg++;
     }
 }
@@ -1008,7 +731,7 @@ static void datagram(quic_ep_t *e, gio_dgram_t *d)
         c->closing_rx++;
         if (c->closelen && !(c->closing_rx & (c->closing_rx - 1)) &&
             cp->remote.addrlen == d->peerlen && !memcmp(cp->remote.addr, &d->peer, d->peerlen))
-            send_packet(e, cp, c->closebuf, c->closelen);
+            quic_send_packet(e, cp, c->closebuf, c->closelen);
         return;
     }
     ngtcp2_pkt_info pi = {.ecn = d->ecn};
@@ -1028,12 +751,12 @@ static void flush_touched(quic_ep_t *e)
         quic_conn_t *c = e->touched;
         e->touched = c->tnext;
         c->touched = 0;
-        if (conn_write(c) < 0)
+        if (quic_conn_write(c) < 0)
             start_closing(c);
         conn_settle(c);
     }
     if (e->ntxq) /* the batch's trains, all connections' together */
-        txq_flush(e);
+        quic_txq_flush(e);
 }
 
 static void on_readable(quic_ep_t *e)

@@ -54,7 +54,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PKT_MAX 1500   /* quic.c's QUIC_PKT_MAX */
+#define PKT_MAX 1500   /* quic_int.h's QUIC_PKT_MAX */
 #define TRAIN_MAX 32   /* quic.c's QUIC_TRAIN */
 #define RX_CAP 2048    /* quic.c's QUIC_RX_CAP: larger arrives cut */
 #define TICK_MS 20     /* capture: silence this long is a tick */
