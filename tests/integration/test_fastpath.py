@@ -93,12 +93,18 @@ def test_memory_budget_bounds_what_is_held(gatling):
     disk (counted), every body right."""
     files = {"f%02d.bin" % i: random_bytes(1 << 20, 100 + i) for i in range(40)}
     srv = gatling(files, args=("-T", "10", "-S", "-F", "1048576"))
-    with Client(srv.port) as c:
-        for name in files:  # HEAD: each enters the cache (and memory) without 1 MiB on the wire
-            r = c.request("/" + name, method="HEAD")
-            assert_status(r, 200)
-        st = c.request("/server-status?json")
-    st = json.loads(st.body)
+    # a file leaves the cache, and memory, 1 s after it entered (FCACHE_TTL_MS): on a busy
+    # machine the first of 40 HEADs had gone again before the last came (27 held, none
+    # refused), so the pass is made again, up to 5 times, until the budget refuses one
+    for _ in range(5):
+        with Client(srv.port) as c:
+            for name in files:  # HEAD: each enters the cache (and memory), 1 MiB not sent
+                r = c.request("/" + name, method="HEAD")
+                assert_status(r, 200)
+            st = json.loads(c.request("/server-status?json").body)
+        assert 0 < st["memory_bytes"] <= 32 << 20, st
+        if st["memory_full"] >= 1:
+            break
     assert 0 < st["memory_bytes"] <= 32 << 20, st
     assert st["memory_files"] <= 32 and st["memory_full"] >= 1, st
     with Client(srv.port) as c:
