@@ -435,6 +435,11 @@ int server_quic_group(const config_t *cfg, const listener_t *lst, int n, quic_gr
         snprintf(err, sizeof err, "getsockname: %s", strerror(errno));
         quic_group_close(g);
     } else if (quic_group_open(g, (struct sockaddr *)&ss, len, per, err, sizeof err) == 0) {
+        if (g->rcvbuf && g->rcvbuf < QUIC_SOCKBUF / 2)
+            fprintf(stderr, "gatling: HTTP/3: the UDP receive buffer is %d KiB "
+                    "(net.core.rmem_max): a burst of new visitors beyond it is dropped until "
+                    "they send again; run as root or raise net.core.rmem_max to %d\n",
+                    g->rcvbuf / 1024, QUIC_SOCKBUF);
         return 0;
     }
     fprintf(stderr, "gatling: HTTP/3: %s: serving HTTPS without it\n", err);

@@ -67,6 +67,12 @@ int gio_udp_open(const struct sockaddr *addr, socklen_t len, int reuseport);
    address (replies then leave from the kernel's choice). */
 int gio_udp_setup(int fd);
 
+/* Size fd's receive and send buffers to bytes each: past net.core.rmem_max
+   and wmem_max where the process may (SO_RCVBUFFORCE, CAP_NET_ADMIN), else
+   as far as they allow.  Returns the receive buffer's payload room obtained
+   (what arrives beyond it at once is dropped by the kernel), or -1. */
+int gio_udp_buffers(int fd, int bytes);
+
 /* 1 if the kernel takes UDP_SEGMENT on fd (GIO_UDP_GSO may be passed), else 0. */
 int gio_udp_gso_probe(int fd);
 

@@ -590,8 +590,7 @@ static int conn_socket(h3run_t *r, h3conn_t *c)
     int fd = socket(dst->ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
-    int buf = 4 << 20; /* the kernel caps it at rmem_max */
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+    gio_udp_buffers(fd, 4 << 20); /* past rmem_max where we may: a window's burst */
     c->locallen = sizeof c->local;
     if (connect(fd, (const struct sockaddr *)&dst->ss, dst->len) < 0 ||
         getsockname(fd, (struct sockaddr *)&c->local, &c->locallen) < 0) {

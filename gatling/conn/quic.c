@@ -854,9 +854,6 @@ quic_ep_t *quic_open(const config_t *cfg, int udp_fd, int steer, char *err, size
     }
     e->port = ntohs(((struct sockaddr_in *)&e->bound)->sin_port); /* same offset for v6 */
     e->gso = gio_udp_gso_probe(e->fd);
-    int big = 4 << 20; /* a burst of trains to many clients, not lost at the socket */
-    setsockopt(e->fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
-    setsockopt(e->fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
     if (ep_setup(e, err, errlen) < 0) {
         quic_free(e);
         return NULL;

@@ -97,6 +97,9 @@ int quic_group_open(quic_group_t *g, const struct sockaddr *addr, socklen_t len,
             return -1;
         }
         g->fds[g->nfds] = fd;
+        int got = gio_udp_buffers(fd, QUIC_SOCKBUF); /* now: before -u drops the right */
+        if (got > 0 && (!g->rcvbuf || got < g->rcvbuf))
+            g->rcvbuf = got;
     }
     if (STEER_BUILT && quic_group_steer(g) < 0) {
         snprintf(err, errlen, "SO_ATTACH_REUSEPORT_CBPF: %s", strerror(errno));

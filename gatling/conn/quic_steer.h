@@ -42,6 +42,9 @@
 #include <sys/socket.h>
 
 #define QUIC_STEER_MAX 128  /* sockets in a group: two banks of -W's 64 */
+/* each socket's receive and send buffer: a burst of ~1,800 Initials (a flood
+   of new visitors), or of trains to many clients, not lost at the socket */
+#define QUIC_SOCKBUF (4 << 20)
 #define QUIC_STEER_MARK 4    /* the leading CID bytes that name the socket */
 #define QUIC_STEER_TAG1 0x67 /* ... after the index: "gtl" */
 #define QUIC_STEER_TAG2 0x74
@@ -53,6 +56,7 @@ typedef struct quic_group {
     int per;    /* sockets in a bank */
     int bank;   /* the bank this process serves from: 0 or 1 */
     int passed; /* handed over by the old binary: steer once we serve */
+    int rcvbuf; /* the smallest receive buffer the sockets opened got (bytes), or 0 */
 } quic_group_t;
 
 /*

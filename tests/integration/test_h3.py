@@ -17,6 +17,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.request
 
@@ -246,6 +247,52 @@ def test_alt_svc_on_https_and_off_with_3(gatling):
         assert r.headers["Alt-Svc"] is None
     udp = open("/proc/net/udp").read() + open("/proc/net/udp6").read()
     assert ":%04X " % port in udp and ":%04X " % port3 not in udp
+
+
+def rmem_max():
+    with open("/proc/sys/net/core/rmem_max") as f:
+        return int(f.read())
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("ss") or not shutil.which("setpriv"),
+                    reason="needs root, ss and setpriv")
+def test_udp_buffers_hold_a_burst_of_visitors(gatling, build):
+    """A flood of new visitors arrives as a burst of Initials on one socket:
+    beyond its receive buffer the kernel drops them, and each waits a second
+    for its client to send again (with Debian's default rmem_max, 208 KiB,
+    ~90 Initials).  As root each UDP socket gets 4 MiB whatever rmem_max says;
+    a server started without the right says at start how large a burst it
+    holds and what to raise."""
+    srv, port = h3_server(gatling)
+    out = subprocess.run(["ss", "-uamnH", "sport = :%d" % port], capture_output=True,
+                         text=True, timeout=10).stdout
+    rb = [int(x.split("rb")[1].split(",")[0]) for x in out.split() if x.startswith("skmem:")]
+    assert rb and all(b >= 2 * (4 << 20) for b in rb), out  # Linux shows twice what was set
+    # the same server as nobody: its buffers as rmem_max allows, and a warning if that is small
+    top = tempfile.mkdtemp(prefix="gatling-nobody-")  # pytest's own tree is root's alone
+    certs, www = os.path.join(top, "certs"), os.path.join(top, "www")
+    shutil.copytree(os.path.join(pki_dir(), "certs"), certs)
+    os.mkdir(www)
+    for d, _, files in os.walk(top):
+        os.chmod(d, 0o755)
+        for f in files:
+            os.chmod(os.path.join(d, f), 0o644)
+    p = subprocess.Popen(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                          build.binary, "-i", "127.0.0.1", "-p", "0", "-e", "0", "-C", certs,
+                          "-c", www], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                         text=True)
+    try:
+        err = ""
+        deadline = time.monotonic() + 20
+        while "(https)" not in err and time.monotonic() < deadline and p.poll() is None:
+            err += p.stderr.readline()
+    finally:
+        p.kill()
+        p.wait()
+        shutil.rmtree(top, ignore_errors=True)
+    assert "(https)" in err, err
+    warned = "the UDP receive buffer is" in err and "net.core.rmem_max" in err
+    assert warned == (rmem_max() < 2 << 20), (rmem_max(), err)
 
 
 def test_stateless_reset_and_version_negotiation(gatling):
