@@ -84,13 +84,22 @@ def server(build, tmp_path_factory, tree):
         with open(os.path.join(base, "outside", "s.txt"), "wb") as f:
             f.write(SECRET)
         os.chmod(os.path.join(root, "closed"), 0o700)
-    # -b 0: these tests fail logins on purpose, many times, from one address
-    yield from module_server(build, tmp_path_factory, "access", tree, args=("-T", "10", "-d", "-b", "0"),
+    # -b 0: these tests fail logins on purpose, many times, from one address;
+    # -s: a password check waits for the pool up to POOL_WAIT, not 503 at 10 s
+    yield from module_server(build, tmp_path_factory, "access", tree,
+                             args=("-T", "10", "-d", "-b", "0", "-s", "%d" % POOL_WAIT),
                              setup=outside)
 
 
+# A password check runs on the job pool's thread, at SCHED_IDLE (gatling.8,
+# -j): on a machine whose CPUs are all busy, as in make check's first phase,
+# it waits for an idle moment, seconds where the suite's hang detection
+# allows 5 (one of three copies of this module beside two busy loops failed so)
+POOL_WAIT = 60
+
+
 def get(srv, target, *headers, method="GET"):
-    return fetch(srv.port, target, method=method, headers=list(headers))
+    return fetch(srv.port, target, method=method, headers=list(headers), timeout=POOL_WAIT)
 
 
 def assert_401(r, realm=REALM, what=""):
@@ -174,7 +183,7 @@ def test_realm_without_users_locks_out(srv):
 
 
 def test_auth_on_keepalive_connection(srv):
-    with Client(srv.port) as c:
+    with Client(srv.port, timeout=POOL_WAIT) as c:
         assert_401(c.request("/prot/f.txt"))
         assert_ok(c.request("/prot/f.txt", headers=[basic_auth("bob", PW["bob"])]),
                   b"protected file\n")
