@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """A/B of the front server's CPU per proxied request: old and new gatling, the same
 backend (the new gatling serving a 1 KiB file), alternating rounds, the front on
-CPU 0, the backend and bench on CPU 1.  CPU from /proc/PID/stat (utime+stime)."""
+CPU 0, the backend and bench on CPU 1.  CPU from /proc/PID/stat (utime+stime).
+A sixth argument "cache" puts the response cache in front (.cache ttl 60, --cache 64M):
+then every request after the first is a cache hit.
+    ab_proxy.py OLD NEW BENCH ROUNDS SECONDS [cache]"""
 import json, os, re, socket, subprocess, sys, tempfile, time
 OLD, NEW, BENCH = sys.argv[1], sys.argv[2], sys.argv[3]
 ROUNDS, SECS = int(sys.argv[4]), int(sys.argv[5])
+CACHE = sys.argv[6:7] == ["cache"]
 TICK = os.sysconf("SC_CLK_TCK")
 
 def free_port():
@@ -30,6 +34,9 @@ with tempfile.TemporaryDirectory() as d:
     os.mkdir(back); os.mkdir(front)
     open(os.path.join(back, "1k.bin"), "wb").write(os.urandom(1024))
     open(os.path.join(front, ".proxy"), "w").close()
+    if CACHE:
+        open(os.path.join(front, ".cache"), "w").write("ttl 60\n")
+        os.chmod(os.path.join(front, ".cache"), 0o644)
     for x in (back, front, d): os.chmod(x, 0o755)
     os.chmod(os.path.join(back, "1k.bin"), 0o644); os.chmod(os.path.join(front, ".proxy"), 0o644)
     bport = free_port()
@@ -37,7 +44,8 @@ with tempfile.TemporaryDirectory() as d:
     fronts = {}
     for name, binary in (("old", OLD), ("new", NEW)):
         port = free_port()
-        fronts[name] = (start(binary, front, port, "0", ["-P", "127.0.0.1/%d/^/" % bport]), port)
+        fronts[name] = (start(binary, front, port, "0", ["-P", "127.0.0.1/%d/^/" % bport]
+                              + (["--cache", "64M"] if CACHE else [])), port)
     res = {"old": [], "new": []}
     try:
         for r in range(ROUNDS):
