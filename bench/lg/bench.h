@@ -136,6 +136,16 @@ int bench_surge(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all);
  */
 int bench_h3(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all);
 
+/*
+ * Write what out holds, and what an HTTP/2 session (h2, or NULL) has to send,
+ * batch after batch, over TLS (ssl, or NULL) or fd, until the socket is full
+ * or all is out.  *want: the readiness that lets the rest go (GIO_WRITE, or
+ * GIO_READ for TLS).  0, or -1 with the LG_E_* kind in *why.
+ */
+struct ssl_st;
+int bench_send(lg_h2_t *h2, struct ssl_st *ssl, int fd, gio_batch_t *out, unsigned *want,
+               int *why);
+
 /* Start a results struct. */
 void bench_stats_init(bench_stats_t *st);
 

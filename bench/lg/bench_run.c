@@ -270,24 +270,33 @@ static void set_deadline(brun_t *r, bconn_t *c)
 static int conn_flush(brun_t *r, bconn_t *c)
 {
     unsigned want = GIO_WRITE;
-    for (;;) {
-        if (c->h2 && lg_h2_fill(c->h2, &c->out) < 0) {
-            conn_fail(r, c, LG_E_PARSE); /* the session failed (or memory ran out) */
-            return -1;
-        }
-        if (gio_batch_done(&c->out))
-            break;
-        long k =
-            c->ssl ? gio_tls_send(c->ssl, &c->out, 0, &want) : gio_batch_send(&c->out, c->fd, 0);
-        if (k == GIO_ERR) {
-            conn_fail(r, c, lg_err_io(errno));
-            return -1;
-        }
-        if (!c->h2 || !gio_batch_done(&c->out))
-            break;
+    int why;
+    if (bench_send(c->h2, c->ssl, c->fd, &c->out, &want, &why) < 0) {
+        conn_fail(r, c, why);
+        return -1;
     }
     gio_want(r->loop, c->fd, gio_batch_done(&c->out) ? GIO_READ : GIO_READ | want);
     return 0;
+}
+
+int bench_send(lg_h2_t *h2, struct ssl_st *ssl, int fd, gio_batch_t *out, unsigned *want,
+               int *why)
+{
+    for (;;) {
+        if (h2 && lg_h2_fill(h2, out) < 0) {
+            *why = LG_E_PARSE; /* the session failed (or memory ran out) */
+            return -1;
+        }
+        if (gio_batch_done(out))
+            return 0;
+        long k = ssl ? gio_tls_send(ssl, out, 0, want) : gio_batch_send(out, fd, 0);
+        if (k == GIO_ERR) {
+            *why = lg_err_io(errno);
+            return -1;
+        }
+        if (!h2 || !gio_batch_done(out))
+            return 0;
+    }
 }
 
 /* How many more requests c may have in flight now. */

@@ -148,21 +148,10 @@ static void v_done(surge_t *s, visitor_t *v)
 static int v_flush(surge_t *s, visitor_t *v)
 {
     unsigned want = GIO_WRITE;
-    for (;;) {
-        if (lg_h2_fill(v->h2, &v->out) < 0) {
-            v_fail(s, v, LG_E_PARSE);
-            return -1;
-        }
-        if (gio_batch_done(&v->out))
-            break;
-        long k =
-            v->ssl ? gio_tls_send(v->ssl, &v->out, 0, &want) : gio_batch_send(&v->out, v->fd, 0);
-        if (k == GIO_ERR) {
-            v_fail(s, v, lg_err_io(errno));
-            return -1;
-        }
-        if (!gio_batch_done(&v->out))
-            break;
+    int why;
+    if (bench_send(v->h2, v->ssl, v->fd, &v->out, &want, &why) < 0) {
+        v_fail(s, v, why);
+        return -1;
     }
     gio_want(s->loop, v->fd, gio_batch_done(&v->out) ? GIO_READ : GIO_READ | want);
     return 0;
