@@ -139,12 +139,16 @@ int bench_h3(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all);
 /*
  * Write what out holds, and what an HTTP/2 session (h2, or NULL) has to send,
  * batch after batch, over TLS (ssl, or NULL) or fd, until the socket is full
- * or all is out.  *want: the readiness that lets the rest go (GIO_WRITE, or
- * GIO_READ for TLS).  0, or -1 with the LG_E_* kind in *why.
+ * or all is out; then watch fd on loop for what lets the rest go (and for
+ * reading).  0, or -1 with the LG_E_* kind of the failure in *why.
  */
 struct ssl_st;
-int bench_send(lg_h2_t *h2, struct ssl_st *ssl, int fd, gio_batch_t *out, unsigned *want,
-               int *why);
+struct gio_loop;
+int bench_flush(struct gio_loop *loop, lg_h2_t *h2, struct ssl_st *ssl, int fd, gio_batch_t *out,
+                int *why);
+
+/* Open loop: sleep until due (lg_now_ns), at most 50 us at a time (bench_run.c says why). */
+void bench_nap_until(int64_t due);
 
 /* Start a results struct. */
 void bench_stats_init(bench_stats_t *st);

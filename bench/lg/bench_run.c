@@ -269,34 +269,35 @@ static void set_deadline(brun_t *r, bconn_t *c)
  */
 static int conn_flush(brun_t *r, bconn_t *c)
 {
-    unsigned want = GIO_WRITE;
     int why;
-    if (bench_send(c->h2, c->ssl, c->fd, &c->out, &want, &why) < 0) {
+    if (bench_flush(r->loop, c->h2, c->ssl, c->fd, &c->out, &why) < 0) {
         conn_fail(r, c, why);
         return -1;
     }
-    gio_want(r->loop, c->fd, gio_batch_done(&c->out) ? GIO_READ : GIO_READ | want);
     return 0;
 }
 
-int bench_send(lg_h2_t *h2, struct ssl_st *ssl, int fd, gio_batch_t *out, unsigned *want,
-               int *why)
+int bench_flush(struct gio_loop *loop, lg_h2_t *h2, struct ssl_st *ssl, int fd, gio_batch_t *out,
+                int *why)
 {
+    unsigned want = GIO_WRITE;
     for (;;) {
         if (h2 && lg_h2_fill(h2, out) < 0) {
             *why = LG_E_PARSE; /* the session failed (or memory ran out) */
             return -1;
         }
         if (gio_batch_done(out))
-            return 0;
-        long k = ssl ? gio_tls_send(ssl, out, 0, want) : gio_batch_send(out, fd, 0);
+            break;
+        long k = ssl ? gio_tls_send(ssl, out, 0, &want) : gio_batch_send(out, fd, 0);
         if (k == GIO_ERR) {
             *why = lg_err_io(errno);
             return -1;
         }
         if (!h2 || !gio_batch_done(out))
-            return 0;
+            break;
     }
+    gio_want(loop, fd, gio_batch_done(out) ? GIO_READ : GIO_READ | want);
+    return 0;
 }
 
 /* How many more requests c may have in flight now. */
@@ -351,7 +352,7 @@ static int conn_put(brun_t *r, bconn_t *c, const bench_req_t *q, int last, int64
  */
 #define NAP_NS 50000
 
-static void nap_until(int64_t due)
+void bench_nap_until(int64_t due)
 {
     int64_t left = due - lg_now_ns();
     if (left <= 0)
@@ -1288,7 +1289,7 @@ int bench_run(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all)
             break;
         }
         if (n == 0 && nap)
-            nap_until(r.next_due);
+            bench_nap_until(r.next_due);
         int fd;
         unsigned ev;
         while ((fd = gio_next(r.loop, &ev)) >= 0 && !r.aborting)

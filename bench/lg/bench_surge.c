@@ -50,7 +50,6 @@
 #define RBUF_SIZE 65536
 #define NOT_TLS_LIMIT 10     /* TLS failures without one handshake: not an HTTPS server */
 #define LATE_NS 1000000      /* a visitor started this much after its arrival is late */
-#define NAP_NS 50000         /* see bench_run.c's nap_until */
 #define TICK_NS 1000000000LL /* progress line */
 
 enum { V_FREE, V_CONNECTING, V_HANDSHAKE, V_OPEN };
@@ -147,13 +146,11 @@ static void v_done(surge_t *s, visitor_t *v)
 /* Write what the session has to send, until the socket is full; -1 if v failed. */
 static int v_flush(surge_t *s, visitor_t *v)
 {
-    unsigned want = GIO_WRITE;
     int why;
-    if (bench_send(v->h2, v->ssl, v->fd, &v->out, &want, &why) < 0) {
+    if (bench_flush(s->loop, v->h2, v->ssl, v->fd, &v->out, &why) < 0) {
         v_fail(s, v, why);
         return -1;
     }
-    gio_want(s->loop, v->fd, gio_batch_done(&v->out) ? GIO_READ : GIO_READ | want);
     return 0;
 }
 
@@ -524,15 +521,6 @@ static int wait_ms(const surge_t *s, int *nap)
     return ms < 0 ? 0 : ms < 100 ? (int)ms : 100;
 }
 
-static void nap_until(int64_t due)
-{
-    int64_t left = due - lg_now_ns();
-    if (left <= 0)
-        return;
-    struct timespec ts = {0, left < NAP_NS ? (long)left : NAP_NS};
-    nanosleep(&ts, NULL);
-}
-
 static void surge_loop(surge_t *s, int64_t cap_at)
 {
     bench_stats_t *st = s->st;
@@ -546,7 +534,7 @@ static void surge_loop(surge_t *s, int64_t cap_at)
             break;
         }
         if (n == 0 && nap)
-            nap_until(s->next_due);
+            bench_nap_until(s->next_due);
         int fd;
         unsigned ev;
         while ((fd = gio_next(s->loop, &ev)) >= 0 && !s->aborting)
