@@ -641,6 +641,29 @@ static void json_hist(const char *key, const lg_hist_t *h)
            lg_hist_stdev(h), (unsigned long long)h->count);
 }
 
+/* ,"status":{...}: the responses by status class. */
+static void json_status(const bench_stats_t *s)
+{
+    printf(",\"status\":{\"2xx\":%llu,\"3xx\":%llu,\"4xx\":%llu,\"5xx\":%llu,\"other\":%llu}",
+           (unsigned long long)s->status[2], (unsigned long long)s->status[3],
+           (unsigned long long)s->status[4], (unsigned long long)s->status[5],
+           (unsigned long long)(s->status[0] + s->status[1]));
+}
+
+/* "errors":{...} by kind, errors_total, fatal and the exit status: the end of the JSON line. */
+static void json_errors_end(const bench_stats_t *s, const char *fatal, int rc)
+{
+    printf("\"errors\":{");
+    for (int k = 0; k < LG_E_NUM; k++)
+        printf("%s\"%s\":%llu", k ? "," : "", lg_err_name[k], (unsigned long long)s->err[k]);
+    printf("},\"errors_total\":%llu,\"fatal\":", (unsigned long long)err_total(s));
+    if (fatal)
+        printf("\"%s\"", fatal); /* our own fixed texts and strerror(): nothing to escape */
+    else
+        printf("null");
+    printf(",\"exit\":%d}\n", rc);
+}
+
 static const char *fatal_text(const bench_cfg_t *cfg, const bench_stats_t *s, char *buf, size_t len)
 {
     switch (s->fatal) {
@@ -787,19 +810,9 @@ static void report_json(const bench_cfg_t *cfg, const bench_stats_t *s, double s
                (unsigned long long)s->resumed);
         json_hist("handshake_us", &s->hs);
     }
-    printf(",\"status\":{\"2xx\":%llu,\"3xx\":%llu,\"4xx\":%llu,\"5xx\":%llu,\"other\":%llu}",
-           (unsigned long long)s->status[2], (unsigned long long)s->status[3],
-           (unsigned long long)s->status[4], (unsigned long long)s->status[5],
-           (unsigned long long)(s->status[0] + s->status[1]));
-    printf(",\"errors\":{");
-    for (int k = 0; k < LG_E_NUM; k++)
-        printf("%s\"%s\":%llu", k ? "," : "", lg_err_name[k], (unsigned long long)s->err[k]);
-    printf("},\"errors_total\":%llu,\"fatal\":", (unsigned long long)err_total(s));
-    if (fatal)
-        printf("\"%s\"", fatal); /* our own fixed texts and strerror(): nothing to escape */
-    else
-        printf("null");
-    printf(",\"exit\":%d}\n", rc);
+    json_status(s);
+    printf(",");
+    json_errors_end(s, fatal, rc);
 }
 
 /* ---- --surge: visitors, page loads, handshakes, errors by class ---- */
@@ -905,22 +918,12 @@ static void report_surge_json(const bench_cfg_t *cfg, const bench_stats_t *s, do
     json_hist("connect_us", &s->conn);
     printf(",");
     json_hist("handshake_us", &s->hs);
-    printf(",\"status\":{\"2xx\":%llu,\"3xx\":%llu,\"4xx\":%llu,\"5xx\":%llu,\"other\":%llu}",
-           (unsigned long long)s->status[2], (unsigned long long)s->status[3],
-           (unsigned long long)s->status[4], (unsigned long long)s->status[5],
-           (unsigned long long)(s->status[0] + s->status[1]));
+    json_status(s);
     printf(",\"error_classes\":{");
     for (size_t c = 0; c < SURGE_CLASSES; c++)
         printf("\"%s\":%llu,", surge_class[c].name, (unsigned long long)surge_class_count(s, c));
-    printf("\"unstarted\":%llu},\"errors\":{", (unsigned long long)s->unstarted);
-    for (int k = 0; k < LG_E_NUM; k++)
-        printf("%s\"%s\":%llu", k ? "," : "", lg_err_name[k], (unsigned long long)s->err[k]);
-    printf("},\"errors_total\":%llu,\"fatal\":", (unsigned long long)err_total(s));
-    if (fatal)
-        printf("\"%s\"", fatal); /* our own fixed texts and strerror(): nothing to escape */
-    else
-        printf("null");
-    printf(",\"exit\":%d}\n", rc);
+    printf("\"unstarted\":%llu},", (unsigned long long)s->unstarted);
+    json_errors_end(s, fatal, rc);
 }
 
 int main(int argc, char **argv)
