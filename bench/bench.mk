@@ -8,10 +8,9 @@
 #
 # The binaries stay where the drivers, the tests and make install look for
 # them: $(B)/httpbench, $(B)/bench, $(B)/kb-*, ... and the copies
-# bench/httpbench, bench/bench.  Objects go to $(BO)/<folder>/, not
-# $(B)/bench/<folder>/: $(B)/bench is the binary (the same reason gatling.mk
-# uses $(B)/srv/).
-BO := $(B)/bench-obj
+# bench/httpbench, bench/bench.  Objects go to $(BO)/<folder>/, shared by
+# every backend's build (see the GNUmakefile).
+BO := $(OB)/bench-obj
 
 $(BO)/%.o: bench/%.c
 	@mkdir -p $(dir $@)

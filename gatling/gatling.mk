@@ -1,19 +1,19 @@
 # gatling/: the server, one folder per layer (README in each; tests/layers.py
 # checks who includes whom).  GATLING_LIBOBJS (everything but main) is also
-# linked into the C unit tests.  Objects go to $(B)/srv/, since $(B)/gatling
-# is the binary.
+# linked into the C unit tests.  Objects go to $(OB)/srv/ (shared by every
+# backend's build: see the GNUmakefile), binaries to $(B).
 GATLING_DIRS := conn ftp handlers http site
 GATLING_SRC := $(filter-out gatling/main.c,$(wildcard gatling/*.c \
                    $(GATLING_DIRS:%=gatling/%/*.c)))
-GATLING_LIBOBJS := $(GATLING_SRC:gatling/%.c=$(B)/srv/%.o)
+GATLING_LIBOBJS := $(GATLING_SRC:gatling/%.c=$(OB)/srv/%.o)
 
 # headers are named from gatling/ ("site/fcache.h"); a folder's own by name alone
-$(B)/srv/%.o: CPPFLAGS += -Igatling
-$(B)/srv/%.o: gatling/%.c
+$(OB)/srv/%.o: CPPFLAGS += -Igatling
+$(OB)/srv/%.o: gatling/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
-$(B)/gatling: $(B)/srv/main.o $(GATLING_LIBOBJS) $(IO_LIB)
+$(B)/gatling: $(OB)/srv/main.o $(GATLING_LIBOBJS) $(IO_LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 all: gatling/gatling

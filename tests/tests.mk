@@ -3,12 +3,12 @@
 UNIT_SRC := $(wildcard tests/unit/t_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 
-$(B)/tests/t_%: $(B)/tests/unit/t_%.o $(GATLING_LIBOBJS) $(IO_LIB)
+$(B)/tests/t_%: $(OB)/tests/unit/t_%.o $(GATLING_LIBOBJS) $(IO_LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # the unit tests name gatling's headers without their folder
 GATLING_INC := -Igatling $(GATLING_DIRS:%=-Igatling/%)
-$(B)/tests/unit/%.o: CPPFLAGS += $(GATLING_INC) -Itests/unit
+$(OB)/tests/unit/%.o: CPPFLAGS += $(GATLING_INC) -Itests/unit
 
 .PHONY: tests-build
 # keep the objects make would delete as intermediate (the unit tests', the
