@@ -5,11 +5,13 @@
  *   h2.c         the session: frames in (dispatch by type, SETTINGS, PING,
  *                GOAWAY, WINDOW_UPDATE, PRIORITY), the request's fields,
  *                h2.h's functions (h2_new, h2_recv, h2_fill, ...)
- *     -> h2_stream.c  streams, their exchanges (the codec ops), request
+ *     -> h2_stream.c  streams, their exchanges (the sb_ops), request
  *                bodies, dispatch, DATA by priority (output scheduling)
  *       -> h2_out.c   the frame blocks onto the batch, control frames
  *                out, connection errors and the flood limits
- * and all three use h2_frame.c (the wire format, pure).  h2.h's h2_goaway
+ * and all three use h2_frame.c (the wire format, pure) and stream_body.c (what
+ * a stream does alike over HTTP/3: its exchange's body parts, a producer's
+ * request body, dispatch; h2_stream.c gives it its sb_ops).  h2.h's h2_goaway
  * is defined in h2_out.c, as a stream's dispatch calls it too (-R: the
  * connection's last request).
  */

@@ -1,4 +1,5 @@
-/* The HTTP/2 codec's streams, exchanges and DATA scheduling: see h2_int.h. */
+/* The HTTP/2 codec's streams, exchanges and DATA scheduling: see h2_int.h
+   (what is alike over HTTP/3 is stream_body.c's: this file gives it h2_sb_ops). */
 #include "h2_int.h"
 #include "handlers/router.h"
 #include "http/owfat.h"
@@ -336,7 +337,7 @@ static int codec_hints(exchange_t *ex, const char *link)
     return out_headers(s->h2, s->id, nv, 2, 0);
 }
 
-static void sb_reset(exchange_t *ex, int why)
+static void op_reset(exchange_t *ex, int why)
 {
     static const uint32_t code[] = {
         [SB_INTERNAL] = E_INTERNAL, [SB_CALM] = E_ENHANCE_YOUR_CALM, [SB_REFUSED] = E_REFUSED_STREAM};
@@ -344,7 +345,7 @@ static void sb_reset(exchange_t *ex, int why)
     h2_rst_stream(s->h2, s, s->id, code[why]);
 }
 
-static void sb_consume(exchange_t *ex, size_t n)
+static void op_consume(exchange_t *ex, size_t n)
 {
     h2_stream_t *s = stream_of(ex);
     h2_consume(s->h2, s, n);
@@ -354,8 +355,8 @@ static void count_file(exchange_t *ex);
 
 static const sb_ops_t h2_sb_ops = {
     .submit = submit,
-    .reset = sb_reset,
-    .consume = sb_consume,
+    .reset = op_reset,
+    .consume = op_consume,
     .routed = count_file,
 };
 

@@ -3,7 +3,9 @@
  * a stream per exchange, its request fields kept in blocks of its own, jobs
  * and producers resumed the same way; what differs is that DATA is handed to
  * nghttp3 as vectors that must stay until the client acknowledged them, which
- * h3_body.c does, with a producer's request body (h3_int.h).
+ * h3_body.c does (h3_int.h).  What a stream does alike over HTTP/2 (the
+ * exchange's head, error page, body parts, a producer's request body,
+ * dispatch) is stream_body.c's: this file gives it its sb_ops.
  */
 #ifdef HAVE_H3
 #include "h3.h"
@@ -193,7 +195,7 @@ static int codec_hints(exchange_t *ex, const char *link)
     return nghttp3_conn_submit_info(s->h3->ng, s->id, nv, 2) == NGHTTP3_ERR_NOMEM ? -1 : 0;
 }
 
-static void sb_reset(exchange_t *ex, int why)
+static void op_reset(exchange_t *ex, int why)
 {
     static const uint64_t code[] = {[SB_INTERNAL] = NGHTTP3_H3_INTERNAL_ERROR,
                                     [SB_CALM] = NGHTTP3_H3_EXCESSIVE_LOAD,
@@ -201,14 +203,14 @@ static void sb_reset(exchange_t *ex, int why)
     stream_abort(stream_of(ex), code[why]);
 }
 
-static void sb_consume(exchange_t *ex, size_t n)
+static void op_consume(exchange_t *ex, size_t n)
 {
     h3_stream_t *s = stream_of(ex);
     consume(s->h3, s->id, n);
 }
 
 /* A part came: nghttp3's data reader that found none goes on. */
-static void sb_resume(exchange_t *ex)
+static void op_resume(exchange_t *ex)
 {
     h3_stream_t *s = stream_of(ex);
     nghttp3_conn_resume_stream(s->h3->ng, s->id);
@@ -216,9 +218,9 @@ static void sb_resume(exchange_t *ex)
 
 static const sb_ops_t h3_sb_ops = {
     .submit = submit,
-    .reset = sb_reset,
-    .consume = sb_consume,
-    .resume = sb_resume,
+    .reset = op_reset,
+    .consume = op_consume,
+    .resume = op_resume,
 };
 
 static const ex_codec_t h3_codec = {

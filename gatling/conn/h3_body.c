@@ -4,9 +4,8 @@
  * nghttp3 as DATA vectors when it asks (h3_read_data): a buffer as it is, a
  * file range read into blocks of H3_READ_BLOCK bytes, since every byte is
  * encrypted in user space; what nghttp3 was given stays until the client
- * acknowledged it (h3_on_acked), at most H3_UNACKED_MAX per stream.  A
- * producer's request body is offered to it as it comes, consumed (the
- * client's flow control window opens) as it takes it, the rest held.
+ * acknowledged it (h3_on_acked), at most H3_UNACKED_MAX per stream.  The
+ * parts are queued by stream_body.c (the stream's sbody_t), as for HTTP/2.
  */
 #ifdef HAVE_H3
 #include "h3_int.h"

@@ -4,10 +4,12 @@
  * other.  The calls go one way:
  *   h3.c         the session: h3.h's functions, nghttp3's callbacks, the
  *                stream pool, a request's fields and its dispatch, the
- *                exchange's codec ops (HEADERS from a status and fields)
- *     -> h3_body.c  the bodies: a response's parts as DATA vectors for
+ *                stream's sb_ops (HEADERS from a status and fields, resets,
+ *                flow control)
+ *     -> h3_body.c  the response body: its parts as DATA vectors for
  *                nghttp3 (file ranges read into blocks, kept until
- *                acknowledged), a producer's request body by flow control
+ *                acknowledged)
+ * and both use stream_body.c (what a stream does alike over HTTP/2).
  */
 #ifndef GATLING_H3_INT_H
 #define GATLING_H3_INT_H
