@@ -339,8 +339,9 @@ static int codec_hints(exchange_t *ex, const char *link)
 
 static void op_reset(exchange_t *ex, int why)
 {
-    static const uint32_t code[] = {
-        [SB_INTERNAL] = E_INTERNAL, [SB_CALM] = E_ENHANCE_YOUR_CALM, [SB_REFUSED] = E_REFUSED_STREAM};
+    static const uint32_t code[] = {[SB_INTERNAL] = E_INTERNAL,
+                                    [SB_CALM] = E_ENHANCE_YOUR_CALM,
+                                    [SB_REFUSED] = E_REFUSED_STREAM};
     h2_stream_t *s = stream_of(ex);
     h2_rst_stream(s->h2, s, s->id, code[why]);
 }
@@ -647,8 +648,8 @@ int h2_send_data(h2_t *h, h2_stream_t *s)
     max = (uint64_t)s->send_win < max ? (uint64_t)s->send_win : max;
     max = (uint64_t)h->send_win < max ? (uint64_t)h->send_win : max;
     n = n < max ? n : max;
-    int end = n == s->sb.body_left || (s->sb.streamed && s->sb.ended && s->sb.cur + 1 == s->sb.nparts &&
-                                    n == p->len);
+    int end = n == s->sb.body_left ||
+              (s->sb.streamed && s->sb.ended && s->sb.cur + 1 == s->sb.nparts && n == p->len);
     h2f_put_hd(hd, (size_t)n, FR_DATA, end ? FL_END_STREAM : 0, (uint32_t)s->id);
     if (h2_pend_add(h, hd, 9) < 0 || h2_pend_flush(h) < 0)
         return -1;

@@ -170,7 +170,8 @@ static int submit(exchange_t *ex, int status, const char *ctype, uint64_t len, t
         s->produced = 1;
     ex->body_len = s->sb.streamed ? 0 : len;
     s->sb.body_left = ex->head_only || status == 304 || status == 204 ? 0 : len;
-    int body = s->sb.streamed ? !ex->head_only && status != 304 && status != 204 : s->sb.body_left > 0;
+    int body = s->sb.streamed ? !ex->head_only && status != 304 && status != 204
+                              : s->sb.body_left > 0;
     s->answered = 1;
     nghttp3_data_reader dr = {.read_data = h3_read_data};
     int r = nghttp3_conn_submit_response(s->h3->ng, s->id, nv, n, body ? &dr : NULL);
