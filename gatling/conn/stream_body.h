@@ -45,8 +45,10 @@ typedef struct sb_ops {
     int (*submit)(exchange_t *ex, int status, const char *ctype, uint64_t len, time_t mtime);
     void (*reset)(exchange_t *ex, int why);     /* both directions end (SB_*) */
     void (*consume)(exchange_t *ex, size_t n);  /* n request body bytes done: flow control */
-    void (*resume)(exchange_t *ex); /* a data reader that waited (waits) goes on, or NULL */
-    void (*routed)(exchange_t *ex); /* the router answered (what the codec counts), or NULL */
+    /* a data reader that waited (waits) goes on (NULL: the codec never sets waits) */
+    void (*resume)(exchange_t *ex);
+    /* the router answered (what the codec counts then), or NULL */
+    void (*routed)(exchange_t *ex);
 } sb_ops_t;
 
 /* What a connection's streams share (in h2_t and h3_t). */
