@@ -73,7 +73,7 @@ static void on_field(h2_t *h, const nghttp2_nv *nv)
         in->malformed = 1;
         return;
     }
-    if (!in->fs.trailer && !s->bad && !s->refused && !s->closed)
+    if (!in->fs.trailer && !s->bad && !s->refused && !s->sb.closed)
         field_keep(s, nv->name, nv->namelen, nv->value, nv->valuelen);
 }
 
@@ -113,7 +113,7 @@ static void block_done(h2_t *h)
     h2_block_in_t in = h->in;
     h->in.id = 0;
     h2_stream_t *s = in.s;
-    if (!s || s->closed)
+    if (!s || s->sb.closed)
         return;
     if (!in.malformed && !h2f_fields_complete(&in.fs))
         in.malformed = 1; /* 8.3.1 */
@@ -209,8 +209,8 @@ static void on_continuation(h2_t *h, const uint8_t *p, uint32_t len, uint8_t fla
 static void data_chunk(h2_t *h, h2_stream_t *s, const uint8_t *p, size_t n)
 {
     h->body_bytes += n;
-    if (s->early) {
-        h2_body_to_producer(s, p, n);
+    if (s->sb.early) {
+        sb_body_to_producer(&s->sb, p, n);
         return;
     }
     h2_consume(h, s, n); /* dropped: the window opens at once */
@@ -256,7 +256,7 @@ static void on_data(h2_t *h, const uint8_t *p, uint32_t len, uint8_t flags, int3
     }
     h2_consume(h, s, whole - len); /* the padding */
     data_chunk(h, s, p, len);
-    if (!s->closed)
+    if (!s->sb.closed)
         h2_request_progress(h, s, 0, end);
 }
 
@@ -267,7 +267,7 @@ static int new_window(h2_t *h, uint32_t v)
     int64_t delta = (int64_t)v - h->peer_window;
     h->peer_window = v;
     for (h2_stream_t *s = h->all; s; s = s->next)
-        if (!s->closed && (s->send_win += delta) > H2_WINDOW_MAX)
+        if (!s->sb.closed && (s->send_win += delta) > H2_WINDOW_MAX)
             return -1;
     return 0;
 }
@@ -524,6 +524,7 @@ h2_t *h2_new(const h1_conn_t *f, void (*wake)(void *conn))
         return NULL;
     h->f = *f;
     h->wake = wake;
+    h->sc = (sb_conn_t){.wake = wake, .conn = f->conn};
     h->started = h->frame_since = gio_now(f->site->loop);
     h->frame_left = H2_PREFACE_LEN; /* the client's preface comes first */
     h->preface = 1;
@@ -598,7 +599,7 @@ unsigned h2_waiting(const h2_t *h)
 {
     unsigned n = 0;
     for (const h2_stream_t *s = h->producers ? h->all : NULL; s; s = s->next)
-        n += !s->closed && s->ex.producer && !s->ended && s->given == s->body_sent &&
+        n += !s->sb.closed && s->ex.producer && !s->sb.ended && s->sb.given == s->sb.body_sent &&
              !s->in_body;
     return n;
 }
@@ -620,7 +621,7 @@ int64_t h2_head_since(const h2_t *h)
         t = h->frame_since; /* a frame (or the preface) begun and not complete */
     if (h->pending)
         for (const h2_stream_t *s = h->all; s; s = s->next)
-            if (!s->dispatched && !s->deferred && !s->closed && !s->in_body &&
+            if (!s->dispatched && !s->deferred && !s->sb.closed && !s->in_body &&
                 (!t || s->begun < t))
                 t = s->begun;
     return t;

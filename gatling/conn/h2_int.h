@@ -5,11 +5,13 @@
  *   h2.c         the session: frames in (dispatch by type, SETTINGS, PING,
  *                GOAWAY, WINDOW_UPDATE, PRIORITY), the request's fields,
  *                h2.h's functions (h2_new, h2_recv, h2_fill, ...)
- *     -> h2_stream.c  streams, their exchanges (the codec ops), request
+ *     -> h2_stream.c  streams, their exchanges (the sb_ops), request
  *                bodies, dispatch, DATA by priority (output scheduling)
  *       -> h2_out.c   the frame blocks onto the batch, control frames
  *                out, connection errors and the flood limits
- * and all three use h2_frame.c (the wire format, pure).  h2.h's h2_goaway
+ * and all three use h2_frame.c (the wire format, pure) and stream_body.c (what
+ * a stream does alike over HTTP/3: its exchange's body parts, a producer's
+ * request body, dispatch; h2_stream.c gives it its sb_ops).  h2.h's h2_goaway
  * is defined in h2_out.c, as a stream's dispatch calls it too (-R: the
  * connection's last request).
  */
@@ -19,6 +21,7 @@
 #include "h1.h"
 #include "h2_frame.h"
 #include "h2_hpack.h"
+#include "stream_body.h"
 #include "http/exchange.h"
 #include "site/jobs.h"
 
@@ -45,17 +48,8 @@ typedef struct h2 h2_t; /* (as h2.h says) */
 #define H2_CLOSED_MEMORY 64            /* streams the client closed, remembered (RFC 9113 5.1) */
 #define H2_MAX_SETTINGS 32             /* entries in one SETTINGS frame */
 #define H2_MAX_CONTINUATIONS 8         /* CONTINUATIONs in a header block (CVE-2024-28182) */
-#define H2_HELD_MAX (4 << 20)          /* request body bytes a connection holds for producers */
 #define H2_SPARE 16                    /* streams kept for reuse while the connection is busy */
 #define H2_TABLE 4096                  /* HPACK dynamic tables, both ways (RFC 7541's default) */
-
-/* A piece of a response body: a buffer (p) or a file range. */
-typedef struct h2_part {
-    const char *p;
-    int fd;
-    uint8_t owned; /* p is free()d with the stream */
-    uint64_t off, len;
-} h2_part_t;
 
 /* A block of frame bytes: control frames, HEADERS (HPACK writes straight
    into it) and DATA frames' headers.  The batch points into it; bytes are
@@ -77,9 +71,10 @@ typedef struct h2_chunk {
 
 typedef struct h2_stream {
     exchange_t ex; /* first: the stream is found from its exchange */
+    sbody_t sb;    /* then its body (stream_body.h) */
     h2_t *h2;
     int32_t id;
-    uint8_t dispatched, answered, closed, bad, refused;
+    uint8_t dispatched, answered, bad, refused;
     uint8_t deferred; /* its request has ended; answered once fewer files are held */
     uint8_t has_file; /* it holds an open file (counted in h2_t's files) */
     uint8_t peer_ended; /* the client ended its side (END_STREAM) or reset the stream */
@@ -88,6 +83,7 @@ typedef struct h2_stream {
     uint8_t in_body;  /* its head is complete, its body still coming (dropped, as HTTP/1.1's) */
     uint8_t first_used; /* the block of fields behind the stream (first_chunk) holds some */
     uint8_t urgency, incremental; /* RFC 9218 */
+    uint8_t produced;  /* counted in h2_t's producers (early, or answered by a producer) */
     uint64_t body_got; /* request body bytes: at most H1_BODY_MAX, as for HTTP/1.1 */
     int64_t clen;      /* the request's content-length, -1: none (8.1.1: DATA must match) */
     uint64_t data_in;  /* DATA payload bytes received */
@@ -95,25 +91,8 @@ typedef struct h2_stream {
     int32_t recv_win;  /* what it may still send us */
     uint32_t recv_unacked; /* consumed and not yet given back by WINDOW_UPDATE */
     uint32_t seq;      /* when an incremental stream was last served (round robin) */
-    /* a producer's stream (exchange.h) */
-    uint8_t early;       /* dispatched at its HEADERS: its body goes to the producer */
-    uint8_t streamed;    /* its head said no length (EX_LEN_STREAM) */
-    uint8_t produced;    /* counted in h2_t's producers (early, or answered by a producer) */
-    uint8_t ended;       /* ex_body_end (or abort) was called */
-    uint8_t want_drain;  /* more than EX_STREAM_HIGH was queued: tell the producer below LOW */
-    uint8_t input_held;  /* input() took less than offered: the rest is in held */
-    uint8_t input_last;  /* the client ended the body: tell input() once held is empty */
-    uint8_t input_done;  /* input() was told */
-    uint8_t offering;    /* inside the producer's input() */
-    uint64_t given;      /* body bytes handed over (queued: given - body_sent) */
-    char *held;          /* request body bytes the producer has not taken yet */
-    size_t held_len;
     int64_t begun; /* gio_now() when its HEADERS came: the -s deadline of an incomplete request */
     struct h2_stream *next; /* the session's list of streams (and the spare ones') */
-    uint64_t body_left;     /* body bytes still to frame */
-    uint64_t body_sent;
-    h2_part_t *parts;
-    unsigned nparts, cap, cur;
     size_t hdrlen;       /* bytes of fields kept: at most H2_HDR_CAP, as for an HTTP/1.1 head */
     h2_chunk_t *chunks;  /* the request's names and values, and its log line */
     http_request_t req;
@@ -155,7 +134,7 @@ struct h2 {
     unsigned deferred;  /* streams waiting for that */
     unsigned bodies;    /* streams whose request body is coming */
     unsigned producers; /* streams a producer answers */
-    size_t held_bytes;  /* their request body bytes held (at most H2_HELD_MAX) */
+    sb_conn_t sc;       /* what its streams share: wake, request body bytes held, drainers */
     uint8_t headed;     /* a request's head was complete: the preface's -s is over */
     uint64_t body_bytes; /* request body bytes read: progress for the -B window */
     size_t hdr_bytes;   /* the streams' chunks, in bytes: at most H2_CONN_HDR_CAP */
@@ -273,8 +252,6 @@ void h2_rst_stream(h2_t *h, h2_stream_t *s, int32_t id, uint32_t code);
    windows open again, by WINDOW_UPDATE once half of one is used. */
 void h2_consume(h2_t *h, h2_stream_t *s, size_t n);
 
-/* DATA for a producer's stream: offered, the rest held. */
-void h2_body_to_producer(h2_stream_t *s, const uint8_t *p, size_t n);
 
 /* Request fields: the names and values are kept in the stream's blocks. */
 const char *h2_keep(h2_stream_t *s, const uint8_t *p, size_t n);

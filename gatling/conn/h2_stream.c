@@ -1,4 +1,5 @@
-/* The HTTP/2 codec's streams, exchanges and DATA scheduling: see h2_int.h. */
+/* The HTTP/2 codec's streams, exchanges and DATA scheduling: see h2_int.h
+   (what is alike over HTTP/3 is stream_body.c's: this file gives it h2_sb_ops). */
 #include "h2_int.h"
 #include "handlers/router.h"
 #include "http/owfat.h"
@@ -11,6 +12,8 @@
 #include <string.h>
 
 static const ex_codec_t h2_codec;
+static const sb_ops_t h2_sb_ops;
+SB_CHECK_LAYOUT(h2_stream_t);
 
 /* ---- streams ---- */
 
@@ -23,19 +26,8 @@ static h2_chunk_t *first_chunk(h2_stream_t *s)
 
 static void stream_release(h2_stream_t *s)
 {
-    exchange_t *ex = &s->ex;
     h2_t *h = s->h2;
-    if (ex->job) /* the job runs on: it must not come back to us */
-        ex->job->ex = NULL;
-    if (ex->file)
-        fcache_release(ex->file);
-    enc_gzip_release(ex->gz);
-    ex_end(ex);
-    for (unsigned i = 0; i < s->nparts; i++)
-        if (s->parts[i].owned)
-            free((void *)s->parts[i].p);
-    h->held_bytes -= s->held_len;
-    free(s->held);
+    sb_release(&s->sb);
     h->producers -= s->produced;
     h->files -= s->has_file;
     for (h2_chunk_t *k = s->chunks, *next; k; k = next) {
@@ -58,7 +50,7 @@ void h2_stream_free(h2_stream_t *s)
         h->nspare++;
         return;
     }
-    free(s->parts);
+    free(s->sb.parts);
     free(s);
 }
 
@@ -67,7 +59,7 @@ void h2_spares_free(h2_t *h)
 {
     for (h2_stream_t *s = h->spare, *next; s; s = next) {
         next = s->next;
-        free(s->parts);
+        free(s->sb.parts);
         free(s);
     }
     h->spare = NULL;
@@ -78,18 +70,20 @@ void h2_spares_free(h2_t *h)
 h2_stream_t *h2_stream_new(h2_t *h, int32_t id)
 {
     h2_stream_t *s = h->spare;
-    h2_part_t *parts = NULL;
+    sb_part_t *parts = NULL;
     unsigned cap = 0;
     if (s) {
         h->spare = s->next;
         h->nspare--;
-        parts = s->parts, cap = s->cap;
+        parts = s->sb.parts, cap = s->sb.cap;
     } else if (!(s = malloc(sizeof *s + sizeof(h2_chunk_t) + H2_CHUNK))) {
         return NULL;
     }
     memset(s, 0, offsetof(h2_stream_t, req));
     memset(&s->req, 0, offsetof(http_request_t, headers));
-    s->parts = parts, s->cap = cap;
+    s->sb.parts = parts, s->sb.cap = cap;
+    s->sb.ops = &h2_sb_ops;
+    s->sb.c = &h->sc;
     s->h2 = h;
     s->id = id;
     s->urgency = 3; /* RFC 9218 4.1's default */
@@ -117,7 +111,7 @@ h2_stream_t *h2_find(const h2_t *h, int32_t id)
 {
     for (h2_stream_t *s = h->all; s; s = s->next)
         if (s->id == id)
-            return s->closed ? NULL : s;
+            return s->sb.closed ? NULL : s;
     return NULL;
 }
 
@@ -135,7 +129,7 @@ static void body_ends(h2_t *h, h2_stream_t *s);
 /* The stream is over: log it; its memory waits for the batch to drain. */
 void h2_stream_close(h2_t *h, h2_stream_t *s)
 {
-    if (s->closed)
+    if (s->sb.closed)
         return;
     if (s->peer_ended) {
         h->closed_ids[h->closed_at] = s->id;
@@ -151,14 +145,14 @@ void h2_stream_close(h2_t *h, h2_stream_t *s)
         site_t *site = s->ex.site;
         int64_t now = gio_wallclock(site->loop);
         alog_request(&site->log, now, site->cfg->log_vhost ? s->ex.vhost : NULL, h->f.peer,
-                     &s->req, s->ex.status, s->body_sent, h->f.secure);
-        status_count(&site->stats, now, STATS_H2, s->body_sent, s->ex.started_us);
+                     &s->req, s->ex.status, s->sb.body_sent, h->f.secure);
+        status_count(&site->stats, now, STATS_H2, s->sb.body_sent, s->ex.started_us);
     }
     if (s->ex.job) {
         s->ex.job->ex = NULL;
         s->ex.job = NULL;
     }
-    s->closed = 1;
+    s->sb.closed = 1;
 }
 
 /*
@@ -249,20 +243,6 @@ static int out_headers(h2_t *h, int32_t id, const h2_field_t *nv, size_t n, uint
     return 0;
 }
 
-static int add_part(h2_stream_t *s, h2_part_t p)
-{
-    if (s->nparts == s->cap) {
-        unsigned cap = s->cap ? 2 * s->cap : 4;
-        h2_part_t *np = realloc(s->parts, cap * sizeof *np);
-        if (!np)
-            return -1;
-        s->parts = np, s->cap = cap;
-    }
-    s->parts[s->nparts++] = p;
-    return 0;
-}
-
-/* s in lower case into d[0..cap): its length. */
 static size_t lower(char *d, const char *s, size_t cap)
 {
     size_t i = 0;
@@ -313,9 +293,9 @@ static size_t response_nv(h2_stream_t *s, int status, const char *ctype, uint64_
 
 /* HEADERS for the response (encoded now: the strings need not outlive the
    call), and DATA for a body of len bytes to come (h2_fill). */
-static int submit(h2_stream_t *s, int status, const char *ctype, uint64_t len, time_t mtime)
+static int submit(exchange_t *ex, int status, const char *ctype, uint64_t len, time_t mtime)
 {
-    exchange_t *ex = &s->ex;
+    h2_stream_t *s = stream_of(ex);
     h2_t *h = s->h2;
     char st[8], cl[24], hsts[32], names[EX_FIELDS_MAX][48];
     h2_field_t nv[8 + EX_FIELDS_MAX];
@@ -324,96 +304,21 @@ static int submit(h2_stream_t *s, int status, const char *ctype, uint64_t len, t
     size_t n = response_nv(s, status, ctype, len, mtime, nv, names, st, cl, hsts);
     ex->status = (uint16_t)status;
     if (len == EX_LEN_STREAM)
-        s->streamed = 1;
+        s->sb.streamed = 1;
     if (s->ex.producer && !s->produced) { /* drained() must reach it, its length known or not */
         s->produced = 1;
         h->producers++;
     }
-    ex->body_len = s->streamed ? 0 : len; /* streamed: counted as it comes */
-    s->body_left = ex->head_only || status == 304 || status == 204 ? 0 : len;
+    ex->body_len = s->sb.streamed ? 0 : len; /* streamed: counted as it comes */
+    s->sb.body_left = ex->head_only || status == 304 || status == 204 ? 0 : len;
     s->answered = 1;
     if (h->fatal)
         return 0;
-    if (out_headers(h, s->id, nv, n, s->body_left ? 0 : FL_END_STREAM) < 0)
+    if (out_headers(h, s->id, nv, n, s->sb.body_left ? 0 : FL_END_STREAM) < 0)
         return -1;
-    if (!s->body_left)
+    if (!s->sb.body_left)
         local_end(h, s);
     return 0;
-}
-
-/* A producer did something: the connection runs soon (h2.h's wake). */
-static void wake(h2_stream_t *s)
-{
-    if (s->ex.producer)
-        s->h2->wake(s->h2->f.conn);
-}
-
-static int codec_head(exchange_t *ex, int status, const char *ctype, uint64_t len, time_t mtime)
-{
-    h2_stream_t *s = stream_of(ex);
-    wake(s);
-    if (status == 101) /* no tunnel over HTTP/2 (RFC 9113 8.6) */
-        status = 502, len = 0, ex->nfields = 0;
-    if (s->closed)
-        return 0;
-    if (ex->fields_over) { /* as h1: a bare 500 instead */
-        ex->nfields = 0;
-        ex->fields_over = 0;
-        ex->site->stats.head_overflows++;
-        return ex->codec->error(ex, 500) < 0 ? -1 : EX_REPLACED;
-    }
-    return submit(s, status, ctype, len, mtime);
-}
-
-static int codec_error(exchange_t *ex, int status)
-{
-    h2_stream_t *s = stream_of(ex);
-    wake(s);
-    if (ex->producer)
-        s->ended = 1; /* an error page is a whole response */
-    if (s->closed)
-        return 0;
-    char *page = malloc(RESP_PAGE_MAX);
-    if (!page)
-        return -1;
-    hbuf_t pb = hb_init(page, RESP_PAGE_MAX);
-    resp_page(&pb, status);
-    size_t n = hb_len(&pb);
-    if (add_part(s, (h2_part_t){.p = page, .fd = -1, .owned = 1, .len = n}) < 0) {
-        free(page);
-        return -1;
-    }
-    return submit(s, status, "text/html; charset=utf-8", n, -1);
-}
-
-static int codec_body_buf(exchange_t *ex, const void *p, size_t n, int flags)
-{
-    h2_stream_t *s = stream_of(ex);
-    int own = (flags & EX_FREE) != 0;
-    if (ex->head_only || !n || s->closed) { /* closed: a reset stream's producer runs on */
-        if (own)
-            free((void *)p);
-        return 0;
-    }
-    if (add_part(s, (h2_part_t){.p = p, .fd = -1, .owned = (uint8_t)own, .len = n}) == 0) {
-        s->given += n;
-        if (s->streamed)
-            ex->body_len += n;
-        if (s->given - s->body_sent > EX_STREAM_HIGH)
-            s->want_drain = 1;
-        wake(s);
-        return 0;
-    }
-    if (own)
-        free((void *)p);
-    return -1;
-}
-
-static int codec_body_file(exchange_t *ex, int fd, uint64_t off, uint64_t len)
-{
-    if (ex->head_only || !len)
-        return 0;
-    return add_part(stream_of(ex), (h2_part_t){.fd = fd, .off = off, .len = len});
 }
 
 static int codec_misdirected(exchange_t *ex, const char *host, size_t n)
@@ -427,59 +332,39 @@ static int codec_hints(exchange_t *ex, const char *link)
 {
     h2_stream_t *s = stream_of(ex);
     h2_field_t nv[] = {NV(":status", "103"), NV("link", link)};
-    if (s->closed || s->answered || s->h2->fatal)
+    if (s->sb.closed || s->answered || s->h2->fatal)
         return 0;
     return out_headers(s->h2, s->id, nv, 2, 0);
 }
 
-static int codec_body_end(exchange_t *ex)
+static void op_reset(exchange_t *ex, int why)
+{
+    static const uint32_t code[] = {[SB_INTERNAL] = E_INTERNAL,
+                                    [SB_CALM] = E_ENHANCE_YOUR_CALM,
+                                    [SB_REFUSED] = E_REFUSED_STREAM};
+    h2_stream_t *s = stream_of(ex);
+    h2_rst_stream(s->h2, s, s->id, code[why]);
+}
+
+static void op_consume(exchange_t *ex, size_t n)
 {
     h2_stream_t *s = stream_of(ex);
-    s->ended = 1;
-    wake(s);
-    return 0;
+    h2_consume(s->h2, s, n);
 }
 
-static void codec_body_abort(exchange_t *ex)
-{
-    h2_stream_t *s = stream_of(ex);
-    s->ended = 1;
-    if (!s->closed)
-        h2_rst_stream(s->h2, s, s->id, E_INTERNAL);
-    wake(s);
-}
+static void count_file(exchange_t *ex);
 
-/* A closed stream's producer is told a lot is queued: it stops reading. */
-static uint64_t codec_queued(const exchange_t *ex)
-{
-    const h2_stream_t *s = (const h2_stream_t *)ex;
-    return s->closed ? UINT64_MAX : s->given - s->body_sent;
-}
-
-static void offer_held(h2_stream_t *s);
-static void codec_redispatch(exchange_t *ex);
-
-static void codec_input_ready(exchange_t *ex)
-{
-    h2_stream_t *s = stream_of(ex);
-    s->input_held = 0;
-    if (!s->offering) /* else offer() sees it when the producer's call returns */
-        offer_held(s);
-    wake(s);
-}
+static const sb_ops_t h2_sb_ops = {
+    .submit = submit,
+    .reset = op_reset,
+    .consume = op_consume,
+    .routed = count_file,
+};
 
 static const ex_codec_t h2_codec = {
-    .head = codec_head,
-    .error = codec_error,
-    .body_buf = codec_body_buf,
-    .body_file = codec_body_file,
+    SB_CODEC_OPS,
     .misdirected = codec_misdirected,
     .hints = codec_hints,
-    .body_end = codec_body_end,
-    .body_abort = codec_body_abort,
-    .queued = codec_queued,
-    .input_ready = codec_input_ready,
-    .redispatch = codec_redispatch,
 };
 
 /* ---- request bodies ---- */
@@ -494,7 +379,7 @@ void h2_consume(h2_t *h, h2_stream_t *s, size_t n)
         h->recv_win += (int32_t)h->recv_unacked;
         h->recv_unacked = 0;
     }
-    if (!s || s->closed || s->remote_ended)
+    if (!s || s->sb.closed || s->remote_ended)
         return;
     s->recv_unacked += (uint32_t)n;
     if (s->recv_unacked >= H2_WINDOW / 2) {
@@ -502,74 +387,6 @@ void h2_consume(h2_t *h, h2_stream_t *s, size_t n)
         s->recv_win += (int32_t)s->recv_unacked;
         s->recv_unacked = 0;
     }
-}
-
-/*
- * A producer's request body: what it takes is consumed (our WINDOW_UPDATE
- * lets the client send more: flow control is the back-pressure), what it
- * does not is held, at most a stream's window and H2_HELD_MAX for the
- * connection, and offered again at ex_input_ready.
- */
-static size_t offer(h2_stream_t *s, const uint8_t *p, size_t n, int last)
-{
-    exchange_t *ex = &s->ex;
-    if (!ex->producer && ex->job && !s->closed) { /* a job (a password check) decides who */
-        s->input_held = 1;                         /* takes the body: hold it until then */
-        return 0;
-    }
-    size_t k = n;
-    if (ex->producer && !s->closed) {
-        s->input_held = 1; /* an ex_input_ready during the call clears it */
-        s->offering = 1;
-        k = ex->producer->input(ex, (const char *)p, n, last);
-        s->offering = 0;
-    }
-    if (k >= n) {
-        k = n;
-        s->input_held = 0;
-        s->input_done = (uint8_t)(s->input_done | last);
-    }
-    if (k)
-        h2_consume(s->h2, s, k);
-    return k;
-}
-
-static void offer_held(h2_stream_t *s)
-{
-    if (!s->held_len) {
-        if (s->input_last && !s->input_done && !s->input_held)
-            offer(s, (const uint8_t *)"", 0, 1);
-        return;
-    }
-    do { /* again while the producer says ready within its own call */
-        size_t k = offer(s, (uint8_t *)s->held, s->held_len, s->input_last);
-        memmove(s->held, s->held + k, s->held_len - k);
-        s->held_len -= k;
-        s->h2->held_bytes -= k;
-    } while (s->held_len && !s->input_held);
-    if (!s->held_len && s->input_last && !s->input_done && !s->input_held)
-        offer(s, (const uint8_t *)"", 0, 1);
-}
-
-/* DATA for a producer's stream: offered, the rest held. */
-void h2_body_to_producer(h2_stream_t *s, const uint8_t *p, size_t n)
-{
-    h2_t *h = s->h2;
-    size_t k = s->held_len || s->input_held ? 0 : offer(s, p, n, 0);
-    if (k == n)
-        return;
-    char *nh = h->held_bytes + n - k <= H2_HELD_MAX ? realloc(s->held, s->held_len + n - k) : NULL;
-    if (!nh) {
-        h2_consume(h, s, n - k);
-        h2_rst_stream(h, s, s->id, E_ENHANCE_YOUR_CALM);
-        return;
-    }
-    s->held = nh;
-    memcpy(s->held + s->held_len, p + k, n - k);
-    s->held_len += n - k;
-    h->held_bytes += n - k;
-    if (!s->input_held) /* the producer was ready again within its call */
-        offer_held(s);
 }
 
 /* ---- request fields ---- */
@@ -640,12 +457,10 @@ const char *h2_keep(h2_stream_t *s, const uint8_t *p, size_t n)
 
 /* ---- dispatch ---- */
 
-static void job_done(job_t *j);
-static void dispatch_again(h2_stream_t *s);
-
 /* A stream that holds a file counts towards H2_FILES_MAX until it is freed. */
-static void count_file(h2_stream_t *s)
+static void count_file(exchange_t *ex)
 {
+    h2_stream_t *s = stream_of(ex);
     if (!s->has_file && s->ex.file) {
         s->has_file = 1;
         s->h2->files++;
@@ -682,106 +497,18 @@ static int dispatch_begin(h2_t *h, h2_stream_t *s)
     }
     ex->head_only = s->req.method.n == 4 && !memcmp(s->req.method.p, "HEAD", 4);
     /* the access log's request field, as nginx writes it */
-    const http_str_t *auth = s->req.target.n ? NULL : http_header(&s->req, "Host"); /* CONNECT */
-    http_str_t target = auth ? *auth : s->req.target;
-    size_t n = s->req.method.n + target.n + sizeof " HTTP/2.0";
+    size_t n = sb_line_size(&s->req);
     char *line = room(s, n);
     if (!line)
         return -1; /* refused */
-    hbuf_t b = hb_init(line, n);
-    hb_put(&b, s->req.method.p, s->req.method.n);
-    hb_puts(&b, " ");
-    hb_put(&b, target.p, target.n);
-    hb_puts(&b, " HTTP/2.0");
-    if (!b.over)
-        s->req.line = (http_str_t){line, hb_len(&b)};
+    sb_line(&s->req, line, n, "HTTP/2.0");
     return 0;
 }
 
 static void dispatch(h2_t *h, h2_stream_t *s)
 {
-    exchange_t *ex = &s->ex;
-    site_t *site = ex->site;
-    if (dispatch_begin(h, s) < 0)
-        return;
-    if (router_dispatch(ex) < 0) {
-        h2_rst_stream(h, s, s->id, E_INTERNAL);
-        return;
-    }
-    count_file(s);
-    if (!ex->job)
-        return;
-    ex_job_t *xj = ex->job;
-    xj->ex = ex;
-    xj->job.done = job_done;
-    if (jobs_submit(site->jobs, &xj->job) == 0)
-        return;
-    ex->job = NULL; /* the pool's queue is full: shed this request, not the loop */
-    xj->job.cancelled = 1;
-    xj->finish(xj, NULL);
-    free(xj);
-    site->stats.busy++;
-    ex_error(ex, 503, "Retry-After", "1");
-}
-
-/* A job for a stream's exchange is done (on the loop thread): dispatch again. */
-static void job_done(job_t *j)
-{
-    ex_job_t *xj = (ex_job_t *)j;
-    exchange_t *ex = xj->ex;
-    h2_stream_t *s = ex ? stream_of(ex) : NULL;
-    if (s) {
-        ex->job = NULL;
-        ex->nfields = 0; /* the answer starts afresh */
-        ex->fields_over = 0;
-    }
-    int cancelled = j->cancelled; /* j is xj's, freed here */
-    xj->finish(xj, cancelled ? NULL : ex);
-    free(xj);
-    if (!s)
-        return;
-    if (cancelled) {
-        h2_rst_stream(s->h2, s, s->id, E_REFUSED_STREAM);
-        s->h2->wake(s->h2->f.conn);
-        return;
-    }
-    dispatch_again(s);
-}
-
-/* After a job, or a local redirect: the router answers the stream afresh. */
-static void dispatch_again(h2_stream_t *s)
-{
-    exchange_t *ex = &s->ex;
-    h2_t *h = s->h2;
-    if (router_dispatch(ex) < 0)
-        h2_rst_stream(h, s, s->id, E_INTERNAL);
-    else if (count_file(s), ex->job) { /* a second job (gzip after a password): send it too */
-        ex->job->ex = ex;
-        ex->job->job.done = job_done;
-        if (jobs_submit(ex->site->jobs, &ex->job->job) < 0) {
-            ex_job_t *x2 = ex->job;
-            ex->job = NULL;
-            x2->job.cancelled = 1;
-            x2->finish(x2, NULL);
-            free(x2);
-            ex_error(ex, 503, "Retry-After", "1");
-        }
-    }
-    if (s->early && !ex->job) { /* the body held for the job: to its taker */
-        s->input_held = 0;
-        offer_held(s);
-    }
-    h->wake(h->f.conn);
-}
-
-/* A local redirect (ex_redirect), from a producer's call: its stream is
-   answered again at once, as after a job; a reset stream waits for sweep. */
-static void codec_redispatch(exchange_t *ex)
-{
-    h2_stream_t *s = stream_of(ex);
-    if (s->closed)
-        return;
-    dispatch_again(s);
+    if (dispatch_begin(h, s) == 0)
+        sb_dispatch(&s->sb);
 }
 
 /* A request answered before its body ended (413): the rest is not wanted
@@ -812,7 +539,7 @@ static void body_begins(h2_t *h, h2_stream_t *s)
     int known = cl && cl->n && scan_ulonglong(cl->p, &len) == cl->n;
     s->ex.req_len = known ? (int64_t)len : -1;
     if (!s->bad && !s->refused && router_streams(&s->ex)) { /* a producer takes it as it comes */
-        s->early = 1;
+        s->sb.early = 1;
         s->produced = 1;
         h->producers++;
     } else if (known && len > H1_BODY_MAX) {
@@ -825,7 +552,7 @@ static void body_begins(h2_t *h, h2_stream_t *s)
         if (out_headers(h, s->id, cont, 1, 0) < 0)
             h->fatal = 1;
     }
-    if (s->early)
+    if (s->sb.early)
         dispatch(h, s);
 }
 
@@ -838,17 +565,17 @@ void h2_request_progress(h2_t *h, h2_stream_t *s, int headers, int end)
 {
     if (end) {
         s->peer_ended = s->remote_ended = 1;
-        if (s->early) {
+        if (s->sb.early) {
             body_ends(h, s);
-            s->input_last = 1;
-            offer_held(s);
+            s->sb.input_last = 1;
+            sb_offer_held(&s->sb);
         }
         if (s->local_ended) {
             h2_stream_close(h, s);
             return;
         }
     }
-    if (s->dispatched || s->deferred || s->refused || s->closed)
+    if (s->dispatched || s->deferred || s->refused || s->sb.closed)
         return;
     if (!end) {
         if (headers && !s->in_body)
@@ -873,11 +600,11 @@ void h2_request_progress(h2_t *h, h2_stream_t *s, int headers, int end)
 /* Has the stream DATA to send now (END_STREAM alone needs no window)? */
 static int ready(const h2_t *h, const h2_stream_t *s)
 {
-    if (s->closed || !s->answered || s->local_ended)
+    if (s->sb.closed || !s->answered || s->local_ended)
         return 0;
-    if (!s->body_left || (s->streamed && s->ended && s->cur >= s->nparts))
+    if (!s->sb.body_left || (s->sb.streamed && s->sb.ended && s->sb.cur >= s->sb.nparts))
         return 1;
-    return s->cur < s->nparts && s->send_win > 0 && h->send_win > 0;
+    return s->sb.cur < s->sb.nparts && s->send_win > 0 && h->send_win > 0;
 }
 
 /*
@@ -908,21 +635,21 @@ h2_stream_t *h2_pick(const h2_t *h)
 int h2_send_data(h2_t *h, h2_stream_t *s)
 {
     uint8_t hd[9];
-    if (!s->body_left || s->cur >= s->nparts) { /* END_STREAM alone */
+    if (!s->sb.body_left || s->sb.cur >= s->sb.nparts) { /* END_STREAM alone */
         h2f_put_hd(hd, 0, FR_DATA, FL_END_STREAM, (uint32_t)s->id);
         if (h2_pend_add(h, hd, 9) < 0)
             return -1;
         local_end(h, s);
         return 0;
     }
-    h2_part_t *p = &s->parts[s->cur];
-    uint64_t n = p->len < s->body_left ? p->len : s->body_left;
+    sb_part_t *p = &s->sb.parts[s->sb.cur];
+    uint64_t n = p->len < s->sb.body_left ? p->len : s->sb.body_left;
     uint64_t max = h->f.ssl ? H2_DATA_TLS : H2_FRAME_MAX;
     max = (uint64_t)s->send_win < max ? (uint64_t)s->send_win : max;
     max = (uint64_t)h->send_win < max ? (uint64_t)h->send_win : max;
     n = n < max ? n : max;
-    int end = n == s->body_left || (s->streamed && s->ended && s->cur + 1 == s->nparts &&
-                                    n == p->len);
+    int end = n == s->sb.body_left ||
+              (s->sb.streamed && s->sb.ended && s->sb.cur + 1 == s->sb.nparts && n == p->len);
     h2f_put_hd(hd, (size_t)n, FR_DATA, end ? FL_END_STREAM : 0, (uint32_t)s->id);
     if (h2_pend_add(h, hd, 9) < 0 || h2_pend_flush(h) < 0)
         return -1;
@@ -931,12 +658,12 @@ int h2_send_data(h2_t *h, h2_stream_t *s)
     if (r < 0)
         return -1;
     p->off += n, p->len -= n;
-    s->body_left -= n;
-    s->body_sent += n;
+    s->sb.body_left -= n;
+    s->sb.body_sent += n;
     s->send_win -= (int64_t)n;
     h->send_win -= (int64_t)n;
     if (!p->len)
-        s->cur++;
+        s->sb.cur++;
     if (s->incremental)
         s->seq = ++h->seq;
     if (end)
@@ -948,15 +675,15 @@ int h2_send_data(h2_t *h, h2_stream_t *s)
    any more.  A streamed body's memory is what is queued, not all it sent. */
 static void release_sent(h2_stream_t *s)
 {
-    unsigned k = s->cur;
+    unsigned k = s->sb.cur;
     if (!k)
         return;
     for (unsigned i = 0; i < k; i++)
-        if (s->parts[i].owned)
-            free((void *)s->parts[i].p);
-    memmove(s->parts, s->parts + k, (s->nparts - k) * sizeof *s->parts);
-    s->nparts -= k;
-    s->cur = 0;
+        if (s->sb.parts[i].owned)
+            free((void *)s->sb.parts[i].p);
+    memmove(s->sb.parts, s->sb.parts + k, (s->sb.nparts - k) * sizeof *s->sb.parts);
+    s->sb.nparts -= k;
+    s->sb.cur = 0;
 }
 
 /* The streams that closed while the batch held their bytes: free them now;
@@ -964,7 +691,7 @@ static void release_sent(h2_stream_t *s)
 void h2_sweep(h2_t *h)
 {
     for (h2_stream_t **pp = &h->all, *s; (s = *pp);) {
-        if (s->closed) {
+        if (s->sb.closed) {
             *pp = s->next;
             h2_stream_free(s);
         } else {
@@ -975,7 +702,7 @@ void h2_sweep(h2_t *h)
     while (h->deferred && h->files < H2_FILES_MAX && !h->fatal) { /* the oldest one next */
         h2_stream_t *first = NULL;
         for (h2_stream_t *s = h->all; s; s = s->next)
-            if (s->deferred && !s->dispatched && !s->closed && (!first || s->id < first->id))
+            if (s->deferred && !s->dispatched && !s->sb.closed && (!first || s->id < first->id))
                 first = s;
         if (!first)
             break;
@@ -988,12 +715,8 @@ void h2_sweep(h2_t *h)
    below EX_STREAM_LOW (they may hand over more at once: the next fill). */
 void h2_drained(h2_t *h)
 {
-    for (h2_stream_t *s = h->producers ? h->all : NULL; s; s = s->next)
-        if (s->want_drain && !s->closed && s->given - s->body_sent < EX_STREAM_LOW) {
-            s->want_drain = 0;
-            if (s->ex.producer && !s->ended)
-                s->ex.producer->drained(&s->ex);
-        }
+    for (h2_stream_t *s = h->sc.drainers ? h->all : NULL; s; s = s->next)
+        sb_drained(&s->sb);
 }
 
 /* Bytes written into the blocks and not yet on the batch. */

@@ -3,7 +3,9 @@
  * a stream per exchange, its request fields kept in blocks of its own, jobs
  * and producers resumed the same way; what differs is that DATA is handed to
  * nghttp3 as vectors that must stay until the client acknowledged them, which
- * h3_body.c does, with a producer's request body (h3_int.h).
+ * h3_body.c does (h3_int.h).  What a stream does alike over HTTP/2 (the
+ * exchange's head, error page, body parts, a producer's request body,
+ * dispatch) is stream_body.c's: this file gives it its sb_ops.
  */
 #ifdef HAVE_H3
 #include "h3.h"
@@ -37,6 +39,8 @@ struct h3_pool {
 };
 
 static const ex_codec_t h3_codec;
+static const sb_ops_t h3_sb_ops;
+SB_CHECK_LAYOUT(h3_stream_t);
 
 static h3_stream_t *stream_of(exchange_t *ex)
 {
@@ -71,7 +75,7 @@ static void pool_empty(h3_pool_t *p)
 {
     for (h3_stream_t *s = p->spare, *next; s; s = next) {
         next = s->next;
-        free(s->parts);
+        free(s->sb.parts);
         free(s);
     }
     p->spare = NULL;
@@ -82,25 +86,13 @@ static void pool_empty(h3_pool_t *p)
    array with it), or is freed. */
 static void stream_free(h3_stream_t *s)
 {
-    exchange_t *ex = &s->ex;
     h3_t *h = s->h3;
-    if (ex->job) /* the job runs on: it must not come back to us */
-        ex->job->ex = NULL;
-    if (ex->file)
-        fcache_release(ex->file);
-    enc_gzip_release(ex->gz);
-    ex_end(ex);
-    for (unsigned i = 0; i < s->nparts; i++)
-        if (s->parts[i].owned)
-            free((void *)s->parts[i].p);
+    sb_release(&s->sb);
     for (h3_sent_t *x = s->sent, *next; x; x = next) {
         next = x->next;
         free(x->b);
         free(x);
     }
-    h->drainers -= s->want_drain;
-    h->held_bytes -= s->held_len;
-    free(s->held);
     for (h3_chunk_t *k = s->chunks, *next; k; k = next) {
         next = k->next;
         if (k != first_chunk(s))
@@ -114,7 +106,7 @@ static void stream_free(h3_stream_t *s)
         pool->nspare++;
         return;
     }
-    free(s->parts);
+    free(s->sb.parts);
     free(s);
     if (!pool->live) /* no stream anywhere: none kept */
         pool_empty(pool);
@@ -140,9 +132,9 @@ static int hop_by_hop(const char *n)
 }
 
 /* HEADERS for the response, and DATA for a body of len bytes. */
-static int submit(h3_stream_t *s, int status, const char *ctype, uint64_t len, time_t mtime)
+static int submit(exchange_t *ex, int status, const char *ctype, uint64_t len, time_t mtime)
 {
-    exchange_t *ex = &s->ex;
+    h3_stream_t *s = stream_of(ex);
     site_t *site = ex->site;
     char st[8], cl[24], hsts[32], names[EX_FIELDS_MAX][48];
     nghttp3_nv nv[8 + EX_FIELDS_MAX];
@@ -173,109 +165,17 @@ static int submit(h3_stream_t *s, int status, const char *ctype, uint64_t len, t
             nv[n++] = NV(names[i], ex->fields[i].value);
     }
     ex->status = (uint16_t)status;
-    s->streamed = len == EX_LEN_STREAM;
+    s->sb.streamed = len == EX_LEN_STREAM;
     if (ex->producer && !s->produced)
         s->produced = 1;
-    ex->body_len = s->streamed ? 0 : len;
-    s->body_left = ex->head_only || status == 304 || status == 204 ? 0 : len;
-    int body = s->streamed ? !ex->head_only && status != 304 && status != 204 : s->body_left > 0;
+    ex->body_len = s->sb.streamed ? 0 : len;
+    s->sb.body_left = ex->head_only || status == 304 || status == 204 ? 0 : len;
+    int body = s->sb.streamed ? !ex->head_only && status != 304 && status != 204
+                              : s->sb.body_left > 0;
     s->answered = 1;
     nghttp3_data_reader dr = {.read_data = h3_read_data};
     int r = nghttp3_conn_submit_response(s->h3->ng, s->id, nv, n, body ? &dr : NULL);
     return r == 0 ? 0 : -1;
-}
-
-/* A producer did something: the connection runs soon (h3.h's wake). */
-static void wake(h3_stream_t *s)
-{
-    if (s->ex.producer)
-        s->h3->f.wake(s->h3->f.conn);
-}
-
-static int codec_head(exchange_t *ex, int status, const char *ctype, uint64_t len, time_t mtime)
-{
-    h3_stream_t *s = stream_of(ex);
-    wake(s);
-    if (status == 101) /* no tunnel over HTTP/3 */
-        status = 502, len = 0, ex->nfields = 0;
-    if (s->closed)
-        return 0;
-    if (ex->fields_over) { /* as h1: a bare 500 instead */
-        ex->nfields = 0;
-        ex->fields_over = 0;
-        ex->site->stats.head_overflows++;
-        return ex->codec->error(ex, 500) < 0 ? -1 : EX_REPLACED;
-    }
-    return submit(s, status, ctype, len, mtime);
-}
-
-static int codec_error(exchange_t *ex, int status)
-{
-    h3_stream_t *s = stream_of(ex);
-    wake(s);
-    if (ex->producer)
-        s->ended = 1; /* an error page is a whole response */
-    if (s->closed)
-        return 0;
-    char *page = malloc(RESP_PAGE_MAX);
-    if (!page)
-        return -1;
-    hbuf_t pb = hb_init(page, RESP_PAGE_MAX);
-    resp_page(&pb, status);
-    size_t n = hb_len(&pb);
-    if (h3_add_part(s, (h3_part_t){.p = page, .fd = -1, .owned = 1, .len = n}) < 0) {
-        free(page);
-        return -1;
-    }
-    s->given += n;
-    return submit(s, status, "text/html; charset=utf-8", n, -1);
-}
-
-/* A part came: the data reader that waited for it goes on. */
-static void data_comes(h3_stream_t *s)
-{
-    if (s->data_waits && !s->closed) {
-        s->data_waits = 0;
-        nghttp3_conn_resume_stream(s->h3->ng, s->id);
-    }
-    wake(s);
-}
-
-static int codec_body_buf(exchange_t *ex, const void *p, size_t n, int flags)
-{
-    h3_stream_t *s = stream_of(ex);
-    int own = (flags & EX_FREE) != 0;
-    if (ex->head_only || !n || s->closed) {
-        if (own)
-            free((void *)p);
-        return 0;
-    }
-    if (h3_add_part(s, (h3_part_t){.p = p, .fd = -1, .owned = (uint8_t)own, .len = n}) < 0) {
-        if (own)
-            free((void *)p);
-        return -1;
-    }
-    s->given += n;
-    if (s->streamed)
-        ex->body_len += n;
-    if (s->given - s->body_sent > EX_STREAM_HIGH && !s->want_drain) {
-        s->want_drain = 1;
-        s->h3->drainers++;
-    }
-    data_comes(s);
-    return 0;
-}
-
-static int codec_body_file(exchange_t *ex, int fd, uint64_t off, uint64_t len)
-{
-    h3_stream_t *s = stream_of(ex);
-    if (ex->head_only || !len || s->closed)
-        return 0;
-    if (h3_add_part(s, (h3_part_t){.fd = fd, .off = off, .len = len}) < 0)
-        return -1;
-    s->given += len;
-    data_comes(s);
-    return 0;
 }
 
 /* GnuTLS chose the certificate by the server name: a Host of another one's is 421. */
@@ -290,57 +190,44 @@ static int codec_misdirected(exchange_t *ex, const char *host, size_t n)
 static int codec_hints(exchange_t *ex, const char *link)
 {
     h3_stream_t *s = stream_of(ex);
-    if (s->closed)
+    if (s->sb.closed)
         return 0;
     nghttp3_nv nv[] = {NV(":status", "103"), NV("link", link)};
     return nghttp3_conn_submit_info(s->h3->ng, s->id, nv, 2) == NGHTTP3_ERR_NOMEM ? -1 : 0;
 }
 
-static int codec_body_end(exchange_t *ex)
+static void op_reset(exchange_t *ex, int why)
+{
+    static const uint64_t code[] = {[SB_INTERNAL] = NGHTTP3_H3_INTERNAL_ERROR,
+                                    [SB_CALM] = NGHTTP3_H3_EXCESSIVE_LOAD,
+                                    [SB_REFUSED] = NGHTTP3_H3_REQUEST_REJECTED};
+    stream_abort(stream_of(ex), code[why]);
+}
+
+static void op_consume(exchange_t *ex, size_t n)
 {
     h3_stream_t *s = stream_of(ex);
-    s->ended = 1;
-    data_comes(s); /* a reader that waited for more sees the end */
-    return 0;
+    consume(s->h3, s->id, n);
 }
 
-static void codec_body_abort(exchange_t *ex)
+/* A part came: nghttp3's data reader that found none goes on. */
+static void op_resume(exchange_t *ex)
 {
     h3_stream_t *s = stream_of(ex);
-    s->ended = 1;
-    stream_abort(s, NGHTTP3_H3_INTERNAL_ERROR);
-    s->h3->f.wake(s->h3->f.conn);
+    nghttp3_conn_resume_stream(s->h3->ng, s->id);
 }
 
-static uint64_t codec_queued(const exchange_t *ex)
-{
-    const h3_stream_t *s = (const h3_stream_t *)ex;
-    return s->closed ? UINT64_MAX : s->given - s->body_sent;
-}
-
-static void codec_redispatch(exchange_t *ex);
-
-static void codec_input_ready(exchange_t *ex)
-{
-    h3_stream_t *s = stream_of(ex);
-    s->input_held = 0;
-    if (!s->offering)
-        h3_offer_held(s);
-    wake(s);
-}
+static const sb_ops_t h3_sb_ops = {
+    .submit = submit,
+    .reset = op_reset,
+    .consume = op_consume,
+    .resume = op_resume,
+};
 
 static const ex_codec_t h3_codec = {
-    .head = codec_head,
-    .error = codec_error,
-    .body_buf = codec_body_buf,
-    .body_file = codec_body_file,
+    SB_CODEC_OPS,
     .misdirected = codec_misdirected,
     .hints = codec_hints,
-    .body_end = codec_body_end,
-    .body_abort = codec_body_abort,
-    .queued = codec_queued,
-    .input_ready = codec_input_ready,
-    .redispatch = codec_redispatch,
 };
 
 /* ---- the request ----------------------------------------------------------------- */
@@ -393,12 +280,12 @@ static int on_begin_headers(nghttp3_conn *ng, int64_t id, void *user, void *stre
         return 0;
     h3_pool_t *pool = h->pool;
     h3_stream_t *s = pool->spare;
-    h3_part_t *parts = NULL;
+    sb_part_t *parts = NULL;
     unsigned cap = 0;
     if (s) {
         pool->spare = s->next;
         pool->nspare--;
-        parts = s->parts, cap = s->cap;
+        parts = s->sb.parts, cap = s->sb.cap;
     } else if (!(s = malloc(sizeof *s + sizeof(h3_chunk_t) + H3_CHUNK))) {
         return NGHTTP3_ERR_CALLBACK_FAILURE;
     }
@@ -406,7 +293,9 @@ static int on_begin_headers(nghttp3_conn *ng, int64_t id, void *user, void *stre
        alone): only the stream's own fields are zeroed, not 5 KiB per request */
     memset((char *)s + sizeof s->ex, 0, offsetof(h3_stream_t, req) - sizeof s->ex);
     memset(&s->req, 0, offsetof(http_request_t, headers));
-    s->parts = parts, s->cap = cap;
+    s->sb.parts = parts, s->sb.cap = cap;
+    s->sb.ops = &h3_sb_ops;
+    s->sb.c = &h->sc;
     s->h3 = h;
     s->id = id;
     s->begun = gio_now(h->f.site->loop);
@@ -457,9 +346,6 @@ static int on_header(nghttp3_conn *ng, int64_t id, int32_t token, nghttp3_rcbuf 
     return 0;
 }
 
-static void job_done(job_t *j);
-static void dispatch_again(h3_stream_t *s);
-
 /* What every request goes through before it is answered: the counts, -A,
    the header section's verdict, the log line.  0: answer it. */
 static int dispatch_begin(h3_t *h, h3_stream_t *s)
@@ -485,93 +371,18 @@ static int dispatch_begin(h3_t *h, h3_stream_t *s)
         return -1;
     }
     ex->head_only = s->req.method.n == 4 && !memcmp(s->req.method.p, "HEAD", 4);
-    const http_str_t *auth = s->req.target.n ? NULL : http_header(&s->req, "Host"); /* CONNECT */
-    http_str_t target = auth ? *auth : s->req.target;
-    size_t n = s->req.method.n + target.n + sizeof " HTTP/3.0";
+    size_t n = sb_line_size(&s->req);
     char *line = room(s, n);
     if (!line)
         return 0; /* answered without a log line */
-    hbuf_t b = hb_init(line, n);
-    hb_put(&b, s->req.method.p, s->req.method.n);
-    hb_puts(&b, " ");
-    hb_put(&b, target.p, target.n);
-    hb_puts(&b, " HTTP/3.0");
-    if (!b.over)
-        s->req.line = (http_str_t){line, hb_len(&b)};
+    sb_line(&s->req, line, n, "HTTP/3.0");
     return 0;
-}
-
-/* A job the request waits for goes to the pool; a full queue sheds it (503). */
-static void send_job(exchange_t *ex)
-{
-    ex_job_t *xj = ex->job;
-    xj->ex = ex;
-    xj->job.done = job_done;
-    if (jobs_submit(ex->site->jobs, &xj->job) == 0)
-        return;
-    ex->job = NULL;
-    xj->job.cancelled = 1;
-    xj->finish(xj, NULL);
-    free(xj);
-    ex->site->stats.busy++;
-    ex_error(ex, 503, "Retry-After", "1");
 }
 
 static void dispatch(h3_t *h, h3_stream_t *s)
 {
-    if (dispatch_begin(h, s) < 0)
-        return;
-    if (router_dispatch(&s->ex) < 0) {
-        stream_abort(s, NGHTTP3_H3_INTERNAL_ERROR);
-        return;
-    }
-    if (s->ex.job)
-        send_job(&s->ex);
-}
-
-static void job_done(job_t *j)
-{
-    ex_job_t *xj = (ex_job_t *)j;
-    exchange_t *ex = xj->ex;
-    h3_stream_t *s = ex ? stream_of(ex) : NULL;
-    if (s) {
-        ex->job = NULL;
-        ex->nfields = 0; /* the answer starts afresh */
-        ex->fields_over = 0;
-    }
-    int cancelled = j->cancelled;
-    xj->finish(xj, cancelled ? NULL : ex);
-    free(xj);
-    if (!s)
-        return;
-    if (cancelled) {
-        stream_abort(s, NGHTTP3_H3_REQUEST_REJECTED);
-        s->h3->f.wake(s->h3->f.conn);
-        return;
-    }
-    dispatch_again(s);
-}
-
-static void dispatch_again(h3_stream_t *s)
-{
-    exchange_t *ex = &s->ex;
-    h3_t *h = s->h3;
-    if (router_dispatch(ex) < 0)
-        stream_abort(s, NGHTTP3_H3_INTERNAL_ERROR);
-    else if (ex->job)
-        send_job(ex);
-    if (s->early && !ex->job) {
-        s->input_held = 0;
-        h3_offer_held(s);
-    }
-    h->f.wake(h->f.conn);
-}
-
-static void codec_redispatch(exchange_t *ex)
-{
-    h3_stream_t *s = stream_of(ex);
-    if (!s->closed)
-        dispatch_again(s);
+    if (dispatch_begin(h, s) == 0)
+        sb_dispatch(&s->sb);
 }
 
 /* A request head with a body to come: a producer takes it as it comes; else
@@ -584,7 +395,7 @@ static void body_begins(h3_t *h, h3_stream_t *s)
     int known = cl && cl->n && scan_ulonglong(cl->p, &len) == cl->n;
     s->ex.req_len = known ? (int64_t)len : -1;
     if (!s->bad && router_streams(&s->ex)) {
-        s->early = 1;
+        s->sb.early = 1;
         s->produced = 1;
     } else if (known && len > H1_BODY_MAX) {
         s->in_body = 0;
@@ -600,7 +411,7 @@ static void body_begins(h3_t *h, h3_stream_t *s)
         if (nghttp3_conn_submit_info(h->ng, s->id, nv, 1) != 0)
             stream_abort(s, NGHTTP3_H3_INTERNAL_ERROR);
     }
-    if (s->early)
+    if (s->sb.early)
         dispatch(h, s);
 }
 
@@ -629,8 +440,8 @@ static int on_data(nghttp3_conn *ng, int64_t id, const uint8_t *p, size_t n, voi
     (void)ng;
     h3_t *h = user;
     h3_stream_t *s = stream_user;
-    if (s && s->early) {
-        h3_body_to_producer(s, p, n);
+    if (s && s->sb.early) {
+        sb_body_to_producer(&s->sb, p, n);
         return 0;
     }
     consume(h, id, n); /* dropped: the window opens at once */
@@ -659,10 +470,10 @@ static int on_end_stream(nghttp3_conn *ng, int64_t id, void *user, void *stream_
         return 0;
     s->peer_ended = 1;
     s->in_body = 0;
-    if (s->early) {
-        s->input_last = 1;
-        if (!s->input_held)
-            h3_offer_held(s);
+    if (s->sb.early) {
+        s->sb.input_last = 1;
+        if (!s->sb.input_held)
+            sb_offer_held(&s->sb);
     } else if (!s->dispatched && s->headed && (!h->goaway || h->capped)) {
         dispatch(h, s);
     } else if (!s->dispatched && s->headed) {
@@ -680,8 +491,8 @@ static void stream_log(h3_t *h, h3_stream_t *s)
     site_t *site = s->ex.site;
     int64_t now = gio_wallclock(site->loop);
     alog_request(&site->log, now, site->cfg->log_vhost ? s->ex.vhost : NULL, h->f.peer, &s->req,
-                 s->ex.status, s->body_sent, 1);
-    status_count(&site->stats, now, STATS_H3, s->body_sent, s->ex.started_us);
+                 s->ex.status, s->sb.body_sent, 1);
+    status_count(&site->stats, now, STATS_H3, s->sb.body_sent, s->ex.started_us);
 }
 
 /* The stream is over: log it; it is freed at the next sweep. */
@@ -704,7 +515,7 @@ static int on_stream_close(nghttp3_conn *ng, int64_t id, uint64_t code, void *us
         s->ex.job->ex = NULL;
         s->ex.job = NULL;
     }
-    s->closed = 1;
+    s->sb.closed = 1;
     h->open--;
     h->heading -= !s->headed;
     unlink_stream(s);
@@ -748,6 +559,7 @@ h3_t *h3_new(const h1_conn_t *f, ngtcp2_conn *q, h3_pool_t *pool)
     if (!h)
         return NULL;
     h->f = *f;
+    h->sc = (sb_conn_t){.wake = f->wake, .conn = f->conn};
     h->q = q;
     h->pool = pool;
     site_t *site = f->site;
@@ -822,12 +634,8 @@ void h3_sweep(h3_t *h)
         stream_free(s);
     }
     /* producers told when what they handed over has gone below the low mark */
-    for (h3_stream_t *s = h->open_list; s && h->drainers; s = s->next)
-        if (s->want_drain && s->ex.producer && s->given - s->body_sent < EX_STREAM_LOW) {
-            s->want_drain = 0;
-            h->drainers--;
-            s->ex.producer->drained(&s->ex);
-        }
+    for (h3_stream_t *s = h->open_list; s && h->sc.drainers; s = s->next)
+        sb_drained(&s->sb);
 }
 
 void h3_free(h3_t *h)
@@ -837,7 +645,7 @@ void h3_free(h3_t *h)
     while (h->open_list) {
         h3_stream_t *s = h->open_list;
         stream_log(h, s);
-        s->closed = 1;
+        s->sb.closed = 1;
         unlink_stream(s);
         stream_free(s);
     }

@@ -4,16 +4,19 @@
  * other.  The calls go one way:
  *   h3.c         the session: h3.h's functions, nghttp3's callbacks, the
  *                stream pool, a request's fields and its dispatch, the
- *                exchange's codec ops (HEADERS from a status and fields)
- *     -> h3_body.c  the bodies: a response's parts as DATA vectors for
+ *                stream's sb_ops (HEADERS from a status and fields, resets,
+ *                flow control)
+ *     -> h3_body.c  the response body: its parts as DATA vectors for
  *                nghttp3 (file ranges read into blocks, kept until
- *                acknowledged), a producer's request body by flow control
+ *                acknowledged)
+ * and both use stream_body.c (what a stream does alike over HTTP/2).
  */
 #ifndef GATLING_H3_INT_H
 #define GATLING_H3_INT_H
 
 #ifdef HAVE_H3
 #include "h1.h"
+#include "stream_body.h"
 #include "http/exchange.h"
 
 #include <nghttp3/nghttp3.h>
@@ -28,13 +31,6 @@ typedef struct h3_pool h3_pool_t;
 
 #define H3_READ_BLOCK (64 * 1024)     /* a file is read in blocks of this size ... */
 #define H3_UNACKED_MAX (1024 * 1024)  /* ... at most this much unacknowledged per stream */
-
-typedef struct h3_part {
-    const char *p; /* a buffer, or NULL: a range of file fd */
-    int fd;
-    uint8_t owned; /* p is free()d with the stream */
-    uint64_t off, len;
-} h3_part_t;
 
 /* A block read from a file for nghttp3, kept until the client acknowledged
    the body up to its end (bytes the server holds anyway need no record). */
@@ -52,24 +48,17 @@ typedef struct h3_chunk {
 
 typedef struct h3_stream {
     exchange_t ex; /* first: the stream is found from its exchange */
+    sbody_t sb;    /* then its body (stream_body.h) */
     h3_t *h3;
     int64_t id;
-    uint8_t dispatched, answered, closed, bad, headed, peer_ended, in_body;
-    uint8_t early, streamed, produced, ended, data_waits, want_drain;
-    uint8_t input_held, input_last, input_done, offering;
+    uint8_t dispatched, answered, bad, headed, peer_ended, in_body;
+    uint8_t produced;
     uint8_t fin_owed; /* the response's end still to go to QUIC (h3_fin_owed) */
     int64_t begun;    /* gio_now ms when its fields began (-s) */
     uint64_t body_got;  /* request body bytes dropped: at most H1_BODY_MAX */
-    uint64_t given;     /* response body bytes handed over by the handler */
-    uint64_t body_sent; /* ... and on to nghttp3 */
-    uint64_t body_left; /* bytes of a known length still to hand on */
     uint64_t unacked;   /* body bytes sent and not yet acknowledged */
-    h3_part_t *parts;
-    unsigned nparts, cap, cur;
-    uint64_t cur_off; /* in parts[cur] */
+    uint64_t cur_off; /* in sb.parts[sb.cur] */
     h3_sent_t *sent, **sent_tail; /* blocks read, oldest first */
-    char *held; /* request body bytes the producer has not taken yet */
-    size_t held_len;
     size_t hdrlen;
     h3_chunk_t *chunks;
     struct h3_stream *next, **prevp; /* the session's list (open, dead or spare) */
@@ -84,10 +73,9 @@ struct h3 {
     h3_pool_t *pool;   /* where its streams come from and go back to */
     unsigned open;
     unsigned heading;  /* open streams whose request head has not ended */
-    unsigned drainers; /* streams with want_drain set */
     unsigned fins_owed; /* streams with fin_owed set */
     uint32_t requests;
-    size_t held_bytes;
+    sb_conn_t sc; /* what its streams share: wake, request body bytes held, drainers */
     uint8_t goaway, bound;
     uint8_t headed; /* a request's fields have ended once (-s: no first-request deadline) */
     uint8_t capped; /* the GOAWAY was -R's: streams below it are still answered */
@@ -104,7 +92,7 @@ struct h3 {
 /* The stream cannot go on: both directions end with code (both files). */
 static inline void stream_abort(h3_stream_t *s, uint64_t code)
 {
-    if (!s->closed)
+    if (!s->sb.closed)
         ngtcp2_conn_shutdown_stream(s->h3->q, s->id, code);
 }
 
@@ -118,14 +106,10 @@ static inline void consume(h3_t *h, int64_t id, size_t n)
 
 /* ---- h3_body.c: the bodies ---- */
 
-/* A piece of the response body (a buffer or a file range) at the end of
-   the stream's list.  0, or -1 on ENOMEM (the piece is the caller's). */
-int h3_add_part(h3_stream_t *s, h3_part_t p);
-
 /* nghttp3's data reader (nghttp3_data_reader.read_data): the next vectors
    of the body, until H3_UNACKED_MAX is out unacknowledged; a file range is
    read (pread) into a block of H3_READ_BLOCK bytes kept until acknowledged.
-   NGHTTP3_ERR_WOULDBLOCK when nothing is there yet (data_waits: resumed
+   NGHTTP3_ERR_WOULDBLOCK when nothing is there yet (sb.waits: resumed
    when a part comes) or a read failed (the stream is reset). */
 nghttp3_ssize h3_read_data(nghttp3_conn *ng, int64_t id, nghttp3_vec *vec, size_t veccnt,
                            uint32_t *pflags, void *user, void *stream_user);
@@ -134,16 +118,6 @@ nghttp3_ssize h3_read_data(nghttp3_conn *ng, int64_t id, nghttp3_vec *vec, size_
    acknowledged; the blocks read for them are freed, a reader that waited for
    room resumes.  0. */
 int h3_on_acked(nghttp3_conn *ng, int64_t id, uint64_t n, void *user, void *stream_user);
-
-/* The request body held for a producer is offered again (it took less
-   before, or its job decided who takes it); its end is told once all is
-   taken. */
-void h3_offer_held(h3_stream_t *s);
-
-/* n bytes of a producer's request body came: offered, the rest held (at
-   most H3_HELD_MAX per connection: past it the stream is reset with
-   H3_EXCESSIVE_LOAD). */
-void h3_body_to_producer(h3_stream_t *s, const uint8_t *p, size_t n);
 
 #endif
 #endif

@@ -1,0 +1,347 @@
+/*
+ * stream_body.c — what an HTTP/2 and an HTTP/3 stream do alike for their
+ * exchange (stream_body.h): the head (101 -> 502, a head whose fields did
+ * not fit -> a bare 500), the error page, the response body's parts queued
+ * for the codec to frame, a producer's back-pressure, its request body
+ * offered as it comes (the codec's flow control opens as it takes it, the
+ * rest held), and dispatch to the router and the job pool.
+ */
+#include "stream_body.h"
+#include "handlers/router.h"
+#include "http/hbuf.h"
+#include "http/response.h"
+#include "site/encoding.h"
+#include "site/fcache.h"
+#include "site/site.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the response ---------------------------------------------------------------- */
+
+void sb_release(sbody_t *b)
+{
+    exchange_t *ex = sb_ex(b);
+    if (ex->job) /* the job runs on: it must not come back to us */
+        ex->job->ex = NULL;
+    if (ex->file)
+        fcache_release(ex->file);
+    enc_gzip_release(ex->gz);
+    ex_end(ex);
+    for (unsigned i = 0; i < b->nparts; i++)
+        if (b->parts[i].owned)
+            free((void *)b->parts[i].p);
+    b->c->drainers -= b->want_drain;
+    b->c->held_bytes -= b->held_len;
+    free(b->held);
+}
+
+/* A piece of the body at the end of the list.  0, or -1 on ENOMEM (the
+   piece is the caller's). */
+static int add_part(sbody_t *b, sb_part_t p)
+{
+    if (b->nparts == b->cap) {
+        unsigned cap = b->cap ? 2 * b->cap : 4;
+        sb_part_t *np = realloc(b->parts, cap * sizeof *np);
+        if (!np)
+            return -1;
+        b->parts = np, b->cap = cap;
+    }
+    b->parts[b->nparts++] = p;
+    return 0;
+}
+
+/* A part came (or the end): a data reader that waited for it goes on. */
+static void comes(sbody_t *b)
+{
+    if (b->waits && !b->closed) {
+        b->waits = 0;
+        b->ops->resume(sb_ex(b));
+    }
+    sb_wake(b);
+}
+
+int sb_codec_head(exchange_t *ex, int status, const char *ctype, uint64_t len, time_t mtime)
+{
+    sbody_t *b = sb_of(ex);
+    sb_wake(b);
+    if (status == 101) /* no tunnel over HTTP/2 (RFC 9113 8.6) or HTTP/3 */
+        status = 502, len = 0, ex->nfields = 0;
+    if (b->closed)
+        return 0;
+    if (ex->fields_over) { /* as h1: a bare 500 instead */
+        ex->nfields = 0;
+        ex->fields_over = 0;
+        ex->site->stats.head_overflows++;
+        return ex->codec->error(ex, 500) < 0 ? -1 : EX_REPLACED;
+    }
+    return b->ops->submit(ex, status, ctype, len, mtime);
+}
+
+int sb_codec_error(exchange_t *ex, int status)
+{
+    sbody_t *b = sb_of(ex);
+    sb_wake(b);
+    if (ex->producer)
+        b->ended = 1; /* an error page is a whole response */
+    if (b->closed)
+        return 0;
+    char *page = malloc(RESP_PAGE_MAX);
+    if (!page)
+        return -1;
+    hbuf_t pb = hb_init(page, RESP_PAGE_MAX);
+    resp_page(&pb, status);
+    size_t n = hb_len(&pb);
+    if (add_part(b, (sb_part_t){.p = page, .fd = -1, .owned = 1, .len = n}) < 0) {
+        free(page);
+        return -1;
+    }
+    b->given += n;
+    return b->ops->submit(ex, status, "text/html; charset=utf-8", n, -1);
+}
+
+int sb_codec_body_buf(exchange_t *ex, const void *p, size_t n, int flags)
+{
+    sbody_t *b = sb_of(ex);
+    int own = (flags & EX_FREE) != 0;
+    if (ex->head_only || !n || b->closed) { /* closed: a reset stream's producer runs on */
+        if (own)
+            free((void *)p);
+        return 0;
+    }
+    if (add_part(b, (sb_part_t){.p = p, .fd = -1, .owned = (uint8_t)own, .len = n}) < 0) {
+        if (own)
+            free((void *)p);
+        return -1;
+    }
+    b->given += n;
+    if (b->streamed)
+        ex->body_len += n;
+    if (b->given - b->body_sent > EX_STREAM_HIGH && !b->want_drain) {
+        b->want_drain = 1;
+        b->c->drainers++;
+    }
+    comes(b);
+    return 0;
+}
+
+int sb_codec_body_file(exchange_t *ex, int fd, uint64_t off, uint64_t len)
+{
+    sbody_t *b = sb_of(ex);
+    if (ex->head_only || !len || b->closed)
+        return 0;
+    if (add_part(b, (sb_part_t){.fd = fd, .off = off, .len = len}) < 0)
+        return -1;
+    b->given += len;
+    comes(b);
+    return 0;
+}
+
+int sb_codec_body_end(exchange_t *ex)
+{
+    sbody_t *b = sb_of(ex);
+    b->ended = 1;
+    comes(b); /* a reader that waited for more sees the end */
+    return 0;
+}
+
+void sb_codec_body_abort(exchange_t *ex)
+{
+    sbody_t *b = sb_of(ex);
+    b->ended = 1;
+    if (!b->closed)
+        b->ops->reset(ex, SB_INTERNAL);
+    b->c->wake(b->c->conn);
+}
+
+/* A closed stream's producer is told a lot is queued: it stops reading. */
+uint64_t sb_codec_queued(const exchange_t *ex)
+{
+    const sbody_t *b = &((const sb_stream_t *)ex)->sb;
+    return b->closed ? UINT64_MAX : b->given - b->body_sent;
+}
+
+void sb_drained(sbody_t *b)
+{
+    if (!b->want_drain || b->closed || b->given - b->body_sent >= EX_STREAM_LOW)
+        return;
+    b->want_drain = 0;
+    b->c->drainers--;
+    exchange_t *ex = sb_ex(b);
+    if (ex->producer && !b->ended)
+        ex->producer->drained(ex);
+}
+
+/* ---- the request body ------------------------------------------------------------ */
+
+/*
+ * A producer's request body: what it takes is consumed (the codec's flow
+ * control lets the client send more: that is the back-pressure), what it
+ * does not is held, at most a stream's window and SB_HELD_MAX for the
+ * connection, and offered again at ex_input_ready.
+ */
+static size_t offer(sbody_t *b, const uint8_t *p, size_t n, int last)
+{
+    exchange_t *ex = sb_ex(b);
+    if (!ex->producer && ex->job && !b->closed) { /* a job (a password check) decides who */
+        b->input_held = 1;                         /* takes the body: hold it until then */
+        return 0;
+    }
+    size_t k = n;
+    if (ex->producer && !b->closed) {
+        b->input_held = 1; /* an ex_input_ready during the call clears it */
+        b->offering = 1;
+        k = ex->producer->input(ex, (const char *)p, n, last);
+        b->offering = 0;
+    }
+    if (k >= n) {
+        k = n;
+        b->input_held = 0;
+        b->input_done = (uint8_t)(b->input_done | last);
+    }
+    if (k)
+        b->ops->consume(ex, k);
+    return k;
+}
+
+void sb_offer_held(sbody_t *b)
+{
+    while (b->held_len && !b->input_held) { /* again while the producer says ready in its call */
+        size_t k = offer(b, (uint8_t *)b->held, b->held_len, b->input_last);
+        memmove(b->held, b->held + k, b->held_len - k);
+        b->held_len -= k;
+        b->c->held_bytes -= k;
+        if (!k)
+            break;
+    }
+    if (!b->held_len && b->input_last && !b->input_done && !b->input_held)
+        offer(b, (const uint8_t *)"", 0, 1);
+}
+
+void sb_body_to_producer(sbody_t *b, const uint8_t *p, size_t n)
+{
+    sb_conn_t *c = b->c;
+    size_t k = b->held_len || b->input_held ? 0 : offer(b, p, n, 0);
+    if (k == n)
+        return;
+    char *nh = c->held_bytes + n - k <= SB_HELD_MAX ? realloc(b->held, b->held_len + n - k) : NULL;
+    if (!nh) {
+        b->ops->consume(sb_ex(b), n - k);
+        b->ops->reset(sb_ex(b), SB_CALM);
+        return;
+    }
+    b->held = nh;
+    memcpy(b->held + b->held_len, p + k, n - k);
+    b->held_len += n - k;
+    c->held_bytes += n - k;
+    if (!b->input_held) /* the producer was ready again within its call */
+        sb_offer_held(b);
+}
+
+void sb_codec_input_ready(exchange_t *ex)
+{
+    sbody_t *b = sb_of(ex);
+    b->input_held = 0;
+    if (!b->offering) /* else offer() sees it when the producer's call returns */
+        sb_offer_held(b);
+    sb_wake(b);
+}
+
+/* ---- dispatch -------------------------------------------------------------------- */
+
+static http_str_t line_target(const http_request_t *req)
+{
+    const http_str_t *auth = req->target.n ? NULL : http_header(req, "Host"); /* CONNECT */
+    return auth ? *auth : req->target;
+}
+
+size_t sb_line_size(const http_request_t *req)
+{
+    return req->method.n + line_target(req).n + sizeof " HTTP/x.y";
+}
+
+void sb_line(http_request_t *req, char *line, size_t n, const char *version)
+{
+    http_str_t target = line_target(req);
+    hbuf_t b = hb_init(line, n);
+    hb_put(&b, req->method.p, req->method.n);
+    hb_puts(&b, " ");
+    hb_put(&b, target.p, target.n);
+    hb_puts(&b, " ");
+    hb_puts(&b, version);
+    if (!b.over)
+        req->line = (http_str_t){line, hb_len(&b)};
+}
+
+/* A job for a stream's exchange is done (on the loop thread): dispatch again. */
+static void job_done(job_t *j)
+{
+    ex_job_t *xj = (ex_job_t *)j;
+    exchange_t *ex = xj->ex;
+    if (ex) {
+        ex->job = NULL;
+        ex->nfields = 0; /* the answer starts afresh */
+        ex->fields_over = 0;
+    }
+    int cancelled = j->cancelled; /* j is xj's, freed here */
+    xj->finish(xj, cancelled ? NULL : ex);
+    free(xj);
+    if (!ex)
+        return;
+    sbody_t *b = sb_of(ex);
+    if (cancelled) {
+        b->ops->reset(ex, SB_REFUSED);
+        b->c->wake(b->c->conn);
+        return;
+    }
+    sb_dispatch_again(b);
+}
+
+/* A job the request waits for goes to the pool; a full queue sheds it (503). */
+static void send_job(exchange_t *ex)
+{
+    ex_job_t *xj = ex->job;
+    xj->ex = ex;
+    xj->job.done = job_done;
+    if (jobs_submit(ex->site->jobs, &xj->job) == 0)
+        return;
+    ex->job = NULL; /* the pool's queue is full: shed this request, not the loop */
+    xj->job.cancelled = 1;
+    xj->finish(xj, NULL);
+    free(xj);
+    ex->site->stats.busy++;
+    ex_error(ex, 503, "Retry-After", "1");
+}
+
+void sb_dispatch(sbody_t *b)
+{
+    exchange_t *ex = sb_ex(b);
+    if (router_dispatch(ex) < 0) {
+        b->ops->reset(ex, SB_INTERNAL);
+        return;
+    }
+    if (b->ops->routed)
+        b->ops->routed(ex);
+    if (ex->job) /* (a second one after a job: gzip after a password) */
+        send_job(ex);
+}
+
+void sb_dispatch_again(sbody_t *b)
+{
+    exchange_t *ex = sb_ex(b);
+    sb_dispatch(b);
+    if (b->early && !ex->job) { /* the body held for the job: to its taker */
+        b->input_held = 0;
+        sb_offer_held(b);
+    }
+    b->c->wake(b->c->conn);
+}
+
+/* A local redirect (ex_redirect), from a producer's call: its stream is
+   answered again at once, as after a job; a reset stream waits for its end. */
+void sb_codec_redispatch(exchange_t *ex)
+{
+    sbody_t *b = sb_of(ex);
+    if (!b->closed)
+        sb_dispatch_again(b);
+}

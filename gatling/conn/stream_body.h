@@ -1,0 +1,165 @@
+/*
+ * stream_body — what an HTTP/2 stream and an HTTP/3 stream do alike for
+ * their exchange (h2_stream.c, h3.c): the response's head and error page, its
+ * body as a queue of parts (buffers as the handler gave them, file ranges)
+ * that the codec frames as it can, a producer's back-pressure (EX_STREAM_HIGH
+ * / LOW), a producer's request body offered as it comes and held while it
+ * cannot take it, and a job's return.  What differs is the codec's and comes
+ * through sb_ops_t: how a head is sent, how a stream is reset, how flow
+ * control opens, how a data reader that waited goes on.
+ *
+ * A stream begins with its exchange and then its sbody_t (sb_stream_t's
+ * layout), so that the exchange's codec ops below find the body from the
+ * exchange without a pointer, and a codec's ex_codec_t names them directly.
+ * No allocation but the parts array (kept with a spare stream) and the held
+ * request body; nothing here is called per DATA frame: the codec reads parts[]
+ * itself.
+ */
+#ifndef GATLING_STREAM_BODY_H
+#define GATLING_STREAM_BODY_H
+
+#include "http/exchange.h"
+#include "site/jobs.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#define SB_HELD_MAX (4 << 20) /* request body bytes a connection holds for producers */
+
+/* A piece of a response body: a buffer (p), or a range of file fd. */
+typedef struct sb_part {
+    const char *p;
+    int fd;
+    uint8_t owned; /* p is free()d with the stream */
+    uint64_t off, len;
+} sb_part_t;
+
+/* Why a stream is reset (each codec has its own code for it). */
+enum { SB_INTERNAL, SB_CALM, SB_REFUSED };
+
+/* What differs between the codecs: ex is the stream's exchange. */
+typedef struct sb_ops {
+    /* the response's head, status with a body of len (EX_LEN_STREAM: to come
+       as it comes); 0, or -1 (the exchange fails) */
+    int (*submit)(exchange_t *ex, int status, const char *ctype, uint64_t len, time_t mtime);
+    void (*reset)(exchange_t *ex, int why);     /* both directions end (SB_*) */
+    void (*consume)(exchange_t *ex, size_t n);  /* n request body bytes done: flow control */
+    /* a data reader that waited (waits) goes on (NULL: the codec never sets waits) */
+    void (*resume)(exchange_t *ex);
+    /* the router answered (what the codec counts then), or NULL */
+    void (*routed)(exchange_t *ex);
+} sb_ops_t;
+
+/* What a connection's streams share (in h2_t and h3_t). */
+typedef struct sb_conn {
+    void (*wake)(void *conn); /* run the connection soon, not now */
+    void *conn;
+    size_t held_bytes; /* request body bytes its streams hold (at most SB_HELD_MAX) */
+    unsigned drainers; /* streams with want_drain set */
+} sb_conn_t;
+
+typedef struct sbody {
+    const sb_ops_t *ops;
+    sb_conn_t *c;
+    sb_part_t *parts; /* the response body, in order */
+    unsigned nparts, cap, cur; /* cur: the part being framed (the codec's) */
+    uint8_t closed;     /* the stream is closed or reset: nothing more goes out */
+    uint8_t streamed;   /* its head said no length (EX_LEN_STREAM) */
+    uint8_t ended;      /* ex_body_end (or abort, or an error page) was called */
+    uint8_t want_drain; /* more than EX_STREAM_HIGH was queued: tell the producer below LOW */
+    uint8_t waits;      /* the codec's data reader found nothing and waits (ops->resume) */
+    uint8_t early;      /* dispatched at its head: its request body goes to the producer */
+    uint8_t input_held; /* input() took less than offered: the rest is in held */
+    uint8_t input_last; /* the client ended the body: tell input() once held is empty */
+    uint8_t input_done; /* input() was told */
+    uint8_t offering;   /* inside the producer's input() */
+    uint64_t given;     /* body bytes handed over (queued: given - body_sent) */
+    uint64_t body_sent; /* ... and framed by the codec */
+    uint64_t body_left; /* bytes of a known length still to frame */
+    char *held;         /* request body bytes the producer has not taken yet */
+    size_t held_len;
+} sbody_t;
+
+/* The layout every stream begins with. */
+typedef struct sb_stream {
+    exchange_t ex;
+    sbody_t sb;
+} sb_stream_t;
+
+#define SB_CHECK_LAYOUT(type)                                                               \
+    _Static_assert(offsetof(type, ex) == 0 &&                                              \
+                       offsetof(type, sb) == offsetof(sb_stream_t, sb),                    \
+                   #type " begins as sb_stream_t")
+
+static inline sbody_t *sb_of(exchange_t *ex)
+{
+    return &((sb_stream_t *)ex)->sb;
+}
+
+static inline exchange_t *sb_ex(sbody_t *b)
+{
+    return &((sb_stream_t *)((char *)b - offsetof(sb_stream_t, sb)))->ex;
+}
+
+/* A producer did something: the connection runs soon. */
+static inline void sb_wake(sbody_t *b)
+{
+    if (sb_ex(b)->producer)
+        b->c->wake(b->c->conn);
+}
+
+/* What a stream's exchange and body hold goes (a running job lets go of it,
+   its file, gzip state, owned parts, the held request body, its count as a
+   drainer); the parts array stays for a spare stream. */
+void sb_release(sbody_t *b);
+
+/* Producers that stopped above EX_STREAM_HIGH hear that their queue fell
+   below EX_STREAM_LOW, once. */
+void sb_drained(sbody_t *b);
+
+/* The exchange's codec ops that are the same for both codecs (exchange.h
+   says what each does); a codec's ex_codec_t names them. */
+int sb_codec_head(exchange_t *ex, int status, const char *ctype, uint64_t len, time_t mtime);
+int sb_codec_error(exchange_t *ex, int status);
+int sb_codec_body_buf(exchange_t *ex, const void *p, size_t n, int flags);
+int sb_codec_body_file(exchange_t *ex, int fd, uint64_t off, uint64_t len);
+int sb_codec_body_end(exchange_t *ex);
+void sb_codec_body_abort(exchange_t *ex);
+uint64_t sb_codec_queued(const exchange_t *ex);
+void sb_codec_input_ready(exchange_t *ex);
+
+/* n bytes of a producer's request body came: offered, the rest held (at
+   most SB_HELD_MAX per connection: past it the stream is reset, SB_CALM). */
+void sb_body_to_producer(sbody_t *b, const uint8_t *p, size_t n);
+
+/* The request body held is offered again (the producer took less before, or
+   a job decided who takes it); its end is told once all is taken. */
+void sb_offer_held(sbody_t *b);
+
+/* The access log's request field, as nginx writes it ("GET /x HTTP/2.0"; a
+   CONNECT's target is its Host): the bytes it needs at most, and then it
+   written into line (n of them: sb_line_size's) as req->line. */
+size_t sb_line_size(const http_request_t *req);
+void sb_line(http_request_t *req, char *line, size_t n, const char *version);
+
+/* The router answers the request; a job it leaves goes to the pool (a full
+   queue sheds it: 503), answered again when it is done (or the stream is
+   reset, SB_REFUSED, when it was cancelled).  The codec has counted the
+   request and checked its limits. */
+void sb_dispatch(sbody_t *b);
+
+/* The router answers afresh (a job's return, a local redirect: the
+   exchange's redispatch op): as sb_dispatch, then the request body held for
+   the job goes to its taker and the connection runs soon. */
+void sb_dispatch_again(sbody_t *b);
+void sb_codec_redispatch(exchange_t *ex);
+
+/* A codec's ex_codec_t: these, and its own misdirected and hints. */
+#define SB_CODEC_OPS                                                                        \
+    .head = sb_codec_head, .error = sb_codec_error, .body_buf = sb_codec_body_buf,          \
+    .body_file = sb_codec_body_file, .body_end = sb_codec_body_end,                         \
+    .body_abort = sb_codec_body_abort, .queued = sb_codec_queued,                           \
+    .input_ready = sb_codec_input_ready, .redispatch = sb_codec_redispatch
+
+#endif

@@ -1,0 +1,228 @@
+/* stream_body: what an HTTP/2 and an HTTP/3 stream do alike, against a codec
+   of our own (its sb_ops record what they were asked). */
+#include "site.h"
+#include "stream_body.h"
+#include "tap.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct tstream {
+    exchange_t ex;
+    sbody_t sb;
+    int submits, status, resets, why, resumes, wakes, drained, inputs, ready_inside;
+    uint64_t len, consumed;
+    size_t take; /* what the producer's input() takes of each offer */
+    int last;
+} tstream_t;
+SB_CHECK_LAYOUT(tstream_t);
+
+static tstream_t *ts(exchange_t *ex)
+{
+    return (tstream_t *)ex;
+}
+
+static int t_submit(exchange_t *ex, int status, const char *ctype, uint64_t len, time_t mtime)
+{
+    (void)ctype, (void)mtime;
+    ts(ex)->submits++, ts(ex)->status = status, ts(ex)->len = len;
+    sb_of(ex)->streamed = len == EX_LEN_STREAM;
+    return 0;
+}
+
+static void t_reset(exchange_t *ex, int why)
+{
+    ts(ex)->resets++, ts(ex)->why = why;
+    sb_of(ex)->closed = 1;
+}
+
+static void t_consume(exchange_t *ex, size_t n)
+{
+    ts(ex)->consumed += n;
+}
+
+static void t_resume(exchange_t *ex)
+{
+    ts(ex)->resumes++;
+}
+
+static const sb_ops_t ops = {
+    .submit = t_submit, .reset = t_reset, .consume = t_consume, .resume = t_resume};
+
+static sb_conn_t sc;
+
+static void t_wake(void *conn)
+{
+    ((tstream_t *)conn)->wakes++;
+}
+
+static size_t p_input(exchange_t *ex, const char *p, size_t n, int last)
+{
+    (void)p;
+    tstream_t *t = ts(ex);
+    t->inputs++;
+    t->last |= last;
+    if (t->ready_inside && t->ready_inside--) /* ready again within its own call */
+        sb_codec_input_ready(ex);
+    return n < t->take ? n : t->take;
+}
+
+static void p_drained(exchange_t *ex)
+{
+    ts(ex)->drained++;
+}
+
+static void p_end(exchange_t *ex)
+{
+    (void)ex;
+}
+
+static const ex_producer_t producer = {.input = p_input, .drained = p_drained, .end = p_end};
+static const ex_codec_t codec = {SB_CODEC_OPS};
+static site_t site;
+
+static void begin(tstream_t *t)
+{
+    memset(t, 0, sizeof *t);
+    t->ex.site = &site;
+    t->ex.codec = &codec;
+    t->sb.ops = &ops;
+    sc = (sb_conn_t){.wake = t_wake, .conn = t};
+    t->sb.c = &sc;
+}
+
+static void end(tstream_t *t)
+{
+    sb_release(&t->sb);
+    free(t->sb.parts);
+}
+
+static void test_head(void)
+{
+    tstream_t t;
+    begin(&t);
+    t.ex.nfields = 2;
+    is_int(sb_codec_head(&t.ex, 101, NULL, 5, -1), 0, "101: a head");
+    ok(t.status == 502 && t.len == 0 && t.ex.nfields == 0, "101 is 502 without a body or fields");
+    t.sb.closed = 1;
+    t.submits = 0;
+    is_int(sb_codec_head(&t.ex, 200, NULL, 5, -1), 0, "a closed stream's head ...");
+    is_int(t.submits, 0, "... is not sent");
+    end(&t);
+
+    begin(&t);
+    t.ex.fields_over = 1;
+    uint64_t before = site.stats.head_overflows;
+    is_int(sb_codec_head(&t.ex, 200, "text/plain", 5, -1), EX_REPLACED, "fields over: replaced");
+    ok(t.status == 500 && t.len > 0 && t.len == t.sb.given, "... by a 500 page, counted given");
+    ok(t.sb.nparts == 1 && t.sb.parts[0].owned && t.sb.parts[0].len == t.len, "... as an owned part");
+    is_int(site.stats.head_overflows, before + 1, "... and counted");
+    end(&t);
+}
+
+static void test_body(void)
+{
+    tstream_t t;
+    begin(&t);
+    t.ex.producer = &producer;
+    sb_codec_head(&t.ex, 200, NULL, EX_LEN_STREAM, -1);
+    size_t n = EX_STREAM_HIGH / 2 + 1;
+    is_int(sb_codec_body_buf(&t.ex, malloc(n), n, EX_FREE), 0, "a buffer");
+    ok(!t.sb.want_drain && sc.drainers == 0, "below the high mark: no drain wanted");
+    t.sb.waits = 1;
+    is_int(sb_codec_body_buf(&t.ex, malloc(n), n, EX_FREE), 0, "another");
+    ok(t.sb.want_drain && sc.drainers == 1, "past the high mark: a drainer");
+    is_int(t.resumes, 1, "the reader that waited resumes");
+    is_int(t.ex.body_len, 2 * n, "a streamed body counts its length as it comes");
+    is_int(sb_codec_queued(&t.ex), 2 * n, "queued: given, not sent");
+    sb_drained(&t.sb);
+    is_int(t.drained, 0, "not drained while above the low mark");
+    t.sb.body_sent = 2 * n - EX_STREAM_LOW;
+    sb_drained(&t.sb);
+    is_int(t.drained, 0, "not at the low mark");
+    t.sb.body_sent++;
+    sb_drained(&t.sb);
+    ok(t.drained == 1 && !t.sb.want_drain && sc.drainers == 0, "drained below it, once");
+    sb_drained(&t.sb);
+    is_int(t.drained, 1, "only once");
+    is_int(sb_codec_body_file(&t.ex, 0, 10, 20), 0, "a file range");
+    ok(t.sb.nparts == 3 && t.sb.parts[2].fd == 0 && t.sb.parts[2].off == 10, "... queued");
+    is_int(t.sb.given, 2 * n + 20, "... and given");
+    int w = t.wakes;
+    sb_codec_body_end(&t.ex);
+    ok(t.sb.ended && t.wakes == w + 1, "the end: ended, the connection woken");
+    t.sb.closed = 1;
+    is_int(sb_codec_body_buf(&t.ex, malloc(8), 8, EX_FREE), 0, "a closed stream's buffer ...");
+    ok(t.sb.nparts == 3, "... is dropped (freed: ASan)");
+    ok(sb_codec_queued(&t.ex) == UINT64_MAX, "a closed stream says all is queued");
+    sb_codec_body_abort(&t.ex);
+    is_int(t.resets, 0, "abort: a closed stream is not reset again");
+    t.sb.want_drain = 1, sc.drainers = 1;
+    end(&t);
+    is_int(sc.drainers, 0, "released: no more a drainer");
+}
+
+static void test_input(void)
+{
+    tstream_t t;
+    begin(&t);
+    t.ex.producer = &producer;
+    t.sb.early = 1;
+    t.take = 3;
+    sb_body_to_producer(&t.sb, (const uint8_t *)"0123456789", 10);
+    ok(t.consumed == 3 && t.sb.held_len == 7 && sc.held_bytes == 7, "taken 3, held 7");
+    ok(t.sb.input_held, "the producer is not ready");
+    sb_body_to_producer(&t.sb, (const uint8_t *)"ab", 2);
+    ok(t.inputs == 1 && t.sb.held_len == 9, "while held, more is held, not offered");
+    t.take = 4;
+    t.ready_inside = 1;
+    sb_codec_input_ready(&t.ex);
+    ok(t.consumed == 3 + 8 && t.sb.held_len == 1, "ready: offered again while ready within");
+    t.take = 100;
+    t.sb.input_last = 1;
+    sb_codec_input_ready(&t.ex);
+    ok(t.sb.held_len == 0 && sc.held_bytes == 0 && t.consumed == 12, "all taken");
+    ok(t.last && t.sb.input_done, "and the end told");
+    end(&t);
+
+    begin(&t);
+    t.ex.producer = &producer;
+    t.take = 0;
+    t.ready_inside = 1000; /* says ready and takes nothing: no endless offers */
+    sb_body_to_producer(&t.sb, (const uint8_t *)"xy", 2);
+    ok(t.inputs < 10 && t.sb.held_len == 2, "a producer that takes nothing stops the offers");
+    end(&t);
+
+    begin(&t);
+    t.ex.producer = &producer;
+    t.take = 0;
+    size_t big = SB_HELD_MAX / 2 + 1;
+    uint8_t *p = calloc(1, big);
+    sb_body_to_producer(&t.sb, p, big);
+    is_int(t.resets, 0, "half the connection's limit is held");
+    sb_body_to_producer(&t.sb, p, big);
+    ok(t.resets == 1 && t.why == SB_CALM, "past it: reset (calm)");
+    is_int(t.consumed, big, "... its bytes consumed");
+    free(p);
+    end(&t);
+}
+
+static void test_line(void)
+{
+    http_request_t req = {.method = {"GET", 3}, .target = {"/x?y", 4}};
+    char line[64];
+    size_t n = sb_line_size(&req);
+    ok(n <= sizeof line, "the line's size");
+    sb_line(&req, line, n, "HTTP/2.0");
+    ok(req.line.n == 17 && !memcmp(req.line.p, "GET /x?y HTTP/2.0", 17), "GET /x?y HTTP/2.0");
+}
+
+int main(void)
+{
+    test_head();
+    test_body();
+    test_input();
+    test_line();
+    return tap_done();
+}
