@@ -35,7 +35,7 @@ $(B)/lg_selftest: $(BO)/lg/lg_selftest.o $(LG_OBJ) $(IO_LIB)
 
 # the HTTP/2 flood attacker that reconnects after each GOAWAY (bench/floodmem):
 # libc, pthreads and OpenSSL only
-$(B)/h2flood: $(BO)/lg/h2flood.o
+$(B)/h2flood: $(BO)/lg/h2flood.o | $(B)
 	$(CC) $(LDFLAGS) -o $@ $^ -lssl -lcrypto -pthread
 
 # copies for the user, like gatling/gatling: the last plain build wins.
@@ -61,7 +61,7 @@ all: $(B)/gio_timers
 # sanitizers, which cannot be).
 KB_TOOLS := socket bind accept fork thread mmap manymap
 KB_BIN := $(KB_TOOLS:%=$(B)/kb-%)
-$(B)/kb-%: $(BO)/kb/kb_%.o $(BO)/kb/kb.o
+$(B)/kb-%: $(BO)/kb/kb_%.o $(BO)/kb/kb.o | $(B)
 	$(CC) $(LDFLAGS) -o $@ $^ -pthread
 # made through a pattern, so make would delete them as intermediates, and
 # their .d files would then have the next make rebuild every kb-*
@@ -71,7 +71,7 @@ KB_BIN += $(B)/kb-fork-static
 $(BO)/kb/kb_fork_static.o: bench/kb/kb_fork.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -DKB_STATIC -c -o $@ $<
-$(B)/kb-fork-static: $(BO)/kb/kb_fork_static.o $(BO)/kb/kb.o
+$(B)/kb-fork-static: $(BO)/kb/kb_fork_static.o $(BO)/kb/kb.o | $(B)
 	$(CC) $(LDFLAGS) -static -o $@ $^
 endif
 all: $(KB_BIN)
@@ -79,7 +79,7 @@ tests-build: $(KB_BIN)
 
 # --- bench/ref: trivial-server, the floor bench/fastpath measures against -
 # (one read, one write per request; epoll)
-$(B)/trivial-server: $(BO)/ref/trivial_server.o
+$(B)/trivial-server: $(BO)/ref/trivial_server.o | $(B)
 	$(CC) $(LDFLAGS) -o $@ $^
 all: $(B)/trivial-server
 tests-build: $(B)/trivial-server

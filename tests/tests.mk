@@ -3,7 +3,7 @@
 UNIT_SRC := $(wildcard tests/unit/t_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 
-$(B)/tests/t_%: $(OB)/tests/unit/t_%.o $(GATLING_LIBOBJS) $(IO_LIB)
+$(B)/tests/t_%: $(OB)/tests/unit/t_%.o $(GATLING_LIBOBJS) $(IO_LIB) | $(B)/tests
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # the unit tests name gatling's headers without their folder
