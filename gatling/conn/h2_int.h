@@ -39,8 +39,6 @@ typedef struct h2 h2_t; /* (as h2.h says) */
 #define H2_DATA_TLS (16384 - 9)        /* under TLS one DATA frame = one full record */
 #define H2_HDR_CAP HTTP_MAX_HEAD       /* a request's header list, as for HTTP/1.1 */
 #define H2_PEND_CAP 16384              /* frames are written into blocks this large */
-#define H2_CHUNK 512                   /* a stream's first block of request fields */
-#define H2_CHUNK_MAX 4096              /* ... and the largest one shared by fields */
 #define H2_FILES_MAX 32                /* streams holding an open file, per connection */
 #define H2_CONN_HDR_CAP (256 * 1024)   /* request fields held by all of a connection's streams */
 #define H2_RESET_BURST 200             /* rapid reset (CVE-2023-44487): streams reset */
@@ -61,14 +59,6 @@ typedef struct h2_block {
     char b[H2_PEND_CAP];
 } h2_block_t;
 
-/* A block of a stream's request fields (names, values, the log line):
-   blocks are added, never moved, so the request's pointers stay good. */
-typedef struct h2_chunk {
-    struct h2_chunk *next;
-    size_t len, cap;
-    char b[];
-} h2_chunk_t;
-
 typedef struct h2_stream {
     exchange_t ex; /* first: the stream is found from its exchange */
     sbody_t sb;    /* then its body (stream_body.h) */
@@ -81,7 +71,6 @@ typedef struct h2_stream {
     uint8_t remote_ended; /* END_STREAM came (half-closed remote) */
     uint8_t local_ended;  /* our END_STREAM is written */
     uint8_t in_body;  /* its head is complete, its body still coming (dropped, as HTTP/1.1's) */
-    uint8_t first_used; /* the block of fields behind the stream (first_chunk) holds some */
     uint8_t urgency, incremental; /* RFC 9218 */
     uint8_t produced;  /* counted in h2_t's producers (early, or answered by a producer) */
     uint64_t body_got; /* request body bytes: at most H1_BODY_MAX, as for HTTP/1.1 */
@@ -94,7 +83,6 @@ typedef struct h2_stream {
     int64_t begun; /* gio_now() when its HEADERS came: the -s deadline of an incomplete request */
     struct h2_stream *next; /* the session's list of streams (and the spare ones') */
     size_t hdrlen;       /* bytes of fields kept: at most H2_HDR_CAP, as for an HTTP/1.1 head */
-    h2_chunk_t *chunks;  /* the request's names and values, and its log line */
     http_request_t req;
 } h2_stream_t;
 

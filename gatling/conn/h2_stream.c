@@ -18,10 +18,10 @@ SB_CHECK_LAYOUT(h2_stream_t);
 /* ---- streams ---- */
 
 /* Behind each stream, in its allocation: its first block of request fields
-   (H2_CHUNK bytes), which a stream kept for reuse keeps. */
-static h2_chunk_t *first_chunk(h2_stream_t *s)
+   (SB_CHUNK bytes), which a stream kept for reuse keeps. */
+static sb_chunk_t *first_chunk(h2_stream_t *s)
 {
-    return (h2_chunk_t *)(s + 1);
+    return (sb_chunk_t *)(s + 1);
 }
 
 static void stream_release(h2_stream_t *s)
@@ -30,12 +30,7 @@ static void stream_release(h2_stream_t *s)
     sb_release(&s->sb);
     h->producers -= s->produced;
     h->files -= s->has_file;
-    for (h2_chunk_t *k = s->chunks, *next; k; k = next) {
-        next = k->next;
-        h->hdr_bytes -= k->cap;
-        if (k != first_chunk(s))
-            free(k);
-    }
+    h->hdr_bytes -= sb_fields_free(&s->sb, first_chunk(s));
 }
 
 /* A stream's memory goes back to the connection's spares (its parts array
@@ -76,7 +71,7 @@ h2_stream_t *h2_stream_new(h2_t *h, int32_t id)
         h->spare = s->next;
         h->nspare--;
         parts = s->sb.parts, cap = s->sb.cap;
-    } else if (!(s = malloc(sizeof *s + sizeof(h2_chunk_t) + H2_CHUNK))) {
+    } else if (!(s = malloc(sizeof *s + sizeof(sb_chunk_t) + SB_CHUNK))) {
         return NULL;
     }
     memset(s, 0, offsetof(h2_stream_t, req));
@@ -402,41 +397,13 @@ static void refuse(h2_stream_t *s)
     h2_rst_stream(s->h2, s, s->id, E_REFUSED_STREAM);
 }
 
-/*
- * n bytes in the stream's blocks: in the current one if they fit, else in
- * a new one twice as large (512 bytes to 4 KiB); a field of more than half
- * the first block gets a block of its own, of its size.  So a stream holds
- * about what its request needs (a few hundred bytes for most) instead of a
- * whole head's worth.  NULL: the connection's cap is reached (the stream is
- * refused) or ENOMEM.
- */
+/* n bytes in the stream's blocks (sb_room), within the connection's cap. */
 static char *room(h2_stream_t *s, size_t n)
 {
-    /* (the first small block is the stream's own: no malloc for most) */
-    h2_chunk_t *k = s->chunks;
-    if (k && k->cap - k->len >= n) {
-        k->len += n;
-        return k->b + k->len - n;
-    }
-    int own = n > H2_CHUNK / 2, first = !own && !s->first_used;
-    size_t cap = own ? n : !k || first ? H2_CHUNK
-                                       : k->cap < H2_CHUNK_MAX / 2 ? 2 * k->cap : H2_CHUNK_MAX;
-    if (s->h2->hdr_bytes + cap > H2_CONN_HDR_CAP ||
-        !(k = first ? first_chunk(s) : malloc(sizeof *k + cap))) {
+    char *d = sb_room(&s->sb, first_chunk(s), n, &s->h2->hdr_bytes, H2_CONN_HDR_CAP);
+    if (!d)
         refuse(s);
-        return NULL;
-    }
-    k->len = n, k->cap = cap;
-    s->h2->hdr_bytes += cap;
-    s->first_used |= (uint8_t)first;
-    if (own && s->chunks) { /* behind the current block, which keeps its room */
-        k->next = s->chunks->next;
-        s->chunks->next = k;
-    } else {
-        k->next = s->chunks;
-        s->chunks = k;
-    }
-    return k->b;
+    return d;
 }
 
 /* Request fields: the names and values are kept in the stream's blocks. */

@@ -29,8 +29,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define H3_CHUNK 512               /* a stream's first block of request fields */
-#define H3_CHUNK_MAX 4096          /* ... and the largest one shared by fields */
 
 struct h3_pool {
     h3_stream_t *spare; /* oldest last */
@@ -64,10 +62,10 @@ static void push_stream(h3_stream_t **head, h3_stream_t *s)
 }
 
 /* Behind each stream, in its allocation: its first block of request fields
-   (H3_CHUNK bytes), which a spare stream keeps. */
-static h3_chunk_t *first_chunk(h3_stream_t *s)
+   (SB_CHUNK bytes), which a spare stream keeps. */
+static sb_chunk_t *first_chunk(h3_stream_t *s)
 {
-    return (h3_chunk_t *)(s + 1);
+    return (sb_chunk_t *)(s + 1);
 }
 
 /* The pool's spare streams are freed. */
@@ -93,11 +91,7 @@ static void stream_free(h3_stream_t *s)
         free(x->b);
         free(x);
     }
-    for (h3_chunk_t *k = s->chunks, *next; k; k = next) {
-        next = k->next;
-        if (k != first_chunk(s))
-            free(k);
-    }
+    sb_fields_free(&s->sb, first_chunk(s));
     h3_pool_t *pool = h->pool;
     pool->live--;
     if (pool->nspare < H3_POOL_MAX && pool->nspare < pool->live) {
@@ -232,28 +226,11 @@ static const ex_codec_t h3_codec = {
 
 /* ---- the request ----------------------------------------------------------------- */
 
-/* n bytes in the stream's blocks (as h2.c's room: 512 bytes to 4 KiB). */
+/* n bytes in the stream's blocks (sb_room: no cap per connection; its 100
+   streams' fields are at most HTTP_MAX_HEAD each). */
 static char *room(h3_stream_t *s, size_t n)
 {
-    h3_chunk_t *k = s->chunks;
-    if (k && k->cap - k->len >= n) {
-        k->len += n;
-        return k->b + k->len - n;
-    }
-    int own = n > H3_CHUNK / 2, first = !k && !own;
-    size_t cap = own ? n : !k ? H3_CHUNK : k->cap < H3_CHUNK_MAX / 2 ? 2 * k->cap : H3_CHUNK_MAX;
-    /* (the first small block is the stream's own: no malloc for most) */
-    if (!(k = first ? first_chunk(s) : malloc(sizeof *k + cap)))
-        return NULL;
-    k->len = n, k->cap = cap;
-    if (own && s->chunks) {
-        k->next = s->chunks->next;
-        s->chunks->next = k;
-    } else {
-        k->next = s->chunks;
-        s->chunks = k;
-    }
-    return k->b;
+    return sb_room(&s->sb, first_chunk(s), n, NULL, 0);
 }
 
 static const char *keep(h3_stream_t *s, const uint8_t *p, size_t n)
@@ -286,7 +263,7 @@ static int on_begin_headers(nghttp3_conn *ng, int64_t id, void *user, void *stre
         pool->spare = s->next;
         pool->nspare--;
         parts = s->sb.parts, cap = s->sb.cap;
-    } else if (!(s = malloc(sizeof *s + sizeof(h3_chunk_t) + H3_CHUNK))) {
+    } else if (!(s = malloc(sizeof *s + sizeof(sb_chunk_t) + SB_CHUNK))) {
         return NGHTTP3_ERR_CALLBACK_FAILURE;
     }
     /* the exchange is h1_exchange_init's (which leaves its 4 KiB path buffer

@@ -40,12 +40,6 @@ typedef struct h3_sent {
     char *b;      /* the bytes, in an allocation of their own (aligned as malloc gives) */
 } h3_sent_t;
 
-typedef struct h3_chunk {
-    struct h3_chunk *next;
-    size_t len, cap;
-    char b[];
-} h3_chunk_t;
-
 typedef struct h3_stream {
     exchange_t ex; /* first: the stream is found from its exchange */
     sbody_t sb;    /* then its body (stream_body.h) */
@@ -60,7 +54,6 @@ typedef struct h3_stream {
     uint64_t cur_off; /* in sb.parts[sb.cur] */
     h3_sent_t *sent, **sent_tail; /* blocks read, oldest first */
     size_t hdrlen;
-    h3_chunk_t *chunks;
     struct h3_stream *next, **prevp; /* the session's list (open, dead or spare) */
     http_request_t req;
 } h3_stream_t; /* followed in its allocation by its first block of fields (first_chunk) */

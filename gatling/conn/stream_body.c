@@ -247,6 +247,49 @@ void sb_codec_input_ready(exchange_t *ex)
     sb_wake(b);
 }
 
+/* ---- the request's fields -------------------------------------------------------- */
+
+char *sb_room(sbody_t *b, sb_chunk_t *first, size_t n, size_t *conn_bytes, size_t conn_max)
+{
+    sb_chunk_t *k = b->fields;
+    if (k && k->cap - k->len >= n) {
+        k->len += n;
+        return k->b + k->len - n;
+    }
+    int own = n > SB_CHUNK / 2, use_first = !own && !b->first_used;
+    size_t cap = own ? n : !k || use_first ? SB_CHUNK
+                                           : k->cap < SB_CHUNK_MAX / 2 ? 2 * k->cap : SB_CHUNK_MAX;
+    if (conn_bytes && *conn_bytes + cap > conn_max)
+        return NULL;
+    if (!(k = use_first ? first : malloc(sizeof *k + cap)))
+        return NULL;
+    k->len = n, k->cap = cap;
+    if (conn_bytes)
+        *conn_bytes += cap;
+    b->first_used |= (uint8_t)use_first;
+    if (own && b->fields) { /* behind the current block, which keeps its room */
+        k->next = b->fields->next;
+        b->fields->next = k;
+    } else {
+        k->next = b->fields;
+        b->fields = k;
+    }
+    return k->b;
+}
+
+size_t sb_fields_free(sbody_t *b, const sb_chunk_t *first)
+{
+    size_t bytes = 0;
+    for (sb_chunk_t *k = b->fields, *next; k; k = next) {
+        next = k->next;
+        bytes += k->cap;
+        if (k != first)
+            free(k);
+    }
+    b->fields = NULL;
+    return bytes;
+}
+
 /* ---- dispatch -------------------------------------------------------------------- */
 
 static http_str_t line_target(const http_request_t *req)

@@ -27,6 +27,19 @@
 
 #define SB_HELD_MAX (4 << 20) /* request body bytes a connection holds for producers */
 
+#define SB_CHUNK 512      /* a stream's first block of request fields, behind it */
+#define SB_CHUNK_MAX 4096 /* ... and the largest block that fields share */
+
+/* A block of a stream's request fields (names, values, the log line):
+   blocks are added, never moved, so the request's pointers stay good.  The
+   first (SB_CHUNK bytes) is in the stream's own allocation, right behind
+   it, and a spare stream keeps it: most requests need no malloc for fields. */
+typedef struct sb_chunk {
+    struct sb_chunk *next;
+    size_t len, cap;
+    char b[];
+} sb_chunk_t;
+
 /* A piece of a response body: a buffer (p), or a range of file fd. */
 typedef struct sb_part {
     const char *p;
@@ -79,6 +92,8 @@ typedef struct sbody {
     uint64_t body_left; /* bytes of a known length still to frame */
     char *held;         /* request body bytes the producer has not taken yet */
     size_t held_len;
+    sb_chunk_t *fields; /* the request's names, values and log line (sb_room) */
+    uint8_t first_used; /* the block behind the stream holds some of them */
 } sbody_t;
 
 /* The layout every stream begins with. */
@@ -136,6 +151,19 @@ void sb_body_to_producer(sbody_t *b, const uint8_t *p, size_t n);
 /* The request body held is offered again (the producer took less before, or
    a job decided who takes it); its end is told once all is taken. */
 void sb_offer_held(sbody_t *b);
+
+/* n bytes for request fields in the stream's blocks: in the current one if
+   they fit, else in a new one twice as large (SB_CHUNK to SB_CHUNK_MAX; the
+   first is the stream's own, first); a field of more than half SB_CHUNK
+   gets a block of its own, of its size.  So a stream holds about what its
+   request needs.  *conn_bytes (or NULL: no cap) counts the blocks of a
+   connection's streams, in bytes, at most conn_max.  NULL: the cap is
+   reached, or ENOMEM. */
+char *sb_room(sbody_t *b, sb_chunk_t *first, size_t n, size_t *conn_bytes, size_t conn_max);
+
+/* The request's blocks go but first (the stream's own); their bytes, which
+   sb_room counted in conn_bytes. */
+size_t sb_fields_free(sbody_t *b, const sb_chunk_t *first);
 
 /* The access log's request field, as nginx writes it ("GET /x HTTP/2.0"; a
    CONNECT's target is its Host): the bytes it needs at most, and then it

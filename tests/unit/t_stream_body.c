@@ -218,11 +218,38 @@ static void test_line(void)
     ok(req.line.n == 17 && !memcmp(req.line.p, "GET /x?y HTTP/2.0", 17), "GET /x?y HTTP/2.0");
 }
 
+/* The request's fields in blocks: the stream's own first, then doubling, a
+   large field alone, and the connection's cap. */
+static void test_fields(void)
+{
+    tstream_t t;
+    begin(&t);
+    union {
+        sb_chunk_t k;
+        char room[sizeof(sb_chunk_t) + SB_CHUNK];
+    } first;
+    size_t conn = 0;
+    char *a = sb_room(&t.sb, &first.k, 100, &conn, 4096);
+    ok(a == first.k.b && conn == SB_CHUNK, "the first bytes go to the stream's own block");
+    ok(sb_room(&t.sb, &first.k, 400, &conn, 4096) == a + 100, "... while they fit");
+    char *c = sb_room(&t.sb, &first.k, 100, &conn, 4096);
+    ok(c && c != a + 500 && conn == 3 * SB_CHUNK, "then a block twice as large (%zu)", conn);
+    char *big = sb_room(&t.sb, &first.k, 2000, &conn, 8192);
+    ok(big && conn == 3 * SB_CHUNK + 2000, "a large field: a block of its size");
+    ok(sb_room(&t.sb, &first.k, 50, &conn, 8192) == c + 100, "... behind the current one");
+    ok(!sb_room(&t.sb, &first.k, 2000, &conn, 4096) && conn == 3 * SB_CHUNK + 2000,
+       "past the connection's cap: NULL, nothing counted");
+    is_int((int)sb_fields_free(&t.sb, &first.k), (int)conn, "freed: the bytes counted");
+    ok(!t.sb.fields, "no block left");
+    end(&t);
+}
+
 int main(void)
 {
     test_head();
     test_body();
     test_input();
     test_line();
+    test_fields();
     return tap_done();
 }
