@@ -107,27 +107,22 @@ fail:;
     return -1;
 }
 
-/* SO_*BUFFORCE where there is one and we may, else the capped option */
+#ifndef SO_RCVBUFFORCE /* Linux's: past rmem_max/wmem_max, for CAP_NET_ADMIN */
+#define SO_RCVBUFFORCE SO_RCVBUF
+#define SO_SNDBUFFORCE SO_SNDBUF
+#endif
+
+/* The forced option where we may, else the one the system caps. */
 static void set_buf(int fd, int force, int opt, int bytes)
 {
-#ifdef SO_RCVBUFFORCE
-    if (setsockopt(fd, SOL_SOCKET, force, &bytes, sizeof bytes) == 0)
-        return;
-#else
-    (void)force;
-#endif
-    setsockopt(fd, SOL_SOCKET, opt, &bytes, sizeof bytes);
+    if (force == opt || setsockopt(fd, SOL_SOCKET, force, &bytes, sizeof bytes) < 0)
+        setsockopt(fd, SOL_SOCKET, opt, &bytes, sizeof bytes);
 }
 
 int gio_udp_buffers(int fd, int bytes)
 {
-#ifdef SO_RCVBUFFORCE
     set_buf(fd, SO_RCVBUFFORCE, SO_RCVBUF, bytes);
     set_buf(fd, SO_SNDBUFFORCE, SO_SNDBUF, bytes);
-#else
-    set_buf(fd, 0, SO_RCVBUF, bytes);
-    set_buf(fd, 0, SO_SNDBUF, bytes);
-#endif
     int got = 0;
     socklen_t len = sizeof got;
     if (getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &got, &len) < 0)
