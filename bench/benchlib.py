@@ -150,6 +150,26 @@ def proc_stat(pid):
     return int(rest[1]), int(rest[3]), int(rest[11]) + int(rest[12])
 
 
+def task_ns(pid):
+    """Nanoseconds every live thread of pid has run (/proc/PID/task/TID/schedstat's
+    first field: utime + stime without the 10 ms ticks of /proc/PID/stat); 0 for a
+    process gone, None where schedstat cannot be read (a kernel without it)."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0
+    total = 0
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except FileNotFoundError:
+            continue  # the thread or process ended
+        except (OSError, ValueError, IndexError):
+            return None
+    return total
+
+
 def session_pids(sid):
     """All live processes of session sid (a child started by spawn() and all it forked)."""
     pids = []
