@@ -538,6 +538,7 @@ def closed_without_handshake(port, source="127.0.0.1"):
         assert time.monotonic() - t < 1.0
 
 
+@serial  # closed_without_handshake times the close (1 s): alone, not under load
 def test_connection_cap_on_the_tls_port(gatling, pki):
     srv = gatling({"f.txt": "hello\n"}, args=tls_args(pki, "-N", "3"))
     port = https_port(srv)
@@ -561,6 +562,7 @@ def test_connection_cap_on_the_tls_port(gatling, pki):
         s.close()
 
 
+@serial  # closed_without_handshake times the close (1 s): alone, not under load
 def test_per_address_cap_on_the_tls_port(gatling, pki):
     srv = gatling({"f.txt": "hello\n"}, args=tls_args(pki, "-K", "2"))
     port = https_port(srv)
