@@ -40,7 +40,6 @@ typedef struct h2 h2_t; /* (as h2.h says) */
 #define H2_HDR_CAP HTTP_MAX_HEAD       /* a request's header list, as for HTTP/1.1 */
 #define H2_PEND_CAP 16384              /* frames are written into blocks this large */
 #define H2_FILES_MAX 32                /* streams holding an open file, per connection */
-#define H2_CONN_HDR_CAP (256 * 1024)   /* request fields held by all of a connection's streams */
 #define H2_RESET_BURST 200             /* rapid reset (CVE-2023-44487): streams reset */
 #define H2_RESET_RATE 50               /* ... per second after the burst */
 #define H2_CLOSED_MEMORY 64            /* streams the client closed, remembered (RFC 9113 5.1) */
@@ -125,7 +124,7 @@ struct h2 {
     sb_conn_t sc;       /* what its streams share: wake, request body bytes held, drainers */
     uint8_t headed;     /* a request's head was complete: the preface's -s is over */
     uint64_t body_bytes; /* request body bytes read: progress for the -B window */
-    size_t hdr_bytes;   /* the streams' chunks, in bytes: at most H2_CONN_HDR_CAP */
+    size_t hdr_bytes;   /* the streams' chunks, in bytes: at most SB_CONN_FIELDS_MAX */
     uint32_t frame_left; /* input: bytes still to come of the preface or the frame */
     uint8_t hd_have;     /* ... of the frame header read so far */
     uint8_t hd[9];

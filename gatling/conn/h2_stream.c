@@ -400,7 +400,7 @@ static void refuse(h2_stream_t *s)
 /* n bytes in the stream's blocks (sb_room), within the connection's cap. */
 static char *room(h2_stream_t *s, size_t n)
 {
-    char *d = sb_room(&s->sb, first_chunk(s), n, &s->h2->hdr_bytes, H2_CONN_HDR_CAP);
+    char *d = sb_room(&s->sb, first_chunk(s), n, &s->h2->hdr_bytes, SB_CONN_FIELDS_MAX);
     if (!d)
         refuse(s);
     return d;

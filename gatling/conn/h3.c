@@ -91,7 +91,7 @@ static void stream_free(h3_stream_t *s)
         free(x->b);
         free(x);
     }
-    sb_fields_free(&s->sb, first_chunk(s));
+    h->hdr_bytes -= sb_fields_free(&s->sb, first_chunk(s));
     h3_pool_t *pool = h->pool;
     pool->live--;
     if (pool->nspare < H3_POOL_MAX && pool->nspare < pool->live) {
@@ -226,11 +226,25 @@ static const ex_codec_t h3_codec = {
 
 /* ---- the request ----------------------------------------------------------------- */
 
-/* n bytes in the stream's blocks (sb_room: no cap per connection; its 100
-   streams' fields are at most HTTP_MAX_HEAD each). */
+/* The connection holds too many request fields: the stream is refused
+   (the client may send it again), not answered.  Its 100 streams' fields
+   are at most HTTP_MAX_HEAD each: 1.6 MiB a connection without the cap. */
+static void refuse(h3_stream_t *s)
+{
+    if (s->refused)
+        return;
+    s->refused = 1;
+    s->h3->f.site->stats.h3_streams_refused++;
+    stream_abort(s, NGHTTP3_H3_REQUEST_REJECTED);
+}
+
+/* n bytes in the stream's blocks (sb_room), within the connection's cap. */
 static char *room(h3_stream_t *s, size_t n)
 {
-    return sb_room(&s->sb, first_chunk(s), n, NULL, 0);
+    char *d = sb_room(&s->sb, first_chunk(s), n, &s->h3->hdr_bytes, SB_CONN_FIELDS_MAX);
+    if (!d)
+        refuse(s);
+    return d;
 }
 
 static const char *keep(h3_stream_t *s, const uint8_t *p, size_t n)
@@ -240,10 +254,8 @@ static const char *keep(h3_stream_t *s, const uint8_t *p, size_t n)
         return NULL;
     }
     char *d = room(s, n + 1);
-    if (!d) {
-        s->bad = 1;
+    if (!d)
         return NULL;
-    }
     memcpy(d, p, n);
     d[n] = 0;
     s->hdrlen += n + 1;
@@ -293,7 +305,7 @@ static int on_header(nghttp3_conn *ng, int64_t id, int32_t token, nghttp3_rcbuf 
 {
     (void)ng, (void)id, (void)token, (void)flags, (void)user;
     h3_stream_t *s = stream_user;
-    if (!s || s->bad || s->headed)
+    if (!s || s->bad || s->refused || s->headed)
         return 0;
     nghttp3_vec nm = nghttp3_rcbuf_get_buf(name), vl = nghttp3_rcbuf_get_buf(value);
     http_request_t *req = &s->req;
@@ -351,7 +363,7 @@ static int dispatch_begin(h3_t *h, h3_stream_t *s)
     size_t n = sb_line_size(&s->req);
     char *line = room(s, n);
     if (!line)
-        return 0; /* answered without a log line */
+        return -1; /* refused */
     sb_line(&s->req, line, n, "HTTP/3.0");
     return 0;
 }
@@ -402,6 +414,8 @@ static int on_end_headers(nghttp3_conn *ng, int64_t id, int fin, void *user, voi
     s->headed = 1;
     h->heading--;
     h->headed = 1;
+    if (s->refused) /* reset already: nothing more to do */
+        return 0;
     if (h->goaway && !h->capped) { /* a drain: nghttp3 refuses new streams itself; be sure */
         stream_abort(s, NGHTTP3_H3_REQUEST_REJECTED);
         return 0;
@@ -451,6 +465,8 @@ static int on_end_stream(nghttp3_conn *ng, int64_t id, void *user, void *stream_
         s->sb.input_last = 1;
         if (!s->sb.input_held)
             sb_offer_held(&s->sb);
+    } else if (s->refused) {
+        return 0;
     } else if (!s->dispatched && s->headed && (!h->goaway || h->capped)) {
         dispatch(h, s);
     } else if (!s->dispatched && s->headed) {

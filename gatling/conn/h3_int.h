@@ -46,6 +46,7 @@ typedef struct h3_stream {
     h3_t *h3;
     int64_t id;
     uint8_t dispatched, answered, bad, headed, peer_ended, in_body;
+    uint8_t refused;  /* its connection's fields were full: H3_REQUEST_REJECTED, not answered */
     uint8_t produced;
     uint8_t fin_owed; /* the response's end still to go to QUIC (h3_fin_owed) */
     int64_t begun;    /* gio_now ms when its fields began (-s) */
@@ -67,6 +68,7 @@ struct h3 {
     unsigned open;
     unsigned heading;  /* open streams whose request head has not ended */
     unsigned fins_owed; /* streams with fin_owed set */
+    size_t hdr_bytes;   /* the streams' blocks of request fields: at most SB_CONN_FIELDS_MAX */
     uint32_t requests;
     sb_conn_t sc; /* what its streams share: wake, request body bytes held, drainers */
     uint8_t goaway, bound;

@@ -29,6 +29,7 @@
 
 #define SB_CHUNK 512      /* a stream's first block of request fields, behind it */
 #define SB_CHUNK_MAX 4096 /* ... and the largest block that fields share */
+#define SB_CONN_FIELDS_MAX (256 * 1024) /* request fields held by all of a connection's streams */
 
 /* A block of a stream's request fields (names, values, the log line):
    blocks are added, never moved, so the request's pointers stay good.  The

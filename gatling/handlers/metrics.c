@@ -305,6 +305,8 @@ static void http2(hbuf_t *b, const status_counters_t *c)
          c->h3_rapid_reset},
         {"gatling_h3_fields_refused_total", "HTTP/3: requests with fields over the limits",
          c->h3_fields_refused},
+        {"gatling_h3_refused_streams_total", "HTTP/3 streams refused: request field memory full",
+         c->h3_streams_refused},
     };
     scalars(b, "counter", m3, N(m3));
 }

@@ -147,6 +147,8 @@ static size_t h3_rows(const status_counters_t *st, row_t *r, size_t n, size_t ca
          st->h3_rapid_reset},
         {"h3_fields_refused", "HTTP/3: requests whose fields were over the limits (431)",
          st->h3_fields_refused},
+        {"h3_streams_refused", "HTTP/3: streams refused, request field memory full",
+         st->h3_streams_refused},
     };
     return put_rows(r, n, cap, d, sizeof d / sizeof d[0]);
 }

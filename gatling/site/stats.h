@@ -102,6 +102,7 @@ typedef struct status_counters {
     uint64_t h3_validated;     /* connections begun with a token (Retry's or NEW_TOKEN's) */
     uint64_t h3_rapid_reset;   /* connections closed for streams reset too fast */
     uint64_t h3_fields_refused; /* request streams whose fields were over the limits: 431 */
+    uint64_t h3_streams_refused; /* streams refused, the connection's request fields full */
     uint64_t offences;         /* connections a flood defence ended, remembered per address */
     uint64_t offender_reduced; /* ... connections from such an address since: smaller budgets */
     uint64_t refused_offender; /* ... and refused at accept: closed unread (--flood-memory) */

@@ -44,7 +44,7 @@ if HAVE_AIOQUIC:
     from aioquic.h3.connection import H3_ALPN
     from aioquic.quic.configuration import QuicConfiguration
     from aioquic.quic.connection import QuicConnection
-    from aioquic.quic.events import ConnectionTerminated, StreamDataReceived
+    from aioquic.quic.events import ConnectionTerminated, StreamDataReceived, StreamReset
 
 
 
@@ -460,6 +460,69 @@ def test_qpack_bomb_gets_431(gatling):
     assert second.endswith(b"hello\n") and not ended, second[:200]
     st = server_status(srv)
     assert st["h3_fields_refused"] == 1 and st["h3_failed"] == 0, st
+
+
+def field(name, value):
+    """A field line with a literal name and value (not Huffman)."""
+    return prefix_int(len(name), 3, 0x20) + name + prefix_int(len(value), 7) + value
+
+
+class HeldH3(RawH3):
+    """RawH3 that also records the streams the server reset, and their codes."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.resets = {}
+
+    def quic_event_received(self, event):
+        if isinstance(event, StreamReset):
+            self.resets[event.stream_id] = event.error_code
+        super().quic_event_received(event)
+
+
+H3_REQUEST_REJECTED = 0x10B
+
+
+@needs_aioquic
+def test_request_fields_are_bounded_per_connection(gatling):
+    """As over HTTP/2: a connection's streams together hold at most 256 KiB
+    of request fields; past it a stream is reset with H3_REQUEST_REJECTED
+    (h3_streams_refused), which a client may send again, instead of costing
+    up to 16 KiB more each (1.6 MiB for 100 streams).  50 requests of 8 KiB
+    of fields whose streams do not end: each one held says so with its 100
+    Continue (Expect), so every stream's fate is seen; ended, the held ones
+    are answered."""
+    srv, port = h3_server(gatling)
+    pad = field(b"x-pad", b"v" * 8000) + field(b"expect", b"100-continue")
+
+    async def main():
+        async with connect("127.0.0.1", port, configuration=client_config(),
+                           create_protocol=HeldH3) as c:
+            c.streams()
+            sids = []
+            for _ in range(50):
+                sid = c._quic.get_next_available_stream_id()
+                c.done[sid] = asyncio.get_running_loop().create_future()
+                c._quic.send_stream_data(sid, frame(1, get_fields("/f.txt") + pad))
+                sids.append(sid)
+            c.transmit()
+            for _ in range(600):  # until every stream is held (a 100) or reset; 30 s: a hang
+                if all(s in c.resets or s in c.data for s in sids):
+                    break
+                await asyncio.sleep(0.05)
+            refused = [s for s in sids if s in c.resets]
+            held = [s for s in sids if s not in c.resets]
+            for sid in held:
+                c._quic.send_stream_data(sid, b"", end_stream=True)
+            c.transmit()
+            await asyncio.wait_for(asyncio.gather(*(c.done[s] for s in held)), 30)
+            return {s: c.resets[s] for s in refused}, [c.data[s] for s in held]
+    refused, answers = run(main())
+    assert 10 <= len(refused) <= 30, (len(refused), len(answers))
+    assert set(refused.values()) == {H3_REQUEST_REJECTED}, refused
+    assert all(a[0] == 1 and a.endswith(b"hello\n") for a in answers), answers[:2]  # 100, 200
+    st = server_status(srv)
+    assert st["h3_streams_refused"] == len(refused) and st["h3_failed"] == 0, st
 
 
 @needs_aioquic

@@ -90,6 +90,7 @@ ON_METRICS = {
     "h3_validated": ("gatling_h3_validated_total", {}),
     "h3_rapid_reset": ("gatling_h3_rapid_reset_total", {}),
     "h3_fields_refused": ("gatling_h3_fields_refused_total", {}),
+    "h3_streams_refused": ("gatling_h3_refused_streams_total", {}),
     "proxy_headers": ("gatling_proxy_protocol_headers_total", {"result": "client"}),
     "proxy_local": ("gatling_proxy_protocol_headers_total", {"result": "local"}),
     "proxy_untrusted": ("gatling_proxy_protocol_untrusted_total", {}),
