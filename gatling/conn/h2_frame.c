@@ -1,5 +1,6 @@
 /* HTTP/2's wire format, pure: see h2_frame.h. */
 #include "h2_frame.h"
+#include "http/response.h"
 #include "site/stats.h"
 
 #include <nghttp2/nghttp2.h>
@@ -103,16 +104,6 @@ void h2f_priority(const uint8_t *v, size_t n, uint8_t *urgency, uint8_t *increme
     }
 }
 
-int h2f_hop_by_hop(const char *n, size_t len)
-{
-    static const char *const names[] = {"connection", "keep-alive", "proxy-connection",
-                                        "transfer-encoding", "upgrade"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (strlen(names[i]) == len && !memcmp(n, names[i], len))
-            return 1;
-    return 0;
-}
-
 uint8_t h2f_pseudo_bit(const uint8_t *name, size_t n)
 {
     if (n == 7 && !memcmp(name, ":method", 7))
@@ -158,7 +149,7 @@ int h2f_field_ok(h2f_fields_t *fs, const uint8_t *name, size_t nlen, const uint8
     fs->regular = 1;
     if (nlen == 4 && !memcmp(name, "host", 4))
         fs->host = 1;
-    if (h2f_hop_by_hop((const char *)name, nlen))
+    if (resp_conn_specific((const char *)name, nlen))
         return 0;
     if (nlen == 2 && !memcmp(name, "te", 2))
         return vlen == 8 && !memcmp(value, "trailers", 8);

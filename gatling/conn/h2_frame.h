@@ -78,8 +78,6 @@ int h2f_flood_kind(const uint8_t *p, uint32_t len, uint8_t type, uint8_t flags);
    what else it says, or cannot say, is ignored. */
 void h2f_priority(const uint8_t *v, size_t n, uint8_t *urgency, uint8_t *incremental);
 
-/* Is n[0..len) a connection-specific field (RFC 9113 8.2.2), lower case? */
-int h2f_hop_by_hop(const char *n, size_t len);
 
 /* A pseudo-header (RFC 9113 8.3.1): its PS_ bit, 0 for one a request may
    not carry. */

@@ -20,6 +20,8 @@
 #ifndef GATLING_H2_HPACK_H
 #define GATLING_H2_HPACK_H
 
+#include "http/response.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,10 +32,7 @@
 #define H2E_HINTS 64                    /* hash of a field -> 2 entries, newest first: a power of 2 */
 
 /* A field to encode: the name in lower case (RFC 9113 8.2.1). */
-typedef struct h2_field {
-    const char *name, *value;
-    size_t nlen, vlen;
-} h2_field_t;
+typedef http_field_t h2_field_t;
 
 /* An entry of the mirrored table: its bytes (name, then value) at off in buf. */
 typedef struct h2e_slot {

@@ -238,53 +238,7 @@ static int out_headers(h2_t *h, int32_t id, const h2_field_t *nv, size_t n, uint
     return 0;
 }
 
-static size_t lower(char *d, const char *s, size_t cap)
-{
-    size_t i = 0;
-    for (; s[i] && i + 1 < cap; i++)
-        d[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
-    d[i] = 0;
-    return i;
-}
-
 #define NV(n, v) ((h2_field_t){(n), (v), sizeof(n) - 1, strlen(v)})
-
-/* The response's fields, in nv (at least 8 + EX_FIELDS_MAX entries; the
-   strings in the caller's st, cl, hsts and names): how many. */
-static size_t response_nv(h2_stream_t *s, int status, const char *ctype, uint64_t len,
-                          time_t mtime, h2_field_t *nv, char names[][48], char *st, char *cl,
-                          char *hsts)
-{
-    exchange_t *ex = &s->ex;
-    site_t *site = ex->site;
-    size_t n = 0;
-    hbuf_t b = hb_init(st, 8);
-    hb_num(&b, (uint64_t)status), hb_str(&b);
-    nv[n++] = NV(":status", st);
-    nv[n++] = NV("server", "gatling/" GATLING_VERSION);
-    nv[n++] = NV("date", ex->date ? ex->date : site_date(site)); /* a stored response's own */
-    if (ctype)
-        nv[n++] = NV("content-type", ctype);
-    if (status != 304 && status != 204 && len != EX_LEN_STREAM) {
-        b = hb_init(cl, 24), hb_num(&b, len), hb_str(&b);
-        nv[n++] = NV("content-length", cl);
-    }
-    if (mtime >= 0) /* encoded at once: the cache's string may be reused */
-        nv[n++] = NV("last-modified", site_httpdate(site, mtime));
-    if (ex->secure && site->cfg->hsts >= 0) {
-        b = hb_init(hsts, 32);
-        hb_puts(&b, "max-age=");
-        hb_num(&b, (uint64_t)site->cfg->hsts);
-        hb_str(&b);
-        nv[n++] = NV("strict-transport-security", hsts);
-    }
-    for (unsigned i = 0; i < ex->nfields; i++) {
-        size_t k = lower(names[i], ex->fields[i].name, 48);
-        if (!h2f_hop_by_hop(names[i], k))
-            nv[n++] = (h2_field_t){names[i], ex->fields[i].value, k, strlen(ex->fields[i].value)};
-    }
-    return n;
-}
 
 /* HEADERS for the response (encoded now: the strings need not outlive the
    call), and DATA for a body of len bytes to come (h2_fill). */
@@ -292,11 +246,11 @@ static int submit(exchange_t *ex, int status, const char *ctype, uint64_t len, t
 {
     h2_stream_t *s = stream_of(ex);
     h2_t *h = s->h2;
-    char st[8], cl[24], hsts[32], names[EX_FIELDS_MAX][48];
-    h2_field_t nv[8 + EX_FIELDS_MAX];
+    sb_head_strs_t strs;
+    h2_field_t nv[SB_HEAD_FIELDS];
     if (s->answered)
         return -1;
-    size_t n = response_nv(s, status, ctype, len, mtime, nv, names, st, cl, hsts);
+    size_t n = sb_head_fields(ex, status, ctype, len, mtime, NULL, nv, &strs);
     ex->status = (uint16_t)status;
     if (len == EX_LEN_STREAM)
         s->sb.streamed = 1;

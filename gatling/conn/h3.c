@@ -108,56 +108,19 @@ static void stream_free(h3_stream_t *s)
 
 /* ---- the response ---------------------------------------------------------------- */
 
-static void lower(char *d, const char *s, size_t cap)
-{
-    size_t i = 0;
-    for (; s[i] && i + 1 < cap; i++)
-        d[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
-    d[i] = 0;
-}
-
 #define NV(n, v) ((nghttp3_nv){(uint8_t *)(n), (uint8_t *)(v), strlen(n), strlen(v), 0})
 
-/* Connection-specific fields have no place in HTTP/3 (RFC 9114 4.2). */
-static int hop_by_hop(const char *n)
-{
-    return !strcmp(n, "connection") || !strcmp(n, "keep-alive") ||
-           !strcmp(n, "transfer-encoding") || !strcmp(n, "upgrade") || !strcmp(n, "alt-svc");
-}
-
-/* HEADERS for the response, and DATA for a body of len bytes. */
+/* HEADERS for the response (nghttp3 copies the fields), and DATA for a body
+   of len bytes.  Alt-Svc, which names HTTP/3, is no news over it. */
 static int submit(exchange_t *ex, int status, const char *ctype, uint64_t len, time_t mtime)
 {
     h3_stream_t *s = stream_of(ex);
-    site_t *site = ex->site;
-    char st[8], cl[24], hsts[32], names[EX_FIELDS_MAX][48];
-    nghttp3_nv nv[8 + EX_FIELDS_MAX];
-    size_t n = 0;
-    hbuf_t b = hb_init(st, sizeof st);
-    hb_num(&b, (uint64_t)status), hb_str(&b);
-    nv[n++] = NV(":status", st);
-    nv[n++] = NV("server", "gatling/" GATLING_VERSION);
-    nv[n++] = NV("date", ex->date ? ex->date : site_date(site));
-    if (ctype)
-        nv[n++] = NV("content-type", ctype);
-    if (status != 304 && status != 204 && len != EX_LEN_STREAM) {
-        b = hb_init(cl, sizeof cl), hb_num(&b, len), hb_str(&b);
-        nv[n++] = NV("content-length", cl);
-    }
-    if (mtime >= 0) /* nghttp3 copies the fields: the cache's string may be reused */
-        nv[n++] = NV("last-modified", site_httpdate(site, mtime));
-    if (site->cfg->hsts >= 0) {
-        b = hb_init(hsts, sizeof hsts);
-        hb_puts(&b, "max-age=");
-        hb_num(&b, (uint64_t)site->cfg->hsts);
-        hb_str(&b);
-        nv[n++] = NV("strict-transport-security", hsts);
-    }
-    for (unsigned i = 0; i < ex->nfields; i++) {
-        lower(names[i], ex->fields[i].name, sizeof names[i]);
-        if (!hop_by_hop(names[i]))
-            nv[n++] = NV(names[i], ex->fields[i].value);
-    }
+    sb_head_strs_t strs;
+    http_field_t f[SB_HEAD_FIELDS];
+    nghttp3_nv nv[SB_HEAD_FIELDS];
+    size_t n = sb_head_fields(ex, status, ctype, len, mtime, "alt-svc", f, &strs);
+    for (size_t i = 0; i < n; i++)
+        nv[i] = (nghttp3_nv){(uint8_t *)f[i].name, (uint8_t *)f[i].value, f[i].nlen, f[i].vlen, 0};
     ex->status = (uint16_t)status;
     s->sb.streamed = len == EX_LEN_STREAM;
     if (ex->producer && !s->produced)

@@ -388,3 +388,51 @@ void sb_codec_redispatch(exchange_t *ex)
     if (!b->closed)
         sb_dispatch_again(b);
 }
+
+/* ---- the response's head --------------------------------------------------------- */
+
+#define FIELD(n, v) ((http_field_t){(n), (v), sizeof(n) - 1, strlen(v)})
+
+/* s in lower case into d (cap bytes, NUL-terminated): its length. */
+static size_t lower(char *d, const char *s, size_t cap)
+{
+    size_t i = 0;
+    for (; s[i] && i + 1 < cap; i++)
+        d[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
+    d[i] = 0;
+    return i;
+}
+
+size_t sb_head_fields(const exchange_t *ex, int status, const char *ctype, uint64_t len,
+                      time_t mtime, const char *drop, http_field_t *f, sb_head_strs_t *strs)
+{
+    site_t *site = ex->site;
+    size_t n = 0;
+    hbuf_t b = hb_init(strs->status, sizeof strs->status);
+    hb_num(&b, (uint64_t)status), hb_str(&b);
+    f[n++] = FIELD(":status", strs->status);
+    f[n++] = FIELD("server", "gatling/" GATLING_VERSION);
+    f[n++] = FIELD("date", ex->date ? ex->date : site_date(site)); /* a stored response's own */
+    if (ctype)
+        f[n++] = FIELD("content-type", ctype);
+    if (status != 304 && status != 204 && len != EX_LEN_STREAM) {
+        b = hb_init(strs->length, sizeof strs->length), hb_num(&b, len), hb_str(&b);
+        f[n++] = FIELD("content-length", strs->length);
+    }
+    if (mtime >= 0) /* the site's string: encoded before the next is made */
+        f[n++] = FIELD("last-modified", site_httpdate(site, mtime));
+    if (ex->secure && site->cfg->hsts >= 0) {
+        b = hb_init(strs->hsts, sizeof strs->hsts);
+        hb_puts(&b, "max-age=");
+        hb_num(&b, (uint64_t)site->cfg->hsts);
+        hb_str(&b);
+        f[n++] = FIELD("strict-transport-security", strs->hsts);
+    }
+    for (unsigned i = 0; i < ex->nfields && i < EX_FIELDS_MAX; i++) {
+        char *name = strs->names[i];
+        size_t k = lower(name, ex->fields[i].name, sizeof strs->names[i]);
+        if (!resp_conn_specific(name, k) && !(drop && !strcmp(name, drop)))
+            f[n++] = (http_field_t){name, ex->fields[i].value, k, strlen(ex->fields[i].value)};
+    }
+    return n;
+}

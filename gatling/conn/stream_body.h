@@ -19,6 +19,7 @@
 #define GATLING_STREAM_BODY_H
 
 #include "http/exchange.h"
+#include "http/response.h"
 #include "site/jobs.h"
 
 #include <stddef.h>
@@ -165,6 +166,24 @@ char *sb_room(sbody_t *b, sb_chunk_t *first, size_t n, size_t *conn_bytes, size_
 /* The request's blocks go but first (the stream's own); their bytes, which
    sb_room counted in conn_bytes. */
 size_t sb_fields_free(sbody_t *b, const sb_chunk_t *first);
+
+/* The strings a response head's fields point into (sb_head_fields). */
+typedef struct sb_head_strs {
+    char status[8], length[24], hsts[32];
+    char names[EX_FIELDS_MAX][48]; /* the exchange's field names, in lower case */
+} sb_head_strs_t;
+
+#define SB_HEAD_FIELDS (8 + EX_FIELDS_MAX) /* the most sb_head_fields writes */
+
+/* A response head's fields, the same over HTTP/2 and HTTP/3: :status,
+   server, date, content-type (ctype; NULL: none), content-length (len, but
+   for 204, 304 and EX_LEN_STREAM), last-modified (mtime; -1: none), HSTS on
+   a secure exchange (-H), then the exchange's own with their names in lower
+   case, without the connection-specific ones and drop (a codec's own; NULL:
+   none).  How many are in f (at most SB_HEAD_FIELDS); they point into strs,
+   ex and the site's dates: encode them before the loop turns. */
+size_t sb_head_fields(const exchange_t *ex, int status, const char *ctype, uint64_t len,
+                      time_t mtime, const char *drop, http_field_t *f, sb_head_strs_t *strs);
 
 /* The access log's request field, as nginx writes it ("GET /x HTTP/2.0"; a
    CONNECT's target is its Host): the bytes it needs at most, and then it

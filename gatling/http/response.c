@@ -1,6 +1,8 @@
 /* Reason phrases and error pages: see response.h. */
 #include "response.h"
 
+#include <string.h>
+
 const char *resp_reason(int status)
 {
     switch (status) {
@@ -55,4 +57,14 @@ void resp_page(hbuf_t *b, int status)
         hb_puts(b, resp_reason(status));
     }
     hb_puts(b, "</h1></body></html>\n");
+}
+
+int resp_conn_specific(const char *n, size_t len)
+{
+    static const char *const names[] = {"connection", "keep-alive", "proxy-connection",
+                                        "transfer-encoding", "upgrade"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strlen(names[i]) == len && !memcmp(n, names[i], len))
+            return 1;
+    return 0;
 }

@@ -8,6 +8,8 @@
 
 #include "hbuf.h"
 
+#include <stddef.h>
+
 /* The reason phrase for status ("Unknown" if we never send it). */
 const char *resp_reason(int status);
 
@@ -15,5 +17,16 @@ const char *resp_reason(int status);
 
 /* Append the small HTML page of an error response with this status. */
 void resp_page(hbuf_t *b, int status);
+
+/* A field of a head for a binary codec's encoder (HPACK, QPACK): the name in
+   lower case; the lengths are the strings' (no NUL is needed). */
+typedef struct http_field {
+    const char *name, *value;
+    size_t nlen, vlen;
+} http_field_t;
+
+/* Is n[0..len) a connection-specific field, lower case: one that HTTP/2 and
+   HTTP/3 do not carry (RFC 9113 8.2.2, RFC 9114 4.2)? */
+int resp_conn_specific(const char *n, size_t len);
 
 #endif

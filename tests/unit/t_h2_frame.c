@@ -6,6 +6,7 @@
  * connection-specific fields, upper case, TE, content-length).
  */
 #include "h2_frame.h"
+#include "response.h"
 #include "stats.h"
 #include "tap.h"
 
@@ -167,7 +168,7 @@ static void test_fields(void)
     ok(field(&fs, "connectionx", "x") && field(&fs, "upgrad", "x"), "names near them pass");
     ok(field(&fs, "te", "trailers"), "te: trailers");
     ok(!field(&fs, "te", "gzip") && !field(&fs, "te", "trailers2"), "te: anything else");
-    is_int(h2f_hop_by_hop("upgrade", 6), 0, "hop_by_hop keeps to its length");
+    is_int(resp_conn_specific("upgrade", 6), 0, "resp_conn_specific keeps to its length");
 }
 
 static void test_complete(void)

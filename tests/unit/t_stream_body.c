@@ -244,6 +244,38 @@ static void test_fields(void)
     end(&t);
 }
 
+/* The response head's fields: the same list for HTTP/2 and HTTP/3. */
+static void test_head_fields(void)
+{
+    static config_t cfg = {.hsts = 600};
+    tstream_t t;
+    begin(&t);
+    site.cfg = &cfg;
+    t.ex.date = "Wed, 25 Nov 2026 23:00:00 GMT"; /* a stored response's: the site's clock unused */
+    ex_field(&t.ex, "X-Cache", "HIT");
+    ex_field(&t.ex, "Connection", "close");
+    ex_field(&t.ex, "Proxy-Connection", "keep-alive");
+    ex_field(&t.ex, "Alt-Svc", "h3=\":443\"");
+    sb_head_strs_t strs;
+    http_field_t f[SB_HEAD_FIELDS];
+    size_t n = sb_head_fields(&t.ex, 200, "text/plain", 1234, -1, NULL, f, &strs);
+    is_int((int)n, 7, "status, server, date, type, length, two fields kept of four");
+    ok(!strcmp(f[0].name, ":status") && f[0].nlen == 7 && !strcmp(f[0].value, "200") &&
+           f[0].vlen == 3, ":status first, lengths right");
+    ok(!strcmp(f[2].value, t.ex.date), "the stored response's date");
+    ok(!strcmp(f[4].name, "content-length") && !strcmp(f[4].value, "1234"), "content-length");
+    ok(!strcmp(f[5].name, "x-cache") && f[5].nlen == 7 && !strcmp(f[6].name, "alt-svc"),
+       "the exchange's names in lower case, the connection-specific ones dropped");
+    t.ex.secure = 1;
+    n = sb_head_fields(&t.ex, 304, NULL, 1234, -1, "alt-svc", f, &strs);
+    is_int((int)n, 5, "304: no type, no length; HSTS when secure; alt-svc dropped on asking");
+    ok(!strcmp(f[3].name, "strict-transport-security") && !strcmp(f[3].value, "max-age=600"),
+       "HSTS's max-age");
+    ok(!strcmp(f[4].name, "x-cache"), "only x-cache of the four");
+    site.cfg = NULL;
+    end(&t);
+}
+
 int main(void)
 {
     test_head();
@@ -251,5 +283,6 @@ int main(void)
     test_input();
     test_line();
     test_fields();
+    test_head_fields();
     return tap_done();
 }
