@@ -65,18 +65,11 @@ void h2_spares_free(h2_t *h)
 h2_stream_t *h2_stream_new(h2_t *h, int32_t id)
 {
     h2_stream_t *s = h->spare;
-    sb_part_t *parts = NULL;
-    unsigned cap = 0;
-    if (s) {
-        h->spare = s->next;
-        h->nspare--;
-        parts = s->sb.parts, cap = s->sb.cap;
-    } else if (!(s = malloc(sizeof *s + sizeof(sb_chunk_t) + SB_CHUNK))) {
+    if (s)
+        h->spare = s->next, h->nspare--;
+    if (!(s = (h2_stream_t *)sb_stream_take((sb_stream_t *)s, sizeof *s,
+                                            offsetof(h2_stream_t, req))))
         return NULL;
-    }
-    memset(s, 0, offsetof(h2_stream_t, req));
-    memset(&s->req, 0, offsetof(http_request_t, headers));
-    s->sb.parts = parts, s->sb.cap = cap;
     s->sb.ops = &h2_sb_ops;
     s->sb.c = &h->sc;
     s->h2 = h;

@@ -232,20 +232,11 @@ static int on_begin_headers(nghttp3_conn *ng, int64_t id, void *user, void *stre
         return 0;
     h3_pool_t *pool = h->pool;
     h3_stream_t *s = pool->spare;
-    sb_part_t *parts = NULL;
-    unsigned cap = 0;
-    if (s) {
-        pool->spare = s->next;
-        pool->nspare--;
-        parts = s->sb.parts, cap = s->sb.cap;
-    } else if (!(s = malloc(sizeof *s + sizeof(sb_chunk_t) + SB_CHUNK))) {
+    if (s)
+        pool->spare = s->next, pool->nspare--;
+    if (!(s = (h3_stream_t *)sb_stream_take((sb_stream_t *)s, sizeof *s,
+                                            offsetof(h3_stream_t, req))))
         return NGHTTP3_ERR_CALLBACK_FAILURE;
-    }
-    /* the exchange is h1_exchange_init's (which leaves its 4 KiB path buffer
-       alone): only the stream's own fields are zeroed, not 5 KiB per request */
-    memset((char *)s + sizeof s->ex, 0, offsetof(h3_stream_t, req) - sizeof s->ex);
-    memset(&s->req, 0, offsetof(http_request_t, headers));
-    s->sb.parts = parts, s->sb.cap = cap;
     s->sb.ops = &h3_sb_ops;
     s->sb.c = &h->sc;
     s->h3 = h;

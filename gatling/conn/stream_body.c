@@ -247,6 +247,21 @@ void sb_codec_input_ready(exchange_t *ex)
     sb_wake(b);
 }
 
+sb_stream_t *sb_stream_take(sb_stream_t *spare, size_t size, size_t req_off)
+{
+    sb_stream_t *s = spare;
+    sb_part_t *parts = NULL;
+    unsigned cap = 0;
+    if (s)
+        parts = s->sb.parts, cap = s->sb.cap;
+    else if (!(s = malloc(size + sizeof(sb_chunk_t) + SB_CHUNK)))
+        return NULL;
+    memset(&s->sb, 0, req_off - offsetof(sb_stream_t, sb));
+    memset((char *)s + req_off, 0, offsetof(http_request_t, headers));
+    s->sb.parts = parts, s->sb.cap = cap;
+    return s;
+}
+
 /* ---- the request's fields -------------------------------------------------------- */
 
 char *sb_room(sbody_t *b, sb_chunk_t *first, size_t n, size_t *conn_bytes, size_t conn_max)

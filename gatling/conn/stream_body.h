@@ -109,6 +109,14 @@ typedef struct sb_stream {
                        offsetof(type, sb) == offsetof(sb_stream_t, sb),                    \
                    #type " begins as sb_stream_t")
 
+/* A stream's memory, of size bytes and its first block of request fields
+   behind (SB_CHUNK): spare, one of the codec's kept (its parts array is
+   kept), or NULL: a new one.  What lies between the exchange and req_off
+   (the stream's http_request_t) is zeroed, and the request up to its
+   headers; the exchange is h1_exchange_init's, which leaves its 4 KiB path
+   buffer alone (not 5 KiB zeroed per request).  NULL on ENOMEM. */
+sb_stream_t *sb_stream_take(sb_stream_t *spare, size_t size, size_t req_off);
+
 static inline sbody_t *sb_of(exchange_t *ex)
 {
     return &((sb_stream_t *)ex)->sb;
