@@ -6,6 +6,7 @@
 #include "server.h"
 #include "conn/conn.h"
 #include "conn/h1.h"
+#include "conn/h2.h"
 #include "site/encoding.h"
 #include "site/elog.h"
 #include "handover.h"
@@ -766,6 +767,7 @@ int server_run(server_t *s)
         }
         wake = grace_check(s, wake);
         wake = metrics_publish_due(&s->site, wake);
+        wake = h2_spares_due(gio_now(s->loop), wake);
         /* connections a producer woke again while they ran: no sleep */
         int nap = s->conns.poked || quic_more ? 0 : wake < 0 ? -1 : (int)wake + 1;
         if (gio_wait(s->loop, nap) < 0 && errno != EINTR) {

@@ -45,7 +45,7 @@ typedef struct h2 h2_t; /* (as h2.h says) */
 #define H2_CLOSED_MEMORY 64            /* streams the client closed, remembered (RFC 9113 5.1) */
 #define H2_MAX_SETTINGS 32             /* entries in one SETTINGS frame */
 #define H2_MAX_CONTINUATIONS 8         /* CONTINUATIONs in a header block (CVE-2024-28182) */
-#define H2_SPARE 16                    /* streams kept for reuse while the connection is busy */
+#define H2_POOL_MAX 512                /* streams the process keeps for reuse (sb_pool_t) */
 #define H2_TABLE 4096                  /* HPACK dynamic tables, both ways (RFC 7541's default) */
 
 /* A block of frame bytes: control frames, HEADERS (HPACK writes straight
@@ -80,7 +80,7 @@ typedef struct h2_stream {
     uint32_t recv_unacked; /* consumed and not yet given back by WINDOW_UPDATE */
     uint32_t seq;      /* when an incremental stream was last served (round robin) */
     int64_t begun; /* gio_now() when its HEADERS came: the -s deadline of an incomplete request */
-    struct h2_stream *next; /* the session's list of streams (and the spare ones') */
+    struct h2_stream *next; /* the session's list of streams */
     size_t hdrlen;       /* bytes of fields kept: at most H2_HDR_CAP, as for an HTTP/1.1 head */
     http_request_t req;
 } h2_stream_t;
@@ -104,8 +104,7 @@ struct h2 {
     h1_conn_t f;
     void (*wake)(void *conn);
     h2_stream_t *all;   /* every stream; the closed ones are freed once the batch is empty */
-    h2_stream_t *spare; /* freed streams kept for the next ones, while streams are open */
-    unsigned nspare;
+    sb_pool_t *spares;  /* where its streams come from and go back to: the process's (h2.c) */
     h2e_t *enc;                /* HPACK (h2_hpack.h), made at the first response ... */
     nghttp2_hd_inflater *inf; /* ... and the first request */
     h2_block_t *blocks; /* frame bytes: the first block, kept while streams are open */
@@ -208,12 +207,9 @@ void h2_goaway(h2_t *h);
 
 /* ---- h2_stream.c: streams, request bodies, DATA by priority ---- */
 
-/* A stream's memory goes back to the connection's spares (its parts array
-   with it), or is freed. */
+/* What a stream holds goes; its memory goes back to the process's spare
+   streams (its parts array with it: sb_pool_t), or is freed. */
 void h2_stream_free(h2_stream_t *s);
-
-/* The spare streams are freed (the connection is idle or goes). */
-void h2_spares_free(h2_t *h);
 
 /* A stream for id (a spare one, or new) at the list's end, or NULL on ENOMEM. */
 h2_stream_t *h2_stream_new(h2_t *h, int32_t id);

@@ -33,42 +33,17 @@ static void stream_release(h2_stream_t *s)
     h->hdr_bytes -= sb_fields_free(&s->sb, first_chunk(s));
 }
 
-/* A stream's memory goes back to the connection's spares (its parts array
-   with it), or is freed. */
 void h2_stream_free(h2_stream_t *s)
 {
-    h2_t *h = s->h2;
     stream_release(s);
-    if (h->nspare < H2_SPARE && !h->fatal) {
-        s->next = h->spare;
-        h->spare = s;
-        h->nspare++;
-        return;
-    }
-    free(s->sb.parts);
-    free(s);
-}
-
-/* The spare streams are freed (the connection is idle or goes). */
-void h2_spares_free(h2_t *h)
-{
-    for (h2_stream_t *s = h->spare, *next; s; s = next) {
-        next = s->next;
-        free(s->sb.parts);
-        free(s);
-    }
-    h->spare = NULL;
-    h->nspare = 0;
+    sb_pool_give(s->h2->spares, (sb_stream_t *)s);
 }
 
 /* A stream for id (a spare one, or new) at the list's end, or NULL on ENOMEM. */
 h2_stream_t *h2_stream_new(h2_t *h, int32_t id)
 {
-    h2_stream_t *s = h->spare;
-    if (s)
-        h->spare = s->next, h->nspare--;
-    if (!(s = (h2_stream_t *)sb_stream_take((sb_stream_t *)s, sizeof *s,
-                                            offsetof(h2_stream_t, req))))
+    h2_stream_t *s = (h2_stream_t *)sb_pool_take(h->spares, sizeof *s, offsetof(h2_stream_t, req));
+    if (!s)
         return NULL;
     s->sb.ops = &h2_sb_ops;
     s->sb.c = &h->sc;

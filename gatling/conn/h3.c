@@ -30,12 +30,6 @@
 #include <unistd.h>
 
 
-struct h3_pool {
-    h3_stream_t *spare; /* oldest last */
-    unsigned nspare;
-    size_t live; /* streams of all sessions not yet freed */
-};
-
 static const ex_codec_t h3_codec;
 static const sb_ops_t h3_sb_ops;
 SB_CHECK_LAYOUT(h3_stream_t);
@@ -68,18 +62,6 @@ static sb_chunk_t *first_chunk(h3_stream_t *s)
     return (sb_chunk_t *)(s + 1);
 }
 
-/* The pool's spare streams are freed. */
-static void pool_empty(h3_pool_t *p)
-{
-    for (h3_stream_t *s = p->spare, *next; s; s = next) {
-        next = s->next;
-        free(s->sb.parts);
-        free(s);
-    }
-    p->spare = NULL;
-    p->nspare = 0;
-}
-
 /* What a stream holds goes; its memory goes back to the pool (its parts
    array with it), or is freed. */
 static void stream_free(h3_stream_t *s)
@@ -92,18 +74,7 @@ static void stream_free(h3_stream_t *s)
         free(x);
     }
     h->hdr_bytes -= sb_fields_free(&s->sb, first_chunk(s));
-    h3_pool_t *pool = h->pool;
-    pool->live--;
-    if (pool->nspare < H3_POOL_MAX && pool->nspare < pool->live) {
-        s->next = pool->spare;
-        pool->spare = s;
-        pool->nspare++;
-        return;
-    }
-    free(s->sb.parts);
-    free(s);
-    if (!pool->live) /* no stream anywhere: none kept */
-        pool_empty(pool);
+    sb_pool_give(h->pool, (sb_stream_t *)s);
 }
 
 /* ---- the response ---------------------------------------------------------------- */
@@ -230,12 +201,8 @@ static int on_begin_headers(nghttp3_conn *ng, int64_t id, void *user, void *stre
     h3_t *h = user;
     if (stream_user) /* trailers come through their own callbacks; this is a second head */
         return 0;
-    h3_pool_t *pool = h->pool;
-    h3_stream_t *s = pool->spare;
-    if (s)
-        pool->spare = s->next, pool->nspare--;
-    if (!(s = (h3_stream_t *)sb_stream_take((sb_stream_t *)s, sizeof *s,
-                                            offsetof(h3_stream_t, req))))
+    h3_stream_t *s = (h3_stream_t *)sb_pool_take(h->pool, sizeof *s, offsetof(h3_stream_t, req));
+    if (!s)
         return NGHTTP3_ERR_CALLBACK_FAILURE;
     s->sb.ops = &h3_sb_ops;
     s->sb.c = &h->sc;
@@ -248,7 +215,6 @@ static int on_begin_headers(nghttp3_conn *ng, int64_t id, void *user, void *stre
     s->req.version = 30;
     h->open++;
     h->heading++;
-    pool->live++;
     push_stream(&h->open_list, s);
     nghttp3_conn_set_stream_user_data(ng, id, s);
     return 0;
@@ -490,13 +456,16 @@ static int on_reset_stream(nghttp3_conn *ng, int64_t id, uint64_t code, void *us
 
 h3_pool_t *h3_pool_new(void)
 {
-    return calloc(1, sizeof(h3_pool_t));
+    h3_pool_t *p = calloc(1, sizeof *p);
+    if (p)
+        p->max = H3_POOL_MAX;
+    return p;
 }
 
 void h3_pool_free(h3_pool_t *p)
 {
     if (p)
-        pool_empty(p);
+        sb_pool_empty(p);
     free(p);
 }
 

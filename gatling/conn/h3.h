@@ -34,7 +34,7 @@
 #define H3_RESET_RATE 50              /* ... then per second (as HTTP/2's, CVE-2023-44487) */
 
 typedef struct h3 h3_t;
-typedef struct h3_pool h3_pool_t;
+typedef struct sb_pool h3_pool_t; /* stream_body.h's sb_pool_t */
 typedef struct nghttp3_conn nghttp3_conn;
 typedef struct ngtcp2_conn ngtcp2_conn;
 

@@ -27,7 +27,7 @@
 /* as h3.h says (not included: its functions are h3.c's, and h3_body.c would
    point back at it) */
 typedef struct h3 h3_t;
-typedef struct h3_pool h3_pool_t;
+typedef struct sb_pool h3_pool_t; /* stream_body.h's sb_pool_t */
 
 #define H3_READ_BLOCK (64 * 1024)     /* a file is read in blocks of this size ... */
 #define H3_UNACKED_MAX (1024 * 1024)  /* ... at most this much unacknowledged per stream */

@@ -247,19 +247,53 @@ void sb_codec_input_ready(exchange_t *ex)
     sb_wake(b);
 }
 
-sb_stream_t *sb_stream_take(sb_stream_t *spare, size_t size, size_t req_off)
+/* ---- spare streams --------------------------------------------------------------- */
+
+sb_stream_t *sb_pool_take(sb_pool_t *p, size_t size, size_t req_off)
 {
-    sb_stream_t *s = spare;
+    sb_stream_t *s = p->spare;
     sb_part_t *parts = NULL;
     unsigned cap = 0;
-    if (s)
+    if (s) {
+        p->spare = s->sb.spare_next, p->nspare--;
         parts = s->sb.parts, cap = s->sb.cap;
-    else if (!(s = malloc(size + sizeof(sb_chunk_t) + SB_CHUNK)))
+    } else if (!(s = malloc(size + sizeof(sb_chunk_t) + SB_CHUNK))) {
         return NULL;
+    }
     memset(&s->sb, 0, req_off - offsetof(sb_stream_t, sb));
     memset((char *)s + req_off, 0, offsetof(http_request_t, headers));
     s->sb.parts = parts, s->sb.cap = cap;
+    p->takes++;
+    if (++p->live > p->peak)
+        p->peak = p->live;
     return s;
+}
+
+void sb_pool_give(sb_pool_t *p, sb_stream_t *s)
+{
+    p->live--;
+    if (p->nspare < p->max && p->nspare < (p->linger ? p->peak : p->live)) {
+        s->sb.spare_next = p->spare;
+        p->spare = s;
+        p->nspare++;
+        return;
+    }
+    free(s->sb.parts);
+    free(s);
+    if (!p->live && !p->linger) /* no stream anywhere: none kept */
+        sb_pool_empty(p);
+}
+
+void sb_pool_empty(sb_pool_t *p)
+{
+    for (sb_stream_t *s = p->spare, *next; s; s = next) {
+        next = s->sb.spare_next;
+        free(s->sb.parts);
+        free(s);
+    }
+    p->spare = NULL;
+    p->nspare = 0;
+    p->peak = p->live;
 }
 
 /* ---- the request's fields -------------------------------------------------------- */

@@ -96,6 +96,7 @@ typedef struct sbody {
     size_t held_len;
     sb_chunk_t *fields; /* the request's names, values and log line (sb_room) */
     uint8_t first_used; /* the block behind the stream holds some of them */
+    void *spare_next;   /* a spare stream: the next in its pool (sb_pool_t) */
 } sbody_t;
 
 /* The layout every stream begins with. */
@@ -109,13 +110,44 @@ typedef struct sb_stream {
                        offsetof(type, sb) == offsetof(sb_stream_t, sb),                    \
                    #type " begins as sb_stream_t")
 
+/*
+ * Spare streams: the memory of ended streams, shared by a codec's
+ * connections (HTTP/2: the process's; HTTP/3: an endpoint's).  A stream that
+ * ends goes back to its pool and the next stream of any connection takes
+ * it, still warm in the cache, instead of a malloc and a free of its 6-9 KB
+ * per request.  An idle connection never holds any.  A pool keeps at most
+ * max, and
+ *   - by default no more than are open (a busy server's stream memory at
+ *     most doubles), and is emptied whenever no stream is open;
+ *   - with linger set, no more than the most that were open at once since
+ *     it was last empty, and is emptied by its owner once it has not been
+ *     used for a while (h2_spares_due): HTTP/2's streams mostly end within
+ *     the loop's turn that began them, so "none open" comes many times a
+ *     second under load, and emptying then cost a malloc and a free a
+ *     request again.
+ */
+typedef struct sb_pool {
+    sb_stream_t *spare; /* newest first, linked by sb.spare_next */
+    unsigned nspare, max;
+    uint8_t linger;
+    size_t live;    /* streams taken and not given back */
+    size_t peak;    /* linger: the most live since the pool was last empty */
+    uint64_t takes; /* streams taken, ever: whether it is in use */
+} sb_pool_t;
+
 /* A stream's memory, of size bytes and its first block of request fields
-   behind (SB_CHUNK): spare, one of the codec's kept (its parts array is
-   kept), or NULL: a new one.  What lies between the exchange and req_off
-   (the stream's http_request_t) is zeroed, and the request up to its
-   headers; the exchange is h1_exchange_init's, which leaves its 4 KiB path
-   buffer alone (not 5 KiB zeroed per request).  NULL on ENOMEM. */
-sb_stream_t *sb_stream_take(sb_stream_t *spare, size_t size, size_t req_off);
+   behind (SB_CHUNK): a spare one of p's (its parts array kept), or new.
+   What lies between the exchange and req_off (the stream's http_request_t)
+   is zeroed, and the request up to its headers; the exchange is
+   h1_exchange_init's, which leaves its 4 KiB path buffer alone (not 5 KiB
+   zeroed per request).  NULL on ENOMEM. */
+sb_stream_t *sb_pool_take(sb_pool_t *p, size_t size, size_t req_off);
+
+/* s, released (sb_release, sb_fields_free), goes back to p, or is freed. */
+void sb_pool_give(sb_pool_t *p, sb_stream_t *s);
+
+/* p's spare streams are freed. */
+void sb_pool_empty(sb_pool_t *p);
 
 static inline sbody_t *sb_of(exchange_t *ex)
 {

@@ -61,10 +61,11 @@ void resp_page(hbuf_t *b, int status)
 
 int resp_conn_specific(const char *n, size_t len)
 {
-    static const char *const names[] = {"connection", "keep-alive", "proxy-connection",
-                                        "transfer-encoding", "upgrade"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (strlen(names[i]) == len && !memcmp(n, names[i], len))
-            return 1;
-    return 0;
+    switch (len) { /* every response field is asked: the length first */
+    case 7: return !memcmp(n, "upgrade", 7);
+    case 10: return !memcmp(n, "connection", 10) || !memcmp(n, "keep-alive", 10);
+    case 16: return !memcmp(n, "proxy-connection", 16);
+    case 17: return !memcmp(n, "transfer-encoding", 17);
+    default: return 0;
+    }
 }

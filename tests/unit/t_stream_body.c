@@ -276,6 +276,57 @@ static void test_head_fields(void)
     end(&t);
 }
 
+/* A codec's stream as the pool sees it: the layout, then its request. */
+typedef struct pstream {
+    exchange_t ex;
+    sbody_t sb;
+    int own;
+    http_request_t req;
+} pstream_t;
+SB_CHECK_LAYOUT(pstream_t);
+
+/* Spare streams: kept while streams are open (or, lingering, up to the
+   most open at once), reused warm, freed when the rule says. */
+static void test_pool(void)
+{
+    sb_pool_t p = {.max = 3};
+    size_t size = sizeof(pstream_t), off = offsetof(pstream_t, req);
+    sb_stream_t *s[5];
+    for (int i = 0; i < 5; i++)
+        s[i] = sb_pool_take(&p, size, off);
+    s[0]->sb.cap = 7; /* as if it had grown a parts array */
+    s[0]->sb.parts = malloc(7 * sizeof(sb_part_t));
+    ok(p.live == 5 && p.peak == 5 && !p.nspare, "five taken, none spare");
+    sb_pool_give(&p, s[0]);
+    sb_pool_give(&p, s[1]);
+    is_int((int)p.nspare, 2, "given back while others are open: kept");
+    sb_stream_t *again = sb_pool_take(&p, size, off);
+    ok(again == s[1] && !again->sb.spare_next, "the newest spare is taken first, unlinked");
+    sb_pool_give(&p, again);
+    for (int i = 2; i < 5; i++)
+        sb_pool_give(&p, s[i]);
+    ok(!p.live && !p.nspare && !p.spare, "none open: the spares are freed");
+    sb_pool_t q = {.max = 3, .linger = 1};
+    for (int i = 0; i < 5; i++)
+        s[i] = sb_pool_take(&q, size, off);
+    for (int i = 0; i < 5; i++)
+        sb_pool_give(&q, s[i]);
+    ok(!q.live && q.nspare == 3, "lingering: kept when none is open, at most max");
+    sb_stream_t *t = sb_pool_take(&q, size, off);
+    ((pstream_t *)t)->own = 1, ((pstream_t *)t)->req.nheaders = 3;
+    sb_pool_give(&q, t);
+    t = sb_pool_take(&q, size, off);
+    ok(q.nspare == 2 && !t->sb.fields && !((pstream_t *)t)->own && !((pstream_t *)t)->req.nheaders,
+       "taken again: its own fields and its request's zeroed");
+    sb_pool_give(&q, t);
+    sb_pool_empty(&q);
+    ok(!q.nspare && q.peak == 0, "emptied by its owner: the peak starts again");
+    s[0] = sb_pool_take(&q, size, off);
+    sb_pool_give(&q, s[0]);
+    ok(q.nspare == 1, "then it keeps what the new peak allows");
+    sb_pool_empty(&q);
+}
+
 int main(void)
 {
     test_head();
@@ -284,5 +335,6 @@ int main(void)
     test_line();
     test_fields();
     test_head_fields();
+    test_pool();
     return tap_done();
 }
