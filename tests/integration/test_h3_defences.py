@@ -531,7 +531,7 @@ def test_no_request_head_in_time(gatling):
     async def silent():
         async with connect("127.0.0.1", port, configuration=client_config(),
                            create_protocol=Client) as c:
-            return await asyncio.wait_for(asyncio.shield(c.ended), 5)
+            return await asyncio.wait_for(asyncio.shield(c.ended), 9)
 
     async def dripping():
         async with connect("127.0.0.1", port, configuration=client_config(),
@@ -541,13 +541,14 @@ def test_no_request_head_in_time(gatling):
             c._quic.send_stream_data(sid, b"\x01\x40\x64" + b"\x00\x00")  # HEADERS, 100 bytes
             c.transmit()
             t0 = time.monotonic()
-            code = await asyncio.wait_for(asyncio.shield(c.ended), 5)
+            code = await asyncio.wait_for(asyncio.shield(c.ended), 9)
             return code, time.monotonic() - t0
+    # -s 1, not -T 10 (8: room for a busy machine and aioquic's handshake)
     t0 = time.monotonic()
     assert run(silent()) == H3_NO_ERROR
-    assert 0.8 < time.monotonic() - t0 < 4
+    assert 0.8 < time.monotonic() - t0 < 8
     code, took = run(dripping())
-    assert code == H3_NO_ERROR and 0.8 < took < 4, (code, took)
+    assert code == H3_NO_ERROR and 0.8 < took < 8, (code, took)
     assert server_status(srv)["timeout_head"] == 2
 
 

@@ -109,13 +109,15 @@ def test_duplicate_range_is_ignored(gatling):
 @h1_only("a request head dripped line by line")
 def test_head_deadline_is_not_extended_by_dripping(gatling):
     """Slowloris: a header line every 0.3 s keeps the connection busy, but the
-    whole head has -s seconds from its first byte; the idle timeout is long."""
+    whole head has -s seconds from its first byte; the idle timeout is long.
+    A head whose deadline each line moved would never close: the 6 s bound
+    leaves a busy machine room and still tells the two apart."""
     srv = gatling({"f.txt": F}, args=("-T", "30", "-s", "1", "-S"))
     with Client(srv.port, timeout=5) as c:
         c.send(b"GET /f.txt HTTP/1.1\r\nHost: x\r\n")
         t0 = time.monotonic()
         closed = False
-        while time.monotonic() - t0 < 4:
+        while time.monotonic() - t0 < 8:
             try:
                 c.sock.sendall(b"X-Drip: 1\r\n")
             except OSError:
@@ -125,8 +127,8 @@ def test_head_deadline_is_not_extended_by_dripping(gatling):
                 closed = True
                 break
         took = time.monotonic() - t0
-        assert closed, "a dripped head was still open after 4 s with -s 1"
-        assert took < 2.5, took
+        assert closed, "a dripped head was still open after 8 s with -s 1"
+        assert took < 6, took
         assert bytes(c.buf).startswith(b"HTTP/1.1 408 "), bytes(c.buf[:100])
     assert status(srv.port)["timeout_head"] >= 1
 
@@ -134,7 +136,7 @@ def test_head_deadline_is_not_extended_by_dripping(gatling):
 def test_connection_that_sends_nothing_gets_head_deadline(gatling):
     srv = gatling({"f.txt": F}, args=("-T", "30", "-s", "1", "-S"))
     with Client(srv.port) as c:
-        assert c.closed_within(3), "a silent connection outlived -s 1"
+        assert c.closed_within(10), "a silent connection outlived -s 1 (-T 30)"
     assert status(srv.port)["timeout_head"] >= 1
 
 
@@ -144,7 +146,7 @@ def test_keepalive_idle_is_T_not_s(gatling):
     with Client(srv.port) as c:
         assert_ok(c.request("/f.txt"), F)
         assert not c.closed_within(1.8), "an idle keep-alive connection was closed by -s"
-        assert c.closed_within(3), "not closed after -T 3"
+        assert c.closed_within(10), "not closed after -T 3"
     assert status(srv.port)["timeout_idle"] >= 1
 
 
@@ -156,7 +158,7 @@ def test_slow_body_is_closed_by_rate(gatling):
         c.send(b"POST /f.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n")
         t0 = time.monotonic()
         closed = False
-        while time.monotonic() - t0 < 6:
+        while time.monotonic() - t0 < 12:
             try:
                 c.send(b"x")  # over HTTP/2 a DATA frame of one byte
             except OSError:
@@ -165,7 +167,7 @@ def test_slow_body_is_closed_by_rate(gatling):
             if c.closed_within(0.2):
                 closed = True
                 break
-        assert closed, "a body at 5 bytes/s was held for 6 s under -B 100 -T 2"
+        assert closed, "a body at 5 bytes/s was held for 12 s under -B 100 -T 2"
     assert status(srv.port)["timeout_body"] >= 1
 
 
@@ -236,7 +238,7 @@ def test_max_requests_per_connection(gatling):
             assert_ok(r, F)
         if not H2:
             assert (r.header("Connection") or "").lower() == "close", r
-        assert c.closed_within(2)
+        assert c.closed_within(5)  # at once, not at -T 10
         if H2:
             assert c.goaway is not None, "closed without a GOAWAY"
     assert status(srv.port)["max_requests"] == 1
@@ -381,7 +383,7 @@ def test_rate_limit_tarpits(gatling):
     with Client(srv.port, timeout=5) as c:
         c.send(b"GET /f.txt HTTP/1.1\r\nHost: x\r\n\r\n")
         t0 = time.monotonic()
-        assert c.closed_within(4), "a caught client was not closed after -T"
+        assert c.closed_within(8), "a caught client was not closed after -T"
         assert time.monotonic() - t0 > 1.0, "tarpitted means held until -T, not closed at once"
         assert not bytes(c.buf), "a caught client got an answer: %r" % bytes(c.buf[:100])
     st, _, body = fetch_from("127.0.0.3", srv.port, "/server-status?json")
@@ -394,7 +396,7 @@ def test_rate_limit_drops_with_T0(gatling):
         assert_ok(fetch(srv.port, "/f.txt"), F)
     with Client(srv.port, timeout=5) as c:
         c.send(b"GET /f.txt HTTP/1.1\r\nHost: x\r\n\r\n")
-        assert c.closed_within(1), "-T 0: a caught client is dropped at once"
+        assert c.closed_within(5), "-T 0: a caught client is dropped at once"
 
 
 def test_failed_logins_slow_down_and_repeat_is_remembered(gatling):

@@ -381,7 +381,7 @@ def test_workers_summed(gatling):
     assert len(kids) == 2, kids
     time.sleep(0.4)  # the last scrape's count published by its worker
     os.kill(kids[0], signal.SIGKILL)
-    wait_for(lambda: any("restarting" in line for line in srv.errlog), 4, "the restart")
+    wait_for(lambda: any("restarting" in line for line in srv.errlog), 15, "the restart")
     exact("after a worker was killed and replaced")
 
 
