@@ -509,7 +509,7 @@ def test_deadline_kills_the_group(quick):
         r = c.read_response()
     took = time.monotonic() - t0
     assert_status(r, 504, "a script past -Q 2")
-    assert 1.5 < took < 6, "took %.1f s" % took
+    assert 1.5 < took < 9, "took %.1f s" % took  # -Q 2 (9: a busy machine, below the 10 s read)
     assert wait_for(lambda: not group_alive(pid), 15), "process group %d still alive" % pid
     assert counters(quick.port)["cgi_killed"] > before
     assert "CGI /cgi/hang.sh: still running at the deadline" in quick.stderr_text()

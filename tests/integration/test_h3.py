@@ -605,7 +605,7 @@ def test_expect_100_continue(gatling):
     with H3Client(port) as c:
         c.send(b"GET /f.txt HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\n"
                b"Expect: 100-continue\r\n\r\n")
-        r = c.read_response(timeout=3)
+        r = c.read_response(timeout=8)
         assert (r.status, r.version, r.headers) == (100, "HTTP/3", []), r
         c.send(b"abcde")
         r = c.read_response()

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from conftest import (H2, TLS, h1_only, h2_bug, http_only, serial, Client, assert_status,
-                      best_of, fetch, fresh_source_address, raw_exchange,
+                      best_of, fetch, first_backend_only, fresh_source_address, raw_exchange,
                       read_slowly_until_closed, recv_to_eof, settle)
 from h3util import assert_ok
 
@@ -306,14 +306,19 @@ def test_bad_logins_do_not_stall_the_loop(gatling):
 
 @serial  # the checks run at SCHED_IDLE: a busy machine starves them past -s (all 503)
 @http_only
-def test_job_past_the_head_deadline_is_503(gatling):
+def test_job_past_the_head_deadline_is_503(gatling, request):
     """A request whose password check waits for a thread longer than the head
     deadline (-s) is answered 503 with Retry-After, not dropped unanswered; the
     others get their 401, and the server goes on.  The 401 that shows a check
     in time is answered is asked for alone, before the crowd.  Serial: the
     threads run at SCHED_IDLE, and with the CPUs busy (make check's first
     phase, or three `yes` beside it here) even a check alone passed -s 1, and
-    -s 2, in two runs of three (503)."""
+    -s 2, in two runs of three (503).  On the first backend and its sanitizer
+    build only: the jobs and their 503 sit above io/ (the -s deadline is
+    test_connection_that_sends_nothing_gets_head_deadline's on every one),
+    and the serial phase is not spent on it five times."""
+    first_backend_only(request, ("test_job_past_the_head_deadline_is_503",),
+                       "the job queue's 503 sits above io/: the first backend runs it")
     codes = []
 
     def alone(srv):
@@ -445,8 +450,9 @@ def test_error_log(gatling, tmp_path):
     srv = gatling({"f.txt": F, "bad": {".htaccess": {}, "x.txt": b"x\n"}},
                   args=("-T", "10", "-q", str(log)), check_fds=False)
     assert_status(fetch(srv.port, "/bad/x.txt"), 500)
-    deadline = time.monotonic() + 2
-    while time.monotonic() < deadline and not log.exists():
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (not log.exists() or
+                                           "/bad/x.txt" not in log.read_text()):
         time.sleep(0.05)
     text = log.read_text()
     assert ".htaccess check failed (peer 127.0.0.1) /bad/x.txt" in text, text
@@ -471,7 +477,13 @@ def test_error_log(gatling, tmp_path):
         s.close()
     text = log.read_text()
     assert "accept4() failed: Too many open files" in text, text
-    assert text.count("\n") <= 2 + 20 * 3, "not rate-limited: %d lines" % text.count("\n")
+    # at most 20 a second (ELOG_PER_SECOND), counted per second of the lines'
+    # own time: a total for three seconds failed when a busy machine took longer
+    per_second = {}
+    for line in text.splitlines():
+        if "accept4() failed" in line:
+            per_second[line[:20]] = per_second.get(line[:20], 0) + 1
+    assert max(per_second.values()) <= 20, "not rate-limited: %s" % per_second
 
 
 # --------------------------------------------------------------------------

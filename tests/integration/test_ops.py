@@ -167,7 +167,7 @@ def test_chunked_over_limit_413(srv):
 def test_expect_100_continue(srv):
     with Client(srv.port) as c:
         c.send(get_req("/f.txt", "Content-Length: 5", "Expect: 100-continue"))
-        r = c.read_response(timeout=3)
+        r = c.read_response(timeout=8)
         assert_status(r, 100, "interim response before the body")
         assert r.version == HTTP_VERSION and r.headers == [], r
         c.send(b"abcde")
@@ -179,7 +179,7 @@ def test_expect_100_continue(srv):
 def test_expect_100_continue_with_chunked(srv):
     with Client(srv.port) as c:
         c.send(get_req("/f.txt", "Transfer-Encoding: chunked", "Expect: 100-continue"))
-        assert_status(c.read_response(timeout=3), 100)
+        assert_status(c.read_response(timeout=8), 100)
         c.send(CHUNKED)
         assert_ok(c.read_response(), F)
 
