@@ -419,7 +419,7 @@ def test_thousand_idle_sessions(gatling):
     finally:
         for s in socks:
             s.close()
-    srv.wait_fds(srv.baseline_fds, timeout=5)
+    srv.wait_fds(srv.baseline_fds, timeout=15)
 
 
 def test_connection_cap(gatling):

@@ -237,7 +237,12 @@ def test_retry_for_many_initials_from_one_address(gatling, mode):
         except socket.timeout:
             break
     s.close()
+    # the silence may have been a busy machine's pause: the counts are waited for
+    deadline = time.monotonic() + 10
     st = server_status(srv)
+    while st["h3_retries"] + st["h3_connections"] < 30 and time.monotonic() < deadline:
+        time.sleep(0.1)
+        st = server_status(srv)
     assert st["h3_retries"] + st["h3_connections"] == 30, st
     if mode == "busy":
         assert st["h3_retries"] >= 10 and 8 <= st["h3_connections"] <= 20, st

@@ -67,7 +67,7 @@ def test_long_redirect_location_is_refused_not_overflowed(gatling):
 def test_bad_option_values_exit_2(build, opt, arg):
     import subprocess
     p = subprocess.run([build.binary, opt, arg, "-p", "0", "-i", "127.0.0.1"],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=5)
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=20)
     assert p.returncode == 2, (opt, arg, p.stderr[-300:])
     assert ("-%s" % opt[1]).encode() in p.stderr, p.stderr[:200]
 

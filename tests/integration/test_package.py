@@ -219,7 +219,7 @@ def test_logrotate_file_rotates_and_gatling_reopens(tmp_path):
         assert p.wait(5) == 0
 
 
-def get_once_listening(port, path="/", timeout=5):
+def get_once_listening(port, path="/", timeout=15):
     """http_get(), retried while the port refuses connections (whoever
     listens may not have bound it yet)."""
     deadline = time.monotonic() + timeout

@@ -45,7 +45,7 @@ def get(port, path="/f.txt", host="127.0.0.1", family=socket.AF_INET):
         return recv_to_eof(s)
 
 
-def get_once_listening(port, timeout=5, **kw):
+def get_once_listening(port, timeout=15, **kw):
     """get(), retried while the port refuses connections: whoever listens
     (systemd-socket-activate) may not have bound it yet."""
     deadline = time.monotonic() + timeout
@@ -188,7 +188,7 @@ def test_readiness_notification(gatling, tmp_path, abstract, workers):
             else str(tmp_path / "notify"))
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     sock.bind("\0" + name[1:] if abstract else name)
-    sock.settimeout(5)
+    sock.settimeout(15)
     try:
         srv = gatling(args=("-n", "-W", str(workers)), env={"NOTIFY_SOCKET": name},
                       check_fds=False)
