@@ -448,6 +448,23 @@ def wait_for(pred, timeout, what):
     raise AssertionError("%s: not within %.1f s" % (what, timeout))
 
 
+def tcp_listening(port):
+    """Some socket of this host listens on TCP port (/proc/net/tcp and tcp6:
+    state 0A), looked up without connecting, which the listener would serve:
+    whether a server has run the signal handler that closes its listeners."""
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(name) as f:
+                next(f)
+                for line in f:
+                    local, st = line.split()[1], line.split()[3]
+                    if st == "0A" and int(local.rsplit(":", 1)[1], 16) == port:
+                        return True
+        except OSError:
+            pass
+    return False
+
+
 def gone(pid):
     """The process has exited (or is a zombie not yet reaped)."""
     try:

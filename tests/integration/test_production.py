@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import end_upgrades, gone, wait_for
+from conftest import end_upgrades, gone, tcp_listening, wait_for
 from conftest import (http_only, IO_TIMEOUT, assert_status, client_tls_context, fetch,
                       free_port, make_docroot, recv_to_eof, running_server, start_server)
 from conftest import test_pki as pki_dir  # not test_*: pytest would collect it
@@ -350,7 +350,10 @@ def test_drain_answers_a_request_already_on_its_way(gatling, sig):
     first = s.recv(65536)
     assert first.startswith(b"HTTP/1.1 200") and b"Connection: close" not in first, first
     srv.send_signal(sig)
-    time.sleep(0.2)  # the keep-alive connection is idle while the server starts draining
+    # the keep-alive connection is idle while the server starts draining: the
+    # listener's close is looked for, not a fixed 0.2 s, which a busy machine
+    # can spend before the handler runs (the request then gets a keep-alive answer)
+    wait_for(lambda: not tcp_listening(srv.port), 10, "the drain begun (listener closed)")
     s.sendall(b"GET /f.txt HTTP/1.1\r\nHost: x\r\n\r\n")
     data = recv_to_eof(s)
     assert data.startswith(b"HTTP/1.1 200") and b"Connection: close" in data, data

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import H2, TEXT, Client, build_request, h1_only, wait_for
+from conftest import H2, TEXT, Client, build_request, h1_only, tcp_listening, wait_for
 
 HUGE = 50 << 20
 
@@ -49,27 +49,11 @@ def check_download(r, sha):
     return r
 
 
-def listening(port):
-    """Some socket of this host listens on TCP port (/proc/net/tcp and tcp6:
-    state 0A), looked up without connecting, which the listener would serve."""
-    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(name) as f:
-                next(f)
-                for line in f:
-                    local, st = line.split()[1], line.split()[3]
-                    if st == "0A" and int(local.rsplit(":", 1)[1], 16) == port:
-                        return True
-        except OSError:
-            pass
-    return False
-
-
 def wait_not_listening(port, what):
     """The server has run its signal handler: its listener is closed.  Polled
     (a busy machine may take longer than a fixed pause of 0.3 s), then
     assert_not_accepting proves it from the outside."""
-    wait_for(lambda: not listening(port), 10, "%s: the listener closed" % what)
+    wait_for(lambda: not tcp_listening(port), 10, "%s: the listener closed" % what)
 
 
 def assert_not_accepting(port, what):
