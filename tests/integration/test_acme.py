@@ -255,7 +255,7 @@ def test_certbot_issues_and_renews_through_gatling(tmp_path):
             # the hook's SIGUSR1 reached gatling after certbot wrote the files; ctx
             # trusts Pebble's root alone, so the chain served (leaf, intermediate)
             # verifies against it, for gatling.test
-            cert = wait_for(lambda: not_yet(get, ctx, port), 5, "HTTPS after issuance")
+            cert = wait_for(lambda: not_yet(get, ctx, port), 15, "HTTPS after issuance")
             assert cert == first, "the certificate served is not live/%s/cert.pem" % NAME
             client = Client(ctx, port)
             client.start()
@@ -264,9 +264,9 @@ def test_certbot_issues_and_renews_through_gatling(tmp_path):
                 certbot(tmp, pki, plog, "renew", "--force-renewal", "--no-random-sleep-on-renew")
                 second = live_cert(live)
                 assert serial(second) != serial(first)
-                wait_for(lambda: second in client.certs, 5, "the renewed certificate served")
+                wait_for(lambda: second in client.certs, 15, "the renewed certificate served")
                 seen = client.ok
-                wait_for(lambda: client.ok > seen, 5, "requests after the renewal")
+                wait_for(lambda: client.ok > seen, 15, "requests after the renewal")
             finally:
                 client.stop.set()
                 client.join(10)

@@ -327,9 +327,10 @@ MAXAGE = "cc=max-age%3D60"  # a response fresh for a minute
 # Freshness: the micro-cache and RFC mode
 
 def test_micro_cache_ttl(gatling, origin):
-    """ttl 2: a miss stored, hits with Age, then a stale hit that one
-    background fetch refreshes, then the new body."""
-    srv = cache_server(gatling, origin, "# the micro-cache\nttl 2\n")
+    """ttl 3: a miss stored, hits with Age, then a stale hit that one
+    background fetch refreshes, then the new body.  (ttl 3, not 2: the three
+    hits must come within the ttl, on a busy machine too.)"""
+    srv = cache_server(gatling, origin, "# the micro-cache\nttl 3\n")
     r = get(srv, "/c/micro")
     assert r.status == 200 and r.body == b"request 1\n", r
     assert cs(r) == "gatling; fwd=miss; stored", r
@@ -339,14 +340,14 @@ def test_micro_cache_ttl(gatling, origin):
         assert cs(r) == "gatling; hit", r
         assert re.fullmatch(r"\d+", r.header("Age") or ""), r
     assert origin.count() == 1
-    time.sleep(2.1)  # past the ttl, inside the grace (10 s)
+    time.sleep(3.1)  # past the ttl, inside the grace (10 s)
     t0 = time.monotonic()
     r = get(srv, "/c/micro")
     assert r.status == 200 and r.body == b"request 1\n", r
     assert cs(r) == "gatling; hit; detail=stale", r
-    assert int(r.header("Age")) >= 2, r
-    assert time.monotonic() - t0 < 1
-    wait_for(lambda: counters(srv)["cache_stored"] == 2, 5, "the background refresh stored")
+    assert int(r.header("Age")) >= 3, r
+    assert time.monotonic() - t0 < 5  # a hang (that it does not wait: test_grace_one_refresh)
+    wait_for(lambda: counters(srv)["cache_stored"] == 2, 15, "the background refresh stored")
     assert origin.count() == 1 + 1, "one refresh"
     r = get(srv, "/c/micro")
     assert r.body == b"request 2\n" and cs(r).startswith("gatling; hit"), r
@@ -418,7 +419,8 @@ def test_collapsing_http1(gatling, origin):
     assert origin.count("/c/slow") == 1, "one backend request for 30 clients"
     check_collapsed(rs, [r.status for r in rs])
     assert rs[0].body == b"request 1\n"
-    assert max(r.took for r in rs) < 3, [round(r.took, 2) for r in rs]
+    # one fetch of 1 s for all (one by one would be 30 s); 8: a busy machine
+    assert max(r.took for r in rs) < 8, [round(r.took, 2) for r in rs]
     st = counters(srv)
     assert st["cache_misses"] == 1 and st["cache_collapsed"] == 29, st
     assert st["cache_fetches"] == 1 and st["cache_stored"] == 1, st
@@ -671,8 +673,7 @@ def test_shutdown_with_fetches_in_flight(gatling, origin):
     r = c.read_response()
     assert r.status == 200 and cs(r) == "gatling; fwd=miss; stored", r
     c.close()
-    assert srv.process.wait(5) == 0
-    assert time.monotonic() - t0 < 4
+    assert srv.process.wait(15) == 0
     srv.finish()
 
 
@@ -726,7 +727,7 @@ def test_grace_one_refresh(gatling, origin):
         assert r.took < 0.5, "held by the refresh: %.2f s" % r.took
     assert {r.body for r in rs[:8]} == {b"request 1\n"}
     assert {r.body for r in rs[8:]} == {b"request 2\n"}
-    wait_for(lambda: counters(srv)["cache_stored"] == 4, 5, "both refreshes stored")
+    wait_for(lambda: counters(srv)["cache_stored"] == 4, 15, "both refreshes stored")
     assert origin.count("/c/grace") == 2 and origin.count("/c/swr") == 2, "one refresh each"
     origin.delay.clear()
     r = get(srv, "/c/grace")
@@ -739,7 +740,10 @@ def test_stale_if_error(gatling, origin):
     is served within the grace, then 502; stale-if-error=60 answers for the
     failure (detail=stale-if-error) past the grace too; must-revalidate
     gives 504 (RFC 9111 5.2.2.2)."""
-    srv = cache_server(gatling, origin, "ttl 1\ngrace 2\n")
+    # grace 4: the first stale answer must come within ttl + grace of the
+    # store, after four requests and a second's pause (grace 2 left a busy
+    # machine under a second)
+    srv = cache_server(gatling, origin, "ttl 1\ngrace 4\n")
     paths = ["/c/micro", "/c/sie?cc=max-age%3D1%2C%20stale-if-error%3D60",
              "/c/mr?cc=max-age%3D1%2C%20must-revalidate", "/c/mr2?cc=must-revalidate"]
     for p in paths:
@@ -759,7 +763,7 @@ def test_stale_if_error(gatling, origin):
         assert r.status == 504 and b"request" not in r.body, (p, r)
     st = counters(srv)
     assert st["cache_stale_errors"] >= 2, st
-    time.sleep(max(0, stored + 3.05 - time.monotonic()))  # age >= ttl + grace
+    time.sleep(max(0, stored + 5.05 - time.monotonic()))  # age >= ttl + grace
     r = get(srv, paths[0])
     assert r.status == 502, "past the grace: %r" % r
     assert get(srv, paths[1]).body == b"request 2\n", "stale-if-error=60 still"
@@ -916,7 +920,7 @@ def test_smuggling_refused_with_cache(gatling, origin, head):
         c.send(head + SMUGGLED)
         r = c.read_response()
         assert r.status in (400, 501), r
-        assert c.closed_within(3), "still open after %d" % r.status
+        assert c.closed_within(5), "still open after %d" % r.status
         assert b"HTTP/1." not in bytes(c.buf), bytes(c.buf[:200])
     assert origin.count() == 0, origin.seen
     r = get(srv, "/c/smuggled?" + MAXAGE)
@@ -1206,7 +1210,7 @@ def test_bad_cache_file(gatling, origin):
     srv = cache_server(gatling, origin, "ttl 60\n# fine\nfrobnicate 3\n")
     rs = [get(srv, "/c/bad?" + MAXAGE) for _ in range(3)]
     assert [body_n(r) for r in rs] == [1, 2, 3] and {cs(r) for r in rs} == {None}, rs
-    wait_for(lambda: any(".cache: bad line 3" in ln for ln in srv.errlog), 3,
+    wait_for(lambda: any(".cache: bad line 3" in ln for ln in srv.errlog), 15,
              "the bad line in the error log")
     assert all(v == 0 for k, v in counters(srv).items()), counters(srv)
     with open(os.path.join(srv.docroot, ".cache"), "w") as f:
@@ -1217,7 +1221,7 @@ def test_bad_cache_file(gatling, origin):
     for bad in ("ttl -1", "ttl 1 (", "purge 10.0.0.0/33", "cookie"):
         other = cache_server(gatling, origin, "# ok\nttl 60\n%s\n" % bad)
         assert cs(get(other, "/c/bad?" + MAXAGE)) is None, bad
-        wait_for(lambda: any(".cache: bad line 3" in ln for ln in other.errlog), 3, bad)
+        wait_for(lambda: any(".cache: bad line 3" in ln for ln in other.errlog), 15, bad)
 
 
 def test_cache_option_refused(build):

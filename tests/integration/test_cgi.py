@@ -411,7 +411,7 @@ def test_local_redirect_loop_and_bad_path(srv):
     assert_status(r, 502, "a local redirect to no valid path")
     for line in ("CGI /cgi/local-loop.sh: local redirects: too many in a row",
                  "CGI /cgi/local-bad.sh: answered a local redirect that is no valid path"):
-        assert wait_for(lambda: line in srv.stderr_text(), 3), (line, srv.stderr_text())
+        assert wait_for(lambda: line in srv.stderr_text(), 15), (line, srv.stderr_text())
     r = fetch(srv.port, "/cgi/local.sh")  # the connection's next request is unharmed
     assert_status(r, 200, "after the loop")
 
@@ -446,7 +446,7 @@ def test_malformed_heads_are_502(srv):
     assert counters(srv.port)["cgi_failed"] - before == 3
     for line in ("CGI /cgi/early.sh: exited with no output",
                  "CGI /cgi/malformed.sh: answered a malformed"):
-        assert wait_for(lambda: line in srv.stderr_text(), 3), (line, srv.stderr_text())
+        assert wait_for(lambda: line in srv.stderr_text(), 15), (line, srv.stderr_text())
 
 
 def test_not_executable_502_with_the_reason(srv):
@@ -479,8 +479,8 @@ def test_client_leaving_kills_the_group(srv):
     assert group_alive(pid), "the script should be running"
     time.sleep(0.3)
     c.close()
-    assert wait_for(lambda: not group_alive(pid), 5), "process group %d still alive" % pid
-    assert wait_for(lambda: counters(srv.port)["cgi_killed"] > before, 3)
+    assert wait_for(lambda: not group_alive(pid), 15), "process group %d still alive" % pid
+    assert wait_for(lambda: counters(srv.port)["cgi_killed"] > before, 15)
 
 
 def test_no_descriptor_left(srv):
@@ -509,8 +509,8 @@ def test_deadline_kills_the_group(quick):
         r = c.read_response()
     took = time.monotonic() - t0
     assert_status(r, 504, "a script past -Q 2")
-    assert 1.5 < took < 6, "took %.1f s" % took
-    assert wait_for(lambda: not group_alive(pid), 3), "process group %d still alive" % pid
+    assert 1.5 < took < 9, "took %.1f s" % took  # -Q 2 (9: a busy machine, below the 10 s read)
+    assert wait_for(lambda: not group_alive(pid), 15), "process group %d still alive" % pid
     assert counters(quick.port)["cgi_killed"] > before
     assert "CGI /cgi/hang.sh: still running at the deadline" in quick.stderr_text()
 
@@ -525,11 +525,11 @@ def test_cap_503(quick):
     assert r.header("Retry-After") == "1"
     assert counters(quick.port)["cgi_refused"] == before + 1
     c.close()
-    assert wait_for(lambda: not group_alive(pid), 5)
+    assert wait_for(lambda: not group_alive(pid), 15)
 
     def served():
         return fetch(quick.port, "/cgi/env.sh").status == 200
-    assert wait_for(served, 3), "the cap never freed"
+    assert wait_for(served, 15), "the cap never freed"
 
 
 # --------------------------------------------------------------------------
@@ -673,7 +673,7 @@ def test_dead_spawner_503_and_the_server_lives(gatling):
     assert_status(fetch(s.port, "/cgi/env.sh"), 200, "before")
     spawner = spawner_of(s.pid)
     os.kill(spawner, signal.SIGKILL)
-    assert wait_for(lambda: "CGI: the spawner is gone" in s.stderr_text(), 3), s.stderr_text()
+    assert wait_for(lambda: "CGI: the spawner is gone" in s.stderr_text(), 15), s.stderr_text()
     r = fetch(s.port, "/cgi/env.sh")
     assert_status(r, 503, "no spawner")
     assert_status(fetch(s.port, "/f.txt"), 200, "static still served")
@@ -682,4 +682,4 @@ def test_dead_spawner_503_and_the_server_lives(gatling):
     def reaped():  # no zombie left: reaped when its socket closed, or at a 503 after
         fetch(s.port, "/cgi/env.sh")
         return not os.path.exists("/proc/%d" % spawner)
-    assert wait_for(reaped, 3), "the dead spawner %d is a zombie" % spawner
+    assert wait_for(reaped, 15), "the dead spawner %d is a zombie" % spawner

@@ -7,7 +7,7 @@ import pytest
 from conftest import Client
 
 
-def run(build, *args, timeout=5):
+def run(build, *args, timeout=20):
     try:
         return subprocess.run([build.binary] + list(args), stdin=subprocess.DEVNULL,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
@@ -56,7 +56,7 @@ def test_bad_option_exit_2(build, args):
     # never let a wrongly accepted option leave a server on a fixed port
     base = [] if args[0] == "-i" else ["-i", "127.0.0.1"]
     base += [] if args[0] == "-p" else ["-p", "0"]
-    p = run(build, *(base + list(args)), timeout=3)
+    p = run(build, *(base + list(args)), timeout=20)
     assert p.returncode == 2, "gatling %s: exit status %d (want 2)\nstderr %r\nstdout %r" % (
         " ".join(args), p.returncode, p.stderr, p.stdout)
     assert p.stderr.strip(), "gatling %s: no message on stderr" % " ".join(args)
@@ -71,7 +71,7 @@ def test_bad_option_exit_2(build, args):
                          ids=lambda a: " ".join(a) if isinstance(a, tuple) else a)
 def test_bad_option_is_short(build, args, names):
     """The error, naming the option, and a pointer to -h and gatling(8), not the whole usage."""
-    p = run(build, "-i", "127.0.0.1", "-p", "0", *args, timeout=3)
+    p = run(build, "-i", "127.0.0.1", "-p", "0", *args, timeout=20)
     err = p.stderr.decode()
     assert p.returncode == 2, "gatling %s: exit status %d (want 2)\nstderr %r" % (
         " ".join(args), p.returncode, err)

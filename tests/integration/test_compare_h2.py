@@ -31,9 +31,14 @@ def test_compare_h2_quick(build, tmp_path):
             pytest.skip("%s missing: sh tests/setup.sh bench installs it" % tool)
     servers = ["gatling"] + [n for n, path in PEERS.items() if os.access(path, os.X_OK)]
     out = tmp_path / "out"
+    # a surge rate passes on its answers alone: --knee-p99 at the page deadline
+    # (--surge-timeout), which a page over it misses as an error anyway.  With
+    # the knee's 1 s a busy first phase of make check can stall one CPU past
+    # it twice in a row, and the sweep then stops short of the rates checked
     p = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "compare-h2"), "--quick",
                         "--idle", "300", "--servers", ",".join(servers), "--gatling",
-                        build.binary, "-o", str(out)],
+                        build.binary, "--surge-timeout", "10", "--knee-p99", "10000",
+                        "-o", str(out)],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
     table = (out / "table.md").read_text()
@@ -79,8 +84,8 @@ def test_compare_h2_quick(build, tmp_path):
 
 
 def check_surge(name, s0, s50):
-    """Both sweeps of one round: every rate passed at these low rates (a busy machine gives p99
-    well under 1 s for 100 visitors/s), each visitor a handshake, full ones without returning
+    """Both sweeps of one round: every rate passed at these low rates (every page loaded
+    within the 10 s deadline, no error), each visitor a handshake, full ones without returning
     visitors, and with 50% returning some of them resumed (those that found a ticket: on a busy
     machine the tickets of earlier visitors may come late) -- every peer here issues TLS 1.3
     tickets."""

@@ -45,7 +45,7 @@ def test_out_of_descriptors_then_recovers(gatling):
     assert busy < 0.3, "gatling spins while out of descriptors (%.2f s CPU in 0.5 s)" % busy
     for s in socks:
         s.close()
-    r = wait_ok(srv.port, 3.0)
+    r = wait_ok(srv.port, 10.0)
     assert r.body == b"hello\n"
 
 
@@ -90,5 +90,5 @@ def test_connection_flood_open_and_drop(gatling):
         for s in socks:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
             s.close()  # RST: the server may see errors on accept or read
-    r = wait_ok(srv.port, 3.0)
+    r = wait_ok(srv.port, 10.0)
     assert r.body == b"hello\n"

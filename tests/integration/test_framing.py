@@ -21,7 +21,7 @@ def one_answer_then_close(port, data, status):
         r = c.read_response()
         assert_status(r, status, data[:80])
         assert (r.header("Connection") or "").lower() == "close", r
-        assert c.closed_within(3), "still open after %d" % status
+        assert c.closed_within(5), "still open after %d" % status
         assert b"HTTP/1." not in bytes(c.buf), "a second answer: %r" % bytes(c.buf[:200])
 
 

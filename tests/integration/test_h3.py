@@ -23,7 +23,7 @@ import urllib.request
 
 import pytest
 
-from conftest import https_port, random_bytes, skip_without_h3
+from conftest import https_port, random_bytes, skip_without_h3, wait_for
 from conftest import test_pki as pki_dir
 
 GTLS = shutil.which("gtlsclient")
@@ -86,7 +86,7 @@ def server_status(srv):
         return json.loads(r.read())
 
 
-def h3_log_lines(srv, path, want, timeout=5):
+def h3_log_lines(srv, path, want, timeout=15):
     """The access log's HTTP/3 lines for path, once want of them are there."""
     deadline = time.monotonic() + timeout
     while True:
@@ -328,7 +328,7 @@ def test_empty_and_tiny_datagrams_are_dropped(gatling):
     s.sendto(b"", ("127.0.0.1", port))
     s.sendto(b"\xc0", ("127.0.0.1", port))
     s.close()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 15
     while server_status(srv)["h3_dropped"] < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert server_status(srv)["h3_dropped"] == 2
@@ -392,11 +392,12 @@ def test_sigterm_with_a_connection_open(gatling):
             t0 = time.monotonic()
             srv.process.send_signal(signal.SIGTERM)
             srv.signaled = True
-            while srv.process.poll() is None and time.monotonic() - t0 < 8:
+            while srv.process.poll() is None and time.monotonic() - t0 < 15:
                 await asyncio.sleep(0.05)
             return time.monotonic() - t0
     took = asyncio.run(asyncio.wait_for(main(), 30))
-    assert srv.process.poll() == 0 and took < 5, (took, srv.stderr_text())
+    # a drain, not -T 10 (8: room for a busy machine)
+    assert srv.process.poll() == 0 and took < 8, (took, srv.stderr_text())
 
 
 # A client that asks for path, says "data" on each DATA frame and then waits:
@@ -457,10 +458,11 @@ def test_sigterm_with_a_vanished_client(gatling):
     t0 = time.monotonic()
     srv.process.send_signal(signal.SIGTERM)
     srv.signaled = True
-    while srv.process.poll() is None and time.monotonic() - t0 < 8:
+    while srv.process.poll() is None and time.monotonic() - t0 < 15:
         time.sleep(0.05)
     took = time.monotonic() - t0
-    assert srv.process.poll() == 0 and 1.5 < took < 4, (took, srv.stderr_text())
+    # 2 s of silence, not -T 30 (10: room for a busy machine)
+    assert srv.process.poll() == 0 and 1.5 < took < 10, (took, srv.stderr_text())
 
 
 def aioquic_get(port, path, cafile, server_name="localhost"):
@@ -486,6 +488,9 @@ def test_idle_timeout(gatling):
             assert (await c.request("/f.txt"))[0] == 200
             await asyncio.sleep(2.5)
     asyncio.run(asyncio.wait_for(main(), 30))
+    # the idle close is the server's timer's: on a busy machine it may come
+    # after the client's 2.5 s, so the count is waited for
+    wait_for(lambda: server_status(srv)["h3_idle"] == 1, 10, "the idle close counted")
     st = server_status(srv)
     assert st["h3_idle"] == 1 and st["connections"] == 1, st  # 1: the status request's
 
@@ -600,7 +605,7 @@ def test_expect_100_continue(gatling):
     with H3Client(port) as c:
         c.send(b"GET /f.txt HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\n"
                b"Expect: 100-continue\r\n\r\n")
-        r = c.read_response(timeout=3)
+        r = c.read_response(timeout=8)
         assert (r.status, r.version, r.headers) == (100, "HTTP/3", []), r
         c.send(b"abcde")
         r = c.read_response()

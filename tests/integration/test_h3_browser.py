@@ -151,7 +151,7 @@ def chromium_stderr(home):
         return f.read()[-3000:].decode(errors="replace")
 
 
-def chromium_dump_dom(url, origin, spki, timeout=15):
+def chromium_dump_dom(url, origin, spki, timeout=45):
     """Headless Chromium's DOM of url after its load event: (stdout, stderr)."""
     with tempfile.TemporaryDirectory(prefix="gatling-chromium-") as home:
         with chromium(home, origin, spki, ["--dump-dom", url]) as p:
@@ -192,7 +192,7 @@ async def cdp_session(ws_url, url, expression, timeout):
         return r["result"]["value"]
 
 
-def chromium_evaluate(url, origin, spki, expression, then, timeout=15):
+def chromium_evaluate(url, origin, spki, expression, then, timeout=45):
     """Headless Chromium, driven over the DevTools protocol (a websocket at
     the port it picks and writes into DevToolsActivePort): url loaded, then
     expression's value given to then(value), whose result is returned --
@@ -208,7 +208,7 @@ def chromium_evaluate(url, origin, spki, expression, then, timeout=15):
                 time.sleep(0.05)
             port = int(open(active).read().split()[0])
             with urllib.request.urlopen("http://127.0.0.1:%d/json/list" % port,
-                                        timeout=5) as r:
+                                        timeout=15) as r:
                 pages = [t for t in json.loads(r.read()) if t["type"] == "page"]
             assert pages, "no page target"
             left = max(1.0, deadline - time.monotonic())
@@ -216,7 +216,7 @@ def chromium_evaluate(url, origin, spki, expression, then, timeout=15):
                 cdp_session(pages[0]["webSocketDebuggerUrl"], url, expression, left), left)))
 
 
-def logged(srv, lines, timeout=5):
+def logged(srv, lines, timeout=15):
     """Whether each of lines is in some access log line of srv, waiting up to
     timeout s for the log to come through (the test may be ahead of it)."""
     deadline = time.monotonic() + timeout

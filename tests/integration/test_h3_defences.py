@@ -237,7 +237,12 @@ def test_retry_for_many_initials_from_one_address(gatling, mode):
         except socket.timeout:
             break
     s.close()
+    # the silence may have been a busy machine's pause: the counts are waited for
+    deadline = time.monotonic() + 10
     st = server_status(srv)
+    while st["h3_retries"] + st["h3_connections"] < 30 and time.monotonic() < deadline:
+        time.sleep(0.1)
+        st = server_status(srv)
     assert st["h3_retries"] + st["h3_connections"] == 30, st
     if mode == "busy":
         assert st["h3_retries"] >= 10 and 8 <= st["h3_connections"] <= 20, st
@@ -594,7 +599,7 @@ def test_no_request_head_in_time(gatling):
     async def silent():
         async with connect("127.0.0.1", port, configuration=client_config(),
                            create_protocol=Client) as c:
-            return await asyncio.wait_for(asyncio.shield(c.ended), 5)
+            return await asyncio.wait_for(asyncio.shield(c.ended), 9)
 
     async def dripping():
         async with connect("127.0.0.1", port, configuration=client_config(),
@@ -604,13 +609,14 @@ def test_no_request_head_in_time(gatling):
             c._quic.send_stream_data(sid, b"\x01\x40\x64" + b"\x00\x00")  # HEADERS, 100 bytes
             c.transmit()
             t0 = time.monotonic()
-            code = await asyncio.wait_for(asyncio.shield(c.ended), 5)
+            code = await asyncio.wait_for(asyncio.shield(c.ended), 9)
             return code, time.monotonic() - t0
+    # -s 1, not -T 10 (8: room for a busy machine and aioquic's handshake)
     t0 = time.monotonic()
     assert run(silent()) == H3_NO_ERROR
-    assert 0.8 < time.monotonic() - t0 < 4
+    assert 0.8 < time.monotonic() - t0 < 8
     code, took = run(dripping())
-    assert code == H3_NO_ERROR and 0.8 < took < 4, (code, took)
+    assert code == H3_NO_ERROR and 0.8 < took < 8, (code, took)
     assert server_status(srv)["timeout_head"] == 2
 
 

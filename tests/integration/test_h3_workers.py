@@ -208,14 +208,14 @@ def test_sigterm_under_workers(gatling):
             t0 = time.monotonic()
             srv.process.send_signal(signal.SIGTERM)
             srv.signaled = True
-            await asyncio.wait_for(c.wait_closed(), 8)
-            while srv.process.poll() is None and time.monotonic() - t0 < 8:
+            await asyncio.wait_for(c.wait_closed(), 12)
+            while srv.process.poll() is None and time.monotonic() - t0 < 15:
                 await asyncio.sleep(0.05)
             return time.monotonic() - t0
         finally:
             await stack.aclose()
     took = asyncio.run(asyncio.wait_for(main(), 30))
-    assert srv.process.poll() == 0 and took < 5, (took, srv.stderr_text())
+    assert srv.process.poll() == 0 and took < 8, (took, srv.stderr_text())  # 8: a busy machine
 
 
 class Download(threading.Thread):
@@ -407,7 +407,7 @@ def test_second_upgrade_waits_for_the_first(build, tmp_path):
         pids.append(second)
         mark = len(srv.errlog)
         os.kill(second, signal.SIGUSR2)
-        wait_for(lambda: any("pid %d) still runs" % srv.pid in l for l in srv.errlog[mark:]), 5,
+        wait_for(lambda: any("pid %d) still runs" % srv.pid in l for l in srv.errlog[mark:]), 15,
                  "the refusal while the first one drains")
         assert not gone(srv.pid) and dl.result is None, dl.result
         release.touch()

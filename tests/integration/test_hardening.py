@@ -10,7 +10,7 @@ import time
 import pytest
 
 from conftest import (H2, TLS, h1_only, h2_bug, http_only, serial, Client, assert_status,
-                      best_of, fetch, fresh_source_address, raw_exchange,
+                      best_of, fetch, first_backend_only, fresh_source_address, raw_exchange,
                       read_slowly_until_closed, recv_to_eof, settle)
 from h3util import assert_ok
 
@@ -67,7 +67,7 @@ def test_long_redirect_location_is_refused_not_overflowed(gatling):
 def test_bad_option_values_exit_2(build, opt, arg):
     import subprocess
     p = subprocess.run([build.binary, opt, arg, "-p", "0", "-i", "127.0.0.1"],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=5)
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=20)
     assert p.returncode == 2, (opt, arg, p.stderr[-300:])
     assert ("-%s" % opt[1]).encode() in p.stderr, p.stderr[:200]
 
@@ -109,13 +109,15 @@ def test_duplicate_range_is_ignored(gatling):
 @h1_only("a request head dripped line by line")
 def test_head_deadline_is_not_extended_by_dripping(gatling):
     """Slowloris: a header line every 0.3 s keeps the connection busy, but the
-    whole head has -s seconds from its first byte; the idle timeout is long."""
+    whole head has -s seconds from its first byte; the idle timeout is long.
+    A head whose deadline each line moved would never close: the 6 s bound
+    leaves a busy machine room and still tells the two apart."""
     srv = gatling({"f.txt": F}, args=("-T", "30", "-s", "1", "-S"))
     with Client(srv.port, timeout=5) as c:
         c.send(b"GET /f.txt HTTP/1.1\r\nHost: x\r\n")
         t0 = time.monotonic()
         closed = False
-        while time.monotonic() - t0 < 4:
+        while time.monotonic() - t0 < 8:
             try:
                 c.sock.sendall(b"X-Drip: 1\r\n")
             except OSError:
@@ -125,8 +127,8 @@ def test_head_deadline_is_not_extended_by_dripping(gatling):
                 closed = True
                 break
         took = time.monotonic() - t0
-        assert closed, "a dripped head was still open after 4 s with -s 1"
-        assert took < 2.5, took
+        assert closed, "a dripped head was still open after 8 s with -s 1"
+        assert took < 6, took
         assert bytes(c.buf).startswith(b"HTTP/1.1 408 "), bytes(c.buf[:100])
     assert status(srv.port)["timeout_head"] >= 1
 
@@ -134,7 +136,7 @@ def test_head_deadline_is_not_extended_by_dripping(gatling):
 def test_connection_that_sends_nothing_gets_head_deadline(gatling):
     srv = gatling({"f.txt": F}, args=("-T", "30", "-s", "1", "-S"))
     with Client(srv.port) as c:
-        assert c.closed_within(3), "a silent connection outlived -s 1"
+        assert c.closed_within(10), "a silent connection outlived -s 1 (-T 30)"
     assert status(srv.port)["timeout_head"] >= 1
 
 
@@ -144,7 +146,7 @@ def test_keepalive_idle_is_T_not_s(gatling):
     with Client(srv.port) as c:
         assert_ok(c.request("/f.txt"), F)
         assert not c.closed_within(1.8), "an idle keep-alive connection was closed by -s"
-        assert c.closed_within(3), "not closed after -T 3"
+        assert c.closed_within(10), "not closed after -T 3"
     assert status(srv.port)["timeout_idle"] >= 1
 
 
@@ -156,7 +158,7 @@ def test_slow_body_is_closed_by_rate(gatling):
         c.send(b"POST /f.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n")
         t0 = time.monotonic()
         closed = False
-        while time.monotonic() - t0 < 6:
+        while time.monotonic() - t0 < 12:
             try:
                 c.send(b"x")  # over HTTP/2 a DATA frame of one byte
             except OSError:
@@ -165,7 +167,7 @@ def test_slow_body_is_closed_by_rate(gatling):
             if c.closed_within(0.2):
                 closed = True
                 break
-        assert closed, "a body at 5 bytes/s was held for 6 s under -B 100 -T 2"
+        assert closed, "a body at 5 bytes/s was held for 12 s under -B 100 -T 2"
     assert status(srv.port)["timeout_body"] >= 1
 
 
@@ -223,7 +225,11 @@ def test_connection_cap_answers_503(gatling):
     assert r.header("Retry-After"), r
     for c in held:
         c.close()
-    time.sleep(0.3)
+    # room again once the server has seen the closes: polled (a fixed 0.3 s
+    # can pass before a busy machine runs the loop, and the fetch gets a 503)
+    deadline = time.monotonic() + 10
+    while fetch(srv.port, "/f.txt").status == 503 and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert_ok(fetch(srv.port, "/f.txt"), F)
     assert status(srv.port)["refused_connection_cap"] >= 1
 
@@ -236,7 +242,7 @@ def test_max_requests_per_connection(gatling):
             assert_ok(r, F)
         if not H2:
             assert (r.header("Connection") or "").lower() == "close", r
-        assert c.closed_within(2)
+        assert c.closed_within(5)  # at once, not at -T 10
         if H2:
             assert c.goaway is not None, "closed without a GOAWAY"
     assert status(srv.port)["max_requests"] == 1
@@ -262,16 +268,19 @@ def quick_fetch_while(port, clients, what):
     assert took < 0.5, "a plain request took %.2f s during %s" % (took, what)
 
 
-def wrong_logins(gatling, args, secs, timeout):
+def wrong_logins(gatling, args, secs, timeout, before=None):
     """gatling with args over a directory protected by a slow hash, and enough
     clients sending wrong passwords (each a different one) for about secs of
-    hashing: (server, seconds per hash, clients)."""
+    hashing: (server, seconds per hash, clients).  before(server), if given,
+    runs once the server is up, before the clients."""
     t0 = time.process_time()
     h = slow_hash("right")
     one = max(time.process_time() - t0, 0.005)
     tree = {"f.txt": F, "prot": {".htaccess": ("realm\nalice:%s\n" % h).encode(),
                                  "x.txt": b"secret\n"}}
     srv = gatling(tree, args=args)
+    if before:
+        before(srv)
     clients = []
     for i in range(max(20, int(secs / one))):
         c = Client(srv.port, timeout=timeout)
@@ -299,21 +308,38 @@ def test_bad_logins_do_not_stall_the_loop(gatling):
     assert (st, body) == (200, b"secret\n")
 
 
+@serial  # the checks run at SCHED_IDLE: a busy machine starves them past -s (all 503)
 @http_only
-def test_job_past_the_head_deadline_is_503(gatling):
+def test_job_past_the_head_deadline_is_503(gatling, request):
     """A request whose password check waits for a thread longer than the head
     deadline (-s) is answered 503 with Retry-After, not dropped unanswered; the
-    others get their 401, and the server goes on."""
-    srv, _, clients = wrong_logins(gatling, ("-T", "10", "-s", "1", "-j", "1", "-b", "0", "-S"),
-                                   3, 30)  # about 3 s of hashing on the one thread
+    others get their 401, and the server goes on.  The 401 that shows a check
+    in time is answered is asked for alone, before the crowd.  Serial: the
+    threads run at SCHED_IDLE, and with the CPUs busy (make check's first
+    phase, or three `yes` beside it here) even a check alone passed -s 1, and
+    -s 2, in two runs of three (503).  On the first backend and its sanitizer
+    build only: the jobs and their 503 sit above io/ (the -s deadline is
+    test_connection_that_sends_nothing_gets_head_deadline's on every one),
+    and the serial phase is not spent on it five times."""
+    first_backend_only(request, ("test_job_past_the_head_deadline_is_503",),
+                       "the job queue's 503 sits above io/: the first backend runs it")
     codes = []
+
+    def alone(srv):
+        tok = base64.b64encode(b"alice:alone").decode()
+        r = fetch(srv.port, "/prot/x.txt", headers=["Authorization: Basic " + tok], timeout=30)
+        codes.append(r.status)
+
+    srv, _, clients = wrong_logins(gatling, ("-T", "10", "-s", "1", "-j", "1", "-b", "0", "-S"),
+                                   3, 30, before=alone)  # about 3 s of hashing on one thread
     for c in clients:
         r = c.read_response()
         codes.append(r.status)
         if r.status == 503:
             assert r.header("Retry-After") == "5", r
         c.close()
-    assert set(codes) <= {401, 503} and 503 in codes and 401 in codes, codes
+    assert codes[0] == 401, "a check alone, within -s 1: %s" % codes
+    assert set(codes) <= {401, 503} and 503 in codes[1:], codes
     assert_ok(fetch(srv.port, "/f.txt"), F)
     st = json.loads(fetch(srv.port, "/server-status?json").body)
     assert st["busy"] == codes.count(503), (st["busy"], codes)
@@ -381,7 +407,7 @@ def test_rate_limit_tarpits(gatling):
     with Client(srv.port, timeout=5) as c:
         c.send(b"GET /f.txt HTTP/1.1\r\nHost: x\r\n\r\n")
         t0 = time.monotonic()
-        assert c.closed_within(4), "a caught client was not closed after -T"
+        assert c.closed_within(8), "a caught client was not closed after -T"
         assert time.monotonic() - t0 > 1.0, "tarpitted means held until -T, not closed at once"
         assert not bytes(c.buf), "a caught client got an answer: %r" % bytes(c.buf[:100])
     st, _, body = fetch_from("127.0.0.3", srv.port, "/server-status?json")
@@ -394,7 +420,7 @@ def test_rate_limit_drops_with_T0(gatling):
         assert_ok(fetch(srv.port, "/f.txt"), F)
     with Client(srv.port, timeout=5) as c:
         c.send(b"GET /f.txt HTTP/1.1\r\nHost: x\r\n\r\n")
-        assert c.closed_within(1), "-T 0: a caught client is dropped at once"
+        assert c.closed_within(5), "-T 0: a caught client is dropped at once"
 
 
 def test_failed_logins_slow_down_and_repeat_is_remembered(gatling):
@@ -428,8 +454,9 @@ def test_error_log(gatling, tmp_path):
     srv = gatling({"f.txt": F, "bad": {".htaccess": {}, "x.txt": b"x\n"}},
                   args=("-T", "10", "-q", str(log)), check_fds=False)
     assert_status(fetch(srv.port, "/bad/x.txt"), 500)
-    deadline = time.monotonic() + 2
-    while time.monotonic() < deadline and not log.exists():
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (not log.exists() or
+                                           "/bad/x.txt" not in log.read_text()):
         time.sleep(0.05)
     text = log.read_text()
     assert ".htaccess check failed (peer 127.0.0.1) /bad/x.txt" in text, text
@@ -454,7 +481,13 @@ def test_error_log(gatling, tmp_path):
         s.close()
     text = log.read_text()
     assert "accept4() failed: Too many open files" in text, text
-    assert text.count("\n") <= 2 + 20 * 3, "not rate-limited: %d lines" % text.count("\n")
+    # at most 20 a second (ELOG_PER_SECOND), counted per second of the lines'
+    # own time: a total for three seconds failed when a busy machine took longer
+    per_second = {}
+    for line in text.splitlines():
+        if "accept4() failed" in line:
+            per_second[line[:20]] = per_second.get(line[:20], 0) + 1
+    assert max(per_second.values()) <= 20, "not rate-limited: %s" % per_second
 
 
 # --------------------------------------------------------------------------

@@ -123,9 +123,17 @@ def test_interrupt_cleans_up(tmp_path):
     import time
     p = subprocess.Popen([os.path.join(BDIR, "kb-manymap"), "-n", "5000000", "-d",
                           str(tmp_path)], stdout=subprocess.PIPE, text=True)
-    time.sleep(0.5)
+    # the header is flushed once the handler is set (kb.c): a fixed 0.5 s
+    # could end before that on a busy machine, and SIGINT would kill it
+    head = []
+    for line in p.stdout:
+        head.append(line)
+        if line.startswith("# RLIMIT_AS"):
+            break
+    time.sleep(0.3)
     p.send_signal(signal.SIGINT)
     out, _ = p.communicate(timeout=60)
+    out = "".join(head) + out
     assert p.returncode == 1 and "# interrupted at N=" in out, (p.returncode, out[-300:])
     assert os.listdir(tmp_path) == [], "left behind: %d entries" % len(os.listdir(tmp_path))
 

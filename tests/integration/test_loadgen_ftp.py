@@ -78,7 +78,7 @@ def xfer_lines(path):
     return [(w[6], int(w[7]), w[8], w[-1]) for w in rows if len(w) >= 18]
 
 
-def logged_since(srv, before, want, timeout=5.0):
+def logged_since(srv, before, want, timeout=15.0):
     """The transfer log's lines after the first `before`, once there are `want` of them (vsftpd
     writes a line as each transfer ends; give the last ones a moment)."""
     deadline = time.monotonic() + timeout
@@ -261,7 +261,7 @@ def test_epsv_download_of_a_fake_server(build):
                    "RETR": retr(5000)})
     try:
         rc, r, err = bench(build, "-c", 3, "-n", 9, srv.url())
-        deadline = time.monotonic() + 3  # the session threads read the last QUITs after bench left
+        deadline = time.monotonic() + 10  # the session threads read the last QUITs after bench left
         while srv.counts.get("QUIT", 0) < 9 and time.monotonic() < deadline:
             time.sleep(0.02)
     finally:

@@ -180,4 +180,4 @@ def test_bench_h3_silent_server(build):
         s.close()
     assert p.returncode == 1 and r["connects"] == 0 and r["requests"] == 0, (p.stderr, r)
     assert r["errors"]["ctimeout"] >= 1 and "unreachable" in p.stderr, (p.stderr, r)
-    assert took < 5, took
+    assert took < 10, took  # -t 1, not the hard cap (600 s); 10: a busy machine

@@ -276,7 +276,9 @@ def test_every_server_status_counter(gatling):
     assert page.total("gatling_requests_total") == st["requests"] + 1 == 4 + 2 * attempt
     assert page.total("gatling_transferred_bytes_total") > st["bytes"]
     assert page.get("gatling_gzip_paced_seconds_total") == st["gzip_paced_ms"] / 1000
-    assert abs(page.get("gatling_start_time_seconds") - (time.time() - st["uptime"])) <= 2
+    # uptime is whole seconds, and a busy machine may take a second between the
+    # status request and this line: 4 s of room, still far from any other clock
+    assert abs(page.get("gatling_start_time_seconds") - (time.time() - st["uptime"])) <= 4
     assert page.get("gatling_workers") == 1
 
 
@@ -362,7 +364,7 @@ def test_workers_summed(gatling):
     seen = []
 
     def exact(what):
-        deadline = time.monotonic() + 3
+        deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             time.sleep(0.15)
             _, page = scrape(srv.port)
@@ -380,9 +382,9 @@ def test_workers_summed(gatling):
     with open("/proc/%d/task/%d/children" % (srv.pid, srv.pid)) as f:
         kids = [int(x) for x in f.read().split()]
     assert len(kids) == 2, kids
-    time.sleep(0.4)  # the last scrape's count published by its worker
+    time.sleep(1.0)  # the last scrape's count published by its worker (0.1 s; a busy machine)
     os.kill(kids[0], signal.SIGKILL)
-    wait_for(lambda: any("restarting" in line for line in srv.errlog), 4, "the restart")
+    wait_for(lambda: any("restarting" in line for line in srv.errlog), 15, "the restart")
     exact("after a worker was killed and replaced")
 
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import end_upgrades, gone, wait_for
+from conftest import end_upgrades, gone, tcp_listening, wait_for
 from conftest import (http_only, IO_TIMEOUT, assert_status, client_tls_context, fetch,
                       free_port, make_docroot, recv_to_eof, running_server, start_server)
 from conftest import test_pki as pki_dir  # not test_*: pytest would collect it
@@ -45,7 +45,7 @@ def get(port, path="/f.txt", host="127.0.0.1", family=socket.AF_INET):
         return recv_to_eof(s)
 
 
-def get_once_listening(port, timeout=5, **kw):
+def get_once_listening(port, timeout=15, **kw):
     """get(), retried while the port refuses connections: whoever listens
     (systemd-socket-activate) may not have bound it yet."""
     deadline = time.monotonic() + timeout
@@ -188,7 +188,7 @@ def test_readiness_notification(gatling, tmp_path, abstract, workers):
             else str(tmp_path / "notify"))
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     sock.bind("\0" + name[1:] if abstract else name)
-    sock.settimeout(5)
+    sock.settimeout(15)
     try:
         srv = gatling(args=("-n", "-W", str(workers)), env={"NOTIFY_SOCKET": name},
                       check_fds=False)
@@ -253,12 +253,12 @@ def test_upgrade_under_load_loses_nothing(build, tmp_path, workers, proto):
         for round in range(2):
             mark = len(srv.errlog)
             os.kill(pids[-1], signal.SIGUSR2)
-            pid = wait_for(lambda: new_pid(srv, mark), 5, "the new process")
+            pid = wait_for(lambda: new_pid(srv, mark), 15, "the new process")
             wait_for(lambda: any("pid %d serves" % pid in l for l in srv.errlog[mark:]), 10,
                      "the new process serving")
             old = pids[-1]
             pids.append(pid)
-            wait_for(lambda: gone(old), 5, "the old process (pid %d) draining and exiting" % old)
+            wait_for(lambda: gone(old), 15, "the old process (pid %d) draining and exiting" % old)
             time.sleep(0.5)
         assert srv.process.wait(1) == 0, "the first process's exit status"
         r1, r2 = bench_result(ka), bench_result(one)
@@ -268,7 +268,7 @@ def test_upgrade_under_load_loses_nothing(build, tmp_path, workers, proto):
             assert r["protocol"] == ("h2" if h2 else "http/1.1"), (name, r["protocol"])
         assert_status(fetch(srv.port, "/f.txt"), 200, "from the last new process")
         os.kill(pids[-1], signal.SIGTERM)
-        wait_for(lambda: gone(pids[-1]), 5, "the last process stopping on SIGTERM")
+        wait_for(lambda: gone(pids[-1]), 15, "the last process stopping on SIGTERM")
         text = "\n".join(srv.errlog)
         assert "AddressSanitizer" not in text and "runtime error" not in text, text
     finally:
@@ -295,7 +295,7 @@ def test_failed_upgrade_keeps_the_old_one(build, tmp_path):
             f.write("#!/bin/sh\necho 'broken binary' >&2\nexit 3\n")
         os.chmod(exe, 0o755)
         srv.send_signal(signal.SIGUSR2)
-        wait_for(lambda: any("the new process failed" in l for l in srv.errlog), 5,
+        wait_for(lambda: any("the new process failed" in l for l in srv.errlog), 15,
                  "the old process noticing")
         assert any("broken binary" in l for l in srv.errlog), srv.errlog
         assert_status(fetch(srv.port, "/f.txt"), 200, "after a failed upgrade")
@@ -316,19 +316,19 @@ def test_upgrade_keeps_relative_paths(build, tmp_path):
         mark = len(srv.errlog)
         os.kill(srv.pid, signal.SIGUSR2)
         if os.geteuid() == 0:  # -c as root chroots: the binary is out of sight
-            wait_for(lambda: any("impossible: chrooted" in l for l in srv.errlog[mark:]), 5,
+            wait_for(lambda: any("impossible: chrooted" in l for l in srv.errlog[mark:]), 15,
                      "the refusal")
             r = get(srv.port)
             assert r.endswith(b"relative\n"), r
             os.kill(srv.pid, signal.SIGTERM)
             assert srv.process.wait(5) == 0
             return
-        pid = wait_for(lambda: new_pid(srv, mark), 5, "the new process")
-        wait_for(lambda: gone(srv.pid), 5, "the old process exiting")
+        pid = wait_for(lambda: new_pid(srv, mark), 15, "the new process")
+        wait_for(lambda: gone(srv.pid), 15, "the old process exiting")
         r = get(srv.port)
         assert r.endswith(b"relative\n"), r
         os.kill(pid, signal.SIGTERM)
-        wait_for(lambda: gone(pid), 5, "the new process stopping")
+        wait_for(lambda: gone(pid), 15, "the new process stopping")
         with open(tmp_path / "access.log") as f:
             assert "GET /f.txt" in f.read()
     finally:
@@ -350,12 +350,15 @@ def test_drain_answers_a_request_already_on_its_way(gatling, sig):
     first = s.recv(65536)
     assert first.startswith(b"HTTP/1.1 200") and b"Connection: close" not in first, first
     srv.send_signal(sig)
-    time.sleep(0.2)  # the keep-alive connection is idle while the server starts draining
+    # the keep-alive connection is idle while the server starts draining: the
+    # listener's close is looked for, not a fixed 0.2 s, which a busy machine
+    # can spend before the handler runs (the request then gets a keep-alive answer)
+    wait_for(lambda: not tcp_listening(srv.port), 10, "the drain begun (listener closed)")
     s.sendall(b"GET /f.txt HTTP/1.1\r\nHost: x\r\n\r\n")
     data = recv_to_eof(s)
     assert data.startswith(b"HTTP/1.1 200") and b"Connection: close" in data, data
     s.close()
-    wait_for(lambda: not srv.alive(), 3, "exit after the drain")
+    wait_for(lambda: not srv.alive(), 15, "exit after the drain")
 
 
 @http_only
@@ -366,9 +369,10 @@ def test_drain_closes_idle_connections_after_a_grace(gatling):
     assert s.recv(65536).startswith(b"HTTP/1.1 200")
     t0 = time.monotonic()
     srv.send_signal(signal.SIGHUP)
-    s.settimeout(5)
+    s.settimeout(15)
     assert s.recv(100) == b"", "an idle connection is closed, without a response"
     took = time.monotonic() - t0
-    assert 0.5 < took < 3, "closed after %.2f s, want about 1 s" % took
+    # the grace is 1 s; -T 30 would be the alternative (8: a busy machine)
+    assert 0.5 < took < 8, "closed after %.2f s, want about 1 s" % took
     s.close()
-    wait_for(lambda: not srv.alive(), 3, "exit after the drain")
+    wait_for(lambda: not srv.alive(), 15, "exit after the drain")

@@ -406,7 +406,7 @@ def test_silent_backend_is_504(gatling):
         r = fetch(srv.port, "/app/x", timeout=10)
         took = time.monotonic() - t0
         assert r.status == 504, r
-        assert 0.8 < took < 5, took
+        assert 0.8 < took < 8, took  # -Q 1; 8: a busy machine, below fetch's 10
         assert status_counters(srv)["backend_504"] == 1
     finally:
         lst.close()
@@ -525,11 +525,12 @@ def test_bodiless_statuses(gatling):
                  b"HTTP/1.1 204 No Content\r\n\r\n"):
         lst = one_shot_backend(head)
         try:
-            srv = proxied(gatling, ["127.0.0.1/%d/^/app/" % lst.getsockname()[1]], ("-Q", "5"))
+            srv = proxied(gatling, ["127.0.0.1/%d/^/app/" % lst.getsockname()[1]], ("-Q", "30"))
             t0 = time.monotonic()
-            r = fetch(srv.port, "/app/x")
+            r = fetch(srv.port, "/app/x", timeout=20)
             assert r.status in (304, 204) and r.body == b"", r
-            assert time.monotonic() - t0 < 2, "waited for a body that never comes"
+            # at once, not at -Q 30 (10: room for a busy machine)
+            assert time.monotonic() - t0 < 10, "waited for a body that never comes"
         finally:
             lst.close()
 
@@ -690,7 +691,7 @@ def test_fastcgi_php(gatling, php_fpm):
     assert env["HTTP_X_TEST"] == "yes" and env["REMOTE_ADDR"] == "127.0.0.1", env
     assert env["HTTPS"] == ("on" if TLS else ""), env
     assert b"php-stderr-marker" not in r.body
-    wait_for(lambda: "php-stderr-marker" in srv.stderr_text(), 3, "stderr in the error log")
+    wait_for(lambda: "php-stderr-marker" in srv.stderr_text(), 15, "stderr in the error log")
     body = b"field=" + b"v" * 200000
     r = fetch(srv.port, "/env.php", method="POST", body=body,
               headers=[("Content-Length", str(len(body))),
@@ -728,7 +729,8 @@ def test_fastcgi_more_requests_than_processes(gatling, php_fpm):
             t.join(30)
         assert results == [200] * 6, (wave, results)
     # 18 requests of 0.3 s on 2 processes: 2.7 s; starved ones would wait for -Q
-    assert time.monotonic() - t0 < 12, time.monotonic() - t0
+    # (20 s; 16: room for a busy machine)
+    assert time.monotonic() - t0 < 16, time.monotonic() - t0
 
 
 def test_scgi(gatling, scgi_server):
@@ -778,7 +780,7 @@ def test_body_without_length_to_fastcgi_and_scgi(gatling, php_fpm, scgi_server):
     # 8.1; the access log has the 413 and its bytes)
     code, out, err = post("/env.php", b"y" * ((1 << 20) + 1), "--http1.1")
     assert code == 413, (code, out[:300], err, srv.log[-2:])
-    wait_for(lambda: any('"POST /env.php HTTP/1.1" 413 ' in l for l in srv.log), 3,
+    wait_for(lambda: any('"POST /env.php HTTP/1.1" 413 ' in l for l in srv.log), 15,
              "the 413 in the access log")
     assert status_counters(srv)["backend_unsized"] == 1
     assert fetch(srv.port, "/index.html").status == 200

@@ -20,7 +20,7 @@ import time
 import pytest
 
 import conftest
-from conftest import SCHEME, Client, client_tls_context, close_all_clients, free_port
+from conftest import SCHEME, Client, client_tls_context, close_all_clients, free_port, wait_for
 
 PROXY_ADDR = "127.0.0.2"  # the trusted proxy
 V2_SIG = b"\r\n\r\n\x00\r\nQUIT\n"
@@ -95,6 +95,13 @@ def last_log_host(srv, n):
 @pytest.fixture
 def psrv(gatling):
     return gatling(TREE, args=BASE + ("-s", "2"))
+
+
+@pytest.fixture
+def patient(gatling):
+    """psrv with -s 30: a close "at once" is told from a close at a deadline
+    (-T 10 the first) by a bound of seconds, which a busy machine keeps."""
+    return gatling(TREE, args=BASE + ("-s", "30"))
 
 
 # -- the header's forms ----------------------------------------------------
@@ -198,21 +205,20 @@ MALFORMED = [
 
 
 @pytest.mark.parametrize("header", MALFORMED, ids=range(len(MALFORMED)))
-def test_malformed_closed_and_counted(psrv, header):
-    with ProxiedClient(psrv.port, None, tls=False) as c:
+def test_malformed_closed_and_counted(patient, header):
+    with ProxiedClient(patient.port, None, tls=False) as c:
         c.send(header + b"GET /f.txt HTTP/1.1\r\nHost: x\r\n\r\n")
-        t = c.assert_closed(2.0, "after a malformed PROXY header")
-        assert t < 1.0
+        c.assert_closed(5.0, "after a malformed PROXY header (at once, not at -T 10)")
         assert not c.buf, "an answer to a malformed header: %r" % bytes(c.buf)
-    assert status(psrv)["proxy_malformed"] == 1
-    assert not psrv.wait_log(2, timeout=0.2)[1:], psrv.log
+    assert status(patient)["proxy_malformed"] == 1
+    assert not patient.wait_log(2, timeout=0.2)[1:], patient.log
 
 
 def test_truncated_closed_and_counted(psrv):
     for header in (v1()[:20], v2()[:10], v2()[:20]):
         with ProxiedClient(psrv.port, header, tls=False) as c:
             c.sock.shutdown(socket.SHUT_WR)
-            c.assert_closed(2.0, "after half a header and EOF")
+            c.assert_closed(5.0, "after half a header and EOF")
     assert status(psrv)["proxy_malformed"] == 3
 
 
@@ -221,22 +227,23 @@ def test_slow_header_closed_at_head_deadline(psrv):
     t0 = time.monotonic()
     c1 = ProxiedClient(psrv.port, v2()[:17], tls=False)
     c2 = ProxiedClient(psrv.port, b"PROXY TCP4 1.2.3.4", tls=False)
-    c1.assert_closed(4.0, "with a v2 header incomplete past -s")
-    c2.assert_closed(1.0, "with a v1 header incomplete past -s")
-    assert 1.5 < time.monotonic() - t0 < 4.0
+    c1.assert_closed(8.0, "with a v2 header incomplete past -s")
+    c2.assert_closed(3.0, "with a v1 header incomplete past -s")
+    assert 1.5 < time.monotonic() - t0 < 8.0  # -s 2, not -T 10
     st = status(psrv)
     assert st["proxy_timeout"] == 2 and st["proxy_malformed"] == 0
 
 
-def test_untrusted_source_closed_and_counted(psrv):
-    """From outside -Y: closed at once, nothing read, nothing answered."""
-    with ProxiedClient(psrv.port, None, source="127.0.0.1", tls=False) as c:
+def test_untrusted_source_closed_and_counted(patient):
+    """From outside -Y: closed at once (not at a deadline: -s 30, -T 10),
+    nothing read, nothing answered."""
+    with ProxiedClient(patient.port, None, source="127.0.0.1", tls=False) as c:
         c.send(v1() + b"GET /f.txt HTTP/1.1\r\nHost: x\r\n\r\n")  # one segment
-        assert c.assert_closed(2.0, "from an untrusted address") < 1.0
+        c.assert_closed(5.0, "from an untrusted address")
         assert not c.buf
-    with ProxiedClient(psrv.port, None, source="127.0.0.1", tls=False) as c:
-        c.assert_closed(2.0, "from an untrusted address, silent")
-    assert status(psrv)["proxy_untrusted"] == 2
+    with ProxiedClient(patient.port, None, source="127.0.0.1", tls=False) as c:
+        c.assert_closed(5.0, "from an untrusted address, silent")
+    assert status(patient)["proxy_untrusted"] == 2
 
 
 def test_listener_not_marked_takes_no_header(gatling):
@@ -276,7 +283,7 @@ def test_rate_limit_sees_carried_address(gatling):
         assert through(srv, v1(src="192.0.2.50")).status == 200
     with ProxiedClient(srv.port, v1(src="192.0.2.50")) as c:
         c.send(b"GET /f.txt HTTP/1.1\r\nHost: x\r\n\r\n")
-        c.assert_closed(2.0, "over -A")
+        c.assert_closed(5.0, "over -A")
         assert not c.buf
     assert through(srv, v1(src="192.0.2.51")).status == 200
     assert status(srv)["rate_limited"] == 1
@@ -290,7 +297,7 @@ def test_conn_cap_sees_carried_address(gatling):
         assert c1.request("/f.txt").status == 200
         if SCHEME == "https":
             c2 = ProxiedClient(srv.port, v2(src="192.0.2.60"), tls=False)
-            c2.assert_closed(2.0, "over -K (HTTPS: closed)")
+            c2.assert_closed(5.0, "over -K (HTTPS: closed)")
         else:
             with ProxiedClient(srv.port, v2(src="192.0.2.60")) as c2:
                 r = c2.read_response()
@@ -365,7 +372,7 @@ def test_status_page_sees_carried_address(psrv):
     assert through(psrv, v2(cmd=0), "/server-status?json").status == 200  # LOCAL: 127.0.0.2
 
 
-def _wait_health(port, want, timeout=2.0):
+def _wait_health(port, want, timeout=10.0):
     deadline = time.monotonic() + timeout
     while True:
         with Client(port) as c:
@@ -389,7 +396,7 @@ def test_workers_drain_grace(gatling):
         with Client(srv.port) as c:
             assert c.request("/healthz").status == 503
             assert c.request("/f.txt").status == 200
-    assert srv.process.wait(5) == 0
+    assert srv.process.wait(15) == 0
     assert time.monotonic() - t0 > 0.9
     srv.join()
 
@@ -417,7 +424,7 @@ def test_drain_grace(gatling):
     while time.monotonic() - t0 < 1.5:
         assert keep.request("/f.txt").status == 200  # served as before, kept alive
         time.sleep(0.2)
-    deadline = t0 + 4
+    deadline = t0 + 8  # -g 2; 8: room for a busy machine, below -T 10
     refused = False
     while time.monotonic() < deadline and not refused:
         try:
@@ -425,7 +432,7 @@ def test_drain_grace(gatling):
             time.sleep(0.1)
         except ConnectionRefusedError:
             refused = True
-    assert refused, "the listener is still open 4 s after SIGTERM with -g 2"
+    assert refused, "the listener is still open 8 s after SIGTERM with -g 2"
     assert time.monotonic() - t0 > 1.8, "the listener closed before the grace ended"
     assert srv.alive(), "exited with a response in flight"
     r = slow.read_response(timeout=10)
@@ -441,9 +448,16 @@ def test_no_grace_closes_at_once(gatling):
     """Without -g (0), SIGHUP closes the listener at once, as before."""
     srv = gatling(TREE, args=("-T", "10", "-k", "/healthz"))
     srv.send_signal(signal.SIGHUP)
-    time.sleep(0.3)
-    with pytest.raises(ConnectionRefusedError):
-        socket.create_connection(("127.0.0.1", srv.port), timeout=1).close()
+
+    def refused():
+        try:
+            socket.create_connection(("127.0.0.1", srv.port), timeout=1).close()
+            return False
+        except ConnectionRefusedError:
+            return True
+    # polled, not one look after 0.3 s: a busy machine may take longer to
+    # run the handler (a grace would keep it open for seconds)
+    wait_for(refused, 3, "the listener closed after SIGHUP without -g")
     assert srv.process.wait(5) == 0
     srv.join()
 
@@ -471,7 +485,7 @@ def test_no_grace_closes_at_once(gatling):
     (("-g", "3601"), "-g 3601"),
 ])
 def test_bad_options(build, args, msg):
-    p = subprocess.run([build.binary] + list(args), capture_output=True, text=True, timeout=5)
+    p = subprocess.run([build.binary] + list(args), capture_output=True, text=True, timeout=20)
     assert p.returncode == 2, (args, p.stderr)
     assert msg in p.stderr, p.stderr
 
@@ -540,8 +554,10 @@ def test_through_haproxy_send_proxy_v2(gatling, tmp_path):
         hosts = {ln.split(" ")[0] for ln in srv.wait_log(3) if "/f.txt" in ln}
         assert hosts == {"127.0.0.3"}, srv.log
         time.sleep(0.6)  # a few health checks, over PROXY v2 LOCAL: haproxy's own address
-        checks = [ln for ln in srv.log if "/healthz" in ln]
-        assert checks and all(ln.split(" ")[0] == "127.0.0.1" for ln in checks), srv.log
+        # (waited for as well: a busy machine may run haproxy's 200 ms checks late)
+        checks = wait_for(lambda: [ln for ln in srv.log if "/healthz" in ln], 10,
+                          "haproxy's health checks in the access log")
+        assert all(ln.split(" ")[0] == "127.0.0.1" for ln in checks), srv.log
         assert all('" 200 ' in ln for ln in checks), checks
     finally:
         hp.terminate()
@@ -559,7 +575,7 @@ def _marked(port, tls=None):
         assert c.request("/f.txt").status == 200
     with ProxiedClient(port, None, tls=False) as c:
         c.send(b"GET /f.txt HTTP/1.1\r\nHost: x\r\n\r\n")
-        c.assert_closed(2.0, "a request without a PROXY header")
+        c.assert_closed(5.0, "a request without a PROXY header")
         assert not c.buf
 
 

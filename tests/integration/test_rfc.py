@@ -32,7 +32,7 @@ def test_header_names_case_insensitive(srv):
         c.send(b"GET /f.txt HTTP/1.1\r\nhOsT: x\r\ncONNECTION: CLOSE\r\n\r\n")
         r = c.read_response()
         assert r.status == 200, r
-        c.assert_closed(2, "after 'cONNECTION: CLOSE'")
+        c.assert_closed(5, "after 'cONNECTION: CLOSE'")
 
 
 @h1_only("Connection: close")
@@ -41,7 +41,7 @@ def test_connection_token_list(srv):
     with Client(srv.port) as c:
         r = c.request("/f.txt", headers=["Connection: foo, close"])
         assert r.status == 200, r
-        c.assert_closed(2, "after 'Connection: foo, close'")
+        c.assert_closed(5, "after 'Connection: foo, close'")
 
 
 @h1_only("the HTTP/1.1 parser")

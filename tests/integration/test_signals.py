@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import H2, TEXT, Client, build_request, h1_only
+from conftest import H2, TEXT, Client, build_request, h1_only, tcp_listening, wait_for
 
 HUGE = 50 << 20
 
@@ -49,6 +49,13 @@ def check_download(r, sha):
     return r
 
 
+def wait_not_listening(port, what):
+    """The server has run its signal handler: its listener is closed.  Polled
+    (a busy machine may take longer than a fixed pause of 0.3 s), then
+    assert_not_accepting proves it from the outside."""
+    wait_for(lambda: not tcp_listening(port), 10, "%s: the listener closed" % what)
+
+
 def assert_not_accepting(port, what):
     """After the signal: connect refused, or closed without any response."""
     s = socket.socket()
@@ -61,7 +68,7 @@ def assert_not_accepting(port, what):
     try:
         s.sendall(build_request("/f.txt"))
         data = b""
-        deadline = time.monotonic() + 1.5
+        deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
             s.settimeout(deadline - time.monotonic())
             chunk = s.recv(4096)
@@ -73,7 +80,7 @@ def assert_not_accepting(port, what):
                         "neither answered nor closed: the listener is still open" % what)
         assert not data, "%s: a new connection was served:\n%r" % (what, data[:300])
     except socket.timeout:
-        pytest.fail("%s: a new connection was neither refused nor closed within 1.5 s "
+        pytest.fail("%s: a new connection was neither refused nor closed within 5 s "
                     "(listener still open?)" % what)
     except (ConnectionResetError, BrokenPipeError):
         pass
@@ -81,7 +88,7 @@ def assert_not_accepting(port, what):
         s.close()
 
 
-def expect_exit(srv, timeout=5.0):
+def expect_exit(srv, timeout=15.0):
     """The server exits on its own: status 0, clean stderr."""
     try:
         srv.process.wait(timeout)
@@ -103,13 +110,13 @@ def test_sigterm_completes_inflight_response(gatling, huge_tree):
     srv = gatling(docroot=root, args=("-T", "30"))
     c = start_slow_download(srv)
     srv.send_signal(signal.SIGTERM)
-    time.sleep(0.3)
+    wait_not_listening(srv.port, "after SIGTERM")
     assert srv.alive(), "server exited on SIGTERM with a response in flight"
     assert_not_accepting(srv.port, "after SIGTERM")
     finish_download(c, sha)
     # the client keeps its end open: once the response is done the server must
     # close this (now idle) connection itself and exit, not wait for -T 30
-    c.assert_closed(3, "after the in-flight response completed during SIGTERM shutdown")
+    c.assert_closed(10, "after the in-flight response completed during SIGTERM shutdown")
     expect_exit(srv)
 
 
@@ -119,17 +126,17 @@ def test_sigterm_idle_keepalive_exits(gatling):
     assert c.request("/f.txt").status == 200
     t0 = time.monotonic()
     srv.send_signal(signal.SIGTERM)
-    c.assert_closed(3, "idle keep-alive connection after SIGTERM")
-    expect_exit(srv, 3)
-    assert time.monotonic() - t0 < 3
+    c.assert_closed(10, "idle keep-alive connection after SIGTERM")
+    expect_exit(srv, 10)
+    assert time.monotonic() - t0 < 10  # not -T 30
 
 
 def test_sigterm_idle_server_exits_fast(gatling):
     srv = gatling(args=("-T", "30"))
     t0 = time.monotonic()
     srv.send_signal(signal.SIGTERM)
-    expect_exit(srv, 2)
-    assert time.monotonic() - t0 < 2
+    expect_exit(srv, 10)
+    assert time.monotonic() - t0 < 10  # not -T 30
 
 
 def test_sighup_idle_keepalive(gatling):
@@ -137,10 +144,10 @@ def test_sighup_idle_keepalive(gatling):
     c = Client(srv.port)
     assert c.request("/f.txt").status == 200
     srv.send_signal(signal.SIGHUP)
-    c.assert_closed(3, "idle keep-alive connection after SIGHUP (with -T 30)")
+    c.assert_closed(10, "idle keep-alive connection after SIGHUP (with -T 30)")
     assert c.buf == b""
     assert_not_accepting(srv.port, "after SIGHUP")
-    expect_exit(srv, 3)
+    expect_exit(srv, 10)
 
 
 def test_sighup_waits_for_inflight(gatling, huge_tree):
@@ -150,14 +157,14 @@ def test_sighup_waits_for_inflight(gatling, huge_tree):
     assert idle.request("/f.txt").status == 200
     c = start_slow_download(srv)
     srv.send_signal(signal.SIGHUP)
-    time.sleep(0.3)
+    wait_not_listening(srv.port, "after SIGHUP")
     assert_not_accepting(srv.port, "after SIGHUP")
-    idle.assert_closed(3, "idle keep-alive connection after SIGHUP")
+    idle.assert_closed(10, "idle keep-alive connection after SIGHUP")
     assert srv.alive(), "server exited after SIGHUP with a response in flight"
     finish_download(c, sha)
     # once this response is done, the connection is idle: the server closes it
     # and exits (not waiting for the client or for -T 30)
-    c.assert_closed(3, "after the in-flight response completed during SIGHUP shutdown")
+    c.assert_closed(10, "after the in-flight response completed during SIGHUP shutdown")
     expect_exit(srv)
 
 
@@ -182,7 +189,7 @@ def test_sighup_next_request_after_a_keepalive_response(gatling, huge_tree):
     r = c.read_response()
     assert r.status == 200 and r.body == TEXT, r
     assert "close" in r.tokens("connection"), r.headers
-    c.assert_closed(3, "after the answer with Connection: close")
+    c.assert_closed(10, "after the answer with Connection: close")
     expect_exit(srv)
 
 

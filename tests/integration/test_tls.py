@@ -381,6 +381,10 @@ def test_ciphers_option(gatling, pki, build, tmp_path):
 
 
 def test_not_tls_on_the_tls_port_closes_fast(gatling, pki):
+    """Bytes that are no TLS record end the connection when they are read,
+    not at the handshake deadline (-s 10, the default) or -T 10.  The bound
+    is 5 s, not 1: make check's busy first phase took 1.13 s for such a close
+    (closed_without_handshake, on the sanitizer build)."""
     srv = gatling(args=tls_args(pki))
     port = https_port(srv)
     for junk in (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", b"\x00" * 64, b"SSH-2.0-x\r\n"):
@@ -391,7 +395,7 @@ def test_not_tls_on_the_tls_port_closes_fast(gatling, pki):
                 assert s.recv(100) == b""
             except ConnectionResetError:
                 pass
-            assert time.monotonic() - t < 1.0
+            assert time.monotonic() - t < 5.0
     assert wait_status(srv, "tls_not_tls", 3) == 3
 
 
@@ -412,14 +416,14 @@ def test_garbage_and_truncated_hellos(gatling, pki):
     with socket.create_connection(("127.0.0.1", port), timeout=IO_TIMEOUT) as s:
         s.sendall(hello[:len(hello) // 2])
         t = time.monotonic()
-        s.settimeout(6)
+        s.settimeout(12)
         try:
             while s.recv(100):
                 pass
         except ConnectionResetError:
             pass
         took = time.monotonic() - t
-    assert 1.5 < took < 4.0, took
+    assert 1.5 < took < 8.0, took  # -s 2; not -T 10 (8: room for a busy machine)
     st = status(srv)
     assert st["tls_failed"] >= 1 and st["timeout_handshake"] >= 1, st
     rc, out, err = curl(pki, port)  # and it still serves
@@ -457,8 +461,10 @@ def test_client_silent_after_the_server_flight(gatling, pki, version):
     """A client sends its whole ClientHello, takes the server's whole flight
     (it has verified the certificate and could answer), and then says
     nothing: the server closes it at the handshake deadline (-s, from the
-    accept), counts it in timeout_handshake, and serves others meanwhile."""
-    srv = gatling({"f.txt": "hello\n"}, args=tls_args(pki, "-s", "2"))
+    accept), counts it in timeout_handshake, and serves others meanwhile.
+    -s 5: each other client must be served in well under it (3 s: room for a
+    sanitizer build on a busy machine, which -s 2 and 1.5 s did not leave)."""
+    srv = gatling({"f.txt": "hello\n"}, args=tls_args(pki, "-s", "5"))
     port = https_port(srv)
     ctx = ssl.create_default_context(cafile=pki + "/ca.pem")
     v = ssl.TLSVersion.TLSv1_3 if version == "1.3" else ssl.TLSVersion.TLSv1_2
@@ -489,15 +495,15 @@ def test_client_silent_after_the_server_flight(gatling, pki, version):
         t = time.monotonic()
         rc, body, err = curl(pki, port)
         assert rc == 0 and body == "hello\n\n200 1.1", err
-        assert time.monotonic() - t < 1.5
-    s.settimeout(6)
+        assert time.monotonic() - t < 3.0
+    s.settimeout(12)
     try:
         assert s.recv(100) == b""  # closed: no alert, nothing more
     except ConnectionResetError:
         pass
     took = time.monotonic() - t0
     s.close()
-    assert 1.5 < took < 4.0, took
+    assert 4.5 < took < 9.5, took  # -s 5; not -T 10
     st = status(srv)
     assert st["timeout_handshake"] == 1 and st["tls_failed"] == 0, st
     assert st["tls_handshakes"] == 3 and st["https_connections"] == 0, st
@@ -589,14 +595,14 @@ def test_rate_limit_tarpits_on_the_tls_port(gatling, pki):
                          server_hostname="localhost") as s:
         s.sendall(b"GET /f.txt HTTP/1.1\r\nHost: localhost\r\n\r\n")
         t = time.monotonic()
-        s.settimeout(5)
+        s.settimeout(12)
         try:
             data = s.recv(4096)
         except (ConnectionResetError, ssl.SSLEOFError):
             data = b""
         took = time.monotonic() - t
     assert data == b"", "a caught client got an answer: %r" % data[:100]
-    assert 1.0 < took < 4.0, "tarpitted means held until -T (2 s): %.1f s" % took
+    assert 1.0 < took < 8.0, "tarpitted means held until -T (2 s): %.1f s" % took
     st = status(srv, source="127.0.0.3")
     assert st["rate_limited"] == 1 and st["tls_handshakes"] == 6, st
 
@@ -775,11 +781,11 @@ def test_periodic_check_serves_a_renewed_certificate(gatling, pki, tmp_path):
          ["localhost"], days=20)
     t = time.monotonic()
     while "subject=CN = renewed" not in s_client(port, "-servername", "localhost"):
-        assert time.monotonic() - t < 4, "the renewed certificate was not picked up"
+        assert time.monotonic() - t < 12, "the renewed certificate was not picked up"
         time.sleep(0.2)
     # the log line may trail the new certificate (stderr is read by a thread)
     while not any("certificates reloaded" in l for l in srv.errlog):
-        assert time.monotonic() - t < 6, srv.errlog
+        assert time.monotonic() - t < 15, srv.errlog
         time.sleep(0.05)
     old.sendall(req)  # the connection of before: still open, still the old certificate
     assert b"200 OK" in old.recv(4096)
@@ -814,11 +820,13 @@ def test_ticket_key_rotation(gatling, pki, tmp_path, version):
     with the key of one period still resumes early in the next (the previous
     key is kept for decryption), and the resumption hands out a new ticket
     made with the new key, the key a full handshake now gets too, whose
-    tickets resume in turn."""
-    period = 4
+    tickets resume in turn.  A period of 8 s leaves the resumption 3.3-3.8 s
+    (4 s left 1.3-1.8 s: two s_client runs against a sanitizer build on a
+    busy machine)."""
+    period = 8
     srv = gatling(args=tls_args(pki), env={"GATLING_TEST_TICKET_PERIOD": str(period)})
     port = https_port(srv)
-    assert any("GATLING_TEST_TICKET_PERIOD=4" in l for l in srv.errlog)
+    assert any("GATLING_TEST_TICKET_PERIOD=%d" % period in l for l in srv.errlog)
     # the ticket is made in the second half of a period, so that the next
     # period begins well within its lifetime
     while not period / 2 <= time.time() % period < period / 2 + 0.5:
@@ -830,7 +838,7 @@ def test_ticket_key_rotation(gatling, pki, tmp_path, version):
     assert "New, TLS" in out, out
     old_key = ticket_keys(out)
     assert len(old_key) == 1, out
-    time.sleep((int(made // period) + 1) * period - time.time() + 0.2)  # the next period
+    time.sleep(max(0, (int(made // period) + 1) * period - time.time() + 0.2))  # the next period
     # TLS 1.3 sends the renewed ticket after the handshake: wait for it; 1.2
     # sends it inside the handshake, and s_client writes no file for a renewal
     renewed = {"ticket": str(tmp_path / "s1b")} if version == "-tls1_3" else {"sleep": 0.3}
@@ -1082,7 +1090,7 @@ def test_bench_over_https(gatling, pki, build):
     assert p.returncode == 0 and j["connects"] == 100 and j["handshake_us"]["count"] == 100
     # a --connect-only client closes as it sends its Finished: the server may
     # read the last one after the status request, which comes on another socket
-    st = wait_for(lambda: (lambda st: st["tls_handshakes"] >= 354 and st)(status(srv)), 3,
+    st = wait_for(lambda: (lambda st: st["tls_handshakes"] >= 354 and st)(status(srv)), 10,
                   "every handshake counted")
     assert st["tls_failed"] == 0, st
     # a plain-HTTP port given an https URL: counted as tls errors, not a hang

@@ -295,42 +295,68 @@ static int64_t time_to_read(int fd, unsigned char *out, size_t n, int64_t t0)
 }
 
 /*
+ * One send of variant's batch over a fresh TCP pair: the milliseconds until
+ * the client has all of it (-1: wrong bytes or none); *what names it.
+ */
+static int64_t nodelay_round(int variant, const char **what)
+{
+    static const char hdr[] = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n";
+    int srv, cli, f = tmpfile_of(1000);
+    *what = "headers + body buffers";
+    if (f < 0)
+        return -1;
+    if (tcp_pair(&srv, &cli) < 0) {
+        close(f);
+        return -1;
+    }
+    gio_batch_t b;
+    expect_t e = {0};
+    gio_batch_init(&b);
+    add_buf(&b, &e, hdr, sizeof hdr - 1);
+    if (variant == 0) {
+        add_buf(&b, &e, "hello", 5);
+    } else if (variant == 1) {
+        add_file(&b, &e, f, 10, 300, 0);
+        *what = "headers buffer + file range";
+    } else {
+        add_file(&b, &e, f, 10, 300, 0);
+        add_buf(&b, &e, "\r\n0\r\n\r\n", 7);
+        *what = "headers + file range + trailer buffer";
+    }
+    unsigned char out[2048];
+    int64_t t0 = now_ms();
+    long r = gio_batch_send(&b, srv, 0);
+    int64_t dt = time_to_read(cli, out, e.n, t0);
+    if (r != (long)e.n || memcmp(out, e.p, e.n) != 0)
+        dt = -1;
+    gio_batch_free(&b);
+    free(e.p);
+    close(f), close(srv), close(cli);
+    return dt;
+}
+
+/*
  * A response leaves at once over real TCP: not left corked or held by
  * MSG_MORE (catches libowfat's iob_send, where the client waits 200 ms).
+ * The least of up to three rounds is judged: a busy machine (make check's
+ * parallel passes) can delay the reader's wakeup past 100 ms once, while a
+ * corked send waits its 200 ms every time.
  */
 static void test_tcp_nodelay(void)
 {
-    static const char hdr[] = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n";
     for (int variant = 0; variant < 3; variant++) {
-        int srv, cli, f = tmpfile_of(1000);
-        if (tcp_pair(&srv, &cli) < 0 || f < 0) {
-            ok(0, "TCP loopback pair: %s", strerror(errno));
-            return;
+        const char *what;
+        int64_t best = -1;
+        for (int round = 0; round < 3 && (best < 0 || best >= 100); round++) {
+            int64_t dt = nodelay_round(variant, &what);
+            if (dt < 0) {
+                best = -1;
+                break;
+            }
+            best = best < 0 || dt < best ? dt : best;
         }
-        gio_batch_t b;
-        expect_t e = {0};
-        gio_batch_init(&b);
-        add_buf(&b, &e, hdr, sizeof hdr - 1);
-        const char *what = "headers + body buffers";
-        if (variant == 0) {
-            add_buf(&b, &e, "hello", 5);
-        } else if (variant == 1) {
-            add_file(&b, &e, f, 10, 300, 0);
-            what = "headers buffer + file range";
-        } else {
-            add_file(&b, &e, f, 10, 300, 0);
-            add_buf(&b, &e, "\r\n0\r\n\r\n", 7);
-            what = "headers + file range + trailer buffer";
-        }
-        unsigned char out[2048];
-        int64_t t0 = now_ms();
-        long r = gio_batch_send(&b, srv, 0);
-        int64_t dt = time_to_read(cli, out, e.n, t0);
-        ok(r == (long)e.n && dt >= 0 && dt < 100 && memcmp(out, e.p, e.n) == 0,
-           "%s: %zu bytes arrive in %lld ms (< 100)", what, e.n, (long long)dt);
-        gio_batch_free(&b);
-        free(e.p);
-        close(f), close(srv), close(cli);
+        ok(best >= 0 && best < 100, "%s: the bytes arrive in %lld ms (< 100; the least of "
+           "up to 3 rounds)", what, (long long)best);
     }
 }
 
@@ -427,7 +453,7 @@ static void test_short_file(void)
     unsigned char out[8192];
     int64_t t0 = now_ms();
     pump_t p = pump(&b, sv[0], sv[1], out, 5001, 0, 0);
-    ok(p.last == GIO_ERR && p.err == EIO && now_ms() - t0 < 1000,
+    ok(p.last == GIO_ERR && p.err == EIO && now_ms() - t0 < 4000, /* pump gives up at 5 s */
        "file 1000 bytes, 5000 promised: GIO_ERR with EIO (got %ld, %s)", p.last, strerror(p.err));
     is_int(p.got, 1001, "what the file had was sent first");
     gio_batch_reset(&b);

@@ -332,15 +332,17 @@ static void check_big(const char *top)
         if (fd >= 0)
             close(fd);
     }
+    /* CPU time (user and system: the stat calls too), not the wall clock:
+       make check runs this beside other jobs, whose CPU time is not ours */
     struct timespec a, b;
     size_t len;
-    clock_gettime(CLOCK_MONOTONIC, &a);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
     char *html = render(dfd, "/big/", "M=D", &len);
-    clock_gettime(CLOCK_MONOTONIC, &b);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
     double s = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
     ok(html != NULL, "render 10,000 entries");
-    ok(s < 1.0, "10,000 entries in %.1f ms (limit 1 s)", s * 1e3);
-    printf("# 10,000-entry listing: %.1f ms, %zu bytes\n", s * 1e3, len);
+    ok(s < 1.0, "10,000 entries in %.1f ms of CPU (limit 1 s)", s * 1e3);
+    printf("# 10,000-entry listing: %.1f ms of CPU, %zu bytes\n", s * 1e3, len);
     is_int(html ? count(html, "<tr>") : 0, 10000 + 2, "10,000 rows");
     free(html);
     close(dfd);
