@@ -114,7 +114,7 @@ typedef struct sb_stream {
  * Spare streams: the memory of ended streams, shared by a codec's
  * connections (HTTP/2: the process's; HTTP/3: an endpoint's).  A stream that
  * ends goes back to its pool and the next stream of any connection takes
- * it, still warm in the cache, instead of a malloc and a free of its 6-9 KB
+ * it, still warm in the cache, instead of a malloc and a free of its ~9 KB
  * per request.  An idle connection never holds any.  A pool keeps at most
  * max, and
  *   - by default no more than are open (a busy server's stream memory at
