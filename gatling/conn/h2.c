@@ -516,33 +516,12 @@ long h2_fill(h2_t *h, size_t max)
     return (long)h->f.out->bytes_left;
 }
 
-/* The process's spare streams (stream_body.h): its one event loop's. */
-static sb_pool_t spares = {.max = H2_POOL_MAX, .linger = 1};
-static uint64_t spares_seen;   /* spares.takes when last looked at ... */
-static int64_t spares_seen_at; /* ... then (ms) */
-
-int64_t h2_spares_due(int64_t now, int64_t wake)
-{
-    if (!spares.nspare)
-        return wake;
-    if (spares.takes != spares_seen) {
-        spares_seen = spares.takes;
-        spares_seen_at = now;
-    } else if (now - spares_seen_at >= H2_SPARES_LINGER) {
-        sb_pool_empty(&spares);
-        return wake;
-    }
-    int64_t left = spares_seen_at + H2_SPARES_LINGER - now;
-    return wake < 0 || wake > left ? left : wake;
-}
-
 h2_t *h2_new(const h1_conn_t *f, void (*wake)(void *conn))
 {
     h2_t *h = calloc(1, sizeof *h);
     if (!h)
         return NULL;
     h->f = *f;
-    h->spares = &spares;
     h->wake = wake;
     h->sc = (sb_conn_t){.wake = wake, .conn = f->conn};
     h->started = h->frame_since = gio_now(f->site->loop);

@@ -116,12 +116,10 @@ int64_t h2_head_since(const h2_t *h);
 /* Shutting down (SIGTERM/SIGHUP): GOAWAY; the streams in flight finish. */
 void h2_goaway(h2_t *h);
 
-#define H2_SPARES_LINGER 1000 /* ms the process's spare streams outlive their last use */
-
 /* The loop's turn (now: gio_now() ms): the process's spare streams (the
    memory of ended ones, which the next streams of every connection take:
-   stream_body.h's sb_pool_t) are freed once none was taken for
-   H2_SPARES_LINGER ms, so an idle server keeps none.  Returns the sooner of
+   stream_body.h's sb_pool_t) are freed once none was taken for a second,
+   so an idle server keeps none.  Returns the sooner of
    wake (ms; -1: none) and when that is due, while spares are kept. */
 int64_t h2_spares_due(int64_t now, int64_t wake);
 

@@ -13,7 +13,8 @@
  * a stream does alike over HTTP/3: its exchange's body parts, a producer's
  * request body, dispatch; h2_stream.c gives it its sb_ops).  h2.h's h2_goaway
  * is defined in h2_out.c, as a stream's dispatch calls it too (-R: the
- * connection's last request).
+ * connection's last request), and h2_spares_due in h2_stream.c, beside the
+ * spare streams it frees.
  */
 #ifndef GATLING_H2_INT_H
 #define GATLING_H2_INT_H
@@ -46,6 +47,7 @@ typedef struct h2 h2_t; /* (as h2.h says) */
 #define H2_MAX_SETTINGS 32             /* entries in one SETTINGS frame */
 #define H2_MAX_CONTINUATIONS 8         /* CONTINUATIONs in a header block (CVE-2024-28182) */
 #define H2_POOL_MAX 512                /* streams the process keeps for reuse (sb_pool_t) */
+#define H2_SPARES_LINGER 1000          /* ms they outlive their last use (h2_spares_due) */
 #define H2_TABLE 4096                  /* HPACK dynamic tables, both ways (RFC 7541's default) */
 
 /* A block of frame bytes: control frames, HEADERS (HPACK writes straight
@@ -104,7 +106,6 @@ struct h2 {
     h1_conn_t f;
     void (*wake)(void *conn);
     h2_stream_t *all;   /* every stream; the closed ones are freed once the batch is empty */
-    sb_pool_t *spares;  /* where its streams come from and go back to: the process's (h2.c) */
     h2e_t *enc;                /* HPACK (h2_hpack.h), made at the first response ... */
     nghttp2_hd_inflater *inf; /* ... and the first request */
     h2_block_t *blocks; /* frame bytes: the first block, kept while streams are open */
@@ -120,10 +121,9 @@ struct h2 {
     unsigned deferred;  /* streams waiting for that */
     unsigned bodies;    /* streams whose request body is coming */
     unsigned producers; /* streams a producer answers */
-    sb_conn_t sc;       /* what its streams share: wake, request body bytes held, drainers */
+    sb_conn_t sc;       /* what its streams share: wake, bytes held (bodies, fields), drainers */
     uint8_t headed;     /* a request's head was complete: the preface's -s is over */
     uint64_t body_bytes; /* request body bytes read: progress for the -B window */
-    size_t hdr_bytes;   /* the streams' chunks, in bytes: at most SB_CONN_FIELDS_MAX */
     uint32_t frame_left; /* input: bytes still to come of the preface or the frame */
     uint8_t hd_have;     /* ... of the frame header read so far */
     uint8_t hd[9];
@@ -210,6 +210,9 @@ void h2_goaway(h2_t *h);
 /* What a stream holds goes; its memory goes back to the process's spare
    streams (its parts array with it: sb_pool_t), or is freed. */
 void h2_stream_free(h2_stream_t *s);
+
+/* h2.h's: the process's spare streams, freed once unused a while. */
+int64_t h2_spares_due(int64_t now, int64_t wake);
 
 /* A stream for id (a spare one, or new) at the list's end, or NULL on ENOMEM. */
 h2_stream_t *h2_stream_new(h2_t *h, int32_t id);

@@ -17,32 +17,44 @@ SB_CHECK_LAYOUT(h2_stream_t);
 
 /* ---- streams ---- */
 
-/* Behind each stream, in its allocation: its first block of request fields
-   (SB_CHUNK bytes), which a stream kept for reuse keeps. */
-static sb_chunk_t *first_chunk(h2_stream_t *s)
-{
-    return (sb_chunk_t *)(s + 1);
-}
-
 static void stream_release(h2_stream_t *s)
 {
     h2_t *h = s->h2;
     sb_release(&s->sb);
     h->producers -= s->produced;
     h->files -= s->has_file;
-    h->hdr_bytes -= sb_fields_free(&s->sb, first_chunk(s));
+}
+
+/* The process's spare streams (stream_body.h): its one event loop's. */
+static sb_pool_t spares = {.max = H2_POOL_MAX, .linger = 1};
+static uint64_t spares_seen;   /* spares.takes when last looked at ... */
+static int64_t spares_seen_at; /* ... then (ms) */
+
+int64_t h2_spares_due(int64_t now, int64_t wake)
+{
+    if (!spares.nspare)
+        return wake;
+    if (spares.takes != spares_seen) {
+        spares_seen = spares.takes;
+        spares_seen_at = now;
+    } else if (now - spares_seen_at >= H2_SPARES_LINGER) {
+        sb_pool_empty(&spares);
+        return wake;
+    }
+    int64_t left = spares_seen_at + H2_SPARES_LINGER - now;
+    return wake < 0 || wake > left ? left : wake;
 }
 
 void h2_stream_free(h2_stream_t *s)
 {
     stream_release(s);
-    sb_pool_give(s->h2->spares, (sb_stream_t *)s);
+    sb_pool_give(&spares, (sb_stream_t *)s);
 }
 
 /* A stream for id (a spare one, or new) at the list's end, or NULL on ENOMEM. */
 h2_stream_t *h2_stream_new(h2_t *h, int32_t id)
 {
-    h2_stream_t *s = (h2_stream_t *)sb_pool_take(h->spares, sizeof *s, offsetof(h2_stream_t, req));
+    h2_stream_t *s = (h2_stream_t *)sb_pool_take(&spares, sizeof *s, offsetof(h2_stream_t, req));
     if (!s)
         return NULL;
     s->sb.ops = &h2_sb_ops;
@@ -322,7 +334,7 @@ static void refuse(h2_stream_t *s)
 /* n bytes in the stream's blocks (sb_room), within the connection's cap. */
 static char *room(h2_stream_t *s, size_t n)
 {
-    char *d = sb_room(&s->sb, first_chunk(s), n, &s->h2->hdr_bytes, SB_CONN_FIELDS_MAX);
+    char *d = sb_room(&s->sb, n);
     if (!d)
         refuse(s);
     return d;

@@ -55,13 +55,6 @@ static void push_stream(h3_stream_t **head, h3_stream_t *s)
     *head = s;
 }
 
-/* Behind each stream, in its allocation: its first block of request fields
-   (SB_CHUNK bytes), which a spare stream keeps. */
-static sb_chunk_t *first_chunk(h3_stream_t *s)
-{
-    return (sb_chunk_t *)(s + 1);
-}
-
 /* What a stream holds goes; its memory goes back to the pool (its parts
    array with it), or is freed. */
 static void stream_free(h3_stream_t *s)
@@ -73,7 +66,6 @@ static void stream_free(h3_stream_t *s)
         free(x->b);
         free(x);
     }
-    h->hdr_bytes -= sb_fields_free(&s->sb, first_chunk(s));
     sb_pool_give(h->pool, (sb_stream_t *)s);
 }
 
@@ -175,7 +167,7 @@ static void refuse(h3_stream_t *s)
 /* n bytes in the stream's blocks (sb_room), within the connection's cap. */
 static char *room(h3_stream_t *s, size_t n)
 {
-    char *d = sb_room(&s->sb, first_chunk(s), n, &s->h3->hdr_bytes, SB_CONN_FIELDS_MAX);
+    char *d = sb_room(&s->sb, n);
     if (!d)
         refuse(s);
     return d;

@@ -68,9 +68,8 @@ struct h3 {
     unsigned open;
     unsigned heading;  /* open streams whose request head has not ended */
     unsigned fins_owed; /* streams with fin_owed set */
-    size_t hdr_bytes;   /* the streams' blocks of request fields: at most SB_CONN_FIELDS_MAX */
     uint32_t requests;
-    sb_conn_t sc; /* what its streams share: wake, request body bytes held, drainers */
+    sb_conn_t sc; /* what its streams share: wake, bytes held (bodies, fields), drainers */
     uint8_t goaway, bound;
     uint8_t headed; /* a request's fields have ended once (-s: no first-request deadline) */
     uint8_t capped; /* the GOAWAY was -R's: streams below it are still answered */

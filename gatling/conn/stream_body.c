@@ -19,6 +19,18 @@
 
 /* ---- the response ---------------------------------------------------------------- */
 
+/* The request's blocks go but the first (the stream's own), and their count. */
+static void fields_free(sbody_t *b)
+{
+    for (sb_chunk_t *k = b->fields, *next; k; k = next) {
+        next = k->next;
+        b->c->fields_bytes -= k->cap;
+        if (k != b->first)
+            free(k);
+    }
+    b->fields = NULL;
+}
+
 void sb_release(sbody_t *b)
 {
     exchange_t *ex = sb_ex(b);
@@ -34,6 +46,7 @@ void sb_release(sbody_t *b)
     b->c->drainers -= b->want_drain;
     b->c->held_bytes -= b->held_len;
     free(b->held);
+    fields_free(b);
 }
 
 /* A piece of the body at the end of the list.  0, or -1 on ENOMEM (the
@@ -263,6 +276,7 @@ sb_stream_t *sb_pool_take(sb_pool_t *p, size_t size, size_t req_off)
     memset(&s->sb, 0, req_off - offsetof(sb_stream_t, sb));
     memset((char *)s + req_off, 0, offsetof(http_request_t, headers));
     s->sb.parts = parts, s->sb.cap = cap;
+    s->sb.first = (sb_chunk_t *)((char *)s + size);
     p->takes++;
     if (++p->live > p->peak)
         p->peak = p->live;
@@ -298,7 +312,7 @@ void sb_pool_empty(sb_pool_t *p)
 
 /* ---- the request's fields -------------------------------------------------------- */
 
-char *sb_room(sbody_t *b, sb_chunk_t *first, size_t n, size_t *conn_bytes, size_t conn_max)
+char *sb_room(sbody_t *b, size_t n)
 {
     sb_chunk_t *k = b->fields;
     if (k && k->cap - k->len >= n) {
@@ -308,13 +322,12 @@ char *sb_room(sbody_t *b, sb_chunk_t *first, size_t n, size_t *conn_bytes, size_
     int own = n > SB_CHUNK / 2, use_first = !own && !b->first_used;
     size_t cap = own ? n : !k || use_first ? SB_CHUNK
                                            : k->cap < SB_CHUNK_MAX / 2 ? 2 * k->cap : SB_CHUNK_MAX;
-    if (conn_bytes && *conn_bytes + cap > conn_max)
+    if (b->c->fields_bytes + cap > SB_CONN_FIELDS_MAX)
         return NULL;
-    if (!(k = use_first ? first : malloc(sizeof *k + cap)))
+    if (!(k = use_first ? b->first : malloc(sizeof *k + cap)))
         return NULL;
     k->len = n, k->cap = cap;
-    if (conn_bytes)
-        *conn_bytes += cap;
+    b->c->fields_bytes += cap;
     b->first_used |= (uint8_t)use_first;
     if (own && b->fields) { /* behind the current block, which keeps its room */
         k->next = b->fields->next;
@@ -324,19 +337,6 @@ char *sb_room(sbody_t *b, sb_chunk_t *first, size_t n, size_t *conn_bytes, size_
         b->fields = k;
     }
     return k->b;
-}
-
-size_t sb_fields_free(sbody_t *b, const sb_chunk_t *first)
-{
-    size_t bytes = 0;
-    for (sb_chunk_t *k = b->fields, *next; k; k = next) {
-        next = k->next;
-        bytes += k->cap;
-        if (k != first)
-            free(k);
-    }
-    b->fields = NULL;
-    return bytes;
 }
 
 /* ---- dispatch -------------------------------------------------------------------- */

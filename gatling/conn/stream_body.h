@@ -71,6 +71,7 @@ typedef struct sb_conn {
     void (*wake)(void *conn); /* run the connection soon, not now */
     void *conn;
     size_t held_bytes; /* request body bytes its streams hold (at most SB_HELD_MAX) */
+    size_t fields_bytes; /* their blocks of request fields (sb_room: at most SB_CONN_FIELDS_MAX) */
     unsigned drainers; /* streams with want_drain set */
 } sb_conn_t;
 
@@ -95,7 +96,8 @@ typedef struct sbody {
     char *held;         /* request body bytes the producer has not taken yet */
     size_t held_len;
     sb_chunk_t *fields; /* the request's names, values and log line (sb_room) */
-    uint8_t first_used; /* the block behind the stream holds some of them */
+    sb_chunk_t *first;  /* the block behind the stream, in its allocation (sb_pool_take) */
+    uint8_t first_used; /* ... holds some of them */
     void *spare_next;   /* a spare stream: the next in its pool (sb_pool_t) */
 } sbody_t;
 
@@ -136,14 +138,15 @@ typedef struct sb_pool {
 } sb_pool_t;
 
 /* A stream's memory, of size bytes and its first block of request fields
-   behind (SB_CHUNK): a spare one of p's (its parts array kept), or new.
+   behind (SB_CHUNK, sb.first): a spare one of p's (its parts array kept), or
+   new.
    What lies between the exchange and req_off (the stream's http_request_t)
    is zeroed, and the request up to its headers; the exchange is
    h1_exchange_init's, which leaves its 4 KiB path buffer alone (not 5 KiB
    zeroed per request).  NULL on ENOMEM. */
 sb_stream_t *sb_pool_take(sb_pool_t *p, size_t size, size_t req_off);
 
-/* s, released (sb_release, sb_fields_free), goes back to p, or is freed. */
+/* s, released (sb_release), goes back to p, or is freed. */
 void sb_pool_give(sb_pool_t *p, sb_stream_t *s);
 
 /* p's spare streams are freed. */
@@ -168,7 +171,8 @@ static inline void sb_wake(sbody_t *b)
 
 /* What a stream's exchange and body hold goes (a running job lets go of it,
    its file, gzip state, owned parts, the held request body, its count as a
-   drainer); the parts array stays for a spare stream. */
+   drainer, the request's field blocks but the first); the parts array stays
+   for a spare stream. */
 void sb_release(sbody_t *b);
 
 /* Producers that stopped above EX_STREAM_HIGH hear that their queue fell
@@ -198,14 +202,10 @@ void sb_offer_held(sbody_t *b);
    they fit, else in a new one twice as large (SB_CHUNK to SB_CHUNK_MAX; the
    first is the stream's own, first); a field of more than half SB_CHUNK
    gets a block of its own, of its size.  So a stream holds about what its
-   request needs.  *conn_bytes (or NULL: no cap) counts the blocks of a
-   connection's streams, in bytes, at most conn_max.  NULL: the cap is
+   request needs.  The connection's streams hold at most
+   SB_CONN_FIELDS_MAX bytes of blocks (fields_bytes).  NULL: that cap is
    reached, or ENOMEM. */
-char *sb_room(sbody_t *b, sb_chunk_t *first, size_t n, size_t *conn_bytes, size_t conn_max);
-
-/* The request's blocks go but first (the stream's own); their bytes, which
-   sb_room counted in conn_bytes. */
-size_t sb_fields_free(sbody_t *b, const sb_chunk_t *first);
+char *sb_room(sbody_t *b, size_t n);
 
 /* The strings a response head's fields point into (sb_head_fields). */
 typedef struct sb_head_strs {
