@@ -103,3 +103,15 @@ def check_surge(name, s0, s50):
                 assert 1 <= p["resumed"] <= p["returning"], (name, p)
             else:
                 assert p["resumed"] == 0, (name, p)
+
+
+@http_only
+def test_compare_h2_refuses_a_bad_knee(build):
+    """--knee-p99 takes a positive number of milliseconds: anything else is a
+    usage error (status 2) that names the option, before any server starts."""
+    if build.name != "epoll":
+        pytest.skip("the driver is checked on the plain epoll build")
+    for bad in ("abc", "0", "-5"):
+        p = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "compare-h2"),
+                            "--knee-p99", bad], capture_output=True, text=True, timeout=30)
+        assert p.returncode == 2 and "--knee-p99" in p.stderr, (bad, p.stderr)
