@@ -14,6 +14,26 @@ enum { CONFIG_RETRY_BUSY = 0, CONFIG_RETRY_NEVER, CONFIG_RETRY_ALWAYS };
 #define CONFIG_PROXY_RULES 16 /* -P: proxy rules */
 #define CONFIG_PATTERN_MAX 1024 /* -w, -P: a pattern's or rule's length */
 
+#define CONFIG_ACME_NAMES 100 /* --acme-names: names at most */
+enum { CONFIG_ACME_EC256 = 0, CONFIG_ACME_RSA2048, CONFIG_ACME_RSA3072 }; /* --acme-key */
+enum { CONFIG_ACME_ANY = 0, CONFIG_ACME_HTTP01, CONFIG_ACME_TLSALPN01 }; /* --acme-challenge */
+
+/* --acme and its company: the ACME client (gatling/acme/acme.h) */
+typedef struct config_acme {
+    const char *email;      /* --acme EMAIL: on; NULL = off */
+    const char *ca;         /* --acme-ca URL: the CA's directory (default Let's Encrypt's) */
+    const char *ca_root;    /* --acme-ca-root FILE: PEM roots to trust for the CA (else the system's) */
+    const char *eab_kid;    /* --acme-eab KID:HMACKEY: External Account Binding */
+    const char *eab_hmac;   /* ... the key, base64url as the CA gives it */
+    const char *profile;    /* --acme-profile NAME (classic, tlsserver, shortlived); NULL = CA's */
+    int key_type;           /* --acme-key: CONFIG_ACME_EC256 (default), RSA2048, RSA3072 */
+    int challenge;          /* --acme-challenge: CONFIG_ACME_ANY (default), HTTP01, TLSALPN01 */
+    const char *state_dir;  /* --acme-dir DIR: account, challenges, schedule, status */
+    const char *issuer;     /* --acme-issuer CN: the preferred chain's root or intermediate */
+    const char *names[CONFIG_ACME_NAMES]; /* --acme-names a,b: else the vhost directories' */
+    int nnames;
+} config_acme_t;
+
 /* An address or network: IPv4 as ::ffff:a.b.c.d, the prefix over 128 bits. */
 typedef struct config_net {
     unsigned char addr[16];
@@ -89,6 +109,7 @@ typedef struct config {
     int nproxy_rules;
     long long cache_mem;    /* --cache: the response cache's bytes (0: the default) */
     long long cache_object; /* ... and the largest response it stores */
+    config_acme_t acme; /* --acme...: automatic HTTPS (gatling/acme/) */
     /* FTP: ftp/ftp.c */
     int ftp_port;          /* -f port: FTP on this port (0: any); -1 = off (default) */
     int ftp_upload;        /* -f port,upload: STOR/APPE/MKD into world-writable directories */
@@ -105,6 +126,8 @@ typedef struct config {
     struct stats_shm *stats_shm; /* -W: where the workers publish their numbers
                                     (site/stats.h); NULL: one process */
     int worker;                  /* ... this worker's slot in it */
+    struct acme_chal *acme_chal; /* --acme: the client's challenges (site/acme_chal.h) */
+    int acme_pid;                /* ... its process; 0: none */
     struct peer_board *peer_board; /* -W: the flood offences the workers share
                                       (site/peerboard.h); NULL: one process */
 } config_t;

@@ -1,0 +1,38 @@
+/*
+ * acme — the ACME client (RFC 8555, with RFC 8737's TLS-ALPN-01, RFC 8738's
+ * IP identifiers and RFC 9773's renewal information): one process for the
+ * whole server, forked by main() before the chroot and -W's workers, never
+ * on a serving loop.  It blocks as it likes (DNS, HTTPS to the CA through
+ * libcurl, polling), and hands the loops two things only, both through files:
+ *
+ *   - challenges, in its state directory (site/acme_chal.h's layout);
+ *   - certificates, in the -C directory: NAME is a relative symlink to
+ *     .acme/NAME.SERIAL/ holding fullchain.pem and privkey.pem (0600), made
+ *     in full, fsynced, and then swapped in by rename(2) of a new symlink,
+ *     so that a crash at any point leaves the old pair or the new, never a
+ *     mix; it then sends the server SIGUSR1 (tls.c reloads; its 60 s look
+ *     would find the change anyway).
+ *
+ * Its own state lives in the state directory too: the account key
+ * (account/CAHASH/key.pem, 0600, made once), the account's URL, and per
+ * name the renewal schedule.  A fault of the CA never touches what is
+ * served: it moves the next attempt (exponential back-off with jitter,
+ * Retry-After honoured).
+ */
+#ifndef GATLING_ACME_H
+#define GATLING_ACME_H
+
+#include <sys/types.h>
+
+#include "site/config.h"
+
+/* Start the client: fork a process that drops to cfg's -u ids and runs until
+   the server ends (it dies with its parent).  names: the identifiers to keep
+   certificates for (host names or IP addresses), nnames of them.  http01:
+   the HTTP port listens, so HTTP-01 may be used (else TLS-ALPN-01 only).
+   notify: the process to send SIGUSR1 after a certificate lands.
+   The child's pid, or -1 with a message in err. */
+pid_t acme_start(const config_t *cfg, const char *const *names, int nnames, int http01,
+                 pid_t notify, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,59 @@
+/*
+ * acme_chal — what the serving loops need of the ACME client (gatling/acme/):
+ * the challenges it has outstanding and its status, read from its state
+ * directory.  The client is another process (one for the whole server, under
+ * -W too); it writes, the loops only read, so every worker and the HTTP/3
+ * path see a challenge the moment its file is renamed into place.
+ *
+ * The state directory (--acme-dir) is opened here before any chroot and -u;
+ * everything below is read through that descriptor with openat().
+ *
+ *   challenges/http-01/TOKEN        the key authorization ("TOKEN.THUMBPRINT"),
+ *                                   served at /.well-known/acme-challenge/TOKEN
+ *   challenges/tls-alpn-01/NAME.pem the RFC 8737 challenge certificate then its
+ *                                   key, for a handshake for NAME offering only
+ *                                   ALPN "acme-tls/1"
+ *   status                          the client's numbers (below), for /metrics
+ *
+ * Each file is written to a temporary name (starting with '.') and renamed.
+ *
+ * The status file, one fact per line, written whole each time it changes:
+ *   orders N                        orders the client has made
+ *   failures N                      attempts that failed (any step)
+ *   cert NAME NOT_AFTER NEXT FAILS  per name: the certificate's expiry and the
+ *                                   next renewal (unix seconds; 0: none yet),
+ *                                   and failures since the last success
+ */
+#ifndef GATLING_ACME_CHAL_H
+#define GATLING_ACME_CHAL_H
+
+#include <stddef.h>
+
+#define ACME_CHAL_HTTP_DIR "challenges/http-01"
+#define ACME_CHAL_ALPN_DIR "challenges/tls-alpn-01"
+#define ACME_STATUS_FILE "status"
+#define ACME_TOKEN_MAX 128     /* a token's length (base64url) */
+#define ACME_KEYAUTH_MAX 256   /* TOKEN "." base64url(SHA-256) */
+#define ACME_ALPN_PEM_MAX 16384 /* a challenge certificate and its key */
+#define ACME_ALPN_PROTO "acme-tls/1"
+
+typedef struct acme_chal acme_chal_t;
+
+/* The state directory, opened now (before a chroot); NULL with errno set. */
+acme_chal_t *acme_chal_open(const char *state_dir);
+void acme_chal_free(acme_chal_t *c);
+
+/* HTTP-01: the key authorization for the token into buf (at most cap bytes).
+   Its length; 0 when no such challenge is outstanding; -1 when the token is not
+   base64url of at most ACME_TOKEN_MAX characters (then nothing is opened). */
+int acme_chal_http(acme_chal_t *c, const char *token, size_t len, char *buf, size_t cap);
+
+/* TLS-ALPN-01: the challenge PEM (certificate, then key) for a host name, in a
+   malloc'd NUL-terminated buffer; NULL when none is outstanding or the name is
+   not a valid host name or IP address. */
+char *acme_chal_alpn_pem(acme_chal_t *c, const char *name, size_t len, size_t *pemlen);
+
+/* The status file's text into buf (NUL-terminated); its length, 0 if none. */
+int acme_chal_status(acme_chal_t *c, char *buf, size_t cap);
+
+#endif
