@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The include layering of gatling/: every folder's README says, on a line
 "May include: a, b, c", which other folders its files may include headers
-from (its own always; io/ none of gatling's); this checks every #include "..." in gatling/ and io/
-against it, and that no handler includes the connection's header; and that no
+from (its own always; io/ none of gatling's; only folders below it in FOLDERS,
+so that no two folders include each other); this checks every #include "..."
+in gatling/ and io/ against it, and that no handler includes the connection's header; and that no
 two files call each other, directly or round a longer circle (below).
 
     python3 tests/layers.py [ROOT]      (ROOT: the tree, default: here)
@@ -31,8 +32,11 @@ sys.setrecursionlimit(10000)
 # top to bottom; gatling/ itself is the top folder, io/ is below them all
 FOLDERS = {
     "gatling": "gatling",
-    "conn": "gatling/conn",
+    "h3": "gatling/h3",
     "ftp": "gatling/ftp",
+    "conn": "gatling/conn",
+    "h2": "gatling/h2",
+    "codec": "gatling/codec",
     "handlers": "gatling/handlers",
     "site": "gatling/site",
     "http": "gatling/http",
@@ -54,7 +58,7 @@ def allowed(root, name):
     m = RULE.search(text)
     if not m:
         sys.exit('layers: %s/README has no "May include:" line' % FOLDERS[name])
-    words = re.findall(r"[a-z]+", m.group(1))
+    words = re.findall(r"[a-z][a-z0-9]*", m.group(1))
     return {w for w in words if w in FOLDERS} | {name}
 
 
@@ -86,6 +90,12 @@ def check(root):
     where = headers(root)
     rules = {name: allowed(root, name) for name in FOLDERS}
     bad = []
+    order = list(FOLDERS)
+    for name in order:  # a rule names only folders below its own: no two folders both ways
+        up = sorted(rules[name] - {name} - set(order[order.index(name) + 1:]))
+        if up:
+            bad.append("%s/README: May include names %s, not below it in tests/layers.py's FOLDERS"
+                       % (FOLDERS[name], ", ".join(up)))
     for name, rel in FOLDERS.items():
         d = os.path.join(root, rel)
         for f in sorted(os.listdir(d)):

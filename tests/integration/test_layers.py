@@ -1,7 +1,8 @@
 """tests/layers.py, the include layering of gatling/: it passes on the tree,
 and fails on a copy where a handler includes the connection's header, a
-lower folder includes a higher one, or two files call each other (directly,
-or round a longer circle, through a call or an include)."""
+lower folder includes a higher one (or its README allows one), or two files
+call each other (directly, or round a longer circle, through a call or an
+include)."""
 import os
 import shutil
 import subprocess
@@ -54,6 +55,17 @@ def test_upward_include_fails(tmp_path):
     r = layers(str(tree))
     assert r.returncode == 1, r.stdout
     assert "http/hbuf.c" in r.stdout and "site/site.h" in r.stdout
+
+
+def test_rule_naming_a_higher_folder_fails(tmp_path):
+    """HTTP/2 is below the connection (conn.c drives it): its README may not
+    allow conn/, even while no file of it includes one."""
+    tree = copy_tree(tmp_path)
+    readme = tree / "gatling" / "h2" / "README"
+    readme.write_text(readme.read_text().replace("May include: ", "May include: conn, "))
+    r = layers(str(tree))
+    assert r.returncode == 1, r.stdout
+    assert "gatling/h2/README" in r.stdout and "conn" in r.stdout
 
 
 def append(path, text):

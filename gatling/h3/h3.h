@@ -1,6 +1,6 @@
 /*
  * h3 — the HTTP/3 codec (RFC 9114, QPACK RFC 9204), on Debian's libnghttp3
- * 0.8, over one QUIC connection of conn/quic.c (libngtcp2).
+ * 0.8, over one QUIC connection of quic.c (libngtcp2).
  *
  * Each request stream has its own exchange, answered by the same router and
  * handlers as an HTTP/1.1 or HTTP/2 request.  Its response becomes a HEADERS
@@ -21,7 +21,7 @@
 
 #ifdef HAVE_H3
 
-#include "h1.h"
+#include "codec/codec.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -56,7 +56,7 @@ void h3_pool_free(h3_pool_t *p);
  * soon when a job or producer moved a stream; its streams come from pool.
  * NULL on ENOMEM.
  */
-h3_t *h3_new(const h1_conn_t *f, ngtcp2_conn *q, h3_pool_t *pool);
+h3_t *h3_new(const codec_conn_t *f, ngtcp2_conn *q, h3_pool_t *pool);
 
 /* Open the control and QPACK streams (once the handshake gave 1-RTT keys).
    0, or -1: close the connection. */

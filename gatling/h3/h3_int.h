@@ -9,14 +9,14 @@
  *     -> h3_body.c  the response body: its parts as DATA vectors for
  *                nghttp3 (file ranges read into blocks, kept until
  *                acknowledged)
- * and both use stream_body.c (what a stream does alike over HTTP/2).
+ * and both use codec/stream_body.c (what a stream does alike over HTTP/2).
  */
 #ifndef GATLING_H3_INT_H
 #define GATLING_H3_INT_H
 
 #ifdef HAVE_H3
-#include "h1.h"
-#include "stream_body.h"
+#include "codec/codec.h"
+#include "codec/stream_body.h"
 #include "http/exchange.h"
 
 #include <nghttp3/nghttp3.h>
@@ -50,19 +50,19 @@ typedef struct h3_stream {
     uint8_t produced;
     uint8_t fin_owed; /* the response's end still to go to QUIC (h3_fin_owed) */
     int64_t begun;    /* gio_now ms when its fields began (-s) */
-    uint64_t body_got;  /* request body bytes dropped: at most H1_BODY_MAX */
+    uint64_t body_got;  /* request body bytes dropped: at most CODEC_BODY_MAX */
     uint64_t unacked;   /* body bytes sent and not yet acknowledged */
     uint64_t cur_off; /* in sb.parts[sb.cur] */
     h3_sent_t *sent, **sent_tail; /* blocks read, oldest first */
     size_t hdrlen;
     struct h3_stream *next, **prevp; /* the session's list (open, dead or spare) */
     http_request_t req;
-} h3_stream_t; /* followed in its allocation by its first block of fields (first_chunk) */
+} h3_stream_t; /* followed in its allocation by its first block of fields (sb.first: SB_CHUNK) */
 
 struct h3 {
     nghttp3_conn *ng;
     ngtcp2_conn *q;
-    h1_conn_t f;
+    codec_conn_t f;
     h3_stream_t *open_list, *dead;
     h3_pool_t *pool;   /* where its streams come from and go back to */
     unsigned open;

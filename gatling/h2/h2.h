@@ -50,7 +50,7 @@
 #ifndef GATLING_H2_H
 #define GATLING_H2_H
 
-#include "h1.h"
+#include "codec/codec.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -69,7 +69,7 @@ int h2_preface(const char *p, size_t n);
  * is called when a stream's job (site/jobs.h) has resumed and frames may be
  * waiting.  NULL on ENOMEM.
  */
-h2_t *h2_new(const h1_conn_t *f, void (*wake)(void *conn));
+h2_t *h2_new(const codec_conn_t *f, void (*wake)(void *conn));
 
 /* The connection goes: streams' jobs are told, everything is freed. */
 void h2_free(h2_t *h);

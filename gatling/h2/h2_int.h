@@ -19,10 +19,10 @@
 #ifndef GATLING_H2_INT_H
 #define GATLING_H2_INT_H
 
-#include "h1.h"
+#include "codec/codec.h"
 #include "h2_frame.h"
 #include "h2_hpack.h"
-#include "stream_body.h"
+#include "codec/stream_body.h"
 #include "http/exchange.h"
 #include "site/jobs.h"
 
@@ -74,7 +74,7 @@ typedef struct h2_stream {
     uint8_t in_body;  /* its head is complete, its body still coming (dropped, as HTTP/1.1's) */
     uint8_t urgency, incremental; /* RFC 9218 */
     uint8_t produced;  /* counted in h2_t's producers (early, or answered by a producer) */
-    uint64_t body_got; /* request body bytes: at most H1_BODY_MAX, as for HTTP/1.1 */
+    uint64_t body_got; /* request body bytes: at most CODEC_BODY_MAX, as for HTTP/1.1 */
     int64_t clen;      /* the request's content-length, -1: none (8.1.1: DATA must match) */
     uint64_t data_in;  /* DATA payload bytes received */
     int64_t send_win;  /* what the client lets us send on it */
@@ -103,7 +103,7 @@ typedef struct h2_block_in {
 } h2_block_in_t;
 
 struct h2 {
-    h1_conn_t f;
+    codec_conn_t f;
     void (*wake)(void *conn);
     h2_stream_t *all;   /* every stream; the closed ones are freed once the batch is empty */
     h2e_t *enc;                /* HPACK (h2_hpack.h), made at the first response ... */

@@ -20,7 +20,7 @@
 #include "site/fcache.h"
 #include "site/jobs.h"
 #include "site/peerlimits.h"
-#include "tls.h"
+#include "conn/tls.h"
 
 #include <errno.h>
 #include <nghttp3/nghttp3.h>
@@ -202,7 +202,7 @@ static int on_begin_headers(nghttp3_conn *ng, int64_t id, void *user, void *stre
     s->id = id;
     s->begun = gio_now(h->f.site->loop);
     s->sent_tail = &s->sent;
-    h1_exchange_init(&s->ex, &h->f, &h3_codec, s);
+    codec_exchange_init(&s->ex, &h->f, &h3_codec, s);
     s->ex.req = &s->req;
     s->req.version = 30;
     h->open++;
@@ -298,7 +298,7 @@ static void body_begins(h3_t *h, h3_stream_t *s)
     if (!s->bad && router_streams(&s->ex)) {
         s->sb.early = 1;
         s->produced = 1;
-    } else if (known && len > H1_BODY_MAX) {
+    } else if (known && len > CODEC_BODY_MAX) {
         s->in_body = 0;
         if (dispatch_begin(h, s) == 0)
             ex_error(&s->ex, 413, NULL, NULL);
@@ -348,7 +348,7 @@ static int on_data(nghttp3_conn *ng, int64_t id, const uint8_t *p, size_t n, voi
         return 0;
     }
     consume(h, id, n); /* dropped: the window opens at once */
-    if (s && s->in_body && !s->dispatched && (s->body_got += n) > H1_BODY_MAX) {
+    if (s && s->in_body && !s->dispatched && (s->body_got += n) > CODEC_BODY_MAX) {
         s->in_body = 0;
         if (dispatch_begin(h, s) == 0)
             ex_error(&s->ex, 413, NULL, NULL);
@@ -461,7 +461,7 @@ void h3_pool_free(h3_pool_t *p)
     free(p);
 }
 
-h3_t *h3_new(const h1_conn_t *f, ngtcp2_conn *q, h3_pool_t *pool)
+h3_t *h3_new(const codec_conn_t *f, ngtcp2_conn *q, h3_pool_t *pool)
 {
     h3_t *h = calloc(1, sizeof *h);
     if (!h)

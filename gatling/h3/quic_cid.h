@@ -1,5 +1,5 @@
 /*
- * quic_cid — QUIC connection IDs to connections (conn/h3.c's table).
+ * quic_cid — QUIC connection IDs to connections (quic.c's table).
  *
  * Every datagram names the connection it is for by a connection ID (RFC 9000
  * 5.1): one the server issued (random, up to 20 bytes, several per

@@ -214,7 +214,7 @@ static void data_chunk(h2_t *h, h2_stream_t *s, const uint8_t *p, size_t n)
         return;
     }
     h2_consume(h, s, n); /* dropped: the window opens at once */
-    if (s->in_body && (s->body_got += n) > H1_BODY_MAX)
+    if (s->in_body && (s->body_got += n) > CODEC_BODY_MAX)
         h2_answer_early(h, s, 413);
 }
 
@@ -516,7 +516,7 @@ long h2_fill(h2_t *h, size_t max)
     return (long)h->f.out->bytes_left;
 }
 
-h2_t *h2_new(const h1_conn_t *f, void (*wake)(void *conn))
+h2_t *h2_new(const codec_conn_t *f, void (*wake)(void *conn))
 {
     h2_t *h = calloc(1, sizeof *h);
     if (!h)

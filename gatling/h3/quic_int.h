@@ -46,7 +46,7 @@ typedef struct quic_conn {
     ngtcp2_crypto_conn_ref ref;
     quic_cred_t *cred;
     h3_t *h3;
-    h1_conn_t f;
+    codec_conn_t f;
     struct sockaddr_storage peer;
     socklen_t peerlen;
     ngtcp2_cid odcid;  /* the client's first Destination Connection ID, mapped too */

@@ -142,7 +142,7 @@ typedef struct sb_pool {
    new.
    What lies between the exchange and req_off (the stream's http_request_t)
    is zeroed, and the request up to its headers; the exchange is
-   h1_exchange_init's, which leaves its 4 KiB path buffer alone (not 5 KiB
+   codec_exchange_init's, which leaves its 4 KiB path buffer alone (not 5 KiB
    zeroed per request).  NULL on ENOMEM. */
 sb_stream_t *sb_pool_take(sb_pool_t *p, size_t size, size_t req_off);
 

@@ -1,8 +1,8 @@
 /*
- * The request block pool (a small per-loop spare list: no malloc per
- * request), and a block's contents through a request: the exchange begun
- * with the connection's facts, ended with its file and gzip entry, the
- * request's log line; and the list of connections producers woke.
+ * A request on the connection: its block from the loop's small pool (no
+ * malloc per request) and back, the exchange the block holds begun with the
+ * connection's facts (conn_facts.c) and ended with its file and gzip entry,
+ * and the request's access-log line.
  */
 #include "conn_int.h"
 #include "site/encoding.h"
@@ -24,45 +24,10 @@ void conn_block_put(conn_set_t *set, conn_block_t *b)
         free(b);
 }
 
-/* A producer woke the connection: it runs after the loop's events
-   (conn_set_run_poked), not inside the producer's call. */
-void conn_poke(void *conn)
-{
-    conn_t *c = conn;
-    if (c->poked)
-        return;
-    c->poked = 1;
-    c->poke_next = c->set->poked;
-    c->set->poked = c;
-}
-
-void conn_unpoke(conn_t *c)
-{
-    for (conn_t **p = &c->set->poked; c->poked && *p; p = &(*p)->poke_next)
-        if (*p == c) {
-            *p = c->poke_next;
-            c->poked = 0;
-            return;
-        }
-}
-
-/* What a codec is told of its connection. */
-h1_conn_t conn_facts(conn_t *c)
-{
-    return (h1_conn_t){.out = &c->out,
-                       .ssl = c->ssl,
-                       .site = c->site,
-                       .peer = &c->peer.sa,
-                       .local_port = c->local_port,
-                       .secure = c->tls,
-                       .conn = c,
-                       .wake = conn_poke};
-}
-
 /* A fresh exchange for the next request, with this connection's facts. */
 void conn_new_exchange(conn_t *c)
 {
-    h1_conn_t f = conn_facts(c);
+    codec_conn_t f = conn_facts(c);
     h1_init(&c->blk->h1, &f);
 }
 

@@ -15,7 +15,7 @@
 #include "quic_steer.h"
 #include "site/peerlimits.h"
 #include "site/watch.h"
-#include "tls.h"
+#include "conn/tls.h"
 
 #include <errno.h>
 #include <gnutls/crypto.h>
@@ -565,9 +565,9 @@ static quic_conn_t *conn_new(quic_ep_t *e, gio_dgram_t *d, const ngtcp2_pkt_hd *
     ngtcp2_connection_close_error_default(&c->err);
     e->nconns++, e->site->nconns++;
     e->site->stats.h3_conns++;
-    c->f = (h1_conn_t){.site = e->site, .peer = (struct sockaddr *)&c->peer,
-                       .local_port = (uint16_t)e->port, .secure = 1, .conn = c,
-                       .wake = conn_wake};
+    c->f = (codec_conn_t){.site = e->site, .peer = (struct sockaddr *)&c->peer,
+                          .local_port = (uint16_t)e->port, .secure = 1, .conn = c,
+                          .wake = conn_wake};
     ngtcp2_cid scid = {.datalen = QUIC_SCID_LEN};
     ngtcp2_settings st;
     ngtcp2_transport_params tp;

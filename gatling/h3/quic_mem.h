@@ -1,5 +1,5 @@
 /*
- * quic_mem — the allocator ngtcp2 and nghttp3 are given (conn/quic.c, h3.c).
+ * quic_mem — the allocator ngtcp2 and nghttp3 are given (quic.c, h3.c).
  *
  * Both libraries allocate blocks far larger than an idle connection fills: an
  * idle HTTP/3 connection asked them for about 150 KiB (heaptrack), among it

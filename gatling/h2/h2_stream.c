@@ -6,7 +6,6 @@
 #include "http/response.h"
 #include "site/encoding.h"
 #include "site/peerlimits.h"
-#include "tls.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -65,7 +64,7 @@ h2_stream_t *h2_stream_new(h2_t *h, int32_t id)
     s->clen = -1;
     s->send_win = h->peer_window;
     s->recv_win = H2_WINDOW;
-    h1_exchange_init(&s->ex, &h->f, &h2_codec, s);
+    codec_exchange_init(&s->ex, &h->f, &h2_codec, s);
     s->ex.req = &s->req;
     s->req.version = 20;
     s->begun = gio_now(h->f.site->loop);
@@ -253,7 +252,7 @@ static int submit(exchange_t *ex, int status, const char *ctype, uint64_t len, t
 static int codec_misdirected(exchange_t *ex, const char *host, size_t n)
 {
     h2_t *h = stream_of(ex)->h2;
-    return h->f.ssl && tls_misdirected(ex->site->cfg->tls, h->f.ssl, host, n);
+    return h->f.ssl && h->f.misdirected(&h->f, host, n);
 }
 
 /* 103 Early Hints: an informational HEADERS frame. */
@@ -443,7 +442,7 @@ static void body_begins(h2_t *h, h2_stream_t *s)
         s->sb.early = 1;
         s->produced = 1;
         h->producers++;
-    } else if (known && len > H1_BODY_MAX) {
+    } else if (known && len > CODEC_BODY_MAX) {
         h2_answer_early(h, s, 413);
         return;
     }
