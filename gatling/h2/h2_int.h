@@ -20,9 +20,9 @@
 #define GATLING_H2_INT_H
 
 #include "codec/codec.h"
+#include "codec/stream_body.h"
 #include "h2_frame.h"
 #include "h2_hpack.h"
-#include "codec/stream_body.h"
 #include "http/exchange.h"
 #include "site/jobs.h"
 
