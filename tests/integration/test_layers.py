@@ -1,7 +1,8 @@
 """tests/layers.py, the include layering of gatling/: it passes on the tree,
 and fails on a copy where a handler includes the connection's header, a
 lower folder includes a higher one, or two files call each other (directly,
-or round a longer circle, through a call or an include)."""
+or round a longer circle, through a call or an include), or a folder's README
+leaves out one of its files."""
 import os
 import shutil
 import subprocess
@@ -105,3 +106,19 @@ def test_a_longer_circle_fails(tmp_path):
     assert r.returncode == 1, r.stdout
     assert "router.c" in r.stdout and "static.c" in r.stdout and "target.c" in r.stdout
 
+
+
+def test_readme_leaving_out_a_file_fails(tmp_path):
+    """Each folder's README names its files: a new file nobody mapped, and a
+    file whose line went from the README (mime.c, with its mime.h), are
+    both named in the failure."""
+    tree = copy_tree(tmp_path)
+    (tree / "gatling" / "http" / "newpart.c").write_text("int newpart_x;\n")
+    readme = tree / "gatling" / "site" / "README"
+    text = readme.read_text()
+    assert "  mime.c " in text
+    readme.write_text(text.replace("  mime.c ", "  mime   "))
+    r = layers(str(tree))
+    assert r.returncode == 1, r.stdout
+    assert "gatling/http/README does not name newpart.c" in r.stdout, r.stdout
+    assert "gatling/site/README does not name mime.c, mime.h" in r.stdout, r.stdout
