@@ -53,7 +53,7 @@ RULE = re.compile(r"^May include:(.*)$", re.M)
 
 def allowed(root, name):
     """The folders `name` may include from, from its README's rule."""
-    if name == "io":  # io/ knows nothing of HTTP (DESIGN.md): a rule of this script's
+    if name == "io":  # io/ knows nothing of HTTP (STYLE, "Structure"): this script's rule
         return {"io"}
     path = os.path.join(root, FOLDERS[name], "README")
     try:
