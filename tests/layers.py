@@ -44,6 +44,10 @@ FOLDERS = {
     "http": "gatling/http",
     "io": "io",
 }
+# folders outside gatling/ held to the same rules: each includes from itself
+# and the folders listed (never gatling/), and no two of its files call each
+# other (bench/lg/README); checked where they exist
+OTHERS = {"bench/lg": ["io"]}
 # folders outside the layering whose README still maps every file (checked
 # where they exist: a copy of gatling/ and io/ alone has none of them)
 MAPS = ["bench/lg", "bench/kb", "bench/gio", "bench/ref"]
@@ -332,9 +336,49 @@ def check_circles(root):
     return bad
 
 
+def check_others(root):
+    """OTHERS: every include from the folder itself or the folders it may use,
+    and no circle between the files of the folder (and those it uses)."""
+    bad = []
+    gatling_headers = headers(root)
+    for rel, uses in OTHERS.items():
+        if not os.path.isdir(os.path.join(root, rel)):
+            continue
+        dirs = [rel] + uses
+
+        def find(path, inc, dirs=dirs):
+            """The header a bare or folder-relative include names, or None (a
+            system header; a .c included is part of the file that includes it)."""
+            if not inc.endswith(".h"):
+                return None
+            for d in [os.path.dirname(path)] + dirs:
+                cand = os.path.normpath(os.path.join(d, inc))
+                if os.path.exists(os.path.join(root, cand)):
+                    return cand
+            return None
+
+        for path in sources(root, [rel]):
+            text = open(os.path.join(root, path), encoding="utf-8", errors="replace").read()
+            for m in INCLUDE.finditer(text):
+                inc = m.group(1)
+                if find(path, inc) is None and (inc.split("/", 1)[0] in FOLDERS
+                                               or os.path.basename(inc) in gatling_headers):
+                    n = text.count("\n", 0, m.start()) + 1
+                    bad.append("%s:%d: %s/ includes %s from gatling/, which %s/README "
+                               "does not allow" % (path, n, rel, inc, rel))
+        graph = file_graph(root, dirs, find)
+        for part in circles(graph):
+            bad.append("a circle between %s:" % ", ".join(f + ".c" for f in part))
+            for a in part:
+                for b, why in sorted(graph[a].items()):
+                    if b in part:
+                        bad.append("    %s.c -> %s.c: %s" % (a, b, why))
+    return bad
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else "."
-    bad = check(root) + check_circles(root) + check_readmes(root)
+    bad = check(root) + check_circles(root) + check_others(root) + check_readmes(root)
     for b in bad:
         print("layers: " + b)
     for rel in unknown_folders(root):
@@ -343,8 +387,8 @@ def main():
               "README go unchecked" % rel)
     if bad:
         return 1
-    print("layers: %d folders, every include goes down, no circle between files, "
-          "every file named in its folder's README" % len(FOLDERS))
+    print("layers: %d folders and %s, every include goes down, no circle between files, "
+          "every file named in its folder's README" % (len(FOLDERS), ", ".join(OTHERS)))
     return 0
 
 

@@ -1,9 +1,13 @@
 /*
- * bench — the throughput load generator: what main() (bench.c) hands to the
- * per-process engine (bench_run.c) and what the engine hands back.
+ * bench_run — the throughput load generator's engine: what main() (bench.c)
+ * hands a worker and what the worker hands back, bench_run() (one worker's
+ * loop over HTTP/1.1 and HTTP/2), and the helpers every worker loop uses
+ * (bench_run.c).  bench.c picks the loop (bench_run, bench_surge.h's or
+ * bench_h3.h's); those two call the helpers here; nothing calls back up
+ * (make layers).
  */
-#ifndef BENCH_H
-#define BENCH_H
+#ifndef BENCH_RUN_H
+#define BENCH_RUN_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -123,18 +127,6 @@ static inline void bench_stats_fatal(bench_stats_t *st, int why, int e)
  * -P) is read to start the requests together.  Returns BENCH_RUN_*.
  */
 int bench_run(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all);
-
-/*
- * --surge: worker `index` of an open-loop arrival of visitors (bench_surge.c),
- * each a new connection loading the page and its assets.  As bench_run().
- */
-int bench_surge(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all);
-
-/*
- * --h3: worker `index` of HTTP/3 load (bench_h3.c; built where HAVE_H3 is): as
- * bench_run(), each connection a QUIC connection with --streams requests in flight.
- */
-int bench_h3(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all);
 
 /*
  * Write what out holds, and what an HTTP/2 session (h2, or NULL) has to send,

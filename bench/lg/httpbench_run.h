@@ -1,9 +1,10 @@
 /*
- * httpbench — latency under many idle connections: what main() (httpbench.c)
- * hands to the per-process engine (httpbench_run.c) and gets back.
+ * httpbench_run — httpbench's per-process engine (httpbench_run.c): what
+ * main() (httpbench.c) hands it and gets back.  httpbench.c calls down into
+ * it; nothing here calls back up (make layers).
  */
-#ifndef HTTPBENCH_H
-#define HTTPBENCH_H
+#ifndef HTTPBENCH_RUN_H
+#define HTTPBENCH_RUN_H
 
 #include <stddef.h>
 #include <stdint.h>
