@@ -20,7 +20,8 @@ defines (not static: a simple parse of the sources, comments and strings
 left out).  A circle (A -> B -> ... -> A) is reported with its arrows and
 why each is there; the cure is a third file both use, or a table of
 functions the lower file fills and the upper one calls (handlers/proxy_int.h,
-ftp/ftp_sess.h).
+ftp/ftp_sess.h).  bench/lg (the load generators, a folder of their own on
+io/) is held to the same: no circle between its files (check_lg_circles).
 """
 import os
 import re
@@ -281,14 +282,36 @@ def check_circles(root):
     return bad
 
 
+LG = "bench/lg"  # the load generators: their own folder, no layers, no circle
+
+
+def check_lg_circles(root):
+    """bench/lg: no circle between its files, by the same rule as gatling/'s
+    (an include "x.h" there is bench/lg's own header, or io/'s or a system's)."""
+    def include_lg(path, inc):
+        dst = os.path.join(LG, os.path.basename(inc))
+        return dst if os.path.exists(os.path.join(root, dst)) else None
+
+    graph = file_graph(root, [LG], include_lg)
+    bad = []
+    for part in circles(graph):
+        bad.append("a circle between %s:" % ", ".join(f + ".c" for f in part))
+        for a in part:
+            for b, why in sorted(graph[a].items()):
+                if b in part:
+                    bad.append("    %s.c -> %s.c: %s" % (a, b, why))
+    return bad
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else "."
-    bad = check(root) + check_circles(root)
+    bad = check(root) + check_circles(root) + check_lg_circles(root)
     for b in bad:
         print("layers: " + b)
     if bad:
         return 1
-    print("layers: %d folders, every include goes down, no circle between files" % len(FOLDERS))
+    print("layers: %d folders, every include goes down, no circle between files"
+          " (nor in %s)" % (len(FOLDERS), LG))
     return 0
 
 

@@ -1,9 +1,10 @@
 /*
  * httpbench — latency under many idle connections: what main() (httpbench.c)
- * hands to the per-process engine (httpbench_run.c) and gets back.
+ * hands to the per-process engine (httpbench_run.c, which this header is of)
+ * and gets back.
  */
-#ifndef HTTPBENCH_H
-#define HTTPBENCH_H
+#ifndef HTTPBENCH_RUN_H
+#define HTTPBENCH_RUN_H
 
 #include <stddef.h>
 #include <stdint.h>

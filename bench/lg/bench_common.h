@@ -1,9 +1,11 @@
 /*
- * bench — the throughput load generator: what main() (bench.c) hands to the
- * per-process engine (bench_run.c) and what the engine hands back.
+ * bench — the throughput load generator: what main() (bench.c) hands to a
+ * worker's loop (bench_run.c, bench_surge.c, bench_h3.c: each declared in its
+ * own header) and what the loop hands back; and what the loops share
+ * (bench_common.c).
  */
-#ifndef BENCH_H
-#define BENCH_H
+#ifndef BENCH_COMMON_H
+#define BENCH_COMMON_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -117,26 +119,6 @@ static inline void bench_stats_fatal(bench_stats_t *st, int why, int e)
 }
 
 /*
- * Run worker `index` of cfg->procs: its share of the connections and of -n,
- * until the count, the duration, a stop signal or the hard cap ends it.
- * Results go to all[index]; all[] (cfg->procs of them, shared memory with
- * -P) is read to start the requests together.  Returns BENCH_RUN_*.
- */
-int bench_run(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all);
-
-/*
- * --surge: worker `index` of an open-loop arrival of visitors (bench_surge.c),
- * each a new connection loading the page and its assets.  As bench_run().
- */
-int bench_surge(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all);
-
-/*
- * --h3: worker `index` of HTTP/3 load (bench_h3.c; built where HAVE_H3 is): as
- * bench_run(), each connection a QUIC connection with --streams requests in flight.
- */
-int bench_h3(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all);
-
-/*
  * Write what out holds, and what an HTTP/2 session (h2, or NULL) has to send,
  * batch after batch, over TLS (ssl, or NULL) or fd, until the socket is full
  * or all is out; then watch fd on loop for what lets the rest go (and for
@@ -147,7 +129,7 @@ struct gio_loop;
 int bench_flush(struct gio_loop *loop, lg_h2_t *h2, struct ssl_st *ssl, int fd, gio_batch_t *out,
                 int *why);
 
-/* Open loop: sleep until due (lg_now_ns), at most 50 us at a time (bench_run.c says why). */
+/* Open loop: sleep until due (lg_now_ns), at most 50 us at a time (bench_common.c says why). */
 void bench_nap_until(int64_t due);
 
 /* Start a results struct. */
