@@ -105,3 +105,43 @@ def test_a_longer_circle_fails(tmp_path):
     assert r.returncode == 1, r.stdout
     assert "router.c" in r.stdout and "static.c" in r.stdout and "target.c" in r.stdout
 
+
+
+def copy_bench(tmp_path):
+    """copy_tree's, with bench/lg and some of bench/'s Python (drivers, bench/benchkit)."""
+    dst = copy_tree(tmp_path)
+    shutil.copytree(os.path.join(ROOT, "bench", "lg"), dst / "bench" / "lg",
+                    ignore=shutil.ignore_patterns("*.o", "*.d"))
+    shutil.copytree(os.path.join(ROOT, "bench", "benchkit"), dst / "bench" / "benchkit",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for f in ("compare-h3", "netlab"):
+        shutil.copy(os.path.join(ROOT, "bench", f), dst / "bench" / f)
+    return dst
+
+
+def test_bench_lg_circle_fails(tmp_path):
+    """bench/lg is held to no circle: bench_common.c calling back into a loop makes one."""
+    tree = copy_bench(tmp_path)
+    assert layers(str(tree)).returncode == 0
+    common = tree / "bench" / "lg" / "bench_common.c"
+    common.write_text(common.read_text() + "\nint back(void) { return bench_run(0, 0, 0); }\n")
+    r = layers(str(tree))
+    assert r.returncode == 1, r.stdout
+    assert "a circle between bench/lg/bench_common.c, bench/lg/bench_run.c" in r.stdout
+
+
+def test_bench_driver_loading_a_driver_fails(tmp_path):
+    """A driver shares code through bench/benchkit only: loading another driver, or a module
+    beside the drivers, fails."""
+    tree = copy_bench(tmp_path)
+    h3 = tree / "bench" / "compare-h3"
+    saved = h3.read_text()
+    for line, what in (('h2 = bl.load_driver("compare-h2")\n', "loads code by load_driver"),
+                       ("import importlib\n", "loads code by importlib"),
+                       ("import benchlib\n", "imports benchlib from bench/")):
+        if "benchlib" in line:
+            (tree / "bench" / "benchlib.py").write_text("")
+        h3.write_text(saved.replace("import argparse\n", "import argparse\n" + line, 1))
+        r = layers(str(tree))
+        assert r.returncode == 1, r.stdout
+        assert "bench/compare-h3:" in r.stdout and what in r.stdout, r.stdout
