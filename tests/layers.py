@@ -336,6 +336,8 @@ def check_bench_drivers(root):
         files += [os.path.join(BENCH, BENCHKIT, f) for f in sorted(os.listdir(kit))
                   if f.endswith(".py")]
     local = {f[:-3] if f.endswith(".py") else f for f in os.listdir(d)} - {BENCHKIT}
+    if os.path.isdir(kit):  # `import benchlib`: the module was beside the drivers once
+        local |= {f[:-3] for f in os.listdir(kit) if f.endswith(".py") and f != "__init__.py"}
     bad = []
     for rel in files:
         text = open(os.path.join(root, rel), encoding="utf-8", errors="replace").read()
@@ -346,8 +348,9 @@ def check_bench_drivers(root):
         for m in IMPORT.finditer(text):
             top = (m.group(1) or m.group(2)).split(".")[0]
             if top in local:
-                bad.append("%s:%d: imports %s from bench/: only bench/%s is shared" % (
-                    rel, text.count("\n", 0, m.start()) + 1, top, BENCHKIT))
+                bad.append("%s:%d: imports %s from bench/: only bench/%s is shared (from %s "
+                           "import ...)" % (rel, text.count("\n", 0, m.start()) + 1, top,
+                                            BENCHKIT, BENCHKIT))
     return bad
 
 
