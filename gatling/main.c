@@ -786,9 +786,10 @@ static int load_certificates(config_t *cfg)
     int n = tls_store_count(cfg->tls);
     if (cfg->tls && !n) /* the port is bound now all the same: before a chroot and -u */
         fprintf(stderr,
-                "gatling: HTTPS: no certificate in %s yet: handshakes are refused until one "
+                "gatling: HTTPS: no certificate in %s yet: handshakes are refused%s until one "
                 "appears (looked for every %d s and on SIGUSR1)\n",
-                cfg->tls_dir, tls_store_check_period(cfg->tls));
+                cfg->tls_dir, cfg->acme_chal ? ", but for ACME's TLS-ALPN-01 challenges," : "",
+                tls_store_check_period(cfg->tls));
     else if (cfg->tls)
         fprintf(stderr, "gatling: HTTPS with %d certificate%s from %s\n", n, n == 1 ? "" : "s",
                 cfg->tls_dir ? cfg->tls_dir : "server.pem");
