@@ -10,6 +10,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,4 +180,60 @@ int acme_chal_status(acme_chal_t *c, char *buf, size_t cap)
     size_t n = read_small(c, ACME_STATUS_FILE, buf, cap - 1);
     buf[n] = 0;
     return (int)n;
+}
+
+/* A decimal number of at most 18 digits at *p, then a space or a line end;
+   *p moves past it.  -1 if there is none. */
+static long long number(const char **p)
+{
+    long long v = 0;
+    int k = 0;
+    for (; **p >= '0' && **p <= '9' && k < 18; (*p)++, k++)
+        v = v * 10 + (**p - '0');
+    return k && (**p == ' ' || **p == '\n' || !**p) ? v : -1;
+}
+
+/* "NAME NOT_AFTER NEXT FAILS" at p, into slot i of st.  0, or -1. */
+static int status_cert(const char *p, acme_status_t *st)
+{
+    const char *sp = strchr(p, ' ');
+    if (st->n == ACME_STATUS_NAMES || !sp || !acme_chal_name_ok(p, (size_t)(sp - p)))
+        return -1;
+    memcpy(st->names[st->n].name, p, (size_t)(sp - p));
+    st->names[st->n].name[sp - p] = 0;
+    p = sp + 1;
+    long long v[3];
+    for (int i = 0; i < 3; i++) {
+        if ((v[i] = number(&p)) < 0 || (i < 2 && *p++ != ' '))
+            return -1;
+    }
+    if (*p && *p != '\n')
+        return -1;
+    st->names[st->n].not_after = v[0], st->names[st->n].next = v[1];
+    st->names[st->n++].fails = (unsigned long long)v[2];
+    return 0;
+}
+
+int acme_chal_status_parse(const char *text, acme_status_t *st)
+{
+    memset(st, 0, offsetof(acme_status_t, names));
+    for (const char *p = text; *p;) {
+        const char *nl = strchr(p, '\n');
+        long long v = 0;
+        if (!strncmp(p, "orders ", 7) || !strncmp(p, "failures ", 9)) {
+            const char *q = p + (p[0] == 'o' ? 7 : 9);
+            if ((v = number(&q)) < 0 || (*q && *q != '\n'))
+                return -1;
+            *(p[0] == 'o' ? &st->orders : &st->failures) = (unsigned long long)v;
+        } else if (!strncmp(p, "cert ", 5)) {
+            if (status_cert(p + 5, st) < 0)
+                return -1;
+        } else if (p[0] != '\n') {
+            return -1;
+        }
+        if (!nl)
+            break;
+        p = nl + 1;
+    }
+    return 0;
 }

@@ -57,6 +57,9 @@ typedef struct site {
     /* --acme: does a loaded certificate name this host (no port)?  server.c
        sets it to tls.c's tls_store_covers; NULL: -X needs only https_ready */
     int (*https_covers)(const struct tls_store *st, const char *host, size_t n);
+    /* the i-th certificate's name and expiry (tls.c's tls_store_expiry, set by
+       server.c), for /metrics and /server-status: 1, or 0 past the last */
+    int (*cert_expiry)(const struct tls_store *st, int i, const char **name, int64_t *not_after);
     char alt_svc[32]; /* HTTP/3 is served: the Alt-Svc value HTTPS responses carry, or "" */
     int64_t date_at; /* wall-clock second of `date` */
     char date[32];   /* the current HTTP-date, for Date: */

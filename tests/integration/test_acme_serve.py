@@ -299,3 +299,42 @@ def test_start_refusals(build, tmp_path):
     assert "certificates for 2 names (b.gatling.test, ...)" in said, said
     assert os.path.isdir(os.path.join(state, "live"))
     assert oct(os.stat(os.path.join(state, "live")).st_mode & 0o777) == "0o700"
+
+
+def metric_lines(port):
+    status, _, body = get(port, "/metrics", host="127.0.0.1")
+    assert status == 200
+    return [l for l in body.decode().splitlines() if l and not l.startswith("#")]
+
+
+def test_metrics_expiry_and_status(gatling, tmp_path):
+    """/metrics: each loaded certificate's expiry (its notAfter), and the
+    client's status file's numbers; a malformed status file is no metrics."""
+    state = state_dir(tmp_path)
+    live = os.path.join(state, "live", NAME)
+    os.makedirs(live)
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-keyout", live + "/privkey.pem",
+                    "-out", live + "/fullchain.pem", "-days", "5", "-subj", "/CN=" + NAME],
+                   check=True, capture_output=True, timeout=30)
+    end = subprocess.run(["openssl", "x509", "-in", live + "/fullchain.pem", "-noout",
+                          "-enddate"], check=True, capture_output=True, text=True).stdout
+    not_after = int(time.mktime(time.strptime(end.strip().split("=", 1)[1],
+                                              "%b %d %H:%M:%S %Y GMT")) - time.timezone)
+    with open(os.path.join(state, "status"), "w") as f:
+        f.write("orders 7\nfailures 2\ncert %s %d 1790000000 1\n" % (NAME, not_after))
+    srv = gatling({"f.txt": "f\n"}, args=acme_args(state, "-e", "0", "-S"))
+    lines = metric_lines(srv.port)
+    assert 'gatling_tls_certificate_expiry_seconds{name="%s"} %d' % (NAME, not_after) in lines
+    for want in ("gatling_acme_orders_total 7", "gatling_acme_failures_total 2",
+                 'gatling_acme_next_renewal_seconds{name="%s"} 1790000000' % NAME,
+                 'gatling_acme_name_failures{name="%s"} 1' % NAME):
+        assert want in lines, (want, lines)
+    status, _, body = get(srv.port, "/server-status?json", host="127.0.0.1")
+    assert b'"acme_orders":7' in body and b'"tls_certificate_expiry_first":%d' % not_after in body
+    with open(os.path.join(state, ".status"), "w") as f:
+        f.write("orders 8\nfailures two\n")
+    os.rename(os.path.join(state, ".status"), os.path.join(state, "status"))
+    lines = metric_lines(srv.port)
+    assert not [l for l in lines if l.startswith("gatling_acme_orders")], lines
+    assert any(l.startswith("gatling_tls_certificate_expiry_seconds") for l in lines)

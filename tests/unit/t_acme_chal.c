@@ -111,6 +111,34 @@ static void test_status(acme_chal_t *c)
        "no state directory: nothing");
 }
 
+static void test_status_parse(void)
+{
+    acme_status_t *st = malloc(sizeof *st);
+    if (!st)
+        return;
+    ok(acme_chal_status_parse("orders 3\nfailures 1\ncert example.org 1790000000 1780000000 0\n"
+                              "cert 192.0.2.1 0 1700000000 4\n", st) == 0 &&
+           st->orders == 3 && st->failures == 1 && st->n == 2,
+       "a status file");
+    ok(!strcmp(st->names[0].name, "example.org") && st->names[0].not_after == 1790000000 &&
+           st->names[0].next == 1780000000 && st->names[1].fails == 4,
+       "its names");
+    ok(acme_chal_status_parse("", st) == 0 && st->n == 0 && st->orders == 0, "empty: nothing");
+    ok(acme_chal_status_parse("orders 1", st) == 0 && st->orders == 1, "no last line end");
+    const char *bad[] = {"orders x\n", "orders -1\n", "orders 1 2\n", "nonsense 1\n",
+                         "cert ../x 1 2 3\n", "cert a.org 1 2\n", "cert a.org 1 2 3 4\n",
+                         "cert a.org 1 2 3x\n", "orders 1234567890123456789\n",
+                         "cert a\"b 1 2 3\n"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        is_int(acme_chal_status_parse(bad[i], st), -1, "malformed: %zu", i);
+    char *many = malloc(ACME_STATUS_NAMES * 32 + 64), *p = many;
+    for (int i = 0; i <= ACME_STATUS_NAMES; i++)
+        p += sprintf(p, "cert n%d.org 1 2 3\n", i);
+    is_int(acme_chal_status_parse(many, st), -1, "more than ACME_STATUS_NAMES names");
+    free(many);
+    free(st);
+}
+
 int main(void)
 {
     snprintf(base, sizeof base, "%s/t_acme_chal.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -132,6 +160,7 @@ int main(void)
         test_status(c);
     }
     test_names();
+    test_status_parse();
     acme_chal_free(c);
     snprintf(p, sizeof p, "rm -rf '%s'", base);
     (void)!system(p);
