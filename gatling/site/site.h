@@ -102,4 +102,9 @@ static inline const char *site_root_check(const site_t *s)
     return s->cfg->symlinks_out ? NULL : s->root_real;
 }
 
+/* -x: does a response over HTTPS to req (NULL: none parsed) carry
+   Strict-Transport-Security?  Under --acme only for a Host a loaded
+   certificate names (https_covers), as -X redirects only those. */
+int site_hsts(const site_t *s, const struct http_request *req);
+
 #endif
