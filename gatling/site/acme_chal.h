@@ -50,7 +50,9 @@ int acme_chal_http(acme_chal_t *c, const char *token, size_t len, char *buf, siz
 
 /* TLS-ALPN-01: the challenge PEM (certificate, then key) for a host name, in a
    malloc'd NUL-terminated buffer; NULL when none is outstanding or the name is
-   not a valid host name or IP address. */
+   not a valid host name or IP address.  A reverse-mapping name (RFC 8738 6:
+   "1.2.0.192.in-addr.arpa", "...ip6.arpa") reads the address's file
+   ("192.0.2.1.pem", "2001:db8::1.pem": inet_ntop's form). */
 char *acme_chal_alpn_pem(acme_chal_t *c, const char *name, size_t len, size_t *pemlen);
 
 /* The status file's text into buf (NUL-terminated); its length, 0 if none. */

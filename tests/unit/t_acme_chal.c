@@ -92,6 +92,20 @@ static void test_alpn(acme_chal_t *c)
        "a challenge, the name in any case, absolute");
     free(pem);
     ok(!acme_chal_alpn_pem(c, "other.example.org", 17, &n), "another name: none");
+    put("challenges/tls-alpn-01/192.0.2.1.pem", "four\n");
+    put("challenges/tls-alpn-01/2001:db8::1.pem", "six\n");
+    const char *r4 = "1.2.0.192.in-addr.arpa";
+    pem = acme_chal_alpn_pem(c, r4, strlen(r4), &n);
+    is_str(pem, "four\n", "RFC 8738: an IPv4 address by its reverse name");
+    free(pem);
+    const char *r6 = "1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa.";
+    pem = acme_chal_alpn_pem(c, r6, strlen(r6), &n);
+    is_str(pem, "six\n", "... an IPv6 address by its nibbles");
+    free(pem);
+    const char *bad6 = "1.0.0.2.ip6.arpa", *bad4 = "1.2.0.999.in-addr.arpa";
+    ok(!acme_chal_alpn_pem(c, bad6, strlen(bad6), &n) &&
+           !acme_chal_alpn_pem(c, bad4, strlen(bad4), &n),
+       "... not for reverse names of no address");
     ok(!acme_chal_alpn_pem(c, "../status", 9, &n), "../: refused");
     char big[ACME_ALPN_PEM_MAX + 2];
     memset(big, 'x', sizeof big - 1), big[sizeof big - 1] = 0;
