@@ -115,8 +115,12 @@ static void ari_poll(acme_run_t *r, acme_name_t *n, time_t now)
 {
     time_t s, e;
     long ra;
-    if (acme_client_ready(&r->cl) < 0 || !r->cl.dir.renewal_info[0]) {
-        n->ari_at = r->cl.have_dir ? 0 : now + ARI_POLL_MAX / 6; /* no ARI: the third */
+    if (acme_client_dir(&r->cl) < 0) {
+        n->ari_at = now + ARI_POLL_MAX / 6; /* the CA is away: its window later */
+        return;
+    }
+    if (!r->cl.dir.renewal_info[0]) {
+        n->ari_at = 0; /* no ARI: a third of the lifetime left */
         return;
     }
     if (acme_client_ari(&r->cl, n->cert.certid, &s, &e, &ra) < 0) {

@@ -68,19 +68,28 @@ static void nap(acme_client_t *cl, long secs)
         ;
 }
 
+#define ACME_ERROR "urn:ietf:params:acme:error:"
+
 /* A failed answer: its problem document in cl->err after what, and its
-   Retry-After.  1 when it is a badNonce (send again). */
+   Retry-After.  1 when it is a badNonce (send again), 2 when the CA does not
+   know the account (register it again: a CA that lost its state). */
 static int answer_failed(acme_client_t *cl, const char *what, const acme_resp_t *r)
 {
     acme_problem_t p;
     cl->retry_after = r->head.retry_after;
+    cl->ptype[0] = 0;
     if (r->body && acme_parse_problem(r->body, r->len, &p) == 0) {
         fail(cl, "%s: HTTP %ld: %s: %s", what, r->status, p.type, p.detail);
-        return strcmp(p.type, "urn:ietf:params:acme:error:badNonce") == 0;
+        snprintf(cl->ptype, sizeof cl->ptype, "%s", p.type);
+        if (strcmp(p.type, ACME_ERROR "accountDoesNotExist") == 0)
+            return 2;
+        return strcmp(p.type, ACME_ERROR "badNonce") == 0;
     }
     fail(cl, "%s: HTTP %ld (no problem document)", what, r->status);
     return 0;
 }
+
+static int new_account(acme_client_t *cl);
 
 static int get_nonce(acme_client_t *cl)
 {
@@ -107,6 +116,7 @@ static int post(acme_client_t *cl, const char *what, const char *url, const char
                 acme_resp_t *r)
 {
     char err[ACME_ERR_MAX];
+    cl->ptype[0] = 0;
     for (int tries = 0; tries < ACME_NONCE_TRIES && !*cl->stop; tries++) {
         if (!cl->nonce[0] && get_nonce(cl) < 0)
             return -1;
@@ -130,7 +140,13 @@ static int post(acme_client_t *cl, const char *what, const char *url, const char
             return 0;
         int again = answer_failed(cl, what, r);
         acme_resp_free(r);
-        if (!again)
+        if (again == 2 && cl->kid[0] && strcmp(url, cl->dir.new_account)) {
+            char path[96];
+            snprintf(path, sizeof path, "account/%s/url", cl->cahash);
+            unlinkat(cl->state_fd, path, 0);
+            if (new_account(cl) < 0)
+                return -1;
+        } else if (!again)
             return -1;
     }
     if (*cl->stop)
@@ -253,11 +269,16 @@ static int new_account(acme_client_t *cl)
     return rc;
 }
 
+int acme_client_dir(acme_client_t *cl)
+{
+    cl->retry_after = -1;
+    return cl->have_dir ? 0 : load_dir(cl);
+}
+
 int acme_client_ready(acme_client_t *cl)
 {
     char jwk[ACME_JWK_MAX];
-    cl->retry_after = -1;
-    if (!cl->have_dir && load_dir(cl) < 0)
+    if (acme_client_dir(cl) < 0)
         return -1;
     if (!cl->key && load_key(cl) < 0)
         return -1;
@@ -571,7 +592,10 @@ int acme_client_issue(acme_client_t *cl, const char *name, const char *replaces,
     memset(out, 0, sizeof *out);
     cl->retry_after = -1;
     int rc = new_order(cl, name, replaces, &ord, url);
-    if (rc < 0 && replaces && replaces[0] && cl->retry_after < 0) {
+    if (rc < 0 && replaces && replaces[0] &&
+        (strcmp(cl->ptype, ACME_ERROR "alreadyReplaced") == 0 ||
+         strcmp(cl->ptype, ACME_ERROR "malformed") == 0 ||
+         strcmp(cl->ptype, ACME_ERROR "conflict") == 0)) {
         /* the CA refused the replacement (already replaced, unknown): a plain order */
         rc = new_order(cl, name, NULL, &ord, url);
     }
