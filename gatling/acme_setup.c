@@ -370,7 +370,7 @@ int acme_launch(config_t *cfg)
     return 0;
 }
 
-void acme_stop(config_t *cfg)
+void acme_end(config_t *cfg)
 {
     pid_t pid = (pid_t)cfg->acme_pid;
     if (pid <= 0)

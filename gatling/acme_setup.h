@@ -65,6 +65,6 @@ int acme_prepare(config_t *cfg);
 int acme_launch(config_t *cfg);
 
 /* The server is ending: so does the client. */
-void acme_stop(config_t *cfg);
+void acme_end(config_t *cfg);
 
 #endif
