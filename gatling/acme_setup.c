@@ -128,6 +128,7 @@ static int word_option(int c, const char *arg, config_acme_t *a)
 }
 
 static int given; /* the --acme options seen, one bit each, for acme_options_done */
+static int names_owned; /* cfg->acme.names are vhost_names' copies, for acme_end */
 
 int acme_option(int c, char *arg, config_t *cfg)
 {
@@ -337,6 +338,7 @@ static int vhost_names(config_t *cfg)
             break;
         }
         a->names[a->nnames++] = copy;
+        names_owned = 1;
     }
     closedir(d);
     qsort(a->names, (size_t)a->nnames, sizeof a->names[0], cmp_name);
@@ -373,6 +375,11 @@ int acme_launch(config_t *cfg)
 void acme_end(config_t *cfg)
 {
     pid_t pid = (pid_t)cfg->acme_pid;
+    acme_chal_free(cfg->acme_chal);
+    cfg->acme_chal = NULL;
+    for (int i = 0; names_owned && i < cfg->acme.nnames; i++)
+        free((char *)cfg->acme.names[i]);
+    names_owned = 0, cfg->acme.nnames = 0;
     if (pid <= 0)
         return;
     cfg->acme_pid = 0;
