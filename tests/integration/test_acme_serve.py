@@ -24,6 +24,7 @@ status file, which /metrics must show as it is.  TLS is set up here (the module 
 only: run-check's HTTPS_SKIP).
 """
 import os
+import signal
 import socket
 import ssl
 import subprocess
@@ -359,3 +360,59 @@ def test_metrics_expiry_and_status(gatling, tmp_path):
     if open(status_file).read() == "orders 8\nfailures two\n":  # not yet rewritten
         assert not [l for l in lines if l.startswith("gatling_acme_orders")], lines
     assert any(l.startswith("gatling_tls_certificate_expiry_seconds") for l in lines)
+
+
+def self_signed(directory, name, days=5):
+    """NAME/fullchain.pem and privkey.pem, as the client lands them."""
+    os.makedirs(directory, exist_ok=True)
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-keyout", directory + "/privkey.pem",
+                    "-out", directory + "/fullchain.pem", "-days", str(days), "-subj",
+                    "/CN=" + name, "-addext", "subjectAltName=DNS:" + name],
+                   check=True, capture_output=True, timeout=30)
+
+
+def https_get(port, sni, host, target="/f.txt"):
+    """(status, headers) of one request over HTTPS (any certificate)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        with ctx.wrap_socket(raw, server_hostname=sni) as s:
+            s.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n"
+                       % (target, host)).encode())
+            data = b""
+            while True:
+                try:
+                    chunk = s.recv(65536)
+                except ssl.SSLError:
+                    break
+                if not chunk:
+                    break
+                data += chunk
+    lines = data.partition(b"\r\n\r\n")[0].decode("latin-1").split("\r\n")
+    return int(lines[0].split()[1]), dict((k.lower(), v.strip()) for k, _, v in
+                                          (l.partition(":") for l in lines[1:]))
+
+
+def test_first_certificate_turns_redirect_on(gatling, tmp_path):
+    """No certificate at start: HTTP serves the name and -X does not redirect
+    it.  Once the client lands one (here by hand) and SIGUSR1 arrives, -X
+    sends that name to HTTPS, and -x's Strict-Transport-Security goes with
+    it; a name no certificate names is still served over HTTP, and gets no
+    HSTS over HTTPS."""
+    state = state_dir(tmp_path)
+    srv = gatling({"f.txt": "f\n"}, args=acme_args(state, "-e", "0", "-X", "-x", "600"))
+    port = https_port(srv)
+    assert get(srv.port, "/f.txt")[0] == 200
+    self_signed(os.path.join(state, "live", NAME), NAME)
+    srv.send_signal(signal.SIGUSR1)
+    wait_for(lambda: any("HTTPS answers now" in l for l in srv.errlog), 10, "the certificate")
+    status, f, _ = get(srv.port, "/f.txt")
+    assert status == 301 and f["location"] == "https://%s:%d/f.txt" % (NAME, port)
+    status, f, _ = get(srv.port, "/f.txt", host="other.test")
+    assert status == 200 and "location" not in f
+    status, f = https_get(port, NAME, NAME)
+    assert status == 200 and f.get("strict-transport-security") == "max-age=600"
+    status, f = https_get(port, NAME, "other.test")
+    assert status == 200 and "strict-transport-security" not in f
