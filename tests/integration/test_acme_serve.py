@@ -20,8 +20,8 @@ layout) and check what the loops make of it.
 
 The client process (gatling/acme/) runs, pointed at a closed local port
 (--acme-ca https://127.0.0.1:PORT/dir): it can only back off, and writes its
-status file, which /metrics must show as it is.  TLS is set up here (the module runs in the plain pass
-only: run-check's HTTPS_SKIP).
+status file, which /metrics must show as it is.  TLS is set up here (the
+module runs in the plain pass only: run-check's HTTPS_SKIP).
 """
 import os
 import signal

@@ -155,7 +155,8 @@ static void test_status_parse(void)
 
 int main(void)
 {
-    snprintf(base, sizeof base, "%s/t_acme_chal.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(base, sizeof base, "%s/t_acme_chal.XXXXXX", tmp);
     if (!mkdtemp(base))
         return perror("mkdtemp"), 1;
     char p[PATH_MAX * 2];
