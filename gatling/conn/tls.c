@@ -342,7 +342,7 @@ static int on_status(SSL *ssl, void *arg)
 {
     (void)arg;
     tls_cert_t *c = cert_of(SSL_get_SSL_CTX(ssl));
-    if (!c || !c->ocsp)
+    if (!c || !c->ocsp || tls_acme_state(ssl)) /* the context's OCSP is not the challenge's */
         return SSL_TLSEXT_ERR_NOACK;
     unsigned char *copy = OPENSSL_memdup(c->ocsp, (size_t)c->ocsp_len);
     if (!copy || !SSL_set_tlsext_status_ocsp_resp(ssl, copy, c->ocsp_len)) {
