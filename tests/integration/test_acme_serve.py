@@ -416,3 +416,28 @@ def test_first_certificate_turns_redirect_on(gatling, tmp_path):
     assert status == 200 and f.get("strict-transport-security") == "max-age=600"
     status, f = https_get(port, NAME, "other.test")
     assert status == 200 and "strict-transport-security" not in f
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="-u needs root")
+def test_state_checked_as_the_user(build):
+    """As root with -u: the state directory and the CA root are checked as
+    the user the client runs as (a directory only root may cross: exit 1)."""
+    import pwd
+    import shutil
+    import tempfile
+    base = tempfile.mkdtemp(prefix="gatling-acme-")  # pytest's own is root's alone
+    try:
+        os.chmod(base, 0o755)
+        closed = os.path.join(base, "closed")
+        os.mkdir(closed, 0o700)
+        rc, err = run(build, "-u", "nobody", "--acme", "a@gatling.test", "--acme-names", NAME,
+                      "--acme-dir", closed + "/state")
+        assert rc == 1 and "cannot be made or written by -u's user" in err, err
+        with open(closed + "/ca.pem", "w") as f:
+            f.write("not read\n")
+        rc, err = run(build, "-u", "nobody", "--acme", "a@gatling.test", "--acme-names", NAME,
+                      "--acme-dir", base + "/state", "--acme-ca-root", closed + "/ca.pem")
+        assert rc == 1 and "--acme-ca-root" in err and "-u's user" in err, err
+        assert os.stat(base + "/state").st_uid == pwd.getpwnam("nobody").pw_uid
+    finally:
+        shutil.rmtree(base)
