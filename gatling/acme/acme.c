@@ -4,6 +4,7 @@
 #define _GNU_SOURCE /* ppoll, close_range */
 #include "acme.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -298,6 +299,32 @@ static int make_dir(int at, const char *path, mode_t mode, int uid, int gid)
     return 0;
 }
 
+/* Hand what is below at/path to uid/gid (depth levels down): what an earlier
+   run as root (without -u) made, the account key and the versions in .acme,
+   must be the user's to read, replace and prune. */
+static void chown_tree(int at, const char *path, int uid, int gid, int depth)
+{
+    int fd = openat(at, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    struct dirent *e;
+    struct stat st;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+            fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            continue;
+        if (st.st_uid != (uid_t)uid)
+            fchownat(fd, e->d_name, (uid_t)uid, (gid_t)gid, AT_SYMLINK_NOFOLLOW);
+        if (S_ISDIR(st.st_mode) && depth > 0)
+            chown_tree(fd, e->d_name, uid, gid, depth - 1);
+    }
+    closedir(d);
+}
+
 /* The state directory's layout and the -C directory, made as root and handed
    to -u's user; then the descriptors for both. */
 static int prepare_dirs(const config_t *cfg, int *state_fd, int *tls_fd, char *err, size_t n)
@@ -321,6 +348,11 @@ static int prepare_dirs(const config_t *cfg, int *state_fd, int *tls_fd, char *e
         (*tls_fd = open(cfg->tls_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
         snprintf(err, n, "certificate directory %s: %s", cfg->tls_dir, strerror(errno));
         return -1;
+    }
+    if (cfg->uid >= 0 && geteuid() == 0) {
+        chown_tree(*state_fd, ".", cfg->uid, cfg->gid, 3);
+        make_dir(*tls_fd, ".acme", 0755, cfg->uid, cfg->gid);
+        chown_tree(*tls_fd, ".acme", cfg->uid, cfg->gid, 1);
     }
     return 0;
 }

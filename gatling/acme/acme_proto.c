@@ -85,7 +85,11 @@ static int answer_failed(acme_client_t *cl, const char *what, const acme_resp_t 
             return 2;
         return strcmp(p.type, ACME_ERROR "badNonce") == 0;
     }
-    fail(cl, "%s: HTTP %ld (no problem document)", what, r->status);
+    if (r->status >= 300 && r->status < 400)
+        fail(cl, "%s: HTTP %ld: a redirect to %s, not followed", what, r->status,
+             r->head.location[0] ? r->head.location : "(none)");
+    else
+        fail(cl, "%s: HTTP %ld (no problem document)", what, r->status);
     return 0;
 }
 

@@ -46,6 +46,8 @@ int main(int argc, char **argv)
         cfg.acme.key_type = CONFIG_ACME_RSA2048;
     cfg.error_fd = 2;
     cfg.uid = cfg.gid = -1;
+    if (getenv("ACME_TRY_UID")) /* as root: the client drops to these ids */
+        cfg.uid = cfg.gid = atoi(getenv("ACME_TRY_UID"));
     signal(SIGUSR1, on_usr1);
     pid_t pid = acme_start(&cfg, (const char *const *)argv + 6, argc - 6,
                            !getenv("ACME_TRY_NOHTTP"), getpid(), err, sizeof err);
