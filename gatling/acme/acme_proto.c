@@ -100,8 +100,10 @@ static int get_nonce(acme_client_t *cl)
     acme_resp_t r;
     char err[ACME_ERR_MAX];
     int ok = acme_http_do(&cl->http, cl->dir.new_nonce, NULL, 1, &r, err, sizeof err) == 0;
-    if (ok && r.head.nonce[0])
+    if (ok && r.head.nonce[0] && r.status >= 200 && r.status < 300)
         strcpy(cl->nonce, r.head.nonce);
+    else if (ok && (r.status < 200 || r.status >= 300))
+        answer_failed(cl, "newNonce", &r); /* a HEAD: no problem document, but Retry-After */
     else if (ok)
         fail(cl, "newNonce: HTTP %ld without a Replay-Nonce", r.status);
     else
