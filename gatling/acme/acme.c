@@ -35,6 +35,7 @@
 #define RETRY_AFTER_MAX (7 * 86400) /* a CA's Retry-After is honoured up to this */
 #define CHAIN_MAX (1 << 20)
 #define STATUS_MAX 65536
+#define SCHEDULE_FILE "schedule" /* in the state directory */
 
 typedef struct acme_name {
     const char *name;
@@ -225,6 +226,53 @@ static void write_status(acme_run_t *r)
     free(buf);
 }
 
+/* The schedule (SCHEDULE_FILE), so that a restart keeps the back-off and the
+   time picked in the ARI window: one line per name,
+   "NAME SERIAL RENEW_AT RETRY_AT FAILS WIN_START WIN_END" (SERIAL "-": none). */
+static void write_schedule(acme_run_t *r)
+{
+    size_t cap = (size_t)r->nnames * 400 + 1;
+    char *buf = malloc(cap);
+    size_t len = 0;
+    for (int i = 0; buf && i < r->nnames; i++) {
+        const acme_name_t *n = &r->names[i];
+        int k = snprintf(buf + len, cap - len, "%s %s %lld %lld %u %lld %lld\n", n->name,
+                         n->cert.serial[0] ? n->cert.serial : "-", (long long)n->renew_at,
+                         (long long)n->retry_at, n->fails, (long long)n->win_start,
+                         (long long)n->win_end);
+        if (k < 0 || (size_t)k >= cap - len)
+            break;
+        len += (size_t)k;
+    }
+    if (buf && acme_write_atomic(r->cl.state_fd, SCHEDULE_FILE, buf, len, 0644) < 0)
+        say(r, "writing the schedule failed: %s", strerror(errno));
+    free(buf);
+}
+
+/* What the last run wrote for n: its back-off always, and its renewal time
+   and ARI window while the certificate is the same. */
+static void read_schedule(acme_run_t *r, acme_name_t *n, const char *text)
+{
+    char name[256], serial[ACME_SERIAL_MAX];
+    long long renew, retry, ws, we;
+    unsigned fails;
+    for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+        if (sscanf(p, "%255s %63s %lld %lld %u %lld %lld", name, serial, &renew, &retry, &fails,
+                   &ws, &we) != 7 ||
+            strcmp(name, n->name))
+            continue;
+        n->retry_at = (time_t)retry;
+        n->fails = fails < 64 ? fails : 64;
+        if (n->cert.serial[0] && strcmp(serial, n->cert.serial) == 0 && we >= ws) {
+            n->renew_at = (time_t)renew;
+            n->win_start = (time_t)ws;
+            n->win_end = (time_t)we;
+        }
+        return;
+    }
+    (void)r;
+}
+
 /* One round over the names; the earliest time something is due next. */
 static time_t round_once(acme_run_t *r)
 {
@@ -243,6 +291,7 @@ static time_t round_once(acme_run_t *r)
             next = t;
     }
     write_status(r);
+    write_schedule(r);
     return next;
 }
 
@@ -266,8 +315,14 @@ static void sleep_until(time_t t)
 
 static void run_loop(acme_run_t *r)
 {
-    for (int i = 0; i < r->nnames; i++)
+    size_t len;
+    char *sched = acme_read_file(r->cl.state_fd, SCHEDULE_FILE, STATUS_MAX, &len);
+    for (int i = 0; i < r->nnames; i++) {
         read_current(r, &r->names[i]);
+        if (sched)
+            read_schedule(r, &r->names[i], sched);
+    }
+    free(sched);
     while (!acme_stop) {
         time_t next = round_once(r);
         if (acme_reopen) {
