@@ -165,6 +165,16 @@ static void obtain(acme_run_t *r, acme_name_t *n, time_t now)
 {
     acme_issued_t out;
     acme_cert_info_t ci;
+    struct stat st;
+    if (fstatat(r->tls_fd, n->name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISLNK(st.st_mode)) {
+        /* certbot's layout, or an admin's pair: no order for what cannot be installed */
+        char why[512];
+        snprintf(why, sizeof why, "%s/%s is not the ACME client's symlink: left alone (remove "
+                 "it to let the client install its certificate)", r->cfg->tls_dir, n->name);
+        r->cl.retry_after = -1;
+        failed(r, n, now, why);
+        return;
+    }
     if (acme_client_ready(&r->cl) < 0) {
         failed(r, n, now, r->cl.err);
         return;
@@ -178,7 +188,7 @@ static void obtain(acme_run_t *r, acme_name_t *n, time_t now)
         failed(r, n, time(NULL), "the certificate issued does not parse");
     } else if (acme_install(r->tls_fd, n->name, ci.serial, out.chain, out.chain_len, out.key,
                             out.key_len) < 0) {
-        char why[256];
+        char why[512];
         snprintf(why, sizeof why, "installing the certificate in %s: %s", r->cfg->tls_dir,
                  strerror(errno));
         r->cl.retry_after = -1;
