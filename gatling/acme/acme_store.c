@@ -176,8 +176,13 @@ int acme_install(int tls_fd, const char *name, const char *serial, const char *c
     int acme_fd = openat(tls_fd, ".acme", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (acme_fd < 0)
         return -1;
-    if (write_version(acme_fd, version, chain, chain_len, key, key_len) < 0)
+    if (write_version(acme_fd, version, chain, chain_len, key, key_len) < 0) {
+        int e = errno; /* a full disk: nothing of the new version stays */
+        if (readlinkat(tls_fd, name, old, sizeof old) < 0 || !strstr(old, version))
+            remove_version(acme_fd, version);
+        errno = e;
         goto fail;
+    }
     ssize_t ol = readlinkat(tls_fd, name, old, sizeof old - 1);
     old[ol > 0 ? ol : 0] = 0;
     unlinkat(tls_fd, tmp, 0);
