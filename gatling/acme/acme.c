@@ -485,6 +485,9 @@ static void child_main(const config_t *cfg, const char *const *names, int nnames
         r.backoff_min = atol(env);
     for (int i = 0; i < nnames; i++)
         r.names[i].name = names[i];
+    /* no challenge is outstanding yet: what a killed client left is not served */
+    acme_empty_dir(state_fd, ACME_CHAL_HTTP_DIR);
+    acme_empty_dir(state_fd, ACME_CHAL_ALPN_DIR);
     run_loop(&r);
     acme_client_free(&r.cl);
     curl_global_cleanup();

@@ -92,10 +92,9 @@ char *acme_read_file(int dirfd, const char *name, size_t max, size_t *len)
     return buf;
 }
 
-/* Remove .acme/VERSION and what is in it (files only). */
-static void remove_version(int acme_fd, const char *version)
+void acme_empty_dir(int at, const char *path)
 {
-    int fd = openat(acme_fd, version, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = openat(at, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
     struct dirent *e;
     if (!d) {
@@ -107,6 +106,12 @@ static void remove_version(int acme_fd, const char *version)
         if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
             unlinkat(fd, e->d_name, 0);
     closedir(d);
+}
+
+/* Remove .acme/VERSION and what is in it (files only). */
+static void remove_version(int acme_fd, const char *version)
+{
+    acme_empty_dir(acme_fd, version);
     unlinkat(acme_fd, version, AT_REMOVEDIR);
 }
 
