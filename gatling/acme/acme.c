@@ -313,6 +313,7 @@ static void sleep_until(time_t t)
     sigemptyset(&block);
     sigaddset(&block, SIGTERM);
     sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGHUP);
     sigaddset(&block, SIGUSR1);
     sigprocmask(SIG_BLOCK, &block, &old);
     time_t now = time(NULL);
@@ -444,15 +445,17 @@ static void close_others(int keep)
 
 static void child_signals(void)
 {
-    static const int dfl[] = {SIGHUP, SIGUSR2, SIGCHLD, SIGQUIT, SIGALRM};
+    static const int dfl[] = {SIGCHLD, SIGQUIT, SIGALRM};
     struct sigaction sa = {.sa_handler = SIG_DFL};
     for (size_t i = 0; i < sizeof dfl / sizeof dfl[0]; i++)
         sigaction(dfl[i], &sa, NULL);
-    sa.sa_handler = SIG_IGN;
+    sa.sa_handler = SIG_IGN; /* SIGUSR2 is the server's binary upgrade, not ours */
     sigaction(SIGPIPE, &sa, NULL);
+    sigaction(SIGUSR2, &sa, NULL);
     sa.sa_handler = on_signal; /* no SA_RESTART: a sleep or poll ends at once */
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL); /* the server's graceful stop: ours is at once */
     sigaction(SIGUSR1, &sa, NULL);
     sigset_t none;
     sigemptyset(&none);
