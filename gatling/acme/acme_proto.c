@@ -61,9 +61,9 @@ void acme_issued_free(acme_issued_t *out)
 }
 
 /* Interruptible sleep: SIGTERM ends it (the handler sets *stop). */
-static void nap(acme_client_t *cl, long secs)
+static void nap(acme_client_t *cl, long ms)
 {
-    struct timespec ts = {secs, 0};
+    struct timespec ts = {ms / 1000, ms % 1000 * 1000000L};
     while (!*cl->stop && nanosleep(&ts, &ts) < 0 && errno == EINTR)
         ;
 }
@@ -85,7 +85,11 @@ static int answer_failed(acme_client_t *cl, const char *what, const acme_resp_t 
             return 2;
         return strcmp(p.type, ACME_ERROR "badNonce") == 0;
     }
-    fail(cl, "%s: HTTP %ld (no problem document)", what, r->status);
+    if (r->status >= 300 && r->status < 400)
+        fail(cl, "%s: HTTP %ld: a redirect to %s, not followed", what, r->status,
+             r->head.location[0] ? r->head.location : "(none)");
+    else
+        fail(cl, "%s: HTTP %ld (no problem document)", what, r->status);
     return 0;
 }
 
@@ -96,8 +100,10 @@ static int get_nonce(acme_client_t *cl)
     acme_resp_t r;
     char err[ACME_ERR_MAX];
     int ok = acme_http_do(&cl->http, cl->dir.new_nonce, NULL, 1, &r, err, sizeof err) == 0;
-    if (ok && r.head.nonce[0])
+    if (ok && r.head.nonce[0] && r.status >= 200 && r.status < 300)
         strcpy(cl->nonce, r.head.nonce);
+    else if (ok && (r.status < 200 || r.status >= 300))
+        answer_failed(cl, "newNonce", &r); /* a HEAD: no problem document, but Retry-After */
     else if (ok)
         fail(cl, "newNonce: HTTP %ld without a Replay-Nonce", r.status);
     else
@@ -349,12 +355,16 @@ static char *order_payload(acme_client_t *cl, const char *name, const char *repl
     return s;
 }
 
-/* The seconds to wait before the next poll: Retry-After, kept to 1..30. */
-static long poll_wait(long retry_after)
+/* The milliseconds to wait before poll i: the CA's Retry-After (kept to
+   1..30 s); without one a quick first look (0 when retry_after is 0: the
+   state has moved already), then ACME_POLL_DEFAULT. */
+static long poll_wait(long retry_after, int i)
 {
-    if (retry_after < 1)
-        return ACME_POLL_DEFAULT;
-    return retry_after > 30 ? 30 : retry_after;
+    if (retry_after > 0)
+        return (retry_after > 30 ? 30 : retry_after) * 1000L;
+    if (i == 0)
+        return retry_after == 0 ? 0 : ACME_POLL_FIRST_MS;
+    return ACME_POLL_DEFAULT * 1000L;
 }
 
 /* POST-as-GET an authorization into a: 0, or -1. */
@@ -392,8 +402,8 @@ static int poll_authz(acme_client_t *cl, const char *name, const char *url, long
 {
     acme_authz_t a;
     time_t until = time(NULL) + ACME_POLL_SECS;
-    while (!*cl->stop && time(NULL) < until) {
-        nap(cl, poll_wait(retry));
+    for (int i = 0; !*cl->stop && time(NULL) < until; i++) {
+        nap(cl, poll_wait(retry, i));
         if (get_authz(cl, url, &a, &retry) < 0)
             return -1;
         if (strcmp(a.status, "valid") == 0)
@@ -453,10 +463,10 @@ static int poll_order(acme_client_t *cl, const char *name, const char *url, acme
                       long retry)
 {
     time_t until = time(NULL) + ACME_POLL_SECS;
-    while (!*cl->stop && time(NULL) < until) {
+    for (int i = 0; !*cl->stop && time(NULL) < until; i++) {
         if (strcmp(ord->status, "pending") && strcmp(ord->status, "processing"))
             return strcmp(ord->status, "invalid") ? 0 : (fail(cl, "%s: order invalid", name), -1);
-        nap(cl, poll_wait(retry));
+        nap(cl, poll_wait(retry, i));
         acme_resp_t r;
         if (post(cl, "order", url, NULL, &r) < 0)
             return -1;
@@ -601,8 +611,8 @@ int acme_client_issue(acme_client_t *cl, const char *name, const char *replaces,
     }
     for (int i = 0; rc == 0 && i < ord.nauthz; i++)
         rc = authorize(cl, name, ord.authz[i]);
-    if (rc == 0)
-        rc = poll_order(cl, name, url, &ord, -1);
+    if (rc == 0) /* the authorizations are valid: the order is ready by now */
+        rc = poll_order(cl, name, url, &ord, 0);
     if (rc == 0 && strcmp(ord.status, "ready")) {
         fail(cl, "%s: order is %s, not ready, after its authorizations", name, ord.status);
         rc = -1;

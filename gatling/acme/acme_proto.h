@@ -24,9 +24,10 @@
 #include "site/config.h"
 
 #define ACME_ERR_MAX 640
-#define ACME_NONCE_TRIES 5     /* a POST sent again on badNonce, at most */
+#define ACME_NONCE_TRIES 10    /* a POST sent again on badNonce, at most */
 #define ACME_POLL_SECS 120     /* an authorization's or order's polling, in all */
 #define ACME_POLL_DEFAULT 1    /* seconds between polls without Retry-After */
+#define ACME_POLL_FIRST_MS 250 /* ... but the first look comes sooner */
 
 typedef struct acme_client {
     const config_t *cfg;

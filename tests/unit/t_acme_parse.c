@@ -30,7 +30,8 @@ static void test_dir(void)
     is_int(acme_parse_dir(S("[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]"), &d),
            -1, "deep nesting: refused");
     char big[3000];
-    snprintf(big, sizeof big, "{\"newNonce\":\"%02000d\",\"newAccount\":\"b\",\"newOrder\":\"c\"}", 0);
+    snprintf(big, sizeof big, "{\"newNonce\":\"%02000d\",\"newAccount\":\"b\","
+             "\"newOrder\":\"c\"}", 0);
     is_int(acme_parse_dir(S(big), &d), -1, "a URL too long: refused, not cut");
 }
 
@@ -38,8 +39,9 @@ static void test_order_authz(void)
 {
     acme_order_t o;
     acme_authz_t a;
-    const char *ord = "{\"status\":\"pending\",\"identifiers\":[{\"type\":\"dns\",\"value\":\"a.test\"}],"
-                      "\"authorizations\":[\"https://ca/authz/1\"],\"finalize\":\"https://ca/f/1\"}";
+    const char *ord = "{\"status\":\"pending\",\"identifiers\":[{\"type\":\"dns\","
+                      "\"value\":\"a.test\"}],\"authorizations\":[\"https://ca/authz/1\"],"
+                      "\"finalize\":\"https://ca/f/1\"}";
     is_int(acme_parse_order(S(ord), &o), 0, "an order");
     is_int(o.nauthz, 1, "one authorization");
     is_str(o.certificate, "", "no certificate yet");
@@ -101,7 +103,8 @@ static void test_headers(void)
     h.retry_after = -1;
     acme_parse_header(&h, S("Replay-Nonce: abc_-\r\n"), 0);
     acme_parse_header(&h, S("location:https://ca/o/1\r\n"), 0);
-    acme_parse_header(&h, S("Link: <https://ca/dir>;rel=\"index\", <https://ca/c/1/1>;rel=\"alternate\"\r\n"), 0);
+    acme_parse_header(
+        &h, S("Link: <https://ca/dir>;rel=\"index\", <https://ca/c/1/1>;rel=\"alternate\"\r\n"), 0);
     acme_parse_header(&h, S("Link: <https://ca/c/1/2>; rel=\"alternate\"\r\n"), 0);
     is_str(h.nonce, "abc_-", "Replay-Nonce");
     is_str(h.location, "https://ca/o/1", "Location");
