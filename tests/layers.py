@@ -31,6 +31,7 @@ sys.setrecursionlimit(10000)
 # top to bottom; gatling/ itself is the top folder, io/ is below them all
 FOLDERS = {
     "gatling": "gatling",
+    "acme": "gatling/acme",
     "conn": "gatling/conn",
     "ftp": "gatling/ftp",
     "handlers": "gatling/handlers",

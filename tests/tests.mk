@@ -6,6 +6,11 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 $(B)/tests/t_%: $(OB)/tests/unit/t_%.o $(GATLING_LIBOBJS) $(IO_LIB) | $(B)/tests
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# tests/acme/acme_try: the ACME client alone, for tries against Pebble
+$(B)/tests/acme_try: $(OB)/tests/acme/acme_try.o $(GATLING_LIBOBJS) $(IO_LIB) | $(B)/tests
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(OB)/tests/acme/%.o: CPPFLAGS += -Igatling
+
 # the unit tests name gatling's headers without their folder
 GATLING_INC := -Igatling $(GATLING_DIRS:%=-Igatling/%)
 $(OB)/tests/unit/%.o: CPPFLAGS += $(GATLING_INC) -Itests/unit

@@ -94,6 +94,12 @@ static size_t tls_rows(const site_t *s, row_t *r, size_t n, size_t cap)
         {"timeout_handshake", "timed out: TLS handshake (-s)", st->timeout_handshake},
         {"tls_misdirected", "HTTPS: Host of another certificate: 421", st->tls_misdirected},
         {"tls_ktls", "HTTPS: connections sent by kernel TLS (sendfile)", st->tls_ktls},
+        {"acme_http01", "ACME: HTTP-01 challenges answered", st->acme_http},
+        {"acme_http01_refused", "ACME: acme-challenge/ for no token outstanding: 404",
+         st->acme_http_refused},
+        {"acme_tls_alpn01", "ACME: TLS-ALPN-01 challenge handshakes", st->acme_alpn},
+        {"acme_tls_alpn01_refused", "ACME: acme-tls/1 for a name without a challenge",
+         st->acme_alpn_refused},
     };
     return put_rows(r, n, cap, d, sizeof d / sizeof d[0]);
 }
@@ -241,7 +247,7 @@ int status_serve(exchange_t *ex, int json)
     site_t *s = ex->site;
     int64_t now = gio_wallclock(s->loop);
     stats_roll(&s->stats, now);
-    row_t r[160];
+    row_t r[176];
     size_t n = rows(s, r, sizeof r / sizeof r[0], now);
     char *body = malloc(STATUS_PAGE_MAX), pid[24];
     if (!body)

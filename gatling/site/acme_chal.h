@@ -56,4 +56,10 @@ char *acme_chal_alpn_pem(acme_chal_t *c, const char *name, size_t len, size_t *p
 /* The status file's text into buf (NUL-terminated); its length, 0 if none. */
 int acme_chal_status(acme_chal_t *c, char *buf, size_t cap);
 
+/* Is s[0..len) a host name (LDH labels of 1-63 bytes, at most 253 in all, no
+   trailing dot)?  acme_chal_name_ok: that, or an IPv4 or IPv6 address (RFC
+   8738), as an identifier the client may ask a certificate for. */
+int acme_chal_host_ok(const char *s, size_t len);
+int acme_chal_name_ok(const char *s, size_t len);
+
 #endif

@@ -54,6 +54,9 @@ typedef struct site {
     int draining;  /* a drain has begun (its -g grace too): the health check fails */
     int https_ready; /* HTTPS answers: its port bound, a certificate loaded (server.c keeps
                         it); -X redirects to it only then */
+    /* --acme: does a loaded certificate name this host (no port)?  server.c
+       sets it to tls.c's tls_store_covers; NULL: -X needs only https_ready */
+    int (*https_covers)(const struct tls_store *st, const char *host, size_t n);
     char alt_svc[32]; /* HTTP/3 is served: the Alt-Svc value HTTPS responses carry, or "" */
     int64_t date_at; /* wall-clock second of `date` */
     char date[32];   /* the current HTTP-date, for Date: */
