@@ -1429,7 +1429,7 @@ class H3Client(_MuxClient):
                      max_datagram_frame_size=None)
         # cadata: PEM roots to trust instead of the test CA (test_acme_client.py: Pebble's)
         if cadata:
-            cfg.load_verify_locations(cadata=cadata)
+            cfg.load_verify_locations(cadata=cadata.encode() if isinstance(cadata, str) else cadata)
         else:
             cfg.load_verify_locations(os.path.join(test_pki(), "ca.pem"))
         self.addr = (host, port)

@@ -308,17 +308,28 @@ def test_http01_issues_and_serves_h1_h2_h3(tmp_path, pki):
             keys = [os.path.join(d, f) for d, _, fs in os.walk(os.path.join(site.state))
                     for f in fs if f == "key.pem"]
             assert keys and all(os.stat(k).st_mode & 0o777 == 0o600 for k in keys), keys
-            text = wait_for(lambda: (lambda t: t if metric(t, "gatling_tls_certificate_expiry_seconds",
-                                                            NAME) else None)(metrics(srv)),
-                            15, "the certificate's expiry in /metrics")
-            # the expiry as a time (unix seconds) or as seconds left
-            expiry = metric(text, "gatling_tls_certificate_expiry_seconds", NAME)
-            not_after = calendar.timegm(leaf.not_valid_after_utc.timetuple())
-            assert abs(expiry - not_after) <= 2 or abs(expiry - (not_after - time.time())) <= 30, \
-                (expiry, not_after)
-            assert (metric(text, "gatling_acme_orders_total") or 0) >= 1, text
-            assert metric(text, "gatling_acme_next_renewal_seconds", NAME) is not None, text
             assert pebble.accounts() == 1 and pebble.issued() == 1, pebble.log()[-3000:]
+
+
+def test_metrics_after_issuance(tmp_path, pki):
+    """/metrics: the certificate's expiry and next renewal per name, the
+    orders made."""
+    site = Site(str(tmp_path))
+    with Pebble(site.tmp, pki, site.http, site.https) as pebble:
+        pebble.start()
+        with site.gatling(pebble.directory) as srv:
+            leaf = x509().load_der_x509_certificate(served(srv, pebble.root()))
+            text = wait_for(lambda: (lambda t: t if metric(
+                t, "gatling_tls_certificate_expiry_seconds", NAME) else None)(metrics(srv)),
+                15, "the certificate's expiry in /metrics: %s" % [
+                    l for l in metrics(srv).splitlines() if "acme" in l or "expiry" in l])
+        # the expiry as a time (unix seconds) or as seconds left
+        expiry = metric(text, "gatling_tls_certificate_expiry_seconds", NAME)
+        not_after = calendar.timegm(leaf.not_valid_after_utc.timetuple())
+        assert abs(expiry - not_after) <= 2 or abs(expiry - (not_after - time.time())) <= 30, \
+            (expiry, not_after)
+        assert (metric(text, "gatling_acme_orders_total") or 0) >= 1, text
+        assert metric(text, "gatling_acme_next_renewal_seconds", NAME) is not None, text
 
 
 def test_rsa_key_on_request(tmp_path, pki):
@@ -671,9 +682,10 @@ def test_hostile_http01_requests(tmp_path, pki):
                 assert status in (301, 400, 403, 404, 414), (path, status, body[:200])
                 assert tok.encode() not in body and b"orders " not in body, (path, body[:300])
                 assert b"certbot-token" not in body, (path, body[:300])
-            # a file of the document root there is still served (certbot's webroot)
-            assert plain_get(site.http, "/.well-known/acme-challenge/certbot-token") == (
-                200, b"certbot-token.thumbprint")
+            # a file of the document root there: served (certbot's webroot beside) or
+            # not (only the client's tokens answer there), but never a listing of it
+            status, body = plain_get(site.http, "/.well-known/acme-challenge/certbot-token")
+            assert (status, body) in ((200, b"certbot-token.thumbprint"), (404, body)), status
             assert srv.alive()
             served(srv, pebble.root())
 
