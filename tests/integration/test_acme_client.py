@@ -601,6 +601,7 @@ def test_full_disk_keeps_the_old_certificate(tmp_path, pki):
             with site.gatling(proxy.directory) as srv:
                 root = pebble.root()
                 first = cert_serial(served(srv, root))
+                wait_for(lambda: windows, 30, "the client asking renewalInfo")
                 filler = os.path.join(mnt, "filler")
                 with open(filler, "wb") as f:
                     with contextlib.suppress(OSError):
