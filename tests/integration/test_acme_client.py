@@ -25,8 +25,9 @@ httpPort and tlsPort name them).  What is checked, on the outside only:
     replacement);
   - faults: Pebble absent at start (HTTP serves; the certificate arrives once
     it starts), a 429 with Retry-After (honoured), answers that are not JSON,
-    16 MiB long or a redirect elsewhere (each a logged failure, no crash, a
-    later success, and the redirect not followed), the ACME process killed
+    16 MiB long, a redirect elsewhere or a 500 (each a logged failure, no
+    crash, a later success, the redirect not followed), Pebble stopped while
+    an order is under way and started again afresh, the ACME process killed
     with SIGKILL while its certificate download is held (every -C entry a
     complete pair; the next attempt completes), the state directory and -C on
     a full tmpfs (root: a clear error, the old certificate still served, the
@@ -483,6 +484,26 @@ def test_pebble_absent_at_start(tmp_path, pki):
             assert (metric(text, "gatling_acme_failures_total") or 0) >= 1, \
                 "no gatling_acme_failures_total >= 1 in /metrics: %s" % [
                     l for l in text.splitlines() if "acme" in l and not l.startswith("#")]
+
+
+def test_pebble_stopped_during_an_order(tmp_path, pki):
+    """Pebble stops while the proxy holds the client's challenge POST (the
+    proxy then answers 502), and comes back without any of its state (a new
+    root, no account, no order): HTTP serves throughout, and the client gets
+    its certificate from the new Pebble."""
+    site = Site(str(tmp_path))
+    with Pebble(site.tmp, pki, site.http, site.https) as pebble, \
+            FaultProxy(pki, pebble.acme) as proxy:
+        pebble.start()
+        f = proxy.add(Fault("delay", "/chalZ/", "POST", delay=2))
+        with site.gatling(proxy.directory) as srv:
+            wait_for(lambda: f.hits, ISSUE_TIMEOUT, "the challenge POST")
+            pebble.stop()
+            time.sleep(3)
+            assert srv.alive() and plain_get(site.http) == (200, BODY)
+            pebble.start()
+            served(srv, pebble.root(), timeout=RETRY_TIMEOUT,
+                   what="the certificate from the restarted Pebble")
 
 
 def test_rate_limited_honours_retry_after(tmp_path, pki):
