@@ -1,6 +1,6 @@
 """Pebble, pebble-challtestsrv and a fault-injecting proxy in front of Pebble:
 what the ACME tests share (test_acme.py: certbot through gatling;
-test_acme_client.py: gatling's own client, issue 44) and bench/compare-acme.
+test_acme_https.py: gatling's own client, issue 44) and bench/compare-acme.
 
 Python's standard library only (bench/ imports it too, without pytest).
 

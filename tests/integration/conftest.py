@@ -1427,7 +1427,7 @@ class H3Client(_MuxClient):
         self._init_streams(timeout)
         cfg = config(is_client=True, alpn_protocols=alpn, server_name=sni,
                      max_datagram_frame_size=None)
-        # cadata: PEM roots to trust instead of the test CA (test_acme_client.py: Pebble's)
+        # cadata: PEM roots to trust instead of the test CA (test_acme_https.py: Pebble's)
         if cadata:
             cfg.load_verify_locations(cadata=cadata.encode() if isinstance(cadata, str) else cadata)
         else:

@@ -22,7 +22,7 @@ wrote, never restarted.
 
 Pebble and pebble-challtestsrv come from `go install` (tests/setup.sh, where Go
 exists), certbot from Debian; the test is skipped, saying which is missing,
-without them (Pebble's set-up is acmelab.py's, shared with test_acme_client.py).  It
+without them (Pebble's set-up is acmelab.py's, shared with test_acme_https.py).  It
 does not depend on the IO backend or the scheme: run-check
 runs it once (ONCE), on the first plain build.
 """
