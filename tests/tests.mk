@@ -19,7 +19,7 @@ $(OB)/tests/unit/%.o: CPPFLAGS += $(GATLING_INC) -Itests/unit
 # keep the objects make would delete as intermediate (the unit tests', the
 # bench tools'): without them the next make check compiled them again
 .SECONDARY:
-tests-build: $(B)/gatling $(UNIT_BIN) $(BENCH_BIN)
+tests-build: $(B)/gatling $(UNIT_BIN) $(BENCH_BIN) $(B)/tests/acme_try
 
 # Backends that build on this host; each runs the whole suite.
 CHECK_BACKENDS ?= $(shell sh tests/backends.sh "$(CC)")

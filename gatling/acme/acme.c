@@ -4,6 +4,7 @@
 #define _GNU_SOURCE /* ppoll, close_range */
 #include "acme.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -34,6 +35,7 @@
 #define RETRY_AFTER_MAX (7 * 86400) /* a CA's Retry-After is honoured up to this */
 #define CHAIN_MAX (1 << 20)
 #define STATUS_MAX 65536
+#define SCHEDULE_FILE "schedule" /* in the state directory */
 
 typedef struct acme_name {
     const char *name;
@@ -115,8 +117,12 @@ static void ari_poll(acme_run_t *r, acme_name_t *n, time_t now)
 {
     time_t s, e;
     long ra;
-    if (acme_client_ready(&r->cl) < 0 || !r->cl.dir.renewal_info[0]) {
-        n->ari_at = r->cl.have_dir ? 0 : now + ARI_POLL_MAX / 6; /* no ARI: the third */
+    if (acme_client_dir(&r->cl) < 0) {
+        n->ari_at = now + ARI_POLL_MAX / 6; /* the CA is away: its window later */
+        return;
+    }
+    if (!r->cl.dir.renewal_info[0]) {
+        n->ari_at = 0; /* no ARI: a third of the lifetime left */
         return;
     }
     if (acme_client_ari(&r->cl, n->cert.certid, &s, &e, &ra) < 0) {
@@ -159,6 +165,16 @@ static void obtain(acme_run_t *r, acme_name_t *n, time_t now)
 {
     acme_issued_t out;
     acme_cert_info_t ci;
+    struct stat st;
+    if (fstatat(r->tls_fd, n->name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISLNK(st.st_mode)) {
+        /* certbot's layout, or an admin's pair: no order for what cannot be installed */
+        char why[512];
+        snprintf(why, sizeof why, "%s/%s is not the ACME client's symlink: left alone (remove "
+                 "it to let the client install its certificate)", r->cfg->tls_dir, n->name);
+        r->cl.retry_after = -1;
+        failed(r, n, now, why);
+        return;
+    }
     if (acme_client_ready(&r->cl) < 0) {
         failed(r, n, now, r->cl.err);
         return;
@@ -172,7 +188,7 @@ static void obtain(acme_run_t *r, acme_name_t *n, time_t now)
         failed(r, n, time(NULL), "the certificate issued does not parse");
     } else if (acme_install(r->tls_fd, n->name, ci.serial, out.chain, out.chain_len, out.key,
                             out.key_len) < 0) {
-        char why[256];
+        char why[512];
         snprintf(why, sizeof why, "installing the certificate in %s: %s", r->cfg->tls_dir,
                  strerror(errno));
         r->cl.retry_after = -1;
@@ -220,6 +236,53 @@ static void write_status(acme_run_t *r)
     free(buf);
 }
 
+/* The schedule (SCHEDULE_FILE), so that a restart keeps the back-off and the
+   time picked in the ARI window: one line per name,
+   "NAME SERIAL RENEW_AT RETRY_AT FAILS WIN_START WIN_END" (SERIAL "-": none). */
+static void write_schedule(acme_run_t *r)
+{
+    size_t cap = (size_t)r->nnames * 400 + 1;
+    char *buf = malloc(cap);
+    size_t len = 0;
+    for (int i = 0; buf && i < r->nnames; i++) {
+        const acme_name_t *n = &r->names[i];
+        int k = snprintf(buf + len, cap - len, "%s %s %lld %lld %u %lld %lld\n", n->name,
+                         n->cert.serial[0] ? n->cert.serial : "-", (long long)n->renew_at,
+                         (long long)n->retry_at, n->fails, (long long)n->win_start,
+                         (long long)n->win_end);
+        if (k < 0 || (size_t)k >= cap - len)
+            break;
+        len += (size_t)k;
+    }
+    if (buf && acme_write_atomic(r->cl.state_fd, SCHEDULE_FILE, buf, len, 0644) < 0)
+        say(r, "writing the schedule failed: %s", strerror(errno));
+    free(buf);
+}
+
+/* What the last run wrote for n: its back-off always, and its renewal time
+   and ARI window while the certificate is the same. */
+static void read_schedule(acme_run_t *r, acme_name_t *n, const char *text)
+{
+    char name[256], serial[ACME_SERIAL_MAX];
+    long long renew, retry, ws, we;
+    unsigned fails;
+    for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+        if (sscanf(p, "%255s %63s %lld %lld %u %lld %lld", name, serial, &renew, &retry, &fails,
+                   &ws, &we) != 7 ||
+            strcmp(name, n->name))
+            continue;
+        n->retry_at = (time_t)retry;
+        n->fails = fails < 64 ? fails : 64;
+        if (n->cert.serial[0] && strcmp(serial, n->cert.serial) == 0 && we >= ws) {
+            n->renew_at = (time_t)renew;
+            n->win_start = (time_t)ws;
+            n->win_end = (time_t)we;
+        }
+        return;
+    }
+    (void)r;
+}
+
 /* One round over the names; the earliest time something is due next. */
 static time_t round_once(acme_run_t *r)
 {
@@ -238,6 +301,7 @@ static time_t round_once(acme_run_t *r)
             next = t;
     }
     write_status(r);
+    write_schedule(r);
     return next;
 }
 
@@ -249,6 +313,7 @@ static void sleep_until(time_t t)
     sigemptyset(&block);
     sigaddset(&block, SIGTERM);
     sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGHUP);
     sigaddset(&block, SIGUSR1);
     sigprocmask(SIG_BLOCK, &block, &old);
     time_t now = time(NULL);
@@ -261,8 +326,14 @@ static void sleep_until(time_t t)
 
 static void run_loop(acme_run_t *r)
 {
-    for (int i = 0; i < r->nnames; i++)
+    size_t len;
+    char *sched = acme_read_file(r->cl.state_fd, SCHEDULE_FILE, STATUS_MAX, &len);
+    for (int i = 0; i < r->nnames; i++) {
         read_current(r, &r->names[i]);
+        if (sched)
+            read_schedule(r, &r->names[i], sched);
+    }
+    free(sched);
     while (!acme_stop) {
         time_t next = round_once(r);
         if (acme_reopen) {
@@ -294,6 +365,32 @@ static int make_dir(int at, const char *path, mode_t mode, int uid, int gid)
     return 0;
 }
 
+/* Hand what is below at/path to uid/gid (depth levels down): what an earlier
+   run as root (without -u) made, the account key and the versions in .acme,
+   must be the user's to read, replace and prune. */
+static void chown_tree(int at, const char *path, int uid, int gid, int depth)
+{
+    int fd = openat(at, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    struct dirent *e;
+    struct stat st;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+            fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            continue;
+        if (st.st_uid != (uid_t)uid)
+            fchownat(fd, e->d_name, (uid_t)uid, (gid_t)gid, AT_SYMLINK_NOFOLLOW);
+        if (S_ISDIR(st.st_mode) && depth > 0)
+            chown_tree(fd, e->d_name, uid, gid, depth - 1);
+    }
+    closedir(d);
+}
+
 /* The state directory's layout and the -C directory, made as root and handed
    to -u's user; then the descriptors for both. */
 static int prepare_dirs(const config_t *cfg, int *state_fd, int *tls_fd, char *err, size_t n)
@@ -317,6 +414,11 @@ static int prepare_dirs(const config_t *cfg, int *state_fd, int *tls_fd, char *e
         (*tls_fd = open(cfg->tls_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
         snprintf(err, n, "certificate directory %s: %s", cfg->tls_dir, strerror(errno));
         return -1;
+    }
+    if (cfg->uid >= 0 && geteuid() == 0) {
+        chown_tree(*state_fd, ".", cfg->uid, cfg->gid, 3);
+        make_dir(*tls_fd, ".acme", 0755, cfg->uid, cfg->gid);
+        chown_tree(*tls_fd, ".acme", cfg->uid, cfg->gid, 1);
     }
     return 0;
 }
@@ -343,15 +445,17 @@ static void close_others(int keep)
 
 static void child_signals(void)
 {
-    static const int dfl[] = {SIGHUP, SIGUSR2, SIGCHLD, SIGQUIT, SIGALRM};
+    static const int dfl[] = {SIGCHLD, SIGQUIT, SIGALRM};
     struct sigaction sa = {.sa_handler = SIG_DFL};
     for (size_t i = 0; i < sizeof dfl / sizeof dfl[0]; i++)
         sigaction(dfl[i], &sa, NULL);
-    sa.sa_handler = SIG_IGN;
+    sa.sa_handler = SIG_IGN; /* SIGUSR2 is the server's binary upgrade, not ours */
     sigaction(SIGPIPE, &sa, NULL);
+    sigaction(SIGUSR2, &sa, NULL);
     sa.sa_handler = on_signal; /* no SA_RESTART: a sleep or poll ends at once */
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL); /* the server's graceful stop: ours is at once */
     sigaction(SIGUSR1, &sa, NULL);
     sigset_t none;
     sigemptyset(&none);
@@ -384,6 +488,9 @@ static void child_main(const config_t *cfg, const char *const *names, int nnames
         r.backoff_min = atol(env);
     for (int i = 0; i < nnames; i++)
         r.names[i].name = names[i];
+    /* no challenge is outstanding yet: what a killed client left is not served */
+    acme_empty_dir(state_fd, ACME_CHAL_HTTP_DIR);
+    acme_empty_dir(state_fd, ACME_CHAL_ALPN_DIR);
     run_loop(&r);
     acme_client_free(&r.cl);
     curl_global_cleanup();

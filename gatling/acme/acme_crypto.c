@@ -413,16 +413,19 @@ static int alpn_fill(X509 *x, EVP_PKEY *key, const char *name, const char *keyau
 {
     unsigned char rnd[16];
     BIGNUM *bn = NULL;
-    int ok = RAND_bytes(rnd, sizeof rnd) == 1 && (rnd[0] &= 0x7f, 1) &&
-             (bn = BN_bin2bn(rnd, sizeof rnd, NULL)) && BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(x)) &&
-             X509_set_version(x, 2) && X509_gmtime_adj(X509_getm_notBefore(x), -86400) &&
+    if (RAND_bytes(rnd, sizeof rnd) != 1)
+        return 0;
+    rnd[0] &= 0x7f; /* a positive serial */
+    int ok = (bn = BN_bin2bn(rnd, sizeof rnd, NULL)) &&
+             BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(x)) && X509_set_version(x, 2) &&
+             X509_gmtime_adj(X509_getm_notBefore(x), -86400) &&
              X509_gmtime_adj(X509_getm_notAfter(x), 7 * 86400) && X509_set_pubkey(x, key);
     BN_free(bn);
     if (!ok)
         return 0;
     X509_NAME *sub = X509_get_subject_name(x);
-    if (strlen(name) <= 64 &&
-        !X509_NAME_add_entry_by_txt(sub, "CN", MBSTRING_ASC, (const unsigned char *)name, -1, -1, 0))
+    const unsigned char *cn = (const unsigned char *)name;
+    if (strlen(name) <= 64 && !X509_NAME_add_entry_by_txt(sub, "CN", MBSTRING_ASC, cn, -1, -1, 0))
         return 0;
     X509_set_issuer_name(x, sub);
     const char *names[1] = {name};

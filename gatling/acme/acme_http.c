@@ -112,7 +112,8 @@ int acme_http_do(acme_http_t *h, const char *url, const char *post, int head, ac
     curl_slist_free_all(hdrs);
     if (rc != CURLE_OK) {
         snprintf(err, errlen, "%s: %s", url,
-                 r->too_long ? "the answer is longer than 1 MiB" : curl_easy_strerror(rc));
+                 r->too_long || rc == CURLE_FILESIZE_EXCEEDED ? "the answer is longer than 1 MiB"
+                                                              : curl_easy_strerror(rc));
         r->status = 0;
         return -1;
     }

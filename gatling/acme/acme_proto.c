@@ -61,34 +61,49 @@ void acme_issued_free(acme_issued_t *out)
 }
 
 /* Interruptible sleep: SIGTERM ends it (the handler sets *stop). */
-static void nap(acme_client_t *cl, long secs)
+static void nap(acme_client_t *cl, long ms)
 {
-    struct timespec ts = {secs, 0};
+    struct timespec ts = {ms / 1000, ms % 1000 * 1000000L};
     while (!*cl->stop && nanosleep(&ts, &ts) < 0 && errno == EINTR)
         ;
 }
 
+#define ACME_ERROR "urn:ietf:params:acme:error:"
+
 /* A failed answer: its problem document in cl->err after what, and its
-   Retry-After.  1 when it is a badNonce (send again). */
+   Retry-After.  1 when it is a badNonce (send again), 2 when the CA does not
+   know the account (register it again: a CA that lost its state). */
 static int answer_failed(acme_client_t *cl, const char *what, const acme_resp_t *r)
 {
     acme_problem_t p;
     cl->retry_after = r->head.retry_after;
+    cl->ptype[0] = 0;
     if (r->body && acme_parse_problem(r->body, r->len, &p) == 0) {
         fail(cl, "%s: HTTP %ld: %s: %s", what, r->status, p.type, p.detail);
-        return strcmp(p.type, "urn:ietf:params:acme:error:badNonce") == 0;
+        snprintf(cl->ptype, sizeof cl->ptype, "%s", p.type);
+        if (strcmp(p.type, ACME_ERROR "accountDoesNotExist") == 0)
+            return 2;
+        return strcmp(p.type, ACME_ERROR "badNonce") == 0;
     }
-    fail(cl, "%s: HTTP %ld (no problem document)", what, r->status);
+    if (r->status >= 300 && r->status < 400)
+        fail(cl, "%s: HTTP %ld: a redirect to %s, not followed", what, r->status,
+             r->head.location[0] ? r->head.location : "(none)");
+    else
+        fail(cl, "%s: HTTP %ld (no problem document)", what, r->status);
     return 0;
 }
+
+static int new_account(acme_client_t *cl);
 
 static int get_nonce(acme_client_t *cl)
 {
     acme_resp_t r;
     char err[ACME_ERR_MAX];
     int ok = acme_http_do(&cl->http, cl->dir.new_nonce, NULL, 1, &r, err, sizeof err) == 0;
-    if (ok && r.head.nonce[0])
+    if (ok && r.head.nonce[0] && r.status >= 200 && r.status < 300)
         strcpy(cl->nonce, r.head.nonce);
+    else if (ok && (r.status < 200 || r.status >= 300))
+        answer_failed(cl, "newNonce", &r); /* a HEAD: no problem document, but Retry-After */
     else if (ok)
         fail(cl, "newNonce: HTTP %ld without a Replay-Nonce", r.status);
     else
@@ -107,6 +122,7 @@ static int post(acme_client_t *cl, const char *what, const char *url, const char
                 acme_resp_t *r)
 {
     char err[ACME_ERR_MAX];
+    cl->ptype[0] = 0;
     for (int tries = 0; tries < ACME_NONCE_TRIES && !*cl->stop; tries++) {
         if (!cl->nonce[0] && get_nonce(cl) < 0)
             return -1;
@@ -130,7 +146,13 @@ static int post(acme_client_t *cl, const char *what, const char *url, const char
             return 0;
         int again = answer_failed(cl, what, r);
         acme_resp_free(r);
-        if (!again)
+        if (again == 2 && cl->kid[0] && strcmp(url, cl->dir.new_account)) {
+            char path[96];
+            snprintf(path, sizeof path, "account/%s/url", cl->cahash);
+            unlinkat(cl->state_fd, path, 0);
+            if (new_account(cl) < 0)
+                return -1;
+        } else if (!again)
             return -1;
     }
     if (*cl->stop)
@@ -253,11 +275,16 @@ static int new_account(acme_client_t *cl)
     return rc;
 }
 
+int acme_client_dir(acme_client_t *cl)
+{
+    cl->retry_after = -1;
+    return cl->have_dir ? 0 : load_dir(cl);
+}
+
 int acme_client_ready(acme_client_t *cl)
 {
     char jwk[ACME_JWK_MAX];
-    cl->retry_after = -1;
-    if (!cl->have_dir && load_dir(cl) < 0)
+    if (acme_client_dir(cl) < 0)
         return -1;
     if (!cl->key && load_key(cl) < 0)
         return -1;
@@ -328,12 +355,16 @@ static char *order_payload(acme_client_t *cl, const char *name, const char *repl
     return s;
 }
 
-/* The seconds to wait before the next poll: Retry-After, kept to 1..30. */
-static long poll_wait(long retry_after)
+/* The milliseconds to wait before poll i: the CA's Retry-After (kept to
+   1..30 s); without one a quick first look (0 when retry_after is 0: the
+   state has moved already), then ACME_POLL_DEFAULT. */
+static long poll_wait(long retry_after, int i)
 {
-    if (retry_after < 1)
-        return ACME_POLL_DEFAULT;
-    return retry_after > 30 ? 30 : retry_after;
+    if (retry_after > 0)
+        return (retry_after > 30 ? 30 : retry_after) * 1000L;
+    if (i == 0)
+        return retry_after == 0 ? 0 : ACME_POLL_FIRST_MS;
+    return ACME_POLL_DEFAULT * 1000L;
 }
 
 /* POST-as-GET an authorization into a: 0, or -1. */
@@ -371,8 +402,8 @@ static int poll_authz(acme_client_t *cl, const char *name, const char *url, long
 {
     acme_authz_t a;
     time_t until = time(NULL) + ACME_POLL_SECS;
-    while (!*cl->stop && time(NULL) < until) {
-        nap(cl, poll_wait(retry));
+    for (int i = 0; !*cl->stop && time(NULL) < until; i++) {
+        nap(cl, poll_wait(retry, i));
         if (get_authz(cl, url, &a, &retry) < 0)
             return -1;
         if (strcmp(a.status, "valid") == 0)
@@ -432,10 +463,10 @@ static int poll_order(acme_client_t *cl, const char *name, const char *url, acme
                       long retry)
 {
     time_t until = time(NULL) + ACME_POLL_SECS;
-    while (!*cl->stop && time(NULL) < until) {
+    for (int i = 0; !*cl->stop && time(NULL) < until; i++) {
         if (strcmp(ord->status, "pending") && strcmp(ord->status, "processing"))
             return strcmp(ord->status, "invalid") ? 0 : (fail(cl, "%s: order invalid", name), -1);
-        nap(cl, poll_wait(retry));
+        nap(cl, poll_wait(retry, i));
         acme_resp_t r;
         if (post(cl, "order", url, NULL, &r) < 0)
             return -1;
@@ -571,14 +602,17 @@ int acme_client_issue(acme_client_t *cl, const char *name, const char *replaces,
     memset(out, 0, sizeof *out);
     cl->retry_after = -1;
     int rc = new_order(cl, name, replaces, &ord, url);
-    if (rc < 0 && replaces && replaces[0] && cl->retry_after < 0) {
+    if (rc < 0 && replaces && replaces[0] &&
+        (strcmp(cl->ptype, ACME_ERROR "alreadyReplaced") == 0 ||
+         strcmp(cl->ptype, ACME_ERROR "malformed") == 0 ||
+         strcmp(cl->ptype, ACME_ERROR "conflict") == 0)) {
         /* the CA refused the replacement (already replaced, unknown): a plain order */
         rc = new_order(cl, name, NULL, &ord, url);
     }
     for (int i = 0; rc == 0 && i < ord.nauthz; i++)
         rc = authorize(cl, name, ord.authz[i]);
-    if (rc == 0)
-        rc = poll_order(cl, name, url, &ord, -1);
+    if (rc == 0) /* the authorizations are valid: the order is ready by now */
+        rc = poll_order(cl, name, url, &ord, 0);
     if (rc == 0 && strcmp(ord.status, "ready")) {
         fail(cl, "%s: order is %s, not ready, after its authorizations", name, ord.status);
         rc = -1;

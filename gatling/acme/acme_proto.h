@@ -24,9 +24,10 @@
 #include "site/config.h"
 
 #define ACME_ERR_MAX 640
-#define ACME_NONCE_TRIES 5     /* a POST sent again on badNonce, at most */
+#define ACME_NONCE_TRIES 10    /* a POST sent again on badNonce, at most */
 #define ACME_POLL_SECS 120     /* an authorization's or order's polling, in all */
 #define ACME_POLL_DEFAULT 1    /* seconds between polls without Retry-After */
+#define ACME_POLL_FIRST_MS 250 /* ... but the first look comes sooner */
 
 typedef struct acme_client {
     const config_t *cfg;
@@ -42,6 +43,7 @@ typedef struct acme_client {
     int http01;                  /* HTTP-01 allowed (the HTTP port listens) */
     const volatile sig_atomic_t *stop;
     long retry_after;
+    char ptype[128];             /* the last problem's type, "" for none */
     char err[ACME_ERR_MAX];
     unsigned long orders;        /* newOrder requests made */
 } acme_client_t;
@@ -60,6 +62,9 @@ void acme_client_free(acme_client_t *cl);
 /* The directory and the account (loaded, or made and registered): 0 or -1.
    Cheap once done: the caller calls it before each order. */
 int acme_client_ready(acme_client_t *cl);
+
+/* The directory alone (what ARI needs): 0 or -1. */
+int acme_client_dir(acme_client_t *cl);
 
 /* A certificate for name; replaces: the RFC 9773 ID of the certificate it
    renews, or NULL.  0 with out filled (free with acme_issued_free), or -1. */

@@ -92,10 +92,9 @@ char *acme_read_file(int dirfd, const char *name, size_t max, size_t *len)
     return buf;
 }
 
-/* Remove .acme/VERSION and what is in it (files only). */
-static void remove_version(int acme_fd, const char *version)
+void acme_empty_dir(int at, const char *path)
 {
-    int fd = openat(acme_fd, version, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = openat(at, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
     struct dirent *e;
     if (!d) {
@@ -107,6 +106,12 @@ static void remove_version(int acme_fd, const char *version)
         if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
             unlinkat(fd, e->d_name, 0);
     closedir(d);
+}
+
+/* Remove .acme/VERSION and what is in it (files only). */
+static void remove_version(int acme_fd, const char *version)
+{
+    acme_empty_dir(acme_fd, version);
     unlinkat(acme_fd, version, AT_REMOVEDIR);
 }
 
@@ -176,8 +181,13 @@ int acme_install(int tls_fd, const char *name, const char *serial, const char *c
     int acme_fd = openat(tls_fd, ".acme", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (acme_fd < 0)
         return -1;
-    if (write_version(acme_fd, version, chain, chain_len, key, key_len) < 0)
+    if (write_version(acme_fd, version, chain, chain_len, key, key_len) < 0) {
+        int e = errno; /* a full disk: nothing of the new version stays */
+        if (readlinkat(tls_fd, name, old, sizeof old) < 0 || !strstr(old, version))
+            remove_version(acme_fd, version);
+        errno = e;
         goto fail;
+    }
     ssize_t ol = readlinkat(tls_fd, name, old, sizeof old - 1);
     old[ol > 0 ? ol : 0] = 0;
     unlinkat(tls_fd, tmp, 0);

@@ -18,6 +18,10 @@ int acme_write_atomic(int dirfd, const char *name, const void *data, size_t len,
    buffer; NULL with errno set. */
 char *acme_read_file(int dirfd, const char *name, size_t max, size_t *len);
 
+/* Remove the files in at/path (not below): the challenges a killed client
+   left, at start-up. */
+void acme_empty_dir(int at, const char *path);
+
 /*
  * Install a chain and its key for name in the -C directory (tls_fd):
  * .acme/NAME.SERIAL/{fullchain,privkey}.pem, fsynced, then NAME swapped to

@@ -2,7 +2,8 @@
    Pebble before the server side forks it:
      acme_try CA_URL CA_ROOT STATE_DIR TLS_DIR SECONDS NAME... 
    (env ACME_TRY_CHALLENGE=http|alpn, ACME_TRY_PROFILE, ACME_TRY_ISSUER,
-   ACME_TRY_NOHTTP=1).  It counts the SIGUSR1s the client sends and ends it
+   ACME_TRY_NOHTTP=1, ACME_TRY_UNTIL=N, ACME_TRY_EAB_KID and _HMAC, ACME_TRY_RSA,
+   ACME_TRY_UID).  It counts the SIGUSR1s the client sends and ends it
    (SIGTERM) after SECONDS. */
 #include <signal.h>
 #include <stdio.h>
@@ -46,6 +47,8 @@ int main(int argc, char **argv)
         cfg.acme.key_type = CONFIG_ACME_RSA2048;
     cfg.error_fd = 2;
     cfg.uid = cfg.gid = -1;
+    if (getenv("ACME_TRY_UID")) /* as root: the client drops to these ids */
+        cfg.uid = cfg.gid = atoi(getenv("ACME_TRY_UID"));
     signal(SIGUSR1, on_usr1);
     pid_t pid = acme_start(&cfg, (const char *const *)argv + 6, argc - 6,
                            !getenv("ACME_TRY_NOHTTP"), getpid(), err, sizeof err);
@@ -53,9 +56,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s\n", err);
         return 1;
     }
+    /* ACME_TRY_UNTIL=N: end once N certificates have landed (N SIGUSR1s) */
+    int until = getenv("ACME_TRY_UNTIL") ? atoi(getenv("ACME_TRY_UNTIL")) : 0;
     time_t end = time(NULL) + atoi(argv[5]);
-    while (time(NULL) < end && waitpid(pid, NULL, WNOHANG) == 0)
-        sleep(1);
+    while (time(NULL) < end && waitpid(pid, NULL, WNOHANG) == 0 && (!until || usr1 < until))
+        usleep(100000);
     kill(pid, SIGTERM);
     int st;
     waitpid(pid, &st, 0);
