@@ -128,6 +128,7 @@ static int word_option(int c, const char *arg, config_acme_t *a)
 }
 
 static int given; /* the --acme options seen, one bit each, for acme_options_done */
+static int names_owned; /* cfg->acme.names are vhost_names' copies, for acme_end */
 
 int acme_option(int c, char *arg, config_t *cfg)
 {
@@ -245,6 +246,33 @@ static int writable(const char *dir)
     return ok ? 0 : (errno = ENOSPC, -1);
 }
 
+/* fn(path), as -u's user when root is to become it (the client opens the
+   state directory and the CA root as that user; a directory on the way that
+   only root may cross is found now).  fn's result; -1 with errno if the ids
+   cannot be switched. */
+static int as_user(const config_t *cfg, int (*fn)(const char *), const char *path)
+{
+    if (geteuid() != 0 || cfg->uid < 0)
+        return fn(path);
+    if (setegid((gid_t)cfg->gid) < 0 || seteuid((uid_t)cfg->uid) < 0) {
+        int e = errno;
+        (void)!setegid(0);
+        return errno = e, -1;
+    }
+    int r = fn(path), e = errno;
+    if (seteuid(0) < 0 || setegid(0) < 0) { /* the saved id is 0: this cannot fail */
+        perror("gatling: seteuid(0)");
+        abort();
+    }
+    errno = e;
+    return r;
+}
+
+static int readable(const char *path)
+{
+    return faccessat(AT_FDCWD, path, R_OK, AT_EACCESS);
+}
+
 int acme_prepare(config_t *cfg)
 {
     static char live[PATH_MAX]; /* -C's default: cfg keeps a pointer to it */
@@ -255,10 +283,10 @@ int acme_prepare(config_t *cfg)
     char path[PATH_MAX];
     for (size_t i = 0; i < sizeof sub / sizeof sub[0]; i++) {
         snprintf(path, sizeof path, "%s%s", a->state_dir, sub[i]);
-        if (make_dir(cfg, path, 0700) < 0 || (i == 0 && writable(path) < 0)) {
-            fprintf(stderr, "gatling: --acme-dir %s: %s cannot be made or written (%s): the "
+        if (make_dir(cfg, path, 0700) < 0 || (i == 0 && as_user(cfg, writable, path) < 0)) {
+            fprintf(stderr, "gatling: --acme-dir %s: %s cannot be made or written%s (%s): the "
                     "ACME state (account key, challenges) lives there\n",
-                    a->state_dir, path, strerror(errno));
+                    a->state_dir, path, cfg->uid >= 0 ? " by -u's user" : "", strerror(errno));
             return -1;
         }
     }
@@ -270,8 +298,9 @@ int acme_prepare(config_t *cfg)
         }
         cfg->tls_dir = live;
     }
-    if (a->ca_root && access(a->ca_root, R_OK) < 0) {
-        fprintf(stderr, "gatling: --acme-ca-root %s: %s\n", a->ca_root, strerror(errno));
+    if (a->ca_root && as_user(cfg, readable, a->ca_root) < 0) {
+        fprintf(stderr, "gatling: --acme-ca-root %s: %s%s\n", a->ca_root, strerror(errno),
+                cfg->uid >= 0 ? " (for -u's user, as whom the client reads it)" : "");
         return -1;
     }
     if (!(cfg->acme_chal = acme_chal_open(a->state_dir))) {
@@ -337,6 +366,7 @@ static int vhost_names(config_t *cfg)
             break;
         }
         a->names[a->nnames++] = copy;
+        names_owned = 1;
     }
     closedir(d);
     qsort(a->names, (size_t)a->nnames, sizeof a->names[0], cmp_name);
@@ -370,9 +400,14 @@ int acme_launch(config_t *cfg)
     return 0;
 }
 
-void acme_stop(config_t *cfg)
+void acme_end(config_t *cfg)
 {
     pid_t pid = (pid_t)cfg->acme_pid;
+    acme_chal_free(cfg->acme_chal);
+    cfg->acme_chal = NULL;
+    for (int i = 0; names_owned && i < cfg->acme.nnames; i++)
+        free((char *)cfg->acme.names[i]);
+    names_owned = 0, cfg->acme.nnames = 0;
     if (pid <= 0)
         return;
     cfg->acme_pid = 0;

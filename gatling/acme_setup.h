@@ -64,7 +64,8 @@ int acme_prepare(config_t *cfg);
    and the client process (cfg->acme_pid).  0, or -1 after saying why. */
 int acme_launch(config_t *cfg);
 
-/* The server is ending: so does the client. */
-void acme_stop(config_t *cfg);
+/* The server is ending: so does the client; what acme_prepare and
+   acme_launch made is freed (the loops are done with it). */
+void acme_end(config_t *cfg);
 
 #endif

@@ -887,14 +887,14 @@ int main(int argc, char **argv)
        are its live/), its client after them, before a chroot, -u and -W */
     if (acme_prepare(&cfg) < 0 || load_certificates(&cfg) < 0 ||
         check_passed_https(&cfg, fds, n) < 0 || acme_launch(&cfg) < 0) {
-        acme_stop(&cfg);
+        acme_end(&cfg);
         tls_store_free(cfg.tls);
         mime_free(mime);
         return 1;
     }
     if (cfg.workers > 1) {
         rc = enter_root(&cfg) < 0 ? 1 : worker_supervise(&cfg, mime, fds, n, groups, &qg);
-        acme_stop(&cfg);
+        acme_end(&cfg);
         tls_store_free(cfg.tls);
         mime_free(mime);
         return rc;
@@ -911,7 +911,7 @@ int main(int argc, char **argv)
         server_init(&s, &cfg, mime, lst, n) < 0 || server_quic_start(&s, quic) < 0) {
         quic_free(quic);
         quic_group_close(&qg);
-        acme_stop(&cfg);
+        acme_end(&cfg);
         tls_store_free(cfg.tls);
         mime_free(mime);
         return 1;
@@ -930,7 +930,7 @@ int main(int argc, char **argv)
         server_quic_steer(&qg);
     handover_ready();
     rc = server_run(&s);
-    acme_stop(&cfg);
+    acme_end(&cfg);
     server_free(&s);
     quic_group_close(&qg);
     tls_store_free(cfg.tls);

@@ -46,6 +46,7 @@ typedef struct tls_cert {
     int nnames;
     unsigned char *ocsp; /* a DER OCSP response to staple, or NULL */
     long ocsp_len;
+    int64_t not_after; /* the certificate's expiry (unix seconds), for /metrics */
 } tls_cert_t;
 
 typedef struct ticket_key {
@@ -341,7 +342,7 @@ static int on_status(SSL *ssl, void *arg)
 {
     (void)arg;
     tls_cert_t *c = cert_of(SSL_get_SSL_CTX(ssl));
-    if (!c || !c->ocsp)
+    if (!c || !c->ocsp || tls_acme_state(ssl)) /* the context's OCSP is not the challenge's */
         return SSL_TLSEXT_ERR_NOACK;
     unsigned char *copy = OPENSSL_memdup(c->ocsp, (size_t)c->ocsp_len);
     if (!copy || !SSL_set_tlsext_status_ocsp_resp(ssl, copy, c->ocsp_len)) {
@@ -639,6 +640,9 @@ static X509 *use_chain(tls_store_t *st, const found_t *f, SSL_CTX *ctx, tls_cert
         goto fail;
     }
     cert_names(c, leaf);
+    struct tm tm;
+    if (ASN1_TIME_to_tm(X509_get0_notAfter(leaf), &tm) == 1)
+        c->not_after = (int64_t)timegm(&tm);
     while ((ca = PEM_read_bio_X509(bio, NULL, NULL, NULL)))
         if (!SSL_CTX_add0_chain_cert(ctx, ca)) {
             X509_free(ca);
@@ -1020,6 +1024,16 @@ int tls_misdirected_name(tls_store_t *st, const char *sni, size_t snilen, const 
 }
 
 /* ---- connections ---- */
+
+int tls_store_expiry(const tls_store_t *st, int i, const char **name, int64_t *not_after)
+{
+    const tls_cert_t *c = st && i >= 0 && i < st->n ? cert_of(st->ctx[i]) : NULL;
+    if (!c)
+        return 0;
+    *name = c->id[0] ? c->id : c->nnames ? c->names[0] : "server.pem";
+    *not_after = c->not_after;
+    return 1;
+}
 
 int tls_store_accepts(const tls_store_t *st)
 {

@@ -161,6 +161,11 @@ int tls_store_accepts(const tls_store_t *st);
    wildcard one label up), rather than the default answering for it? */
 int tls_store_covers(const tls_store_t *st, const char *host, size_t len);
 
+/* The i-th certificate loaded (from 0): its name (the file or directory
+   name; server.pem's first DNS name) and its expiry, read at load, for
+   /metrics.  1, or 0 past the last. */
+int tls_store_expiry(const tls_store_t *st, int i, const char **name, int64_t *not_after);
+
 /* Did ALPN choose HTTP/2 ("h2") for this session? */
 int tls_alpn_h2(struct ssl_st *ssl);
 

@@ -10,9 +10,11 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -148,10 +150,56 @@ int acme_chal_http(acme_chal_t *c, const char *token, size_t len, char *buf, siz
     return (int)n;
 }
 
+/*
+ * RFC 8738 6: a TLS-ALPN-01 hello for an IP address names it by its reverse
+ * mapping ("1.2.0.192.in-addr.arpa", 32 nibbles then "ip6.arpa"), and the
+ * challenge file by the address itself: that address's text into out (cap
+ * bytes), or 0 when name is no such reverse name.
+ */
+static size_t reverse_ip(const char *name, size_t len, char *out, size_t cap)
+{
+    unsigned char a[16];
+    static const char v4[] = ".in-addr.arpa", v6[] = ".ip6.arpa";
+    int six = len > sizeof v6 - 1 && !strncasecmp(name + len - (sizeof v6 - 1), v6, sizeof v6 - 1);
+    int four = len > sizeof v4 - 1 && !strncasecmp(name + len - (sizeof v4 - 1), v4, sizeof v4 - 1);
+    if (!six && !four)
+        return 0;
+    size_t n = len - (six ? sizeof v6 - 1 : sizeof v4 - 1), k = 0;
+    char label[4][4];
+    if (six && n != 63)
+        return 0;
+    for (size_t at = 0; at < n; k++) { /* the labels, last first */
+        const char *dot = memchr(name + at, '.', n - at);
+        size_t l = dot ? (size_t)(dot - (name + at)) : n - at;
+        if (six) {
+            const char *hex = "0123456789abcdef", *h = l == 1 ? strchr(hex, name[at] | 0x20) : NULL;
+            if (!h || !*h || k >= 32)
+                return 0;
+            int v = (int)(h - hex), byte = 15 - (int)(k / 2);
+            a[byte] = (unsigned char)(k % 2 ? (a[byte] | v << 4) : v);
+        } else {
+            if (k >= 4 || !l || l > 3 || strspn(name + at, "0123456789") < l)
+                return 0;
+            memcpy(label[3 - k], name + at, l), label[3 - k][l] = 0;
+        }
+        at += l + 1;
+    }
+    if (six)
+        return k == 32 && inet_ntop(AF_INET6, a, out, (socklen_t)cap) ? strlen(out) : 0;
+    if (k != 4)
+        return 0;
+    int w = snprintf(out, cap, "%s.%s.%s.%s", label[0], label[1], label[2], label[3]);
+    return w > 0 && (size_t)w < cap && inet_pton(AF_INET, out, a) == 1 ? (size_t)w : 0;
+}
+
 char *acme_chal_alpn_pem(acme_chal_t *c, const char *name, size_t len, size_t *pemlen)
 {
+    char ip[INET6_ADDRSTRLEN];
     if (len && name[len - 1] == '.')
         len--; /* an absolute name */
+    size_t iplen = reverse_ip(name, len, ip, sizeof ip);
+    if (iplen)
+        name = ip, len = iplen;
     if (!c || !acme_chal_name_ok(name, len))
         return NULL;
     char path[CHAL_PATH_MAX];
@@ -179,4 +227,60 @@ int acme_chal_status(acme_chal_t *c, char *buf, size_t cap)
     size_t n = read_small(c, ACME_STATUS_FILE, buf, cap - 1);
     buf[n] = 0;
     return (int)n;
+}
+
+/* A decimal number of at most 18 digits at *p, then a space or a line end;
+   *p moves past it.  -1 if there is none. */
+static long long number(const char **p)
+{
+    long long v = 0;
+    int k = 0;
+    for (; **p >= '0' && **p <= '9' && k < 18; (*p)++, k++)
+        v = v * 10 + (**p - '0');
+    return k && (**p == ' ' || **p == '\n' || !**p) ? v : -1;
+}
+
+/* "NAME NOT_AFTER NEXT FAILS" at p, into slot i of st.  0, or -1. */
+static int status_cert(const char *p, acme_status_t *st)
+{
+    const char *sp = strchr(p, ' ');
+    if (st->n == ACME_STATUS_NAMES || !sp || !acme_chal_name_ok(p, (size_t)(sp - p)))
+        return -1;
+    memcpy(st->names[st->n].name, p, (size_t)(sp - p));
+    st->names[st->n].name[sp - p] = 0;
+    p = sp + 1;
+    long long v[3];
+    for (int i = 0; i < 3; i++) {
+        if ((v[i] = number(&p)) < 0 || (i < 2 && *p++ != ' '))
+            return -1;
+    }
+    if (*p && *p != '\n')
+        return -1;
+    st->names[st->n].not_after = v[0], st->names[st->n].next = v[1];
+    st->names[st->n++].fails = (unsigned long long)v[2];
+    return 0;
+}
+
+int acme_chal_status_parse(const char *text, acme_status_t *st)
+{
+    memset(st, 0, offsetof(acme_status_t, names));
+    for (const char *p = text; *p;) {
+        const char *nl = strchr(p, '\n');
+        long long v = 0;
+        if (!strncmp(p, "orders ", 7) || !strncmp(p, "failures ", 9)) {
+            const char *q = p + (p[0] == 'o' ? 7 : 9);
+            if ((v = number(&q)) < 0 || (*q && *q != '\n'))
+                return -1;
+            *(p[0] == 'o' ? &st->orders : &st->failures) = (unsigned long long)v;
+        } else if (!strncmp(p, "cert ", 5)) {
+            if (status_cert(p + 5, st) < 0)
+                return -1;
+        } else if (p[0] != '\n') {
+            return -1;
+        }
+        if (!nl)
+            break;
+        p = nl + 1;
+    }
+    return 0;
 }

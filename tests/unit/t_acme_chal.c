@@ -92,6 +92,20 @@ static void test_alpn(acme_chal_t *c)
        "a challenge, the name in any case, absolute");
     free(pem);
     ok(!acme_chal_alpn_pem(c, "other.example.org", 17, &n), "another name: none");
+    put("challenges/tls-alpn-01/192.0.2.1.pem", "four\n");
+    put("challenges/tls-alpn-01/2001:db8::1.pem", "six\n");
+    const char *r4 = "1.2.0.192.in-addr.arpa";
+    pem = acme_chal_alpn_pem(c, r4, strlen(r4), &n);
+    is_str(pem, "four\n", "RFC 8738: an IPv4 address by its reverse name");
+    free(pem);
+    const char *r6 = "1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa.";
+    pem = acme_chal_alpn_pem(c, r6, strlen(r6), &n);
+    is_str(pem, "six\n", "... an IPv6 address by its nibbles");
+    free(pem);
+    const char *bad6 = "1.0.0.2.ip6.arpa", *bad4 = "1.2.0.999.in-addr.arpa";
+    ok(!acme_chal_alpn_pem(c, bad6, strlen(bad6), &n) &&
+           !acme_chal_alpn_pem(c, bad4, strlen(bad4), &n),
+       "... not for reverse names of no address");
     ok(!acme_chal_alpn_pem(c, "../status", 9, &n), "../: refused");
     char big[ACME_ALPN_PEM_MAX + 2];
     memset(big, 'x', sizeof big - 1), big[sizeof big - 1] = 0;
@@ -111,9 +125,38 @@ static void test_status(acme_chal_t *c)
        "no state directory: nothing");
 }
 
+static void test_status_parse(void)
+{
+    acme_status_t *st = malloc(sizeof *st);
+    if (!st)
+        return;
+    ok(acme_chal_status_parse("orders 3\nfailures 1\ncert example.org 1790000000 1780000000 0\n"
+                              "cert 192.0.2.1 0 1700000000 4\n", st) == 0 &&
+           st->orders == 3 && st->failures == 1 && st->n == 2,
+       "a status file");
+    ok(!strcmp(st->names[0].name, "example.org") && st->names[0].not_after == 1790000000 &&
+           st->names[0].next == 1780000000 && st->names[1].fails == 4,
+       "its names");
+    ok(acme_chal_status_parse("", st) == 0 && st->n == 0 && st->orders == 0, "empty: nothing");
+    ok(acme_chal_status_parse("orders 1", st) == 0 && st->orders == 1, "no last line end");
+    const char *bad[] = {"orders x\n", "orders -1\n", "orders 1 2\n", "nonsense 1\n",
+                         "cert ../x 1 2 3\n", "cert a.org 1 2\n", "cert a.org 1 2 3 4\n",
+                         "cert a.org 1 2 3x\n", "orders 1234567890123456789\n",
+                         "cert a\"b 1 2 3\n"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        is_int(acme_chal_status_parse(bad[i], st), -1, "malformed: %zu", i);
+    char *many = malloc(ACME_STATUS_NAMES * 32 + 64), *p = many;
+    for (int i = 0; i <= ACME_STATUS_NAMES; i++)
+        p += sprintf(p, "cert n%d.org 1 2 3\n", i);
+    is_int(acme_chal_status_parse(many, st), -1, "more than ACME_STATUS_NAMES names");
+    free(many);
+    free(st);
+}
+
 int main(void)
 {
-    snprintf(base, sizeof base, "%s/t_acme_chal.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(base, sizeof base, "%s/t_acme_chal.XXXXXX", tmp);
     if (!mkdtemp(base))
         return perror("mkdtemp"), 1;
     char p[PATH_MAX * 2];
@@ -132,6 +175,7 @@ int main(void)
         test_status(c);
     }
     test_names();
+    test_status_parse();
     acme_chal_free(c);
     snprintf(p, sizeof p, "rm -rf '%s'", base);
     (void)!system(p);
