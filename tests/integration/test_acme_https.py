@@ -214,7 +214,7 @@ def metrics(srv):
 
 
 def metric(text, name, label=None):
-    pat = re.escape(name) + (r'\{[^}]*name="%s"[^}]*\}' % re.escape(label) if label
+    pat = "^" + re.escape(name) + (r'\{[^}]*name="%s"[^}]*\}' % re.escape(label) if label
                              else r"(\{[^}]*\})?") + r" (\S+)$"
     m = re.search(pat, text, re.M)
     return float(m.group(m.lastindex)) if m else None
