@@ -76,8 +76,9 @@ static int ca_ok(const char *s)
            s[8] != '/';
 }
 
-/* --acme-names a,b,...: each a host name or an IP address, lower-cased in place. */
-static int parse_names(config_acme_t *a, char *arg)
+/* --acme-names a,b,...: each a host name or an IP address, lower-cased in
+   place.  0, or -1 with *bad at the name refused (NULL: one too many). */
+static int parse_names(config_acme_t *a, char *arg, const char **bad)
 {
     a->nnames = 0;
     for (char *s = arg;;) {
@@ -87,8 +88,10 @@ static int parse_names(config_acme_t *a, char *arg)
         for (char *p = s; *p; p++)
             if (*p >= 'A' && *p <= 'Z')
                 *p += 'a' - 'A';
-        if (a->nnames == CONFIG_ACME_NAMES || !acme_chal_name_ok(s, strlen(s)))
+        if (a->nnames == CONFIG_ACME_NAMES || !acme_chal_name_ok(s, strlen(s))) {
+            *bad = a->nnames == CONFIG_ACME_NAMES ? NULL : s;
             return -1;
+        }
         a->names[a->nnames++] = s;
         if (!e)
             return 0;
@@ -168,10 +171,14 @@ int acme_option(int c, char *arg, config_t *cfg)
     case ACME_OPT_KEY:
     case ACME_OPT_CHALLENGE:
         return word_option(c, arg, a);
-    case ACME_OPT_NAMES:
-        if (parse_names(a, arg) < 0)
-            return bad(c, "...", "not host names or IP addresses, comma-separated, at most 100");
+    case ACME_OPT_NAMES: {
+        const char *which;
+        if (parse_names(a, arg, &which) < 0)
+            return bad(c, which ? which : "...",
+                       which ? "not a host name or IP address (comma-separated, at most 100)"
+                             : "more than 100 names");
         return -1;
+    }
     default: /* ACME_OPT_ISSUER */
         if (!fits(arg, ACME_FIELD_MAX) || !printable(arg, 1))
             return bad(c, arg, "not a common name (at most 255 bytes, no control characters)");

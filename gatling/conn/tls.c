@@ -18,6 +18,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -91,6 +92,13 @@ static int valid_name(const char *s, size_t n)
             return 0;
     }
     return 1;
+}
+
+/* An IPv6 address as a directory name (--acme's certificate for one, RFC 8738). */
+static int is_ipv6(const char *s)
+{
+    unsigned char a[16];
+    return strchr(s, ':') && inet_pton(AF_INET6, s, a) == 1;
 }
 
 /* Read a small file below dirfd; NUL-terminated.  NULL with errno set. */
@@ -196,7 +204,7 @@ static int scan(int dirfd, found_t *out, int max, uint64_t *sig)
                 snprintf(f.chain, sizeof f.chain, "%s", nm);
                 snprintf(f.key, sizeof f.key, "%s", nm);
                 snprintf(f.ocsp, sizeof f.ocsp, "%.*s.ocsp", (int)(len - 4), nm);
-            } else if (len < sizeof f.id && valid_name(nm, len) &&
+            } else if (len < sizeof f.id && (valid_name(nm, len) || is_ipv6(nm)) &&
                        fstatat(dirfd, nm, &sb, 0) == 0 && S_ISDIR(sb.st_mode)) {
                 snprintf(f.chain, sizeof f.chain, "%s/fullchain.pem", nm);
                 snprintf(f.key, sizeof f.key, "%s/privkey.pem", nm);

@@ -46,18 +46,29 @@ def closed_ca():
     return "https://127.0.0.1:%d/dir" % free_port()
 
 
-def state_dir(tmp_path, http=None, alpn=None):
-    """STATEDIR with challenges: http {token: keyauth}, alpn {name: pem}."""
+def state_dir(tmp_path):
+    """STATEDIR, empty: the client makes its layout."""
     d = tmp_path / "acme"
-    for sub in ("challenges/http-01", "challenges/tls-alpn-01"):
-        (d / sub).mkdir(parents=True, exist_ok=True)
-    for tok, ka in (http or {}).items():
-        p = d / "challenges/http-01" / ("." + tok)
-        p.write_text(ka)
-        p.rename(d / "challenges/http-01" / tok)  # as the client does: renamed into place
-    for name, pem in (alpn or {}).items():
-        (d / "challenges/tls-alpn-01" / (name + ".pem")).write_bytes(pem)
+    d.mkdir()
     return str(d)
+
+
+def challenges(state, http=None, alpn=None):
+    """Challenges into STATEDIR, as the client writes them (renamed into
+    place): http {token: keyauth}, alpn {name: pem}.  First the client must
+    have begun: at start it empties the challenge directories (what a killed
+    client left is not served), then makes its first round (here, against a
+    closed port: a failure at once) and writes its status file."""
+    wait_for(lambda: os.path.exists(os.path.join(state, "status")), 20,
+             "the client's first round (its status file)")
+    for sub, files in (("challenges/http-01", {t: k.encode() for t, k in (http or {}).items()}),
+                       ("challenges/tls-alpn-01",
+                        {n + ".pem": pem for n, pem in (alpn or {}).items()})):
+        for name, data in files.items():
+            tmp = os.path.join(state, sub, "." + name)
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.rename(tmp, os.path.join(state, sub, name))
 
 
 def challenge_pem(tmp_path, name=NAME):
@@ -122,12 +133,13 @@ def test_http01_ahead_of_redirect_and_proxy(gatling, tmp_path):
     """With a certificate for localhost, -X and a -P rule for every path: the
     challenge is answered on any Host, the rest is refused, and the redirect
     and the proxy still have every other request."""
-    state = state_dir(tmp_path, http={TOKEN: KEYAUTH, "other": "someone.else"})
+    state = state_dir(tmp_path)
     pki = suite_pki()
     tree = {".well-known/acme-challenge/webroot": "from the document root\n", "f.txt": "f\n",
             ".proxy": ""}  # -P serves this directory
     srv = gatling(tree, args=acme_args(state, "-C", pki + "/certs", "-e", "0", "-X",
                                        "-P", "127.0.0.1/%d/^/" % free_port()))
+    challenges(state, http={TOKEN: KEYAUTH, "other": "someone.else"})
     for host in ("localhost", NAME, "anything.example", "127.0.0.1"):
         status, f, body = get(srv.port, "/.well-known/acme-challenge/" + TOKEN, host=host)
         assert (status, body) == (200, KEYAUTH.encode()), (host, status, body)
@@ -166,8 +178,9 @@ def test_tls_alpn01_with_no_certificate(gatling, tmp_path):
     every other handshake refused (hostile ones by the hundred too), HTTP
     serves, -X does not redirect, and the counters say so."""
     pem = challenge_pem(tmp_path)
-    state = state_dir(tmp_path, http={TOKEN: KEYAUTH}, alpn={NAME: pem})
+    state = state_dir(tmp_path)
     srv = gatling({"f.txt": "f\n"}, args=acme_args(state, "-e", "0", "-X", "-S"))
+    challenges(state, http={TOKEN: KEYAUTH}, alpn={NAME: pem})
     port = https_port(srv)
     assert os.path.isdir(os.path.join(state, "live"))
     assert any("ACME's TLS-ALPN-01" in l for l in srv.errlog), srv.errlog
@@ -207,9 +220,10 @@ def test_tls_alpn01_beside_certificates(gatling, tmp_path):
     gets it; everything else gets the certificates as before, never the
     challenge's, and acme-tls/1 is never chosen for it."""
     pem = challenge_pem(tmp_path)
-    state = state_dir(tmp_path, alpn={NAME: pem})
+    state = state_dir(tmp_path)
     srv = gatling({"f.txt": "f\n"},
                   args=acme_args(state, "-C", suite_pki() + "/certs", "-e", "0"))
+    challenges(state, alpn={NAME: pem})
     port = https_port(srv)
     r = hello(port, NAME, ["acme-tls/1"])
     assert not isinstance(r, Exception) and r[0] == "acme-tls/1" and r[1] == pem_der(pem)
@@ -224,8 +238,9 @@ def test_tls_alpn01_beside_certificates(gatling, tmp_path):
 def test_challenges_under_workers(gatling, tmp_path):
     """-W 2: every worker reads the one state directory."""
     pem = challenge_pem(tmp_path)
-    state = state_dir(tmp_path, http={TOKEN: KEYAUTH}, alpn={NAME: pem})
+    state = state_dir(tmp_path)
     srv = gatling({"f.txt": "f\n"}, args=acme_args(state, "-e", "0", "-W", "2"))
+    challenges(state, http={TOKEN: KEYAUTH}, alpn={NAME: pem})
     port = https_port(srv)
     for _ in range(6):
         assert get(srv.port, "/.well-known/acme-challenge/" + TOKEN)[2] == KEYAUTH.encode()
@@ -247,9 +262,10 @@ def run(build, *args, cwd=None):
     (("--acme", "a@gatling.test", "--acme-ca", "http://ca.test/"), "not an https:// URL"),
     (("--acme", "a@gatling.test", "--acme-ca", "https://ca.test/" + "a" * 1100),
      "not an https:// URL"),
-    (("--acme", "a@gatling.test", "--acme-names", "a..b"), "not host names"),
+    (("--acme", "a@gatling.test", "--acme-names", "ok.test,a..b"),
+     "--acme-names a..b: not a host name or IP address"),
     (("--acme", "a@gatling.test", "--acme-names", ",".join("n%d.test" % i for i in range(101))),
-     "at most 100"),
+     "more than 100 names"),
     (("--acme", "a@gatling.test", "--acme-key", "rsa1024"), "not ec256, rsa2048 or rsa3072"),
     (("--acme", "a@gatling.test", "--acme-challenge", "dns-01"), "not http-01 or tls-alpn-01"),
     (("--acme", "a@gatling.test", "--acme-eab", "kid-only"), "not KID:HMACKEY"),
