@@ -112,18 +112,6 @@ def tail(path, n=3000):
         return "(%s)" % e
 
 
-@contextlib.contextmanager
-def process(cmd, log, env=None, append=False):
-    """cmd running with its output in log; terminated (killed after 5 s) at the end."""
-    with open(log, "ab" if append else "wb") as out:
-        p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
-                             stderr=subprocess.STDOUT, env=env)
-    try:
-        yield p
-    finally:
-        stop_process(p)
-
-
 def stop_process(p):
     if p.poll() is None:
         p.terminate()
