@@ -9,7 +9,7 @@
 #ifndef _GNU_SOURCE /* the GNUmakefile passes -D_GNU_SOURCE */
 #define _GNU_SOURCE
 #endif
-#include "bench.h"
+#include "bench_common.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -21,6 +21,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_h3.h"
+#include "bench_run.h"
+#include "bench_surge.h"
 #include "gio.h"
 #include "lg_ftp.h"
 #include "lg_http.h"
@@ -520,6 +523,18 @@ static void opts_free(opts_t *o)
 
 /* ---- running ---- */
 
+/* Worker `index`'s loop: the surge's, HTTP/3's, or bench_run()'s (HTTP/1.1, HTTP/2, FTP). */
+static int run_worker(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all)
+{
+    if (cfg->surge > 0)
+        return bench_surge(cfg, index, all);
+#ifdef HAVE_H3
+    if (cfg->h3)
+        return bench_h3(cfg, index, all);
+#endif
+    return bench_run(cfg, index, all);
+}
+
 typedef struct spawn_ctx {
     const bench_cfg_t *cfg;
     bench_stats_t *st;
@@ -528,7 +543,7 @@ typedef struct spawn_ctx {
 static int child_main(int i, void *arg)
 {
     spawn_ctx_t *x = arg;
-    bench_run(x->cfg, (unsigned)i, x->st);
+    run_worker(x->cfg, (unsigned)i, x->st);
     return 0;
 }
 
@@ -945,7 +960,7 @@ int main(int argc, char **argv)
     bench_stats_init(total);
     int died = 0;
     if (cfg->procs == 1)
-        bench_run(cfg, 0, total);
+        run_worker(cfg, 0, total);
     else
         died = run_procs(cfg, total, o.quiet) < 0;
 

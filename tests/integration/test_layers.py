@@ -1,7 +1,9 @@
 """tests/layers.py, the include layering of gatling/: it passes on the tree,
 and fails on a copy where a handler includes the connection's header, a
-lower folder includes a higher one, or two files call each other (directly,
-or round a longer circle, through a call or an include)."""
+lower folder includes a higher one (or its README allows one), or two files
+call each other (directly, or round a longer circle, through a call or an
+include; in gatling/, io/ or bench/lg), or a folder's README leaves out one of
+its files."""
 import os
 import shutil
 import subprocess
@@ -18,7 +20,7 @@ def layers(root):
 
 def copy_tree(tmp_path):
     dst = tmp_path / "tree"
-    for d in ("gatling", "io"):
+    for d in ("gatling", "io", os.path.join("bench", "lg")):
         shutil.copytree(os.path.join(ROOT, d), dst / d,
                         ignore=shutil.ignore_patterns("gatling", "*.o", "*.d"))
     return dst
@@ -54,6 +56,17 @@ def test_upward_include_fails(tmp_path):
     r = layers(str(tree))
     assert r.returncode == 1, r.stdout
     assert "http/hbuf.c" in r.stdout and "site/site.h" in r.stdout
+
+
+def test_rule_naming_a_higher_folder_fails(tmp_path):
+    """HTTP/2 is below the connection (conn.c drives it): its README may not
+    allow conn/, even while no file of it includes one."""
+    tree = copy_tree(tmp_path)
+    readme = tree / "gatling" / "h2" / "README"
+    readme.write_text(readme.read_text().replace("May include: ", "May include: conn, "))
+    r = layers(str(tree))
+    assert r.returncode == 1, r.stdout
+    assert "gatling/h2/README" in r.stdout and "conn" in r.stdout
 
 
 def append(path, text):
@@ -105,3 +118,64 @@ def test_a_longer_circle_fails(tmp_path):
     assert r.returncode == 1, r.stdout
     assert "router.c" in r.stdout and "static.c" in r.stdout and "target.c" in r.stdout
 
+
+
+def test_readme_leaving_out_a_file_fails(tmp_path):
+    """Each folder's README names its files: a new file nobody mapped, and a
+    file whose line went from the README (mime.c, with its mime.h), are
+    both named in the failure."""
+    tree = copy_tree(tmp_path)
+    (tree / "gatling" / "http" / "newpart.c").write_text("int newpart_x;\n")
+    readme = tree / "gatling" / "site" / "README"
+    text = readme.read_text()
+    assert "  mime.c " in text
+    readme.write_text(text.replace("  mime.c ", "  mime   "))
+    r = layers(str(tree))
+    assert r.returncode == 1, r.stdout
+    assert "gatling/http/README does not name newpart.c" in r.stdout, r.stdout
+    assert "gatling/site/README does not name mime.c, mime.h" in r.stdout, r.stdout
+
+
+def test_bench_lg_including_gatling_fails(tmp_path):
+    """The load generators measure the server; they never share its code."""
+    tree = copy_tree(tmp_path)
+    add_include(tree / "bench" / "lg" / "lg_http.c", "http/http_parse.h")
+    r = layers(str(tree))
+    assert r.returncode == 1, r.stdout
+    assert "bench/lg/lg_http.c" in r.stdout and "http/http_parse.h" in r.stdout, r.stdout
+
+
+def copy_bench(tmp_path):
+    """copy_tree's (which has bench/lg), with some of bench/'s Python (drivers, bench/benchkit)."""
+    dst = copy_tree(tmp_path)
+    shutil.copytree(os.path.join(ROOT, "bench", "benchkit"), dst / "bench" / "benchkit",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for f in ("compare-h3", "netlab"):
+        shutil.copy(os.path.join(ROOT, "bench", f), dst / "bench" / f)
+    return dst
+
+
+def test_bench_lg_circle_fails(tmp_path):
+    """bench/lg is held to no circle: bench_common.c calling back into a loop makes one."""
+    tree = copy_bench(tmp_path)
+    assert layers(str(tree)).returncode == 0
+    common = tree / "bench" / "lg" / "bench_common.c"
+    common.write_text(common.read_text() + "\nint back(void) { return bench_run(0, 0, 0); }\n")
+    r = layers(str(tree))
+    assert r.returncode == 1, r.stdout
+    assert "a circle between bench/lg/bench_common.c, bench/lg/bench_run.c" in r.stdout
+
+
+def test_bench_driver_loading_a_driver_fails(tmp_path):
+    """A driver shares code through bench/benchkit only: loading another driver, or importing
+    a module of benchkit as if it were beside the drivers (bench/benchlib.py once was), fails."""
+    tree = copy_bench(tmp_path)
+    h3 = tree / "bench" / "compare-h3"
+    saved = h3.read_text()
+    for line, what in (('h2 = bl.load_driver("compare-h2")\n', "loads code by load_driver"),
+                       ("import importlib\n", "loads code by importlib"),
+                       ("import benchlib\n", "imports benchlib from bench/")):
+        h3.write_text(saved.replace("import argparse\n", "import argparse\n" + line, 1))
+        r = layers(str(tree))
+        assert r.returncode == 1, r.stdout
+        assert "bench/compare-h3:" in r.stdout and what in r.stdout, r.stdout
