@@ -277,12 +277,12 @@ def row_argv(tool, row, secs, role, **kw):
     """kb-stream's argv for a role: recv, relay or send."""
     n, udp = str(row["n"]), row["proto"] == "udp"
     if role == "recv":
-        return [tool, "-s", "-B", kw["bind"], "-n", n, "-t", str(secs + 20)] + (
+        return [tool, "-s", "-B", kw["bind"], "-n", n, "-t", "%g" % (secs + 20)] + (
             ["-u", "-w", UDP_WBUF, "-i", "2"] if udp else [])
     if role == "relay":
         return [tool, "-R", kw["mode"], "-B", kw["bind"], "-c", kw["to"], "-p", str(kw["port"]),
-                "-n", n, "-t", str(secs + 20)]
-    return [tool, "-c", kw["to"], "-p", str(kw["port"]), "-n", n, "-t", str(secs), "-S", "3"] + (
+                "-n", n, "-t", "%g" % (secs + 20)]
+    return [tool, "-c", kw["to"], "-p", str(kw["port"]), "-n", n, "-t", "%g" % secs, "-S", "3"] + (
         ["-u", "-l", str(row["len"])] if udp else [])
 
 
@@ -373,7 +373,7 @@ def run_iperf3(ctx, n, run):
     try:
         time.sleep(0.3)
         argv = ctx.lab.prefix("l") + ["iperf3", "-c", "127.0.0.1", "-p", str(port), "-P", str(n),
-                                      "-t", str(ctx.secs), "-J"]
+                                      "-t", "%g" % ctx.secs, "-J"]
         if run == 0:
             ctx.commands.append("%s\t%s" % (name, " ".join(argv)))
         r = subprocess.run(argv, capture_output=True, text=True, timeout=ctx.secs + 30)
@@ -429,7 +429,7 @@ def label_for(tuning):
 
 
 def run_suite(out, suite, tool, runs=1, tuning="default", label=None, only=None,
-              iperf3=False, quiet=False):
+              iperf3=False, quiet=False, secs=None):
     """Measure every row of suite runs times (interleaved) with one tuning in a lab of its
     own; write out/throughput.tsv and throughput-meta.json; the rows."""
     rows = rows_for(suite, only)
@@ -442,7 +442,7 @@ def run_suite(out, suite, tool, runs=1, tuning="default", label=None, only=None,
     os.makedirs(out, exist_ok=True)
     t0 = time.monotonic()
     lab = Lab()
-    ctx = Ctx(out, tool, SECS[suite], lab)
+    ctx = Ctx(out, tool, secs or SECS[suite], lab)
     try:
         apply_tuning(lab, tuning)
         plan = [("row", r) for r in rows] + ([("iperf3", n) for n in (1, 15)] if iperf3

@@ -288,8 +288,11 @@ def cli(argv, tool):
                     "(tcp4-lo-*,udp4-veth-n1-l0)")
     ap.add_argument("--iperf3", action="store_true", help="iperf3 -P 1 and -P 15 on loopback "
                     "beside kb-stream's rows")
+    ap.add_argument("--secs", type=float, help="seconds per row (quick 1, full 5)")
     ap.add_argument("-q", "--quiet", action="store_true")
     a = ap.parse_args(argv)
+    if a.secs is not None and not 0.5 <= a.secs <= 600:
+        ap.error("--secs: 0.5 to 600")
     runs = a.runs or (3 if a.suite == "full" else 1)
     if not 1 <= runs <= 20:
         ap.error("--runs: 1 to 20")
@@ -302,7 +305,7 @@ def cli(argv, tool):
     try:
         if not sweep:
             rows = tput.run_suite(out, a.suite, tool, runs, a.tuning, a.label, a.only, a.iperf3,
-                                  a.quiet)
+                                  a.quiet, a.secs)
             text, doc = write(out, [out])
             insert_or_write(out, doc, os.path.exists(os.path.join(out, "samples.tsv")))
         else:
@@ -310,7 +313,7 @@ def cli(argv, tool):
             rows = []
             for t, d in zip(sweep, dirs):
                 rows += tput.run_suite(d, a.suite, tool, runs, t, None, a.only, a.iperf3,
-                                       a.quiet)
+                                       a.quiet, a.secs)
             text = compare(dirs, out)
     except tput.TputError as e:
         bl.log("bench/run throughput: %s" % e)

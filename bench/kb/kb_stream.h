@@ -13,6 +13,12 @@ enum { KS_SEND, KS_RECV, KS_RELAY };
 /* how a stream ended */
 enum { ST_OK, ST_STALL, ST_ERROR, ST_NOREPLY, ST_MISMATCH, ST_UNFINISHED, ST_NOFIN };
 
+/*
+ * KS_ALIGN: every buffer that read(2) fills or write(2) drains is page-aligned.  With
+ * malloc's 16-byte offset the kernel's copy to user space (rep movsb) ran at a quarter
+ * of its speed here, and a 1-stream loopback row measured half of iperf3's (whose
+ * buffer is an mmap, page-aligned); aligned, the two agree.
+ */
 #define KS_MAX_STREAMS 1000
 #define KS_MAX_PROCS 64
 #define KS_MAGIC 0x4b425354u     /* "KBST": TCP stream header, UDP data */

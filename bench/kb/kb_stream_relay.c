@@ -55,7 +55,7 @@ static void *pump(void *arg)
         close(pf[0]), close(pf[1]);
         goto out;
     }
-    static __thread char buf[128 * 1024];
+    static __thread char buf[128 * 1024] __attribute__((aligned(4096))); /* KS_ALIGN */
     ssize_t n;
     while ((n = read(p->from, buf, sizeof buf)) > 0) {
         p->bytes += (uint64_t)n;

@@ -145,7 +145,7 @@ int ks_tcp_send(const ks_opts_t *o, int p, int ready, int go, int out)
 {
     int k = 0;
     conn_t *cs = calloc((size_t)(o->n / o->procs + 1), sizeof *cs);
-    char *buf = calloc(1, (size_t)o->len);
+    char *buf = aligned_alloc(4096, ((size_t)o->len + 4095) & ~(size_t)4095); /* KS_ALIGN */
     int ep = epoll_create1(0);
     if (!cs || !buf || ep < 0)
         return 1;
@@ -175,7 +175,7 @@ int ks_tcp_send(const ks_opts_t *o, int p, int ready, int go, int out)
 /* Readable: count, take the header from the first 8 bytes, answer at the end. */
 static int recv_ready(conn_t *c, char *buf, size_t len, int p, int out)
 {
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 8; i++) {
         ssize_t r = read(c->fd, buf, len);
         if (r < 0 && (errno == EAGAIN || errno == EINTR))
             return 0;
@@ -227,8 +227,8 @@ static void accept_all(const ks_opts_t *o, int lfd, int ep, conn_t **cs, int *ca
 
 int ks_tcp_recv(const ks_opts_t *o, int p, int lfd, int ready, int go, int out)
 {
-    size_t len = 256 * 1024;
-    char *buf = malloc(len);
+    size_t len = 128 * 1024;
+    char *buf = aligned_alloc(4096, len); /* KS_ALIGN: see kb_stream.h */
     int cap = 0, ep = epoll_create1(0);
     conn_t *cs = NULL;
     struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.u32 = (uint32_t)lfd},

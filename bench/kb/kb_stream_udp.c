@@ -81,7 +81,7 @@ int ks_udp_send(const ks_opts_t *o, int p, int ready, int go, int out)
     int k = (int)((o->n - p + o->procs - 1) / o->procs), fds[KS_MAX_STREAMS];
     uint64_t sent[KS_MAX_STREAMS] = {0};
     int ids[KS_MAX_STREAMS];
-    char *buf = calloc(1, (size_t)o->len + 16);
+    char *buf = aligned_alloc(4096, ((size_t)o->len + 16 + 4095) & ~(size_t)4095); /* KS_ALIGN */
     ks_rec_t recs[KS_MAX_STREAMS];
     for (int i = 0; i < k; i++) {
         ids[i] = p + i * o->procs;
@@ -98,7 +98,10 @@ int ks_udp_send(const ks_opts_t *o, int p, int ready, int go, int out)
         getsockname(fds[i], (struct sockaddr *)&me, &l);
         ks_peer((struct sockaddr *)&me, recs[i].peer, sizeof recs[i].peer);
     }
-    if (!buf || ks_wait_go(ready, go) < 0)
+    if (!buf)
+        return 1;
+    memset(buf, 'k', (size_t)o->len + 16);
+    if (ks_wait_go(ready, go) < 0)
         return 1;
     double t0 = ks_now();
     udp_blast(o, fds, ids, sent, k, buf);
@@ -185,7 +188,7 @@ int ks_udp_recv(const ks_opts_t *o, int p, int lfd, int ready, int go, int out)
 {
     int fd = ks_own_socket(o, p, lfd);
     flow_t *tab = calloc(TABLE, sizeof *tab);
-    char *buf = malloc(65536);
+    char *buf = aligned_alloc(4096, 65536); /* KS_ALIGN */
     if (fd < 0 || !tab || !buf || ks_wait_go(ready, go) < 0)
         return 1;
     double t0 = ks_now(), end = t0 + o->secs, last = 0;
