@@ -443,7 +443,7 @@ static int print_results(const ks_opts_t *o, results_t *res)
         printf("sent=%llu recv=%llu ", (unsigned long long)sent, (unsigned long long)recv);
     printf("bytes=%llu mbit=%.1f usr=%.3f sys=%.3f cpu=%.2f cpu_max=%.2f cpu_bound=%s "
            "errors=%d stalls=%d\n", (unsigned long long)moved, mbit(moved, t1 - t0), usr, sys,
-           (usr + sys) / (res->wall > 0 ? res->wall : 1), res->cpu_max,
+           (usr + sys) / (t1 - t0 > 0 ? t1 - t0 : res->wall > 0 ? res->wall : 1), res->cpu_max,
            res->cpu_max >= 0.9 ? "yes" : "no", bad, stalls);
     if (res->cpu_max >= 0.9)
         printf("# cpu_bound: a process of kb-stream was on a CPU %.0f%% of its time: it, not "

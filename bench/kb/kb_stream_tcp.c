@@ -250,9 +250,13 @@ int ks_tcp_recv(const ks_opts_t *o, int p, int lfd, int ready, int go, int out)
                 recv_ready(&cs[fd], buf, len, p, out);
         }
     }
-    for (int fd = 0; fd < cap; fd++)
+    double first = 0; /* the CPU share from the first byte on, not from the start */
+    for (int fd = 0; fd < cap; fd++) {
         if (cs[fd].fd == fd && fd > 0) /* not ended: reported as unfinished */
             conn_report(&cs[fd], p, out);
-    proc_report(o, p, out, t0);
+        if (cs[fd].t0 > 0 && (!first || cs[fd].t0 < first))
+            first = cs[fd].t0;
+    }
+    proc_report(o, p, out, first ? first : t0);
     return 0;
 }

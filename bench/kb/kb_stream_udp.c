@@ -209,9 +209,13 @@ int ks_udp_recv(const ks_opts_t *o, int p, int lfd, int ready, int go, int out)
             last = ks_now();
         }
     }
-    for (int i = 0; i < TABLE; i++)
+    double first = 0; /* the CPU share from the first datagram on */
+    for (int i = 0; i < TABLE; i++) {
         if (tab[i].used && !tab[i].done)
             flow_report(&tab[i], p, out);
-    proc_report(p, out, t0);
+        if (tab[i].used && tab[i].t0 > 0 && (!first || tab[i].t0 < first))
+            first = tab[i].t0;
+    }
+    proc_report(p, out, first ? first : t0);
     return 0;
 }
