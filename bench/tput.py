@@ -32,8 +32,11 @@ V6 = {"va": "2001:2:0:1::1", "vb": "2001:2:0:1::2", "a": "2001:2:0:2::1",
       "ra": "2001:2:0:2::2", "rb": "2001:2:0:3::2", "b": "2001:2:0:3::1"}
 TUNINGS = {
     "default": [],
-    "cubic": [("sysctl", "net.ipv4.tcp_congestion_control", "cubic")],
-    "bbr": [("sysctl", "net.ipv4.tcp_congestion_control", "bbr")],
+    # per socket (kb-stream -C): a namespace other than the first may make only the
+    # algorithms of tcp_allowed_congestion_control (here reno and bbr) its default
+    "cubic": [("cc", "", "cubic")],
+    "bbr": [("cc", "", "bbr")],
+    "reno": [("cc", "", "reno")],
     "gro-on": [("ethtool", "gro", "on")],
     "gro-off": [("ethtool", "gro", "off")],
     "tso-off": [("ethtool", "tso", "off")],
@@ -102,7 +105,7 @@ class Lab:
         self.netlab.gc(quiet=True)
         self.net = int(str(self.netlab.pick_subnet().network_address).split(".")[2])
         self.v4 = {k: v % self.net for k, v in V4.items()}
-        self.ns = {}
+        self.ns, self.cc = {}, None
         try:
             self._build()
         except BaseException:
@@ -185,7 +188,13 @@ def apply_tuning(lab, name):
     if name not in TUNINGS:
         raise TputError("tuning %r: one of %s" % (name, ", ".join(TUNINGS)))
     for kind, key, value in TUNINGS[name]:
-        if kind == "sysctl":
+        if kind == "cc":
+            avail = (read_root_sysctl("net.ipv4.tcp_available_congestion_control") or "").split()
+            if value not in avail:
+                raise TputError("tuning %s: %s is not in tcp_available_congestion_control (%s)"
+                                % (name, value, " ".join(avail)))
+            lab.cc = value
+        elif kind == "sysctl":
             before = read_root_sysctl(key)
             if before is None:
                 raise TputError("tuning %s: no sysctl %s here" % (name, key))
@@ -279,11 +288,12 @@ def row_argv(tool, row, secs, role, **kw):
     if role == "recv":
         return [tool, "-s", "-B", kw["bind"], "-n", n, "-t", "%g" % (secs + 20)] + (
             ["-u", "-w", UDP_WBUF, "-i", "2"] if udp else [])
+    cc = ["-C", kw["cc"]] if kw.get("cc") and not udp else []
     if role == "relay":
         return [tool, "-R", kw["mode"], "-B", kw["bind"], "-c", kw["to"], "-p", str(kw["port"]),
-                "-n", n, "-t", "%g" % (secs + 20)]
-    return [tool, "-c", kw["to"], "-p", str(kw["port"]), "-n", n, "-t", "%g" % secs, "-S", "3"] + (
-        ["-u", "-l", str(row["len"])] if udp else [])
+                "-n", n, "-t", "%g" % (secs + 20)] + cc
+    return [tool, "-c", kw["to"], "-p", str(kw["port"]), "-n", n, "-t", "%g" % secs, "-S",
+            "3"] + cc + (["-u", "-l", str(row["len"])] if udp else [])
 
 
 def run_row(ctx, row, run):
@@ -298,10 +308,11 @@ def run_row(ctx, row, run):
         argvs = {"recv": lab.prefix(rcv) + row_argv(tool, row, secs, "recv", bind=bind)}
         if rel:
             argv = row_argv(tool, row, secs, "relay", mode=row["topo"], bind=rbind, to=bind,
-                            port=port)
+                            port=port, cc=lab.cc)
             lp, port, lhead = start_listener(lab, rel, argv, "the relay", procs)
             argvs["relay"] = lab.prefix(rel) + argv
-        argvs["send"] = lab.prefix(snd) + row_argv(tool, row, secs, "send", to=to, port=port)
+        argvs["send"] = lab.prefix(snd) + row_argv(tool, row, secs, "send", to=to, port=port,
+                                                    cc=lab.cc)
         sp = bl.spawn(argvs["send"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         procs.append(sp)
         rcs = {"send": finish(sp, secs + 30)}
@@ -373,7 +384,8 @@ def run_iperf3(ctx, n, run):
     try:
         time.sleep(0.3)
         argv = ctx.lab.prefix("l") + ["iperf3", "-c", "127.0.0.1", "-p", str(port), "-P", str(n),
-                                      "-t", "%g" % ctx.secs, "-J"]
+                                      "-t", "%g" % ctx.secs, "-J"] + (
+                                          ["-C", ctx.lab.cc] if ctx.lab.cc else [])
         if run == 0:
             ctx.commands.append("%s\t%s" % (name, " ".join(argv)))
         r = subprocess.run(argv, capture_output=True, text=True, timeout=ctx.secs + 30)
@@ -429,9 +441,11 @@ def label_for(tuning):
 
 
 def run_suite(out, suite, tool, runs=1, tuning="default", label=None, only=None,
-              iperf3=False, quiet=False, secs=None):
+              iperf3=False, quiet=False, secs=None, run_from=0):
     """Measure every row of suite runs times (interleaved) with one tuning in a lab of its
-    own; write out/throughput.tsv and throughput-meta.json; the rows."""
+    own; write out/throughput.tsv and throughput-meta.json; the rows.  run_from > 0 adds
+    repetitions run_from+1.. to the rows already there (a sweep alternates its tunings
+    so, one repetition of each at a time)."""
     rows = rows_for(suite, only)
     if not rows:
         raise TputError("--only %s: no test of the %s suite matches" % (only, suite))
@@ -443,11 +457,13 @@ def run_suite(out, suite, tool, runs=1, tuning="default", label=None, only=None,
     t0 = time.monotonic()
     lab = Lab()
     ctx = Ctx(out, tool, secs or SECS[suite], lab)
+    if run_from:
+        ctx.rows = read_rows(os.path.join(out, "throughput.tsv"))
     try:
         apply_tuning(lab, tuning)
         plan = [("row", r) for r in rows] + ([("iperf3", n) for n in (1, 15)] if iperf3
                                              else [])
-        for run in range(runs):
+        for run in range(run_from, run_from + runs):
             for kind, what in plan:
                 if not quiet:
                     bl.log("throughput: run %d of %d: %s" % (
@@ -460,10 +476,13 @@ def run_suite(out, suite, tool, runs=1, tuning="default", label=None, only=None,
         bl.stop_all()
         lab.down()
     meta = bl.metadata({"suite": suite, "tuning": tuning, "label": label or label_for(tuning),
-                        "release": os.uname().release, "runs": runs, "seconds_per_row":
+                        "release": os.uname().release, "runs": run_from + runs,
+                        "seconds_per_row":
                         ctx.secs, "seconds": round(time.monotonic() - t0, 1),
                         "tunings": {tuning: TUNINGS[tuning]}})
     bl.write_json(os.path.join(out, "throughput-meta.json"), meta)
-    with open(os.path.join(out, "commands.txt"), "a") as f:
-        f.write("# throughput %s, tuning %s\n%s\n" % (suite, tuning, "\n".join(ctx.commands)))
+    if ctx.commands:
+        with open(os.path.join(out, "commands.txt"), "a") as f:
+            f.write("# throughput %s, tuning %s\n%s\n" % (suite, tuning,
+                                                            "\n".join(ctx.commands)))
     return ctx.rows

@@ -83,7 +83,11 @@ def tests_in_order(columns):
 
 
 def protocol(test):
-    return "iperf3" if test.startswith("iperf3") else test.split("-")[0]
+    """The graph a test's bar is in: tcp4, tcp6, udp4, udp6 (Mbit/s), udp4-empty and
+    udp6-empty (0-byte payloads: thousand datagrams/s), iperf3."""
+    if test.startswith("iperf3"):
+        return "iperf3"
+    return test.split("-")[0] + ("-empty" if test.endswith("-l0") else "")
 
 
 def fmt(v):
@@ -134,7 +138,8 @@ def plot_protocol(outdir, proto, tests, columns):
                 marks.append('"%s"' % (x["status"] if x and x["status"] != "PASS" else
                                        "" if x else "not run"))
             f.write('"%s" %s %s\n' % (t, " ".join(vals), " ".join(marks)))
-    unit = "thousand datagrams/s (0-byte), Mbit/s" if proto.startswith("udp") else "Mbit/s"
+    unit = "thousand datagrams/s received" if proto.endswith("-empty") else \
+        "Mbit/s received" if proto.startswith("udp") else "Mbit/s"
     plots = ["'%s.dat' using %d:xtic(1) title '%s' lc rgb '%s'" % (
         name, i + 2, l.replace("'", ""), COLORS[i % len(COLORS)])
         for i, (l, _, _) in enumerate(columns)]
@@ -146,7 +151,7 @@ def plot_protocol(outdir, proto, tests, columns):
         script += ["set terminal " + term, "set output '%s'" % out,
                    "set style data histograms", "set style histogram clustered gap 1",
                    "set style fill solid 0.85 border -1", "set boxwidth 0.9",
-                   "set xtics rotate by -35 scale 0", "set grid ytics", "set yrange [0:*]",
+                   "set xtics rotate by -35 scale 0", "set rmargin 10", "set bmargin 7", "set grid ytics", "set yrange [0:*]",
                    "set key outside top center horizontal",
                    "set ylabel '%s'" % unit, "set title '%s: a bar per run' noenhanced" % proto,
                    "plot " + ", ".join(plots), "unset output"]
@@ -310,10 +315,12 @@ def cli(argv, tool):
             insert_or_write(out, doc, os.path.exists(os.path.join(out, "samples.tsv")))
         else:
             dirs = [os.path.join(out, t) for t in sweep]
-            rows = []
-            for t, d in zip(sweep, dirs):
-                rows += tput.run_suite(d, a.suite, tool, runs, t, None, a.only, a.iperf3,
-                                       a.quiet, a.secs)
+            done = {}
+            for run in range(runs):  # alternating: repetition 1 of every tuning, then 2, ...
+                for t, d in zip(sweep, dirs):
+                    done[t] = tput.run_suite(d, a.suite, tool, 1, t, None, a.only, a.iperf3,
+                                             a.quiet, a.secs, run_from=run)
+            rows = [r for rs in done.values() for r in rs]
             text = compare(dirs, out)
     except tput.TputError as e:
         bl.log("bench/run throughput: %s" % e)

@@ -20,6 +20,8 @@
 #include <errno.h>
 #include <getopt.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -67,6 +69,14 @@ void ks_sockbuf(const ks_opts_t *o, int fd)
     }
 }
 
+/* -C: the sending socket's congestion control (TCP_CONGESTION, as iperf3 -C); -1 if refused */
+int ks_congestion(const ks_opts_t *o, int fd)
+{
+    if (!o->cc || o->udp)
+        return 0;
+    return setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, o->cc, (socklen_t)strlen(o->cc));
+}
+
 void ks_peer(const struct sockaddr *sa, char *out, size_t len)
 {
     char h[INET6_ADDRSTRLEN] = "?";
@@ -101,7 +111,7 @@ static void usage(FILE *f)
             "usage: kb-stream -s [-u] [-B addr] [-p port] [-n N] [-P procs] [-t secs] [-w bytes]"
             " [-i secs]\n"
             "       kb-stream -c addr -p port [-u] [-n N] [-P procs] [-t secs] [-l len]"
-            " [-b rate] [-w bytes] [-S secs]\n"
+            " [-b rate] [-w bytes] [-S secs] [-C cc]\n"
             "       kb-stream -R copy|splice -c addr -p port [-B addr] [-L port] [-n N]"
             " [-t secs] [-w bytes]\n"
             "bulk throughput of N TCP streams (or UDP flows, -u) over P processes\n"
@@ -119,6 +129,7 @@ static void usage(FILE *f)
             "  -b rate     UDP: IP bits/s over all flows, k/m/g suffix (default: unlimited)\n"
             "  -w bytes    SO_SNDBUF and SO_RCVBUF\n"
             "  -S secs     a stream without progress this long stalled (default 3)\n"
+            "  -C cc       TCP congestion control of the sending sockets (cubic, bbr, ...)\n"
             "  -i secs     UDP receiver: a process ends this long after its last datagram"
             " (default 2)\n"
             "Exit: 0 ok, 3 a stream stalled, failed or did not finish, 1 failed, 2 usage.\n"
@@ -191,7 +202,7 @@ static void parse(int argc, char **argv, ks_opts_t *o)
     *o = (ks_opts_t){.n = 1, .procs = cpus > 0 ? (int)cpus : 1, .secs = 10, .len = -1,
                      .stall = 3, .idle = 2};
     int c, v6 = 0, recv = 0, relay = 0;
-    while ((c = getopt(argc, argv, "sc:R:uB:p:L:n:P:t:l:b:w:S:i:6h")) != -1) {
+    while ((c = getopt(argc, argv, "sc:R:uB:p:L:n:P:t:l:b:w:S:i:C:6h")) != -1) {
         switch (c) {
         case 's': recv = 1; break;
         case 'c': o->host = optarg; break;
@@ -212,6 +223,11 @@ static void parse(int argc, char **argv, ks_opts_t *o)
         case 'w': o->wbuf = (int)number(optarg, 1024, 1 << 30, "-w"); break;
         case 'S': o->stall = number(optarg, 0.1, 600, "-S"); break;
         case 'i': o->idle = number(optarg, 0.1, 600, "-i"); break;
+        case 'C':
+            if (strlen(optarg) >= 16)
+                bad("-C: a congestion control's name is at most 15 bytes", optarg);
+            o->cc = optarg;
+            break;
         case '6': v6 = 1; break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); exit(2);
@@ -491,8 +507,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "kb-stream: a process could not start its streams\n");
         for (int i = 0; i < res.nrec; i++)
             if (res.recs[i].err)
-                fprintf(stderr, "kb-stream: stream %d: %s\n", res.recs[i].id,
-                        strerror(res.recs[i].err));
+                fprintf(stderr, "kb-stream: stream %d: %s%s%s%s\n", res.recs[i].id,
+                        strerror(res.recs[i].err), o.cc ? " (or -C " : "", o.cc ? o.cc : "",
+                        o.cc ? ": see net.ipv4.tcp_available_congestion_control)" : "");
         return 1;
     }
     int rc = print_results(&o, &res);

@@ -38,6 +38,7 @@ typedef struct ks_opts {
     int wbuf;          /* -w: SO_SNDBUF and SO_RCVBUF, 0: the kernel's */
     double stall;      /* -S: no progress for this long is a stall */
     double idle;       /* -i: a UDP receiver process with data ends after this long idle */
+    const char *cc;    /* -C: TCP congestion control of the sending sockets */
     struct sockaddr_storage addr; /* the target (send, relay) or the bind address */
     socklen_t alen;
     int family;
@@ -59,6 +60,7 @@ extern volatile int ks_stop;
 double ks_now(void);
 void ks_report(int fd, const ks_rec_t *r);
 void ks_sockbuf(const ks_opts_t *o, int fd);
+int ks_congestion(const ks_opts_t *o, int fd);
 void ks_peer(const struct sockaddr *sa, char *out, size_t len);
 int ks_wait_go(int ready_fd, int go_fd);
 int ks_own_socket(const ks_opts_t *o, int p, int lfd);

@@ -72,7 +72,7 @@ static int start_pair(const ks_opts_t *o, pair_t *pp, int fd)
 {
     *pp = (pair_t){.a = fd, .b = socket(o->family, SOCK_STREAM, 0)};
     ks_sockbuf(o, fd);
-    if (pp->b < 0 || (ks_sockbuf(o, pp->b), 0) ||
+    if (pp->b < 0 || (ks_sockbuf(o, pp->b), 0) || ks_congestion(o, pp->b) < 0 ||
         connect(pp->b, (const struct sockaddr *)&o->addr, o->alen) < 0) {
         fprintf(stderr, "kb-stream: relay: connect to the target: %s\n", strerror(errno));
         close(fd);

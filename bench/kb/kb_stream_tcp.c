@@ -54,6 +54,8 @@ static int tcp_open(const ks_opts_t *o, conn_t *c, int id)
     if (c->fd < 0)
         return -1;
     ks_sockbuf(o, c->fd);
+    if (ks_congestion(o, c->fd) < 0)
+        return -1;
     setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     if (connect(c->fd, (const struct sockaddr *)&o->addr, o->alen) < 0)
         return -1;

@@ -259,7 +259,7 @@ def test_compare_three_runs_three_columns(tmp_path):
     assert m and m.group(1).count("<th>") == 3, html[:2000]
     row = re.search(r"<tr data-test='tcp4-veth-n10'>(.*?)</tr>", m.group(1)).group(1)
     assert row.count("PASS</td>") == 2 and "class='st NOEXIT'>NOEXIT" in row, row
-    assert html.count("<svg") == 3  # tcp4, tcp6, udp4
+    assert html.count("<svg") == 4  # tcp4, tcp6, udp4, udp4-empty
     assert "NOEXIT" in (out / "plots" / "tput-tcp4.dat").read_text()
     assert os.path.exists(out / "compare.txt")
     # one throughput run is a report of its own (bench/run report)
