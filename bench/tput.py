@@ -47,7 +47,10 @@ TUNINGS = {
     "rps": [("rps", "3")],
 }
 SECS = {"quick": 1, "full": 5, "tiny": 1}
-UDP_WBUF = "4000000"  # the UDP receiver's buffer: a descheduled receiver drops less
+UDP_WBUF = "4000000"
+# how long past -t a sender, and past the sender a receiver or relay, may take before it
+# is killed and the row is NOEXIT (kb-stream bounds itself well inside these)
+GRACE = {"send": 30, "other": 15}  # the UDP receiver's buffer: a descheduled receiver drops less
 
 
 class TputError(Exception):
@@ -315,10 +318,10 @@ def run_row(ctx, row, run):
                                                     cc=lab.cc)
         sp = bl.spawn(argvs["send"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         procs.append(sp)
-        rcs = {"send": finish(sp, secs + 30)}
+        rcs = {"send": finish(sp, secs + GRACE["send"])}
         if rel:
-            rcs["relay"] = finish(lp, 15, lhead)
-        rcs["recv"] = finish(rp, 15, rhead)
+            rcs["relay"] = finish(lp, GRACE["other"], lhead)
+        rcs["recv"] = finish(rp, GRACE["other"], rhead)
     except TputError as e:
         rec["note"] = str(e)
         return rec, {}

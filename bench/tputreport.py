@@ -151,7 +151,8 @@ def plot_protocol(outdir, proto, tests, columns):
         script += ["set terminal " + term, "set output '%s'" % out,
                    "set style data histograms", "set style histogram clustered gap 1",
                    "set style fill solid 0.85 border -1", "set boxwidth 0.9",
-                   "set xtics rotate by -35 scale 0", "set rmargin 10", "set bmargin 7", "set grid ytics", "set yrange [0:*]",
+                   "set xtics rotate by -35 scale 0", "set rmargin 10", "set bmargin 7",
+                   "set grid ytics", "set yrange [0:*]",
                    "set key outside top center horizontal",
                    "set ylabel '%s'" % unit, "set title '%s: a bar per run' noenhanced" % proto,
                    "plot " + ", ".join(plots), "unset output"]

@@ -265,3 +265,27 @@ def test_compare_three_runs_three_columns(tmp_path):
     # one throughput run is a report of its own (bench/run report)
     n = subprocess.run([RUN, "report", dirs[2]], capture_output=True, text=True, timeout=60)
     assert n.returncode == 0 and "NOEXIT" in open(os.path.join(dirs[2], "report.html")).read()
+
+
+@needs_lab
+@pytest.mark.serial
+def test_a_tool_that_hangs_is_noexit(tmp_path, monkeypatch):
+    """A sender that never ends (a stand-in for kb-stream that sleeps) is killed after its
+    grace and the row is NOEXIT, in throughput.tsv and in the report; the lab goes."""
+    import tput
+    import tputreport
+    fake = tmp_path / "kb-stream"
+    fake.write_text('#!/bin/sh\n[ "$1" = -s ] && echo "# listening on port 9"\nexec sleep 60\n')
+    fake.chmod(0o755)
+    monkeypatch.setitem(tput.GRACE, "send", 1)
+    monkeypatch.setitem(tput.GRACE, "other", 1)
+    out = str(tmp_path / "run")
+    t0 = time.monotonic()
+    rows = tput.run_suite(out, "tiny", str(fake), only="tcp4-lo-n1", quiet=True, secs=0.5)
+    assert time.monotonic() - t0 < 30
+    assert [(r["test"], r["status"]) for r in rows] == [("tcp4-lo-n1", "NOEXIT")], rows
+    assert "killed: send" in rows[0]["note"] and "recv" in rows[0]["note"]
+    text, doc = tputreport.write(out, [out])
+    assert re.search(r"^tcp4-lo-n1 +NOEXIT$", text, re.M), text
+    left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert "netlab-tput-%d-" % os.getpid() not in left, left
