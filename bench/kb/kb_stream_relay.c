@@ -98,6 +98,8 @@ int ks_relay(const ks_opts_t *o, int lfd)
         if (poll(&pf, 1, 100) <= 0)
             continue;
         int fd = accept(lfd, NULL, NULL);
+        if (k == 0 && fd >= 0)
+            t0 = ks_now(); /* its CPU share from the first connection on */
         if (fd >= 0 && start_pair(o, &pairs[k], fd) == 0)
             k++;
         else
