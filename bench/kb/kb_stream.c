@@ -23,6 +23,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,7 +112,7 @@ static void usage(FILE *f)
             "usage: kb-stream -s [-u] [-B addr] [-p port] [-n N] [-P procs] [-t secs] [-w bytes]"
             " [-i secs]\n"
             "       kb-stream -c addr -p port [-u] [-n N] [-P procs] [-t secs] [-l len]"
-            " [-b rate] [-w bytes] [-S secs] [-C cc]\n"
+            " [-b rate] [-w bytes] [-S secs] [-C cc] [-A cpus]\n"
             "       kb-stream -R copy|splice -c addr -p port [-B addr] [-L port] [-n N]"
             " [-t secs] [-w bytes]\n"
             "bulk throughput of N TCP streams (or UDP flows, -u) over P processes\n"
@@ -130,6 +131,7 @@ static void usage(FILE *f)
             "  -w bytes    SO_SNDBUF and SO_RCVBUF\n"
             "  -S secs     a stream without progress this long stalled (default 3)\n"
             "  -C cc       TCP congestion control of the sending sockets (cubic, bbr, ...)\n"
+            "  -A cpus     pin process p to the p-th CPU of the list (0,1), round robin\n"
             "  -i secs     UDP receiver: a process ends this long after its last datagram"
             " (default 2)\n"
             "Exit: 0 ok, 3 a stream stalled, failed or did not finish, 1 failed, 2 usage.\n"
@@ -159,6 +161,36 @@ static double number(const char *s, double lo, double hi, const char *what)
         bad(m, s);
     }
     return v;
+}
+
+/* -A 0,1,...: the CPUs the processes are pinned to, round robin */
+static void cpu_list(ks_opts_t *o, const char *arg)
+{
+    char *end;
+    o->ncpus = 0;
+    for (const char *p = arg; *p; p = *end ? end + 1 : end) {
+        errno = 0;
+        long c = strtol(p, &end, 10);
+        if (errno || end == p || c < 0 || c >= CPU_SETSIZE || (*end && *end != ',') ||
+            o->ncpus == KS_MAX_PROCS)
+            bad("-A: CPU numbers separated by commas, please", arg);
+        o->cpus[o->ncpus++] = (int)c;
+    }
+    if (!o->ncpus)
+        bad("-A: CPU numbers separated by commas, please", arg);
+}
+
+/* Pin this process to its CPU of -A (a relay: to all of them); 0, or -1 with errno. */
+static int pin(const ks_opts_t *o, int p)
+{
+    if (!o->ncpus)
+        return 0;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int i = 0; i < o->ncpus; i++)
+        if (p < 0 || i == p % o->ncpus)
+            CPU_SET(o->cpus[i], &set);
+    return sched_setaffinity(0, sizeof set, &set);
 }
 
 static void resolve(ks_opts_t *o, const char *host, int port, int v6)
@@ -202,7 +234,7 @@ static void parse(int argc, char **argv, ks_opts_t *o)
     *o = (ks_opts_t){.n = 1, .procs = cpus > 0 ? (int)cpus : 1, .secs = 10, .len = -1,
                      .stall = 3, .idle = 2};
     int c, v6 = 0, recv = 0, relay = 0;
-    while ((c = getopt(argc, argv, "sc:R:uB:p:L:n:P:t:l:b:w:S:i:C:6h")) != -1) {
+    while ((c = getopt(argc, argv, "sc:R:uB:p:L:n:P:t:l:b:w:S:i:C:A:6h")) != -1) {
         switch (c) {
         case 's': recv = 1; break;
         case 'c': o->host = optarg; break;
@@ -228,6 +260,7 @@ static void parse(int argc, char **argv, ks_opts_t *o)
                 bad("-C: a congestion control's name is at most 15 bytes", optarg);
             o->cc = optarg;
             break;
+        case 'A': cpu_list(o, optarg); break;
         case '6': v6 = 1; break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); exit(2);
@@ -308,6 +341,10 @@ static int child(const ks_opts_t *o, int p, int lfd, int ready, int go, int out)
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() == 1)
         _exit(1);
+    if (pin(o, p) < 0) {
+        fprintf(stderr, "kb-stream: -A: CPU %d: %s\n", o->cpus[p % o->ncpus], strerror(errno));
+        _exit(1);
+    }
     if (o->mode == KS_SEND)
         return o->udp ? ks_udp_send(o, p, ready, go, out) : ks_tcp_send(o, p, ready, go, out);
     return o->udp ? ks_udp_recv(o, p, lfd, ready, go, out) : ks_tcp_recv(o, p, lfd, ready, go,
@@ -497,6 +534,10 @@ int main(int argc, char **argv)
         return 1;
     }
     if (o.mode == KS_RELAY) {
+        if (pin(&o, -1) < 0) {
+            fprintf(stderr, "kb-stream: -A: %s\n", strerror(errno));
+            return 1;
+        }
         printf("# listening on port %d\n", o.lport);
         header(&o);
         return ks_relay(&o, lfd);

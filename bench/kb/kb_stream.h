@@ -39,6 +39,7 @@ typedef struct ks_opts {
     double stall;      /* -S: no progress for this long is a stall */
     double idle;       /* -i: a UDP receiver process with data ends after this long idle */
     const char *cc;    /* -C: TCP congestion control of the sending sockets */
+    int cpus[KS_MAX_PROCS], ncpus; /* -A: process p runs on cpus[p % ncpus] */
     struct sockaddr_storage addr; /* the target (send, relay) or the bind address */
     socklen_t alen;
     int family;

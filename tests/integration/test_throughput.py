@@ -68,7 +68,9 @@ def collect(p, head, timeout=30):
                                   ["-s", "extra"], ["-R", "tee", "-c", "::1", "-p", "1"],
                                   ["-R", "copy", "-u", "-c", "::1", "-p", "1"],
                                   ["-u", "-c", "127.0.0.1", "-p", "1", "-l", "70000"],
-                                  ["-c", "127.0.0.1", "-p", "1", "-b", "10q"]])
+                                  ["-c", "127.0.0.1", "-p", "1", "-b", "10q"],
+                                  ["-c", "127.0.0.1", "-p", "1", "-A", "0,x"],
+                                  ["-c", "127.0.0.1", "-p", "1", "-C", "x" * 16]])
 def test_bad_options_are_usage_errors(args):
     r = subprocess.run([KS] + args, capture_output=True, text=True, timeout=10)
     assert r.returncode == 2 and "usage: kb-stream" in r.stderr, (args, r.returncode, r.stderr)
