@@ -74,6 +74,11 @@ $(BO)/kb/kb_fork_static.o: bench/kb/kb_fork.c
 $(B)/kb-fork-static: $(BO)/kb/kb_fork_static.o $(BO)/kb/kb.o | $(B)
 	$(CC) $(LDFLAGS) -static -o $@ $^
 endif
+# kb-stream: bulk throughput (man/kb-stream.1), four files
+KB_BIN += $(B)/kb-stream
+KB_STREAM_OBJ := $(addprefix $(BO)/kb/,kb_stream.o kb_stream_tcp.o kb_stream_udp.o kb_stream_relay.o)
+$(B)/kb-stream: $(KB_STREAM_OBJ) | $(B)
+	$(CC) $(LDFLAGS) -o $@ $^ -pthread
 all: $(KB_BIN)
 tests-build: $(KB_BIN)
 

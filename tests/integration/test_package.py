@@ -26,6 +26,7 @@ usr/bin/kb-fork-static
 usr/bin/kb-thread
 usr/bin/kb-mmap
 usr/bin/kb-manymap
+usr/bin/kb-stream
 usr/share/man/man1/kb-socket.1
 usr/share/man/man1/kb-bind.1
 usr/share/man/man1/kb-accept.1
@@ -34,6 +35,7 @@ usr/share/man/man1/kb-fork-static.1
 usr/share/man/man1/kb-thread.1
 usr/share/man/man1/kb-mmap.1
 usr/share/man/man1/kb-manymap.1
+usr/share/man/man1/kb-stream.1
 usr/share/man/man1/kbench.1
 usr/lib/systemd/system/gatling.service
 usr/lib/systemd/system/gatling.socket

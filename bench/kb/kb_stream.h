@@ -1,0 +1,76 @@
+/*
+ * kb-stream's parts (kb_stream.c: options, processes, report; kb_stream_tcp.c:
+ * TCP sender and receiver; kb_stream_udp.c: UDP; kb_stream_relay.c: the copying
+ * and splicing relay).  See man/kb-stream.1.
+ */
+#ifndef KB_STREAM_H
+#define KB_STREAM_H
+
+#include <stdint.h>
+#include <sys/socket.h>
+
+enum { KS_SEND, KS_RECV, KS_RELAY };
+/* how a stream ended */
+enum { ST_OK, ST_STALL, ST_ERROR, ST_NOREPLY, ST_MISMATCH, ST_UNFINISHED, ST_NOFIN };
+
+/*
+ * KS_ALIGN: every buffer that read(2) fills or write(2) drains is page-aligned.  With
+ * malloc's 16-byte offset the kernel's copy to user space (rep movsb) ran at a quarter
+ * of its speed here, and a 1-stream loopback row measured half of iperf3's (whose
+ * buffer is an mmap, page-aligned); aligned, the two agree.
+ */
+#define KS_MAX_STREAMS 1000
+#define KS_MAX_PROCS 64
+#define KS_MAGIC 0x4b425354u     /* "KBST": TCP stream header, UDP data */
+#define KS_FIN 0x4b42464eu       /* "KBFN": UDP end of stream, with the count sent */
+
+typedef struct ks_opts {
+    int mode, udp, splice;
+    const char *host;  /* -c: where to send (sender, relay) */
+    const char *bind;  /* -B: where to listen (receiver, relay) */
+    int port;          /* -p: the receiver's port (send, relay: the target's; recv: its own) */
+    int lport;         /* -L: the relay's own port */
+    long n;            /* -n: streams */
+    int procs;         /* -P */
+    double secs;       /* -t */
+    long len;          /* -l: write size (TCP), payload (UDP) */
+    double rate;       /* -b: bits/s, IP datagrams (UDP) */
+    int wbuf;          /* -w: SO_SNDBUF and SO_RCVBUF, 0: the kernel's */
+    double stall;      /* -S: no progress for this long is a stall */
+    double idle;       /* -i: a UDP receiver process with data ends after this long idle */
+    const char *cc;    /* -C: TCP congestion control of the sending sockets */
+    int cpus[KS_MAX_PROCS], ncpus; /* -A: process p runs on cpus[p % ncpus] */
+    struct sockaddr_storage addr; /* the target (send, relay) or the bind address */
+    socklen_t alen;
+    int family;
+} ks_opts_t;
+
+/* One stream's result, or a process's (kind 1), from a process to the parent. */
+typedef struct ks_rec {
+    int kind, id, proc, state, err;
+    uint64_t sent, recv;       /* TCP: bytes; UDP: datagrams (sent: from the FIN) */
+    uint64_t bytes;            /* UDP: payload bytes received (sender: sent) */
+    uint64_t lost, reordered;  /* UDP receiver */
+    double t0, t1;             /* first and last byte (monotonic seconds) */
+    double usr, sys;           /* kind 1: the process's CPU seconds */
+    char peer[56];
+} ks_rec_t;
+
+extern volatile int ks_stop;
+
+double ks_now(void);
+void ks_report(int fd, const ks_rec_t *r);
+void ks_sockbuf(const ks_opts_t *o, int fd);
+int ks_congestion(const ks_opts_t *o, int fd);
+void ks_peer(const struct sockaddr *sa, char *out, size_t len);
+int ks_wait_go(int ready_fd, int go_fd);
+int ks_own_socket(const ks_opts_t *o, int p, int lfd);
+
+/* each process's part: p of o->procs; rec records to out */
+int ks_tcp_send(const ks_opts_t *o, int p, int ready, int go, int out);
+int ks_tcp_recv(const ks_opts_t *o, int p, int lfd, int ready, int go, int out);
+int ks_udp_send(const ks_opts_t *o, int p, int ready, int go, int out);
+int ks_udp_recv(const ks_opts_t *o, int p, int lfd, int ready, int go, int out);
+int ks_relay(const ks_opts_t *o, int lfd);
+
+#endif
