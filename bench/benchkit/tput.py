@@ -21,6 +21,7 @@ import subprocess
 import time
 
 from . import benchlib as bl
+from . import netlab
 
 LAB = "tput"
 TOPOS = ["lo", "veth", "fwd", "copy", "splice"]
@@ -103,7 +104,7 @@ class Lab:
     def __init__(self):
         if os.geteuid() != 0:
             raise TputError("throughput needs root: network namespaces for its topologies")
-        self.netlab = bl.load_driver("netlab")
+        self.netlab = netlab
         self.owner = os.getpid()
         self.netlab.gc(quiet=True)
         self.net = int(str(self.netlab.pick_subnet().network_address).split(".")[2])

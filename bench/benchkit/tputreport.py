@@ -12,6 +12,7 @@ of run directories, each a column, as OpenBSD's perform shows its runs:
 import html
 import json
 import os
+import time
 
 from . import benchlib as bl
 from . import runreport as rr
@@ -306,7 +307,7 @@ def cli(argv, tool):
     for t in sweep or [a.tuning]:
         if t not in tput.TUNINGS:
             ap.error("tuning %r: one of %s" % (t, ", ".join(tput.TUNINGS)))
-    out = a.outdir or "bench-run-throughput-%s-%s" % (a.suite, __import__("time").strftime(
+    out = a.outdir or "bench-run-throughput-%s-%s" % (a.suite, time.strftime(
         "%Y%m%d-%H%M%S"))
     try:
         if not sweep:
