@@ -70,6 +70,7 @@ int ex_redirect(exchange_t *ex, const char *target, size_t n)
     ex->fields_over = 0;
     ex->auth_verdict = AUTH_NONE; /* another file, maybe another password */
     ex->gzip_tried = 0;
+    ex->dict_tried = 0;
     ex->codec->redispatch(ex);
     return 0;
 }

@@ -127,6 +127,7 @@ typedef struct exchange {
     void *pctx;                    /* ... its state */
     uint8_t auth_verdict;      /* AUTH_*: a job's answer for this request's credentials */
     uint8_t gzip_tried;        /* this request waited for a gzip job once already */
+    uint8_t dict_tried;        /* ... for a dictionary's hash or a delta (handlers/dictionary.h) */
     uint8_t redirects;         /* local redirects so far (ex_redirect) */
     struct ex_rewrite *rewrite; /* the request a local redirect made, or NULL */
     uint8_t cache_pass;        /* the response cache lets this request by (handlers/cache.c) */

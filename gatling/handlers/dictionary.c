@@ -1,0 +1,165 @@
+/* Compression dictionaries for static files: see dictionary.h. */
+#include "dictionary.h"
+#include "http/dcz.h"
+#include "site/dict.h"
+#include "site/encoding.h"
+#include "site/jobs.h"
+#include "site/site.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The Use-As-Dictionary value of the first rule in text[0..n) that names
+   the file `name`, for the directory URL dir, into out[cap]; its length or 0. */
+static size_t rule_for(const char *text, size_t n, const char *name, const char *dir, char *out,
+                       size_t cap)
+{
+    for (const char *p = text, *end = text + n; p < end;) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *eol = nl ? nl : end;
+        dcz_rule_t r;
+        int ok = dcz_rule_parse(p, (size_t)(eol - p), &r);
+        p = nl ? nl + 1 : end;
+        if (ok == 1 && dcz_match(r.name, strlen(r.name), name, strlen(name)))
+            return dcz_use_value(&r, dir, out, cap);
+    }
+    return 0;
+}
+
+char *dictionary_for(int vfd, const fs_at_t *at, const char *rel, const struct stat *st,
+                     const char *root_check)
+{
+    char path[4096], dir[DCZ_PATTERN_MAX], text[DICTIONARY_READ_MAX], value[DICTIONARY_USE_MAX];
+    if (st->st_size <= 0 || (uint64_t)st->st_size > DICT_MAX)
+        return NULL;
+    const char *slash = strrchr(rel, '/');
+    size_t dl = slash ? (size_t)(slash - rel) + 1 : 0;
+    if (dl + sizeof DICTIONARY_FILE > sizeof path || dl + 2 > sizeof dir)
+        return NULL;
+    memcpy(path, rel, dl);
+    memcpy(path + dl, DICTIONARY_FILE, sizeof DICTIONARY_FILE);
+    dir[0] = '/';
+    memcpy(dir + 1, rel, dl);
+    dir[dl + 1] = 0;
+    int fd = fs_open_beneath(vfd, path, root_check);
+    if (fd < 0)
+        return NULL;
+    struct stat ds;
+    ssize_t got = -1; /* a regular file anyone may read, as for what is served */
+    if (fstat(fd, &ds) == 0 && S_ISREG(ds.st_mode) && fs_public(at, path, fd, 0))
+        got = read(fd, text, sizeof text);
+    close(fd);
+    if (got <= 0 || !rule_for(text, (size_t)got, rel + dl, dir, value, sizeof value))
+        return NULL;
+    return strdup(value);
+}
+
+typedef struct dict_xjob {
+    ex_job_t xj; /* first: conn.c frees the whole struct */
+    dict_job_t *j;
+} dict_xjob_t;
+
+static void xjob_work(job_t *j)
+{
+    dict_run(((dict_xjob_t *)j)->j);
+}
+
+static void xjob_finish(ex_job_t *xj, exchange_t *ex)
+{
+    (void)ex; /* the request finds the result in the index or cache when dispatched again */
+    dict_end(((dict_xjob_t *)xj)->j);
+}
+
+/* Let ex wait for j (NULL: declined): 1, or 0 to go on without. */
+static int wait_for(exchange_t *ex, fcache_entry_t *f, dict_job_t *j, int tried)
+{
+    dict_xjob_t *z = j ? calloc(1, sizeof *z) : NULL;
+    if (!z) {
+        if (j)
+            dict_end(j);
+        return 0;
+    }
+    z->j = j;
+    z->xj.job.work = xjob_work;
+    z->xj.finish = xjob_finish;
+    ex->job = &z->xj;
+    ex->dict_tried |= (uint8_t)tried;
+    ex->file = NULL;
+    fcache_release(f);
+    return 1;
+}
+
+int dictionary_indexed(exchange_t *ex, const char *scope, fcache_entry_t *f)
+{
+    dict_t *d = ex->site->dict;
+    size_t mn;
+    const char *m = f->dict ? dcz_use_match(f->dict, &mn) : NULL;
+    if (!d || !m || f->protect)
+        return 0;
+    if (dict_indexed(d, &f->st, scope))
+        return 1;
+    if (ex->dict_tried & DICT_TRIED_HASH)
+        return 0;
+    return wait_for(ex, f, dict_hash_begin(d, f->fd, &f->st, scope, m, mn), DICT_TRIED_HASH)
+               ? -1
+               : 0;
+}
+
+/* The dictionary ex offers for path, if it is one this server can use. */
+static const dict_entry_t *offered(exchange_t *ex, dict_t *d, const char *scope,
+                                   const char *path)
+{
+    const http_request_t *req = ex->req;
+    const http_str_t *av = http_header(req, "Available-Dictionary");
+    if (!av || http_header_count(req, "Available-Dictionary") != 1)
+        return NULL;
+    const http_str_t *ae = http_header(req, "Accept-Encoding");
+    uint8_t hash[DCZ_HASH_LEN];
+    if (!ae || http_header_count(req, "Accept-Encoding") != 1 || !dcz_accepted(ae->p, ae->n) ||
+        dcz_parse_available(av->p, av->n, hash) < 0)
+        return NULL;
+    const dict_entry_t *e = dict_find(d, hash);
+    if (!e || strcmp(e->scope, scope) || !dcz_match(e->match, strlen(e->match), path, strlen(path)))
+        return NULL;
+    return e;
+}
+
+/* "<inode>-<size>-<mtime>-dcz-<the dictionary's hash, 8 hex>", quoted. */
+static void dcz_etag(char *etag, const fcache_entry_t *f, const uint8_t *hash)
+{
+    snprintf(etag, ENC_ETAG_MAX, "\"%llx-%llx-%llx-dcz-%02x%02x%02x%02x\"",
+             (unsigned long long)f->st.st_ino, (unsigned long long)f->st.st_size,
+             (unsigned long long)f->st.st_mtim.tv_sec, hash[0], hash[1], hash[2], hash[3]);
+}
+
+int dictionary_delta(exchange_t *ex, const char *scope, const char *path, fcache_entry_t *f,
+                     body_t *b, char *etag)
+{
+    dict_t *d = ex->site->dict;
+    if (!d || f->protect || (uint64_t)f->st.st_size > DICT_TARGET_MAX || !f->st.st_size)
+        return 0;
+    const dict_entry_t *e = offered(ex, d, scope, path);
+    if (!e)
+        return 0;
+    size_t len;
+    uint8_t *p = dict_delta_copy(d, e->hash, &f->st, &len);
+    if (!p) {
+        if (errno != ENOENT || (ex->dict_tried & DICT_TRIED_DELTA))
+            return 0;
+        return wait_for(ex, f, dict_delta_begin(d, e, f->fd, &f->st), DICT_TRIED_DELTA) ? -1
+                                                                                         : 0;
+    }
+    if (ex_own(ex, p) < 0) {
+        free(p);
+        return 0;
+    }
+    dict_counters_t *c = dict_counters(d);
+    c->hits++;
+    c->bytes_saved += (uint64_t)f->st.st_size - len;
+    dcz_etag(etag, f, e->hash);
+    *b = (body_t){.fd = -1, .buf = (const char *)p, .size = len};
+    return 1;
+}
