@@ -92,8 +92,9 @@ static int wait_for(exchange_t *ex, fcache_entry_t *f, dict_job_t *j, int tried)
     return 1;
 }
 
-int dictionary_indexed(exchange_t *ex, const char *scope, fcache_entry_t *f)
+int dictionary_indexed(exchange_t *ex, const target_t *t, fcache_entry_t *f)
 {
+    const char *scope = t->vhost;
     dict_t *d = ex->site->dict;
     size_t mn;
     const char *m = f->dict ? dcz_use_match(f->dict, &mn) : NULL;
@@ -103,9 +104,8 @@ int dictionary_indexed(exchange_t *ex, const char *scope, fcache_entry_t *f)
         return 1;
     if (ex->dict_tried & DICT_TRIED_HASH)
         return 0;
-    return wait_for(ex, f, dict_hash_begin(d, f->fd, &f->st, scope, m, mn), DICT_TRIED_HASH)
-               ? -1
-               : 0;
+    dict_job_t *j = dict_hash_begin(d, f->fd, &f->st, f->rel, scope, m, mn);
+    return wait_for(ex, f, j, DICT_TRIED_HASH) ? -1 : 0;
 }
 
 /* The dictionary ex offers for path, if it is one this server can use. */
@@ -135,13 +135,36 @@ static void dcz_etag(char *etag, const fcache_entry_t *f, const uint8_t *hash)
              (unsigned long long)f->st.st_mtim.tv_sec, hash[0], hash[1], hash[2], hash[3]);
 }
 
-int dictionary_delta(exchange_t *ex, const char *scope, const char *path, fcache_entry_t *f,
-                     body_t *b, char *etag)
+/* The job that makes f's delta against e, or NULL: e's file is opened
+   again and must still be the version hashed (else e is forgotten). */
+static dict_job_t *delta_job(exchange_t *ex, const target_t *t, const dict_entry_t *e,
+                             fcache_entry_t *f)
+{
+    site_t *s = ex->site;
+    int vfd = target_open_vhost(s, t, NULL);
+    int dfd = vfd < 0 ? -1 : fs_open_beneath(vfd, e->rel, site_root_check(s));
+    if (vfd >= 0)
+        close(vfd);
+    struct stat st;
+    dict_job_t *j = NULL;
+    if (dfd >= 0 && fstat(dfd, &st) == 0 && st.st_dev == e->st.st_dev &&
+        st.st_ino == e->st.st_ino && st.st_size == e->st.st_size &&
+        st.st_mtim.tv_sec == e->st.st_mtim.tv_sec && st.st_mtim.tv_nsec == e->st.st_mtim.tv_nsec)
+        j = dict_delta_begin(s->dict, e, dfd, f->fd, &f->st);
+    else if (dfd >= 0 || errno == ENOENT)
+        dict_forget(s->dict, e); /* changed, replaced or gone since it was hashed */
+    if (dfd >= 0)
+        close(dfd);
+    return j;
+}
+
+int dictionary_delta(exchange_t *ex, const target_t *t, fcache_entry_t *f, body_t *b,
+                     char *etag)
 {
     dict_t *d = ex->site->dict;
     if (!d || f->protect || (uint64_t)f->st.st_size > DICT_TARGET_MAX || !f->st.st_size)
         return 0;
-    const dict_entry_t *e = offered(ex, d, scope, path);
+    const dict_entry_t *e = offered(ex, d, t->vhost, t->p.path);
     if (!e)
         return 0;
     size_t len;
@@ -149,8 +172,7 @@ int dictionary_delta(exchange_t *ex, const char *scope, const char *path, fcache
     if (!p) {
         if (errno != ENOENT || (ex->dict_tried & DICT_TRIED_DELTA))
             return 0;
-        return wait_for(ex, f, dict_delta_begin(d, e, f->fd, &f->st), DICT_TRIED_DELTA) ? -1
-                                                                                         : 0;
+        return wait_for(ex, f, delta_job(ex, t, e, f), DICT_TRIED_DELTA) ? -1 : 0;
     }
     if (ex_own(ex, p) < 0) {
         free(p);

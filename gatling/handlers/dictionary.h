@@ -18,6 +18,7 @@
 #define GATLING_DICTIONARY_H
 
 #include "ranges.h"
+#include "target.h"
 #include "http/exchange.h"
 #include "site/fcache.h"
 #include "site/fs.h"
@@ -42,21 +43,22 @@ char *dictionary_for(int vfd, const fs_at_t *at, const char *rel, const struct s
                      const char *root_check);
 
 /*
- * f (served for the virtual host scope) is a dictionary: is its hash
- * indexed?  1: yes, send f->dict as Use-As-Dictionary; 0: no (not now:
+ * f (served for t) is a dictionary: is its hash indexed?  1: yes, send f->dict as Use-As-Dictionary; 0: no (not now:
  * send none); -1: the request waits for the hash (ex->job set, f
  * released, ex->file NULL): return and be dispatched again.
  */
-int dictionary_indexed(exchange_t *ex, const char *scope, fcache_entry_t *f);
+int dictionary_indexed(exchange_t *ex, const target_t *t, fcache_entry_t *f);
 
 /*
- * Does ex (for the path `path` of the virtual host scope) get f as dcz?
+ * Does ex (for t) get f as dcz?  The dictionary it offers is opened again
+ * below t's virtual host directory; one changed since it was hashed is
+ * forgotten.
  * 1: *b is the dcz body (ex owns it), etag its own tag, and the caller
  * sends Content-Encoding: dcz and Vary: Accept-Encoding,
  * Available-Dictionary; 0: serve as before; -1: the request waits for the
  * delta (as dictionary_indexed).
  */
-int dictionary_delta(exchange_t *ex, const char *scope, const char *path, fcache_entry_t *f,
-                     body_t *b, char *etag);
+int dictionary_delta(exchange_t *ex, const target_t *t, fcache_entry_t *f, body_t *b,
+                     char *etag);
 
 #endif

@@ -341,7 +341,7 @@ static int choose_coding(exchange_t *ex, const target_t *t, fcache_entry_t *f, u
                          body_t *b, char *etag)
 {
     site_t *s = ex->site;
-    int d = dictionary_delta(ex, t->vhost, t->p.path, f, b, etag);
+    int d = dictionary_delta(ex, t, f, b, etag);
     if (d > 0)
         ex->file = f; /* held until sent, as for identity: the body is ex's own copy */
     if (d)
@@ -392,7 +392,7 @@ static int serve_file(exchange_t *ex, const target_t *t, fcache_entry_t *f)
     time_t mtime = f->st.st_mtime; /* the representation's, whatever the coding */
     const char *type = f->type;
     char etag[ENC_ETAG_MAX], max_age[32], expires[32];
-    int dict = dictionary_indexed(ex, t->vhost, f);
+    int dict = dictionary_indexed(ex, t, f);
     if (dict < 0)
         return 0; /* waits for its hash */
     const char *use = dict ? f->dict : NULL;

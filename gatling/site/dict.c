@@ -30,7 +30,7 @@ struct dict_job {
     int fd, dfd;           /* the file; the dictionary (JOB_DELTA), or -1 */
     struct stat st, dst;   /* their versions */
     uint8_t hash[DCZ_HASH_LEN]; /* JOB_DELTA: the dictionary's; JOB_HASH: the result */
-    char *scope, *match;   /* JOB_HASH */
+    char *scope, *match, *rel; /* JOB_HASH */
     uint8_t *out;          /* JOB_DELTA: the dcz body, outlen bytes */
     size_t outlen, bytes;
     int err;               /* the thread's: 0, or what failed (ECANCELED: never ran) */
@@ -79,7 +79,7 @@ static void entry_drop(dict_t *d, dict_entry_t *e)
 {
     LRU_UNLINK(d->dold, d->dnew, e);
     d->ndicts--;
-    close(e->fd);
+    free(e->rel);
     free(e->scope);
     free(e->match);
     free(e);
@@ -133,15 +133,15 @@ const dict_entry_t *dict_find(dict_t *d, const uint8_t hash[DCZ_HASH_LEN])
         d->counters.unknown++;
         return NULL;
     }
-    struct stat now; /* written in place since it was hashed? */
-    if (fstat(e->fd, &now) < 0 || !same_file(&now, &e->st)) {
-        d->counters.stale++;
-        entry_drop(d, e);
-        return NULL;
-    }
     LRU_UNLINK(d->dold, d->dnew, e);
     LRU_PUSH(d->dold, d->dnew, e);
     return e;
+}
+
+void dict_forget(dict_t *d, const dict_entry_t *e)
+{
+    d->counters.stale++;
+    entry_drop(d, (dict_entry_t *)e);
 }
 
 static delta_t *delta_find(dict_t *d, const uint8_t hash[DCZ_HASH_LEN], const struct stat *st)
@@ -311,25 +311,26 @@ static dict_job_t *job_new(dict_t *d, int kind, int fd, const struct stat *st, s
     return j;
 }
 
-dict_job_t *dict_hash_begin(dict_t *d, int fd, const struct stat *st, const char *scope,
-                            const char *match, size_t match_len)
+dict_job_t *dict_hash_begin(dict_t *d, int fd, const struct stat *st, const char *rel,
+                            const char *scope, const char *match, size_t match_len)
 {
     if (!S_ISREG(st->st_mode) || (uint64_t)st->st_size > DICT_MAX ||
         in_flight(d, JOB_HASH, st, NULL))
         return NULL;
-    char *sc = strdup(scope), *m = strndup(match, match_len);
-    dict_job_t *j = sc && m ? job_new(d, JOB_HASH, fd, st, (size_t)st->st_size) : NULL;
+    char *sc = strdup(scope), *m = strndup(match, match_len), *r = strdup(rel);
+    dict_job_t *j = sc && m && r ? job_new(d, JOB_HASH, fd, st, (size_t)st->st_size) : NULL;
     if (!j) {
-        free(sc);
-        free(m);
+        free(sc), free(m), free(r);
         return NULL;
     }
     j->scope = sc;
     j->match = m;
+    j->rel = r;
     return j;
 }
 
-dict_job_t *dict_delta_begin(dict_t *d, const dict_entry_t *e, int fd, const struct stat *st)
+dict_job_t *dict_delta_begin(dict_t *d, const dict_entry_t *e, int dfd, int fd,
+                             const struct stat *st)
 {
     if (!S_ISREG(st->st_mode) || (uint64_t)st->st_size > DICT_TARGET_MAX ||
         in_flight(d, JOB_DELTA, st, e->hash))
@@ -339,14 +340,14 @@ dict_job_t *dict_delta_begin(dict_t *d, const dict_entry_t *e, int fd, const str
         return NULL;
     memcpy(j->hash, e->hash, DCZ_HASH_LEN);
     j->dst = e->st;
-    if ((j->dfd = fcntl(e->fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+    if ((j->dfd = fcntl(dfd, F_DUPFD_CLOEXEC, 0)) < 0) {
         dict_end(j);
         return NULL;
     }
     return j;
 }
 
-/* Index the hashed dictionary of job j: it takes j's descriptor. */
+/* Index the hashed dictionary of job j. */
 static void index_put(dict_t *d, dict_job_t *j)
 {
     for (dict_entry_t *e = d->dold, *next; e; e = next) {
@@ -361,12 +362,11 @@ static void index_put(dict_t *d, dict_job_t *j)
     while (d->ndicts >= DICT_INDEX_MAX)
         entry_drop(d, d->dold);
     memcpy(e->hash, j->hash, DCZ_HASH_LEN);
-    e->fd = j->fd;
     e->st = j->st;
     e->scope = j->scope;
     e->match = j->match;
-    j->fd = -1;
-    j->scope = j->match = NULL;
+    e->rel = j->rel;
+    j->scope = j->match = j->rel = NULL;
     LRU_PUSH(d->dold, d->dnew, e);
     d->ndicts++;
     d->counters.hashed++;
@@ -419,6 +419,7 @@ void dict_end(dict_job_t *j)
         close(j->dfd);
     free(j->scope);
     free(j->match);
+    free(j->rel);
     free(j->out);
     free(j);
 }

@@ -5,12 +5,13 @@
  * the dictionary as its raw prefix), and the jobs that make both off the
  * loop (site/jobs.h runs them; handlers/dictionary.c decides what to ask).
  *
- *   - The index holds at most DICT_INDEX_MAX dictionaries.  Each entry keeps
- *     its file open (a descriptor, not its bytes), so a delta can be made
- *     against the very bytes that were hashed even after a deploy renamed
- *     another file over it; an entry whose file changed in place (size or
- *     mtime, seen by fstat) is stale and dropped when looked up.  The
- *     least recently used entry goes first.
+ *   - The index holds at most DICT_INDEX_MAX dictionaries: hash, file
+ *     version, its path, scope and match pattern, no descriptor and no
+ *     bytes.  A delta is made from the file opened again, and only if it is
+ *     still the version hashed (dev, inode, size, mtime, checked before and
+ *     after reading): a dictionary changed or replaced since is stale and
+ *     forgotten (a delta already made stays right: it was made from bytes
+ *     with that hash).  The least recently used entry goes first.
  *   - A dictionary is at most DICT_MAX bytes, a file to delta at most
  *     DICT_TARGET_MAX: larger ones are served without.
  *   - Deltas live in an LRU cache of at most max_bytes, keyed by the target
@@ -44,7 +45,7 @@ typedef struct dict_counters {
     uint64_t hits;         /* dcz responses sent */
     uint64_t bytes_saved;  /* their files' sizes less their dcz bodies */
     uint64_t unknown;      /* Available-Dictionary with a hash not in the index */
-    uint64_t stale;        /* ... in the index, but its file changed in place */
+    uint64_t stale;        /* ... in the index, but its file changed since */
     uint64_t made;         /* deltas made */
     uint64_t useless;      /* ... no smaller than their file: served as before */
     uint64_t hashed;       /* dictionaries hashed into the index */
@@ -55,10 +56,10 @@ typedef struct dict_counters {
    into the index). */
 typedef struct dict_entry {
     uint8_t hash[DCZ_HASH_LEN];
-    int fd;
     struct stat st;
     char *scope; /* the virtual host it was served for ("": none) */
     char *match; /* its match pattern */
+    char *rel;   /* its path below the virtual host's directory */
     struct dict_entry *older, *newer;
 } dict_entry_t;
 
@@ -77,8 +78,11 @@ void dict_stats(const dict_t *d, size_t *bytes, size_t *deltas, size_t *dicts);
 /* Is the file version st, served for scope, an indexed dictionary?  1 or 0. */
 int dict_indexed(dict_t *d, const struct stat *st, const char *scope);
 
-/* The dictionary with this hash (NULL: none, or stale: then dropped). */
+/* The dictionary with this hash, or NULL (counted as unknown). */
 const dict_entry_t *dict_find(dict_t *d, const uint8_t hash[DCZ_HASH_LEN]);
+
+/* e, from dict_find, is no longer what was hashed: forget it (counted as stale). */
+void dict_forget(dict_t *d, const dict_entry_t *e);
 
 /*
  * The delta of the file version st against the dictionary hash: a malloc'd
@@ -91,17 +95,19 @@ uint8_t *dict_delta_copy(dict_t *d, const uint8_t hash[DCZ_HASH_LEN], const stru
 
 /*
  * Jobs.  dict_hash_begin (loop) registers the hashing of the file open on fd
- * (version st, at most DICT_MAX bytes) to index it for scope with the match
- * pattern match; dict_delta_begin the delta of the file on fd (version st)
- * against the dictionary e.  Descriptors are duplicated: the caller's may
+ * (version st, at most DICT_MAX bytes, at rel) to index it for scope with
+ * the match pattern match; dict_delta_begin the delta of the file on fd
+ * (version st) against the dictionary e, open on dfd (the caller checked
+ * that its version is e's).  Descriptors are duplicated: the caller's may
  * close.  Both decline (NULL) when the same work is in flight, when
  * DICT_INFLIGHT bytes are (skipped_busy), when a size is out of bounds, or
  * on ENOMEM.  dict_run (any thread) does the work; dict_end (loop; also
  * when dict_run never ran) enters the result and frees the job.
  */
-dict_job_t *dict_hash_begin(dict_t *d, int fd, const struct stat *st, const char *scope,
-                            const char *match, size_t match_len);
-dict_job_t *dict_delta_begin(dict_t *d, const dict_entry_t *e, int fd, const struct stat *st);
+dict_job_t *dict_hash_begin(dict_t *d, int fd, const struct stat *st, const char *rel,
+                            const char *scope, const char *match, size_t match_len);
+dict_job_t *dict_delta_begin(dict_t *d, const dict_entry_t *e, int dfd, int fd,
+                             const struct stat *st);
 void dict_run(dict_job_t *j);
 void dict_end(dict_job_t *j);
 
