@@ -109,8 +109,7 @@ int dictionary_indexed(exchange_t *ex, const target_t *t, fcache_entry_t *f)
 }
 
 /* The dictionary ex offers for path, if it is one this server can use. */
-static const dict_entry_t *offered(exchange_t *ex, dict_t *d, const char *scope,
-                                   const char *path)
+static const dict_entry_t *offered(exchange_t *ex, dict_t *d, const char *scope, const char *path)
 {
     const http_request_t *req = ex->req;
     const http_str_t *av = http_header(req, "Available-Dictionary");
@@ -158,8 +157,7 @@ static dict_job_t *delta_job(exchange_t *ex, const target_t *t, const dict_entry
     return j;
 }
 
-int dictionary_delta(exchange_t *ex, const target_t *t, fcache_entry_t *f, body_t *b,
-                     char *etag)
+int dictionary_delta(exchange_t *ex, const target_t *t, fcache_entry_t *f, body_t *b, char *etag)
 {
     dict_t *d = ex->site->dict;
     if (!d || f->protect || (uint64_t)f->st.st_size > DICT_TARGET_MAX || !f->st.st_size)

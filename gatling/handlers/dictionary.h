@@ -43,8 +43,8 @@ char *dictionary_for(int vfd, const fs_at_t *at, const char *rel, const struct s
                      const char *root_check);
 
 /*
- * f (served for t) is a dictionary: is its hash indexed?  1: yes, send f->dict as Use-As-Dictionary; 0: no (not now:
- * send none); -1: the request waits for the hash (ex->job set, f
+ * f (served for t) is a dictionary: is its hash indexed?  1: yes, send f->dict as
+ * Use-As-Dictionary; 0: no (not now: send none); -1: the request waits for the hash (ex->job set, f
  * released, ex->file NULL): return and be dispatched again.
  */
 int dictionary_indexed(exchange_t *ex, const target_t *t, fcache_entry_t *f);
@@ -58,7 +58,6 @@ int dictionary_indexed(exchange_t *ex, const target_t *t, fcache_entry_t *f);
  * Available-Dictionary; 0: serve as before; -1: the request waits for the
  * delta (as dictionary_indexed).
  */
-int dictionary_delta(exchange_t *ex, const target_t *t, fcache_entry_t *f, body_t *b,
-                     char *etag);
+int dictionary_delta(exchange_t *ex, const target_t *t, fcache_entry_t *f, body_t *b, char *etag);
 
 #endif

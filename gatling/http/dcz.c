@@ -235,8 +235,8 @@ size_t dcz_use_value(const dcz_rule_t *r, const char *dir, char *out, size_t cap
         bad |= put(out, cap, &len, ", match-dest=(\"") | put(out, cap, &len, r->dest) |
                put(out, cap, &len, "\")");
     if (r->id[0])
-        bad |= put(out, cap, &len, ", id=\"") | put(out, cap, &len, r->id) |
-               put(out, cap, &len, "\"");
+        bad |=
+            put(out, cap, &len, ", id=\"") | put(out, cap, &len, r->id) | put(out, cap, &len, "\"");
     return bad ? 0 : len;
 }
 

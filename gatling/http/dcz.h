@@ -16,8 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DCZ_HASH_LEN 32 /* SHA-256 */
-#define DCZ_HEADER_LEN 40 /* RFC 9842 4.2: 8 bytes of magic, then the hash */
+#define DCZ_HASH_LEN 32     /* SHA-256 */
+#define DCZ_HEADER_LEN 40   /* RFC 9842 4.2: 8 bytes of magic, then the hash */
 #define DCZ_PATTERN_MAX 256 /* a match pattern, a .dictionary name, an id */
 #define DCZ_DEST_MAX 32     /* a match-dest value ("script", "style", ...) */
 

@@ -27,13 +27,13 @@ struct dict_job {
     dict_t *d;
     struct dict_job *next;
     int kind;
-    int fd, dfd;           /* the file; the dictionary (JOB_DELTA), or -1 */
-    struct stat st, dst;   /* their versions */
+    int fd, dfd;                /* the file; the dictionary (JOB_DELTA), or -1 */
+    struct stat st, dst;        /* their versions */
     uint8_t hash[DCZ_HASH_LEN]; /* JOB_DELTA: the dictionary's; JOB_HASH: the result */
-    char *scope, *match, *rel; /* JOB_HASH */
-    uint8_t *out;          /* JOB_DELTA: the dcz body, outlen bytes */
+    char *scope, *match, *rel;  /* JOB_HASH */
+    uint8_t *out;               /* JOB_DELTA: the dcz body, outlen bytes */
     size_t outlen, bytes;
-    int err;               /* the thread's: 0, or what failed (ECANCELED: never ran) */
+    int err; /* the thread's: 0, or what failed (ECANCELED: never ran) */
 };
 
 struct dict {
@@ -47,18 +47,18 @@ struct dict {
 };
 
 /* The two LRU lists share their shape: a macro each way, not two copies. */
-#define LRU_UNLINK(head, tail, e)                                                                 \
-    do {                                                                                          \
-        *((e)->older ? &(e)->older->newer : &(head)) = (e)->newer;                                \
-        *((e)->newer ? &(e)->newer->older : &(tail)) = (e)->older;                                \
-        (e)->older = (e)->newer = NULL;                                                           \
+#define LRU_UNLINK(head, tail, e) \
+    do { \
+        *((e)->older ? &(e)->older->newer : &(head)) = (e)->newer; \
+        *((e)->newer ? &(e)->newer->older : &(tail)) = (e)->older; \
+        (e)->older = (e)->newer = NULL; \
     } while (0)
-#define LRU_PUSH(head, tail, e)                                                                   \
-    do {                                                                                          \
-        (e)->older = (tail);                                                                      \
-        (e)->newer = NULL;                                                                        \
-        *((tail) ? &(tail)->newer : &(head)) = (e);                                               \
-        (tail) = (e);                                                                             \
+#define LRU_PUSH(head, tail, e) \
+    do { \
+        (e)->older = (tail); \
+        (e)->newer = NULL; \
+        *((tail) ? &(tail)->newer : &(head)) = (e); \
+        (tail) = (e); \
     } while (0)
 
 static int same_file(const struct stat *a, const struct stat *b)
@@ -218,13 +218,12 @@ uint8_t *dict_dcz(const uint8_t *dict, size_t dn, const uint8_t hash[DCZ_HASH_LE
     uint8_t *out = malloc(cap);
     ZSTD_CCtx *z = ZSTD_createCCtx();
     size_t r = 0;
-    if (!out || !z ||
-        ZSTD_isError(ZSTD_CCtx_setParameter(z, ZSTD_c_compressionLevel, level)) ||
+    if (!out || !z || ZSTD_isError(ZSTD_CCtx_setParameter(z, ZSTD_c_compressionLevel, level)) ||
         ZSTD_isError(ZSTD_CCtx_setParameter(z, ZSTD_c_windowLog, window_log(dn, tn))) ||
         ZSTD_isError(ZSTD_CCtx_setParameter(z, ZSTD_c_checksumFlag, 1)) ||
         ZSTD_isError(ZSTD_CCtx_refPrefix(z, dict, dn)) ||
-        ZSTD_isError(r = ZSTD_compress2(z, out + DCZ_HEADER_LEN, cap - DCZ_HEADER_LEN, target,
-                                        tn))) {
+        ZSTD_isError(
+            r = ZSTD_compress2(z, out + DCZ_HEADER_LEN, cap - DCZ_HEADER_LEN, target, tn))) {
         ZSTD_freeCCtx(z);
         free(out);
         errno = ENOMEM;

@@ -31,11 +31,11 @@
 #include <sys/stat.h>
 
 #define DICT_INDEX_MAX 64
-#define DICT_MAX (16u << 20)        /* Chromium takes up to 100 MiB; the memory of a job is ours */
-#define DICT_TARGET_MAX (8u << 20)  /* as on-the-fly gzip (ENC_GZIP_MAX_FILE) */
+#define DICT_MAX (16u << 20)       /* Chromium takes up to 100 MiB; the memory of a job is ours */
+#define DICT_TARGET_MAX (8u << 20) /* as on-the-fly gzip (ENC_GZIP_MAX_FILE) */
 #define DICT_CACHE_DEFAULT (16u << 20)
-#define DICT_INFLIGHT (32u << 20)   /* bytes of input (dictionary + file) in jobs at once */
-#define DICT_LEVEL 19               /* zstd level: made once per pair (bench/compare-dict) */
+#define DICT_INFLIGHT (32u << 20)    /* bytes of input (dictionary + file) in jobs at once */
+#define DICT_LEVEL 19                /* zstd level: made once per pair (bench/compare-dict) */
 #define DICT_WINDOW_FLOOR (8u << 20) /* RFC 9842 5.2: windows up to max(8 MB, 1.25 x dict) */
 
 typedef struct dict dict_t;
