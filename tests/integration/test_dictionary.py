@@ -5,8 +5,10 @@ with dcz in Accept-Encoding, gets the file as dcz (40 bytes of header, the
 hash, then a zstd frame made with the dictionary as prefix), which Debian's
 `zstd -d -D dictionary` decodes to the file byte for byte.  Every refusal is
 the ordinary response.  HEAD, ranges and conditionals over the dcz bytes, a
-dictionary changed in place, one larger than the bound, /metrics, and real
-data: two published versions of lodash from npm (tests/setup.sh)."""
+dictionary changed in place, one larger than the bound, /metrics, real
+data (two published versions of lodash from npm, tests/setup.sh), and a
+real browser: headless Chromium over h2 and h3 stores app.v1.js as a
+dictionary and fetches app.v2.js as a delta of a few dozen bytes."""
 import base64
 import gzip
 import hashlib
@@ -243,6 +245,14 @@ def test_metrics(srv):
     assert vals.get("gatling_dictionary_deltas_made_total", 0) >= 1, vals
 
 
+def get_metrics(base):
+    import urllib.request
+    with urllib.request.urlopen(base + "/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return {ln.split()[0]: float(ln.split()[1]) for ln in text.splitlines()
+            if ln.startswith("gatling_dictionary_")}
+
+
 def real(name):
     p = os.path.join(DICTDATA, name)
     if not os.path.exists(p):
@@ -266,3 +276,72 @@ def test_real_lodash(srv, tmp_path):
     gz = len(gzip.compress(new, 6))
     print("lodash 4.17.21: %d bytes, gzip %d, dcz %d" % (len(new), gz, len(r.body)))
     assert len(r.body) * 10 < gz, (len(r.body), gz)
+
+
+# --------------------------------------------------------------------------
+# A real browser: Debian's Chromium, headless, over HTTPS (h2, and h3 where
+# the build has it).  One page, one profile: the page loads app.v1.js, which
+# comes with Use-As-Dictionary; a second later (Chromium stores the
+# dictionary meanwhile) it loads app.v2.js, as after a deploy, and returns
+# what that script set and its Resource Timing entry.  The server is the
+# same in every scheme: the test runs in the plain pass only.
+
+PAGE_JS_FILLER = b"".join(b"var f%d = %s;\n" % (i, repr(js(i, 200)).encode()[1:])
+                          for i in range(300))
+APP1 = b'window.APP = "v1";\n' + PAGE_JS_FILLER
+APP2 = b'window.APP = "v2";\n' + PAGE_JS_FILLER.replace(b"f17 ", b"g17 ")
+PAGE = b"""<!doctype html><title>dictionary</title><script src="/b/app.v1.js"></script>
+<pre id="out">pending</pre>
+"""
+BROWSER_TREE = {"index.html": PAGE, "b/app.v1.js": APP1, "b/app.v2.js": APP2,
+                "b/.dictionary": b"app.*.js match-dest=script\n"}
+# after the load event: wait for the dictionary to be stored, load v2 as a
+# script, give what it set and its Resource Timing entry
+LOAD_V2 = """(async () => {
+  await new Promise(r => setTimeout(r, 1500));
+  const s = document.createElement("script");
+  s.src = "/b/app.v2.js";
+  await new Promise((ok, no) => { s.onload = ok; s.onerror = no; document.head.append(s); });
+  const e = performance.getEntriesByName(new URL(s.src, location).href)[0];
+  return {app: window.APP, enc: e.encodedBodySize, dec: e.decodedBodySize,
+          proto: e.nextHopProtocol};
+})()"""
+
+
+def skip_h3_needed(build):
+    """Does the build serve HTTP/3 (so that -3 must turn it off for an h2-only run)?"""
+    from conftest import skip_without_h3
+    try:
+        skip_without_h3(build.binary)
+    except pytest.skip.Exception:
+        return False
+    return True
+
+
+@pytest.mark.skipif(os.environ.get("GATLING_SCHEME", "http") != "http",
+                    reason="its own HTTPS server: the same in every scheme (plain pass only)")
+@pytest.mark.parametrize("proto", ["h2", "h3"])
+def test_chromium_uses_the_dictionary(gatling, build, proto):
+    from conftest import https_port, skip_without_h3
+    from conftest import test_pki as pki_dir
+    import test_h3_browser as hb
+    if not hb.CHROMIUM:
+        pytest.skip("needs Debian's chromium (tests/setup.sh installs it)")
+    if proto == "h3":
+        skip_without_h3(build.binary)
+    no_h3 = ("-3",) if proto == "h2" and skip_h3_needed(build) else ()
+    srv = gatling(BROWSER_TREE, args=("-T", "10", "-S", "-M", "3600", "-C",
+                                      os.path.join(pki_dir(), "certs"), "-e", "0") + no_h3)
+    port = https_port(srv)
+    origin = "127.0.0.1:%d" % port
+    spki = hb.leaf_spki_sha256(os.path.join(pki_dir(), "certs", "server.pem"))
+    force = origin if proto == "h3" else "127.0.0.1:9"  # h2: QUIC forced on no port of ours
+    got = hb.chromium_evaluate("https://%s/" % origin, force, spki, LOAD_V2, lambda v: v)
+    v2_lines = [l for l in srv.log if "/b/app.v2.js" in l]
+    assert got["app"] == "v2" and got["dec"] == len(APP2), (got, v2_lines)
+    assert got["proto"] == proto, got
+    assert got["enc"] < len(APP2) / 20, ("not a delta", got, v2_lines)
+    # the server sent it as dcz: /metrics counts the hit
+    base = "http://127.0.0.1:%d" % srv.listeners[0][1]
+    m = get_metrics(base)
+    assert m.get("gatling_dictionary_hits_total", 0) >= 1, m
