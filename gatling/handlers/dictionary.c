@@ -177,6 +177,7 @@ int dictionary_delta(exchange_t *ex, const target_t *t, fcache_entry_t *f, body_
         return 0;
     }
     dict_counters_t *c = dict_counters(d);
+    ex->dict_tried |= EX_DCZ;
     c->hits++;
     c->bytes_saved += (uint64_t)f->st.st_size - len;
     dcz_etag(etag, f, e->hash);

@@ -36,6 +36,7 @@
 enum { AUTH_NONE, AUTH_GOOD, AUTH_BAD };
 enum { EX_REPLACED = 1 }; /* ex_head: a 500 went out instead (the head did not fit) */
 enum { EX_FREE = 1 };     /* ex_body_buf: the exchange owns the buffer (free()) */
+enum { EX_DCZ = 0x80 };   /* in dict_tried: answered as dcz (RFC 9842) */
 
 /* A response header field; the value is NUL-terminated. */
 typedef struct ex_field {
@@ -127,7 +128,8 @@ typedef struct exchange {
     void *pctx;                    /* ... its state */
     uint8_t auth_verdict;      /* AUTH_*: a job's answer for this request's credentials */
     uint8_t gzip_tried;        /* this request waited for a gzip job once already */
-    uint8_t dict_tried;        /* ... for a dictionary's hash or a delta (handlers/dictionary.h) */
+    uint8_t dict_tried;        /* ... for a dictionary's hash or a delta (handlers/dictionary.h);
+                                  EX_DCZ: the response is a delta (the access log says so) */
     uint8_t redirects;         /* local redirects so far (ex_redirect) */
     struct ex_rewrite *rewrite; /* the request a local redirect made, or NULL */
     uint8_t cache_pass;        /* the response cache lets this request by (handlers/cache.c) */

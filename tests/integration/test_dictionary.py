@@ -142,6 +142,10 @@ def test_delta(srv, tmp_path):
     assert r.header("Use-As-Dictionary", "").startswith('match="/js/app.*.js"'), r
     again = delta(srv, "/js/app.v2.js", V1)
     assert again.body == r.body and again.header("ETag") == tag, "from the delta cache"
+    # the access log says dcz at the end of the line (after https, if any)
+    lines = srv.wait_log(1)
+    assert any('"GET /js/app.v2.js ' in l and l.endswith(" dcz") for l in lines), lines[-5:]
+    assert not any('"GET /js/app.v1.js ' in l and l.endswith(" dcz") for l in lines)
 
 
 def test_delta_head_range_conditional(srv):
@@ -341,6 +345,8 @@ def test_chromium_uses_the_dictionary(gatling, build, proto):
     assert got["app"] == "v2" and got["dec"] == len(APP2), (got, v2_lines)
     assert got["proto"] == proto, got
     assert got["enc"] < len(APP2) / 20, ("not a delta", got, v2_lines)
+    assert hb.logged(srv, ["GET /b/app.v2.js"]) and any(
+        l.endswith(" https dcz") for l in srv.log if "/b/app.v2.js" in l), srv.log
     # the server sent it as dcz: /metrics counts the hit
     base = "http://127.0.0.1:%d" % srv.listeners[0][1]
     m = get_metrics(base)
