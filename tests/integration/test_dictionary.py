@@ -5,7 +5,8 @@ with dcz in Accept-Encoding, gets the file as dcz (40 bytes of header, the
 hash, then a zstd frame made with the dictionary as prefix), which Debian's
 `zstd -d -D dictionary` decodes to the file byte for byte.  Every refusal is
 the ordinary response.  HEAD, ranges and conditionals over the dcz bytes, a
-dictionary changed in place, one larger than the bound, /metrics, real
+dictionary changed in place, one larger than the bound, /metrics and the
+access log, a response cache in front that keeps deltas apart, real
 data (two published versions of lodash from npm, tests/setup.sh), and a
 real browser: headless Chromium over h2 and h3 stores app.v1.js as a
 dictionary and fetches app.v2.js as a delta of a few dozen bytes."""
@@ -351,3 +352,30 @@ def test_chromium_uses_the_dictionary(gatling, build, proto):
     base = "http://127.0.0.1:%d" % srv.listeners[0][1]
     m = get_metrics(base)
     assert m.get("gatling_dictionary_hits_total", 0) >= 1, m
+
+
+def test_response_cache_keeps_deltas_apart(gatling, build):
+    """A response cache in front (handlers/cache.c, .cache) of a gatling that
+    serves dcz: it stores the delta under its Vary (Accept-Encoding,
+    Available-Dictionary) and never gives it to a client that did not offer
+    that dictionary; the dictionary's Use-As-Dictionary passes through."""
+    back = gatling(TREE, args=("-T", "10", "-M", "3600"), check_fds=False)
+    front = gatling({".proxy": "", ".cache": ""},
+                    args=("-T", "10", "-P", "127.0.0.1/%d/^/js/" % (back.plain_port or back.port)),
+                    check_fds=False)
+    r = get(front, "/js/app.v1.js", "Accept-Encoding: gzip")
+    assert r.header("Use-As-Dictionary", "").startswith('match="/js/app.*.js"'), r
+    for _ in range(2):  # a miss, then a hit
+        d = delta(front, "/js/app.v2.js", V1)
+        assert d.header("Content-Encoding") == "dcz", d
+        assert undcz_ok(d.body, V1)
+    assert (d.header("Cache-Status") or "").endswith("hit"), d
+    for headers in ([AE], [AE, "Available-Dictionary: :%s:" % b64(hashlib.sha256(S1).digest())],
+                    ["Accept-Encoding: gzip", "Available-Dictionary: " + sf(V1)]):
+        ordinary(get(front, "/js/app.v2.js", *headers), "through the cache: %r" % headers)
+
+
+def undcz_ok(body, dictionary):
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        return undcz(body, dictionary, tmp) == V2
