@@ -379,3 +379,12 @@ def undcz_ok(body, dictionary):
     import tempfile
     with tempfile.TemporaryDirectory() as tmp:
         return undcz(body, dictionary, tmp) == V2
+
+
+def test_no_compression_no_dictionaries(gatling):
+    """-Z: no Use-As-Dictionary, no dcz."""
+    srv = gatling(TREE, args=("-T", "10", "-Z"))
+    assert get(srv, "/js/app.v1.js").header("Use-As-Dictionary") is None
+    r = delta(srv, "/js/app.v2.js", V1)
+    assert_status(r, 200)
+    assert r.header("Content-Encoding") is None and r.body == V2, r
