@@ -5,6 +5,7 @@
 #include "site/encoding.h"
 #include "site/jobs.h"
 #include "site/site.h"
+#include "site/vhost.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -12,47 +13,49 @@
 #include <string.h>
 #include <unistd.h>
 
-/* The Use-As-Dictionary value of the first rule in text[0..n) that names
-   the file `name`, for the directory URL dir, into out[cap]; its length or 0. */
-static size_t rule_for(const char *text, size_t n, const char *name, const char *dir, char *out,
-                       size_t cap)
+/*
+ * The .dictionary of the directory rel[0..dl) (with its '/'; dl 0: the top)
+ * below vfd into text[DICTIONARY_READ_MAX]: its length, or -1 when there is
+ * none that anyone may read.
+ */
+static ssize_t read_rules(int vfd, const fs_at_t *at, const char *rel, size_t dl,
+                          const char *root_check, char *text)
 {
-    for (const char *p = text, *end = text + n; p < end;) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p));
-        const char *eol = nl ? nl : end;
-        dcz_rule_t r;
-        int ok = dcz_rule_parse(p, (size_t)(eol - p), &r);
-        p = nl ? nl + 1 : end;
-        if (ok == 1 && dcz_match(r.name, strlen(r.name), name, strlen(name)))
-            return dcz_use_value(&r, dir, out, cap);
-    }
-    return 0;
+    char path[4096];
+    if (dl + sizeof DICTIONARY_FILE > sizeof path)
+        return -1;
+    memcpy(path, rel, dl);
+    memcpy(path + dl, DICTIONARY_FILE, sizeof DICTIONARY_FILE);
+    int fd = fs_open_beneath(vfd, path, root_check);
+    if (fd < 0)
+        return -1;
+    struct stat ds;
+    ssize_t got = -1; /* a regular file anyone may read, as for what is served */
+    if (fstat(fd, &ds) == 0 && S_ISREG(ds.st_mode) && fs_public(at, path, fd, 0))
+        got = read(fd, text, DICTIONARY_READ_MAX);
+    close(fd);
+    return got;
+}
+
+/* The directory part of rel: its length, '/' included (0: none). */
+static size_t dir_len(const char *rel)
+{
+    const char *slash = strrchr(rel, '/');
+    return slash ? (size_t)(slash - rel) + 1 : 0;
 }
 
 char *dictionary_for(int vfd, const fs_at_t *at, const char *rel, const struct stat *st,
                      const char *root_check)
 {
-    char path[4096], dir[DCZ_PATTERN_MAX], text[DICTIONARY_READ_MAX], value[DICTIONARY_USE_MAX];
-    if (st->st_size <= 0 || (uint64_t)st->st_size > DICT_MAX)
+    char dir[DCZ_PATTERN_MAX], text[DICTIONARY_READ_MAX], value[DICTIONARY_USE_MAX];
+    size_t dl = dir_len(rel);
+    if (st->st_size <= 0 || (uint64_t)st->st_size > DICT_MAX || dl + 2 > sizeof dir)
         return NULL;
-    const char *slash = strrchr(rel, '/');
-    size_t dl = slash ? (size_t)(slash - rel) + 1 : 0;
-    if (dl + sizeof DICTIONARY_FILE > sizeof path || dl + 2 > sizeof dir)
-        return NULL;
-    memcpy(path, rel, dl);
-    memcpy(path + dl, DICTIONARY_FILE, sizeof DICTIONARY_FILE);
     dir[0] = '/';
     memcpy(dir + 1, rel, dl);
     dir[dl + 1] = 0;
-    int fd = fs_open_beneath(vfd, path, root_check);
-    if (fd < 0)
-        return NULL;
-    struct stat ds;
-    ssize_t got = -1; /* a regular file anyone may read, as for what is served */
-    if (fstat(fd, &ds) == 0 && S_ISREG(ds.st_mode) && fs_public(at, path, fd, 0))
-        got = read(fd, text, sizeof text);
-    close(fd);
-    if (got <= 0 || !rule_for(text, (size_t)got, rel + dl, dir, value, sizeof value))
+    ssize_t got = read_rules(vfd, at, rel, dl, root_check, text);
+    if (got <= 0 || !dcz_rule_for(text, (size_t)got, rel + dl, dir, value, sizeof value))
         return NULL;
     return strdup(value);
 }
@@ -108,9 +111,12 @@ int dictionary_indexed(exchange_t *ex, const target_t *t, fcache_entry_t *f)
     return wait_for(ex, f, j, DICT_TRIED_HASH) ? -1 : 0;
 }
 
-/* The dictionary ex offers for path, if it is one this server can use. */
-static const dict_entry_t *offered(exchange_t *ex, dict_t *d, const char *scope, const char *path)
+/* The dictionary ex offers for path, if it is one this server can use;
+ *unknown: a well-formed offer of a hash the index does not hold. */
+static const dict_entry_t *offered(exchange_t *ex, dict_t *d, const char *scope, const char *path,
+                                   int *unknown)
 {
+    *unknown = 0;
     const http_request_t *req = ex->req;
     const http_str_t *av = http_header(req, "Available-Dictionary");
     if (!av || http_header_count(req, "Available-Dictionary") != 1)
@@ -121,6 +127,7 @@ static const dict_entry_t *offered(exchange_t *ex, dict_t *d, const char *scope,
         dcz_parse_available(av->p, av->n, hash) < 0)
         return NULL;
     const dict_entry_t *e = dict_find(d, hash);
+    *unknown = !e;
     if (!e || strcmp(e->scope, scope) || !dcz_match(e->match, strlen(e->match), path, strlen(path)))
         return NULL;
     return e;
@@ -157,12 +164,44 @@ static dict_job_t *delta_job(exchange_t *ex, const target_t *t, const dict_entry
     return j;
 }
 
+/*
+ * The job that hashes the dictionaries of f's directory whose match fits
+ * t's path (a hash this process never saw: it restarted, or another -W
+ * worker served the dictionary), or NULL: the directory is unchanged since
+ * its last scan, or cannot be read.
+ */
+static dict_job_t *scan_job(exchange_t *ex, const target_t *t, const fcache_entry_t *f)
+{
+    site_t *s = ex->site;
+    char text[DICTIONARY_READ_MAX];
+    int which, vfd = target_open_vhost(s, t, &which);
+    if (vfd < 0)
+        return NULL;
+    fs_at_t at = site_at(s, vhost_dir(which, t->vhost));
+    size_t dl = dir_len(f->rel);
+    char *dir = strndup(f->rel, dl);
+    int dfd = !dir ? -1 : dl ? fs_open_beneath(vfd, dir, site_root_check(s)) : dup(vfd);
+    ssize_t got = dfd < 0 ? -1 : read_rules(vfd, &at, f->rel, dl, site_root_check(s), text);
+    struct stat st;
+    dict_job_t *j = NULL;
+    if (got > 0 && fstat(dfd, &st) == 0)
+        j = dict_scan_begin(s->dict, dfd, &st, dir, t->vhost, text, (size_t)got, t->p.path);
+    if (dfd >= 0)
+        close(dfd);
+    close(vfd);
+    free(dir);
+    return j;
+}
+
 int dictionary_delta(exchange_t *ex, const target_t *t, fcache_entry_t *f, body_t *b, char *etag)
 {
     dict_t *d = ex->site->dict;
     if (!d || f->protect || (uint64_t)f->st.st_size > DICT_TARGET_MAX || !f->st.st_size)
         return 0;
-    const dict_entry_t *e = offered(ex, d, t->vhost, t->p.path);
+    int unknown;
+    const dict_entry_t *e = offered(ex, d, t->vhost, t->p.path, &unknown);
+    if (!e && unknown && f->dict && !(ex->dict_tried & DICT_TRIED_SCAN))
+        return wait_for(ex, f, scan_job(ex, t, f), DICT_TRIED_SCAN) ? -1 : 0;
     if (!e)
         return 0;
     size_t len;

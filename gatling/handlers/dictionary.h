@@ -31,7 +31,7 @@
 #define ENC_DCZ 16
 
 /* ex->dict_tried: what this request waited for once already */
-enum { DICT_TRIED_HASH = 1, DICT_TRIED_DELTA = 2 };
+enum { DICT_TRIED_HASH = 1, DICT_TRIED_DELTA = 2, DICT_TRIED_SCAN = 4 };
 
 /*
  * The Use-As-Dictionary value for the file rel (below the vhost directory
@@ -56,7 +56,11 @@ int dictionary_indexed(exchange_t *ex, const target_t *t, fcache_entry_t *f);
  * 1: *b is the dcz body (ex owns it), etag its own tag, and the caller
  * sends Content-Encoding: dcz and Vary: Accept-Encoding,
  * Available-Dictionary; 0: serve as before; -1: the request waits for the
- * delta (as dictionary_indexed).
+ * delta (as dictionary_indexed).  A hash the index does not hold, for a
+ * file that a .dictionary rule names, makes the request wait (once) for
+ * a scan of the file's directory: the files its rules name whose match
+ * fits the path are hashed into the index (dict_scan_begin), so that
+ * dictionaries served before a restart, or by another -W worker, count.
  */
 int dictionary_delta(exchange_t *ex, const target_t *t, fcache_entry_t *f, body_t *b, char *etag);
 

@@ -240,6 +240,21 @@ size_t dcz_use_value(const dcz_rule_t *r, const char *dir, char *out, size_t cap
     return bad ? 0 : len;
 }
 
+size_t dcz_rule_for(const char *text, size_t n, const char *name, const char *dir, char *out,
+                    size_t cap)
+{
+    for (const char *p = text, *end = text + n; p < end;) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *eol = nl ? nl : end;
+        dcz_rule_t r;
+        int ok = dcz_rule_parse(p, (size_t)(eol - p), &r);
+        p = nl ? nl + 1 : end;
+        if (ok == 1 && dcz_match(r.name, strlen(r.name), name, strlen(name)))
+            return dcz_use_value(&r, dir, out, cap);
+    }
+    return 0;
+}
+
 const char *dcz_use_match(const char *v, size_t *pn)
 {
     if (strncmp(v, "match=\"", 7))

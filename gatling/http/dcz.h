@@ -88,6 +88,14 @@ int dcz_rule_parse(const char *l, size_t n, dcz_rule_t *r);
 size_t dcz_use_value(const dcz_rule_t *r, const char *dir, char *out, size_t cap);
 
 /*
+ * The Use-As-Dictionary value (dcz_use_value) of the first rule of the
+ * .dictionary text[0..n) whose name matches the file name `name`, for the
+ * directory URL dir, into out[0..cap); its length, or 0: none.
+ */
+size_t dcz_rule_for(const char *text, size_t n, const char *name, const char *dir, char *out,
+                    size_t cap);
+
+/*
  * The match pattern inside a value dcz_use_value wrote: *pn bytes at the
  * returned pointer, or NULL if v is no such value.
  */

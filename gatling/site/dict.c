@@ -1,6 +1,7 @@
 /* Compression dictionaries: the index, the deltas and their jobs: see dict.h. */
 #include "dict.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
@@ -21,7 +22,22 @@ typedef struct delta {
     uint8_t data[];
 } delta_t;
 
-enum { JOB_HASH, JOB_DELTA };
+enum { JOB_HASH, JOB_DELTA, JOB_SCAN };
+
+/* A dictionary a scan found and hashed. */
+typedef struct found {
+    uint8_t hash[DCZ_HASH_LEN];
+    struct stat st;
+    char *rel, *match;
+} found_t;
+
+/* A directory version scanned for a scope (the scope by its hash). */
+typedef struct scanned {
+    dev_t dev;
+    ino_t ino;
+    struct timespec mtime;
+    uint64_t scope;
+} scanned_t;
 
 struct dict_job {
     dict_t *d;
@@ -33,7 +49,11 @@ struct dict_job {
     char *scope, *match, *rel;  /* JOB_HASH */
     uint8_t *out;               /* JOB_DELTA: the dcz body, outlen bytes */
     size_t outlen, bytes;
-    int err; /* the thread's: 0, or what failed (ECANCELED: never ran) */
+    int err;           /* the thread's: 0, or what failed (ECANCELED: never ran) */
+    char *text, *path; /* JOB_SCAN: the .dictionary, the path to fit; rel, scope */
+    size_t textlen;
+    found_t *found; /* JOB_SCAN: the thread's, nfound of DICT_SCAN_FILES */
+    size_t nfound;
 };
 
 struct dict {
@@ -44,6 +64,8 @@ struct dict {
     dict_job_t *inflight;
     size_t inflight_bytes;
     dict_counters_t counters;
+    scanned_t scanned[DICT_SCANNED]; /* a ring: the last directory versions scanned */
+    size_t nscanned;
 };
 
 /* The two LRU lists share their shape: a macro each way, not two copies. */
@@ -255,8 +277,67 @@ static uint8_t *slurp(int fd, size_t size)
     return p;
 }
 
+/* Hash the file name in job j's directory if it is a dictionary whose match
+   fits j's path, within the bounds; *bytes counts what was read. */
+static void scan_one(dict_job_t *j, const char *name, size_t *bytes)
+{
+    char url[DCZ_PATTERN_MAX], value[3 * DCZ_PATTERN_MAX];
+    size_t pn, rl = strlen(j->rel);
+    if (name[0] == '.' || rl + 2 > sizeof url)
+        return;
+    url[0] = '/';
+    memcpy(url + 1, j->rel, rl + 1);
+    const char *m = dcz_rule_for(j->text, j->textlen, name, url, value, sizeof value)
+                        ? dcz_use_match(value, &pn)
+                        : NULL;
+    if (!m || !dcz_match(m, pn, j->path, strlen(j->path)))
+        return;
+    int fd = openat(j->fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st, after;
+    found_t *f = &j->found[j->nfound];
+    if (fd < 0)
+        return;
+    /* published as any file is in a directory that was served from: a
+       world-readable regular file; and within the bounds */
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & S_IROTH) && st.st_size > 0 &&
+        (uint64_t)st.st_size <= DICT_MAX && *bytes + (size_t)st.st_size <= DICT_SCAN_BYTES &&
+        dict_sha256(fd, (uint64_t)st.st_size, f->hash) == 0 && fstat(fd, &after) == 0 &&
+        same_file(&st, &after)) {
+        *bytes += (size_t)st.st_size;
+        f->st = st;
+        f->match = strndup(m, pn);
+        f->rel = malloc(rl + strlen(name) + 1);
+        if (f->rel)
+            strcat(strcpy(f->rel, j->rel), name);
+        j->nfound++;
+    }
+    close(fd);
+}
+
+static void scan_run(dict_job_t *j)
+{
+    int fd = fcntl(j->fd, F_DUPFD_CLOEXEC, 0);
+    DIR *dir = fd < 0 ? NULL : fdopendir(fd);
+    if (!dir) {
+        if (fd >= 0)
+            close(fd);
+        j->err = errno;
+        return;
+    }
+    size_t bytes = 0;
+    struct dirent *de;
+    while (j->nfound < DICT_SCAN_FILES && (de = readdir(dir)))
+        scan_one(j, de->d_name, &bytes);
+    closedir(dir);
+    j->err = 0;
+}
+
 void dict_run(dict_job_t *j)
 {
+    if (j->kind == JOB_SCAN) {
+        scan_run(j);
+        return;
+    }
     if (j->kind == JOB_HASH) {
         j->err = dict_sha256(j->fd, (uint64_t)j->st.st_size, j->hash) < 0 ? errno : 0;
         return;
@@ -328,6 +409,46 @@ dict_job_t *dict_hash_begin(dict_t *d, int fd, const struct stat *st, const char
     return j;
 }
 
+/* FNV-1a of a scope name, for the memory of scans. */
+static uint64_t scope_hash(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325u;
+    while (*s)
+        h = (h ^ (unsigned char)*s++) * 0x100000001b3u;
+    return h;
+}
+
+dict_job_t *dict_scan_begin(dict_t *d, int dirfd, const struct stat *dst, const char *rel,
+                            const char *scope, const char *text, size_t n, const char *path)
+{
+    scanned_t me = {dst->st_dev, dst->st_ino, dst->st_mtim, scope_hash(scope)};
+    for (size_t i = 0; i < DICT_SCANNED && i < d->nscanned; i++) {
+        const scanned_t *x = &d->scanned[i];
+        if (x->dev == me.dev && x->ino == me.ino && x->scope == me.scope &&
+            x->mtime.tv_sec == me.mtime.tv_sec && x->mtime.tv_nsec == me.mtime.tv_nsec)
+            return NULL; /* this version of the directory was scanned already */
+    }
+    for (const dict_job_t *o = d->inflight; o; o = o->next)
+        if (o->kind == JOB_SCAN)
+            return NULL; /* one at a time */
+    dict_job_t *j = job_new(d, JOB_SCAN, dirfd, dst, 0);
+    if (!j)
+        return NULL;
+    j->rel = strdup(rel);
+    j->scope = strdup(scope);
+    j->path = strdup(path);
+    j->text = malloc(n ? n : 1);
+    j->found = calloc(DICT_SCAN_FILES, sizeof *j->found);
+    if (!j->rel || !j->scope || !j->path || !j->text || !j->found) {
+        dict_end(j);
+        return NULL;
+    }
+    memcpy(j->text, text, n);
+    j->textlen = n;
+    d->scanned[d->nscanned++ % DICT_SCANNED] = me;
+    return j;
+}
+
 dict_job_t *dict_delta_begin(dict_t *d, const dict_entry_t *e, int dfd, int fd,
                              const struct stat *st)
 {
@@ -346,29 +467,42 @@ dict_job_t *dict_delta_begin(dict_t *d, const dict_entry_t *e, int dfd, int fd,
     return j;
 }
 
-/* Index the hashed dictionary of job j. */
-static void index_put(dict_t *d, dict_job_t *j)
+/* Index a hashed dictionary: the entry takes scope, match and rel (malloc'd;
+   freed here when it cannot be made). */
+static void index_put(dict_t *d, const uint8_t *hash, const struct stat *st, char *scope,
+                      char *match, char *rel)
 {
     for (dict_entry_t *e = d->dold, *next; e; e = next) {
         next = e->newer; /* the same hash, or an older version of the same file */
-        if (!memcmp(e->hash, j->hash, DCZ_HASH_LEN) ||
-            (e->st.st_dev == j->st.st_dev && e->st.st_ino == j->st.st_ino))
+        if (!memcmp(e->hash, hash, DCZ_HASH_LEN) ||
+            (e->st.st_dev == st->st_dev && e->st.st_ino == st->st_ino))
             entry_drop(d, e);
     }
-    dict_entry_t *e = calloc(1, sizeof *e);
-    if (!e)
+    dict_entry_t *e = scope && match && rel ? calloc(1, sizeof *e) : NULL;
+    if (!e) {
+        free(scope), free(match), free(rel);
         return;
+    }
     while (d->ndicts >= DICT_INDEX_MAX)
         entry_drop(d, d->dold);
-    memcpy(e->hash, j->hash, DCZ_HASH_LEN);
-    e->st = j->st;
-    e->scope = j->scope;
-    e->match = j->match;
-    e->rel = j->rel;
-    j->scope = j->match = j->rel = NULL;
+    memcpy(e->hash, hash, DCZ_HASH_LEN);
+    e->st = *st;
+    e->scope = scope;
+    e->match = match;
+    e->rel = rel;
     LRU_PUSH(d->dold, d->dnew, e);
     d->ndicts++;
     d->counters.hashed++;
+}
+
+/* Index what scan job j found. */
+static void scan_put(dict_t *d, dict_job_t *j)
+{
+    for (size_t i = 0; i < j->nfound; i++) {
+        found_t *f = &j->found[i];
+        index_put(d, f->hash, &f->st, strdup(j->scope), f->match, f->rel);
+        f->match = f->rel = NULL;
+    }
 }
 
 /* Cache the delta of job j (or that it is useless). */
@@ -405,20 +539,26 @@ void dict_end(dict_job_t *j)
         }
     d->inflight_bytes -= j->bytes;
     struct stat now; /* the file changed while the job ran: its result is no version's */
-    int fresh = fstat(j->fd, &now) == 0 && same_file(&now, &j->st);
+    int fresh = j->kind == JOB_SCAN || (fstat(j->fd, &now) == 0 && same_file(&now, &j->st));
     if (j->kind == JOB_DELTA && j->dfd >= 0)
         fresh = fresh && fstat(j->dfd, &now) == 0 && same_file(&now, &j->dst);
-    if (fresh && !j->err && j->kind == JOB_HASH)
-        index_put(d, j);
-    else if (fresh && !j->err && j->out)
+    if (fresh && !j->err && j->kind == JOB_HASH) {
+        index_put(d, j->hash, &j->st, j->scope, j->match, j->rel);
+        j->scope = j->match = j->rel = NULL;
+    } else if (!j->err && j->kind == JOB_SCAN) {
+        scan_put(d, j);
+    } else if (fresh && !j->err && j->out) {
         delta_put(d, j);
+    }
     if (j->fd >= 0)
         close(j->fd);
     if (j->dfd >= 0)
         close(j->dfd);
-    free(j->scope);
-    free(j->match);
-    free(j->rel);
+    for (size_t i = 0; j->found && i < j->nfound; i++)
+        free(j->found[i].match), free(j->found[i].rel);
+    free(j->found);
+    free(j->scope), free(j->match), free(j->rel);
+    free(j->text), free(j->path);
     free(j->out);
     free(j);
 }

@@ -113,6 +113,22 @@ dict_job_t *dict_hash_begin(dict_t *d, int fd, const struct stat *st, const char
                             const char *scope, const char *match, size_t match_len);
 dict_job_t *dict_delta_begin(dict_t *d, const dict_entry_t *e, int dfd, int fd,
                              const struct stat *st);
+
+/*
+ * dict_scan_begin: the hashing of the files in the directory open on dirfd
+ * (version dst, at rel with its '/', "" for the top) that the .dictionary
+ * text[0..n) names with a match that fits path, for scope: at most
+ * DICT_SCAN_FILES files, DICT_SCAN_BYTES bytes, each a world-readable
+ * regular file of at most DICT_MAX bytes (the way to it is the directory's,
+ * which was served from).  Declined (NULL), besides as above, when this
+ * directory version was scanned for scope already (the last DICT_SCANNED
+ * are remembered): a client's unknown hashes do not make it hash again.
+ */
+#define DICT_SCAN_FILES 16
+#define DICT_SCAN_BYTES (32u << 20)
+#define DICT_SCANNED 32
+dict_job_t *dict_scan_begin(dict_t *d, int dirfd, const struct stat *dst, const char *rel,
+                            const char *scope, const char *text, size_t n, const char *path);
 void dict_run(dict_job_t *j);
 void dict_end(dict_job_t *j);
 

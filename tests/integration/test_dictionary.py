@@ -388,3 +388,27 @@ def test_no_compression_no_dictionaries(gatling):
     r = delta(srv, "/js/app.v2.js", V1)
     assert_status(r, 200)
     assert r.header("Content-Encoding") is None and r.body == V2, r
+
+
+def test_dictionary_never_served_by_this_process(gatling, tmp_path):
+    """After a restart (or from another -W worker) the index has not seen the
+    hash: the first such request waits for a scan of the target's directory,
+    which hashes the files its .dictionary names, and gets its delta."""
+    srv = gatling(TREE, args=("-T", "10", "-S"))
+    r = delta(srv, "/js/app.v2.js", V1)  # app.v1.js never requested
+    assert r.header("Content-Encoding") == "dcz", r
+    assert undcz(r.body, V1, str(tmp_path)) == V2
+    ordinary(delta(srv, "/js/other.js", V1), "other.js: no rule names it, no scan")
+    # an unknown hash scans the same directory version once only
+    for _ in range(3):
+        ordinary(get(srv, "/js/app.v2.js", AE, "Available-Dictionary: :%s:"
+                     % b64(hashlib.sha256(b"never").digest())), "unknown")
+
+
+def test_workers_share_no_index(gatling, tmp_path):
+    """-W 2: whichever worker answers, the delta comes."""
+    srv = gatling(TREE, args=("-T", "10", "-W", "2"))
+    for _ in range(6):
+        r = delta(srv, "/js/app.v2.js", V1)
+        assert r.header("Content-Encoding") == "dcz", r
+        assert undcz(r.body, V1, str(tmp_path)) == V2

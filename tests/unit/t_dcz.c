@@ -100,6 +100,15 @@ static void rules(void)
     is_int(dcz_rule_parse("a.js match=rel", 14, &r), -1, "a relative match");
     is_int(dcz_rule_parse("a.js id=\"x\"", 11, &r), -1, "a quote in an id");
     is_int(dcz_use_value(&r, "/", (char[8]){0}, 8), 0, "a value that does not fit: none");
+    const char *text = "# rules\nlib.*.js match=/js/lib*\n\nbad/name.js\napp.*.js id=a\n";
+    is_int(dcz_rule_for(text, strlen(text), "app.v2.js", "/js/", out, sizeof out) > 0, 1,
+           "the first rule that names the file");
+    is_str(out, "match=\"/js/app.*.js\", id=\"a\"", "its value");
+    ok(dcz_rule_for(text, strlen(text), "lib.v1.js", "/js/", out, sizeof out) &&
+           !strcmp(out, "match=\"/js/lib*\""),
+       "an explicit match");
+    is_int(dcz_rule_for(text, strlen(text), "other.js", "/js/", out, sizeof out), 0,
+           "no rule names it");
 }
 
 static void accept_encoding(void)
