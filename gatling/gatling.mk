@@ -22,6 +22,7 @@ gatling/gatling: $(B)/gatling
 	cp --remove-destination $< $@
 LDLIBS += -lcrypt
 LDLIBS += -lz
+LDLIBS += -lzstd
 LDLIBS += -lssl -lcrypto
 LDLIBS += -lnghttp2
 # the ACME client (gatling/acme/): HTTPS to the CA, its JSON

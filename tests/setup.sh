@@ -16,11 +16,11 @@ case $level in run|check|bench) ;; *) echo "usage: sh tests/setup.sh [run|check|
 # (libnghttp2-dev: Debian 12's 1.52.0-1+deb12u3 or later, which carries the rapid-reset
 #  (CVE-2023-44487) and CONTINUATION (CVE-2024-28182) fixes -- h2.c calls
 #  nghttp2_option_set_max_continuations, which older builds lack, so they fail to link)
-pkgs="gcc make libc6-dev libowfat-dev libssl-dev openssl zlib1g-dev liburing-dev libnghttp2-dev
+pkgs="gcc make libc6-dev libowfat-dev libssl-dev openssl zlib1g-dev liburing-dev libnghttp2-dev libzstd-dev
       libcurl4-openssl-dev libjson-c-dev"
 # What make check tests with (the rest of this file, but for apt-get itself):
 [ "$level" = run ] || {
-pkgs="$pkgs nghttp2-client python3-h2 curl wrk apache2-utils python3 goaccess clang libclang-rt-14-dev gnuplot-nox
+pkgs="$pkgs nghttp2-client python3-h2 curl wrk apache2-utils python3 goaccess clang libclang-rt-14-dev gnuplot-nox zstd brotli
       debhelper dpkg-dev fakeroot lintian logrotate systemd adduser media-types linux-perf util-linux
       procps iproute2 git haproxy lftp"
 # (nghttp2-client: nghttp and h2load for tests/integration/test_h2.py;
@@ -188,5 +188,32 @@ if ! grep -qs "\"version\": \"$CACHE_TESTS_VERSION\"" "$ct/node_modules/http-cac
             if [ -n "$newbuild" ]; then chown "$owner" "$root/build"; fi
         fi
     fi
+fi
+# Real JavaScript for the dictionary tests and bench/compare-dict (RFC 9842, issue 48):
+# two published versions of three libraries, one file of each, from the npm registry
+# (npm checks each tarball's integrity) into build/dictdata/NAME-VERSION.js.  Never fatal:
+# without them test_dictionary.py's real-data test and the benchmark skip, saying why
+dd="$root/build/dictdata"
+for spec in lodash@4.17.20:package/lodash.js lodash@4.17.21:package/lodash.js \
+        react-dom@18.2.0:package/umd/react-dom.production.min.js \
+        react-dom@18.3.1:package/umd/react-dom.production.min.js \
+        vue@3.4.37:package/dist/vue.global.prod.js vue@3.4.38:package/dist/vue.global.prod.js; do
+    pkg=${spec%%:*} member=${spec#*:}
+    out="$dd/${pkg%@*}-${pkg#*@}.js"
+    [ -s "$out" ] && continue
+    command -v npm >/dev/null 2>&1 || { echo "setup: npm is missing: no $out" >&2; break; }
+    mkdir -p "$dd/tmp"
+    tgz=$(cd "$dd/tmp" && timeout 120 npm pack --silent --fetch-retries=1 "$pkg" 2>/dev/null | tail -1)
+    if [ -n "$tgz" ] && tar xzf "$dd/tmp/$tgz" -O "$member" >"$out.part" 2>/dev/null; then
+        mv "$out.part" "$out"
+    else
+        rm -f "$out.part"
+        echo "setup: could not npm pack $pkg (offline?): the dictionary tests on real data skip" >&2
+    fi
+    rm -f "$dd/tmp/$tgz"
+done
+rm -rf "$dd/tmp"
+if [ -d "$dd" ] && [ "$(id -u)" = 0 ] && [ "$(stat -c %u "$root")" != 0 ]; then
+    chown -R "$(stat -c %u:%g "$root")" "$dd"
 fi
 exit 0

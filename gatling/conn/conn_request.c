@@ -56,5 +56,5 @@ void conn_log_request(conn_t *c)
         vhost = c->reqlen ? ex->vhost : "";
     alog_request(&c->site->log, gio_wallclock(c->site->loop), vhost, &c->peer.sa,
                  c->reqlen ? &c->blk->req : NULL, ex->status, ex->head_only ? 0 : sent,
-                 c->ssl != NULL);
+                 (c->ssl != NULL ? ALOG_TLS : 0) | (ex->log_notes & EX_LOG_DCZ ? ALOG_DCZ : 0));
 }

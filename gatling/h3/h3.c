@@ -396,7 +396,8 @@ static void stream_log(h3_t *h, h3_stream_t *s)
     site_t *site = s->ex.site;
     int64_t now = gio_wallclock(site->loop);
     alog_request(&site->log, now, site->cfg->log_vhost ? s->ex.vhost : NULL, h->f.peer, &s->req,
-                 s->ex.status, s->sb.body_sent, 1);
+                 s->ex.status, s->sb.body_sent,
+                 ALOG_TLS | (s->ex.log_notes & EX_LOG_DCZ ? ALOG_DCZ : 0));
     status_count(&site->stats, now, STATS_H3, s->sb.body_sent, s->ex.started_us);
 }
 

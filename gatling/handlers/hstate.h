@@ -50,6 +50,7 @@ enum hslot {
     HSLOT_GZIP,  /* gzip.c: this request waited for a gzip job already */
     HSLOT_CACHE, /* cache*.c: the entry a hit holds, or the watch of an unsafe
                     method (and its end); the pass and watched flags */
+    HSLOT_DICT,  /* dictionary.c: what this request waited for (a hash, a delta) */
     HSLOTS
 };
 

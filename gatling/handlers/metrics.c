@@ -4,6 +4,7 @@
 #include "proxy.h"
 #include "http/hbuf.h"
 #include "site/acme_chal.h"
+#include "site/dict.h"
 #include "site/encoding.h"
 
 #include <stdlib.h>
@@ -421,6 +422,23 @@ static void dynamic(hbuf_t *b, const stats_snap_t *t)
     scalars(b, "counter", m, N(m));
 }
 
+/* Compression dictionaries (RFC 9842): deltas sent and what they saved. */
+static void dictionaries(hbuf_t *b, const stats_snap_t *t)
+{
+    const metric_t m[] = {
+        {"gatling_dictionary_hits_total", "Responses sent as dcz against a client's dictionary",
+         t->more.dict_hits},
+        {"gatling_dictionary_bytes_saved_total",
+         "Bytes dcz responses saved: their files' sizes less their bodies", t->more.dict_saved},
+        {"gatling_dictionary_unknown_total",
+         "Available-Dictionary hashes not indexed (or stale): the ordinary response",
+         t->more.dict_unknown},
+        {"gatling_dictionary_deltas_made_total", "Deltas made on the job pool",
+         t->more.dict_made},
+    };
+    scalars(b, "counter", m, N(m));
+}
+
 void metrics_snapshot(const site_t *s, stats_snap_t *snap)
 {
     memset(snap, 0, sizeof *snap);
@@ -429,6 +447,13 @@ void metrics_snapshot(const site_t *s, stats_snap_t *snap)
     snap->more.gz_skipped_busy = gz.skipped_busy;
     snap->more.gz_paced = gz.paced;
     snap->more.gz_paced_ms = gz.paced_ms;
+    if (s->dict) {
+        const dict_counters_t *dc = dict_counters(s->dict);
+        snap->more.dict_hits = dc->hits;
+        snap->more.dict_saved = dc->bytes_saved;
+        snap->more.dict_unknown = dc->unknown + dc->stale;
+        snap->more.dict_made = dc->made;
+    }
     fcache_mem_t m = fcache_mem(s->fcache);
     snap->more.mem_full = m.skipped;
     snap->g.mem_files = m.files;
@@ -535,6 +560,7 @@ int metrics_serve(exchange_t *ex)
     general(&b, s, &t);
     histograms(&b, &t.c);
     defences(&b, &t);
+    dictionaries(&b, &t);
     http2(&b, &t.c);
     backends(&b, cfg, &t.c);
     dynamic(&b, &t);

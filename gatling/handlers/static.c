@@ -20,6 +20,7 @@
  */
 #define _GNU_SOURCE
 #include "auth.h"
+#include "dictionary.h"
 #include "gzip.h"
 #include "hints.h"
 #include "ranges.h"
@@ -273,13 +274,15 @@ static fcache_entry_t *lookup(exchange_t *ex, const target_t *t, int *failed)
     e.type = mime_lookup(s->mime, e.rel, rl);
     if (!strncmp(e.type, "text/html", 9))
         e.hints = hints_for(vfd, &at, e.rel, site_root_check(s));
+    if (s->dict && !e.protect) /* RFC 9842 2.1: no dictionary from behind credentials */
+        e.dict = dictionary_for(vfd, &at, e.rel, &e.st, site_root_check(s));
     /* a sibling is e.rel's name + ".br" etc. in its directory, with
        O_NOFOLLOW: the same way as e.rel's, so only its own mode counts */
     e.siblings = s->cfg->gzip ? enc_siblings(vfd, e.rel, &e.st, ENC_ALL) : 0;
     enc_etag(e.etag, &e.st, ENC_IDENTITY);
     fcache_entry_t *f = fcache_put(s->fcache, t->key, t->keylen, &e, gio_now(s->loop));
     if (!f) {
-        free(e.auth), free(e.hints);
+        free(e.auth), free(e.hints), free(e.dict);
         goto fail;
     }
     close(vfd);
@@ -338,6 +341,11 @@ static int choose_coding(exchange_t *ex, const target_t *t, fcache_entry_t *f, u
                          body_t *b, char *etag)
 {
     site_t *s = ex->site;
+    int d = dictionary_delta(ex, t, f, b, etag);
+    if (d > 0)
+        ex->file = f; /* held until sent, as for identity: the body is ex's own copy */
+    if (d)
+        return d < 0 ? -1 : ENC_DCZ;
     const http_str_t *ae = http_header(ex->req, "Accept-Encoding");
     int enc = avail ? enc_choose(ae ? ae->p : NULL, ae ? ae->n : 0, avail) : ENC_IDENTITY;
     *b = file_body(f);
@@ -383,6 +391,10 @@ static int serve_file(exchange_t *ex, const target_t *t, fcache_entry_t *f)
     time_t mtime = f->st.st_mtime; /* the representation's, whatever the coding */
     const char *type = f->type;
     char etag[ENC_ETAG_MAX], max_age[32], expires[32];
+    int dict = dictionary_indexed(ex, t, f);
+    if (dict < 0)
+        return 0; /* waits for its hash */
+    const char *use = dict ? f->dict : NULL;
     int enc = choose_coding(ex, t, f, avail, &b, etag);
     if (enc < 0)
         return 0;
@@ -390,8 +402,12 @@ static int serve_file(exchange_t *ex, const target_t *t, fcache_entry_t *f)
        carry, RFC 9110 15.4.5), then what describes these bytes; no printf
        on this path, it runs for every request */
     ex_field(ex, "ETag", etag);
-    if (avail)
+    if (enc == ENC_DCZ)
+        ex_field(ex, "Vary", "Accept-Encoding, Available-Dictionary");
+    else if (avail)
         ex_field(ex, "Vary", "Accept-Encoding");
+    if (use)
+        ex_field(ex, "Use-As-Dictionary", use);
     if (s->cfg->max_age >= 0) {
         hbuf_t m = hb_init(max_age, sizeof max_age), e = hb_init(expires, sizeof expires);
         hb_puts(&m, "max-age=");
@@ -412,7 +428,7 @@ static int serve_file(exchange_t *ex, const target_t *t, fcache_entry_t *f)
     ex_field(ex, "Accept-Ranges", "bytes");
     ex_field(ex, "X-Content-Type-Options", "nosniff");
     if (enc)
-        ex_field(ex, "Content-Encoding", enc_name(enc));
+        ex_field(ex, "Content-Encoding", enc == ENC_DCZ ? "dcz" : enc_name(enc));
     return ranges_serve(ex, &b, type, mtime, etag);
 }
 

@@ -68,6 +68,7 @@ int ex_redirect(exchange_t *ex, const char *target, size_t n)
     ex->redirects++;
     ex->nfields = 0; /* the answer starts afresh */
     ex->fields_over = 0;
+    ex->log_notes = 0;
     ex->codec->redispatch(ex);
     return 0;
 }

@@ -35,6 +35,7 @@
 
 enum { EX_REPLACED = 1 }; /* ex_head: a 500 went out instead (the head did not fit) */
 enum { EX_FREE = 1 };     /* ex_body_buf: the exchange owns the buffer (free()) */
+enum { EX_LOG_DCZ = 1 };  /* in log_notes: answered as dcz (RFC 9842) */
 
 /* A response header field; the value is NUL-terminated. */
 typedef struct ex_field {
@@ -145,6 +146,7 @@ typedef struct exchange {
     void *owned;               /* freed when the exchange ends (ex_own) */
     const ex_producer_t *producer; /* a streamed response's source, or NULL */
     void *pctx;                    /* ... its state */
+    uint8_t log_notes;         /* EX_LOG_*: what the access log adds of the response */
     uint8_t redirects;         /* local redirects so far (ex_redirect) */
     struct ex_rewrite *rewrite; /* the request a local redirect made, or NULL */
     int64_t resp_date;         /* a backend's Date (seconds; 0: none), for the cache's ages */

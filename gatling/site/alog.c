@@ -102,7 +102,7 @@ static char *quoted(char *p, const http_str_t *v)
 }
 
 void alog_request(alog_t *l, int64_t now, const char *vhost, const struct sockaddr *peer,
-                  const http_request_t *req, int status, uint64_t body_bytes, int tls)
+                  const http_request_t *req, int status, uint64_t body_bytes, int flags)
 {
     if (l->fd < 0)
         return;
@@ -135,8 +135,10 @@ void alog_request(alog_t *l, int64_t now, const char *vhost, const struct sockad
     p = quoted(p, ref);
     *p++ = ' ';
     p = quoted(p, ua);
-    if (tls)
+    if (flags & ALOG_TLS)
         memcpy(p, " https", 6), p += 6;
+    if (flags & ALOG_DCZ)
+        memcpy(p, " dcz", 4), p += 4;
     *p++ = '\n';
     l->len = p - l->buf;
     if (l->len >= ALOG_FLUSH_AT)

@@ -26,12 +26,14 @@ void alog_init(alog_t *l, int fd);
  * Append one line.  req may be NULL or have no request line (a request too
  * broken to parse); body_bytes is what was sent of the body.  vhost: NULL
  * for the Combined Log Format, else Apache's vhost_combined ("%v %h ...";
- * "-" for an empty name).  A request that came over HTTPS (tls) gets one
- * more field at the end of its line: https (CLF readers such as goaccess
- * ignore what follows the user agent).
+ * "-" for an empty name).  A request that came over HTTPS (flags has
+ * ALOG_TLS) gets one more field at the end of its line: https (CLF readers
+ * such as goaccess ignore what follows the user agent); one answered with
+ * a dictionary's delta (ALOG_DCZ, RFC 9842) then dcz.
  */
+enum { ALOG_TLS = 1, ALOG_DCZ = 2 };
 void alog_request(alog_t *l, int64_t now, const char *vhost, const struct sockaddr *peer,
-                  const http_request_t *req, int status, uint64_t body_bytes, int tls);
+                  const http_request_t *req, int status, uint64_t body_bytes, int flags);
 
 /*
  * Append one FTP transfer's line, CLF-like: the client, "-", the login name

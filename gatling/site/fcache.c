@@ -89,6 +89,7 @@ static void destroy(fcache_entry_t *e)
     free(e->auth);
     free(e->granted);
     free(e->hints);
+    free(e->dict);
     free(e->key);
     free(e);
     if (--fc->live == 0 && fc->freed) /* the cache went first: its last entry frees it */

@@ -50,6 +50,7 @@ typedef struct fcache_entry {
     char *auth;        /* the path whose .htaccess governs it (malloc'd) */
     char *granted;     /* an Authorization value that passed it (malloc'd) */
     char *hints;       /* the Link value of its 103 Early Hints (malloc'd), or NULL */
+    char *dict;        /* its Use-As-Dictionary value (malloc'd), or NULL: no dictionary */
     char etag[64];     /* its strong ETag, quotes included */
 } fcache_entry_t;
 

@@ -1,5 +1,6 @@
 /* The per-process site: see site.h. */
 #include "site.h"
+#include "dict.h"
 #include "encoding.h"
 #include "jobs.h"
 #include "peerlimits.h"
@@ -29,6 +30,7 @@ int site_init(site_t *s, const config_t *cfg, gio_loop_t *loop, mime_table_t *mi
     s->stats.started = s->stats.second = time(NULL);
     /* gzip on the fly up to 1 MiB files, compressed off the loop (jobs.h) */
     if ((cfg->gzip && !(s->gzcache = enc_cache_new(0, 1 << 20))) ||
+        (cfg->gzip && !(s->dict = dict_new(0))) ||
         !(s->fcache = fcache_new(12, (size_t)cfg->mem_file_max, SITE_MEM_HELD))) {
         fprintf(stderr, "gatling: out of memory\n");
         return -1;
@@ -57,6 +59,7 @@ void site_free(site_t *s)
     alog_free(&s->log);
     fcache_free(s->fcache);
     enc_cache_free(s->gzcache);
+    dict_free(s->dict);
     if (s->rootfd >= 0)
         close(s->rootfd);
     free(s->root_real);

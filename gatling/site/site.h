@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 struct enc_cache;
+struct dict;
 struct jobs;
 struct limits;
 
@@ -37,6 +38,7 @@ typedef struct site {
     mime_table_t *mime;        /* borrowed */
     fcache_t *fcache;          /* open files, see fcache.h */
     struct enc_cache *gzcache; /* on-the-fly gzip; NULL with -Z */
+    struct dict *dict;         /* compression dictionaries and their deltas (dict.h); NULL with -Z */
     struct jobs *jobs;         /* worker threads for what must leave the loop */
     struct limits *limits;     /* per client address: -K, -A, failed logins */
     int rootfd;                /* the document root, opened once */

@@ -163,6 +163,7 @@ typedef struct stats_snap {
         uint64_t gz_skipped_busy, gz_paced, gz_paced_ms; /* site/encoding.h */
         uint64_t mem_full;                               /* site/fcache.h */
         uint64_t cache_evictions;                        /* handlers/cache.h */
+        uint64_t dict_hits, dict_saved, dict_unknown, dict_made; /* site/dict.h */
     } more;
     struct { /* what a worker that is gone leaves out of the sum */
         uint64_t conns, tls_conns;    /* open connections, of which HTTPS */

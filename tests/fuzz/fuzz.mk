@@ -14,13 +14,13 @@ FUZZ_SECS ?= 60
 FUZZ_CHECK_SECS ?= 5
 FUZZ_NAMES := fuzz_head fuzz_te fuzz_chunked fuzz_target fuzz_range fuzz_accept fuzz_host \
               fuzz_htaccess fuzz_proxy fuzz_h2 fuzz_cgi_head fuzz_ftp fuzz_fcgi fuzz_resp \
-              fuzz_cachectl fuzz_acme $(if $(filter 1,$(H3)),fuzz_quic)
+              fuzz_cachectl fuzz_acme fuzz_dcz $(if $(filter 1,$(H3)),fuzz_quic)
 FUZZ_ONLY ?= $(FUZZ_NAMES)
 FUZZ_DIR := build/fuzz
 FUZZ_CFLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
                -DGIO_BACKEND_POLL -Iio -Igatling -Igatling/http -Igatling/site \
                -Igatling/handlers -Itests/fuzz
-FUZZ_LIBS := -lnghttp2 -lcurl -ljson-c -lssl -lcrypto -lowfat -lcrypt -lz
+FUZZ_LIBS := -lnghttp2 -lcurl -ljson-c -lssl -lcrypto -lowfat -lcrypt -lz -lzstd
 # with HTTP/3 where the top makefile found its libraries (H3=1): every object
 # and harness alike, as the headers' structures depend on it
 ifeq ($(H3),1)
@@ -32,7 +32,7 @@ FUZZ_LIB := gatling/http/http_parse.c gatling/http/fcgi.c gatling/http/path.c ga
             gatling/site/encoding.c gatling/site/vhost.c gatling/site/fs.c \
             gatling/handlers/htaccess.c gatling/http/hbuf.c gatling/http/conditional.c \
             gatling/conn/proxyproto.c gatling/http/cgi_head.c gatling/ftp/ftp_parse.c \
-            gatling/http/cachectl.c gatling/site/nets.c
+            gatling/http/cachectl.c gatling/site/nets.c gatling/http/dcz.c
 
 # fuzz_h2 and fuzz_quic run a whole site: every gatling source but main.c, on the poll loop
 FUZZ_H2_LIB := $(filter-out gatling/main.c,$(wildcard gatling/*.c gatling/*/*.c)) \
