@@ -437,13 +437,17 @@ int gio_timer_set(gio_loop_t *l, gio_timer_t *t, int64_t when_ms, gio_timer_fn f
         l->timers = grown;
         l->captimers = cap;
     }
-    gio_timer_stop(l, t); /* then in again: one sift whichever way it moved */
     t->when = when_ms < l->now ? l->now : when_ms;
     t->seq = l->tseq++;
     t->fn = fn;
     t->arg = arg;
-    timer_place(l, l->ntimers++, t);
-    timer_sift_up(l, t->slot - 1);
+    if (!t->slot) {
+        timer_place(l, l->ntimers++, t);
+        timer_sift_up(l, t->slot - 1);
+    } else { /* moved: up or down from where it is (one of the two does nothing) */
+        timer_sift_up(l, t->slot - 1);
+        timer_sift_down(l, t->slot - 1);
+    }
     return 0;
 }
 
