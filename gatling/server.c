@@ -809,11 +809,12 @@ static void on_signals(watch_t *w, unsigned events)
 }
 
 /*
- * One round: wait, then every ready descriptor's watch, the passed deadlines
- * (as events 0), the timers (each module arms its own: the open-file cache's
- * expiry, the certificate check, the drain's grace, -W's publish, HTTP/2's
- * spare streams, the response cache's clock), the connections woken by a
- * producer, QUIC.  1 if it did something the counters may show.
+ * What one wait brought: every ready descriptor's watch, the passed deadlines
+ * (as events 0), the timers that are due (each module arms its own: the
+ * open-file cache's expiry, the certificate check, the drain's grace, -W's
+ * publish, HTTP/2's spare streams, the response cache's clock), then the
+ * connections woken by a producer.  1 if it did something the counters may
+ * show.
  */
 static int run_round(server_t *s)
 {

@@ -56,6 +56,7 @@ struct gio_loop {
     int nheap;
     gio_timer_t **timers; /* armed timers: a 4-ary min-heap on (when, seq) */
     uint32_t ntimers, captimers;
+    uint32_t reserved; /* gio_timer_reserve's, in all */
     uint64_t tseq; /* timers set so far */
     int64_t now, now_us, wall;
     void *api;        /* the backend's state */
@@ -425,17 +426,40 @@ void gio_timer_stop(gio_loop_t *l, gio_timer_t *t)
     timer_sift_down(l, last->slot - 1);
 }
 
+/* Room for cap armed timers in all.  0, or -1/ENOMEM. */
+static int timers_grow(gio_loop_t *l, uint32_t cap)
+{
+    if (cap <= l->captimers)
+        return 0;
+    gio_timer_t **grown = realloc(l->timers, cap * sizeof *grown);
+    if (!grown) {
+        errno = ENOMEM;
+        return -1;
+    }
+    l->timers = grown;
+    l->captimers = cap;
+    return 0;
+}
+
+int gio_timer_reserve(gio_loop_t *l, size_t n)
+{
+    if (n > UINT32_MAX / 2 - GIO_TIMER_SPARE - l->reserved) {
+        errno = ENOMEM;
+        return -1;
+    }
+    if (timers_grow(l, l->reserved + (uint32_t)n + GIO_TIMER_SPARE) < 0)
+        return -1;
+    l->reserved += (uint32_t)n;
+    return 0;
+}
+
 int gio_timer_set(gio_loop_t *l, gio_timer_t *t, int64_t when_ms, gio_timer_fn fn, void *arg)
 {
-    if (!t->slot && l->ntimers == l->captimers) {
-        uint32_t cap = l->captimers ? 2 * l->captimers : 16;
-        gio_timer_t **grown = realloc(l->timers, cap * sizeof *grown);
-        if (!grown) {
-            errno = ENOMEM;
-            return -1;
-        }
-        l->timers = grown;
-        l->captimers = cap;
+    if (!t->slot && l->ntimers == l->captimers &&
+        (l->captimers > UINT32_MAX / 2 ||
+         timers_grow(l, l->captimers ? 2 * l->captimers : GIO_TIMER_SPARE) < 0)) {
+        errno = ENOMEM;
+        return -1;
     }
     t->when = when_ms < l->now ? l->now : when_ms;
     t->seq = l->tseq++;

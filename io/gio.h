@@ -168,6 +168,16 @@ typedef struct gio_timer {
  */
 int gio_timer_set(gio_loop_t *l, gio_timer_t *t, int64_t when_ms, gio_timer_fn fn, void *arg);
 
+/*
+ * Room for n more timers armed at once, beyond what earlier calls reserved
+ * and GIO_TIMER_SPARE for everyone else: a caller with a known bound (a
+ * timer per connection, at most so many connections) reserves it once, and
+ * gio_timer_set cannot fail for it while the others stay within the spare.
+ * 0, or -1/ENOMEM.
+ */
+int gio_timer_reserve(gio_loop_t *l, size_t n);
+#define GIO_TIMER_SPARE 16
+
 /* Disarm t; nothing if it is not armed. */
 void gio_timer_stop(gio_loop_t *l, gio_timer_t *t);
 

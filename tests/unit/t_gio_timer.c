@@ -303,6 +303,24 @@ static void test_free(gio_loop_t *l)
     ok(gio_timers_run(l) == 1 && s.fired == 1, "and it can be set on another loop then");
 }
 
+/* Reserving room: a bound that cannot be met is ENOMEM, one that can is
+   there (armed timers up to it need no growth: ASan sees the heap's end). */
+static void test_reserve(gio_loop_t *l)
+{
+    errno = 0;
+    ok(gio_timer_reserve(l, SIZE_MAX) < 0 && errno == ENOMEM, "reserving SIZE_MAX: ENOMEM");
+    ok(gio_timer_reserve(l, 500) == 0, "reserving 500");
+    static gio_timer_t t[500 + GIO_TIMER_SPARE];
+    int armed = 0;
+    for (int i = 0; i < 500 + GIO_TIMER_SPARE; i++)
+        armed += gio_timer_set(l, &t[i], gio_now(l) + 100000 + i, on_free, NULL) == 0;
+    is_int(armed, 500 + GIO_TIMER_SPARE, "the reserved and the spare ones all armed");
+    for (int i = 0; i < 500 + GIO_TIMER_SPARE; i++)
+        gio_timer_stop(l, &t[i]);
+    gio_wait(l, 0);
+    is_int(gio_timers_run(l), 0, "stopped, none fires");
+}
+
 int main(void)
 {
     gio_loop_t *l = gio_loop_new();
@@ -315,6 +333,7 @@ int main(void)
     test_stop(l);
     test_many(l);
     test_free(l);
+    test_reserve(l);
     is_int(gio_count(l), 0, "nothing left registered");
     gio_loop_free(l);
     return tap_done();
