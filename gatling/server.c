@@ -6,7 +6,7 @@
 #include "server.h"
 #include "conn/conn.h"
 #include "conn/h1.h"
-#include "conn/h2.h"
+#include "h2/h2.h"
 #include "site/encoding.h"
 #include "site/elog.h"
 #include "handover.h"

@@ -9,7 +9,7 @@
 #ifndef GATLING_WORKER_H
 #define GATLING_WORKER_H
 
-#include "conn/quic_steer.h"
+#include "h3/quic_steer.h"
 #include "site/config.h"
 #include "site/mime.h"
 

@@ -1,6 +1,7 @@
 #!/bin/sh
-# funclen.sh — name the C functions longer than a limit (STYLE: "short enough to
-# read at once", under 80 lines), counted from the opening to the closing brace.
+# funclen.sh — name the C functions longer than a limit (STYLE, "Layout": a
+# function fits on a screen, at most 80 lines), counted from the opening to the
+# closing brace.
 #
 #   tests/funclen.sh [-n LIMIT] [FILE...]    (default: 80, and every .c/.h under
 #                                             io/ and gatling/)

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The include layering of gatling/: every folder's README says, on a line
 "May include: a, b, c", which other folders its files may include headers
-from (its own always; io/ none of gatling's); this checks every #include "..." in gatling/ and io/
-against it, and that no handler includes the connection's header; and that no
+from (its own always; io/ none of gatling's; only folders below it in FOLDERS,
+so that no two folders include each other); this checks every #include "..."
+in gatling/ and io/ against it, and that no handler includes the connection's header; and that no
 two files call each other, directly or round a longer circle (below).
 
     python3 tests/layers.py [ROOT]      (ROOT: the tree, default: here)
@@ -21,6 +22,12 @@ left out).  A circle (A -> B -> ... -> A) is reported with its arrows and
 why each is there; the cure is a third file both use, or a table of
 functions the lower file fills and the upper one calls (handlers/proxy_int.h,
 ftp/ftp_sess.h).
+
+Every map true: each .c and .h of a folder in FOLDERS or MAPS is named in
+that folder's README (a .c and its .h are one file here too: naming either
+names both, as "gio_batch.h/.c" or "router.c" do).  A folder under gatling/
+that holds C files but is not in FOLDERS is named too: its includes go
+unchecked until it is added, with its README and its "May include:" line.
 """
 import os
 import re
@@ -31,20 +38,30 @@ sys.setrecursionlimit(10000)
 # top to bottom; gatling/ itself is the top folder, io/ is below them all
 FOLDERS = {
     "gatling": "gatling",
-    "conn": "gatling/conn",
+    "h3": "gatling/h3",
     "ftp": "gatling/ftp",
+    "conn": "gatling/conn",
+    "h2": "gatling/h2",
+    "codec": "gatling/codec",
     "handlers": "gatling/handlers",
     "site": "gatling/site",
     "http": "gatling/http",
     "io": "io",
 }
+# folders outside gatling/ held to the same rules: each includes from itself
+# and the folders listed (never gatling/), and no two of its files call each
+# other (bench/lg/README); checked where they exist
+OTHERS = {"bench/lg": ["io"]}
+# folders outside the layering whose README still maps every file (checked
+# where they exist: a copy of gatling/ and io/ alone has none of them)
+MAPS = ["bench/lg", "bench/kb", "bench/gio", "bench/ref"]
 INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]+"([^"]+)"', re.M)
 RULE = re.compile(r"^May include:(.*)$", re.M)
 
 
 def allowed(root, name):
     """The folders `name` may include from, from its README's rule."""
-    if name == "io":  # io/ knows nothing of HTTP (DESIGN.md): a rule of this script's
+    if name == "io":  # io/ knows nothing of HTTP (STYLE, "Structure"): this script's rule
         return {"io"}
     path = os.path.join(root, FOLDERS[name], "README")
     try:
@@ -54,7 +71,7 @@ def allowed(root, name):
     m = RULE.search(text)
     if not m:
         sys.exit('layers: %s/README has no "May include:" line' % FOLDERS[name])
-    words = re.findall(r"[a-z]+", m.group(1))
+    words = re.findall(r"[a-z][a-z0-9]*", m.group(1))
     return {w for w in words if w in FOLDERS} | {name}
 
 
@@ -86,6 +103,12 @@ def check(root):
     where = headers(root)
     rules = {name: allowed(root, name) for name in FOLDERS}
     bad = []
+    order = list(FOLDERS)
+    for name in order:  # a rule names only folders below its own: no two folders both ways
+        up = sorted(rules[name] - {name} - set(order[order.index(name) + 1:]))
+        if up:
+            bad.append("%s/README: May include names %s, not below it in tests/layers.py's FOLDERS"
+                       % (FOLDERS[name], ", ".join(up)))
     for name, rel in FOLDERS.items():
         d = os.path.join(root, rel)
         for f in sorted(os.listdir(d)):
@@ -106,6 +129,48 @@ def check(root):
                         bad.append("%s: %s/ includes %s from %s/, which %s/README does not allow"
                                    % (where_at, name, m.group(1), to, rel))
     return bad
+
+
+def named(text, f):
+    """Whether a README's text names the file f: the whole name, alone or at
+    the end of a path (conn/h2.c), not inside a longer one (ftp_h2.c)."""
+    return re.search(r"(?<![\w.-])" + re.escape(f) + r"(?!\w)", text) is not None
+
+
+def check_readmes(root):
+    """Every .c/.h a folder's README leaves out, as lines to print."""
+    bad = []
+    for rel in list(FOLDERS.values()) + MAPS:
+        d = os.path.join(root, rel)
+        if rel in MAPS and not os.path.isdir(d):
+            continue
+        files = [f for f in sorted(os.listdir(d)) if f.endswith((".c", ".h"))]
+        try:
+            text = open(os.path.join(d, "README"), encoding="utf-8").read()
+        except OSError:
+            if files:
+                bad.append("%s/ has no README to name its files" % rel)
+            continue
+        missing = []
+        for f in files:
+            partner = f[:-1] + ("h" if f.endswith(".c") else "c")
+            if not named(text, f) and not (partner in files and named(text, partner)):
+                missing.append(f)
+        if missing:
+            bad.append("%s/README does not name %s" % (rel, ", ".join(missing)))
+    return bad
+
+
+def unknown_folders(root):
+    """Folders under gatling/ with C files that FOLDERS does not list."""
+    known = {os.path.normpath(rel) for rel in FOLDERS.values()}
+    out = []
+    for d, subdirs, files in os.walk(os.path.join(root, "gatling")):
+        subdirs[:] = sorted(s for s in subdirs if not s.startswith("."))
+        rel = os.path.relpath(d, root)
+        if rel not in known and any(f.endswith((".c", ".h")) for f in files):
+            out.append(rel)
+    return out
 
 
 TOKEN = re.compile(r'[A-Za-z_]\w*|[{}();=\[\]]')
@@ -281,14 +346,59 @@ def check_circles(root):
     return bad
 
 
+def check_others(root):
+    """OTHERS: every include from the folder itself or the folders it may use,
+    and no circle between the files of the folder (and those it uses)."""
+    bad = []
+    gatling_headers = headers(root)
+    for rel, uses in OTHERS.items():
+        if not os.path.isdir(os.path.join(root, rel)):
+            continue
+        dirs = [rel] + uses
+
+        def find(path, inc, dirs=dirs):
+            """The header a bare or folder-relative include names, or None (a
+            system header; a .c included is part of the file that includes it)."""
+            if not inc.endswith(".h"):
+                return None
+            for d in [os.path.dirname(path)] + dirs:
+                cand = os.path.normpath(os.path.join(d, inc))
+                if os.path.exists(os.path.join(root, cand)):
+                    return cand
+            return None
+
+        for path in sources(root, [rel]):
+            text = open(os.path.join(root, path), encoding="utf-8", errors="replace").read()
+            for m in INCLUDE.finditer(text):
+                inc = m.group(1)
+                if find(path, inc) is None and (inc.split("/", 1)[0] in FOLDERS
+                                               or os.path.basename(inc) in gatling_headers):
+                    n = text.count("\n", 0, m.start()) + 1
+                    bad.append("%s:%d: %s/ includes %s from gatling/, which %s/README "
+                               "does not allow" % (path, n, rel, inc, rel))
+        graph = file_graph(root, dirs, find)
+        for part in circles(graph):
+            bad.append("a circle between %s:" % ", ".join(f + ".c" for f in part))
+            for a in part:
+                for b, why in sorted(graph[a].items()):
+                    if b in part:
+                        bad.append("    %s.c -> %s.c: %s" % (a, b, why))
+    return bad
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else "."
-    bad = check(root) + check_circles(root)
+    bad = check(root) + check_circles(root) + check_others(root) + check_readmes(root)
     for b in bad:
         print("layers: " + b)
+    for rel in unknown_folders(root):
+        # a note, not a failure, while a branch adds a folder piece by piece
+        print("layers: note: %s/ holds C files but is not in FOLDERS: its includes and "
+              "README go unchecked" % rel)
     if bad:
         return 1
-    print("layers: %d folders, every include goes down, no circle between files" % len(FOLDERS))
+    print("layers: %d folders and %s, every include goes down, no circle between files, "
+          "every file named in its folder's README" % (len(FOLDERS), ", ".join(OTHERS)))
     return 0
 
 

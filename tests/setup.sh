@@ -44,7 +44,7 @@ pkgs="$pkgs certbot"
 # prometheus: test_metrics.py checks /metrics with its promtool and has the server scrape
 # gatling (started by the test on a port of its own; policy-rc.d keeps the service off 9090)
 pkgs="$pkgs prometheus"
-# HTTP/3 (gatling/conn/h3.c, built where pkg-config finds them: see gatling/gatling.mk):
+# HTTP/3 (gatling/h3/, built where pkg-config finds them: see gatling/gatling.mk):
 # Debian 12's ngtcp2 0.12.1 (QUIC, with its GnuTLS crypto helper), nghttp3 0.8.0
 # (HTTP/3, QPACK), GnuTLS 3.7.9 (QUIC's TLS 1.3); ngtcp2-client's gtlsclient is a test
 # client of test_h3.py (aioquic, the other, comes from pip below).  make run leaves them

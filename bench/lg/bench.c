@@ -9,7 +9,9 @@
 #ifndef _GNU_SOURCE /* the GNUmakefile passes -D_GNU_SOURCE */
 #define _GNU_SOURCE
 #endif
-#include "bench.h"
+#include "bench_h3.h"
+#include "bench_run.h"
+#include "bench_surge.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -525,10 +527,22 @@ typedef struct spawn_ctx {
     bench_stats_t *st;
 } spawn_ctx_t;
 
+/* Worker index's loop: --surge's, --h3's or the plain one. */
+static int worker(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all)
+{
+    if (cfg->surge > 0)
+        return bench_surge(cfg, index, all);
+#ifdef HAVE_H3
+    if (cfg->h3)
+        return bench_h3(cfg, index, all);
+#endif
+    return bench_run(cfg, index, all);
+}
+
 static int child_main(int i, void *arg)
 {
     spawn_ctx_t *x = arg;
-    bench_run(x->cfg, (unsigned)i, x->st);
+    worker(x->cfg, (unsigned)i, x->st);
     return 0;
 }
 
@@ -945,7 +959,7 @@ int main(int argc, char **argv)
     bench_stats_init(total);
     int died = 0;
     if (cfg->procs == 1)
-        bench_run(cfg, 0, total);
+        worker(cfg, 0, total);
     else
         died = run_procs(cfg, total, o.quiet) < 0;
 

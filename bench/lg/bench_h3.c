@@ -35,7 +35,7 @@
 #ifndef _GNU_SOURCE /* the GNUmakefile passes -D_GNU_SOURCE */
 #define _GNU_SOURCE
 #endif
-#include "bench.h"
+#include "bench_h3.h"
 
 #ifdef HAVE_H3
 #include <ctype.h>

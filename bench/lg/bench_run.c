@@ -49,7 +49,7 @@
 #ifndef _GNU_SOURCE /* the GNUmakefile passes -D_GNU_SOURCE */
 #define _GNU_SOURCE
 #endif
-#include "bench.h"
+#include "bench_run.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -1255,12 +1255,6 @@ int bench_run(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all)
 {
     brun_t r;
     bench_stats_t *st = &all[index];
-    if (cfg->surge > 0)
-        return bench_surge(cfg, index, all);
-#ifdef HAVE_H3
-    if (cfg->h3)
-        return bench_h3(cfg, index, all);
-#endif
     if (run_setup(&r, cfg, index, all) < 0) {
         run_free(&r);
         st->finished = 1;

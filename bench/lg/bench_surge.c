@@ -34,7 +34,7 @@
 #ifndef _GNU_SOURCE /* the GNUmakefile passes -D_GNU_SOURCE */
 #define _GNU_SOURCE
 #endif
-#include "bench.h"
+#include "bench_surge.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -20,7 +20,7 @@
 #ifndef _GNU_SOURCE /* the GNUmakefile passes -D_GNU_SOURCE */
 #define _GNU_SOURCE
 #endif
-#include "httpbench.h"
+#include "httpbench_run.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -14,7 +14,7 @@
 #include "conn_int.h"
 #include "gio_os.h"
 #include "h1.h"
-#include "h2.h"
+#include "h2/h2.h"
 #include "handlers/router.h"
 #include "site/jobs.h"
 #include "site/peerlimits.h"
@@ -416,7 +416,7 @@ static void run(conn_t *c, unsigned events)
 void conn_event(conn_t *c, unsigned events)
 {
     if (!events) {
-        if (!conn_timed_out(c))
+        if (!(c->state == CONN_H2 ? conn_h2_timed_out(c) : conn_timed_out(c)))
             conn_free(c);
         return;
     }

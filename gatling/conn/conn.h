@@ -36,7 +36,7 @@
  * (input buffer, parsed head, the exchange the handlers fill, response-head
  * buffer); an IDLE connection holds none, so idle connections cost ~200
  * bytes (conn_t is 184 on x86-64; an HTTP/2 one holds its h2_t too,
- * ~720 bytes, and ~9 KiB per open stream: conn/h2.c).  What is
+ * ~720 bytes, and ~9 KiB per open stream: h2/h2.c).  What is
  * HTTP/1.1 about a connection (framing, keep-alive, the bytes of a
  * response head) is the codec's, conn/h1.c; conn.c and its parts
  * (conn_*.c: conn/README) are the socket's: reading, TLS, deadlines,

@@ -1,14 +1,14 @@
 /*
  * Deadlines: the one each state waits under (conn_enter: IDLE's keep-alive
  * -T, or the drain's grace when shutting down; HEAD's, PROXY's and
- * HANDSHAKE's -s; the -B windows of BODY, WRITE, STREAM and H2; LINGER's
+ * HANDSHAKE's -s; the -B windows of BODY, WRITE and STREAM; LINGER's
  * drain; WAIT's and TARPIT's), what a -B window measures (conn_moved), and
  * what a passed deadline does (conn_timed_out), counted by its kind:
- * head, idle, body, drain, handshake, busy, PROXY.
+ * head, idle, body, drain, handshake, busy, PROXY.  H2's are conn_h2.c's.
  */
 #include "conn_int.h"
 #include "gio_os.h"
-#include "h2.h"
+#include "h2/h2.h"
 #include "tls.h"
 
 #include <sys/socket.h>
@@ -109,95 +109,6 @@ void conn_enter(conn_t *c, conn_state_t st)
     }
 }
 
-/* The -s deadline of an incomplete head (h2_head_since): 0 if none. */
-static int64_t h2_head_left(conn_t *c)
-{
-    int64_t since = h2_head_since(c->h2);
-    if (!since)
-        return 0;
-    int64_t left = since + conn_head_ms(c) - gio_now(c->site->loop);
-    return left > 0 ? left : 1;
-}
-
-/*
- * After a pass of st_h2: the deadline, and what to wait for.  While a head
- * is incomplete its -s deadline is the connection's; a -B window that began
- * meanwhile keeps what had moved at its start, and is checked once the heads
- * are complete (each incomplete phase lasts at most -s).
- */
-void conn_h2_wait(conn_t *c, int progress, unsigned send_want)
-{
-    int busy = h2_streams(c->h2) > h2_waiting(c->h2) || !gio_batch_done(&c->out);
-    int64_t head = h2_head_left(c);
-    uint8_t was = c->h2_busy;
-    if (busy && !(was & CONN_H2_BUSY)) /* a -B window begins, as for WRITE */
-        c->h2_window_at = conn_moved(c);
-    if (head)
-        conn_deadline(c, head);
-    else if (busy && (!(was & CONN_H2_BUSY) || (was & CONN_H2_HEAD)))
-        conn_deadline(c, conn_window_ms(c));
-    else if (!busy && h2_streams(c->h2)) /* only producers awaited: theirs are the deadlines */
-        conn_deadline(c, 0);
-    else if (!busy && (progress || was))
-        conn_deadline(c, conn_idle_ms(c));
-    c->h2_busy = (uint8_t)((busy ? CONN_H2_BUSY : 0) | (head ? CONN_H2_HEAD : 0));
-    unsigned want = send_want;
-    if (gio_batch_done(&c->out) && h2_want_read(c->h2))
-        want |= c->ssl && c->tls_want ? c->tls_want : GIO_READ;
-    gio_want(c->site->loop, c->fd, want);
-}
-
-/* A GOAWAY before a deadline's close, best effort (RFC 9113 6.8), as a 408
-   goes before HTTP/1.1's. */
-static void h2_bye(conn_t *c)
-{
-    char bye[32];
-    size_t n = h2_expire(c->h2, bye, sizeof bye);
-    if (n)
-        conn_send_small(c, bye, n);
-}
-
-/* A deadline passed in H2: a head's -s, idle, or the end of a -B window.
-   1: go on. */
-static int h2_timed_out(conn_t *c)
-{
-    status_counters_t *st = &c->site->stats;
-    int64_t since = h2_head_since(c->h2);
-    if (since && gio_now(c->site->loop) - since >= conn_head_ms(c)) {
-        st->timeout_head++; /* slowloris over HTTP/2: GOAWAY and closed, as a 408 would be */
-        h2_bye(c);
-        return 0;
-    }
-    if (since) { /* a head began since this deadline was set: its deadline now */
-        conn_deadline(c, h2_head_left(c));
-        c->h2_busy |= CONN_H2_HEAD;
-        return 1;
-    }
-    if (!(c->h2_busy & CONN_H2_BUSY)) {
-        if (!c->set->draining) {
-            st->timeout_idle++;
-            h2_bye(c);
-        }
-        return 0;
-    }
-    uint64_t need = (uint64_t)c->site->cfg->min_rate * (uint64_t)conn_window_ms(c) / 1000;
-    uint64_t now = conn_moved(c);
-    if (now - c->h2_window_at >= (need ? need : 1)) {
-        c->h2_window_at = now;
-        conn_deadline(c, conn_window_ms(c));
-        c->h2_busy &= (uint8_t)~CONN_H2_HEAD;
-        return 1;
-    }
-    /* reset, as WRITE does: a zero window, a slow reader or a slow body holds no more */
-    struct linger lg = {.l_onoff = 1, .l_linger = 0};
-    setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
-    if (h2_bodies(c->h2) && gio_batch_done(&c->out))
-        st->timeout_body++;
-    else
-        st->timeout_drain++;
-    return 0;
-}
-
 /*
  * A deadline passed.  BODY and WRITE check the rate of the window that
  * ended and go on if it was enough; every other state closes.  Each kind is
@@ -242,8 +153,6 @@ int conn_timed_out(conn_t *c)
         if (!c->set->draining)
             st->proxy_timeout++;
         return 0;
-    case CONN_H2: /* idle past -T, or streams answered slower than -B */
-        return h2_timed_out(c);
     case CONN_IDLE:           /* a connection that never sent a request ran out of head time */
         if (c->set->draining) /* the grace of a shutdown is over */
             return 0;
@@ -252,6 +161,6 @@ int conn_timed_out(conn_t *c)
         else
             st->timeout_head++;
         return 0;
-    default: return 0;
+    default: return 0; /* H2's: conn_h2_timed_out (conn_h2.c) */
     }
 }

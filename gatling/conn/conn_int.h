@@ -7,12 +7,16 @@
  *                    HANDLE, DISPATCH, WAIT, WRITE, STREAM, H2
  *   conn_open.c      a new connection: conn_new, PROXY, HANDSHAKE
  *   conn_read.c      reading: IDLE, HEAD, BODY, LINGER, STREAM's input
- *   conn_deadline.c  each state's deadline (enter), and what a passed one
- *                    does, counted by kind
+ *   conn_h2.c        H2's deadline after each pass, and what a passed one
+ *                    does
+ *   conn_deadline.c  every other state's deadline (enter), and what a
+ *                    passed one does, counted by kind
  *   conn_write.c     sending: the batch under the per-event budget, over
  *                    TLS or not; small best-effort messages
- *   conn_pool.c      request blocks, the exchange a block holds, the
- *                    request's log line, the woken connections' list
+ *   conn_request.c   request blocks, the exchange a block holds, the
+ *                    request's access-log line
+ *   conn_facts.c     what a codec is told of the connection (codec_conn_t),
+ *                    the woken connections' list
  */
 #ifndef GATLING_CONN_INT_H
 #define GATLING_CONN_INT_H
@@ -80,11 +84,17 @@ uint64_t conn_moved(const conn_t *c);
 /* Go to state st, with the deadline st waits under. */
 void conn_enter(conn_t *c, conn_state_t st);
 
+/* A deadline passed: 1 if the connection goes on (a -B window that was met).
+   Not in H2 (conn_h2_timed_out). */
+int conn_timed_out(conn_t *c);
+
+/* conn_h2.c */
+
 /* After a pass of H2: its deadline, and what to wait for. */
 void conn_h2_wait(conn_t *c, int progress, unsigned send_want);
 
-/* A deadline passed: 1 if the connection goes on (a -B window that was met). */
-int conn_timed_out(conn_t *c);
+/* A deadline passed in H2: 1 if the connection goes on. */
+int conn_h2_timed_out(conn_t *c);
 
 /* conn_write.c */
 
@@ -101,18 +111,11 @@ void conn_late(conn_t *c, int status);
    EX_STREAM_LOW.  -1: the client went away. */
 int conn_stream_send(conn_t *c, unsigned *want);
 
-/* conn_pool.c */
+/* conn_request.c */
 
 /* A request block from the loop's pool (NULL: out of memory); back to it. */
 conn_block_t *conn_block_get(conn_set_t *set);
 void conn_block_put(conn_set_t *set, conn_block_t *b);
-
-/* A producer woke the connection (h1_conn_t's wake): conn_set_run_poked runs it. */
-void conn_poke(void *conn);
-void conn_unpoke(conn_t *c);
-
-/* What a codec is told of its connection. */
-h1_conn_t conn_facts(conn_t *c);
 
 /* A fresh exchange for the next request; the end of one (its file, gzip entry). */
 void conn_new_exchange(conn_t *c);
@@ -120,5 +123,14 @@ void conn_end_exchange(exchange_t *ex);
 
 /* Log the request that just ended (also one cut short). */
 void conn_log_request(conn_t *c);
+
+/* conn_facts.c */
+
+/* A producer woke the connection (codec_conn_t's wake): conn_set_run_poked runs it. */
+void conn_poke(void *conn);
+void conn_unpoke(conn_t *c);
+
+/* What a codec is told of its connection. */
+codec_conn_t conn_facts(conn_t *c);
 
 #endif

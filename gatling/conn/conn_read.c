@@ -8,7 +8,7 @@
 #include "conn_int.h"
 #include "gio_os.h"
 #include "h1.h"
-#include "h2.h"
+#include "h2/h2.h"
 #include "tls.h"
 
 #include <errno.h>
@@ -54,7 +54,7 @@ static void conn_h2_wake(void *conn)
 /* The connection speaks HTTP/2 from here on; what was read goes to the codec. */
 void conn_start_h2(conn_t *c)
 {
-    h1_conn_t f = conn_facts(c);
+    codec_conn_t f = conn_facts(c);
     if (!(c->h2 = h2_new(&f, conn_h2_wake))) {
         site_error(c->site, "h2_new()", ENOMEM, &c->peer.sa,
                    "an HTTP/2 session: client shed");
@@ -156,7 +156,7 @@ static int drop_body(conn_t *c)
         int r = http_chunked_skip(&h->chunked, p, have, &used);
         if (r == HTTP_MALFORMED)
             return -400;
-        if (h->chunked.total > H1_BODY_MAX)
+        if (h->chunked.total > CODEC_BODY_MAX)
             return -413;
         done = r == HTTP_CHUNKED_DONE;
     }

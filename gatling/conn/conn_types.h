@@ -28,7 +28,7 @@ typedef enum conn_state {
     CONN_LINGER, /* response sent, closing: drain unread input, then close */
     CONN_TARPIT, /* over the request rate: held, unread, until the deadline */
     CONN_HANDSHAKE, /* HTTPS: the TLS handshake */
-    CONN_H2,        /* HTTP/2: the codec's session reads and writes (conn/h2.c) */
+    CONN_H2,        /* HTTP/2: the codec's session reads and writes (h2/h2.c) */
     CONN_PROXY,     /* -y: reading the PROXY header (proxyproto.h) */
     CONN_STREAM,    /* a producer answers (CGI, proxy): its body out, the request body in */
     CONN_CLOSE   /* to be freed */
@@ -77,7 +77,7 @@ typedef struct conn {
     uint8_t stream_busy;  /* STREAM: the client is waited for (a -B window runs) */
     struct conn *poke_next;
     struct ssl_st *ssl;   /* HTTPS: the TLS session (from the first ClientHello byte on) */
-    struct h2 *h2;        /* HTTP/2: the codec's session (conn/h2.c) */
+    struct h2 *h2;        /* HTTP/2: the codec's session (h2/h2.c) */
     uint64_t h2_window_at; /* H2 with streams open: what had moved when the -B window began */
     gio_batch_t out;
     union {

@@ -313,22 +313,9 @@ static const ex_codec_t h1_codec = {
     .redispatch = codec_redispatch,
 };
 
-void h1_exchange_init(exchange_t *ex, const h1_conn_t *f, const ex_codec_t *codec, void *owner)
+void h1_init(h1_t *h, const codec_conn_t *f)
 {
-    memset(ex, 0, offsetof(exchange_t, path)); /* the path and vhost buffers are filled later */
-    ex->vhost[0] = 0;
-    ex->secure = f->secure;
-    ex->local_port = f->local_port;
-    ex->peer = f->peer;
-    ex->site = f->site;
-    ex->started_us = gio_now_us(f->site->loop);
-    ex->codec = codec;
-    ex->conn = owner;
-}
-
-void h1_init(h1_t *h, const h1_conn_t *f)
-{
-    h1_exchange_init(&h->ex, f, &h1_codec, f->conn);
+    codec_exchange_init(&h->ex, f, &h1_codec, f->conn);
     h->out = f->out;
     h->ssl = f->ssl;
     h->wake = f->wake;
@@ -342,7 +329,7 @@ void h1_init(h1_t *h, const h1_conn_t *f)
 /*
  * Request bodies (RFC 9112 6): static resources take none, but a body must be
  * read to keep the connection in step, so it is read and dropped before the
- * response (conn_read.c's BODY state), up to H1_BODY_MAX.  Both framings at
+ * response (conn_read.c's BODY state), up to CODEC_BODY_MAX.  Both framings at
  * once is how request smuggling starts: 400; so is a Transfer-Encoding list
  * that does not end in exactly one "chunked"; an unknown coding is 501
  * (http_transfer_coding).
@@ -407,7 +394,7 @@ const char *h1_continue(const http_request_t *req, int body_coming, size_t *len)
 
 int h1_body_too_large(const h1_t *h)
 {
-    return h->body == BODY_LENGTH && h->body_left > H1_BODY_MAX;
+    return h->body == BODY_LENGTH && h->body_left > CODEC_BODY_MAX;
 }
 
 /* Offer p[0..n) (last: the body ends with it); the bytes taken. */

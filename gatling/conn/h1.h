@@ -10,11 +10,12 @@
  * not fit its buffer becomes a 500 and closes the connection.  The canned
  * answers sent past the state machine (408, the 503s of the caps and of a
  * full worker queue) are here too.  The codec knows its connection only by
- * the facts it is handed (h1_conn_t): conn.c calls it, never the reverse.
+ * the facts it is handed (codec/codec.h): conn.c calls it, never the reverse.
  */
 #ifndef GATLING_H1_H
 #define GATLING_H1_H
 
+#include "codec/codec.h"
 #include "gio_batch.h"
 #include "http/exchange.h"
 #include "http/http_parse.h"
@@ -24,7 +25,6 @@
 #include <sys/socket.h>
 
 #define H1_HEAD_CAP (EX_FIELD_MAX + 1024) /* a head with its longest field */
-#define H1_BODY_MAX (1 << 20) /* request bodies are dropped; larger ones get 413 */
 
 enum { BODY_NONE, BODY_LENGTH, BODY_CHUNKED };
 
@@ -56,38 +56,18 @@ typedef struct h1 {
     char head[H1_HEAD_CAP];
 } h1_t;
 
-/* The facts of a connection that its exchanges are handed. */
-typedef struct h1_conn {
-    gio_batch_t *out;
-    struct ssl_st *ssl;
-    site_t *site;
-    const struct sockaddr *peer;
-    uint16_t local_port;
-    uint8_t secure;
-    void *conn; /* the connection, for the exchange's owner (a job's return) */
-    void (*wake)(void *conn); /* run the connection soon, not now (a producer's call) */
-} h1_conn_t;
-
-/*
- * An exchange starts with the facts of its connection f (secure, peer,
- * local port, site) and nothing else; codec answers it, owner is where a
- * finished job resumes it (the connection, or an HTTP/2 stream).  Both
- * codecs start their exchanges here.
- */
-void h1_exchange_init(exchange_t *ex, const h1_conn_t *f, const ex_codec_t *codec, void *owner);
-
 /* A fresh exchange in h for the next request on the connection f tells of. */
-void h1_init(h1_t *h, const h1_conn_t *f);
+void h1_init(h1_t *h, const codec_conn_t *f);
 
 /*
  * A complete head req is parsed: decide keep-alive (draining: the server is
  * shutting down; requests: begun on this connection so far, for -R) and the
  * body's framing.  Returns 0, or the status to answer (400 for invalid or
- * conflicting framing, 413 over H1_BODY_MAX, 501 for an unknown coding).
+ * conflicting framing, 413 over CODEC_BODY_MAX, 501 for an unknown coding).
  */
 int h1_request(h1_t *h, const http_request_t *req, int draining, uint32_t requests);
 
-/* The request's body is over H1_BODY_MAX, which bounds the bodies dropped
+/* The request's body is over CODEC_BODY_MAX, which bounds the bodies dropped
    (a producer takes any length): 413. */
 int h1_body_too_large(const h1_t *h);
 

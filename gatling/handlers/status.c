@@ -125,7 +125,7 @@ static size_t cache_rows(const site_t *s, row_t *r, size_t n, size_t cap)
     return put_rows(r, n, cap, d, sizeof d / sizeof d[0]);
 }
 
-/* HTTP/3 (conn/quic.c): its connections and what its socket answered. */
+/* HTTP/3 (h3/quic.c): its connections and what its socket answered. */
 static size_t h3_rows(const status_counters_t *st, row_t *r, size_t n, size_t cap)
 {
     const row_t d[] = {

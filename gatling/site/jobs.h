@@ -2,7 +2,7 @@
  * jobs — work that must not stall the event loop (a password hash, a file
  * to compress) runs on a small pool of threads; its result comes back to the
  * loop through a descriptor the loop watches, where the owner resumes.  One
- * mechanism for every such job (DESIGN.md, "Nothing blocks the loop").
+ * mechanism for every such job (STYLE, "Nothing blocks the loop").
  *
  *   job->work(job)   runs on a pool thread: it may only touch the job
  *   job->done(job)   runs on the loop thread, from jobs_complete()

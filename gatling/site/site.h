@@ -1,12 +1,15 @@
 /*
  * site — what every handler needs to answer a request, in one object: the
  * configuration, the document root, the caches, the MIME table, the logs and
- * the counters.  It knows nothing of listeners or of the set of connections
- * (server.h, conn.h); handlers reach it as c->site, so the modules layer
- * top-down without a circle:
+ * the counters.  It knows nothing of listeners, connections or handlers
+ * (server.h, conn/, handlers/): they sit above it and reach it through a
+ * pointer (a connection's c->site, an exchange's ex->site), so the folders
+ * layer top-down without a circle, each including only from those below it
+ * (gatling/README; tests/layers.py):
  *
- *   main ─► worker ─► server ─► conn ─► handler ─► static, listing, status
- *                                         └────────► response ─► site
+ *   gatling/ (main, worker, server) ─► ftp/ ─► conn/ ─► handlers/ ─► site/ ─► http/ ─► io/
+ *
+ * http/ knows a site only by its forward-declared name (exchange_t's site).
  */
 #ifndef GATLING_SITE_H
 #define GATLING_SITE_H

@@ -1,5 +1,5 @@
 /*
- * HTTP/2 input: bytes from a client into an h2 session (conn/h2.c) as
+ * HTTP/2 input: bytes from a client into an h2 session (h2/h2.c) as
  * conn.c hands them over (h2_recv), with everything the session queues
  * (h2_fill) drained as a socket would take it -- no socket, no loop turning.
  * The session runs on a real site (router, static files, listings, status)
@@ -14,7 +14,7 @@
  */
 #define _GNU_SOURCE
 #include "fuzz.h"
-#include "conn/h2.h"
+#include "h2/h2.h"
 #include "site/config.h"
 #include "site/mime.h"
 #include "site/peerlimits.h"
@@ -153,7 +153,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     gio_batch_t out;
     gio_batch_init(&out);
     framing_t fr = {0};
-    h1_conn_t f = {
+    codec_conn_t f = {
         .out = &out, .site = &site, .peer = (const struct sockaddr *)&peer, .local_port = 80};
     h2_t *h = h2_new(&f, wake);
     if (!h)

@@ -1,5 +1,5 @@
 /*
- * HTTP/3's transport: datagrams from clients into a QUIC endpoint (conn/quic.c,
+ * HTTP/3's transport: datagrams from clients into a QUIC endpoint (h3/quic.c,
  * with ngtcp2, GnuTLS, h3.c and a real site behind it) that has no socket
  * (quic_open_loose): each datagram goes in by quic_input, and what the server
  * sends comes to a hook that checks it and drops it.  The endpoint has the
@@ -35,7 +35,7 @@
  */
 #define _GNU_SOURCE
 #include "fuzz.h"
-#include "conn/quic.h"
+#include "h3/quic.h"
 #include "gio_udp.h"
 #include "site/config.h"
 #include "site/mime.h"

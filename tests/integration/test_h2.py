@@ -1,4 +1,4 @@
-"""HTTP/2 (conn/h2.c): h2c by prior knowledge on the plain port, ALPN h2 on
+"""HTTP/2 (h2/h2.c): h2c by prior knowledge on the plain port, ALPN h2 on
 the HTTPS port, -2 to turn it off; the same handlers behind it (ranges,
 conditionals, HEAD, 404, gzip on a worker thread, .htaccess auth, a 1 MiB
 file byte-exact), many streams on one connection, GOAWAY on garbage and on

@@ -1,7 +1,9 @@
 """tests/layers.py, the include layering of gatling/: it passes on the tree,
 and fails on a copy where a handler includes the connection's header, a
-lower folder includes a higher one, or two files call each other (directly,
-or round a longer circle, through a call or an include)."""
+lower folder includes a higher one (or its README allows one), or two files
+call each other (directly, or round a longer circle, through a call or an
+include; in gatling/, io/ or bench/lg), or a folder's README leaves out one of
+its files."""
 import os
 import shutil
 import subprocess
@@ -18,7 +20,7 @@ def layers(root):
 
 def copy_tree(tmp_path):
     dst = tmp_path / "tree"
-    for d in ("gatling", "io"):
+    for d in ("gatling", "io", os.path.join("bench", "lg")):
         shutil.copytree(os.path.join(ROOT, d), dst / d,
                         ignore=shutil.ignore_patterns("gatling", "*.o", "*.d"))
     return dst
@@ -54,6 +56,17 @@ def test_upward_include_fails(tmp_path):
     r = layers(str(tree))
     assert r.returncode == 1, r.stdout
     assert "http/hbuf.c" in r.stdout and "site/site.h" in r.stdout
+
+
+def test_rule_naming_a_higher_folder_fails(tmp_path):
+    """HTTP/2 is below the connection (conn.c drives it): its README may not
+    allow conn/, even while no file of it includes one."""
+    tree = copy_tree(tmp_path)
+    readme = tree / "gatling" / "h2" / "README"
+    readme.write_text(readme.read_text().replace("May include: ", "May include: conn, "))
+    r = layers(str(tree))
+    assert r.returncode == 1, r.stdout
+    assert "gatling/h2/README" in r.stdout and "conn" in r.stdout
 
 
 def append(path, text):
@@ -105,3 +118,43 @@ def test_a_longer_circle_fails(tmp_path):
     assert r.returncode == 1, r.stdout
     assert "router.c" in r.stdout and "static.c" in r.stdout and "target.c" in r.stdout
 
+
+
+def test_readme_leaving_out_a_file_fails(tmp_path):
+    """Each folder's README names its files: a new file nobody mapped, and a
+    file whose line went from the README (mime.c, with its mime.h), are
+    both named in the failure."""
+    tree = copy_tree(tmp_path)
+    (tree / "gatling" / "http" / "newpart.c").write_text("int newpart_x;\n")
+    readme = tree / "gatling" / "site" / "README"
+    text = readme.read_text()
+    assert "  mime.c " in text
+    readme.write_text(text.replace("  mime.c ", "  mime   "))
+    r = layers(str(tree))
+    assert r.returncode == 1, r.stdout
+    assert "gatling/http/README does not name newpart.c" in r.stdout, r.stdout
+    assert "gatling/site/README does not name mime.c, mime.h" in r.stdout, r.stdout
+
+
+def test_circle_in_bench_lg_fails(tmp_path):
+    """bench.c picks the worker loops; bench_run.c handing a worker to the
+    surge loop again (as it once did) closes a circle with bench_surge.c,
+    which calls bench_run.c's helpers."""
+    tree = copy_tree(tmp_path)
+    assert layers(str(tree)).returncode == 0
+    run = tree / "bench" / "lg" / "bench_run.c"
+    add_include(run, "bench_surge.h")
+    append(run, "\nint bench_back(const bench_cfg_t *cfg, bench_stats_t *all)\n"
+                "{\n    return bench_surge(cfg, 0, all);\n}\n")
+    r = layers(str(tree))
+    assert r.returncode == 1, r.stdout
+    assert "a circle between" in r.stdout and "bench/lg/bench_surge.c" in r.stdout, r.stdout
+
+
+def test_bench_lg_including_gatling_fails(tmp_path):
+    """The load generators measure the server; they never share its code."""
+    tree = copy_tree(tmp_path)
+    add_include(tree / "bench" / "lg" / "lg_http.c", "http/http_parse.h")
+    r = layers(str(tree))
+    assert r.returncode == 1, r.stdout
+    assert "bench/lg/lg_http.c" in r.stdout and "http/http_parse.h" in r.stdout, r.stdout

@@ -1,5 +1,5 @@
 /*
- * t_h2_frame — HTTP/2's wire format (gatling/conn/h2_frame.c), pure: the
+ * t_h2_frame — HTTP/2's wire format (gatling/h2/h2_frame.c), pure: the
  * frame header and SETTINGS entries byte by byte both ways, the reserved
  * bit, GOAWAY's bound, the floods frames count towards, RFC 9218's priority
  * field, and RFC 9113 8.2/8.3's request-field rules (pseudo-header order,

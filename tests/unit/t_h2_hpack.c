@@ -1,5 +1,5 @@
 /*
- * t_h2_hpack — the response encoder (gatling/conn/h2_hpack.c): its bytes
+ * t_h2_hpack — the response encoder (gatling/h2/h2_hpack.c): its bytes
  * for a first and a repeated block, and thousands of blocks of random
  * fields, table size changes and evictions decoded by libnghttp2's HPACK
  * decoder (what curl and nghttp use), which must give back every field in

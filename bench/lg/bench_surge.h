@@ -1,0 +1,16 @@
+/*
+ * bench_surge — bench --surge's worker loop (bench_surge.c), which bench.c
+ * runs instead of bench_run() when --surge is given.
+ */
+#ifndef BENCH_SURGE_H
+#define BENCH_SURGE_H
+
+#include "bench_run.h"
+
+/*
+ * --surge: worker `index` of an open-loop arrival of visitors (bench_surge.c),
+ * each a new connection loading the page and its assets.  As bench_run().
+ */
+int bench_surge(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all);
+
+#endif

@@ -1,0 +1,48 @@
+/*
+ * codec — what every codec (conn/h1.c, h2/, h3/) is told of the connection
+ * its exchanges come on, and the start of an exchange from those facts.  A
+ * codec knows its connection only by them: the connection (conn/, or a QUIC
+ * connection in h3/quic.c) fills a codec_conn_t and hands it down, never the
+ * reverse.
+ */
+#ifndef GATLING_CODEC_H
+#define GATLING_CODEC_H
+
+#include "gio_batch.h"
+#include "http/exchange.h"
+#include "site/site.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+/* Request bodies no producer takes are read and dropped, up to this; a
+   longer one gets 413 (every codec alike). */
+#define CODEC_BODY_MAX (1 << 20)
+
+/* The facts of a connection that its exchanges are handed. */
+typedef struct codec_conn {
+    gio_batch_t *out;
+    struct ssl_st *ssl;
+    site_t *site;
+    const struct sockaddr *peer;
+    uint16_t local_port;
+    uint8_t secure;
+    void *conn; /* the connection, for the exchange's owner (a job's return) */
+    void (*wake)(void *conn); /* run the connection soon, not now (a producer's call) */
+    /* HTTPS (ssl): is host one that this session's certificate does not
+       serve (421)?  The connection's TLS answers it (conn/tls.c): a codec
+       below the connection asks through here */
+    int (*misdirected)(const struct codec_conn *f, const char *host, size_t n);
+} codec_conn_t;
+
+/*
+ * An exchange starts with the facts of its connection f (secure, peer,
+ * local port, site) and nothing else; codec answers it, owner is where a
+ * finished job resumes it (the connection, or an HTTP/2 or HTTP/3 stream).
+ * Every codec starts its exchanges here.
+ */
+void codec_exchange_init(exchange_t *ex, const codec_conn_t *f, const ex_codec_t *codec,
+                         void *owner);
+
+#endif

@@ -1,0 +1,51 @@
+/*
+ * What the codecs and the producers are told of the connection: its facts
+ * (codec/codec.h's codec_conn_t, which every exchange starts from), the
+ * answer to a codec's 421 question from its TLS session, and its wake: the
+ * list of connections producers woke, which conn.c runs after the loop's
+ * events.
+ */
+#include "conn_int.h"
+#include "tls.h"
+
+/* HTTPS: a Host that this session's certificate does not serve (421). */
+static int conn_misdirected(const codec_conn_t *f, const char *host, size_t n)
+{
+    return tls_misdirected(f->site->cfg->tls, f->ssl, host, n);
+}
+
+/* A producer woke the connection: it runs after the loop's events
+   (conn_set_run_poked), not inside the producer's call. */
+void conn_poke(void *conn)
+{
+    conn_t *c = conn;
+    if (c->poked)
+        return;
+    c->poked = 1;
+    c->poke_next = c->set->poked;
+    c->set->poked = c;
+}
+
+void conn_unpoke(conn_t *c)
+{
+    for (conn_t **p = &c->set->poked; c->poked && *p; p = &(*p)->poke_next)
+        if (*p == c) {
+            *p = c->poke_next;
+            c->poked = 0;
+            return;
+        }
+}
+
+/* What a codec is told of its connection. */
+codec_conn_t conn_facts(conn_t *c)
+{
+    return (codec_conn_t){.out = &c->out,
+                          .ssl = c->ssl,
+                          .site = c->site,
+                          .peer = &c->peer.sa,
+                          .local_port = c->local_port,
+                          .secure = c->tls,
+                          .conn = c,
+                          .wake = conn_poke,
+                          .misdirected = conn_misdirected};
+}

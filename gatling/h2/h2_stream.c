@@ -1,0 +1,633 @@
+/* The HTTP/2 codec's streams, exchanges and DATA scheduling: see h2_int.h
+   (what is alike over HTTP/3 is stream_body.c's: this file gives it h2_sb_ops). */
+#include "h2_int.h"
+#include "handlers/router.h"
+#include "http/owfat.h"
+#include "http/response.h"
+#include "site/encoding.h"
+#include "site/peerlimits.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const ex_codec_t h2_codec;
+static const sb_ops_t h2_sb_ops;
+SB_CHECK_LAYOUT(h2_stream_t);
+
+/* ---- streams ---- */
+
+static void stream_release(h2_stream_t *s)
+{
+    h2_t *h = s->h2;
+    sb_release(&s->sb);
+    h->producers -= s->produced;
+    h->files -= s->has_file;
+}
+
+/* The process's spare streams (stream_body.h): its one event loop's, and
+   that loop's timer that frees them once none was taken for a while. */
+static sb_pool_t spares = {.max = H2_POOL_MAX, .linger = 1};
+static int64_t spares_taken_at; /* gio_now() of the last stream begun */
+static gio_timer_t spares_timer;
+
+static void spares_linger(gio_loop_t *l, void *arg)
+{
+    (void)arg;
+    int64_t quiet = spares_taken_at + H2_SPARES_LINGER;
+    if (!spares.nspare)
+        return;
+    if (gio_now(l) >= quiet)
+        sb_pool_empty(&spares);
+    else
+        gio_timer_set(l, &spares_timer, quiet, spares_linger, NULL);
+}
+
+void h2_stream_free(h2_stream_t *s)
+{
+    gio_loop_t *l = s->h2->f.site->loop;
+    stream_release(s);
+    sb_pool_give(&spares, (sb_stream_t *)s);
+    if (spares.nspare && !gio_timer_armed(&spares_timer))
+        gio_timer_set(l, &spares_timer, spares_taken_at + H2_SPARES_LINGER, spares_linger, NULL);
+}
+
+/* A stream for id (a spare one, or new) at the list's end, or NULL on ENOMEM. */
+h2_stream_t *h2_stream_new(h2_t *h, int32_t id)
+{
+    h2_stream_t *s = (h2_stream_t *)sb_pool_take(&spares, sizeof *s, offsetof(h2_stream_t, req));
+    if (!s)
+        return NULL;
+    s->sb.ops = &h2_sb_ops;
+    s->sb.c = &h->sc;
+    s->h2 = h;
+    s->id = id;
+    s->urgency = 3; /* RFC 9218 4.1's default */
+    s->clen = -1;
+    s->send_win = h->peer_window;
+    s->recv_win = H2_WINDOW;
+    codec_exchange_init(&s->ex, &h->f, &h2_codec, s);
+    s->ex.req = &s->req;
+    s->req.version = 20;
+    s->begun = spares_taken_at = gio_now(h->f.site->loop);
+    h->open++;
+    h->pending++;
+    s->next = h->all;
+    h->all = s;
+    return s;
+}
+
+static h2_stream_t *stream_of(exchange_t *ex)
+{
+    return (h2_stream_t *)ex;
+}
+
+/* The open stream id, or NULL. */
+h2_stream_t *h2_find(const h2_t *h, int32_t id)
+{
+    for (h2_stream_t *s = h->all; s; s = s->next)
+        if (s->id == id)
+            return s->sb.closed ? NULL : s;
+    return NULL;
+}
+
+/* Did the client close stream id (END_STREAM or RST_STREAM), lately? */
+int h2_client_closed(const h2_t *h, int32_t id)
+{
+    for (unsigned i = 0; i < H2_CLOSED_MEMORY; i++)
+        if (h->closed_ids[i] == id)
+            return 1;
+    return 0;
+}
+
+static void body_ends(h2_t *h, h2_stream_t *s);
+
+/* The stream is over: log it; its memory waits for the batch to drain. */
+void h2_stream_close(h2_t *h, h2_stream_t *s)
+{
+    if (s->sb.closed)
+        return;
+    if (s->peer_ended) {
+        h->closed_ids[h->closed_at] = s->id;
+        h->closed_at = (h->closed_at + 1) % H2_CLOSED_MEMORY;
+    }
+    h->open--;
+    body_ends(h, s);
+    if (!s->dispatched && !s->deferred)
+        h->pending--;
+    if (s->deferred && !s->dispatched)
+        h->deferred--;
+    if (s->dispatched) {
+        site_t *site = s->ex.site;
+        int64_t now = gio_wallclock(site->loop);
+        alog_request(&site->log, now, site->cfg->log_vhost ? s->ex.vhost : NULL, h->f.peer,
+                     &s->req, s->ex.status, s->sb.body_sent, h->f.secure);
+        status_count(&site->stats, now, STATS_H2, s->sb.body_sent, s->ex.started_us);
+    }
+    if (s->ex.job) {
+        s->ex.job->ex = NULL;
+        s->ex.job = NULL;
+    }
+    s->sb.closed = 1;
+}
+
+/*
+ * RST_STREAM for stream id (s: it, if open, and it closes).  The streams we
+ * reset are bounded ("MadeYouReset": frames that make us reset a stream
+ * cost us its work, not the client), until we have said GOAWAY: then the
+ * streams the client opens meanwhile are refused, no fault of its own.
+ */
+void h2_rst_stream(h2_t *h, h2_stream_t *s, int32_t id, uint32_t code)
+{
+    if (h->fatal)
+        return;
+    uint8_t *p = h2_out_frame(h, 4, FR_RST_STREAM, 0, (uint32_t)id);
+    if (!p) {
+        h->fatal = 1;
+        return;
+    }
+    h2f_put32(p, code);
+    if (s)
+        h2_stream_close(h, s);
+    if (!h->goaway && !h->goaway_sent)
+        h2_flood_take(h, H2_FLOOD_RESET_SENT);
+}
+
+/* Our END_STREAM is written: the stream closes if the client's side has
+   ended, else (a response complete while its request is not: 413, a
+   producer that did not want the whole body) RST_STREAM NO_ERROR ends it
+   (RFC 9113 8.1). */
+static void local_end(h2_t *h, h2_stream_t *s)
+{
+    s->local_ended = 1;
+    if (s->remote_ended)
+        h2_stream_close(h, s);
+    else
+        h2_rst_stream(h, s, s->id, E_NO_ERROR);
+}
+
+/* ---- responses ---- */
+
+static int encoder(h2_t *h)
+{
+    if (h->enc)
+        return 0;
+    if (!(h->enc = malloc(sizeof *h->enc)))
+        return -1;
+    h2e_init(h->enc, h->peer_table);
+    return 0;
+}
+
+/* A header block that does not fit one frame: encoded aside, then HEADERS
+   and CONTINUATIONs of at most H2_FRAME_MAX (the least the client takes). */
+static int out_headers_long(h2_t *h, int32_t id, const h2_field_t *nv, size_t n, uint8_t end,
+                            size_t bound)
+{
+    uint8_t *tmp = malloc(bound), hd[9];
+    long r = tmp ? h2e_encode(h->enc, tmp, bound, nv, n) : -1;
+    for (size_t off = 0; r >= 0;) {
+        size_t k = (size_t)r - off < H2_FRAME_MAX ? (size_t)r - off : H2_FRAME_MAX;
+        uint8_t fl = (uint8_t)((off + k == (size_t)r ? FL_END_HEADERS : 0) | (off ? 0 : end));
+        h2f_put_hd(hd, k, off ? FR_CONTINUATION : FR_HEADERS, fl, (uint32_t)id);
+        if (h2_pend_add(h, hd, 9) < 0 || h2_pend_add(h, tmp + off, k) < 0)
+            r = -1;
+        if ((off += k) == (size_t)r)
+            break;
+    }
+    free(tmp);
+    return r < 0 ? -1 : 0;
+}
+
+/* A HEADERS frame of the fields nv[0..n) (end: with END_STREAM), HPACK
+   writing straight into the block. */
+static int out_headers(h2_t *h, int32_t id, const h2_field_t *nv, size_t n, uint8_t end)
+{
+    if (encoder(h) < 0)
+        return -1;
+    size_t bound = h2e_bound(nv, n);
+    if (bound > H2_FRAME_MAX)
+        return out_headers_long(h, id, nv, n, end, bound);
+    h2_block_t *b = h2_pend_room(h, 9 + bound);
+    if (!b)
+        return -1;
+    uint8_t *p = (uint8_t *)b->b + b->len;
+    long r = h2e_encode(h->enc, p + 9, bound, nv, n);
+    if (r < 0)
+        return -1;
+    h2f_put_hd(p, (size_t)r, FR_HEADERS, (uint8_t)(FL_END_HEADERS | end), (uint32_t)id);
+    b->len += 9 + (size_t)r;
+    return 0;
+}
+
+#define NV(n, v) ((h2_field_t){(n), (v), sizeof(n) - 1, strlen(v)})
+
+/* HEADERS for the response (encoded now: the strings need not outlive the
+   call), and DATA for a body of len bytes to come (h2_fill). */
+static int submit(exchange_t *ex, int status, const char *ctype, uint64_t len, time_t mtime)
+{
+    h2_stream_t *s = stream_of(ex);
+    h2_t *h = s->h2;
+    sb_head_strs_t strs;
+    h2_field_t nv[SB_HEAD_FIELDS];
+    if (s->answered)
+        return -1;
+    size_t n = sb_head_fields(ex, status, ctype, len, mtime, NULL, nv, &strs);
+    ex->status = (uint16_t)status;
+    if (len == EX_LEN_STREAM)
+        s->sb.streamed = 1;
+    if (s->ex.producer && !s->produced) { /* drained() must reach it, its length known or not */
+        s->produced = 1;
+        h->producers++;
+    }
+    ex->body_len = s->sb.streamed ? 0 : len; /* streamed: counted as it comes */
+    s->sb.body_left = ex->head_only || status == 304 || status == 204 ? 0 : len;
+    s->answered = 1;
+    if (h->fatal)
+        return 0;
+    if (out_headers(h, s->id, nv, n, s->sb.body_left ? 0 : FL_END_STREAM) < 0)
+        return -1;
+    if (!s->sb.body_left)
+        local_end(h, s);
+    return 0;
+}
+
+static int codec_misdirected(exchange_t *ex, const char *host, size_t n)
+{
+    h2_t *h = stream_of(ex)->h2;
+    return h->f.ssl && h->f.misdirected(&h->f, host, n);
+}
+
+/* 103 Early Hints: an informational HEADERS frame. */
+static int codec_hints(exchange_t *ex, const char *link)
+{
+    h2_stream_t *s = stream_of(ex);
+    h2_field_t nv[] = {NV(":status", "103"), NV("link", link)};
+    if (s->sb.closed || s->answered || s->h2->fatal)
+        return 0;
+    return out_headers(s->h2, s->id, nv, 2, 0);
+}
+
+static void op_reset(exchange_t *ex, int why)
+{
+    static const uint32_t code[] = {[SB_INTERNAL] = E_INTERNAL,
+                                    [SB_CALM] = E_ENHANCE_YOUR_CALM,
+                                    [SB_REFUSED] = E_REFUSED_STREAM};
+    h2_stream_t *s = stream_of(ex);
+    h2_rst_stream(s->h2, s, s->id, code[why]);
+}
+
+static void op_consume(exchange_t *ex, size_t n)
+{
+    h2_stream_t *s = stream_of(ex);
+    h2_consume(s->h2, s, n);
+}
+
+static void count_file(exchange_t *ex);
+
+static const sb_ops_t h2_sb_ops = {
+    .submit = submit,
+    .reset = op_reset,
+    .consume = op_consume,
+    .routed = count_file,
+};
+
+static const ex_codec_t h2_codec = {
+    SB_CODEC_OPS,
+    .misdirected = codec_misdirected,
+    .hints = codec_hints,
+};
+
+/* ---- request bodies ---- */
+
+/* n bytes of DATA are done with (dropped, or taken by a producer): the
+   windows open again, by WINDOW_UPDATE once half of one is used. */
+void h2_consume(h2_t *h, h2_stream_t *s, size_t n)
+{
+    h->recv_unacked += (uint32_t)n;
+    if (h->recv_unacked >= H2_CONN_WINDOW / 2) {
+        h2_out_window(h, 0, h->recv_unacked);
+        h->recv_win += (int32_t)h->recv_unacked;
+        h->recv_unacked = 0;
+    }
+    if (!s || s->sb.closed || s->remote_ended)
+        return;
+    s->recv_unacked += (uint32_t)n;
+    if (s->recv_unacked >= H2_WINDOW / 2) {
+        h2_out_window(h, s->id, s->recv_unacked);
+        s->recv_win += (int32_t)s->recv_unacked;
+        s->recv_unacked = 0;
+    }
+}
+
+/* ---- request fields ---- */
+
+/* The connection holds too many request fields: the stream is refused
+   (the client may send it again), not answered. */
+static void refuse(h2_stream_t *s)
+{
+    if (s->refused)
+        return;
+    s->refused = 1;
+    s->h2->f.site->stats.h2_refused++;
+    h2_rst_stream(s->h2, s, s->id, E_REFUSED_STREAM);
+}
+
+/* n bytes in the stream's blocks (sb_room), within the connection's cap. */
+static char *room(h2_stream_t *s, size_t n)
+{
+    char *d = sb_room(&s->sb, n);
+    if (!d)
+        refuse(s);
+    return d;
+}
+
+/* Request fields: the names and values are kept in the stream's blocks. */
+const char *h2_keep(h2_stream_t *s, const uint8_t *p, size_t n)
+{
+    if (n + 1 > H2_HDR_CAP - s->hdrlen) {
+        s->bad = 1; /* over what an HTTP/1.1 head may hold: 431 */
+        return NULL;
+    }
+    char *d = room(s, n + 1);
+    if (!d)
+        return NULL;
+    memcpy(d, p, n);
+    d[n] = 0;
+    s->hdrlen += n + 1;
+    return d;
+}
+
+/* ---- dispatch ---- */
+
+/* A stream that holds a file counts towards H2_FILES_MAX until it is freed. */
+static void count_file(exchange_t *ex)
+{
+    h2_stream_t *s = stream_of(ex);
+    if (!s->has_file && s->ex.file) {
+        s->has_file = 1;
+        s->h2->files++;
+    }
+}
+
+/* The request is complete: the router answers it (or a job is sent off). */
+/* What every request goes through before it is answered: the counts, -R,
+   -A, the header list's verdict, the log line.  0: answer it. */
+static int dispatch_begin(h2_t *h, h2_stream_t *s)
+{
+    exchange_t *ex = &s->ex;
+    site_t *site = ex->site;
+    h->pending -= !s->deferred;
+    s->dispatched = 1;
+    h->requests++;
+    if (s->id > h->last_dispatched)
+        h->last_dispatched = s->id;
+    unsigned max = (unsigned)site->cfg->max_requests; /* -R: the last stream of the connection */
+    if (max && h->requests >= max && !h->goaway) {
+        site->stats.max_requests++;
+        h2_goaway(h);
+    }
+    if (limits_request(site->limits, h->f.peer, gio_now(site->loop)) != LIMIT_OK) {
+        /* -A: HTTP/1.1 tarpits the connection; here it ends with the streams it has */
+        site->stats.rate_limited++;
+        h->calm = 1; /* not a flood */
+        h2_conn_error(h, E_ENHANCE_YOUR_CALM);
+        return -1;
+    }
+    if (s->bad) {
+        ex_error(ex, 431, NULL, NULL);
+        return -1;
+    }
+    ex->head_only = s->req.method.n == 4 && !memcmp(s->req.method.p, "HEAD", 4);
+    /* the access log's request field, as nginx writes it */
+    size_t n = sb_line_size(&s->req);
+    char *line = room(s, n);
+    if (!line)
+        return -1; /* refused */
+    sb_line(&s->req, line, n, "HTTP/2.0");
+    return 0;
+}
+
+static void dispatch(h2_t *h, h2_stream_t *s)
+{
+    if (dispatch_begin(h, s) == 0)
+        sb_dispatch(&s->sb);
+}
+
+/* A request answered before its body ended (413): the rest is not wanted
+   (RFC 9113 8.1: RST_STREAM with NO_ERROR once the response is out). */
+static void body_ends(h2_t *h, h2_stream_t *s)
+{
+    if (s->in_body)
+        s->in_body = 0, h->bodies--;
+}
+
+/* A stream answered with status (413) before its request body has come:
+   counted and logged as any request; the rest of the body is dropped. */
+void h2_answer_early(h2_t *h, h2_stream_t *s, int status)
+{
+    body_ends(h, s);
+    if (dispatch_begin(h, s) == 0) /* counted and logged as any request */
+        ex_error(&s->ex, status, NULL, NULL);
+}
+
+/* A request head with a body to come: 413 at once for a Content-Length over
+   the limit, and 100 (Continue) when asked for, as HTTP/1.1 answers. */
+static void body_begins(h2_t *h, h2_stream_t *s)
+{
+    const http_str_t *cl = http_header(&s->req, "Content-Length");
+    unsigned long long len = 0;
+    s->in_body = 1, h->bodies++;
+    h->headed = 1;
+    int known = cl && cl->n && scan_ulonglong(cl->p, &len) == cl->n;
+    s->ex.req_len = known ? (int64_t)len : -1;
+    if (!s->bad && !s->refused && router_streams(&s->ex)) { /* a producer takes it as it comes */
+        s->sb.early = 1;
+        s->produced = 1;
+        h->producers++;
+    } else if (known && len > CODEC_BODY_MAX) {
+        h2_answer_early(h, s, 413);
+        return;
+    }
+    const http_str_t *ex = http_header(&s->req, "Expect");
+    if (ex && ex->n == 12 && case_equalb(ex->p, 12, "100-continue")) {
+        h2_field_t cont[] = {NV(":status", "100")};
+        if (out_headers(h, s->id, cont, 1, 0) < 0)
+            h->fatal = 1;
+    }
+    if (s->sb.early)
+        dispatch(h, s);
+}
+
+/*
+ * A request's HEADERS or DATA has been read: END_STREAM ends its body (a
+ * producer hears it once it took the rest); a complete request without a
+ * producer is answered now (its body was dropped, as HTTP/1.1 drops it).
+ */
+void h2_request_progress(h2_t *h, h2_stream_t *s, int headers, int end)
+{
+    if (end) {
+        s->peer_ended = s->remote_ended = 1;
+        if (s->sb.early) {
+            body_ends(h, s);
+            s->sb.input_last = 1;
+            sb_offer_held(&s->sb);
+        }
+        if (s->local_ended) {
+            h2_stream_close(h, s);
+            return;
+        }
+    }
+    if (s->dispatched || s->deferred || s->refused || s->sb.closed)
+        return;
+    if (!end) {
+        if (headers && !s->in_body)
+            body_begins(h, s);
+        return;
+    }
+    body_ends(h, s);
+    if (h->goaway && s->id > h->last_id) { /* read with the one that made us say GOAWAY */
+        h2_rst_stream(h, s, s->id, E_REFUSED_STREAM);
+    } else if (h->files >= H2_FILES_MAX) { /* answered when a file is let go (sweep) */
+        s->deferred = 1;
+        h->pending--;
+        h->deferred++;
+        h->f.site->stats.h2_file_waits++;
+    } else {
+        dispatch(h, s);
+    }
+}
+
+/* ---- frames out: DATA, by priority ---- */
+
+/* Has the stream DATA to send now (END_STREAM alone needs no window)? */
+static int ready(const h2_t *h, const h2_stream_t *s)
+{
+    if (s->sb.closed || !s->answered || s->local_ended)
+        return 0;
+    if (!s->sb.body_left || (s->sb.streamed && s->sb.ended && s->sb.cur >= s->sb.nparts))
+        return 1;
+    return s->sb.cur < s->sb.nparts && s->send_win > 0 && h->send_win > 0;
+}
+
+/*
+ * RFC 9218 4: the lowest urgency first; within one, the streams that are not
+ * incremental one at a time in the order they were opened, then the
+ * incremental ones in turns (the one served longest ago first).
+ */
+h2_stream_t *h2_pick(const h2_t *h)
+{
+    h2_stream_t *best = NULL;
+    for (h2_stream_t *s = h->all; s; s = s->next) {
+        if (!ready(h, s))
+            continue;
+        if (!best || s->urgency < best->urgency)
+            best = s;
+        else if (s->urgency > best->urgency)
+            continue;
+        else if (s->incremental != best->incremental)
+            best = s->incremental ? best : s;
+        else if (s->incremental ? (int32_t)(s->seq - best->seq) < 0 : s->id < best->id)
+            best = s;
+    }
+    return best;
+}
+
+/* One DATA frame of s: its header into the block, the body by reference
+   (a file range goes by sendfile on plain connections). */
+int h2_send_data(h2_t *h, h2_stream_t *s)
+{
+    uint8_t hd[9];
+    if (!s->sb.body_left || s->sb.cur >= s->sb.nparts) { /* END_STREAM alone */
+        h2f_put_hd(hd, 0, FR_DATA, FL_END_STREAM, (uint32_t)s->id);
+        if (h2_pend_add(h, hd, 9) < 0)
+            return -1;
+        local_end(h, s);
+        return 0;
+    }
+    sb_part_t *p = &s->sb.parts[s->sb.cur];
+    uint64_t n = p->len < s->sb.body_left ? p->len : s->sb.body_left;
+    uint64_t max = h->f.ssl ? H2_DATA_TLS : H2_FRAME_MAX;
+    max = (uint64_t)s->send_win < max ? (uint64_t)s->send_win : max;
+    max = (uint64_t)h->send_win < max ? (uint64_t)h->send_win : max;
+    n = n < max ? n : max;
+    int end = n == s->sb.body_left ||
+              (s->sb.streamed && s->sb.ended && s->sb.cur + 1 == s->sb.nparts && n == p->len);
+    h2f_put_hd(hd, (size_t)n, FR_DATA, end ? FL_END_STREAM : 0, (uint32_t)s->id);
+    if (h2_pend_add(h, hd, 9) < 0 || h2_pend_flush(h) < 0)
+        return -1;
+    int r = p->p ? gio_batch_add_buf(h->f.out, p->p + p->off, (size_t)n, 0)
+                 : gio_batch_add_file(h->f.out, p->fd, p->off, n, 0);
+    if (r < 0)
+        return -1;
+    p->off += n, p->len -= n;
+    s->sb.body_left -= n;
+    s->sb.body_sent += n;
+    s->send_win -= (int64_t)n;
+    h->send_win -= (int64_t)n;
+    if (!p->len)
+        s->sb.cur++;
+    if (s->incremental)
+        s->seq = ++h->seq;
+    if (end)
+        local_end(h, s);
+    return 0;
+}
+
+/* The parts of s sent whole: the batch, done, holds no reference to them
+   any more.  A streamed body's memory is what is queued, not all it sent. */
+static void release_sent(h2_stream_t *s)
+{
+    unsigned k = s->sb.cur;
+    if (!k)
+        return;
+    for (unsigned i = 0; i < k; i++)
+        if (s->sb.parts[i].owned)
+            free((void *)s->sb.parts[i].p);
+    memmove(s->sb.parts, s->sb.parts + k, (s->sb.nparts - k) * sizeof *s->sb.parts);
+    s->sb.nparts -= k;
+    s->sb.cur = 0;
+}
+
+/* The streams that closed while the batch held their bytes: free them now;
+   the others' parts that were sent. */
+void h2_sweep(h2_t *h)
+{
+    for (h2_stream_t **pp = &h->all, *s; (s = *pp);) {
+        if (s->sb.closed) {
+            *pp = s->next;
+            h2_stream_free(s);
+        } else {
+            release_sent(s);
+            pp = &s->next;
+        }
+    }
+    while (h->deferred && h->files < H2_FILES_MAX && !h->fatal) { /* the oldest one next */
+        h2_stream_t *first = NULL;
+        for (h2_stream_t *s = h->all; s; s = s->next)
+            if (s->deferred && !s->dispatched && !s->sb.closed && (!first || s->id < first->id))
+                first = s;
+        if (!first)
+            break;
+        h->deferred--;
+        dispatch(h, first);
+    }
+}
+
+/* Producers that stopped above EX_STREAM_HIGH hear that their queue fell
+   below EX_STREAM_LOW (they may hand over more at once: the next fill). */
+void h2_drained(h2_t *h)
+{
+    for (h2_stream_t *s = h->sc.drainers ? h->all : NULL; s; s = s->next)
+        sb_drained(&s->sb);
+}
+
+/* Bytes written into the blocks and not yet on the batch. */
+size_t h2_unflushed_bytes(const h2_t *h)
+{
+    size_t n = 0;
+    for (h2_block_t *b = h->pend ? h->mblk : NULL;; b = b->next) {
+        n += b->len - (b == h->mblk ? h->mark : 0);
+        if (b == h->pend)
+            return n;
+    }
+    return n;
+}

@@ -1,0 +1,672 @@
+/*
+ * h3.c — the HTTP/3 codec on libnghttp3 (see h3.h).  Its shape follows h2.c:
+ * a stream per exchange, its request fields kept in blocks of its own, jobs
+ * and producers resumed the same way; what differs is that DATA is handed to
+ * nghttp3 as vectors that must stay until the client acknowledged them, which
+ * h3_body.c does (h3_int.h).  What a stream does alike over HTTP/2 (the
+ * exchange's head, error page, body parts, a producer's request body,
+ * dispatch) is stream_body.c's: this file gives it its sb_ops.
+ */
+#ifdef HAVE_H3
+#include "h3.h"
+#include "h3_int.h"
+#include "quic_mem.h"
+#include "handlers/router.h"
+#include "http/hbuf.h"
+#include "http/owfat.h"
+#include "http/response.h"
+#include "site/alog.h"
+#include "site/encoding.h"
+#include "site/fcache.h"
+#include "site/jobs.h"
+#include "site/peerlimits.h"
+#include "conn/tls.h"
+
+#include <errno.h>
+#include <nghttp3/nghttp3.h>
+#include <ngtcp2/ngtcp2.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+
+static const ex_codec_t h3_codec;
+static const sb_ops_t h3_sb_ops;
+SB_CHECK_LAYOUT(h3_stream_t);
+
+static h3_stream_t *stream_of(exchange_t *ex)
+{
+    return (h3_stream_t *)ex;
+}
+
+static void unlink_stream(h3_stream_t *s)
+{
+    if (s->next)
+        s->next->prevp = s->prevp;
+    *s->prevp = s->next;
+}
+
+static void push_stream(h3_stream_t **head, h3_stream_t *s)
+{
+    s->next = *head;
+    if (*head)
+        (*head)->prevp = &s->next;
+    s->prevp = head;
+    *head = s;
+}
+
+/* What a stream holds goes; its memory goes back to the pool (its parts
+   array with it), or is freed. */
+static void stream_free(h3_stream_t *s)
+{
+    h3_t *h = s->h3;
+    sb_release(&s->sb);
+    for (h3_sent_t *x = s->sent, *next; x; x = next) {
+        next = x->next;
+        free(x->b);
+        free(x);
+    }
+    sb_pool_give(h->pool, (sb_stream_t *)s);
+}
+
+/* ---- the response ---------------------------------------------------------------- */
+
+#define NV(n, v) ((nghttp3_nv){(uint8_t *)(n), (uint8_t *)(v), strlen(n), strlen(v), 0})
+
+/* HEADERS for the response (nghttp3 copies the fields), and DATA for a body
+   of len bytes.  Alt-Svc, which names HTTP/3, is no news over it. */
+static int submit(exchange_t *ex, int status, const char *ctype, uint64_t len, time_t mtime)
+{
+    h3_stream_t *s = stream_of(ex);
+    sb_head_strs_t strs;
+    http_field_t f[SB_HEAD_FIELDS];
+    nghttp3_nv nv[SB_HEAD_FIELDS];
+    size_t n = sb_head_fields(ex, status, ctype, len, mtime, "alt-svc", f, &strs);
+    for (size_t i = 0; i < n; i++)
+        nv[i] = (nghttp3_nv){(uint8_t *)f[i].name, (uint8_t *)f[i].value, f[i].nlen, f[i].vlen, 0};
+    ex->status = (uint16_t)status;
+    s->sb.streamed = len == EX_LEN_STREAM;
+    if (ex->producer && !s->produced)
+        s->produced = 1;
+    ex->body_len = s->sb.streamed ? 0 : len;
+    s->sb.body_left = ex->head_only || status == 304 || status == 204 ? 0 : len;
+    int body = s->sb.streamed ? !ex->head_only && status != 304 && status != 204
+                              : s->sb.body_left > 0;
+    s->answered = 1;
+    nghttp3_data_reader dr = {.read_data = h3_read_data};
+    int r = nghttp3_conn_submit_response(s->h3->ng, s->id, nv, n, body ? &dr : NULL);
+    return r == 0 ? 0 : -1;
+}
+
+/* GnuTLS chose the certificate by the server name: a Host of another one's is 421. */
+static int codec_misdirected(exchange_t *ex, const char *host, size_t n)
+{
+    const h3_t *h = stream_of(ex)->h3;
+    return tls_misdirected_name(ex->site->cfg->tls, h->snilen ? h->sni : NULL, h->snilen, host,
+                                n);
+}
+
+/* 103 Early Hints: an informational HEADERS frame (nghttp3 copies the fields). */
+static int codec_hints(exchange_t *ex, const char *link)
+{
+    h3_stream_t *s = stream_of(ex);
+    if (s->sb.closed)
+        return 0;
+    nghttp3_nv nv[] = {NV(":status", "103"), NV("link", link)};
+    return nghttp3_conn_submit_info(s->h3->ng, s->id, nv, 2) == NGHTTP3_ERR_NOMEM ? -1 : 0;
+}
+
+static void op_reset(exchange_t *ex, int why)
+{
+    static const uint64_t code[] = {[SB_INTERNAL] = NGHTTP3_H3_INTERNAL_ERROR,
+                                    [SB_CALM] = NGHTTP3_H3_EXCESSIVE_LOAD,
+                                    [SB_REFUSED] = NGHTTP3_H3_REQUEST_REJECTED};
+    stream_abort(stream_of(ex), code[why]);
+}
+
+static void op_consume(exchange_t *ex, size_t n)
+{
+    h3_stream_t *s = stream_of(ex);
+    consume(s->h3, s->id, n);
+}
+
+/* A part came: nghttp3's data reader that found none goes on. */
+static void op_resume(exchange_t *ex)
+{
+    h3_stream_t *s = stream_of(ex);
+    nghttp3_conn_resume_stream(s->h3->ng, s->id);
+}
+
+static const sb_ops_t h3_sb_ops = {
+    .submit = submit,
+    .reset = op_reset,
+    .consume = op_consume,
+    .resume = op_resume,
+};
+
+static const ex_codec_t h3_codec = {
+    SB_CODEC_OPS,
+    .misdirected = codec_misdirected,
+    .hints = codec_hints,
+};
+
+/* ---- the request ----------------------------------------------------------------- */
+
+/* The connection holds too many request fields: the stream is refused
+   (the client may send it again), not answered.  Its 100 streams' fields
+   are at most HTTP_MAX_HEAD each: 1.6 MiB a connection without the cap. */
+static void refuse(h3_stream_t *s)
+{
+    if (s->refused)
+        return;
+    s->refused = 1;
+    s->h3->f.site->stats.h3_streams_refused++;
+    stream_abort(s, NGHTTP3_H3_REQUEST_REJECTED);
+}
+
+/* n bytes in the stream's blocks (sb_room), within the connection's cap. */
+static char *room(h3_stream_t *s, size_t n)
+{
+    char *d = sb_room(&s->sb, n);
+    if (!d)
+        refuse(s);
+    return d;
+}
+
+static const char *keep(h3_stream_t *s, const uint8_t *p, size_t n)
+{
+    if (n + 1 > HTTP_MAX_HEAD - s->hdrlen) {
+        s->bad = 1; /* over what an HTTP/1.1 head may hold: 431 */
+        return NULL;
+    }
+    char *d = room(s, n + 1);
+    if (!d)
+        return NULL;
+    memcpy(d, p, n);
+    d[n] = 0;
+    s->hdrlen += n + 1;
+    return d;
+}
+
+static int on_begin_headers(nghttp3_conn *ng, int64_t id, void *user, void *stream_user)
+{
+    h3_t *h = user;
+    if (stream_user) /* trailers come through their own callbacks; this is a second head */
+        return 0;
+    h3_stream_t *s = (h3_stream_t *)sb_pool_take(h->pool, sizeof *s, offsetof(h3_stream_t, req));
+    if (!s)
+        return NGHTTP3_ERR_CALLBACK_FAILURE;
+    s->sb.ops = &h3_sb_ops;
+    s->sb.c = &h->sc;
+    s->h3 = h;
+    s->id = id;
+    s->begun = gio_now(h->f.site->loop);
+    s->sent_tail = &s->sent;
+    codec_exchange_init(&s->ex, &h->f, &h3_codec, s);
+    s->ex.req = &s->req;
+    s->req.version = 30;
+    h->open++;
+    h->heading++;
+    push_stream(&h->open_list, s);
+    nghttp3_conn_set_stream_user_data(ng, id, s);
+    return 0;
+}
+
+static int on_header(nghttp3_conn *ng, int64_t id, int32_t token, nghttp3_rcbuf *name,
+                     nghttp3_rcbuf *value, uint8_t flags, void *user, void *stream_user)
+{
+    (void)ng, (void)id, (void)token, (void)flags, (void)user;
+    h3_stream_t *s = stream_user;
+    if (!s || s->bad || s->refused || s->headed)
+        return 0;
+    nghttp3_vec nm = nghttp3_rcbuf_get_buf(name), vl = nghttp3_rcbuf_get_buf(value);
+    http_request_t *req = &s->req;
+    size_t nlen = nm.len;
+    const uint8_t *nb = nm.base;
+    int authority = nlen == 10 && !memcmp(nb, ":authority", 10);
+    int host = authority || (nlen == 4 && !memcmp(nb, "host", 4));
+    if (host && http_header(req, "Host")) /* :authority first, one Host */
+        return 0;
+    const char *v = keep(s, vl.base, vl.len);
+    if (!v)
+        return 0;
+    http_str_t val = {v, vl.len};
+    if (nlen == 7 && !memcmp(nb, ":method", 7))
+        req->method = val;
+    else if (nlen == 5 && !memcmp(nb, ":path", 5))
+        req->target = val;
+    else if (nb[0] == ':' && !authority)
+        return 0; /* :scheme; nghttp3 checked the set */
+    else if (req->nheaders == HTTP_MAX_HEADERS)
+        s->bad = 1;
+    else {
+        const char *n = authority ? "host" : keep(s, nb, nlen);
+        if (n)
+            req->headers[req->nheaders++] = (http_header_t){{n, authority ? 4 : nlen}, val};
+    }
+    return 0;
+}
+
+/* What every request goes through before it is answered: the counts, -A,
+   the header section's verdict, the log line.  0: answer it. */
+static int dispatch_begin(h3_t *h, h3_stream_t *s)
+{
+    exchange_t *ex = &s->ex;
+    site_t *site = ex->site;
+    s->dispatched = 1;
+    h->requests++;
+    unsigned max = (unsigned)site->cfg->max_requests; /* -R: the last request of the connection */
+    if (max && h->requests >= max && !h->goaway) {
+        site->stats.max_requests++;
+        h3_goaway(h);
+        h->capped = 1; /* the streams the GOAWAY lets in are still answered */
+    }
+    if (limits_request(site->limits, h->f.peer, gio_now(site->loop)) != LIMIT_OK) {
+        site->stats.rate_limited++; /* -A: this request is refused, not the connection */
+        stream_abort(s, NGHTTP3_H3_EXCESSIVE_LOAD);
+        return -1;
+    }
+    if (s->bad) {
+        site->stats.h3_fields_refused++;
+        ex_error(ex, 431, NULL, NULL);
+        return -1;
+    }
+    ex->head_only = s->req.method.n == 4 && !memcmp(s->req.method.p, "HEAD", 4);
+    size_t n = sb_line_size(&s->req);
+    char *line = room(s, n);
+    if (!line)
+        return -1; /* refused */
+    sb_line(&s->req, line, n, "HTTP/3.0");
+    return 0;
+}
+
+static void dispatch(h3_t *h, h3_stream_t *s)
+{
+    if (dispatch_begin(h, s) == 0)
+        sb_dispatch(&s->sb);
+}
+
+/* A request head with a body to come: a producer takes it as it comes; else
+   413 at once for a Content-Length over the limit. */
+static void body_begins(h3_t *h, h3_stream_t *s)
+{
+    const http_str_t *cl = http_header(&s->req, "Content-Length");
+    unsigned long long len = 0;
+    s->in_body = 1;
+    int known = cl && cl->n && scan_ulonglong(cl->p, &len) == cl->n;
+    s->ex.req_len = known ? (int64_t)len : -1;
+    if (!s->bad && router_streams(&s->ex)) {
+        s->sb.early = 1;
+        s->produced = 1;
+    } else if (known && len > CODEC_BODY_MAX) {
+        s->in_body = 0;
+        if (dispatch_begin(h, s) == 0)
+            ex_error(&s->ex, 413, NULL, NULL);
+        return;
+    }
+    /* Expect: 100-continue: the client waits for a 100 before its body
+       (RFC 9110 10.1.1), as h1.c and h2 send it */
+    const http_str_t *e = http_header(&s->req, "Expect");
+    if (e && e->n == 12 && case_equalb(e->p, 12, "100-continue")) {
+        nghttp3_nv nv[] = {NV(":status", "100")};
+        if (nghttp3_conn_submit_info(h->ng, s->id, nv, 1) != 0)
+            stream_abort(s, NGHTTP3_H3_INTERNAL_ERROR);
+    }
+    if (s->sb.early)
+        dispatch(h, s);
+}
+
+static int on_end_headers(nghttp3_conn *ng, int64_t id, int fin, void *user, void *stream_user)
+{
+    (void)ng, (void)id;
+    h3_t *h = user;
+    h3_stream_t *s = stream_user;
+    if (!s || s->headed)
+        return 0;
+    s->headed = 1;
+    h->heading--;
+    h->headed = 1;
+    if (s->refused) /* reset already: nothing more to do */
+        return 0;
+    if (h->goaway && !h->capped) { /* a drain: nghttp3 refuses new streams itself; be sure */
+        stream_abort(s, NGHTTP3_H3_REQUEST_REJECTED);
+        return 0;
+    }
+    if (!fin)
+        body_begins(h, s);
+    return 0;
+}
+
+static int on_data(nghttp3_conn *ng, int64_t id, const uint8_t *p, size_t n, void *user,
+                   void *stream_user)
+{
+    (void)ng;
+    h3_t *h = user;
+    h3_stream_t *s = stream_user;
+    if (s && s->sb.early) {
+        sb_body_to_producer(&s->sb, p, n);
+        return 0;
+    }
+    consume(h, id, n); /* dropped: the window opens at once */
+    if (s && s->in_body && !s->dispatched && (s->body_got += n) > CODEC_BODY_MAX) {
+        s->in_body = 0;
+        if (dispatch_begin(h, s) == 0)
+            ex_error(&s->ex, 413, NULL, NULL);
+    }
+    return 0;
+}
+
+static int on_deferred_consume(nghttp3_conn *ng, int64_t id, size_t n, void *user,
+                               void *stream_user)
+{
+    (void)ng, (void)stream_user;
+    consume(user, id, n);
+    return 0;
+}
+
+static int on_end_stream(nghttp3_conn *ng, int64_t id, void *user, void *stream_user)
+{
+    (void)ng, (void)id;
+    h3_t *h = user;
+    h3_stream_t *s = stream_user;
+    if (!s)
+        return 0;
+    s->peer_ended = 1;
+    s->in_body = 0;
+    if (s->sb.early) {
+        s->sb.input_last = 1;
+        if (!s->sb.input_held)
+            sb_offer_held(&s->sb);
+    } else if (s->refused) {
+        return 0;
+    } else if (!s->dispatched && s->headed && (!h->goaway || h->capped)) {
+        dispatch(h, s);
+    } else if (!s->dispatched && s->headed) {
+        stream_abort(s, NGHTTP3_H3_REQUEST_REJECTED); /* draining: not answered, say so */
+    }
+    return 0;
+}
+
+/* A request answered (or cut off with its connection): the log line, the counts. */
+static void stream_log(h3_t *h, h3_stream_t *s)
+{
+    if (!s->dispatched)
+        return;
+    s->dispatched = 0;
+    site_t *site = s->ex.site;
+    int64_t now = gio_wallclock(site->loop);
+    alog_request(&site->log, now, site->cfg->log_vhost ? s->ex.vhost : NULL, h->f.peer, &s->req,
+                 s->ex.status, s->sb.body_sent, 1);
+    status_count(&site->stats, now, STATS_H3, s->sb.body_sent, s->ex.started_us);
+}
+
+/* The stream is over: log it; it is freed at the next sweep. */
+static int on_stream_close(nghttp3_conn *ng, int64_t id, uint64_t code, void *user,
+                           void *stream_user)
+{
+    (void)ng, (void)code;
+    h3_t *h = user;
+    h3_stream_t *s = stream_user;
+    if (ngtcp2_is_bidi_stream(id))
+        ngtcp2_conn_extend_max_streams_bidi(h->q, 1);
+    if (!s)
+        return 0;
+    stream_log(h, s);
+    if (s->fin_owed) { /* reset: no end to send */
+        s->fin_owed = 0;
+        h->fins_owed--;
+    }
+    if (s->ex.job) {
+        s->ex.job->ex = NULL;
+        s->ex.job = NULL;
+    }
+    s->sb.closed = 1;
+    h->open--;
+    h->heading -= !s->headed;
+    unlink_stream(s);
+    push_stream(&h->dead, s);
+    return 0;
+}
+
+static int on_stop_sending(nghttp3_conn *ng, int64_t id, uint64_t code, void *user,
+                           void *stream_user)
+{
+    (void)ng, (void)stream_user;
+    return ngtcp2_conn_shutdown_stream_read(((h3_t *)user)->q, id, code) == 0
+               ? 0 : NGHTTP3_ERR_CALLBACK_FAILURE;
+}
+
+static int on_reset_stream(nghttp3_conn *ng, int64_t id, uint64_t code, void *user,
+                           void *stream_user)
+{
+    (void)ng, (void)stream_user;
+    return ngtcp2_conn_shutdown_stream_write(((h3_t *)user)->q, id, code) == 0
+               ? 0 : NGHTTP3_ERR_CALLBACK_FAILURE;
+}
+
+/* ---- the session ----------------------------------------------------------------- */
+
+h3_pool_t *h3_pool_new(void)
+{
+    h3_pool_t *p = calloc(1, sizeof *p);
+    if (p)
+        p->max = H3_POOL_MAX;
+    return p;
+}
+
+void h3_pool_free(h3_pool_t *p)
+{
+    if (p)
+        sb_pool_empty(p);
+    free(p);
+}
+
+h3_t *h3_new(const codec_conn_t *f, ngtcp2_conn *q, h3_pool_t *pool)
+{
+    h3_t *h = calloc(1, sizeof *h);
+    if (!h)
+        return NULL;
+    h->f = *f;
+    h->sc = (sb_conn_t){.wake = f->wake, .conn = f->conn};
+    h->q = q;
+    h->pool = pool;
+    site_t *site = f->site;
+    h->reset_at = gio_now(site->loop);
+    /* an address a flood defence ended lately gets less (--flood-memory), as over HTTP/2 */
+    if ((h->level = (uint8_t)peer_allowance(site->limits, f->peer, h->reset_at)))
+        site->stats.offender_reduced++;
+    h->reset_milli = (uint64_t)peer_budget(H3_RESET_BURST, h->level) * 1000;
+    h->reset_last = -1;
+    nghttp3_callbacks cb = {
+        .acked_stream_data = h3_on_acked,
+        .stream_close = on_stream_close,
+        .recv_data = on_data,
+        .deferred_consume = on_deferred_consume,
+        .begin_headers = on_begin_headers,
+        .recv_header = on_header,
+        .end_headers = on_end_headers,
+        .stop_sending = on_stop_sending,
+        .end_stream = on_end_stream,
+        .reset_stream = on_reset_stream,
+    };
+    nghttp3_settings st;
+    nghttp3_settings_default(&st);
+    st.max_field_section_size = HTTP_MAX_HEAD;
+    st.qpack_max_dtable_capacity = H3_QPACK_TABLE;
+    st.qpack_encoder_max_dtable_capacity = 0; /* responses use the static table only */
+    st.qpack_blocked_streams = H3_QPACK_BLOCKED;
+    if (nghttp3_conn_server_new(&h->ng, &cb, &st, quic_mem_nghttp3(), h) != 0) {
+        free(h);
+        return NULL;
+    }
+    nghttp3_conn_set_max_client_streams_bidi(h->ng, h3_max_streams(h));
+    return h;
+}
+
+int h3_bind(h3_t *h)
+{
+    int64_t ctrl, enc, dec;
+    if (h->bound)
+        return 0;
+    if (ngtcp2_conn_get_max_local_streams_uni(h->q) < 3 ||
+        ngtcp2_conn_open_uni_stream(h->q, &ctrl, NULL) != 0 ||
+        nghttp3_conn_bind_control_stream(h->ng, ctrl) != 0 ||
+        ngtcp2_conn_open_uni_stream(h->q, &enc, NULL) != 0 ||
+        ngtcp2_conn_open_uni_stream(h->q, &dec, NULL) != 0 ||
+        nghttp3_conn_bind_qpack_streams(h->ng, enc, dec) != 0)
+        return -1;
+    h->bound = 1;
+    h->bound_at = gio_now(h->f.site->loop);
+    return 0;
+}
+
+nghttp3_conn *h3_ng(h3_t *h)
+{
+    return h->ng;
+}
+
+int h3_recv(h3_t *h, int64_t stream_id, const uint8_t *p, size_t n, int fin)
+{
+    nghttp3_ssize r = nghttp3_conn_read_stream(h->ng, stream_id, p, n, fin);
+    if (r < 0)
+        return (int)r;
+    consume(h, stream_id, (size_t)r);
+    return 0;
+}
+
+void h3_sweep(h3_t *h)
+{
+    while (h->dead) {
+        h3_stream_t *s = h->dead;
+        unlink_stream(s);
+        stream_free(s);
+    }
+    /* producers told when what they handed over has gone below the low mark */
+    for (h3_stream_t *s = h->open_list; s && h->sc.drainers; s = s->next)
+        sb_drained(&s->sb);
+}
+
+void h3_free(h3_t *h)
+{
+    if (!h)
+        return;
+    while (h->open_list) {
+        h3_stream_t *s = h->open_list;
+        stream_log(h, s);
+        s->sb.closed = 1;
+        unlink_stream(s);
+        stream_free(s);
+    }
+    h3_sweep(h);
+    nghttp3_conn_del(h->ng);
+    free(h);
+}
+
+static h3_stream_t *open_stream(const h3_t *h, int64_t id)
+{
+    for (h3_stream_t *s = h->open_list; s; s = s->next)
+        if (s->id == id)
+            return s;
+    return NULL;
+}
+
+void h3_fin_owed(h3_t *h, int64_t id)
+{
+    h3_stream_t *s = open_stream(h, id);
+    if (s && !s->fin_owed) {
+        s->fin_owed = 1;
+        h->fins_owed++;
+    }
+}
+
+int64_t h3_owed_fin(const h3_t *h)
+{
+    if (!h->fins_owed)
+        return -1;
+    for (h3_stream_t *s = h->open_list; s; s = s->next)
+        if (s->fin_owed)
+            return s->id;
+    return -1;
+}
+
+void h3_fin_gone(h3_t *h, int64_t id)
+{
+    h3_stream_t *s = open_stream(h, id);
+    if (s && s->fin_owed) {
+        s->fin_owed = 0;
+        h->fins_owed--;
+    }
+}
+
+unsigned h3_streams(const h3_t *h)
+{
+    return h->open;
+}
+
+int64_t h3_head_due(const h3_t *h)
+{
+    int64_t s = (int64_t)h->f.site->cfg->head_timeout * 1000, due = INT64_MAX;
+    if (!h->bound || h->goaway)
+        return INT64_MAX; /* the handshake has its own limit; a drain its own */
+    if (!h->headed)
+        due = h->bound_at + s;
+    for (const h3_stream_t *x = h->heading ? h->open_list : NULL; x; x = x->next)
+        if (!x->headed && x->begun + s < due)
+            due = x->begun + s;
+    return due;
+}
+
+unsigned h3_max_streams(const h3_t *h)
+{
+    return peer_budget(H3_MAX_STREAMS, h->level);
+}
+
+int h3_client_reset(h3_t *h, int64_t id)
+{
+    if (id == h->reset_last)
+        return h->calm ? -1 : 0;
+    h->reset_last = id;
+    site_t *site = h->f.site;
+    int64_t now = gio_now(site->loop);
+    uint64_t cap = (uint64_t)peer_budget(H3_RESET_BURST, h->level) * 1000;
+    if (now > h->reset_at) { /* thousandths: rate per second is rate per ms in them */
+        uint64_t add = (uint64_t)(now - h->reset_at) * peer_budget(H3_RESET_RATE, h->level);
+        h->reset_milli = cap - h->reset_milli < add ? cap : h->reset_milli + add;
+        h->reset_at = now;
+    }
+    if (h->reset_milli >= 1000) {
+        h->reset_milli -= 1000;
+        return 0;
+    }
+    if (!h->calm) {
+        h->calm = 1;
+        site->stats.h3_rapid_reset++;
+        site->stats.offences++;
+        peer_offence(site->limits, h->f.peer, PEER_RESETS, now);
+    }
+    return -1;
+}
+
+void h3_server_name(h3_t *h, const char *name, size_t len)
+{
+    if (len < sizeof h->sni) {
+        memcpy(h->sni, name, len);
+        h->snilen = len;
+    }
+}
+
+void h3_goaway(h3_t *h)
+{
+    if (h->goaway)
+        return;
+    h->goaway = 1;
+    if (h->bound)
+        nghttp3_conn_shutdown(h->ng);
+}
+
+int h3_done(const h3_t *h)
+{
+    return h->goaway && !h->open;
+}
+
+#endif
