@@ -26,8 +26,8 @@ BENCH_TEST := $(B)/lg_selftest
 $(B)/httpbench: $(BO)/lg/httpbench.o $(BO)/lg/httpbench_run.o $(LG_OBJ) $(IO_LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(B)/bench: $(BO)/lg/bench.o $(BO)/lg/bench_run.o $(BO)/lg/bench_surge.o $(BO)/lg/bench_h3.o \
-            $(LG_OBJ) $(IO_LIB)
+$(B)/bench: $(BO)/lg/bench.o $(BO)/lg/bench_common.o $(BO)/lg/bench_run.o \
+            $(BO)/lg/bench_surge.o $(BO)/lg/bench_h3.o $(LG_OBJ) $(IO_LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(B)/lg_selftest: $(BO)/lg/lg_selftest.o $(LG_OBJ) $(IO_LIB)

@@ -28,6 +28,10 @@ that folder's README (a .c and its .h are one file here too: naming either
 names both, as "gio_batch.h/.c" or "router.c" do).  A folder under gatling/
 that holds C files but is not in FOLDERS is named too: its includes go
 unchecked until it is added, with its README and its "May include:" line.
+
+bench/'s Python drivers share code through one package, bench/benchkit: no
+driver loads another (importlib, runpy, exec), and benchkit is the only
+module of bench/ they import (check_bench_drivers).
 """
 import os
 import re
@@ -386,9 +390,55 @@ def check_others(root):
     return bad
 
 
+BENCH, BENCHKIT = "bench", "benchkit"  # the drivers, and the package they share
+# ways one Python file runs another as a module: no driver may load a driver so
+LOADS = re.compile(r"\b(load_driver|SourceFileLoader|spec_from_file_location|spec_from_loader|"
+                   r"runpy|__import__|import_module|exec)\s*\(|\bimport\s+(importlib|runpy)\b")
+IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+([\w.]+)[ \t]+import|import[ \t]+([\w.]+))", re.M)
+
+
+def check_bench_drivers(root):
+    """bench/'s drivers (the Python scripts without a suffix) and bench/benchkit share code
+    through the package only: none loads another driver (importlib, runpy, exec,
+    load_driver), and the only module of bench/ they import is benchkit."""
+    d = os.path.join(root, BENCH)
+    if not os.path.isdir(d):
+        return []
+    files = []
+    for f in sorted(os.listdir(d)):
+        path = os.path.join(d, f)
+        if "." in f or not os.path.isfile(path):
+            continue
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            if "python" in fh.readline():
+                files.append(os.path.join(BENCH, f))
+    kit = os.path.join(d, BENCHKIT)
+    if os.path.isdir(kit):
+        files += [os.path.join(BENCH, BENCHKIT, f) for f in sorted(os.listdir(kit))
+                  if f.endswith(".py")]
+    local = {f[:-3] if f.endswith(".py") else f for f in os.listdir(d)} - {BENCHKIT}
+    if os.path.isdir(kit):  # `import benchlib`: the module was beside the drivers once
+        local |= {f[:-3] for f in os.listdir(kit) if f.endswith(".py") and f != "__init__.py"}
+    bad = []
+    for rel in files:
+        text = open(os.path.join(root, rel), encoding="utf-8", errors="replace").read()
+        for m in LOADS.finditer(text):
+            bad.append("%s:%d: loads code by %s: a driver imports bench/%s, never another "
+                       "driver" % (rel, text.count("\n", 0, m.start()) + 1,
+                                   (m.group(1) or m.group(2)), BENCHKIT))
+        for m in IMPORT.finditer(text):
+            top = (m.group(1) or m.group(2)).split(".")[0]
+            if top in local:
+                bad.append("%s:%d: imports %s from bench/: only bench/%s is shared (from %s "
+                           "import ...)" % (rel, text.count("\n", 0, m.start()) + 1, top,
+                                            BENCHKIT, BENCHKIT))
+    return bad
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else "."
-    bad = check(root) + check_circles(root) + check_others(root) + check_readmes(root)
+    bad = (check(root) + check_circles(root) + check_others(root) + check_readmes(root)
+           + check_bench_drivers(root))
     for b in bad:
         print("layers: " + b)
     for rel in unknown_folders(root):
@@ -398,7 +448,8 @@ def main():
     if bad:
         return 1
     print("layers: %d folders and %s, every include goes down, no circle between files, "
-          "every file named in its folder's README" % (len(FOLDERS), ", ".join(OTHERS)))
+          "every file named in its folder's README; bench's drivers share code through "
+          "bench/%s only" % (len(FOLDERS), ", ".join(OTHERS), BENCHKIT))
     return 0
 
 

@@ -9,9 +9,7 @@
 #ifndef _GNU_SOURCE /* the GNUmakefile passes -D_GNU_SOURCE */
 #define _GNU_SOURCE
 #endif
-#include "bench_h3.h"
-#include "bench_run.h"
-#include "bench_surge.h"
+#include "bench_common.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -23,6 +21,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_h3.h"
+#include "bench_run.h"
+#include "bench_surge.h"
 #include "gio.h"
 #include "lg_ftp.h"
 #include "lg_http.h"
@@ -522,13 +523,8 @@ static void opts_free(opts_t *o)
 
 /* ---- running ---- */
 
-typedef struct spawn_ctx {
-    const bench_cfg_t *cfg;
-    bench_stats_t *st;
-} spawn_ctx_t;
-
-/* Worker index's loop: --surge's, --h3's or the plain one. */
-static int worker(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all)
+/* Worker `index`'s loop: the surge's, HTTP/3's, or bench_run()'s (HTTP/1.1, HTTP/2, FTP). */
+static int run_worker(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all)
 {
     if (cfg->surge > 0)
         return bench_surge(cfg, index, all);
@@ -539,10 +535,15 @@ static int worker(const bench_cfg_t *cfg, unsigned index, bench_stats_t *all)
     return bench_run(cfg, index, all);
 }
 
+typedef struct spawn_ctx {
+    const bench_cfg_t *cfg;
+    bench_stats_t *st;
+} spawn_ctx_t;
+
 static int child_main(int i, void *arg)
 {
     spawn_ctx_t *x = arg;
-    worker(x->cfg, (unsigned)i, x->st);
+    run_worker(x->cfg, (unsigned)i, x->st);
     return 0;
 }
 
@@ -959,7 +960,7 @@ int main(int argc, char **argv)
     bench_stats_init(total);
     int died = 0;
     if (cfg->procs == 1)
-        worker(cfg, 0, total);
+        run_worker(cfg, 0, total);
     else
         died = run_procs(cfg, total, o.quiet) < 0;
 

@@ -1,11 +1,10 @@
 /*
- * bench_h3 — bench --h3's worker loop (bench_h3.c), which bench.c runs
- * instead of bench_run() when --h3 is given.  Built where HAVE_H3 is.
+ * bench_h3 — bench --h3's worker loop (bench_h3.c).
  */
 #ifndef BENCH_H3_H
 #define BENCH_H3_H
 
-#include "bench_run.h"
+#include "bench_common.h"
 
 /*
  * --h3: worker `index` of HTTP/3 load (bench_h3.c; built where HAVE_H3 is): as

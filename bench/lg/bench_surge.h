@@ -1,11 +1,10 @@
 /*
- * bench_surge — bench --surge's worker loop (bench_surge.c), which bench.c
- * runs instead of bench_run() when --surge is given.
+ * bench_surge — bench --surge's worker loop (bench_surge.c).
  */
 #ifndef BENCH_SURGE_H
 #define BENCH_SURGE_H
 
-#include "bench_run.h"
+#include "bench_common.h"
 
 /*
  * --surge: worker `index` of an open-loop arrival of visitors (bench_surge.c),

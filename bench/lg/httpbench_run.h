@@ -1,7 +1,7 @@
 /*
- * httpbench_run — httpbench's per-process engine (httpbench_run.c): what
- * main() (httpbench.c) hands it and gets back.  httpbench.c calls down into
- * it; nothing here calls back up (make layers).
+ * httpbench — latency under many idle connections: what main() (httpbench.c)
+ * hands to the per-process engine (httpbench_run.c, which this header is of)
+ * and gets back.
  */
 #ifndef HTTPBENCH_RUN_H
 #define HTTPBENCH_RUN_H

@@ -75,7 +75,7 @@ double lg_hist_stdev(const lg_hist_t *h);
 
 /*
  * The histogram as one JSON member, so that histograms from several processes or
- * hosts can be merged outside the tools (bench/benchlib.py hist_merge/hist_quantile):
+ * hosts can be merged outside the tools (bench/benchkit/benchlib.py hist_merge/hist_quantile):
  * "KEY":{"count":N,"sum":S,"min":MIN,"max":MAX,"buckets":[[HI,N],...]}, where each
  * nonzero bucket is given by its highest value HI (the value lg_hist_quantile reports
  * for it) and its count, in ascending order.  No comma before or after.

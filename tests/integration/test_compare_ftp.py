@@ -12,9 +12,7 @@ import pytest
 from conftest import ROOT, http_only, serial
 
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-import benchlib as bl  # noqa: E402
-
-cf = bl.load_driver("compare-ftp")
+from benchkit import ftp as cf  # noqa: E402
 
 
 @serial

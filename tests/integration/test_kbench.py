@@ -319,7 +319,7 @@ def test_benchlib_start_gatling(tmp_path, workers):
     worker behind."""
     import socket
     sys.path.insert(0, os.path.join(ROOT, "bench"))
-    import benchlib as bl
+    from benchkit import benchlib as bl
     p, port, backend = bl.start_gatling(
         [os.path.join(BDIR, "gatling"), "-i", "127.0.0.1", "-p", "0", "-n", "-W", str(workers)],
         str(tmp_path / "gatling.err"), cwd=str(tmp_path))

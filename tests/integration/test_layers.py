@@ -136,21 +136,6 @@ def test_readme_leaving_out_a_file_fails(tmp_path):
     assert "gatling/site/README does not name mime.c, mime.h" in r.stdout, r.stdout
 
 
-def test_circle_in_bench_lg_fails(tmp_path):
-    """bench.c picks the worker loops; bench_run.c handing a worker to the
-    surge loop again (as it once did) closes a circle with bench_surge.c,
-    which calls bench_run.c's helpers."""
-    tree = copy_tree(tmp_path)
-    assert layers(str(tree)).returncode == 0
-    run = tree / "bench" / "lg" / "bench_run.c"
-    add_include(run, "bench_surge.h")
-    append(run, "\nint bench_back(const bench_cfg_t *cfg, bench_stats_t *all)\n"
-                "{\n    return bench_surge(cfg, 0, all);\n}\n")
-    r = layers(str(tree))
-    assert r.returncode == 1, r.stdout
-    assert "a circle between" in r.stdout and "bench/lg/bench_surge.c" in r.stdout, r.stdout
-
-
 def test_bench_lg_including_gatling_fails(tmp_path):
     """The load generators measure the server; they never share its code."""
     tree = copy_tree(tmp_path)
@@ -158,3 +143,39 @@ def test_bench_lg_including_gatling_fails(tmp_path):
     r = layers(str(tree))
     assert r.returncode == 1, r.stdout
     assert "bench/lg/lg_http.c" in r.stdout and "http/http_parse.h" in r.stdout, r.stdout
+
+
+def copy_bench(tmp_path):
+    """copy_tree's (which has bench/lg), with some of bench/'s Python (drivers, bench/benchkit)."""
+    dst = copy_tree(tmp_path)
+    shutil.copytree(os.path.join(ROOT, "bench", "benchkit"), dst / "bench" / "benchkit",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for f in ("compare-h3", "netlab"):
+        shutil.copy(os.path.join(ROOT, "bench", f), dst / "bench" / f)
+    return dst
+
+
+def test_bench_lg_circle_fails(tmp_path):
+    """bench/lg is held to no circle: bench_common.c calling back into a loop makes one."""
+    tree = copy_bench(tmp_path)
+    assert layers(str(tree)).returncode == 0
+    common = tree / "bench" / "lg" / "bench_common.c"
+    common.write_text(common.read_text() + "\nint back(void) { return bench_run(0, 0, 0); }\n")
+    r = layers(str(tree))
+    assert r.returncode == 1, r.stdout
+    assert "a circle between bench/lg/bench_common.c, bench/lg/bench_run.c" in r.stdout
+
+
+def test_bench_driver_loading_a_driver_fails(tmp_path):
+    """A driver shares code through bench/benchkit only: loading another driver, or importing
+    a module of benchkit as if it were beside the drivers (bench/benchlib.py once was), fails."""
+    tree = copy_bench(tmp_path)
+    h3 = tree / "bench" / "compare-h3"
+    saved = h3.read_text()
+    for line, what in (('h2 = bl.load_driver("compare-h2")\n', "loads code by load_driver"),
+                       ("import importlib\n", "loads code by importlib"),
+                       ("import benchlib\n", "imports benchlib from bench/")):
+        h3.write_text(saved.replace("import argparse\n", "import argparse\n" + line, 1))
+        r = layers(str(tree))
+        assert r.returncode == 1, r.stdout
+        assert "bench/compare-h3:" in r.stdout and what in r.stdout, r.stdout

@@ -33,7 +33,7 @@ from conftest import BUILD_DIR, BUILDS, ROOT
 PLAIN = [b for b in BUILDS if not b.endswith("-san")] or BUILDS
 BDIR = os.path.join(BUILD_DIR, PLAIN[0]) if PLAIN else None
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-import benchlib as bl  # noqa: E402
+from benchkit import benchlib as bl  # noqa: E402
 
 GATLINGS = ("g1", "g2", "g3")
 CLIENTS = ("c1", "c2")
@@ -55,7 +55,7 @@ needs_lab = pytest.mark.skipif(
     not _can_netns() or not BDIR or not os.access(os.path.join(BDIR, "bench"), os.X_OK),
     reason="needs root, ip netns and a build with bench and gatling")
 
-LB = bl.load_driver("lb")  # bench/lb: haproxy's configuration from dist, its stats
+from benchkit import haproxy as LB  # noqa: E402  (bench/lb's haproxy: the configuration from dist, its stats)
 DIST, HEALTH, GRACE = LB.DIST, LB.HEALTH, LB.GRACE
 
 # after bench/lb's haproxy configuration (dist/haproxy.cfg's defaults and backend gatling,
@@ -172,7 +172,7 @@ def _gone(pid):
 def lb(tmp_path_factory):
     """The lab with haproxy on lb, gatling on g1..g3 (and the -K 5 one on g3:8081), all
     checks UP; stopped and the lab removed afterwards."""
-    netlab = bl.load_driver("netlab")
+    from benchkit import netlab
     tmp = tmp_path_factory.mktemp("lb")
     os.chmod(str(tmp), 0o755)
     www = tmp / "www"

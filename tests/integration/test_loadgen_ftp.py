@@ -18,9 +18,9 @@ import pytest
 from conftest import ROOT, free_port
 
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-import benchlib as bl  # noqa: E402
+from benchkit import benchlib as bl  # noqa: E402
 
-cf = bl.load_driver("compare-ftp")  # FtpServer, make_tree: the driver's own vsftpd set-up
+from benchkit import ftp as cf  # noqa: E402  (FtpServer, make_tree: compare-ftp's vsftpd set-up)
 RUN_TIMEOUT = 30  # no bench run here may take longer: a hang fails the test
 KIB, MIB = 1024, 1024 * 1024
 

@@ -26,7 +26,7 @@ BDIR = os.path.join(BUILD_DIR, PLAIN[0]) if PLAIN else None
 NETLAB = os.path.join(ROOT, "bench", "netlab")
 MULTIHOST = os.path.join(ROOT, "bench", "multihost")
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-import benchlib as bl  # noqa: E402
+from benchkit import benchlib as bl  # noqa: E402
 
 needs_build = pytest.mark.skipif(not BDIR or not os.access(os.path.join(BDIR, "bench"), os.X_OK),
                                  reason="no build with bench and gatling")
@@ -149,7 +149,7 @@ def test_quantile_rule_on_a_known_histogram():
 
 
 def test_hosts_file_and_the_ssh_prefix(tmp_path):
-    netlab_mod = bl.load_driver("netlab")
+    from benchkit import netlab as netlab_mod
     f = tmp_path / "hosts"
     f.write_text("# comment\n\nsrv 10.9.0.1 ip netns exec netlab-x-1-srv\n"
                  "c1 10.9.0.2,10.9.0.3 ssh -o BatchMode=yes 'bench@c1.example'\n"
@@ -247,8 +247,7 @@ def test_up_exec_status_down(tmp_path, shape):
 CRASHER = r"""
 import os, subprocess, sys, time
 sys.path.insert(0, sys.argv[1])
-import benchlib as bl
-netlab = bl.load_driver("netlab")
+from benchkit import netlab
 lab = netlab.Lab(["a", "b", "c"], lab="crash", rates={"b": "100mbit"})
 # a process in a host that outlives us: not our session, no death signal
 p = subprocess.Popen(lab.host("b").argv(["sleep", "300"]), start_new_session=True)

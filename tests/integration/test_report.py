@@ -1,4 +1,4 @@
-"""bench/run's report as its readers see it (bench/runreport.py): `bench/run report` on a
+"""bench/run's report as its readers see it (bench/benchkit/runreport.py): `bench/run report` on a
 copy of a committed result directory leads with one row per benchmark and value, every
 number with its unit and none in e-notation; the knee rule of the open loop on synthetic
 sweeps; per-host rows of a multi-host run; compare's first table; and, where Debian's
@@ -17,7 +17,7 @@ import pytest
 from conftest import ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-import runreport as rr  # noqa: E402
+from benchkit import runreport as rr  # noqa: E402
 
 RESULTS = os.path.join(ROOT, "bench", "results")
 RUN = os.path.join(ROOT, "bench", "run")

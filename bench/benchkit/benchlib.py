@@ -1,13 +1,13 @@
-"""benchlib: what bench/'s Python drivers share (run, compare-servers,
-compare-static, validate-loadgen, backend-latency, slashdot): logging, the
+"""benchlib: what every driver of bench/ shares (the bottom of bench/benchkit): logging, the
 CPU split between server and client, starting and stopping child processes
 (a gatling among them), a free port, the alternating-rounds order,
-statistics, tool versions, the machine's metadata, gnuplot, and the merge of
+statistics, tool versions, the machine's metadata, gnuplot, the merge of
 bench -J reports from several hosts (histograms added, percentiles read off
-the sum by lg_hist's rule).
+the sum by lg_hist's rule), the CPUs' busy share from /proc/stat (multihost,
+lb) and log-like text that gzips about 2.2:1 (slashdot, compress-load).
 
 Python 3 standard library only.  The drivers are scripts without a .py
-suffix; they import this module from their own directory.
+suffix in bench/; they import it as `from benchkit import benchlib as bl`.
 """
 import ctypes
 import datetime
@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # Server on CPU 0, clients on CPU 1 (the last CPU on bigger machines).
 SERVER_CPU = "0"
 CLIENT_CPU = str(max(1, (os.cpu_count() or 2) - 1))
@@ -65,19 +65,6 @@ def tool_version(argv):
         return (text.strip().splitlines() or [""])[0][:200]
     except (OSError, subprocess.SubprocessError):
         return None
-
-
-def load_driver(name):
-    """Another driver (a script without .py) as a module: compare-servers' Server, ..."""
-    import importlib.machinery
-    import importlib.util
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
-    modname = name.replace("-", "_")
-    loader = importlib.machinery.SourceFileLoader(modname, path)
-    spec = importlib.util.spec_from_loader(modname, loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod
 
 
 def pinned(cpu, argv):
@@ -586,3 +573,50 @@ def merge_bench_reports(reports):
     m["fatal"] = fatals or None
     m["exit"] = max(r.get("exit", 0) for r in reports)
     return m
+
+
+def cpu_times():
+    """{cpu: (busy, total)} jiffies from /proc/stat; busy = user+nice+system+irq+softirq."""
+    out = {}
+    with open("/proc/stat") as f:
+        for line in f:
+            w = line.split()
+            if w[0].startswith("cpu") and w[0] != "cpu":
+                v = [int(x) for x in w[1:9]]
+                out[w[0][3:]] = (v[0] + v[1] + v[2] + v[5] + v[6], sum(v))
+    return out
+
+
+def cpu_busy(a, b):
+    """{cpu: busy fraction} between two cpu_times() readings."""
+    return {c: round((b[c][0] - a[c][0]) / max(1, b[c][1] - a[c][1]), 3) for c in b if c in a}
+
+
+def split(total, k):
+    """total as k near-equal parts."""
+    return [total // k + (1 if i < total % k else 0) for i in range(k)]
+
+
+WORDS = ("api static img css js user users item items cart order orders search login logout "
+         "feed news blog post posts tag tags page assets media video thumb avatar").split()
+
+
+def make_text(size, seed):
+    """Log-like text that gzips about 2.2:1 (level 6): 40 such files of 1 MiB give ~18.5 MiB of
+    gzip bodies, more than gatling's 16 MiB cache, so a round-robin reader misses every time."""
+    rnd = random.Random(seed)
+    hx = rnd.randbytes(size).hex()
+    nums = rnd.randbytes(size // 8)
+    out, n, i, k = [], 0, 0, 0
+    while n < size:
+        b = nums[k % (len(nums) - 8):k % (len(nums) - 8) + 6]
+        k += 6
+        line = (f"2026-11-{b[0] % 28 + 1:02d}T{b[1] % 24:02d}:{b[2] % 60:02d}:{b[3] % 60:02d}."
+                f"{hx[i:i + 6]}Z host{b[4] % 250} GET /{WORDS[b[5] % len(WORDS)]}/"
+                f"{WORDS[b[0] % len(WORDS)]}/{hx[i + 6:i + 18]} "
+                f"{(200, 200, 200, 304, 404, 500)[b[1] % 6]} {int(hx[i + 18:i + 23], 16)} "
+                f"req={hx[i + 23:i + 55]} sess={hx[i + 55:i + 71]}\n")
+        i += 71
+        out.append(line)
+        n += len(line)
+    return "".join(out).encode()[:size]
