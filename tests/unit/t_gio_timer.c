@@ -85,7 +85,9 @@ static void test_once(gio_loop_t *l)
     int64_t dt = now_ms() - t0;
     ok(s.fired == 1 && s.at >= when, "fired once, at gio_now %lld >= %lld",
        (long long)s.at, (long long)when);
-    ok(dt >= 55 && dt < 5000, "gio_wait(-1) with no descriptor slept until it: %lld ms",
+    /* the loop's clock is the last wait's, a little behind the real one: the
+       firing time is checked on it (above), the sleep here only roughly */
+    ok(dt >= 40 && dt < 5000, "gio_wait(-1) with no descriptor slept until it: %lld ms",
        (long long)dt);
     ok(rounds <= 3, "in %d waits (no spinning before it)", rounds);
     ok(!gio_timer_armed(&s.t), "stopped once fired");
@@ -109,7 +111,7 @@ static void test_bounds_wait(gio_loop_t *l)
     int64_t t0 = now_ms();
     int n = gio_wait(l, 10000);
     int64_t dt = now_ms() - t0;
-    ok(n == 0 && dt >= 45 && dt < 5000, "gio_wait(10000) with an idle pipe: 0 after %lld ms",
+    ok(n == 0 && dt >= 30 && dt < 5000, "gio_wait(10000) with an idle pipe: 0 after %lld ms",
        (long long)dt);
     is_int(gio_timers_run(l), 1, "the timer runs then");
     /* a deadline later than the timer does not hide it, nor the other way */
