@@ -2,7 +2,7 @@
 # checks who includes whom).  GATLING_LIBOBJS (everything but main) is also
 # linked into the C unit tests.  Objects go to $(OB)/srv/ (shared by every
 # backend's build: see the GNUmakefile), binaries to $(B).
-GATLING_DIRS := codec conn ftp h2 h3 handlers http site
+GATLING_DIRS := acme codec conn ftp h2 h3 handlers http site
 GATLING_SRC := $(filter-out gatling/main.c,$(wildcard gatling/*.c \
                    $(GATLING_DIRS:%=gatling/%/*.c)))
 GATLING_LIBOBJS := $(GATLING_SRC:gatling/%.c=$(OB)/srv/%.o)
@@ -24,5 +24,7 @@ LDLIBS += -lcrypt
 LDLIBS += -lz
 LDLIBS += -lssl -lcrypto
 LDLIBS += -lnghttp2
+# the ACME client (gatling/acme/): HTTPS to the CA, its JSON
+LDLIBS += -lcurl -ljson-c
 LDLIBS += -pthread
 CFLAGS += -pthread

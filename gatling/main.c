@@ -4,6 +4,7 @@
  * main() parses the command line into a struct config, sets up the document
  * root and the listeners, and runs the loop (or the -W supervisor).
  */
+#include "acme_setup.h"
 #include "site/config.h"
 #include "site/elog.h"
 #include "site/spawn.h"
@@ -87,6 +88,26 @@ static void usage_https(void)
         stdout);
 }
 
+/* -h, automatic HTTPS (acme_setup.h). */
+static void usage_acme(void)
+{
+    fputs(
+        "  --acme email  get and renew the HTTPS certificates from an ACME CA (RFC 8555)\n"
+        "            for the names served, with email as the account's contact\n"
+        "  --acme-ca url  the CA's directory (default: Let's Encrypt's production)\n"
+        "  --acme-ca-root file  trust these PEM roots for the CA (else the system's)\n"
+        "  --acme-eab kid:hmackey  External Account Binding (ZeroSSL and others)\n"
+        "  --acme-profile name  ask for this profile (classic, tlsserver, shortlived)\n"
+        "  --acme-key ec256|rsa2048|rsa3072  the certificates' key type (ec256)\n"
+        "  --acme-challenge http-01|tls-alpn-01  only this challenge (default: either)\n"
+        "  --acme-dir dir  the ACME state (default /var/lib/gatling/acme; without -C the\n"
+        "            certificates land in dir/live)\n"
+        "  --acme-names a,b  these host names or IP addresses (default: each virtual host\n"
+        "            directory that names a host)\n"
+        "  --acme-issuer cn  prefer the chain whose root or intermediate is named cn\n",
+        stdout);
+}
+
 /* -h: the whole usage, on stdout (a bad option gets usage_error()). */
 static void usage(void)
 {
@@ -99,7 +120,8 @@ static void usage(void)
         "               [-Y nets] [-k path] [-g secs] [-w regex] [-z] [-J n] [-Q secs[,tunnel]]\n"
         "               [-P rule] [--cache mem[,obj]] [--status-from nets]\n"
         "               [--flood-memory secs] [--h3-retry busy|never|always]\n"
-        "               [-f port[,upload[=bytes]]] [-U] [-V] [-h]\n"
+        "               [-f port[,upload[=bytes]]] [-U] [--acme email [--acme-* ...]]\n"
+        "               [-V] [-h]\n"
         "Serve the current directory (or -c dir) over HTTP/1.1 and HTTP/2, and over HTTPS when\n"
         "there are certificates.\n"
         "  -i addr   listen on this IPv4 or IPv6 address (default: all, IPv6 and IPv4)\n"
@@ -146,6 +168,7 @@ static void usage(void)
         "            one write (default 16384, 32 MiB in all; 0: never; at most 1 MiB)\n",
         stdout);
     usage_https();
+    usage_acme();
     usage_dynamic();
     usage_ftp();
     fputs(
@@ -562,13 +585,15 @@ static int getopt_trouble(int c)
         fputs("gatling: --flood-memory needs an argument\n", stderr);
     else if (c == ':' && optopt == OPT_H3_RETRY)
         fputs("gatling: --h3-retry needs an argument\n", stderr);
+    else if (c == ':' && acme_option_name(optopt))
+        fprintf(stderr, "gatling: --%s needs an argument\n", acme_option_name(optopt));
     else if (c == ':')
         fprintf(stderr, "gatling: -%c needs an argument\n", optopt);
     else if (optopt)
         fprintf(stderr, "gatling: unknown option -%c\n", optopt);
     else
         fputs("gatling: unknown long option (there are --cache, --status-from, "
-              "--flood-memory and --h3-retry)\n",
+              "--flood-memory, --h3-retry and --acme...)\n",
               stderr);
     return usage_error();
 }
@@ -579,7 +604,7 @@ static int option(int c, char *arg, config_t *cfg)
     int rc;
     if ((rc = int_option(c, arg, cfg)) != 1 || (rc = name_option(c, arg, cfg)) != 1 ||
         (rc = flag_option(c, cfg)) != 1 || (rc = dynamic_option(c, arg, cfg)) != 1 ||
-        (rc = ftp_option(c, arg, cfg)) != 1)
+        (rc = ftp_option(c, arg, cfg)) != 1 || (rc = acme_option(c, arg, cfg)) != 1)
         return rc;
     switch (c) {
     case 'i':
@@ -696,6 +721,7 @@ static int parse_options(int argc, char **argv, config_t *cfg)
         {"status-from", required_argument, NULL, OPT_STATUS_FROM},
         {"flood-memory", required_argument, NULL, OPT_FLOOD_MEMORY},
         {"h3-retry", required_argument, NULL, OPT_H3_RETRY},
+        ACME_LONGOPTS,
         {NULL, 0, NULL, 0}};
     while ((c = getopt_long(argc, argv, opts, longopts, NULL)) != -1)
         if ((rc = option(c, optarg, cfg)) >= 0)
@@ -708,6 +734,8 @@ static int parse_options(int argc, char **argv, config_t *cfg)
         fputs("gatling: -U forbids the uploads that -f ...,upload allows: give one\n", stderr);
         return usage_error();
     }
+    if ((rc = acme_options_done(cfg)) >= 0)
+        return rc == 2 ? usage_error() : rc;
     int proxied = cfg->proxy_http || cfg->proxy_https || cfg->nproxy_ports;
     if (proxied != (cfg->ntrust > 0)) {
         fputs(proxied ? "gatling: -y needs -Y: the addresses of the proxies to trust\n"
@@ -758,9 +786,10 @@ static int load_certificates(config_t *cfg)
     int n = tls_store_count(cfg->tls);
     if (cfg->tls && !n) /* the port is bound now all the same: before a chroot and -u */
         fprintf(stderr,
-                "gatling: HTTPS: no certificate in %s yet: handshakes are refused until one "
+                "gatling: HTTPS: no certificate in %s yet: handshakes are refused%s until one "
                 "appears (looked for every %d s and on SIGUSR1)\n",
-                cfg->tls_dir, tls_store_check_period(cfg->tls));
+                cfg->tls_dir, cfg->acme_chal ? ", but for ACME's TLS-ALPN-01 challenges," : "",
+                tls_store_check_period(cfg->tls));
     else if (cfg->tls)
         fprintf(stderr, "gatling: HTTPS with %d certificate%s from %s\n", n, n == 1 ? "" : "s",
                 cfg->tls_dir ? cfg->tls_dir : "server.pem");
@@ -854,13 +883,18 @@ int main(int argc, char **argv)
                 cfg.mime_file ? cfg.mime_file : "/etc/mime.types", strerror(errno));
         return 1;
     }
-    if (load_certificates(&cfg) < 0 || check_passed_https(&cfg, fds, n) < 0) {
+    /* --acme: its state directory before the certificates (without -C they
+       are its live/), its client after them, before a chroot, -u and -W */
+    if (acme_prepare(&cfg) < 0 || load_certificates(&cfg) < 0 ||
+        check_passed_https(&cfg, fds, n) < 0 || acme_launch(&cfg) < 0) {
+        acme_end(&cfg);
         tls_store_free(cfg.tls);
         mime_free(mime);
         return 1;
     }
     if (cfg.workers > 1) {
         rc = enter_root(&cfg) < 0 ? 1 : worker_supervise(&cfg, mime, fds, n, groups, &qg);
+        acme_end(&cfg);
         tls_store_free(cfg.tls);
         mime_free(mime);
         return rc;
@@ -877,6 +911,7 @@ int main(int argc, char **argv)
         server_init(&s, &cfg, mime, lst, n) < 0 || server_quic_start(&s, quic) < 0) {
         quic_free(quic);
         quic_group_close(&qg);
+        acme_end(&cfg);
         tls_store_free(cfg.tls);
         mime_free(mime);
         return 1;
@@ -895,6 +930,7 @@ int main(int argc, char **argv)
         server_quic_steer(&qg);
     handover_ready();
     rc = server_run(&s);
+    acme_end(&cfg);
     server_free(&s);
     quic_group_close(&qg);
     tls_store_free(cfg.tls);

@@ -42,6 +42,7 @@ sys.setrecursionlimit(10000)
 # top to bottom; gatling/ itself is the top folder, io/ is below them all
 FOLDERS = {
     "gatling": "gatling",
+    "acme": "gatling/acme",
     "h3": "gatling/h3",
     "ftp": "gatling/ftp",
     "conn": "gatling/conn",

@@ -6,6 +6,11 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 $(B)/tests/t_%: $(OB)/tests/unit/t_%.o $(GATLING_LIBOBJS) $(IO_LIB) | $(B)/tests
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# tests/acme/acme_try: the ACME client alone, for tries against Pebble
+$(B)/tests/acme_try: $(OB)/tests/acme/acme_try.o $(GATLING_LIBOBJS) $(IO_LIB) | $(B)/tests
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(OB)/tests/acme/%.o: CPPFLAGS += -Igatling
+
 # the unit tests name gatling's headers without their folder
 GATLING_INC := -Igatling $(GATLING_DIRS:%=-Igatling/%)
 $(OB)/tests/unit/%.o: CPPFLAGS += $(GATLING_INC) -Itests/unit
@@ -14,7 +19,7 @@ $(OB)/tests/unit/%.o: CPPFLAGS += $(GATLING_INC) -Itests/unit
 # keep the objects make would delete as intermediate (the unit tests', the
 # bench tools'): without them the next make check compiled them again
 .SECONDARY:
-tests-build: $(B)/gatling $(UNIT_BIN) $(BENCH_BIN)
+tests-build: $(B)/gatling $(UNIT_BIN) $(BENCH_BIN) $(B)/tests/acme_try
 
 # Backends that build on this host; each runs the whole suite.
 CHECK_BACKENDS ?= $(shell sh tests/backends.sh "$(CC)")

@@ -470,7 +470,7 @@ size_t sb_head_fields(const exchange_t *ex, int status, const char *ctype, uint6
     }
     if (mtime >= 0) /* the site's string: encoded before the next is made */
         f[n++] = FIELD("last-modified", site_httpdate(site, mtime));
-    if (ex->secure && site->cfg->hsts >= 0) {
+    if (ex->secure && site_hsts(site, ex->req)) { /* -x */
         b = hb_init(strs->hsts, sizeof strs->hsts);
         hb_puts(&b, "max-age=");
         hb_num(&b, (uint64_t)site->cfg->hsts);

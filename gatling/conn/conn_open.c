@@ -30,7 +30,7 @@ void conn_st_handshake(conn_t *c)
             c->state = CONN_CLOSE;
             return;
         }
-        if (!tls_store_count(c->site->cfg->tls)) { /* -C DIR waits for its first */
+        if (!tls_store_accepts(c->site->cfg->tls)) { /* -C DIR waits for its first */
             st->tls_no_cert++;
             tls_refuse(c->fd);
             c->state = CONN_CLOSE;
@@ -50,8 +50,15 @@ void conn_st_handshake(conn_t *c)
         return;
     }
     c->tls_want = 0;
-    if (r < 0) {
-        st->tls_failed++;
+    int acme = tls_acme_state(c->ssl);
+    if (r < 0 || acme == TLS_ACME_SERVED) { /* RFC 8737 3: the challenge is the handshake */
+        uint64_t *n = acme == TLS_ACME_SERVED    ? &st->acme_alpn
+                      : acme == TLS_ACME_REFUSED ? &st->acme_alpn_refused
+                      : acme == TLS_ACME_NO_CERT ? &st->tls_no_cert
+                                                 : &st->tls_failed;
+        (*n)++;
+        if (r >= 0)
+            tls_close_notify(c->ssl);
         c->state = CONN_CLOSE;
         return;
     }

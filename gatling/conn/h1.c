@@ -87,7 +87,7 @@ static void put_head(hbuf_t *b, const h1_t *h, int status, const char *ctype, ui
         hb_puts(b, "\r\nLast-Modified: ");
         hb_puts(b, site_httpdate(s, mtime));
     }
-    if (ex->secure && s->cfg->hsts >= 0) { /* -x */
+    if (ex->secure && site_hsts(s, ex->req)) { /* -x */
         hb_puts(b, "\r\nStrict-Transport-Security: max-age=");
         hb_num(b, (uint64_t)s->cfg->hsts);
     }

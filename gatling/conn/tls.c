@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "tls.h"
+#include "site/acme_chal.h"
 #include "site/config.h"
 #include "gio.h"
 #include "gio_tls.h"
@@ -17,6 +18,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -45,6 +47,7 @@ typedef struct tls_cert {
     int nnames;
     unsigned char *ocsp; /* a DER OCSP response to staple, or NULL */
     long ocsp_len;
+    int64_t not_after; /* the certificate's expiry (unix seconds), for /metrics */
 } tls_cert_t;
 
 typedef struct ticket_key {
@@ -59,6 +62,8 @@ struct tls_store {
     const config_t *cfg;
     char docroot[PATH_MAX];
     SSL_CTX **ctx;            /* one per certificate */
+    SSL_CTX *bare;            /* --acme: no certificate, for handshakes while there is none
+                                 (TLS-ALPN-01 challenges only: on_hello refuses the rest) */
     int n, def;               /* def: the index of the default */
     uint64_t signature;       /* of the files, to see a change */
     int64_t checked;          /* when they were last looked at */
@@ -69,6 +74,7 @@ struct tls_store {
 };
 
 static int cert_idx = -1; /* the ex_data index of tls_cert_t, set once */
+static int acme_idx = -1; /* SSL ex_data: TLS_ACME_* as a pointer, for --acme's handshakes */
 
 /* ---- the certificate files ---- */
 
@@ -86,6 +92,13 @@ static int valid_name(const char *s, size_t n)
             return 0;
     }
     return 1;
+}
+
+/* An IPv6 address as a directory name (--acme's certificate for one, RFC 8738). */
+static int is_ipv6(const char *s)
+{
+    unsigned char a[16];
+    return strchr(s, ':') && inet_pton(AF_INET6, s, a) == 1;
 }
 
 /* Read a small file below dirfd; NUL-terminated.  NULL with errno set. */
@@ -191,7 +204,7 @@ static int scan(int dirfd, found_t *out, int max, uint64_t *sig)
                 snprintf(f.chain, sizeof f.chain, "%s", nm);
                 snprintf(f.key, sizeof f.key, "%s", nm);
                 snprintf(f.ocsp, sizeof f.ocsp, "%.*s.ocsp", (int)(len - 4), nm);
-            } else if (len < sizeof f.id && valid_name(nm, len) &&
+            } else if (len < sizeof f.id && (valid_name(nm, len) || is_ipv6(nm)) &&
                        fstatat(dirfd, nm, &sb, 0) == 0 && S_ISDIR(sb.st_mode)) {
                 snprintf(f.chain, sizeof f.chain, "%s/fullchain.pem", nm);
                 snprintf(f.key, sizeof f.key, "%s/privkey.pem", nm);
@@ -289,7 +302,7 @@ static int on_servername(SSL *ssl, int *alert, void *arg)
     (void)alert;
     tls_store_t *st = arg;
     const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
-    if (!name)
+    if (!name || tls_acme_state(ssl)) /* a challenge keeps its certificate (on_hello) */
         return SSL_TLSEXT_ERR_OK;
     size_t len = strlen(name);
     if (len && name[len - 1] == '.')
@@ -307,9 +320,13 @@ static int on_servername(SSL *ssl, int *alert, void *arg)
 static int on_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen,
                    const unsigned char *in, unsigned inlen, void *arg)
 {
-    (void)ssl;
     const tls_store_t *st = arg;
     int h2 = st->cfg && !st->cfg->h2_off, found = 0;
+    if (tls_acme_state(ssl) == TLS_ACME_SERVED) { /* on_hello saw the list: acme-tls/1 alone */
+        *out = in + 1;
+        *outlen = in[0];
+        return SSL_TLSEXT_ERR_OK;
+    }
     for (unsigned i = 0; i < inlen;) {
         unsigned n = in[i];
         if (i + 1 + n > inlen)
@@ -333,7 +350,7 @@ static int on_status(SSL *ssl, void *arg)
 {
     (void)arg;
     tls_cert_t *c = cert_of(SSL_get_SSL_CTX(ssl));
-    if (!c || !c->ocsp)
+    if (!c || !c->ocsp || tls_acme_state(ssl)) /* the context's OCSP is not the challenge's */
         return SSL_TLSEXT_ERR_NOACK;
     unsigned char *copy = OPENSSL_memdup(c->ocsp, (size_t)c->ocsp_len);
     if (!copy || !SSL_set_tlsext_status_ocsp_resp(ssl, copy, c->ocsp_len)) {
@@ -383,6 +400,8 @@ static int on_ticket(SSL *ssl, unsigned char name[16], unsigned char *iv, EVP_CI
 {
     tls_store_t *st = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
     uint64_t now = (uint64_t)time(NULL) / (uint64_t)st->ticket_s;
+    if (tls_acme_state(ssl))
+        return enc ? -1 : 0; /* a challenge is never resumed, nor resumes */
     if (enc) {
         const ticket_key_t *k = ticket_key(st, now);
         if (!k || RAND_bytes(iv, 16) != 1)
@@ -427,6 +446,108 @@ static const char *ssl_why(const char *fallback)
     return buf;
 }
 
+/* ---- TLS-ALPN-01 (RFC 8737) ---- */
+
+int tls_acme_state(SSL *ssl)
+{
+    return acme_idx < 0 ? 0 : (int)(intptr_t)SSL_get_ex_data(ssl, acme_idx);
+}
+
+static void acme_mark(SSL *ssl, int state)
+{
+    SSL_set_ex_data(ssl, acme_idx, (void *)(intptr_t)state);
+}
+
+/* Is the ClientHello's ALPN list (the extension's body) exactly "acme-tls/1"? */
+static int alpn_acme_only(const unsigned char *p, size_t n)
+{
+    const size_t k = sizeof ACME_ALPN_PROTO - 1;
+    return n == 3 + k && p[0] == 0 && p[1] == k + 1 && p[2] == k &&
+           !memcmp(p + 3, ACME_ALPN_PROTO, k);
+}
+
+/* The host_name of the ClientHello's server_name extension p[0..n), into
+   out (cap bytes, NUL-terminated): its length, 0 if there is none. */
+static size_t hello_sni(const unsigned char *p, size_t n, char *out, size_t cap)
+{
+    if (n < 2 || (size_t)(p[0] << 8 | p[1]) != n - 2)
+        return 0;
+    for (size_t i = 2; i + 3 <= n;) {
+        size_t len = (size_t)(p[i + 1] << 8 | p[i + 2]);
+        if (i + 3 + len > n)
+            return 0;
+        if (p[i] == TLSEXT_NAMETYPE_host_name) {
+            if (!len || len >= cap || memchr(p + i + 3, 0, len))
+                return 0;
+            memcpy(out, p + i + 3, len);
+            out[len] = 0;
+            return len;
+        }
+        i += 3 + len;
+    }
+    return 0;
+}
+
+/* The challenge certificate, then its key, from pem onto this ssl alone.  0, or -1. */
+static int use_challenge(SSL *ssl, const char *pem, size_t len)
+{
+    BIO *bio = BIO_new_mem_buf(pem, (int)len);
+    X509 *x = bio ? PEM_read_bio_X509(bio, NULL, NULL, NULL) : NULL;
+    EVP_PKEY *k = x ? PEM_read_bio_PrivateKey(bio, NULL, no_passphrase, NULL) : NULL;
+    int ok = k && SSL_use_certificate(ssl, x) == 1 && SSL_use_PrivateKey(ssl, k) == 1 &&
+             SSL_check_private_key(ssl) == 1;
+    EVP_PKEY_free(k);
+    X509_free(x);
+    BIO_free(bio);
+    ERR_clear_error();
+    return ok ? 0 : -1;
+}
+
+/*
+ * --acme, before anything else of a ClientHello (SNI and ALPN are both
+ * visible here, not yet acted on): one whose ALPN is exactly acme-tls/1
+ * gets the challenge certificate for its server name, if one is outstanding
+ * (its PEM is read only for such hellos), else a handshake_failure alert;
+ * while the store has no certificate (the connection's context is the bare
+ * one) every other hello is refused with internal_error, as tls_refuse does.
+ */
+static int on_hello(SSL *ssl, int *alert, void *arg)
+{
+    tls_store_t *st = arg;
+    const unsigned char *p;
+    size_t n;
+    if (!SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_application_layer_protocol_negotiation, &p,
+                                   &n) ||
+        !alpn_acme_only(p, n)) {
+        if (SSL_get_SSL_CTX(ssl) != st->bare)
+            return SSL_CLIENT_HELLO_SUCCESS;
+        acme_mark(ssl, TLS_ACME_NO_CERT);
+        *alert = SSL_AD_INTERNAL_ERROR;
+        return SSL_CLIENT_HELLO_ERROR;
+    }
+    char name[256];
+    size_t nl = SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_server_name, &p, &n)
+                    ? hello_sni(p, n, name, sizeof name)
+                    : 0;
+    size_t pemlen = 0;
+    char *pem = nl ? acme_chal_alpn_pem(st->cfg->acme_chal, name, nl, &pemlen) : NULL;
+    int ok = pem && use_challenge(ssl, pem, pemlen) == 0;
+    if (pem)
+        OPENSSL_cleanse(pem, pemlen); /* its key is throwaway, but a key all the same */
+    free(pem);
+    if (!ok) {
+        acme_mark(ssl, TLS_ACME_REFUSED);
+        *alert = SSL_AD_HANDSHAKE_FAILURE;
+        return SSL_CLIENT_HELLO_ERROR;
+    }
+    acme_mark(ssl, TLS_ACME_SERVED);
+    /* no session to resume it by, none issued: a validation is a handshake of its own */
+    SSL_set_session_id_context(ssl, (const unsigned char *)"acme-tls/1", 10);
+    SSL_set_options(ssl, SSL_OP_NO_TICKET);
+    SSL_set_num_tickets(ssl, 0);
+    return SSL_CLIENT_HELLO_SUCCESS;
+}
+
 /* The settings every context shares. */
 static int ctx_setup(SSL_CTX *ctx, tls_store_t *st, char *err, size_t errlen)
 {
@@ -469,6 +590,8 @@ static int ctx_setup(SSL_CTX *ctx, tls_store_t *st, char *err, size_t errlen)
     SSL_CTX_set_timeout(ctx, st->ticket_s); /* a ticket lives as long as its key encrypts */
     SSL_CTX_set_num_tickets(ctx, 1);
     SSL_CTX_set_default_passwd_cb(ctx, no_passphrase);
+    if (cfg && cfg->acme_chal)
+        SSL_CTX_set_client_hello_cb(ctx, on_hello, st);
     return 0;
 }
 
@@ -525,6 +648,9 @@ static X509 *use_chain(tls_store_t *st, const found_t *f, SSL_CTX *ctx, tls_cert
         goto fail;
     }
     cert_names(c, leaf);
+    struct tm tm;
+    if (ASN1_TIME_to_tm(X509_get0_notAfter(leaf), &tm) == 1)
+        c->not_after = (int64_t)timegm(&tm);
     while ((ca = PEM_read_bio_X509(bio, NULL, NULL, NULL)))
         if (!SSL_CTX_add0_chain_cert(ctx, ca)) {
             X509_free(ca);
@@ -687,6 +813,22 @@ static void drop_contexts(SSL_CTX **ctx, int n)
     free(ctx);
 }
 
+/* --acme: the context of no certificate, for TLS-ALPN-01 challenges while
+   the store has none (a certificate comes from on_hello).  0, or -1. */
+static int bare_ctx(tls_store_t *st, char *err, size_t errlen)
+{
+    if (!(st->bare = SSL_CTX_new(TLS_server_method()))) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    if (ctx_setup(st->bare, st, err, errlen) < 0) {
+        SSL_CTX_free(st->bare);
+        st->bare = NULL;
+        return -1;
+    }
+    return 0;
+}
+
 /*
  * A period from a testing variable (gatling(8), ENVIRONMENT): def when it is
  * unset, else whole seconds in lo..def -- it can only make the period
@@ -715,7 +857,9 @@ tls_store_t *tls_store_load(const char *dir, const config_t *cfg, const char *do
                             int *missing)
 {
     *missing = 0;
-    if (cert_idx < 0 && (cert_idx = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, cert_free)) < 0) {
+    if ((cert_idx < 0 &&
+         (cert_idx = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, cert_free)) < 0) ||
+        (acme_idx < 0 && (acme_idx = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL)) < 0)) {
         fprintf(stderr, "gatling: OpenSSL: %s\n", ssl_why("no ex_data index"));
         return NULL;
     }
@@ -758,6 +902,11 @@ tls_store_t *tls_store_load(const char *dir, const config_t *cfg, const char *do
     int n = load_all(st, &st->ctx, &st->n, &st->def, &st->signature, err, sizeof err);
     if (n < 0 || (n == 0 && !dir)) {
         fprintf(stderr, "gatling: HTTPS: %s\n", err);
+        goto fail;
+    }
+    if (cfg && cfg->acme_chal && bare_ctx(st, err, sizeof err) < 0) {
+        fprintf(stderr, "gatling: HTTPS: %s\n", err);
+        drop_contexts(st->ctx, st->n);
         goto fail;
     }
     st->checked = (int64_t)time(NULL);
@@ -813,6 +962,7 @@ void tls_store_free(tls_store_t *st)
     if (!st)
         return;
     drop_contexts(st->ctx, st->n);
+    SSL_CTX_free(st->bare);
     close(st->dirfd);
     OPENSSL_cleanse(st->master, sizeof st->master);
     OPENSSL_cleanse(st->keys, sizeof st->keys);
@@ -820,8 +970,8 @@ void tls_store_free(tls_store_t *st)
 }
 
 /* The context for a host name: exact, then a wildcard one label up; else
-   the default. */
-static const SSL_CTX *lookup_ctx(const tls_store_t *st, const char *host, size_t len)
+   NULL. */
+static const SSL_CTX *find_ctx(const tls_store_t *st, const char *host, size_t len)
 {
     const char *dot = memchr(host, '.', len);
     for (int wild = 0; wild < 2; wild++) {
@@ -839,7 +989,21 @@ static const SSL_CTX *lookup_ctx(const tls_store_t *st, const char *host, size_t
             }
         }
     }
-    return st->n ? st->ctx[st->def] : NULL;
+    return NULL;
+}
+
+/* ... else the default. */
+static const SSL_CTX *lookup_ctx(const tls_store_t *st, const char *host, size_t len)
+{
+    const SSL_CTX *ctx = find_ctx(st, host, len);
+    return ctx ? ctx : st->n ? st->ctx[st->def] : NULL;
+}
+
+int tls_store_covers(const tls_store_t *st, const char *host, size_t len)
+{
+    if (len && host[len - 1] == '.')
+        len--;
+    return st && len && find_ctx(st, host, len) != NULL;
 }
 
 int tls_misdirected(tls_store_t *st, SSL *ssl, const char *host, size_t len)
@@ -869,11 +1033,26 @@ int tls_misdirected_name(tls_store_t *st, const char *sni, size_t snilen, const 
 
 /* ---- connections ---- */
 
+int tls_store_expiry(const tls_store_t *st, int i, const char **name, int64_t *not_after)
+{
+    const tls_cert_t *c = st && i >= 0 && i < st->n ? cert_of(st->ctx[i]) : NULL;
+    if (!c)
+        return 0;
+    *name = c->id[0] ? c->id : c->nnames ? c->names[0] : "server.pem";
+    *not_after = c->not_after;
+    return 1;
+}
+
+int tls_store_accepts(const tls_store_t *st)
+{
+    return st && (st->n || st->bare);
+}
+
 SSL *tls_new(tls_store_t *st, int fd)
 {
-    if (!st->n)
+    if (!st->n && !st->bare)
         return NULL;
-    SSL *ssl = SSL_new(st->ctx[st->def]);
+    SSL *ssl = SSL_new(st->n ? st->ctx[st->def] : st->bare);
     if (!ssl)
         return NULL;
     if (!SSL_set_fd(ssl, fd)) {

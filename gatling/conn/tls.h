@@ -135,6 +135,37 @@ int tls_misdirected(tls_store_t *st, SSL *ssl, const char *host, size_t len);
 int tls_misdirected_name(tls_store_t *st, const char *sni, size_t snilen, const char *host,
                          size_t len);
 
+/*
+ * --acme (cfg->acme_chal set when the store is loaded): TLS-ALPN-01, RFC
+ * 8737.  A ClientHello whose ALPN list is exactly "acme-tls/1", for a server
+ * name with a challenge outstanding (site/acme_chal.h), gets that challenge
+ * certificate and ALPN acme-tls/1, and nothing else ever does; acme-tls/1
+ * for a name without one is refused (handshake_failure).  While the store
+ * has no certificate, the HTTPS port takes handshakes all the same
+ * (tls_store_accepts) and answers only challenges: the others are refused
+ * (internal_error, as tls_refuse).  What became of a handshake:
+ */
+enum {
+    TLS_ACME_NONE = 0,  /* not ACME's business: an ordinary handshake */
+    TLS_ACME_SERVED,    /* a challenge answered: close after the handshake, no HTTP */
+    TLS_ACME_REFUSED,   /* acme-tls/1 for a name without a challenge */
+    TLS_ACME_NO_CERT    /* no certificate yet, and no challenge: refused */
+};
+int tls_acme_state(SSL *ssl);
+
+/* Does the store take handshakes now: a certificate loaded, or --acme's
+   challenges while none is? */
+int tls_store_accepts(const tls_store_t *st);
+
+/* --acme's -X: does a loaded certificate name host[0..len) (exactly, or by a
+   wildcard one label up), rather than the default answering for it? */
+int tls_store_covers(const tls_store_t *st, const char *host, size_t len);
+
+/* The i-th certificate loaded (from 0): its name (the file or directory
+   name; server.pem's first DNS name) and its expiry, read at load, for
+   /metrics.  1, or 0 past the last. */
+int tls_store_expiry(const tls_store_t *st, int i, const char **name, int64_t *not_after);
+
 /* Did ALPN choose HTTP/2 ("h2") for this session? */
 int tls_alpn_h2(struct ssl_st *ssl);
 

@@ -3,6 +3,7 @@
 #include "cache.h"
 #include "proxy.h"
 #include "http/hbuf.h"
+#include "site/acme_chal.h"
 #include "site/encoding.h"
 
 #include <stdlib.h>
@@ -224,6 +225,15 @@ static void defences(hbuf_t *b, const stats_snap_t *t)
          c->tls_misdirected},
         {"gatling_tls_ktls_total", "TLS connections the kernel encrypts (kTLS, sendfile)",
          c->tls_ktls},
+        {"gatling_acme_http01_answered_total", "ACME HTTP-01 challenges answered (--acme)",
+         c->acme_http},
+        {"gatling_acme_http01_refused_total",
+         "Requests below acme-challenge/ for no outstanding token: 404", c->acme_http_refused},
+        {"gatling_acme_tls_alpn01_answered_total",
+         "ACME TLS-ALPN-01 challenge handshakes served (--acme)", c->acme_alpn},
+        {"gatling_acme_tls_alpn01_refused_total",
+         "TLS handshakes offering acme-tls/1 for a name without a challenge: refused",
+         c->acme_alpn_refused},
         {"gatling_tls_no_certificate_total",
          "TLS handshakes refused: no certificate loaded yet (-C waits for certbot)", c->tls_no_cert},
         {"gatling_proxy_protocol_untrusted_total",
@@ -456,6 +466,51 @@ void metrics_owe(site_t *s)
                       on_publish, s);
 }
 
+/* Each loaded certificate's expiry (read at load, conn/tls.c). */
+static void certificates(hbuf_t *b, const site_t *s)
+{
+    const char *name;
+    int64_t t;
+    if (!s->cert_expiry || !s->cfg->tls || !s->cert_expiry(s->cfg->tls, 0, &name, &t))
+        return;
+    head(b, "gatling_tls_certificate_expiry_seconds", "gauge",
+         "When each certificate loaded expires (unix time, its notAfter)");
+    for (int i = 0; s->cert_expiry(s->cfg->tls, i, &name, &t); i++) {
+        hb_puts(b, "gatling_tls_certificate_expiry_seconds");
+        label(b, '{', "name", name, strlen(name));
+        value(b, 1, t > 0 ? (uint64_t)t : 0);
+    }
+}
+
+/* --acme: the client's numbers from its status file (site/acme_chal.h);
+   none when the file is missing or not all of it reads as it should. */
+static void acme(hbuf_t *b, const site_t *s)
+{
+    char *text = s->cfg->acme_chal ? malloc(ACME_STATUS_MAX) : NULL;
+    acme_status_t *st = text ? malloc(sizeof *st) : NULL;
+    if (st && acme_chal_status(s->cfg->acme_chal, text, ACME_STATUS_MAX) > 0 &&
+        acme_chal_status_parse(text, st) == 0) {
+        const metric_t m[] = {
+            {"gatling_acme_orders_total", "Orders the ACME client made", st->orders},
+            {"gatling_acme_failures_total", "ACME attempts that failed (any step)", st->failures},
+        };
+        scalars(b, "counter", m, N(m));
+        const char *fam[2] = {"gatling_acme_next_renewal_seconds", "gatling_acme_name_failures"};
+        const char *help[2] = {"When the ACME client next renews each name (unix time; 0: none)",
+                               "ACME failures for each name since its last success"};
+        for (int k = 0; k < 2; k++) {
+            head(b, fam[k], "gauge", help[k]);
+            for (int i = 0; i < st->n; i++) {
+                hb_puts(b, fam[k]);
+                label(b, '{', "name", st->names[i].name, strlen(st->names[i].name));
+                value(b, 1, k ? st->names[i].fails : (uint64_t)st->names[i].next);
+            }
+        }
+    }
+    free(st);
+    free(text);
+}
+
 int metrics_serve(exchange_t *ex)
 {
     site_t *s = ex->site;
@@ -472,6 +527,12 @@ int metrics_serve(exchange_t *ex)
     size_t cap = METRICS_PAGE_MAX;
     for (int i = 0; i < cfg->nproxy_rules; i++) /* each backend's label, escaped, 6 times */
         cap += BACKEND_KINDS * (2 * strlen(cfg->proxy_rule[i]) + 96);
+    const char *name;
+    int64_t exp;
+    for (int i = 0; s->cert_expiry && s->cert_expiry(cfg->tls, i, &name, &exp); i++)
+        cap += 2 * strlen(name) + 96; /* its line, the name escaped */
+    if (cfg->acme_chal) /* two lines per name (at most 253 bytes, no escapes) */
+        cap += 1024 + ACME_STATUS_NAMES * 2 * (253 + 64);
     char *page = malloc(cap);
     if (!page)
         return -1;
@@ -482,6 +543,8 @@ int metrics_serve(exchange_t *ex)
     http2(&b, &t.c);
     backends(&b, cfg, &t.c);
     dynamic(&b, &t);
+    certificates(&b, s);
+    acme(&b, s);
     if (b.over) {
         free(page);
         return ex_error(ex, 500, NULL, NULL);

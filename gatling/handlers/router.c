@@ -5,11 +5,13 @@
 #include "cgi.h"
 #include "http/hbuf.h"
 #include "http/path.h"
+#include "site/acme_chal.h"
 #include "site/site.h"
 #include "proxy.h"
 #include "static.h"
 #include "status.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define ALLOW "GET, HEAD, OPTIONS"
@@ -80,6 +82,55 @@ static int well_known(exchange_t *ex)
     return path_has_prefix(p.path, p.len, PATH_WELL_KNOWN) ? WK_OTHER : 0;
 }
 
+/*
+ * --acme: HTTP-01 (RFC 8555 8.3) from the client's state directory, ahead of
+ * every other rule and on any Host: 200 with the key authorization for a
+ * token outstanding, 404 for any other path below acme-challenge/ (another
+ * token, a listing, "..", a token too long: acme_chal_http opens nothing
+ * for those).  0 when ex is not such a request, else as router_dispatch.
+ */
+static int acme_http01(exchange_t *ex)
+{
+    const http_str_t *t = &ex->req->target;
+    path_t p;
+    if (!memmem(t->p, t->n, "acme-challenge", 14) && !memchr(t->p, '%', t->n))
+        return 0;
+    size_t skip = sizeof PATH_ACME_CHALLENGE - 1;
+    if (path_from_target(t->p, t->n, ex->path, EX_PATH_CAP, &p) != 0 ||
+        !(path_has_prefix(p.path, p.len, PATH_ACME_CHALLENGE) ||
+          (p.len == skip - 1 && !memcmp(p.path, PATH_ACME_CHALLENGE, skip - 1))))
+        return 0;
+    if (!http_method_is(ex->req, "GET") && !http_method_is(ex->req, "HEAD"))
+        return ex_error(ex, 405, "Allow", "GET, HEAD") < 0 ? -1 : 1;
+    char *keyauth = malloc(ACME_KEYAUTH_MAX);
+    if (!keyauth)
+        return -1;
+    int n = p.len > skip ? acme_chal_http(ex->site->cfg->acme_chal, p.path + skip,
+                                          p.len - skip, keyauth, ACME_KEYAUTH_MAX)
+                         : 0; /* the directory itself: never a listing */
+    if (n <= 0) {
+        free(keyauth);
+        ex->site->stats.acme_http_refused++;
+        return ex_error(ex, 404, NULL, NULL) < 0 ? -1 : 1;
+    }
+    ex->site->stats.acme_http++;
+    ex_field(ex, "Cache-Control", "no-store");
+    return ex_page(ex, "text/plain", keyauth, (size_t)n) < 0 ? -1 : 1;
+}
+
+/* -X: is HTTPS there for this Host?  With --acme, only once a certificate
+   names it (the first start: HTTP serves it until then). */
+static int https_for(const exchange_t *ex, const http_str_t *host)
+{
+    const site_t *s = ex->site;
+    if (!s->https_ready)
+        return 0;
+    if (!s->https_covers || !host)
+        return 1;
+    size_t n = host_name_len(host);
+    return n && s->https_covers(s->cfg->tls, host->p, n);
+}
+
 int router_dispatch(exchange_t *ex)
 {
     const http_request_t *req = ex->req;
@@ -90,6 +141,9 @@ int router_dispatch(exchange_t *ex)
     if (hosts > 1 || (req->version == 11 && hosts == 0)) /* RFC 9112 3.2 */
         return ex_error(ex, 400, NULL, NULL);
     const config_t *cfg = ex->site->cfg;
+    int acme = cfg->acme_chal ? acme_http01(ex) : 0;
+    if (acme)
+        return acme < 0 ? -1 : 0;
     const http_str_t *host = http_header(req, "Host");
     if (ex->secure && ex->site->alt_svc[0] && req->version != 30) /* RFC 7838: HTTP/3 here */
         ex_field(ex, "Alt-Svc", ex->site->alt_svc);
@@ -105,7 +159,7 @@ int router_dispatch(exchange_t *ex)
        HTTP), and ACME's challenges from the docroot ahead of -P, CGI and the
        cache (no regex of .proxy can leave them out) */
     int wk = http_method_is(req, "GET") || http_method_is(req, "HEAD") ? well_known(ex) : 0;
-    if (!ex->secure && cfg->https_redirect && ex->site->https_ready)
+    if (!ex->secure && cfg->https_redirect && https_for(ex, host))
         return wk ? static_serve(ex) : redirect_https(ex, req, host);
     if (wk == WK_ACME)
         return static_serve(ex);

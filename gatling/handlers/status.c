@@ -2,6 +2,7 @@
 #include "status.h"
 #include "cache.h"
 #include "http/hbuf.h"
+#include "site/acme_chal.h"
 #include "site/nets.h"
 #include "site/site.h"
 #include "site/encoding.h"
@@ -80,6 +81,34 @@ static size_t dynamic_rows(const status_counters_t *st, row_t *r, size_t n, size
     return put_rows(r, n, cap, d, sizeof d / sizeof d[0]);
 }
 
+/* The certificates' first expiry, and --acme's client numbers (its status
+   file: none when it is missing or malformed), after r[0..n): the new n. */
+static size_t cert_rows(const site_t *s, row_t *r, size_t n, size_t cap)
+{
+    const char *name;
+    int64_t t, first = 0;
+    for (int i = 0; s->cert_expiry && s->cert_expiry(s->cfg->tls, i, &name, &t); i++)
+        if (t > 0 && (!first || t < first))
+            first = t;
+    if (first && n < cap)
+        r[n++] = (row_t){"tls_certificate_expiry_first",
+                         "HTTPS: the first certificate to expire, expires at (unix time)",
+                         (uint64_t)first};
+    char *text = s->cfg->acme_chal ? malloc(ACME_STATUS_MAX) : NULL;
+    acme_status_t *st = text ? malloc(sizeof *st) : NULL;
+    if (st && acme_chal_status(s->cfg->acme_chal, text, ACME_STATUS_MAX) > 0 &&
+        acme_chal_status_parse(text, st) == 0) {
+        const row_t d[] = {
+            {"acme_orders", "ACME: orders made", st->orders},
+            {"acme_failures", "ACME: attempts failed", st->failures},
+        };
+        n = put_rows(r, n, cap, d, sizeof d / sizeof d[0]);
+    }
+    free(st);
+    free(text);
+    return n;
+}
+
 /* The HTTPS rows (conn/tls.c, conn.c) after r[0..n): the new n. */
 static size_t tls_rows(const site_t *s, row_t *r, size_t n, size_t cap)
 {
@@ -94,8 +123,14 @@ static size_t tls_rows(const site_t *s, row_t *r, size_t n, size_t cap)
         {"timeout_handshake", "timed out: TLS handshake (-s)", st->timeout_handshake},
         {"tls_misdirected", "HTTPS: Host of another certificate: 421", st->tls_misdirected},
         {"tls_ktls", "HTTPS: connections sent by kernel TLS (sendfile)", st->tls_ktls},
+        {"acme_http01", "ACME: HTTP-01 challenges answered", st->acme_http},
+        {"acme_http01_refused", "ACME: acme-challenge/ for no token outstanding: 404",
+         st->acme_http_refused},
+        {"acme_tls_alpn01", "ACME: TLS-ALPN-01 challenge handshakes", st->acme_alpn},
+        {"acme_tls_alpn01_refused", "ACME: acme-tls/1 for a name without a challenge",
+         st->acme_alpn_refused},
     };
-    return put_rows(r, n, cap, d, sizeof d / sizeof d[0]);
+    return cert_rows(s, r, put_rows(r, n, cap, d, sizeof d / sizeof d[0]), cap);
 }
 
 /* The response cache's rows (handlers/cache.c) after r[0..n): the new n. */
@@ -241,7 +276,7 @@ int status_serve(exchange_t *ex, int json)
     site_t *s = ex->site;
     int64_t now = gio_wallclock(s->loop);
     stats_roll(&s->stats, now);
-    row_t r[160];
+    row_t r[176];
     size_t n = rows(s, r, sizeof r / sizeof r[0], now);
     char *body = malloc(STATUS_PAGE_MAX), pid[24];
     if (!body)

@@ -50,10 +50,36 @@ int acme_chal_http(acme_chal_t *c, const char *token, size_t len, char *buf, siz
 
 /* TLS-ALPN-01: the challenge PEM (certificate, then key) for a host name, in a
    malloc'd NUL-terminated buffer; NULL when none is outstanding or the name is
-   not a valid host name or IP address. */
+   not a valid host name or IP address.  A reverse-mapping name (RFC 8738 6:
+   "1.2.0.192.in-addr.arpa", "...ip6.arpa") reads the address's file
+   ("192.0.2.1.pem", "2001:db8::1.pem": inet_ntop's form). */
 char *acme_chal_alpn_pem(acme_chal_t *c, const char *name, size_t len, size_t *pemlen);
 
 /* The status file's text into buf (NUL-terminated); its length, 0 if none. */
 int acme_chal_status(acme_chal_t *c, char *buf, size_t cap);
+
+/* The status file, parsed: every line as the layout above says, or nothing
+   (acme_chal_status_parse's -1: a line of another form, a number out of
+   range, a name that is none, more than ACME_STATUS_NAMES names). */
+#define ACME_STATUS_NAMES 100 /* CONFIG_ACME_NAMES */
+#define ACME_STATUS_MAX 32768 /* the file's bytes at most */
+typedef struct acme_status {
+    unsigned long long orders, failures;
+    int n;
+    struct {
+        char name[254];
+        long long not_after, next; /* unix seconds; 0: none yet */
+        unsigned long long fails;
+    } names[ACME_STATUS_NAMES];
+} acme_status_t;
+
+/* text: the status file's (NUL-terminated).  0, or -1 (then *st is partial). */
+int acme_chal_status_parse(const char *text, acme_status_t *st);
+
+/* Is s[0..len) a host name (LDH labels of 1-63 bytes, at most 253 in all, no
+   trailing dot)?  acme_chal_name_ok: that, or an IPv4 or IPv6 address (RFC
+   8738), as an identifier the client may ask a certificate for. */
+int acme_chal_host_ok(const char *s, size_t len);
+int acme_chal_name_ok(const char *s, size_t len);
 
 #endif

@@ -79,6 +79,10 @@ typedef struct status_counters {
     uint64_t timeout_handshake;/* HTTPS: handshake not done in time (-s) */
     uint64_t tls_misdirected;  /* Host answered by another certificate: 421 */
     uint64_t tls_ktls;         /* handshakes after which the kernel encrypts (kTLS) */
+    uint64_t acme_http;        /* --acme: HTTP-01 challenges answered (200) */
+    uint64_t acme_http_refused;/* ... requests below acme-challenge/ for no outstanding token: 404 */
+    uint64_t acme_alpn;        /* --acme: TLS-ALPN-01 challenge handshakes served */
+    uint64_t acme_alpn_refused;/* ... ALPN acme-tls/1 for a name without a challenge: refused */
     uint64_t h2_conns;         /* connections that spoke HTTP/2 (ALPN h2 or h2c) */
     uint64_t h2_errors;        /* HTTP/2 connections ended by GOAWAY with an error: a
                                   protocol error, a flood (rapid reset, CONTINUATION,

@@ -14,13 +14,13 @@ FUZZ_SECS ?= 60
 FUZZ_CHECK_SECS ?= 5
 FUZZ_NAMES := fuzz_head fuzz_te fuzz_chunked fuzz_target fuzz_range fuzz_accept fuzz_host \
               fuzz_htaccess fuzz_proxy fuzz_h2 fuzz_cgi_head fuzz_ftp fuzz_fcgi fuzz_resp \
-              fuzz_cachectl $(if $(filter 1,$(H3)),fuzz_quic)
+              fuzz_cachectl fuzz_acme $(if $(filter 1,$(H3)),fuzz_quic)
 FUZZ_ONLY ?= $(FUZZ_NAMES)
 FUZZ_DIR := build/fuzz
 FUZZ_CFLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
                -DGIO_BACKEND_POLL -Iio -Igatling -Igatling/http -Igatling/site \
                -Igatling/handlers -Itests/fuzz
-FUZZ_LIBS := -lnghttp2 -lssl -lcrypto -lowfat -lcrypt -lz
+FUZZ_LIBS := -lnghttp2 -lcurl -ljson-c -lssl -lcrypto -lowfat -lcrypt -lz
 # with HTTP/3 where the top makefile found its libraries (H3=1): every object
 # and harness alike, as the headers' structures depend on it
 ifeq ($(H3),1)
@@ -53,6 +53,10 @@ $(FUZZ_OBJ)/%.o: %.c
 $(FUZZ_DIR)/fuzz_h2 $(FUZZ_DIR)/fuzz_quic: $(FUZZ_DIR)/%: $(FUZZ_OBJ)/tests/fuzz/%.o \
                                           $(call fuzz_objs,$(FUZZ_H2_LIB))
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -pthread -o $@ $^ $(FUZZ_LIBS)
+
+# fuzz_acme: the ACME client's parsers (json-c, and curl_getdate for Retry-After)
+$(FUZZ_DIR)/fuzz_acme: $(FUZZ_OBJ)/tests/fuzz/fuzz_acme.o $(call fuzz_objs,gatling/acme/acme_parse.c)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $^ -ljson-c -lcurl
 
 $(FUZZ_DIR)/%: $(FUZZ_OBJ)/tests/fuzz/%.o $(call fuzz_objs,$(FUZZ_LIB))
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $^ -lowfat -lcrypt -lz

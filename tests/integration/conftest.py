@@ -1422,12 +1422,16 @@ class H3Client(_MuxClient):
     NOT = NotH3
 
     def __init__(self, port, host="127.0.0.1", timeout=IO_TIMEOUT, rcvbuf=None,
-                 sni="localhost", context=None):
+                 sni="localhost", context=None, cadata=None):
         conn, alpn, self.qev, self.ev, config, quic = import_aioquic()
         self._init_streams(timeout)
         cfg = config(is_client=True, alpn_protocols=alpn, server_name=sni,
                      max_datagram_frame_size=None)
-        cfg.load_verify_locations(os.path.join(test_pki(), "ca.pem"))
+        # cadata: PEM roots to trust instead of the test CA (test_acme_https.py: Pebble's)
+        if cadata:
+            cfg.load_verify_locations(cadata=cadata.encode() if isinstance(cadata, str) else cadata)
+        else:
+            cfg.load_verify_locations(os.path.join(test_pki(), "ca.pem"))
         self.addr = (host, port)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.connect(self.addr)

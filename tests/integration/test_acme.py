@@ -22,12 +22,11 @@ wrote, never restarted.
 
 Pebble and pebble-challtestsrv come from `go install` (tests/setup.sh, where Go
 exists), certbot from Debian; the test is skipped, saying which is missing,
-without them.  It does not depend on the IO backend or the scheme: run-check
+without them (Pebble's set-up is acmelab.py's, shared with test_acme_https.py).  It
+does not depend on the IO backend or the scheme: run-check
 runs it once (ONCE), on the first plain build.
 """
 import contextlib
-import hashlib
-import json
 import os
 import shutil
 import socket
@@ -39,6 +38,7 @@ import urllib.request
 
 import pytest
 
+import acmelab
 from conftest import (BUILDS, Build, free_port, https_port, recv_to_eof, running_server,
                       wait_for)
 from conftest import test_pki as suite_pki  # (not collected as a test by this name)
@@ -49,29 +49,10 @@ BODY = b"served over HTTPS from certbot's certificate\n"
 CERTBOT_TIMEOUT = 60
 
 
-def go_tool(name):
-    """A Go command from PATH, $GOBIN, ~/go/bin or `go env GOPATH`/bin (where
-    tests/setup.sh's go install puts it); None."""
-    found = shutil.which(name)
-    dirs = [os.environ.get("GOBIN", ""), os.path.expanduser("~/go/bin")]
-    for d in dirs if not found else []:
-        if d and os.access(os.path.join(d, name), os.X_OK):
-            return os.path.join(d, name)
-    if not found and shutil.which("go"):
-        with contextlib.suppress(OSError, subprocess.SubprocessError):
-            gopath = subprocess.run(["go", "env", "GOPATH"], capture_output=True, text=True,
-                                    timeout=20).stdout.strip()
-            for d in gopath.split(os.pathsep):
-                if d and os.access(os.path.join(d, "bin", name), os.X_OK):
-                    return os.path.join(d, "bin", name)
-    return found
-
-
-PEBBLE = go_tool("pebble")
-CHALLTESTSRV = go_tool("pebble-challtestsrv")
+PEBBLE, CHALLTESTSRV = acmelab.PEBBLE, acmelab.CHALLTESTSRV
 CERTBOT = shutil.which("certbot")
-MISSING = [n for n, p in (("pebble", PEBBLE), ("pebble-challtestsrv", CHALLTESTSRV),
-                          ("certbot", CERTBOT)) if not p]
+MISSING = acmelab.missing() + ([] if CERTBOT else ["certbot"])
+tail = acmelab.tail
 
 pytestmark = [
     pytest.mark.skipif(bool(MISSING), reason="%s missing: `go install github.com/letsencrypt/"
@@ -82,73 +63,16 @@ pytestmark = [
 ]
 
 
-def tail(path, n=3000):
-    try:
-        with open(path, errors="replace") as f:
-            return f.read()[-n:]
-    except OSError as e:
-        return "(%s)" % e
-
-
-@contextlib.contextmanager
-def process(cmd, log, env=None):
-    """cmd running with its output in log; terminated (killed after 5 s) at the end."""
-    with open(log, "wb") as out:
-        p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
-                             stderr=subprocess.STDOUT, env=env)
-    try:
-        yield p
-    finally:
-        p.terminate()
-        try:
-            p.wait(5)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-
-
-def listening(port, proc, log):
-    def up():
-        assert proc.poll() is None, "%s exited: %s" % (proc.args[0], tail(log))
-        with contextlib.suppress(OSError):
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return True
-        return False
-    wait_for(up, 10, "%s listening on port %d" % (os.path.basename(proc.args[0]), port))
-
-
 @contextlib.contextmanager
 def acme_server(tmp, http_port, pki):
     """pebble-challtestsrv (DNS only) and Pebble, validating HTTP-01 on
-    http_port; yields Pebble's directory URL and management port."""
-    dns, cmgmt, acme, pmgmt, tls = (free_port() for _ in range(5))
-    conf = os.path.join(tmp, "pebble.json")
-    with open(conf, "w") as f:
-        json.dump({"pebble": {
-            "listenAddress": "127.0.0.1:%d" % acme,
-            "managementListenAddress": "127.0.0.1:%d" % pmgmt,
-            "certificate": pki + "/certs/server.pem",  # Go takes the key from it too
-            "privateKey": pki + "/certs/server.pem",
-            "httpPort": http_port,
-            "tlsPort": tls,  # no TLS-ALPN-01 here: nobody listens there
-            "ocspResponderURL": "",
-            "externalAccountBindingRequired": False,
-            "retryAfter": {"authz": 1, "order": 1},
-        }}, f)
-    srv_cmd = [CHALLTESTSRV, "-defaultIPv4", "127.0.0.1", "-defaultIPv6", "",
-               "-dnsserver", "127.0.0.1:%d" % dns, "-management", "127.0.0.1:%d" % cmgmt,
-               "-http01", "", "-https01", "", "-tlsalpn01", "", "-doh", ""]
-    # no artificial waits, no nonces refused at random, every order validated
-    # anew (the renewal too goes through gatling's HTTP port)
-    env = dict(os.environ, PEBBLE_VA_NOSLEEP="1", PEBBLE_WFE_NONCEREJECT="0",
-               PEBBLE_AUTHZREUSE="0")
-    dlog, plog = os.path.join(tmp, "challtestsrv.log"), os.path.join(tmp, "pebble.log")
-    with process(srv_cmd, dlog) as d, \
-            process([PEBBLE, "-config", conf, "-dnsserver", "127.0.0.1:%d" % dns], plog,
-                    env) as p:
-        listening(cmgmt, d, dlog)
-        listening(acme, p, plog)
-        yield "https://127.0.0.1:%d/dir" % acme, pmgmt, plog
+    http_port, with no artificial waits, no nonces refused at random and every
+    order validated anew (the renewal too goes through gatling's HTTP port);
+    yields Pebble's directory URL, its management port and its log."""
+    # no TLS-ALPN-01 here: nobody listens at tls_port
+    with acmelab.Pebble(tmp, pki, http_port, free_port(), chaos=False) as p:
+        p.start()
+        yield p.directory, p.mgmt, p.plog
 
 
 def pebble_root(pki, mgmt):

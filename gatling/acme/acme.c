@@ -1,0 +1,531 @@
+/* acme — the client process: see acme.h.  Start-up (fork, descriptors,
+   directories, -u), the schedule per name (RFC 9773's window or a third of
+   the lifetime left, back-off after a failure), and the status file. */
+#define _GNU_SOURCE /* ppoll, close_range */
+#include "acme.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+#include "acme_proto.h"
+#include "acme_store.h"
+#include "http/hbuf.h"
+#include "site/acme_chal.h"
+#include "site/elog.h"
+
+#define ARI_POLL_MIN 60         /* seconds between ARI polls, at least */
+#define ARI_POLL_MAX (6 * 3600) /* ... and at most */
+#define BACKOFF_MIN 60          /* the first retry after a failure */
+#define BACKOFF_MAX 86400       /* ... doubling up to this */
+#define RETRY_AFTER_MAX (7 * 86400) /* a CA's Retry-After is honoured up to this */
+#define CHAIN_MAX (1 << 20)
+#define STATUS_MAX 65536
+#define SCHEDULE_FILE "schedule" /* in the state directory */
+
+typedef struct acme_name {
+    const char *name;
+    acme_cert_info_t cert; /* cert.not_after 0: none yet */
+    time_t renew_at;       /* the next order (0: at once) */
+    time_t ari_at;         /* the next ARI poll (0: none) */
+    time_t win_start, win_end; /* the last ARI window */
+    time_t retry_at;       /* not before this after a failure */
+    unsigned fails;        /* since the last success */
+} acme_name_t;
+
+typedef struct acme_run {
+    const config_t *cfg;
+    acme_client_t cl;
+    elog_t log;
+    int tls_fd;
+    pid_t notify;
+    acme_name_t *names;
+    int nnames;
+    unsigned long failures;
+    long backoff_min;
+} acme_run_t;
+
+static volatile sig_atomic_t acme_stop, acme_reopen;
+
+static void on_signal(int sig)
+{
+    if (sig == SIGUSR1)
+        acme_reopen = 1;
+    else
+        acme_stop = 1;
+}
+
+static uint64_t rnd(uint64_t below)
+{
+    uint64_t v = 0;
+    if (below <= 1 || getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v)
+        return 0;
+    return v % below;
+}
+
+static void say(acme_run_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(acme_run_t *r, const char *fmt, ...)
+{
+    char line[ELOG_LINE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    elog_text(&r->log, time(NULL), "acme", line);
+}
+
+/* The renewal time without ARI: a third of the lifetime left. */
+static time_t third_left(const acme_cert_info_t *c)
+{
+    time_t life = c->not_after - c->not_before;
+    return c->not_before + (life > 0 ? life - life / 3 : 0);
+}
+
+/* What the -C directory holds for n (through its symlink): its expiry. */
+static void read_current(acme_run_t *r, acme_name_t *n)
+{
+    char path[512];
+    size_t len;
+    snprintf(path, sizeof path, "%s/fullchain.pem", n->name);
+    char *pem = acme_read_file(r->tls_fd, path, CHAIN_MAX, &len);
+    memset(&n->cert, 0, sizeof n->cert);
+    if (pem && acme_cert_info(pem, len, &n->cert) < 0)
+        memset(&n->cert, 0, sizeof n->cert);
+    free(pem);
+    n->renew_at = n->cert.not_after ? third_left(&n->cert) : 0;
+    n->ari_at = n->cert.not_after && n->cert.certid[0] ? time(NULL) : 0;
+    n->win_start = n->win_end = 0;
+}
+
+/* RFC 9773: a random time inside the window (kept while the window holds),
+   at once when the window has passed; the next poll as the CA asks. */
+static void ari_poll(acme_run_t *r, acme_name_t *n, time_t now)
+{
+    time_t s, e;
+    long ra;
+    if (acme_client_dir(&r->cl) < 0) {
+        n->ari_at = now + ARI_POLL_MAX / 6; /* the CA is away: its window later */
+        return;
+    }
+    if (!r->cl.dir.renewal_info[0]) {
+        n->ari_at = 0; /* no ARI: a third of the lifetime left */
+        return;
+    }
+    if (acme_client_ari(&r->cl, n->cert.certid, &s, &e, &ra) < 0) {
+        say(r, "%s: renewal information: %s", n->name, r->cl.err);
+        n->ari_at = now + (ra > ARI_POLL_MIN ? ra : 3600);
+        return;
+    }
+    if (s != n->win_start || e != n->win_end) {
+        n->win_start = s;
+        n->win_end = e;
+        n->renew_at = e <= now ? now : s + (time_t)rnd((uint64_t)(e - s) + 1);
+        if (n->renew_at < now)
+            n->renew_at = now;
+    }
+    if (ra < ARI_POLL_MIN)
+        ra = ra < 0 ? ARI_POLL_MAX : ARI_POLL_MIN;
+    n->ari_at = now + (ra > ARI_POLL_MAX ? ARI_POLL_MAX : ra);
+}
+
+/* After a failure: back off exponentially with jitter, or as the CA says. */
+static void failed(acme_run_t *r, acme_name_t *n, time_t now, const char *why)
+{
+    n->fails++;
+    r->failures++;
+    long base = r->backoff_min;
+    for (unsigned i = 1; i < n->fails && base < BACKOFF_MAX; i++)
+        base *= 2;
+    if (base > BACKOFF_MAX)
+        base = BACKOFF_MAX;
+    long wait = base - base / 4 + (long)rnd((uint64_t)base / 2 + 1);
+    long ra = r->cl.retry_after;
+    if (ra > wait)
+        wait = ra > RETRY_AFTER_MAX ? RETRY_AFTER_MAX : ra;
+    n->retry_at = now + wait;
+    say(r, "%s: %s (failure %u, next attempt in %ld s)", n->name, why, n->fails, wait);
+}
+
+/* Order a certificate for n and install it. */
+static void obtain(acme_run_t *r, acme_name_t *n, time_t now)
+{
+    acme_issued_t out;
+    acme_cert_info_t ci;
+    struct stat st;
+    if (fstatat(r->tls_fd, n->name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISLNK(st.st_mode)) {
+        /* certbot's layout, or an admin's pair: no order for what cannot be installed */
+        char why[512];
+        snprintf(why, sizeof why, "%s/%s is not the ACME client's symlink: left alone (remove "
+                 "it to let the client install its certificate)", r->cfg->tls_dir, n->name);
+        r->cl.retry_after = -1;
+        failed(r, n, now, why);
+        return;
+    }
+    if (acme_client_ready(&r->cl) < 0) {
+        failed(r, n, now, r->cl.err);
+        return;
+    }
+    const char *replaces = n->cert.not_after && r->cl.dir.renewal_info[0] ? n->cert.certid : NULL;
+    if (acme_client_issue(&r->cl, n->name, replaces, &out) < 0) {
+        failed(r, n, time(NULL), r->cl.err);
+        return;
+    }
+    if (acme_cert_info(out.chain, out.chain_len, &ci) < 0) {
+        failed(r, n, time(NULL), "the certificate issued does not parse");
+    } else if (acme_install(r->tls_fd, n->name, ci.serial, out.chain, out.chain_len, out.key,
+                            out.key_len) < 0) {
+        char why[512];
+        snprintf(why, sizeof why, "installing the certificate in %s: %s", r->cfg->tls_dir,
+                 strerror(errno));
+        r->cl.retry_after = -1;
+        failed(r, n, time(NULL), why);
+    } else {
+        n->fails = 0;
+        n->retry_at = 0;
+        read_current(r, n);
+        say(r, "%s: certificate %s installed, valid until %lld%s", n->name, ci.serial,
+            (long long)ci.not_after, replaces ? " (renewal)" : "");
+        if (r->notify > 0 && kill(r->notify, SIGUSR1) < 0)
+            say(r, "kill(%d, SIGUSR1) failed: %s", (int)r->notify, strerror(errno));
+    }
+    acme_issued_free(&out);
+}
+
+/* The status file (site/acme_chal.h's format), written whole. */
+static void write_status(acme_run_t *r)
+{
+    char *buf = malloc(STATUS_MAX), num[3][24];
+    if (!buf)
+        return;
+    hbuf_t b = hb_init(buf, STATUS_MAX);
+    hb_puts(&b, "orders ");
+    hb_num(&b, r->cl.orders);
+    hb_puts(&b, "\nfailures ");
+    hb_num(&b, r->failures);
+    hb_puts(&b, "\n");
+    for (int i = 0; i < r->nnames; i++) {
+        const acme_name_t *n = &r->names[i];
+        time_t next = n->renew_at > n->retry_at ? n->renew_at : n->retry_at;
+        snprintf(num[0], sizeof num[0], "%lld", (long long)n->cert.not_after);
+        snprintf(num[1], sizeof num[1], "%lld", (long long)next);
+        snprintf(num[2], sizeof num[2], "%u", n->fails);
+        hb_puts(&b, "cert ");
+        hb_puts(&b, n->name);
+        for (int k = 0; k < 3; k++) {
+            hb_puts(&b, " ");
+            hb_puts(&b, num[k]);
+        }
+        hb_puts(&b, "\n");
+    }
+    if (!b.over && acme_write_atomic(r->cl.state_fd, ACME_STATUS_FILE, buf, hb_len(&b), 0644) < 0)
+        say(r, "writing the status file failed: %s", strerror(errno));
+    free(buf);
+}
+
+/* The schedule (SCHEDULE_FILE), so that a restart keeps the back-off and the
+   time picked in the ARI window: one line per name,
+   "NAME SERIAL RENEW_AT RETRY_AT FAILS WIN_START WIN_END" (SERIAL "-": none). */
+static void write_schedule(acme_run_t *r)
+{
+    size_t cap = (size_t)r->nnames * 400 + 1;
+    char *buf = malloc(cap);
+    size_t len = 0;
+    for (int i = 0; buf && i < r->nnames; i++) {
+        const acme_name_t *n = &r->names[i];
+        int k = snprintf(buf + len, cap - len, "%s %s %lld %lld %u %lld %lld\n", n->name,
+                         n->cert.serial[0] ? n->cert.serial : "-", (long long)n->renew_at,
+                         (long long)n->retry_at, n->fails, (long long)n->win_start,
+                         (long long)n->win_end);
+        if (k < 0 || (size_t)k >= cap - len)
+            break;
+        len += (size_t)k;
+    }
+    if (buf && acme_write_atomic(r->cl.state_fd, SCHEDULE_FILE, buf, len, 0644) < 0)
+        say(r, "writing the schedule failed: %s", strerror(errno));
+    free(buf);
+}
+
+/* What the last run wrote for n: its back-off always, and its renewal time
+   and ARI window while the certificate is the same. */
+static void read_schedule(acme_run_t *r, acme_name_t *n, const char *text)
+{
+    char name[256], serial[ACME_SERIAL_MAX];
+    long long renew, retry, ws, we;
+    unsigned fails;
+    for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+        if (sscanf(p, "%255s %63s %lld %lld %u %lld %lld", name, serial, &renew, &retry, &fails,
+                   &ws, &we) != 7 ||
+            strcmp(name, n->name))
+            continue;
+        n->retry_at = (time_t)retry;
+        n->fails = fails < 64 ? fails : 64;
+        if (n->cert.serial[0] && strcmp(serial, n->cert.serial) == 0 && we >= ws) {
+            n->renew_at = (time_t)renew;
+            n->win_start = (time_t)ws;
+            n->win_end = (time_t)we;
+        }
+        return;
+    }
+    (void)r;
+}
+
+/* One round over the names; the earliest time something is due next. */
+static time_t round_once(acme_run_t *r)
+{
+    time_t now = time(NULL), next = now + ARI_POLL_MAX;
+    for (int i = 0; i < r->nnames && !acme_stop; i++) {
+        acme_name_t *n = &r->names[i];
+        if (n->cert.not_after && n->ari_at && n->ari_at <= now)
+            ari_poll(r, n, now);
+        if (n->renew_at <= now && n->retry_at <= now)
+            obtain(r, n, now);
+        now = time(NULL);
+        time_t t = n->renew_at > n->retry_at ? n->renew_at : n->retry_at;
+        if (n->ari_at && n->ari_at < t)
+            t = n->ari_at;
+        if (t < next)
+            next = t;
+    }
+    write_status(r);
+    write_schedule(r);
+    return next;
+}
+
+/* Sleep until t, or until SIGTERM (no wake-up lost between the check and the
+   wait: the signals are blocked until ppoll takes them). */
+static void sleep_until(time_t t)
+{
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGHUP);
+    sigaddset(&block, SIGUSR1);
+    sigprocmask(SIG_BLOCK, &block, &old);
+    time_t now = time(NULL);
+    if (!acme_stop && !acme_reopen && t > now) {
+        struct timespec ts = {t - now, 0};
+        ppoll(NULL, 0, &ts, &old);
+    }
+    sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
+static void run_loop(acme_run_t *r)
+{
+    size_t len;
+    char *sched = acme_read_file(r->cl.state_fd, SCHEDULE_FILE, STATUS_MAX, &len);
+    for (int i = 0; i < r->nnames; i++) {
+        read_current(r, &r->names[i]);
+        if (sched)
+            read_schedule(r, &r->names[i], sched);
+    }
+    free(sched);
+    while (!acme_stop) {
+        time_t next = round_once(r);
+        if (acme_reopen) {
+            acme_reopen = 0;
+            elog_reopen(&r->log);
+        }
+        time_t now = time(NULL);
+        sleep_until(next > now ? next : now + 1);
+        if (getppid() == 1)
+            acme_stop = 1;
+    }
+}
+
+/* mkdir (mode) and hand to uid/gid; 0, or -1 with errno set. */
+static int make_dir(int at, const char *path, mode_t mode, int uid, int gid)
+{
+    if (mkdirat(at, path, mode) < 0 && errno != EEXIST)
+        return -1;
+    struct stat st;
+    if (fstatat(at, path, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return -1;
+    if (!S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    if (uid >= 0 && geteuid() == 0 && st.st_uid != (uid_t)uid &&
+        fchownat(at, path, (uid_t)uid, (gid_t)gid, AT_SYMLINK_NOFOLLOW) < 0)
+        return -1;
+    return 0;
+}
+
+/* Hand what is below at/path to uid/gid (depth levels down): what an earlier
+   run as root (without -u) made, the account key and the versions in .acme,
+   must be the user's to read, replace and prune. */
+static void chown_tree(int at, const char *path, int uid, int gid, int depth)
+{
+    int fd = openat(at, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    struct dirent *e;
+    struct stat st;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+            fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            continue;
+        if (st.st_uid != (uid_t)uid)
+            fchownat(fd, e->d_name, (uid_t)uid, (gid_t)gid, AT_SYMLINK_NOFOLLOW);
+        if (S_ISDIR(st.st_mode) && depth > 0)
+            chown_tree(fd, e->d_name, uid, gid, depth - 1);
+    }
+    closedir(d);
+}
+
+/* The state directory's layout and the -C directory, made as root and handed
+   to -u's user; then the descriptors for both. */
+static int prepare_dirs(const config_t *cfg, int *state_fd, int *tls_fd, char *err, size_t n)
+{
+    static const struct {
+        const char *path;
+        mode_t mode;
+    } sub[] = {{"challenges", 0755}, {ACME_CHAL_HTTP_DIR, 0755}, {ACME_CHAL_ALPN_DIR, 0755},
+               {"account", 0700}};
+    if (make_dir(AT_FDCWD, cfg->acme.state_dir, 0755, cfg->uid, cfg->gid) < 0 ||
+        (*state_fd = open(cfg->acme.state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+        snprintf(err, n, "state directory %s: %s", cfg->acme.state_dir, strerror(errno));
+        return -1;
+    }
+    for (size_t i = 0; i < sizeof sub / sizeof sub[0]; i++)
+        if (make_dir(*state_fd, sub[i].path, sub[i].mode, cfg->uid, cfg->gid) < 0) {
+            snprintf(err, n, "%s/%s: %s", cfg->acme.state_dir, sub[i].path, strerror(errno));
+            return -1;
+        }
+    if (make_dir(AT_FDCWD, cfg->tls_dir, 0755, cfg->uid, cfg->gid) < 0 ||
+        (*tls_fd = open(cfg->tls_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+        snprintf(err, n, "certificate directory %s: %s", cfg->tls_dir, strerror(errno));
+        return -1;
+    }
+    if (cfg->uid >= 0 && geteuid() == 0) {
+        chown_tree(*state_fd, ".", cfg->uid, cfg->gid, 3);
+        make_dir(*tls_fd, ".acme", 0755, cfg->uid, cfg->gid);
+        chown_tree(*tls_fd, ".acme", cfg->uid, cfg->gid, 1);
+    }
+    return 0;
+}
+
+static int drop_privileges(const config_t *cfg)
+{
+    if (cfg->uid < 0 || geteuid() != 0)
+        return 0;
+    if (setgroups(0, NULL) < 0 || setgid((gid_t)cfg->gid) < 0 || setuid((uid_t)cfg->uid) < 0)
+        return -1;
+    return 0;
+}
+
+/* The child keeps stderr and the error log; the listeners and the rest go. */
+static void close_others(int keep)
+{
+    if (keep > 2) {
+        if (keep > 3)
+            close_range(3, (unsigned)keep - 1, 0);
+        close_range((unsigned)keep + 1, ~0U, 0);
+    } else
+        close_range(3, ~0U, 0);
+}
+
+static void child_signals(void)
+{
+    static const int dfl[] = {SIGCHLD, SIGQUIT, SIGALRM};
+    struct sigaction sa = {.sa_handler = SIG_DFL};
+    for (size_t i = 0; i < sizeof dfl / sizeof dfl[0]; i++)
+        sigaction(dfl[i], &sa, NULL);
+    sa.sa_handler = SIG_IGN; /* SIGUSR2 is the server's binary upgrade, not ours */
+    sigaction(SIGPIPE, &sa, NULL);
+    sigaction(SIGUSR2, &sa, NULL);
+    sa.sa_handler = on_signal; /* no SA_RESTART: a sleep or poll ends at once */
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL); /* the server's graceful stop: ours is at once */
+    sigaction(SIGUSR1, &sa, NULL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+static void child_main(const config_t *cfg, const char *const *names, int nnames, int http01,
+                       pid_t parent, pid_t notify)
+{
+    acme_run_t r = {.cfg = cfg, .notify = notify, .nnames = nnames, .backoff_min = BACKOFF_MIN};
+    char err[512];
+    int state_fd;
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent)
+        _exit(0);
+    child_signals();
+    close_others(cfg->error_fd);
+    elog_init(&r.log, cfg->error_fd >= 0 ? cfg->error_fd : 2, cfg->error_log);
+    if (prepare_dirs(cfg, &state_fd, &r.tls_fd, err, sizeof err) < 0 ||
+        (drop_privileges(cfg) < 0 &&
+         snprintf(err, sizeof err, "dropping to -u's user: %s", strerror(errno))) ||
+        curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK ||
+        acme_client_init(&r.cl, cfg, state_fd, http01, &acme_stop) < 0 ||
+        !(r.names = calloc((size_t)nnames, sizeof *r.names))) {
+        say(&r, "the ACME client cannot start: %s", err);
+        _exit(1);
+    }
+    const char *env = getenv("GATLING_TEST_ACME_BACKOFF");
+    if (env && atol(env) > 0) /* tests: the first retry after env seconds */
+        r.backoff_min = atol(env);
+    for (int i = 0; i < nnames; i++)
+        r.names[i].name = names[i];
+    /* no challenge is outstanding yet: what a killed client left is not served */
+    acme_empty_dir(state_fd, ACME_CHAL_HTTP_DIR);
+    acme_empty_dir(state_fd, ACME_CHAL_ALPN_DIR);
+    run_loop(&r);
+    acme_client_free(&r.cl);
+    curl_global_cleanup();
+    _exit(0);
+}
+
+/* A name usable as a file name in the -C directory and as an identifier. */
+static int name_ok(const char *s)
+{
+    size_t n = strlen(s);
+    return n > 0 && n < 254 && s[0] != '.' && s[0] != '-' &&
+           strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:") == n;
+}
+
+pid_t acme_start(const config_t *cfg, const char *const *names, int nnames, int http01,
+                 pid_t notify, char *err, size_t errlen)
+{
+    if (!cfg->acme.ca || !cfg->acme.state_dir || !cfg->tls_dir || nnames <= 0) {
+        snprintf(err, errlen, "ACME: %s", nnames <= 0 ? "no names to get certificates for"
+                                                      : "no CA, state directory or -C directory");
+        return -1;
+    }
+    for (int i = 0; i < nnames; i++)
+        if (!name_ok(names[i])) {
+            snprintf(err, errlen, "ACME: %.200s: not a host name or IP address", names[i]);
+            return -1;
+        }
+    pid_t parent = getpid();
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(err, errlen, "ACME: fork() failed: %s", strerror(errno));
+        return -1;
+    }
+    if (pid == 0)
+        child_main(cfg, names, nnames, http01, parent, notify);
+    return pid;
+}

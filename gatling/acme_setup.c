@@ -1,0 +1,429 @@
+/* --acme: the options, the state directory, the names, the client. See acme_setup.h. */
+#define _GNU_SOURCE
+#include "acme_setup.h"
+#include "acme/acme.h"
+#include "site/acme_chal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define ACME_URL_MAX 1024    /* --acme-ca */
+#define ACME_EMAIL_MAX 254   /* --acme (RFC 5321's path) */
+#define ACME_FIELD_MAX 255   /* --acme-eab's key id, --acme-issuer */
+#define ACME_HMAC_MAX 512    /* --acme-eab's key, base64url */
+#define ACME_PROFILE_MAX 64  /* --acme-profile */
+#define ACME_DIR_MAX (PATH_MAX - 320) /* --acme-dir: room for the layout below it */
+
+static const char *const opt_names[] = {"acme", "acme-ca", "acme-ca-root", "acme-eab",
+                                        "acme-profile", "acme-key", "acme-challenge",
+                                        "acme-dir", "acme-names", "acme-issuer"};
+_Static_assert(sizeof opt_names / sizeof opt_names[0] == ACME_OPT_END - ACME_OPT,
+               "a name for each --acme option");
+
+const char *acme_option_name(int c)
+{
+    return c >= ACME_OPT && c < ACME_OPT_END ? opt_names[c - ACME_OPT] : NULL;
+}
+
+static int bad(int c, const char *arg, const char *why)
+{
+    fprintf(stderr, "gatling: --%s %s: %s\n", acme_option_name(c), arg, why);
+    fputs("gatling: try 'gatling -h' or see gatling(8)\n", stderr);
+    return 2;
+}
+
+/* Printable ASCII only (space too when spaces may): no control characters. */
+static int printable(const char *s, int spaces)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < (spaces ? ' ' : '!') || (unsigned char)*s >= 0x7f)
+            return 0;
+    return 1;
+}
+
+static int fits(const char *s, size_t max)
+{
+    return *s && strnlen(s, max + 1) <= max;
+}
+
+static int b64url(const char *s)
+{
+    size_t n = strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_");
+    return n && (!s[n] || strspn(s + n, "=") == strlen(s + n)); /* padding tolerated */
+}
+
+/* --acme EMAIL: local@domain, the domain a host name. */
+static int email_ok(const char *s)
+{
+    const char *at = strchr(s, '@');
+    return fits(s, ACME_EMAIL_MAX) && printable(s, 0) && at && at > s && !strchr(at + 1, '@') &&
+           !strpbrk(s, "<>(),;:\\\"[]") && acme_chal_host_ok(at + 1, strlen(at + 1));
+}
+
+/* --acme-ca URL: https://, a host, nothing a header or a log line could not hold. */
+static int ca_ok(const char *s)
+{
+    return fits(s, ACME_URL_MAX) && printable(s, 0) && !strncmp(s, "https://", 8) && s[8] &&
+           s[8] != '/';
+}
+
+/* --acme-names a,b,...: each a host name or an IP address, lower-cased in
+   place.  0, or -1 with *bad at the name refused (NULL: one too many). */
+static int parse_names(config_acme_t *a, char *arg, const char **bad)
+{
+    a->nnames = 0;
+    for (char *s = arg;;) {
+        char *e = strchr(s, ',');
+        if (e)
+            *e = 0;
+        for (char *p = s; *p; p++)
+            if (*p >= 'A' && *p <= 'Z')
+                *p += 'a' - 'A';
+        if (a->nnames == CONFIG_ACME_NAMES || !acme_chal_name_ok(s, strlen(s))) {
+            *bad = a->nnames == CONFIG_ACME_NAMES ? NULL : s;
+            return -1;
+        }
+        a->names[a->nnames++] = s;
+        if (!e)
+            return 0;
+        s = e + 1;
+    }
+}
+
+/* --acme-eab KID:HMACKEY, split in place. */
+static int parse_eab(config_acme_t *a, char *arg)
+{
+    char *colon = strchr(arg, ':');
+    if (!colon)
+        return -1;
+    *colon = 0;
+    if (!fits(arg, ACME_FIELD_MAX) || !printable(arg, 0) || !fits(colon + 1, ACME_HMAC_MAX) ||
+        !b64url(colon + 1)) {
+        *colon = ':';
+        return -1;
+    }
+    a->eab_kid = arg, a->eab_hmac = colon + 1;
+    return 0;
+}
+
+/* The options with a word for a value: --acme-key, --acme-challenge. */
+static int word_option(int c, const char *arg, config_acme_t *a)
+{
+    static const char *const keys[] = {"ec256", "rsa2048", "rsa3072"};
+    static const char *const chals[] = {"any", "http-01", "tls-alpn-01"};
+    const char *const *t = c == ACME_OPT_KEY ? keys : chals;
+    for (int i = c == ACME_OPT_KEY ? 0 : 1; i < 3; i++)
+        if (!strcmp(arg, t[i])) {
+            *(c == ACME_OPT_KEY ? &a->key_type : &a->challenge) = i;
+            return -1;
+        }
+    return bad(c, arg, c == ACME_OPT_KEY ? "not ec256, rsa2048 or rsa3072"
+                                         : "not http-01 or tls-alpn-01");
+}
+
+static int given; /* the --acme options seen, one bit each, for acme_options_done */
+static int names_owned; /* cfg->acme.names are vhost_names' copies, for acme_end */
+
+int acme_option(int c, char *arg, config_t *cfg)
+{
+    config_acme_t *a = &cfg->acme;
+    if (c < ACME_OPT || c >= ACME_OPT_END)
+        return 1;
+    given |= 1 << (c - ACME_OPT);
+    switch (c) {
+    case ACME_OPT:
+        if (!email_ok(arg))
+            return bad(c, arg, "not an email address (local@host.name, at most 254 bytes)");
+        a->email = arg;
+        return -1;
+    case ACME_OPT_CA:
+        if (!ca_ok(arg))
+            return bad(c, arg, "not an https:// URL (at most 1024 bytes, no spaces or "
+                               "control characters)");
+        a->ca = arg;
+        return -1;
+    case ACME_OPT_CA_ROOT:
+    case ACME_OPT_DIR:
+        if (!fits(arg, c == ACME_OPT_DIR ? ACME_DIR_MAX : PATH_MAX - 1))
+            return bad(c, arg, "not a usable file name (empty or too long)");
+        *(c == ACME_OPT_DIR ? &a->state_dir : &a->ca_root) = arg;
+        return -1;
+    case ACME_OPT_EAB:
+        return parse_eab(a, arg) < 0
+                   ? bad(c, arg, "not KID:HMACKEY (a key id, then the base64url key)")
+                   : -1;
+    case ACME_OPT_PROFILE:
+        if (!fits(arg, ACME_PROFILE_MAX) ||
+            strspn(arg, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
+                strlen(arg))
+            return bad(c, arg, "not a profile name (letters, digits, . _ -; at most 64)");
+        a->profile = arg;
+        return -1;
+    case ACME_OPT_KEY:
+    case ACME_OPT_CHALLENGE:
+        return word_option(c, arg, a);
+    case ACME_OPT_NAMES: {
+        const char *which;
+        if (parse_names(a, arg, &which) < 0)
+            return bad(c, which ? which : "...",
+                       which ? "not a host name or IP address (comma-separated, at most 100)"
+                             : "more than 100 names");
+        return -1;
+    }
+    default: /* ACME_OPT_ISSUER */
+        if (!fits(arg, ACME_FIELD_MAX) || !printable(arg, 1))
+            return bad(c, arg, "not a common name (at most 255 bytes, no control characters)");
+        a->issuer = arg;
+        return -1;
+    }
+}
+
+int acme_options_done(config_t *cfg)
+{
+    config_acme_t *a = &cfg->acme;
+    if (!a->email && (given & ~1)) {
+        for (int i = 1; i < ACME_OPT_END - ACME_OPT; i++)
+            if (given & (1 << i)) {
+                fprintf(stderr, "gatling: --%s without --acme EMAIL: nothing to do\n",
+                        opt_names[i]);
+                break;
+            }
+        return 2;
+    }
+    if (a->email && cfg->tls_off) {
+        fputs("gatling: --acme gets certificates for HTTPS, which -E turns off: give one\n",
+              stderr);
+        return 2;
+    }
+    if (!a->ca)
+        a->ca = ACME_CA_DEFAULT;
+    if (!a->state_dir)
+        a->state_dir = ACME_DIR_DEFAULT;
+    return -1;
+}
+
+/* mkdir -p path (the last one mode, those on the way 0755), owned by -u's
+   user (the client runs as it and writes there).  0, or -1 with errno. */
+static int make_dir(const config_t *cfg, const char *path, mode_t mode)
+{
+    char tmp[PATH_MAX];
+    if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp)
+        return errno = ENAMETOOLONG, -1;
+    for (char *p = tmp + 1; *p; p++)
+        if (*p == '/' && p[-1] != '/') {
+            *p = 0;
+            if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+                return -1;
+            *p = '/';
+        }
+    if (mkdir(tmp, mode) < 0 && errno != EEXIST)
+        return -1;
+    struct stat sb;
+    if (stat(tmp, &sb) < 0)
+        return -1;
+    if (!S_ISDIR(sb.st_mode))
+        return errno = ENOTDIR, -1;
+    if (geteuid() == 0 && cfg->uid >= 0 && (sb.st_uid != (uid_t)cfg->uid) &&
+        chown(tmp, (uid_t)cfg->uid, (gid_t)cfg->gid) < 0)
+        return -1;
+    return 0;
+}
+
+/* Can a file be made in dir?  (A read-only file system, a full one, a
+   directory of another user: said now, not by the client at its first order.) */
+static int writable(const char *dir)
+{
+    char probe[PATH_MAX];
+    snprintf(probe, sizeof probe, "%.*s/.probe.%d", (int)sizeof probe - 32, dir, (int)getpid());
+    int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    int ok = write(fd, "x", 1) == 1;
+    close(fd);
+    unlink(probe);
+    return ok ? 0 : (errno = ENOSPC, -1);
+}
+
+/* fn(path), as -u's user when root is to become it (the client opens the
+   state directory and the CA root as that user; a directory on the way that
+   only root may cross is found now).  fn's result; -1 with errno if the ids
+   cannot be switched. */
+static int as_user(const config_t *cfg, int (*fn)(const char *), const char *path)
+{
+    if (geteuid() != 0 || cfg->uid < 0)
+        return fn(path);
+    if (setegid((gid_t)cfg->gid) < 0 || seteuid((uid_t)cfg->uid) < 0) {
+        int e = errno;
+        (void)!setegid(0);
+        return errno = e, -1;
+    }
+    int r = fn(path), e = errno;
+    if (seteuid(0) < 0 || setegid(0) < 0) { /* the saved id is 0: this cannot fail */
+        perror("gatling: seteuid(0)");
+        abort();
+    }
+    errno = e;
+    return r;
+}
+
+static int readable(const char *path)
+{
+    return faccessat(AT_FDCWD, path, R_OK, AT_EACCESS);
+}
+
+int acme_prepare(config_t *cfg)
+{
+    static char live[PATH_MAX]; /* -C's default: cfg keeps a pointer to it */
+    const config_acme_t *a = &cfg->acme;
+    if (!a->email)
+        return 0;
+    const char *sub[] = {"", "/challenges", "/" ACME_CHAL_HTTP_DIR, "/" ACME_CHAL_ALPN_DIR};
+    char path[PATH_MAX];
+    for (size_t i = 0; i < sizeof sub / sizeof sub[0]; i++) {
+        snprintf(path, sizeof path, "%s%s", a->state_dir, sub[i]);
+        if (make_dir(cfg, path, 0700) < 0 || (i == 0 && as_user(cfg, writable, path) < 0)) {
+            fprintf(stderr, "gatling: --acme-dir %s: %s cannot be made or written%s (%s): the "
+                    "ACME state (account key, challenges) lives there\n",
+                    a->state_dir, path, cfg->uid >= 0 ? " by -u's user" : "", strerror(errno));
+            return -1;
+        }
+    }
+    if (!cfg->tls_dir) { /* the certificates land in STATEDIR/live */
+        snprintf(live, sizeof live, "%s/live", a->state_dir);
+        if (make_dir(cfg, live, 0700) < 0) {
+            fprintf(stderr, "gatling: --acme: %s cannot be made (%s)\n", live, strerror(errno));
+            return -1;
+        }
+        cfg->tls_dir = live;
+    }
+    if (a->ca_root && as_user(cfg, readable, a->ca_root) < 0) {
+        fprintf(stderr, "gatling: --acme-ca-root %s: %s%s\n", a->ca_root, strerror(errno),
+                cfg->uid >= 0 ? " (for -u's user, as whom the client reads it)" : "");
+        return -1;
+    }
+    if (!(cfg->acme_chal = acme_chal_open(a->state_dir))) {
+        fprintf(stderr, "gatling: --acme-dir %s: %s\n", a->state_dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* A virtual host directory's name ("example.org:80") as a name to get a
+   certificate for, into out; 0 for those that name none ("default",
+   "[::1]:8000", "localhost:80", "192.0.2.1:80"). */
+static size_t vhost_host(const char *d, char *out, size_t cap)
+{
+    const char *colon = strrchr(d, ':');
+    size_t n = colon ? (size_t)(colon - d) : strlen(d);
+    if (colon && (!colon[1] || strspn(colon + 1, "0123456789") != strlen(colon + 1)))
+        return 0;
+    if (!n || n >= cap || !acme_chal_host_ok(d, n))
+        return 0;
+    const char *dot = memrchr(d, '.', n);
+    if (!dot || strspn(dot + 1, "0123456789") == (size_t)(d + n - dot - 1))
+        return 0; /* one label, or an address */
+    for (size_t i = 0; i < n; i++)
+        out[i] = (char)(d[i] >= 'A' && d[i] <= 'Z' ? d[i] + 'a' - 'A' : d[i]);
+    out[n] = 0;
+    return n;
+}
+
+static int cmp_name(const void *x, const void *y)
+{
+    return strcmp(*(const char *const *)x, *(const char *const *)y);
+}
+
+/* The names of the document root's virtual host directories, sorted, once
+   each, into cfg->acme.names.  How many, or -1 after saying why. */
+static int vhost_names(config_t *cfg)
+{
+    config_acme_t *a = &cfg->acme;
+    const char *root = cfg->root ? cfg->root : ".";
+    DIR *d = opendir(root);
+    if (!d) {
+        fprintf(stderr, "gatling: --acme: %s: %s\n", root, strerror(errno));
+        return -1;
+    }
+    struct dirent *e;
+    char name[256];
+    struct stat sb;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.' || !vhost_host(e->d_name, name, sizeof name) ||
+            fstatat(dirfd(d), e->d_name, &sb, 0) < 0 || !S_ISDIR(sb.st_mode))
+            continue;
+        int dup = 0;
+        for (int i = 0; i < a->nnames && !dup; i++)
+            dup = !strcmp(a->names[i], name);
+        if (dup)
+            continue;
+        char *copy = a->nnames < CONFIG_ACME_NAMES ? strdup(name) : NULL;
+        if (!copy) {
+            fprintf(stderr, "gatling: --acme: more than %d host directories in %s: the first "
+                    "%d are kept (or give --acme-names)\n", CONFIG_ACME_NAMES, root,
+                    CONFIG_ACME_NAMES);
+            break;
+        }
+        a->names[a->nnames++] = copy;
+        names_owned = 1;
+    }
+    closedir(d);
+    qsort(a->names, (size_t)a->nnames, sizeof a->names[0], cmp_name);
+    return a->nnames;
+}
+
+int acme_launch(config_t *cfg)
+{
+    config_acme_t *a = &cfg->acme;
+    if (!a->email)
+        return 0;
+    if (!a->nnames && (!cfg->vhosts || vhost_names(cfg) <= 0)) {
+        fprintf(stderr, "gatling: --acme: no name to get a certificate for: %s, or give "
+                "--acme-names a,b,...\n", cfg->vhosts ? "no directory of the document root "
+                "names a host (example.org, example.org:80)" : "-H serves no virtual hosts");
+        return -1;
+    }
+    char err[512] = "";
+    /* HTTP-01 needs the plain HTTP port, which gatling always serves; the
+       client weighs --acme-challenge itself */
+    pid_t pid = acme_start(cfg, a->names, a->nnames, a->challenge != CONFIG_ACME_TLSALPN01,
+                           getpid(), err, sizeof err);
+    if (pid < 0) {
+        fprintf(stderr, "gatling: --acme: the ACME client did not start: %s\n", err);
+        return -1;
+    }
+    cfg->acme_pid = (int)pid;
+    fprintf(stderr, "gatling: --acme: certificates for %d name%s (%s%s) from %s, kept in %s\n",
+            a->nnames, a->nnames == 1 ? "" : "s", a->names[0], a->nnames > 1 ? ", ..." : "",
+            a->ca, cfg->tls_dir);
+    return 0;
+}
+
+void acme_end(config_t *cfg)
+{
+    pid_t pid = (pid_t)cfg->acme_pid;
+    acme_chal_free(cfg->acme_chal);
+    cfg->acme_chal = NULL;
+    for (int i = 0; names_owned && i < cfg->acme.nnames; i++)
+        free((char *)cfg->acme.names[i]);
+    names_owned = 0, cfg->acme.nnames = 0;
+    if (pid <= 0)
+        return;
+    cfg->acme_pid = 0;
+    kill(pid, SIGTERM);
+    for (int i = 0; i < 200; i++) { /* 2 s, then it is not asked again */
+        if (waitpid(pid, NULL, WNOHANG) != 0)
+            return;
+        usleep(10000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}

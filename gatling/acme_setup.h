@@ -1,0 +1,71 @@
+/*
+ * acme_setup — main()'s part of automatic HTTPS (--acme): the options, the
+ * state directory made before a chroot and -u, the names to keep
+ * certificates for, and the start and end of the client process
+ * (acme/acme.h).  The loops' part is site/acme_chal.h.
+ */
+#ifndef GATLING_ACME_SETUP_H
+#define GATLING_ACME_SETUP_H
+
+#include "site/config.h"
+
+#include <getopt.h>
+
+/* getopt_long's values of the --acme options (main.c's others are below 300). */
+enum {
+    ACME_OPT = 300, /* --acme EMAIL */
+    ACME_OPT_CA,
+    ACME_OPT_CA_ROOT,
+    ACME_OPT_EAB,
+    ACME_OPT_PROFILE,
+    ACME_OPT_KEY,
+    ACME_OPT_CHALLENGE,
+    ACME_OPT_DIR,
+    ACME_OPT_NAMES,
+    ACME_OPT_ISSUER,
+    ACME_OPT_END
+};
+
+#define ACME_LONGOPTS \
+    {"acme", required_argument, NULL, ACME_OPT}, \
+    {"acme-ca", required_argument, NULL, ACME_OPT_CA}, \
+    {"acme-ca-root", required_argument, NULL, ACME_OPT_CA_ROOT}, \
+    {"acme-eab", required_argument, NULL, ACME_OPT_EAB}, \
+    {"acme-profile", required_argument, NULL, ACME_OPT_PROFILE}, \
+    {"acme-key", required_argument, NULL, ACME_OPT_KEY}, \
+    {"acme-challenge", required_argument, NULL, ACME_OPT_CHALLENGE}, \
+    {"acme-dir", required_argument, NULL, ACME_OPT_DIR}, \
+    {"acme-names", required_argument, NULL, ACME_OPT_NAMES}, \
+    {"acme-issuer", required_argument, NULL, ACME_OPT_ISSUER}
+
+#define ACME_CA_DEFAULT "https://acme-v02.api.letsencrypt.org/directory"
+#define ACME_DIR_DEFAULT "/var/lib/gatling/acme"
+
+/* The option's name without its dashes ("acme-ca"), or NULL if c is none. */
+const char *acme_option_name(int c);
+
+/* One --acme option (arg is argv's: --acme-eab and --acme-names are split in
+   place).  1 if c is not one, -1 to go on, or an exit code (2, after saying
+   why on stderr). */
+int acme_option(int c, char *arg, config_t *cfg);
+
+/* After all options: the defaults, and what does not go together (--acme-*
+   without --acme, --acme with -E).  -1 to go on, or an exit code. */
+int acme_options_done(config_t *cfg);
+
+/* Before the certificates are loaded (and so before a chroot and -u, after
+   -u's ids are known): make the state directory (and, without -C, its live/
+   as the certificate directory), writable by -u's user, and open it for the
+   loops (cfg->acme_chal).  0, or -1 after saying why on stderr. */
+int acme_prepare(config_t *cfg);
+
+/* After the certificates are loaded, before a chroot, -u and -W's fork: the
+   names (--acme-names, else the virtual host directories that name a host),
+   and the client process (cfg->acme_pid).  0, or -1 after saying why. */
+int acme_launch(config_t *cfg);
+
+/* The server is ending: so does the client; what acme_prepare and
+   acme_launch made is freed (the loops are done with it). */
+void acme_end(config_t *cfg);
+
+#endif

@@ -1,0 +1,82 @@
+/*
+ * What the ACME client reads from a CA (gatling/acme/acme_parse.c): the
+ * input as each JSON document the client parses (directory, order,
+ * authorization, problem, renewal information, an account's status), as an
+ * RFC 3339 time, and line by line as response headers.  Invariants: every
+ * string filled is NUL-terminated inside its buffer; a token accepted is
+ * base64url of at most ACME_TOKEN_MAX characters; a window has start <= end;
+ * counts stay inside their arrays; Retry-After is -1 or not negative.
+ */
+#include "acme/acme_parse.h"
+#include "fuzz.h"
+
+#define TERMINATED(a) CHECK(memchr((a), 0, sizeof(a)) != NULL)
+
+static void check_json(const char *s, size_t n)
+{
+    acme_dir_t d;
+    acme_order_t o;
+    acme_authz_t a;
+    acme_problem_t p;
+    char status[16];
+    time_t t0, t1;
+    if (acme_parse_dir(s, n, &d) == 0) {
+        TERMINATED(d.new_nonce); TERMINATED(d.new_order); TERMINATED(d.renewal_info);
+        CHECK(d.nprofiles >= 0 && d.nprofiles <= ACME_PROFILES_MAX);
+        for (int i = 0; i < d.nprofiles; i++)
+            TERMINATED(d.profiles[i]);
+    }
+    if (acme_parse_order(s, n, &o) == 0) {
+        CHECK(o.nauthz >= 0 && o.nauthz <= ACME_AUTHZ_MAX);
+        for (int i = 0; i < o.nauthz; i++)
+            TERMINATED(o.authz[i]);
+        TERMINATED(o.status); TERMINATED(o.finalize); TERMINATED(o.certificate);
+    }
+    if (acme_parse_authz(s, n, &a) == 0) {
+        TERMINATED(a.status); TERMINATED(a.ident); TERMINATED(a.error);
+        CHECK(!a.http_token[0] || acme_token_ok(a.http_token));
+        CHECK(!a.alpn_token[0] || acme_token_ok(a.alpn_token));
+    }
+    if (acme_parse_problem(s, n, &p) == 0) {
+        TERMINATED(p.type);
+        TERMINATED(p.detail);
+    }
+    if (acme_parse_status(s, n, status, sizeof status) == 0)
+        TERMINATED(status);
+    if (acme_parse_ari(s, n, &t0, &t1) == 0)
+        CHECK(t0 <= t1);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
+{
+    char *s = fuzz_copy(data, n);
+    time_t t;
+    if (!s)
+        return 0;
+    check_json(s, n);
+    char *z = malloc(n + 1); /* as a C string: a time, a token */
+    if (z) {
+        memcpy(z, data, n);
+        z[n] = 0;
+        acme_parse_time(z, &t);
+        if (acme_token_ok(z))
+            CHECK(strlen(z) <= ACME_TOKEN_MAX);
+        free(z);
+    }
+    acme_head_t h;
+    memset(&h, 0, sizeof h);
+    h.retry_after = -1;
+    for (size_t i = 0; i < n;) {
+        const char *nl = memchr(s + i, '\n', n - i);
+        size_t len = nl ? (size_t)(nl - s - i) + 1 : n - i;
+        acme_parse_header(&h, s + i, len, 1700000000);
+        i += len;
+    }
+    TERMINATED(h.nonce); TERMINATED(h.location);
+    CHECK(h.nalt >= 0 && h.nalt <= ACME_ALTS_MAX);
+    for (int i = 0; i < h.nalt; i++)
+        TERMINATED(h.alt[i]);
+    CHECK(h.retry_after >= -1);
+    free(s);
+    return 0;
+}

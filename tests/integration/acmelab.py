@@ -1,0 +1,406 @@
+"""Pebble, pebble-challtestsrv and a fault-injecting proxy in front of Pebble:
+what the ACME tests share (test_acme.py: certbot through gatling;
+test_acme_https.py: gatling's own client, issue 44) and bench/compare-acme.
+
+Python's standard library only (bench/ imports it too, without pytest).
+
+  - pebble-challtestsrv is Pebble's DNS: it answers every A query with
+    127.0.0.1 (only its DNS server runs), so Pebble's validation of any name
+    reaches the HTTP port (httpPort) or HTTPS port (tlsPort) given here.
+  - Pebble's own HTTPS certificate comes from the suite's throwaway CA
+    (dist/mkcert.sh: localhost, 127.0.0.1, certs/server.pem holding the key
+    too), which the client trusts (gatling --acme-ca-root PKI/ca.pem).
+  - Pebble's chaos stays as Pebble ships it unless asked: 5% of good nonces
+    rejected (PEBBLE_WFE_NONCEREJECT), authorizations reused half the time
+    (PEBBLE_AUTHZREUSE), a random 0-15 s validation delay unless nosleep
+    (PEBBLE_VA_NOSLEEP=1).
+  - Its log (all its runs, appended) is where orders and accounts are
+    counted: "Added order" per order made, "Issued certificate" per
+    certificate, "There are now N accounts" per account made, "ARI: order
+    ... is a replacement of" per order that named (`replaces`) a
+    certificate it replaces.
+"""
+import base64
+import contextlib
+import http.client
+import http.server
+import json
+import os
+import random
+import re
+import shutil
+import socket
+import socketserver
+import ssl
+import subprocess
+import threading
+import time
+import urllib.request
+
+PEBBLE_VERSION = "v2.10.1"
+CHAOS_ENV = ("PEBBLE_VA_NOSLEEP", "PEBBLE_WFE_NONCEREJECT", "PEBBLE_AUTHZREUSE",
+             "PEBBLE_VA_ALWAYS_VALID", "PEBBLE_CHALLTESTSRV_HTTP01")
+
+
+def go_tool(name):
+    """A Go command from PATH, $GOBIN, ~/go/bin or `go env GOPATH`/bin (where
+    tests/setup.sh's go install puts it); None."""
+    found = shutil.which(name)
+    dirs = [os.environ.get("GOBIN", ""), os.path.expanduser("~/go/bin")]
+    for d in dirs if not found else []:
+        if d and os.access(os.path.join(d, name), os.X_OK):
+            return os.path.join(d, name)
+    if not found and shutil.which("go"):
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            gopath = subprocess.run(["go", "env", "GOPATH"], capture_output=True, text=True,
+                                    timeout=20).stdout.strip()
+            for d in gopath.split(os.pathsep):
+                if d and os.access(os.path.join(d, "bin", name), os.X_OK):
+                    return os.path.join(d, "bin", name)
+    return found
+
+
+PEBBLE = go_tool("pebble")
+CHALLTESTSRV = go_tool("pebble-challtestsrv")
+INSTALL_HINT = ("`go install github.com/letsencrypt/pebble/v2/cmd/pebble@%s` (and "
+                "cmd/pebble-challtestsrv); tests/setup.sh does it" % PEBBLE_VERSION)
+
+
+def missing():
+    """The names of the Pebble programs not installed here."""
+    return [n for n, p in (("pebble", PEBBLE), ("pebble-challtestsrv", CHALLTESTSRV)) if not p]
+
+
+def free_port():
+    """A loopback TCP port (and its UDP twin, for HTTP/3) below the ephemeral
+    range, free now: for a program that binds it itself (conftest's)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    for _ in range(200):
+        port = random.randint(10000, max(low - 1, 10001))
+        with socket.socket() as s, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
+            try:
+                s.bind(("127.0.0.1", port))
+                u.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("no free port below %d for a listener" % low)
+
+
+def wait_for(pred, timeout, what, step=0.05):
+    """pred()'s first true value within timeout seconds, or an AssertionError
+    naming what did not happen."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() >= deadline:
+            raise AssertionError("%s: not within %.1f s" % (what, timeout))
+        time.sleep(step)
+
+
+def tail(path, n=3000):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()[-n:]
+    except OSError as e:
+        return "(%s)" % e
+
+
+def stop_process(p):
+    if p.poll() is None:
+        p.terminate()
+        try:
+            p.wait(5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def listening(port, proc, log, timeout=10):
+    def up():
+        assert proc.poll() is None, "%s exited: %s" % (proc.args[0], tail(log))
+        with contextlib.suppress(OSError):
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        return False
+    wait_for(up, timeout, "%s listening on port %d" % (os.path.basename(proc.args[0]), port))
+
+
+class Pebble:
+    """pebble-challtestsrv (DNS only, every name 127.0.0.1) and Pebble, whose
+    validations go to http_port (HTTP-01) and tls_port (TLS-ALPN-01).  The
+    ports are chosen at once, so directory is known before start(); stop()
+    and start() again keep them (Pebble's state, its root included, is new
+    at each start).  profiles: {name: validity seconds} beside "default"
+    (90 days unless given).  chaos: Pebble's defaults (see the module);
+    nosleep: PEBBLE_VA_NOSLEEP=1, no random validation delay."""
+
+    def __init__(self, tmp, pki, http_port, tls_port, profiles=None, chaos=True,
+                 nosleep=True, retry_after=1):
+        self.tmp, self.pki = tmp, pki
+        self.dns, self.cmgmt, self.acme, self.mgmt = (free_port() for _ in range(4))
+        self.directory = "https://127.0.0.1:%d/dir" % self.acme
+        self.conf = os.path.join(tmp, "pebble.json")
+        profs = {"default": 7776000}
+        profs.update(profiles or {})
+        with open(self.conf, "w") as f:
+            json.dump({"pebble": {
+                "listenAddress": "127.0.0.1:%d" % self.acme,
+                "managementListenAddress": "127.0.0.1:%d" % self.mgmt,
+                "certificate": pki + "/certs/server.pem",  # Go takes the key from it too
+                "privateKey": pki + "/certs/server.pem",
+                "httpPort": http_port,
+                "tlsPort": tls_port,
+                "ocspResponderURL": "",
+                "externalAccountBindingRequired": False,
+                "retryAfter": {"authz": retry_after, "order": retry_after},
+                "profiles": {n: {"description": n, "validityPeriod": v}
+                             for n, v in profs.items()},
+            }}, f)
+        self.env = {k: v for k, v in os.environ.items() if k not in CHAOS_ENV}
+        if nosleep:
+            self.env["PEBBLE_VA_NOSLEEP"] = "1"
+        if not chaos:
+            self.env.update(PEBBLE_WFE_NONCEREJECT="0", PEBBLE_AUTHZREUSE="0")
+        self.dlog = os.path.join(tmp, "challtestsrv.log")
+        self.plog = os.path.join(tmp, "pebble.log")
+        self.d = self.p = None
+
+    def start(self):
+        if self.d is None:
+            cmd = [CHALLTESTSRV, "-defaultIPv4", "127.0.0.1", "-defaultIPv6", "",
+                   "-dnsserver", "127.0.0.1:%d" % self.dns,
+                   "-management", "127.0.0.1:%d" % self.cmgmt,
+                   "-http01", "", "-https01", "", "-tlsalpn01", "", "-doh", ""]
+            with open(self.dlog, "wb") as out:
+                self.d = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
+                                          stderr=subprocess.STDOUT)
+            listening(self.cmgmt, self.d, self.dlog)
+        with open(self.plog, "ab") as out:
+            self.p = subprocess.Popen([PEBBLE, "-config", self.conf, "-dnsserver",
+                                       "127.0.0.1:%d" % self.dns], stdin=subprocess.DEVNULL,
+                                      stdout=out, stderr=subprocess.STDOUT, env=self.env)
+        listening(self.acme, self.p, self.plog)
+        listening(self.mgmt, self.p, self.plog)
+        return self
+
+    def stop(self):
+        if self.p is not None:
+            stop_process(self.p)
+            self.p = None
+
+    def close(self):
+        self.stop()
+        if self.d is not None:
+            stop_process(self.d)
+            self.d = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- what Pebble says
+    def _get(self, path):
+        ctx = ssl.create_default_context(cafile=self.pki + "/ca.pem")
+        with urllib.request.urlopen("https://127.0.0.1:%d%s" % (self.mgmt, path),
+                                    context=ctx, timeout=10) as r:
+            return r.read().decode()
+
+    def root(self):
+        """Pebble's issuing root (made anew at each start), PEM."""
+        return self._get("/roots/0")
+
+    def intermediate(self):
+        return self._get("/intermediates/0")
+
+    def log(self):
+        return tail(self.plog, 1 << 24)
+
+    def orders(self):
+        """Orders Pebble added (each newOrder that made one)."""
+        return self.log().count("Added order ")
+
+    def accounts(self):
+        """Accounts Pebble made (each "There are now N accounts" line)."""
+        return len(re.findall(r"There are now \d+ accounts in memory", self.log()))
+
+    def issued(self):
+        """Certificates Pebble issued."""
+        return self.log().count("Issued certificate serial ")
+
+    def replacements(self):
+        """Orders that named, with `replaces`, a certificate they replace."""
+        return len(re.findall(r"ARI: order \S+ is a replacement of", self.log()))
+
+
+# --------------------------------------------------------------------------
+# The fault-injecting proxy
+
+class Fault:
+    """One answer the proxy gives instead of Pebble's, to the next `times`
+    requests whose method and path match (path: a prefix or a regexp).
+    kind: "429" (rateLimited, Retry-After: retry_after), "500", "notjson"
+    (200, HTML), "huge" (200, application/json, `size` bytes of an unending
+    JSON string), "redirect" (302 to another origin), "delay" (Pebble's
+    answer, held `delay` seconds), "ari" (Pebble's renewalInfo answer replaced
+    by window(serial) -> (start, end) unix seconds)."""
+
+    def __init__(self, kind, path, method=None, times=1, retry_after=3, size=16 << 20,
+                 delay=0.0, window=None, location="https://127.0.0.1:1/elsewhere"):
+        self.kind, self.path, self.method, self.times = kind, path, method, times
+        self.location = location
+        self.retry_after, self.size, self.delay, self.window = retry_after, size, delay, window
+        self.hits = []  # unix times it was applied
+
+    def matches(self, method, path):
+        if self.times <= 0 or (self.method and method != self.method):
+            return False
+        return path.startswith(self.path) or bool(re.fullmatch(self.path, path))
+
+
+def rfc3339(t):
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + ".%03dZ" % int(t % 1 * 1000)
+
+
+class FaultProxy:
+    """An HTTPS proxy in front of Pebble's ACME port (the suite CA's
+    certificate, as Pebble's own): every request is passed on with its Host
+    header, so Pebble writes the proxy's URLs in its answers and checks the
+    JWS url against them.  faults: a list of Fault, first match wins.
+    requests: (unix time, method, path, JWS payload decoded or None, status)."""
+
+    def __init__(self, pki, upstream_port):
+        self.pki, self.upstream = pki, upstream_port
+        self.faults, self.requests = [], []
+        self.lock = threading.Lock()
+        self.port = free_port()
+        self.directory = "https://127.0.0.1:%d/dir" % self.port
+        self.up_ctx = ssl.create_default_context(cafile=pki + "/ca.pem")
+        self.arrived = threading.Condition(self.lock)
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                proxy.handle(self)
+
+            do_POST = do_HEAD = do_GET
+
+        class Srv(socketserver.ThreadingMixIn, http.server.HTTPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        self.httpd = Srv(("127.0.0.1", self.port), Handler)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(pki + "/certs/server.pem")
+        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def add(self, fault):
+        with self.lock:
+            self.faults.append(fault)
+        return fault
+
+    def seen(self, path, method=None):
+        """The requests so far to path (a prefix)."""
+        with self.lock:
+            return [r for r in self.requests
+                    if r[2].startswith(path) and (method is None or r[1] == method)]
+
+    @staticmethod
+    def payload(body):
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            p = json.loads(body)["payload"]
+            if not p:
+                return {}
+            return json.loads(base64.urlsafe_b64decode(p + "=" * (-len(p) % 4)))
+        return None
+
+    def handle(self, h):
+        n = int(h.headers.get("Content-Length") or 0)
+        body = h.rfile.read(n) if n else b""
+        with self.lock:
+            fault = next((f for f in self.faults if f.matches(h.command, h.path)), None)
+            if fault:
+                fault.times -= 1
+                fault.hits.append(time.time())
+        status = self.answer(h, body, fault)
+        with self.lock:
+            self.requests.append((time.time(), h.command, h.path, self.payload(body), status))
+            self.arrived.notify_all()
+
+    def send(self, h, status, headers, body):
+        h.send_response(status)
+        for k, v in headers:
+            h.send_header(k, v)
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        if h.command != "HEAD":
+            with contextlib.suppress(OSError):
+                h.wfile.write(body)
+        return status
+
+    def answer(self, h, body, fault):
+        kind = fault.kind if fault else None
+        if kind == "429":
+            return self.send(h, 429, [("Content-Type", "application/problem+json"),
+                                      ("Retry-After", str(fault.retry_after))],
+                             b'{"type":"urn:ietf:params:acme:error:rateLimited",'
+                             b'"detail":"injected by the test","status":429}')
+        if kind == "500":
+            return self.send(h, 500, [("Content-Type", "application/problem+json")],
+                             b'{"type":"urn:ietf:params:acme:error:serverInternal",'
+                             b'"detail":"injected by the test","status":500}')
+        if kind == "notjson":
+            return self.send(h, 200, [("Content-Type", "text/html")],
+                             b"<html><body>not JSON { [ \"</body></html>\n")
+        if kind == "huge":
+            return self.send(h, 200, [("Content-Type", "application/json")],
+                             b'{"status":"' + b"A" * fault.size)
+        if kind == "redirect":
+            return self.send(h, 302, [("Location", fault.location)], b"")
+        if kind == "delay":
+            time.sleep(fault.delay)
+        status, headers, rbody = self.forward(h, body)
+        if kind == "ari" and status == 200:
+            start, end = fault.window(h.path.rsplit("/", 1)[-1])  # the certificate's ARI id
+            rbody = json.dumps({"suggestedWindow": {"start": rfc3339(start),
+                                                    "end": rfc3339(end)}}).encode()
+        return self.send(h, status, headers, rbody)
+
+    def forward(self, h, body):
+        try:
+            c = http.client.HTTPSConnection("127.0.0.1", self.upstream, timeout=30,
+                                            context=self.up_ctx)
+            hdrs = {k: v for k, v in h.headers.items()
+                    if k.lower() not in ("connection", "content-length", "accept-encoding")}
+            c.request(h.command, h.path, body=body if body else None, headers=hdrs)
+            r = c.getresponse()
+            rbody = r.read()
+            headers = [(k, v) for k, v in r.getheaders()
+                       if k.lower() not in ("connection", "content-length",
+                                            "transfer-encoding")]
+            c.close()
+            return r.status, headers, rbody
+        except OSError:
+            return 502, [("Content-Type", "text/plain")], b"Pebble is not there\n"
