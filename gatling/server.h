@@ -14,6 +14,7 @@
 #include "gio.h"
 #include "site/mime.h"
 #include "site/site.h"
+#include "handlers/hstate.h"
 #include "site/watch.h"
 
 #include <stddef.h>
@@ -38,7 +39,10 @@ typedef struct listener {
 
 typedef struct server {
     gio_loop_t *loop;
-    site_t site;      /* what the handlers need */
+    union { /* what the handlers need: site/'s part first (handlers/hstate.h) */
+        hsite_t hsite;
+        site_t site;
+    };
     conn_set_t conns; /* the open connections */
     listener_t lst[SERVER_MAX_LISTENERS];
     int nlst;

@@ -17,6 +17,7 @@
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -58,6 +59,8 @@ typedef struct acme_run {
     unsigned long failures;
     long backoff_min;
 } acme_run_t;
+
+#define KEEPER_PAUSE_MAX 60 /* seconds at most between two starts of a dying client */
 
 static volatile sig_atomic_t acme_stop, acme_reopen;
 
@@ -471,6 +474,7 @@ static void child_main(const config_t *cfg, const char *const *names, int nnames
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent)
         _exit(0);
+    prctl(PR_SET_NAME, "acme-client");
     child_signals();
     close_others(cfg->error_fd);
     elog_init(&r.log, cfg->error_fd >= 0 ? cfg->error_fd : 2, cfg->error_log);
@@ -494,6 +498,66 @@ static void child_main(const config_t *cfg, const char *const *names, int nnames
     run_loop(&r);
     acme_client_free(&r.cl);
     curl_global_cleanup();
+    _exit(0);
+}
+
+/* Wait for the client; a stop asks it to end first.  Its wait status. */
+static int keeper_wait(pid_t pid)
+{
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0) {
+        if (errno != EINTR)
+            return 0;
+        if (acme_stop)
+            kill(pid, SIGTERM);
+    }
+    return st;
+}
+
+/*
+ * The keeper: the process the server sees (and ends), which runs the client
+ * in a child of its own and starts it again when it dies (killed, crashed),
+ * after a pause that doubles up to KEEPER_PAUSE_MAX while it keeps dying.  It
+ * was forked before the chroot and -u, so every client it starts is too; it
+ * does nothing else, so it has nothing to crash on.
+ */
+static void keeper_main(const config_t *cfg, const char *const *names, int nnames, int http01,
+                        pid_t parent, pid_t notify)
+{
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent)
+        _exit(0);
+    prctl(PR_SET_NAME, "acme-keeper");
+    child_signals();
+    close_others(cfg->error_fd);
+    elog_t log;
+    elog_init(&log, cfg->error_fd >= 0 ? cfg->error_fd : 2, cfg->error_log);
+    pid_t self = getpid();
+    long pause = 1;
+    while (!acme_stop) {
+        time_t began = time(NULL);
+        pid_t pid = fork();
+        if (pid == 0)
+            child_main(cfg, names, nnames, http01, self, notify);
+        int st = pid > 0 ? keeper_wait(pid) : 0;
+        if (acme_stop)
+            break;
+        if (time(NULL) - began > KEEPER_PAUSE_MAX)
+            pause = 1;
+        char line[160];
+        if (pid < 0)
+            snprintf(line, sizeof line, "fork() for the ACME client failed: %s", strerror(errno));
+        else if (WIFSIGNALED(st))
+            snprintf(line, sizeof line, "the ACME client was ended by signal %d", WTERMSIG(st));
+        else
+            snprintf(line, sizeof line, "the ACME client exited with %d", WEXITSTATUS(st));
+        snprintf(line + strlen(line), sizeof line - strlen(line), "; it starts again in %ld s",
+                 pause);
+        elog_text(&log, time(NULL), "acme", line);
+        struct timespec ts = {.tv_sec = pause};
+        nanosleep(&ts, NULL); /* a stop ends it at once (no SA_RESTART) */
+        pause = pause * 2 > KEEPER_PAUSE_MAX ? KEEPER_PAUSE_MAX : pause * 2;
+    }
     _exit(0);
 }
 
@@ -526,6 +590,6 @@ pid_t acme_start(const config_t *cfg, const char *const *names, int nnames, int 
         return -1;
     }
     if (pid == 0)
-        child_main(cfg, names, nnames, http01, parent, notify);
+        keeper_main(cfg, names, nnames, http01, parent, notify);
     return pid;
 }

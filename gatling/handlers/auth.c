@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "auth.h"
+#include "hstate.h"
 #include "htaccess.h"
 #include "http/hbuf.h"
 #include "site/jobs.h"
@@ -14,6 +15,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+enum { AUTH_NONE, AUTH_GOOD, AUTH_BAD }; /* the verdict on this request's credentials */
+
+/* The verdict a password check (or the memory of failures) gave this
+   request: its slot, for the request as it is now (hstate.h). */
+static unsigned verdict(const exchange_t *ex)
+{
+    return hslot_req(ex, HSLOT_AUTH);
+}
+
+static void set_verdict(exchange_t *ex, unsigned v)
+{
+    hslot_req_set(ex, HSLOT_AUTH, v);
+}
 
 /* Equal bytes, in a time that does not depend on where they differ. */
 static int same_bytes(const char *a, const char *b, size_t n)
@@ -42,7 +57,7 @@ static void auth_finish(ex_job_t *xj, exchange_t *ex)
     auth_job_t *a = (auth_job_t *)xj;
     explicit_bzero(&a->p, sizeof a->p); /* verify wiped the password, unless it never ran */
     if (ex)
-        ex->auth_verdict = a->good ? AUTH_GOOD : AUTH_BAD;
+        set_verdict(ex, a->good ? AUTH_GOOD : AUTH_BAD);
 }
 
 /*
@@ -56,7 +71,7 @@ static int let_in(exchange_t *ex, const http_str_t *auth, char **granted)
     if (auth && granted && *granted && strlen(*granted) == auth->n &&
         same_bytes(*granted, auth->p, auth->n))
         return 1;
-    if (ex->auth_verdict != AUTH_GOOD)
+    if (verdict(ex) != AUTH_GOOD)
         return 0;
     limits_auth_ok(s->limits, ex->peer, gio_now(s->loop));
     if (auth && granted) {
@@ -93,11 +108,11 @@ static void remember(exchange_t *ex, const char *path, const http_str_t *auth)
         memcpy(key + pl + 1, auth->p, auth->n);
         kl = pl + 1 + auth->n;
     }
-    if (ex->auth_verdict == AUTH_NONE && kl &&
+    if (verdict(ex) == AUTH_NONE && kl &&
         limits_cred_failed(s->limits, key, kl, gio_now(s->loop))) {
         s->stats.auth_remembered++; /* the same wrong password again: no hashing */
-        ex->auth_verdict = AUTH_BAD;
-    } else if (ex->auth_verdict == AUTH_BAD) {
+        set_verdict(ex, AUTH_BAD);
+    } else if (verdict(ex) == AUTH_BAD) {
         limits_auth_failed(s->limits, ex->peer, gio_now(s->loop));
         if (kl)
             limits_cred_note_failed(s->limits, key, kl, gio_now(s->loop));
@@ -150,7 +165,7 @@ int auth_check(exchange_t *ex, const target_t *t, const char *path, char **grant
         close(vfd);
     if (h == HTACCESS_VERIFY)
         remember(ex, path, auth);
-    if (h == HTACCESS_VERIFY && ex->auth_verdict == AUTH_NONE) {
+    if (h == HTACCESS_VERIFY && verdict(ex) == AUTH_NONE) {
         r = start_check(ex, &p);
         explicit_bzero(&p, sizeof p);
         return r;

@@ -11,9 +11,9 @@
 /*
  * 0 to go on, 1 when a 401/429/500 was answered, 2 when the password check
  * was handed to a worker thread (ex->job; the request is dispatched again
- * with ex->auth_verdict set), or -1.  path is the one credentials are
- * checked against; *granted (if not NULL) remembers the last Authorization
- * value that passed for a cached file.
+ * with the verdict in its slot, hstate.h), or -1.  path is the one
+ * credentials are checked against; *granted (if not NULL) remembers the
+ * last Authorization value that passed for a cached file.
  */
 int auth_check(exchange_t *ex, const target_t *t, const char *path, char **granted);
 

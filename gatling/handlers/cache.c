@@ -98,7 +98,7 @@ static void invalidate_named(cache_t *c, const char *key, size_t n, const char *
 
 static int inval_head(exchange_t *ex, int status, const char *ctype, uint64_t len, time_t mtime)
 {
-    inval_t *iv = ex->hold;
+    inval_t *iv = cslot(ex)->p;
     if (status >= 200 && status < 400) {
         invalidate(iv->c, iv->key, iv->n);
         for (unsigned i = 0; i < ex->nfields; i++)
@@ -109,11 +109,11 @@ static int inval_head(exchange_t *ex, int status, const char *ctype, uint64_t le
     return iv->orig->head(ex, status, ctype, len, mtime);
 }
 
-static void inval_release(exchange_t *ex)
+static void inval_end(exchange_t *ex, ex_slot_t *s)
 {
-    inval_t *iv = ex->hold;
+    inval_t *iv = s->p;
     ex->codec = iv->orig;
-    ex->hold = NULL;
+    s->p = NULL;
     free(iv);
 }
 
@@ -129,8 +129,10 @@ static int watch_unsafe(cache_t *c, exchange_t *ex, const char *key, size_t n)
     iv->n = n;
     memcpy(iv->key, key, n);
     ex->codec = &iv->codec;
-    ex->hold = iv;
-    ex->release = inval_release;
+    ex_slot_t *s = cslot(ex);
+    s->p = iv;
+    s->end = inval_end;
+    s->n |= CS_WATCHED;
     return 0;
 }
 
@@ -267,8 +269,8 @@ static int cached(cache_t *c, exchange_t *ex, const cache_conf_t *k)
 
 int cache_dispatch(exchange_t *ex)
 {
-    cache_t *c = ex->site->cache;
-    if (!c || ex->cache_pass || ex->release) /* release: watched already (a redirect) */
+    cache_t *c = hsite_of(ex->site)->cache;
+    if (!c || cslot(ex)->n & (CS_PASS | CS_WATCHED)) /* watched: a redirect's request */
         return CACHE_NOT_MINE;
     const char *vhost;
     const cache_conf_t *k = cache_conf_of(c->vh, c->site, ex, &vhost);
@@ -289,13 +291,13 @@ int cache_init(site_t *site)
     const config_t *cfg = site->cfg;
     rs_init(&c->store, cfg->cache_mem ? (size_t)cfg->cache_mem : CACHE_MEM_DEFAULT,
             cfg->cache_object ? (size_t)cfg->cache_object : CACHE_OBJECT_DEFAULT, CACHE_IDLE_MS);
-    site->cache = c;
+    hsite_of(site)->cache = c;
     return 0;
 }
 
 void cache_free(site_t *site)
 {
-    cache_t *c = site->cache;
+    cache_t *c = hsite_of(site)->cache;
     if (!c)
         return;
     while (c->fetches) {
@@ -307,13 +309,13 @@ void cache_free(site_t *site)
     rs_free(&c->store);
     cache_conf_table_free(c->vh);
     gio_timer_stop(site->loop, &c->tick);
-    site->cache = NULL;
+    hsite_of(site)->cache = NULL;
     free(c);
 }
 
 void cache_mem(const site_t *site, uint64_t *bytes, uint64_t *entries, uint64_t *evictions)
 {
-    const cache_t *c = site->cache;
+    const cache_t *c = hsite_of_const(site)->cache;
     *bytes = c ? c->store.bytes : 0;
     *entries = c ? c->store.entries : 0;
     *evictions = c ? c->store.evictions : 0;

@@ -33,8 +33,9 @@ struct site;
 #define CACHE_OBJECT_DEFAULT (1 << 20)
 #define CACHE_IDLE_MS (600 * 1000) /* an entry not asked for in 10 min goes */
 
-/* Set up the cache of site (caps from site->cfg); nothing is allocated
-   until a vhost with a .cache file is asked for.  0, or -1 after saying why. */
+/* Set up the cache of site (caps from site->cfg), kept in the hsite_t
+   whose site it is (hstate.h); nothing is allocated until a vhost with a
+   .cache file is asked for.  0, or -1 after saying why. */
 int cache_init(struct site *site);
 
 /* Free every entry and end every fetch (the loop is going). */

@@ -25,11 +25,11 @@ static const ex_producer_t reader_producer;
 static const ex_codec_t fetch_codec;
 
 /* A hit answered at once: ex holds e until it ends. */
-static void hit_release(exchange_t *ex)
+static void hit_end(exchange_t *ex, ex_slot_t *s)
 {
-    rs_entry_t *e = ex->hold;
-    cache_t *c = ex->site->cache;
-    ex->hold = NULL;
+    rs_entry_t *e = s->p;
+    cache_t *c = hsite_of(ex->site)->cache;
+    s->p = NULL;
     if (e && c)
         rs_release(&c->store, e);
 }
@@ -37,8 +37,9 @@ static void hit_release(exchange_t *ex)
 int cf_serve_hit(cache_t *c, exchange_t *ex, rs_entry_t *e, const char *cs)
 {
     rs_hold(e);
-    ex->hold = e;
-    ex->release = hit_release;
+    ex_slot_t *s = cslot(ex);
+    s->p = e;
+    s->end = hit_end;
     return ce_serve(ex, e, cs, now_ms(c));
 }
 
@@ -83,7 +84,10 @@ static void reader_redispatch(reader_t *r, int bypass)
     ex->producer = NULL;
     ex->pctx = NULL;
     reader_free(r);
-    ex->cache_pass = (uint8_t)bypass;
+    if (bypass)
+        cslot(ex)->n |= CS_PASS;
+    else
+        cslot(ex)->n &= ~(uintptr_t)CS_PASS;
     ex->date = NULL;
     ex->nfields = 0;
     ex->fields_over = 0;
@@ -311,7 +315,7 @@ cfetch_t *cf_fetch_start(cache_t *c, const exchange_t *ex, rs_entry_t *e, rs_ent
     fx->site = c->site;
     fx->codec = &fetch_codec;
     fx->conn = f;
-    fx->cache_pass = 1;
+    cslot(fx)->n = CS_PASS;
     f->c = c;
     f->e = e, rs_hold(e), e->fetch = f;
     if ((f->stale = stale))

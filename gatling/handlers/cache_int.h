@@ -11,6 +11,7 @@
 #define GATLING_CACHE_INT_H
 
 #include "cache_conf.h"
+#include "hstate.h"
 #include "http/cachectl.h"
 #include "http/exchange.h"
 #include "site/rstore.h"
@@ -82,6 +83,19 @@ static inline int64_t now_s(cache_t *c)
 static inline int64_t now_ms(cache_t *c)
 {
     return gio_now(c->site->loop);
+}
+
+/* The cache's slot in an exchange (hstate.h): p holds the entry a hit is
+   served from or the watch of an unsafe method's response, end lets it go;
+   n has the flags below. */
+enum {
+    CS_PASS = 1,   /* the cache lets this request by: a fetch's own, or sent past */
+    CS_WATCHED = 2 /* an unsafe method's response is watched (a redirect: once) */
+};
+
+static inline ex_slot_t *cslot(exchange_t *ex)
+{
+    return hslot(ex, HSLOT_CACHE);
 }
 
 /* The response's facts, from its fields. */

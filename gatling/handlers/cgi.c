@@ -13,6 +13,7 @@
 #include "cgi.h"
 #include "auth.h"
 #include "cgienv.h"
+#include "hstate.h"
 #include "htaccess.h"
 #include "target.h"
 #include "http/cgi_head.h"
@@ -636,7 +637,7 @@ static void found_close(cgi_find_t *f)
 
 int cgi_match(exchange_t *ex)
 {
-    const cgi_loop_t *L = ex->site->cgi;
+    const cgi_loop_t *L = hsite_of(ex->site)->cgi;
     cgi_find_t f;
     if (!L || !locate(ex, L, &f))
         return 0;
@@ -859,7 +860,7 @@ static int start(exchange_t *ex, cgi_loop_t *L, const cgi_find_t *f, const char 
 
 int cgi_serve(exchange_t *ex)
 {
-    cgi_loop_t *L = ex->site->cgi;
+    cgi_loop_t *L = hsite_of(ex->site)->cgi;
     cgi_find_t f;
     char user[256];
     if (!L || !locate(ex, L, &f))
@@ -883,7 +884,8 @@ int cgi_serve(exchange_t *ex)
 int cgi_init(site_t *s, int spawn_fd)
 {
     const config_t *cfg = s->cfg;
-    s->cgi = NULL;
+    hsite_t *hs = hsite_of(s);
+    hs->cgi = NULL;
     if (!cfg->ncgi_regex && !cfg->cgi_exec)
         return 0;
     cgi_loop_t *L = calloc(1, sizeof *L);
@@ -896,12 +898,12 @@ int cgi_init(site_t *s, int spawn_fd)
         if (regcomp(&L->re[L->nre], cfg->cgi_regex[L->nre], REG_EXTENDED | REG_NOSUB)) {
             fprintf(stderr, "gatling: -w %s: not a regular expression\n",
                     cfg->cgi_regex[L->nre]);
-            s->cgi = L;
+            hs->cgi = L;
             cgi_free(s);
             return -1;
         }
     }
-    s->cgi = L;
+    hs->cgi = L;
     watch_init(&L->w, on_spawner);
     if (L->fd >= 0 && gio_add(s->loop, L->fd, &L->w) < 0) {
         fprintf(stderr, "gatling: cannot watch the CGI spawner: %s\n", strerror(errno));
@@ -914,7 +916,7 @@ int cgi_init(site_t *s, int spawn_fd)
 
 void cgi_free(site_t *s)
 {
-    cgi_loop_t *L = s->cgi;
+    cgi_loop_t *L = hsite_of(s)->cgi;
     if (!L)
         return;
     for (int i = 0; i < L->nre; i++)
@@ -923,5 +925,5 @@ void cgi_free(site_t *s)
         gio_close(s->loop, L->fd); /* the spawner sees EOF and kills what is left */
     free(L->ends);
     free(L);
-    s->cgi = NULL;
+    hsite_of(s)->cgi = NULL;
 }

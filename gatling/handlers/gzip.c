@@ -1,5 +1,6 @@
 /* On-the-fly gzip on a worker thread: see gzip.h. */
 #include "gzip.h"
+#include "hstate.h"
 #include "site/encoding.h"
 #include "site/jobs.h"
 #include "site/site.h"
@@ -24,6 +25,8 @@ static void gzip_finish(ex_job_t *xj, exchange_t *ex)
 
 int gzip_wait(exchange_t *ex, fcache_entry_t *f)
 {
+    if (hslot_req(ex, HSLOT_GZIP)) /* it waited once already */
+        return 0;
     gzip_job_t *z = calloc(1, sizeof *z);
     if (!z)
         return 0;
@@ -34,5 +37,6 @@ int gzip_wait(exchange_t *ex, fcache_entry_t *f)
     z->xj.job.work = gzip_work;
     z->xj.finish = gzip_finish;
     ex->job = &z->xj;
+    hslot_req_set(ex, HSLOT_GZIP, 1);
     return 1;
 }

@@ -11,8 +11,8 @@
 /*
  * The file f is not gzipped yet: hand the compression to a worker thread
  * and let the request wait for it (1: ex->job set), or, if it is being
- * compressed for another request already or too much is in flight, serve
- * identity (0).
+ * compressed for another request already, too much is in flight or the
+ * request waited once already (its slot, hstate.h), serve identity (0).
  */
 int gzip_wait(exchange_t *ex, fcache_entry_t *f);
 

@@ -3,6 +3,7 @@
    (proxy_int.h).  See proxy.h. */
 #include "proxy.h"
 #include "proxy_int.h"
+#include "hstate.h"
 #include "http/hbuf.h"
 
 #include <arpa/inet.h>
@@ -82,7 +83,7 @@ static int rule_parse(const char *s, px_rule_t *r, const char **why)
         r->kind = s[0] == 'F' ? PX_FCGI : PX_SCGI;
         s += 2;
     }
-    r->ops = r->kind == PX_HTTP ? &px_http_ops : &px_cgi_ops;
+    r->ops = r->kind == PX_HTTP ? &px_http_ops : &px_fcgi_ops;
     if (!strncmp(s, "unix:", 5) ? parse_unix(s, r, &re, why) : parse_inet(s, r, &re, why))
         return -1;
     *why = "the pattern is empty or not a POSIX extended regular expression";
@@ -119,7 +120,8 @@ static void conn_on(watch_t *w, unsigned events);
 int proxy_init(site_t *site)
 {
     const config_t *cfg = site->cfg;
-    site->proxy = NULL;
+    hsite_t *hs = hsite_of(site);
+    hs->proxy = NULL;
     if (!cfg->nproxy_rules)
         return 0;
     proxy_t *px = calloc(1, sizeof *px);
@@ -133,18 +135,18 @@ int proxy_init(site_t *site)
         const char *why;
         if (rule_parse(cfg->proxy_rule[i], &px->rule[i], &why) < 0) {
             fprintf(stderr, "gatling: -P %s: %s\n", cfg->proxy_rule[i], why);
-            site->proxy = px;
+            hs->proxy = px;
             proxy_free(site);
             return -1;
         }
     }
-    site->proxy = px;
+    hs->proxy = px;
     return 0;
 }
 
 void proxy_free(site_t *site)
 {
-    proxy_t *px = site->proxy;
+    proxy_t *px = hsite_of(site)->proxy;
     if (!px)
         return;
     for (int i = 0; i < px->nrules; i++) {
@@ -154,7 +156,7 @@ void proxy_free(site_t *site)
     }
     free(px->spare);
     free(px);
-    site->proxy = NULL;
+    hsite_of(site)->proxy = NULL;
 }
 
 /* ---- which requests ---- */
@@ -195,7 +197,7 @@ static int vhost_proxied(proxy_t *px, exchange_t *ex, px_target_t *t)
 /* The rule ex's request goes by, or NULL; *t gets what it is about. */
 static px_rule_t *match(exchange_t *ex, px_target_t *t)
 {
-    proxy_t *px = ex->site->proxy;
+    proxy_t *px = hsite_of(ex->site)->proxy;
     const http_request_t *req = ex->req;
     if (!px || path_from_target(req->target.p, req->target.n, ex->path, EX_PATH_CAP, &t->p))
         return NULL;
@@ -471,7 +473,7 @@ int proxy_dispatch(exchange_t *ex)
     if (!pr)
         return -1;
     const http_request_t *req = ex->req;
-    pr->ex = ex, pr->px = ex->site->proxy, pr->rule = r;
+    pr->ex = ex, pr->px = hsite_of(ex->site)->proxy, pr->rule = r;
     pr->has_body = ex->req_len != 0;
     pr->body_in = !pr->has_body;
     pr->head_only = ex->head_only;

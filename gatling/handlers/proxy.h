@@ -29,8 +29,9 @@ int proxy_rule_check(const char *rule);
    the length before the separator of its pattern, for /metrics' label. */
 size_t proxy_rule_backend(const char *rule);
 
-/* The rules of site->cfg compiled for this loop, its pools empty.  0, or -1
-   after printing why to stderr.  No rules: nothing is allocated. */
+/* The rules of site->cfg compiled for this loop, its pools empty, kept in
+   the hsite_t whose site it is (hstate.h).  0, or -1 after printing why to
+   stderr.  No rules: nothing is allocated. */
 int proxy_init(struct site *site);
 
 /* Close the pools and free the rules. */

@@ -2,7 +2,7 @@
  * proxy_int — what the reverse proxy's files share: proxy.c (rules, the
  * producer, a backend connection's events), proxy_be.c (backend
  * connections, pools, the helpers a protocol calls) and the protocols,
- * proxy_http.c (HTTP/1.1) and proxy_cgi.c (FastCGI, SCGI).  The arrows:
+ * proxy_http.c (HTTP/1.1) and proxy_fcgi.c (FastCGI, SCGI).  The arrows:
  * proxy.c -> a rule's px_ops_t -> proxy_be.c, and proxy.c -> proxy_be.c;
  * none back (make layers).  Not for other handlers.
  */
@@ -58,7 +58,7 @@ struct px_ops;
 
 typedef struct px_rule {
     int kind; /* PX_* */
-    const struct px_ops *ops; /* its protocol's (px_http_ops, px_cgi_ops) */
+    const struct px_ops *ops; /* its protocol's (px_http_ops, px_fcgi_ops) */
     struct sockaddr_storage addr;
     socklen_t alen;
     regex_t re;
@@ -174,7 +174,7 @@ typedef struct px_target {
 
 /*
  * What the generic part (proxy.c) asks of a backend's protocol, through the
- * rule's ops: proxy_http.c (HTTP) and proxy_cgi.c (FastCGI and SCGI) each
+ * rule's ops: proxy_http.c (HTTP) and proxy_fcgi.c (FastCGI and SCGI) each
  * fill one and call only proxy_be.c's helpers back, never proxy.c.
  */
 typedef struct px_ops {
@@ -191,7 +191,7 @@ typedef struct px_ops {
 } px_ops_t;
 
 extern const px_ops_t px_http_ops; /* proxy_http.c */
-extern const px_ops_t px_cgi_ops;  /* proxy_cgi.c: FastCGI and SCGI */
+extern const px_ops_t px_fcgi_ops; /* proxy_fcgi.c: FastCGI and SCGI */
 
 /* ---- proxy_be.c: backend connections, what proxy.c does with them ---- */
 

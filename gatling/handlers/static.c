@@ -357,8 +357,7 @@ static int choose_coding(exchange_t *ex, const target_t *t, fcache_entry_t *f, u
     if (enc == ENC_GZIP) { /* gzip on the fly, from the cache */
         if ((ex->gz = enc_gzip_lookup(s->gzcache, &f->st))) {
             *b = (body_t){.fd = -1, .buf = (const char *)ex->gz->data, .size = ex->gz->len};
-        } else if (errno == ENOENT && !ex->gzip_tried && gzip_wait(ex, f)) {
-            ex->gzip_tried = 1; /* once per request: then identity */
+        } else if (errno == ENOENT && gzip_wait(ex, f)) { /* once: then identity */
             ex->file = NULL;
             fcache_release(f);
             return -1;

@@ -68,8 +68,6 @@ int ex_redirect(exchange_t *ex, const char *target, size_t n)
     ex->redirects++;
     ex->nfields = 0; /* the answer starts afresh */
     ex->fields_over = 0;
-    ex->auth_verdict = AUTH_NONE; /* another file, maybe another password */
-    ex->gzip_tried = 0;
     ex->codec->redispatch(ex);
     return 0;
 }
@@ -108,10 +106,13 @@ void ex_end(exchange_t *ex)
         ex->producer = NULL;
         p->end(ex);
     }
-    if (ex->release) { /* after the producer, which may have sent from it */
-        void (*rel)(exchange_t *) = ex->release;
-        ex->release = NULL;
-        rel(ex);
+    for (int i = 0; i < EX_SLOTS; i++) { /* after the producer, which may have sent from them */
+        ex_slot_t *s = &ex->slot[i];
+        void (*end)(exchange_t *, ex_slot_t *) = s->end;
+        if (end) {
+            s->end = NULL;
+            end(ex, s);
+        }
     }
     free(ex->owned);
     ex->owned = NULL;

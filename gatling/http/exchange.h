@@ -33,7 +33,6 @@
 #define EX_FIELD_MAX (3 * HTTP_MAX_TARGET + 1024) /* a field line: Location, the path encoded */
 #define EX_VHOST_CAP 272
 
-enum { AUTH_NONE, AUTH_GOOD, AUTH_BAD };
 enum { EX_REPLACED = 1 }; /* ex_head: a 500 went out instead (the head did not fit) */
 enum { EX_FREE = 1 };     /* ex_body_buf: the exchange owns the buffer (free()) */
 
@@ -43,6 +42,27 @@ typedef struct ex_field {
 } ex_field_t;
 
 struct exchange;
+
+/*
+ * A handler's state in one exchange: the handlers layer numbers the slots
+ * (handlers/hstate.h says which handler owns which) and keeps in them what
+ * it needs across its calls for this exchange -- a pointer, a small value,
+ * or both.  This layer gives every exchange EX_SLOTS of them, in the
+ * exchange itself (nothing to allocate: an exchange is reused for each
+ * request of a connection), zeroed by the codec with the rest when the
+ * exchange starts.  Neither this layer nor the codec reads anything of them
+ * but end: set, ex_end calls it once, after the producer (which may still
+ * send from what the slot holds), to let go of what the slot holds (a cache
+ * entry, a watch).  A local redirect (ex_redirect) keeps the slots: a
+ * handler that knows something of the request as it was tells the
+ * requests apart by ex->redirects.
+ */
+#define EX_SLOTS 4
+typedef struct ex_slot {
+    void *p;     /* the handler's, or NULL */
+    uintptr_t n; /* ... a small value of the handler's */
+    void (*end)(struct exchange *ex, struct ex_slot *s);
+} ex_slot_t;
 
 #define EX_LEN_STREAM UINT64_MAX /* ex_head: a body of unknown length, streamed */
 #define EX_STREAM_HIGH (256 * 1024) /* a producer stops reading its source past this ... */
@@ -125,15 +145,11 @@ typedef struct exchange {
     void *owned;               /* freed when the exchange ends (ex_own) */
     const ex_producer_t *producer; /* a streamed response's source, or NULL */
     void *pctx;                    /* ... its state */
-    uint8_t auth_verdict;      /* AUTH_*: a job's answer for this request's credentials */
-    uint8_t gzip_tried;        /* this request waited for a gzip job once already */
     uint8_t redirects;         /* local redirects so far (ex_redirect) */
     struct ex_rewrite *rewrite; /* the request a local redirect made, or NULL */
-    uint8_t cache_pass;        /* the response cache lets this request by (handlers/cache.c) */
     int64_t resp_date;         /* a backend's Date (seconds; 0: none), for the cache's ages */
     const char *date;          /* the Date to send (a stored response's), or NULL: now */
-    void *hold;                /* a handler's hold on shared memory (a cache entry) ... */
-    void (*release)(struct exchange *ex); /* ... let go when the exchange ends */
+    ex_slot_t slot[EX_SLOTS];  /* the handlers' state (above) */
     char path[EX_PATH_CAP];    /* the decoded, normalised path */
     char vhost[EX_VHOST_CAP];  /* the vhost that served, for the access log */
     /* the codec */

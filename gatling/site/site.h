@@ -28,9 +28,6 @@
 struct enc_cache;
 struct jobs;
 struct limits;
-struct proxy;
-struct cgi_loop;
-struct cache;
 
 #define SITE_MDATES 16 /* a power of two */
 
@@ -42,9 +39,6 @@ typedef struct site {
     struct enc_cache *gzcache; /* on-the-fly gzip; NULL with -Z */
     struct jobs *jobs;         /* worker threads for what must leave the loop */
     struct limits *limits;     /* per client address: -K, -A, failed logins */
-    struct proxy *proxy;       /* -P: the rules and backend pools (handlers/proxy.h) */
-    struct cgi_loop *cgi;      /* handlers/cgi.c's state; NULL: no CGI */
-    struct cache *cache;       /* the response cache (handlers/cache.h); NULL: none */
     int rootfd;                /* the document root, opened once */
     char *root_real;           /* its canonical path, for symlink checks */
     alog_t log;

@@ -268,14 +268,16 @@ def children(pid):
 
 
 def acme_pid(srv):
-    """The ACME client's process: gatling's one child (-W 1, no CGI), or the
-    child whose name says acme."""
-    kids = children(srv.pid)
-    named = [p for p, comm in kids if "acme" in comm.lower()]
-    if len(named) == 1:
-        return named[0]
-    assert len(kids) == 1, "which child of %d is the ACME client? %s" % (srv.pid, kids)
-    return kids[0][0]
+    """The ACME client's process: the child of gatling's acme-keeper (its
+    child that starts the client again whenever it dies) named acme-client."""
+    def client():
+        for p, comm in children(srv.pid):
+            if comm.startswith("acme-keeper"):
+                kids = [k for k, c in children(p) if c.startswith("acme-client")]
+                return kids[0] if len(kids) == 1 else None
+        return None
+    wait_for(lambda: client() is not None, 15, "the ACME client under its keeper")
+    return client()
 
 
 def logged(srv, pattern, since=0):
@@ -586,7 +588,7 @@ def test_sigkill_mid_issuance(tmp_path, pki):
             wait_for(lambda: f.hits, ISSUE_TIMEOUT, "the certificate download")
             pid = acme_pid(srv)
             os.kill(pid, signal.SIGKILL)
-            wait_for(lambda: pid not in [p for p, _ in children(srv.pid)], 10,
+            wait_for(lambda: not os.path.exists("/proc/%d" % pid), 10,
                      "the killed ACME process gone")
             assert srv.alive() and plain_get(site.http) == (200, BODY)
             assert pairs(site.certs) == {}, "an entry in -C from the killed download"

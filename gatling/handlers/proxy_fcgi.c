@@ -104,9 +104,9 @@ static int scgi_headers(px_req_t *pr, char *env, size_t used, int n)
     return r | px_out(pr, ",", 1) ? -1 : 0;
 }
 
-static int px_cgi_body(px_req_t *pr, const char *p, size_t n, int last);
+static int px_fcgi_body(px_req_t *pr, const char *p, size_t n, int last);
 
-static int px_cgi_request(px_req_t *pr, const px_target_t *t)
+static int px_fcgi_request(px_req_t *pr, const px_target_t *t)
 {
     size_t used;
     char env[CGIENV_MAX]; /* on the loop's stack: the request's variables, then copied */
@@ -116,7 +116,7 @@ static int px_cgi_request(px_req_t *pr, const px_target_t *t)
     if (pr->rule->kind == PX_FCGI) {
         r = fcgi_params(pr, env, n);
         if (!pr->has_body && !r) /* the empty STDIN now: no body comes */
-            r = px_cgi_body(pr, NULL, 0, 1);
+            r = px_fcgi_body(pr, NULL, 0, 1);
         pr->keepalive = 1;
     } else {
         r = scgi_headers(pr, env, used, n);
@@ -124,7 +124,7 @@ static int px_cgi_request(px_req_t *pr, const px_target_t *t)
     return r;
 }
 
-static int px_cgi_body(px_req_t *pr, const char *p, size_t n, int last)
+static int px_fcgi_body(px_req_t *pr, const char *p, size_t n, int last)
 {
     if (pr->rule->kind == PX_SCGI)
         return px_out(pr, p, n);
@@ -209,7 +209,7 @@ static void fcgi_stderr(px_req_t *pr, const char *p, size_t n)
     site_error(pr->px->site, "a FastCGI request (its stderr)", 0, pr->ex->peer, line);
 }
 
-static void px_cgi_read(px_req_t *pr, char *buf, size_t n)
+static void px_fcgi_read(px_req_t *pr, char *buf, size_t n)
 {
     if (pr->rule->kind == PX_SCGI) {
         cgi_bytes(pr, buf, n);
@@ -240,7 +240,7 @@ static void px_cgi_read(px_req_t *pr, char *buf, size_t n)
     }
 }
 
-static void px_cgi_eof(px_req_t *pr)
+static void px_fcgi_eof(px_req_t *pr)
 {
     if (pr->rule->kind == PX_SCGI && pr->state == RS_BODY)
         px_done(pr, 0);
@@ -249,4 +249,4 @@ static void px_cgi_eof(px_req_t *pr)
                                          : "the backend closed in the middle of the body");
 }
 
-const px_ops_t px_cgi_ops = {px_cgi_request, px_cgi_body, px_cgi_read, px_cgi_eof};
+const px_ops_t px_fcgi_ops = {px_fcgi_request, px_fcgi_body, px_fcgi_read, px_fcgi_eof};
