@@ -26,6 +26,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -192,7 +193,7 @@ static int listen_http(config_t *cfg, listener_t *lst, int *n, int reuseport, in
     if (fd < 0)
         return -1;
     defer_accept(cfg, fd, 0);
-    lst[0] = (listener_t){.kind = COOKIE_LISTENER, .fd = fd};
+    lst[0] = (listener_t){.fd = fd};
     *n = 1;
     if (!cfg->tls || cfg->tls_skipped)
         return 0;
@@ -211,7 +212,7 @@ static int listen_http(config_t *cfg, listener_t *lst, int *n, int reuseport, in
         return 0;
     }
     defer_accept(cfg, fd, 0);
-    lst[1] = (listener_t){.kind = COOKIE_LISTENER, .fd = fd, .tls = 1};
+    lst[1] = (listener_t){.fd = fd, .tls = 1};
     if (!cfg->tls_port) /* -e 0: the kernel chose; -W workers take the same */
         cfg->tls_port = server_port(&lst[1]);
     *n = 2;
@@ -232,7 +233,7 @@ int server_listen(config_t *cfg, listener_t *lst, int *n, int reuseport, int bac
             close(lst[i].fd);
         return -1;
     }
-    lst[*n] = (listener_t){.kind = COOKIE_LISTENER, .fd = fd, .ftp = 1};
+    lst[*n] = (listener_t){.fd = fd, .ftp = 1};
     if (!cfg->ftp_port) /* -f 0: the kernel chose; -W workers take the same */
         cfg->ftp_port = server_port(&lst[*n]);
     (*n)++;
@@ -243,7 +244,7 @@ void server_adopt(const config_t *cfg, const int *fds, int n, listener_t *lst)
 {
     for (int i = 0; i < n; i++) {
         listener_options(fds[i]);
-        lst[i] = (listener_t){.kind = COOKIE_LISTENER, .fd = fds[i]};
+        lst[i] = (listener_t){.fd = fds[i]};
         int kind = server_passed_kind(cfg, fds[i], server_port(&lst[i]));
         lst[i].ftp = kind == HANDOVER_FTP;
         if (!lst[i].ftp)
@@ -301,6 +302,8 @@ int server_port(const listener_t *lst)
     return ntohs(sa.sa.sa_family == AF_INET6 ? sa.in6.sin6_port : sa.in4.sin_port);
 }
 
+static void on_signals(watch_t *w, unsigned events);
+
 static int install_signals(server_t *s)
 {
     if (pipe2(s->sigfd, O_CLOEXEC) < 0 || gio_nonblock(s->sigfd[0]) < 0 ||
@@ -315,8 +318,8 @@ static int install_signals(server_t *s)
     sigaction(SIGUSR1, &sa, NULL);
     sigaction(SIGUSR2, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    s->sigkind = COOKIE_SIGNAL;
-    if (gio_add(s->loop, s->sigfd[0], &s->sigkind) < 0)
+    watch_init(&s->sigw, on_signals);
+    if (gio_add(s->loop, s->sigfd[0], &s->sigw) < 0)
         return -1;
     gio_want(s->loop, s->sigfd[0], GIO_READ);
     return 0;
@@ -358,6 +361,17 @@ static void https_readiness(server_t *s)
     s->site.cert_expiry = tls_store_expiry;
 }
 
+/* The job pool's descriptor: finished jobs to complete on the loop. */
+static void on_jobs(watch_t *w, unsigned events)
+{
+    server_t *s = (server_t *)((char *)w - offsetof(server_t, jobsw));
+    (void)events;
+    jobs_complete(s->site.jobs);
+}
+
+static void on_listener(watch_t *w, unsigned events);
+static void arm_certificates(server_t *s);
+
 int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const listener_t *lst,
                 int nlst)
 {
@@ -370,8 +384,8 @@ int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const list
     }
     if (site_init(&s->site, cfg, s->loop, mime) < 0 || proxy_init(&s->site) < 0)
         return -1;
-    s->jobskind = COOKIE_JOBS;
-    if (gio_add(s->loop, jobs_fd(s->site.jobs), &s->jobskind) < 0) {
+    watch_init(&s->jobsw, on_jobs);
+    if (gio_add(s->loop, jobs_fd(s->site.jobs), &s->jobsw) < 0) {
         fprintf(stderr, "gatling: cannot watch the worker threads: %s\n", strerror(errno));
         return -1;
     }
@@ -401,7 +415,9 @@ int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const list
         s->lst[i].port = server_port(&lst[i]);
         s->lst[i].deferred = deferred(lst[i].fd);
         s->lst[i].proxy = !lst[i].ftp && behind_proxy(cfg, &s->lst[i]); /* FTP: no PROXY */
-        if (gio_add(s->loop, lst[i].fd, &s->lst[i]) < 0) {
+        s->lst[i].srv = s;
+        watch_init(&s->lst[i].w, on_listener);
+        if (gio_add(s->loop, lst[i].fd, &s->lst[i].w) < 0) {
             fprintf(stderr, "gatling: cannot watch listener: %s\n", strerror(errno));
             return -1;
         }
@@ -409,7 +425,8 @@ int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const list
     }
     s->nlst = nlst;
     https_readiness(s);
-    s->site.stats_owed = 1; /* -W: a worker's slot is filled at its start */
+    arm_certificates(s);
+    metrics_owe(&s->site); /* -W: a worker's slot is filled at its start */
     if (install_signals(s) < 0) {
         fprintf(stderr, "gatling: signal set-up failed: %s\n", strerror(errno));
         return -1;
@@ -552,7 +569,7 @@ static void accept_some(server_t *s, listener_t *l)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 #endif
         unsigned how = (l->tls ? CONN_NEW_TLS : 0) | (l->proxy ? CONN_NEW_PROXY : 0);
-        conn_t *c = conn_new(&s->conns, &s->site, COOKIE_CONN, fd, &peer.sa, plen, how);
+        conn_t *c = conn_new(&s->conns, &s->site, fd, &peer.sa, plen, how);
         if (!c) {
             if (!l->proxy)
                 limits_conn_close(s->site.limits, &peer.sa);
@@ -567,11 +584,22 @@ static void accept_some(server_t *s, listener_t *l)
     }
 }
 
+/* A listener is readable (events), or its accept pause is over (0). */
+static void on_listener(watch_t *w, unsigned events)
+{
+    listener_t *l = (listener_t *)((char *)w - offsetof(listener_t, w));
+    if (events)
+        accept_some(l->srv, l);
+    else
+        gio_want(l->srv->loop, l->fd, GIO_READ);
+}
+
 /* Stop listening; idle connections close now, busy ones after their response. */
 static void start_draining(server_t *s)
 {
     s->site.draining = 1;
     s->grace_end = 0;
+    gio_timer_stop(s->loop, &s->grace);
     if (s->conns.draining)
         return;
     for (int i = 0; i < s->nlst; i++)
@@ -633,6 +661,24 @@ static void check_certificates(server_t *s, int force)
     }
 }
 
+/* HTTPS: look at the certificate files every tls_store_check_period
+   seconds (the store's own clock says whether that much time passed). */
+static void on_certificates(gio_loop_t *l, void *arg)
+{
+    (void)l;
+    check_certificates(arg, 0);
+    arm_certificates(arg);
+}
+
+static void arm_certificates(server_t *s)
+{
+    const config_t *cfg = s->site.cfg;
+    if (!cfg->tls)
+        return;
+    int64_t every = (int64_t)tls_store_check_period(cfg->tls) * 1000;
+    gio_timer_set(s->loop, &s->certs, gio_now(s->loop) + every, on_certificates, s);
+}
+
 /* "binary upgrade: ..." in the error log (and on stderr). */
 static void upgrade_note(server_t *s, const char *fmt, ...)
 {
@@ -644,6 +690,8 @@ static void upgrade_note(server_t *s, const char *fmt, ...)
     va_end(ap);
     elog_note(&s->site.elog, (int64_t)time(NULL), text);
 }
+
+static void on_upgrade(watch_t *w, unsigned events);
 
 /* SIGUSR2: start the new binary with our listeners; drain once it serves. */
 static void start_upgrade(server_t *s)
@@ -668,8 +716,8 @@ static void start_upgrade(server_t *s)
         upgrade_note(s, "%s; this one goes on serving", why);
         return;
     }
-    s->upkind = COOKIE_UPGRADE;
-    if (gio_add(s->loop, fd, &s->upkind) < 0) {
+    watch_init(&s->upw, on_upgrade);
+    if (gio_add(s->loop, fd, &s->upw) < 0) {
         close(fd);
         return;
     }
@@ -698,6 +746,18 @@ static void finish_upgrade(server_t *s, unsigned ev)
                  ev ? "failed (see its messages)" : "did not serve within 60 s, killed");
 }
 
+static void on_upgrade(watch_t *w, unsigned events)
+{
+    finish_upgrade((server_t *)((char *)w - offsetof(server_t, upw)), events);
+}
+
+/* The -g grace is over: drain now. */
+static void on_grace(gio_loop_t *l, void *arg)
+{
+    (void)l;
+    start_draining(arg);
+}
+
 /*
  * TERM, INT, HUP.  With -g the health check (-k) fails first, for the grace,
  * while the listeners stay open and everything else is served as before: a
@@ -715,22 +775,10 @@ static void begin_drain(server_t *s)
         return;
     }
     s->grace_end = gio_now(s->loop) + (int64_t)grace * 1000;
+    gio_timer_set(s->loop, &s->grace, s->grace_end, on_grace, s);
     char text[96];
     snprintf(text, sizeof text, "draining: health check failing for %d s, then close", grace);
     elog_note(&s->site.elog, gio_wallclock(s->loop), text);
-}
-
-/* The -g grace: over (drain now), or the wake-up it needs within wake (ms, -1: none). */
-static int64_t grace_check(server_t *s, int64_t wake)
-{
-    if (!s->grace_end)
-        return wake;
-    int64_t left = s->grace_end - gio_now(s->loop);
-    if (left <= 0) {
-        start_draining(s);
-        return wake;
-    }
-    return wake < 0 || wake > left ? left : wake;
 }
 
 static void handle_signals(server_t *s)
@@ -757,74 +805,67 @@ static void handle_signals(server_t *s)
     }
 }
 
+static void on_signals(watch_t *w, unsigned events)
+{
+    (void)events;
+    handle_signals((server_t *)((char *)w - offsetof(server_t, sigw)));
+}
+
+/*
+ * What one wait brought: every ready descriptor's watch, the passed deadlines
+ * (as events 0), the timers that are due (each module arms its own: the
+ * open-file cache's expiry, the certificate check, the drain's grace, -W's
+ * publish, HTTP/2's spare streams, the response cache's clock), then the
+ * connections woken by a producer.  1 if it did something the counters may
+ * show.
+ */
+static int run_round(server_t *s)
+{
+    unsigned ev;
+    int fd, did = 0;
+    while ((fd = gio_next(s->loop, &ev)) >= 0) {
+        watch_t *w = gio_cookie(s->loop, fd);
+        w->on(w, ev);
+        did = 1;
+    }
+    /* at most TIMEOUT_BATCH expiries a round: a thousand slowloris connections that
+       arrived together expire together, and closing them all at once would stall the
+       clients that are being served; the rest wait for the next round (gio keeps them) */
+    for (int k = 0; k < TIMEOUT_BATCH && (fd = gio_next_timeout(s->loop)) >= 0; k++) {
+        watch_t *w = gio_cookie(s->loop, fd);
+        w->on(w, 0);
+        did = 1;
+    }
+    /* a timer is loop work too, but not -W's publish itself: that would owe the next */
+    int64_t published = s->site.stats_published;
+    int ran = gio_timers_run(s->loop);
+    did |= ran > (s->site.stats_published != published);
+    conn_set_run_poked(&s->conns);
+    return did;
+}
+
 int server_run(server_t *s)
 {
     int quic_more = 0;
     while (!s->conns.draining || s->site.nconns > 0) {
-        int64_t wake = fcache_expire(s->site.fcache, gio_now(s->loop));
-        if (s->site.cfg->tls) { /* look at the certificate files now and then */
-            check_certificates(s, 0);
-            int64_t every = (int64_t)tls_store_check_period(s->site.cfg->tls) * 1000;
-            if (wake < 0 || wake > every)
-                wake = every;
-        }
-        wake = grace_check(s, wake);
-        wake = metrics_publish_due(&s->site, wake);
-        wake = h2_spares_due(gio_now(s->loop), wake);
         /* connections a producer woke again while they ran: no sleep */
-        int nap = s->conns.poked || quic_more ? 0 : wake < 0 ? -1 : (int)wake + 1;
+        int nap = s->conns.poked || quic_more ? 0 : -1;
         if (gio_wait(s->loop, nap) < 0 && errno != EINTR) {
             fprintf(stderr, "gatling: %s wait failed: %s\n", gio_backend_name(), strerror(errno));
             return 1;
         }
-        unsigned ev;
-        int fd, did = 0;
-        while ((fd = gio_next(s->loop, &ev)) >= 0) {
-            did = 1;
-            int *kind = gio_cookie(s->loop, fd);
-            if (*kind == COOKIE_CONN)
-                conn_event((conn_t *)kind, ev);
-            else if (*kind == COOKIE_LISTENER)
-                accept_some(s, (listener_t *)kind);
-            else if (*kind == COOKIE_JOBS)
-                jobs_complete(s->site.jobs);
-            else if (*kind == COOKIE_UPGRADE)
-                finish_upgrade(s, ev);
-            else if (*kind == COOKIE_WATCH)
-                ((watch_t *)kind)->on((watch_t *)kind, ev);
-            else if (*kind == COOKIE_FTP || *kind == COOKIE_FTP_DATA)
-                ftp_event(kind, fd, ev);
-            else
-                handle_signals(s);
-        }
-        /* at most TIMEOUT_BATCH expiries a round: a thousand slowloris connections that
-           arrived together expire together, and closing them all at once would stall the
-           clients that are being served; the rest wait for the next round (gio keeps them) */
-        for (int k = 0; k < TIMEOUT_BATCH && (fd = gio_next_timeout(s->loop)) >= 0; k++) {
-            did = 1;
-            int *kind = gio_cookie(s->loop, fd);
-            if (*kind == COOKIE_CONN)
-                conn_event((conn_t *)kind, 0);
-            else if (*kind == COOKIE_LISTENER) /* the accept pause is over */
-                gio_want(s->loop, fd, GIO_READ);
-            else if (*kind == COOKIE_UPGRADE)
-                finish_upgrade(s, 0);
-            else if (*kind == COOKIE_WATCH)
-                ((watch_t *)kind)->on((watch_t *)kind, 0);
-            else if (*kind == COOKIE_FTP || *kind == COOKIE_FTP_DATA)
-                ftp_event(kind, fd, 0);
-        }
-        conn_set_run_poked(&s->conns);
+        if (run_round(s))
+            metrics_owe(&s->site); /* -W: publish what this round counted */
         quic_more = s->quic && quic_run(s->quic);
-        s->site.stats_owed |= did; /* -W: publish what this round counted */
         alog_flush(&s->site.log);
-        grace_check(s, -1);
     }
     return 0;
 }
 
 void server_free(server_t *s)
 {
+    gio_timer_stop(s->loop, &s->grace);
+    gio_timer_stop(s->loop, &s->certs);
     if (s->upfd >= 0)
         gio_close(s->loop, s->upfd);
     for (int i = 0; i < s->nlst; i++)

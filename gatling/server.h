@@ -15,6 +15,7 @@
 #include "site/mime.h"
 #include "site/site.h"
 #include "handlers/hstate.h"
+#include "site/watch.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -22,11 +23,12 @@
 
 #define SERVER_MAX_LISTENERS 16
 
-/* Every loop cookie starts with one of these, so the loop can tell them apart. */
-enum { COOKIE_LISTENER = 1, COOKIE_CONN, COOKIE_SIGNAL, COOKIE_JOBS, COOKIE_UPGRADE };
+/* Every loop cookie is a watch (site/watch.h): the loop calls its on(). */
+struct server;
 
 typedef struct listener {
-    int kind; /* COOKIE_LISTENER */
+    watch_t w;           /* the loop's cookie (server_init sets it): first */
+    struct server *srv;  /* ... and whose loop it is */
     int fd;
     int port; /* the local port, for virtual hosts */
     int tls;  /* HTTPS */
@@ -46,13 +48,15 @@ typedef struct server {
     int nlst;
     size_t max_conns; /* -N, or what the descriptor limit allows */
     int sigfd[2];     /* self-pipe: signal handlers write, the loop reads */
-    int sigkind;      /* COOKIE_SIGNAL, the cookie of sigfd[0] */
-    int jobskind;     /* COOKIE_JOBS, the cookie of the job pool's descriptor */
+    watch_t sigw;     /* the cookie of sigfd[0] */
+    watch_t jobsw;    /* the cookie of the job pool's descriptor */
     int upgradable;   /* SIGUSR2 starts a new binary (not in a -W worker) */
-    int upkind;       /* COOKIE_UPGRADE, the cookie of upfd */
+    watch_t upw;      /* the cookie of upfd */
     int upfd;         /* an upgrade under way: readable when the new one serves */
     pid_t uppid;      /* ... and the new process */
     int64_t grace_end; /* -g: a drain's grace runs until then (loop ms); 0: none */
+    gio_timer_t grace; /* ... and the loop's timer at its end */
+    gio_timer_t certs; /* HTTPS: the next look at the certificate files */
     ftp_set_t ftp;     /* -f: the FTP sessions */
     quic_ep_t *quic;   /* HTTP/3 on UDP at the HTTPS port's number (h3/quic.h), or NULL */
     const quic_group_t *qgroup; /* ... its socket group, handed over on SIGUSR2 (or NULL) */

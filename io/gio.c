@@ -1,5 +1,5 @@
 /*
- * gio core: descriptor table, cached interest, ready list, deadlines.
+ * gio core: descriptor table, cached interest, ready list, deadlines, timers.
  *
  * Exactly one backend file is compiled in, by #include below (the Redis ae
  * pattern): it implements the same small set of static functions and only
@@ -54,6 +54,10 @@ struct gio_loop {
     int nexpired, nextexpired;
     int *heap; /* fds with a deadline: a 4-ary min-heap on it */
     int nheap;
+    gio_timer_t **timers; /* armed timers: a 4-ary min-heap on (when, seq) */
+    uint32_t ntimers, captimers;
+    uint32_t reserved; /* gio_timer_reserve's, in all */
+    uint64_t tseq; /* timers set so far */
     int64_t now, now_us, wall;
     void *api;        /* the backend's state */
 };
@@ -143,6 +147,9 @@ void gio_loop_free(gio_loop_t *l)
 {
     if (!l)
         return;
+    for (uint32_t i = 0; i < l->ntimers; i++) /* stopped: a timer may outlive its loop */
+        l->timers[i]->slot = 0;
+    free(l->timers);
     backend_free(l);
     free(l->fds), free(l->changes), free(l->fired), free(l->ready), free(l->expired);
     free(l->heap);
@@ -354,6 +361,148 @@ void gio_set_deadline(gio_loop_t *l, int fd, int64_t when_ms)
     } /* later: the key lags behind until it reaches the top */
 }
 
+/*
+ * Timers: a second 4-ary min-heap, of the caller's gio_timer_t, each knowing
+ * its place (slot - 1).  Ordered by (when, seq): among timers due together
+ * the one set first fires first, and one set during gio_timers_run() (its
+ * seq is newer than the run) sorts after every timer the run is to fire,
+ * since gio_timer_set() never puts a time before gio_now().  No lagging keys
+ * as for deadlines: timers move seldom; a descriptor's deadline moves with
+ * most of its events.
+ */
+static int timer_before(const gio_timer_t *a, const gio_timer_t *b)
+{
+    return a->when < b->when || (a->when == b->when && a->seq < b->seq);
+}
+
+static void timer_place(gio_loop_t *l, uint32_t i, gio_timer_t *t)
+{
+    l->timers[i] = t;
+    t->slot = i + 1;
+}
+
+static void timer_sift_up(gio_loop_t *l, uint32_t i)
+{
+    gio_timer_t *t = l->timers[i];
+    while (i > 0) {
+        uint32_t parent = (i - 1) / 4;
+        if (!timer_before(t, l->timers[parent]))
+            break;
+        timer_place(l, i, l->timers[parent]);
+        i = parent;
+    }
+    timer_place(l, i, t);
+}
+
+static void timer_sift_down(gio_loop_t *l, uint32_t i)
+{
+    gio_timer_t *t = l->timers[i];
+    for (;;) {
+        uint32_t first = 4 * i + 1;
+        gio_timer_t *best = t;
+        uint32_t at = i;
+        for (uint32_t c = first; c < first + 4 && c < l->ntimers; c++)
+            if (timer_before(l->timers[c], best))
+                best = l->timers[c], at = c;
+        if (at == i)
+            break;
+        timer_place(l, i, best);
+        i = at;
+    }
+    timer_place(l, i, t);
+}
+
+void gio_timer_stop(gio_loop_t *l, gio_timer_t *t)
+{
+    if (!t->slot)
+        return;
+    uint32_t i = t->slot - 1;
+    t->slot = 0;
+    gio_timer_t *last = l->timers[--l->ntimers];
+    if (i == l->ntimers)
+        return;
+    timer_place(l, i, last);
+    timer_sift_up(l, i);
+    timer_sift_down(l, last->slot - 1);
+}
+
+/* Room for cap armed timers in all.  0, or -1/ENOMEM. */
+static int timers_grow(gio_loop_t *l, uint32_t cap)
+{
+    if (cap <= l->captimers)
+        return 0;
+    gio_timer_t **grown = realloc(l->timers, cap * sizeof *grown);
+    if (!grown) {
+        errno = ENOMEM;
+        return -1;
+    }
+    l->timers = grown;
+    l->captimers = cap;
+    return 0;
+}
+
+int gio_timer_reserve(gio_loop_t *l, size_t n)
+{
+    if (n > UINT32_MAX / 2 - GIO_TIMER_SPARE - l->reserved) {
+        errno = ENOMEM;
+        return -1;
+    }
+    if (timers_grow(l, l->reserved + (uint32_t)n + GIO_TIMER_SPARE) < 0)
+        return -1;
+    l->reserved += (uint32_t)n;
+    return 0;
+}
+
+int gio_timer_set(gio_loop_t *l, gio_timer_t *t, int64_t when_ms, gio_timer_fn fn, void *arg)
+{
+    if (!t->slot && l->ntimers == l->captimers &&
+        (l->captimers > UINT32_MAX / 2 ||
+         timers_grow(l, l->captimers ? 2 * l->captimers : GIO_TIMER_SPARE) < 0)) {
+        errno = ENOMEM;
+        return -1;
+    }
+    t->when = when_ms < l->now ? l->now : when_ms;
+    t->seq = l->tseq++;
+    t->fn = fn;
+    t->arg = arg;
+    if (!t->slot) {
+        timer_place(l, l->ntimers++, t);
+        timer_sift_up(l, t->slot - 1);
+    } else { /* moved: up or down from where it is (one of the two does nothing) */
+        timer_sift_up(l, t->slot - 1);
+        timer_sift_down(l, t->slot - 1);
+    }
+    return 0;
+}
+
+int gio_timers_run(gio_loop_t *l)
+{
+    uint64_t before = l->tseq; /* timers set from here on wait for the next run */
+    int n = 0;
+    while (l->ntimers > 0) {
+        gio_timer_t *t = l->timers[0];
+        if (t->when > l->now || t->seq >= before)
+            break;
+        gio_timer_stop(l, t);
+        t->fn(l, t->arg); /* last: it may free t */
+        n++;
+    }
+    return n;
+}
+
+/* ms from now to the nearest deadline or timer (0 if passed), or -1: none. */
+static int64_t next_wake(gio_loop_t *l)
+{
+    int64_t at = -1;
+    if (l->nheap > 0)
+        at = key_at(l, 0);
+    if (l->ntimers > 0 && (at < 0 || l->timers[0]->when < at))
+        at = l->timers[0]->when;
+    if (at < 0)
+        return -1;
+    return at > l->now ? at - l->now : 0;
+}
+
 int64_t gio_now(const gio_loop_t *l)
 {
     return l->now;
@@ -442,13 +591,9 @@ int gio_wait(gio_loop_t *l, int timeout_ms)
     sync_changes(l);
     clock_refresh(l);
     settle(l);
-    if (l->nheap > 0) {
-        int64_t d = key_at(l, 0) - l->now;
-        if (d < 0)
-            d = 0;
-        if (timeout_ms < 0 || d < timeout_ms)
-            timeout_ms = d > 0x7fffffff ? 0x7fffffff : (int)d;
-    }
+    int64_t d = next_wake(l);
+    if (d >= 0 && (timeout_ms < 0 || d < timeout_ms))
+        timeout_ms = d > 0x7fffffff ? 0x7fffffff : (int)d;
     if (l->nready > 0 || l->nexpired > 0) /* errors to report, or expiries not taken yet */
         timeout_ms = 0;
 

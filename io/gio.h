@@ -13,6 +13,7 @@
  *       gio_wait(l, -1);               block until something is ready
  *       while ((fd = gio_next(l, &ev)) >= 0) ... handle ev on fd ...
  *       while ((fd = gio_next_timeout(l)) >= 0) ... deadline passed ...
+ *       gio_timers_run(l);             timers of no descriptor (below)
  *   }
  *
  * Interest changes are cached: toggling between read and write costs no
@@ -109,7 +110,7 @@ int64_t gio_wallclock(const gio_loop_t *l);
 
 /*
  * Tell the kernel about changed interests, then wait at most timeout_ms
- * (-1: until an event, or the nearest deadline) for readiness.  Returns the
+ * (-1: until an event, or the nearest deadline or timer) for readiness.  Returns the
  * number of descriptors reported ready (possibly 0 on timeout), or -1 with
  * errno set; EINTR is returned as -1/EINTR so that signal flags can be seen.
  */
@@ -128,6 +129,73 @@ int gio_next(gio_loop_t *l, unsigned *events);
  * gio_wait() then does not sleep.
  */
 int gio_next_timeout(gio_loop_t *l);
+
+/*
+ * Timers that belong to no descriptor.  The caller owns the gio_timer_t
+ * (embedded in its own struct, or allocated) and zeroes it, or
+ * GIO_TIMER_INIT, before its first use: a zeroed timer is stopped.
+ *
+ *   static void tick(gio_loop_t *l, void *arg) { ... gio_timer_set(...) again ... }
+ *   gio_timer_set(l, &x->timer, gio_now(l) + 250, tick, x);
+ *   ...
+ *   gio_wait(l, -1);                   wakes for the earliest timer too
+ *   ... gio_next(), gio_next_timeout() ...
+ *   gio_timers_run(l);                 calls tick once its time has come
+ *
+ * The timers share no structure with the descriptors' deadlines: a 4-ary
+ * min-heap of their own (O(1) earliest, O(log n) set, move and stop), and
+ * gio_wait() sleeps no longer than until the earliest of both, on every
+ * backend.  A timer fires once, then is stopped; its callback may set it
+ * again, set or stop others, or free the memory it lives in.  Stop a timer
+ * before its memory goes.
+ */
+typedef void (*gio_timer_fn)(gio_loop_t *l, void *arg);
+
+typedef struct gio_timer {
+    int64_t when;    /* gio_now() ms it is due at, while armed */
+    uint64_t seq;    /* the loop's count of sets when it was set: ties go to the older */
+    gio_timer_fn fn;
+    void *arg;
+    uint32_t slot;   /* its place in the loop's timer heap, plus 1; 0: stopped */
+} gio_timer_t;
+
+#define GIO_TIMER_INIT {0, 0, NULL, NULL, 0}
+
+/*
+ * Arm t to call fn(l, arg) once gio_now() reaches when_ms (a time already
+ * passed counts as now), replacing its time, fn and arg if it is armed
+ * already.  0, or -1/ENOMEM when the heap could not grow (t stays as it was).
+ */
+int gio_timer_set(gio_loop_t *l, gio_timer_t *t, int64_t when_ms, gio_timer_fn fn, void *arg);
+
+/*
+ * Room for n more timers armed at once, beyond what earlier calls reserved
+ * and GIO_TIMER_SPARE for everyone else: a caller with a known bound (a
+ * timer per connection, at most so many connections) reserves it once, and
+ * gio_timer_set cannot fail for it while the others stay within the spare.
+ * 0, or -1/ENOMEM.
+ */
+int gio_timer_reserve(gio_loop_t *l, size_t n);
+#define GIO_TIMER_SPARE 16
+
+/* Disarm t; nothing if it is not armed. */
+void gio_timer_stop(gio_loop_t *l, gio_timer_t *t);
+
+/* 1 if t is armed (set, and not yet fired or stopped). */
+static inline int gio_timer_armed(const gio_timer_t *t)
+{
+    return t->slot != 0;
+}
+
+/*
+ * Call the callback of every timer due by gio_now() (the last gio_wait's
+ * clock), earliest first (ties in the order they were set), each once.  A
+ * timer set by a callback for now or earlier fires in the next call, not
+ * in this one, so a timer re-armed in its own callback cannot hold the
+ * loop.  Returns how many fired.  The loop's owner calls it after each
+ * gio_wait(): a due timer left unrun keeps gio_wait() from sleeping.
+ */
+int gio_timers_run(gio_loop_t *l);
 
 /* Number of registered descriptors. */
 size_t gio_count(const gio_loop_t *l);

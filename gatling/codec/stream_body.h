@@ -123,7 +123,7 @@ typedef struct sb_stream {
  *     most doubles), and is emptied whenever no stream is open;
  *   - with linger set, no more than the most that were open at once since
  *     it was last empty, and is emptied by its owner once it has not been
- *     used for a while (h2_spares_due): HTTP/2's streams mostly end within
+ *     used for a while (h2_stream.c, on a timer of the loop's): HTTP/2's streams mostly end within
  *     the loop's turn that began them, so "none open" comes many times a
  *     second under load, and emptying then cost a malloc and a free a
  *     request again.

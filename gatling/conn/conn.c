@@ -21,6 +21,7 @@
 #include "tls.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -38,17 +39,23 @@ const char *conn_state_name(conn_state_t st)
     return (unsigned)st < sizeof names / sizeof names[0] ? names[st] : "?";
 }
 
-conn_t *conn_new(conn_set_t *set, site_t *site, int kind, int fd, const struct sockaddr *peer,
+/* The loop's call (c->w.on). */
+static void on_watch(watch_t *w, unsigned events)
+{
+    conn_event((conn_t *)((char *)w - offsetof(conn_t, w)), events);
+}
+
+conn_t *conn_new(conn_set_t *set, site_t *site, int fd, const struct sockaddr *peer,
                  socklen_t plen, unsigned how)
 {
     int tls = (how & CONN_NEW_TLS) != 0;
     conn_t *c = calloc(1, sizeof *c);
-    if (!c || gio_add(site->loop, fd, c) < 0) {
+    if (!c || gio_add(site->loop, fd, &c->w) < 0) {
         free(c);
         close(fd);
         return NULL;
     }
-    c->kind = kind;
+    watch_init(&c->w, on_watch);
     c->fd = fd;
     c->site = site;
     c->set = set;

@@ -58,10 +58,12 @@ enum { CONN_NEW_TLS = 1, CONN_NEW_PROXY = 2 };
  * connection closes it when it ends; with it, the connection counts the
  * client itself.  NULL (and fd closed) on error.
  */
-conn_t *conn_new(conn_set_t *set, site_t *site, int kind, int fd, const struct sockaddr *peer,
+conn_t *conn_new(conn_set_t *set, site_t *site, int fd, const struct sockaddr *peer,
                  socklen_t plen, unsigned how);
 
-/* React to readiness (events) or a passed deadline (events == 0). */
+/* React to readiness (events) or a passed deadline (events == 0): the
+   loop calls it through the connection's watch (c->w), the listener right
+   after accept when the request is there already (-a). */
 void conn_event(conn_t *c, unsigned events);
 
 /*

@@ -11,6 +11,7 @@
 #include "h1.h"
 #include "http/http_parse.h"
 #include "site/site.h"
+#include "site/watch.h"
 
 #include <netinet/in.h>
 #include <stdint.h>
@@ -55,7 +56,7 @@ typedef struct conn_set {
 } conn_set_t;
 
 typedef struct conn {
-    int kind; /* the loop cookie's kind (server.c): first */
+    watch_t w; /* the loop's cookie (site/watch.h): conn_event */
     int fd;
     conn_state_t state;
     site_t *site;

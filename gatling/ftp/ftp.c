@@ -13,6 +13,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -155,11 +156,14 @@ static int open_root(ftp_sess_t *s)
     return s->root;
 }
 
+static void on_ctl(watch_t *w, unsigned events);
+static void on_data(watch_t *w, unsigned events);
+
 int ftp_new(ftp_set_t *set, site_t *site, int fd, const struct sockaddr *peer, socklen_t plen)
 {
     ftp_sess_t *s = calloc(1, sizeof *s);
     socklen_t llen = sizeof s->local;
-    if (!s || gio_add(site->loop, fd, s) < 0) {
+    if (!s || gio_add(site->loop, fd, &s->w) < 0) {
         free(s);
         limits_conn_close(site->limits, peer);
         close(fd);
@@ -169,11 +173,12 @@ int ftp_new(ftp_set_t *set, site_t *site, int fd, const struct sockaddr *peer, s
        itself): inline, it stays in the line instead of vanishing */
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_OOBINLINE, &one, sizeof one);
-    s->kind = COOKIE_FTP;
+    watch_init(&s->w, on_ctl);
     s->fd = fd;
     s->site = site;
     s->set = set;
-    s->dk = (ftp_data_t){.kind = COOKIE_FTP_DATA, .s = s};
+    s->dk.s = s;
+    watch_init(&s->dk.w, on_data);
     s->dfd = s->ufd = s->udir = -1;
     s->root = -1;
     memcpy(&s->peer, peer, plen <= sizeof s->peer ? plen : sizeof s->peer);
@@ -648,14 +653,17 @@ static void ctl_event(ftp_sess_t *s, unsigned events)
     ftp_ctl_arm(s);
 }
 
-void ftp_event(int *cookie, int fd, unsigned events)
+/* The loop's calls: readiness (events) or a passed deadline (0) of the
+   control connection (s->w) and of the data link (s->dk.w, on s->dfd). */
+static void on_ctl(watch_t *w, unsigned events)
 {
-    if (*cookie == COOKIE_FTP) {
-        ctl_event((ftp_sess_t *)cookie, events);
-        return;
-    }
-    ftp_sess_t *s = ((ftp_data_t *)cookie)->s;
-    ftp_data_event(s, fd, events);
+    ctl_event((ftp_sess_t *)((char *)w - offsetof(ftp_sess_t, w)), events);
+}
+
+static void on_data(watch_t *w, unsigned events)
+{
+    ftp_sess_t *s = ((ftp_data_t *)((char *)w - offsetof(ftp_data_t, w)))->s;
+    ftp_data_event(s, s->dfd, events);
     /* a transfer that ended may have queued a reply and freed the pipeline */
     if (s->xfer == XFER_NONE && !s->xfer_waiting && s->state != FTP_CLOSING)
         process(s);

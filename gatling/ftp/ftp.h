@@ -46,10 +46,6 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-/* Loop cookies of this module, beside server.h's COOKIE_* and watch.h's. */
-#define COOKIE_FTP 65      /* a control connection (ftp_sess_t) */
-#define COOKIE_FTP_DATA 66 /* its data link: a passive listener or a data socket */
-
 struct ftp_sess;
 
 /* The sessions of one loop: the owner (server.c) embeds it. */
@@ -66,10 +62,6 @@ typedef struct ftp_set {
  * count closed too).
  */
 int ftp_new(ftp_set_t *set, site_t *site, int fd, const struct sockaddr *peer, socklen_t plen);
-
-/* Readiness (events) or a passed deadline (0) on fd, whose cookie is
-   COOKIE_FTP or COOKIE_FTP_DATA. */
-void ftp_event(int *cookie, int fd, unsigned events);
 
 /* Over a cap (-N, -K): "421" at once, unread, and close fd. */
 void ftp_refuse(int fd);

@@ -12,6 +12,7 @@
 #include "gio_batch.h"
 #include "site/fs.h"
 #include "site/site.h"
+#include "site/watch.h"
 
 #include <netinet/in.h>
 #include <sys/stat.h>
@@ -29,14 +30,14 @@ typedef enum { FTP_LOGIN, FTP_READY, FTP_CLOSING } ftp_state_t;
 typedef enum { LINK_NONE, LINK_LISTEN, LINK_CONNECTING, LINK_OPEN } ftp_link_t;
 typedef enum { XFER_NONE, XFER_SEND, XFER_RECV } ftp_xfer_t;
 
-/* The data link's loop cookie: kind first, as every cookie. */
+/* The data link's loop cookie (a passive listener or a data socket: dfd). */
 typedef struct ftp_data {
-    int kind; /* COOKIE_FTP_DATA */
+    watch_t w; /* ftp.c's on_data */
     struct ftp_sess *s;
 } ftp_data_t;
 
 typedef struct ftp_sess {
-    int kind; /* COOKIE_FTP: first */
+    watch_t w; /* the control connection's loop cookie: ftp.c's on_ctl */
     int fd;
     ftp_state_t state;
     site_t *site;

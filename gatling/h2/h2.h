@@ -116,13 +116,6 @@ int64_t h2_head_since(const h2_t *h);
 /* Shutting down (SIGTERM/SIGHUP): GOAWAY; the streams in flight finish. */
 void h2_goaway(h2_t *h);
 
-/* The loop's turn (now: gio_now() ms): the process's spare streams (the
-   memory of ended ones, which the next streams of every connection take:
-   stream_body.h's sb_pool_t) are freed once none was taken for a second,
-   so an idle server keeps none.  Returns the sooner of
-   wake (ms; -1: none) and when that is due, while spares are kept. */
-int64_t h2_spares_due(int64_t now, int64_t wake);
-
 /*
  * A deadline has passed (-s for an incomplete head, -T for an idle
  * connection) and the connection is about to be closed: the bytes of a

@@ -13,8 +13,8 @@
  * a stream does alike over HTTP/3: its exchange's body parts, a producer's
  * request body, dispatch; h2_stream.c gives it its sb_ops).  h2.h's h2_goaway
  * is defined in h2_out.c, as a stream's dispatch calls it too (-R: the
- * connection's last request), and h2_spares_due in h2_stream.c, beside the
- * spare streams it frees.
+ * connection's last request).  h2_stream.c keeps the process's spare streams
+ * and the loop's timer that frees them once unused a while.
  */
 #ifndef GATLING_H2_INT_H
 #define GATLING_H2_INT_H
@@ -47,7 +47,7 @@ typedef struct h2 h2_t; /* (as h2.h says) */
 #define H2_MAX_SETTINGS 32             /* entries in one SETTINGS frame */
 #define H2_MAX_CONTINUATIONS 8         /* CONTINUATIONs in a header block (CVE-2024-28182) */
 #define H2_POOL_MAX 512                /* streams the process keeps for reuse (sb_pool_t) */
-#define H2_SPARES_LINGER 1000          /* ms they outlive their last use (h2_spares_due) */
+#define H2_SPARES_LINGER 1000          /* ms spare streams outlive their last use */
 #define H2_TABLE 4096                  /* HPACK dynamic tables, both ways (RFC 7541's default) */
 
 /* A block of frame bytes: control frames, HEADERS (HPACK writes straight
@@ -208,11 +208,10 @@ void h2_goaway(h2_t *h);
 /* ---- h2_stream.c: streams, request bodies, DATA by priority ---- */
 
 /* What a stream holds goes; its memory goes back to the process's spare
-   streams (its parts array with it: sb_pool_t), or is freed. */
+   streams (its parts array with it: sb_pool_t), or is freed.  The spares
+   are freed by a timer of the loop's once none was taken for
+   H2_SPARES_LINGER ms, so an idle server keeps none. */
 void h2_stream_free(h2_stream_t *s);
-
-/* h2.h's: the process's spare streams, freed once unused a while. */
-int64_t h2_spares_due(int64_t now, int64_t wake);
 
 /* A stream for id (a spare one, or new) at the list's end, or NULL on ENOMEM. */
 h2_stream_t *h2_stream_new(h2_t *h, int32_t id);

@@ -24,30 +24,31 @@ static void stream_release(h2_stream_t *s)
     h->files -= s->has_file;
 }
 
-/* The process's spare streams (stream_body.h): its one event loop's. */
+/* The process's spare streams (stream_body.h): its one event loop's, and
+   that loop's timer that frees them once none was taken for a while. */
 static sb_pool_t spares = {.max = H2_POOL_MAX, .linger = 1};
-static uint64_t spares_seen;   /* spares.takes when last looked at ... */
-static int64_t spares_seen_at; /* ... then (ms) */
+static int64_t spares_taken_at; /* gio_now() of the last stream begun */
+static gio_timer_t spares_timer;
 
-int64_t h2_spares_due(int64_t now, int64_t wake)
+static void spares_linger(gio_loop_t *l, void *arg)
 {
+    (void)arg;
+    int64_t quiet = spares_taken_at + H2_SPARES_LINGER;
     if (!spares.nspare)
-        return wake;
-    if (spares.takes != spares_seen) {
-        spares_seen = spares.takes;
-        spares_seen_at = now;
-    } else if (now - spares_seen_at >= H2_SPARES_LINGER) {
+        return;
+    if (gio_now(l) >= quiet)
         sb_pool_empty(&spares);
-        return wake;
-    }
-    int64_t left = spares_seen_at + H2_SPARES_LINGER - now;
-    return wake < 0 || wake > left ? left : wake;
+    else
+        gio_timer_set(l, &spares_timer, quiet, spares_linger, NULL);
 }
 
 void h2_stream_free(h2_stream_t *s)
 {
+    gio_loop_t *l = s->h2->f.site->loop;
     stream_release(s);
     sb_pool_give(&spares, (sb_stream_t *)s);
+    if (spares.nspare && !gio_timer_armed(&spares_timer))
+        gio_timer_set(l, &spares_timer, spares_taken_at + H2_SPARES_LINGER, spares_linger, NULL);
 }
 
 /* A stream for id (a spare one, or new) at the list's end, or NULL on ENOMEM. */
@@ -67,7 +68,7 @@ h2_stream_t *h2_stream_new(h2_t *h, int32_t id)
     codec_exchange_init(&s->ex, &h->f, &h2_codec, s);
     s->ex.req = &s->req;
     s->req.version = 20;
-    s->begun = gio_now(h->f.site->loop);
+    s->begun = spares_taken_at = gio_now(h->f.site->loop);
     h->open++;
     h->pending++;
     s->next = h->all;

@@ -44,66 +44,20 @@
 #define QUIC_PRIORITY "NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:" \
                       "+CHACHA20-POLY1305:+AES-128-CCM:%DISABLE_TLS13_COMPAT_MODE"
 
-/* ---- the timer heap --------------------------------------------------------------- */
+/* ---- the connections' timers: the loop's (gio_timer_set) ------------------------ */
 
-static void heap_swap(quic_ep_t *e, size_t a, size_t b)
+static void on_conn_timer(gio_loop_t *l, void *arg);
+
+/* c's next timer at due (gio_now() ms); quic_start reserved room for one per
+   connection, so it cannot fail. */
+static void timer_set(quic_conn_t *c, int64_t due)
 {
-    quic_conn_t *t = e->heap[a];
-    e->heap[a] = e->heap[b];
-    e->heap[b] = t;
-    e->heap[a]->heap_at = a;
-    e->heap[b]->heap_at = b;
+    gio_timer_set(c->ep->site->loop, &c->timer, due, on_conn_timer, c);
 }
 
-static void heap_fix(quic_ep_t *e, size_t i)
+static void timer_stop(quic_conn_t *c)
 {
-    while (i > 0 && e->heap[(i - 1) / 2]->due > e->heap[i]->due)
-        heap_swap(e, i, (i - 1) / 2), i = (i - 1) / 2;
-    for (;;) {
-        size_t l = 2 * i + 1, m = i;
-        if (l < e->nheap && e->heap[l]->due < e->heap[m]->due)
-            m = l;
-        if (l + 1 < e->nheap && e->heap[l + 1]->due < e->heap[m]->due)
-            m = l + 1;
-        if (m == i)
-            return;
-        heap_swap(e, i, m), i = m;
-    }
-}
-
-static void heap_remove(quic_ep_t *e, quic_conn_t *c)
-{
-    size_t i = c->heap_at;
-    if (i == SIZE_MAX)
-        return;
-    heap_swap(e, i, --e->nheap);
-    c->heap_at = SIZE_MAX;
-    if (i < e->nheap)
-        heap_fix(e, i);
-}
-
-/* c's next timer at due (ms); the heap grows with the connections (one slot each). */
-static void heap_set(quic_ep_t *e, quic_conn_t *c, int64_t due)
-{
-    c->due = due;
-    if (c->heap_at == SIZE_MAX) {
-        c->heap_at = e->nheap;
-        e->heap[e->nheap++] = c;
-    }
-    heap_fix(e, c->heap_at);
-}
-
-/* The socket's deadline: the earliest timer. */
-static void arm(quic_ep_t *e)
-{
-    int64_t when = e->nheap ? e->heap[0]->due : 0;
-    if (when && when < 1)
-        when = 1;
-    if (when != e->armed) {
-        e->armed = when;
-        if (e->fd >= 0)
-            gio_set_deadline(e->site->loop, e->fd, when);
-    }
+    gio_timer_stop(c->ep->site->loop, &c->timer);
 }
 
 /* ---- connection life -------------------------------------------------------------- */
@@ -127,7 +81,7 @@ static void cid_forget(quic_conn_t *c)
 static void conn_free(quic_conn_t *c)
 {
     quic_ep_t *e = c->ep;
-    heap_remove(e, c);
+    timer_stop(c);
     if (c->next)
         c->next->prevp = c->prevp;
     *c->prevp = c->next;
@@ -193,7 +147,7 @@ static void start_closing(quic_conn_t *c)
     if (c->err.error_code != (app ? NGHTTP3_H3_NO_ERROR : NGTCP2_NO_ERROR))
         e->site->stats.h3_failed++;
     int64_t pto_ms = (int64_t)(ngtcp2_conn_get_pto(c->q) / NGTCP2_MILLISECONDS);
-    heap_set(e, c, gio_now(e->site->loop) + 3 * pto_ms + 1);
+    timer_set(c, gio_now(e->site->loop) + 3 * pto_ms + 1);
 }
 
 /* Shutting down: when the peer counts as gone (gio_now() ms), or INT64_MAX while the
@@ -247,7 +201,7 @@ static void conn_settle(quic_conn_t *c)
     gone = head < gone ? head : gone;
     ngtcp2_tstamp x = ngtcp2_conn_get_expiry(c->q);
     if (x == UINT64_MAX && gone == INT64_MAX) {
-        heap_remove(e, c);
+        timer_stop(c);
         return;
     }
     ngtcp2_tstamp now = now_ts(e);
@@ -255,7 +209,7 @@ static void conn_settle(quic_conn_t *c)
                   : x <= now      ? now_ms
                                   : now_ms + (int64_t)((x - now + NGTCP2_MILLISECONDS - 1) /
                                                        NGTCP2_MILLISECONDS);
-    heap_set(e, c, due < gone ? due : gone);
+    timer_set(c, due < gone ? due : gone);
 }
 
 /* Run the connection soon (a job or producer moved one of its streams). */
@@ -552,7 +506,7 @@ static quic_conn_t *conn_new(quic_ep_t *e, gio_dgram_t *d, const ngtcp2_pkt_hd *
         limits_conn_close(e->site->limits, (const struct sockaddr *)&d->peer);
         return NULL;
     }
-    c->ep = e, c->limited = 1, c->shaking = 1, c->heap_at = SIZE_MAX;
+    c->ep = e, c->limited = 1, c->shaking = 1;
     e->handshaking++;
     c->next = e->all;
     if (e->all)
@@ -778,32 +732,31 @@ static void on_readable(quic_ep_t *e)
     }
 }
 
-/* The socket's deadline passed: every connection whose timer is due. */
-static void on_timers(quic_ep_t *e)
+/* c's timer is due (the loop's gio_timers_run): ngtcp2's expiry (loss
+   detection, acknowledgements, pacing, the idle timeout), or the end of its
+   closing period.  What it has to send leaves with the other connections' of
+   the round, at quic_run (or quic_tick). */
+static void on_conn_timer(gio_loop_t *l, void *arg)
 {
-    int64_t now = gio_now(e->site->loop);
-    e->armed = 0;
-    while (e->nheap && e->heap[0]->due <= now) {
-        quic_conn_t *c = e->heap[0];
-        heap_remove(e, c);
-        if (c->closing || c->draining) {
-            conn_close_now(c);
-            continue;
-        }
-        int rv = ngtcp2_conn_handle_expiry(c->q, now_ts(e));
-        if (rv == NGTCP2_ERR_IDLE_CLOSE) {
-            e->site->stats.h3_idle++;
-            conn_close_now(c);
-            continue;
-        }
-        if (rv != 0) {
-            ngtcp2_connection_close_error_set_transport_error_liberr(&c->err, rv, NULL, 0);
-            start_closing(c);
-            continue;
-        }
-        touch(c);
+    quic_conn_t *c = arg;
+    quic_ep_t *e = c->ep;
+    (void)l;
+    if (c->closing || c->draining) {
+        conn_close_now(c);
+        return;
     }
-    flush_touched(e);
+    int rv = ngtcp2_conn_handle_expiry(c->q, now_ts(e));
+    if (rv == NGTCP2_ERR_IDLE_CLOSE) {
+        e->site->stats.h3_idle++;
+        conn_close_now(c);
+        return;
+    }
+    if (rv != 0) {
+        ngtcp2_connection_close_error_set_transport_error_liberr(&c->err, rv, NULL, 0);
+        start_closing(c);
+        return;
+    }
+    touch(c);
 }
 
 static void on_event(watch_t *w, unsigned events)
@@ -811,9 +764,6 @@ static void on_event(watch_t *w, unsigned events)
     quic_ep_t *e = (quic_ep_t *)w;
     if (events) /* an error too: recvmmsg takes it (ICMP), and the socket goes on */
         on_readable(e);
-    if (!events)
-        on_timers(e);
-    arm(e);
 }
 
 /* ---- the endpoint ----------------------------------------------------------------- */
@@ -888,21 +838,19 @@ void quic_input(quic_ep_t *e, gio_dgram_t *d)
 {
     datagram(e, d);
     flush_touched(e);
-    arm(e);
 }
 
 void quic_tick(quic_ep_t *e)
 {
-    on_timers(e);
-    arm(e);
+    gio_timers_run(e->site->loop);
+    flush_touched(e);
 }
 
 int quic_start(quic_ep_t *e, site_t *site, size_t max_conns)
 {
     e->site = site;
     e->max_conns = max_conns;
-    e->heapcap = max_conns + 1;
-    if (!(e->heap = calloc(e->heapcap, sizeof *e->heap)))
+    if (gio_timer_reserve(site->loop, max_conns + 1) < 0) /* a timer per connection */
         return -1;
     watch_init(&e->w, on_event);
     if (e->fd < 0) /* quic_open_loose: datagrams come by quic_input */
@@ -936,12 +884,11 @@ void quic_drain(quic_ep_t *e)
         }
     }
     flush_touched(e);
-    arm(e);
 }
 
 int quic_run(quic_ep_t *e)
 {
-    if (!e->woken)
+    if (!e->woken && !e->touched) /* touched: by their timers this round */
         return 0;
     quic_conn_t *list = e->woken;
     e->woken = NULL;
@@ -952,7 +899,6 @@ int quic_run(quic_ep_t *e)
         touch(c);
     }
     flush_touched(e);
-    arm(e);
     return e->woken != NULL;
 }
 
@@ -978,7 +924,6 @@ void quic_free(quic_ep_t *e)
     quic_cid_table_free(e->cids);
     quic_retry_free(e->retry);
     h3_pool_free(e->pool);
-    free(e->heap);
     explicit_bzero(e->secret, sizeof e->secret);
     free(e);
 }

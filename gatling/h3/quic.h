@@ -11,9 +11,10 @@
  * an unknown version gets version negotiation.  What connections have to
  * send leaves after the batch, in GSO trains where the kernel cuts them
  * (gio_udp_send).  Each connection's next timer (ngtcp2_conn_get_expiry:
- * loss detection, acknowledgements, pacing, the idle timeout -T) sits in a
- * heap; the socket's gio deadline is the earliest, so the loop wakes for it
- * without a scan.  Replies leave from the address the client spoke to
+ * loss detection, acknowledgements, pacing, the idle timeout -T) is a gio
+ * timer of the loop's (gio_timer_set), so the loop wakes for the earliest
+ * without a scan; what the timers of a round make the connections send
+ * leaves together, at quic_run.  Replies leave from the address the client spoke to
  * (packet info), so a host with several addresses bound to [::] works.
  *
  * Defences: ngtcp2 enforces anti-amplification (at most 3x what an
@@ -68,8 +69,9 @@ int quic_reload(quic_ep_t *e, char *err, size_t errlen);
    streams are answered. */
 void quic_drain(quic_ep_t *e);
 
-/* Connections a job or a producer woke: send what they have.  Returns 1 if
-   some woke again meanwhile (the loop must not sleep). */
+/* Connections a job or a producer woke, or their timer ran this round
+   (after gio_timers_run): send what they have.  Returns 1 if some woke
+   again meanwhile (the loop must not sleep). */
 int quic_run(quic_ep_t *e);
 
 /* The UDP port (for Alt-Svc). */
@@ -95,7 +97,8 @@ quic_ep_t *quic_open_loose(const config_t *cfg, const struct sockaddr *addr, soc
    zero), then what the connections have to send, and their timers. */
 void quic_input(quic_ep_t *e, struct gio_dgram *d);
 
-/* The timers due by the loop's clock (gio_now: the caller refreshed it). */
+/* The loop's timers due by its clock (gio_timers_run: the connections'
+   among them; the caller refreshed the clock), then what they send. */
 void quic_tick(quic_ep_t *e);
 #else
 static inline quic_ep_t *quic_open(const config_t *cfg, int udp_fd, int steer, char *err,

@@ -50,11 +50,10 @@ typedef struct quic_conn {
     struct sockaddr_storage peer;
     socklen_t peerlen;
     ngtcp2_cid odcid;  /* the client's first Destination Connection ID, mapped too */
-    size_t heap_at;    /* index in the endpoint's heap, or SIZE_MAX */
-    int64_t due;       /* gio_now() ms of its next timer */
+    gio_timer_t timer; /* the loop's: its next ngtcp2 expiry, or its closing period's end */
     int64_t heard;     /* gio_now() ms of the last packet it read */
     uint8_t closing;   /* CONNECTION_CLOSE sent: repeated to what still arrives */
-    uint8_t draining;  /* the peer closed: silent until due */
+    uint8_t draining;  /* the peer closed: silent until its timer */
     uint8_t limited;   /* counted in -K */
     uint8_t shaking;   /* counted in the endpoint's handshakes under way */
     uint8_t woken, touched;
@@ -80,13 +79,10 @@ struct quic_ep {
     quic_cid_table_t *cids;
     quic_retry_t *retry; /* who gets a Retry first (--h3-retry) */
     h3_pool_t *pool;     /* stream memory its sessions share */
-    quic_conn_t **heap;
-    size_t nheap, heapcap;
     quic_conn_t *woken, *touched, *all;
     uint8_t secret[32]; /* stateless reset tokens derive from it */
     int draining;
     size_t nconns, handshaking;
-    int64_t armed; /* the socket's gio deadline */
     quic_out_fn out; /* no socket (quic_open_loose): what is sent goes here */
     void *out_arg;
     gio_dgram_t dg[GIO_UDP_BATCH];

@@ -262,7 +262,7 @@ static int cached(cache_t *c, exchange_t *ex, const cache_conf_t *k)
         ex_field(ex, "Cache-Status", "gatling; fwd=uri-miss; detail=pass");
         return CACHE_NOT_MINE;
     }
-    if (!c->ticking)
+    if (!ticking(c))
         arm(c, 1000);
     return miss(c, ex, k, h, key, n, &fd);
 }
@@ -284,22 +284,10 @@ int cache_dispatch(exchange_t *ex)
 
 int cache_init(site_t *site)
 {
-    int p[2];
-    cache_t *c = calloc(1, sizeof *c);
-    if (!c || pipe(p) < 0) {
-        free(c);
+    cache_t *c = calloc(1, sizeof *c); /* its clock stopped */
+    if (!c)
         return -1;
-    }
-    close(p[1]);
-    fcntl(p[0], F_SETFD, FD_CLOEXEC);
-    c->fd = p[0];
     c->site = site;
-    watch_init(&c->w, cf_tick);
-    if (gio_add(site->loop, c->fd, &c->w) < 0) {
-        close(c->fd);
-        free(c);
-        return -1;
-    }
     const config_t *cfg = site->cfg;
     rs_init(&c->store, cfg->cache_mem ? (size_t)cfg->cache_mem : CACHE_MEM_DEFAULT,
             cfg->cache_object ? (size_t)cfg->cache_object : CACHE_OBJECT_DEFAULT, CACHE_IDLE_MS);
@@ -320,8 +308,7 @@ void cache_free(site_t *site)
     }
     rs_free(&c->store);
     cache_conf_table_free(c->vh);
-    gio_del(site->loop, c->fd);
-    close(c->fd);
+    gio_timer_stop(site->loop, &c->tick);
     hsite_of(site)->cache = NULL;
     free(c);
 }

@@ -332,7 +332,7 @@ cfetch_t *cf_fetch_start(cache_t *c, const exchange_t *ex, rs_entry_t *e, rs_ent
     if (c->fetches)
         c->fetches->prev = f;
     c->fetches = f;
-    if (!c->ticking)
+    if (!ticking(c))
         arm(c, TICK_MS);
     c->site->stats.cache_fetches++;
     if (fetch_route(f) < 0 && f->mode == F_HEAD && !f->finished)
@@ -789,12 +789,10 @@ static const ex_codec_t fetch_codec = {
 
 /* ---- the clock: finished fetches, lock timeouts, idle entries ---- */
 
-void cf_tick(watch_t *w, unsigned events)
+void cf_tick(gio_loop_t *l, void *arg)
 {
-    cache_t *c = (cache_t *)((char *)w - offsetof(cache_t, w));
-    (void)events;
-    c->ticking = 0;
-    int64_t now = gio_now(c->site->loop);
+    cache_t *c = arg;
+    int64_t now = gio_now(l);
     for (cfetch_t *f = c->fetches, *next; f; f = next) {
         next = f->next;
         if (f->finished) {

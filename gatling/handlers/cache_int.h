@@ -16,7 +16,7 @@
 #include "http/exchange.h"
 #include "site/rstore.h"
 #include "site/site.h"
-#include "site/watch.h"
+#include "gio.h"
 
 #include <stdint.h>
 #include <sys/socket.h>
@@ -68,11 +68,9 @@ typedef struct cfetch {
 
 typedef struct cache {
     site_t *site;
-    watch_t w;
-    int fd; /* never readable: the watch's deadline is the cache's clock */
+    gio_timer_t tick; /* the cache's clock (cf_tick) */
     rstore_t store;
     cfetch_t *fetches;
-    int ticking;
     cache_vh_t vh[CACHE_CONF_VHOSTS];
 } cache_t;
 
@@ -85,13 +83,6 @@ static inline int64_t now_s(cache_t *c)
 static inline int64_t now_ms(cache_t *c)
 {
     return gio_now(c->site->loop);
-}
-
-/* The cache's clock (cf_tick) in in_ms. */
-static inline void arm(cache_t *c, int64_t in_ms)
-{
-    gio_set_deadline(c->site->loop, c->fd, gio_now(c->site->loop) + in_ms);
-    c->ticking = 1;
 }
 
 /* The cache's slot in an exchange (hstate.h): p holds the entry a hit is
@@ -199,8 +190,20 @@ cfetch_t *cf_fetch_start(cache_t *c, const exchange_t *ex, rs_entry_t *e, rs_ent
 /* Free f (finished, or at cache_free), letting go of its entries. */
 void cf_fetch_free(cfetch_t *f);
 
-/* The cache's clock: finished fetches reaped, lock timeouts, idle entries
-   swept (arm() sets it). */
-void cf_tick(watch_t *w, unsigned events);
+/* The cache's clock (arg: the cache_t): finished fetches reaped, lock
+   timeouts, idle entries swept (arm() sets it). */
+void cf_tick(gio_loop_t *l, void *arg);
+
+/* The cache's clock (cf_tick) in in_ms (a timer of gio's, moved if set). */
+static inline void arm(cache_t *c, int64_t in_ms)
+{
+    gio_timer_set(c->site->loop, &c->tick, gio_now(c->site->loop) + in_ms, cf_tick, c);
+}
+
+/* Is the clock set? */
+static inline int ticking(const cache_t *c)
+{
+    return gio_timer_armed(&c->tick);
+}
 
 #endif

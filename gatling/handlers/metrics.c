@@ -471,19 +471,24 @@ static void publish(site_t *s)
     metrics_snapshot(s, &snap);
     stats_shm_publish(s->cfg->stats_shm, s->cfg->worker, &snap);
     s->stats_published = gio_now(s->loop);
-    s->stats_owed = 0;
 }
 
-int64_t metrics_publish_due(site_t *s, int64_t wake)
+/* The owed publish is due (or metrics_serve published meanwhile: later). */
+static void on_publish(gio_loop_t *l, void *arg)
 {
-    if (!s->cfg->stats_shm || !s->stats_owed)
-        return wake;
-    int64_t left = s->stats_published + METRICS_PUBLISH_MS - gio_now(s->loop);
-    if (left <= 0) {
+    site_t *s = arg;
+    int64_t due = s->stats_published + METRICS_PUBLISH_MS;
+    if (gio_now(l) < due)
+        gio_timer_set(l, &s->stats_timer, due, on_publish, s);
+    else
         publish(s);
-        return wake;
-    }
-    return wake < 0 || wake > left ? left : wake;
+}
+
+void metrics_owe(site_t *s)
+{
+    if (s->cfg->stats_shm && !gio_timer_armed(&s->stats_timer))
+        gio_timer_set(s->loop, &s->stats_timer, s->stats_published + METRICS_PUBLISH_MS,
+                      on_publish, s);
 }
 
 /* Each loaded certificate's expiry (read at load, conn/tls.c). */

@@ -16,12 +16,12 @@
 void metrics_snapshot(const site_t *s, stats_snap_t *snap);
 
 /*
- * -W: publish this loop's numbers into its slot when site->stats_owed (the
- * loop did something) and the last publish is METRICS_PUBLISH_MS old.  wake
- * is when the loop would wake (ms from now, -1: never); returns it, or
- * sooner if a publish is owed but not due yet.  Without -W returns wake.
+ * -W: the loop did something (or has just started): publish this loop's
+ * numbers into its slot once the last publish is METRICS_PUBLISH_MS old,
+ * by a timer of the loop's (site->stats_timer), armed here if it is not
+ * already.  Without -W nothing.
  */
-int64_t metrics_publish_due(site_t *s, int64_t wake);
+void metrics_owe(site_t *s);
 
 #define METRICS_PUBLISH_MS 100
 

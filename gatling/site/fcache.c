@@ -1,5 +1,6 @@
 /* The open-file cache: see fcache.h. */
 #include "fcache.h"
+#include "gio.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -12,6 +13,8 @@ struct fcache {
     fcache_mem_t mem;
     size_t live; /* entries not yet destroyed, in the table or referenced */
     int freed;   /* fcache_free was called: the last destroy frees fc */
+    gio_loop_t *loop;  /* fcache_clock's, or NULL */
+    gio_timer_t clock; /* ... its timer: the oldest entry's expiry */
     size_t mask;
     fcache_entry_t *slot[];
 };
@@ -123,6 +126,8 @@ void fcache_free(fcache_t *fc)
 {
     if (!fc)
         return;
+    if (fc->loop)
+        gio_timer_stop(fc->loop, &fc->clock);
     for (size_t i = 0; i <= fc->mask; i++)
         if (fc->slot[i])
             evict(fc, i);
@@ -151,6 +156,20 @@ void fcache_forget(fcache_t *fc, const char *key, size_t n)
     fcache_entry_t *e = fc->slot[i];
     if (e && e->keylen == n && !memcmp(e->key, key, n))
         evict(fc, i);
+}
+
+/* The oldest entry's time came: evict what expired, wait for the next. */
+static void on_clock(gio_loop_t *l, void *arg)
+{
+    fcache_t *fc = arg;
+    fcache_expire(fc, gio_now(l));
+    if (fc->oldest)
+        gio_timer_set(l, &fc->clock, fc->oldest->expires, on_clock, fc);
+}
+
+void fcache_clock(fcache_t *fc, gio_loop_t *l)
+{
+    fc->loop = l;
 }
 
 fcache_entry_t *fcache_put(fcache_t *fc, const char *key, size_t n, const fcache_entry_t *tmpl,
@@ -183,6 +202,8 @@ fcache_entry_t *fcache_put(fcache_t *fc, const char *key, size_t n, const fcache
         fc->oldest = e;
     fc->newest = e;
     hold(fc, e); /* after the eviction above, whose bytes it may reuse */
+    if (fc->loop && !gio_timer_armed(&fc->clock)) /* armed: for an older entry */
+        gio_timer_set(fc->loop, &fc->clock, fc->oldest->expires, on_clock, fc);
     return e;
 }
 

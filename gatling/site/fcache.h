@@ -8,8 +8,9 @@
  * Entries are reference-counted: a response holds its entry until sent, so an
  * entry evicted meanwhile is closed by its last user.  The table is direct
  * mapped: a new path evicts whatever hashed to the same slot.  Entries are
- * closed when they expire (fcache_expire), so a removed file's space is not
- * held and the cache never sits on descriptors it does not use.
+ * closed when they expire (fcache_expire, on the loop's timer: fcache_clock),
+ * so a removed file's space is not held and the cache never sits on
+ * descriptors it does not use.
  *
  * Small files are also held in memory (the fast path): a regular file of at
  * most file_max bytes is read once when it enters the cache, so that its
@@ -92,9 +93,18 @@ void fcache_forget(fcache_t *fc, const char *key, size_t n);
 
 /*
  * Evict the entries that expired by now.  Returns the ms until the next
- * expiry, or -1 if the cache is empty (a timeout for the event loop).
+ * expiry, or -1 if the cache is empty.
  */
 int64_t fcache_expire(fcache_t *fc, int64_t now);
+
+/*
+ * Expire by a timer of loop l's (gio_timer_set): while the cache holds
+ * entries, the oldest one's expiry is armed, and fcache_expire runs then;
+ * fcache_free stops it.  Without this call nothing expires but what
+ * fcache_get finds stale, and fcache_expire is the caller's to call.
+ */
+struct gio_loop;
+void fcache_clock(fcache_t *fc, struct gio_loop *l);
 
 /* Drop a reference taken by get or put. */
 void fcache_release(fcache_entry_t *e);

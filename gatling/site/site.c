@@ -35,6 +35,7 @@ int site_init(site_t *s, const config_t *cfg, gio_loop_t *loop, mime_table_t *mi
         fprintf(stderr, "gatling: out of memory\n");
         return -1;
     }
+    fcache_clock(s->fcache, loop); /* its entries close at their time */
     if (!(s->jobs = jobs_new(cfg->threads, SITE_JOBS_QUEUE))) {
         fprintf(stderr, "gatling: cannot start %d worker threads: %s\n", cfg->threads,
                 strerror(errno));
@@ -57,6 +58,8 @@ void site_free(site_t *s)
     jobs_free(s->jobs); /* first: finished compressions still enter the gzip cache */
     limits_free(s->limits);
     alog_free(&s->log);
+    if (s->loop)
+        gio_timer_stop(s->loop, &s->stats_timer);
     fcache_free(s->fcache);
     enc_cache_free(s->gzcache);
     dict_free(s->dict);

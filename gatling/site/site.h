@@ -47,7 +47,7 @@ typedef struct site {
     elog_t elog; /* the error log: what failed that no client sees */
     status_counters_t stats;
     int64_t stats_published; /* -W: gio_now() when they were last published (stats.h) */
-    int stats_owed;          /* ... and the loop did something since */
+    gio_timer_t stats_timer; /* ... armed when the loop did something since: the next */
     size_t nconns; /* open connections (conn.c keeps it) */
     size_t ntls;   /* ... of which HTTPS */
     int draining;  /* a drain has begun (its -g grace too): the health check fails */

@@ -1,25 +1,23 @@
 /*
- * watch — a descriptor on the loop that a layer above the connection owns:
- * a CGI process's pipes, a backend server's socket (handlers/cgi.c,
- * proxy.c), a pool's idle backend connection.  The loop's owner (server.c)
- * tells a cookie's kind by its first int; a watch's is COOKIE_WATCH, and
- * server.c hands its readiness, and its passed deadline (events 0), to
- * on().  Register it with gio_add(site->loop, fd, w); gio_del before the
- * watch's memory goes.
+ * watch — what every descriptor on the loop has for its cookie: the call
+ * that handles it.  A connection, a listener, the signal pipe, an FTP
+ * session or its data link, a CGI process's pipes, a backend server's socket
+ * (handlers/cgi.c, proxy.c), a pool's idle backend connection, QUIC's
+ * socket: each begins with (or embeds) a watch_t, and the loop (server.c)
+ * hands a descriptor's readiness, and its passed deadline (events 0), to
+ * its on() without knowing what it is.  Register it with
+ * gio_add(site->loop, fd, w); gio_del before the watch's memory goes.  The
+ * owner finds its struct from w (w first, or offsetof).
  */
 #ifndef GATLING_WATCH_H
 #define GATLING_WATCH_H
 
-#define COOKIE_WATCH 64 /* beside server.h's COOKIE_* */
-
 typedef struct watch {
-    int kind; /* COOKIE_WATCH: first */
     void (*on)(struct watch *w, unsigned events);
 } watch_t;
 
 static inline void watch_init(watch_t *w, void (*on)(watch_t *w, unsigned events))
 {
-    w->kind = COOKIE_WATCH;
     w->on = on;
 }
 

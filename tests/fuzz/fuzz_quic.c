@@ -7,7 +7,8 @@
  *
  * Input: records, each a 2-byte big-endian head h:
  *   h & 0x8000   the clock moves (h & 0x7fff) ms, then the due timers run
- *                (quic_tick: loss detection, acknowledgements, idle, closing)
+ *                (quic_tick, the loop's gio timers: loss detection,
+ *                acknowledgements, idle, closing)
  *   else         a datagram of (h & 0x3fff) bytes follows (what is left, if
  *                fewer), from client address A, or B (another port: a
  *                migration) if h & 0x4000; over 2048 bytes it counts as cut
