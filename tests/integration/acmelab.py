@@ -122,6 +122,18 @@ def stop_process(p):
             p.wait()
 
 
+@contextlib.contextmanager
+def process(cmd, log, env=None):
+    """cmd running with its output in log; stopped (killed after 5 s) at the end."""
+    with open(log, "wb") as out:
+        p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
+                             stderr=subprocess.STDOUT, env=env)
+    try:
+        yield p
+    finally:
+        stop_process(p)
+
+
 def listening(port, proc, log, timeout=10):
     def up():
         assert proc.poll() is None, "%s exited: %s" % (proc.args[0], tail(log))

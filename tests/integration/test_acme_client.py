@@ -25,7 +25,7 @@ import pytest
 
 from conftest import BUILD_DIR, BUILDS, free_port
 from conftest import test_pki as suite_pki  # (not collected as a test by this name)
-from test_acme import CHALLTESTSRV, PEBBLE, listening, process, tail
+from acmelab import CHALLTESTSRV, PEBBLE, listening, process, tail
 
 TRY = next((p for p in (os.path.join(BUILD_DIR, b, "tests", "acme_try") for b in BUILDS)
             if os.access(p, os.X_OK)), None)
