@@ -218,7 +218,7 @@ def test_ari_renewal_sends_replaces(tmp_path):
     tmp, pki, port = str(tmp_path), suite_pki(), free_port()
     with http01_responder(port, os.path.join(tmp, "state")), \
             pebble(tmp, pki, port, free_port()) as (url, mgmt, plog):
-        out, err = acme_try(tmp, url, pki + "/ca.pem", ["c.test"], secs=240, until=2,
+        out, err = acme_try(tmp, url, pki + "/ca.pem", ["c.test"], secs=420, until=2,
                             profile="shortlived", challenge="http")
         assert "2 SIGUSR1" in out, (out, err)
         check_installed(tmp, "c.test", mgmt_get(pki, mgmt, "/roots/0"))
