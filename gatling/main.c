@@ -163,7 +163,8 @@ static void usage(void)
         "  --status-from nets  ... and to these addresses or addr/bits too (comma-separated;\n"
         "            -S implied), e.g. the Prometheus server's\n"
         "  -L        follow symlinks that lead out of the document root\n"
-        "  -Z        no compression (neither precompressed files nor gzip)\n"
+        "  -Z        no compression (neither precompressed files nor gzip, nor the dcz\n"
+        "            deltas of a directory's .dictionary rules: gatling(8))\n"
         "  -F bytes  keep files up to bytes in memory and send each with its head in\n"
         "            one write (default 16384, 32 MiB in all; 0: never; at most 1 MiB)\n",
         stdout);
