@@ -361,7 +361,9 @@ def test_histograms_per_protocol(gatling):
         assert counts[BOUNDS.index("10")] == want[proto], "a request over 10 s: %s" % buckets
     le50ms = page.get("gatling_request_duration_seconds_bucket", protocol="http1", le="0.05")
     assert le50ms <= 5, "the slow head was not timed from its first bytes"
-    assert page.get("gatling_request_duration_seconds_sum", protocol="http1") >= 0.08
+    # the head's first bytes are timed when the loop reads them, which a busy
+    # machine can make a few ms after they were sent: 80 ms less some room
+    assert page.get("gatling_request_duration_seconds_sum", protocol="http1") >= 0.06
     assert page.get("gatling_request_duration_seconds_sum", protocol="h2") < 4 * 10
     assert page.get("gatling_transferred_bytes_total", protocol="h2") >= 4 * 2
 
