@@ -102,8 +102,9 @@ def get(port, target, host=NAME, method="GET"):
 
 def hello(port, name, alpn):
     """A TLS handshake offering alpn for name: (ALPN chosen, the server's
-    certificate in DER, what the server sent after the handshake), or the
-    ssl.SSLError that ended it."""
+    certificate in DER, what the server sent after an acme-tls/1 handshake
+    (None after any other: the server waits for a request there, and reading
+    would wait for its head deadline)), or the ssl.SSLError that ended it."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE
@@ -113,8 +114,10 @@ def hello(port, name, alpn):
     try:
         with ctx.wrap_socket(raw, server_hostname=name) as s:
             chosen, der = s.selected_alpn_protocol(), s.getpeercert(binary_form=True)
+            after = None
             try:
-                after = s.recv(100)
+                if chosen == "acme-tls/1":
+                    after = s.recv(100)
             except (ssl.SSLError, OSError) as e:
                 after = e
             return chosen, der, after
