@@ -331,11 +331,15 @@ def test_upgrade_under_h3_load(build, tmp_path, workers):
                        15, "the new process serving")
         serving = time.monotonic()
         pids.append(pid)
+        # the old process drains until the download it serves is over (24 MiB
+        # through aioquic, a Python QUIC stack sharing the GIL with the load's
+        # thread: past 15 s on a busy machine, twice in make check's phase 1
+        # here), then exits
+        dl.join(60)
         wait_for(lambda: gone(srv.pid), 15, "the old process draining and exiting")
         time.sleep(1)
         load.stop = True
         load.thread.join(30)
-        dl.join(60)
         assert srv.process.wait(5) == 0, srv.stderr_text()
         assert isinstance(dl.result, tuple), dl.result
         assert dl.result[0] in old and dl.result[1:] == (200, BIG_SHA), dl.result[:2]
