@@ -60,6 +60,7 @@ pkgs="$pkgs libngtcp2-dev libngtcp2-crypto-gnutls-dev libnghttp3-dev libgnutls28
 pkgs="$pkgs chromium chromium-driver"
 # slowhttptest, whois (mkpasswd) and openssl: bench/slashdot's attacks and password hashes
 # php-fpm: the FastCGI backend of bench/compare-dynamic (test_compare_dynamic.py)
+# nginx (below) and haproxy (above): the peers of bench/compare-pool (test_compare_pool.py)
 pkgs="$pkgs php-fpm"
 # caddy: bench/compare-h2's fourth peer (Debian 12's 2.6, a static file_server over h2)
 # iperf3 (3.12): bench/run throughput --iperf3, kb-stream's yardstick at 1 and 15 streams;
