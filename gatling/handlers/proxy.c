@@ -285,10 +285,10 @@ static void pool_reload(proxy_t *px, px_pool_t *p, int64_t now)
     char msg[1200];
     if (!pd || px_file_parse(text, pd->m, &n, &line, &why) < 0 || (!n && (why = "no backend"))) {
         if (mt != p->mtime_ns || !text) { /* said once per version */
-            snprintf(msg, sizeof msg, "pool %s: %s line %d: %s: the list stays as it was",
+            snprintf(msg, sizeof msg, "proxy: pool %s: %s line %d: %s: the list stays as it was",
                      p->name, p->file, line, why);
             if (p->mtime_ns != -2)
-                site_error(px->site, "proxy", 0, NULL, msg);
+                elog_note(&px->site->elog, gio_wallclock(px->site->loop), msg);
             p->mtime_ns = text ? mt : -2;
         }
         free(text), free(pd);
@@ -305,9 +305,9 @@ static void pool_reload(proxy_t *px, px_pool_t *p, int64_t now)
             m->draining = 0;
             m->d.weight = pd->m[k].weight, m->d.backup = pd->m[k].backup;
         } else if (!px_member_new(px, p, &pd->m[k], p->mtime_ns == -1 ? 0 : now)) {
-            snprintf(msg, sizeof msg, "pool %s: %s: no room for %s (32 a pool, 64 in all)",
+            snprintf(msg, sizeof msg, "proxy: pool %s: %s: no room for %s (32 a pool, 64 in all)",
                      p->name, p->file, pd->m[k].label);
-            site_error(px->site, "proxy", 0, NULL, msg);
+            elog_note(&px->site->elog, gio_wallclock(px->site->loop), msg);
         }
     }
     p->mtime_ns = mt;

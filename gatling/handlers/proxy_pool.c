@@ -446,9 +446,9 @@ px_member_t *px_pick(px_pool_t *p, uint64_t tried, const char *key, size_t kl, i
 static void say(proxy_t *px, const px_member_t *m, const char *what, const char *why)
 {
     char line[512];
-    snprintf(line, sizeof line, "backend %s of pool %s: %s%s%s", m->d.label, m->pool->name,
+    snprintf(line, sizeof line, "proxy: backend %s of pool %s: %s%s%s", m->d.label, m->pool->name,
              what, why ? ": " : "", why ? why : "");
-    site_error(px->site, "proxy", 0, NULL, line);
+    elog_note(&px->site->elog, gio_wallclock(px->site->loop), line);
 }
 
 /* Members that count: a lone backend is never taken out (nginx does the
