@@ -92,3 +92,36 @@ def test_compare_pool_quick(build, tmp_path):
     assert any(r.count("127.0.0.1/") == 2 for r in rules), rules  # a -P list of two members
     targets = table.split("Targets (issue 45)")[1].split("Notes:")[0]
     assert "n/a" not in targets, targets
+
+
+@serial
+@http_only
+def test_compare_pool_together(build, tmp_path):
+    """--together: the proxies started and loaded at once, each by its own bench at one open-loop
+    rate: each answers that rate without a failure and has its own CPU per request, and no
+    backend share is claimed for one of them (the backends serve them all at once)."""
+    if build.name != "epoll":
+        pytest.skip("the driver is checked on the plain epoll build")
+    if not shutil.which("taskset") or not os.access(PEERS["nginx"], os.X_OK):
+        pytest.skip("taskset or nginx missing: sh tests/setup.sh bench")
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "compare-pool"), "--quick",
+                        "--together", "--rate", "1000", "--no-failover", "--json",
+                        "--proxies", "gatling,gatling-1,nginx", "--gatling", build.binary,
+                        "--bench", os.path.join(build.dir, "bench"),
+                        "--trivial", os.path.join(build.dir, "trivial-server")],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    data = json.loads(p.stdout)
+    assert data["meta"]["together"] and data["meta"]["rate"] == 1000
+    ran = [n for n in ("gatling", "gatling-1", "nginx") if n in data["samples"]]
+    assert set(ran) >= {"gatling-1", "nginx"}, data["meta"]["skipped"]
+    if "gatling" not in ran:
+        assert NO_POOL in data["meta"]["skipped"]["gatling"], data["meta"]["skipped"]
+    for name in ran:
+        (r,) = data["samples"][name]
+        c = r["cpu"]
+        assert not c.get("problem") and c["errors"] == 0, (name, c)
+        assert c["requests"] >= 1000 and c["cpu_us"] > 0, (name, c)  # 2 s at 1,000 a second
+        assert c["b2_share_pct"] is None and "failover" not in r, (name, r)
+    cpus = {data["samples"][n][0]["cpu"]["proxy_cpu_s"] for n in ran}
+    assert len(cpus) == len(ran), cpus  # each proxy's own CPU, not one figure for all
