@@ -327,6 +327,8 @@ static void tick(gio_loop_t *l, void *arg)
             px_member_t *m = p->m[k];
             if (m->draining && !m->outstanding) {
                 px_member_free(px, m);
+            } else if (m->draining) {
+                px_member_idle_close(px, m); /* its requests under way finish */
             } else if (p->o.check[0] && !m->draining && now >= m->check_at) {
                 m->check_at = now + p->o.interval * 1000LL;
                 px_check_start(px, m);

@@ -33,12 +33,17 @@ void px_count(proxy_t *px, const px_member_t *m, int kind)
         px->site->stats.backend[m->slot][kind]++;
 }
 
-void px_member_free(proxy_t *px, px_member_t *m)
+void px_member_idle_close(proxy_t *px, px_member_t *m)
 {
-    px_check_stop(px, m);
     for (int k = 0; k < m->nidle; k++)
         px_conn_close(px, m->idle[k]);
     m->nidle = 0;
+}
+
+void px_member_free(proxy_t *px, px_member_t *m)
+{
+    px_check_stop(px, m);
+    px_member_idle_close(px, m);
     px_member_drop(px, m);
 }
 
@@ -303,7 +308,7 @@ int px_attempt(px_req_t *pr)
 
 void px_timed_out(px_req_t *pr)
 {
-    if (!pr->m)
+    if (!pr->counted)
         return;
     px_count(pr->px, pr->m, BACKEND_504);
     px_failed(pr->px, pr->m, pr->probe, gio_now(pr->px->site->loop), "silent past -Q");

@@ -351,6 +351,9 @@ void px_conn_close(proxy_t *px, px_conn_t *c);
 /* Take c, an idle connection, out of its backend's pool. */
 void px_pool_remove(px_member_t *m, px_conn_t *c);
 
+/* Close m's idle connections (a draining backend's, at once). */
+void px_member_idle_close(proxy_t *px, px_member_t *m);
+
 /* Close m's idle connections and free m (it has no request). */
 void px_member_free(proxy_t *px, px_member_t *m);
 
