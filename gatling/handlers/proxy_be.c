@@ -517,14 +517,14 @@ static int judged(px_req_t *pr, int status)
     snprintf(why, sizeof why, "answered %d", status);
     px_count(px, pr->m, BACKEND_502);
     px_failed(px, pr->m, pr->probe, now, why);
-    if (!may_retry(pr))
-        return 0; /* the backend's answer goes to the client */
+    if (!may_retry(pr) || !px_any(pr->rule->pool, pr->tried, now))
+        return 0; /* no other backend for it: this answer goes to the client as it came */
     px_count(px, pr->m, BACKEND_RETRIES);
     px_release(pr, 0);
     answer_reset(pr);
     if (px_attempt(pr) == 0)
         return 1;
-    pr->state = RS_DONE; /* no other backend took it: its status, without its body */
+    pr->state = RS_DONE; /* the others failed at once: the status, without the body */
     pr->head_sent = 1;
     ex_error(pr->ex, status, NULL, NULL);
     return 1;
