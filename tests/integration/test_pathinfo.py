@@ -19,7 +19,7 @@ import urllib.parse
 
 import pytest
 
-from conftest import fetch
+from conftest import fetch, wait_for
 from test_proxy import php_fpm  # noqa: F401 (a fixture)
 
 PHP_SERVER = r'''<?php
@@ -95,7 +95,8 @@ def test_php_fpm_path_info(gatling, php_fpm):  # noqa: F811 (the fixture)
 
 def test_php_fpm_not_a_script(gatling, php_fpm):  # noqa: F811
     """A path with no script part is not the rule's: the static files answer
-    (no X-Php), whatever its dot segments or escapes made of it."""
+    (no X-Php), whatever its dot segments or escapes made of it.  A script
+    part the backend has no file for is php-fpm's 404."""
     srv = server(gatling, "F/unix:%s:\\.php$" % php_fpm)
     for target, status in [("/index.html", 200), ("/index.phps/x", 404),
                            ("/index.php/%2e%2e/%2e%2e/etc/passwd", 404),
@@ -103,6 +104,11 @@ def test_php_fpm_not_a_script(gatling, php_fpm):  # noqa: F811
                            ("/nothing/here.txt", 404)]:
         r = fetch(srv.port, target)
         assert r.status == status and r.header("X-Php") is None, (target, r)
+    # the rule's, but no such script: php-fpm's own 404, the split unchanged
+    r = fetch(srv.port, "/missing.php/blog")
+    assert r.status == 404 and r.header("X-Php") is None, r
+    wait_for(lambda: "Primary script unknown" in srv.stderr_text(), 15,
+             "php-fpm's complaint in the error log")
 
 
 def test_php_fpm_catch_all_keeps_the_whole_path(gatling, php_fpm):  # noqa: F811
