@@ -231,3 +231,17 @@ def test_scgi_script_depth(gatling, scgi_echo):
     assert r.status == 404 and r.header("X-Scgi") is None, r
     r = fetch(srv.port, "/a" * 2000 + "/x.php/info")
     assert r.status in (404, 414) and r.header("X-Scgi") is None, r
+
+
+def test_pool_rule(gatling, php_fpm, scgi_echo):  # noqa: F811
+    """A rule that sends to a --pool splits as a rule with its own backend:
+    by its expression, in the pool's protocol."""
+    srv = gatling(tree(), args=("-T", "10", "--pool", "php=F/unix:%s" % php_fpm,
+                                "--pool", "app=S/127.0.0.1/%d" % scgi_echo,
+                                "-P", "@php/\\.php$", "-P", "@app/^/app(/|$)"),
+                  check_fds=False)
+    root = os.path.realpath(srv.docroot)
+    got = php_get(srv, "/sub/app.php/x?q=1")
+    assert {k: got[k] for k in VARS} == expected(root, "/sub/app.php/x?q=1", "/sub/app.php", "/x")
+    got = scgi_get(srv, "/app/users/7")
+    assert (got["SCRIPT_NAME"], got["PATH_INFO"]) == ("/app", "/users/7"), got
