@@ -3,6 +3,7 @@
    (proxy_int.h).  See proxy.h. */
 #include "proxy.h"
 #include "proxy_int.h"
+#include "cgienv.h"
 #include "hstate.h"
 #include "http/hbuf.h"
 
@@ -395,6 +396,16 @@ static int vhost_proxied(proxy_t *px, exchange_t *ex, px_target_t *t)
     return e->has;
 }
 
+/* Does rule r take path p?  A FastCGI or SCGI rule also takes a path whose
+   leading part it matches as a script, the rest being PATH_INFO
+   (cgienv_script): "\.php$" takes "/index.php/blog". */
+static int rule_takes(const px_rule_t *r, const path_t *p)
+{
+    if (r->kind != PX_HTTP)
+        return cgienv_script(&r->re, 1, p->path, p->len, CGIENV_AT_END) > 0;
+    return !regexec(&r->re, p->path, 0, NULL, 0);
+}
+
 /* The rule ex's request goes by, or NULL; *t gets what it is about. */
 static px_rule_t *match(exchange_t *ex, px_target_t *t)
 {
@@ -403,7 +414,7 @@ static px_rule_t *match(exchange_t *ex, px_target_t *t)
     if (!px || path_from_target(req->target.p, req->target.n, ex->path, EX_PATH_CAP, &t->p))
         return NULL;
     for (int i = 0; i < px->nrules; i++)
-        if (!regexec(&px->rule[i].re, t->p.path, 0, NULL, 0))
+        if (rule_takes(&px->rule[i], &t->p))
             return vhost_proxied(px, ex, t) ? &px->rule[i] : NULL;
     return NULL;
 }
