@@ -42,6 +42,7 @@ def check_failover(data, name):
         assert not f.get("problem"), (name, f)
         assert 0 < f["killed_s"] < f["restarted_s"], (name, f)
         assert f["requests"] > 0 and 0 <= f["failed"] <= f["requests"], (name, f)
+        assert 0 < f["p99_ms"] <= f["max_ms"], (name, f)  # the clients' waits, stalls included
     assert data["table"][name]["failed"] == sum(r["failover"]["failed"]
                                                 for r in data["samples"][name])
 
