@@ -21,9 +21,18 @@ def wait_port(port, timeout=15.0):
     wait_for(up, timeout, "a backend on port %d" % port)
 
 
+def group_gone(pgid):
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
 def stop(proc, sig=signal.SIGTERM):
     """Stop proc's session (the master and its workers): sig, then SIGKILL
-    after 5 s."""
+    after 5 s; returns when none of them is left (a worker still alive
+    would hold the listening socket)."""
     if proc.poll() is None:
         os.killpg(proc.pid, sig)
         try:
@@ -31,6 +40,9 @@ def stop(proc, sig=signal.SIGTERM):
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+    if not group_gone(proc.pid):
+        os.killpg(proc.pid, signal.SIGKILL)
+        wait_for(lambda: group_gone(proc.pid), 10, "the workers of %d gone" % proc.pid)
 
 
 def kill(proc):
@@ -39,6 +51,7 @@ def kill(proc):
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+    wait_for(lambda: group_gone(proc.pid), 10, "the workers of %d gone" % proc.pid)
 
 
 def gunicorn(d, port, app="app:application", threads=8, keepalive=60, env=None, wait=True):
