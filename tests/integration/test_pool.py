@@ -24,6 +24,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -215,7 +216,7 @@ def fpms(tmp_path_factory):
             f.stop()
 
 
-def pooled(gatling, rules, pools=(), extra=(), tree=None):
+def pooled(gatling, rules, extra=(), pools=(), tree=None):
     """A gatling whose docroot holds .proxy and who.php, with these --pool
     definitions and -P rules, /server-status and /metrics on."""
     args = ["-T", "10", "-S"]
@@ -498,6 +499,30 @@ def test_post_to_a_member_that_dies_is_a_502_sent_once(gatling, apps):
     assert box["r"].status == 502, box["r"]
     assert victim.count(xid="dies") == 1 and other.count(xid="dies") == 0
     assert all(get(srv, "/p/after%d" % i).status == 200 for i in range(6))
+
+
+def test_timeout_is_a_504_and_not_tried_again(gatling, apps):
+    """A member that accepts and never answers: each request sent there is a
+    504 at -Q 1 (a timeout ends the request), counted as its timeout and
+    failure; after fails=3 it is down and the rest are 200."""
+    (a,) = apps(1)
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(64)  # the kernel accepts; nobody answers
+    try:
+        addr = "127.0.0.1/%d" % silent.getsockname()[1]
+        srv = pooled(gatling, ["@t/^/p/"], ("-Q", "1"),
+                     pools=["t=%s,%s;fails=3;window=60;down=60" % (a.addr, addr)])
+        m = a.mark()
+        statuses = [get(srv, "/p/%d" % i).status for i in range(12)]
+        assert sorted(set(statuses)) == [200, 504], statuses
+        assert statuses.count(504) == 3 and statuses[-4:] == [200] * 4, statuses
+        assert a.count(m) == 9
+        assert metric(srv, "gatling_backend_timeouts_total", "t", addr) == 3
+        assert metric(srv, "gatling_backend_retries_total", "t", addr) == 0
+        assert members(srv)[("t", addr)]["state"] == "down"
+    finally:
+        silent.close()
 
 
 def test_failon_statuses(gatling, apps):
