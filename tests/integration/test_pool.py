@@ -8,8 +8,9 @@ member in /metrics and /server-status.
 The backends are real and count what reaches them: two gunicorn applications
 (App: the WSGI program below, which writes one line per request it receives
 to a log file before it answers, so a killed one's count survives it; it
-sleeps on ?sleep=S, answers ?status=N, is cacheable on ?cache=S, and answers
-503 to everything but nothing else while its directory holds a file `sick`)
+sleeps on ?sleep=S, answers ?status=N, is cacheable on ?cache=S, answers 503
+to everything but its /health while its directory holds a file `sick`, and
+to every second request while it holds `flap`)
 and two php-fpm masters (Fpm: one on a unix socket, pm static, one on a TCP
 port, pm dynamic, each with ping.path=/fpm-ping and an access log).  Which
 member answered a client is the X-Backend field each sets.
@@ -38,11 +39,13 @@ from test_metrics import scrape
 from test_proxy import status_counters
 
 POOL_APP = r'''
-import os, time
+import itertools, os, time
 
 NAME = os.environ["POOL_NAME"]
 LOG = os.environ["POOL_LOG"]
 SICK = os.path.join(os.path.dirname(LOG), "sick")
+FLAP = os.path.join(os.path.dirname(LOG), "flap")
+TURN = itertools.count()  # next() is atomic under the GIL
 
 
 def note(environ):
@@ -65,7 +68,7 @@ def application(environ, start_response):
     status = "200 OK"
     if environ["PATH_INFO"] == "/health":
         status = "503 Sick" if sick else "200 OK"
-    elif sick:
+    elif sick or (os.path.exists(FLAP) and next(TURN) % 2):
         status = "503 Service Unavailable"
     else:
         if "sleep" in q:
@@ -109,11 +112,11 @@ class App:
     def stop(self):
         appservers.stop(self.proc)
 
-    def sick(self, on):
+    def sick(self, on, how="sick"):
         if on:
-            (self.d / "sick").write_text("")
-        elif (self.d / "sick").exists():
-            (self.d / "sick").unlink()
+            (self.d / how).write_text("")
+        elif (self.d / how).exists():
+            (self.d / how).unlink()
 
     def lines(self):
         """(method, path, query, x-id) of each request received, in order."""
@@ -503,6 +506,23 @@ def test_post_to_a_member_that_dies_is_a_502_sent_once(gatling, apps):
     assert box["r"].status == 502, box["r"]
     assert victim.count(xid="dies") == 1 and other.count(xid="dies") == 0
     assert all(get(srv, "/p/after%d" % i).status == 200 for i in range(6))
+
+
+def test_failures_within_the_window_not_only_in_a_row(gatling, apps):
+    """pool-design.md: "N failures within S seconds and the member is down".
+    A member that fails every second request (503) has its third failure
+    within window=60 at its sixth request at the latest, and is down: it
+    gets no more than 6 of 24 GETs (all 200, its 503s tried again on a).
+    Counting failures in a row instead, it would never be taken out."""
+    a, b = apps("a", "b")
+    b.sick(True, "flap")
+    srv = pooled(gatling, ["@f/^/p/"], pools=["f=%s,%s;fails=3;window=60;down=60"
+                                              % (a.addr, b.addr)])
+    mb = b.mark()
+    assert [who(srv, "/p/%d" % i) for i in range(24)].count("a") >= 18
+    assert b.count(mb) <= 6, "a member failing half its requests stays in: %d at b" % (
+        b.count(mb))
+    assert members(srv)[("f", b.addr)]["state"] == "down"
 
 
 def test_timeout_is_a_504_and_not_tried_again(gatling, apps):
