@@ -48,10 +48,12 @@ FLAP = os.path.join(os.path.dirname(LOG), "flap")
 TURN = itertools.count()  # next() is atomic under the GIL
 
 
-def note(environ):
-    """One line a request, written (O_APPEND, one write) as it arrives."""
-    line = "%s %s %s %s\n" % (environ["REQUEST_METHOD"], environ["PATH_INFO"],
-                              environ.get("QUERY_STRING") or "-", environ.get("HTTP_X_ID", "-"))
+def note(environ, n):
+    """One line a request, written (O_APPEND, one write) once its body
+    (n bytes) is in."""
+    line = "%s %s %s %s %d\n" % (environ["REQUEST_METHOD"], environ["PATH_INFO"],
+                                 environ.get("QUERY_STRING") or "-",
+                                 environ.get("HTTP_X_ID", "-"), n)
     fd = os.open(LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, line.encode())
@@ -60,10 +62,11 @@ def note(environ):
 
 
 def application(environ, start_response):
-    note(environ)
     q = dict(p.split("=", 1) for p in environ.get("QUERY_STRING", "").split("&") if "=" in p)
+    n = 0
     if environ["REQUEST_METHOD"] in ("POST", "PUT"):
-        environ["wsgi.input"].read()
+        n = len(environ["wsgi.input"].read())
+    note(environ, n)
     sick = os.path.exists(SICK)
     status = "200 OK"
     if environ["PATH_INFO"] == "/health":
@@ -119,16 +122,18 @@ class App:
             (self.d / how).unlink()
 
     def lines(self):
-        """(method, path, query, x-id) of each request received, in order."""
+        """(method, path, query, x-id, body length) of each request received,
+        in order."""
         try:
             text = self.logfile.read_text()
         except FileNotFoundError:
             return []
         return [tuple(ln.split(" ")) for ln in text.splitlines()]
 
-    def count(self, since=0, prefix="/p/", xid=None, method=None):
-        return sum(1 for m, p, _, x in self.lines()[since:] if p.startswith(prefix)
-                   and (xid is None or x == xid) and (method is None or m == method))
+    def count(self, since=0, prefix="/p/", xid=None, method=None, length=None):
+        return sum(1 for m, p, _, x, n in self.lines()[since:] if p.startswith(prefix)
+                   and (xid is None or x == xid) and (method is None or m == method)
+                   and (length is None or int(n) == length))
 
     def mark(self):
         return len(self.lines())
@@ -315,15 +320,28 @@ def test_single_backends_as_today(gatling, pair, fpms):
     assert who(srv, "/b/who.php") == "fpm-b"
     wait_for(lambda: fa.count() == ca + 1 and fb.count() == cb + 1, 5,
              "a line in each php-fpm's access log")
-    r = fetch(srv.port, "/p/s?status=503")
-    assert r.status == 503 and r.header("X-Backend") == "a", r
+    r = fetch(srv.port, "/p/s?status=404")
+    assert r.status == 404 and r.header("X-Backend") == "a", r
+    assert who(srv, "/p/x?cache=5") == "a"
+
+
+def test_lone_backend_answers_as_it_came(gatling, pair):
+    """A rule with one backend "behaves as it always did" (gatling.8 POOLS,
+    pool-design.md: "one backend (as today)"): the application's own 503,
+    502 or 504 reaches the client with its body and fields (a maintenance
+    page, Retry-After), as before pools, not gatling's page for the status."""
+    a, _ = pair
+    srv = pooled(gatling, ["%s/^/p/" % a.addr])
+    for code in (503, 502, 504):
+        r = fetch(srv.port, "/p/s?status=%d" % code)
+        assert r.status == code and r.header("X-Backend") == "a", r
+        assert r.body == b"a /p/s\n", r
     a.sick(True)
     try:
-        assert fetch(srv.port, "/p/x").status == 503
-        assert fetch(srv.port, "/p/x?sleep=0.1").status == 503
+        r = fetch(srv.port, "/p/x")
+        assert r.status == 503 and r.header("X-Backend") == "a", r
     finally:
         a.sick(False)
-    assert who(srv, "/p/x?cache=5") == "a"
 
 
 # --------------------------------------------------------------------------
@@ -523,6 +541,31 @@ def test_failures_within_the_window_not_only_in_a_row(gatling, apps):
     assert b.count(mb) <= 6, "a member failing half its requests stays in: %d at b" % (
         b.count(mb))
     assert members(srv)[("f", b.addr)]["state"] == "down"
+
+
+def test_held_bodies_go_again_others_do_not(gatling, apps):
+    """b answers 503 (failon) to all: a PUT whose body gatling still holds
+    (30000 bytes, under 64 KiB) goes again to a, whole; a PUT of 100 KiB
+    (streamed past) and a POST do not: their 503 is the client's, and a
+    never sees them."""
+    a, b = apps("a", "b")
+    b.sick(True)
+    srv = pooled(gatling, ["@h/^/p/"], pools=["h=%s,%s;fails=1000" % (a.addr, b.addr)])
+    outcomes = {}
+    for kind, method, size in (("held", "PUT", 30000), ("big", "PUT", 100 << 10),
+                               ("post", "POST", 1000)):
+        for i in range(4):
+            xid = "%s%d" % (kind, i)
+            r = fetch(srv.port, "/p/put", method=method, body=b"h" * size, timeout=20,
+                      headers=[("Content-Length", str(size)), ("X-Id", xid)])
+            at_b = b.count(xid=xid, length=size)
+            assert at_b <= 1 and a.count(xid=xid) + at_b >= 1, (xid, r)
+            if kind == "held" or not at_b:
+                assert r.status == 200 and a.count(xid=xid, length=size) == 1, (xid, r)
+            else:
+                assert r.status == 503 and a.count(xid=xid) == 0, (xid, r)
+            outcomes.setdefault(kind, []).append(at_b)
+    assert all(sum(v) >= 1 for v in outcomes.values()), "b took none of some kind: %s" % outcomes
 
 
 def test_timeout_is_a_504_and_not_tried_again(gatling, apps):
