@@ -780,6 +780,30 @@ def test_metrics_and_server_status_per_member(gatling, pair, fpms):
     assert ms[("P1", a.addr)]["outstanding"] == 0
 
 
+@http_only  # the kernel spreads new TCP connections over the workers
+def test_workers_each_find_a_dead_member(gatling, apps):
+    """-W 2: each worker keeps its own health state and finds the dead member
+    within its first fails=1 requests; /metrics sums the workers: the live
+    member's requests are the app's count, gatling_backend_up is the number
+    of workers that hold a member up (2 for a, 0 for the dead one)."""
+    (a,) = apps("a")
+    dead = "127.0.0.1/%d" % free_port()
+    srv = pooled(gatling, ["@w/^/p/"], ("-W", "2", "-n"),
+                 pools=["w=%s,%s;fails=1;down=3600" % (a.addr, dead)])
+    m = a.mark()
+    assert [get(srv, "/p/%d" % i).status for i in range(40)] == [200] * 40
+
+    def summed():  # each worker publishes its counts within 0.1 s
+        page = scrape(srv.port)[1]
+        got = page.get("gatling_backend_requests_total", pool="w", backend=a.addr)
+        return page if got == a.count(m) and got >= 40 else None
+    page = wait_for(summed, 10, "a's requests summed over the workers (%d at a)" % a.count(m))
+    assert page.get("gatling_backend_up", pool="w", backend=a.addr) == 2
+    downs = page.get("gatling_backend_downs_total", pool="w", backend=dead)
+    assert page.get("gatling_backend_up", pool="w", backend=dead) == 0, downs
+    assert downs == page.get("gatling_backend_failures_total", pool="w", backend=dead) == 2
+
+
 # --------------------------------------------------------------------------
 # Bad input: exit 2 and a clear message at start, or a 502
 
