@@ -287,6 +287,18 @@ def in_background(fn, *args, **kw):
     return t, box
 
 
+def connections_to(port):
+    """Established TCP connections of this host to 127.0.0.1:port (their
+    client side: gatling's, towards a backend)."""
+    n = 0
+    with open("/proc/net/tcp") as f:
+        next(f)
+        for line in f:
+            rem, st = line.split()[2], line.split()[3]
+            n += st == "01" and int(rem.rsplit(":", 1)[1], 16) == port
+    return n
+
+
 def write_pool_file(path, lines):
     """Write a file: pool's members; its mtime moves on by a second or more
     each time, so that a rewrite within one second is still a change."""
@@ -568,6 +580,31 @@ def test_held_bodies_go_again_others_do_not(gatling, apps):
     assert all(sum(v) >= 1 for v in outcomes.values()), "b took none of some kind: %s" % outcomes
 
 
+def test_cache_fill_goes_again_when_its_member_dies(gatling, apps):
+    """The response cache fetches through the pool (issue 45): 6 clients wait
+    on one fill of a cacheable page; the member filling it is killed while
+    it sleeps: the fill goes again to the other member, and every waiter
+    gets a 200 from it (not a 502 each); the page is then served from the
+    cache."""
+    ab = apps("a", "b")
+    a, b = ab
+    srv = pooled(gatling, ["@c/^/p/"], tree={".cache": ""},
+                 pools=["c=%s,%s;fails=1000" % (a.addr, b.addr)])
+    path = "/p/page?sleep=2&cache=60"
+    with concurrent.futures.ThreadPoolExecutor(6) as ex:
+        waiters = [ex.submit(get, srv, path) for _ in range(6)]
+        filler = wait_for(lambda: next((x for x in ab if x.count(prefix="/p/page")), None), 10,
+                          "the fill at a member")
+        other = b if filler is a else a
+        time.sleep(0.3)  # the other clients wait on the fill
+        filler.kill()
+        rs = [w.result() for w in waiters]
+    assert [r.status for r in rs] == [200] * 6, rs
+    assert {r.header("X-Backend") for r in rs} == {other.name}
+    assert other.count(prefix="/p/page") == 1 and filler.count(prefix="/p/page") == 1
+    assert who(srv, path) == other.name and other.count(prefix="/p/page") == 1, "not cached"
+
+
 def test_timeout_is_a_504_and_not_tried_again(gatling, apps):
     """A member that accepts and never answers: each request sent there is a
     504 at -Q 1 (a timeout ends the request), counted as its timeout and
@@ -688,8 +725,9 @@ def test_active_check_php_fpm_hung(gatling, fpms):
 
 def test_drain_by_file(gatling, apps, tmp_path):
     """A member that leaves the file gets no new request while its slow one
-    in flight finishes with a 200; a file that no longer parses keeps the
-    last good list (one error-log line)."""
+    in flight finishes with a 200, then its idle connections close; a file
+    that no longer parses keeps the last good list (one error-log line); the
+    member written back comes back (under slow start)."""
     ab = apps("a", "b")
     a, b = ab
     listing = str(tmp_path / "d.pool")
@@ -699,6 +737,7 @@ def test_drain_by_file(gatling, apps, tmp_path):
     leaving = wait_for(lambda: next((x for x in ab if x.count(xid="drain-slow")), None), 10,
                        "the slow request at a member")
     staying = b if leaving is a else a
+    assert connections_to(leaving.port) >= 1, "the slow request's connection is not seen"
     m = leaving.mark()
     write_pool_file(listing, [staying.addr])
     wait_state(srv, "d", leaving.addr, ("draining",), 10)
@@ -707,10 +746,17 @@ def test_drain_by_file(gatling, apps, tmp_path):
     assert box.get("r") is not None and box["r"].status == 200, box
     assert box["r"].header("X-Backend") == leaving.name
     assert leaving.count(m) == 0
+    wait_for(lambda: connections_to(leaving.port) == 0, 10,
+             "gatling's idle connections to the drained member closed")
     n = len(srv.errlog)
     write_pool_file(listing, ["not a member", "127.0.0.1/0"])
     wait_for(lambda: any(listing in ln for ln in srv.errlog[n:]), 10, "an error-log line")
     assert [who(srv, "/p/k%d" % i) for i in range(6)] == [staying.name] * 6
+    assert len([ln for ln in srv.errlog[n:] if listing in ln]) == 1, srv.errlog[n:]
+    write_pool_file(listing, [a.addr, b.addr])
+    wait_state(srv, "d", leaving.addr, ("slowstart", "up"), 10)
+    wait_for(lambda: leaving.name in [who(srv, "/p/r%d" % i) for i in range(10)], 20,
+             "the member back in the file answering again")
 
 
 def test_backup_only_when_the_primaries_are_down(gatling, apps):
