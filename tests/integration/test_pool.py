@@ -394,11 +394,12 @@ def test_least_outstanding_goes_to_the_idle_member(gatling, pair):
     a, b = pair
     srv = pooled(gatling, ["@l/^/p/"], pools=["l=%s,%s;balance=least" % (a.addr, b.addr)])
     ma, mb = a.mark(), b.mark()
-    t, box = in_background(get, srv, "/p/slow?sleep=3", headers=[("X-Id", "least-slow")])
+    t, box = in_background(get, srv, "/p/slow?sleep=6", headers=[("X-Id", "least-slow")])
     busy = wait_for(lambda: next((x for x in pair if x.count(xid="least-slow")), None), 10,
                     "the slow request at a member")
     idle = b if busy is a else a
     seen = [who(srv, "/p/f%d" % i) for i in range(6)]
+    assert t.is_alive(), "the slow request ended before the others were sent"
     t.join(20)
     assert box.get("r") is not None and box["r"].status == 200, box
     assert box["r"].header("X-Backend") == busy.name
@@ -449,11 +450,11 @@ def test_hash_on_a_header(gatling, pair):
 def test_killed_member_down_after_fails_then_one_probe_then_slow_start(gatling, apps):
     """fails=2: a killed member takes two failures (each GET tried again on
     the other: all 200) and is down; no request reaches it then; after
-    down=3 s one request of a burst tries it (one failure more, down again);
+    down=4 s one request of a burst tries it (one failure more, down again);
     restarted, it comes back on a probe and under slow start (slowstart=60:
     a tenth of its weight at first, so few of the next requests)."""
     a, b = apps("a", "b")
-    srv = pooled(gatling, ["@p/^/p/"], pools=["p=%s,%s;fails=2;window=60;down=3;slowstart=60"
+    srv = pooled(gatling, ["@p/^/p/"], pools=["p=%s,%s;fails=2;window=60;down=4;slowstart=60"
                                               % (a.addr, b.addr)])
     assert sorted(who(srv, "/p/%d" % i) for i in range(10)) == ["a"] * 5 + ["b"] * 5
     socks = srv.fds(sockets_only=True)
@@ -470,7 +471,7 @@ def test_killed_member_down_after_fails_then_one_probe_then_slow_start(gatling, 
     tried = metric(srv, "gatling_backend_requests_total", "p", b.addr)
     assert [who(srv, "/p/d%d" % i) for i in range(10)] == ["a"] * 10
     assert metric(srv, "gatling_backend_requests_total", "p", b.addr) == tried, "sent to a down one"
-    time.sleep(3.5)  # past down=3: the next request tries it
+    time.sleep(4.5)  # past down=4: the next request tries it (the burst takes far less)
     n = len(srv.errlog)
     assert all(r.status == 200 for r in burst(srv, ["/p/b%d" % i for i in range(8)]))
     assert metric(srv, "gatling_backend_failures_total", "p", b.addr) == 3, "one probe, not 8"
@@ -480,7 +481,7 @@ def test_killed_member_down_after_fails_then_one_probe_then_slow_start(gatling, 
     wait_for(lambda: [ln for ln in srv.errlog[n:] if b.addr in ln], 5, "a line for the probe")
     assert len([ln for ln in srv.errlog[n:] if b.addr in ln]) == 1, srv.errlog[n:]
     b.start()
-    time.sleep(3.5)
+    time.sleep(4.5)
     seen = [who(srv, "/p/r%d" % i) for i in range(20)]
     assert 1 <= seen.count("b") <= 5, "slow start: %s" % seen
     assert members(srv)[("p", b.addr)]["state"] == "slowstart"
@@ -1050,6 +1051,10 @@ def test_flood_kill_one_and_restart(gatling, apps, request):
         back - t_start, FLOOD_SECONDS)
     early, n1 = share_between(samples, back, back + 1)
     late, n2 = share_between(samples, back + 4.2, samples[-1][0])
+    print("flood: %s GETs; down at %d failures; %d requests while down; back %.1f s after "
+          "the start; share %.2f in its first second back, %.2f after slow start"
+          % ("+".join(str(wrk_errors(o)[0]) for o in outs), down["failures"],
+             still["requests"] - down["requests"], back - t_start, early or -1, late or -1))
     assert n1 >= 20 and n2 >= 20, (n1, n2)
     assert early is not None and late is not None and early < 0.35 < late, (early, late)
     assert members(srv)[("f", victim.addr)]["state"] == "up"
