@@ -630,6 +630,19 @@ def test_timeout_is_a_504_and_not_tried_again(gatling, apps):
         silent.close()
 
 
+def test_retries_end_at_the_deadline_of_the_first_attempt(gatling, apps):
+    """-Q 3 counts from a request's first attempt: a GET answered 503 after
+    2 s by one member goes to the other, which takes 2 s more: the request
+    ends as a 504 at the deadline (the second attempt made, then cut), not
+    as the second member's answer at 4 s."""
+    ab = apps("a", "b")
+    srv = pooled(gatling, ["@q/^/p/"], ("-Q", "3"),
+                 pools=["q=%s,%s;fails=1000" % (ab[0].addr, ab[1].addr)])
+    r = get(srv, "/p/slow?sleep=2&status=503", headers=[("X-Id", "deadline")])
+    assert r.status == 504, r
+    assert [x.count(xid="deadline") for x in ab] == [1, 1], "tried once at each"
+
+
 def test_failon_statuses(gatling, apps):
     """A member answering 503 (failon's default): GETs tried again on the
     other, all 200, and it goes down after fails=3; with failon=none its
