@@ -410,7 +410,8 @@ def test_least_outstanding_goes_to_the_idle_member(gatling, pair):
 def test_hash_keeps_a_url_and_moves_a_third_when_one_comes(gatling, pair, apps, tmp_path):
     """balance=hash over a file: pool of a and b: each of 150 URLs always at
     the same member; c added to the file (no restart): the keys that move
-    all move to c, and about a third of them (rendezvous hashing)."""
+    all move to c, and about a third of them (rendezvous hashing); b leaves
+    the file: its keys, and only they, move."""
     a, b = pair
     (c,) = apps("c")
     listing = str(tmp_path / "h.pool")
@@ -428,6 +429,12 @@ def test_hash_keeps_a_url_and_moves_a_third_when_one_comes(gatling, pair, apps, 
     assert all(t == "c" for _, _, t in moved), "a key moved between old members: %s" % moved
     assert 25 <= len(moved) <= 75, "%d of 150 keys moved to a third member" % len(moved)
     assert [r.header("X-Backend") for r in burst(srv, keys)] == after
+    write_pool_file(listing, [a.addr, c.addr])  # b goes: only its keys move
+    wait_for(lambda: members(srv).get(("h", b.addr), {"state": "gone"})["state"]
+             in ("draining", "gone"), 15, "b draining")
+    gone = [r.header("X-Backend") for r in burst(srv, keys)]
+    for k, f, t in zip(keys, after, gone):
+        assert t == f if f != "b" else t in ("a", "c"), (k, f, t)
 
 
 def test_hash_on_a_header(gatling, pair):
