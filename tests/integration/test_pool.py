@@ -780,6 +780,24 @@ def test_drain_by_file(gatling, apps, tmp_path):
              "the member back in the file answering again")
 
 
+def test_file_weight_change_keeps_the_member(gatling, pair, tmp_path):
+    """A member that stays in the file keeps its state; its weight may change:
+    a,b equal, then b*3: the next 40 GETs are about 10 at a and 30 at b."""
+    a, b = pair
+    listing = str(tmp_path / "w.pool")
+    write_pool_file(listing, [a.addr, b.addr])
+    srv = pooled(gatling, ["@w/^/p/"], pools=["w=file:%s;slowstart=0" % listing])
+    assert sorted(who(srv, "/p/%d" % i) for i in range(4)) == ["a", "a", "b", "b"]
+    n = len(srv.errlog)
+    write_pool_file(listing, [a.addr, b.addr + "*3"])
+    # the list is re-read once a second: wait until b takes three in four
+    wait_for(lambda: [who(srv, "/p/w%d" % i) for i in range(4)].count("b") == 3, 15,
+             "b at weight 3")
+    seen = [who(srv, "/p/x%d" % i) for i in range(40)]
+    assert 9 <= seen.count("a") <= 11, seen
+    assert not [ln for ln in srv.errlog[n:] if b.addr in ln and "down" in ln], srv.errlog[n:]
+
+
 def test_backup_only_when_the_primaries_are_down(gatling, apps):
     a, b = apps("a", "b")
     srv = pooled(gatling, ["%s,%s+backup/^/p/" % (a.addr, b.addr)])
