@@ -394,8 +394,9 @@ def test_least_outstanding_goes_to_the_idle_member(gatling, pair):
     a, b = pair
     srv = pooled(gatling, ["@l/^/p/"], pools=["l=%s,%s;balance=least" % (a.addr, b.addr)])
     ma, mb = a.mark(), b.mark()
-    t, box = in_background(get, srv, "/p/slow?sleep=6", headers=[("X-Id", "least-slow")])
-    busy = wait_for(lambda: next((x for x in pair if x.count(xid="least-slow")), None), 10,
+    xid = "least-slow-%d" % time.monotonic_ns()  # pair's logs hold other builds' runs
+    t, box = in_background(get, srv, "/p/slow?sleep=6", headers=[("X-Id", xid)])
+    busy = wait_for(lambda: next((x for x in pair if x.count(xid=xid)), None), 10,
                     "the slow request at a member")
     idle = b if busy is a else a
     seen = [who(srv, "/p/f%d" % i) for i in range(6)]
