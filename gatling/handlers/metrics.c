@@ -351,7 +351,7 @@ static void backends(hbuf_t *b, const site_t *s, const stats_snap_t *t)
         [BACKEND_RETRIES] = {"gatling_backend_retries_total",
                              "Requests that failed at the backend and went to another"},
         [BACKEND_DOWNS] = {"gatling_backend_downs_total",
-                           "Times the backend was taken out: failures in a row, failed checks"},
+                           "Times the backend was taken out: failures within the window, failed checks"},
         [BACKEND_CHECKS_FAILED] = {"gatling_backend_checks_failed_total",
                                    "Active health checks (--pool check=) that failed"},
     };

@@ -3,6 +3,7 @@
    (proxy_int.h).  See proxy.h. */
 #include "proxy.h"
 #include "proxy_int.h"
+#include "cgienv.h"
 #include "hstate.h"
 #include "http/hbuf.h"
 
@@ -73,19 +74,30 @@ int proxy_pool_check(const char *def)
     return 0;
 }
 
-/* A file: pool's list, read (at most 64 KiB) from its directory.  malloc'd
-   text, or NULL with errno; *mtime its modification time (ns). */
+/* A file: pool's list, read (at most 64 KiB) from its directory unless its
+   modification time (ns) is still *mtime: malloc'd text, or NULL with errno
+   (0: unchanged); *mtime then the file's. */
 static char *list_read(int dirfd, const char *path, int64_t *mtime)
 {
     const char *base = strrchr(path, '/') + 1;
-    int fd = openat(dirfd, base, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     struct stat st;
     char *text = NULL;
+    int fd = openat(dirfd, base, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK), err = 0;
     if (fd < 0)
         return NULL;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size < 65536 &&
-        (text = malloc((size_t)st.st_size + 1))) {
+    if (fstat(fd, &st) < 0)
+        err = errno;
+    else if (!S_ISREG(st.st_mode))
+        err = EINVAL;
+    else if (st.st_size >= 65536)
+        err = EFBIG;
+    else if ((int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec == *mtime)
+        err = 0; /* unchanged: not read again */
+    else if (!(text = malloc((size_t)st.st_size + 1)))
+        err = ENOMEM;
+    if (text) {
         ssize_t n = pread(fd, text, (size_t)st.st_size, 0);
+        err = n < 0 ? errno : 0;
         if (n < 0) {
             free(text);
             text = NULL;
@@ -93,12 +105,7 @@ static char *list_read(int dirfd, const char *path, int64_t *mtime)
             text[n] = 0;
             *mtime = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
         }
-    } else if (fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) {
-        errno = EINVAL;
-    } else if (!text) {
-        errno = st.st_size >= 65536 ? EFBIG : errno;
     }
-    int err = errno;
     close(fd);
     errno = err;
     return text;
@@ -121,7 +128,7 @@ int proxy_config_check(config_t *cfg)
             }
         if (pd->file[0]) {
             char dir[sizeof pd->file];
-            int64_t mt;
+            int64_t mt = -1;
             int line;
             snprintf(dir, sizeof dir, "%.*s", (int)(strrchr(pd->file, '/') - pd->file + 1),
                      pd->file);
@@ -273,27 +280,29 @@ void proxy_free(site_t *site)
 static void pool_reload(proxy_t *px, px_pool_t *p, int64_t now)
 {
     const config_t *cfg = px->site->cfg;
-    int64_t mt = 0;
+    int64_t mt = p->mtime_ns;
     char *text = list_read(cfg->pool_dirfd[p->cfg_index], p->file, &mt);
-    if (text && mt == p->mtime_ns) {
-        free(text);
-        return;
-    }
+    if (!text && !errno)
+        return; /* unchanged */
     px_pooldef_t *pd = text ? malloc(sizeof *pd) : NULL;
     int n, line = 0;
     const char *why = text ? "out of memory" : strerror(errno);
     char msg[1200];
     if (!pd || px_file_parse(text, pd->m, &n, &line, &why) < 0 || (!n && (why = "no backend"))) {
-        if (mt != p->mtime_ns || !text) { /* said once per version */
-            snprintf(msg, sizeof msg, "proxy: pool %s: %s line %d: %s: the list stays as it was",
-                     p->name, p->file, line, why);
-            if (p->mtime_ns != -2)
-                elog_note(&px->site->elog, gio_wallclock(px->site->loop), msg);
-            p->mtime_ns = text ? mt : -2;
+        if (text || p->mtime_ns != -2) { /* said once per version, once while unreadable */
+            if (text)
+                snprintf(msg, sizeof msg, "proxy: pool %s: %s line %d: %s: the list stays as it was",
+                         p->name, p->file, line, why);
+            else
+                snprintf(msg, sizeof msg, "proxy: pool %s: %s: %s: the list stays as it was",
+                         p->name, p->file, why);
+            elog_note(&px->site->elog, gio_wallclock(px->site->loop), msg);
         }
+        p->mtime_ns = text ? mt : -2;
         free(text), free(pd);
         return;
     }
+    int first = p->mtime_ns == -1 && !p->n;
     for (int i = 0; i < p->n; i++)
         p->m[i]->draining = 1;
     for (int k = 0; k < n; k++) {
@@ -304,7 +313,7 @@ static void pool_reload(proxy_t *px, px_pool_t *p, int64_t now)
         if (m) {
             m->draining = 0;
             m->d.weight = pd->m[k].weight, m->d.backup = pd->m[k].backup;
-        } else if (!px_member_new(px, p, &pd->m[k], p->mtime_ns == -1 ? 0 : now)) {
+        } else if (!px_member_new(px, p, &pd->m[k], first ? 0 : now)) {
             snprintf(msg, sizeof msg, "proxy: pool %s: %s: no room for %s (32 a pool, 64 in all)",
                      p->name, p->file, pd->m[k].label);
             elog_note(&px->site->elog, gio_wallclock(px->site->loop), msg);
@@ -327,6 +336,8 @@ static void tick(gio_loop_t *l, void *arg)
             px_member_t *m = p->m[k];
             if (m->draining && !m->outstanding) {
                 px_member_free(px, m);
+            } else if (m->draining) {
+                px_member_idle_close(px, m); /* its requests under way finish */
             } else if (p->o.check[0] && !m->draining && now >= m->check_at) {
                 m->check_at = now + p->o.interval * 1000LL;
                 px_check_start(px, m);
@@ -385,6 +396,16 @@ static int vhost_proxied(proxy_t *px, exchange_t *ex, px_target_t *t)
     return e->has;
 }
 
+/* Does rule r take path p?  A FastCGI or SCGI rule also takes a path whose
+   leading part it matches as a script, the rest being PATH_INFO
+   (cgienv_script): "\.php$" takes "/index.php/blog". */
+static int rule_takes(const px_rule_t *r, const path_t *p)
+{
+    if (r->kind != PX_HTTP)
+        return cgienv_script(&r->re, 1, p->path, p->len, CGIENV_AT_END) > 0;
+    return !regexec(&r->re, p->path, 0, NULL, 0);
+}
+
 /* The rule ex's request goes by, or NULL; *t gets what it is about. */
 static px_rule_t *match(exchange_t *ex, px_target_t *t)
 {
@@ -393,7 +414,7 @@ static px_rule_t *match(exchange_t *ex, px_target_t *t)
     if (!px || path_from_target(req->target.p, req->target.n, ex->path, EX_PATH_CAP, &t->p))
         return NULL;
     for (int i = 0; i < px->nrules; i++)
-        if (!regexec(&px->rule[i].re, t->p.path, 0, NULL, 0))
+        if (rule_takes(&px->rule[i], &t->p))
             return vhost_proxied(px, ex, t) ? &px->rule[i] : NULL;
     return NULL;
 }

@@ -33,12 +33,17 @@ void px_count(proxy_t *px, const px_member_t *m, int kind)
         px->site->stats.backend[m->slot][kind]++;
 }
 
-void px_member_free(proxy_t *px, px_member_t *m)
+void px_member_idle_close(proxy_t *px, px_member_t *m)
 {
-    px_check_stop(px, m);
     for (int k = 0; k < m->nidle; k++)
         px_conn_close(px, m->idle[k]);
     m->nidle = 0;
+}
+
+void px_member_free(proxy_t *px, px_member_t *m)
+{
+    px_check_stop(px, m);
+    px_member_idle_close(px, m);
     px_member_drop(px, m);
 }
 
@@ -303,7 +308,7 @@ int px_attempt(px_req_t *pr)
 
 void px_timed_out(px_req_t *pr)
 {
-    if (!pr->m)
+    if (!pr->counted)
         return;
     px_count(pr->px, pr->m, BACKEND_504);
     px_failed(pr->px, pr->m, pr->probe, gio_now(pr->px->site->loop), "silent past -Q");
@@ -512,14 +517,14 @@ static int judged(px_req_t *pr, int status)
     snprintf(why, sizeof why, "answered %d", status);
     px_count(px, pr->m, BACKEND_502);
     px_failed(px, pr->m, pr->probe, now, why);
-    if (!may_retry(pr))
-        return 0; /* the backend's answer goes to the client */
+    if (!may_retry(pr) || !px_any(pr->rule->pool, pr->tried, now))
+        return 0; /* no other backend for it: this answer goes to the client as it came */
     px_count(px, pr->m, BACKEND_RETRIES);
     px_release(pr, 0);
     answer_reset(pr);
     if (px_attempt(pr) == 0)
         return 1;
-    pr->state = RS_DONE; /* no other backend took it: its status, without its body */
+    pr->state = RS_DONE; /* the others failed at once: the status, without the body */
     pr->head_sent = 1;
     ex_error(pr->ex, status, NULL, NULL);
     return 1;

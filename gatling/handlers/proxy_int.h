@@ -102,7 +102,7 @@ typedef struct px_member {
     uint8_t probing;      /* ... that request is under way */
     uint8_t check_down;   /* active checks fail */
     uint8_t draining;     /* gone from its file: no new requests */
-    unsigned fails;       /* failures in a row since fail_since */
+    unsigned fails;       /* failures since fail_since (the window's start) */
     int64_t fail_since, down_until, up_since; /* gio_now(); up_since 0: no slow start */
     unsigned check_good, check_bad; /* checks in a row */
     int64_t check_at;     /* the next check (gio_now) */
@@ -308,6 +308,9 @@ int px_kind_parse(const char **s);
    (the caller marks the probe).  NULL: none usable. */
 px_member_t *px_pick(px_pool_t *p, uint64_t tried, const char *key, size_t kl, int64_t now);
 
+/* Is a backend of p that is not in tried usable now (px_pick would find one)? */
+int px_any(const px_pool_t *p, uint64_t tried, int64_t now);
+
 /* A request to m failed (a connect, a reset, a timeout, a failon status) or
    succeeded; probe: it was the one trying m after it was down. */
 void px_failed(proxy_t *px, px_member_t *m, int probe, int64_t now, const char *why);
@@ -350,6 +353,9 @@ void px_conn_close(proxy_t *px, px_conn_t *c);
 
 /* Take c, an idle connection, out of its backend's pool. */
 void px_pool_remove(px_member_t *m, px_conn_t *c);
+
+/* Close m's idle connections (a draining backend's, at once). */
+void px_member_idle_close(proxy_t *px, px_member_t *m);
 
 /* Close m's idle connections and free m (it has no request). */
 void px_member_free(proxy_t *px, px_member_t *m);

@@ -3,7 +3,7 @@
  * --pool definition say (parsed here, for main.c's check and each loop),
  * which backend takes a request (smooth weighted round robin, least
  * outstanding per weight, a rendezvous hash), and each backend's health:
- * passive (failures in a row within a window take it out for a while, then
+ * passive (so many failures within a window take it out for a while, then
  * one request tries it) and active (proxy_check.c's results).  No sockets
  * here: proxy_be.c and proxy_check.c call this, and this calls neither.
  */
@@ -422,6 +422,14 @@ static px_member_t *by_hash(px_member_t **c, int n, const char *key, size_t kl)
     return best;
 }
 
+int px_any(const px_pool_t *p, uint64_t tried, int64_t now)
+{
+    for (int i = 0; i < p->n; i++)
+        if (!(tried >> p->m[i]->slot & 1) && usable(p->m[i], now))
+            return 1;
+    return 0;
+}
+
 px_member_t *px_pick(px_pool_t *p, uint64_t tried, const char *key, size_t kl, int64_t now)
 {
     for (int backup = 0; backup < 2; backup++) {
@@ -481,16 +489,16 @@ void px_failed(proxy_t *px, px_member_t *m, int probe, int64_t now, const char *
     m->down_until = now + o->down * 1000LL;
     px->site->stats.backend[m->slot][BACKEND_DOWNS]++;
     char n[160];
-    snprintf(n, sizeof n, "down for %d s after %u failures in a row", o->down, m->fails);
+    snprintf(n, sizeof n, "down for %d s after %u failures in %d s", o->down, m->fails, o->window);
     say(px, m, n, why);
 }
 
 void px_ok(proxy_t *px, px_member_t *m, int probe, int64_t now)
 {
-    m->fails = 0;
     if (!probe || !m->down)
         return;
     m->down = m->probing = 0;
+    m->fails = 0;
     m->up_since = now;
     say(px, m, m->pool->o.slowstart ? "up again (slow start)" : "up again", NULL);
 }

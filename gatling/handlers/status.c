@@ -83,7 +83,7 @@ static size_t dynamic_rows(const status_counters_t *st, row_t *r, size_t n, size
          be[BACKEND_REQUESTS]},
         {"backend_retries", "proxy: requests sent to another backend after a failure",
          be[BACKEND_RETRIES]},
-        {"backend_downs", "proxy: backends taken out (failures in a row, checks)",
+        {"backend_downs", "proxy: backends taken out (failures in the window, checks)",
          be[BACKEND_DOWNS]},
     };
     return put_rows(r, n, cap, d, sizeof d / sizeof d[0]);
