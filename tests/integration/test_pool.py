@@ -36,7 +36,7 @@ import appservers
 from conftest import (ALARMING, fetch, first_backend_only, free_port, http_only, serial, url,
                       wait_for)
 from test_metrics import scrape
-from test_proxy import status_counters
+from test_proxy import scgi_server, status_counters  # noqa: F401 (a fixture)
 
 POOL_APP = r'''
 import itertools, os, time
@@ -740,6 +740,23 @@ def test_active_check_php_fpm_hung(gatling, fpms):
         fb.pause(False)
     assert fb.count() == cb, "fpm-b ran a script while out"
     wait_state(srv, "php", fb.addr, ("up", "slowstart"), 20)
+
+
+def test_active_check_scgi(gatling, scgi_server):  # noqa: F811
+    """check= over SCGI (test_proxy's SCGI server, which answers 202 to all):
+    the live member's checks pass, the member on a dead port fails them and
+    is down before any request; every request answered by the live one."""
+    dead = "127.0.0.1/%d" % free_port()
+    live = "127.0.0.1/%d" % scgi_server
+    srv = pooled(gatling, ["@s/^/scgi/"], pools=["s=S/%s,%s;check=/ping;interval=1;fall=2"
+                                                  % (live, dead)])
+    wait_state(srv, "s", dead, ("down",), 20)
+    assert members(srv)[("s", live)]["state"] == "up"
+    for i in range(6):
+        r = get(srv, "/scgi/x%d" % i)
+        assert r.status == 202 and b"SCRIPT_NAME=/scgi/x%d" % i in r.body, r
+    assert metric(srv, "gatling_backend_requests_total", "s", dead) == 0
+    assert metric(srv, "gatling_backend_checks_failed_total", "s", live) == 0
 
 
 # --------------------------------------------------------------------------
