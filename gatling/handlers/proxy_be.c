@@ -56,8 +56,11 @@ void px_set_deadline(px_req_t *pr)
     gio_loop_t *l = pr->px->site->loop;
     const config_t *cfg = pr->px->site->cfg;
     int secs = pr->state == RS_TUNNEL ? cfg->tunnel_timeout : cfg->dyn_timeout;
+    int64_t at = gio_now(l) + secs * 1000LL;
+    if (pr->ntries > 1 && pr->state == RS_HEAD && at > pr->t0 + secs * 1000LL)
+        at = pr->t0 + secs * 1000LL; /* another backend's try: within the first one's -Q */
     if (pr->be)
-        gio_set_deadline(l, pr->be->fd, pr->paused ? 0 : gio_now(l) + secs * 1000LL);
+        gio_set_deadline(l, pr->be->fd, pr->paused ? 0 : at);
 }
 
 /* What the backend connection waits for now. */
