@@ -27,5 +27,5 @@ LDLIBS += -lssl -lcrypto
 LDLIBS += -lnghttp2
 # the ACME client (gatling/acme/): HTTPS to the CA, its JSON
 LDLIBS += -lcurl -ljson-c
-LDLIBS += -pthread
+LDLIBS += -pthread -lm
 CFLAGS += -pthread

@@ -45,7 +45,13 @@ static void usage_dynamic(void)
         "            a WebSocket tunnel may stay idle tunnel secs (3600, at least secs)\n"
         "  -P rule   send matching paths to a backend: [F/|S/]host/port/regex or\n"
         "            [F/|S/]unix:/path:regex (F/: FastCGI, S/: SCGI, else HTTP;\n"
-        "            the original gatling's -O; up to 16 times)\n"
+        "            the original gatling's -O; up to 16 times); several backends,\n"
+        "            comma-separated, each with *weight and +backup, are a pool:\n"
+        "            -P '10.0.0.1/80,10.0.0.2/80*2/^/app/'; @name/regex names a --pool\n"
+        "  --pool name=[F/|S/]backends|file:/path[;key=value...]  a pool of backends:\n"
+        "            balance=rr|least|hash[:Field], fails=, window=, down=, failon=,\n"
+        "            tries=, slowstart=, check=/path, interval=, expect=, fall=, rise=,\n"
+        "            timeout= (gatling.8, POOLS; up to 16 times, 64 backends in all)\n"
         "  --cache mem[,object]  the response cache in front of -P and CGI, for hosts\n"
         "            with a .cache file: bytes held (64M) and the largest response (1M)\n",
         stdout);
@@ -514,7 +520,7 @@ static int parse_cache(config_t *cfg, const char *arg)
     return cfg->cache_object < 0 ? -1 : 0;
 }
 
-enum { OPT_CACHE = 256, OPT_STATUS_FROM, OPT_FLOOD_MEMORY, OPT_H3_RETRY }; /* long options */
+enum { OPT_CACHE = 256, OPT_STATUS_FROM, OPT_FLOOD_MEMORY, OPT_H3_RETRY, OPT_POOL }; /* long */
 
 /* Dynamic content: -w (CGI patterns), -P (proxy rules), -Q (their deadlines). */
 static int dynamic_option(int c, const char *arg, config_t *cfg)
@@ -530,6 +536,12 @@ static int dynamic_option(int c, const char *arg, config_t *cfg)
             return bad("-status-from", arg, "not addresses or addr/bits, comma-separated, "
                                             "at most 32");
         cfg->status_page = 1;
+        return -1;
+    case OPT_POOL:
+        if (cfg->npools == CONFIG_POOLS || too_long(arg, CONFIG_PATTERN_MAX) ||
+            proxy_pool_check(arg) < 0) /* which says why */
+            return bad("-pool", arg, "not a pool (at most 1024 bytes; --pool at most 16 times)");
+        cfg->pool_def[cfg->npools++] = arg;
         return -1;
     case OPT_FLOOD_MEMORY:
         if ((cfg->offence_s = (int)number(arg, 0, 3600)) < 0)
@@ -586,6 +598,8 @@ static int getopt_trouble(int c)
         fputs("gatling: --flood-memory needs an argument\n", stderr);
     else if (c == ':' && optopt == OPT_H3_RETRY)
         fputs("gatling: --h3-retry needs an argument\n", stderr);
+    else if (c == ':' && optopt == OPT_POOL)
+        fputs("gatling: --pool needs an argument\n", stderr);
     else if (c == ':' && acme_option_name(optopt))
         fprintf(stderr, "gatling: --%s needs an argument\n", acme_option_name(optopt));
     else if (c == ':')
@@ -722,6 +736,7 @@ static int parse_options(int argc, char **argv, config_t *cfg)
         {"status-from", required_argument, NULL, OPT_STATUS_FROM},
         {"flood-memory", required_argument, NULL, OPT_FLOOD_MEMORY},
         {"h3-retry", required_argument, NULL, OPT_H3_RETRY},
+        {"pool", required_argument, NULL, OPT_POOL},
         ACME_LONGOPTS,
         {NULL, 0, NULL, 0}};
     while ((c = getopt_long(argc, argv, opts, longopts, NULL)) != -1)
@@ -737,6 +752,10 @@ static int parse_options(int argc, char **argv, config_t *cfg)
     }
     if ((rc = acme_options_done(cfg)) >= 0)
         return rc == 2 ? usage_error() : rc;
+    if (cfg->npools && !cfg->nproxy_rules)
+        fputs("gatling: --pool without a -P rule naming it: no request goes to it\n", stderr);
+    if ((cfg->npools || cfg->nproxy_rules) && proxy_config_check(cfg) < 0)
+        return usage_error();
     int proxied = cfg->proxy_http || cfg->proxy_https || cfg->nproxy_ports;
     if (proxied != (cfg->ntrust > 0)) {
         fputs(proxied ? "gatling: -y needs -Y: the addresses of the proxies to trust\n"

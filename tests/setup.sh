@@ -60,6 +60,7 @@ pkgs="$pkgs libngtcp2-dev libngtcp2-crypto-gnutls-dev libnghttp3-dev libgnutls28
 pkgs="$pkgs chromium chromium-driver"
 # slowhttptest, whois (mkpasswd) and openssl: bench/slashdot's attacks and password hashes
 # php-fpm: the FastCGI backend of bench/compare-dynamic (test_compare_dynamic.py)
+# nginx (below) and haproxy (above): the peers of bench/compare-pool (test_compare_pool.py)
 pkgs="$pkgs php-fpm"
 # caddy: bench/compare-h2's fourth peer (Debian 12's 2.6, a static file_server over h2)
 # iperf3 (3.12): bench/run throughput --iperf3, kb-stream's yardstick at 1 and 15 streams;
@@ -166,20 +167,25 @@ for cmd in pebble pebble-challtestsrv; do
 done
 # http-cache-tests (HTTP caching tests, npm; tests/cache-tests/README) into the build tree,
 # build/cache-tests/node_modules, never the repository: pinned, and never fatal (without it
-# test_cache_suite.py skips, saying why).  As root (sudo make setup) the new directories
-# are handed to the tree's owner, whose make writes build/ later
+# test_cache_suite.py skips, saying why).  Beside it undici, the one package the suite's
+# newer tests (the snapshot in tests/cache-tests/snapshot) load: its interim-response tests
+# read 1xx responses with it.  As root (sudo make setup) the new directories are handed to
+# the tree's owner, whose make writes build/ later
 CACHE_TESTS_VERSION=0.4.5
+UNDICI_VERSION=7.30.2
 root=$(cd "$(dirname "$0")/.." && pwd)
 ct="$root/build/cache-tests"
-if ! grep -qs "\"version\": \"$CACHE_TESTS_VERSION\"" "$ct/node_modules/http-cache-tests/package.json"; then
+if ! grep -qs "\"version\": \"$CACHE_TESTS_VERSION\"" "$ct/node_modules/http-cache-tests/package.json" ||
+   ! grep -qs "\"version\": \"$UNDICI_VERSION\"" "$ct/node_modules/undici/package.json"; then
     if ! command -v npm >/dev/null 2>&1; then
         echo "setup: npm is missing: the HTTP caching test suite will be skipped" >&2
     else
         newbuild=; [ -d "$root/build" ] || newbuild=1
         mkdir -p "$ct"
-        echo "setup: npm install http-cache-tests@$CACHE_TESTS_VERSION into build/cache-tests"
+        echo "setup: npm install http-cache-tests@$CACHE_TESTS_VERSION undici@$UNDICI_VERSION into build/cache-tests"
         timeout 300 npm install --prefix "$ct" --no-audit --no-fund --fetch-retries=1 \
-            "http-cache-tests@$CACHE_TESTS_VERSION" >"$ct/npm-install.log" 2>&1 ||
+            "http-cache-tests@$CACHE_TESTS_VERSION" "undici@$UNDICI_VERSION" \
+            >"$ct/npm-install.log" 2>&1 ||
             echo "setup: could not npm install http-cache-tests@$CACHE_TESTS_VERSION (see" \
                  "build/cache-tests/npm-install.log): the HTTP caching test suite will be skipped" >&2
         if [ "$(id -u)" = 0 ] && [ "$(stat -c %u "$root")" != 0 ]; then

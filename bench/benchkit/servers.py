@@ -5,8 +5,8 @@ connections; nginx with one worker): Server (config writer, start/stop, /proc pr
 all its processes), their versions, the docroot of 1 KiB and 1 MiB files, the CPUs' busy
 ticks, and the child-process bookkeeping the drivers share (benchlib's, under the names the
 drivers use).  compare-servers measures them; compare-static, compare-tls (tls.py),
-compare-h2 (h2.py), compare-dynamic, compare-cache, fastpath, slashdot and validate-loadgen
-start them too.
+compare-h2 (h2.py), compare-dynamic, compare-cache, compare-pool, fastpath, slashdot and
+validate-loadgen start them too.
 """
 import os
 import http.client

@@ -254,11 +254,9 @@ int ce_fetch_drops(const http_str_t *name)
     return 0;
 }
 
-static int64_t field_date(const char *v)
+static int64_t field_date(const char *v, int64_t now)
 {
-    time_t t;
-    size_t n = strlen(v);
-    return n && scan_httpdate(v, &t) == n ? (int64_t)t : -1;
+    return cc_http_date(v, strlen(v), now);
 }
 
 /* Fields the cache keeps to itself: Age (it makes its own), Surrogate-Control
@@ -290,10 +288,39 @@ static int surrogate_parse(cc_resp_t *cc, const char *v)
     return 1;
 }
 
-void ce_facts(const exchange_t *ex, resp_facts_t *rf)
+/* CDN-Cache-Control (RFC 9213) v into cc: the field's lines, joined with ", ", are one
+   Dictionary; a line that does not fit in the buffer makes the whole field unusable. */
+static void cdn_add(hbuf_t *b, int *lines, const char *v)
+{
+    if ((*lines)++)
+        hb_puts(b, ", ");
+    hb_puts(b, v);
+}
+
+/* The fields that set the freshness rules: Cache-Control and Expires, unless a
+   targeted field aimed at us speaks (RFC 9213 2.1: the cache "MUST ignore the
+   Cache-Control and Expires header fields in that response"), CDN-Cache-Control first,
+   then Surrogate-Control with our name; a private in Cache-Control stays for the latter. */
+static void facts_rules(resp_facts_t *rf, const hbuf_t *cdn, int cdn_lines, cc_resp_t *sc,
+                        int has_sc)
+{
+    cc_resp_t t;
+    if (cdn_lines && !cdn->over && cc_parse_targeted(&t, cdn->start, hb_len(cdn))) {
+        rf->cc = t;
+        rf->has_expires = 0;
+        rf->expires = CC_NONE;
+    } else if (has_sc) { /* it speaks to the cache in Cache-Control's place; private stays */
+        sc->private_ |= rf->cc.private_;
+        rf->cc = *sc;
+    }
+}
+
+void ce_facts(const exchange_t *ex, resp_facts_t *rf, int64_t now)
 {
     cc_resp_t sc;
-    int has_sc = 0;
+    int has_sc = 0, ages = 0, cdn_lines = 0;
+    char cdn_buf[1024];
+    hbuf_t cdn = hb_init(cdn_buf, sizeof cdn_buf);
     memset(rf, 0, sizeof *rf);
     cc_resp_init(&rf->cc);
     cc_resp_init(&sc);
@@ -302,10 +329,9 @@ void ce_facts(const exchange_t *ex, resp_facts_t *rf)
     rf->date = ex->resp_date ? ex->resp_date : CC_NONE;
     for (unsigned i = 0; i < ex->nfields; i++) {
         const char *n = ex->fields[i].name, *v = ex->fields[i].value;
-        if (!strcasecmp(n, "Age")) { /* not one delta-seconds: stale (RFC 9111 5.1) */
-            rf->age = rf->age == CC_NONE ? cc_delta(v, strlen(v)) : CC_DELTA_MAX;
-            rf->age = rf->age == CC_NONE ? CC_DELTA_MAX : rf->age;
-        } else if (!strcasecmp(n, "Surrogate-Control"))
+        if (!strcasecmp(n, "Age") && !ages++) /* the first member of the first line (5.1) */
+            rf->age = cc_age_value(v, strlen(v));
+        else if (!strcasecmp(n, "Surrogate-Control"))
             has_sc |= surrogate_parse(&sc, v);
         if (unstored(n))
             continue;
@@ -313,6 +339,8 @@ void ce_facts(const exchange_t *ex, resp_facts_t *rf)
         rf->nfields++;
         if (!strcasecmp(n, "Cache-Control"))
             cc_parse_resp(&rf->cc, v, strlen(v));
+        else if (!strcasecmp(n, "CDN-Cache-Control"))
+            cdn_add(&cdn, &cdn_lines, v);
         else if (!strcasecmp(n, "Set-Cookie"))
             rf->set_cookie = 1;
         else if (!strcasecmp(n, "Vary"))
@@ -320,19 +348,16 @@ void ce_facts(const exchange_t *ex, resp_facts_t *rf)
         else if (!strcasecmp(n, "ETag"))
             rf->etag = v;
         else if (!strcasecmp(n, "Expires")) {
-            int64_t t = field_date(v);
+            int64_t t = rf->has_expires ? -1 : field_date(v, now); /* two: invalid */
             rf->has_expires = 1;
-            rf->expires = t < 0 ? 0 : t; /* an invalid Expires is in the past */
+            rf->expires = t < 0 ? 0 : t; /* an invalid Expires is in the past (5.3) */
         } else if (!strcasecmp(n, "Last-Modified")) {
-            int64_t t = field_date(v);
+            int64_t t = field_date(v, now);
             rf->has_lm = t >= 0;
             rf->mtime = (time_t)t;
         }
     }
-    if (has_sc) { /* it speaks to the cache in Cache-Control's place; private stays */
-        sc.private_ |= rf->cc.private_;
-        rf->cc = sc;
-    }
+    facts_rules(rf, &cdn, cdn_lines, &sc, has_sc);
 }
 
 /* Copy ex's fields (less Age) into e's head block. */

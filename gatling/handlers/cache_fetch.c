@@ -467,7 +467,7 @@ static void entry_times(cfetch_t *f, rs_entry_t *e, const resp_facts_t *rf, int6
 static void freshen(cfetch_t *f, rs_entry_t *s, const exchange_t *ex, const char *ctype)
 {
     resp_facts_t rf;
-    ce_facts(ex, &rf);
+    ce_facts(ex, &rf, now_s(f->c));
     int explicit = rf.cc.max_age != CC_NONE || rf.cc.s_maxage != CC_NONE || rf.has_expires;
     ce_head_update(f->c, s, ex, ctype);
     /* the stored response's rules, with what the 304 said of them */
@@ -479,7 +479,7 @@ static void freshen(cfetch_t *f, rs_entry_t *s, const exchange_t *ex, const char
         p = value + strlen(value) + 1;
         view.fields[view.nfields++] = (ex_field_t){name, value};
     }
-    ce_facts(&view, &now);
+    ce_facts(&view, &now, now_s(f->c));
     now.age = rf.age;
     if (now.has_lm)
         s->mtime = now.mtime;
@@ -594,7 +594,7 @@ static int fx_head(exchange_t *ex, int status, const char *ctype, uint64_t len, 
         return -1;
     }
     resp_facts_t rf;
-    ce_facts(ex, &rf);
+    ce_facts(ex, &rf, now_s(f->c));
     if (rf.mtime < 0 && mtime >= 0)
         rf.mtime = mtime, rf.has_lm = 1;
     int64_t life = 0;

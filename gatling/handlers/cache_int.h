@@ -147,9 +147,10 @@ int ce_serve(exchange_t *ex, const rs_entry_t *e, const char *cs, int64_t now);
    ranges itself; nothing unkeyed may change what the backend answers. */
 int ce_fetch_drops(const http_str_t *name);
 
-/* rf gets the response's facts from ex's fields (Cache-Control, or
-   Surrogate-Control aimed at us; Vary, ETag, Expires, Last-Modified, Age). */
-void ce_facts(const exchange_t *ex, resp_facts_t *rf);
+/* rf gets the response's facts from ex's fields (Cache-Control and Expires, or
+   CDN-Cache-Control, or Surrogate-Control aimed at us; Vary, ETag, Last-Modified,
+   Age); now (the wall clock) reads a two-digit year. */
+void ce_facts(const exchange_t *ex, resp_facts_t *rf, int64_t now);
 
 /* Copy ex's fields (less Age) into e's head block. */
 int ce_store_head(cache_t *c, rs_entry_t *e, const exchange_t *ex, const resp_facts_t *rf,

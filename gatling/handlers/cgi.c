@@ -547,15 +547,6 @@ static int matches(const cgi_loop_t *L, const char *path, size_t len)
     return 0;
 }
 
-/* -w without -z: could any prefix of the path be a script?  (No I/O.) */
-static int may_match(const cgi_loop_t *L, const char *path, size_t len)
-{
-    for (size_t i = 1; i <= len; i++)
-        if ((i == len || path[i] == '/') && matches(L, path, i))
-            return 1;
-    return 0;
-}
-
 /* Is the file open on fd, at path[0..len), a CGI program to run? */
 static int is_script(const cgi_loop_t *L, const config_t *cfg, int fd, const char *path,
                      size_t len)
@@ -614,7 +605,9 @@ static int locate(exchange_t *ex, const cgi_loop_t *L, cgi_find_t *f)
     f->vfd = f->fd = -1;
     if (path_from_target(req->target.p, req->target.n, ex->path, EX_PATH_CAP, p))
         return 0; /* static.c answers the error */
-    if (memmem(p->path, p->len, "/.", 2) || (!cfg->cgi_exec && !may_match(L, p->path, p->len)))
+    /* -w without -z: could a prefix of the path be a script?  (No I/O.) */
+    if (memmem(p->path, p->len, "/.", 2) ||
+        (!cfg->cgi_exec && !cgienv_script(L->re, L->nre, p->path, p->len, CGIENV_ANY)))
         return 0;
     f->t.vhost[0] = 0;
     const http_str_t *host = p->authority.p ? &p->authority : http_header(req, "Host");

@@ -205,6 +205,38 @@ int cgienv_build(const exchange_t *ex, const cgi_script_t *sc, char *buf, size_t
     return count;
 }
 
+/* Does one of re[0..nre) match p[0..n)?  p[n] is NUL for the call, then
+   what it was. */
+static int part_matches(const regex_t *re, int nre, char *p, size_t n)
+{
+    char c = p[n];
+    int hit = 0;
+    p[n] = 0;
+    for (int i = 0; i < nre && !hit; i++)
+        hit = !regexec(&re[i], p, 0, NULL, 0);
+    p[n] = c;
+    return hit;
+}
+
+size_t cgienv_script(const regex_t *re, int nre, const char *path, size_t len, int flags)
+{
+    char p[EX_PATH_CAP];
+    if (len >= sizeof p)
+        return 0;
+    memcpy(p, path, len);
+    p[len] = 0;
+    int depth = 0;
+    for (size_t i = 1; i < len && depth < CGIENV_SCRIPT_DEPTH; i++) {
+        if (p[i] != '/')
+            continue;
+        depth++;
+        if (part_matches(re, nre, p, i) &&
+            (!(flags & CGIENV_AT_END) || !part_matches(re, nre, p, i - 1)))
+            return i;
+    }
+    return part_matches(re, nre, p, len) ? len : 0;
+}
+
 int cgienv_vector(char *buf, int n, char **vec, size_t nvec)
 {
     if (n < 0 || (size_t)n + 1 > nvec)

@@ -1,7 +1,7 @@
 /*
  * cgienv — the CGI/1.1 meta-variables of a request (RFC 3875 4.1), for a
  * CGI process's environment (cgi.c) and for FastCGI and SCGI parameters
- * alike (proxy.c): from an exchange and what the handler found out about
+ * alike (proxy_fcgi.c): from an exchange and what the handler found out about
  * the script, "NAME=value" strings one after the other, each NUL-terminated,
  * into the caller's bounded buffer.
  *
@@ -29,9 +29,17 @@
 
 #include "http/exchange.h"
 
+#include <regex.h>
 #include <stddef.h>
 
 #define CGIENV_MAX 65536 /* enough for a maximal request head and the paths */
+/* Script parts tried in a path before the whole of it: the first this many
+   segment ends.  Each is a regexec of every pattern: a 4 KiB target of 2000
+   one-letter segments would otherwise cost 2000 matches per rule (10 ms of
+   the loop for "\.php$" here, 30 for "(a|/)*\.php"), and no site's script is 32 deep. */
+#define CGIENV_SCRIPT_DEPTH 32
+
+enum { CGIENV_ANY = 0, CGIENV_AT_END = 1 };
 
 /* What the handler knows of the script (NUL-terminated strings). */
 typedef struct cgi_script {
@@ -44,6 +52,23 @@ typedef struct cgi_script {
     uint64_t body_len; /* CONTENT_LENGTH of a body that came without a length and
                           was read whole first, or 0: ex->req_len's */
 } cgi_script_t;
+
+/*
+ * Where the script part of the normalised path[0..len) ends, for the
+ * patterns re[0..nre) (REG_NOSUB will do): the length of the shortest
+ * leading part that ends where a segment ends -- "/a", "/a/b", ... (the first
+ * CGIENV_SCRIPT_DEPTH of them), then the whole path -- that one of them
+ * matches, or 0 if none does.  With CGIENV_AT_END a part shorter than the
+ * path counts only if its last character is needed for the match (without
+ * it, no pattern matches): "\.php$" or "\.php" find "/index.php" in
+ * "/index.php/blog", "^/app(/|$)" finds "/app" in "/app/x", while "^/" or
+ * "^/app/" find no part of "/app/x/y" but the whole.  What follows the part
+ * is PATH_INFO.  -w's patterns (cgi.c) ask CGIENV_ANY: could a prefix be a
+ * script at all (the file system then says which); a FastCGI or SCGI rule
+ * (proxy.c, proxy_fcgi.c) asks CGIENV_AT_END, the backend's files being
+ * possibly elsewhere.
+ */
+size_t cgienv_script(const regex_t *re, int nre, const char *path, size_t len, int flags);
 
 /*
  * Write the meta-variables of ex's request for script sc into

@@ -322,45 +322,93 @@ static void http2(hbuf_t *b, const status_counters_t *c)
     scalars(b, "counter", m3, N(m3));
 }
 
-/* Per backend: a -P rule's address as written; rules with the same backend
-   are one series. */
-static void backends(hbuf_t *b, const config_t *cfg, const status_counters_t *c)
+/* A backend's labels: its pool and its address as written. */
+static void be_label(hbuf_t *b, const char *pool, const char *addr)
+{
+    label(b, '{', "pool", pool, strlen(pool));
+    label(b, ',', "backend", addr, strlen(addr));
+}
+
+/* Per backend (of -P rules and --pools), by this loop's slots: with -W the
+   workers' counts of a slot are summed (each worker reads the same rules and
+   lists in the same order, so a slot is the same backend in each). */
+static void backends(hbuf_t *b, const site_t *s, const stats_snap_t *t)
 {
     static const metric_t f[BACKEND_KINDS] = {
         [BACKEND_CONNECTS] = {"gatling_backend_connections_total", "Backend connections opened"},
         [BACKEND_REUSES] = {"gatling_backend_reuses_total",
                             "Requests sent on a pooled backend connection"},
         [BACKEND_502] = {"gatling_backend_failures_total",
-                         "Backend failures: 502, or a response cut short"},
+                         "Backend failures: a connect, a reset, a bad or cut answer, a failon status"},
         [BACKEND_504] = {"gatling_backend_timeouts_total",
                          "Backends silent past -Q: 504, or a response cut short"},
         [BACKEND_TUNNEL_IDLE] = {"gatling_backend_tunnels_idle_total",
                                  "WebSocket tunnels closed idle (-Q's second value)"},
         [BACKEND_UNSIZED] = {"gatling_backend_unsized_total",
                              "Request bodies without a length not held for a backend: 413, 503"},
+        [BACKEND_REQUESTS] = {"gatling_backend_requests_total",
+                              "Requests sent to the backend (each attempt)"},
+        [BACKEND_RETRIES] = {"gatling_backend_retries_total",
+                             "Requests that failed at the backend and went to another"},
+        [BACKEND_DOWNS] = {"gatling_backend_downs_total",
+                           "Times the backend was taken out: failures within the window, failed checks"},
+        [BACKEND_CHECKS_FAILED] = {"gatling_backend_checks_failed_total",
+                                   "Active health checks (--pool check=) that failed"},
     };
-    size_t len[CONFIG_PROXY_RULES];
-    int n = cfg->nproxy_rules;
-    for (int i = 0; i < n; i++)
-        len[i] = proxy_rule_backend(cfg->proxy_rule[i]);
-    for (int k = 0; k < BACKEND_KINDS && n; k++) {
+    const char *pool[CONFIG_BACKENDS], *addr[CONFIG_BACKENDS], *state;
+    unsigned out;
+    int have[CONFIG_BACKENDS], any = 0;
+    for (int i = 0; i < CONFIG_BACKENDS; i++)
+        any |= have[i] = proxy_backend(s, i, &pool[i], &addr[i], &state, &out) != 0;
+    if (!any)
+        return;
+    for (int k = 0; k < BACKEND_KINDS; k++) {
         head(b, f[k].name, "counter", f[k].help);
-        for (int i = 0; i < n; i++) {
-            const char *r = cfg->proxy_rule[i];
-            int said = 0; /* by an earlier rule with this backend */
-            uint64_t v = 0;
-            for (int j = 0; j < n; j++) {
-                if (len[j] != len[i] || memcmp(cfg->proxy_rule[j], r, len[i]))
-                    continue;
-                said |= j < i;
-                v += c->backend[j][k];
+        for (int i = 0; i < CONFIG_BACKENDS; i++)
+            if (have[i]) {
+                hb_puts(b, f[k].name);
+                be_label(b, pool[i], addr[i]);
+                value(b, 1, t->c.backend[i][k]);
             }
-            if (said)
-                continue;
-            hb_puts(b, f[k].name);
-            label(b, '{', "backend", r, len[i]);
-            value(b, 1, v);
+    }
+    static const metric_t g[2] = {
+        {"gatling_backend_up", "1: the backend takes requests (with -W: the workers that "
+                               "hold it up); 0: down or draining", 0},
+        {"gatling_backend_outstanding", "Requests at the backend now", 0}};
+    for (int k = 0; k < 2; k++) {
+        head(b, g[k].name, "gauge", g[k].help);
+        for (int i = 0; i < CONFIG_BACKENDS; i++)
+            if (have[i]) {
+                hb_puts(b, g[k].name);
+                be_label(b, pool[i], addr[i]);
+                value(b, 1, k ? t->g.be_outstanding[i] : t->g.be_up[i]);
+            }
+    }
+    head(b, "gatling_backend_request_duration_seconds", "histogram",
+         "Backend requests, from sending to the answer's end");
+    for (int i = 0; i < CONFIG_BACKENDS; i++) {
+        uint64_t n = 0;
+        for (int k = 0; have[i] && k <= STATS_BOUNDS; k++) {
+            n += t->c.be_duration[i][k];
+            hb_puts(b, "gatling_backend_request_duration_seconds_bucket");
+            be_label(b, pool[i], addr[i]);
+            hb_puts(b, ",le=\"");
+            if (k < STATS_BOUNDS)
+                seconds(b, stats_bounds_us[k]);
+            else
+                hb_puts(b, "+Inf");
+            hb_puts(b, "\"");
+            value(b, 1, n);
         }
+        if (!have[i])
+            continue;
+        hb_puts(b, "gatling_backend_request_duration_seconds_sum");
+        be_label(b, pool[i], addr[i]);
+        hb_puts(b, "} ");
+        seconds(b, t->c.be_duration_us[i]);
+        hb_puts(b, "\ngatling_backend_request_duration_seconds_count");
+        be_label(b, pool[i], addr[i]);
+        value(b, 1, n);
     }
 }
 
@@ -462,6 +510,13 @@ void metrics_snapshot(const site_t *s, stats_snap_t *snap)
     snap->g.conns = s->nconns;
     snap->g.tls_conns = s->ntls;
     snap->g.draining = s->draining != 0;
+    const char *pool, *addr, *state;
+    unsigned out;
+    for (int i = 0; i < CONFIG_BACKENDS; i++) {
+        int r = proxy_backend(s, i, &pool, &addr, &state, &out);
+        snap->g.be_up[i] = r == 2;
+        snap->g.be_outstanding[i] = r ? out : 0;
+    }
 }
 
 /* Publish this loop's numbers into its slot now. */
@@ -550,8 +605,11 @@ int metrics_serve(exchange_t *ex)
         stats_shm_total(cfg->stats_shm, cfg->worker, &own, &t);
     }
     size_t cap = METRICS_PAGE_MAX;
-    for (int i = 0; i < cfg->nproxy_rules; i++) /* each backend's label, escaped, 6 times */
-        cap += BACKEND_KINDS * (2 * strlen(cfg->proxy_rule[i]) + 96);
+    const char *pool, *addr, *state;
+    unsigned out;
+    for (int i = 0; i < CONFIG_BACKENDS; i++) /* each backend's labels, escaped, on its lines */
+        if (proxy_backend(s, i, &pool, &addr, &state, &out))
+            cap += (BACKEND_KINDS + 2 + STATS_BOUNDS + 3) * (2 * (strlen(pool) + strlen(addr)) + 128);
     const char *name;
     int64_t exp;
     for (int i = 0; s->cert_expiry && s->cert_expiry(cfg->tls, i, &name, &exp); i++)
@@ -567,7 +625,7 @@ int metrics_serve(exchange_t *ex)
     defences(&b, &t);
     dictionaries(&b, &t);
     http2(&b, &t.c);
-    backends(&b, cfg, &t.c);
+    backends(&b, s, &t);
     dynamic(&b, &t);
     certificates(&b, s);
     acme(&b, s);

@@ -3,6 +3,7 @@
    (proxy_int.h).  See proxy.h. */
 #include "proxy.h"
 #include "proxy_int.h"
+#include "cgienv.h"
 #include "hstate.h"
 #include "http/hbuf.h"
 
@@ -18,96 +19,43 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-/* ---- rules ---- */
+/* ---- rules and pools ---- */
 
-/* "1.2.3.4/port/" or "[::1]/port/": the address into r; *rest after the last '/'. */
-static int parse_inet(const char *s, px_rule_t *r, const char **rest, const char **why)
-{
-    char host[INET6_ADDRSTRLEN + 1];
-    const char *e;
-    int v6 = *s == '[';
-    *why = "the backend is not an IPv4 or [IPv6] address followed by /port/";
-    if (v6 ? !(e = strchr(s, ']')) || e[1] != '/' : !(e = strchr(s, '/')))
-        return -1;
-    size_t n = (size_t)(e - s) - (size_t)v6;
-    if (n == 0 || n >= sizeof host)
-        return -1;
-    memcpy(host, s + v6, n), host[n] = 0;
-    const char *ps = e + 1 + v6;
-    char *pe;
-    errno = 0;
-    long port = strtol(ps, &pe, 10);
-    if (pe == ps || *ps < '0' || *ps > '9' || *pe != '/' || port < 1 || port > 65535 || errno) {
-        *why = "not a port number (1-65535) between the address and the pattern";
-        return -1;
-    }
-    memset(&r->addr, 0, sizeof r->addr);
-    struct sockaddr_in *a4 = (struct sockaddr_in *)&r->addr;
-    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&r->addr;
-    if (!v6 && inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
-        a4->sin_family = AF_INET, a4->sin_port = htons((uint16_t)port);
-        r->alen = sizeof *a4;
-    } else if (v6 && inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
-        a6->sin6_family = AF_INET6, a6->sin6_port = htons((uint16_t)port);
-        r->alen = sizeof *a6;
-    } else {
-        return -1;
-    }
-    *rest = pe + 1;
-    return 0;
-}
-
-/* "unix:/path:": the socket into r; *rest after the colon ending the path. */
-static int parse_unix(const char *s, px_rule_t *r, const char **rest, const char **why)
-{
-    struct sockaddr_un *u = (struct sockaddr_un *)&r->addr;
-    const char *path = s + 5, *e = strchr(path, ':');
-    *why = "unix: needs an absolute socket path (no colon, at most 107 bytes), then :pattern";
-    if (!e || *path != '/' || (size_t)(e - path) >= sizeof u->sun_path)
-        return -1;
-    memset(&r->addr, 0, sizeof r->addr);
-    u->sun_family = AF_UNIX;
-    memcpy(u->sun_path, path, (size_t)(e - path));
-    r->alen = (socklen_t)sizeof *u;
-    *rest = e + 1;
-    return 0;
-}
-
-/* Parse and compile one rule.  0, or -1 with *why set. */
-static int rule_parse(const char *s, px_rule_t *r, const char **why)
+/* Parse one rule: "@name/pattern", or a backend list and its pattern (an
+   anonymous pool's backends into pd).  0, or -1 with *why. */
+static int rule_parse(const char *s, px_rule_t *r, px_pooldef_t *pd, char *name, size_t cap,
+                      const char **why)
 {
     const char *re;
     memset(r, 0, sizeof *r);
-    r->kind = PX_HTTP;
-    if ((s[0] == 'F' || s[0] == 'S') && s[1] == '/') {
-        r->kind = s[0] == 'F' ? PX_FCGI : PX_SCGI;
-        s += 2;
+    memset(pd, 0, sizeof *pd);
+    px_popts_default(&pd->o);
+    if (*s == '@') {
+        size_t n = strcspn(s + 1, "/");
+        *why = "@NAME/pattern names a --pool (a-z 0-9 _ -, at most 32)";
+        if (!n || n >= cap || n > 32 || !s[1 + n])
+            return -1;
+        memcpy(name, s + 1, n), name[n] = 0;
+        re = s + 2 + n;
+    } else {
+        name[0] = 0;
+        pd->kind = px_kind_parse(&s);
+        if (px_list_parse(s, 1, pd->m, &pd->n, &re, why) < 0)
+            return -1;
     }
-    r->ops = r->kind == PX_HTTP ? &px_http_ops : &px_fcgi_ops;
-    if (!strncmp(s, "unix:", 5) ? parse_unix(s, r, &re, why) : parse_inet(s, r, &re, why))
-        return -1;
     *why = "the pattern is empty or not a POSIX extended regular expression";
     if (!*re || regcomp(&r->re, re, REG_EXTENDED | REG_NOSUB))
         return -1;
     return 0;
 }
 
-size_t proxy_rule_backend(const char *rule)
-{
-    px_rule_t r;
-    const char *s = rule, *re, *why;
-    if ((s[0] == 'F' || s[0] == 'S') && s[1] == '/')
-        s += 2;
-    if (!strncmp(s, "unix:", 5) ? parse_unix(s, &r, &re, &why) : parse_inet(s, &r, &re, &why))
-        return strlen(rule);
-    return (size_t)(re - rule) - 1; /* without the separator before the pattern */
-}
-
 int proxy_rule_check(const char *rule)
 {
     px_rule_t r;
+    px_pooldef_t pd;
+    char name[40];
     const char *why;
-    if (rule_parse(rule, &r, &why) < 0) {
+    if (rule_parse(rule, &r, &pd, name, sizeof name, &why) < 0) {
         fprintf(stderr, "gatling: -P %s: %s\n", rule, why);
         return -1;
     }
@@ -115,7 +63,177 @@ int proxy_rule_check(const char *rule)
     return 0;
 }
 
+int proxy_pool_check(const char *def)
+{
+    px_pooldef_t pd;
+    const char *why;
+    if (px_pool_parse(def, &pd, &why) < 0) {
+        fprintf(stderr, "gatling: --pool %s: %s\n", def, why);
+        return -1;
+    }
+    return 0;
+}
+
+/* A file: pool's list, read (at most 64 KiB) from its directory unless its
+   modification time (ns) is still *mtime: malloc'd text, or NULL with errno
+   (0: unchanged); *mtime then the file's. */
+static char *list_read(int dirfd, const char *path, int64_t *mtime)
+{
+    const char *base = strrchr(path, '/') + 1;
+    struct stat st;
+    char *text = NULL;
+    int fd = openat(dirfd, base, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK), err = 0;
+    if (fd < 0)
+        return NULL;
+    if (fstat(fd, &st) < 0)
+        err = errno;
+    else if (!S_ISREG(st.st_mode))
+        err = EINVAL;
+    else if (st.st_size >= 65536)
+        err = EFBIG;
+    else if ((int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec == *mtime)
+        err = 0; /* unchanged: not read again */
+    else if (!(text = malloc((size_t)st.st_size + 1)))
+        err = ENOMEM;
+    if (text) {
+        ssize_t n = pread(fd, text, (size_t)st.st_size, 0);
+        err = n < 0 ? errno : 0;
+        if (n < 0) {
+            free(text);
+            text = NULL;
+        } else {
+            text[n] = 0;
+            *mtime = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+        }
+    }
+    close(fd);
+    errno = err;
+    return text;
+}
+
+int proxy_config_check(config_t *cfg)
+{
+    px_pooldef_t *pd = malloc(sizeof *pd);
+    int total = 0, rc = -1;
+    if (!pd)
+        return -1;
+    for (int i = 0; i < cfg->npools; i++) {
+        const char *why;
+        if (px_pool_parse(cfg->pool_def[i], pd, &why) < 0)
+            goto out; /* checked at the option already */
+        for (int j = 0; j < i; j++)
+            if (!strncmp(cfg->pool_def[j], cfg->pool_def[i], strlen(pd->name) + 1)) {
+                fprintf(stderr, "gatling: --pool %s: the name is given twice\n", pd->name);
+                goto out;
+            }
+        if (pd->file[0]) {
+            char dir[sizeof pd->file];
+            int64_t mt = -1;
+            int line;
+            snprintf(dir, sizeof dir, "%.*s", (int)(strrchr(pd->file, '/') - pd->file + 1),
+                     pd->file);
+            cfg->pool_dirfd[i] = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+            char *text = cfg->pool_dirfd[i] < 0 ? NULL : list_read(cfg->pool_dirfd[i], pd->file, &mt);
+            if (!text) {
+                fprintf(stderr, "gatling: --pool %s: %s: %s\n", pd->name, pd->file, strerror(errno));
+                goto out;
+            }
+            int r = px_file_parse(text, pd->m, &pd->n, &line, &why);
+            free(text);
+            if (r < 0) {
+                fprintf(stderr, "gatling: --pool %s: %s line %d: %s\n", pd->name, pd->file, line, why);
+                goto out;
+            }
+        }
+        if (!pd->n) {
+            fprintf(stderr, "gatling: --pool %s: no backend\n", pd->name);
+            goto out;
+        }
+        total += pd->n;
+    }
+    for (int i = 0; i < cfg->nproxy_rules; i++) {
+        px_rule_t r;
+        char name[40];
+        const char *why;
+        if (rule_parse(cfg->proxy_rule[i], &r, pd, name, sizeof name, &why) < 0)
+            goto out;
+        regfree(&r.re);
+        total += pd->n;
+        int found = !name[0];
+        for (int j = 0; j < cfg->npools && !found; j++)
+            found = !strncmp(cfg->pool_def[j], name, strlen(name)) &&
+                    cfg->pool_def[j][strlen(name)] == '=';
+        if (!found) {
+            fprintf(stderr, "gatling: -P %s: no --pool named %s\n", cfg->proxy_rule[i], name);
+            goto out;
+        }
+    }
+    if (total > CONFIG_BACKENDS) {
+        fprintf(stderr, "gatling: -P, --pool: %d backends; at most %d in all\n", total,
+                CONFIG_BACKENDS);
+        goto out;
+    }
+    rc = 0;
+out:
+    free(pd);
+    return rc;
+}
+
 static void conn_on(watch_t *w, unsigned events);
+static void tick(gio_loop_t *l, void *arg);
+static void pool_reload(proxy_t *px, px_pool_t *p, int64_t now);
+
+/* A pool from its definition: its backends, up from the start. */
+static px_pool_t *pool_new(proxy_t *px, const px_pooldef_t *pd, int cfg_index)
+{
+    px_pool_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    px->pool[px->npools++] = p;
+    snprintf(p->name, sizeof p->name, "%s", pd->name);
+    p->kind = pd->kind;
+    p->ops = p->kind == PX_HTTP ? &px_http_ops : &px_fcgi_ops;
+    p->o = pd->o;
+    p->cfg_index = cfg_index;
+    memcpy(p->file, pd->file, sizeof p->file);
+    p->mtime_ns = -1;
+    for (int i = 0; i < pd->n; i++)
+        if (!px_member_new(px, p, &pd->m[i], 0))
+            return NULL;
+    return p;
+}
+
+/* The --pool definitions, then each rule's pool. */
+static int pools_init(proxy_t *px, px_pooldef_t *pd)
+{
+    const config_t *cfg = px->site->cfg;
+    const char *why;
+    for (int i = 0; i < cfg->npools; i++) {
+        px_pool_t *p;
+        if (px_pool_parse(cfg->pool_def[i], pd, &why) < 0 || !(p = pool_new(px, pd, i)))
+            return -1;
+        if (p->file[0]) /* its first list, at once */
+            pool_reload(px, p, gio_now(px->site->loop));
+    }
+    for (int i = 0; i < cfg->nproxy_rules; i++, px->nrules++) {
+        px_rule_t *r = &px->rule[i];
+        char name[40];
+        if (rule_parse(cfg->proxy_rule[i], r, pd, name, sizeof name, &why) < 0)
+            return -1;
+        for (int j = 0; j < px->npools && name[0] && !r->pool; j++)
+            if (px->pool[j]->cfg_index >= 0 && !strcmp(px->pool[j]->name, name))
+                r->pool = px->pool[j];
+        if (!name[0]) {
+            snprintf(pd->name, sizeof pd->name, "P%d", i + 1);
+            r->pool = pool_new(px, pd, -1);
+        }
+        if (!r->pool)
+            return -1;
+        r->kind = r->pool->kind;
+        r->ops = r->pool->ops;
+    }
+    return 0;
+}
 
 int proxy_init(site_t *site)
 {
@@ -125,22 +243,16 @@ int proxy_init(site_t *site)
     if (!cfg->nproxy_rules)
         return 0;
     proxy_t *px = calloc(1, sizeof *px);
-    if (!px) {
+    px_pooldef_t *pd = malloc(sizeof *pd);
+    hs->proxy = px;
+    if (!px || !pd || (px->site = site, px->on_backend = conn_on, pools_init(px, pd) < 0)) {
         fprintf(stderr, "gatling: proxy rules: out of memory\n");
+        free(pd);
+        proxy_free(site);
         return -1;
     }
-    px->site = site;
-    px->on_backend = conn_on;
-    for (int i = 0; i < cfg->nproxy_rules; i++, px->nrules++) {
-        const char *why;
-        if (rule_parse(cfg->proxy_rule[i], &px->rule[i], &why) < 0) {
-            fprintf(stderr, "gatling: -P %s: %s\n", cfg->proxy_rule[i], why);
-            hs->proxy = px;
-            proxy_free(site);
-            return -1;
-        }
-    }
-    hs->proxy = px;
+    free(pd);
+    gio_timer_set(site->loop, &px->tick, gio_now(site->loop) + 1000, tick, px);
     return 0;
 }
 
@@ -149,14 +261,104 @@ void proxy_free(site_t *site)
     proxy_t *px = hsite_of(site)->proxy;
     if (!px)
         return;
-    for (int i = 0; i < px->nrules; i++) {
-        for (int k = 0; k < px->rule[i].nidle; k++)
-            px_conn_close(px, px->rule[i].idle[k]);
+    gio_timer_stop(site->loop, &px->tick);
+    for (int i = 0; i < px->nrules; i++)
         regfree(&px->rule[i].re);
+    for (int i = 0; i < px->npools; i++) {
+        while (px->pool[i]->n)
+            px_member_free(px, px->pool[i]->m[0]);
+        free(px->pool[i]);
     }
     free(px->spare);
     free(px);
     hsite_of(site)->proxy = NULL;
+}
+
+/* A file: pool's list changed: backends that left drain, new ones start
+   slowly, those that stay keep their state (a weight or backup mark may
+   change).  A list that does not parse changes nothing (one line). */
+static void pool_reload(proxy_t *px, px_pool_t *p, int64_t now)
+{
+    const config_t *cfg = px->site->cfg;
+    int64_t mt = p->mtime_ns;
+    char *text = list_read(cfg->pool_dirfd[p->cfg_index], p->file, &mt);
+    if (!text && !errno)
+        return; /* unchanged */
+    px_pooldef_t *pd = text ? malloc(sizeof *pd) : NULL;
+    int n, line = 0;
+    const char *why = text ? "out of memory" : strerror(errno);
+    char msg[1200];
+    if (!pd || px_file_parse(text, pd->m, &n, &line, &why) < 0 || (!n && (why = "no backend"))) {
+        if (text || p->mtime_ns != -2) { /* said once per version, once while unreadable */
+            if (text)
+                snprintf(msg, sizeof msg, "proxy: pool %s: %s line %d: %s: the list stays as it was",
+                         p->name, p->file, line, why);
+            else
+                snprintf(msg, sizeof msg, "proxy: pool %s: %s: %s: the list stays as it was",
+                         p->name, p->file, why);
+            elog_note(&px->site->elog, gio_wallclock(px->site->loop), msg);
+        }
+        p->mtime_ns = text ? mt : -2;
+        free(text), free(pd);
+        return;
+    }
+    int first = p->mtime_ns == -1 && !p->n;
+    for (int i = 0; i < p->n; i++)
+        p->m[i]->draining = 1;
+    for (int k = 0; k < n; k++) {
+        px_member_t *m = NULL;
+        for (int i = 0; i < p->n && !m; i++)
+            if (!strcmp(p->m[i]->d.label, pd->m[k].label))
+                m = p->m[i];
+        if (m) {
+            m->draining = 0;
+            m->d.weight = pd->m[k].weight, m->d.backup = pd->m[k].backup;
+        } else if (!px_member_new(px, p, &pd->m[k], first ? 0 : now)) {
+            snprintf(msg, sizeof msg, "proxy: pool %s: %s: no room for %s (32 a pool, 64 in all)",
+                     p->name, p->file, pd->m[k].label);
+            elog_note(&px->site->elog, gio_wallclock(px->site->loop), msg);
+        }
+    }
+    p->mtime_ns = mt;
+    free(text), free(pd);
+}
+
+/* Once a second: the file: pools' lists, drained backends freed, checks due. */
+static void tick(gio_loop_t *l, void *arg)
+{
+    proxy_t *px = arg;
+    int64_t now = gio_now(l);
+    for (int i = 0; i < px->npools; i++) {
+        px_pool_t *p = px->pool[i];
+        if (p->file[0])
+            pool_reload(px, p, now);
+        for (int k = p->n - 1; k >= 0; k--) {
+            px_member_t *m = p->m[k];
+            if (m->draining && !m->outstanding) {
+                px_member_free(px, m);
+            } else if (m->draining) {
+                px_member_idle_close(px, m); /* its requests under way finish */
+            } else if (p->o.check[0] && !m->draining && now >= m->check_at) {
+                m->check_at = now + p->o.interval * 1000LL;
+                px_check_start(px, m);
+            }
+        }
+    }
+    gio_timer_set(l, &px->tick, now + 1000, tick, px);
+}
+
+int proxy_backend(const struct site *site, int slot, const char **pool, const char **label,
+                  const char **state, unsigned *outstanding)
+{
+    const proxy_t *px = hsite_of_const(site)->proxy;
+    const px_member_t *m = px && slot >= 0 && slot < CONFIG_BACKENDS ? px->slot[slot] : NULL;
+    if (!m)
+        return 0;
+    *pool = m->pool->name;
+    *label = m->d.label;
+    *state = px_state(m, gio_now(site->loop));
+    *outstanding = m->outstanding;
+    return 1 + px_up(m);
 }
 
 /* ---- which requests ---- */
@@ -194,6 +396,16 @@ static int vhost_proxied(proxy_t *px, exchange_t *ex, px_target_t *t)
     return e->has;
 }
 
+/* Does rule r take path p?  A FastCGI or SCGI rule also takes a path whose
+   leading part it matches as a script, the rest being PATH_INFO
+   (cgienv_script): "\.php$" takes "/index.php/blog". */
+static int rule_takes(const px_rule_t *r, const path_t *p)
+{
+    if (r->kind != PX_HTTP)
+        return cgienv_script(&r->re, 1, p->path, p->len, CGIENV_AT_END) > 0;
+    return !regexec(&r->re, p->path, 0, NULL, 0);
+}
+
 /* The rule ex's request goes by, or NULL; *t gets what it is about. */
 static px_rule_t *match(exchange_t *ex, px_target_t *t)
 {
@@ -202,7 +414,7 @@ static px_rule_t *match(exchange_t *ex, px_target_t *t)
     if (!px || path_from_target(req->target.p, req->target.n, ex->path, EX_PATH_CAP, &t->p))
         return NULL;
     for (int i = 0; i < px->nrules; i++)
-        if (!regexec(&px->rule[i].re, t->p.path, 0, NULL, 0))
+        if (rule_takes(&px->rule[i], &t->p))
             return vhost_proxied(px, ex, t) ? &px->rule[i] : NULL;
     return NULL;
 }
@@ -270,15 +482,17 @@ static void timed_out(px_req_t *pr)
 {
     site_t *s = pr->px->site;
     exchange_t *ex = pr->ex;
-    px_release(pr, 0);
     int tunnel = pr->state == RS_TUNNEL;
+    if (tunnel) /* an idle WebSocket: closed, not an error */
+        px_count(pr->px, pr->m, BACKEND_TUNNEL_IDLE);
+    else
+        px_timed_out(pr);
+    px_release(pr, 0);
     pr->state = RS_DONE;
-    if (tunnel) { /* an idle WebSocket: closed, not an error */
-        px_count(pr->px, pr->rule, BACKEND_TUNNEL_IDLE);
+    if (tunnel) {
         ex_body_end(ex);
         return;
     }
-    px_count(pr->px, pr->rule, BACKEND_504);
     site_error(s, "proxy", ETIMEDOUT, ex->peer, "the backend did not answer in time (-Q)");
     if (pr->head_sent) {
         ex_body_abort(ex);
@@ -293,7 +507,7 @@ static void conn_on(watch_t *w, unsigned events)
     px_conn_t *c = (px_conn_t *)w;
     px_req_t *pr = c->req;
     if (!pr) { /* idle: the backend closed it, sent what no request asked for, or it aged */
-        px_pool_remove(c->rule, c);
+        px_pool_remove(c->m, c);
         px_conn_close(c->px, c);
         return;
     }
@@ -308,6 +522,7 @@ static void conn_on(watch_t *w, unsigned events)
                 err = errno;
             c->connecting = 0;
             if (err) {
+                pr->conn_failed = 1; /* nothing reached the backend: any request may go elsewhere */
                 px_fail(pr, "connect() to the backend failed");
                 events = 0;
             }
@@ -340,7 +555,7 @@ static size_t spool(px_req_t *pr, const char *p, size_t n, int last)
     if (n > PROXY_SPOOL_MAX - pr->spooled ||
         cap - pr->spoolcap > PROXY_SPOOL_TOTAL - px->spooled) {
         int full = n <= PROXY_SPOOL_MAX - pr->spooled;
-        px_count(px, pr->rule, BACKEND_UNSIZED);
+        px_count(px, pr->rule->pool->n ? pr->rule->pool->m[0] : NULL, BACKEND_UNSIZED);
         pr->spooling = 0;
         pr->state = RS_DONE;
         pr->head_sent = 1;
@@ -452,14 +667,15 @@ static int send_request(px_req_t *pr, const px_target_t *t)
     }
     if (r2 == -1)
         return -1;
-    if (r2 == 0 && px_attach(pr, r->kind != PX_SCGI) == 0)
+    if (r2 == 0 && px_attempt(pr) == 0)
         return 0;
-    if (r2 == 0) {
-        px_count(pr->px, r, BACKEND_502);
-        site_error(ex->site, "connect() to the backend", errno, ex->peer, ex->path);
-    }
+    if (r2 == 0)
+        site_error(ex->site, pr->none_up ? "no backend of the pool is up" : "connect() to the backend",
+                   pr->none_up ? 0 : errno, ex->peer, ex->path);
     pr->state = RS_DONE;
     pr->head_sent = 1;
+    if (pr->none_up)
+        return ex_error(ex, 503, "Retry-After", "1");
     return ex_error(ex, 502, NULL, NULL);
 }
 
@@ -474,6 +690,8 @@ int proxy_dispatch(exchange_t *ex)
         return -1;
     const http_request_t *req = ex->req;
     pr->ex = ex, pr->px = hsite_of(ex->site)->proxy, pr->rule = r;
+    pr->keep_out = 1; /* until it is more than PROXY_OUT_MAX: another backend may need it */
+    pr->nfields0 = ex->nfields;
     pr->has_body = ex->req_len != 0;
     pr->body_in = !pr->has_body;
     pr->head_only = ex->head_only;

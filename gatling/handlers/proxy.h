@@ -1,23 +1,31 @@
 /*
  * proxy — reverse proxying to HTTP/1.1, FastCGI and SCGI backends (-P).
  *
- * A rule is [F/|S/]host/port/regex or [F/|S/]unix:path:regex (gatling.8):
- * F/ FastCGI, S/ SCGI, otherwise HTTP; host an IPv4 or a bracketed IPv6
- * literal (never a name: nothing is looked up), path a unix socket (absolute,
- * no colon), regex a POSIX ERE matched against the decoded, normalised
- * request path.  A rule applies to a virtual host whose directory holds a
- * file named .proxy (looked at once a second per vhost).
+ * A rule is [F/|S/]backends/regex (the last backend an address) or
+ * [F/|S/]backends:regex (the last a unix socket), or @pool/regex
+ * (gatling.8): F/ FastCGI, S/ SCGI, otherwise HTTP; backends one or more,
+ * comma-separated, each host/port (an IPv4 or a bracketed IPv6 literal,
+ * never a name: nothing is looked up) or unix:/path, with *weight and
+ * +backup; @pool names a --pool, which may list its backends in a file and
+ * has options (balancing, health, retries).  regex is a POSIX ERE matched
+ * against the decoded, normalised request path.  A rule applies to a
+ * virtual host whose directory holds a file named .proxy (looked at once a
+ * second per vhost).
  *
- * The answer is a streaming producer (http/exchange.h): a non-blocking
- * connection to the backend (from a keep-alive pool per rule for HTTP and
- * FastCGI), the request written to it with its body streamed from the
- * client, the response streamed back with back-pressure; 502 when the
- * backend fails before its head, 504 when it stays silent for -Q seconds.
+ * The answer is a streaming producer (http/exchange.h): a backend chosen
+ * by the pool's balancer among those up, a non-blocking connection to it
+ * (from a keep-alive pool per backend for HTTP and FastCGI), the request
+ * written to it with its body streamed from the client, the response
+ * streamed back with back-pressure.  A failure before the answer's head
+ * goes to another backend when the request may be sent again (RFC 9110
+ * 9.2.2); else 502, 503 when no backend is up, 504 when one stays silent
+ * for -Q seconds.
  */
 #ifndef GATLING_PROXY_H
 #define GATLING_PROXY_H
 
 #include "http/exchange.h"
+#include "site/config.h"
 
 struct site;
 
@@ -25,9 +33,20 @@ struct site;
    printing why to stderr. */
 int proxy_rule_check(const char *rule);
 
-/* How much of rule is its backend ("127.0.0.1/8080", "F/unix:/run/php.sock"):
-   the length before the separator of its pattern, for /metrics' label. */
-size_t proxy_rule_backend(const char *rule);
+/* Check a --pool definition (main.c): 0, or -1 after printing why. */
+int proxy_pool_check(const char *def);
+
+/* Check the rules and pools together (names, the backends' count), and
+   open the file: pools' directories into cfg->pool_dirfd (before a chroot).
+   0, or -1 after printing why to stderr. */
+int proxy_config_check(config_t *cfg);
+
+/* Backend slot of this loop (0 <= slot < CONFIG_BACKENDS): its pool's name,
+   its address as written, its state (up, slowstart, down, probing,
+   draining) and requests outstanding.  0: the slot is free; 1: down or
+   draining; 2: up. */
+int proxy_backend(const struct site *site, int slot, const char **pool, const char **label,
+                  const char **state, unsigned *outstanding);
 
 /* The rules of site->cfg compiled for this loop, its pools empty, kept in
    the hsite_t whose site it is (hstate.h).  0, or -1 after printing why to

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -26,10 +27,24 @@ void px_conn_close(proxy_t *px, px_conn_t *c)
     free(c);
 }
 
-/* Count a BACKEND_* event of rule r (site/stats.h keeps them per rule). */
-void px_count(proxy_t *px, const px_rule_t *r, int kind)
+void px_count(proxy_t *px, const px_member_t *m, int kind)
 {
-    px->site->stats.backend[r - px->rule][kind]++;
+    if (m)
+        px->site->stats.backend[m->slot][kind]++;
+}
+
+void px_member_idle_close(proxy_t *px, px_member_t *m)
+{
+    for (int k = 0; k < m->nidle; k++)
+        px_conn_close(px, m->idle[k]);
+    m->nidle = 0;
+}
+
+void px_member_free(proxy_t *px, px_member_t *m)
+{
+    px_check_stop(px, m);
+    px_member_idle_close(px, m);
+    px_member_drop(px, m);
 }
 
 /* ---- backend connections ---- */
@@ -41,8 +56,11 @@ void px_set_deadline(px_req_t *pr)
     gio_loop_t *l = pr->px->site->loop;
     const config_t *cfg = pr->px->site->cfg;
     int secs = pr->state == RS_TUNNEL ? cfg->tunnel_timeout : cfg->dyn_timeout;
+    int64_t at = gio_now(l) + secs * 1000LL;
+    if (pr->ntries > 1 && pr->state == RS_HEAD && at > pr->t0 + secs * 1000LL)
+        at = pr->t0 + secs * 1000LL; /* another backend's try: within the first one's -Q */
     if (pr->be)
-        gio_set_deadline(l, pr->be->fd, pr->paused ? 0 : gio_now(l) + secs * 1000LL);
+        gio_set_deadline(l, pr->be->fd, pr->paused ? 0 : at);
 }
 
 /* What the backend connection waits for now. */
@@ -58,9 +76,10 @@ void px_interest(px_req_t *pr)
     gio_want(pr->px->site->loop, pr->be->fd, want);
 }
 
-/* A new connection to r's backend, connecting.  NULL with errno. */
-static px_conn_t *conn_open(proxy_t *px, px_rule_t *r)
+/* A new connection to backend m, connecting.  NULL with errno. */
+static px_conn_t *conn_open(proxy_t *px, px_member_t *m)
 {
+    const px_mdef_t *r = &m->d;
     int fd = socket(r->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return NULL;
@@ -85,18 +104,17 @@ static px_conn_t *conn_open(proxy_t *px, px_rule_t *r)
     watch_init(&c->w, px->on_backend);
     c->fd = fd;
     c->px = px;
-    c->rule = r;
+    c->m = m;
     c->connecting = !now; /* a unix socket connects at once */
-    px_count(px, r, BACKEND_CONNECTS);
+    px_count(px, m, BACKEND_CONNECTS);
     return c;
 }
 
-/* An idle connection of r's pool (the newest), or NULL. */
-/* The most recently used idle connection of r, or NULL; fresh_only: only
+/* The most recently used idle connection of m, or NULL; fresh_only: only
    one idle for less than PROXY_BODY_REUSE_MS (a request whose body cannot
    be sent twice must not meet a backend's keep-alive timeout on its way:
    Node closes after 5 s, gunicorn after 2). */
-static px_conn_t *pool_take(px_rule_t *r, int fresh_only, int64_t now)
+static px_conn_t *pool_take(px_member_t *r, int fresh_only, int64_t now)
 {
     if (!r->nidle || (fresh_only && now - r->idle[r->nidle - 1]->idle_at >= PROXY_BODY_REUSE_MS))
         return NULL;
@@ -105,7 +123,7 @@ static px_conn_t *pool_take(px_rule_t *r, int fresh_only, int64_t now)
     return c;
 }
 
-void px_pool_remove(px_rule_t *r, px_conn_t *c)
+void px_pool_remove(px_member_t *r, px_conn_t *c)
 {
     for (int i = 0; i < r->nidle; i++)
         if (r->idle[i] == c) {
@@ -117,7 +135,7 @@ void px_pool_remove(px_rule_t *r, px_conn_t *c)
 /* c is free again: keep it idle (the oldest goes when the pool is full). */
 static void pool_put(proxy_t *px, px_conn_t *c)
 {
-    px_rule_t *r = c->rule;
+    px_member_t *r = c->m;
     gio_loop_t *l = px->site->loop;
     c->req = NULL;
     if (r->nidle == PROXY_IDLE_MAX) {
@@ -134,7 +152,7 @@ static void pool_put(proxy_t *px, px_conn_t *c)
 /* pr's new connection is answered (or let go): off the fresh list. */
 void px_unfresh(px_req_t *pr)
 {
-    px_rule_t *r = pr->rule;
+    px_member_t *r = pr->m;
     if (!pr->fresh)
         return;
     pr->fresh = 0;
@@ -146,7 +164,7 @@ void px_unfresh(px_req_t *pr)
 /* pr waits on a new connection: on the fresh list, the newest last. */
 static void set_fresh(px_req_t *pr)
 {
-    px_rule_t *r = pr->rule;
+    px_member_t *r = pr->m;
     pr->fresh = 1;
     pr->fresh_at = gio_now(pr->px->site->loop);
     pr->fresh_prev = r->fresh_last, pr->fresh_next = NULL;
@@ -159,9 +177,23 @@ static void set_fresh(px_req_t *pr)
    PROXY_STARVED_MS without an answer, it may sit in the backlog while our
    idle connections hold every process: a connection that becomes free is
    then closed, not kept, and frees a process for it. */
-static int starved(const px_rule_t *r, int64_t now)
+static int starved(const px_member_t *m, int64_t now)
 {
-    return r->kind == PX_FCGI && r->fresh && now - r->fresh->fresh_at >= PROXY_STARVED_MS;
+    return m->pool->kind == PX_FCGI && m->fresh && now - m->fresh->fresh_at >= PROXY_STARVED_MS;
+}
+
+/* The attempt on pr->m is over: out of its outstanding requests; a probe
+   that ended without a verdict (the client left) lets the next try. */
+static void attempt_end(px_req_t *pr)
+{
+    px_member_t *m = pr->m;
+    if (!pr->counted)
+        return;
+    pr->counted = 0;
+    m->outstanding--;
+    if (pr->probe)
+        m->probing = 0;
+    pr->probe = 0;
 }
 
 /* Let go of pr's backend connection: back to the pool, or closed. */
@@ -169,23 +201,24 @@ void px_release(px_req_t *pr, int reusable)
 {
     px_conn_t *c = pr->be;
     px_unfresh(pr);
+    attempt_end(pr);
     if (!c)
         return;
     pr->be = NULL;
-    if (reusable && pr->rule->kind != PX_SCGI && !starved(pr->rule, gio_now(pr->px->site->loop)))
+    if (reusable && pr->rule->kind != PX_SCGI && !c->m->draining &&
+        !starved(c->m, gio_now(pr->px->site->loop)))
         pool_put(pr->px, c);
     else
         px_conn_close(pr->px, c);
 }
 
-/* Attach a connection to pr (pooled if any, else new).  0, or -1 with errno. */
-int px_attach(px_req_t *pr, int pooled)
+/* Attach a connection of m to pr (pooled if any, else new).  0, or -1 with errno. */
+static int attach(px_req_t *pr, px_member_t *m, int pooled)
 {
-    px_conn_t *c =
-        pooled ? pool_take(pr->rule, pr->has_body, gio_now(pr->px->site->loop)) : NULL;
+    px_conn_t *c = pooled ? pool_take(m, pr->has_body, gio_now(pr->px->site->loop)) : NULL;
     if (c) {
-        px_count(pr->px, pr->rule, BACKEND_REUSES);
-    } else if (!(c = conn_open(pr->px, pr->rule))) {
+        px_count(pr->px, m, BACKEND_REUSES);
+    } else if (!(c = conn_open(pr->px, m))) {
         return -1;
     } else {
         set_fresh(pr);
@@ -201,6 +234,87 @@ int px_attach(px_req_t *pr, int pooled)
     px_set_deadline(pr);
     px_interest(pr);
     return 0;
+}
+
+/* What balance=hash keys pr on: a field's value, else the request target. */
+static void hash_key(const px_req_t *pr, const char **k, size_t *kl)
+{
+    const http_request_t *req = pr->ex->req;
+    const char *f = pr->rule->pool->o.hash_field;
+    const http_str_t *v = *f ? http_header(req, f) : NULL;
+    *k = v ? v->p : req->target.p;
+    *kl = v ? v->n : req->target.n;
+}
+
+/* Begin an attempt of pr on m: counted, a probe if m was down. */
+static void attempt_begin(px_req_t *pr, px_member_t *m)
+{
+    gio_loop_t *l = pr->px->site->loop;
+    pr->m = m;
+    pr->tried |= 1ULL << m->slot;
+    pr->ntries++;
+    pr->counted = 1;
+    pr->conn_failed = 0;
+    m->outstanding++;
+    if (m->down)
+        m->probing = pr->probe = 1;
+    pr->sent_us = gio_now_us(l);
+    if (!pr->t0)
+        pr->t0 = gio_now(l);
+    px_count(pr->px, m, BACKEND_REQUESTS);
+}
+
+/* May pr go to another backend?  Before any byte of the answer went to the
+   client, within -Q of the first attempt and the pool's tries, with every
+   byte of the request still held; and idempotent, or not sent at all
+   (RFC 9110 9.2.2: a POST that may have reached the application is not
+   sent twice). */
+static int may_retry(const px_req_t *pr)
+{
+    const site_t *s = pr->px->site;
+    return !pr->head_sent && !pr->ended && pr->state == RS_HEAD && pr->keep_out &&
+           (pr->idempotent || pr->conn_failed) && pr->ntries < pr->rule->pool->o.tries &&
+           gio_now(s->loop) - pr->t0 < s->cfg->dyn_timeout * 1000LL;
+}
+
+int px_attempt(px_req_t *pr)
+{
+    proxy_t *px = pr->px;
+    px_pool_t *p = pr->rule->pool;
+    const char *key = NULL;
+    size_t kl = 0;
+    if (p->o.balance == BAL_HASH)
+        hash_key(pr, &key, &kl);
+    for (int first = 1;; first = 0) {
+        int64_t now = gio_now(px->site->loop);
+        px_member_t *m = px_pick(p, pr->tried, key, kl, now);
+        if (!m) {
+            pr->none_up = first && !pr->ntries;
+            errno = EHOSTUNREACH;
+            return -1;
+        }
+        attempt_begin(pr, m);
+        if (attach(pr, m, pr->rule->kind != PX_SCGI) == 0)
+            return 0;
+        int err = errno; /* a unix socket gone or full, no descriptor, no memory */
+        pr->conn_failed = 1;
+        px_count(px, m, BACKEND_502);
+        px_failed(px, m, pr->probe, now, strerror(err));
+        attempt_end(pr);
+        if (!may_retry(pr)) {
+            errno = err;
+            return -1;
+        }
+        px_count(px, m, BACKEND_RETRIES);
+    }
+}
+
+void px_timed_out(px_req_t *pr)
+{
+    if (!pr->counted)
+        return;
+    px_count(pr->px, pr->m, BACKEND_504);
+    px_failed(pr->px, pr->m, pr->probe, gio_now(pr->px->site->loop), "silent past -Q");
 }
 
 /* ---- the request's life ---- */
@@ -227,7 +341,9 @@ void px_req_free(px_req_t *pr)
 
 char *px_room(px_req_t *pr, size_t n)
 {
-    if (pr->has_body || pr->got_byte) { /* nothing is kept for a retry (retry()) */
+    if (pr->keep_out && pr->outlen + n > PROXY_OUT_MAX)
+        pr->keep_out = 0; /* too much to hold for another attempt: sent bytes go */
+    if (!pr->keep_out) {
         if (pr->outoff == pr->outlen)
             pr->outoff = pr->outlen = 0;
         else if (pr->outoff && pr->outlen + n > pr->outcap) {
@@ -253,25 +369,69 @@ int px_out(px_req_t *pr, const void *p, size_t n)
     return 0;
 }
 
+/* The answer so far is dropped for another attempt: the parsers start over,
+   the fields the head added go. */
+static void answer_reset(px_req_t *pr)
+{
+    pr->state = RS_HEAD;
+    pr->framing = FR_NONE;
+    pr->left = 0;
+    pr->inlen = 0;
+    pr->fused = 0;
+    pr->got_byte = 0;
+    memset(&pr->ch, 0, sizeof pr->ch);
+    memset(&pr->fp, 0, sizeof pr->fp);
+    memset(&pr->ch_head, 0, sizeof pr->ch_head);
+    pr->ex->nfields = pr->nfields0;
+}
+
 /* A failure on a reused connection before any answer: the backend closed
-   it as we sent.  Send an idempotent request again, once, on a new one. */
-static int retry(px_req_t *pr)
+   it as we sent (its keep-alive timeout).  An idempotent request goes
+   again, once, on a new connection to the same backend: no failure of it.
+   1: under way. */
+static int stale_retry(px_req_t *pr)
 {
     if (!pr->be || !pr->be->reused || pr->got_byte || pr->retried || !pr->idempotent ||
-        pr->has_body || pr->head_sent)
+        pr->has_body || pr->head_sent || !pr->counted)
         return 0;
     pr->retried = 1;
+    px_member_t *m = pr->m;
     px_release(pr, 0);
-    return px_attach(pr, 0) == 0;
+    pr->ntries--;
+    attempt_begin(pr, m);
+    if (attach(pr, m, 0) == 0)
+        return 1;
+    pr->conn_failed = 1;
+    px_count(pr->px, m, BACKEND_502);
+    px_failed(pr->px, m, pr->probe, gio_now(pr->px->site->loop), strerror(errno));
+    attempt_end(pr);
+    return may_retry(pr) && px_attempt(pr) == 0;
+}
+
+/* After a failure of pr's backend: another attempt elsewhere, if it may.
+   1: under way. */
+static int retry(px_req_t *pr)
+{
+    if (!may_retry(pr))
+        return 0;
+    px_count(pr->px, pr->m, BACKEND_RETRIES);
+    px_release(pr, 0);
+    answer_reset(pr);
+    return px_attempt(pr) == 0;
 }
 
 void px_fail(px_req_t *pr, const char *why)
 {
-    if (retry(pr))
+    if (stale_retry(pr))
         return;
     site_t *s = pr->px->site;
     exchange_t *ex = pr->ex;
-    px_count(pr->px, pr->rule, BACKEND_502);
+    if (pr->counted) { /* against the backend (not a failure of ours, as ENOMEM, before one) */
+        px_count(pr->px, pr->m, BACKEND_502);
+        px_failed(pr->px, pr->m, pr->probe, gio_now(s->loop), why);
+        if (retry(pr))
+            return;
+    }
     site_error(s, "proxy", 0, ex->peer, why);
     px_release(pr, 0);
     pr->state = RS_DONE;
@@ -279,13 +439,27 @@ void px_fail(px_req_t *pr, const char *why)
         ex_body_abort(ex);
     } else {
         pr->head_sent = 1;
-        ex_error(ex, 502, NULL, NULL);
+        ex_error(ex, pr->none_up ? 503 : 502, pr->none_up ? "Retry-After" : NULL,
+                 pr->none_up ? "1" : NULL);
     }
+}
+
+/* The request took us_ microseconds at backend m: its histogram. */
+static void observe(proxy_t *px, const px_member_t *m, int64_t us_)
+{
+    status_counters_t *st = &px->site->stats;
+    int b = 0;
+    while (b < STATS_BOUNDS && us_ > stats_bounds_us[b])
+        b++;
+    st->be_duration[m->slot][b]++;
+    st->be_duration_us[m->slot] += (uint64_t)(us_ > 0 ? us_ : 0);
 }
 
 void px_done(px_req_t *pr, int reusable)
 {
     pr->state = RS_DONE;
+    if (pr->counted)
+        observe(pr->px, pr->m, gio_now_us(pr->px->site->loop) - pr->sent_us);
     px_release(pr, reusable && pr->keepalive && pr->body_in && pr->outoff == pr->outlen);
     ex_body_end(pr->ex);
 }
@@ -329,8 +503,40 @@ int px_body_last(px_req_t *pr, char *p, size_t n)
     return body_give(pr, small ? small : buf, n);
 }
 
+/* A head from pr's backend with status: a failon status counts against
+   it, and goes to another backend when the request may; any other, for it.
+   1: another attempt is under way (the caller stops). */
+static int judged(px_req_t *pr, int status)
+{
+    proxy_t *px = pr->px;
+    int64_t now = gio_now(px->site->loop);
+    if (!pr->counted)
+        return 0;
+    if (!px_failon(pr->rule->pool, status)) {
+        px_ok(px, pr->m, pr->probe, now);
+        return 0;
+    }
+    char why[48];
+    snprintf(why, sizeof why, "answered %d", status);
+    px_count(px, pr->m, BACKEND_502);
+    px_failed(px, pr->m, pr->probe, now, why);
+    if (!may_retry(pr) || !px_any(pr->rule->pool, pr->tried, now))
+        return 0; /* no other backend for it: this answer goes to the client as it came */
+    px_count(px, pr->m, BACKEND_RETRIES);
+    px_release(pr, 0);
+    answer_reset(pr);
+    if (px_attempt(pr) == 0)
+        return 1;
+    pr->state = RS_DONE; /* the others failed at once: the status, without the body */
+    pr->head_sent = 1;
+    ex_error(pr->ex, status, NULL, NULL);
+    return 1;
+}
+
 int px_head(px_req_t *pr, int status, const char *ctype, uint64_t len)
 {
+    if (judged(pr, status))
+        return -1;
     pr->head_sent = 1;
     int r = ex_head(pr->ex, status, ctype, len, -1);
     if (r != 0 || pr->ended) {

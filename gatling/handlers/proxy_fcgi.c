@@ -28,12 +28,24 @@ static int docroot(const px_req_t *pr, const px_target_t *t, char *out, size_t c
 /* The CGI environment of pr's request into env (CGIENV_MAX): the count, or -1. */
 static int environment(px_req_t *pr, const px_target_t *t, char *env, size_t *used)
 {
-    char root[4096 + VHOST_NAME_MAX], file[sizeof root + EX_PATH_CAP];
+    char root[4096 + VHOST_NAME_MAX], script[EX_PATH_CAP], file[sizeof root + EX_PATH_CAP];
     if (docroot(pr, t, root, sizeof root) < 0)
         return -1;
-    snprintf(file, sizeof file, "%s%s", strcmp(root, "/") ? root : "", t->p.path);
-    cgi_script_t sc = {.script_name = t->p.path,
-                       .path_info = "",
+    /* SCRIPT_NAME: the leading part of the path the rule matched up to its
+       end (cgienv_script, gatling.8), "/index.php" of "/index.php/blog";
+       no file is looked at, the backend's may be elsewhere.  The path came
+       decoded and without dot segments (path_from_target), so neither part
+       climbs above the document root. */
+    size_t n = cgienv_script(&pr->rule->re, 1, t->p.path, t->p.len, CGIENV_AT_END);
+    if (!n || n > t->p.len) /* not matched (the rule took it, so never): no PATH_INFO */
+        n = t->p.len;
+    if (n >= sizeof script)
+        return -1;
+    memcpy(script, t->p.path, n);
+    script[n] = 0;
+    snprintf(file, sizeof file, "%s%s", strcmp(root, "/") ? root : "", script);
+    cgi_script_t sc = {.script_name = script,
+                       .path_info = t->p.path + n,
                        .filename = file,
                        .docroot = root,
                        .body_len = pr->spooled};

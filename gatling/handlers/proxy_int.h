@@ -39,15 +39,22 @@
 
 enum { PX_HTTP, PX_FCGI, PX_SCGI };
 
+#define POOL_MEMBERS 32  /* backends of one pool (draining ones too) */
+#define PX_LABEL_MAX 120 /* a backend's address as written: "unix:" + 107 bytes fit */
+#define PX_FAILON_MAX 8  /* failon=: statuses */
+#define PX_CHECK_PATH_MAX 256
+
 struct px_req;
 struct px_rule;
+struct px_member;
+struct px_check;
 
-/* A connection to a backend: in use by one request, or idle in its pool. */
+/* A connection to a backend: in use by one request, or idle in its member's pool. */
 typedef struct px_conn {
     watch_t w; /* first: the loop's cookie */
     int fd;
     struct proxy *px;
-    struct px_rule *rule;
+    struct px_member *m;
     struct px_req *req; /* NULL while idle */
     uint8_t connecting; /* connect() in progress */
     uint8_t reused;     /* taken from the pool */
@@ -56,16 +63,81 @@ typedef struct px_conn {
 
 struct px_ops;
 
-typedef struct px_rule {
-    int kind; /* PX_* */
-    const struct px_ops *ops; /* its protocol's (px_http_ops, px_fcgi_ops) */
+enum { BAL_RR, BAL_LEAST, BAL_HASH };
+
+/* A pool's options (--pool NAME=...;key=value; gatling.8, POOLS). */
+typedef struct px_popts {
+    int balance;           /* BAL_* */
+    char hash_field[64];   /* balance=hash:Field; "" path and query */
+    int fails, window;     /* this many failures in window seconds ... */
+    int down;              /* ... and a backend is out this long, then tried by one request */
+    int failon[PX_FAILON_MAX], nfailon; /* answers that count as failures */
+    int tries;             /* attempts of one request */
+    int slowstart;         /* seconds a new or recovered backend's weight grows */
+    char check[PX_CHECK_PATH_MAX]; /* active checks' path; "" none */
+    int interval, expect_lo, expect_hi, fall, rise, check_timeout;
+} px_popts_t;
+
+/* A backend as written: its address, weight, backup mark. */
+typedef struct px_mdef {
     struct sockaddr_storage addr;
     socklen_t alen;
-    regex_t re;
+    int weight;
+    uint8_t backup;
+    char label[PX_LABEL_MAX]; /* "127.0.0.1/8001", "[::1]/80", "unix:/run/a.sock" */
+} px_mdef_t;
+
+/* A backend of a pool: its connections, its share, its health. */
+typedef struct px_member {
+    px_mdef_t d;
+    struct px_pool *pool;
+    int slot; /* its counters: site->stats.backend[slot] */
     px_conn_t *idle[PROXY_IDLE_MAX];
     int nidle;
     /* requests on a new connection the backend has not answered yet, oldest first */
     struct px_req *fresh, *fresh_last;
+    unsigned outstanding; /* requests sent and not answered in full */
+    int64_t cw;           /* smooth weighted round robin's current weight */
+    uint8_t down;         /* passive: out until down_until, then one request tries it */
+    uint8_t probing;      /* ... that request is under way */
+    uint8_t check_down;   /* active checks fail */
+    uint8_t draining;     /* gone from its file: no new requests */
+    unsigned fails;       /* failures since fail_since (the window's start) */
+    int64_t fail_since, down_until, up_since; /* gio_now(); up_since 0: no slow start */
+    unsigned check_good, check_bad; /* checks in a row */
+    int64_t check_at;     /* the next check (gio_now) */
+    struct px_check *check; /* the check under way, or NULL */
+} px_member_t;
+
+/* Backends behind one or more rules, one protocol. */
+typedef struct px_pool {
+    char name[40]; /* --pool's NAME, or "P<rule>" */
+    int kind;      /* PX_* */
+    const struct px_ops *ops;
+    px_popts_t o;
+    px_member_t *m[POOL_MEMBERS];
+    int n;
+    int cfg_index; /* its --pool (cfg->pool_def), or -1 */
+    char file[1024];  /* file: pools: the list (its directory is cfg->pool_dirfd[cfg_index]) */
+    int64_t mtime_ns; /* ... as last read (-1: not yet, -2: unreadable, said) */
+    int nprimary;  /* members not marked backup (at parse time; draining counted out) */
+} px_pool_t;
+
+/* A --pool definition as parsed (also what main.c checks). */
+typedef struct px_pooldef {
+    char name[33];
+    int kind;
+    char file[1024]; /* file: its list; "" for backends given inline */
+    px_mdef_t m[POOL_MEMBERS];
+    int n;
+    px_popts_t o;
+} px_pooldef_t;
+
+typedef struct px_rule {
+    int kind; /* PX_*: its pool's */
+    const struct px_ops *ops; /* ... */
+    px_pool_t *pool;
+    regex_t re;
 } px_rule_t;
 
 typedef struct proxy {
@@ -75,6 +147,10 @@ typedef struct proxy {
     char *spare;    /* a read buffer (PROXY_READ) no request holds, or NULL */
     int nrules;
     px_rule_t rule[CONFIG_PROXY_RULES];
+    px_pool_t *pool[CONFIG_POOLS + CONFIG_PROXY_RULES];
+    int npools;
+    px_member_t *slot[CONFIG_BACKENDS]; /* members by counter slot; NULL: free */
+    gio_timer_t tick; /* once a second: files, checks, drained members */
     struct {
         char name[VHOST_NAME_MAX];
         int64_t second; /* wall clock of the verdict; 0: none */
@@ -92,6 +168,7 @@ typedef struct px_req {
     exchange_t *ex;
     proxy_t *px;
     px_rule_t *rule;
+    px_member_t *m; /* the backend of this attempt (NULL before the first) */
     px_conn_t *be; /* NULL once the response is complete */
     char *out;     /* bytes for the backend: [outoff, outlen) still to write */
     size_t outlen, outoff, outcap;
@@ -114,6 +191,16 @@ typedef struct px_req {
     uint8_t blocked;    /* input() took less than offered: ex_input_ready owed */
     uint8_t got_byte;   /* the backend sent something */
     uint8_t retried;    /* one retry on a new connection done */
+    uint8_t counted;    /* in m->outstanding */
+    uint8_t probe;      /* the one request trying m after it was down */
+    uint8_t keep_out;   /* out holds every byte from the start: it may be sent again */
+    uint8_t conn_failed; /* the attempt failed connecting: nothing reached the backend */
+    uint8_t ntries;     /* attempts so far */
+    uint64_t tried;     /* backends tried, by counter slot */
+    int64_t t0;         /* gio_now() of the first attempt: -Q's deadline for the others */
+    int64_t sent_us;    /* gio_now_us() of this attempt: the backend's latency */
+    uint8_t none_up;    /* px_attempt found no usable backend: 503 */
+    uint8_t nfields0;   /* ex->nfields before the backend's head: a retry drops what it added */
     uint8_t fresh;      /* on its rule's fresh list ... */
     int64_t fresh_at;   /* ... since (gio_now) */
     struct px_req *fresh_prev, *fresh_next;
@@ -193,16 +280,85 @@ typedef struct px_ops {
 extern const px_ops_t px_http_ops; /* proxy_http.c */
 extern const px_ops_t px_fcgi_ops; /* proxy_fcgi.c: FastCGI and SCGI */
 
+/* ---- proxy_pool.c: what pools are, which backend, health ---- */
+
+/* A backend list at s ("a/1,b/2*3,unix:/c+backup"): up to POOL_MEMBERS into
+   d, their count in *n.  in_rule: a -P rule's, ending in /pattern after an
+   address (:pattern after a unix path), *rest at the pattern; else a
+   --pool's, ending at ; or the end, *rest there.  0, or -1 with *why. */
+int px_list_parse(const char *s, int in_rule, px_mdef_t *d, int *n, const char **rest,
+                  const char **why);
+
+/* A file: pool's text, a backend a line (# comments).  0, or -1 with *why
+   and *line. */
+int px_file_parse(const char *text, px_mdef_t *d, int *n, int *line, const char **why);
+
+/* --pool NAME=[F/|S/]backends-or-file:/path[;key=value...] into pd.  0, or -1 with *why. */
+int px_pool_parse(const char *def, px_pooldef_t *pd, const char **why);
+
+/* The options a pool has when none is given. */
+void px_popts_default(px_popts_t *o);
+
+/* [F/|S/] at *s, stepped over: PX_*. */
+int px_kind_parse(const char **s);
+
+/* The backend of p for a request that has tried the backends whose slots
+   are set in tried, keyed by key[0..kl) (balance=hash): backups only when
+   no other is usable; a backend down past its time is taken by one request
+   (the caller marks the probe).  NULL: none usable. */
+px_member_t *px_pick(px_pool_t *p, uint64_t tried, const char *key, size_t kl, int64_t now);
+
+/* Is a backend of p that is not in tried usable now (px_pick would find one)? */
+int px_any(const px_pool_t *p, uint64_t tried, int64_t now);
+
+/* A request to m failed (a connect, a reset, a timeout, a failon status) or
+   succeeded; probe: it was the one trying m after it was down. */
+void px_failed(proxy_t *px, px_member_t *m, int probe, int64_t now, const char *why);
+void px_ok(proxy_t *px, px_member_t *m, int probe, int64_t now);
+
+/* An active check of m ended: ok, or failed for why. */
+void px_check_result(proxy_t *px, px_member_t *m, int ok, int64_t now, const char *why);
+
+/* Does status count as a failure of p's backends (failon=)? */
+int px_failon(const px_pool_t *p, int status);
+
+/* m's state for /server-status: up, slowstart, down, probing, draining. */
+const char *px_state(const px_member_t *m, int64_t now);
+
+/* Is m taking requests (not down, not draining)? */
+int px_up(const px_member_t *m);
+
+/* A new backend of p (a free counter slot, zeroed); up_since: its slow
+   start's beginning (0: none).  NULL: no slot or room, or ENOMEM. */
+px_member_t *px_member_new(proxy_t *px, px_pool_t *p, const px_mdef_t *d, int64_t up_since);
+
+/* Take m out of its pool and free it (its connections are closed already). */
+void px_member_drop(proxy_t *px, px_member_t *m);
+
+/* ---- proxy_check.c: active health checks ---- */
+
+/* Begin a check of m (its pool's check=), unless one is under way. */
+void px_check_start(proxy_t *px, px_member_t *m);
+
+/* Abandon m's check under way, if any. */
+void px_check_stop(proxy_t *px, px_member_t *m);
+
 /* ---- proxy_be.c: backend connections, what proxy.c does with them ---- */
 
-/* Count a BACKEND_* event of rule r (site/stats.h keeps them per rule). */
-void px_count(proxy_t *px, const px_rule_t *r, int kind);
+/* Count a BACKEND_* event of backend m (site/stats.h keeps them per backend); m may be NULL. */
+void px_count(proxy_t *px, const px_member_t *m, int kind);
 
 /* Close c (its descriptor off the loop) and free it. */
 void px_conn_close(proxy_t *px, px_conn_t *c);
 
-/* Take c, an idle connection, out of r's pool. */
-void px_pool_remove(px_rule_t *r, px_conn_t *c);
+/* Take c, an idle connection, out of its backend's pool. */
+void px_pool_remove(px_member_t *m, px_conn_t *c);
+
+/* Close m's idle connections (a draining backend's, at once). */
+void px_member_idle_close(proxy_t *px, px_member_t *m);
+
+/* Close m's idle connections and free m (it has no request). */
+void px_member_free(proxy_t *px, px_member_t *m);
 
 /* pr's backend deadline (-Q, or a tunnel's idle limit) for its state. */
 void px_set_deadline(px_req_t *pr);
@@ -210,16 +366,17 @@ void px_set_deadline(px_req_t *pr);
 /* What pr's backend connection waits for now (read, write). */
 void px_interest(px_req_t *pr);
 
-/* pr's new connection is answered (or let go): off its rule's fresh list. */
+/* pr's new connection is answered (or let go): off its backend's fresh list. */
 void px_unfresh(px_req_t *pr);
 
 /* Let go of pr's backend connection: back to the pool if reusable (and
-   the rule keeps connections), else closed. */
+   the backend keeps connections), else closed; the attempt is over. */
 void px_release(px_req_t *pr, int reusable);
 
-/* Attach a connection to pr (pooled if pooled and any, else new) and send
-   what pr->out holds.  0, or -1 with errno. */
-int px_attach(px_req_t *pr, int pooled);
+/* Send what pr->out holds to a backend of its rule's pool (the balancer's
+   choice, then the next while connecting fails at once).  0, or -1: no
+   backend took it (pr->none_up: none was usable at all). */
+int px_attempt(px_req_t *pr);
 
 /* pr's spooled body is sent (or dropped): freed, out of the loop's budget. */
 void px_spool_free(px_req_t *pr);
@@ -229,5 +386,8 @@ void px_req_free(px_req_t *pr);
 
 /* Write what the backend is owed; on a failure, px_fail (or retry). */
 void px_flush(px_req_t *pr);
+
+/* The backend of pr's attempt timed out (-Q): counted against it. */
+void px_timed_out(px_req_t *pr);
 
 #endif

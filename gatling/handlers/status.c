@@ -1,6 +1,7 @@
 /* /server-status: see status.h. */
 #include "status.h"
 #include "cache.h"
+#include "proxy.h"
 #include "http/hbuf.h"
 #include "site/acme_chal.h"
 #include "site/nets.h"
@@ -25,7 +26,8 @@ typedef struct row {
     uint64_t v;
 } row_t;
 
-#define STATUS_PAGE_MAX 16384 /* the page is about 6 KiB */
+#define STATUS_PAGE_MAX 16384 /* the page is about 6 KiB ... */
+#define STATUS_BACKEND_MAX 640 /* ... and each backend's row at most this, escaped */
 
 /* The FTP rows (-f), after the others. */
 static size_t rows_ftp(const status_counters_t *st, row_t *r, size_t n, size_t cap)
@@ -58,8 +60,8 @@ static size_t put_rows(row_t *r, size_t n, size_t cap, const row_t *d, size_t nd
 /* The rows of dynamic content (handlers/cgi.c, proxy.c) after r[0..n): the new n. */
 static size_t dynamic_rows(const status_counters_t *st, row_t *r, size_t n, size_t cap)
 {
-    uint64_t be[BACKEND_KINDS] = {0}; /* the rules' counts, summed */
-    for (int i = 0; i < CONFIG_PROXY_RULES; i++)
+    uint64_t be[BACKEND_KINDS] = {0}; /* the backends' counts, summed */
+    for (int i = 0; i < CONFIG_BACKENDS; i++)
         for (int k = 0; k < BACKEND_KINDS; k++)
             be[k] += st->backend[i][k];
     const row_t d[] = {
@@ -77,6 +79,12 @@ static size_t dynamic_rows(const status_counters_t *st, row_t *r, size_t n, size
          be[BACKEND_TUNNEL_IDLE]},
         {"backend_unsized", "proxy: bodies without a length refused: 413 (1 MiB), 503 (64 MiB)",
          be[BACKEND_UNSIZED]},
+        {"backend_requests", "proxy: requests sent to backends (each attempt)",
+         be[BACKEND_REQUESTS]},
+        {"backend_retries", "proxy: requests sent to another backend after a failure",
+         be[BACKEND_RETRIES]},
+        {"backend_downs", "proxy: backends taken out (failures in the window, checks)",
+         be[BACKEND_DOWNS]},
     };
     return put_rows(r, n, cap, d, sizeof d / sizeof d[0]);
 }
@@ -271,6 +279,61 @@ static size_t rows(const site_t *s, row_t *r, size_t cap, int64_t now)
     return n;
 }
 
+/* s[0..) for JSON (a string's inside) or HTML (text). */
+static void escaped(hbuf_t *b, const char *s, int json)
+{
+    for (; *s; s++) {
+        const char *e = json ? (*s == '"' ? "\\\"" : *s == '\\' ? "\\\\" : NULL)
+                             : (*s == '<' ? "&lt;" : *s == '&' ? "&amp;" : *s == '"' ? "&quot;" : NULL);
+        if (e)
+            hb_puts(b, e);
+        else if ((unsigned char)*s >= 0x20)
+            hb_put(b, s, 1);
+    }
+}
+
+/* The backends of -P rules and --pools: a JSON array, or an HTML table. */
+static void backend_list(hbuf_t *b, const site_t *s, int json)
+{
+    static const struct {
+        const char *key;
+        int kind;
+    } col[] = {{"requests", BACKEND_REQUESTS}, {"failures", BACKEND_502},
+               {"timeouts", BACKEND_504},       {"retries", BACKEND_RETRIES},
+               {"downs", BACKEND_DOWNS},        {"checks_failed", BACKEND_CHECKS_FAILED}};
+    const char *pool, *addr, *state;
+    unsigned out;
+    int first = 1;
+    for (int i = 0; i < CONFIG_BACKENDS; i++) {
+        if (!proxy_backend(s, i, &pool, &addr, &state, &out))
+            continue;
+        hb_puts(b, json ? (first ? ",\"backends\":[{\"pool\":\"" : ",{\"pool\":\"")
+                        : (first ? "<h2>Backends</h2>\n<table>\n<tr><th>pool</th><th>backend</th>"
+                                   "<th>state</th><th>outstanding</th><th>requests</th>"
+                                   "<th>failures</th><th>timeouts</th><th>retries</th>"
+                                   "<th>downs</th><th>checks failed</th></tr>\n<tr><td>"
+                                 : "<tr><td>"));
+        first = 0;
+        escaped(b, pool, json);
+        hb_puts(b, json ? "\",\"backend\":\"" : "</td><td>");
+        escaped(b, addr, json);
+        hb_puts(b, json ? "\",\"state\":\"" : "</td><td>");
+        hb_puts(b, state);
+        hb_puts(b, json ? "\",\"outstanding\":" : "</td><td>");
+        hb_num(b, out);
+        for (size_t k = 0; k < sizeof col / sizeof col[0]; k++) {
+            if (json)
+                hb_puts(b, ",\""), hb_puts(b, col[k].key), hb_puts(b, "\":");
+            else
+                hb_puts(b, "</td><td>");
+            hb_num(b, s->stats.backend[i][col[k].kind]);
+        }
+        hb_puts(b, json ? "}" : "</td></tr>\n");
+    }
+    if (!first)
+        hb_puts(b, json ? "]" : "</table>\n");
+}
+
 int status_serve(exchange_t *ex, int json)
 {
     site_t *s = ex->site;
@@ -278,10 +341,11 @@ int status_serve(exchange_t *ex, int json)
     stats_roll(&s->stats, now);
     row_t r[176];
     size_t n = rows(s, r, sizeof r / sizeof r[0], now);
-    char *body = malloc(STATUS_PAGE_MAX), pid[24];
+    size_t cap = STATUS_PAGE_MAX + CONFIG_BACKENDS * STATUS_BACKEND_MAX;
+    char *body = malloc(cap), pid[24];
     if (!body)
         return -1;
-    hbuf_t b = hb_init(body, STATUS_PAGE_MAX);
+    hbuf_t b = hb_init(body, cap);
     hbuf_t pb = hb_init(pid, sizeof pid);
     hb_num(&pb, (uint64_t)getpid());
     hb_str(&pb);
@@ -296,6 +360,7 @@ int status_serve(exchange_t *ex, int json)
             hb_puts(&b, "\":");
             hb_num(&b, r[i].v);
         }
+        backend_list(&b, s, 1);
         hb_puts(&b, "}\n");
     } else {
         hb_puts(&b,
@@ -312,7 +377,9 @@ int status_serve(exchange_t *ex, int json)
             hb_num(&b, r[i].v);
             hb_puts(&b, "</td></tr>\n");
         }
-        hb_puts(&b, "</table></body></html>\n");
+        hb_puts(&b, "</table>\n");
+        backend_list(&b, s, 0);
+        hb_puts(&b, "</body></html>\n");
     }
     if (b.over) {
         free(body);

@@ -1,6 +1,8 @@
 /* The HTTP caching rules of a shared cache (RFC 9111, RFC 5861): see cachectl.h. */
 #include "cachectl.h"
 
+#include <string.h>
+
 /* One directive of a Cache-Control or Pragma list, pointers into the value. */
 typedef struct cc_dir {
     const char *name, *val; /* val: NULL when there is no "=" */
@@ -371,4 +373,351 @@ size_t cc_vary_norm(const char *p, size_t n, char *out, size_t cap)
         i++;
     }
     return k;
+}
+
+int64_t cc_age_value(const char *p, size_t n)
+{
+    const char *comma = memchr(p, ',', n);
+    return cc_delta(p, comma ? (size_t)(comma - p) : n);
+}
+
+/* ---- HTTP-date (RFC 9110 5.6.7) ---- */
+
+/* Exactly k digits at p: their value, or -1. */
+static int ndigits(const char *p, int k)
+{
+    int v = 0;
+    for (int i = 0; i < k; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return -1;
+        v = v * 10 + (p[i] - '0');
+    }
+    return v;
+}
+
+/* The index of the 3 (or more) letters at p among names (any case), or -1. */
+static int name_at(const char *p, size_t n, const char *const *names, int count)
+{
+    for (int i = 0; i < count; i++)
+        if (word_is(p, n, names[i]))
+            return i;
+    return -1;
+}
+
+static const char *const month_names[] = {"jan", "feb", "mar", "apr", "may", "jun",
+                                          "jul", "aug", "sep", "oct", "nov", "dec"};
+
+/* "HH:MM:SS" at p (8 bytes): seconds into the day, or -1. */
+static int64_t time_of_day(const char *p)
+{
+    int h = ndigits(p, 2), m = ndigits(p + 3, 2), s = ndigits(p + 6, 2);
+    if (p[2] != ':' || p[5] != ':' || h < 0 || m < 0 || s < 0 || h > 23 || m > 59 || s > 60)
+        return -1;
+    return h * 3600 + m * 60 + s;
+}
+
+#define BAD_DATE INT64_MIN
+
+/* Seconds since the epoch of a day (proleptic Gregorian; days_from_civil; negative
+   before 1970), or BAD_DATE for no month, a day past the month's 31, 30 or 29, or no time. */
+static int64_t civil(int64_t y, int mon, int d, int64_t tod)
+{
+    static const unsigned char mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (mon < 0 || d < 1 || d > mdays[mon] || tod < 0)
+        return BAD_DATE;
+    if (mon == 1 && d == 29 && (y % 4 || (y % 100 == 0 && y % 400)))
+        return BAD_DATE;
+    int m = mon + 1;
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return (era * 146097 + doe - 719468) * 86400 + tod;
+}
+
+/* IMF-fixdate "Sun, 06 Nov 1994 08:49:37 GMT" after the day name and ", " (25 bytes). */
+static int64_t imf_fixdate(const char *p, size_t n)
+{
+    if (n != 24 || p[2] != ' ' || p[6] != ' ' || p[11] != ' ' || p[20] != ' ' ||
+        !word_is(p + 21, 3, "gmt"))
+        return BAD_DATE;
+    int d = ndigits(p, 2), y = ndigits(p + 7, 4);
+    if (d < 0 || y < 0)
+        return BAD_DATE;
+    return civil(y, name_at(p + 3, 3, month_names, 12), d, time_of_day(p + 12));
+}
+
+/* rfc850-date "06-Nov-94 08:49:37 GMT" after "Sunday, ": a year more than 50 years
+   ahead of now is the latest past year with those two digits (RFC 9110 5.6.7). */
+static int64_t rfc850_date(const char *p, size_t n, int64_t now)
+{
+    if (n != 22 || p[2] != '-' || p[6] != '-' || p[9] != ' ' || p[18] != ' ' ||
+        !word_is(p + 19, 3, "gmt"))
+        return BAD_DATE;
+    int d = ndigits(p, 2), yy = ndigits(p + 7, 2);
+    if (d < 0 || yy < 0)
+        return BAD_DATE;
+    int64_t this_year = now / 31556952 + 1970; /* mean Gregorian year: close enough for this */
+    int64_t y = this_year - this_year % 100 + yy;
+    if (y > this_year + 50)
+        y -= 100;
+    else if (y < this_year - 49)
+        y += 100;
+    return civil(y, name_at(p + 3, 3, month_names, 12), d, time_of_day(p + 10));
+}
+
+/* asctime-date "Nov  6 08:49:37 1994" after "Sun ": day is 2DIGIT or SP DIGIT. */
+static int64_t asctime_date(const char *p, size_t n)
+{
+    if (n != 20 || p[3] != ' ' || p[6] != ' ' || p[15] != ' ')
+        return BAD_DATE;
+    int d = p[4] == ' ' ? ndigits(p + 5, 1) : ndigits(p + 4, 2);
+    int y = ndigits(p + 16, 4);
+    if (d < 0 || y < 0)
+        return BAD_DATE;
+    return civil(y, name_at(p, 3, month_names, 12), d, time_of_day(p + 7));
+}
+
+int64_t cc_http_date(const char *p, size_t n, int64_t now)
+{
+    static const char *const days[] = {"mon", "tue", "wed", "thu", "fri", "sat", "sun"};
+    static const char *const long_days[] = {"monday", "tuesday",  "wednesday", "thursday",
+                                            "friday", "saturday", "sunday"};
+    while (n && is_ows(*p))
+        p++, n--;
+    n = trim_end(p, n);
+    int64_t t = BAD_DATE;
+    const char *comma = memchr(p, ',', n);
+    if (n > 5 && comma == p + 3 && p[4] == ' ' && name_at(p, 3, days, 7) >= 0)
+        t = imf_fixdate(p + 5, n - 5);
+    else if (comma && comma + 1 < p + n && comma[1] == ' ' &&
+             name_at(p, (size_t)(comma - p), long_days, 7) >= 0)
+        t = rfc850_date(comma + 2, (size_t)(p + n - comma - 2), now);
+    else if (n > 4 && p[3] == ' ' && name_at(p, 3, days, 7) >= 0)
+        t = asctime_date(p + 4, n - 4);
+    return t == BAD_DATE ? -1 : t < 0 ? 0 : t;
+}
+
+/* ---- Targeted cache-control fields (RFC 9213): a Dictionary Structured Field ---- */
+
+/* A parse of v[0..n) at *i; every step returns 0 on a parse error. */
+typedef struct sf_in {
+    const char *v;
+    size_t n, i;
+} sf_in_t;
+
+static int sf_lcalpha(char c)
+{
+    return c >= 'a' && c <= 'z';
+}
+
+static int sf_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+static int sf_tchar(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || sf_digit(c) ||
+           (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+static int sf_at(const sf_in_t *in, char c)
+{
+    return in->i < in->n && in->v[in->i] == c;
+}
+
+/* key = ( lcalpha / "*" ) *( lcalpha / DIGIT / "_" / "-" / "." / "*" ) */
+static int sf_key(sf_in_t *in, cc_dir_t *d)
+{
+    size_t s = in->i;
+    if (in->i >= in->n || !(sf_lcalpha(in->v[in->i]) || in->v[in->i] == '*'))
+        return 0;
+    while (in->i < in->n) {
+        char c = in->v[in->i];
+        if (!(sf_lcalpha(c) || sf_digit(c) || (c && strchr("_-.*", c))))
+            break;
+        in->i++;
+    }
+    d->name = in->v + s;
+    d->nlen = in->i - s;
+    return 1;
+}
+
+/* sf-integer (at most 15 digits) or sf-decimal (12.3); *integer says which. */
+static int sf_number(sf_in_t *in, int *integer)
+{
+    size_t s = in->i, dot = 0;
+    if (sf_at(in, '-'))
+        in->i++;
+    if (!(in->i < in->n && sf_digit(in->v[in->i])))
+        return 0;
+    while (in->i < in->n && (sf_digit(in->v[in->i]) || (!dot && in->v[in->i] == '.'))) {
+        if (in->v[in->i] == '.')
+            dot = in->i;
+        in->i++;
+    }
+    size_t len = in->i - s - (in->v[s] == '-');
+    *integer = !dot;
+    if (!dot)
+        return len <= 15;
+    size_t frac = in->i - dot - 1;
+    return dot - s - (in->v[s] == '-') <= 12 && frac >= 1 && frac <= 3;
+}
+
+/* sf-string, sf-token, sf-binary, sf-boolean, sf-date: *kind is the first byte
+   that told ('0'..'9' for a number: 'i' integer, 'd' decimal). */
+static int sf_bare(sf_in_t *in, char *kind)
+{
+    if (in->i >= in->n)
+        return 0;
+    char c = in->v[in->i];
+    *kind = c;
+    if (c == '-' || sf_digit(c)) {
+        int integer;
+        if (!sf_number(in, &integer))
+            return 0;
+        *kind = integer ? 'i' : 'd';
+        return 1;
+    }
+    if (c == '"') {
+        for (in->i++; in->i < in->n && in->v[in->i] != '"'; in->i++) {
+            unsigned char b = (unsigned char)in->v[in->i];
+            if (b == '\\' && !(++in->i < in->n && strchr("\"\\", in->v[in->i])))
+                return 0;
+            if (b < 0x20 || b > 0x7e)
+                return 0;
+        }
+        return in->i++ < in->n;
+    }
+    if (c == '?') {
+        in->i += 2;
+        *kind = in->i <= in->n && in->v[in->i - 1] == '1' ? 't' : 'f';
+        return in->i <= in->n && (in->v[in->i - 1] == '0' || in->v[in->i - 1] == '1');
+    }
+    if (c == ':') {
+        for (in->i++; in->i < in->n && in->v[in->i] != ':'; in->i++) {
+            char b = in->v[in->i]; /* base64 */
+            if (!((b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || sf_digit(b) || b == '+' ||
+                  b == '/' || b == '='))
+                return 0;
+        }
+        return in->i++ < in->n;
+    }
+    if (c == '@') {
+        int integer;
+        in->i++;
+        return sf_number(in, &integer) && integer;
+    }
+    if (!(c == '*' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')))
+        return 0;
+    while (in->i < in->n && (sf_tchar(in->v[in->i]) || strchr(":/", in->v[in->i])))
+        in->i++;
+    return 1;
+}
+
+/* parameters = *( ";" *SP key [ "=" bare-item ] ): read and ignored (RFC 9213 2.2). */
+static int sf_params(sf_in_t *in)
+{
+    while (sf_at(in, ';')) {
+        cc_dir_t k;
+        char kind;
+        in->i++;
+        while (sf_at(in, ' '))
+            in->i++;
+        if (!sf_key(in, &k))
+            return 0;
+        if (sf_at(in, '=')) {
+            in->i++;
+            if (!sf_bare(in, &kind))
+                return 0;
+        }
+    }
+    return 1;
+}
+
+/* An Item or an Inner List after "=": *kind 'l' for a list, else sf_bare's. */
+static int sf_member_value(sf_in_t *in, char *kind)
+{
+    if (!sf_at(in, '(')) {
+        return sf_bare(in, kind) && sf_params(in);
+    }
+    *kind = 'l';
+    for (in->i++;;) {
+        while (sf_at(in, ' '))
+            in->i++;
+        if (sf_at(in, ')'))
+            break;
+        char k;
+        if (!sf_bare(in, &k) || !sf_params(in))
+            return 0;
+        if (!sf_at(in, ' ') && !sf_at(in, ')'))
+            return 0;
+    }
+    in->i++;
+    return sf_params(in);
+}
+
+/*
+ * One dictionary member as the Cache-Control directive resp_dir applies:
+ * a true Boolean is the bare directive; an Integer its delta-seconds (a
+ * negative one "-1", which dir_delta reads as 0); any other value is given
+ * as "" (a delta then reads as 0, the reading that allows least; a flag is
+ * set: no-cache and private with field names).  A false Boolean is no
+ * directive.
+ */
+static void sf_apply(cc_resp_t *cc, cc_dir_t *d, const char *val, size_t vlen, char kind)
+{
+    if (kind == 'f')
+        return;
+    d->val = kind == 't' ? NULL : kind == 'i' ? val : "";
+    d->vlen = kind == 'i' ? vlen : 0;
+    resp_dir(cc, d);
+}
+
+int cc_parse_targeted(cc_resp_t *cc, const char *v, size_t n)
+{
+    sf_in_t in = {v, n, 0};
+    cc_resp_t t;
+    int members = 0;
+    cc_resp_init(&t);
+    while (in.i < in.n && in.v[in.i] == ' ')
+        in.i++;
+    while (in.n > in.i && in.v[in.n - 1] == ' ')
+        in.n--;
+    while (in.i < in.n) {
+        cc_dir_t d;
+        char kind = 't';
+        if (!sf_key(&in, &d))
+            return 0;
+        size_t vs = in.i + 1;
+        if (sf_at(&in, '=')) {
+            in.i++;
+            if (!sf_member_value(&in, &kind))
+                return 0;
+        } else if (!sf_params(&in)) {
+            return 0;
+        }
+        /* the value's bytes without parameters: only an integer's are read */
+        size_t ve = vs;
+        while (kind == 'i' && ve < in.n && (sf_digit(v[ve]) || v[ve] == '-'))
+            ve++;
+        sf_apply(&t, &d, v + vs, ve - vs, kind);
+        members++;
+        while (in.i < in.n && is_ows(in.v[in.i]))
+            in.i++;
+        if (in.i >= in.n)
+            break;
+        if (in.v[in.i++] != ',')
+            return 0;
+        while (in.i < in.n && is_ows(in.v[in.i]))
+            in.i++;
+        if (in.i >= in.n)
+            return 0; /* a trailing comma */
+    }
+    if (!members)
+        return 0;
+    *cc = t;
+    return 1;
 }

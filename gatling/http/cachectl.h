@@ -124,6 +124,48 @@ int64_t cc_initial_age(int64_t age_value, int64_t date_value, int64_t request_ti
 int64_t cc_delta(const char *p, size_t n);
 
 /*
+ * The Age of a response (RFC 9111 5.1) from its first Age field line
+ * p[0..n): the first member of the list (a cache "SHOULD use the first
+ * member of the field value, discarding subsequent ones"), as cc_delta
+ * reads it; CC_NONE when that member is not delta-seconds ("abc", "-1",
+ * "1.5", "1;a=b"): the field is then ignored ("If the field value (after
+ * discarding additional members, as per above) is invalid (e.g., it
+ * contains something other than a non-negative integer), a cache SHOULD
+ * ignore the field").  The caller passes only the first line: two lines
+ * are the list "line1, line2".
+ */
+int64_t cc_age_value(const char *p, size_t n);
+
+/*
+ * An HTTP-date p[0..n) (RFC 9110 5.6.7; whitespace around it allowed) as
+ * seconds since the epoch: IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT"),
+ * rfc850-date ("Sunday, 06-Nov-94 08:49:37 GMT": a two-digit year that
+ * would be more than 50 years after now is the latest past year with those
+ * digits) or asctime-date ("Sun Nov  6 08:49:37 1994").  Names of days,
+ * months and GMT in any case; otherwise exact: one space where the grammar
+ * has one, two-digit day, hour, minute and second, a real day of that month,
+ * a four-digit year in the IMF and asctime forms (so "Thu, 18 Aug 50 ..." is
+ * not a date), "GMT" and nothing else.  The day name is not checked against
+ * the date.  -1 when it is none of them; a date before 1970 is 0.
+ */
+int64_t cc_http_date(const char *p, size_t n, int64_t now);
+
+/*
+ * A targeted cache-control field (RFC 9213), such as CDN-Cache-Control,
+ * v[0..n) (its lines joined with ", "): a Dictionary Structured Field
+ * (RFC 9651) whose members are Cache-Control directives.  1 with *cc set
+ * (from cc_resp_init, then the members as cc_parse_resp applies them) when
+ * the value parses and has a member; 0, *cc untouched, when it is empty or
+ * a parse error ("that field SHOULD be ignored by the cache", RFC 9213 2.2):
+ * then Cache-Control speaks.  Keys are lower case (MAX-AGE is a parse error);
+ * parameters are read and ignored; an Integer is a delta (more than 2^31 is
+ * CC_DELTA_MAX, a negative one 0), a true Boolean a bare directive, a false
+ * one no directive; a value of another type (max-age="10") makes a delta 0
+ * and a flag set (private=("a")), the readings that allow least.
+ */
+int cc_parse_targeted(cc_resp_t *cc, const char *v, size_t n);
+
+/*
  * The field names of a Vary value v[0..n), one per call: *pos starts at 0;
  * returns the length of the next name (set at *name, inside v[0..n)) or 0
  * at the end (*name untouched).  Names are tokens; whitespace around them

@@ -12,6 +12,8 @@ enum { CONFIG_RETRY_BUSY = 0, CONFIG_RETRY_NEVER, CONFIG_RETRY_ALWAYS };
 #define CONFIG_HEALTH_MAX 255 /* -k: the health check path's length */
 #define CONFIG_CGI_MAX 8      /* -w: CGI patterns */
 #define CONFIG_PROXY_RULES 16 /* -P: proxy rules */
+#define CONFIG_POOLS 16       /* --pool: pools of backends */
+#define CONFIG_BACKENDS 64    /* backends of every rule and pool together */
 #define CONFIG_PATTERN_MAX 1024 /* -w, -P: a pattern's or rule's length */
 
 #define CONFIG_ACME_NAMES 100 /* --acme-names: names at most */
@@ -104,9 +106,11 @@ typedef struct config {
     int cgi_max;     /* -J: CGI processes at once (per loop); more get 503 */
     int dyn_timeout; /* -Q: seconds a CGI may run, and a backend may stay silent */
     int tunnel_timeout; /* -Q's second value: seconds a WebSocket tunnel may stay idle */
-    const char *proxy_rule[CONFIG_PROXY_RULES]; /* -P: [F/|S/]host/port/regex or
-                                                   [F/|S/]unix:path/regex */
+    const char *proxy_rule[CONFIG_PROXY_RULES]; /* -P: [F/|S/]backends/regex, @pool/regex */
     int nproxy_rules;
+    const char *pool_def[CONFIG_POOLS]; /* --pool NAME=[F/|S/]backends|file:/path;options */
+    int npools;
+    int pool_dirfd[CONFIG_POOLS]; /* file: pools: the list's directory, opened before a chroot */
     long long cache_mem;    /* --cache: the response cache's bytes (0: the default) */
     long long cache_object; /* ... and the largest response it stores */
     config_acme_t acme; /* --acme...: automatic HTTPS (gatling/acme/) */

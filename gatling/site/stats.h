@@ -27,7 +27,7 @@ enum { STATS_HTTP1, STATS_H2, STATS_FTP, STATS_H3, STATS_PROTOS };
 #define STATS_BOUNDS 14
 extern const uint32_t stats_bounds_us[STATS_BOUNDS];
 
-/* What is counted per -P rule (its backend). */
+/* What is counted per backend (of a -P rule or a --pool). */
 enum {
     BACKEND_CONNECTS,    /* backend connections opened */
     BACKEND_REUSES,      /* requests sent on a pooled backend connection */
@@ -35,6 +35,10 @@ enum {
     BACKEND_504,         /* backends silent past -Q: 504 (or cut short) */
     BACKEND_TUNNEL_IDLE, /* WebSocket tunnels closed idle (-Q's second value) */
     BACKEND_UNSIZED,     /* bodies without a length not read whole: 413, 503 */
+    BACKEND_REQUESTS,    /* requests sent to it (each attempt) */
+    BACKEND_RETRIES,     /* ... that failed there and went to another backend */
+    BACKEND_DOWNS,       /* times it was taken out: failures in a row, or failed checks */
+    BACKEND_CHECKS_FAILED, /* active checks that failed */
     BACKEND_KINDS
 };
 
@@ -117,7 +121,10 @@ typedef struct status_counters {
     uint64_t proxy_timeout;    /* -y: PROXY headers not complete in time (-s), closed */
     uint64_t health_ok;        /* -k: health checks answered 200 */
     uint64_t health_failed;    /* -k: health checks answered 503 (draining) */
-    uint64_t backend[CONFIG_PROXY_RULES][BACKEND_KINDS]; /* -P: per rule, BACKEND_* */
+    uint64_t backend[CONFIG_BACKENDS][BACKEND_KINDS]; /* per backend slot, BACKEND_* */
+    /* ... and how long its requests took, as duration[] below */
+    uint64_t be_duration[CONFIG_BACKENDS][STATS_BOUNDS + 1];
+    uint64_t be_duration_us[CONFIG_BACKENDS];
     uint64_t cgi_spawned;      /* CGI processes started (handlers/cgi.c) */
     uint64_t cgi_killed;       /* ... killed: at the deadline (-Q), or the client went first */
     uint64_t cgi_redirects;    /* CGI local redirects answered inside the server (RFC 3875 6.2.2) */
@@ -170,6 +177,8 @@ typedef struct stats_snap {
         uint64_t mem_files, mem_bytes; /* small files held in memory (-F) */
         uint64_t cache_entries, cache_bytes;
         uint64_t draining; /* 0 or 1: summed as the largest */
+        uint64_t be_up[CONFIG_BACKENDS];          /* 1: the backend takes requests */
+        uint64_t be_outstanding[CONFIG_BACKENDS]; /* requests at it now */
     } g;
 } stats_snap_t;
 

@@ -465,7 +465,7 @@ echo "request $n\n";
 '''
 
 # a page with a user's data; /account.php/x.css runs it (gatling sends SCRIPT_NAME
-# /account.php/x.css, php-fpm's cgi.fix_pathinfo finds the script)
+# /account.php and PATH_INFO /x.css: test_pathinfo.py)
 PHP_ACCOUNT = PHP_COUNTER + r'''
 $n = bump("account");
 if (isset($_GET["private"]))

@@ -32,6 +32,8 @@ CTYPE = "text/plain; version=0.0.4; charset=utf-8"
 # (no vhost holds a .proxy file), but the backend families show it
 ODD_RULE = 'F/unix:/tmp/no"such\\gatling.sock:^/php/'
 ODD_BACKEND = 'F/unix:/tmp/no"such\\gatling.sock'
+# its labels: the anonymous pool of rule 1, the address as written (no protocol)
+ODD = {"pool": "P1", "backend": 'unix:/tmp/no"such\\gatling.sock'}
 BOUNDS = ["0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1", "0.25",
           "0.5", "1", "2.5", "5", "10", "+Inf"]
 PROTOCOLS = ("http1", "h2", "ftp", "h3")
@@ -102,12 +104,15 @@ ON_METRICS = {
     "proxy_timeout": ("gatling_timeouts_total", {"phase": "proxy_header"}),
     "health_ok": ("gatling_health_checks_total", {"result": "ok"}),
     "health_failed": ("gatling_health_checks_total", {"result": "draining"}),
-    "backend_connects": ("gatling_backend_connections_total", {"backend": ODD_BACKEND}),
-    "backend_reuses": ("gatling_backend_reuses_total", {"backend": ODD_BACKEND}),
-    "backend_502": ("gatling_backend_failures_total", {"backend": ODD_BACKEND}),
-    "backend_504": ("gatling_backend_timeouts_total", {"backend": ODD_BACKEND}),
-    "backend_tunnel_idle": ("gatling_backend_tunnels_idle_total", {"backend": ODD_BACKEND}),
-    "backend_unsized": ("gatling_backend_unsized_total", {"backend": ODD_BACKEND}),
+    "backend_connects": ("gatling_backend_connections_total", ODD),
+    "backend_reuses": ("gatling_backend_reuses_total", ODD),
+    "backend_502": ("gatling_backend_failures_total", ODD),
+    "backend_504": ("gatling_backend_timeouts_total", ODD),
+    "backend_tunnel_idle": ("gatling_backend_tunnels_idle_total", ODD),
+    "backend_unsized": ("gatling_backend_unsized_total", ODD),
+    "backend_requests": ("gatling_backend_requests_total", ODD),
+    "backend_retries": ("gatling_backend_retries_total", ODD),
+    "backend_downs": ("gatling_backend_downs_total", ODD),
     "draining": ("gatling_draining", {}),
     "ftp_bounce": ("gatling_ftp_bounce_refused_total", {}),
 }
@@ -126,6 +131,7 @@ for _k in ("settings", "ping", "window_update", "empty_data", "other", "reset_se
 # ... and the keys /metrics says otherwise: checked one by one in the test
 NOT_ON_METRICS = {
     "version", "backend", "pid",  # gatling_info{version,io}; a page has no pid
+    "backends",                    # an array: each backend's gatling_backend_* series
     "uptime",                      # gatling_start_time_seconds
     "requests", "bytes",           # gatling_requests_total, _transferred_bytes_total by protocol
     "requests_per_second", "bytes_per_second",  # rate() of those
@@ -250,7 +256,7 @@ def test_page_format_and_promtool(gatling):
     assert seen == set(page.type) == set(page.help), "families without samples"
     assert len({(n, tuple(sorted(lb.items()))) for n, lb, _ in page.samples}) == len(
         page.samples), "a series twice"
-    assert page.get("gatling_backend_connections_total", backend=ODD_BACKEND) == 0
+    assert page.get("gatling_backend_connections_total", **ODD) == 0
     assert page.get("gatling_info", version=page.samples[0][1]["version"],
                     io=srv.build.backend) == 1
     p = subprocess.run([promtool(), "check", "metrics"], input=r.body, capture_output=True,

@@ -16,7 +16,6 @@ client, the /server-status counters, and no descriptor left behind.
 """
 import asyncio
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -25,6 +24,8 @@ import time
 
 import pytest
 
+import appservers
+from appservers import stop
 from conftest import (H2, H3, LOG_VERSION, TLS, Client, ServerHang, client_tls_context,
                       curl_version_args, fetch, free_port, h1_only, import_h2, no_h3_client, url,
                       wait_for)
@@ -114,39 +115,13 @@ def import_websockets():
     return websockets
 
 
-def wait_port(port, timeout=15.0):
-    def up():
-        with socket.socket() as s:
-            return s.connect_ex(("127.0.0.1", port)) == 0
-    wait_for(up, timeout, "a backend on port %d" % port)
-
-
-def stop(proc):
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
 @pytest.fixture(scope="module")
 def gunicorn(tmp_path_factory):
-    exe = shutil.which("gunicorn")
-    if not exe:
-        pytest.fail("gunicorn is not installed: run sh tests/setup.sh as root")
     d = tmp_path_factory.mktemp("wsgi")
     (d / "app.py").write_text(APP)
     port = free_port()
-    # gthread: the sync worker closes every connection; this one keeps them
-    proc = subprocess.Popen([exe, "-b", "127.0.0.1:%d" % port, "-w", "1", "-k", "gthread",
-                             "--threads", "8", "--keep-alive", "60", "--chdir", str(d),
-                             "app:application"], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = appservers.gunicorn(d, port)
     try:
-        wait_port(port)
         yield port
     finally:
         stop(proc)
@@ -154,21 +129,10 @@ def gunicorn(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def php_fpm(tmp_path_factory):
-    exe = shutil.which("php-fpm8.2") or shutil.which("php-fpm")
-    if not exe:
-        pytest.fail("php-fpm is not installed: run sh tests/setup.sh as root")
     d = tmp_path_factory.mktemp("fpm")
-    sock = str(d / "fpm.sock")
-    (d / "fpm.conf").write_text(
-        "[global]\npid = %s/fpm.pid\nerror_log = %s/fpm.log\ndaemonize = no\n"
-        "[www]\nlisten = %s\npm = static\npm.max_children = 2\ncatch_workers_output = yes\n"
-        % (d, d, sock))
-    args = [exe, "-y", str(d / "fpm.conf"), "-F"] + (["-R"] if os.geteuid() == 0 else [])
-    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = appservers.php_fpm(d)
     try:
-        wait_for(lambda: os.path.exists(sock), 15, "php-fpm's socket")
-        yield sock
+        yield str(d / "fpm.sock")
     finally:
         stop(proc)
 
@@ -550,13 +514,8 @@ def test_descriptors_released(gatling, tmp_path):
     """Pooled connections are closed when the backend closes them; nothing leaks."""
     (tmp_path / "app.py").write_text(APP)
     port = free_port()
-    proc = subprocess.Popen([shutil.which("gunicorn"), "-b", "127.0.0.1:%d" % port, "-k",
-                             "gthread", "--keep-alive", "60", "--chdir", str(tmp_path),
-                             "app:application"], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = appservers.gunicorn(tmp_path, port, threads=None)
     try:
-        wait_port(port)
         srv = gatling({".proxy": ""}, args=("-T", "10", "-P", "127.0.0.1/%d/^/app/" % port))
         for _ in range(3):
             assert fetch(srv.port, "/app/hello").status == 200
@@ -572,12 +531,8 @@ def test_gunicorn_killed_mid_response(gatling, tmp_path):
     the stream reset), never a complete-looking response; gatling goes on."""
     (tmp_path / "app.py").write_text(APP)
     port = free_port()
-    proc = subprocess.Popen([shutil.which("gunicorn"), "-b", "127.0.0.1:%d" % port, "-k",
-                             "gthread", "--chdir", str(tmp_path), "app:application"],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = appservers.gunicorn(tmp_path, port, threads=None, keepalive=None)
     try:
-        wait_port(port)
         srv = proxied(gatling, ["127.0.0.1/%d/^/app/" % port])
         with Client(srv.port, timeout=20) as c:
             c.send(b"GET /app/huge HTTP/1.1\r\nHost: localhost\r\n\r\n")

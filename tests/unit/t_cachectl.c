@@ -1,7 +1,8 @@
 /*
  * The caching rules (http/cachectl.c, RFC 9111 and 5861): Cache-Control of
  * responses and requests, Pragma, what a shared cache may store, freshness
- * lifetime, initial age, Age values, and Vary.  Every input is given in a
+ * lifetime, initial age, Age values, HTTP-dates, targeted fields (RFC 9213:
+ * CDN-Cache-Control) and Vary.  Every input is given in a
  * buffer of its exact size, without a NUL: the SAN build sees an over-read.
  */
 #include "tap.h"
@@ -474,6 +475,126 @@ static void test_norm(void)
     is_int(cc_vary_norm("   ", 3, NULL, 0), 0, "nothing to write, no buffer");
 }
 
+static int64_t age_value(const char *s)
+{
+    size_t n;
+    char *b = exact(s, &n);
+    int64_t v = cc_age_value(b, n);
+    free(b);
+    return v;
+}
+
+/* RFC 9111 5.1: the first member of a list; an invalid one is ignored (CC_NONE). */
+static void test_age_value(void)
+{
+    is_int(age_value("60"), 60, "Age: 60");
+    is_int(age_value("0, 7200"), 0, "Age: 0, 7200: the first member");
+    is_int(age_value("7200, 0"), 7200, "Age: 7200, 0: the first member");
+    is_int(age_value(" 5 ,x"), 5, "whitespace around the first member");
+    is_int(age_value("0, 0"), 0, "Age: 0, 0");
+    is_int(age_value("abc"), CC_NONE, "non-numeric: ignored");
+    is_int(age_value("-7200"), CC_NONE, "negative: ignored");
+    is_int(age_value("7200.0"), CC_NONE, "float: ignored");
+    is_int(age_value("7200;foo=bar"), CC_NONE, "a parameter: ignored");
+    is_int(age_value(""), CC_NONE, "empty: ignored");
+    is_int(age_value(", 5"), CC_NONE, "an empty first member: ignored");
+    is_int(age_value("2147483649"), MAX, "past 2^31: 2^31 (1.2.2)");
+}
+
+#define NOW 1795678881 /* Thu, 26 Nov 2026 */
+
+static int64_t date(const char *s)
+{
+    size_t n;
+    char *b = exact(s, &n);
+    int64_t v = cc_http_date(b, n, NOW);
+    free(b);
+    return v;
+}
+
+/* RFC 9110 5.6.7: the three forms, exactly; a two-digit year only in rfc850-date. */
+static void test_http_date(void)
+{
+    is_int(date("Sun, 06 Nov 1994 08:49:37 GMT"), 784111777, "IMF-fixdate");
+    is_int(date("Sunday, 06-Nov-94 08:49:37 GMT"), 784111777, "rfc850-date, 94: 1994");
+    is_int(date("Sun Nov  6 08:49:37 1994"), 784111777, "asctime-date");
+    is_int(date("Sun Nov 16 08:49:37 1994"), 784111777 + 10 * 86400, "asctime-date, 2-digit day");
+    is_int(date(" Sun, 06 Nov 1994 08:49:37 GMT\t"), 784111777, "whitespace around");
+    is_int(date("Thursday, 18-Aug-50 02:01:18 GMT"), 2544400878, "rfc850 50: 2050 (24 years on)");
+    is_int(date("Thursday, 18-Aug-77 02:01:18 GMT"), 240717678, "rfc850 77: 1977, not 2077");
+    is_int(date("Thu, 01 Jan 1970 00:00:00 GMT"), 0, "the epoch");
+    is_int(date("Thu, 01 Jan 1960 00:00:00 GMT"), 0, "before 1970: 0 (in the past)");
+    is_int(date("Tue, 19 Jan 2038 14:14:08 GMT"), 2147523248, "past 2^31");
+    is_int(date("Sun, 21 Nov 2286 04:46:39 GMT"), 10000039599, "2286");
+    is_int(date("THU, 18 AUG 2050 02:01:18 gmt"), 2544400878, "names in any case");
+    is_int(date("Thu, 29 Feb 2024 00:00:00 GMT"), 1709164800, "29 February of a leap year");
+    is_int(date("Thu, 18 Aug 50 02:01:18 GMT"), -1, "IMF with a two-digit year: invalid");
+    is_int(date("Thu, 18 Aug 2050 02:01:18 UTC"), -1, "UTC: invalid");
+    is_int(date("Thu, 18 Aug 2050 02:01:18 AEST"), -1, "AEST: invalid");
+    is_int(date("Thu 18 Aug 2050 02:01:18 GMT"), -1, "no comma: invalid");
+    is_int(date("Thu, 18  Aug  2050 02:01:18 GMT"), -1, "two spaces: invalid");
+    is_int(date("Thu, 18-Aug-2050 02:01:18 GMT"), -1, "dashes in IMF: invalid");
+    is_int(date("Thu, 18 Aug 2050 02.01.18 GMT"), -1, "periods: invalid");
+    is_int(date("Thu, 18 Aug 2050 2:01:18 GMT"), -1, "a one-digit hour: invalid");
+    is_int(date("Thu, 18 Aug 2050 24:00:00 GMT"), -1, "hour 24: invalid");
+    is_int(date("Thu, 31 Apr 2050 02:01:18 GMT"), -1, "31 April: invalid");
+    is_int(date("Thu, 29 Feb 2100 00:00:00 GMT"), -1, "29 February 2100: invalid");
+    is_int(date("Thu, 18 Foo 2050 02:01:18 GMT"), -1, "no month: invalid");
+    is_int(date("Xyz, 18 Aug 2050 02:01:18 GMT"), -1, "no day name: invalid");
+    is_int(date("Thursday, 18-Aug-2050 02:01:18 GMT"), -1, "rfc850 with 4 digits: invalid");
+    is_int(date("Thu Aug 18 02:01:18 50"), -1, "asctime with 2 digits: invalid");
+    is_int(date("0"), -1, "0: invalid");
+    is_int(date(""), -1, "empty: invalid");
+    is_int(date("Thu, 18 Aug 2050 02:01:18 GMT, x"), -1, "trailing bytes: invalid");
+}
+
+/* A targeted field's parse: 1 and cc, or 0 and cc untouched (max_age 77 marks it). */
+static int targeted(const char *s, cc_resp_t *cc)
+{
+    size_t n;
+    char *b = exact(s, &n);
+    cc_resp_init(cc);
+    cc->max_age = 77;
+    int r = cc_parse_targeted(cc, b, n);
+    free(b);
+    return r;
+}
+
+/* RFC 9213: a Dictionary Structured Field of cache directives; a parse error: ignored. */
+static void test_targeted(void)
+{
+    cc_resp_t c;
+    ok(targeted("max-age=3600", &c) && c.max_age == 3600, "max-age=3600");
+    ok(targeted(" max-age=3600 ", &c) && c.max_age == 3600, "spaces around the field");
+    ok(targeted("max-age=2147483648", &c) && c.max_age == MAX, "2^31");
+    ok(targeted("max-age=99999999999", &c) && c.max_age == MAX, "11 digits: capped");
+    ok(!targeted("max-age=9999999999999999", &c) && c.max_age == 77, "16 digits: not an sf-integer");
+    ok(targeted("max-age=0", &c) && c.max_age == 0, "max-age=0");
+    ok(targeted("foobar, max-age=3600", &c) && c.max_age == 3600, "an unknown directive");
+    ok(targeted("private", &c) && c.private_ && c.max_age == CC_NONE, "private");
+    ok(targeted("no-cache", &c) && c.no_cache, "no-cache");
+    ok(targeted("no-store", &c) && c.no_store, "no-store");
+    ok(targeted("no-store=?0, max-age=5", &c) && !c.no_store && c.max_age == 5, "?0: no directive");
+    ok(targeted("no-store=?1", &c) && c.no_store, "?1: the directive");
+    ok(targeted("private=(\"set-cookie\" \"x\")", &c) && c.private_, "private with names: set");
+    ok(targeted("s-maxage=10;a=1;b", &c) && c.s_maxage == 10 && c.must_revalidate,
+       "parameters ignored; s-maxage implies proxy-revalidate");
+    ok(targeted("max-age=-5", &c) && c.max_age == 0, "a negative integer: 0");
+    ok(targeted("max-age=\"10000\"", &c) && c.max_age == 0, "a string for a delta: 0");
+    ok(targeted("max-age=10.5", &c) && c.max_age == 0, "a decimal for a delta: 0");
+    ok(targeted("max-age=tok, a=:aGk=:, b=@12, c=?1", &c) && c.max_age == 0, "tokens, bytes, dates");
+    ok(targeted("max-age=1,max-age=9", &c) && c.max_age == 1, "twice: the smaller");
+    ok(!targeted("max-age=10000, &&&&&", &c) && c.max_age == 77, "a bad member: the field ignored");
+    ok(!targeted("MaX-aGe=3600", &c) && c.max_age == 77, "an upper-case key: a parse error");
+    ok(!targeted("max-age =100", &c), "a space before =: a parse error");
+    ok(!targeted("max-age= 100", &c), "a space after =: a parse error");
+    ok(!targeted("max-age=1,", &c), "a trailing comma: a parse error");
+    ok(!targeted("max-age=\"abc", &c), "an unclosed string: a parse error");
+    ok(!targeted("a=(1 2", &c), "an unclosed inner list: a parse error");
+    ok(!targeted("a=?2", &c) && !targeted("a=?", &c), "a bad boolean: a parse error");
+    ok(!targeted("", &c) && c.max_age == 77 && !targeted("   ", &c), "empty: ignored");
+}
+
 int main(void)
 {
     test_init();
@@ -487,6 +608,9 @@ int main(void)
     test_lifetime();
     test_age();
     test_delta();
+    test_age_value();
+    test_http_date();
+    test_targeted();
     test_vary();
     test_norm();
     return tap_done();

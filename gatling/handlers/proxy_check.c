@@ -1,0 +1,255 @@
+/*
+ * Active health checks of a pool's backends (proxy_int.h, --pool's check=):
+ * from the loop, every interval, a connection of its own to the backend and
+ * one request for the check path in the pool's protocol (GET for HTTP; for
+ * FastCGI and SCGI, a request whose SCRIPT_NAME is the path, as php-fpm's
+ * ping.path wants), its answer's status read and judged against expect=,
+ * the verdict given to proxy_pool.c.  No answer within timeout= fails.
+ */
+#include "proxy_int.h"
+#include "http/hbuf.h"
+#include "http/http_parse.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define CHECK_OUT 1024 /* the request: a path of at most 255 bytes, twice, and little else */
+#define CHECK_IN 2048  /* the answer: enough for a status line or a CGI head */
+#define CHECK_ID 1     /* FastCGI's request id */
+
+typedef struct px_check {
+    watch_t w; /* first: the loop's cookie */
+    int fd;
+    proxy_t *px;
+    px_member_t *m;
+    uint8_t connecting;
+    char out[CHECK_OUT];
+    size_t outlen, outoff;
+    char in[CHECK_IN]; /* HTTP: the bytes; FastCGI: STDOUT's bytes */
+    size_t inlen;
+    fcgi_parser_t fp;
+} px_check_t;
+
+/* FastCGI: BEGIN_REQUEST, one PARAMS record, the empty PARAMS and STDIN. */
+static size_t fcgi_request(unsigned char *out, size_t cap, const char *path)
+{
+    const char *env[][2] = {{"GATEWAY_INTERFACE", "CGI/1.1"}, {"REQUEST_METHOD", "GET"},
+                            {"SCRIPT_NAME", path},            {"SCRIPT_FILENAME", path},
+                            {"REQUEST_URI", path},            {"DOCUMENT_URI", path},
+                            {"QUERY_STRING", ""},             {"SERVER_PROTOCOL", "HTTP/1.1"},
+                            {"SERVER_SOFTWARE", "gatling"}};
+    size_t n = FCGI_HEADER_LEN, need = 16 + 3 * FCGI_HEADER_LEN;
+    for (size_t i = 0; i < sizeof env / sizeof env[0]; i++)
+        need += fcgi_pair_size(strlen(env[i][0]), strlen(env[i][1]));
+    if (need > cap) /* 9 short pairs and a path of at most 255 bytes: never */
+        return 0;
+    fcgi_begin(out, CHECK_ID, 0);
+    n = 16 + FCGI_HEADER_LEN;
+    for (size_t i = 0; i < sizeof env / sizeof env[0]; i++)
+        n += fcgi_pair(out + n, env[i][0], strlen(env[i][0]), env[i][1], strlen(env[i][1]));
+    fcgi_header(out + 16, FCGI_PARAMS, CHECK_ID, (unsigned)(n - 16 - FCGI_HEADER_LEN), 0);
+    fcgi_header(out + n, FCGI_PARAMS, CHECK_ID, 0, 0);
+    fcgi_header(out + n + FCGI_HEADER_LEN, FCGI_STDIN, CHECK_ID, 0, 0);
+    return n + 2 * FCGI_HEADER_LEN;
+}
+
+/* SCGI: the netstring of the headers, CONTENT_LENGTH first, then no body. */
+static size_t scgi_request(char *out, size_t cap, const char *path)
+{
+    char h[CHECK_OUT - 16];
+    hbuf_t b = hb_init(h, sizeof h);
+    const char *env[][2] = {{"CONTENT_LENGTH", "0"}, {"SCGI", "1"},
+                            {"REQUEST_METHOD", "GET"}, {"SCRIPT_NAME", path},
+                            {"REQUEST_URI", path},     {"QUERY_STRING", ""},
+                            {"SERVER_PROTOCOL", "HTTP/1.1"}};
+    for (size_t i = 0; i < sizeof env / sizeof env[0]; i++) {
+        hb_put(&b, env[i][0], strlen(env[i][0]) + 1);
+        hb_put(&b, env[i][1], strlen(env[i][1]) + 1);
+    }
+    if (!hb_str(&b))
+        return 0;
+    int n = snprintf(out, cap, "%zu:", hb_len(&b));
+    if (n < 0 || (size_t)n + hb_len(&b) + 1 > cap)
+        return 0;
+    memcpy(out + n, h, hb_len(&b));
+    out[(size_t)n + hb_len(&b)] = ',';
+    return (size_t)n + hb_len(&b) + 1;
+}
+
+/* The request for m's pool, into k->out. */
+static int request(px_check_t *k)
+{
+    const px_pool_t *p = k->m->pool;
+    if (p->kind == PX_FCGI)
+        k->outlen = fcgi_request((unsigned char *)k->out, sizeof k->out, p->o.check);
+    else if (p->kind == PX_SCGI)
+        k->outlen = scgi_request(k->out, sizeof k->out, p->o.check);
+    else {
+        int n = snprintf(k->out, sizeof k->out,
+                         "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: gatling-check\r\n"
+                         "Connection: close\r\n\r\n",
+                         p->o.check, "localhost");
+        k->outlen = n > 0 && (size_t)n < sizeof k->out ? (size_t)n : 0;
+    }
+    return k->outlen ? 0 : -1;
+}
+
+/* The check is over: closed, freed, its verdict given. */
+static void verdict(px_check_t *k, int ok, const char *why)
+{
+    px_member_t *m = k->m;
+    proxy_t *px = k->px;
+    m->check = NULL;
+    gio_close(px->site->loop, k->fd);
+    free(k);
+    px_check_result(px, m, ok, gio_now(px->site->loop), why);
+}
+
+/* The status in what came so far: > 0, 0 (more to come), -1 (malformed). */
+static int status_of(px_check_t *k, int eof)
+{
+    if (k->m->pool->kind == PX_HTTP) {
+        http_response_t resp;
+        long used = http_parse_response(k->in, k->inlen, &resp);
+        if (used == HTTP_INCOMPLETE)
+            return eof || k->inlen == sizeof k->in ? -1 : 0;
+        return used < 0 ? -1 : resp.status;
+    }
+    cgi_head_t h;
+    memset(&h, 0, sizeof h);
+    long used = cgi_head_parse(k->in, k->inlen, &h);
+    if (used == CGI_INCOMPLETE)
+        return eof || k->inlen == sizeof k->in ? -1 : 0;
+    return used < 0 ? -1 : h.status ? h.status : h.location.p ? 302 : 200;
+}
+
+/* Bytes from the backend: FastCGI's STDOUT content, or the bytes. */
+static int take(px_check_t *k, const char *p, size_t n, int *end)
+{
+    if (k->m->pool->kind != PX_FCGI) {
+        size_t room = sizeof k->in - k->inlen, c = n < room ? n : room;
+        memcpy(k->in + k->inlen, p, c);
+        k->inlen += c;
+        return 0;
+    }
+    for (size_t off = 0; off < n;) {
+        fcgi_piece_t pc;
+        long used = fcgi_next(&k->fp, p + off, n - off, &pc);
+        if (used < 0)
+            return -1;
+        off += (size_t)used;
+        if (pc.type == FCGI_STDOUT) {
+            size_t room = sizeof k->in - k->inlen, c = pc.n < room ? pc.n : room;
+            memcpy(k->in + k->inlen, pc.p, c);
+            k->inlen += c;
+        }
+        if (pc.type == FCGI_END_REQUEST)
+            *end = 1;
+    }
+    return 0;
+}
+
+/* Connected (or not), the request written: 0, or -1 after the verdict. */
+static int send_out(px_check_t *k)
+{
+    if (k->connecting) {
+        int err = 0;
+        socklen_t len = sizeof err;
+        if (getsockopt(k->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+            err = errno;
+        if (err) {
+            verdict(k, 0, strerror(err));
+            return -1;
+        }
+        k->connecting = 0;
+    }
+    while (k->outoff < k->outlen) {
+        ssize_t n = send(k->fd, k->out + k->outoff, k->outlen - k->outoff, MSG_NOSIGNAL);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            break;
+        if (n <= 0) {
+            verdict(k, 0, "send() failed");
+            return -1;
+        }
+        k->outoff += (size_t)n;
+    }
+    return 0;
+}
+
+static void on_check(watch_t *w, unsigned events)
+{
+    px_check_t *k = (px_check_t *)w;
+    const px_popts_t *o = &k->m->pool->o;
+    char why[96];
+    int end = 0, st;
+    if (!events) {
+        verdict(k, 0, "no answer in time (timeout=)");
+        return;
+    }
+    if (send_out(k) < 0)
+        return;
+    for (;;) {
+        char buf[4096];
+        long n = gio_read(k->fd, buf, sizeof buf);
+        if (n == GIO_AGAIN)
+            break;
+        if (n <= 0 || take(k, buf, (size_t)n, &end) < 0) { /* the end, an error, garbage */
+            end = 1;
+            break;
+        }
+    }
+    if ((st = status_of(k, end)) < 0) {
+        verdict(k, 0, "no valid answer");
+    } else if (st > 0) {
+        snprintf(why, sizeof why, "the check answered %d", st);
+        verdict(k, st >= o->expect_lo && st <= o->expect_hi, why);
+    } else {
+        gio_want(k->px->site->loop, k->fd, k->outoff < k->outlen ? GIO_WRITE | GIO_READ : GIO_READ);
+    }
+}
+
+void px_check_start(proxy_t *px, px_member_t *m)
+{
+    gio_loop_t *l = px->site->loop;
+    if (m->check)
+        return;
+    px_check_t *k = calloc(1, sizeof *k);
+    int fd = socket(m->d.addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (!k || fd < 0) { /* no memory, no descriptor: no verdict on the backend */
+        free(k);
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    k->fd = fd, k->px = px, k->m = m;
+    watch_init(&k->w, on_check);
+    if (request(k) < 0 || gio_add(l, fd, k) < 0) {
+        close(fd);
+        free(k);
+        return;
+    }
+    m->check = k;
+    if (connect(fd, (struct sockaddr *)&m->d.addr, m->d.alen) < 0 && errno != EINPROGRESS) {
+        char why[96];
+        snprintf(why, sizeof why, "connect(): %s", strerror(errno));
+        verdict(k, 0, why);
+        return;
+    }
+    k->connecting = 1; /* SO_ERROR says at the first event; 0 when it connected at once */
+    gio_set_deadline(l, fd, gio_now(l) + m->pool->o.check_timeout * 1000LL);
+    gio_want(l, fd, GIO_WRITE | GIO_READ);
+}
+
+void px_check_stop(proxy_t *px, px_member_t *m)
+{
+    px_check_t *k = m->check;
+    if (!k)
+        return;
+    m->check = NULL;
+    gio_close(px->site->loop, k->fd);
+    free(k);
+}
