@@ -48,7 +48,14 @@ def test_compare_ftp_tiny(build, tmp_path):
         row = data["table"][name]
         for key in ("small_dps", "small_p99", "big_mbs", "idle_pss", "idle_procs"):
             assert row[key] is not None, (name, key, row)
-        assert row["small_dps"] > 0 and row["big_mbs"] > 0 and row["idle_pss"] > 0, row
+        assert row["small_dps"] > 0 and row["big_mbs"] > 0, row
+    # vsftpd holds a process per session: hundreds of KiB each, well above the noise;
+    # gatling's few KiB are within what Pss moves when other processes start or stop
+    # mapping its binary (its sign alone once failed in make check), so it is judged
+    # against vsftpd's, not against zero
+    assert data["table"]["vsftpd"]["idle_pss"] > 0, data["table"]["vsftpd"]
+    if has_ftp:
+        assert data["table"]["gatling"]["idle_pss"] < data["table"]["vsftpd"]["idle_pss"], data["table"]
         for r in data["samples"][name]:
             assert not r.get("problem"), (name, r)
             for test in ("small", "big"):
