@@ -20,7 +20,7 @@ $(BO)/%.o: bench/%.c
 LG_LIB := lg lg_ftp lg_h2 lg_hist lg_http lg_net lg_tls
 LG_OBJ := $(LG_LIB:%=$(BO)/lg/%.o)
 BENCH_BIN := $(B)/httpbench $(B)/bench
-# self-test of the parser and the histogram, run by tests/integration/test_loadgen.py
+# self-test of the parser and the histogram, run by tests/integration/bench/test_loadgen.py
 BENCH_TEST := $(B)/lg_selftest
 
 $(B)/httpbench: $(BO)/lg/httpbench.o $(BO)/lg/httpbench_run.o $(LG_OBJ) $(IO_LIB)

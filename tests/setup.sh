@@ -23,11 +23,11 @@ pkgs="gcc make libc6-dev libowfat-dev libssl-dev openssl zlib1g-dev liburing-dev
 pkgs="$pkgs nghttp2-client python3-h2 curl wrk apache2-utils python3 goaccess clang libclang-rt-14-dev gnuplot-nox zstd brotli
       debhelper dpkg-dev fakeroot lintian logrotate systemd adduser media-types linux-perf util-linux
       procps iproute2 git haproxy lftp"
-# (nghttp2-client: nghttp and h2load for tests/integration/test_h2.py;
+# (nghttp2-client: nghttp and h2load for tests/integration/http2/test_h2.py;
 #  python3-h2: Python's HTTP/2 library, the raw client of the h2 pass (GATLING_SCHEME=h2;
 #  conftest.py also finds it in /usr/lib/python3/dist-packages from another python3);
 #  gnuplot-nox: make check runs the kernel benchmark suite, whose plots it checks;
-#  the third line: tests/integration/test_package.py builds, checks, installs
+#  the third line: tests/integration/ops/test_package.py builds, checks, installs
 #  and purges the Debian package, and tries the systemd units and logrotate file:
 #  procps is the unit's /bin/kill (systemd-analyze verify wants it), git lists
 #  the tree to package; iproute2's ss shows the listeners when a socket

@@ -2,7 +2,7 @@
 gatling -f) serving anonymous downloads from a fresh tree under the `ftp` user's home:
 FtpServer (start/stop, the Pss of its whole process tree), where their binaries are, whether a
 gatling binary has FTP, free passive port ranges.  compare-ftp measures them;
-tests/integration/test_loadgen_ftp.py and test_compare_ftp.py start them too.
+tests/integration/bench/test_loadgen_ftp.py and test_compare_ftp.py start them too.
 """
 import ftplib
 import os

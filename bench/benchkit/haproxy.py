@@ -1,7 +1,7 @@
 """haproxy: haproxy in front of gatling hosts as dist/haproxy.cfg configures it (its defaults
 and backend, taken from the file, with a global section and one frontend around them), its
 stats socket, and gatling's health check and grace (-k, -g) that the configuration assumes.
-bench/lb measures through it; tests/integration/test_lb.py drains and upgrades behind it.
+bench/lb measures through it; tests/integration/ops/test_lb.py drains and upgrades behind it.
 """
 import csv
 import io

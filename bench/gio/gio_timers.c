@@ -18,7 +18,7 @@
  * the figure is the structure's own cost plus a wait's system call, steady
  * on a busy machine.  With a structure whose cost grows with n (a scan of
  * the descriptor table per expiry) it grows with n; with the heap it stays
- * nearly flat (tests/integration/test_hardening.py compares 1,000 and
+ * nearly flat (tests/integration/http/test_hardening.py compares 1,000 and
  * 19,000 descriptors).
  *
  * Then every deadline is moved 20 times.

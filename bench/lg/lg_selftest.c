@@ -8,7 +8,7 @@
  * the streams), and the FTP client (lg_ftp: the reply parser fed like the
  * response parser, EPSV/PASV ports, the action for each reply in each phase
  * of a session, the RETR command).  TAP output; exit status 1 on failure.
- * Run by tests/integration/test_loadgen.py.
+ * Run by tests/integration/bench/test_loadgen.py.
  */
 #ifndef _GNU_SOURCE /* the GNUmakefile passes -D_GNU_SOURCE */
 #define _GNU_SOURCE

@@ -73,7 +73,7 @@ def missing():
 
 def free_port():
     """A loopback TCP port (and its UDP twin, for HTTP/3) below the ephemeral
-    range, free now: for a program that binds it itself (conftest's)."""
+    range, free now: for a program that binds it itself (harness/waits.py's)."""
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
             low = int(f.read().split()[0])

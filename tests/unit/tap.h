@@ -1,7 +1,7 @@
 /*
  * tap.h — a tiny TAP producer for the C unit tests.  Each test program
  * prints "ok N - name" / "not ok N - name" lines and a closing plan, and exits
- * non-zero if anything failed.  tests/integration/test_unit.py runs them.
+ * non-zero if anything failed.  tests/integration/ops/test_unit.py runs them.
  */
 #ifndef TAP_H
 #define TAP_H

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ERROR_KINDS = ["refused", "connect", "ctimeout", "reset", "timeout", "eof", "short",
                "parse", "io", "abort", "status", "tls", "rst", "goaway", "noh2"]
 LOSING_KINDS = ["reset", "timeout", "eof", "short", "parse", "io", "abort", "rst", "goaway"]

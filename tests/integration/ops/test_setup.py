@@ -8,7 +8,7 @@ import os
 import re
 import subprocess
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 SETUP = os.path.join(ROOT, "tests", "setup.sh")
 
 

@@ -17,7 +17,7 @@ import pytest
 from conftest import Symlink, first_backend_only, https_port, random_bytes, recv_to_eof, serial
 from h3util import crypt_hash
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 MKCERT = os.path.join(ROOT, "dist", "mkcert.sh")
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 

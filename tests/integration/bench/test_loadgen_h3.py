@@ -128,7 +128,7 @@ def test_bench_h3_certificate_not_verified(build, g3, tmp_path):
     """-C with a CA that did not sign the server's certificate: no handshake succeeds, the run
     fails (exit 1) and says why; neither -C nor --insecure is a usage error."""
     other = tmp_path / "other"
-    subprocess.run(["sh", os.path.join(os.path.dirname(__file__), "..", "..", "dist",
+    subprocess.run(["sh", os.path.join(os.path.dirname(__file__), "..", "..", "..", "dist",
                                        "mkcert.sh"), str(other)],
                    check=True, capture_output=True, timeout=60)
     p, r = bench_json(build, "--h3", "-C", other / "ca.pem", "-c", "2", "-n", "10",

@@ -507,8 +507,8 @@ def test_certificates_reloaded_on_sigusr1(gatling, tmp_path):
     assert aioquic_get(port, "/f.txt", os.path.join(pki_dir(), "ca.pem"))[0] == 200
     other = tmp_path / "other"
     subprocess.run(["sh", os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__)))), "dist", "mkcert.sh"), str(other)], check=True,
-        capture_output=True, timeout=60)
+        os.path.dirname(os.path.abspath(__file__))))), "dist", "mkcert.sh"), str(other)],
+        check=True, capture_output=True, timeout=60)
     # renamed into place, as certbot does: a look at the files (every few seconds) in the
     # middle of a copy would find half a certificate
     shutil.copy(str(other / "certs" / "server.pem"), str(certs / ".server.pem.new"))

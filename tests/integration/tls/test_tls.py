@@ -17,7 +17,7 @@ import pytest
 from conftest import (IO_TIMEOUT, H2Client, first_backend_only, https_port,
                       read_slowly_until_closed, recv_to_eof, serial, wait_for)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 MKCERT = os.path.join(ROOT, "dist", "mkcert.sh")
 
 pytestmark = pytest.mark.skipif(not shutil.which("openssl") or not shutil.which("curl"),

@@ -815,7 +815,7 @@ def test_chromium_loads_the_page(tmp_path, pki, proto):
 @pytest.mark.serial
 def test_compare_acme_quick(tmp_path):
     """bench/compare-acme --quick writes its table with every row."""
-    here = os.path.dirname(os.path.abspath(__file__))
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     bench = os.path.join(here, "..", "..", "bench", "compare-acme")
     out = str(tmp_path / "out")
     r = subprocess.run([sys.executable, bench, "--quick", "-o", out, "--build", PLAIN[0],

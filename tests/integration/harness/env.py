@@ -1,0 +1,180 @@
+"""The run's settings and what follows from them: the paths (ROOT, BUILD_DIR),
+GATLING_SCHEME (SCHEME, TLS, H2, H3, MUX and the versions a response and the log
+show), the test PKI (test_pki()), the skip marks by scheme and backend, URLs, TLS
+contexts for clients, the timeouts and the `serial` mark."""
+
+import os
+import re
+import subprocess
+
+import pytest
+
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+BUILD_DIR = os.environ.get("GATLING_BUILD_DIR") or os.path.join(ROOT, "build")
+
+LISTEN_RE = re.compile(r"listening on (\S+) port (\d+)")
+
+# GATLING_SCHEME=https runs the HTTP tests over TLS: every server gets a
+# certificate from a throwaway CA (dist/mkcert.sh) and an HTTPS port, srv.port
+# is the HTTPS port (srv.plain_port the HTTP one), and Client speaks TLS.
+# GATLING_SCHEME=h2 runs them over HTTP/2: the servers as for https, curl
+# asks for h2 (ALPN), and Client is H2Client, which turns each HTTP/1.1
+# request a test sends into a stream on one HTTP/2 connection (Python's h2).
+# GATLING_SCHEME=h3 runs them over HTTP/3: the servers as for https (HTTP/3
+# is served on UDP at the HTTPS port's number), and Client is H3Client, the
+# same idea over one QUIC connection (aioquic).
+SCHEME = os.environ.get("GATLING_SCHEME", "http")
+TLS = SCHEME in ("https", "h2", "h3")
+H2 = SCHEME == "h2"
+H3 = SCHEME == "h3"
+MUX = H2 or H3  # each request a stream of one connection
+# what a response's status line says, and the access log's request line
+HTTP_VERSION = {"h2": "HTTP/2", "h3": "HTTP/3"}.get(SCHEME, "HTTP/1.1")
+LOG_VERSION = {"h2": "HTTP/2.0", "h3": "HTTP/3.0"}.get(SCHEME, "HTTP/1.1")
+_pki = []
+
+
+def test_pki():
+    """The directory of the throwaway CA (ca.pem) and certs/server.pem."""
+    if not _pki:
+        import tempfile
+        d = tempfile.mkdtemp(prefix="gatling-pki-")
+        subprocess.run(["sh", os.path.join(ROOT, "dist", "mkcert.sh"), d], check=True,
+                       capture_output=True, timeout=60)
+        _pki.append(d)
+    return _pki[0]
+
+
+# Tests whose subject is plain TCP behaviour that TLS changes by design: a 503
+# written before any handshake (HTTPS refusals just close), half-closes,
+# byte-level timing of raw sockets, other tools that speak plain HTTP.  What
+# the caps and rates (-N, -K, -A, -B) do on the HTTPS port is tested in
+# test_tls.py instead.  They are left out of the h2 and h3 passes too (TLS).
+http_only = pytest.mark.skipif(TLS, reason="plain HTTP by design (see conftest)")
+
+# The backends after the first (the first is epoll on Linux): a module whose
+# tests are about what sits above io/ (a codec's rules and defences, the
+# cache) runs those on the first backend and its sanitizer build only, and
+# keeps on every backend the tests that lean on the loop (deadlines, wakeups,
+# writes that block); see first_backend_only.
+OTHER_BACKENDS = ("uring", "sigio", "poll", "kqueue")
+
+
+def first_backend_only(request, names, why):
+    """Skip the test request names when it runs on one of OTHER_BACKENDS and
+    its name (without parameters) is in names."""
+    b = request.node.callspec.params.get("build") if hasattr(request.node, "callspec") else None
+    if b in OTHER_BACKENDS and request.node.originalname in names:
+        pytest.skip(why)
+
+
+# Tests whose requests or assertions cannot be said in HTTP/2: the HTTP/1.1
+# parser and framing (bad request lines, chunked bodies, HTTP/1.0, 100-continue),
+# connection management (Connection: close, keep-alive counts, half-closes,
+# pipelining limits), byte-level timing of a request, tools that speak only
+# HTTP/1.1 (ab, wrk).  Mark them explicitly, with the reason; H2Client fails
+# (NotH2) on a request it cannot turn into a stream, never skips one.  The same
+# holds for HTTP/3 (H3Client, NotH3): h1_only skips in the h2 and h3 passes.
+def h1_only(reason):
+    return pytest.mark.skipif(MUX, reason="HTTP/1.1 only: " + reason)
+
+
+# Tests that need a client with no HTTP/3 here: Debian 12's curl is built
+# without it (curl_version_args() asks for --http3-only in the h3 pass, so an
+# unmarked curl test fails there, saying so), and ab, wrk, goaccess's feeds,
+# h2load's TCP modes are TCP clients.  Mark them with the reason; where it is
+# cheap a test uses Client (H3Client) instead.
+def no_h3_client(reason):
+    return pytest.mark.skipif(H3, reason="no HTTP/3 client for this: " + reason)
+
+
+# A test that shows a server bug over HTTP/2 (named in the reason): expected to
+# fail in the h2 pass until the server is fixed; not strict, so the fix's own
+# change can drop the mark.
+def h2_bug(reason):
+    return pytest.mark.xfail(H2, reason="server bug over HTTP/2: " + reason, strict=False)
+
+
+# The same for HTTP/3 (the h3 pass).
+def h3_bug(reason):
+    return pytest.mark.xfail(H3, reason="server bug over HTTP/3: " + reason, strict=False)
+
+
+def url(port, path="/"):
+    """The URL of path on a test server, in the suite's scheme (curl, ab and
+    wrk take it; curl trusts the test CA through CURL_CA_BUNDLE)."""
+    if TLS:
+        os.environ["CURL_CA_BUNDLE"] = os.path.join(test_pki(), "ca.pem")
+    return "%s://127.0.0.1:%d%s" % ("https" if TLS else "http", port, path)
+
+
+def curl_version_args():
+    """curl's arguments for the suite's protocol: --http2 in the h2 pass (curl
+    would offer h2 by ALPN anyway; this says so), --http3-only in the h3 pass
+    (which Debian 12's curl refuses: a curl test there wants no_h3_client),
+    none otherwise."""
+    return ["--http2"] if H2 else ["--http3-only"] if H3 else []
+
+
+def client_tls_context(alpn=None):
+    import ssl
+    ctx = ssl.create_default_context(cafile=os.path.join(test_pki(), "ca.pem"))
+    if alpn:
+        ctx.set_alpn_protocols(alpn)
+    return ctx
+
+
+def import_h2():
+    """Python's h2 (Debian's python3-h2, pure Python): from the interpreter's
+    own packages, else from Debian's /usr/lib/python3/dist-packages (the suite
+    may run under another python3 than /usr/bin/python3)."""
+    import sys
+    try:
+        import h2.connection  # noqa: F401
+    except ImportError:
+        sys.path.append("/usr/lib/python3/dist-packages")
+        try:
+            import h2.connection  # noqa: F401
+        except ImportError:
+            raise ImportError("GATLING_SCHEME=h2 needs Python's h2 (apt-get install "
+                              "python3-h2, or pip install h2; tests/setup.sh does it)")
+    import h2
+    return h2
+
+
+# Lines on the server's stderr that always mean a bug.
+ALARMING = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
+            "Segmentation fault", "AddressSanitizer:DEADLYSIGNAL", "stack smashing",
+            "double free", "malloc(): ", "free(): ")
+
+# The waits below are hang detection: each ends as soon as what it waits for
+# happens, so a passing test does not spend them.  They are generous because
+# make check's first phase runs ~20 passes on 2 CPUs: a sanitizer build there
+# waits hundreds of milliseconds for a CPU (a close "at once" took 1.13 s).
+START_TIMEOUT = 15.0
+STOP_TIMEOUT = 15.0
+# default: a response that takes longer than this is a hang.  15 s, not 5: a
+# password check or a gzip runs on the worker threads, at SCHED_IDLE (jobs.c),
+# which a CPU that other processes keep busy runs only when it has nothing
+# else: a 30 ms hash took 1.4 s with the machine busy, and more is possible.
+IO_TIMEOUT = 15.0
+FILE_CACHE_WAIT = 6.0  # the open-file cache closes idle files after ~1 s
+SOCKET_CLOSE_WAIT = 6.0  # the server notices a client's close within a few ms
+
+
+# `make check` runs the suite once per build, several builds at a time
+# (tests/run-check); tests marked `serial` measure CPU or wall-clock time and
+# run afterwards, one build at a time, so that the other passes do not add to
+# what they measure.  Even so the machine may be shared, and the kernel
+# charges a task with the softirq work of whatever traffic arrives while it
+# runs, so a cost test also
+#   - lets the socket tables settle first (settle()),
+#   - connects from a loopback address earlier tests did not use
+#     (fresh_source_address()), so its connections meet none of their
+#     TIME_WAIT entries, and
+#   - is judged on the least of a few runs (best_of()): other load only adds,
+#     so the least is the closest to the truth, while a server that really
+#     costs too much fails every run.
+
+serial = pytest.mark.serial
