@@ -709,12 +709,17 @@ def test_active_check_gunicorn(gatling, apps):
     assert b.count(mb) == 0 and b.count(mb, prefix="/health") >= 2
     assert metric(srv, "gatling_backend_checks_failed_total", "c", b.addr) >= 2
     assert metric(srv, "gatling_backend_downs_total", "c", b.addr) == 1
+    wait_for(lambda: [ln for ln in srv.errlog[n:] if b.addr in ln], 10, "the line for b's down")
     said = [ln for ln in srv.errlog[n:] if b.addr in ln]
     assert len(said) == 1, "one error-log line for the change: %s" % said
     b.sick(False)
     wait_state(srv, "c", b.addr, ("up", "slowstart"), 20)
     wait_for(lambda: "b" in [who(srv, "/p/back%d" % i) for i in range(10)], 20,
              "b answering again")
+    # the line is written as the state changes; the test's reader of gatling's
+    # stderr may take a moment under load to have it
+    wait_for(lambda: len([ln for ln in srv.errlog[n:] if b.addr in ln]) >= 2, 10,
+             "the line for b's way back")
     said = [ln for ln in srv.errlog[n:] if b.addr in ln]
     assert len(said) == 2, "one line each way: %s" % said
 
