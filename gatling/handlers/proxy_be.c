@@ -277,6 +277,16 @@ static int may_retry(const px_req_t *pr)
            gio_now(s->loop) - pr->t0 < s->cfg->dyn_timeout * 1000LL;
 }
 
+/* pr's attempt on pr->m could not connect (err): nothing reached the
+   backend; counted against it, and the attempt is over. */
+static void connect_failed(px_req_t *pr, int err)
+{
+    pr->conn_failed = 1;
+    px_count(pr->px, pr->m, BACKEND_502);
+    px_failed(pr->px, pr->m, pr->probe, gio_now(pr->px->site->loop), strerror(err));
+    attempt_end(pr);
+}
+
 int px_attempt(px_req_t *pr)
 {
     proxy_t *px = pr->px;
@@ -285,11 +295,10 @@ int px_attempt(px_req_t *pr)
     size_t kl = 0;
     if (p->o.balance == BAL_HASH)
         hash_key(pr, &key, &kl);
-    for (int first = 1;; first = 0) {
-        int64_t now = gio_now(px->site->loop);
-        px_member_t *m = px_pick(p, pr->tried, key, kl, now);
+    for (;;) {
+        px_member_t *m = px_pick(p, pr->tried, key, kl, gio_now(px->site->loop));
         if (!m) {
-            pr->none_up = first && !pr->ntries;
+            pr->none_up = !pr->ntries; /* none usable for its first attempt */
             errno = EHOSTUNREACH;
             return -1;
         }
@@ -297,10 +306,7 @@ int px_attempt(px_req_t *pr)
         if (attach(pr, m, pr->rule->kind != PX_SCGI) == 0)
             return 0;
         int err = errno; /* a unix socket gone or full, no descriptor, no memory */
-        pr->conn_failed = 1;
-        px_count(px, m, BACKEND_502);
-        px_failed(px, m, pr->probe, now, strerror(err));
-        attempt_end(pr);
+        connect_failed(pr, err);
         if (!may_retry(pr)) {
             errno = err;
             return -1;
@@ -401,10 +407,7 @@ static int stale_retry(px_req_t *pr)
     attempt_begin(pr, m);
     if (attach(pr, m, 0) == 0)
         return 1;
-    pr->conn_failed = 1;
-    px_count(pr->px, m, BACKEND_502);
-    px_failed(pr->px, m, pr->probe, gio_now(pr->px->site->loop), strerror(errno));
-    attempt_end(pr);
+    connect_failed(pr, errno);
     return may_retry(pr) && px_attempt(pr) == 0;
 }
 
@@ -522,10 +525,7 @@ static int judged(px_req_t *pr, int status)
     px_failed(px, pr->m, pr->probe, now, why);
     if (!may_retry(pr) || !px_any(pr->rule->pool, pr->tried, now))
         return 0; /* no other backend for it: this answer goes to the client as it came */
-    px_count(px, pr->m, BACKEND_RETRIES);
-    px_release(pr, 0);
-    answer_reset(pr);
-    if (px_attempt(pr) == 0)
+    if (retry(pr))
         return 1;
     pr->state = RS_DONE; /* the others failed at once: the status, without the body */
     pr->head_sent = 1;
