@@ -46,6 +46,9 @@ TUNINGS = {
                  ("sysctl", "net.ipv4.tcp_wmem", "4096 16384 16777216")],
     "mtu-9000": [("mtu", "9000")],
     "rps": [("rps", "3")],
+    # a bottleneck neither tool can be: a tbf qdisc on every veth's egress; the rows through
+    # it measure the path, so kb-stream and iperf3 (--iperf3) must read the same rate
+    "rate-2g": [("tbf", "2gbit", "4mb")],
 }
 SECS = {"quick": 1, "full": 5, "tiny": 1}
 UDP_WBUF = "4000000"
@@ -79,8 +82,9 @@ def rows_for(suite, only=None):
             for n in flows:
                 for length in (0, 1472 if fam == 4 else 1452, 8000):  # 1500-byte MTU
                     add("udp", fam, topo, n, length)
-    if suite != "tiny":
+    if suite != "tiny":  # iperf3's -P 15 (--iperf3 runs it beside these)
         add("tcp", 4, "lo", 15)
+        add("tcp", 4, "veth", 15)
     if only:
         keep = only.split(",")
         rows = [r for r in rows if any(re.fullmatch(k.replace("*", ".*"), r["name"])
@@ -223,6 +227,14 @@ def apply_tuning(lab, name):
         elif kind == "mtu":
             for h, dev in lab.veths():
                 ip("-n", lab.ns[h], "link", "set", dev, "mtu", value)
+        elif kind == "tbf":
+            for h, dev in lab.veths():
+                r = subprocess.run(["tc", "-n", lab.ns[h], "qdisc", "replace", "dev", dev, "root",
+                                    "tbf", "rate", key, "burst", value, "latency", "50ms"],
+                                   capture_output=True, text=True)
+                if r.returncode:
+                    raise TputError("tuning %s: tc qdisc tbf on %s: %s" % (
+                        name, dev, r.stderr.strip()))
         elif kind == "rps":
             for h, dev in lab.veths():
                 path = "/sys/class/net/%s/queues/rx-0/rps_cpus" % dev
@@ -289,15 +301,16 @@ def start_listener(lab, host, argv, what, procs):
 def row_argv(tool, row, secs, role, **kw):
     """kb-stream's argv for a role: recv, relay or send."""
     n, udp = str(row["n"]), row["proto"] == "udp"
+    pin = ["-A", kw["pin"][role]] if kw.get("pin") else []
     if role == "recv":
         return [tool, "-s", "-B", kw["bind"], "-n", n, "-t", "%g" % (secs + 20)] + (
-            ["-u", "-w", UDP_WBUF, "-i", "2"] if udp else [])
+            ["-u", "-w", UDP_WBUF, "-i", "2"] if udp else []) + pin
     cc = ["-C", kw["cc"]] if kw.get("cc") and not udp else []
     if role == "relay":
         return [tool, "-R", kw["mode"], "-B", kw["bind"], "-c", kw["to"], "-p", str(kw["port"]),
-                "-n", n, "-t", "%g" % (secs + 20)] + cc
+                "-n", n, "-t", "%g" % (secs + 20)] + cc + pin
     return [tool, "-c", kw["to"], "-p", str(kw["port"]), "-n", n, "-t", "%g" % secs, "-S",
-            "3"] + cc + (["-u", "-l", str(row["len"])] if udp else [])
+            "3"] + cc + (["-u", "-l", str(row["len"])] if udp else []) + pin
 
 
 def run_row(ctx, row, run):
@@ -307,16 +320,16 @@ def run_row(ctx, row, run):
     rec = {"test": row["name"], "run": run + 1, "status": "FAIL", "note": ""}
     procs, outs = [], {}
     try:
-        rp, port, rhead = start_listener(lab, rcv, row_argv(tool, row, secs, "recv", bind=bind),
-                                         "the receiver", procs)
-        argvs = {"recv": lab.prefix(rcv) + row_argv(tool, row, secs, "recv", bind=bind)}
+        rargv = row_argv(tool, row, secs, "recv", bind=bind, pin=ctx.pin)
+        rp, port, rhead = start_listener(lab, rcv, rargv, "the receiver", procs)
+        argvs = {"recv": lab.prefix(rcv) + rargv}
         if rel:
             argv = row_argv(tool, row, secs, "relay", mode=row["topo"], bind=rbind, to=bind,
-                            port=port, cc=lab.cc)
+                            port=port, cc=lab.cc, pin=ctx.pin)
             lp, port, lhead = start_listener(lab, rel, argv, "the relay", procs)
             argvs["relay"] = lab.prefix(rel) + argv
         argvs["send"] = lab.prefix(snd) + row_argv(tool, row, secs, "send", to=to, port=port,
-                                                    cc=lab.cc)
+                                                    cc=lab.cc, pin=ctx.pin)
         sp = bl.spawn(argvs["send"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         procs.append(sp)
         rcs = {"send": finish(sp, secs + GRACE["send"])}
@@ -377,19 +390,28 @@ def judge(rec, row, rcs):
 
 # -- iperf3 beside it ---------------------------------------------------------------------
 
-def run_iperf3(ctx, n, run):
-    """iperf3 -P n on the loopback host: a row 'iperf3-tcp4-lo-nN' (Mbit/s sent, its CPU)."""
-    name = "iperf3-tcp4-lo-n%d" % n
+def iperf3_beside(row):
+    """Whether --iperf3 runs iperf3 beside this row: one to 128 TCP streams over IPv4 on
+    loopback or the veth link (iperf3's -P is at most 128)."""
+    return (row["proto"], row["family"]) == ("tcp", 4) and row["topo"] in ("lo", "veth") \
+        and row["n"] <= 128
+
+
+def run_iperf3(ctx, row, run):
+    """iperf3 -P n where the row runs (sender's host to receiver's): a row 'iperf3-NAME'
+    (Mbit/s sent, its CPU)."""
+    name = "iperf3-" + row["name"]
     rec = {"test": name, "run": run + 1, "status": "FAIL", "note": ""}
-    port = 5201 + run
-    srv = bl.spawn(ctx.lab.prefix("l") + ["iperf3", "-s", "-1", "-p", str(port), "-B",
-                                          "127.0.0.1"], stdout=subprocess.PIPE,
-                   stderr=subprocess.STDOUT, text=True)
+    snd, rcv, _, to, bind, _ = placement(ctx.lab, row)
+    port = 5201 + run % 100
+    pin = (lambda role: ["-A", ctx.pin[role].split(",")[0]]) if ctx.pin else (lambda role: [])
+    srv = bl.spawn(ctx.lab.prefix(rcv) + ["iperf3", "-s", "-1", "-p", str(port), "-B", bind] +
+                   pin("recv"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         time.sleep(0.3)
-        argv = ctx.lab.prefix("l") + ["iperf3", "-c", "127.0.0.1", "-p", str(port), "-P", str(n),
+        argv = ctx.lab.prefix(snd) + ["iperf3", "-c", to, "-p", str(port), "-P", str(row["n"]),
                                       "-t", "%g" % ctx.secs, "-J"] + (
-                                          ["-C", ctx.lab.cc] if ctx.lab.cc else [])
+                                          ["-C", ctx.lab.cc] if ctx.lab.cc else []) + pin("send")
         if run == 0:
             ctx.commands.append("%s\t%s" % (name, " ".join(argv)))
         r = subprocess.run(argv, capture_output=True, text=True, timeout=ctx.secs + 30)
@@ -429,9 +451,24 @@ def read_rows(path):
         return [dict(zip(cols, l.rstrip("\n").split("\t"))) for l in f if l.strip()]
 
 
+def parse_pin(spec):
+    """--pin SEND/RECV[/RELAY]: CPU lists (0 or 0,1) for kb-stream's -A and iperf3's -A (its
+    first CPU); the relay's default is the receiver's.  None for no pinning."""
+    if not spec:
+        return None
+    parts = spec.split("/")
+    ncpu = os.cpu_count() or 1
+    if not 2 <= len(parts) <= 3 or not all(re.match(r"^\d+(,\d+)*$", p) for p in parts):
+        raise TputError("--pin: SEND/RECV[/RELAY], each CPU numbers separated by commas "
+                        "(0/1)")
+    if any(int(c) >= ncpu for p in parts for c in p.split(",")):
+        raise TputError("--pin %s: this machine has CPUs 0 to %d" % (spec, ncpu - 1))
+    return {"send": parts[0], "recv": parts[1], "relay": parts[2 if len(parts) == 3 else 1]}
+
+
 class Ctx:
-    def __init__(self, out, tool, secs, lab):
-        self.out, self.tool, self.secs, self.lab = out, tool, secs, lab
+    def __init__(self, out, tool, secs, lab, pin=None):
+        self.out, self.tool, self.secs, self.lab, self.pin = out, tool, secs, lab, pin
         self.commands, self.rows = [], []
         os.makedirs(os.path.join(out, "raw"), exist_ok=True)
 
@@ -444,8 +481,24 @@ def label_for(tuning):
     return "%s %s" % (os.uname().release, tuning)
 
 
+def plan_of(rows, iperf3, run):
+    """The order of one repetition: the rows; with iperf3, iperf3 beside every row it can
+    run (iperf3_beside), after it in odd repetitions and before it in even ones, so that
+    the pairs tputreport compares are side by side in time and neither tool always goes
+    first; with no such row, iperf3 -P 1 and -P 15 on loopback at the end."""
+    plan = []
+    for r in rows:
+        plan.append(("row", r))
+        if iperf3 and iperf3_beside(r):
+            plan.insert(len(plan) - 1 if run % 2 else len(plan), ("iperf3", r))
+    if iperf3 and not any(k == "iperf3" for k, _ in plan):
+        plan += [("iperf3", {"name": "tcp4-lo-n%d" % n, "proto": "tcp", "family": 4,
+                             "topo": "lo", "n": n, "len": None}) for n in (1, 15)]
+    return plan
+
+
 def run_suite(out, suite, tool, runs=1, tuning="default", label=None, only=None,
-              iperf3=False, quiet=False, secs=None, run_from=0):
+              iperf3=False, quiet=False, secs=None, run_from=0, pin=None):
     """Measure every row of suite runs times (interleaved) with one tuning in a lab of its
     own; write out/throughput.tsv and throughput-meta.json; the rows.  run_from > 0 adds
     repetitions run_from+1.. to the rows already there (a sweep alternates its tunings
@@ -459,19 +512,19 @@ def run_suite(out, suite, tool, runs=1, tuning="default", label=None, only=None,
         raise TputError("--iperf3: iperf3 is not installed (apt-get install iperf3)")
     os.makedirs(out, exist_ok=True)
     t0 = time.monotonic()
+    pinning = parse_pin(pin)
     lab = Lab()
-    ctx = Ctx(out, tool, secs or SECS[suite], lab)
+    ctx = Ctx(out, tool, secs or SECS[suite], lab, pinning)
     if run_from:
         ctx.rows = read_rows(os.path.join(out, "throughput.tsv"))
     try:
         apply_tuning(lab, tuning)
-        plan = [("row", r) for r in rows] + ([("iperf3", n) for n in (1, 15)] if iperf3
-                                             else [])
         for run in range(run_from, run_from + runs):
-            for kind, what in plan:
+            for kind, what in plan_of(rows, iperf3, run):
                 if not quiet:
                     bl.log("throughput: run %d of %d: %s" % (
-                        run + 1, runs, what["name"] if kind == "row" else "iperf3 -P %d" % what))
+                        run + 1, runs, what["name"] if kind == "row" else "iperf3 beside " +
+                        what["name"]))
                 rec = (run_row(ctx, what, run)[0] if kind == "row" else
                        run_iperf3(ctx, what, run))
                 ctx.rows.append(rec)
@@ -483,7 +536,7 @@ def run_suite(out, suite, tool, runs=1, tuning="default", label=None, only=None,
                         "release": os.uname().release, "runs": run_from + runs,
                         "seconds_per_row":
                         ctx.secs, "seconds": round(time.monotonic() - t0, 1),
-                        "tunings": {tuning: TUNINGS[tuning]}})
+                        "tunings": {tuning: TUNINGS[tuning]}, "pin": pin or "none"})
     bl.write_json(os.path.join(out, "throughput-meta.json"), meta)
     if ctx.commands:
         with open(os.path.join(out, "commands.txt"), "a") as f:

@@ -123,6 +123,48 @@ def tables_text(columns):
     return "\n".join(out)
 
 
+def iperf3_pairs(rows):
+    """kb-stream against iperf3 (bench/run throughput --iperf3): for each test iperf3 ran
+    beside, the ratio of every repetition's kb-stream row to the iperf3 run next to it
+    (side by side in time, so a change in the machine's load falls on both), and the
+    median of those ratios: [(test, [ratios], median)]."""
+    by = {(r["test"], r["run"]): r for r in rows}
+    out = []
+    for test in dict.fromkeys(r["test"] for r in rows if r["test"].startswith("iperf3-")):
+        ratios = []
+        for (t, run), i in sorted(by.items()):
+            k = by.get((test[len("iperf3-"):], run))
+            if t == test and k and k["status"] == i["status"] == "PASS" and num(i.get("mbit")):
+                ratios.append(num(k.get("mbit")) / num(i["mbit"]))
+        if ratios:
+            out.append((test[len("iperf3-"):], ratios, bl.median(ratios)))
+    return out
+
+
+def pairs_text(rows):
+    p = iperf3_pairs(rows)
+    if not p:
+        return []
+    return ["", "kb-stream / iperf3, each repetition against the iperf3 run beside it"] + \
+        rr.text_table(["test", "pairs", "median", "range"],
+                      [[t, str(len(r)), "%.3f" % m, "%.3f-%.3f" % (min(r), max(r))]
+                       for t, r, m in p])
+
+
+def pairs_html(rows):
+    p = iperf3_pairs(rows)
+    if not p:
+        return ""
+    return ("<h2>kb-stream against iperf3</h2><p>Each repetition of a test divided by the "
+            "iperf3 run beside it (the same streams, hosts and CPUs): a change in the "
+            "machine's load falls on both halves of a pair.</p><table class=tput><tr>"
+            "<th class=l>test</th><th>pairs</th><th>median ratio</th><th>range</th></tr>%s"
+            "</table>" % "".join(
+                "<tr><td class=l>%s</td><td class=n>%d</td><td class=n>%.3f</td>"
+                "<td class=n>%.3f–%.3f</td></tr>" % (html.escape(t), len(r), m, min(r), max(r))
+                for t, r, m in p))
+
+
 def plot_protocol(outdir, proto, tests, columns):
     """A clustered bar graph: a cluster per test, a bar per run; FAIL / NOEXIT written on
     the bar.  The name drawn (plots/tput-PROTO), or None."""
@@ -226,17 +268,19 @@ CSS = rr.CSS + "td.PASS{color:#080}td.FAIL,td.NOEXIT{color:#b00;font-weight:bold
 def write(outdir, dirs):
     """compare.txt's throughput part and report.html for the directories dirs, each a
     column; the text."""
-    columns = []
+    columns, pairs, phtml = [], [], ""
     for d in dirs:
         label, rows, meta = load(d)
         columns.append((label, cells(rows), meta))
+        if len(dirs) == 1:
+            pairs, phtml = pairs_text(rows), pairs_html(rows)
     labels = [l for l, _, _ in columns]
     if len(set(labels)) < len(labels):  # two runs with one label: the directory names too
         columns = [("%s (%s)" % (l, os.path.basename(os.path.normpath(d))), c, m)
                    for (l, c, m), d in zip(columns, dirs)]
     os.makedirs(outdir, exist_ok=True)
-    text = tables_text(columns)
-    body = section_html(outdir, columns)
+    text = "\n".join([tables_text(columns)] + pairs)
+    body = section_html(outdir, columns) + phtml
     metas = "".join("<h3>%s</h3><pre>%s</pre>" % (html.escape(l), html.escape(
         json.dumps(m, indent=1, sort_keys=True))) for l, _, m in columns)
     doc = ("<!doctype html><html><head><meta charset='utf-8'><title>bench/run throughput"
@@ -296,6 +340,9 @@ def cli(argv, tool):
     ap.add_argument("--iperf3", action="store_true", help="iperf3 -P 1 and -P 15 on loopback "
                     "beside kb-stream's rows")
     ap.add_argument("--secs", type=float, help="seconds per row (quick 1, full 5)")
+    ap.add_argument("--pin", metavar="SEND/RECV[/RELAY]", help="CPUs of the sender, receiver "
+                    "and relay (kb-stream -A, iperf3 -A), e.g. 0/1: the scheduler does not "
+                    "move them between rows")
     ap.add_argument("-q", "--quiet", action="store_true")
     a = ap.parse_args(argv)
     if a.secs is not None and not 0.5 <= a.secs <= 600:
@@ -312,7 +359,7 @@ def cli(argv, tool):
     try:
         if not sweep:
             rows = tput.run_suite(out, a.suite, tool, runs, a.tuning, a.label, a.only, a.iperf3,
-                                  a.quiet, a.secs)
+                                  a.quiet, a.secs, pin=a.pin)
             text, doc = write(out, [out])
             insert_or_write(out, doc, os.path.exists(os.path.join(out, "samples.tsv")))
         else:
@@ -321,7 +368,7 @@ def cli(argv, tool):
             for run in range(runs):  # alternating: repetition 1 of every tuning, then 2, ...
                 for t, d in zip(sweep, dirs):
                     done[t] = tput.run_suite(d, a.suite, tool, 1, t, None, a.only, a.iperf3,
-                                             a.quiet, a.secs, run_from=run)
+                                             a.quiet, a.secs, run_from=run, pin=a.pin)
             rows = [r for rs in done.values() for r in rs]
             text = compare(dirs, out)
     except tput.TputError as e:

@@ -1,6 +1,6 @@
 /*
- * kb-stream over TCP: a sending process's streams (connect, an 8-byte header
- * naming the stream, writes until -t, then a half close and the receiver's
+ * kb-stream over TCP: a sending process's streams (connect, a header of a page,
+ * its first 8 bytes naming the stream, writes until -t, then a half close and the receiver's
  * count of what arrived) and a receiving process's (accept, read to the end,
  * answer with the count).  See kb_stream.h.
  */
@@ -17,6 +17,7 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/time.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 typedef struct {
@@ -63,10 +64,12 @@ static int tcp_open(const ks_opts_t *o, conn_t *c, int id)
     socklen_t l = sizeof me;
     getsockname(c->fd, (struct sockaddr *)&me, &l);
     ks_peer((struct sockaddr *)&me, c->peer, sizeof c->peer);
+    static const char pad[KS_HDR - 8];
     uint32_t h[2] = {htonl(KS_MAGIC), htonl((uint32_t)id)};
-    if (write(c->fd, h, sizeof h) != (ssize_t)sizeof h)
+    struct iovec iov[2] = {{h, sizeof h}, {(void *)pad, sizeof pad}};
+    if (writev(c->fd, iov, 2) != KS_HDR) /* KS_HDR: see kb_stream.h */
         return -1;
-    c->sent = sizeof h;
+    c->sent = KS_HDR;
     fcntl(c->fd, F_SETFL, O_NONBLOCK);
     return 0;
 }
@@ -174,7 +177,7 @@ int ks_tcp_send(const ks_opts_t *o, int p, int ready, int go, int out)
     return 0;
 }
 
-/* Readable: count, take the header from the first 8 bytes, answer at the end. */
+/* Readable: count, take the stream's name from the first 8 bytes, answer at the end. */
 static int recv_ready(conn_t *c, char *buf, size_t len, int p, int out)
 {
     for (int i = 0; i < 8; i++) {
