@@ -223,6 +223,33 @@ def test_a_tuning_it_cannot_keep_inside_the_lab_is_refused():
     assert r.returncode == 2 and "nosuch" in r.stderr
 
 
+@needs_lab
+@pytest.mark.serial
+@pytest.mark.skipif(not shutil.which("iperf3"), reason="no iperf3 (sh tests/setup.sh)")
+def test_kb_stream_reads_a_bottleneck_as_iperf3_does(tmp_path):
+    """kb-stream's yardstick: one stream over the veth link through a 2 Gbit/s tbf
+    (tuning rate-2g), iperf3 -P 1 beside it (--iperf3): both read the bottleneck's rate,
+    within 5% of each other, and the report shows the pair.  A path neither tool can be
+    the limit of, so the two must agree whatever else the machine is doing."""
+    from benchkit import tput, tputreport
+    out = str(tmp_path / "run")
+    rows = tput.run_suite(out, "quick", KS, tuning="rate-2g", only="tcp4-veth-n1",
+                          iperf3=True, quiet=True, secs=2, pin="0/%d" % ((os.cpu_count() or
+                                                                          1) - 1))
+    assert [r["test"] for r in rows] == ["tcp4-veth-n1", "iperf3-tcp4-veth-n1"], rows
+    assert all(r["status"] == "PASS" and 1500 < float(r["mbit"]) < 2300 for r in rows), rows
+    (test, ratios, median), = tputreport.iperf3_pairs(tput.read_rows(out + "/throughput.tsv"))
+    assert test == "tcp4-veth-n1" and len(ratios) == 1 and 0.95 <= median <= 1.05, rows
+    text, doc = tputreport.write(out, [out])
+    assert re.search(r"^tcp4-veth-n1 +1 +[01]\.\d{3}", text, re.M), text
+    assert "kb-stream against iperf3" in doc
+    cmds = open(out + "/commands.txt").read()
+    assert re.search(r"kb-stream -c \S+ .* -A 0", cmds) and "iperf3 -c" in cmds, cmds
+    r = subprocess.run([RUN, "throughput", "--pin", "0/99"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 1 and "--pin 0/99: this machine has CPUs" in r.stderr, r.stderr
+
+
 def fake_run(d, label, factor, noexit=None):
     """A throughput run directory with rows made up (no measuring)."""
     from benchkit import tput
