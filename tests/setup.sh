@@ -65,9 +65,9 @@ pkgs="$pkgs php-fpm"
 # caddy: bench/compare-h2's fourth peer (Debian 12's 2.6, a static file_server over h2)
 # iperf3 (3.12): bench/run throughput --iperf3, kb-stream's yardstick (test_throughput.py
 # checks that both read a tbf bottleneck alike); ethtool: the GRO/GSO/TSO tunings on the
-# lab's veth links
-pkgs="$pkgs iperf3"
-[ "$level" = bench ] && pkgs="$pkgs nginx lighttpd h2o slowhttptest whois caddy ethtool"
+# lab's veth links (test_throughput.py applies every tuning)
+pkgs="$pkgs iperf3 ethtool"
+[ "$level" = bench ] && pkgs="$pkgs nginx lighttpd h2o slowhttptest whois caddy"
 # nodejs, npm: the HTTP caching test suite (tests/cache-tests/run, test_cache_suite.py),
 # which npm installs below.  Asked for only when the command is missing: a NodeSource
 # nodejs (which carries its own npm) conflicts with Debian's npm package

@@ -44,8 +44,8 @@ TUNINGS = {
     "gso-off": [("ethtool", "gso", "off")],
     "rmem-16m": [("sysctl", "net.ipv4.tcp_rmem", "4096 131072 16777216"),
                  ("sysctl", "net.ipv4.tcp_wmem", "4096 16384 16777216")],
-    "mtu-9000": [("mtu", "9000")],
-    "rps": [("rps", "3")],
+    "mtu-9000": [("mtu", "", "9000")],
+    "rps": [("rps", "", "3")],
     # a bottleneck neither tool can be: a tbf qdisc on every veth's egress; the rows through
     # it measure the path, so kb-stream and iperf3 (--iperf3) must read the same rate
     "rate-2g": [("tbf", "2gbit", "4mb")],

@@ -110,11 +110,11 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: kb-stream -s [-u] [-B addr] [-p port] [-n N] [-P procs] [-t secs] [-w bytes]"
-            " [-i secs]\n"
+            " [-i secs] [-A cpus]\n"
             "       kb-stream -c addr -p port [-u] [-n N] [-P procs] [-t secs] [-l len]"
             " [-b rate] [-w bytes] [-S secs] [-C cc] [-A cpus]\n"
             "       kb-stream -R copy|splice -c addr -p port [-B addr] [-L port] [-n N]"
-            " [-t secs] [-w bytes]\n"
+            " [-t secs] [-w bytes] [-A cpus]\n"
             "bulk throughput of N TCP streams (or UDP flows, -u) over P processes\n"
             "  -s          receive: listen on -B (default 127.0.0.1, ::1 with -6) port -p\n"
             "              (default 0: any; the first line says which), end after N streams\n"
@@ -131,7 +131,8 @@ static void usage(FILE *f)
             "  -w bytes    SO_SNDBUF and SO_RCVBUF\n"
             "  -S secs     a stream without progress this long stalled (default 3)\n"
             "  -C cc       TCP congestion control of the sending sockets (cubic, bbr, ...)\n"
-            "  -A cpus     pin process p to the p-th CPU of the list (0,1), round robin\n"
+            "  -A cpus     pin process p to the p-th CPU of the list (0,1), round robin;\n"
+            "              a relay to all of them\n"
             "  -i secs     UDP receiver: a process ends this long after its last datagram"
             " (default 2)\n"
             "Exit: 0 ok, 3 a stream stalled, failed or did not finish, 1 failed, 2 usage.\n"

@@ -250,6 +250,45 @@ def test_kb_stream_reads_a_bottleneck_as_iperf3_does(tmp_path):
     assert r.returncode == 1 and "--pin 0/99: this machine has CPUs" in r.stderr, r.stderr
 
 
+@needs_lab
+@pytest.mark.serial
+def test_every_named_tuning_takes_effect_inside_the_lab():
+    """Each of bench/run throughput's tunings, applied to one lab: the setting is there
+    afterwards, on every veth (ethtool's features, the MTU, rps_cpus, a tbf qdisc) or host
+    (tcp_rmem), and the root namespace's values did not move."""
+    from benchkit import tput
+    root = {k: tput.read_root_sysctl(k) for k in ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem")}
+    lab = tput.Lab()
+    try:
+        def out(h, *argv):
+            return subprocess.run(lab.prefix(h) + list(argv), capture_output=True, text=True,
+                                  check=True).stdout
+        for name, settings in tput.TUNINGS.items():
+            tput.apply_tuning(lab, name)
+            for kind, key, value in settings:
+                for h, dev in lab.veths():
+                    if kind == "ethtool":
+                        feature = {"gro": "generic-receive-offload", "gso":
+                                   "generic-segmentation-offload",
+                                   "tso": "tcp-segmentation-offload"}[key]
+                        assert re.search(r"^%s: %s" % (feature, value), out(h, "ethtool", "-k",
+                                         dev), re.M), (name, h, dev)
+                    elif kind == "mtu":
+                        assert "mtu %s " % value in out(h, "ip", "link", "show", dev), name
+                    elif kind == "rps":
+                        got = out(h, "cat", "/sys/class/net/%s/queues/rx-0/rps_cpus" % dev)
+                        assert int(got.strip().replace(",", ""), 16) == int(value, 16), got
+                    elif kind == "tbf":
+                        assert "tbf" in out(h, "tc", "qdisc", "show", "dev", dev), name
+                if kind == "sysctl":
+                    assert out("b", "sysctl", "-n", key).split() == value.split(), name
+                elif kind == "cc":
+                    assert lab.cc == value, name
+    finally:
+        lab.down()
+    assert {k: tput.read_root_sysctl(k) for k in root} == root
+
+
 def fake_run(d, label, factor, noexit=None):
     """A throughput run directory with rows made up (no measuring)."""
     from benchkit import tput
