@@ -8,10 +8,29 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 
 import pytest
 
 from conftest import wait_for
+
+
+def serve(lst, handle, threaded=False):
+    """Accept on the listening socket lst until it is closed, calling handle(conn) for
+    each connection, in a thread of its own when threaded; in a daemon thread: a backend
+    written in the test itself."""
+    def run():
+        while True:
+            try:
+                c, _ = lst.accept()
+            except OSError:
+                return
+            if threaded:
+                threading.Thread(target=handle, args=(c,), daemon=True).start()
+            else:
+                handle(c)
+    threading.Thread(target=run, daemon=True).start()
+    return lst
 
 
 def wait_port(port, timeout=15.0):

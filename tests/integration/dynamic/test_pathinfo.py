@@ -14,11 +14,11 @@ derived from the document root the test made, never written out.
 import json
 import os
 import socket
-import threading
 import urllib.parse
 
 import pytest
 
+import appservers
 from conftest import fetch, wait_for
 from test_proxy import php_fpm  # noqa: F401 (a fixture)
 
@@ -171,15 +171,7 @@ def scgi_echo():
     lst = socket.socket()
     lst.bind(("127.0.0.1", 0))
     lst.listen(16)
-
-    def run():
-        while True:
-            try:
-                c, _ = lst.accept()
-            except OSError:
-                return
-            threading.Thread(target=scgi_answer, args=(c,), daemon=True).start()
-    threading.Thread(target=run, daemon=True).start()
+    appservers.serve(lst, scgi_answer, threaded=True)
     yield lst.getsockname()[1]
     lst.close()
 

@@ -167,19 +167,8 @@ def scgi_server():
     lst = socket.socket()
     lst.bind(("127.0.0.1", 0))
     lst.listen(16)
-    stop_flag = []
-
-    def run():
-        while not stop_flag:
-            try:
-                c, _ = lst.accept()
-            except OSError:
-                return
-            threading.Thread(target=scgi_serve, args=(c,), daemon=True).start()
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
+    appservers.serve(lst, scgi_serve, threaded=True)
     yield lst.getsockname()[1]
-    stop_flag.append(1)
     lst.close()
 
 
@@ -389,17 +378,11 @@ def one_shot_backend(answer, family=socket.AF_INET):
     lst.bind(("127.0.0.1", 0) if family == socket.AF_INET else ("::1", 0))
     lst.listen(8)
 
-    def run():
-        while True:
-            try:
-                c, _ = lst.accept()
-            except OSError:
-                return
-            with c:
-                c.recv(65536)
-                c.sendall(answer)
-    threading.Thread(target=run, daemon=True).start()
-    return lst
+    def answer_once(c):
+        with c:
+            c.recv(65536)
+            c.sendall(answer)
+    return appservers.serve(lst, answer_once)
 
 
 def test_backend_dies_mid_response(gatling):
@@ -445,20 +428,12 @@ def test_retry_after_stale_pooled_connection(gatling):
     conns = []
 
     def serve(c):
+        conns.append(c)
         with c:
             c.recv(65536)
             c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst")
             c.recv(65536)  # the second request on this connection: closed unanswered
-
-    def run():
-        while True:
-            try:
-                c, _ = lst.accept()
-            except OSError:
-                return
-            conns.append(c)
-            threading.Thread(target=serve, args=(c,), daemon=True).start()
-    threading.Thread(target=run, daemon=True).start()
+    appservers.serve(lst, serve, threaded=True)
     try:
         srv = proxied(gatling, ["127.0.0.1/%d/^/app/" % lst.getsockname()[1]])
         assert fetch(srv.port, "/app/1").body == b"first"
