@@ -26,7 +26,6 @@ import http.client
 import http.server
 import json
 import os
-import random
 import re
 import shutil
 import socket
@@ -36,6 +35,9 @@ import subprocess
 import threading
 import time
 import urllib.request
+
+from harness import waits
+from harness.waits import wait_for
 
 PEBBLE_VERSION = "v2.10.1"
 CHAOS_ENV = ("PEBBLE_VA_NOSLEEP", "PEBBLE_WFE_NONCEREJECT", "PEBBLE_AUTHZREUSE",
@@ -72,36 +74,9 @@ def missing():
 
 
 def free_port():
-    """A loopback TCP port (and its UDP twin, for HTTP/3) below the ephemeral
-    range, free now: for a program that binds it itself (harness/waits.py's)."""
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            low = int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 32768
-    for _ in range(200):
-        port = random.randint(10000, max(low - 1, 10001))
-        with socket.socket() as s, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
-            try:
-                s.bind(("127.0.0.1", port))
-                u.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise AssertionError("no free port below %d for a listener" % low)
-
-
-def wait_for(pred, timeout, what, step=0.05):
-    """pred()'s first true value within timeout seconds, or an AssertionError
-    naming what did not happen."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() >= deadline:
-            raise AssertionError("%s: not within %.1f s" % (what, timeout))
-        time.sleep(step)
+    """A loopback TCP port with its UDP twin free too (gatling's HTTP/3), below
+    the ephemeral range, free now: for a program that binds it itself."""
+    return waits.free_port(udp=True)
 
 
 def tail(path, n=3000):

@@ -51,11 +51,12 @@ def fresh_source_address():
                              random.randint(1, 254))
 
 
-def free_port():
-    """A loopback TCP port to hand to another program that binds it itself
-    (systemd-socket-activate, gatling -p N).  Taken below the ephemeral
-    range: a port bind(0) chose would be free only until the next connect()
-    of any test running beside this one picked it as a source port."""
+def free_port(udp=False):
+    """A loopback TCP port (with udp, its UDP twin free too: HTTP/3) to hand to
+    another program that binds it itself (systemd-socket-activate, gatling -p
+    N, Pebble).  Taken below the ephemeral range: a port bind(0) chose would
+    be free only until the next connect() of any test running beside this one
+    picked it as a source port."""
     import random
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
@@ -64,9 +65,11 @@ def free_port():
         low = 32768
     for _ in range(200):
         port = random.randint(10000, max(low - 1, 10001))
-        with socket.socket() as s:
+        with socket.socket() as s, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
             try:
                 s.bind(("127.0.0.1", port))
+                if udp:
+                    u.bind(("127.0.0.1", port))
             except OSError:
                 continue
             return port
@@ -116,16 +119,17 @@ def read_slowly_until_closed(s, seconds=10, errors=()):
     return got, False
 
 
-def wait_for(pred, timeout, what):
-    """pred()'s first true value within timeout seconds, or an AssertionError
-    naming what did not happen."""
+def wait_for(pred, timeout, what, step=0.05):
+    """pred()'s first true value within timeout seconds (asked at least once),
+    or an AssertionError naming what did not happen."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while True:
         v = pred()
         if v:
             return v
-        time.sleep(0.05)
-    raise AssertionError("%s: not within %.1f s" % (what, timeout))
+        if time.monotonic() >= deadline:
+            raise AssertionError("%s: not within %.1f s" % (what, timeout))
+        time.sleep(step)
 
 
 def tcp_listening(port):
