@@ -350,6 +350,10 @@ def cli(argv, tool):
     runs = a.runs or (3 if a.suite == "full" else 1)
     if not 1 <= runs <= 20:
         ap.error("--runs: 1 to 20")
+    try:
+        tput.parse_pin(a.pin)
+    except tput.TputError as e:
+        ap.error(str(e))
     sweep = a.sweep.split(",") if a.sweep else None
     for t in sweep or [a.tuning]:
         if t not in tput.TUNINGS:

@@ -250,9 +250,11 @@ def test_kb_stream_reads_a_bottleneck_as_iperf3_does(tmp_path):
     assert "kb-stream against iperf3" in doc
     cmds = open(out + "/commands.txt").read()
     assert re.search(r"kb-stream -c \S+ .* -A 0", cmds) and "iperf3 -c" in cmds, cmds
-    r = subprocess.run([RUN, "throughput", "--pin", "0/99"], capture_output=True, text=True,
-                       timeout=60)
-    assert r.returncode == 1 and "--pin 0/99: this machine has CPUs" in r.stderr, r.stderr
+    for bad, why in (("0/99", "--pin 0/99: this machine has CPUs"), ("0", "SEND/RECV"),
+                     ("a/b", "SEND/RECV"), ("0/1/0/1", "SEND/RECV")):
+        r = subprocess.run([RUN, "throughput", "--pin", bad], capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 2 and why in r.stderr and "usage:" in r.stderr, (bad, r.stderr)
 
 
 @needs_lab
