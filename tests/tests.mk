@@ -21,8 +21,14 @@ $(OB)/tests/unit/%.o: CPPFLAGS += $(GATLING_INC) -Itests/unit
 .SECONDARY:
 tests-build: $(B)/gatling $(UNIT_BIN) $(BENCH_BIN) $(B)/tests/acme_try
 
-# Backends that build on this host; each runs the whole suite.
+# Backends that build on this host; each runs the suite.
 CHECK_BACKENDS ?= $(shell sh tests/backends.sh "$(CC)")
+# ... every module of it on the first and its sanitizer build; the others
+# leave out the modules whose subject sits above io/ (run-check's ABOVE_IO,
+# with the reasons): the same objects (build/obj), linked with another
+# libgio.  CHECK_WHOLE_BUILDS="epoll uring sigio poll epoll-san" runs every
+# module on every build.
+CHECK_WHOLE_BUILDS ?= $(firstword $(CHECK_BACKENDS)) $(firstword $(CHECK_BACKENDS))-san
 # The HTTP suite again over HTTPS (GATLING_SCHEME=https, see conftest.py):
 # on the first backend and its sanitizer build, to keep make check short
 # (test_tls.py runs on every backend in the first pass, and run-check runs
@@ -72,7 +78,7 @@ check-build: setup layers
 # The fuzz smoke (with its build) and the cross build run beside the test passes.
 check: check-build
 	$(PYTHON) tests/run-check -j$(CHECK_PASSES) --shards $(CHECK_SHARDS) \
-	    $(CHECK_TLS_BUILDS:%=--https %) \
+	    $(CHECK_WHOLE_BUILDS:%=--whole %) $(CHECK_TLS_BUILDS:%=--https %) \
 	    $(CHECK_H2_BUILDS:%=--h2 %) $(CHECK_H3_BUILDS:%=--h3 %) \
 	    --job "fuzz=$(MAKE) --no-print-directory fuzz-check" \
 	    --job "cross=$(MAKE) --no-print-directory cross" \

@@ -3,9 +3,10 @@ counted exactly against a tbf qdisc that drops on purpose), bench/run throughput
 their lab, and bench/run compare of three runs.
 
 kb-stream does not use io/: one build is enough (the first plain one).  The lab tests need
-root and network namespaces, and are marked serial as test_netlab.py's are: a lab calls
-`netlab gc`, which must not remove a dead lab another pass's crash test is looking at.
-Nothing here judges a speed: a row passes when it moved data without an error."""
+root and network namespaces; a lab calls `netlab gc`, which must not remove a dead lab
+test_netlab.py's crash tests are looking at: run-check runs this module with test_netlab.py
+in one pytest (its `once` job, run-check's LAB), one test at a time.  Nothing here judges a
+speed: a row passes when it moved data without an error, so the lab tests are not serial."""
 import json
 import os
 import re
@@ -140,7 +141,6 @@ def test_a_receiver_that_stops_reading_is_a_stall():
 
 
 @needs_lab
-@pytest.mark.serial
 def test_udp_loss_is_counted_exactly():
     """Two hosts over veth, a tbf qdisc at 20 Mbit/s on the sender's link dropping what
     does not fit: the receiver's lost count (the FIN's count less the datagrams received,
@@ -172,7 +172,6 @@ def test_udp_loss_is_counted_exactly():
 
 
 @needs_lab
-@pytest.mark.serial
 def test_every_row_moves_data_and_the_lab_goes(tmp_path):
     """bench/run throughput's tiny suite: every row (TCP 1 and 10 streams over loopback,
     veth, forwarding, copy and splice relays, IPv4 and IPv6; UDP with 0, 1472 and 8000
@@ -202,7 +201,6 @@ def test_every_row_moves_data_and_the_lab_goes(tmp_path):
 
 
 @needs_lab
-@pytest.mark.serial
 def test_a_tuning_it_cannot_keep_inside_the_lab_is_refused():
     """A sysctl of the root namespace only: refused, and the machine's value unchanged;
     an unknown tuning is a usage error."""
@@ -343,7 +341,6 @@ def test_compare_three_runs_three_columns(tmp_path):
 
 
 @needs_lab
-@pytest.mark.serial
 def test_a_tool_that_hangs_is_noexit(tmp_path, monkeypatch):
     """A sender that never ends (a stand-in for kb-stream that sleeps) is killed after its
     grace and the row is NOEXIT, in throughput.tsv and in the report; the lab goes."""

@@ -113,7 +113,11 @@ class App:
         appservers.kill(self.proc)
 
     def stop(self):
-        appservers.stop(self.proc)
+        """Gone, at a fixture's end: SIGQUIT, gunicorn's quick shutdown.  On
+        SIGTERM its gthread worker finishes the connections gatling keeps
+        alive and notices its own end at its next 1 s poll: 1.0-1.4 s an app,
+        two apps a test, ~30 s of waiting a pass (0.3 s an app with SIGQUIT)."""
+        appservers.stop(self.proc, signal.SIGQUIT)
 
     def sick(self, on, how="sick"):
         if on:
@@ -170,6 +174,39 @@ class Fpm:
         except FileNotFoundError:
             return 0
         return sum(1 for ln in text.splitlines() if ln.split(" ")[1].split("?")[0].endswith(suffix))
+
+
+# The pool's policies -- how it picks a member (weights, least outstanding, a
+# hash), when a member is down and comes back (passive failures, slow start,
+# backup, a file's drain and weights), which request goes again, what it
+# counts, what --pool accepts -- are decided in gatling/handlers/proxy_pool.c
+# and proxy_be.c, above io/, the same code on every backend: they run on the
+# first backend and its sanitizer build (and in the TLS passes), ~65 s a
+# backend less.  What the loop delivers to a pool runs on every backend: its
+# connect that is refused or cut (a dead member, a POST cut mid-way, a unix
+# path with nothing behind it), a held body written again to another member
+# (a spooled body's writes once a backend is attached were sigio's bug in
+# 84a659a), a body streamed past the hold, and the active checks
+# (connections and timers of the pool's own); test_proxy.py's single-backend
+# tests of timeouts, streaming and dead backends run on every backend too.
+POLICY = ("test_single_backends_as_today", "test_lone_backend_answers_as_it_came",
+          "test_spread_by_weight_gunicorn", "test_spread_by_weight_php_fpm",
+          "test_least_outstanding_goes_to_the_idle_member",
+          "test_hash_keeps_a_url_and_moves_a_third_when_one_comes", "test_hash_on_a_header",
+          "test_killed_member_down_after_fails_then_one_probe_then_slow_start",
+          "test_failures_within_the_window_not_only_in_a_row",
+          "test_cache_fill_goes_again_when_its_member_dies",
+          "test_timeout_is_a_504_and_not_tried_again",
+          "test_retries_end_at_the_deadline_of_the_first_attempt", "test_failon_statuses",
+          "test_drain_by_file", "test_file_weight_change_keeps_the_member",
+          "test_backup_only_when_the_primaries_are_down",
+          "test_metrics_and_server_status_per_member", "test_workers_each_find_a_dead_member",
+          "test_bad_pools_exit_2_with_a_message", "test_good_pools_start")
+
+
+@pytest.fixture(autouse=True)
+def _policies_on_the_first_backend(request):
+    first_backend_only(request, POLICY, "the pool's policies sit above io/: on the first backend")
 
 
 @pytest.fixture(scope="module")

@@ -534,10 +534,16 @@ def test_dripped_head_costs_linear_time(gatling, build):
     parsing as it comes costs 0.8-1.3 times.  (Total CPU hides it on a
     loaded machine, 1.5 against 1.0: the kernel's work per read is most of
     it.)  The parser is the same on every backend; the wake-ups around it
-    are not, so it runs on each.  Judged on the least of up to three runs,
-    since other load only adds.  Not marked serial: other processes add to
-    the server's kernel time (softirqs), hardly to its user time, so it runs
-    beside the other passes of make check."""
+    are not, but both drips have the same, so the ratio is the parser's.
+    Judged on the least of up to three runs, since other load only adds.
+    Not marked serial: other processes add to the server's kernel time
+    (softirqs), hardly to its user time, so it runs beside the other passes
+    of make check.  On epoll, its sanitizer build and uring, whose reads are
+    its own (receives through the ring): poll and sigio read with read(2) on
+    a readiness event as epoll does, and took ~18 s each in make check
+    (600,000 one-byte sends a run) to measure the same parser again."""
+    if build.name in ("poll", "sigio"):
+        pytest.skip("the same reads as epoll's, the same parser: measured there and on uring")
     srv = gatling({"f.txt": F}, args=("-T", "60", "-s", "120", "-B", "0", "-n"))
     big = (b"GET /f.txt HTTP/1.1\r\nHost: x\r\n" +
            b"".join(b"X-Pad-%02d: %s\r\n" % (i, b"a" * 240) for i in range(60)) + b"\r\n")

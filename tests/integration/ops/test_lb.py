@@ -12,7 +12,8 @@ stdout) and frontends, and a second backend for the -K test.
 
 Root and network namespaces are needed (skipped otherwise), and haproxy.  The lab does not
 depend on the IO backend or the scheme: the first plain build's gatling and bench are used,
-and run-check runs the module once (ONCE), in its serial phase, like test_netlab's lab tests.
+and run-check runs the module once (ONCE), in its serial phase: a draining host must leave
+the rotation within its grace, a window in wall-clock time.
 """
 import concurrent.futures
 import json
