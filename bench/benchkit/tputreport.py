@@ -129,20 +129,16 @@ def iperf3_pairs(rows):
     (side by side in time, so a change in the machine's load falls on both), and the
     median of those ratios: [(test, [ratios], median)]."""
     by = {(r["test"], r["run"]): r for r in rows}
-    out = []
-    for test in dict.fromkeys(r["test"] for r in rows if r["test"].startswith("iperf3-")):
-        ratios = []
-        for (t, run), i in sorted(by.items()):
-            k = by.get((test[len("iperf3-"):], run))
-            if t == test and k and k["status"] == i["status"] == "PASS" and num(i.get("mbit")):
-                ratios.append(num(k.get("mbit")) / num(i["mbit"]))
-        if ratios:
-            out.append((test[len("iperf3-"):], ratios, bl.median(ratios)))
-    return out
+    ratios = {}
+    for (t, run), i in by.items():
+        k = by.get((t[len("iperf3-"):], run)) if t.startswith("iperf3-") else None
+        if k and k["status"] == i["status"] == "PASS" and num(i.get("mbit")):
+            ratios.setdefault(t[len("iperf3-"):], []).append(num(k.get("mbit")) / num(i["mbit"]))
+    return [(t, r, bl.median(r)) for t, r in ratios.items()]
 
 
-def pairs_text(rows):
-    p = iperf3_pairs(rows)
+def pairs_text(p):
+    """iperf3_pairs' table as text lines (none without pairs)."""
     if not p:
         return []
     return ["", "kb-stream / iperf3, each repetition against the iperf3 run beside it"] + \
@@ -151,8 +147,8 @@ def pairs_text(rows):
                        for t, r, m in p])
 
 
-def pairs_html(rows):
-    p = iperf3_pairs(rows)
+def pairs_html(p):
+    """iperf3_pairs' table for report.html ("" without pairs)."""
     if not p:
         return ""
     return ("<h2>kb-stream against iperf3</h2><p>Each repetition of a test divided by the "
@@ -273,7 +269,8 @@ def write(outdir, dirs):
         label, rows, meta = load(d)
         columns.append((label, cells(rows), meta))
         if len(dirs) == 1:
-            pairs, phtml = pairs_text(rows), pairs_html(rows)
+            p = iperf3_pairs(rows)
+            pairs, phtml = pairs_text(p), pairs_html(p)
     labels = [l for l, _, _ in columns]
     if len(set(labels)) < len(labels):  # two runs with one label: the directory names too
         columns = [("%s (%s)" % (l, os.path.basename(os.path.normpath(d))), c, m)
