@@ -15,6 +15,14 @@ import pytest
 from conftest import wait_for
 
 
+def listener(family=socket.AF_INET, backlog=16):
+    """A socket listening on loopback (127.0.0.1 or ::1), on a port the kernel picks."""
+    lst = socket.socket(family)
+    lst.bind(("127.0.0.1", 0) if family == socket.AF_INET else ("::1", 0))
+    lst.listen(backlog)
+    return lst
+
+
 def serve(lst, handle, threaded=False):
     """Accept on the listening socket lst until it is closed, calling handle(conn) for
     each connection, in a thread of its own when threaded; in a daemon thread: a backend

@@ -71,6 +71,7 @@ from harness.clients import (build_request, Client, close_all_clients, fetch, H1
                              REQUEST_LINE, Response, ServerHang, _SocketClient,
                              _Stream)  # noqa: E402,F401
 from harness.servers import (Build, build_names, BUILDS, gatling_version, https_port, make_docroot,
+                             once_build,
                              Mode, _NO_BUILD, _reader, running_server, Server, skip_without_h3,
                              _start_server, start_server, Symlink)  # noqa: E402,F401
 from harness.checks import (assert_ends_connection, assert_refused, assert_status, BIG, IMF_FIXDATE,

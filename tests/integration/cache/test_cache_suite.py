@@ -34,7 +34,7 @@ import sys
 
 import pytest
 
-from conftest import ALARMING, BUILD_DIR, BUILDS, ROOT, http_only
+from conftest import ALARMING, ROOT, http_only, once_build
 
 RUNNER = os.path.join(ROOT, "tests", "cache-tests", "run")
 # where tests/setup.sh installs the packages, and the results: the tree's build/, also
@@ -136,23 +136,11 @@ MIN_REQUIRED = 100
 MIN_REQUIRED_PASSED = 40
 
 
-def suite_build():
-    """The build the suite runs on, the same whichever pass asks (make check
-    runs a pass per build at once, each naming only its own): epoll where it
-    is built, else the first built that is not a sanitizer build."""
-    built = BUILDS
-    if os.path.isdir(BUILD_DIR):
-        built = sorted(n for n in os.listdir(BUILD_DIR)
-                       if os.access(os.path.join(BUILD_DIR, n, "gatling"), os.X_OK)) or BUILDS
-    plain = [b for b in built if not b.endswith("-san")]
-    return "epoll" if "epoll" in plain else (plain[0] if plain else None)
-
-
 @pytest.fixture(scope="module", params=["release", "snapshot"])
 def suite(request, build):
     which = request.param
-    if build.name != suite_build():
-        pytest.skip("the caching suite runs once, on the %s build" % suite_build())
+    if build.name != once_build():
+        pytest.skip("the caching suite runs once, on the %s build" % once_build())
     out = OUT[which]
     p = subprocess.run([sys.executable, RUNNER, build.binary, out, "--modules", MODULES,
                         "--suite", which], capture_output=True, text=True, timeout=900)

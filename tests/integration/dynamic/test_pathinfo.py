@@ -13,7 +13,6 @@ derived from the document root the test made, never written out.
 """
 import json
 import os
-import socket
 import urllib.parse
 
 import pytest
@@ -168,10 +167,7 @@ def scgi_answer(conn):
 
 @pytest.fixture(scope="module")
 def scgi_echo():
-    lst = socket.socket()
-    lst.bind(("127.0.0.1", 0))
-    lst.listen(16)
-    appservers.serve(lst, scgi_answer, threaded=True)
+    lst = appservers.serve(appservers.listener(), scgi_answer, threaded=True)
     yield lst.getsockname()[1]
     lst.close()
 

@@ -164,10 +164,7 @@ def scgi_serve(conn):
 
 @pytest.fixture(scope="module")
 def scgi_server():
-    lst = socket.socket()
-    lst.bind(("127.0.0.1", 0))
-    lst.listen(16)
-    appservers.serve(lst, scgi_serve, threaded=True)
+    lst = appservers.serve(appservers.listener(), scgi_serve, threaded=True)
     yield lst.getsockname()[1]
     lst.close()
 
@@ -350,9 +347,7 @@ def test_refused_is_502(gatling):
 
 
 def test_silent_backend_is_504(gatling):
-    lst = socket.socket()
-    lst.bind(("127.0.0.1", 0))
-    lst.listen(8)  # accepted by the kernel, never answered
+    lst = appservers.listener(backlog=8)  # accepted by the kernel, never answered
     try:
         srv = proxied(gatling, ["127.0.0.1/%d/^/app/" % lst.getsockname()[1]], ("-Q", "1"))
         t0 = time.monotonic()
@@ -374,9 +369,7 @@ def test_slow_app_is_504(gatling, gunicorn):
 
 def one_shot_backend(answer, family=socket.AF_INET):
     """A backend that reads a request, writes answer, and closes."""
-    lst = socket.socket(family)
-    lst.bind(("127.0.0.1", 0) if family == socket.AF_INET else ("::1", 0))
-    lst.listen(8)
+    lst = appservers.listener(family, 8)
 
     def answer_once(c):
         with c:
@@ -422,9 +415,7 @@ def test_retry_after_stale_pooled_connection(gatling):
     """A backend that closes a kept-alive connection as the next request
     arrives (the race every pool meets): a GET is sent again, once, on a
     new connection; a POST is not (502)."""
-    lst = socket.socket()
-    lst.bind(("127.0.0.1", 0))
-    lst.listen(8)
+    lst = appservers.listener(backlog=8)
     conns = []
 
     def serve(c):

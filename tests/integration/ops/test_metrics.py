@@ -23,8 +23,8 @@ import urllib.request
 
 import pytest
 
-from conftest import (BUILD_DIR, BUILDS, ROOT, TLS, Client, assert_status, fetch, free_port,
-                      http_only, make_docroot, running_server, wait_for)
+from conftest import (ROOT, TLS, Client, assert_status, fetch, free_port,
+                      http_only, make_docroot, once_build, running_server, wait_for)
 
 TREE = {"f.txt": "hello\n", "a.txt": "a\n", "b.txt": "b\n"}
 CTYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -414,16 +414,6 @@ def test_workers_summed(gatling):
 # --------------------------------------------------------------------------
 # Debian's Prometheus scraping gatling
 
-def prometheus_build():
-    """The build the Prometheus test runs on, whichever pass asks: epoll
-    where built, else the first that is not a sanitizer build."""
-    built = BUILDS
-    if os.path.isdir(BUILD_DIR):
-        built = sorted(n for n in os.listdir(BUILD_DIR)
-                       if os.access(os.path.join(BUILD_DIR, n, "gatling"), os.X_OK)) or BUILDS
-    plain = [b for b in built if not b.endswith("-san")]
-    return "epoll" if "epoll" in plain else (plain[0] if plain else None)
-
 
 def prom_query(port, expr):
     url = "http://127.0.0.1:%d/api/v1/query?%s" % (port, urllib.parse.urlencode({"query": expr}))
@@ -439,7 +429,7 @@ def scraped(build, tmp_path_factory):
     with the module (Prometheus scrapes a new target only after about 5 s, a
     wait the other tests fill): (server, Prometheus' API port, its log), or None on
     the other builds and passes.  Prometheus is killed at the end."""
-    if build.name != prometheus_build() or TLS:
+    if build.name != once_build() or TLS:
         yield None
         return
     binary = shutil.which("prometheus")
@@ -473,7 +463,7 @@ def test_prometheus_scrapes_exact_counts(scraped):
     """Last in the module: Prometheus has had the other tests' time to
     begin scraping."""
     if not scraped:
-        pytest.skip("the Prometheus test runs once, on the %s build" % prometheus_build())
+        pytest.skip("the Prometheus test runs once, on the %s build" % once_build())
     srv, port, log = scraped
 
     def up():
