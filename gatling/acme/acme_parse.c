@@ -78,6 +78,18 @@ int acme_parse_dir(const char *json, size_t len, acme_dir_t *d)
     return r;
 }
 
+/* An object's error (a challenge's, an order's), "type: detail", into out. */
+static void obj_error(json_object *c, char *out, size_t cap)
+{
+    json_object *e;
+    acme_problem_t p = {"", ""};
+    if (!json_object_object_get_ex(c, "error", &e) || !json_object_is_type(e, json_type_object))
+        return;
+    get_str(e, "type", p.type, sizeof p.type);
+    get_str(e, "detail", p.detail, sizeof p.detail);
+    snprintf(out, cap, "%s: %s", p.type, p.detail);
+}
+
 int acme_parse_order(const char *json, size_t len, acme_order_t *ord)
 {
     json_object *o = parse_object(json, len), *az;
@@ -99,20 +111,10 @@ int acme_parse_order(const char *json, size_t len, acme_order_t *ord)
     }
     if (r == 0 && get_str(o, "certificate", ord->certificate, sizeof ord->certificate) < 0)
         ord->certificate[0] = 0;
+    if (r == 0)
+        obj_error(o, ord->error, sizeof ord->error);
     json_object_put(o);
     return r;
-}
-
-/* A challenge's error, "type: detail", into out. */
-static void chal_error(json_object *c, char *out, size_t cap)
-{
-    json_object *e;
-    acme_problem_t p = {"", ""};
-    if (!json_object_object_get_ex(c, "error", &e) || !json_object_is_type(e, json_type_object))
-        return;
-    get_str(e, "type", p.type, sizeof p.type);
-    get_str(e, "detail", p.detail, sizeof p.detail);
-    snprintf(out, cap, "%s: %s", p.type, p.detail);
 }
 
 static void authz_challenge(json_object *c, acme_authz_t *a)
@@ -122,7 +124,7 @@ static void authz_challenge(json_object *c, acme_authz_t *a)
         get_str(c, "url", url, sizeof url) < 0)
         return;
     if (!a->error[0])
-        chal_error(c, a->error, sizeof a->error);
+        obj_error(c, a->error, sizeof a->error);
     if (get_str(c, "token", token, sizeof token) < 0 || !acme_token_ok(token))
         return;
     if (strcmp(type, "http-01") == 0) {
@@ -282,13 +284,15 @@ void acme_parse_header(acme_head_t *h, const char *line, size_t len, time_t now)
         char s[64] = "";
         header_value(v, vl, s, sizeof s);
         char *e;
-        long secs = strtol(s, &e, 10);
+        long secs = strtol(s, &e, 10); /* LONG_MAX when past it: saturated below */
         if (s[0] && !*e && secs >= 0)
-            h->retry_after = secs;
+            h->retry_after = secs < ACME_RETRY_AFTER_CAP ? secs : ACME_RETRY_AFTER_CAP;
         else if (s[0]) {
             time_t t = curl_getdate(s, NULL);
             if (t != -1)
-                h->retry_after = t > now ? (long)(t - now) : 0;
+                h->retry_after = t <= now ? 0
+                                 : t - now < ACME_RETRY_AFTER_CAP ? (long)(t - now)
+                                                                  : ACME_RETRY_AFTER_CAP;
         }
     }
 }

@@ -23,6 +23,7 @@
 #define ACME_AUTHZ_MAX 8    /* authorizations of one order */
 #define ACME_PROFILES_MAX 8 /* the directory's meta.profiles looked at */
 #define ACME_PROFILE_LEN 64
+#define ACME_RETRY_AFTER_CAP (400L * 86400) /* Retry-After past this saturates to it */
 
 typedef struct acme_dir {
     char new_nonce[ACME_URL_MAX], new_account[ACME_URL_MAX], new_order[ACME_URL_MAX];
@@ -37,6 +38,7 @@ typedef struct acme_order {
     int nauthz;
     char finalize[ACME_URL_MAX];
     char certificate[ACME_URL_MAX]; /* "" until valid */
+    char error[520];                /* its error, "type: detail", or "" */
 } acme_order_t;
 
 typedef struct acme_authz {
@@ -56,7 +58,7 @@ typedef struct acme_problem {
 typedef struct acme_head {
     char nonce[ACME_NONCE_MAX];
     char location[ACME_URL_MAX];
-    long retry_after; /* seconds from now; -1: none */
+    long retry_after; /* seconds from now, at most ACME_RETRY_AFTER_CAP; -1: none */
     char alt[ACME_ALTS_MAX][ACME_URL_MAX];
     int nalt;
 } acme_head_t;

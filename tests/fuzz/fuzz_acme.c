@@ -5,7 +5,8 @@
  * RFC 3339 time, and line by line as response headers.  Invariants: every
  * string filled is NUL-terminated inside its buffer; a token accepted is
  * base64url of at most ACME_TOKEN_MAX characters; a window has start <= end;
- * counts stay inside their arrays; Retry-After is -1 or not negative.
+ * counts stay inside their arrays; Retry-After is -1 or in [0,
+ * ACME_RETRY_AFTER_CAP] (99999999999999999999 saturates, no overflow).
  */
 #include "acme/acme_parse.h"
 #include "fuzz.h"
@@ -31,6 +32,7 @@ static void check_json(const char *s, size_t n)
         for (int i = 0; i < o.nauthz; i++)
             TERMINATED(o.authz[i]);
         TERMINATED(o.status); TERMINATED(o.finalize); TERMINATED(o.certificate);
+        TERMINATED(o.error);
     }
     if (acme_parse_authz(s, n, &a) == 0) {
         TERMINATED(a.status); TERMINATED(a.ident); TERMINATED(a.error);
@@ -76,7 +78,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
     CHECK(h.nalt >= 0 && h.nalt <= ACME_ALTS_MAX);
     for (int i = 0; i < h.nalt; i++)
         TERMINATED(h.alt[i]);
-    CHECK(h.retry_after >= -1);
+    CHECK(h.retry_after >= -1 && h.retry_after <= ACME_RETRY_AFTER_CAP);
     free(s);
     return 0;
 }

@@ -45,6 +45,14 @@ static void test_order_authz(void)
     is_int(acme_parse_order(S(ord), &o), 0, "an order");
     is_int(o.nauthz, 1, "one authorization");
     is_str(o.certificate, "", "no certificate yet");
+    is_str(o.error, "", "no error");
+    is_int(acme_parse_order(S("{\"status\":\"invalid\",\"authorizations\":[],\"finalize\":"
+                              "\"f\",\"error\":{\"type\":\"urn:ietf:params:acme:error:"
+                              "unauthorized\",\"detail\":\"no challenge passed\"}}"),
+                            &o),
+           0, "an invalid order");
+    is_str(o.error, "urn:ietf:params:acme:error:unauthorized: no challenge passed",
+           "its error, type and detail");
     is_int(acme_parse_order(S("{\"status\":\"valid\",\"authorizations\":[],\"finalize\":\"f\","
                               "\"certificate\":\"https://ca/cert/1\"}"),
                             &o),
@@ -114,6 +122,10 @@ static void test_headers(void)
     is_int(h.retry_after, 120, "Retry-After in seconds");
     acme_parse_header(&h, S("Retry-After: Thu, 01 Jan 1970 00:10:00 GMT\r\n"), 60);
     is_int(h.retry_after, 540, "Retry-After as a date");
+    acme_parse_header(&h, S("Retry-After: 99999999999999999999\r\n"), 0);
+    is_int(h.retry_after, ACME_RETRY_AFTER_CAP, "Retry-After past a long: saturated, no overflow");
+    acme_parse_header(&h, S("Retry-After: Fri, 31 Dec 9999 23:59:59 GMT\r\n"), 60);
+    is_int(h.retry_after, ACME_RETRY_AFTER_CAP, "Retry-After as a far date: saturated");
     ok(acme_token_ok("abc-_0") && !acme_token_ok("") && !acme_token_ok("a/b") &&
            !acme_token_ok(".."),
        "tokens: base64url only");
