@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -24,6 +25,7 @@
 #include <curl/curl.h>
 
 #include "acme_proto.h"
+#include "acme_sched.h"
 #include "acme_store.h"
 #include "http/hbuf.h"
 #include "site/acme_chal.h"
@@ -31,12 +33,12 @@
 
 #define ARI_POLL_MIN 60         /* seconds between ARI polls, at least */
 #define ARI_POLL_MAX (6 * 3600) /* ... and at most */
-#define BACKOFF_MIN 60          /* the first retry after a failure */
-#define BACKOFF_MAX 86400       /* ... doubling up to this */
+#define BACKOFF_MIN 60          /* the first retry after a failure (acme_sched_backoff) */
 #define RETRY_AFTER_MAX (7 * 86400) /* a CA's Retry-After is honoured up to this */
 #define CHAIN_MAX (1 << 20)
 #define STATUS_MAX 65536
 #define SCHEDULE_FILE "schedule" /* in the state directory */
+#define LOCK_FILE "lock"         /* ... flock()ed by the one client that runs on it */
 
 typedef struct acme_name {
     const char *name;
@@ -46,6 +48,8 @@ typedef struct acme_name {
     time_t win_start, win_end; /* the last ARI window */
     time_t retry_at;       /* not before this after a failure */
     unsigned fails;        /* since the last success */
+    time_t issued_at;      /* when this client installed cert (0: unknown) */
+    int avoid;             /* the challenge that failed last (CONFIG_ACME_HTTP01...) */
 } acme_name_t;
 
 typedef struct acme_run {
@@ -58,6 +62,7 @@ typedef struct acme_run {
     int nnames;
     unsigned long failures;
     long backoff_min;
+    int profile_said;      /* an unlisted --acme-profile logged once */
 } acme_run_t;
 
 #define KEEPER_PAUSE_MAX 60 /* seconds at most between two starts of a dying client */
@@ -91,13 +96,6 @@ static void say(acme_run_t *r, const char *fmt, ...)
     elog_text(&r->log, time(NULL), "acme", line);
 }
 
-/* The renewal time without ARI: a third of the lifetime left. */
-static time_t third_left(const acme_cert_info_t *c)
-{
-    time_t life = c->not_after - c->not_before;
-    return c->not_before + (life > 0 ? life - life / 3 : 0);
-}
-
 /* What the -C directory holds for n (through its symlink): its expiry. */
 static void read_current(acme_run_t *r, acme_name_t *n)
 {
@@ -109,16 +107,21 @@ static void read_current(acme_run_t *r, acme_name_t *n)
     if (pem && acme_cert_info(pem, len, &n->cert) < 0)
         memset(&n->cert, 0, sizeof n->cert);
     free(pem);
-    n->renew_at = n->cert.not_after ? third_left(&n->cert) : 0;
+    n->renew_at = n->cert.not_after ? acme_sched_gap(acme_sched_renew(n->cert.not_before,
+                                                                      n->cert.not_after),
+                                                     n->issued_at, n->cert.not_before,
+                                                     n->cert.not_after, time(NULL), 0)
+                                    : 0;
     n->ari_at = n->cert.not_after && n->cert.certid[0] ? time(NULL) : 0;
     n->win_start = n->win_end = 0;
 }
 
 /* RFC 9773: a random time inside the window (kept while the window holds),
-   at once when the window has passed; the next poll as the CA asks. */
+   at once when the window has passed, never past acme_sched_latest(); the
+   next poll as the CA asks, within a share of the time left. */
 static void ari_poll(acme_run_t *r, acme_name_t *n, time_t now)
 {
-    time_t s, e;
+    time_t s, e, nb = n->cert.not_before, na = n->cert.not_after;
     long ra;
     if (acme_client_dir(&r->cl) < 0) {
         n->ari_at = now + ARI_POLL_MAX / 6; /* the CA is away: its window later */
@@ -130,37 +133,85 @@ static void ari_poll(acme_run_t *r, acme_name_t *n, time_t now)
     }
     if (acme_client_ari(&r->cl, n->cert.certid, &s, &e, &ra) < 0) {
         say(r, "%s: renewal information: %s", n->name, r->cl.err);
-        n->ari_at = now + (ra > ARI_POLL_MIN ? ra : 3600);
+        ra = ra > ARI_POLL_MIN ? ra : 3600;
+        n->ari_at = acme_sched_add(now, acme_sched_cap(ra, now, na, ARI_POLL_MIN));
         return;
     }
     if (s != n->win_start || e != n->win_end) {
         n->win_start = s;
         n->win_end = e;
-        n->renew_at = e <= now ? now : s + (time_t)rnd((uint64_t)(e - s) + 1);
-        if (n->renew_at < now)
-            n->renew_at = now;
+        time_t t = e <= now ? now : acme_sched_ari_pick(nb, na, s, e, rnd(UINT64_MAX));
+        n->renew_at = acme_sched_gap(t < now ? now : t, n->issued_at, nb, na, now, e);
     }
     if (ra < ARI_POLL_MIN)
         ra = ra < 0 ? ARI_POLL_MAX : ARI_POLL_MIN;
-    n->ari_at = now + (ra > ARI_POLL_MAX ? ARI_POLL_MAX : ra);
+    ra = acme_sched_cap(ra > ARI_POLL_MAX ? ARI_POLL_MAX : ra, now, na, ARI_POLL_MIN);
+    n->ari_at = acme_sched_add(now, ra);
 }
 
-/* After a failure: back off exponentially with jitter, or as the CA says. */
+/* The wait after n's fails-th failure: back off exponentially with jitter,
+   or as the CA says, within a share of what the certificate has left. */
+static long retry_wait(acme_run_t *r, const acme_name_t *n, unsigned fails, time_t now)
+{
+    long wait = acme_sched_backoff(fails, r->backoff_min, rnd(UINT64_MAX));
+    long ra = r->cl.retry_after;
+    if (ra > wait)
+        wait = ra > RETRY_AFTER_MAX ? RETRY_AFTER_MAX : ra;
+    return acme_sched_cap(wait, now, n->cert.not_after, r->backoff_min);
+}
+
+/* After a failure: the next attempt after retry_wait(). */
 static void failed(acme_run_t *r, acme_name_t *n, time_t now, const char *why)
 {
     n->fails++;
     r->failures++;
-    long base = r->backoff_min;
-    for (unsigned i = 1; i < n->fails && base < BACKOFF_MAX; i++)
-        base *= 2;
-    if (base > BACKOFF_MAX)
-        base = BACKOFF_MAX;
-    long wait = base - base / 4 + (long)rnd((uint64_t)base / 2 + 1);
-    long ra = r->cl.retry_after;
-    if (ra > wait)
-        wait = ra > RETRY_AFTER_MAX ? RETRY_AFTER_MAX : ra;
-    n->retry_at = now + wait;
+    long wait = retry_wait(r, n, n->fails, now);
+    n->retry_at = acme_sched_add(now, wait);
     say(r, "%s: %s (failure %u, next attempt in %ld s)", n->name, why, n->fails, wait);
+}
+
+static void write_schedule(acme_run_t *r);
+
+/* Before newOrder: the attempt written to the schedule as though it had
+   failed, so that a client killed during the order (and started again by
+   the keeper within seconds) waits its back-off instead of ordering again
+   at once; the CA's limit of duplicate certificates is a few a week. */
+static void record_attempt(acme_run_t *r, acme_name_t *n, time_t now)
+{
+    time_t retry_at = n->retry_at;
+    r->cl.retry_after = -1;
+    n->retry_at = acme_sched_add(now, retry_wait(r, n, n->fails + 1, now));
+    n->fails++;
+    write_schedule(r);
+    n->fails--;
+    n->retry_at = retry_at;
+}
+
+/* --acme-profile that the CA's directory does not list: said once (the
+   order then goes without one, as RFC 8555's profiles extension asks). */
+static void check_profile(acme_run_t *r)
+{
+    const char *prof = r->cfg->acme.profile;
+    if (!prof || r->profile_said)
+        return;
+    for (int i = 0; i < r->cl.dir.nprofiles; i++)
+        if (strcmp(r->cl.dir.profiles[i], prof) == 0)
+            return;
+    r->profile_said = 1;
+    say(r, "the CA does not list the profile %s (%d listed): orders go without one", prof,
+        r->cl.dir.nprofiles);
+}
+
+/* The challenge the CA refused is avoided for n next time (when the CA
+   offers another): a blocked port 80 falls back to TLS-ALPN-01. */
+static void note_challenge(acme_run_t *r, acme_name_t *n)
+{
+    int t = r->cl.chal_failed;
+    if (!t || t == n->avoid)
+        return;
+    n->avoid = t;
+    say(r, "%s: %s failed: the next attempt takes another challenge the CA offers", n->name,
+        t == CONFIG_ACME_HTTP01 ? "http-01" : "tls-alpn-01");
 }
 
 /* Order a certificate for n and install it. */
@@ -182,8 +233,12 @@ static void obtain(acme_run_t *r, acme_name_t *n, time_t now)
         failed(r, n, now, r->cl.err);
         return;
     }
+    check_profile(r);
+    record_attempt(r, n, now);
     const char *replaces = n->cert.not_after && r->cl.dir.renewal_info[0] ? n->cert.certid : NULL;
+    r->cl.avoid = n->avoid;
     if (acme_client_issue(&r->cl, n->name, replaces, &out) < 0) {
+        note_challenge(r, n);
         failed(r, n, time(NULL), r->cl.err);
         return;
     }
@@ -199,6 +254,7 @@ static void obtain(acme_run_t *r, acme_name_t *n, time_t now)
     } else {
         n->fails = 0;
         n->retry_at = 0;
+        n->issued_at = time(NULL);
         read_current(r, n);
         say(r, "%s: certificate %s installed, valid until %lld%s", n->name, ci.serial,
             (long long)ci.not_after, replaces ? " (renewal)" : "");
@@ -239,9 +295,12 @@ static void write_status(acme_run_t *r)
     free(buf);
 }
 
-/* The schedule (SCHEDULE_FILE), so that a restart keeps the back-off and the
-   time picked in the ARI window: one line per name,
-   "NAME SERIAL RENEW_AT RETRY_AT FAILS WIN_START WIN_END" (SERIAL "-": none). */
+static const char *const chal_names[] = {"-", "http-01", "tls-alpn-01"}; /* CONFIG_ACME_* */
+
+/* The schedule (SCHEDULE_FILE), so that a restart keeps the back-off, the
+   time picked in the ARI window and the challenge to avoid: one line per
+   name, "NAME SERIAL RENEW_AT RETRY_AT FAILS WIN_START WIN_END ISSUED_AT
+   AVOID" (SERIAL "-": none; AVOID "-", "http-01" or "tls-alpn-01"). */
 static void write_schedule(acme_run_t *r)
 {
     size_t cap = (size_t)r->nnames * 400 + 1;
@@ -249,10 +308,11 @@ static void write_schedule(acme_run_t *r)
     size_t len = 0;
     for (int i = 0; buf && i < r->nnames; i++) {
         const acme_name_t *n = &r->names[i];
-        int k = snprintf(buf + len, cap - len, "%s %s %lld %lld %u %lld %lld\n", n->name,
-                         n->cert.serial[0] ? n->cert.serial : "-", (long long)n->renew_at,
-                         (long long)n->retry_at, n->fails, (long long)n->win_start,
-                         (long long)n->win_end);
+        int k = snprintf(buf + len, cap - len, "%s %s %lld %lld %u %lld %lld %lld %s\n",
+                         n->name, n->cert.serial[0] ? n->cert.serial : "-",
+                         (long long)n->renew_at, (long long)n->retry_at, n->fails,
+                         (long long)n->win_start, (long long)n->win_end,
+                         (long long)n->issued_at, chal_names[n->avoid]);
         if (k < 0 || (size_t)k >= cap - len)
             break;
         len += (size_t)k;
@@ -262,28 +322,32 @@ static void write_schedule(acme_run_t *r)
     free(buf);
 }
 
-/* What the last run wrote for n: its back-off always, and its renewal time
-   and ARI window while the certificate is the same. */
-static void read_schedule(acme_run_t *r, acme_name_t *n, const char *text)
+/* What the last run wrote for n: its back-off and the challenge to avoid
+   always, its renewal time, ARI window and issuance while the certificate is
+   the same (a line of 7 fields, before ISSUED_AT and AVOID, is read too). */
+static void read_schedule(acme_name_t *n, const char *text)
 {
-    char name[256], serial[ACME_SERIAL_MAX];
-    long long renew, retry, ws, we;
+    char name[256], serial[ACME_SERIAL_MAX], avoid[16] = "-";
+    long long renew, retry, ws, we, issued = 0;
     unsigned fails;
     for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
-        if (sscanf(p, "%255s %63s %lld %lld %u %lld %lld", name, serial, &renew, &retry, &fails,
-                   &ws, &we) != 7 ||
+        if (sscanf(p, "%255s %63s %lld %lld %u %lld %lld %lld %15s", name, serial, &renew, &retry,
+                   &fails, &ws, &we, &issued, avoid) < 7 ||
             strcmp(name, n->name))
             continue;
         n->retry_at = (time_t)retry;
         n->fails = fails < 64 ? fails : 64;
+        for (int i = 1; i < 3; i++)
+            if (strcmp(avoid, chal_names[i]) == 0)
+                n->avoid = i;
         if (n->cert.serial[0] && strcmp(serial, n->cert.serial) == 0 && we >= ws) {
             n->renew_at = (time_t)renew;
             n->win_start = (time_t)ws;
             n->win_end = (time_t)we;
+            n->issued_at = (time_t)issued;
         }
         return;
     }
-    (void)r;
 }
 
 /* One round over the names; the earliest time something is due next. */
@@ -327,6 +391,23 @@ static void sleep_until(time_t t)
     sigprocmask(SIG_SETMASK, &old, NULL);
 }
 
+/* 1 when the state or -C directory was removed or made anew since the
+   client opened it (its writes would land where nobody reads): the client
+   ends, and the keeper starts one that makes and opens them again. */
+static int dirs_moved(acme_run_t *r)
+{
+    const char *path[2] = {r->cfg->acme.state_dir, r->cfg->tls_dir};
+    int fd[2] = {r->cl.state_fd, r->tls_fd};
+    struct stat a, b;
+    for (int i = 0; i < 2; i++)
+        if (fstat(fd[i], &a) < 0 || stat(path[i], &b) < 0 || a.st_dev != b.st_dev ||
+            a.st_ino != b.st_ino) {
+            say(r, "%s was removed or replaced: the ACME client starts again", path[i]);
+            return 1;
+        }
+    return 0;
+}
+
 static void run_loop(acme_run_t *r)
 {
     size_t len;
@@ -334,7 +415,7 @@ static void run_loop(acme_run_t *r)
     for (int i = 0; i < r->nnames; i++) {
         read_current(r, &r->names[i]);
         if (sched)
-            read_schedule(r, &r->names[i], sched);
+            read_schedule(&r->names[i], sched);
     }
     free(sched);
     while (!acme_stop) {
@@ -345,7 +426,7 @@ static void run_loop(acme_run_t *r)
         }
         time_t now = time(NULL);
         sleep_until(next > now ? next : now + 1);
-        if (getppid() == 1)
+        if (getppid() == 1 || dirs_moved(r))
             acme_stop = 1;
     }
 }
@@ -426,13 +507,53 @@ static int prepare_dirs(const config_t *cfg, int *state_fd, int *tls_fd, char *e
     return 0;
 }
 
-static int drop_privileges(const config_t *cfg)
+/* -u's ids; then PR_SET_PDEATHSIG again, which the change of ids cleared
+   (prctl(2)), and the parent checked again (it may have died before). */
+static int drop_privileges(const config_t *cfg, pid_t parent)
 {
     if (cfg->uid < 0 || geteuid() != 0)
         return 0;
     if (setgroups(0, NULL) < 0 || setgid((gid_t)cfg->gid) < 0 || setuid((uid_t)cfg->uid) < 0)
         return -1;
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent)
+        _exit(0);
     return 0;
+}
+
+/* One client per state directory: an flock() on LOCK_FILE (opened before -u
+   drops root, so an earlier root run's file is no obstacle), held until
+   the client ends.  A second client (a second server on the directory, or
+   the new binary of a SIGUSR2 upgrade while the old one serves) says so and
+   waits until the holder ends; it empties no challenge and orders nothing
+   before.  0, or -1 (stopped, or a fault said in err). */
+static int open_lock(const config_t *cfg, int state_fd, char *err, size_t n)
+{
+    int fd = openat(state_fd, LOCK_FILE, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        snprintf(err, n, "%s/%s: %s", cfg->acme.state_dir, LOCK_FILE, strerror(errno));
+    return fd;
+}
+
+static int take_lock(acme_run_t *r, int fd)
+{
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+        return 0;
+    if (errno != EWOULDBLOCK) {
+        say(r, "flock(%s/%s) failed: %s", r->cfg->acme.state_dir, LOCK_FILE, strerror(errno));
+        return -1;
+    }
+    say(r, "another ACME client holds %s/%s: waiting until it ends", r->cfg->acme.state_dir,
+        LOCK_FILE);
+    while (!acme_stop) {
+        if (flock(fd, LOCK_EX) == 0) {
+            say(r, "the other ACME client ended: this one takes over %s", r->cfg->acme.state_dir);
+            return 0;
+        }
+        if (errno != EINTR)
+            return -1;
+    }
+    return -1;
 }
 
 /* The child keeps stderr and the error log; the listeners and the rest go. */
@@ -470,7 +591,7 @@ static void child_main(const config_t *cfg, const char *const *names, int nnames
 {
     acme_run_t r = {.cfg = cfg, .notify = notify, .nnames = nnames, .backoff_min = BACKOFF_MIN};
     char err[512];
-    int state_fd;
+    int state_fd, lock_fd = -1;
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent)
         _exit(0);
@@ -479,7 +600,8 @@ static void child_main(const config_t *cfg, const char *const *names, int nnames
     close_others(cfg->error_fd);
     elog_init(&r.log, cfg->error_fd >= 0 ? cfg->error_fd : 2, cfg->error_log);
     if (prepare_dirs(cfg, &state_fd, &r.tls_fd, err, sizeof err) < 0 ||
-        (drop_privileges(cfg) < 0 &&
+        (lock_fd = open_lock(cfg, state_fd, err, sizeof err)) < 0 ||
+        (drop_privileges(cfg, parent) < 0 &&
          snprintf(err, sizeof err, "dropping to -u's user: %s", strerror(errno))) ||
         curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK ||
         acme_client_init(&r.cl, cfg, state_fd, http01, &acme_stop) < 0 ||
@@ -492,6 +614,8 @@ static void child_main(const config_t *cfg, const char *const *names, int nnames
         r.backoff_min = atol(env);
     for (int i = 0; i < nnames; i++)
         r.names[i].name = names[i];
+    if (take_lock(&r, lock_fd) < 0)
+        _exit(0);
     /* no challenge is outstanding yet: what a killed client left is not served */
     acme_empty_dir(state_fd, ACME_CHAL_HTTP_DIR);
     acme_empty_dir(state_fd, ACME_CHAL_ALPN_DIR);

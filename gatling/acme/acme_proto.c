@@ -266,10 +266,12 @@ static int new_account(acme_client_t *cl)
         fail(cl, "newAccount: HTTP %ld without a Location", r.status);
         rc = -1;
     } else {
+        char line[ACME_URL_MAX + ACME_THUMB_LEN + 2];
         strcpy(cl->kid, r.head.location);
         snprintf(path, sizeof path, "account/%s/url", cl->cahash);
+        snprintf(line, sizeof line, "%s %s", cl->kid, cl->thumb);
         /* only a cache: without it the next start asks newAccount again */
-        acme_write_atomic(cl->state_fd, path, cl->kid, strlen(cl->kid), 0600);
+        acme_write_atomic(cl->state_fd, path, line, strlen(line), 0600);
     }
     acme_resp_free(&r);
     return rc;
@@ -279,6 +281,23 @@ int acme_client_dir(acme_client_t *cl)
 {
     cl->retry_after = -1;
     return cl->have_dir ? 0 : load_dir(cl);
+}
+
+/* The account's URL from account/CAHASH/url ("URL THUMBPRINT"), when it is
+   this key's: a key replaced (by hand, or by another client) is registered
+   again, not signed with another account's URL. */
+static void cached_kid(acme_client_t *cl)
+{
+    char path[96];
+    size_t len;
+    snprintf(path, sizeof path, "account/%s/url", cl->cahash);
+    char *url = acme_read_file(cl->state_fd, path, ACME_URL_MAX + ACME_THUMB_LEN + 1, &len);
+    char *sp = url && !memchr(url, '\n', len) && strlen(url) == len ? strrchr(url, ' ') : NULL;
+    if (sp && strcmp(sp + 1, cl->thumb) == 0 && sp - url > 0 && sp - url < ACME_URL_MAX) {
+        *sp = 0;
+        strcpy(cl->kid, url);
+    }
+    free(url);
 }
 
 int acme_client_ready(acme_client_t *cl)
@@ -293,15 +312,8 @@ int acme_client_ready(acme_client_t *cl)
         fail(cl, "account: no JWK for the key");
         return -1;
     }
-    if (!cl->kid[0]) {
-        char path[96];
-        size_t len;
-        snprintf(path, sizeof path, "account/%s/url", cl->cahash);
-        char *url = acme_read_file(cl->state_fd, path, ACME_URL_MAX - 1, &len);
-        if (url && len > 0 && len < ACME_URL_MAX && !memchr(url, '\n', len))
-            strcpy(cl->kid, url);
-        free(url);
-    }
+    if (!cl->kid[0])
+        cached_kid(cl);
     return cl->kid[0] ? 0 : new_account(cl);
 }
 
@@ -418,6 +430,20 @@ static int poll_authz(acme_client_t *cl, const char *name, const char *url, long
     return -1;
 }
 
+/* The challenge to answer in a: CONFIG_ACME_HTTP01 or CONFIG_ACME_TLSALPN01,
+   or -1.  --acme-challenge decides when given; else HTTP-01 when the CA
+   offers it and the HTTP port listens, unless it is the one that failed last
+   for this name (cl->avoid) and the CA offers TLS-ALPN-01 too. */
+static int pick_challenge(const acme_client_t *cl, const acme_authz_t *a)
+{
+    int want = cl->cfg->acme.challenge;
+    int http = a->http_url[0] && cl->http01 && want != CONFIG_ACME_TLSALPN01;
+    int alpn = a->alpn_url[0] && want != CONFIG_ACME_HTTP01;
+    if (http && (!alpn || cl->avoid != CONFIG_ACME_HTTP01))
+        return CONFIG_ACME_HTTP01;
+    return alpn ? CONFIG_ACME_TLSALPN01 : -1;
+}
+
 /* Answer one authorization (a valid one the CA reuses is left alone). */
 static int authorize(acme_client_t *cl, const char *name, const char *url)
 {
@@ -431,13 +457,13 @@ static int authorize(acme_client_t *cl, const char *name, const char *url)
         fail(cl, "%s: authorization is %s", name, a.status);
         return -1;
     }
-    int want = cl->cfg->acme.challenge;
-    int http = a.http_url[0] && cl->http01 && want != CONFIG_ACME_TLSALPN01;
-    if (!http && (!a.alpn_url[0] || want == CONFIG_ACME_HTTP01)) {
+    int type = pick_challenge(cl, &a);
+    if (type < 0) {
         fail(cl, "%s: no challenge offered that may be answered (%s)", name,
              cl->http01 ? "http-01, tls-alpn-01" : "tls-alpn-01: the HTTP port is closed");
         return -1;
     }
+    int http = type == CONFIG_ACME_HTTP01;
     char path[ACME_URL_MAX];
     size_t len;
     char *data = chal_file(cl, name, &a, http, path, sizeof path, &len);
@@ -452,9 +478,18 @@ static int authorize(acme_client_t *cl, const char *name, const char *url)
     if (rc == 0) {
         acme_resp_free(&r);
         rc = poll_authz(cl, name, url, r.head.retry_after);
+        if (rc < 0)
+            cl->chal_failed = type; /* the CA tried it: the next attempt takes another */
     }
     unlinkat(cl->state_fd, path, 0);
     return rc;
+}
+
+/* An order the CA made invalid: its error (RFC 8555 7.1.3) in cl->err; -1. */
+static int order_invalid(acme_client_t *cl, const char *name, const acme_order_t *ord)
+{
+    fail(cl, "%s: order invalid: %s", name, ord->error[0] ? ord->error : "(no error given)");
+    return -1;
 }
 
 /* POST-as-GET the order until its status is neither pending nor processing
@@ -465,7 +500,7 @@ static int poll_order(acme_client_t *cl, const char *name, const char *url, acme
     time_t until = time(NULL) + ACME_POLL_SECS;
     for (int i = 0; !*cl->stop && time(NULL) < until; i++) {
         if (strcmp(ord->status, "pending") && strcmp(ord->status, "processing"))
-            return strcmp(ord->status, "invalid") ? 0 : (fail(cl, "%s: order invalid", name), -1);
+            return strcmp(ord->status, "invalid") ? 0 : order_invalid(cl, name, ord);
         nap(cl, poll_wait(retry, i));
         acme_resp_t r;
         if (post(cl, "order", url, NULL, &r) < 0)
@@ -601,6 +636,7 @@ int acme_client_issue(acme_client_t *cl, const char *name, const char *replaces,
     char url[ACME_URL_MAX];
     memset(out, 0, sizeof *out);
     cl->retry_after = -1;
+    cl->chal_failed = 0;
     int rc = new_order(cl, name, replaces, &ord, url);
     if (rc < 0 && replaces && replaces[0] &&
         (strcmp(cl->ptype, ACME_ERROR "alreadyReplaced") == 0 ||
@@ -614,7 +650,8 @@ int acme_client_issue(acme_client_t *cl, const char *name, const char *replaces,
     if (rc == 0) /* the authorizations are valid: the order is ready by now */
         rc = poll_order(cl, name, url, &ord, 0);
     if (rc == 0 && strcmp(ord.status, "ready")) {
-        fail(cl, "%s: order is %s, not ready, after its authorizations", name, ord.status);
+        fail(cl, "%s: order is %s, not ready, after its authorizations%s%s", name, ord.status,
+             ord.error[0] ? ": " : "", ord.error);
         rc = -1;
     }
     if (rc == 0)

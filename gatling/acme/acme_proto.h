@@ -46,6 +46,9 @@ typedef struct acme_client {
     char ptype[128];             /* the last problem's type, "" for none */
     char err[ACME_ERR_MAX];
     unsigned long orders;        /* newOrder requests made */
+    int avoid;                   /* the challenge type that failed last for this name
+                                    (CONFIG_ACME_HTTP01...; 0: none), set by the caller */
+    int chal_failed;             /* the type the CA tried and refused in the last issue */
 } acme_client_t;
 
 /* What an order hands back: the chain and its key, both PEM, malloc'd. */

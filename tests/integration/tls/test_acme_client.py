@@ -19,6 +19,7 @@ import ssl
 import stat
 import subprocess
 import threading
+import time
 import urllib.request
 
 import pytest
@@ -276,3 +277,93 @@ def test_a_hostile_ca_is_one_clear_line(tmp_path, path, said):
     assert len(lines) == 1 and said in lines[0] and "failure 1, next attempt in" in lines[0], err
     assert os.listdir(os.path.join(tmp, "live")) == []
     assert re.search(r"^cert e\.test 0 [1-9]\d+ 1$", status(tmp), re.M), status(tmp)
+
+
+def test_http01_unreachable_falls_back_to_tls_alpn01(tmp_path, monkeypatch):
+    """Issue 54 (2): Pebble's HTTP-01 looks go to a port where nothing
+    listens (port 80 blocked by a firewall) and no challenge is configured:
+    HTTP-01 fails once, the schedule records it for the name, and the next
+    attempt takes TLS-ALPN-01, which the CA offers too."""
+    tmp, pki, port = str(tmp_path), suite_pki(), free_port()
+    monkeypatch.setenv("GATLING_TEST_ACME_BACKOFF", "1")
+    with alpn_responder(port, os.path.join(tmp, "state"), pki) as seen, \
+            pebble(tmp, pki, free_port(), port) as (url, mgmt, plog):
+        out, err = acme_try(tmp, url, pki + "/ca.pem", ["f.test"], secs=40, until=1)
+        check_installed(tmp, "f.test", mgmt_get(pki, mgmt, "/roots/0"))
+    assert ("f.test", True) in seen, seen
+    assert "f.test: http-01 failed: the next attempt takes another challenge" in err, err
+    with open(os.path.join(tmp, "state", "schedule")) as f:
+        assert re.search(r"^f\.test \S+( -?\d+){6} http-01$", f.read(), re.M)
+
+
+def children(pid):
+    with contextlib.suppress(OSError):
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            return [int(c) for c in f.read().split()]
+    return []
+
+
+def test_a_client_killed_in_its_order_does_not_order_again_at_once(tmp_path):
+    """Issue 54 (4): the client is killed (SIGKILL) as soon as Pebble has
+    added its order, each time: the keeper starts it again within seconds,
+    and the attempt, written to the schedule before newOrder, holds it to its
+    back-off (a minute): one order in 15 s, not one per restart."""
+    tmp, pki, port = str(tmp_path), suite_pki(), free_port()
+    with http01_responder(port, os.path.join(tmp, "state")), \
+            pebble(tmp, pki, port, free_port()) as (url, mgmt, plog):
+        env = dict(os.environ, ACME_TRY_CHALLENGE="http")
+        p = subprocess.Popen([TRY, url, pki + "/ca.pem", os.path.join(tmp, "state"),
+                              os.path.join(tmp, "live"), "15", "g.test"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        killed = 0
+        while p.poll() is None:
+            if tail(plog, 1 << 20).count("Added order ") > killed:
+                for keeper in children(p.pid):
+                    for client in children(keeper):
+                        with contextlib.suppress(OSError):
+                            os.kill(client, 9)
+                killed += 1
+            time.sleep(0.02)
+        out, err = p.communicate()
+        orders = tail(plog, 1 << 20).count("Added order ")
+    assert orders == 1, (orders, err)
+    assert "the ACME client was ended by signal 9" in err, err
+
+
+def test_two_clients_on_one_state_directory_order_once(tmp_path):
+    """Issue 54 (3): two clients on the same state and -C directories (two
+    servers, or the old and new binary of an upgrade): one holds the lock
+    and orders; the other says it waits, takes over when the first ends,
+    finds the certificate installed and orders nothing."""
+    tmp, pki, port = str(tmp_path), suite_pki(), free_port()
+    with http01_responder(port, os.path.join(tmp, "state")), \
+            pebble(tmp, pki, port, free_port()) as (url, mgmt, plog):
+        env = dict(os.environ, ACME_TRY_CHALLENGE="http", ACME_TRY_UNTIL="1")
+        procs = [subprocess.Popen([TRY, url, pki + "/ca.pem", os.path.join(tmp, "state"),
+                                   os.path.join(tmp, "live"), "10", "h.test"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  env=env) for _ in range(2)]
+        errs = [p.communicate(timeout=40)[1] for p in procs]
+        check_installed(tmp, "h.test", mgmt_get(pki, mgmt, "/roots/0"))
+        orders = tail(plog, 1 << 20).count("Added order ")
+    assert orders == 1, (orders, errs)
+    waited = [e for e in errs if "another ACME client holds" in e]
+    assert len(waited) == 1 and "this one takes over" in waited[0], errs
+
+
+def test_a_replaced_account_key_is_registered_again(tmp_path):
+    """Issue 54 (3): the account's URL is kept with its key's thumbprint, so
+    a key replaced (by hand, or by another client) is registered again
+    instead of signing with the URL of another key's account."""
+    tmp, pki, port = str(tmp_path), suite_pki(), free_port()
+    with http01_responder(port, os.path.join(tmp, "state")), \
+            pebble(tmp, pki, port, free_port()) as (url, mgmt, plog):
+        acme_try(tmp, url, pki + "/ca.pem", ["i.test"], secs=30, until=1, challenge="http")
+        (cahash,) = os.listdir(os.path.join(tmp, "state", "account"))
+        key = os.path.join(tmp, "state", "account", cahash, "key.pem")
+        subprocess.run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt",
+                        "ec_paramgen_curve:P-256", "-out", key], check=True, timeout=10)
+        out, err = acme_try(tmp, url, pki + "/ca.pem", ["j.test"], secs=30, until=1,
+                            challenge="http")
+        check_installed(tmp, "j.test", mgmt_get(pki, mgmt, "/roots/0"))
+        assert len(re.findall(r"There are now \d+ accounts", tail(plog, 1 << 20))) == 2
