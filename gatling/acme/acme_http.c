@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include <curl/curl.h>
@@ -72,7 +73,7 @@ static int on_progress(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut, c
 static void set_limits(acme_http_t *h, CURL *c, acme_resp_t *r)
 {
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, h->plain_ok ? "http,https" : "https");
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, (long)ACME_CONNECT_SECS);
     curl_easy_setopt(c, CURLOPT_TIMEOUT, (long)ACME_TRANSFER_SECS);
     curl_easy_setopt(c, CURLOPT_MAXFILESIZE, (long)ACME_BODY_MAX);
@@ -97,6 +98,10 @@ int acme_http_do(acme_http_t *h, const char *url, const char *post, int head, ac
     struct curl_slist *hdrs = NULL;
     memset(r, 0, sizeof *r);
     r->head.retry_after = -1;
+    if (!h->plain_ok && strncasecmp(url, "https://", 8) != 0) {
+        snprintf(err, errlen, "%.200s: not an https:// URL (RFC 8555 6.1): refused", url);
+        return -1;
+    }
     curl_easy_reset(c);
     set_limits(h, c, r);
     curl_easy_setopt(c, CURLOPT_URL, url);

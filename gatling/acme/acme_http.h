@@ -1,8 +1,9 @@
 /*
  * acme_http — one HTTPS exchange with the CA over libcurl, blocking, under
  * the limits a CA's answer is held to: a body of at most ACME_BODY_MAX bytes,
- * no redirect followed, http and https only, a deadline on every transfer,
- * the CA's root from --acme-ca-root when given.
+ * no redirect followed, https only (RFC 8555 6.1: a URL the CA hands out as
+ * http:// is refused), a deadline on every transfer, the CA's root from
+ * --acme-ca-root when given.
  */
 #ifndef GATLING_ACME_HTTP_H
 #define GATLING_ACME_HTTP_H
@@ -29,6 +30,7 @@ typedef struct acme_http {
     void *curl;  /* CURL * */
     const char *ca_root;
     const volatile sig_atomic_t *stop; /* set: abort a transfer under way */
+    int plain_ok; /* http:// too: only tests' directories (--acme-ca refuses it) */
 } acme_http_t;
 
 /* 0, or -1 when libcurl cannot start. */

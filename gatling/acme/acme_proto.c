@@ -41,7 +41,10 @@ int acme_client_init(acme_client_t *cl, const config_t *cfg, int state_fd, int h
     SHA256((const unsigned char *)cfg->acme.ca, strlen(cfg->acme.ca), md);
     for (int i = 0; i < 8; i++)
         snprintf(cl->cahash + 2 * i, 3, "%02x", md[i]);
-    return acme_http_init(&cl->http, cfg->acme.ca_root, stop);
+    if (acme_http_init(&cl->http, cfg->acme.ca_root, stop) < 0)
+        return -1;
+    cl->http.plain_ok = strncmp(cfg->acme.ca, "http://", 7) == 0;
+    return 0;
 }
 
 void acme_client_free(acme_client_t *cl)

@@ -238,7 +238,8 @@ class Fault:
     (200, HTML), "huge" (200, application/json, `size` bytes of an unending
     JSON string), "redirect" (302 to another origin), "delay" (Pebble's
     answer, held `delay` seconds), "ari" (Pebble's renewalInfo answer replaced
-    by window(serial) -> (start, end) unix seconds)."""
+    by window(serial) -> (start, end) unix seconds), "plain" (Pebble's answer
+    with every https:// in it made http://)."""
 
     def __init__(self, kind, path, method=None, times=1, retry_after=3, size=16 << 20,
                  delay=0.0, window=None, location="https://127.0.0.1:1/elsewhere"):
@@ -369,6 +370,8 @@ class FaultProxy:
         if kind == "delay":
             time.sleep(fault.delay)
         status, headers, rbody = self.forward(h, body)
+        if kind == "plain":
+            rbody = rbody.replace(b"https://", b"http://")
         if kind == "ari" and status == 200:
             start, end = fault.window(h.path.rsplit("/", 1)[-1])  # the certificate's ARI id
             rbody = json.dumps({"suggestedWindow": {"start": rfc3339(start),

@@ -26,7 +26,7 @@ import pytest
 
 from conftest import BUILD_DIR, BUILDS, free_port
 from conftest import test_pki as suite_pki  # (not collected as a test by this name)
-from acmelab import CHALLTESTSRV, PEBBLE, listening, process, tail
+from acmelab import CHALLTESTSRV, PEBBLE, Fault, FaultProxy, listening, process, tail
 
 TRY = next((p for p in (os.path.join(BUILD_DIR, b, "tests", "acme_try") for b in BUILDS)
             if os.access(p, os.X_OK)), None)
@@ -367,3 +367,22 @@ def test_a_replaced_account_key_is_registered_again(tmp_path):
                             challenge="http")
         check_installed(tmp, "j.test", mgmt_get(pki, mgmt, "/roots/0"))
         assert len(re.findall(r"There are now \d+ accounts", tail(plog, 1 << 20))) == 2
+
+
+def test_plain_http_urls_from_the_ca_are_refused(tmp_path):
+    """Issue 54 (6), RFC 8555 6.1: a directory whose URLs are http:// (here
+    Pebble's, rewritten by the fault proxy) is refused in one line, before
+    any request leaves in the clear; and --acme-profile that the CA does not
+    list is said, not dropped silently."""
+    tmp, pki = str(tmp_path), suite_pki()
+    with pebble(tmp, pki, free_port(), free_port()) as (url, mgmt, plog), \
+            FaultProxy(pki, int(url.rsplit(":", 1)[1].split("/")[0])) as proxy:
+        proxy.add(Fault("plain", "/dir", times=1))
+        out, err = acme_try(tmp, proxy.directory, pki + "/ca.pem", ["k.test"], secs=3,
+                            profile="nosuch")
+        assert [r for r in proxy.requests if r[2] != "/dir"] == [], proxy.requests
+        os.mkdir(os.path.join(tmp, "b"))
+        out, err2 = acme_try(os.path.join(tmp, "b"), url, pki + "/ca.pem", ["k.test"], secs=3,
+                             profile="nosuch")
+    assert "not an https:// URL (RFC 8555 6.1): refused" in err, err
+    assert "the CA does not list the profile nosuch" in err2, err2
