@@ -99,19 +99,33 @@ static int parse_names(config_acme_t *a, char *arg, const char **bad)
     }
 }
 
-/* --acme-eab KID:HMACKEY, split in place. */
+/* --acme-eab KID:@FILE: the key read from FILE (one line), so that it shows
+   in no process list; NULL when it cannot be read. */
+static const char *eab_file(const char *path)
+{
+    static char key[ACME_HMAC_MAX + 2];
+    FILE *f = fopen(path, "re");
+    int ok = f && fgets(key, sizeof key, f) != NULL;
+    if (f)
+        fclose(f);
+    key[ok ? strcspn(key, "\r\n") : 0] = 0;
+    return ok ? key : NULL;
+}
+
+/* --acme-eab KID:HMACKEY or KID:@FILE, split in place. */
 static int parse_eab(config_acme_t *a, char *arg)
 {
     char *colon = strchr(arg, ':');
     if (!colon)
         return -1;
     *colon = 0;
-    if (!fits(arg, ACME_FIELD_MAX) || !printable(arg, 0) || !fits(colon + 1, ACME_HMAC_MAX) ||
-        !b64url(colon + 1)) {
+    const char *key = colon[1] == '@' ? eab_file(colon + 2) : colon + 1;
+    if (!fits(arg, ACME_FIELD_MAX) || !printable(arg, 0) || !key || !fits(key, ACME_HMAC_MAX) ||
+        !b64url(key)) {
         *colon = ':';
         return -1;
     }
-    a->eab_kid = arg, a->eab_hmac = colon + 1;
+    a->eab_kid = arg, a->eab_hmac = key;
     return 0;
 }
 
@@ -159,7 +173,8 @@ int acme_option(int c, char *arg, config_t *cfg)
         return -1;
     case ACME_OPT_EAB:
         return parse_eab(a, arg) < 0
-                   ? bad(c, arg, "not KID:HMACKEY (a key id, then the base64url key)")
+                   ? bad(c, arg, "not KID:HMACKEY or KID:@FILE (a key id, then the base64url "
+                                 "key or a readable file holding it)")
                    : -1;
     case ACME_OPT_PROFILE:
         if (!fits(arg, ACME_PROFILE_MAX) ||

@@ -273,6 +273,7 @@ def run(build, *args, cwd=None):
     (("--acme", "a@gatling.test", "--acme-challenge", "dns-01"), "not http-01 or tls-alpn-01"),
     (("--acme", "a@gatling.test", "--acme-eab", "kid-only"), "not KID:HMACKEY"),
     (("--acme", "a@gatling.test", "--acme-eab", "kid:not base64"), "not KID:HMACKEY"),
+    (("--acme", "a@gatling.test", "--acme-eab", "kid:@/proc/none/key"), "or KID:@FILE"),
     (("--acme", "a@gatling.test", "--acme-profile", "a/b"), "not a profile name"),
     (("--acme", "a@gatling.test", "--acme-issuer", "a\x01b"), "not a common name"),
     (("--acme", "a@gatling.test", "--acme-dir", ""), "not a usable file name"),
@@ -281,6 +282,17 @@ def run(build, *args, cwd=None):
 def test_bad_options(build, args, says):
     rc, err = run(build, *args)
     assert rc == 2 and says in err, (rc, err)
+
+
+def test_eab_key_from_a_file(build, tmp_path):
+    """Issue 54 (6): --acme-eab KID:@FILE reads the key from FILE, so that it
+    shows in no process list: the option is taken (the start goes on to the
+    state directory, which fails here)."""
+    key = tmp_path / "eab"
+    key.write_text("zWNDZM6eQGHWpSRTPal5eIUYFTu7EajVIoguysqZ9wG44nMEtx3MUAsUDkMTQ12W\n")
+    rc, err = run(build, "--acme", "a@gatling.test", "--acme-eab", "kid-1:@%s" % key,
+                  "--acme-names", NAME, "--acme-dir", "/proc/none/acme")
+    assert rc == 1 and "--acme-dir /proc/none/acme" in err and "eab" not in err, (rc, err)
 
 
 def test_start_refusals(build, tmp_path):
