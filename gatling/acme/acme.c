@@ -400,8 +400,8 @@ static int dirs_moved(acme_run_t *r)
     int fd[2] = {r->cl.state_fd, r->tls_fd};
     struct stat a, b;
     for (int i = 0; i < 2; i++)
-        if (fstat(fd[i], &a) < 0 || stat(path[i], &b) < 0 || a.st_dev != b.st_dev ||
-            a.st_ino != b.st_ino) {
+        if (fstat(fd[i], &a) == 0 && (stat(path[i], &b) < 0 ? errno == ENOENT
+                                          : a.st_dev != b.st_dev || a.st_ino != b.st_ino)) {
             say(r, "%s was removed or replaced: the ACME client starts again", path[i]);
             return 1;
         }

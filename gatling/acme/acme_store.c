@@ -26,6 +26,23 @@ static int write_all(int fd, const char *p, size_t len)
     return 0;
 }
 
+/* The rename made durable: an fsync of the directory that holds name (a
+   crash after it keeps the new file, the account key above all). */
+static void sync_dir(int dirfd, const char *name, const char *slash)
+{
+    char dir[STORE_PATH_MAX];
+    if (!slash) {
+        fsync(dirfd);
+        return;
+    }
+    snprintf(dir, sizeof dir, "%.*s", (int)(slash - name), name);
+    int fd = openat(dirfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+}
+
 int acme_write_atomic(int dirfd, const char *name, const void *data, size_t len, mode_t mode)
 {
     char tmp[STORE_PATH_MAX];
@@ -51,6 +68,8 @@ int acme_write_atomic(int dirfd, const char *name, const void *data, size_t len,
     }
     if (r < 0)
         unlinkat(dirfd, tmp, 0);
+    else
+        sync_dir(dirfd, name, slash);
     errno = e;
     return r;
 }

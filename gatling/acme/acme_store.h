@@ -10,8 +10,9 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-/* Write data to dirfd/name through ".name.tmp": 0, or -1 with errno set
-   (nothing of the new file left behind). */
+/* Write data to dirfd/name through ".name.tmp", fsynced, renamed, and its
+   directory fsynced: 0, or -1 with errno set (nothing of the new file left
+   behind). */
 int acme_write_atomic(int dirfd, const char *name, const void *data, size_t len, mode_t mode);
 
 /* Read dirfd/name whole (at most max bytes) into a malloc'd NUL-terminated

@@ -14,6 +14,7 @@ import http.server
 import json
 import os
 import re
+import shutil
 import socket
 import ssl
 import stat
@@ -24,7 +25,7 @@ import urllib.request
 
 import pytest
 
-from conftest import BUILD_DIR, BUILDS, free_port
+from conftest import BUILD_DIR, BUILDS, free_port, wait_for
 from conftest import test_pki as suite_pki  # (not collected as a test by this name)
 from acmelab import CHALLTESTSRV, PEBBLE, Fault, FaultProxy, listening, process, tail
 
@@ -386,3 +387,63 @@ def test_plain_http_urls_from_the_ca_are_refused(tmp_path):
                              profile="nosuch")
     assert "not an https:// URL (RFC 8555 6.1): refused" in err, err
     assert "the CA does not list the profile nosuch" in err2, err2
+
+
+def alive(pid):
+    """pid runs (a zombie, or gone: no)."""
+    with contextlib.suppress(OSError):
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    return False
+
+
+def try_closed_ca(state, live, secs, **env):
+    """acme_try against a CA port where nothing listens: the client backs off."""
+    e = dict(os.environ, **env)
+    return subprocess.Popen([TRY, "https://127.0.0.1:%d/dir" % free_port(), "", state, live,
+                             str(secs), "m.test"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=e)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="-u's setuid needs root")
+def test_the_client_dies_with_its_keeper_under_u(tmp_path):
+    """Issue 54 (6): with -u the client drops to the user after it set
+    PR_SET_PDEATHSIG, and the setuid cleared it: a keeper killed (SIGKILL)
+    left the client running until its next wake-up.  It is set again after
+    the setuid: the client ends with its keeper."""
+    base = str(tmp_path / "u")
+    os.mkdir(base)
+    for d in (str(tmp_path), base):  # the user walks to the state directory
+        os.chmod(d, 0o755)
+    state = os.path.join(base, "state")
+    p = try_closed_ca(state, os.path.join(base, "live"), 30, ACME_TRY_UID="65534")
+    try:
+        wait_for(lambda: os.path.exists(os.path.join(state, "status")), 10, "a first round")
+        (keeper,) = children(p.pid)
+        (client,) = children(keeper)
+        with open("/proc/%d/status" % client) as f:
+            assert re.search(r"^Uid:\s+65534\s", f.read(), re.M)
+        os.kill(keeper, 9)
+        wait_for(lambda: not alive(client), 3, "the client ended with its keeper")
+    finally:
+        p.kill()
+        p.communicate()
+
+
+def test_a_state_directory_made_anew_is_noticed(tmp_path, monkeypatch):
+    """Issue 54 (6): the state directory removed and made again while the
+    client runs (its descriptor then points at the removed one): the client
+    says so and ends, and the keeper's next client lays the new one out."""
+    state = str(tmp_path / "state")
+    p = try_closed_ca(state, str(tmp_path / "live"), 20, GATLING_TEST_ACME_BACKOFF="1")
+    try:
+        wait_for(lambda: os.path.exists(os.path.join(state, "status")), 10, "a first round")
+        shutil.rmtree(state)
+        os.mkdir(state)
+        wait_for(lambda: os.path.exists(os.path.join(state, "status")) and
+                 os.path.isdir(os.path.join(state, "challenges", "http-01")), 10,
+                 "the new state directory laid out and used")
+    finally:
+        p.terminate()
+        out, err = p.communicate()
+    assert "%s was removed or replaced: the ACME client starts again" % state in err, err
