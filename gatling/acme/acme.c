@@ -4,6 +4,7 @@
 #define _GNU_SOURCE /* ppoll, close_range */
 #include "acme.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -693,6 +694,32 @@ static int name_ok(const char *s)
            strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:") == n;
 }
 
+/* The names as the client uses them: an IPv6 address in RFC 5952's form
+   (lower case, the longest run of zeros as ::), as RFC 8738 wants it in the
+   identifier and as the serving side names the TLS-ALPN-01 file (inet_ntop);
+   the rest as given.  A malloc'd array (free_names). */
+static const char *const *canonical_names(const char *const *names, int nnames)
+{
+    const char **out = calloc((size_t)nnames, sizeof *out);
+    for (int i = 0; out && i < nnames; i++) {
+        unsigned char a[16];
+        char text[INET6_ADDRSTRLEN], *d;
+        out[i] = names[i];
+        if (strchr(names[i], ':') && inet_pton(AF_INET6, names[i], a) == 1 &&
+            inet_ntop(AF_INET6, a, text, sizeof text) && strcmp(text, names[i]))
+            out[i] = (d = strdup(text)) ? d : names[i];
+    }
+    return out;
+}
+
+static void free_names(const char *const *canon, const char *const *names, int nnames)
+{
+    for (int i = 0; i < nnames; i++)
+        if (canon[i] != names[i])
+            free((char *)canon[i]);
+    free((void *)canon);
+}
+
 pid_t acme_start(const config_t *cfg, const char *const *names, int nnames, int http01,
                  pid_t notify, char *err, size_t errlen)
 {
@@ -706,14 +733,18 @@ pid_t acme_start(const config_t *cfg, const char *const *names, int nnames, int 
             snprintf(err, errlen, "ACME: %.200s: not a host name or IP address", names[i]);
             return -1;
         }
+    const char *const *canon = canonical_names(names, nnames);
+    if (!canon) {
+        snprintf(err, errlen, "ACME: no memory");
+        return -1;
+    }
     pid_t parent = getpid();
     fflush(NULL);
     pid_t pid = fork();
-    if (pid < 0) {
-        snprintf(err, errlen, "ACME: fork() failed: %s", strerror(errno));
-        return -1;
-    }
     if (pid == 0)
-        keeper_main(cfg, names, nnames, http01, parent, notify);
-    return pid;
+        keeper_main(cfg, canon, nnames, http01, parent, notify);
+    if (pid < 0)
+        snprintf(err, errlen, "ACME: fork() failed: %s", strerror(errno));
+    free_names(canon, names, nnames);
+    return pid < 0 ? -1 : pid;
 }

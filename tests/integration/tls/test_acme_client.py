@@ -447,3 +447,21 @@ def test_a_state_directory_made_anew_is_noticed(tmp_path, monkeypatch):
         p.terminate()
         out, err = p.communicate()
     assert "%s was removed or replaced: the ACME client starts again" % state in err, err
+
+
+def test_ipv6_names_in_rfc5952_form(tmp_path):
+    """Issue 54 (6): an IPv6 address given in another form than RFC 5952's
+    (upper case, zeros written out) is the identifier, the file name and the
+    status line in that form (RFC 8738; the serving side names TLS-ALPN-01's
+    file by inet_ntop, which writes it so)."""
+    state = str(tmp_path / "state")
+    p = subprocess.Popen([TRY, "https://127.0.0.1:%d/dir" % free_port(), "", state,
+                          str(tmp_path / "live"), "20", "2001:DB8:0:0:0:0:0:1"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: os.path.exists(os.path.join(state, "status")), 10, "a first round")
+    finally:
+        p.terminate()
+        out, err = p.communicate()
+    assert re.search(r"^cert 2001:db8::1 0 ", status(str(tmp_path)), re.M), status(str(tmp_path))
+    assert "acme: 2001:db8::1: " in err, err
