@@ -55,7 +55,7 @@ $(FUZZ_DIR)/fuzz_h2 $(FUZZ_DIR)/fuzz_quic: $(FUZZ_DIR)/%: $(FUZZ_OBJ)/tests/fuzz
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -pthread -o $@ $^ $(FUZZ_LIBS)
 
 # fuzz_acme: the ACME client's parsers (json-c, and curl_getdate for Retry-After)
-$(FUZZ_DIR)/fuzz_acme: $(FUZZ_OBJ)/tests/fuzz/fuzz_acme.o $(call fuzz_objs,gatling/acme/acme_parse.c)
+$(FUZZ_DIR)/fuzz_acme: $(FUZZ_OBJ)/tests/fuzz/fuzz_acme.o $(call fuzz_objs,gatling/acme/acme_parse.c gatling/acme/acme_sched.c)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $^ -ljson-c -lcurl
 
 $(FUZZ_DIR)/%: $(FUZZ_OBJ)/tests/fuzz/%.o $(call fuzz_objs,$(FUZZ_LIB))

@@ -6,10 +6,16 @@
  * string filled is NUL-terminated inside its buffer; a token accepted is
  * base64url of at most ACME_TOKEN_MAX characters; a window has start <= end;
  * counts stay inside their arrays; Retry-After is -1 or in [0,
- * ACME_RETRY_AFTER_CAP] (99999999999999999999 saturates, no overflow).
+ * ACME_RETRY_AFTER_CAP] (99999999999999999999 saturates, no overflow), and
+ * the wait it makes (acme_sched.c) stays within the time left; a renewal
+ * picked in any ARI window lands in [notBefore, acme_sched_latest()].
  */
 #include "acme/acme_parse.h"
+#include "acme/acme_sched.h"
 #include "fuzz.h"
+
+#define NB 1700000000L /* a certificate of 90 days, for the schedule's checks */
+#define NA (NB + 90 * 86400L)
 
 #define TERMINATED(a) CHECK(memchr((a), 0, sizeof(a)) != NULL)
 
@@ -45,8 +51,12 @@ static void check_json(const char *s, size_t n)
     }
     if (acme_parse_status(s, n, status, sizeof status) == 0)
         TERMINATED(status);
-    if (acme_parse_ari(s, n, &t0, &t1) == 0)
+    if (acme_parse_ari(s, n, &t0, &t1) == 0) {
         CHECK(t0 <= t1);
+        /* any window the CA sends: the renewal picked in [nb, latest] */
+        time_t t = acme_sched_ari_pick(NB, NA, t0, t1, (uint64_t)t0 * 2654435761u);
+        CHECK(t >= NB && t <= acme_sched_latest(NB, NA));
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
@@ -79,6 +89,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
     for (int i = 0; i < h.nalt; i++)
         TERMINATED(h.alt[i]);
     CHECK(h.retry_after >= -1 && h.retry_after <= ACME_RETRY_AFTER_CAP);
+    /* the wait it makes: capped by the time left, and no overflow past now */
+    long w = acme_sched_cap(h.retry_after, NB, NA, 60);
+    CHECK(w <= (NA - NB) / ACME_WAIT_SHARE && acme_sched_add(NB, w) >= NB);
     free(s);
     return 0;
 }
