@@ -522,12 +522,8 @@ static int drop_privileges(const config_t *cfg, pid_t parent)
     return 0;
 }
 
-/* One client per state directory: an flock() on LOCK_FILE (opened before -u
-   drops root, so an earlier root run's file is no obstacle), held until
-   the client ends.  A second client (a second server on the directory, or
-   the new binary of a SIGUSR2 upgrade while the old one serves) says so and
-   waits until the holder ends; it empties no challenge and orders nothing
-   before.  0, or -1 (stopped, or a fault said in err). */
+/* LOCK_FILE, opened before -u drops root (an earlier root run's file is no
+   obstacle): its descriptor, or -1 with why in err. */
 static int open_lock(const config_t *cfg, int state_fd, char *err, size_t n)
 {
     int fd = openat(state_fd, LOCK_FILE, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -536,6 +532,12 @@ static int open_lock(const config_t *cfg, int state_fd, char *err, size_t n)
     return fd;
 }
 
+/* One client per state directory: an flock() on LOCK_FILE, held until the
+   client ends (the kernel lets go of it however it ends).  A second client
+   (a second server on the directory, or the new binary of a SIGUSR2 upgrade
+   while the old one serves) says so and waits until the holder ends; it
+   empties no challenge and orders nothing before.  0, or -1 (stopped, or a
+   fault, said). */
 static int take_lock(acme_run_t *r, int fd)
 {
     if (flock(fd, LOCK_EX | LOCK_NB) == 0)
