@@ -465,3 +465,22 @@ def test_ipv6_names_in_rfc5952_form(tmp_path):
         out, err = p.communicate()
     assert re.search(r"^cert 2001:db8::1 0 ", status(str(tmp_path)), re.M), status(str(tmp_path))
     assert "acme: 2001:db8::1: " in err, err
+
+
+def test_ari_retry_after_past_time_t_is_no_poll_a_second(tmp_path):
+    """Issue 54 (5): renewalInfo answered 429 with Retry-After:
+    99999999999999999999 (past a long): now + that overflowed time_t into
+    the past, and the client asked renewalInfo once a second.  Read
+    saturated and capped by a share of the certificate's time left, it asks
+    once in the 8 s after its certificate."""
+    tmp, pki, port = str(tmp_path), suite_pki(), free_port()
+    with http01_responder(port, os.path.join(tmp, "state")), \
+            pebble(tmp, pki, port, free_port()) as (url, mgmt, plog), \
+            FaultProxy(pki, int(url.rsplit(":", 1)[1].split("/")[0])) as proxy:
+        proxy.add(Fault("429", "/draft-ietf-acme-ari-03/renewalInfo/", times=1000,
+                        retry_after="99999999999999999999"))
+        out, err = acme_try(tmp, proxy.directory, pki + "/ca.pem", ["n.test"], secs=10,
+                            challenge="http")
+        check_installed(tmp, "n.test", mgmt_get(pki, mgmt, "/roots/0"))
+        asked = proxy.seen("/draft-ietf-acme-ari-03/renewalInfo/")
+    assert 1 <= len(asked) <= 2, (len(asked), err)
