@@ -5,9 +5,16 @@ authorizations reused): HTTP-01 (a DNS name and an IP address) and TLS-ALPN-01
 in the -C layout acme.h promises; a renewal follows Pebble's ARI window and
 sends `replaces`; External Account Binding and a preferred alternate chain;
 and a CA that answers with a redirect, HTML or a body too long is one clear
-line each, no crash.  Pebble's HTTP-01 and TLS-ALPN-01 validations reach
-small responders here that read the client's challenge files, as the
-serving loops will.  Runs once (tests/run-check's ONCE).
+line each, no crash.  Issue 54's faults, each a test that failed before its
+fix: HTTP-01 unreachable falls back to TLS-ALPN-01; a client killed in its
+order does not order again at once; two clients on one state directory
+order once (the lock); a replaced account key is registered again; http://
+URLs from the CA refused and an unlisted profile said; the client ends with
+its keeper under -u; a state directory made anew is noticed; IPv6 names in
+RFC 5952 form; an ARI Retry-After past time_t is no poll a second.  Pebble's
+HTTP-01 and TLS-ALPN-01 validations reach small responders here that read
+the client's challenge files, as the serving loops will.  Runs once
+(tests/run-check's ONCE).
 """
 import contextlib
 import http.server
