@@ -598,6 +598,23 @@ def test_sigkill_mid_issuance(tmp_path, pki):
             assert acme_pid(srv) != pid
 
 
+def test_two_servers_on_one_state_directory_order_once(tmp_path, pki):
+    """Issue 54 (3): two gatling processes on the same -C and --acme-dir (as
+    the old and the new binary of a SIGUSR2 upgrade are for a while): the
+    client that holds the state directory's lock orders, the other says in
+    its error log that it waits; one order, and one certificate in -C."""
+    site = Site(str(tmp_path))
+    other = Site(str(tmp_path), certs=site.certs, state=site.state)
+    with Pebble(site.tmp, pki, site.http, site.https) as pebble:
+        pebble.start()
+        with site.gatling(pebble.directory) as a, other.gatling(pebble.directory) as b:
+            wait_for(lambda: NAME in pairs(site.certs), ISSUE_TIMEOUT, "the certificate in -C")
+            time.sleep(3 * BACKOFF)  # a second order would come by now
+            assert pebble.orders() == 1, pebble.log()[-3000:]
+            waiting = [s for s in (a, b) if logged(s, "another ACME client holds")]
+            assert len(waiting) == 1, (a.errlog[-5:], b.errlog[-5:])
+
+
 def test_full_disk_keeps_the_old_certificate(tmp_path, pki):
     """The state directory and -C on a 2 MiB tmpfs, filled once the first
     certificate is in: the renewal (brought forward by an ARI window from
