@@ -66,7 +66,10 @@ time_t acme_sched_gap(time_t t, time_t issued, time_t nb, time_t na, time_t now,
     time_t gap = ACME_REORDER_GAP;
     if (na > nb && (na - nb) / 2 < gap)
         gap = (na - nb) / 2;
-    if (!issued || (ari_end && ari_end < issued + gap && now < na))
+    /* the local clock at issuance against the CA's notBefore: a clock
+       ahead would take every passed window for the CA's word */
+    int clock_ok = issued - nb <= ACME_CLOCK_SLACK && now < na;
+    if (!issued || (ari_end && ari_end < issued + gap && clock_ok))
         return t;
     return t < issued + gap ? issued + gap : t;
 }

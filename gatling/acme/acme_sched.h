@@ -27,6 +27,7 @@
 #define ACME_WAIT_SHARE 4            /* a wait: at most 1/4 of the time left */
 #define ACME_BACKOFF_MAX (6 * 3600)  /* back-off doubles up to this (certmagic's 6 h) */
 #define ACME_REORDER_GAP (6 * 3600)  /* no order again within this of an issuance */
+#define ACME_CLOCK_SLACK 86400       /* issued this long after notBefore: the clock is ahead */
 
 /* The renewal time without ARI for a certificate valid [nb, na). */
 time_t acme_sched_renew(time_t nb, time_t na);
@@ -49,8 +50,9 @@ long acme_sched_cap(long wait, time_t now, time_t na, long floor);
 
 /* t no earlier than ACME_REORDER_GAP (or half the lifetime when shorter)
    after issued (0: unknown); unless t comes from an ARI window (ari_end: its
-   end, 0 for none) that ends before that, while now < na: the CA wants the
-   certificate replaced (revoked), and a clock past na cannot tell. */
+   end, 0 for none) that ends before that while the clock looks right (now <
+   na, and issued within ACME_CLOCK_SLACK of nb): the CA wants the
+   certificate replaced (revoked); a clock ahead cannot tell. */
 time_t acme_sched_gap(time_t t, time_t issued, time_t nb, time_t na, time_t now, time_t ari_end);
 
 /* now + secs without overflow. */

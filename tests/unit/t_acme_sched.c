@@ -67,6 +67,9 @@ static void test_gap(void)
            "clock ahead: not before 6 h after the issuance");
     is_int(acme_sched_gap(nb, far, nb, na, far, nb + 1), far + ACME_REORDER_GAP,
            "clock ahead: ARI's passed window waits too (the certificate is expired to us)");
+    time_t ahead = nb + 70 * DAY; /* 70 days ahead: past the window, not the expiry */
+    is_int(acme_sched_gap(ahead, ahead, nb, na, ahead, nb + 61 * DAY), ahead + ACME_REORDER_GAP,
+           "clock 70 days ahead: ARI's window passed to us, still 6 h");
     is_int(acme_sched_gap(nb + 10, nb + 5, nb, na, nb + 10, nb - 3599), nb + 10,
            "ARI's window in the past (revoked) while the certificate is valid: at once");
     is_int(acme_sched_gap(nb + 3, nb + 1, nb, nb + 90, nb + 3, nb + 90), nb + 46,
