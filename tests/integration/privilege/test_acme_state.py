@@ -13,7 +13,8 @@ attacker:
     read: gatling does not load it (root read it at start);
 and an admin's -C directory is not handed to nobody (it was, silently),
 the serving processes hold challenges/ and not STATE (the account key),
-and a STATE made by an earlier run as root is handed over whole.
+and a STATE made by an earlier run as root is handed over, but for what
+nobody could have planted in it.
 """
 import os
 import signal
@@ -174,16 +175,28 @@ def test_serving_processes_hold_challenges_only():
         assert state + "/challenges" in fds, fds
 
 
-def test_roots_state_is_handed_over():
+def test_roots_state_is_handed_over_but_not_what_nobody_planted():
     """STATE from an earlier run as root (root's alone): handed to -u's user
-    whole, through descriptors; the account key too."""
+    whole, through descriptors, the account key too; but not what lies in a
+    directory in it that nobody already owns (challenges/, from a run with
+    -u): a hard link there to a file of root's stays root's."""
     with scratch() as base:
         state = base + "/state"
         os.mkdir(state, 0o700)
         os.mkdir(state + "/account", 0o700)
         with open(state + "/account/key.pem", "w") as f:
             f.write("key\n")
+        for d in ("/challenges", "/challenges/tls-alpn-01"):
+            os.mkdir(state + d, 0o755)
+            os.chown(state + d, user().pw_uid, user().pw_gid)
+        secret = base + "/secret"
+        with open(secret, "w") as f:
+            f.write("root's key\n")
+        os.chmod(secret, 0o600)
+        os.link(secret, state + "/challenges/tls-alpn-01/planted.pem")
         with launch(acme(state), base) as run:
             assert run.port, run.text()
-        for p in ("", "/account", "/account/key.pem", "/challenges/tls-alpn-01"):
+            time.sleep(1)  # the client's start
+        for p in ("", "/account", "/account/key.pem", "/challenges/http-01"):
             assert owner(state + p) == user().pw_uid, p
+        assert owner(secret) == 0, "root chowned what nobody planted in its directory"
