@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import Build, once_build
+from conftest import Build, once_build, recv_to_eof
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0,
                                 reason="the privilege tests need root and a user to drop to")
@@ -73,21 +73,7 @@ class Run:
     def get(self, path="/"):
         with socket.create_connection(("127.0.0.1", self.port), timeout=10) as s:
             s.sendall(b"GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % path.encode())
-            out = b""
-            while True:
-                b = s.recv(65536)
-                if not b:
-                    return out
-                out += b
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            return recv_to_eof(s)
 
 
 @contextlib.contextmanager

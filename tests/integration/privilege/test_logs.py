@@ -19,6 +19,8 @@ import os
 import signal
 import stat
 
+import pytest
+
 from privtools import as_nobody, launch, needs_root, scratch, user, users_dir, wait_until
 
 pytestmark = needs_root
@@ -34,27 +36,17 @@ def refused_or_served(run, what):
         run.get("/")
 
 
-def test_access_log_symlink_to_roots_directory():
+@pytest.mark.parametrize("opt,log,target", [("-l", "access.log", "created-by-root"),
+                                            ("-q", "error.log", "ld.so.preload")])
+def test_log_symlink_to_roots_directory(opt, log, target):
     with scratch() as base:
         logs, victim = users_dir(base + "/logs"), base + "/root-only"
         os.mkdir(victim, 0o755)
-        os.symlink(victim + "/created-by-root", logs + "/access.log")
-        as_nobody(logs + "/access.log")
-        with launch(["-u", "nobody", "-l", logs + "/access.log"], base) as run:
-            refused_or_served(run, logs + "/access.log")
-        assert not os.path.lexists(victim + "/created-by-root"), "root followed the link"
-        assert run.port is None and "symbolic link" in run.text(), run.text()
-
-
-def test_error_log_symlink_to_roots_directory():
-    with scratch() as base:
-        logs, victim = users_dir(base + "/logs"), base + "/root-only"
-        os.mkdir(victim, 0o755)
-        os.symlink(victim + "/ld.so.preload", logs + "/error.log")
-        as_nobody(logs + "/error.log")
-        with launch(["-u", "nobody", "-q", logs + "/error.log"], base) as run:
-            refused_or_served(run, logs + "/error.log")
-        assert not os.path.lexists(victim + "/ld.so.preload"), "root followed the link"
+        os.symlink(victim + "/" + target, logs + "/" + log)
+        as_nobody(logs + "/" + log)
+        with launch(["-u", "nobody", opt, logs + "/" + log], base) as run:
+            refused_or_served(run, logs + "/" + log)
+        assert not os.path.lexists(victim + "/" + target), "root followed the link"
         assert run.port is None and "symbolic link" in run.text(), run.text()
 
 
