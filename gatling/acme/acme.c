@@ -365,8 +365,8 @@ static int make_dir(int at, const char *path, mode_t mode)
 }
 
 /*
- * The state directory's layout and the -C directory's .acme, made by -u's
- * user (the client has dropped to it already; gatling made the state
+ * The state directory's layout and the -C directory, made and opened by
+ * -u's user (the client has dropped to it already; gatling made the state
  * directory that user's at start, acme_setup.c, and never hands -C over):
  * nothing here runs as root, so nothing a user planted steers root.
  */
@@ -392,7 +392,6 @@ static int prepare_dirs(const config_t *cfg, int *state_fd, int *tls_fd, char *e
         snprintf(err, n, "certificate directory %s: %s", cfg->tls_dir, strerror(errno));
         return -1;
     }
-    (void)make_dir(*tls_fd, ".acme", 0755); /* the store says it if it cannot */
     return 0;
 }
 
