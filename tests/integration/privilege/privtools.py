@@ -92,7 +92,8 @@ def launch(args, cwd, timeout=15):
             m = re.search(r"listening on \S+ port (\d+)", line)
             if m and not port:
                 port.append(int(m.group(1)))
-    threading.Thread(target=read, daemon=True).start()
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
     deadline = time.monotonic() + timeout
     while not port and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -113,6 +114,9 @@ def launch(args, cwd, timeout=15):
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+        reader.join(5)
+    bad = [l for l in lines if "Sanitizer" in l or "runtime error:" in l]
+    assert not bad, "a sanitizer spoke:\n%s" % run.text()
 
 
 def owner(path):
