@@ -11,6 +11,7 @@ attacker:
     (the client chowned STATE's tree as root at every start);
   - points live/NAME/privkey.pem and fullchain.pem at a key only root may
     read: gatling does not load it (root read it at start);
+  - puts a FIFO at live/NAME/ocsp.der: the start does not hang;
 and an admin's -C directory is not handed to nobody (it was, silently),
 the serving processes hold challenges/ and not STATE (the account key),
 and a STATE made by an earlier run as root is handed over, but for what
@@ -117,6 +118,13 @@ def test_client_restart_chowns_nothing():
         assert owner(secret) == 0, "the restarted client chowned root's file to nobody"
 
 
+def self_signed(key, cert):
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", cert, "-days",
+                    "7", "-subj", "/CN=" + NAME, "-addext", "subjectAltName=DNS:" + NAME],
+                   check=True, capture_output=True, timeout=30)
+
+
 def test_live_key_read_as_the_user():
     """live/NAME/*.pem links to a certificate and key only root may read:
     not loaded (root read them at start, following the links)."""
@@ -124,11 +132,7 @@ def test_live_key_read_as_the_user():
         state = nobodys_state(base)
         closed = base + "/closed"
         os.mkdir(closed, 0o700)
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                        "ec_paramgen_curve:P-256", "-nodes", "-keyout", closed + "/key.pem",
-                        "-out", closed + "/cert.pem", "-days", "7", "-subj", "/CN=" + NAME,
-                        "-addext", "subjectAltName=DNS:" + NAME],
-                       check=True, capture_output=True, timeout=30)
+        self_signed(closed + "/key.pem", closed + "/cert.pem")
         live = state + "/live/" + NAME
         os.mkdir(live, 0o700)
         os.chown(live, user().pw_uid, user().pw_gid)
@@ -138,6 +142,22 @@ def test_live_key_read_as_the_user():
         with launch(acme(state), base) as run:
             assert run.port, run.text()
             assert "HTTPS with" not in run.text() and "no certificate" in run.text(), run.text()
+
+
+def test_fifo_in_live_does_not_hang_the_start():
+    """live/NAME/ocsp.der a FIFO beside a good pair (nobody's): the start
+    goes on (root's open waited for a writer forever), the pair is served."""
+    with scratch() as base:
+        state = nobodys_state(base)
+        live = state + "/live/" + NAME
+        os.mkdir(live, 0o700)
+        self_signed(live + "/privkey.pem", live + "/fullchain.pem")
+        os.mkfifo(live + "/ocsp.der", 0o600)
+        for f in ("", "/privkey.pem", "/fullchain.pem", "/ocsp.der"):
+            as_nobody(live + f)
+        with launch(acme(state), base, timeout=10) as run:
+            assert run.port, run.text()
+            assert "HTTPS with 1 certificate" in run.text(), run.text()
 
 
 def test_admins_tls_dir_is_not_handed_over():
