@@ -17,6 +17,12 @@
  *     checked with fstat: a regular file, one link (a hard link to a file
  *     of root's has two), owned by root or by -u's user.
  *
+ * Why a walk of our own and not openat2(RESOLVE_NO_SYMLINKS): each step
+ * decides (follow a link of root's, make a missing directory as root or as
+ * the user, trust what is below), which one openat2 call cannot; every step
+ * is an openat of one name with O_NOFOLLOW where it matters, so there is no
+ * kernel to fall back from.
+ *
  * Knows nothing of the options: callers pass -u's ids (-1: none).
  */
 #ifndef GATLING_PRIVFS_H
