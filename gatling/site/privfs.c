@@ -79,6 +79,10 @@ static int step(int at, const struct stat *st, const char *name, int follow, mod
             return -1;
         fd = openat(at, name, flags);
     }
+    struct stat ln;
+    if (fd < 0 && errno == ENOTDIR && !follow &&
+        fstatat(at, name, &ln, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(ln.st_mode))
+        errno = ELOOP; /* O_DIRECTORY | O_NOFOLLOW says ENOTDIR of a link */
     if (fd < 0)
         return -1;
     if (fstat(fd, child) < 0) {
