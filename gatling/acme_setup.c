@@ -3,6 +3,7 @@
 #include "acme_setup.h"
 #include "acme/acme.h"
 #include "site/acme_chal.h"
+#include "site/privfs.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -226,33 +227,6 @@ int acme_options_done(config_t *cfg)
     return -1;
 }
 
-/* mkdir -p path (the last one mode, those on the way 0755), owned by -u's
-   user (the client runs as it and writes there).  0, or -1 with errno. */
-static int make_dir(const config_t *cfg, const char *path, mode_t mode)
-{
-    char tmp[PATH_MAX];
-    if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp)
-        return errno = ENAMETOOLONG, -1;
-    for (char *p = tmp + 1; *p; p++)
-        if (*p == '/' && p[-1] != '/') {
-            *p = 0;
-            if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
-                return -1;
-            *p = '/';
-        }
-    if (mkdir(tmp, mode) < 0 && errno != EEXIST)
-        return -1;
-    struct stat sb;
-    if (stat(tmp, &sb) < 0)
-        return -1;
-    if (!S_ISDIR(sb.st_mode))
-        return errno = ENOTDIR, -1;
-    if (geteuid() == 0 && cfg->uid >= 0 && (sb.st_uid != (uid_t)cfg->uid) &&
-        chown(tmp, (uid_t)cfg->uid, (gid_t)cfg->gid) < 0)
-        return -1;
-    return 0;
-}
-
 /* Can a file be made in dir?  (A read-only file system, a full one, a
    directory of another user: said now, not by the client at its first order.) */
 static int writable(const char *dir)
@@ -274,19 +248,11 @@ static int writable(const char *dir)
    cannot be switched. */
 static int as_user(const config_t *cfg, int (*fn)(const char *), const char *path)
 {
-    if (geteuid() != 0 || cfg->uid < 0)
-        return fn(path);
-    if (setegid((gid_t)cfg->gid) < 0 || seteuid((uid_t)cfg->uid) < 0) {
-        int e = errno;
-        (void)!setegid(0);
-        return errno = e, -1;
-    }
-    int r = fn(path), e = errno;
-    if (seteuid(0) < 0 || setegid(0) < 0) { /* the saved id is 0: this cannot fail */
-        perror("gatling: seteuid(0)");
-        abort();
-    }
-    errno = e;
+    pfs_ids_t ids;
+    if (pfs_become(&ids, cfg->uid, cfg->gid) < 0)
+        return -1;
+    int r = fn(path);
+    pfs_unbecome(&ids); /* keeps errno */
     return r;
 }
 
@@ -295,37 +261,187 @@ static int readable(const char *path)
     return faccessat(AT_FDCWD, path, R_OK, AT_EACCESS);
 }
 
+/*
+ * Hand what an earlier run as root (without -u) made below dfd, a directory
+ * of root's alone (so no one else put anything there), to uid/gid, depth
+ * levels down: the account key, the schedule, live/'s versions.  Through
+ * descriptors only (O_PATH | O_NOFOLLOW, fstat, fchown): a directory of
+ * root's alone or a regular file of root's with one link; a directory's
+ * entries before itself, so an interrupted start resumes where root still
+ * owns.  Anything else is left as it is (the client says what it cannot use).
+ */
+static void migrate(int dfd, int uid, int gid, int depth)
+{
+    int rfd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = rfd >= 0 ? fdopendir(rfd) : NULL;
+    if (!d) {
+        if (rfd >= 0)
+            close(rfd);
+        return;
+    }
+    struct dirent *e;
+    struct stat st;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        int fd = openat(rfd, e->d_name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        int dir = fstat(fd, &st) == 0 && S_ISDIR(st.st_mode) && pfs_root_only(&st);
+        if (dir && depth > 1)
+            migrate(fd, uid, gid, depth - 1);
+        if (dir || (S_ISREG(st.st_mode) && st.st_uid == 0 && st.st_nlink == 1))
+            (void)!fchownat(fd, "", (uid_t)uid, (gid_t)gid, AT_EMPTY_PATH);
+        close(fd);
+    }
+    closedir(d);
+}
+
+/* STATE, opened (made 0700 when missing: as root where only root writes, as
+   -u's user elsewhere) and checked: -u's user's, or root's alone and then
+   handed over (migrate).  Its O_PATH descriptor, or -1 after saying why. */
+static int open_state(const config_t *cfg)
+{
+    const char *dir = cfg->acme.state_dir;
+    int owner = cfg->uid >= 0 ? cfg->uid : (int)geteuid();
+    struct stat st;
+    int fd = pfs_open_dir(dir, 0700, cfg->uid, cfg->gid, NULL);
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        fprintf(stderr, "gatling: --acme-dir %s: %s cannot be made or written%s (%s): the "
+                "ACME state (account key, challenges) lives there\n", dir, dir,
+                cfg->uid >= 0 ? " by -u's user" : "", strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    if (st.st_uid != (uid_t)owner && st.st_uid == 0 && pfs_root_only(&st)) {
+        migrate(fd, cfg->uid, cfg->gid, 4); /* STATE/live/.acme/VERSION/FILE */
+        if (fchownat(fd, "", (uid_t)cfg->uid, (gid_t)cfg->gid, AT_EMPTY_PATH) == 0)
+            st.st_uid = (uid_t)owner;
+    }
+    if (st.st_uid != (uid_t)owner) {
+        fprintf(stderr, "gatling: --acme-dir %s: belongs to uid %lu, not to %s (uid %d), as "
+                "whom the ACME client runs%s: not used\n", dir, (unsigned long)st.st_uid,
+                cfg->uid >= 0 ? "-u's user" : "the user gatling runs as", owner,
+                st.st_uid == 0 ? " (and others than root may write it)" : "");
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* name below at, made (mode) and opened O_NOFOLLOW by whoever runs now: a
+   directory of owner's.  Its O_PATH descriptor, or -1 with errno set. */
+static int sub_dir(int at, const char *name, mode_t mode, int owner)
+{
+    struct stat st;
+    if (mkdirat(at, name, mode) < 0 && errno != EEXIST)
+        return -1;
+    int fd = openat(at, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOTDIR || errno == ELOOP ? (errno = ENOTDIR, -1) : -1;
+    if (fstat(fd, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != (uid_t)owner) {
+        close(fd);
+        return errno = EPERM, -1;
+    }
+    return fd;
+}
+
+/* STATE's layout, made as -u's user (STATE is that user's: nothing in it is
+   root's to make or chown); *chal gets challenges/.  0, or -1 after saying. */
+static int make_layout(const config_t *cfg, int state, int *chal)
+{
+    static const struct {
+        int in_chal; /* below challenges/, or STATE */
+        const char *name;
+        mode_t mode;
+    } dirs[] = {{0, ACME_CHAL_DIR, 0755}, {1, ACME_CHAL_HTTP, 0755}, {1, ACME_CHAL_ALPN, 0755},
+                {0, "live", 0700}};
+    int owner = cfg->uid >= 0 ? cfg->uid : (int)geteuid(), fd = -1, e = 0;
+    size_t i, n = cfg->tls_dir ? 3 : 4; /* live/ only where it is -C */
+    pfs_ids_t ids;
+    if (pfs_become(&ids, cfg->uid, cfg->gid) < 0) {
+        fprintf(stderr, "gatling: --acme: cannot become -u's user: %s\n", strerror(errno));
+        return -1;
+    }
+    for (i = 0; i < n; i++) {
+        int sub = sub_dir(dirs[i].in_chal ? fd : state, dirs[i].name, dirs[i].mode, owner);
+        if (sub < 0) {
+            e = errno;
+            break;
+        }
+        if (i == 0)
+            fd = sub;
+        else
+            close(sub);
+    }
+    pfs_unbecome(&ids);
+    if (i < n) {
+        fprintf(stderr, "gatling: --acme-dir %s: %s%s%s cannot be made or used%s (%s): not a "
+                "directory of %s, or a link\n", cfg->acme.state_dir,
+                dirs[i].in_chal ? ACME_CHAL_DIR : "", dirs[i].in_chal ? "/" : "", dirs[i].name,
+                cfg->uid >= 0 ? " by -u's user" : "", strerror(e),
+                cfg->uid >= 0 ? "-u's user" : "gatling's user");
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    *chal = fd;
+    return 0;
+}
+
+/* --acme with -C: the client writes the certificates there as -u's user;
+   gatling never hands an admin's directory to that user: it must be
+   writable by it already.  0, or -1 after saying. */
+static int check_tls_dir(const config_t *cfg)
+{
+    if (!cfg->tls_dir || cfg->uid < 0 || geteuid() != 0)
+        return 0;
+    if (as_user(cfg, writable, cfg->tls_dir) < 0) {
+        fprintf(stderr, "gatling: --acme: -C %s: -u's user %s cannot write there (%s), and the "
+                "ACME client writes the certificates there as that user: give it the directory "
+                "(gatling does not), or leave -C out to use the state directory's live/\n",
+                cfg->tls_dir, cfg->user, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 int acme_prepare(config_t *cfg)
 {
     static char live[PATH_MAX]; /* -C's default: cfg keeps a pointer to it */
     const config_acme_t *a = &cfg->acme;
+    int state, chal;
     if (!a->email)
         return 0;
-    const char *sub[] = {"", "/challenges", "/" ACME_CHAL_HTTP_DIR, "/" ACME_CHAL_ALPN_DIR};
-    char path[PATH_MAX];
-    for (size_t i = 0; i < sizeof sub / sizeof sub[0]; i++) {
-        snprintf(path, sizeof path, "%s%s", a->state_dir, sub[i]);
-        if (make_dir(cfg, path, 0700) < 0 || (i == 0 && as_user(cfg, writable, path) < 0)) {
-            fprintf(stderr, "gatling: --acme-dir %s: %s cannot be made or written%s (%s): the "
-                    "ACME state (account key, challenges) lives there\n",
-                    a->state_dir, path, cfg->uid >= 0 ? " by -u's user" : "", strerror(errno));
-            return -1;
-        }
+    if ((state = open_state(cfg)) < 0)
+        return -1;
+    int rc = make_layout(cfg, state, &chal);
+    close(state);
+    if (rc < 0)
+        return -1;
+    if (as_user(cfg, writable, a->state_dir) < 0) {
+        fprintf(stderr, "gatling: --acme-dir %s: %s cannot be made or written%s (%s): the "
+                "ACME state (account key, challenges) lives there\n", a->state_dir,
+                a->state_dir, cfg->uid >= 0 ? " by -u's user" : "", strerror(errno));
+        close(chal);
+        return -1;
     }
     if (!cfg->tls_dir) { /* the certificates land in STATEDIR/live */
         snprintf(live, sizeof live, "%s/live", a->state_dir);
-        if (make_dir(cfg, live, 0700) < 0) {
-            fprintf(stderr, "gatling: --acme: %s cannot be made (%s)\n", live, strerror(errno));
-            return -1;
-        }
         cfg->tls_dir = live;
+        cfg->tls_dir_acme = 1;
+    } else if (check_tls_dir(cfg) < 0) {
+        close(chal);
+        return -1;
     }
     if (a->ca_root && as_user(cfg, readable, a->ca_root) < 0) {
         fprintf(stderr, "gatling: --acme-ca-root %s: %s%s\n", a->ca_root, strerror(errno),
                 cfg->uid >= 0 ? " (for -u's user, as whom the client reads it)" : "");
+        close(chal);
         return -1;
     }
-    if (!(cfg->acme_chal = acme_chal_open(a->state_dir))) {
+    if (!(cfg->acme_chal = acme_chal_open(chal))) { /* the workers see challenges/ alone */
         fprintf(stderr, "gatling: --acme-dir %s: %s\n", a->state_dir, strerror(errno));
         return -1;
     }

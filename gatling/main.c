@@ -7,6 +7,7 @@
 #include "acme_setup.h"
 #include "site/config.h"
 #include "site/elog.h"
+#include "site/privfs.h"
 #include "site/spawn.h"
 #include "handover.h"
 #include "gio.h"
@@ -766,22 +767,15 @@ static int parse_options(int argc, char **argv, config_t *cfg)
     return -1;
 }
 
-/* -l / -u: open the log and look up the user while /etc is still visible. */
+/* -u, -l, -q: look up the user while /etc is still visible, then open the
+   logs by site/privfs.h's rules (as that user where their directory is not
+   root's alone).  -W's supervisor keeps the error log's directory: it stays
+   root, and reopens through it, never by name in a chroot. */
 static int prepare(config_t *cfg)
 {
+    char why[512];
     cfg->uid = cfg->gid = -1;
-    cfg->log_fd = cfg->access_log ? STDOUT_FILENO : -1;
-    if (cfg->access_log && cfg->log_file &&
-        (cfg->log_fd = open(cfg->log_file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644)) < 0) {
-        fprintf(stderr, "gatling: open(\"%s\") for the log failed: %s\n", cfg->log_file,
-                strerror(errno));
-        return -1;
-    }
-    if ((cfg->error_fd = elog_open(cfg->error_log)) < 0) {
-        fprintf(stderr, "gatling: open(\"%s\") for the error log failed: %s\n", cfg->error_log,
-                strerror(errno));
-        return -1;
-    }
+    cfg->error_dir = -1;
     if (cfg->user) {
         struct passwd *pw = getpwnam(cfg->user);
         if (!pw) {
@@ -790,7 +784,37 @@ static int prepare(config_t *cfg)
         }
         cfg->uid = (int)pw->pw_uid, cfg->gid = (int)pw->pw_gid;
     }
+    cfg->log_fd = cfg->access_log ? STDOUT_FILENO : -1;
+    if (cfg->access_log && cfg->log_file &&
+        (cfg->log_fd = pfs_open_log(cfg->log_file, -1, cfg->uid, cfg->gid, NULL, why,
+                                    sizeof why)) < 0) {
+        fprintf(stderr, "gatling: -l %s: the access log cannot be opened: %s\n", cfg->log_file,
+                why);
+        return -1;
+    }
+    if ((cfg->error_fd = elog_open(cfg->error_log, cfg->uid, cfg->gid,
+                                   cfg->workers > 1 ? &cfg->error_dir : NULL, why, sizeof why)) <
+        0) {
+        fprintf(stderr, "gatling: -q %s: the error log cannot be opened: %s\n", cfg->error_log,
+                why);
+        return -1;
+    }
     return 0;
+}
+
+/* Who reads the certificates at start: -u's user where it owns them (--acme's
+   STATE/live) or others than root may write the directory (links and FIFOs
+   it planted are then followed as that user, not as root); -1: root. */
+static int cert_reader(const config_t *cfg)
+{
+    int trusted = 0, fd;
+    if (!cfg->tls_dir || cfg->uid < 0 || geteuid() != 0)
+        return -1;
+    if (cfg->tls_dir_acme)
+        return cfg->uid;
+    if ((fd = pfs_open_dir(cfg->tls_dir, 0, cfg->uid, cfg->gid, &trusted)) >= 0)
+        close(fd);
+    return fd >= 0 && !trusted ? cfg->uid : -1;
 }
 
 /* HTTPS: the certificates, read while the files are still visible and
@@ -802,7 +826,14 @@ static int load_certificates(config_t *cfg)
     char real[PATH_MAX];
     const char *docroot = realpath(cfg->root ? cfg->root : ".", real);
     int missing;
+    pfs_ids_t ids;
+    if (pfs_become(&ids, cert_reader(cfg), cfg->gid) < 0) {
+        fprintf(stderr, "gatling: -C %s: cannot become -u's user: %s\n", cfg->tls_dir,
+                strerror(errno));
+        return -1;
+    }
     cfg->tls = tls_store_load(cfg->tls_dir, cfg, docroot, &missing);
+    pfs_unbecome(&ids);
     int n = tls_store_count(cfg->tls);
     if (cfg->tls && !n) /* the port is bound now all the same: before a chroot and -u */
         fprintf(stderr,

@@ -9,6 +9,7 @@
 #include "h2/h2.h"
 #include "site/encoding.h"
 #include "site/elog.h"
+#include "site/privfs.h"
 #include "handover.h"
 #include "handlers/cgi.h"
 #include "gio_os.h"
@@ -619,12 +620,16 @@ static void reopen_log(server_t *s)
     if (!cfg->log_file || s->site.log.fd < 0)
         return;
     alog_flush(&s->site.log);
-    int fd = open(cfg->log_file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    /* O_NOFOLLOW and checked (site/privfs.h), whoever this process is now */
+    char why[256], text[PATH_MAX + 300];
+    int fd = pfs_open_log(cfg->log_file, -1, -1, -1, NULL, why, sizeof why);
     if (fd < 0) { /* keep writing to the old file rather than lose lines */
-        fprintf(stderr, "gatling: reopening %s failed: %s\n", cfg->log_file, strerror(errno));
+        snprintf(text, sizeof text, "%s: reopening the access log refused: %s", cfg->log_file,
+                 why);
+        elog_note(&s->site.elog, gio_wallclock(s->loop), text);
         return;
     }
-    dup2(fd, s->site.log.fd);
+    dup3(fd, s->site.log.fd, O_CLOEXEC);
     close(fd);
 }
 

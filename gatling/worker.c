@@ -105,6 +105,7 @@ static void worker_main(supervisor_t *sv, int i)
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     sv->cfg.worker = i; /* its slot in the table of counters */
+    elog_close_dir(&note_log); /* the supervisor's, outside any chroot: not a worker's */
     int n = worker_listeners(sv, i, lst);
     quic_ep_t *quic = n > 0 ? server_quic_open(&sv->cfg, lst, n, &sv->qg, i) : NULL;
     quic_group_close(&sv->qg); /* the endpoint has its own descriptor */
@@ -373,6 +374,7 @@ int worker_supervise(const config_t *cfg, mime_table_t *mime, const int *fds, in
     supervisor_t sv = {.cfg = *cfg, .mime = mime, .up_fd = -1, .qg = *qg};
     qg->nfds = 0; /* ours now */
     elog_init(&note_log, cfg->error_fd, cfg->error_log);
+    elog_keep_dir(&note_log, cfg->error_dir, cfg->uid, cfg->gid);
     if (cfg->workers > WORKERS_MAX) {
         fprintf(stderr, "gatling: -W %d: at most %d workers\n", cfg->workers, WORKERS_MAX);
         quic_group_close(&sv.qg);

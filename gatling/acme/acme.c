@@ -5,7 +5,6 @@
 #include "acme.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -432,8 +431,8 @@ static void run_loop(acme_run_t *r)
     }
 }
 
-/* mkdir (mode) and hand to uid/gid; 0, or -1 with errno set. */
-static int make_dir(int at, const char *path, mode_t mode, int uid, int gid)
+/* mkdir (mode), or find the directory there (not a link); 0, or -1 with errno set. */
+static int make_dir(int at, const char *path, mode_t mode)
 {
     if (mkdirat(at, path, mode) < 0 && errno != EEXIST)
         return -1;
@@ -444,40 +443,15 @@ static int make_dir(int at, const char *path, mode_t mode, int uid, int gid)
         errno = ENOTDIR;
         return -1;
     }
-    if (uid >= 0 && geteuid() == 0 && st.st_uid != (uid_t)uid &&
-        fchownat(at, path, (uid_t)uid, (gid_t)gid, AT_SYMLINK_NOFOLLOW) < 0)
-        return -1;
     return 0;
 }
 
-/* Hand what is below at/path to uid/gid (depth levels down): what an earlier
-   run as root (without -u) made, the account key and the versions in .acme,
-   must be the user's to read, replace and prune. */
-static void chown_tree(int at, const char *path, int uid, int gid, int depth)
-{
-    int fd = openat(at, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    struct dirent *e;
-    struct stat st;
-    if (!d) {
-        if (fd >= 0)
-            close(fd);
-        return;
-    }
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
-            fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-            continue;
-        if (st.st_uid != (uid_t)uid)
-            fchownat(fd, e->d_name, (uid_t)uid, (gid_t)gid, AT_SYMLINK_NOFOLLOW);
-        if (S_ISDIR(st.st_mode) && depth > 0)
-            chown_tree(fd, e->d_name, uid, gid, depth - 1);
-    }
-    closedir(d);
-}
-
-/* The state directory's layout and the -C directory, made as root and handed
-   to -u's user; then the descriptors for both. */
+/*
+ * The state directory's layout and the -C directory, made and opened by
+ * -u's user (the client has dropped to it already; gatling made the state
+ * directory that user's at start, acme_setup.c, and never hands -C over):
+ * nothing here runs as root, so nothing a user planted steers root.
+ */
 static int prepare_dirs(const config_t *cfg, int *state_fd, int *tls_fd, char *err, size_t n)
 {
     static const struct {
@@ -485,25 +459,20 @@ static int prepare_dirs(const config_t *cfg, int *state_fd, int *tls_fd, char *e
         mode_t mode;
     } sub[] = {{"challenges", 0755}, {ACME_CHAL_HTTP_DIR, 0755}, {ACME_CHAL_ALPN_DIR, 0755},
                {"account", 0700}};
-    if (make_dir(AT_FDCWD, cfg->acme.state_dir, 0755, cfg->uid, cfg->gid) < 0 ||
+    if (make_dir(AT_FDCWD, cfg->acme.state_dir, 0755) < 0 ||
         (*state_fd = open(cfg->acme.state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
         snprintf(err, n, "state directory %s: %s", cfg->acme.state_dir, strerror(errno));
         return -1;
     }
     for (size_t i = 0; i < sizeof sub / sizeof sub[0]; i++)
-        if (make_dir(*state_fd, sub[i].path, sub[i].mode, cfg->uid, cfg->gid) < 0) {
+        if (make_dir(*state_fd, sub[i].path, sub[i].mode) < 0) {
             snprintf(err, n, "%s/%s: %s", cfg->acme.state_dir, sub[i].path, strerror(errno));
             return -1;
         }
-    if (make_dir(AT_FDCWD, cfg->tls_dir, 0755, cfg->uid, cfg->gid) < 0 ||
+    if (make_dir(AT_FDCWD, cfg->tls_dir, 0755) < 0 ||
         (*tls_fd = open(cfg->tls_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
         snprintf(err, n, "certificate directory %s: %s", cfg->tls_dir, strerror(errno));
         return -1;
-    }
-    if (cfg->uid >= 0 && geteuid() == 0) {
-        chown_tree(*state_fd, ".", cfg->uid, cfg->gid, 3);
-        make_dir(*tls_fd, ".acme", 0755, cfg->uid, cfg->gid);
-        chown_tree(*tls_fd, ".acme", cfg->uid, cfg->gid, 1);
     }
     return 0;
 }
@@ -522,11 +491,15 @@ static int drop_privileges(const config_t *cfg, pid_t parent)
     return 0;
 }
 
-/* LOCK_FILE, opened before -u drops root (an earlier root run's file is no
-   obstacle): its descriptor, or -1 with why in err. */
+/* LOCK_FILE, opened as -u's user (the client has dropped root): an earlier
+   root run's file, which acme_setup.c hands over with the rest of STATE, or
+   one left read-only, is still lockable read-only (flock needs no write
+   access).  Its descriptor, or -1 with why in err. */
 static int open_lock(const config_t *cfg, int state_fd, char *err, size_t n)
 {
     int fd = openat(state_fd, LOCK_FILE, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0 && errno == EACCES)
+        fd = openat(state_fd, LOCK_FILE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)
         snprintf(err, n, "%s/%s: %s", cfg->acme.state_dir, LOCK_FILE, strerror(errno));
     return fd;
@@ -602,10 +575,10 @@ static void child_main(const config_t *cfg, const char *const *names, int nnames
     child_signals();
     close_others(cfg->error_fd);
     elog_init(&r.log, cfg->error_fd >= 0 ? cfg->error_fd : 2, cfg->error_log);
-    if (prepare_dirs(cfg, &state_fd, &r.tls_fd, err, sizeof err) < 0 ||
-        (lock_fd = open_lock(cfg, state_fd, err, sizeof err)) < 0 ||
-        (drop_privileges(cfg, parent) < 0 &&
+    if ((drop_privileges(cfg, parent) < 0 &&
          snprintf(err, sizeof err, "dropping to -u's user: %s", strerror(errno))) ||
+        prepare_dirs(cfg, &state_fd, &r.tls_fd, err, sizeof err) < 0 ||
+        (lock_fd = open_lock(cfg, state_fd, err, sizeof err)) < 0 ||
         curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK ||
         acme_client_init(&r.cl, cfg, state_fd, http01, &acme_stop) < 0 ||
         !(r.names = calloc((size_t)nnames, sizeof *r.names))) {

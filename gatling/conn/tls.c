@@ -104,7 +104,8 @@ static int is_ipv6(const char *s)
 /* Read a small file below dirfd; NUL-terminated.  NULL with errno set. */
 static char *read_file(int dirfd, const char *path, size_t *len, struct stat *sb)
 {
-    int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    /* O_NONBLOCK: a FIFO swapped in after scan()'s check must not hang a start */
+    int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0)
         return NULL;
     char *buf = NULL;

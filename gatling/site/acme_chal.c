@@ -19,22 +19,19 @@
 #include <unistd.h>
 
 struct acme_chal {
-    int dirfd; /* the state directory */
+    int dirfd; /* the state directory's challenges/ */
 };
 
 #define CHAL_PATH_MAX 320 /* "challenges/tls-alpn-01/" + a 253-byte name + ".pem" */
 
-acme_chal_t *acme_chal_open(const char *state_dir)
+acme_chal_t *acme_chal_open(int fd)
 {
     acme_chal_t *c = malloc(sizeof *c);
-    if (!c)
-        return NULL;
-    if ((c->dirfd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-        int e = errno;
-        free(c);
-        errno = e;
+    if (!c) {
+        close(fd);
         return NULL;
     }
+    c->dirfd = fd;
     return c;
 }
 
@@ -133,8 +130,8 @@ int acme_chal_http(acme_chal_t *c, const char *token, size_t len, char *buf, siz
     for (size_t i = 0; i < len; i++)
         if (!b64url_char((unsigned char)token[i]))
             return -1;
-    char path[sizeof ACME_CHAL_HTTP_DIR + 1 + ACME_TOKEN_MAX + 1];
-    snprintf(path, sizeof path, "%s/%.*s", ACME_CHAL_HTTP_DIR, (int)len, token);
+    char path[sizeof ACME_CHAL_HTTP + 1 + ACME_TOKEN_MAX + 1];
+    snprintf(path, sizeof path, "%s/%.*s", ACME_CHAL_HTTP, (int)len, token);
     char tmp[ACME_KEYAUTH_MAX + 2]; /* a line end a hand may have added */
     size_t n = c ? read_small(c, path, tmp, sizeof tmp) : 0;
     while (n && (tmp[n - 1] == '\n' || tmp[n - 1] == '\r'))
@@ -203,7 +200,7 @@ char *acme_chal_alpn_pem(acme_chal_t *c, const char *name, size_t len, size_t *p
     if (!c || !acme_chal_name_ok(name, len))
         return NULL;
     char path[CHAL_PATH_MAX];
-    int k = snprintf(path, sizeof path, "%s/", ACME_CHAL_ALPN_DIR);
+    int k = snprintf(path, sizeof path, "%s/", ACME_CHAL_ALPN);
     for (size_t i = 0; i < len; i++) /* as the client names the file: lower case */
         path[k++] = (char)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] + 'a' - 'A' : name[i]);
     snprintf(path + k, sizeof path - (size_t)k, ".pem");
@@ -224,7 +221,7 @@ int acme_chal_status(acme_chal_t *c, char *buf, size_t cap)
 {
     if (!c || cap < 2)
         return 0;
-    size_t n = read_small(c, ACME_STATUS_FILE, buf, cap - 1);
+    size_t n = read_small(c, ACME_CHAL_STATUS, buf, cap - 1);
     buf[n] = 0;
     return (int)n;
 }

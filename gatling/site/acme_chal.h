@@ -5,15 +5,16 @@
  * -W too); it writes, the loops only read, so every worker and the HTTP/3
  * path see a challenge the moment its file is renamed into place.
  *
- * The state directory (--acme-dir) is opened here before any chroot and -u;
- * everything below is read through that descriptor with openat().
+ * The state directory's challenges/ is opened (gatling/acme_setup.c) before
+ * any chroot and -u; everything below it is read through that descriptor
+ * with openat(), and nothing else of the state directory is reachable.
  *
  *   challenges/http-01/TOKEN        the key authorization ("TOKEN.THUMBPRINT"),
  *                                   served at /.well-known/acme-challenge/TOKEN
  *   challenges/tls-alpn-01/NAME.pem the RFC 8737 challenge certificate then its
  *                                   key, for a handshake for NAME offering only
  *                                   ALPN "acme-tls/1"
- *   status                          the client's numbers (below), for /metrics
+ *   challenges/status               the client's numbers (below), for /metrics
  *
  * Each file is written to a temporary name (starting with '.') and renamed.
  *
@@ -29,9 +30,13 @@
 
 #include <stddef.h>
 
-#define ACME_CHAL_HTTP_DIR "challenges/http-01"
-#define ACME_CHAL_ALPN_DIR "challenges/tls-alpn-01"
-#define ACME_STATUS_FILE "status"
+#define ACME_CHAL_DIR "challenges"   /* all the serving loops see of the state */
+#define ACME_CHAL_HTTP "http-01"     /* in it */
+#define ACME_CHAL_ALPN "tls-alpn-01"
+#define ACME_CHAL_STATUS "status"
+#define ACME_CHAL_HTTP_DIR ACME_CHAL_DIR "/" ACME_CHAL_HTTP /* from the state directory */
+#define ACME_CHAL_ALPN_DIR ACME_CHAL_DIR "/" ACME_CHAL_ALPN
+#define ACME_STATUS_FILE ACME_CHAL_DIR "/" ACME_CHAL_STATUS
 #define ACME_TOKEN_MAX 128     /* a token's length (base64url) */
 #define ACME_KEYAUTH_MAX 256   /* TOKEN "." base64url(SHA-256) */
 #define ACME_ALPN_PEM_MAX 16384 /* a challenge certificate and its key */
@@ -39,8 +44,10 @@
 
 typedef struct acme_chal acme_chal_t;
 
-/* The state directory, opened now (before a chroot); NULL with errno set. */
-acme_chal_t *acme_chal_open(const char *state_dir);
+/* The state directory's challenges/ (a descriptor opened before a chroot,
+   which this takes), not the rest of it (the account key); NULL with errno
+   set (then fd is closed). */
+acme_chal_t *acme_chal_open(int fd);
 void acme_chal_free(acme_chal_t *c);
 
 /* HTTP-01: the key authorization for the token into buf (at most cap bytes).

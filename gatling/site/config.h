@@ -79,6 +79,7 @@ typedef struct config {
     int defer_accept_given; /* -a given: it also overrides a passed socket's */
     long mem_file_max;     /* -F: files up to this size are held in memory (fcache.h) */
     const char *tls_dir;     /* -C: certificate directory; NULL = ./server.pem if present */
+    int tls_dir_acme;        /* tls_dir is --acme's STATE/live, -u's user's: read as it */
     int tls_port;            /* -e: HTTPS port; default 443 as root, 4433 otherwise */
     int tls_port_given;      /* -e was given: failing to bind it is fatal */
     const char *tls_addr;    /* -e addr:port: HTTPS on this address; NULL = -i's */
@@ -122,6 +123,7 @@ typedef struct config {
     /* set up by main(), not options: */
     int log_fd;   /* the access log (-1: none), opened before any chroot */
     int error_fd; /* the error log (stderr, or -q's file), opened before any chroot */
+    int error_dir; /* -W: -q's directory, for the root supervisor's reopen; -1 */
     int uid, gid; /* -u's ids, looked up before any chroot; -1 = stay */
     struct tls_store *tls; /* the certificates (tls.h), loaded before any chroot; NULL: no HTTPS */
     int tls_skipped;       /* the default HTTPS port was busy: HTTP only */

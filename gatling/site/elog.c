@@ -1,35 +1,57 @@
 /* The error log: see elog.h. */
+#define _GNU_SOURCE
 #include "elog.h"
 #include "http/hbuf.h"
+#include "privfs.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-int elog_open(const char *path)
+#define PATH_MAX_NOTE 900 /* a reopen's note: the path cut to 600 bytes, and why */
+
+int elog_open(const char *path, int uid, int gid, int *dirfd, char *why, size_t n)
 {
     if (!path)
         return STDERR_FILENO;
-    return open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    return pfs_open_log(path, -1, uid, gid, dirfd, why, n);
 }
 
 void elog_init(elog_t *l, int fd, const char *path)
 {
-    *l = (elog_t){.fd = fd, .path = fd == STDERR_FILENO ? NULL : path};
+    *l = (elog_t){.fd = fd, .path = fd == STDERR_FILENO ? NULL : path, .dirfd = -1,
+                  .uid = -1, .gid = -1};
+}
+
+void elog_keep_dir(elog_t *l, int dirfd, int uid, int gid)
+{
+    l->dirfd = dirfd, l->uid = uid, l->gid = gid;
+}
+
+void elog_close_dir(elog_t *l)
+{
+    if (l->dirfd >= 0)
+        close(l->dirfd);
+    l->dirfd = -1;
 }
 
 void elog_reopen(elog_t *l)
 {
+    char why[256], text[PATH_MAX_NOTE];
     if (!l->path || l->fd < 0)
         return;
-    int fd = open(l->path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return; /* keep writing to the old file rather than lose lines */
-    dup2(fd, l->fd);
+    int fd = pfs_open_log(l->path, l->dirfd, l->uid, l->gid, NULL, why, sizeof why);
+    if (fd < 0) { /* keep writing to the old file rather than lose lines */
+        snprintf(text, sizeof text, "%.600s: reopening refused: %s", l->path, why);
+        elog_note(l, (int64_t)time(NULL), text);
+        return;
+    }
+    dup3(fd, l->fd, O_CLOEXEC);
     close(fd);
 }
 
@@ -37,7 +59,9 @@ void elog_close(elog_t *l)
 {
     if (l->path && l->fd >= 0)
         close(l->fd);
-    l->fd = -1;
+    if (l->dirfd >= 0)
+        close(l->dirfd);
+    l->fd = l->dirfd = -1;
 }
 
 /* "2026-11-22T10:20:00Z gatling[pid]: " */

@@ -22,22 +22,38 @@
 typedef struct elog {
     int fd;           /* stderr, or the -q file */
     const char *path; /* the -q file, or NULL */
+    int dirfd;        /* -W's supervisor: the file's directory, from start; -1 */
+    int uid, gid;     /* -u's ids, for a reopen by root (site/privfs.h); -1 */
     int64_t second;   /* the wall-clock second being counted */
     unsigned lines;   /* written in that second */
     uint64_t dropped; /* not written since the last report */
 } elog_t;
 
 /*
- * Open path for appending (O_APPEND, mode 0644): the descriptor, or
- * STDERR_FILENO when path is NULL, or -1 with errno set.  Call it before
- * any chroot.
+ * Open path for appending (O_APPEND, made 0640) by privfs's rules (as -u's
+ * uid/gid where its directory is not root's alone, -1: none): the
+ * descriptor, or STDERR_FILENO when path is NULL, or -1 with errno set and
+ * why (n bytes) saying what was refused.  With dirfd non-NULL, the file's
+ * directory comes back there (for elog_keep_dir).  Call it before any chroot.
  */
-int elog_open(const char *path);
+int elog_open(const char *path, int uid, int gid, int *dirfd, char *why, size_t n);
 
 /* Write the log to fd (from elog_open); path is what SIGUSR1 reopens. */
 void elog_init(elog_t *l, int fd, const char *path);
 
-/* SIGUSR1: reopen the same path (logrotate); on failure keep the old file. */
+/*
+ * -W's supervisor, which stays root: reopen through dirfd (elog_open's,
+ * from before the chroot; the log owns it now), as uid/gid where the
+ * directory is not root's alone; never by name inside a chroot.
+ */
+void elog_keep_dir(elog_t *l, int dirfd, int uid, int gid);
+
+/* A worker forked from the supervisor: close the directory kept (a
+   descriptor outside the chroot would let it out); reopens go by name. */
+void elog_close_dir(elog_t *l);
+
+/* SIGUSR1: reopen the same path (logrotate), O_NOFOLLOW and checked as
+   elog_open does; on failure keep the old file and say why in it. */
 void elog_reopen(elog_t *l);
 
 /*

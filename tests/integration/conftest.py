@@ -35,7 +35,7 @@ import sys
 import pytest
 
 # The modules sit in one folder per subject (http/, http2/, http3/, tls/, cache/,
-# dynamic/, ftp/, ops/, bench/; tests/README) and import this file (`from conftest
+# dynamic/, ftp/, ops/, privilege/, bench/; tests/README) and import this file (`from conftest
 # import X`), the helpers beside it (h3util, acmelab, ...) and, here and there, one
 # another across folders (test_h3_defences borrows test_tls's pki fixture): each
 # folder goes on the path, as pytest's default import mode (no __init__.py) puts only

@@ -34,7 +34,8 @@ int main(void)
     snprintf(path, sizeof path, "%s/error.log", dir);
     snprintf(moved, sizeof moved, "%s/error.log.1", dir);
     elog_t l;
-    int fd = elog_open(path);
+    char why[256];
+    int fd = elog_open(path, -1, -1, NULL, why, sizeof why);
     ok(fd >= 0, "opened");
     elog_init(&l, fd, path);
     struct sockaddr_in6 a6 = {.sin6_family = AF_INET6};

@@ -187,7 +187,7 @@ def check_installed(tmp, name, root_pem):
 
 
 def status(tmp):
-    with open(os.path.join(tmp, "state", "status")) as f:
+    with open(os.path.join(tmp, "state", "challenges", "status")) as f:
         return f.read()
 
 

@@ -59,7 +59,7 @@ def challenges(state, http=None, alpn=None):
     have begun: at start it empties the challenge directories (what a killed
     client left is not served), then makes its first round (here, against a
     closed port: a failure at once) and writes its status file."""
-    wait_for(lambda: os.path.exists(os.path.join(state, "status")), 20,
+    wait_for(lambda: os.path.exists(os.path.join(state, "challenges", "status")), 20,
              "the client's first round (its status file)")
     for sub, files in (("challenges/http-01", {t: k.encode() for t, k in (http or {}).items()}),
                        ("challenges/tls-alpn-01",
@@ -357,7 +357,7 @@ def test_metrics_expiry_and_status(gatling, tmp_path):
     lines = metric_lines(srv.port)
     assert 'gatling_tls_certificate_expiry_seconds{name="%s"} %d' % (NAME, not_after) in lines
     # the client (the CA at a closed port) writes its status after each round
-    status_file = os.path.join(state, "status")
+    status_file = os.path.join(state, "challenges", "status")
     wait_for(lambda: os.path.exists(status_file), 20, "the client's status file")
 
     def numbers():

@@ -1,0 +1,135 @@
+"""What the privilege modules share: root and a real unprivileged user
+(nobody), a scratch tree others can cross, and a gatling that may refuse to
+start (so not the `gatling` fixture, which fails when it does)."""
+import contextlib
+import os
+import pwd
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+
+from conftest import Build, once_build, recv_to_eof
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0,
+                                reason="the privilege tests need root and a user to drop to")
+
+
+def user():
+    """nobody's passwd entry (the -u user, the attacker)."""
+    try:
+        return pwd.getpwnam("nobody")
+    except KeyError:
+        pytest.skip("no user nobody on this host")
+
+
+def build():
+    b = once_build()
+    if not b:
+        pytest.skip("no gatling built")
+    return Build(b)
+
+
+@contextlib.contextmanager
+def scratch():
+    """A directory of root's that nobody may cross (pytest's own is root's
+    alone, 0700), removed after."""
+    base = tempfile.mkdtemp(prefix="gatling-priv-")
+    os.chmod(base, 0o755)
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def users_dir(path, mode=0o755):
+    """A directory of nobody's (a log directory as debian/postinst makes it)."""
+    os.mkdir(path, mode)
+    os.chown(path, user().pw_uid, user().pw_gid)
+    return path
+
+
+def as_nobody(path):
+    """What the attacker made is the attacker's (lchown: the link itself)."""
+    os.lchown(path, user().pw_uid, user().pw_gid)
+
+
+class Run:
+    """A gatling that was started: its process, stderr lines, port (None if
+    it exited before listening)."""
+
+    def __init__(self, proc, lines, port):
+        self.proc, self.lines, self.port = proc, lines, port
+
+    def text(self):
+        return "\n".join(self.lines)
+
+    def get(self, path="/"):
+        with socket.create_connection(("127.0.0.1", self.port), timeout=10) as s:
+            s.sendall(b"GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % path.encode())
+            return recv_to_eof(s)
+
+
+@contextlib.contextmanager
+def launch(args, cwd, timeout=15):
+    """gatling -i 127.0.0.1 -p 0 ARGS in cwd: yields a Run once it listens or
+    has exited; a start that does neither within timeout s (a FIFO's open
+    waiting for a reader) fails the test.  Stopped after."""
+    cmd = [build().binary, "-i", "127.0.0.1", "-p", "0"] + list(args)
+    # LeakSanitizer cannot read /proc after -u or in a chroot (h3util.no_leak_env)
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0")
+    proc = subprocess.Popen(cmd, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True, env=env)
+    lines, port = [], []
+
+    def read():
+        for line in proc.stderr:
+            lines.append(line.rstrip("\n"))
+            m = re.search(r"listening on \S+ port (\d+)", line)
+            if m and not port:
+                port.append(int(m.group(1)))
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    deadline = time.monotonic() + timeout
+    while not port and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    run = Run(proc, lines, port[0] if port else None)
+    try:
+        if not port and proc.poll() is None:
+            raise AssertionError("gatling neither listened nor exited in %d s (hung at start?):"
+                                 "\n%s" % (timeout, run.text()))
+        if not port:
+            proc.wait()
+            time.sleep(0.1)  # the reader's last lines
+        yield run
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        reader.join(5)
+    bad = [l for l in lines if "Sanitizer" in l or "runtime error:" in l]
+    assert not bad, "a sanitizer spoke:\n%s" % run.text()
+
+
+def owner(path):
+    return os.lstat(path).st_uid
+
+
+def wait_until(pred, timeout=10):
+    """pred()'s first true value within timeout s, or its last (false) one."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v or time.monotonic() >= deadline:
+            return v
+        time.sleep(0.05)
