@@ -36,6 +36,7 @@ static void check_json(const char *s, size_t n)
         TERMINATED(a.status); TERMINATED(a.ident); TERMINATED(a.error);
         CHECK(!a.http_token[0] || acme_token_ok(a.http_token));
         CHECK(!a.alpn_token[0] || acme_token_ok(a.alpn_token));
+        CHECK(!a.dns_token[0] || acme_token_ok(a.dns_token));
     }
     if (acme_parse_problem(s, n, &p) == 0) {
         TERMINATED(p.type);
