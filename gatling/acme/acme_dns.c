@@ -128,23 +128,36 @@ static void rcode_words(const ldns_pkt *p, char *out, size_t cap)
                  "zone, or is not its primary)");
 }
 
-/* Send q (signed when r has a key) and take the answer: 0, or -1 with err. */
+/* Send q (signed when r has a key) and take the answer: 0, or -1 with err.
+   ldns_send, not ldns_resolver_send_pkt: an answer whose TSIG does not
+   verify is kept, so that the server's error (NOTAUTH, BADSIG: a wrong key)
+   is what the admin reads; only a NOERROR answer must verify. */
 static int exchange(ldns_resolver *r, const server_t *s, ldns_pkt *q, ldns_pkt **ans,
                     const char *what, char *err, size_t cap)
 {
+    ldns_status st = LDNS_STATUS_ERR;
     *ans = NULL;
     if (ldns_resolver_tsig_keyname(r) && ldns_update_pkt_tsig_add(q, r) != LDNS_STATUS_OK)
         return say(err, cap, "%s: cannot sign it with the TSIG key", what);
-    ldns_status st = ldns_resolver_send_pkt(ans, r, q);
+    for (int i = 0; i < ACME_DNS_TRIES && !*ans; i++) /* a lost answer: the same again */
+        st = ldns_send(ans, r, q);
     if (*ans && ldns_pkt_get_rcode(*ans) != LDNS_RCODE_NOERROR) {
         char words[160];
         rcode_words(*ans, words, sizeof words);
-        return say(err, cap, "%s: %s%s%s answered %s", what, s->v6 ? "[" : "", s->addr,
-                   s->v6 ? "]" : "", words);
+        return say(err, cap, "%s: %s%s%s port %u answered %s", what, s->v6 ? "[" : "", s->addr,
+                   s->v6 ? "]" : "", s->port, words);
     }
+    char why[96];
+    snprintf(why, sizeof why, "no answer in %d tries of %d s (down, or not reachable)",
+             ACME_DNS_TRIES, ACME_DNS_TIMEOUT_S);
     if (st != LDNS_STATUS_OK || !*ans)
-        return say(err, cap, "%s: %s%s%s port %u: %s", what, s->v6 ? "[" : "",
-                   s->addr, s->v6 ? "]" : "", s->port, ldns_get_errorstr_by_id(st));
+        return say(err, cap, "%s: %s%s%s port %u: %s", what, s->v6 ? "[" : "", s->addr,
+                   s->v6 ? "]" : "", s->port,
+                   *ans ? "the answer's TSIG signature does not verify"
+                   : st == LDNS_STATUS_RES_NO_NS || st == LDNS_STATUS_NETWORK_ERR ||
+                           st == LDNS_STATUS_SOCKET_ERROR
+                       ? why
+                       : ldns_get_errorstr_by_id(st));
     return 0;
 }
 
@@ -219,7 +232,7 @@ static int owner_of(const char *name, char *out, size_t cap)
 int acme_dns_check(const config_acme_t *a, const char *name, char *err, size_t cap)
 {
     server_t s;
-    char owner[300], zone[260], what[600];
+    char owner[300], zone[260], what[560];
     if (!a->dns_server || !a->dns_key || parse_server(a->dns_server, &s) < 0)
         return say(err, cap, "%s: DNS-01 needs --acme-dns-server and --acme-dns-key", name);
     if (owner_of(name, owner, sizeof owner) < 0)
@@ -239,7 +252,7 @@ int acme_dns_check(const config_acme_t *a, const char *name, char *err, size_t c
         ldns_rr_set_ttl(soa, 0);
         ldns_rr_list_push_rr(pr, soa);
         soa = NULL;
-        snprintf(what, sizeof what, "%s: a signed update of zone %s (key %s)", name, zone,
+        snprintf(what, sizeof what, "a signed update of zone %s (key %s)", zone,
                  a->dns_key->name);
         rc = update(a, &s, zone, pr, up, what, err, cap);
     } else
@@ -348,12 +361,12 @@ static int propagated(const server_t *prim, const acme_dns_rec_t *rec,
     server_t ns[NS_MAX + 1];
     ns[0] = *prim;
     int n = 1 + name_servers(prim, rec->zone, ns + 1, NS_MAX);
-    unsigned done = 0; /* bit i: ns[i] has it, or never answered (a secondary we cannot see) */
+    unsigned done = 0; /* bit i: ns[i] has it, or did not answer */
     time_t until = time(NULL) + ACME_DNS_PROPAGATION_S;
     for (int round = 0; !*stop; round++) {
         for (int i = 0; i < n; i++) {
             int got = done & (1u << i) ? 1 : has_txt(&ns[i], rec);
-            if (got == 1 || (got < 0 && i > 0 && round >= 2))
+            if (got == 1 || (got < 0 && i > 0)) /* a secondary we cannot reach */
                 done |= 1u << i;
         }
         if (done == (1u << n) - 1)

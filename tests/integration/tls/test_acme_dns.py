@@ -1,0 +1,165 @@
+"""DNS-01 (issue 54, gatling/acme/acme_dns.c): wildcard certificates through
+RFC 2136 updates signed with TSIG, against real components: Debian's Knot
+(acmelab.Knot: one zone, dns.test, on a loopback port, updates allowed to
+one hmac-sha256 key) and Pebble resolving through it (its -dnsserver), with
+Pebble's chaos on (5% of good nonces rejected, authorizations reused half
+the time).
+
+gatling runs as a user would run it: `--acme EMAIL ... --acme-names
+'*.dns.test' --acme-dns-server 127.0.0.1:PORT --acme-dns-key KEYFILE` (the
+key in BIND's format, as tsig-keygen writes it).  What is checked, on the
+outside only:
+
+  - a wildcard certificate: issued, in -C as *.dns.test (a complete pair),
+    served by SNI for two subdomains and verified against Pebble's root for
+    each; the TXT record gone from the zone afterwards (kdig); the time it
+    took is printed;
+  - a wrong TSIG key (the right name, another secret): a clear error in the
+    log (Knot's NOTAUTH, TSIG BADSIG, named), and Pebble never sees an order;
+  - the DNS server down: each attempt a logged failure, the next one later
+    and later (back-off, no tight loop), no order; once Knot is up the
+    certificate arrives.
+
+Skipped, with the reason, without Pebble, knotd or kdig (tests/setup.sh
+installs knot and knot-dnsutils).  Runs once (run-check's ONCE_ACME), on the
+first plain build.
+"""
+import os
+import re
+import shutil
+import socket
+import ssl
+import subprocess
+import time
+
+import pytest
+
+import acmelab
+from acmelab import Knot, Pebble, free_port, wait_for
+from conftest import Build, recv_to_eof, running_server
+from conftest import test_pki as suite_pki  # (not collected as a test by this name)
+from test_acme_https import BACKOFF, BODY, EMAIL, PLAIN, logged, not_yet, pairs, x509
+
+ZONE = "dns.test"
+WILD = "*." + ZONE
+KDIG = shutil.which("kdig")
+ISSUE_TIMEOUT = 60
+
+pytestmark = [
+    pytest.mark.skipif(bool(acmelab.missing()), reason="%s missing: %s" % (
+        ", ".join(acmelab.missing()), acmelab.INSTALL_HINT)),
+    pytest.mark.skipif(not acmelab.KNOTD, reason="knotd missing: " + acmelab.KNOT_HINT),
+    pytest.mark.skipif(not KDIG, reason="kdig missing: apt-get install knot-dnsutils "
+                       "(tests/setup.sh does it)"),
+    pytest.mark.skipif(not PLAIN, reason="no build/*/gatling binary found"),
+]
+
+
+def site_args(tmp, http, https, ca, knot_addr, keyfile, names=WILD):
+    root = os.path.join(tmp, "www")
+    os.makedirs(root, exist_ok=True)
+    with open(os.path.join(root, "index.html"), "wb") as f:
+        f.write(BODY)
+    os.makedirs(os.path.join(tmp, "certs"), exist_ok=True)
+    return root, ["-p", str(http), "-e", str(https), "-C", os.path.join(tmp, "certs"),
+                  "-T", "10", "-S", "--acme", EMAIL, "--acme-ca", ca,
+                  "--acme-ca-root", suite_pki() + "/ca.pem", "--acme-dir",
+                  os.path.join(tmp, "acme"), "--acme-names", names,
+                  "--acme-dns-server", knot_addr, "--acme-dns-key", keyfile]
+
+
+def https_get(port, sni, root_pem):
+    """GET / over HTTPS with SNI sni, verified for sni against root_pem:
+    the certificate (DER)."""
+    ctx = ssl.create_default_context(cadata=root_pem)
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
+            ctx.wrap_socket(raw, server_hostname=sni) as s:
+        s.sendall(b"GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % sni.encode())
+        resp = recv_to_eof(s)
+        cert = s.getpeercert(binary_form=True)
+    head, _, body = resp.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 ") and body == BODY, resp[:300]
+    return cert
+
+
+def txt(knot, owner):
+    """The TXT records Knot serves at owner."""
+    out = subprocess.run([KDIG, "@127.0.0.1", "-p", str(knot.port), "+short", owner, "TXT"],
+                         capture_output=True, text=True, timeout=20)
+    return out.stdout.split()
+
+
+def lab(tmp_path, wrong_key=False, knot_up=True):
+    tmp = str(tmp_path)
+    knot = Knot(tmp, ZONE)
+    key = knot.bind_key_file(os.path.join(tmp, "tsig.key"),
+                             secret=__import__("base64").b64encode(os.urandom(32)).decode()
+                             if wrong_key else None)
+    http, https = free_port(), free_port()
+    pebble = Pebble(tmp, suite_pki(), http, https, dnsserver=knot.addr)
+    return tmp, knot, key, http, https, pebble
+
+
+def gatling(tmp, http, https, pebble, knot, key):
+    root, args = site_args(tmp, http, https, pebble.directory, knot.addr, key)
+    env = {"GATLING_TEST_ACME_BACKOFF": str(BACKOFF)}
+    return running_server(Build(PLAIN[0]), root, args, env=env, check_fds=False)
+
+
+def test_wildcard_certificate_served_for_two_subdomains(tmp_path):
+    tmp, knot, key, http, https, pebble = lab(tmp_path)
+    with knot.start(), pebble.start():
+        began = time.monotonic()
+        with gatling(tmp, http, https, pebble, knot, key) as srv:
+            root = pebble.root()
+            der = wait_for(lambda: srv.alive() and not_yet(https_get, https, "a." + ZONE, root),
+                           ISSUE_TIMEOUT, "the wildcard certificate served (stderr:\n%s)"
+                           % "\n".join(srv.errlog[-30:]), step=0.25)
+            took = time.monotonic() - began
+            assert https_get(https, "www." + ZONE, root) == der
+            leaf = x509().load_der_x509_certificate(der)
+            names = leaf.extensions.get_extension_for_class(
+                x509().SubjectAlternativeName).value.get_values_for_type(x509().DNSName)
+            assert names == [WILD]
+            assert pairs(os.path.join(tmp, "certs")) == {WILD: leaf.serial_number}
+            # removed after the validation: nothing left at _acme-challenge
+            wait_for(lambda: not txt(knot, "_acme-challenge." + ZONE), 10,
+                     "the TXT record removed")
+            assert pebble.orders() >= 1 and pebble.issued() == 1, pebble.log()[-3000:]
+            print("time to a wildcard certificate: %.1f s" % took)
+
+
+def test_wrong_tsig_key_is_a_clear_error_and_orders_nothing(tmp_path):
+    tmp, knot, key, http, https, pebble = lab(tmp_path, wrong_key=True)
+    with knot.start(), pebble.start():
+        with gatling(tmp, http, https, pebble, knot, key) as srv:
+            wait_for(lambda: logged(srv, r"\*\.dns\.test: .*NOTAUTH \(TSIG BADSIG"), 30,
+                     "the key's error logged (stderr:\n%s)" % "\n".join(srv.errlog[-30:]))
+            line = logged(srv, r"BADSIG")[0]
+            assert "acme-update" in line and "next attempt in" in line, line
+            assert pebble.orders() == 0, pebble.log()[-3000:]
+            assert not txt(knot, "_acme-challenge." + ZONE)
+            print("\n".join(logged(srv, "acme: ")))
+
+
+def test_dns_server_down_backs_off_then_issues(tmp_path):
+    tmp, knot, key, http, https, pebble = lab(tmp_path)
+    with pebble.start():
+        with gatling(tmp, http, https, pebble, knot, key) as srv:
+            fail = r"\*\.dns\.test: .*port %d: .*\(failure (\d+), next attempt in (\d+) s" \
+                % knot.port
+            began = time.monotonic()
+            wait_for(lambda: len(logged(srv, fail)) >= 2, 60,
+                     "two failed attempts logged (stderr:\n%s)" % "\n".join(srv.errlog[-30:]))
+            time.sleep(max(0.0, 12 - (time.monotonic() - began)))
+            got = [re.search(fail, l).groups() for l in logged(srv, fail)]
+            assert [int(n) for n, _ in got] == list(range(1, len(got) + 1)), got
+            # from BACKOFF s doubling (2-3, 3-5, 6-10 s): three attempts in 12 s at most
+            assert len(got) <= 3 and int(got[1][1]) >= int(got[0][1]) >= 1, got
+            assert pebble.orders() == 0
+            print("\n".join(logged(srv, "acme: ")))
+            with knot.start():
+                root = pebble.root()
+                wait_for(lambda: srv.alive() and not_yet(https_get, https, "b." + ZONE, root),
+                         90, "the certificate once Knot is up (stderr:\n%s)"
+                         % "\n".join(srv.errlog[-30:]), step=0.5)
