@@ -2,11 +2,15 @@
  * What the ACME client reads from a CA (gatling/acme/acme_parse.c): the
  * input as each JSON document the client parses (directory, order,
  * authorization, problem, renewal information, an account's status), as an
- * RFC 3339 time, and line by line as response headers.  Invariants: every
+ * RFC 3339 time, line by line as response headers, and as a TSIG key file
+ * (acme_dnskey.c, DNS-01's --acme-dns-key).  Invariants: every
  * string filled is NUL-terminated inside its buffer; a token accepted is
  * base64url of at most ACME_TOKEN_MAX characters; a window has start <= end;
- * counts stay inside their arrays; Retry-After is -1 or not negative.
+ * counts stay inside their arrays; Retry-After is -1 or not negative; a
+ * key accepted has a name ending in one dot, a known algorithm and a base64
+ * secret, and a key refused leaves nothing behind.
  */
+#include "acme/acme_dnskey.h"
 #include "acme/acme_parse.h"
 #include "fuzz.h"
 
@@ -48,6 +52,23 @@ static void check_json(const char *s, size_t n)
         CHECK(t0 <= t1);
 }
 
+static void check_key(const char *s, size_t n)
+{
+    acme_dns_key_t k;
+    char err[128];
+    if (acme_dnskey_parse(s, n, &k, err, sizeof err) == 0) {
+        TERMINATED(k.name); TERMINATED(k.alg); TERMINATED(k.secret);
+        size_t ln = strlen(k.name);
+        CHECK(ln >= 2 && k.name[ln - 1] == '.' && k.name[ln - 2] != '.');
+        CHECK(!strncmp(k.alg, "hmac-", 5) && k.secret[0]);
+        CHECK(strspn(k.secret, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                               "0123456789+/=") == strlen(k.secret));
+    } else {
+        TERMINATED(err);
+        CHECK(!k.name[0] && !k.secret[0]);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
 {
     char *s = fuzz_copy(data, n);
@@ -55,6 +76,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
     if (!s)
         return 0;
     check_json(s, n);
+    check_key(s, n);
     char *z = malloc(n + 1); /* as a C string: a time, a token */
     if (z) {
         memcpy(z, data, n);
