@@ -455,6 +455,8 @@ int acme_launch(config_t *cfg)
         return -1;
     }
     cfg->acme_pid = (int)pid;
+    /* the client has the TSIG key now: the serving processes keep no copy */
+    OPENSSL_cleanse(&dns_key, sizeof dns_key);
     fprintf(stderr, "gatling: --acme: certificates for %d name%s (%s%s) from %s, kept in %s\n",
             a->nnames, a->nnames == 1 ? "" : "s", a->names[0], a->nnames > 1 ? ", ..." : "",
             a->ca, cfg->tls_dir);
