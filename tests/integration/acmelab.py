@@ -483,5 +483,6 @@ log:
         self.stop()
 
     def updates(self):
-        """The updates Knot applied (its log's "DDNS, finished" lines)."""
-        return tail(self.log, 1 << 22).count("DDNS, finished")
+        """The updates that changed the zone (its log's "DDNS, finished, serial
+        N -> M" lines; one that changed nothing is not counted)."""
+        return tail(self.log, 1 << 22).count("DDNS, finished, serial")

@@ -18,7 +18,10 @@ outside only:
     log (Knot's NOTAUTH, TSIG BADSIG, named), and Pebble never sees an order;
   - the DNS server down: each attempt a logged failure, the next one later
     and later (back-off, no tight loop), no order; once Knot is up the
-    certificate arrives.
+    certificate arrives;
+  - a validation that fails (Pebble resolves through a second Knot serving
+    the same zone, which never gets the update): the CA's error logged, the
+    record removed from the server it was added to all the same.
 
 Skipped, with the reason, without Pebble, knotd or kdig (tests/setup.sh
 installs knot and knot-dnsutils).  Runs once (run-check's ONCE_ACME), on the
@@ -89,6 +92,10 @@ def txt(knot, owner):
     return out.stdout.split()
 
 
+def tail_log(knot):
+    return acmelab.tail(knot.log, 2000)
+
+
 def lab(tmp_path, wrong_key=False, knot_up=True):
     tmp = str(tmp_path)
     knot = Knot(tmp, ZONE)
@@ -126,6 +133,8 @@ def test_wildcard_certificate_served_for_two_subdomains(tmp_path):
             wait_for(lambda: not txt(knot, "_acme-challenge." + ZONE), 10,
                      "the TXT record removed")
             assert pebble.orders() >= 1 and pebble.issued() == 1, pebble.log()[-3000:]
+            # the record added and removed: two changes (the check before the order, none)
+            assert knot.updates() == 2, tail_log(knot)
             print("time to a wildcard certificate: %.1f s" % took)
 
 
@@ -138,7 +147,7 @@ def test_wrong_tsig_key_is_a_clear_error_and_orders_nothing(tmp_path):
             line = logged(srv, r"BADSIG")[0]
             assert "acme-update" in line and "next attempt in" in line, line
             assert pebble.orders() == 0, pebble.log()[-3000:]
-            assert not txt(knot, "_acme-challenge." + ZONE)
+            assert not txt(knot, "_acme-challenge." + ZONE) and knot.updates() == 0
             print("\n".join(logged(srv, "acme: ")))
 
 
@@ -163,3 +172,19 @@ def test_dns_server_down_backs_off_then_issues(tmp_path):
                 wait_for(lambda: srv.alive() and not_yet(https_get, https, "b." + ZONE, root),
                          90, "the certificate once Knot is up (stderr:\n%s)"
                          % "\n".join(srv.errlog[-30:]), step=0.5)
+
+
+def test_record_removed_after_a_failed_validation(tmp_path):
+    tmp, knot, key, http, https, _ = lab(tmp_path)
+    other = Knot(os.path.join(tmp, "other"), ZONE)  # the zone as the CA sees it: never updated
+    pebble = Pebble(tmp, suite_pki(), http, https, dnsserver=other.addr)
+    with knot.start(), other.start(), pebble.start():
+        with gatling(tmp, http, https, pebble, knot, key) as srv:
+            wait_for(lambda: logged(srv, r"\*\.dns\.test: .*authorization invalid.*next attempt"),
+                     60, "the failed validation logged (stderr:\n%s)"
+                     % "\n".join(srv.errlog[-30:]))
+            print("\n".join(logged(srv, "acme: ")))
+            assert pebble.orders() >= 1
+            # the record went in (Knot applied the update) and out again
+            wait_for(lambda: knot.updates() >= 2 and not txt(knot, "_acme-challenge." + ZONE),
+                     10, "the TXT record removed after the failure (%s)" % tail_log(knot))
