@@ -131,12 +131,15 @@ class Pebble:
     and start() again keep them (Pebble's state, its root included, is new
     at each start).  profiles: {name: validity seconds} beside "default"
     (90 days unless given).  chaos: Pebble's defaults (see the module);
-    nosleep: PEBBLE_VA_NOSLEEP=1, no random validation delay."""
+    nosleep: PEBBLE_VA_NOSLEEP=1, no random validation delay.  dnsserver:
+    "ADDR:PORT" Pebble resolves through (a Knot, for DNS-01) instead of
+    pebble-challtestsrv, which then does not run."""
 
     def __init__(self, tmp, pki, http_port, tls_port, profiles=None, chaos=True,
                  nosleep=True, retry_after=1, dnsserver=None):
         self.tmp, self.pki = tmp, pki
-        self.dnsserver = dnsserver  # "127.0.0.1:PORT": Pebble resolves there (Knot), no challtestsrv
+        # "127.0.0.1:PORT": Pebble resolves there (a Knot), and no challtestsrv runs
+        self.dnsserver = dnsserver
         self.dns, self.cmgmt, self.acme, self.mgmt = (free_port() for _ in range(4))
         self.directory = "https://127.0.0.1:%d/dir" % self.acme
         self.conf = os.path.join(tmp, "pebble.json")

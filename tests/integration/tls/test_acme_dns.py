@@ -27,6 +27,7 @@ Skipped, with the reason, without Pebble, knotd or kdig (tests/setup.sh
 installs knot and knot-dnsutils).  Runs once (run-check's ONCE_ACME), on the
 first plain build.
 """
+import base64
 import os
 import re
 import shutil
@@ -100,7 +101,7 @@ def lab(tmp_path, wrong_key=False, knot_up=True):
     tmp = str(tmp_path)
     knot = Knot(tmp, ZONE)
     key = knot.bind_key_file(os.path.join(tmp, "tsig.key"),
-                             secret=__import__("base64").b64encode(os.urandom(32)).decode()
+                             secret=base64.b64encode(os.urandom(32)).decode()
                              if wrong_key else None)
     http, https = free_port(), free_port()
     pebble = Pebble(tmp, suite_pki(), http, https, dnsserver=knot.addr)
