@@ -95,7 +95,7 @@ static ldns_resolver *resolver(const server_t *s, const acme_dns_key_t *key)
     ldns_resolver_set_recursive(r, false);
     ldns_resolver_set_timeout(r, (struct timeval){ACME_DNS_TIMEOUT_S, 0});
     ldns_resolver_set_retry(r, ACME_DNS_TRIES);
-    ldns_resolver_set_retrans(r, 1);
+    ldns_resolver_set_retrans(r, 0); /* libldns sleep()s that long between tries */
     if (key) {
         ldns_resolver_set_tsig_keyname(r, key->name);
         ldns_resolver_set_tsig_algorithm(r, key->alg);
@@ -124,8 +124,8 @@ static void rcode_words(const ldns_pkt *p, char *out, size_t cap)
                  : terr == 18 ? "BADTIME: the clocks differ by more than 5 minutes"
                               : "error");
     else if (rc == LDNS_RCODE_REFUSED && k >= 0 && (size_t)k < cap)
-        snprintf(out + k, cap - (size_t)k, " (the server does not let this key update the "
-                 "zone, or is not its primary)");
+        snprintf(out + k, cap - (size_t)k, " (it does not serve the zone, or does not let "
+                 "this key update it)");
 }
 
 /* Send q (signed when r has a key) and take the answer: 0, or -1 with err.

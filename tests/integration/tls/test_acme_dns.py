@@ -14,8 +14,9 @@ outside only:
     served by SNI for two subdomains and verified against Pebble's root for
     each; the TXT record gone from the zone afterwards (kdig); the time it
     took is printed;
-  - a wrong TSIG key (the right name, another secret): a clear error in the
-    log (Knot's NOTAUTH, TSIG BADSIG, named), and Pebble never sees an order;
+  - a wrong TSIG key (the right name and another secret; another name): a
+    clear error in the log (Knot's NOTAUTH, TSIG BADSIG or BADKEY, named), and
+    Pebble never sees an order, nor Knot a change;
   - the DNS server down: each attempt a logged failure, the next one later
     and later (back-off, no tight loop), no order; once Knot is up the
     certificate arrives;
@@ -139,14 +140,22 @@ def test_wildcard_certificate_served_for_two_subdomains(tmp_path):
             print("time to a wildcard certificate: %.1f s" % took)
 
 
-def test_wrong_tsig_key_is_a_clear_error_and_orders_nothing(tmp_path):
-    tmp, knot, key, http, https, pebble = lab(tmp_path, wrong_key=True)
+@pytest.mark.parametrize("wrong", ["secret", "name"])
+def test_wrong_tsig_key_is_a_clear_error_and_orders_nothing(tmp_path, wrong):
+    tmp, knot, key, http, https, pebble = lab(tmp_path, wrong_key=wrong == "secret")
+    if wrong == "name":  # the right secret under a name the server does not know
+        with open(key) as f:
+            text = f.read()
+        with open(key, "w") as f:
+            f.write(text.replace('key "acme-update"', 'key "acme-other"'))
+    error = "BADSIG" if wrong == "secret" else "BADKEY"
     with knot.start(), pebble.start():
         with gatling(tmp, http, https, pebble, knot, key) as srv:
-            wait_for(lambda: logged(srv, r"\*\.dns\.test: .*NOTAUTH \(TSIG BADSIG"), 30,
+            wait_for(lambda: logged(srv, r"\*\.dns\.test: .*NOTAUTH \(TSIG %s" % error), 30,
                      "the key's error logged (stderr:\n%s)" % "\n".join(srv.errlog[-30:]))
-            line = logged(srv, r"BADSIG")[0]
-            assert "acme-update" in line and "next attempt in" in line, line
+            line = logged(srv, error)[0]
+            assert ("acme-update" if wrong == "secret" else "acme-other") in line, line
+            assert "next attempt in" in line, line
             assert pebble.orders() == 0, pebble.log()[-3000:]
             assert not txt(knot, "_acme-challenge." + ZONE) and knot.updates() == 0
             print("\n".join(logged(srv, "acme: ")))
