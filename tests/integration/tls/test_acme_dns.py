@@ -20,6 +20,7 @@ outside only:
   - the DNS server down: each attempt a logged failure, the next one later
     and later (back-off, no tight loop), no order; once Knot is up the
     certificate arrives;
+  - --acme-challenge dns-01 for a plain name: issued by DNS-01 as well;
   - a validation that fails (Pebble resolves through a second Knot serving
     the same zone, which never gets the update): the CA's error logged, the
     record removed from the server it was added to all the same.
@@ -109,8 +110,9 @@ def lab(tmp_path, wrong_key=False, knot_up=True):
     return tmp, knot, key, http, https, pebble
 
 
-def gatling(tmp, http, https, pebble, knot, key):
-    root, args = site_args(tmp, http, https, pebble.directory, knot.addr, key)
+def gatling(tmp, http, https, pebble, knot, key, names=WILD, extra=()):
+    root, args = site_args(tmp, http, https, pebble.directory, knot.addr, key, names)
+    args += list(extra)
     env = {"GATLING_TEST_ACME_BACKOFF": str(BACKOFF)}
     return running_server(Build(PLAIN[0]), root, args, env=env, check_fds=False)
 
@@ -138,6 +140,24 @@ def test_wildcard_certificate_served_for_two_subdomains(tmp_path):
             # the record added and removed: two changes (the check before the order, none)
             assert knot.updates() == 2, tail_log(knot)
             print("time to a wildcard certificate: %.1f s" % took)
+
+
+def test_dns01_for_a_plain_name(tmp_path):
+    """--acme-challenge dns-01: a plain name goes by DNS too (the zone has no
+    address for it, so HTTP-01 and TLS-ALPN-01 could not succeed)."""
+    tmp, knot, key, http, https, pebble = lab(tmp_path)
+    name = "host." + ZONE
+    with knot.start(), pebble.start():
+        with gatling(tmp, http, https, pebble, knot, key, names=name,
+                     extra=["--acme-challenge", "dns-01"]) as srv:
+            root = pebble.root()
+            der = wait_for(lambda: srv.alive() and not_yet(https_get, https, name, root),
+                           ISSUE_TIMEOUT, "the certificate served (stderr:\n%s)"
+                           % "\n".join(srv.errlog[-30:]), step=0.25)
+            leaf = x509().load_der_x509_certificate(der)
+            assert leaf.extensions.get_extension_for_class(
+                x509().SubjectAlternativeName).value.get_values_for_type(x509().DNSName) == [name]
+            assert knot.updates() == 2 and not txt(knot, "_acme-challenge." + name)
 
 
 @pytest.mark.parametrize("wrong", ["secret", "name"])
