@@ -4,7 +4,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,16 +21,6 @@ typedef struct server {
     int v6;
     unsigned short port;
 } server_t;
-
-static int say(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int say(char *err, size_t cap, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 int acme_dns_wanted(const config_acme_t *a, const char *name)
 {
@@ -138,27 +127,38 @@ static int exchange(ldns_resolver *r, const server_t *s, ldns_pkt *q, ldns_pkt *
     ldns_status st = LDNS_STATUS_ERR;
     *ans = NULL;
     if (ldns_resolver_tsig_keyname(r) && ldns_update_pkt_tsig_add(q, r) != LDNS_STATUS_OK)
-        return say(err, cap, "%s: cannot sign it with the TSIG key", what);
+        return acme_err(err, cap, "%s: cannot sign it with the TSIG key", what);
     for (int i = 0; i < ACME_DNS_TRIES && !*ans; i++) /* a lost answer: the same again */
         st = ldns_send(ans, r, q);
     if (*ans && ldns_pkt_get_rcode(*ans) != LDNS_RCODE_NOERROR) {
         char words[160];
         rcode_words(*ans, words, sizeof words);
-        return say(err, cap, "%s: %s%s%s port %u answered %s", what, s->v6 ? "[" : "", s->addr,
-                   s->v6 ? "]" : "", s->port, words);
+        return acme_err(err, cap, "%s: %s%s%s port %u answered %s", what, s->v6 ? "[" : "", s->addr,
+                        s->v6 ? "]" : "", s->port, words);
     }
     char why[96];
+    int gone = st == LDNS_STATUS_RES_NO_NS || st == LDNS_STATUS_NETWORK_ERR ||
+               st == LDNS_STATUS_SOCKET_ERROR;
     snprintf(why, sizeof why, "no answer in %d tries of %d s (down, or not reachable)",
              ACME_DNS_TRIES, ACME_DNS_TIMEOUT_S);
     if (st != LDNS_STATUS_OK || !*ans)
-        return say(err, cap, "%s: %s%s%s port %u: %s", what, s->v6 ? "[" : "", s->addr,
-                   s->v6 ? "]" : "", s->port,
-                   *ans ? "the answer's TSIG signature does not verify"
-                   : st == LDNS_STATUS_RES_NO_NS || st == LDNS_STATUS_NETWORK_ERR ||
-                           st == LDNS_STATUS_SOCKET_ERROR
-                       ? why
-                       : ldns_get_errorstr_by_id(st));
+        return acme_err(err, cap, "%s: %s%s%s port %u: %s", what, s->v6 ? "[" : "", s->addr,
+                        s->v6 ? "]" : "", s->port,
+                        *ans   ? "the answer's TSIG signature does not verify"
+                        : gone ? why
+                               : ldns_get_errorstr_by_id(st));
     return 0;
+}
+
+/* Free one exchange's parts: q owns name once it was made. */
+static void done(ldns_resolver *r, ldns_pkt *q, ldns_rdf *name, ldns_pkt *ans)
+{
+    ldns_pkt_free(ans);
+    if (q)
+        ldns_pkt_free(q);
+    else
+        ldns_rdf_deep_free(name);
+    ldns_resolver_deep_free(r);
 }
 
 /* The zone of owner: the SOA the primary gives for it, in the answer (owner
@@ -174,7 +174,7 @@ static int find_zone(const server_t *s, const char *owner, char *zone, size_t zc
     char what[400];
     snprintf(what, sizeof what, "the zone of %s (SOA query)", owner);
     if (!r || !q)
-        say(err, cap, "%s: no memory", what);
+        acme_err(err, cap, "%s: no memory", what);
     else if (exchange(r, s, q, &ans, what, err, cap) == 0 ||
              (ans && ldns_pkt_get_rcode(ans) == LDNS_RCODE_NXDOMAIN)) {
         ldns_rr_list *l = ldns_pkt_answer(ans);
@@ -190,15 +190,10 @@ static int find_zone(const server_t *s, const char *owner, char *zone, size_t zc
                 free(z);
             }
         if (rc < 0)
-            say(err, cap, "%s: %s%s%s is not authoritative for it (no SOA in its answer)", what,
-                s->v6 ? "[" : "", s->addr, s->v6 ? "]" : "");
+            acme_err(err, cap, "%s: %s%s%s is not authoritative for it (no SOA in its answer)",
+                     what, s->v6 ? "[" : "", s->addr, s->v6 ? "]" : "");
     }
-    ldns_pkt_free(ans);
-    if (q)
-        ldns_pkt_free(q);
-    else
-        ldns_rdf_deep_free(name);
-    ldns_resolver_deep_free(r);
+    done(r, q, name, ans);
     return rc;
 }
 
@@ -210,14 +205,9 @@ static int update(const config_acme_t *a, const server_t *s, const char *zone, l
     ldns_rdf *z = ldns_dname_new_frm_str(zone);
     ldns_pkt *q = z ? ldns_update_pkt_new(z, LDNS_RR_CLASS_IN, pr, up, NULL) : NULL;
     ldns_pkt *ans = NULL;
-    int rc = !r || !q ? say(err, cap, "%s: no memory", what)
+    int rc = !r || !q ? acme_err(err, cap, "%s: no memory", what)
                       : exchange(r, s, q, &ans, what, err, cap);
-    ldns_pkt_free(ans);
-    if (q)
-        ldns_pkt_free(q);
-    else
-        ldns_rdf_deep_free(z);
-    ldns_resolver_deep_free(r);
+    done(r, q, z, ans);
     return rc;
 }
 
@@ -234,9 +224,9 @@ int acme_dns_check(const config_acme_t *a, const char *name, char *err, size_t c
     server_t s;
     char owner[300], zone[260], what[560];
     if (!a->dns_server || !a->dns_key || parse_server(a->dns_server, &s) < 0)
-        return say(err, cap, "%s: DNS-01 needs --acme-dns-server and --acme-dns-key", name);
+        return acme_err(err, cap, "%s: DNS-01 needs --acme-dns-server and --acme-dns-key", name);
     if (owner_of(name, owner, sizeof owner) < 0)
-        return say(err, cap, "%s: the name is too long for _acme-challenge", name);
+        return acme_err(err, cap, "%s: the name is too long for _acme-challenge", name);
     if (find_zone(&s, owner, zone, sizeof zone, err, cap) < 0)
         return -1;
     /* a no-op: the zone's SOA exists (RFC 2136 2.4.1), nothing changed */
@@ -256,7 +246,7 @@ int acme_dns_check(const config_acme_t *a, const char *name, char *err, size_t c
                  a->dns_key->name);
         rc = update(a, &s, zone, pr, up, what, err, cap);
     } else
-        say(err, cap, "%s: no memory", name);
+        acme_err(err, cap, "%s: no memory", name);
     ldns_rdf_deep_free(z);
     ldns_rr_free(soa);
     ldns_rr_list_deep_free(pr);
@@ -276,7 +266,7 @@ static int change(const config_acme_t *a, const server_t *s, const acme_dns_rec_
              rec->owner, rec->zone);
     if (!up || ldns_rr_new_frm_str(&rr, text, 0, NULL, NULL) != LDNS_STATUS_OK) {
         ldns_rr_list_free(up);
-        return say(err, cap, "%s: cannot build it", what);
+        return acme_err(err, cap, "%s: cannot build it", what);
     }
     if (!add) {
         ldns_rr_set_class(rr, LDNS_RR_CLASS_NONE);
@@ -377,10 +367,10 @@ static int propagated(const server_t *prim, const acme_dns_rec_t *rec,
     }
     for (int i = 0; i < n; i++)
         if (!(done & (1u << i)))
-            return say(err, cap, "%s: %s%s%s port %u does not serve the TXT record after %d s",
-                       rec->owner, ns[i].v6 ? "[" : "", ns[i].addr, ns[i].v6 ? "]" : "",
-                       ns[i].port, *stop ? 0 : ACME_DNS_PROPAGATION_S);
-    return say(err, cap, "%s: stopped", rec->owner);
+            return acme_err(err, cap, "%s: %s%s%s port %u does not serve the TXT record after %d s",
+                            rec->owner, ns[i].v6 ? "[" : "", ns[i].addr, ns[i].v6 ? "]" : "",
+                            ns[i].port, *stop ? 0 : ACME_DNS_PROPAGATION_S);
+    return acme_err(err, cap, "%s: stopped", rec->owner);
 }
 
 int acme_dns_publish(const config_acme_t *a, const char *name, const char *keyauth,
@@ -391,11 +381,11 @@ int acme_dns_publish(const config_acme_t *a, const char *name, const char *keyau
     unsigned char md[SHA256_DIGEST_LENGTH];
     memset(rec, 0, sizeof *rec);
     if (!a->dns_server || !a->dns_key || parse_server(a->dns_server, &s) < 0)
-        return say(err, cap, "%s: DNS-01 needs --acme-dns-server and --acme-dns-key", name);
+        return acme_err(err, cap, "%s: DNS-01 needs --acme-dns-server and --acme-dns-key", name);
     SHA256((const unsigned char *)keyauth, strlen(keyauth), md);
     if (owner_of(name, rec->owner, sizeof rec->owner) < 0 ||
         acme_b64url(md, sizeof md, rec->value, sizeof rec->value) < 0)
-        return say(err, cap, "%s: the name is too long for _acme-challenge", name);
+        return acme_err(err, cap, "%s: the name is too long for _acme-challenge", name);
     char zone[sizeof rec->zone];
     if (find_zone(&s, rec->owner, zone, sizeof zone, err, cap) < 0)
         return -1;
@@ -413,6 +403,6 @@ int acme_dns_remove(const config_acme_t *a, const acme_dns_rec_t *rec, char *err
     if (!rec->zone[0])
         return 0;
     if (!a->dns_server || parse_server(a->dns_server, &s) < 0)
-        return say(err, cap, "no --acme-dns-server");
+        return acme_err(err, cap, "no --acme-dns-server");
     return change(a, &s, rec, 0, err, cap);
 }

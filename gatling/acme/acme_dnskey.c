@@ -23,8 +23,7 @@ static const struct {
             {"hmac-sha384", "hmac-sha384."},
             {"hmac-sha512", "hmac-sha512."}};
 
-static int say(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int say(char *err, size_t cap, const char *fmt, ...)
+int acme_err(char *err, size_t cap, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -156,21 +155,21 @@ static int bind_body(lex_t *x, acme_dns_key_t *k, char *err, size_t cap)
     while (next(x) && !is(x, "}")) {
         int alg = is(x, "algorithm"), sec = is(x, "secret");
         if (!alg && !sec)
-            return say(err, cap, "key %s: \"%.*s\" is not algorithm or secret", k->name,
-                       (int)(x->tlen > 40 ? 40 : x->tlen), x->tok);
+            return acme_err(err, cap, "key %s: \"%.*s\" is not algorithm or secret", k->name,
+                            (int)(x->tlen > 40 ? 40 : x->tlen), x->tok);
         if (!next(x) || (alg ? set_alg(k, x->tok, x->tlen) : set_secret(k, x->tok, x->tlen)) < 0)
-            return alg ? say(err, cap, "key %s: not an algorithm of hmac-md5, hmac-sha1, "
-                             "hmac-sha224, hmac-sha256, hmac-sha384, hmac-sha512", k->name)
-                       : say(err, cap, "key %s: the secret is not base64 of 1 to %d bytes",
-                             k->name, ACME_DNSKEY_BYTES);
+            return alg ? acme_err(err, cap, "key %s: not an algorithm of hmac-md5, hmac-sha1, "
+                                  "hmac-sha224, hmac-sha256, hmac-sha384, hmac-sha512", k->name)
+                       : acme_err(err, cap, "key %s: the secret is not base64 of 1 to %d bytes",
+                                  k->name, ACME_DNSKEY_BYTES);
         if (!next(x) || !is(x, ";"))
-            return say(err, cap, "key %s: a ';' missing after %s", k->name,
-                       alg ? "the algorithm" : "the secret");
+            return acme_err(err, cap, "key %s: a ';' missing after %s", k->name,
+                            alg ? "the algorithm" : "the secret");
     }
     if (!is(x, "}"))
-        return say(err, cap, "key %s: no closing '}'", k->name);
+        return acme_err(err, cap, "key %s: no closing '}'", k->name);
     if (!k->alg[0] || !k->secret[0])
-        return say(err, cap, "key %s: no %s", k->name, k->alg[0] ? "secret" : "algorithm");
+        return acme_err(err, cap, "key %s: no %s", k->name, k->alg[0] ? "secret" : "algorithm");
     return 0;
 }
 
@@ -181,13 +180,13 @@ static int parse_bind(const char *text, size_t len, acme_dns_key_t *k, char *err
         if (!is(&x, "key"))
             continue; /* another statement of a named.conf: not ours */
         if (!next(&x) || set_name(k, x.tok, x.tlen) < 0)
-            return say(err, cap, "key: its name is not a domain name");
+            return acme_err(err, cap, "key: its name is not a domain name");
         if (!next(&x) || !is(&x, "{"))
-            return say(err, cap, "key %s: no '{' after its name", k->name);
+            return acme_err(err, cap, "key %s: no '{' after its name", k->name);
         return bind_body(&x, k, err, cap);
     }
-    return say(err, cap, "no key statement (key \"NAME\" { algorithm ALG; secret \"BASE64\"; };) "
-               "and not one line ALG:NAME:SECRET");
+    return acme_err(err, cap, "no key statement (key \"NAME\" { algorithm ALG; secret "
+                    "\"BASE64\"; };) and not one line ALG:NAME:SECRET");
 }
 
 /* [ALG:]NAME:SECRET, one word with one or two colons. */
@@ -198,15 +197,16 @@ static int parse_line(const char *s, size_t n, acme_dns_key_t *k, char *err, siz
     const char *name = c2 ? c1 + 1 : s, *sec = c2 ? c2 + 1 : c1 + 1;
     const char *name_end = c2 ? c2 : c1;
     if (c2 && set_alg(k, s, (size_t)(c1 - s)) < 0)
-        return say(err, cap, "%.*s: not an algorithm of hmac-md5, hmac-sha1, hmac-sha224, "
-                   "hmac-sha256, hmac-sha384, hmac-sha512", (int)(c1 - s > 40 ? 40 : c1 - s), s);
+        return acme_err(err, cap, "%.*s: not an algorithm of hmac-md5, hmac-sha1, hmac-sha224, "
+                        "hmac-sha256, hmac-sha384, hmac-sha512",
+                        (int)(c1 - s > 40 ? 40 : c1 - s), s);
     if (!c2)
         set_alg(k, "hmac-sha256", 11);
     if (set_name(k, name, (size_t)(name_end - name)) < 0)
-        return say(err, cap, "the key's name is not a domain name");
+        return acme_err(err, cap, "the key's name is not a domain name");
     if (set_secret(k, sec, n - (size_t)(sec - s)) < 0)
-        return say(err, cap, "key %s: the secret is not base64 of 1 to %d bytes", k->name,
-                   ACME_DNSKEY_BYTES);
+        return acme_err(err, cap, "key %s: the secret is not base64 of 1 to %d bytes", k->name,
+                        ACME_DNSKEY_BYTES);
     return 0;
 }
 
@@ -251,9 +251,9 @@ int acme_dnskey_load(const char *path, acme_dns_key_t *k, char *err, size_t cap)
         close(fd);
     int r = -1;
     if (got < 0)
-        say(err, cap, "%s", e == EINVAL ? "not a regular file" : strerror(e));
+        acme_err(err, cap, "%s", e == EINVAL ? "not a regular file" : strerror(e));
     else if (got > ACME_DNSKEY_FILE_MAX)
-        say(err, cap, "longer than %d bytes", ACME_DNSKEY_FILE_MAX);
+        acme_err(err, cap, "longer than %d bytes", ACME_DNSKEY_FILE_MAX);
     else
         r = acme_dnskey_parse(buf, (size_t)got, k, err, cap);
     if (buf)

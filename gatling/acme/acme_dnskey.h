@@ -36,4 +36,8 @@ int acme_dnskey_parse(const char *text, size_t len, acme_dns_key_t *k, char *err
    it: 0, or -1 with why in err.  What was read is wiped. */
 int acme_dnskey_load(const char *path, acme_dns_key_t *k, char *err, size_t cap);
 
+/* printf into err (cap bytes): -1, for "return acme_err(...)" (acme_dns.c too). */
+int acme_err(char *err, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 #endif

@@ -33,8 +33,6 @@ import base64
 import os
 import re
 import shutil
-import socket
-import ssl
 import subprocess
 import time
 
@@ -42,9 +40,10 @@ import pytest
 
 import acmelab
 from acmelab import Knot, Pebble, free_port, wait_for
-from conftest import Build, recv_to_eof, running_server
+from conftest import Build, running_server
 from conftest import test_pki as suite_pki  # (not collected as a test by this name)
-from test_acme_https import BACKOFF, BODY, EMAIL, PLAIN, logged, not_yet, pairs, x509
+from test_acme_https import (BACKOFF, BODY, EMAIL, PLAIN, ctx_for, h1_get, logged, not_yet, pairs,
+                             x509)
 
 ZONE = "dns.test"
 WILD = "*." + ZONE
@@ -77,15 +76,7 @@ def site_args(tmp, http, https, ca, knot_addr, keyfile, names=WILD):
 def https_get(port, sni, root_pem):
     """GET / over HTTPS with SNI sni, verified for sni against root_pem:
     the certificate (DER)."""
-    ctx = ssl.create_default_context(cadata=root_pem)
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
-            ctx.wrap_socket(raw, server_hostname=sni) as s:
-        s.sendall(b"GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % sni.encode())
-        resp = recv_to_eof(s)
-        cert = s.getpeercert(binary_form=True)
-    head, _, body = resp.partition(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 200 ") and body == BODY, resp[:300]
-    return cert
+    return h1_get(ctx_for(root_pem), port, sni=sni)
 
 
 def txt(knot, owner):
