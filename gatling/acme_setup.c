@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "acme_setup.h"
 #include "acme/acme.h"
+#include "acme/acme_dns.h"
 #include "site/acme_chal.h"
 #include "site/privfs.h"
 
@@ -17,6 +18,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #define ACME_URL_MAX 1024    /* --acme-ca */
 #define ACME_EMAIL_MAX 254   /* --acme (RFC 5321's path) */
 #define ACME_FIELD_MAX 255   /* --acme-eab's key id, --acme-issuer */
@@ -26,7 +29,8 @@
 
 static const char *const opt_names[] = {"acme", "acme-ca", "acme-ca-root", "acme-eab",
                                         "acme-profile", "acme-key", "acme-challenge",
-                                        "acme-dir", "acme-names", "acme-issuer"};
+                                        "acme-dir", "acme-names", "acme-issuer",
+                                        "acme-dns-server", "acme-dns-key"};
 _Static_assert(sizeof opt_names / sizeof opt_names[0] == ACME_OPT_END - ACME_OPT,
                "a name for each --acme option");
 
@@ -89,7 +93,10 @@ static int parse_names(config_acme_t *a, char *arg, const char **bad)
         for (char *p = s; *p; p++)
             if (*p >= 'A' && *p <= 'Z')
                 *p += 'a' - 'A';
-        if (a->nnames == CONFIG_ACME_NAMES || !acme_chal_name_ok(s, strlen(s))) {
+        int wild = s[0] == '*' && s[1] == '.'; /* *.example.org: by DNS-01 */
+        if (a->nnames == CONFIG_ACME_NAMES ||
+            !(wild ? acme_chal_host_ok(s + 2, strlen(s + 2)) && strchr(s + 2, '.')
+                   : acme_chal_name_ok(s, strlen(s)))) {
             *bad = a->nnames == CONFIG_ACME_NAMES ? NULL : s;
             return -1;
         }
@@ -134,15 +141,15 @@ static int parse_eab(config_acme_t *a, char *arg)
 static int word_option(int c, const char *arg, config_acme_t *a)
 {
     static const char *const keys[] = {"ec256", "rsa2048", "rsa3072"};
-    static const char *const chals[] = {"any", "http-01", "tls-alpn-01"};
+    static const char *const chals[] = {"any", "http-01", "tls-alpn-01", "dns-01"};
     const char *const *t = c == ACME_OPT_KEY ? keys : chals;
-    for (int i = c == ACME_OPT_KEY ? 0 : 1; i < 3; i++)
+    for (int i = c == ACME_OPT_KEY ? 0 : 1; i < (c == ACME_OPT_KEY ? 3 : 4); i++)
         if (!strcmp(arg, t[i])) {
             *(c == ACME_OPT_KEY ? &a->key_type : &a->challenge) = i;
             return -1;
         }
     return bad(c, arg, c == ACME_OPT_KEY ? "not ec256, rsa2048 or rsa3072"
-                                         : "not http-01 or tls-alpn-01");
+                                         : "not http-01, tls-alpn-01 or dns-01");
 }
 
 static int given; /* the --acme options seen, one bit each, for acme_options_done */
@@ -195,12 +202,56 @@ int acme_option(int c, char *arg, config_t *cfg)
                              : "more than 100 names");
         return -1;
     }
+    case ACME_OPT_DNS_SERVER:
+        if (!acme_dns_server_ok(arg))
+            return bad(c, arg, "not ADDRESS, ADDRESS:PORT or [IPv6]:PORT (an IP address: "
+                               "the zone's primary server)");
+        a->dns_server = arg;
+        return -1;
+    case ACME_OPT_DNS_KEY:
+        if (!fits(arg, PATH_MAX - 1))
+            return bad(c, arg, "not a usable file name (empty or too long)");
+        a->dns_key_file = arg;
+        return -1;
     default: /* ACME_OPT_ISSUER */
         if (!fits(arg, ACME_FIELD_MAX) || !printable(arg, 1))
             return bad(c, arg, "not a common name (at most 255 bytes, no control characters)");
         a->issuer = arg;
         return -1;
     }
+}
+
+static acme_dns_key_t dns_key; /* --acme-dns-key's, read at start (root may own the file) */
+
+/* DNS-01: wildcard names and --acme-challenge dns-01 need a server and a
+   key, which is read now.  -1 to go on, or an exit code. */
+static int dns_options_done(config_acme_t *a)
+{
+    const char *wild = NULL, *ip = NULL;
+    char err[256];
+    for (int i = 0; i < a->nnames; i++) {
+        if (a->names[i][0] == '*' && !wild)
+            wild = a->names[i];
+        if ((strchr(a->names[i], ':') ||
+             strspn(a->names[i], "0123456789.") == strlen(a->names[i])) && !ip)
+            ip = a->names[i];
+    }
+    if (a->challenge == CONFIG_ACME_DNS01 && ip) {
+        fprintf(stderr, "gatling: --acme-names %s: an IP address has no DNS-01 (RFC 8738): "
+                "not with --acme-challenge dns-01\n", ip);
+        return 2;
+    }
+    if ((wild || a->challenge == CONFIG_ACME_DNS01) && (!a->dns_server || !a->dns_key_file)) {
+        fprintf(stderr, "gatling: %s%s: DNS-01 needs --acme-dns-server and --acme-dns-key\n",
+                wild ? "--acme-names " : "--acme-challenge dns-01", wild ? wild : "");
+        return 2;
+    }
+    if (a->dns_key_file && acme_dnskey_load(a->dns_key_file, &dns_key, err, sizeof err) < 0) {
+        fprintf(stderr, "gatling: --acme-dns-key %s: %s\n", a->dns_key_file, err);
+        return 2;
+    }
+    a->dns_key = a->dns_key_file ? &dns_key : NULL;
+    return -1;
 }
 
 int acme_options_done(config_t *cfg)
@@ -220,6 +271,9 @@ int acme_options_done(config_t *cfg)
               stderr);
         return 2;
     }
+    int rc;
+    if (a->email && (rc = dns_options_done(a)) >= 0)
+        return rc;
     if (!a->ca)
         a->ca = ACME_CA_DEFAULT;
     if (!a->state_dir)
@@ -532,6 +586,8 @@ int acme_launch(config_t *cfg)
         return -1;
     }
     cfg->acme_pid = (int)pid;
+    /* the client has the TSIG key now: the serving processes keep no copy */
+    OPENSSL_cleanse(&dns_key, sizeof dns_key);
     fprintf(stderr, "gatling: --acme: certificates for %d name%s (%s%s) from %s, kept in %s\n",
             a->nnames, a->nnames == 1 ? "" : "s", a->names[0], a->nnames > 1 ? ", ..." : "",
             a->ca, cfg->tls_dir);
@@ -546,6 +602,8 @@ void acme_end(config_t *cfg)
     for (int i = 0; names_owned && i < cfg->acme.nnames; i++)
         free((char *)cfg->acme.names[i]);
     names_owned = 0, cfg->acme.nnames = 0;
+    OPENSSL_cleanse(&dns_key, sizeof dns_key);
+    cfg->acme.dns_key = NULL;
     if (pid <= 0)
         return;
     cfg->acme_pid = 0;

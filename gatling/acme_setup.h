@@ -23,6 +23,8 @@ enum {
     ACME_OPT_DIR,
     ACME_OPT_NAMES,
     ACME_OPT_ISSUER,
+    ACME_OPT_DNS_SERVER, /* DNS-01 (acme/acme_dns.h) */
+    ACME_OPT_DNS_KEY,
     ACME_OPT_END
 };
 
@@ -36,7 +38,9 @@ enum {
     {"acme-challenge", required_argument, NULL, ACME_OPT_CHALLENGE}, \
     {"acme-dir", required_argument, NULL, ACME_OPT_DIR}, \
     {"acme-names", required_argument, NULL, ACME_OPT_NAMES}, \
-    {"acme-issuer", required_argument, NULL, ACME_OPT_ISSUER}
+    {"acme-issuer", required_argument, NULL, ACME_OPT_ISSUER}, \
+    {"acme-dns-server", required_argument, NULL, ACME_OPT_DNS_SERVER}, \
+    {"acme-dns-key", required_argument, NULL, ACME_OPT_DNS_KEY}
 
 #define ACME_CA_DEFAULT "https://acme-v02.api.letsencrypt.org/directory"
 #define ACME_DIR_DEFAULT "/var/lib/gatling/acme"

@@ -25,7 +25,8 @@ LDLIBS += -lz
 LDLIBS += -lzstd
 LDLIBS += -lssl -lcrypto
 LDLIBS += -lnghttp2
-# the ACME client (gatling/acme/): HTTPS to the CA, its JSON
-LDLIBS += -lcurl -ljson-c
+# the ACME client (gatling/acme/): HTTPS to the CA, its JSON; DNS-01's RFC 2136
+# updates signed with TSIG (libldns)
+LDLIBS += -lcurl -ljson-c -lldns
 LDLIBS += -pthread -lm
 CFLAGS += -pthread

@@ -106,12 +106,16 @@ static void usage_acme(void)
         "  --acme-eab kid:hmackey  External Account Binding (ZeroSSL and others)\n"
         "  --acme-profile name  ask for this profile (classic, tlsserver, shortlived)\n"
         "  --acme-key ec256|rsa2048|rsa3072  the certificates' key type (ec256)\n"
-        "  --acme-challenge http-01|tls-alpn-01  only this challenge (default: either)\n"
+        "  --acme-challenge http-01|tls-alpn-01|dns-01  only this challenge (default:\n"
+        "            either of the first two; *.example.org always goes by dns-01)\n"
         "  --acme-dir dir  the ACME state (default /var/lib/gatling/acme; without -C the\n"
         "            certificates land in dir/live)\n"
         "  --acme-names a,b  these host names or IP addresses (default: each virtual host\n"
         "            directory that names a host)\n"
-        "  --acme-issuer cn  prefer the chain whose root or intermediate is named cn\n",
+        "  --acme-issuer cn  prefer the chain whose root or intermediate is named cn\n"
+        "  --acme-dns-server addr[:port]  DNS-01: the zone's primary, sent RFC 2136\n"
+        "            updates signed with TSIG\n"
+        "  --acme-dns-key file  ... the TSIG key: BIND's key statement, or alg:name:secret\n",
         stdout);
 }
 

@@ -12,12 +12,13 @@ case $level in run|check|bench) ;; *) echo "usage: sh tests/setup.sh [run|check|
 # (HTTPS; openssl makes the demo's certificates), zlib (gzip), libnghttp2 (HTTP/2) and
 # liburing (IO=uring, which make check builds and make run does not need, but a user who
 # asks for the fastest backend does: it is small), libcurl and json-c (the ACME client,
-# gatling/acme/: HTTPS to the CA and its JSON)
+# gatling/acme/: HTTPS to the CA and its JSON), libldns (its DNS-01: RFC 2136 updates signed
+# with TSIG: always linked, as a wildcard certificate needs it; small)
 # (libnghttp2-dev: Debian 12's 1.52.0-1+deb12u3 or later, which carries the rapid-reset
 #  (CVE-2023-44487) and CONTINUATION (CVE-2024-28182) fixes -- h2.c calls
 #  nghttp2_option_set_max_continuations, which older builds lack, so they fail to link)
 pkgs="gcc make libc6-dev libowfat-dev libssl-dev openssl zlib1g-dev liburing-dev libnghttp2-dev libzstd-dev
-      libcurl4-openssl-dev libjson-c-dev"
+      libcurl4-openssl-dev libjson-c-dev libldns-dev"
 # What make check tests with (the rest of this file, but for apt-get itself):
 [ "$level" = run ] || {
 pkgs="$pkgs nghttp2-client python3-h2 curl wrk apache2-utils python3 goaccess clang libclang-rt-14-dev gnuplot-nox zstd brotli
@@ -43,6 +44,11 @@ pkgs="$pkgs gunicorn php-fpm python3-websockets"
 # `certbot -q renew` twice a day, which does nothing while /etc/letsencrypt holds no
 # certificate (and nothing runs it where systemd is not PID 1)
 pkgs="$pkgs certbot"
+# knot, knot-dnsutils: test_acme_dns.py's authoritative server (knotd on a loopback port, a
+# zone that one TSIG key may update) for DNS-01, and kdig to look at its records; Pebble
+# resolves through it.  The tests start knotd themselves, with a configuration of their
+# own; the package's knot.service is not used
+pkgs="$pkgs knot knot-dnsutils"
 # prometheus: test_metrics.py checks /metrics with its promtool and has the server scrape
 # gatling (started by the test on a port of its own; policy-rc.d keeps the service off 9090)
 pkgs="$pkgs prometheus"

@@ -664,6 +664,8 @@ static void keeper_main(const config_t *cfg, const char *const *names, int nname
 /* A name usable as a file name in the -C directory and as an identifier. */
 static int name_ok(const char *s)
 {
+    if (s[0] == '*' && s[1] == '.') /* a wildcard (DNS-01): -C's entry is named so too */
+        s += 2;
     size_t n = strlen(s);
     return n > 0 && n < 254 && s[0] != '.' && s[0] != '-' &&
            strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:") == n;

@@ -133,6 +133,9 @@ static void authz_challenge(json_object *c, acme_authz_t *a)
     } else if (strcmp(type, "tls-alpn-01") == 0) {
         strcpy(a->alpn_url, url);
         strcpy(a->alpn_token, token);
+    } else if (strcmp(type, "dns-01") == 0) {
+        strcpy(a->dns_url, url);
+        strcpy(a->dns_token, token);
     }
 }
 

@@ -46,6 +46,7 @@ typedef struct acme_authz {
     char ident[256]; /* the identifier's value */
     char http_url[ACME_URL_MAX], http_token[ACME_TOKEN_MAX + 1]; /* "" when not offered */
     char alpn_url[ACME_URL_MAX], alpn_token[ACME_TOKEN_MAX + 1];
+    char dns_url[ACME_URL_MAX], dns_token[ACME_TOKEN_MAX + 1]; /* dns-01 (acme_dns.h) */
     char error[520]; /* a challenge's error: "type: detail", or "" */
 } acme_authz_t;
 

@@ -14,6 +14,7 @@
 #include <json-c/json.h>
 #include <openssl/sha.h>
 
+#include "acme_dns.h"
 #include "acme_store.h"
 #include "site/acme_chal.h"
 
@@ -447,6 +448,33 @@ static int pick_challenge(const acme_client_t *cl, const acme_authz_t *a)
     return alpn ? CONFIG_ACME_TLSALPN01 : -1;
 }
 
+/* DNS-01 (acme_dns.h): the TXT record published, the challenge answered,
+   the record removed whatever the outcome (a removal that fails after a
+   valid authorization fails nothing: the record is only stale). */
+static int authorize_dns(acme_client_t *cl, const char *name, const char *url,
+                         const acme_authz_t *a)
+{
+    char keyauth[ACME_KEYAUTH_MAX], err[ACME_ERR_MAX];
+    acme_dns_rec_t rec;
+    acme_resp_t r;
+    if (!a->dns_url[0]) {
+        fail(cl, "%s: the CA offers no dns-01 challenge", name);
+        return -1;
+    }
+    snprintf(keyauth, sizeof keyauth, "%s.%s", a->dns_token, cl->thumb);
+    int rc = acme_dns_publish(&cl->cfg->acme, name, keyauth, cl->stop, &rec, cl->err,
+                              sizeof cl->err);
+    if (rc == 0 && (rc = post(cl, "challenge", a->dns_url, "{}", &r)) == 0) {
+        acme_resp_free(&r);
+        rc = poll_authz(cl, name, url, r.head.retry_after);
+    }
+    if (acme_dns_remove(&cl->cfg->acme, &rec, err, sizeof err) < 0 && rc < 0) {
+        size_t n = strlen(cl->err);
+        snprintf(cl->err + n, sizeof cl->err - n, "; and %s", err);
+    }
+    return rc;
+}
+
 /* Answer one authorization (a valid one the CA reuses is left alone). */
 static int authorize(acme_client_t *cl, const char *name, const char *url)
 {
@@ -460,6 +488,8 @@ static int authorize(acme_client_t *cl, const char *name, const char *url)
         fail(cl, "%s: authorization is %s", name, a.status);
         return -1;
     }
+    if (acme_dns_wanted(&cl->cfg->acme, name))
+        return authorize_dns(cl, name, url, &a);
     int type = pick_challenge(cl, &a);
     if (type < 0) {
         fail(cl, "%s: no challenge offered that may be answered (%s)", name,
@@ -640,6 +670,10 @@ int acme_client_issue(acme_client_t *cl, const char *name, const char *replaces,
     memset(out, 0, sizeof *out);
     cl->retry_after = -1;
     cl->chal_failed = 0;
+    /* DNS-01: a key or a server that cannot update the zone orders nothing */
+    if (acme_dns_wanted(&cl->cfg->acme, name) &&
+        acme_dns_check(&cl->cfg->acme, name, cl->err, sizeof cl->err) < 0)
+        return -1;
     int rc = new_order(cl, name, replaces, &ord, url);
     if (rc < 0 && replaces && replaces[0] &&
         (strcmp(cl->ptype, ACME_ERROR "alreadyReplaced") == 0 ||

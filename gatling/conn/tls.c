@@ -94,6 +94,13 @@ static int valid_name(const char *s, size_t n)
     return 1;
 }
 
+/* A -C entry's name: a host name, or "*." and one (--acme's wildcard
+   certificates, named by what they serve). */
+static int valid_file_name(const char *s, size_t n)
+{
+    return n > 2 && s[0] == '*' && s[1] == '.' ? valid_name(s + 2, n - 2) : valid_name(s, n);
+}
+
 /* An IPv6 address as a directory name (--acme's certificate for one, RFC 8738). */
 static int is_ipv6(const char *s)
 {
@@ -200,12 +207,12 @@ static int scan(int dirfd, found_t *out, int max, uint64_t *sig)
             memset(&f, 0, sizeof f);
             struct stat sb;
             if (len > 4 && len - 4 < sizeof f.id && !strcmp(nm + len - 4, ".pem") &&
-                is_file(dirfd, nm, &sb) && (is_server || valid_name(nm, len - 4))) {
+                is_file(dirfd, nm, &sb) && (is_server || valid_file_name(nm, len - 4))) {
                 memcpy(f.id, nm, is_server ? 0 : len - 4);
                 snprintf(f.chain, sizeof f.chain, "%s", nm);
                 snprintf(f.key, sizeof f.key, "%s", nm);
                 snprintf(f.ocsp, sizeof f.ocsp, "%.*s.ocsp", (int)(len - 4), nm);
-            } else if (len < sizeof f.id && (valid_name(nm, len) || is_ipv6(nm)) &&
+            } else if (len < sizeof f.id && (valid_file_name(nm, len) || is_ipv6(nm)) &&
                        fstatat(dirfd, nm, &sb, 0) == 0 && S_ISDIR(sb.st_mode)) {
                 snprintf(f.chain, sizeof f.chain, "%s/fullchain.pem", nm);
                 snprintf(f.key, sizeof f.key, "%s/privkey.pem", nm);

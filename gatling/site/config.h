@@ -18,7 +18,8 @@ enum { CONFIG_RETRY_BUSY = 0, CONFIG_RETRY_NEVER, CONFIG_RETRY_ALWAYS };
 
 #define CONFIG_ACME_NAMES 100 /* --acme-names: names at most */
 enum { CONFIG_ACME_EC256 = 0, CONFIG_ACME_RSA2048, CONFIG_ACME_RSA3072 }; /* --acme-key */
-enum { CONFIG_ACME_ANY = 0, CONFIG_ACME_HTTP01, CONFIG_ACME_TLSALPN01 }; /* --acme-challenge */
+enum { CONFIG_ACME_ANY = 0, CONFIG_ACME_HTTP01, CONFIG_ACME_TLSALPN01, CONFIG_ACME_DNS01 };
+/* (--acme-challenge; wildcard names go by DNS-01 whatever it says) */
 
 /* --acme and its company: the ACME client (gatling/acme/acme.h) */
 typedef struct config_acme {
@@ -34,6 +35,10 @@ typedef struct config_acme {
     const char *issuer;     /* --acme-issuer CN: the preferred chain's root or intermediate */
     const char *names[CONFIG_ACME_NAMES]; /* --acme-names a,b: else the vhost directories' */
     int nnames;
+    /* DNS-01 (acme/acme_dns.h): RFC 2136 updates signed with TSIG */
+    const char *dns_server;  /* --acme-dns-server ADDR[:PORT]: the zone's primary */
+    const char *dns_key_file; /* --acme-dns-key FILE: the TSIG key (read at start) */
+    const struct acme_dns_key *dns_key; /* ... as read; NULL without */
 } config_acme_t;
 
 /* An address or network: IPv4 as ::ffff:a.b.c.d, the prefix over 128 bits. */

@@ -20,7 +20,7 @@ FUZZ_DIR := build/fuzz
 FUZZ_CFLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
                -DGIO_BACKEND_POLL -Iio -Igatling -Igatling/http -Igatling/site \
                -Igatling/handlers -Itests/fuzz
-FUZZ_LIBS := -lnghttp2 -lcurl -ljson-c -lssl -lcrypto -lowfat -lcrypt -lz -lzstd
+FUZZ_LIBS := -lnghttp2 -lcurl -ljson-c -lldns -lssl -lcrypto -lowfat -lcrypt -lz -lzstd
 # with HTTP/3 where the top makefile found its libraries (H3=1): every object
 # and harness alike, as the headers' structures depend on it
 ifeq ($(H3),1)
@@ -55,8 +55,11 @@ $(FUZZ_DIR)/fuzz_h2 $(FUZZ_DIR)/fuzz_quic: $(FUZZ_DIR)/%: $(FUZZ_OBJ)/tests/fuzz
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -pthread -o $@ $^ $(FUZZ_LIBS)
 
 # fuzz_acme: the ACME client's parsers (json-c, and curl_getdate for Retry-After)
-$(FUZZ_DIR)/fuzz_acme: $(FUZZ_OBJ)/tests/fuzz/fuzz_acme.o $(call fuzz_objs,gatling/acme/acme_parse.c gatling/acme/acme_sched.c)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $^ -ljson-c -lcurl
+# and DNS-01's key file parser (OPENSSL_cleanse), and the schedule the parsed times feed
+$(FUZZ_DIR)/fuzz_acme: $(FUZZ_OBJ)/tests/fuzz/fuzz_acme.o \
+                       $(call fuzz_objs,gatling/acme/acme_parse.c gatling/acme/acme_sched.c \
+                                        gatling/acme/acme_dnskey.c)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $^ -ljson-c -lcurl -lcrypto
 
 $(FUZZ_DIR)/%: $(FUZZ_OBJ)/tests/fuzz/%.o $(call fuzz_objs,$(FUZZ_LIB))
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $^ -lowfat -lcrypt -lz

@@ -2,14 +2,18 @@
  * What the ACME client reads from a CA (gatling/acme/acme_parse.c): the
  * input as each JSON document the client parses (directory, order,
  * authorization, problem, renewal information, an account's status), as an
- * RFC 3339 time, and line by line as response headers.  Invariants: every
+ * RFC 3339 time, line by line as response headers, and as a TSIG key file
+ * (acme_dnskey.c, DNS-01's --acme-dns-key).  Invariants: every
  * string filled is NUL-terminated inside its buffer; a token accepted is
  * base64url of at most ACME_TOKEN_MAX characters; a window has start <= end;
  * counts stay inside their arrays; Retry-After is -1 or in [0,
  * ACME_RETRY_AFTER_CAP] (99999999999999999999 saturates, no overflow), and
  * the wait it makes (acme_sched.c) stays within the time left; a renewal
- * picked in any ARI window lands in [notBefore, acme_sched_latest()].
+ * picked in any ARI window lands in [notBefore, acme_sched_latest()]; a
+ * key accepted has a name ending in one dot, a known algorithm and a base64
+ * secret, and a key refused leaves nothing behind.
  */
+#include "acme/acme_dnskey.h"
 #include "acme/acme_parse.h"
 #include "acme/acme_sched.h"
 #include "fuzz.h"
@@ -44,6 +48,7 @@ static void check_json(const char *s, size_t n)
         TERMINATED(a.status); TERMINATED(a.ident); TERMINATED(a.error);
         CHECK(!a.http_token[0] || acme_token_ok(a.http_token));
         CHECK(!a.alpn_token[0] || acme_token_ok(a.alpn_token));
+        CHECK(!a.dns_token[0] || acme_token_ok(a.dns_token));
     }
     if (acme_parse_problem(s, n, &p) == 0) {
         TERMINATED(p.type);
@@ -59,6 +64,23 @@ static void check_json(const char *s, size_t n)
     }
 }
 
+static void check_key(const char *s, size_t n)
+{
+    acme_dns_key_t k;
+    char err[128];
+    if (acme_dnskey_parse(s, n, &k, err, sizeof err) == 0) {
+        TERMINATED(k.name); TERMINATED(k.alg); TERMINATED(k.secret);
+        size_t ln = strlen(k.name);
+        CHECK(ln >= 2 && k.name[ln - 1] == '.' && k.name[ln - 2] != '.');
+        CHECK(!strncmp(k.alg, "hmac-", 5) && k.secret[0]);
+        CHECK(strspn(k.secret, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                               "0123456789+/=") == strlen(k.secret));
+    } else {
+        TERMINATED(err);
+        CHECK(!k.name[0] && !k.secret[0]);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
 {
     char *s = fuzz_copy(data, n);
@@ -66,6 +88,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
     if (!s)
         return 0;
     check_json(s, n);
+    check_key(s, n);
     char *z = malloc(n + 1); /* as a C string: a time, a token */
     if (z) {
         memcpy(z, data, n);

@@ -4,6 +4,11 @@ test_acme_https.py: gatling's own client, issue 44) and bench/compare-acme.
 
 Python's standard library only (bench/ imports it too, without pytest).
 
+  - Knot (Debian's knot, knotd) is the authoritative DNS server of DNS-01's
+    tests (test_acme_dns.py): one zone on a loopback port, updates allowed
+    to one TSIG key; Pebble(dnsserver=knot.addr) then resolves through it
+    (no pebble-challtestsrv).
+
   - pebble-challtestsrv is Pebble's DNS: it answers every A query with
     127.0.0.1 (only its DNS server runs), so Pebble's validation of any name
     reaches the HTTP port (httpPort) or HTTPS port (tlsPort) given here.
@@ -126,11 +131,15 @@ class Pebble:
     and start() again keep them (Pebble's state, its root included, is new
     at each start).  profiles: {name: validity seconds} beside "default"
     (90 days unless given).  chaos: Pebble's defaults (see the module);
-    nosleep: PEBBLE_VA_NOSLEEP=1, no random validation delay."""
+    nosleep: PEBBLE_VA_NOSLEEP=1, no random validation delay.  dnsserver:
+    "ADDR:PORT" Pebble resolves through (a Knot, for DNS-01) instead of
+    pebble-challtestsrv, which then does not run."""
 
     def __init__(self, tmp, pki, http_port, tls_port, profiles=None, chaos=True,
-                 nosleep=True, retry_after=1):
+                 nosleep=True, retry_after=1, dnsserver=None):
         self.tmp, self.pki = tmp, pki
+        # "127.0.0.1:PORT": Pebble resolves there (a Knot), and no challtestsrv runs
+        self.dnsserver = dnsserver
         self.dns, self.cmgmt, self.acme, self.mgmt = (free_port() for _ in range(4))
         self.directory = "https://127.0.0.1:%d/dir" % self.acme
         self.conf = os.path.join(tmp, "pebble.json")
@@ -160,7 +169,7 @@ class Pebble:
         self.d = self.p = None
 
     def start(self):
-        if self.d is None:
+        if self.d is None and not self.dnsserver:
             cmd = [CHALLTESTSRV, "-defaultIPv4", "127.0.0.1", "-defaultIPv6", "",
                    "-dnsserver", "127.0.0.1:%d" % self.dns,
                    "-management", "127.0.0.1:%d" % self.cmgmt,
@@ -171,7 +180,8 @@ class Pebble:
             listening(self.cmgmt, self.d, self.dlog)
         with open(self.plog, "ab") as out:
             self.p = subprocess.Popen([PEBBLE, "-config", self.conf, "-dnsserver",
-                                       "127.0.0.1:%d" % self.dns], stdin=subprocess.DEVNULL,
+                                       self.dnsserver or "127.0.0.1:%d" % self.dns],
+                                      stdin=subprocess.DEVNULL,
                                       stdout=out, stderr=subprocess.STDOUT, env=self.env)
         listening(self.acme, self.p, self.plog)
         listening(self.mgmt, self.p, self.plog)
@@ -394,3 +404,91 @@ class FaultProxy:
             return r.status, headers, rbody
         except OSError:
             return 502, [("Content-Type", "text/plain")], b"Pebble is not there\n"
+
+
+# --------------------------------------------------------------------------
+# Knot: an authoritative server for DNS-01
+
+KNOTD = shutil.which("knotd") or ("/usr/sbin/knotd" if os.access("/usr/sbin/knotd", os.X_OK)
+                                  else None)
+KNOT_HINT = "Debian's knot (knotd): apt-get install knot (tests/setup.sh does it)"
+
+
+class Knot:
+    """knotd serving zone (with SOA, an NS ns1.ZONE whose name the system
+    cannot resolve, and records: {owner: (type, rdata)}) on 127.0.0.1:port,
+    updates of it allowed to the TSIG key keyname (hmac-sha256, a random
+    secret; self.secret, base64).  bind_key_file(path, secret=None) writes
+    the key in BIND's format."""
+
+    def __init__(self, tmp, zone, keyname="acme-update.", records=()):
+        self.tmp = os.path.join(tmp, "knot")
+        self.zone, self.keyname = zone.rstrip(".") + ".", keyname
+        self.secret = base64.b64encode(os.urandom(32)).decode()
+        self.port = free_port()
+        self.addr = "127.0.0.1:%d" % self.port
+        self.log = os.path.join(self.tmp, "knot.log")
+        for d in ("run", "db", "zones"):
+            os.makedirs(os.path.join(self.tmp, d), exist_ok=True)
+        with open(os.path.join(self.tmp, "zones", self.zone + "zone"), "w") as f:
+            f.write("$ORIGIN %s\n$TTL 60\n@ SOA ns1 hostmaster 1 60 60 3600 60\n@ NS ns1\n"
+                    % self.zone + "".join("%s %s %s\n" % (o, t, r) for o, (t, r) in records))
+        self.conf = os.path.join(self.tmp, "knot.conf")
+        with open(self.conf, "w") as f:
+            f.write("""server:
+    rundir: "{t}/run"
+    listen: 127.0.0.1@{port}
+database:
+    storage: "{t}/db"
+key:
+  - id: {key}
+    algorithm: hmac-sha256
+    secret: {secret}
+acl:
+  - id: acme
+    key: {key}
+    action: update
+template:
+  - id: default
+    storage: "{t}/zones"
+    file: "%s.zone"
+    zonefile-sync: -1
+zone:
+  - domain: {zone}
+    acl: acme
+log:
+  - target: stderr
+    any: info
+""".format(t=self.tmp, port=self.port, key=keyname, secret=self.secret, zone=self.zone))
+        self.p = None
+
+    def bind_key_file(self, path, secret=None):
+        with open(path, "w") as f:
+            f.write('key "%s" {\n\talgorithm hmac-sha256;\n\tsecret "%s";\n};\n'
+                    % (self.keyname.rstrip("."), secret or self.secret))
+        os.chmod(path, 0o600)
+        return path
+
+    def start(self):
+        with open(self.log, "ab") as out:
+            self.p = subprocess.Popen([KNOTD, "-c", self.conf], stdin=subprocess.DEVNULL,
+                                      stdout=out, stderr=subprocess.STDOUT)
+        wait_for(lambda: self.p.poll() is None and "server started" in tail(self.log, 1 << 20),
+                 10, "knotd started (%s)" % tail(self.log))
+        return self
+
+    def stop(self):
+        if self.p is not None:
+            stop_process(self.p)
+            self.p = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def updates(self):
+        """The updates that changed the zone (its log's "DDNS, finished, serial
+        N -> M" lines; one that changed nothing is not counted)."""
+        return tail(self.log, 1 << 22).count("DDNS, finished, serial")

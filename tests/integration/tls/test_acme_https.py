@@ -148,13 +148,13 @@ def ctx_for(root_pem, alpn=None):
     return ctx
 
 
-def h1_get(ctx, port, path="/"):
-    """GET path over HTTPS (HTTP/1.1, SNI gatling.test, verified by ctx): the
-    body and the certificate (DER) the server presented."""
+def h1_get(ctx, port, path="/", sni=NAME):
+    """GET path over HTTPS (HTTP/1.1, SNI and Host sni, verified by ctx): the
+    certificate (DER) the server presented, once the body was BODY."""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
-            ctx.wrap_socket(raw, server_hostname=NAME) as s:
+            ctx.wrap_socket(raw, server_hostname=sni) as s:
         s.sendall(b"GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n"
-                  % (path.encode(), NAME.encode()))
+                  % (path.encode(), sni.encode()))
         resp = recv_to_eof(s)
         cert = s.getpeercert(binary_form=True)
     head, _, body = resp.partition(b"\r\n\r\n")
