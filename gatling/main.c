@@ -5,7 +5,9 @@
  * root and the listeners, and runs the loop (or the -W supervisor).
  */
 #include "acme_setup.h"
+#include "check.h"
 #include "site/config.h"
+#include "site/conffile.h"
 #include "site/elog.h"
 #include "site/spawn.h"
 #include "handover.h"
@@ -240,9 +242,17 @@ static int usage_error(void)
     return 2;
 }
 
+/*
+ * Where the option being parsed was written: "FILE:LINE: " for an options
+ * file's (conf_where), "" for the command line's.  File scope so that bad()'s
+ * forty callers need not pass it; bad() empties it once it has named it.
+ */
+static char opt_where[PATH_MAX + 32];
+
 static int bad(const char *opt, const char *arg, const char *why)
 {
-    fprintf(stderr, "gatling: -%s %s: %s\n", opt, arg, why);
+    fprintf(stderr, "gatling: %s-%s %s: %s\n", opt_where, opt, arg, why);
+    opt_where[0] = 0;
     return usage_error();
 }
 
@@ -520,7 +530,22 @@ static int parse_cache(config_t *cfg, const char *arg)
     return cfg->cache_object < 0 ? -1 : 0;
 }
 
-enum { OPT_CACHE = 256, OPT_STATUS_FROM, OPT_FLOOD_MEMORY, OPT_H3_RETRY, OPT_POOL }; /* long */
+enum { OPT_CACHE = 256, OPT_STATUS_FROM, OPT_FLOOD_MEMORY, OPT_H3_RETRY, OPT_POOL, OPT_CONFIG,
+       OPT_CHECK, OPT_LOG_FORMAT }; /* long */
+
+/* --config (read before the others: conffile.h), --check (found before them
+   too), --log-format. */
+static int file_option(int c, const char *arg, config_t *cfg)
+{
+    if (c == OPT_CONFIG || c == OPT_CHECK)
+        return -1;
+    if (c != OPT_LOG_FORMAT)
+        return 1;
+    if (strcmp(arg, "combined") && strcmp(arg, "json"))
+        return bad("-log-format", arg, "not combined or json");
+    cfg->log_json = arg[0] == 'j';
+    return -1;
+}
 
 /* Dynamic content: -w (CGI patterns), -P (proxy rules), -Q (their deadlines). */
 static int dynamic_option(int c, const char *arg, config_t *cfg)
@@ -600,16 +625,20 @@ static int getopt_trouble(int c)
         fputs("gatling: --h3-retry needs an argument\n", stderr);
     else if (c == ':' && optopt == OPT_POOL)
         fputs("gatling: --pool needs an argument\n", stderr);
+    else if (c == ':' && (optopt == OPT_CONFIG || optopt == OPT_LOG_FORMAT))
+        fprintf(stderr, "gatling: %s--%s needs an argument\n", opt_where,
+                optopt == OPT_CONFIG ? "config" : "log-format");
     else if (c == ':' && acme_option_name(optopt))
         fprintf(stderr, "gatling: --%s needs an argument\n", acme_option_name(optopt));
     else if (c == ':')
-        fprintf(stderr, "gatling: -%c needs an argument\n", optopt);
+        fprintf(stderr, "gatling: %s-%c needs an argument\n", opt_where, optopt);
     else if (optopt)
-        fprintf(stderr, "gatling: unknown option -%c\n", optopt);
+        fprintf(stderr, "gatling: %sunknown option -%c\n", opt_where, optopt);
     else
-        fputs("gatling: unknown long option (there are --cache, --status-from, "
-              "--flood-memory, --h3-retry and --acme...)\n",
-              stderr);
+        fprintf(stderr, "gatling: %sunknown long option (there are --config, --check, "
+                "--log-format, --cache, --status-from, --flood-memory, --h3-retry, --pool "
+                "and --acme...)\n", opt_where);
+    opt_where[0] = 0;
     return usage_error();
 }
 
@@ -619,7 +648,8 @@ static int option(int c, char *arg, config_t *cfg)
     int rc;
     if ((rc = int_option(c, arg, cfg)) != 1 || (rc = name_option(c, arg, cfg)) != 1 ||
         (rc = flag_option(c, cfg)) != 1 || (rc = dynamic_option(c, arg, cfg)) != 1 ||
-        (rc = ftp_option(c, arg, cfg)) != 1 || (rc = acme_option(c, arg, cfg)) != 1)
+        (rc = ftp_option(c, arg, cfg)) != 1 || (rc = acme_option(c, arg, cfg)) != 1 ||
+        (rc = file_option(c, arg, cfg)) != 1)
         return rc;
     switch (c) {
     case 'i':
@@ -723,39 +753,83 @@ static int parse_ftp(config_t *cfg, const char *arg)
     return 0;
 }
 
-/* Parse argv into cfg.  Returns -1 to go on, or an exit code. */
-static int parse_options(int argc, char **argv, config_t *cfg)
+static const char OPTSTRING[] = ":i:p:a:T:s:B:N:K:A:R:b:j:nGl:q:c:u:m:W:HvtdDI:r:M:SLZF:C:e:"
+                                "Eo:O:x:X2y:Y:k:g:w:zJ:Q:P:Vhf:U3";
+/* The options whose value is a path: in an options file, relative to it. */
+static const char PATH_SHORTOPTS[] = "clqmC";
+static const char *const PATH_LONGOPTS[] = {"acme-dir", "acme-ca-root", NULL};
+
+/* getopt over ca's argv into cfg: -1 to go on, or an exit code; with
+   --check every option is looked at, and 2 if any was bad. */
+static int getopt_all(conf_args_t *ca, config_t *cfg)
 {
-    int c, rc;
-    config_defaults(cfg);
-    opterr = 0;
-    const char *opts = ":i:p:a:T:s:B:N:K:A:R:b:j:nGl:q:c:u:m:W:HvtdDI:r:M:SLZF:C:e:Eo:O:x:X2"
-                       "y:Y:k:g:w:zJ:Q:P:Vhf:U3";
     static const struct option longopts[] = {
         {"cache", required_argument, NULL, OPT_CACHE},
         {"status-from", required_argument, NULL, OPT_STATUS_FROM},
         {"flood-memory", required_argument, NULL, OPT_FLOOD_MEMORY},
         {"h3-retry", required_argument, NULL, OPT_H3_RETRY},
         {"pool", required_argument, NULL, OPT_POOL},
+        {"config", required_argument, NULL, OPT_CONFIG},
+        {"check", no_argument, NULL, OPT_CHECK},
+        {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
         ACME_LONGOPTS,
         {NULL, 0, NULL, 0}};
-    while ((c = getopt_long(argc, argv, opts, longopts, NULL)) != -1)
-        if ((rc = option(c, optarg, cfg)) >= 0)
+    int c, rc, failed = 0;
+    opterr = 0;
+    for (int at = optind; (c = getopt_long(ca->argc, ca->argv, OPTSTRING, longopts, NULL)) != -1;
+         at = optind) {
+        conf_where(ca, at, opt_where, sizeof opt_where);
+        if ((rc = option(c, optarg, cfg)) < 0)
+            continue;
+        if (rc && opt_where[0]) /* a message of another module's: name the line too */
+            fprintf(stderr, "gatling: %sthe option above\n", opt_where);
+        if (rc != 2 || !cfg->check)
             return rc;
-    if (optind < argc) {
-        fprintf(stderr, "gatling: unexpected argument '%s'\n", argv[optind]);
+        failed = 1;
+    }
+    opt_where[0] = 0;
+    if (optind < ca->argc) {
+        fprintf(stderr, "gatling: unexpected argument '%s'\n", ca->argv[optind]);
         return usage_error();
     }
+    return failed ? 2 : -1;
+}
+
+/*
+ * Parse the options file (--config) and argv into cfg; ca keeps the file's
+ * words, which cfg points into.  Returns -1 to go on, or an exit code (with
+ * --check: 2 after every problem found in the options is said).
+ */
+static int parse_options(int argc, char **argv, config_t *cfg, conf_args_t *ca)
+{
+    int rc, bad_config;
+    config_defaults(cfg);
+    const char *file = conf_named(argc, argv, &bad_config);
+    if (bad_config) {
+        fputs("gatling: --config needs a file\n", stderr);
+        return usage_error();
+    }
+    if (conf_load(ca, file, argc, argv, OPTSTRING, PATH_SHORTOPTS, PATH_LONGOPTS) < 0)
+        return 2;
+    for (int i = 1; i < ca->argc && strcmp(ca->argv[i], "--"); i++)
+        cfg->check |= !strcmp(ca->argv[i], "--check");
+    int failed = (rc = getopt_all(ca, cfg)) == 2;
+    if (rc >= 0 && !failed)
+        return rc;
     if (cfg->ftp_upload && cfg->ftp_no_upload) {
         fputs("gatling: -U forbids the uploads that -f ...,upload allows: give one\n", stderr);
         return usage_error();
     }
-    if ((rc = acme_options_done(cfg)) >= 0)
+    if ((rc = acme_options_done(cfg)) >= 0 && (!cfg->check || rc != 2))
         return rc == 2 ? usage_error() : rc;
+    failed |= rc == 2;
     if (cfg->npools && !cfg->nproxy_rules)
         fputs("gatling: --pool without a -P rule naming it: no request goes to it\n", stderr);
-    if ((cfg->npools || cfg->nproxy_rules) && proxy_config_check(cfg) < 0)
-        return usage_error();
+    if ((cfg->npools || cfg->nproxy_rules) && proxy_config_check(cfg) < 0) {
+        if (!cfg->check)
+            return usage_error();
+        failed = 1;
+    }
     int proxied = cfg->proxy_http || cfg->proxy_https || cfg->nproxy_ports;
     if (proxied != (cfg->ntrust > 0)) {
         fputs(proxied ? "gatling: -y needs -Y: the addresses of the proxies to trust\n"
@@ -763,7 +837,7 @@ static int parse_options(int argc, char **argv, config_t *cfg)
               stderr);
         return usage_error();
     }
-    return -1;
+    return failed ? 2 : -1;
 }
 
 /* -l / -u: open the log and look up the user while /etc is still visible. */
@@ -879,12 +953,64 @@ static int start_spawner(config_t *cfg)
     return 0;
 }
 
+/* --check, -c: the document root is a directory gatling can enter. */
+static int check_root(const config_t *cfg)
+{
+    int fd = open(cfg->root ? cfg->root : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || fchdir(fd) < 0) {
+        fprintf(stderr, "gatling: -c %s: %s\n", cfg->root ? cfg->root : ".", strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    close(fd);
+    return 0;
+}
+
+/*
+ * --check: the start-up's own steps as far as the listeners (the MIME
+ * types, the logs and -u, --acme's state, the certificates, the document
+ * root), each problem said on stderr; nothing is bound, nothing served.
+ * failed: the options had problems already.  Returns 0 or 2.
+ */
+static int check_run(config_t *cfg, int failed)
+{
+    mime_table_t *mime = mime_load(cfg->mime_file);
+    if (!mime)
+        fprintf(stderr, "gatling: -m: cannot read MIME types from %s: %s\n",
+                cfg->mime_file ? cfg->mime_file : "/etc/mime.types", strerror(errno));
+    failed |= !mime;
+    mime_free(mime);
+    if (prepare(cfg) < 0)
+        failed = 1;
+    else {
+        if (cfg->log_fd > STDERR_FILENO)
+            close(cfg->log_fd);
+        if (cfg->error_fd > STDERR_FILENO)
+            close(cfg->error_fd);
+    }
+    if (acme_prepare(cfg) < 0 || load_certificates(cfg) < 0)
+        failed = 1;
+    tls_store_free(cfg->tls);
+    cfg->tls = NULL;
+    if (check_root(cfg) < 0 || check_dictionaries() < 0)
+        failed = 1;
+    fprintf(stderr, failed ? "gatling: --check: the configuration has the problems above\n"
+                           : "gatling: --check: the configuration is good\n");
+    return failed ? 2 : 0;
+}
+
 int main(int argc, char **argv)
 {
     config_t cfg;
-    int rc = parse_options(argc, argv, &cfg);
-    if (rc >= 0)
+    static conf_args_t ca; /* static: cfg points into its words until the exit */
+    int rc = parse_options(argc, argv, &cfg, &ca);
+    if (cfg.check && (rc < 0 || rc == 2))
+        rc = check_run(&cfg, rc == 2);
+    if (rc >= 0) {
+        conf_free(&ca);
         return rc;
+    }
     handover_init(argv); /* before anything changes the directory */
     int fds[SERVER_MAX_LISTENERS], groups;
     int n = handover_listeners(fds, SERVER_MAX_LISTENERS, &groups);
@@ -955,5 +1081,6 @@ int main(int argc, char **argv)
     quic_group_close(&qg);
     tls_store_free(cfg.tls);
     mime_free(mime);
+    conf_free(&ca);
     return rc;
 }
