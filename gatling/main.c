@@ -1000,17 +1000,38 @@ static int check_run(config_t *cfg, int failed)
     return failed ? 2 : 0;
 }
 
+/* "listening on ..." for each listener (the tests wait for these lines). */
+static void say_listening(const config_t *cfg, const listener_t *lst, int n, int passed)
+{
+    for (int i = 0; i < n; i++)
+        fprintf(stderr, "gatling %s (%s): listening on %s port %d%s%s\n", GATLING_VERSION,
+                gio_backend_name(),
+                passed      ? "a passed socket,"
+                : cfg->addr ? cfg->addr
+                            : "::",
+                server_port(&lst[i]), lst[i].tls ? " (https)" : lst[i].ftp ? " (ftp)" : "",
+                passed ? " (-i and -p ignored)" : "");
+}
+
+/* The options, and --check's run: -1 to start, or an exit code. */
+static int configure(int argc, char **argv, config_t *cfg, conf_args_t *ca)
+{
+    int rc = parse_options(argc, argv, cfg, ca);
+    if (cfg->check && (rc < 0 || rc == 2))
+        rc = check_run(cfg, rc == 2);
+    if (rc >= 0)
+        conf_free(ca);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     config_t cfg;
     static conf_args_t ca; /* static: cfg points into its words until the exit */
-    int rc = parse_options(argc, argv, &cfg, &ca);
-    if (cfg.check && (rc < 0 || rc == 2))
-        rc = check_run(&cfg, rc == 2);
-    if (rc >= 0) {
-        conf_free(&ca);
+    handover_capture(); /* an upgrade's new process: what it says goes to the old one too */
+    int rc = configure(argc, argv, &cfg, &ca);
+    if (rc >= 0)
         return rc;
-    }
     handover_init(argv); /* before anything changes the directory */
     int fds[SERVER_MAX_LISTENERS], groups;
     int n = handover_listeners(fds, SERVER_MAX_LISTENERS, &groups);
@@ -1039,6 +1060,7 @@ int main(int argc, char **argv)
         return 1;
     }
     if (cfg.workers > 1) {
+        handover_capture_end(); /* the workers keep stderr */
         rc = enter_root(&cfg) < 0 ? 1 : worker_supervise(&cfg, mime, fds, n, groups, &qg);
         acme_end(&cfg);
         tls_store_free(cfg.tls);
@@ -1064,14 +1086,7 @@ int main(int argc, char **argv)
     }
     s.upgradable = 1;
     s.qgroup = &qg;
-    for (int i = 0; i < n; i++)
-        fprintf(stderr, "gatling %s (%s): listening on %s port %d%s%s\n", GATLING_VERSION,
-                gio_backend_name(),
-                passed     ? "a passed socket,"
-                : cfg.addr ? cfg.addr
-                           : "::",
-                server_port(&lst[i]), lst[i].tls ? " (https)" : lst[i].ftp ? " (ftp)" : "",
-                passed ? " (-i and -p ignored)" : "");
+    say_listening(&cfg, lst, n, passed);
     if (s.quic)
         server_quic_steer(&qg);
     handover_ready();
