@@ -203,7 +203,10 @@ static int long_option(words_t *ws, int *i, const char *const *pathlong, const c
         path |= strlen(*p) == nl && !strncmp(*p, name, nl);
     if (eq)
         return path ? relocate(ws, *i, (size_t)(eq + 1 - ws->w[*i]), dir) : 0;
-    if (*i + 1 >= ws->n || ws->w[*i + 1][0] == '-')
+    if (*i + 1 >= ws->n) /* else the command line's first word would be its value */
+        return fail_at(ws, ws->line[*i], "a long option at the file's end without a value, "
+                                         "or not an option");
+    if (ws->w[*i + 1][0] == '-')
         return 0; /* getopt says what is missing, or that it is unknown */
     (*i)++;
     return path ? relocate(ws, *i, 0, dir) : 0;
@@ -223,8 +226,11 @@ static int short_options(words_t *ws, int *i, const char *shortopts, const char 
         int path = strchr(pathopts, w[j]) != NULL;
         if (w[j + 1])
             return path ? relocate(ws, *i, j + 1, dir) : 0;
-        if (*i + 1 >= ws->n)
-            return 0;
+        if (*i + 1 >= ws->n) {
+            char why[64];
+            snprintf(why, sizeof why, "-%c at the file's end without its value", w[j]);
+            return fail_at(ws, ws->line[*i], why);
+        }
         (*i)++;
         return path ? relocate(ws, *i, 0, dir) : 0;
     }
