@@ -120,7 +120,8 @@ static void usage_acme(void)
 static void usage(void)
 {
     fputs(
-        "usage: gatling [-i addr] [-p port] [-a secs] [-T secs] [-s secs] [-B rate] [-N n] [-K n]\n"
+        "usage: gatling [--config file] [--check] [-i addr] [-p port] [-a secs] [-T secs]\n"
+        "               [-s secs] [-B rate] [-N n] [-K n]\n"
         "               [-A rpm] [-R n] [-b n] [-j n] [-n] [-G] [-l file] [-q file] [-c dir]\n"
         "               [-u user] [-m file] [-W n] [-H] [-v] [-t] [-d|-D] [-I name]\n"
         "               [-r url] [-M secs] [-S] [-L] [-Z] [-F bytes] [-C dir] [-e port] [-E]\n"
@@ -129,9 +130,14 @@ static void usage(void)
         "               [-P rule] [--cache mem[,obj]] [--status-from nets]\n"
         "               [--flood-memory secs] [--h3-retry busy|never|always]\n"
         "               [-f port[,upload[=bytes]]] [-U] [--acme email [--acme-* ...]]\n"
+        "               [--log-format combined|json]\n"
         "               [-V] [-h]\n"
         "Serve the current directory (or -c dir) over HTTP/1.1 and HTTP/2, and over HTTPS when\n"
         "there are certificates.\n"
+        "  --config file  read options from file first (one or more a line, # comments,\n"
+        "            'quotes'; relative paths relative to it); the command line's win\n"
+        "  --check   check the options, certificates, document root and the files they\n"
+        "            name, as the start would; exit 0, or 2 naming every problem\n"
         "  -i addr   listen on this IPv4 or IPv6 address (default: all, IPv6 and IPv4)\n"
         "  -p port   listen on this port (default: 80 as root, 8000 otherwise; 0: any)\n"
         "  -a secs   accept a connection once its first bytes arrived, or after secs\n"
@@ -155,6 +161,7 @@ static void usage(void)
         "  -n        no access log (default: Combined Log Format on stdout)\n"
         "  -l file   append the access log to file; SIGUSR1 reopens it\n"
         "  -G        log in vhost_combined format (the vhost first on each line)\n"
+        "  --log-format combined|json  the access log's format (json: an object a line)\n"
         "  -q file   append the error log to file (default: stderr); SIGUSR1 reopens it\n"
         "  -c dir    serve dir; as root, chroot into it after opening the listeners\n"
         "  -u user   run as user after opening the listeners\n"
@@ -186,8 +193,8 @@ static void usage(void)
         "Signals: TERM/INT stop accepting and exit after the responses in flight;\n"
         "HUP closes the listeners and exits once the open connections are done;\n"
         "USR1 reopens the -l and -q log files and reloads changed certificates;\n"
-        "USR2 starts the binary again (an upgrade: the new process takes over the\n"
-        "listeners, this one drains).\n"
+        "USR2 starts the binary again (an upgrade: the new process reads --config's file\n"
+        "again and takes over the listeners, this one drains; if it fails, nothing changes).\n"
         "Started by systemd with sockets (LISTEN_FDS), it serves those.  See gatling(8).\n",
         stdout);
 }
