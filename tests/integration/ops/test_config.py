@@ -12,9 +12,22 @@ import pytest
 
 from appservers import listener, serve
 from conftest import ROOT, end_upgrades, gone, wait_for
-from conftest import (http_only, assert_status, fetch, make_docroot, running_server,
-                      start_server)
+from conftest import (first_backend_only, http_only, assert_status, fetch, make_docroot,
+                      running_server, start_server)
 from conftest import test_pki as pki_dir  # not test_*: pytest would collect it
+
+
+# What does not depend on the loop: parsing and the start-up's checks; the
+# HTTP/3 reload's sockets are the same descriptors on every backend (as
+# test_h3_workers' upgrades)
+ABOVE_IO = ("test_check_names_each_problem",
+            "test_check_says_every_problem_and_the_start_fails_as_it_says",
+            "test_check_passes_the_shipped_file", "test_reload_under_h3_load")
+
+
+@pytest.fixture(autouse=True)
+def above_io(request):
+    first_backend_only(request, ABOVE_IO, "options and checks above io/: on the first backend")
 
 
 def check(build, *args, cwd=None):
@@ -235,3 +248,51 @@ def test_a_broken_file_at_reload_changes_nothing(build, tmp_path):
         finally:
             end_upgrades(srv, [srv.pid, pid])
             srv.exit_checked = True
+
+
+@http_only
+def test_reload_under_h3_load(build, tmp_path):
+    """HTTP/3 clients keep asking (connections that stay open and one per
+    request, test_h3_workers' Load) while the file gains -M: no request fails
+    (one the draining process refused is sent again, as RFC 9114 allows), the
+    old process exits, and a new connection gets the new header."""
+    from conftest import H3Client, https_port, skip_without_h3
+    skip_without_h3(build.binary)
+    test_h3_workers = pytest.importorskip("test_h3_workers")
+    if not test_h3_workers.HAVE_AIOQUIC:
+        pytest.skip("aioquic is not installed (tests/setup.sh installs it)")
+    root = str(tmp_path / "www")
+    make_docroot(root, {"f.txt": "h3\n"})
+    conf = write(tmp_path / "g.conf", "-T 10 -S -n\n-C %s -e 0\n" % os.path.join(pki_dir(),
+                                                                                 "certs"))
+    srv = start_server(build, root, ("--config", conf))
+    tls = https_port(srv)
+    pids = [srv.pid]
+    load = test_h3_workers.Load(tls)
+    try:
+        load.thread.start()
+        wait_for(lambda: len(load.done) > 20 or load.failed, 10, "the load running")
+        with open(conf, "a") as f:
+            f.write("-M 77\n")
+        mark = len(srv.errlog)
+        os.kill(srv.pid, signal.SIGUSR2)
+        pid = wait_for(lambda: new_pid(srv, mark), 15, "the new process")
+        pids.append(pid)
+        wait_for(lambda: any("pid %d serves" % pid in l for l in srv.errlog[mark:]), 15,
+                 "the new process serving")
+        n = len(load.done)
+        wait_for(lambda: len(load.done) > n + 20 or load.failed, 15, "requests after it")
+        load.stop = True
+        load.thread.join(15)
+        assert not load.failed, load.failed[:5]
+        wait_for(lambda: gone(srv.pid), 15, "the old process draining and exiting")
+        c = H3Client(tls)
+        try:
+            assert c.request("/f.txt").header("cache-control") == "max-age=77"
+        finally:
+            c.close()
+        print("reload under h3 load: %d requests, %d sent again after a refusal, 0 failed"
+              % (len(load.done), load.retried))
+    finally:
+        load.stop = True
+        end_upgrades(srv, pids)
