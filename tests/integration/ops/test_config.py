@@ -15,6 +15,7 @@ from conftest import ROOT, end_upgrades, gone, wait_for
 from conftest import (first_backend_only, http_only, assert_status, fetch, make_docroot,
                       running_server, start_server)
 from conftest import test_pki as pki_dir  # not test_*: pytest would collect it
+from test_production import bench_bg, bench_result, new_pid
 
 
 # What does not depend on the loop: parsing and the start-up's checks; the
@@ -143,32 +144,26 @@ def test_check_passes_the_shipped_file(build, tmp_path):
     assert not os.path.exists(str(tmp_path / "access.log.bound")), "nothing else made"
 
 
-def bench_bg(build, port, extra, secs):
-    return subprocess.Popen([os.path.join(build.dir, "bench"), "-q", "-J", "-d", str(secs),
-                             "-t", "5"] + extra + ["http://127.0.0.1:%d/f.txt" % port],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+def reload(srv, pids):
+    """SIGUSR2 to the process serving now (pids[-1]): the new one's pid, once it
+    serves, appended to pids."""
+    mark = len(srv.errlog)
+    os.kill(pids[-1], signal.SIGUSR2)
+    pid = wait_for(lambda: new_pid(srv, mark), 15, "the new process")
+    pids.append(pid)
+    wait_for(lambda: any("pid %d serves" % pid in l for l in srv.errlog[mark:]), 15,
+             "the new process serving")
+    return pid
 
 
-def bench_result(p):
-    out, _ = p.communicate(timeout=60)
-    assert p.returncode == 0, (p.returncode, out)
-    return json.loads(out)
-
-
-def new_pid(srv, after):
-    for line in srv.errlog[after:]:
-        if "binary upgrade: started pid" in line:
-            return int(line.rsplit(" ", 1)[1])
-    return None
-
-
-def backend():
-    """A one-response-per-connection HTTP backend: its port."""
+def backend(body=b"from backend", fields=b""):
+    """A one-response-per-connection HTTP backend answering body (after the
+    header fields given, each ending in CRLF): its port."""
     def handle(c):
         with c:
             c.recv(65536)
-            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\nConnection: close\r\n\r\n"
-                      b"from backend")
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n%sConnection: close\r\n\r\n%s"
+                      % (len(body), fields, body))
     return serve(listener(), handle, threaded=True).getsockname()[1]
 
 
@@ -190,12 +185,7 @@ def test_reload_applies_the_edited_file_under_load(build, tmp_path):
                  bench_bg(build, srv.port, ["-c", "5", "-k", "--h2", "--streams", "5"], 3)]
         time.sleep(0.8)
         write(conf, "-n -T 10\n-P '127.0.0.1/%d/^/app/'\n-M 77 -W 2\n" % backend())
-        mark = len(srv.errlog)
-        os.kill(srv.pid, signal.SIGUSR2)
-        pid = wait_for(lambda: new_pid(srv, mark), 15, "the new process")
-        pids.append(pid)
-        wait_for(lambda: any("pid %d serves" % pid in l for l in srv.errlog[mark:]), 15,
-                 "the new process serving")
+        reload(srv, pids)
         results = [bench_result(p) for p in loads]
         for name, r in zip(("keep-alive", "one per connection", "h2c"), results):
             assert r["errors_total"] == 0 and r["responses"] > 50, (name, r["errors"],
@@ -274,12 +264,7 @@ def test_reload_under_h3_load(build, tmp_path):
         wait_for(lambda: len(load.done) > 20 or load.failed, 10, "the load running")
         with open(conf, "a") as f:
             f.write("-M 77\n")
-        mark = len(srv.errlog)
-        os.kill(srv.pid, signal.SIGUSR2)
-        pid = wait_for(lambda: new_pid(srv, mark), 15, "the new process")
-        pids.append(pid)
-        wait_for(lambda: any("pid %d serves" % pid in l for l in srv.errlog[mark:]), 15,
-                 "the new process serving")
+        reload(srv, pids)
         n = len(load.done)
         wait_for(lambda: len(load.done) > n + 20 or load.failed, 15, "requests after it")
         load.stop = True

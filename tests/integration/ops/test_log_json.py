@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from appservers import listener, serve
+from test_config import backend
 from conftest import (IO_TIMEOUT, http_only, H3Client, assert_status, fetch, make_docroot,
                       recv_to_eof, running_server, skip_without_h3, wait_for)
 from conftest import test_pki as pki_dir  # not test_*: pytest would collect it
@@ -112,15 +112,6 @@ def test_every_byte_gives_valid_json(build, tmp_path):
     assert r.returncode == 0 and r.stdout.startswith(bytes(range(0, 10))), r.stdout[:40]
 
 
-def backend():
-    def handle(c):
-        with c:
-            c.recv(65536)
-            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\nCache-Control: max-age=60\r\n"
-                      b"Connection: close\r\n\r\nproxied")
-    return serve(listener(), handle, threaded=True).getsockname()[1]
-
-
 @http_only
 def test_fields_tls_h2_upstream_cache_and_reopen(build, tmp_path):
     """Over HTTPS by HTTP/2: protocol h2, TLS 1.3 and its cipher; a proxied request:
@@ -130,7 +121,7 @@ def test_fields_tls_h2_upstream_cache_and_reopen(build, tmp_path):
     make_docroot(root, {"default/f.txt": "x\n", "default/.proxy": "",
                         "default/.cache": "ttl 60\n"})
     log = str(tmp_path / "access.log")
-    port = backend()
+    port = backend(b"proxied", b"Cache-Control: max-age=60\r\n")
     args = ("--log-format", "json", "-l", log, "-C", os.path.join(pki_dir(), "certs"),
             "-e", "0", "-P", "127.0.0.1/%d/^/app/" % port, "--cache", "8M")
     with running_server(build, root, args) as srv:
