@@ -1,7 +1,6 @@
 """The options file (--config), --check, and the reload (SIGUSR2) that reads the
 file again: an edit applied under load with no failed request, a broken edit
 that changes nothing (issue 56)."""
-import json
 import os
 import re
 import signal

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from test_config import backend
-from conftest import (IO_TIMEOUT, http_only, H3Client, assert_status, fetch, make_docroot,
+from conftest import (IO_TIMEOUT, http_only, H3Client, assert_status, make_docroot,
                       recv_to_eof, running_server, skip_without_h3, wait_for)
 from conftest import test_pki as pki_dir  # not test_*: pytest would collect it
 
