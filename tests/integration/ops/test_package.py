@@ -401,6 +401,63 @@ def test_installed_package_serves_socket_activated_and_upgrades(installed):
         time.sleep(0.5)
 
 
+def unit_argv(line, opts):
+    """An Exec line of the unit as argv, $GATLING_OPTIONS replaced by the words of
+    opts (systemd splits an unquoted $VAR at whitespace)."""
+    import shlex
+    out = []
+    for w in line.split():
+        out += shlex.split(opts) if w == "$GATLING_OPTIONS" else [w]
+    return out
+
+
+def test_upgrade_keeps_an_old_default_files_options(installed):
+    """/etc/default/gatling with options in GATLING_OPTIONS, as an older package's
+    edited file has them, then the package installed over it (what an upgrade
+    does to a conffile the admin changed: kept): the file is as the admin left
+    it, the unit's ExecReload check passes, and its ExecStart serves with those
+    options, which win over /etc/gatling/gatling.conf's (-c and -p here)."""
+    need("setpriv")
+    import tempfile
+    site = tempfile.mkdtemp(prefix="gatling-old-site-")
+    os.chmod(site, 0o755)
+    with open(os.path.join(site, "hello.txt"), "w") as f:
+        f.write("the old site\n")
+    os.chmod(os.path.join(site, "hello.txt"), 0o644)
+    port = free_port()
+    opts = "-c %s -p %d -n -i 127.0.0.1" % (site, port)
+    with open("/etc/default/gatling") as f:
+        shipped = f.read()
+    p = None
+    try:
+        with open("/etc/default/gatling", "w") as f:
+            f.write('# the admin\'s, from before gatling.conf\nGATLING_OPTIONS="%s"\n' % opts)
+        r = subprocess.run(["dpkg", "-i", "--force-confold", installed], capture_output=True,
+                           text=True, timeout=300, env=ENV)
+        assert r.returncode == 0, r.stdout + r.stderr
+        with open("/etc/default/gatling") as f:
+            assert opts in f.read(), "the admin's file was replaced"
+        with open("/lib/systemd/system/gatling.service") as f:
+            unit = f.read()
+        start = re.search(r"^ExecStart=(.*)$", unit, re.M).group(1)
+        check = re.search(r"^ExecReload=(.*--check.*)$", unit, re.M).group(1)
+        user = ["setpriv", "--reuid=gatling", "--regid=gatling", "--clear-groups"]
+        r = subprocess.run(user + unit_argv(check, opts), capture_output=True, text=True,
+                           timeout=30, cwd="/")
+        assert r.returncode == 0, r.stderr
+        p = subprocess.Popen(user + unit_argv(start, opts), cwd="/", stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE)
+        resp = get_once_listening(port, "/hello.txt")
+        assert resp.startswith(b"HTTP/1.1 200") and b"the old site" in resp, resp[:300]
+    finally:
+        if p:
+            p.send_signal(signal.SIGTERM)
+            p.wait(10)
+        with open("/etc/default/gatling", "w") as f:
+            f.write(shipped)
+        shutil.rmtree(site, ignore_errors=True)
+
+
 def test_installed_binary_serves_as_the_gatling_user(installed):
     # -u: started as root, serving as the gatling user
     port = free_port()
