@@ -184,7 +184,7 @@ def test_reload_applies_the_edited_file_under_load(build, tmp_path):
                  bench_bg(build, srv.port, ["-c", "5", "-k", "--h2", "--streams", "5"], 3)]
         time.sleep(0.8)
         write(conf, "-n -T 10\n-P '127.0.0.1/%d/^/app/'\n-M 77 -W 2\n" % backend())
-        reload(srv, pids)
+        pid = reload(srv, pids)
         results = [bench_result(p) for p in loads]
         for name, r in zip(("keep-alive", "one per connection", "h2c"), results):
             assert r["errors_total"] == 0 and r["responses"] > 50, (name, r["errors"],
@@ -196,6 +196,8 @@ def test_reload_applies_the_edited_file_under_load(build, tmp_path):
         assert_status(r, 200, "after: the new -P rule")
         assert r.body == b"from backend"
         assert fetch(srv.port, "/f.txt").header("cache-control") == "max-age=77"
+        workers = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True)
+        assert len(workers.stdout.split()) == 2, "-W 2: two workers (%r)" % workers.stdout
         print("reload under load: %s" % ", ".join(
             "%s %d responses %d errors" % (n, r["responses"], r["errors_total"])
             for n, r in zip(("h1 keep-alive", "h1 close", "h2c"), results)))
