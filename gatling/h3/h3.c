@@ -414,13 +414,15 @@ static void stream_log(h3_t *h, h3_stream_t *s)
     s->dispatched = 0;
     site_t *site = s->ex.site;
     int64_t now = gio_wallclock(site->loop);
-    alog_facts_t facts;
-    codec_log_facts(&facts, &s->ex, NULL, "h3");
-    facts.tls_version = "TLSv1.3"; /* QUIC's, always (RFC 9001 4.2) */
-    facts.tls_cipher = suite_of(h->q);
+    alog_facts_t facts, *fp = NULL; /* only the JSON log's */
+    if (site->log.json) {
+        codec_log_facts(fp = &facts, &s->ex, NULL, "h3");
+        facts.tls_version = "TLSv1.3"; /* QUIC's, always (RFC 9001 4.2) */
+        facts.tls_cipher = suite_of(h->q);
+    }
     alog_request(&site->log, now, site->cfg->log_vhost ? s->ex.vhost : NULL, h->f.peer, &s->req,
                  s->ex.status, s->sb.body_sent,
-                 ALOG_TLS | (s->ex.log_notes & EX_LOG_DCZ ? ALOG_DCZ : 0), &facts);
+                 ALOG_TLS | (s->ex.log_notes & EX_LOG_DCZ ? ALOG_DCZ : 0), fp);
     status_count(&site->stats, now, STATS_H3, s->sb.body_sent, s->ex.started_us);
 }
 
