@@ -30,6 +30,12 @@ def above_io(request):
     first_backend_only(request, ABOVE_IO, "options and checks above io/: on the first backend")
 
 
+# Plain passes only: the options, the checks and the upgrade are the same over
+# any scheme, and the tests speak HTTPS, h2c and HTTP/3 themselves where they
+# need them
+pytestmark = http_only
+
+
 def check(build, *args, cwd=None):
     """gatling --check ARGS: (exit status, stderr)."""
     r = subprocess.run([build.binary, "--check"] + list(args), capture_output=True, text=True,
@@ -43,7 +49,6 @@ def write(path, text):
     return str(path)
 
 
-@http_only
 def test_options_file_quotes_comments_relative_paths_and_the_command_line_wins(build, tmp_path):
     """-M from the file is overridden by the command line's; -l "a dir/x.log" is a
     quoted relative path, made relative to the file's directory (not the
@@ -166,7 +171,6 @@ def backend(body=b"from backend", fields=b""):
     return serve(listener(), handle, threaded=True).getsockname()[1]
 
 
-@http_only
 def test_reload_applies_the_edited_file_under_load(build, tmp_path):
     """The file gains a -P rule, -M and -W 2 between two SIGUSR2s' worth of
     load (HTTP/1.1 keep-alive, a connection per request, and h2c): after the
@@ -205,7 +209,6 @@ def test_reload_applies_the_edited_file_under_load(build, tmp_path):
         end_upgrades(srv, pids)
 
 
-@http_only
 def test_a_broken_file_at_reload_changes_nothing(build, tmp_path):
     """A bad line at reload: the new process exits, the old one goes on serving
     with its options, and its error log (-q, a file) names the file and line."""
@@ -241,7 +244,6 @@ def test_a_broken_file_at_reload_changes_nothing(build, tmp_path):
             srv.exit_checked = True
 
 
-@http_only
 def test_reload_under_h3_load(build, tmp_path):
     """HTTP/3 clients keep asking (connections that stay open and one per
     request, test_h3_workers' Load) while the file gains -M: no request fails

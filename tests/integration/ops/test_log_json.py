@@ -16,6 +16,12 @@ from conftest import (IO_TIMEOUT, http_only, H3Client, assert_status, make_docro
                       recv_to_eof, running_server, skip_without_h3, wait_for)
 from conftest import test_pki as pki_dir  # not test_*: pytest would collect it
 
+# Plain passes only: the options, the checks and the upgrade are the same over
+# any scheme, and the tests speak HTTPS, h2c and HTTP/3 themselves where they
+# need them
+pytestmark = http_only
+
+
 # what the combined format has, then gatling's own
 FIELDS = ["time", "remote", "request", "status", "bytes", "referer", "user_agent", "protocol",
           "tls_version", "tls_cipher", "vhost", "upstream", "upstream_us", "cache", "dcz",
@@ -63,7 +69,6 @@ AGENTS = [b"\"a\\b\xc3\xa9\xe2\x82\xac", b"\xc0\xaf\xed\xa0\x80\xf4\x90\x80\x80\
           bytes(range(0x80, 0x100)), b"x\x01y"]
 
 
-@http_only
 def test_hostile_request_lines_give_valid_json(build, tmp_path):
     """Request lines with quotes, backslashes, every control byte, 0x80-0xff, a
     4 KiB target and a NUL, and User-Agents with quotes, backslashes, valid
@@ -112,7 +117,6 @@ def test_every_byte_gives_valid_json(build, tmp_path):
     assert r.returncode == 0 and r.stdout.startswith(bytes(range(0, 10))), r.stdout[:40]
 
 
-@http_only
 def test_fields_tls_h2_upstream_cache_and_reopen(build, tmp_path):
     """Over HTTPS by HTTP/2: protocol h2, TLS 1.3 and its cipher; a proxied request:
     its backend and time; the cache's miss then hit; the vhost; after a rename
