@@ -284,3 +284,27 @@ def test_reload_under_h3_load(build, tmp_path):
     finally:
         load.stop = True
         end_upgrades(srv, pids)
+
+
+def test_a_certificate_that_does_not_load_at_reload_changes_nothing(build, tmp_path):
+    """The certificate is broken between start and reload: the new process cannot
+    load it and exits, the old one says why and goes on serving HTTPS with the
+    certificate it has."""
+    import shutil
+    root = str(tmp_path / "www")
+    make_docroot(root, {"f.txt": "tls\n"})
+    certs = tmp_path / "certs"
+    shutil.copytree(os.path.join(pki_dir(), "certs"), str(certs))
+    conf = write(tmp_path / "g.conf", "-n\n-C certs -e 0\n")  # relative to the file
+    with running_server(build, root, ("--config", conf), check_fds=False) as srv:
+        from conftest import https_port
+        tls = https_port(srv)
+        write(certs / "server.pem", "-----BEGIN CERTIFICATE-----\nbroken\n")
+        srv.send_signal(signal.SIGUSR2)
+        wait_for(lambda: any("the new process failed" in l for l in srv.errlog), 15,
+                 "the old process saying the new one failed")
+        line = [l for l in srv.errlog if "the new process failed" in l][0]
+        assert "server.pem" in line and "this one goes on serving" in line, line
+        r = subprocess.run(["curl", "-s", "--cacert", os.path.join(pki_dir(), "ca.pem"),
+                            "https://localhost:%d/f.txt" % tls], capture_output=True, timeout=30)
+        assert r.returncode == 0 and r.stdout == b"tls\n", r
