@@ -25,6 +25,10 @@ static pid_t dgram_from;     /* the old binary that passed them (our parent whil
 static unsigned char passed_role[HANDOVER_MAX_FDS]; /* HANDOVER_*, by descriptor - FIRST_FD */
 static int npassed;
 
+static int captured = -1;    /* an upgrade's start: stderr goes to this file until it serves */
+static int real_stderr = -1; /* ... and this was stderr */
+static int capture_to = -1;  /* ... and this is the old process's pipe, which hears of a failure */
+
 static const char *const role_name[] = {"unknown", "http", "https", "ftp"}; /* by HANDOVER_* */
 
 extern char **environ;
@@ -164,8 +168,87 @@ void handover_notify(const char *state)
     close(fd);
 }
 
+/* The captured start-up's text to the real stderr; to the old process too
+   (after an 'e') unless it serves (ok). */
+static void capture_end(int ok)
+{
+    char text[HANDOVER_WHY_MAX];
+    if (captured < 0)
+        return;
+    text[0] = 'e';
+    size_t have = 1;
+    for (off_t at = 0;;) {
+        char buf[4096];
+        ssize_t n = pread(captured, buf, sizeof buf, at);
+        if (n <= 0)
+            break;
+        (void)!write(real_stderr, buf, (size_t)n);
+        size_t k = (size_t)n < sizeof text - have ? (size_t)n : sizeof text - have;
+        memcpy(text + have, buf, k), have += k;
+        at += n;
+    }
+    dup2(real_stderr, STDERR_FILENO);
+    close(real_stderr), close(captured);
+    captured = real_stderr = -1;
+    if (!ok && capture_to >= 0) /* one write of at most PIPE_BUF: whole or not at all */
+        (void)!write(capture_to, text, have);
+}
+
+static void capture_exit(void)
+{
+    capture_end(0);
+}
+
+void handover_capture(void)
+{
+    long fd = env_number("GATLING_UPGRADE_FD", INT_MAX);
+    const char *why = getenv("GATLING_UPGRADE_WHY");
+    int ask = why && !strcmp(why, "1");
+    unsetenv("GATLING_UPGRADE_WHY");
+    if (fd <= 0 || !ask)
+        return;
+    FILE *t = tmpfile();
+    int tfd = t ? fcntl(fileno(t), F_DUPFD_CLOEXEC, 0) : -1;
+    if (t)
+        fclose(t);
+    if (tfd < 0 || (real_stderr = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 0)) < 0 ||
+        dup2(tfd, STDERR_FILENO) < 0) {
+        if (tfd >= 0)
+            close(tfd);
+        if (real_stderr >= 0)
+            close(real_stderr);
+        real_stderr = -1;
+        return; /* the old process then says "see its messages" */
+    }
+    captured = tfd, capture_to = (int)fd;
+    atexit(capture_exit);
+}
+
+void handover_capture_end(void)
+{
+    capture_end(1);
+}
+
+int handover_outcome(int fd, char *why, size_t len)
+{
+    char b[HANDOVER_WHY_MAX];
+    ssize_t n = read(fd, b, sizeof b);
+    if (len)
+        why[0] = 0;
+    if (n >= 1 && b[0] == 'r')
+        return 1;
+    size_t k = 0;
+    for (ssize_t i = 1; i < n && k + 3 < len; i++) /* lines joined by "; " */
+        if (b[i] == '\n')
+            k += (size_t)snprintf(why + k, len - k, "%s", i + 1 < n ? "; " : "");
+        else
+            why[k++] = (unsigned char)b[i] < ' ' ? '?' : b[i], why[k] = 0;
+    return 0;
+}
+
 void handover_ready(void)
 {
+    capture_end(1);
     char state[64];
     /* MAINPID: after an upgrade the main process is a new one (NotifyAccess=all) */
     snprintf(state, sizeof state, "READY=1\nMAINPID=%ld", (long)getpid());
@@ -182,7 +265,8 @@ static int is_ours(const char *var)
 {
     static const char *const ours[] = {"LISTEN_PID=", "LISTEN_FDS=", "LISTEN_FDNAMES=",
                                        "GATLING_LISTEN_GROUPS=", "GATLING_UPGRADE_FD=",
-                                       "GATLING_QUIC_FDS=", "GATLING_QUIC_BANK="};
+                                       "GATLING_QUIC_FDS=", "GATLING_QUIC_BANK=",
+                                       "GATLING_UPGRADE_WHY="};
     for (size_t i = 0; i < sizeof ours / sizeof *ours; i++)
         if (!strncmp(var, ours[i], strlen(ours[i])))
             return 1;
@@ -214,7 +298,7 @@ static char **upgrade_env(int n, const unsigned char *roles, int groups, int all
     size_t nenv = 0, k = 0;
     while (environ[nenv])
         nenv++;
-    char **env = malloc((nenv + 8) * sizeof *env);
+    char **env = malloc((nenv + 9) * sizeof *env);
     if (!env)
         return NULL;
     for (size_t i = 0; i < nenv; i++)
@@ -225,6 +309,7 @@ static char **upgrade_env(int n, const unsigned char *roles, int groups, int all
     snprintf(v_ready, sizeof v_ready, "GATLING_UPGRADE_FD=%d", FIRST_FD + all);
     strcpy(v_pid, "LISTEN_PID=");
     env[k++] = v_fds, env[k++] = v_groups, env[k++] = v_ready, env[k++] = v_pid;
+    env[k++] = "GATLING_UPGRADE_WHY=1"; /* a failed start sends its messages (handover_capture) */
     if (roles) { /* n <= HANDOVER_MAX_FDS names of at most "unknown:" each */
         size_t at = (size_t)snprintf(v_names, sizeof v_names, "LISTEN_FDNAMES=");
         for (int i = 0; i < n && at < sizeof v_names; i++)

@@ -70,6 +70,29 @@ int handover_role(int fd);
  */
 int handover_datagrams(int *fds, int max, int *bank);
 
+#define HANDOVER_WHY_MAX 1024 /* bytes of a failed start's messages the old process hears */
+
+/*
+ * First thing at start: in an upgrade whose old process asked for it
+ * (GATLING_UPGRADE_WHY=1), stderr goes to a temporary file until the
+ * process serves (handover_ready) or hands stderr on (handover_capture_end),
+ * and then to stderr as before; if it exits first, what it said goes to
+ * stderr and, after an 'e', to the old process's pipe (at most
+ * HANDOVER_WHY_MAX bytes), so that the old process's error log says why.
+ */
+void handover_capture(void);
+
+/* Stop capturing stderr (before -W forks its workers, which keep stderr). */
+void handover_capture_end(void);
+
+/*
+ * The old process: what the new one said on the pipe handover_upgrade
+ * returned, once it is readable.  1: it serves; 0: it failed, why holds its
+ * messages (lines joined by "; "; "" if it said nothing: an older binary,
+ * or it was killed).
+ */
+int handover_outcome(int fd, char *why, size_t len);
+
 /*
  * We serve now: READY=1 (and our MAINPID) to systemd if NOTIFY_SOCKET is
  * set, and a byte to the old process if we are its upgrade.

@@ -5,7 +5,9 @@
  * root and the listeners, and runs the loop (or the -W supervisor).
  */
 #include "acme_setup.h"
+#include "check.h"
 #include "site/config.h"
+#include "site/conffile.h"
 #include "site/elog.h"
 #include "site/privfs.h"
 #include "site/spawn.h"
@@ -123,7 +125,8 @@ static void usage_acme(void)
 static void usage(void)
 {
     fputs(
-        "usage: gatling [-i addr] [-p port] [-a secs] [-T secs] [-s secs] [-B rate] [-N n] [-K n]\n"
+        "usage: gatling [--config file] [--check] [-i addr] [-p port] [-a secs] [-T secs]\n"
+        "               [-s secs] [-B rate] [-N n] [-K n]\n"
         "               [-A rpm] [-R n] [-b n] [-j n] [-n] [-G] [-l file] [-q file] [-c dir]\n"
         "               [-u user] [-m file] [-W n] [-H] [-v] [-t] [-d|-D] [-I name]\n"
         "               [-r url] [-M secs] [-S] [-L] [-Z] [-F bytes] [-C dir] [-e port] [-E]\n"
@@ -132,9 +135,14 @@ static void usage(void)
         "               [-P rule] [--cache mem[,obj]] [--status-from nets]\n"
         "               [--flood-memory secs] [--h3-retry busy|never|always]\n"
         "               [-f port[,upload[=bytes]]] [-U] [--acme email [--acme-* ...]]\n"
+        "               [--log-format combined|json]\n"
         "               [-V] [-h]\n"
         "Serve the current directory (or -c dir) over HTTP/1.1 and HTTP/2, and over HTTPS when\n"
         "there are certificates.\n"
+        "  --config file  read options from file first (one or more a line, # comments,\n"
+        "            'quotes'; relative paths relative to it); the command line's win\n"
+        "  --check   check the options, certificates, document root and the files they\n"
+        "            name, as the start would; exit 0, or 2 naming every problem\n"
         "  -i addr   listen on this IPv4 or IPv6 address (default: all, IPv6 and IPv4)\n"
         "  -p port   listen on this port (default: 80 as root, 8000 otherwise; 0: any)\n"
         "  -a secs   accept a connection once its first bytes arrived, or after secs\n"
@@ -158,6 +166,7 @@ static void usage(void)
         "  -n        no access log (default: Combined Log Format on stdout)\n"
         "  -l file   append the access log to file; SIGUSR1 reopens it\n"
         "  -G        log in vhost_combined format (the vhost first on each line)\n"
+        "  --log-format combined|json  the access log's format (json: an object a line)\n"
         "  -q file   append the error log to file (default: stderr); SIGUSR1 reopens it\n"
         "  -c dir    serve dir; as root, chroot into it after opening the listeners\n"
         "  -u user   run as user after opening the listeners\n"
@@ -189,8 +198,8 @@ static void usage(void)
         "Signals: TERM/INT stop accepting and exit after the responses in flight;\n"
         "HUP closes the listeners and exits once the open connections are done;\n"
         "USR1 reopens the -l and -q log files and reloads changed certificates;\n"
-        "USR2 starts the binary again (an upgrade: the new process takes over the\n"
-        "listeners, this one drains).\n"
+        "USR2 starts the binary again (an upgrade: the new process reads --config's file\n"
+        "again and takes over the listeners, this one drains; if it fails, nothing changes).\n"
         "Started by systemd with sockets (LISTEN_FDS), it serves those.  See gatling(8).\n",
         stdout);
 }
@@ -245,9 +254,17 @@ static int usage_error(void)
     return 2;
 }
 
+/*
+ * Where the option being parsed was written: "FILE:LINE: " for an options
+ * file's (conf_where), "" for the command line's.  File scope so that bad()'s
+ * forty callers need not pass it; bad() empties it once it has named it.
+ */
+static char opt_where[PATH_MAX + 32];
+
 static int bad(const char *opt, const char *arg, const char *why)
 {
-    fprintf(stderr, "gatling: -%s %s: %s\n", opt, arg, why);
+    fprintf(stderr, "gatling: %s-%s %s: %s\n", opt_where, opt, arg, why);
+    opt_where[0] = 0;
     return usage_error();
 }
 
@@ -525,7 +542,22 @@ static int parse_cache(config_t *cfg, const char *arg)
     return cfg->cache_object < 0 ? -1 : 0;
 }
 
-enum { OPT_CACHE = 256, OPT_STATUS_FROM, OPT_FLOOD_MEMORY, OPT_H3_RETRY, OPT_POOL }; /* long */
+enum { OPT_CACHE = 256, OPT_STATUS_FROM, OPT_FLOOD_MEMORY, OPT_H3_RETRY, OPT_POOL, OPT_CONFIG,
+       OPT_CHECK, OPT_LOG_FORMAT }; /* long */
+
+/* --config (read before the others: conffile.h), --check (found before them
+   too), --log-format. */
+static int file_option(int c, const char *arg, config_t *cfg)
+{
+    if (c == OPT_CONFIG || c == OPT_CHECK)
+        return -1;
+    if (c != OPT_LOG_FORMAT)
+        return 1;
+    if (strcmp(arg, "combined") && strcmp(arg, "json"))
+        return bad("-log-format", arg, "not combined or json");
+    cfg->log_json = arg[0] == 'j';
+    return -1;
+}
 
 /* Dynamic content: -w (CGI patterns), -P (proxy rules), -Q (their deadlines). */
 static int dynamic_option(int c, const char *arg, config_t *cfg)
@@ -605,16 +637,20 @@ static int getopt_trouble(int c)
         fputs("gatling: --h3-retry needs an argument\n", stderr);
     else if (c == ':' && optopt == OPT_POOL)
         fputs("gatling: --pool needs an argument\n", stderr);
+    else if (c == ':' && (optopt == OPT_CONFIG || optopt == OPT_LOG_FORMAT))
+        fprintf(stderr, "gatling: %s--%s needs an argument\n", opt_where,
+                optopt == OPT_CONFIG ? "config" : "log-format");
     else if (c == ':' && acme_option_name(optopt))
         fprintf(stderr, "gatling: --%s needs an argument\n", acme_option_name(optopt));
     else if (c == ':')
-        fprintf(stderr, "gatling: -%c needs an argument\n", optopt);
+        fprintf(stderr, "gatling: %s-%c needs an argument\n", opt_where, optopt);
     else if (optopt)
-        fprintf(stderr, "gatling: unknown option -%c\n", optopt);
+        fprintf(stderr, "gatling: %sunknown option -%c\n", opt_where, optopt);
     else
-        fputs("gatling: unknown long option (there are --cache, --status-from, "
-              "--flood-memory, --h3-retry and --acme...)\n",
-              stderr);
+        fprintf(stderr, "gatling: %sunknown long option (there are --config, --check, "
+                "--log-format, --cache, --status-from, --flood-memory, --h3-retry, --pool "
+                "and --acme...)\n", opt_where);
+    opt_where[0] = 0;
     return usage_error();
 }
 
@@ -624,7 +660,8 @@ static int option(int c, char *arg, config_t *cfg)
     int rc;
     if ((rc = int_option(c, arg, cfg)) != 1 || (rc = name_option(c, arg, cfg)) != 1 ||
         (rc = flag_option(c, cfg)) != 1 || (rc = dynamic_option(c, arg, cfg)) != 1 ||
-        (rc = ftp_option(c, arg, cfg)) != 1 || (rc = acme_option(c, arg, cfg)) != 1)
+        (rc = ftp_option(c, arg, cfg)) != 1 || (rc = acme_option(c, arg, cfg)) != 1 ||
+        (rc = file_option(c, arg, cfg)) != 1)
         return rc;
     switch (c) {
     case 'i':
@@ -728,39 +765,83 @@ static int parse_ftp(config_t *cfg, const char *arg)
     return 0;
 }
 
-/* Parse argv into cfg.  Returns -1 to go on, or an exit code. */
-static int parse_options(int argc, char **argv, config_t *cfg)
+static const char OPTSTRING[] = ":i:p:a:T:s:B:N:K:A:R:b:j:nGl:q:c:u:m:W:HvtdDI:r:M:SLZF:C:e:"
+                                "Eo:O:x:X2y:Y:k:g:w:zJ:Q:P:Vhf:U3";
+/* The options whose value is a path: in an options file, relative to it. */
+static const char PATH_SHORTOPTS[] = "clqmC";
+static const char *const PATH_LONGOPTS[] = {"acme-dir", "acme-ca-root", NULL};
+
+/* getopt over ca's argv into cfg: -1 to go on, or an exit code; with
+   --check every option is looked at, and 2 if any was bad. */
+static int getopt_all(conf_args_t *ca, config_t *cfg)
 {
-    int c, rc;
-    config_defaults(cfg);
-    opterr = 0;
-    const char *opts = ":i:p:a:T:s:B:N:K:A:R:b:j:nGl:q:c:u:m:W:HvtdDI:r:M:SLZF:C:e:Eo:O:x:X2"
-                       "y:Y:k:g:w:zJ:Q:P:Vhf:U3";
     static const struct option longopts[] = {
         {"cache", required_argument, NULL, OPT_CACHE},
         {"status-from", required_argument, NULL, OPT_STATUS_FROM},
         {"flood-memory", required_argument, NULL, OPT_FLOOD_MEMORY},
         {"h3-retry", required_argument, NULL, OPT_H3_RETRY},
         {"pool", required_argument, NULL, OPT_POOL},
+        {"config", required_argument, NULL, OPT_CONFIG},
+        {"check", no_argument, NULL, OPT_CHECK},
+        {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
         ACME_LONGOPTS,
         {NULL, 0, NULL, 0}};
-    while ((c = getopt_long(argc, argv, opts, longopts, NULL)) != -1)
-        if ((rc = option(c, optarg, cfg)) >= 0)
+    int c, rc, failed = 0;
+    opterr = 0;
+    for (int at = optind; (c = getopt_long(ca->argc, ca->argv, OPTSTRING, longopts, NULL)) != -1;
+         at = optind) {
+        conf_where(ca, at, opt_where, sizeof opt_where);
+        if ((rc = option(c, optarg, cfg)) < 0)
+            continue;
+        if (rc && opt_where[0]) /* a message of another module's: name the line too */
+            fprintf(stderr, "gatling: %sthe option above\n", opt_where);
+        if (rc != 2 || !cfg->check)
             return rc;
-    if (optind < argc) {
-        fprintf(stderr, "gatling: unexpected argument '%s'\n", argv[optind]);
+        failed = 1;
+    }
+    opt_where[0] = 0;
+    if (optind < ca->argc) {
+        fprintf(stderr, "gatling: unexpected argument '%s'\n", ca->argv[optind]);
         return usage_error();
     }
+    return failed ? 2 : -1;
+}
+
+/*
+ * Parse the options file (--config) and argv into cfg; ca keeps the file's
+ * words, which cfg points into.  Returns -1 to go on, or an exit code (with
+ * --check: 2 after every problem found in the options is said).
+ */
+static int parse_options(int argc, char **argv, config_t *cfg, conf_args_t *ca)
+{
+    int rc, bad_config;
+    config_defaults(cfg);
+    const char *file = conf_named(argc, argv, &bad_config);
+    if (bad_config) {
+        fputs("gatling: --config needs a file\n", stderr);
+        return usage_error();
+    }
+    if (conf_load(ca, file, argc, argv, OPTSTRING, PATH_SHORTOPTS, PATH_LONGOPTS) < 0)
+        return 2;
+    for (int i = 1; i < ca->argc && strcmp(ca->argv[i], "--"); i++)
+        cfg->check |= !strcmp(ca->argv[i], "--check");
+    int failed = (rc = getopt_all(ca, cfg)) == 2;
+    if (rc >= 0 && !failed)
+        return rc;
     if (cfg->ftp_upload && cfg->ftp_no_upload) {
         fputs("gatling: -U forbids the uploads that -f ...,upload allows: give one\n", stderr);
         return usage_error();
     }
-    if ((rc = acme_options_done(cfg)) >= 0)
+    if ((rc = acme_options_done(cfg)) >= 0 && (!cfg->check || rc != 2))
         return rc == 2 ? usage_error() : rc;
+    failed |= rc == 2;
     if (cfg->npools && !cfg->nproxy_rules)
         fputs("gatling: --pool without a -P rule naming it: no request goes to it\n", stderr);
-    if ((cfg->npools || cfg->nproxy_rules) && proxy_config_check(cfg) < 0)
-        return usage_error();
+    if ((cfg->npools || cfg->nproxy_rules) && proxy_config_check(cfg) < 0) {
+        if (!cfg->check)
+            return usage_error();
+        failed = 1;
+    }
     int proxied = cfg->proxy_http || cfg->proxy_https || cfg->nproxy_ports;
     if (proxied != (cfg->ntrust > 0)) {
         fputs(proxied ? "gatling: -y needs -Y: the addresses of the proxies to trust\n"
@@ -768,7 +849,7 @@ static int parse_options(int argc, char **argv, config_t *cfg)
               stderr);
         return usage_error();
     }
-    return -1;
+    return failed ? 2 : -1;
 }
 
 /* -u, -l, -q: look up the user while /etc is still visible, then open the
@@ -914,10 +995,83 @@ static int start_spawner(config_t *cfg)
     return 0;
 }
 
+/* --check, -c: the document root is a directory gatling can enter. */
+static int check_root(const config_t *cfg)
+{
+    int fd = open(cfg->root ? cfg->root : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || fchdir(fd) < 0) {
+        fprintf(stderr, "gatling: -c %s: %s\n", cfg->root ? cfg->root : ".", strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    close(fd);
+    return 0;
+}
+
+/*
+ * --check: the start-up's own steps as far as the listeners (the MIME
+ * types, the logs and -u, --acme's state, the certificates, the document
+ * root), each problem said on stderr; nothing is bound, nothing served.
+ * failed: the options had problems already.  Returns 0 or 2.
+ */
+static int check_run(config_t *cfg, int failed)
+{
+    mime_table_t *mime = mime_load(cfg->mime_file);
+    if (!mime)
+        fprintf(stderr, "gatling: -m: cannot read MIME types from %s: %s\n",
+                cfg->mime_file ? cfg->mime_file : "/etc/mime.types", strerror(errno));
+    failed |= !mime;
+    mime_free(mime);
+    if (prepare(cfg) < 0)
+        failed = 1;
+    else {
+        if (cfg->log_fd > STDERR_FILENO)
+            close(cfg->log_fd);
+        if (cfg->error_fd > STDERR_FILENO)
+            close(cfg->error_fd);
+    }
+    if (acme_prepare(cfg) < 0 || load_certificates(cfg) < 0)
+        failed = 1;
+    tls_store_free(cfg->tls);
+    cfg->tls = NULL;
+    if (check_root(cfg) < 0 || check_dictionaries() < 0)
+        failed = 1;
+    fprintf(stderr, failed ? "gatling: --check: the configuration has the problems above\n"
+                           : "gatling: --check: the configuration is good\n");
+    return failed ? 2 : 0;
+}
+
+/* "listening on ..." for each listener (the tests wait for these lines). */
+static void say_listening(const config_t *cfg, const listener_t *lst, int n, int passed)
+{
+    for (int i = 0; i < n; i++)
+        fprintf(stderr, "gatling %s (%s): listening on %s port %d%s%s\n", GATLING_VERSION,
+                gio_backend_name(),
+                passed      ? "a passed socket,"
+                : cfg->addr ? cfg->addr
+                            : "::",
+                server_port(&lst[i]), lst[i].tls ? " (https)" : lst[i].ftp ? " (ftp)" : "",
+                passed ? " (-i and -p ignored)" : "");
+}
+
+/* The options, and --check's run: -1 to start, or an exit code. */
+static int configure(int argc, char **argv, config_t *cfg, conf_args_t *ca)
+{
+    int rc = parse_options(argc, argv, cfg, ca);
+    if (cfg->check && (rc < 0 || rc == 2))
+        rc = check_run(cfg, rc == 2);
+    if (rc >= 0)
+        conf_free(ca);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     config_t cfg;
-    int rc = parse_options(argc, argv, &cfg);
+    static conf_args_t ca; /* static: cfg points into its words until the exit */
+    handover_capture(); /* an upgrade's new process: what it says goes to the old one too */
+    int rc = configure(argc, argv, &cfg, &ca);
     if (rc >= 0)
         return rc;
     handover_init(argv); /* before anything changes the directory */
@@ -948,6 +1102,7 @@ int main(int argc, char **argv)
         return 1;
     }
     if (cfg.workers > 1) {
+        handover_capture_end(); /* the workers keep stderr */
         rc = enter_root(&cfg) < 0 ? 1 : worker_supervise(&cfg, mime, fds, n, groups, &qg);
         acme_end(&cfg);
         tls_store_free(cfg.tls);
@@ -973,14 +1128,7 @@ int main(int argc, char **argv)
     }
     s.upgradable = 1;
     s.qgroup = &qg;
-    for (int i = 0; i < n; i++)
-        fprintf(stderr, "gatling %s (%s): listening on %s port %d%s%s\n", GATLING_VERSION,
-                gio_backend_name(),
-                passed     ? "a passed socket,"
-                : cfg.addr ? cfg.addr
-                           : "::",
-                server_port(&lst[i]), lst[i].tls ? " (https)" : lst[i].ftp ? " (ftp)" : "",
-                passed ? " (-i and -p ignored)" : "");
+    say_listening(&cfg, lst, n, passed);
     if (s.quic)
         server_quic_steer(&qg);
     handover_ready();
@@ -990,5 +1138,6 @@ int main(int argc, char **argv)
     quic_group_close(&qg);
     tls_store_free(cfg.tls);
     mime_free(mime);
+    conf_free(&ca);
     return rc;
 }

@@ -687,7 +687,7 @@ static void arm_certificates(server_t *s)
 /* "binary upgrade: ..." in the error log (and on stderr). */
 static void upgrade_note(server_t *s, const char *fmt, ...)
 {
-    char text[512];
+    char text[1400];
     int k = snprintf(text, sizeof text, "binary upgrade: ");
     va_list ap;
     va_start(ap, fmt);
@@ -735,8 +735,8 @@ static void start_upgrade(server_t *s)
 /* The new binary said it serves (a byte), failed (EOF) or is too slow (ev 0). */
 static void finish_upgrade(server_t *s, unsigned ev)
 {
-    char b;
-    int ok = ev && read(s->upfd, &b, 1) == 1;
+    char why[HANDOVER_WHY_MAX];
+    int ok = ev && handover_outcome(s->upfd, why, sizeof why);
     gio_close(s->loop, s->upfd);
     s->upfd = -1;
     if (ok) {
@@ -747,8 +747,11 @@ static void finish_upgrade(server_t *s, unsigned ev)
     if (!ev)
         kill(s->uppid, SIGKILL);
     waitpid(s->uppid, NULL, 0);
-    upgrade_note(s, "the new process %s; this one goes on serving",
-                 ev ? "failed (see its messages)" : "did not serve within 60 s, killed");
+    upgrade_note(s, "the new process %s%s; this one goes on serving",
+                 !ev       ? "did not serve within 60 s, killed"
+                 : why[0] ? "failed: "
+                           : "failed (see its messages)",
+                 ev ? why : "");
 }
 
 static void on_upgrade(watch_t *w, unsigned events)

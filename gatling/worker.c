@@ -80,7 +80,7 @@ static elog_t note_log; /* the supervisor's view of the error log */
 /* "binary upgrade: ..." in the error log (and on stderr). */
 static void upgrade_note(const char *fmt, ...)
 {
-    char text[512];
+    char text[1400];
     int k = snprintf(text, sizeof text, "binary upgrade: ");
     va_list ap;
     va_start(ap, fmt);
@@ -290,8 +290,8 @@ static void catch_signals(sigset_t *old)
    arrived), failed (r > 0, no byte), or did not serve within 60 s (r == 0). */
 static void upgrade_finish(supervisor_t *sv, int r)
 {
-    char b;
-    int ok = r > 0 && read(sv->up_fd, &b, 1) == 1;
+    char why[HANDOVER_WHY_MAX];
+    int ok = r > 0 && handover_outcome(sv->up_fd, why, sizeof why);
     close(sv->up_fd);
     sv->up_fd = -1;
     if (ok) {
@@ -301,8 +301,11 @@ static void upgrade_finish(supervisor_t *sv, int r)
         if (r == 0)
             kill(sv->up_pid, SIGKILL);
         waitpid(sv->up_pid, NULL, 0);
-        upgrade_note("the new process %s; this one goes on serving",
-                     r ? "failed (see its messages)" : "did not serve within 60 s, killed");
+        upgrade_note("the new process %s%s; this one goes on serving",
+                     !r       ? "did not serve within 60 s, killed"
+                     : why[0] ? "failed: "
+                              : "failed (see its messages)",
+                     r ? why : "");
     }
 }
 

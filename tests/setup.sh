@@ -73,6 +73,8 @@ pkgs="$pkgs php-fpm"
 # checks that both read a tbf bottleneck alike); ethtool: the GRO/GSO/TSO tunings on the
 # lab's veth links (test_throughput.py applies every tuning)
 pkgs="$pkgs iperf3 ethtool"
+# jq: test_log_json.py reads every line of --log-format json with it (and with Python's json)
+pkgs="$pkgs jq"
 [ "$level" = bench ] && pkgs="$pkgs nginx lighttpd h2o slowhttptest whois caddy"
 # nodejs, npm: the HTTP caching test suite (tests/cache-tests/run, test_cache_suite.py),
 # which npm installs below.  Asked for only when the command is missing: a NodeSource

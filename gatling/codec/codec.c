@@ -2,6 +2,7 @@
 #include "codec.h"
 #include "gio.h"
 
+#include <openssl/ssl.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -9,7 +10,7 @@ void codec_exchange_init(exchange_t *ex, const codec_conn_t *f, const ex_codec_t
                          void *owner)
 {
     memset(ex, 0, offsetof(exchange_t, path)); /* the path and vhost buffers are filled later */
-    ex->vhost[0] = 0;
+    ex->vhost[0] = ex->log_cache[0] = ex->log_upstream[0] = 0;
     ex->secure = f->secure;
     ex->local_port = f->local_port;
     ex->peer = f->peer;
@@ -17,4 +18,15 @@ void codec_exchange_init(exchange_t *ex, const codec_conn_t *f, const ex_codec_t
     ex->started_us = gio_now_us(f->site->loop);
     ex->codec = codec;
     ex->conn = owner;
+}
+
+void codec_log_facts(alog_facts_t *out, const exchange_t *ex, const struct ssl_st *ssl,
+                     const char *proto)
+{
+    *out = (alog_facts_t){.proto = proto, .ex = ex};
+    if (ssl) {
+        out->tls_version = SSL_get_version(ssl);
+        out->tls_cipher = SSL_CIPHER_get_name(SSL_get_current_cipher(ssl));
+    }
+    out->duration_us = gio_now_us(ex->site->loop) - ex->started_us;
 }

@@ -10,6 +10,7 @@
 
 #include "gio_batch.h"
 #include "http/exchange.h"
+#include "site/alog.h"
 #include "site/site.h"
 
 #include <stddef.h>
@@ -44,5 +45,13 @@ typedef struct codec_conn {
  */
 void codec_exchange_init(exchange_t *ex, const codec_conn_t *f, const ex_codec_t *codec,
                          void *owner);
+
+/*
+ * The access log's facts of ex, answered over proto ("h1", "h2", "h3"):
+ * ssl's TLS version and cipher (ssl NULL: none), ex's duration until now.
+ * The strings are OpenSSL's, valid while ssl is.
+ */
+void codec_log_facts(alog_facts_t *out, const exchange_t *ex, const struct ssl_st *ssl,
+                     const char *proto);
 
 #endif

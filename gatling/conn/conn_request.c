@@ -54,7 +54,11 @@ void conn_log_request(conn_t *c)
     const char *vhost = NULL;
     if (c->site->cfg->log_vhost)
         vhost = c->reqlen ? ex->vhost : "";
+    alog_facts_t facts, *fp = NULL; /* only the JSON log's */
+    if (c->site->log.json)
+        codec_log_facts(fp = &facts, ex, c->ssl, "h1");
     alog_request(&c->site->log, gio_wallclock(c->site->loop), vhost, &c->peer.sa,
                  c->reqlen ? &c->blk->req : NULL, ex->status, ex->head_only ? 0 : sent,
-                 (c->ssl != NULL ? ALOG_TLS : 0) | (ex->log_notes & EX_LOG_DCZ ? ALOG_DCZ : 0));
+                 (c->ssl != NULL ? ALOG_TLS : 0) | (ex->log_notes & EX_LOG_DCZ ? ALOG_DCZ : 0),
+                 fp);
 }

@@ -119,9 +119,13 @@ void h2_stream_close(h2_t *h, h2_stream_t *s)
     if (s->dispatched) {
         site_t *site = s->ex.site;
         int64_t now = gio_wallclock(site->loop);
+        alog_facts_t facts, *fp = NULL; /* only the JSON log's */
+        if (site->log.json)
+            codec_log_facts(fp = &facts, &s->ex, h->f.ssl, "h2");
         alog_request(&site->log, now, site->cfg->log_vhost ? s->ex.vhost : NULL, h->f.peer,
                      &s->req, s->ex.status, s->sb.body_sent,
-                     (h->f.secure ? ALOG_TLS : 0) | (s->ex.log_notes & EX_LOG_DCZ ? ALOG_DCZ : 0));
+                     (h->f.secure ? ALOG_TLS : 0) | (s->ex.log_notes & EX_LOG_DCZ ? ALOG_DCZ : 0),
+                     fp);
         status_count(&site->stats, now, STATS_H2, s->sb.body_sent, s->ex.started_us);
     }
     if (s->ex.job) {

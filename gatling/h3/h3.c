@@ -23,6 +23,7 @@
 #include "conn/tls.h"
 
 #include <errno.h>
+#include <gnutls/gnutls.h>
 #include <nghttp3/nghttp3.h>
 #include <ngtcp2/ngtcp2.h>
 #include <stdlib.h>
@@ -387,6 +388,24 @@ static int on_end_stream(nghttp3_conn *ng, int64_t id, void *user, void *stream_
     return 0;
 }
 
+/*
+ * The TLS 1.3 cipher suite of q, in OpenSSL's (and the RFC's) spelling, for the
+ * access log: by the AEAD that ngtcp2 keeps, since the TLS session itself is
+ * gone once the handshake is done (quic.c's tls_release).  ngtcp2's GnuTLS
+ * helper keeps the gnutls_cipher_algorithm_t as the AEAD's native handle.
+ */
+static const char *suite_of(ngtcp2_conn *q)
+{
+    const ngtcp2_crypto_ctx *cx = ngtcp2_conn_get_crypto_ctx(q);
+    gnutls_cipher_algorithm_t a =
+        cx ? (gnutls_cipher_algorithm_t)(intptr_t)cx->aead.native_handle : GNUTLS_CIPHER_UNKNOWN;
+    return a == GNUTLS_CIPHER_AES_128_GCM         ? "TLS_AES_128_GCM_SHA256"
+           : a == GNUTLS_CIPHER_AES_256_GCM       ? "TLS_AES_256_GCM_SHA384"
+           : a == GNUTLS_CIPHER_CHACHA20_POLY1305 ? "TLS_CHACHA20_POLY1305_SHA256"
+           : a == GNUTLS_CIPHER_AES_128_CCM       ? "TLS_AES_128_CCM_SHA256"
+                                                  : NULL;
+}
+
 /* A request answered (or cut off with its connection): the log line, the counts. */
 static void stream_log(h3_t *h, h3_stream_t *s)
 {
@@ -395,9 +414,15 @@ static void stream_log(h3_t *h, h3_stream_t *s)
     s->dispatched = 0;
     site_t *site = s->ex.site;
     int64_t now = gio_wallclock(site->loop);
+    alog_facts_t facts, *fp = NULL; /* only the JSON log's */
+    if (site->log.json) {
+        codec_log_facts(fp = &facts, &s->ex, NULL, "h3");
+        facts.tls_version = "TLSv1.3"; /* QUIC's, always (RFC 9001 4.2) */
+        facts.tls_cipher = suite_of(h->q);
+    }
     alog_request(&site->log, now, site->cfg->log_vhost ? s->ex.vhost : NULL, h->f.peer, &s->req,
                  s->ex.status, s->sb.body_sent,
-                 ALOG_TLS | (s->ex.log_notes & EX_LOG_DCZ ? ALOG_DCZ : 0));
+                 ALOG_TLS | (s->ex.log_notes & EX_LOG_DCZ ? ALOG_DCZ : 0), fp);
     status_count(&site->stats, now, STATS_H3, s->sb.body_sent, s->ex.started_us);
 }
 

@@ -260,6 +260,7 @@ static int cached(cache_t *c, exchange_t *ex, const cache_conf_t *k)
     if (fd.pass) {
         c->site->stats.cache_passes++;
         ex_field(ex, "Cache-Status", "gatling; fwd=uri-miss; detail=pass");
+        ex_log_note(ex->log_cache, "gatling; fwd=uri-miss; detail=pass");
         return CACHE_NOT_MINE;
     }
     if (!ticking(c))

@@ -157,6 +157,7 @@ void ce_put_fields(exchange_t *ex, const rs_entry_t *e, const char *age, const c
     }
     ex_field(ex, "Age", age);
     ex_field(ex, "Cache-Status", cs);
+    ex_log_note(ex->log_cache, cs);
     ex->date = e->date[0] ? e->date : NULL;
 }
 

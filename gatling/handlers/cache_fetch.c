@@ -521,6 +521,10 @@ static void fetch_stored(cfetch_t *f, int status, const char *ctype, uint64_t le
             reader_redispatch(r, 0);
             continue;
         }
+        if (r->owner) { /* for its access log line: the backend that answered it */
+            ex_log_note(r->ex->log_upstream, f->ex.log_upstream);
+            r->ex->upstream_us = f->ex.upstream_us;
+        }
         cf_reader_start(r, e,
                         r->owner ? "gatling; fwd=miss; stored" : "gatling; fwd=miss; collapsed", now);
     }
@@ -565,6 +569,7 @@ static void to_pass(cfetch_t *f, int status, const char *ctype, uint64_t len, ti
         if (strcasecmp(f->ex.fields[i].name, "Surrogate-Control"))
             ex_field(ox, f->ex.fields[i].name, f->ex.fields[i].value);
     ex_field(ox, "Cache-Status", "gatling; fwd=miss; detail=pass");
+    ex_log_note(ox->log_cache, "gatling; fwd=miss; detail=pass");
     int h = ex_head(ox, status, ctype, len, mtime);
     o->head_sent = 1;
     if (h) {

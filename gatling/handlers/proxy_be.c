@@ -538,6 +538,9 @@ int px_head(px_req_t *pr, int status, const char *ctype, uint64_t len)
     if (judged(pr, status))
         return -1;
     pr->head_sent = 1;
+    if (pr->m) /* for the access log: who answered, and how soon */
+        ex_log_note(pr->ex->log_upstream, pr->m->d.label);
+    pr->ex->upstream_us = gio_now_us(pr->ex->site->loop) - pr->sent_us;
     int r = ex_head(pr->ex, status, ctype, len, -1);
     if (r != 0 || pr->ended) {
         if (!pr->ended) {

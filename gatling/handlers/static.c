@@ -61,13 +61,13 @@ static int open_status(int err)
 }
 
 /*
- * The vhost_combined log names the directory that served, host:port as
+ * The vhost_combined log (and the JSON log's vhost) names the directory that served, host:port as
  * Apache's %v:%p: the vhost's own name, "default:port", or "-:port" for the
  * document root, so that goaccess's VCOMBINED format reads every line.
  */
 static void log_vhost(exchange_t *ex, const target_t *t, int which)
 {
-    if (!ex->site->cfg->log_vhost)
+    if (!ex->site->cfg->log_vhost && !ex->site->cfg->log_json)
         return;
     hbuf_t b = hb_init(ex->vhost, sizeof ex->vhost);
     if (which == VHOST_NAMED) {

@@ -25,6 +25,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -32,6 +33,7 @@
 #define EX_PATH_CAP (HTTP_MAX_TARGET + 8)
 #define EX_FIELD_MAX (3 * HTTP_MAX_TARGET + 1024) /* a field line: Location, the path encoded */
 #define EX_VHOST_CAP 272
+#define EX_NOTE_CAP 128 /* a note for the access log (ex_log_note), truncated to fit */
 
 enum { EX_REPLACED = 1 }; /* ex_head: a 500 went out instead (the head did not fit) */
 enum { EX_FREE = 1 };     /* ex_body_buf: the exchange owns the buffer (free()) */
@@ -151,13 +153,28 @@ typedef struct exchange {
     struct ex_rewrite *rewrite; /* the request a local redirect made, or NULL */
     int64_t resp_date;         /* a backend's Date (seconds; 0: none), for the cache's ages */
     const char *date;          /* the Date to send (a stored response's), or NULL: now */
+    int64_t upstream_us;       /* a proxied request: its backend's time to the response head */
     ex_slot_t slot[EX_SLOTS];  /* the handlers' state (above) */
     char path[EX_PATH_CAP];    /* the decoded, normalised path */
     char vhost[EX_VHOST_CAP];  /* the vhost that served, for the access log */
+    /* for --log-format json, "" when none: set with ex_log_note() */
+    char log_cache[EX_NOTE_CAP];    /* the response cache's Cache-Status */
+    char log_upstream[EX_NOTE_CAP]; /* the backend that answered ("127.0.0.1/8001") */
     /* the codec */
     const ex_codec_t *codec;
     void *conn; /* the codec's connection: where a finished job resumes */
 } exchange_t;
+
+/* A note for the access log into one of ex's EX_NOTE_CAP buffers (log_cache,
+   log_upstream), truncated to fit: its own copy, since the log line is
+   written after the response's bytes and buffers have gone. */
+static inline void ex_log_note(char *note, const char *text)
+{
+    size_t n = 0;
+    while (n < EX_NOTE_CAP - 1 && text[n])
+        note[n] = text[n], n++;
+    note[n] = 0;
+}
 
 /* Add a response header field (kept by pointer: name and value must live
    until the ex_head or ex_error that sends them). */

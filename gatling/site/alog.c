@@ -5,6 +5,7 @@
 #include "http/owfat.h"
 
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -86,7 +87,152 @@ static void refresh_stamp(alog_t *l, int64_t now)
     *p++ = ':', p = two(p, tm.tm_min);
     *p++ = ':', p = two(p, tm.tm_sec);
     memcpy(p, " +0000]", 8);
+    p = l->iso; /* RFC 3339: "2000-10-10T13:55:36Z" */
+    p += fmt_ulong(p, (unsigned long)(tm.tm_year + 1900) % 10000);
+    *p++ = '-', p = two(p, tm.tm_mon + 1);
+    *p++ = '-', p = two(p, tm.tm_mday);
+    *p++ = 'T', p = two(p, tm.tm_hour);
+    *p++ = ':', p = two(p, tm.tm_min);
+    *p++ = ':', p = two(p, tm.tm_sec);
+    memcpy(p, "Z", 2);
     l->stamp_at = now;
+}
+
+/* The length of the valid UTF-8 sequence that starts p[0..n) (RFC 3629 4:
+   no overlong form, no surrogate, nothing above U+10FFFF), or 0. */
+static size_t utf8_len(const char *p, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)p;
+    unsigned lo = 0x80, hi = 0xbf;
+    size_t k;
+    if (s[0] >= 0xc2 && s[0] <= 0xdf)
+        k = 2;
+    else if (s[0] >= 0xe0 && s[0] <= 0xef)
+        k = 3, lo = s[0] == 0xe0 ? 0xa0 : 0x80, hi = s[0] == 0xed ? 0x9f : 0xbf;
+    else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+        k = 4, lo = s[0] == 0xf0 ? 0x90 : 0x80, hi = s[0] == 0xf4 ? 0x8f : 0xbf;
+    else
+        return 0;
+    if (n < k || s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t i = 2; i < k; i++)
+        if (s[i] < 0x80 || s[i] > 0xbf)
+            return 0;
+    return k;
+}
+
+/*
+ * s[0..n) as a JSON string (RFC 8259 7) onto b: '"', '\\' and the control
+ * bytes (and DEL) escaped, valid UTF-8 kept as it is, each byte of an
+ * invalid sequence as \ufffd, so that every line is valid JSON whatever a
+ * client sent.  At most 6 bytes of output a byte of input.
+ */
+static void json_str(hbuf_t *b, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    hb_put(b, "\"", 1);
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        size_t j = i, k;
+        while (j < n && (unsigned char)s[j] >= 0x20 && (unsigned char)s[j] < 0x7f &&
+               s[j] != '"' && s[j] != '\\')
+            j++;
+        if (j > i) { /* a run that needs nothing */
+            hb_put(b, s + i, j - i);
+            i = j;
+        } else if (c == '"' || c == '\\') {
+            char e[2] = {'\\', (char)c};
+            hb_put(b, e, 2), i++;
+        } else if (c < 0x80) { /* controls and DEL */
+            char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+            hb_put(b, e, 6), i++;
+        } else if ((k = utf8_len(s + i, n - i))) {
+            hb_put(b, s + i, k), i += k;
+        } else {
+            hb_put(b, "\\ufffd", 6), i++;
+        }
+    }
+    hb_put(b, "\"", 1);
+}
+
+/* ,"name": and s as a JSON string, or null when s is NULL (or empty, if
+   empty_null). */
+static void json_field(hbuf_t *b, const char *name, const char *s, size_t n, int empty_null)
+{
+    hb_puts(b, ",\"");
+    hb_puts(b, name);
+    hb_puts(b, "\":");
+    if (!s || (empty_null && !n))
+        hb_puts(b, "null");
+    else
+        json_str(b, s, n);
+}
+
+/* ,"name": and v, or null when v < 0. */
+static void json_num(hbuf_t *b, const char *name, int64_t v)
+{
+    hb_puts(b, ",\"");
+    hb_puts(b, name);
+    hb_puts(b, "\":");
+    if (v < 0)
+        hb_puts(b, "null");
+    else
+        hb_num(b, (uint64_t)v);
+}
+
+/* s and its length (0 for NULL), for json_field. */
+#define CSTR(s) (s), slen(s)
+static size_t slen(const char *s)
+{
+    return s ? strlen(s) : 0;
+}
+
+/* One request's JSON object and its newline onto b (see alog.h). */
+static void json_line(alog_t *l, hbuf_t *b, const struct sockaddr *peer,
+                      const http_request_t *req, int status, uint64_t bytes, int flags,
+                      const alog_facts_t *f)
+{
+    const http_str_t *ref = req ? http_header(req, "Referer") : NULL;
+    const http_str_t *ua = req ? http_header(req, "User-Agent") : NULL;
+    const exchange_t *ex = f ? f->ex : NULL;
+    char ip[64];
+    hb_puts(b, "{\"time\":\"");
+    hb_puts(b, l->iso);
+    hb_puts(b, "\"");
+    json_field(b, "remote", ip, fmt_peer(ip, peer), 0);
+    json_field(b, "request", req && req->line.p ? req->line.p : NULL, req ? req->line.n : 0, 0);
+    json_num(b, "status", status);
+    json_num(b, "bytes", (int64_t)bytes);
+    json_field(b, "referer", ref ? ref->p : NULL, ref ? ref->n : 0, 0);
+    json_field(b, "user_agent", ua ? ua->p : NULL, ua ? ua->n : 0, 0);
+    json_field(b, "protocol", CSTR(f ? f->proto : NULL), 0);
+    json_field(b, "tls_version", CSTR(f ? f->tls_version : NULL), 0);
+    json_field(b, "tls_cipher", CSTR(f ? f->tls_cipher : NULL), 0);
+    json_field(b, "vhost", ex ? ex->vhost : NULL, ex ? strnlen(ex->vhost, EX_VHOST_CAP) : 0, 1);
+    json_field(b, "upstream", ex ? ex->log_upstream : NULL,
+               ex ? strnlen(ex->log_upstream, EX_NOTE_CAP) : 0, 1);
+    json_num(b, "upstream_us", ex && ex->log_upstream[0] ? ex->upstream_us : -1);
+    json_field(b, "cache", ex ? ex->log_cache : NULL, ex ? strnlen(ex->log_cache, EX_NOTE_CAP) : 0,
+               1);
+    hb_puts(b, flags & ALOG_DCZ ? ",\"dcz\":true" : ",\"dcz\":false");
+    json_num(b, "duration_us", f ? f->duration_us : -1);
+    hb_puts(b, "}\n");
+}
+
+/* --log-format json: as alog_request. */
+static void alog_json(alog_t *l, const struct sockaddr *peer, const http_request_t *req,
+                      int status, uint64_t bytes, int flags, const alog_facts_t *f)
+{
+    const http_str_t *ref = req ? http_header(req, "Referer") : NULL;
+    const http_str_t *ua = req ? http_header(req, "User-Agent") : NULL;
+    size_t need = 1024 + 6 * (EX_VHOST_CAP + 2 * EX_NOTE_CAP + 128) +
+                  6 * ((req ? req->line.n : 0) + (ref ? ref->n : 0) + (ua ? ua->n : 0));
+    if (reserve(l, need) < 0)
+        return;
+    hbuf_t b = hb_init(l->buf + l->len, l->cap - l->len);
+    json_line(l, &b, peer, req, status, bytes, flags, f);
+    if (!b.over) /* reserve() made room for the worst case: a line never half-written */
+        l->len += hb_len(&b);
 }
 
 /* A quoted header field, or "-" when absent. */
@@ -102,10 +248,19 @@ static char *quoted(char *p, const http_str_t *v)
 }
 
 void alog_request(alog_t *l, int64_t now, const char *vhost, const struct sockaddr *peer,
-                  const http_request_t *req, int status, uint64_t body_bytes, int flags)
+                  const http_request_t *req, int status, uint64_t body_bytes, int flags,
+                  const alog_facts_t *facts)
 {
     if (l->fd < 0)
         return;
+    if (l->json) {
+        if (now != l->stamp_at)
+            refresh_stamp(l, now);
+        alog_json(l, peer, req, status, body_bytes, flags, facts);
+        if (l->len >= ALOG_FLUSH_AT)
+            alog_flush(l);
+        return;
+    }
     const http_str_t *ref = req ? http_header(req, "Referer") : NULL;
     const http_str_t *ua = req ? http_header(req, "User-Agent") : NULL;
     size_t need =
@@ -145,16 +300,43 @@ void alog_request(alog_t *l, int64_t now, const char *vhost, const struct sockad
         alog_flush(l);
 }
 
+/* alog_ftp's line as JSON: the fields an FTP transfer has (room reserved). */
+static void ftp_json(alog_t *l, const struct sockaddr *peer, const char *user, size_t ulen,
+                     const char *verb, const char *path, size_t plen, int code, uint64_t bytes,
+                     int tls)
+{
+    char ip[64], req[4096 + 16];
+    hbuf_t b = hb_init(l->buf + l->len, l->cap - l->len), r = hb_init(req, sizeof req);
+    hb_put(&r, verb, strnlen(verb, 8)), hb_puts(&r, " "), hb_put(&r, path, plen);
+    hb_puts(&b, "{\"time\":\"");
+    hb_puts(&b, l->iso);
+    hb_puts(&b, "\"");
+    json_field(&b, "remote", ip, fmt_peer(ip, peer), 0);
+    json_field(&b, "user", user, ulen, 1);
+    json_field(&b, "request", req, hb_len(&r), 0);
+    json_num(&b, "status", code);
+    json_num(&b, "bytes", (int64_t)bytes);
+    hb_puts(&b, tls ? ",\"protocol\":\"ftps\"}\n" : ",\"protocol\":\"ftp\"}\n");
+    if (!b.over)
+        l->len += hb_len(&b);
+    if (l->len >= ALOG_FLUSH_AT)
+        alog_flush(l);
+}
+
 void alog_ftp(alog_t *l, int64_t now, const struct sockaddr *peer, const char *user,
               const char *verb, const char *path, int code, uint64_t bytes, int tls)
 {
     if (l->fd < 0)
         return;
     size_t plen = strnlen(path, 4096), ulen = strnlen(user, 64);
-    if (reserve(l, 192 + 4 * (plen + ulen)) < 0)
+    if (reserve(l, 256 + 6 * (plen + ulen)) < 0)
         return;
     if (now != l->stamp_at)
         refresh_stamp(l, now);
+    if (l->json) {
+        ftp_json(l, peer, user, ulen, verb, path, plen, code, bytes, tls);
+        return;
+    }
     char *p = l->buf + l->len;
     p += fmt_peer(p, peer);
     memcpy(p, " - ", 3), p += 3;

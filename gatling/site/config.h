@@ -63,6 +63,8 @@ typedef struct config {
     const char *error_log; /* -q: NULL = stderr; reopened on SIGUSR1 */
     int access_log;        /* 0 with -n */
     int log_vhost;         /* -G: vhost_combined: each line starts with the vhost */
+    int log_json;          /* --log-format json: one JSON object a line (site/alog.h) */
+    int check;             /* --check: start up as far as the listeners, then exit 0 or 2 */
     const char *log_file;  /* -l: NULL = stdout; reopened on SIGUSR1 */
     const char *root;      /* -c: chroot (root) or chdir here; NULL = cwd */
     const char *user;      /* -u: drop privileges to this user after binding */

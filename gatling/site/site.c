@@ -26,6 +26,7 @@ int site_init(site_t *s, const config_t *cfg, gio_loop_t *loop, mime_table_t *mi
     s->mime = mime;
     s->rootfd = -1;
     alog_init(&s->log, cfg->log_fd);
+    s->log.json = cfg->log_json;
     elog_init(&s->elog, cfg->error_fd, cfg->error_log);
     s->stats.started = s->stats.second = time(NULL);
     /* gzip on the fly up to 1 MiB files, compressed off the loop (jobs.h) */

@@ -16,6 +16,7 @@ import pytest
 from conftest import ROOT, free_port, recv_to_eof
 
 EXPECTED = sorted("""etc/default/gatling
+etc/gatling/gatling.conf
 etc/logrotate.d/gatling
 usr/bin/bench
 usr/bin/httpbench
@@ -93,9 +94,13 @@ def test_make_install_and_uninstall(tmp_path):
     assert os.access(os.path.join(dest, "usr/sbin/gatling"), os.X_OK)
     with open(os.path.join(dest, "usr/lib/systemd/system/gatling.service")) as f:
         unit = f.read()
-    assert "ExecStart=/usr/sbin/gatling $GATLING_OPTIONS" in unit and "@" not in unit.replace(
+    conf = "--config /etc/gatling/gatling.conf $GATLING_OPTIONS"
+    assert "ExecStart=/usr/sbin/gatling " + conf in unit and "@" not in unit.replace(
         "@system-service", ""), unit
-    with open(os.path.join(dest, "etc/default/gatling")) as f:
+    # a reload checks first, then signals (systemd runs ExecReload= lines in order)
+    assert unit.index("ExecReload=/usr/sbin/gatling --check " + conf) < \
+        unit.index("ExecReload=/bin/kill -USR2 $MAINPID"), unit
+    with open(os.path.join(dest, "etc/gatling/gatling.conf")) as f:
         opts = f.read()
     # no @PLACEHOLDER@ left by make install (an e-mail address in a comment is no such thing)
     assert '-c /usr/share/gatling/www' in opts and not re.search(r"@[A-Z_]+@", opts), opts
@@ -304,6 +309,7 @@ def test_package_installs_the_tree_and_the_user(installed):
     assert subprocess.run(["id", "gatling"], capture_output=True).returncode == 0
     for f in ("/usr/sbin/gatling", "/lib/systemd/system/gatling.service",
               "/lib/systemd/system/gatling.socket", "/etc/default/gatling",
+              "/etc/gatling/gatling.conf",
               "/etc/logrotate.d/gatling", "/usr/share/man/man8/gatling.8.gz",
               "/usr/bin/bench", "/usr/bin/httpbench", "/usr/lib/sysusers.d/gatling.conf"):
         assert os.path.exists(f), f
@@ -344,7 +350,8 @@ def test_installed_units_verify(installed):
 
 
 def test_installed_package_serves_socket_activated_and_upgrades(installed):
-    """The installed binary with /etc/default/gatling's options, as the user
+    """The installed binary with the unit's options (/etc/gatling/gatling.conf and
+    /etc/default/gatling's GATLING_OPTIONS), as the user
     gatling, handed its socket by systemd-socket-activate (what gatling.socket
     does), then upgraded with SIGUSR2 (what `systemctl reload` does) under a
     continuous load: zero errors, and the access log in /var/log/gatling."""
@@ -353,7 +360,8 @@ def test_installed_package_serves_socket_activated_and_upgrades(installed):
     import re
     import shlex
     with open("/etc/default/gatling") as f:
-        opts = shlex.split(re.search(r'GATLING_OPTIONS="([^"]*)"', f.read()).group(1))
+        opts = ["--config", "/etc/gatling/gatling.conf"] + shlex.split(
+            re.search(r'GATLING_OPTIONS="([^"]*)"', f.read()).group(1))
     port = free_port()
     cmd = ["setpriv", "--reuid=gatling", "--regid=gatling", "--clear-groups",
            "systemd-socket-activate", "-l", "127.0.0.1:%d" % port, "/usr/sbin/gatling"] + opts
@@ -393,6 +401,63 @@ def test_installed_package_serves_socket_activated_and_upgrades(installed):
         time.sleep(0.5)
 
 
+def unit_argv(line, opts):
+    """An Exec line of the unit as argv, $GATLING_OPTIONS replaced by the words of
+    opts (systemd splits an unquoted $VAR at whitespace)."""
+    import shlex
+    out = []
+    for w in line.split():
+        out += shlex.split(opts) if w == "$GATLING_OPTIONS" else [w]
+    return out
+
+
+def test_upgrade_keeps_an_old_default_files_options(installed):
+    """/etc/default/gatling with options in GATLING_OPTIONS, as an older package's
+    edited file has them, then the package installed over it (what an upgrade
+    does to a conffile the admin changed: kept): the file is as the admin left
+    it, the unit's ExecReload check passes, and its ExecStart serves with those
+    options, which win over /etc/gatling/gatling.conf's (-c and -p here)."""
+    need("setpriv")
+    import tempfile
+    site = tempfile.mkdtemp(prefix="gatling-old-site-")
+    os.chmod(site, 0o755)
+    with open(os.path.join(site, "hello.txt"), "w") as f:
+        f.write("the old site\n")
+    os.chmod(os.path.join(site, "hello.txt"), 0o644)
+    port = free_port()
+    opts = "-c %s -p %d -n -i 127.0.0.1" % (site, port)
+    with open("/etc/default/gatling") as f:
+        shipped = f.read()
+    p = None
+    try:
+        with open("/etc/default/gatling", "w") as f:
+            f.write('# the admin\'s, from before gatling.conf\nGATLING_OPTIONS="%s"\n' % opts)
+        r = subprocess.run(["dpkg", "-i", "--force-confold", installed], capture_output=True,
+                           text=True, timeout=300, env=ENV)
+        assert r.returncode == 0, r.stdout + r.stderr
+        with open("/etc/default/gatling") as f:
+            assert opts in f.read(), "the admin's file was replaced"
+        with open("/lib/systemd/system/gatling.service") as f:
+            unit = f.read()
+        start = re.search(r"^ExecStart=(.*)$", unit, re.M).group(1)
+        check = re.search(r"^ExecReload=(.*--check.*)$", unit, re.M).group(1)
+        user = ["setpriv", "--reuid=gatling", "--regid=gatling", "--clear-groups"]
+        r = subprocess.run(user + unit_argv(check, opts), capture_output=True, text=True,
+                           timeout=30, cwd="/")
+        assert r.returncode == 0, r.stderr
+        p = subprocess.Popen(user + unit_argv(start, opts), cwd="/", stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE)
+        resp = get_once_listening(port, "/hello.txt")
+        assert resp.startswith(b"HTTP/1.1 200") and b"the old site" in resp, resp[:300]
+    finally:
+        if p:
+            p.send_signal(signal.SIGTERM)
+            p.wait(10)
+        with open("/etc/default/gatling", "w") as f:
+            f.write(shipped)
+        shutil.rmtree(site, ignore_errors=True)
+
+
 def test_installed_binary_serves_as_the_gatling_user(installed):
     # -u: started as root, serving as the gatling user
     port = free_port()
@@ -413,7 +478,8 @@ def test_package_purges_cleanly(installed):  # last: the others need the package
     r = subprocess.run(["dpkg", "--purge", "gatling"], capture_output=True, text=True,
                        timeout=300, env=ENV)
     assert r.returncode == 0, r.stdout + r.stderr
-    for f in ("/usr/sbin/gatling", "/etc/default/gatling", "/etc/logrotate.d/gatling",
+    for f in ("/usr/sbin/gatling", "/etc/default/gatling", "/etc/gatling/gatling.conf",
+              "/etc/logrotate.d/gatling",
               "/var/log/gatling", "/lib/systemd/system/gatling.service",
               "/usr/lib/sysusers.d/gatling.conf"):
         assert not os.path.exists(f), "%s is left after the purge" % f

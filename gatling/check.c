@@ -1,0 +1,79 @@
+/* --check's walk for .dictionary files: see check.h. */
+#include "check.h"
+#include "handlers/dictionary.h"
+#include "http/dcz.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* One .dictionary in dirfd (path names the directory): its bad lines said. */
+static int check_file(int dirfd, const char *path)
+{
+    char text[DICTIONARY_READ_MAX + 1];
+    int fd = openat(dirfd, DICTIONARY_FILE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0)
+        return 0; /* none */
+    ssize_t n = read(fd, text, DICTIONARY_READ_MAX);
+    close(fd);
+    if (n < 0) {
+        fprintf(stderr, "gatling: %s/%s: cannot be read\n", path, DICTIONARY_FILE);
+        return -1;
+    }
+    int bad = 0, line = 1;
+    for (const char *l = text, *end = text + n; l < end; line++) {
+        const char *nl = memchr(l, '\n', (size_t)(end - l));
+        size_t len = nl ? (size_t)(nl - l) : (size_t)(end - l);
+        dcz_rule_t r;
+        if (dcz_rule_parse(l, len, &r) < 0) {
+            fprintf(stderr, "gatling: %s/%s:%d: not a rule (NAME [match=PATTERN] "
+                    "[match-dest=DEST] [id=ID], gatling(8) COMPRESSION DICTIONARIES)\n",
+                    path, DICTIONARY_FILE, line);
+            bad = -1;
+        }
+        l += len + 1;
+    }
+    return bad;
+}
+
+/* dirfd (path) and the directories below it; *left counts down. */
+static int walk(int dirfd, const char *path, int depth, int *left)
+{
+    int bad = check_file(dirfd, path);
+    DIR *d = depth < CHECK_DEPTH_MAX ? fdopendir(dup(dirfd)) : NULL;
+    struct dirent *e;
+    while (d && (e = readdir(d)) && *left > 0) {
+        struct stat st;
+        if (e->d_name[0] == '.' || fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+            !S_ISDIR(st.st_mode))
+            continue;
+        char sub[4096];
+        int fd = openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0 || snprintf(sub, sizeof sub, "%s/%s", path, e->d_name) >= (int)sizeof sub) {
+            if (fd >= 0)
+                close(fd);
+            continue;
+        }
+        (*left)--;
+        bad |= walk(fd, sub, depth + 1, left);
+        close(fd);
+    }
+    if (d)
+        closedir(d);
+    return bad ? -1 : 0;
+}
+
+int check_dictionaries(void)
+{
+    int left = CHECK_DIRS_MAX;
+    int fd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return 0; /* check_root said why */
+    char here[4096];
+    int rc = walk(fd, getcwd(here, sizeof here) ? here : ".", 0, &left);
+    close(fd);
+    return rc;
+}

@@ -1,0 +1,310 @@
+"""The options file (--config), --check, and the reload (SIGUSR2) that reads the
+file again: an edit applied under load with no failed request, a broken edit
+that changes nothing (issue 56)."""
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from appservers import listener, serve
+from conftest import ROOT, end_upgrades, gone, wait_for
+from conftest import (first_backend_only, http_only, assert_status, fetch, make_docroot,
+                      running_server, start_server)
+from conftest import test_pki as pki_dir  # not test_*: pytest would collect it
+from test_production import bench_bg, bench_result, new_pid
+
+
+# What does not depend on the loop: parsing and the start-up's checks; the
+# HTTP/3 reload's sockets are the same descriptors on every backend (as
+# test_h3_workers' upgrades)
+ABOVE_IO = ("test_check_names_each_problem",
+            "test_check_says_every_problem_and_the_start_fails_as_it_says",
+            "test_check_passes_the_shipped_file", "test_reload_under_h3_load")
+
+
+@pytest.fixture(autouse=True)
+def above_io(request):
+    first_backend_only(request, ABOVE_IO, "options and checks above io/: on the first backend")
+
+
+# Plain passes only: the options, the checks and the upgrade are the same over
+# any scheme, and the tests speak HTTPS, h2c and HTTP/3 themselves where they
+# need them
+pytestmark = http_only
+
+
+def check(build, *args, cwd=None):
+    """gatling --check ARGS: (exit status, stderr)."""
+    r = subprocess.run([build.binary, "--check"] + list(args), capture_output=True, text=True,
+                       timeout=30, cwd=cwd)
+    return r.returncode, r.stderr
+
+
+def write(path, text):
+    with open(str(path), "w") as f:
+        f.write(text)
+    return str(path)
+
+
+def test_options_file_quotes_comments_relative_paths_and_the_command_line_wins(build, tmp_path):
+    """-M from the file is overridden by the command line's; -l "a dir/x.log" is a
+    quoted relative path, made relative to the file's directory (not the
+    start directory); # comments and a joined line are read as such."""
+    root = str(tmp_path / "www")
+    make_docroot(root, {"f.txt": "file\n"})
+    etc = tmp_path / "etc"
+    (etc / "a dir").mkdir(parents=True)
+    conf = write(etc / "g.conf", "# a comment -M 1\n"
+                                 "-M 60 -k /health   # two options, a comment\n"
+                                 "-l \"a dir/access.log\" \\\n   -I 'home page.html'\n")
+    with running_server(build, root, ("--config", conf, "-M", "120")) as srv:
+        r = fetch(srv.port, "/f.txt")
+        assert_status(r, 200)
+        assert r.header("cache-control") == "max-age=120", r.headers
+        assert fetch(srv.port, "/health").body == b"ok\n"
+    with open(str(etc / "a dir" / "access.log")) as f:
+        assert "GET /f.txt" in f.read()
+
+
+# (file's text, what the message must say); each file is etc/bad.conf
+BAD = [
+    ("-T 5\n--no-such-option\n-n\n", r"bad\.conf:2: unknown long option"),
+    ("-Z\n-q\n", r"bad\.conf:2: -q at the file's end without its value"),
+    ("-j 0\n", r"bad\.conf:1: -j 0: not a thread count"),
+    ("-T x\n", r"bad\.conf:1: -T x: not a timeout"),
+    ("-p 70000\n", r"bad\.conf:1: -p 70000: not a port"),
+    ("-W 0\n", r"bad\.conf:1: -W 0: not a worker count"),
+    ("\n\n-c missing-dir\n", r"-c .*missing-dir: No such file or directory"),
+    ("-w 'a('\n", r"bad\.conf:1: -w a\(: not a POSIX extended regular expression"),
+    ("-P '127.0.0.1/80/(x'\n", r"bad\.conf:1: -P .*not a proxy rule"),
+    ("-P 'nohost'\n", r"bad\.conf:1: -P nohost"),
+    ("--pool 'a=file:/nonexistent/list' -P '@a/^/x/'\n", r"--pool a: /nonexistent/list: No such"),
+    ("--pool 'a=file:%(etc)s/pool.list' -P '@a/^/x/'\n", r"pool\.list line 2: the backend is not"),
+    ("-i 300.1.1.1\n", r"bad\.conf:1: -i 300\.1\.1\.1: not an IPv4"),
+    ("-m /nonexistent/mime.types\n", r"MIME types from /nonexistent/mime\.types"),
+    ("-C %(etc)s/certs -e 0\n", r"server\.pem: no certificate"),
+    ("-k nohealth\n", r"bad\.conf:1: -k nohealth: not a path"),
+    ("--cache 1\n", r"bad\.conf:1: --cache 1: not mem"),
+    ("-y http\n", r"-y needs -Y"),
+    ("--log-format xml\n", r"bad\.conf:1: --log-format xml: not combined or json"),
+    ("-T 5 stray\n", r"bad\.conf:1: 'stray' is not an option"),
+    ("-I 'unclosed\n", r"bad\.conf:1: a ' is not closed"),
+    ("--config other.conf\n", r"bad\.conf:1: --config in an options file"),
+    ("-u no-such-user-here\n", r"-u no-such-user-here: no such user"),
+    ("-l /nonexistent/dir/access.log\n", r"/nonexistent/dir/access\.log"),
+    ("--h3-retry sometimes\n", r"bad\.conf:1: --h3-retry sometimes"),
+    ("", r"d/\.dictionary:2: not a rule"),
+]
+
+
+@pytest.mark.parametrize("text,want", BAD, ids=[str(i) for i in range(len(BAD))])
+def test_check_names_each_problem(build, tmp_path, text, want):
+    """--check on a bad file: exit 2, and a message naming the option or the file
+    and line; what the start-up reads (certificates, pool lists, .dictionary)
+    included."""
+    etc = tmp_path / "etc"
+    (etc / "certs").mkdir(parents=True)
+    write(etc / "certs" / "server.pem", "not a certificate\n")
+    write(etc / "pool.list", "127.0.0.1/8080\nnot a backend at all\n")
+    root = str(tmp_path / "www")
+    make_docroot(root, {"f.txt": "x\n", "d/a.txt": "a\n",
+                        "d/.dictionary": "a.txt\nb.txt bogus=1\n" if not text else "a.txt\n"})
+    conf = write(etc / "bad.conf", text % {"etc": str(etc)} if "%(" in text else text)
+    rc, err = check(build, "--config", conf, cwd=root)
+    assert rc == 2, (rc, err)
+    assert re.search(want, err), err
+
+
+def test_check_says_every_problem_and_the_start_fails_as_it_says(build, tmp_path):
+    """Three bad lines: --check names all three; gatling without --check stops
+    at the first, with the same message, exit 2."""
+    conf = write(tmp_path / "g.conf", "-T x\n-W 99\n-w 'b('\n")
+    rc, err = check(build, "--config", conf, "-n")
+    assert rc == 2 and "g.conf:1: -T x" in err and "g.conf:2: -W 99" in err and \
+        "g.conf:3: -w b(" in err, err
+    r = subprocess.run([build.binary, "--config", conf, "-n", "-p", "0"], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 2 and "g.conf:1: -T x" in r.stderr and "-W 99" not in r.stderr, \
+        r.stderr
+
+
+def test_check_passes_the_shipped_file(build, tmp_path):
+    """dist/gatling.conf as make install writes it (the sample site and the logs
+    moved here, since /usr/share/gatling and /var/log/gatling are not):
+    exit 0, and so do certificates that load."""
+    with open(os.path.join(ROOT, "dist/gatling.conf")) as f:
+        text = f.read()
+    assert "@DATADIR@/www" in text and "/var/log/gatling/" in text
+    text = text.replace("@DATADIR@/www", os.path.join(ROOT, "www"))
+    text = text.replace("/var/log/gatling/", str(tmp_path) + "/")
+    conf = write(tmp_path / "gatling.conf", text)
+    rc, err = check(build, "--config", conf)
+    assert rc == 0 and "--check: the configuration is good" in err, err
+    rc, err = check(build, "--config", conf, "-C", os.path.join(pki_dir(), "certs"), "-e", "0")
+    assert rc == 0, err
+    assert not os.path.exists(str(tmp_path / "access.log.bound")), "nothing else made"
+
+
+def reload(srv, pids):
+    """SIGUSR2 to the process serving now (pids[-1]): the new one's pid, once it
+    serves, appended to pids."""
+    mark = len(srv.errlog)
+    os.kill(pids[-1], signal.SIGUSR2)
+    pid = wait_for(lambda: new_pid(srv, mark), 15, "the new process")
+    pids.append(pid)
+    wait_for(lambda: any("pid %d serves" % pid in l for l in srv.errlog[mark:]), 15,
+             "the new process serving")
+    return pid
+
+
+def backend(body=b"from backend", fields=b""):
+    """A one-response-per-connection HTTP backend answering body (after the
+    header fields given, each ending in CRLF): its port."""
+    def handle(c):
+        with c:
+            c.recv(65536)
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n%sConnection: close\r\n\r\n%s"
+                      % (len(body), fields, body))
+    return serve(listener(), handle, threaded=True).getsockname()[1]
+
+
+def test_reload_applies_the_edited_file_under_load(build, tmp_path):
+    """The file gains a -P rule, -M and -W 2 between two SIGUSR2s' worth of
+    load (HTTP/1.1 keep-alive, a connection per request, and h2c): after the
+    reload /app/ comes from the backend and files carry max-age, the old
+    process is gone, and not one request failed."""
+    root = str(tmp_path / "www")
+    make_docroot(root, {"f.txt": "reload me\n", ".proxy": ""})
+    conf = write(tmp_path / "g.conf", "-n -T 10\n")
+    srv = start_server(build, root, ("--config", conf))
+    pids = [srv.pid]
+    try:
+        assert_status(fetch(srv.port, "/app/x"), 404, "before: no rule")
+        loads = [bench_bg(build, srv.port, ["-c", "10", "-k"], 3),
+                 bench_bg(build, srv.port, ["-c", "5"], 3),
+                 bench_bg(build, srv.port, ["-c", "5", "-k", "--h2", "--streams", "5"], 3)]
+        time.sleep(0.8)
+        write(conf, "-n -T 10\n-P '127.0.0.1/%d/^/app/'\n-M 77 -W 2\n" % backend())
+        pid = reload(srv, pids)
+        results = [bench_result(p) for p in loads]
+        for name, r in zip(("keep-alive", "one per connection", "h2c"), results):
+            assert r["errors_total"] == 0 and r["responses"] > 50, (name, r["errors"],
+                                                                    r["responses"])
+            assert r["status"]["2xx"] == r["responses"], (name, r["status"])
+        wait_for(lambda: gone(srv.pid), 15, "the old process draining and exiting")
+        assert srv.process.wait(1) == 0
+        r = fetch(srv.port, "/app/x")
+        assert_status(r, 200, "after: the new -P rule")
+        assert r.body == b"from backend"
+        assert fetch(srv.port, "/f.txt").header("cache-control") == "max-age=77"
+        workers = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True)
+        assert len(workers.stdout.split()) == 2, "-W 2: two workers (%r)" % workers.stdout
+        print("reload under load: %s" % ", ".join(
+            "%s %d responses %d errors" % (n, r["responses"], r["errors_total"])
+            for n, r in zip(("h1 keep-alive", "h1 close", "h2c"), results)))
+    finally:
+        end_upgrades(srv, pids)
+
+
+def test_a_broken_file_at_reload_changes_nothing(build, tmp_path):
+    """A bad line at reload: the new process exits, the old one goes on serving
+    with its options, and its error log (-q, a file) names the file and line."""
+    root = str(tmp_path / "www")
+    make_docroot(root, {"f.txt": "still here\n"})
+    elog = str(tmp_path / "error.log")
+    conf = write(tmp_path / "g.conf", "-n -M 5\n")
+    with running_server(build, root, ("--config", conf, "-q", elog), check_fds=False) as srv:
+        write(conf, "-n -M 5\n-T soon\n")
+        srv.send_signal(signal.SIGUSR2)
+
+        def said():
+            with open(elog) as f:
+                return "the new process failed" in f.read()
+        wait_for(said, 15, "the old process saying the new one failed")
+        with open(elog) as f:
+            text = f.read()
+        assert "g.conf:2: -T soon: not a timeout" in text and "this one goes on serving" in text, \
+            text
+        r = fetch(srv.port, "/f.txt")
+        assert_status(r, 200, "after a failed reload")
+        assert r.header("cache-control") == "max-age=5"
+        # and the next good edit is applied
+        write(conf, "-n -M 6\n")
+        mark = len(srv.errlog)
+        os.kill(srv.pid, signal.SIGUSR2)
+        pid = wait_for(lambda: new_pid(srv, mark), 15, "the new process")
+        try:
+            wait_for(lambda: gone(srv.pid), 15, "the old process exiting")
+            assert fetch(srv.port, "/f.txt").header("cache-control") == "max-age=6"
+        finally:
+            end_upgrades(srv, [srv.pid, pid])
+            srv.exit_checked = True
+
+
+def test_reload_under_h3_load(build, tmp_path):
+    """HTTP/3 clients keep asking (connections that stay open and one per
+    request, test_h3_workers' Load) while the file gains -M: no request fails
+    (one the draining process refused is sent again, as RFC 9114 allows), the
+    old process exits, and a new connection gets the new header."""
+    from conftest import H3Client, https_port, skip_without_h3
+    skip_without_h3(build.binary)
+    test_h3_workers = pytest.importorskip("test_h3_workers")
+    if not test_h3_workers.HAVE_AIOQUIC:
+        pytest.skip("aioquic is not installed (tests/setup.sh installs it)")
+    root = str(tmp_path / "www")
+    make_docroot(root, {"f.txt": "h3\n"})
+    conf = write(tmp_path / "g.conf", "-T 10 -S -n\n-C %s -e 0\n" % os.path.join(pki_dir(),
+                                                                                 "certs"))
+    srv = start_server(build, root, ("--config", conf))
+    tls = https_port(srv)
+    pids = [srv.pid]
+    load = test_h3_workers.Load(tls)
+    try:
+        load.thread.start()
+        wait_for(lambda: len(load.done) > 20 or load.failed, 10, "the load running")
+        with open(conf, "a") as f:
+            f.write("-M 77\n")
+        reload(srv, pids)
+        n = len(load.done)
+        wait_for(lambda: len(load.done) > n + 20 or load.failed, 15, "requests after it")
+        load.stop = True
+        load.thread.join(15)
+        assert not load.failed, load.failed[:5]
+        wait_for(lambda: gone(srv.pid), 15, "the old process draining and exiting")
+        c = H3Client(tls)
+        try:
+            assert c.request("/f.txt").header("cache-control") == "max-age=77"
+        finally:
+            c.close()
+        print("reload under h3 load: %d requests, %d sent again after a refusal, 0 failed"
+              % (len(load.done), load.retried))
+    finally:
+        load.stop = True
+        end_upgrades(srv, pids)
+
+
+def test_a_certificate_that_does_not_load_at_reload_changes_nothing(build, tmp_path):
+    """The certificate is broken between start and reload: the new process cannot
+    load it and exits, the old one says why and goes on serving HTTPS with the
+    certificate it has."""
+    import shutil
+    root = str(tmp_path / "www")
+    make_docroot(root, {"f.txt": "tls\n"})
+    certs = tmp_path / "certs"
+    shutil.copytree(os.path.join(pki_dir(), "certs"), str(certs))
+    conf = write(tmp_path / "g.conf", "-n\n-C certs -e 0\n")  # relative to the file
+    with running_server(build, root, ("--config", conf), check_fds=False) as srv:
+        from conftest import https_port
+        tls = https_port(srv)
+        write(certs / "server.pem", "-----BEGIN CERTIFICATE-----\nbroken\n")
+        srv.send_signal(signal.SIGUSR2)
+        wait_for(lambda: any("the new process failed" in l for l in srv.errlog), 15,
+                 "the old process saying the new one failed")
+        line = [l for l in srv.errlog if "the new process failed" in l][0]
+        assert "server.pem" in line and "this one goes on serving" in line, line
+        r = subprocess.run(["curl", "-s", "--cacert", os.path.join(pki_dir(), "ca.pem"),
+                            "https://localhost:%d/f.txt" % tls], capture_output=True, timeout=30)
+        assert r.returncode == 0 and r.stdout == b"tls\n", r

@@ -1,0 +1,174 @@
+"""--log-format json: one JSON object a line (RFC 8259), whatever bytes a client
+sends, read back by Python's json and by jq; the fields gatling knows (protocol,
+TLS, upstream, cache status); the same reopen on SIGUSR1 (issue 56)."""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+from test_config import backend
+from conftest import (IO_TIMEOUT, http_only, H3Client, assert_status, make_docroot,
+                      recv_to_eof, running_server, skip_without_h3, wait_for)
+from conftest import test_pki as pki_dir  # not test_*: pytest would collect it
+
+# Plain passes only: the options, the checks and the upgrade are the same over
+# any scheme, and the tests speak HTTPS, h2c and HTTP/3 themselves where they
+# need them
+pytestmark = http_only
+
+
+# what the combined format has, then gatling's own
+FIELDS = ["time", "remote", "request", "status", "bytes", "referer", "user_agent", "protocol",
+          "tls_version", "tls_cipher", "vhost", "upstream", "upstream_us", "cache", "dcz",
+          "duration_us"]
+
+
+def raw(port, data):
+    with socket.create_connection(("127.0.0.1", port), timeout=IO_TIMEOUT) as s:
+        s.sendall(data)
+        return recv_to_eof(s)
+
+
+def read_lines(path, n, timeout=10):
+    """The log's lines once there are n (the log is written at a loop round's end)."""
+    def enough():
+        if not os.path.exists(path):
+            return False
+        with open(path, "rb") as f:
+            return f.read().count(b"\n") >= n
+    wait_for(enough, timeout, "%d lines in %s" % (n, path))
+    with open(path, "rb") as f:
+        return f.read().splitlines()
+
+
+def parse_all(path, n):
+    """Every line through Python's json and through jq: the objects."""
+    lines = read_lines(path, n)
+    objs = [json.loads(l.decode("utf-8")) for l in lines]  # strict: invalid UTF-8 raises
+    if shutil.which("jq"):
+        r = subprocess.run(["jq", "-c", "."], stdin=open(path, "rb"), capture_output=True,
+                           timeout=30)
+        assert r.returncode == 0, r.stderr
+        assert len(r.stdout.splitlines()) == len(lines)
+    else:
+        pytest.fail("jq is not installed (sh tests/setup.sh installs it)")
+    for o in objs:
+        assert list(o) == FIELDS or o.get("protocol") in ("ftp", "ftps"), o
+    return objs
+
+
+HOSTILE = [b"/q\"uote", b"/back\\slash", b"/ctl" + bytes(range(1, 32)), b"/del\x7f",
+           b"/high" + bytes(range(0x80, 0x100)), b"/utf8-\xc3\xa9", b"/" + b"A\"\\%" * 1000,
+           b"/nul\x00byte"]
+AGENTS = [b"\"a\\b\xc3\xa9\xe2\x82\xac", b"\xc0\xaf\xed\xa0\x80\xf4\x90\x80\x80\xff",
+          bytes(range(0x80, 0x100)), b"x\x01y"]
+
+
+def test_hostile_request_lines_give_valid_json(build, tmp_path):
+    """Request lines with quotes, backslashes, every control byte, 0x80-0xff, a
+    4 KiB target and a NUL, and User-Agents with quotes, backslashes, valid
+    and invalid UTF-8 (overlong, surrogate, above U+10FFFF): every line parses
+    with Python's json and with jq.  What the parser takes comes back as it
+    went (invalid UTF-8 as U+FFFD); what it refuses (controls and 0x80-0xff in
+    a target) is logged as a null request, its 400 counted."""
+    root = str(tmp_path / "www")
+    make_docroot(root, {"f.txt": "x\n"})
+    log = str(tmp_path / "access.log")
+    with running_server(build, root, ("--log-format", "json", "-l", log, "-T", "10")) as srv:
+        for target in HOSTILE:
+            raw(srv.port, b"GET " + target + b" HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+        for ua in AGENTS:
+            raw(srv.port, b"GET /f.txt HTTP/1.1\r\nHost: h\r\nUser-Agent: " + ua +
+                b"\r\nReferer: \"\\\xff\r\nConnection: close\r\n\r\n")
+        raw(srv.port, b"\xff\xfe garbage that is no request\r\n\r\n")
+        objs = parse_all(log, len(HOSTILE) + len(AGENTS) + 1)
+    reqs = [o["request"] for o in objs]
+    assert "GET /q\"uote HTTP/1.1" in reqs and "GET /back\\slash HTTP/1.1" in reqs, reqs
+    long = [o for o in objs if o["request"] and len(o["request"]) > 4000]
+    assert long and "A\"\\%" * 1000 in long[0]["request"], objs
+    assert [o["status"] for o in objs if o["request"] is None] == [400] * 7, objs
+    uas = [o["user_agent"] for o in objs if o["request"] == "GET /f.txt HTTP/1.1"]
+    assert uas == ["\"a\\b\u00e9\u20ac", "\ufffd" * 10, "\ufffd" * 128], uas
+    refs = [o["referer"] for o in objs if o["request"] == "GET /f.txt HTTP/1.1"]
+    assert refs == ["\"\\\ufffd"] * 3, refs
+    assert all(isinstance(o["status"], int) and isinstance(o["duration_us"], int) for o in objs)
+
+
+def test_every_byte_gives_valid_json(build, tmp_path):
+    """The bytes no parser lets through (0x00-0x1f in a request line, a NUL, a
+    5000-byte field): t_alog logs them straight into a JSON line, which
+    Python's json and jq read back, byte for byte where it is UTF-8."""
+    out = str(tmp_path / "alog.json")
+    r = subprocess.run([os.path.join(build.dir, "tests", "t_alog")], capture_output=True,
+                       text=True, timeout=30, env=dict(os.environ, T_ALOG_OUT=out))
+    assert r.returncode == 0 and "not ok" not in r.stdout, r.stdout + r.stderr
+    objs = [json.loads(l) for l in read_lines(out, 2)]
+    line = objs[0]["request"]
+    assert line[:128] == "".join(chr(i) for i in range(128)), line[:128]
+    assert line[128:] == "\ufffd" * 128
+    assert objs[0]["vhost"] == "v\"h\x01" and objs[1]["request"] is None
+    r = subprocess.run(["jq", "-r", ".request"], stdin=open(out, "rb"), capture_output=True,
+                       timeout=30)
+    assert r.returncode == 0 and r.stdout.startswith(bytes(range(0, 10))), r.stdout[:40]
+
+
+def test_fields_tls_h2_upstream_cache_and_reopen(build, tmp_path):
+    """Over HTTPS by HTTP/2: protocol h2, TLS 1.3 and its cipher; a proxied request:
+    its backend and time; the cache's miss then hit; the vhost; after a rename
+    and SIGUSR1 the lines go to a new file, still JSON."""
+    root = str(tmp_path / "www")
+    make_docroot(root, {"default/f.txt": "x\n", "default/.proxy": "",
+                        "default/.cache": "ttl 60\n"})
+    log = str(tmp_path / "access.log")
+    port = backend(b"proxied", b"Cache-Control: max-age=60\r\n")
+    args = ("--log-format", "json", "-l", log, "-C", os.path.join(pki_dir(), "certs"),
+            "-e", "0", "-P", "127.0.0.1/%d/^/app/" % port, "--cache", "8M")
+    with running_server(build, root, args) as srv:
+        from conftest import https_port
+        tls = https_port(srv)
+        ca = os.path.join(pki_dir(), "ca.pem")
+        for path in ("/f.txt", "/app/x", "/app/x"):
+            r = subprocess.run(["curl", "-s", "--http2", "--cacert", ca, "-o", "/dev/null",
+                                "https://localhost:%d%s" % (tls, path)], timeout=30)
+            assert r.returncode == 0
+        objs = parse_all(log, 3)
+        os.rename(log, log + ".1")
+        srv.send_signal(signal.SIGUSR1)
+        time.sleep(0.3)
+        r = subprocess.run(["curl", "-s", "--http1.1", "--cacert", ca, "-o", "/dev/null",
+                            "https://localhost:%d/f.txt" % tls], timeout=30)
+        assert r.returncode == 0
+        after = parse_all(log, 1)
+        srv.signaled = False
+    f, miss, hit = objs
+    assert f["protocol"] == "h2" and f["tls_version"] == "TLSv1.3" and f["tls_cipher"], f
+    assert f["vhost"] == "default:%d" % tls and f["status"] == 200 and f["bytes"] == 2, f
+    assert f["upstream"] is None and f["upstream_us"] is None and f["cache"] is None, f
+    assert miss["upstream"] == "127.0.0.1/%d" % port and miss["upstream_us"] >= 0, miss
+    assert "miss" in miss["cache"], miss
+    assert "hit" in hit["cache"] and hit["upstream"] is None, hit
+    assert after[0]["protocol"] == "h1" and after[0]["tls_version"].startswith("TLSv1."), after
+
+
+def test_h3_line(build, tmp_path):
+    """Over HTTP/3: protocol h3, TLS 1.3 and GnuTLS's name of the suite."""
+    skip_without_h3(build.binary)
+    root = str(tmp_path / "www")
+    make_docroot(root, {"f.txt": "x\n"})
+    log = str(tmp_path / "access.log")
+    args = ("--log-format", "json", "-l", log, "-C", os.path.join(pki_dir(), "certs"), "-e", "0")
+    with running_server(build, root, args) as srv:
+        from conftest import https_port
+        c = H3Client(https_port(srv))
+        try:
+            assert_status(c.request("/f.txt"), 200)
+        finally:
+            c.close()
+        o = parse_all(log, 1)[0]
+    assert o["protocol"] == "h3" and o["tls_version"] == "TLSv1.3", o
+    assert o["tls_cipher"] and o["tls_cipher"].startswith("TLS_"), o
