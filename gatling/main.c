@@ -105,7 +105,8 @@ static void usage_acme(void)
         "            for the names served, with email as the account's contact\n"
         "  --acme-ca url  the CA's directory (default: Let's Encrypt's production)\n"
         "  --acme-ca-root file  trust these PEM roots for the CA (else the system's)\n"
-        "  --acme-eab kid:hmackey  External Account Binding (ZeroSSL and others)\n"
+        "  --acme-eab kid:@file  External Account Binding (ZeroSSL and others), the HMAC key\n"
+        "                  read from file (kid:hmackey works but shows in ps)\n"
         "  --acme-profile name  ask for this profile (classic, tlsserver, shortlived)\n"
         "  --acme-key ec256|rsa2048|rsa3072  the certificates' key type (ec256)\n"
         "  --acme-challenge http-01|tls-alpn-01|dns-01  only this challenge (default:\n"
@@ -769,7 +770,7 @@ static const char OPTSTRING[] = ":i:p:a:T:s:B:N:K:A:R:b:j:nGl:q:c:u:m:W:HvtdDI:r
                                 "Eo:O:x:X2y:Y:k:g:w:zJ:Q:P:Vhf:U3";
 /* The options whose value is a path: in an options file, relative to it. */
 static const char PATH_SHORTOPTS[] = "clqmC";
-static const char *const PATH_LONGOPTS[] = {"acme-dir", "acme-ca-root", NULL};
+static const char *const PATH_LONGOPTS[] = {"acme-dir", "acme-ca-root", "acme-dns-key", NULL};
 
 /* getopt over ca's argv into cfg: -1 to go on, or an exit code; with
    --check every option is looked at, and 2 if any was bad. */
