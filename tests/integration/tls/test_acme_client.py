@@ -26,6 +26,7 @@ import socket
 import ssl
 import stat
 import subprocess
+import tempfile
 import threading
 import time
 import urllib.request
@@ -418,14 +419,17 @@ def test_the_client_dies_with_its_keeper_under_u(tmp_path):
     PR_SET_PDEATHSIG, and the setuid cleared it: a keeper killed (SIGKILL)
     left the client running until its next wake-up.  It is set again after
     the setuid: the client ends with its keeper."""
-    base = str(tmp_path / "u")
-    os.mkdir(base)
-    for d in (str(tmp_path), base):  # the user walks to the state directory
-        os.chmod(d, 0o755)
+    # the client drops to -u before it lays STATE out (gatling hands it STATE
+    # at start, acme_setup.c; acme_try does not): a directory of the user's
+    # that it can walk to (pytest's tmp_path sits below a 0700 directory)
+    base = tempfile.mkdtemp(prefix="gatling-acme-u-")
+    os.chmod(base, 0o755)
+    os.chown(base, 65534, 65534)
     state = os.path.join(base, "state")
     p = try_closed_ca(state, os.path.join(base, "live"), 30, ACME_TRY_UID="65534")
     try:
-        wait_for(lambda: os.path.exists(os.path.join(state, "status")), 10, "a first round")
+        wait_for(lambda: os.path.exists(os.path.join(state, "challenges", "status")), 10,
+                 "a first round")
         (keeper,) = children(p.pid)
         (client,) = children(keeper)
         with open("/proc/%d/status" % client) as f:
@@ -435,6 +439,7 @@ def test_the_client_dies_with_its_keeper_under_u(tmp_path):
     finally:
         p.kill()
         p.communicate()
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def test_a_state_directory_made_anew_is_noticed(tmp_path, monkeypatch):
@@ -444,10 +449,11 @@ def test_a_state_directory_made_anew_is_noticed(tmp_path, monkeypatch):
     state = str(tmp_path / "state")
     p = try_closed_ca(state, str(tmp_path / "live"), 20, GATLING_TEST_ACME_BACKOFF="1")
     try:
-        wait_for(lambda: os.path.exists(os.path.join(state, "status")), 10, "a first round")
+        wait_for(lambda: os.path.exists(os.path.join(state, "challenges", "status")), 10,
+                 "a first round")
         shutil.rmtree(state)
         os.mkdir(state)
-        wait_for(lambda: os.path.exists(os.path.join(state, "status")) and
+        wait_for(lambda: os.path.exists(os.path.join(state, "challenges", "status")) and
                  os.path.isdir(os.path.join(state, "challenges", "http-01")), 10,
                  "the new state directory laid out and used")
     finally:
@@ -466,7 +472,8 @@ def test_ipv6_names_in_rfc5952_form(tmp_path):
                           str(tmp_path / "live"), "20", "2001:DB8:0:0:0:0:0:1"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_for(lambda: os.path.exists(os.path.join(state, "status")), 10, "a first round")
+        wait_for(lambda: os.path.exists(os.path.join(state, "challenges", "status")), 10,
+                 "a first round")
     finally:
         p.terminate()
         out, err = p.communicate()
