@@ -62,7 +62,7 @@ typedef struct dict_counters {
 typedef struct dict_entry {
     uint8_t hash[DCZ_HASH_LEN];
     struct stat st;
-    char *scope; /* the virtual host it was served for ("": none) */
+    char *scope; /* the directory serving it (vhost_dir(): "": the root) */
     char *match; /* its match pattern */
     char *rel;   /* its path below the virtual host's directory */
     struct dict_entry *older, *newer;
