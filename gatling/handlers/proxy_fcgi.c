@@ -16,10 +16,8 @@ static int docroot(const px_req_t *pr, const px_target_t *t, char *out, size_t c
     const site_t *s = pr->px->site;
     hbuf_t b = hb_init(out, cap);
     hb_puts(&b, s->root_real && strcmp(s->root_real, "/") ? s->root_real : "");
-    if (t->which == VHOST_NAMED)
-        hb_puts(&b, "/"), hb_puts(&b, t->vhost);
-    else if (t->which == VHOST_DEFAULT)
-        hb_puts(&b, "/default");
+    if (t->which != VHOST_ROOT)
+        hb_puts(&b, "/"), hb_puts(&b, vhost_dir(t->which, t->vhost));
     if (!hb_len(&b))
         hb_puts(&b, "/");
     return hb_str(&b) ? 0 : -1;
