@@ -67,6 +67,9 @@ pkgs="$pkgs php-fpm"
 # checks that both read a tbf bottleneck alike); ethtool: the GRO/GSO/TSO tunings on the
 # lab's veth links (test_throughput.py applies every tuning)
 pkgs="$pkgs iperf3 ethtool"
+# clang-tidy-14 and cppcheck: make lint (tests/lint.sh), a job of make check, beside gcc's
+# -fanalyzer; gcovr: make coverage's report (line and branch per folder, HTML)
+pkgs="$pkgs clang-tidy-14 cppcheck gcovr"
 [ "$level" = bench ] && pkgs="$pkgs nginx lighttpd h2o slowhttptest whois caddy"
 # nodejs, npm: the HTTP caching test suite (tests/cache-tests/run, test_cache_suite.py),
 # which npm installs below.  Asked for only when the command is missing: a NodeSource

@@ -67,6 +67,14 @@ layers:
 	$(PYTHON) tests/layers.py
 	sh tests/funclen.sh
 
+# make lint: gcc -fanalyzer, clang-tidy-14 (.clang-tidy) and cppcheck over every
+# C file of gatling/ and io/ (tests/lint.sh; what is not a bug is in
+# tests/lint.supp with its reason); a job of make check.  LINT_DEEP=1 adds
+# clang-tidy's clang-analyzer-* (~30 CPU-min)
+.PHONY: lint
+lint:
+	LINT_JOBS=$(CHECK_JOBS) sh tests/lint.sh "$(CPPFLAGS) $(IO_CPPFLAGS)"
+
 .PHONY: check check-build check-quick
 # every build make check tests: each backend, the first with sanitizers too
 check-build: setup layers
@@ -75,13 +83,15 @@ check-build: setup layers
 	$(MAKE) --no-print-directory -j$(CHECK_JOBS) IO=$(firstword $(CHECK_BACKENDS)) SAN=1 tests-build; \
 	$(MAKE) --no-print-directory -j$(CHECK_JOBS) all
 
-# The fuzz smoke (with its build) and the cross build run beside the test passes.
+# The fuzz smoke (with its build), the cross build and make lint run beside the
+# test passes.
 check: check-build
 	$(PYTHON) tests/run-check -j$(CHECK_PASSES) --shards $(CHECK_SHARDS) \
 	    $(CHECK_WHOLE_BUILDS:%=--whole %) $(CHECK_TLS_BUILDS:%=--https %) \
 	    $(CHECK_H2_BUILDS:%=--h2 %) $(CHECK_H3_BUILDS:%=--h3 %) \
 	    --job "fuzz=$(MAKE) --no-print-directory fuzz-check" \
 	    --job "cross=$(MAKE) --no-print-directory cross" \
+	    --job "lint=$(MAKE) --no-print-directory lint" \
 	    $(CHECK_BACKENDS) $(firstword $(CHECK_BACKENDS))-san -- $(PYTEST_ARGS)
 
 # one pass split three ways by module: the two CPUs stay busy
