@@ -77,9 +77,6 @@ void dict_free(dict_t *d);
 
 dict_counters_t *dict_counters(dict_t *d);
 
-/* Bytes and entries of deltas held, and dictionaries indexed. */
-void dict_stats(const dict_t *d, size_t *bytes, size_t *deltas, size_t *dicts);
-
 /* Is the file version st, served for scope, an indexed dictionary?  1 or 0. */
 int dict_indexed(dict_t *d, const struct stat *st, const char *scope);
 
