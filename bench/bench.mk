@@ -12,7 +12,7 @@
 # every backend's build (see the GNUmakefile).
 BO := $(OB)/bench-obj
 
-$(BO)/%.o: bench/%.c
+$(BO)/%.o: bench/%.c $(OB).flags
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
@@ -38,12 +38,12 @@ $(B)/lg_selftest: $(BO)/lg/lg_selftest.o $(LG_OBJ) $(IO_LIB)
 $(B)/h2flood: $(BO)/lg/h2flood.o | $(B)
 	$(CC) $(LDFLAGS) -o $@ $^ -lssl -lcrypto -pthread
 
-# copies for the user, like gatling/gatling: the last plain build wins.
+# copies for the user, like gatling/gatling: the last build asked for wins.
 # cp + mv: a copy over a binary that is running fails with ETXTBSY, a rename does not.
-bench/httpbench: $(B)/httpbench
-	cp $< $@.tmp && mv -f $@.tmp $@
-bench/bench: $(B)/bench
-	cp $< $@.tmp && mv -f $@.tmp $@
+bench/httpbench: $(B)/httpbench FORCE
+	@cmp -s $< $@ || { echo "cp $< $@"; cp $< $@.tmp && mv -f $@.tmp $@; }
+bench/bench: $(B)/bench FORCE
+	@cmp -s $< $@ || { echo "cp $< $@"; cp $< $@.tmp && mv -f $@.tmp $@; }
 
 all: $(BENCH_BIN) $(BENCH_TEST) $(B)/h2flood bench/httpbench bench/bench
 tests-build: $(BENCH_TEST) $(B)/h2flood
@@ -68,7 +68,7 @@ $(B)/kb-%: $(BO)/kb/kb_%.o $(BO)/kb/kb.o | $(B)
 .SECONDARY: $(KB_TOOLS:%=$(BO)/kb/kb_%.o)
 ifeq ($(SAN),)
 KB_BIN += $(B)/kb-fork-static
-$(BO)/kb/kb_fork_static.o: bench/kb/kb_fork.c
+$(BO)/kb/kb_fork_static.o: bench/kb/kb_fork.c $(OB).flags
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -DKB_STATIC -c -o $@ $<
 $(B)/kb-fork-static: $(BO)/kb/kb_fork_static.o $(BO)/kb/kb.o | $(B)

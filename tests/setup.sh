@@ -75,6 +75,9 @@ pkgs="$pkgs php-fpm"
 pkgs="$pkgs iperf3 ethtool"
 # jq: test_log_json.py reads every line of --log-format json with it (and with Python's json)
 pkgs="$pkgs jq"
+# clang-tidy-14 and cppcheck: make lint (tests/lint.sh), a job of make check, beside gcc's
+# -fanalyzer; gcovr: make coverage's report (line and branch per folder, HTML)
+pkgs="$pkgs clang-tidy-14 cppcheck gcovr"
 [ "$level" = bench ] && pkgs="$pkgs nginx lighttpd h2o slowhttptest whois caddy"
 # nodejs, npm: the HTTP caching test suite (tests/cache-tests/run, test_cache_suite.py),
 # which npm installs below.  Asked for only when the command is missing: a NodeSource

@@ -67,6 +67,53 @@ layers:
 	$(PYTHON) tests/layers.py
 	sh tests/funclen.sh
 
+# make lint: gcc -fanalyzer, clang-tidy-14 (.clang-tidy) and cppcheck over every
+# C file of gatling/ and io/ (tests/lint.sh; what is not a bug is in
+# tests/lint.supp with its reason); a job of make check.  LINT_DEEP=1 adds
+# clang-tidy's clang-analyzer-* (~30 CPU-min)
+.PHONY: lint
+lint:
+	LINT_JOBS=$(CHECK_JOBS) sh tests/lint.sh "$(CPPFLAGS) $(IO_CPPFLAGS)"
+
+# make check-tsan: the first backend with ThreadSanitizer (TSAN=1: build/<backend>-tsan,
+# build/obj-tsan; the server and the unit programs) and the modules that drive the
+# worker threads (site/jobs.c): .htaccess logins (password checks), gzip on the fly,
+# dictionary hashing and deltas, the response cache's fills in front of them, and
+# the unit programs (t_jobs); a job of make check.  A race fails the test whose
+# server printed it (harness/env.py's ALARMING).  TSAN_PYTEST_ARGS leaves out
+# test_gzip_miss_served_identity_while_threads_compress: it counts which of eight
+# misses found the one -j 1 thread busy, a race of timings (not memory) that a
+# thread TSan slows 5-15 times changes; its threads run in test_encoding's others
+TSAN_IO ?= $(firstword $(CHECK_BACKENDS))
+TSAN_MODULES ?= http/test_access.py http/test_encoding.py http/test_dictionary.py \
+                cache/test_cache.py ops/test_unit.py
+TSAN_PYTEST_ARGS ?= -k "not test_gzip_miss_served_identity_while_threads_compress"
+.PHONY: check-tsan tsan-build
+tsan-build: $(B)/gatling $(UNIT_BIN)
+check-tsan:
+	@$(MAKE) --no-print-directory -j$(CHECK_JOBS) IO=$(TSAN_IO) TSAN=1 tsan-build
+	GATLING_BUILDS=$(TSAN_IO)-tsan $(PYTHON) -m pytest -q -p no:cacheprovider -m "not serial" \
+	    --durations=10 $(TSAN_PYTEST_ARGS) $(TSAN_MODULES:%=tests/integration/%) $(PYTEST_ARGS)
+
+# make coverage: the first backend built with gcov's counters (COV=1:
+# build/<backend>-cov, build/obj-cov), its unit programs and its HTTP, HTTPS,
+# h2 and h3 passes (run-check without the once-only modules and the serial
+# phase: COVERAGE_ARGS), then gcovr's report: build/coverage/index.html (per
+# file and line) and tests/covtable.py's table per folder (tests/README)
+COV_IO ?= $(firstword $(CHECK_BACKENDS))
+COVERAGE_ARGS ?= --https $(COV_IO)-cov --h2 $(COV_IO)-cov --h3 $(COV_IO)-cov
+.PHONY: coverage
+coverage: setup
+	@$(MAKE) --no-print-directory -j$(CHECK_JOBS) IO=$(COV_IO) COV=1 tests-build
+	find build/obj-cov build/$(COV_IO)-cov -name '*.gcda' -delete
+	-$(PYTHON) tests/run-check -j$(CHECK_PASSES) --shards $(CHECK_SHARDS) --no-once \
+	    --no-serial $(COVERAGE_ARGS) $(COV_IO)-cov -- $(PYTEST_ARGS)
+	@mkdir -p build/coverage
+	gcovr -r . -f gatling/ -f io/ -f bench/ --exclude-unreachable-branches -j $(CHECK_JOBS) \
+	    --json-summary build/coverage/summary.json --html-details build/coverage/index.html \
+	    build/obj-cov build/$(COV_IO)-cov
+	$(PYTHON) tests/covtable.py build/coverage/summary.json | tee build/coverage/table.txt
+
 .PHONY: check check-build check-quick
 # every build make check tests: each backend, the first with sanitizers too
 check-build: setup layers
@@ -75,13 +122,16 @@ check-build: setup layers
 	$(MAKE) --no-print-directory -j$(CHECK_JOBS) IO=$(firstword $(CHECK_BACKENDS)) SAN=1 tests-build; \
 	$(MAKE) --no-print-directory -j$(CHECK_JOBS) all
 
-# The fuzz smoke (with its build) and the cross build run beside the test passes.
+# The fuzz smoke (with its build), the cross build and make lint run beside the
+# test passes.
 check: check-build
 	$(PYTHON) tests/run-check -j$(CHECK_PASSES) --shards $(CHECK_SHARDS) \
 	    $(CHECK_WHOLE_BUILDS:%=--whole %) $(CHECK_TLS_BUILDS:%=--https %) \
 	    $(CHECK_H2_BUILDS:%=--h2 %) $(CHECK_H3_BUILDS:%=--h3 %) \
 	    --job "fuzz=$(MAKE) --no-print-directory fuzz-check" \
 	    --job "cross=$(MAKE) --no-print-directory cross" \
+	    --job "lint=$(MAKE) --no-print-directory lint" \
+	    --job "tsan=$(MAKE) --no-print-directory check-tsan" \
 	    $(CHECK_BACKENDS) $(firstword $(CHECK_BACKENDS))-san -- $(PYTEST_ARGS)
 
 # one pass split three ways by module: the two CPUs stay busy

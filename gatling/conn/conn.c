@@ -30,15 +30,6 @@
 static void run(conn_t *c, unsigned events);
 static void finish_request(conn_t *c);
 
-const char *conn_state_name(conn_state_t st)
-{
-    static const char *const names[] = {"idle",     "head",      "handle", "body",
-                                        "dispatch", "wait",      "write",  "linger",
-                                        "tarpit",   "handshake", "h2",     "proxy",
-                                        "stream",   "close"};
-    return (unsigned)st < sizeof names / sizeof names[0] ? names[st] : "?";
-}
-
 /* The loop's call (c->w.on). */
 static void on_watch(watch_t *w, unsigned events)
 {

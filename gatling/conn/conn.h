@@ -85,8 +85,4 @@ int conn_set_run_poked(conn_set_t *set);
 /* Free the spare request blocks (the connections are closed by then). */
 void conn_set_free(conn_set_t *set);
 
-/* The state's name, for debug output and tests. */
-const char *conn_state_name(conn_state_t st);
-
-
 #endif

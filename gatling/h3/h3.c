@@ -624,11 +624,6 @@ void h3_fin_gone(h3_t *h, int64_t id)
     }
 }
 
-unsigned h3_streams(const h3_t *h)
-{
-    return h->open;
-}
-
 int64_t h3_head_due(const h3_t *h)
 {
     int64_t s = (int64_t)h->f.site->cfg->head_timeout * 1000, due = INT64_MAX;

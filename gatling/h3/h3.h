@@ -97,9 +97,6 @@ int h3_recv(h3_t *h, int64_t stream_id, const uint8_t *p, size_t n, int fin);
 /* Free the streams that ended (never from inside nghttp3's callbacks). */
 void h3_sweep(h3_t *h);
 
-/* Request streams open (being read or answered). */
-unsigned h3_streams(const h3_t *h);
-
 /*
  * The client reset request stream id (RESET_STREAM or STOP_SENDING, the two
  * of one stream counted once when they come together): rapid reset's cost

@@ -746,8 +746,7 @@ static int open_pipes(cgi_t *c, int child[3])
 static int paths(const site_t *s, const cgi_find_t *f, const char *script, char *docroot,
                  char *file, char *cwd, size_t cap)
 {
-    const char *vdir = f->which == VHOST_NAMED ? f->t.vhost
-                       : f->which == VHOST_DEFAULT ? "default" : NULL;
+    const char *vdir = f->which == VHOST_ROOT ? NULL : vhost_dir(f->which, f->t.vhost);
     hbuf_t d = hb_init(docroot, cap);
     hb_puts(&d, strcmp(s->root_real, "/") ? s->root_real : ""); /* "" in a chroot */
     if (vdir) {

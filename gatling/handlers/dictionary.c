@@ -96,9 +96,17 @@ static int wait_for(exchange_t *ex, fcache_entry_t *f, dict_job_t *j, int tried)
     return 1;
 }
 
+/* A dictionary's scope: the directory that serves t (vhost_dir(): "example.org:80",
+   "default", "" for the root), not the Host with its port, so that the same files
+   on the plain and the HTTPS port share their dictionaries (issue 55). */
+static const char *scope_of(const target_t *t, int which)
+{
+    return vhost_dir(which, t->vhost);
+}
+
 int dictionary_indexed(exchange_t *ex, const target_t *t, fcache_entry_t *f)
 {
-    const char *scope = t->vhost;
+    const char *scope = scope_of(t, f->vhost_dir);
     dict_t *d = ex->site->dict;
     size_t mn;
     const char *m = f->dict ? dcz_use_match(f->dict, &mn) : NULL;
@@ -186,7 +194,8 @@ static dict_job_t *scan_job(exchange_t *ex, const target_t *t, const fcache_entr
     struct stat st;
     dict_job_t *j = NULL;
     if (got > 0 && fstat(dfd, &st) == 0)
-        j = dict_scan_begin(s->dict, dfd, &st, dir, t->vhost, text, (size_t)got, t->p.path);
+        j = dict_scan_begin(s->dict, dfd, &st, dir, scope_of(t, which), text, (size_t)got,
+                            t->p.path);
     if (dfd >= 0)
         close(dfd);
     close(vfd);
@@ -200,7 +209,7 @@ int dictionary_delta(exchange_t *ex, const target_t *t, fcache_entry_t *f, body_
     if (!d || f->protect || (uint64_t)f->st.st_size > DICT_TARGET_MAX || !f->st.st_size)
         return 0;
     int unknown;
-    const dict_entry_t *e = offered(ex, d, t->vhost, t->p.path, &unknown);
+    const dict_entry_t *e = offered(ex, d, scope_of(t, f->vhost_dir), t->p.path, &unknown);
     if (!e && unknown && f->dict && !(hslot_req(ex, HSLOT_DICT) & DICT_TRIED_SCAN))
         return wait_for(ex, f, scan_job(ex, t, f), DICT_TRIED_SCAN) ? -1 : 0;
     if (!e)

@@ -8,6 +8,7 @@
 #include "http/hbuf.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -111,6 +112,51 @@ static char *list_read(int dirfd, const char *path, int64_t *mtime)
     return text;
 }
 
+/* Does directory fd (or its entry name, a directory) hold a .proxy?  1 or 0. */
+static int has_switch(int fd, const char *name)
+{
+    char path[NAME_MAX + sizeof "/.proxy"];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/.proxy", name);
+    return fstatat(fd, path, &st, 0) == 0;
+}
+
+/*
+ * -P proxies only where the serving directory holds a .proxy file (the
+ * original gatling's switch): say at start when none of the directories
+ * that may serve a request has one, naming the rules and the directories
+ * looked at, rather than answer every request from the files in silence.
+ */
+static void warn_without_switch(const config_t *cfg)
+{
+    const char *root = cfg->root ? cfg->root : ".";
+    DIR *d = opendir(root);
+    if (!d)
+        return; /* the start says why it cannot serve it */
+    char seen[256] = "";
+    hbuf_t b = hb_init(seen, sizeof seen);
+    int found = !(cfg->vhosts && cfg->vhost_only) && has_switch(dirfd(d), "."), n = 0;
+    struct dirent *e;
+    while (!found && cfg->vhosts && (e = readdir(d))) {
+        struct stat st;
+        if (e->d_name[0] == '.' || fstatat(dirfd(d), e->d_name, &st, 0) < 0 ||
+            !S_ISDIR(st.st_mode))
+            continue;
+        found = has_switch(dirfd(d), e->d_name);
+        hb_puts(&b, n++ ? ", " : " (its virtual host directories: ");
+        hb_puts(&b, e->d_name);
+    }
+    closedir(d);
+    if (found)
+        return;
+    if (!hb_str(&b)) /* more than fit: what did, then "..." */
+        memcpy(seen + (hb_len(&b) < sizeof seen - 4 ? hb_len(&b) : sizeof seen - 4), "...", 4);
+    fprintf(stderr, "gatling: warning: -P %s%s: no .proxy file in %s%s%s: nothing is proxied "
+            "until a directory that serves requests holds one (gatling.8, REVERSE PROXY)\n",
+            cfg->proxy_rule[0], cfg->nproxy_rules > 1 ? " (and the other -P rules)" : "", root,
+            seen, n ? ")" : "");
+}
+
 int proxy_config_check(config_t *cfg)
 {
     px_pooldef_t *pd = malloc(sizeof *pd);
@@ -174,6 +220,7 @@ int proxy_config_check(config_t *cfg)
         goto out;
     }
     rc = 0;
+    warn_without_switch(cfg);
 out:
     free(pd);
     return rc;

@@ -16,10 +16,8 @@ static int docroot(const px_req_t *pr, const px_target_t *t, char *out, size_t c
     const site_t *s = pr->px->site;
     hbuf_t b = hb_init(out, cap);
     hb_puts(&b, s->root_real && strcmp(s->root_real, "/") ? s->root_real : "");
-    if (t->which == VHOST_NAMED)
-        hb_puts(&b, "/"), hb_puts(&b, t->vhost);
-    else if (t->which == VHOST_DEFAULT)
-        hb_puts(&b, "/default");
+    if (t->which != VHOST_ROOT)
+        hb_puts(&b, "/"), hb_puts(&b, vhost_dir(t->which, t->vhost));
     if (!hb_len(&b))
         hb_puts(&b, "/");
     return hb_str(&b) ? 0 : -1;
@@ -95,10 +93,10 @@ static int scgi_headers(px_req_t *pr, char *env, size_t used, int n)
     size_t total = 0;
     char *p = env;
     for (int i = 0; i < n; i++, p += strlen(p) + 1)
-        if (strncmp(p, "CONTENT_LENGTH=", 15))
-            total += strlen(p) + 1;
-        else
+        if (!strncmp(p, "CONTENT_LENGTH=", 15))
             cl = p + 15;
+        else if (strchr(p, '=')) /* what the loop below sends */
+            total += strlen(p) + 1;
     char len[64];
     int k = snprintf(len, sizeof len, "CONTENT_LENGTH%c%.20s%cSCGI%c1%c", 0, cl, 0, 0, 0);
     total += (size_t)k;
@@ -108,7 +106,10 @@ static int scgi_headers(px_req_t *pr, char *env, size_t used, int n)
     for (p = env; p < env + used; p += strlen(p) + 1) {
         if (!strncmp(p, "CONTENT_LENGTH=", 15))
             continue;
-        *strchr(p, '=') = 0; /* NAME\0value\0 */
+        char *eq = strchr(p, '=');
+        if (!eq)
+            continue; /* not NAME=value (cgienv writes none such): nothing to send */
+        *eq = 0; /* NAME\0value\0 */
         r |= px_out(pr, p, strlen(p) + 1);
         r |= px_out(pr, p + strlen(p) + 1, strlen(p + strlen(p) + 1) + 1);
         p += strlen(p) + 1; /* the value: the loop steps over it */

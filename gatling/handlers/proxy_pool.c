@@ -263,7 +263,7 @@ static int check_parse(px_popts_t *o, const char *k, size_t kl, const char *v, c
 /* One key=value at s..se into o.  0, or -1 with *why. */
 static int option_parse(px_popts_t *o, const char *s, const char *se, const char **why)
 {
-    const char *eq = memchr(s, '=', (size_t)(se - s)), *v = eq + 1, *e;
+    const char *eq = memchr(s, '=', (size_t)(se - s)), *v = eq ? eq + 1 : se, *e;
     size_t kl = eq ? (size_t)(eq - s) : 0;
     *why = "an unknown pool option (balance, fails, window, down, failon, tries, slowstart, "
            "check, interval, expect, fall, rise, timeout)";

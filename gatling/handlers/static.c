@@ -70,7 +70,7 @@ static void log_vhost(exchange_t *ex, const target_t *t, int which)
     if (!ex->site->cfg->log_vhost && !ex->site->cfg->log_json)
         return;
     hbuf_t b = hb_init(ex->vhost, sizeof ex->vhost);
-    if (which == VHOST_NAMED) {
+    if (which == VHOST_NAMED || which == VHOST_BARE) { /* the name asked for, with its port */
         hb_puts(&b, t->vhost);
     } else {
         hb_puts(&b, which == VHOST_DEFAULT ? "default:" : "-:");

@@ -480,6 +480,7 @@ int http_chunked_data(http_chunked_t *st, const char *buf, size_t len, size_t *u
 {
     size_t i = 0;
     *data_len = 0;
+    *used = 0; /* what a malformed body reports: callers add it before they look at r */
     while (i < len) {
         unsigned char ch = (unsigned char)buf[i];
         int r;

@@ -131,13 +131,6 @@ dict_counters_t *dict_counters(dict_t *d)
     return &d->counters;
 }
 
-void dict_stats(const dict_t *d, size_t *bytes, size_t *deltas, size_t *dicts)
-{
-    *bytes = d->bytes;
-    *deltas = d->ndeltas;
-    *dicts = d->ndicts;
-}
-
 int dict_indexed(dict_t *d, const struct stat *st, const char *scope)
 {
     for (dict_entry_t *e = d->dnew; e; e = e->older)

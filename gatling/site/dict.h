@@ -62,7 +62,7 @@ typedef struct dict_counters {
 typedef struct dict_entry {
     uint8_t hash[DCZ_HASH_LEN];
     struct stat st;
-    char *scope; /* the virtual host it was served for ("": none) */
+    char *scope; /* the directory serving it (vhost_dir(): "": the root) */
     char *match; /* its match pattern */
     char *rel;   /* its path below the virtual host's directory */
     struct dict_entry *older, *newer;
@@ -76,9 +76,6 @@ dict_t *dict_new(size_t max_bytes);
 void dict_free(dict_t *d);
 
 dict_counters_t *dict_counters(dict_t *d);
-
-/* Bytes and entries of deltas held, and dictionaries indexed. */
-void dict_stats(const dict_t *d, size_t *bytes, size_t *deltas, size_t *dicts);
 
 /* Is the file version st, served for scope, an indexed dictionary?  1 or 0. */
 int dict_indexed(dict_t *d, const struct stat *st, const char *scope);

@@ -91,9 +91,24 @@ static int open_dir(int rootfd, const char *name, const char *root_real)
     return fd;
 }
 
+/* name without its ":port" into out (VHOST_NAME_MAX): its length, 0 if none. */
+static size_t bare(const char *name, char *out)
+{
+    const char *colon = strrchr(name, ':');
+    size_t n = colon ? (size_t)(colon - name) : 0;
+    if (n >= VHOST_NAME_MAX)
+        return 0;
+    memcpy(out, name, n);
+    out[n] = 0;
+    return n;
+}
+
 int vhost_open(int rootfd, const char *name, int vhost_only, const char *root_real, int *which)
 {
+    char host[VHOST_NAME_MAX];
     int w = VHOST_NAMED, fd = name && *name ? open_dir(rootfd, name, root_real) : -1;
+    if (fd < 0 && name && bare(name, host))
+        w = VHOST_BARE, fd = open_dir(rootfd, host, root_real);
     if (fd < 0 && name)
         w = VHOST_DEFAULT, fd = open_dir(rootfd, "default", root_real);
     if (fd < 0 && (!name || !vhost_only))
@@ -107,5 +122,8 @@ int vhost_open(int rootfd, const char *name, int vhost_only, const char *root_re
 
 const char *vhost_dir(int which, const char *name)
 {
+    static _Thread_local char host[VHOST_NAME_MAX];
+    if (which == VHOST_BARE)
+        return bare(name, host) ? host : "";
     return which == VHOST_NAMED ? name : which == VHOST_DEFAULT ? "default" : "";
 }

@@ -2,8 +2,9 @@
  * vhost — virtual hosts as the original gatling does them: the Host header,
  * lower-cased, with its port replaced by the port the request arrived on
  * (unless -t), names a directory below the document root ("example.org:80",
- * "[::1]:8000"); if there is none, "default" is tried, then the document
- * root itself (unless -v).
+ * "[::1]:8000"); if there is none, the name without its port ("example.org",
+ * a directory for every port, as --acme takes names from), then "default",
+ * then the document root itself (unless -v).
  */
 #ifndef GATLING_VHOST_H
 #define GATLING_VHOST_H
@@ -22,12 +23,12 @@
  */
 int vhost_name(const http_str_t *host, int local_port, int keep_port, char *out);
 
-/* Which directory vhost_open() chose. */
-enum { VHOST_ROOT, VHOST_NAMED, VHOST_DEFAULT };
+/* Which directory vhost_open() chose (VHOST_BARE: the name without its port). */
+enum { VHOST_ROOT, VHOST_NAMED, VHOST_DEFAULT, VHOST_BARE };
 
 /*
  * Open the directory serving name (may be ""; NULL: vhosting is off, the
- * root itself) below rootfd: name itself,
+ * root itself) below rootfd: name itself, else name without its ":port",
  * else "default", else the root unless vhost_only; symlinks as for
  * fs_open_beneath(root_real).  Returns a descriptor the caller must close,
  * or -1 with errno ENOENT (no directory may serve this request).  *which
@@ -36,7 +37,9 @@ enum { VHOST_ROOT, VHOST_NAMED, VHOST_DEFAULT };
 int vhost_open(int rootfd, const char *name, int vhost_only, const char *root_real, int *which);
 
 /* The directory vhost_open() chose as *which, relative to the root: name,
-   "default", or "" for the root itself (fs_public() walks from there). */
+   name without its port, "default", or "" for the root itself (fs_public()
+   walks from there).  The name without its port is in a buffer of the
+   calling thread's, valid until its next call. */
 const char *vhost_dir(int which, const char *name);
 
 #endif

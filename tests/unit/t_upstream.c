@@ -98,6 +98,19 @@ static void test_chunked(void)
     dechunk("3\r\nabc\r\n", "abc", HTTP_CHUNKED_MORE, "not ended");
     dechunk("3\r\nabcd\r\n0\r\n\r\n", "", HTTP_MALFORMED, "longer than its size");
     dechunk("g\r\n", "", HTTP_MALFORMED, "not hex");
+    /* *used on a malformed body too (it was left as it was: the decoder then added an
+       indeterminate count, which only the ThreadSanitizer build's stack showed) */
+    const char *bad[] = {"g\r\n", "3\r\nabcd", "3\r\nabc\rx"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        http_chunked_t st = {0};
+        size_t len = strlen(bad[i]), used = (size_t)-1, at, n;
+        int r = HTTP_CHUNKED_MORE;
+        for (size_t off = 0; off < len && r == HTTP_CHUNKED_MORE; off += used) {
+            used = (size_t)-1;
+            r = http_chunked_data(&st, bad[i] + off, len - off, &used, &at, &n);
+        }
+        ok(r == HTTP_MALFORMED && used <= len, "malformed %zu: *used set (%zu)", i, used);
+    }
 }
 
 /* Parse recs[0..n) in pieces of step: STDOUT joined, STDERR joined, END seen. */

@@ -776,3 +776,25 @@ def test_bad_dyn_timeouts_refused(build):
     for arg in ("30", "5,60", "86400,1"):
         p = subprocess.run([build.binary, "-Q", arg, "-V"], capture_output=True, timeout=10)
         assert p.returncode == 0, (arg, p)
+
+
+@pytest.mark.parametrize("tree, says", [
+    ({"index.html": "static\n"}, "no .proxy file in "),
+    ({"a.test:80/index.html": "a\n", "default/index.html": "d\n"},
+     "(its virtual host directories: "),
+])
+def test_no_switch_warns_at_start(gatling, tree, says):
+    """-P with no .proxy anywhere (issue 55): the rules proxy nothing, and
+    the start says so, naming them and the directories it looked in; with a
+    .proxy in a directory that serves requests, no warning."""
+    srv = gatling(dict(tree), args=("-P", "127.0.0.1/9/^/app/", "-P", "127.0.0.1/9/^/b/"))
+    warned = [l for l in srv.errlog if "warning: -P" in l]
+    assert len(warned) == 1 and says in warned[0] and "^/app/" in warned[0] and \
+        "other -P rules" in warned[0] and "nothing is proxied" in warned[0], srv.errlog
+    if "default/index.html" in tree:
+        assert "a.test:80" in warned[0] and "default" in warned[0], warned
+    assert fetch(srv.port, "/app/x").status == 404  # gatling's own answer, as it warned
+    switched = dict(tree, **{("default/.proxy" if "default/index.html" in tree
+                              else ".proxy"): ""})
+    srv = gatling(switched, args=("-P", "127.0.0.1/9/^/app/"))
+    assert not [l for l in srv.errlog if "warning: -P" in l], srv.errlog

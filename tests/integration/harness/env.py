@@ -146,7 +146,8 @@ def import_h2():
 # Lines on the server's stderr that always mean a bug.
 ALARMING = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
             "Segmentation fault", "AddressSanitizer:DEADLYSIGNAL", "stack smashing",
-            "double free", "malloc(): ", "free(): ")
+            "double free", "malloc(): ", "free(): ", "WARNING: ThreadSanitizer",
+            "ERROR: ThreadSanitizer")
 
 # The waits below are hang detection: each ends as soon as what it waits for
 # happens, so a passing test does not spend them.  They are generous because

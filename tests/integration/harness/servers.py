@@ -28,10 +28,15 @@ class Build:
         self.dir = os.path.join(BUILD_DIR, name)
         self.binary = os.path.join(self.dir, "gatling")
         # "epoll-san" is the epoll backend with sanitizers, "epoll-noh3" without
-        # HTTP/3 (make H3=0), "epoll-san-noh3" both
+        # HTTP/3 (make H3=0), "epoll-san-noh3" both; "epoll-tsan" with
+        # ThreadSanitizer (make TSAN=1), "epoll-cov" with gcov's counters
+        # (make coverage)
         base = name[:-5] if name.endswith("-noh3") else name
-        self.backend = base[:-4] if base.endswith("-san") else base
+        self.tsan = base.endswith("-tsan")
+        self.coverage = base.endswith("-cov")
         self.sanitized = base.endswith("-san")
+        self.backend = base.rsplit("-", 1)[0] if (
+            self.tsan or self.coverage or self.sanitized) else base
 
     def __repr__(self):
         return "Build(%r)" % self.name
@@ -69,7 +74,7 @@ def once_build():
     if os.path.isdir(BUILD_DIR):
         built = sorted(n for n in os.listdir(BUILD_DIR)
                        if os.access(os.path.join(BUILD_DIR, n, "gatling"), os.X_OK)) or BUILDS
-    plain = [b for b in built if not b.endswith("-san")]
+    plain = [b for b in built if not b.endswith(("-san", "-tsan", "-cov"))]
     return "epoll" if "epoll" in plain else (plain[0] if plain else None)
 
 
@@ -289,6 +294,8 @@ def _start_server(build, docroot, args, env):
     if build.sanitized:
         e.setdefault("ASAN_OPTIONS", "abort_on_error=0:detect_leaks=1")
         e.setdefault("UBSAN_OPTIONS", "print_stacktrace=1")
+    if build.tsan:  # a race is reported on stderr (ALARMING) and the server goes on
+        e.setdefault("TSAN_OPTIONS", "halt_on_error=0:second_deadlock_stop=1")
     if env:
         e.update(env)
     proc = subprocess.Popen(cmd, cwd=docroot, stdin=subprocess.DEVNULL,

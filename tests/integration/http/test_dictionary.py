@@ -418,3 +418,30 @@ def test_workers_share_no_index(gatling, tmp_path):
         r = delta(srv, "/js/app.v2.js", V1)
         assert r.header("Content-Encoding") == "dcz", r
         assert undcz(r.body, V1, str(tmp_path)) == V2
+
+
+@pytest.mark.skipif(os.environ.get("GATLING_SCHEME", "http") != "http",
+                    reason="its own plain and HTTPS ports: the same in every scheme")
+@pytest.mark.parametrize("first", ["http", "https"])
+def test_one_dictionary_on_every_port(gatling, tmp_path, first):
+    """The same files on the plain and the HTTPS port (no vhost directory):
+    a delta on both, whichever port offered the hash first (issue 55: the
+    index held it for the first port's Host, 127.0.0.1:PORT, and the other
+    port got gzip for as long as the process lived)."""
+    from conftest import H1Client, client_tls_context, https_port
+    from conftest import test_pki as pki_dir
+    srv = gatling(TREE, args=("-T", "10", "-S", "-C", os.path.join(pki_dir(), "certs"),
+                              "-e", "0", "-3"))
+    ports = {"http": srv.listeners[0][1], "https": https_port(srv)}
+
+    def on(scheme, *headers):
+        with H1Client(ports[scheme]) as c:
+            if scheme == "https" and not isinstance(c.sock, __import__("ssl").SSLSocket):
+                c.sock = client_tls_context().wrap_socket(c.sock, server_hostname="localhost")
+            return c.request("/js/app.v2.js", headers=list(headers),
+                             host="127.0.0.1:%d" % ports[scheme])
+    other = "https" if first == "http" else "http"
+    for scheme in (first, other, first):
+        r = on(scheme, AE, "Available-Dictionary: " + sf(V1))
+        assert r.header("Content-Encoding") == "dcz", (scheme, r)
+        assert undcz(r.body, V1, str(tmp_path)) == V2

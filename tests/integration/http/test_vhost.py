@@ -223,3 +223,23 @@ def test_ipv6_connection(gatling):
     head, _, body = data.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200 "), data
     assert body == V6_F, data
+
+
+def test_name_without_port_serves_every_port(gatling):
+    """A directory named for the host alone (bare.test) serves its requests on
+    any port where bare.test:PORT is absent, before default/ (issue 55:
+    --acme takes a certificate's name from such a directory, which no
+    request ever reached); bare.test:PORT, where it exists, comes first."""
+    srv = gatling(dict(TREE, **{"bare.test": {"f.txt": b"from bare.test/\n"},
+                                "bare.test:1": {"f.txt": b"from bare.test:1/\n"}}),
+                  args=("-T", "10"))
+    for host in ("bare.test", "BARE.test:%d" % srv.port, "bare.test:1"):
+        assert_ok(get(srv, host), b"from bare.test/\n", "Host: " + host)
+    # g.txt: a name the file cache has not seen (it keeps f.txt's answer a while)
+    for d, text in (("bare.test", b"g from bare.test/\n"),
+                    ("bare.test:%d" % srv.port, b"g from bare.test:PORT/\n")):
+        os.makedirs(os.path.join(srv.docroot, d), exist_ok=True)
+        with open(os.path.join(srv.docroot, d, "g.txt"), "wb") as f:
+            f.write(text)
+    assert_ok(get(srv, "bare.test", "/g.txt"), b"g from bare.test:PORT/\n", "Host: bare.test")
+    assert_ok(get(srv, "other.test"), DEFAULT_F, "Host: other.test")
