@@ -189,8 +189,27 @@ static int open_file(int dfd, const char *name, int trusted, int as_uid, int uid
     return fd;
 }
 
+/* /dev/stdout and /dev/stderr: the descriptor root was given (a pipe to a
+   log collector, a terminal), 1 or 2; -1 for any other path.  Not the link
+   /dev holds into /proc/self/fd, which the walk would not follow. */
+static int std_stream(const char *path)
+{
+    return !strcmp(path, "/dev/stdout") ? 1 : !strcmp(path, "/dev/stderr") ? 2 : -1;
+}
+
 int pfs_open_log(const char *path, int at, int uid, int gid, int *dirfd, char *why, size_t n)
 {
+    int std = std_stream(path);
+    if (std >= 0) {
+        if (dirfd)
+            *dirfd = -1;
+        int fd = fcntl(std, F_DUPFD_CLOEXEC, 3);
+        if (fd < 0)
+            snprintf(why, n, "dup of descriptor %d: %s", std, strerror(errno));
+        else
+            *why = 0;
+        return fd;
+    }
     const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : path;
     int trusted = 0, dfd = at;
     struct stat st;

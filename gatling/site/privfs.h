@@ -68,6 +68,8 @@ int pfs_open_dir(const char *path, mode_t mkmode, int uid, int gid, int *trusted
  * a trusted directory root opens it; elsewhere uid/gid do, and without a
  * uid root refuses.  The file is checked as above.  With dirfd non-NULL the
  * directory's descriptor is handed back there (the caller closes it).
+ * /dev/stdout and /dev/stderr are a copy of descriptor 1 or 2 (no walk, no
+ * directory: *dirfd is -1), as a log collector reading gatling's output wants.
  * The file's descriptor, or -1 with errno set and why (n bytes) saying what
  * was refused in words.
  */

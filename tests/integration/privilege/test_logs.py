@@ -135,3 +135,15 @@ def test_supervisor_reopen_stays_out_of_the_chroot():
                               os.path.exists(jail + "/error.log")), "no reopen"
             assert not os.path.exists(jail + "/error.log"), "reopened inside the chroot"
             assert b" 404 " in run.get("/error.log").split(b"\r\n")[0] + b" "
+
+
+
+def test_dev_stderr_is_the_descriptor_given():
+    """-l /dev/stderr (a link in /dev, which the walk does not follow) is the
+    descriptor gatling was started with, copied: a log collector reading its
+    output gets the access log there (the first privilege fix refused it)."""
+    with scratch() as base:
+        with launch(["-l", "/dev/stderr"], base) as run:
+            assert run.port, run.text()
+            run.get("/stderr-probe")
+            assert wait_until(lambda: "stderr-probe" in run.text()), run.text()
