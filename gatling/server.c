@@ -624,7 +624,9 @@ static void reopen_log(server_t *s)
         fprintf(stderr, "gatling: reopening %s failed: %s\n", cfg->log_file, strerror(errno));
         return;
     }
-    dup2(fd, s->site.log.fd);
+    /* dup2 clears close-on-exec: set again, or the log leaks into an upgrade */
+    if (dup2(fd, s->site.log.fd) >= 0)
+        fcntl(s->site.log.fd, F_SETFD, FD_CLOEXEC);
     close(fd);
 }
 

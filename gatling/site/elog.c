@@ -29,7 +29,9 @@ void elog_reopen(elog_t *l)
     int fd = open(l->path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0)
         return; /* keep writing to the old file rather than lose lines */
-    dup2(fd, l->fd);
+    /* dup2 clears close-on-exec: set again, or the log leaks into an upgrade */
+    if (dup2(fd, l->fd) >= 0)
+        fcntl(l->fd, F_SETFD, FD_CLOEXEC);
     close(fd);
 }
 
