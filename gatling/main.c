@@ -10,6 +10,7 @@
 #include "site/spawn.h"
 #include "handover.h"
 #include "gio.h"
+#include "gio_os.h"
 #include "site/mime.h"
 #include "site/nets.h"
 #include "server.h"
@@ -156,6 +157,9 @@ static void usage(void)
         "  -q file   append the error log to file (default: stderr); SIGUSR1 reopens it\n"
         "  -c dir    serve dir; as root, chroot into it after opening the listeners\n"
         "  -u user   run as user after opening the listeners\n"
+        "  --cgi-user user  run CGI programs (and their spawner) as user (root only)\n"
+        "  --cgi-limits cpu=secs,mem=bytes,procs=n,files=n  each CGI's rlimits (default\n"
+        "            cpu=60,mem=1G,procs=256,files=1024; 0: none)\n"
         "  -m file   read MIME types from file (default /etc/mime.types)\n"
         "  -W n      run n worker processes sharing the port (default 1)\n"
         "  -H        no virtual hosting: serve every Host from the document root\n"
@@ -353,6 +357,8 @@ static void config_defaults(config_t *cfg)
                       .ftp_port = -1,
                       .ftp_upload_max = FTP_UPLOAD_MAX,
                       .dyn_timeout = 30,
+                      /* CPU seconds, address space, processes of its uid, descriptors */
+                      .cgi_limit = {60, 1LL << 30, 256, 1024},
                       .tunnel_timeout = 3600,
 #ifdef TCP_DEFER_ACCEPT
                       .defer_accept = 1, /* as h2o: see server.c, defer_accept() */
@@ -520,7 +526,25 @@ static int parse_cache(config_t *cfg, const char *arg)
     return cfg->cache_object < 0 ? -1 : 0;
 }
 
-enum { OPT_CACHE = 256, OPT_STATUS_FROM, OPT_FLOOD_MEMORY, OPT_H3_RETRY, OPT_POOL }; /* long */
+enum { OPT_CACHE = 256, OPT_STATUS_FROM, OPT_FLOOD_MEMORY, OPT_H3_RETRY, OPT_POOL,
+       OPT_CGI_USER, OPT_CGI_LIMITS }; /* long */
+
+/* --cgi-limits: one of cpu=secs, mem=bytes (K, M, G), procs=n, files=n; 0: none. */
+static int cgi_limit_item(config_t *cfg, const char *s)
+{
+    static const struct {
+        const char *name;
+        long long max;
+    } k[CONFIG_CGI_LIMITS] = {[CONFIG_CGI_CPU] = {"cpu=", 86400},
+                              [CONFIG_CGI_MEM] = {"mem=", 1LL << 40},
+                              [CONFIG_CGI_PROCS] = {"procs=", 1 << 20},
+                              [CONFIG_CGI_FILES] = {"files=", 1 << 20}};
+    for (int i = 0; i < CONFIG_CGI_LIMITS; i++)
+        if (!strncmp(s, k[i].name, strlen(k[i].name)))
+            return (cfg->cgi_limit[i] = size_arg(s + strlen(k[i].name), 0, k[i].max)) < 0 ? -1
+                                                                                           : 0;
+    return -1;
+}
 
 /* Dynamic content: -w (CGI patterns), -P (proxy rules), -Q (their deadlines). */
 static int dynamic_option(int c, const char *arg, config_t *cfg)
@@ -542,6 +566,16 @@ static int dynamic_option(int c, const char *arg, config_t *cfg)
             proxy_pool_check(arg) < 0) /* which says why */
             return bad("-pool", arg, "not a pool (at most 1024 bytes; --pool at most 16 times)");
         cfg->pool_def[cfg->npools++] = arg;
+        return -1;
+    case OPT_CGI_USER:
+        if (!*arg || too_long(arg, OPT_NAME_MAX))
+            return bad("-cgi-user", arg, "not a user name");
+        cfg->cgi_user = arg;
+        return -1;
+    case OPT_CGI_LIMITS:
+        if (each_item(cfg, arg, 32, cgi_limit_item) < 0)
+            return bad("-cgi-limits", arg, "not cpu=secs,mem=bytes,procs=n,files=n (any of "
+                                           "them; 0: no limit)");
         return -1;
     case OPT_FLOOD_MEMORY:
         if ((cfg->offence_s = (int)number(arg, 0, 3600)) < 0)
@@ -600,6 +634,9 @@ static int getopt_trouble(int c)
         fputs("gatling: --h3-retry needs an argument\n", stderr);
     else if (c == ':' && optopt == OPT_POOL)
         fputs("gatling: --pool needs an argument\n", stderr);
+    else if (c == ':' && (optopt == OPT_CGI_USER || optopt == OPT_CGI_LIMITS))
+        fprintf(stderr, "gatling: --%s needs an argument\n",
+                optopt == OPT_CGI_USER ? "cgi-user" : "cgi-limits");
     else if (c == ':' && acme_option_name(optopt))
         fprintf(stderr, "gatling: --%s needs an argument\n", acme_option_name(optopt));
     else if (c == ':')
@@ -608,7 +645,7 @@ static int getopt_trouble(int c)
         fprintf(stderr, "gatling: unknown option -%c\n", optopt);
     else
         fputs("gatling: unknown long option (there are --cache, --status-from, "
-              "--flood-memory, --h3-retry and --acme...)\n",
+              "--flood-memory, --h3-retry, --cgi-user, --cgi-limits and --acme...)\n",
               stderr);
     return usage_error();
 }
@@ -737,6 +774,8 @@ static int parse_options(int argc, char **argv, config_t *cfg)
         {"flood-memory", required_argument, NULL, OPT_FLOOD_MEMORY},
         {"h3-retry", required_argument, NULL, OPT_H3_RETRY},
         {"pool", required_argument, NULL, OPT_POOL},
+        {"cgi-user", required_argument, NULL, OPT_CGI_USER},
+        {"cgi-limits", required_argument, NULL, OPT_CGI_LIMITS},
         ACME_LONGOPTS,
         {NULL, 0, NULL, 0}};
     while ((c = getopt_long(argc, argv, opts, longopts, NULL)) != -1)
@@ -766,6 +805,27 @@ static int parse_options(int argc, char **argv, config_t *cfg)
     return -1;
 }
 
+/* --cgi-user: looked up now, as -u; only root can become it, and CGI as root
+   (or as the server itself) would defeat its purpose. */
+static int cgi_user(config_t *cfg)
+{
+    cfg->cgi_uid = cfg->cgi_gid = -1;
+    if (!cfg->cgi_user)
+        return 0;
+    struct passwd *pw = getpwnam(cfg->cgi_user);
+    const char *why = !pw                     ? "no such user"
+                      : pw->pw_uid == 0       ? "is root"
+                      : (int)pw->pw_uid == cfg->uid ? "is -u's user: CGI could read the server"
+                      : geteuid() != 0        ? "only root can start CGI as another user"
+                                              : NULL;
+    if (why) {
+        fprintf(stderr, "gatling: --cgi-user %s: %s\n", cfg->cgi_user, why);
+        return -1;
+    }
+    cfg->cgi_uid = (int)pw->pw_uid, cfg->cgi_gid = (int)pw->pw_gid;
+    return 0;
+}
+
 /* -l / -u: open the log and look up the user while /etc is still visible. */
 static int prepare(config_t *cfg)
 {
@@ -790,7 +850,7 @@ static int prepare(config_t *cfg)
         }
         cfg->uid = (int)pw->pw_uid, cfg->gid = (int)pw->pw_gid;
     }
-    return 0;
+    return cgi_user(cfg);
 }
 
 /* HTTPS: the certificates, read while the files are still visible and
@@ -885,6 +945,10 @@ int main(int argc, char **argv)
     int rc = parse_options(argc, argv, &cfg);
     if (rc >= 0)
         return rc;
+    /* no process of ours (CGI included) reads our memory or traces us: keys,
+       other clients' credentials; forks inherit it, server_drop_privileges
+       sets it again after -u */
+    gio_proc_private();
     handover_init(argv); /* before anything changes the directory */
     int fds[SERVER_MAX_LISTENERS], groups;
     int n = handover_listeners(fds, SERVER_MAX_LISTENERS, &groups);

@@ -286,6 +286,7 @@ int server_drop_privileges(const config_t *cfg)
         fprintf(stderr, "gatling: cannot become user %s: %s\n", cfg->user, strerror(errno));
         return -1;
     }
+    gio_proc_private(); /* a change of uid may make the process dumpable again */
     return 0;
 }
 
