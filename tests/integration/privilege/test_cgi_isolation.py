@@ -54,18 +54,23 @@ def test_cgi_cannot_read_the_server(build, tmp_path):
 
 
 @needs_root
-def test_cgi_user(gatling, tmp_path):
+@pytest.mark.parametrize("workers", [1, 2])
+def test_cgi_user(gatling, tmp_path, workers):
     cgi = pwd.getpwnam("www-data")
     root = make_docroot(open_dir(tmp_path, "www"), {"who.cgi": Mode(WHO, 0o755),
                                                     "peek.cgi": Mode(PEEK, 0o755)})
-    s = gatling(docroot=root, args=("-T", "10", "-z", "-u", "nobody", "--cgi-user", "www-data"))
-    r = fetch(s.port, "/who.cgi")
-    assert_status(r, 200)
-    assert r.body.strip() == str(cgi.pw_uid).encode(), r.body
+    s = gatling(docroot=root, args=("-T", "10", "-z", "-u", "nobody", "--cgi-user", "www-data",
+                                    "-W", str(workers)))
+    for _ in range(2 * workers):
+        r = fetch(s.port, "/who.cgi")
+        assert_status(r, 200)
+        assert r.body.strip() == str(cgi.pw_uid).encode(), r.body
     r = fetch(s.port, "/peek.cgi?%d" % s.pid)
     assert b"denied %d" % s.pid in r.body, r.body
-    spawner = [p for p, uid in children(s.pid)]
-    assert spawner and all(int(proc_status(p, "Uid")[0]) == cgi.pw_uid for p in spawner)
+    loops = [s.pid] if workers == 1 else [p for p, _ in children(s.pid)]
+    spawners = [p for loop in loops for p, _ in children(loop)]
+    assert len(spawners) == workers, spawners
+    assert all(int(proc_status(p, "Uid")[0]) == cgi.pw_uid for p in spawners)
 
 
 @needs_root
