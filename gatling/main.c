@@ -829,6 +829,10 @@ static int cgi_user(config_t *cfg)
 /* -l / -u: open the log and look up the user while /etc is still visible. */
 static int prepare(config_t *cfg)
 {
+    /* before any fork: no process of ours (CGI included) reads our memory or
+       traces us (keys, other clients' credentials); server_drop_privileges
+       sets it again after -u */
+    gio_proc_private();
     cfg->uid = cfg->gid = -1;
     cfg->log_fd = cfg->access_log ? STDOUT_FILENO : -1;
     if (cfg->access_log && cfg->log_file &&
@@ -945,10 +949,6 @@ int main(int argc, char **argv)
     int rc = parse_options(argc, argv, &cfg);
     if (rc >= 0)
         return rc;
-    /* no process of ours (CGI included) reads our memory or traces us: keys,
-       other clients' credentials; forks inherit it, server_drop_privileges
-       sets it again after -u */
-    gio_proc_private();
     handover_init(argv); /* before anything changes the directory */
     int fds[SERVER_MAX_LISTENERS], groups;
     int n = handover_listeners(fds, SERVER_MAX_LISTENERS, &groups);
