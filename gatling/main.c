@@ -350,6 +350,7 @@ static void config_defaults(config_t *cfg)
                       .vhosts = 1,
                       .max_age = -1,
                       .spawn_fd = -1,
+                      .proc_fd = -1,
                       .gzip = 1,
                       .mem_file_max = 16384,
                       .tls_port = geteuid() == 0 ? 443 : 4433,
@@ -810,6 +811,8 @@ static int parse_options(int argc, char **argv, config_t *cfg)
 static int cgi_user(config_t *cfg)
 {
     cfg->cgi_uid = cfg->cgi_gid = -1;
+    if (cfg->workers > 1 && (cfg->ncgi_regex || cfg->cgi_exec)) /* before -W's chroot */
+        cfg->proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (!cfg->cgi_user)
         return 0;
     struct passwd *pw = getpwnam(cfg->cgi_user);

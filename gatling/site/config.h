@@ -128,6 +128,8 @@ typedef struct config {
     int error_fd; /* the error log (stderr, or -q's file), opened before any chroot */
     int uid, gid; /* -u's ids, looked up before any chroot; -1 = stay */
     int cgi_uid, cgi_gid; /* --cgi-user's, the same way; -1: CGI runs as -u */
+    int proc_fd; /* -W with CGI: /proc, opened before the chroot for the workers'
+                    spawners (site/spawn.h), closed by each worker once it has its own */
     struct tls_store *tls; /* the certificates (tls.h), loaded before any chroot; NULL: no HTTPS */
     int tls_skipped;       /* the default HTTPS port was busy: HTTP only */
     int spawn_fd;          /* the CGI spawner's socket (site/spawn.h); -1: none */

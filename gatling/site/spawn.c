@@ -390,7 +390,8 @@ static void spawner_main(const config_t *cfg, int (*confine)(const config_t *), 
                                    keeps an early SPAWN_END's TERM pending */
     sigprocmask(SIG_BLOCK, &block, &old);
     sigdelset(&old, SIGCHLD);
-    sp.procfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* before a chroot */
+    sp.procfd = cfg->proc_fd >= 0 ? cfg->proc_fd /* -W: opened before the chroot */
+                                  : open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (confine_as_cgi(cfg, confine) < 0)
         _exit(1);
     gio_proc_private(); /* after the uid change: its programs must not read it */

@@ -115,6 +115,57 @@ def test_setsid_grandchild_killed(gatling, how):
             os.kill(p, signal.SIGKILL)
 
 
+ESCAPE_C = r"""
+#include <stdio.h>
+#include <unistd.h>
+int main(void)
+{
+    pid_t p = fork();
+    if (p == 0) {
+        setsid();
+        close(0), close(1), close(2);
+        for (;;)
+            pause();
+    }
+    printf("Content-Type: text/plain\r\n\r\n%d\n", (int)p);
+    return 0;
+}
+"""
+
+
+@needs_root
+def test_setsid_grandchild_killed_in_chroot_with_workers(gatling, build, tmp_path):
+    """-W 2 -c as root: each worker's spawner starts in the chroot, which
+    hides /proc; the keeper still finds the escaped grandchild."""
+    import subprocess
+    src = tmp_path / "escape.c"
+    src.write_text(ESCAPE_C)
+    r = subprocess.run(["cc", "-static", "-O", "-o", str(tmp_path / "escape"), str(src)],
+                       capture_output=True, timeout=120)
+    if r.returncode:
+        pytest.skip("cannot build a static program: %s" % r.stderr.decode()[-300:])
+    jail = make_docroot(open_dir(tmp_path, "jail"),
+                        {"escape": Mode((tmp_path / "escape").read_bytes(), 0o755)})
+    env = {"ASAN_OPTIONS": "abort_on_error=0:detect_leaks=0"} if build.sanitized else None
+    s = gatling(docroot=str(tmp_path), env=env,
+                args=("-T", "10", "-z", "-c", jail, "-u", "nobody", "-W", "2"))
+    left = []
+    try:
+        for _ in range(4):
+            r = fetch(s.port, "/escape")
+            assert_status(r, 200)
+            left.append(int(r.body.split()[-1]))
+        wait_for(lambda: not [p for p in left if os.path.exists("/proc/%d" % p)
+                              and proc_status(p, "State")[0] != "Z"] or None, 10,
+                 "the setsid grandchildren killed at the requests' end")
+    finally:
+        for p in left:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+
+
 def limits_of(body):
     out = {}
     for line in body.decode().splitlines()[1:]:
