@@ -152,9 +152,14 @@ static int keeper_children(int procfd, pid_t *pid, int max)
     ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
     if (fd >= 0)
         close(fd);
-    int k = 0;
+    /* "pid pid ... ": a read cut short ends inside a number, which must not
+       count (its head would name another process): only what a space ends */
+    while (n > 0 && buf[n - 1] != ' ')
+        n--;
     buf[n > 0 ? n : 0] = 0;
-    for (char *s = buf, *e; k < max && (pid[k] = (pid_t)strtol(s, &e, 10)) > 0; s = e)
+    int k = 0;
+    for (char *s = buf, *e; k < max && (pid[k] = (pid_t)strtol(s, &e, 10)) > 0 && *e == ' ';
+         s = e)
         k++;
     return k;
 }
