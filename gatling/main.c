@@ -807,7 +807,8 @@ static int parse_options(int argc, char **argv, config_t *cfg)
 }
 
 /* --cgi-user: looked up now, as -u; only root can become it, and CGI as root
-   (or as the server itself) would defeat its purpose. */
+   (or as the server itself) would defeat its purpose.  And -W with CGI:
+   /proc for the workers' spawners, opened before the chroot (site/spawn.h). */
 static int cgi_user(config_t *cfg)
 {
     cfg->cgi_uid = cfg->cgi_gid = -1;
@@ -818,7 +819,7 @@ static int cgi_user(config_t *cfg)
     struct passwd *pw = getpwnam(cfg->cgi_user);
     const char *why = !pw                     ? "no such user"
                       : pw->pw_uid == 0       ? "is root"
-                      : (int)pw->pw_uid == cfg->uid ? "is -u's user: CGI could read the server"
+                      : (int)pw->pw_uid == cfg->uid ? "is -u's user: CGI could signal the server"
                       : geteuid() != 0        ? "only root can start CGI as another user"
                                               : NULL;
     if (why) {
