@@ -98,7 +98,9 @@ def sleepers(tag):
 @pytest.mark.parametrize("how", ["ends", "times out"])
 def test_setsid_grandchild_killed(gatling, how):
     tag = str(random.randint(100000, 999999))
+    # the grandchild has left the program's session before the program ends
     script = HEAD + ("setsid sleep %s </dev/null >/dev/null 2>&1 &\n" % tag) + \
+        "while [ \"$(cut -d' ' -f6 /proc/$!/stat)\" = $$ ]; do sleep 0.01; done\n" + \
         ("echo started\n" if how == "ends" else "echo started; exec sleep 30\n")
     s = gatling({"fork.cgi": Mode(script, 0o755)}, args=("-T", "10", "-z", "-Q", "2"))
     try:
