@@ -201,3 +201,14 @@ int gio_proc_subreaper(void)
     return -1;
 #endif
 }
+
+int gio_proc_parent_death(int sig)
+{
+#if defined(__linux__)
+    return prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0);
+#else
+    (void)sig;
+    errno = ENOSYS;
+    return -1;
+#endif
+}

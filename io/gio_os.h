@@ -58,4 +58,11 @@ int gio_proc_private(void);
  */
 int gio_proc_subreaper(void);
 
+/*
+ * Signal sig to this process when its parent dies (Linux:
+ * PR_SET_PDEATHSIG).  0, or -1 with errno (ENOSYS elsewhere).  A parent
+ * that died before the call is not noticed: compare getppid() after it.
+ */
+int gio_proc_parent_death(int sig);
+
 #endif

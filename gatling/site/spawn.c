@@ -188,7 +188,8 @@ static void keeper_kill(pid_t cgi, int procfd)
 /* The CGI's keeper, a child of the spawner: its own session, the adopter of
    the program's orphans, and their killer when the spawner says SIGTERM
    (SPAWN_END).  It reaps nothing before that, so no id it kills is reused. */
-static void keeper_main(spawner_t *sp, const char *path, const char *cwd, const int fds[3])
+static void keeper_main(spawner_t *sp, pid_t spawner, const char *path, const char *cwd,
+                        const int fds[3])
 {
     setsid();
     gio_proc_subreaper();
@@ -196,6 +197,10 @@ static void keeper_main(spawner_t *sp, const char *path, const char *cwd, const 
     sigemptyset(&term);
     sigaddset(&term, SIGTERM);
     sigprocmask(SIG_BLOCK, &term, NULL);
+    /* a spawner that dies (killed: it has no other way) ends its requests too */
+    gio_proc_parent_death(SIGTERM);
+    if (getppid() != spawner)
+        kill(getpid(), SIGTERM); /* pending until the wait below */
     struct sigaction dfl = {.sa_handler = SIG_DFL};
     sigemptyset(&dfl.sa_mask);
     sigaction(SIGTERM, &dfl, NULL), sigaction(SIGCHLD, &dfl, NULL);
@@ -288,9 +293,9 @@ static void run(spawner_t *sp, size_t n, const int fds[3])
              EINVAL);
         return;
     }
-    pid_t pid = fork();
+    pid_t self = getpid(), pid = fork();
     if (pid == 0)
-        keeper_main(sp, path, cwd, fds);
+        keeper_main(sp, self, path, cwd, fds);
     if (pid < 0) {
         tell(fds[2], "fork", path, errno);
         note(sp, "CGI spawner: fork() for %s failed: %s", path, errno);

@@ -192,3 +192,34 @@ def test_cgi_rlimits(gatling, args, want):
     assert_status(r, 200)
     got = limits_of(r.body)
     assert {k: got.get(k) for k in want} == want, r.body.decode()
+
+
+def test_dead_spawner_takes_its_programs(gatling):
+    """A spawner killed (a program of its user may do it, under --cgi-user)
+    leaves no program running and no keeper waiting for an end that cannot
+    come."""
+    import socket
+    tag = str(random.randint(100000, 999999))
+    script = HEAD + "echo started\nexec sleep %s\n" % tag
+    s = gatling({"slow.cgi": Mode(script, 0o755)}, args=("-T", "10", "-z", "-Q", "60"),
+                check_fds=False)
+    c = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+    try:
+        c.sendall(b"GET /slow.cgi HTTP/1.1\r\nHost: x\r\n\r\n")
+        wait_for(lambda: sleepers(tag) or None, 10, "the program running")
+        (spawner,) = [p for p, _ in children(s.pid)]
+        keepers = [p for p, _ in children(spawner)]
+        os.kill(spawner, signal.SIGKILL)
+        wait_for(lambda: not sleepers(tag) and not [p for p in keepers if alive(p)] or None,
+                 10, "the program and its keeper gone with the spawner")
+    finally:
+        c.close()
+        for p in sleepers(tag):
+            os.kill(p, signal.SIGKILL)
+
+
+def alive(pid):
+    try:
+        return proc_status(pid, "State")[0] != "Z"
+    except (OSError, TypeError):
+        return False
