@@ -54,6 +54,11 @@ int handover_init(char **argv)
 void handover_chrooted(void)
 {
     chrooted = 1;
+    /* no upgrade from a chroot, and a directory outside it is a way out of it
+       (fchdir, openat ".."): not kept */
+    if (start_dir >= 0)
+        close(start_dir);
+    start_dir = -1;
 }
 
 /* A whole decimal number in [1, max] from the environment, 0 if unset, -1 if bad. */

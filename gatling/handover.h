@@ -43,7 +43,8 @@ typedef struct handover_dgrams {
  */
 int handover_init(char **argv);
 
-/* The process chroots: a new binary could not be found, so refuse upgrades. */
+/* The process chroots: a new binary could not be found, so refuse upgrades;
+   the start directory's descriptor (outside the new root) is closed. */
 void handover_chrooted(void);
 
 /*

@@ -13,6 +13,7 @@
 #include "site/spawn.h"
 #include "handover.h"
 #include "gio.h"
+#include "gio_os.h"
 #include "site/mime.h"
 #include "site/nets.h"
 #include "server.h"
@@ -173,6 +174,9 @@ static void usage(void)
         "  -q file   append the error log to file (default: stderr); SIGUSR1 reopens it\n"
         "  -c dir    serve dir; as root, chroot into it after opening the listeners\n"
         "  -u user   run as user after opening the listeners\n"
+        "  --cgi-user user  run CGI programs (and their spawner) as user (root only)\n"
+        "  --cgi-limits cpu=secs,mem=bytes,procs=n,files=n  each CGI's rlimits (default\n"
+        "            cpu=60,mem=1G,procs=256,files=1024; 0: none)\n"
         "  -m file   read MIME types from file (default /etc/mime.types)\n"
         "  -W n      run n worker processes sharing the port (default 1)\n"
         "  -H        no virtual hosting: serve every Host from the document root\n"
@@ -371,6 +375,7 @@ static void config_defaults(config_t *cfg)
                       .vhosts = 1,
                       .max_age = -1,
                       .spawn_fd = -1,
+                      .proc_fd = -1,
                       .gzip = 1,
                       .mem_file_max = 16384,
                       .tls_port = geteuid() == 0 ? 443 : 4433,
@@ -378,6 +383,8 @@ static void config_defaults(config_t *cfg)
                       .ftp_port = -1,
                       .ftp_upload_max = FTP_UPLOAD_MAX,
                       .dyn_timeout = 30,
+                      /* CPU seconds, address space, processes of its uid, descriptors */
+                      .cgi_limit = {60, 1LL << 30, 256, 1024},
                       .tunnel_timeout = 3600,
 #ifdef TCP_DEFER_ACCEPT
                       .defer_accept = 1, /* as h2o: see server.c, defer_accept() */
@@ -546,7 +553,7 @@ static int parse_cache(config_t *cfg, const char *arg)
 }
 
 enum { OPT_CACHE = 256, OPT_STATUS_FROM, OPT_FLOOD_MEMORY, OPT_H3_RETRY, OPT_POOL, OPT_CONFIG,
-       OPT_CHECK, OPT_LOG_FORMAT }; /* long */
+       OPT_CHECK, OPT_LOG_FORMAT, OPT_CGI_USER, OPT_CGI_LIMITS }; /* long */
 
 /* --config (read before the others: conffile.h), --check (found before them
    too), --log-format. */
@@ -559,6 +566,23 @@ static int file_option(int c, const char *arg, config_t *cfg)
     if (strcmp(arg, "combined") && strcmp(arg, "json"))
         return bad("-log-format", arg, "not combined or json");
     cfg->log_json = arg[0] == 'j';
+    return -1;
+}
+
+/* --cgi-limits: one of cpu=secs, mem=bytes (K, M, G), procs=n, files=n; 0: none. */
+static int cgi_limit_item(config_t *cfg, const char *s)
+{
+    static const struct {
+        const char *name;
+        long long max;
+    } k[CONFIG_CGI_LIMITS] = {[CONFIG_CGI_CPU] = {"cpu=", 86400},
+                              [CONFIG_CGI_MEM] = {"mem=", 1LL << 40},
+                              [CONFIG_CGI_PROCS] = {"procs=", 1 << 20},
+                              [CONFIG_CGI_FILES] = {"files=", 1 << 20}};
+    for (int i = 0; i < CONFIG_CGI_LIMITS; i++)
+        if (!strncmp(s, k[i].name, strlen(k[i].name)))
+            return (cfg->cgi_limit[i] = size_arg(s + strlen(k[i].name), 0, k[i].max)) < 0 ? -1
+                                                                                           : 0;
     return -1;
 }
 
@@ -582,6 +606,16 @@ static int dynamic_option(int c, const char *arg, config_t *cfg)
             proxy_pool_check(arg) < 0) /* which says why */
             return bad("-pool", arg, "not a pool (at most 1024 bytes; --pool at most 16 times)");
         cfg->pool_def[cfg->npools++] = arg;
+        return -1;
+    case OPT_CGI_USER:
+        if (!*arg || too_long(arg, OPT_NAME_MAX))
+            return bad("-cgi-user", arg, "not a user name");
+        cfg->cgi_user = arg;
+        return -1;
+    case OPT_CGI_LIMITS:
+        if (each_item(cfg, arg, 32, cgi_limit_item) < 0)
+            return bad("-cgi-limits", arg, "not cpu=secs,mem=bytes,procs=n,files=n (any of "
+                                           "them; 0: no limit)");
         return -1;
     case OPT_FLOOD_MEMORY:
         if ((cfg->offence_s = (int)number(arg, 0, 3600)) < 0)
@@ -643,6 +677,9 @@ static int getopt_trouble(int c)
     else if (c == ':' && (optopt == OPT_CONFIG || optopt == OPT_LOG_FORMAT))
         fprintf(stderr, "gatling: %s--%s needs an argument\n", opt_where,
                 optopt == OPT_CONFIG ? "config" : "log-format");
+    else if (c == ':' && (optopt == OPT_CGI_USER || optopt == OPT_CGI_LIMITS))
+        fprintf(stderr, "gatling: %s--%s needs an argument\n", opt_where,
+                optopt == OPT_CGI_USER ? "cgi-user" : "cgi-limits");
     else if (c == ':' && acme_option_name(optopt))
         fprintf(stderr, "gatling: --%s needs an argument\n", acme_option_name(optopt));
     else if (c == ':')
@@ -651,8 +688,8 @@ static int getopt_trouble(int c)
         fprintf(stderr, "gatling: %sunknown option -%c\n", opt_where, optopt);
     else
         fprintf(stderr, "gatling: %sunknown long option (there are --config, --check, "
-                "--log-format, --cache, --status-from, --flood-memory, --h3-retry, --pool "
-                "and --acme...)\n", opt_where);
+                "--log-format, --cache, --status-from, --flood-memory, --h3-retry, --pool, "
+                "--cgi-user, --cgi-limits and --acme...)\n", opt_where);
     opt_where[0] = 0;
     return usage_error();
 }
@@ -787,6 +824,8 @@ static int getopt_all(conf_args_t *ca, config_t *cfg)
         {"config", required_argument, NULL, OPT_CONFIG},
         {"check", no_argument, NULL, OPT_CHECK},
         {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
+        {"cgi-user", required_argument, NULL, OPT_CGI_USER},
+        {"cgi-limits", required_argument, NULL, OPT_CGI_LIMITS},
         ACME_LONGOPTS,
         {NULL, 0, NULL, 0}};
     int c, rc, failed = 0;
@@ -855,6 +894,30 @@ static int parse_options(int argc, char **argv, config_t *cfg, conf_args_t *ca)
     return failed ? 2 : -1;
 }
 
+/* --cgi-user: looked up now, as -u; only root can become it, and CGI as root
+   (or as the server itself) would defeat its purpose.  And -W with CGI:
+   /proc for the workers' spawners, opened before the chroot (site/spawn.h). */
+static int cgi_user(config_t *cfg)
+{
+    cfg->cgi_uid = cfg->cgi_gid = -1;
+    if (cfg->workers > 1 && (cfg->ncgi_regex || cfg->cgi_exec)) /* before -W's chroot */
+        cfg->proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (!cfg->cgi_user)
+        return 0;
+    struct passwd *pw = getpwnam(cfg->cgi_user);
+    const char *why = !pw                     ? "no such user"
+                      : pw->pw_uid == 0       ? "is root"
+                      : (int)pw->pw_uid == cfg->uid ? "is -u's user: CGI could signal the server"
+                      : geteuid() != 0        ? "only root can start CGI as another user"
+                                              : NULL;
+    if (why) {
+        fprintf(stderr, "gatling: --cgi-user %s: %s\n", cfg->cgi_user, why);
+        return -1;
+    }
+    cfg->cgi_uid = (int)pw->pw_uid, cfg->cgi_gid = (int)pw->pw_gid;
+    return 0;
+}
+
 /* -u, -l, -q: look up the user while /etc is still visible, then open the
    logs by site/privfs.h's rules (as that user where their directory is not
    root's alone).  -W's supervisor keeps the error log's directory: it stays
@@ -862,6 +925,10 @@ static int parse_options(int argc, char **argv, config_t *cfg, conf_args_t *ca)
 static int prepare(config_t *cfg)
 {
     char why[512];
+    /* before any fork: no process of ours (CGI included) reads our memory or
+       traces us (keys, other clients' credentials); server_drop_privileges
+       sets it again after -u */
+    gio_proc_private();
     cfg->uid = cfg->gid = -1;
     cfg->error_dir = -1;
     if (cfg->user) {
@@ -887,7 +954,7 @@ static int prepare(config_t *cfg)
                 why);
         return -1;
     }
-    return 0;
+    return cgi_user(cfg);
 }
 
 /* Who reads the certificates at start: -u's user where it owns them (--acme's

@@ -287,6 +287,7 @@ int server_drop_privileges(const config_t *cfg)
         fprintf(stderr, "gatling: cannot become user %s: %s\n", cfg->user, strerror(errno));
         return -1;
     }
+    gio_proc_private(); /* a change of uid may make the process dumpable again */
     return 0;
 }
 
@@ -629,7 +630,9 @@ static void reopen_log(server_t *s)
         elog_note(&s->site.elog, gio_wallclock(s->loop), text);
         return;
     }
-    dup3(fd, s->site.log.fd, O_CLOEXEC);
+    /* dup2 clears close-on-exec: set again, or the log leaks into an upgrade */
+    if (dup2(fd, s->site.log.fd) >= 0)
+        fcntl(s->site.log.fd, F_SETFD, FD_CLOEXEC);
     close(fd);
 }
 

@@ -123,6 +123,8 @@ static void worker_main(supervisor_t *sv, int i)
         server_drop_privileges(&sv->cfg) < 0)
         _exit(1);
     sv->cfg.spawn_pid = cgi ? (int)spawner : 0;
+    if (sv->cfg.proc_fd >= 0) /* the spawner's now: the loop keeps nothing outside the chroot */
+        close(sv->cfg.proc_fd), sv->cfg.proc_fd = -1;
     if (server_init(&s, &sv->cfg, sv->mime, lst, n) < 0 || server_quic_start(&s, quic) < 0)
         _exit(1);
     if (got_term)

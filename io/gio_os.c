@@ -18,6 +18,9 @@
 
 #include <errno.h>
 #include <signal.h>
+#if defined(__linux__)
+#include <sys/prctl.h>
+#endif
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -177,5 +180,35 @@ void gio_limit_unsent(int sock, int bytes)
     setsockopt(sock, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &bytes, sizeof bytes);
 #else
     (void)sock, (void)bytes;
+#endif
+}
+
+int gio_proc_private(void)
+{
+#if defined(__linux__)
+    return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+#else
+    return 0;
+#endif
+}
+
+int gio_proc_subreaper(void)
+{
+#if defined(__linux__) && defined(PR_SET_CHILD_SUBREAPER)
+    return prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+#else
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+int gio_proc_parent_death(int sig)
+{
+#if defined(__linux__)
+    return prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0);
+#else
+    (void)sig;
+    errno = ENOSYS;
+    return -1;
 #endif
 }

@@ -43,4 +43,26 @@ uint64_t gio_unsent(int sock);
  */
 void gio_limit_unsent(int sock, int bytes);
 
+/*
+ * This process may not be traced or have its memory read through /proc by
+ * processes of its own uid (Linux: PR_SET_DUMPABLE 0; inherited by fork,
+ * reset by exec and by some uid changes, so call again after a setuid).  A
+ * no-op elsewhere.  0, or -1 with errno.
+ */
+int gio_proc_private(void);
+
+/*
+ * This process adopts the orphans among its descendants, so that none
+ * leaves its subtree (Linux: PR_SET_CHILD_SUBREAPER).  0, or -1 with errno
+ * (ENOSYS where the OS has no such thing).
+ */
+int gio_proc_subreaper(void);
+
+/*
+ * Signal sig to this process when its parent dies (Linux:
+ * PR_SET_PDEATHSIG).  0, or -1 with errno (ENOSYS elsewhere).  A parent
+ * that died before the call is not noticed: compare getppid() after it.
+ */
+int gio_proc_parent_death(int sig);
+
 #endif

@@ -85,7 +85,8 @@ int gio_udp_open(const struct sockaddr *addr, socklen_t len, int reuseport)
     if (fd < 0)
         return -1;
     int zero = 0;
-    if (gio_nonblock(fd) < 0)
+    /* never into a CGI or an upgraded binary (SOCK_CLOEXEC is not everywhere) */
+    if (gio_nonblock(fd) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
         goto fail;
     on(fd, SOL_SOCKET, SO_REUSEADDR);
 #ifdef SO_REUSEPORT

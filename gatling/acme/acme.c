@@ -572,6 +572,7 @@ static void child_main(const config_t *cfg, const char *const *names, int nnames
     if (getppid() != parent)
         _exit(0);
     prctl(PR_SET_NAME, "acme-client");
+    prctl(PR_SET_DUMPABLE, 0); /* its keys: no process of its uid reads them */
     child_signals();
     close_others(cfg->error_fd);
     elog_init(&r.log, cfg->error_fd >= 0 ? cfg->error_fd : 2, cfg->error_log);
@@ -628,6 +629,7 @@ static void keeper_main(const config_t *cfg, const char *const *names, int nname
     if (getppid() != parent)
         _exit(0);
     prctl(PR_SET_NAME, "acme-keeper");
+    prctl(PR_SET_DUMPABLE, 0); /* its keys: no process of its uid reads them */
     child_signals();
     close_others(cfg->error_fd);
     elog_t log;

@@ -10,6 +10,7 @@
 #include "gio_os.h"
 #include "conn/tls.h"
 #include "handlers/htaccess.h"
+#include "site/encoding.h"
 #include "site/fs.h"
 #include "site/vhost.h"
 
@@ -323,6 +324,28 @@ static int plain_name(const char *name)
     return 1;
 }
 
+/* Would name (in dir) be a precompressed sibling of a file there, which HTTP
+   serves in the file's place (site/encoding.h)?  HTTP checks the owner as
+   well; this holds where uploads are the owner's too (no -u). */
+static int shadows(int dir, const char *name)
+{
+    static const int codings[] = {ENC_GZIP, ENC_BR, ENC_ZSTD};
+    size_t n = strlen(name);
+    for (size_t k = 0; k < sizeof codings / sizeof codings[0]; k++) {
+        const char *suf = enc_suffix(codings[k]);
+        size_t sl = strlen(suf);
+        char orig[256];
+        struct stat st;
+        if (n <= sl || n - sl >= sizeof orig || strcmp(name + n - sl, suf))
+            continue;
+        memcpy(orig, name, n - sl);
+        orig[n - sl] = 0;
+        if (fstatat(dir, orig, &st, AT_SYMLINK_NOFOLLOW) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 int ftp_upload_dir(ftp_sess_t *s, const char *path, const char **name)
 {
     struct stat st;
@@ -343,6 +366,12 @@ int ftp_upload_dir(ftp_sess_t *s, const char *path, const char **name)
     strcpy(parent + n, n ? "" : "/");
     int dir = ftp_open(s, parent, &st);
     if (dir >= 0 && S_ISDIR(st.st_mode) && (st.st_mode & S_IWOTH)) {
+        if (shadows(dir, slash + 1)) {
+            close(dir);
+            s->site->stats.ftp_refused++;
+            ftp_reply(s, "553 File name not allowed: a compressed variant of a file here.");
+            return -1;
+        }
         *name = slash + 1;
         return dir;
     }

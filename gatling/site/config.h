@@ -15,6 +15,8 @@ enum { CONFIG_RETRY_BUSY = 0, CONFIG_RETRY_NEVER, CONFIG_RETRY_ALWAYS };
 #define CONFIG_POOLS 16       /* --pool: pools of backends */
 #define CONFIG_BACKENDS 64    /* backends of every rule and pool together */
 #define CONFIG_PATTERN_MAX 1024 /* -w, -P: a pattern's or rule's length */
+/* --cgi-limits: the rlimits of each CGI process (0: not set, as inherited) */
+enum { CONFIG_CGI_CPU, CONFIG_CGI_MEM, CONFIG_CGI_PROCS, CONFIG_CGI_FILES, CONFIG_CGI_LIMITS };
 
 #define CONFIG_ACME_NAMES 100 /* --acme-names: names at most */
 enum { CONFIG_ACME_EC256 = 0, CONFIG_ACME_RSA2048, CONFIG_ACME_RSA3072 }; /* --acme-key */
@@ -113,6 +115,8 @@ typedef struct config {
     int cgi_exec;    /* -z: world-executable files starting with #! or ELF run as CGI */
     int cgi_max;     /* -J: CGI processes at once (per loop); more get 503 */
     int dyn_timeout; /* -Q: seconds a CGI may run, and a backend may stay silent */
+    const char *cgi_user; /* --cgi-user: the CGI spawner and its programs run as this user */
+    long long cgi_limit[CONFIG_CGI_LIMITS]; /* --cgi-limits: CONFIG_CGI_* rlimits */
     int tunnel_timeout; /* -Q's second value: seconds a WebSocket tunnel may stay idle */
     const char *proxy_rule[CONFIG_PROXY_RULES]; /* -P: [F/|S/]backends/regex, @pool/regex */
     int nproxy_rules;
@@ -132,6 +136,9 @@ typedef struct config {
     int error_fd; /* the error log (stderr, or -q's file), opened before any chroot */
     int error_dir; /* -W: -q's directory, for the root supervisor's reopen; -1 */
     int uid, gid; /* -u's ids, looked up before any chroot; -1 = stay */
+    int cgi_uid, cgi_gid; /* --cgi-user's, the same way; -1: CGI runs as -u */
+    int proc_fd; /* -W with CGI: /proc, opened before the chroot for the workers'
+                    spawners (site/spawn.h), closed by each worker once it has its own */
     struct tls_store *tls; /* the certificates (tls.h), loaded before any chroot; NULL: no HTTPS */
     int tls_skipped;       /* the default HTTPS port was busy: HTTP only */
     int spawn_fd;          /* the CGI spawner's socket (site/spawn.h); -1: none */

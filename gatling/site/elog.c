@@ -51,7 +51,9 @@ void elog_reopen(elog_t *l)
         elog_note(l, (int64_t)time(NULL), text);
         return;
     }
-    dup3(fd, l->fd, O_CLOEXEC);
+    /* dup2 clears close-on-exec: set again, or the log leaks into an upgrade */
+    if (dup2(fd, l->fd) >= 0)
+        fcntl(l->fd, F_SETFD, FD_CLOEXEC);
     close(fd);
 }
 

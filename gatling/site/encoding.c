@@ -274,7 +274,9 @@ static int mtime_ge(const struct timespec *a, const struct timespec *b)
 /* 0 if the sibling with stat st may be served for orig, else the errno why not. */
 static int sibling_check(const struct stat *st, const struct stat *orig)
 {
-    if (!S_ISREG(st->st_mode) || !(st->st_mode & S_IROTH))
+    /* Only its owner's: a sibling an FTP upload (or any other user with write
+       access to the directory) made must not replace the page (issue 52). */
+    if (!S_ISREG(st->st_mode) || !(st->st_mode & S_IROTH) || st->st_uid != orig->st_uid)
         return EACCES;
     /* An empty file is no valid br, zstd or gzip stream; an older one is stale. */
     if (st->st_size == 0 || !mtime_ge(&st->st_mtim, &orig->st_mtim))

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "spawn.h"
 #include "elog.h"
+#include "gio_os.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -40,6 +42,8 @@ typedef struct spawner {
     size_t nchild;
     char *msg; /* SPAWN_MSG_MAX bytes */
     char *envp[SPAWN_ENV_MAX + 1];
+    long long limit[CONFIG_CGI_LIMITS]; /* --cgi-limits */
+    int procfd; /* /proc, opened before the chroot (a keeper lists its children); -1 */
 } spawner_t;
 
 static volatile sig_atomic_t got_chld;
@@ -92,7 +96,22 @@ static void close_from(int from, const int *keep, int n)
     close_span(lo, ~0U);
 }
 
-/* In the CGI child: descriptors, session, signals, directory, exec. */
+/* One rlimit at v (0: left alone), never above the hard limit we have; the
+   hard one `extra` above the soft (CPU: SIGXCPU first, then SIGKILL). */
+static void limit(int res, long long v, rlim_t extra)
+{
+    struct rlimit rl;
+    if (v <= 0 || getrlimit(res, &rl) < 0)
+        return;
+    rlim_t want = (rlim_t)v, max = rl.rlim_max;
+    if (max != RLIM_INFINITY && max < want)
+        want = max;
+    rl.rlim_cur = want;
+    rl.rlim_max = max == RLIM_INFINITY || max - want > extra ? want + extra : max;
+    setrlimit(res, &rl);
+}
+
+/* In the CGI child: descriptors, session, limits, signals, directory, exec. */
 static void child_exec(spawner_t *sp, const char *path, const char *cwd, const int fds[3])
 {
     int hi[3];
@@ -103,6 +122,10 @@ static void child_exec(spawner_t *sp, const char *path, const char *cwd, const i
         _exit(127);
     close_from(3, NULL, 0);
     setsid();
+    limit(RLIMIT_CPU, sp->limit[CONFIG_CGI_CPU], 1);
+    limit(RLIMIT_AS, sp->limit[CONFIG_CGI_MEM], 0);
+    limit(RLIMIT_NPROC, sp->limit[CONFIG_CGI_PROCS], 0);
+    limit(RLIMIT_NOFILE, sp->limit[CONFIG_CGI_FILES], 0);
     struct sigaction dfl = {.sa_handler = SIG_DFL};
     sigemptyset(&dfl.sa_mask);
     for (int sig = 1; sig < NSIG; sig++)
@@ -118,6 +141,83 @@ static void child_exec(spawner_t *sp, const char *path, const char *cwd, const i
     execve(path, argv, sp->envp);
     tell(2, "execve", path, errno);
     _exit(127);
+}
+
+/* The keeper's children now, from /proc (zombies too): how many into pid[]. */
+static int keeper_children(int procfd, pid_t *pid, int max)
+{
+    char name[64], buf[4096];
+    snprintf(name, sizeof name, "self/task/%d/children", (int)getpid());
+    int fd = procfd >= 0 ? openat(procfd, name, O_RDONLY | O_CLOEXEC) : -1;
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    /* "pid pid ... ": a read cut short ends inside a number, which must not
+       count (its head would name another process): only what a space ends */
+    while (n > 0 && buf[n - 1] != ' ')
+        n--;
+    buf[n > 0 ? n : 0] = 0;
+    int k = 0;
+    for (char *s = buf, *e; k < max && (pid[k] = (pid_t)strtol(s, &e, 10)) > 0 && *e == ' ';
+         s = e)
+        k++;
+    return k;
+}
+
+/* The request is over: kill the program's group, then, round by round,
+   every process that ended up ours (a subreaper adopts its descendants'
+   orphans, setsid or not), until none is left. */
+static void keeper_kill(pid_t cgi, int procfd)
+{
+    pid_t pid[512];
+    kill(-cgi, SIGKILL); /* cgi is not reaped: the group's id is still its own */
+    kill(cgi, SIGKILL);
+    for (int round = 0; round < 1000; round++) {
+        int n = keeper_children(procfd, pid, 512);
+        if (n == 0)
+            break;
+        for (int i = 0; i < n; i++)
+            kill(pid[i], SIGKILL);
+        for (int i = 0; i < n; i++) /* dying, each hands its children to us */
+            waitpid(pid[i], NULL, 0);
+    }
+    while (waitpid(-1, NULL, WNOHANG) > 0) /* without /proc: what is left of ours */
+        ;
+}
+
+/* The CGI's keeper, a child of the spawner: its own session, the adopter of
+   the program's orphans, and their killer when the spawner says SIGTERM
+   (SPAWN_END).  It reaps nothing before that, so no id it kills is reused. */
+static void keeper_main(spawner_t *sp, pid_t spawner, const char *path, const char *cwd,
+                        const int fds[3])
+{
+    setsid();
+    gio_proc_subreaper();
+    sigset_t term;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    sigprocmask(SIG_BLOCK, &term, NULL);
+    /* a spawner that dies (killed: it has no other way) ends its requests too */
+    gio_proc_parent_death(SIGTERM);
+    if (getppid() != spawner)
+        kill(getpid(), SIGTERM); /* pending until the wait below */
+    struct sigaction dfl = {.sa_handler = SIG_DFL};
+    sigemptyset(&dfl.sa_mask);
+    sigaction(SIGTERM, &dfl, NULL), sigaction(SIGCHLD, &dfl, NULL);
+    pid_t cgi = fork();
+    if (cgi == 0)
+        child_exec(sp, path, cwd, fds);
+    if (cgi < 0) {
+        tell(fds[2], "fork", path, errno);
+        _exit(127);
+    }
+    int keep = sp->procfd;
+    close_from(3, &keep, keep >= 3 ? 1 : 0);
+    int sig;
+    while (sigwait(&term, &sig) != 0)
+        ;
+    keeper_kill(cgi, sp->procfd);
+    _exit(0);
 }
 
 static spawn_child_t *find(spawner_t *sp, uint64_t id)
@@ -193,9 +293,9 @@ static void run(spawner_t *sp, size_t n, const int fds[3])
              EINVAL);
         return;
     }
-    pid_t pid = fork();
+    pid_t self = getpid(), pid = fork();
     if (pid == 0)
-        child_exec(sp, path, cwd, fds);
+        keeper_main(sp, self, path, cwd, fds);
     if (pid < 0) {
         tell(fds[2], "fork", path, errno);
         note(sp, "CGI spawner: fork() for %s failed: %s", path, errno);
@@ -209,7 +309,7 @@ static void end(spawner_t *sp, uint64_t id)
     spawn_child_t *c = find(sp, id);
     if (!c)
         return;
-    kill(-c->pid, SIGKILL); /* the group's id is still c's: c is not reaped */
+    kill(c->pid, SIGTERM); /* its keeper: c is not reaped, so the id is still its */
     c->released = 1;
     sweep(sp);
 }
@@ -256,10 +356,37 @@ static int serve_one(spawner_t *sp)
     return 1;
 }
 
+/* keep[0..3) sorted up, without repeats and negatives, into keep[0..*n). */
+static void sort_fds(int *keep, int *n)
+{
+    for (int i = 0; i < 3; i++)
+        for (int j = i + 1; j < 3; j++)
+            if (keep[j] < keep[i]) {
+                int t = keep[i];
+                keep[i] = keep[j], keep[j] = t;
+            }
+    *n = 0;
+    for (int i = 0; i < 3; i++)
+        if (keep[i] >= 0 && (*n == 0 || keep[*n - 1] != keep[i]))
+            keep[(*n)++] = keep[i];
+}
+
+/* The caller's confinement (a chroot, -u), but with --cgi-user's ids in -u's
+   place: the spawner and every program it starts then run as that user. */
+static int confine_as_cgi(const config_t *cfg, int (*confine)(const config_t *))
+{
+    static config_t as; /* large for a stack; this process is the spawner's alone */
+    as = *cfg;
+    if (cfg->cgi_uid >= 0)
+        as.uid = cfg->cgi_uid, as.gid = cfg->cgi_gid, as.user = cfg->cgi_user;
+    return confine(&as);
+}
+
 /* The spawner's life after the fork: confine, then serve until the loop goes. */
 static void spawner_main(const config_t *cfg, int (*confine)(const config_t *), int sock)
 {
     spawner_t sp = {.sock = sock};
+    memcpy(sp.limit, cfg->cgi_limit, sizeof sp.limit);
     struct sigaction ign = {.sa_handler = SIG_IGN}, chld = {.sa_handler = on_chld};
     sigemptyset(&ign.sa_mask), sigemptyset(&chld.sa_mask);
     const int quiet[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGPIPE};
@@ -269,13 +396,18 @@ static void spawner_main(const config_t *cfg, int (*confine)(const config_t *), 
     sigset_t block, old;
     sigemptyset(&block);
     sigaddset(&block, SIGCHLD);
+    sigaddset(&block, SIGTERM); /* ignored here; blocked, so that a keeper just forked
+                                   keeps an early SPAWN_END's TERM pending */
     sigprocmask(SIG_BLOCK, &block, &old);
     sigdelset(&old, SIGCHLD);
-    if (confine(cfg) < 0)
+    sp.procfd = cfg->proc_fd >= 0 ? cfg->proc_fd /* -W: opened before the chroot */
+                                  : open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (confine_as_cgi(cfg, confine) < 0)
         _exit(1);
-    int keep[] = {sock < cfg->error_fd ? sock : cfg->error_fd,
-                  sock < cfg->error_fd ? cfg->error_fd : sock};
-    close_from(3, keep, keep[0] == keep[1] ? 1 : 2);
+    gio_proc_private(); /* after the uid change: its programs must not read it */
+    int keep[3] = {sock, cfg->error_fd, sp.procfd}, nkeep = 0;
+    sort_fds(keep, &nkeep);
+    close_from(3, keep, nkeep);
     elog_init(&sp.log, cfg->error_fd, cfg->error_log);
     sp.nchild = (size_t)cfg->cgi_max * 4 + 16;
     sp.child = calloc(sp.nchild, sizeof *sp.child);
@@ -297,7 +429,7 @@ static void spawner_main(const config_t *cfg, int (*confine)(const config_t *), 
     }
     for (size_t i = 0; i < sp.nchild; i++) /* the server is gone: so go its CGIs */
         if (sp.child[i].pid)
-            kill(-sp.child[i].pid, SIGKILL);
+            kill(sp.child[i].pid, SIGTERM);
     _exit(0);
 }
 

@@ -5,25 +5,30 @@
  *
  * main.c (or, with -W, each worker) starts it before the chroot and the
  * privilege drop (-c, -u); it confines itself the same way (the caller's
- * confine function), closes every descriptor but its socket and the error
- * log, and then serves requests from the loop over a non-blocking
- * SOCK_SEQPACKET socketpair, one message per request:
+ * confine function, with --cgi-user's ids in -u's place where given), is
+ * not dumpable, closes every descriptor but its socket, the error log and
+ * /proc (opened before the chroot, or cfg->proc_fd under -W), and then
+ * serves requests from the loop over a non-blocking SOCK_SEQPACKET
+ * socketpair, one message per request:
  *
  *   SPAWN_RUN  id, the program's path, the working directory, the
  *              environment ("NAME=value\0" strings, see handlers/cgienv.h),
  *              and the child's stdin, stdout and stderr pipe ends by
- *              SCM_RIGHTS.  The child gets its own session and process
- *              group (setsid), that directory as its cwd, the pipes as
- *              0/1/2, no other descriptor, default signal dispositions and
- *              an empty signal mask, and execs the program with argv[0]
- *              its path.  What fails (fork, chdir, execve) is written to
+ *              SCM_RIGHTS.  A keeper is forked for it (its own session, a
+ *              subreaper: it adopts the program's descendants' orphans),
+ *              which forks the program: its own session and process
+ *              group (setsid), --cgi-limits' rlimits, that directory as
+ *              its cwd, the pipes as 0/1/2, no other descriptor, default
+ *              signal dispositions and an empty signal mask; it execs the
+ *              program with argv[0] its path.  What fails (fork, chdir, execve) is written to
  *              the child's stderr pipe, where the loop logs it, and the
  *              loop sees a process that exits without output.
- *   SPAWN_END  id: the request is over.  Whatever is left of its process
- *              group is killed (SIGKILL) and the process reaped.  Until
- *              then a process that exited stays a zombie, so its process
- *              group id can never name another's: a reaped pid is never
- *              killed.
+ *   SPAWN_END  id: the request is over.  Its keeper gets SIGTERM and
+ *              kills (SIGKILL) the program's process group and then, round
+ *              by round from /proc/self/task/PID/children, every process
+ *              it adopted or still has, setsid or not; then it exits and
+ *              is reaped.  Nothing is reaped before: a pid that exited
+ *              stays a zombie, so no id killed can name another's.
  *
  * The spawner answers nothing: it reaps children on SIGCHLD (waitpid
  * WNOHANG) and exits, killing the process groups it still has, when the

@@ -1,6 +1,8 @@
 /* Counters: see stats.h. */
 #include "stats.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -46,11 +48,20 @@ typedef struct stats_slot {
     uint64_t w[STATS_SNAP_WORDS];
 } stats_slot_t;
 
-struct stats_shm {
+/* The shared mapping: every worker (running as -u) can write all of it. */
+typedef struct stats_table {
     uint64_t gen; /* odd while the supervisor moves a dead worker's counters */
-    size_t size;  /* of the mapping */
-    int workers;  /* slot[workers] holds what the dead counted */
     stats_slot_t slot[];
+} stats_table_t;
+
+/* The handle, in each process's private memory (made before the fork): the
+   mapping's size and the slots' count are never read from the mapping, so
+   that a worker that writes nonsense there cannot steer the root supervisor's
+   indexes or its munmap (issue 52). */
+struct stats_shm {
+    stats_table_t *tab;
+    size_t size; /* of the mapping */
+    int workers; /* slot[workers] holds what the dead counted */
 };
 
 /* Where a field is among a snapshot's words. */
@@ -59,30 +70,40 @@ struct stats_shm {
 
 stats_shm_t *stats_shm_new(int workers)
 {
-    size_t size = sizeof(stats_shm_t) + (size_t)(workers + 1) * sizeof(stats_slot_t);
-    stats_shm_t *t = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (t == MAP_FAILED)
+    if (workers < 1) {
+        errno = EINVAL;
         return NULL;
-    t->size = size; /* the rest is zero: empty slots, sequence 0 */
+    }
+    stats_shm_t *t = malloc(sizeof *t);
+    if (!t)
+        return NULL;
+    t->size = sizeof(stats_table_t) + (size_t)(workers + 1) * sizeof(stats_slot_t);
     t->workers = workers;
+    t->tab = mmap(NULL, t->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (t->tab == MAP_FAILED) { /* else all zero: empty slots, sequence 0 */
+        free(t);
+        return NULL;
+    }
     return t;
 }
 
 void stats_shm_free(stats_shm_t *t)
 {
-    if (t)
-        munmap(t, t->size);
+    if (!t)
+        return;
+    munmap(t->tab, t->size);
+    free(t);
 }
 
 /* The seqlock's writer: the counter goes odd, the words, the counter even. */
 static void slot_write(stats_slot_t *s, const uint64_t *w)
 {
-    uint64_t seq = __atomic_load_n(&s->seq, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->seq, seq + 1, __ATOMIC_RELAXED);
+    uint64_t seq = __atomic_load_n(&s->seq, __ATOMIC_RELAXED) | 1;
+    __atomic_store_n(&s->seq, seq, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_RELEASE);
     for (size_t k = 0; k < STATS_SNAP_WORDS; k++)
         __atomic_store_n(&s->w[k], w[k], __ATOMIC_RELAXED);
-    __atomic_store_n(&s->seq, seq + 2, __ATOMIC_RELEASE);
+    __atomic_store_n(&s->seq, seq + 1, __ATOMIC_RELEASE);
 }
 
 /* The reader: copy until the counter was even and the same before and after.
@@ -103,8 +124,10 @@ static void slot_read(const stats_slot_t *s, uint64_t *w)
 void stats_shm_publish(stats_shm_t *t, int i, const stats_snap_t *snap)
 {
     uint64_t w[STATS_SNAP_WORDS];
+    if (i < 0 || i >= t->workers)
+        return;
     memcpy(w, snap, sizeof w);
-    slot_write(&t->slot[i], w);
+    slot_write(&t->tab->slot[i], w);
 }
 
 /* a += b over words [0, n): sums, but the earliest start and the largest draining. */
@@ -127,16 +150,16 @@ void stats_shm_total(stats_shm_t *t, int self, const stats_snap_t *own, stats_sn
     /* a dead worker's counters are in its slot or in the dead's, never both:
        read again if the supervisor moved some meanwhile */
     for (int tries = 0; tries < 100; tries++) {
-        uint64_t gen = __atomic_load_n(&t->gen, __ATOMIC_ACQUIRE);
+        uint64_t gen = __atomic_load_n(&t->tab->gen, __ATOMIC_ACQUIRE);
         memcpy(sum, own, sizeof sum);
         for (int i = 0; i <= t->workers; i++) {
             if (i == self)
                 continue;
-            slot_read(&t->slot[i], w);
+            slot_read(&t->tab->slot[i], w);
             words_add(sum, w, STATS_SNAP_WORDS);
         }
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
-        if (!(gen & 1) && __atomic_load_n(&t->gen, __ATOMIC_RELAXED) == gen)
+        if (!(gen & 1) && __atomic_load_n(&t->tab->gen, __ATOMIC_RELAXED) == gen)
             break;
     }
     memcpy(out, sum, sizeof sum);
@@ -145,17 +168,22 @@ void stats_shm_total(stats_shm_t *t, int self, const stats_snap_t *own, stats_sn
 void stats_shm_retire(stats_shm_t *t, int i)
 {
     uint64_t dead[STATS_SNAP_WORDS], gone[STATS_SNAP_WORDS];
-    uint64_t gen = __atomic_load_n(&t->gen, __ATOMIC_RELAXED);
-    __atomic_store_n(&t->gen, gen + 1, __ATOMIC_RELAXED);
+    if (i < 0 || i >= t->workers)
+        return;
+    /* every value read below is a counter to add or a sequence to bump, never
+       an index or a size: the supervisor's own copies (t) are those */
+    stats_table_t *tab = t->tab;
+    uint64_t gen = __atomic_load_n(&tab->gen, __ATOMIC_RELAXED);
+    __atomic_store_n(&tab->gen, gen | 1, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_RELEASE);
-    slot_read(&t->slot[t->workers], dead);
-    slot_read(&t->slot[i], gone);
+    slot_read(&tab->slot[t->workers], dead);
+    slot_read(&tab->slot[i], gone);
     words_add(dead, gone, GAUGES_AT);
-    slot_write(&t->slot[t->workers], dead);
+    slot_write(&tab->slot[t->workers], dead);
     memset(gone, 0, sizeof gone);
     /* an even count again, whatever a write cut short left */
-    uint64_t seq = __atomic_load_n(&t->slot[i].seq, __ATOMIC_RELAXED);
-    __atomic_store_n(&t->slot[i].seq, seq & ~(uint64_t)1, __ATOMIC_RELAXED);
-    slot_write(&t->slot[i], gone);
-    __atomic_store_n(&t->gen, gen + 2, __ATOMIC_RELEASE);
+    uint64_t seq = __atomic_load_n(&tab->slot[i].seq, __ATOMIC_RELAXED);
+    __atomic_store_n(&tab->slot[i].seq, seq & ~(uint64_t)1, __ATOMIC_RELAXED);
+    slot_write(&tab->slot[i], gone);
+    __atomic_store_n(&tab->gen, (gen | 1) + 1, __ATOMIC_RELEASE);
 }

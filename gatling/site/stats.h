@@ -9,7 +9,10 @@
  * table in shared memory the supervisor maps before it forks, each worker
  * its own slot under a sequence counter (a seqlock: the writer never waits,
  * a reader retries a copy that changed under it); /metrics, whichever worker
- * answers it, sums the slots.
+ * answers it, sums the slots.  The workers run as -u and can write all of
+ * that table: the handle (its size, the slots' count) lives in each
+ * process's private memory, and the root supervisor reads nothing from the
+ * table but counters to add, never an index or a size.
  */
 #ifndef GATLING_STATS_H
 #define GATLING_STATS_H
