@@ -868,7 +868,7 @@ static int parse_options(int argc, char **argv, config_t *cfg, conf_args_t *ca)
     for (int i = 1; i < ca->argc && strcmp(ca->argv[i], "--"); i++)
         cfg->check |= !strcmp(ca->argv[i], "--check");
     int failed = (rc = getopt_all(ca, cfg)) == 2;
-    if (rc >= 0 && !failed)
+    if (rc >= 0 && (!failed || !cfg->check)) /* only --check goes on to say every problem */
         return rc;
     if (cfg->ftp_upload && cfg->ftp_no_upload) {
         fputs("gatling: -U forbids the uploads that -f ...,upload allows: give one\n", stderr);
