@@ -5,6 +5,7 @@
  * root and the listeners, and runs the loop (or the -W supervisor).
  */
 #include "acme_setup.h"
+#include "cluster_setup.h"
 #include "site/config.h"
 #include "site/elog.h"
 #include "site/spawn.h"
@@ -176,6 +177,7 @@ static void usage(void)
         stdout);
     usage_https();
     usage_acme();
+    cluster_usage();
     usage_dynamic();
     usage_ftp();
     fputs(
@@ -600,6 +602,8 @@ static int getopt_trouble(int c)
         fputs("gatling: --h3-retry needs an argument\n", stderr);
     else if (c == ':' && optopt == OPT_POOL)
         fputs("gatling: --pool needs an argument\n", stderr);
+    else if (c == ':' && cluster_option_name(optopt))
+        fprintf(stderr, "gatling: --%s needs an argument\n", cluster_option_name(optopt));
     else if (c == ':' && acme_option_name(optopt))
         fprintf(stderr, "gatling: --%s needs an argument\n", acme_option_name(optopt));
     else if (c == ':')
@@ -619,7 +623,8 @@ static int option(int c, char *arg, config_t *cfg)
     int rc;
     if ((rc = int_option(c, arg, cfg)) != 1 || (rc = name_option(c, arg, cfg)) != 1 ||
         (rc = flag_option(c, cfg)) != 1 || (rc = dynamic_option(c, arg, cfg)) != 1 ||
-        (rc = ftp_option(c, arg, cfg)) != 1 || (rc = acme_option(c, arg, cfg)) != 1)
+        (rc = ftp_option(c, arg, cfg)) != 1 || (rc = acme_option(c, arg, cfg)) != 1 ||
+        (rc = cluster_option(c, arg, cfg)) != 1)
         return rc;
     switch (c) {
     case 'i':
@@ -738,6 +743,7 @@ static int parse_options(int argc, char **argv, config_t *cfg)
         {"h3-retry", required_argument, NULL, OPT_H3_RETRY},
         {"pool", required_argument, NULL, OPT_POOL},
         ACME_LONGOPTS,
+        CLUSTER_LONGOPTS,
         {NULL, 0, NULL, 0}};
     while ((c = getopt_long(argc, argv, opts, longopts, NULL)) != -1)
         if ((rc = option(c, optarg, cfg)) >= 0)
@@ -750,7 +756,7 @@ static int parse_options(int argc, char **argv, config_t *cfg)
         fputs("gatling: -U forbids the uploads that -f ...,upload allows: give one\n", stderr);
         return usage_error();
     }
-    if ((rc = acme_options_done(cfg)) >= 0)
+    if ((rc = acme_options_done(cfg)) >= 0 || (rc = cluster_option(0, NULL, cfg)) >= 0)
         return rc == 2 ? usage_error() : rc;
     if (cfg->npools && !cfg->nproxy_rules)
         fputs("gatling: --pool without a -P rule naming it: no request goes to it\n", stderr);
@@ -906,7 +912,9 @@ int main(int argc, char **argv)
     /* --acme: its state directory before the certificates (without -C they
        are its live/), its client after them, before a chroot, -u and -W */
     if (acme_prepare(&cfg) < 0 || load_certificates(&cfg) < 0 ||
-        check_passed_https(&cfg, fds, n) < 0 || acme_launch(&cfg) < 0) {
+        check_passed_https(&cfg, fds, n) < 0 || acme_launch(&cfg) < 0 ||
+        cluster_launch(&cfg) < 0) {
+        cluster_end(&cfg);
         acme_end(&cfg);
         tls_store_free(cfg.tls);
         mime_free(mime);
@@ -914,6 +922,7 @@ int main(int argc, char **argv)
     }
     if (cfg.workers > 1) {
         rc = enter_root(&cfg) < 0 ? 1 : worker_supervise(&cfg, mime, fds, n, groups, &qg);
+        cluster_end(&cfg);
         acme_end(&cfg);
         tls_store_free(cfg.tls);
         mime_free(mime);
@@ -931,6 +940,7 @@ int main(int argc, char **argv)
         server_init(&s, &cfg, mime, lst, n) < 0 || server_quic_start(&s, quic) < 0) {
         quic_free(quic);
         quic_group_close(&qg);
+        cluster_end(&cfg);
         acme_end(&cfg);
         tls_store_free(cfg.tls);
         mime_free(mime);
@@ -950,6 +960,7 @@ int main(int argc, char **argv)
         server_quic_steer(&qg);
     handover_ready();
     rc = server_run(&s);
+    cluster_end(&cfg);
     acme_end(&cfg);
     server_free(&s);
     quic_group_close(&qg);
