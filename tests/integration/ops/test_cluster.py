@@ -1,0 +1,258 @@
+"""--cluster (issue 57): gatling nodes that share TLS ticket keys and cache
+purges through a real etcd (Debian's etcd-server 3.4, started here on ports
+of its own, reached over its v3 JSON gateway as gatling does).  Shown with
+the real binary: a TLS session saved on node 1 resumes on node 2 (and not on
+a node outside the cluster), also after the cluster's master rotated; a
+PURGE on one node empties the other's cache within a second; a node started
+while etcd is down serves at once and joins once etcd answers; a tickets key
+that gatling did not write is refused with a clear error and not used; bad
+options are refused.  Skipped, saying so, where etcd or openssl is absent."""
+import base64
+import json
+import os
+import shutil
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+from conftest import Mode, https_port, wait_for
+from harness.waits import free_port
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+MKCERT = os.path.join(ROOT, "dist", "mkcert.sh")
+ETCD = shutil.which("etcd")
+
+pytestmark = [
+    pytest.mark.skipif(not ETCD, reason="needs etcd (Debian's etcd-server: tests/setup.sh)"),
+    pytest.mark.skipif(not shutil.which("openssl") or not shutil.which("curl"),
+                       reason="needs openssl and curl"),
+]
+
+
+class Etcd:
+    """One etcd member on loopback ports of its own; stopped at the end."""
+
+    def __init__(self, base, port=None):
+        self.base = base
+        self.port = port or free_port()
+        self.peer = free_port()
+        self.url = "http://127.0.0.1:%d" % self.port
+        self.proc = None
+
+    def start(self):
+        d = os.path.join(self.base, "etcd")
+        u = "http://127.0.0.1:%d" % self.peer
+        self.log = open(os.path.join(self.base, "etcd.log"), "ab")
+        self.proc = subprocess.Popen(
+            [ETCD, "--data-dir", d, "--name", "m1", "--listen-client-urls", self.url,
+             "--advertise-client-urls", self.url, "--listen-peer-urls", u,
+             "--initial-advertise-peer-urls", u, "--initial-cluster", "m1=" + u],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        wait_for(lambda: self.call("/v3/kv/range", {"key": b64("x")}) is not None, timeout=20,
+                 what="etcd answering on %s" % self.url)
+        return self
+
+    def call(self, path, req):
+        try:
+            r = urllib.request.urlopen(urllib.request.Request(
+                self.url + path, data=json.dumps(req).encode(), method="POST"), timeout=3)
+            return json.loads(r.read())
+        except OSError:
+            return None
+
+    def get(self, key):
+        r = self.call("/v3/kv/range", {"key": b64(key)})
+        kvs = (r or {}).get("kvs", [])
+        return base64.b64decode(kvs[0].get("value", "")).decode() if kvs else None
+
+    def put(self, key, value):
+        assert self.call("/v3/kv/put", {"key": b64(key), "value": b64(value)}) is not None
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+        self.log.close()
+
+
+def b64(s):
+    return base64.b64encode(s.encode()).decode()
+
+
+@pytest.fixture
+def etcd(tmp_path):
+    e = Etcd(str(tmp_path)).start()
+    yield e
+    e.stop()
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    d = str(tmp_path_factory.mktemp("pki"))
+    subprocess.run(["sh", MKCERT, d], check=True, capture_output=True, timeout=60)
+    return d + "/certs"
+
+
+def node(gatling, certs, etcd_url, name, *more, tree=None, env=None):
+    args = ("-T", "10", "-C", certs, "-e", "0", "--cluster", "etcd=" + etcd_url,
+            "--cluster-name", name) + more
+    return gatling(tree or {"f.txt": "hello\n"}, args=args, env=env, check_fds=False)
+
+
+def generation(srv, at_least=1):
+    """Wait until the node's side process has the cluster's ticket keys."""
+    def have():
+        gens = [int(l.split("generation ")[1].split()[0]) for l in srv.errlog
+                if "ticket keys: generation" in l]
+        return gens and max(gens) >= at_least
+    wait_for(have, timeout=15, what="ticket keys of generation %d: %s" % (at_least, srv.errlog))
+
+
+def s_client(port, sess_out=None, sess_in=None, version="-tls1_3"):
+    """A handshake; with sess_out, stdin stays open until the ticket came."""
+    cmd = ["openssl", "s_client", "-connect", "127.0.0.1:%d" % port, "-servername",
+           "localhost", version]
+    cmd += ["-sess_out", sess_out] if sess_out else []
+    cmd += ["-sess_in", sess_in] if sess_in else []
+    if sess_out and os.path.exists(sess_out):
+        os.unlink(sess_out)
+    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT)
+    end = time.monotonic() + 10
+    while sess_out and not os.path.exists(sess_out) and p.poll() is None \
+            and time.monotonic() < end:
+        time.sleep(0.02)
+    out, _ = p.communicate(b"", timeout=15)
+    return out.decode(errors="replace")
+
+
+def reused(out):
+    assert "New, TLS" in out or "Reused, TLS" in out, out
+    return "Reused, TLS" in out
+
+
+@pytest.mark.parametrize("version", ["-tls1_3", "-tls1_2"])
+def test_session_resumes_on_another_node(gatling, etcd, certs, tmp_path, version):
+    """A session from node 1 resumes on node 2 (the same cluster's ticket
+    keys), not on a node with the same certificate outside the cluster."""
+    n1 = node(gatling, certs, etcd.url, "c1")
+    n2 = node(gatling, certs, etcd.url, "c1")
+    alone = gatling({"f.txt": "x\n"}, args=("-T", "10", "-C", certs, "-e", "0"))
+    generation(n1), generation(n2)
+    sess = str(tmp_path / "sess")
+    assert not reused(s_client(https_port(n1), sess_out=sess, version=version))
+    assert reused(s_client(https_port(n2), sess_in=sess, version=version))
+    assert reused(s_client(https_port(n1), sess_in=sess, version=version))
+    assert not reused(s_client(https_port(alone), sess_in=sess, version=version))
+    made = [l for l in n1.errlog + n2.errlog if "made here" in l]
+    assert len(made) == 1, "one node made the keys: %s" % made
+    assert etcd.get("/gatling/c1/tickets").startswith("gatling-tickets-1 1 ")
+
+
+def test_rotation_keeps_the_previous_key(gatling, etcd, certs, tmp_path):
+    """GATLING_TEST_CLUSTER_ROTATE=4: the master rotates every 4 s, once per
+    cluster; a session made before a rotation still resumes on the other node
+    (the previous master decrypts), and one made after it too."""
+    env = {"GATLING_TEST_CLUSTER_ROTATE": "4"}
+    n1 = node(gatling, certs, etcd.url, "rot", env=env)
+    n2 = node(gatling, certs, etcd.url, "rot", env=env)
+    generation(n1), generation(n2)
+    sess = str(tmp_path / "sess")
+    s_client(https_port(n1), sess_out=sess)
+    v1 = etcd.get("/gatling/rot/tickets").split()[1]
+    generation(n2, int(v1) + 1)
+    assert reused(s_client(https_port(n2), sess_in=sess)), "the previous master decrypts"
+    s_client(https_port(n2), sess_out=sess)
+    generation(n1, int(v1) + 1)
+    assert reused(s_client(https_port(n1), sess_in=sess))
+    gens = etcd.get("/gatling/rot/tickets").split()[1]
+    made = [l for l in n1.errlog + n2.errlog if "made here" in l]
+    assert len(made) == int(gens), "one node per rotation: %s, %s" % (gens, made)
+
+
+CGI = "#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\nrequest %s\\n' $$\n"
+
+
+def http(port, path, method="GET"):
+    # one Host for both nodes, as behind a balancer (the cache's key holds it)
+    r = subprocess.run(["curl", "-sS", "--max-time", "10", "-X", method, "-D", "-",
+                        "-H", "Host: site.test",
+                        "http://127.0.0.1:%d%s" % (port, path)], capture_output=True, timeout=20)
+    out = r.stdout.decode(errors="replace")
+    head, _, body = out.partition("\r\n\r\n")
+    cs = [l.split(":", 1)[1].strip() for l in head.split("\r\n")
+          if l.lower().startswith("cache-status:")]
+    return (cs[0] if cs else ""), body
+
+
+def test_purge_reaches_every_node(gatling, etcd, certs):
+    """A page cached on both nodes; a PURGE on node 1 (from loopback: the
+    cache's own rule) is a miss on node 2 within a second.  A PURGE that the
+    cache refuses goes nowhere."""
+    tree = {".cache": "ttl 60\n", "p.cgi": Mode(CGI, 0o755)}
+    args = ("-S", "-w", "\\.cgi$")
+    n1 = node(gatling, certs, etcd.url, "pg", *args, tree=tree)
+    n2 = node(gatling, certs, etcd.url, "pg", *args, tree=tree)
+    for n in (n1, n2):
+        assert http(n.plain_port or n.port, "/p.cgi")[0] == "gatling; fwd=miss; stored"
+        assert http(n.plain_port or n.port, "/p.cgi")[0] == "gatling; hit"
+    generation(n1), generation(n2)  # both side processes talk to etcd by now
+    p1, p2 = n1.plain_port or n1.port, n2.plain_port or n2.port
+    t0 = time.monotonic()
+    assert http(p1, "/p.cgi", "PURGE")[1] == "purged 1\n"
+    wait_for(lambda: http(p2, "/p.cgi")[0] != "gatling; hit", timeout=1.0, step=0.05,
+             what="node 2's entry purged within a second")
+    took = time.monotonic() - t0
+    assert http(p2, "/p.cgi")[0] == "gatling; hit", "stored again"
+    assert took < 1.0, took
+
+
+def test_etcd_down_at_start(gatling, certs, tmp_path):
+    """etcd not there at start: the node serves HTTPS at once, says it
+    tries again, and shares the cluster's keys once etcd answers."""
+    e = Etcd(str(tmp_path))
+    n1 = node(gatling, certs, e.url, "late")
+    t0 = time.monotonic()
+    assert "New, TLS" in s_client(https_port(n1))
+    assert time.monotonic() - t0 < 5, "a handshake does not wait on etcd"
+    wait_for(lambda: any("tries again" in l for l in n1.errlog), timeout=10,
+             what="the side process saying etcd is down")
+    e.start()
+    try:
+        n2 = node(gatling, certs, e.url, "late")
+        generation(n1), generation(n2)
+        wait_for(lambda: any("answers again" in l for l in n1.errlog), timeout=10,
+                 what="etcd back")
+        sess = str(tmp_path / "sess")
+        s_client(https_port(n2), sess_out=sess)
+        assert reused(s_client(https_port(n1), sess_in=sess))
+    finally:
+        e.stop()
+
+
+def test_hostile_tickets_key(gatling, etcd, certs, tmp_path):
+    """A tickets key gatling did not write (a short master, junk): a clear
+    error names the key, and its bytes are never used as a master."""
+    etcd.put("/gatling/bad/tickets", "gatling-tickets-1 1 1700000000 abcd -")
+    n1 = node(gatling, certs, etcd.url, "bad")
+    n2 = node(gatling, certs, etcd.url, "bad")
+    for n in (n1, n2):
+        wait_for(lambda: any("holds no ticket keys gatling wrote" in l for l in n.errlog),
+                 timeout=15, what="the error about the bad key")
+    sess = str(tmp_path / "sess")
+    s_client(https_port(n1), sess_out=sess)
+    assert not reused(s_client(https_port(n2), sess_in=sess)), "each node keeps its own"
+    assert etcd.get("/gatling/bad/tickets").endswith("abcd -"), "not overwritten"
+
+
+@pytest.mark.parametrize("args,why", [
+    (("--cluster", "http://127.0.0.1:2379"), "not etcd=URL"),
+    (("--cluster", "etcd=ftp://x"), "not etcd=URL"),
+    (("--cluster-name", "a/b", "--cluster", "etcd=http://127.0.0.1:1"), "--cluster-name a/b"),
+    (("--cluster-name", "x"), "without --cluster"),
+])
+def test_bad_options(build, args, why):
+    r = subprocess.run([build.binary, "-p", "0"] + list(args), capture_output=True, timeout=20)
+    assert r.returncode == 2 and why in r.stderr.decode(), r
