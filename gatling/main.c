@@ -914,7 +914,6 @@ int main(int argc, char **argv)
     if (acme_prepare(&cfg) < 0 || load_certificates(&cfg) < 0 ||
         check_passed_https(&cfg, fds, n) < 0 || acme_launch(&cfg) < 0 ||
         cluster_launch(&cfg) < 0) {
-        cluster_end(&cfg);
         acme_end(&cfg);
         tls_store_free(cfg.tls);
         mime_free(mime);
@@ -940,8 +939,7 @@ int main(int argc, char **argv)
         server_init(&s, &cfg, mime, lst, n) < 0 || server_quic_start(&s, quic) < 0) {
         quic_free(quic);
         quic_group_close(&qg);
-        cluster_end(&cfg);
-        acme_end(&cfg);
+        acme_end(&cfg); /* the cluster's side process ends with us (PR_SET_PDEATHSIG) */
         tls_store_free(cfg.tls);
         mime_free(mime);
         return 1;
