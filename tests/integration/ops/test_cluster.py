@@ -211,16 +211,27 @@ def test_purge_reaches_every_node(gatling, etcd, certs):
     assert took < 1.0, took
 
 
+def metrics(srv):
+    r = subprocess.run(["curl", "-sS", "--max-time", "10",
+                        "http://127.0.0.1:%d/metrics" % (srv.plain_port or srv.port)], capture_output=True,
+                       timeout=20)
+    return {l.split()[0]: int(l.split()[1]) for l in r.stdout.decode().splitlines()
+            if l.startswith("gatling_cluster_")}
+
+
 def test_etcd_down_at_start(gatling, certs, tmp_path):
     """etcd not there at start: the node serves HTTPS at once, says it
-    tries again, and shares the cluster's keys once etcd answers."""
+    tries again (its /metrics: never synced, no generation), and shares the
+    cluster's keys once etcd answers (/metrics: synced now, generation 1)."""
     e = Etcd(str(tmp_path))
-    n1 = node(gatling, certs, e.url, "late")
+    n1 = node(gatling, certs, e.url, "late", "-S")
     t0 = time.monotonic()
     assert "New, TLS" in s_client(https_port(n1))
     assert time.monotonic() - t0 < 5, "a handshake does not wait on etcd"
     wait_for(lambda: any("tries again" in l for l in n1.errlog), timeout=10,
              what="the side process saying etcd is down")
+    m = metrics(n1)
+    assert m == {"gatling_cluster_last_sync_seconds": 0, "gatling_cluster_ticket_generation": 0}
     e.start()
     try:
         n2 = node(gatling, certs, e.url, "late")
@@ -230,6 +241,9 @@ def test_etcd_down_at_start(gatling, certs, tmp_path):
         sess = str(tmp_path / "sess")
         s_client(https_port(n2), sess_out=sess)
         assert reused(s_client(https_port(n1), sess_in=sess))
+        m = metrics(n1)
+        assert m["gatling_cluster_ticket_generation"] == 1, m
+        assert abs(m["gatling_cluster_last_sync_seconds"] - time.time()) < 10, m
     finally:
         e.stop()
 
