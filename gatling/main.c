@@ -912,8 +912,8 @@ int main(int argc, char **argv)
     /* --acme: its state directory before the certificates (without -C they
        are its live/), its client after them, before a chroot, -u and -W */
     if (acme_prepare(&cfg) < 0 || load_certificates(&cfg) < 0 ||
-        check_passed_https(&cfg, fds, n) < 0 || acme_launch(&cfg) < 0 ||
-        cluster_launch(&cfg) < 0) {
+        check_passed_https(&cfg, fds, n) < 0 || cluster_launch(&cfg) < 0 ||
+        acme_launch(&cfg) < 0) {
         acme_end(&cfg);
         tls_store_free(cfg.tls);
         mime_free(mime);

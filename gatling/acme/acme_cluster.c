@@ -1,6 +1,7 @@
 /* acme_cluster — see acme_cluster.h. */
 #define _GNU_SOURCE
 #include "acme_cluster.h"
+#include "acme_cluster_acme.h"
 #include "acme_etcd.h"
 #include "site/elog.h"
 
@@ -41,6 +42,7 @@ typedef struct side {
     uint64_t generation;
     int down;          /* etcd did not answer last round: said once */
     char bad[512];     /* the last bad value said, not said again */
+    cluster_acme_t acme; /* --acme: one order per name for the cluster */
 } side_t;
 
 static volatile sig_atomic_t side_stop;
@@ -228,7 +230,8 @@ static int take_purges(side_t *s, char *err, size_t errlen)
 static int round_once(side_t *s, char *err, size_t errlen)
 {
     int64_t now = (int64_t)time(NULL);
-    if (send_purges(s, err, errlen) < 0 || take_purges(s, err, errlen) < 0)
+    if (send_purges(s, err, errlen) < 0 || take_purges(s, err, errlen) < 0 ||
+        cluster_acme_round(&s->acme, s->etcd, err, errlen) < 0)
         return -1;
     if (now >= s->next_tickets) {
         s->next_tickets = now + TICKETS_EVERY;
@@ -304,6 +307,12 @@ pid_t acme_cluster_start(const config_t *cfg, cluster_view_t *view, int purge_fd
     if (!(s.etcd = etcd_new(cfg->cluster_etcd, err, errlen)))
         return -1;
     elog_init(&s.log, cfg->error_fd >= 0 ? cfg->error_fd : 2, cfg->error_log);
+    s.acme = (cluster_acme_t){.cfg = cfg, .view = view, .log = &s.log, .prefix = s.prefix,
+                              .node = s.node, .notify = getpid()};
+    if (cluster_acme_open(&s.acme, err, errlen) < 0) {
+        etcd_free(s.etcd);
+        return -1;
+    }
     pid_t parent = getpid(), pid = fork();
     if (pid < 0) {
         snprintf(err, errlen, "fork() failed: %s", strerror(errno));
@@ -313,5 +322,7 @@ pid_t acme_cluster_start(const config_t *cfg, cluster_view_t *view, int purge_fd
     if (pid == 0)
         child(&s, parent);
     etcd_free(s.etcd);
+    if (s.acme.state_fd >= 0)
+        close(s.acme.state_fd), close(s.acme.tls_fd);
     return pid;
 }

@@ -324,3 +324,44 @@ int64_t etcd_lease(etcd_t *e, int ttl, char *err, size_t errlen)
         snprintf(err, errlen, "/v3/lease/grant: no lease ID in the answer");
     return id > 0 ? id : -1;
 }
+
+int etcd_keepalive(etcd_t *e, int64_t id, char *err, size_t errlen)
+{
+    json_object *req = json_object_new_object();
+    json_object_object_add(req, "ID", json_object_new_int64(id));
+    json_object *res = call(e, "/v3/lease/keepalive", req, err, errlen);
+    json_object_put(req);
+    if (!res)
+        return -1;
+    /* the gateway streams: {"result":{"ID":..,"TTL":..}}; TTL 0 or none: gone */
+    json_object *r;
+    int alive = json_object_object_get_ex(res, "result", &r) && num(r, "TTL") > 0;
+    json_object_put(res);
+    return alive;
+}
+
+int etcd_delete(etcd_t *e, const void *key, size_t klen, int prefix, char *err, size_t errlen)
+{
+    json_object *req = json_object_new_object();
+    json_object_object_add(req, "key", b64(key, klen));
+    if (prefix)
+        json_object_object_add(req, "range_end", range_end(key, klen));
+    json_object *res = call(e, "/v3/kv/deleterange", req, err, errlen);
+    json_object_put(req);
+    json_object_put(res);
+    return res ? 0 : -1;
+}
+
+int etcd_put(etcd_t *e, const void *key, size_t klen, const void *val, size_t vlen, int64_t lease,
+             char *err, size_t errlen)
+{
+    json_object *req = json_object_new_object();
+    json_object_object_add(req, "key", b64(key, klen));
+    json_object_object_add(req, "value", b64(val, vlen));
+    if (lease)
+        json_object_object_add(req, "lease", json_object_new_int64(lease));
+    json_object *res = call(e, "/v3/kv/put", req, err, errlen);
+    json_object_put(req);
+    json_object_put(res);
+    return res ? 0 : -1;
+}

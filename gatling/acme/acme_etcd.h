@@ -47,7 +47,18 @@ void etcd_kvs_free(etcd_kv_t *kvs, int n);
 int etcd_put_if(etcd_t *e, const void *key, size_t klen, const void *val, size_t vlen,
                 int64_t mod_rev, int64_t lease, char *err, size_t errlen);
 
+/* Put value at key, with lease (0: none).  0, or -1 with why in err. */
+int etcd_put(etcd_t *e, const void *key, size_t klen, const void *val, size_t vlen, int64_t lease,
+             char *err, size_t errlen);
+
 /* A lease of ttl seconds: its id, or -1 with why in err. */
 int64_t etcd_lease(etcd_t *e, int ttl, char *err, size_t errlen);
+
+/* Keep lease id alive for its ttl again: 1, 0 if it is gone (expired), -1
+   with why in err. */
+int etcd_keepalive(etcd_t *e, int64_t id, char *err, size_t errlen);
+
+/* Delete key (prefix: every key that starts so): 0, or -1 with why. */
+int etcd_delete(etcd_t *e, const void *key, size_t klen, int prefix, char *err, size_t errlen);
 
 #endif

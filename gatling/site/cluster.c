@@ -21,6 +21,8 @@ struct cluster_view {
     uint64_t generation;
     unsigned char master[2][CLUSTER_MASTER_LEN];
     _Atomic int64_t synced;
+    _Atomic int acme_holder;
+    _Atomic uint64_t acme_published;
     _Atomic uint64_t npurges; /* written so far: the next is npurges + 1 */
     purge_t purge[CLUSTER_PURGES];
 };
@@ -103,6 +105,26 @@ void cluster_set_tickets(cluster_view_t *v, const unsigned char *cur, const unsi
 void cluster_set_synced(cluster_view_t *v, int64_t now)
 {
     atomic_store_explicit(&v->synced, now, memory_order_relaxed);
+}
+
+int cluster_acme_holder(const cluster_view_t *v)
+{
+    return atomic_load_explicit(&((cluster_view_t *)v)->acme_holder, memory_order_acquire);
+}
+
+void cluster_set_acme_holder(cluster_view_t *v, int holder)
+{
+    atomic_store_explicit(&v->acme_holder, holder, memory_order_release);
+}
+
+uint64_t cluster_acme_published(const cluster_view_t *v)
+{
+    return atomic_load_explicit(&((cluster_view_t *)v)->acme_published, memory_order_acquire);
+}
+
+void cluster_note_published(cluster_view_t *v)
+{
+    atomic_fetch_add_explicit(&v->acme_published, 1, memory_order_release);
 }
 
 void cluster_add_purge(cluster_view_t *v, const void *key, size_t len)

@@ -42,6 +42,18 @@ void cluster_set_tickets(cluster_view_t *v, const unsigned char *cur, const unsi
                          uint64_t generation);
 void cluster_set_synced(cluster_view_t *v, int64_t now);
 
+/* --acme with --cluster: does this node hold the cluster's ACME lock (its
+   ACME client orders; the others install what it got)?  Set by the side
+   process, read by the ACME client. */
+int cluster_acme_holder(const cluster_view_t *v);
+void cluster_set_acme_holder(cluster_view_t *v, int holder);
+
+/* How many times the holder's side process put its client's challenges and
+   certificates into etcd (the client waits for the next before the CA
+   validates); the side process counts one more. */
+uint64_t cluster_acme_published(const cluster_view_t *v);
+void cluster_note_published(cluster_view_t *v);
+
 /* The side process: a purge another node accepted (a cache key). */
 void cluster_add_purge(cluster_view_t *v, const void *key, size_t len);
 
