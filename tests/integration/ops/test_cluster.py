@@ -272,3 +272,53 @@ def test_hostile_tickets_key(gatling, etcd, certs, tmp_path):
 def test_bad_options(build, args, why):
     r = subprocess.run([build.binary, "-p", "0"] + list(args), capture_output=True, timeout=20)
     assert r.returncode == 2 and why in r.stderr.decode(), r
+
+
+def cert_value(chain, key, serial="0a1b"):
+    body = chain + key
+    return "gatling-cert-1 %s %d %d\n" % (serial, len(chain), len(key)) + body
+
+
+def test_certificates_from_the_cluster(gatling, etcd, certs, tmp_path):
+    """--acme with --cluster on a node that does not hold the cluster's ACME
+    lock (another node's key holds it): hostile values under acme/ are said
+    and never installed or served (a key that is not the certificate's, a
+    name with a '/', a challenge outside its directory); the holder's
+    certificate is installed into -C and served, its challenge answered."""
+    pem = open(os.path.join(certs, "server.pem")).read()
+    chain = pem[:pem.index("-----END CERTIFICATE-----") + 26]
+    key = pem[pem.index("-----BEGIN", len(chain)):]
+    other = subprocess.run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt",
+                            "ec_paramgen_curve:P-256"], capture_output=True, check=True,
+                           timeout=20).stdout.decode()
+    etcd.put("/gatling/ci/acme/lock", "another-node")
+    etcd.put("/gatling/ci/acme/cert/localhost", cert_value(chain, other))
+    etcd.put("/gatling/ci/acme/cert/../evil", cert_value(chain, key))
+    etcd.put("/gatling/ci/acme/chal/http-01/../../status", "orders 99\n")
+    etcd.put("/gatling/ci/acme/chal/http-01/tok123", "tok123.thumb")
+    c, st = str(tmp_path / "c"), str(tmp_path / "st")
+    os.makedirs(c)
+    srv = gatling({"f.txt": "hello\n"}, check_fds=False, args=(
+        "-T", "10", "-S", "-C", c, "-e", "0", "--acme", "a@b.test", "--acme-ca",
+        "https://127.0.0.1:1/dir", "--acme-dir", st, "--acme-names", "localhost",
+        "--cluster", "etcd=" + etcd.url, "--cluster-name", "ci"))
+    for what in ("cert/localhost: not a certificate", "cert/../evil: not a certificate",
+                 "chal/http-01/../../status: not a challenge"):
+        wait_for(lambda: any(what in l for l in srv.errlog), timeout=15,
+                 what="%r said: %s" % (what, srv.errlog[-8:]))
+    assert os.listdir(c) == [], "nothing installed"
+    assert not os.path.exists(os.path.join(st, "status")) or \
+        "99" not in open(os.path.join(st, "status")).read()
+    r = subprocess.run(["curl", "-sS", "http://127.0.0.1:%d/.well-known/acme-challenge/tok123"
+                        % srv.port], capture_output=True, timeout=20)
+    assert r.stdout == b"tok123.thumb", r
+    assert any("another node of the cluster holds" in l for l in srv.errlog)
+    etcd.put("/gatling/ci/acme/cert/localhost", cert_value(chain, key))
+    wait_for(lambda: any("certificate for localhost (serial 0a1b) installed from the cluster" in l
+                         for l in srv.errlog), timeout=15, what="installed: %s" % srv.errlog[-5:])
+    assert os.readlink(os.path.join(c, "localhost")) == ".acme/localhost.0a1b"
+    ca = os.path.join(os.path.dirname(certs), "ca.pem")
+    wait_for(lambda: subprocess.run(
+        ["curl", "-sS", "--cacert", ca, "--resolve", "localhost:%d:127.0.0.1" % https_port(srv),
+         "https://localhost:%d/f.txt" % https_port(srv)], capture_output=True,
+        timeout=20).stdout == b"hello\n", timeout=10, what="the installed certificate served")
