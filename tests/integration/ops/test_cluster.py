@@ -32,26 +32,31 @@ pytestmark = [
 
 
 class Etcd:
-    """One etcd member on loopback ports of its own; stopped at the end."""
+    """One etcd member on loopback ports of its own (with cluster, its
+    peers' "mN=URL,..."); stopped at the end."""
 
-    def __init__(self, base, port=None):
+    def __init__(self, base, port=None, name="m1", peer=None, cluster=None):
         self.base = base
+        self.name = name
         self.port = port or free_port()
-        self.peer = free_port()
+        self.peer = peer or free_port()
+        self.cluster = cluster
         self.url = "http://127.0.0.1:%d" % self.port
         self.proc = None
 
-    def start(self):
-        d = os.path.join(self.base, "etcd")
+    def start(self, wait=True):
+        d = os.path.join(self.base, "etcd-" + self.name)
         u = "http://127.0.0.1:%d" % self.peer
-        self.log = open(os.path.join(self.base, "etcd.log"), "ab")
+        self.log = open(os.path.join(self.base, "etcd-%s.log" % self.name), "ab")
         self.proc = subprocess.Popen(
-            [ETCD, "--data-dir", d, "--name", "m1", "--listen-client-urls", self.url,
+            [ETCD, "--data-dir", d, "--name", self.name, "--listen-client-urls", self.url,
              "--advertise-client-urls", self.url, "--listen-peer-urls", u,
-             "--initial-advertise-peer-urls", u, "--initial-cluster", "m1=" + u],
+             "--initial-advertise-peer-urls", u,
+             "--initial-cluster", self.cluster or "%s=%s" % (self.name, u)],
             stdout=self.log, stderr=subprocess.STDOUT)
-        wait_for(lambda: self.call("/v3/kv/range", {"key": b64("x")}) is not None, timeout=20,
-                 what="etcd answering on %s" % self.url)
+        if wait:
+            wait_for(lambda: self.call("/v3/kv/range", {"key": b64("x")}) is not None,
+                     timeout=20, what="etcd answering on %s" % self.url)
         return self
 
     def call(self, path, req):
@@ -322,3 +327,40 @@ def test_certificates_from_the_cluster(gatling, etcd, certs, tmp_path):
         ["curl", "-sS", "--cacert", ca, "--resolve", "localhost:%d:127.0.0.1" % https_port(srv),
          "https://localhost:%d/f.txt" % https_port(srv)], capture_output=True,
         timeout=20).stdout == b"hello\n", timeout=10, what="the installed certificate served")
+
+
+def test_etcd_leader_killed(gatling, certs, tmp_path):
+    """Three etcd members; the nodes name the leader first.  The leader is
+    SIGKILLed: the other two elect another, and a PURGE on node 1 still
+    empties node 2 (their side processes go on to the next URL)."""
+    peers = [free_port() for _ in range(3)]
+    spec = ",".join("m%d=http://127.0.0.1:%d" % (i + 1, p) for i, p in enumerate(peers))
+    ms = [Etcd(str(tmp_path), name="m%d" % (i + 1), peer=p, cluster=spec)
+          for i, p in enumerate(peers)]
+    try:
+        for m in ms:
+            m.start(wait=False)
+        for m in ms:
+            wait_for(lambda: m.call("/v3/kv/range", {"key": b64("x")}) is not None, timeout=30,
+                     what="etcd member %s" % m.name)
+        lead = ms[0].call("/v3/maintenance/status", {})["leader"]
+        leader = [m for m in ms if m.call("/v3/maintenance/status", {})["header"]["member_id"]
+                  == lead][0]
+        urls = ",".join(m.url for m in [leader] + [m for m in ms if m is not leader])
+        tree = {".cache": "ttl 60\n", "p.cgi": Mode(CGI, 0o755)}
+        n1 = node(gatling, certs, urls, "lead", "-S", "-w", "\\.cgi$", tree=tree)
+        n2 = node(gatling, certs, urls, "lead", "-S", "-w", "\\.cgi$", tree=tree)
+        generation(n1), generation(n2)
+        for n in (n1, n2):
+            http(n.port, "/p.cgi")
+            assert http(n.port, "/p.cgi")[0] == "gatling; hit"
+        leader.proc.kill()
+        leader.proc.wait(10)
+        t0 = time.monotonic()
+        assert http(n1.port, "/p.cgi", "PURGE")[1] == "purged 1\n"
+        wait_for(lambda: http(n2.port, "/p.cgi")[0] != "gatling; hit", timeout=10, step=0.1,
+                 what="node 2 purged with the leader gone")
+        print("purge across nodes with the leader killed: %.2f s" % (time.monotonic() - t0))
+    finally:
+        for m in ms:
+            m.stop()
