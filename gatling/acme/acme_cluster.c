@@ -10,6 +10,7 @@
 #include <grp.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <sys/wait.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -264,12 +265,27 @@ static void run(side_t *s)
     }
 }
 
-/* The child: -u's user, its own signals, then rounds until SIGTERM or the
-   server's end. */
-static void child(side_t *s, pid_t parent)
+/* The worker: rounds until SIGTERM or its keeper's end. */
+static void worker(side_t *s, pid_t keeper)
+{
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    prctl(PR_SET_NAME, "gatling-cluster");
+    if (getppid() != keeper)
+        _exit(0);
+    run(s);
+    etcd_free(s->etcd);
+    _exit(0);
+}
+
+/* The keeper (as the ACME client's): -u's user, then the worker, started
+   again a second after it dies, until SIGTERM or the server's end.  Each
+   worker begins afresh from etcd (a lock it held comes back once its old
+   lease ran out). */
+static void keeper(side_t *s, pid_t parent)
 {
     const config_t *cfg = s->cfg;
-    signal(SIGTERM, on_term);
+    struct sigaction sa = {.sa_handler = on_term}; /* no SA_RESTART: waitpid returns */
+    sigaction(SIGTERM, &sa, NULL);
     signal(SIGINT, SIG_IGN);
     signal(SIGHUP, SIG_IGN);
     signal(SIGPIPE, SIG_IGN);
@@ -279,11 +295,25 @@ static void child(side_t *s, pid_t parent)
         _exit(1);
     }
     prctl(PR_SET_PDEATHSIG, SIGTERM);
-    prctl(PR_SET_NAME, "gatling-cluster");
+    prctl(PR_SET_NAME, "cluster-keeper");
     if (getppid() != parent)
         _exit(0);
-    run(s);
-    etcd_free(s->etcd);
+    pid_t self = getpid();
+    while (!side_stop) {
+        pid_t pid = fork();
+        if (pid == 0)
+            worker(s, self);
+        int st = 0;
+        while (pid > 0 && waitpid(pid, &st, 0) < 0 && errno == EINTR)
+            if (side_stop)
+                kill(pid, SIGTERM);
+        if (side_stop)
+            break;
+        say(s, "the side process %s: started again in a second",
+            pid < 0 ? "could not fork" : WIFSIGNALED(st) ? "was killed" : "ended");
+        cluster_set_acme_holder(s->view, 0); /* until the new one knows */
+        sleep(1);
+    }
     _exit(0);
 }
 
@@ -320,7 +350,7 @@ pid_t acme_cluster_start(const config_t *cfg, cluster_view_t *view, int purge_fd
         return -1;
     }
     if (pid == 0)
-        child(&s, parent);
+        keeper(&s, parent);
     etcd_free(s.etcd);
     if (s.acme.state_fd >= 0)
         close(s.acme.state_fd), close(s.acme.tls_fd);

@@ -364,3 +364,37 @@ def test_etcd_leader_killed(gatling, certs, tmp_path):
     finally:
         for m in ms:
             m.stop()
+
+
+def children(pid, comm):
+    out = []
+    for p in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/stat" % p) as f:
+                st = f.read()
+        except OSError:
+            continue
+        name = st[st.index("(") + 1:st.rindex(")")]
+        if p.isdigit() and name == comm and int(st[st.rindex(")") + 2:].split()[1]) == pid:
+            out.append(int(p))
+    return out
+
+
+def test_side_process_killed(gatling, etcd, certs):
+    """The side process SIGKILLed: its keeper starts another a second later,
+    which syncs again (/metrics' last sync moves on); the node served all
+    along."""
+    n1 = node(gatling, certs, etcd.url, "kill", "-S")
+    generation(n1)
+    keeper = wait_for(lambda: children(n1.pid, "cluster-keeper"), timeout=5, what="the keeper")[0]
+    side = wait_for(lambda: children(keeper, "gatling-cluster"), timeout=5, what="the side")[0]
+    os.kill(side, 9)
+    wait_for(lambda: any("the side process was killed" in l for l in n1.errlog), timeout=10,
+             what="the keeper saying so: %s" % n1.errlog[-5:])
+    again = wait_for(lambda: [p for p in children(keeper, "gatling-cluster") if p != side],
+                     timeout=10, what="a new side process")
+    assert again
+    t = time.time()
+    wait_for(lambda: metrics(n1)["gatling_cluster_last_sync_seconds"] > t, timeout=10,
+             what="a sync after the restart")
+    assert "New, TLS" in s_client(https_port(n1))
