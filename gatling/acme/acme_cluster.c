@@ -221,6 +221,8 @@ static int take_purges(side_t *s, char *err, size_t errlen)
     for (int i = 0; i < n && s->purge_rev; i++)
         if (kv[i].mod_revision > s->purge_rev && kv[i].vlen <= CLUSTER_PURGE_MAX)
             cluster_add_purge(s->view, kv[i].value, kv[i].vlen);
+    if (n == PURGES_MAX && s->purge_rev) /* a flood: the rest next round */
+        rev = kv[n - 1].mod_revision;
     etcd_kvs_free(kv, n);
     if (rev > s->purge_rev)
         s->purge_rev = rev;

@@ -244,8 +244,10 @@ static int parse_kvs(json_object *res, int max, etcd_kv_t **kvs, char *err, size
     if (!json_object_object_get_ex(res, "kvs", &arr))
         return 0;
     size_t n = json_object_is_type(arr, json_type_array) ? json_object_array_length(arr) : 0;
-    if (n > (size_t)max || !(*kvs = calloc(n ? n : 1, sizeof **kvs))) {
-        snprintf(err, errlen, "a range of %zu keys (at most %d)", n, max);
+    if (n > (size_t)max) /* the gateway gave more than the limit asked */
+        n = (size_t)max;
+    if (!(*kvs = calloc(n ? n : 1, sizeof **kvs))) {
+        snprintf(err, errlen, "out of memory");
         return -1;
     }
     for (size_t i = 0; i < n; i++)
@@ -266,9 +268,12 @@ int etcd_range(etcd_t *e, const void *key, size_t klen, int prefix, int64_t min_
     json_object_object_add(req, "key", b64(key, klen));
     if (prefix)
         json_object_object_add(req, "range_end", range_end(key, klen));
-    if (min_rev > 0)
+    if (min_rev > 0) { /* the oldest first: a caller that got max goes on from the last */
         json_object_object_add(req, "min_mod_revision", json_object_new_int64(min_rev));
-    json_object_object_add(req, "limit", json_object_new_int64(max + 1));
+        json_object_object_add(req, "sort_order", json_object_new_string("ASCEND"));
+        json_object_object_add(req, "sort_target", json_object_new_string("MOD"));
+    }
+    json_object_object_add(req, "limit", json_object_new_int64(max));
     json_object *res = call(e, "/v3/kv/range", req, err, errlen);
     json_object_put(req);
     if (!res)

@@ -34,8 +34,9 @@ const char *etcd_url(const etcd_t *e);
 
 /*
  * The keys from key[0..klen) (prefix: every key that starts so) whose
- * mod_revision is at least min_rev (0: any), at most max keys, in *kvs (an
- * array to free with etcd_kvs_free).  The store's revision in *rev if not
+ * mod_revision is at least min_rev (0: any; else sorted by it, oldest
+ * first), the first max of them, in *kvs (an array to free with
+ * etcd_kvs_free).  The store's revision in *rev if not
  * NULL.  The count (0: none), or -1 with why in err.
  */
 int etcd_range(etcd_t *e, const void *key, size_t klen, int prefix, int64_t min_rev, int max,
