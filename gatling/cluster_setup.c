@@ -16,8 +16,10 @@
 
 void cluster_usage(void)
 {
-    fputs("  --cluster etcd=url[,url...]  share ticket keys and cache purges with the other\n"
-          "            nodes through etcd (its v3 JSON gateway): gatling(8)'s CLUSTER\n"
+    fputs("  --cluster etcd=url[,url...][,ca=file][,cert=file,key=file]  share ticket keys,\n"
+          "            cache purges and --acme's certificates with the other nodes through\n"
+          "            etcd (its v3 JSON gateway; TLS roots, a client certificate):\n"
+          "            gatling(8)'s CLUSTER\n"
           "  --cluster-name name  the cluster's keys are /gatling/name/ (default gatling)\n",
           stdout);
 }

@@ -14,16 +14,66 @@
 #define ETCD_BODY_MAX (4 * 1024 * 1024) /* a response: a range of ETCD_VALUE_MAX values */
 #define ETCD_URL_MAX 256
 
-struct etcd {
-    CURL *curl;
-    char url[ETCD_URLS_MAX][ETCD_URL_MAX];
-    int n, cur; /* cur: the one that answered last */
-};
-
 typedef struct body {
     char *p;
     size_t len;
 } body_t;
+
+struct etcd {
+    CURL *curl;
+    char url[ETCD_URLS_MAX][ETCD_URL_MAX];
+    int n, cur;    /* cur: the one that answered last */
+    body_t tls[3]; /* ca=, cert=, key=: the files' bytes */
+};
+
+static size_t on_body(char *p, size_t size, size_t n, void *arg);
+
+/* FILE of a "NAME=FILE" item, read whole into *blob; 0, or -1 with why. */
+static int read_item(const char *item, size_t len, body_t *blob, char *err, size_t errlen)
+{
+    char path[ETCD_URL_MAX];
+    const char *eq = memchr(item, '=', len);
+    size_t n = len - (size_t)(eq + 1 - item);
+    memcpy(path, eq + 1, n);
+    path[n] = 0;
+    FILE *f = fopen(path, "re");
+    char buf[4096];
+    size_t k;
+    free(blob->p);
+    blob->p = NULL, blob->len = 0;
+    while (f && (k = fread(buf, 1, sizeof buf, f)) > 0)
+        if (!on_body(buf, 1, k, blob)) {
+            fclose(f);
+            snprintf(err, errlen, "%s: too long", path);
+            return -1;
+        }
+    if (!f || !blob->len)
+        snprintf(err, errlen, "%s: %s", path, f ? "empty" : strerror(errno));
+    if (f)
+        fclose(f);
+    return blob->len ? 0 : -1;
+}
+
+/* One item of the list: a URL, or ca=, cert=, key=.  0, or -1. */
+static int add_item(etcd_t *e, const char *p, size_t len, char *err, size_t errlen)
+{
+    static const char *const files[3] = {"ca=", "cert=", "key="};
+    for (int i = 0; i < 3; i++)
+        if (len > strlen(files[i]) && !strncmp(p, files[i], strlen(files[i])) &&
+            len < ETCD_URL_MAX)
+            return read_item(p, len, &e->tls[i], err, errlen);
+    if (e->n == ETCD_URLS_MAX || len >= ETCD_URL_MAX - 16 ||
+        (strncmp(p, "http://", 7) && strncmp(p, "https://", 8))) {
+        snprintf(err, errlen, "%.*s: not an http:// or https:// URL (at most %d), nor ca=, "
+                 "cert= or key=FILE", (int)(len < 200 ? len : 200), p, ETCD_URLS_MAX);
+        return -1;
+    }
+    memcpy(e->url[e->n], p, len);
+    while (len && e->url[e->n][len - 1] == '/')
+        len--;
+    e->url[e->n++][len] = 0;
+    return 0;
+}
 
 etcd_t *etcd_new(const char *urls, char *err, size_t errlen)
 {
@@ -35,22 +85,15 @@ etcd_t *etcd_new(const char *urls, char *err, size_t errlen)
     }
     for (const char *p = urls; *p;) {
         size_t len = strcspn(p, ",");
-        if (e->n == ETCD_URLS_MAX || len >= ETCD_URL_MAX - 16 || strncmp(p, "http", 4) ||
-            (strncmp(p, "http://", 7) && strncmp(p, "https://", 8))) {
-            snprintf(err, errlen, "not at most %d http:// or https:// URLs: %s", ETCD_URLS_MAX,
-                     urls);
+        if (add_item(e, p, len, err, errlen) < 0) {
             etcd_free(e);
             return NULL;
         }
-        memcpy(e->url[e->n], p, len);
-        while (len && e->url[e->n][len - 1] == '/')
-            len--;
-        e->url[e->n++][len] = 0;
-        p += strcspn(p, ",");
+        p += len;
         p += *p == ',';
     }
-    if (!e->n) {
-        snprintf(err, errlen, "no URL");
+    if (!e->n || (!e->tls[1].p != !e->tls[2].p)) {
+        snprintf(err, errlen, e->n ? "cert= and key= go together" : "no URL");
         etcd_free(e);
         return NULL;
     }
@@ -63,6 +106,11 @@ void etcd_free(etcd_t *e)
         return;
     if (e->curl)
         curl_easy_cleanup(e->curl);
+    for (int i = 0; i < 3; i++) {
+        if (e->tls[i].p)
+            memset(e->tls[i].p, 0, e->tls[i].len);
+        free(e->tls[i].p);
+    }
     free(e);
 }
 
@@ -87,6 +135,23 @@ static size_t on_body(char *p, size_t size, size_t n, void *arg)
     return add;
 }
 
+/* ca=, cert=, key=: from memory (the side process runs as -u's user, who
+   may not read the files). */
+static void set_tls(etcd_t *e, CURL *c)
+{
+    static const CURLoption opt[3] = {CURLOPT_CAINFO_BLOB, CURLOPT_SSLCERT_BLOB,
+                                      CURLOPT_SSLKEY_BLOB};
+    for (int i = 0; i < 3; i++)
+        if (e->tls[i].p) {
+            struct curl_blob b = {e->tls[i].p, e->tls[i].len, CURL_BLOB_COPY};
+            curl_easy_setopt(c, opt[i], &b);
+        }
+    if (e->tls[1].p) {
+        curl_easy_setopt(c, CURLOPT_SSLCERTTYPE, "PEM");
+        curl_easy_setopt(c, CURLOPT_SSLKEYTYPE, "PEM");
+    }
+}
+
 /* One POST of req to url's path: the HTTP status (0: no answer). */
 static long post(etcd_t *e, const char *url, const char *path, const char *req, body_t *b,
                  char *err, size_t errlen)
@@ -104,6 +169,7 @@ static long post(etcd_t *e, const char *url, const char *path, const char *req, 
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
+    set_tls(e, c);
     struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
     CURLcode rc = curl_easy_perform(c);

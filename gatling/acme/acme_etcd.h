@@ -24,8 +24,11 @@ typedef struct etcd_kv {
     int64_t mod_revision, lease;
 } etcd_kv_t;
 
-/* A client of the comma-separated http:// URLs (at most ETCD_URLS_MAX).
-   NULL with why in err. */
+/* A client of the comma-separated http:// or https:// URLs (at most
+   ETCD_URLS_MAX), among which ca=FILE (the roots that etcd's https
+   certificates chain to; else the system's), cert=FILE and key=FILE (a
+   client certificate for etcd's --client-cert-auth).  The files are read
+   now (before -u).  NULL with why in err. */
 etcd_t *etcd_new(const char *urls, char *err, size_t errlen);
 void etcd_free(etcd_t *e);
 

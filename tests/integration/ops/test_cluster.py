@@ -408,3 +408,47 @@ def test_side_process_killed(gatling, etcd, certs):
     wait_for(lambda: metrics(n1)["gatling_cluster_last_sync_seconds"] > t, timeout=10,
              what="a sync after the restart")
     assert "New, TLS" in s_client(https_port(n1))
+
+
+def test_etcd_over_tls_with_a_client_certificate(gatling, certs, tmp_path):
+    """etcd on https with --client-cert-auth: a node given ca=, cert= and
+    key= (read before -u, kept in memory) syncs; one without cert= is
+    refused by etcd and says so, serving all the same."""
+    pki = os.path.dirname(certs)
+    d = str(tmp_path)
+    run = lambda *a: subprocess.run(list(a), check=True, capture_output=True, timeout=30)
+    # etcd's own certificate must allow clientAuth too: with --client-cert-auth its JSON
+    # gateway reaches its gRPC server with it
+    for who, eku, san in (("srv", "serverAuth,clientAuth", "IP:127.0.0.1"),
+                          ("cli", "clientAuth", "DNS:gatling")):
+        run("openssl", "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+            "-nodes", "-subj", "/CN=" + who, "-keyout", "%s/%s.key" % (d, who), "-out",
+            "%s/%s.csr" % (d, who))
+        with open(d + "/ext", "w") as f:
+            f.write("basicConstraints=critical,CA:FALSE\nextendedKeyUsage=%s\n"
+                    "subjectAltName=%s\n" % (eku, san))
+        run("openssl", "x509", "-req", "-in", "%s/%s.csr" % (d, who), "-CA", pki + "/ca.pem",
+            "-CAkey", pki + "/ca.key", "-CAcreateserial", "-CAserial", d + "/srl", "-days", "2",
+            "-extfile", d + "/ext", "-out", "%s/%s.crt" % (d, who))
+    port, peer = free_port(), free_port()
+    url = "https://127.0.0.1:%d" % port
+    log = open(d + "/etcd.log", "ab")
+    p = subprocess.Popen(
+        [ETCD, "--data-dir", tempfile.mkdtemp(dir=d), "--name", "t1", "--listen-client-urls", url,
+         "--advertise-client-urls", url, "--listen-peer-urls", "http://127.0.0.1:%d" % peer,
+         "--initial-advertise-peer-urls", "http://127.0.0.1:%d" % peer,
+         "--initial-cluster", "t1=http://127.0.0.1:%d" % peer, "--cert-file", d + "/srv.crt",
+         "--key-file", d + "/srv.key", "--trusted-ca-file", pki + "/ca.pem",
+         "--client-cert-auth"], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        tls = "etcd=%s,ca=%s/ca.pem" % (url, pki)
+        good = node(gatling, certs, tls[5:] + ",cert=%s/cli.crt,key=%s/cli.key" % (d, d), "tls")
+        bad = node(gatling, certs, tls[5:], "tls")
+        generation(good)
+        wait_for(lambda: any("tries again" in l for l in bad.errlog), timeout=15,
+                 what="the node without a client certificate refused: %s" % bad.errlog[-3:])
+        assert "New, TLS" in s_client(https_port(bad))
+    finally:
+        p.terminate()
+        p.wait(10)
+        log.close()
