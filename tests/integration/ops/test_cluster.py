@@ -228,8 +228,8 @@ def test_purge_reaches_every_node(gatling, etcd, certs):
 
 def metrics(srv):
     r = subprocess.run(["curl", "-sS", "--max-time", "10",
-                        "http://127.0.0.1:%d/metrics" % (srv.plain_port or srv.port)], capture_output=True,
-                       timeout=20)
+                        "http://127.0.0.1:%d/metrics" % (srv.plain_port or srv.port)],
+                       capture_output=True, timeout=20)
     return {l.split()[0]: int(l.split()[1]) for l in r.stdout.decode().splitlines()
             if l.startswith("gatling_cluster_")}
 
