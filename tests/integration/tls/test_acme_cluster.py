@@ -14,7 +14,7 @@ import pytest
 
 import acmelab
 from acmelab import Pebble, wait_for
-from test_acme_https import BACKOFF, ISSUE_TIMEOUT, PLAIN, Site, logged, pairs, served
+from test_acme_https import BACKOFF, PLAIN, Site, logged, pairs, served
 from test_cluster import Etcd
 
 pytestmark = [
