@@ -6,6 +6,7 @@
  */
 #include "acme_setup.h"
 #include "check.h"
+#include "cluster_setup.h"
 #include "site/config.h"
 #include "site/conffile.h"
 #include "site/elog.h"
@@ -128,8 +129,8 @@ static void usage_acme(void)
         stdout);
 }
 
-/* -h: the whole usage, on stdout (a bad option gets usage_error()). */
-static void usage(void)
+/* -h: the synopsis, and the options that say where the others come from. */
+static void usage_head(void)
 {
     fputs(
         "usage: gatling [--config file] [--check] [-i addr] [-p port] [-a secs] [-T secs]\n"
@@ -143,13 +144,21 @@ static void usage(void)
         "               [--flood-memory secs] [--h3-retry busy|never|always]\n"
         "               [-f port[,upload[=bytes]]] [-U] [--acme email [--acme-* ...]]\n"
         "               [--log-format combined|json] [--cgi-user user] [--cgi-limits l]\n"
-        "               [-V] [-h]\n"
+        "               [--cluster etcd=url[,...] [--cluster-name name]] [-V] [-h]\n"
         "Serve the current directory (or -c dir) over HTTP/1.1 and HTTP/2, and over HTTPS when\n"
         "there are certificates.\n"
         "  --config file  read options from file first (one or more a line, # comments,\n"
         "            'quotes'; relative paths relative to it); the command line's win\n"
         "  --check   check the options, certificates, document root and the files they\n"
-        "            name, as the start would; exit 0, or 2 naming every problem\n"
+        "            name, as the start would; exit 0, or 2 naming every problem\n",
+        stdout);
+}
+
+/* -h: the whole usage, on stdout (a bad option gets usage_error()). */
+static void usage(void)
+{
+    usage_head();
+    fputs(
         "  -i addr   listen on this IPv4 or IPv6 address (default: all, IPv6 and IPv4)\n"
         "  -p port   listen on this port (default: 80 as root, 8000 otherwise; 0: any)\n"
         "  -a secs   accept a connection once its first bytes arrived, or after secs\n"
@@ -197,6 +206,7 @@ static void usage(void)
         stdout);
     usage_https();
     usage_acme();
+    cluster_usage();
     usage_dynamic();
     usage_ftp();
     fputs(
@@ -680,6 +690,9 @@ static int getopt_trouble(int c)
     else if (c == ':' && (optopt == OPT_CGI_USER || optopt == OPT_CGI_LIMITS))
         fprintf(stderr, "gatling: %s--%s needs an argument\n", opt_where,
                 optopt == OPT_CGI_USER ? "cgi-user" : "cgi-limits");
+    else if (c == ':' && cluster_option_name(optopt))
+        fprintf(stderr, "gatling: %s--%s needs an argument\n", opt_where,
+                cluster_option_name(optopt));
     else if (c == ':' && acme_option_name(optopt))
         fprintf(stderr, "gatling: --%s needs an argument\n", acme_option_name(optopt));
     else if (c == ':')
@@ -689,7 +702,7 @@ static int getopt_trouble(int c)
     else
         fprintf(stderr, "gatling: %sunknown long option (there are --config, --check, "
                 "--log-format, --cache, --status-from, --flood-memory, --h3-retry, --pool, "
-                "--cgi-user, --cgi-limits and --acme...)\n", opt_where);
+                "--cgi-user, --cgi-limits, --cluster... and --acme...)\n", opt_where);
     opt_where[0] = 0;
     return usage_error();
 }
@@ -701,7 +714,8 @@ static int option(int c, char *arg, config_t *cfg)
     if ((rc = int_option(c, arg, cfg)) != 1 || (rc = name_option(c, arg, cfg)) != 1 ||
         (rc = flag_option(c, cfg)) != 1 || (rc = dynamic_option(c, arg, cfg)) != 1 ||
         (rc = ftp_option(c, arg, cfg)) != 1 || (rc = acme_option(c, arg, cfg)) != 1 ||
-        (rc = file_option(c, arg, cfg)) != 1)
+        (rc = file_option(c, arg, cfg)) != 1 ||
+        (rc = cluster_option(c, arg, cfg)) != 1)
         return rc;
     switch (c) {
     case 'i':
@@ -827,6 +841,7 @@ static int getopt_all(conf_args_t *ca, config_t *cfg)
         {"cgi-user", required_argument, NULL, OPT_CGI_USER},
         {"cgi-limits", required_argument, NULL, OPT_CGI_LIMITS},
         ACME_LONGOPTS,
+        CLUSTER_LONGOPTS,
         {NULL, 0, NULL, 0}};
     int c, rc, failed = 0;
     opterr = 0;
@@ -875,6 +890,9 @@ static int parse_options(int argc, char **argv, config_t *cfg, conf_args_t *ca)
         return usage_error();
     }
     if ((rc = acme_options_done(cfg)) >= 0 && (!cfg->check || rc != 2))
+        return rc == 2 ? usage_error() : rc;
+    failed |= rc == 2;
+    if ((rc = cluster_option(0, NULL, cfg)) >= 0 && (!cfg->check || rc != 2))
         return rc == 2 ? usage_error() : rc;
     failed |= rc == 2;
     if (cfg->npools && !cfg->nproxy_rules)
@@ -1165,7 +1183,8 @@ int main(int argc, char **argv)
     /* --acme: its state directory before the certificates (without -C they
        are its live/), its client after them, before a chroot, -u and -W */
     if (acme_prepare(&cfg) < 0 || load_certificates(&cfg) < 0 ||
-        check_passed_https(&cfg, fds, n) < 0 || acme_launch(&cfg) < 0) {
+        check_passed_https(&cfg, fds, n) < 0 || cluster_launch(&cfg) < 0 ||
+        acme_launch(&cfg) < 0) {
         acme_end(&cfg);
         tls_store_free(cfg.tls);
         mime_free(mime);
@@ -1174,6 +1193,7 @@ int main(int argc, char **argv)
     if (cfg.workers > 1) {
         handover_capture_end(); /* the workers keep stderr */
         rc = enter_root(&cfg) < 0 ? 1 : worker_supervise(&cfg, mime, fds, n, groups, &qg);
+        cluster_end(&cfg);
         acme_end(&cfg);
         tls_store_free(cfg.tls);
         mime_free(mime);
@@ -1191,7 +1211,7 @@ int main(int argc, char **argv)
         server_init(&s, &cfg, mime, lst, n) < 0 || server_quic_start(&s, quic) < 0) {
         quic_free(quic);
         quic_group_close(&qg);
-        acme_end(&cfg);
+        acme_end(&cfg); /* the cluster's side process ends with us (PR_SET_PDEATHSIG) */
         tls_store_free(cfg.tls);
         mime_free(mime);
         return 1;
@@ -1203,6 +1223,7 @@ int main(int argc, char **argv)
         server_quic_steer(&qg);
     handover_ready();
     rc = server_run(&s);
+    cluster_end(&cfg);
     acme_end(&cfg);
     server_free(&s);
     quic_group_close(&qg);

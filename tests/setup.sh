@@ -52,6 +52,11 @@ pkgs="$pkgs knot knot-dnsutils"
 # prometheus: test_metrics.py checks /metrics with its promtool and has the server scrape
 # gatling (started by the test on a port of its own; policy-rc.d keeps the service off 9090)
 pkgs="$pkgs prometheus"
+# etcd-server, etcd-client: test_cluster.py (--cluster, issue 57) runs two gatling nodes
+# against a real etcd 3.4 (its v3 JSON gateway), started by the test on ports of its own;
+# policy-rc.d keeps the package's service from starting, and it is disabled below so a
+# machine booted with systemd does not run one on 2379 either
+pkgs="$pkgs etcd-server etcd-client"
 # HTTP/3 (gatling/h3/, built where pkg-config finds them: see gatling/gatling.mk):
 # Debian 12's ngtcp2 0.12.1 (QUIC, with its GnuTLS crypto helper), nghttp3 0.8.0
 # (HTTP/3, QPACK), GnuTLS 3.7.9 (QUIC's TLS 1.3); ngtcp2-client's gtlsclient is a test
@@ -106,6 +111,8 @@ if [ -n "$missing" ]; then
         apt-get install -y -qq --no-install-recommends $missing >/dev/null
         [ -z "$rmrc" ] || rm -f /usr/sbin/policy-rc.d
         rm -f /usr/sbin/policy-rc.d.gatling
+        case "$missing" in *etcd-server*)
+            systemctl --root=/ disable etcd.service >/dev/null 2>&1 || true ;; esac
         # Debian's python3-pytest serves /usr/bin/python3; a python3 earlier on PATH may lack it
         [ "$level" = run ] || python3 -c 'import pytest' 2>/dev/null ||
             python3 -m pip install -q pytest ||

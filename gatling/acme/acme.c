@@ -3,6 +3,7 @@
    the lifetime left, back-off after a failure), and the status file. */
 #define _GNU_SOURCE /* ppoll, close_range */
 #include "acme.h"
+#include "acme_cluster_acme.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -591,7 +592,7 @@ static void child_main(const config_t *cfg, const char *const *names, int nnames
         r.backoff_min = atol(env);
     for (int i = 0; i < nnames; i++)
         r.names[i].name = names[i];
-    if (take_lock(&r, lock_fd) < 0)
+    if (take_lock(&r, lock_fd) < 0 || acme_cluster_turn(cfg, &acme_stop, &r.log) < 0)
         _exit(0);
     /* no challenge is outstanding yet: what a killed client left is not served */
     acme_empty_dir(state_fd, ACME_CHAL_HTTP_DIR);

@@ -1,5 +1,6 @@
 /* acme_proto — see acme_proto.h. */
 #include "acme_proto.h"
+#include "acme_cluster_acme.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -506,6 +507,7 @@ static int authorize(acme_client_t *cl, const char *name, const char *url)
         return -1;
     }
     free(data);
+    acme_cluster_spread(cl->cfg, cl->stop); /* --cluster: every node answers it */
     acme_resp_t r;
     int rc = post(cl, "challenge", http ? a.http_url : a.alpn_url, "{}", &r);
     if (rc == 0) {

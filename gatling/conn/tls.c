@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "tls.h"
 #include "site/acme_chal.h"
+#include "site/cluster.h"
 #include "site/config.h"
 #include "gio.h"
 #include "gio_tls.h"
@@ -53,6 +54,7 @@ typedef struct tls_cert {
 typedef struct ticket_key {
     uint64_t epoch;
     int set;
+    unsigned char master[32]; /* what it derives from: ours, or --cluster's */
     unsigned char name[16], aes[32], mac[32];
 } ticket_key_t;
 
@@ -70,7 +72,7 @@ struct tls_store {
     int check_s;              /* CHECK_PERIOD, or GATLING_TEST_CERT_CHECK's */
     int ticket_s;             /* TICKET_PERIOD, or GATLING_TEST_TICKET_PERIOD's */
     unsigned char master[32]; /* ticket keys derive from it: shared by -W workers */
-    ticket_key_t keys[2];
+    ticket_key_t keys[4]; /* by epoch's parity, and which master (--cluster: previous) */
 };
 
 static int cert_idx = -1; /* the ex_data index of tls_cert_t, set once */
@@ -368,12 +370,14 @@ static int on_status(SSL *ssl, void *arg)
     return SSL_TLSEXT_ERR_OK;
 }
 
-/* The ticket keys of an hour, derived from the master secret: every -W
-   worker computes the same ones, so a ticket works on any of them. */
-static const ticket_key_t *ticket_key(tls_store_t *st, uint64_t epoch)
+/* The ticket keys of an hour, derived from a master secret: every -W
+   worker (with --cluster, every node) computes the same ones, so a ticket
+   works on any of them.  slot: which master (0 current, 1 previous). */
+static const ticket_key_t *ticket_key(tls_store_t *st, const unsigned char *master, int slot,
+                                      uint64_t epoch)
 {
-    ticket_key_t *k = &st->keys[epoch & 1];
-    if (k->set && k->epoch == epoch)
+    ticket_key_t *k = &st->keys[(epoch & 1) | (unsigned)slot << 1];
+    if (k->set && k->epoch == epoch && !CRYPTO_memcmp(k->master, master, sizeof k->master))
         return k;
     unsigned char msg[9], out[EVP_MAX_MD_SIZE];
     size_t outlen;
@@ -381,17 +385,29 @@ static const ticket_key_t *ticket_key(tls_store_t *st, uint64_t epoch)
         msg[1 + i] = (unsigned char)(epoch >> (56 - 8 * i));
     unsigned char *dst[3] = {k->name, k->aes, k->mac};
     size_t len[3] = {sizeof k->name, sizeof k->aes, sizeof k->mac};
+    k->set = 0;
     for (int i = 0; i < 3; i++) {
         msg[0] = (unsigned char)("nam"[i]);
-        if (!EVP_Q_mac(NULL, "HMAC", NULL, "SHA256", NULL, st->master, sizeof st->master, msg,
-                       sizeof msg, out, sizeof out, &outlen) ||
+        if (!EVP_Q_mac(NULL, "HMAC", NULL, "SHA256", NULL, master, 32, msg, sizeof msg, out,
+                       sizeof out, &outlen) ||
             outlen < len[i])
             return NULL;
         memcpy(dst[i], out, len[i]);
     }
+    memcpy(k->master, master, sizeof k->master);
     k->epoch = epoch;
     k->set = 1;
     return k;
+}
+
+/* The masters tickets derive from: --cluster's current and previous once
+   its side process has them (site/cluster.h), else our own.  How many. */
+static int ticket_masters(const tls_store_t *st, unsigned char m[64])
+{
+    int n = st->cfg && st->cfg->cluster ? cluster_tickets(st->cfg->cluster, m) : 0;
+    if (!n)
+        memcpy(m, st->master, sizeof st->master), n = 1;
+    return n;
 }
 
 static int ticket_mac_key(EVP_MAC_CTX *hctx, const ticket_key_t *k)
@@ -410,8 +426,11 @@ static int on_ticket(SSL *ssl, unsigned char name[16], unsigned char *iv, EVP_CI
     uint64_t now = (uint64_t)time(NULL) / (uint64_t)st->ticket_s;
     if (tls_acme_state(ssl))
         return enc ? -1 : 0; /* a challenge is never resumed, nor resumes */
+    unsigned char m[64];
+    int nm = ticket_masters(st, m);
     if (enc) {
-        const ticket_key_t *k = ticket_key(st, now);
+        const ticket_key_t *k = ticket_key(st, m, 0, now);
+        OPENSSL_cleanse(m, sizeof m);
         if (!k || RAND_bytes(iv, 16) != 1)
             return -1;
         memcpy(name, k->name, 16);
@@ -420,10 +439,11 @@ static int on_ticket(SSL *ssl, unsigned char name[16], unsigned char *iv, EVP_CI
             return -1;
         return 1;
     }
-    for (int back = 0; back < 2; back++) {
-        const ticket_key_t *k = ticket_key(st, now - (uint64_t)back);
+    for (int i = 0; i < 2 * nm; i++) { /* this hour's and the last, of each master */
+        const ticket_key_t *k = ticket_key(st, m + 32 * (i >> 1), i >> 1, now - (uint64_t)(i & 1));
         if (!k || memcmp(name, k->name, 16))
             continue;
+        OPENSSL_cleanse(m, sizeof m);
         if (!ticket_mac_key(hctx, k) ||
             !EVP_DecryptInit_ex(ectx, EVP_aes_256_cbc(), NULL, k->aes, iv))
             return -1;
@@ -433,6 +453,7 @@ static int on_ticket(SSL *ssl, unsigned char name[16], unsigned char *iv, EVP_CI
            moves the client to the current one */
         return 2;
     }
+    OPENSSL_cleanse(m, sizeof m);
     return 0; /* unknown or expired: a full handshake */
 }
 

@@ -18,43 +18,13 @@
 
 /* ---- the router's step ---- */
 
-static void ban_one(rstore_t *s, rs_entry_t *e, void *arg)
-{
-    (void)arg;
-    if (e->state != RS_FILLING)
-        rs_unlink(s, e);
-}
-
-/* Every stored response of key[0..n) goes (an unsafe method, a PURGE). */
-static size_t invalidate(cache_t *c, const char *key, size_t n)
-{
-    size_t k = 0;
-    uint32_t h = rs_hash(key, n);
-    for (rs_entry_t *e = rs_first(&c->store, h, key, n), *next; e; e = next) {
-        next = rs_next(e);
-        if (e->state != RS_FILLING)
-            rs_unlink(&c->store, e), k++;
-    }
-    return k;
-}
-
 /* PURGE of a URL (both schemes), or with a final '*' of every URL below. */
 static int purge(cache_t *c, exchange_t *ex, const cache_conf_t *k, char *key, size_t n)
 {
     if (!cache_conf_purger(k, ex->peer))
         return ex_error(ex, 403, NULL, NULL);
-    size_t purged = 0;
-    for (int scheme = 0; scheme < 2; scheme++) {
-        size_t off = scheme ? 5 : 6; /* "https\0" or "http\0" */
-        char alt[RS_KEY_MAX + 8];
-        memcpy(alt, scheme ? "http" : "https", off);
-        memcpy(alt + off, key + (ex->secure ? 6 : 5), n - (ex->secure ? 6 : 5));
-        size_t an = off + n - (ex->secure ? 6 : 5);
-        if (an && alt[an - 1] == '*')
-            purged += rs_each_prefix(&c->store, alt, an - 1, ban_one, NULL);
-        else
-            purged += invalidate(c, alt, an);
-    }
+    size_t purged = ce_purge(c, key, n);
+    cc_send(c, key, n); /* --cluster: to the other nodes */
     c->site->stats.cache_purges++;
     char *page = malloc(64);
     if (!page)
@@ -93,14 +63,14 @@ static void invalidate_named(cache_t *c, const char *key, size_t n, const char *
         return;
     memcpy(k, key, pre);
     memcpy(k + pre, path, pl);
-    invalidate(c, k, pre + pl);
+    ce_invalidate(c, k, pre + pl);
 }
 
 static int inval_head(exchange_t *ex, int status, const char *ctype, uint64_t len, time_t mtime)
 {
     inval_t *iv = cslot(ex)->p;
     if (status >= 200 && status < 400) {
-        invalidate(iv->c, iv->key, iv->n);
+        ce_invalidate(iv->c, iv->key, iv->n);
         for (unsigned i = 0; i < ex->nfields; i++)
             if (!strcasecmp(ex->fields[i].name, "Location") ||
                 !strcasecmp(ex->fields[i].name, "Content-Location"))
@@ -293,6 +263,7 @@ int cache_init(site_t *site)
     rs_init(&c->store, cfg->cache_mem ? (size_t)cfg->cache_mem : CACHE_MEM_DEFAULT,
             cfg->cache_object ? (size_t)cfg->cache_object : CACHE_OBJECT_DEFAULT, CACHE_IDLE_MS);
     hsite_of(site)->cache = c;
+    cc_start(c);
     return 0;
 }
 
@@ -310,6 +281,7 @@ void cache_free(site_t *site)
     rs_free(&c->store);
     cache_conf_table_free(c->vh);
     gio_timer_stop(site->loop, &c->tick);
+    cc_stop(c);
     hsite_of(site)->cache = NULL;
     free(c);
 }

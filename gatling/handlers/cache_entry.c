@@ -481,3 +481,43 @@ int ce_head_update(cache_t *c, rs_entry_t *s, const exchange_t *ex, const char *
     s->headlen = n > s->headlen ? n : s->headlen; /* what is counted */
     return 0;
 }
+
+static void ban_one(rstore_t *s, rs_entry_t *e, void *arg)
+{
+    (void)arg;
+    if (e->state != RS_FILLING)
+        rs_unlink(s, e);
+}
+
+size_t ce_invalidate(cache_t *c, const char *key, size_t n)
+{
+    size_t k = 0;
+    uint32_t h = rs_hash(key, n);
+    for (rs_entry_t *e = rs_first(&c->store, h, key, n), *next; e; e = next) {
+        next = rs_next(e);
+        if (e->state != RS_FILLING)
+            rs_unlink(&c->store, e), k++;
+    }
+    return k;
+}
+
+size_t ce_purge(cache_t *c, const char *key, size_t n)
+{
+    size_t purged = 0, skip = n > 5 && !memcmp(key, "https", 6) ? 6 : 5;
+    if (n < skip || memcmp(key, "http", 4))
+        return 0;
+    for (int scheme = 0; scheme < 2; scheme++) {
+        size_t off = scheme ? 5 : 6; /* "https\0" or "http\0" */
+        char alt[RS_KEY_MAX + 8];
+        if (n - skip > RS_KEY_MAX)
+            return purged;
+        memcpy(alt, scheme ? "http" : "https", off);
+        memcpy(alt + off, key + skip, n - skip);
+        size_t an = off + n - skip;
+        if (an && alt[an - 1] == '*')
+            purged += rs_each_prefix(&c->store, alt, an - 1, ban_one, NULL);
+        else
+            purged += ce_invalidate(c, alt, an);
+    }
+    return purged;
+}

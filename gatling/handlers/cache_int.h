@@ -69,6 +69,8 @@ typedef struct cfetch {
 typedef struct cache {
     site_t *site;
     gio_timer_t tick; /* the cache's clock (cf_tick) */
+    gio_timer_t cluster_tick; /* --cluster: the other nodes' purges (cache_cluster.c) */
+    uint64_t cluster_next;    /* ... the next one to take from site/cluster.h's ring */
     rstore_t store;
     cfetch_t *fetches;
     cache_vh_t vh[CACHE_CONF_VHOSTS];
@@ -109,11 +111,29 @@ typedef struct resp_facts {
     unsigned nfields;
 } resp_facts_t;
 
+/* ---- cache_cluster.c: --cluster's purges ---- */
+
+/* Take the other nodes' purges every CC_TICK_MS (nothing without --cluster). */
+void cc_start(cache_t *c);
+void cc_stop(cache_t *c);
+
+/* A PURGE accepted here: to the side process, for the other nodes (never
+   waits: a full pipe drops it, counted). */
+void cc_send(cache_t *c, const char *key, size_t n);
+
 /* ---- cache_entry.c: a stored response ---- */
 
 /* scheme, then the Host lower-cased without a default port or a final dot,
    then the target: "https\0example.org\0/a?b".  Length, or 0: not cached. */
 size_t ce_key(const exchange_t *ex, char *k, size_t cap);
+
+/* Every stored response of key[0..n) goes (an unsafe method, a PURGE):
+   how many (those being filled stay). */
+size_t ce_invalidate(cache_t *c, const char *key, size_t n);
+
+/* PURGE of key ("https\0..." or "http\0..."): the URL under both schemes,
+   or with a final '*' every URL below it.  How many responses went. */
+size_t ce_purge(cache_t *c, const char *key, size_t n);
 
 /* Does r match the Vary values stored with e? */
 int ce_vary_match(const rs_entry_t *e, const http_request_t *r);

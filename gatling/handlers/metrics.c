@@ -4,6 +4,7 @@
 #include "proxy.h"
 #include "http/hbuf.h"
 #include "site/acme_chal.h"
+#include "site/cluster.h"
 #include "site/dict.h"
 #include "site/encoding.h"
 
@@ -591,6 +592,23 @@ static void acme(hbuf_t *b, const site_t *s)
     free(text);
 }
 
+/* --cluster: what the side process last had from etcd (site/cluster.h). */
+static void cluster(hbuf_t *b, const site_t *s)
+{
+    uint64_t gen;
+    if (!s->cfg->cluster)
+        return;
+    int64_t synced = cluster_synced(s->cfg->cluster, &gen);
+    const metric_t m[] = {
+        {"gatling_cluster_last_sync_seconds",
+         "When the cluster's side process last had an answer from etcd (unix time; 0: never)",
+         synced > 0 ? (uint64_t)synced : 0},
+        {"gatling_cluster_ticket_generation",
+         "The generation of the cluster's ticket keys in use (0: none yet, our own)", gen},
+    };
+    scalars(b, "gauge", m, N(m));
+}
+
 int metrics_serve(exchange_t *ex)
 {
     site_t *s = ex->site;
@@ -629,6 +647,7 @@ int metrics_serve(exchange_t *ex)
     dynamic(&b, &t);
     certificates(&b, s);
     acme(&b, s);
+    cluster(&b, s);
     if (b.over) {
         free(page);
         return ex_error(ex, 500, NULL, NULL);

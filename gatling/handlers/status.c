@@ -4,6 +4,7 @@
 #include "proxy.h"
 #include "http/hbuf.h"
 #include "site/acme_chal.h"
+#include "site/cluster.h"
 #include "site/nets.h"
 #include "site/site.h"
 #include "site/encoding.h"
@@ -114,7 +115,13 @@ static size_t cert_rows(const site_t *s, row_t *r, size_t n, size_t cap)
     }
     free(st);
     free(text);
-    return n;
+    uint64_t gen = 0;
+    int64_t synced = s->cfg->cluster ? cluster_synced(s->cfg->cluster, &gen) : 0;
+    const row_t c[] = {
+        {"cluster_last_sync", "--cluster: etcd last answered at (unix time)", (uint64_t)synced},
+        {"cluster_ticket_generation", "--cluster: the ticket keys' generation", gen},
+    };
+    return s->cfg->cluster ? put_rows(r, n, cap, c, 2) : n;
 }
 
 /* The HTTPS rows (conn/tls.c, conn.c) after r[0..n): the new n. */

@@ -126,6 +126,8 @@ typedef struct config {
     long long cache_mem;    /* --cache: the response cache's bytes (0: the default) */
     long long cache_object; /* ... and the largest response it stores */
     config_acme_t acme; /* --acme...: automatic HTTPS (gatling/acme/) */
+    const char *cluster_etcd; /* --cluster etcd=URL,...: share through etcd; NULL = one node */
+    const char *cluster_name; /* --cluster-name NAME: the keys' prefix /gatling/NAME/ */
     /* FTP: ftp/ftp.c */
     int ftp_port;          /* -f port: FTP on this port (0: any); -1 = off (default) */
     int ftp_upload;        /* -f port,upload: STOR/APPE/MKD into world-writable directories */
@@ -148,6 +150,9 @@ typedef struct config {
     int worker;                  /* ... this worker's slot in it */
     struct acme_chal *acme_chal; /* --acme: the client's challenges (site/acme_chal.h) */
     int acme_pid;                /* ... its process; 0: none */
+    struct cluster_view *cluster; /* --cluster: what the side process shares (site/cluster.h) */
+    int cluster_purge_fd;         /* ... the pipe the loops send their purges to; -1: none */
+    int cluster_pid;              /* ... the side process; 0: none */
     struct peer_board *peer_board; /* -W: the flood offences the workers share
                                       (site/peerboard.h); NULL: one process */
 } config_t;

@@ -1,0 +1,438 @@
+/* acme_etcd — see acme_etcd.h. */
+#include "acme_etcd.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <curl/curl.h>
+#include <json-c/json.h>
+#include <openssl/evp.h>
+
+#define ETCD_BODY_MAX (4 * 1024 * 1024) /* a response: a range of ETCD_VALUE_MAX values */
+#define ETCD_URL_MAX 256
+
+typedef struct body {
+    char *p;
+    size_t len;
+} body_t;
+
+struct etcd {
+    CURL *curl;
+    char url[ETCD_URLS_MAX][ETCD_URL_MAX];
+    int n, cur;    /* cur: the one that answered last */
+    body_t tls[3]; /* ca=, cert=, key=: the files' bytes */
+};
+
+static size_t on_body(char *p, size_t size, size_t n, void *arg);
+
+/* FILE of a "NAME=FILE" item, read whole into *blob; 0, or -1 with why. */
+static int read_item(const char *item, size_t len, body_t *blob, char *err, size_t errlen)
+{
+    char path[ETCD_URL_MAX];
+    const char *eq = memchr(item, '=', len);
+    size_t n = len - (size_t)(eq + 1 - item);
+    memcpy(path, eq + 1, n);
+    path[n] = 0;
+    FILE *f = fopen(path, "re");
+    char buf[4096];
+    size_t k;
+    free(blob->p);
+    blob->p = NULL, blob->len = 0;
+    while (f && (k = fread(buf, 1, sizeof buf, f)) > 0)
+        if (!on_body(buf, 1, k, blob)) {
+            fclose(f);
+            snprintf(err, errlen, "%s: too long", path);
+            return -1;
+        }
+    if (!f || !blob->len)
+        snprintf(err, errlen, "%s: %s", path, f ? "empty" : strerror(errno));
+    if (f)
+        fclose(f);
+    return blob->len ? 0 : -1;
+}
+
+/* One item of the list: a URL, or ca=, cert=, key=.  0, or -1. */
+static int add_item(etcd_t *e, const char *p, size_t len, char *err, size_t errlen)
+{
+    static const char *const files[3] = {"ca=", "cert=", "key="};
+    for (int i = 0; i < 3; i++)
+        if (len > strlen(files[i]) && !strncmp(p, files[i], strlen(files[i])) &&
+            len < ETCD_URL_MAX)
+            return read_item(p, len, &e->tls[i], err, errlen);
+    if (e->n == ETCD_URLS_MAX || len >= ETCD_URL_MAX - 16 ||
+        (strncmp(p, "http://", 7) && strncmp(p, "https://", 8))) {
+        snprintf(err, errlen, "%.*s: not an http:// or https:// URL (at most %d), nor ca=, "
+                 "cert= or key=FILE", (int)(len < 200 ? len : 200), p, ETCD_URLS_MAX);
+        return -1;
+    }
+    memcpy(e->url[e->n], p, len);
+    while (len && e->url[e->n][len - 1] == '/')
+        len--;
+    e->url[e->n++][len] = 0;
+    return 0;
+}
+
+etcd_t *etcd_new(const char *urls, char *err, size_t errlen)
+{
+    etcd_t *e = calloc(1, sizeof *e);
+    if (!e || !(e->curl = curl_easy_init())) {
+        snprintf(err, errlen, "out of memory");
+        free(e);
+        return NULL;
+    }
+    for (const char *p = urls; *p;) {
+        size_t len = strcspn(p, ",");
+        if (add_item(e, p, len, err, errlen) < 0) {
+            etcd_free(e);
+            return NULL;
+        }
+        p += len;
+        p += *p == ',';
+    }
+    if (!e->n || (!e->tls[1].p != !e->tls[2].p)) {
+        snprintf(err, errlen, e->n ? "cert= and key= go together" : "no URL");
+        etcd_free(e);
+        return NULL;
+    }
+    return e;
+}
+
+void etcd_free(etcd_t *e)
+{
+    if (!e)
+        return;
+    if (e->curl)
+        curl_easy_cleanup(e->curl);
+    for (int i = 0; i < 3; i++) {
+        if (e->tls[i].p)
+            memset(e->tls[i].p, 0, e->tls[i].len);
+        free(e->tls[i].p);
+    }
+    free(e);
+}
+
+const char *etcd_url(const etcd_t *e)
+{
+    return e->url[e->cur];
+}
+
+static size_t on_body(char *p, size_t size, size_t n, void *arg)
+{
+    body_t *b = arg;
+    size_t add = size * n;
+    if (add > ETCD_BODY_MAX - b->len)
+        return 0;
+    char *q = realloc(b->p, b->len + add + 1);
+    if (!q)
+        return 0;
+    memcpy(q + b->len, p, add);
+    b->len += add;
+    q[b->len] = 0;
+    b->p = q;
+    return add;
+}
+
+/* ca=, cert=, key=: from memory (the side process runs as -u's user, who
+   may not read the files). */
+static void set_tls(etcd_t *e, CURL *c)
+{
+    static const CURLoption opt[3] = {CURLOPT_CAINFO_BLOB, CURLOPT_SSLCERT_BLOB,
+                                      CURLOPT_SSLKEY_BLOB};
+    for (int i = 0; i < 3; i++)
+        if (e->tls[i].p) {
+            struct curl_blob b = {e->tls[i].p, e->tls[i].len, CURL_BLOB_COPY};
+            curl_easy_setopt(c, opt[i], &b);
+        }
+    if (e->tls[1].p) {
+        curl_easy_setopt(c, CURLOPT_SSLCERTTYPE, "PEM");
+        curl_easy_setopt(c, CURLOPT_SSLKEYTYPE, "PEM");
+    }
+}
+
+/* One POST of req to url's path: the HTTP status (0: no answer). */
+static long post(etcd_t *e, const char *url, const char *path, const char *req, body_t *b,
+                 char *err, size_t errlen)
+{
+    char full[ETCD_URL_MAX + 64];
+    snprintf(full, sizeof full, "%s%s", url, path);
+    CURL *c = e->curl;
+    curl_easy_reset(c);
+    curl_easy_setopt(c, CURLOPT_URL, full);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, req);
+    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 1000L);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 3000L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
+    set_tls(e, c);
+    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    CURLcode rc = curl_easy_perform(c);
+    curl_slist_free_all(h);
+    long status = 0;
+    if (rc != CURLE_OK)
+        snprintf(err, errlen, "%s: %s", full, curl_easy_strerror(rc));
+    else
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    return status;
+}
+
+/* POST req to path on the members in turn: the answer's JSON object, or
+   NULL with why in err (no member answered, or one answered an error). */
+static json_object *call(etcd_t *e, const char *path, json_object *req, char *err, size_t errlen)
+{
+    const char *text = json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN);
+    for (int i = 0; i < e->n; i++) {
+        int k = (e->cur + i) % e->n;
+        body_t b = {NULL, 0};
+        long status = post(e, e->url[k], path, text, &b, err, errlen);
+        if (!status || status >= 500) { /* down, or no leader there: the next one */
+            if (status)
+                snprintf(err, errlen, "%s%s: HTTP %ld", e->url[k], path, status);
+            free(b.p);
+            continue;
+        }
+        e->cur = k;
+        json_object *o = b.p ? json_tokener_parse(b.p) : NULL;
+        free(b.p);
+        json_object *msg;
+        if (!o || !json_object_is_type(o, json_type_object)) {
+            snprintf(err, errlen, "%s%s: HTTP %ld, not a JSON object", e->url[k], path, status);
+        } else if (status != 200) {
+            snprintf(err, errlen, "%s%s: HTTP %ld: %.200s", e->url[k], path, status,
+                     json_object_object_get_ex(o, "message", &msg) ? json_object_get_string(msg)
+                                                                   : "?");
+        } else {
+            return o;
+        }
+        json_object_put(o);
+        return NULL;
+    }
+    return NULL;
+}
+
+static json_object *b64(const void *p, size_t n)
+{
+    char *out = malloc(4 * ((n + 2) / 3) + 1);
+    if (!out)
+        return NULL;
+    EVP_EncodeBlock((unsigned char *)out, p, (int)n);
+    json_object *o = json_object_new_string(out);
+    free(out);
+    return o;
+}
+
+/* The bytes of base64 text s (NUL-terminated too): NULL if it is not. */
+static unsigned char *unb64(const char *s, size_t *len)
+{
+    size_t n = strlen(s);
+    if (n % 4 || n / 4 * 3 > ETCD_VALUE_MAX)
+        return NULL;
+    unsigned char *out = malloc(n / 4 * 3 + 1);
+    if (!out)
+        return NULL;
+    int k = n ? EVP_DecodeBlock(out, (const unsigned char *)s, (int)n) : 0;
+    if (k < 0) {
+        free(out);
+        return NULL;
+    }
+    size_t pad = n && s[n - 1] == '=' ? (n > 1 && s[n - 2] == '=' ? 2 : 1) : 0;
+    *len = (size_t)k - pad;
+    out[*len] = 0;
+    return out;
+}
+
+/* An int64 that the gateway writes as a string (or a number); absent: 0. */
+static int64_t num(json_object *o, const char *name)
+{
+    json_object *v;
+    if (!json_object_object_get_ex(o, name, &v))
+        return 0;
+    if (json_object_is_type(v, json_type_string))
+        return strtoll(json_object_get_string(v), NULL, 10);
+    return json_object_get_int64(v);
+}
+
+static int64_t header_rev(json_object *o)
+{
+    json_object *h;
+    return json_object_object_get_ex(o, "header", &h) ? num(h, "revision") : 0;
+}
+
+/* One of a range's kvs into kv: 0, or -1 if it is not one. */
+static int parse_kv(json_object *o, etcd_kv_t *kv)
+{
+    json_object *k, *v;
+    memset(kv, 0, sizeof *kv);
+    if (!json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, "key", &k) ||
+        !json_object_is_type(k, json_type_string))
+        return -1;
+    kv->key = unb64(json_object_get_string(k), &kv->klen);
+    if (!json_object_object_get_ex(o, "value", &v)) /* the gateway leaves out "" */
+        kv->value = (unsigned char *)calloc(1, 1);
+    else if (json_object_is_type(v, json_type_string))
+        kv->value = unb64(json_object_get_string(v), &kv->vlen);
+    kv->mod_revision = num(o, "mod_revision");
+    kv->lease = num(o, "lease");
+    return kv->key && kv->value ? 0 : -1;
+}
+
+void etcd_kvs_free(etcd_kv_t *kvs, int n)
+{
+    for (int i = 0; kvs && i < n; i++)
+        free(kvs[i].key), free(kvs[i].value);
+    free(kvs);
+}
+
+/* A prefix's range_end: the prefix with its last byte below 0xff raised. */
+static json_object *range_end(const unsigned char *key, size_t klen)
+{
+    unsigned char end[1024];
+    size_t n = klen < sizeof end ? klen : sizeof end;
+    memcpy(end, key, n);
+    while (n && end[n - 1] == 0xff)
+        n--;
+    if (!n)
+        return b64("\0", 1);
+    end[n - 1]++;
+    return b64(end, n);
+}
+
+static int parse_kvs(json_object *res, int max, etcd_kv_t **kvs, char *err, size_t errlen)
+{
+    json_object *arr;
+    *kvs = NULL;
+    if (!json_object_object_get_ex(res, "kvs", &arr))
+        return 0;
+    size_t n = json_object_is_type(arr, json_type_array) ? json_object_array_length(arr) : 0;
+    if (n > (size_t)max) /* the gateway gave more than the limit asked */
+        n = (size_t)max;
+    if (!(*kvs = calloc(n ? n : 1, sizeof **kvs))) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (parse_kv(json_object_array_get_idx(arr, i), &(*kvs)[i]) < 0) {
+            snprintf(err, errlen, "a key or value that is not base64 (or longer than %d)",
+                     ETCD_VALUE_MAX);
+            etcd_kvs_free(*kvs, (int)i + 1);
+            *kvs = NULL;
+            return -1;
+        }
+    return (int)n;
+}
+
+int etcd_range(etcd_t *e, const void *key, size_t klen, int prefix, int64_t min_rev, int max,
+               etcd_kv_t **kvs, int64_t *rev, char *err, size_t errlen)
+{
+    json_object *req = json_object_new_object();
+    json_object_object_add(req, "key", b64(key, klen));
+    if (prefix)
+        json_object_object_add(req, "range_end", range_end(key, klen));
+    if (min_rev > 0) { /* the oldest first: a caller that got max goes on from the last */
+        json_object_object_add(req, "min_mod_revision", json_object_new_int64(min_rev));
+        json_object_object_add(req, "sort_order", json_object_new_string("ASCEND"));
+        json_object_object_add(req, "sort_target", json_object_new_string("MOD"));
+    }
+    json_object_object_add(req, "limit", json_object_new_int64(max));
+    json_object *res = call(e, "/v3/kv/range", req, err, errlen);
+    json_object_put(req);
+    if (!res)
+        return -1;
+    int n = parse_kvs(res, max, kvs, err, errlen);
+    if (rev)
+        *rev = header_rev(res);
+    json_object_put(res);
+    return n;
+}
+
+int etcd_put_if(etcd_t *e, const void *key, size_t klen, const void *val, size_t vlen,
+                int64_t mod_rev, int64_t lease, char *err, size_t errlen)
+{
+    json_object *cmp = json_object_new_object(), *put = json_object_new_object();
+    json_object_object_add(cmp, "key", b64(key, klen));
+    json_object_object_add(cmp, "result", json_object_new_string("EQUAL"));
+    json_object_object_add(cmp, "target", json_object_new_string(mod_rev ? "MOD" : "CREATE"));
+    json_object_object_add(cmp, mod_rev ? "mod_revision" : "create_revision",
+                           json_object_new_int64(mod_rev));
+    json_object_object_add(put, "key", b64(key, klen));
+    json_object_object_add(put, "value", b64(val, vlen));
+    if (lease)
+        json_object_object_add(put, "lease", json_object_new_int64(lease));
+    json_object *op = json_object_new_object(), *req = json_object_new_object();
+    json_object_object_add(op, "request_put", put);
+    json_object *cmps = json_object_new_array(), *ops = json_object_new_array();
+    json_object_array_add(cmps, cmp);
+    json_object_array_add(ops, op);
+    json_object_object_add(req, "compare", cmps);
+    json_object_object_add(req, "success", ops);
+    json_object *res = call(e, "/v3/kv/txn", req, err, errlen);
+    json_object_put(req);
+    if (!res)
+        return -1;
+    json_object *ok;
+    int done = json_object_object_get_ex(res, "succeeded", &ok) && json_object_get_boolean(ok);
+    json_object_put(res);
+    return done;
+}
+
+int64_t etcd_lease(etcd_t *e, int ttl, char *err, size_t errlen)
+{
+    json_object *req = json_object_new_object();
+    json_object_object_add(req, "TTL", json_object_new_int64(ttl));
+    json_object *res = call(e, "/v3/lease/grant", req, err, errlen);
+    json_object_put(req);
+    if (!res)
+        return -1;
+    int64_t id = num(res, "ID");
+    json_object_put(res);
+    if (id <= 0)
+        snprintf(err, errlen, "/v3/lease/grant: no lease ID in the answer");
+    return id > 0 ? id : -1;
+}
+
+int etcd_keepalive(etcd_t *e, int64_t id, char *err, size_t errlen)
+{
+    json_object *req = json_object_new_object();
+    json_object_object_add(req, "ID", json_object_new_int64(id));
+    json_object *res = call(e, "/v3/lease/keepalive", req, err, errlen);
+    json_object_put(req);
+    if (!res)
+        return -1;
+    /* the gateway streams: {"result":{"ID":..,"TTL":..}}; TTL 0 or none: gone */
+    json_object *r;
+    int alive = json_object_object_get_ex(res, "result", &r) && num(r, "TTL") > 0;
+    json_object_put(res);
+    return alive;
+}
+
+int etcd_delete(etcd_t *e, const void *key, size_t klen, int prefix, char *err, size_t errlen)
+{
+    json_object *req = json_object_new_object();
+    json_object_object_add(req, "key", b64(key, klen));
+    if (prefix)
+        json_object_object_add(req, "range_end", range_end(key, klen));
+    json_object *res = call(e, "/v3/kv/deleterange", req, err, errlen);
+    json_object_put(req);
+    json_object_put(res);
+    return res ? 0 : -1;
+}
+
+int etcd_put(etcd_t *e, const void *key, size_t klen, const void *val, size_t vlen, int64_t lease,
+             char *err, size_t errlen)
+{
+    json_object *req = json_object_new_object();
+    json_object_object_add(req, "key", b64(key, klen));
+    json_object_object_add(req, "value", b64(val, vlen));
+    if (lease)
+        json_object_object_add(req, "lease", json_object_new_int64(lease));
+    json_object *res = call(e, "/v3/kv/put", req, err, errlen);
+    json_object_put(req);
+    json_object_put(res);
+    return res ? 0 : -1;
+}

@@ -1,0 +1,122 @@
+/* cluster_setup — see cluster_setup.h. */
+#define _GNU_SOURCE
+#include "cluster_setup.h"
+#include "acme/acme_cluster.h"
+#include "site/cluster.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define CLUSTER_NAME_MAX 64
+
+void cluster_usage(void)
+{
+    fputs("  --cluster etcd=url[,url...][,ca=file][,cert=file,key=file]  share ticket keys,\n"
+          "            cache purges and --acme's certificates with the other nodes through\n"
+          "            etcd (its v3 JSON gateway; TLS roots, a client certificate):\n"
+          "            gatling(8)'s CLUSTER\n"
+          "  --cluster-name name  the cluster's keys are /gatling/name/ (default gatling)\n",
+          stdout);
+}
+
+const char *cluster_option_name(int c)
+{
+    return c == CLUSTER_OPT ? "cluster" : c == CLUSTER_OPT_NAME ? "cluster-name" : NULL;
+}
+
+static int name_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (!n || n > CLUSTER_NAME_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+              (s[i] >= '0' && s[i] <= '9') || s[i] == '-' || s[i] == '_' || s[i] == '.'))
+            return 0;
+    return 1;
+}
+
+int cluster_option(int c, char *arg, config_t *cfg)
+{
+    switch (c) {
+    case CLUSTER_OPT:
+        if (strncmp(arg, "etcd=", 5) || (strncmp(arg + 5, "http://", 7) &&
+                                         strncmp(arg + 5, "https://", 8)) ||
+            strlen(arg) > 2000 || strpbrk(arg, " \t\r\n")) {
+            fprintf(stderr, "gatling: --cluster %s: not etcd=URL[,URL...] (http:// or "
+                    "https://, no spaces)\n", arg);
+            return 2;
+        }
+        cfg->cluster_etcd = arg + 5;
+        return -1;
+    case CLUSTER_OPT_NAME:
+        if (!name_ok(arg)) {
+            fprintf(stderr, "gatling: --cluster-name %s: not 1 to %d letters, digits, '-', "
+                    "'_' or '.'\n", arg, CLUSTER_NAME_MAX);
+            return 2;
+        }
+        cfg->cluster_name = arg;
+        return -1;
+    case 0:
+        if (cfg->cluster_name && !cfg->cluster_etcd) {
+            fputs("gatling: --cluster-name without --cluster etcd=URL\n", stderr);
+            return 2;
+        }
+        if (!cfg->cluster_name)
+            cfg->cluster_name = CLUSTER_NAME_DEFAULT;
+        return -1;
+    default:
+        return 1;
+    }
+}
+
+int cluster_launch(config_t *cfg)
+{
+    int p[2];
+    char err[600];
+    cfg->cluster_purge_fd = -1;
+    if (!cfg->cluster_etcd)
+        return 0;
+    if (!(cfg->cluster = cluster_view_new()) || pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0) {
+        fprintf(stderr, "gatling: --cluster: %s failed: %s\n",
+                cfg->cluster ? "pipe2()" : "mmap()", strerror(errno));
+        cluster_view_free(cfg->cluster);
+        cfg->cluster = NULL;
+        return -1;
+    }
+    pid_t pid = acme_cluster_start(cfg, cfg->cluster, p[0], err, sizeof err);
+    close(p[0]);
+    if (pid < 0) {
+        fprintf(stderr, "gatling: --cluster: the side process did not start: %s\n", err);
+        close(p[1]);
+        cluster_view_free(cfg->cluster);
+        cfg->cluster = NULL;
+        return -1;
+    }
+    cfg->cluster_purge_fd = p[1];
+    cfg->cluster_pid = (int)pid;
+    fprintf(stderr, "gatling: --cluster: etcd %s, keys under /gatling/%s/\n", cfg->cluster_etcd,
+            cfg->cluster_name);
+    return 0;
+}
+
+void cluster_end(config_t *cfg)
+{
+    pid_t pid = (pid_t)cfg->cluster_pid;
+    if (pid <= 0)
+        return;
+    cfg->cluster_pid = 0;
+    kill(pid, SIGTERM);
+    for (int i = 0; i < 300; i++) { /* 3 s: a round's etcd timeouts */
+        if (waitpid(pid, NULL, WNOHANG) != 0)
+            return;
+        usleep(10000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}

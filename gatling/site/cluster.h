@@ -1,0 +1,75 @@
+/*
+ * cluster — the loops' side of --cluster: one shared page (a MAP_SHARED
+ * anonymous mapping, made by main() before the side process and -W's
+ * workers fork, so never a file anyone could serve) that the cluster's side
+ * process (acme/acme_cluster.h) writes and the loops read with no syscall
+ * and no wait: the ticket masters the cluster shares through etcd, the time
+ * of the last good exchange with etcd, and a ring of the purges other nodes
+ * accepted.  The side process writes under a sequence lock; a reader that
+ * meets a write in progress tries again a few times, then does without
+ * (its own master, no purge this time round).  Purges accepted here go the
+ * other way through a pipe (cluster_send_purge), never waiting on it.
+ */
+#ifndef GATLING_SITE_CLUSTER_H
+#define GATLING_SITE_CLUSTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CLUSTER_MASTER_LEN 32
+#define CLUSTER_PURGES 64      /* the ring: purges a loop may be behind by */
+#define CLUSTER_PURGE_MAX 4000 /* a cache key: one pipe write (PIPE_BUF); longer stay local */
+
+typedef struct cluster_view cluster_view_t;
+
+/* The shared page, or NULL with errno set. */
+cluster_view_t *cluster_view_new(void);
+void cluster_view_free(cluster_view_t *v);
+
+/*
+ * The loops: the cluster's ticket masters, current then previous, into
+ * master (2 x CLUSTER_MASTER_LEN bytes).  How many (0: none yet, the loop
+ * uses its own; 1: no previous one).
+ */
+int cluster_tickets(const cluster_view_t *v, unsigned char *master);
+
+/* Unix seconds of the last good exchange with etcd (0: none yet), and the
+   masters' generation (0: none). */
+int64_t cluster_synced(const cluster_view_t *v, uint64_t *generation);
+
+/* The side process: new masters (prev NULL: none) of a generation. */
+void cluster_set_tickets(cluster_view_t *v, const unsigned char *cur, const unsigned char *prev,
+                         uint64_t generation);
+void cluster_set_synced(cluster_view_t *v, int64_t now);
+
+/* --acme with --cluster: does this node hold the cluster's ACME lock (its
+   ACME client orders; the others install what it got)?  Set by the side
+   process, read by the ACME client. */
+int cluster_acme_holder(const cluster_view_t *v);
+void cluster_set_acme_holder(cluster_view_t *v, int holder);
+
+/* How many times the holder's side process put its client's challenges and
+   certificates into etcd (the client waits for the next before the CA
+   validates); the side process counts one more. */
+uint64_t cluster_acme_published(const cluster_view_t *v);
+void cluster_note_published(cluster_view_t *v);
+
+/* The side process: a purge another node accepted (a cache key). */
+void cluster_add_purge(cluster_view_t *v, const void *key, size_t len);
+
+/*
+ * The loops: purges from *next on.  Each one's key is given to fn; *next
+ * moves past them.  A loop more than CLUSTER_PURGES behind skips what the
+ * ring lost (the count of those is returned; 0 normally).
+ */
+uint64_t cluster_take_purges(const cluster_view_t *v, uint64_t *next,
+                             void (*fn)(const char *key, size_t len, void *arg), void *arg);
+
+/* The loops: where a loop that starts now begins taking purges. */
+uint64_t cluster_purges_next(const cluster_view_t *v);
+
+/* The loops: tell the side process (fd: the pipe's write end, non-blocking)
+   of a purge accepted here.  0, or -1 if the pipe is full (dropped). */
+int cluster_send_purge(int fd, const void *key, size_t len);
+
+#endif

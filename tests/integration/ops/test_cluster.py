@@ -1,0 +1,454 @@
+"""--cluster (issue 57): gatling nodes that share TLS ticket keys and cache
+purges through a real etcd (Debian's etcd-server 3.4, started here on ports
+of its own, reached over its v3 JSON gateway as gatling does).  Shown with
+the real binary: a TLS session saved on node 1 resumes on node 2 (and not on
+a node outside the cluster), also after the cluster's master rotated; a
+PURGE on one node empties the other's cache within a second; a node started
+while etcd is down serves at once and joins once etcd answers; a tickets key
+that gatling did not write is refused with a clear error and not used; bad
+options are refused.  Skipped, saying so, where etcd or openssl is absent."""
+import base64
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+import pytest
+
+from conftest import Mode, https_port, wait_for
+from harness.waits import free_port
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+MKCERT = os.path.join(ROOT, "dist", "mkcert.sh")
+ETCD = shutil.which("etcd")
+
+pytestmark = [
+    pytest.mark.skipif(not ETCD, reason="needs etcd (Debian's etcd-server: tests/setup.sh)"),
+    pytest.mark.skipif(not shutil.which("openssl") or not shutil.which("curl"),
+                       reason="needs openssl and curl"),
+]
+
+
+class Etcd:
+    """One etcd member on loopback ports of its own (with cluster, its
+    peers' "mN=URL,..."); stopped at the end."""
+
+    def __init__(self, base, port=None, name="m1", peer=None, cluster=None):
+        self.base = base
+        self.name = name
+        self.port = port or free_port()
+        self.peer = peer or free_port()
+        self.cluster = cluster
+        self.url = "http://127.0.0.1:%d" % self.port
+        self.proc = None
+
+    def start(self, wait=True):
+        # its data in memory where there is /dev/shm: etcd fsyncs every write, and a
+        # loaded disk must not decide whether a purge arrives within a second
+        if os.access("/dev/shm", os.W_OK):
+            self.shm = d = tempfile.mkdtemp(prefix="gatling-etcd-", dir="/dev/shm")
+        else:
+            d = os.path.join(self.base, "etcd-" + self.name)
+        u = "http://127.0.0.1:%d" % self.peer
+        self.log = open(os.path.join(self.base, "etcd-%s.log" % self.name), "ab")
+        self.proc = subprocess.Popen(
+            [ETCD, "--data-dir", d, "--name", self.name, "--listen-client-urls", self.url,
+             "--advertise-client-urls", self.url, "--listen-peer-urls", u,
+             "--initial-advertise-peer-urls", u,
+             "--initial-cluster", self.cluster or "%s=%s" % (self.name, u)],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        if wait:
+            wait_for(lambda: self.call("/v3/kv/range", {"key": b64("x")}) is not None,
+                     timeout=20, what="etcd answering on %s" % self.url)
+        return self
+
+    def call(self, path, req):
+        try:
+            r = urllib.request.urlopen(urllib.request.Request(
+                self.url + path, data=json.dumps(req).encode(), method="POST"), timeout=3)
+            return json.loads(r.read())
+        except OSError:
+            return None
+
+    def get(self, key):
+        r = self.call("/v3/kv/range", {"key": b64(key)})
+        kvs = (r or {}).get("kvs", [])
+        return base64.b64decode(kvs[0].get("value", "")).decode() if kvs else None
+
+    def put(self, key, value):
+        assert self.call("/v3/kv/put", {"key": b64(key), "value": b64(value)}) is not None
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+        if self.proc:
+            self.log.close()
+        if getattr(self, "shm", None):
+            shutil.rmtree(self.shm, ignore_errors=True)
+
+
+def b64(s):
+    return base64.b64encode(s.encode()).decode()
+
+
+@pytest.fixture
+def etcd(tmp_path):
+    e = Etcd(str(tmp_path)).start()
+    yield e
+    e.stop()
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    d = str(tmp_path_factory.mktemp("pki"))
+    subprocess.run(["sh", MKCERT, d], check=True, capture_output=True, timeout=60)
+    return d + "/certs"
+
+
+def node(gatling, certs, etcd_url, name, *more, tree=None, env=None):
+    args = ("-T", "10", "-C", certs, "-e", "0", "--cluster", "etcd=" + etcd_url,
+            "--cluster-name", name) + more
+    return gatling(tree or {"f.txt": "hello\n"}, args=args, env=env, check_fds=False)
+
+
+def generation(srv, at_least=1):
+    """Wait until the node's side process has the cluster's ticket keys."""
+    def have():
+        gens = [int(l.split("generation ")[1].split()[0]) for l in srv.errlog
+                if "ticket keys: generation" in l]
+        return gens and max(gens) >= at_least
+    wait_for(have, timeout=15, what="ticket keys of generation %d: %s" % (at_least, srv.errlog))
+
+
+def s_client(port, sess_out=None, sess_in=None, version="-tls1_3"):
+    """A handshake; with sess_out, stdin stays open until the ticket came."""
+    cmd = ["openssl", "s_client", "-connect", "127.0.0.1:%d" % port, "-servername",
+           "localhost", version]
+    cmd += ["-sess_out", sess_out] if sess_out else []
+    cmd += ["-sess_in", sess_in] if sess_in else []
+    if sess_out and os.path.exists(sess_out):
+        os.unlink(sess_out)
+    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT)
+    end = time.monotonic() + 10
+    while sess_out and not os.path.exists(sess_out) and p.poll() is None \
+            and time.monotonic() < end:
+        time.sleep(0.02)
+    out, _ = p.communicate(b"", timeout=15)
+    return out.decode(errors="replace")
+
+
+def reused(out):
+    assert "New, TLS" in out or "Reused, TLS" in out, out
+    return "Reused, TLS" in out
+
+
+@pytest.mark.parametrize("version", ["-tls1_3", "-tls1_2"])
+def test_session_resumes_on_another_node(gatling, etcd, certs, tmp_path, version):
+    """A session from node 1 resumes on node 2 (the same cluster's ticket
+    keys; node 2 with two -W workers, which read the shared page both), not
+    on a node with the same certificate outside the cluster."""
+    n1 = node(gatling, certs, etcd.url, "c1")
+    n2 = node(gatling, certs, etcd.url, "c1", "-W", "2")
+    alone = gatling({"f.txt": "x\n"}, args=("-T", "10", "-C", certs, "-e", "0"))
+    generation(n1), generation(n2)
+    sess = str(tmp_path / "sess")
+    assert not reused(s_client(https_port(n1), sess_out=sess, version=version))
+    for _ in range(4):  # the kernel spreads these over both workers
+        assert reused(s_client(https_port(n2), sess_in=sess, version=version))
+    assert reused(s_client(https_port(n1), sess_in=sess, version=version))
+    assert not reused(s_client(https_port(alone), sess_in=sess, version=version))
+    made = [l for l in n1.errlog + n2.errlog if "made here" in l]
+    assert len(made) == 1, "one node made the keys: %s" % made
+    assert etcd.get("/gatling/c1/tickets").startswith("gatling-tickets-1 1 ")
+
+
+def test_rotation_keeps_the_previous_key(gatling, etcd, certs, tmp_path):
+    """GATLING_TEST_CLUSTER_ROTATE=4: the master rotates every 4 s, once per
+    cluster; a session made before a rotation still resumes on the other node
+    (the previous master decrypts), and one made after it too."""
+    env = {"GATLING_TEST_CLUSTER_ROTATE": "4"}
+    n1 = node(gatling, certs, etcd.url, "rot", env=env)
+    n2 = node(gatling, certs, etcd.url, "rot", env=env)
+    generation(n1), generation(n2)
+    sess = str(tmp_path / "sess")
+    s_client(https_port(n1), sess_out=sess)
+    v1 = etcd.get("/gatling/rot/tickets").split()[1]
+    generation(n2, int(v1) + 1)
+    assert reused(s_client(https_port(n2), sess_in=sess)), "the previous master decrypts"
+    s_client(https_port(n2), sess_out=sess)
+    generation(n1, int(v1) + 1)
+    assert reused(s_client(https_port(n1), sess_in=sess))
+    gens = etcd.get("/gatling/rot/tickets").split()[1]
+    made = [l for l in n1.errlog + n2.errlog if "made here" in l]
+    assert len(made) == int(gens), "one node per rotation: %s, %s" % (gens, made)
+
+
+CGI = "#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\nrequest %s\\n' $$\n"
+
+
+def http(port, path, method="GET"):
+    # one Host for both nodes, as behind a balancer (the cache's key holds it)
+    r = subprocess.run(["curl", "-sS", "--max-time", "10", "-X", method, "-D", "-",
+                        "-H", "Host: site.test",
+                        "http://127.0.0.1:%d%s" % (port, path)], capture_output=True, timeout=20)
+    out = r.stdout.decode(errors="replace")
+    head, _, body = out.partition("\r\n\r\n")
+    cs = [l.split(":", 1)[1].strip() for l in head.split("\r\n")
+          if l.lower().startswith("cache-status:")]
+    return (cs[0] if cs else ""), body
+
+
+def test_purge_reaches_every_node(gatling, etcd, certs):
+    """A page cached on both nodes; a PURGE on node 1 (from loopback: the
+    cache's own rule) is a miss on node 2 within a second.  A PURGE that the
+    cache refuses goes nowhere."""
+    tree = {".cache": "ttl 60\n", "p.cgi": Mode(CGI, 0o755)}
+    args = ("-S", "-w", "\\.cgi$")
+    n1 = node(gatling, certs, etcd.url, "pg", *args, tree=tree)
+    n2 = node(gatling, certs, etcd.url, "pg", *args, tree=tree)
+    for n in (n1, n2):
+        assert http(n.plain_port or n.port, "/p.cgi")[0] == "gatling; fwd=miss; stored"
+        assert http(n.plain_port or n.port, "/p.cgi")[0] == "gatling; hit"
+    generation(n1), generation(n2)  # both side processes talk to etcd by now
+    p1, p2 = n1.plain_port or n1.port, n2.plain_port or n2.port
+    t0 = time.monotonic()
+    assert http(p1, "/p.cgi", "PURGE")[1] == "purged 1\n"
+    wait_for(lambda: http(p2, "/p.cgi")[0] != "gatling; hit", timeout=1.0, step=0.05,
+             what="node 2's entry purged within a second")
+    took = time.monotonic() - t0
+    assert http(p2, "/p.cgi")[0] == "gatling; hit", "stored again"
+    assert took < 1.0, took
+    print("PURGE on node 1 to a miss on node 2: %.2f s" % took)
+
+
+def metrics(srv):
+    r = subprocess.run(["curl", "-sS", "--max-time", "10",
+                        "http://127.0.0.1:%d/metrics" % (srv.plain_port or srv.port)],
+                       capture_output=True, timeout=20)
+    return {l.split()[0]: int(l.split()[1]) for l in r.stdout.decode().splitlines()
+            if l.startswith("gatling_cluster_")}
+
+
+def test_etcd_down_at_start(gatling, certs, tmp_path):
+    """etcd not there at start: the node serves HTTPS at once, says it
+    tries again (its /metrics: never synced, no generation), and shares the
+    cluster's keys once etcd answers (/metrics: synced now, generation 1)."""
+    e = Etcd(str(tmp_path))
+    n1 = node(gatling, certs, e.url, "late", "-S")
+    t0 = time.monotonic()
+    assert "New, TLS" in s_client(https_port(n1))
+    assert time.monotonic() - t0 < 5, "a handshake does not wait on etcd"
+    wait_for(lambda: any("tries again" in l for l in n1.errlog), timeout=10,
+             what="the side process saying etcd is down")
+    m = metrics(n1)
+    assert m == {"gatling_cluster_last_sync_seconds": 0, "gatling_cluster_ticket_generation": 0}
+    e.start()
+    try:
+        n2 = node(gatling, certs, e.url, "late")
+        generation(n1), generation(n2)
+        wait_for(lambda: any("answers again" in l for l in n1.errlog), timeout=10,
+                 what="etcd back")
+        sess = str(tmp_path / "sess")
+        s_client(https_port(n2), sess_out=sess)
+        assert reused(s_client(https_port(n1), sess_in=sess))
+        m = metrics(n1)
+        assert m["gatling_cluster_ticket_generation"] == 1, m
+        assert abs(m["gatling_cluster_last_sync_seconds"] - time.time()) < 10, m
+    finally:
+        e.stop()
+
+
+def test_hostile_tickets_key(gatling, etcd, certs, tmp_path):
+    """A tickets key gatling did not write (a short master, junk): a clear
+    error names the key, and its bytes are never used as a master."""
+    etcd.put("/gatling/bad/tickets", "gatling-tickets-1 1 1700000000 abcd -")
+    n1 = node(gatling, certs, etcd.url, "bad")
+    n2 = node(gatling, certs, etcd.url, "bad")
+    for n in (n1, n2):
+        wait_for(lambda: any("holds no ticket keys gatling wrote" in l for l in n.errlog),
+                 timeout=15, what="the error about the bad key")
+    sess = str(tmp_path / "sess")
+    s_client(https_port(n1), sess_out=sess)
+    assert not reused(s_client(https_port(n2), sess_in=sess)), "each node keeps its own"
+    assert etcd.get("/gatling/bad/tickets").endswith("abcd -"), "not overwritten"
+
+
+@pytest.mark.parametrize("args,why", [
+    (("--cluster", "http://127.0.0.1:2379"), "not etcd=URL"),
+    (("--cluster", "etcd=ftp://x"), "not etcd=URL"),
+    (("--cluster-name", "a/b", "--cluster", "etcd=http://127.0.0.1:1"), "--cluster-name a/b"),
+    (("--cluster-name", "x"), "without --cluster"),
+])
+def test_bad_options(build, args, why):
+    r = subprocess.run([build.binary, "-p", "0"] + list(args), capture_output=True, timeout=20)
+    assert r.returncode == 2 and why in r.stderr.decode(), r
+
+
+def cert_value(chain, key, serial="0a1b"):
+    body = chain + key
+    return "gatling-cert-1 %s %d %d\n" % (serial, len(chain), len(key)) + body
+
+
+def test_certificates_from_the_cluster(gatling, etcd, certs, tmp_path):
+    """--acme with --cluster on a node that does not hold the cluster's ACME
+    lock (another node's key holds it): hostile values under acme/ are said
+    and never installed or served (a key that is not the certificate's, a
+    name with a '/', a challenge outside its directory); the holder's
+    certificate is installed into -C and served, its challenge answered."""
+    pem = open(os.path.join(certs, "server.pem")).read()
+    chain = pem[:pem.index("-----END CERTIFICATE-----") + 26]
+    key = pem[pem.index("-----BEGIN", len(chain)):]
+    other = subprocess.run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt",
+                            "ec_paramgen_curve:P-256"], capture_output=True, check=True,
+                           timeout=20).stdout.decode()
+    etcd.put("/gatling/ci/acme/lock", "another-node")
+    etcd.put("/gatling/ci/acme/cert/localhost", cert_value(chain, other))
+    etcd.put("/gatling/ci/acme/cert/../evil", cert_value(chain, key))
+    etcd.put("/gatling/ci/acme/chal/http-01/../../status", "orders 99\n")
+    etcd.put("/gatling/ci/acme/chal/http-01/tok123", "tok123.thumb")
+    c, st = str(tmp_path / "c"), str(tmp_path / "st")
+    os.makedirs(c)
+    srv = gatling({"f.txt": "hello\n"}, check_fds=False, args=(
+        "-T", "10", "-S", "-C", c, "-e", "0", "--acme", "a@b.test", "--acme-ca",
+        "https://127.0.0.1:1/dir", "--acme-dir", st, "--acme-names", "localhost",
+        "--cluster", "etcd=" + etcd.url, "--cluster-name", "ci"))
+    for what in ("cert/localhost: not a certificate", "cert/../evil: not a certificate",
+                 "chal/http-01/../../status: not a challenge"):
+        wait_for(lambda: any(what in l for l in srv.errlog), timeout=15,
+                 what="%r said: %s" % (what, srv.errlog[-8:]))
+    assert os.listdir(c) == [], "nothing installed"
+    assert not os.path.exists(os.path.join(st, "status")) or \
+        "99" not in open(os.path.join(st, "status")).read()
+    r = subprocess.run(["curl", "-sS", "http://127.0.0.1:%d/.well-known/acme-challenge/tok123"
+                        % srv.port], capture_output=True, timeout=20)
+    assert r.stdout == b"tok123.thumb", r
+    assert any("another node of the cluster holds" in l for l in srv.errlog)
+    etcd.put("/gatling/ci/acme/cert/localhost", cert_value(chain, key))
+    wait_for(lambda: any("certificate for localhost (serial 0a1b) installed from the cluster" in l
+                         for l in srv.errlog), timeout=15, what="installed: %s" % srv.errlog[-5:])
+    assert os.readlink(os.path.join(c, "localhost")) == ".acme/localhost.0a1b"
+    ca = os.path.join(os.path.dirname(certs), "ca.pem")
+    wait_for(lambda: subprocess.run(
+        ["curl", "-sS", "--cacert", ca, "--resolve", "localhost:%d:127.0.0.1" % https_port(srv),
+         "https://localhost:%d/f.txt" % https_port(srv)], capture_output=True,
+        timeout=20).stdout == b"hello\n", timeout=10, what="the installed certificate served")
+
+
+def test_etcd_leader_killed(gatling, certs, tmp_path):
+    """Three etcd members; the nodes name the leader first.  The leader is
+    SIGKILLed: the other two elect another, and a PURGE on node 1 still
+    empties node 2 (their side processes go on to the next URL)."""
+    peers = [free_port() for _ in range(3)]
+    spec = ",".join("m%d=http://127.0.0.1:%d" % (i + 1, p) for i, p in enumerate(peers))
+    ms = [Etcd(str(tmp_path), name="m%d" % (i + 1), peer=p, cluster=spec)
+          for i, p in enumerate(peers)]
+    try:
+        for m in ms:
+            m.start(wait=False)
+        for m in ms:
+            wait_for(lambda: m.call("/v3/kv/range", {"key": b64("x")}) is not None, timeout=30,
+                     what="etcd member %s" % m.name)
+        lead = ms[0].call("/v3/maintenance/status", {})["leader"]
+        leader = [m for m in ms if m.call("/v3/maintenance/status", {})["header"]["member_id"]
+                  == lead][0]
+        urls = ",".join(m.url for m in [leader] + [m for m in ms if m is not leader])
+        tree = {".cache": "ttl 60\n", "p.cgi": Mode(CGI, 0o755)}
+        n1 = node(gatling, certs, urls, "lead", "-S", "-w", "\\.cgi$", tree=tree)
+        n2 = node(gatling, certs, urls, "lead", "-S", "-w", "\\.cgi$", tree=tree)
+        generation(n1), generation(n2)
+        for n in (n1, n2):
+            http(n.port, "/p.cgi")
+            assert http(n.port, "/p.cgi")[0] == "gatling; hit"
+        leader.proc.kill()
+        leader.proc.wait(10)
+        t0 = time.monotonic()
+        assert http(n1.port, "/p.cgi", "PURGE")[1] == "purged 1\n"
+        wait_for(lambda: http(n2.port, "/p.cgi")[0] != "gatling; hit", timeout=10, step=0.1,
+                 what="node 2 purged with the leader gone")
+        print("purge across nodes with the leader killed: %.2f s" % (time.monotonic() - t0))
+    finally:
+        for m in ms:
+            m.stop()
+
+
+def children(pid, comm):
+    out = []
+    for p in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/stat" % p) as f:
+                st = f.read()
+        except OSError:
+            continue
+        name = st[st.index("(") + 1:st.rindex(")")]
+        if p.isdigit() and name == comm and int(st[st.rindex(")") + 2:].split()[1]) == pid:
+            out.append(int(p))
+    return out
+
+
+def test_side_process_killed(gatling, etcd, certs):
+    """The side process SIGKILLed: its keeper starts another a second later,
+    which syncs again (/metrics' last sync moves on); the node served all
+    along."""
+    n1 = node(gatling, certs, etcd.url, "kill", "-S")
+    generation(n1)
+    keeper = wait_for(lambda: children(n1.pid, "cluster-keeper"), timeout=5, what="the keeper")[0]
+    side = wait_for(lambda: children(keeper, "gatling-cluster"), timeout=5, what="the side")[0]
+    os.kill(side, 9)
+    wait_for(lambda: any("the side process was killed" in l for l in n1.errlog), timeout=10,
+             what="the keeper saying so: %s" % n1.errlog[-5:])
+    again = wait_for(lambda: [p for p in children(keeper, "gatling-cluster") if p != side],
+                     timeout=10, what="a new side process")
+    assert again
+    t = time.time()
+    wait_for(lambda: metrics(n1)["gatling_cluster_last_sync_seconds"] > t, timeout=10,
+             what="a sync after the restart")
+    assert "New, TLS" in s_client(https_port(n1))
+
+
+def test_etcd_over_tls_with_a_client_certificate(gatling, certs, tmp_path):
+    """etcd on https with --client-cert-auth: a node given ca=, cert= and
+    key= (read before -u, kept in memory) syncs; one without cert= is
+    refused by etcd and says so, serving all the same."""
+    pki = os.path.dirname(certs)
+    d = str(tmp_path)
+    run = lambda *a: subprocess.run(list(a), check=True, capture_output=True, timeout=30)
+    # etcd's own certificate must allow clientAuth too: with --client-cert-auth its JSON
+    # gateway reaches its gRPC server with it
+    for who, eku, san in (("srv", "serverAuth,clientAuth", "IP:127.0.0.1"),
+                          ("cli", "clientAuth", "DNS:gatling")):
+        run("openssl", "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+            "-nodes", "-subj", "/CN=" + who, "-keyout", "%s/%s.key" % (d, who), "-out",
+            "%s/%s.csr" % (d, who))
+        with open(d + "/ext", "w") as f:
+            f.write("basicConstraints=critical,CA:FALSE\nextendedKeyUsage=%s\n"
+                    "subjectAltName=%s\n" % (eku, san))
+        run("openssl", "x509", "-req", "-in", "%s/%s.csr" % (d, who), "-CA", pki + "/ca.pem",
+            "-CAkey", pki + "/ca.key", "-CAcreateserial", "-CAserial", d + "/srl", "-days", "2",
+            "-extfile", d + "/ext", "-out", "%s/%s.crt" % (d, who))
+    port, peer = free_port(), free_port()
+    url = "https://127.0.0.1:%d" % port
+    log = open(d + "/etcd.log", "ab")
+    p = subprocess.Popen(
+        [ETCD, "--data-dir", tempfile.mkdtemp(dir=d), "--name", "t1", "--listen-client-urls", url,
+         "--advertise-client-urls", url, "--listen-peer-urls", "http://127.0.0.1:%d" % peer,
+         "--initial-advertise-peer-urls", "http://127.0.0.1:%d" % peer,
+         "--initial-cluster", "t1=http://127.0.0.1:%d" % peer, "--cert-file", d + "/srv.crt",
+         "--key-file", d + "/srv.key", "--trusted-ca-file", pki + "/ca.pem",
+         "--client-cert-auth"], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        tls = "etcd=%s,ca=%s/ca.pem" % (url, pki)
+        good = node(gatling, certs, tls[5:] + ",cert=%s/cli.crt,key=%s/cli.key" % (d, d), "tls")
+        bad = node(gatling, certs, tls[5:], "tls")
+        generation(good)
+        wait_for(lambda: any("tries again" in l for l in bad.errlog), timeout=15,
+                 what="the node without a client certificate refused: %s" % bad.errlog[-3:])
+        assert "New, TLS" in s_client(https_port(bad))
+    finally:
+        p.terminate()
+        p.wait(10)
+        log.close()
