@@ -65,8 +65,8 @@ import pytest
 
 import acmelab
 from acmelab import Fault, FaultProxy, Pebble, free_port, wait_for
-from conftest import (BUILDS, Build, H2Client, H3Client, gatling_version, recv_to_eof,
-                      running_server)
+from conftest import (BUILDS, Build, H2Client, H3Client, end_upgrades, gatling_version, gone,
+                      recv_to_eof, running_server)
 from conftest import test_pki as suite_pki  # (not collected as a test by this name)
 
 PLAIN = [b for b in BUILDS if not b.endswith("-san")] or BUILDS
@@ -613,6 +613,45 @@ def test_two_servers_on_one_state_directory_order_once(tmp_path, pki):
             assert pebble.orders() == 1, pebble.log()[-3000:]
             waiting = [s for s in (a, b) if logged(s, "another ACME client holds")]
             assert len(waiting) == 1, (a.errlog[-5:], b.errlog[-5:])
+
+
+def upgrade_pid(srv, since):
+    """The new process's pid, once the old one (srv) says it started it."""
+    for line in srv.errlog[since:]:
+        if "binary upgrade: started pid" in line:
+            return int(line.rsplit(" ", 1)[1])
+    return None
+
+
+def test_upgrade_during_an_order_orders_once(tmp_path, pki):
+    """Issue 54 (3): a SIGUSR2 upgrade while the proxy holds the certificate
+    download: the old process drains and ends its client, which finishes the
+    order in flight (within ACME_STOP_GRACE) and installs the certificate;
+    the new client, which waited on the lock, takes it over and orders
+    nothing: one order in Pebble's log, the certificate served by the new
+    process."""
+    site = Site(str(tmp_path))
+    with Pebble(site.tmp, pki, site.http, site.https) as pebble, \
+            FaultProxy(pki, pebble.acme) as proxy:
+        pebble.start()
+        f = proxy.add(Fault("delay", "/certZ/", "POST", delay=5))
+        with site.gatling(proxy.directory) as srv:
+            wait_for(lambda: f.hits, ISSUE_TIMEOUT, "the certificate download")
+            mark = len(srv.errlog)
+            os.kill(srv.pid, signal.SIGUSR2)
+            pid = wait_for(lambda: upgrade_pid(srv, mark), 15, "the new process")
+            try:
+                wait_for(lambda: gone(srv.pid), 30, "the old process exiting")
+                ctx = ctx_for(pebble.root())
+                wait_for(lambda: not_yet(h1_get, ctx, site.https), 30,
+                         "the certificate served by the new process (stderr:\n%s)"
+                         % "\n".join(srv.errlog[-30:]), step=0.25)
+                time.sleep(3 * BACKOFF)  # a second order would come by now
+                assert pebble.orders() == 1, "\n".join(srv.errlog[-30:])
+                assert logged(srv, "this one takes over", mark), "\n".join(srv.errlog[mark:])
+            finally:
+                end_upgrades(srv, [srv.pid, pid])
+                srv.exit_checked = True
 
 
 def test_full_disk_keeps_the_old_certificate(tmp_path, pki):
