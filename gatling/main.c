@@ -1096,9 +1096,11 @@ int main(int argc, char **argv)
         return 1;
     }
     /* --acme: its state directory before the certificates (without -C they
-       are its live/), its client after them, before a chroot, -u and -W */
-    if (acme_prepare(&cfg) < 0 || load_certificates(&cfg) < 0 ||
-        check_passed_https(&cfg, fds, n) < 0 || acme_launch(&cfg) < 0) {
+       are its live/), and its client too, before a chroot, -u and -W: the
+       process that talks to the network never holds the served keys and
+       the ticket secret, which are loaded after the fork */
+    if (acme_prepare(&cfg) < 0 || acme_launch(&cfg) < 0 || load_certificates(&cfg) < 0 ||
+        check_passed_https(&cfg, fds, n) < 0) {
         acme_end(&cfg);
         tls_store_free(cfg.tls);
         mime_free(mime);

@@ -654,6 +654,57 @@ def test_upgrade_during_an_order_orders_once(tmp_path, pki):
                 srv.exit_checked = True
 
 
+def memory_has(pid, needles):
+    """Which of needles (bytes) are anywhere in pid's readable memory (read
+    as root through /proc/PID/mem, over /proc/PID/maps)."""
+    found = set()
+    with open("/proc/%d/maps" % pid) as f:
+        maps = f.read().splitlines()
+    with open("/proc/%d/mem" % pid, "rb", buffering=0) as mem:
+        for line in maps:
+            fields = line.split()
+            if fields[1][0] != "r" or (len(fields) > 5 and fields[5] in ("[vvar]", "[vsyscall]")):
+                continue
+            lo, hi = (int(x, 16) for x in fields[0].split("-"))
+            with contextlib.suppress(OSError, ValueError, OverflowError):
+                mem.seek(lo)
+                data = mem.read(hi - lo)
+                found.update(n for n in needles if n in data)
+    return found
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="reads another process's memory: root")
+def test_client_holds_no_served_key(tmp_path, pki):
+    """Issue 54 (6): the ACME client, the process that talks to the network,
+    is forked before the served certificates' keys (and the session-ticket
+    secret, made in the same load) are loaded: an admin's server.pem in -C,
+    served over HTTPS, and none of its private key in the client's memory
+    (the PEM's lines, the DER, the private scalar either way round)."""
+    from cryptography.hazmat.primitives import serialization
+    site = Site(str(tmp_path))
+    with open(os.path.join(pki, "certs", "server.pem"), "rb") as f:
+        pem = f.read()
+    with open(os.path.join(site.certs, "server.pem"), "wb") as f:
+        f.write(pem)
+    key = serialization.load_pem_private_key(pem, None)
+    scalar = key.private_numbers().private_value.to_bytes(32, "big")
+    der = key.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption())
+    body = pem[pem.index(b"PRIVATE KEY-----"):].split(b"\n")[1:-2]
+    needles = {b"PEM line %d" % i: l for i, l in enumerate(body) if len(l) >= 40}
+    needles.update({b"DER": der, b"scalar": scalar, b"scalar reversed": scalar[::-1]})
+    with Pebble(site.tmp, pki, site.http, site.https) as pebble:
+        pebble.start()
+        with site.gatling(pebble.directory) as srv:
+            wait_for(lambda: logged(srv, "HTTPS with 1 certificate"), 15, "server.pem loaded")
+            have = memory_has(srv.pid, needles.values())
+            assert have, "the server itself holds the key: the search is wrong"
+            pid = acme_pid(srv)
+            have = memory_has(pid, needles.values())
+            assert not have, "the ACME client holds %s" % sorted(
+                k.decode() for k, v in needles.items() if v in have)
+
+
 def test_full_disk_keeps_the_old_certificate(tmp_path, pki):
     """The state directory and -C on a 2 MiB tmpfs, filled once the first
     certificate is in: the renewal (brought forward by an ARI window from
