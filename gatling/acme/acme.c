@@ -225,17 +225,37 @@ static void note_challenge(acme_run_t *r, acme_name_t *n)
         t == CONFIG_ACME_HTTP01 ? "http-01" : "tls-alpn-01");
 }
 
+/* 1 when -C/NAME is missing or the client's own symlink (.acme/NAME.SERIAL,
+   acme_install's): what the client may replace.  Not a directory or file
+   (an admin's pair), nor a symlink elsewhere (an admin's, to certbot's
+   live/NAME say), which would be replaced without a word. */
+static int replaceable(const acme_run_t *r, const char *name)
+{
+    char target[512], own[300];
+    struct stat st;
+    if (fstatat(r->tls_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return errno == ENOENT;
+    if (!S_ISLNK(st.st_mode))
+        return 0;
+    ssize_t len = readlinkat(r->tls_fd, name, target, sizeof target - 1);
+    int k = snprintf(own, sizeof own, ".acme/%s.", name);
+    if (len < 0 || k < 0 || (size_t)k >= sizeof own)
+        return 0;
+    target[len] = 0;
+    return strncmp(target, own, (size_t)k) == 0 && !strchr(target + k, '/');
+}
+
 /* Order a certificate for n and install it. */
 static void obtain(acme_run_t *r, acme_name_t *n, time_t now)
 {
     acme_issued_t out;
     acme_cert_info_t ci;
-    struct stat st;
-    if (fstatat(r->tls_fd, n->name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISLNK(st.st_mode)) {
+    if (!replaceable(r, n->name)) {
         /* certbot's layout, or an admin's pair: no order for what cannot be installed */
         char why[512];
-        snprintf(why, sizeof why, "%s/%s is not the ACME client's symlink: left alone (remove "
-                 "it to let the client install its certificate)", r->cfg->tls_dir, n->name);
+        snprintf(why, sizeof why, "%s/%s is not the ACME client's symlink (to .acme/%s.SERIAL): "
+                 "left alone (remove it to let the client install its certificate)",
+                 r->cfg->tls_dir, n->name, n->name);
         r->cl.retry_after = -1;
         failed(r, n, now, why);
         return;

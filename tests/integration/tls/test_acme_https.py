@@ -705,6 +705,51 @@ def test_client_holds_no_served_key(tmp_path, pki):
                 k.decode() for k, v in needles.items() if v in have)
 
 
+def test_admins_symlink_in_c_left_alone(tmp_path, pki):
+    """Issue 54 (6): -C/gatling.test is the admin's symlink to certbot's
+    live/gatling.test (a pair of the suite's CA): the client says in the
+    error log that it is not its own and leaves it, ordering nothing; the
+    admin's certificate is still served."""
+    import datetime
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    site = Site(str(tmp_path))
+    live = os.path.join(site.tmp, "letsencrypt", "live", NAME)
+    os.makedirs(live)
+    with open(os.path.join(pki, "ca.key"), "rb") as f:
+        ca_key = serialization.load_pem_private_key(f.read(), None)
+    with open(os.path.join(pki, "ca.pem"), "rb") as f:
+        ca = x509().load_pem_x509_certificate(f.read())
+    # due for renewal: a month old, an hour left
+    key, now = ec.generate_private_key(ec.SECP256R1()), datetime.datetime.now(datetime.timezone.utc)
+    subject = x509().Name([x509().NameAttribute(x509().NameOID.COMMON_NAME, NAME)])
+    cert = (x509().CertificateBuilder().subject_name(subject).issuer_name(ca.subject)
+            .public_key(key.public_key()).serial_number(x509().random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=30))
+            .not_valid_after(now + datetime.timedelta(hours=1))
+            .add_extension(x509().SubjectAlternativeName([x509().DNSName(NAME)]), False)
+            .sign(ca_key, hashes.SHA256()))
+    for name, part in (("fullchain.pem", cert.public_bytes(serialization.Encoding.PEM)),
+                       ("privkey.pem", key.private_bytes(
+                           serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                           serialization.NoEncryption()))):
+        with open(os.path.join(live, name), "wb") as f:
+            f.write(part)
+    link = os.path.join(site.certs, NAME)
+    os.symlink(live, link)
+    with Pebble(site.tmp, pki, site.http, site.https) as pebble:
+        pebble.start()
+        with site.gatling(pebble.directory) as srv:
+            wait_for(lambda: logged(srv, "gatling.test is not the ACME client's symlink"), 15,
+                     "the client saying it leaves the admin's link (stderr:\n%s)"
+                     % "\n".join(srv.errlog[-10:]))
+            time.sleep(BACKOFF)
+            assert os.readlink(link) == live and pebble.orders() == 0
+            with open(os.path.join(pki, "ca.pem"), "rb") as f:
+                assert cert_serial(h1_get(ctx_for(f.read().decode()), site.https)) == \
+                    cert.serial_number
+
+
 def test_full_disk_keeps_the_old_certificate(tmp_path, pki):
     """The state directory and -C on a 2 MiB tmpfs, filled once the first
     certificate is in: the renewal (brought forward by an ARI window from
