@@ -2,8 +2,9 @@
  * acme — the ACME client (RFC 8555, with RFC 8737's TLS-ALPN-01, RFC 8738's
  * IP identifiers and RFC 9773's renewal information): one process for the
  * whole server, forked by main() before the certificates are loaded and
- * before the chroot and -W's workers, never on a serving loop.  It blocks as it likes (DNS, HTTPS to the CA through
- * libcurl, polling), and hands the loops two things only, both through files:
+ * before the chroot and -W's workers, never on a serving loop.  It blocks
+ * as it likes (DNS, HTTPS to the CA through libcurl, polling), and hands
+ * the loops two things only, both through files:
  *
  *   - challenges, in its state directory (site/acme_chal.h's layout);
  *   - certificates, in the -C directory: NAME is a relative symlink to
