@@ -666,10 +666,13 @@ def memory_has(pid, needles):
             if fields[1][0] != "r" or (len(fields) > 5 and fields[5] in ("[vvar]", "[vsyscall]")):
                 continue
             lo, hi = (int(x, 16) for x in fields[0].split("-"))
-            with contextlib.suppress(OSError, ValueError, OverflowError):
-                mem.seek(lo)
-                data = mem.read(hi - lo)
-                found.update(n for n in needles if n in data)
+            if hi - lo > 1 << 30:  # a sanitizer's shadow or reserve: no heap of ours
+                continue
+            for at in range(lo, hi, 16 << 20):  # chunks that overlap by a page
+                with contextlib.suppress(OSError, ValueError, OverflowError):
+                    mem.seek(at)
+                    data = mem.read(min(hi - at, (16 << 20) + 4096))
+                    found.update(n for n in needles if n in data)
     return found
 
 
