@@ -31,7 +31,10 @@ httpPort and tlsPort name them).  What is checked, on the outside only:
     with SIGKILL while its certificate download is held (every -C entry a
     complete pair; the next attempt completes), the state directory and -C on
     a full tmpfs (root: a clear error, the old certificate still served, the
-    renewal once space is back);
+    renewal once space is back), a SIGUSR2 upgrade while the certificate
+    download is held (the old client finishes the order, the new one takes
+    it over: one order), an admin's symlink in -C (left alone, said);
+  - the client's memory (root, /proc/PID/mem): no byte of a served key;
   - hostile input while a challenge is outstanding (the proxy holds the
     challenge POST): another token, the acme-challenge directory and a
     traversal are refused, the real token answered; ALPN acme-tls/1 alone
