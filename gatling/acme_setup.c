@@ -3,6 +3,7 @@
 #include "acme_setup.h"
 #include "acme/acme.h"
 #include "acme/acme_dns.h"
+#include "handover.h"
 #include "site/acme_chal.h"
 #include "site/privfs.h"
 
@@ -579,8 +580,17 @@ int acme_launch(config_t *cfg)
     char err[512] = "";
     /* HTTP-01 needs the plain HTTP port, which gatling always serves; the
        client weighs --acme-challenge itself */
+    /* an upgrade's start writes stderr to a file until it serves: the client,
+       which outlives that, gets the real stderr */
+    int real = handover_stderr(), saved = real != STDERR_FILENO ? dup(STDERR_FILENO) : -1;
+    if (saved >= 0)
+        dup2(real, STDERR_FILENO);
     pid_t pid = acme_start(cfg, a->names, a->nnames, a->challenge != CONFIG_ACME_TLSALPN01,
                            getpid(), err, sizeof err);
+    if (saved >= 0) {
+        dup2(saved, STDERR_FILENO);
+        close(saved);
+    }
     if (pid < 0) {
         fprintf(stderr, "gatling: --acme: the ACME client did not start: %s\n", err);
         return -1;
@@ -607,8 +617,8 @@ void acme_end(config_t *cfg)
     if (pid <= 0)
         return;
     cfg->acme_pid = 0;
-    kill(pid, SIGTERM);
-    for (int i = 0; i < 200; i++) { /* 2 s, then it is not asked again */
+    kill(pid, SIGTERM); /* the order in flight, if any, finishes (ACME_STOP_GRACE) */
+    for (int i = 0; i < (ACME_STOP_GRACE + 2) * 100; i++) { /* then it is not asked again */
         if (waitpid(pid, NULL, WNOHANG) != 0)
             return;
         usleep(10000);

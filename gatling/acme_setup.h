@@ -63,9 +63,11 @@ int acme_options_done(config_t *cfg);
    loops (cfg->acme_chal).  0, or -1 after saying why on stderr. */
 int acme_prepare(config_t *cfg);
 
-/* After the certificates are loaded, before a chroot, -u and -W's fork: the
-   names (--acme-names, else the virtual host directories that name a host),
-   and the client process (cfg->acme_pid).  0, or -1 after saying why. */
+/* Before the certificates are loaded (so that the client, which talks to
+   the network, holds none of their keys nor the session-ticket secret) and
+   before a chroot, -u and -W's fork: the names (--acme-names, else the
+   virtual host directories that name a host), and the client process
+   (cfg->acme_pid).  0, or -1 after saying why. */
 int acme_launch(config_t *cfg);
 
 /* The server is ending: so does the client; what acme_prepare and

@@ -234,6 +234,11 @@ void handover_capture_end(void)
     capture_end(1);
 }
 
+int handover_stderr(void)
+{
+    return real_stderr >= 0 ? real_stderr : STDERR_FILENO;
+}
+
 int handover_outcome(int fd, char *why, size_t len)
 {
     char b[HANDOVER_WHY_MAX];

@@ -86,6 +86,11 @@ void handover_capture(void);
 /* Stop capturing stderr (before -W forks its workers, which keep stderr). */
 void handover_capture_end(void);
 
+/* Where stderr goes once the start is over: the real stderr while an
+   upgrade's start is captured (a process forked now that outlives the
+   capture, the ACME client, writes there), else STDERR_FILENO. */
+int handover_stderr(void);
+
 /*
  * The old process: what the new one said on the pipe handover_upgrade
  * returned, once it is readable.  1: it serves; 0: it failed, why holds its

@@ -1181,11 +1181,14 @@ int main(int argc, char **argv)
         return 1;
     }
     /* --acme: its state directory before the certificates (without -C they
-       are its live/), its client after them, before a chroot, -u and -W */
-    if (acme_prepare(&cfg) < 0 || load_certificates(&cfg) < 0 ||
-        check_passed_https(&cfg, fds, n) < 0 || cluster_launch(&cfg) < 0 ||
-        acme_launch(&cfg) < 0) {
+       are its live/), then the cluster's side process and the ACME client
+       (which reads the side process's page), before a chroot, -u and -W: the
+       processes that talk to the network never hold the served keys and the
+       ticket secret, which are loaded after the forks */
+    if (acme_prepare(&cfg) < 0 || cluster_launch(&cfg) < 0 || acme_launch(&cfg) < 0 ||
+        load_certificates(&cfg) < 0 || check_passed_https(&cfg, fds, n) < 0) {
         acme_end(&cfg);
+        cluster_end(&cfg);
         tls_store_free(cfg.tls);
         mime_free(mime);
         return 1;

@@ -68,14 +68,25 @@ typedef struct acme_run {
 
 #define KEEPER_PAUSE_MAX 60 /* seconds at most between two starts of a dying client */
 
-static volatile sig_atomic_t acme_stop, acme_reopen;
+/* acme_stop: end after the order in flight (SIGTERM, SIGHUP), or at once
+   (SIGINT); acme_abort: the order in flight is given up too (what the
+   exchanges watch): at once when none is in flight, or ACME_STOP_GRACE
+   seconds after the stop (SIGALRM).  acme_hard: the keeper got SIGINT. */
+static volatile sig_atomic_t acme_stop, acme_abort, acme_hard, acme_reopen, in_order;
 
 static void on_signal(int sig)
 {
-    if (sig == SIGUSR1)
+    if (sig == SIGUSR1) {
         acme_reopen = 1;
-    else
-        acme_stop = 1;
+        return;
+    }
+    if (sig == SIGINT)
+        acme_hard = 1;
+    if (sig == SIGALRM || sig == SIGINT || !in_order)
+        acme_abort = 1;
+    else if (!acme_stop)
+        alarm(ACME_STOP_GRACE); /* the order finishes, within bounds */
+    acme_stop = 1;
 }
 
 static uint64_t rnd(uint64_t below)
@@ -215,17 +226,37 @@ static void note_challenge(acme_run_t *r, acme_name_t *n)
         t == CONFIG_ACME_HTTP01 ? "http-01" : "tls-alpn-01");
 }
 
+/* 1 when -C/NAME is missing or the client's own symlink (.acme/NAME.SERIAL,
+   acme_install's): what the client may replace.  Not a directory or file
+   (an admin's pair), nor a symlink elsewhere (an admin's, to certbot's
+   live/NAME say), which would be replaced without a word. */
+static int replaceable(const acme_run_t *r, const char *name)
+{
+    char target[512], own[300];
+    struct stat st;
+    if (fstatat(r->tls_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return errno == ENOENT;
+    if (!S_ISLNK(st.st_mode))
+        return 0;
+    ssize_t len = readlinkat(r->tls_fd, name, target, sizeof target - 1);
+    int k = snprintf(own, sizeof own, ".acme/%s.", name);
+    if (len < 0 || k < 0 || (size_t)k >= sizeof own)
+        return 0;
+    target[len] = 0;
+    return strncmp(target, own, (size_t)k) == 0 && !strchr(target + k, '/');
+}
+
 /* Order a certificate for n and install it. */
 static void obtain(acme_run_t *r, acme_name_t *n, time_t now)
 {
     acme_issued_t out;
     acme_cert_info_t ci;
-    struct stat st;
-    if (fstatat(r->tls_fd, n->name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISLNK(st.st_mode)) {
+    if (!replaceable(r, n->name)) {
         /* certbot's layout, or an admin's pair: no order for what cannot be installed */
         char why[512];
-        snprintf(why, sizeof why, "%s/%s is not the ACME client's symlink: left alone (remove "
-                 "it to let the client install its certificate)", r->cfg->tls_dir, n->name);
+        snprintf(why, sizeof why, "%s/%s is not the ACME client's symlink (to .acme/%s.SERIAL): "
+                 "left alone (remove it to let the client install its certificate)",
+                 r->cfg->tls_dir, n->name, n->name);
         r->cl.retry_after = -1;
         failed(r, n, now, why);
         return;
@@ -235,10 +266,17 @@ static void obtain(acme_run_t *r, acme_name_t *n, time_t now)
         return;
     }
     check_profile(r);
+    in_order = 1; /* a stop from now on lets the order finish (on_signal) */
+    if (acme_stop) {
+        in_order = 0;
+        return;
+    }
     record_attempt(r, n, now);
     const char *replaces = n->cert.not_after && r->cl.dir.renewal_info[0] ? n->cert.certid : NULL;
     r->cl.avoid = n->avoid;
-    if (acme_client_issue(&r->cl, n->name, replaces, &out) < 0) {
+    int rc = acme_client_issue(&r->cl, n->name, replaces, &out);
+    in_order = 0;
+    if (rc < 0) {
         note_challenge(r, n);
         failed(r, n, time(NULL), r->cl.err);
         return;
@@ -525,6 +563,9 @@ static int take_lock(acme_run_t *r, int fd)
     while (!acme_stop) {
         if (flock(fd, LOCK_EX) == 0) {
             say(r, "the other ACME client ended: this one takes over %s", r->cfg->acme.state_dir);
+            /* it may have installed a certificate that the server has not loaded */
+            if (r->notify > 0)
+                kill(r->notify, SIGUSR1);
             return 0;
         }
         if (errno != EINTR)
@@ -546,7 +587,7 @@ static void close_others(int keep)
 
 static void child_signals(void)
 {
-    static const int dfl[] = {SIGCHLD, SIGQUIT, SIGALRM};
+    static const int dfl[] = {SIGCHLD, SIGQUIT};
     struct sigaction sa = {.sa_handler = SIG_DFL};
     for (size_t i = 0; i < sizeof dfl / sizeof dfl[0]; i++)
         sigaction(dfl[i], &sa, NULL);
@@ -556,8 +597,9 @@ static void child_signals(void)
     sa.sa_handler = on_signal; /* no SA_RESTART: a sleep or poll ends at once */
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL); /* the server's graceful stop: ours is at once */
+    sigaction(SIGHUP, &sa, NULL); /* as SIGTERM: the order in flight finishes first */
     sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGALRM, &sa, NULL); /* ACME_STOP_GRACE is over */
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
@@ -582,7 +624,7 @@ static void child_main(const config_t *cfg, const char *const *names, int nnames
         prepare_dirs(cfg, &state_fd, &r.tls_fd, err, sizeof err) < 0 ||
         (lock_fd = open_lock(cfg, state_fd, err, sizeof err)) < 0 ||
         curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK ||
-        acme_client_init(&r.cl, cfg, state_fd, http01, &acme_stop) < 0 ||
+        acme_client_init(&r.cl, cfg, state_fd, http01, &acme_abort) < 0 ||
         !(r.names = calloc((size_t)nnames, sizeof *r.names))) {
         say(&r, "the ACME client cannot start: %s", err);
         _exit(1);
@@ -603,7 +645,9 @@ static void child_main(const config_t *cfg, const char *const *names, int nnames
     _exit(0);
 }
 
-/* Wait for the client; a stop asks it to end first.  Its wait status. */
+/* Wait for the client; a stop asks it to end first (SIGTERM: after its
+   order in flight; SIGINT: at once, as the keeper was asked).  Its wait
+   status. */
 static int keeper_wait(pid_t pid)
 {
     int st = 0;
@@ -611,7 +655,7 @@ static int keeper_wait(pid_t pid)
         if (errno != EINTR)
             return 0;
         if (acme_stop)
-            kill(pid, SIGTERM);
+            kill(pid, acme_hard ? SIGINT : SIGTERM);
     }
     return st;
 }

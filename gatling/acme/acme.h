@@ -1,9 +1,10 @@
 /*
  * acme — the ACME client (RFC 8555, with RFC 8737's TLS-ALPN-01, RFC 8738's
  * IP identifiers and RFC 9773's renewal information): one process for the
- * whole server, forked by main() before the chroot and -W's workers, never
- * on a serving loop.  It blocks as it likes (DNS, HTTPS to the CA through
- * libcurl, polling), and hands the loops two things only, both through files:
+ * whole server, forked by main() before the certificates are loaded and
+ * before the chroot and -W's workers, never on a serving loop.  It blocks
+ * as it likes (DNS, HTTPS to the CA through libcurl, polling), and hands
+ * the loops two things only, both through files:
  *
  *   - challenges, in its state directory (site/acme_chal.h's layout);
  *   - certificates, in the -C directory: NAME is a relative symlink to
@@ -26,11 +27,20 @@
 
 #include "site/config.h"
 
+/* Seconds a stopped client (SIGTERM, SIGHUP: the server's own stop, or the
+   old process's after a binary upgrade) gives the order it has in flight to
+   finish before it gives it up; acme_end waits that long and a little more.
+   An order given up is ordered again by the next client, after its
+   back-off: one duplicate certificate of the CA's few a week. */
+#define ACME_STOP_GRACE 20
+
 /* Start the client: fork a process that drops to cfg's -u ids and runs until
    the server ends (it dies with its parent).  names: the identifiers to keep
    certificates for (host names or IP addresses), nnames of them.  http01:
    the HTTP port listens, so HTTP-01 may be used (else TLS-ALPN-01 only).
-   notify: the process to send SIGUSR1 after a certificate lands.
+   notify: the process to send SIGUSR1 after a certificate lands, and when
+   the client takes the state directory over from another one (which may
+   have installed one since the server loaded its certificates).
    The child's pid, or -1 with a message in err. */
 pid_t acme_start(const config_t *cfg, const char *const *names, int nnames, int http01,
                  pid_t notify, char *err, size_t errlen);

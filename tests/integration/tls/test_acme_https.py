@@ -31,7 +31,10 @@ httpPort and tlsPort name them).  What is checked, on the outside only:
     with SIGKILL while its certificate download is held (every -C entry a
     complete pair; the next attempt completes), the state directory and -C on
     a full tmpfs (root: a clear error, the old certificate still served, the
-    renewal once space is back);
+    renewal once space is back), a SIGUSR2 upgrade while the certificate
+    download is held (the old client finishes the order, the new one takes
+    it over: one order), an admin's symlink in -C (left alone, said);
+  - the client's memory (root, /proc/PID/mem): no byte of a served key;
   - hostile input while a challenge is outstanding (the proxy holds the
     challenge POST): another token, the acme-challenge directory and a
     traversal are refused, the real token answered; ALPN acme-tls/1 alone
@@ -65,8 +68,8 @@ import pytest
 
 import acmelab
 from acmelab import Fault, FaultProxy, Pebble, free_port, wait_for
-from conftest import (BUILDS, Build, H2Client, H3Client, gatling_version, recv_to_eof,
-                      running_server)
+from conftest import (BUILDS, Build, H2Client, H3Client, end_upgrades, gatling_version, gone,
+                      recv_to_eof, running_server)
 from conftest import test_pki as suite_pki  # (not collected as a test by this name)
 
 PLAIN = [b for b in BUILDS if not b.endswith("-san")] or BUILDS
@@ -613,6 +616,144 @@ def test_two_servers_on_one_state_directory_order_once(tmp_path, pki):
             assert pebble.orders() == 1, pebble.log()[-3000:]
             waiting = [s for s in (a, b) if logged(s, "another ACME client holds")]
             assert len(waiting) == 1, (a.errlog[-5:], b.errlog[-5:])
+
+
+def upgrade_pid(srv, since):
+    """The new process's pid, once the old one (srv) says it started it."""
+    for line in srv.errlog[since:]:
+        if "binary upgrade: started pid" in line:
+            return int(line.rsplit(" ", 1)[1])
+    return None
+
+
+def test_upgrade_during_an_order_orders_once(tmp_path, pki):
+    """Issue 54 (3): a SIGUSR2 upgrade while the proxy holds the certificate
+    download: the old process drains and ends its client, which finishes the
+    order in flight (within ACME_STOP_GRACE) and installs the certificate;
+    the new client, which waited on the lock, takes it over and orders
+    nothing: one order in Pebble's log, the certificate served by the new
+    process."""
+    site = Site(str(tmp_path))
+    with Pebble(site.tmp, pki, site.http, site.https) as pebble, \
+            FaultProxy(pki, pebble.acme) as proxy:
+        pebble.start()
+        f = proxy.add(Fault("delay", "/certZ/", "POST", delay=5))
+        with site.gatling(proxy.directory) as srv:
+            wait_for(lambda: f.hits, ISSUE_TIMEOUT, "the certificate download")
+            mark = len(srv.errlog)
+            os.kill(srv.pid, signal.SIGUSR2)
+            pid = wait_for(lambda: upgrade_pid(srv, mark), 15, "the new process")
+            try:
+                wait_for(lambda: gone(srv.pid), 30, "the old process exiting")
+                ctx = ctx_for(pebble.root())
+                wait_for(lambda: not_yet(h1_get, ctx, site.https), 30,
+                         "the certificate served by the new process (stderr:\n%s)"
+                         % "\n".join(srv.errlog[-30:]), step=0.25)
+                time.sleep(3 * BACKOFF)  # a second order would come by now
+                assert pebble.orders() == 1, "\n".join(srv.errlog[-30:])
+                assert logged(srv, "this one takes over", mark), "\n".join(srv.errlog[mark:])
+            finally:
+                end_upgrades(srv, [srv.pid, pid])
+                srv.exit_checked = True
+
+
+def memory_has(pid, needles):
+    """Which of needles (bytes) are anywhere in pid's readable memory (read
+    as root through /proc/PID/mem, over /proc/PID/maps)."""
+    found = set()
+    with open("/proc/%d/maps" % pid) as f:
+        maps = f.read().splitlines()
+    with open("/proc/%d/mem" % pid, "rb", buffering=0) as mem:
+        for line in maps:
+            fields = line.split()
+            if fields[1][0] != "r" or (len(fields) > 5 and fields[5] in ("[vvar]", "[vsyscall]")):
+                continue
+            lo, hi = (int(x, 16) for x in fields[0].split("-"))
+            if hi - lo > 1 << 30:  # a sanitizer's shadow or reserve: no heap of ours
+                continue
+            for at in range(lo, hi, 16 << 20):  # chunks that overlap by a page
+                with contextlib.suppress(OSError, ValueError, OverflowError):
+                    mem.seek(at)
+                    data = mem.read(min(hi - at, (16 << 20) + 4096))
+                    found.update(n for n in needles if n in data)
+    return found
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="reads another process's memory: root")
+def test_client_holds_no_served_key(tmp_path, pki):
+    """Issue 54 (6): the ACME client, the process that talks to the network,
+    is forked before the served certificates' keys (and the session-ticket
+    secret, made in the same load) are loaded: an admin's server.pem in -C,
+    served over HTTPS, and none of its private key in the client's memory
+    (the PEM's lines, the DER, the private scalar either way round)."""
+    from cryptography.hazmat.primitives import serialization
+    site = Site(str(tmp_path))
+    with open(os.path.join(pki, "certs", "server.pem"), "rb") as f:
+        pem = f.read()
+    with open(os.path.join(site.certs, "server.pem"), "wb") as f:
+        f.write(pem)
+    key = serialization.load_pem_private_key(pem, None)
+    scalar = key.private_numbers().private_value.to_bytes(32, "big")
+    der = key.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption())
+    body = pem[pem.index(b"PRIVATE KEY-----"):].split(b"\n")[1:-2]
+    needles = {b"PEM line %d" % i: l for i, l in enumerate(body) if len(l) >= 40}
+    needles.update({b"DER": der, b"scalar": scalar, b"scalar reversed": scalar[::-1]})
+    with Pebble(site.tmp, pki, site.http, site.https) as pebble:
+        pebble.start()
+        with site.gatling(pebble.directory) as srv:
+            wait_for(lambda: logged(srv, "HTTPS with 1 certificate"), 15, "server.pem loaded")
+            have = memory_has(srv.pid, needles.values())
+            assert have, "the server itself holds the key: the search is wrong"
+            pid = acme_pid(srv)
+            have = memory_has(pid, needles.values())
+            assert not have, "the ACME client holds %s" % sorted(
+                k.decode() for k, v in needles.items() if v in have)
+
+
+def test_admins_symlink_in_c_left_alone(tmp_path, pki):
+    """Issue 54 (6): -C/gatling.test is the admin's symlink to certbot's
+    live/gatling.test (a pair of the suite's CA): the client says in the
+    error log that it is not its own and leaves it, ordering nothing; the
+    admin's certificate is still served."""
+    import datetime
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    site = Site(str(tmp_path))
+    live = os.path.join(site.tmp, "letsencrypt", "live", NAME)
+    os.makedirs(live)
+    with open(os.path.join(pki, "ca.key"), "rb") as f:
+        ca_key = serialization.load_pem_private_key(f.read(), None)
+    with open(os.path.join(pki, "ca.pem"), "rb") as f:
+        ca = x509().load_pem_x509_certificate(f.read())
+    # due for renewal: a month old, an hour left
+    key, now = ec.generate_private_key(ec.SECP256R1()), datetime.datetime.now(datetime.timezone.utc)
+    subject = x509().Name([x509().NameAttribute(x509().NameOID.COMMON_NAME, NAME)])
+    cert = (x509().CertificateBuilder().subject_name(subject).issuer_name(ca.subject)
+            .public_key(key.public_key()).serial_number(x509().random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=30))
+            .not_valid_after(now + datetime.timedelta(hours=1))
+            .add_extension(x509().SubjectAlternativeName([x509().DNSName(NAME)]), False)
+            .sign(ca_key, hashes.SHA256()))
+    for name, part in (("fullchain.pem", cert.public_bytes(serialization.Encoding.PEM)),
+                       ("privkey.pem", key.private_bytes(
+                           serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                           serialization.NoEncryption()))):
+        with open(os.path.join(live, name), "wb") as f:
+            f.write(part)
+    link = os.path.join(site.certs, NAME)
+    os.symlink(live, link)
+    with Pebble(site.tmp, pki, site.http, site.https) as pebble:
+        pebble.start()
+        with site.gatling(pebble.directory) as srv:
+            wait_for(lambda: logged(srv, "gatling.test is not the ACME client's symlink"), 15,
+                     "the client saying it leaves the admin's link (stderr:\n%s)"
+                     % "\n".join(srv.errlog[-10:]))
+            time.sleep(BACKOFF)
+            assert os.readlink(link) == live and pebble.orders() == 0
+            with open(os.path.join(pki, "ca.pem"), "rb") as f:
+                assert cert_serial(h1_get(ctx_for(f.read().decode()), site.https)) == \
+                    cert.serial_number
 
 
 def test_full_disk_keeps_the_old_certificate(tmp_path, pki):
