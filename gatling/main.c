@@ -12,6 +12,7 @@
 #include "site/privfs.h"
 #include "site/spawn.h"
 #include "handover.h"
+#include "reload.h"
 #include "gio.h"
 #include "gio_os.h"
 #include "site/mime.h"
@@ -144,12 +145,15 @@ static void usage(void)
         "               [-f port[,upload[=bytes]]] [-U] [--acme email [--acme-* ...]]\n"
         "               [--log-format combined|json] [--cgi-user user] [--cgi-limits l]\n"
         "               [-V] [-h]\n"
+        "       gatling --reload pid\n"
         "Serve the current directory (or -c dir) over HTTP/1.1 and HTTP/2, and over HTTPS when\n"
         "there are certificates.\n"
         "  --config file  read options from file first (one or more a line, # comments,\n"
         "            'quotes'; relative paths relative to it); the command line's win\n"
         "  --check   check the options, certificates, document root and the files they\n"
         "            name, as the start would; exit 0, or 2 naming every problem\n"
+        "  --reload pid  the binary upgrade of the gatling with that pid (SIGUSR2), waited\n"
+        "            for: exit 0 once the new process serves, 1 and why if it failed\n"
         "  -i addr   listen on this IPv4 or IPv6 address (default: all, IPv6 and IPv4)\n"
         "  -p port   listen on this port (default: 80 as root, 8000 otherwise; 0: any)\n"
         "  -a secs   accept a connection once its first bytes arrived, or after secs\n"
@@ -687,7 +691,7 @@ static int getopt_trouble(int c)
     else if (optopt)
         fprintf(stderr, "gatling: %sunknown option -%c\n", opt_where, optopt);
     else
-        fprintf(stderr, "gatling: %sunknown long option (there are --config, --check, "
+        fprintf(stderr, "gatling: %sunknown long option (there are --config, --check, --reload, "
                 "--log-format, --cache, --status-from, --flood-memory, --h3-retry, --pool, "
                 "--cgi-user, --cgi-limits and --acme...)\n", opt_where);
     opt_where[0] = 0;
@@ -1140,6 +1144,8 @@ int main(int argc, char **argv)
 {
     config_t cfg;
     static conf_args_t ca; /* static: cfg points into its words until the exit */
+    if (argc >= 2 && !strcmp(argv[1], "--reload")) /* a command of its own: reload.h */
+        return argc <= 3 ? reload_run(argv[2]) : usage_error();
     handover_capture(); /* an upgrade's new process: what it says goes to the old one too */
     int rc = configure(argc, argv, &cfg, &ca);
     if (rc >= 0)
