@@ -129,6 +129,8 @@ static void usage_acme(void)
         stdout);
 }
 
+static void usage_signals(void);
+
 /* -h: the whole usage, on stdout (a bad option gets usage_error()). */
 static void usage(void)
 {
@@ -152,8 +154,6 @@ static void usage(void)
         "            'quotes'; relative paths relative to it); the command line's win\n"
         "  --check   check the options, certificates, document root and the files they\n"
         "            name, as the start would; exit 0, or 2 naming every problem\n"
-        "  --reload pid  the binary upgrade of the gatling with that pid (SIGUSR2), waited\n"
-        "            for: exit 0 once the new process serves, 1 and why if it failed\n"
         "  -i addr   listen on this IPv4 or IPv6 address (default: all, IPv6 and IPv4)\n"
         "  -p port   listen on this port (default: 80 as root, 8000 otherwise; 0: any)\n"
         "  -a secs   accept a connection once its first bytes arrived, or after secs\n"
@@ -203,9 +203,17 @@ static void usage(void)
     usage_acme();
     usage_dynamic();
     usage_ftp();
+    usage_signals();
+}
+
+/* -h's end: the signals, and --reload, which sends one and waits. */
+static void usage_signals(void)
+{
     fputs(
         "  -V        print the version and the IO backend, and exit\n"
         "  -h        print this help, and exit\n"
+        "  --reload pid  the binary upgrade (USR2) of the gatling with that pid, waited\n"
+        "            for: exit 0 once the new process serves, 1 and why if it failed\n"
         "Signals: TERM/INT stop accepting and exit after the responses in flight;\n"
         "HUP closes the listeners and exits once the open connections are done;\n"
         "USR1 reopens the -l and -q log files and reloads changed certificates;\n"
