@@ -13,6 +13,7 @@
 #include "site/privfs.h"
 #include "site/spawn.h"
 #include "handover.h"
+#include "reload.h"
 #include "gio.h"
 #include "gio_os.h"
 #include "site/mime.h"
@@ -145,6 +146,7 @@ static void usage_head(void)
         "               [-f port[,upload[=bytes]]] [-U] [--acme email [--acme-* ...]]\n"
         "               [--log-format combined|json] [--cgi-user user] [--cgi-limits l]\n"
         "               [--cluster etcd=url[,...] [--cluster-name name]] [-V] [-h]\n"
+        "       gatling --reload pid\n"
         "Serve the current directory (or -c dir) over HTTP/1.1 and HTTP/2, and over HTTPS when\n"
         "there are certificates.\n"
         "  --config file  read options from file first (one or more a line, # comments,\n"
@@ -153,6 +155,8 @@ static void usage_head(void)
         "            name, as the start would; exit 0, or 2 naming every problem\n",
         stdout);
 }
+
+static void usage_signals(void);
 
 /* -h: the whole usage, on stdout (a bad option gets usage_error()). */
 static void usage(void)
@@ -209,9 +213,17 @@ static void usage(void)
     cluster_usage();
     usage_dynamic();
     usage_ftp();
+    usage_signals();
+}
+
+/* -h's end: the signals, and --reload, which sends one and waits. */
+static void usage_signals(void)
+{
     fputs(
         "  -V        print the version and the IO backend, and exit\n"
         "  -h        print this help, and exit\n"
+        "  --reload pid  the binary upgrade (USR2) of the gatling with that pid, waited\n"
+        "            for: exit 0 once the new process serves, 1 and why if it failed\n"
         "Signals: TERM/INT stop accepting and exit after the responses in flight;\n"
         "HUP closes the listeners and exits once the open connections are done;\n"
         "USR1 reopens the -l and -q log files and reloads changed certificates;\n"
@@ -700,7 +712,7 @@ static int getopt_trouble(int c)
     else if (optopt)
         fprintf(stderr, "gatling: %sunknown option -%c\n", opt_where, optopt);
     else
-        fprintf(stderr, "gatling: %sunknown long option (there are --config, --check, "
+        fprintf(stderr, "gatling: %sunknown long option (there are --config, --check, --reload, "
                 "--log-format, --cache, --status-from, --flood-memory, --h3-retry, --pool, "
                 "--cgi-user, --cgi-limits, --cluster... and --acme...)\n", opt_where);
     opt_where[0] = 0;
@@ -1158,6 +1170,8 @@ int main(int argc, char **argv)
 {
     config_t cfg;
     static conf_args_t ca; /* static: cfg points into its words until the exit */
+    if (argc >= 2 && !strcmp(argv[1], "--reload")) /* a command of its own: reload.h */
+        return argc <= 3 ? reload_run(argv[2]) : usage_error();
     handover_capture(); /* an upgrade's new process: what it says goes to the old one too */
     int rc = configure(argc, argv, &cfg, &ca);
     if (rc >= 0)

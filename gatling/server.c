@@ -11,6 +11,7 @@
 #include "site/elog.h"
 #include "site/privfs.h"
 #include "handover.h"
+#include "reload.h"
 #include "handlers/cgi.h"
 #include "gio_os.h"
 #include "site/jobs.h"
@@ -54,16 +55,18 @@
 /* The only file-scope mutable state: what signal handlers may touch. */
 static int sig_pipe_fd = -1;
 static volatile sig_atomic_t sig_term, sig_hup, sig_usr1, sig_usr2;
+static volatile sig_atomic_t sig_usr2_from; /* who sent it (kill(2)): --reload waits (reload.h) */
 
-static void on_signal(int sig)
+static void on_signal(int sig, siginfo_t *si, void *uc)
 {
+    (void)uc;
     int e = errno;
     if (sig == SIGHUP)
         sig_hup = 1;
     else if (sig == SIGUSR1)
         sig_usr1 = 1;
     else if (sig == SIGUSR2)
-        sig_usr2 = 1;
+        sig_usr2 = 1, sig_usr2_from = si && si->si_code == SI_USER ? si->si_pid : 0;
     else
         sig_term++;
     if (sig_pipe_fd >= 0) {
@@ -312,7 +315,7 @@ static int install_signals(server_t *s)
         gio_nonblock(s->sigfd[1]) < 0)
         return -1;
     sig_pipe_fd = s->sigfd[1];
-    struct sigaction sa = {.sa_handler = on_signal};
+    struct sigaction sa = {.sa_sigaction = on_signal, .sa_flags = SA_SIGINFO};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
@@ -687,8 +690,11 @@ static void arm_certificates(server_t *s)
     gio_timer_set(s->loop, &s->certs, gio_now(s->loop) + every, on_certificates, s);
 }
 
-/* "binary upgrade: ..." in the error log (and on stderr). */
-static void upgrade_note(server_t *s, const char *fmt, ...)
+/* "binary upgrade: ..." in the error log (and on stderr); its end (end 0: it
+   failed, 1: the new one serves) to the --reload that asked, if one did. */
+static void upgrade_note(server_t *s, int end, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void upgrade_note(server_t *s, int end, const char *fmt, ...)
 {
     char text[1400];
     int k = snprintf(text, sizeof text, "binary upgrade: ");
@@ -697,18 +703,26 @@ static void upgrade_note(server_t *s, const char *fmt, ...)
     vsnprintf(text + k, sizeof text - (size_t)k, fmt, ap);
     va_end(ap);
     elog_note(&s->site.elog, (int64_t)time(NULL), text);
+    if (end >= 0) {
+        reload_tell(s->asker, end, text);
+        s->asker = 0;
+    }
 }
 
 static void on_upgrade(watch_t *w, unsigned events);
 
 /* SIGUSR2: start the new binary with our listeners; drain once it serves. */
-static void start_upgrade(server_t *s)
+static void start_upgrade(server_t *s, pid_t asker)
 {
     int fds[SERVER_MAX_LISTENERS];
     unsigned char roles[SERVER_MAX_LISTENERS];
     char why[256];
-    if (s->upfd >= 0 || s->conns.draining || s->grace_end || !s->nlst)
+    if (s->upfd >= 0 || s->conns.draining || s->grace_end || !s->nlst) {
+        reload_tell(asker, 0, s->upfd >= 0 ? "binary upgrade: one is under way"
+                                           : "binary upgrade: this process is stopping");
         return;
+    }
+    s->asker = asker;
     for (int i = 0; i < s->nlst; i++) {
         fds[i] = s->lst[i].fd;
         roles[i] = s->lst[i].ftp   ? HANDOVER_FTP
@@ -721,7 +735,7 @@ static void start_upgrade(server_t *s)
                             .bank = g ? 1 - g->bank : 0};
     int fd = handover_upgrade(fds, roles, s->nlst, 1, &dg, &s->uppid, why, sizeof why);
     if (fd < 0) {
-        upgrade_note(s, "%s; this one goes on serving", why);
+        upgrade_note(s, 0, "%s; this one goes on serving", why);
         return;
     }
     watch_init(&s->upw, on_upgrade);
@@ -732,7 +746,7 @@ static void start_upgrade(server_t *s)
     s->upfd = fd;
     gio_want(s->loop, fd, GIO_READ);
     gio_set_deadline(s->loop, fd, gio_now(s->loop) + UPGRADE_WAIT_MS);
-    upgrade_note(s, "started pid %d", (int)s->uppid);
+    upgrade_note(s, -1, "started pid %d", (int)s->uppid);
 }
 
 /* The new binary said it serves (a byte), failed (EOF) or is too slow (ev 0). */
@@ -743,14 +757,14 @@ static void finish_upgrade(server_t *s, unsigned ev)
     gio_close(s->loop, s->upfd);
     s->upfd = -1;
     if (ok) {
-        upgrade_note(s, "pid %d serves; this one (pid %d) drains", (int)s->uppid, (int)getpid());
         start_draining(s);
+        upgrade_note(s, 1, "pid %d serves; this one (pid %d) drains", (int)s->uppid, (int)getpid());
         return;
     }
     if (!ev)
         kill(s->uppid, SIGKILL);
     waitpid(s->uppid, NULL, 0);
-    upgrade_note(s, "the new process %s%s; this one goes on serving",
+    upgrade_note(s, 0, "the new process %s%s; this one goes on serving",
                  !ev       ? "did not serve within 60 s, killed"
                  : why[0] ? "failed: "
                            : "failed (see its messages)",
@@ -812,7 +826,7 @@ static void handle_signals(server_t *s)
     if (sig_usr2) {
         sig_usr2 = 0;
         if (s->upgradable)
-            start_upgrade(s);
+            start_upgrade(s, (pid_t)sig_usr2_from);
     }
 }
 

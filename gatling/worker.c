@@ -7,6 +7,7 @@
 #include "site/spawn.h"
 #include "site/stats.h"
 #include "handover.h"
+#include "reload.h"
 #include "server.h"
 
 #include <errno.h>
@@ -24,9 +25,11 @@
 #define WORKERS_MAX 64
 
 static volatile sig_atomic_t got_term, got_hup, got_chld, got_usr1, got_usr2;
+static volatile sig_atomic_t usr2_from; /* who sent it (kill(2)): --reload waits (reload.h) */
 
-static void on_signal(int sig)
+static void on_signal(int sig, siginfo_t *si, void *uc)
 {
+    (void)uc;
     if (sig == SIGCHLD)
         got_chld = 1;
     else if (sig == SIGHUP)
@@ -34,7 +37,7 @@ static void on_signal(int sig)
     else if (sig == SIGUSR1)
         got_usr1 = 1;
     else if (sig == SIGUSR2)
-        got_usr2 = 1;
+        got_usr2 = 1, usr2_from = si && si->si_code == SI_USER ? si->si_pid : 0;
     else
         got_term++;
 }
@@ -54,6 +57,7 @@ typedef struct supervisor {
     int terms;    /* how many TERMs have been passed on to the workers */
     int up_fd;    /* an upgrade under way: the new process writes here once it serves */
     pid_t up_pid; /* ... and this is it */
+    pid_t asker;  /* ... and who asked for it (--reload: reload.h), or 0 */
     /* HTTP/3's UDP sockets (h3/quic_steer.h): two banks of one per worker,
        held here until the end so that no socket's index in the group moves */
     quic_group_t qg;
@@ -77,8 +81,11 @@ static int worker_listeners(const supervisor_t *sv, int i, listener_t *lst)
 
 static elog_t note_log; /* the supervisor's view of the error log */
 
-/* "binary upgrade: ..." in the error log (and on stderr). */
-static void upgrade_note(const char *fmt, ...)
+/* "binary upgrade: ..." in the error log (and on stderr); its end (end 0: it
+   failed, 1: the new one serves) to the --reload with pid asker, if one asked. */
+static void upgrade_note(pid_t asker, int end, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void upgrade_note(pid_t asker, int end, const char *fmt, ...)
 {
     char text[1400];
     int k = snprintf(text, sizeof text, "binary upgrade: ");
@@ -87,6 +94,8 @@ static void upgrade_note(const char *fmt, ...)
     vsnprintf(text + k, sizeof text - (size_t)k, fmt, ap);
     va_end(ap);
     elog_note(&note_log, (int64_t)time(NULL), text);
+    if (end >= 0)
+        reload_tell(asker, end, text);
 }
 
 /* In the child: serve our share of the listeners. */
@@ -281,7 +290,7 @@ static void catch_signals(sigset_t *old)
     sigaddset(&block, SIGTERM), sigaddset(&block, SIGINT), sigaddset(&block, SIGUSR2);
     sigaddset(&block, SIGHUP), sigaddset(&block, SIGCHLD), sigaddset(&block, SIGUSR1);
     sigprocmask(SIG_BLOCK, &block, old);
-    struct sigaction sa = {.sa_handler = on_signal};
+    struct sigaction sa = {.sa_sigaction = on_signal, .sa_flags = SA_SIGINFO};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL), sigaction(SIGINT, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL), sigaction(SIGCHLD, &sa, NULL);
@@ -297,13 +306,14 @@ static void upgrade_finish(supervisor_t *sv, int r)
     close(sv->up_fd);
     sv->up_fd = -1;
     if (ok) {
-        upgrade_note("pid %d serves; this one (pid %d) drains", (int)sv->up_pid, (int)getpid());
+        upgrade_note(sv->asker, 1, "pid %d serves; this one (pid %d) drains", (int)sv->up_pid,
+                     (int)getpid());
         got_hup = 1; /* drain, as for SIGHUP */
     } else {
         if (r == 0)
             kill(sv->up_pid, SIGKILL);
         waitpid(sv->up_pid, NULL, 0);
-        upgrade_note("the new process %s%s; this one goes on serving",
+        upgrade_note(sv->asker, 0, "the new process %s%s; this one goes on serving",
                      !r       ? "did not serve within 60 s, killed"
                      : why[0] ? "failed: "
                               : "failed (see its messages)",
@@ -315,9 +325,14 @@ static void upgrade_finish(supervisor_t *sv, int r)
 static void upgrade_start(supervisor_t *sv)
 {
     char why[256];
-    got_usr2 = 0;
-    if (sv->stopping || sv->up_fd >= 0)
+    pid_t asker = (pid_t)usr2_from;
+    got_usr2 = usr2_from = 0;
+    if (sv->stopping || sv->up_fd >= 0) {
+        reload_tell(asker, 0, sv->up_fd >= 0 ? "binary upgrade: one is under way"
+                                             : "binary upgrade: this process is stopping");
         return;
+    }
+    sv->asker = asker;
     handover_dgrams_t dg = {.fds = sv->qg.fds, .n = quic_group_passable(&sv->qg),
                             .bank = 1 - sv->qg.bank};
     unsigned char roles[HANDOVER_MAX_FDS];
@@ -327,9 +342,9 @@ static void upgrade_start(supervisor_t *sv)
     }
     if ((sv->up_fd = handover_upgrade(sv->fds, roles, sv->nfds, sv->groups, &dg, &sv->up_pid,
                                       why, sizeof why)) >= 0)
-        upgrade_note("started pid %d", (int)sv->up_pid);
+        upgrade_note(0, -1, "started pid %d", (int)sv->up_pid);
     else
-        upgrade_note("%s; this one goes on serving", why);
+        upgrade_note(asker, 0, "%s; this one goes on serving", why);
 }
 
 /* TERM, INT, HUP: stop listening, and pass the signal on; USR1: reopen the logs. */

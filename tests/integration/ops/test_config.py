@@ -308,3 +308,44 @@ def test_a_certificate_that_does_not_load_at_reload_changes_nothing(build, tmp_p
         r = subprocess.run(["curl", "-s", "--cacert", os.path.join(pki_dir(), "ca.pem"),
                             "https://localhost:%d/f.txt" % tls], capture_output=True, timeout=30)
         assert r.returncode == 0 and r.stdout == b"tls\n", r
+
+
+def reload_cmd(build, pid):
+    """gatling --reload PID, as the unit's ExecReload runs it."""
+    return subprocess.run([build.binary, "--reload", str(pid)], capture_output=True, text=True,
+                          timeout=90)
+
+
+def test_reload_command_waits_for_the_outcome(build, tmp_path):
+    """--reload: a good edit, exit 0 once the new process serves it; a certificate
+    that no longer loads, exit 1 with the old process's reason on stderr and the
+    old process still serving; a pid that is not gatling's, exit 2."""
+    import shutil
+    from conftest import https_port
+    root = str(tmp_path / "www")
+    make_docroot(root, {"f.txt": "tls\n"})
+    certs = tmp_path / "certs"
+    shutil.copytree(os.path.join(pki_dir(), "certs"), str(certs))
+    conf = write(tmp_path / "g.conf", "-n -M 5\n-C certs -e 0\n")
+    srv = start_server(build, root, ("--config", conf))
+    pids = [srv.pid]
+    try:
+        tls = https_port(srv)
+        write(conf, "-n -M 6\n-C certs -e 0\n")
+        r = reload_cmd(build, srv.pid)
+        assert r.returncode == 0 and "serves; this one (pid %d) drains" % srv.pid in r.stdout, r
+        pids.append(int(re.search(r"pid (\d+) serves", r.stdout).group(1)))
+        assert fetch(srv.port, "/f.txt").header("cache-control") == "max-age=6"
+        wait_for(lambda: gone(srv.pid), 15, "the old process draining and exiting")
+        write(certs / "server.pem", "-----BEGIN CERTIFICATE-----\nbroken\n")
+        r = reload_cmd(build, pids[-1])
+        assert r.returncode == 1 and "the new process failed" in r.stderr, r
+        assert "server.pem" in r.stderr and "this one goes on serving" in r.stderr, r.stderr
+        assert not gone(pids[-1])
+        c = subprocess.run(["curl", "-s", "--cacert", os.path.join(pki_dir(), "ca.pem"),
+                            "https://localhost:%d/f.txt" % tls], capture_output=True, timeout=30)
+        assert c.returncode == 0 and c.stdout == b"tls\n", c
+        r = reload_cmd(build, os.getpid())  # python, not gatling: not signalled
+        assert r.returncode == 2 and "not gatling" in r.stderr, r
+    finally:
+        end_upgrades(srv, pids)

@@ -97,9 +97,9 @@ def test_make_install_and_uninstall(tmp_path):
     conf = "--config /etc/gatling/gatling.conf $GATLING_OPTIONS"
     assert "ExecStart=/usr/sbin/gatling " + conf in unit and "@" not in unit.replace(
         "@system-service", ""), unit
-    # a reload checks first, then signals (systemd runs ExecReload= lines in order)
+    # a reload checks first, then upgrades and waits (systemd runs ExecReload= lines in order)
     assert unit.index("ExecReload=/usr/sbin/gatling --check " + conf) < \
-        unit.index("ExecReload=/bin/kill -USR2 $MAINPID"), unit
+        unit.index("ExecReload=/usr/sbin/gatling --reload $MAINPID"), unit
     with open(os.path.join(dest, "etc/gatling/gatling.conf")) as f:
         opts = f.read()
     # no @PLACEHOLDER@ left by make install (an e-mail address in a comment is no such thing)
@@ -428,7 +428,7 @@ def test_upgrade_keeps_an_old_default_files_options(installed):
     opts = "-c %s -p %d -n -i 127.0.0.1" % (site, port)
     with open("/etc/default/gatling") as f:
         shipped = f.read()
-    p = None
+    p = new = None
     try:
         with open("/etc/default/gatling", "w") as f:
             f.write('# the admin\'s, from before gatling.conf\nGATLING_OPTIONS="%s"\n' % opts)
@@ -449,7 +449,15 @@ def test_upgrade_keeps_an_old_default_files_options(installed):
                              stderr=subprocess.PIPE)
         resp = get_once_listening(port, "/hello.txt")
         assert resp.startswith(b"HTTP/1.1 200") and b"the old site" in resp, resp[:300]
+        # the unit's other ExecReload, as the user too: the upgrade, waited for
+        cmd = re.search(r"^ExecReload=(.*--reload.*)$", unit, re.M).group(1)
+        r = subprocess.run(user + cmd.replace("$MAINPID", str(p.pid)).split(),
+                           capture_output=True, text=True, timeout=90, cwd="/")
+        assert r.returncode == 0 and "serves; this one (pid %d) drains" % p.pid in r.stdout, r
+        new = int(re.search(r"pid (\d+) serves", r.stdout).group(1))
     finally:
+        if new:
+            os.kill(new, signal.SIGTERM)
         if p:
             p.send_signal(signal.SIGTERM)
             p.wait(10)
