@@ -1166,6 +1166,23 @@ static int configure(int argc, char **argv, config_t *cfg, conf_args_t *ca)
     return rc;
 }
 
+/* --acme: its state directory before the certificates (without -C they are
+   its live/), then the cluster's side process and the ACME client (which
+   reads the side process's page), before a chroot, -u and -W: the processes
+   that talk to the network never hold the served keys and the ticket
+   secret, which are loaded after the forks.  0, or -1 with all of it ended. */
+static int start_sides(config_t *cfg, const int *fds, int n)
+{
+    if (acme_prepare(cfg) < 0 || cluster_launch(cfg) < 0 || acme_launch(cfg) < 0 ||
+        load_certificates(cfg) < 0 || check_passed_https(cfg, fds, n) < 0) {
+        acme_end(cfg);
+        cluster_end(cfg);
+        tls_store_free(cfg->tls);
+        return -1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     config_t cfg;
@@ -1194,16 +1211,7 @@ int main(int argc, char **argv)
                 cfg.mime_file ? cfg.mime_file : "/etc/mime.types", strerror(errno));
         return 1;
     }
-    /* --acme: its state directory before the certificates (without -C they
-       are its live/), then the cluster's side process and the ACME client
-       (which reads the side process's page), before a chroot, -u and -W: the
-       processes that talk to the network never hold the served keys and the
-       ticket secret, which are loaded after the forks */
-    if (acme_prepare(&cfg) < 0 || cluster_launch(&cfg) < 0 || acme_launch(&cfg) < 0 ||
-        load_certificates(&cfg) < 0 || check_passed_https(&cfg, fds, n) < 0) {
-        acme_end(&cfg);
-        cluster_end(&cfg);
-        tls_store_free(cfg.tls);
+    if (start_sides(&cfg, fds, n) < 0) {
         mime_free(mime);
         return 1;
     }
