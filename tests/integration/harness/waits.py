@@ -2,6 +2,7 @@
 gone, the socket tables (settle) and a fresh source address for cost tests
 (best_of), free ports, reading a socket to its end, descriptor counts."""
 
+import contextlib
 import os
 import signal
 import socket
@@ -160,10 +161,19 @@ def gone(pid):
 
 def end_upgrades(srv, pids):
     """The end of a binary-upgrade test: every process of the chain (pids) still there
-    killed, and the first one, the fixture's child, reaped."""
+    killed, with its children (a -W supervisor's workers, which a SIGKILLed
+    supervisor would leave serving), and the first one, the fixture's child,
+    reaped."""
     for p in pids:
-        if not gone(p):
-            os.kill(p, signal.SIGKILL)
+        if gone(p):
+            continue
+        kids = []
+        with contextlib.suppress(OSError):
+            with open("/proc/%d/task/%d/children" % (p, p)) as f:
+                kids = [int(k) for k in f.read().split()]
+        for k in [p] + kids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(k, signal.SIGKILL)
     if srv.process.poll() is None:
         srv.process.kill()
     srv.process.wait()
