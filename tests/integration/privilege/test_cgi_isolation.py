@@ -14,7 +14,7 @@ import types
 import pytest
 
 from conftest import assert_status, fetch, make_docroot, Mode, wait_for
-from privutil import children, needs_root, open_dir, proc_status
+from privtools import children, needs_root, open_dir, proc_status
 
 HEAD = "#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\n'\n"
 

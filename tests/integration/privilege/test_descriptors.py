@@ -10,7 +10,7 @@ import signal
 import time
 
 from conftest import fetch, make_docroot, assert_status, Mode, wait_for
-from privutil import children, needs_root, open_dir
+from privtools import children, needs_root, open_dir
 
 O_CLOEXEC = 0o2000000
 

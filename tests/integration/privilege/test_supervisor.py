@@ -8,7 +8,7 @@ by the `workers` word in that memory (and unmapped its `size` word) and died."""
 import os
 import signal
 from conftest import fetch, make_docroot, assert_status, wait_for
-from privutil import children, needs_root, open_dir, shared_mappings
+from privtools import children, needs_root, open_dir, shared_mappings
 
 
 def smash(pid):

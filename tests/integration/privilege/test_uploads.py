@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 from conftest import make_docroot
-from privutil import needs_root, open_dir
+from privtools import needs_root, open_dir
 
 PAGE = b"<html>the site's own page</html>\n"
 EVIL = gzip.compress(b"<html>the uploader's page</html>\n")
