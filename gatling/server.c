@@ -626,17 +626,11 @@ static void reopen_log(server_t *s)
     alog_flush(&s->site.log);
     /* O_NOFOLLOW and checked (site/privfs.h), whoever this process is now */
     char why[256], text[PATH_MAX + 300];
-    int fd = pfs_open_log(cfg->log_file, -1, -1, -1, NULL, why, sizeof why);
-    if (fd < 0) { /* keep writing to the old file rather than lose lines */
+    if (pfs_reopen_log(s->site.log.fd, cfg->log_file, -1, -1, -1, why, sizeof why) < 0) {
         snprintf(text, sizeof text, "%s: reopening the access log refused: %s", cfg->log_file,
                  why);
         elog_note(&s->site.elog, gio_wallclock(s->loop), text);
-        return;
     }
-    /* dup2 clears close-on-exec: set again, or the log leaks into an upgrade */
-    if (dup2(fd, s->site.log.fd) >= 0)
-        fcntl(s->site.log.fd, F_SETFD, FD_CLOEXEC);
-    close(fd);
 }
 
 /* Renewed certificates (SIGUSR1, or every tls_store_check_period): new

@@ -6,7 +6,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
@@ -45,16 +44,11 @@ void elog_reopen(elog_t *l)
     char why[256], text[PATH_MAX_NOTE];
     if (!l->path || l->fd < 0)
         return;
-    int fd = pfs_open_log(l->path, l->dirfd, l->uid, l->gid, NULL, why, sizeof why);
-    if (fd < 0) { /* keep writing to the old file rather than lose lines */
+    if (pfs_reopen_log(l->fd, l->path, l->dirfd, l->uid, l->gid, why, sizeof why) < 0) {
+        /* the old file goes on taking lines rather than lose them */
         snprintf(text, sizeof text, "%.600s: reopening refused: %s", l->path, why);
         elog_note(l, (int64_t)time(NULL), text);
-        return;
     }
-    /* dup2 clears close-on-exec: set again, or the log leaks into an upgrade */
-    if (dup2(fd, l->fd) >= 0)
-        fcntl(l->fd, F_SETFD, FD_CLOEXEC);
-    close(fd);
 }
 
 void elog_close(elog_t *l)

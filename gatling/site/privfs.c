@@ -245,3 +245,14 @@ int pfs_open_log(const char *path, int at, int uid, int gid, int *dirfd, char *w
     errno = e;
     return fd;
 }
+
+int pfs_reopen_log(int target, const char *path, int at, int uid, int gid, char *why, size_t n)
+{
+    int fd = pfs_open_log(path, at, uid, gid, NULL, why, n);
+    if (fd < 0)
+        return -1;
+    if (dup2(fd, target) >= 0)
+        fcntl(target, F_SETFD, FD_CLOEXEC);
+    close(fd);
+    return 0;
+}

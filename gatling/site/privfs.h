@@ -75,4 +75,13 @@ int pfs_open_dir(const char *path, mode_t mkmode, int uid, int gid, int *trusted
  */
 int pfs_open_log(const char *path, int at, int uid, int gid, int *dirfd, char *why, size_t n);
 
+/*
+ * A log's reopen (SIGUSR1, after logrotate moved it): pfs_open_log's file
+ * put in place of the descriptor target, which stays close-on-exec (dup2
+ * clears the flag: the log would leak into an upgrade).  0, or -1 with why
+ * said as pfs_open_log says it; target is then untouched (the old file goes
+ * on taking lines rather than lose them).
+ */
+int pfs_reopen_log(int target, const char *path, int at, int uid, int gid, char *why, size_t n);
+
 #endif
