@@ -178,7 +178,9 @@ static void failed(acme_run_t *r, acme_name_t *n, time_t now, const char *why)
     n->fails++;
     r->failures++;
     long wait = retry_wait(r, n, n->fails, now);
-    n->retry_at = acme_sched_add(now, wait);
+    /* now is time(NULL), up to a second before the failure: one more second
+       keeps the wait at least `wait` (a CA's Retry-After is a minimum) */
+    n->retry_at = acme_sched_add(now, wait + 1);
     say(r, "%s: %s (failure %u, next attempt in %ld s)", n->name, why, n->fails, wait);
 }
 
