@@ -20,6 +20,23 @@ void codec_exchange_init(exchange_t *ex, const codec_conn_t *f, const ex_codec_t
     ex->conn = owner;
 }
 
+void codec_head_facts(head_t *h, const exchange_t *ex, int status, const char *ctype, uint64_t len,
+                      time_t mtime)
+{
+    site_t *s = ex->site;
+    *h = (head_t){
+        .status = status,
+        .server = "gatling/" GATLING_VERSION,
+        .date = ex->date ? ex->date : site_date(s),
+        .ctype = ctype,
+        .len = len,
+        .modified = mtime >= 0 ? site_httpdate(s, mtime) : NULL,
+        .hsts = ex->secure && site_hsts(s, ex->req) ? s->cfg->hsts : -1,
+        .fields = ex->fields,
+        .nfields = ex->nfields,
+    };
+}
+
 void codec_log_facts(alog_facts_t *out, const exchange_t *ex, const struct ssl_st *ssl,
                      const char *proto)
 {

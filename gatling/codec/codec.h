@@ -10,6 +10,7 @@
 
 #include "gio_batch.h"
 #include "http/exchange.h"
+#include "http/head.h"
 #include "site/alog.h"
 #include "site/site.h"
 
@@ -45,6 +46,17 @@ typedef struct codec_conn {
  */
 void codec_exchange_init(exchange_t *ex, const codec_conn_t *f, const ex_codec_t *codec,
                          void *owner);
+
+/*
+ * The head of ex's response (status, ctype, a body of len bytes, mtime: see
+ * ex_head) into h, for the walk every codec writes its head from
+ * (http/head.h): the Date (a stored response's own, RFC 9110 6.6.1, else
+ * the site's of this second), Last-Modified (the site's string, good until
+ * its next: walk before another), HSTS's max-age on a secure exchange
+ * (-x), the exchange's fields; no HTTP/1.1 framing or Connection.
+ */
+void codec_head_facts(head_t *h, const exchange_t *ex, int status, const char *ctype, uint64_t len,
+                      time_t mtime);
 
 /*
  * The access log's facts of ex, answered over proto ("h1", "h2", "h3"):

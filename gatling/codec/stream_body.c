@@ -7,6 +7,7 @@
  * rest held), and dispatch to the router and the job pool.
  */
 #include "stream_body.h"
+#include "codec.h"
 #include "handlers/router.h"
 #include "http/hbuf.h"
 #include "http/response.h"
@@ -82,7 +83,7 @@ int sb_codec_head(exchange_t *ex, int status, const char *ctype, uint64_t len, t
         status = 502, len = 0, ex->nfields = 0;
     if (b->closed)
         return 0;
-    if (ex->fields_over) { /* as h1: a bare 500 instead */
+    if (!sb_head_fits(ex)) { /* as h1: a bare 500 instead */
         ex->nfields = 0;
         ex->fields_over = 0;
         ex->site->stats.head_overflows++;
@@ -99,6 +100,12 @@ int sb_codec_error(exchange_t *ex, int status)
         b->ended = 1; /* an error page is a whole response */
     if (b->closed)
         return 0;
+    if (!sb_head_fits(ex)) { /* as h1: a bare 500, none of the fields */
+        status = 500;
+        ex->nfields = 0;
+        ex->fields_over = 0;
+        ex->site->stats.head_overflows++;
+    }
     char *page = malloc(RESP_PAGE_MAX);
     if (!page)
         return -1;
@@ -440,48 +447,60 @@ void sb_codec_redispatch(exchange_t *ex)
 
 /* ---- the response's head --------------------------------------------------------- */
 
-#define FIELD(n, v) ((http_field_t){(n), (v), sizeof(n) - 1, strlen(v)})
+/* Where the fields of a head go: f, their strings into text. */
+typedef struct fsink {
+    http_field_t *f;
+    size_t n;
+    hbuf_t text;
+    const char *drop;
+} fsink_t;
 
-/* s in lower case into d (cap bytes, NUL-terminated): its length. */
-static size_t lower(char *d, const char *s, size_t cap)
+/* The name in lower case (HPACK, QPACK: RFC 9113 8.2.1, RFC 9114 4.2) and
+   the number's digits into the text; the handler's connection-specific
+   fields and the codec's drop are left out. */
+static void put_field(void *arg, const head_field_t *hf)
 {
-    size_t i = 0;
-    for (; s[i] && i + 1 < cap; i++)
-        d[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
-    d[i] = 0;
-    return i;
+    fsink_t *k = arg;
+    char *name = k->text.p;
+    hb_put(&k->text, hf->name, hf->nlen);
+    hb_put(&k->text, "", 1);
+    if (k->text.over)
+        return;
+    for (size_t i = 0; i < hf->nlen; i++)
+        if (name[i] >= 'A' && name[i] <= 'Z')
+            name[i] = (char)(name[i] + 32);
+    if (hf->kind == HEAD_HANDLER &&
+        (resp_conn_specific(name, hf->nlen) || (k->drop && !strcmp(name, k->drop)))) {
+        k->text.p = name;
+        return;
+    }
+    const char *value = hf->value;
+    size_t vlen = hf->vlen;
+    if (hf->numeric) {
+        hbuf_t *b = &k->text;
+        value = b->p;
+        hb_put(b, hf->value, hf->vlen);
+        hb_num(b, hf->num);
+        vlen = (size_t)(b->p - value);
+        hb_put(b, "", 1);
+    }
+    k->f[k->n++] = (http_field_t){name, value, hf->nlen, vlen};
 }
 
 size_t sb_head_fields(const exchange_t *ex, int status, const char *ctype, uint64_t len,
                       time_t mtime, const char *drop, http_field_t *f, sb_head_strs_t *strs)
 {
-    site_t *site = ex->site;
+    head_t hd;
+    codec_head_facts(&hd, ex, status, ctype, len, mtime);
+    fsink_t k = {f, 0, hb_init(strs->text, sizeof strs->text), drop};
+    head_walk(&hd, put_field, &k);
+    return k.text.over ? 0 : k.n;
+}
+
+int sb_head_fits(const exchange_t *ex)
+{
     size_t n = 0;
-    hbuf_t b = hb_init(strs->status, sizeof strs->status);
-    hb_num(&b, (uint64_t)status), hb_str(&b);
-    f[n++] = FIELD(":status", strs->status);
-    f[n++] = FIELD("server", "gatling/" GATLING_VERSION);
-    f[n++] = FIELD("date", ex->date ? ex->date : site_date(site)); /* a stored response's own */
-    if (ctype)
-        f[n++] = FIELD("content-type", ctype);
-    if (status != 304 && status != 204 && len != EX_LEN_STREAM) {
-        b = hb_init(strs->length, sizeof strs->length), hb_num(&b, len), hb_str(&b);
-        f[n++] = FIELD("content-length", strs->length);
-    }
-    if (mtime >= 0) /* the site's string: encoded before the next is made */
-        f[n++] = FIELD("last-modified", site_httpdate(site, mtime));
-    if (ex->secure && site_hsts(site, ex->req)) { /* -x */
-        b = hb_init(strs->hsts, sizeof strs->hsts);
-        hb_puts(&b, "max-age=");
-        hb_num(&b, (uint64_t)site->cfg->hsts);
-        hb_str(&b);
-        f[n++] = FIELD("strict-transport-security", strs->hsts);
-    }
-    for (unsigned i = 0; i < ex->nfields && i < EX_FIELDS_MAX; i++) {
-        char *name = strs->names[i];
-        size_t k = lower(name, ex->fields[i].name, sizeof strs->names[i]);
-        if (!resp_conn_specific(name, k) && !(drop && !strcmp(name, drop)))
-            f[n++] = (http_field_t){name, ex->fields[i].value, k, strlen(ex->fields[i].value)};
-    }
-    return n;
+    for (unsigned i = 0; i < ex->nfields; i++)
+        n += strlen(ex->fields[i].name) + 1;
+    return !ex->fields_over && n <= SB_HEAD_NAMES;
 }

@@ -1,6 +1,7 @@
 /* The HTTP/1.1 codec: see h1.h. */
 #include "h1.h"
 #include "http/hbuf.h"
+#include "http/head.h"
 #include "http/owfat.h"
 #include "http/response.h"
 #include "tls.h"
@@ -18,24 +19,30 @@ static h1_t *h1_of(exchange_t *ex)
     return (h1_t *)ex;
 }
 
-static void put_status_date_of(hbuf_t *b, int status, const char *date)
+/* A field as HTTP/1.1 writes it: its line (the status's, the status line). */
+static void put_field(void *arg, const head_field_t *f)
 {
-    hb_puts(b, "HTTP/1.1 ");
-    hb_num(b, (uint64_t)status);
-    hb_puts(b, " ");
-    hb_puts(b, resp_reason(status));
-    hb_puts(b, "\r\nServer: gatling/" GATLING_VERSION "\r\nDate: ");
-    hb_puts(b, date);
+    hbuf_t *b = arg;
+    if (f->kind == HEAD_STATUS) {
+        hb_puts(b, "HTTP/1.1 ");
+        hb_num(b, f->num);
+        hb_puts(b, " ");
+        hb_puts(b, resp_reason((int)f->num));
+        hb_puts(b, "\r\n");
+        return;
+    }
+    hb_put(b, f->name, f->nlen);
+    hb_puts(b, ": ");
+    hb_put(b, f->value, f->vlen);
+    if (f->numeric)
+        hb_num(b, f->num);
+    hb_puts(b, "\r\n");
 }
 
-static void put_status_date_now(hbuf_t *b, site_t *s, int status)
-{
-    put_status_date_of(b, status, site_date(s));
-}
-
-/* The status line, Server and Date.  For a 200 these are the same bytes
-   all second long: copied from what the first 200 of the second made. */
-static void put_status_date(hbuf_t *b, site_t *s, int status)
+/* The status line, Server and Date.  For a 200 with the site's date these
+   are the same bytes all second long: copied from what the first 200 of
+   the second made. */
+static void put_start(hbuf_t *b, const head_t *hd, const exchange_t *ex)
 {
     static _Thread_local struct {
         const site_t *site;
@@ -43,67 +50,40 @@ static void put_status_date(hbuf_t *b, site_t *s, int status)
         size_t n;
         char s[128];
     } ok;
-    if (status != 200) {
-        put_status_date_now(b, s, status);
+    const site_t *s = ex->site;
+    if (hd->status != 200 || ex->date) { /* a stored response keeps its Date */
+        head_start(hd, put_field, b);
         return;
     }
-    site_date(s); /* brings date_at to this second */
-    if (ok.site != s || ok.at != s->date_at) {
+    if (ok.site != s || ok.at != s->date_at) { /* hd's date is the site's of date_at */
         hbuf_t m = hb_init(ok.s, sizeof ok.s);
-        put_status_date_now(&m, s, status);
+        head_start(hd, put_field, &m);
         ok.site = m.over ? NULL : s;
         ok.at = s->date_at;
         ok.n = hb_len(&m);
         if (m.over) {
-            put_status_date_now(b, s, status);
+            head_start(hd, put_field, b);
             return;
         }
     }
     hb_put(b, ok.s, ok.n);
 }
 
-/* The status line and the fields every response carries, then the
-   exchange's own. */
+/* The whole head: the fields every response carries (http/head.h's), this
+   codec's framing and Connection among them, then the exchange's own. */
 static void put_head(hbuf_t *b, const h1_t *h, int status, const char *ctype, uint64_t len,
                      time_t mtime)
 {
     const exchange_t *ex = &h->ex;
-    site_t *s = ex->site;
-    if (ex->date) /* a stored response keeps its Date (RFC 9110 6.6.1) */
-        put_status_date_of(b, status, ex->date);
-    else
-        put_status_date(b, s, status);
-    if (ctype) {
-        hb_puts(b, "\r\nContent-Type: ");
-        hb_puts(b, ctype);
-    }
-    if (status != 304 && status != 204 && len != EX_LEN_STREAM) {
-        hb_puts(b, "\r\nContent-Length: ");
-        hb_num(b, len);
-    } else if (h->chunked_out) {
-        hb_puts(b, "\r\nTransfer-Encoding: chunked");
-    }
-    if (mtime >= 0) {
-        hb_puts(b, "\r\nLast-Modified: ");
-        hb_puts(b, site_httpdate(s, mtime));
-    }
-    if (ex->secure && site_hsts(s, ex->req)) { /* -x */
-        hb_puts(b, "\r\nStrict-Transport-Security: max-age=");
-        hb_num(b, (uint64_t)s->cfg->hsts);
-    }
-    if (h->tunnel)
-        hb_puts(b, "\r\nConnection: upgrade");
-    else if (!h->keepalive)
-        hb_puts(b, "\r\nConnection: close");
-    else if (h->http10)
-        hb_puts(b, "\r\nConnection: keep-alive");
-    hb_puts(b, "\r\n");
-    for (unsigned i = 0; i < ex->nfields; i++) {
-        hb_puts(b, ex->fields[i].name);
-        hb_puts(b, ": ");
-        hb_puts(b, ex->fields[i].value);
-        hb_puts(b, "\r\n");
-    }
+    head_t hd;
+    codec_head_facts(&hd, ex, status, ctype, len, mtime);
+    hd.framing = h->chunked_out ? "chunked" : NULL;
+    hd.connection = h->tunnel       ? "upgrade"
+                    : !h->keepalive ? "close"
+                    : h->http10     ? "keep-alive"
+                                    : NULL;
+    put_start(b, &hd, ex);
+    head_rest(&hd, put_field, b);
     if (ex->fields_over)
         b->over = 1;
     hb_puts(b, "\r\n");
@@ -164,7 +144,7 @@ static int stream_framing(h1_t *h, int status)
             return -1;
         h->tunnel = 1;
         h->keepalive = 0;
-    } else if (status >= 200 && status != 204 && status != 304 && !h->ex.head_only) {
+    } else if (head_has_body(h->ex.head_only, status)) {
         if (h->http10)
             h->keepalive = 0;
         else

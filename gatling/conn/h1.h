@@ -2,9 +2,10 @@
  * h1 — the HTTP/1.1 codec: the only code that writes HTTP/1.1.  From a
  * parsed request head it decides keep-alive (RFC 9112 9.3 and our caps)
  * and the body's framing, answers 100-continue, and sets up the exchange
- * the handlers answer; their answer becomes a status line, Date, Server,
- * Content-Length, Connection and the exchange's fields in the request
- * block's head buffer, and the body goes onto the connection's output batch
+ * the handlers answer; their answer becomes the head http/head.h walks (a
+ * status line, Server and Date made once a second for a 200, Content-Length
+ * or chunked framing, Connection, the exchange's fields) as text in the
+ * request block's head buffer, and the body goes onto the connection's output batch
  * behind it (writev and sendfile, as gio_batch sends them).  HEAD is
  * handled here once: the head goes, the body does not.  A head that does
  * not fit its buffer becomes a 500 and closes the connection.  The canned

@@ -236,6 +236,8 @@ static int submit(exchange_t *ex, int status, const char *ctype, uint64_t len, t
     if (s->answered)
         return -1;
     size_t n = sb_head_fields(ex, status, ctype, len, mtime, NULL, nv, &strs);
+    if (!n)
+        return -1;
     ex->status = (uint16_t)status;
     if (len == EX_LEN_STREAM)
         s->sb.streamed = 1;
@@ -244,7 +246,7 @@ static int submit(exchange_t *ex, int status, const char *ctype, uint64_t len, t
         h->producers++;
     }
     ex->body_len = s->sb.streamed ? 0 : len; /* streamed: counted as it comes */
-    s->sb.body_left = ex->head_only || status == 304 || status == 204 ? 0 : len;
+    s->sb.body_left = head_has_body(ex->head_only, status) ? len : 0;
     s->answered = 1;
     if (h->fatal)
         return 0;

@@ -83,6 +83,8 @@ static int submit(exchange_t *ex, int status, const char *ctype, uint64_t len, t
     http_field_t f[SB_HEAD_FIELDS];
     nghttp3_nv nv[SB_HEAD_FIELDS];
     size_t n = sb_head_fields(ex, status, ctype, len, mtime, "alt-svc", f, &strs);
+    if (!n)
+        return -1;
     for (size_t i = 0; i < n; i++)
         nv[i] = (nghttp3_nv){(uint8_t *)f[i].name, (uint8_t *)f[i].value, f[i].nlen, f[i].vlen, 0};
     ex->status = (uint16_t)status;
@@ -90,9 +92,8 @@ static int submit(exchange_t *ex, int status, const char *ctype, uint64_t len, t
     if (ex->producer && !s->produced)
         s->produced = 1;
     ex->body_len = s->sb.streamed ? 0 : len;
-    s->sb.body_left = ex->head_only || status == 304 || status == 204 ? 0 : len;
-    int body = s->sb.streamed ? !ex->head_only && status != 304 && status != 204
-                              : s->sb.body_left > 0;
+    s->sb.body_left = head_has_body(ex->head_only, status) ? len : 0; /* streamed: UINT64_MAX */
+    int body = s->sb.body_left > 0;
     s->answered = 1;
     nghttp3_data_reader dr = {.read_data = h3_read_data};
     int r = nghttp3_conn_submit_response(s->h3->ng, s->id, nv, n, body ? &dr : NULL);

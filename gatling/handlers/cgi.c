@@ -18,6 +18,7 @@
 #include "target.h"
 #include "http/cgi_head.h"
 #include "http/hbuf.h"
+#include "http/head.h"
 #include "http/owfat.h"
 #include "site/fs.h"
 #include "site/site.h"
@@ -293,7 +294,7 @@ static void send_head(cgi_t *c, size_t hl)
         ctype[h->content_type.n] = 0;
     }
     uint64_t len = h->content_length >= 0 ? (uint64_t)h->content_length : EX_LEN_STREAM;
-    if (status == 204 || status == 304)
+    if (!head_has_body(0, status)) /* a length here is not a body's */
         len = 0;
     c->left = len == EX_LEN_STREAM ? UINT64_MAX : len;
     c->state = CGI_BODY;

@@ -1,5 +1,6 @@
 /* Proxying to an HTTP/1.1 backend: the request head, the response.  See proxy.h. */
 #include "http/hbuf.h"
+#include "http/head.h"
 #include "http/owfat.h"
 #include "proxy_int.h"
 
@@ -232,7 +233,7 @@ static int framing(px_req_t *pr, const http_response_t *resp)
         }
     }
     pr->left = len;
-    if (resp->status == 204 || resp->status == 304) /* a length here is not a body's */
+    if (!head_has_body(0, resp->status)) /* a length here is not a body's */
         return pr->left = 0, FR_NONE;
     if (pr->head_only) /* the length is the client's to see, no body follows */
         return cl && !te ? FR_LEN : FR_NONE;

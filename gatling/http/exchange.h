@@ -8,7 +8,8 @@
  * and file ranges; the codec turns them into bytes on its connection at
  * once (HTTP/1.1: the head into the request block's head buffer, the body
  * onto the output batch), so a handler never sees the wire, and HEAD, the
- * status line, Date, Server, Content-Length and Connection are the codec's.
+ * status line, Date, Server, Content-Length and Connection are the codec's
+ * (the fields as head.h walks them for every codec).
  *
  * An exchange lives in the connection's request block, from the request's
  * head until its response is sent (or the connection goes).  What it points

@@ -1,7 +1,7 @@
 /*
  * response — what every protocol says the same way: the reason phrase of a
- * status and the small HTML page of an error response.  The codecs
- * (conn/h1.c) write the rest.
+ * status and the small HTML page of an error response.  Which fields a
+ * head carries is head.h's; each codec writes them its way.
  */
 #ifndef GATLING_RESPONSE_H
 #define GATLING_RESPONSE_H

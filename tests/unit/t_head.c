@@ -1,0 +1,76 @@
+/* A response's head as every protocol sends it (http/head.c): which
+   responses have a body, and the fields a walk gives, in their order. */
+#include "head.h"
+#include "hbuf.h"
+#include "tap.h"
+
+static void test_has_body(void)
+{
+    static const struct {
+        int head_only, status, body;
+    } t[] = {
+        {0, 200, 1}, {0, 201, 1}, {0, 206, 1}, {0, 301, 1}, {0, 404, 1}, {0, 500, 1},
+        {0, 599, 1}, {0, 204, 0}, {0, 304, 0}, {0, 100, 0}, {0, 101, 0}, {0, 103, 0},
+        {0, 199, 0}, {1, 200, 0}, {1, 404, 0}, {1, 204, 0}, {1, 304, 0}, {1, 101, 0},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        is_int(head_has_body(t[i].head_only, t[i].status), t[i].body, "%s %d: %s",
+               t[i].head_only ? "HEAD" : "GET", t[i].status, t[i].body ? "a body" : "none");
+}
+
+/* A sink that writes "name=value;" for each field (the status as ":status=N"). */
+static void record(void *arg, const head_field_t *f)
+{
+    hbuf_t *b = arg;
+    hb_put(b, f->name, f->nlen);
+    hb_puts(b, "=");
+    hb_put(b, f->value, f->vlen);
+    if (f->numeric)
+        hb_num(b, f->num);
+    hb_puts(b, ";");
+}
+
+static const char *walk(const head_t *h)
+{
+    static char out[1024];
+    hbuf_t b = hb_init(out, sizeof out);
+    head_walk(h, record, &b);
+    return hb_str(&b);
+}
+
+static void test_walk(void)
+{
+    ex_field_t fields[] = {{"ETag", "\"x\""}, {"Vary", "Accept-Encoding"}};
+    head_t h = {.status = 200, .server = "gatling/t", .date = "D", .ctype = "text/plain",
+                .len = 12, .modified = "M", .hsts = -1, .fields = fields, .nfields = 2};
+    is_str(walk(&h),
+           ":status=200;Server=gatling/t;Date=D;Content-Type=text/plain;Content-Length=12;"
+           "Last-Modified=M;ETag=\"x\";Vary=Accept-Encoding;",
+           "a file: the server's fields in order, then the handler's");
+    h.hsts = 600, h.connection = "close", h.ctype = NULL, h.modified = NULL, h.nfields = 0;
+    is_str(walk(&h),
+           ":status=200;Server=gatling/t;Date=D;Content-Length=12;"
+           "Strict-Transport-Security=max-age=600;Connection=close;",
+           "HSTS's max-age, HTTP/1.1's Connection; no type, no date of change");
+    h.len = EX_LEN_STREAM, h.framing = "chunked", h.connection = NULL, h.hsts = -1;
+    is_str(walk(&h), ":status=200;Server=gatling/t;Date=D;Transfer-Encoding=chunked;",
+           "a length not known: HTTP/1.1's framing instead");
+    h.framing = NULL;
+    is_str(walk(&h), ":status=200;Server=gatling/t;Date=D;", "... or none");
+    h.len = 5;
+    static const int none[] = {204, 304, 101, 103};
+    for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) {
+        h.status = none[i];
+        const char *w = walk(&h);
+        ok(w && !strstr(w, "Content-Length"), "%d: no Content-Length (%s)", none[i], w);
+    }
+    h.status = 404;
+    ok(strstr(walk(&h), "Content-Length=5;") != NULL, "404: its page's length");
+}
+
+int main(void)
+{
+    test_has_body();
+    test_walk();
+    return tap_done();
+}
