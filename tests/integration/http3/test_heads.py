@@ -46,16 +46,13 @@ H1_OWN = {"connection", "keep-alive", "transfer-encoding"}
 
 def backend(conn):
     """A backend that answers every request with BACKEND (a HEAD with its head)."""
-    with conn:
-        conn.settimeout(10)
-        data = b""
-        while b"\r\n\r\n" not in data:
-            more = conn.recv(4096)
-            if not more:
-                return
-            data += more
+    conn.settimeout(10)
+    with conn, conn.makefile("rb") as f:
+        line = f.readline()
+        while f.readline() not in (b"\r\n", b""):
+            pass
         head = BACKEND.split(b"\r\n\r\n")[0] + b"\r\n\r\n"
-        conn.sendall(head if data.startswith(b"HEAD ") else BACKEND)
+        conn.sendall(head if line.startswith(b"HEAD ") else BACKEND)
 
 
 @pytest.fixture
