@@ -1,10 +1,12 @@
 /*
- * kb-stream's parts (kb_stream.c: options, processes, report; kb_stream_tcp.c:
- * TCP sender and receiver; kb_stream_udp.c: UDP; kb_stream_relay.c: the copying
- * and splicing relay).  See man/kb-stream.1.
+ * What kb-stream's parts share (kb_stream.c: options, processes, report, who calls
+ * kb_stream_tcp.c: TCP sender and receiver; kb_stream_udp.c: UDP; kb_stream_relay.c:
+ * the copying and splicing relay; and all of them call this, which calls none of them):
+ * the options and the result record, the clock, socket options and the start barrier.
+ * See man/kb-stream.1.
  */
-#ifndef KB_STREAM_H
-#define KB_STREAM_H
+#ifndef KB_STREAM_UTIL_H
+#define KB_STREAM_UTIL_H
 
 #include <stdint.h>
 #include <sys/socket.h>
@@ -64,21 +66,23 @@ typedef struct ks_rec {
     char peer[56];
 } ks_rec_t;
 
+/* set by kb_stream.c's signal handler: every loop ends at its next check */
 extern volatile int ks_stop;
 
+/* CLOCK_MONOTONIC in seconds */
 double ks_now(void);
+/* One record to the parent's pipe in one write (sizeof *r < PIPE_BUF); _exit(1) if it fails. */
 void ks_report(int fd, const ks_rec_t *r);
+/* -w: SO_SNDBUF and SO_RCVBUF of fd (forced past the sysctl limits where allowed). */
 void ks_sockbuf(const ks_opts_t *o, int fd);
+/* -C: the sending socket's congestion control; 0, or -1 if the kernel refused it. */
 int ks_congestion(const ks_opts_t *o, int fd);
+/* "addr:port" or "[addr]:port" of sa into out (len bytes). */
 void ks_peer(const struct sockaddr *sa, char *out, size_t len);
+/* Tell the parent this process is ready, wait for the start: 0, or -1 if the parent left. */
 int ks_wait_go(int ready_fd, int go_fd);
+/* Process p's receiving socket (lfd itself for p 0, else its own in the SO_REUSEPORT
+ * group, lfd then closed); -1 on error. */
 int ks_own_socket(const ks_opts_t *o, int p, int lfd);
-
-/* each process's part: p of o->procs; rec records to out */
-int ks_tcp_send(const ks_opts_t *o, int p, int ready, int go, int out);
-int ks_tcp_recv(const ks_opts_t *o, int p, int lfd, int ready, int go, int out);
-int ks_udp_send(const ks_opts_t *o, int p, int ready, int go, int out);
-int ks_udp_recv(const ks_opts_t *o, int p, int lfd, int ready, int go, int out);
-int ks_relay(const ks_opts_t *o, int lfd);
 
 #endif
