@@ -8,8 +8,8 @@ import time
 import pytest
 
 from conftest import Client, fetch
-from h3util import (CACHE_TTL_WAIT, assert_ok, assert_status, date_value, etag_of, http_date,
-                    module_server, set_mtime)
+from feature_helpers import (CACHE_TTL_WAIT, assert_ok, assert_status, date_value, etag_of,
+                             http_date, module_server, set_mtime)
 
 MTIME = 1650000000  # Fri, 15 Apr 2022 05:20:00 GMT
 BODY = b"conditional requests\n" * 5

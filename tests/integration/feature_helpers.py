@@ -1,5 +1,6 @@
 """Helpers shared by the feature suites (test_ranges, test_conditional,
-test_vhost, test_listing, test_encoding, test_access, test_ops) on top of
+test_vhost, test_listing, test_encoding, test_access, test_ops, test_dictionary,
+test_hardening, test_fastpath, test_cgi, test_h2) on top of
 conftest's harness: precise status checks, HTTP dates and ETags as gatling
 makes them, a strict multipart/byteranges parser, password hashes for
 .htaccess, compressors for precompressed siblings, curl, and a module-scoped
