@@ -414,8 +414,9 @@ def check_bench_drivers(root):
             if "python" in fh.readline():
                 files.append(os.path.join(BENCH, f))
     kit = os.path.join(d, BENCHKIT)
-    if os.path.isdir(kit):
-        files += [os.path.join(BENCH, BENCHKIT, f) for f in sorted(os.listdir(kit))
+    for sub, dirs, names in os.walk(kit):  # the package and its own (benchkit/slashdot/)
+        dirs[:] = sorted(x for x in dirs if x != "__pycache__")
+        files += [os.path.relpath(os.path.join(sub, f), root) for f in sorted(names)
                   if f.endswith(".py")]
     local = {f[:-3] if f.endswith(".py") else f for f in os.listdir(d)} - {BENCHKIT}
     if os.path.isdir(kit):  # `import benchlib`: the module was beside the drivers once

@@ -16,6 +16,7 @@ library only.
     ftp        the FTP peers (vsftpd, pure-ftpd, gatling -f): FtpServer, the download tree
     netlab     the lab of network namespaces (Lab) and hosts files; bench/netlab's library
     haproxy    haproxy in front of gatling hosts, from dist/haproxy.cfg; its stats socket
+    slashdot   bench/slashdot's parts: servers, normal clients, attacks and attackers, soak
 
 Each module imports only modules above it in this list.
 """
