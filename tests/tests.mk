@@ -64,7 +64,7 @@ CHECK_SHARDS ?= 2
 # bench/benchkit only, and no function in io/ or gatling/ over 80 lines
 .PHONY: layers
 layers:
-	$(PYTHON) tests/layers.py
+	$(PYTHON) tests/layers.py --make-dirs "$(GATLING_DIRS)"
 	sh tests/funclen.sh
 
 # make lint: gcc -fanalyzer, clang-tidy-14 (.clang-tidy) and cppcheck over every
