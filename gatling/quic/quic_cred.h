@@ -9,7 +9,7 @@
 #define GATLING_QUIC_CRED_H
 
 #ifdef HAVE_H3
-#include "conn/tls.h"
+#include "tls/tls.h"
 
 #include <gnutls/gnutls.h>
 #include <stddef.h>

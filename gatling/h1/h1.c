@@ -3,7 +3,7 @@
 #include "http/hbuf.h"
 #include "http/owfat.h"
 #include "http/response.h"
-#include "tls.h"
+#include "tls/tls.h"
 
 #include <errno.h>
 #include <stddef.h>

@@ -14,7 +14,7 @@
 
 #ifdef HAVE_H3
 #include "gio_udp.h"
-#include "h3.h"
+#include "h3/h3.h"
 #include "quic_cid.h"
 #include "quic_cred.h"
 #include "quic_retry.h"

@@ -7,7 +7,7 @@
 #include "quic.h"
 #include "quic_int.h"
 #include "gio_udp.h"
-#include "h3.h"
+#include "h3/h3.h"
 #include "quic_cid.h"
 #include "quic_cred.h"
 #include "quic_mem.h"
@@ -15,7 +15,7 @@
 #include "quic_steer.h"
 #include "site/peerlimits.h"
 #include "site/watch.h"
-#include "conn/tls.h"
+#include "tls/tls.h"
 
 #include <errno.h>
 #include <gnutls/crypto.h>
@@ -542,7 +542,7 @@ static quic_conn_t *conn_new(quic_ep_t *e, gio_dgram_t *d, const ngtcp2_pkt_hd *
         conn_free(c);
         return NULL;
     }
-    if (tls_setup(c) < 0 || !(c->h3 = h3_new(&c->f, c->q, e->pool)) ||
+    if (tls_setup(c) < 0 || !(c->h3 = h3_new(&c->f, c->q, e->pool, quic_mem_nghttp3())) ||
         quic_cid_put(e->cids, scid.data, scid.datalen, c) < 0 ||
         quic_cid_put(e->cids, hd->dcid.data, hd->dcid.datalen, c) < 0) {
         conn_free(c);

@@ -85,7 +85,7 @@ int tls_store_check(tls_store_t *st, int64_t now_s, int force, char *err, size_t
  * and the same refusal of a world-readable key inside the document root):
  * fn gets each one's id (file or directory name, "" for server.pem, which
  * comes first), its PEM chain and its PEM key (wiped after the call), for
- * another TLS library to load (HTTP/3's GnuTLS, h3/quic_cred.c).  Returns how
+ * another TLS library to load (HTTP/3's GnuTLS, quic/quic_cred.c).  Returns how
  * many fn took, or -1 with why in err (fn's -1 too).
  */
 typedef int (*tls_pem_fn)(void *arg, const char *id, const char *chain, size_t clen,
