@@ -9,7 +9,7 @@
 #include "conn_int.h"
 #include "gio_os.h"
 #include "h2/h2.h"
-#include "tls.h"
+#include "tls/tls.h"
 
 #include <sys/socket.h>
 

@@ -3,7 +3,7 @@
  * server adds itself (Server, Date, Content-Type, Content-Length,
  * Last-Modified, HSTS) in their order, then the handler's; and whether a
  * response has a body at all.  One walk calls a sink per field: HTTP/1.1
- * writes each as a text line (conn/h1.c), HTTP/2 and HTTP/3 in lower case
+ * writes each as a text line (h1/h1.c), HTTP/2 and HTTP/3 in lower case
  * for HPACK and QPACK (codec/stream_body.c).  The values that are the
  * site's (the server's name, the date, Last-Modified's string, HSTS's
  * max-age) come in a
