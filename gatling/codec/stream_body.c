@@ -83,7 +83,7 @@ int sb_codec_head(exchange_t *ex, int status, const char *ctype, uint64_t len, t
         status = 502, len = 0, ex->nfields = 0;
     if (b->closed)
         return 0;
-    if (!sb_head_fits(ex)) { /* as h1: a bare 500 instead */
+    if (ex->fields_over) { /* as h1: a bare 500 instead */
         ex->nfields = 0;
         ex->fields_over = 0;
         ex->site->stats.head_overflows++;
@@ -100,12 +100,6 @@ int sb_codec_error(exchange_t *ex, int status)
         b->ended = 1; /* an error page is a whole response */
     if (b->closed)
         return 0;
-    if (!sb_head_fits(ex)) { /* as h1: a bare 500, none of the fields */
-        status = 500;
-        ex->nfields = 0;
-        ex->fields_over = 0;
-        ex->site->stats.head_overflows++;
-    }
     char *page = malloc(RESP_PAGE_MAX);
     if (!page)
         return -1;
@@ -461,18 +455,21 @@ typedef struct fsink {
 static void put_field(void *arg, const head_field_t *hf)
 {
     fsink_t *k = arg;
-    char *name = k->text.p;
-    hb_put(&k->text, hf->name, hf->nlen);
-    hb_put(&k->text, "", 1);
-    if (k->text.over)
-        return;
-    for (size_t i = 0; i < hf->nlen; i++)
-        if (name[i] >= 'A' && name[i] <= 'Z')
-            name[i] = (char)(name[i] + 32);
-    if (hf->kind == HEAD_HANDLER &&
-        (resp_conn_specific(name, hf->nlen) || (k->drop && !strcmp(name, k->drop)))) {
-        k->text.p = name;
-        return;
+    const char *name = hf->lower;
+    if (!name) { /* the handler's */
+        char *low = k->text.p;
+        hb_put(&k->text, hf->name, hf->nlen);
+        hb_put(&k->text, "", 1);
+        if (k->text.over)
+            return;
+        for (size_t i = 0; i < hf->nlen; i++)
+            if (low[i] >= 'A' && low[i] <= 'Z')
+                low[i] = (char)(low[i] + 32);
+        if (resp_conn_specific(low, hf->nlen) || (k->drop && !strcmp(low, k->drop))) {
+            k->text.p = low;
+            return;
+        }
+        name = low;
     }
     const char *value = hf->value;
     size_t vlen = hf->vlen;
@@ -495,12 +492,4 @@ size_t sb_head_fields(const exchange_t *ex, int status, const char *ctype, uint6
     fsink_t k = {f, 0, hb_init(strs->text, sizeof strs->text), drop};
     head_walk(&hd, put_field, &k);
     return k.text.over ? 0 : k.n;
-}
-
-int sb_head_fits(const exchange_t *ex)
-{
-    size_t n = 0;
-    for (unsigned i = 0; i < ex->nfields; i++)
-        n += strlen(ex->fields[i].name) + 1;
-    return !ex->fields_over && n <= SB_HEAD_NAMES;
 }

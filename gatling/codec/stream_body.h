@@ -212,16 +212,11 @@ char *sb_room(sbody_t *b, size_t n);
 #define SB_HEAD_FIELDS (8 + EX_FIELDS_MAX) /* the most sb_head_fields writes */
 
 /* The strings a response head's fields point into (sb_head_fields): the
-   names in lower case and the numbers' digits, each NUL-terminated; room
-   for the server's own fields (256) and SB_HEAD_NAMES. */
+   handler's names in lower case and the numbers' digits, each
+   NUL-terminated; room for the numbers (256) and SB_HEAD_NAMES. */
 typedef struct sb_head_strs {
     char text[256 + SB_HEAD_NAMES];
 } sb_head_strs_t;
-
-/* Do the exchange's fields fit in a head over HTTP/2 and HTTP/3: no more
-   than EX_FIELDS_MAX (fields_over), their names in SB_HEAD_NAMES?  Else the
-   answer is a bare 500 (sb_codec_head, sb_codec_error), as over HTTP/1.1. */
-int sb_head_fits(const exchange_t *ex);
 
 /* A response head's fields as http/head.h walks them for every protocol
    (codec_head_facts's), the names in lower case for HPACK and QPACK:
@@ -229,9 +224,9 @@ int sb_head_fits(const exchange_t *ex);
    (len where the status has a body), last-modified (mtime; -1: none), HSTS
    on a secure exchange (-x), then the exchange's own, without the
    connection-specific ones and drop (a codec's own; NULL: none).  How many
-   are in f (at most SB_HEAD_FIELDS; 0 if the names did not fit, which
-   sb_head_fits rules out); they point into strs, ex and the site's dates:
-   encode them before the loop turns. */
+   are in f (at most SB_HEAD_FIELDS), or 0 if the handler's names are longer
+   than SB_HEAD_NAMES in all (the codec fails the stream); they point into
+   strs, ex and the site's dates: encode them before the loop turns. */
 size_t sb_head_fields(const exchange_t *ex, int status, const char *ctype, uint64_t len,
                       time_t mtime, const char *drop, http_field_t *f, sb_head_strs_t *strs);
 

@@ -49,12 +49,13 @@ enum {
 };
 
 /* One field: its name as HTTP/1.1 spells it ("Content-Length"; the
-   handler's as it gave it), its value (numeric: the value's text is value
-   then num in decimal: "max-age=" 600). */
+   handler's as it gave it) and, for the server's own, in lower case (lower,
+   as HTTP/2 and HTTP/3 send it; NULL for the handler's), its value
+   (numeric: the value's text is value then num in decimal: "max-age=" 600). */
 typedef struct head_field {
     uint8_t kind;    /* HEAD_* */
     uint8_t numeric; /* num follows value */
-    const char *name, *value;
+    const char *name, *lower, *value;
     size_t nlen, vlen; /* strlen(name), strlen(value) */
     uint64_t num;
 } head_field_t;
