@@ -313,7 +313,7 @@ static void keeper(side_t *s, pid_t parent)
             break;
         say(s, "the side process %s: started again in a second",
             pid < 0 ? "could not fork" : WIFSIGNALED(st) ? "was killed" : "ended");
-        cluster_set_acme_holder(s->view, 0); /* until the new one knows */
+        cluster_set_acme_held(s->view, -1, 0); /* until the new one knows */
         sleep(1);
     }
     _exit(0);

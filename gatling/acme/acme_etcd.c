@@ -351,21 +351,20 @@ int etcd_range(etcd_t *e, const void *key, size_t klen, int prefix, int64_t min_
     return n;
 }
 
-int etcd_put_if(etcd_t *e, const void *key, size_t klen, const void *val, size_t vlen,
-                int64_t mod_rev, int64_t lease, char *err, size_t errlen)
+/* A transaction of one compare (key's MOD or CREATE revision equal to rev)
+   and one op (name: request_put, request_delete_range).  1 done, 0 the
+   compare failed, -1 error. */
+static int txn(etcd_t *e, const void *key, size_t klen, int64_t mod_rev, const char *name,
+               json_object *op_body, char *err, size_t errlen)
 {
-    json_object *cmp = json_object_new_object(), *put = json_object_new_object();
+    json_object *cmp = json_object_new_object();
     json_object_object_add(cmp, "key", b64(key, klen));
     json_object_object_add(cmp, "result", json_object_new_string("EQUAL"));
     json_object_object_add(cmp, "target", json_object_new_string(mod_rev ? "MOD" : "CREATE"));
     json_object_object_add(cmp, mod_rev ? "mod_revision" : "create_revision",
                            json_object_new_int64(mod_rev));
-    json_object_object_add(put, "key", b64(key, klen));
-    json_object_object_add(put, "value", b64(val, vlen));
-    if (lease)
-        json_object_object_add(put, "lease", json_object_new_int64(lease));
     json_object *op = json_object_new_object(), *req = json_object_new_object();
-    json_object_object_add(op, "request_put", put);
+    json_object_object_add(op, name, op_body);
     json_object *cmps = json_object_new_array(), *ops = json_object_new_array();
     json_object_array_add(cmps, cmp);
     json_object_array_add(ops, op);
@@ -379,6 +378,25 @@ int etcd_put_if(etcd_t *e, const void *key, size_t klen, const void *val, size_t
     int done = json_object_object_get_ex(res, "succeeded", &ok) && json_object_get_boolean(ok);
     json_object_put(res);
     return done;
+}
+
+int etcd_put_if(etcd_t *e, const void *key, size_t klen, const void *val, size_t vlen,
+                int64_t mod_rev, int64_t lease, char *err, size_t errlen)
+{
+    json_object *put = json_object_new_object();
+    json_object_object_add(put, "key", b64(key, klen));
+    json_object_object_add(put, "value", b64(val, vlen));
+    if (lease)
+        json_object_object_add(put, "lease", json_object_new_int64(lease));
+    return txn(e, key, klen, mod_rev, "request_put", put, err, errlen);
+}
+
+int etcd_delete_if(etcd_t *e, const void *key, size_t klen, int64_t mod_rev, char *err,
+                   size_t errlen)
+{
+    json_object *del = json_object_new_object();
+    json_object_object_add(del, "key", b64(key, klen));
+    return txn(e, key, klen, mod_rev, "request_delete_range", del, err, errlen);
 }
 
 int64_t etcd_lease(etcd_t *e, int ttl, char *err, size_t errlen)

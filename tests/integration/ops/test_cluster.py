@@ -306,19 +306,22 @@ def test_certificates_from_the_cluster(gatling, etcd, certs, tmp_path):
     other = subprocess.run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt",
                             "ec_paramgen_curve:P-256"], capture_output=True, check=True,
                            timeout=20).stdout.decode()
-    etcd.put("/gatling/ci/acme/lock", "another-node")
-    etcd.put("/gatling/ci/acme/cert/localhost", cert_value(chain, other))
-    etcd.put("/gatling/ci/acme/cert/../evil", cert_value(chain, key))
-    etcd.put("/gatling/ci/acme/chal/http-01/../../status", "orders 99\n")
-    etcd.put("/gatling/ci/acme/chal/http-01/tok123", "tok123.thumb")
+    serial = subprocess.run(["openssl", "x509", "-noout", "-serial"], input=chain.encode(),
+                            capture_output=True, check=True, timeout=20).stdout.decode()
+    serial = serial.strip().split("=")[1].lower()
+    etcd.put("/gatling/ci/acme/lock/localhost", "another-node")
+    etcd.put("/gatling/ci/acme/cert/localhost", cert_value(chain, other, serial))
+    etcd.put("/gatling/ci/acme/cert/../evil", cert_value(chain, key, serial))
+    etcd.put("/gatling/ci/acme/chal/other/http-01/../../status", "orders 99\n")
+    etcd.put("/gatling/ci/acme/chal/other/http-01/tok123", "tok123.thumb")
     c, st = str(tmp_path / "c"), str(tmp_path / "st")
     os.makedirs(c)
     srv = gatling({"f.txt": "hello\n"}, check_fds=False, args=(
         "-T", "10", "-S", "-C", c, "-e", "0", "--acme", "a@b.test", "--acme-ca",
         "https://127.0.0.1:1/dir", "--acme-dir", st, "--acme-names", "localhost",
         "--cluster", "etcd=" + etcd.url, "--cluster-name", "ci"))
-    for what in ("cert/localhost: not a certificate", "cert/../evil: not a certificate",
-                 "chal/http-01/../../status: not a challenge"):
+    for what in ("cert/localhost: not a whole certificate", "cert/../evil: not a certificate",
+                 "chal/other/http-01/../../status: not a challenge"):
         wait_for(lambda: any(what in l for l in srv.errlog), timeout=15,
                  what="%r said: %s" % (what, srv.errlog[-8:]))
     assert os.listdir(c) == [], "nothing installed"
@@ -328,10 +331,11 @@ def test_certificates_from_the_cluster(gatling, etcd, certs, tmp_path):
                         % srv.port], capture_output=True, timeout=20)
     assert r.stdout == b"tok123.thumb", r
     assert any("another node of the cluster holds" in l for l in srv.errlog)
-    etcd.put("/gatling/ci/acme/cert/localhost", cert_value(chain, key))
-    wait_for(lambda: any("certificate for localhost (serial 0a1b) installed from the cluster" in l
-                         for l in srv.errlog), timeout=15, what="installed: %s" % srv.errlog[-5:])
-    assert os.readlink(os.path.join(c, "localhost")) == ".acme/localhost.0a1b"
+    etcd.put("/gatling/ci/acme/cert/localhost", cert_value(chain, key, serial))
+    wait_for(lambda: any("certificate for localhost (serial %s) installed from the cluster"
+                         % serial in l for l in srv.errlog), timeout=15,
+             what="installed: %s" % srv.errlog[-5:])
+    assert os.readlink(os.path.join(c, "localhost")) == ".acme/localhost." + serial
     ca = os.path.join(os.path.dirname(certs), "ca.pem")
     wait_for(lambda: subprocess.run(
         ["curl", "-sS", "--cacert", ca, "--resolve", "localhost:%d:127.0.0.1" % https_port(srv),
