@@ -255,6 +255,7 @@ static void run(side_t *s)
     char err[512];
     while (!side_stop) {
         if (round_once(s, err, sizeof err) < 0) {
+            cluster_acme_down(&s->acme);
             if (!s->down)
                 say(s, "etcd: %s: the node serves what it has and tries again", err);
             s->down = 1;

@@ -94,9 +94,8 @@ static const etcd_kv_t *find(const etcd_kv_t *kv, int n, size_t pn, const char *
     return NULL;
 }
 
-/* The locks' lease kept alive; all of them gone when it expired, or when it
-   could not be kept for LOCK_TTL (cut off: another node may hold them by
-   now, so the client starts no order on them).  0, or -1 (etcd). */
+/* The locks' lease kept alive; all of them gone when it expired (etcd
+   unreachable: cluster_acme_down).  0, or -1 (etcd). */
 static int keep_lease(cluster_acme_t *a, etcd_t *e, int64_t now, char *err, size_t errlen)
 {
     if (!a->lease)
@@ -106,16 +105,27 @@ static int keep_lease(cluster_acme_t *a, etcd_t *e, int64_t now, char *err, size
         a->kept_at = now;
         return 0;
     }
-    if (r < 0 && now - a->kept_at < LOCK_TTL)
-        return -1;
-    say(a, "the cluster's ACME locks held here were lost (%s): another node may take them",
-        r < 0 ? "etcd unreachable for the lease's time" : "their lease expired");
+    if (r < 0)
+        return -1; /* cluster_acme_down lets go of them after LOCK_TTL */
+    say(a, "the cluster's ACME locks held here were lost (their lease expired): another node "
+        "may take them");
     a->lease = 0;
     cluster_set_acme_held(a->view, -1, 0);
-    return r < 0 ? -1 : 0;
+    return 0;
 }
 
 static int cert_again(cluster_acme_t *a, etcd_t *e, const char *host, char *err, size_t errlen);
+
+void cluster_acme_down(cluster_acme_t *a)
+{
+    int64_t now = (int64_t)time(NULL);
+    if (a->lease && now - a->kept_at >= LOCK_TTL) {
+        say(a, "the cluster's ACME locks held here were lost (etcd unreachable for the lease's "
+            "time): another node may take them");
+        a->lease = 0;
+        cluster_set_acme_held(a->view, -1, 0);
+    }
+}
 
 /* Take name's lock (absent in etcd) with the locks' lease.  0, or -1. */
 static int take_lock(cluster_acme_t *a, etcd_t *e, int i, const char *key, size_t kn,

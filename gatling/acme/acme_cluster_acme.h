@@ -61,6 +61,11 @@ int cluster_acme_open(cluster_acme_t *a, char *err, size_t errlen);
    with why in err (etcd down; bad data is said and skipped). */
 int cluster_acme_round(cluster_acme_t *a, etcd_t *e, char *err, size_t errlen);
 
+/* A round failed (etcd unreachable): once the locks' lease has not been
+   kept alive for LOCK_TTL seconds, they are another node's to take, and the
+   client is told it holds none (an order in flight finishes). */
+void cluster_acme_down(cluster_acme_t *a);
+
 /* The ACME client, after it wrote a challenge file and before it tells the
    CA to validate: wait until the side process put it in etcd and the other
    nodes had a round to take it (about 2 s; nothing without --cluster). */

@@ -7,7 +7,9 @@ once for the cluster (Pebble's log counts orders and certificates), by the
 node that holds that name's lock (seen in /metrics), both nodes serve both
 certificates, and the cluster has one account (one key, one URL; Pebble made
 one); the lock holder SIGKILLed mid-order hands the order over (at most one
-duplicate, every name served).  Skipped, saying so, without etcd or Pebble."""
+duplicate, every name served); a holder cut off from etcd (its etcd member
+stopped) finishes its order, serves it, lets another node take the lock,
+and syncs when etcd is back.  Skipped, saying so, without etcd or Pebble."""
 import glob
 import os
 import re
@@ -21,7 +23,7 @@ import pytest
 import acmelab
 from acmelab import Fault, FaultProxy, Pebble, wait_for
 from test_acme_https import BACKOFF, NAME, PLAIN, Site, logged, metric, metrics, pairs, served
-from test_cluster import Etcd
+from test_cluster import Etcd, etcd_members
 
 pytestmark = [
     pytest.mark.skipif(bool(acmelab.missing()), reason="%s missing: %s" % (
@@ -176,3 +178,57 @@ def test_holder_killed_mid_order(lab):
                 served(na, pebble.root(), what="A serving the certificate it ordered")
                 time.sleep(3 * BACKOFF)
                 assert pebble.orders() <= 2 and pebble.issued() <= 2, pebble.log()[-3000:]
+
+
+def test_holder_cut_off_from_etcd(tmp_path):
+    """A partition: three etcd members, A on members 1 and 2, B on member 3.
+    B holds the lock and orders; member 3 is stopped while the proxy holds
+    B's certificate download (10 s), so B is cut off from etcd: it says so,
+    lets go of its locks after their lease's 5 s (its client starts no new
+    order), finishes the order in flight and serves that certificate; A,
+    which wanted the name, takes the lock and orders (one duplicate at
+    most).  Member 3 back: B syncs (etcd answers again) and both nodes end
+    with the same certificate, the newer one."""
+    from conftest import test_pki
+    ms = etcd_members(str(tmp_path))
+    a = Site(str(tmp_path / "a"))
+    b = Site(str(tmp_path / "b"))
+    ea = ("--cluster", "etcd=%s,%s" % (ms[0].url, ms[1].url), "--cluster-name", "cut",
+          "--acme-names", NAME)
+    eb = ("--cluster", "etcd=" + ms[2].url) + ea[2:]
+    try:
+        with Pebble(a.tmp, test_pki(), a.http, a.https) as pebble, \
+                FaultProxy(pebble.pki, pebble.acme) as proxy:
+            pebble.start()
+            f = proxy.add(Fault("delay", "/certZ/", "POST", delay=10))
+            with b.gatling(proxy.directory, eb) as nb:
+                wait_for(lambda: logged(nb, HOLDS % NAME), 15, "B holding the lock: %s"
+                         % nb.errlog[-10:])
+                with a.gatling(proxy.directory, ea) as na:
+                    wait_for(lambda: f.hits, 60, "B's certificate download")
+                    ms[2].stop(keep=True)
+                    cut = time.monotonic()
+                    wait_for(lambda: logged(nb, "the node serves what it has and tries again"),
+                             10, "B saying etcd is gone: %s" % nb.errlog[-5:])
+                    wait_for(lambda: logged(nb, "locks held here were lost"), 15,
+                             "B letting go of its locks: %s" % nb.errlog[-5:])
+                    wait_for(lambda: logged(na, HOLDS % NAME), 20,
+                             "A taking the lock over: %s" % na.errlog[-10:])
+                    root = pebble.root()
+                    served(nb, root, what="B serving the certificate it got cut off")
+                    assert time.monotonic() - cut > 5 and logged(nb, "%s: certificate \\S+ "
+                                                                     "installed" % NAME)
+                    served(na, root, what="A serving")
+                    assert not logged(nb, "answers again")
+                    ms[2].start()
+                    wait_for(lambda: logged(nb, "answers again"), 30,
+                             "B syncing again: %s" % nb.errlog[-5:])
+                    wait_for(lambda: pairs(a.certs) == pairs(b.certs), 30,
+                             "one certificate on both: %s %s" % (pairs(a.certs), pairs(b.certs)))
+                    assert served(na, root) == served(nb, root)
+                    time.sleep(3 * BACKOFF)
+                    assert pebble.orders() <= 2 and pebble.issued() <= 2, pebble.log()[-3000:]
+                    assert pairs(a.certs) == pairs(b.certs)
+    finally:
+        for m in ms:
+            m.stop()
