@@ -294,6 +294,20 @@ def test_bad_options(build, args, why):
     assert r.returncode == 2 and why in r.stderr.decode(), r
 
 
+@pytest.mark.parametrize("items,why", [
+    (",user=gatling", "user= and password-file= go together"),
+    (",password-file=/nonexistent/pw", "/nonexistent/pw: No such file"),
+    (",user=gatling,password-file=/dev/null", "/dev/null: empty"),
+])
+def test_bad_auth_options(build, items, why):
+    """user= and password-file= are checked at start: a clear error, no
+    server (and never a password on the command line: there is no
+    password=)."""
+    r = subprocess.run([build.binary, "-p", "0", "--cluster", "etcd=http://127.0.0.1:1" + items],
+                       capture_output=True, timeout=20)
+    assert r.returncode != 0 and why in r.stderr.decode(), r
+
+
 def cert_value(chain, key, serial="0a1b"):
     body = chain + key
     return "gatling-cert-1 %s %d %d\n" % (serial, len(chain), len(key)) + body
@@ -426,6 +440,56 @@ def test_half_written_certificate_never_installed(gatling, etcd, tmp_path):
     etcd.put("/gatling/half/acme/cert/localhost", whole)
     wait_for(lambda: served_serial(srv) == serial, timeout=15,
              what="the whole new certificate installed and served: %s" % srv.errlog[-4:])
+
+
+def test_etcd_with_auth(gatling, certs, tmp_path):
+    """etcd with its auth on: user gatling, whose role may read and write
+    /gatling/ only.  A node given user= and password-file= (read at start,
+    kept in memory; no secret on the command line) logs in, syncs and shares
+    its ticket keys with a second such node; a node with a wrong password,
+    and one with none, are refused, say so naming the user, and serve all
+    the same; etcd restarted (its tokens gone), the node logs in again."""
+    e = Etcd(str(tmp_path)).start()
+    env = dict(os.environ, ETCDCTL_API="3")
+    try:
+        for cmd in (["user", "add", "root:rootpw"], ["role", "add", "gatling"],
+                    ["role", "grant-permission", "gatling", "--prefix=true", "readwrite",
+                     "/gatling/"],
+                    ["user", "add", "gatling:s3cret pass"], ["user", "grant-role", "gatling",
+                                                             "gatling"],
+                    ["auth", "enable"]):
+            subprocess.run(["etcdctl", "--endpoints", e.url] + cmd, check=True,
+                           capture_output=True, timeout=30, env=env)
+        assert e.call("/v3/kv/range", {"key": b64("x")}) is None, "auth is on"
+        good, bad = str(tmp_path / "pw"), str(tmp_path / "badpw")
+        with open(good, "w") as f:
+            f.write("s3cret pass\n")
+        with open(bad, "w") as f:
+            f.write("wrong\n")
+        url = e.url + ",user=gatling,password-file="
+        n1 = node(gatling, certs, url + good, "auth", "-S")
+        n2 = node(gatling, certs, url + good, "auth")
+        wrong = node(gatling, certs, url + bad, "auth")
+        none = node(gatling, certs, e.url, "auth")
+        generation(n1), generation(n2)
+        for n, why in ((wrong, "authentication failed"), (none, "user name is empty")):
+            wait_for(lambda: any("tries again" in l and why in l for l in n.errlog), timeout=15,
+                     what="%r said: %s" % (why, n.errlog[-3:]))
+            assert "New, TLS" in s_client(https_port(n))
+        assert any("(user gatling)" in l for l in wrong.errlog), wrong.errlog[-3:]
+        assert not any("s3cret" in l or "wrong" in l for l in wrong.errlog + n1.errlog)
+        sess = str(tmp_path / "sess")
+        s_client(https_port(n1), sess_out=sess)
+        assert reused(s_client(https_port(n2), sess_in=sess))
+        e.stop(keep=True)
+        wait_for(lambda: any("tries again" in l for l in n1.errlog), timeout=10,
+                 what="n1 seeing etcd gone")
+        e.start(wait=False)
+        t = time.time()
+        wait_for(lambda: metrics(n1)["gatling_cluster_last_sync_seconds"] > t, timeout=30,
+                 what="n1 syncing after etcd's restart (logged in again): %s" % n1.errlog[-3:])
+    finally:
+        e.stop()
 
 
 def etcd_members(base, n=3):
