@@ -402,6 +402,15 @@ static char *local_cert(cluster_acme_t *a, const char *host, acme_cert_info_t *i
     return v;
 }
 
+/* host's slot among the client's names, or -1. */
+static int slot_of(cluster_acme_t *a, const char *host)
+{
+    for (int i = 0, n = cluster_acme_count(a->view); i < n; i++)
+        if (!strcmp(cluster_acme_name(a->view, i), host))
+            return i;
+    return -1;
+}
+
 /* Install etcd's certificate for host (checked by parse_cert) into -C. */
 static void install(cluster_acme_t *a, const char *host, const cert_t *c)
 {
@@ -412,6 +421,10 @@ static void install(cluster_acme_t *a, const char *host, const cert_t *c)
     if (r == 0) {
         say(a, "certificate for %s (serial %s) installed from the cluster", host, c->info.serial);
         kill(a->notify, SIGUSR1); /* the loops load it now, as after the client's own */
+        /* the client wanted the name before it had this: it says again
+           (within a second) if it still does, so the lock the last holder
+           just let go is not taken for nothing */
+        cluster_acme_want(a->view, slot_of(a, host), 0);
     }
     free(chain);
     if (key)
@@ -447,14 +460,6 @@ static int sync_one(cluster_acme_t *a, etcd_t *e, const char *key, size_t kn, co
     return rc < 0 ? -1 : 0;
 }
 
-/* Is host among the client's names whose lock this node holds? */
-static int holds(cluster_acme_t *a, const char *host)
-{
-    for (int i = 0, n = cluster_acme_count(a->view); i < n; i++)
-        if (!strcmp(cluster_acme_name(a->view, i), host))
-            return cluster_acme_held(a->view, i);
-    return 0;
-}
 
 /* The certificates: etcd's (acme/cert/HOST) and -C's client symlinks
    (each of the client's names), the newer kept on both sides. */
@@ -473,7 +478,8 @@ static int sync_certs(cluster_acme_t *a, etcd_t *e, char *err, size_t errlen)
                 say(a, "etcd key %.300s: not a certificate's name: skipped", kv[i].key);
             continue;
         }
-        rc = sync_one(a, e, (char *)kv[i].key, kv[i].klen, h, &kv[i], holds(a, h), err, errlen);
+        rc = sync_one(a, e, (char *)kv[i].key, kv[i].klen, h, &kv[i],
+                      cluster_acme_held(a->view, slot_of(a, h)), err, errlen);
     }
     for (int i = 0, count = cluster_acme_count(a->view); i < count && rc == 0; i++) {
         snprintf(host, sizeof host, "%s", cluster_acme_name(a->view, i));

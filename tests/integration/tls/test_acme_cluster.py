@@ -123,7 +123,7 @@ def test_each_name_ordered_once(lab):
         assert pairs(a.certs) == pairs(b.certs)
         for n in NAMES:  # each name's lock taken once, by one node
             took = logged(na, HOLDS % re.escape(n)) + logged(nb, HOLDS % re.escape(n))
-            assert len(took) == 1, (n, took)
+            assert len(took) == 1, (n, took, "\n".join(na.errlog), "\n".join(nb.errlog))
             assert any(watch.seen.get(k, {}).get(n) for k in "ab"), (n, watch.seen)
             assert watch.seen["a"].get(n) is not None and \
                 watch.seen["b"].get(n) is not None, watch.seen
