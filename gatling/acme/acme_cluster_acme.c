@@ -460,7 +460,6 @@ static int sync_one(cluster_acme_t *a, etcd_t *e, const char *key, size_t kn, co
     return rc < 0 ? -1 : 0;
 }
 
-
 /* The certificates: etcd's (acme/cert/HOST) and -C's client symlinks
    (each of the client's names), the newer kept on both sides. */
 static int sync_certs(cluster_acme_t *a, etcd_t *e, char *err, size_t errlen)
