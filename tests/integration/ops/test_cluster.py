@@ -313,6 +313,18 @@ def cert_value(chain, key, serial="0a1b"):
     return "gatling-cert-1 %s %d %d\n" % (serial, len(chain), len(key)) + body
 
 
+def follower(gatling, etcd, tmp_path, name):
+    """A node with --acme for localhost (its CA unreachable) in cluster
+    name, whose lock another node's key holds: (server, -C, --acme-dir)."""
+    c, st = str(tmp_path / "c"), str(tmp_path / "st")
+    os.makedirs(c)
+    srv = gatling({"f.txt": "hello\n"}, check_fds=False, args=(
+        "-T", "10", "-S", "-C", c, "-e", "0", "--acme", "a@b.test", "--acme-ca",
+        "https://127.0.0.1:1/dir", "--acme-dir", st, "--acme-names", "localhost",
+        "--cluster", "etcd=" + etcd.url, "--cluster-name", name))
+    return srv, c, st
+
+
 def test_certificates_from_the_cluster(gatling, etcd, certs, tmp_path):
     """--acme with --cluster on a node that does not hold the cluster's ACME
     lock (another node's key holds it): hostile values under acme/ are said
@@ -333,12 +345,7 @@ def test_certificates_from_the_cluster(gatling, etcd, certs, tmp_path):
     etcd.put("/gatling/ci/acme/cert/../evil", cert_value(chain, key, serial))
     etcd.put("/gatling/ci/acme/chal/other/http-01/../../status", "orders 99\n")
     etcd.put("/gatling/ci/acme/chal/other/http-01/tok123", "tok123.thumb")
-    c, st = str(tmp_path / "c"), str(tmp_path / "st")
-    os.makedirs(c)
-    srv = gatling({"f.txt": "hello\n"}, check_fds=False, args=(
-        "-T", "10", "-S", "-C", c, "-e", "0", "--acme", "a@b.test", "--acme-ca",
-        "https://127.0.0.1:1/dir", "--acme-dir", st, "--acme-names", "localhost",
-        "--cluster", "etcd=" + etcd.url, "--cluster-name", "ci"))
+    srv, c, st = follower(gatling, etcd, tmp_path, "ci")
     for what in ("cert/localhost: not a whole certificate", "cert/../evil: not a certificate",
                  "chal/other/http-01/../../status: not a challenge"):
         wait_for(lambda: any(what in l for l in srv.errlog), timeout=15,
@@ -408,12 +415,7 @@ def test_half_written_certificate_never_installed(gatling, etcd, tmp_path):
     _, other_key, _ = self_signed(0)
     etcd.put("/gatling/half/acme/lock/localhost", "another-node")
     etcd.put("/gatling/half/acme/cert/localhost", cert_value(old_chain, old_key, old_serial))
-    c, st = str(tmp_path / "c"), str(tmp_path / "st")
-    os.makedirs(c)
-    srv = gatling({"f.txt": "hello\n"}, check_fds=False, args=(
-        "-T", "10", "-S", "-C", c, "-e", "0", "--acme", "a@b.test", "--acme-ca",
-        "https://127.0.0.1:1/dir", "--acme-dir", st, "--acme-names", "localhost",
-        "--cluster", "etcd=" + etcd.url, "--cluster-name", "half"))
+    srv, c, _ = follower(gatling, etcd, tmp_path, "half")
     wait_for(lambda: any("(serial %s) installed" % old_serial in l for l in srv.errlog),
              timeout=15, what="the old certificate installed: %s" % srv.errlog[-5:])
     wait_for(lambda: served_serial(srv) == old_serial, timeout=10, what="the old one served")
