@@ -607,6 +607,17 @@ static void cluster(hbuf_t *b, const site_t *s)
          "The generation of the cluster's ticket keys in use (0: none yet, our own)", gen},
     };
     scalars(b, "gauge", m, N(m));
+    int n = cluster_acme_count(s->cfg->cluster);
+    if (!n)
+        return;
+    head(b, "gatling_cluster_acme_lock", "gauge",
+         "1 while this node holds the cluster's ACME lock for the name (its client orders it)");
+    for (int i = 0; i < n; i++) {
+        const char *name = cluster_acme_name(s->cfg->cluster, i);
+        hb_puts(b, "gatling_cluster_acme_lock");
+        label(b, '{', "name", name, strnlen(name, CLUSTER_ACME_NAME_MAX - 1));
+        value(b, 1, (uint64_t)cluster_acme_held(s->cfg->cluster, i));
+    }
 }
 
 int metrics_serve(exchange_t *ex)
@@ -634,6 +645,8 @@ int metrics_serve(exchange_t *ex)
         cap += 2 * strlen(name) + 96; /* its line, the name escaped */
     if (cfg->acme_chal) /* two lines per name (at most 253 bytes, no escapes) */
         cap += 1024 + ACME_STATUS_NAMES * 2 * (253 + 64);
+    if (cfg->cluster) /* a lock line per name, the name escaped */
+        cap += 1024 + CLUSTER_ACME_NAMES * (2 * CLUSTER_ACME_NAME_MAX + 64);
     char *page = malloc(cap);
     if (!page)
         return -1;
