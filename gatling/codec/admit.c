@@ -6,6 +6,7 @@
 #include "admit.h"
 #include "codec.h"
 #include "gio.h"
+#include "handlers/router.h"
 #include "http/http_parse.h"
 #include "http/owfat.h"
 #include "http/response.h"
@@ -45,6 +46,20 @@ const char *admit_keep(sbody_t *b, const uint8_t *p, size_t n)
     d[n] = 0;
     b->hdrlen += n + 1;
     return d;
+}
+
+int admit_body(sbody_t *b)
+{
+    exchange_t *ex = sb_ex(b);
+    const http_str_t *cl = http_header(ex->req, "Content-Length");
+    unsigned long long len = 0;
+    int known = cl && cl->n && scan_ulonglong(cl->p, &len) == cl->n;
+    ex->req_len = known ? (int64_t)len : -1;
+    if (!b->bad && !b->refused && router_streams(ex)) {
+        b->early = 1;
+        return ADMIT_EARLY;
+    }
+    return known && len > CODEC_BODY_MAX ? ADMIT_TOO_LARGE : ADMIT_DROP;
 }
 
 int admit_request(sbody_t *b, http_request_t *req)

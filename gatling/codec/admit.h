@@ -5,7 +5,9 @@
  * connection's field blocks full (the stream refused, the client may send it
  * again), -R's last request, -A's rate limit, HEAD, the access log's request
  * line; then, once the stream is over, its access-log line and counts, and
- * the informational heads (100 Continue, 103 Early Hints) a stream sends.
+ * the informational heads (100 Continue, 103 Early Hints) a stream sends;
+ * and for a request with a body, its length, whether a producer takes it
+ * as it comes, or 413.
  *
  * What each codec does about it (a GOAWAY, a reset of the stream or of the
  * connection, its own counter) comes through its sb_ops_t
@@ -39,6 +41,21 @@ void admit_refuse(sbody_t *b);
  * router answers it; -1: it was answered or refused here.
  */
 int admit_request(sbody_t *b, http_request_t *req);
+
+/* What admit_body found: the body is read and dropped, taken by a producer
+   as it comes, or too large to read (413 at once). */
+enum { ADMIT_DROP, ADMIT_EARLY, ADMIT_TOO_LARGE };
+
+/*
+ * A request head with a body to come: its length into the exchange
+ * (req_len: the Content-Length, -1 when none); ADMIT_EARLY when a producer
+ * takes the body as it comes (router_streams; b->early: the codec
+ * dispatches at once), unless the head is bad or refused; else
+ * ADMIT_TOO_LARGE for a length over CODEC_BODY_MAX (the codec answers 413,
+ * counted and logged as any request), else ADMIT_DROP.  Then, but for 413,
+ * the codec sends 100 Continue if asked (admit_continue).
+ */
+int admit_body(sbody_t *b);
 
 /* The stream is over: its access-log line and the status page's counts. */
 void admit_log(sbody_t *b);

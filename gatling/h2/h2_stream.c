@@ -2,8 +2,6 @@
    (what is alike over HTTP/3 is stream_body.c's: this file gives it h2_sb_ops). */
 #include "h2_int.h"
 #include "codec/admit.h"
-#include "handlers/router.h"
-#include "http/owfat.h"
 #include "http/response.h"
 #include "site/encoding.h"
 #include "site/peerlimits.h"
@@ -393,20 +391,16 @@ void h2_answer_early(h2_t *h, h2_stream_t *s, int status)
    the limit, and 100 (Continue) when asked for, as HTTP/1.1 answers. */
 static void body_begins(h2_t *h, h2_stream_t *s)
 {
-    const http_str_t *cl = http_header(&s->req, "Content-Length");
-    unsigned long long len = 0;
     s->in_body = 1, h->bodies++;
     h->headed = 1;
-    int known = cl && cl->n && scan_ulonglong(cl->p, &len) == cl->n;
-    s->ex.req_len = known ? (int64_t)len : -1;
-    /* a producer takes it as it comes */
-    if (!s->sb.bad && !s->sb.refused && router_streams(&s->ex)) {
-        s->sb.early = 1;
-        s->produced = 1;
-        h->producers++;
-    } else if (known && len > CODEC_BODY_MAX) {
+    int r = admit_body(&s->sb);
+    if (r == ADMIT_TOO_LARGE) {
         h2_answer_early(h, s, 413);
         return;
+    }
+    if (r == ADMIT_EARLY) { /* a producer takes it as it comes */
+        s->produced = 1;
+        h->producers++;
     }
     if (admit_continue(&s->sb) < 0)
         h->fatal = 1;

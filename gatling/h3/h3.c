@@ -12,9 +12,7 @@
 #include "h3_int.h"
 #include "quic_mem.h"
 #include "codec/admit.h"
-#include "handlers/router.h"
 #include "http/hbuf.h"
-#include "http/owfat.h"
 #include "http/response.h"
 #include "site/alog.h"
 #include "site/encoding.h"
@@ -271,20 +269,16 @@ static void dispatch(h3_stream_t *s)
    413 at once for a Content-Length over the limit. */
 static void body_begins(h3_stream_t *s)
 {
-    const http_str_t *cl = http_header(&s->req, "Content-Length");
-    unsigned long long len = 0;
     s->in_body = 1;
-    int known = cl && cl->n && scan_ulonglong(cl->p, &len) == cl->n;
-    s->ex.req_len = known ? (int64_t)len : -1;
-    if (!s->sb.bad && router_streams(&s->ex)) {
-        s->sb.early = 1;
-        s->produced = 1;
-    } else if (known && len > CODEC_BODY_MAX) {
+    int r = admit_body(&s->sb);
+    if (r == ADMIT_TOO_LARGE) {
         s->in_body = 0;
         if (dispatch_begin(s) == 0)
             ex_error(&s->ex, 413, NULL, NULL);
         return;
     }
+    if (r == ADMIT_EARLY)
+        s->produced = 1;
     if (admit_continue(&s->sb) != 0) /* as h1.c and h2 send it */
         stream_abort(s, NGHTTP3_H3_INTERNAL_ERROR);
     if (s->sb.early)
