@@ -74,9 +74,10 @@ $(BO)/kb/kb_fork_static.o: bench/kb/kb_fork.c $(OB).flags
 $(B)/kb-fork-static: $(BO)/kb/kb_fork_static.o $(BO)/kb/kb.o | $(B)
 	$(CC) $(LDFLAGS) -static -o $@ $^
 endif
-# kb-stream: bulk throughput (man/kb-stream.1), four files
+# kb-stream: bulk throughput (man/kb-stream.1), five files
 KB_BIN += $(B)/kb-stream
-KB_STREAM_OBJ := $(addprefix $(BO)/kb/,kb_stream.o kb_stream_tcp.o kb_stream_udp.o kb_stream_relay.o)
+KB_STREAM_OBJ := $(addprefix $(BO)/kb/,kb_stream.o kb_stream_tcp.o kb_stream_udp.o kb_stream_relay.o \
+                                         kb_stream_util.o)
 $(B)/kb-stream: $(KB_STREAM_OBJ) | $(B)
 	$(CC) $(LDFLAGS) -o $@ $^ -pthread
 all: $(KB_BIN)

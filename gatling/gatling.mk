@@ -1,8 +1,11 @@
 # gatling/: the server, one folder per layer (README in each; tests/layers.py
-# checks who includes whom).  GATLING_LIBOBJS (everything but main) is also
-# linked into the C unit tests.  Objects go to $(OB)/srv/ (shared by every
-# backend's build: see the GNUmakefile), binaries to $(B).
-GATLING_DIRS := acme codec conn ftp h2 h3 handlers http site
+# checks who includes whom).  The folders are gatling/LAYERS' (the one list,
+# top to bottom), less gatling/ itself and io/; make layers checks that they
+# are.  GATLING_LIBOBJS (everything but main) is also linked into the C unit
+# tests.  Objects go to $(OB)/srv/ (shared by every backend's build: see the
+# GNUmakefile), binaries to $(B).
+GATLING_DIRS := $(filter-out gatling io,$(shell sed -e 's/\#.*//' gatling/LAYERS | \
+                    awk 'NF { print $$1 }'))
 GATLING_SRC := $(filter-out gatling/main.c,$(wildcard gatling/*.c \
                    $(GATLING_DIRS:%=gatling/%/*.c)))
 GATLING_LIBOBJS := $(GATLING_SRC:gatling/%.c=$(OB)/srv/%.o)

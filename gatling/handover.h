@@ -14,7 +14,7 @@
  * GATLING_LISTEN_GROUPS says how the passed descriptors are laid out: g
  * groups of equal size, one per -W worker of the old process (each group
  * its own SO_REUSEPORT socket); systemd passes one group.  HTTP/3's UDP
- * sockets (h3/quic_steer.h: two banks) follow the listeners in an
+ * sockets (quic/quic_steer.h: two banks) follow the listeners in an
  * upgrade: GATLING_QUIC_FDS says how many, GATLING_QUIC_BANK (1 or 2) which
  * bank the new process serves from; the ready pipe comes after them.
  * LISTEN_FDNAMES names what each listener serves ("http", "https", "ftp"):
@@ -28,7 +28,7 @@
 #include <sys/types.h>
 
 #define HANDOVER_MAX_FDS 64
-#define HANDOVER_MAX_DGRAMS 128 /* HTTP/3's sockets (h3/quic_steer.h's QUIC_STEER_MAX) */
+#define HANDOVER_MAX_DGRAMS 128 /* HTTP/3's sockets (quic/quic_steer.h's QUIC_STEER_MAX) */
 
 /* HTTP/3's UDP sockets for the new binary, and the bank it is to serve from. */
 typedef struct handover_dgrams {

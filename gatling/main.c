@@ -20,7 +20,7 @@
 #include "site/nets.h"
 #include "server.h"
 #include "conn/proxyproto.h"
-#include "conn/tls.h"
+#include "tls/tls.h"
 #include "handlers/cache.h"
 #include "handlers/proxy.h"
 #include "worker.h"

@@ -5,7 +5,7 @@
 #define _GNU_SOURCE
 #include "server.h"
 #include "conn/conn.h"
-#include "conn/h1.h"
+#include "h1/h1.h"
 #include "h2/h2.h"
 #include "site/encoding.h"
 #include "site/elog.h"
@@ -20,7 +20,7 @@
 #include "http/owfat.h"
 #include "conn/proxyproto.h"
 #include "site/nets.h"
-#include "conn/tls.h"
+#include "tls/tls.h"
 #include "handlers/metrics.h"
 
 #include <arpa/inet.h>

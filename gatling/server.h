@@ -9,8 +9,8 @@
 #include "site/config.h"
 #include "conn/conn.h"
 #include "ftp/ftp.h"
-#include "h3/quic.h"
-#include "h3/quic_steer.h"
+#include "quic/quic.h"
+#include "quic/quic_steer.h"
 #include "gio.h"
 #include "site/mime.h"
 #include "site/site.h"
@@ -59,7 +59,7 @@ typedef struct server {
     gio_timer_t grace; /* ... and the loop's timer at its end */
     gio_timer_t certs; /* HTTPS: the next look at the certificate files */
     ftp_set_t ftp;     /* -f: the FTP sessions */
-    quic_ep_t *quic;   /* HTTP/3 on UDP at the HTTPS port's number (h3/quic.h), or NULL */
+    quic_ep_t *quic;   /* HTTP/3 on UDP at the HTTPS port's number (quic/quic.h), or NULL */
     const quic_group_t *qgroup; /* ... its socket group, handed over on SIGUSR2 (or NULL) */
 } server_t;
 
@@ -122,7 +122,7 @@ int server_run(server_t *s);
 int server_h3_wanted(const config_t *cfg);
 
 /*
- * HTTP/3's socket group (h3/quic_steer.h) on the address of the HTTPS
+ * HTTP/3's socket group (quic/quic_steer.h) on the address of the HTTPS
  * listener among lst[0..n), per sockets a bank (one per -W worker): opened,
  * or checked if handed over.  0, or -1 after a note on stderr (HTTPS goes on
  * without HTTP/3; g is closed).

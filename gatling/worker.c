@@ -58,7 +58,7 @@ typedef struct supervisor {
     int up_fd;    /* an upgrade under way: the new process writes here once it serves */
     pid_t up_pid; /* ... and this is it */
     pid_t asker;  /* ... and who asked for it (--reload: reload.h), or 0 */
-    /* HTTP/3's UDP sockets (h3/quic_steer.h): two banks of one per worker,
+    /* HTTP/3's UDP sockets (quic/quic_steer.h): two banks of one per worker,
        held here until the end so that no socket's index in the group moves */
     quic_group_t qg;
 } supervisor_t;

@@ -9,7 +9,7 @@
 #ifndef GATLING_WORKER_H
 #define GATLING_WORKER_H
 
-#include "h3/quic_steer.h"
+#include "quic/quic_steer.h"
 #include "site/config.h"
 #include "site/mime.h"
 

@@ -1,5 +1,6 @@
 /*
- * Output batches: buffers by sendmsg (gathered, at most IOV_MAX at once),
+ * Output batches: buffers by sendmsg (gathered, at most 64 at once, or
+ * IOV_MAX where that is smaller),
  * file ranges by sendfile, resumed after partial writes.
  *
  * sendfile itself is behind gio_sendfile() (gio_os.h), the one place where

@@ -7,7 +7,8 @@
  *   MSG_MORE, so headers and body leave in full packets; a batch made only of
  *   buffers is sent without MSG_MORE and never waits in the kernel.
  * - Partial writes are resumed where they stopped.
- * - At most IOV_MAX buffers go into one sendmsg.
+ * - At most 64 buffers (fewer where IOV_MAX is smaller) go into one
+ *   sendmsg; the rest go in the next, within the same call's budget.
  * - MSG_NOSIGNAL everywhere: no SIGPIPE, ever.
  * - Each gio_batch_send() call sends at most `budget` bytes, so one fast
  *   reader cannot starve the other connections of the loop.

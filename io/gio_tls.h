@@ -1,7 +1,7 @@
 /*
  * gio_tls — TLS on gio's terms: OpenSSL's non-blocking calls mapped to gio's
  * return convention, and output batches sent through a TLS session.  The
- * server (gatling/conn/tls.c) and the load generators (bench/lg/lg_tls.c)
+ * server (gatling/tls/tls.c) and the load generators (bench/lg/lg_tls.c)
  * share it; each sets up its own contexts.
  *
  * Every call returns what gio's data calls return: bytes (> 0), GIO_EOF (the

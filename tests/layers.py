@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
 """The include layering of gatling/: every folder's README says, on a line
 "May include: a, b, c", which other folders its files may include headers
-from (its own always; io/ none of gatling's; only folders below it in FOLDERS,
+from (its own always; io/ none of gatling's; only folders below it in gatling/LAYERS,
 so that no two folders include each other); this checks every #include "..."
 in gatling/ and io/ against it, and that no handler includes the connection's header; and that no
 two files call each other, directly or round a longer circle (below).
 
-    python3 tests/layers.py [ROOT]      (ROOT: the tree, default: here)
+    python3 tests/layers.py [--make-dirs "DIRS"] [ROOT]   (ROOT: the tree, default: here)
+
+The layers, top to bottom, are the one list gatling/LAYERS.  make layers
+passes the folders gatling/gatling.mk compiles as --make-dirs: they must be
+that list's (a folder compiled but not checked, or listed but not built,
+fails).
 
 Prints each violation as file:line and exits 1 if there is one.  An include
 is resolved the way the build does it: "site/fcache.h" names its folder
@@ -23,10 +28,10 @@ why each is there; the cure is a third file both use, or a table of
 functions the lower file fills and the upper one calls (handlers/proxy_int.h,
 ftp/ftp_sess.h).
 
-Every map true: each .c and .h of a folder in FOLDERS or MAPS is named in
+Every map true: each .c and .h of a folder in gatling/LAYERS or MAPS is named in
 that folder's README (a .c and its .h are one file here too: naming either
 names both, as "gio_batch.h/.c" or "router.c" do).  A folder under gatling/
-that holds C files but is not in FOLDERS is named too: its includes go
+that holds C files but is not in gatling/LAYERS is named too: its includes go
 unchecked until it is added, with its README and its "May include:" line.
 
 bench/'s Python drivers share code through one package, bench/benchkit: no
@@ -39,24 +44,38 @@ import sys
 
 sys.setrecursionlimit(10000)
 
-# top to bottom; gatling/ itself is the top folder, io/ is below them all
-FOLDERS = {
-    "gatling": "gatling",
-    "acme": "gatling/acme",
-    "h3": "gatling/h3",
-    "ftp": "gatling/ftp",
-    "conn": "gatling/conn",
-    "h2": "gatling/h2",
-    "codec": "gatling/codec",
-    "handlers": "gatling/handlers",
-    "site": "gatling/site",
-    "http": "gatling/http",
-    "io": "io",
-}
+# top to bottom; gatling/ itself is the top folder, io/ is below them all:
+# read from the one list, gatling/LAYERS (main: from ROOT's copy), which the
+# makefile compiles (gatling/gatling.mk) and the docs cite
+LAYERS = os.path.join("gatling", "LAYERS")
+FOLDERS = {}
+
+
+def read_layers(root):
+    """gatling/LAYERS: name -> path, top to bottom (a line: name, path, what it
+    holds; '#' starts a comment)."""
+    path = os.path.join(root, LAYERS)
+    try:
+        lines = open(path, encoding="utf-8").read().splitlines()
+    except OSError:
+        sys.exit("layers: %s is missing: the one list of the layers" % LAYERS)
+    out = {}
+    for n, line in enumerate(lines, 1):
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        if len(words) < 2 or words[0] in out or not re.fullmatch(r"[a-z][a-z0-9]*", words[0]):
+            sys.exit("layers: %s:%d: want a new folder's name and its path" % (LAYERS, n))
+        out[words[0]] = os.path.normpath(words[1])
+    if list(out)[:1] != ["gatling"] or list(out)[-1:] != ["io"]:
+        sys.exit("layers: %s: gatling/ comes first and io/ last" % LAYERS)
+    return out
+
+
 # folders outside gatling/ held to the same rules: each includes from itself
 # and the folders listed (never gatling/), and no two of its files call each
-# other (bench/lg/README); checked where they exist
-OTHERS = {"bench/lg": ["io"]}
+# other (bench/lg/README, bench/kb/README); checked where they exist
+OTHERS = {"bench/lg": ["io"], "bench/kb": []}
 # folders outside the layering whose README still maps every file (checked
 # where they exist: a copy of gatling/ and io/ alone has none of them)
 MAPS = ["bench/lg", "bench/kb", "bench/gio", "bench/ref"]
@@ -112,8 +131,8 @@ def check(root):
     for name in order:  # a rule names only folders below its own: no two folders both ways
         up = sorted(rules[name] - {name} - set(order[order.index(name) + 1:]))
         if up:
-            bad.append("%s/README: May include names %s, not below it in tests/layers.py's FOLDERS"
-                       % (FOLDERS[name], ", ".join(up)))
+            bad.append("%s/README: May include names %s, not below it in %s"
+                       % (FOLDERS[name], ", ".join(up), LAYERS))
     for name, rel in FOLDERS.items():
         d = os.path.join(root, rel)
         for f in sorted(os.listdir(d)):
@@ -414,8 +433,9 @@ def check_bench_drivers(root):
             if "python" in fh.readline():
                 files.append(os.path.join(BENCH, f))
     kit = os.path.join(d, BENCHKIT)
-    if os.path.isdir(kit):
-        files += [os.path.join(BENCH, BENCHKIT, f) for f in sorted(os.listdir(kit))
+    for sub, dirs, names in os.walk(kit):  # the package and its own (benchkit/slashdot/)
+        dirs[:] = sorted(x for x in dirs if x != "__pycache__")
+        files += [os.path.relpath(os.path.join(sub, f), root) for f in sorted(names)
                   if f.endswith(".py")]
     local = {f[:-3] if f.endswith(".py") else f for f in os.listdir(d)} - {BENCHKIT}
     if os.path.isdir(kit):  # `import benchlib`: the module was beside the drivers once
@@ -436,16 +456,33 @@ def check_bench_drivers(root):
     return bad
 
 
+def check_make(dirs):
+    """--make-dirs: the folders the makefile compiles (gatling.mk's GATLING_DIRS)
+    are LAYERS' below gatling/ and above io/, no more, no fewer."""
+    want = [n for n in FOLDERS if n not in ("gatling", "io")]
+    if sorted(dirs.split()) == sorted(want):
+        return []
+    return ["gatling/gatling.mk compiles %s, %s lists %s" % (" ".join(sorted(dirs.split())),
+                                                             LAYERS, " ".join(sorted(want)))]
+
+
 def main():
-    root = sys.argv[1] if len(sys.argv) > 1 else "."
+    args = sys.argv[1:]
+    make_dirs = None
+    if args[:1] == ["--make-dirs"] and len(args) > 1:
+        make_dirs, args = args[1], args[2:]
+    root = args[0] if args else "."
+    FOLDERS.update(read_layers(root))
     bad = (check(root) + check_circles(root) + check_others(root) + check_readmes(root)
            + check_bench_drivers(root))
+    if make_dirs is not None:
+        bad += check_make(make_dirs)
     for b in bad:
         print("layers: " + b)
     for rel in unknown_folders(root):
         # a note, not a failure, while a branch adds a folder piece by piece
-        print("layers: note: %s/ holds C files but is not in FOLDERS: its includes and "
-              "README go unchecked" % rel)
+        print("layers: note: %s/ holds C files but is not in %s: its includes and "
+              "README go unchecked" % (rel, LAYERS))
     if bad:
         return 1
     print("layers: %d folders and %s, every include goes down, no circle between files, "

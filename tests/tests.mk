@@ -59,12 +59,14 @@ CHECK_PASSES ?= $(shell echo $$((3 * $(CHECK_JOBS))))
 # the long poles of phase 1, which then waited on them with the CPUs 69% busy
 CHECK_SHARDS ?= 2
 
-# the include layering of gatling/ (each folder's README says what it may include),
+# the include layering of gatling/ (the folders, top to bottom: gatling/LAYERS,
+# which must name the folders gatling.mk compiles; each folder's README says
+# what it may include),
 # no call circle there nor in bench/lg, bench's drivers sharing code through
 # bench/benchkit only, and no function in io/ or gatling/ over 80 lines
 .PHONY: layers
 layers:
-	$(PYTHON) tests/layers.py
+	$(PYTHON) tests/layers.py --make-dirs "$(GATLING_DIRS)"
 	sh tests/funclen.sh
 
 # make lint: gcc -fanalyzer, clang-tidy-14 (.clang-tidy) and cppcheck over every

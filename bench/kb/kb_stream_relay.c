@@ -4,10 +4,10 @@
  * direction, that copy with read/write (copy) or move the data with
  * splice(2) through a pipe without copying it to user space (splice), and
  * pass a half close on.  It ends after -n connections or -t seconds and
- * prints the bytes each way and its CPU share.  See kb_stream.h.
+ * prints the bytes each way and its CPU share.  See kb_stream_relay.h.
  */
 #define _GNU_SOURCE
-#include "kb_stream.h"
+#include "kb_stream_relay.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -91,6 +91,10 @@ int ks_relay(const ks_opts_t *o, int lfd)
 {
     pair_t *pairs = calloc((size_t)o->n, sizeof *pairs);
     int k = 0, failed = 0;
+    if (!pairs) {
+        fprintf(stderr, "kb-stream: -n %ld connections: out of memory\n", o->n);
+        return 1;
+    }
     double t0 = ks_now(), end = t0 + o->secs;
     fflush(stdout);
     while (k < o->n && !ks_stop && ks_now() < end) {

@@ -2,10 +2,10 @@
  * kb-stream over TCP: a sending process's streams (connect, a header of a page,
  * its first 8 bytes naming the stream, writes until -t, then a half close and the receiver's
  * count of what arrived) and a receiving process's (accept, read to the end,
- * answer with the count).  See kb_stream.h.
+ * answer with the count).  See kb_stream_tcp.h.
  */
 #define _GNU_SOURCE
-#include "kb_stream.h"
+#include "kb_stream_tcp.h"
 
 #include <arpa/inet.h>
 #include <endian.h>
@@ -67,7 +67,7 @@ static int tcp_open(const ks_opts_t *o, conn_t *c, int id)
     static const char pad[KS_HDR - 8];
     uint32_t h[2] = {htonl(KS_MAGIC), htonl((uint32_t)id)};
     struct iovec iov[2] = {{h, sizeof h}, {(void *)pad, sizeof pad}};
-    if (writev(c->fd, iov, 2) != KS_HDR) /* KS_HDR: see kb_stream.h */
+    if (writev(c->fd, iov, 2) != KS_HDR) /* KS_HDR: see kb_stream_util.h */
         return -1;
     c->sent = KS_HDR;
     fcntl(c->fd, F_SETFL, O_NONBLOCK);
@@ -216,7 +216,12 @@ static void accept_all(const ks_opts_t *o, int lfd, int ep, conn_t **cs, int *ca
     while ((fd = accept4(lfd, (struct sockaddr *)&sa, &l, SOCK_NONBLOCK)) >= 0) {
         if (fd >= *cap) {
             int ncap = fd * 2 + 16;
-            *cs = realloc(*cs, (size_t)ncap * sizeof **cs);
+            conn_t *grown = realloc(*cs, (size_t)ncap * sizeof **cs);
+            if (!grown) { /* its sender sees no reply: the stream's state says so */
+                close(fd);
+                return;
+            }
+            *cs = grown;
             memset(*cs + *cap, 0, (size_t)(ncap - *cap) * sizeof **cs);
             *cap = ncap;
         }
@@ -233,7 +238,7 @@ static void accept_all(const ks_opts_t *o, int lfd, int ep, conn_t **cs, int *ca
 int ks_tcp_recv(const ks_opts_t *o, int p, int lfd, int ready, int go, int out)
 {
     size_t len = 128 * 1024;
-    char *buf = aligned_alloc(4096, len); /* KS_ALIGN: see kb_stream.h */
+    char *buf = aligned_alloc(4096, len); /* KS_ALIGN: see kb_stream_util.h */
     int cap = 0, ep = epoll_create1(0);
     conn_t *cs = NULL;
     struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.u32 = (uint32_t)lfd},

@@ -4,10 +4,10 @@
  * flow, sequence number; at the end three FIN datagrams with the count sent),
  * and a receiving process's (flows told apart by their source address: loss
  * from the FIN's count, reordering from the sequence numbers).  With
- * SO_REUSEPORT each flow stays on one receiving socket.  See kb_stream.h.
+ * SO_REUSEPORT each flow stays on one receiving socket.  See kb_stream_udp.h.
  */
 #define _GNU_SOURCE
-#include "kb_stream.h"
+#include "kb_stream_udp.h"
 
 #include <arpa/inet.h>
 #include <endian.h>

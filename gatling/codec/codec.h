@@ -1,8 +1,8 @@
 /*
- * codec — what every codec (conn/h1.c, h2/, h3/) is told of the connection
+ * codec — what every codec (h1/h1.c, h2/, h3/) is told of the connection
  * its exchanges come on, and the start of an exchange from those facts.  A
  * codec knows its connection only by them: the connection (conn/, or a QUIC
- * connection in h3/quic.c) fills a codec_conn_t and hands it down, never the
+ * connection in quic/quic.c) fills a codec_conn_t and hands it down, never the
  * reverse.
  */
 #ifndef GATLING_CODEC_H
@@ -32,7 +32,7 @@ typedef struct codec_conn {
     void *conn; /* the connection, for the exchange's owner (a job's return) */
     void (*wake)(void *conn); /* run the connection soon, not now (a producer's call) */
     /* HTTPS (ssl): is host one that this session's certificate does not
-       serve (421)?  The connection's TLS answers it (conn/tls.c): a codec
+       serve (421)?  The connection's TLS answers it (tls/tls.c): a codec
        below the connection asks through here */
     int (*misdirected)(const struct codec_conn *f, const char *host, size_t n);
 } codec_conn_t;

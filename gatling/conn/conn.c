@@ -13,12 +13,12 @@
 #include "conn.h"
 #include "conn_int.h"
 #include "gio_os.h"
-#include "h1.h"
+#include "h1/h1.h"
 #include "h2/h2.h"
 #include "handlers/router.h"
 #include "site/jobs.h"
 #include "site/peerlimits.h"
-#include "tls.h"
+#include "tls/tls.h"
 
 #include <errno.h>
 #include <stddef.h>

@@ -38,7 +38,7 @@
  * bytes (conn_t is 184 on x86-64; an HTTP/2 one holds its h2_t too,
  * ~720 bytes, and ~9 KiB per open stream: h2/h2.c).  What is
  * HTTP/1.1 about a connection (framing, keep-alive, the bytes of a
- * response head) is the codec's, conn/h1.c; conn.c and its parts
+ * response head) is the codec's, h1/h1.c; conn.c and its parts
  * (conn_*.c: conn/README) are the socket's: reading, TLS, deadlines,
  * sending the batch.
  */

@@ -8,7 +8,7 @@
  */
 #include "conn_int.h"
 #include "gio_os.h"
-#include "tls.h"
+#include "tls/tls.h"
 
 #include <sys/socket.h>
 

@@ -6,7 +6,7 @@
  * events.
  */
 #include "conn_int.h"
-#include "tls.h"
+#include "tls/tls.h"
 
 /* HTTPS: a Host that this session's certificate does not serve (421). */
 static int conn_misdirected(const codec_conn_t *f, const char *host, size_t n)

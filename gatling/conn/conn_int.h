@@ -3,9 +3,10 @@
  * handlers, nor for server.c, which has conn.h).  Calls go one way, down
  * this list, never back up (make layers checks it):
  *
- *   conn.c           the driver (run, conn_event) and the answering states
- *                    HANDLE, DISPATCH, WAIT, WRITE, STREAM, H2
- *   conn_open.c      a new connection: conn_new, PROXY, HANDSHAKE
+ *   conn.c           the driver (run, conn_event), conn_new and its free,
+ *                    and the answering states HANDLE, DISPATCH, WAIT,
+ *                    WRITE, STREAM, H2
+ *   conn_open.c      the opening states: PROXY, HANDSHAKE
  *   conn_read.c      reading: IDLE, HEAD, BODY, LINGER, STREAM's input
  *   conn_h2.c        H2's deadline after each pass, and what a passed one
  *                    does

@@ -8,7 +8,7 @@
 #include "gio_os.h"
 #include "proxyproto.h"
 #include "site/peerlimits.h"
-#include "tls.h"
+#include "tls/tls.h"
 
 #include <errno.h>
 #include <string.h>

@@ -7,9 +7,9 @@
  */
 #include "conn_int.h"
 #include "gio_os.h"
-#include "h1.h"
+#include "h1/h1.h"
 #include "h2/h2.h"
-#include "tls.h"
+#include "tls/tls.h"
 
 #include <errno.h>
 #include <string.h>

@@ -8,7 +8,7 @@
 #define GATLING_CONN_TYPES_H
 
 #include "gio_batch.h"
-#include "h1.h"
+#include "h1/h1.h"
 #include "http/http_parse.h"
 #include "site/site.h"
 #include "site/watch.h"

@@ -6,8 +6,8 @@
  */
 #include "conn_int.h"
 #include "gio_os.h"
-#include "h1.h"
-#include "tls.h"
+#include "h1/h1.h"
+#include "tls/tls.h"
 
 #include <sys/socket.h>
 

@@ -7,7 +7,7 @@
 #include "ftp.h"
 #include "ftp_list.h"
 #include "ftp_xfer.h"
-#include "conn/tls.h"
+#include "tls/tls.h"
 #include "site/peerlimits.h"
 #include "site/vhost.h"
 

@@ -8,7 +8,7 @@
 #include "ftp_list.h"
 #include "ftp_xfer.h"
 #include "gio_os.h"
-#include "conn/tls.h"
+#include "tls/tls.h"
 #include "handlers/htaccess.h"
 #include "site/encoding.h"
 #include "site/fs.h"

@@ -10,7 +10,6 @@
 #ifdef HAVE_H3
 #include "h3.h"
 #include "h3_int.h"
-#include "quic_mem.h"
 #include "codec/admit.h"
 #include "http/hbuf.h"
 #include "http/response.h"
@@ -19,7 +18,7 @@
 #include "site/fcache.h"
 #include "site/jobs.h"
 #include "site/peerlimits.h"
-#include "conn/tls.h"
+#include "tls/tls.h"
 
 #include <errno.h>
 #include <gnutls/gnutls.h>
@@ -444,7 +443,7 @@ void h3_pool_free(h3_pool_t *p)
     free(p);
 }
 
-h3_t *h3_new(const codec_conn_t *f, ngtcp2_conn *q, h3_pool_t *pool)
+h3_t *h3_new(const codec_conn_t *f, ngtcp2_conn *q, h3_pool_t *pool, const nghttp3_mem *mem)
 {
     h3_t *h = calloc(1, sizeof *h);
     if (!h)
@@ -478,7 +477,7 @@ h3_t *h3_new(const codec_conn_t *f, ngtcp2_conn *q, h3_pool_t *pool)
     st.qpack_max_dtable_capacity = H3_QPACK_TABLE;
     st.qpack_encoder_max_dtable_capacity = 0; /* responses use the static table only */
     st.qpack_blocked_streams = H3_QPACK_BLOCKED;
-    if (nghttp3_conn_server_new(&h->ng, &cb, &st, quic_mem_nghttp3(), h) != 0) {
+    if (nghttp3_conn_server_new(&h->ng, &cb, &st, mem, h) != 0) {
         free(h);
         return NULL;
     }

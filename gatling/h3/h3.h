@@ -37,6 +37,7 @@ typedef struct h3 h3_t;
 typedef struct sb_pool h3_pool_t; /* stream_body.h's sb_pool_t */
 typedef struct nghttp3_conn nghttp3_conn;
 typedef struct ngtcp2_conn ngtcp2_conn;
+typedef struct nghttp3_mem nghttp3_mem;
 
 /*
  * The stream memory the sessions of one endpoint share: a stream that ends
@@ -53,10 +54,11 @@ void h3_pool_free(h3_pool_t *p);
 /*
  * A session on QUIC connection q whose facts f tells of (f->out is NULL:
  * nothing goes through an output batch); wake(f->conn) runs the connection
- * soon when a job or producer moved a stream; its streams come from pool.
+ * soon when a job or producer moved a stream; its streams come from pool,
+ * nghttp3's memory from mem (the transport's allocator: quic/quic_mem.h).
  * NULL on ENOMEM.
  */
-h3_t *h3_new(const codec_conn_t *f, ngtcp2_conn *q, h3_pool_t *pool);
+h3_t *h3_new(const codec_conn_t *f, ngtcp2_conn *q, h3_pool_t *pool, const nghttp3_mem *mem);
 
 /* Open the control and QPACK streams (once the handshake gave 1-RTT keys).
    0, or -1: close the connection. */

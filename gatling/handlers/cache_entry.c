@@ -186,7 +186,7 @@ static int serve_range(exchange_t *ex, const rs_entry_t *e, char *age, const cha
     const http_str_t *rg = http_header(ex->req, "Range");
     *done = 0;
     if (!rg || e->status != 200 || ex->head_only ||
-        !cond_if_range(ex->req, e->etag ? e->etag : "", e->mtime))
+        !cond_if_range(ex->req, e->etag ? e->etag : "", e->mtime, gio_wallclock(ex->site->loop)))
         return 0;
     byterange_t r[1];
     int n = byterange_parse(rg->p, rg->n, e->body_len, r, 1);
@@ -219,7 +219,8 @@ int ce_serve(exchange_t *ex, const rs_entry_t *e, const char *cs, int64_t now)
     hb_str(&ab);
     /* no Last-Modified: the stored Date stands for it (RFC 9111 4.3.2) */
     time_t lm = e->mtime >= 0 ? e->mtime : (time_t)(e->response_time - e->initial_age);
-    int pre = cond_preconditions(ex->req, e->etag ? e->etag : "\"\x7f\"", lm);
+    int pre = cond_preconditions(ex->req, e->etag ? e->etag : "\"\x7f\"", lm,
+                                 gio_wallclock(ex->site->loop));
     if (pre == 412)
         return ex_error(ex, 412, NULL, NULL);
     if (pre == 304 && e->status == 200) {

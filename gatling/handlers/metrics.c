@@ -548,7 +548,7 @@ void metrics_owe(site_t *s)
                       on_publish, s);
 }
 
-/* Each loaded certificate's expiry (read at load, conn/tls.c). */
+/* Each loaded certificate's expiry (read at load, tls/tls.c). */
 static void certificates(hbuf_t *b, const site_t *s)
 {
     const char *name;

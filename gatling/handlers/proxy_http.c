@@ -1,6 +1,6 @@
 /* Proxying to an HTTP/1.1 backend: the request head, the response.  See proxy.h. */
+#include "http/cachectl.h"
 #include "http/hbuf.h"
-#include "http/owfat.h"
 #include "proxy_int.h"
 
 #include <arpa/inet.h>
@@ -37,14 +37,11 @@ static int named_by_connection(const http_header_t *h, size_t nh, http_str_t nam
     return 0;
 }
 
-/* An HTTP-date's seconds (0: not one). */
-static int64_t resp_date(http_str_t v)
+/* An HTTP-date's seconds (0: not one, or not after 1970), by the one parser. */
+static int64_t resp_date(http_str_t v, int64_t now)
 {
-    char buf[64];
-    time_t t;
-    memcpy(buf, v.p, v.n);
-    buf[v.n] = 0;
-    return scan_httpdate(buf, &t) == v.n && t > 0 ? (int64_t)t : 0;
+    int64_t t = cc_http_date(v.p, v.n, now);
+    return t > 0 ? t : 0;
 }
 
 /* Hop-by-hop fields (RFC 9110 7.6.1), and those the proxy writes itself. */
@@ -256,7 +253,7 @@ static int response_head(px_req_t *pr, const http_response_t *resp)
         if (name_is(h->name, "Content-Type") && !ctype)
             ctype = px_keep(pr, h->value.p, h->value.n);
         if (name_is(h->name, "Date") && h->value.n < 64) /* for the response cache's ages */
-            pr->ex->resp_date = resp_date(h->value);
+            pr->ex->resp_date = resp_date(h->value, gio_wallclock(pr->ex->site->loop));
         if (h->name.n >= 48 || hop_by_hop(resp->headers, resp->nheaders, h->name, 1))
             continue;
         if (px_field(pr, h->name.p, h->name.n, h->value.p, h->value.n) < 0) {

@@ -105,7 +105,7 @@ int ranges_serve(exchange_t *ex, const body_t *b, const char *type, time_t mtime
     /* Range applies to GET only (RFC 9110 14.2); a repeated Range field is
        not a list we could combine, so it is ignored like an invalid one */
     if (rh && !ex->head_only && http_header_count(req, "Range") == 1 &&
-        cond_if_range(req, etag, mtime))
+        cond_if_range(req, etag, mtime, gio_wallclock(ex->site->loop)))
         n = byterange_parse(rh->p, rh->n, b->size, r, BYTERANGE_MAX);
     if (n == BYTERANGE_UNSATISFIABLE) /* an error: none of the file's metadata */
         return ex_error(ex, 416, "Content-Range", content_range(cr, sizeof cr, NULL, b->size));

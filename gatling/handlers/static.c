@@ -416,7 +416,7 @@ static int serve_file(exchange_t *ex, const target_t *t, fcache_entry_t *f)
         ex_field(ex, "Cache-Control", max_age);
         ex_field(ex, "Expires", expires);
     }
-    int pre = cond_preconditions(ex->req, etag, mtime);
+    int pre = cond_preconditions(ex->req, etag, mtime, gio_wallclock(s->loop));
     if (pre == 304)
         return ex_head(ex, 304, NULL, 0, mtime) < 0 ? -1 : 0;
     if (pre == 412)

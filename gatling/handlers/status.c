@@ -125,7 +125,7 @@ static size_t cert_rows(const site_t *s, row_t *r, size_t n, size_t cap)
     return s->cfg->cluster ? put_rows(r, n, cap, c, 2) : n;
 }
 
-/* The HTTPS rows (conn/tls.c, conn.c) after r[0..n): the new n. */
+/* The HTTPS rows (tls/tls.c, conn.c) after r[0..n): the new n. */
 static size_t tls_rows(const site_t *s, row_t *r, size_t n, size_t cap)
 {
     const status_counters_t *st = &s->stats;
@@ -176,7 +176,7 @@ static size_t cache_rows(const site_t *s, row_t *r, size_t n, size_t cap)
     return put_rows(r, n, cap, d, sizeof d / sizeof d[0]);
 }
 
-/* HTTP/3 (h3/quic.c): its connections and what its socket answered. */
+/* HTTP/3 (quic/quic.c): its connections and what its socket answered. */
 static size_t h3_rows(const status_counters_t *st, row_t *r, size_t n, size_t cap)
 {
     const row_t d[] = {

@@ -137,6 +137,9 @@ int64_t cc_delta(const char *p, size_t n);
 int64_t cc_age_value(const char *p, size_t n);
 
 /*
+ * The one HTTP-date parser (the preconditions', http/conditional.c, and the
+ * proxy's backend Date, handlers/proxy_http.c, read theirs here too: libowfat's
+ * scan_httpdate knows no rfc850-date and takes 31 April, hour 24, month "Foo").
  * An HTTP-date p[0..n) (RFC 9110 5.6.7; whitespace around it allowed) as
  * seconds since the epoch: IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT"),
  * rfc850-date ("Sunday, 06-Nov-94 08:49:37 GMT": a two-digit year that

@@ -1,6 +1,6 @@
 /* Preconditions and entity-tags: see conditional.h. */
 #include "conditional.h"
-#include "owfat.h"
+#include "cachectl.h"
 
 #include <string.h>
 
@@ -69,21 +69,19 @@ int cond_etag_match(const char *h, size_t n, const char *etag, int weak)
     return matched;
 }
 
-/* A date header's value, or -1 if absent or unparsable (then it is ignored). */
-static time_t header_date(const http_request_t *req, const char *name)
+/* A date header's value, or -1 if absent or unparsable (then it is ignored):
+   any of RFC 9110 5.6.7's three forms, by the one HTTP-date parser
+   (cachectl.h's cc_http_date; now reads an rfc850-date's two-digit year). */
+static time_t header_date(const http_request_t *req, const char *name, int64_t now)
 {
     const http_str_t *v = http_header(req, name);
-    char buf[64];
-    time_t t;
-    if (!v || v->n == 0 || v->n >= sizeof buf)
+    if (!v)
         return -1;
-    memcpy(buf, v->p, v->n);
-    buf[v->n] = 0;
-    return scan_httpdate(buf, &t) == v->n ? t : -1;
+    return (time_t)cc_http_date(v->p, v->n, now);
 }
 
 /* RFC 9110 13.2.2: the preconditions in their order.  0, 304 or 412. */
-int cond_preconditions(const http_request_t *req, const char *etag, time_t mtime)
+int cond_preconditions(const http_request_t *req, const char *etag, time_t mtime, int64_t now)
 {
     const http_str_t *im = http_header(req, "If-Match");
     const http_str_t *inm = http_header(req, "If-None-Match");
@@ -91,18 +89,18 @@ int cond_preconditions(const http_request_t *req, const char *etag, time_t mtime
     if (im) {
         if (!cond_etag_match(im->p, im->n, etag, 0))
             return 412;
-    } else if ((t = header_date(req, "If-Unmodified-Since")) >= 0 && mtime > t) {
+    } else if ((t = header_date(req, "If-Unmodified-Since", now)) >= 0 && mtime > t) {
         return 412;
     }
     if (inm)
         return cond_etag_match(inm->p, inm->n, etag, 1) ? 304 : 0;
-    if ((t = header_date(req, "If-Modified-Since")) >= 0 && mtime <= t)
+    if ((t = header_date(req, "If-Modified-Since", now)) >= 0 && mtime <= t)
         return 304;
     return 0;
 }
 
 /* RFC 9110 13.1.5 */
-int cond_if_range(const http_request_t *req, const char *etag, time_t mtime)
+int cond_if_range(const http_request_t *req, const char *etag, time_t mtime, int64_t now)
 {
     const http_str_t *ir = http_header(req, "If-Range");
     if (!ir)
@@ -111,5 +109,5 @@ int cond_if_range(const http_request_t *req, const char *etag, time_t mtime)
         return 0;
     if (ir->n && (ir->p[0] == '"' || ir->p[0] == 'W'))
         return etag[0] == '"' && ir->n == strlen(etag) && !memcmp(ir->p, etag, ir->n);
-    return header_date(req, "If-Range") == mtime; /* an exact Last-Modified */
+    return header_date(req, "If-Range", now) == mtime; /* an exact Last-Modified */
 }

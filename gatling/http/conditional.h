@@ -10,6 +10,7 @@
 #include "http_parse.h"
 
 #include <stddef.h>
+#include <stdint.h>
 #include <time.h>
 
 /*
@@ -27,15 +28,18 @@ int cond_etag_match(const char *h, size_t n, const char *etag, int weak);
 /*
  * The preconditions of req for a representation with strong ETag etag and
  * Last-Modified mtime, in 13.2.2's order: 0 to go on, 304 or 412.  A date
- * that does not parse is ignored, as if absent.
+ * is any of RFC 9110 5.6.7's three forms (cachectl.h's cc_http_date, with
+ * now, the wall clock's seconds, for an rfc850-date's century); one that
+ * does not parse is ignored, as if absent.
  */
-int cond_preconditions(const http_request_t *req, const char *etag, time_t mtime);
+int cond_preconditions(const http_request_t *req, const char *etag, time_t mtime, int64_t now);
 
 /*
  * Does If-Range (absent: yes) let the Range header apply?  One entity-tag
  * compared strongly (a weak tag, or a list, which the field does not allow,
- * never matches), or an HTTP-date equal to Last-Modified.
+ * never matches), or an HTTP-date equal to Last-Modified (read as
+ * cond_preconditions reads one, with now).
  */
-int cond_if_range(const http_request_t *req, const char *etag, time_t mtime);
+int cond_if_range(const http_request_t *req, const char *etag, time_t mtime, int64_t now);
 
 #endif

@@ -1,7 +1,7 @@
 /*
  * exchange — one request and its response, as a handler sees them.
  *
- * The codec that read the request (conn/h1.c for HTTP/1.1) fills in the
+ * The codec that read the request (h1/h1.c for HTTP/1.1) fills in the
  * request and the facts of its connection, and hands the exchange to the
  * router (handlers/router.h).  A handler answers by setting header fields
  * and calling ex_head() or ex_error(), then hands over the body as buffers

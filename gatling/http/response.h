@@ -1,7 +1,7 @@
 /*
  * response — what every protocol says the same way: the reason phrase of a
  * status and the small HTML page of an error response.  The codecs
- * (conn/h1.c) write the rest.
+ * (h1/h1.c) write the rest.
  */
 #ifndef GATLING_RESPONSE_H
 #define GATLING_RESPONSE_H

@@ -4,7 +4,7 @@
 
 #define GATLING_VERSION "0.1"
 
-/* --h3-retry: when a QUIC Initial without a token gets a Retry (h3/quic_retry.h) */
+/* --h3-retry: when a QUIC Initial without a token gets a Retry (quic/quic_retry.h) */
 enum { CONFIG_RETRY_BUSY = 0, CONFIG_RETRY_NEVER, CONFIG_RETRY_ALWAYS };
 
 #define CONFIG_PROXY_PORTS 8 /* -y: ports named */

@@ -98,7 +98,7 @@ typedef struct status_counters {
     uint64_t h2_refused;       /* HTTP/2: streams refused, the connection's header bytes full */
     uint64_t h2_file_waits;    /* HTTP/2: streams that waited for a file slot (per connection) */
     uint64_t h2_flood[H2_FLOOD_KINDS]; /* HTTP/2 connections ended by GOAWAY ENHANCE_YOUR_CALM */
-    /* HTTP/3 (h3/quic.c, h3.c) */
+    /* HTTP/3 (quic/quic.c, h3/h3.c) */
     uint64_t h3_conns;         /* QUIC connections begun (an Initial accepted) */
     uint64_t h3_handshakes;    /* ... whose handshake completed */
     uint64_t h3_failed;        /* ... ended by an error (handshake, protocol, ours) */

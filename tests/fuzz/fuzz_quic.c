@@ -1,5 +1,5 @@
 /*
- * HTTP/3's transport: datagrams from clients into a QUIC endpoint (h3/quic.c,
+ * HTTP/3's transport: datagrams from clients into a QUIC endpoint (quic/quic.c,
  * with ngtcp2, GnuTLS, h3.c and a real site behind it) that has no socket
  * (quic_open_loose): each datagram goes in by quic_input, and what the server
  * sends comes to a hook that checks it and drops it.  The endpoint has the
@@ -36,14 +36,14 @@
  */
 #define _GNU_SOURCE
 #include "fuzz.h"
-#include "h3/quic.h"
+#include "quic/quic.h"
 #include "gio_udp.h"
 #include "handlers/hstate.h"
 #include "site/config.h"
 #include "site/mime.h"
 #include "site/peerlimits.h"
 #include "site/site.h"
-#include "conn/tls.h"
+#include "tls/tls.h"
 
 #include <fcntl.h>
 #include <netinet/in.h>

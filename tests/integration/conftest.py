@@ -36,7 +36,7 @@ import pytest
 
 # The modules sit in one folder per subject (http/, http2/, http3/, tls/, cache/,
 # dynamic/, ftp/, ops/, privilege/, bench/; tests/README) and import this file (`from conftest
-# import X`), the helpers beside it (h3util, acmelab, ...) and, here and there, one
+# import X`), the helpers beside it (feature_helpers, acmelab, ...) and, here and there, one
 # another across folders (test_h3_defences borrows test_tls's pki fixture): each
 # folder goes on the path, as pytest's default import mode (no __init__.py) puts only
 # a module's own folder there.  No folder may share its name with a package the tests

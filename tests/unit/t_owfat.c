@@ -14,7 +14,9 @@ int main(void)
     is_int(n, 29, "scan_httpdate consumes an IMF-fixdate");
     is_int(t, 784111777, "scan_httpdate writes the time");
     /* libowfat 0.32 does not know the obsolete RFC 850 form: it must say
-       so (0 bytes) rather than invent a time; a caller then ignores the header */
+       so (0 bytes) rather than invent a time.  gatling reads HTTP-dates with
+       http/cachectl.c's cc_http_date (all three forms, strict: t_cachectl.c),
+       not with this; these checks keep the "pure" neutralising honest */
     t = 1;
     n = scan_httpdate("Sunday, 06-Nov-94 08:49:37 GMT", &t);
     ok(n == 0, "scan_httpdate: RFC 850 date is refused, not misread");

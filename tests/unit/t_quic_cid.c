@@ -1,5 +1,5 @@
 /*
- * t_quic_cid — the QUIC connection ID table (gatling/h3/quic_cid.c):
+ * t_quic_cid — the QUIC connection ID table (gatling/quic/quic_cid.c):
  * SipHash-2-4 against the reference vectors, then a long random run of
  * puts, gets and removals checked against a plain array (a removal that
  * broke a probe run, a growth that lost an entry, or a length taken for a

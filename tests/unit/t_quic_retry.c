@@ -1,6 +1,6 @@
 /*
  * t_quic_retry — who gets a QUIC Retry, and its tokens
- * (gatling/h3/quic_retry.c): the three modes, the per-address count (8
+ * (gatling/quic/quic_retry.c): the three modes, the per-address count (8
  * new connections a second, IPv6 counted by /64, a new second starting
  * afresh), and a token that round-trips from the Retry it was sent in to a
  * validated Initial (the client's first connection ID given back), but not

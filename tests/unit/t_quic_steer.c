@@ -1,6 +1,6 @@
 /*
  * t_quic_steer — HTTP/3's socket group and its classic BPF program
- * (gatling/h3/quic_steer.c) on this kernel: a group of two banks of two
+ * (gatling/quic/quic_steer.c) on this kernel: a group of two banks of two
  * UDP sockets on a loopback port, datagrams sent to it, and which socket
  * each arrives at: a short or long header whose DCID carries the mark goes
  * to the socket the mark names (any bank); a client's random DCID to the

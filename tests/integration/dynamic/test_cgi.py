@@ -18,7 +18,7 @@ import pytest
 
 from conftest import (H2, H3, LOG_VERSION, TLS, Client, Mode, assert_status, build_request,
                       fetch, h1_only, h3_bug, url)
-from h3util import basic_auth, crypt_hash, curl, module_server, wait_for
+from feature_helpers import basic_auth, crypt_hash, curl, module_server, wait_for
 
 SH = "#!/bin/sh\n"
 PY = "#!/usr/bin/python3\n"

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from conftest import url, Client, Symlink, fetch, make_docroot, no_h3_client
-from h3util import assert_ok, assert_status, basic_auth, crypt_hash, curl, module_server
+from feature_helpers import assert_ok, assert_status, basic_auth, crypt_hash, curl, module_server
 
 REALM = "Members only"
 PW = {"alice": "wonderland", "bob": "b0b:with colon", "carol": "carol-pw"}

@@ -8,8 +8,8 @@ import time
 import pytest
 
 from conftest import Client, fetch
-from h3util import (CACHE_TTL_WAIT, assert_ok, assert_status, date_value, etag_of, http_date,
-                    module_server, set_mtime)
+from feature_helpers import (CACHE_TTL_WAIT, assert_ok, assert_status, date_value, etag_of,
+                             http_date, module_server, set_mtime)
 
 MTIME = 1650000000  # Fri, 15 Apr 2022 05:20:00 GMT
 BODY = b"conditional requests\n" * 5
@@ -123,6 +123,31 @@ def test_if_modified_since_invalid_ignored(srv, value):
     # RFC 9110 13.1.3: a value that is not a valid HTTP-date MUST be ignored (an
     # empty field value included)
     assert_full(get(srv, "If-Modified-Since: " + value), "If-Modified-Since: %r" % value)
+
+
+@pytest.mark.parametrize("value", ["Fri, 15 Apr 2022 05:20:00 GMT", "Friday, 15-Apr-22 05:20:00 GMT",
+                                   "Fri Apr 15 05:20:00 2022"])
+def test_if_modified_since_three_forms_304(srv, value):
+    # RFC 9110 5.6.7: a recipient MUST accept all three forms; the rfc850-date
+    # (two-digit year: 2022, not 2122) once went to libowfat's scan_httpdate,
+    # which knows no such form, and was ignored (http/cachectl.c's
+    # cc_http_date is the one parser now)
+    assert_304(get(srv, "If-Modified-Since: " + value), tag(srv), value)
+
+
+@pytest.mark.parametrize("value", ["Fri, 31 Apr 2022 05:20:00 GMT", "Fri, 15 Apr 22 05:20:00 GMT",
+                                   "Fri, 15 Apr 2022 24:00:00 GMT", "Fri, 15 Foo 2022 05:20:00 GMT"])
+def test_if_modified_since_not_a_date_ignored(srv, value):
+    # no 31 April, no two-digit year in IMF-fixdate, no hour 24, no month Foo:
+    # not an HTTP-date, so ignored (13.1.3), where scan_httpdate read each as
+    # a time after the file's (a 304 of a file the client never had)
+    assert_full(get(srv, "If-Modified-Since: " + value), "If-Modified-Since: %r" % value)
+
+
+def test_if_unmodified_since_rfc850_412(srv):
+    # an rfc850-date a day before the file's mtime: modified since, 412
+    r = get(srv, "If-Unmodified-Since: Thursday, 14-Apr-22 05:20:00 GMT")
+    assert_status(r, 412, "If-Unmodified-Since in the rfc850 form")
 
 
 @pytest.mark.parametrize("value", ["yesterday", "Fri, 15 Apr 2022 05:19:59", ""])

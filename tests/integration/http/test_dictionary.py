@@ -22,7 +22,7 @@ import time
 import pytest
 
 from conftest import ROOT, fetch
-from h3util import CACHE_TTL_WAIT, assert_status, module_server
+from feature_helpers import CACHE_TTL_WAIT, assert_status, module_server
 
 MTIME = 1680000000
 MAGIC = bytes([0x5e, 0x2a, 0x4d, 0x18, 0x20, 0, 0, 0])

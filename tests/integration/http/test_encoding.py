@@ -11,8 +11,9 @@ import time
 import pytest
 
 from conftest import url, Client, Mode, build_request, fetch, no_h3_client, random_bytes
-from h3util import (CACHE_TTL_WAIT, assert_ok, assert_status, brotli_compress, curl, etag_of,
-                    http_date, module_server, norm_ctype, set_mtime, zstd_compress)
+from feature_helpers import (CACHE_TTL_WAIT, assert_ok, assert_status, brotli_compress, curl,
+                             etag_of, http_date, module_server, norm_ctype, set_mtime,
+                             zstd_compress)
 
 MTIME = 1680000000
 

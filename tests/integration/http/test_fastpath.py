@@ -12,7 +12,7 @@ import time
 import pytest
 
 from conftest import ROOT, Client, assert_status, fetch, http_only, random_bytes, serial
-from h3util import assert_ok
+from feature_helpers import assert_ok
 
 SMALL = random_bytes(1024, 1)
 MID = random_bytes(20000, 2)  # above the default -F 16384: sent from its descriptor

@@ -12,7 +12,7 @@ import pytest
 from conftest import (H2, TLS, h1_only, h2_bug, http_only, serial, Client, assert_status,
                       best_of, fetch, first_backend_only, fresh_source_address, raw_exchange,
                       read_slowly_until_closed, recv_to_eof, settle)
-from h3util import assert_ok
+from feature_helpers import assert_ok
 
 F = b"hello\n"
 BIG = os.urandom(8 << 20)
@@ -424,7 +424,7 @@ def test_rate_limit_drops_with_T0(gatling):
 
 
 def test_failed_logins_slow_down_and_repeat_is_remembered(gatling):
-    from h3util import crypt_hash
+    from feature_helpers import crypt_hash
     tree = {"f.txt": F, "prot": {".htaccess": ("realm\nalice:%s\n" % crypt_hash("right")).encode(),
                                  "x.txt": b"secret\n"}}
     srv = gatling(tree, args=("-T", "10", "-S"))

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 import pytest
 
 from conftest import Mode, Symlink, fetch, serial
-from h3util import assert_ok, assert_status, module_server, norm_ctype
+from feature_helpers import assert_ok, assert_status, module_server, norm_ctype
 
 T0 = 1500000000
 NAMES = {  # file name -> content, in /list/

@@ -6,8 +6,8 @@ import os
 import pytest
 
 from conftest import url, Client, fetch, no_h3_client, random_bytes
-from h3util import (assert_ok, assert_status, curl, etag_of, http_date,
-                    module_server, norm_ctype, parse_multipart)
+from feature_helpers import (assert_ok, assert_status, curl, etag_of, http_date, module_server,
+                             norm_ctype, parse_multipart)
 
 MTIME = 1600000000  # Sun, 13 Sep 2020 12:26:40 GMT
 DATA = random_bytes(1000, seed=11)

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import (MUX, Client, assert_refused, build_request, fetch, h1_only, http_only,
                       raw_exchange, recv_to_eof)
-from h3util import assert_ok, assert_status, module_server
+from feature_helpers import assert_ok, assert_status, module_server
 
 ROOT_F = b"from the document root\n"
 DEFAULT_F = b"from default/\n"

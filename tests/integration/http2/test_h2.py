@@ -15,7 +15,7 @@ import time
 import pytest
 
 from conftest import Symlink, first_backend_only, https_port, random_bytes, recv_to_eof, serial
-from h3util import crypt_hash
+from feature_helpers import crypt_hash
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 MKCERT = os.path.join(ROOT, "dist", "mkcert.sh")

@@ -1,4 +1,4 @@
-"""HTTP/3 (h3/quic.c, h3/h3.c): QUIC on UDP at the HTTPS port's number,
+"""HTTP/3 (quic/quic.c, h3/h3.c): QUIC on UDP at the HTTPS port's number,
 with two real clients -- Debian's ngtcp2-client (gtlsclient: ngtcp2 and
 nghttp3 over GnuTLS, as the server) and Python's aioquic (its own QUIC, TLS
 and QPACK, verifying the certificate against the test CA) -- fetching files,

@@ -23,7 +23,7 @@ happened.  Both fail with -3 (checked by hand: net::ERR_QUIC_HANDSHAKE_FAILED;
 50 fetches all over h2).  The second kills Chromium with its connection
 open, and the server must still exit within the fixture's 5 s of SIGTERM:
 that found the drain waiting out -T for a client that never acknowledged
-its last packets (fixed in h3/quic.c; test_h3.py's
+its last packets (fixed in quic/quic.c; test_h3.py's
 test_sigterm_with_a_vanished_client tests it without a browser).
 
 One Chromium run takes about a second here (2 CPUs), the module about

@@ -1,4 +1,4 @@
-"""HTTP/3's defences (issue 34; h3/quic_retry.c, h3/quic.c, h3/h3.c),
+"""HTTP/3's defences (issue 34; quic/quic_retry.c, quic/quic.c, h3/h3.c),
 each with a real client and a counter:
 
 - Retry (--h3-retry): aioquic and gtlsclient follow it and fetch (aioquic

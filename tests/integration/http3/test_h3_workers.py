@@ -1,4 +1,4 @@
-"""HTTP/3 under -W workers and across the binary upgrade (h3/quic_steer.c):
+"""HTTP/3 under -W workers and across the binary upgrade (quic/quic_steer.c):
 the UDP port is one SO_REUSEPORT group, two banks of a socket per worker,
 and a classic BPF program steers each datagram to the socket its
 Destination Connection ID names.  With aioquic (test_h3's client): many

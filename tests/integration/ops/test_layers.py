@@ -69,6 +69,40 @@ def test_rule_naming_a_higher_folder_fails(tmp_path):
     assert "gatling/h2/README" in r.stdout and "conn" in r.stdout
 
 
+def test_layers_list_is_the_order(tmp_path):
+    """The order is gatling/LAYERS' alone: with h3/ listed above quic/ (which
+    drives it), quic/README's rule names a folder that is no longer below it."""
+    tree = copy_tree(tmp_path)
+    lst = tree / "gatling" / "LAYERS"
+    lines = lst.read_text().splitlines(True)
+    iq = next(i for i, l in enumerate(lines) if l.startswith("quic "))
+    ih = next(i for i, l in enumerate(lines) if l.startswith("h3 "))
+    lines[iq], lines[ih] = lines[ih], lines[iq]
+    lst.write_text("".join(lines))
+    r = layers(str(tree))
+    assert r.returncode == 1, r.stdout
+    assert "gatling/quic/README: May include names h3" in r.stdout, r.stdout
+
+
+def test_makefile_folders_agree_with_layers(tmp_path):
+    """make layers hands the folders gatling.mk compiles to the check: one
+    more or one fewer than gatling/LAYERS lists fails, naming both; and the
+    makefile, asked, compiles exactly the list's."""
+    r = subprocess.run([sys.executable, SCRIPT, "--make-dirs",
+                        "acme ftp conn quic h1 h2 h3 codec handlers site http", ROOT],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60, text=True)
+    assert r.returncode == 1, r.stdout
+    assert "gatling/gatling.mk compiles" in r.stdout and "gatling/LAYERS lists" in r.stdout
+    m = subprocess.run(["make", "--no-print-directory", "-s", "-n", "layers"], cwd=ROOT,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60, text=True)
+    assert m.returncode == 0, m.stdout
+    line = next(l for l in m.stdout.splitlines() if "layers.py" in l)
+    dirs = line.split("--make-dirs", 1)[1].strip().split('"')[1].split()
+    names = [l.split()[0] for l in open(os.path.join(ROOT, "gatling", "LAYERS"))
+             if l.split() and not l.startswith("#")]
+    assert dirs == [n for n in names if n not in ("gatling", "io")], (dirs, names)
+
+
 def append(path, text):
     path.write_text(path.read_text() + text)
 

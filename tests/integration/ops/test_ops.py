@@ -14,8 +14,8 @@ import pytest
 
 from conftest import (MUX, HTTP_VERSION, LOG_VERSION, TLS, Client, Mode, Symlink, build_request,
                       fetch, h1_only, h2_bug, make_docroot, raw_exchange)
-from h3util import (assert_ok, assert_status, basic_auth, crypt_hash, module_server, no_leak_env,
-                    norm_ctype, wait_for)
+from feature_helpers import (assert_ok, assert_status, basic_auth, crypt_hash, module_server,
+                             no_leak_env, norm_ctype, wait_for)
 
 F = b"the f file\n"
 G = b"the g file, a little longer\n"

@@ -84,7 +84,7 @@ def launch(args, cwd, timeout=15):
     has exited; a start that does neither within timeout s (a FIFO's open
     waiting for a reader) fails the test.  Stopped after."""
     cmd = [build().binary, "-i", "127.0.0.1", "-p", "0"] + list(args)
-    # LeakSanitizer cannot read /proc after -u or in a chroot (h3util.no_leak_env)
+    # LeakSanitizer cannot read /proc after -u or in a chroot (feature_helpers.no_leak_env)
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0")
     proc = subprocess.Popen(cmd, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, start_new_session=True, env=env)

@@ -1,0 +1,930 @@
+/*
+ * quic.c — the QUIC endpoint and its connections (see quic.h): datagrams in,
+ * connections begun and closed, their timers, ngtcp2's callbacks.  What goes
+ * out, the send queue of trains, is quic_send.c's (quic_int.h).
+ */
+#ifdef HAVE_H3
+#include "quic.h"
+#include "quic_int.h"
+#include "gio_udp.h"
+#include "h3/h3.h"
+#include "quic_cid.h"
+#include "quic_cred.h"
+#include "quic_mem.h"
+#include "quic_retry.h"
+#include "quic_steer.h"
+#include "site/peerlimits.h"
+#include "site/watch.h"
+#include "tls/tls.h"
+
+#include <errno.h>
+#include <gnutls/crypto.h>
+#include <gnutls/gnutls.h>
+#include <nghttp3/nghttp3.h>
+#include <ngtcp2/ngtcp2.h>
+#include <ngtcp2/ngtcp2_crypto.h>
+#include <ngtcp2/ngtcp2_crypto_gnutls.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#define QUIC_SCID_LEN 18          /* the connection IDs we issue */
+#define QUIC_RX_MAX 1472          /* max_udp_payload_size: what fits Ethernet's MTU */
+#define QUIC_RX_ROUNDS 4          /* receive batches per readiness event */
+#define QUIC_STREAM_WINDOW (256 * 1024) /* a request stream's receive window */
+#define QUIC_CONN_WINDOW (1024 * 1024)  /* the connection's */
+#define QUIC_HANDSHAKE_S 10       /* a handshake not done in this long ends */
+#define QUIC_DRAIN_SILENCE_MS 2000 /* shutting down: a peer silent this long (or 3 PTO) is gone */
+#define QUIC_HANDSHAKES_MAX 1024  /* ... and at most this many at once (each holds ~150 KiB
+                                     of state), more are dropped; past half of it new
+                                     clients prove their address first (Retry) */
+#define QUIC_PRIORITY "NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:" \
+                      "+CHACHA20-POLY1305:+AES-128-CCM:%DISABLE_TLS13_COMPAT_MODE"
+
+/* ---- the connections' timers: the loop's (gio_timer_set) ------------------------ */
+
+static void on_conn_timer(gio_loop_t *l, void *arg);
+
+/* c's next timer at due (gio_now() ms); quic_start reserved room for one per
+   connection, so it cannot fail. */
+static void timer_set(quic_conn_t *c, int64_t due)
+{
+    gio_timer_set(c->ep->site->loop, &c->timer, due, on_conn_timer, c);
+}
+
+static void timer_stop(quic_conn_t *c)
+{
+    gio_timer_stop(c->ep->site->loop, &c->timer);
+}
+
+/* ---- connection life -------------------------------------------------------------- */
+
+static void cid_forget(quic_conn_t *c)
+{
+    quic_ep_t *e = c->ep;
+    size_t n = ngtcp2_conn_get_num_scid(c->q);
+    ngtcp2_cid *ids = n ? calloc(n, sizeof *ids) : NULL;
+    if (ids) {
+        n = ngtcp2_conn_get_scid(c->q, ids);
+        for (size_t i = 0; i < n; i++)
+            if (quic_cid_get(e->cids, ids[i].data, ids[i].datalen) == c)
+                quic_cid_del(e->cids, ids[i].data, ids[i].datalen);
+        free(ids);
+    }
+    if (quic_cid_get(e->cids, c->odcid.data, c->odcid.datalen) == c)
+        quic_cid_del(e->cids, c->odcid.data, c->odcid.datalen);
+}
+
+static void conn_free(quic_conn_t *c)
+{
+    quic_ep_t *e = c->ep;
+    timer_stop(c);
+    if (c->next)
+        c->next->prevp = c->prevp;
+    *c->prevp = c->next;
+    for (quic_conn_t **p = &e->woken; *p; p = &(*p)->wnext)
+        if (*p == c) {
+            *p = c->wnext;
+            break;
+        }
+    for (quic_conn_t **p = &e->touched; *p; p = &(*p)->tnext)
+        if (*p == c) {
+            *p = c->tnext;
+            break;
+        }
+    h3_free(c->h3);
+    if (c->q) {
+        cid_forget(c);
+        ngtcp2_conn_del(c->q);
+    }
+    if (c->tls)
+        gnutls_deinit(c->tls);
+    quic_cred_release(c->cred);
+    if (c->limited)
+        limits_conn_close(e->site->limits, (struct sockaddr *)&c->peer);
+    e->handshaking -= c->shaking;
+    free(c->closebuf);
+    free(c);
+    e->nconns--;
+    e->site->nconns--;
+}
+
+/* The connection ends without a word (idle timeout, draining over, dropped). */
+static void conn_close_now(quic_conn_t *c)
+{
+    conn_free(c);
+}
+
+/* CONNECTION_CLOSE with c->err, kept and repeated for a closing period of
+   3 PTO (RFC 9000 10.2.1), then the connection goes. */
+static void start_closing(quic_conn_t *c)
+{
+    quic_ep_t *e = c->ep;
+    if (c->closing || c->draining)
+        return;
+    if (ngtcp2_conn_is_in_closing_period(c->q) || ngtcp2_conn_is_in_draining_period(c->q)) {
+        c->draining = 1;
+    } else if ((c->closebuf = malloc(QUIC_PKT_MAX))) {
+        ngtcp2_path_storage ps;
+        ngtcp2_path_storage_zero(&ps);
+        ngtcp2_pkt_info pi = {0};
+        ngtcp2_ssize n = ngtcp2_conn_write_connection_close(c->q, &ps.path, &pi, c->closebuf,
+                                                            QUIC_PKT_MAX, &c->err, now_ts(e));
+        if (n > 0) {
+            c->closelen = (size_t)n;
+            quic_send_packet(e, &ps.path, c->closebuf, c->closelen);
+        }
+    }
+    c->closing = 1;
+    /* its streams end now, not with the period: their producers, files and
+       CGI slots (-J) go back at once, as when a TCP connection closes */
+    h3_free(c->h3);
+    c->h3 = NULL;
+    int app = c->err.type == NGTCP2_CONNECTION_CLOSE_ERROR_CODE_TYPE_APPLICATION;
+    if (c->err.error_code != (app ? NGHTTP3_H3_NO_ERROR : NGTCP2_NO_ERROR))
+        e->site->stats.h3_failed++;
+    int64_t pto_ms = (int64_t)(ngtcp2_conn_get_pto(c->q) / NGTCP2_MILLISECONDS);
+    timer_set(c, gio_now(e->site->loop) + 3 * pto_ms + 1);
+}
+
+/* Shutting down: when the peer counts as gone (gio_now() ms), or INT64_MAX while the
+   server serves.  A peer that vanished (killed, out of coverage) never acknowledges
+   its last packets, so its streams never close and the drain would wait out the idle
+   timeout (-T): as TCP's drain gives an idle connection a second, a connection that
+   has heard nothing for QUIC_DRAIN_SILENCE_MS, or 3 PTO if longer, ends. */
+static int64_t drain_silence_end(const quic_conn_t *c)
+{
+    if (!c->ep->draining)
+        return INT64_MAX;
+    int64_t pto3_ms = 3 * (int64_t)(ngtcp2_conn_get_pto(c->q) / NGTCP2_MILLISECONDS);
+    return c->heard + (pto3_ms > QUIC_DRAIN_SILENCE_MS ? pto3_ms : QUIC_DRAIN_SILENCE_MS);
+}
+
+/* The handshake is done: the TLS session (about 20 KiB) goes.  ngtcp2 keeps the
+   1-RTT keys and derives the next ones itself (key update), and keeps a copy of
+   the CRYPTO data it may have to send again; a client has nothing more to say in
+   TLS (RFC 9001 4.1.3: no KeyUpdate message, and no ticket of ours to answer), so
+   CRYPTO data that still comes ends the connection (on_crypto_data). */
+static void tls_release(quic_conn_t *c)
+{
+    ngtcp2_conn_set_tls_native_handle(c->q, NULL);
+    gnutls_deinit(c->tls);
+    c->tls = NULL;
+    quic_cred_release(c->cred); /* a reload's new certificates no longer wait for it */
+    c->cred = NULL;
+}
+
+/* After a read or write: the next timer, or the end of a finished connection. */
+static void conn_settle(quic_conn_t *c)
+{
+    quic_ep_t *e = c->ep;
+    if (c->closing || c->draining)
+        return;
+    if (c->tls && ngtcp2_conn_get_handshake_completed(c->q))
+        tls_release(c);
+    if (c->h3)
+        h3_sweep(c->h3);
+    int64_t now_ms = gio_now(e->site->loop), gone = drain_silence_end(c);
+    int64_t head = c->h3 ? h3_head_due(c->h3) : INT64_MAX;
+    if (head <= now_ms) /* -s: a request head not complete in time (slowloris), as h2's */
+        e->site->stats.timeout_head++;
+    if ((c->h3 && h3_done(c->h3)) || gone <= now_ms || head <= now_ms) {
+        /* drained (GOAWAY went, every stream answered), the peer is gone, or too slow */
+        ngtcp2_connection_close_error_set_application_error(&c->err, NGHTTP3_H3_NO_ERROR,
+                                                            NULL, 0);
+        start_closing(c);
+        return;
+    }
+    gone = head < gone ? head : gone;
+    ngtcp2_tstamp x = ngtcp2_conn_get_expiry(c->q);
+    if (x == UINT64_MAX && gone == INT64_MAX) {
+        timer_stop(c);
+        return;
+    }
+    ngtcp2_tstamp now = now_ts(e);
+    int64_t due = x == UINT64_MAX ? INT64_MAX
+                  : x <= now      ? now_ms
+                                  : now_ms + (int64_t)((x - now + NGTCP2_MILLISECONDS - 1) /
+                                                       NGTCP2_MILLISECONDS);
+    timer_set(c, due < gone ? due : gone);
+}
+
+/* Run the connection soon (a job or producer moved one of its streams). */
+static void conn_wake(void *arg)
+{
+    quic_conn_t *c = arg;
+    if (!c->woken) {
+        c->woken = 1;
+        c->wnext = c->ep->woken;
+        c->ep->woken = c;
+    }
+}
+
+/* ---- ngtcp2's callbacks ----------------------------------------------------------- */
+
+static void on_rand(uint8_t *dest, size_t len, const ngtcp2_rand_ctx *ctx)
+{
+    (void)ctx;
+    gnutls_rnd(GNUTLS_RND_NONCE, dest, len);
+}
+
+static int on_new_cid(ngtcp2_conn *q, ngtcp2_cid *cid, uint8_t *token, size_t len, void *user)
+{
+    (void)q;
+    quic_conn_t *c = user;
+    if (gnutls_rnd(GNUTLS_RND_RANDOM, cid->data, len) < 0)
+        return NGTCP2_ERR_CALLBACK_FAILURE;
+    quic_steer_mark(cid->data, len, c->ep->steer);
+    cid->datalen = len;
+    if (ngtcp2_crypto_generate_stateless_reset_token(token, c->ep->secret, sizeof c->ep->secret,
+                                                     cid) != 0 ||
+        quic_cid_put(c->ep->cids, cid->data, cid->datalen, c) < 0)
+        return NGTCP2_ERR_CALLBACK_FAILURE;
+    return 0;
+}
+
+static int on_remove_cid(ngtcp2_conn *q, const ngtcp2_cid *cid, void *user)
+{
+    (void)q;
+    quic_conn_t *c = user;
+    if (quic_cid_get(c->ep->cids, cid->data, cid->datalen) == c)
+        quic_cid_del(c->ep->cids, cid->data, cid->datalen);
+    return 0;
+}
+
+/* CRYPTO data in: to GnuTLS while the handshake runs; after it (tls_release) a
+   protocol violation. */
+static int on_crypto_data(ngtcp2_conn *q, ngtcp2_crypto_level level, uint64_t off,
+                          const uint8_t *p, size_t n, void *user)
+{
+    quic_conn_t *c = user;
+    if (c->tls)
+        return ngtcp2_crypto_recv_crypto_data_cb(q, level, off, p, n, user);
+    ngtcp2_connection_close_error_set_transport_error(&c->err, NGTCP2_PROTOCOL_VIOLATION, NULL,
+                                                      0);
+    return NGTCP2_ERR_CALLBACK_FAILURE;
+}
+
+static int on_handshake_completed(ngtcp2_conn *q, void *user)
+{
+    quic_conn_t *c = user;
+    c->ep->site->stats.h3_handshakes++;
+    c->ep->handshaking -= c->shaking;
+    c->shaking = 0;
+    char name[256]; /* the server name, for 421 */
+    size_t len = sizeof name;
+    unsigned type;
+    if (gnutls_server_name_get(c->tls, name, &len, &type, 0) == 0 && type == GNUTLS_NAME_DNS)
+        h3_server_name(c->h3, name, len);
+    /* a token for the client's next connection: validated at once, no Retry (quic_retry.h) */
+    uint8_t token[QUIC_NEW_TOKEN_MAX];
+    const ngtcp2_path *path = ngtcp2_conn_get_path(q);
+    size_t n = quic_retry_new_token(c->ep->retry, (const struct sockaddr *)path->remote.addr,
+                                    path->remote.addrlen, now_ts(c->ep), token);
+    if (n && ngtcp2_conn_submit_new_token(q, token, n) != 0)
+        return NGTCP2_ERR_CALLBACK_FAILURE;
+    return 0;
+}
+
+static int on_tx_key(ngtcp2_conn *q, ngtcp2_crypto_level level, void *user)
+{
+    (void)q;
+    quic_conn_t *c = user;
+    if (level != NGTCP2_CRYPTO_LEVEL_APPLICATION)
+        return 0;
+    return h3_bind(c->h3) == 0 ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
+}
+
+static int on_stream_data(ngtcp2_conn *q, uint32_t flags, int64_t id, uint64_t off,
+                          const uint8_t *p, size_t n, void *user, void *stream_user)
+{
+    (void)q, (void)off, (void)stream_user;
+    quic_conn_t *c = user;
+    int r = h3_recv(c->h3, id, p, n, (flags & NGTCP2_STREAM_DATA_FLAG_FIN) != 0);
+    if (r != 0) {
+        ngtcp2_connection_close_error_set_application_error(
+            &c->err, nghttp3_err_infer_quic_app_error_code(r), NULL, 0);
+        return NGTCP2_ERR_CALLBACK_FAILURE;
+    }
+    return 0;
+}
+
+static int on_acked(ngtcp2_conn *q, int64_t id, uint64_t off, uint64_t n, void *user,
+                    void *stream_user)
+{
+    (void)q, (void)off, (void)stream_user;
+    quic_conn_t *c = user;
+    return nghttp3_conn_add_ack_offset(h3_ng(c->h3), id, n) == 0 ? 0
+                                                                 : NGTCP2_ERR_CALLBACK_FAILURE;
+}
+
+static int on_stream_close(ngtcp2_conn *q, uint32_t flags, int64_t id, uint64_t code,
+                           void *user, void *stream_user)
+{
+    (void)stream_user;
+    quic_conn_t *c = user;
+    if (!(flags & NGTCP2_STREAM_CLOSE_FLAG_APP_ERROR_CODE_SET))
+        code = NGHTTP3_H3_NO_ERROR;
+    int r = nghttp3_conn_close_stream(h3_ng(c->h3), id, code);
+    if (r == NGHTTP3_ERR_STREAM_NOT_FOUND) { /* a stream nghttp3 never saw */
+        if (ngtcp2_is_bidi_stream(id))
+            ngtcp2_conn_extend_max_streams_bidi(q, 1);
+        return 0;
+    }
+    return r == 0 ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
+}
+
+static int on_stream_reset(ngtcp2_conn *q, int64_t id, uint64_t size, uint64_t code, void *user,
+                           void *stream_user)
+{
+    (void)size, (void)code, (void)stream_user;
+    quic_conn_t *c = user;
+    if (ngtcp2_is_bidi_stream(id)) {
+        if (h3_client_reset(c->h3, id) < 0) { /* rapid reset */
+            ngtcp2_connection_close_error_set_application_error(
+                &c->err, NGHTTP3_H3_EXCESSIVE_LOAD, NULL, 0);
+            return NGTCP2_ERR_CALLBACK_FAILURE;
+        }
+        /* the request is cancelled: so is its answer (RFC 9114 4.1.1), and the stream
+           closes at once, which it never would if nghttp3 never saw it */
+        ngtcp2_conn_shutdown_stream_write(q, id, NGHTTP3_H3_REQUEST_CANCELLED);
+    }
+    int r = nghttp3_conn_shutdown_stream_read(h3_ng(c->h3), id);
+    return r == 0 || r == NGHTTP3_ERR_STREAM_NOT_FOUND ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
+}
+
+static int on_stop_sending(ngtcp2_conn *q, int64_t id, uint64_t code, void *user,
+                           void *stream_user)
+{
+    return on_stream_reset(q, id, 0, code, user, stream_user);
+}
+
+static int on_extend_stream_data(ngtcp2_conn *q, int64_t id, uint64_t max, void *user,
+                                 void *stream_user)
+{
+    (void)q, (void)max, (void)stream_user;
+    quic_conn_t *c = user;
+    int r = nghttp3_conn_unblock_stream(h3_ng(c->h3), id);
+    return r == 0 || r == NGHTTP3_ERR_STREAM_NOT_FOUND ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
+}
+
+static const ngtcp2_callbacks quic_callbacks = {
+    .recv_client_initial = ngtcp2_crypto_recv_client_initial_cb,
+    .recv_crypto_data = on_crypto_data,
+    .handshake_completed = on_handshake_completed,
+    .encrypt = ngtcp2_crypto_encrypt_cb,
+    .decrypt = ngtcp2_crypto_decrypt_cb,
+    .hp_mask = ngtcp2_crypto_hp_mask_cb,
+    .recv_stream_data = on_stream_data,
+    .acked_stream_data_offset = on_acked,
+    .stream_close = on_stream_close,
+    .rand = on_rand,
+    .get_new_connection_id = on_new_cid,
+    .remove_connection_id = on_remove_cid,
+    .update_key = ngtcp2_crypto_update_key_cb,
+    .stream_reset = on_stream_reset,
+    .extend_max_stream_data = on_extend_stream_data,
+    .delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb,
+    .delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb,
+    .get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb,
+    .stream_stop_sending = on_stop_sending,
+    .version_negotiation = ngtcp2_crypto_version_negotiation_cb,
+    .recv_tx_key = on_tx_key,
+};
+
+static ngtcp2_conn *get_conn(ngtcp2_crypto_conn_ref *ref)
+{
+    return ((quic_conn_t *)ref->user_data)->q;
+}
+
+/* ---- accepting -------------------------------------------------------------------- */
+
+/* The datagram's path, its local port filled in (packet info carries none). */
+static void path_of(quic_ep_t *e, gio_dgram_t *d, ngtcp2_path *path)
+{
+    if (!d->local.ss_family) {
+        memcpy(&d->local, &e->bound, e->boundlen);
+    } else if (d->local.ss_family == AF_INET) {
+        ((struct sockaddr_in *)&d->local)->sin_port = htons((uint16_t)e->port);
+    } else {
+        ((struct sockaddr_in6 *)&d->local)->sin6_port = htons((uint16_t)e->port);
+    }
+    socklen_t ll = d->local.ss_family == AF_INET ? sizeof(struct sockaddr_in)
+                                                 : sizeof(struct sockaddr_in6);
+    *path = (ngtcp2_path){.local = {(ngtcp2_sockaddr *)&d->local, ll},
+                          .remote = {(ngtcp2_sockaddr *)&d->peer, d->peerlen}};
+}
+
+static int tls_setup(quic_conn_t *c)
+{
+    quic_ep_t *e = c->ep;
+    static const gnutls_datum_t alpn = {(unsigned char *)"h3", 2};
+    /* no GNUTLS_ENABLE_EARLY_DATA: 0-RTT is off (its requests could be replayed) */
+    if (gnutls_init(&c->tls, GNUTLS_SERVER | GNUTLS_NO_AUTO_SEND_TICKET) < 0) {
+        c->tls = NULL;
+        return -1;
+    }
+    c->cred = e->cred;
+    c->cred->refs++;
+    c->ref = (ngtcp2_crypto_conn_ref){.get_conn = get_conn, .user_data = c};
+    if (gnutls_priority_set(c->tls, e->prio) < 0 ||
+        ngtcp2_crypto_gnutls_configure_server_session(c->tls) != 0 ||
+        gnutls_credentials_set(c->tls, GNUTLS_CRD_CERTIFICATE, c->cred->cred) < 0 ||
+        gnutls_alpn_set_protocols(c->tls, &alpn, 1,
+                                  GNUTLS_ALPN_MANDATORY | GNUTLS_ALPN_SERVER_PRECEDENCE) < 0)
+        return -1;
+    gnutls_session_set_ptr(c->tls, &c->ref);
+    ngtcp2_conn_set_tls_native_handle(c->q, c->tls);
+    return 0;
+}
+
+/* The connection's settings and parameters.  v: quic_retry_check's verdict; odcid:
+   the client's first Destination Connection ID if a Retry token carried it. */
+static void quic_params(quic_ep_t *e, ngtcp2_settings *s, ngtcp2_transport_params *p,
+                        const ngtcp2_pkt_hd *hd, int v, const ngtcp2_cid *odcid)
+{
+    ngtcp2_settings_default(s);
+    s->initial_ts = now_ts(e);
+    s->max_window = 6 * QUIC_CONN_WINDOW;
+    s->max_stream_window = 6 * QUIC_STREAM_WINDOW;
+    s->handshake_timeout = (ngtcp2_duration)QUIC_HANDSHAKE_S * NGTCP2_SECONDS;
+    ngtcp2_transport_params_default(p);
+    p->initial_max_stream_data_bidi_remote = QUIC_STREAM_WINDOW;
+    p->initial_max_stream_data_uni = QUIC_STREAM_WINDOW;
+    p->initial_max_data = QUIC_CONN_WINDOW;
+    p->initial_max_streams_bidi = H3_MAX_STREAMS;
+    p->initial_max_streams_uni = 3;
+    p->max_idle_timeout = (ngtcp2_duration)e->cfg->timeout * NGTCP2_SECONDS;
+    p->max_udp_payload_size = QUIC_RX_MAX;
+    p->active_connection_id_limit = 7;
+    p->stateless_reset_token_present = 1;
+    p->original_dcid = v == QUIC_ADMIT_VALID ? *odcid : hd->dcid;
+    if (v == QUIC_ADMIT_VALID) { /* RFC 9000 7.3: the Retry's ID */
+        p->retry_scid = hd->dcid;
+        p->retry_scid_present = 1;
+    }
+    if (v == QUIC_ADMIT_VALID || v == QUIC_ADMIT_TOKEN) {
+        s->token = hd->token; /* the address is proved: no anti-amplification limit */
+        e->site->stats.h3_validated++;
+    }
+}
+
+/* Count the connection in -N and -K, as an accepted TCP one.  0, or -1. */
+static int admit(quic_ep_t *e, const gio_dgram_t *d)
+{
+    site_t *site = e->site;
+    if (e->draining || site->nconns >= e->max_conns || !e->cred || !e->cred->n ||
+        e->handshaking >= QUIC_HANDSHAKES_MAX) {
+        site->stats.h3_refused++;
+        return -1;
+    }
+    int lim = limits_conn_open(site->limits, (const struct sockaddr *)&d->peer,
+                               gio_now(site->loop));
+    if (lim != LIMIT_OK) { /* as at accept: over -K, or an address whose floods are remembered */
+        site->stats.h3_refused++;
+        if (lim == LIMIT_OFFENDER)
+            site->stats.refused_offender++;
+        else if (lim == LIMIT_CONNS)
+            site->stats.refused_addr++;
+        else
+            site->stats.refused_cap++;
+        return -1;
+    }
+    return 0;
+}
+
+static quic_conn_t *conn_new(quic_ep_t *e, gio_dgram_t *d, const ngtcp2_pkt_hd *hd, int v,
+                             const ngtcp2_cid *odcid)
+{
+    if (admit(e, d) < 0)
+        return NULL;
+    quic_conn_t *c = calloc(1, sizeof *c);
+    if (!c) {
+        limits_conn_close(e->site->limits, (const struct sockaddr *)&d->peer);
+        return NULL;
+    }
+    c->ep = e, c->limited = 1, c->shaking = 1;
+    e->handshaking++;
+    c->next = e->all;
+    if (e->all)
+        e->all->prevp = &c->next;
+    c->prevp = &e->all;
+    e->all = c;
+    memcpy(&c->peer, &d->peer, d->peerlen);
+    c->peerlen = d->peerlen;
+    c->odcid = hd->dcid;
+    ngtcp2_connection_close_error_default(&c->err);
+    e->nconns++, e->site->nconns++;
+    e->site->stats.h3_conns++;
+    c->f = (codec_conn_t){.site = e->site, .peer = (struct sockaddr *)&c->peer,
+                          .local_port = (uint16_t)e->port, .secure = 1, .conn = c,
+                          .wake = conn_wake};
+    ngtcp2_cid scid = {.datalen = QUIC_SCID_LEN};
+    ngtcp2_settings st;
+    ngtcp2_transport_params tp;
+    ngtcp2_path path;
+    path_of(e, d, &path);
+    quic_params(e, &st, &tp, hd, v, odcid);
+    /* fewer streams at once for an address whose floods are remembered (h3_max_streams) */
+    tp.initial_max_streams_bidi = peer_budget(
+        H3_MAX_STREAMS, peer_allowance(e->site->limits, c->f.peer, gio_now(e->site->loop)));
+    int rnd = gnutls_rnd(GNUTLS_RND_RANDOM, scid.data, scid.datalen);
+    quic_steer_mark(scid.data, scid.datalen, e->steer); /* names our socket (quic_steer.h) */
+    if (rnd < 0 ||
+        ngtcp2_crypto_generate_stateless_reset_token(tp.stateless_reset_token, e->secret,
+                                                     sizeof e->secret, &scid) != 0 ||
+        ngtcp2_conn_server_new(&c->q, &hd->scid, &scid, &path, hd->version, &quic_callbacks, &st,
+                               &tp, quic_mem_ngtcp2(), c) != 0) {
+        c->q = NULL;
+        conn_free(c);
+        return NULL;
+    }
+    if (tls_setup(c) < 0 || !(c->h3 = h3_new(&c->f, c->q, e->pool, quic_mem_nghttp3())) ||
+        quic_cid_put(e->cids, scid.data, scid.datalen, c) < 0 ||
+        quic_cid_put(e->cids, hd->dcid.data, hd->dcid.datalen, c) < 0) {
+        conn_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* An Initial for no connection: a Retry first if the address must prove itself
+   (quic_retry.h), else a connection, validated if its token was a good one. */
+static quic_conn_t *accept_initial(quic_ep_t *e, gio_dgram_t *d, const ngtcp2_pkt_hd *hd)
+{
+    if (e->draining) /* conn_new refuses it, counted */
+        return conn_new(e, d, hd, QUIC_ADMIT_NEW, NULL);
+    quic_initial_t in = {.hd = hd, .peer = (const struct sockaddr *)&d->peer,
+                         .peerlen = d->peerlen, .ts = now_ts(e), .now_ms = gio_now(e->site->loop),
+                         .busy = e->handshaking >= QUIC_HANDSHAKES_MAX / 2, .steer = e->steer};
+    ngtcp2_cid odcid;
+    size_t n;
+    uint8_t *out = e->tx;
+    int v = quic_retry_check(e->retry, &in, &odcid, out, &n);
+    if (v == QUIC_ADMIT_RETRY || v == QUIC_ADMIT_BAD) {
+        quic_send_to(e, d, out, n);
+        if (v == QUIC_ADMIT_RETRY)
+            e->site->stats.h3_retries++;
+        else
+            e->site->stats.h3_bad_tokens++;
+    }
+    if (v == QUIC_ADMIT_NEW || v == QUIC_ADMIT_VALID || v == QUIC_ADMIT_TOKEN)
+        return conn_new(e, d, hd, v, &odcid);
+    return NULL;
+}
+
+/* ---- receiving -------------------------------------------------------------------- */
+
+/* A short packet for no connection of ours: a stateless reset (RFC 9000
+   10.3), smaller than what came so that two servers cannot loop. */
+static void stateless_reset(quic_ep_t *e, const gio_dgram_t *d, const ngtcp2_version_cid *vc)
+{
+    uint8_t buf[64], token[NGTCP2_STATELESS_RESET_TOKENLEN], rnd[64];
+    size_t len = d->len - 1 < sizeof buf ? d->len - 1 : sizeof buf;
+    ngtcp2_cid cid;
+    if (vc->dcidlen != QUIC_SCID_LEN || len < 1 + NGTCP2_STATELESS_RESET_TOKENLEN +
+                                                  NGTCP2_MIN_STATELESS_RESET_RANDLEN) {
+        e->site->stats.h3_dropped++;
+        return;
+    }
+    ngtcp2_cid_init(&cid, vc->dcid, vc->dcidlen);
+    size_t rlen = len - 1 - NGTCP2_STATELESS_RESET_TOKENLEN;
+    if (ngtcp2_crypto_generate_stateless_reset_token(token, e->secret, sizeof e->secret, &cid) ||
+        gnutls_rnd(GNUTLS_RND_NONCE, rnd, rlen) < 0)
+        return;
+    ngtcp2_ssize n = ngtcp2_pkt_write_stateless_reset(buf, len, token, rnd, rlen);
+    if (n > 0) {
+        quic_send_to(e, d, buf, (size_t)n);
+        e->site->stats.h3_resets++;
+    }
+}
+
+static void version_negotiation(quic_ep_t *e, const gio_dgram_t *d, const ngtcp2_version_cid *vc)
+{
+    uint8_t buf[256], unused;
+    uint32_t sv[] = {NGTCP2_PROTO_VER_V1};
+    if (d->len < 1200) /* only to a datagram of an Initial's size (RFC 9000 6, 14.1) */
+        return;
+    gnutls_rnd(GNUTLS_RND_NONCE, &unused, 1);
+    ngtcp2_ssize n = ngtcp2_pkt_write_version_negotiation(buf, sizeof buf, unused, vc->scid,
+                                                          vc->scidlen, vc->dcid, vc->dcidlen, sv,
+                                                          1);
+    if (n > 0) {
+        quic_send_to(e, d, buf, (size_t)n);
+        e->site->stats.h3_version_neg++;
+    }
+}
+
+static void touch(quic_conn_t *c)
+{
+    if (!c->touched) {
+        c->touched = 1;
+        c->tnext = c->ep->touched;
+        c->ep->touched = c;
+    }
+}
+
+/* ngtcp2 refused a packet: the connection closes, quietly or with a word. */
+static void read_failed(quic_conn_t *c, int rv)
+{
+    if (rv == NGTCP2_ERR_DRAINING) {
+        start_closing(c); /* the peer closed: silence for the period */
+    } else if (rv == NGTCP2_ERR_DROP_CONN || rv == NGTCP2_ERR_RETRY) {
+        c->ep->site->stats.h3_failed++;
+        conn_close_now(c);
+    } else {
+        if (!c->err.error_code && rv == NGTCP2_ERR_CRYPTO)
+            ngtcp2_connection_close_error_set_transport_error_tls_alert(
+                &c->err, ngtcp2_conn_get_tls_alert(c->q), NULL, 0);
+        else if (!c->err.error_code)
+            ngtcp2_connection_close_error_set_transport_error_liberr(&c->err, rv, NULL, 0);
+        start_closing(c);
+    }
+}
+
+static void datagram(quic_ep_t *e, gio_dgram_t *d)
+{
+    ngtcp2_version_cid vc;
+    const uint8_t *p = d->buf;
+    /* an empty datagram is legal UDP, and Debian's libngtcp2 asserts on one (abort) */
+    int rv = d->truncated || !d->len ? -1
+                                     : ngtcp2_pkt_decode_version_cid(&vc, p, d->len,
+                                                                     QUIC_SCID_LEN);
+    if (rv == NGTCP2_ERR_VERSION_NEGOTIATION) {
+        version_negotiation(e, d, &vc);
+        return;
+    }
+    if (rv != 0) {
+        e->site->stats.h3_dropped++;
+        return;
+    }
+    ngtcp2_path path;
+    path_of(e, d, &path);
+    quic_conn_t *c = quic_cid_get(e->cids, vc.dcid, vc.dcidlen);
+    if (!c) {
+        ngtcp2_pkt_hd hd;
+        if (!(p[0] & 0x80))
+            stateless_reset(e, d, &vc);
+        else if (ngtcp2_accept(&hd, p, d->len) != 0)
+            e->site->stats.h3_dropped++;
+        else
+            c = accept_initial(e, d, &hd); /* NULL: refused, retried (counted), or ENOMEM */
+        if (!c)
+            return;
+    }
+    if (c->closing || c->draining) {
+        /* the CONNECTION_CLOSE again, but only to a datagram from the peer itself and
+           ever more rarely (the 1st, 2nd, 4th, 8th...: RFC 9000 10.2.1): anyone who
+           names the connection's ID could otherwise have it sent to the peer, 60
+           bytes for every 19, without end, the address never validated (a
+           reflector: test_h3's test_closing_connection_is_no_reflector) */
+        const ngtcp2_path *cp = ngtcp2_conn_get_path(c->q);
+        c->closing_rx++;
+        if (c->closelen && !(c->closing_rx & (c->closing_rx - 1)) &&
+            cp->remote.addrlen == d->peerlen && !memcmp(cp->remote.addr, &d->peer, d->peerlen))
+            quic_send_packet(e, cp, c->closebuf, c->closelen);
+        return;
+    }
+    ngtcp2_pkt_info pi = {.ecn = d->ecn};
+    rv = ngtcp2_conn_read_pkt(c->q, &path, &pi, p, d->len, now_ts(e));
+    if (rv != 0) {
+        read_failed(c, rv);
+    } else {
+        c->heard = gio_now(e->site->loop);
+        touch(c);
+    }
+}
+
+/* What the batch's connections have to send, and their timers. */
+static void flush_touched(quic_ep_t *e)
+{
+    while (e->touched) {
+        quic_conn_t *c = e->touched;
+        e->touched = c->tnext;
+        c->touched = 0;
+        if (quic_conn_write(c) < 0)
+            start_closing(c);
+        conn_settle(c);
+    }
+    if (e->ntxq) /* the batch's trains, all connections' together */
+        quic_txq_flush(e);
+}
+
+static void on_readable(quic_ep_t *e)
+{
+    for (int round = 0; round < QUIC_RX_ROUNDS; round++) {
+        for (unsigned i = 0; i < GIO_UDP_BATCH; i++) {
+            memset(&e->dg[i], 0, sizeof e->dg[i]);
+            e->dg[i].buf = e->rx[i];
+            e->dg[i].cap = sizeof e->rx[i];
+        }
+        long n = gio_udp_recv(e->fd, e->dg, GIO_UDP_BATCH);
+        if (n <= 0)
+            break;
+        for (long i = 0; i < n; i++)
+            datagram(e, &e->dg[i]);
+        flush_touched(e);
+        if (n < GIO_UDP_BATCH)
+            break;
+    }
+}
+
+/* c's timer is due (the loop's gio_timers_run): ngtcp2's expiry (loss
+   detection, acknowledgements, pacing, the idle timeout), or the end of its
+   closing period.  What it has to send leaves with the other connections' of
+   the round, at quic_run (or quic_tick). */
+static void on_conn_timer(gio_loop_t *l, void *arg)
+{
+    quic_conn_t *c = arg;
+    quic_ep_t *e = c->ep;
+    (void)l;
+    if (c->closing || c->draining) {
+        conn_close_now(c);
+        return;
+    }
+    int rv = ngtcp2_conn_handle_expiry(c->q, now_ts(e));
+    if (rv == NGTCP2_ERR_IDLE_CLOSE) {
+        e->site->stats.h3_idle++;
+        conn_close_now(c);
+        return;
+    }
+    if (rv != 0) {
+        ngtcp2_connection_close_error_set_transport_error_liberr(&c->err, rv, NULL, 0);
+        start_closing(c);
+        return;
+    }
+    touch(c);
+}
+
+static void on_event(watch_t *w, unsigned events)
+{
+    quic_ep_t *e = (quic_ep_t *)w;
+    if (events) /* an error too: recvmmsg takes it (ICMP), and the socket goes on */
+        on_readable(e);
+}
+
+/* ---- the endpoint ----------------------------------------------------------------- */
+
+/* What every endpoint has, socket or not: TLS priorities, the stateless reset
+   secret, the connection ID table, credentials from -C.  0, or -1 with err. */
+static int ep_setup(quic_ep_t *e, char *err, size_t errlen)
+{
+    if (gnutls_priority_init(&e->prio, QUIC_PRIORITY, NULL) < 0 ||
+        getrandom(e->secret, sizeof e->secret, 0) != (ssize_t)sizeof e->secret ||
+        !(e->cids = quic_cid_table_new()) || !(e->retry = quic_retry_new(e->cfg->h3_retry)) ||
+        !(e->pool = h3_pool_new())) {
+        snprintf(err, errlen, "GnuTLS or memory: cannot set up");
+        return -1;
+    }
+    if (e->cfg->tls && tls_store_count(e->cfg->tls) > 0 &&
+        !(e->cred = quic_cred_load(e->cfg->tls, err, errlen)))
+        return -1;
+    return 0;
+}
+
+quic_ep_t *quic_open(const config_t *cfg, int udp_fd, int steer, char *err, size_t errlen)
+{
+    quic_ep_t *e = calloc(1, sizeof *e);
+    if (!e) {
+        close(udp_fd);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    e->fd = udp_fd;
+    e->steer = steer;
+    e->cfg = cfg;
+    e->boundlen = sizeof e->bound;
+    if (getsockname(udp_fd, (struct sockaddr *)&e->bound, &e->boundlen) < 0) {
+        snprintf(err, errlen, "UDP socket: %s", strerror(errno));
+        quic_free(e);
+        return NULL;
+    }
+    e->port = ntohs(((struct sockaddr_in *)&e->bound)->sin_port); /* same offset for v6 */
+    e->gso = gio_udp_gso_probe(e->fd);
+    if (ep_setup(e, err, errlen) < 0) {
+        quic_free(e);
+        return NULL;
+    }
+    return e;
+}
+
+quic_ep_t *quic_open_loose(const config_t *cfg, const struct sockaddr *bound, socklen_t len,
+                           quic_out_fn out, void *arg, char *err, size_t errlen)
+{
+    quic_ep_t *e = calloc(1, sizeof *e);
+    if (!e || len > sizeof e->bound) {
+        free(e);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    e->fd = -1;
+    e->steer = -1; /* no group: the IDs name no socket */
+    e->cfg = cfg;
+    memcpy(&e->bound, bound, len);
+    e->boundlen = len;
+    e->port = ntohs(((const struct sockaddr_in *)bound)->sin_port); /* same offset for v6 */
+    e->out = out, e->out_arg = arg;
+    if (ep_setup(e, err, errlen) < 0) {
+        quic_free(e);
+        return NULL;
+    }
+    return e;
+}
+
+void quic_input(quic_ep_t *e, gio_dgram_t *d)
+{
+    datagram(e, d);
+    flush_touched(e);
+}
+
+void quic_tick(quic_ep_t *e)
+{
+    gio_timers_run(e->site->loop);
+    flush_touched(e);
+}
+
+int quic_start(quic_ep_t *e, site_t *site, size_t max_conns)
+{
+    e->site = site;
+    e->max_conns = max_conns;
+    if (gio_timer_reserve(site->loop, max_conns + 1) < 0) /* a timer per connection */
+        return -1;
+    watch_init(&e->w, on_event);
+    if (e->fd < 0) /* quic_open_loose: datagrams come by quic_input */
+        return 0;
+    if (gio_add(site->loop, e->fd, &e->w) < 0)
+        return -1;
+    gio_want(site->loop, e->fd, GIO_READ);
+    return 0;
+}
+
+int quic_reload(quic_ep_t *e, char *err, size_t errlen)
+{
+    quic_cred_t *c = quic_cred_load(e->cfg->tls, err, errlen);
+    if (!c)
+        return -1;
+    quic_cred_release(e->cred);
+    e->cred = c;
+    return 0;
+}
+
+void quic_drain(quic_ep_t *e)
+{
+    if (e->draining)
+        return;
+    e->draining = 1;
+    for (quic_conn_t *c = e->all; c; c = c->next) {
+        if (!c->closing && !c->draining) {
+            if (c->h3)
+                h3_goaway(c->h3);
+            touch(c); /* settles under the drain's silence rule too */
+        }
+    }
+    flush_touched(e);
+}
+
+int quic_run(quic_ep_t *e)
+{
+    if (!e->woken && !e->touched) /* touched: by their timers this round */
+        return 0;
+    quic_conn_t *list = e->woken;
+    e->woken = NULL;
+    while (list) {
+        quic_conn_t *c = list;
+        list = c->wnext;
+        c->woken = 0;
+        touch(c);
+    }
+    flush_touched(e);
+    return e->woken != NULL;
+}
+
+int quic_port(const quic_ep_t *e)
+{
+    return e->port;
+}
+
+void quic_free(quic_ep_t *e)
+{
+    if (!e)
+        return;
+    while (e->all)
+        conn_free(e->all);
+    if (e->fd >= 0) {
+        if (e->site)
+            gio_del(e->site->loop, e->fd);
+        close(e->fd);
+    }
+    quic_cred_release(e->cred);
+    if (e->prio)
+        gnutls_priority_deinit(e->prio);
+    quic_cid_table_free(e->cids);
+    quic_retry_free(e->retry);
+    h3_pool_free(e->pool);
+    explicit_bzero(e->secret, sizeof e->secret);
+    free(e);
+}
+#endif

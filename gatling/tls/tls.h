@@ -1,0 +1,172 @@
+/*
+ * tls — HTTPS in the same process and loop as HTTP, with OpenSSL.
+ *
+ * The certificates are loaded once, at start (before a chroot or a change of
+ * user), into one SSL_CTX each; a connection picks one by SNI.  The store
+ * looks at its files again every minute (tls_store_check_period) and on SIGUSR1
+ * and swaps in renewed certificates without touching open connections (they
+ * hold a reference to the context they started with).  A -C directory that
+ * holds none yet (certbot's live/ before the first issuance) makes a store of
+ * none: the HTTPS port is bound, its handshakes are refused with an alert
+ * (tls_refuse), and the same looks load the first ones.
+ *
+ * Layouts in the certificate directory (-C; without it the start
+ * directory's server.pem, as the original gatling did):
+ *   server.pem               the default: certificate chain and private key
+ *   NAME.pem                 the same for the host NAME
+ *   NAME/fullchain.pem       Let's Encrypt's live/ layout: chain ...
+ *   NAME/privkey.pem         ... and key
+ *   server.ocsp, NAME.ocsp, NAME/ocsp.der   a DER OCSP response to staple
+ * A certificate answers for its file or directory name and for every DNS
+ * name in its subjectAltName (wildcards one label deep); an unknown or
+ * missing SNI name gets the default (server.pem, else the first by name).
+ *
+ * In the loop a TLS connection is a plain conn (conn.c) with an SSL object:
+ * conn reads through gio_tls_read, sends its output batch through
+ * gio_tls_send (io/gio_tls.h: SSL_sendfile for file ranges when the kernel
+ * does TLS, else the bytes are read and written with SSL_write in full
+ * records), and asks the loop for what OpenSSL wants (a read can need the
+ * socket writable).
+ */
+#ifndef GATLING_TLS_H
+#define GATLING_TLS_H
+
+#include "gio_tls.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct ssl_st SSL;
+typedef struct tls_store tls_store_t;
+struct config;
+
+/* What a -o/-O option may hold at most. */
+#define TLS_CIPHERS_MAX 1024
+
+/* Mozilla's "intermediate" configuration (TLS 1.2 suites; 1.3 keeps OpenSSL's). */
+#define TLS_DEFAULT_CIPHERS \
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:" \
+    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:" \
+    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:" \
+    "DHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES256-GCM-SHA384:DHE-RSA-CHACHA20-POLY1305"
+#define TLS_DEFAULT_SUITES \
+    "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
+
+/*
+ * Load the certificates of dir (NULL: server.pem in the current directory,
+ * and no store at all if there is none).  docroot_real is the document
+ * root's canonical path: a private key inside it that others may read is
+ * refused.  Returns the store, or NULL: *missing set if there simply were no
+ * certificates (dir NULL), else after printing why to stderr.  A dir that
+ * exists but holds no certificate yet (certbot's live/ before the first
+ * issuance) gives a store of none (tls_store_count 0): tls_new refuses, and
+ * tls_store_check loads them once they appear.
+ */
+tls_store_t *tls_store_load(const char *dir, const struct config *cfg, const char *docroot_real,
+                            int *missing);
+
+/* How many certificates are loaded (0: waiting for the first). */
+int tls_store_count(const tls_store_t *st);
+
+/* Seconds between looks at the certificate files: 60, or less with the
+   GATLING_TEST_CERT_CHECK variable (for tests; gatling(8)). */
+int tls_store_check_period(const tls_store_t *st);
+
+/*
+ * Look at the files again (force: now, else only if the check period
+ * passed since the last look) and load them anew if any changed.  A failed
+ * load keeps the old certificates: returns -1 with why in err.  0 unchanged
+ * (or still none there), 1 reloaded (or the first loaded).
+ */
+int tls_store_check(tls_store_t *st, int64_t now_s, int force, char *err, size_t errlen);
+
+/*
+ * The certificate files of the store's directory, read afresh (the same scan
+ * and the same refusal of a world-readable key inside the document root):
+ * fn gets each one's id (file or directory name, "" for server.pem, which
+ * comes first), its PEM chain and its PEM key (wiped after the call), for
+ * another TLS library to load (HTTP/3's GnuTLS, quic/quic_cred.c).  Returns how
+ * many fn took, or -1 with why in err (fn's -1 too).
+ */
+typedef int (*tls_pem_fn)(void *arg, const char *id, const char *chain, size_t clen,
+                          const char *key, size_t klen);
+int tls_store_pems(tls_store_t *st, tls_pem_fn fn, void *arg, char *err, size_t errlen);
+
+void tls_store_free(tls_store_t *st);
+
+/* A server-side SSL for the accepted socket fd, or NULL (out of memory, or
+   no certificate loaded yet). */
+SSL *tls_new(tls_store_t *st, int fd);
+void tls_free(SSL *ssl);
+
+/* Does the first byte of what fd has received start a TLS handshake record?
+   1 yes, 0 no (not TLS: close it), -1 nothing there yet. */
+int tls_looks_like_hello(int fd);
+
+/* While the store has no certificate (-C DIR waiting for its first): answer
+   the ClientHello fd received with a fatal alert, and shut down sending; the
+   caller closes fd. */
+void tls_refuse(int fd);
+
+/* The data calls are gio_tls.h's: gio_tls_handshake, gio_tls_read, gio_tls_send. */
+
+/* Decrypted bytes already buffered, which the kernel will not report. */
+int tls_pending(SSL *ssl);
+
+/* Best effort, for a tiny message on an idle connection (100 Continue, 408). */
+void tls_send_small(SSL *ssl, const void *buf, size_t len);
+
+/* Send close_notify (once, without waiting for the peer's). */
+void tls_close_notify(SSL *ssl);
+
+/* Was the session resumed?  The SNI name (NULL if none). */
+int tls_resumed(SSL *ssl);
+
+/*
+ * RFC 9110 7.4: would the Host (name, without port) be answered by another
+ * certificate than the one this connection was set up with?  Then the
+ * request gets 421.
+ */
+int tls_misdirected(tls_store_t *st, SSL *ssl, const char *host, size_t len);
+
+/* The same for a connection whose certificate another TLS library chose by
+   the server name sni[0..snilen) (NULL: none was sent; HTTP/3's GnuTLS): the
+   store's certificate for that name, or its default, against the Host's. */
+int tls_misdirected_name(tls_store_t *st, const char *sni, size_t snilen, const char *host,
+                         size_t len);
+
+/*
+ * --acme (cfg->acme_chal set when the store is loaded): TLS-ALPN-01, RFC
+ * 8737.  A ClientHello whose ALPN list is exactly "acme-tls/1", for a server
+ * name with a challenge outstanding (site/acme_chal.h), gets that challenge
+ * certificate and ALPN acme-tls/1, and nothing else ever does; acme-tls/1
+ * for a name without one is refused (handshake_failure).  While the store
+ * has no certificate, the HTTPS port takes handshakes all the same
+ * (tls_store_accepts) and answers only challenges: the others are refused
+ * (internal_error, as tls_refuse).  What became of a handshake:
+ */
+enum {
+    TLS_ACME_NONE = 0,  /* not ACME's business: an ordinary handshake */
+    TLS_ACME_SERVED,    /* a challenge answered: close after the handshake, no HTTP */
+    TLS_ACME_REFUSED,   /* acme-tls/1 for a name without a challenge */
+    TLS_ACME_NO_CERT    /* no certificate yet, and no challenge: refused */
+};
+int tls_acme_state(SSL *ssl);
+
+/* Does the store take handshakes now: a certificate loaded, or --acme's
+   challenges while none is? */
+int tls_store_accepts(const tls_store_t *st);
+
+/* --acme's -X: does a loaded certificate name host[0..len) (exactly, or by a
+   wildcard one label up), rather than the default answering for it? */
+int tls_store_covers(const tls_store_t *st, const char *host, size_t len);
+
+/* The i-th certificate loaded (from 0): its name (the file or directory
+   name; server.pem's first DNS name) and its expiry, read at load, for
+   /metrics.  1, or 0 past the last. */
+int tls_store_expiry(const tls_store_t *st, int i, const char **name, int64_t *not_after);
+
+/* Did ALPN choose HTTP/2 ("h2") for this session? */
+int tls_alpn_h2(struct ssl_st *ssl);
+
+#endif
