@@ -440,8 +440,6 @@ void sb_codec_redispatch(exchange_t *ex)
 
 /* ---- the response's head --------------------------------------------------------- */
 
-#define FIELD(n, v) ((http_field_t){(n), (v), sizeof(n) - 1, strlen(v)})
-
 /* s in lower case into d (cap bytes, NUL-terminated): its length. */
 static size_t lower(char *d, const char *s, size_t cap)
 {
@@ -459,23 +457,24 @@ size_t sb_head_fields(const exchange_t *ex, int status, const char *ctype, uint6
     size_t n = 0;
     hbuf_t b = hb_init(strs->status, sizeof strs->status);
     hb_num(&b, (uint64_t)status), hb_str(&b);
-    f[n++] = FIELD(":status", strs->status);
-    f[n++] = FIELD("server", "gatling/" GATLING_VERSION);
-    f[n++] = FIELD("date", ex->date ? ex->date : site_date(site)); /* a stored response's own */
+    f[n++] = HTTP_FIELD(":status", strs->status);
+    f[n++] = HTTP_FIELD("server", "gatling/" GATLING_VERSION);
+    /* a stored response's own date, else the site's */
+    f[n++] = HTTP_FIELD("date", ex->date ? ex->date : site_date(site));
     if (ctype)
-        f[n++] = FIELD("content-type", ctype);
+        f[n++] = HTTP_FIELD("content-type", ctype);
     if (status != 304 && status != 204 && len != EX_LEN_STREAM) {
         b = hb_init(strs->length, sizeof strs->length), hb_num(&b, len), hb_str(&b);
-        f[n++] = FIELD("content-length", strs->length);
+        f[n++] = HTTP_FIELD("content-length", strs->length);
     }
     if (mtime >= 0) /* the site's string: encoded before the next is made */
-        f[n++] = FIELD("last-modified", site_httpdate(site, mtime));
+        f[n++] = HTTP_FIELD("last-modified", site_httpdate(site, mtime));
     if (ex->secure && site_hsts(site, ex->req)) { /* -x */
         b = hb_init(strs->hsts, sizeof strs->hsts);
         hb_puts(&b, "max-age=");
         hb_num(&b, (uint64_t)site->cfg->hsts);
         hb_str(&b);
-        f[n++] = FIELD("strict-transport-security", strs->hsts);
+        f[n++] = HTTP_FIELD("strict-transport-security", strs->hsts);
     }
     for (unsigned i = 0; i < ex->nfields && i < EX_FIELDS_MAX; i++) {
         char *name = strs->names[i];

@@ -1,5 +1,6 @@
 /* /metrics: see metrics.h. */
 #include "metrics.h"
+#include "status.h"
 #include "cache.h"
 #include "proxy.h"
 #include "http/hbuf.h"
@@ -668,3 +669,18 @@ int metrics_serve(exchange_t *ex)
     ex_field(ex, "Cache-Control", "no-store");
     return ex_page(ex, "text/plain; version=0.0.4; charset=utf-8", page, hb_len(&b));
 }
+
+static int metrics_asked(exchange_t *ex)
+{
+    path_t p;
+    return status_page_asked(ex, "/metrics", &p);
+}
+
+static int metrics_route(exchange_t *ex)
+{
+    if (!status_allowed(ex))
+        return ex_error(ex, 403, NULL, NULL) < 0 ? -1 : 0;
+    return metrics_serve(ex);
+}
+
+const handler_t metrics_handler = {"-S /metrics", metrics_asked, metrics_route, NULL, NULL};
