@@ -153,6 +153,14 @@ static void test_dir_refusals(void)
                           &d),
            0, "a directory without profiles, renewalInfo no string");
     ok(d.renewal_info[0] == 0 && d.nprofiles == 0, "no ARI, no profiles");
+    is_int(acme_parse_dir(S("{\"newNonce\":\"a\",\"newAccount\":\"b\",\"newOrder\":\"c\"}"), &d),
+           0, "a directory without meta");
+    is_int(d.nprofiles, 0, "no profile");
+    static acme_authz_t az;
+    acme_problem_t pb;
+    is_int(acme_parse_authz(S("{\"identifier\":{\"value\":\"x\"},\"challenges\":[]}"), &az), -1,
+           "an authorization without status: refused");
+    is_int(acme_parse_problem(S("<html>"), &pb), -1, "a problem no JSON: refused");
     is_int(acme_parse_dir(S("{\"newNonce\":\"a\",\"newAccount\":\"b\",\"newOrder\":\"c\","
                             "\"meta\":{\"profiles\":[\"x\"]}}"),
                           &d),
@@ -313,6 +321,12 @@ static void test_header_edges(void)
     acme_parse_header(&h, S("X-Nonce: abc\r\n"), 0);
     acme_parse_header(&h, S("Replay-Nonces: abc\r\n"), 0);
     is_str(h.nonce, "", "no colon, another name, a longer name: nothing taken");
+    acme_parse_header(&h, S("Replay-Nonca: x\r\n"), 0);
+    acme_parse_header(&h, S("Locatiox: x\r\n"), 0);
+    acme_parse_header(&h, S("Lynk: <x>;rel=alternate\r\n"), 0);
+    acme_parse_header(&h, S("Retry-Aftex: 5\r\n"), 0);
+    ok(!h.nonce[0] && !h.location[0] && !h.nalt && h.retry_after == -1,
+       "names of the right lengths, not the right names: nothing taken");
     acme_parse_header(&h, S("Replay-Nonce: \t a\tb \t\r\n"), 0);
     is_str(h.nonce, "a\tb", "blanks trimmed at both ends only");
     acme_parse_header(&h, "Replay-Nonce: x\0y\r\n", 18, 0);
