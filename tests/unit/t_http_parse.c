@@ -354,12 +354,18 @@ static void test_fields_by_name(void)
    and a trailer line past its cap. */
 static void test_chunk_bytes(void)
 {
-    chunk_verdict("5;a=\"x\001\"\r\nhello\r\n0\r\n\r\n", 0, "a control byte in a quoted extension");
-    chunk_verdict("5;a=\"x\\\001\"\r\nhello\r\n0\r\n\r\n", 0, "an escaped control byte");
-    chunk_verdict("5\r\nhello\r\n0\r\n:x\r\n\r\n", 0, "a trailer without a name");
-    chunk_verdict("5\r\nhello\r\n0\r\nA: b\rc\r\n\r\n", 0, "a bare CR in a trailer");
-    chunk_verdict("5\r\nhello\r\n0\r\nA: b\nB: c\n\n", 1, "trailers ended by bare LFs");
-    chunk_verdict("5\r\nhello\r\n0\r\n\rx", 0, "a CR after the trailers without its LF");
+    static const struct {
+        const char *body, *name;
+        int good;
+    } cases[] = {
+        {"5;a=\"x\001\"\r\nhello\r\n0\r\n\r\n", "a control byte in a quoted extension", 0},
+        {"5;a=\"x\\\001\"\r\nhello\r\n0\r\n\r\n", "an escaped control byte", 0},
+        {"5\r\nhello\r\n0\r\n:x\r\n\r\n", "a trailer without a name", 0},
+        {"5\r\nhello\r\n0\r\nA: b\rc\r\n\r\n", "a bare CR in a trailer", 0},
+        {"5\r\nhello\r\n0\r\nA: b\nB: c\n\n", "trailers ended by bare LFs", 1},
+        {"5\r\nhello\r\n0\r\n\rx", "a CR after the trailers without its LF", 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        chunk_verdict(cases[i].body, cases[i].good, cases[i].name);
     static char longer[2 * 4096 + 64];
     size_t n = (size_t)sprintf(longer, "0\r\n");
     memset(longer + n, 'N', 4100);
