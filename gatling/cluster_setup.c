@@ -16,10 +16,11 @@
 
 void cluster_usage(void)
 {
-    fputs("  --cluster etcd=url[,url...][,ca=file][,cert=file,key=file]  share ticket keys,\n"
-          "            cache purges and --acme's certificates with the other nodes through\n"
-          "            etcd (its v3 JSON gateway; TLS roots, a client certificate):\n"
-          "            gatling(8)'s CLUSTER\n"
+    fputs("  --cluster etcd=url[,url...][,ca=file][,cert=file,key=file]\n"
+          "            [,user=name,password-file=file]  share ticket keys, cache purges\n"
+          "            and --acme's certificates with the other nodes through etcd (its\n"
+          "            v3 JSON gateway; TLS roots, a client certificate, a user of its\n"
+          "            auth): gatling(8)'s CLUSTER\n"
           "  --cluster-name name  the cluster's keys are /gatling/name/ (default gatling)\n",
           stdout);
 }

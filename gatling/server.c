@@ -12,7 +12,7 @@
 #include "site/privfs.h"
 #include "handover.h"
 #include "reload.h"
-#include "handlers/cgi.h"
+#include "handlers/router.h"
 #include "gio_os.h"
 #include "site/jobs.h"
 #include "site/peerlimits.h"
@@ -21,8 +21,6 @@
 #include "conn/proxyproto.h"
 #include "site/nets.h"
 #include "tls/tls.h"
-#include "handlers/proxy.h"
-#include "handlers/cache.h"
 #include "handlers/metrics.h"
 
 #include <arpa/inet.h>
@@ -387,7 +385,7 @@ int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const list
                 strerror(errno));
         return -1;
     }
-    if (site_init(&s->site, cfg, s->loop, mime) < 0 || proxy_init(&s->site) < 0)
+    if (site_init(&s->site, cfg, s->loop, mime) < 0)
         return -1;
     watch_init(&s->jobsw, on_jobs);
     if (gio_add(s->loop, jobs_fd(s->site.jobs), &s->jobsw) < 0) {
@@ -395,13 +393,8 @@ int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const list
         return -1;
     }
     gio_want(s->loop, jobs_fd(s->site.jobs), GIO_READ);
-    if (cgi_init(&s->site, cfg->spawn_fd) < 0)
+    if (router_init(&s->site) < 0) /* every handler's per-loop state */
         return -1;
-    /* the response cache: only where something dynamic could be cached */
-    if ((cfg->nproxy_rules || cfg->ncgi_regex || cfg->cgi_exec) && cache_init(&s->site) < 0) {
-        fprintf(stderr, "gatling: cannot set up the response cache: %s\n", strerror(errno));
-        return -1;
-    }
     s->max_conns = conn_cap(cfg);
     limits_cfg_t lc = {.rpm = (unsigned)cfg->rpm,
                        .conns_per_addr = (unsigned)cfg->max_conns_addr,
@@ -897,9 +890,7 @@ void server_free(server_t *s)
     if (s->site.jobs)
         gio_del(s->loop, jobs_fd(s->site.jobs));
     quic_free(s->quic); /* its streams' exchanges end while the handlers are there */
-    cache_free(&s->site); /* first: its fetches are the proxy's and CGI's requests */
-    proxy_free(&s->site);
-    cgi_free(&s->site);
+    router_free(&s->site); /* the cache's fetches first: they are the proxy's and CGI's */
     site_free(&s->site);
     conn_set_free(&s->conns);
     gio_loop_free(s->loop);

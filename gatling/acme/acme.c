@@ -64,6 +64,7 @@ typedef struct acme_run {
     unsigned long failures;
     long backoff_min;
     int profile_said;      /* an unlisted --acme-profile logged once */
+    unsigned char *waiting; /* --cluster: per name, "another node holds its lock" said */
 } acme_run_t;
 
 #define KEEPER_PAUSE_MAX 60 /* seconds at most between two starts of a dying client */
@@ -228,32 +229,12 @@ static void note_challenge(acme_run_t *r, acme_name_t *n)
         t == CONFIG_ACME_HTTP01 ? "http-01" : "tls-alpn-01");
 }
 
-/* 1 when -C/NAME is missing or the client's own symlink (.acme/NAME.SERIAL,
-   acme_install's): what the client may replace.  Not a directory or file
-   (an admin's pair), nor a symlink elsewhere (an admin's, to certbot's
-   live/NAME say), which would be replaced without a word. */
-static int replaceable(const acme_run_t *r, const char *name)
-{
-    char target[512], own[300];
-    struct stat st;
-    if (fstatat(r->tls_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-        return errno == ENOENT;
-    if (!S_ISLNK(st.st_mode))
-        return 0;
-    ssize_t len = readlinkat(r->tls_fd, name, target, sizeof target - 1);
-    int k = snprintf(own, sizeof own, ".acme/%s.", name);
-    if (len < 0 || k < 0 || (size_t)k >= sizeof own)
-        return 0;
-    target[len] = 0;
-    return strncmp(target, own, (size_t)k) == 0 && !strchr(target + k, '/');
-}
-
 /* Order a certificate for n and install it. */
 static void obtain(acme_run_t *r, acme_name_t *n, time_t now)
 {
     acme_issued_t out;
     acme_cert_info_t ci;
-    if (!replaceable(r, n->name)) {
+    if (!acme_replaceable(r->tls_fd, n->name)) {
         /* certbot's layout, or an admin's pair: no order for what cannot be installed */
         char why[512];
         snprintf(why, sizeof why, "%s/%s is not the ACME client's symlink (to .acme/%s.SERIAL): "
@@ -391,6 +372,44 @@ static void read_schedule(acme_name_t *n, const char *text)
     }
 }
 
+/* --cluster: may this client order names[i] now?  A certificate the side
+   process installed from the cluster (another node's) is taken first: it
+   may make the name no longer due.  A due name is wanted (the side process
+   takes its lock), one not due is not (the lock is let go); 1 while this
+   node holds the lock, else 0 (always 1 without --cluster). */
+static int cluster_turn(acme_run_t *r, int i, time_t now)
+{
+    cluster_view_t *v = r->cfg->cluster;
+    acme_name_t *n = &r->names[i];
+    if (!v)
+        return 1;
+    /* held first: a certificate the side process installed before it took
+       the lock is seen by the read after */
+    int held = cluster_acme_held(v, i);
+    acme_name_t seen = *n;
+    read_current(r, &seen);
+    if (strcmp(seen.cert.serial, n->cert.serial)) { /* -C changed under us */
+        n->issued_at = 0;
+        read_current(r, n);
+        if (n->cert.not_after)
+            say(r, "%s: certificate %s from the cluster, valid until %lld", n->name, n->cert.serial,
+                (long long)n->cert.not_after);
+    }
+    int due = n->renew_at <= now;
+    cluster_acme_want(v, i, due);
+    if (!due || held) {
+        r->waiting[i] = 0;
+        return due;
+    }
+    if (!r->waiting[i])
+        say(r,
+            "%s: another node of the cluster holds its ACME lock, or this node asks etcd "
+            "for it: this client waits",
+            n->name);
+    r->waiting[i] = 1;
+    return 0;
+}
+
 /* One round over the names; the earliest time something is due next. */
 static time_t round_once(acme_run_t *r)
 {
@@ -399,10 +418,13 @@ static time_t round_once(acme_run_t *r)
         acme_name_t *n = &r->names[i];
         if (n->cert.not_after && n->ari_at && n->ari_at <= now)
             ari_poll(r, n, now);
-        if (n->renew_at <= now && n->retry_at <= now)
+        int turn = cluster_turn(r, i, now);
+        if (n->renew_at <= now && n->retry_at <= now && turn)
             obtain(r, n, now);
         now = time(NULL);
         time_t t = n->renew_at > n->retry_at ? n->renew_at : n->retry_at;
+        if (!turn && n->renew_at <= now)
+            t = now + 1; /* the lock, or another node's certificate, a second later */
         if (n->ari_at && n->ari_at < t)
             t = n->ari_at;
         if (t < next)
@@ -621,13 +643,17 @@ static void child_main(const config_t *cfg, const char *const *names, int nnames
     child_signals();
     close_others(cfg->error_fd);
     elog_init(&r.log, cfg->error_fd >= 0 ? cfg->error_fd : 2, cfg->error_log);
-    if ((drop_privileges(cfg, parent) < 0 &&
+    /* --cluster: etcd's TLS files are read before -u */
+    etcd_t *etcd = cfg->cluster ? etcd_new(cfg->cluster_etcd, err, sizeof err) : NULL;
+    if ((cfg->cluster && !etcd) ||
+        (drop_privileges(cfg, parent) < 0 &&
          snprintf(err, sizeof err, "dropping to -u's user: %s", strerror(errno))) ||
         prepare_dirs(cfg, &state_fd, &r.tls_fd, err, sizeof err) < 0 ||
         (lock_fd = open_lock(cfg, state_fd, err, sizeof err)) < 0 ||
         curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK ||
         acme_client_init(&r.cl, cfg, state_fd, http01, &acme_abort) < 0 ||
-        !(r.names = calloc((size_t)nnames, sizeof *r.names))) {
+        !(r.names = calloc((size_t)nnames, sizeof *r.names)) ||
+        !(r.waiting = calloc((size_t)nnames, 1))) {
         say(&r, "the ACME client cannot start: %s", err);
         _exit(1);
     }
@@ -636,7 +662,10 @@ static void child_main(const config_t *cfg, const char *const *names, int nnames
         r.backoff_min = atol(env);
     for (int i = 0; i < nnames; i++)
         r.names[i].name = names[i];
-    if (take_lock(&r, lock_fd) < 0 || acme_cluster_turn(cfg, &acme_stop, &r.log) < 0)
+    r.cl.etcd = etcd;
+    if (cfg->cluster) /* the side process takes their locks when the client wants them */
+        cluster_acme_names(cfg->cluster, names, nnames);
+    if (take_lock(&r, lock_fd) < 0)
         _exit(0);
     /* no challenge is outstanding yet: what a killed client left is not served */
     acme_empty_dir(state_fd, ACME_CHAL_HTTP_DIR);

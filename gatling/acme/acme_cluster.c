@@ -255,6 +255,7 @@ static void run(side_t *s)
     char err[512];
     while (!side_stop) {
         if (round_once(s, err, sizeof err) < 0) {
+            cluster_acme_down(&s->acme);
             if (!s->down)
                 say(s, "etcd: %s: the node serves what it has and tries again", err);
             s->down = 1;
@@ -313,7 +314,7 @@ static void keeper(side_t *s, pid_t parent)
             break;
         say(s, "the side process %s: started again in a second",
             pid < 0 ? "could not fork" : WIFSIGNALED(st) ? "was killed" : "ended");
-        cluster_set_acme_holder(s->view, 0); /* until the new one knows */
+        cluster_set_acme_held(s->view, -1, 0); /* until the new one knows */
         sleep(1);
     }
     _exit(0);

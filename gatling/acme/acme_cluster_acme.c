@@ -13,18 +13,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
-#define LOCK_TTL 5      /* seconds a dead holder keeps the lock */
+#define LOCK_TTL 5      /* seconds a dead or cut-off holder keeps its locks */
 #define CHAL_MAX 200    /* challenge files published or taken */
 #define CERT_MAX (256 * 1024)
 #define CERT_MAGIC "gatling-cert-1"
+#define TAKEN_MODE 0444 /* a challenge another node's client wrote; ours are 0644 */
+#define ACCOUNT_MAX 16384
 
 static const char *const chal_dirs[2] = {ACME_CHAL_HTTP_DIR, ACME_CHAL_ALPN_DIR};
+static const char *const chal_kinds[2] = {"http-01", "tls-alpn-01"};
 
 static void say(cluster_acme_t *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(cluster_acme_t *a, const char *fmt, ...)
@@ -35,6 +39,24 @@ static void say(cluster_acme_t *a, const char *fmt, ...)
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
     elog_text(a->log, time(NULL), "cluster", line);
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ULL;
+    return h;
+}
+
+/* A bad value (key and bytes) said already?  Else noted: 1 the first time. */
+static int first_time(cluster_acme_t *a, const etcd_kv_t *kv)
+{
+    uint64_t h = fnv(fnv(1469598103934665603ULL, kv->key, kv->klen), kv->value, kv->vlen);
+    for (int i = 0; i < CLUSTER_SAID_MAX; i++)
+        if (a->said[i] == h)
+            return 0;
+    a->said[a->nsaid++ % CLUSTER_SAID_MAX] = h;
+    return 1;
 }
 
 int cluster_acme_open(cluster_acme_t *a, char *err, size_t errlen)
@@ -52,13 +74,6 @@ int cluster_acme_open(cluster_acme_t *a, char *err, size_t errlen)
     return 0;
 }
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ULL;
-    return h;
-}
-
 /* A file name we write or publish: no '/', not hidden, not too long. */
 static int file_ok(const char *s, size_t n)
 {
@@ -70,73 +85,137 @@ static int file_ok(const char *s, size_t n)
     return 1;
 }
 
-/* The lock: kept alive if held, else taken if free.  0, or -1 (etcd). */
-static int lock_round(cluster_acme_t *a, etcd_t *e, char *err, size_t errlen)
+/* The kv whose key is pre + name, or NULL. */
+static const etcd_kv_t *find(const etcd_kv_t *kv, int n, size_t pn, const char *name)
 {
-    char key[400];
-    int kn = snprintf(key, sizeof key, "%sacme/lock", a->prefix);
-    if (a->lease) {
-        int r = etcd_keepalive(e, a->lease, err, errlen);
-        if (r < 0)
-            return -1;
-        if (!r) {
-            say(a, "the cluster's ACME lock was lost (its lease expired)");
-            a->lease = 0;
-        }
+    for (int i = 0; i < n; i++)
+        if (kv[i].klen > pn && !strcmp((char *)kv[i].key + pn, name))
+            return &kv[i];
+    return NULL;
+}
+
+/* The locks' lease kept alive; all of them gone when it expired (etcd
+   unreachable: cluster_acme_down).  0, or -1 (etcd). */
+static int keep_lease(cluster_acme_t *a, etcd_t *e, int64_t now, char *err, size_t errlen)
+{
+    if (!a->lease)
+        return 0;
+    int r = etcd_keepalive(e, a->lease, err, errlen);
+    if (r > 0) {
+        a->kept_at = now;
+        return 0;
     }
+    if (r < 0)
+        return -1; /* cluster_acme_down lets go of them after LOCK_TTL */
+    say(a, "the cluster's ACME locks held here were lost (their lease expired): another node "
+        "may take them");
+    a->lease = 0;
+    cluster_set_acme_held(a->view, -1, 0);
+    return 0;
+}
+
+static int cert_again(cluster_acme_t *a, etcd_t *e, const char *host, char *err, size_t errlen);
+
+void cluster_acme_down(cluster_acme_t *a)
+{
+    int64_t now = (int64_t)time(NULL);
+    if (a->lease && now - a->kept_at >= LOCK_TTL) {
+        say(a, "the cluster's ACME locks held here were lost (etcd unreachable for the lease's "
+            "time): another node may take them");
+        a->lease = 0;
+        cluster_set_acme_held(a->view, -1, 0);
+    }
+}
+
+/* Take name's lock (absent in etcd) with the locks' lease.  0, or -1. */
+static int take_lock(cluster_acme_t *a, etcd_t *e, int i, const char *key, size_t kn,
+                     const char *name, int64_t now, char *err, size_t errlen)
+{
     if (!a->lease) {
-        etcd_kv_t *kv;
-        int n = etcd_range(e, key, (size_t)kn, 0, 0, 1, &kv, NULL, err, errlen);
-        etcd_kvs_free(kv, n > 0 ? n : 0);
-        if (n < 0)
-            return -1;
-        int64_t lease = n ? 0 : etcd_lease(e, LOCK_TTL, err, errlen);
+        int64_t lease = etcd_lease(e, LOCK_TTL, err, errlen);
         if (lease < 0)
             return -1;
-        int r = lease ? etcd_put_if(e, key, (size_t)kn, a->node, strlen(a->node), 0, lease, err,
-                                    errlen)
-                      : 0;
-        if (r < 0)
-            return -1;
-        if (r > 0) {
-            a->lease = lease;
-            a->published = 0;
-            say(a, "this node holds the cluster's ACME lock: its ACME client orders");
-        }
+        a->lease = lease, a->kept_at = now;
     }
-    cluster_set_acme_holder(a->view, a->lease != 0);
-    return 0;
+    int r = etcd_put_if(e, key, kn, a->node, strlen(a->node), 0, a->lease, err, errlen);
+    /* the last holder put its certificate before it let go: installed
+       before the client is told, it orders nothing */
+    if (r > 0 && (r = cert_again(a, e, name, err, errlen)) == 0) {
+        cluster_set_acme_held(a->view, i, 1);
+        say(a, "this node holds the cluster's ACME lock for %s: its ACME client orders it", name);
+    }
+    return r < 0 ? -1 : 0;
+}
+
+/* The locks of the client's names: each wanted one taken if free, each
+   held one no longer wanted let go (its certificate was published before,
+   by sync_certs).  0, or -1 (etcd). */
+static int lock_round(cluster_acme_t *a, etcd_t *e, int64_t now, char *err, size_t errlen)
+{
+    char pre[400], key[700], name[CLUSTER_ACME_NAME_MAX];
+    int pn = snprintf(pre, sizeof pre, "%sacme/lock/", a->prefix), held = 0, rc = 0;
+    etcd_kv_t *kv;
+    int n = etcd_range(e, pre, (size_t)pn, 1, 0, CLUSTER_ACME_NAMES * 4, &kv, NULL, err, errlen);
+    if (n < 0)
+        return -1;
+    for (int i = 0, count = cluster_acme_count(a->view); i < count && rc == 0; i++) {
+        snprintf(name, sizeof name, "%s", cluster_acme_name(a->view, i));
+        if (!file_ok(name, strlen(name)))
+            continue;
+        const etcd_kv_t *l = find(kv, n, (size_t)pn, name);
+        int mine = l && a->lease && l->lease == a->lease && !strcmp((char *)l->value, a->node);
+        int kn = snprintf(key, sizeof key, "%s%s", pre, name),
+            want = cluster_acme_wanted(a->view, i);
+        cluster_set_acme_held(a->view, i, mine);
+        if (want && !l)
+            rc = take_lock(a, e, i, key, (size_t)kn, name, now, err, errlen);
+        else if (!want && mine &&
+                 (rc = etcd_delete_if(e, key, (size_t)kn, l->mod_revision, err, errlen)) >= 0) {
+            cluster_set_acme_held(a->view, i, 0);
+            say(a, "the cluster's ACME lock for %s let go: its certificate is in etcd", name);
+            rc = 0;
+        }
+        held += cluster_acme_held(a->view, i);
+    }
+    etcd_kvs_free(kv, n);
+    if (!held && rc == 0)
+        a->lease = 0; /* nothing on it: it runs out */
+    return rc;
 }
 
 typedef struct item {
     char key[600];
     char *val;
     size_t len;
-    int leased; /* a challenge: lives with the lock */
 } item_t;
 
-/* The challenge files of this node's client, as items. */
-static int local_challenges(cluster_acme_t *a, item_t *it, int n, int max)
+/* The challenge files this node's client wrote (not TAKEN_MODE), as items
+   under acme/chal/NODE/. */
+static int local_challenges(cluster_acme_t *a, item_t *it, int max)
 {
+    int n = 0;
     for (int k = 0; k < 2; k++) {
         int fd = openat(a->state_fd, chal_dirs[k], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
         struct dirent *de;
+        struct stat st;
         if (!d) {
             if (fd >= 0)
                 close(fd);
             continue;
         }
         while ((de = readdir(d)) && n < max) {
-            if (!file_ok(de->d_name, strlen(de->d_name)))
+            if (!file_ok(de->d_name, strlen(de->d_name)) ||
+                fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
+                (st.st_mode & 07777) == TAKEN_MODE)
                 continue;
             char path[600];
             snprintf(path, sizeof path, "%s/%s", chal_dirs[k], de->d_name);
             item_t *i = &it[n];
             if (!(i->val = acme_read_file(a->state_fd, path, ACME_ALPN_PEM_MAX, &i->len)))
                 continue;
-            snprintf(i->key, sizeof i->key, "%sacme/chal/%s", a->prefix, path + 11);
-            i->leased = 1;
+            snprintf(i->key, sizeof i->key, "%sacme/chal/%s/%s/%s", a->prefix, a->node,
+                     chal_kinds[k], de->d_name);
             n++;
         }
         closedir(d);
@@ -144,94 +223,78 @@ static int local_challenges(cluster_acme_t *a, item_t *it, int n, int max)
     return n;
 }
 
-/* The certificates the client installed in -C (NAME -> .acme/NAME.SERIAL). */
-static int local_certs(cluster_acme_t *a, item_t *it, int n, int max)
+/* This node's client's challenges to etcd (under the locks' lease) when
+   they changed; the client waits for that before the CA validates. */
+static int publish_challenges(cluster_acme_t *a, etcd_t *e, char *err, size_t errlen)
 {
-    int fd = dup(a->tls_fd);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    struct dirent *de;
-    if (!d) {
-        if (fd >= 0)
-            close(fd);
-        return n;
-    }
-    rewinddir(d);
-    while ((de = readdir(d)) && n < max) {
-        char target[600], path[600], *chain, *key;
-        size_t nl = strlen(de->d_name), cl, kl;
-        ssize_t tl = readlinkat(a->tls_fd, de->d_name, target, sizeof target - 1);
-        if (!file_ok(de->d_name, nl) || tl <= 6 || strncmp(target, ".acme/", 6))
-            continue;
-        target[tl] = 0;
-        const char *serial = target + 6 + nl + 1;
-        if (strncmp(target + 6, de->d_name, nl) || target[6 + nl] != '.')
-            continue;
-        snprintf(path, sizeof path, "%s/fullchain.pem", de->d_name);
-        chain = acme_read_file(a->tls_fd, path, CERT_MAX, &cl);
-        snprintf(path, sizeof path, "%s/privkey.pem", de->d_name);
-        key = chain ? acme_read_file(a->tls_fd, path, CERT_MAX, &kl) : NULL;
-        item_t *i = &it[n];
-        char head[200];
-        int hl = snprintf(head, sizeof head, "%s %s %zu %zu\n", CERT_MAGIC, serial, cl, kl);
-        if (key && hl < (int)sizeof head && (i->val = malloc((size_t)hl + cl + kl))) {
-            memcpy(i->val, head, (size_t)hl);
-            memcpy(i->val + hl, chain, cl);
-            memcpy(i->val + hl + cl, key, kl);
-            i->len = (size_t)hl + cl + kl;
-            snprintf(i->key, sizeof i->key, "%sacme/cert/%s", a->prefix, de->d_name);
-            i->leased = 0;
-            n++;
-        }
-        free(chain);
-        if (key)
-            memset(key, 0, kl);
-        free(key);
-    }
-    closedir(d);
-    return n;
-}
-
-/* The holder: what its client wrote, to etcd when it changed. */
-static int publish(cluster_acme_t *a, etcd_t *e, char *err, size_t errlen)
-{
-    item_t *it = calloc(CHAL_MAX + 100, sizeof *it);
+    item_t *it = calloc(CHAL_MAX, sizeof *it);
     if (!it)
         return 0;
-    int n = local_certs(a, it, local_challenges(a, it, 0, CHAL_MAX), CHAL_MAX + 100), rc = 0;
-    uint64_t h = 1469598103934665603ULL;
+    int n = local_challenges(a, it, CHAL_MAX), rc = 0;
+    uint64_t h = fnv(1469598103934665603ULL, &a->lease, sizeof a->lease);
     for (int i = 0; i < n; i++)
         h = fnv(fnv(h, it[i].key, strlen(it[i].key) + 1), it[i].val, it[i].len);
-    if (h != a->published) {
+    if (h != a->published && (a->lease || !n)) {
         char chal[400];
-        int cn = snprintf(chal, sizeof chal, "%sacme/chal/", a->prefix);
+        int cn = snprintf(chal, sizeof chal, "%sacme/chal/%s/", a->prefix, a->node);
         rc = etcd_delete(e, chal, (size_t)cn, 1, err, errlen);
         for (int i = 0; i < n && rc == 0; i++)
-            rc = etcd_put(e, it[i].key, strlen(it[i].key), it[i].val, it[i].len,
-                          it[i].leased ? a->lease : 0, err, errlen);
+            rc = etcd_put(e, it[i].key, strlen(it[i].key), it[i].val, it[i].len, a->lease, err,
+                          errlen);
         if (rc == 0) {
             a->published = h;
             cluster_note_published(a->view);
         }
     }
-    for (int i = 0; i < n; i++) {
-        memset(it[i].val, 0, it[i].len);
+    for (int i = 0; i < n; i++)
         free(it[i].val);
-    }
     free(it);
     return rc;
 }
 
-/* Is name[0..n) among the kvs' keys after skip bytes? */
-static int listed(const etcd_kv_t *kv, int n, size_t skip, const char *name)
+/* Is dir k's file name among the other nodes' challenges? */
+static int listed(const etcd_kv_t *kv, int n, size_t pn, int k, const char *name)
 {
-    for (int i = 0; i < n; i++)
-        if (kv[i].klen > skip && !strcmp((char *)kv[i].key + skip, name))
+    for (int i = 0; i < n; i++) {
+        const char *rel = (char *)kv[i].key + pn, *s1 = strchr(rel, '/');
+        size_t kl = strlen(chal_kinds[k]);
+        if (kv[i].klen > pn && s1 && !strncmp(s1 + 1, chal_kinds[k], kl) && s1[1 + kl] == '/' &&
+            !strcmp(s1 + 2 + kl, name))
             return 1;
+    }
     return 0;
 }
 
-/* A follower: the holder's challenges into our state directory, and ours
-   that it no longer has removed. */
+/* One other node's challenge (NODE/KIND/FILE) into our state directory.  0,
+   or -1 (not what gatling writes: said by the caller). */
+static int take_one(cluster_acme_t *a, const etcd_kv_t *kv, size_t pn)
+{
+    const char *rel = (char *)kv->key + pn, *s1 = strchr(rel, '/');
+    const char *s2 = s1 ? strchr(s1 + 1, '/') : NULL;
+    if (!s2 || !file_ok(rel, (size_t)(s1 - rel)) || !file_ok(s2 + 1, strlen(s2 + 1)) ||
+        kv->vlen > ACME_ALPN_PEM_MAX)
+        return -1;
+    int k = !strncmp(s1 + 1, "http-01/", 8) ? 0 : !strncmp(s1 + 1, "tls-alpn-01/", 12) ? 1 : -1;
+    if (k < 0 || (size_t)(s2 - s1 - 1) != strlen(chal_kinds[k]))
+        return -1;
+    if ((size_t)(s1 - rel) == strlen(a->node) && !strncmp(rel, a->node, strlen(a->node)))
+        return 0; /* ours */
+    char path[600];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", chal_dirs[k], s2 + 1);
+    if (fstatat(a->state_fd, path, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        (st.st_mode & 07777) != TAKEN_MODE)
+        return 0; /* our client's own file of that name stays */
+    size_t len;
+    char *have = acme_read_file(a->state_fd, path, ACME_ALPN_PEM_MAX, &len);
+    if (!have || len != kv->vlen || memcmp(have, kv->value, len))
+        acme_write_atomic(a->state_fd, path, kv->value, kv->vlen, TAKEN_MODE);
+    free(have);
+    return 0;
+}
+
+/* The other nodes' challenges into our state directory, and those taken
+   before that they no longer have removed. */
 static int take_challenges(cluster_acme_t *a, etcd_t *e, char *err, size_t errlen)
 {
     char pre[400];
@@ -240,32 +303,19 @@ static int take_challenges(cluster_acme_t *a, etcd_t *e, char *err, size_t errle
     int n = etcd_range(e, pre, (size_t)pn, 1, 0, CHAL_MAX, &kv, NULL, err, errlen);
     if (n < 0)
         return -1;
-    for (int i = 0; i < n; i++) {
-        const char *rel = (char *)kv[i].key + pn, *slash = strchr(rel, '/');
-        char path[600];
-        int k = slash && !strncmp(rel, "http-01/", 8) ? 0
-                : slash && !strncmp(rel, "tls-alpn-01/", 12) ? 1 : -1;
-        if (k < 0 || !file_ok(slash + 1, strlen(slash + 1)) || kv[i].vlen > ACME_ALPN_PEM_MAX) {
+    for (int i = 0; i < n; i++)
+        if (take_one(a, &kv[i], (size_t)pn) < 0 && first_time(a, &kv[i]))
             say(a, "etcd key %.300s: not a challenge gatling wrote: skipped", kv[i].key);
-            continue;
-        }
-        snprintf(path, sizeof path, "%s/%s", chal_dirs[k], slash + 1);
-        size_t len;
-        char *have = acme_read_file(a->state_fd, path, ACME_ALPN_PEM_MAX, &len);
-        if (!have || len != kv[i].vlen || memcmp(have, kv[i].value, len))
-            acme_write_atomic(a->state_fd, path, kv[i].value, kv[i].vlen, 0644);
-        free(have);
-    }
-    for (int k = 0; k < 2; k++) { /* what the holder no longer has */
+    for (int k = 0; k < 2; k++) {
         int fd = openat(a->state_fd, chal_dirs[k], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
         struct dirent *de;
-        char name[600];
-        while (d && (de = readdir(d))) {
-            snprintf(name, sizeof name, "%s/%s", k ? "tls-alpn-01" : "http-01", de->d_name);
-            if (file_ok(de->d_name, strlen(de->d_name)) && !listed(kv, n, (size_t)pn, name))
+        struct stat st;
+        while (d && (de = readdir(d)))
+            if (file_ok(de->d_name, strlen(de->d_name)) &&
+                fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                (st.st_mode & 07777) == TAKEN_MODE && !listed(kv, n, (size_t)pn, k, de->d_name))
                 unlinkat(fd, de->d_name, 0);
-        }
         if (d)
             closedir(d);
         else if (fd >= 0)
@@ -289,50 +339,170 @@ static int key_matches(const char *chain, size_t cl, const char *key, size_t kl)
     return ok;
 }
 
-/* One cert/HOST value, checked, installed if its serial is new.  0, or -1
-   (hostile or broken: said by the caller). */
-static int install_one(cluster_acme_t *a, const char *host, const char *v, size_t len)
-{
-    char magic[20], serial[80], target[600], want[600];
+/* A cert/HOST value: "gatling-cert-1 SERIAL CHAINLEN KEYLEN\n" CHAIN KEY. */
+typedef struct cert {
+    const char *chain, *key;
     size_t cl, kl;
-    int hl;
     acme_cert_info_t info;
-    if (sscanf(v, "%19s %79s %zu %zu\n%n", magic, serial, &cl, &kl, &hl) != 4 ||
-        strcmp(magic, CERT_MAGIC) || !file_ok(serial, strlen(serial)) || cl > CERT_MAX ||
-        kl > CERT_MAX || (size_t)hl + cl + kl != len || !file_ok(host, strlen(host)) ||
-        acme_cert_info(v + hl, cl, &info) < 0 || !key_matches(v + hl, cl, v + hl + cl, kl))
+} cert_t;
+
+/* Parse and check v (the chain parses, the key is its own, the serial is
+   the chain's).  0, or -1 (written half, hostile or foreign: not used). */
+static int parse_cert(const char *v, size_t len, cert_t *c)
+{
+    char magic[20], serial[80];
+    int hl = 0;
+    if (strlen(v) != len ||
+        sscanf(v, "%19s %79s %zu %zu\n%n", magic, serial, &c->cl, &c->kl, &hl) != 4 ||
+        strcmp(magic, CERT_MAGIC) || c->cl > CERT_MAX || c->kl > CERT_MAX ||
+        (size_t)hl + c->cl + c->kl != len)
         return -1;
-    snprintf(want, sizeof want, ".acme/%s.%s", host, serial);
-    ssize_t tl = readlinkat(a->tls_fd, host, target, sizeof target - 1);
-    if (tl > 0 && (target[tl] = 0, !strcmp(target, want)))
-        return 0; /* installed already */
-    char *chain = strndup(v + hl, cl), *key = strndup(v + hl + cl, kl);
-    int r = chain && key ? acme_install(a->tls_fd, host, serial, chain, cl, key, kl) : -1;
-    if (r == 0) {
-        say(a, "certificate for %s (serial %s) installed from the cluster", host, serial);
-        kill(a->notify, SIGUSR1); /* the loops load it now, as after the client's own */
+    c->chain = v + hl, c->key = v + hl + c->cl;
+    if (acme_cert_info(c->chain, c->cl, &c->info) < 0 || strcmp(c->info.serial, serial) ||
+        !key_matches(c->chain, c->cl, c->key, c->kl))
+        return -1;
+    return 0;
+}
+
+/* Is a newer than b (issued later; the serial decides a tie)? */
+static int newer(const acme_cert_info_t *a, const acme_cert_info_t *b)
+{
+    return a->not_before > b->not_before ||
+           (a->not_before == b->not_before && strcmp(a->serial, b->serial) > 0);
+}
+
+/* What -C holds for host, if it is the client's symlink (or NULL with
+   nothing read): the value to publish, malloc'd, and its certificate. */
+static char *local_cert(cluster_acme_t *a, const char *host, acme_cert_info_t *info, size_t *len)
+{
+    char path[600], *chain = NULL, *key = NULL, *v = NULL, target[8];
+    size_t cl, kl;
+    if (!file_ok(host, strlen(host)) || !acme_replaceable(a->tls_fd, host) ||
+        readlinkat(a->tls_fd, host, target, sizeof target) <= 0)
+        return NULL;
+    snprintf(path, sizeof path, "%s/fullchain.pem", host);
+    chain = acme_read_file(a->tls_fd, path, CERT_MAX, &cl);
+    snprintf(path, sizeof path, "%s/privkey.pem", host);
+    key = chain ? acme_read_file(a->tls_fd, path, CERT_MAX, &kl) : NULL;
+    if (key && acme_cert_info(chain, cl, info) == 0) {
+        char head[200];
+        int hl = snprintf(head, sizeof head, "%s %s %zu %zu\n", CERT_MAGIC, info->serial, cl, kl);
+        if ((v = malloc((size_t)hl + cl + kl + 1))) {
+            memcpy(v, head, (size_t)hl);
+            memcpy(v + hl, chain, cl);
+            memcpy(v + hl + cl, key, kl);
+            *len = (size_t)hl + cl + kl;
+            v[*len] = 0;
+        }
     }
     free(chain);
     if (key)
         memset(key, 0, kl);
     free(key);
-    return 0; /* an install that failed (a full disk) is tried next round */
+    return v;
 }
 
-static int install_certs(cluster_acme_t *a, etcd_t *e, char *err, size_t errlen)
+/* host's slot among the client's names, or -1. */
+static int slot_of(cluster_acme_t *a, const char *host)
 {
-    char pre[400];
-    int pn = snprintf(pre, sizeof pre, "%sacme/cert/", a->prefix);
+    for (int i = 0, n = cluster_acme_count(a->view); i < n; i++)
+        if (!strcmp(cluster_acme_name(a->view, i), host))
+            return i;
+    return -1;
+}
+
+/* Install etcd's certificate for host (checked by parse_cert) into -C. */
+static void install(cluster_acme_t *a, const char *host, const cert_t *c)
+{
+    char *chain = strndup(c->chain, c->cl), *key = strndup(c->key, c->kl);
+    int r =
+        chain && key ? acme_install(a->tls_fd, host, c->info.serial, chain, c->cl, key, c->kl) : -1;
+    /* one that failed (a full disk) is tried next round */
+    if (r == 0) {
+        say(a, "certificate for %s (serial %s) installed from the cluster", host, c->info.serial);
+        kill(a->notify, SIGUSR1); /* the loops load it now, as after the client's own */
+        /* the client wanted the name before it had this: it says again
+           (within a second) if it still does, so the lock the last holder
+           just let go is not taken for nothing */
+        cluster_acme_want(a->view, slot_of(a, host), 0);
+    }
+    free(chain);
+    if (key)
+        memset(key, 0, c->kl);
+    free(key);
+}
+
+/* One host: the newer of -C's and etcd's certificate wins on both sides
+   (a compare-and-put: a newer one put meanwhile is not overwritten).  A
+   value that is not a whole certificate and its key is said, never
+   installed, and replaced only by this name's lock holder.  0, or -1. */
+static int sync_one(cluster_acme_t *a, etcd_t *e, const char *key, size_t kn, const char *host,
+                    const etcd_kv_t *kv, int held, char *err, size_t errlen)
+{
+    cert_t c;
+    acme_cert_info_t mine;
+    size_t len = 0;
+    int good = kv && parse_cert((char *)kv->value, kv->vlen, &c) == 0, rc = 0;
+    if (kv && !good && first_time(a, kv))
+        say(a,
+            "etcd key %.300s: not a whole certificate and key gatling wrote (written half, "
+            "or the key is not the certificate's): not installed, %s/%s kept",
+            kv->key, a->cfg->tls_dir, host);
+    char *v = local_cert(a, host, &mine, &len);
+    if (good && (!v || newer(&c.info, &mine)) && acme_replaceable(a->tls_fd, host))
+        install(a, host, &c);
+    else if (v && (!kv || (good && newer(&mine, &c.info)) || (!good && held)) &&
+             (rc = etcd_put_if(e, key, kn, v, len, kv ? kv->mod_revision : 0, 0, err, errlen)) > 0)
+        say(a, "certificate for %s (serial %s) put in etcd for the cluster", host, mine.serial);
+    if (v)
+        memset(v, 0, len);
+    free(v);
+    return rc < 0 ? -1 : 0;
+}
+
+/* The certificates: etcd's (acme/cert/HOST) and -C's client symlinks
+   (each of the client's names), the newer kept on both sides. */
+static int sync_certs(cluster_acme_t *a, etcd_t *e, char *err, size_t errlen)
+{
+    char pre[400], key[700], host[CLUSTER_ACME_NAME_MAX];
+    int pn = snprintf(pre, sizeof pre, "%sacme/cert/", a->prefix), rc = 0;
     etcd_kv_t *kv;
     int n = etcd_range(e, pre, (size_t)pn, 1, 0, CONFIG_ACME_NAMES, &kv, NULL, err, errlen);
     if (n < 0)
         return -1;
-    for (int i = 0; i < n; i++)
-        if (install_one(a, (char *)kv[i].key + pn, (char *)kv[i].value, kv[i].vlen) < 0)
-            say(a, "etcd key %.300s: not a certificate and key gatling wrote (or they do not "
-                "match): not installed", kv[i].key);
+    for (int i = 0; i < n && rc == 0; i++) {
+        const char *h = (char *)kv[i].key + pn;
+        if (!file_ok(h, strlen(h))) {
+            if (first_time(a, &kv[i]))
+                say(a, "etcd key %.300s: not a certificate's name: skipped", kv[i].key);
+            continue;
+        }
+        rc = sync_one(a, e, (char *)kv[i].key, kv[i].klen, h, &kv[i],
+                      cluster_acme_held(a->view, slot_of(a, h)), err, errlen);
+    }
+    for (int i = 0, count = cluster_acme_count(a->view); i < count && rc == 0; i++) {
+        snprintf(host, sizeof host, "%s", cluster_acme_name(a->view, i));
+        int kn = snprintf(key, sizeof key, "%s%s", pre, host);
+        if (file_ok(host, strlen(host)) && !find(kv, n, (size_t)pn, host))
+            rc = sync_one(a, e, key, (size_t)kn, host, NULL, 0, err, errlen);
+    }
     etcd_kvs_free(kv, n);
-    return 0;
+    return rc;
+}
+
+/* host's certificate synced again (just after its lock was taken).  0, or
+   -1 (etcd). */
+static int cert_again(cluster_acme_t *a, etcd_t *e, const char *host, char *err, size_t errlen)
+{
+    char key[700];
+    int kn = snprintf(key, sizeof key, "%sacme/cert/%s", a->prefix, host);
+    etcd_kv_t *kv;
+    int n = etcd_range(e, key, (size_t)kn, 0, 0, 1, &kv, NULL, err, errlen);
+    if (n < 0)
+        return -1;
+    int rc = sync_one(a, e, key, (size_t)kn, host, n ? kv : NULL, 1, err, errlen);
+    etcd_kvs_free(kv, n);
+    return rc;
 }
 
 int cluster_acme_round(cluster_acme_t *a, etcd_t *e, char *err, size_t errlen)
@@ -341,26 +511,10 @@ int cluster_acme_round(cluster_acme_t *a, etcd_t *e, char *err, size_t errlen)
     if (a->state_fd < 0 || now < a->next)
         return 0;
     a->next = now + 1;
-    if (lock_round(a, e, err, errlen) < 0)
+    if (keep_lease(a, e, now, err, errlen) < 0 || sync_certs(a, e, err, errlen) < 0 ||
+        lock_round(a, e, now, err, errlen) < 0 || publish_challenges(a, e, err, errlen) < 0)
         return -1;
-    if (a->lease)
-        return publish(a, e, err, errlen);
-    return take_challenges(a, e, err, errlen) < 0 ? -1 : install_certs(a, e, err, errlen);
-}
-
-int acme_cluster_turn(const config_t *cfg, const volatile sig_atomic_t *stop, elog_t *log)
-{
-    if (!cfg->cluster || cluster_acme_holder(cfg->cluster))
-        return 0;
-    elog_text(log, time(NULL), "acme",
-              "another node of the cluster holds its ACME lock: this client waits (the "
-              "cluster's side process installs what that node gets)");
-    while (!*stop && !cluster_acme_holder(cfg->cluster))
-        usleep(200000);
-    if (*stop)
-        return -1;
-    elog_text(log, time(NULL), "acme", "this node holds the cluster's ACME lock now: it orders");
-    return 0;
+    return take_challenges(a, e, err, errlen);
 }
 
 void acme_cluster_spread(const config_t *cfg, const volatile sig_atomic_t *stop)
@@ -372,4 +526,33 @@ void acme_cluster_spread(const config_t *cfg, const volatile sig_atomic_t *stop)
         usleep(100000); /* the side process's next round puts it (5 s at most: etcd down) */
     for (int i = 0; i < 15 && !*stop; i++)
         usleep(100000); /* and the other nodes' next rounds write it down */
+}
+
+char *acme_cluster_account(const config_t *cfg, etcd_t *e, const char *cahash, const char *mine,
+                           size_t mlen, size_t *len, char *err, size_t errlen)
+{
+    char key[400];
+    int kn = snprintf(key, sizeof key, "/gatling/%s/acme/account/%s", cfg->cluster_name, cahash);
+    for (int tries = 0; tries < 3; tries++) {
+        etcd_kv_t *kv;
+        int n = etcd_range(e, key, (size_t)kn, 0, 0, 1, &kv, NULL, err, errlen);
+        if (n < 0)
+            return NULL;
+        if (n) {
+            char *pem = kv->vlen < ACCOUNT_MAX ? strndup((char *)kv->value, kv->vlen) : NULL;
+            *len = kv->vlen;
+            memset(kv->value, 0, kv->vlen);
+            etcd_kvs_free(kv, n);
+            if (!pem)
+                snprintf(err, errlen, "etcd key %s: too long for an account key", key);
+            return pem;
+        }
+        etcd_kvs_free(kv, n);
+        /* the compare-and-put is the account's lock: of the nodes that make
+           the cluster's account at once, one puts its key, the others read it */
+        if (etcd_put_if(e, key, (size_t)kn, mine, mlen, 0, 0, err, errlen) < 0)
+            return NULL;
+    }
+    snprintf(err, errlen, "etcd key %s: changed under us three times", key);
+    return NULL;
 }

@@ -13,6 +13,8 @@
 
 #define ETCD_BODY_MAX (4 * 1024 * 1024) /* a response: a range of ETCD_VALUE_MAX values */
 #define ETCD_URL_MAX 256
+#define ETCD_USER_MAX 128
+#define ETCD_TOKEN_MAX 1024
 
 typedef struct body {
     char *p;
@@ -24,6 +26,10 @@ struct etcd {
     char url[ETCD_URLS_MAX][ETCD_URL_MAX];
     int n, cur;    /* cur: the one that answered last */
     body_t tls[3]; /* ca=, cert=, key=: the files' bytes */
+    char user[ETCD_USER_MAX];   /* user=: "" for none */
+    body_t password;            /* password-file=: its first line */
+    char token[ETCD_TOKEN_MAX]; /* the member's answer to /v3/auth/authenticate */
+    int token_at;               /* ... which member: a simple token is one member's */
 };
 
 static size_t on_body(char *p, size_t size, size_t n, void *arg);
@@ -54,7 +60,34 @@ static int read_item(const char *item, size_t len, body_t *blob, char *err, size
     return blob->len ? 0 : -1;
 }
 
-/* One item of the list: a URL, or ca=, cert=, key=.  0, or -1. */
+/* user=NAME, password-file=FILE (its first line; no secret on a command
+   line).  1 taken, 0 not one of these, -1 with why in err. */
+static int auth_item(etcd_t *e, const char *p, size_t len, char *err, size_t errlen)
+{
+    if (len > 5 && !strncmp(p, "user=", 5)) {
+        if (len - 5 >= sizeof e->user || memchr(p + 5, '"', len - 5)) {
+            snprintf(err, errlen, "user=: 1 to %zu characters, no '\"'", sizeof e->user - 1);
+            return -1;
+        }
+        memcpy(e->user, p + 5, len - 5);
+        e->user[len - 5] = 0;
+        return 1;
+    }
+    if (len <= 14 || strncmp(p, "password-file=", 14) || len >= ETCD_URL_MAX)
+        return 0;
+    if (read_item(p, len, &e->password, err, errlen) < 0)
+        return -1;
+    e->password.len = strcspn(e->password.p, "\r\n");
+    if (!e->password.len || e->password.len > 1024) {
+        snprintf(err, errlen, "%.*s: no password on its first line (or one too long)",
+                 (int)(len < 200 ? len : 200), p);
+        return -1;
+    }
+    return 1;
+}
+
+/* One item of the list: a URL, or ca=, cert=, key=, user=,
+   password-file=.  0, or -1. */
 static int add_item(etcd_t *e, const char *p, size_t len, char *err, size_t errlen)
 {
     static const char *const files[3] = {"ca=", "cert=", "key="};
@@ -62,6 +95,9 @@ static int add_item(etcd_t *e, const char *p, size_t len, char *err, size_t errl
         if (len > strlen(files[i]) && !strncmp(p, files[i], strlen(files[i])) &&
             len < ETCD_URL_MAX)
             return read_item(p, len, &e->tls[i], err, errlen);
+    int r = auth_item(e, p, len, err, errlen);
+    if (r)
+        return r < 0 ? -1 : 0;
     if (e->n == ETCD_URLS_MAX || len >= ETCD_URL_MAX - 16 ||
         (strncmp(p, "http://", 7) && strncmp(p, "https://", 8))) {
         snprintf(err, errlen, "%.*s: not an http:// or https:// URL (at most %d), nor ca=, "
@@ -92,8 +128,11 @@ etcd_t *etcd_new(const char *urls, char *err, size_t errlen)
         p += len;
         p += *p == ',';
     }
-    if (!e->n || (!e->tls[1].p != !e->tls[2].p)) {
-        snprintf(err, errlen, e->n ? "cert= and key= go together" : "no URL");
+    if (!e->n || (!e->tls[1].p != !e->tls[2].p) || (!e->user[0] != !e->password.p)) {
+        snprintf(err, errlen,
+                 !e->n                          ? "no URL"
+                 : !e->tls[1].p != !e->tls[2].p ? "cert= and key= go together"
+                                                : "user= and password-file= go together");
         etcd_free(e);
         return NULL;
     }
@@ -111,6 +150,10 @@ void etcd_free(etcd_t *e)
             memset(e->tls[i].p, 0, e->tls[i].len);
         free(e->tls[i].p);
     }
+    if (e->password.p)
+        memset(e->password.p, 0, e->password.len);
+    free(e->password.p);
+    memset(e->token, 0, sizeof e->token);
     free(e);
 }
 
@@ -171,6 +214,11 @@ static long post(etcd_t *e, const char *url, const char *path, const char *req, 
     curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
     set_tls(e, c);
     struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+    char auth[ETCD_TOKEN_MAX + 20];
+    if (e->token[0] && !strcmp(url, e->url[e->token_at])) {
+        snprintf(auth, sizeof auth, "Authorization: %s", e->token);
+        h = curl_slist_append(h, auth);
+    }
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
     CURLcode rc = curl_easy_perform(c);
     curl_slist_free_all(h);
@@ -182,36 +230,91 @@ static long post(etcd_t *e, const char *url, const char *path, const char *req, 
     return status;
 }
 
-/* POST req to path on the members in turn: the answer's JSON object, or
-   NULL with why in err (no member answered, or one answered an error). */
+/* POST text to path on member k: 1 with its answer in *o, 0 the member is
+   down (or has no leader), -1 it answered an error (*unauth: one about the
+   auth token, which a new one may cure), with why in err. */
+static int one(etcd_t *e, int k, const char *path, const char *text, json_object **o, int *unauth,
+               char *err, size_t errlen)
+{
+    body_t b = {NULL, 0};
+    long status = post(e, e->url[k], path, text, &b, err, errlen);
+    if (!status || status >= 500) {
+        if (status)
+            snprintf(err, errlen, "%s%s: HTTP %ld", e->url[k], path, status);
+        free(b.p);
+        return 0;
+    }
+    *o = b.p ? json_tokener_parse(b.p) : NULL;
+    free(b.p);
+    json_object *msg;
+    const char *m = "?";
+    if (!*o || !json_object_is_type(*o, json_type_object)) {
+        snprintf(err, errlen, "%s%s: HTTP %ld, not a JSON object", e->url[k], path, status);
+    } else if (status != 200) {
+        if (json_object_object_get_ex(*o, "message", &msg))
+            m = json_object_get_string(msg);
+        /* etcd: "invalid auth token" (expired, or another member's), "user
+           name is empty" (none sent) */
+        *unauth = status == 401 || strstr(m, "auth token") || strstr(m, "user name is empty");
+        snprintf(err, errlen, "%s%s: HTTP %ld: %.200s", e->url[k], path, status, m);
+    } else {
+        return 1;
+    }
+    json_object_put(*o);
+    *o = NULL;
+    return -1;
+}
+
+/* user= and password-file=: a token from member k (/v3/auth/authenticate).
+   1, 0 the member is down, -1 refused (why in err). */
+static int login(etcd_t *e, int k, char *err, size_t errlen)
+{
+    json_object *req = json_object_new_object(), *o = NULL, *t;
+    json_object_object_add(req, "name", json_object_new_string(e->user));
+    json_object_object_add(req, "password",
+                           json_object_new_string_len(e->password.p, (int)e->password.len));
+    char *text = strdup(json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN));
+    json_object_put(req);
+    int unauth = 0;
+    e->token[0] = 0;
+    int r = text ? one(e, k, "/v3/auth/authenticate", text, &o, &unauth, err, errlen) : -1;
+    if (text)
+        memset(text, 0, strlen(text));
+    free(text);
+    if (r > 0) {
+        const char *tok =
+            json_object_object_get_ex(o, "token", &t) ? json_object_get_string(t) : "";
+        if (!tok[0] || strlen(tok) >= sizeof e->token || strpbrk(tok, "\r\n"))
+            r = -1, snprintf(err, errlen, "%s/v3/auth/authenticate: no token", e->url[k]);
+        else
+            snprintf(e->token, sizeof e->token, "%s", tok), e->token_at = k;
+        json_object_put(o);
+    }
+    if (r < 0)
+        snprintf(err + strlen(err), errlen - strlen(err), " (user %s)", e->user);
+    return r;
+}
+
+/* POST req to path on the members in turn (with user=, logged in to the
+   member first, and again once if its token has expired): the answer's
+   JSON object, or NULL with why in err (no member answered, or one
+   answered an error). */
 static json_object *call(etcd_t *e, const char *path, json_object *req, char *err, size_t errlen)
 {
     const char *text = json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN);
     for (int i = 0; i < e->n; i++) {
-        int k = (e->cur + i) % e->n;
-        body_t b = {NULL, 0};
-        long status = post(e, e->url[k], path, text, &b, err, errlen);
-        if (!status || status >= 500) { /* down, or no leader there: the next one */
-            if (status)
-                snprintf(err, errlen, "%s%s: HTTP %ld", e->url[k], path, status);
-            free(b.p);
-            continue;
-        }
+        int k = (e->cur + i) % e->n, r = 1, unauth = 0;
+        json_object *o = NULL;
+        if (e->user[0] && (!e->token[0] || e->token_at != k))
+            r = login(e, k, err, errlen);
+        if (r > 0)
+            r = one(e, k, path, text, &o, &unauth, err, errlen);
+        if (r < 0 && unauth && e->user[0] && (r = login(e, k, err, errlen)) > 0)
+            r = one(e, k, path, text, &o, &unauth, err, errlen);
+        if (r == 0)
+            continue; /* down, or no leader there: the next one */
         e->cur = k;
-        json_object *o = b.p ? json_tokener_parse(b.p) : NULL;
-        free(b.p);
-        json_object *msg;
-        if (!o || !json_object_is_type(o, json_type_object)) {
-            snprintf(err, errlen, "%s%s: HTTP %ld, not a JSON object", e->url[k], path, status);
-        } else if (status != 200) {
-            snprintf(err, errlen, "%s%s: HTTP %ld: %.200s", e->url[k], path, status,
-                     json_object_object_get_ex(o, "message", &msg) ? json_object_get_string(msg)
-                                                                   : "?");
-        } else {
-            return o;
-        }
-        json_object_put(o);
-        return NULL;
+        return r > 0 ? o : NULL;
     }
     return NULL;
 }
@@ -351,21 +454,20 @@ int etcd_range(etcd_t *e, const void *key, size_t klen, int prefix, int64_t min_
     return n;
 }
 
-int etcd_put_if(etcd_t *e, const void *key, size_t klen, const void *val, size_t vlen,
-                int64_t mod_rev, int64_t lease, char *err, size_t errlen)
+/* A transaction of one compare (key's MOD or CREATE revision equal to rev)
+   and one op (name: request_put, request_delete_range).  1 done, 0 the
+   compare failed, -1 error. */
+static int txn(etcd_t *e, const void *key, size_t klen, int64_t mod_rev, const char *name,
+               json_object *op_body, char *err, size_t errlen)
 {
-    json_object *cmp = json_object_new_object(), *put = json_object_new_object();
+    json_object *cmp = json_object_new_object();
     json_object_object_add(cmp, "key", b64(key, klen));
     json_object_object_add(cmp, "result", json_object_new_string("EQUAL"));
     json_object_object_add(cmp, "target", json_object_new_string(mod_rev ? "MOD" : "CREATE"));
     json_object_object_add(cmp, mod_rev ? "mod_revision" : "create_revision",
                            json_object_new_int64(mod_rev));
-    json_object_object_add(put, "key", b64(key, klen));
-    json_object_object_add(put, "value", b64(val, vlen));
-    if (lease)
-        json_object_object_add(put, "lease", json_object_new_int64(lease));
     json_object *op = json_object_new_object(), *req = json_object_new_object();
-    json_object_object_add(op, "request_put", put);
+    json_object_object_add(op, name, op_body);
     json_object *cmps = json_object_new_array(), *ops = json_object_new_array();
     json_object_array_add(cmps, cmp);
     json_object_array_add(ops, op);
@@ -379,6 +481,25 @@ int etcd_put_if(etcd_t *e, const void *key, size_t klen, const void *val, size_t
     int done = json_object_object_get_ex(res, "succeeded", &ok) && json_object_get_boolean(ok);
     json_object_put(res);
     return done;
+}
+
+int etcd_put_if(etcd_t *e, const void *key, size_t klen, const void *val, size_t vlen,
+                int64_t mod_rev, int64_t lease, char *err, size_t errlen)
+{
+    json_object *put = json_object_new_object();
+    json_object_object_add(put, "key", b64(key, klen));
+    json_object_object_add(put, "value", b64(val, vlen));
+    if (lease)
+        json_object_object_add(put, "lease", json_object_new_int64(lease));
+    return txn(e, key, klen, mod_rev, "request_put", put, err, errlen);
+}
+
+int etcd_delete_if(etcd_t *e, const void *key, size_t klen, int64_t mod_rev, char *err,
+                   size_t errlen)
+{
+    json_object *del = json_object_new_object();
+    json_object_object_add(del, "key", b64(key, klen));
+    return txn(e, key, klen, mod_rev, "request_delete_range", del, err, errlen);
 }
 
 int64_t etcd_lease(etcd_t *e, int ttl, char *err, size_t errlen)

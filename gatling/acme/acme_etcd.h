@@ -1,10 +1,11 @@
 /*
  * acme_etcd — a small client of etcd v3's JSON gateway (etcd 3.4: POST
- * /v3/kv/range, /v3/kv/txn, /v3/kv/put, /v3/lease/grant), for the cluster's
- * side process (acme_cluster.h).  It blocks (libcurl, short timeouts) and so
- * never runs on a serving loop.  Keys and values are bytes (base64 on the
- * wire); the URLs are tried in turn from the last one that answered, so one
- * member down costs one connect timeout, once.
+ * /v3/kv/range, /v3/kv/txn, /v3/kv/put, /v3/kv/deleterange, /v3/lease/grant),
+ * for the cluster's side process (acme_cluster.h) and the ACME client.  It
+ * blocks (libcurl, short timeouts) and so never runs on a serving loop.
+ * Keys and values are bytes (base64 on the wire); the URLs are tried in
+ * turn from the last one that answered, so one member down costs one
+ * connect timeout, once.
  */
 #ifndef GATLING_ACME_ETCD_H
 #define GATLING_ACME_ETCD_H
@@ -50,6 +51,11 @@ void etcd_kvs_free(etcd_kv_t *kvs, int n);
    exist), with lease (0: none).  1 done, 0 someone was first, -1 error. */
 int etcd_put_if(etcd_t *e, const void *key, size_t klen, const void *val, size_t vlen,
                 int64_t mod_rev, int64_t lease, char *err, size_t errlen);
+
+/* Delete key if its mod_revision is still mod_rev (> 0): 1 done, 0 it
+   changed (or is gone), -1 error. */
+int etcd_delete_if(etcd_t *e, const void *key, size_t klen, int64_t mod_rev, char *err,
+                   size_t errlen);
 
 /* Put value at key, with lease (0: none).  0, or -1 with why in err. */
 int etcd_put(etcd_t *e, const void *key, size_t klen, const void *val, size_t vlen, int64_t lease,

@@ -187,39 +187,75 @@ static int load_dir(acme_client_t *cl)
     return rc;
 }
 
-/* The account key from account/CAHASH/key.pem, made (0600) the first time. */
+/* The PEM of the account key in path, or of a new one (*made set); NULL
+   with why in cl->err. */
+static char *own_key(acme_client_t *cl, const char *path, size_t *len, int *made)
+{
+    char *pem = acme_read_file(cl->state_fd, path, KEY_FILE_MAX, len);
+    if (pem || errno != ENOENT) {
+        if (!pem)
+            fail(cl, "account: open %s: %s", path, strerror(errno));
+        return pem;
+    }
+    EVP_PKEY *k = acme_key_new(CONFIG_ACME_EC256);
+    pem = k ? acme_key_pem(k, len) : NULL;
+    EVP_PKEY_free(k);
+    if (!pem)
+        fail(cl, "account: cannot make a key");
+    *made = 1;
+    return pem;
+}
+
+/* --cluster: the cluster's key in place of pem (this node's put in etcd
+   if it has none: acme_cluster_account); *made set when it is not the one
+   in the file.  The PEM, or NULL with why in cl->err (pem freed). */
+static char *cluster_key(acme_client_t *cl, char *pem, size_t *len, int *made)
+{
+    char err[ACME_ERR_MAX];
+    size_t elen;
+    char *shared =
+        acme_cluster_account(cl->cfg, cl->etcd, cl->cahash, pem, *len, &elen, err, sizeof err);
+    if (!shared)
+        fail(cl, "account: the cluster's key in etcd: %s", err);
+    else if (elen != *len || memcmp(shared, pem, elen))
+        *made = 1;
+    OPENSSL_cleanse(pem, *len);
+    free(pem);
+    if (shared)
+        *len = elen;
+    return shared;
+}
+
+/* The account key from account/CAHASH/key.pem, made (0600) the first time;
+   with --cluster the cluster's (etcd's), kept in key.pem too. */
 static int load_key(acme_client_t *cl)
 {
     char dir[64], path[96];
-    size_t len;
+    size_t len = 0;
+    int made = 0;
     snprintf(dir, sizeof dir, "account/%s", cl->cahash);
     snprintf(path, sizeof path, "%s/key.pem", dir);
     if (mkdirat(cl->state_fd, dir, 0700) < 0 && errno != EEXIST) {
         fail(cl, "account: mkdir %s: %s", dir, strerror(errno));
         return -1;
     }
-    char *pem = acme_read_file(cl->state_fd, path, KEY_FILE_MAX, &len);
-    if (pem) {
-        cl->key = acme_key_from_pem(pem, len);
-        OPENSSL_cleanse(pem, len);
-        free(pem);
-        if (!cl->key || !acme_jws_alg(cl->key)) {
-            fail(cl, "account: %s is no EC P-256 or RSA private key", path);
-            return -1;
-        }
-        return 0;
-    }
-    if (errno != ENOENT) {
-        fail(cl, "account: open %s: %s", path, strerror(errno));
+    char *pem = own_key(cl, path, &len, &made);
+    if (pem && cl->etcd)
+        pem = cluster_key(cl, pem, &len, &made);
+    if (!pem)
         return -1;
-    }
-    cl->key = acme_key_new(CONFIG_ACME_EC256);
-    pem = cl->key ? acme_key_pem(cl->key, &len) : NULL;
-    int rc = pem && acme_write_atomic(cl->state_fd, path, pem, len, 0600) == 0 ? 0 : -1;
-    if (rc < 0)
+    cl->key = acme_key_from_pem(pem, len);
+    int rc = 0;
+    if (!cl->key || !acme_jws_alg(cl->key)) {
+        fail(cl, "account: %s is no EC P-256 or RSA private key", cl->etcd ? "etcd's" : path);
+        EVP_PKEY_free(cl->key);
+        cl->key = NULL;
+        rc = -1;
+    } else if (made && acme_write_atomic(cl->state_fd, path, pem, len, 0600) < 0) {
         fail(cl, "account: write %s: %s", path, strerror(errno));
-    if (pem)
-        OPENSSL_cleanse(pem, len);
+        rc = -1;
+    }
+    OPENSSL_cleanse(pem, len);
     free(pem);
     return rc;
 }

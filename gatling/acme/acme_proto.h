@@ -19,6 +19,7 @@
 #include <openssl/evp.h>
 
 #include "acme_crypto.h"
+#include "acme_etcd.h"
 #include "acme_http.h"
 #include "acme_parse.h"
 #include "site/config.h"
@@ -49,6 +50,7 @@ typedef struct acme_client {
     int avoid;                   /* the challenge type that failed last for this name
                                     (CONFIG_ACME_HTTP01...; 0: none), set by the caller */
     int chal_failed;             /* the type the CA tried and refused in the last issue */
+    etcd_t *etcd;                /* --cluster: the account key is the cluster's (NULL: none) */
 } acme_client_t;
 
 /* What an order hands back: the chain and its key, both PEM, malloc'd. */

@@ -229,3 +229,19 @@ fail:;
     errno = e;
     return -1;
 }
+
+int acme_replaceable(int tls_fd, const char *name)
+{
+    char target[512], own[300];
+    struct stat st;
+    if (fstatat(tls_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return errno == ENOENT;
+    if (!S_ISLNK(st.st_mode))
+        return 0;
+    ssize_t len = readlinkat(tls_fd, name, target, sizeof target - 1);
+    int k = snprintf(own, sizeof own, ".acme/%s.", name);
+    if (len < 0 || k < 0 || (size_t)k >= sizeof own)
+        return 0;
+    target[len] = 0;
+    return strncmp(target, own, (size_t)k) == 0 && !strchr(target + k, '/');
+}

@@ -32,4 +32,10 @@ void acme_empty_dir(int at, const char *path);
 int acme_install(int tls_fd, const char *name, const char *serial, const char *chain,
                  size_t chain_len, const char *key, size_t key_len);
 
+/* 1 when tls_fd/name is missing or the client's own symlink (.acme/NAME.
+   SERIAL, acme_install's): what the client may replace.  Not a directory or
+   file (an admin's pair), nor a symlink elsewhere (an admin's, to certbot's
+   live/NAME say), which would be replaced without a word. */
+int acme_replaceable(int tls_fd, const char *name);
+
 #endif

@@ -21,6 +21,7 @@
 #include "http/exchange.h"
 #include "http/head.h"
 #include "http/response.h"
+#include "site/alog.h"
 #include "site/jobs.h"
 
 #include <stddef.h>
@@ -54,6 +55,10 @@ typedef struct sb_part {
 /* Why a stream is reset (each codec has its own code for it). */
 enum { SB_INTERNAL, SB_CALM, SB_REFUSED };
 
+/* Why admission turned a request away (codec/admit.h): -A, a head over
+   HTTP_MAX_HEAD (431), the connection's field blocks full (refused). */
+enum { SB_RATE_LIMITED, SB_FIELDS_OVER, SB_NO_ROOM };
+
 /* What differs between the codecs: ex is the stream's exchange. */
 typedef struct sb_ops {
     /* the response's head, status with a body of len (EX_LEN_STREAM: to come
@@ -65,6 +70,21 @@ typedef struct sb_ops {
     void (*resume)(exchange_t *ex);
     /* the router answered (what the codec counts then), or NULL */
     void (*routed)(exchange_t *ex);
+    /* admission (codec/admit.h): the connection's last request (-R): say
+       GOAWAY; 1 if it was not said before (counted), else 0 */
+    int (*last)(exchange_t *ex);
+    /* the request is turned away (SB_RATE_LIMITED, SB_FIELDS_OVER,
+       SB_NO_ROOM): the codec's counter, and for -A its end of the stream or
+       of the connection (431 and the refusal's reset are admit.c's) */
+    void (*turned_away)(exchange_t *ex, int why);
+    /* an informational head (100, 103) of fields f[0..n): 0, -1 on ENOMEM,
+       1 when it could not go otherwise */
+    int (*info)(exchange_t *ex, const http_field_t *f, size_t n);
+    /* the access log's JSON facts of the stream's exchange (codec_log_facts
+       and the codec's TLS) */
+    void (*log_facts)(exchange_t *ex, alog_facts_t *out);
+    const char *version; /* in the access log's request line: "HTTP/2.0" */
+    int stats_kind;      /* the status page's count: STATS_H2, STATS_H3 */
 } sb_ops_t;
 
 /* What a connection's streams share (in h2_t and h3_t). */
@@ -74,6 +94,7 @@ typedef struct sb_conn {
     size_t held_bytes; /* request body bytes its streams hold (at most SB_HELD_MAX) */
     size_t fields_bytes; /* their blocks of request fields (sb_room: at most SB_CONN_FIELDS_MAX) */
     unsigned drainers; /* streams with want_drain set */
+    uint32_t requests; /* requests admitted (admit_request: -R) */
 } sb_conn_t;
 
 typedef struct sbody {
@@ -91,6 +112,9 @@ typedef struct sbody {
     uint8_t input_last; /* the client ended the body: tell input() once held is empty */
     uint8_t input_done; /* input() was told */
     uint8_t offering;   /* inside the producer's input() */
+    uint8_t bad;        /* its head is over HTTP_MAX_HEAD (admit_keep): 431 */
+    uint8_t refused;    /* the connection's fields were full: reset, not answered */
+    size_t hdrlen;      /* bytes of request fields kept (admit_keep) */
     uint64_t given;     /* body bytes handed over (queued: given - body_sent) */
     uint64_t body_sent; /* ... and framed by the codec */
     uint64_t body_left; /* bytes of a known length still to frame */

@@ -8,7 +8,6 @@
  */
 #include "conn_int.h"
 #include "gio_os.h"
-#include "h2/h2.h"
 #include "tls/tls.h"
 
 #include <sys/socket.h>
@@ -50,20 +49,22 @@ void conn_deadline(conn_t *c, int64_t ms)
     gio_set_deadline(l, c->fd, ms > 0 ? gio_now(l) + ms : 0);
 }
 
+uint64_t conn_acked(const conn_t *c)
+{
+    if (!c->out.bytes_sent) /* a response just begun: nothing to ask the kernel */
+        return 0;
+    uint64_t q = gio_unacked(c->fd);
+    return c->out.bytes_sent > q ? c->out.bytes_sent - q : 0;
+}
+
 /* What a BODY or WRITE rate window measures: for a response, the bytes the
    client acknowledged, not the ones the kernel took into its send buffer. */
 uint64_t conn_moved(const conn_t *c)
 {
-    if (c->state != CONN_WRITE && c->state != CONN_H2 && c->state != CONN_STREAM)
+    if (c->state != CONN_WRITE && c->state != CONN_STREAM)
         return c->blk->moved;
-    /* HTTP/2, STREAM: request bodies read count as well as responses sent */
-    uint64_t in = c->state == CONN_H2       ? h2_body_bytes(c->h2)
-                  : c->state == CONN_STREAM ? c->blk->moved
-                                            : 0;
-    if (!c->out.bytes_sent) /* a response just begun: nothing to ask the kernel */
-        return in;
-    uint64_t q = gio_unacked(c->fd);
-    return in + (c->out.bytes_sent > q ? c->out.bytes_sent - q : 0);
+    /* STREAM: request bodies read count as well as responses sent */
+    return (c->state == CONN_STREAM ? c->blk->moved : 0) + conn_acked(c);
 }
 
 /* Go to state st, with the deadline st waits under. */

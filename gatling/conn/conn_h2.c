@@ -3,8 +3,8 @@
  * (conn.c) the deadline it waits under and what it waits for, and what a
  * passed one does: a request head's -s (slowloris over HTTP/2), the idle
  * -T, the -B windows of busy streams, each with a GOAWAY before the close,
- * as a 408 goes before HTTP/1.1's.  The codec (h2/h2.h) says what is under
- * way; the connection keeps the clock.
+ * as a 408 goes before HTTP/1.1's.  The codec says what is under way in one
+ * report (h2/h2.h's h2_report_t); the connection keeps the clock.
  */
 #include "conn_int.h"
 #include "gio_os.h"
@@ -12,10 +12,17 @@
 
 #include <sys/socket.h>
 
-/* The -s deadline of an incomplete head (h2_head_since): 0 if none. */
-static int64_t h2_head_left(conn_t *c)
+/* What a -B window measures over HTTP/2: request body bytes read and
+   response bytes the client acknowledged. */
+static uint64_t h2_moved(const conn_t *c, const h2_report_t *r)
 {
-    int64_t since = h2_head_since(c->h2);
+    return r->body_bytes + conn_acked(c);
+}
+
+/* The -s deadline of an incomplete head (r->head_since): 0 if none. */
+static int64_t h2_head_left(conn_t *c, const h2_report_t *r)
+{
+    int64_t since = r->head_since;
     if (!since)
         return 0;
     int64_t left = since + conn_head_ms(c) - gio_now(c->site->loop);
@@ -30,22 +37,24 @@ static int64_t h2_head_left(conn_t *c)
  */
 void conn_h2_wait(conn_t *c, int progress, unsigned send_want)
 {
-    int busy = h2_streams(c->h2) > h2_waiting(c->h2) || !gio_batch_done(&c->out);
-    int64_t head = h2_head_left(c);
+    h2_report_t r;
+    h2_report(c->h2, &r);
+    int busy = r.streams > r.waiting || !gio_batch_done(&c->out);
+    int64_t head = h2_head_left(c, &r);
     uint8_t was = c->h2_busy;
     if (busy && !(was & CONN_H2_BUSY)) /* a -B window begins, as for WRITE */
-        c->h2_window_at = conn_moved(c);
+        c->h2_window_at = h2_moved(c, &r);
     if (head)
         conn_deadline(c, head);
     else if (busy && (!(was & CONN_H2_BUSY) || (was & CONN_H2_HEAD)))
         conn_deadline(c, conn_window_ms(c));
-    else if (!busy && h2_streams(c->h2)) /* only producers awaited: theirs are the deadlines */
+    else if (!busy && r.streams) /* only producers awaited: theirs are the deadlines */
         conn_deadline(c, 0);
     else if (!busy && (progress || was))
         conn_deadline(c, conn_idle_ms(c));
     c->h2_busy = (uint8_t)((busy ? CONN_H2_BUSY : 0) | (head ? CONN_H2_HEAD : 0));
     unsigned want = send_want;
-    if (gio_batch_done(&c->out) && h2_want_read(c->h2))
+    if (gio_batch_done(&c->out) && r.want_read)
         want |= c->ssl && c->tls_want ? c->tls_want : GIO_READ;
     gio_want(c->site->loop, c->fd, want);
 }
@@ -65,14 +74,16 @@ static void h2_bye(conn_t *c)
 int conn_h2_timed_out(conn_t *c)
 {
     status_counters_t *st = &c->site->stats;
-    int64_t since = h2_head_since(c->h2);
+    h2_report_t r;
+    h2_report(c->h2, &r);
+    int64_t since = r.head_since;
     if (since && gio_now(c->site->loop) - since >= conn_head_ms(c)) {
         st->timeout_head++; /* slowloris over HTTP/2: GOAWAY and closed, as a 408 would be */
         h2_bye(c);
         return 0;
     }
     if (since) { /* a head began since this deadline was set: its deadline now */
-        conn_deadline(c, h2_head_left(c));
+        conn_deadline(c, h2_head_left(c, &r));
         c->h2_busy |= CONN_H2_HEAD;
         return 1;
     }
@@ -84,7 +95,7 @@ int conn_h2_timed_out(conn_t *c)
         return 0;
     }
     uint64_t need = (uint64_t)c->site->cfg->min_rate * (uint64_t)conn_window_ms(c) / 1000;
-    uint64_t now = conn_moved(c);
+    uint64_t now = h2_moved(c, &r);
     if (now - c->h2_window_at >= (need ? need : 1)) {
         c->h2_window_at = now;
         conn_deadline(c, conn_window_ms(c));
@@ -94,7 +105,7 @@ int conn_h2_timed_out(conn_t *c)
     /* reset, as WRITE does: a zero window, a slow reader or a slow body holds no more */
     struct linger lg = {.l_onoff = 1, .l_linger = 0};
     setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
-    if (h2_bodies(c->h2) && gio_batch_done(&c->out))
+    if (r.bodies && gio_batch_done(&c->out))
         st->timeout_body++;
     else
         st->timeout_drain++;

@@ -79,8 +79,14 @@ int64_t conn_window_ms(const conn_t *c);
 /* The connection's deadline, ms from now (0: none). */
 void conn_deadline(conn_t *c, int64_t ms);
 
-/* What a -B window measures: bytes moved (acknowledged, for a response). */
+/* What a -B window measures: bytes moved (acknowledged, for a response).
+   Not in H2 (conn_h2.c adds the session's request body bytes to
+   conn_acked). */
 uint64_t conn_moved(const conn_t *c);
+
+/* Response bytes the client acknowledged (what was sent less what the
+   kernel still holds unacknowledged). */
+uint64_t conn_acked(const conn_t *c);
 
 /* Go to state st, with the deadline st waits under. */
 void conn_enter(conn_t *c, conn_state_t st);

@@ -1,6 +1,7 @@
 /* The HTTP/2 codec's session: see h2.h, and h2_int.h for how it is cut. */
 #include "h2.h"
 #include "h2_int.h"
+#include "codec/admit.h"
 #include "site/peerlimits.h"
 
 #include <nghttp2/nghttp2.h>
@@ -30,7 +31,7 @@ static void field_keep(h2_stream_t *s, const uint8_t *name, size_t nlen, const u
     int path = nlen == 5 && !memcmp(name, ":path", 5);
     if (name[0] == ':' && !authority && !method && !path)
         return; /* :scheme, not kept */
-    const char *v = h2_keep(s, value, vlen);
+    const char *v = admit_keep(&s->sb, value, vlen);
     if (!v)
         return;
     http_str_t val = {v, vlen};
@@ -39,9 +40,9 @@ static void field_keep(h2_stream_t *s, const uint8_t *name, size_t nlen, const u
     else if (path)
         req->target = val;
     else if (req->nheaders == HTTP_MAX_HEADERS)
-        s->bad = 1;
+        s->sb.bad = 1;
     else {
-        const char *k = authority ? "host" : h2_keep(s, name, nlen);
+        const char *k = authority ? "host" : admit_keep(&s->sb, name, nlen);
         if (k)
             req->headers[req->nheaders++] = (http_header_t){{k, authority ? 4 : nlen}, val};
     }
@@ -73,7 +74,7 @@ static void on_field(h2_t *h, const nghttp2_nv *nv)
         in->malformed = 1;
         return;
     }
-    if (!in->fs.trailer && !s->bad && !s->refused && !s->sb.closed)
+    if (!in->fs.trailer && !s->sb.bad && !s->sb.refused && !s->sb.closed)
         field_keep(s, nv->name, nv->namelen, nv->value, nv->valuelen);
 }
 
@@ -588,12 +589,8 @@ int h2_done(const h2_t *h)
     return !h2_want_read(h) && !h2_pend_unflushed(h);
 }
 
-unsigned h2_streams(const h2_t *h)
-{
-    return h->open;
-}
-
-unsigned h2_waiting(const h2_t *h)
+/* Streams that wait only for their producer (h2_report_t's waiting). */
+static unsigned waiting(const h2_t *h)
 {
     unsigned n = 0;
     for (const h2_stream_t *s = h->producers ? h->all : NULL; s; s = s->next)
@@ -602,19 +599,11 @@ unsigned h2_waiting(const h2_t *h)
     return n;
 }
 
-unsigned h2_bodies(const h2_t *h)
+/* Since when a request head has been incomplete (h2_report_t's head_since). */
+static int64_t head_since(const h2_t *h)
 {
-    return h->bodies;
-}
-
-uint64_t h2_body_bytes(const h2_t *h)
-{
-    return h->body_bytes;
-}
-
-int64_t h2_head_since(const h2_t *h)
-{
-    int64_t t = h->requests || h->headed ? 0 : h->started; /* the first head: from the preface on */
+    /* the first head: from the preface on */
+    int64_t t = h->sc.requests || h->headed ? 0 : h->started;
     if ((h->hd_have || h->frame_left || h->in.id) && (!t || h->frame_since < t))
         t = h->frame_since; /* a frame (or the preface) begun and not complete */
     if (h->pending)
@@ -623,6 +612,16 @@ int64_t h2_head_since(const h2_t *h)
                 (!t || s->begun < t))
                 t = s->begun;
     return t;
+}
+
+void h2_report(const h2_t *h, h2_report_t *r)
+{
+    *r = (h2_report_t){.streams = h->open,
+                       .waiting = waiting(h),
+                       .bodies = h->bodies,
+                       .want_read = (uint8_t)h2_want_read(h),
+                       .body_bytes = h->body_bytes,
+                       .head_since = head_since(h)};
 }
 
 size_t h2_expire(h2_t *h, char *buf, size_t cap)

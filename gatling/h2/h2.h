@@ -85,33 +85,37 @@ int h2_recv(h2_t *h, const uint8_t *p, size_t n);
  */
 long h2_fill(h2_t *h, size_t max);
 
-/* Does the session want more input? */
+/* Does the session want more input (asked within a pass, before a read)? */
 int h2_want_read(const h2_t *h);
 
 /* Is the session over (GOAWAY both ways, or nothing more to do)? */
 int h2_done(const h2_t *h);
 
-/* Streams open (being answered). */
-unsigned h2_streams(const h2_t *h);
+/* What the connection asks after each pass of the session, in one report
+   (h2_report): the deadline it waits under and whether it reads. */
+typedef struct h2_report {
+    unsigned streams; /* streams open (being answered) */
+    /* of those, the ones that wait only for their producer (a CGI, a
+       backend: nothing queued, the request body complete): not the
+       client's doing, so no -B window runs for them */
+    unsigned waiting;
+    /* streams whose request body is still coming, and the body bytes read
+       in all (they are progress, as bytes sent are, for the -B window) */
+    unsigned bodies;
+    uint64_t body_bytes;
+    /* since when (gio_now() ms) a request head has been incomplete, or 0 if
+       none is: the -s deadline runs from there, as for an HTTP/1.1 head.  A
+       head is incomplete from the session's start until the first request
+       has ended, while a frame has begun to arrive and is not complete, and
+       while a stream's request has begun (HEADERS) and not ended
+       (END_STREAM) */
+    int64_t head_since;
+    uint8_t want_read; /* h2_want_read's answer */
+} h2_report_t;
 
-/* Of those, the ones that wait only for their producer (a CGI, a backend:
-   nothing queued, the request body complete): not the client's doing, so
-   no -B window runs for them. */
-unsigned h2_waiting(const h2_t *h);
-
-/* Streams whose request body is still coming, and the body bytes read in
-   all (they are progress, as bytes sent are, for the -B window). */
-unsigned h2_bodies(const h2_t *h);
-uint64_t h2_body_bytes(const h2_t *h);
-
-/*
- * Since when (gio_now() ms) a request head has been incomplete, or 0 if
- * none is: the -s deadline runs from there, as for an HTTP/1.1 head.  A head
- * is incomplete from the session's start until the first request has
- * ended, while a frame has begun to arrive and is not complete, and while a
- * stream's request has begun (HEADERS) and not ended (END_STREAM).
- */
-int64_t h2_head_since(const h2_t *h);
+/* The session's report now into r (walks the streams only while some wait
+   for a producer or a head). */
+void h2_report(const h2_t *h, h2_report_t *r);
 
 /* Shutting down (SIGTERM/SIGHUP): GOAWAY; the streams in flight finish. */
 void h2_goaway(h2_t *h);

@@ -38,7 +38,7 @@ typedef struct h2 h2_t; /* (as h2.h says) */
 #define H2_DEFAULT_WINDOW 65535        /* RFC 9113 6.9.2: before SETTINGS say otherwise */
 #define H2_FRAME_MAX 16384             /* our SETTINGS_MAX_FRAME_SIZE: the default */
 #define H2_DATA_TLS (16384 - 9)        /* under TLS one DATA frame = one full record */
-#define H2_HDR_CAP HTTP_MAX_HEAD       /* a request's header list, as for HTTP/1.1 */
+#define H2_HDR_CAP HTTP_MAX_HEAD       /* a request's header list, as for HTTP/1.1 (admit_keep) */
 #define H2_PEND_CAP 16384              /* frames are written into blocks this large */
 #define H2_FILES_MAX 32                /* streams holding an open file, per connection */
 #define H2_RESET_BURST 200             /* rapid reset (CVE-2023-44487): streams reset */
@@ -65,7 +65,7 @@ typedef struct h2_stream {
     sbody_t sb;    /* then its body (stream_body.h) */
     h2_t *h2;
     int32_t id;
-    uint8_t dispatched, answered, bad, refused;
+    uint8_t dispatched, answered;
     uint8_t deferred; /* its request has ended; answered once fewer files are held */
     uint8_t has_file; /* it holds an open file (counted in h2_t's files) */
     uint8_t peer_ended; /* the client ended its side (END_STREAM) or reset the stream */
@@ -83,7 +83,6 @@ typedef struct h2_stream {
     uint32_t seq;      /* when an incremental stream was last served (round robin) */
     int64_t begun; /* gio_now() when its HEADERS came: the -s deadline of an incomplete request */
     struct h2_stream *next; /* the session's list of streams */
-    size_t hdrlen;       /* bytes of fields kept: at most H2_HDR_CAP, as for an HTTP/1.1 head */
     http_request_t req;
 } h2_stream_t;
 
@@ -114,7 +113,6 @@ struct h2 {
     size_t mark;
     uint8_t *fbuf;      /* a frame's payload that came in pieces (H2_FRAME_MAX) */
     uint32_t fgot;
-    uint32_t requests;
     unsigned open;
     unsigned pending;   /* streams begun whose request has not ended */
     unsigned files;     /* streams holding an open file: at most H2_FILES_MAX */
@@ -237,9 +235,6 @@ void h2_rst_stream(h2_t *h, h2_stream_t *s, int32_t id, uint32_t code);
    windows open again, by WINDOW_UPDATE once half of one is used. */
 void h2_consume(h2_t *h, h2_stream_t *s, size_t n);
 
-
-/* Request fields: the names and values are kept in the stream's blocks. */
-const char *h2_keep(h2_stream_t *s, const uint8_t *p, size_t n);
 
 /* A stream answered with status (413) before its request body has come:
    counted and logged as any request; the rest of the body is dropped. */

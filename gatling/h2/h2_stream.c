@@ -1,8 +1,7 @@
 /* The HTTP/2 codec's streams, exchanges and DATA scheduling: see h2_int.h
    (what is alike over HTTP/3 is stream_body.c's: this file gives it h2_sb_ops). */
 #include "h2_int.h"
-#include "handlers/router.h"
-#include "http/owfat.h"
+#include "codec/admit.h"
 #include "http/response.h"
 #include "site/encoding.h"
 #include "site/peerlimits.h"
@@ -116,18 +115,8 @@ void h2_stream_close(h2_t *h, h2_stream_t *s)
         h->pending--;
     if (s->deferred && !s->dispatched)
         h->deferred--;
-    if (s->dispatched) {
-        site_t *site = s->ex.site;
-        int64_t now = gio_wallclock(site->loop);
-        alog_facts_t facts, *fp = NULL; /* only the JSON log's */
-        if (site->log.json)
-            codec_log_facts(fp = &facts, &s->ex, h->f.ssl, "h2");
-        alog_request(&site->log, now, site->cfg->log_vhost ? s->ex.vhost : NULL, h->f.peer,
-                     &s->req, s->ex.status, s->sb.body_sent,
-                     (h->f.secure ? ALOG_TLS : 0) | (s->ex.log_notes & EX_LOG_DCZ ? ALOG_DCZ : 0),
-                     fp);
-        status_count(&site->stats, now, STATS_H2, s->sb.body_sent, s->ex.started_us);
-    }
+    if (s->dispatched)
+        admit_log(&s->sb);
     if (s->ex.job) {
         s->ex.job->ex = NULL;
         s->ex.job = NULL;
@@ -223,8 +212,6 @@ static int out_headers(h2_t *h, int32_t id, const h2_field_t *nv, size_t n, uint
     return 0;
 }
 
-#define NV(n, v) ((h2_field_t){(n), (v), sizeof(n) - 1, strlen(v)})
-
 /* HEADERS for the response (encoded now: the strings need not outlive the
    call), and DATA for a body of len bytes to come (h2_fill). */
 static int submit(exchange_t *ex, int status, const char *ctype, uint64_t len, time_t mtime)
@@ -263,14 +250,39 @@ static int codec_misdirected(exchange_t *ex, const char *host, size_t n)
     return h->f.ssl && h->f.misdirected(&h->f, host, n);
 }
 
-/* 103 Early Hints: an informational HEADERS frame. */
-static int codec_hints(exchange_t *ex, const char *link)
+/* An informational head (100, 103): a HEADERS frame without END_STREAM. */
+static int op_info(exchange_t *ex, const http_field_t *f, size_t n)
 {
     h2_stream_t *s = stream_of(ex);
-    h2_field_t nv[] = {NV(":status", "103"), NV("link", link)};
-    if (s->sb.closed || s->answered || s->h2->fatal)
+    if (s->answered || s->h2->fatal)
         return 0;
-    return out_headers(s->h2, s->id, nv, 2, 0);
+    return out_headers(s->h2, s->id, f, n, 0);
+}
+
+/* -R: this stream is the connection's last. */
+static int op_last(exchange_t *ex)
+{
+    h2_t *h = stream_of(ex)->h2;
+    if (h->goaway)
+        return 0;
+    h2_goaway(h);
+    return 1;
+}
+
+static void op_turned_away(exchange_t *ex, int why)
+{
+    h2_t *h = stream_of(ex)->h2;
+    if (why == SB_NO_ROOM) {
+        h->f.site->stats.h2_refused++;
+    } else if (why == SB_RATE_LIMITED) { /* -A: the connection ends with the streams it has */
+        h->calm = 1;                     /* not a flood */
+        h2_conn_error(h, E_ENHANCE_YOUR_CALM);
+    }
+}
+
+static void op_log_facts(exchange_t *ex, alog_facts_t *out)
+{
+    codec_log_facts(out, ex, stream_of(ex)->h2->f.ssl, "h2");
 }
 
 static void op_reset(exchange_t *ex, int why)
@@ -295,12 +307,18 @@ static const sb_ops_t h2_sb_ops = {
     .reset = op_reset,
     .consume = op_consume,
     .routed = count_file,
+    .last = op_last,
+    .turned_away = op_turned_away,
+    .info = op_info,
+    .log_facts = op_log_facts,
+    .version = "HTTP/2.0",
+    .stats_kind = STATS_H2,
 };
 
 static const ex_codec_t h2_codec = {
     SB_CODEC_OPS,
     .misdirected = codec_misdirected,
-    .hints = codec_hints,
+    .hints = admit_codec_hints,
 };
 
 /* ---- request bodies ---- */
@@ -325,44 +343,6 @@ void h2_consume(h2_t *h, h2_stream_t *s, size_t n)
     }
 }
 
-/* ---- request fields ---- */
-
-/* The connection holds too many request fields: the stream is refused
-   (the client may send it again), not answered. */
-static void refuse(h2_stream_t *s)
-{
-    if (s->refused)
-        return;
-    s->refused = 1;
-    s->h2->f.site->stats.h2_refused++;
-    h2_rst_stream(s->h2, s, s->id, E_REFUSED_STREAM);
-}
-
-/* n bytes in the stream's blocks (sb_room), within the connection's cap. */
-static char *room(h2_stream_t *s, size_t n)
-{
-    char *d = sb_room(&s->sb, n);
-    if (!d)
-        refuse(s);
-    return d;
-}
-
-/* Request fields: the names and values are kept in the stream's blocks. */
-const char *h2_keep(h2_stream_t *s, const uint8_t *p, size_t n)
-{
-    if (n + 1 > H2_HDR_CAP - s->hdrlen) {
-        s->bad = 1; /* over what an HTTP/1.1 head may hold: 431 */
-        return NULL;
-    }
-    char *d = room(s, n + 1);
-    if (!d)
-        return NULL;
-    memcpy(d, p, n);
-    d[n] = 0;
-    s->hdrlen += n + 1;
-    return d;
-}
-
 /* ---- dispatch ---- */
 
 /* A stream that holds a file counts towards H2_FILES_MAX until it is freed. */
@@ -375,42 +355,15 @@ static void count_file(exchange_t *ex)
     }
 }
 
-/* The request is complete: the router answers it (or a job is sent off). */
-/* What every request goes through before it is answered: the counts, -R,
-   -A, the header list's verdict, the log line.  0: answer it. */
+/* What every request goes through before it is answered (admit_request:
+   the counts, -R, -A, 431, HEAD, the log line).  0: answer it. */
 static int dispatch_begin(h2_t *h, h2_stream_t *s)
 {
-    exchange_t *ex = &s->ex;
-    site_t *site = ex->site;
     h->pending -= !s->deferred;
     s->dispatched = 1;
-    h->requests++;
     if (s->id > h->last_dispatched)
         h->last_dispatched = s->id;
-    unsigned max = (unsigned)site->cfg->max_requests; /* -R: the last stream of the connection */
-    if (max && h->requests >= max && !h->goaway) {
-        site->stats.max_requests++;
-        h2_goaway(h);
-    }
-    if (limits_request(site->limits, h->f.peer, gio_now(site->loop)) != LIMIT_OK) {
-        /* -A: HTTP/1.1 tarpits the connection; here it ends with the streams it has */
-        site->stats.rate_limited++;
-        h->calm = 1; /* not a flood */
-        h2_conn_error(h, E_ENHANCE_YOUR_CALM);
-        return -1;
-    }
-    if (s->bad) {
-        ex_error(ex, 431, NULL, NULL);
-        return -1;
-    }
-    ex->head_only = s->req.method.n == 4 && !memcmp(s->req.method.p, "HEAD", 4);
-    /* the access log's request field, as nginx writes it */
-    size_t n = sb_line_size(&s->req);
-    char *line = room(s, n);
-    if (!line)
-        return -1; /* refused */
-    sb_line(&s->req, line, n, "HTTP/2.0");
-    return 0;
+    return admit_request(&s->sb, &s->req);
 }
 
 static void dispatch(h2_t *h, h2_stream_t *s)
@@ -440,26 +393,19 @@ void h2_answer_early(h2_t *h, h2_stream_t *s, int status)
    the limit, and 100 (Continue) when asked for, as HTTP/1.1 answers. */
 static void body_begins(h2_t *h, h2_stream_t *s)
 {
-    const http_str_t *cl = http_header(&s->req, "Content-Length");
-    unsigned long long len = 0;
     s->in_body = 1, h->bodies++;
     h->headed = 1;
-    int known = cl && cl->n && scan_ulonglong(cl->p, &len) == cl->n;
-    s->ex.req_len = known ? (int64_t)len : -1;
-    if (!s->bad && !s->refused && router_streams(&s->ex)) { /* a producer takes it as it comes */
-        s->sb.early = 1;
-        s->produced = 1;
-        h->producers++;
-    } else if (known && len > CODEC_BODY_MAX) {
+    int r = admit_body(&s->sb);
+    if (r == ADMIT_TOO_LARGE) {
         h2_answer_early(h, s, 413);
         return;
     }
-    const http_str_t *ex = http_header(&s->req, "Expect");
-    if (ex && ex->n == 12 && case_equalb(ex->p, 12, "100-continue")) {
-        h2_field_t cont[] = {NV(":status", "100")};
-        if (out_headers(h, s->id, cont, 1, 0) < 0)
-            h->fatal = 1;
+    if (r == ADMIT_EARLY) { /* a producer takes it as it comes */
+        s->produced = 1;
+        h->producers++;
     }
+    if (admit_continue(&s->sb) < 0)
+        h->fatal = 1;
     if (s->sb.early)
         dispatch(h, s);
 }
@@ -483,7 +429,7 @@ void h2_request_progress(h2_t *h, h2_stream_t *s, int headers, int end)
             return;
         }
     }
-    if (s->dispatched || s->deferred || s->refused || s->sb.closed)
+    if (s->dispatched || s->deferred || s->sb.refused || s->sb.closed)
         return;
     if (!end) {
         if (headers && !s->in_body)

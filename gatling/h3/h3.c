@@ -10,9 +10,8 @@
 #ifdef HAVE_H3
 #include "h3.h"
 #include "h3_int.h"
-#include "handlers/router.h"
+#include "codec/admit.h"
 #include "http/hbuf.h"
-#include "http/owfat.h"
 #include "http/response.h"
 #include "site/alog.h"
 #include "site/encoding.h"
@@ -71,8 +70,6 @@ static void stream_free(h3_stream_t *s)
 
 /* ---- the response ---------------------------------------------------------------- */
 
-#define NV(n, v) ((nghttp3_nv){(uint8_t *)(n), (uint8_t *)(v), strlen(n), strlen(v), 0})
-
 /* HEADERS for the response (nghttp3 copies the fields), and DATA for a body
    of len bytes.  Alt-Svc, which names HTTP/3, is no news over it. */
 static int submit(exchange_t *ex, int status, const char *ctype, uint64_t len, time_t mtime)
@@ -107,14 +104,50 @@ static int codec_misdirected(exchange_t *ex, const char *host, size_t n)
                                 n);
 }
 
-/* 103 Early Hints: an informational HEADERS frame (nghttp3 copies the fields). */
-static int codec_hints(exchange_t *ex, const char *link)
+/* An informational head (100, 103; nghttp3 copies the fields). */
+static int op_info(exchange_t *ex, const http_field_t *f, size_t n)
 {
     h3_stream_t *s = stream_of(ex);
-    if (s->sb.closed)
+    nghttp3_nv nv[2];
+    for (size_t i = 0; i < n && i < 2; i++)
+        nv[i] = (nghttp3_nv){(uint8_t *)f[i].name, (uint8_t *)f[i].value, f[i].nlen, f[i].vlen, 0};
+    int r = nghttp3_conn_submit_info(s->h3->ng, s->id, nv, n < 2 ? n : 2);
+    return r == 0 ? 0 : r == NGHTTP3_ERR_NOMEM ? -1 : 1;
+}
+
+/* -R: this stream is the connection's last; the streams its GOAWAY lets in
+   are still answered. */
+static int op_last(exchange_t *ex)
+{
+    h3_t *h = stream_of(ex)->h3;
+    if (h->goaway)
         return 0;
-    nghttp3_nv nv[] = {NV(":status", "103"), NV("link", link)};
-    return nghttp3_conn_submit_info(s->h3->ng, s->id, nv, 2) == NGHTTP3_ERR_NOMEM ? -1 : 0;
+    h3_goaway(h);
+    h->capped = 1;
+    return 1;
+}
+
+static void op_turned_away(exchange_t *ex, int why)
+{
+    h3_stream_t *s = stream_of(ex);
+    status_counters_t *st = &s->h3->f.site->stats;
+    if (why == SB_NO_ROOM) /* its 100 streams' fields are at most HTTP_MAX_HEAD each: */
+        st->h3_streams_refused++; /* 1.6 MiB a connection without the cap */
+    else if (why == SB_FIELDS_OVER)
+        st->h3_fields_refused++;
+    else /* -A: this request is refused, not the connection */
+        stream_abort(s, NGHTTP3_H3_EXCESSIVE_LOAD);
+}
+
+static const char *suite_of(ngtcp2_conn *q);
+
+/* QUIC's TLS is always 1.3 (RFC 9001 4.2); the session is gone: the suite
+   is the AEAD's. */
+static void op_log_facts(exchange_t *ex, alog_facts_t *out)
+{
+    codec_log_facts(out, ex, NULL, "h3");
+    out->tls_version = "TLSv1.3";
+    out->tls_cipher = suite_of(stream_of(ex)->h3->q);
 }
 
 static void op_reset(exchange_t *ex, int why)
@@ -143,51 +176,21 @@ static const sb_ops_t h3_sb_ops = {
     .reset = op_reset,
     .consume = op_consume,
     .resume = op_resume,
+    .last = op_last,
+    .turned_away = op_turned_away,
+    .info = op_info,
+    .log_facts = op_log_facts,
+    .version = "HTTP/3.0",
+    .stats_kind = STATS_H3,
 };
 
 static const ex_codec_t h3_codec = {
     SB_CODEC_OPS,
     .misdirected = codec_misdirected,
-    .hints = codec_hints,
+    .hints = admit_codec_hints,
 };
 
 /* ---- the request ----------------------------------------------------------------- */
-
-/* The connection holds too many request fields: the stream is refused
-   (the client may send it again), not answered.  Its 100 streams' fields
-   are at most HTTP_MAX_HEAD each: 1.6 MiB a connection without the cap. */
-static void refuse(h3_stream_t *s)
-{
-    if (s->refused)
-        return;
-    s->refused = 1;
-    s->h3->f.site->stats.h3_streams_refused++;
-    stream_abort(s, NGHTTP3_H3_REQUEST_REJECTED);
-}
-
-/* n bytes in the stream's blocks (sb_room), within the connection's cap. */
-static char *room(h3_stream_t *s, size_t n)
-{
-    char *d = sb_room(&s->sb, n);
-    if (!d)
-        refuse(s);
-    return d;
-}
-
-static const char *keep(h3_stream_t *s, const uint8_t *p, size_t n)
-{
-    if (n + 1 > HTTP_MAX_HEAD - s->hdrlen) {
-        s->bad = 1; /* over what an HTTP/1.1 head may hold: 431 */
-        return NULL;
-    }
-    char *d = room(s, n + 1);
-    if (!d)
-        return NULL;
-    memcpy(d, p, n);
-    d[n] = 0;
-    s->hdrlen += n + 1;
-    return d;
-}
 
 static int on_begin_headers(nghttp3_conn *ng, int64_t id, void *user, void *stream_user)
 {
@@ -218,7 +221,7 @@ static int on_header(nghttp3_conn *ng, int64_t id, int32_t token, nghttp3_rcbuf 
 {
     (void)ng, (void)id, (void)token, (void)flags, (void)user;
     h3_stream_t *s = stream_user;
-    if (!s || s->bad || s->refused || s->headed)
+    if (!s || s->sb.bad || s->sb.refused || s->headed)
         return 0;
     nghttp3_vec nm = nghttp3_rcbuf_get_buf(name), vl = nghttp3_rcbuf_get_buf(value);
     http_request_t *req = &s->req;
@@ -228,7 +231,7 @@ static int on_header(nghttp3_conn *ng, int64_t id, int32_t token, nghttp3_rcbuf 
     int host = authority || (nlen == 4 && !memcmp(nb, "host", 4));
     if (host && http_header(req, "Host")) /* :authority first, one Host */
         return 0;
-    const char *v = keep(s, vl.base, vl.len);
+    const char *v = admit_keep(&s->sb, vl.base, vl.len);
     if (!v)
         return 0;
     http_str_t val = {v, vl.len};
@@ -239,82 +242,47 @@ static int on_header(nghttp3_conn *ng, int64_t id, int32_t token, nghttp3_rcbuf 
     else if (nb[0] == ':' && !authority)
         return 0; /* :scheme; nghttp3 checked the set */
     else if (req->nheaders == HTTP_MAX_HEADERS)
-        s->bad = 1;
+        s->sb.bad = 1;
     else {
-        const char *n = authority ? "host" : keep(s, nb, nlen);
+        const char *n = authority ? "host" : admit_keep(&s->sb, nb, nlen);
         if (n)
             req->headers[req->nheaders++] = (http_header_t){{n, authority ? 4 : nlen}, val};
     }
     return 0;
 }
 
-/* What every request goes through before it is answered: the counts, -A,
-   the header section's verdict, the log line.  0: answer it. */
-static int dispatch_begin(h3_t *h, h3_stream_t *s)
+/* What every request goes through before it is answered (admit_request:
+   the counts, -R, -A, 431, HEAD, the log line).  0: answer it. */
+static int dispatch_begin(h3_stream_t *s)
 {
-    exchange_t *ex = &s->ex;
-    site_t *site = ex->site;
     s->dispatched = 1;
-    h->requests++;
-    unsigned max = (unsigned)site->cfg->max_requests; /* -R: the last request of the connection */
-    if (max && h->requests >= max && !h->goaway) {
-        site->stats.max_requests++;
-        h3_goaway(h);
-        h->capped = 1; /* the streams the GOAWAY lets in are still answered */
-    }
-    if (limits_request(site->limits, h->f.peer, gio_now(site->loop)) != LIMIT_OK) {
-        site->stats.rate_limited++; /* -A: this request is refused, not the connection */
-        stream_abort(s, NGHTTP3_H3_EXCESSIVE_LOAD);
-        return -1;
-    }
-    if (s->bad) {
-        site->stats.h3_fields_refused++;
-        ex_error(ex, 431, NULL, NULL);
-        return -1;
-    }
-    ex->head_only = s->req.method.n == 4 && !memcmp(s->req.method.p, "HEAD", 4);
-    size_t n = sb_line_size(&s->req);
-    char *line = room(s, n);
-    if (!line)
-        return -1; /* refused */
-    sb_line(&s->req, line, n, "HTTP/3.0");
-    return 0;
+    return admit_request(&s->sb, &s->req);
 }
 
-static void dispatch(h3_t *h, h3_stream_t *s)
+static void dispatch(h3_stream_t *s)
 {
-    if (dispatch_begin(h, s) == 0)
+    if (dispatch_begin(s) == 0)
         sb_dispatch(&s->sb);
 }
 
 /* A request head with a body to come: a producer takes it as it comes; else
    413 at once for a Content-Length over the limit. */
-static void body_begins(h3_t *h, h3_stream_t *s)
+static void body_begins(h3_stream_t *s)
 {
-    const http_str_t *cl = http_header(&s->req, "Content-Length");
-    unsigned long long len = 0;
     s->in_body = 1;
-    int known = cl && cl->n && scan_ulonglong(cl->p, &len) == cl->n;
-    s->ex.req_len = known ? (int64_t)len : -1;
-    if (!s->bad && router_streams(&s->ex)) {
-        s->sb.early = 1;
-        s->produced = 1;
-    } else if (known && len > CODEC_BODY_MAX) {
+    int r = admit_body(&s->sb);
+    if (r == ADMIT_TOO_LARGE) {
         s->in_body = 0;
-        if (dispatch_begin(h, s) == 0)
+        if (dispatch_begin(s) == 0)
             ex_error(&s->ex, 413, NULL, NULL);
         return;
     }
-    /* Expect: 100-continue: the client waits for a 100 before its body
-       (RFC 9110 10.1.1), as h1.c and h2 send it */
-    const http_str_t *e = http_header(&s->req, "Expect");
-    if (e && e->n == 12 && case_equalb(e->p, 12, "100-continue")) {
-        nghttp3_nv nv[] = {NV(":status", "100")};
-        if (nghttp3_conn_submit_info(h->ng, s->id, nv, 1) != 0)
-            stream_abort(s, NGHTTP3_H3_INTERNAL_ERROR);
-    }
+    if (r == ADMIT_EARLY)
+        s->produced = 1;
+    if (admit_continue(&s->sb) != 0) /* as h1.c and h2 send it */
+        stream_abort(s, NGHTTP3_H3_INTERNAL_ERROR);
     if (s->sb.early)
-        dispatch(h, s);
+        dispatch(s);
 }
 
 static int on_end_headers(nghttp3_conn *ng, int64_t id, int fin, void *user, void *stream_user)
@@ -327,14 +295,14 @@ static int on_end_headers(nghttp3_conn *ng, int64_t id, int fin, void *user, voi
     s->headed = 1;
     h->heading--;
     h->headed = 1;
-    if (s->refused) /* reset already: nothing more to do */
+    if (s->sb.refused) /* reset already: nothing more to do */
         return 0;
     if (h->goaway && !h->capped) { /* a drain: nghttp3 refuses new streams itself; be sure */
         stream_abort(s, NGHTTP3_H3_REQUEST_REJECTED);
         return 0;
     }
     if (!fin)
-        body_begins(h, s);
+        body_begins(s);
     return 0;
 }
 
@@ -351,7 +319,7 @@ static int on_data(nghttp3_conn *ng, int64_t id, const uint8_t *p, size_t n, voi
     consume(h, id, n); /* dropped: the window opens at once */
     if (s && s->in_body && !s->dispatched && (s->body_got += n) > CODEC_BODY_MAX) {
         s->in_body = 0;
-        if (dispatch_begin(h, s) == 0)
+        if (dispatch_begin(s) == 0)
             ex_error(&s->ex, 413, NULL, NULL);
     }
     return 0;
@@ -378,10 +346,10 @@ static int on_end_stream(nghttp3_conn *ng, int64_t id, void *user, void *stream_
         s->sb.input_last = 1;
         if (!s->sb.input_held)
             sb_offer_held(&s->sb);
-    } else if (s->refused) {
+    } else if (s->sb.refused) {
         return 0;
     } else if (!s->dispatched && s->headed && (!h->goaway || h->capped)) {
-        dispatch(h, s);
+        dispatch(s);
     } else if (!s->dispatched && s->headed) {
         stream_abort(s, NGHTTP3_H3_REQUEST_REJECTED); /* draining: not answered, say so */
     }
@@ -407,23 +375,12 @@ static const char *suite_of(ngtcp2_conn *q)
 }
 
 /* A request answered (or cut off with its connection): the log line, the counts. */
-static void stream_log(h3_t *h, h3_stream_t *s)
+static void stream_log(h3_stream_t *s)
 {
     if (!s->dispatched)
         return;
     s->dispatched = 0;
-    site_t *site = s->ex.site;
-    int64_t now = gio_wallclock(site->loop);
-    alog_facts_t facts, *fp = NULL; /* only the JSON log's */
-    if (site->log.json) {
-        codec_log_facts(fp = &facts, &s->ex, NULL, "h3");
-        facts.tls_version = "TLSv1.3"; /* QUIC's, always (RFC 9001 4.2) */
-        facts.tls_cipher = suite_of(h->q);
-    }
-    alog_request(&site->log, now, site->cfg->log_vhost ? s->ex.vhost : NULL, h->f.peer, &s->req,
-                 s->ex.status, s->sb.body_sent,
-                 ALOG_TLS | (s->ex.log_notes & EX_LOG_DCZ ? ALOG_DCZ : 0), fp);
-    status_count(&site->stats, now, STATS_H3, s->sb.body_sent, s->ex.started_us);
+    admit_log(&s->sb);
 }
 
 /* The stream is over: log it; it is freed at the next sweep. */
@@ -437,7 +394,7 @@ static int on_stream_close(nghttp3_conn *ng, int64_t id, uint64_t code, void *us
         ngtcp2_conn_extend_max_streams_bidi(h->q, 1);
     if (!s)
         return 0;
-    stream_log(h, s);
+    stream_log(s);
     if (s->fin_owed) { /* reset: no end to send */
         s->fin_owed = 0;
         h->fins_owed--;
@@ -578,7 +535,7 @@ void h3_free(h3_t *h)
         return;
     while (h->open_list) {
         h3_stream_t *s = h->open_list;
-        stream_log(h, s);
+        stream_log(s);
         s->sb.closed = 1;
         unlink_stream(s);
         stream_free(s);

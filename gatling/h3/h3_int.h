@@ -45,8 +45,7 @@ typedef struct h3_stream {
     sbody_t sb;    /* then its body (stream_body.h) */
     h3_t *h3;
     int64_t id;
-    uint8_t dispatched, answered, bad, headed, peer_ended, in_body;
-    uint8_t refused;  /* its connection's fields were full: H3_REQUEST_REJECTED, not answered */
+    uint8_t dispatched, answered, headed, peer_ended, in_body;
     uint8_t produced;
     uint8_t fin_owed; /* the response's end still to go to QUIC (h3_fin_owed) */
     int64_t begun;    /* gio_now ms when its fields began (-s) */
@@ -54,7 +53,6 @@ typedef struct h3_stream {
     uint64_t unacked;   /* body bytes sent and not yet acknowledged */
     uint64_t cur_off; /* in sb.parts[sb.cur] */
     h3_sent_t *sent, **sent_tail; /* blocks read, oldest first */
-    size_t hdrlen;
     struct h3_stream *next, **prevp; /* the session's list (open, dead or spare) */
     http_request_t req;
 } h3_stream_t; /* followed in its allocation by its first block of fields (sb.first: SB_CHUNK) */
@@ -68,7 +66,6 @@ struct h3 {
     unsigned open;
     unsigned heading;  /* open streams whose request head has not ended */
     unsigned fins_owed; /* streams with fin_owed set */
-    uint32_t requests;
     sb_conn_t sc; /* what its streams share: wake, bytes held (bodies, fields), drainers */
     uint8_t goaway, bound;
     uint8_t headed; /* a request's fields have ended once (-s: no first-request deadline) */

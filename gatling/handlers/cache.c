@@ -293,3 +293,15 @@ void cache_mem(const site_t *site, uint64_t *bytes, uint64_t *entries, uint64_t 
     *entries = c ? c->store.entries : 0;
     *evictions = c ? c->store.evictions : 0;
 }
+
+/* The response cache: only where something dynamic could be cached. */
+static int cache_route_init(site_t *site)
+{
+    const config_t *cfg = site->cfg;
+    if (!(cfg->nproxy_rules || cfg->ncgi_regex || cfg->cgi_exec) || cache_init(site) == 0)
+        return 0;
+    fprintf(stderr, "gatling: cannot set up the response cache: %s\n", strerror(errno));
+    return -1;
+}
+
+const handler_t cache_handler = {"cache", NULL, cache_dispatch, cache_route_init, cache_free};

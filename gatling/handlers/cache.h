@@ -25,6 +25,7 @@
 #ifndef GATLING_CACHE_H
 #define GATLING_CACHE_H
 
+#include "handler.h"
 #include "http/exchange.h"
 
 struct site;
@@ -41,7 +42,7 @@ int cache_init(struct site *site);
 /* Free every entry and end every fetch (the loop is going). */
 void cache_free(struct site *site);
 
-enum { CACHE_NOT_MINE = 1 };
+enum { CACHE_NOT_MINE = HANDLER_NOT_MINE };
 
 /*
  * The router's step before the proxy and CGI: answer ex from the cache
@@ -55,5 +56,9 @@ int cache_dispatch(exchange_t *ex);
 /* What the store holds now, for /server-status: bytes, entries, and the
    entries evicted (for room, or idle) since start. */
 void cache_mem(const struct site *site, uint64_t *bytes, uint64_t *entries, uint64_t *evictions);
+
+/* The router's entry (router.c's table): cache_dispatch; its init makes a
+   cache only where something dynamic could be cached (-P, -w, -z). */
+extern const handler_t cache_handler;
 
 #endif

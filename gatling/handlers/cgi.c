@@ -920,3 +920,16 @@ void cgi_free(site_t *s)
     free(L);
     hsite_of(s)->cgi = NULL;
 }
+
+static int cgi_route(exchange_t *ex)
+{
+    int r = cgi_serve(ex);
+    return r == CGI_NOT_MINE ? HANDLER_NOT_MINE : r < 0 ? -1 : 0;
+}
+
+static int cgi_route_init(site_t *s)
+{
+    return cgi_init(s, s->cfg->spawn_fd);
+}
+
+const handler_t cgi_handler = {"CGI", NULL, cgi_route, cgi_route_init, cgi_free};

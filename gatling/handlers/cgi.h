@@ -32,6 +32,7 @@
 #ifndef GATLING_CGI_H
 #define GATLING_CGI_H
 
+#include "handler.h"
 #include "http/exchange.h"
 
 struct site;
@@ -51,5 +52,9 @@ int cgi_match(exchange_t *ex);
    ENOMEM, or CGI_NOT_MINE: not a CGI request, the router goes on. */
 enum { CGI_NOT_MINE = -2 };
 int cgi_serve(exchange_t *ex);
+
+/* The router's entry (router.c's table): cgi_serve; its init is cgi_init
+   with the configuration's spawner. */
+extern const handler_t cgi_handler;
 
 #endif

@@ -1,5 +1,6 @@
 /* /metrics: see metrics.h. */
 #include "metrics.h"
+#include "status.h"
 #include "cache.h"
 #include "proxy.h"
 #include "http/hbuf.h"
@@ -607,6 +608,17 @@ static void cluster(hbuf_t *b, const site_t *s)
          "The generation of the cluster's ticket keys in use (0: none yet, our own)", gen},
     };
     scalars(b, "gauge", m, N(m));
+    int n = cluster_acme_count(s->cfg->cluster);
+    if (!n)
+        return;
+    head(b, "gatling_cluster_acme_lock", "gauge",
+         "1 while this node holds the cluster's ACME lock for the name (its client orders it)");
+    for (int i = 0; i < n; i++) {
+        const char *name = cluster_acme_name(s->cfg->cluster, i);
+        hb_puts(b, "gatling_cluster_acme_lock");
+        label(b, '{', "name", name, strnlen(name, CLUSTER_ACME_NAME_MAX - 1));
+        value(b, 1, (uint64_t)cluster_acme_held(s->cfg->cluster, i));
+    }
 }
 
 int metrics_serve(exchange_t *ex)
@@ -634,6 +646,8 @@ int metrics_serve(exchange_t *ex)
         cap += 2 * strlen(name) + 96; /* its line, the name escaped */
     if (cfg->acme_chal) /* two lines per name (at most 253 bytes, no escapes) */
         cap += 1024 + ACME_STATUS_NAMES * 2 * (253 + 64);
+    if (cfg->cluster) /* a lock line per name, the name escaped */
+        cap += 1024 + CLUSTER_ACME_NAMES * (2 * CLUSTER_ACME_NAME_MAX + 64);
     char *page = malloc(cap);
     if (!page)
         return -1;
@@ -655,3 +669,18 @@ int metrics_serve(exchange_t *ex)
     ex_field(ex, "Cache-Control", "no-store");
     return ex_page(ex, "text/plain; version=0.0.4; charset=utf-8", page, hb_len(&b));
 }
+
+static int metrics_asked(exchange_t *ex)
+{
+    path_t p;
+    return status_page_asked(ex, "/metrics", &p);
+}
+
+static int metrics_route(exchange_t *ex)
+{
+    if (!status_allowed(ex))
+        return ex_error(ex, 403, NULL, NULL) < 0 ? -1 : 0;
+    return metrics_serve(ex);
+}
+
+const handler_t metrics_handler = {"-S /metrics", metrics_asked, metrics_route, NULL, NULL};

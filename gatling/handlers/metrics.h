@@ -9,6 +9,7 @@
 #ifndef GATLING_METRICS_H
 #define GATLING_METRICS_H
 
+#include "handler.h"
 #include "http/exchange.h"
 #include "site/site.h"
 
@@ -27,5 +28,9 @@ void metrics_owe(site_t *s);
 
 /* Queue the page.  0, or -1 on ENOMEM. */
 int metrics_serve(exchange_t *ex);
+
+/* The router's entry (router.c's table): /metrics, to status_allowed's
+   clients (403 to the others). */
+extern const handler_t metrics_handler;
 
 #endif

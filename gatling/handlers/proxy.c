@@ -759,3 +759,5 @@ int proxy_dispatch(exchange_t *ex)
     ex->pctx = pr;
     return 0;
 }
+
+const handler_t proxy_handler = {"-P", NULL, proxy_dispatch, proxy_init, proxy_free};

@@ -24,6 +24,7 @@
 #ifndef GATLING_PROXY_H
 #define GATLING_PROXY_H
 
+#include "handler.h"
 #include "http/exchange.h"
 #include "site/config.h"
 
@@ -59,10 +60,13 @@ void proxy_free(struct site *site);
 /* Does a rule send ex's request to a backend?  1 or 0 (router_streams). */
 int proxy_streams(exchange_t *ex);
 
-enum { PROXY_NOT_MINE = 1 };
+enum { PROXY_NOT_MINE = HANDLER_NOT_MINE };
 
 /* Answer ex's request from a backend if a rule matches it: 0 (answered or
    under way), -1 (ENOMEM), or PROXY_NOT_MINE. */
 int proxy_dispatch(exchange_t *ex);
+
+/* The router's entry (router.c's table): proxy_dispatch, proxy_init, proxy_free. */
+extern const handler_t proxy_handler;
 
 #endif

@@ -1,6 +1,7 @@
 /* Request checks and dispatch: see router.h. */
 #define _GNU_SOURCE /* memmem */
 #include "router.h"
+#include "metrics.h"
 #include "cache.h"
 #include "cgi.h"
 #include "http/hbuf.h"
@@ -131,58 +132,160 @@ static int https_for(const exchange_t *ex, const http_str_t *host)
     return n && s->https_covers(s->cfg->tls, host->p, n);
 }
 
-int router_dispatch(exchange_t *ex)
+/* A rule's or handler's answer for the walk: 0 or -1 (ex_head's
+   EX_REPLACED, a 500 that went out instead, is an answer too). */
+static int answered(int r)
+{
+    return r < 0 ? -1 : 0;
+}
+
+/* RFC 9112 3.2: one Host, and HTTP/1.1 must send it. */
+static int host_rule(exchange_t *ex)
 {
     const http_request_t *req = ex->req;
-    int health = status_health(ex); /* -k: before every rule, a checker sends what it sends */
-    if (health)
-        return health < 0 ? -1 : 0;
     size_t hosts = http_header_count(req, "Host");
-    if (hosts > 1 || (req->version == 11 && hosts == 0)) /* RFC 9112 3.2 */
-        return ex_error(ex, 400, NULL, NULL);
-    const config_t *cfg = ex->site->cfg;
-    int acme = cfg->acme_chal ? acme_http01(ex) : 0;
-    if (acme)
-        return acme < 0 ? -1 : 0;
-    const http_str_t *host = http_header(req, "Host");
-    if (ex->secure && ex->site->alt_svc[0] && req->version != 30) /* RFC 7838: HTTP/3 here */
+    if (hosts > 1 || (req->version == 11 && hosts == 0))
+        return answered(ex_error(ex, 400, NULL, NULL));
+    return HANDLER_NOT_MINE;
+}
+
+static int acme_wanted(exchange_t *ex)
+{
+    return ex->site->cfg->acme_chal != NULL;
+}
+
+static int acme_rule(exchange_t *ex)
+{
+    int r = acme_http01(ex);
+    return r ? answered(r) : HANDLER_NOT_MINE;
+}
+
+/* HTTPS: Alt-Svc names HTTP/3 here (RFC 7838), and a Host another
+   certificate answers for is 421 (RFC 9110 7.4). */
+static int origin_rule(exchange_t *ex)
+{
+    const http_str_t *host = http_header(ex->req, "Host");
+    if (ex->site->alt_svc[0] && ex->req->version != 30)
         ex_field(ex, "Alt-Svc", ex->site->alt_svc);
-    if (ex->secure && host) { /* RFC 9110 7.4: a Host another certificate answers for */
-        size_t n = host_name_len(host);
-        if (n && ex_misdirected(ex, host->p, n)) {
-            ex->site->stats.tls_misdirected++;
-            return ex_error(ex, 421, NULL, NULL);
-        }
+    size_t n = host ? host_name_len(host) : 0;
+    if (n && ex_misdirected(ex, host->p, n)) {
+        ex->site->stats.tls_misdirected++;
+        return answered(ex_error(ex, 421, NULL, NULL));
     }
-    /* the files below /.well-known/ are answered where a CA asks for them: on
-       the HTTP port under -X (ACME's HTTP-01 and pki-validation are plain
-       HTTP), and ACME's challenges from the docroot ahead of -P, CGI and the
-       cache (no regex of .proxy can leave them out) */
-    int wk = http_method_is(req, "GET") || http_method_is(req, "HEAD") ? well_known(ex) : 0;
-    if (!ex->secure && cfg->https_redirect && https_for(ex, host))
-        return wk ? static_serve(ex) : redirect_https(ex, req, host);
-    if (wk == WK_ACME)
-        return static_serve(ex);
-    int cached = cache_dispatch(ex); /* .cache: in front of the dynamic handlers */
-    if (cached != CACHE_NOT_MINE)
-        return cached;
-    int px = proxy_dispatch(ex); /* -P: any method */
-    if (px != PROXY_NOT_MINE)
-        return px;
-    int cgi = cgi_serve(ex); /* any method: the script decides */
-    if (cgi != CGI_NOT_MINE)
-        return cgi;
-    if (http_method_is(req, "GET") || http_method_is(req, "HEAD"))
-        return static_serve(ex);
+    return HANDLER_NOT_MINE;
+}
+
+static int is_secure(exchange_t *ex)
+{
+    return ex->secure;
+}
+
+static int get_or_head(exchange_t *ex)
+{
+    return http_method_is(ex->req, "GET") || http_method_is(ex->req, "HEAD");
+}
+
+/* -X on plain HTTP, where HTTPS is there for the Host: the same URL on
+   HTTPS; but the files below /.well-known/ are answered where a CA asks
+   for them (ACME's HTTP-01 and pki-validation are plain HTTP). */
+static int https_wanted(exchange_t *ex)
+{
+    return !ex->secure && ex->site->cfg->https_redirect &&
+           https_for(ex, http_header(ex->req, "Host"));
+}
+
+static int https_rule(exchange_t *ex)
+{
+    if (get_or_head(ex) && well_known(ex))
+        return answered(static_serve(ex));
+    return answered(redirect_https(ex, ex->req, http_header(ex->req, "Host")));
+}
+
+/* ACME's challenges from the docroot, ahead of -P, CGI and the cache (no
+   regex of .proxy can leave them out). */
+static int acme_files_rule(exchange_t *ex)
+{
+    return well_known(ex) == WK_ACME ? answered(static_serve(ex)) : HANDLER_NOT_MINE;
+}
+
+/* What no handler took: OPTIONS, 405 for a method known, else 501. */
+static int methods_rule(exchange_t *ex)
+{
+    const http_request_t *req = ex->req;
     if (http_method_is(req, "OPTIONS")) {
         ex_field(ex, "Allow", ALLOW);
-        return ex_head(ex, 200, NULL, 0, -1) < 0 ? -1 : 0;
+        return answered(ex_head(ex, 200, NULL, 0, -1));
     }
     static const char *const known[] = {"POST", "PUT", "DELETE", "PATCH", "TRACE", "CONNECT"};
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (http_method_is(req, known[i]))
-            return ex_error(ex, 405, "Allow", ALLOW);
-    return ex_error(ex, 501, NULL, NULL);
+            return answered(ex_error(ex, 405, "Allow", ALLOW));
+    return answered(ex_error(ex, 501, NULL, NULL));
+}
+
+static const handler_t host_entry = {"Host", NULL, host_rule, NULL, NULL};
+static const handler_t acme_entry = {"ACME HTTP-01", acme_wanted, acme_rule, NULL, NULL};
+static const handler_t origin_entry = {"Alt-Svc, 421", is_secure, origin_rule, NULL, NULL};
+static const handler_t https_entry = {"-X", https_wanted, https_rule, NULL, NULL};
+static const handler_t acme_files_entry = {"ACME files", get_or_head, acme_files_rule, NULL,
+                                           NULL};
+static const handler_t methods_entry = {"OPTIONS, 405, 501", NULL, methods_rule, NULL, NULL};
+
+/*
+ * The router's rules and the handlers, in the order a request is put to
+ * them; the first whose match (if any) says yes and whose serve does not
+ * answer HANDLER_NOT_MINE answers it.  The order is the behaviour: -k's
+ * health check before every rule (a checker sends what it sends), --acme's
+ * HTTP-01 before any Host's rules, the files below /.well-known/ before
+ * -X's redirect and ACME's before the cache, -P and CGI; the cache in
+ * front of the dynamic handlers it stores; -P and CGI take any method and
+ * a path of their own before -S's pages and the files; the last entry
+ * answers every request left.  init and free are called in this order.
+ */
+static const handler_t *const table[] = {
+    &status_health_handler, /* -k */
+    &host_entry,
+    &acme_entry,
+    &origin_entry,
+    &https_entry,
+    &acme_files_entry,
+    &cache_handler,   /* .cache */
+    &proxy_handler,   /* -P */
+    &cgi_handler,     /* -w, -z */
+    &status_handler,  /* -S: /server-status */
+    &metrics_handler, /* -S: /metrics */
+    &static_handler,  /* GET and HEAD of files, with .htaccess */
+    &methods_entry,
+};
+
+#define NTABLE (sizeof table / sizeof table[0])
+
+int router_dispatch(exchange_t *ex)
+{
+    for (size_t i = 0; i < NTABLE; i++) {
+        const handler_t *h = table[i];
+        if (h->match && !h->match(ex))
+            continue;
+        int r = h->serve(ex);
+        if (r != HANDLER_NOT_MINE)
+            return answered(r);
+    }
+    return answered(ex_error(ex, 501, NULL, NULL)); /* (the last entry answers all) */
+}
+
+int router_init(site_t *site)
+{
+    for (size_t i = 0; i < NTABLE; i++)
+        if (table[i]->init && table[i]->init(site) < 0)
+            return -1;
+    return 0;
+}
+
+void router_free(site_t *site)
+{
+    for (size_t i = 0; i < NTABLE; i++)
+        if (table[i]->free)
+            table[i]->free(site);
 }
 
 int router_streams(exchange_t *ex)

@@ -1,19 +1,33 @@
 /*
- * router — from a request to the handler that answers it.  router.c checks
- * what every request must satisfy (Host, method), answers what no resource
- * is needed for (OPTIONS, the -X redirect to HTTPS, 421, 405, 501) and
- * dispatches; each kind of resource has its own file (static.c: files and
- * directories, status.c: /server-status).  Handlers take an exchange and
+ * router — from a request to the handler that answers it: one table of
+ * entries (handler.h's handler_t) in the order a request is put to them.
+ * router.c's own entries check what every request must satisfy (Host) and
+ * answer what no resource is needed for (--acme's HTTP-01, 421, the -X
+ * redirect to HTTPS, OPTIONS, 405, 501); each handler's entry is in its own
+ * file (status.c: -k and /server-status, metrics.c, cache.c, proxy.c,
+ * cgi.c, static.c: files and directories).  Handlers take an exchange and
  * nothing of the connection it came on (http/exchange.h).
  */
 #ifndef GATLING_ROUTER_H
 #define GATLING_ROUTER_H
 
+#include "handler.h"
 #include "http/exchange.h"
 
-/* Answer ex's request (or hand work to a thread: ex->job).  0, or -1 if
-   nothing could be answered (ENOMEM). */
+struct site;
+
+/* Answer ex's request (or hand work to a thread: ex->job): the table of
+   router.c, walked in its order.  0, or -1 if nothing could be answered
+   (ENOMEM). */
 int router_dispatch(exchange_t *ex);
+
+/* The loop begins: every handler's init, in the table's order.  0, or -1
+   after one printed why (router_free lets go of what the others made). */
+int router_init(struct site *site);
+
+/* The loop ends: every handler's free, in the table's order (the cache's
+   fetches first: they are the proxy's and CGI's requests). */
+void router_free(struct site *site);
 
 /* Does ex's request go to a producer (CGI, a proxied backend)?  Asked for
    a request with a body, before the body is read: such a body is streamed

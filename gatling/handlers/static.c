@@ -29,8 +29,6 @@
 #include "target.h"
 #include "htaccess.h"
 #include "listing.h"
-#include "metrics.h"
-#include "status.h"
 #include "http/conditional.h"
 #include "http/hbuf.h"
 #include "site/encoding.h"
@@ -443,16 +441,6 @@ int static_serve(exchange_t *ex)
         return ex_error(ex, st, NULL, NULL);
     if (path_hidden(t.p.path, t.p.len))
         return ex_error(ex, 404, NULL, NULL);
-    if (cfg->status_page && !strcmp(t.p.path, "/server-status")) {
-        if (!status_allowed(ex))
-            return ex_error(ex, 403, NULL, NULL);
-        return status_serve(ex, t.p.query && t.p.query_len == 4 && !memcmp(t.p.query, "json", 4));
-    }
-    if (cfg->status_page && !strcmp(t.p.path, "/metrics")) {
-        if (!status_allowed(ex))
-            return ex_error(ex, 403, NULL, NULL);
-        return metrics_serve(ex);
-    }
     t.vhost[0] = 0;
     /* RFC 9112 3.2.2: an absolute-form target's authority overrides Host */
     const http_str_t *host = t.p.authority.p ? &t.p.authority : http_header(req, "Host");
@@ -480,3 +468,16 @@ int static_serve(exchange_t *ex)
     }
     return serve_file(ex, &t, f);
 }
+
+static int get_or_head(exchange_t *ex)
+{
+    return http_method_is(ex->req, "GET") || http_method_is(ex->req, "HEAD");
+}
+
+/* (ex_head's EX_REPLACED, a 500 sent instead, is an answer: not HANDLER_NOT_MINE) */
+static int static_route(exchange_t *ex)
+{
+    return static_serve(ex) < 0 ? -1 : 0;
+}
+
+const handler_t static_handler = {"files", get_or_head, static_route, NULL, NULL};

@@ -7,11 +7,15 @@
 #ifndef GATLING_STATIC_H
 #define GATLING_STATIC_H
 
+#include "handler.h"
 #include "http/exchange.h"
 
 /* Answer ex's GET/HEAD of a file or directory below the document root (or
    hand work to a thread: ex->job).  0, or -1 if nothing could be answered
    (ENOMEM). */
 int static_serve(exchange_t *ex);
+
+/* The router's entry (router.c's table): GET and HEAD, static_serve. */
+extern const handler_t static_handler;
 
 #endif

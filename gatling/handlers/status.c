@@ -1,4 +1,5 @@
 /* /server-status: see status.h. */
+#define _GNU_SOURCE /* memmem */
 #include "status.h"
 #include "cache.h"
 #include "proxy.h"
@@ -428,3 +429,47 @@ int status_health(exchange_t *ex)
         return 1;
     return ex_body_buf(ex, body, len, 0) < 0 ? -1 : 1;
 }
+
+static int health_wanted(exchange_t *ex)
+{
+    return ex->site->cfg->health != NULL;
+}
+
+static int health_serve(exchange_t *ex)
+{
+    int r = status_health(ex);
+    return r ? (r < 0 ? -1 : 0) : HANDLER_NOT_MINE;
+}
+
+const handler_t status_health_handler = {"-k health", health_wanted, health_serve, NULL, NULL};
+
+int status_page_asked(exchange_t *ex, const char *page, path_t *p)
+{
+    const http_request_t *req = ex->req;
+    const http_str_t *t = &req->target;
+    if (!ex->site->cfg->status_page ||
+        !(http_method_is(req, "GET") || http_method_is(req, "HEAD")))
+        return 0;
+    /* the decoded path can be page only if the target holds its name or an escape */
+    if (!memmem(t->p, t->n, page + 1, strlen(page + 1)) && !memchr(t->p, '%', t->n))
+        return 0;
+    return path_from_target(t->p, t->n, ex->path, EX_PATH_CAP, p) == 0 && !strcmp(p->path, page);
+}
+
+static int page_asked(exchange_t *ex)
+{
+    path_t p;
+    return status_page_asked(ex, "/server-status", &p);
+}
+
+static int page_serve(exchange_t *ex)
+{
+    path_t p;
+    if (!status_page_asked(ex, "/server-status", &p))
+        return HANDLER_NOT_MINE;
+    if (!status_allowed(ex))
+        return ex_error(ex, 403, NULL, NULL) < 0 ? -1 : 0;
+    return status_serve(ex, p.query && p.query_len == 4 && !memcmp(p.query, "json", 4));
+}
+
+const handler_t status_handler = {"-S /server-status", page_asked, page_serve, NULL, NULL};

@@ -8,7 +8,9 @@
 #ifndef GATLING_STATUS_H
 #define GATLING_STATUS_H
 
+#include "handler.h"
 #include "http/exchange.h"
+#include "http/path.h"
 
 #include <sys/socket.h>
 
@@ -27,5 +29,13 @@ int status_serve(exchange_t *ex, int json);
  * on ENOMEM.
  */
 int status_health(exchange_t *ex);
+
+/* -S: is ex a GET or HEAD of page ("/server-status", "/metrics"), its path
+   decoded (into ex->path, p)?  1 or 0. */
+int status_page_asked(exchange_t *ex, const char *page, path_t *p);
+
+/* The router's entries (router.c's table): -k's health check, and
+   /server-status (403 but to status_allowed's clients). */
+extern const handler_t status_health_handler, status_handler;
 
 #endif

@@ -15,8 +15,8 @@ static void give(head_sink_t sink, void *arg, uint8_t kind, const char *name, co
     sink(arg, &f);
 }
 
-static void give_num(head_sink_t sink, void *arg, uint8_t kind, const char *name,
-                     const char *lower, size_t nlen, const char *value, size_t vlen, uint64_t num)
+static void give_num(head_sink_t sink, void *arg, uint8_t kind, const char *name, const char *lower,
+                     size_t nlen, const char *value, size_t vlen, uint64_t num)
 {
     head_field_t f = {kind, 1, name, lower, value, nlen, vlen, num};
     sink(arg, &f);
@@ -44,8 +44,8 @@ void head_rest(const head_t *h, head_sink_t sink, void *arg)
     if (h->modified)
         GIVE(HEAD_MODIFIED, "Last-Modified", "last-modified", h->modified);
     if (h->hsts >= 0)
-        give_num(sink, arg, HEAD_HSTS, "Strict-Transport-Security", "strict-transport-security",
-                 25, "max-age=", 8, (uint64_t)h->hsts);
+        give_num(sink, arg, HEAD_HSTS, "Strict-Transport-Security", "strict-transport-security", 25,
+                 "max-age=", 8, (uint64_t)h->hsts);
     if (h->connection)
         GIVE(HEAD_CONNECTION, "Connection", "connection", h->connection);
     for (unsigned i = 0; i < h->nfields; i++) {

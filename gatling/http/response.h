@@ -25,6 +25,9 @@ typedef struct http_field {
     size_t nlen, vlen;
 } http_field_t;
 
+/* A field of a string constant n and a string v (NUL-terminated). */
+#define HTTP_FIELD(n, v) ((http_field_t){(n), (v), sizeof(n) - 1, strlen(v)})
+
 /* Is n[0..len) a connection-specific field, lower case: one that HTTP/2 and
    HTTP/3 do not carry (RFC 9113 8.2.2, RFC 9114 4.2)? */
 int resp_conn_specific(const char *n, size_t len);

@@ -2,6 +2,7 @@
 #include "cluster.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -21,7 +22,11 @@ struct cluster_view {
     uint64_t generation;
     unsigned char master[2][CLUSTER_MASTER_LEN];
     _Atomic int64_t synced;
-    _Atomic int acme_holder;
+    _Atomic int acme_count;
+    struct {
+        char name[CLUSTER_ACME_NAME_MAX];
+        _Atomic int want, held;
+    } acme[CLUSTER_ACME_NAMES];
     _Atomic uint64_t acme_published;
     _Atomic uint64_t npurges; /* written so far: the next is npurges + 1 */
     purge_t purge[CLUSTER_PURGES];
@@ -107,14 +112,47 @@ void cluster_set_synced(cluster_view_t *v, int64_t now)
     atomic_store_explicit(&v->synced, now, memory_order_relaxed);
 }
 
-int cluster_acme_holder(const cluster_view_t *v)
+void cluster_acme_names(cluster_view_t *v, const char *const *names, int n)
 {
-    return atomic_load_explicit(&((cluster_view_t *)v)->acme_holder, memory_order_acquire);
+    n = n < CLUSTER_ACME_NAMES ? n : CLUSTER_ACME_NAMES;
+    /* a client started again lists the same names: the side process may
+       read a name while it is written, and reads it again next round */
+    for (int i = 0; i < n; i++)
+        snprintf(v->acme[i].name, CLUSTER_ACME_NAME_MAX, "%s", names[i]);
+    atomic_store_explicit(&v->acme_count, n, memory_order_release);
 }
 
-void cluster_set_acme_holder(cluster_view_t *v, int holder)
+int cluster_acme_count(const cluster_view_t *v)
 {
-    atomic_store_explicit(&v->acme_holder, holder, memory_order_release);
+    return atomic_load_explicit(&((cluster_view_t *)v)->acme_count, memory_order_acquire);
+}
+
+const char *cluster_acme_name(const cluster_view_t *v, int i)
+{
+    return v->acme[i].name;
+}
+
+int cluster_acme_wanted(const cluster_view_t *v, int i)
+{
+    return atomic_load_explicit(&((cluster_view_t *)v)->acme[i].want, memory_order_acquire);
+}
+
+void cluster_acme_want(cluster_view_t *v, int i, int want)
+{
+    if (i >= 0 && i < CLUSTER_ACME_NAMES)
+        atomic_store_explicit(&v->acme[i].want, want, memory_order_release);
+}
+
+int cluster_acme_held(const cluster_view_t *v, int i)
+{
+    return i >= 0 && i < CLUSTER_ACME_NAMES &&
+           atomic_load_explicit(&((cluster_view_t *)v)->acme[i].held, memory_order_acquire);
+}
+
+void cluster_set_acme_held(cluster_view_t *v, int i, int held)
+{
+    for (int k = i < 0 ? 0 : i; k < CLUSTER_ACME_NAMES && (i < 0 || k == i); k++)
+        atomic_store_explicit(&v->acme[k].held, held, memory_order_release);
 }
 
 uint64_t cluster_acme_published(const cluster_view_t *v)

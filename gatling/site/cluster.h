@@ -42,11 +42,25 @@ void cluster_set_tickets(cluster_view_t *v, const unsigned char *cur, const unsi
                          uint64_t generation);
 void cluster_set_synced(cluster_view_t *v, int64_t now);
 
-/* --acme with --cluster: does this node hold the cluster's ACME lock (its
-   ACME client orders; the others install what it got)?  Set by the side
-   process, read by the ACME client. */
-int cluster_acme_holder(const cluster_view_t *v);
-void cluster_set_acme_holder(cluster_view_t *v, int holder);
+/*
+ * --acme with --cluster: a lock per name.  The ACME client lists its names
+ * (cluster_acme_names, at its start: slot i is its name i) and says which
+ * it wants to order (due now); the side process takes the cluster's lock of
+ * each wanted name, lets go of each no longer wanted, and says which it
+ * holds.  The client orders a name only while this node holds its lock.
+ */
+#define CLUSTER_ACME_NAMES 100 /* CONFIG_ACME_NAMES */
+#define CLUSTER_ACME_NAME_MAX 256
+
+void cluster_acme_names(cluster_view_t *v, const char *const *names, int n);
+/* The names listed (0: the client has not started); name i's text. */
+int cluster_acme_count(const cluster_view_t *v);
+const char *cluster_acme_name(const cluster_view_t *v, int i);
+int cluster_acme_wanted(const cluster_view_t *v, int i);
+void cluster_acme_want(cluster_view_t *v, int i, int want);
+int cluster_acme_held(const cluster_view_t *v, int i);
+/* The side process: name i's lock held here or not (i -1: none of them). */
+void cluster_set_acme_held(cluster_view_t *v, int i, int held);
 
 /* How many times the holder's side process put its client's challenges and
    certificates into etcd (the client waits for the next before the CA

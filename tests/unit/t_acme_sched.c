@@ -77,6 +77,16 @@ static void test_gap(void)
     is_int(acme_sched_gap(nb + 10, nb, nb, nb + 90, nb + 10, 0), nb + 45,
            "a 90-s certificate: half its lifetime");
     is_int(acme_sched_gap(nb + 10, 0, nb, na, nb + 10, 0), nb + 10, "issuance unknown: as is");
+    /* the rest of the branches (issue 55) */
+    is_int(acme_sched_gap(nb, nb + 5, nb, nb, nb + 5, 0), nb + 5 + ACME_REORDER_GAP,
+           "no lifetime (notAfter at notBefore): the whole gap");
+    is_int(acme_sched_gap(nb + 10, nb + 5, nb, na, na + 1, nb - 3599), nb + 5 + ACME_REORDER_GAP,
+           "ARI's window past while the certificate has expired to us: the gap");
+    is_int(acme_sched_add(1000, -5), 995, "now + a negative wait: no saturation");
+    is_int(acme_sched_add(LONG_MAX, 0), LONG_MAX, "the end of time + 0");
+    is_int(acme_sched_latest(500, 500), 500, "no lifetime: the latest is notBefore");
+    is_int(acme_sched_latest(500, 400), 500, "notAfter before notBefore: notBefore");
+    is_int(acme_sched_cap(60, 0, 90 * DAY, 10), 60, "a wait under its share: as is");
 }
 
 int main(void)

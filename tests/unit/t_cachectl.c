@@ -595,6 +595,74 @@ static void test_targeted(void)
     ok(!targeted("", &c) && c.max_age == 77 && !targeted("   ", &c), "empty: ignored");
 }
 
+/* Each date form's own faults, field by field (issue 55's branches). */
+static void test_http_date_fields(void)
+{
+    static const char *const bad[] = {
+        "Thu, 18 Aug 2050 02-01:18 GMT", "Thu, 18 Aug 2050 02:01-18 GMT",
+        "Thu, 18 Aug 2050 02:60:18 GMT", "Thu, 18 Aug 2050 02:01:61 GMT",
+        "Thu, 18 Aug 2050 0a:01:18 GMT", "Thu, 18 Aug 2050 02:0a:18 GMT",
+        "Thu, 18 Aug 2050 02:01:1a GMT", "Thu, 00 Aug 2050 02:01:18 GMT",
+        "Thu, 29 Feb 1900 00:00:00 GMT", "Thu, 1a Aug 2050 02:01:18 GMT",
+        "Thu, 18 Aug 20x0 02:01:18 GMT", "Thu, 18 Aug-2050 02:01:18 GMT",
+        "Thu, 18 Aug 2050-02:01:18 GMT", "Thu, 18 Aug 2050 02:01:18-GMT",
+        "Thursday, 1x-Aug-50 02:01:18 GMT", "Thursday, 18-Aug-5x 02:01:18 GMT",
+        "Thursday, 18-Aug-50-02:01:18 GMT", "Thursday, 18-Aug-50 02:01:18-GMT",
+        "Thursday, 18-Aug-50 02:01:18 UTC", "Thursday, 18 Aug-50 02:01:18 GMT",
+        "Thursday, 18-Aug 50 02:01:18 GMT", "Thursday,x18-Aug-50 02:01:18 GMT",
+        "Thursday,", "Sun Nov  x 08:49:37 1994", "Sun Nov 16 08:49:37 19x4",
+        "Sun Nov-16 08:49:37 1994", "Sun Nov 16-08:49:37 1994", "Sun Nov 16 08:49:37-1994",
+        "Sun", "Sun,"};
+    int refused = 0;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int64_t t = date(bad[i]);
+        refused += t == -1;
+        if (t != -1)
+            printf("#   accepted: %s\n", bad[i]);
+    }
+    is_int(refused, (int)(sizeof bad / sizeof bad[0]), "every malformed date refused");
+    is_int(date("Tue, 29 Feb 2000 00:00:00 GMT"), 951782400, "29 February 2000 (a 400th year)");
+    is_int(date("Thu, 18 Aug 2050 02:01:60 GMT"), 2544400920, "a leap second");
+    is_int(date("Sat, 01 Jan 0000 00:00:00 GMT"), 0, "year 0 (before the era's start): 0");
+    /* rfc850's two digits read from a `now` in 2150: 00 is 2200 (50 years on at most) */
+    int64_t now2150 = (int64_t)(2150 - 1970) * 31556952;
+    const char *d850 = "Wednesday, 01-Jan-00 00:00:00 GMT";
+    const char *imf = "Wed, 01 Jan 2200 00:00:00 GMT";
+    is_int(cc_http_date(d850, strlen(d850), now2150), cc_http_date(imf, strlen(imf), 0),
+           "rfc850 00 seen from 2150: 2200");
+}
+
+/* Each Structured Field item and parameter form's own faults (RFC 8941, issue
+   55's branches). */
+static void test_targeted_items(void)
+{
+    cc_resp_t c;
+    static const char *const good[] = {
+        "*a=1", "a_b-c.d*e=1", "a=-1.5", "a=1.25", "a=\"x\\\"y\\\\\"", "a=tok:/x", "a;  b=1",
+        "a=(1;x=2 \"s\"), b", "a=( 1 ),b", "a=();p=1", "a=1 ,\tb=2", "a=@-12", "a=:/+=:",
+        "a=?1;b", "a=Tok"};
+    int taken = 0;
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        int r = targeted(good[i], &c);
+        taken += r;
+        if (!r)
+            printf("#   refused: %s\n", good[i]);
+    }
+    is_int(taken, (int)(sizeof good / sizeof good[0]), "every well-formed member taken");
+    static const char *const bad[] = {
+        "a=-", "a=1.2345", "a=1234567890123.1", "a=1.", "a=\"x\\n\"", "a=\"x\001\"",
+        "a=\"x\x80\"", "a=:ab$:", "a=:abc", "a=@1.5", "a=%", "a;B", "a;b=%", "a=(1 %)",
+        "a=(1,2)", "a=1 x", "a=(1;B)", "a=\"x\\", "A", "1a", "a=-x", "a=(", "a;"};
+    int refused = 0;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int r = !targeted(bad[i], &c) && c.max_age == 77;
+        refused += r;
+        if (!r)
+            printf("#   taken: %s\n", bad[i]);
+    }
+    is_int(refused, (int)(sizeof bad / sizeof bad[0]), "every malformed member: the field ignored");
+}
+
 int main(void)
 {
     test_init();
@@ -611,6 +679,8 @@ int main(void)
     test_age_value();
     test_http_date();
     test_targeted();
+    test_http_date_fields();
+    test_targeted_items();
     test_vary();
     test_norm();
     return tap_done();

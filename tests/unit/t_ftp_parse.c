@@ -173,6 +173,76 @@ static void list_lines(void)
     is_int(ftp_list_line(out, 8, FTP_LIST, &st, "d", now), -1, "too small a buffer: -1");
 }
 
+/* Each refusal and each form by its own cause (issue 55: every branch of the
+   parser). */
+static void edges(void)
+{
+    ftp_cmd_t c;
+    size_t used;
+    static const char *const x[][2] = {{"XPWD\r\n", "PWD\r\n"}, {"XCWD /a\r\n", "CWD\r\n"},
+                                       {"XCUP\r\n", "CDUP\r\n"}, {"XMKD d\r\n", "MKD\r\n"}};
+    for (size_t i = 0; i < 4; i++) {
+        ftp_cmd_t w;
+        size_t u;
+        parse(x[i][1], &w, &u);
+        ok(parse(x[i][0], &c, &used) > 0 && c.verb != FTP_UNKNOWN && c.verb == w.verb,
+           "%.4s: RFC 775's name for %.*s", x[i][0], (int)strcspn(x[i][1], "\r"), x[i][1]);
+    }
+    ok(parse("NOOP\n", &c, &used) == 5 && c.verb == FTP_NOOP && !c.arg, "a bare LF ends a line");
+    ok(parse("\r\n", &c, &used) == FTP_BAD && used == 2, "an empty line: bad, consumed");
+    ok(parse("ABCDE\r\n", &c, &used) == FTP_BAD, "a five-letter verb: bad");
+    ok(parse("AB1\r\n", &c, &used) == FTP_BAD, "a digit in the verb: bad");
+    ok(parse("QQQ\r\n", &c, &used) > 0 && c.verb == FTP_UNKNOWN, "an unknown verb: parsed");
+    unsigned char ip[16];
+    unsigned port;
+    int fam;
+    const char *p;
+    p = "000000000000000000001,2,3,4,5,6";
+    ok(ftp_parse_port(p, strlen(p), ip, &port) < 0, "PORT: a number of 21 digits refused");
+    p = "1,2,3,4,5;6";
+    ok(ftp_parse_port(p, strlen(p), ip, &port) < 0, "PORT: another separator refused");
+    p = "1,2,3,4,5,6x";
+    ok(ftp_parse_port(p, strlen(p), ip, &port) < 0, "PORT: trailing bytes refused");
+    static const char *const bad[] = {
+        "|1|1.2.3|80|", "|1|1.2.3.4.5|80|", "|1|1.2.3.x|80|", "|1|1:2.3.4|80|", "|1|1.2.3.4|8x|",
+        "|2|1:2:3:4:5:6:7|80|", "|2|1:|80|", "|2|12345::1|80|", "|2|1::2:3:4:5:6:7:8|80|",
+        "|2|:1|80|", "|2|g::1|80|", "|2|1.2.3.4|80|", "|2|1:2:3:4:5:6:7:8:|80|", "|12|1.2.3.4|80|",
+        " 1 1.2.3.4 80 ", "\x7f" "1\x7f" "1.2.3.4\x7f" "80\x7f", "|1|1.2.3.4", "|1|1.2.3.4|80|x",
+        "|1|", "|2|::1::|80|"};
+    int refused = 0;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        refused += ftp_parse_eprt(bad[i], strlen(bad[i]), &fam, ip, &port) < 0;
+    is_int(refused, (int)(sizeof bad / sizeof bad[0]), "every malformed EPRT refused");
+    ok(ftp_parse_eprt(NULL, 0, &fam, ip, &port) < 0, "EPRT without argument");
+    p = "|2|ABCD:ef::|21|";
+    ok(ftp_parse_eprt(p, strlen(p), &fam, ip, &port) == 0 && ip[0] == 0xab && ip[3] == 0xef &&
+           ip[15] == 0 && port == 21,
+       "EPRT: upper-case hex, :: at the end");
+    p = "|2|::|21|";
+    ok(ftp_parse_eprt(p, strlen(p), &fam, ip, &port) == 0 && !ip[0] && !ip[15],
+       "EPRT :: (the unspecified address, no group)");
+    uint64_t off;
+    ok(ftp_parse_offset(NULL, 0, &off) < 0, "REST without argument");
+    ok(ftp_parse_offset("4611686018427387904", 19, &off) == 0 && off == (uint64_t)1 << 62,
+       "REST 2^62");
+    ok(ftp_parse_offset("4611686018427387905", 19, &off) < 0, "REST past 2^62 refused");
+    char out[8];
+    is_int(ftp_path_join("/", "a", 1, out, 1), -1, "join into one byte: refused");
+    is_int(ftp_path_join("/", "a\0b", 3, out, sizeof out), -1, "join of a name with a NUL: refused");
+    is_int(ftp_path_join("/abcdefgh", "x", 1, out, sizeof out), -1, "join past the room: cwd");
+    is_int(ftp_path_join("/", "abcdefgh", 8, out, sizeof out), -1, "join past the room: the name");
+    ok(ftp_path_join("/a", "", 0, out, sizeof out) == 2 && !strcmp(out, "/a"), "join of nothing");
+    ok(ftp_path_hidden(".x") && ftp_path_hidden("/a/.b") && !ftp_path_hidden("/a.b/c") &&
+           !ftp_path_hidden(""),
+       "hidden: a segment that begins with a dot");
+    size_t n = 0;
+    ok(!strcmp(ftp_list_arg(NULL, &n), "") && n == 0, "LIST without argument");
+    n = 9;
+    ok(!strcmp(ftp_list_arg("-a -l dir", &n), "dir") && n == 3, "LIST -a -l dir");
+    n = 3;
+    ok(ftp_list_arg("-la", &n) && n == 0, "LIST -la");
+}
+
 int main(void)
 {
     lines();
@@ -181,6 +251,7 @@ int main(void)
     offsets();
     paths();
     list_lines();
+    edges();
     printf("1..%d\n", tap_n);
     return tap_failed != 0;
 }

@@ -153,10 +153,41 @@ static void test_steady(void)
     nghttp2_hd_inflate_del(inf);
 }
 
+/* Fields never inserted, each for its own reason (issue 55's branches): a
+   name past 255 bytes, a field past H2E_ENTRY_MAX, one past the peer's
+   table; each a literal without indexing, decoded, and sent as one again. */
+static void test_not_indexed(void)
+{
+    static h2e_t e;
+    static char name[257], value[1100];
+    uint8_t b[4096];
+    nghttp2_hd_inflater *inf;
+    nghttp2_hd_inflate_new(&inf);
+    memset(name, 'n', 256);
+    memset(value, 'v', sizeof value - 1);
+    h2_field_t f[] = {F(name, "v"), F("x-big", value), F("x-c", "0123456789012345678901234567890123456789")};
+    h2e_init(&e, 4096);
+    long n1 = h2e_encode(&e, b, sizeof b, f, 2);
+    ok(n1 > 0 && decodes_to(inf, b, (size_t)n1, f, 2) == 0, "a 256-byte name, a 1 KiB value");
+    long n2 = h2e_encode(&e, b, sizeof b, f, 2);
+    is_int(n2, n1, "again the same length: neither was inserted");
+    nghttp2_hd_inflate_del(inf);
+    nghttp2_hd_inflate_new(&inf);
+    nghttp2_hd_inflate_change_table_size(inf, 64);
+    h2e_init(&e, 64);
+    n1 = h2e_encode(&e, b, sizeof b, f + 2, 1);
+    ok(n1 > 0 && decodes_to(inf, b, (size_t)n1, f + 2, 1) == 0, "a field past a 64-byte table");
+    n2 = h2e_encode(&e, b, sizeof b, f + 2, 1);
+    ok(n2 > 0 && n2 <= n1 && decodes_to(inf, b, (size_t)n2, f + 2, 1) == 0 && b[0] == 0x00,
+       "again a literal without indexing");
+    nghttp2_hd_inflate_del(inf);
+}
+
 int main(void)
 {
     test_bytes();
     test_steady();
     test_random();
+    test_not_indexed();
     return tap_done();
 }

@@ -321,6 +321,60 @@ static void test_transfer_coding(void)
     te_is("Transfer-Encoding: chunked;x=1\r\n", 400);
     te_is("Transfer-Encoding: \r\n", 400);
     te_is("Transfer-Encoding: \"chunked\"\r\n", 400);
+    /* a coding's parameters, each fault by itself (issue 55's branches) */
+    te_is("Transfer-Encoding: gzip ; q=\"a b\" ; r=s , chunked\r\n", HTTP_TE_CHUNKED);
+    te_is("Transfer-Encoding: gzip;q=\"a\\\"b\", chunked\r\n", HTTP_TE_CHUNKED);
+    te_is("Transfer-Encoding: gzip;q=\"abc, chunked\r\n", 400);
+    te_is("Transfer-Encoding: gzip;q=\"a\\\r\n", 400);
+    te_is("Transfer-Encoding: gzip;=1, chunked\r\n", 400);
+    te_is("Transfer-Encoding: gzip;q, chunked\r\n", 400);
+    te_is("Transfer-Encoding: gzip;q=, chunked\r\n", 400);
+    te_is("Transfer-Encoding: gzip;q=\r\n", 400);
+    te_is("Transfer-Encoding: gzip;q\r\n", 400);
+    te_is("Transfer-Encoding: x-gzip, deflate, compress, x-compress, chunked\r\n",
+          HTTP_TE_CHUNKED);
+}
+
+/* Fields by name: any case, the first found, how many (issue 55's branches). */
+static void test_fields_by_name(void)
+{
+    http_request_t r;
+    int st;
+    const char *req = "GET / HTTP/1.1\r\nHost: x\r\nAccept: a\r\nX-Accept: no\r\n"
+                      "Accepts: no\r\nbccept: no\r\naccept: b\r\n\r\n";
+    ok(parse(req, &r, &st) > 0, "a request with look-alike names");
+    const http_str_t *v = http_header(&r, "ACCEPT");
+    ok(v && str_is(*v, "a"), "the first Accept, in any case");
+    is_int(http_header_count(&r, "Accept"), 2, "two Accept fields, not their look-alikes");
+    is_int(http_header_count(&r, "Range"), 0, "no Range");
+    ok(!http_header(&r, "Bccepts"), "a name of the same first letter and another length");
+}
+
+/* The bytes chunked framing refuses inside a quoted extension and a trailer,
+   and a trailer line past its cap. */
+static void test_chunk_bytes(void)
+{
+    static const struct {
+        const char *body, *name;
+        int good;
+    } cases[] = {
+        {"5;a=\"x\001\"\r\nhello\r\n0\r\n\r\n", "a control byte in a quoted extension", 0},
+        {"5;a=\"x\\\001\"\r\nhello\r\n0\r\n\r\n", "an escaped control byte", 0},
+        {"5\r\nhello\r\n0\r\n:x\r\n\r\n", "a trailer without a name", 0},
+        {"5\r\nhello\r\n0\r\nA: b\rc\r\n\r\n", "a bare CR in a trailer", 0},
+        {"5\r\nhello\r\n0\r\nA: b\nB: c\n\n", "trailers ended by bare LFs", 1},
+        {"5\r\nhello\r\n0\r\n\rx", "a CR after the trailers without its LF", 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        chunk_verdict(cases[i].body, cases[i].good, cases[i].name);
+    static char longer[2 * 4096 + 64];
+    size_t n = (size_t)sprintf(longer, "0\r\n");
+    memset(longer + n, 'N', 4100);
+    sprintf(longer + n + 4100, ": v\r\n\r\n");
+    chunk_verdict(longer, 0, "a trailer's name past 4096 bytes");
+    n = (size_t)sprintf(longer, "0\r\nN: ");
+    memset(longer + n, 'v', 4100);
+    sprintf(longer + n + 4100, "\r\n\r\n");
+    chunk_verdict(longer, 0, "a trailer's value past 4096 bytes");
 }
 
 int main(void)
@@ -338,5 +392,7 @@ int main(void)
     test_chunked();
     test_chunk_lines();
     test_transfer_coding();
+    test_fields_by_name();
+    test_chunk_bytes();
     return tap_done();
 }

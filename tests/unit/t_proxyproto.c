@@ -94,7 +94,18 @@ static void test_v1(void)
                                       "PROXY \r\n",
                                       "PROXY UNKNOWNX\r\n",
                                       "proxy TCP4 1.2.3.4 1.2.3.4 1 2\r\n",
-                                      "PROXY TCP4 1.2.3.4 1.2.3.4 1 +2\r\n"};
+                                      "PROXY TCP4 1.2.3.4 1.2.3.4 1 +2\r\n",
+                                      /* each field's own fault (issue 55's branches) */
+                                      "PROXY TCP6 2001:db8:0:0:0:0:0:0:0:0:0:0:0:0:0:0:5 ::1 1 2\r\n",
+                                      "PROXY TCP4  1.2.3.4 1 2\r\n",
+                                      "PROXY TCP4 1.2.3.4 1.2.3.x 1 2\r\n",
+                                      "PROXY TCP4 1.2.3.4 1.2.3.4 1x 2\r\n",
+                                      "PROXY TCP4 1.2.3.4 1.2.3.4 123456 2\r\n",
+                                      "PROXY TCP4 1.2.3.4 1.2.3.4 1 2 3\r\n",
+                                      "PROXY TCP4 1.2.3.4\r\n",
+                                      "PROXY TCP4\r\n",
+                                      "PROXY TCP5 1.2.3.4 1.2.3.4 1 2\r\n",
+                                      "PROXY \n"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char name[32];
         snprintf(name, sizeof name, "bad v1 line %zu", i);
@@ -143,6 +154,13 @@ static void test_v2(void)
     n = v2(buf, 1, 0x11, a4, 12, "", 0);
     buf[12] = 0x11;
     bytewise(buf, n, PROXY_MALFORMED, "v2: version 1");
+    /* a UNIX stream socket: 216 bytes of paths, no address of ours to use */
+    static unsigned char unix_paths[216];
+    n = v2(buf, 1, 0x31, unix_paths, sizeof unix_paths, "", 0);
+    ok(parse(buf, n, &h) == (long)n && h.local, "v2 UNIX: the proxy's address kept");
+    n = v2(buf, 1, 0x31, unix_paths, 200, "", 0);
+    bytewise(buf, n, PROXY_MALFORMED, "v2: UNIX paths cut short");
+    is_int(parse("\r\n\r\nX", 5, &h), PROXY_MALFORMED, "v2: a wrong signature at its fifth byte");
     /* the largest: 520 bytes after the fixed part; one more is malformed */
     static unsigned char pad[PROXY_MAX];
     pad[0] = 4, pad[1] = (PROXY_MAX - 16 - 12 - 3) >> 8, pad[2] = (PROXY_MAX - 16 - 12 - 3) & 0xff;

@@ -798,3 +798,21 @@ def test_no_switch_warns_at_start(gatling, tree, says):
                               else ".proxy"): ""})
     srv = gatling(switched, args=("-P", "127.0.0.1/9/^/app/"))
     assert not [l for l in srv.errlog if "warning: -P" in l], srv.errlog
+
+
+def test_router_order_rule_before_status_pages(gatling, gunicorn):
+    """The router's table puts -P before -S's pages: a rule that takes
+    /server-status sends it to the backend, while /metrics, which no rule
+    takes, is still the status page; without the rule /server-status is
+    the status page, also asked for with an escape (%73erver-status)."""
+    srv = proxied(gatling, ["127.0.0.1/%d/^/server-status" % gunicorn])
+    r = fetch(srv.port, "/server-status")
+    assert r.status == 200 and r.body == b"hello /server-status", r
+    m = fetch(srv.port, "/metrics")
+    assert m.status == 200 and b"# TYPE" in m.body, m
+    plain = proxied(gatling, ["127.0.0.1/%d/^/app/" % gunicorn])
+    for target in ("/server-status?json", "/%73erver-status?json"):
+        r = fetch(plain.port, target)
+        assert r.status == 200 and r.body.lstrip().startswith(b"{"), (target, r)
+    r = fetch(plain.port, "/app/server-status")
+    assert r.body == b"hello /app/server-status", "the rule, not the page: %r" % (r,)

@@ -877,3 +877,26 @@ def test_request_sent_then_shutdown_wr(srv):
         r = c.read_response()
         assert_status(r, 200, "request followed by FIN")
         assert r.body == TEXT
+
+
+def test_status_pages_routed_before_files(gatling):
+    """-S's /server-status and /metrics are handlers of the router's table
+    ahead of the files: a file of that name is not served while -S is on,
+    and is without it; only GET and HEAD reach them (POST: 405, as for a
+    file); HEAD /metrics has the page's head without its body."""
+    tree = {"server-status": b"a file\n", "metrics": b"another\n"}
+    srv = gatling(tree, args=("-T", "10", "-S"))
+    r = fetch(srv.port, "/server-status")
+    assert_status(r, 200)
+    assert b"<title>gatling status</title>" in r.body, r.body[:200]
+    m = fetch(srv.port, "/metrics")
+    assert_status(m, 200)
+    assert b"# TYPE" in m.body, m.body[:200]
+    h = fetch(srv.port, "/metrics", method="HEAD")
+    assert_status(h, 200)
+    assert h.body == b"" and h.header("Content-Type") == m.header("Content-Type"), h
+    p = fetch(srv.port, "/server-status", method="POST", body=b"x")
+    assert_status(p, 405)
+    off = gatling(tree, args=("-T", "10"))
+    assert fetch(off.port, "/server-status").body == b"a file\n"
+    assert fetch(off.port, "/metrics").body == b"another\n"

@@ -48,7 +48,10 @@ class Etcd:
     def start(self, wait=True):
         # its data in memory where there is /dev/shm: etcd fsyncs every write, and a
         # loaded disk must not decide whether a purge arrives within a second
-        if os.access("/dev/shm", os.W_OK):
+        # (kept across a stop and a start: the member comes back with its data)
+        if getattr(self, "shm", None):
+            d = self.shm
+        elif os.access("/dev/shm", os.W_OK):
             self.shm = d = tempfile.mkdtemp(prefix="gatling-etcd-", dir="/dev/shm")
         else:
             d = os.path.join(self.base, "etcd-" + self.name)
@@ -81,14 +84,16 @@ class Etcd:
     def put(self, key, value):
         assert self.call("/v3/kv/put", {"key": b64(key), "value": b64(value)}) is not None
 
-    def stop(self):
+    def stop(self, keep=False):
+        """Stopped; its data removed unless keep (to start it again)."""
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(timeout=10)
         if self.proc:
             self.log.close()
-        if getattr(self, "shm", None):
+        if getattr(self, "shm", None) and not keep:
             shutil.rmtree(self.shm, ignore_errors=True)
+            self.shm = None
 
 
 def b64(s):
@@ -289,9 +294,35 @@ def test_bad_options(build, args, why):
     assert r.returncode == 2 and why in r.stderr.decode(), r
 
 
+@pytest.mark.parametrize("items,why", [
+    (",user=gatling", "user= and password-file= go together"),
+    (",password-file=/nonexistent/pw", "/nonexistent/pw: No such file"),
+    (",user=gatling,password-file=/dev/null", "/dev/null: empty"),
+])
+def test_bad_auth_options(build, items, why):
+    """user= and password-file= are checked at start: a clear error, no
+    server (and never a password on the command line: there is no
+    password=)."""
+    r = subprocess.run([build.binary, "-p", "0", "--cluster", "etcd=http://127.0.0.1:1" + items],
+                       capture_output=True, timeout=20)
+    assert r.returncode != 0 and why in r.stderr.decode(), r
+
+
 def cert_value(chain, key, serial="0a1b"):
     body = chain + key
     return "gatling-cert-1 %s %d %d\n" % (serial, len(chain), len(key)) + body
+
+
+def follower(gatling, etcd, tmp_path, name):
+    """A node with --acme for localhost (its CA unreachable) in cluster
+    name, whose lock another node's key holds: (server, -C, --acme-dir)."""
+    c, st = str(tmp_path / "c"), str(tmp_path / "st")
+    os.makedirs(c)
+    srv = gatling({"f.txt": "hello\n"}, check_fds=False, args=(
+        "-T", "10", "-S", "-C", c, "-e", "0", "--acme", "a@b.test", "--acme-ca",
+        "https://127.0.0.1:1/dir", "--acme-dir", st, "--acme-names", "localhost",
+        "--cluster", "etcd=" + etcd.url, "--cluster-name", name))
+    return srv, c, st
 
 
 def test_certificates_from_the_cluster(gatling, etcd, certs, tmp_path):
@@ -306,32 +337,34 @@ def test_certificates_from_the_cluster(gatling, etcd, certs, tmp_path):
     other = subprocess.run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt",
                             "ec_paramgen_curve:P-256"], capture_output=True, check=True,
                            timeout=20).stdout.decode()
-    etcd.put("/gatling/ci/acme/lock", "another-node")
-    etcd.put("/gatling/ci/acme/cert/localhost", cert_value(chain, other))
-    etcd.put("/gatling/ci/acme/cert/../evil", cert_value(chain, key))
-    etcd.put("/gatling/ci/acme/chal/http-01/../../status", "orders 99\n")
-    etcd.put("/gatling/ci/acme/chal/http-01/tok123", "tok123.thumb")
-    c, st = str(tmp_path / "c"), str(tmp_path / "st")
-    os.makedirs(c)
-    srv = gatling({"f.txt": "hello\n"}, check_fds=False, args=(
-        "-T", "10", "-S", "-C", c, "-e", "0", "--acme", "a@b.test", "--acme-ca",
-        "https://127.0.0.1:1/dir", "--acme-dir", st, "--acme-names", "localhost",
-        "--cluster", "etcd=" + etcd.url, "--cluster-name", "ci"))
-    for what in ("cert/localhost: not a certificate", "cert/../evil: not a certificate",
-                 "chal/http-01/../../status: not a challenge"):
+    serial = subprocess.run(["openssl", "x509", "-noout", "-serial"], input=chain.encode(),
+                            capture_output=True, check=True, timeout=20).stdout.decode()
+    serial = serial.strip().split("=")[1].lower()
+    etcd.put("/gatling/ci/acme/lock/localhost", "another-node")
+    etcd.put("/gatling/ci/acme/cert/localhost", cert_value(chain, other, serial))
+    etcd.put("/gatling/ci/acme/cert/../evil", cert_value(chain, key, serial))
+    etcd.put("/gatling/ci/acme/chal/other/http-01/../../status", "orders 99\n")
+    etcd.put("/gatling/ci/acme/chal/other/http-01/tok123", "tok123.thumb")
+    srv, c, st = follower(gatling, etcd, tmp_path, "ci")
+    for what in ("cert/localhost: not a whole certificate", "cert/../evil: not a certificate",
+                 "chal/other/http-01/../../status: not a challenge"):
         wait_for(lambda: any(what in l for l in srv.errlog), timeout=15,
                  what="%r said: %s" % (what, srv.errlog[-8:]))
     assert os.listdir(c) == [], "nothing installed"
     assert not os.path.exists(os.path.join(st, "status")) or \
         "99" not in open(os.path.join(st, "status")).read()
-    r = subprocess.run(["curl", "-sS", "http://127.0.0.1:%d/.well-known/acme-challenge/tok123"
-                        % srv.port], capture_output=True, timeout=20)
-    assert r.stdout == b"tok123.thumb", r
+    # (the side process writes it each round it finds it missing: the client
+    # empties its challenge directories when it starts)
+    wait_for(lambda: subprocess.run(
+        ["curl", "-sS", "http://127.0.0.1:%d/.well-known/acme-challenge/tok123" % srv.port],
+        capture_output=True, timeout=20).stdout == b"tok123.thumb", timeout=5,
+        what="the other node's challenge answered")
     assert any("another node of the cluster holds" in l for l in srv.errlog)
-    etcd.put("/gatling/ci/acme/cert/localhost", cert_value(chain, key))
-    wait_for(lambda: any("certificate for localhost (serial 0a1b) installed from the cluster" in l
-                         for l in srv.errlog), timeout=15, what="installed: %s" % srv.errlog[-5:])
-    assert os.readlink(os.path.join(c, "localhost")) == ".acme/localhost.0a1b"
+    etcd.put("/gatling/ci/acme/cert/localhost", cert_value(chain, key, serial))
+    wait_for(lambda: any("certificate for localhost (serial %s) installed from the cluster"
+                         % serial in l for l in srv.errlog), timeout=15,
+             what="installed: %s" % srv.errlog[-5:])
+    assert os.readlink(os.path.join(c, "localhost")) == ".acme/localhost." + serial
     ca = os.path.join(os.path.dirname(certs), "ca.pem")
     wait_for(lambda: subprocess.run(
         ["curl", "-sS", "--cacert", ca, "--resolve", "localhost:%d:127.0.0.1" % https_port(srv),
@@ -339,20 +372,152 @@ def test_certificates_from_the_cluster(gatling, etcd, certs, tmp_path):
         timeout=20).stdout == b"hello\n", timeout=10, what="the installed certificate served")
 
 
-def test_etcd_leader_killed(gatling, certs, tmp_path):
-    """Three etcd members; the nodes name the leader first.  The leader is
-    SIGKILLed: the other two elect another, and a PURGE on node 1 still
-    empties node 2 (their side processes go on to the next URL)."""
-    peers = [free_port() for _ in range(3)]
+def self_signed(days_ago):
+    """A P-256 key and a self-signed certificate for localhost issued
+    days_ago days ago: (chain PEM, key PEM, serial as gatling writes it)."""
+    import datetime
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    k = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(x509.oid.NameOID.COMMON_NAME, "localhost")])
+    start = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(days=days_ago)
+    cert = x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(
+        k.public_key()).serial_number(x509.random_serial_number()).not_valid_before(
+        start).not_valid_after(start + datetime.timedelta(days=30)).add_extension(
+        x509.SubjectAlternativeName([x509.DNSName("localhost")]), False).sign(k, hashes.SHA256())
+    chain = cert.public_bytes(serialization.Encoding.PEM).decode()
+    key = k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                          serialization.NoEncryption()).decode()
+    der = cert.serial_number.to_bytes((cert.serial_number.bit_length() + 7) // 8, "big")
+    return chain, key, der.hex()
+
+
+def served_serial(srv):
+    out = subprocess.run(["openssl", "s_client", "-connect", "127.0.0.1:%d" % https_port(srv),
+                          "-servername", "localhost"], input=b"", capture_output=True,
+                         timeout=20).stdout
+    r = subprocess.run(["openssl", "x509", "-noout", "-serial"], input=out, capture_output=True,
+                       timeout=20)
+    return r.stdout.decode().strip().split("=")[-1].lower()
+
+
+def test_half_written_certificate_never_installed(gatling, etcd, tmp_path):
+    """A node that installed the cluster's certificate for localhost (its
+    lock held by another node: it orders nothing) is shown a newer one
+    written half in etcd -- the key missing, the PEM cut short, the value
+    cut after its head, a key that is not the certificate's, a serial that
+    is not its own: each is said once, naming the key, and none installed;
+    -C keeps the old certificate and HTTPS serves it.  The whole value is
+    installed then (so the checks are what kept the others out)."""
+    old_chain, old_key, old_serial = self_signed(10)
+    chain, key, serial = self_signed(0)
+    _, other_key, _ = self_signed(0)
+    etcd.put("/gatling/half/acme/lock/localhost", "another-node")
+    etcd.put("/gatling/half/acme/cert/localhost", cert_value(old_chain, old_key, old_serial))
+    srv, c, _ = follower(gatling, etcd, tmp_path, "half")
+    wait_for(lambda: any("(serial %s) installed" % old_serial in l for l in srv.errlog),
+             timeout=15, what="the old certificate installed: %s" % srv.errlog[-5:])
+    wait_for(lambda: served_serial(srv) == old_serial, timeout=10, what="the old one served")
+    whole = cert_value(chain, key, serial)
+    cut = chain[:len(chain) // 2]
+    halves = [
+        "gatling-cert-1 %s %d 0\n%s" % (serial, len(chain), chain),  # no key
+        "gatling-cert-1 %s %d %d\n%s%s" % (serial, len(cut), len(key), cut, key),  # PEM cut
+        whole[:len(whole) // 3],  # the value cut: its lengths are more than it holds
+        cert_value(chain, other_key, serial),  # a key that is not the certificate's
+        cert_value(chain, key, old_serial),  # a serial that is not the certificate's
+    ]
+    for i, v in enumerate(halves):
+        etcd.put("/gatling/half/acme/cert/localhost", v)
+        wait_for(lambda: len([l for l in srv.errlog if "cert/localhost: not a whole certificate"
+                              in l]) == i + 1, timeout=10,
+                 what="value %d said: %s" % (i, srv.errlog[-4:]))
+    time.sleep(2.5)  # two more rounds: said once each, nothing installed
+    said = [l for l in srv.errlog if "cert/localhost: not a whole certificate" in l]
+    assert len(said) == len(halves), said
+    assert all("%s/localhost kept" % c in l for l in said), said
+    assert os.readlink(os.path.join(c, "localhost")) == ".acme/localhost." + old_serial
+    assert served_serial(srv) == old_serial
+    etcd.put("/gatling/half/acme/cert/localhost", whole)
+    wait_for(lambda: served_serial(srv) == serial, timeout=15,
+             what="the whole new certificate installed and served: %s" % srv.errlog[-4:])
+
+
+def test_etcd_with_auth(gatling, certs, tmp_path):
+    """etcd with its auth on: user gatling, whose role may read and write
+    /gatling/ only.  A node given user= and password-file= (read at start,
+    kept in memory; no secret on the command line) logs in, syncs and shares
+    its ticket keys with a second such node; a node with a wrong password,
+    and one with none, are refused, say so naming the user, and serve all
+    the same; etcd restarted (its tokens gone), the node logs in again."""
+    e = Etcd(str(tmp_path)).start()
+    env = dict(os.environ, ETCDCTL_API="3")
+    try:
+        for cmd in (["user", "add", "root:rootpw"], ["role", "add", "gatling"],
+                    ["role", "grant-permission", "gatling", "--prefix=true", "readwrite",
+                     "/gatling/"],
+                    ["user", "add", "gatling:s3cret pass"], ["user", "grant-role", "gatling",
+                                                             "gatling"],
+                    ["auth", "enable"]):
+            subprocess.run(["etcdctl", "--endpoints", e.url] + cmd, check=True,
+                           capture_output=True, timeout=30, env=env)
+        assert e.call("/v3/kv/range", {"key": b64("x")}) is None, "auth is on"
+        good, bad = str(tmp_path / "pw"), str(tmp_path / "badpw")
+        with open(good, "w") as f:
+            f.write("s3cret pass\n")
+        with open(bad, "w") as f:
+            f.write("wrong\n")
+        url = e.url + ",user=gatling,password-file="
+        n1 = node(gatling, certs, url + good, "auth", "-S")
+        n2 = node(gatling, certs, url + good, "auth")
+        wrong = node(gatling, certs, url + bad, "auth")
+        none = node(gatling, certs, e.url, "auth")
+        generation(n1), generation(n2)
+        for n, why in ((wrong, "authentication failed"), (none, "user name is empty")):
+            wait_for(lambda: any("tries again" in l and why in l for l in n.errlog), timeout=15,
+                     what="%r said: %s" % (why, n.errlog[-3:]))
+            assert "New, TLS" in s_client(https_port(n))
+        assert any("(user gatling)" in l for l in wrong.errlog), wrong.errlog[-3:]
+        assert not any("s3cret" in l or "wrong" in l for l in wrong.errlog + n1.errlog)
+        sess = str(tmp_path / "sess")
+        s_client(https_port(n1), sess_out=sess)
+        assert reused(s_client(https_port(n2), sess_in=sess))
+        e.stop(keep=True)
+        wait_for(lambda: any("tries again" in l for l in n1.errlog), timeout=10,
+                 what="n1 seeing etcd gone")
+        e.start(wait=False)
+        t = time.time()
+        wait_for(lambda: metrics(n1)["gatling_cluster_last_sync_seconds"] > t, timeout=30,
+                 what="n1 syncing after etcd's restart (logged in again): %s" % n1.errlog[-3:])
+    finally:
+        e.stop()
+
+
+def etcd_members(base, n=3):
+    """n etcd members of one cluster, started and answering."""
+    peers = [free_port() for _ in range(n)]
     spec = ",".join("m%d=http://127.0.0.1:%d" % (i + 1, p) for i, p in enumerate(peers))
-    ms = [Etcd(str(tmp_path), name="m%d" % (i + 1), peer=p, cluster=spec)
-          for i, p in enumerate(peers)]
+    ms = [Etcd(base, name="m%d" % (i + 1), peer=p, cluster=spec) for i, p in enumerate(peers)]
     try:
         for m in ms:
             m.start(wait=False)
         for m in ms:
             wait_for(lambda: m.call("/v3/kv/range", {"key": b64("x")}) is not None, timeout=30,
                      what="etcd member %s" % m.name)
+    except BaseException:
+        for m in ms:
+            m.stop()
+        raise
+    return ms
+
+
+def test_etcd_leader_killed(gatling, certs, tmp_path):
+    """Three etcd members; the nodes name the leader first.  The leader is
+    SIGKILLed: the other two elect another, and a PURGE on node 1 still
+    empties node 2 (their side processes go on to the next URL)."""
+    ms = etcd_members(str(tmp_path))
+    try:
         lead = ms[0].call("/v3/maintenance/status", {})["leader"]
         leader = [m for m in ms if m.call("/v3/maintenance/status", {})["header"]["member_id"]
                   == lead][0]

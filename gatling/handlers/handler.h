@@ -1,0 +1,40 @@
+/*
+ * handler — what a handler gives the router: one entry (handler_t) in its
+ * own file, named in router.c's table, whose order is the order the router
+ * asks them in.  A handler's per-loop state (an object in hsite_t,
+ * hstate.h) is made by its init and let go by its free, which server.c
+ * calls for every entry through router_init and router_free; nothing else
+ * of a handler is known outside its files.  (A contract the handlers share:
+ * no .c.)
+ */
+#ifndef GATLING_HANDLER_H
+#define GATLING_HANDLER_H
+
+#include "http/exchange.h"
+
+struct site;
+
+/* A handler's serve: ex's request was not its own, the router goes on. */
+#define HANDLER_NOT_MINE 1
+
+typedef struct handler {
+    const char *name; /* for a reader of the table (and a debugger) */
+    /*
+     * Is ex's request this handler's?  1 or 0; cheap (the method, a path, an
+     * option).  NULL: serve decides, answering HANDLER_NOT_MINE for a
+     * request that is not (a proxy rule's or a CGI pattern's match is made
+     * once, where the request is then sent).
+     */
+    int (*match)(exchange_t *ex);
+    /* Answer ex's request (or hand work to a thread: ex->job): 0, -1 if
+       nothing could be answered (ENOMEM), or HANDLER_NOT_MINE. */
+    int (*serve)(exchange_t *ex);
+    /* The loop begins: its state for site (NULL: none).  0, or -1 after
+       printing why to stderr (the server does not start). */
+    int (*init)(struct site *site);
+    /* The loop ends: what init made goes (NULL: nothing).  Called for every
+       entry, also one whose init failed or was never called. */
+    void (*free)(struct site *site);
+} handler_t;
+
+#endif
