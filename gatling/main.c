@@ -1211,6 +1211,7 @@ int main(int argc, char **argv)
                 cfg.mime_file ? cfg.mime_file : "/etc/mime.types", strerror(errno));
         return 1;
     }
+    server_catch_usr1_early(); /* the sides' SIGUSR1 must not end this process */
     if (start_sides(&cfg, fds, n) < 0) {
         mime_free(mime);
         return 1;

@@ -325,7 +325,29 @@ static int install_signals(server_t *s)
     if (gio_add(s->loop, s->sigfd[0], &s->sigw) < 0)
         return -1;
     gio_want(s->loop, s->sigfd[0], GIO_READ);
+    if (sig_usr1) { /* one came before the pipe (server_catch_usr1_early): the loop sees it */
+        char b = (char)SIGUSR1;
+        ssize_t r = write(s->sigfd[1], &b, 1);
+        (void)r;
+    }
     return 0;
+}
+
+/* The ACME client and the cluster's side process, forked before the
+   listeners, signal SIGUSR1 when they install a certificate; its default
+   action would end a server that has not reached install_signals yet. */
+void server_catch_usr1_early(void)
+{
+    struct sigaction sa = {.sa_sigaction = on_signal, .sa_flags = SA_SIGINFO};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR1, &sa, NULL);
+}
+
+int server_usr1_early(void)
+{
+    int got = sig_usr1;
+    sig_usr1 = 0;
+    return got;
 }
 
 /* -N: the cap on open connections, below what the descriptor limit allows. */

@@ -115,6 +115,13 @@ int server_port(const listener_t *lst);
 int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const listener_t *lst,
                 int nlst);
 
+/* Before the ACME client and the cluster's side process are forked: a
+   SIGUSR1 they send (a certificate installed) is kept, not fatal, until the
+   loop's handlers (server_init) or the supervisor's take it over;
+   server_usr1_early says (once) whether one came. */
+void server_catch_usr1_early(void);
+int server_usr1_early(void);
+
 /* Run until shut down (signal, then open connections finished).  Exit code. */
 int server_run(server_t *s);
 

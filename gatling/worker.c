@@ -295,6 +295,8 @@ static void catch_signals(sigset_t *old)
     sigaction(SIGTERM, &sa, NULL), sigaction(SIGINT, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL), sigaction(SIGCHLD, &sa, NULL);
     sigaction(SIGUSR1, &sa, NULL), sigaction(SIGUSR2, &sa, NULL);
+    if (server_usr1_early()) /* a certificate installed before this: the workers load it */
+        got_usr1 = 1;
 }
 
 /* The upgrade under way is over: the new process serves (r > 0 and its byte

@@ -617,3 +617,30 @@ def test_etcd_over_tls_with_a_client_certificate(gatling, certs, tmp_path):
         p.terminate()
         p.wait(10)
         log.close()
+
+
+def test_certificate_from_the_cluster_at_start_does_not_end_the_node(gatling, etcd, certs,
+                                                                      tmp_path):
+    """The side process installs the cluster's certificate at its first
+    round and signals SIGUSR1, which may come while the server still loads
+    -C (here 2,000 certificates: a start that takes a while) and before the
+    loop's handlers: the signal is kept, not fatal (its default action ended
+    the server, with nothing said), and the certificate served.  Five starts."""
+    chain, key, serial = self_signed(0)
+    pem = open(os.path.join(certs, "server.pem")).read()
+    for run in range(5):
+        name = "early%d" % run
+        etcd.put("/gatling/%s/acme/lock/localhost" % name, "another-node")
+        etcd.put("/gatling/%s/acme/cert/localhost" % name, cert_value(chain, key, serial))
+        c, st = str(tmp_path / name / "c"), str(tmp_path / name / "st")
+        os.makedirs(c)
+        for i in range(2000):
+            with open(os.path.join(c, "h%d.test" % i), "w") as f:
+                f.write(pem)
+        srv = gatling({"f.txt": "hello\n"}, check_fds=False, args=(
+            "-T", "10", "-S", "-C", c, "-e", "0", "--acme", "a@b.test", "--acme-ca",
+            "https://127.0.0.1:1/dir", "--acme-dir", st, "--acme-names", "localhost",
+            "--cluster", "etcd=" + etcd.url, "--cluster-name", name))
+        wait_for(lambda: served_serial(srv) == serial, timeout=15,
+                 what="start %d: the cluster's certificate served: %s" % (run, srv.errlog[-4:]))
+        assert srv.alive(), "start %d: the server ended" % run
