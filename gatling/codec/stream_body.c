@@ -444,7 +444,7 @@ void sb_codec_redispatch(exchange_t *ex)
 /* Where the fields of a head go: f, their strings into text. */
 typedef struct fsink {
     http_field_t *f;
-    size_t n;
+    size_t n, cap; /* cap: f's room, SB_HEAD_FIELDS */
     hbuf_t text;
     const char *drop;
 } fsink_t;
@@ -456,6 +456,10 @@ static void put_field(void *arg, const head_field_t *hf)
 {
     fsink_t *k = arg;
     const char *name = hf->lower;
+    if (k->n >= k->cap) { /* not with EX_FIELDS_MAX handler fields; kept here in sight */
+        k->text.over = 1;
+        return;
+    }
     if (!name) { /* the handler's */
         char *low = k->text.p;
         hb_put(&k->text, hf->name, hf->nlen);
@@ -489,7 +493,7 @@ size_t sb_head_fields(const exchange_t *ex, int status, const char *ctype, uint6
 {
     head_t hd;
     codec_head_facts(&hd, ex, status, ctype, len, mtime);
-    fsink_t k = {f, 0, hb_init(strs->text, sizeof strs->text), drop};
+    fsink_t k = {f, 0, SB_HEAD_FIELDS, hb_init(strs->text, sizeof strs->text), drop};
     head_walk(&hd, put_field, &k);
     return k.text.over ? 0 : k.n;
 }
