@@ -264,12 +264,8 @@ static void attempt_begin(px_req_t *pr, px_member_t *m)
     px_count(pr->px, m, BACKEND_REQUESTS);
 }
 
-/* May pr go to another backend?  Before any byte of the answer went to the
-   client, within -Q of the first attempt and the pool's tries, with every
-   byte of the request still held; and idempotent, or not sent at all
-   (RFC 9110 9.2.2: a POST that may have reached the application is not
-   sent twice). */
-static int may_retry(const px_req_t *pr)
+/* (proxy_int.h) */
+int px_may_retry(const px_req_t *pr)
 {
     const site_t *s = pr->px->site;
     return !pr->head_sent && !pr->ended && pr->state == RS_HEAD && pr->keep_out &&
@@ -307,7 +303,7 @@ int px_attempt(px_req_t *pr)
             return 0;
         int err = errno; /* a unix socket gone or full, no descriptor, no memory */
         connect_failed(pr, err);
-        if (!may_retry(pr)) {
+        if (!px_may_retry(pr)) {
             errno = err;
             return -1;
         }
@@ -408,14 +404,14 @@ static int stale_retry(px_req_t *pr)
     if (attach(pr, m, 0) == 0)
         return 1;
     connect_failed(pr, errno);
-    return may_retry(pr) && px_attempt(pr) == 0;
+    return px_may_retry(pr) && px_attempt(pr) == 0;
 }
 
 /* After a failure of pr's backend: another attempt elsewhere, if it may.
    1: under way. */
 static int retry(px_req_t *pr)
 {
-    if (!may_retry(pr))
+    if (!px_may_retry(pr))
         return 0;
     px_count(pr->px, pr->m, BACKEND_RETRIES);
     px_release(pr, 0);
@@ -523,7 +519,7 @@ static int judged(px_req_t *pr, int status)
     snprintf(why, sizeof why, "answered %d", status);
     px_count(px, pr->m, BACKEND_502);
     px_failed(px, pr->m, pr->probe, now, why);
-    if (!may_retry(pr) || !px_any(pr->rule->pool, pr->tried, now))
+    if (!px_may_retry(pr) || !px_any(pr->rule->pool, pr->tried, now))
         return 0; /* no other backend for it: this answer goes to the client as it came */
     if (retry(pr))
         return 1;

@@ -279,6 +279,21 @@ static int response_head(px_req_t *pr, const http_response_t *resp)
     return 0;
 }
 
+/* Hold resp, a final head that came alone (no byte after it yet), until
+   the first byte of its body?  When its body is short and of known length
+   and the request may still go elsewhere (px_may_retry): an application
+   that writes its head and its body apart (gunicorn does) and dies between
+   the two has then sent the client nothing, and the request goes to
+   another backend instead of a response cut after its head.  The head is
+   parsed again when the next bytes come; a body that never comes is the
+   backend's failure before its head. */
+static int hold_head(px_req_t *pr, const http_response_t *resp)
+{
+    if (resp->status < 200 || pr->head_only || !px_may_retry(pr))
+        return 0;
+    return framing(pr, resp) == FR_LEN && pr->left > 0 && pr->left <= PROXY_READ;
+}
+
 /* Head bytes from in[0..inlen) (a 1xx skipped); the body after them, then
    rest[0..nrest) that did not fit in the head buffer. */
 static void head_bytes(px_req_t *pr, char *rest, size_t nrest)
@@ -302,6 +317,8 @@ static void head_bytes(px_req_t *pr, char *rest, size_t nrest)
             pr->inlen += k, rest += k, nrest -= k;
             continue;
         }
+        if ((size_t)used == pr->inlen && !nrest && hold_head(pr, &resp))
+            return;
         if (response_head(pr, &resp) < 0 || pr->ended)
             return;
         if (pr->state == RS_TUNNEL) {
@@ -325,7 +342,8 @@ static void px_http_read(px_req_t *pr, char *buf, size_t n)
     if (!pr->inlen && n <= PROXY_HEAD_MAX) { /* the whole head in one read: no copy */
         http_response_t resp;
         long used = http_parse_response(buf, n, &resp);
-        if (used > 0 && (resp.status >= 200 || (resp.status == 101 && pr->upgrade))) {
+        if (used > 0 && (resp.status >= 200 || (resp.status == 101 && pr->upgrade)) &&
+            !((size_t)used == n && hold_head(pr, &resp))) {
             if (response_head(pr, &resp) < 0 || pr->ended)
                 return;
             if (pr->state == RS_TUNNEL)
@@ -350,8 +368,9 @@ static void px_http_eof(px_req_t *pr)
     if (pr->state == RS_BODY && pr->framing == FR_CLOSE)
         px_done(pr, 0);
     else
-        px_fail(pr, pr->state == RS_HEAD ? "the backend closed before its response head"
-                                         : "the backend closed in the middle of the body");
+        px_fail(pr, pr->state != RS_HEAD ? "the backend closed in the middle of the body"
+                    : pr->inlen ? "the backend closed before its response was whole"
+                                : "the backend closed before its response head");
 }
 
 const px_ops_t px_http_ops = {px_http_request, px_http_body, px_http_read, px_http_eof};

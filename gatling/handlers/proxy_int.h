@@ -378,6 +378,13 @@ void px_release(px_req_t *pr, int reusable);
    backend took it (pr->none_up: none was usable at all). */
 int px_attempt(px_req_t *pr);
 
+/* May pr go to another backend?  Before any byte of the answer went to the
+   client, within -Q of the first attempt and the pool's tries, with every
+   byte of the request still held; and idempotent, or not sent at all
+   (RFC 9110 9.2.2: a POST that may have reached the application is not
+   sent twice). */
+int px_may_retry(const px_req_t *pr);
+
 /* pr's spooled body is sent (or dropped): freed, out of the loop's budget. */
 void px_spool_free(px_req_t *pr);
 

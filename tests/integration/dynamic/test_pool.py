@@ -198,6 +198,7 @@ POLICY = ("test_single_backends_as_today", "test_lone_backend_answers_as_it_came
           "test_cache_fill_goes_again_when_its_member_dies",
           "test_timeout_is_a_504_and_not_tried_again",
           "test_retries_end_at_the_deadline_of_the_first_attempt", "test_failon_statuses",
+          "test_member_that_dies_between_head_and_body_is_tried_again",
           "test_drain_by_file", "test_file_weight_change_keeps_the_member",
           "test_backup_only_when_the_primaries_are_down",
           "test_metrics_and_server_status_per_member", "test_workers_each_find_a_dead_member",
@@ -582,6 +583,83 @@ def test_post_to_a_member_that_dies_is_a_502_sent_once(gatling, apps):
     assert box["r"].status == 502, box["r"]
     assert victim.count(xid="dies") == 1 and other.count(xid="dies") == 0
     assert all(get(srv, "/p/after%d" % i).status == 200 for i in range(6))
+
+
+class SplitApp:
+    """An HTTP/1.1 backend that writes each answer's head and body apart, as
+    gunicorn does: the body `gap` s after the head (keeping the connection),
+    or never (gap None: the connection closed after the head, as an
+    application killed between its two writes).  Counts the requests it got."""
+
+    def __init__(self, gap, body=b"split body\n"):
+        self.gap, self.body, self.got = gap, body, 0
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.addr = "127.0.0.1/%d" % self.port
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c):
+        buf = b""
+        with c:
+            while True:
+                while b"\r\n\r\n" not in buf:
+                    more = c.recv(4096)
+                    if not more:
+                        return
+                    buf += more
+                buf = buf.split(b"\r\n\r\n", 1)[1]  # GETs only: no body
+                self.got += 1
+                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nX-Backend: split\r\n"
+                          b"Content-Length: %d\r\n\r\n" % len(self.body))
+                time.sleep(self.gap or 0.2)  # the head alone on the wire first
+                if self.gap is None:
+                    return
+                c.sendall(self.body)
+
+    def close(self):
+        self.sock.close()
+
+
+def test_member_that_dies_between_head_and_body_is_tried_again(gatling, apps):
+    """A member that sends its head and dies before its body (gunicorn writes
+    them apart; a SIGKILL between the two is the flood test's one cut GET in
+    ~40,000): a GET there goes to the other member and is a whole 200, since
+    gatling holds a head that came alone, for a short body of known length,
+    until its first body byte.  A member that is slow between its head and its
+    body still answers (the held head goes out with the body); a lone member
+    that dies there is a 502 (nothing of its answer went out), where the
+    client's connection used to be cut after the head."""
+    (a,) = apps("a")
+    dies, slow = SplitApp(None), SplitApp(0.3)
+    try:
+        srv = pooled(gatling, ["@d/^/p/", "@s/^/s/", "@one/^/q/"],
+                     pools=["d=%s,%s;fails=1000;window=3600" % (dies.addr, a.addr),
+                            "s=%s;fails=1000" % slow.addr, "one=%s;fails=1000" % dies.addr])
+        m = a.mark()
+        for i in range(12):
+            r = get(srv, "/p/g%d" % i)
+            assert r.status == 200 and r.header("X-Backend") == "a", (i, r, r.body)
+            assert r.body == b"a /p/g%d\n" % i, r.body
+        assert a.count(m) == 12 and 3 <= dies.got <= 9, (a.count(m), dies.got)
+        assert metric(srv, "gatling_backend_retries_total", "d", dies.addr) == dies.got
+        r = get(srv, "/s/x")
+        assert r.status == 200 and r.body == b"split body\n", r
+        got = dies.got
+        assert get(srv, "/q/x").status == 502
+        assert dies.got == got + 1
+    finally:
+        dies.close()
+        slow.close()
 
 
 def test_failures_within_the_window_not_only_in_a_row(gatling, apps):
