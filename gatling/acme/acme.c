@@ -667,9 +667,12 @@ static void child_main(const config_t *cfg, const char *const *names, int nnames
         cluster_acme_names(cfg->cluster, names, nnames);
     if (take_lock(&r, lock_fd) < 0)
         _exit(0);
-    /* no challenge is outstanding yet: what a killed client left is not served */
-    acme_empty_dir(state_fd, ACME_CHAL_HTTP_DIR);
-    acme_empty_dir(state_fd, ACME_CHAL_ALPN_DIR);
+    /* no challenge is outstanding yet: what a killed client left is not
+       served; --cluster: the other nodes' stay (the side process drops
+       each once its node removed it from etcd) */
+    unsigned keep = cfg->cluster ? ACME_TAKEN_MODE : 0;
+    acme_empty_dir(state_fd, ACME_CHAL_HTTP_DIR, keep);
+    acme_empty_dir(state_fd, ACME_CHAL_ALPN_DIR, keep);
     run_loop(&r);
     acme_client_free(&r.cl);
     curl_global_cleanup();

@@ -24,7 +24,6 @@
 #define CHAL_MAX 200    /* challenge files published or taken */
 #define CERT_MAX (256 * 1024)
 #define CERT_MAGIC "gatling-cert-1"
-#define TAKEN_MODE 0444 /* a challenge another node's client wrote; ours are 0644 */
 #define ACCOUNT_MAX 16384
 
 static const char *const chal_dirs[2] = {ACME_CHAL_HTTP_DIR, ACME_CHAL_ALPN_DIR};
@@ -189,7 +188,7 @@ typedef struct item {
     size_t len;
 } item_t;
 
-/* The challenge files this node's client wrote (not TAKEN_MODE), as items
+/* The challenge files this node's client wrote (not ACME_TAKEN_MODE), as items
    under acme/chal/NODE/. */
 static int local_challenges(cluster_acme_t *a, item_t *it, int max)
 {
@@ -207,7 +206,7 @@ static int local_challenges(cluster_acme_t *a, item_t *it, int max)
         while ((de = readdir(d)) && n < max) {
             if (!file_ok(de->d_name, strlen(de->d_name)) ||
                 fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
-                (st.st_mode & 07777) == TAKEN_MODE)
+                (st.st_mode & 07777) == ACME_TAKEN_MODE)
                 continue;
             char path[600];
             snprintf(path, sizeof path, "%s/%s", chal_dirs[k], de->d_name);
@@ -283,12 +282,12 @@ static int take_one(cluster_acme_t *a, const etcd_kv_t *kv, size_t pn)
     struct stat st;
     snprintf(path, sizeof path, "%s/%s", chal_dirs[k], s2 + 1);
     if (fstatat(a->state_fd, path, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-        (st.st_mode & 07777) != TAKEN_MODE)
+        (st.st_mode & 07777) != ACME_TAKEN_MODE)
         return 0; /* our client's own file of that name stays */
     size_t len;
     char *have = acme_read_file(a->state_fd, path, ACME_ALPN_PEM_MAX, &len);
     if (!have || len != kv->vlen || memcmp(have, kv->value, len))
-        acme_write_atomic(a->state_fd, path, kv->value, kv->vlen, TAKEN_MODE);
+        acme_write_atomic(a->state_fd, path, kv->value, kv->vlen, ACME_TAKEN_MODE);
     free(have);
     return 0;
 }
@@ -314,7 +313,7 @@ static int take_challenges(cluster_acme_t *a, etcd_t *e, char *err, size_t errle
         while (d && (de = readdir(d)))
             if (file_ok(de->d_name, strlen(de->d_name)) &&
                 fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                (st.st_mode & 07777) == TAKEN_MODE && !listed(kv, n, (size_t)pn, k, de->d_name))
+                (st.st_mode & 07777) == ACME_TAKEN_MODE && !listed(kv, n, (size_t)pn, k, de->d_name))
                 unlinkat(fd, de->d_name, 0);
         if (d)
             closedir(d);

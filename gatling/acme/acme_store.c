@@ -111,7 +111,7 @@ char *acme_read_file(int dirfd, const char *name, size_t max, size_t *len)
     return buf;
 }
 
-void acme_empty_dir(int at, const char *path)
+void acme_empty_dir(int at, const char *path, unsigned keep_mode)
 {
     int fd = openat(at, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
@@ -121,8 +121,11 @@ void acme_empty_dir(int at, const char *path)
             close(fd);
         return;
     }
+    struct stat st;
     while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+            !(keep_mode && fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+              S_ISREG(st.st_mode) && (st.st_mode & 07777) == keep_mode))
             unlinkat(fd, e->d_name, 0);
     closedir(d);
 }
@@ -130,7 +133,7 @@ void acme_empty_dir(int at, const char *path)
 /* Remove .acme/VERSION and what is in it (files only). */
 static void remove_version(int acme_fd, const char *version)
 {
-    acme_empty_dir(acme_fd, version);
+    acme_empty_dir(acme_fd, version, 0);
     unlinkat(acme_fd, version, AT_REMOVEDIR);
 }
 

@@ -19,9 +19,14 @@ int acme_write_atomic(int dirfd, const char *name, const void *data, size_t len,
    buffer; NULL with errno set. */
 char *acme_read_file(int dirfd, const char *name, size_t max, size_t *len);
 
-/* Remove the files in at/path (not below): the challenges a killed client
-   left, at start-up. */
-void acme_empty_dir(int at, const char *path);
+/* The mode of a challenge file that --cluster's side process took from
+   another node (acme_cluster_acme.c): the client's own are 0644. */
+#define ACME_TAKEN_MODE 0444
+
+/* Remove the files in at/path (not below), but those of mode keep_mode
+   when it is not 0: the challenges a killed client left, at start-up,
+   and not the other nodes' that the side process keeps. */
+void acme_empty_dir(int at, const char *path, unsigned keep_mode);
 
 /*
  * Install a chain and its key for name in the -C directory (tls_fd):

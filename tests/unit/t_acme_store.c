@@ -54,10 +54,16 @@ static void faults(int fd, const char *dir)
     free(s);
     errno = 0;
     ok(!acme_read_file(fd, "big", 8192, &len) && errno == EFBIG, "past max: NULL, EFBIG");
-    acme_empty_dir(fd, "status"); /* not a directory: nothing happens */
-    acme_empty_dir(fd, "nosuch");
-    acme_empty_dir(fd, "busy");
+    acme_empty_dir(fd, "status", 0); /* not a directory: nothing happens */
+    acme_empty_dir(fd, "nosuch", 0);
+    ok(acme_write_atomic(fd, "busy/own", "o", 1, 0644) == 0 &&
+           acme_write_atomic(fd, "busy/taken", "t", 1, ACME_TAKEN_MODE) == 0,
+       "a file of the client's and one taken from another node");
+    acme_empty_dir(fd, "busy", ACME_TAKEN_MODE);
     snprintf(path, sizeof path, "%s/busy", dir);
+    ok(count(path) == 1 && faccessat(fd, "busy/taken", F_OK, 0) == 0,
+       "empty_dir keeping the taken mode: only the taken file left");
+    acme_empty_dir(fd, "busy", 0);
     ok(count(path) == 0 && faccessat(fd, "status", F_OK, 0) == 0,
        "empty_dir: a directory emptied, a file and a missing name left alone");
     errno = 0;

@@ -8,9 +8,11 @@ while etcd is down serves at once and joins once etcd answers; a tickets key
 that gatling did not write is refused with a clear error and not used; bad
 options are refused.  Skipped, saying so, where etcd or openssl is absent."""
 import base64
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -18,7 +20,7 @@ import urllib.request
 
 import pytest
 
-from conftest import Mode, https_port, wait_for
+from conftest import Mode, fetch, https_port, wait_for
 from harness.waits import free_port
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
@@ -370,6 +372,46 @@ def test_certificates_from_the_cluster(gatling, etcd, certs, tmp_path):
         ["curl", "-sS", "--cacert", ca, "--resolve", "localhost:%d:127.0.0.1" % https_port(srv),
          "https://localhost:%d/f.txt" % https_port(srv)], capture_output=True,
         timeout=20).stdout == b"hello\n", timeout=10, what="the installed certificate served")
+
+
+def test_client_restart_keeps_the_other_nodes_challenges(gatling, etcd, tmp_path):
+    """The ACME client empties its challenge directories when it starts (a
+    killed client's challenges are not served), but not the files the side
+    process took from the other nodes: another node's HTTP-01 challenge is
+    answered without a gap while this node's client is SIGKILLed and started
+    again by its keeper (it used to be a 404 until the side process's next
+    round, up to a second: a validation routed here then failed)."""
+    etcd.put("/gatling/kc/acme/lock/localhost", "another-node")
+    etcd.put("/gatling/kc/acme/chal/other/http-01/tokkc", "tokkc.thumb")
+    srv, _, st = follower(gatling, etcd, tmp_path, "kc")
+    url = "http://127.0.0.1:%d/.well-known/acme-challenge/tokkc" % srv.port
+
+    def answer():
+        with contextlib.suppress(OSError):
+            r = fetch(srv.port, "/.well-known/acme-challenge/tokkc", timeout=5)
+            return r.status, r.body
+        return None, b""
+    wait_for(lambda: answer() == (200, b"tokkc.thumb"), timeout=10,
+             what="the other node's challenge answered at " + url)
+
+    def client():
+        for keeper in children(srv.pid, "acme-keeper"):
+            kids = children(keeper, "acme-client")
+            return kids[0] if len(kids) == 1 else None
+        return None
+    first = wait_for(client, timeout=15, what="the ACME client under its keeper")
+    os.kill(first, signal.SIGKILL)
+    seen, again, end = [], None, time.monotonic() + 8
+    while time.monotonic() < end:
+        seen.append(answer())
+        if again is None and client() not in (None, first):
+            again, end = client(), min(end, time.monotonic() + 1.5)
+        time.sleep(0.02)
+    assert again, "the keeper never started the client again: %s" % srv.errlog[-5:]
+    bad = [a for a in seen if a != (200, b"tokkc.thumb")]
+    assert not bad, "%d of %d answers were not the challenge: %s" % (len(bad), len(seen), bad[:3])
+    assert oct(os.stat(os.path.join(st, "challenges", "http-01", "tokkc")).st_mode & 0o7777) == \
+        "0o444"
 
 
 def self_signed(days_ago):
