@@ -342,6 +342,32 @@ static void backend_list(hbuf_t *b, const site_t *s, int json)
         hb_puts(b, json ? "]" : "</table>\n");
 }
 
+/* --cluster: each name the ACME client wants, and whether this node holds
+   its lock (the client orders it): a JSON array, or an HTML table.  The
+   names come from the side process's page: each is copied within its
+   bound first. */
+static void cluster_locks(hbuf_t *b, const site_t *s, int json)
+{
+    int n = s->cfg->cluster ? cluster_acme_count(s->cfg->cluster) : 0;
+    char name[CLUSTER_ACME_NAME_MAX];
+    for (int i = 0; i < n; i++) {
+        const char *nm = cluster_acme_name(s->cfg->cluster, i);
+        size_t len = strnlen(nm, sizeof name - 1);
+        memcpy(name, nm, len);
+        name[len] = 0;
+        hb_puts(b, json ? (i ? ",{\"name\":\"" : ",\"cluster_acme_locks\":[{\"name\":\"")
+                        : (i ? "<tr><td>"
+                             : "<h2>Cluster: ACME locks</h2>\n<table>\n<tr><th>name</th>"
+                               "<th>held here</th></tr>\n<tr><td>"));
+        escaped(b, name, json);
+        int held = cluster_acme_held(s->cfg->cluster, i);
+        hb_puts(b, json ? (held ? "\",\"held\":1}" : "\",\"held\":0}")
+                        : (held ? "</td><td>yes</td></tr>\n" : "</td><td>no</td></tr>\n"));
+    }
+    if (n)
+        hb_puts(b, json ? "]" : "</table>\n");
+}
+
 int status_serve(exchange_t *ex, int json)
 {
     site_t *s = ex->site;
@@ -349,7 +375,9 @@ int status_serve(exchange_t *ex, int json)
     stats_roll(&s->stats, now);
     row_t r[176];
     size_t n = rows(s, r, sizeof r / sizeof r[0], now);
-    size_t cap = STATUS_PAGE_MAX + CONFIG_BACKENDS * STATUS_BACKEND_MAX;
+    int nlocks = s->cfg->cluster ? cluster_acme_count(s->cfg->cluster) : 0;
+    size_t cap = STATUS_PAGE_MAX + CONFIG_BACKENDS * STATUS_BACKEND_MAX +
+                 (size_t)nlocks * (6 * CLUSTER_ACME_NAME_MAX + 64); /* &quot; for a '"' */
     char *body = malloc(cap), pid[24];
     if (!body)
         return -1;
@@ -369,6 +397,7 @@ int status_serve(exchange_t *ex, int json)
             hb_num(&b, r[i].v);
         }
         backend_list(&b, s, 1);
+        cluster_locks(&b, s, 1);
         hb_puts(&b, "}\n");
     } else {
         hb_puts(&b,
@@ -387,6 +416,7 @@ int status_serve(exchange_t *ex, int json)
         }
         hb_puts(&b, "</table>\n");
         backend_list(&b, s, 0);
+        cluster_locks(&b, s, 0);
         hb_puts(&b, "</body></html>\n");
     }
     if (b.over) {

@@ -124,7 +124,9 @@ void cluster_acme_names(cluster_view_t *v, const char *const *names, int n)
 
 int cluster_acme_count(const cluster_view_t *v)
 {
-    return atomic_load_explicit(&((cluster_view_t *)v)->acme_count, memory_order_acquire);
+    /* written by the client's process: within the table, whatever it holds */
+    int n = atomic_load_explicit(&((cluster_view_t *)v)->acme_count, memory_order_acquire);
+    return n < 0 ? 0 : n > CLUSTER_ACME_NAMES ? CLUSTER_ACME_NAMES : n;
 }
 
 const char *cluster_acme_name(const cluster_view_t *v, int i)

@@ -375,7 +375,8 @@ def test_certificates_from_the_cluster(gatling, etcd, certs, tmp_path):
 
 
 def test_client_restart_keeps_the_other_nodes_challenges(gatling, etcd, tmp_path):
-    """The ACME client empties its challenge directories when it starts (a
+    """/server-status lists the ACME locks and whether this node holds them.
+    The ACME client empties its challenge directories when it starts (a
     killed client's challenges are not served), but not the files the side
     process took from the other nodes: another node's HTTP-01 challenge is
     answered without a gap while this node's client is SIGKILLed and started
@@ -393,6 +394,11 @@ def test_client_restart_keeps_the_other_nodes_challenges(gatling, etcd, tmp_path
         return None, b""
     wait_for(lambda: answer() == (200, b"tokkc.thumb"), timeout=10,
              what="the other node's challenge answered at " + url)
+    # /server-status says which names' locks this node holds: none (another node's key)
+    locks = json.loads(fetch(srv.port, "/server-status?json", timeout=5).body)
+    assert locks.get("cluster_acme_locks") == [{"name": "localhost", "held": 0}], locks
+    page = fetch(srv.port, "/server-status", timeout=5).body.decode()
+    assert "<h2>Cluster: ACME locks</h2>" in page and "<td>localhost</td><td>no</td>" in page
 
     def client():
         for keeper in children(srv.pid, "acme-keeper"):
