@@ -7,7 +7,8 @@
 #   DIR/ca.pem, DIR/ca.key     the CA (valid 365 days): give ca.pem to clients,
 #                              e.g. curl --cacert DIR/ca.pem
 #   DIR/certs/server.pem       the leaf for localhost, 127.0.0.1, ::1 and each
-#                              NAME: certificate then private key, mode 600;
+#                              NAME (a DNS name, or an IPv4 or IPv6 address):
+#                              certificate then private key, mode 600;
 #                              serve it with gatling -C DIR/certs
 #
 # The leaf is CA:FALSE, serverAuth only, valid 365 days, so TLS scanners
@@ -57,7 +58,13 @@ fi
 [ ! -e "$leaf" ] || echo "mkcert.sh: $leaf expires within 7 days or does not verify" \
     "against $dir/ca.pem: a new one" >&2
 san="DNS:localhost,IP:127.0.0.1,IP:::1"
-for n in "$@"; do san="$san,DNS:$n"; done
+for n in "$@"; do
+    case $n in
+    *:*) san="$san,IP:$n" ;;           # IPv6
+    *[!0-9.]*) san="$san,DNS:$n" ;;
+    *) san="$san,IP:$n" ;;             # digits and dots: IPv4
+    esac
+done
 first=${1:-localhost}
 # shellcheck disable=SC2086
 openssl req -new $newkey -nodes -subj "/CN=$first" -keyout "$tmp/leaf.key" \

@@ -99,13 +99,14 @@ def haproxy_stat(sock):
 
 def haproxy_wait_up(sock, timeout=10):
     """Until every server is UP and has passed a check (a server is UP before its first
-    check); BenchError with the ones that are not after timeout seconds."""
+    check): L7OK, or L4OK for a TCP connect check; BenchError with the ones that are not
+    after timeout seconds."""
     deadline = time.monotonic() + timeout
     while True:
         try:
             down = [k for k, r in haproxy_stat(sock).items()
                     if k[1] not in ("FRONTEND", "BACKEND")
-                    and (r["status"] != "UP" or r["check_status"] != "L7OK")]
+                    and (r["status"] != "UP" or r["check_status"] not in ("L7OK", "L4OK"))]
         except OSError as e:
             down = ["no stats socket: %s" % e]
         if not down:

@@ -6,8 +6,11 @@ A lab is N namespaces on a bridge in a namespace of its own, addresses from a fr
 198.18.0.0/15, optional shaping, each host's TCP limits raised, every name carrying its owner's
 pid so that gc() (and the next up()) removes what a dead owner left.  Lab is a lab for the
 length of a with block; a hosts file (read_hosts) names real machines and the prefix that runs a
-command on each.  bench/netlab's docstring says the rest.  Root only; iproute2 (ip, tc).
+command on each.  A lab's Host runs a command through its prefix (argv), or puts the calling
+thread inside its namespace (inside: the thread's sockets and the processes it starts).  bench/netlab's docstring says the rest.  Root only; iproute2 (ip, tc).
 """
+import contextlib
+import ctypes
 import fcntl
 import ipaddress
 import json
@@ -55,6 +58,21 @@ def require_root():
         raise LabError("ip (iproute2) is not installed")
 
 
+CLONE_NEWNET = 0x40000000
+
+
+def _setns(fd):
+    """setns(2) of the calling thread into the network namespace open at fd (os.setns from
+    Python 3.12 on; libc's before)."""
+    if hasattr(os, "setns"):
+        os.setns(fd, CLONE_NEWNET)
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.setns(fd, CLONE_NEWNET) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, "setns(): %s" % os.strerror(e))
+
+
 class Host:
     def __init__(self, name, addrs, prefix):
         self.name, self.addrs, self.prefix = name, list(addrs), list(prefix)
@@ -65,6 +83,25 @@ class Host:
         if self.prefix and os.path.basename(self.prefix[0]) == "ssh":
             return self.prefix + [" ".join(shlex.quote(c) for c in cmd)]
         return self.prefix + cmd
+
+    @contextlib.contextmanager
+    def inside(self):
+        """This thread in the host's network namespace for the length of a with block: the
+        sockets it opens there and the processes it starts (they inherit the thread's
+        namespace) live on the host, as if `ip netns exec` ran them.  A lab's host only
+        (LabError for an ssh one); the thread is back where it was afterwards."""
+        if self.prefix[:3] != ["ip", "netns", "exec"]:
+            raise LabError("%s is not a network namespace of this machine" % self.name)
+        back = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+        try:
+            with open("/run/netns/" + self.prefix[3]) as ns:
+                _setns(ns.fileno())
+            try:
+                yield self
+            finally:
+                _setns(back)
+        finally:
+            os.close(back)
 
     def line(self):
         return "%-8s %-24s %s" % (self.name, ",".join(self.addrs),

@@ -11,7 +11,9 @@ Python's standard library only (bench/ imports it too, without pytest).
 
   - pebble-challtestsrv is Pebble's DNS: it answers every A query with
     127.0.0.1 (only its DNS server runs), so Pebble's validation of any name
-    reaches the HTTP port (httpPort) or HTTPS port (tlsPort) given here.
+    reaches the HTTP port (httpPort) or HTTPS port (tlsPort) given here.  In
+    a network lab (ops/test_cluster_lab.py) both run on a lab host, and the
+    answer is another host's address (a balancer's).
   - Pebble's own HTTPS certificate comes from the suite's throwaway CA
     (dist/mkcert.sh: localhost, 127.0.0.1, certs/server.pem holding the key
     too), which the client trusts (gatling --acme-ca-root PKI/ca.pem).
@@ -114,11 +116,11 @@ def process(cmd, log, env=None):
         stop_process(p)
 
 
-def listening(port, proc, log, timeout=10):
+def listening(port, proc, log, timeout=10, addr="127.0.0.1"):
     def up():
         assert proc.poll() is None, "%s exited: %s" % (proc.args[0], tail(log))
         with contextlib.suppress(OSError):
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            socket.create_connection((addr, port), timeout=1).close()
             return True
         return False
     wait_for(up, timeout, "%s listening on port %d" % (os.path.basename(proc.args[0]), port))
@@ -133,22 +135,28 @@ class Pebble:
     (90 days unless given).  chaos: Pebble's defaults (see the module);
     nosleep: PEBBLE_VA_NOSLEEP=1, no random validation delay.  dnsserver:
     "ADDR:PORT" Pebble resolves through (a Knot, for DNS-01) instead of
-    pebble-challtestsrv, which then does not run."""
+    pebble-challtestsrv, which then does not run.  host: a network lab's
+    host (bench/benchkit/netlab.py) where both run, Pebble on the host's
+    address (pki's leaf must name it: dist/mkcert.sh PKI ADDRESS), and every
+    name resolving to target, its address of the servers to validate (a
+    balancer's)."""
 
     def __init__(self, tmp, pki, http_port, tls_port, profiles=None, chaos=True,
-                 nosleep=True, retry_after=1, dnsserver=None):
+                 nosleep=True, retry_after=1, dnsserver=None, host=None, target="127.0.0.1"):
         self.tmp, self.pki = tmp, pki
         # "127.0.0.1:PORT": Pebble resolves there (a Knot), and no challtestsrv runs
         self.dnsserver = dnsserver
+        self.host, self.target = host, target
+        self.addr = host.addrs[0] if host else "127.0.0.1"
         self.dns, self.cmgmt, self.acme, self.mgmt = (free_port() for _ in range(4))
-        self.directory = "https://127.0.0.1:%d/dir" % self.acme
+        self.directory = "https://%s:%d/dir" % (self.addr, self.acme)
         self.conf = os.path.join(tmp, "pebble.json")
         profs = {"default": 7776000}
         profs.update(profiles or {})
         with open(self.conf, "w") as f:
             json.dump({"pebble": {
-                "listenAddress": "127.0.0.1:%d" % self.acme,
-                "managementListenAddress": "127.0.0.1:%d" % self.mgmt,
+                "listenAddress": "%s:%d" % (self.addr, self.acme),
+                "managementListenAddress": "%s:%d" % (self.addr, self.mgmt),
                 "certificate": pki + "/certs/server.pem",  # Go takes the key from it too
                 "privateKey": pki + "/certs/server.pem",
                 "httpPort": http_port,
@@ -168,9 +176,18 @@ class Pebble:
         self.plog = os.path.join(tmp, "pebble.log")
         self.d = self.p = None
 
+    def inside(self):
+        """Where Pebble runs: its lab host's namespace, or here."""
+        return self.host.inside() if self.host else contextlib.nullcontext()
+
     def start(self):
+        with self.inside():
+            self._start()
+        return self
+
+    def _start(self):
         if self.d is None and not self.dnsserver:
-            cmd = [CHALLTESTSRV, "-defaultIPv4", "127.0.0.1", "-defaultIPv6", "",
+            cmd = [CHALLTESTSRV, "-defaultIPv4", self.target, "-defaultIPv6", "",
                    "-dnsserver", "127.0.0.1:%d" % self.dns,
                    "-management", "127.0.0.1:%d" % self.cmgmt,
                    "-http01", "", "-https01", "", "-tlsalpn01", "", "-doh", ""]
@@ -183,9 +200,8 @@ class Pebble:
                                        self.dnsserver or "127.0.0.1:%d" % self.dns],
                                       stdin=subprocess.DEVNULL,
                                       stdout=out, stderr=subprocess.STDOUT, env=self.env)
-        listening(self.acme, self.p, self.plog)
-        listening(self.mgmt, self.p, self.plog)
-        return self
+        listening(self.acme, self.p, self.plog, addr=self.addr)
+        listening(self.mgmt, self.p, self.plog, addr=self.addr)
 
     def stop(self):
         if self.p is not None:
@@ -207,8 +223,9 @@ class Pebble:
     # -- what Pebble says
     def _get(self, path):
         ctx = ssl.create_default_context(cafile=self.pki + "/ca.pem")
-        with urllib.request.urlopen("https://127.0.0.1:%d%s" % (self.mgmt, path),
-                                    context=ctx, timeout=10) as r:
+        with self.inside(), urllib.request.urlopen("https://%s:%d%s" % (self.addr, self.mgmt,
+                                                                        path),
+                                                   context=ctx, timeout=10) as r:
             return r.read().decode()
 
     def root(self):

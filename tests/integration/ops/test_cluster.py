@@ -36,16 +36,23 @@ pytestmark = [
 
 class Etcd:
     """One etcd member on loopback ports of its own (with cluster, its
-    peers' "mN=URL,..."); stopped at the end."""
+    peers' "mN=URL,..."); stopped at the end.  host: a network lab's host
+    (bench/benchkit/netlab.py) where it runs and is asked, on the host's
+    address and etcd's ports."""
 
-    def __init__(self, base, port=None, name="m1", peer=None, cluster=None):
+    def __init__(self, base, port=None, name="m1", peer=None, cluster=None, host=None):
         self.base = base
         self.name = name
-        self.port = port or free_port()
-        self.peer = peer or free_port()
+        self.host = host
+        self.addr = host.addrs[0] if host else "127.0.0.1"
+        self.port = port or (2379 if host else free_port())
+        self.peer = peer or (2380 if host else free_port())
         self.cluster = cluster
-        self.url = "http://127.0.0.1:%d" % self.port
+        self.url = "http://%s:%d" % (self.addr, self.port)
         self.proc = None
+
+    def inside(self):
+        return self.host.inside() if self.host else contextlib.nullcontext()
 
     def start(self, wait=True):
         # its data in memory where there is /dev/shm: etcd fsyncs every write, and a
@@ -57,14 +64,15 @@ class Etcd:
             self.shm = d = tempfile.mkdtemp(prefix="gatling-etcd-", dir="/dev/shm")
         else:
             d = os.path.join(self.base, "etcd-" + self.name)
-        u = "http://127.0.0.1:%d" % self.peer
+        u = "http://%s:%d" % (self.addr, self.peer)
         self.log = open(os.path.join(self.base, "etcd-%s.log" % self.name), "ab")
-        self.proc = subprocess.Popen(
-            [ETCD, "--data-dir", d, "--name", self.name, "--listen-client-urls", self.url,
-             "--advertise-client-urls", self.url, "--listen-peer-urls", u,
-             "--initial-advertise-peer-urls", u,
-             "--initial-cluster", self.cluster or "%s=%s" % (self.name, u)],
-            stdout=self.log, stderr=subprocess.STDOUT)
+        with self.inside():
+            self.proc = subprocess.Popen(
+                [ETCD, "--data-dir", d, "--name", self.name, "--listen-client-urls", self.url,
+                 "--advertise-client-urls", self.url, "--listen-peer-urls", u,
+                 "--initial-advertise-peer-urls", u,
+                 "--initial-cluster", self.cluster or "%s=%s" % (self.name, u)],
+                stdout=self.log, stderr=subprocess.STDOUT)
         if wait:
             wait_for(lambda: self.call("/v3/kv/range", {"key": b64("x")}) is not None,
                      timeout=20, what="etcd answering on %s" % self.url)
@@ -72,9 +80,10 @@ class Etcd:
 
     def call(self, path, req):
         try:
-            r = urllib.request.urlopen(urllib.request.Request(
-                self.url + path, data=json.dumps(req).encode(), method="POST"), timeout=3)
-            return json.loads(r.read())
+            with self.inside():
+                r = urllib.request.urlopen(urllib.request.Request(
+                    self.url + path, data=json.dumps(req).encode(), method="POST"), timeout=3)
+                return json.loads(r.read())
         except OSError:
             return None
 
@@ -131,10 +140,11 @@ def generation(srv, at_least=1):
     wait_for(have, timeout=15, what="ticket keys of generation %d: %s" % (at_least, srv.errlog))
 
 
-def s_client(port, sess_out=None, sess_in=None, version="-tls1_3"):
+def s_client(port, sess_out=None, sess_in=None, version="-tls1_3", addr="127.0.0.1",
+             name="localhost"):
     """A handshake; with sess_out, stdin stays open until the ticket came."""
-    cmd = ["openssl", "s_client", "-connect", "127.0.0.1:%d" % port, "-servername",
-           "localhost", version]
+    cmd = ["openssl", "s_client", "-connect", "%s:%d" % (addr, port), "-servername",
+           name, version]
     cmd += ["-sess_out", sess_out] if sess_out else []
     cmd += ["-sess_in", sess_in] if sess_in else []
     if sess_out and os.path.exists(sess_out):
@@ -198,11 +208,11 @@ def test_rotation_keeps_the_previous_key(gatling, etcd, certs, tmp_path):
 CGI = "#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\nrequest %s\\n' $$\n"
 
 
-def http(port, path, method="GET"):
+def http(port, path, method="GET", addr="127.0.0.1"):
     # one Host for both nodes, as behind a balancer (the cache's key holds it)
     r = subprocess.run(["curl", "-sS", "--max-time", "10", "-X", method, "-D", "-",
                         "-H", "Host: site.test",
-                        "http://127.0.0.1:%d%s" % (port, path)], capture_output=True, timeout=20)
+                        "http://%s:%d%s" % (addr, port, path)], capture_output=True, timeout=20)
     out = r.stdout.decode(errors="replace")
     head, _, body = out.partition("\r\n\r\n")
     cs = [l.split(":", 1)[1].strip() for l in head.split("\r\n")
@@ -542,11 +552,13 @@ def test_etcd_with_auth(gatling, certs, tmp_path):
         e.stop()
 
 
-def etcd_members(base, n=3):
-    """n etcd members of one cluster, started and answering."""
-    peers = [free_port() for _ in range(n)]
-    spec = ",".join("m%d=http://127.0.0.1:%d" % (i + 1, p) for i, p in enumerate(peers))
-    ms = [Etcd(base, name="m%d" % (i + 1), peer=p, cluster=spec) for i, p in enumerate(peers)]
+def etcd_members(base, n=3, hosts=None):
+    """n etcd members of one cluster, started and answering; with hosts (a
+    network lab's), one on each."""
+    ms = [Etcd(base, name="m%d" % (i + 1), host=hosts[i] if hosts else None) for i in range(n)]
+    spec = ",".join("%s=http://%s:%d" % (m.name, m.addr, m.peer) for m in ms)
+    for m in ms:
+        m.cluster = spec
     try:
         for m in ms:
             m.start(wait=False)

@@ -77,18 +77,17 @@ backend capped
 
 
 class Haproxy:
-    """haproxy in the lab's host lb, its stdout and stderr (the log, the server state
-    changes) in a file, its stats socket for `show stat`."""
+    """haproxy on the lab's host lb (its address lb_addr) in front of servers ({"g1":
+    address, ...}: bench/lb's configuration, sections of extra after it), its stdout and
+    stderr (the log, the server state changes) in a file, its stats socket for `show
+    stat`."""
 
-    def __init__(self, host, tmp, lab_addrs):
+    def __init__(self, host, tmp, lb_addr, servers, extra=""):
         self.sock = str(tmp / "haproxy.sock")
         self.out = tmp / "haproxy.out"
         self.cfg = tmp / "haproxy.cfg"
-        capped = CAPPED % {"lb": lab_addrs["lb"], "cap": CAP_PORT, "g3": lab_addrs["g3"],
-                           "health": HEALTH}
-        self.cfg.write_text(LB.haproxy_config(lab_addrs["lb"],
-                                              {g: lab_addrs[g] for g in GATLINGS},
-                                              self.sock, log_stdout=True, extra=capped))
+        self.cfg.write_text(LB.haproxy_config(lb_addr, servers, self.sock, log_stdout=True,
+                                              extra=extra))
         chk = subprocess.run(["haproxy", "-c", "-f", str(self.cfg)], capture_output=True,
                              text=True)
         assert chk.returncode == 0, chk.stdout + chk.stderr
@@ -114,17 +113,22 @@ class Haproxy:
 
 
 class Gatling:
-    """One gatling on a lab host, serving docroot, its access log in a file; the upgrade
-    (SIGUSR2) leaves the pid of the process that serves in self.pid."""
+    """One gatling on a lab host, serving docroot, its access log in a file, behind the
+    balancer at lb_addr (PROXY headers on its plain port, and on its HTTPS port tls_port
+    if given, else no HTTPS); env: more environment.  The upgrade (SIGUSR2) leaves the pid
+    of the process that serves in self.pid."""
 
-    def __init__(self, host, addr, port, lb_addr, docroot, tmp, extra=()):
+    def __init__(self, host, addr, port, lb_addr, docroot, tmp, extra=(), tls_port=None,
+                 env=None):
         self.name = "%s:%d" % (host.name, port)
         self.log = tmp / ("access-%s-%d.log" % (host.name, port))
         self.err = tmp / ("error-%s-%d.log" % (host.name, port))
-        argv = [os.path.join(BDIR, "gatling"), "-i", addr, "-p", str(port), "-E", "-H",
-                "-T", "30", "-y", "http", "-Y", lb_addr, "-k", HEALTH, "-g", str(GRACE),
-                "-l", str(self.log)] + list(extra)
-        self.p, _, _ = bl.start_gatling(host.argv(argv), str(self.err), cwd=docroot)
+        tls = ["-e", str(tls_port), "-y", "http,https"] if tls_port else ["-E", "-y", "http"]
+        argv = [os.path.join(BDIR, "gatling"), "-i", addr, "-p", str(port)] + tls + [
+            "-H", "-T", "30", "-Y", lb_addr, "-k", HEALTH, "-g", str(GRACE),
+            "-l", str(self.log)] + list(extra)
+        self.p, _, _ = bl.start_gatling(host.argv(argv), str(self.err), cwd=docroot,
+                                        env=dict(os.environ, **(env or {})))
         self.pid = self.p.pid  # ip netns exec execs gatling: the same process
 
     def errlog(self):
@@ -191,7 +195,10 @@ def lb(tmp_path_factory):
         capped = Gatling(lab.host("g3"), addrs["g3"], CAP_PORT, addrs["lb"], str(www), tmp,
                          extra=("-K", "5", "-B", "0"))
         procs.append(capped)
-        hp = Haproxy(lab.host("lb"), tmp, addrs)
+        sections = CAPPED % {"lb": addrs["lb"], "cap": CAP_PORT, "g3": addrs["g3"],
+                             "health": HEALTH}
+        hp = Haproxy(lab.host("lb"), tmp, addrs["lb"], {g: addrs[g] for g in GATLINGS},
+                     extra=sections)
         procs.append(hp)
         hp.wait_up()
         yield types.SimpleNamespace(lab=lab, addrs=addrs, gatlings=gs, capped=capped,

@@ -175,11 +175,11 @@ def h2_get(root_pem, port):
         c.close()
 
 
-def h3_get(root_pem, port):
+def h3_get(root_pem, port, addr="127.0.0.1", sni=NAME):
     from cryptography.hazmat.primitives.serialization import Encoding
-    c = H3Client(port, sni=NAME, cadata=root_pem, timeout=10)
+    c = H3Client(port, host=addr, sni=sni, cadata=root_pem, timeout=10)
     try:
-        r = c.request("/", host=NAME)
+        r = c.request("/", host=sni)
         assert r.status == 200 and r.body == BODY, (r.status, r.body[:200])
         return c.quic.tls._peer_certificate.public_bytes(Encoding.DER)
     finally:

@@ -1,0 +1,321 @@
+"""A gatling cluster (issue 57) in a network lab, as it runs on several machines: three
+gatling nodes behind HAProxy, a three-member etcd, and Pebble validating through the
+balancer with its chaos on.
+
+The lab (bench/netlab) has six hosts: lb (Debian's haproxy), g1, g2 and g3 (a gatling and
+an etcd member each), ca (Pebble and pebble-challtestsrv) and c1 (the client).  Every
+gatling runs `-p 80 -e 443 -y http,https -Y <lb> -k /healthz -g 3 --acme ... --cluster
+etcd=<g1>,<g2>,<g3> --cluster-name lab` with its own -C and --acme-dir.  haproxy runs
+bench/lb's configuration (dist/haproxy.cfg's defaults and backend gatling: lb:80 round
+robin to the nodes' port 80 with a PROXY v2 header), lb:443 passed through round robin to
+the nodes' port 443 with a PROXY v2 header, and a frontend per node (lb:800N to gN:80,
+lb:440N to gN:443) through which the tests reach one node.  pebble-challtestsrv answers
+every name with lb's address, so Pebble's HTTP-01 goes to lb:80 and its TLS-ALPN-01 to
+lb:443, whichever node the balancer picks then.  Pebble's certificate names ca's address
+(dist/mkcert.sh PKI ADDRESS), which the nodes' --acme-ca-root trusts; its chaos is on
+(nonces refused, authorizations reused), but for its random validation delay
+(PEBBLE_VA_NOSLEEP=1), which would cost up to 15 s an order.
+
+g1 and g2 want gatling.test (HTTP-01 first, gatling's default) and race for its lock; g3
+wants www.gatling.test by TLS-ALPN-01 alone (--acme-challenge), so both challenges go
+through the balancer in every run.  Pebble starts last, once haproxy has every node UP, so
+that no validation meets a node not yet listening (the clients retry the directory
+meanwhile).  Shown: every node serves both certificates (the same serial) over HTTP/1.1
+and HTTP/2 (curl through the node's frontend, trusting Pebble's root only) and HTTP/3
+(the suite's aioquic client, straight to the node: haproxy passes no QUIC); a TLS session
+made on g1 is resumed on g2 and g3 (openssl s_client -sess_out/-sess_in, TLS 1.3 and
+1.2); a PURGE on g1 is a miss on g2 and g3 within a second; Pebble's log counts one order
+and one certificate per name, one account, and haproxy's log shows both validations
+passing through it.
+
+Root and network namespaces are needed, and haproxy, etcd, Pebble, curl and openssl:
+skipped, saying which, otherwise.  It does not depend on the IO backend: the first plain
+build's gatling serves, and run-check runs the module once (LAB: in the `once` job, one
+test at a time, as the other lab modules).
+"""
+import concurrent.futures
+import os
+import re
+import shutil
+import subprocess
+import time
+import types
+
+import pytest
+
+import acmelab
+from acmelab import Pebble
+from conftest import wait_for
+from test_acme_https import BACKOFF, BODY, NAME, cert_serial, h3_get, has_h3, pairs
+from test_cluster import CGI, ETCD, MKCERT, etcd_members, http, reused, s_client
+from test_lb import Gatling, Haproxy, needs_lab
+
+NODES = ("g1", "g2", "g3")
+NAMES = (NAME, "www." + NAME)
+# who wants which name: g1 and g2 race for gatling.test (HTTP-01), g3 alone orders
+# www.gatling.test by TLS-ALPN-01
+WANTS = {"g1": ((NAME,), ()), "g2": ((NAME,), ()),
+         "g3": ((NAMES[1],), ("--acme-challenge", "tls-alpn-01"))}
+HTTP_PORT, HTTPS_PORT = 8000, 4400  # + N: lb's frontend for node gN
+ISSUE_TIMEOUT = 60
+HOLDS = "holds the cluster's ACME lock for %s"
+
+pytestmark = [
+    pytest.mark.skipif(not shutil.which("haproxy"), reason="haproxy not installed "
+                       "(apt-get install haproxy; tests/setup.sh does)"),
+    pytest.mark.skipif(not ETCD, reason="needs etcd (Debian's etcd-server: tests/setup.sh)"),
+    pytest.mark.skipif(bool(acmelab.missing()), reason="%s missing: %s" % (
+        ", ".join(acmelab.missing()), acmelab.INSTALL_HINT)),
+    pytest.mark.skipif(not shutil.which("openssl") or not shutil.which("curl"),
+                       reason="needs openssl and curl"),
+    needs_lab,
+]
+
+# after bench/lb's configuration (frontend www on lb:80, dist's backend gatling): HTTPS
+# passed through round robin, and a way to each node alone.  The checks of the HTTPS
+# backends are TCP connects (with the PROXY header, as the traffic): a node serves no
+# certificate before its first order.
+TLS_RR = """\
+frontend tls
+    mode tcp
+    option tcplog
+    bind %(lb)s:443
+    default_backend tls
+
+backend tls
+    mode tcp
+    balance roundrobin
+"""
+TLS_SERVER = "    server %(g)s %(addr)s:443 send-proxy-v2 check inter 1s fall 2 rise 2\n"
+ONE_NODE = """
+frontend %(g)s-https
+    mode tcp
+    option tcplog
+    bind %(lb)s:%(https)d
+    default_backend %(g)s-https
+
+backend %(g)s-https
+    mode tcp
+    server %(g)s %(addr)s:443 send-proxy-v2 check inter 1s fall 2 rise 2
+
+frontend %(g)s-http
+    mode http
+    bind %(lb)s:%(http)d
+    default_backend %(g)s-http
+
+backend %(g)s-http
+    mode http
+    http-reuse never
+    server %(g)s %(addr)s:80 send-proxy-v2 check inter 1s fall 2 rise 2
+"""
+
+
+def haproxy_sections(addrs):
+    """The sections after bench/lb's configuration: TLS_RR with every node, ONE_NODE for
+    each."""
+    out = TLS_RR % {"lb": addrs["lb"]}
+    out += "".join(TLS_SERVER % {"g": g, "addr": addrs[g]} for g in NODES)
+    for i, g in enumerate(NODES, 1):
+        out += ONE_NODE % {"g": g, "addr": addrs[g], "lb": addrs["lb"],
+                           "https": HTTPS_PORT + i, "http": HTTP_PORT + i}
+    return out
+
+
+def docroot(tmp, c1_addr):
+    """The nodes' site: BODY as /, a CGI whose answers the cache keeps a minute, and
+    PURGEs allowed from c1 (the client address haproxy's PROXY header carries)."""
+    www = tmp / "www"
+    www.mkdir()
+    (www / "index.html").write_bytes(BODY)
+    (www / ".cache").write_text("ttl 60\npurge %s\n" % c1_addr)
+    (www / "p.cgi").write_text(CGI)
+    os.chmod(str(www / "p.cgi"), 0o755)
+    return str(www)
+
+
+def node(lab, g, addrs, pebble, etcd_urls, www, tmp):
+    """gatling on host g, a node of cluster lab wanting WANTS[g]."""
+    names, more = WANTS[g]
+    certs, state = tmp / ("certs-" + g), tmp / ("acme-" + g)
+    certs.mkdir()
+    return Gatling(lab.host(g), addrs[g], 80, addrs["lb"], www, tmp, tls_port=443, extra=[
+        "-C", str(certs), "-w", "\\.cgi$", "--acme", "admin@" + NAME,
+        "--acme-ca", pebble.directory, "--acme-ca-root", pebble.pki + "/ca.pem",
+        "--acme-dir", str(state), "--acme-names", ",".join(names),
+        "--cluster", "etcd=" + etcd_urls, "--cluster-name", "lab"] + list(more),
+        # the client's first retry after a failure (Pebble not there yet) 2 s later, not 60
+        env={"GATLING_TEST_ACME_BACKOFF": str(BACKOFF)})
+
+
+def said(g, pattern):
+    return [l for l in g.errlog() if re.search(pattern, l)]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """The lab, its three etcd members, the three nodes, haproxy UP, then Pebble; yields
+    once every node has both certificates; everything stopped and the lab removed
+    afterwards."""
+    from benchkit import netlab
+    t0 = time.monotonic()
+    tmp = tmp_path_factory.mktemp("clab")
+    os.chmod(str(tmp), 0o755)
+    lab = netlab.Lab(["lb"] + list(NODES) + ["ca", "c1"], lab="clustertest")
+    procs, members, pebble = [], [], None
+    try:
+        addrs = {h.name: h.addrs[0] for h in lab.hosts}
+        pki = str(tmp / "pki")
+        subprocess.run(["sh", MKCERT, pki, addrs["ca"]], check=True, capture_output=True,
+                       timeout=60)
+        members = etcd_members(str(tmp), hosts=[lab.host(g) for g in NODES])
+        pebble = Pebble(str(tmp), pki, 80, 443, host=lab.host("ca"), target=addrs["lb"])
+        www = docroot(tmp, addrs["c1"])
+        urls = ",".join(m.url for m in members)
+        gs = {g: node(lab, g, addrs, pebble, urls, www, tmp) for g in NODES}
+        procs += gs.values()
+        hp = Haproxy(lab.host("lb"), tmp, addrs["lb"], {g: addrs[g] for g in NODES},
+                     extra=haproxy_sections(addrs))
+        procs.append(hp)
+        hp.wait_up()
+        pebble.start()
+        certs = [str(tmp / ("certs-" + g)) for g in NODES]
+        wait_for(lambda: len(pairs(certs[0])) == 2 and all(pairs(c) == pairs(certs[0])
+                                                            for c in certs),
+                 ISSUE_TIMEOUT, "both certificates on every node: %s\n%s" % (
+                     [pairs(c) for c in certs],
+                     "\n".join(l for g in NODES for l in gs[g].errlog()[-8:])), step=0.25)
+        issued = time.monotonic()
+        print("lab up to both certificates on every node: %.1f s" % (issued - t0))
+        yield types.SimpleNamespace(lab=lab, addrs=addrs, gatlings=gs, haproxy=hp,
+                                    pebble=pebble, root=pebble.root(), serials=pairs(certs[0]),
+                                    issued=issued, tmp=tmp)
+    finally:
+        # at once: each gatling serves out its -g grace on SIGTERM (3 s)
+        with concurrent.futures.ThreadPoolExecutor(max(1, len(procs))) as ex:
+            list(ex.map(lambda p: p.stop(), procs))
+        if pebble:
+            pebble.close()
+        for m in members:
+            m.stop()
+        lab.down()
+
+
+def curl_https(cl, i, name, version):
+    """GET / of name through lb's frontend for node i (curl on c1, --http1.1 or --http2,
+    trusting Pebble's root alone): (HTTP version, body, the served leaf's serial)."""
+    root, body = cl.tmp / "pebble-root.pem", cl.tmp / "body"
+    root.write_text(cl.root)
+    port = HTTPS_PORT + i
+    with cl.lab.host("c1").inside():
+        r = subprocess.run(["curl", "-sS", "--max-time", "10", version, "--cacert", str(root),
+                            "--resolve", "%s:%d:%s" % (name, port, cl.addrs["lb"]),
+                            "-o", str(body), "-w", "%{http_version}\n%{certs}",
+                            "https://%s:%d/" % (name, port)], capture_output=True, timeout=20)
+    assert r.returncode == 0, (name, i, version, r.stderr)
+    lines = r.stdout.decode(errors="replace").splitlines()
+    serial = next(l.split(":", 1)[1] for l in lines if l.startswith("Serial Number:"))
+    return lines[0], body.read_bytes(), int(serial.replace(":", ""), 16)
+
+
+def test_every_node_serves_both_certificates(cluster):
+    """Each node, through its own frontend on lb, serves both names with the cluster's
+    certificate (Pebble's, the same serial on every node) over HTTP/1.1 and HTTP/2."""
+    for i, g in enumerate(NODES, 1):
+        for name in NAMES:
+            for flag, want in (("--http1.1", "1.1"), ("--http2", "2")):
+                version, body, serial = curl_https(cluster, i, name, flag)
+                assert (version, body) == (want, BODY), (g, name, flag, version, body[:200])
+                assert serial == cluster.serials[name], (g, name, flag, serial,
+                                                         cluster.serials)
+    # each node's access log names c1 (the PROXY header's client) for the requests
+    for g in NODES:
+        lines = [l for l in cluster.gatlings[g].log_lines() if '"GET / ' in l]
+        assert {l.split(" ")[0] for l in lines} == {cluster.addrs["c1"]}, (g, lines)
+        assert len(lines) == 2 * len(NAMES), (g, lines)
+
+
+@pytest.mark.skipif(not has_h3(), reason="the build has no HTTP/3 or aioquic is missing "
+                    "(curl here has no --http3)")
+def test_every_node_serves_both_certificates_over_h3(cluster):
+    """HTTP/3 from c1 straight to each node's UDP port 443 (haproxy passes no QUIC):
+    both names, the cluster's certificates, verified against Pebble's root alone."""
+    for g in NODES:
+        for name in NAMES:
+            with cluster.lab.host("c1").inside():
+                der = h3_get(cluster.root, 443, addr=cluster.addrs[g], sni=name)
+            assert cert_serial(der) == cluster.serials[name], (g, name)
+
+
+def ticket_keys(cl):
+    for g in NODES:
+        wait_for(lambda: said(cl.gatlings[g], "ticket keys: generation"), 15,
+                 "%s with the cluster's ticket keys: %s" % (g, cl.gatlings[g].errlog()[-5:]))
+
+
+@pytest.mark.parametrize("version", ["-tls1_3", "-tls1_2"])
+def test_session_from_g1_resumes_on_g2_and_g3(cluster, version):
+    """openssl s_client on c1 makes a session on g1 (through lb:4401) and resumes it on
+    g2 and g3 (lb:4402, lb:4403): the cluster's ticket keys; and on g1 again."""
+    ticket_keys(cluster)
+    sess = str(cluster.tmp / ("sess" + version))
+    lb = cluster.addrs["lb"]
+    with cluster.lab.host("c1").inside():
+        first = s_client(HTTPS_PORT + 1, sess_out=sess, version=version, addr=lb, name=NAME)
+        assert not reused(first), first
+        for i in (2, 3, 1):
+            out = s_client(HTTPS_PORT + i, sess_in=sess, version=version, addr=lb, name=NAME)
+            assert reused(out), ("g%d" % i, out)
+
+
+def test_purge_on_one_node_empties_the_others(cluster):
+    """A CGI's answer cached on every node (GET through each node's frontend, one Host);
+    a PURGE from c1 on g1 (allowed: .cache's purge line names c1, which the PROXY header
+    carries) is a miss on g2 and g3 within a second."""
+    lb = cluster.addrs["lb"]
+    ticket_keys(cluster)  # the side processes talk to etcd by now
+
+    def get(i, method="GET"):
+        with cluster.lab.host("c1").inside():
+            return http(HTTP_PORT + i, "/p.cgi", method, addr=lb)
+    for i in (1, 2, 3):
+        get(i)
+        assert get(i)[0] == "gatling; hit", "g%d" % i
+    t0 = time.monotonic()
+    assert get(1, "PURGE")[1] == "purged 1\n"
+    for i in (2, 3):
+        wait_for(lambda: get(i)[0] != "gatling; hit", timeout=1.0, step=0.05,
+                 what="g%d's entry purged within a second" % i)
+    took = time.monotonic() - t0
+    assert took < 1.0, took
+    for i in (2, 3):
+        assert get(i)[0] == "gatling; hit", "g%d stored it again" % i
+    print("PURGE on g1 to a miss on g2 and g3: %.2f s" % took)
+
+
+def test_one_order_per_name(cluster):
+    """Pebble's log: one order and one certificate per name, one account, for a cluster
+    of three nodes (g1 and g2 both wanting gatling.test); each name's lock taken once;
+    haproxy's log shows the HTTP-01 validations of gatling.test on lb:80 and the
+    TLS-ALPN-01 ones of www.gatling.test on lb:443, answered by every node."""
+    # a second order, if any, would come within the clients' back-off
+    time.sleep(max(0.0, cluster.issued + 3 * BACKOFF - time.monotonic()))
+    pebble = cluster.pebble
+    log = pebble.log()[-3000:]
+    assert pebble.orders() == len(NAMES), log
+    assert pebble.issued() == len(NAMES), log
+    assert pebble.accounts() == 1, log
+    holders = {}
+    for name in NAMES:
+        took = [g for g in NODES for _ in said(cluster.gatlings[g], HOLDS % re.escape(name))]
+        assert len(took) == 1, (name, took)
+        holders[name] = took[0]
+    assert holders[NAMES[1]] == "g3" and holders[NAME] in ("g1", "g2"), holders
+    # Pebble validates from three perspectives at once: round robin gives each node one,
+    # so every node answered a challenge whichever node's client placed it
+    hp = cluster.haproxy.text()
+    http01 = re.findall(r" www gatling/(g\d) \S+ (\d+) .*\"GET /\.well-known/acme-challenge/",
+                        hp)
+    alpn = re.findall(r" tls tls/(g\d) ", hp)
+    assert sorted(http01) == [(g, "200") for g in NODES], hp[-3000:]
+    assert sorted(alpn) == list(NODES), hp[-3000:]
+    print("the locks' holders: %s" % holders)
