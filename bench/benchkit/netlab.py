@@ -6,8 +6,9 @@ A lab is N namespaces on a bridge in a namespace of its own, addresses from a fr
 198.18.0.0/15, optional shaping, each host's TCP limits raised, every name carrying its owner's
 pid so that gc() (and the next up()) removes what a dead owner left.  Lab is a lab for the
 length of a with block; a hosts file (read_hosts) names real machines and the prefix that runs a
-command on each.  A lab's Host runs a command through its prefix (argv), or puts the calling
-thread inside its namespace (inside: the thread's sockets and the processes it starts).  bench/netlab's docstring says the rest.  Root only; iproute2 (ip, tc).
+command on each.  A Host runs a command through its prefix (argv); a lab's Host also puts the
+calling thread inside its namespace (inside: the thread's sockets and the processes it
+starts).  bench/netlab's docstring says the rest.  Root only; iproute2 (ip, tc).
 """
 import contextlib
 import ctypes

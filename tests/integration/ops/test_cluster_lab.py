@@ -148,6 +148,7 @@ def node(lab, g, addrs, pebble, etcd_urls, www, tmp):
 
 
 def said(g, pattern):
+    """The lines of gatling g's error log that match pattern."""
     return [l for l in g.errlog() if re.search(pattern, l)]
 
 
@@ -179,11 +180,15 @@ def cluster(tmp_path_factory):
         hp.wait_up()
         pebble.start()
         certs = [str(tmp / ("certs-" + g)) for g in NODES]
-        wait_for(lambda: len(pairs(certs[0])) == 2 and all(pairs(c) == pairs(certs[0])
-                                                            for c in certs),
-                 ISSUE_TIMEOUT, "both certificates on every node: %s\n%s" % (
-                     [pairs(c) for c in certs],
-                     "\n".join(l for g in NODES for l in gs[g].errlog()[-8:])), step=0.25)
+        try:
+            wait_for(lambda: len(pairs(certs[0])) == 2 and all(pairs(c) == pairs(certs[0])
+                                                                for c in certs),
+                     ISSUE_TIMEOUT, "both certificates on every node", step=0.25)
+        except AssertionError as e:
+            raise AssertionError("%s: %s\n%s\n%s" % (
+                e, [pairs(c) for c in certs], "\n".join(l for g in NODES
+                                                        for l in gs[g].errlog()[-8:]),
+                pebble.log()[-2000:])) from None
         issued = time.monotonic()
         print("lab up to both certificates on every node: %.1f s" % (issued - t0))
         yield types.SimpleNamespace(lab=lab, addrs=addrs, gatlings=gs, haproxy=hp,
@@ -249,7 +254,7 @@ def test_every_node_serves_both_certificates_over_h3(cluster):
 def ticket_keys(cl):
     for g in NODES:
         wait_for(lambda: said(cl.gatlings[g], "ticket keys: generation"), 15,
-                 "%s with the cluster's ticket keys: %s" % (g, cl.gatlings[g].errlog()[-5:]))
+                 "%s with the cluster's ticket keys (%s)" % (g, cl.gatlings[g].err))
 
 
 @pytest.mark.parametrize("version", ["-tls1_3", "-tls1_2"])
