@@ -458,8 +458,8 @@ int status_page_asked(exchange_t *ex, const char *page, path_t *p)
 
 static int page_asked(exchange_t *ex)
 {
-    path_t p;
-    return status_page_asked(ex, "/server-status", &p);
+    path_t p; /* without -S (most requests' case) no call */
+    return ex->site->cfg->status_page && status_page_asked(ex, "/server-status", &p);
 }
 
 static int page_serve(exchange_t *ex)
