@@ -672,8 +672,8 @@ int metrics_serve(exchange_t *ex)
 
 static int metrics_asked(exchange_t *ex)
 {
-    path_t p; /* without -S (most requests' case) no call */
-    return ex->site->cfg->status_page && status_page_asked(ex, "/metrics", &p);
+    path_t p;
+    return status_page_asked(ex, "/metrics", &p);
 }
 
 static int metrics_route(exchange_t *ex)
@@ -683,4 +683,5 @@ static int metrics_route(exchange_t *ex)
     return metrics_serve(ex);
 }
 
-const handler_t metrics_handler = {"-S /metrics", metrics_asked, metrics_route, NULL, NULL};
+const handler_t metrics_handler = {"-S /metrics", metrics_asked, metrics_route, NULL, NULL,
+                                   status_page_on};

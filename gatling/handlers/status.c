@@ -430,9 +430,9 @@ int status_health(exchange_t *ex)
     return ex_body_buf(ex, body, len, 0) < 0 ? -1 : 1;
 }
 
-static int health_wanted(exchange_t *ex)
+static int health_on(const site_t *s)
 {
-    return ex->site->cfg->health != NULL;
+    return s->cfg->health != NULL;
 }
 
 static int health_serve(exchange_t *ex)
@@ -441,7 +441,12 @@ static int health_serve(exchange_t *ex)
     return r ? (r < 0 ? -1 : 0) : HANDLER_NOT_MINE;
 }
 
-const handler_t status_health_handler = {"-k health", health_wanted, health_serve, NULL, NULL};
+const handler_t status_health_handler = {"-k health", NULL, health_serve, NULL, NULL, health_on};
+
+int status_page_on(const struct site *s)
+{
+    return s->cfg->status_page;
+}
 
 int status_page_asked(exchange_t *ex, const char *page, path_t *p)
 {
@@ -458,8 +463,8 @@ int status_page_asked(exchange_t *ex, const char *page, path_t *p)
 
 static int page_asked(exchange_t *ex)
 {
-    path_t p; /* without -S (most requests' case) no call */
-    return ex->site->cfg->status_page && status_page_asked(ex, "/server-status", &p);
+    path_t p;
+    return status_page_asked(ex, "/server-status", &p);
 }
 
 static int page_serve(exchange_t *ex)
@@ -472,4 +477,5 @@ static int page_serve(exchange_t *ex)
     return status_serve(ex, p.query && p.query_len == 4 && !memcmp(p.query, "json", 4));
 }
 
-const handler_t status_handler = {"-S /server-status", page_asked, page_serve, NULL, NULL};
+const handler_t status_handler = {"-S /server-status", page_asked, page_serve, NULL, NULL,
+                                  status_page_on};
