@@ -452,6 +452,10 @@ static uint64_t lower8(uint64_t w)
     return w | (((low7 + 0x3f * ones) ^ (low7 + 0x25 * ones)) & ~w & 0x80 * ones) >> 2;
 }
 
+/* Words read and written where they fall (any alignment), for lower_copy. */
+typedef uint64_t __attribute__((may_alias, aligned(1))) word8_t;
+typedef uint32_t __attribute__((may_alias, aligned(1))) word4_t;
+
 /* n bytes of s into d in lower case (RFC 9113 8.2.1, RFC 9114 4.2), a word
    at a time; the last word may overlap the one before (the same bytes). */
 static void lower_copy(char *d, const char *s, size_t n)
@@ -460,21 +464,16 @@ static void lower_copy(char *d, const char *s, size_t n)
         for (size_t i = 0;; i += 8) {
             if (i + 8 > n)
                 i = n - 8;
-            uint64_t w;
-            memcpy(&w, s + i, 8);
-            w = lower8(w);
-            memcpy(d + i, &w, 8);
+            *(word8_t *)(d + i) = lower8(*(const word8_t *)(s + i));
             if (i + 8 == n)
                 return;
         }
     }
     if (n >= 4) {
-        uint32_t a, b;
-        memcpy(&a, s, 4);
-        memcpy(&b, s + n - 4, 4);
-        a = (uint32_t)lower8(a), b = (uint32_t)lower8(b);
-        memcpy(d, &a, 4);
-        memcpy(d + n - 4, &b, 4);
+        uint32_t a = (uint32_t)lower8(*(const word4_t *)s);
+        uint32_t b = (uint32_t)lower8(*(const word4_t *)(s + n - 4));
+        *(word4_t *)d = a;
+        *(word4_t *)(d + n - 4) = b;
         return;
     }
     for (size_t i = 0; i < n; i++)
