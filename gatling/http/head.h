@@ -63,7 +63,8 @@ typedef struct head_fields {
    every head (what HTTP/1.1 keeps made for a second). */
 void head_start(const head_t *h, head_fields_t *t);
 
-/* The rest of h's fields, appended to t after head_start's: Content-Type,
+/* The rest of h's fields, appended to t after head_start's (or from none,
+   t->n 0, where the codec keeps the start made already): Content-Type,
    Content-Length (only where head_has_body(0, status), with a known
    length; a HEAD's is the GET's) or else HTTP/1.1's framing,
    Last-Modified, HSTS, HTTP/1.1's Connection, then the handler's (at most
