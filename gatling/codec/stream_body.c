@@ -441,59 +441,65 @@ void sb_codec_redispatch(exchange_t *ex)
 
 /* ---- the response's head --------------------------------------------------------- */
 
-/* Where the fields of a head go: f, their strings into text. */
-typedef struct fsink {
-    http_field_t *f;
-    size_t n, cap; /* cap: f's room, SB_HEAD_FIELDS */
-    hbuf_t text;
-    const char *drop;
-} fsink_t;
-
-/* The name in lower case (HPACK, QPACK: RFC 9113 8.2.1, RFC 9114 4.2) and
-   the number's digits into the text; the handler's connection-specific
-   fields and the codec's drop are left out. */
-static void put_field(void *arg, const head_field_t *hf)
+/* w's bytes in lower case ('A' to 'Z' gain 0x20, every other byte stays):
+   in each byte b, bit 7 of (b & 0x7f) + 0x3f says b >= 'A', of
+   (b & 0x7f) + 0x25 says b > 'Z' (no sum carries into the next byte); a
+   byte with bit 7 set is no letter. */
+static uint64_t lower8(uint64_t w)
 {
-    fsink_t *k = arg;
-    const char *name = hf->lower;
-    if (k->n >= k->cap) { /* not with EX_FIELDS_MAX handler fields; kept here in sight */
-        k->text.over = 1;
+    const uint64_t ones = 0x0101010101010101u;
+    uint64_t low7 = w & 0x7f * ones;
+    return w | (((low7 + 0x3f * ones) ^ (low7 + 0x25 * ones)) & ~w & 0x80 * ones) >> 2;
+}
+
+/* Words read and written where they fall (any alignment), for lower_copy. */
+typedef uint64_t __attribute__((may_alias, aligned(1))) word8_t;
+typedef uint32_t __attribute__((may_alias, aligned(1))) word4_t;
+
+/* n bytes of s into d in lower case (RFC 9113 8.2.1, RFC 9114 4.2), a word
+   at a time; the last word may overlap the one before (the same bytes). */
+static void lower_copy(char *d, const char *s, size_t n)
+{
+    if (n >= 8) {
+        for (size_t i = 0;; i += 8) {
+            if (i + 8 > n)
+                i = n - 8;
+            *(word8_t *)(d + i) = lower8(*(const word8_t *)(s + i));
+            if (i + 8 == n)
+                return;
+        }
+    }
+    if (n >= 4) {
+        uint32_t a = (uint32_t)lower8(*(const word4_t *)s);
+        uint32_t b = (uint32_t)lower8(*(const word4_t *)(s + n - 4));
+        *(word4_t *)d = a;
+        *(word4_t *)(d + n - 4) = b;
         return;
     }
-    if (!name) { /* the handler's */
-        char *low = k->text.p;
-        hb_put(&k->text, hf->name, hf->nlen);
-        hb_put(&k->text, "", 1);
-        if (k->text.over)
-            return;
-        for (size_t i = 0; i < hf->nlen; i++)
-            if (low[i] >= 'A' && low[i] <= 'Z')
-                low[i] = (char)(low[i] + 32);
-        if (resp_conn_specific(low, hf->nlen) || (k->drop && !strcmp(low, k->drop))) {
-            k->text.p = low;
-            return;
-        }
-        name = low;
-    }
-    const char *value = hf->value;
-    size_t vlen = hf->vlen;
-    if (hf->numeric) {
-        hbuf_t *b = &k->text;
-        value = b->p;
-        hb_put(b, hf->value, hf->vlen);
-        hb_num(b, hf->num);
-        vlen = (size_t)(b->p - value);
-        hb_put(b, "", 1);
-    }
-    k->f[k->n++] = (http_field_t){name, value, hf->nlen, vlen};
+    for (size_t i = 0; i < n; i++)
+        d[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
 }
 
 size_t sb_head_fields(const exchange_t *ex, int status, const char *ctype, uint64_t len,
-                      time_t mtime, const char *drop, http_field_t *f, sb_head_strs_t *strs)
+                      time_t mtime, const char *drop, sb_head_strs_t *strs)
 {
     head_t hd;
     codec_head_facts(&hd, ex, status, ctype, len, mtime);
-    fsink_t k = {f, 0, SB_HEAD_FIELDS, hb_init(strs->text, sizeof strs->text), drop};
-    head_walk(&hd, put_field, &k);
-    return k.text.over ? 0 : k.n;
+    head_fields_t *t = &strs->t;
+    head_build(&hd, t);
+    size_t n = t->handler, dn = drop ? strlen(drop) : 0, room = sizeof strs->names;
+    char *low = strs->names;
+    for (unsigned i = t->handler; i < t->n; i++) { /* the handler's: n <= i */
+        size_t k = t->low[i].nlen;
+        if (k >= room)
+            return 0; /* the handler's names past SB_HEAD_NAMES in all */
+        lower_copy(low, t->name[i], k);
+        low[k] = 0;
+        if (resp_conn_specific(low, k) || (k == dn && !memcmp(low, drop, k)))
+            continue; /* the handler's connection-specific fields, the codec's drop */
+        t->low[n++] = (http_field_t){low, t->low[i].value, k, t->low[i].vlen};
+        low += k + 1;
+        room -= k + 1;
+    }
+    return n;
 }

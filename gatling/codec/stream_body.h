@@ -233,26 +233,27 @@ void sb_offer_held(sbody_t *b);
 char *sb_room(sbody_t *b, size_t n);
 
 #define SB_HEAD_NAMES 2048 /* the handler's field names, with a NUL each, at most */
-#define SB_HEAD_FIELDS (8 + EX_FIELDS_MAX) /* the most sb_head_fields writes */
 
-/* The strings a response head's fields point into (sb_head_fields): the
-   handler's names in lower case and the numbers' digits, each
-   NUL-terminated; room for the numbers (256) and SB_HEAD_NAMES. */
+/* What a response head's fields are and point into (sb_head_fields): the
+   table http/head.h makes (with the numbers' digits), and the handler's
+   names in lower case, each NUL-terminated, SB_HEAD_NAMES bytes in all. */
 typedef struct sb_head_strs {
-    char text[256 + SB_HEAD_NAMES];
+    head_fields_t t;
+    char names[SB_HEAD_NAMES];
 } sb_head_strs_t;
 
-/* A response head's fields as http/head.h walks them for every protocol
+/* A response head's fields as http/head.h makes them for every protocol
    (codec_head_facts's), the names in lower case for HPACK and QPACK:
    :status, server, date, content-type (ctype; NULL: none), content-length
    (len where the status has a body), last-modified (mtime; -1: none), HSTS
    on a secure exchange (-x), then the exchange's own, without the
    connection-specific ones and drop (a codec's own; NULL: none).  How many
-   are in f (at most SB_HEAD_FIELDS), or 0 if the handler's names are longer
-   than SB_HEAD_NAMES in all (the codec fails the stream); they point into
-   strs, ex and the site's dates: encode them before the loop turns. */
+   there are, in strs->t.low[0..n) (at most HEAD_FIELDS_MAX), or 0 if the
+   handler's names are longer than SB_HEAD_NAMES in all (the codec fails the
+   stream); they point into strs, ex and the site's dates: encode them
+   before the loop turns. */
 size_t sb_head_fields(const exchange_t *ex, int status, const char *ctype, uint64_t len,
-                      time_t mtime, const char *drop, http_field_t *f, sb_head_strs_t *strs);
+                      time_t mtime, const char *drop, sb_head_strs_t *strs);
 
 /* The access log's request field, as nginx writes it ("GET /x HTTP/2.0"; a
    CONNECT's target is its Host): the bytes it needs at most, and then it

@@ -19,30 +19,33 @@ static h1_t *h1_of(exchange_t *ex)
     return (h1_t *)ex;
 }
 
-/* A field as HTTP/1.1 writes it: its line (the status's, the status line). */
-static void put_field(void *arg, const head_field_t *f)
+/* Fields [from, t->n) as HTTP/1.1 writes them: a line each. */
+static void put_fields(hbuf_t *b, const head_fields_t *t, unsigned from)
 {
-    hbuf_t *b = arg;
-    if (f->kind == HEAD_STATUS) {
-        hb_puts(b, "HTTP/1.1 ");
-        hb_num(b, f->num);
-        hb_puts(b, " ");
-        hb_puts(b, resp_reason((int)f->num));
+    for (unsigned i = from; i < t->n; i++) {
+        hb_put(b, t->name[i], t->low[i].nlen);
+        hb_puts(b, ": ");
+        hb_put(b, t->low[i].value, t->low[i].vlen);
         hb_puts(b, "\r\n");
-        return;
     }
-    hb_put(b, f->name, f->nlen);
-    hb_puts(b, ": ");
-    hb_put(b, f->value, f->vlen);
-    if (f->numeric)
-        hb_num(b, f->num);
-    hb_puts(b, "\r\n");
 }
 
-/* The status line, Server and Date.  For a 200 with the site's date these
-   are the same bytes all second long: copied from what the first 200 of
-   the second made. */
-static void put_start(hbuf_t *b, const head_t *hd, const exchange_t *ex)
+/* head_start's fields of status in t: the status line (of t's first,
+   :status), Server and Date. */
+static void put_start_fields(hbuf_t *b, const head_fields_t *t, int status)
+{
+    hb_puts(b, "HTTP/1.1 ");
+    hb_put(b, t->low[0].value, t->low[0].vlen);
+    hb_puts(b, " ");
+    hb_puts(b, resp_reason(status));
+    hb_puts(b, "\r\n");
+    put_fields(b, t, 1);
+}
+
+/* The status line, Server and Date (head_start's fields, made in t).  For
+   a 200 with the site's date these are the same bytes all second long:
+   copied from what the first 200 of the second made. */
+static void put_start(hbuf_t *b, const head_t *hd, const exchange_t *ex, head_fields_t *t)
 {
     static _Thread_local struct {
         const site_t *site;
@@ -52,17 +55,20 @@ static void put_start(hbuf_t *b, const head_t *hd, const exchange_t *ex)
     } ok;
     const site_t *s = ex->site;
     if (hd->status != 200 || ex->date) { /* a stored response keeps its Date */
-        head_start(hd, put_field, b);
+        head_start(hd, t);
+        put_start_fields(b, t, hd->status);
         return;
     }
+    t->n = 0; /* none of t's to write: ok's bytes are */
     if (ok.site != s || ok.at != s->date_at) { /* hd's date is the site's of date_at */
         hbuf_t m = hb_init(ok.s, sizeof ok.s);
-        head_start(hd, put_field, &m);
+        head_start(hd, t);
+        put_start_fields(&m, t, hd->status);
         ok.site = m.over ? NULL : s;
         ok.at = s->date_at;
         ok.n = hb_len(&m);
         if (m.over) {
-            head_start(hd, put_field, b);
+            put_start_fields(b, t, hd->status);
             return;
         }
     }
@@ -76,14 +82,17 @@ static void put_head(hbuf_t *b, const h1_t *h, int status, const char *ctype, ui
 {
     const exchange_t *ex = &h->ex;
     head_t hd;
+    head_fields_t t;
     codec_head_facts(&hd, ex, status, ctype, len, mtime);
     hd.framing = h->chunked_out ? "chunked" : NULL;
     hd.connection = h->tunnel       ? "upgrade"
                     : !h->keepalive ? "close"
                     : h->http10     ? "keep-alive"
                                     : NULL;
-    put_start(b, &hd, ex);
-    head_rest(&hd, put_field, b);
+    put_start(b, &hd, ex, &t);
+    unsigned rest = t.n; /* past what put_start wrote */
+    head_rest(&hd, &t);
+    put_fields(b, &t, rest);
     if (ex->fields_over)
         b->over = 1;
     hb_puts(b, "\r\n");

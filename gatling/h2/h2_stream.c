@@ -219,10 +219,10 @@ static int submit(exchange_t *ex, int status, const char *ctype, uint64_t len, t
     h2_stream_t *s = stream_of(ex);
     h2_t *h = s->h2;
     sb_head_strs_t strs;
-    h2_field_t nv[SB_HEAD_FIELDS];
     if (s->answered)
         return -1;
-    size_t n = sb_head_fields(ex, status, ctype, len, mtime, NULL, nv, &strs);
+    size_t n = sb_head_fields(ex, status, ctype, len, mtime, NULL, &strs);
+    const h2_field_t *nv = strs.t.low;
     if (!n)
         return -1;
     ex->status = (uint16_t)status;

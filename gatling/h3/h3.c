@@ -76,9 +76,9 @@ static int submit(exchange_t *ex, int status, const char *ctype, uint64_t len, t
 {
     h3_stream_t *s = stream_of(ex);
     sb_head_strs_t strs;
-    http_field_t f[SB_HEAD_FIELDS];
-    nghttp3_nv nv[SB_HEAD_FIELDS];
-    size_t n = sb_head_fields(ex, status, ctype, len, mtime, "alt-svc", f, &strs);
+    nghttp3_nv nv[HEAD_FIELDS_MAX];
+    size_t n = sb_head_fields(ex, status, ctype, len, mtime, "alt-svc", &strs);
+    const http_field_t *f = strs.t.low;
     if (!n)
         return -1;
     for (size_t i = 0; i < n; i++)

@@ -304,4 +304,10 @@ static int cache_route_init(site_t *site)
     return -1;
 }
 
-const handler_t cache_handler = {"cache", NULL, cache_dispatch, cache_route_init, cache_free};
+static int cache_on(const site_t *site)
+{
+    return hsite_of_const(site)->cache != NULL;
+}
+
+const handler_t cache_handler = {"cache", NULL, cache_dispatch, cache_route_init, cache_free,
+                                 cache_on};

@@ -932,4 +932,9 @@ static int cgi_route_init(site_t *s)
     return cgi_init(s, s->cfg->spawn_fd);
 }
 
-const handler_t cgi_handler = {"CGI", NULL, cgi_route, cgi_route_init, cgi_free};
+static int cgi_on(const site_t *s)
+{
+    return hsite_of_const(s)->cgi != NULL;
+}
+
+const handler_t cgi_handler = {"CGI", NULL, cgi_route, cgi_route_init, cgi_free, cgi_on};

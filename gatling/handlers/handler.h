@@ -35,6 +35,10 @@ typedef struct handler {
     /* The loop ends: what init made goes (NULL: nothing).  Called for every
        entry, also one whose init failed or was never called. */
     void (*free)(struct site *site);
+    /* Is the handler there at all on site (its options, what init made)?
+       NULL: always.  Asked once, after every init: a request is put only
+       to the entries there (no call for what the site does not use). */
+    int (*on)(const struct site *site);
 } handler_t;
 
 #endif

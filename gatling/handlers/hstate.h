@@ -23,12 +23,19 @@
 struct proxy;
 struct cgi_loop;
 struct cache;
+struct handler;
+
+#define HSITE_ROUTE_MAX 16 /* entries of router.c's table, at most */
 
 typedef struct hsite {
     site_t site;           /* first: what ex->site points to */
     struct proxy *proxy;   /* -P: the rules and backend pools (proxy.h); NULL: none */
     struct cgi_loop *cgi;  /* CGI's state (cgi.c); NULL: no CGI */
     struct cache *cache;   /* the response cache (cache.h); NULL: none */
+    /* router.c's entries there on this site (handler.h's on), in the
+       table's order: what router_dispatch walks (router_init) */
+    const struct handler *route[HSITE_ROUTE_MAX];
+    unsigned nroute;
 } hsite_t;
 
 _Static_assert(offsetof(hsite_t, site) == 0, "hsite_of() casts");

@@ -683,4 +683,5 @@ static int metrics_route(exchange_t *ex)
     return metrics_serve(ex);
 }
 
-const handler_t metrics_handler = {"-S /metrics", metrics_asked, metrics_route, NULL, NULL};
+const handler_t metrics_handler = {"-S /metrics", metrics_asked, metrics_route, NULL, NULL,
+                                   status_page_on};

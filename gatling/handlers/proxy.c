@@ -760,4 +760,9 @@ int proxy_dispatch(exchange_t *ex)
     return 0;
 }
 
-const handler_t proxy_handler = {"-P", NULL, proxy_dispatch, proxy_init, proxy_free};
+static int proxy_on(const site_t *site)
+{
+    return hsite_of_const(site)->proxy != NULL;
+}
+
+const handler_t proxy_handler = {"-P", NULL, proxy_dispatch, proxy_init, proxy_free, proxy_on};

@@ -9,6 +9,7 @@
 #include "site/acme_chal.h"
 #include "site/site.h"
 #include "proxy.h"
+#include "hstate.h"
 #include "static.h"
 #include "status.h"
 
@@ -149,9 +150,9 @@ static int host_rule(exchange_t *ex)
     return HANDLER_NOT_MINE;
 }
 
-static int acme_wanted(exchange_t *ex)
+static int acme_on(const site_t *s)
 {
-    return ex->site->cfg->acme_chal != NULL;
+    return s->cfg->acme_chal != NULL;
 }
 
 static int acme_rule(exchange_t *ex)
@@ -188,6 +189,11 @@ static int get_or_head(exchange_t *ex)
 /* -X on plain HTTP, where HTTPS is there for the Host: the same URL on
    HTTPS; but the files below /.well-known/ are answered where a CA asks
    for them (ACME's HTTP-01 and pki-validation are plain HTTP). */
+static int https_on(const site_t *s)
+{
+    return s->cfg->https_redirect;
+}
+
 static int https_wanted(exchange_t *ex)
 {
     return !ex->secure && ex->site->cfg->https_redirect &&
@@ -223,13 +229,15 @@ static int methods_rule(exchange_t *ex)
     return answered(ex_error(ex, 501, NULL, NULL));
 }
 
-static const handler_t host_entry = {"Host", NULL, host_rule, NULL, NULL};
-static const handler_t acme_entry = {"ACME HTTP-01", acme_wanted, acme_rule, NULL, NULL};
-static const handler_t origin_entry = {"Alt-Svc, 421", is_secure, origin_rule, NULL, NULL};
-static const handler_t https_entry = {"-X", https_wanted, https_rule, NULL, NULL};
+static const handler_t host_entry = {"Host", NULL, host_rule, NULL, NULL, NULL};
+static const handler_t acme_entry = {"ACME HTTP-01", NULL, acme_rule, NULL, NULL, acme_on};
+static const handler_t origin_entry = {"Alt-Svc, 421", is_secure, origin_rule, NULL, NULL,
+                                       NULL};
+static const handler_t https_entry = {"-X", https_wanted, https_rule, NULL, NULL, https_on};
 static const handler_t acme_files_entry = {"ACME files", get_or_head, acme_files_rule, NULL,
-                                           NULL};
-static const handler_t methods_entry = {"OPTIONS, 405, 501", NULL, methods_rule, NULL, NULL};
+                                           NULL, NULL};
+static const handler_t methods_entry = {"OPTIONS, 405, 501", NULL, methods_rule, NULL, NULL,
+                                        NULL};
 
 /*
  * The router's rules and the handlers, in the order a request is put to
@@ -240,7 +248,8 @@ static const handler_t methods_entry = {"OPTIONS, 405, 501", NULL, methods_rule,
  * -X's redirect and ACME's before the cache, -P and CGI; the cache in
  * front of the dynamic handlers it stores; -P and CGI take any method and
  * a path of their own before -S's pages and the files; the last entry
- * answers every request left.  init and free are called in this order.
+ * answers every request left.  init and free are called in this order; a
+ * site's requests are put only to the entries there on it (on).
  */
 static const handler_t *const table[] = {
     &status_health_handler, /* -k */
@@ -259,11 +268,13 @@ static const handler_t *const table[] = {
 };
 
 #define NTABLE (sizeof table / sizeof table[0])
+_Static_assert(NTABLE <= HSITE_ROUTE_MAX, "hsite_t's route holds the table");
 
 int router_dispatch(exchange_t *ex)
 {
-    for (size_t i = 0; i < NTABLE; i++) {
-        const handler_t *h = table[i];
+    const hsite_t *hs = hsite_of_const(ex->site);
+    for (unsigned i = 0; i < hs->nroute; i++) {
+        const handler_t *h = hs->route[i];
         if (h->match && !h->match(ex))
             continue;
         int r = h->serve(ex);
@@ -275,9 +286,14 @@ int router_dispatch(exchange_t *ex)
 
 int router_init(site_t *site)
 {
+    hsite_t *hs = hsite_of(site);
     for (size_t i = 0; i < NTABLE; i++)
         if (table[i]->init && table[i]->init(site) < 0)
             return -1;
+    hs->nroute = 0; /* what is there, once all are made */
+    for (size_t i = 0; i < NTABLE; i++)
+        if (!table[i]->on || table[i]->on(site))
+            hs->route[hs->nroute++] = table[i];
     return 0;
 }
 

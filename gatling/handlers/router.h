@@ -17,12 +17,14 @@
 struct site;
 
 /* Answer ex's request (or hand work to a thread: ex->job): the table of
-   router.c, walked in its order.  0, or -1 if nothing could be answered
-   (ENOMEM). */
+   router.c, walked in its order, over the entries there on ex's site
+   (router_init's list).  0, or -1 if nothing could be answered (ENOMEM). */
 int router_dispatch(exchange_t *ex);
 
-/* The loop begins: every handler's init, in the table's order.  0, or -1
-   after one printed why (router_free lets go of what the others made). */
+/* The loop begins: every handler's init, in the table's order, then the
+   list of the entries there on site (handler.h's on) that router_dispatch
+   walks.  0, or -1 after one printed why (router_free lets go of what the
+   others made). */
 int router_init(struct site *site);
 
 /* The loop ends: every handler's free, in the table's order (the cache's

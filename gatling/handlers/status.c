@@ -460,9 +460,9 @@ int status_health(exchange_t *ex)
     return ex_body_buf(ex, body, len, 0) < 0 ? -1 : 1;
 }
 
-static int health_wanted(exchange_t *ex)
+static int health_on(const site_t *s)
 {
-    return ex->site->cfg->health != NULL;
+    return s->cfg->health != NULL;
 }
 
 static int health_serve(exchange_t *ex)
@@ -471,7 +471,12 @@ static int health_serve(exchange_t *ex)
     return r ? (r < 0 ? -1 : 0) : HANDLER_NOT_MINE;
 }
 
-const handler_t status_health_handler = {"-k health", health_wanted, health_serve, NULL, NULL};
+const handler_t status_health_handler = {"-k health", NULL, health_serve, NULL, NULL, health_on};
+
+int status_page_on(const struct site *s)
+{
+    return s->cfg->status_page;
+}
 
 int status_page_asked(exchange_t *ex, const char *page, path_t *p)
 {
@@ -502,4 +507,5 @@ static int page_serve(exchange_t *ex)
     return status_serve(ex, p.query && p.query_len == 4 && !memcmp(p.query, "json", 4));
 }
 
-const handler_t status_handler = {"-S /server-status", page_asked, page_serve, NULL, NULL};
+const handler_t status_handler = {"-S /server-status", page_asked, page_serve, NULL, NULL,
+                                  status_page_on};

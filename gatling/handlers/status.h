@@ -30,6 +30,9 @@ int status_serve(exchange_t *ex, int json);
  */
 int status_health(exchange_t *ex);
 
+/* -S: are the pages there at all on s (the router's on, for both pages)? */
+int status_page_on(const struct site *s);
+
 /* -S: is ex a GET or HEAD of page ("/server-status", "/metrics"), its path
    decoded (into ex->path, p)?  1 or 0. */
 int status_page_asked(exchange_t *ex, const char *page, path_t *p);

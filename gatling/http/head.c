@@ -8,54 +8,68 @@ int head_has_body(int head_only, int status)
     return !head_only && status >= 200 && status != 204 && status != 304;
 }
 
-static void give(head_sink_t sink, void *arg, uint8_t kind, const char *name, const char *lower,
-                 size_t nlen, const char *value)
+/* v in decimal at d, NUL-terminated (d holds 21 bytes): its length. */
+static size_t digits(char *d, uint64_t v)
 {
-    head_field_t f = {kind, 0, name, lower, value, nlen, strlen(value), 0};
-    sink(arg, &f);
+    char r[20], *p = r + sizeof r;
+    do
+        *--p = (char)('0' + v % 10);
+    while (v /= 10);
+    size_t n = (size_t)(r + sizeof r - p);
+    memcpy(d, p, n);
+    d[n] = 0;
+    return n;
 }
 
-static void give_num(head_sink_t sink, void *arg, uint8_t kind, const char *name, const char *lower,
-                     size_t nlen, const char *value, size_t vlen, uint64_t num)
+/* The room is checked beside the write, though 8 of the server's and
+   EX_FIELDS_MAX of the handler's always fit. */
+static void add(head_fields_t *t, const char *name, const char *lower, size_t nlen,
+                const char *value, size_t vlen)
 {
-    head_field_t f = {kind, 1, name, lower, value, nlen, vlen, num};
-    sink(arg, &f);
-}
-
-/* A field of the server's own: its name as HTTP/1.1 spells it, and in lower case. */
-#define GIVE(kind, name, lower, value) \
-    give(sink, arg, (kind), (name), (lower), sizeof(name) - 1, (value))
-
-void head_start(const head_t *h, head_sink_t sink, void *arg)
-{
-    give_num(sink, arg, HEAD_STATUS, ":status", ":status", 7, "", 0, (uint64_t)h->status);
-    GIVE(HEAD_SERVER, "Server", "server", h->server);
-    GIVE(HEAD_DATE, "Date", "date", h->date);
-}
-
-void head_rest(const head_t *h, head_sink_t sink, void *arg)
-{
-    if (h->ctype)
-        GIVE(HEAD_CTYPE, "Content-Type", "content-type", h->ctype);
-    if (h->len != EX_LEN_STREAM && head_has_body(0, h->status))
-        give_num(sink, arg, HEAD_LENGTH, "Content-Length", "content-length", 14, "", 0, h->len);
-    else if (h->framing)
-        GIVE(HEAD_FRAMING, "Transfer-Encoding", "transfer-encoding", h->framing);
-    if (h->modified)
-        GIVE(HEAD_MODIFIED, "Last-Modified", "last-modified", h->modified);
-    if (h->hsts >= 0)
-        give_num(sink, arg, HEAD_HSTS, "Strict-Transport-Security", "strict-transport-security", 25,
-                 "max-age=", 8, (uint64_t)h->hsts);
-    if (h->connection)
-        GIVE(HEAD_CONNECTION, "Connection", "connection", h->connection);
-    for (unsigned i = 0; i < h->nfields; i++) {
-        const ex_field_t *x = &h->fields[i];
-        give(sink, arg, HEAD_HANDLER, x->name, NULL, strlen(x->name), x->value);
+    if (t->n < HEAD_FIELDS_MAX) {
+        t->name[t->n] = name;
+        t->low[t->n++] = (http_field_t){lower, value, nlen, vlen};
     }
 }
 
-void head_walk(const head_t *h, head_sink_t sink, void *arg)
+/* A field of the server's own: its name as HTTP/1.1 spells it, and in lower case. */
+#define ADD(name, lower, value) add(t, (name), (lower), sizeof(name) - 1, (value), strlen(value))
+
+void head_start(const head_t *h, head_fields_t *t)
 {
-    head_start(h, sink, arg);
-    head_rest(h, sink, arg);
+    t->n = 0;
+    add(t, ":status", ":status", 7, t->status, digits(t->status, (uint64_t)(unsigned)h->status));
+    ADD("Server", "server", h->server);
+    ADD("Date", "date", h->date);
+}
+
+void head_rest(const head_t *h, head_fields_t *t)
+{
+    if (h->ctype)
+        ADD("Content-Type", "content-type", h->ctype);
+    if (h->len != EX_LEN_STREAM && head_has_body(0, h->status))
+        add(t, "Content-Length", "content-length", 14, t->length, digits(t->length, h->len));
+    else if (h->framing)
+        ADD("Transfer-Encoding", "transfer-encoding", h->framing);
+    if (h->modified)
+        ADD("Last-Modified", "last-modified", h->modified);
+    if (h->hsts >= 0) {
+        memcpy(t->hsts, "max-age=", 8);
+        add(t, "Strict-Transport-Security", "strict-transport-security", 25, t->hsts,
+            8 + digits(t->hsts + 8, (uint64_t)h->hsts));
+    }
+    if (h->connection)
+        ADD("Connection", "connection", h->connection);
+    t->handler = t->n;
+    unsigned k = h->nfields < EX_FIELDS_MAX ? h->nfields : EX_FIELDS_MAX;
+    for (unsigned i = 0; i < k; i++) {
+        const ex_field_t *x = &h->fields[i];
+        add(t, x->name, NULL, strlen(x->name), x->value, strlen(x->value));
+    }
+}
+
+void head_build(const head_t *h, head_fields_t *t)
+{
+    head_start(h, t);
+    head_rest(h, t);
 }

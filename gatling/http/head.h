@@ -2,18 +2,20 @@
  * head — a response's head, the same for every protocol: the fields the
  * server adds itself (Server, Date, Content-Type, Content-Length,
  * Last-Modified, HSTS) in their order, then the handler's; and whether a
- * response has a body at all.  One walk calls a sink per field: HTTP/1.1
- * writes each as a text line (h1/h1.c), HTTP/2 and HTTP/3 in lower case
- * for HPACK and QPACK (codec/stream_body.c).  The values that are the
- * site's (the server's name, the date, Last-Modified's string, HSTS's
- * max-age) come in a
- * head_t that the codec fills (codec_head_facts); which fields go, in what
- * order and when, is decided here only.  Pure: no allocation, no I/O.
+ * response has a body at all.  The values that are the site's (the
+ * server's name, the date, Last-Modified's string, HSTS's max-age) come in
+ * a head_t that the codec fills (codec_head_facts); which fields go, in
+ * what order and when, is decided here only.  One pass puts them in a table
+ * (head_fields_t) that each codec reads: HTTP/1.1 writes each as a text
+ * line (h1/h1.c), HTTP/2 and HTTP/3 take the names in lower case, the
+ * server's own already so (codec/stream_body.c).  Pure: no allocation, no
+ * I/O.
  */
 #ifndef GATLING_HEAD_H
 #define GATLING_HEAD_H
 
 #include "exchange.h"
+#include "response.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -33,48 +35,44 @@ typedef struct head {
     unsigned nfields;
 } head_t;
 
-/* Which field a sink is given: the server's own in the order they go, then
-   the handler's. */
-enum {
-    HEAD_STATUS, /* ":status", num: the status (HTTP/1.1 makes it its status line) */
-    HEAD_SERVER,
-    HEAD_DATE,
-    HEAD_CTYPE,
-    HEAD_LENGTH,
-    HEAD_FRAMING,
-    HEAD_MODIFIED,
-    HEAD_HSTS,
-    HEAD_CONNECTION,
-    HEAD_HANDLER
-};
+/* The most fields a head has: the server's (status, Server, Date,
+   Content-Type, Content-Length or framing, Last-Modified, HSTS,
+   Connection) and the handler's. */
+#define HEAD_FIELDS_MAX (8 + EX_FIELDS_MAX)
 
-/* One field: its name as HTTP/1.1 spells it ("Content-Length"; the
-   handler's as it gave it) and, for the server's own, in lower case (lower,
-   as HTTP/2 and HTTP/3 send it; NULL for the handler's), its value
-   (numeric: the value's text is value then num in decimal: "max-age=" 600). */
-typedef struct head_field {
-    uint8_t kind;    /* HEAD_* */
-    uint8_t numeric; /* num follows value */
-    const char *name, *lower, *value;
-    size_t nlen, vlen; /* strlen(name), strlen(value) */
-    uint64_t num;
-} head_field_t;
+/*
+ * A head's fields, in order, as one pass makes them (head_start,
+ * head_rest), for the codecs to read directly.  Field i is low[i], what
+ * HTTP/2 and HTTP/3 send: the name in lower case ("content-length"), the
+ * value, their lengths; and name[i], the name as HTTP/1.1 spells it
+ * ("Content-Length").  The first is always ":status" (HTTP/1.1 makes it
+ * its status line).  From handler on are the handler's, as it gave them:
+ * their low[i].name is NULL (the codec lowers name[i]; low[i].nlen is its
+ * length).  The numbers' digits are kept here.
+ */
+typedef struct head_fields {
+    unsigned n, handler;
+    http_field_t low[HEAD_FIELDS_MAX];
+    const char *name[HEAD_FIELDS_MAX];
+    char status[24];
+    char length[24];
+    char hsts[40]; /* "max-age=" and the digits */
+} head_fields_t;
 
-/* What a codec does with each field, in order; arg is the codec's. */
-typedef void (*head_sink_t)(void *arg, const head_field_t *f);
+/* The status, Server and Date of h into t, from its start: the start of
+   every head (what HTTP/1.1 keeps made for a second). */
+void head_start(const head_t *h, head_fields_t *t);
 
-/* The status, Server and Date of h, to sink: the start of every head (what
-   HTTP/1.1 keeps made for a second). */
-void head_start(const head_t *h, head_sink_t sink, void *arg);
-
-/* The rest of h's fields, to sink, after head_start's: Content-Type,
+/* The rest of h's fields, appended to t after head_start's (or from none,
+   t->n 0, where the codec keeps the start made already): Content-Type,
    Content-Length (only where head_has_body(0, status), with a known
    length; a HEAD's is the GET's) or else HTTP/1.1's framing,
-   Last-Modified, HSTS, HTTP/1.1's Connection, then the handler's. */
-void head_rest(const head_t *h, head_sink_t sink, void *arg);
+   Last-Modified, HSTS, HTTP/1.1's Connection, then the handler's (at most
+   EX_FIELDS_MAX of them: t always has room). */
+void head_rest(const head_t *h, head_fields_t *t);
 
 /* Both, in order: the whole head. */
-void head_walk(const head_t *h, head_sink_t sink, void *arg);
+void head_build(const head_t *h, head_fields_t *t);
 
 /* Does the response carry a body?  Not to a HEAD (head_only, RFC 9110
    9.3.2), nor with a 1xx, 204 or 304 status (RFC 9110 6.4.1): what every

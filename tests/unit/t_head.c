@@ -1,9 +1,10 @@
 /* A response's head as every protocol sends it (http/head.c): which
-   responses have a body, and the fields a walk gives, in their order. */
+   responses have a body, and the fields its table holds, in their order. */
 #include "head.h"
 #include "tap.h"
 
 #include <stdio.h>
+#include <strings.h>
 
 static void test_has_body(void)
 {
@@ -19,23 +20,23 @@ static void test_has_body(void)
                t[i].head_only ? "HEAD" : "GET", t[i].status, t[i].body ? "a body" : "none");
 }
 
-/* A sink that appends "name=value;" for each field (the status as ":status=N"). */
-static void record(void *arg, const head_field_t *f)
-{
-    char *out = arg;
-    size_t n = strlen(out);
-    int k = snprintf(out + n, 1024 - n, "%.*s=%.*s", (int)f->nlen, f->name, (int)f->vlen, f->value);
-    n += (size_t)k;
-    if (f->numeric)
-        n += (size_t)snprintf(out + n, 1024 - n, "%llu", (unsigned long long)f->num);
-    snprintf(out + n, 1024 - n, ";");
-}
-
+/* The fields as "name=value;" each (the status as ":status=N"), a "!"
+   before one whose lengths, or name in lower case, do not match, or that
+   is not the server's before t.handler or the handler's from there. */
 static const char *walk(const head_t *h)
 {
     static char out[1024];
+    head_fields_t t;
+    size_t n = 0;
     out[0] = 0;
-    head_walk(h, record, out);
+    head_build(h, &t);
+    for (unsigned i = 0; i < t.n; i++) {
+        const http_field_t *f = &t.low[i];
+        int same = f->nlen == strlen(t.name[i]) && f->vlen == strlen(f->value) &&
+                   (!f->name || !strcasecmp(f->name, t.name[i])) && (f->name != NULL) == (i < t.handler);
+        n += (size_t)snprintf(out + n, sizeof out - n, "%s%.*s=%.*s;", same ? "" : "!",
+                              (int)f->nlen, t.name[i], (int)f->vlen, f->value);
+    }
     return out;
 }
 

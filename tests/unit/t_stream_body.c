@@ -268,8 +268,8 @@ static void test_head_fields(void)
     ex_field(&t.ex, "Proxy-Connection", "keep-alive");
     ex_field(&t.ex, "Alt-Svc", "h3=\":443\"");
     sb_head_strs_t strs;
-    http_field_t f[SB_HEAD_FIELDS];
-    size_t n = sb_head_fields(&t.ex, 200, "text/plain", 1234, -1, NULL, f, &strs);
+    const http_field_t *f = strs.t.low;
+    size_t n = sb_head_fields(&t.ex, 200, "text/plain", 1234, -1, NULL, &strs);
     is_int((int)n, 7, "status, server, date, type, length, two fields kept of four");
     ok(!strcmp(f[0].name, ":status") && f[0].nlen == 7 && !strcmp(f[0].value, "200") &&
            f[0].vlen == 3, ":status first, lengths right");
@@ -278,24 +278,58 @@ static void test_head_fields(void)
     ok(!strcmp(f[5].name, "x-cache") && f[5].nlen == 7 && !strcmp(f[6].name, "alt-svc"),
        "the exchange's names in lower case, the connection-specific ones dropped");
     t.ex.secure = 1;
-    n = sb_head_fields(&t.ex, 304, NULL, 1234, -1, "alt-svc", f, &strs);
+    n = sb_head_fields(&t.ex, 304, NULL, 1234, -1, "alt-svc", &strs);
     is_int((int)n, 5, "304: no type, no length; HSTS when secure; alt-svc dropped on asking");
     ok(!strcmp(f[3].name, "strict-transport-security") && !strcmp(f[3].value, "max-age=600"),
        "HSTS's max-age");
     ok(!strcmp(f[4].name, "x-cache"), "only x-cache of the four");
     static const char longname[] = "X-Longlonglonglonglonglonglonglonglonglonglonglonglong-Name";
     ex_field(&t.ex, longname, "v");
-    n = sb_head_fields(&t.ex, 200, NULL, 0, -1, NULL, f, &strs);
-    ok(n == 8 && f[7].nlen == sizeof longname - 1 && !strcasecmp(f[7].name, longname) &&
-           f[7].name[0] == 'x',
+    n = sb_head_fields(&t.ex, 200, NULL, 0, -1, NULL, &strs);
+    ok(n == 8 && f[7].nlen == sizeof longname - 1 &&
+           !strcmp(f[7].name, "x-longlonglonglonglonglonglonglonglonglonglonglonglong-name"),
        "a name of %zu characters whole, in lower case", sizeof longname - 1);
     char huge[SB_HEAD_NAMES / EX_FIELDS_MAX * 2];
     memset(huge, 'X', sizeof huge - 1);
     huge[sizeof huge - 1] = 0;
     while (t.ex.nfields < EX_FIELDS_MAX)
         ex_field(&t.ex, huge, "v");
-    ok(!sb_head_fields(&t.ex, 200, NULL, 0, -1, NULL, f, &strs),
+    ok(!sb_head_fields(&t.ex, 200, NULL, 0, -1, NULL, &strs),
        "names past SB_HEAD_NAMES in all: none (%u fields)", t.ex.nfields);
+    site.cfg = NULL;
+    end(&t);
+}
+
+/* The handler's names are lowered a word at a time: every length from 1
+   to 40, at every offset of a name holding the bytes around 'A' and 'Z'
+   and some past 0x7f, lowered as tolower would in the C locale. */
+static void test_head_names_lowered(void)
+{
+    static config_t cfg = {.hsts = -1};
+    static const char mix[] = "@AZ[`az{Aa\x80\xc1\xdaZz-09_Q\xff\x7fMN@[AZaz`{X-Y"
+                              "@AZ[`az{Aa\x80\xc1\xdaZz-09_Q\xff\x7fMN@[AZaz`{X-Y";
+    tstream_t t;
+    begin(&t);
+    site.cfg = &cfg;
+    t.ex.date = "Wed, 25 Nov 2026 23:00:00 GMT";
+    int bad = 0;
+    for (size_t n = 1; n <= 40; n++)
+        for (size_t off = 0; off + n < sizeof mix - 1 && off < 24; off++) {
+            char name[64], want[64];
+            memcpy(name, mix + off, n);
+            name[n] = 0;
+            for (size_t i = 0; i <= n; i++)
+                want[i] = (char)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] + 32 : name[i]);
+            t.ex.nfields = 0;
+            ex_field(&t.ex, name, "v");
+            sb_head_strs_t strs;
+            size_t k = sb_head_fields(&t.ex, 200, NULL, 0, -1, NULL, &strs);
+            const http_field_t *f = &strs.t.low[k - 1];
+            if (k != 5 || f->nlen != n || memcmp(f->name, want, n + 1) ||
+                memcmp(name, mix + off, n))
+                bad++;
+        }
+    is_int(bad, 0, "names of 1 to 40 bytes at each offset lowered byte for byte");
     site.cfg = NULL;
     end(&t);
 }
@@ -359,6 +393,7 @@ int main(void)
     test_line();
     test_fields();
     test_head_fields();
+    test_head_names_lowered();
     test_pool();
     return tap_done();
 }
