@@ -21,23 +21,27 @@ through the balancer.  ClusterLab brings it all up but Pebble; start_pebble() st
 (once haproxy has every node UP, so that no validation meets a node not yet listening:
 the clients retry the directory meanwhile), wait_certificates() waits for both
 certificates on every node.  Root, network namespaces, haproxy, etcd and Pebble are
-needed; the callers check (test_cluster_lab.py's skip marks, compare-cluster's checks).
+needed: LAB_MARKS skips a test module without them, compare-cluster checks them itself.
 """
 import concurrent.futures
 import contextlib
 import os
 import re
+import shutil
 import socket
 import ssl
 import subprocess
 import time
 import types
 
+import pytest
+
+import acmelab
 from acmelab import Pebble
 from conftest import wait_for
 from test_acme_https import BACKOFF, BODY, NAME, cert_serial, children, pairs
-from test_cluster import CGI, MKCERT, etcd_members
-from test_lb import Gatling, Haproxy
+from test_cluster import CGI, ETCD, MKCERT, etcd_members
+from test_lb import Gatling, Haproxy, needs_lab
 
 NODES = ("g1", "g2", "g3")
 NAMES = (NAME, "www." + NAME)
@@ -48,6 +52,15 @@ WANTS = {"g1": ((NAME,), ()), "g2": ((NAME,), ()),
 HTTP_PORT, HTTPS_PORT = 8000, 4400  # + N: lb's frontend for node gN
 ISSUE_TIMEOUT = 60
 HOLDS = "holds the cluster's ACME lock for %s"
+# what a test module in the lab needs, skipped saying which is missing
+LAB_MARKS = [
+    pytest.mark.skipif(not shutil.which("haproxy"), reason="haproxy not installed "
+                       "(apt-get install haproxy; tests/setup.sh does)"),
+    pytest.mark.skipif(not ETCD, reason="needs etcd (Debian's etcd-server: tests/setup.sh)"),
+    pytest.mark.skipif(bool(acmelab.missing()), reason="%s missing: %s" % (
+        ", ".join(acmelab.missing()), acmelab.INSTALL_HINT)),
+    needs_lab,
+]
 
 # after bench/lb's configuration (frontend www on lb:80, dist's backend gatling): HTTPS
 # passed through round robin, and a way to each node alone.  The checks of the HTTPS

@@ -8,25 +8,14 @@ a new certificate on every node.  It checks the answers, not the speeds.  Root, 
 and Pebble are needed (skipped otherwise, saying which); run-check runs it once (LAB)."""
 import json
 import os
-import shutil
 import subprocess
 import sys
 
-import pytest
-
-import acmelab
+from clusterlab import LAB_MARKS
 from conftest import ROOT
-from test_cluster import ETCD
-from test_lb import PLAIN, needs_lab
+from test_lb import PLAIN
 
-pytestmark = [
-    pytest.mark.skipif(not shutil.which("haproxy"), reason="haproxy not installed "
-                       "(apt-get install haproxy; tests/setup.sh does)"),
-    pytest.mark.skipif(not ETCD, reason="needs etcd (Debian's etcd-server: tests/setup.sh)"),
-    pytest.mark.skipif(bool(acmelab.missing()), reason="%s missing: %s" % (
-        ", ".join(acmelab.missing()), acmelab.INSTALL_HINT)),
-    needs_lab,
-]
+pytestmark = LAB_MARKS
 ROWS = ("cluster", "apart", "one")
 
 

@@ -2,25 +2,12 @@
 gatling nodes behind HAProxy, a three-member etcd, and Pebble validating through the
 balancer with its chaos on.
 
-The lab (bench/netlab) has six hosts: lb (Debian's haproxy), g1, g2 and g3 (a gatling and
-an etcd member each), ca (Pebble and pebble-challtestsrv) and c1 (the client).  Every
-gatling runs `-p 80 -e 443 -y http,https -Y <lb> -k /healthz -g 3 --acme ... --cluster
-etcd=<g1>,<g2>,<g3> --cluster-name lab` with its own -C and --acme-dir.  haproxy runs
-bench/lb's configuration (dist/haproxy.cfg's defaults and backend gatling: lb:80 round
-robin to the nodes' port 80 with a PROXY v2 header), lb:443 passed through round robin to
-the nodes' port 443 with a PROXY v2 header, and a frontend per node (lb:800N to gN:80,
-lb:440N to gN:443) through which the tests reach one node.  pebble-challtestsrv answers
-every name with lb's address, so Pebble's HTTP-01 goes to lb:80 and its TLS-ALPN-01 to
-lb:443, whichever node the balancer picks then.  Pebble's certificate names ca's address
-(dist/mkcert.sh PKI ADDRESS), which the nodes' --acme-ca-root trusts; its chaos is on
-(nonces refused, authorizations reused), but for its random validation delay
-(PEBBLE_VA_NOSLEEP=1), which would cost up to 15 s an order.
-
-g1 and g2 want gatling.test (HTTP-01 first, gatling's default) and race for its lock; g3
-wants www.gatling.test by TLS-ALPN-01 alone (--acme-challenge), so both challenges go
-through the balancer in every run.  Pebble starts last, once haproxy has every node UP, so
-that no validation meets a node not yet listening (the clients retry the directory
-meanwhile).  Shown: every node serves both certificates (the same serial) over HTTP/1.1
+The lab is tests/integration/clusterlab.py's (bench/compare-cluster measures the same):
+hosts lb (haproxy: round robin to the nodes with a PROXY v2 header, lb:80 and lb:443, and
+lb:800N, lb:440N to node gN alone), g1, g2, g3 (a gatling --cluster node and an etcd
+member each), ca (Pebble, its chaos on, validating through lb) and c1 (the client); g1 and
+g2 race for gatling.test's lock (HTTP-01), g3 orders www.gatling.test by TLS-ALPN-01.
+Shown: every node serves both certificates (the same serial) over HTTP/1.1
 and HTTP/2 (curl through the node's frontend, trusting Pebble's root only) and HTTP/3
 (the suite's aioquic client, straight to the node: haproxy passes no QUIC); a TLS session
 made on g1 is resumed on g2 and g3 (openssl s_client -sess_out/-sess_in, TLS 1.3 and
@@ -40,23 +27,15 @@ import time
 
 import pytest
 
-import acmelab
-from clusterlab import (BACKOFF, BODY, ClusterLab, HOLDS, HTTP_PORT, HTTPS_PORT, NAME, NAMES,
-                        NODES, said)
+from clusterlab import (BACKOFF, BODY, ClusterLab, HOLDS, HTTP_PORT, HTTPS_PORT, LAB_MARKS,
+                        NAME, NAMES, NODES, said)
 from conftest import wait_for
 from test_acme_https import cert_serial, h3_get, has_h3
-from test_cluster import ETCD, http, reused, s_client
-from test_lb import needs_lab
+from test_cluster import http, reused, s_client
 
-pytestmark = [
-    pytest.mark.skipif(not shutil.which("haproxy"), reason="haproxy not installed "
-                       "(apt-get install haproxy; tests/setup.sh does)"),
-    pytest.mark.skipif(not ETCD, reason="needs etcd (Debian's etcd-server: tests/setup.sh)"),
-    pytest.mark.skipif(bool(acmelab.missing()), reason="%s missing: %s" % (
-        ", ".join(acmelab.missing()), acmelab.INSTALL_HINT)),
+pytestmark = LAB_MARKS + [
     pytest.mark.skipif(not shutil.which("openssl") or not shutil.which("curl"),
                        reason="needs openssl and curl"),
-    needs_lab,
 ]
 
 
