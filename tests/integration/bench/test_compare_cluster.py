@@ -53,3 +53,4 @@ def test_compare_cluster_quick(tmp_path):
     assert (ren.get("new_cert_s") or 0) > 0, ren  # a node that still wanted the name ordered it
     assert 0 < ren["responses"] <= ren["requests"] and ren["failed"] == 0, ren
     assert "renewal under load" in (out / "commands.txt").read_text()
+    print(data["table"])
