@@ -2,25 +2,12 @@
 gatling nodes behind HAProxy, a three-member etcd, and Pebble validating through the
 balancer with its chaos on.
 
-The lab (bench/netlab) has six hosts: lb (Debian's haproxy), g1, g2 and g3 (a gatling and
-an etcd member each), ca (Pebble and pebble-challtestsrv) and c1 (the client).  Every
-gatling runs `-p 80 -e 443 -y http,https -Y <lb> -k /healthz -g 3 --acme ... --cluster
-etcd=<g1>,<g2>,<g3> --cluster-name lab` with its own -C and --acme-dir.  haproxy runs
-bench/lb's configuration (dist/haproxy.cfg's defaults and backend gatling: lb:80 round
-robin to the nodes' port 80 with a PROXY v2 header), lb:443 passed through round robin to
-the nodes' port 443 with a PROXY v2 header, and a frontend per node (lb:800N to gN:80,
-lb:440N to gN:443) through which the tests reach one node.  pebble-challtestsrv answers
-every name with lb's address, so Pebble's HTTP-01 goes to lb:80 and its TLS-ALPN-01 to
-lb:443, whichever node the balancer picks then.  Pebble's certificate names ca's address
-(dist/mkcert.sh PKI ADDRESS), which the nodes' --acme-ca-root trusts; its chaos is on
-(nonces refused, authorizations reused), but for its random validation delay
-(PEBBLE_VA_NOSLEEP=1), which would cost up to 15 s an order.
-
-g1 and g2 want gatling.test (HTTP-01 first, gatling's default) and race for its lock; g3
-wants www.gatling.test by TLS-ALPN-01 alone (--acme-challenge), so both challenges go
-through the balancer in every run.  Pebble starts last, once haproxy has every node UP, so
-that no validation meets a node not yet listening (the clients retry the directory
-meanwhile).  Shown: every node serves both certificates (the same serial) over HTTP/1.1
+The lab is tests/integration/clusterlab.py's (bench/compare-cluster measures the same):
+hosts lb (haproxy: round robin to the nodes with a PROXY v2 header, lb:80 and lb:443, and
+lb:800N, lb:440N to node gN alone), g1, g2, g3 (a gatling --cluster node and an etcd
+member each), ca (Pebble, its chaos on, validating through lb) and c1 (the client); g1 and
+g2 race for gatling.test's lock (HTTP-01), g3 orders www.gatling.test by TLS-ALPN-01.
+Shown: every node serves both certificates (the same serial) over HTTP/1.1
 and HTTP/2 (curl through the node's frontend, trusting Pebble's root only) and HTTP/3
 (the suite's aioquic client, straight to the node: haproxy passes no QUIC); a TLS session
 made on g1 is resumed on g2 and g3 (openssl s_client -sess_out/-sess_in, TLS 1.3 and
@@ -33,123 +20,23 @@ skipped, saying which, otherwise.  It does not depend on the IO backend: the fir
 build's gatling serves, and run-check runs the module once (LAB: in the `once` job, one
 test at a time, as the other lab modules).
 """
-import concurrent.futures
-import os
 import re
 import shutil
 import subprocess
 import time
-import types
 
 import pytest
 
-import acmelab
-from acmelab import Pebble
+from clusterlab import (BACKOFF, BODY, ClusterLab, HOLDS, HTTP_PORT, HTTPS_PORT, LAB_MARKS,
+                        NAME, NAMES, NODES, said)
 from conftest import wait_for
-from test_acme_https import BACKOFF, BODY, NAME, cert_serial, h3_get, has_h3, pairs
-from test_cluster import CGI, ETCD, MKCERT, etcd_members, http, reused, s_client
-from test_lb import Gatling, Haproxy, needs_lab
+from test_acme_https import cert_serial, h3_get, has_h3
+from test_cluster import http, reused, s_client
 
-NODES = ("g1", "g2", "g3")
-NAMES = (NAME, "www." + NAME)
-# who wants which name: g1 and g2 race for gatling.test (HTTP-01), g3 alone orders
-# www.gatling.test by TLS-ALPN-01
-WANTS = {"g1": ((NAME,), ()), "g2": ((NAME,), ()),
-         "g3": ((NAMES[1],), ("--acme-challenge", "tls-alpn-01"))}
-HTTP_PORT, HTTPS_PORT = 8000, 4400  # + N: lb's frontend for node gN
-ISSUE_TIMEOUT = 60
-HOLDS = "holds the cluster's ACME lock for %s"
-
-pytestmark = [
-    pytest.mark.skipif(not shutil.which("haproxy"), reason="haproxy not installed "
-                       "(apt-get install haproxy; tests/setup.sh does)"),
-    pytest.mark.skipif(not ETCD, reason="needs etcd (Debian's etcd-server: tests/setup.sh)"),
-    pytest.mark.skipif(bool(acmelab.missing()), reason="%s missing: %s" % (
-        ", ".join(acmelab.missing()), acmelab.INSTALL_HINT)),
+pytestmark = LAB_MARKS + [
     pytest.mark.skipif(not shutil.which("openssl") or not shutil.which("curl"),
                        reason="needs openssl and curl"),
-    needs_lab,
 ]
-
-# after bench/lb's configuration (frontend www on lb:80, dist's backend gatling): HTTPS
-# passed through round robin, and a way to each node alone.  The checks of the HTTPS
-# backends are TCP connects (with the PROXY header, as the traffic): a node serves no
-# certificate before its first order.
-TLS_RR = """\
-frontend tls
-    mode tcp
-    option tcplog
-    bind %(lb)s:443
-    default_backend tls
-
-backend tls
-    mode tcp
-    balance roundrobin
-"""
-TLS_SERVER = "    server %(g)s %(addr)s:443 send-proxy-v2 check inter 1s fall 2 rise 2\n"
-ONE_NODE = """
-frontend %(g)s-https
-    mode tcp
-    option tcplog
-    bind %(lb)s:%(https)d
-    default_backend %(g)s-https
-
-backend %(g)s-https
-    mode tcp
-    server %(g)s %(addr)s:443 send-proxy-v2 check inter 1s fall 2 rise 2
-
-frontend %(g)s-http
-    mode http
-    bind %(lb)s:%(http)d
-    default_backend %(g)s-http
-
-backend %(g)s-http
-    mode http
-    http-reuse never
-    server %(g)s %(addr)s:80 send-proxy-v2 check inter 1s fall 2 rise 2
-"""
-
-
-def haproxy_sections(addrs):
-    """The sections after bench/lb's configuration: TLS_RR with every node, ONE_NODE for
-    each."""
-    out = TLS_RR % {"lb": addrs["lb"]}
-    out += "".join(TLS_SERVER % {"g": g, "addr": addrs[g]} for g in NODES)
-    for i, g in enumerate(NODES, 1):
-        out += ONE_NODE % {"g": g, "addr": addrs[g], "lb": addrs["lb"],
-                           "https": HTTPS_PORT + i, "http": HTTP_PORT + i}
-    return out
-
-
-def docroot(tmp, c1_addr):
-    """The nodes' site: BODY as /, a CGI whose answers the cache keeps a minute, and
-    PURGEs allowed from c1 (the client address haproxy's PROXY header carries)."""
-    www = tmp / "www"
-    www.mkdir()
-    (www / "index.html").write_bytes(BODY)
-    (www / ".cache").write_text("ttl 60\npurge %s\n" % c1_addr)
-    (www / "p.cgi").write_text(CGI)
-    os.chmod(str(www / "p.cgi"), 0o755)
-    return str(www)
-
-
-def node(lab, g, addrs, pebble, etcd_urls, www, tmp):
-    """gatling on host g, a node of cluster lab wanting WANTS[g]."""
-    names, more = WANTS[g]
-    certs, state = tmp / ("certs-" + g), tmp / ("acme-" + g)
-    certs.mkdir()
-    return Gatling(lab.host(g), addrs[g], 80, addrs["lb"], www, tmp, tls_port=443, extra=[
-        "-C", str(certs), "-w", "\\.cgi$", "--acme", "admin@" + NAME,
-        "--acme-ca", pebble.directory, "--acme-ca-root", pebble.pki + "/ca.pem",
-        "--acme-dir", str(state), "--acme-names", ",".join(names),
-        "--cluster", "etcd=" + etcd_urls, "--cluster-name", "lab"] + list(more),
-        # the client's first retry after a failure (Pebble not there yet) 2 s later, not 60
-        env={"GATLING_TEST_ACME_BACKOFF": str(BACKOFF)})
-
-
-def said(g, pattern):
-    """The lines of gatling g's error log that match pattern."""
-    return [l for l in g.errlog() if re.search(pattern, l)]
 
 
 @pytest.fixture(scope="module")
@@ -157,52 +44,14 @@ def cluster(tmp_path_factory):
     """The lab, its three etcd members, the three nodes, haproxy UP, then Pebble; yields
     once every node has both certificates; everything stopped and the lab removed
     afterwards."""
-    from benchkit import netlab
-    t0 = time.monotonic()
-    tmp = tmp_path_factory.mktemp("clab")
-    os.chmod(str(tmp), 0o755)
-    lab = netlab.Lab(["lb"] + list(NODES) + ["ca", "c1"], lab="clustertest")
-    procs, members, pebble = [], [], None
+    lab = ClusterLab(tmp_path_factory.mktemp("clab"))
     try:
-        addrs = {h.name: h.addrs[0] for h in lab.hosts}
-        pki = str(tmp / "pki")
-        subprocess.run(["sh", MKCERT, pki, addrs["ca"]], check=True, capture_output=True,
-                       timeout=60)
-        members = etcd_members(str(tmp), hosts=[lab.host(g) for g in NODES])
-        pebble = Pebble(str(tmp), pki, 80, 443, host=lab.host("ca"), target=addrs["lb"])
-        www = docroot(tmp, addrs["c1"])
-        urls = ",".join(m.url for m in members)
-        gs = {g: node(lab, g, addrs, pebble, urls, www, tmp) for g in NODES}
-        procs += gs.values()
-        hp = Haproxy(lab.host("lb"), tmp, addrs["lb"], {g: addrs[g] for g in NODES},
-                     extra=haproxy_sections(addrs))
-        procs.append(hp)
-        hp.wait_up()
-        pebble.start()
-        certs = [str(tmp / ("certs-" + g)) for g in NODES]
-        try:
-            wait_for(lambda: len(pairs(certs[0])) == 2 and all(pairs(c) == pairs(certs[0])
-                                                                for c in certs),
-                     ISSUE_TIMEOUT, "both certificates on every node", step=0.25)
-        except AssertionError as e:
-            raise AssertionError("%s: %s\n%s\n%s" % (
-                e, [pairs(c) for c in certs], "\n".join(l for g in NODES
-                                                        for l in gs[g].errlog()[-8:]),
-                pebble.log()[-2000:])) from None
-        issued = time.monotonic()
-        print("lab up to both certificates on every node: %.1f s" % (issued - t0))
-        yield types.SimpleNamespace(lab=lab, addrs=addrs, gatlings=gs, haproxy=hp,
-                                    pebble=pebble, root=pebble.root(), serials=pairs(certs[0]),
-                                    issued=issued, tmp=tmp)
+        lab.start_pebble()
+        cl = lab.wait_certificates()
+        print("lab up to both certificates on every node: %.1f s" % (cl.issued - lab.t0))
+        yield cl
     finally:
-        # at once: each gatling serves out its -g grace on SIGTERM (3 s)
-        with concurrent.futures.ThreadPoolExecutor(max(1, len(procs))) as ex:
-            list(ex.map(lambda p: p.stop(), procs))
-        if pebble:
-            pebble.close()
-        for m in members:
-            m.stop()
-        lab.down()
+        lab.close()
 
 
 def curl_https(cl, i, name, version):
