@@ -713,11 +713,15 @@ int acme_client_issue(acme_client_t *cl, const char *name, const char *replaces,
         acme_dns_check(&cl->cfg->acme, name, cl->err, sizeof cl->err) < 0)
         return -1;
     int rc = new_order(cl, name, replaces, &ord, url);
-    if (rc < 0 && replaces && replaces[0] &&
-        (strcmp(cl->ptype, ACME_ERROR "alreadyReplaced") == 0 ||
-         strcmp(cl->ptype, ACME_ERROR "malformed") == 0 ||
-         strcmp(cl->ptype, ACME_ERROR "conflict") == 0)) {
-        /* the CA refused the replacement (already replaced, unknown): a plain order */
+    if (rc < 0 && replaces && replaces[0] && cl->ptype[0] &&
+        strcmp(cl->ptype, ACME_ERROR "rateLimited") != 0) {
+        /* the CA refused the order that names the certificate it replaces:
+           a plain order.  Whatever the problem's type: CAs say it in many
+           ways (alreadyReplaced, conflict; malformed or unauthorized at
+           Boulder; serverInternal at Pebble 2.10, which cannot find the
+           order of a serial with a leading zero byte), and the same
+           `replaces` sent again after the back-off would fail again, so the
+           name would never renew.  A rate limit is the CA's to end. */
         rc = new_order(cl, name, NULL, &ord, url);
     }
     for (int i = 0; rc == 0 && i < ord.nauthz; i++)

@@ -266,7 +266,9 @@ class Fault:
     JSON string), "redirect" (302 to another origin), "delay" (Pebble's
     answer, held `delay` seconds), "ari" (Pebble's renewalInfo answer replaced
     by window(serial) -> (start, end) unix seconds), "plain" (Pebble's answer
-    with every https:// in it made http://)."""
+    with every https:// in it made http://), "noreplace" (a newOrder that says
+    `replaces` answered 500 serverInternal, as Pebble 2.10.1 answers one for a
+    certificate whose serial starts with a zero byte; others passed on)."""
 
     def __init__(self, kind, path, method=None, times=1, retry_after=3, size=16 << 20,
                  delay=0.0, window=None, location="https://127.0.0.1:1/elsewhere"):
@@ -386,6 +388,11 @@ class FaultProxy:
             return self.send(h, 500, [("Content-Type", "application/problem+json")],
                              b'{"type":"urn:ietf:params:acme:error:serverInternal",'
                              b'"detail":"injected by the test","status":500}')
+        if kind == "noreplace" and (self.payload(body) or {}).get("replaces"):
+            return self.send(h, 500, [("Content-Type", "application/problem+json")],
+                             b'{"type":"urn:ietf:params:acme:error:serverInternal",'
+                             b'"detail":"could not find an order for the given certificate",'
+                             b'"status":500}')
         if kind == "notjson":
             return self.send(h, 200, [("Content-Type", "text/html")],
                              b"<html><body>not JSON { [ \"</body></html>\n")

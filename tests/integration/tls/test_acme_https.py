@@ -476,6 +476,34 @@ def test_ari_window_and_replaces(tmp_path, pki):
                      "the renewed certificate served")
 
 
+def test_refused_replacement_orders_plainly(tmp_path, pki):
+    """A CA that refuses the renewal's order because of its `replaces` (here
+    500 serverInternal, Pebble 2.10.1's answer for a serial that starts with
+    a zero byte, about one certificate in 256): the client orders again at
+    once without it, and the renewed certificate is served.  It used to send
+    the same `replaces` after each back-off: the name never renewed."""
+    site = Site(str(tmp_path))
+    with Pebble(site.tmp, pki, site.http, site.https, profiles={"hour": 3600}) as pebble, \
+            FaultProxy(pki, pebble.acme) as proxy:
+        pebble.start()
+        now = time.time()
+        proxy.add(Fault("ari", "/draft-ietf-acme-ari-03/renewalInfo/", times=1000,
+                        window=lambda certid: (now, now + 2)))
+        refuse = proxy.add(Fault("noreplace", "/order-plz", "POST", times=1000))
+        with site.gatling(proxy.directory, ["--acme-profile", "hour"]) as srv:
+            first = cert_serial(served(srv, pebble.root()))
+            ctx = ctx_for(pebble.root())
+            wait_for(lambda: cert_serial(h1_get(ctx, site.https)) != first, 40,
+                     "the renewed certificate served")
+            orders = proxy.seen("/order-plz", "POST")
+            said = [i for i, r in enumerate(orders) if (r[3] or {}).get("replaces")]
+            assert said and orders[said[0]][4] == 500, orders
+            after = orders[said[0] + 1]
+            assert not (after[3] or {}).get("replaces") and after[4] == 201, after
+            assert after[0] - orders[said[0]][0] < 3, "the plain order came after a back-off"
+            assert refuse.hits
+
+
 # --------------------------------------------------------------------------
 # Faults
 
