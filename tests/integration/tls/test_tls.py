@@ -186,11 +186,97 @@ def test_keepalive_and_pipelining_over_tls(gatling, pki):
         with ctx.wrap_socket(raw, server_hostname="localhost") as s:
             req = b"GET /a.txt HTTP/1.1\r\nHost: localhost\r\n\r\n"
             req2 = b"GET /b.txt HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-            s.sendall(req * 20 + req2)  # pipelined: more than one TLS record of requests
+            s.sendall(req * 20 + req2)  # pipelined, in one TLS record (one SSL_write)
             data = recv_to_eof(s)
     assert data.count(b"HTTP/1.1 200 OK") == 21
     assert data.endswith(b"B" * 20000)
     assert data.count(b"A" * 100) == 20
+
+
+def tls_records_client(port, pki):
+    """A TLS 1.3 client over memory BIOs, which decides what goes into each TCP segment:
+    (socket, SSLObject, incoming BIO, outgoing BIO, the client's Finished not yet sent)."""
+    ctx = ssl.create_default_context(cafile=pki + "/ca.pem")
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ctx.wrap_bio(inc, out, server_hostname="localhost")
+    s = socket.create_connection(("127.0.0.1", port), timeout=IO_TIMEOUT)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    while True:
+        try:
+            obj.do_handshake()
+            return s, obj, inc, out, out.read()
+        except ssl.SSLWantReadError:
+            s.sendall(out.read())
+            d = s.recv(65536)
+            assert d, "the server closed the connection in the handshake"
+            inc.write(d)
+
+
+def tls_read(s, obj, inc, done=lambda got: False):
+    """The plaintext the server sends until done(what came) holds, it closes, or the socket's
+    timeout passes."""
+    got = b""
+    while not done(got):
+        try:
+            while True:
+                d = obj.read(65536)
+                if not d:
+                    return got
+                got += d
+        except ssl.SSLWantReadError:
+            pass
+        except ssl.SSLZeroReturnError:
+            return got
+        if done(got):
+            break
+        try:
+            d = s.recv(65536)
+        except socket.timeout:
+            return got
+        if not d:
+            return got
+        inc.write(d)
+    return got
+
+
+@pytest.mark.parametrize("when", ["after_handshake", "with_finished", "after_a_request"])
+def test_pipelined_records_in_one_segment(gatling, pki, when):
+    """Requests that come as several TLS records in one TCP segment are all answered.
+    OpenSSL reads ahead: one read(2) takes every record off the socket, and SSL_read returns
+    one record's plaintext at a time, so once the first record's request is answered the
+    others are in OpenSSL's buffer, where epoll cannot see them: the connection must look
+    there before it waits for the socket (conn_st_idle's tls_pending), or it waits until -T
+    ends it.  The records come right after the handshake, with the client's Finished in the
+    same segment (a client that sends its requests with the handshake's last flight, as
+    h2load does), and on a connection idle after a first answer."""
+    srv = gatling({"a.txt": "A" * 100}, args=tls_args(pki))
+    s, obj, inc, out, finished = tls_records_client(https_port(srv), pki)
+    with s:
+        req = b"GET /a.txt HTTP/1.1\r\nHost: localhost\r\n\r\n"
+        last = b"GET /a.txt HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        first = b""
+        if when != "with_finished":
+            s.sendall(finished)
+            finished = b""
+            s.settimeout(2)  # its session ticket: the server is past its handshake
+            try:
+                inc.write(s.recv(65536))
+            except socket.timeout:
+                pass
+            s.settimeout(IO_TIMEOUT)
+        if when == "after_a_request":
+            obj.write(req)
+            s.sendall(out.read())
+            first = tls_read(s, obj, inc, lambda got: b"A" * 100 in got)
+        records = b""
+        for r in [req] * 9 + [last]:
+            obj.write(r)  # one SSL_write, one record
+            records += out.read()
+        s.sendall(finished + records)
+        data = first + tls_read(s, obj, inc)
+    want = 11 if when == "after_a_request" else 10
+    assert data.count(b"HTTP/1.1 200 OK") == want, data[-300:]
+    assert data.count(b"A" * 100) == want
 
 
 @pytest.mark.parametrize("name,cn", [("localhost", "localhost"), ("other.test", "other.test"),
