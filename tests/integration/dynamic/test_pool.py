@@ -26,6 +26,7 @@ import re
 import shutil
 import signal
 import socket
+import socketserver
 import subprocess
 import threading
 import time
@@ -589,45 +590,42 @@ class SplitApp:
     """An HTTP/1.1 backend that writes each answer's head and body apart, as
     gunicorn does: the body `gap` s after the head (keeping the connection),
     or never (gap None: the connection closed after the head, as an
-    application killed between its two writes).  Counts the requests it got."""
+    application killed between its two writes).  Counts the requests it got
+    (socketserver's thread a connection)."""
 
     def __init__(self, gap, body=b"split body\n"):
         self.gap, self.body, self.got = gap, body, 0
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
+        app = self
+
+        class Conn(socketserver.BaseRequestHandler):
+            def handle(self):
+                app.serve(self.request)
+        self.srv = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Conn)
+        self.srv.daemon_threads = True
+        self.port = self.srv.server_address[1]
         self.addr = "127.0.0.1/%d" % self.port
-        threading.Thread(target=self._accept, daemon=True).start()
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
 
-    def _accept(self):
-        while True:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
-
-    def _serve(self, c):
+    def serve(self, c):
         buf = b""
-        with c:
-            while True:
-                while b"\r\n\r\n" not in buf:
-                    more = c.recv(4096)
-                    if not more:
-                        return
-                    buf += more
-                buf = buf.split(b"\r\n\r\n", 1)[1]  # GETs only: no body
-                self.got += 1
-                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nX-Backend: split\r\n"
-                          b"Content-Length: %d\r\n\r\n" % len(self.body))
-                time.sleep(self.gap or 0.2)  # the head alone on the wire first
-                if self.gap is None:
+        while True:
+            while b"\r\n\r\n" not in buf:
+                more = c.recv(4096)
+                if not more:
                     return
-                c.sendall(self.body)
+                buf += more
+            buf = buf.split(b"\r\n\r\n", 1)[1]  # GETs only: no body
+            self.got += 1
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nX-Backend: split\r\n"
+                      b"Content-Length: %d\r\n\r\n" % len(self.body))
+            time.sleep(self.gap or 0.2)  # the head alone on the wire first
+            if self.gap is None:
+                return
+            c.sendall(self.body)
 
     def close(self):
-        self.sock.close()
+        self.srv.shutdown()
+        self.srv.server_close()
 
 
 def test_member_that_dies_between_head_and_body_is_tried_again(gatling, apps):
