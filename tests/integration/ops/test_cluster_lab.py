@@ -13,7 +13,8 @@ and HTTP/2 (curl through the node's frontend, trusting Pebble's root only) and H
 made on g1 is resumed on g2 and g3 (openssl s_client -sess_out/-sess_in, TLS 1.3 and
 1.2); a PURGE on g1 is a miss on g2 and g3 within a second; Pebble's log counts one order
 and one certificate per name, one account, and haproxy's log shows both validations
-passing through it.
+passing through it; g3 cut off from g1 and g2 (blackhole routes) keeps serving both
+certificates, misses a PURGE made meanwhile, and syncs again once the routes are gone.
 
 Root and network namespaces are needed, and haproxy, etcd, Pebble, curl and openssl:
 skipped, saying which, otherwise.  It does not depend on the IO backend: the first plain
@@ -28,7 +29,7 @@ import time
 import pytest
 
 from clusterlab import (BACKOFF, BODY, ClusterLab, HOLDS, HTTP_PORT, HTTPS_PORT, LAB_MARKS,
-                        NAME, NAMES, NODES, said)
+                        NAME, NAMES, NODES, said, served_serial)
 from conftest import wait_for
 from test_acme_https import cert_serial, h3_get, has_h3
 from test_cluster import http, reused, s_client
@@ -173,3 +174,57 @@ def test_one_order_per_name(cluster):
     assert sorted(http01) == [(g, "200") for g in NODES], hp[-3000:]
     assert sorted(alpn) == list(NODES), hp[-3000:]
     print("the locks' holders: %s" % holders)
+
+
+def test_node_cut_off_from_etcd_serves_and_syncs_again(cluster):
+    """A network partition: g3 cut off from g1 and g2 (blackhole routes on g3, so its own
+    etcd member has no quorum and the others' are unreachable) while lb still reaches it.
+    g3 goes on serving both certificates (the same serials) through its frontend; a PURGE
+    on g1 reaches g2 but not g3 (the partition is real); once the routes are gone, g3
+    syncs again: a PURGE on g1 is a miss on g3 within a second.  Last in the module: it
+    leaves the etcd members to heal."""
+    lb, g3 = cluster.addrs["lb"], cluster.lab.host("g3")
+
+    def get(i, method="GET"):
+        with cluster.lab.host("c1").inside():
+            return http(HTTP_PORT + i, "/p.cgi", method, addr=lb)
+
+    def cached(i):
+        get(i)
+        return get(i)[0] == "gatling; hit"
+    for i in (1, 2, 3):
+        assert cached(i), "g%d" % i
+    routes = ["%s/32" % cluster.addrs[g] for g in ("g1", "g2")]
+    with g3.inside():
+        for r in routes:
+            subprocess.run(["ip", "route", "add", "blackhole", r], check=True, timeout=10)
+    try:
+        time.sleep(1.0)
+        assert get(1, "PURGE")[1] == "purged 1\n"
+        wait_for(lambda: get(2)[0] != "gatling; hit", timeout=2.0, step=0.05,
+                 what="g2's entry purged")
+        time.sleep(1.5)
+        assert get(3)[0] == "gatling; hit", "g3 purged although cut off from etcd"
+        for name in NAMES:
+            s = served_serial(cluster.lab.host("c1"), lb, HTTPS_PORT + 3, name, cluster.root)
+            assert s == cluster.serials[name], (name, s, cluster.serials)
+    finally:
+        with g3.inside():
+            for r in routes:
+                subprocess.run(["ip", "route", "del", "blackhole", r], timeout=10)
+    t0 = time.monotonic()
+
+    def purged_everywhere():
+        if not all(cached(i) for i in (1, 2, 3)):
+            return False
+        assert get(1, "PURGE")[1] == "purged 1\n"
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:
+            if get(3)[0] != "gatling; hit":
+                return True
+            time.sleep(0.05)
+        return False
+    wait_for(purged_everywhere, timeout=30, step=0.2,
+             what="g3 back in the cluster: a PURGE on g1 a miss on g3 within a second (%s)"
+             % said(cluster.gatlings["g3"], "cluster|etcd")[-5:])
+    print("g3 synced again %.1f s after the partition ended" % (time.monotonic() - t0))
