@@ -217,7 +217,7 @@ class ClusterLab:
     def wait_certificates(self, timeout=ISSUE_TIMEOUT):
         """Until every node's -C has both certificates, the same ones; then the namespace
         the tests take (lab, addrs, gatlings, haproxy, pebble, root, serials, issued,
-        tmp).  AssertionError with the nodes' and Pebble's last words otherwise."""
+        tmp, members: the etcd members, host by host as NODES).  AssertionError with the nodes' and Pebble's last words otherwise."""
         certs = self.certs()
         try:
             wait_for(lambda: len(pairs(certs[0])) == 2 and all(pairs(c) == pairs(certs[0])
@@ -232,7 +232,7 @@ class ClusterLab:
         return types.SimpleNamespace(lab=self.lab, addrs=self.addrs, gatlings=self.gatlings,
                                      haproxy=self.haproxy, pebble=self.pebble,
                                      root=self.pebble.root(), serials=pairs(certs[0]),
-                                     issued=self.issued, tmp=self.tmp)
+                                     issued=self.issued, tmp=self.tmp, members=self.members)
 
     def close(self):
         # at once: each gatling serves out its -g grace on SIGTERM (3 s)
