@@ -158,8 +158,7 @@ static int lock_round(cluster_acme_t *a, etcd_t *e, int64_t now, char *err, size
     if (n < 0)
         return -1;
     for (int i = 0, count = cluster_acme_count(a->view); i < count && rc == 0; i++) {
-        snprintf(name, sizeof name, "%s", cluster_acme_name(a->view, i));
-        if (!file_ok(name, strlen(name)))
+        if (!file_ok(name, cluster_acme_name(a->view, i, name)))
             continue;
         const etcd_kv_t *l = find(kv, n, (size_t)pn, name);
         int mine = l && a->lease && l->lease == a->lease && !strcmp((char *)l->value, a->node);
@@ -404,9 +403,12 @@ static char *local_cert(cluster_acme_t *a, const char *host, acme_cert_info_t *i
 /* host's slot among the client's names, or -1. */
 static int slot_of(cluster_acme_t *a, const char *host)
 {
-    for (int i = 0, n = cluster_acme_count(a->view); i < n; i++)
-        if (!strcmp(cluster_acme_name(a->view, i), host))
+    char name[CLUSTER_ACME_NAME_MAX];
+    for (int i = 0, n = cluster_acme_count(a->view); i < n; i++) {
+        cluster_acme_name(a->view, i, name);
+        if (!strcmp(name, host))
             return i;
+    }
     return -1;
 }
 
@@ -480,9 +482,9 @@ static int sync_certs(cluster_acme_t *a, etcd_t *e, char *err, size_t errlen)
                       cluster_acme_held(a->view, slot_of(a, h)), err, errlen);
     }
     for (int i = 0, count = cluster_acme_count(a->view); i < count && rc == 0; i++) {
-        snprintf(host, sizeof host, "%s", cluster_acme_name(a->view, i));
+        size_t hl = cluster_acme_name(a->view, i, host);
         int kn = snprintf(key, sizeof key, "%s%s", pre, host);
-        if (file_ok(host, strlen(host)) && !find(kv, n, (size_t)pn, host))
+        if (file_ok(host, hl) && !find(kv, n, (size_t)pn, host))
             rc = sync_one(a, e, key, (size_t)kn, host, NULL, 0, err, errlen);
     }
     etcd_kvs_free(kv, n);

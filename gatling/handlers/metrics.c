@@ -613,10 +613,11 @@ static void cluster(hbuf_t *b, const site_t *s)
         return;
     head(b, "gatling_cluster_acme_lock", "gauge",
          "1 while this node holds the cluster's ACME lock for the name (its client orders it)");
+    char name[CLUSTER_ACME_NAME_MAX];
     for (int i = 0; i < n; i++) {
-        const char *name = cluster_acme_name(s->cfg->cluster, i);
+        size_t len = cluster_acme_name(s->cfg->cluster, i, name);
         hb_puts(b, "gatling_cluster_acme_lock");
-        label(b, '{', "name", name, strnlen(name, CLUSTER_ACME_NAME_MAX - 1));
+        label(b, '{', "name", name, len);
         value(b, 1, (uint64_t)cluster_acme_held(s->cfg->cluster, i));
     }
 }

@@ -343,18 +343,13 @@ static void backend_list(hbuf_t *b, const site_t *s, int json)
 }
 
 /* --cluster: each name the ACME client wants, and whether this node holds
-   its lock (the client orders it): a JSON array, or an HTML table.  The
-   names come from the side process's page: each is copied within its
-   bound first. */
+   its lock (the client orders it): a JSON array, or an HTML table. */
 static void cluster_locks(hbuf_t *b, const site_t *s, int json)
 {
     int n = s->cfg->cluster ? cluster_acme_count(s->cfg->cluster) : 0;
     char name[CLUSTER_ACME_NAME_MAX];
     for (int i = 0; i < n; i++) {
-        const char *nm = cluster_acme_name(s->cfg->cluster, i);
-        size_t len = strnlen(nm, sizeof name - 1);
-        memcpy(name, nm, len);
-        name[len] = 0;
+        cluster_acme_name(s->cfg->cluster, i, name);
         hb_puts(b, json ? (i ? ",{\"name\":\"" : ",\"cluster_acme_locks\":[{\"name\":\"")
                         : (i ? "<tr><td>"
                              : "<h2>Cluster: ACME locks</h2>\n<table>\n<tr><th>name</th>"

@@ -129,9 +129,13 @@ int cluster_acme_count(const cluster_view_t *v)
     return n < 0 ? 0 : n > CLUSTER_ACME_NAMES ? CLUSTER_ACME_NAMES : n;
 }
 
-const char *cluster_acme_name(const cluster_view_t *v, int i)
+size_t cluster_acme_name(const cluster_view_t *v, int i, char out[CLUSTER_ACME_NAME_MAX])
 {
-    return v->acme[i].name;
+    const char *name = v->acme[i].name;
+    size_t len = strnlen(name, CLUSTER_ACME_NAME_MAX - 1);
+    memcpy(out, name, len);
+    out[len] = 0;
+    return len;
 }
 
 int cluster_acme_wanted(const cluster_view_t *v, int i)

@@ -53,9 +53,11 @@ void cluster_set_synced(cluster_view_t *v, int64_t now);
 #define CLUSTER_ACME_NAME_MAX 256
 
 void cluster_acme_names(cluster_view_t *v, const char *const *names, int n);
-/* The names listed (0: the client has not started); name i's text. */
+/* The names listed (0: the client has not started); name i's text copied
+   into out, NUL-terminated within CLUSTER_ACME_NAME_MAX whatever the
+   client's process wrote to the page: its length. */
 int cluster_acme_count(const cluster_view_t *v);
-const char *cluster_acme_name(const cluster_view_t *v, int i);
+size_t cluster_acme_name(const cluster_view_t *v, int i, char out[CLUSTER_ACME_NAME_MAX]);
 int cluster_acme_wanted(const cluster_view_t *v, int i);
 void cluster_acme_want(cluster_view_t *v, int i, int want);
 int cluster_acme_held(const cluster_view_t *v, int i);
