@@ -788,6 +788,24 @@ static void conn_arm(h3run_t *r, h3conn_t *c)
     gio_set_deadline(r->loop, c->fd, due == INT64_MAX ? 0 : ms < 1 ? 1 : ms);
 }
 
+/* Close c, telling the server with CONNECTION_CLOSE (H3_NO_ERROR; in a handshake ngtcp2
+   sends it as a transport error in the packets the server can read) so that it frees the
+   connection now: one left without a word stays on the server until its idle timeout
+   (-T 600 for bench/ab's servers), a handshake for its own bound, and a drain that
+   follows (SIGTERM) waits for them by its silence rule. */
+static void conn_bye(h3run_t *r, h3conn_t *c)
+{
+    if ((c->state == S_OPEN || c->state == S_HANDSHAKE) && c->q) {
+        ngtcp2_connection_close_error e;
+        ngtcp2_connection_close_error_set_application_error(&e, NGHTTP3_H3_NO_ERROR, NULL, 0);
+        ngtcp2_ssize n = ngtcp2_conn_write_connection_close(c->q, NULL, NULL, r->tx[0], H3B_PKT,
+                                                            &e, (ngtcp2_tstamp)lg_now_ns());
+        if (n > 0) /* best effort: else the server's idle timer ends it */
+            (void)!send(c->fd, r->tx[0], (size_t)n, 0);
+    }
+    conn_close(r, c);
+}
+
 /* After reading or a timer: refill, write, re-arm; or fail the connection. */
 static void conn_after(h3run_t *r, h3conn_t *c)
 {
@@ -800,7 +818,7 @@ static void conn_after(h3run_t *r, h3conn_t *c)
         return;
     }
     if ((c->closing || r->stopping) && !c->inflight && c->state == S_OPEN) {
-        conn_close(r, c); /* GOAWAY (or the run's end) and all answered: a fresh connection */
+        conn_bye(r, c); /* GOAWAY (or the run's end) and all answered: a fresh connection */
         conn_next(r, c);
         return;
     }
@@ -1007,24 +1025,15 @@ static void ramp_check(h3run_t *r, int64_t t0)
     }
 }
 
-/* Start nothing new; idle connections close (CONNECTION_CLOSE), busy ones finish. */
+/* Start nothing new; idle connections close (conn_bye), busy ones finish, then close
+   the same way (conn_after). */
 static void run_stop(h3run_t *r)
 {
     r->stopping = 1;
     for (unsigned i = 0; i < r->n; i++) {
         h3conn_t *c = &r->c[i];
-        if (c->state == S_HANDSHAKE || (c->state == S_OPEN && !c->inflight)) {
-            if (c->state == S_OPEN) { /* tell the server, so that it frees it now */
-                ngtcp2_connection_close_error e;
-                ngtcp2_connection_close_error_set_application_error(&e, NGHTTP3_H3_NO_ERROR,
-                                                                    NULL, 0);
-                ngtcp2_ssize n = ngtcp2_conn_write_connection_close(
-                    c->q, NULL, NULL, r->tx[0], H3B_PKT, &e, (ngtcp2_tstamp)lg_now_ns());
-                if (n > 0) /* best effort: else the server's idle timer ends it */
-                    (void)!send(c->fd, r->tx[0], (size_t)n, 0);
-            }
-            conn_close(r, c);
-        }
+        if (c->state == S_HANDSHAKE || (c->state == S_OPEN && !c->inflight))
+            conn_bye(r, c);
     }
 }
 

@@ -38,6 +38,8 @@
 #define QUIC_CONN_WINDOW (1024 * 1024)  /* the connection's */
 #define QUIC_HANDSHAKE_S 10       /* a handshake not done in this long ends */
 #define QUIC_DRAIN_SILENCE_MS 2000 /* shutting down: a peer silent this long (or 3 PTO) is gone */
+#define QUIC_DRAIN_WAIT_MAX_MS 5000 /* ... and 3 PTO counts for this much at most */
+#define QUIC_DRAIN_CLOSING_MS 1000 /* shutting down: a closing period lasts this much at most */
 #define QUIC_HANDSHAKES_MAX 1024  /* ... and at most this many at once (each holds ~150 KiB
                                      of state), more are dropped; past half of it new
                                      clients prove their address first (Retry) */
@@ -118,8 +120,25 @@ static void conn_close_now(quic_conn_t *c)
     conn_free(c);
 }
 
-/* CONNECTION_CLOSE with c->err, kept and repeated for a closing period of
-   3 PTO (RFC 9000 10.2.1), then the connection goes. */
+/* The closing (or draining) period: 3 PTO (RFC 9000 10.2), and once the process shuts
+   down 1 s at most, none for a draining one (the peer closed).  The period only repeats CONNECTION_CLOSE to a peer whose packets
+   still come (or swallows them); the PTO comes from the RTT measured, which a loaded
+   machine stretches to seconds, and a drain that waited it out would hold the exit (or
+   an upgrade's old process) that long for connections that have nothing left to serve.  A peer whose
+   CONNECTION_CLOSE was lost hears a stateless reset or nothing, and its idle timer ends
+   it: RFC 9000 10.2 asks for the 3 PTO with a SHOULD, for this trade. */
+static int64_t closing_period_ms(const quic_conn_t *c)
+{
+    int64_t ms = 3 * (int64_t)(ngtcp2_conn_get_pto(c->q) / NGTCP2_MILLISECONDS) + 1;
+    if (!c->ep->draining)
+        return ms;
+    if (c->draining) /* the peer closed: nothing is sent in its period, nothing is lost */
+        return 0;
+    return ms > QUIC_DRAIN_CLOSING_MS ? QUIC_DRAIN_CLOSING_MS : ms;
+}
+
+/* CONNECTION_CLOSE with c->err, kept and repeated for a closing period
+   (closing_period_ms), then the connection goes. */
 static void start_closing(quic_conn_t *c)
 {
     quic_ep_t *e = c->ep;
@@ -146,20 +165,21 @@ static void start_closing(quic_conn_t *c)
     int app = c->err.type == NGTCP2_CONNECTION_CLOSE_ERROR_CODE_TYPE_APPLICATION;
     if (c->err.error_code != (app ? NGHTTP3_H3_NO_ERROR : NGTCP2_NO_ERROR))
         e->site->stats.h3_failed++;
-    int64_t pto_ms = (int64_t)(ngtcp2_conn_get_pto(c->q) / NGTCP2_MILLISECONDS);
-    timer_set(c, gio_now(e->site->loop) + 3 * pto_ms + 1);
+    timer_set(c, gio_now(e->site->loop) + closing_period_ms(c));
 }
 
 /* Shutting down: when the peer counts as gone (gio_now() ms), or INT64_MAX while the
    server serves.  A peer that vanished (killed, out of coverage) never acknowledges
    its last packets, so its streams never close and the drain would wait out the idle
    timeout (-T): as TCP's drain gives an idle connection a second, a connection that
-   has heard nothing for QUIC_DRAIN_SILENCE_MS, or 3 PTO if longer, ends. */
+   has heard nothing for QUIC_DRAIN_SILENCE_MS, or 3 PTO if longer (up to
+   QUIC_DRAIN_WAIT_MAX_MS: a PTO stretched by a loaded CPU must not hold the exit), ends. */
 static int64_t drain_silence_end(const quic_conn_t *c)
 {
     if (!c->ep->draining)
         return INT64_MAX;
     int64_t pto3_ms = 3 * (int64_t)(ngtcp2_conn_get_pto(c->q) / NGTCP2_MILLISECONDS);
+    pto3_ms = pto3_ms > QUIC_DRAIN_WAIT_MAX_MS ? QUIC_DRAIN_WAIT_MAX_MS : pto3_ms;
     return c->heard + (pto3_ms > QUIC_DRAIN_SILENCE_MS ? pto3_ms : QUIC_DRAIN_SILENCE_MS);
 }
 
@@ -876,11 +896,14 @@ void quic_drain(quic_ep_t *e)
     if (e->draining)
         return;
     e->draining = 1;
+    int64_t now_ms = gio_now(e->site->loop);
     for (quic_conn_t *c = e->all; c; c = c->next) {
         if (!c->closing && !c->draining) {
             if (c->h3)
                 h3_goaway(c->h3);
             touch(c); /* settles under the drain's silence rule too */
+        } else if (c->timer.when > now_ms + closing_period_ms(c)) { /* a period begun before */
+            timer_set(c, now_ms + closing_period_ms(c));
         }
     }
     flush_touched(e);

@@ -51,8 +51,10 @@ typedef struct jobs_stats {
 typedef struct jobs jobs_t;
 
 /*
- * Start nthreads threads (1..64) with a queue of at most max_queued jobs
- * waiting.  NULL with errno set on failure.  The threads block every signal.
+ * A pool of up to nthreads threads (1..64) with a queue of at most max_queued
+ * jobs waiting.  NULL with errno set on failure (one thread is started and
+ * ends, to know threads can be).  Threads start when jobs wait and end when
+ * none does; they block every signal.
  */
 jobs_t *jobs_new(int nthreads, size_t max_queued);
 
@@ -60,7 +62,8 @@ jobs_t *jobs_new(int nthreads, size_t max_queued);
    with the loop for reading; call jobs_complete() when it is). */
 int jobs_fd(const jobs_t *j);
 
-/* Queue job.  0, or -1 when the queue is full (the caller degrades: 503). */
+/* Queue job.  0, or -1 when the queue is full or no thread can be started for it
+   (the caller degrades: 503). */
 int jobs_submit(jobs_t *j, job_t *job);
 
 /* On the loop: run done() for every finished job.  Returns how many. */
@@ -71,8 +74,8 @@ jobs_stats_t jobs_stats(jobs_t *j);
 
 /*
  * Stop: jobs still queued are not run (cancelled = 1), running ones are
- * waited for; then done() runs for every job not completed yet, and
- * everything is freed.  NULL is a no-op.
+ * waited for (no idle thread is: there is none); then done() runs for every
+ * job not completed yet, and everything is freed.  NULL is a no-op.
  */
 void jobs_free(jobs_t *j);
 

@@ -1,9 +1,14 @@
 /* jobs: the thread pool that keeps slow work off the event loop. */
+#define _GNU_SOURCE /* sched_setaffinity */
 #include "gio.h"
 #include "jobs.h"
 #include "tap.h"
 
+#include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct tjob {
@@ -111,11 +116,56 @@ static void test_full_and_shutdown(void)
     ok(cancelled >= 1, "queued jobs were cancelled, not run (%d)", cancelled);
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The pool's threads run under SCHED_IDLE, which a busy CPU starves: shutting down must not
+   wait for idle threads to be scheduled (it held a server's exit 3 s on a loaded machine,
+   with nothing running).  Six busy processes share this one's CPU meanwhile. */
+static void test_free_on_a_busy_cpu(void)
+{
+    cpu_set_t one, old;
+    sched_getaffinity(0, sizeof old, &old);
+    int cpu = 0;
+    while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &old))
+        cpu++;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    sched_setaffinity(0, sizeof one, &one);
+    jobs_t *j = jobs_new(4, 4); /* threads inherit the one CPU */
+    pid_t busy[6];
+    int nbusy = 0;
+    for (int i = 0; i < 6; i++) {
+        pid_t p = fork();
+        if (p == 0)
+            for (;;)
+                ;
+        if (p > 0)
+            busy[nbusy++] = p;
+    }
+    usleep(200000);
+    double t0 = now_s();
+    jobs_free(j);
+    double took = now_s() - t0;
+    for (int i = 0; i < nbusy; i++) {
+        kill(busy[i], SIGKILL);
+        waitpid(busy[i], NULL, 0);
+    }
+    sched_setaffinity(0, sizeof old, &old);
+    ok(j && nbusy == 6 && took < 0.5, "jobs_free beside 6 busy processes on its CPU: %.3f s",
+       took);
+}
+
 int main(void)
 {
     test_many(1);
     test_many(4);
     test_full_and_shutdown();
+    test_free_on_a_busy_cpu();
     jobs_free(NULL);
     return tap_done();
 }

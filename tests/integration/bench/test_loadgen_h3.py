@@ -181,3 +181,20 @@ def test_bench_h3_silent_server(build):
     assert p.returncode == 1 and r["connects"] == 0 and r["requests"] == 0, (p.stderr, r)
     assert r["errors"]["ctimeout"] >= 1 and "unreachable" in p.stderr, (p.stderr, r)
     assert took < 10, took  # -t 1, not the hard cap (600 s); 10: a busy machine
+
+
+def test_bench_h3_closes_its_connections_at_the_end(build, g3, pki):
+    """-d 1 with 10 streams in flight on each of 20 connections when the time is up: every
+    connection, the busy ones too once answered, ends with CONNECTION_CLOSE, so the server holds
+    none of them after the run (a connection closed without a word stayed until its idle
+    timeout, and held a SIGTERM drain that came next for seconds)."""
+    p, r = bench_json(build, "--h3", "-C", pki / "ca.pem", "-c", "20", "--streams", "10",
+                      "-d", "1", g3.tls_url("/1k.html"))
+    assert p.returncode == 0 and r["errors_total"] == 0 and r["connects"] >= 20, (p.stderr, r)
+    deadline = time.time() + 5
+    while True:
+        st = status(g3)
+        if st["connections"] <= 1 or time.time() > deadline:  # 1: the status request's own
+            break
+        time.sleep(0.1)
+    assert st["connections"] <= 1 and st["h3_idle"] == 0, st
