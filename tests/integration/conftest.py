@@ -51,6 +51,11 @@ for _d in sorted(os.listdir(_HERE)):
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
+# The sanitized servers' leak check skips the libraries' own known leaks (tests/lsan.supp says
+# which and why); every process the tests start inherits it.
+os.environ.setdefault("LSAN_OPTIONS", "suppressions=%s:print_suppressions=0"
+                      % os.path.join(os.path.dirname(os.path.dirname(_HERE)), "tests", "lsan.supp"))
+
 # The helpers live in harness/ by theme; pytest rewrites their asserts as it does
 # this file's, and every one is re-exported here so that a module says
 # `from conftest import X` whatever X's file.
