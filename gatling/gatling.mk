@@ -17,7 +17,7 @@ $(OB)/srv/%.o: gatling/%.c $(OB).flags
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
 $(B)/gatling: $(OB)/srv/main.o $(GATLING_LIBOBJS) $(IO_LIB)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(LDFLAGS) $(COV_LDWRAP) -o $@ $^ $(LDLIBS)
 
 all: gatling/gatling
 

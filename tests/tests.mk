@@ -101,7 +101,8 @@ check-tsan:
 # make coverage: the first backend built with gcov's counters (COV=1:
 # build/<backend>-cov, build/obj-cov), its unit programs and its HTTP, HTTPS,
 # h2 and h3 passes (run-check without the once-only modules and the serial
-# phase: COVERAGE_ARGS), then gcovr's report: build/coverage/index.html (per
+# phase: COVERAGE_ARGS), but the ACME client's and the cluster's (--acme-once:
+# their code runs nowhere else), then gcovr's report: build/coverage/index.html (per
 # file and line) and tests/covtable.py's table per folder (tests/README)
 COV_IO ?= $(firstword $(CHECK_BACKENDS))
 COVERAGE_ARGS ?= --https $(COV_IO)-cov --h2 $(COV_IO)-cov --h3 $(COV_IO)-cov
@@ -110,7 +111,7 @@ coverage: setup
 	@$(MAKE) --no-print-directory -j$(CHECK_JOBS) IO=$(COV_IO) COV=1 tests-build
 	find build/obj-cov build/$(COV_IO)-cov -name '*.gcda' -delete
 	-$(PYTHON) tests/run-check -j$(CHECK_PASSES) --shards $(CHECK_SHARDS) --no-once \
-	    --no-serial $(COVERAGE_ARGS) $(COV_IO)-cov -- $(PYTEST_ARGS)
+	    --acme-once --no-serial $(COVERAGE_ARGS) $(COV_IO)-cov -- $(PYTEST_ARGS)
 	@mkdir -p build/coverage
 	gcovr -r . -f gatling/ -f io/ -f bench/ --exclude-unreachable-branches -j $(CHECK_JOBS) \
 	    --json-summary build/coverage/summary.json --html-details build/coverage/index.html \

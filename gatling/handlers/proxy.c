@@ -334,7 +334,7 @@ static void pool_reload(proxy_t *px, px_pool_t *p, int64_t now)
     px_pooldef_t *pd = text ? malloc(sizeof *pd) : NULL;
     int n, line = 0;
     const char *why = text ? "out of memory" : strerror(errno);
-    char msg[1200];
+    char msg[1280]; /* the longest name, file and label fit: 39 + 1023 + 119 and the words */
     if (!pd || px_file_parse(text, pd->m, &n, &line, &why) < 0 || (!n && (why = "no backend"))) {
         if (text || p->mtime_ns != -2) { /* said once per version, once while unreadable */
             if (text)

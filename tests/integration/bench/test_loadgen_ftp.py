@@ -25,6 +25,11 @@ RUN_TIMEOUT = 30  # no bench run here may take longer: a hang fails the test
 KIB, MIB = 1024, 1024 * 1024
 
 
+def nonzero(d):
+    """A report's counts that are not 0 (pytest cuts a whole dictionary at its fourth key)."""
+    return {k: v for k, v in d.items() if v}
+
+
 def bench(build, *args, timeout=RUN_TIMEOUT):
     """bench -J -q args: (exit code, report, stderr)."""
     p = subprocess.run([os.path.join(build.dir, "bench"), "-J", "-q", *map(str, args)],
@@ -92,7 +97,7 @@ def logged_since(srv, before, want, timeout=15.0):
 def test_keepalive_downloads_match_xferlog(build, vsftpd):
     before = len(xfer_lines(vsftpd.xferlog))
     rc, r, err = bench(build, "-k", "-c", 4, "-n", 200, vsftpd.url(vsftpd.sub, "1k.bin"))
-    assert rc == 0 and r["errors_total"] == 0, (r["errors"], err)
+    assert rc == 0 and r["errors_total"] == 0, (nonzero(r["errors"]), err)
     assert r["responses"] == 200 and r["status"]["2xx"] == 200
     assert r["body_bytes"] == 200 * KIB
     assert r["connects"] == 4 and r["login_us"]["count"] == 4  # one login per control connection
@@ -104,7 +109,7 @@ def test_keepalive_downloads_match_xferlog(build, vsftpd):
 def test_a_control_connection_per_download_without_k(build, vsftpd):
     before = len(xfer_lines(vsftpd.xferlog))
     rc, r, err = bench(build, "-c", 5, "-n", 40, vsftpd.url(vsftpd.sub, "1k.bin"))
-    assert rc == 0 and r["errors_total"] == 0, (r["errors"], err)
+    assert rc == 0 and r["errors_total"] == 0, (nonzero(r["errors"]), err)
     assert r["responses"] == 40 and r["connects"] == 40 and r["login_us"]["count"] == 40
     assert len(logged_since(vsftpd, before, 40)) == 40
 
@@ -115,7 +120,7 @@ def test_processes_and_source_addresses(build, vsftpd):
     before = len(xfer_lines(vsftpd.xferlog))
     rc, r, err = bench(build, "-k", "-P", 2, "-c", 4, "-d", "1", "-b", "127.0.0.2-127.0.0.3",
                        vsftpd.url(vsftpd.sub, "1m.bin"))
-    assert rc == 0 and r["errors_total"] == 0, (r["errors"], err)
+    assert rc == 0 and r["errors_total"] == 0, (nonzero(r["errors"]), err)
     assert r["processes"] == 2 and r["responses"] > 4
     assert r["body_bytes"] == r["responses"] * MIB
     new = logged_since(vsftpd, before, r["responses"])
