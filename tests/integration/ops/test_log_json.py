@@ -172,3 +172,39 @@ def test_h3_line(build, tmp_path):
         o = parse_all(log, 1)[0]
     assert o["protocol"] == "h3" and o["tls_version"] == "TLSv1.3", o
     assert o["tls_cipher"] and o["tls_cipher"].startswith("TLS_"), o
+
+
+def test_ftp_transfers_give_valid_json(build, tmp_path):
+    """-f with --log-format json: each FTP transfer is one JSON line with the fields an FTP
+    transfer has (remote, user, the command and path as the request, the reply code as the
+    status, the bytes, protocol "ftp"), for a path with a quote, a backslash and UTF-8 too;
+    a RETR refused (550) is no transfer and no line, as in the combined format."""
+    import ftplib
+    from conftest import free_port
+    names = {"plain.txt": "x" * 1000, "q\"b\\s.txt": "quoted\n", "\u00e9t\u00e9.txt": "utf8\n"}
+    root = str(tmp_path / "www")
+    make_docroot(root, names)
+    log = str(tmp_path / "access.log")
+    port = free_port()
+    with running_server(build, root, ("--log-format", "json", "-l", log, "-T", "10",
+                                      "-f", str(port))) as srv:
+        f = ftplib.FTP(encoding="utf-8")
+        f.connect("127.0.0.1", port, timeout=IO_TIMEOUT)
+        f.login()
+        got = {}
+        for name in names:
+            out = bytearray()
+            f.retrbinary("RETR /" + name, out.extend)
+            got[name] = out.decode()
+        with pytest.raises(ftplib.error_perm):
+            f.retrbinary("RETR /missing.txt", lambda b: None)
+        f.quit()
+        assert got == names
+        parse_all(log, len(names))
+    objs = parse_all(log, len(names))  # after the exit: everything flushed
+    assert len(objs) == len(names) and all(o["protocol"] == "ftp" for o in objs), objs
+    for o, name in zip(objs, names):
+        assert list(o) == ["time", "remote", "user", "request", "status", "bytes", "protocol"], o
+        assert o["request"] == "RETR /" + name and o["status"] == 226, o
+        assert o["bytes"] == len(names[name].encode()) and o["remote"] == "127.0.0.1", o
+        assert o["user"] == "anonymous" and o["time"].endswith("Z"), o
