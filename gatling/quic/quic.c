@@ -121,12 +121,13 @@ static void conn_close_now(quic_conn_t *c)
 }
 
 /* The closing (or draining) period: 3 PTO (RFC 9000 10.2), and once the process shuts
-   down 1 s at most, none for a draining one (the peer closed).  The period only repeats CONNECTION_CLOSE to a peer whose packets
-   still come (or swallows them); the PTO comes from the RTT measured, which a loaded
-   machine stretches to seconds, and a drain that waited it out would hold the exit (or
-   an upgrade's old process) that long for connections that have nothing left to serve.  A peer whose
-   CONNECTION_CLOSE was lost hears a stateless reset or nothing, and its idle timer ends
-   it: RFC 9000 10.2 asks for the 3 PTO with a SHOULD, for this trade. */
+   down 1 s at most, none for a draining one (the peer closed).  The period only repeats
+   CONNECTION_CLOSE to a peer whose packets still come (or swallows them); the PTO comes
+   from the RTT measured, which a loaded machine stretches to seconds, and a drain that
+   waited it out would hold the exit (or an upgrade's old process) that long for
+   connections that have nothing left to serve.  A peer whose CONNECTION_CLOSE was lost
+   hears a stateless reset or nothing, and its idle timer ends it: RFC 9000 10.2 asks for
+   the 3 PTO with a SHOULD, for this trade. */
 static int64_t closing_period_ms(const quic_conn_t *c)
 {
     int64_t ms = 3 * (int64_t)(ngtcp2_conn_get_pto(c->q) / NGTCP2_MILLISECONDS) + 1;
@@ -902,8 +903,10 @@ void quic_drain(quic_ep_t *e)
             if (c->h3)
                 h3_goaway(c->h3);
             touch(c); /* settles under the drain's silence rule too */
-        } else if (c->timer.when > now_ms + closing_period_ms(c)) { /* a period begun before */
-            timer_set(c, now_ms + closing_period_ms(c));
+        } else { /* a period begun before: shortened to the drain's */
+            int64_t end = now_ms + closing_period_ms(c);
+            if (c->timer.when > end)
+                timer_set(c, end);
         }
     }
     flush_touched(e);

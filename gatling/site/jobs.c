@@ -124,9 +124,7 @@ jobs_t *jobs_new(int nthreads, size_t max_queued)
     }
     /* a thread can be started now (it finds no job and leaves): else the first job
        would be the one to find out */
-    pthread_mutex_lock(&j->mu);
-    j->threads = 1;
-    pthread_mutex_unlock(&j->mu);
+    j->threads = 1; /* no thread yet: pthread_create orders this before the new one */
     int rc = start_thread(j);
     if (rc != 0) {
         j->threads = 0;

@@ -1,6 +1,7 @@
 """--log-format json: one JSON object a line (RFC 8259), whatever bytes a client
 sends, read back by Python's json and by jq; the fields gatling knows (protocol,
 TLS, upstream, cache status); the same reopen on SIGUSR1 (issue 56)."""
+import ftplib
 import json
 import os
 import shutil
@@ -12,7 +13,7 @@ import time
 import pytest
 
 from test_config import backend
-from conftest import (IO_TIMEOUT, http_only, H3Client, assert_status, make_docroot,
+from conftest import (IO_TIMEOUT, free_port, http_only, H3Client, assert_status, make_docroot,
                       recv_to_eof, running_server, skip_without_h3, wait_for)
 from conftest import test_pki as pki_dir  # not test_*: pytest would collect it
 
@@ -179,8 +180,6 @@ def test_ftp_transfers_give_valid_json(build, tmp_path):
     transfer has (remote, user, the command and path as the request, the reply code as the
     status, the bytes, protocol "ftp"), for a path with a quote, a backslash and UTF-8 too;
     a RETR refused (550) is no transfer and no line, as in the combined format."""
-    import ftplib
-    from conftest import free_port
     names = {"plain.txt": "x" * 1000, "q\"b\\s.txt": "quoted\n", "\u00e9t\u00e9.txt": "utf8\n"}
     root = str(tmp_path / "www")
     make_docroot(root, names)
@@ -200,7 +199,6 @@ def test_ftp_transfers_give_valid_json(build, tmp_path):
             f.retrbinary("RETR /missing.txt", lambda b: None)
         f.quit()
         assert got == names
-        parse_all(log, len(names))
     objs = parse_all(log, len(names))  # after the exit: everything flushed
     assert len(objs) == len(names) and all(o["protocol"] == "ftp" for o in objs), objs
     for o, name in zip(objs, names):
