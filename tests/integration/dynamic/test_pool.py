@@ -8,7 +8,8 @@ member in /metrics and /server-status.
 The backends are real and count what reaches them: two gunicorn applications
 (App: the WSGI program below, which writes one line per request it receives
 to a log file before it answers, so a killed one's count survives it; it
-sleeps on ?sleep=S, answers ?status=N, is cacheable on ?cache=S, answers 503
+sleeps on ?sleep=S, holds its answer on ?hold=1 while its directory holds a
+file `hold`, answers ?status=N, is cacheable on ?cache=S, answers 503
 to everything but its /health while its directory holds a file `sick`, and
 to every second request while it holds `flap`)
 and two php-fpm masters (Fpm: one on a unix socket, pm static, one on a TCP
@@ -46,6 +47,7 @@ NAME = os.environ["POOL_NAME"]
 LOG = os.environ["POOL_LOG"]
 SICK = os.path.join(os.path.dirname(LOG), "sick")
 FLAP = os.path.join(os.path.dirname(LOG), "flap")
+HOLD = os.path.join(os.path.dirname(LOG), "hold")
 TURN = itertools.count()  # next() is atomic under the GIL
 
 
@@ -77,6 +79,10 @@ def application(environ, start_response):
     else:
         if "sleep" in q:
             time.sleep(float(q["sleep"]))
+        if "hold" in q:  # until the test removes the file (60 s at most)
+            end = time.monotonic() + 60
+            while os.path.exists(HOLD) and time.monotonic() < end:
+                time.sleep(0.02)
         if "status" in q:
             status = q["status"] + " Chosen"
     body = ("%s %s\n" % (NAME, environ["PATH_INFO"])).encode()
@@ -112,6 +118,11 @@ class App:
 
     def kill(self):
         appservers.kill(self.proc)
+
+    def hold(self, on):
+        """While on, a request with ?hold=1 waits (the test decides when it
+        ends, not a sleep the loaded machine may outrun)."""
+        self.sick(on, "hold")
 
     def stop(self):
         """Gone, at a fixture's end: SIGQUIT, gunicorn's quick shutdown.  On
@@ -428,18 +439,25 @@ def test_spread_by_weight_php_fpm(gatling, fpms):
 
 
 def test_least_outstanding_goes_to_the_idle_member(gatling, pair):
-    """balance=least: while one member sleeps on a request, every other
+    """balance=least: while one member holds a request, every other
     request goes to the idle one."""
     a, b = pair
     srv = pooled(gatling, ["@l/^/p/"], pools=["l=%s,%s;balance=least" % (a.addr, b.addr)])
     ma, mb = a.mark(), b.mark()
     xid = "least-slow-%d" % time.monotonic_ns()  # pair's logs hold other builds' runs
-    t, box = in_background(get, srv, "/p/slow?sleep=6", headers=[("X-Id", xid)])
-    busy = wait_for(lambda: next((x for x in pair if x.count(xid=xid)), None), 10,
-                    "the slow request at a member")
-    idle = b if busy is a else a
-    seen = [who(srv, "/p/f%d" % i) for i in range(6)]
-    assert t.is_alive(), "the slow request ended before the others were sent"
+    for x in pair:
+        x.hold(True)
+    try:
+        t, box = in_background(get, srv, "/p/slow?hold=1", headers=[("X-Id", xid)])
+        busy = wait_for(lambda: next((x for x in pair if x.count(xid=xid)), None), 10,
+                        "the slow request at a member")
+        idle = b if busy is a else a
+        idle.hold(False)
+        seen = [who(srv, "/p/f%d" % i) for i in range(6)]
+        assert t.is_alive(), "the slow request ended before the others were sent"
+    finally:
+        for x in pair:
+            x.hold(False)
     t.join(20)
     assert box.get("r") is not None and box["r"].status == 200, box
     assert box["r"].header("X-Backend") == busy.name
@@ -890,15 +908,25 @@ def test_drain_by_file(gatling, apps, tmp_path):
     listing = str(tmp_path / "d.pool")
     write_pool_file(listing, [a.addr, b.addr])
     srv = pooled(gatling, ["@d/^/p/"], pools=["d=file:%s" % listing])
-    t, box = in_background(get, srv, "/p/slow?sleep=6", headers=[("X-Id", "drain-slow")])
-    leaving = wait_for(lambda: next((x for x in ab if x.count(xid="drain-slow")), None), 10,
-                       "the slow request at a member")
-    staying = b if leaving is a else a
-    assert connections_to(leaving.port) >= 1, "the slow request's connection is not seen"
-    m = leaving.mark()
-    write_pool_file(listing, [staying.addr])
-    wait_state(srv, "d", leaving.addr, ("draining",), 10)
-    assert [who(srv, "/p/n%d" % i) for i in range(10)] == [staying.name] * 10
+    # the slow request is held until the drain has been seen: a sleep of a
+    # few seconds was once outrun by a loaded machine's reload (the member,
+    # its request done, was freed before any look saw it draining)
+    for x in ab:
+        x.hold(True)
+    try:
+        t, box = in_background(get, srv, "/p/slow?hold=1", headers=[("X-Id", "drain-slow")])
+        leaving = wait_for(lambda: next((x for x in ab if x.count(xid="drain-slow")), None), 10,
+                           "the slow request at a member")
+        staying = b if leaving is a else a
+        staying.hold(False)
+        assert connections_to(leaving.port) >= 1, "the slow request's connection is not seen"
+        m = leaving.mark()
+        write_pool_file(listing, [staying.addr])
+        wait_state(srv, "d", leaving.addr, ("draining",), 10)
+        assert [who(srv, "/p/n%d" % i) for i in range(10)] == [staying.name] * 10
+    finally:
+        for x in ab:
+            x.hold(False)
     t.join(20)
     assert box.get("r") is not None and box["r"].status == 200, box
     assert box["r"].header("X-Backend") == leaving.name
