@@ -29,6 +29,10 @@ CHECK_BACKENDS ?= $(shell sh tests/backends.sh "$(CC)")
 # libgio.  CHECK_WHOLE_BUILDS="epoll uring sigio poll epoll-san" runs every
 # module on every build.
 CHECK_WHOLE_BUILDS ?= $(firstword $(CHECK_BACKENDS)) $(firstword $(CHECK_BACKENDS))-san
+# ... of which the plain first backend runs its lean HTTP pass (run-check's
+# LEAN: the modules no other plain build runs, and the memory bounds the
+# sanitizer build cannot hold); CHECK_LEAN_BUILDS= runs its whole pass
+CHECK_LEAN_BUILDS ?= $(firstword $(CHECK_BACKENDS))
 # The HTTP suite again over HTTPS (GATLING_SCHEME=https, see conftest.py):
 # on the first backend's sanitizer build, to keep make check short (the plain
 # build's pass ran the same lines unchecked: run-check's cut of issue 55 says
@@ -168,7 +172,8 @@ check-build: setup layers
 # modules and the parsers' coverage floor run beside the test passes.
 check: check-build
 	$(PYTHON) tests/run-check -j$(CHECK_PASSES) --shards $(CHECK_SHARDS) \
-	    $(CHECK_WHOLE_BUILDS:%=--whole %) $(CHECK_TLS_BUILDS:%=--https %) \
+	    $(CHECK_WHOLE_BUILDS:%=--whole %) $(CHECK_LEAN_BUILDS:%=--lean %) \
+	    $(CHECK_TLS_BUILDS:%=--https %) \
 	    $(CHECK_H2_BUILDS:%=--h2 %) $(CHECK_H3_BUILDS:%=--h3 %) \
 	    --job "fuzz=$(MAKE) --no-print-directory fuzz-check" \
 	    --job "cross=$(MAKE) --no-print-directory cross" \

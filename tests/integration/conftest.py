@@ -64,7 +64,7 @@ pytest.register_assert_rewrite("harness")
 from harness.env import (ALARMING, BUILD_DIR, client_tls_context, curl_version_args,
                          FILE_CACHE_WAIT, first_backend_only, h1_only, H2, h2_bug, H3, h3_bug,
                          http_only, HTTP_VERSION, import_h2, IO_TIMEOUT, LISTEN_RE, LOG_VERSION,
-                         MUX, no_h3_client, OTHER_BACKENDS, _pki, ROOT, SCHEME, serial,
+                         MUX, no_h3_client, OTHER_BACKENDS, _pki, plain_bound, ROOT, SCHEME, serial,
                          SOCKET_CLOSE_WAIT, START_TIMEOUT, STOP_TIMEOUT, test_pki, TLS,
                          url)  # noqa: E402,F401
 from harness.waits import (best_of, end_upgrades, fd_count, fd_list, free_port,
@@ -88,6 +88,27 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "serial: measures cost or time: tests/run-check runs these after the "
         "parallel passes, one build at a time")
+    config.addinivalue_line(
+        "markers", "plain_bound: asserts a bound (memory) only the plain build holds: "
+        "run-check's lean pass (GATLING_LEAN) runs it")
+
+
+def pytest_collection_modifyitems(config, items):
+    """GATLING_LEAN (run-check --lean): a plain build whose sanitizer twin
+    runs the whole suite on the same sources runs only the modules it names
+    (SUITE-relative, space-separated) and the tests marked plain_bound."""
+    lean = os.environ.get("GATLING_LEAN")
+    if lean is None:
+        return
+    whole = set(lean.split())
+    here = os.path.dirname(os.path.abspath(__file__))
+    keep, drop = [], []
+    for it in items:
+        mod = os.path.relpath(str(it.fspath), here)
+        (keep if mod in whole or it.get_closest_marker("plain_bound") else drop).append(it)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 @pytest.fixture(scope="session", params=BUILDS or [_NO_BUILD], ids=BUILDS or [_NO_BUILD])

@@ -29,8 +29,8 @@ import pytest
 import appservers
 from appservers import stop
 from conftest import (H2, H3, LOG_VERSION, TLS, Client, ServerHang, client_tls_context,
-                      curl_version_args, fetch, free_port, h1_only, import_h2, no_h3_client, url,
-                      wait_for)
+                      curl_version_args, fetch, free_port, h1_only, import_h2, no_h3_client,
+                      plain_bound, url, wait_for)
 
 APP = r'''
 import os, time
@@ -253,6 +253,7 @@ def rss_kib(pid, what="VmRSS:"):
     return 0
 
 
+@plain_bound
 def test_large_upload_bounded_memory(gatling, gunicorn, build):
     """32 MiB uploaded to an application that reads slowly: gatling holds at
     most a window of it (its peak RSS does not grow by the body)."""
@@ -268,6 +269,7 @@ def test_large_upload_bounded_memory(gatling, gunicorn, build):
         assert grown < 8192, "peak RSS grew by %d KiB for a streamed upload" % grown
 
 
+@plain_bound
 def test_slow_client_bounded_memory(gatling, gunicorn, build):
     """A client that does not read: gatling stops reading the backend (256 KiB
     queued), it does not take the 32 MiB in; then the whole arrives."""

@@ -179,3 +179,10 @@ SOCKET_CLOSE_WAIT = 6.0  # the server notices a client's close within a few ms
 #     costs too much fails every run.
 
 serial = pytest.mark.serial
+
+# A test that asserts a bound only the plain build holds: memory a server
+# keeps (peak RSS, page faults), which ASan's quarantine and shadow memory
+# make meaningless on the sanitizer build, where the test still runs for its
+# answers.  make check's HTTP pass on the plain twin of a sanitizer build
+# runs little else (run-check --lean): these, and the modules in LEAN there.
+plain_bound = pytest.mark.plain_bound

@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from conftest import ROOT, Client, assert_status, fetch, http_only, random_bytes, serial
+from conftest import (ROOT, Client, assert_status, fetch, http_only, plain_bound, random_bytes,
+                      serial)
 from feature_helpers import assert_ok
 
 SMALL = random_bytes(1024, 1)
@@ -276,6 +277,7 @@ def minor_faults(pid):
 
 
 @http_only
+@plain_bound
 def test_keepalive_requests_fault_in_no_memory(build, gatling):
     """Serving keep-alive requests reuses the memory it has: no page fault per
     request.  On uring each small response is copied into a send queue; when
