@@ -1,19 +1,40 @@
-"""Command-line interface: -V, -h, bad options, startup line."""
+"""Command-line interface: -V, -h, bad options and bad combinations (each named,
+exit 2), what --check accepts, the files options name (refused at start and
+by --check alike), --reload's own arguments, startup line."""
+import os
 import re
+import signal
+import socket
 import subprocess
+import threading
 
 import pytest
 
-from conftest import Client
+from conftest import ALARMING, Client, first_backend_only, http_only, make_docroot, wait_for
+from conftest import test_pki as pki_dir  # not test_*: pytest would collect it
+
+# Parsing and the start-up's checks sit above io/: on the first backend (and
+# its sanitizer build) only, in the plain pass (no scheme changes them)
+ABOVE_IO = ("test_bad_value_is_named", "test_good_values_pass_check",
+            "test_a_file_an_option_names_is_refused_at_start_and_by_check",
+            "test_reload_arguments", "test_reload_of_a_process_that_dies")
 
 
-def run(build, *args, timeout=20):
+@pytest.fixture(autouse=True)
+def above_io(request):
+    first_backend_only(request, ABOVE_IO, "options and checks above io/: on the first backend")
+
+
+def run(build, *args, timeout=20, cwd="/"):
     try:
-        return subprocess.run([build.binary] + list(args), stdin=subprocess.DEVNULL,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
-                              cwd="/")
+        p = subprocess.run([build.binary] + list(args), stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
+                           cwd=cwd)
     except subprocess.TimeoutExpired:
         pytest.fail("gatling %s did not exit within %d s" % (" ".join(args), timeout))
+    for bad in ALARMING:
+        assert bad.encode() not in p.stderr, p.stderr.decode(errors="replace")
+    return p
 
 
 def test_version(build):
@@ -136,3 +157,274 @@ def test_listen_address_respected(gatling, build):
     finally:
         s.close()
     assert not connected, "-i 127.0.0.1 but 127.0.0.2:%d accepts connections" % srv.port
+
+
+LONG_USER = "u" * 256
+# (arguments after -i 127.0.0.1 -p 0, what stderr's first line says): exit 2
+BAD_VALUES = [
+    (("-s", "0"), "-s 0: not a time in seconds (1-3600)"),
+    (("-N", "0"), "-N 0: not a connection count"),
+    (("-j", "65"), "-j 65: not a thread count (1-64)"),
+    (("-J", "0"), "-J 0: not a number of CGI processes"),
+    (("-g", "3601"), "-g 3601: not a time in seconds (0-3600)"),
+    (("-M", "-5"), "-M -5: not a max-age"),
+    (("-q", ""), "-q : not a usable file name"),
+    (("-c", ""), "-c : not a usable directory name"),
+    (("-u", LONG_USER), "-u %s: not a user name" % LONG_USER),
+    (("-I", "../index.html"), "-I ../index.html: not a plain file name"),
+    (("-I", "a/b.html"), "-I a/b.html: not a plain file name"),
+    (("-I", ".hidden"), "-I .hidden: not a plain file name"),
+    (("-r", "ftp://example.org/"), "-r ftp://example.org/: not an http:// or https:// URL"),
+    (("-r", "http://example.org/a b"), "-r ...: longer than 1024 bytes, or has spaces"),
+    (("-r", "https://example.org/" + "a" * 1100), "-r ...: longer than 1024 bytes"),
+    (("-C", "/" + "d" * 5000), "-C ...: path too long"),
+    (("-e", "[::1]4433"), "-e [::1]4433: not [addr:]port"),
+    (("-e", "[::1"), "-e [::1: not [addr:]port"),
+    # the whole value, not the address alone (the port was cut off)
+    (("-e", "localhost:4433"), "-e localhost:4433: not [addr:]port"),
+    (("-e", "127.0.0.1:70000"), "-e 127.0.0.1:70000: not [addr:]port"),
+    (("-o", ""), "-o ...: empty, too long or with spaces"),
+    (("-O", "TLS_AES_128_GCM_SHA256 TLS_AES_256_GCM_SHA384"), "-O ...: empty, too long or with"),
+    (("-y", "ftp"), "-y ftp: not http, https or ports"),
+    (("-y", "0"), "-y 0: not http, https or ports"),
+    (("-y", "http,"), "-y http,: not http, https or ports"),
+    (("-y", "1,2,3,4,5,6,7,8,9"), "-y 1,2,3,4,5,6,7,8,9: not http, https or ports (1-65535), "
+                                 "comma-separated, at most 8 ports"),
+    (("-y", "http", "-Y", "10.0.0.0/33"), "-Y 10.0.0.0/33: not addresses or addr/bits"),
+    (("-k", "health"), "-k health: not a path starting with /"),
+    (("-k", "/health?x=1"), "-k /health?x=1: not a path"),
+    (("-k", "/a#b"), "-k /a#b: not a path"),
+    (("-k", "/a b"), "-k /a b: not a path"),
+    (("-Q", "0"), "-Q 0: not a time in seconds (1-86400), or two: secs,tunnel"),
+    (("-Q", "30,0"), "-Q 30,0: not a time"),
+    (("-Q", "30,x"), "-Q 30,x: not a time"),
+    (("-Q", ",30"), "-Q ,30: not a time"),
+    (("-Q", "30,"), "-Q 30,: not a time"),
+    (("-Q", "1234567890123"), "-Q 1234567890123: not a time"),
+    (("-f", "x"), "-f x: not port[,upload[=bytes]]"),
+    (("-f", "70000"), "-f 70000: not port"),
+    (("-f", "21,download"), "-f 21,download: not port"),
+    (("-f", "21,uploads"), "-f 21,uploads: not port"),
+    (("-f", "21,upload="), "-f 21,upload=: not port"),
+    (("-f", "21,upload=0"), "-f 21,upload=0: not port"),
+    (("-f", "21,upload=9G9"), "-f 21,upload=9G9: not port"),
+    (("-f", "21,upload=1T"), "-f 21,upload=1T: not port"),
+    (("--cache", "512K"), "--cache 512K: not mem[,object]"),
+    (("--cache", "65G"), "--cache 65G: not mem"),
+    (("--cache", "-1M"), "--cache -1M: not mem"),
+    (("--cache", "1X"), "--cache 1X: not mem"),
+    (("--cache", "64M,1K"), "--cache 64M,1K: not mem"),
+    (("--cache", "1M,2M"), "--cache 1M,2M: not mem"),
+    (("--cache", ",1M"), "--cache ,1M: not mem"),
+    (("--cache", "64M,"), "--cache 64M,: not mem"),
+    (("--cache", "9" * 30), "--cache %s: not mem" % ("9" * 30)),
+    (("--cgi-limits", "cpu=x"), "--cgi-limits cpu=x: not cpu=secs,mem=bytes,procs=n,files=n"),
+    (("--cgi-limits", "disk=1"), "--cgi-limits disk=1: not cpu=secs"),
+    (("--cgi-limits", "cpu=86401"), "--cgi-limits cpu=86401: not cpu=secs"),
+    (("--cgi-limits", "mem=2T"), "--cgi-limits mem=2T: not cpu=secs"),
+    (("--cgi-limits", ""), "--cgi-limits : not cpu=secs"),
+    (("--cgi-limits", "cpu=1,,mem=1M"), "--cgi-limits cpu=1,,mem=1M: not cpu=secs"),
+    (("--cgi-limits", "procs=" + "9" * 40), "--cgi-limits procs=%s: not cpu=secs" % ("9" * 40)),
+    (("--cgi-user", ""), "--cgi-user : not a user name"),
+    (("--log-format", "xml"), "--log-format xml: not combined or json"),
+    (("-w", ""), "-w : not a POSIX extended regular expression"),
+    (("-w", "x" * 1025), "-w %s: not a POSIX extended regular expression (at most 1024 bytes"
+     % ("x" * 1025)),
+    (("-w", "a") * 9, "-w a: not a POSIX extended regular expression (at most 1024 bytes; -w at"
+                      " most 8 times)"),
+    (("--pool", "p" * 1100), "--pool %s: not a pool (at most 1024 bytes" % ("p" * 1100)),
+    # an option without its value, an unknown one
+    (("--cache",), "--cache needs an argument"),
+    (("--pool",), "--pool needs an argument"),
+    (("--log-format",), "--log-format needs an argument"),
+    (("--cgi-user",), "--cgi-user needs an argument"),
+    (("--cgi-limits",), "--cgi-limits needs an argument"),
+    (("--cluster",), "--cluster needs an argument"),
+    (("--cluster-name",), "--cluster-name needs an argument"),
+    (("--acme-ca",), "--acme-ca needs an argument"),
+    (("-e",), "-e needs an argument"),
+    (("-%",), "unknown option -%"),
+    (("--nope",), "unknown long option (there are --config"),
+    (("--config",), "--config needs a file"),
+    (("--config=",), "--config needs a file"),
+    (("--config", ""), "--config needs a file"),
+    # combinations
+    (("-f", "0,upload", "-U"), "-U forbids the uploads that -f ...,upload allows"),
+    (("-y", "http"), "-y needs -Y"),
+    (("-Y", "127.0.0.1"), "-Y without -y"),
+    (("--cluster-name", "n1"), "--cluster-name without --cluster"),
+    (("--cluster", "etcd=ftp://x"), "--cluster etcd=ftp://x: not etcd=URL"),
+    (("--cluster", "etcd=http://127.0.0.1:2379", "--cluster-name", "a b"),
+     "--cluster-name a b: not 1 to"),
+]
+
+
+@http_only
+@pytest.mark.parametrize("args,says", BAD_VALUES,
+                         ids=["%d %s" % (i, a[0]) for i, (a, _) in enumerate(BAD_VALUES)])
+def test_bad_value_is_named(build, args, says):
+    """A bad value, a missing one, an unknown option or two options that do not
+    go together: exit 2 at once, the first line naming the option and the value
+    as given, then the pointer to -h; nothing on stdout."""
+    p = run(build, "-i", "127.0.0.1", "-p", "0", *args)
+    err = p.stderr.decode()
+    assert p.returncode == 2, (p.returncode, err)
+    first = err.splitlines()[0]
+    assert first.startswith("gatling: ") and says in first, err
+    assert err.endswith("gatling: try 'gatling -h' or see gatling(8)\n"), err
+    assert not p.stdout, p.stdout
+
+
+def check(build, *args, cwd):
+    """gatling --check ARGS in cwd: (exit status, stderr)."""
+    p = run(build, "--check", "-p", "0", *args, cwd=cwd)
+    return p.returncode, p.stderr.decode()
+
+
+CERTS = "@certs"  # the test PKI's certificate directory
+GOOD_VALUES = [
+    ("-e", "127.0.0.1:0", "-C", CERTS), ("-e", "[::1]:0", "-C", CERTS), ("-e", "0", "-C", CERTS),
+    ("-Q", "30,7200"), ("-Q", "5000"), ("-f", "0"), ("-f", "0,upload"), ("-f", "0,upload=10M"),
+    ("-f", "0,upload=512K"), ("-f", "0,upload=1G"), ("--cache", "2M"), ("--cache", "512M,8K"),
+    ("--cache", "1G,1M"), ("--cache", "64G"), ("--cgi-limits", "cpu=0,mem=2G,procs=10,files=64"),
+    ("--cgi-limits", "mem=512M"), ("-y", "http,https,8080", "-Y", "10.0.0.0/8,::1"),
+    ("--h3-retry", "never"), ("--h3-retry", "always"), ("--h3-retry", "busy"),
+    ("--log-format", "json"), ("--log-format", "combined"), ("-o", "ECDHE-RSA-AES128-GCM-SHA256"),
+    ("-O", "TLS_AES_128_GCM_SHA256"), ("-k", "/healthz"), ("-r", "https://example.org/"),
+    ("-I", "index.htm"), ("-s", "3600"), ("-j", "64"), ("-M", "0"), ("-a", "0"),
+    ("--flood-memory", "0"), ("--status-from", "10.0.0.0/8,2001:db8::/32"), ("-w", r"\.cgi$"),
+    ("-w", r"\.cgi$", "-W", "2"), ("--pool", "app=127.0.0.1/9", "-P", "@app/^/app/"),
+    ("--config=@conf",), ("-dSLZ",), ("-p0",),
+]
+
+
+@http_only
+@pytest.mark.parametrize("args", GOOD_VALUES, ids=[" ".join(a) for a in GOOD_VALUES])
+def test_good_values_pass_check(build, tmp_path, args):
+    """The forms gatling(8) gives are taken: --check says the configuration
+    is good (exit 0), and nothing else on stderr but HTTPS's certificates."""
+    root = make_docroot(str(tmp_path / "www"), {"f.txt": "x\n", ".proxy": ""})
+    conf = tmp_path / "g.conf"
+    conf.write_text("-n -T 10\n")
+    args = [a.replace(CERTS, os.path.join(pki_dir(), "certs")).replace("@conf", str(conf))
+            for a in args]
+    rc, err = check(build, *args, cwd=root)
+    assert rc == 0, (rc, err)
+    lines = [l for l in err.splitlines() if not l.startswith("gatling: HTTPS with ")]
+    assert lines == ["gatling: --check: the configuration is good"], err
+
+
+# (arguments, what stderr says); {dir}, {fifo}, {file}: made in tmp_path.  The
+# start exits 1 with the message, --check exits 2 with it
+FILE_PROBLEMS = [
+    (("-m", "{dir}"), "-m: cannot read MIME types from {dir}: not a regular file"),
+    (("-m", "{fifo}"), "-m: cannot read MIME types from {fifo}: not a regular file"),
+    (("-m", "/dev/zero"), "-m: cannot read MIME types from /dev/zero: not a regular file"),
+    (("-m", "{dir}/none"), "-m: cannot read MIME types from {dir}/none: No such file"),
+    (("-q", "{dir}/none/error.log"), "-q {dir}/none/error.log: the error log cannot be opened"),
+    (("-l", "{dir}"), "-l {dir}: the access log cannot be opened"),
+    (("-u", "no-such-user-here"), "-u no-such-user-here: no such user"),
+    (("--cgi-user", "no-such-user-here"), "--cgi-user no-such-user-here: no such user"),
+    (("-e", "0"), "-e 0: no certificate: give -C dir, or put server.pem here"),
+]
+
+
+@http_only
+@pytest.mark.parametrize("args,says", FILE_PROBLEMS,
+                         ids=["%d %s" % (i, a[0]) for i, (a, _) in enumerate(FILE_PROBLEMS)])
+def test_a_file_an_option_names_is_refused_at_start_and_by_check(build, tmp_path, args, says):
+    """A file that is missing, a directory, a FIFO or a device where a file is
+    wanted (a FIFO or /dev/zero once hung the start, a directory was taken as an
+    empty -m table), a user that does not exist: the start exits 1 at once
+    naming it and what is wrong, --check exits 2 with the same words."""
+    where = {"dir": str(tmp_path / "d"), "fifo": str(tmp_path / "fifo")}
+    os.mkdir(where["dir"])
+    os.mkfifo(where["fifo"])
+    root = make_docroot(str(tmp_path / "www"), {"f.txt": "x\n"})
+    args = [a.format(**where) for a in args]
+    says = "gatling: " + says.format(**where)
+    p = run(build, "-i", "127.0.0.1", "-p", "0", "-T", "5", *args, timeout=15, cwd=root)
+    assert p.returncode == 1 and says in p.stderr.decode(), (p.returncode, p.stderr)
+    assert b"listening on" not in p.stderr
+    rc, err = check(build, *args, cwd=root)
+    assert rc == 2 and says in err and "the configuration has the problems above" in err, err
+
+
+RELOAD_BAD = [
+    ((), "--reload needs the server's pid"),
+    (("abc",), "--reload abc: not a process id"),
+    (("12x",), "--reload 12x: not a process id"),
+    (("0",), "--reload 0: not a process id"),
+    (("-5",), "--reload -5: not a process id"),
+    (("99999999999",), "--reload 99999999999: not a process id"),
+    (("2147483647",), "--reload 2147483647: no such process"),
+    (("1", "-n"), "--reload pid: a command of its own, nothing after the pid"),
+]
+
+
+@http_only
+@pytest.mark.parametrize("args,says", RELOAD_BAD, ids=[" ".join(a) or "none" for a, _ in RELOAD_BAD])
+def test_reload_arguments(build, args, says):
+    """--reload without a pid, with one that is no number or no process, or with
+    more after it: exit 2 with the reason, no signal sent."""
+    p = run(build, "--reload", *args)
+    assert p.returncode == 2 and p.stderr.decode().startswith("gatling: " + says), p
+
+
+@http_only
+def test_reload_of_a_process_that_dies(build, tmp_path):
+    """A process named gatling that dies of the SIGUSR2 instead of answering
+    (one still starting, before its handlers): --reload says it exited, exit 1,
+    within seconds rather than its 70 s wait."""
+    stub = str(tmp_path / "gatling-stub")
+    with open("/bin/sleep", "rb") as src, open(stub, "wb") as dst:
+        dst.write(src.read())
+    os.chmod(stub, 0o755)
+    victim = subprocess.Popen([stub, "60"])
+    reaper = threading.Thread(target=victim.wait)  # gone, not a zombie, once it dies
+    reaper.start()
+    try:
+        p = run(build, "--reload", str(victim.pid), timeout=30)
+        assert victim.returncode == -signal.SIGUSR2, victim.returncode
+        assert p.returncode == 1, p
+        assert "--reload %d: it exited before it answered" % victim.pid in p.stderr.decode(), p
+    finally:
+        if victim.returncode is None:
+            victim.kill()
+        reaper.join(10)
+
+
+@http_only
+def test_without_i_listens_on_every_address(build, tmp_path):
+    """No -i: one dual-stack socket on ::, as the startup line says; clients
+    reach it over 127.0.0.1 and ::1 alike."""
+    root = make_docroot(str(tmp_path / "www"), {"f.txt": "both\n"})
+    p = subprocess.Popen([build.binary, "-p", "0", "-n", "-E", "-T", "5"], cwd=root,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE)
+    lines = []
+    try:
+        reader = threading.Thread(target=lambda: lines.extend(iter(p.stderr.readline, b"")))
+        reader.start()
+        wait_for(lambda: any(b"listening on" in l for l in lines), 15, "the listening line")
+        m = re.search(rb"listening on (\S+) port (\d+)", b"".join(lines))
+        assert m.group(1) == b"::", lines
+        port = int(m.group(2))
+        for family, addr in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+            with socket.socket(family) as s:
+                s.settimeout(10)
+                s.connect((addr, port))
+                s.sendall(b"GET /f.txt HTTP/1.0\r\n\r\n")
+                got = b""
+                while True:
+                    chunk = s.recv(4096)
+                    if not chunk:
+                        break
+                    got += chunk
+            assert got.startswith(b"HTTP/1.1 200 ") and got.endswith(b"both\n"), (addr, got)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(15) == 0
+        reader.join(10)
+    for bad in ALARMING:
+        assert not any(bad.encode() in l for l in lines), lines
