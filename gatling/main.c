@@ -1138,6 +1138,7 @@ static int check_run(config_t *cfg, int failed)
     }
     if (acme_prepare(cfg) < 0 || load_certificates(cfg) < 0)
         failed = 1;
+    acme_end(cfg); /* its challenges' directory: no client was started */
     tls_store_free(cfg->tls);
     cfg->tls = NULL;
     if (check_root(cfg) < 0 || check_dictionaries() < 0)
