@@ -17,7 +17,8 @@ from conftest import test_pki as pki_dir  # not test_*: pytest would collect it
 # its sanitizer build) only, in the plain pass (no scheme changes them)
 ABOVE_IO = ("test_bad_value_is_named", "test_good_values_pass_check",
             "test_a_file_an_option_names_is_refused_at_start_and_by_check",
-            "test_reload_arguments", "test_reload_of_a_process_that_dies")
+            "test_reload_arguments", "test_reload_of_a_process_that_dies",
+            "test_a_pool_no_rule_names_is_warned")
 
 
 @pytest.fixture(autouse=True)
@@ -312,6 +313,17 @@ def test_good_values_pass_check(build, tmp_path, args):
     assert rc == 0, (rc, err)
     lines = [l for l in err.splitlines() if not l.startswith("gatling: HTTPS with ")]
     assert lines == ["gatling: --check: the configuration is good"], err
+
+
+@http_only
+def test_a_pool_no_rule_names_is_warned(build, tmp_path):
+    """--pool without a -P rule that names it: taken, with a warning that no
+    request goes to it."""
+    root = make_docroot(str(tmp_path / "www"), {"f.txt": "x\n"})
+    rc, err = check(build, "--pool", "app=127.0.0.1/9", cwd=root)
+    assert rc == 0 and err.splitlines() == [
+        "gatling: --pool without a -P rule naming it: no request goes to it",
+        "gatling: --check: the configuration is good"], err
 
 
 # (arguments, what stderr says); {dir}, {fifo}, {file}: made in tmp_path.  The
