@@ -382,6 +382,18 @@ static int parse_tls_listen(config_t *cfg, char *arg)
     return (cfg->tls_port = (int)number(port, 0, 65535)) < 0 ? -1 : 0;
 }
 
+/* -e: -1 to go on, or an exit code after naming the value as given
+   (parse_tls_listen cuts it at the port's ':'). */
+static int tls_listen_option(config_t *cfg, char *arg)
+{
+    char given[80];
+    snprintf(given, sizeof given, "%s", arg);
+    if (parse_tls_listen(cfg, arg) < 0)
+        return bad("e", given, "not [addr:]port (an IPv4 address, [IPv6], a port 0-65535)");
+    cfg->tls_port_given = 1;
+    return -1;
+}
+
 static void config_defaults(config_t *cfg)
 {
     *cfg = (config_t){.port = geteuid() == 0 ? 80 : 8000,
@@ -760,14 +772,8 @@ static int option(int c, char *arg, config_t *cfg)
             return bad("C", "...", "path too long");
         cfg->tls_dir = arg;
         break;
-    case 'e': {
-        char given[80]; /* as given: parse_tls_listen cuts arg at the port's ':' */
-        snprintf(given, sizeof given, "%s", arg);
-        if (parse_tls_listen(cfg, arg) < 0)
-            return bad("e", given, "not [addr:]port (an IPv4 address, [IPv6], a port 0-65535)");
-        cfg->tls_port_given = 1;
-        break;
-    }
+    case 'e':
+        return tls_listen_option(cfg, arg);
     case 'o':
     case 'O':
         if (too_long(arg, TLS_CIPHERS_MAX) || !header_safe(arg) || !*arg)
