@@ -257,6 +257,26 @@ BAD_VALUES = [
     (("--cluster", "etcd=ftp://x"), "--cluster etcd=ftp://x: not etcd=URL"),
     (("--cluster", "etcd=http://127.0.0.1:2379", "--cluster-name", "a b"),
      "--cluster-name a b: not 1 to"),
+    # --acme's (tls/test_acme_serve.py has the others)
+    (("--acme", "a@b@gatling.test"), "--acme a@b@gatling.test: not an email address"),
+    (("--acme", "a b@gatling.test"), "--acme a b@gatling.test: not an email address"),
+    (("--acme", "<a>@gatling.test"), "--acme <a>@gatling.test: not an email address"),
+    (("--acme", "@gatling.test"), "--acme @gatling.test: not an email address"),
+    (("--acme", "a@-x-.test"), "--acme a@-x-.test: not an email address"),
+    (("--acme", "a@gatling.test", "--acme-ca", "https:///dir"), "--acme-ca https:///dir: not an"),
+    (("--acme", "a@gatling.test", "--acme-ca", "https://"), "--acme-ca https://: not an https://"),
+    (("--acme", "a@gatling.test", "--acme-ca", "https://ca.test/\x7f"), "not an https:// URL"),
+    (("--acme", "a@gatling.test", "--acme-ca-root", ""), "--acme-ca-root : not a usable file"),
+    (("--acme", "a@gatling.test", "--acme-dns-key", ""), "--acme-dns-key : not a usable file"),
+    (("--acme", "a@gatling.test", "--acme-eab", ":abc"), "--acme-eab :abc: not KID:HMACKEY"),
+    (("--acme", "a@gatling.test", "--acme-eab", "kid:ab=c"), "--acme-eab kid:ab=c: not KID:"),
+    (("--acme", "a@gatling.test", "--acme-eab", "kid:" + "a" * 600), "not KID:HMACKEY"),
+    (("--acme", "a@gatling.test", "--acme-issuer", ""), "--acme-issuer : not a common name"),
+    (("--acme", "a@gatling.test", "--acme-issuer", "i" * 256), "not a common name"),
+    (("--acme", "a@gatling.test", "--acme-profile", "p" * 65), "not a profile name"),
+    (("--acme", "a@gatling.test", "--acme-names", "ok.test,"), "--acme-names : not a host name"),
+    (("--acme", "a@gatling.test", "--acme-names", "*.gatling"), "--acme-names *.gatling: not a"),
+    (("--acme-names", "a.test"), "--acme-names without --acme EMAIL: nothing to do"),
 ]
 
 
@@ -296,6 +316,13 @@ GOOD_VALUES = [
     ("--flood-memory", "0"), ("--status-from", "10.0.0.0/8,2001:db8::/32"), ("-w", r"\.cgi$"),
     ("-w", r"\.cgi$", "-W", "2"), ("--pool", "app=127.0.0.1/9", "-P", "@app/^/app/"),
     ("--config=@conf",), ("-dSLZ",), ("-p0",),
+    # --acme's, all at once (--check makes its state directory, here in tmp_path)
+    ("--acme", "admin@gatling.test", "--acme-dir", "@acme", "--acme-ca", "https://ca.test/dir",
+     "--acme-ca-root", "@conf", "--acme-names", "WWW.Gatling.TEST,192.0.2.1,2001:db8::1",
+     "--acme-issuer", "ISRG Root X1", "--acme-profile", "shortlived", "--acme-key", "rsa3072",
+     "--acme-challenge", "tls-alpn-01", "--acme-eab", "kid-1:zWNDZM6eQGHWpSRTPal5eI=="),
+    ("--acme", "admin@gatling.test", "--acme-dir", "@acme", "--acme-names", "*.gatling.test",
+     "--acme-dns-server", "[::1]:53", "--acme-dns-key", "@key", "--acme-eab", "k:@@eab"),
 ]
 
 
@@ -303,15 +330,22 @@ GOOD_VALUES = [
 @pytest.mark.parametrize("args", GOOD_VALUES, ids=[" ".join(a) for a in GOOD_VALUES])
 def test_good_values_pass_check(build, tmp_path, args):
     """The forms gatling(8) gives are taken: --check says the configuration
-    is good (exit 0), and nothing else on stderr but HTTPS's certificates."""
+    is good (exit 0), and nothing else on stderr but what HTTPS's
+    certificates are (or that none is there yet, for --acme)."""
     root = make_docroot(str(tmp_path / "www"), {"f.txt": "x\n", ".proxy": ""})
     conf = tmp_path / "g.conf"
     conf.write_text("-n -T 10\n")
-    args = [a.replace(CERTS, os.path.join(pki_dir(), "certs")).replace("@conf", str(conf))
-            for a in args]
+    (tmp_path / "key").write_text('key "acme-update" {\n\talgorithm hmac-sha256;\n\tsecret '
+                                  '"c2VjcmV0IG9mIHRoZSB0ZXN0cw==";\n};\n')
+    (tmp_path / "eab").write_text("zWNDZM6eQGHWpSRTPal5eIUYFTu7EajVIoguysqZ9wG44nMEtx3MUAsUDkMTQ12W\n")
+    made = {CERTS: os.path.join(pki_dir(), "certs"), "@conf": str(conf),
+            "@acme": str(tmp_path / "acme"), "@key": str(tmp_path / "key"),
+            "@eab": str(tmp_path / "eab")}
+    args = [made.get(a, a).replace("@@eab", "@" + made["@eab"]) for a in args]
+    args = [a.replace("@conf", str(conf)) if a.startswith("--config=") else a for a in args]
     rc, err = check(build, *args, cwd=root)
     assert rc == 0, (rc, err)
-    lines = [l for l in err.splitlines() if not l.startswith("gatling: HTTPS with ")]
+    lines = [l for l in err.splitlines() if not l.startswith("gatling: HTTPS")]
     assert lines == ["gatling: --check: the configuration is good"], err
 
 
