@@ -190,6 +190,7 @@ BAD = [
     ("--acme a@gatling.test --acme-dir=acme --acme-names '*.gatling.test'\n",
      r"--acme-names \*\.gatling\.test: DNS-01 needs --acme-dns-server"),
     ("--acme a@gatling.test --acme-dir acme -E\n", r"which -E turns off"),
+    ("-n\n--cluster-name n1\n", r"--cluster-name without --cluster etcd=URL"),
     ("-m %(etc)s\n", r"-m: cannot read MIME types from .*etc: not a regular file"),
     ("", r"e/\.dictionary: cannot be read"),
 ]
