@@ -113,10 +113,14 @@ static int parse_names(config_acme_t *a, char *arg, const char **bad)
 static const char *eab_file(const char *path)
 {
     static char key[ACME_HMAC_MAX + 2];
-    FILE *f = fopen(path, "re");
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK); /* a FIFO: no wait */
+    FILE *f = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? fdopen(fd, "r") : NULL;
     int ok = f && fgets(key, sizeof key, f) != NULL;
     if (f)
         fclose(f);
+    else if (fd >= 0)
+        close(fd);
     key[ok ? strcspn(key, "\r\n") : 0] = 0;
     return ok ? key : NULL;
 }
@@ -258,6 +262,12 @@ static int dns_options_done(config_acme_t *a)
 int acme_options_done(config_t *cfg)
 {
     config_acme_t *a = &cfg->acme;
+    /* the defaults first: --check goes on past a refusal below to the state
+       directory (acme_prepare), which needs its name */
+    if (!a->ca)
+        a->ca = ACME_CA_DEFAULT;
+    if (!a->state_dir)
+        a->state_dir = ACME_DIR_DEFAULT;
     if (!a->email && (given & ~1)) {
         for (int i = 1; i < ACME_OPT_END - ACME_OPT; i++)
             if (given & (1 << i)) {
@@ -275,10 +285,6 @@ int acme_options_done(config_t *cfg)
     int rc;
     if (a->email && (rc = dns_options_done(a)) >= 0)
         return rc;
-    if (!a->ca)
-        a->ca = ACME_CA_DEFAULT;
-    if (!a->state_dir)
-        a->state_dir = ACME_DIR_DEFAULT;
     return -1;
 }
 

@@ -42,6 +42,13 @@ static int name_ok(const char *s)
     return 1;
 }
 
+/* A bad value: the pointer to the help follows, as for every option's. */
+static int bad_value(void)
+{
+    fputs("gatling: try 'gatling -h' or see gatling(8)\n", stderr);
+    return 2;
+}
+
 int cluster_option(int c, char *arg, config_t *cfg)
 {
     switch (c) {
@@ -51,7 +58,7 @@ int cluster_option(int c, char *arg, config_t *cfg)
             strlen(arg) > 2000 || strpbrk(arg, " \t\r\n")) {
             fprintf(stderr, "gatling: --cluster %s: not etcd=URL[,URL...] (http:// or "
                     "https://, no spaces)\n", arg);
-            return 2;
+            return bad_value();
         }
         cfg->cluster_etcd = arg + 5;
         return -1;
@@ -59,7 +66,7 @@ int cluster_option(int c, char *arg, config_t *cfg)
         if (!name_ok(arg)) {
             fprintf(stderr, "gatling: --cluster-name %s: not 1 to %d letters, digits, '-', "
                     "'_' or '.'\n", arg, CLUSTER_NAME_MAX);
-            return 2;
+            return bad_value();
         }
         cfg->cluster_name = arg;
         return -1;

@@ -382,6 +382,18 @@ static int parse_tls_listen(config_t *cfg, char *arg)
     return (cfg->tls_port = (int)number(port, 0, 65535)) < 0 ? -1 : 0;
 }
 
+/* -e: -1 to go on, or an exit code after naming the value as given
+   (parse_tls_listen cuts it at the port's ':'). */
+static int tls_listen_option(config_t *cfg, char *arg)
+{
+    char given[80];
+    snprintf(given, sizeof given, "%s", arg);
+    if (parse_tls_listen(cfg, arg) < 0)
+        return bad("e", given, "not [addr:]port (an IPv4 address, [IPv6], a port 0-65535)");
+    cfg->tls_port_given = 1;
+    return -1;
+}
+
 static void config_defaults(config_t *cfg)
 {
     *cfg = (config_t){.port = geteuid() == 0 ? 80 : 8000,
@@ -683,30 +695,25 @@ static int ftp_option(int c, const char *arg, config_t *cfg)
     return -1;
 }
 
-/* getopt's ':' (an argument missing) or '?' (an unknown option): the exit code. */
+/* A long option's name, for getopt's ':' (NULL: c is a short option). */
+static const char *long_name(int c)
+{
+    static const char *const names[] = {"cache",  "status-from", "flood-memory", "h3-retry",
+                                        "pool",   "config",      "check",        "log-format",
+                                        "cgi-user", "cgi-limits"};
+    _Static_assert(sizeof names / sizeof names[0] == OPT_CGI_LIMITS - OPT_CACHE + 1,
+                   "a name for each long option of main's");
+    if (c >= OPT_CACHE && c <= OPT_CGI_LIMITS)
+        return names[c - OPT_CACHE];
+    return cluster_option_name(c) ? cluster_option_name(c) : acme_option_name(c);
+}
+
+/* getopt's ':' (an argument missing) or '?' (an unknown option): the exit code;
+   an options file's line is named (opt_where). */
 static int getopt_trouble(int c)
 {
-    if (c == ':' && optopt == OPT_CACHE)
-        fputs("gatling: --cache needs an argument\n", stderr);
-    else if (c == ':' && optopt == OPT_STATUS_FROM)
-        fputs("gatling: --status-from needs an argument\n", stderr);
-    else if (c == ':' && optopt == OPT_FLOOD_MEMORY)
-        fputs("gatling: --flood-memory needs an argument\n", stderr);
-    else if (c == ':' && optopt == OPT_H3_RETRY)
-        fputs("gatling: --h3-retry needs an argument\n", stderr);
-    else if (c == ':' && optopt == OPT_POOL)
-        fputs("gatling: --pool needs an argument\n", stderr);
-    else if (c == ':' && (optopt == OPT_CONFIG || optopt == OPT_LOG_FORMAT))
-        fprintf(stderr, "gatling: %s--%s needs an argument\n", opt_where,
-                optopt == OPT_CONFIG ? "config" : "log-format");
-    else if (c == ':' && (optopt == OPT_CGI_USER || optopt == OPT_CGI_LIMITS))
-        fprintf(stderr, "gatling: %s--%s needs an argument\n", opt_where,
-                optopt == OPT_CGI_USER ? "cgi-user" : "cgi-limits");
-    else if (c == ':' && cluster_option_name(optopt))
-        fprintf(stderr, "gatling: %s--%s needs an argument\n", opt_where,
-                cluster_option_name(optopt));
-    else if (c == ':' && acme_option_name(optopt))
-        fprintf(stderr, "gatling: --%s needs an argument\n", acme_option_name(optopt));
+    if (c == ':' && long_name(optopt))
+        fprintf(stderr, "gatling: %s--%s needs an argument\n", opt_where, long_name(optopt));
     else if (c == ':')
         fprintf(stderr, "gatling: %s-%c needs an argument\n", opt_where, optopt);
     else if (optopt)
@@ -766,10 +773,7 @@ static int option(int c, char *arg, config_t *cfg)
         cfg->tls_dir = arg;
         break;
     case 'e':
-        if (parse_tls_listen(cfg, arg) < 0)
-            return bad("e", arg, "not [addr:]port (an IPv4 address, [IPv6], a port 0-65535)");
-        cfg->tls_port_given = 1;
-        break;
+        return tls_listen_option(cfg, arg);
     case 'o':
     case 'O':
         if (too_long(arg, TLS_CIPHERS_MAX) || !header_safe(arg) || !*arg)
@@ -1095,6 +1099,14 @@ static int start_spawner(config_t *cfg)
     return 0;
 }
 
+/* -m's file could not be loaded (mime_load's errno e): say why. */
+static void mime_failed(const config_t *cfg, int e)
+{
+    fprintf(stderr, "gatling: -m: cannot read MIME types from %s: %s\n",
+            cfg->mime_file ? cfg->mime_file : "/etc/mime.types",
+            e == EINVAL ? "not a regular file" : strerror(e));
+}
+
 /* --check, -c: the document root is a directory gatling can enter. */
 static int check_root(const config_t *cfg)
 {
@@ -1119,8 +1131,7 @@ static int check_run(config_t *cfg, int failed)
 {
     mime_table_t *mime = mime_load(cfg->mime_file);
     if (!mime)
-        fprintf(stderr, "gatling: -m: cannot read MIME types from %s: %s\n",
-                cfg->mime_file ? cfg->mime_file : "/etc/mime.types", strerror(errno));
+        mime_failed(cfg, errno);
     failed |= !mime;
     mime_free(mime);
     if (prepare(cfg) < 0)
@@ -1133,6 +1144,7 @@ static int check_run(config_t *cfg, int failed)
     }
     if (acme_prepare(cfg) < 0 || load_certificates(cfg) < 0)
         failed = 1;
+    acme_end(cfg); /* its challenges' directory: no client was started */
     tls_store_free(cfg->tls);
     cfg->tls = NULL;
     if (check_root(cfg) < 0 || check_dictionaries() < 0)
@@ -1201,8 +1213,12 @@ int main(int argc, char **argv)
 {
     config_t cfg;
     static conf_args_t ca; /* static: cfg points into its words until the exit */
-    if (argc >= 2 && !strcmp(argv[1], "--reload")) /* a command of its own: reload.h */
-        return argc <= 3 ? reload_run(argv[2]) : usage_error();
+    if (argc >= 2 && !strcmp(argv[1], "--reload")) { /* a command of its own: reload.h */
+        if (argc <= 3)
+            return reload_run(argv[2]);
+        fputs("gatling: --reload pid: a command of its own, nothing after the pid\n", stderr);
+        return usage_error();
+    }
     handover_capture(); /* an upgrade's new process: what it says goes to the old one too */
     int rc = configure(argc, argv, &cfg, &ca);
     if (rc >= 0)
@@ -1216,13 +1232,13 @@ int main(int argc, char **argv)
         return 1;
     qg.passed = qg.nfds > 0;
     mime_table_t *mime = mime_load(cfg.mime_file); /* before a chroot hides /etc */
+    int mime_errno = errno;
     if (prepare(&cfg) < 0) {
         mime_free(mime);
         return 1;
     }
     if (!mime) {
-        fprintf(stderr, "gatling: cannot read MIME types from %s: %s\n",
-                cfg.mime_file ? cfg.mime_file : "/etc/mime.types", strerror(errno));
+        mime_failed(&cfg, mime_errno);
         return 1;
     }
     server_catch_usr1_early(); /* the sides' SIGUSR1 must not end this process */

@@ -181,7 +181,8 @@ int proxy_config_check(config_t *cfg)
             cfg->pool_dirfd[i] = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
             char *text = cfg->pool_dirfd[i] < 0 ? NULL : list_read(cfg->pool_dirfd[i], pd->file, &mt);
             if (!text) {
-                fprintf(stderr, "gatling: --pool %s: %s: %s\n", pd->name, pd->file, strerror(errno));
+                fprintf(stderr, "gatling: --pool %s: %s: %s\n", pd->name, pd->file,
+                        errno == EINVAL ? "not a regular file" : strerror(errno));
                 goto out;
             }
             int r = px_file_parse(text, pd->m, &pd->n, &line, &why);
@@ -220,7 +221,8 @@ int proxy_config_check(config_t *cfg)
         goto out;
     }
     rc = 0;
-    warn_without_switch(cfg);
+    if (cfg->nproxy_rules) /* pools alone: main says no request goes to them */
+        warn_without_switch(cfg);
 out:
     free(pd);
     return rc;

@@ -33,7 +33,7 @@ const char *conf_named(int argc, char **argv, int *bad)
 static int slurp(const char *path, char **text, size_t *n)
 {
     struct stat st;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY), err = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK), err = 0; /* a FIFO: no wait */
     *text = NULL;
     if (fd < 0 || fstat(fd, &st) < 0)
         err = errno;

@@ -4,10 +4,13 @@
 #include "http/owfat.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define MIME_SLOTS 4096 /* power of two; Debian's file has ~1,900 extensions */
 #define MIME_EXT_MAX 16
@@ -112,12 +115,34 @@ static int load_file(mime_table_t *t, FILE *f)
     return 0;
 }
 
+/* file, a regular file (a directory would read as empty, a FIFO or a
+   device wait or never end), or NULL with errno (EINVAL: not regular). */
+static FILE *open_types(const char *file)
+{
+    struct stat st;
+    FILE *f;
+    int fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK), e;
+    if (fd < 0)
+        return NULL;
+    if (fstat(fd, &st) < 0)
+        e = errno;
+    else if (!S_ISREG(st.st_mode))
+        e = EINVAL;
+    else if ((f = fdopen(fd, "r")))
+        return f;
+    else
+        e = errno;
+    close(fd);
+    errno = e;
+    return NULL;
+}
+
 mime_table_t *mime_load(const char *file)
 {
     mime_table_t *t = calloc(1, sizeof *t);
     if (!t)
         return NULL;
-    FILE *f = fopen(file ? file : "/etc/mime.types", "r");
+    FILE *f = open_types(file ? file : "/etc/mime.types");
     if (!f && file) {
         int e = errno;
         free(t);

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from appservers import listener, serve
-from conftest import ROOT, end_upgrades, gone, wait_for
+from conftest import ALARMING, ROOT, end_upgrades, gone, wait_for
 from conftest import (first_backend_only, http_only, assert_status, fetch, make_docroot,
                       running_server, start_server)
 from conftest import test_pki as pki_dir  # not test_*: pytest would collect it
@@ -22,6 +22,7 @@ from test_production import bench_bg, bench_result, new_pid
 # test_h3_workers' upgrades)
 ABOVE_IO = ("test_check_names_each_problem",
             "test_check_says_every_problem_and_the_start_fails_as_it_says",
+            "test_the_file_named_by_config_is_refused", "test_options_file_escapes_and_forms",
             "test_check_passes_the_shipped_file", "test_reload_under_h3_load")
 
 
@@ -69,6 +70,78 @@ def test_options_file_quotes_comments_relative_paths_and_the_command_line_wins(b
         assert "GET /f.txt" in f.read()
 
 
+def test_options_file_escapes_and_forms(build, tmp_path):
+    """What CONFIGURATION FILE allows, each seen to take effect: \\" and \\\\
+    in double quotes, a backslash before a plain character, a line joined
+    inside a word, an attached value (-lFILE, relative to the file, not to
+    the start directory) and --opt=value, a last line without its newline
+    ending in a comment."""
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    make_docroot(str(tmp_path / "www"), {"f.txt": "f\n",
+                                         "d/the \"home\" p\\ge.html": "home\n"})
+    write(etc / "g.conf", '-s 5\n'
+                          '-I "the \\"home\\" p\\\\ge.html" -k /he\\alth\n'
+                          '-M\\\n77 -laccess.log --log-format=json -T 10  # no newline')
+    p = subprocess.Popen([build.binary, "--config", "../etc/g.conf", "-i", "127.0.0.1", "-p",
+                          "0", "-E"], cwd=str(tmp_path / "www"), stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        said = ""
+        for line in p.stderr:  # to the listening line, or EOF if it failed
+            said += line
+            if "listening on" in line:
+                break
+        m = re.search(r"listening on \S+ port (\d+)", said)
+        assert m, said
+        port = int(m.group(1))
+        r = fetch(port, "/d/")
+        assert_status(r, 200, "-I's quoted name with \\\" and \\\\")
+        assert r.body == b"home\n" and r.header("cache-control") == "max-age=77", r
+        assert fetch(port, "/health").body == b"ok\n", "-k /he\\alth is /health"
+    finally:
+        p.send_signal(signal.SIGTERM)
+        rest = p.stderr.read()
+        p.stderr.close()
+        assert p.wait(15) == 0, rest
+    assert not [a for a in ALARMING if a in said + rest], said + rest
+    import json
+    with open(str(etc / "access.log")) as f:  # -laccess.log: beside the file
+        lines = [json.loads(l) for l in f]
+    assert [l["request"] for l in lines] == ["GET /d/ HTTP/1.1", "GET /health HTTP/1.1"], lines
+
+
+# (command line, what stderr says); {tmp}: the test's directory, which holds
+# a directory d, a FIFO fifo and good.conf
+CONFIG_ARGS = [
+    (("--config", "{tmp}/none.conf"), "--config {tmp}/none.conf: No such file or directory"),
+    (("--config", "{tmp}/d"), "--config {tmp}/d: not a regular file"),
+    (("--config", "{tmp}/fifo"), "--config {tmp}/fifo: not a regular file"),  # hung
+    (("--config",), "--config needs a file"),
+    (("--config=",), "--config needs a file"),
+    (("--config={tmp}/good.conf", "--config", ""), "--config needs a file"),
+]
+
+
+@pytest.mark.parametrize("args,says", CONFIG_ARGS, ids=[str(i) for i in range(len(CONFIG_ARGS))])
+def test_the_file_named_by_config_is_refused(build, tmp_path, args, says):
+    """--config with no file, a missing one, a directory or a FIFO (which the
+    start waited on for ever): exit 2 naming it, with --check and without;
+    --config=FILE alone is taken."""
+    (tmp_path / "d").mkdir()
+    os.mkfifo(str(tmp_path / "fifo"))
+    write(tmp_path / "good.conf", "-n -T 5\n")
+    args = [a.format(tmp=tmp_path) for a in args]
+    says = "gatling: " + says.format(tmp=tmp_path)
+    rc, err = check(build, *args, cwd=str(tmp_path))
+    assert rc == 2 and err.startswith(says), err
+    r = subprocess.run([build.binary, "-i", "127.0.0.1", "-p", "0"] + args, capture_output=True,
+                       text=True, timeout=30, cwd=str(tmp_path), stdin=subprocess.DEVNULL)
+    assert r.returncode == 2 and r.stderr.startswith(says), r.stderr
+    rc, err = check(build, "--config=good.conf", cwd=str(tmp_path))  # in the start directory
+    assert rc == 0, err
+
+
 # (file's text, what the message must say); each file is etc/bad.conf
 BAD = [
     ("-T 5\n--no-such-option\n-n\n", r"bad\.conf:2: unknown long option"),
@@ -83,6 +156,7 @@ BAD = [
     ("-P 'nohost'\n", r"bad\.conf:1: -P nohost"),
     ("--pool 'a=file:/nonexistent/list' -P '@a/^/x/'\n", r"--pool a: /nonexistent/list: No such"),
     ("--pool 'a=file:%(etc)s/pool.list' -P '@a/^/x/'\n", r"pool\.list line 2: the backend is not"),
+    ("--pool 'a=file:%(etc)s/certs' -P '@a/^/x/'\n", r"--pool a: .*/certs: not a regular file"),
     ("-i 300.1.1.1\n", r"bad\.conf:1: -i 300\.1\.1\.1: not an IPv4"),
     ("-m /nonexistent/mime.types\n", r"MIME types from /nonexistent/mime\.types"),
     ("-C %(etc)s/certs -e 0\n", r"server\.pem: no certificate"),
@@ -97,6 +171,28 @@ BAD = [
     ("-l /nonexistent/dir/access.log\n", r"/nonexistent/dir/access\.log"),
     ("--h3-retry sometimes\n", r"bad\.conf:1: --h3-retry sometimes"),
     ("", r"d/\.dictionary:2: not a rule"),
+    ("-I \"open\n", r'bad\.conf:1: a " is not closed on its line'),
+    ("-T 5\n-M 5 \\", r"bad\.conf:2: a \\ at the end of the file"),
+    ("-T 5\n-n\n-M 5 \0 -n\n", r"bad\.conf:3: a NUL byte in the file"),
+    ("-n " * 4097, r"bad\.conf:1: more than 4096 words in the file"),
+    ("#" * (1 << 20) + "\n", r"--config .*bad\.conf: File too large"),
+    ("-n\n--log-format\n", r"bad\.conf:2: a long option at the file's end without a value"),
+    ("-n\n-%\n", r"bad\.conf:2: unknown option -%"),
+    ("-n -I ''\n", r"bad\.conf:1: -I : not a plain file name"),
+    ("-l ''\n", r"bad\.conf:1: -l : not a usable file name"),
+    # another module's message, then the line it came from
+    ("-n\n--acme not-an-address\n", r"--acme not-an-address: not an email address(.|\n)*"
+                                    r"bad\.conf:2: the option above"),
+    ("--cluster etcd=ftp://x\n", r"--cluster etcd=ftp://x: not etcd=URL(.|\n)*"
+                                  r"bad\.conf:1: the option above"),
+    # --acme's option checks refused, --check goes on to its state directory:
+    # this crashed (a NULL directory name)
+    ("--acme a@gatling.test --acme-dir=acme --acme-names '*.gatling.test'\n",
+     r"--acme-names \*\.gatling\.test: DNS-01 needs --acme-dns-server"),
+    ("--acme a@gatling.test --acme-dir acme -E\n", r"which -E turns off"),
+    ("-n\n--cluster-name n1\n", r"--cluster-name without --cluster etcd=URL"),
+    ("-m %(etc)s\n", r"-m: cannot read MIME types from .*etc: not a regular file"),
+    ("", r"e/\.dictionary: cannot be read"),
 ]
 
 
@@ -112,6 +208,8 @@ def test_check_names_each_problem(build, tmp_path, text, want):
     root = str(tmp_path / "www")
     make_docroot(root, {"f.txt": "x\n", "d/a.txt": "a\n",
                         "d/.dictionary": "a.txt\nb.txt bogus=1\n" if not text else "a.txt\n"})
+    if "e/" in want:  # a directory where the file is: read() fails
+        os.makedirs(os.path.join(root, "e", ".dictionary"))
     conf = write(etc / "bad.conf", text % {"etc": str(etc)} if "%(" in text else text)
     rc, err = check(build, "--config", conf, cwd=root)
     assert rc == 2, (rc, err)
@@ -349,3 +447,23 @@ def test_reload_command_waits_for_the_outcome(build, tmp_path):
         assert r.returncode == 2 and "not gatling" in r.stderr, r
     finally:
         end_upgrades(srv, pids)
+
+
+def test_reload_refused_while_the_server_stops(build, tmp_path):
+    """--reload of a server that is stopping (SIGHUP with -g: its health check
+    fails for the grace while the listeners stay open): refused, exit 1 with
+    the reason, no new process; the server then exits as the drain says."""
+    from test_signals import expect_exit
+    root = str(tmp_path / "www")
+    make_docroot(root, {"f.txt": "x\n"})
+    srv = start_server(build, root, ("-n", "-T", "10", "-k", "/health", "-g", "4"))
+    try:
+        srv.send_signal(signal.SIGHUP)
+        wait_for(lambda: fetch(srv.port, "/health").status == 503, 10, "the health check failing")
+        r = reload_cmd(build, srv.pid)
+        assert r.returncode == 1, r
+        assert "--reload %d: binary upgrade: this process is stopping" % srv.pid in r.stderr, r
+        kids = subprocess.run(["pgrep", "-P", str(srv.pid)], capture_output=True, text=True)
+        assert not kids.stdout.split(), "a new process started: %r" % kids.stdout
+    finally:
+        expect_exit(srv, 20)

@@ -120,6 +120,30 @@ def test_sigterm_completes_inflight_response(gatling, huge_tree):
     expect_exit(srv)
 
 
+def test_a_second_sigterm_exits_at_once(gatling, huge_tree):
+    """gatling(8): a second SIGTERM exits at once, status 0, without waiting
+    for the response in flight, which is cut short."""
+    root, _ = huge_tree
+    srv = gatling(docroot=root, args=("-T", "30"))
+    c = start_slow_download(srv)
+    srv.send_signal(signal.SIGTERM)
+    wait_not_listening(srv.port, "after SIGTERM")
+    assert srv.alive(), "server exited on SIGTERM with a response in flight"
+    srv.send_signal(signal.SIGTERM)
+    expect_exit(srv, 10)
+    got = len(c.buf)
+    c.sock.settimeout(10)
+    try:
+        while True:
+            chunk = c.sock.recv(1 << 20)
+            if not chunk:
+                break
+            got += len(chunk)
+    except ConnectionResetError:
+        pass
+    assert got < HUGE, "the whole 50 MiB came after the second SIGTERM"
+
+
 def test_sigterm_idle_keepalive_exits(gatling):
     srv = gatling(args=("-T", "30"))
     c = Client(srv.port)
