@@ -76,7 +76,9 @@ int tls_store_check_period(const tls_store_t *st);
  * Look at the files again (force: now, else only if the check period
  * passed since the last look) and load them anew if any changed.  A failed
  * load keeps the old certificates: returns -1 with why in err.  0 unchanged
- * (or still none there), 1 reloaded (or the first loaded).
+ * (or still none there), 1 reloaded (or the first loaded), with err naming
+ * the new ones that are expired or not valid yet ("" if none: they are
+ * served all the same; tls_store_load says so on stderr).
  */
 int tls_store_check(tls_store_t *st, int64_t now_s, int force, char *err, size_t errlen);
 
