@@ -17,6 +17,10 @@
  *   NAME/fullchain.pem       Let's Encrypt's live/ layout: chain ...
  *   NAME/privkey.pem         ... and key
  *   server.ocsp, NAME.ocsp, NAME/ocsp.der   a DER OCSP response to staple
+ * (a NAME/ with one of the two files but not the other fails its load, naming
+ * the missing one; entries of other names are passed over).  A certificate
+ * out of its dates is loaded, and named with the date (tls_store_check's
+ * err, tls_store_load's stderr).
  * A certificate answers for its file or directory name and for every DNS
  * name in its subjectAltName (wildcards one label deep); an unknown or
  * missing SNI name gets the default (server.pem, else the first by name).
