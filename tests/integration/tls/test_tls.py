@@ -903,8 +903,12 @@ def test_what_is_no_certificate_is_passed_over(gatling, pki, tmp_path):
     live = tmp_path / "live"
     (live / "accounts").mkdir(parents=True)
     (live / "README").write_text("certbot's\n")
-    shutil.copy(pki + "/certs/server.pem", live / "not_a_host.pem")
+    for bad in ("not_a_host.pem", "-dash.test.pem"):  # no host name begins with "-"
+        shutil.copy(pki + "/certs/server.pem", live / bad)
     os.makedirs(live / "no-files.test" / "old")
+    os.makedirs(live / ("a" * 254))  # longer than a host name may be
+    for f in ("fullchain.pem", "privkey.pem"):
+        shutil.copy(pki + "/certs/le.test/" + f, live / ("a" * 254) / f)
     srv = gatling(args=("-T", "10", "-C", str(live), "-e", "0", "-S"))
     port = https_port(srv)
     assert any("no certificate in %s yet" % live in l for l in srv.errlog), srv.errlog
@@ -978,7 +982,8 @@ def test_sni_spellings(gatling, pki, tmp_path):
                     ("X.WILD.test.", "other.test"), ("mixed.case.test", "mixed"),
                     ("MIXED", "mixed"), ("a.b.wild.test", "localhost"),
                     ("wild.test", "localhost"), ("127.0.0.1", "localhost"),
-                    ("le_test", "localhost"), ("x..le.test", "localhost")):
+                    ("le_test", "localhost"), ("x..le.test", "localhost"),
+                    ("nodot", "localhost")):
         out = s_client(port, "-servername", sni)
         assert "subject=CN = %s" % cn in out, (sni, out)
     # by address: no SNI; the default (localhost, 127.0.0.1, ::1) verifies
