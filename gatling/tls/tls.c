@@ -873,9 +873,10 @@ static void validity_notes(SSL_CTX **ctx, int n, char *out, size_t outlen)
         if ((!early && !late) || ASN1_TIME_to_tm(early ? nb : na, &tm) != 1 ||
             !strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tm))
             continue;
-        int k = snprintf(out + used, outlen - used, "%s%s: the certificate %s %s: clients refuse it",
-                         used ? "; " : "", c && c->id[0] ? c->id : "server.pem",
-                         early ? "is not valid before" : "expired on", when);
+        int k =
+            snprintf(out + used, outlen - used, "%s%s: the certificate %s %s: clients refuse it",
+                     used ? "; " : "", c && c->id[0] ? c->id : "server.pem",
+                     early ? "is not valid before" : "expired on", when);
         used = k < 0 ? outlen : used + (size_t)k;
     }
 }
