@@ -532,6 +532,31 @@ def test_garbage_and_truncated_hellos(gatling, pki):
     assert rc == 0, err
 
 
+def test_client_gone_mid_handshake(gatling, pki):
+    """A client that ends its side of the connection in the middle of its
+    ClientHello, or right after the whole of it, is closed at once (not at
+    the handshake deadline, -s 10 here) and counted as a failed handshake;
+    the server goes on serving."""
+    srv = gatling(args=tls_args(pki, "-s", "10"))
+    port = https_port(srv)
+    hello = client_hello()
+    for part in (hello[:len(hello) // 2], hello):
+        with socket.create_connection(("127.0.0.1", port), timeout=IO_TIMEOUT) as s:
+            t = time.monotonic()
+            s.sendall(part)
+            s.shutdown(socket.SHUT_WR)
+            try:
+                recv_to_eof(s)  # the server's flight (for the whole hello), then the close
+            except ConnectionResetError:
+                pass
+            assert time.monotonic() - t < 5.0  # not -s 10 (5: room for a busy machine)
+    assert wait_status(srv, "tls_failed", 2) == 2
+    st = status(srv)
+    assert st["timeout_handshake"] == 0 and st["tls_handshakes"] == 0, st
+    rc, out, err = curl(pki, port)
+    assert rc == 0, err
+
+
 def client_hello():
     """The first flight of a real client (Python's ssl), as bytes."""
     ctx = ssl.create_default_context()
