@@ -660,11 +660,11 @@ static void check_certificates(server_t *s, int force)
     int had = tls_store_count(st);
     int r = tls_store_check(st, gio_wallclock(s->loop), force, err, sizeof err);
     if (r > 0 && had) {
-        snprintf(text, sizeof text, "HTTPS: certificates reloaded");
+        snprintf(text, sizeof text, "HTTPS: certificates reloaded%s%s", err[0] ? ": " : "", err);
     } else if (r > 0) {
         int n = tls_store_count(st);
-        snprintf(text, sizeof text, "HTTPS: %d certificate%s loaded from %s: HTTPS answers now", n,
-                 n == 1 ? "" : "s", s->site.cfg->tls_dir);
+        snprintf(text, sizeof text, "HTTPS: %d certificate%s loaded from %s: HTTPS answers now%s%s",
+                 n, n == 1 ? "" : "s", s->site.cfg->tls_dir, err[0] ? ": " : "", err);
         https_readiness(s);
     } else if (r < 0) {
         snprintf(text, sizeof text, "HTTPS: %s: %s",

@@ -219,7 +219,9 @@ static int scan(int dirfd, found_t *out, int max, uint64_t *sig)
                 snprintf(f.chain, sizeof f.chain, "%s/fullchain.pem", nm);
                 snprintf(f.key, sizeof f.key, "%s/privkey.pem", nm);
                 struct stat s2;
-                if (!is_file(dirfd, f.chain, &s2) || !is_file(dirfd, f.key, &s2))
+                /* one of the two without the other is a broken certificate: kept, so
+                   that its load says which file is missing */
+                if (fstatat(dirfd, f.chain, &s2, 0) < 0 && fstatat(dirfd, f.key, &s2, 0) < 0)
                     continue; /* not a certificate directory */
                 memcpy(f.id, nm, len);
                 snprintf(f.ocsp, sizeof f.ocsp, "%s/ocsp.der", nm);
@@ -695,6 +697,19 @@ fail:
     return NULL;
 }
 
+/* Does pkey belong to one of the intermediates of ctx's chain (a chain file
+   in the wrong order)? */
+static int key_in_chain(SSL_CTX *ctx, EVP_PKEY *pkey)
+{
+    STACK_OF(X509) *sk = NULL;
+    if (!SSL_CTX_get0_chain_certs(ctx, &sk) || !sk)
+        return 0;
+    for (int i = 0; i < sk_X509_num(sk); i++)
+        if (X509_check_private_key(sk_X509_value(sk, i), pkey))
+            return 1;
+    return 0;
+}
+
 /* The private key, from the PEM text of f->key, into ctx, if it belongs to
    leaf.  0, or -1 with why in err. */
 static int use_key(tls_store_t *st, const found_t *f, SSL_CTX *ctx, X509 *leaf, const char *key,
@@ -708,8 +723,11 @@ static int use_key(tls_store_t *st, const found_t *f, SSL_CTX *ctx, X509 *leaf, 
                  ssl_why("no PEM PRIVATE KEY block"));
     } else if (!X509_check_private_key(leaf, pkey) || !SSL_CTX_use_PrivateKey(ctx, pkey) ||
                !SSL_CTX_check_private_key(ctx)) {
-        snprintf(err, errlen, "%s: the private key in %s does not belong to the certificate",
-                 st->dir, f->key);
+        snprintf(err, errlen, "%s: the private key in %s does not belong to the certificate%s",
+                 st->dir, f->key,
+                 key_in_chain(ctx, pkey) ? " (it belongs to another one of the chain: the "
+                                           "certificate must come first, then its intermediates)"
+                                         : "");
         ERR_clear_error();
     } else {
         rc = 0;
@@ -835,6 +853,34 @@ int tls_store_pems(tls_store_t *st, tls_pem_fn fn, void *arg, char *err, size_t 
     return n;
 }
 
+/* The certificates of ctx[0..n) that clients refuse for their dates (expired,
+   or not valid yet), named with the date, into out ("" when none): they are
+   served all the same -- refusing them would take the site down until a
+   renewal comes -- but the administrator is told. */
+static void validity_notes(SSL_CTX **ctx, int n, char *out, size_t outlen)
+{
+    size_t used = 0;
+    out[0] = 0;
+    for (int i = 0; i < n && used < outlen; i++) {
+        X509 *x = SSL_CTX_get0_certificate(ctx[i]);
+        const tls_cert_t *c = cert_of(ctx[i]);
+        const ASN1_TIME *nb = x ? X509_get0_notBefore(x) : NULL;
+        const ASN1_TIME *na = x ? X509_get0_notAfter(x) : NULL;
+        int early = nb && X509_cmp_current_time(nb) > 0;
+        int late = na && X509_cmp_current_time(na) < 0;
+        struct tm tm;
+        char when[32];
+        if ((!early && !late) || ASN1_TIME_to_tm(early ? nb : na, &tm) != 1 ||
+            !strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tm))
+            continue;
+        int k =
+            snprintf(out + used, outlen - used, "%s%s: the certificate %s %s: clients refuse it",
+                     used ? "; " : "", c && c->id[0] ? c->id : "server.pem",
+                     early ? "is not valid before" : "expired on", when);
+        used = k < 0 ? outlen : used + (size_t)k;
+    }
+}
+
 static void drop_contexts(SSL_CTX **ctx, int n)
 {
     for (int i = 0; i < n; i++)
@@ -938,6 +984,9 @@ tls_store_t *tls_store_load(const char *dir, const config_t *cfg, const char *do
         drop_contexts(st->ctx, st->n);
         goto fail;
     }
+    validity_notes(st->ctx, st->n, err, sizeof err);
+    if (err[0])
+        fprintf(stderr, "gatling: HTTPS: %s: %s\n", st->dir, err);
     st->checked = (int64_t)time(NULL);
     return st;
 fail:
@@ -958,6 +1007,7 @@ int tls_store_check_period(const tls_store_t *st)
 
 int tls_store_check(tls_store_t *st, int64_t now_s, int force, char *err, size_t errlen)
 {
+    err[0] = 0;
     if (!force && now_s - st->checked < st->check_s)
         return 0;
     st->checked = now_s;
@@ -978,6 +1028,7 @@ int tls_store_check(tls_store_t *st, int64_t now_s, int force, char *err, size_t
         st->signature = sig;
         return 0;
     }
+    validity_notes(ctx, nc, err, errlen);
     drop_contexts(st->ctx, st->n);
     st->ctx = ctx;
     st->n = nc;

@@ -17,6 +17,10 @@
  *   NAME/fullchain.pem       Let's Encrypt's live/ layout: chain ...
  *   NAME/privkey.pem         ... and key
  *   server.ocsp, NAME.ocsp, NAME/ocsp.der   a DER OCSP response to staple
+ * (a NAME/ with one of the two files but not the other fails its load, naming
+ * the missing one; entries of other names are passed over).  A certificate
+ * out of its dates is loaded, and named with the date (tls_store_check's
+ * err, tls_store_load's stderr).
  * A certificate answers for its file or directory name and for every DNS
  * name in its subjectAltName (wildcards one label deep); an unknown or
  * missing SNI name gets the default (server.pem, else the first by name).
@@ -76,7 +80,9 @@ int tls_store_check_period(const tls_store_t *st);
  * Look at the files again (force: now, else only if the check period
  * passed since the last look) and load them anew if any changed.  A failed
  * load keeps the old certificates: returns -1 with why in err.  0 unchanged
- * (or still none there), 1 reloaded (or the first loaded).
+ * (or still none there), 1 reloaded (or the first loaded), with err naming
+ * the new ones that are expired or not valid yet ("" if none: they are
+ * served all the same; tls_store_load says so on stderr).
  */
 int tls_store_check(tls_store_t *st, int64_t now_s, int force, char *err, size_t errlen);
 

@@ -414,14 +414,28 @@ def test_unknown_or_no_sni_gets_the_default(gatling, pki):
 
 
 def test_alpn(gatling, pki):
+    """h2 whenever offered, else http/1.1; only protocols of other names
+    (h3, http/1.0: the same lengths as h2 and http/1.1) or none: no ALPN,
+    and the connection speaks HTTP/1.1; with -2, h2 is passed over."""
     srv = gatling(args=tls_args(pki))
     port = https_port(srv)
     assert "ALPN protocol: h2" in s_client(port, "-alpn", "http/1.1,h2")
     assert "ALPN protocol: http/1.1" in s_client(port, "-alpn", "http/1.1")
     assert "No ALPN negotiated" in s_client(port, "-alpn", "spdy/3")
+    assert "ALPN protocol: http/1.1" in s_client(port, "-alpn", "h3,http/1.0,http/1.1")
+    for offer in (["h3", "http/1.0"], None):
+        ctx = ssl.create_default_context(cafile=pki + "/ca.pem")
+        if offer:
+            ctx.set_alpn_protocols(offer)
+        with ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=IO_TIMEOUT),
+                             server_hostname="localhost") as s:
+            assert s.selected_alpn_protocol() is None
+            s.sendall(b"GET /f.txt HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            assert recv_to_eof(s).startswith(b"HTTP/1.1 200 OK"), offer
     srv = gatling(args=tls_args(pki, "-2"))  # HTTP/2 off
     port = https_port(srv)
     assert "ALPN protocol: http/1.1" in s_client(port, "-alpn", "h2,http/1.1")
+    assert "ALPN protocol: http/1.1" in s_client(port, "-alpn", "http/1.1,h2,spdy/3")
     assert "No ALPN negotiated" in s_client(port, "-alpn", "h2")
 
 
@@ -473,7 +487,9 @@ def test_not_tls_on_the_tls_port_closes_fast(gatling, pki):
     (closed_without_handshake, on the sanitizer build)."""
     srv = gatling(args=tls_args(pki))
     port = https_port(srv)
-    for junk in (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", b"\x00" * 64, b"SSH-2.0-x\r\n"):
+    # (the last: a handshake record's type, then no TLS record version 3.x)
+    for junk in (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", b"\x00" * 64, b"SSH-2.0-x\r\n",
+                 b"\x16\x01\x00\x00\x10"):
         with socket.create_connection(("127.0.0.1", port), timeout=IO_TIMEOUT) as s:
             t = time.monotonic()
             s.sendall(junk)
@@ -482,7 +498,7 @@ def test_not_tls_on_the_tls_port_closes_fast(gatling, pki):
             except ConnectionResetError:
                 pass
             assert time.monotonic() - t < 5.0
-    assert wait_status(srv, "tls_not_tls", 3) == 3
+    assert wait_status(srv, "tls_not_tls", 4) == 4
 
 
 def test_garbage_and_truncated_hellos(gatling, pki):
@@ -513,6 +529,31 @@ def test_garbage_and_truncated_hellos(gatling, pki):
     st = status(srv)
     assert st["tls_failed"] >= 1 and st["timeout_handshake"] >= 1, st
     rc, out, err = curl(pki, port)  # and it still serves
+    assert rc == 0, err
+
+
+def test_client_gone_mid_handshake(gatling, pki):
+    """A client that ends its side of the connection in the middle of its
+    ClientHello, or right after the whole of it, is closed at once (not at
+    the handshake deadline, -s 10 here) and counted as a failed handshake;
+    the server goes on serving."""
+    srv = gatling(args=tls_args(pki, "-s", "10"))
+    port = https_port(srv)
+    hello = client_hello()
+    for part in (hello[:len(hello) // 2], hello):
+        with socket.create_connection(("127.0.0.1", port), timeout=IO_TIMEOUT) as s:
+            t = time.monotonic()
+            s.sendall(part)
+            s.shutdown(socket.SHUT_WR)
+            try:
+                recv_to_eof(s)  # the server's flight (for the whole hello), then the close
+            except ConnectionResetError:
+                pass
+            assert time.monotonic() - t < 5.0  # not -s 10 (5: room for a busy machine)
+    assert wait_status(srv, "tls_failed", 2) == 2
+    st = status(srv)
+    assert st["timeout_handshake"] == 0 and st["tls_handshakes"] == 0, st
+    rc, out, err = curl(pki, port)
     assert rc == 0, err
 
 
@@ -793,6 +834,229 @@ def test_bad_certificate_directories(build, tmp_path, pki):
         r = subprocess.run([build.binary, "-p", "0"] + args, cwd=str(tmp_path),
                            capture_output=True, timeout=10)
         assert r.returncode == 1 and why in r.stderr, (args, r.stderr)
+
+
+def dated_leaf(pki, out, cn, sans, start, end):
+    """A leaf of the test CA valid from start to end (YYYYMMDDHHMMSSZ, either
+    side of now, which openssl x509 -days cannot make), with its key, into
+    the one file out."""
+    tmp = os.path.join(os.path.dirname(out), ".ca-" + cn)
+    os.makedirs(tmp + "/new")
+    open(tmp + "/index.txt", "w").close()
+    with open(tmp + "/serial", "w") as f:
+        f.write("1000\n")
+    with open(tmp + "/cnf", "w") as f:
+        f.write("[ca]\ndefault_ca = d\n[d]\ndatabase = %s/index.txt\nnew_certs_dir = %s/new\n"
+                "serial = %s/serial\ndefault_md = sha256\npolicy = p\nunique_subject = no\n"
+                "[p]\ncommonName = supplied\n[ext]\nbasicConstraints = critical,CA:FALSE\n"
+                "subjectAltName = %s\n" % (tmp, tmp, tmp, ",".join("DNS:" + s for s in sans)))
+    run(["openssl", "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+         "-nodes", "-subj", "/CN=" + cn, "-keyout", tmp + "/k", "-out", tmp + "/csr"])
+    run(["openssl", "ca", "-batch", "-config", tmp + "/cnf", "-cert", pki + "/ca.pem",
+         "-keyfile", pki + "/ca.key", "-in", tmp + "/csr", "-startdate", start, "-enddate", end,
+         "-extensions", "ext", "-notext", "-out", tmp + "/c"])
+    with open(out, "w") as f:
+        f.write(open(tmp + "/c").read() + open(tmp + "/k").read())
+    os.chmod(out, 0o600)
+    shutil.rmtree(tmp)
+
+
+def without_dac_override():
+    """The prefix that keeps root from reading a file whose mode says no
+    (the capabilities that let it: out of the bounding set); none for others."""
+    return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"] \
+        if os.geteuid() == 0 else []
+
+
+def test_broken_certificate_files_stop_the_start(build, tmp_path, pki):
+    """Each way a certificate file can be wrong stops gatling at start (exit 1)
+    with a line naming the file and what is wrong with it -- a directory of
+    Let's Encrypt's layout missing one of its two files, a certificate with
+    no key, a chain file whose first certificate is not the key's, a file
+    that is not PEM (DER), one too large, one gatling may not read -- and
+    never a server that waits for a certificate it silently skipped."""
+    other = open(pki + "/certs/other.test.pem").read()
+    cert, key = other.split("-----BEGIN PRIVATE KEY-----")
+    key = "-----BEGIN PRIVATE KEY-----" + key
+    ca = open(pki + "/ca.pem").read()
+    cases = {
+        "nokey": ({"le.test/fullchain.pem": open(pki + "/certs/le.test/fullchain.pem").read()},
+                  "/nokey/le.test/privkey.pem: No such file or directory"),
+        "nochain": ({"le.test/privkey.pem": open(pki + "/certs/le.test/privkey.pem").read()},
+                    "/nochain/le.test/fullchain.pem: No such file or directory"),
+        "certonly": ({"other.test.pem": cert},
+                     "/certonly/other.test.pem: no usable private key"),
+        "order": ({"other.test.pem": ca + cert + key},
+                  "/order: the private key in other.test.pem does not belong to the certificate "
+                  "(it belongs to another one of the chain: the certificate must come first"),
+        "large": ({"server.pem": cert + key + "#" * (1 << 20)},
+                  "/large/server.pem: File too large"),
+        "unreadable": ({"server.pem": cert + key}, "/unreadable/server.pem: Permission denied"),
+    }
+    for name, (files, _) in cases.items():
+        for rel, text in files.items():
+            p = tmp_path / name / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(text)
+            os.chmod(p, 0o600)
+    der = tmp_path / "der"
+    der.mkdir()
+    run(["openssl", "x509", "-in", pki + "/certs/server.pem", "-outform", "DER", "-out",
+         str(der / "server.pem")])
+    cases["der"] = ({}, "/der/server.pem: no certificate (")
+    os.chmod(tmp_path / "unreadable" / "server.pem", 0)
+    os.chmod(tmp_path, 0o755)  # for setpriv's root, who may no longer pass a 0700 directory
+    www = tmp_path / "www"
+    www.mkdir()
+    for name, (_, why) in cases.items():
+        r = subprocess.run(without_dac_override() +
+                           [build.binary, "-i", "127.0.0.1", "-p", "0", "-c", str(www), "-e", "0",
+                            "-C", str(tmp_path / name)],
+                           capture_output=True, timeout=10, cwd=str(tmp_path))
+        err = r.stderr.decode(errors="replace")
+        assert r.returncode == 1 and ("gatling: HTTPS: %s%s" % (tmp_path, why)) in err, \
+            (name, r.returncode, err)
+    assert "PEM routines::no start line" in err or "no start line" in err, err
+
+
+def test_what_is_no_certificate_is_passed_over(gatling, pki, tmp_path):
+    """Entries of the directory that are no certificate (certbot's README, a
+    name no host has, a directory of neither file) leave it a directory of
+    no certificate yet; a change to them is no load and no error; a
+    certificate that then comes is loaded; removing every certificate later
+    keeps the ones loaded, with a line in the error log."""
+    live = tmp_path / "live"
+    (live / "accounts").mkdir(parents=True)
+    (live / "README").write_text("certbot's\n")
+    for bad in ("not_a_host.pem", "-dash.test.pem"):  # no host name begins with "-"
+        shutil.copy(pki + "/certs/server.pem", live / bad)
+    os.makedirs(live / "no-files.test" / "old")
+    os.makedirs(live / ("a" * 254))  # longer than a host name may be
+    for f in ("fullchain.pem", "privkey.pem"):
+        shutil.copy(pki + "/certs/le.test/" + f, live / ("a" * 254) / f)
+    srv = gatling(args=("-T", "10", "-C", str(live), "-e", "0", "-S"))
+    port = https_port(srv)
+    assert any("no certificate in %s yet" % live in l for l in srv.errlog), srv.errlog
+    (live / "README.2").write_text("more\n")
+    srv.send_signal(signal.SIGUSR1)
+    out = s_client(port, "-servername", "localhost")
+    assert "alert internal error" in out, out
+    shutil.copy(pki + "/certs/server.pem", live / "server.pem")
+    srv.send_signal(signal.SIGUSR1)
+    deadline = time.monotonic() + 5
+    while "subject=CN = localhost" not in s_client(port, "-servername", "localhost"):
+        assert time.monotonic() < deadline, srv.errlog
+        time.sleep(0.1)
+    os.unlink(live / "server.pem")
+    srv.send_signal(signal.SIGUSR1)
+    while not any("reloading the certificates failed, the old ones stay: %s: no certificate"
+                  % live in l for l in srv.errlog):
+        assert time.monotonic() < deadline + 3, srv.errlog
+        time.sleep(0.05)
+    assert "subject=CN = localhost" in s_client(port, "-servername", "localhost")
+    assert not any("HTTPS: loading the certificates failed" in l for l in srv.errlog), srv.errlog
+
+
+def test_expired_and_future_certificates_are_served_with_a_note(gatling, pki, tmp_path):
+    """A certificate out of its dates loads (refusing it would take the site
+    down until its renewal), and the error log says which and since or until
+    when, at start and after a reload; the client gets its verification
+    error."""
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    dated_leaf(pki, str(certs / "server.pem"), "localhost", ["localhost"],
+               "20200101000000Z", "20200201000000Z")
+    dated_leaf(pki, str(certs / "future.test.pem"), "future.test", ["future.test"],
+               "20990101000000Z", "20991231000000Z")
+    srv = gatling(args=("-T", "10", "-C", str(certs), "-e", "0", "-S"))
+    port = https_port(srv)
+    note = [l for l in srv.errlog if l.startswith("gatling: HTTPS: %s: " % certs)]
+    assert note == ["gatling: HTTPS: %s: server.pem: the certificate expired on 2020-02-01 "
+                    "00:00:00 UTC: clients refuse it; future.test: the certificate is not "
+                    "valid before 2099-01-01 00:00:00 UTC: clients refuse it" % certs], srv.errlog
+    rc, out, err = curl(pki, port)
+    assert rc == 60 and "expired" in err, (rc, err)
+    out = s_client(port, "-servername", "future.test", "-CAfile", pki + "/ca.pem")
+    assert "subject=CN = future.test" in out and "certificate is not yet valid" in out, out
+    leaf(pki, str(certs / "server.pem"), str(certs / "server.pem"), "localhost", ["localhost"])
+    srv.send_signal(signal.SIGUSR1)
+    deadline = time.monotonic() + 5
+    while not any("certificates reloaded" in l for l in srv.errlog):
+        assert time.monotonic() < deadline, srv.errlog
+        time.sleep(0.05)
+    line = [l for l in srv.errlog if "certificates reloaded" in l][0]
+    assert line.endswith("HTTPS: certificates reloaded: future.test: the certificate is not "
+                         "valid before 2099-01-01 00:00:00 UTC: clients refuse it"), line
+    rc, out, err = curl(pki, port)
+    assert rc == 0 and out.endswith("200 1.1"), err
+
+
+def test_sni_spellings(gatling, pki, tmp_path):
+    """The SNI name picks a certificate whatever its case and with the
+    trailing dot of an absolute name; a certificate's own names count in any
+    case too; a wildcard covers one label, not two nor none; a malformed
+    name, an address, or no name (curl sends none for an address) get the
+    default."""
+    certs = tmp_path / "certs"
+    shutil.copytree(pki + "/certs", certs)
+    leaf(pki, str(certs / "mixed.pem"), str(certs / "mixed.pem"), "mixed",
+         ["Mixed.Case.TEST"])
+    srv = gatling(args=("-T", "10", "-C", str(certs), "-e", "0", "-S"))
+    port = https_port(srv)
+    for sni, cn in (("OTHER.Test", "other.test"), ("other.test.", "other.test"),
+                    ("X.WILD.test.", "other.test"), ("mixed.case.test", "mixed"),
+                    ("MIXED", "mixed"), ("a.b.wild.test", "localhost"),
+                    ("wild.test", "localhost"), ("127.0.0.1", "localhost"),
+                    ("le_test", "localhost"), ("x..le.test", "localhost"),
+                    ("nodot", "localhost")):
+        out = s_client(port, "-servername", sni)
+        assert "subject=CN = %s" % cn in out, (sni, out)
+    # by address: no SNI; the default (localhost, 127.0.0.1, ::1) verifies
+    r = subprocess.run(["curl", "-sS", "--cacert", pki + "/ca.pem", "-w", "%{http_code}",
+                        "-o", "/dev/null", "https://127.0.0.1:%d/f.txt" % port],
+                       capture_output=True, timeout=20)
+    assert r.returncode == 0 and r.stdout == b"200", r.stderr
+    # the Host of an absolute name is the same host: no 421
+    rc, out, err = curl(pki, port, "/f.txt", "other.test", "-H", "Host: OTHER.test.")
+    assert rc == 0 and out.endswith("200 1.1"), (out, err)
+    assert status(srv)["tls_misdirected"] == 0
+
+
+def test_cipher_and_version_a_client_insists_on(gatling, pki, build, tmp_path):
+    """A client that insists on what the server does not offer (a TLS 1.3
+    suite outside -O, an RSA key exchange for an ECDSA certificate, TLS 1.1)
+    gets a handshake failure alert, counted as a failed handshake; -O with no
+    suite OpenSSL knows stops the start."""
+    srv = gatling(args=tls_args(pki, "-O", "TLS_AES_256_GCM_SHA384"))
+    port = https_port(srv)
+    assert "TLS_AES_256_GCM_SHA384" in s_client(port, "-tls1_3")
+    out = s_client(port, "-tls1_3", "-ciphersuites", "TLS_CHACHA20_POLY1305_SHA256")
+    assert "alert handshake failure" in out and "Cipher is (NONE)" in out, out
+    out = s_client(port, "-tls1_2", "-cipher", "ECDHE-RSA-AES128-GCM-SHA256")
+    assert "alert handshake failure" in out, out
+    out = s_client(port, "-tls1_1", "-cipher", "DEFAULT@SECLEVEL=0")
+    assert "alert protocol version" in out or "no protocols available" in out, out
+    assert wait_status(srv, "tls_failed", 2) >= 2
+    assert status(srv)["tls_handshakes"] == 1
+    r = subprocess.run([build.binary, "-p", "0", "-C", pki + "/certs", "-e", "0", "-O", "NOPE"],
+                       capture_output=True, timeout=10, cwd=str(tmp_path))
+    assert r.returncode == 1 and b"-O NOPE: no usable TLS 1.3 cipher suite" in r.stderr, r.stderr
+
+
+def test_a_ticket_of_another_server_is_a_full_handshake(gatling, pki, tmp_path):
+    """A session ticket that another server (another secret) issued is not
+    taken: the client gets a full handshake, and a ticket of this server."""
+    one = gatling(args=tls_args(pki))
+    two = gatling(args=tls_args(pki))
+    for version in ("-tls1_3", "-tls1_2"):
+        sess = str(tmp_path / ("s" + version))
+        out = s_client(https_port(one), version, "-servername", "localhost", ticket=sess)
+        assert "New, TLS" in out, out
+        out = s_client(https_port(two), version, "-servername", "localhost", "-sess_in", sess,
+                       sleep=0.1)
+        assert "New, TLS" in out and "Reused" not in out, out
+        assert "subject=CN = localhost" in out
+    assert status(two)["tls_resumed"] == 0 and status(two)["tls_handshakes"] == 2
 
 
 def test_default_port_busy_is_a_note(build, tmp_path, pki):
