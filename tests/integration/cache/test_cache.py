@@ -7,6 +7,11 @@ scripts.  The origin answers what the query asks: cc= (Cache-Control), sc=
 matching If-None-Match), location=, status=, sleep= (seconds), slowfirst=
 (only the first request of the path sleeps), echo (the request's fields in
 the body), size= (a body that long), chunked= (that long, without a length);
+cdn= and cdn2= (one or two CDN-Cache-Control lines), vary2= (a second Vary
+line), age= (Age), lm (Last-Modified: LM_DATE, and a 304 to a matching
+If-Modified-Since), close (no length: the body ends with the connection),
+short=N (a Content-Length N bytes over the body, then the connection closes;
+shortfirst=N for the first request of the path only);
 X-Want-Status in the request sets the status (a backend that refuses a
 request for one of its fields).
 
@@ -59,6 +64,7 @@ ON_EVERY_BACKEND = ("test_collapsing_http1", "test_collapsing_cgi", "test_lock_t
 
 
 ON_SANITIZER = ("test_unsized_response_over_the_object_cap", "test_memory_cap_evicts",
+                "test_origin_cuts_the_body", "test_origin_cuts_a_passed_body",
                 "test_length_over_the_object_cap_passes", "test_revalidation",
                 "test_unsafe_methods_invalidate", "test_set_cookie_is_passed_not_queued",
                 "test_clients_that_leave", "test_vary", "test_collapsing_fastcgi")
@@ -155,10 +161,16 @@ class Origin:
         if "size" in q:
             body += b"s" * (int(q["size"]) - len(body))
         fields = [("Content-Type", "text/plain")]
-        for name, field in (("cc", "Cache-Control"), ("vary", "Vary"), ("sc", "Surrogate-Control"),
+        for name, field in (("cc", "Cache-Control"), ("vary", "Vary"), ("vary2", "Vary"),
+                            ("sc", "Surrogate-Control"), ("cdn", "CDN-Cache-Control"),
+                            ("cdn2", "CDN-Cache-Control"), ("age", "Age"),
                             ("location", "Location")):
             if name in q:
                 fields.append((field, q[name]))
+        if "lm" in q:
+            fields.append(("Last-Modified", LM_DATE))
+            if h.headers.get("If-Modified-Since") == LM_DATE:
+                status, body = 304, b""
         if "cookie" in q:
             fields.append(("Set-Cookie", "n=%d; Path=/" % n))
         if "etag" in q:
@@ -179,10 +191,19 @@ class Origin:
                 h.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
             h.wfile.write(b"0\r\n\r\n")
             return
-        h.send_header("Content-Length", str(len(body)))
+        short = int(q.get("short", 0) or (first and q.get("shortfirst", 0)) or 0)
+        if "close" in q and status != 304:  # no length: the body ends with the connection
+            h.send_header("Connection", "close")
+            h.end_headers()
+            h.wfile.write(body)
+            h.close_connection = True
+            return
+        h.send_header("Content-Length", str(len(body) + short))
         h.end_headers()
         if h.command != "HEAD" and status != 304:
             h.wfile.write(body)
+        if short:  # a length promised and not kept: the connection closes early
+            h.close_connection = True
 
     def count(self, path=None):
         """Requests that reached the origin (for path, its query aside)."""
@@ -322,6 +343,7 @@ def h2_burst(port, target, n, timeout=15):
 
 
 MAXAGE = "cc=max-age%3D60"  # a response fresh for a minute
+LM_DATE = "Mon, 02 Jan 2023 10:00:00 GMT"  # the origin's Last-Modified (lm)
 
 
 # --------------------------------------------------------------------------
@@ -1129,6 +1151,195 @@ def test_streamed_response_collapsed(gatling, origin):
     assert origin.count("/c/stream") == 1
     assert {len(r.body) for r in rs} == {200000} and {r.body[:10] for r in rs} == {b"request 1\n"}
     check_collapsed(rs, [r.status for r in rs])
+
+
+# --------------------------------------------------------------------------
+# What the origin sends: framings, a body cut short, 421, targeted fields, Age
+
+@pytest.mark.parametrize("framing", ["length", "chunked=3000", "close"])
+def test_every_framing_stored(gatling, origin, framing):
+    """A Content-Length, chunked, or a body that ends with the connection:
+    stored whole, and the hit has the length."""
+    srv = cache_server(gatling, origin, "")
+    t = "/c/fr?%s&%s" % (framing, MAXAGE)
+    r1, r2 = get(srv, t), get(srv, t)
+    size = 3000 if framing.startswith("chunked") else 10
+    assert r1.status == 200 and len(r1.body) == size and body_n(r1) == 1, r1
+    assert cs(r1) == "gatling; fwd=miss; stored", r1
+    assert r2.body == r1.body and cs(r2) == "gatling; hit", r2
+    assert r2.header("Content-Length") == str(size), r2
+    assert origin.count() == 1 and counters(srv)["cache_stored"] == 1
+
+
+def cut_or_none(c):
+    """The response c reads, or None when the server cut it (a close over
+    HTTP/1.1, a reset stream over HTTP/2 and HTTP/3)."""
+    try:
+        return c.read_response()
+    except (ConnectionError, OSError):
+        return None
+    finally:
+        c.close()
+
+
+def test_origin_cuts_the_body(gatling, origin):
+    """The origin promises 50 bytes more than it sends and closes: nothing is
+    stored; the client that began the fetch and a collapsed one (their heads
+    said 200) see the body cut, never a short body taken for whole; a waiter
+    for a range (it waits for the complete response) asks the origin itself
+    and gets its answer; the next request is a miss that stores."""
+    srv = cache_server(gatling, origin, "")
+    t = "/c/cut?shortfirst=50&slowfirst=0.7&" + MAXAGE
+    owner = send_only(srv, t)
+    time.sleep(0.2)
+    waiter, ranged = send_only(srv, t), send_only(srv, t, [("Range", "bytes=0-6")])
+    assert cut_or_none(owner) is None and cut_or_none(waiter) is None
+    r = cut_or_none(ranged)
+    assert r is not None and r.status in (200, 206) and r.body in (b"request 2\n", b"request"), r
+    assert origin.count("/c/cut") == 2
+    r = get(srv, t)
+    assert r.status == 200 and body_n(r) == 3 and cs(r) == "gatling; fwd=miss; stored", r
+    assert cs(get(srv, t)) == "gatling; hit"
+    st = counters(srv)
+    assert st["cache_stored"] == 1 and st["cache_entries"] == 1, st
+    srv.check_alive()
+
+
+def test_origin_cuts_a_passed_body(gatling, origin):
+    """An unshareable answer (Set-Cookie) cut short: its client sees the cut;
+    the URL is pass, and the next client gets a whole answer of its own."""
+    srv = cache_server(gatling, origin, "")
+    t = "/c/cutpass?shortfirst=50&cookie&" + MAXAGE
+    assert cut_or_none(send_only(srv, t)) is None
+    r = get(srv, t)
+    assert r.status == 200 and body_n(r) == 2 and r.header("Set-Cookie") == "n=2; Path=/", r
+    assert cs(r) == "gatling; fwd=uri-miss; detail=pass", r
+    assert counters(srv)["cache_stored"] == 0
+    srv.check_alive()
+
+
+def test_origin_421_passed_not_stored(gatling, origin):
+    """A 421 from the origin (it will not answer for that Host) reaches the
+    client as it is, is not stored (4xx: 404 and 410 only, with errors), and
+    leaves no mark: the next request is a miss again, not "pass"."""
+    srv = cache_server(gatling, origin, "errors 30\n")
+    t = "/c/mis?status=421&" + MAXAGE
+    rs = [get(srv, t) for _ in range(2)]
+    assert [(r.status, body_n(r)) for r in rs] == [(421, 1), (421, 2)], rs
+    assert [cs(r) for r in rs] == ["gatling; fwd=miss; detail=pass"] * 2, rs
+    st = counters(srv)
+    assert st["cache_stored"] == 0 and st["cache_misses"] == 2, st
+
+
+def test_cdn_cache_control(gatling, origin):
+    """CDN-Cache-Control (RFC 9213) decides alone when it is a valid
+    Dictionary: no-store in Cache-Control with max-age=60 in it is stored
+    (both fields passed on), max-age in Cache-Control with no-store in it is
+    not; its lines are joined into one Dictionary; a value that does not
+    parse is ignored, Cache-Control speaks."""
+    srv = cache_server(gatling, origin, "")
+    t = "/c/cdn1?cc=no-store&cdn=max-age%3D60"
+    r1, r2 = get(srv, t), get(srv, t)
+    assert body_n(r1) == body_n(r2) == 1 and cs(r2) == "gatling; hit", (r1, r2)
+    assert r2.header("CDN-Cache-Control") == "max-age=60", r2
+    assert r2.header("Cache-Control") == "no-store", r2
+    for t, n in (("/c/cdn2?%s&cdn=no-store" % MAXAGE, 2),
+                 ("/c/cdn3?%s&cdn=max-age%%3D60&cdn2=no-store" % MAXAGE, 4)):
+        r1, r2 = get(srv, t), get(srv, t)
+        assert (body_n(r1), body_n(r2)) == (n, n + 1), (t, r1, r2)
+        assert cs(r1) == "gatling; fwd=miss; detail=pass", (t, r1)
+    t = "/c/cdn4?%s&cdn=MAX-AGE%%3D0" % MAXAGE  # upper case: not a Dictionary
+    r1, r2 = get(srv, t), get(srv, t)
+    assert body_n(r1) == body_n(r2) == 6 and cs(r2) == "gatling; hit", (r1, r2)
+    assert origin.count() == 6
+
+
+def test_age_from_the_origin(gatling, origin):
+    """An upstream Age counts in the stored response's age (RFC 9111 4.2.3):
+    the hits say at least that; one older than its max-age is stale at once
+    (the next request goes to the origin); one that is not a number is
+    ignored."""
+    srv = cache_server(gatling, origin, "")
+    t = "/c/age?age=40&" + MAXAGE
+    r1, r2 = get(srv, t), get(srv, t)
+    assert body_n(r1) == body_n(r2) == 1 and cs(r2) == "gatling; hit", (r1, r2)
+    assert 40 <= int(r2.header("Age")) < 45, r2
+    t = "/c/old?age=100&" + MAXAGE
+    assert [body_n(get(srv, t)) for _ in range(2)] == [2, 3], "stale at once"
+    t = "/c/bad?age=abc&" + MAXAGE
+    r1, r2 = get(srv, t), get(srv, t)
+    assert body_n(r2) == 4 and cs(r2) == "gatling; hit" and int(r2.header("Age")) < 5, r2
+
+
+def test_revalidation_by_last_modified(gatling, origin):
+    """max-age=0 with a Last-Modified and no ETag: the revalidation asks
+    If-Modified-Since with the stored date, the origin's 304 freshens it,
+    the client gets the stored body and its Last-Modified."""
+    srv = cache_server(gatling, origin, "")
+    t = "/c/lm?cc=max-age%3D0&lm"
+    assert get(srv, t).body == b"request 1\n"
+    r = get(srv, t)
+    assert r.status == 200 and r.body == b"request 1\n", r
+    assert cs(r) == "gatling; fwd=stale; fwd-status=304", r
+    assert r.header("Last-Modified") == LM_DATE, r
+    seen = [s[2].get("if-modified-since") for s in origin.requests("/c/lm")]
+    assert seen == [None, LM_DATE], seen
+    assert counters(srv)["cache_revalidated"] == 1
+
+
+def test_two_vary_lines_not_stored(gatling, origin):
+    """Vary on two lines is taken for Vary: * (not worth sorting out): passed."""
+    srv = cache_server(gatling, origin, "")
+    t = "/c/v2?vary=Accept-Encoding&vary2=Accept-Language&" + MAXAGE
+    rs = [get(srv, t) for _ in range(2)]
+    assert [body_n(r) for r in rs] == [1, 2], rs
+    assert cs(rs[0]) == "gatling; fwd=miss; detail=pass", rs[0]
+
+
+@pytest.mark.skipif(not H2, reason="an empty DATA frame after the head is HTTP/2's")
+def test_h2_request_with_an_empty_body(gatling, origin):
+    """HTTP/2: a GET whose HEADERS say content-length: 0 and whose (empty)
+    DATA frame ends the stream is a GET without a body: cached like any, on
+    one connection, the second a hit."""
+    import_h2()
+    import h2.config
+    import h2.connection
+    import h2.events
+    srv = cache_server(gatling, origin, "")
+    sock = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+    sock = client_tls_context(["h2"]).wrap_socket(sock, server_hostname="localhost")
+    c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True,
+                                                             header_encoding="latin-1"))
+    c.initiate_connection()
+    got = []
+    with sock:
+        for _ in range(2):
+            sid = c.get_next_available_stream_id()
+            c.send_headers(sid, [(":method", "GET"), (":path", "/c/e0?" + MAXAGE),
+                                 (":scheme", "https"), (":authority", "localhost"),
+                                 ("content-length", "0")])
+            sock.sendall(c.data_to_send())
+            time.sleep(0.1)  # the head first: the cache takes the request
+            c.send_data(sid, b"", end_stream=True)
+            sock.sendall(c.data_to_send())
+            head, body, done = None, b"", False
+            while not done:
+                data = sock.recv(65536)
+                assert data, "the connection closed"
+                for ev in c.receive_data(data):
+                    if isinstance(ev, h2.events.ResponseReceived):
+                        head = dict(ev.headers)
+                    elif isinstance(ev, h2.events.DataReceived):
+                        body += ev.data
+                        c.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+                    elif isinstance(ev, h2.events.StreamEnded):
+                        done = True
+                    elif isinstance(ev, h2.events.StreamReset):
+                        raise AssertionError("stream reset (%s)" % ev.error_code)
+                sock.sendall(c.data_to_send())
+            got.append((head[":status"], head.get("cache-status"), body))
+    assert got == [("200", "gatling; fwd=miss; stored", b"request 1\n"),
+                   ("200", "gatling; hit", b"request 1\n")], got
 
 
 @contextlib.contextmanager
