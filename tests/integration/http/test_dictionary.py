@@ -445,3 +445,50 @@ def test_one_dictionary_on_every_port(gatling, tmp_path, first):
         r = on(scheme, AE, "Available-Dictionary: " + sf(V1))
         assert r.header("Content-Encoding") == "dcz", (scheme, r)
         assert undcz(r.body, V1, str(tmp_path)) == V2
+
+
+def test_scan_versions_appear_and_disappear(gatling, tmp_path):
+    """A directory of versions (v*.js) that this process never served: the
+    scan an unknown hash starts indexes the published ones only (a file not
+    world-readable, an empty one and a directory that the pattern names are
+    not dictionaries); a version added later is found by the next scan (the
+    directory changed); one deleted is forgotten (the ordinary response,
+    never a delta made against what is gone); a delta that would save
+    nothing (an incompressible file) is not sent."""
+    v1, v3, v4 = js(11, 30000), js(13, 30000), js(14, 30000)
+    target = v3[:20000] + b" /* v9 */ " + v3[20000:]
+    noise = random.Random(5).randbytes(3000)
+    tree = {"p/.dictionary": b"v*.js\n", "p/v1.js": v1, "p/v0.js": b"", "p/v3.js": v3,
+            "p/v9.js": target, "p/vr.js": noise}
+    srv = gatling(tree, args=("-T", "10", "-S"))
+    p = os.path.join(srv.docroot, "p")
+    os.chmod(os.path.join(p, "v1.js"), 0o600)
+    os.mkdir(os.path.join(p, "vdir.js"))
+
+    def plain(r, body, what):
+        assert_status(r, 200, what)
+        assert r.header("Content-Encoding") != "dcz", "%s: %r" % (what, r)
+        got = gzip.decompress(r.body) if r.header("Content-Encoding") == "gzip" else r.body
+        assert got == body, what
+
+    def dcz(r, dictionary, body, what):
+        assert_status(r, 200, what)
+        assert r.header("Content-Encoding") == "dcz", "%s: %r" % (what, r)
+        assert undcz(r.body, dictionary, str(tmp_path)) == body, what
+
+    plain(delta(srv, "/p/v9.js", v1), target, "a dictionary not world-readable")
+    plain(delta(srv, "/p/v9.js", b""), target, "an empty file")
+    dcz(delta(srv, "/p/v9.js", v3), v3, target, "found by the same scan")
+    with open(os.path.join(p, "v4.js"), "wb") as f:
+        f.write(v4)
+    dcz(delta(srv, "/p/v9.js", v4), v4, target, "a version added: scanned again")
+    for _ in range(2):
+        plain(delta(srv, "/p/vr.js", v3), noise, "a delta that saves nothing")
+    os.unlink(os.path.join(p, "v3.js"))
+    time.sleep(CACHE_TTL_WAIT)
+    for _ in range(2):
+        plain(delta(srv, "/p/v4.js", v3), v4, "a dictionary deleted")
+    m = {ln.split()[0]: float(ln.split()[1]) for ln in get(srv, "/metrics").body.decode()
+         .splitlines() if ln.startswith("gatling_dictionary_")}
+    assert m["gatling_dictionary_hits_total"] == 2, m
+    assert m["gatling_dictionary_unknown_total"] >= 3, m
