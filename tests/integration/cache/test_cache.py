@@ -65,6 +65,7 @@ ON_EVERY_BACKEND = ("test_collapsing_http1", "test_collapsing_cgi", "test_lock_t
 
 ON_SANITIZER = ("test_unsized_response_over_the_object_cap", "test_memory_cap_evicts",
                 "test_origin_cuts_the_body", "test_origin_cuts_a_passed_body",
+                "test_overflow_with_a_range_owner",
                 "test_length_over_the_object_cap_passes", "test_revalidation",
                 "test_unsafe_methods_invalidate", "test_set_cookie_is_passed_not_queued",
                 "test_clients_that_leave", "test_vary", "test_collapsing_fastcgi")
@@ -1296,6 +1297,49 @@ def test_two_vary_lines_not_stored(gatling, origin):
     assert cs(rs[0]) == "gatling; fwd=miss; detail=pass", rs[0]
 
 
+def test_conditional_and_head_on_a_passed_answer(gatling, origin):
+    """An unshareable answer (Set-Cookie) with an ETag: the fetch asks the
+    whole (no validators of the client's go to the origin), and the client
+    whose If-None-Match matches gets it whole (a 200 is a right answer to a
+    conditional GET, and the cookie is its own); a HEAD gets the head of
+    the fetch's GET, without the body."""
+    srv = cache_server(gatling, origin, "")
+    t = "/c/pc?cookie&etag=pc&" + MAXAGE
+    r = get(srv, t, headers=[("If-None-Match", '"pc"')])
+    assert r.status == 200 and r.body == b"request 1\n" and r.header("ETag") == '"pc"', r
+    assert r.header("Set-Cookie") == "n=1; Path=/", r
+    assert cs(r) == "gatling; fwd=miss; detail=pass", r
+    assert "if-none-match" not in origin.requests("/c/pc")[0][2]
+    t = "/c/ph?cookie&" + MAXAGE
+    r = get(srv, t, method="HEAD")
+    assert r.status == 200 and r.body == b"" and r.header("Content-Length") == "10", r
+    assert r.header("Set-Cookie") == "n=2; Path=/", r
+    assert origin.requests("/c/ph")[0][0] == "GET"
+
+
+@serial  # timed: the entries must be stale, in their grace
+def test_after_expiry_304_and_500(gatling, origin):
+    """Past the ttl: a micro-cached entry with an ETag is served stale while
+    one refresh revalidates it (the origin's 304 makes it fresh for the ttl
+    again, the next request a hit of the same body); an entry with
+    stale-if-error whose refresh gets a 500 from the origin answers for it."""
+    srv = cache_server(gatling, origin, "ttl 1\n")
+    mic, sie = "/c/mic?etag=m", "/c/sie5?cc=max-age%3D1%2C%20stale-if-error%3D60"
+    assert cs(get(srv, mic)) == cs(get(srv, sie)) == "gatling; fwd=miss; stored"
+    time.sleep(1.2)
+    r = get(srv, mic)
+    assert r.body == b"request 1\n" and cs(r) == "gatling; hit; detail=stale", r
+    wait_for(lambda: counters(srv)["cache_revalidated"] == 1, 10, "the refresh's 304")
+    assert origin.requests("/c/mic")[1][2].get("if-none-match") == '"m"'
+    r = get(srv, mic)
+    assert r.body == b"request 1\n" and cs(r) == "gatling; hit", r
+    r = get(srv, sie, headers=[("X-Want-Status", "500")])
+    assert r.status == 200 and r.body == b"request 2\n", r
+    assert cs(r) == "gatling; hit; detail=stale-if-error", r
+    assert origin.count("/c/sie5") == 2 and counters(srv)["cache_stale_errors"] == 1
+
+
+
 @pytest.mark.skipif(not H2, reason="an empty DATA frame after the head is HTTP/2's")
 def test_h2_request_with_an_empty_body(gatling, origin):
     """HTTP/2: a GET whose HEADERS say content-length: 0 and whose (empty)
@@ -1416,6 +1460,20 @@ def burst_tolerant(srv, target, n):
             except (ConnectionError, OSError) as e:
                 return (e,)
     return parallel(n, one)
+
+
+def test_overflow_with_a_range_owner(build, tmp_path, origin):
+    """The client whose Range began the fetch waits for the whole response;
+    it outgrows the object size: that client asks the origin itself (past
+    the cache) and gets an answer whole; the URL passes."""
+    with crash_proof_server(build, tmp_path, origin, "", ("--cache", "4M,64K")) as srv:
+        t = "/c/bigr?chunked=300000&" + MAXAGE
+        r = get(srv, t, headers=[("Range", "bytes=0-9")])
+        assert_survived(srv)
+        assert r.status in (200, 206) and r.body.startswith(b"request 2\n"), r
+        assert origin.count() == 2
+        r = get(srv, t)
+        assert len(r.body) == 300000 and cs(r) == "gatling; fwd=uri-miss; detail=pass", r
 
 
 # --------------------------------------------------------------------------
