@@ -6,7 +6,8 @@ scripts.  The origin answers what the query asks: cc= (Cache-Control), sc=
 (Surrogate-Control), cookie (Set-Cookie: n=N), vary=, etag= (and a 304 to a
 matching If-None-Match), location=, status=, sleep= (seconds), slowfirst=
 (only the first request of the path sleeps), echo (the request's fields in
-the body), size= (a body that long), chunked= (that long, without a length);
+the body), size= (a body that long), chunked= (that long, without a length; pause= seconds after its first
+16 kB);
 cdn= and cdn2= (one or two CDN-Cache-Control lines), vary2= (a second Vary
 line), age= (Age), lm (Last-Modified: LM_DATE, and a 304 to a matching
 If-Modified-Since), close (no length: the body ends with the connection),
@@ -65,7 +66,7 @@ ON_EVERY_BACKEND = ("test_collapsing_http1", "test_collapsing_cgi", "test_lock_t
 
 ON_SANITIZER = ("test_unsized_response_over_the_object_cap", "test_memory_cap_evicts",
                 "test_origin_cuts_the_body", "test_origin_cuts_a_passed_body",
-                "test_overflow_with_a_range_owner",
+                "test_overflow_with_a_range_owner", "test_clients_that_leave_mid_body",
                 "test_length_over_the_object_cap_passes", "test_revalidation",
                 "test_unsafe_methods_invalidate", "test_set_cookie_is_passed_not_queued",
                 "test_clients_that_leave", "test_vary", "test_collapsing_fastcgi")
@@ -190,6 +191,9 @@ class Origin:
             for i in range(0, len(data), 16384):
                 piece = data[i:i + 16384]
                 h.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                if i == 0 and "pause" in q:  # mid-body
+                    h.wfile.flush()
+                    time.sleep(float(q["pause"]))
             h.wfile.write(b"0\r\n\r\n")
             return
         short = int(q.get("short", 0) or (first and q.get("shortfirst", 0)) or 0)
@@ -617,6 +621,43 @@ def test_clients_that_leave(gatling, origin):
             assert r.status == 200 and r.header("Set-Cookie") == "n=%d; Path=/" % body_n(r), r
             assert origin.count(path) == 2, "the waiter asked the origin itself"
     srv.check_alive()
+
+
+def test_clients_that_leave_mid_body(gatling, origin):
+    """The client whose request began a fetch goes away while the body comes
+    (the origin pauses after its first 16 kB): the fetch goes on for the
+    one collapsed on it, which gets the body whole; the entry is stored."""
+    srv = cache_server(gatling, origin, "")
+    t = "/c/trickle?chunked=100000&pause=1&" + MAXAGE
+    owner = send_only(srv, t)
+    time.sleep(0.2)
+    stays = send_only(srv, t)
+    wait_for(lambda: counters(srv)["cache_collapsed"] == 1, 10, "the second collapsed")
+    time.sleep(0.3)  # inside the origin's pause: both have the head and 16 kB
+    owner.reset()
+    r = stays.read_response()
+    stays.close()
+    assert r.status == 200 and len(r.body) == 100000 and body_n(r) == 1, r
+    assert cs(r) == "gatling; fwd=miss; collapsed", r
+    r = get(srv, t)
+    assert cs(r) == "gatling; hit" and len(r.body) == 100000 and body_n(r) == 1, r
+    assert origin.count() == 1
+    srv.check_alive()
+
+
+def test_vary_variants_bounded(gatling, origin):
+    """Nine values of a field the answer varies on: at most eight variants
+    are kept (CACHE_VARIANTS); the newest are hits."""
+    srv = cache_server(gatling, origin, "")
+    t = "/c/vl?vary=Accept-Language&" + MAXAGE
+    for i in range(9):
+        r = get(srv, t, headers=[("Accept-Language", "l%d" % i)])
+        assert cs(r) == "gatling; fwd=miss; stored" and body_n(r) == i + 1, r
+    st = counters(srv)
+    assert st["cache_entries"] == 8 and st["cache_stored"] == 9, st
+    for i in range(1, 9):
+        r = get(srv, t, headers=[("Accept-Language", "l%d" % i)])
+        assert cs(r) == "gatling; hit" and body_n(r) == i + 1, (i, r)
 
 
 def test_vary_waiters(gatling, origin):
