@@ -1131,6 +1131,43 @@ def test_vary(gatling, origin):
     assert [body_n(r) for r in vc] == [6, 7] and cs(vc[0]).endswith("detail=pass"), vc
 
 
+def test_vary_field_lines_combined(gatling, origin):
+    """A field of Vary sent on two lines is their values joined (RFC 9111
+    4.1): one line with both values is the same variant; a value longer than
+    the cache compares (2 kB) leaves the answer unstored."""
+    srv = cache_server(gatling, origin, "")
+    t = "/c/vj?vary=Accept-Language&" + MAXAGE
+    r = get(srv, t, headers=[("Accept-Language", "en"), ("Accept-Language", "de")])
+    assert cs(r) == "gatling; fwd=miss; stored" and body_n(r) == 1, r
+    r = get(srv, t, headers=[("Accept-Language", "en, de")])
+    assert cs(r) == "gatling; hit" and body_n(r) == 1, r
+    r = get(srv, t, headers=[("Accept-Language", "de, en")])
+    assert cs(r) == "gatling; fwd=miss; stored" and body_n(r) == 2, "another order: %r" % r
+    long = [("Accept-Language", "x" * 1500), ("Accept-Language", "y" * 1500)]
+    rs = [get(srv, t, headers=long) for _ in range(2)]
+    assert [body_n(r) for r in rs] == [3, 4], rs
+    assert cs(rs[0]).startswith("gatling; fwd=miss"), rs[0]
+
+
+def test_host_spellings_share_a_key(gatling, origin):
+    """The key's host is lower-cased, without the scheme's default port or a
+    final dot: those spellings are hits of one entry; another port is
+    another key."""
+    srv = cache_server(gatling, origin, "")
+    t = "/c/host?" + MAXAGE
+    dflt = "443" if TLS else "80"
+
+    def on(host):
+        with Client(srv.port) as c:
+            return c.request(t, host=host)
+    assert cs(on("localhost")) == "gatling; fwd=miss; stored"
+    for host in ("LocalHost", "localhost:" + dflt, "localhost.", "LOCALHOST.:" + dflt):
+        r = on(host)
+        assert cs(r) == "gatling; hit" and body_n(r) == 1, (host, r)
+    r = on("localhost:8080")
+    assert cs(r) == "gatling; fwd=miss; stored" and body_n(r) == 2, r
+
+
 def test_range_head_conditional_from_a_hit(gatling, origin):
     srv = cache_server(gatling, origin, "")
     t = "/c/r?etag=v1&" + MAXAGE
