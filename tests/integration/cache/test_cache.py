@@ -1376,22 +1376,40 @@ def test_two_vary_lines_not_stored(gatling, origin):
 
 
 def test_conditional_and_head_on_a_passed_answer(gatling, origin):
-    """An unshareable answer (Set-Cookie) with an ETag: the fetch asks the
-    whole (no validators of the client's go to the origin), and the client
-    whose If-None-Match matches gets it whole (a 200 is a right answer to a
-    conditional GET, and the cookie is its own); a HEAD gets the head of
-    the fetch's GET, without the body."""
+    """An unshareable answer (Set-Cookie) with an ETag to the request that
+    began the fetch: the fetch asked the whole (the client's validators do
+    not go to the origin), so the cache answers the client's preconditions
+    as it would from a hit (RFC 9110 13.2.1): a matching If-None-Match gets
+    304 (with the ETag and the cookie), another the 200; an If-Match that
+    does not match 412, one that does the 200; If-Modified-Since against
+    Last-Modified likewise.  (The next requests of the URL, "pass", go to
+    the origin with their fields.)  A HEAD gets the head of the fetch's GET,
+    without the body."""
     srv = cache_server(gatling, origin, "")
-    t = "/c/pc?cookie&etag=pc&" + MAXAGE
-    r = get(srv, t, headers=[("If-None-Match", '"pc"')])
-    assert r.status == 200 and r.body == b"request 1\n" and r.header("ETag") == '"pc"', r
-    assert r.header("Set-Cookie") == "n=1; Path=/", r
-    assert cs(r) == "gatling; fwd=miss; detail=pass", r
-    assert "if-none-match" not in origin.requests("/c/pc")[0][2]
+    cases = [("/c/pc1?etag=pc", "If-None-Match", '"pc"', 304),
+             ("/c/pc2?etag=pc", "If-None-Match", '"other"', 200),
+             ("/c/pc3?etag=pc", "If-Match", '"other"', 412),
+             ("/c/pc4?etag=pc", "If-Match", '"pc"', 200),
+             ("/c/pc5?lm", "If-Modified-Since", LM_DATE, 304),
+             ("/c/pc6?lm", "If-Modified-Since", "Sun, 01 Jan 2023 10:00:00 GMT", 200),
+             ("/c/pc7?lm", "If-Unmodified-Since", "Sun, 01 Jan 2023 10:00:00 GMT", 412)]
+    for i, (path, field, value, status) in enumerate(cases):
+        r = get(srv, path + "&cookie&" + MAXAGE, headers=[(field, value)])
+        assert r.status == status, (field, value, r)
+        if status != 412:
+            assert r.header("Set-Cookie") == "n=%d; Path=/" % (i + 1), r
+            assert cs(r) == "gatling; fwd=miss; detail=pass", r
+        assert r.body == (b"request %d\n" % (i + 1) if status == 200 else b"") or status == 412, r
+        seen = origin.requests(path.split("?")[0])[0][2]
+        assert field.lower() not in seen, seen
+    r = get(srv, "/c/pc1?etag=pc&cookie&" + MAXAGE, headers=[("If-None-Match", '"pc"')])
+    assert r.status == 304 and r.header("Set-Cookie") == "n=8; Path=/", "the origin's: %r" % r
+    assert cs(r) == "gatling; fwd=uri-miss; detail=pass", r
+    assert origin.requests("/c/pc1")[1][2].get("if-none-match") == '"pc"'
     t = "/c/ph?cookie&" + MAXAGE
     r = get(srv, t, method="HEAD")
     assert r.status == 200 and r.body == b"" and r.header("Content-Length") == "10", r
-    assert r.header("Set-Cookie") == "n=2; Path=/", r
+    assert r.header("Set-Cookie") == "n=9; Path=/", r
     assert origin.requests("/c/ph")[0][0] == "GET"
 
 
