@@ -6,8 +6,8 @@ scripts.  The origin answers what the query asks: cc= (Cache-Control), sc=
 (Surrogate-Control), cookie (Set-Cookie: n=N), vary=, etag= (and a 304 to a
 matching If-None-Match), location=, status=, sleep= (seconds), slowfirst=
 (only the first request of the path sleeps), echo (the request's fields in
-the body), size= (a body that long), chunked= (that long, without a length; pause= seconds after its first
-16 kB);
+the body), size= (a body that long), chunked= (that long, without a length, "abcdefg" over and over after the
+first line; pause= seconds after its first 16 kB);
 cdn= and cdn2= (one or two CDN-Cache-Control lines), vary2= (a second Vary
 line), age= (Age), lm (Last-Modified: LM_DATE, and a 304 to a matching
 If-Modified-Since), close (no length: the body ends with the connection),
@@ -187,7 +187,7 @@ class Origin:
             h.send_header("Transfer-Encoding", "chunked")
             h.end_headers()
             size = int(q["chunked"])
-            data = body + b"x" * (size - len(body))
+            data = body + (b"abcdefg" * (size // 7 + 1))[:size - len(body)]  # where each byte is
             for i in range(0, len(data), 16384):
                 piece = data[i:i + 16384]
                 h.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
@@ -1206,6 +1206,32 @@ def test_range_head_conditional_from_a_hit(gatling, origin):
     assert cs(r) in ("gatling; hit", "gatling; fwd=miss; collapsed"), r  # its body may be coming
 
 
+def test_if_match_and_ranges_of_a_hit(gatling, origin):
+    """From a stored response: If-Match that does not match (and
+    If-Unmodified-Since before Last-Modified) 412, one that does the 200; a
+    Range of another unit is ignored (the 200); a range deep in a body stored
+    in several parts (chunked, 16 kB chunks) is cut from the right part."""
+    srv = cache_server(gatling, origin, "")
+    t = "/c/im?etag=v1&lm&" + MAXAGE
+    assert get(srv, t).body == b"request 1\n"
+    for field, value, status in (("If-Match", '"v0"', 412), ("If-Match", '"v1"', 200),
+                                 ("If-Unmodified-Since", "Sun, 01 Jan 2023 10:00:00 GMT", 412),
+                                 ("If-Unmodified-Since", LM_DATE, 200),
+                                 ("Range", "items=0-3", 200)):
+        r = get(srv, t, headers=[(field, value)])
+        assert r.status == status and cs(r) == ("gatling; hit" if status == 200 else cs(r)), (
+            field, value, r)
+        assert (r.body == b"request 1\n") == (status == 200), (field, value, r)
+    t = "/c/parts?chunked=40000&" + MAXAGE
+    whole = get(srv, t).body
+    assert len(whole) == 40000 and whole.startswith(b"request 2\n")
+    r = get(srv, t, headers=[("Range", "bytes=20000-20009")])
+    assert r.status == 206 and r.body == whole[20000:20010] and cs(r) == "gatling; hit", r
+    r = get(srv, t, headers=[("Range", "bytes=16380-16399")])
+    assert r.status == 206 and r.body == whole[16380:16400], "across two parts: %r" % r
+    assert origin.count() == 2
+
+
 def test_revalidation(gatling, origin):
     """max-age=0 with an ETag: stored, revalidated every time (the origin's
     304 freshens it, the client gets the stored body)."""
@@ -1440,7 +1466,8 @@ def test_after_expiry_304_and_500(gatling, origin):
 def test_h2_request_with_an_empty_body(gatling, origin):
     """HTTP/2: a GET whose HEADERS say content-length: 0 and whose (empty)
     DATA frame ends the stream is a GET without a body: cached like any, on
-    one connection, the second a hit."""
+    one connection, the second a hit.  The first's DATA comes while it waits
+    for the fetch (the origin is slow to answer it)."""
     import_h2()
     import h2.config
     import h2.connection
@@ -1455,11 +1482,11 @@ def test_h2_request_with_an_empty_body(gatling, origin):
     with sock:
         for _ in range(2):
             sid = c.get_next_available_stream_id()
-            c.send_headers(sid, [(":method", "GET"), (":path", "/c/e0?" + MAXAGE),
+            c.send_headers(sid, [(":method", "GET"), (":path", "/c/e0?slowfirst=0.5&" + MAXAGE),
                                  (":scheme", "https"), (":authority", "localhost"),
                                  ("content-length", "0")])
             sock.sendall(c.data_to_send())
-            time.sleep(0.1)  # the head first: the cache takes the request
+            time.sleep(0.1)  # the head first: the cache takes the request, then the end
             c.send_data(sid, b"", end_stream=True)
             sock.sendall(c.data_to_send())
             head, body, done = None, b"", False
