@@ -492,3 +492,36 @@ def test_scan_versions_appear_and_disappear(gatling, tmp_path):
          .splitlines() if ln.startswith("gatling_dictionary_")}
     assert m["gatling_dictionary_hits_total"] == 2, m
     assert m["gatling_dictionary_unknown_total"] >= 3, m
+
+
+def test_rewritten_in_place(gatling, tmp_path):
+    """Files rewritten in place (the same inode, other bytes): a target's
+    delta is made again from its new bytes (never the old one's delta from
+    the delta cache); a dictionary served again is indexed anew under its
+    new hash, and its old hash is no longer one (the ordinary response)."""
+    a, b = js(21, 30000), js(22, 30000)
+    t1 = a[:15000] + b" /* t1 */ " + a[15000:]
+    t2 = t1[:100] + b"X" * 10 + t1[110:]  # the same size
+    srv = gatling({"q/.dictionary": b"w*.js\n", "q/w1.js": a, "q/w2.js": t1},
+                  args=("-T", "10", "-S"))
+    q = os.path.join(srv.docroot, "q")
+    use_dictionary(srv, "/q/w1.js")
+    r = delta(srv, "/q/w2.js", a)
+    assert r.header("Content-Encoding") == "dcz" and undcz(r.body, a, str(tmp_path)) == t1, r
+    with open(os.path.join(q, "w2.js"), "r+b") as f:
+        f.write(t2)
+    os.utime(os.path.join(q, "w2.js"), (MTIME + 7, MTIME + 7))
+    time.sleep(CACHE_TTL_WAIT)
+    r = delta(srv, "/q/w2.js", a)
+    assert r.header("Content-Encoding") == "dcz", r
+    assert undcz(r.body, a, str(tmp_path)) == t2, "the old file's delta"
+    with open(os.path.join(q, "w1.js"), "r+b") as f:
+        f.write(b)
+    os.utime(os.path.join(q, "w1.js"), (MTIME + 9, MTIME + 9))
+    time.sleep(CACHE_TTL_WAIT)
+    use_dictionary(srv, "/q/w1.js")
+    r = delta(srv, "/q/w2.js", b)
+    assert r.header("Content-Encoding") == "dcz" and undcz(r.body, b, str(tmp_path)) == t2, r
+    r = delta(srv, "/q/w2.js", a)
+    assert_status(r, 200)
+    assert r.header("Content-Encoding") != "dcz", "the old hash: %r" % r
