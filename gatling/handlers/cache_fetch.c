@@ -8,6 +8,7 @@
  */
 #include "cache_int.h"
 #include "cgi.h"
+#include "http/conditional.h"
 #include "http/hbuf.h"
 #include "proxy.h"
 #include "site/jobs.h"
@@ -531,6 +532,20 @@ static void fetch_stored(cfetch_t *f, int status, const char *ctype, uint64_t le
     f->waiters = NULL;
 }
 
+/* The owner's preconditions (its fetch sent none of them: ce_fetch_drops)
+   against the 200 passed to it, as a hit's are (ce_serve): 304, 412, or 0
+   to send it.  Not without a date to compare (Last-Modified, else Date). */
+static int pass_preconditions(const cfetch_t *f, const exchange_t *ox, int status)
+{
+    resp_facts_t rf;
+    ce_facts(&f->ex, &rf, now_s(f->c));
+    time_t lm = rf.has_lm ? rf.mtime : rf.date != CC_NONE ? (time_t)rf.date : -1;
+    if (status != 200 || lm < 0)
+        return 0;
+    return cond_preconditions(ox->req, rf.etag ? rf.etag : "\"\x7f\"", lm,
+                              gio_wallclock(f->c->site->loop));
+}
+
 /* The response may not be stored: the owner gets it, the other waiters go
    to the backend themselves.  mark: it may not be shared at all (Set-Cookie,
    private, ...): the key is "pass" for a while, so that the next requests
@@ -570,7 +585,13 @@ static void to_pass(cfetch_t *f, int status, const char *ctype, uint64_t len, ti
             ex_field(ox, f->ex.fields[i].name, f->ex.fields[i].value);
     ex_field(ox, "Cache-Status", "gatling; fwd=miss; detail=pass");
     ex_log_note(ox->log_cache, "gatling; fwd=miss; detail=pass");
-    int h = ex_head(ox, status, ctype, len, mtime);
+    int pre = pass_preconditions(f, ox, status), h;
+    if (pre == 412)
+        h = ex_error(ox, 412, NULL, NULL) < 0 ? -1 : 1;
+    else if (pre == 304) /* complete: the body is not wanted */
+        h = ex_head(ox, 304, NULL, 0, -1) < 0 || ex_body_end(ox) < 0 ? -1 : 1;
+    else
+        h = ex_head(ox, status, ctype, len, mtime);
     o->head_sent = 1;
     if (h) {
         o->done = 1;

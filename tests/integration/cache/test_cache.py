@@ -6,7 +6,13 @@ scripts.  The origin answers what the query asks: cc= (Cache-Control), sc=
 (Surrogate-Control), cookie (Set-Cookie: n=N), vary=, etag= (and a 304 to a
 matching If-None-Match), location=, status=, sleep= (seconds), slowfirst=
 (only the first request of the path sleeps), echo (the request's fields in
-the body), size= (a body that long), chunked= (that long, without a length);
+the body), size= (a body that long), chunked= (that long, without a length, "abcdefg" over and over after the
+first line; pause= seconds after its first 16 kB);
+cdn= and cdn2= (one or two CDN-Cache-Control lines), vary2= (a second Vary
+line), age= (Age), lm (Last-Modified: LM_DATE, and a 304 to a matching
+If-Modified-Since), close (no length: the body ends with the connection),
+short=N (a Content-Length N bytes over the body, then the connection closes;
+shortfirst=N for the first request of the path only);
 X-Want-Status in the request sets the status (a backend that refuses a
 request for one of its fields).
 
@@ -59,6 +65,8 @@ ON_EVERY_BACKEND = ("test_collapsing_http1", "test_collapsing_cgi", "test_lock_t
 
 
 ON_SANITIZER = ("test_unsized_response_over_the_object_cap", "test_memory_cap_evicts",
+                "test_origin_cuts_the_body", "test_origin_cuts_a_passed_body",
+                "test_overflow_with_a_range_owner", "test_clients_that_leave_mid_body",
                 "test_length_over_the_object_cap_passes", "test_revalidation",
                 "test_unsafe_methods_invalidate", "test_set_cookie_is_passed_not_queued",
                 "test_clients_that_leave", "test_vary", "test_collapsing_fastcgi")
@@ -155,10 +163,16 @@ class Origin:
         if "size" in q:
             body += b"s" * (int(q["size"]) - len(body))
         fields = [("Content-Type", "text/plain")]
-        for name, field in (("cc", "Cache-Control"), ("vary", "Vary"), ("sc", "Surrogate-Control"),
+        for name, field in (("cc", "Cache-Control"), ("vary", "Vary"), ("vary2", "Vary"),
+                            ("sc", "Surrogate-Control"), ("cdn", "CDN-Cache-Control"),
+                            ("cdn2", "CDN-Cache-Control"), ("age", "Age"),
                             ("location", "Location")):
             if name in q:
                 fields.append((field, q[name]))
+        if "lm" in q:
+            fields.append(("Last-Modified", LM_DATE))
+            if h.headers.get("If-Modified-Since") == LM_DATE:
+                status, body = 304, b""
         if "cookie" in q:
             fields.append(("Set-Cookie", "n=%d; Path=/" % n))
         if "etag" in q:
@@ -173,16 +187,28 @@ class Origin:
             h.send_header("Transfer-Encoding", "chunked")
             h.end_headers()
             size = int(q["chunked"])
-            data = body + b"x" * (size - len(body))
+            data = body + (b"abcdefg" * (size // 7 + 1))[:size - len(body)]  # where each byte is
             for i in range(0, len(data), 16384):
                 piece = data[i:i + 16384]
                 h.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                if i == 0 and "pause" in q:  # mid-body
+                    h.wfile.flush()
+                    time.sleep(float(q["pause"]))
             h.wfile.write(b"0\r\n\r\n")
             return
-        h.send_header("Content-Length", str(len(body)))
+        short = int(q.get("short", 0) or (first and q.get("shortfirst", 0)) or 0)
+        if "close" in q and status != 304:  # no length: the body ends with the connection
+            h.send_header("Connection", "close")
+            h.end_headers()
+            h.wfile.write(body)
+            h.close_connection = True
+            return
+        h.send_header("Content-Length", str(len(body) + short))
         h.end_headers()
         if h.command != "HEAD" and status != 304:
             h.wfile.write(body)
+        if short:  # a length promised and not kept: the connection closes early
+            h.close_connection = True
 
     def count(self, path=None):
         """Requests that reached the origin (for path, its query aside)."""
@@ -322,6 +348,7 @@ def h2_burst(port, target, n, timeout=15):
 
 
 MAXAGE = "cc=max-age%3D60"  # a response fresh for a minute
+LM_DATE = "Mon, 02 Jan 2023 10:00:00 GMT"  # the origin's Last-Modified (lm)
 
 
 # --------------------------------------------------------------------------
@@ -594,6 +621,43 @@ def test_clients_that_leave(gatling, origin):
             assert r.status == 200 and r.header("Set-Cookie") == "n=%d; Path=/" % body_n(r), r
             assert origin.count(path) == 2, "the waiter asked the origin itself"
     srv.check_alive()
+
+
+def test_clients_that_leave_mid_body(gatling, origin):
+    """The client whose request began a fetch goes away while the body comes
+    (the origin pauses after its first 16 kB): the fetch goes on for the
+    one collapsed on it, which gets the body whole; the entry is stored."""
+    srv = cache_server(gatling, origin, "")
+    t = "/c/trickle?chunked=100000&pause=1&" + MAXAGE
+    owner = send_only(srv, t)
+    time.sleep(0.2)
+    stays = send_only(srv, t)
+    wait_for(lambda: counters(srv)["cache_collapsed"] == 1, 10, "the second collapsed")
+    time.sleep(0.3)  # inside the origin's pause: both have the head and 16 kB
+    owner.reset()
+    r = stays.read_response()
+    stays.close()
+    assert r.status == 200 and len(r.body) == 100000 and body_n(r) == 1, r
+    assert cs(r) == "gatling; fwd=miss; collapsed", r
+    r = get(srv, t)
+    assert cs(r) == "gatling; hit" and len(r.body) == 100000 and body_n(r) == 1, r
+    assert origin.count() == 1
+    srv.check_alive()
+
+
+def test_vary_variants_bounded(gatling, origin):
+    """Nine values of a field the answer varies on: at most eight variants
+    are kept (CACHE_VARIANTS); the newest are hits."""
+    srv = cache_server(gatling, origin, "")
+    t = "/c/vl?vary=Accept-Language&" + MAXAGE
+    for i in range(9):
+        r = get(srv, t, headers=[("Accept-Language", "l%d" % i)])
+        assert cs(r) == "gatling; fwd=miss; stored" and body_n(r) == i + 1, r
+    st = counters(srv)
+    assert st["cache_entries"] == 8 and st["cache_stored"] == 9, st
+    for i in range(1, 9):
+        r = get(srv, t, headers=[("Accept-Language", "l%d" % i)])
+        assert cs(r) == "gatling; hit" and body_n(r) == i + 1, (i, r)
 
 
 def test_vary_waiters(gatling, origin):
@@ -1067,6 +1131,43 @@ def test_vary(gatling, origin):
     assert [body_n(r) for r in vc] == [6, 7] and cs(vc[0]).endswith("detail=pass"), vc
 
 
+def test_vary_field_lines_combined(gatling, origin):
+    """A field of Vary sent on two lines is their values joined (RFC 9111
+    4.1): one line with both values is the same variant; a value longer than
+    the cache compares (2 kB) leaves the answer unstored."""
+    srv = cache_server(gatling, origin, "")
+    t = "/c/vj?vary=Accept-Language&" + MAXAGE
+    r = get(srv, t, headers=[("Accept-Language", "en"), ("Accept-Language", "de")])
+    assert cs(r) == "gatling; fwd=miss; stored" and body_n(r) == 1, r
+    r = get(srv, t, headers=[("Accept-Language", "en, de")])
+    assert cs(r) == "gatling; hit" and body_n(r) == 1, r
+    r = get(srv, t, headers=[("Accept-Language", "de, en")])
+    assert cs(r) == "gatling; fwd=miss; stored" and body_n(r) == 2, "another order: %r" % r
+    long = [("Accept-Language", "x" * 1500), ("Accept-Language", "y" * 1500)]
+    rs = [get(srv, t, headers=long) for _ in range(2)]
+    assert [body_n(r) for r in rs] == [3, 4], rs
+    assert cs(rs[0]).startswith("gatling; fwd=miss"), rs[0]
+
+
+def test_host_spellings_share_a_key(gatling, origin):
+    """The key's host is lower-cased, without the scheme's default port or a
+    final dot: those spellings are hits of one entry; another port is
+    another key."""
+    srv = cache_server(gatling, origin, "")
+    t = "/c/host?" + MAXAGE
+    dflt = "443" if TLS else "80"
+
+    def on(host):
+        with Client(srv.port) as c:
+            return c.request(t, host=host)
+    assert cs(on("localhost")) == "gatling; fwd=miss; stored"
+    for host in ("LocalHost", "localhost:" + dflt, "localhost.", "LOCALHOST.:" + dflt):
+        r = on(host)
+        assert cs(r) == "gatling; hit" and body_n(r) == 1, (host, r)
+    r = on("localhost:8080")
+    assert cs(r) == "gatling; fwd=miss; stored" and body_n(r) == 2, r
+
+
 def test_range_head_conditional_from_a_hit(gatling, origin):
     srv = cache_server(gatling, origin, "")
     t = "/c/r?etag=v1&" + MAXAGE
@@ -1105,6 +1206,32 @@ def test_range_head_conditional_from_a_hit(gatling, origin):
     assert cs(r) in ("gatling; hit", "gatling; fwd=miss; collapsed"), r  # its body may be coming
 
 
+def test_if_match_and_ranges_of_a_hit(gatling, origin):
+    """From a stored response: If-Match that does not match (and
+    If-Unmodified-Since before Last-Modified) 412, one that does the 200; a
+    Range of another unit is ignored (the 200); a range deep in a body stored
+    in several parts (chunked, 16 kB chunks) is cut from the right part."""
+    srv = cache_server(gatling, origin, "")
+    t = "/c/im?etag=v1&lm&" + MAXAGE
+    assert get(srv, t).body == b"request 1\n"
+    for field, value, status in (("If-Match", '"v0"', 412), ("If-Match", '"v1"', 200),
+                                 ("If-Unmodified-Since", "Sun, 01 Jan 2023 10:00:00 GMT", 412),
+                                 ("If-Unmodified-Since", LM_DATE, 200),
+                                 ("Range", "items=0-3", 200)):
+        r = get(srv, t, headers=[(field, value)])
+        assert r.status == status and cs(r) == ("gatling; hit" if status == 200 else cs(r)), (
+            field, value, r)
+        assert (r.body == b"request 1\n") == (status == 200), (field, value, r)
+    t = "/c/parts?chunked=40000&" + MAXAGE
+    whole = get(srv, t).body
+    assert len(whole) == 40000 and whole.startswith(b"request 2\n")
+    r = get(srv, t, headers=[("Range", "bytes=20000-20009")])
+    assert r.status == 206 and r.body == whole[20000:20010] and cs(r) == "gatling; hit", r
+    r = get(srv, t, headers=[("Range", "bytes=16380-16399")])
+    assert r.status == 206 and r.body == whole[16380:16400], "across two parts: %r" % r
+    assert origin.count() == 2
+
+
 def test_revalidation(gatling, origin):
     """max-age=0 with an ETag: stored, revalidated every time (the origin's
     304 freshens it, the client gets the stored body)."""
@@ -1129,6 +1256,257 @@ def test_streamed_response_collapsed(gatling, origin):
     assert origin.count("/c/stream") == 1
     assert {len(r.body) for r in rs} == {200000} and {r.body[:10] for r in rs} == {b"request 1\n"}
     check_collapsed(rs, [r.status for r in rs])
+
+
+# --------------------------------------------------------------------------
+# What the origin sends: framings, a body cut short, 421, targeted fields, Age
+
+@pytest.mark.parametrize("framing", ["length", "chunked=3000", "close"])
+def test_every_framing_stored(gatling, origin, framing):
+    """A Content-Length, chunked, or a body that ends with the connection:
+    stored whole, and the hit has the length."""
+    srv = cache_server(gatling, origin, "")
+    t = "/c/fr?%s&%s" % (framing, MAXAGE)
+    r1, r2 = get(srv, t), get(srv, t)
+    size = 3000 if framing.startswith("chunked") else 10
+    assert r1.status == 200 and len(r1.body) == size and body_n(r1) == 1, r1
+    assert cs(r1) == "gatling; fwd=miss; stored", r1
+    assert r2.body == r1.body and cs(r2) == "gatling; hit", r2
+    assert r2.header("Content-Length") == str(size), r2
+    assert origin.count() == 1 and counters(srv)["cache_stored"] == 1
+
+
+def cut_or_none(c):
+    """The response c reads, or None when the server cut it (a close over
+    HTTP/1.1, a reset stream over HTTP/2 and HTTP/3)."""
+    try:
+        return c.read_response()
+    except (ConnectionError, OSError):
+        return None
+    finally:
+        c.close()
+
+
+def test_origin_cuts_the_body(gatling, origin):
+    """The origin promises 50 bytes more than it sends and closes: nothing is
+    stored; the client that began the fetch and a collapsed one (their heads
+    said 200) see the body cut, never a short body taken for whole; a waiter
+    for a range (it waits for the complete response) asks the origin itself
+    and gets its answer; the next request is a miss that stores."""
+    srv = cache_server(gatling, origin, "")
+    t = "/c/cut?shortfirst=50&slowfirst=0.7&" + MAXAGE
+    owner = send_only(srv, t)
+    time.sleep(0.2)
+    waiter, ranged = send_only(srv, t), send_only(srv, t, [("Range", "bytes=0-6")])
+    assert cut_or_none(owner) is None and cut_or_none(waiter) is None
+    r = cut_or_none(ranged)
+    assert r is not None and r.status in (200, 206) and r.body in (b"request 2\n", b"request"), r
+    assert origin.count("/c/cut") == 2
+    r = get(srv, t)
+    assert r.status == 200 and body_n(r) == 3 and cs(r) == "gatling; fwd=miss; stored", r
+    assert cs(get(srv, t)) == "gatling; hit"
+    st = counters(srv)
+    assert st["cache_stored"] == 1 and st["cache_entries"] == 1, st
+    srv.check_alive()
+
+
+def test_origin_cuts_a_passed_body(gatling, origin):
+    """An unshareable answer (Set-Cookie) cut short: its client sees the cut;
+    the URL is pass, and the next client gets a whole answer of its own."""
+    srv = cache_server(gatling, origin, "")
+    t = "/c/cutpass?shortfirst=50&cookie&" + MAXAGE
+    assert cut_or_none(send_only(srv, t)) is None
+    r = get(srv, t)
+    assert r.status == 200 and body_n(r) == 2 and r.header("Set-Cookie") == "n=2; Path=/", r
+    assert cs(r) == "gatling; fwd=uri-miss; detail=pass", r
+    assert counters(srv)["cache_stored"] == 0
+    srv.check_alive()
+
+
+def test_origin_421_passed_not_stored(gatling, origin):
+    """A 421 from the origin (it will not answer for that Host) reaches the
+    client as it is, is not stored (4xx: 404 and 410 only, with errors), and
+    leaves no mark: the next request is a miss again, not "pass"."""
+    srv = cache_server(gatling, origin, "errors 30\n")
+    t = "/c/mis?status=421&" + MAXAGE
+    rs = [get(srv, t) for _ in range(2)]
+    assert [(r.status, body_n(r)) for r in rs] == [(421, 1), (421, 2)], rs
+    assert [cs(r) for r in rs] == ["gatling; fwd=miss; detail=pass"] * 2, rs
+    st = counters(srv)
+    assert st["cache_stored"] == 0 and st["cache_misses"] == 2, st
+
+
+def test_cdn_cache_control(gatling, origin):
+    """CDN-Cache-Control (RFC 9213) decides alone when it is a valid
+    Dictionary: no-store in Cache-Control with max-age=60 in it is stored
+    (both fields passed on), max-age in Cache-Control with no-store in it is
+    not; its lines are joined into one Dictionary; a value that does not
+    parse is ignored, Cache-Control speaks."""
+    srv = cache_server(gatling, origin, "")
+    t = "/c/cdn1?cc=no-store&cdn=max-age%3D60"
+    r1, r2 = get(srv, t), get(srv, t)
+    assert body_n(r1) == body_n(r2) == 1 and cs(r2) == "gatling; hit", (r1, r2)
+    assert r2.header("CDN-Cache-Control") == "max-age=60", r2
+    assert r2.header("Cache-Control") == "no-store", r2
+    for t, n in (("/c/cdn2?%s&cdn=no-store" % MAXAGE, 2),
+                 ("/c/cdn3?%s&cdn=max-age%%3D60&cdn2=no-store" % MAXAGE, 4)):
+        r1, r2 = get(srv, t), get(srv, t)
+        assert (body_n(r1), body_n(r2)) == (n, n + 1), (t, r1, r2)
+        assert cs(r1) == "gatling; fwd=miss; detail=pass", (t, r1)
+    t = "/c/cdn4?%s&cdn=MAX-AGE%%3D0" % MAXAGE  # upper case: not a Dictionary
+    r1, r2 = get(srv, t), get(srv, t)
+    assert body_n(r1) == body_n(r2) == 6 and cs(r2) == "gatling; hit", (r1, r2)
+    assert origin.count() == 6
+
+
+def test_age_from_the_origin(gatling, origin):
+    """An upstream Age counts in the stored response's age (RFC 9111 4.2.3):
+    the hits say at least that; one older than its max-age is stale at once
+    (the next request goes to the origin); one that is not a number is
+    ignored."""
+    srv = cache_server(gatling, origin, "")
+    t = "/c/age?age=40&" + MAXAGE
+    r1, r2 = get(srv, t), get(srv, t)
+    assert body_n(r1) == body_n(r2) == 1 and cs(r2) == "gatling; hit", (r1, r2)
+    assert 40 <= int(r2.header("Age")) < 45, r2
+    t = "/c/old?age=100&" + MAXAGE
+    assert [body_n(get(srv, t)) for _ in range(2)] == [2, 3], "stale at once"
+    t = "/c/bad?age=abc&" + MAXAGE
+    r1, r2 = get(srv, t), get(srv, t)
+    assert body_n(r2) == 4 and cs(r2) == "gatling; hit" and int(r2.header("Age")) < 5, r2
+
+
+def test_revalidation_by_last_modified(gatling, origin):
+    """max-age=0 with a Last-Modified and no ETag: the revalidation asks
+    If-Modified-Since with the stored date, the origin's 304 freshens it,
+    the client gets the stored body and its Last-Modified."""
+    srv = cache_server(gatling, origin, "")
+    t = "/c/lm?cc=max-age%3D0&lm"
+    assert get(srv, t).body == b"request 1\n"
+    r = get(srv, t)
+    assert r.status == 200 and r.body == b"request 1\n", r
+    assert cs(r) == "gatling; fwd=stale; fwd-status=304", r
+    assert r.header("Last-Modified") == LM_DATE, r
+    seen = [s[2].get("if-modified-since") for s in origin.requests("/c/lm")]
+    assert seen == [None, LM_DATE], seen
+    assert counters(srv)["cache_revalidated"] == 1
+
+
+def test_two_vary_lines_not_stored(gatling, origin):
+    """Vary on two lines is taken for Vary: * (not worth sorting out): passed."""
+    srv = cache_server(gatling, origin, "")
+    t = "/c/v2?vary=Accept-Encoding&vary2=Accept-Language&" + MAXAGE
+    rs = [get(srv, t) for _ in range(2)]
+    assert [body_n(r) for r in rs] == [1, 2], rs
+    assert cs(rs[0]) == "gatling; fwd=miss; detail=pass", rs[0]
+
+
+def test_conditional_and_head_on_a_passed_answer(gatling, origin):
+    """An unshareable answer (Set-Cookie) with an ETag to the request that
+    began the fetch: the fetch asked the whole (the client's validators do
+    not go to the origin), so the cache answers the client's preconditions
+    as it would from a hit (RFC 9110 13.2.1): a matching If-None-Match gets
+    304 (with the ETag and the cookie), another the 200; an If-Match that
+    does not match 412, one that does the 200; If-Modified-Since against
+    Last-Modified likewise.  (The next requests of the URL, "pass", go to
+    the origin with their fields.)  A HEAD gets the head of the fetch's GET,
+    without the body."""
+    srv = cache_server(gatling, origin, "")
+    cases = [("/c/pc1?etag=pc", "If-None-Match", '"pc"', 304),
+             ("/c/pc2?etag=pc", "If-None-Match", '"other"', 200),
+             ("/c/pc3?etag=pc", "If-Match", '"other"', 412),
+             ("/c/pc4?etag=pc", "If-Match", '"pc"', 200),
+             ("/c/pc5?lm", "If-Modified-Since", LM_DATE, 304),
+             ("/c/pc6?lm", "If-Modified-Since", "Sun, 01 Jan 2023 10:00:00 GMT", 200),
+             ("/c/pc7?lm", "If-Unmodified-Since", "Sun, 01 Jan 2023 10:00:00 GMT", 412)]
+    for i, (path, field, value, status) in enumerate(cases):
+        r = get(srv, path + "&cookie&" + MAXAGE, headers=[(field, value)])
+        assert r.status == status, (field, value, r)
+        if status != 412:
+            assert r.header("Set-Cookie") == "n=%d; Path=/" % (i + 1), r
+            assert cs(r) == "gatling; fwd=miss; detail=pass", r
+        assert r.body == (b"request %d\n" % (i + 1) if status == 200 else b"") or status == 412, r
+        seen = origin.requests(path.split("?")[0])[0][2]
+        assert field.lower() not in seen, seen
+    r = get(srv, "/c/pc1?etag=pc&cookie&" + MAXAGE, headers=[("If-None-Match", '"pc"')])
+    assert r.status == 304 and r.header("Set-Cookie") == "n=8; Path=/", "the origin's: %r" % r
+    assert cs(r) == "gatling; fwd=uri-miss; detail=pass", r
+    assert origin.requests("/c/pc1")[1][2].get("if-none-match") == '"pc"'
+    t = "/c/ph?cookie&" + MAXAGE
+    r = get(srv, t, method="HEAD")
+    assert r.status == 200 and r.body == b"" and r.header("Content-Length") == "10", r
+    assert r.header("Set-Cookie") == "n=9; Path=/", r
+    assert origin.requests("/c/ph")[0][0] == "GET"
+
+
+@serial  # timed: the entries must be stale, in their grace
+def test_after_expiry_304_and_500(gatling, origin):
+    """Past the ttl: a micro-cached entry with an ETag is served stale while
+    one refresh revalidates it (the origin's 304 makes it fresh for the ttl
+    again, the next request a hit of the same body); an entry with
+    stale-if-error whose refresh gets a 500 from the origin answers for it."""
+    srv = cache_server(gatling, origin, "ttl 1\n")
+    mic, sie = "/c/mic?etag=m", "/c/sie5?cc=max-age%3D1%2C%20stale-if-error%3D60"
+    assert cs(get(srv, mic)) == cs(get(srv, sie)) == "gatling; fwd=miss; stored"
+    time.sleep(1.2)
+    r = get(srv, mic)
+    assert r.body == b"request 1\n" and cs(r) == "gatling; hit; detail=stale", r
+    wait_for(lambda: counters(srv)["cache_revalidated"] == 1, 10, "the refresh's 304")
+    assert origin.requests("/c/mic")[1][2].get("if-none-match") == '"m"'
+    r = get(srv, mic)
+    assert r.body == b"request 1\n" and cs(r) == "gatling; hit", r
+    r = get(srv, sie, headers=[("X-Want-Status", "500")])
+    assert r.status == 200 and r.body == b"request 2\n", r
+    assert cs(r) == "gatling; hit; detail=stale-if-error", r
+    assert origin.count("/c/sie5") == 2 and counters(srv)["cache_stale_errors"] == 1
+
+
+
+@pytest.mark.skipif(not H2, reason="an empty DATA frame after the head is HTTP/2's")
+def test_h2_request_with_an_empty_body(gatling, origin):
+    """HTTP/2: a GET whose HEADERS say content-length: 0 and whose (empty)
+    DATA frame ends the stream is a GET without a body: cached like any, on
+    one connection, the second a hit.  The first's DATA comes while it waits
+    for the fetch (the origin is slow to answer it)."""
+    import_h2()
+    import h2.config
+    import h2.connection
+    import h2.events
+    srv = cache_server(gatling, origin, "")
+    sock = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+    sock = client_tls_context(["h2"]).wrap_socket(sock, server_hostname="localhost")
+    c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True,
+                                                             header_encoding="latin-1"))
+    c.initiate_connection()
+    got = []
+    with sock:
+        for _ in range(2):
+            sid = c.get_next_available_stream_id()
+            c.send_headers(sid, [(":method", "GET"), (":path", "/c/e0?slowfirst=0.5&" + MAXAGE),
+                                 (":scheme", "https"), (":authority", "localhost"),
+                                 ("content-length", "0")])
+            sock.sendall(c.data_to_send())
+            time.sleep(0.1)  # the head first: the cache takes the request, then the end
+            c.send_data(sid, b"", end_stream=True)
+            sock.sendall(c.data_to_send())
+            head, body, done = None, b"", False
+            while not done:
+                data = sock.recv(65536)
+                assert data, "the connection closed"
+                for ev in c.receive_data(data):
+                    if isinstance(ev, h2.events.ResponseReceived):
+                        head = dict(ev.headers)
+                    elif isinstance(ev, h2.events.DataReceived):
+                        body += ev.data
+                        c.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+                    elif isinstance(ev, h2.events.StreamEnded):
+                        done = True
+                    elif isinstance(ev, h2.events.StreamReset):
+                        raise AssertionError("stream reset (%s)" % ev.error_code)
+                sock.sendall(c.data_to_send())
+            got.append((head[":status"], head.get("cache-status"), body))
+    assert got == [("200", "gatling; fwd=miss; stored", b"request 1\n"),
+                   ("200", "gatling; hit", b"request 1\n")], got
 
 
 @contextlib.contextmanager
@@ -1205,6 +1583,20 @@ def burst_tolerant(srv, target, n):
             except (ConnectionError, OSError) as e:
                 return (e,)
     return parallel(n, one)
+
+
+def test_overflow_with_a_range_owner(build, tmp_path, origin):
+    """The client whose Range began the fetch waits for the whole response;
+    it outgrows the object size: that client asks the origin itself (past
+    the cache) and gets an answer whole; the URL passes."""
+    with crash_proof_server(build, tmp_path, origin, "", ("--cache", "4M,64K")) as srv:
+        t = "/c/bigr?chunked=300000&" + MAXAGE
+        r = get(srv, t, headers=[("Range", "bytes=0-9")])
+        assert_survived(srv)
+        assert r.status in (200, 206) and r.body.startswith(b"request 2\n"), r
+        assert origin.count() == 2
+        r = get(srv, t)
+        assert len(r.body) == 300000 and cs(r) == "gatling; fwd=uri-miss; detail=pass", r
 
 
 # --------------------------------------------------------------------------

@@ -445,3 +445,83 @@ def test_one_dictionary_on_every_port(gatling, tmp_path, first):
         r = on(scheme, AE, "Available-Dictionary: " + sf(V1))
         assert r.header("Content-Encoding") == "dcz", (scheme, r)
         assert undcz(r.body, V1, str(tmp_path)) == V2
+
+
+def test_scan_versions_appear_and_disappear(gatling, tmp_path):
+    """A directory of versions (v*.js) that this process never served: the
+    scan an unknown hash starts indexes the published ones only (a file not
+    world-readable, an empty one and a directory that the pattern names are
+    not dictionaries); a version added later is found by the next scan (the
+    directory changed); one deleted is forgotten (the ordinary response,
+    never a delta made against what is gone); a delta that would save
+    nothing (an incompressible file) is not sent."""
+    v1, v3, v4 = js(11, 30000), js(13, 30000), js(14, 30000)
+    target = v3[:20000] + b" /* v9 */ " + v3[20000:]
+    noise = random.Random(5).randbytes(3000)
+    tree = {"p/.dictionary": b"v*.js\n", "p/v1.js": v1, "p/v0.js": b"", "p/v3.js": v3,
+            "p/v9.js": target, "p/vr.js": noise}
+    srv = gatling(tree, args=("-T", "10", "-S"))
+    p = os.path.join(srv.docroot, "p")
+    os.chmod(os.path.join(p, "v1.js"), 0o600)
+    os.mkdir(os.path.join(p, "vdir.js"))
+
+    def plain(r, body, what):
+        assert_status(r, 200, what)
+        assert r.header("Content-Encoding") != "dcz", "%s: %r" % (what, r)
+        got = gzip.decompress(r.body) if r.header("Content-Encoding") == "gzip" else r.body
+        assert got == body, what
+
+    def dcz(r, dictionary, body, what):
+        assert_status(r, 200, what)
+        assert r.header("Content-Encoding") == "dcz", "%s: %r" % (what, r)
+        assert undcz(r.body, dictionary, str(tmp_path)) == body, what
+
+    plain(delta(srv, "/p/v9.js", v1), target, "a dictionary not world-readable")
+    plain(delta(srv, "/p/v9.js", b""), target, "an empty file")
+    dcz(delta(srv, "/p/v9.js", v3), v3, target, "found by the same scan")
+    with open(os.path.join(p, "v4.js"), "wb") as f:
+        f.write(v4)
+    dcz(delta(srv, "/p/v9.js", v4), v4, target, "a version added: scanned again")
+    for _ in range(2):
+        plain(delta(srv, "/p/vr.js", v3), noise, "a delta that saves nothing")
+    os.unlink(os.path.join(p, "v3.js"))
+    time.sleep(CACHE_TTL_WAIT)
+    for _ in range(2):
+        plain(delta(srv, "/p/v4.js", v3), v4, "a dictionary deleted")
+    m = {ln.split()[0]: float(ln.split()[1]) for ln in get(srv, "/metrics").body.decode()
+         .splitlines() if ln.startswith("gatling_dictionary_")}
+    assert m["gatling_dictionary_hits_total"] == 2, m
+    assert m["gatling_dictionary_unknown_total"] >= 3, m
+
+
+def test_rewritten_in_place(gatling, tmp_path):
+    """Files rewritten in place (the same inode, other bytes): a target's
+    delta is made again from its new bytes (never the old one's delta from
+    the delta cache); a dictionary served again is indexed anew under its
+    new hash, and its old hash is no longer one (the ordinary response)."""
+    a, b = js(21, 30000), js(22, 30000)
+    t1 = a[:15000] + b" /* t1 */ " + a[15000:]
+    t2 = t1[:100] + b"X" * 10 + t1[110:]  # the same size
+    srv = gatling({"q/.dictionary": b"w*.js\n", "q/w1.js": a, "q/w2.js": t1},
+                  args=("-T", "10", "-S"))
+    q = os.path.join(srv.docroot, "q")
+    use_dictionary(srv, "/q/w1.js")
+    r = delta(srv, "/q/w2.js", a)
+    assert r.header("Content-Encoding") == "dcz" and undcz(r.body, a, str(tmp_path)) == t1, r
+    with open(os.path.join(q, "w2.js"), "r+b") as f:
+        f.write(t2)
+    os.utime(os.path.join(q, "w2.js"), (MTIME + 7, MTIME + 7))
+    time.sleep(CACHE_TTL_WAIT)
+    r = delta(srv, "/q/w2.js", a)
+    assert r.header("Content-Encoding") == "dcz", r
+    assert undcz(r.body, a, str(tmp_path)) == t2, "the old file's delta"
+    with open(os.path.join(q, "w1.js"), "r+b") as f:
+        f.write(b)
+    os.utime(os.path.join(q, "w1.js"), (MTIME + 9, MTIME + 9))
+    time.sleep(CACHE_TTL_WAIT)
+    use_dictionary(srv, "/q/w1.js")
+    r = delta(srv, "/q/w2.js", b)
+    assert r.header("Content-Encoding") == "dcz" and undcz(r.body, b, str(tmp_path)) == t2, r
+    r = delta(srv, "/q/w2.js", a)
+    assert_status(r, 200)
+    assert r.header("Content-Encoding") != "dcz", "the old hash: %r" % r

@@ -381,6 +381,46 @@ def test_server_status_json(gatling):
     assert b["pid"] == s.pid, b
 
 
+# a -P rule whose socket path needs escaping in HTML and JSON, with a control
+# character (dropped from both); nothing is proxied there
+ODD_SOCKET = 'unix:/tmp/no"such<&\\\x01gatling.sock'
+
+
+def test_server_status_backends(gatling):
+    """-P's backends on the page: a table in HTML, an array with ?json (any
+    other query is the HTML page): each backend's pool, address (escaped for
+    each form), state and counts; a backend that refuses its connection
+    counts a request and a failure (the client got 502)."""
+    from conftest import free_port
+    port = free_port()
+    s = gatling({".proxy": "", "f.txt": F}, args=(
+        "-T", "10", "-S", "-P", "127.0.0.1/%d/^/app/" % port, "-P", "F/%s:^/php/" % ODD_SOCKET))
+    assert_status(fetch(s.port, "/app/x"), 502)
+    b = status_json(s.port)["backends"]
+    assert [(x["pool"], x["backend"]) for x in b] == [
+        ("P1", "127.0.0.1/%d" % port), ("P2", 'unix:/tmp/no"such<&\\gatling.sock')], b
+    assert (b[0]["requests"], b[0]["failures"], b[0]["outstanding"]) == (1, 1, 0), b[0]
+    assert b[1]["requests"] == b[1]["failures"] == 0 and b[1]["state"] == "up", b[1]
+    for target in ("/server-status", "/server-status?auto"):
+        r = fetch(s.port, target)
+        assert_status(r, 200, target)
+        assert norm_ctype(r.header("Content-Type")) == "text/html;charset=utf-8", r
+        page = r.body.decode()
+        assert "<h2>Backends</h2>" in page and "<th>checks failed</th></tr>" in page, page
+        rows = re.findall(r"<tr><td>(.*?)</td></tr>", page)
+        assert rows[0].split("</td><td>")[:2] == ["P1", "127.0.0.1/%d" % port], rows
+        assert rows[0].split("</td><td>")[3:6] == ["0", "1", "1"], rows[0]
+        assert rows[1].split("</td><td>")[:3] == [
+            "P2", "unix:/tmp/no&quot;such&lt;&amp;\\gatling.sock", "up"], rows[1]
+        assert "\x01" not in page
+    # -Z: no compression, no gzip cache: its rows say 0
+    z = gatling({"f.txt": F * 100}, args=("-T", "10", "-S", "-Z"))
+    r = fetch(z.port, "/f.txt", headers=[("Accept-Encoding", "gzip")])
+    assert r.header("Content-Encoding") is None and r.body == F * 100, r
+    st = status_json(z.port)
+    assert [st[k] for k in ("gzip_skipped_busy", "gzip_paced", "gzip_paced_ms")] == [0, 0, 0], st
+
+
 def test_server_status_off_by_default(srv):
     assert_status(fetch(srv.port, "/server-status"), 404)
     assert_status(fetch(srv.port, "/server-status?json"), 404)
