@@ -236,6 +236,37 @@ def test_environment(srv):
     assert "CONTENT_LENGTH" not in e and "CONTENT_TYPE" not in e
 
 
+def test_server_name_from_the_host(srv):
+    """SERVER_NAME: the Host without its port, an IPv6 literal with its
+    brackets; a Host that is no plain name or address gives localhost."""
+    for host, want in (("Example.COM:8080", "Example.COM"), ("[::1]:8080", "[::1]"),
+                       ("bad_host.example", "localhost")):
+        r = fetch(srv.port, "/cgi/env.sh", host=host)
+        assert_status(r, 200, "Host: " + host)
+        assert env_of(r.body).get("SERVER_NAME") == want, (host, r.body.decode())
+
+
+def hard_limit(pid, name):
+    with open("/proc/%d/limits" % pid) as f:
+        for line in f:
+            if line.startswith(name):
+                return line[len(name):].split()[1]
+    raise AssertionError("no %r in /proc/%d/limits" % (name, pid))
+
+
+def test_cgi_limits_never_above_the_hard_ones(gatling):
+    """gatling.8: --cgi-limits are never above gatling's own hard limits: a
+    files= past the hard RLIMIT_NOFILE (the most it takes, 2^20; hosts hold
+    far fewer) gives the program the hard one."""
+    t = {"cgi": {"limits.sh": Mode(SH + "printf 'Content-Type: text/plain\\r\\n\\r\\n'\n"
+                                        "echo soft=$(ulimit -Sn) hard=$(ulimit -Hn)\n", 0o755)}}
+    s = gatling(t, args=("-T", "10", "-w", r"\.sh$", "--cgi-limits", "files=1048576"))
+    hard = str(min(int(hard_limit(s.pid, "Max open files")), 1 << 20))
+    r = fetch(s.port, "/cgi/limits.sh")
+    assert_status(r, 200, "limits.sh")
+    assert r.body.decode().split() == ["soft=" + hard, "hard=" + hard], (hard, r.body)
+
+
 def test_script_in_closed_directory_not_run(srv):
     """A script in a directory others may not search is neither run nor shown:
     403, as for any file there (issue 35), with -w as with -z."""
