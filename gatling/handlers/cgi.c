@@ -310,7 +310,9 @@ static void send_head(cgi_t *c, size_t hl)
     uint64_t len = h->content_length >= 0 ? (uint64_t)h->content_length : EX_LEN_STREAM;
     if (!head_has_body(0, status)) /* a length here is not a body's */
         len = 0;
-    c->left = len == EX_LEN_STREAM ? UINT64_MAX : len;
+    /* a HEAD's is the GET's length: the script leaves the body out (RFC 3875
+       4.3.2) or writes it to be dropped, and either is a whole answer */
+    c->left = len == EX_LEN_STREAM || c->ex->head_only ? UINT64_MAX : len;
     c->state = CGI_BODY;
     int r = ex_head(c->ex, status, h->content_type.p ? ctype : NULL, len, -1);
     if (c->ended)

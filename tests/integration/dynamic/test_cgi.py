@@ -97,6 +97,9 @@ SCRIPTS = {
         "killed) printf 'Content-Type: text/plain\\r\\nContent-Length: 1000\\r\\n\\r\\npartial'\n"
         "        kill -9 $$ ;;\n"
         "esac\n"),
+    # RFC 3875 4.3.2: no body for HEAD, the GET's Content-Length
+    "headaware.sh": SH + ("printf 'Content-Type: text/plain\\r\\nContent-Length: 5\\r\\n\\r\\n'\n"
+                          "[ \"$REQUEST_METHOD\" = HEAD ] || printf hello\n"),
     # heads cut short, too long, or too large to pass on
     "head.py": PY + (
         "import os, sys\n"
@@ -521,6 +524,21 @@ def test_head_runs_the_script_without_a_body(srv):
     r = fetch(srv.port, "/cgi/status.sh", method="HEAD")
     assert_status(r, 404, "HEAD")
     assert r.header("X-Cgi") == "yes" and r.body == b""
+
+
+def test_head_to_a_script_that_leaves_its_body_out(srv):
+    """RFC 3875 4.3.2: a script answers HEAD without a body (its
+    Content-Length the GET's): a whole response, not one cut short; no error
+    logged, and the connection goes on."""
+    with Client(srv.port) as c:
+        for _ in range(2):
+            r = c.request("/cgi/headaware.sh", method="HEAD")
+            assert_status(r, 200, "HEAD")
+            assert r.header("Content-Length") == "5" and r.body == b""
+        r = c.request("/cgi/headaware.sh")
+        assert_status(r, 200, "the GET after, on the same connection")
+        assert r.body == b"hello"
+    assert "CGI /cgi/headaware.sh:" not in srv.stderr_text()
 
 
 def test_malformed_heads_are_502(srv):
