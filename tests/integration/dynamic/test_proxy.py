@@ -17,9 +17,10 @@ A fake FastCGI application (FCGI_ANSWERS) sends what php-fpm does not: a head
 over several records, padding, records of another request and of other
 types, an empty STDERR, a non-zero exit status, END_REQUEST before a head, a
 malformed head, a 1xx, a bad record version, a close before the head and in
-the body.
+the body, silence past -Q.
 """
 import asyncio
+import contextlib
 import os
 import random
 import signal
@@ -733,10 +734,11 @@ class FcgiConn:
 FCGI_ANSWERS = {
     # the head split over two records, padding, a record of another request,
     # record types the server ignores, STDERR, a non-zero application status
-    "ok": [fcgi_stdout(b"Content-Type: text/pl"), fcgi_record(7, b"fake warning one\n"),
+    # (the empty STDERR first: once the other's line is logged, its would be)
+    "ok": [fcgi_stdout(b"Content-Type: text/pl"), fcgi_record(7, b"\r\n"),
            fcgi_stdout(b"ain\r\nX-Fake: 1\r\n\r\nhel", pad=5),
            fcgi_stdout(b"not ours", rid=2), fcgi_record(11, b"\x63" + b"\0" * 7),
-           fcgi_record(10, b"\x04\x01MAXS1"), fcgi_record(7, b"\r\n"),
+           fcgi_record(10, b"\x04\x01MAXS1"), fcgi_record(7, b"fake warning one\n"),
            fcgi_stdout(b"lo"), fcgi_end(app_status=3)],
     "overloaded": [fcgi_end(proto_status=2)],
     "badhead": [fcgi_stdout(b"this is no header\r\n\r\nbody"), fcgi_end()],
@@ -744,6 +746,7 @@ FCGI_ANSWERS = {
     "local": [fcgi_stdout(b"Location: /index.html\r\n\r\n"), fcgi_end()],
     "cut": [fcgi_stdout(b"Content-Type: text/plain\r\n\r\n" + b"c" * 5000), None],
     "closed": [None],
+    "silent": [],
     "badrecord": [fcgi_record(6, b"Content-Type: text/plain\r\n\r\nx", version=2), fcgi_end()],
 }
 
@@ -752,7 +755,7 @@ def fcgi_fake(c):
     """The fake FastCGI application: FCGI_ANSWERS for each request on the
     connection (FCGI_KEEP_CONN), until the server closes it or an answer does."""
     fc = FcgiConn(c)
-    with c:
+    with c, contextlib.suppress(OSError):  # the server may close first (after a 502)
         while True:
             env = fc.request()
             if env is None:
@@ -764,13 +767,19 @@ def fcgi_fake(c):
 
 
 @pytest.fixture
-def fcgi_app(gatling):
-    """A gatling whose rule sends /fake/ to the fake FastCGI application."""
+def fcgi_fake_port():
+    """The fake FastCGI application's port."""
     lst = appservers.serve(appservers.listener(), fcgi_fake, threaded=True)
     try:
-        yield proxied(gatling, ["F/127.0.0.1/%d/^/fake/" % lst.getsockname()[1]])
+        yield lst.getsockname()[1]
     finally:
         lst.close()
+
+
+@pytest.fixture
+def fcgi_app(gatling, fcgi_fake_port):
+    """A gatling whose rule sends /fake/ to the fake FastCGI application."""
+    return proxied(gatling, ["F/127.0.0.1/%d/^/fake/" % fcgi_fake_port])
 
 
 def test_fastcgi_records_a_backend_may_send(fcgi_app):
@@ -785,8 +794,8 @@ def test_fastcgi_records_a_backend_may_send(fcgi_app):
     assert r.header("X-Fake") == "1" and r.header("Content-Type") == "text/plain", r
     r = fetch(srv.port, "/fake/x?ok", method="HEAD")
     assert r.status == 200 and r.body == b"" and r.header("X-Fake") == "1", r
-    wait_for(lambda: any(l.endswith("fake warning one") for l in srv.errlog), 5,
-             "the STDERR record in the error log")
+    wait_for(lambda: sum(l.endswith("fake warning one") for l in srv.errlog) == 2, 5,
+             "each request's STDERR record in the error log")
     stderr_lines = [l for l in srv.errlog if "(its stderr)" in l]
     assert len(stderr_lines) == 2, stderr_lines  # one a request: the empty record is no line
     assert not any("not ours" in l for l in srv.errlog)
@@ -822,6 +831,19 @@ def test_fastcgi_backend_failures(fcgi_app):
     wait_for(lambda: any("the backend closed in the middle of the body" in l
                          for l in srv.errlog), 5, "the cut in the error log")
     assert fetch(srv.port, "/index.html").status == 200
+
+
+def test_fastcgi_silent_backend_is_504(gatling, fcgi_fake_port):
+    """A FastCGI application that takes the request and never answers: 504 at
+    -Q, counted as backend_504; the server goes on."""
+    srv = proxied(gatling, ["F/127.0.0.1/%d/^/fake/" % fcgi_fake_port], ("-Q", "1"))
+    t0 = time.monotonic()
+    r = fetch(srv.port, "/fake/x?silent", timeout=10)
+    took = time.monotonic() - t0
+    assert r.status == 504, r
+    assert 0.8 < took < 8, took  # -Q 1; 8: a busy machine, below fetch's 10
+    assert status_counters(srv)["backend_504"] == 1
+    assert fetch(srv.port, "/fake/x?ok").body == b"hello"
 
 
 def test_fastcgi_more_requests_than_processes(gatling, php_fpm):
