@@ -143,6 +143,8 @@ def tree():
         "echo.py": Mode(SCRIPTS["echo.py"], 0o755),
     }
     cgi["shut"] = {"env.sh": Mode(SCRIPTS["env.sh"], 0o755)}  # mode 700 in srv: not run
+    cgi["private.sh"] = Mode(SCRIPTS["env.sh"], 0o750)  # not world-readable: not run
+    cgi["dir.sh"] = {"index.html": "a directory\n"}  # matches -w, is no file
     return {"cgi": cgi, "pids": {}, "plain.txt": "static\n"}
 
 
@@ -554,6 +556,21 @@ def test_malformed_heads_are_502(srv):
     for line in ("CGI /cgi/early.sh: exited with no output",
                  "CGI /cgi/malformed.sh: answered a malformed"):
         assert wait_for(lambda: line in srv.stderr_text(), 15), (line, srv.stderr_text())
+
+
+def test_missing_unreadable_or_no_file(srv):
+    """A path -w matches that names no file, a file others may not read, or
+    a directory: no program runs, the request goes on as a file's (404, 403,
+    the directory's redirect and index)."""
+    for target in ("/cgi/missing.sh", "/cgi/missing.sh/x/y"):
+        r = fetch(srv.port, target)
+        assert_status(r, 404, target)
+    r = fetch(srv.port, "/cgi/private.sh")
+    assert_status(r, 403, "a script others may not read")
+    assert b"GATEWAY_INTERFACE" not in r.body and b"#!" not in r.body
+    r = fetch(srv.port, "/cgi/dir.sh/")
+    assert_status(r, 200, "a directory whose name -w matches")
+    assert r.body == b"a directory\n"
 
 
 def test_not_executable_502_with_the_reason(srv):

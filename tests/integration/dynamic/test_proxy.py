@@ -745,6 +745,9 @@ FCGI_ANSWERS = {
     "early": [fcgi_stdout(b"Status: 103\r\nLink: </s.css>\r\n\r\n"), fcgi_end()],
     "local": [fcgi_stdout(b"Location: /index.html\r\n\r\n"), fcgi_end()],
     "cut": [fcgi_stdout(b"Content-Type: text/plain\r\n\r\n" + b"c" * 5000), None],
+    "wide": [fcgi_stdout(b"".join(b"X-Wide-%d: %s\r\n" % (i, b"w" * 1000) for i in range(5)) +
+                         b"\r\nbody"), fcgi_end()],
+    "longhead": [fcgi_stdout(b"X-Long: " + b"l" * 20000), fcgi_end()],
     "closed": [None],
     "silent": [],
     "badrecord": [fcgi_record(6, b"Content-Type: text/plain\r\n\r\nx", version=2), fcgi_end()],
@@ -804,18 +807,22 @@ def test_fastcgi_records_a_backend_may_send(fcgi_app):
 
 def test_fastcgi_backend_failures(fcgi_app):
     """A FastCGI backend that ends the request before a head (here
-    FCGI_OVERLOADED), sends a malformed head, a 1xx status, a record of
-    another version, or closes before a head: 502 with its line in the error
-    log; one that closes in the middle of the body: the response cut off.
-    A local Location goes to the client as a 302."""
+    FCGI_OVERLOADED), sends a malformed head, one over 16 KiB, header fields
+    over about 4 KiB, a 1xx status, a record of another version, or closes
+    before a head: 502 with its line in the error log; one that closes in
+    the middle of the body: the response cut off.  A local Location goes to
+    the client as a 302."""
     srv = fcgi_app
     for q, line in (("overloaded", "FastCGI request ended before a complete head"),
                     ("badhead", "malformed CGI response head from the backend"),
+                    ("longhead", "malformed CGI response head from the backend"),
+                    ("wide", "too many or too large header fields from the backend"),
                     ("early", "a 1xx status from a CGI backend"),
                     ("badrecord", "malformed FastCGI record from the backend"),
                     ("closed", "the backend closed before its response head")):
         r = fetch(srv.port, "/fake/x?" + q)
         assert r.status == 502 and r.header("Link") is None, (q, r)
+        assert r.header("X-Wide-0") is None and r.header("X-Long") is None, (q, r)
         wait_for(lambda: any(line in l for l in srv.errlog), 5, "%s: %s" % (q, line))
     r = fetch(srv.port, "/fake/x?local")
     assert r.status == 302 and r.header("Location") == "/index.html", r
