@@ -116,6 +116,11 @@ SCRIPTS = {
     "noread.sh": SH + "printf 'Content-Type: text/plain\\r\\n\\r\\nignored your body\\n'\n",
     "closein.sh": SH + ("exec 0<&-\nsleep 0.3\n"
                         "printf 'Content-Type: text/plain\\r\\n\\r\\nclosed stdin\\n'\n"),
+    # answers with stdin closed, then holds stdout until the test says go
+    "closeearly.sh": SH + ("exec 0<&-\n"
+                           "printf 'Content-Type: text/plain\\r\\n\\r\\nclosed stdin\\n'\n"
+                           "while [ ! -e ../pids/go-$QUERY_STRING ]; do sleep 0.02; done\n"
+                           "echo done\n"),
     "partial.py": PY + (
         "import os, sys\n"
         "d = os.read(0, 10)\n"
@@ -145,6 +150,8 @@ def tree():
     cgi["shut"] = {"env.sh": Mode(SCRIPTS["env.sh"], 0o755)}  # mode 700 in srv: not run
     cgi["private.sh"] = Mode(SCRIPTS["env.sh"], 0o750)  # not world-readable: not run
     cgi["dir.sh"] = {"index.html": "a directory\n"}  # matches -w, is no file
+    cgi["broken"] = {".htaccess": "Members\n\nno colon here\n",  # malformed: fails closed
+                     "env.sh": Mode(SCRIPTS["env.sh"], 0o755)}
     return {"cgi": cgi, "pids": {}, "plain.txt": "static\n"}
 
 
@@ -727,6 +734,36 @@ def test_chunked_body_not_read_or_read_in_part(srv):
             assert_status(r, 200, script)
             assert r.body == want, (script, r.body)
     assert_status(fetch(srv.port, "/plain.txt"), 200, "after the bodies")
+
+
+@h1_only("a request body sent in two parts around the response's start")
+def test_body_after_the_script_closed_its_stdin(srv):
+    """The rest of a body that comes after the script closed its standard
+    input (and answered) is dropped: the write's EPIPE is no failure, the
+    response ends whole, the server goes on."""
+    with Client(srv.port, timeout=10) as c:
+        c.send(build_request("/cgi/closeearly.sh?epipe", "POST",
+                             headers=["Content-Length: 200000"]) + b"x" * 10)
+        deadline = time.monotonic() + 10
+        while b"closed stdin\n" not in c.buf:
+            c.buf += c._recv_more(deadline, "the script's first line")
+        c.send(b"y" * 199990)
+        open(os.path.join(srv.docroot, "pids", "go-epipe"), "w").close()
+        r = c.read_response("POST")
+    assert_status(r, 200, "closeearly.sh")
+    assert r.body == b"closed stdin\ndone\n", r.body
+    srv.check_alive()
+    assert_status(fetch(srv.port, "/plain.txt"), 200, "after")
+
+
+def test_malformed_htaccess_fails_closed(srv):
+    """A malformed .htaccess beside a script: 500, the script not run, and
+    the error log says which check failed."""
+    r = fetch(srv.port, "/cgi/broken/env.sh")
+    assert_status(r, 500, "a script behind a malformed .htaccess")
+    assert b"GATEWAY_INTERFACE" not in r.body
+    assert wait_for(lambda: ".htaccess check failed (peer 127.0.0.1) /cgi/broken/env.sh"
+                    in srv.stderr_text(), 5), srv.stderr_text()[-2000:]
 
 
 def test_stderr_lines_cut_and_counted(srv):
