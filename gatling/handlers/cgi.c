@@ -270,6 +270,18 @@ static int local_redirect(cgi_t *c)
     return 1;
 }
 
+/* The bytes the fields passed on take as HTTP/1.1 lines ("Name: value\r\n"):
+   at most EX_FIELD_MAX fit beside the server's own in every codec's head. */
+static size_t fields_size(const cgi_head_t *h)
+{
+    size_t n = h->location.p ? 12 + h->location.n : 0;
+    if (h->content_type.p)
+        n += 16 + h->content_type.n;
+    for (size_t i = 0; i < h->nfields; i++)
+        n += h->fields[i].name.n + h->fields[i].value.n + 4;
+    return n;
+}
+
 /* The head is complete (hl bytes): the response's head, then what followed it. */
 static void send_head(cgi_t *c, size_t hl)
 {
@@ -283,8 +295,10 @@ static void send_head(cgi_t *c, size_t hl)
     int status = h->status ? h->status : h->location.p ? 302 : 200;
     if (status < 200 || status > 599)
         return fail(c, "answered a status outside 200-599", 502);
-    if (h->nfields + (h->location.p != NULL) > EX_FIELDS_MAX)
-        return fail(c, "answered with too many header fields", 502);
+    /* a head HTTP/1.1 could not carry would become a bare 500 there (and
+       pass over HTTP/2): the same 502 in every protocol instead */
+    if (h->nfields + (h->location.p != NULL) > EX_FIELDS_MAX || fields_size(h) > EX_FIELD_MAX)
+        return fail(c, "answered too many or too large header fields", 502);
     for (size_t i = 0; i < h->nfields; i++)
         copy_field(c->ex, &b, h->fields[i].name, h->fields[i].value);
     if (h->location.p)
@@ -296,7 +310,9 @@ static void send_head(cgi_t *c, size_t hl)
     uint64_t len = h->content_length >= 0 ? (uint64_t)h->content_length : EX_LEN_STREAM;
     if (!head_has_body(0, status)) /* a length here is not a body's */
         len = 0;
-    c->left = len == EX_LEN_STREAM ? UINT64_MAX : len;
+    /* a HEAD's is the GET's length: the script leaves the body out (RFC 3875
+       4.3.2) or writes it to be dropped, and either is a whole answer */
+    c->left = len == EX_LEN_STREAM || c->ex->head_only ? UINT64_MAX : len;
     c->state = CGI_BODY;
     int r = ex_head(c->ex, status, h->content_type.p ? ctype : NULL, len, -1);
     if (c->ended)

@@ -5,6 +5,11 @@ request bodies both ways (Content-Length and chunked), a large response read
 slowly while the server's memory stays bounded, Status/Location, malformed
 heads, the -Q deadline, early exits, stderr to the error log, the client
 leaving, the -J cap, -z, -W, a dead spawner, and no CGI without -w/-z.
+Scripts that misbehave: Status lines of every kind, bodies longer or shorter
+than their Content-Length, heads cut short, too long or too large to pass
+on, request bodies not read or read in part, stderr lines over 400 bytes
+and past 32, the deadline after the head: what the client and the error
+log get.
 Runs in the http, https and h2 passes."""
 import hashlib
 import json
@@ -16,8 +21,8 @@ import time
 
 import pytest
 
-from conftest import (H2, H3, LOG_VERSION, TLS, Client, Mode, assert_status, build_request,
-                      fetch, h1_only, h3_bug, url)
+from conftest import (H2, H3, LOG_VERSION, TLS, Client, Mode, ServerHang, assert_status,
+                      build_request, fetch, h1_only, h3_bug, url)
 from feature_helpers import basic_auth, crypt_hash, curl, module_server, wait_for
 
 SH = "#!/bin/sh\n"
@@ -68,6 +73,67 @@ SCRIPTS = {
                      "printf 'Content-Type: text/plain\\r\\n\\r\\n'\n"
                      "while :; do echo tick; sleep 0.05; done\n"),
     "nph.sh": SH + "printf 'HTTP/1.1 201 Made\\r\\nContent-Type: text/plain\\r\\n\\r\\nmade\\n'\n",
+    # Status lines of every kind, by the query
+    "kind.sh": SH + (
+        "case \"$QUERY_STRING\" in\n"
+        "500) printf 'Status: 500 Broken Here\\r\\nContent-Type: text/plain\\r\\n\\r\\n"
+        "script says broken\\n' ;;\n"
+        "204) printf 'Status: 204\\r\\nContent-Length: 5\\r\\nX-Kind: 204\\r\\n\\r\\nhello' ;;\n"
+        "201) printf 'Status: 201\\r\\nLocation: http://elsewhere.example/new\\r\\n"
+        "Content-Type: text/plain\\r\\n\\r\\nmade\\n' ;;\n"
+        "bare) printf 'X-Kind: bare\\r\\n\\r\\nraw bytes' ;;\n"
+        "101) printf 'Status: 101\\r\\nUpgrade: x\\r\\n\\r\\n' ;;\n"
+        "600) printf 'Status: 600 Too Far\\r\\nContent-Type: text/plain\\r\\n\\r\\nx' ;;\n"
+        "99) printf 'Status: 99\\r\\n\\r\\n' ;;\n"
+        "abc) printf 'Status: abc\\r\\n\\r\\n' ;;\n"
+        "twice) printf 'Status: 200\\r\\nStatus: 201\\r\\n\\r\\n' ;;\n"
+        "esac\n"),
+    # a body longer or shorter than its Content-Length; one cut by a signal
+    "length.sh": SH + (
+        "case \"$QUERY_STRING\" in\n"
+        "more) printf 'Content-Type: text/plain\\r\\nContent-Length: 5\\r\\n\\r\\n"
+        "hello and more' ;;\n"
+        "less) printf 'Content-Type: text/plain\\r\\nContent-Length: 100\\r\\n\\r\\nonly this' ;;\n"
+        "killed) printf 'Content-Type: text/plain\\r\\nContent-Length: 1000\\r\\n\\r\\npartial'\n"
+        "        kill -9 $$ ;;\n"
+        "esac\n"),
+    # RFC 3875 4.3.2: no body for HEAD, the GET's Content-Length
+    "headaware.sh": SH + ("printf 'Content-Type: text/plain\\r\\nContent-Length: 5\\r\\n\\r\\n'\n"
+                          "[ \"$REQUEST_METHOD\" = HEAD ] || printf hello\n"),
+    # heads cut short, too long, or too large to pass on
+    "head.py": PY + (
+        "import os, sys\n"
+        "q = os.environ['QUERY_STRING']\n"
+        "out = {'half': 'Content-Type: text/plain\\r\\n',\n"
+        "       'line': 'X-Long: ' + 'a' * 9000 + '\\r\\n\\r\\nbody',\n"
+        "       'long': ''.join('X-F%d: %s\\r\\n' % (i, 'b' * 6000) for i in range(3)) + '\\r\\n',\n"
+        "       }.get(q)\n"
+        "if out is None:  # two fields of q bytes each and a Content-Type\n"
+        "    out = ''.join('X-F%d: %s\\r\\n' % (i, 'b' * int(q)) for i in range(2)) + (\n"
+        "        'Content-Type: text/plain\\r\\n\\r\\nbody')\n"
+        "sys.stdout.write(out)\n"),
+    # request bodies not read, read in part, stdin closed before the body came
+    "noread.sh": SH + "printf 'Content-Type: text/plain\\r\\n\\r\\nignored your body\\n'\n",
+    "closein.sh": SH + ("exec 0<&-\nsleep 0.3\n"
+                        "printf 'Content-Type: text/plain\\r\\n\\r\\nclosed stdin\\n'\n"),
+    # answers with stdin closed, then holds stdout until the test says go
+    "closeearly.sh": SH + ("exec 0<&-\n"
+                           "printf 'Content-Type: text/plain\\r\\n\\r\\nclosed stdin\\n'\n"
+                           "while [ ! -e ../pids/go-$QUERY_STRING ]; do sleep 0.02; done\n"
+                           "echo done\n"),
+    "partial.py": PY + (
+        "import os, sys\n"
+        "d = os.read(0, 10)\n"
+        "sys.stdout.write('Content-Type: text/plain\\r\\n\\r\\nread %d\\n' % len(d))\n"),
+    # stderr: a line over 400 bytes, then 36 lines in batches of 9 (the error
+    # log admits 20 lines a second: two batches at most fall in one)
+    "errlines.sh": SH + (
+        "python3 -c 'import sys; sys.stderr.write(\"x\" * 1000 + \"\\nafter the long one\\n\")'\n"
+        "for b in 1 2 3 4; do\n"
+        "  [ $b = 1 ] || sleep 0.55\n"
+        "  for i in 1 2 3 4 5 6 7 8 9; do echo \"line $b.$i\" >&2; done\n"
+        "done\n"
+        "printf 'Content-Type: text/plain\\r\\n\\r\\nok\\n'\n"),
 }
 
 PW = "wonderland"
@@ -82,6 +148,10 @@ def tree():
         "echo.py": Mode(SCRIPTS["echo.py"], 0o755),
     }
     cgi["shut"] = {"env.sh": Mode(SCRIPTS["env.sh"], 0o755)}  # mode 700 in srv: not run
+    cgi["private.sh"] = Mode(SCRIPTS["env.sh"], 0o750)  # not world-readable: not run
+    cgi["dir.sh"] = {"index.html": "a directory\n"}  # matches -w, is no file
+    cgi["broken"] = {".htaccess": "Members\n\nno colon here\n",  # malformed: fails closed
+                     "env.sh": Mode(SCRIPTS["env.sh"], 0o755)}
     return {"cgi": cgi, "pids": {}, "plain.txt": "static\n"}
 
 
@@ -176,6 +246,37 @@ def test_environment(srv):
     assert "HTTP_X_UNDER" not in e, "a field name with '_' must not be passed"
     assert "HTTP_AUTHORIZATION" not in e and "REMOTE_USER" not in e and "AUTH_TYPE" not in e
     assert "CONTENT_LENGTH" not in e and "CONTENT_TYPE" not in e
+
+
+def test_server_name_from_the_host(srv):
+    """SERVER_NAME: the Host without its port, an IPv6 literal with its
+    brackets; a Host that is no plain name or address gives localhost."""
+    for host, want in (("Example.COM:8080", "Example.COM"), ("[::1]:8080", "[::1]"),
+                       ("bad_host.example", "localhost")):
+        r = fetch(srv.port, "/cgi/env.sh", host=host)
+        assert_status(r, 200, "Host: " + host)
+        assert env_of(r.body).get("SERVER_NAME") == want, (host, r.body.decode())
+
+
+def hard_limit(pid, name):
+    with open("/proc/%d/limits" % pid) as f:
+        for line in f:
+            if line.startswith(name):
+                return line[len(name):].split()[1]
+    raise AssertionError("no %r in /proc/%d/limits" % (name, pid))
+
+
+def test_cgi_limits_never_above_the_hard_ones(gatling):
+    """gatling.8: --cgi-limits are never above gatling's own hard limits: a
+    files= past the hard RLIMIT_NOFILE (the most it takes, 2^20; hosts hold
+    far fewer) gives the program the hard one."""
+    t = {"cgi": {"limits.sh": Mode(SH + "printf 'Content-Type: text/plain\\r\\n\\r\\n'\n"
+                                        "echo soft=$(ulimit -Sn) hard=$(ulimit -Hn)\n", 0o755)}}
+    s = gatling(t, args=("-T", "10", "-w", r"\.sh$", "--cgi-limits", "files=1048576"))
+    hard = str(min(int(hard_limit(s.pid, "Max open files")), 1 << 20))
+    r = fetch(s.port, "/cgi/limits.sh")
+    assert_status(r, 200, "limits.sh")
+    assert r.body.decode().split() == ["soft=" + hard, "hard=" + hard], (hard, r.body)
 
 
 def test_script_in_closed_directory_not_run(srv):
@@ -434,6 +535,21 @@ def test_head_runs_the_script_without_a_body(srv):
     assert r.header("X-Cgi") == "yes" and r.body == b""
 
 
+def test_head_to_a_script_that_leaves_its_body_out(srv):
+    """RFC 3875 4.3.2: a script answers HEAD without a body (its
+    Content-Length the GET's): a whole response, not one cut short; no error
+    logged, and the connection goes on."""
+    with Client(srv.port) as c:
+        for _ in range(2):
+            r = c.request("/cgi/headaware.sh", method="HEAD")
+            assert_status(r, 200, "HEAD")
+            assert r.header("Content-Length") == "5" and r.body == b""
+        r = c.request("/cgi/headaware.sh")
+        assert_status(r, 200, "the GET after, on the same connection")
+        assert r.body == b"hello"
+    assert "CGI /cgi/headaware.sh:" not in srv.stderr_text()
+
+
 def test_malformed_heads_are_502(srv):
     # the error log admits 20 lines a second (elog.c): the earlier tests' may have used
     # this second's, so start at the next one
@@ -449,6 +565,21 @@ def test_malformed_heads_are_502(srv):
         assert wait_for(lambda: line in srv.stderr_text(), 15), (line, srv.stderr_text())
 
 
+def test_missing_unreadable_or_no_file(srv):
+    """A path -w matches that names no file, a file others may not read, or
+    a directory: no program runs, the request goes on as a file's (404, 403,
+    the directory's redirect and index)."""
+    for target in ("/cgi/missing.sh", "/cgi/missing.sh/x/y"):
+        r = fetch(srv.port, target)
+        assert_status(r, 404, target)
+    r = fetch(srv.port, "/cgi/private.sh")
+    assert_status(r, 403, "a script others may not read")
+    assert b"GATEWAY_INTERFACE" not in r.body and b"#!" not in r.body
+    r = fetch(srv.port, "/cgi/dir.sh/")
+    assert_status(r, 200, "a directory whose name -w matches")
+    assert r.body == b"a directory\n"
+
+
 def test_not_executable_502_with_the_reason(srv):
     r = fetch(srv.port, "/cgi/noexec.sh")
     assert_status(r, 502, "a script that cannot be executed")
@@ -462,6 +593,193 @@ def test_stderr_to_the_error_log(srv):
     assert r.body == b"ok\n"
     assert wait_for(lambda: "CGI /cgi/stderr.sh: oops: a line on stderr tag42"
                     in srv.stderr_text(), 3), srv.stderr_text()
+
+
+def next_second():
+    """Wait for the next second: the error log admits 20 lines a second
+    (elog.c), and the tests before may have used this one's."""
+    time.sleep(1.05 - time.time() % 1)
+
+
+def log_count(srv, text):
+    return srv.stderr_text().count(text)
+
+
+def cut_short(c, method="GET"):
+    """The response on c, or None if it was cut off (HTTP/1.1: the
+    connection closed inside the body; HTTP/2 and HTTP/3: the stream reset)."""
+    try:
+        return c.read_response(method)
+    except ServerHang:  # a hang is a failure, not a cut
+        raise
+    except ConnectionError:
+        return None
+
+
+def test_status_lines_of_every_kind(srv):
+    """Status: sets the status (gatling's reason phrase), a 204 carries no
+    body whatever the script wrote, a head without Content-Type goes without
+    one; a status outside 200-599 is a 502, a Status that is no number, under
+    100 or given twice a malformed head (502): each failure in the error log
+    and in cgi_failed."""
+    next_second()
+    before = counters(srv.port)["cgi_failed"]
+    outside = log_count(srv, "CGI /cgi/kind.sh: answered a status outside 200-599")
+    malformed = log_count(srv, "CGI /cgi/kind.sh: answered a malformed or over-long head")
+    r = fetch(srv.port, "/cgi/kind.sh?500")
+    assert_status(r, 500, "Status: 500 from the script")
+    assert r.body == b"script says broken\n" and r.header("Content-Type") == "text/plain"
+    r = fetch(srv.port, "/cgi/kind.sh?201")
+    assert_status(r, 201, "Status: 201 with an absolute Location")
+    assert r.header("Location") == "http://elsewhere.example/new" and r.body == b"made\n"
+    r = fetch(srv.port, "/cgi/kind.sh?bare")
+    assert_status(r, 200, "neither Status nor Content-Type")
+    assert r.header("Content-Type") is None and r.header("X-Kind") == "bare"
+    assert r.body == b"raw bytes"
+    with Client(srv.port) as c:  # the 204's body goes nowhere, the connection on
+        r = c.request("/cgi/kind.sh?204")
+        assert_status(r, 204, "Status: 204 with a body")
+        assert r.header("X-Kind") == "204" and r.header("Content-Length") is None
+        r = c.request("/plain.txt")
+        assert_status(r, 200, "the request after the 204")
+        assert r.body == b"static\n"
+    for q in ("101", "600", "99", "abc", "twice"):
+        r = fetch(srv.port, "/cgi/kind.sh?" + q)
+        assert_status(r, 502, "kind.sh?" + q)
+        assert r.header("Upgrade") is None
+    assert counters(srv.port)["cgi_failed"] - before == 5
+    assert wait_for(lambda: log_count(srv, "CGI /cgi/kind.sh: answered a status outside "
+                                      "200-599") - outside == 2, 5), srv.stderr_text()
+    assert wait_for(lambda: log_count(srv, "CGI /cgi/kind.sh: answered a malformed or "
+                                      "over-long head") - malformed == 3, 5), srv.stderr_text()
+
+
+def test_body_longer_or_shorter_than_its_content_length(srv):
+    """gatling.8: a program that writes more than its Content-Length has the
+    rest dropped, one that writes less (it exits, or a signal kills it) has
+    its response cut off; both are logged."""
+    next_second()
+    more = log_count(srv, "CGI /cgi/length.sh: wrote more than its Content-Length")
+    less = log_count(srv, "CGI /cgi/length.sh: exited before the end of its Content-Length")
+    with Client(srv.port) as c:
+        r = c.request("/cgi/length.sh?more")
+        assert_status(r, 200, "more than its Content-Length")
+        assert r.header("Content-Length") == "5" and r.body == b"hello"
+        r = c.request("/plain.txt")  # nothing of the rest came on the connection
+        assert_status(r, 200, "the request after")
+        assert r.body == b"static\n"
+    for q in ("less", "killed"):
+        with Client(srv.port) as c:
+            c.send(build_request("/cgi/length.sh?" + q))
+            r = cut_short(c)
+            assert r is None, "%s: a complete-looking response: %r" % (q, r)
+    assert wait_for(lambda: log_count(srv, "CGI /cgi/length.sh: wrote more than its "
+                                      "Content-Length: the rest dropped") == more + 1, 5)
+    assert wait_for(lambda: log_count(srv, "CGI /cgi/length.sh: exited before the end of its "
+                                      "Content-Length") == less + 2, 5), srv.stderr_text()
+
+
+def test_heads_cut_short_too_long_or_too_large(srv):
+    """A head the program never finishes, with a line over 8 KiB, over 16 KiB
+    in all, or with header fields of more than 13 KiB in all (what every
+    protocol's response head can carry beside gatling's own: HTTP/1.1 would
+    answer a bare 500, HTTP/2 pass it) is a 502 with its line in the error
+    log; 13 KiB is passed on whole."""
+    next_second()
+    before = counters(srv.port)["cgi_failed"]
+    texts = ("CGI /cgi/head.py: exited before the end of its head",
+             "CGI /cgi/head.py: answered a malformed or over-long head",
+             "CGI /cgi/head.py: answered too many or too large header fields")
+    seen = [log_count(srv, t) for t in texts]
+    for q in ("half", "line", "long", "6636"):
+        r = fetch(srv.port, "/cgi/head.py?" + q)
+        assert_status(r, 502, "head.py?" + q)
+        assert r.header("X-F0") is None and r.header("X-Long") is None
+    r = fetch(srv.port, "/cgi/head.py?6635")  # 2 * (4 + 2 + 6635 + 2) + 26 bytes: 13,312
+    assert_status(r, 200, "header fields of 13 KiB: passed on")
+    assert r.header("X-F0") == "b" * 6635 and r.header("X-F1") == "b" * 6635
+    assert r.body == b"body"
+    assert counters(srv.port)["cgi_failed"] - before == 4
+    for text, n, more in zip(texts, seen, (1, 2, 1)):
+        assert wait_for(lambda: log_count(srv, text) == n + more, 5), (text, srv.stderr_text())
+
+
+def test_request_body_not_read_or_read_in_part(srv):
+    """A script may answer without reading the request body, after reading a
+    part of it, or after closing its standard input: the client gets the
+    answer whole, and the rest of the body is dropped (HTTP/1.1 closes the
+    connection when the answer ends before the body: conn.c)."""
+    data = os.urandom(1 << 20)
+    for script, method, want in (("noread.sh", "POST", b"ignored your body\n"),
+                                 ("partial.py", "PUT", b"read 10\n"),
+                                 ("closein.sh", "POST", b"closed stdin\n")):
+        r = fetch(srv.port, "/cgi/" + script, method=method, body=data, timeout=20,
+                  headers=["Content-Length: %d" % len(data)])
+        assert_status(r, 200, script)
+        assert r.body == want, (script, r.body)
+    assert_status(fetch(srv.port, "/plain.txt"), 200, "after the bodies")
+
+
+@h1_only("a chunked request body")
+def test_chunked_body_not_read_or_read_in_part(srv):
+    data = os.urandom(300000)
+    chunks = b"".join(b"%x\r\n%s\r\n" % (len(data[i:i + 7000]), data[i:i + 7000])
+                      for i in range(0, len(data), 7000)) + b"0\r\n\r\n"
+    for script, want in (("noread.sh", b"ignored your body\n"), ("partial.py", b"read 10\n"),
+                         ("closein.sh", b"closed stdin\n")):
+        with Client(srv.port, timeout=20) as c:
+            c.send(build_request("/cgi/" + script, "POST", headers=[
+                "Transfer-Encoding: chunked"]) + chunks)
+            r = c.read_response("POST")
+            assert_status(r, 200, script)
+            assert r.body == want, (script, r.body)
+    assert_status(fetch(srv.port, "/plain.txt"), 200, "after the bodies")
+
+
+@h1_only("a request body sent in two parts around the response's start")
+def test_body_after_the_script_closed_its_stdin(srv):
+    """The rest of a body that comes after the script closed its standard
+    input (and answered) is dropped: the write's EPIPE is no failure, the
+    response ends whole, the server goes on."""
+    with Client(srv.port, timeout=10) as c:
+        c.send(build_request("/cgi/closeearly.sh?epipe", "POST",
+                             headers=["Content-Length: 200000"]) + b"x" * 10)
+        deadline = time.monotonic() + 10
+        while b"closed stdin\n" not in c.buf:
+            c.buf += c._recv_more(deadline, "the script's first line")
+        c.send(b"y" * 199990)
+        open(os.path.join(srv.docroot, "pids", "go-epipe"), "w").close()
+        r = c.read_response("POST")
+    assert_status(r, 200, "closeearly.sh")
+    assert r.body == b"closed stdin\ndone\n", r.body
+    srv.check_alive()
+    assert_status(fetch(srv.port, "/plain.txt"), 200, "after")
+
+
+def test_malformed_htaccess_fails_closed(srv):
+    """A malformed .htaccess beside a script: 500, the script not run, and
+    the error log says which check failed."""
+    r = fetch(srv.port, "/cgi/broken/env.sh")
+    assert_status(r, 500, "a script behind a malformed .htaccess")
+    assert b"GATEWAY_INTERFACE" not in r.body
+    assert wait_for(lambda: ".htaccess check failed (peer 127.0.0.1) /cgi/broken/env.sh"
+                    in srv.stderr_text(), 5), srv.stderr_text()[-2000:]
+
+
+def test_stderr_lines_cut_and_counted(srv):
+    """gatling.8: each line on stderr goes to the error log cut at 400 bytes,
+    at most 32 lines a request; the ones past them are counted in one line."""
+    next_second()
+    r = fetch(srv.port, "/cgi/errlines.sh", timeout=15)
+    assert_status(r, 200, "errlines.sh")
+    assert r.body == b"ok\n"
+    pre = "CGI /cgi/errlines.sh: "
+    assert wait_for(lambda: pre + "6 more stderr lines not logged" in srv.stderr_text(), 10), (
+        srv.stderr_text()[-3000:])
+    lines = [l.split(pre, 1)[1] for l in srv.stderr_text().splitlines() if pre in l]
+    want = ["x" * 400, "after the long one"] + ["line %d.%d" % (b, i) for b in range(1, 5)
+                                                for i in range(1, 10)][:30]
+    assert lines == want + ["6 more stderr lines not logged"], lines
 
 
 def test_access_log_line(srv):
@@ -513,6 +831,21 @@ def test_deadline_kills_the_group(quick):
     assert wait_for(lambda: not group_alive(pid), 15), "process group %d still alive" % pid
     assert counters(quick.port)["cgi_killed"] > before
     assert "CGI /cgi/hang.sh: still running at the deadline" in quick.stderr_text()
+
+
+def test_deadline_after_the_head_cuts_the_response(quick):
+    """-Q passed after the head went out: the response is cut off (HTTP/1.1
+    closes without the last chunk, HTTP/2 and HTTP/3 reset the stream), the
+    group is killed, and the error log says so."""
+    before = counters(quick.port)["cgi_killed"]
+    with Client(quick.port, timeout=10) as c:
+        c.send(build_request("/cgi/slow.sh?late"))
+        pid = read_pid(quick, "slow-late")
+        r = cut_short(c)
+        assert r is None, "a complete-looking response from a killed script: %r" % r
+    assert wait_for(lambda: not group_alive(pid), 15), "process group %d still alive" % pid
+    assert counters(quick.port)["cgi_killed"] == before + 1
+    assert "CGI /cgi/slow.sh: still running at the deadline" in quick.stderr_text()
 
 
 def test_cap_503(quick):

@@ -13,13 +13,20 @@ file, WebSocket through the tunnel (h1 only), FastCGI and SCGI environments,
 bodies (one without a length read whole first, 413 over 1 MiB) and large
 outputs, FastCGI stderr in the error log and not to the
 client, the /server-status counters, and no descriptor left behind.
+A fake FastCGI application (FCGI_ANSWERS) sends what php-fpm does not: a head
+over several records, padding, records of another request and of other
+types, an empty STDERR, a non-zero exit status, END_REQUEST before a head, a
+malformed head, a 1xx, a bad record version, a close before the head and in
+the body, silence past -Q.
 """
 import asyncio
+import contextlib
 import os
 import random
 import signal
 import socket
 import string
+import struct
 import subprocess
 import threading
 import time
@@ -659,6 +666,191 @@ def test_fastcgi_php(gatling, php_fpm):
         assert fetch(srv.port, "/env.php").status == 200
     st = status_counters(srv)
     assert st["backend_reuses"] >= 4, st
+
+
+def fcgi_record(rtype, content=b"", rid=1, pad=0, version=1):
+    """One FastCGI record: its 8-byte header, its content, pad bytes of padding."""
+    return struct.pack(">BBHHBx", version, rtype, rid, len(content), pad) + content + b"\0" * pad
+
+
+def fcgi_stdout(data, rid=1, pad=0):
+    return fcgi_record(6, data, rid, pad)
+
+
+def fcgi_end(app_status=0, proto_status=0):
+    return fcgi_record(3, struct.pack(">IB3x", app_status, proto_status))
+
+
+def fcgi_params(data):
+    """FastCGI name-value pairs (lengths of 1 or 4 bytes) as a dict of str."""
+    env, i = {}, 0
+    while i < len(data):
+        lens = []
+        for _ in range(2):
+            if data[i] < 128:
+                lens.append(data[i])
+                i += 1
+            else:
+                lens.append(struct.unpack(">I", data[i:i + 4])[0] & 0x7fffffff)
+                i += 4
+        name, value = data[i:i + lens[0]], data[i + lens[0]:i + lens[0] + lens[1]]
+        env[name.decode()] = value.decode("latin-1")
+        i += lens[0] + lens[1]
+    return env
+
+
+class FcgiConn:
+    """A backend's end of one FastCGI connection: requests read record by record."""
+
+    def __init__(self, conn):
+        self.conn, self.buf = conn, b""
+
+    def _need(self, n):
+        while len(self.buf) < n:
+            more = self.conn.recv(65536)
+            if not more:
+                return False
+            self.buf += more
+        return True
+
+    def request(self):
+        """The PARAMS of the next request, read up to its empty STDIN; None at EOF."""
+        params = b""
+        while True:
+            if not self._need(8):
+                return None
+            _, rtype, _, clen, pad = struct.unpack(">BBHHBx", self.buf[:8])
+            if not self._need(8 + clen + pad):
+                return None
+            content, self.buf = self.buf[8:8 + clen], self.buf[8 + clen + pad:]
+            if rtype == 4:
+                params += content
+            elif rtype == 5 and not clen:
+                return fcgi_params(params)
+
+
+# What the fake FastCGI application answers, by the request's query; None: it
+# closes the connection there.
+FCGI_ANSWERS = {
+    # the head split over two records, padding, a record of another request,
+    # record types the server ignores, STDERR, a non-zero application status
+    # (the empty STDERR first: once the other's line is logged, its would be)
+    "ok": [fcgi_stdout(b"Content-Type: text/pl"), fcgi_record(7, b"\r\n"),
+           fcgi_stdout(b"ain\r\nX-Fake: 1\r\n\r\nhel", pad=5),
+           fcgi_stdout(b"not ours", rid=2), fcgi_record(11, b"\x63" + b"\0" * 7),
+           fcgi_record(10, b"\x04\x01MAXS1"), fcgi_record(7, b"fake warning one\n"),
+           fcgi_stdout(b"lo"), fcgi_end(app_status=3)],
+    "overloaded": [fcgi_end(proto_status=2)],
+    "badhead": [fcgi_stdout(b"this is no header\r\n\r\nbody"), fcgi_end()],
+    "early": [fcgi_stdout(b"Status: 103\r\nLink: </s.css>\r\n\r\n"), fcgi_end()],
+    "local": [fcgi_stdout(b"Location: /index.html\r\n\r\n"), fcgi_end()],
+    "cut": [fcgi_stdout(b"Content-Type: text/plain\r\n\r\n" + b"c" * 5000), None],
+    "wide": [fcgi_stdout(b"".join(b"X-Wide-%d: %s\r\n" % (i, b"w" * 1000) for i in range(5)) +
+                         b"\r\nbody"), fcgi_end()],
+    "longhead": [fcgi_stdout(b"X-Long: " + b"l" * 20000), fcgi_end()],
+    "closed": [None],
+    "silent": [],
+    "badrecord": [fcgi_record(6, b"Content-Type: text/plain\r\n\r\nx", version=2), fcgi_end()],
+}
+
+
+def fcgi_fake(c):
+    """The fake FastCGI application: FCGI_ANSWERS for each request on the
+    connection (FCGI_KEEP_CONN), until the server closes it or an answer does."""
+    fc = FcgiConn(c)
+    with c, contextlib.suppress(OSError):  # the server may close first (after a 502)
+        while True:
+            env = fc.request()
+            if env is None:
+                return
+            for rec in FCGI_ANSWERS[env.get("QUERY_STRING", "ok")]:
+                if rec is None:
+                    return
+                c.sendall(rec)
+
+
+@pytest.fixture
+def fcgi_fake_port():
+    """The fake FastCGI application's port."""
+    lst = appservers.serve(appservers.listener(), fcgi_fake, threaded=True)
+    try:
+        yield lst.getsockname()[1]
+    finally:
+        lst.close()
+
+
+@pytest.fixture
+def fcgi_app(gatling, fcgi_fake_port):
+    """A gatling whose rule sends /fake/ to the fake FastCGI application."""
+    return proxied(gatling, ["F/127.0.0.1/%d/^/fake/" % fcgi_fake_port])
+
+
+def test_fastcgi_records_a_backend_may_send(fcgi_app):
+    """gatling.8: STDOUT is parsed as a CGI response (a head over several
+    records), STDERR goes to the error log one line per record (an empty one
+    not at all), records of another request and of other types are skipped,
+    padding too, and END_REQUEST ends the response whatever the application's
+    exit status; HEAD gets the head alone."""
+    srv = fcgi_app
+    r = fetch(srv.port, "/fake/x?ok")
+    assert r.status == 200 and r.body == b"hello", r
+    assert r.header("X-Fake") == "1" and r.header("Content-Type") == "text/plain", r
+    r = fetch(srv.port, "/fake/x?ok", method="HEAD")
+    assert r.status == 200 and r.body == b"" and r.header("X-Fake") == "1", r
+    wait_for(lambda: sum(l.endswith("fake warning one") for l in srv.errlog) == 2, 5,
+             "each request's STDERR record in the error log")
+    stderr_lines = [l for l in srv.errlog if "(its stderr)" in l]
+    assert len(stderr_lines) == 2, stderr_lines  # one a request: the empty record is no line
+    assert not any("not ours" in l for l in srv.errlog)
+    assert status_counters(srv)["backend_502"] == 0
+
+
+def test_fastcgi_backend_failures(fcgi_app):
+    """A FastCGI backend that ends the request before a head (here
+    FCGI_OVERLOADED), sends a malformed head, one over 16 KiB, header fields
+    over about 4 KiB, a 1xx status, a record of another version, or closes
+    before a head: 502 with its line in the error log; one that closes in
+    the middle of the body: the response cut off.  A local Location goes to
+    the client as a 302."""
+    srv = fcgi_app
+    for q, line in (("overloaded", "FastCGI request ended before a complete head"),
+                    ("badhead", "malformed CGI response head from the backend"),
+                    ("longhead", "malformed CGI response head from the backend"),
+                    ("wide", "too many or too large header fields from the backend"),
+                    ("early", "a 1xx status from a CGI backend"),
+                    ("badrecord", "malformed FastCGI record from the backend"),
+                    ("closed", "the backend closed before its response head")):
+        r = fetch(srv.port, "/fake/x?" + q)
+        assert r.status == 502 and r.header("Link") is None, (q, r)
+        assert r.header("X-Wide-0") is None and r.header("X-Long") is None, (q, r)
+        wait_for(lambda: any(line in l for l in srv.errlog), 5, "%s: %s" % (q, line))
+    r = fetch(srv.port, "/fake/x?local")
+    assert r.status == 302 and r.header("Location") == "/index.html", r
+    with Client(srv.port) as c:
+        c.send(b"GET /fake/x?cut HTTP/1.1\r\nHost: x\r\n\r\n")
+        try:
+            r = c.read_response()
+        except ServerHang:  # a hang is a failure, not a cut
+            raise
+        except ConnectionError:  # cut short: a closed connection, a reset stream
+            r = None
+        assert r is None, "a complete-looking response: %r" % r
+    wait_for(lambda: any("the backend closed in the middle of the body" in l
+                         for l in srv.errlog), 5, "the cut in the error log")
+    assert fetch(srv.port, "/index.html").status == 200
+
+
+def test_fastcgi_silent_backend_is_504(gatling, fcgi_fake_port):
+    """A FastCGI application that takes the request and never answers: 504 at
+    -Q, counted as backend_504; the server goes on."""
+    srv = proxied(gatling, ["F/127.0.0.1/%d/^/fake/" % fcgi_fake_port], ("-Q", "1"))
+    t0 = time.monotonic()
+    r = fetch(srv.port, "/fake/x?silent", timeout=10)
+    took = time.monotonic() - t0
+    assert r.status == 504, r
+    assert 0.8 < took < 8, took  # -Q 1; 8: a busy machine, below fetch's 10
+    assert status_counters(srv)["backend_504"] == 1
+    assert fetch(srv.port, "/fake/x?ok").body == b"hello"
 
 
 def test_fastcgi_more_requests_than_processes(gatling, php_fpm):
