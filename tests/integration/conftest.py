@@ -79,7 +79,8 @@ from harness.servers import (Build, build_names, BUILDS, gatling_version, https_
                              once_build,
                              Mode, _NO_BUILD, _reader, running_server, Server, skip_without_h3,
                              _start_server, start_server, Symlink)  # noqa: E402,F401
-from harness.checks import (assert_ends_connection, assert_refused, assert_status, BIG, IMF_FIXDATE,
+from harness.checks import (assert_ends_connection, assert_refused, assert_status, BIG, cut_short,
+                            IMF_FIXDATE,
                             make_standard_root, MTIME, norm_ctype, random_bytes, SECRET,
                             serve_then_check, standard_tree, TEXT)  # noqa: E402,F401
 

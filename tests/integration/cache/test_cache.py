@@ -6,8 +6,9 @@ scripts.  The origin answers what the query asks: cc= (Cache-Control), sc=
 (Surrogate-Control), cookie (Set-Cookie: n=N), vary=, etag= (and a 304 to a
 matching If-None-Match), location=, status=, sleep= (seconds), slowfirst=
 (only the first request of the path sleeps), echo (the request's fields in
-the body), size= (a body that long), chunked= (that long, without a length, "abcdefg" over and over after the
-first line; pause= seconds after its first 16 kB);
+the body), size= (a body that long), chunked= (that long, without a length,
+"abcdefg" over and over after the first line; pause= seconds after its first
+16 kB);
 cdn= and cdn2= (one or two CDN-Cache-Control lines), vary2= (a second Vary
 line), age= (Age), lm (Last-Modified: LM_DATE, and a 304 to a matching
 If-Modified-Since), close (no length: the body ends with the connection),

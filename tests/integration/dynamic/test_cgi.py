@@ -21,8 +21,8 @@ import time
 
 import pytest
 
-from conftest import (H2, H3, LOG_VERSION, TLS, Client, Mode, ServerHang, assert_status,
-                      build_request, fetch, h1_only, h3_bug, url)
+from conftest import (H2, H3, LOG_VERSION, TLS, Client, Mode, assert_status, build_request,
+                      cut_short, fetch, h1_only, h3_bug, url)
 from feature_helpers import basic_auth, crypt_hash, curl, module_server, wait_for
 
 SH = "#!/bin/sh\n"
@@ -603,17 +603,6 @@ def next_second():
 
 def log_count(srv, text):
     return srv.stderr_text().count(text)
-
-
-def cut_short(c, method="GET"):
-    """The response on c, or None if it was cut off (HTTP/1.1: the
-    connection closed inside the body; HTTP/2 and HTTP/3: the stream reset)."""
-    try:
-        return c.read_response(method)
-    except ServerHang:  # a hang is a failure, not a cut
-        raise
-    except ConnectionError:
-        return None
 
 
 def test_status_lines_of_every_kind(srv):

@@ -6,7 +6,7 @@ import os
 import re
 
 from harness.env import MUX
-from harness.clients import close_all_clients
+from harness.clients import close_all_clients, ServerHang
 from harness.servers import make_docroot, Mode, Symlink
 
 
@@ -84,6 +84,18 @@ def assert_refused(resp, want, what=""):
     if MUX and resp is None:
         return
     assert_status(resp, want, what)
+
+
+def cut_short(c, method="GET"):
+    """The response on c, or None if it was cut off (HTTP/1.1: the
+    connection closed inside the body; HTTP/2 and HTTP/3: the stream reset).
+    A hang is a failure, not a cut."""
+    try:
+        return c.read_response(method)
+    except ServerHang:
+        raise
+    except ConnectionError:
+        return None
 
 
 def assert_ends_connection(c, timeout=5.0, why=""):

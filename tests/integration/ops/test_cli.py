@@ -426,7 +426,8 @@ RELOAD_BAD = [
 
 
 @http_only
-@pytest.mark.parametrize("args,says", RELOAD_BAD, ids=[" ".join(a) or "none" for a, _ in RELOAD_BAD])
+@pytest.mark.parametrize("args,says", RELOAD_BAD,
+                         ids=[" ".join(a) or "none" for a, _ in RELOAD_BAD])
 def test_reload_arguments(build, args, says):
     """--reload without a pid, with one that is no number or no process, or with
     more after it: exit 2 with the reason, no signal sent."""
