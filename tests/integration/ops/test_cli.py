@@ -10,7 +10,8 @@ import threading
 
 import pytest
 
-from conftest import ALARMING, Client, first_backend_only, http_only, make_docroot, wait_for
+from conftest import (ALARMING, Client, first_backend_only, http_only, make_docroot, recv_to_eof,
+                      wait_for)
 from conftest import test_pki as pki_dir  # not test_*: pytest would collect it
 
 # Parsing and the start-up's checks sit above io/: on the first backend (and
@@ -479,12 +480,7 @@ def test_without_i_listens_on_every_address(build, tmp_path):
                 s.settimeout(10)
                 s.connect((addr, port))
                 s.sendall(b"GET /f.txt HTTP/1.0\r\n\r\n")
-                got = b""
-                while True:
-                    chunk = s.recv(4096)
-                    if not chunk:
-                        break
-                    got += chunk
+                got = recv_to_eof(s)
             assert got.startswith(b"HTTP/1.1 200 ") and got.endswith(b"both\n"), (addr, got)
     finally:
         p.send_signal(signal.SIGTERM)

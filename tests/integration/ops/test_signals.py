@@ -105,13 +105,20 @@ def expect_exit(srv, timeout=15.0):
         srv.process.returncode, srv.stderr_text())
 
 
-def test_sigterm_completes_inflight_response(gatling, huge_tree):
-    root, sha = huge_tree
+def sigterm_mid_download(gatling, root):
+    """A server of root whose client is in the middle of a slow download gets
+    SIGTERM: it stops listening and stays for the response: (server, client)."""
     srv = gatling(docroot=root, args=("-T", "30"))
     c = start_slow_download(srv)
     srv.send_signal(signal.SIGTERM)
     wait_not_listening(srv.port, "after SIGTERM")
     assert srv.alive(), "server exited on SIGTERM with a response in flight"
+    return srv, c
+
+
+def test_sigterm_completes_inflight_response(gatling, huge_tree):
+    root, sha = huge_tree
+    srv, c = sigterm_mid_download(gatling, root)
     assert_not_accepting(srv.port, "after SIGTERM")
     finish_download(c, sha)
     # the client keeps its end open: once the response is done the server must
@@ -124,11 +131,7 @@ def test_a_second_sigterm_exits_at_once(gatling, huge_tree):
     """gatling(8): a second SIGTERM exits at once, status 0, without waiting
     for the response in flight, which is cut short."""
     root, _ = huge_tree
-    srv = gatling(docroot=root, args=("-T", "30"))
-    c = start_slow_download(srv)
-    srv.send_signal(signal.SIGTERM)
-    wait_not_listening(srv.port, "after SIGTERM")
-    assert srv.alive(), "server exited on SIGTERM with a response in flight"
+    srv, c = sigterm_mid_download(gatling, root)
     srv.send_signal(signal.SIGTERM)
     expect_exit(srv, 10)
     got = len(c.buf)
