@@ -258,10 +258,15 @@ def test_renders_in_chromium(epoll_report, tmp_path):
     """The report opens in a real browser: headless Chromium writes a non-empty PNG."""
     _, path = epoll_report
     png = str(tmp_path / "report.png")
+    # no network here: none of Chromium's own fetches (component updates,
+    # sync, extensions) to wait out; 240 s: a fresh clone's check, with the
+    # machine at a load of 16, saw 120 s pass (64 s at make check's own load)
     r = subprocess.run([CHROMIUM, "--headless", "--disable-gpu", "--no-sandbox",
+                        "--no-first-run", "--disable-background-networking",
+                        "--disable-component-update", "--disable-sync", "--disable-extensions",
                         "--user-data-dir=" + str(tmp_path / "profile"),
                         "--screenshot=" + png, "--window-size=1280,2000",
-                        "file://" + path], capture_output=True, text=True, timeout=120)
+                        "file://" + path], capture_output=True, text=True, timeout=240)
     assert r.returncode == 0 and os.path.exists(png), r.stderr[-2000:]
     with open(png, "rb") as f:
         data = f.read()
