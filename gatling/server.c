@@ -189,6 +189,36 @@ static void defer_accept(const config_t *cfg, int fd, int adopted)
 #endif
 }
 
+/* Is the UDP port of TCP listener fd's address free?  -e 0 with HTTP/3: the
+   kernel picks a TCP port, and HTTP/3 binds the same number in UDP, where
+   another socket may hold it (an HTTP/3 client's, say): HTTPS would then go
+   without HTTP/3.  Nothing to say here: the group's own bind says why. */
+static int udp_port_free(int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    int u = getsockname(fd, (struct sockaddr *)&ss, &len) < 0
+                ? -1
+                : socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (u < 0)
+        return 1;
+    int ok = bind(u, (struct sockaddr *)&ss, len) == 0 || errno != EADDRINUSE;
+    close(u);
+    return ok;
+}
+
+/* The HTTPS listener; on a port the kernel picks (-e 0) one whose number is
+   free in UDP too when HTTP/3 is wanted (8 tries; then HTTP/3's bind says). */
+static int listen_https(const config_t *cfg, int reuseport, int backlog)
+{
+    const char *addr = cfg->tls_addr ? cfg->tls_addr : cfg->addr;
+    int tries = !cfg->tls_port && server_h3_wanted(cfg) ? 8 : 1, fd;
+    while ((fd = listen_on(addr, cfg->tls_port, reuseport, backlog, !cfg->tls_port_given)) >= 0 &&
+           --tries > 0 && !udp_port_free(fd))
+        close(fd);
+    return fd;
+}
+
 static int listen_http(config_t *cfg, listener_t *lst, int *n, int reuseport, int backlog)
 {
     int fd = listen_on(cfg->addr, cfg->port, reuseport, backlog, 0);
@@ -200,8 +230,7 @@ static int listen_http(config_t *cfg, listener_t *lst, int *n, int reuseport, in
     if (!cfg->tls || cfg->tls_skipped)
         return 0;
     /* HTTPS beside it: a busy default port is a note, a busy -e port an error */
-    const char *addr = cfg->tls_addr ? cfg->tls_addr : cfg->addr;
-    if ((fd = listen_on(addr, cfg->tls_port, reuseport, backlog, !cfg->tls_port_given)) < 0) {
+    if ((fd = listen_https(cfg, reuseport, backlog)) < 0) {
         if (cfg->tls_port_given || fd == -2) {
             close(lst[0].fd);
             return -1;
