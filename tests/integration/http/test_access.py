@@ -146,7 +146,11 @@ def test_wrong_credentials_401(srv, user, pw):
 @pytest.mark.parametrize("value", ["Basic", "Basic !!!!", "Bearer abc",
                                    "Basic " + base64.b64encode(b"alice").decode(),
                                    "Basic " + base64.b64encode(b"alice:wonderland").decode()
-                                   + " extra"])
+                                   + " extra",
+                                   "Basic " + base64.b64encode(b"alice:wonder\0land").decode(),
+                                   "Basic\t" + base64.b64encode(b"alice:wonderland").decode(),
+                                   "Basic " + base64.b64encode(b"alice:wonderland").decode()
+                                   + "\t=="])
 def test_malformed_authorization_401(srv, value):
     assert_401(get(srv, "/prot/f.txt", "Authorization: " + value), what=value)
 
@@ -162,6 +166,13 @@ def test_right_credentials_200(srv, user):
 def test_scheme_case_insensitive(srv):
     tok = base64.b64encode(b"alice:wonderland").decode()
     assert_ok(get(srv, "/prot/f.txt", "Authorization: bAsIc " + tok), b"protected file\n")
+
+
+def test_blanks_around_the_token(srv):
+    # RFC 7235's 1*SP after the scheme; more blanks and tabs around the token too
+    tok = base64.b64encode(b"alice:wonderland").decode()
+    assert_ok(get(srv, "/prot/f.txt", "Authorization: Basic  \t " + tok + " \t"),
+              b"protected file\n")
 
 
 def test_protected_listing(srv):
