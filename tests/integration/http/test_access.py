@@ -47,6 +47,12 @@ def make_tree():
         "out.txt": Symlink("../secret.txt"),
         "outdir": Symlink("../outside"),
         "in.txt": Symlink("open.txt"),
+        "loop1": Symlink("loop2"), "loop2": Symlink("loop1"),  # a loop
+        "self": Symlink("self/x"),                            # a link into itself
+        "dangling": Symlink("nowhere.txt"),
+        "outback.txt": Symlink("../root/open.txt"),  # leaves the root and comes back
+        "updown": Symlink("dir/../dir/./f.txt"),
+        "outparent": Symlink("dir/../.."),           # the root's parent
         "go": Symlink("http://other.example/x"),
         "gos": Symlink("https://other.example/path?q=1"),
         "dir": {"f.txt": b"in dir\n"},
@@ -146,7 +152,11 @@ def test_wrong_credentials_401(srv, user, pw):
 @pytest.mark.parametrize("value", ["Basic", "Basic !!!!", "Bearer abc",
                                    "Basic " + base64.b64encode(b"alice").decode(),
                                    "Basic " + base64.b64encode(b"alice:wonderland").decode()
-                                   + " extra"])
+                                   + " extra",
+                                   "Basic " + base64.b64encode(b"alice:wonder\0land").decode(),
+                                   "Basic\t" + base64.b64encode(b"alice:wonderland").decode(),
+                                   "Basic " + base64.b64encode(b"alice:wonderland").decode()
+                                   + "\t=="])
 def test_malformed_authorization_401(srv, value):
     assert_401(get(srv, "/prot/f.txt", "Authorization: " + value), what=value)
 
@@ -162,6 +172,13 @@ def test_right_credentials_200(srv, user):
 def test_scheme_case_insensitive(srv):
     tok = base64.b64encode(b"alice:wonderland").decode()
     assert_ok(get(srv, "/prot/f.txt", "Authorization: bAsIc " + tok), b"protected file\n")
+
+
+def test_blanks_around_the_token(srv):
+    # RFC 7235's 1*SP after the scheme; more blanks and tabs around the token too
+    tok = base64.b64encode(b"alice:wonderland").decode()
+    assert_ok(get(srv, "/prot/f.txt", "Authorization: Basic  \t " + tok + " \t"),
+              b"protected file\n")
 
 
 def test_protected_listing(srv):
@@ -274,6 +291,36 @@ def test_symlink_outside_403(srv, target):
     r = get(srv, target)
     assert_status(r, 403, target)
     assert SECRET not in r.body, r
+
+
+@pytest.mark.parametrize("target,status", [
+    ("/loop1", 403), ("/self", 403), ("/dangling", 404),
+    ("/outparent/secret.txt", 403), ("/outparent/", 403),
+])
+def test_symlink_loops_and_dangling(srv, target, status):
+    # a loop gives up after a bounded number of hops (ELOOP: 403), a dangling
+    # link is a missing file
+    r = get(srv, target)
+    assert_status(r, status, target)
+    assert SECRET not in r.body, r
+
+
+def test_symlink_loop_as_directory_fails_closed(srv):
+    # below a loop the .htaccess lookup cannot tell a loop from a symlinked
+    # .htaccess (both ELOOP under O_NOFOLLOW): it fails closed, 500, never
+    # serving; then the connection still works
+    with Client(srv.port) as c:
+        r = c.request("/loop2/x")
+        assert_status(r, 500, "/loop2/x")
+        assert_ok(c.request("/open.txt"), b"public\n", "the next request")
+
+
+@pytest.mark.parametrize("target", ["/outback.txt", "/updown"])
+def test_symlink_dot_segments_within_root_served(srv, target):
+    # ".." in a target is resolved along the walk: out and back in is inside
+    r = get(srv, target)
+    assert r.status == 200, r
+    assert r.body in (b"public\n", b"in dir\n"), r
 
 
 def test_symlink_inside_served(srv):

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import url, Client, Mode, build_request, fetch, no_h3_client, random_bytes
+from conftest import url, Client, Mode, Symlink, build_request, fetch, no_h3_client, random_bytes
 from feature_helpers import (CACHE_TTL_WAIT, assert_ok, assert_status, brotli_compress, curl,
                              etag_of, http_date, module_server, norm_ctype, set_mtime,
                              zstd_compress)
@@ -64,12 +64,20 @@ TREE = dict({n: text(i, 3000) for i, n in enumerate(TYPED, start=10)}, **{
     "priv.css": OLD, "priv.css.gz": Mode(OLD_GZ, 0o600),
     "empty.css": OLD, "empty.css.gz": b"",
     "z.css": Z1, "z.css.gz": GZ["z"],
+    # siblings that are no regular file of the file's owner: never served
+    "dir.css": OLD, "dir.css.gz": {"inside.txt": b"a directory, not a sibling\n"},
+    "out.css": OLD, "out.css.gz": Symlink("../outside.gz"),
+    "in.css": OLD, "in.css.gz": Symlink("x.css.gz"),
+    "nobody.css": OLD, "nobody.css.gz": OLD_GZ,
 })
 SIBLING = {"gzip": GZ["x"], "br": BR, "zstd": ZST}
 SUFFIX = {"gzip": ".gz", "br": ".br", "zstd": ".zst"}
 
 
 def setup_tree(root):
+    with open(os.path.join(root, "..", "outside.gz"), "wb") as f:  # beside the root
+        f.write(OLD_GZ)
+    os.chown(os.path.join(root, "nobody.css.gz"), 65534, 65534)  # another user's upload
     for name in ("old.css.gz", "old.css.br"):
         set_mtime(os.path.join(root, name), MTIME - 1000)
     for name in ("x.css.br", "x.css.zst"):  # newer than the file is fine too
@@ -202,6 +210,49 @@ def test_unusable_gz_sibling_ignored(srv, name):
     assert r.body != OLD_GZ, "%s: the unusable sibling was served" % name
     assert gzip.decompress(r.body) == OLD, name
     assert r.header("ETag") == etag_of(path(srv, name), "gzip"), r
+
+
+@pytest.mark.parametrize("name", ["dir.css", "out.css", "in.css", "nobody.css"])
+def test_sibling_not_a_file_of_the_owner_ignored(srv, name):
+    # a directory, a symlink (out of the root or not) or another user's file
+    # named like a sibling is never served: gzip on the fly instead
+    r = get(srv, "/" + name, "gzip")
+    assert_coded(r, "gzip", None, name)
+    assert r.body not in (OLD_GZ, GZ["x"]), "%s: the sibling's bytes were served" % name
+    assert gzip.decompress(r.body) == OLD, name
+    assert r.header("ETag") == etag_of(path(srv, name), "gzip"), r
+
+
+@pytest.mark.parametrize("ae", ["identity;q=0", "identity;q=0, br", "br;q=1, identity;q=0",
+                                "*;q=0", "IDENTITY;Q=0, zstd"])
+def test_identity_refused_but_nothing_else_served_anyway(srv, ae):
+    # img.png is never coded: Accept-Encoding is a preference, not a demand
+    # (gatling.8), so the file comes as it is, not 406
+    r = get(srv, "/img.png", ae)
+    assert_identity(r, TREE["img.png"], "Accept-Encoding: %r" % ae)
+
+
+@pytest.mark.parametrize("ae", ["identity;q=0, br", "br, identity;q=0", "zstd;q=0.9, identity;q=0"])
+def test_identity_refused_coding_unavailable(srv, ae):
+    # y.css has only a .gz sibling and the client does not take gzip: identity
+    r = get(srv, "/y.css", ae)
+    assert_identity(r, Y, "Accept-Encoding: %r" % ae)
+    assert varies(r), r
+
+
+@pytest.mark.parametrize("ae", ["br;q=0.5, gzip;q=0.9", "gzip;q=0.9, br;q=0.5",
+                                "Gzip ; q=1.0 , br;q=0, zstd;Q=0", "\tgzip;q=0.90,br;q=0.899"])
+def test_q_values_pick_gzip_sibling(srv, ae):
+    r = get(srv, "/x.css", ae)
+    assert_coded(r, "gzip", GZ["x"], "Accept-Encoding: %r" % ae)
+    assert r.header("ETag") == etag_of(path(srv, "x.css.gz"), "gzip"), r
+
+
+def test_long_accept_encoding(srv):
+    # a long list of unknown codings before the known one: still negotiated
+    ae = ", ".join("x-unknown-%d;q=0.%d" % (i, i % 9 + 1) for i in range(300)) + ", br"
+    r = get(srv, "/x.css", ae)
+    assert_coded(r, "br", BR, "300 unknown codings, then br")
 
 
 def test_older_br_sibling_ignored(srv):

@@ -45,11 +45,40 @@ TREE = {
     "sort": {"a.txt": b"a" * 300, "b.txt": b"b" * 100, "c.txt": b"c" * 200, "d": {}},
     "big": {},
     "x&y <z>": {"f.txt": b"f\n"},
+    "odd": {},
+    "sizes": {},
 }
+# file name bytes in /odd/ -> the name the page shows: valid UTF-8 as it is,
+# what is not UTF-8, or a control or noncharacter, as U+FFFD
+ODD = {
+    b"euro\xe2\x82\xac": "euro\u20ac",             # 3 bytes
+    b"smile\xf0\x9f\x98\x80": "smile\U0001f600",  # 4 bytes
+    b"overlong\xc0\xaf": "overlong\ufffd\ufffd",    # "/" in 2 bytes
+    b"surrogate\xed\xa0\x80": "surrogate\ufffd\ufffd\ufffd",
+    b"cut\xe2\x82": "cut\ufffd\ufffd",             # a sequence cut short
+    b"cont\x80x": "cont\ufffdx",                     # a lone continuation byte
+    b"big\xf4\x90\x80\x80": "big\ufffd\ufffd\ufffd\ufffd",  # above U+10FFFF
+    b"four\xf0\x9fx": "four\ufffd\ufffdx",          # broken inside a 4-byte one
+    b"ctl\x01x": "ctl\ufffdx",                       # a C0 control
+    b"tab\tx": "tab\tx",                             # tab is allowed
+    b"c1\xc2\x85x": "c1\ufffdx",                    # a C1 control (NEL)
+    b"del\x7fx": "del\ufffdx",
+    b"nonchar\xef\xb7\x90": "nonchar\ufffd",        # U+FDD0
+    b"fffe\xef\xbf\xbe": "fffe\ufffd",             # U+FFFE
+}
+# size -> the human size shown (1024-based, one decimal under 10)
+SIZES = {1023: "1023", 1024: "1.0K", 10239: "10K", 1048575: "1.0M", 1048576: "1.0M",
+         1572864: "1.5M", 5 << 30: "5.0G", 1 << 40: "1.0T"}
 SORT_MTIME = {"a.txt": T0 + 20, "b.txt": T0 + 30, "c.txt": T0 + 10, "d": T0 + 40}
 
 
 def setup_tree(root):
+    for name in ODD:
+        with open(os.path.join(root.encode(), b"odd", name), "wb") as f:
+            f.write(b"odd name\n")
+    for size in SIZES:  # sparse: no disk used
+        with open(os.path.join(root, "sizes", "s%d" % size), "wb") as f:
+            f.truncate(size)
     with open(os.path.join(root, "list", os.fsdecode(BAD_UTF8)), "wb") as f:
         f.write(b"bad utf-8 name\n")
     os.chmod(os.path.join(root, "list", "privdir"), 0o700)
@@ -128,6 +157,24 @@ def test_listing_escapes_names(srv):
         assert re.fullmatch(r"[A-Za-z0-9%._~!$()*+,;=@/-]*", h.replace("../", "")), h
 
 
+def test_listing_odd_utf8_names(srv):
+    _, rows = listing(srv, "/odd/")
+    got = {html.unescape(r[1]): r[0] for r in rows if r[0] != "../"}
+    assert sorted(got) == sorted(ODD.values()), sorted(got)
+    for name, shown in ODD.items():
+        href = got[shown]  # the link is the name's bytes, percent-encoded
+        assert urllib.parse.unquote_to_bytes(href) == name, (name, href)
+        r = fetch(srv.port, "/odd/" + href)
+        assert_ok(r, b"odd name\n", "the link of %r" % name)
+
+
+def test_listing_human_sizes(srv):
+    _, rows = listing(srv, "/sizes/")
+    by = {html.unescape(r[1]): r for r in rows}
+    for size, shown in SIZES.items():
+        assert by["s%d" % size][3:] == (str(size), shown), by["s%d" % size]
+
+
 def test_listing_hides_dotfiles_and_private(srv):
     text, rows = listing(srv, "/list/")
     for name in HIDDEN:
@@ -166,7 +213,7 @@ def test_root_listing_has_no_parent_row(srv):
     text, rows = listing(srv, "/")
     assert all(r[0] != "../" for r in rows), rows
     assert set(names_of(rows)) == {"list/", "withindex/", "idx2/", "sort/", "big/",
-                                   "x&y <z>/"}, rows
+                                   "x&y <z>/", "odd/", "sizes/"}, rows
 
 
 def test_title_escaped(srv):
@@ -202,6 +249,10 @@ def test_head_listing(srv):
     ("?M=D", ["d/", "b.txt", "a.txt", "c.txt"]),
     ("?C=x&M=D", ["d/", "b.txt", "a.txt", "c.txt"]),
     ("?X=Y", ["a.txt", "b.txt", "c.txt", "d/"]),
+    ("?N=X;S=D", ["a.txt", "c.txt", "b.txt", "d/"]),   # N=X is no key: S=D is
+    ("?NN=A&M=D", ["d/", "b.txt", "a.txt", "c.txt"]),
+    ("?N-D;M=A", ["c.txt", "a.txt", "b.txt", "d/"]),
+    ("?n=d", ["a.txt", "b.txt", "c.txt", "d/"]),       # keys are upper case
 ])
 def test_sort_keys(srv, query, want):
     _, rows = listing(srv, "/sort/", query)
