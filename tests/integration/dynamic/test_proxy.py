@@ -35,8 +35,8 @@ import pytest
 
 import appservers
 from appservers import stop
-from conftest import (H2, H3, LOG_VERSION, TLS, Client, ServerHang, client_tls_context,
-                      curl_version_args, cut_short, fetch, free_port, h1_only, import_h2,
+from conftest import (H2, H3, LOG_VERSION, MUX, TLS, Client, ServerHang, build_request,
+                      client_tls_context, curl_version_args, cut_short, fetch, free_port, h1_only, import_h2,
                       no_h3_client, plain_bound, url, wait_for)
 
 APP = r'''
@@ -509,6 +509,112 @@ def test_bodiless_statuses(gatling):
             assert time.monotonic() - t0 < 10, "waited for a body that never comes"
         finally:
             lst.close()
+
+
+# What a backend may answer, and what the client gets: (what, answer, status, body).
+# RFC 9112: a 1xx before the final answer is skipped; chunked with extensions and
+# trailers is decoded; no length is a body to the close (as from an HTTP/1.0
+# backend); Transfer-Encoding wins over Content-Length; bytes past the length are
+# dropped; lengths that disagree, or are not a number, are a 502 (6.3); obsolete
+# line folding is refused (5.2: a 502 from a proxy).
+BACKEND_ANSWERS = [
+    ("100, then the answer", b"HTTP/1.1 100 Continue\r\n\r\n"
+     b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", 200, b"ok"),
+    ("103 Early Hints, then the answer", b"HTTP/1.1 103 Early Hints\r\nLink: </s.css>\r\n\r\n"
+     b"HTTP/1.1 201 Created\r\nContent-Length: 7\r\n\r\ncreated", 201, b"created"),
+    ("two 1xx, then a chunked answer", b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 102 Processing"
+     b"\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+     200, b"ok"),
+    ("chunked, extensions and trailers", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+     b"3;name=value\r\nabc\r\n2 ; q=\"x y\"\r\nde\r\n0\r\nX-Trailer: t\r\n\r\n", 200, b"abcde"),
+    ("to the close", b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nup to the close",
+     200, b"up to the close"),
+    ("HTTP/1.0, to the close", b"HTTP/1.0 200 OK\r\n\r\nold", 200, b"old"),
+    ("chunked and a Content-Length", b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n"
+     b"Transfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n", 200, b"ok"),
+    ("bytes past the length", b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA", 200, b"ok"),
+    ("the same length twice", b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok",
+     200, b"ok"),
+    ("no reason phrase", b"HTTP/1.1 200\r\nContent-Length: 2\r\n\r\nok", 200, b"ok"),
+    ("bare LFs", b"HTTP/1.1 200 OK\nContent-Length: 2\n\nok", 200, b"ok"),
+    ("a 204 with a body", b"HTTP/1.1 204 No Content\r\nContent-Length: 4\r\n\r\nbody", 204, b""),
+    ("lengths that disagree", b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok",
+     502, None),
+    ("a length not a number", b"HTTP/1.1 200 OK\r\nContent-Length: 2x\r\n\r\nok", 502, None),
+    ("a length of 19 digits", b"HTTP/1.1 200 OK\r\nContent-Length: 1000000000000000000\r\n\r\nok",
+     502, None),
+    ("obsolete line folding", b"HTTP/1.1 200 OK\r\nX-Folded: a\r\n b\r\nContent-Length: 2\r\n\r\nok",
+     502, None),
+    ("a 1xx and the close", b"HTTP/1.1 100 Continue\r\n\r\n", 502, None),
+]
+
+
+def path_backend(answers):
+    """A backend that reads a request's head, writes answers[path's last part], and
+    closes; the heads it read, by that part, in heads."""
+    lst = appservers.listener(backlog=16)
+    heads = {}
+
+    def serve(c):
+        with c:
+            got = b""
+            while b"\r\n\r\n" not in got:
+                data = c.recv(65536)
+                if not data:
+                    return
+                got += data
+            key = got.split(b" ", 2)[1].rsplit(b"/", 1)[-1].split(b"?")[0].decode()
+            heads[key] = got
+            c.sendall(answers[key])
+    appservers.serve(lst, serve, threaded=True)
+    return lst, heads
+
+
+def test_backend_framings(gatling):
+    lst, _ = path_backend({str(i): a[1] for i, a in enumerate(BACKEND_ANSWERS)})
+    try:
+        srv = proxied(gatling, ["127.0.0.1/%d/^/app/" % lst.getsockname()[1]])
+        for i, (what, _, status, body) in enumerate(BACKEND_ANSWERS):
+            r = fetch(srv.port, "/app/%d" % i)
+            assert r.status == status, (what, r)
+            assert body is None or r.body == body, (what, r)
+            assert r.header("X-Folded") is None, (what, r)
+        assert fetch(srv.port, "/index.html").status == 200
+    finally:
+        lst.close()
+
+
+def test_malformed_chunked_response_cut(gatling):
+    """A chunked body that goes wrong after its head was passed on: the
+    response is cut (not ended as if whole), the error log says why."""
+    lst, _ = path_backend({"x": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                                b"2\r\nok\r\nzz\r\n"})
+    try:
+        srv = proxied(gatling, ["127.0.0.1/%d/^/app/" % lst.getsockname()[1]])
+        with Client(srv.port) as c:
+            c.send(build_request("/app/x"))
+            r = cut_short(c)
+            assert r is None, "a complete-looking response: %r" % r
+        wait_for(lambda: any("malformed chunked body from the backend" in x for x in srv.errlog),
+                 5, "the error log's line")
+    finally:
+        lst.close()
+
+
+def test_head_answered_with_a_body(gatling):
+    """A backend that answers a HEAD with a body: the client gets the head,
+    with the length the backend named, and no body; its connection goes on."""
+    lst, _ = path_backend({"x": b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"})
+    try:
+        srv = proxied(gatling, ["127.0.0.1/%d/^/app/" % lst.getsockname()[1]])
+        with Client(srv.port) as c:
+            r = c.request("/app/x", method="HEAD")
+            assert r.status == 200 and r.body == b"", r
+            assert r.header("Content-Length") in ("5", None if MUX else "5"), r
+            r = c.request("/index.html")
+            assert r.status == 200 and r.body == b"static\n", r
+    finally:
+        lst.close()
 
 
 def test_backend_closes_before_head_is_502(gatling):
