@@ -629,7 +629,8 @@ def test_request_as_the_backend_sees_it(gatling):
     """An absolute-form target reaches the backend in origin-form, with its
     query; a chunked upload (an extension, a trailer) is passed on chunked,
     its data whole; the fields Connection names are not passed on."""
-    lst, heads = path_backend({"abs": b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na",
+    lst, heads = path_backend({"abs": b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n"
+                                      b"Connection: close\r\n\r\na",  # not pooled: a POST next
                                "up": b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nu"})
     try:
         srv = proxied(gatling, ["127.0.0.1/%d/^/app/" % lst.getsockname()[1]])
