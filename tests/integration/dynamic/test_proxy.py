@@ -13,6 +13,10 @@ file, WebSocket through the tunnel (h1 only), FastCGI and SCGI environments,
 bodies (one without a length read whole first, 413 over 1 MiB) and large
 outputs, FastCGI stderr in the error log and not to the
 client, the /server-status counters, and no descriptor left behind.
+A raw HTTP backend (path_backend) answers with every framing (BACKEND_ANSWERS:
+1xx first, chunked with extensions and trailers, to the close, lengths repeated,
+contradicting or not numbers, obs-fold, bare LF), a malformed chunked body, a HEAD
+with a body; and shows the request as it came (origin-form, chunked, no host).
 A fake FastCGI application (FCGI_ANSWERS) sends what php-fpm does not: a head
 over several records, padding, records of another request and of other
 types, an empty STDERR, a non-zero exit status, END_REQUEST before a head, a
@@ -657,6 +661,25 @@ def test_request_as_the_backend_sees_it(gatling):
             assert out == b"abcdef" and rest == b"0\r\n\r\n", data
         else:
             assert data == b"abcdef" and b"content-length: 6" in head.lower(), heads["up"]
+    finally:
+        lst.close()
+
+
+@h1_only("an HTTP/1.0 request without a Host")
+def test_forwarded_without_a_host(gatling):
+    """An HTTP/1.0 request with no Host: the backend gets Forwarded and
+    X-Forwarded-For, no X-Forwarded-Host and no host= (none to name)."""
+    lst, heads = path_backend({"x": b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx"})
+    try:
+        srv = proxied(gatling, ["127.0.0.1/%d/^/app/" % lst.getsockname()[1]])
+        with Client(srv.port) as c:
+            c.send(b"GET /app/x HTTP/1.0\r\n\r\n")
+            r = c.read_response()
+        assert r.status == 200 and r.body == b"x", r
+        head = heads["x"].decode().lower()
+        proto = "https" if TLS else "http"
+        assert "\r\nforwarded: for=127.0.0.1;proto=%s\r\n" % proto in head, head
+        assert "x-forwarded-for: 127.0.0.1\r\n" in head and "x-forwarded-host" not in head, head
     finally:
         lst.close()
 
