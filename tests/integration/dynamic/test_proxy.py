@@ -40,8 +40,8 @@ import pytest
 import appservers
 from appservers import stop
 from conftest import (H2, H3, LOG_VERSION, MUX, TLS, Client, ServerHang, build_request,
-                      client_tls_context, curl_version_args, cut_short, fetch, free_port, h1_only, import_h2,
-                      no_h3_client, plain_bound, url, wait_for)
+                      client_tls_context, curl_version_args, cut_short, fetch, free_port, h1_only,
+                      import_h2, no_h3_client, plain_bound, url, wait_for)
 
 APP = r'''
 import os, time
@@ -537,18 +537,18 @@ BACKEND_ANSWERS = [
     ("chunked and a Content-Length", b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n"
      b"Transfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n", 200, b"ok"),
     ("bytes past the length", b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA", 200, b"ok"),
-    ("the same length twice", b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok",
-     200, b"ok"),
+    ("the same length twice",
+     b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok", 200, b"ok"),
     ("no reason phrase", b"HTTP/1.1 200\r\nContent-Length: 2\r\n\r\nok", 200, b"ok"),
     ("bare LFs", b"HTTP/1.1 200 OK\nContent-Length: 2\n\nok", 200, b"ok"),
     ("a 204 with a body", b"HTTP/1.1 204 No Content\r\nContent-Length: 4\r\n\r\nbody", 204, b""),
-    ("lengths that disagree", b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok",
-     502, None),
+    ("lengths that disagree",
+     b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok", 502, None),
     ("a length not a number", b"HTTP/1.1 200 OK\r\nContent-Length: 2x\r\n\r\nok", 502, None),
     ("a length of 19 digits", b"HTTP/1.1 200 OK\r\nContent-Length: 1000000000000000000\r\n\r\nok",
      502, None),
-    ("obsolete line folding", b"HTTP/1.1 200 OK\r\nX-Folded: a\r\n b\r\nContent-Length: 2\r\n\r\nok",
-     502, None),
+    ("obsolete line folding",
+     b"HTTP/1.1 200 OK\r\nX-Folded: a\r\n b\r\nContent-Length: 2\r\n\r\nok", 502, None),
     ("a 1xx and the close", b"HTTP/1.1 100 Continue\r\n\r\n", 502, None),
 ]
 
