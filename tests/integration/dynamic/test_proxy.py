@@ -13,6 +13,10 @@ file, WebSocket through the tunnel (h1 only), FastCGI and SCGI environments,
 bodies (one without a length read whole first, 413 over 1 MiB) and large
 outputs, FastCGI stderr in the error log and not to the
 client, the /server-status counters, and no descriptor left behind.
+A raw HTTP backend (path_backend) answers with every framing (BACKEND_ANSWERS:
+1xx first, chunked with extensions and trailers, to the close, lengths repeated,
+contradicting or not numbers, obs-fold, bare LF), a malformed chunked body, a HEAD
+with a body; and shows the request as it came (origin-form, chunked, no host).
 A fake FastCGI application (FCGI_ANSWERS) sends what php-fpm does not: a head
 over several records, padding, records of another request and of other
 types, an empty STDERR, a non-zero exit status, END_REQUEST before a head, a
@@ -35,9 +39,9 @@ import pytest
 
 import appservers
 from appservers import stop
-from conftest import (H2, H3, LOG_VERSION, TLS, Client, ServerHang, client_tls_context,
-                      curl_version_args, cut_short, fetch, free_port, h1_only, import_h2,
-                      no_h3_client, plain_bound, url, wait_for)
+from conftest import (H2, H3, LOG_VERSION, MUX, TLS, Client, ServerHang, build_request,
+                      client_tls_context, curl_version_args, cut_short, fetch, free_port, h1_only,
+                      import_h2, no_h3_client, plain_bound, url, wait_for)
 
 APP = r'''
 import os, time
@@ -509,6 +513,175 @@ def test_bodiless_statuses(gatling):
             assert time.monotonic() - t0 < 10, "waited for a body that never comes"
         finally:
             lst.close()
+
+
+# What a backend may answer, and what the client gets: (what, answer, status, body).
+# RFC 9112: a 1xx before the final answer is skipped; chunked with extensions and
+# trailers is decoded; no length is a body to the close (as from an HTTP/1.0
+# backend); Transfer-Encoding wins over Content-Length; bytes past the length are
+# dropped; lengths that disagree, or are not a number, are a 502 (6.3); obsolete
+# line folding is refused (5.2: a 502 from a proxy).
+BACKEND_ANSWERS = [
+    ("100, then the answer", b"HTTP/1.1 100 Continue\r\n\r\n"
+     b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", 200, b"ok"),
+    ("103 Early Hints, then the answer", b"HTTP/1.1 103 Early Hints\r\nLink: </s.css>\r\n\r\n"
+     b"HTTP/1.1 201 Created\r\nContent-Length: 7\r\n\r\ncreated", 201, b"created"),
+    ("two 1xx, then a chunked answer", b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 102 Processing"
+     b"\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+     200, b"ok"),
+    ("chunked, extensions and trailers", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+     b"3;name=value\r\nabc\r\n2 ; q=\"x y\"\r\nde\r\n0\r\nX-Trailer: t\r\n\r\n", 200, b"abcde"),
+    ("to the close", b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nup to the close",
+     200, b"up to the close"),
+    ("HTTP/1.0, to the close", b"HTTP/1.0 200 OK\r\n\r\nold", 200, b"old"),
+    ("chunked and a Content-Length", b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n"
+     b"Transfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n", 200, b"ok"),
+    ("bytes past the length", b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA", 200, b"ok"),
+    ("the same length twice",
+     b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok", 200, b"ok"),
+    ("no reason phrase", b"HTTP/1.1 200\r\nContent-Length: 2\r\n\r\nok", 200, b"ok"),
+    ("bare LFs", b"HTTP/1.1 200 OK\nContent-Length: 2\n\nok", 200, b"ok"),
+    ("a 204 with a body", b"HTTP/1.1 204 No Content\r\nContent-Length: 4\r\n\r\nbody", 204, b""),
+    ("lengths that disagree",
+     b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok", 502, None),
+    ("a length not a number", b"HTTP/1.1 200 OK\r\nContent-Length: 2x\r\n\r\nok", 502, None),
+    ("a length of 19 digits", b"HTTP/1.1 200 OK\r\nContent-Length: 1000000000000000000\r\n\r\nok",
+     502, None),
+    ("obsolete line folding",
+     b"HTTP/1.1 200 OK\r\nX-Folded: a\r\n b\r\nContent-Length: 2\r\n\r\nok", 502, None),
+    ("a 1xx and the close", b"HTTP/1.1 100 Continue\r\n\r\n", 502, None),
+]
+
+
+def path_backend(answers):
+    """A backend that reads a request's head, writes answers[path's last part], and
+    closes; the heads it read, by that part, in heads."""
+    lst = appservers.listener(backlog=16)
+    heads = {}
+
+    def serve(c):
+        with c:
+            got = b""
+            while b"\r\n\r\n" not in got:
+                data = c.recv(65536)
+                if not data:
+                    return
+                got += data
+            head = got.split(b"\r\n\r\n", 1)[0].lower()
+            while (b"transfer-encoding: chunked" in head and not got.endswith(b"0\r\n\r\n")) or (
+                    b"content-length: " in head and len(got) < len(head) + 4 + int(
+                        head.split(b"content-length: ")[1].split(b"\r\n")[0])):
+                data = c.recv(65536)
+                if not data:
+                    return
+                got += data
+            key = got.split(b" ", 2)[1].rsplit(b"/", 1)[-1].split(b"?")[0].decode()
+            heads[key] = got
+            c.sendall(answers[key])
+    appservers.serve(lst, serve, threaded=True)
+    return lst, heads
+
+
+def test_backend_framings(gatling):
+    lst, _ = path_backend({str(i): a[1] for i, a in enumerate(BACKEND_ANSWERS)})
+    try:
+        srv = proxied(gatling, ["127.0.0.1/%d/^/app/" % lst.getsockname()[1]])
+        for i, (what, _, status, body) in enumerate(BACKEND_ANSWERS):
+            r = fetch(srv.port, "/app/%d" % i)
+            assert r.status == status, (what, r)
+            assert body is None or r.body == body, (what, r)
+            assert r.header("X-Folded") is None, (what, r)
+        assert fetch(srv.port, "/index.html").status == 200
+    finally:
+        lst.close()
+
+
+def test_malformed_chunked_response_cut(gatling):
+    """A chunked body that goes wrong after its head was passed on: the
+    response is cut (not ended as if whole), the error log says why."""
+    lst, _ = path_backend({"x": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                                b"2\r\nok\r\nzz\r\n"})
+    try:
+        srv = proxied(gatling, ["127.0.0.1/%d/^/app/" % lst.getsockname()[1]])
+        with Client(srv.port) as c:
+            c.send(build_request("/app/x"))
+            r = cut_short(c)
+            assert r is None, "a complete-looking response: %r" % r
+        wait_for(lambda: any("malformed chunked body from the backend" in x for x in srv.errlog),
+                 5, "the error log's line")
+    finally:
+        lst.close()
+
+
+def test_head_answered_with_a_body(gatling):
+    """A backend that answers a HEAD with a body: the client gets the head,
+    with the length the backend named, and no body; its connection goes on."""
+    lst, _ = path_backend({"x": b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"})
+    try:
+        srv = proxied(gatling, ["127.0.0.1/%d/^/app/" % lst.getsockname()[1]])
+        with Client(srv.port) as c:
+            r = c.request("/app/x", method="HEAD")
+            assert r.status == 200 and r.body == b"", r
+            assert r.header("Content-Length") in ("5", None if MUX else "5"), r
+            r = c.request("/index.html")
+            assert r.status == 200 and r.body == b"static\n", r
+    finally:
+        lst.close()
+
+
+def test_request_as_the_backend_sees_it(gatling):
+    """An absolute-form target reaches the backend in origin-form, with its
+    query; a chunked upload (an extension, a trailer) is passed on chunked,
+    its data whole; the fields Connection names are not passed on."""
+    lst, heads = path_backend({"abs": b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n"
+                                      b"Connection: close\r\n\r\na",  # not pooled: a POST next
+                               "up": b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nu"})
+    try:
+        srv = proxied(gatling, ["127.0.0.1/%d/^/app/" % lst.getsockname()[1]])
+        r = fetch(srv.port, "http://localhost/app/abs?q=1")
+        assert r.status == 200 and r.body == b"a", r
+        assert heads["abs"].startswith(b"GET /app/abs?q=1 HTTP/1.1\r\n"), heads["abs"]
+        with Client(srv.port) as c:
+            if MUX:  # no chunked coding here: a stated length
+                r = c.request("/app/up", method="POST", body=b"abcdef",
+                              headers=[("Content-Length", "6")])
+            else:
+                c.send(b"POST /app/up HTTP/1.1\r\nHost: localhost\r\nConnection: X-Hop\r\n"
+                       b"X-Hop: 1\r\nTransfer-Encoding: chunked\r\n\r\n"
+                       b"3;ext=1\r\nabc\r\n3\r\ndef\r\n0\r\nX-Trailer: t\r\n\r\n")
+                r = c.read_response()
+        assert r.status == 200 and r.body == b"u", r
+        head, data = heads["up"].split(b"\r\n\r\n", 1)
+        assert b"x-hop" not in head.lower(), head
+        if b"transfer-encoding: chunked" in head.lower():
+            out, rest = b"", data  # chunks as gatling read them: decoded here
+            while not rest.startswith(b"0\r\n"):
+                size, rest = rest.split(b"\r\n", 1)
+                out, rest = out + rest[:int(size, 16)], rest[int(size, 16) + 2:]
+            assert out == b"abcdef" and rest == b"0\r\n\r\n", data
+        else:
+            assert data == b"abcdef" and b"content-length: 6" in head.lower(), heads["up"]
+    finally:
+        lst.close()
+
+
+@h1_only("an HTTP/1.0 request without a Host")
+def test_forwarded_without_a_host(gatling):
+    """An HTTP/1.0 request with no Host: the backend gets Forwarded and
+    X-Forwarded-For, no X-Forwarded-Host and no host= (none to name)."""
+    lst, heads = path_backend({"x": b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx"})
+    try:
+        srv = proxied(gatling, ["127.0.0.1/%d/^/app/" % lst.getsockname()[1]])
+        with Client(srv.port) as c:
+            c.send(b"GET /app/x HTTP/1.0\r\n\r\n")
+            r = c.read_response()
+        assert r.status == 200 and r.body == b"x", r
+        head = heads["x"].decode().lower()
+        proto = "https" if TLS else "http"
+        assert "\r\nforwarded: for=127.0.0.1;proto=%s\r\n" % proto in head, head
+        assert "x-forwarded-for: 127.0.0.1\r\n" in head and "x-forwarded-host" not in head, head
+    finally:
+        lst.close()
 
 
 def test_backend_closes_before_head_is_502(gatling):
