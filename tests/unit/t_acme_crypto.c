@@ -323,7 +323,7 @@ static void test_chain(void)
     ok(!acme_cert_matches_key(pem, (size_t)len, other), "chain: ... and not another key's");
     ok(!acme_cert_matches_key("junk", 4, leaf), "chain: junk matches no key");
     acme_cert_info_t ci;
-    ok(acme_cert_info(pem, (size_t)len, &ci) == 0 && !ci.certid[0] && ci.not_after > ci.not_before &&
+    ok(acme_cert_info(pem, (size_t)len, &ci) == 0 && !ci.certid[0] &&
            ci.not_after - ci.not_before == 86400,
        "cert info without an AKI: no certificate ID, a day's validity");
     BIO_free(b);
