@@ -365,11 +365,11 @@ static int propagated(const server_t *prim, const acme_dns_rec_t *rec,
             break;
         nap_ms(stop, round ? 1000 : 250);
     }
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n && !*stop; i++) /* (a stop is no server's fault) */
         if (!(done & (1u << i)))
             return acme_err(err, cap, "%s: %s%s%s port %u does not serve the TXT record after %d s",
                             rec->owner, ns[i].v6 ? "[" : "", ns[i].addr, ns[i].v6 ? "]" : "",
-                            ns[i].port, *stop ? 0 : ACME_DNS_PROPAGATION_S);
+                            ns[i].port, ACME_DNS_PROPAGATION_S);
     return acme_err(err, cap, "%s: stopped", rec->owner);
 }
 

@@ -274,6 +274,64 @@ static void test_cert_info(void)
     EVP_PKEY_free(k);
 }
 
+/* A certificate for subject_cn, issued by issuer_cn and signed with signer,
+   appended to b as PEM. */
+static void add_cert(BIO *b, const char *subject_cn, const char *issuer_cn, EVP_PKEY *key,
+                     EVP_PKEY *signer)
+{
+    X509 *x = X509_new();
+    ASN1_INTEGER_set(X509_get_serialNumber(x), 7);
+    X509_gmtime_adj(X509_getm_notBefore(x), 0);
+    X509_gmtime_adj(X509_getm_notAfter(x), 86400);
+    X509_set_pubkey(x, key);
+    X509_NAME_add_entry_by_txt(X509_get_subject_name(x), "O", MBSTRING_ASC,
+                               (const unsigned char *)"Test CA Org", -1, -1, 0);
+    X509_NAME_add_entry_by_txt(X509_get_subject_name(x), "CN", MBSTRING_ASC,
+                               (const unsigned char *)subject_cn, -1, -1, 0);
+    X509_NAME_add_entry_by_txt(X509_get_issuer_name(x), "CN", MBSTRING_ASC,
+                               (const unsigned char *)issuer_cn, -1, -1, 0);
+    X509_sign(x, signer, EVP_sha256());
+    PEM_write_bio_X509(b, x);
+    X509_free(x);
+}
+
+/* --acme-chain: is the CA's chain (or an alternate one) the one asked for?
+   The leaf's own issuer does not count, the certificates after it do, by
+   subject or issuer; a certificate that is not the key's is told apart. */
+static void test_chain(void)
+{
+    EVP_PKEY *leaf = acme_key_new(CONFIG_ACME_EC256), *mid = acme_key_new(CONFIG_ACME_EC256),
+             *other = acme_key_new(CONFIG_ACME_EC256);
+    BIO *b = BIO_new(BIO_s_mem());
+    add_cert(b, "www.example.org", "Fake Intermediate E9", leaf, mid);
+    char *pem;
+    long one = BIO_get_mem_data(b, &pem);
+    ok(!acme_chain_has_issuer(pem, (size_t)one, "Fake Intermediate E9"),
+       "chain: the leaf alone: its issuer is not a chain's");
+    add_cert(b, "Fake Intermediate E9", "Fake Root X2", mid, mid);
+    long len = BIO_get_mem_data(b, &pem);
+    ok(acme_chain_has_issuer(pem, (size_t)len, "Fake Root X2"),
+       "chain: the intermediate's issuer named: this chain");
+    ok(acme_chain_has_issuer(pem, (size_t)len, "Fake Intermediate E9"),
+       "chain: the intermediate's subject named: this chain");
+    ok(!acme_chain_has_issuer(pem, (size_t)len, "Fake Root X1"),
+       "chain: another root named: not this chain");
+    ok(!acme_chain_has_issuer(pem, (size_t)len, "www.example.org"),
+       "chain: the leaf's own name is not an issuer");
+    ok(!acme_chain_has_issuer("junk", 4, "Fake Root X2"), "chain: junk names nothing");
+    ok(acme_cert_matches_key(pem, (size_t)len, leaf), "chain: the first certificate is the key's");
+    ok(!acme_cert_matches_key(pem, (size_t)len, other), "chain: ... and not another key's");
+    ok(!acme_cert_matches_key("junk", 4, leaf), "chain: junk matches no key");
+    acme_cert_info_t ci;
+    ok(acme_cert_info(pem, (size_t)len, &ci) == 0 && !ci.certid[0] &&
+           ci.not_after - ci.not_before == 86400,
+       "cert info without an AKI: no certificate ID, a day's validity");
+    BIO_free(b);
+    EVP_PKEY_free(leaf);
+    EVP_PKEY_free(mid);
+    EVP_PKEY_free(other);
+}
+
 int main(void)
 {
     test_b64url();
@@ -285,6 +343,7 @@ int main(void)
     test_csr(CONFIG_ACME_RSA2048, "RSA 2048");
     test_alpn();
     test_cert_info();
+    test_chain();
     ok(acme_is_ip("::1") && acme_is_ip("10.0.0.1") && !acme_is_ip("example.org"), "acme_is_ip");
     return tap_done();
 }
