@@ -566,18 +566,19 @@ static void process(ftp_sess_t *s)
     }
 }
 
-/* Commands and their replies in turn while the replies leave at once: the
-   commands a client sent in one packet all get theirs.  -1: the client is gone. */
+/* Replies out, then the commands waiting, in turn while the replies leave at
+   once: commands a client sent in one packet, or behind a transfer, all get
+   theirs.  -1: the client is gone. */
 static int pump(ftp_sess_t *s)
 {
-    uint32_t left;
-    do {
+    uint32_t left = UINT32_MAX;
+    while (flush(s) == 0) {
+        if (s->replen || s->state == FTP_CLOSING || s->inlen == left)
+            return 0; /* the client reads first, or nothing more to do */
         left = s->inlen;
         process(s);
-        if (flush(s) < 0)
-            return -1;
-    } while (s->replen == 0 && s->inlen < left && s->state != FTP_CLOSING);
-    return 0;
+    }
+    return -1;
 }
 
 /* Read what the client sent (a line too long is dropped up to its LF). */

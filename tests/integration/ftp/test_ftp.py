@@ -396,6 +396,16 @@ def test_pipelined_and_odd_lines(gatling):
     got = [reply() for _ in range(6)]
     assert [r[:3] for r in got] == ["200", "215", "257", "250", "257", "200"], got
     assert got[4].startswith('257 "/sub"')
+    # behind a RETR: NOOP may be answered during it, PWD after its end
+    s.sendall(b"EPSV\r\n")
+    port = int(re.search(r"\(\|\|\|(\d+)\|\)", reply()).group(1))
+    d = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(b"RETR /a.txt\r\nNOOP\r\nPWD\r\n")
+    assert recv_to_eof(d, 100) == b"hello\n"
+    d.close()
+    got = [reply() for _ in range(4)]
+    codes = [r[:3] for r in got]
+    assert codes[0] == "150" and codes[3] == "257" and set(codes[1:3]) == {"200", "226"}, got
     # a bare LF ends a line too; lower case verbs; Telnet IAC IP IAC DM before ABOR
     s.sendall(b"noop\nsyst\n\xff\xf4\xff\xf2ABOR\r\n")
     assert reply().startswith("200") and reply().startswith("215")
