@@ -546,8 +546,6 @@ static void process(ftp_sess_t *s)
         if (r > 0 && busy && cmd.verb != FTP_ABOR && cmd.verb != FTP_STAT && cmd.verb != FTP_NOOP &&
             cmd.verb != FTP_QUIT)
             return; /* after the transfer */
-        memmove(s->in, s->in + used, s->inlen - used);
-        s->inlen -= (uint32_t)used;
         if (r == FTP_BAD)
             ftp_reply(s, "500 Syntax error, command unrecognized.");
         else if (busy && cmd.verb == FTP_ABOR) {
@@ -562,7 +560,25 @@ static void process(ftp_sess_t *s)
             s->state = FTP_CLOSING;
         } else
             execute(s, &cmd);
+        /* only now: cmd.arg points into s->in */
+        memmove(s->in, s->in + used, s->inlen - used);
+        s->inlen -= (uint32_t)used;
     }
+}
+
+/* Replies out, then the commands waiting, in turn while the replies leave at
+   once: commands a client sent in one packet, or behind a transfer, all get
+   theirs.  -1: the client is gone. */
+static int pump(ftp_sess_t *s)
+{
+    uint32_t left = UINT32_MAX;
+    while (flush(s) == 0) {
+        if (s->replen || s->state == FTP_CLOSING || s->inlen == left)
+            return 0; /* the client reads first, or nothing more to do */
+        left = s->inlen;
+        process(s);
+    }
+    return -1;
 }
 
 /* Read what the client sent (a line too long is dropped up to its LF). */
@@ -645,8 +661,7 @@ static void ctl_event(ftp_sess_t *s, unsigned events)
         sess_free(s);
         return;
     }
-    process(s);
-    if (flush(s) < 0 || (s->state == FTP_CLOSING && s->replen == 0)) {
+    if (pump(s) < 0 || (s->state == FTP_CLOSING && s->replen == 0)) {
         sess_free(s);
         return;
     }
@@ -665,9 +680,8 @@ static void on_data(watch_t *w, unsigned events)
     ftp_sess_t *s = ((ftp_data_t *)((char *)w - offsetof(ftp_data_t, w)))->s;
     ftp_data_event(s, s->dfd, events);
     /* a transfer that ended may have queued a reply and freed the pipeline */
-    if (s->xfer == XFER_NONE && !s->xfer_waiting && s->state != FTP_CLOSING)
-        process(s);
-    if (flush(s) < 0 || (s->state == FTP_CLOSING && s->replen == 0) ||
+    int idle = s->xfer == XFER_NONE && !s->xfer_waiting && s->state != FTP_CLOSING;
+    if ((idle ? pump(s) : flush(s)) < 0 || (s->state == FTP_CLOSING && s->replen == 0) ||
         (s->set->draining && s->xfer == XFER_NONE && !s->xfer_waiting)) {
         if (s->set->draining && s->state != FTP_CLOSING)
             ftp_reply(s, "421 Server shutting down."), flush(s);

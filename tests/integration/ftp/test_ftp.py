@@ -48,7 +48,7 @@ def start(gatling, tree=None, args=(), upload=None, chmod=True, tls=False):
     f = "0" if upload is None else "0," + upload
     certs = ("-C", os.path.join(conftest.test_pki(), "certs"), "-e", "0") if tls else ("-E",)
     srv = gatling(TREE if tree is None else tree, args=certs + ("-S", "-f", f) + tuple(args))
-    if chmod and tree is None:
+    if chmod and (tree is None or "closed" in tree):  # TREE or TREE with more
         os.chmod(os.path.join(srv.docroot, "closed"), 0o700)
         os.chmod(os.path.join(srv.docroot, "pub"), 0o777)
         os.chmod(os.path.join(srv.docroot, "closed", "pub"), 0o777)
@@ -281,6 +281,243 @@ def test_abort(gatling):
     assert f.sendcmd("NOOP").startswith("200")
     assert retr(f, "huge.bin") == big
     f.quit()
+
+
+# -- what clients send: out of order, malformed, odd forms, all in one packet
+
+def raw_session(srv):
+    """A logged-in control connection as a socket, and a reader of its replies."""
+    s = socket.create_connection(("127.0.0.1", srv.ftp), timeout=10)
+    buf = bytearray()
+
+    def reply():
+        """The next complete reply (multi-line ones whole) as text."""
+        while True:
+            m = re.match(rb"(\d{3})-.*?\r\n\1 [^\r\n]*\r\n|\d{3} [^\r\n]*\r\n", bytes(buf), re.S)
+            if m:
+                del buf[:m.end()]
+                return m.group(0).decode("utf-8", "replace")
+            data = s.recv(4096)
+            assert data, "closed with %r left" % bytes(buf)
+            buf.extend(data)
+    assert reply().startswith("220")
+    s.sendall(b"USER anonymous\r\nPASS x@\r\n")
+    assert reply().startswith("331") and reply().startswith("230")
+    return s, reply
+
+
+def test_out_of_order_and_arguments(gatling):
+    srv = start(gatling, upload="upload")
+    f = client(srv)
+    # a transfer needs a data link first, a name where one is due
+    for cmd in ("RETR a.txt", "LIST", "NLST sub", "MLSD", "STOR /pub/x", "APPE /pub/x"):
+        expect_error("425", f.sendcmd, cmd)
+    for cmd in ("RETR", "STOR ", "APPE", "MKD", "XMKD "):
+        expect_error("501", f.sendcmd, cmd)
+    expect_error("502", f.sendcmd, "RNTO b.txt")   # no renames: RNTO alone as well
+    assert f.sendcmd("PASS again").startswith("230")  # already logged in
+    assert f.sendcmd("ACCT x").startswith("202")
+    assert f.sendcmd("ALLO 100").startswith("202")
+    # REST is for RETR: STOR and APPE after it are refused, and REST is then spent
+    f.sendcmd("PASV")
+    assert f.sendcmd("REST 5").startswith("350")
+    expect_error("501", f.sendcmd, "STOR /pub/r.txt")
+    assert f.sendcmd("REST 1").startswith("350")
+    expect_error("501", f.sendcmd, "APPE /pub/r.txt")
+    for bad in ("REST", "REST -1", "REST 12345678901234567890", "REST 4611686018427387905"):
+        expect_error("501", f.sendcmd, bad)
+    # ABOR with a passive listener and no transfer: the listener is closed
+    assert f.sendcmd("ABOR").startswith("225 Data connection closed")
+    expect_error("425", f.sendcmd, "RETR a.txt")
+    assert not os.listdir(os.path.join(srv.docroot, "pub"))
+    # no TLS without certificates (-E): AUTH 502, PBSZ and PROT 503
+    expect_error("502", f.sendcmd, "AUTH TLS")
+    expect_error("503", f.sendcmd, "PBSZ 0")
+    expect_error("503", f.sendcmd, "PROT P")
+    f.quit()
+    g = client(srv, login=False)
+    expect_error("530", g.sendcmd, "USER")         # no name
+    expect_error("530", g.sendcmd, "RETR a.txt")   # before the login
+    assert g.sendcmd("USER FTP").startswith("331")  # any case
+    assert g.sendcmd("PASS").startswith("230")      # any password, none too
+    g.quit()
+
+
+def test_type_mode_stru_opts_forms(gatling):
+    srv = start(gatling)
+    f = client(srv)
+    for ok in ("TYPE A", "TYPE a", "TYPE A N", "TYPE a n", "TYPE I", "TYPE i", "TYPE L 8",
+               "TYPE l 8", "MODE S", "MODE s", "STRU F", "STRU f", "OPTS UTF8", "OPTS utf8 on"):
+        assert f.sendcmd(ok).startswith("200"), ok
+    for bad in ("TYPE", "TYPE A T", "TYPE A C", "TYPE L 7", "TYPE L", "TYPE E", "TYPE IX",
+                "MODE", "MODE C", "MODE SS", "STRU", "STRU P", "STRU FF"):
+        expect_error("504", f.sendcmd, bad)
+    for bad in ("OPTS", "OPTS UTF8 OFF", "OPTS UTF8ON", "OPTS UTF8 ONX"):
+        expect_error("501", f.sendcmd, bad)
+    f.sendcmd("TYPE A")
+    assert " TYPE: ASCII" in f.sendcmd("STAT")
+    f.sendcmd("TYPE I")
+    stat_ = f.sendcmd("STAT")
+    assert " TYPE: BINARY" in stat_ and "Logged in as anonymous" in stat_
+    assert "No data connection" in stat_
+    f.quit()
+
+
+def test_about_paths(gatling):
+    srv = start(gatling)
+    f = client(srv)
+    for cmd in ("SIZE", "MDTM"):
+        for bad in ("nowhere", "sub", "/", "", "sub/nowhere.txt"):
+            expect_error("550", f.sendcmd, ("%s %s" % (cmd, bad)).rstrip())
+    expect_error("550", f.sendcmd, "MLST nowhere")
+    expect_error("550", f.sendcmd, "STAT nowhere")
+    assert "type=dir" in f.sendcmd("MLST")          # no path: the working directory
+    assert re.search(r"^d[-rwx]{9} .* /sub$", f.sendcmd("STAT sub"), re.M)
+    # a path longer than the server's buffer: 553, the session goes on
+    f.cwd("sub/deep")
+    expect_error("553", f.sendcmd, "SIZE " + "x" * 1015)
+    # CWD and CDUP never above the root, in any spelling
+    for up in ("CDUP", "XCUP", "CDUP", "CDUP"):
+        assert f.sendcmd(up).startswith("250")
+    assert f.pwd() == "/" and f.sendcmd("XPWD").startswith('257 "/"')
+    for cwd in ("..", "/..", "../..", "./../.", "sub/../../..", "//..//"):
+        assert f.sendcmd("XCWD " + cwd).startswith("250"), cwd
+        assert f.pwd() == "/"
+    assert retr(f, "../../a.txt") == b"hello\n"    # .. at the root is the root
+    assert f.sendcmd("CWD").startswith("250") and f.pwd() == "/"  # CWD alone: stays
+    f.quit()
+
+
+def test_pipelined_and_odd_lines(gatling):
+    srv = start(gatling, tree=dict(TREE, **{"ünï cödé.txt": "abc", "a\rb.txt": "x"}))
+    s, reply = raw_session(srv)
+    # several commands in one packet: each answered, in order
+    s.sendall(b"NOOP\r\nSYST\r\nPWD\r\nCWD sub\r\nPWD\r\nTYPE I\r\n")
+    got = [reply() for _ in range(6)]
+    assert [r[:3] for r in got] == ["200", "215", "257", "250", "257", "200"], got
+    assert got[4].startswith('257 "/sub"')
+    # behind a RETR: NOOP may be answered during it, PWD after its end
+    s.sendall(b"EPSV\r\n")
+    port = int(re.search(r"\(\|\|\|(\d+)\|\)", reply()).group(1))
+    d = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(b"RETR /a.txt\r\nNOOP\r\nPWD\r\n")
+    assert recv_to_eof(d, 100) == b"hello\n"
+    d.close()
+    got = [reply() for _ in range(4)]
+    codes = [r[:3] for r in got]
+    assert codes[0] == "150" and codes[3] == "257" and set(codes[1:3]) == {"200", "226"}, got
+    # a bare LF ends a line too; lower case verbs; Telnet IAC IP IAC DM before ABOR
+    s.sendall(b"noop\nsyst\n\xff\xf4\xff\xf2ABOR\r\n")
+    assert reply().startswith("200") and reply().startswith("215")
+    assert reply().startswith("225")
+    # NUL, digits or a long verb, too short a verb, an empty line: 500, the session goes on
+    s.sendall(b"NO\x00OP\r\nN0OP\r\nNOOPS\r\nNO\r\n\r\nPWD\r\n")
+    got = [reply() for _ in range(6)]
+    assert [r[:3] for r in got] == ["500"] * 5 + ["257"], got
+    # a line over the limit, sent in pieces, then one more in the same packet
+    s.sendall(b"RETR " + b"y" * 3000)
+    s.sendall(b"y" * 3000 + b"\r\nNOOP\r\n")
+    assert reply().startswith("500") and reply().startswith("200")
+    # UTF-8 names as bytes; a CR inside a line is the name's (such a file is
+    # served, as HTTP serves it, only never listed: test_listing_odd_names_and_dates)
+    s.sendall("SIZE /ünï cödé.txt\r\nSIZE /a\rb.txt\r\nQUIT\r\n".encode())
+    assert reply() == "213 3\r\n" and reply() == "213 1\r\n"
+    assert reply().startswith("221")
+    assert recv_to_eof(s, 100) == b""
+    s.close()
+
+
+def test_listing_odd_names_and_dates(gatling):
+    tree = dict(TREE, **{"ünï cödé.txt": "abc", "cr\rname": "x", "lf\nname": "x",
+                         "old.txt": "old\n"})
+    srv = start(gatling, tree=tree)
+    os.utime(os.path.join(srv.docroot, "old.txt"), (978307200, 978307200))  # 2001-01-01
+    f = client(srv)
+    f.encoding = "utf-8"
+    text = "\n".join(listing(f, "LIST -a -l"))
+    assert "ünï cödé.txt" in text
+    assert "name" not in text          # a CR or LF in a name would forge lines: not listed
+    assert ".hidden" not in text       # -a shows no dotfiles either
+    # older than six months: the year in place of the time, as ls does
+    assert re.search(r" Jan +1 +2001 old\.txt$", text, re.M), text
+    assert f.size("ünï cödé.txt") == 3
+    assert set(dict(f.mlsd())) == {"a.txt", "big.bin", "sub", "sp ace.txt", "pub",
+                                   "ünï cödé.txt", "old.txt"}
+    assert listing(f, "NLST -l sub/deep") == ["d.txt"]
+    assert listing(f, "LIST -a   sub/deep")[0].endswith(" d.txt")
+    for bad in ("LIST nowhere", "NLST nowhere", "MLSD nowhere", "NLST .hidden", "MLSD sub/c.txt"):
+        expect_error("550", listing, f, bad)
+    f.quit()
+
+
+def test_data_connection_failures(gatling):
+    big = random_bytes(16 << 20, 5)
+    srv = start(gatling, tree={"huge.bin": big, "a.txt": "hello\n", "pub": {}}, upload="upload",
+                chmod=False)
+    os.chmod(os.path.join(srv.docroot, "pub"), 0o777)
+    f = client(srv)
+    f.voidcmd("TYPE I")
+    # malformed PORT and EPRT: 501, nothing remembered
+    for bad in ("PORT", "PORT 127,0,0,1,300,1", "PORT 127,0,0,1,4,1,9", "PORT 127,0,0,1,4,",
+                "PORT 127.0.0.1,4,1", "EPRT", "EPRT |1|127.0.0.1|0|", "EPRT |1|127.0.0.1|70000|",
+                "EPRT |1|127.0.0.256|5000|", "EPRT |1|127.0.0.1|5000", "EPRT 1|127.0.0.1|5000|",
+                "EPRT |3|127.0.0.1|5000|", "EPRT |2|::1::2|5000|", "EPRT 5127.0.0.15", "EPSV 3",
+                "EPSV x"):
+        expect_error("501", f.sendcmd, bad)
+    expect_error("425", f.sendcmd, "RETR a.txt")
+    # a PORT where nothing listens: 150, then 425, and the session goes on
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    f.sendcmd("PORT 127,0,0,1,%d,%d" % (port >> 8, port & 255))
+    reply = f.sendcmd("RETR a.txt")
+    if reply.startswith("150"):
+        reply = expect_error("425", f.voidresp)
+    assert reply.startswith("425"), reply
+    # EPRT, any delimiter: active mode to the client itself
+    lst = socket.create_server(("127.0.0.1", 0))
+    lst.settimeout(10)
+    assert f.sendcmd("EPRT !1!127.0.0.1!%d!" % lst.getsockname()[1]).startswith("200")
+    assert f.sendcmd("RETR a.txt").startswith("150")
+    d, _ = lst.accept()
+    assert recv_to_eof(d, 100) == b"hello\n"
+    d.close()
+    lst.close()
+    assert f.voidresp().startswith("226")
+    # the client closes the data connection mid-download: 426, the session goes on
+    conn = f.transfercmd("RETR huge.bin")
+    conn.recv(1000)
+    conn.close()
+    expect_error("426", f.voidresp)
+    assert f.sendcmd("NOOP").startswith("200")
+    # ABOR during an upload: 426 then 226; what came is kept
+    conn = f.transfercmd("STOR /pub/cut.bin")
+    conn.sendall(b"z" * 5000)
+    wait_for(lambda: os.path.getsize(os.path.join(srv.docroot, "pub", "cut.bin")) == 5000, 10,
+             "the upload's first bytes written")
+    f.sock.sendall(b"ABOR\r\n")
+    expect_error("426", f.getresp)
+    assert f.getresp().startswith("226")
+    conn.close()
+    assert os.path.getsize(os.path.join(srv.docroot, "pub", "cut.bin")) == 5000
+    # an upload whose data connection just closes is complete (FTP's end of file)
+    conn = f.transfercmd("APPE /pub/cut.bin")
+    conn.sendall(b"w" * 100)
+    conn.close()
+    assert f.voidresp().startswith("226")
+    assert os.path.getsize(os.path.join(srv.docroot, "pub", "cut.bin")) == 5100
+    # QUIT during a download: 426 for the transfer, 221, and the connection closes
+    conn = f.transfercmd("RETR huge.bin")
+    conn.recv(1000)
+    f.sock.sendall(b"QUIT\r\n")
+    expect_error("426", f.getresp)
+    assert f.getresp().startswith("221")
+    assert recv_to_eof(f.sock, 100) == b""
+    conn.close()
+    f.close()
+    srv.wait_log(5)
+    assert any('"RETR /huge.bin" 426 ' in l for l in srv.log), srv.log
 
 
 # -- the security rules
