@@ -5,6 +5,7 @@
 #include "acme/acme_dns.h"
 #include "handover.h"
 #include "site/acme_chal.h"
+#include "site/fs.h"
 #include "site/privfs.h"
 
 #include <dirent.h>
@@ -114,8 +115,8 @@ static const char *eab_file(const char *path)
 {
     static char key[ACME_HMAC_MAX + 2];
     struct stat st;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK); /* a FIFO: no wait */
-    FILE *f = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? fdopen(fd, "r") : NULL;
+    int fd = fs_open_regular(AT_FDCWD, path, &st);
+    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
     int ok = f && fgets(key, sizeof key, f) != NULL;
     if (f)
         fclose(f);

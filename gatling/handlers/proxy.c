@@ -6,6 +6,7 @@
 #include "cgienv.h"
 #include "hstate.h"
 #include "http/hbuf.h"
+#include "site/fs.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -83,14 +84,10 @@ static char *list_read(int dirfd, const char *path, int64_t *mtime)
     const char *base = strrchr(path, '/') + 1;
     struct stat st;
     char *text = NULL;
-    int fd = openat(dirfd, base, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK), err = 0;
+    int fd = fs_open_regular(dirfd, base, &st), err = 0;
     if (fd < 0)
         return NULL;
-    if (fstat(fd, &st) < 0)
-        err = errno;
-    else if (!S_ISREG(st.st_mode))
-        err = EINVAL;
-    else if (st.st_size >= 65536)
+    if (st.st_size >= 65536)
         err = EFBIG;
     else if ((int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec == *mtime)
         err = 0; /* unchanged: not read again */

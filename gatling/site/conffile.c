@@ -1,6 +1,7 @@
 /* The options file (--config FILE): see conffile.h. */
 #define _GNU_SOURCE /* asprintf */
 #include "conffile.h"
+#include "fs.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -33,12 +34,10 @@ const char *conf_named(int argc, char **argv, int *bad)
 static int slurp(const char *path, char **text, size_t *n)
 {
     struct stat st;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK), err = 0; /* a FIFO: no wait */
+    int fd = fs_open_regular(AT_FDCWD, path, &st), err = 0;
     *text = NULL;
-    if (fd < 0 || fstat(fd, &st) < 0)
+    if (fd < 0)
         err = errno;
-    else if (!S_ISREG(st.st_mode))
-        err = EINVAL;
     else if (st.st_size > CONF_FILE_MAX)
         err = EFBIG;
     else if (!(*text = malloc((size_t)st.st_size + 1)))

@@ -345,6 +345,23 @@ static int walk(walk_t *w, int flags, struct stat *st, int *known)
 }
 
 /* Contract in fs.h. */
+int fs_open_regular(int dirfd, const char *path, struct stat *st)
+{
+    int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK), e;
+    if (fd < 0)
+        return -1;
+    if (fstat(fd, st) < 0)
+        e = errno;
+    else if (!S_ISREG(st->st_mode))
+        e = EINVAL;
+    else
+        return fd;
+    close(fd);
+    errno = e;
+    return -1;
+}
+
+/* Contract in fs.h. */
 int fs_mode_public(const struct stat *st)
 {
     if (S_ISDIR(st->st_mode))

@@ -31,6 +31,13 @@ int fs_open_beneath(int dirfd, const char *rel, const char *root_real);
  */
 int fs_path_below(int dirfd, int fd, const char *rel, char *out, size_t outsz);
 
+/* Open a file an option names (path, relative to dirfd or AT_FDCWD),
+   read-only, non-blocking (a FIFO named there never hangs the start) and
+   close-on-exec, and fstat it into *st: its descriptor, or -1 with errno
+   (EINVAL: not a regular file -- a directory reads as empty, a device may
+   never end). */
+int fs_open_regular(int dirfd, const char *path, struct stat *st);
+
 /* Do st's mode bits let others read it: a regular file with S_IROTH, or a
    directory with S_IROTH and S_IXOTH (read and search)?  The rule for what
    rel names in fs_public(), for one directory entry: 1 or 0. */

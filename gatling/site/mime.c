@@ -1,5 +1,6 @@
 /* Extension -> Content-Type: see mime.h. */
 #include "mime.h"
+#include "fs.h"
 #include "http/hbuf.h"
 #include "http/owfat.h"
 
@@ -115,23 +116,17 @@ static int load_file(mime_table_t *t, FILE *f)
     return 0;
 }
 
-/* file, a regular file (a directory would read as empty, a FIFO or a
-   device wait or never end), or NULL with errno (EINVAL: not regular). */
+/* file, a regular file (fs_open_regular), or NULL with errno. */
 static FILE *open_types(const char *file)
 {
     struct stat st;
     FILE *f;
-    int fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK), e;
+    int fd = fs_open_regular(AT_FDCWD, file, &st), e;
     if (fd < 0)
         return NULL;
-    if (fstat(fd, &st) < 0)
-        e = errno;
-    else if (!S_ISREG(st.st_mode))
-        e = EINVAL;
-    else if ((f = fdopen(fd, "r")))
+    if ((f = fdopen(fd, "r")))
         return f;
-    else
-        e = errno;
+    e = errno;
     close(fd);
     errno = e;
     return NULL;
