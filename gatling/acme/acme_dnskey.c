@@ -79,8 +79,10 @@ static int set_secret(acme_dns_key_t *k, const char *s, size_t n)
     size_t data = 0;
     while (data < n && s[data] && strchr(b64, s[data]))
         data++;
-    size_t pad = n - data;
-    if (!data || (data + pad) % 4 || pad > 2 || (pad && strspn(s + data, "=") != pad) ||
+    size_t pad = n - data, eq = 0;
+    while (data + eq < n && s[data + eq] == '=') /* within n: s is a piece of a line */
+        eq++;
+    if (!data || (data + pad) % 4 || pad > 2 || eq != pad ||
         data * 3 / 4 > ACME_DNSKEY_BYTES || n >= sizeof k->secret)
         return -1;
     memcpy(k->secret, s, n);
