@@ -5,6 +5,7 @@
  * root and the listeners, and runs the loop (or the -W supervisor).
  */
 #include "acme_setup.h"
+#include "advise.h"
 #include "check.h"
 #include "cluster_setup.h"
 #include "site/config.h"
@@ -1144,6 +1145,7 @@ static int check_run(config_t *cfg, int failed)
     }
     if (acme_prepare(cfg) < 0 || load_certificates(cfg) < 0)
         failed = 1;
+    advise(cfg); /* the start's own warnings (advise.h) */
     acme_end(cfg); /* its challenges' directory: no client was started */
     tls_store_free(cfg->tls);
     cfg->tls = NULL;
@@ -1246,6 +1248,7 @@ int main(int argc, char **argv)
         mime_free(mime);
         return 1;
     }
+    advise(&cfg);
     if (cfg.workers > 1) {
         handover_capture_end(); /* the workers keep stderr */
         rc = enter_root(&cfg) < 0 ? 1 : worker_supervise(&cfg, mime, fds, n, groups, &qg);
