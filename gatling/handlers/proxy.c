@@ -532,7 +532,7 @@ static void backend_reads(px_req_t *pr)
             } else if (n == GIO_EOF) {
                 pr->rule->ops->eof(pr);
             } else {
-                px_fail(pr, "recv() from the backend failed");
+                px_fail_errno(pr, "recv() from", errno);
             }
             return;
         }
@@ -605,7 +605,7 @@ static void conn_on(watch_t *w, unsigned events)
             c->connecting = 0;
             if (err) {
                 pr->conn_failed = 1; /* nothing reached the backend: any request may go elsewhere */
-                px_fail(pr, "connect() to the backend failed");
+                px_fail_errno(pr, "connect() to", err);
                 events = 0;
             }
         }
@@ -751,9 +751,8 @@ static int send_request(px_req_t *pr, const px_target_t *t)
         return -1;
     if (r2 == 0 && px_attempt(pr) == 0)
         return 0;
-    if (r2 == 0)
-        site_error(ex->site, pr->none_up ? "no backend of the pool is up" : "connect() to the backend",
-                   pr->none_up ? 0 : errno, ex->peer, ex->path);
+    if (r2 == 0 && pr->none_up) /* else connect_failed said which backend, and why */
+        site_error(ex->site, "no backend of the pool is up", 0, ex->peer, ex->path);
     pr->state = RS_DONE;
     pr->head_sent = 1;
     if (pr->none_up)
