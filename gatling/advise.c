@@ -42,7 +42,8 @@ static int port_only(const config_t *cfg, int fd, const char *e)
     const char *colon = strrchr(e, ':');
     char host[256], other[300];
     size_t n = colon ? (size_t)(colon - e) : 0;
-    if (!n || n >= sizeof host || !colon[1] || strspn(colon + 1, "0123456789") != strlen(colon + 1) ||
+    if (!n || n >= sizeof host || !colon[1] ||
+        strspn(colon + 1, "0123456789") != strlen(colon + 1) ||
         atoi(colon + 1) == cfg->tls_port || !is_dir(fd, e))
         return 0;
     memcpy(host, e, n);
