@@ -20,7 +20,8 @@
  *  - as root with -c: the chroot, and that the binary upgrade is then
  *    refused;
  *  - in that chroot: a -P or --pool backend's unix socket that will not be
- *    found inside it.
+ *    found inside it, and a CGI script (-w, -z) whose #! interpreter is not
+ *    inside it (the document root walked as check.h bounds it, only then).
  * Returns how many warnings were said (the chroot's note is not one).
  */
 int advise(const config_t *cfg);

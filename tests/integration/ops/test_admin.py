@@ -98,16 +98,22 @@ def test_chroot_and_a_socket_outside_it_are_said(gatling, build, tmp_path):
     """-c as root chroots: --check and the start say so, and that the binary
     upgrade is then refused; a FastCGI socket and a pool member's socket
     outside the root are named (every request to them would be a 502 while
-    --check said the configuration was good); one inside it is not."""
+    --check said the configuration was good), and a CGI script whose #!
+    interpreter is outside it; a socket or an interpreter inside it is not."""
     root = str(tmp_path / "www")
-    make_docroot(root, {".proxy": "", "index.html": "x\n", "run/placeholder": ""})
+    from conftest import Mode
+    make_docroot(root, {".proxy": "", "index.html": "x\n", "run/placeholder": "",
+                        "a.example/cgi/py.cgi": Mode("#!/usr/bin/python3\nprint()\n", 0o755),
+                        "sh.cgi": Mode("#!/bin/sh\necho\n", 0o755), "bin/sh": "",
+                        "plain.cgi": "not a program\n"})
     inside = os.path.join(root, "run", "in.sock")
     import socket
     s = socket.socket(socket.AF_UNIX)
     s.bind(inside)
     outside = str(tmp_path / "php-fpm.sock")
     args = ("-c", root, "-P", r"F/unix:%s:\.php$" % outside, "-P", r"F/unix:/run/in.sock:\.phtml$",
-            "--pool", "app=unix:/run/pool-b.sock,127.0.0.1/9", "-P", "@app/^/app/")
+            "--pool", "app=unix:/run/pool-b.sock,127.0.0.1/9", "-P", "@app/^/app/",
+            "-w", r"^/cgi/.*\.cgi$", "-w", r"^/sh\.cgi$")
     rc, err = check(build, *args, cwd="/")
     s.close()
     note = ("gatling: note: -c %s: started as root, gatling chroots into it: after the start "
@@ -122,6 +128,11 @@ def test_chroot_and_a_socket_outside_it_are_said(gatling, build, tmp_path):
     pool = [l for l in err if l.startswith("gatling: warning: --pool app=")]
     assert len(pool) == 1 and "unix:/run/pool-b.sock is %s/run/pool-b.sock" % root in pool[0], err
     assert not [l for l in err if "in.sock" in l], err
+    py = ("gatling: warning: -w ^/cgi/.*\\.cgi$: %s/a.example/cgi/py.cgi runs /usr/bin/python3 "
+          "(its #! line), which after the chroot into %s is %s/usr/bin/python3 and does not "
+          "exist: the script will fail (502) unless its interpreter is there too (gatling.8, CGI)"
+          % (root, root, root))
+    assert py in err and not [l for l in err if "sh.cgi" in l or "plain.cgi" in l], err
     assert err[-1] == "gatling: --check: the configuration is good", err
     srv = gatling(docroot=root, args=("-T", "10") + args)  # the start says the same
     wait_for(lambda: note in srv.errlog and fpm in srv.errlog, 5, "the start's note and warning")
