@@ -122,7 +122,8 @@ def test_behind_haproxy(gatling):
             if w != "..."]
     srv = gatling({"f.txt": "x\n"}, args=tuple(loopback(argv[1:], {"10.0.0.1": "127.0.0.1"})))
     with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
-        s.sendall(b"PROXY TCP4 192.0.2.9 127.0.0.1 40000 80\r\n" + b"GET /healthz HTTP/1.1\r\nHost: lb\r\nConnection: close\r\n\r\n")
+        s.sendall(b"PROXY TCP4 192.0.2.9 127.0.0.1 40000 80\r\n"
+                  b"GET /healthz HTTP/1.1\r\nHost: lb\r\nConnection: close\r\n\r\n")
         answer = recv_all(s)
     assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"ok\n"), answer
     with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
