@@ -7,8 +7,8 @@ fails here until its test follows) and changes only what loopback needs:
 localhost the test's address, the ports 80, 443, 8000 and 8080 free ones,
 10.0.0.1 (the balancer) 127.0.0.1, --acme (no CA here: the ACME modules
 run Pebble) -C with the test PKI, and bench's -d 10 one second.  What
-cannot run on loopback is named: apt install and systemctl (the package is
-built and installed in a container by test_package.py).
+is left to its own module: the package is built by the same
+dpkg-buildpackage, installed and served by test_package.py (run once).
 """
 import os
 import re
