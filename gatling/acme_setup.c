@@ -400,10 +400,14 @@ static int open_state(const config_t *cfg, int *give)
     pfs_dir_t where;
     int fd = pfs_walk_dir(dir, 0700, cfg->uid, cfg->gid, &where, why, sizeof why);
     *give = 0;
+    if (fd < 0 && *why) { /* a link the walk does not follow */
+        fprintf(stderr, "gatling: --acme-dir %s: %s\n", dir, why);
+        return -1;
+    }
     if (fd < 0 || fstat(fd, &st) < 0) {
         fprintf(stderr, "gatling: --acme-dir %s: %s cannot be made or written%s (%s): the "
                 "ACME state (account key, challenges) lives there\n", dir, dir,
-                cfg->uid >= 0 ? " by -u's user" : "", *why ? why : strerror(errno));
+                cfg->uid >= 0 ? " by -u's user" : "", strerror(errno));
         if (fd >= 0)
             close(fd);
         return -1;
