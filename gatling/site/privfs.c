@@ -483,3 +483,20 @@ int pfs_reopen_log(int target, const char *path, int at, int uid, int gid, char 
     close(fd);
     return 0;
 }
+
+int pfs_check(const char *path, pfs_kind_t kind, int uid, int gid, char *why, size_t n)
+{
+    struct stat st;
+    int fd;
+    if (kind == PFS_READ || kind == PFS_SECRET)
+        fd = pfs_open_file(path, kind, &st, why, n);
+    else if (kind == PFS_LOG)
+        fd = pfs_open_log(path, -1, uid, gid, NULL, why, n);
+    else if ((fd = pfs_walk_dir(path, 0, uid, gid, NULL, why, n)) < 0 && !*why)
+        snprintf(why, n, "%s", strerror(errno));
+    if (fd >= 0) {
+        close(fd);
+        return 0;
+    }
+    return kind == PFS_USER_DIR && errno == ENOENT ? 0 : -1; /* made at start */
+}

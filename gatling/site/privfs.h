@@ -85,6 +85,14 @@ typedef enum pfs_kind { PFS_READ, PFS_SECRET, PFS_LOG, PFS_DIR, PFS_USER_DIR } p
  */
 int pfs_open_file(const char *path, pfs_kind_t kind, struct stat *st, char *why, size_t n);
 
+/*
+ * What the start would do with path, as kind says, undone: 0, or -1 with
+ * errno and why (n bytes) in words (--check, the option table).  A
+ * PFS_USER_DIR may be missing (the start makes it); a PFS_LOG is opened
+ * (made) as the start opens it.
+ */
+int pfs_check(const char *path, pfs_kind_t kind, int uid, int gid, char *why, size_t n);
+
 /* Where a walk to a directory ended. */
 typedef struct pfs_dir {
     int trusted; /* every directory on the way is root's alone (or below a sticky one) */

@@ -194,6 +194,24 @@ static void test_files(void)
     ok(file_fails(at("r/"), PFS_READ, EINVAL, "not a regular"), "a name ending in /");
 }
 
+/* pfs_check: the same rules by kind, as --check and the option table ask. */
+static void test_check(void)
+{
+    char why[512];
+    int root = geteuid() == 0;
+    unlink(at("r/hard"));
+    ok(pfs_check(at("victim/key"), PFS_SECRET, -1, -1, why, sizeof why) == 0, "a secret: good");
+    ok(pfs_check(at("u/key"), PFS_READ, -1, -1, why, sizeof why) == (root ? -1 : 0),
+       "the user's link, as a file root reads: refused (root only)");
+    ok(pfs_check(at("r/absent"), PFS_USER_DIR, -1, -1, why, sizeof why) == 0,
+       "a missing directory the start makes: good");
+    ok(pfs_check(at("r/absent"), PFS_DIR, -1, -1, why, sizeof why) < 0 && strstr(why, "No such"),
+       "a missing directory root reads: said");
+    ok(pfs_check(at("r/abs"), PFS_DIR, -1, -1, why, sizeof why) < 0 &&
+           strstr(why, "symbolic link"), "the chain, as -C: refused, said");
+    ok(pfs_check(at("r/c.log"), PFS_LOG, -1, -1, why, sizeof why) == 0, "a log: good");
+}
+
 int main(void)
 {
     snprintf(base, sizeof base, "%s", "/tmp/t_privfs.XXXXXX");
@@ -203,6 +221,7 @@ int main(void)
     test_log();
     test_chain();
     test_files();
+    test_check();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
     (void)!system(cmd);
