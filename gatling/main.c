@@ -995,17 +995,24 @@ static int prepare(config_t *cfg)
 
 /* Who reads the certificates at start: -u's user where it owns them (--acme's
    STATE/live) or others than root may write the directory (links and FIFOs
-   it planted are then followed as that user, not as root); -1: root. */
+   it planted are then followed as that user, not as root); -1: root; -2:
+   refused, said (a link on the way that site/privfs.h's walk does not follow). */
 static int cert_reader(const config_t *cfg)
 {
-    int trusted = 0, fd;
-    if (!cfg->tls_dir || cfg->uid < 0 || geteuid() != 0)
+    int fd;
+    pfs_dir_t d = {0};
+    char why[PATH_MAX + 160];
+    if (!cfg->tls_dir || geteuid() != 0)
         return -1;
-    if (cfg->tls_dir_acme)
+    if (cfg->tls_dir_acme && cfg->uid >= 0)
         return cfg->uid;
-    if ((fd = pfs_open_dir(cfg->tls_dir, 0, cfg->uid, cfg->gid, &trusted)) >= 0)
+    if ((fd = pfs_walk_dir(cfg->tls_dir, 0, cfg->uid, cfg->gid, &d, why, sizeof why)) >= 0)
         close(fd);
-    return fd >= 0 && !trusted ? cfg->uid : -1;
+    else if (errno == ELOOP) {
+        fprintf(stderr, "gatling: -C %s: %s\n", cfg->tls_dir, *why ? why : strerror(errno));
+        return -2;
+    }
+    return fd >= 0 && !d.trusted && cfg->uid >= 0 ? cfg->uid : -1;
 }
 
 /* HTTPS: the certificates, read while the files are still visible and
@@ -1018,7 +1025,10 @@ static int load_certificates(config_t *cfg)
     const char *docroot = realpath(cfg->root ? cfg->root : ".", real);
     int missing;
     pfs_ids_t ids;
-    if (pfs_become(&ids, cert_reader(cfg), cfg->gid) < 0) {
+    int reader = cert_reader(cfg);
+    if (reader == -2)
+        return -1;
+    if (pfs_become(&ids, reader, cfg->gid) < 0) {
         fprintf(stderr, "gatling: -C %s: cannot become -u's user: %s\n", cfg->tls_dir,
                 strerror(errno));
         return -1;

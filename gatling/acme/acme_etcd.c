@@ -1,11 +1,13 @@
 /* acme_etcd — see acme_etcd.h. */
 #include "acme_etcd.h"
+#include "site/privfs.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 #include <json-c/json.h>
@@ -34,17 +36,23 @@ struct etcd {
 
 static size_t on_body(char *p, size_t size, size_t n, void *arg);
 
-/* FILE of a "NAME=FILE" item, read whole into *blob; 0, or -1 with why. */
-static int read_item(const char *item, size_t len, body_t *blob, char *err, size_t errlen)
+/* FILE of a "NAME=FILE" item, read whole into *blob; a secret (key=,
+   password-file=) by site/privfs.h's rules for one.  0, or -1 with why. */
+static int read_item(const char *item, size_t len, int secret, body_t *blob, char *err,
+                     size_t errlen)
 {
-    char path[ETCD_URL_MAX];
+    char path[ETCD_URL_MAX], why[256] = "";
     const char *eq = memchr(item, '=', len);
     size_t n = len - (size_t)(eq + 1 - item);
     memcpy(path, eq + 1, n);
     path[n] = 0;
-    FILE *f = fopen(path, "re");
+    struct stat st;
+    int fd = secret ? pfs_open_file(path, PFS_SECRET, &st, why, sizeof why) : -2;
+    FILE *f = fd == -2 ? fopen(path, "re") : fd >= 0 ? fdopen(fd, "r") : NULL;
     char buf[4096];
     size_t k;
+    if (!f && fd >= 0)
+        close(fd);
     free(blob->p);
     blob->p = NULL, blob->len = 0;
     while (f && (k = fread(buf, 1, sizeof buf, f)) > 0)
@@ -54,7 +62,7 @@ static int read_item(const char *item, size_t len, body_t *blob, char *err, size
             return -1;
         }
     if (!f || !blob->len)
-        snprintf(err, errlen, "%s: %s", path, f ? "empty" : strerror(errno));
+        snprintf(err, errlen, "%s: %s", path, f ? "empty" : *why ? why : strerror(errno));
     if (f)
         fclose(f);
     return blob->len ? 0 : -1;
@@ -75,7 +83,7 @@ static int auth_item(etcd_t *e, const char *p, size_t len, char *err, size_t err
     }
     if (len <= 14 || strncmp(p, "password-file=", 14) || len >= ETCD_URL_MAX)
         return 0;
-    if (read_item(p, len, &e->password, err, errlen) < 0)
+    if (read_item(p, len, 1, &e->password, err, errlen) < 0)
         return -1;
     e->password.len = strcspn(e->password.p, "\r\n");
     if (!e->password.len || e->password.len > 1024) {
@@ -94,7 +102,7 @@ static int add_item(etcd_t *e, const char *p, size_t len, char *err, size_t errl
     for (int i = 0; i < 3; i++)
         if (len > strlen(files[i]) && !strncmp(p, files[i], strlen(files[i])) &&
             len < ETCD_URL_MAX)
-            return read_item(p, len, &e->tls[i], err, errlen);
+            return read_item(p, len, i == 2, &e->tls[i], err, errlen);
     int r = auth_item(e, p, len, err, errlen);
     if (r)
         return r < 0 ? -1 : 0;
