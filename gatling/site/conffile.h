@@ -30,6 +30,8 @@ typedef struct conf_args {
     int nfile;         /* argv[1..nfile] are the file's */
     int *line;         /* line[i]: the file's line of argv[i], 0 for the command line's */
     const char *path;  /* the file, as given (NULL: no file) */
+    char **own;        /* the file's words as read, nfile of them: what conf_free frees
+                          (getopt permutes argv, so argv[1..nfile] may hold others' by then) */
 } conf_args_t;
 
 /*
