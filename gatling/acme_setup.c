@@ -161,6 +161,11 @@ static int word_option(int c, const char *arg, config_acme_t *a)
 static int given; /* the --acme options seen, one bit each, for acme_options_done */
 static int names_owned; /* cfg->acme.names are vhost_names' copies, for acme_end */
 
+void acme_options_begin(void)
+{
+    given = 0;
+}
+
 int acme_option(int c, char *arg, config_t *cfg)
 {
     config_acme_t *a = &cfg->acme;

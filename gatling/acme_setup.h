@@ -48,6 +48,9 @@ enum {
 /* The option's name without its dashes ("acme-ca"), or NULL if c is none. */
 const char *acme_option_name(int c);
 
+/* Before the options: none of them seen yet. */
+void acme_options_begin(void);
+
 /* One --acme option (arg is argv's: --acme-eab and --acme-names are split in
    place).  1 if c is not one, -1 to go on, or an exit code (2, after saying
    why on stderr). */
