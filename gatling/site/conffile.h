@@ -11,10 +11,11 @@
  * at a line's end joins the next line; a word that begins with # starts a
  * comment to the end of the line.  Quotes do not span lines.  The value of
  * an option that names a path (-c, -l, -q, -m, -C, --acme-dir,
- * --acme-ca-root: CONF_PATH_OPTS and conf_path_longopts) that does not begin
- * with / is made relative to the file's directory.
+ * --acme-ca-root, --acme-dns-key: the options table's path kinds, which
+ * conf_load is given) that does not begin with / is made relative to the
+ * file's directory.
  *
- * No knowledge of what an option means beyond that: main.c checks values.
+ * No knowledge of what an option means beyond that: options.c checks values.
  */
 #ifndef GATLING_CONFFILE_H
 #define GATLING_CONFFILE_H
