@@ -311,10 +311,102 @@ void __wrap__exit(int status)
 }
 #endif
 
+/* What main() has made, for its one cleanup (finish): each part released
+   only once it is there. */
+typedef struct run {
+    config_t cfg;
+    conf_args_t ca;      /* the options file's words, which cfg points into */
+    mime_table_t *mime;
+    quic_group_t qg;     /* HTTP/3's sockets, if an old binary passed them */
+    int qg_close;        /* ... closed at the end (the single process's) */
+    quic_ep_t *quic;     /* made and not yet the server's */
+    int sides;           /* start_sides done: the ACME client, the certificates */
+    int reap_cluster;    /* ... and the cluster's side process is ended and reaped (else it
+                            ends with us, PR_SET_PDEATHSIG: after -u it is not ours to kill) */
+    server_t s;
+    int served;          /* s is set up */
+} run_t;
+
+/* The one cleanup: whatever r holds, in the order the parts depend on. */
+static int finish(run_t *r, int rc)
+{
+    quic_free(r->quic);
+    if (r->reap_cluster)
+        cluster_end(&r->cfg);
+    if (r->sides)
+        acme_end(&r->cfg);
+    if (r->served)
+        server_free(&r->s);
+    if (r->qg_close)
+        quic_group_close(&r->qg);
+    if (r->sides)
+        tls_store_free(r->cfg.tls);
+    mime_free(r->mime);
+    conf_free(&r->ca);
+    return rc;
+}
+
+/* One process: the listeners (or the passed ones), HTTP/3's, the CGI spawner,
+   the chroot and -u, the loop.  The loop's exit code, or 1. */
+static int serve(run_t *r, int *fds, int n)
+{
+    config_t *cfg = &r->cfg;
+    listener_t lst[SERVER_MAX_LISTENERS];
+    int passed = n > 0;
+    if (passed)
+        server_adopt(cfg, fds, n, lst);
+    r->qg_close = 1;
+    if ((!passed && server_listen(cfg, lst, &n, 0, SERVER_BACKLOG) < 0) ||
+        (r->quic = server_quic_open(cfg, lst, n, &r->qg, 0), start_spawner(cfg) < 0) ||
+        enter_root(cfg) < 0 || server_drop_privileges(cfg) < 0 ||
+        server_init(&r->s, cfg, r->mime, lst, n) < 0 || server_quic_start(&r->s, r->quic) < 0)
+        return 1;
+    r->quic = NULL; /* the server's now */
+    r->served = r->reap_cluster = 1;
+    r->s.upgradable = 1;
+    r->s.qgroup = &r->qg;
+    say_listening(cfg, lst, n, passed);
+    if (r->s.quic)
+        server_quic_steer(&r->qg);
+    handover_ready();
+    return server_run(&r->s);
+}
+
+/* From the options to the loop: the listeners an old process passed, the
+   MIME types, the logs and -u, the side processes and the certificates, then
+   -W's supervisor or one process.  Its exit code. */
+static int start(run_t *r, char **argv)
+{
+    config_t *cfg = &r->cfg;
+    handover_init(argv); /* before anything changes the directory */
+    int fds[SERVER_MAX_LISTENERS], groups;
+    int n = handover_listeners(fds, SERVER_MAX_LISTENERS, &groups);
+    server_passed_ports(cfg, fds, n); /* -e 0, -f 0: the ports an old process got */
+    if (n < 0 || (r->qg.nfds = handover_datagrams(r->qg.fds, QUIC_STEER_MAX, &r->qg.bank)) < 0)
+        return 1;
+    r->qg.passed = r->qg.nfds > 0;
+    r->mime = mime_load(cfg->mime_file); /* before a chroot hides /etc */
+    int mime_errno = errno;
+    if (prepare(cfg) < 0)
+        return 1;
+    if (!r->mime) {
+        mime_failed(cfg, mime_errno);
+        return 1;
+    }
+    server_catch_usr1_early(); /* the sides' SIGUSR1 must not end this process */
+    if (start_sides(cfg, fds, n) < 0) /* which ends what it started */
+        return 1;
+    r->sides = 1;
+    if (cfg->workers == 1)
+        return serve(r, fds, n);
+    handover_capture_end(); /* the workers keep stderr */
+    r->reap_cluster = 1;
+    return enter_root(cfg) < 0 ? 1 : worker_supervise(cfg, r->mime, fds, n, groups, &r->qg);
+}
+
 int main(int argc, char **argv)
 {
-    config_t cfg;
-    static conf_args_t ca; /* static: cfg points into its words until the exit */
+    static run_t r; /* static: the server's structures are large */
     if (argc >= 2 && !strcmp(argv[1], "--reload")) { /* a command of its own: reload.h */
         if (argc <= 3)
             return reload_run(argv[2]);
@@ -322,71 +414,8 @@ int main(int argc, char **argv)
         return usage_error();
     }
     handover_capture(); /* an upgrade's new process: what it says goes to the old one too */
-    int rc = configure(argc, argv, &cfg, &ca);
-    if (rc >= 0)
-        return rc;
-    handover_init(argv); /* before anything changes the directory */
-    int fds[SERVER_MAX_LISTENERS], groups;
-    int n = handover_listeners(fds, SERVER_MAX_LISTENERS, &groups);
-    server_passed_ports(&cfg, fds, n); /* -e 0, -f 0: the ports an old process got */
-    quic_group_t qg = {.nfds = 0}; /* HTTP/3's sockets, if an old binary passed them */
-    if (n < 0 || (qg.nfds = handover_datagrams(qg.fds, QUIC_STEER_MAX, &qg.bank)) < 0)
-        return 1;
-    qg.passed = qg.nfds > 0;
-    mime_table_t *mime = mime_load(cfg.mime_file); /* before a chroot hides /etc */
-    int mime_errno = errno;
-    if (prepare(&cfg) < 0) {
-        mime_free(mime);
-        return 1;
-    }
-    if (!mime) {
-        mime_failed(&cfg, mime_errno);
-        return 1;
-    }
-    server_catch_usr1_early(); /* the sides' SIGUSR1 must not end this process */
-    if (start_sides(&cfg, fds, n) < 0) {
-        mime_free(mime);
-        return 1;
-    }
-    if (cfg.workers > 1) {
-        handover_capture_end(); /* the workers keep stderr */
-        rc = enter_root(&cfg) < 0 ? 1 : worker_supervise(&cfg, mime, fds, n, groups, &qg);
-        cluster_end(&cfg);
-        acme_end(&cfg);
-        tls_store_free(cfg.tls);
-        mime_free(mime);
-        return rc;
-    }
-    listener_t lst[SERVER_MAX_LISTENERS];
-    server_t s;
-    int passed = n > 0;
-    if (passed)
-        server_adopt(&cfg, fds, n, lst);
-    quic_ep_t *quic = NULL;
-    if ((!passed && server_listen(&cfg, lst, &n, 0, SERVER_BACKLOG) < 0) ||
-        (quic = server_quic_open(&cfg, lst, n, &qg, 0), start_spawner(&cfg) < 0) ||
-        enter_root(&cfg) < 0 || server_drop_privileges(&cfg) < 0 ||
-        server_init(&s, &cfg, mime, lst, n) < 0 || server_quic_start(&s, quic) < 0) {
-        quic_free(quic);
-        quic_group_close(&qg);
-        acme_end(&cfg); /* the cluster's side process ends with us (PR_SET_PDEATHSIG) */
-        tls_store_free(cfg.tls);
-        mime_free(mime);
-        return 1;
-    }
-    s.upgradable = 1;
-    s.qgroup = &qg;
-    say_listening(&cfg, lst, n, passed);
-    if (s.quic)
-        server_quic_steer(&qg);
-    handover_ready();
-    rc = server_run(&s);
-    cluster_end(&cfg);
-    acme_end(&cfg);
-    server_free(&s);
-    quic_group_close(&qg);
-    tls_store_free(cfg.tls);
-    mime_free(mime);
-    conf_free(&ca);
-    return rc;
+    int rc = configure(argc, argv, &r.cfg, &r.ca);
+    if (rc < 0)
+        rc = start(&r, argv);
+    return finish(&r, rc);
 }
