@@ -38,7 +38,7 @@ static long long bound_copies(const char **p)
     const char *close = strchr(*p, '}');
     *p = close ? close + 1 : *p + strlen(*p);
     n = n > m ? n : m;
-    return n < 1 ? 1 : n > 1000 ? 1000 : n;
+    return n < 1 ? 1 : n > (1 << 20) ? 1 << 20 : n; /* RE_DUP_MAX is 32767 */
 }
 
 int opt_regex_bounded(const char *re, long long limit)

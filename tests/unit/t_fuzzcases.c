@@ -87,6 +87,7 @@ int main(void)
     memset(re + 1, '+', 41), re[42] = 0;
     ok(!opt_regex_bounded(re, OPT_REGEX_NODES), "-w X+{41}: refused before regcomp");
     ok(!opt_regex_bounded("^/a((b+)+)+{100}{100}", OPT_REGEX_NODES), "nested + and {m,n}");
+    ok(!opt_regex_bounded("(abcdefghij){30000}", OPT_REGEX_NODES), "{30000}: counted as such");
     ok(!opt_regex_bounded("((((((((((((((((((((((((((((((((a))))))))))))))))))))))))))))))))",
                           OPT_REGEX_NODES), "groups 32 deep");
     const char *fine[] = {"\\.cgi$", "^/cgi-bin/", "^/(a+|b*|[c-z]{1,5})+x?$", "[]+]{2,3}",
