@@ -44,11 +44,16 @@ static long long bound_copies(const char **p)
 int opt_regex_bounded(const char *re, long long limit)
 {
     long long total[32] = {0}, last[32] = {0}; /* per open group: its size, its last atom's */
-    int depth = 0;
+    int depth = 0, repeated = 0;
     for (const char *p = re; *p;) {
         long long atom = 1, factor = 1;
         char c = *p;
-        if (c == '+' || c == '*' || c == '?' || c == '{') { /* on the atom before it */
+        int rep = c == '+' || c == '*' || c == '?' || c == '{';
+        if (rep && repeated) /* "a++", "a+?", "a{2}*": undefined in POSIX, and regcomp's
+                                epsilon closures grow four-fold with each (fuzz_options) */
+            return 0;
+        repeated = rep;
+        if (rep) { /* on the atom before it */
             factor = c == '+' ? 2 : c == '{' ? bound_copies(&p) : 1;
             if (c != '{')
                 p++;

@@ -100,7 +100,9 @@ long long opt_size(const char *s, long long min, long long max);
  * regcomp copies the operand of each + and {m,n} (E+ is EE*), so stacked or
  * nested ones ("X++++...", "((a+)+)+") double it each time: 30 of them took
  * regcomp minutes and gigabytes (found by tests/fuzz/fuzz_options).  1, or 0
- * when the estimate passes limit (or groups nest deeper than 31).
+ * when the estimate passes limit, groups nest deeper than 31, or two
+ * repetitions follow each other ("a++", "a+?": undefined in POSIX, and the
+ * epsilon closures of a dozen took regcomp seconds even under limit).
  */
 int opt_regex_bounded(const char *re, long long limit);
 

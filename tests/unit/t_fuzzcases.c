@@ -88,9 +88,18 @@ int main(void)
     ok(!opt_regex_bounded(re, OPT_REGEX_NODES), "-w X+{41}: refused before regcomp");
     ok(!opt_regex_bounded("^/a((b+)+)+{100}{100}", OPT_REGEX_NODES), "nested + and {m,n}");
     ok(!opt_regex_bounded("(abcdefghij){30000}", OPT_REGEX_NODES), "{30000}: counted as such");
+    /* ... and -P 'F/unix:/php/:...hp++?++++++++++ache': under the bound, but 10 s of
+       regcomp's epsilon closures */
+    ok(!opt_regex_bounded("\\||0|||||||||||hp++?++++++++++ache", OPT_REGEX_NODES),
+       "stacked repetitions under the bound");
+    ok(!opt_regex_bounded("a+?", OPT_REGEX_NODES) && !opt_regex_bounded("a{2}*", OPT_REGEX_NODES),
+       "a+? and a{2}*: refused");
+    ok(opt_regex_bounded("(((((((((((a+)+)+)+)+)+)+)+)+)+)+)+", OPT_REGEX_NODES),
+       "nested groups of + within the bound: taken (regcomp: milliseconds)");
     ok(!opt_regex_bounded("((((((((((((((((((((((((((((((((a))))))))))))))))))))))))))))))))",
                           OPT_REGEX_NODES), "groups 32 deep");
     const char *fine[] = {"\\.cgi$", "^/cgi-bin/", "^/(a+|b*|[c-z]{1,5})+x?$", "[]+]{2,3}",
+                          "^/(x+)?$", "a\\++",
                           "^/api/v[0-9]+/(users|items)/[^/]+$", "x{1000}"};
     for (size_t i = 0; i < sizeof fine / sizeof fine[0]; i++) {
         regex_t r;
