@@ -24,11 +24,8 @@
 #include <string.h>
 #include <unistd.h>
 
-/*
- * Option lengths are checked once, here, so that nothing later has to wonder
- * whether an option fits the buffer it is copied into: -r ends up in every
- * redirect's Location header, -I next to request paths.
- */
+/* Option lengths are checked once, here, so that nothing later has to wonder whether an
+   option fits where it is copied: -r ends up in every Location, -I next to request paths. */
 #define OPT_URL_MAX 1024 /* -r */
 #define OPT_NAME_MAX 255 /* -I, -u */
 
@@ -350,30 +347,27 @@ static int set_health(config_t *cfg, const optdef_t *o, char *arg)
 
 static void usage(void);
 
-/* -h, -V, --config (read before the others: conffile.h), --check (found
-   before them too), --reload (a command of its own, first). */
+/* -h, -V, --list-options (1: done), --config (read before the others:
+   conffile.h), --check (found before them too), --reload (a command of its
+   own, first: 2), by the row's id. */
+enum { ACT_NONE, ACT_VERSION, ACT_HELP, ACT_LIST, ACT_RELOAD };
+
 static int set_action(config_t *cfg, const optdef_t *o, char *arg)
 {
     (void)cfg, (void)arg;
-    if (o->sname == 'V') { /* the backend, and whether HTTP/3 is built in (make H3=0) */
+    if (o->id == ACT_VERSION) /* the backend, and whether HTTP/3 is built in (make H3=0) */
         printf("gatling %s (%s)%s\n", GATLING_VERSION, gio_backend_name(), H3_BUILT ? " h3" : "");
-        return 1;
-    }
-    if (o->sname == 'h') {
+    else if (o->id == ACT_HELP)
         usage();
-        return 1;
-    }
-    if (o->lname && !strcmp(o->lname, "list-options")) {
+    else if (o->id == ACT_LIST)
         options_list(stdout);
-        return 1;
-    }
-    if (o->lname && !strcmp(o->lname, "reload")) {
+    else if (o->id == ACT_RELOAD) {
         fprintf(stderr, "gatling: %s--reload pid: a command of its own: gatling --reload "
                 "pid, nothing before it\n", opt_where);
         opt_where[0] = 0;
         return usage_error();
     }
-    return 0;
+    return o->id != ACT_NONE;
 }
 
 /* The options of main's own, in -h's order: the file and the check (after
@@ -547,14 +541,14 @@ static const optdef_t dynamic_opts[] = {
     OPT_LAST};
 
 static const optdef_t last_opts[] = {
-    OPT_ROW_FN('V', NULL, OPT_ACTION, OPT_ANY | OPT_NO_VALUE, 0, set_action, 0, NULL,
+    OPT_ROW_FN('V', NULL, OPT_ACTION, OPT_ANY | OPT_NO_VALUE, 0, set_action, ACT_VERSION, NULL,
         "  -V        print the version and the IO backend, and exit\n"),
-    OPT_ROW_FN('h', NULL, OPT_ACTION, OPT_ANY | OPT_NO_VALUE, 0, set_action, 0, NULL,
+    OPT_ROW_FN('h', NULL, OPT_ACTION, OPT_ANY | OPT_NO_VALUE, 0, set_action, ACT_HELP, NULL,
         "  -h        print this help, and exit\n"),
-    OPT_ROW_FN(0, "reload", OPT_ACTION, 0, 0, set_action, 0, NULL,
+    OPT_ROW_FN(0, "reload", OPT_ACTION, 0, 0, set_action, ACT_RELOAD, NULL,
         "  --reload pid  the binary upgrade (USR2) of the gatling with that pid, waited\n"
         "            for: exit 0 once the new process serves, 1 and why if it failed\n"),
-    OPT_ROW_FN(0, "list-options", OPT_ACTION, OPT_NO_VALUE, 0, set_action, 0, NULL,
+    OPT_ROW_FN(0, "list-options", OPT_ACTION, OPT_NO_VALUE, 0, set_action, ACT_LIST, NULL,
                "  --list-options  print this table of options (names, kind of value, whether\n"
                "            the options file may hold it and a reload change it), and exit\n"),
     OPT_LAST};
