@@ -665,6 +665,7 @@ void options_list(FILE *f)
     static const char *const kinds[] = {"end",  "flag", "number", "seconds", "bytes",
                                         "path", "log",  "user-dir", "secret", "url",
                                         "nets", "rule", "word",   "action"};
+    _Static_assert(sizeof kinds / sizeof kinds[0] == OPT_ACTION + 1, "a name for each kind");
     table();
     for (int i = 0; i < tab.n; i++) {
         const optdef_t *o = tab.row[i];
