@@ -28,21 +28,9 @@
 #define ACME_PROFILE_MAX 64  /* --acme-profile */
 #define ACME_DIR_MAX (PATH_MAX - 320) /* --acme-dir: room for the layout below it */
 
-static const char *const opt_names[] = {"acme", "acme-ca", "acme-ca-root", "acme-eab",
-                                        "acme-profile", "acme-key", "acme-challenge",
-                                        "acme-dir", "acme-names", "acme-issuer",
-                                        "acme-dns-server", "acme-dns-key"};
-_Static_assert(sizeof opt_names / sizeof opt_names[0] == ACME_OPT_END - ACME_OPT,
-               "a name for each --acme option");
-
-const char *acme_option_name(int c)
-{
-    return c >= ACME_OPT && c < ACME_OPT_END ? opt_names[c - ACME_OPT] : NULL;
-}
-
 static int bad(int c, const char *arg, const char *why)
 {
-    fprintf(stderr, "gatling: --%s %s: %s\n", acme_option_name(c), arg, why);
+    fprintf(stderr, "gatling: --%s %s: %s\n", acme_opts[c].lname, arg, why);
     fputs("gatling: try 'gatling -h' or see gatling(8)\n", stderr);
     return 2;
 }
@@ -163,7 +151,13 @@ static int word_option(int c, const char *arg, config_acme_t *a)
 static int given; /* the --acme options seen, one bit each, for acme_options_done */
 static int names_owned; /* cfg->acme.names are vhost_names' copies, for acme_end */
 
-int acme_option(int c, char *arg, config_t *cfg)
+void acme_options_begin(void)
+{
+    given = 0;
+}
+
+/* One --acme option: -1 to go on, or an exit code (2, after saying why). */
+static int acme_option(int c, char *arg, config_t *cfg)
 {
     config_acme_t *a = &cfg->acme;
     if (c < ACME_OPT || c >= ACME_OPT_END)
@@ -229,6 +223,51 @@ int acme_option(int c, char *arg, config_t *cfg)
     }
 }
 
+/* The rows' setter: acme_option by the row's id. */
+static int acme_set(config_t *cfg, const optdef_t *o, char *arg)
+{
+    int rc = acme_option(o->id, arg, cfg);
+    return rc < 0 ? 0 : rc;
+}
+
+#define ACME_ROW(l, kind, flags, id, help) \
+    OPT_ROW_FN(0, l, kind, OPT_ANY | (flags), 0, acme_set, id, NULL, help)
+/* --acme's options, in ACME_OPT_*'s order (its messages name them by it). */
+const optdef_t acme_opts[] = {
+    ACME_ROW("acme", OPT_WORD, 0, ACME_OPT,
+        "  --acme email  get and renew the HTTPS certificates from an ACME CA (RFC 8555)\n"
+        "            for the names served, with email as the account's contact\n"),
+    ACME_ROW("acme-ca", OPT_URL, 0, ACME_OPT_CA,
+        "  --acme-ca url  the CA's directory (default: Let's Encrypt's production)\n"),
+    ACME_ROW("acme-ca-root", OPT_PATH, 0, ACME_OPT_CA_ROOT,
+        "  --acme-ca-root file  trust these PEM roots for the CA (else the system's)\n"),
+    ACME_ROW("acme-eab", OPT_SECRET, OPT_NOT_RELATIVE, ACME_OPT_EAB,
+        "  --acme-eab kid:@file  External Account Binding (ZeroSSL and others), the HMAC key\n"
+        "                  read from file (kid:hmackey works but shows in ps)\n"),
+    ACME_ROW("acme-profile", OPT_WORD, 0, ACME_OPT_PROFILE,
+        "  --acme-profile name  ask for this profile (classic, tlsserver, shortlived)\n"),
+    ACME_ROW("acme-key", OPT_WORD, 0, ACME_OPT_KEY,
+        "  --acme-key ec256|rsa2048|rsa3072  the certificates' key type (ec256)\n"),
+    ACME_ROW("acme-challenge", OPT_WORD, 0, ACME_OPT_CHALLENGE,
+        "  --acme-challenge http-01|tls-alpn-01|dns-01  only this challenge (default:\n"
+        "            either of the first two; *.example.org always goes by dns-01)\n"),
+    ACME_ROW("acme-dir", OPT_USER_DIR, 0, ACME_OPT_DIR,
+        "  --acme-dir dir  the ACME state (default /var/lib/gatling/acme; without -C the\n"
+        "            certificates land in dir/live)\n"),
+    ACME_ROW("acme-names", OPT_WORD, 0, ACME_OPT_NAMES,
+        "  --acme-names a,b  these host names or IP addresses (default: each virtual host\n"
+        "            directory that names a host)\n"),
+    ACME_ROW("acme-issuer", OPT_WORD, 0, ACME_OPT_ISSUER,
+        "  --acme-issuer cn  prefer the chain whose root or intermediate is named cn\n"),
+    ACME_ROW("acme-dns-server", OPT_WORD, 0, ACME_OPT_DNS_SERVER,
+        "  --acme-dns-server addr[:port]  DNS-01: the zone's primary, sent RFC 2136\n"
+        "            updates signed with TSIG\n"),
+    ACME_ROW("acme-dns-key", OPT_SECRET, 0, ACME_OPT_DNS_KEY,
+        "  --acme-dns-key file  ... the TSIG key: BIND's key statement, or alg:name:secret\n"),
+    OPT_LAST};
+_Static_assert(sizeof acme_opts / sizeof acme_opts[0] == ACME_OPT_END + 1,
+               "a row for each --acme option");
+
 static acme_dns_key_t dns_key; /* --acme-dns-key's, read at start (root may own the file) */
 
 /* DNS-01: wildcard names and --acme-challenge dns-01 need a server and a
@@ -275,7 +314,7 @@ int acme_options_done(config_t *cfg)
         for (int i = 1; i < ACME_OPT_END - ACME_OPT; i++)
             if (given & (1 << i)) {
                 fprintf(stderr, "gatling: --%s without --acme EMAIL: nothing to do\n",
-                        opt_names[i]);
+                        acme_opts[i].lname);
                 break;
             }
         return 2;

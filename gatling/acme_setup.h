@@ -8,12 +8,11 @@
 #define GATLING_ACME_SETUP_H
 
 #include "site/config.h"
+#include "site/optdef.h"
 
-#include <getopt.h>
-
-/* getopt_long's values of the --acme options (main.c's others are below 300). */
+/* The --acme options: their rows' ids, in acme_opts' order. */
 enum {
-    ACME_OPT = 300, /* --acme EMAIL */
+    ACME_OPT = 0, /* --acme EMAIL */
     ACME_OPT_CA,
     ACME_OPT_CA_ROOT,
     ACME_OPT_EAB,
@@ -28,30 +27,15 @@ enum {
     ACME_OPT_END
 };
 
-#define ACME_LONGOPTS \
-    {"acme", required_argument, NULL, ACME_OPT}, \
-    {"acme-ca", required_argument, NULL, ACME_OPT_CA}, \
-    {"acme-ca-root", required_argument, NULL, ACME_OPT_CA_ROOT}, \
-    {"acme-eab", required_argument, NULL, ACME_OPT_EAB}, \
-    {"acme-profile", required_argument, NULL, ACME_OPT_PROFILE}, \
-    {"acme-key", required_argument, NULL, ACME_OPT_KEY}, \
-    {"acme-challenge", required_argument, NULL, ACME_OPT_CHALLENGE}, \
-    {"acme-dir", required_argument, NULL, ACME_OPT_DIR}, \
-    {"acme-names", required_argument, NULL, ACME_OPT_NAMES}, \
-    {"acme-issuer", required_argument, NULL, ACME_OPT_ISSUER}, \
-    {"acme-dns-server", required_argument, NULL, ACME_OPT_DNS_SERVER}, \
-    {"acme-dns-key", required_argument, NULL, ACME_OPT_DNS_KEY}
+/* Their rows of the options table (site/optdef.h), ended by OPT_LAST; each
+   value is checked by acme_setup.c as it is read. */
+extern const optdef_t acme_opts[];
 
 #define ACME_CA_DEFAULT "https://acme-v02.api.letsencrypt.org/directory"
 #define ACME_DIR_DEFAULT "/var/lib/gatling/acme"
 
-/* The option's name without its dashes ("acme-ca"), or NULL if c is none. */
-const char *acme_option_name(int c);
-
-/* One --acme option (arg is argv's: --acme-eab and --acme-names are split in
-   place).  1 if c is not one, -1 to go on, or an exit code (2, after saying
-   why on stderr). */
-int acme_option(int c, char *arg, config_t *cfg);
+/* Before the options: none of them seen yet. */
+void acme_options_begin(void);
 
 /* After all options: the defaults, and what does not go together (--acme-*
    without --acme, --acme with -E).  -1 to go on, or an exit code. */

@@ -14,22 +14,6 @@
 
 #define CLUSTER_NAME_MAX 64
 
-void cluster_usage(void)
-{
-    fputs("  --cluster etcd=url[,url...][,ca=file][,cert=file,key=file]\n"
-          "            [,user=name,password-file=file]  share ticket keys, cache purges\n"
-          "            and --acme's certificates with the other nodes through etcd (its\n"
-          "            v3 JSON gateway; TLS roots, a client certificate, a user of its\n"
-          "            auth): gatling(8)'s CLUSTER\n"
-          "  --cluster-name name  the cluster's keys are /gatling/name/ (default gatling)\n",
-          stdout);
-}
-
-const char *cluster_option_name(int c)
-{
-    return c == CLUSTER_OPT ? "cluster" : c == CLUSTER_OPT_NAME ? "cluster-name" : NULL;
-}
-
 static int name_ok(const char *s)
 {
     size_t n = strlen(s);
@@ -49,10 +33,12 @@ static int bad_value(void)
     return 2;
 }
 
-int cluster_option(int c, char *arg, config_t *cfg)
+enum { CLUSTER_OPT, CLUSTER_OPT_NAME };
+
+/* --cluster, --cluster-name: 0, or 2 after saying why. */
+static int cluster_set(config_t *cfg, const optdef_t *o, char *arg)
 {
-    switch (c) {
-    case CLUSTER_OPT:
+    if (o->id == CLUSTER_OPT) {
         if (strncmp(arg, "etcd=", 5) || (strncmp(arg + 5, "http://", 7) &&
                                          strncmp(arg + 5, "https://", 8)) ||
             strlen(arg) > 2000 || strpbrk(arg, " \t\r\n")) {
@@ -61,26 +47,37 @@ int cluster_option(int c, char *arg, config_t *cfg)
             return bad_value();
         }
         cfg->cluster_etcd = arg + 5;
-        return -1;
-    case CLUSTER_OPT_NAME:
-        if (!name_ok(arg)) {
-            fprintf(stderr, "gatling: --cluster-name %s: not 1 to %d letters, digits, '-', "
-                    "'_' or '.'\n", arg, CLUSTER_NAME_MAX);
-            return bad_value();
-        }
-        cfg->cluster_name = arg;
-        return -1;
-    case 0:
-        if (cfg->cluster_name && !cfg->cluster_etcd) {
-            fputs("gatling: --cluster-name without --cluster etcd=URL\n", stderr);
-            return 2;
-        }
-        if (!cfg->cluster_name)
-            cfg->cluster_name = CLUSTER_NAME_DEFAULT;
-        return -1;
-    default:
-        return 1;
+        return 0;
     }
+    if (!name_ok(arg)) {
+        fprintf(stderr, "gatling: --cluster-name %s: not 1 to %d letters, digits, '-', "
+                "'_' or '.'\n", arg, CLUSTER_NAME_MAX);
+        return bad_value();
+    }
+    cfg->cluster_name = arg;
+    return 0;
+}
+
+const optdef_t cluster_opts[] = {
+    OPT_ROW_FN(0, "cluster", OPT_URL, OPT_ANY, 0, cluster_set, CLUSTER_OPT, NULL,
+        "  --cluster etcd=url[,url...][,ca=file][,cert=file,key=file]\n"
+        "            [,user=name,password-file=file]  share ticket keys, cache purges\n"
+        "            and --acme's certificates with the other nodes through etcd (its\n"
+        "            v3 JSON gateway; TLS roots, a client certificate, a user of its\n"
+        "            auth): gatling(8)'s CLUSTER\n"),
+    OPT_ROW_FN(0, "cluster-name", OPT_WORD, OPT_ANY, 0, cluster_set, CLUSTER_OPT_NAME, NULL,
+        "  --cluster-name name  the cluster's keys are /gatling/name/ (default gatling)\n"),
+    OPT_LAST};
+
+int cluster_options_done(config_t *cfg)
+{
+    if (cfg->cluster_name && !cfg->cluster_etcd) {
+        fputs("gatling: --cluster-name without --cluster etcd=URL\n", stderr);
+        return 2;
+    }
+    if (!cfg->cluster_name)
+        cfg->cluster_name = CLUSTER_NAME_DEFAULT;
+    return -1;
 }
 
 int cluster_launch(config_t *cfg)

@@ -8,28 +8,16 @@
 #define GATLING_CLUSTER_SETUP_H
 
 #include "site/config.h"
-
-#include <getopt.h>
-
-/* getopt_long's values (main.c's are below 300, acme_setup.h's from 300). */
-enum { CLUSTER_OPT = 400, CLUSTER_OPT_NAME };
-
-#define CLUSTER_LONGOPTS \
-    {"cluster", required_argument, NULL, CLUSTER_OPT}, \
-    {"cluster-name", required_argument, NULL, CLUSTER_OPT_NAME}
+#include "site/optdef.h"
 
 #define CLUSTER_NAME_DEFAULT "gatling"
 
-/* -h's lines. */
-void cluster_usage(void);
+/* --cluster's rows of the options table (site/optdef.h), ended by OPT_LAST. */
+extern const optdef_t cluster_opts[];
 
-/* The option's name without its dashes, or NULL if c is none. */
-const char *cluster_option_name(int c);
-
-/* One --cluster option: 1 if c is none, -1 to go on, or an exit code (2,
-   after saying why on stderr).  Also checks, with c 0 after all options,
-   what does not go together. */
-int cluster_option(int c, char *arg, config_t *cfg);
+/* After every option: --cluster-name without --cluster is refused (2, after
+   saying so), the default name set otherwise (-1: go on). */
+int cluster_options_done(config_t *cfg);
 
 /* After the certificates, before a chroot, -u and -W: the shared page, the
    pipe and the side process.  0 (also without --cluster), or -1 after

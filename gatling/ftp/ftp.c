@@ -697,3 +697,47 @@ void ftp_set_drain(ftp_set_t *set)
     for (ftp_sess_t *s = set->list; s; s = s->next)
         ftp_ctl_arm(s); /* idle ones time out at once, with 421 */
 }
+
+/*
+ * -f port[,upload[=bytes]]: FTP on port; uploads (STOR, APPE, MKD into
+ * world-writable directories) only with ",upload", files of at most bytes
+ * (a K, M or G suffix: powers of 1024).  0, or -1.
+ */
+static int ftp_set(config_t *cfg, const optdef_t *o, char *arg)
+{
+    char digits[12];
+    const char *comma = strchr(arg, ',');
+    size_t n = comma ? (size_t)(comma - arg) : strlen(arg);
+    (void)o;
+    if (n == 0 || n >= sizeof digits)
+        return -1;
+    memcpy(digits, arg, n), digits[n] = 0;
+    if ((cfg->ftp_port = (int)opt_number(digits, 0, 65535)) < 0)
+        return -1;
+    if (!comma)
+        return 0;
+    if (strncmp(comma + 1, "upload", 6) || (comma[7] && comma[7] != '='))
+        return -1;
+    cfg->ftp_upload = 1;
+    if (!comma[7])
+        return 0;
+    char *end;
+    errno = 0;
+    long long v = strtoll(comma + 8, &end, 10);
+    int shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
+    if (shift)
+        end++;
+    if (errno || end == comma + 8 || *end || v < 1 || v > (1LL << (62 - shift)))
+        return -1;
+    cfg->ftp_upload_max = v << shift;
+    return 0;
+}
+
+const optdef_t ftp_opts[] = {
+    OPT_ROW_FN('f', NULL, OPT_NUMBER, OPT_IN_FILE, 0, ftp_set, 0,
+               "not port[,upload[=bytes]] (a port 0-65535; bytes >= 1, with K, M or G)",
+        "  -f port[,upload[=bytes]]  anonymous FTP on port (0: any; 21 as root is usual);\n"
+        "            ,upload: STOR/APPE/MKD into world-writable dirs, files <= bytes (64M)\n"),
+    OPT_ROW_FLAG('U', NULL, ftp_no_upload, 1,
+        "  -U        no FTP uploads, whatever -f says (the original gatling's -U)\n"),
+    OPT_LAST};

@@ -41,6 +41,7 @@
 #ifndef GATLING_FTP_H
 #define GATLING_FTP_H
 
+#include "site/optdef.h"
 #include "site/site.h"
 
 #include <stdint.h>
@@ -69,5 +70,10 @@ void ftp_refuse(int fd);
 /* Shutting down: idle sessions get 421 and close now, busy ones after
    their transfer. */
 void ftp_set_drain(ftp_set_t *set);
+
+/* -f, -U: their rows of the options table (site/optdef.h). */
+extern const optdef_t ftp_opts[];
+
+#define FTP_UPLOAD_MAX (64LL << 20) /* -f port,upload: the default size cap of a file */
 
 #endif

@@ -311,3 +311,28 @@ static int cache_on(const site_t *site)
 
 const handler_t cache_handler = {"cache", NULL, cache_dispatch, cache_route_init, cache_free,
                                  cache_on};
+
+/* --cache mem[,object]: 1M..64G of responses, each at most object (4K..mem). */
+static int cache_set(config_t *cfg, const optdef_t *o, char *arg)
+{
+    char mem[24];
+    const char *comma = strchr(arg, ',');
+    size_t n = comma ? (size_t)(comma - arg) : strlen(arg);
+    (void)o;
+    if (n == 0 || n >= sizeof mem)
+        return -1;
+    memcpy(mem, arg, n), mem[n] = 0;
+    if ((cfg->cache_mem = opt_size(mem, 1 << 20, 64LL << 30)) < 0)
+        return -1;
+    cfg->cache_object = comma ? opt_size(comma + 1, 4096, cfg->cache_mem) : 0;
+    if (!comma && cfg->cache_mem < CACHE_OBJECT_DEFAULT)
+        cfg->cache_object = cfg->cache_mem;
+    return cfg->cache_object < 0 ? -1 : 0;
+}
+
+const optdef_t cache_opts[] = {
+    OPT_ROW_FN(0, "cache", OPT_BYTES, OPT_ANY, 0, cache_set, 0,
+               "not mem[,object]: sizes with K, M or G, mem 1M-64G, object 4K-mem",
+        "  --cache mem[,object]  the response cache in front of -P and CGI, for hosts\n"
+        "            with a .cache file: bytes held (64M) and the largest response (1M)\n"),
+    OPT_LAST};

@@ -27,11 +27,15 @@
 
 #include "handler.h"
 #include "http/exchange.h"
+#include "site/optdef.h"
 
 struct site;
 
 #define CACHE_MEM_DEFAULT (64 << 20)
 #define CACHE_OBJECT_DEFAULT (1 << 20)
+
+/* --cache: its row of the options table (site/optdef.h). */
+extern const optdef_t cache_opts[];
 #define CACHE_IDLE_MS (600 * 1000) /* an entry not asked for in 10 min goes */
 
 /* Set up the cache of site (caps from site->cfg), kept in the hsite_t

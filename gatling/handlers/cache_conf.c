@@ -1,6 +1,7 @@
 /* A virtual host's .cache file: see cache_conf.h. */
 #include "cache_conf.h"
 #include "site/nets.h"
+#include "site/optdef.h"
 #include "site/vhost.h"
 
 #include <arpa/inet.h>
@@ -41,7 +42,8 @@ static int conf_line(cache_conf_t *k, char *w[3], int nw)
     if (!strcmp(w[0], "ttl") && v >= 0 && k->nttl < CACHE_CONF_TTLS) {
         k->ttl[k->nttl].secs = v;
         if (nw == 3) {
-            if (regcomp(&k->ttl[k->nttl].re, w[2], REG_EXTENDED | REG_NOSUB))
+            if (!opt_regex_bounded(w[2], OPT_REGEX_NODES) || /* regcomp's blow-up */
+                regcomp(&k->ttl[k->nttl].re, w[2], REG_EXTENDED | REG_NOSUB))
                 return -1;
             k->ttl[k->nttl].has_re = 1;
         }

@@ -45,8 +45,10 @@ static int rule_parse(const char *s, px_rule_t *r, px_pooldef_t *pd, char *name,
         if (px_list_parse(s, 1, pd->m, &pd->n, &re, why) < 0)
             return -1;
     }
-    *why = "the pattern is empty or not a POSIX extended regular expression";
-    if (!*re || regcomp(&r->re, re, REG_EXTENDED | REG_NOSUB))
+    *why = "the pattern is empty, not a POSIX extended regular expression, or one whose "
+           "repetitions (stacked or nested + and {m,n}) would take regcomp too long";
+    if (!*re || !opt_regex_bounded(re, OPT_REGEX_NODES) ||
+        regcomp(&r->re, re, REG_EXTENDED | REG_NOSUB))
         return -1;
     return 0;
 }
@@ -75,6 +77,40 @@ int proxy_pool_check(const char *def)
     }
     return 0;
 }
+
+/* -P and --pool (o->id 1): each a row (the number given, the length, then
+   its own check, which says why).  0, or -1. */
+static int proxy_set(config_t *cfg, const optdef_t *o, char *arg)
+{
+    int pool = o->id;
+    if ((pool ? cfg->npools : cfg->nproxy_rules) == o->repeat ||
+        strnlen(arg, CONFIG_PATTERN_MAX + 1) > CONFIG_PATTERN_MAX ||
+        (pool ? proxy_pool_check(arg) : proxy_rule_check(arg)) < 0)
+        return -1;
+    if (pool)
+        cfg->pool_def[cfg->npools++] = arg;
+    else
+        cfg->proxy_rule[cfg->nproxy_rules++] = arg;
+    return 0;
+}
+
+const optdef_t proxy_opts[] = {
+    OPT_ROW_FN('P', NULL, OPT_RULE, OPT_ANY, CONFIG_PROXY_RULES, proxy_set, 0,
+               "not a proxy rule (at most 1024 bytes; -P at most 16 times)",
+        "  -P rule   send matching paths to a backend: [F/|S/]host/port/regex or\n"
+        "            [F/|S/]unix:/path:regex (F/: FastCGI, S/: SCGI, else HTTP;\n"
+        "            the original gatling's -O; up to 16 times); several backends,\n"
+        "            comma-separated, each with *weight and +backup, are a pool:\n"
+        "            -P '10.0.0.1/80,10.0.0.2/80*2/^/app/'; @name/regex names a --pool;\n"
+        "            only for hosts whose directory holds a .proxy file (warned at start\n"
+        "            when none does)\n"),
+    OPT_ROW_FN(0, "pool", OPT_RULE, OPT_ANY, CONFIG_POOLS, proxy_set, 1,
+               "not a pool (at most 1024 bytes; --pool at most 16 times)",
+        "  --pool name=[F/|S/]backends|file:/path[;key=value...]  a pool of backends:\n"
+        "            balance=rr|least|hash[:Field], fails=, window=, down=, failon=,\n"
+        "            tries=, slowstart=, check=/path, interval=, expect=, fall=, rise=,\n"
+        "            timeout= (gatling.8, POOLS; up to 16 times, 64 backends in all)\n"),
+    OPT_LAST};
 
 /* A file: pool's list, read (at most 64 KiB) from its directory unless its
    modification time (ns) is still *mtime: malloc'd text, or NULL with errno

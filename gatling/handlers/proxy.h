@@ -27,14 +27,18 @@
 #include "handler.h"
 #include "http/exchange.h"
 #include "site/config.h"
+#include "site/optdef.h"
 
 struct site;
 
-/* Check rule (main.c, -P) the way proxy_init will use it: 0, or -1 after
+/* -P and --pool: their rows of the options table (site/optdef.h). */
+extern const optdef_t proxy_opts[];
+
+/* Check rule (-P) the way proxy_init will use it: 0, or -1 after
    printing why to stderr. */
 int proxy_rule_check(const char *rule);
 
-/* Check a --pool definition (main.c): 0, or -1 after printing why. */
+/* Check a --pool definition: 0, or -1 after printing why. */
 int proxy_pool_check(const char *def);
 
 /* Check the rules and pools together (names, the backends' count), and

@@ -287,6 +287,14 @@ int conf_load(conf_args_t *a, const char *path, int argc, char **argv, const cha
         conf_free(a);
         return -1;
     }
+    if (ws.n && !(a->own = malloc((size_t)ws.n * sizeof *a->own))) {
+        fprintf(stderr, "gatling: --config: %s\n", strerror(errno));
+        a->argc = ws.n;
+        conf_free(a);
+        return -1;
+    }
+    if (ws.n)
+        memcpy(a->own, ws.w, (size_t)ws.n * sizeof *ws.w);
     /* argv[0] first: the file's words move up by one */
     memmove(ws.w + 1, ws.w, (size_t)ws.n * sizeof *ws.w);
     memmove(ws.line + 1, ws.line, (size_t)ws.n * sizeof *ws.line);
@@ -309,13 +317,13 @@ const char *conf_where(const conf_args_t *a, int i, char *buf, size_t len)
 
 void conf_free(conf_args_t *a)
 {
-    if (a->argv) {
-        /* the file's words: argv[1..nfile] once argv[0] is in, else [0..nfile) */
-        int first = a->argc > a->nfile ? 1 : 0;
-        for (int i = first; i < first + a->nfile; i++)
-            free(a->argv[i]);
-    }
+    /* the file's words as read: before argv is made (a->own not yet), argv[0..nfile)
+       are they; after, a->own keeps them wherever getopt has moved them in argv */
+    char **words = a->own ? a->own : a->argv;
+    for (int i = 0; words && i < a->nfile; i++)
+        free(words[i]);
+    free(a->own);
     free(a->argv);
     free(a->line);
-    a->argv = NULL, a->line = NULL;
+    a->argv = NULL, a->line = NULL, a->own = NULL;
 }

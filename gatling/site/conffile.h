@@ -11,10 +11,11 @@
  * at a line's end joins the next line; a word that begins with # starts a
  * comment to the end of the line.  Quotes do not span lines.  The value of
  * an option that names a path (-c, -l, -q, -m, -C, --acme-dir,
- * --acme-ca-root: CONF_PATH_OPTS and conf_path_longopts) that does not begin
- * with / is made relative to the file's directory.
+ * --acme-ca-root, --acme-dns-key: the options table's path kinds, which
+ * conf_load is given) that does not begin with / is made relative to the
+ * file's directory.
  *
- * No knowledge of what an option means beyond that: main.c checks values.
+ * No knowledge of what an option means beyond that: options.c checks values.
  */
 #ifndef GATLING_CONFFILE_H
 #define GATLING_CONFFILE_H
@@ -30,6 +31,8 @@ typedef struct conf_args {
     int nfile;         /* argv[1..nfile] are the file's */
     int *line;         /* line[i]: the file's line of argv[i], 0 for the command line's */
     const char *path;  /* the file, as given (NULL: no file) */
+    char **own;        /* the file's words as read, nfile of them: what conf_free frees
+                          (getopt permutes argv, so argv[1..nfile] may hold others' by then) */
 } conf_args_t;
 
 /*

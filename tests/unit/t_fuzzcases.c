@@ -5,6 +5,10 @@
 #include "tap.h"
 #include "http_parse.h"
 #include "vhost.h"
+#include "optdef.h"
+
+#include <regex.h>
+#include <time.h>
 
 #include <stdlib.h>
 
@@ -76,5 +80,35 @@ int main(void)
        "a header line across the limit with a control byte past it: 431, %d", st);
     ok(same_verdict(buf, HTTP_MAX_HEAD + 12, HTTP_MAX_HEAD + 1), "... as for its prefix");
     free(buf);
+
+    /* fuzz_options: -w 'X++...+' (41 of them) held regcomp past libFuzzer's 10 s
+       (22 took over a minute and gigabytes): each stacked + doubles the tree */
+    char re[64] = "X";
+    memset(re + 1, '+', 41), re[42] = 0;
+    ok(!opt_regex_bounded(re, OPT_REGEX_NODES), "-w X+{41}: refused before regcomp");
+    ok(!opt_regex_bounded("^/a((b+)+)+{100}{100}", OPT_REGEX_NODES), "nested + and {m,n}");
+    ok(!opt_regex_bounded("(abcdefghij){30000}", OPT_REGEX_NODES), "{30000}: counted as such");
+    /* ... and -P 'F/unix:/php/:...hp++?++++++++++ache': under the bound, but 10 s of
+       regcomp's epsilon closures */
+    ok(!opt_regex_bounded("\\||0|||||||||||hp++?++++++++++ache", OPT_REGEX_NODES),
+       "stacked repetitions under the bound");
+    ok(!opt_regex_bounded("a+?", OPT_REGEX_NODES) && !opt_regex_bounded("a{2}*", OPT_REGEX_NODES),
+       "a+? and a{2}*: refused");
+    ok(opt_regex_bounded("(((((((((((a+)+)+)+)+)+)+)+)+)+)+)+", OPT_REGEX_NODES),
+       "nested groups of + within the bound: taken (regcomp: milliseconds)");
+    ok(!opt_regex_bounded("((((((((((((((((((((((((((((((((a))))))))))))))))))))))))))))))))",
+                          OPT_REGEX_NODES), "groups 32 deep");
+    const char *fine[] = {"\\.cgi$", "^/cgi-bin/", "^/(a+|b*|[c-z]{1,5})+x?$", "[]+]{2,3}",
+                          "^/(x+)?$", "a\\++",
+                          "^/api/v[0-9]+/(users|items)/[^/]+$", "x{1000}"};
+    for (size_t i = 0; i < sizeof fine / sizeof fine[0]; i++) {
+        regex_t r;
+        clock_t t0 = clock();
+        ok(opt_regex_bounded(fine[i], OPT_REGEX_NODES) &&
+               !regcomp(&r, fine[i], REG_EXTENDED | REG_NOSUB),
+           "%s: taken, and compiles", fine[i]);
+        regfree(&r);
+        ok(clock() - t0 < CLOCKS_PER_SEC, "... in under a second");
+    }
     return tap_done();
 }

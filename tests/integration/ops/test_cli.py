@@ -10,13 +10,15 @@ import threading
 
 import pytest
 
-from conftest import (ALARMING, Client, first_backend_only, http_only, make_docroot, recv_to_eof,
-                      wait_for)
+from conftest import (ALARMING, ROOT, Client, first_backend_only, http_only, make_docroot,
+                      recv_to_eof, wait_for)
 from conftest import test_pki as pki_dir  # not test_*: pytest would collect it
 
 # Parsing and the start-up's checks sit above io/: on the first backend (and
 # its sanitizer build) only, in the plain pass (no scheme changes them)
-ABOVE_IO = ("test_bad_value_is_named", "test_good_values_pass_check",
+ABOVE_IO = ("test_bad_value_is_named",
+            "test_every_option_of_the_table_is_in_the_man_page_and_back",
+            "test_good_values_pass_check",
             "test_a_file_an_option_names_is_refused_at_start_and_by_check",
             "test_reload_arguments", "test_reload_of_a_process_that_dies",
             "test_a_pool_no_rule_names_is_warned")
@@ -62,6 +64,40 @@ def test_help(build):
     assert not p.stderr, "-h wrote on stderr: %r" % p.stderr
     for opt in ("-i", "-p", "-T", "-n", "-c", "-W", "-V", "-h"):
         assert re.search(r"(^|\W)%s\b" % re.escape(opt), out), "-h does not mention %s" % opt
+
+
+def man_options():
+    """The options gatling.8's OPTIONS section describes: the names on the
+    line after each .TP ("-d", "--acme-ca", ...)."""
+    with open(os.path.join(ROOT, "man", "gatling.8")) as f:
+        text = f.read()
+    section = text.split("\n.SH OPTIONS\n", 1)[1].split("\n.SH ", 1)[0]
+    names = set()
+    for m in re.finditer(r"^\.TP\n(.*)$", section, re.M):
+        line = m.group(1).replace("\\-", "-")
+        names.update(re.findall(r'(?:^\.B[IR]? |[\s"])(--?[A-Za-z0-9][A-Za-z0-9-]*)', line))
+    return names
+
+
+def table_options(build):
+    """The options of gatling's table (--list-options: "-p", "--cache", or
+    "-x,--long" a line)."""
+    p = run(build, "--list-options")
+    assert p.returncode == 0 and not p.stderr, p
+    return {n for line in p.stdout.decode().splitlines() for n in line.split()[0].split(",")}
+
+
+def test_every_option_of_the_table_is_in_the_man_page_and_back(build):
+    """Each option of the table (gatling/options.c and the modules' rows) has
+    its entry in gatling.8's OPTIONS, and each entry there is an option of
+    the table: an option added to one and not the other fails here."""
+    table, man = table_options(build), man_options()
+    assert len(table) > 70, table
+    assert table - man == set(), "in the table, not in gatling.8's OPTIONS: %s" % (table - man)
+    assert man - table == set(), "in gatling.8's OPTIONS, not in the table: %s" % (man - table)
+    p = run(build, "-h")
+    for name in table:  # and each in -h (-D shares -d's line)
+        assert re.search(r"(^|\s)%s\b" % re.escape(name), p.stdout.decode(), re.M), name
 
 
 @pytest.mark.parametrize("args", [("-p", "abc"), ("-p", "70000"), ("-p", "-1"), ("-p", ""),
@@ -262,7 +298,13 @@ BAD_VALUES = [
     (("--acme-ca",), "--acme-ca needs an argument"),
     (("-e",), "-e needs an argument"),
     (("-%",), "unknown option -%"),
-    (("--nope",), "unknown long option (there are --config"),
+    (("--nope",), "unknown long option --nope (there are --config, --check, "),
+    # found by fuzz_options: regcomp took minutes and gigabytes on stacked +
+    (("-w", "X" + "+" * 41), "-w X++"),
+    (("-P", "127.0.0.1/80/^/a((b+)+)+{100}{100}"), "would take regcomp too long"),
+    (("--log-formt", "json"),
+     "unknown long option --log-formt json (did you mean --log-format?)"),
+    (("--acme-d", "x"), "ambiguous long option --acme-d x (--acme-dir, --acme-dns-server, "),
     (("--config",), "--config needs a file"),
     (("--config=",), "--config needs a file"),
     (("--config", ""), "--config needs a file"),

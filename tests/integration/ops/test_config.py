@@ -229,6 +229,34 @@ def test_check_says_every_problem_and_the_start_fails_as_it_says(build, tmp_path
         r.stderr
 
 
+def test_check_survives_getopt_moving_the_files_words(build, tmp_path):
+    """An unknown long option with a value in the file, then more options: with
+    --check, getopt went on and moved the stray value past the command line's
+    words, and conf_free freed a command-line word in its place (munmap_chunk:
+    invalid pointer, exit 134; ASan: free of a non-malloc'ed address).  Now the
+    messages and exit 2, with --check and without."""
+    conf = write(tmp_path / "g.conf", "-p 18555 -E\n--no-such-option 1\n")
+    for args in (["--check", "--config", conf], ["--config", conf, "--check", "-n"],
+                 ["--config", conf, "-i", "127.0.0.1", "-p", "0"]):
+        r = subprocess.run([build.binary] + args, capture_output=True, text=True, timeout=30,
+                           stdin=subprocess.DEVNULL)
+        assert r.returncode == 2, (args, r.returncode, r.stderr)
+        assert "g.conf:2: unknown long option" in r.stderr, r.stderr
+        assert "AddressSanitizer" not in r.stderr and "munmap" not in r.stderr, r.stderr
+
+
+def test_a_misspelled_option_in_the_file_is_named_with_a_suggestion(build, tmp_path):
+    """--log-formt json in the file (issue 68): the word, its value, the file and
+    line and the nearest option, said once; the value is the option's, not an
+    'unexpected argument' of its own with no line; --check goes on past it."""
+    conf = write(tmp_path / "g.conf", "-n\n--log-formt json\n-T x\n")
+    rc, err = check(build, "--config", conf)
+    assert rc == 2, err
+    assert "g.conf:2: unknown long option --log-formt json (did you mean --log-format?)" in err, \
+        err
+    assert "unexpected argument" not in err and "g.conf:3: -T x" in err, err
+
+
 def test_check_passes_the_shipped_file(build, tmp_path):
     """dist/gatling.conf as make install writes it (the sample site and the logs
     moved here, since /usr/share/gatling and /var/log/gatling are not):

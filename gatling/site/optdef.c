@@ -1,0 +1,87 @@
+/* The value checks the options table's rows share.  See optdef.h. */
+#include "optdef.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+long opt_number(const char *s, long min, long max)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < min || v > max)
+        return -1;
+    return v;
+}
+
+long long opt_size(const char *s, long long min, long long max)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    int shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
+    if (shift)
+        end++;
+    if (errno || end == s || *s < '0' || *s > '9' || *end || v > (max >> shift))
+        return -1;
+    return v << shift >= min ? v << shift : -1;
+}
+
+/* The copies {m,n} makes of its operand (glibc: n, or m + 1 for {m,}); *p past the '}'. */
+static long long bound_copies(const char **p)
+{
+    char *end;
+    long long m = strtol(*p + 1, &end, 10), n = m;
+    if (*end == ',')
+        n = end[1] == '}' ? m + 1 : strtol(end + 1, &end, 10);
+    const char *close = strchr(*p, '}');
+    *p = close ? close + 1 : *p + strlen(*p);
+    n = n > m ? n : m;
+    return n < 1 ? 1 : n > (1 << 20) ? 1 << 20 : n; /* RE_DUP_MAX is 32767 */
+}
+
+int opt_regex_bounded(const char *re, long long limit)
+{
+    long long total[32] = {0}, last[32] = {0}; /* per open group: its size, its last atom's */
+    int depth = 0, repeated = 0;
+    for (const char *p = re; *p;) {
+        long long atom = 1, factor = 1;
+        char c = *p;
+        int rep = c == '+' || c == '*' || c == '?' || c == '{';
+        if (rep && repeated) /* "a++", "a+?", "a{2}*": undefined in POSIX, and regcomp's
+                                epsilon closures grow four-fold with each (fuzz_options) */
+            return 0;
+        repeated = rep;
+        if (rep) { /* on the atom before it */
+            factor = c == '+' ? 2 : c == '{' ? bound_copies(&p) : 1;
+            if (c != '{')
+                p++;
+            total[depth] += last[depth] * (factor - 1) + 1;
+            last[depth] = last[depth] * factor + 1;
+        } else if (c == '(') {
+            if (++depth == 32)
+                return 0;
+            total[depth] = last[depth] = 0, p++;
+        } else if (c == ')' && depth > 0) {
+            atom = total[depth--] + 1, p++;
+            total[depth] += atom, last[depth] = atom;
+        } else if (c == '|') {
+            last[depth] = 0, p++; /* the alternatives add up: total goes on */
+        } else {
+            if (c == '\\' && p[1])
+                p++;
+            else if (c == '[') { /* a bracket expression is one atom */
+                const char *q = p + 1 + (p[1] == '^');
+                q += *q == ']';
+                q = strchr(q, ']');
+                p = q ? q : p + strlen(p) - 1;
+            }
+            p++;
+            total[depth] += 1, last[depth] = 1;
+        }
+        if (total[depth] > limit || last[depth] > limit)
+            return 0;
+    }
+    return 1;
+}
