@@ -160,6 +160,10 @@ static int word_option(int c, const char *arg, config_acme_t *a)
 
 static int given; /* the --acme options seen, one bit each, for acme_options_done */
 static int names_owned; /* cfg->acme.names are vhost_names' copies, for acme_end */
+/* The write end of the keeper's stop pipe (acme.h): closing it, or this
+   process's death, ends the keeper; -1: none.  The process's own, as the
+   keeper's pid is, so file scope (the configuration holds no descriptor). */
+static int keeper_fd = -1;
 
 int acme_option(int c, char *arg, config_t *cfg)
 {
@@ -593,7 +597,7 @@ int acme_launch(config_t *cfg)
     if (saved >= 0)
         dup2(real, STDERR_FILENO);
     pid_t pid = acme_start(cfg, a->names, a->nnames, a->challenge != CONFIG_ACME_TLSALPN01,
-                           getpid(), err, sizeof err);
+                           getpid(), &keeper_fd, err, sizeof err);
     if (saved >= 0) {
         dup2(saved, STDERR_FILENO);
         close(saved);
@@ -611,6 +615,13 @@ int acme_launch(config_t *cfg)
     return 0;
 }
 
+void acme_detach(void)
+{
+    if (keeper_fd >= 0)
+        close(keeper_fd);
+    keeper_fd = -1;
+}
+
 void acme_end(config_t *cfg)
 {
     pid_t pid = (pid_t)cfg->acme_pid;
@@ -621,15 +632,18 @@ void acme_end(config_t *cfg)
     names_owned = 0, cfg->acme.nnames = 0;
     OPENSSL_cleanse(&dns_key, sizeof dns_key);
     cfg->acme.dns_key = NULL;
+    acme_detach(); /* the keeper's stop: the order in flight, if any, finishes (ACME_STOP_GRACE) */
     if (pid <= 0)
         return;
     cfg->acme_pid = 0;
-    kill(pid, SIGTERM); /* the order in flight, if any, finishes (ACME_STOP_GRACE) */
-    for (int i = 0; i < (ACME_STOP_GRACE + 2) * 100; i++) { /* then it is not asked again */
+    /* the keeper ends within ACME_KEEPER_STOP by itself; a root keeper cannot
+       be signalled by a server that became -u's user (EPERM), and is not
+       waited for past that bound */
+    for (int i = 0; i < (ACME_KEEPER_STOP + 1) * 100; i++) {
         if (waitpid(pid, NULL, WNOHANG) != 0)
             return;
         usleep(10000);
     }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
+    if (kill(pid, SIGKILL) == 0)
+        waitpid(pid, NULL, 0);
 }

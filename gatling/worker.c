@@ -1,7 +1,9 @@
 /* The -W supervisor: see worker.h. */
 #define _GNU_SOURCE /* ppoll */
 #include "worker.h"
+#include "acme_setup.h"
 #include "gio.h"
+#include "gio_os.h"
 #include "site/elog.h"
 #include "site/peerboard.h"
 #include "site/spawn.h"
@@ -98,8 +100,18 @@ static void upgrade_note(pid_t asker, int end, const char *fmt, ...)
         reload_tell(asker, end, text);
 }
 
+/* After -u (a change of ids clears PR_SET_PDEATHSIG: prctl(2)): the
+   supervisor's death, however it died, is a SIGTERM to this worker, which
+   drains; one that died before is found by the pid it had at the fork. */
+static void worker_parent_death(pid_t supervisor)
+{
+    gio_proc_parent_death(SIGTERM);
+    if (getppid() != supervisor)
+        got_term = 1; /* passed on below, as a TERM that came early */
+}
+
 /* In the child: serve our share of the listeners. */
-static void worker_main(supervisor_t *sv, int i)
+static void worker_main(supervisor_t *sv, int i, pid_t supervisor)
 {
     listener_t lst[SERVER_MAX_LISTENERS];
     server_t s;
@@ -115,6 +127,7 @@ static void worker_main(supervisor_t *sv, int i)
     sigprocmask(SIG_SETMASK, &none, NULL);
     sv->cfg.worker = i; /* its slot in the table of counters */
     elog_close_dir(&note_log); /* the supervisor's, outside any chroot: not a worker's */
+    acme_detach(); /* the ACME keeper's stop pipe is the supervisor's to hold */
     int n = worker_listeners(sv, i, lst);
     quic_ep_t *quic = n > 0 ? server_quic_open(&sv->cfg, lst, n, &sv->qg, i) : NULL;
     quic_group_close(&sv->qg); /* the endpoint has its own descriptor */
@@ -131,6 +144,7 @@ static void worker_main(supervisor_t *sv, int i)
                                      &spawner) < 0) ||
         server_drop_privileges(&sv->cfg) < 0)
         _exit(1);
+    worker_parent_death(supervisor);
     sv->cfg.spawn_pid = cgi ? (int)spawner : 0;
     if (sv->cfg.proc_fd >= 0) /* the spawner's now: the loop keeps nothing outside the chroot */
         close(sv->cfg.proc_fd), sv->cfg.proc_fd = -1;
@@ -152,9 +166,9 @@ static void worker_main(supervisor_t *sv, int i)
 
 static pid_t spawn(supervisor_t *sv, int i)
 {
-    pid_t pid = fork();
+    pid_t self = getpid(), pid = fork();
     if (pid == 0)
-        worker_main(sv, i);
+        worker_main(sv, i, self);
     if (pid < 0)
         fprintf(stderr, "gatling: fork() failed: %s\n", strerror(errno));
     sv->pid[i] = pid > 0 ? pid : 0;
@@ -433,6 +447,9 @@ int worker_supervise(const config_t *cfg, mime_table_t *mime, const int *fds, in
     server_quic_steer(&sv.qg);
     handover_ready();
     rc = supervise(&sv, &old);
+    if (sv.terms > 1) /* a second TERM: out at once, as one process goes (server.c); the ACME
+                         keeper and the cluster's side process end by themselves (acme.h) */
+        _exit(rc);
     quic_group_close(&sv.qg); /* the workers are gone */
     stats_shm_free(sv.cfg.stats_shm);
     peer_board_free(sv.cfg.peer_board);
