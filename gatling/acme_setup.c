@@ -615,6 +615,14 @@ int acme_launch(config_t *cfg)
     return 0;
 }
 
+static volatile sig_atomic_t term_now; /* acme_end's wait: a SIGTERM came */
+
+static void on_term(int sig)
+{
+    (void)sig;
+    term_now = 1;
+}
+
 void acme_detach(void)
 {
     if (keeper_fd >= 0)
@@ -638,12 +646,22 @@ void acme_end(config_t *cfg)
     cfg->acme_pid = 0;
     /* the keeper ends within ACME_KEEPER_STOP by itself; a root keeper cannot
        be signalled by a server that became -u's user (EPERM), and is not
-       waited for past that bound */
-    for (int i = 0; i < (ACME_KEEPER_STOP + 1) * 100; i++) {
+       waited for past that bound, nor past a SIGTERM (or SIGINT) now: the
+       loops are done, so it is the second, which exits at once (gatling.8) */
+    struct sigaction sa = {.sa_handler = on_term}, old[2];
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, &old[0]), sigaction(SIGINT, &sa, &old[1]);
+    sigset_t term;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM), sigaddset(&term, SIGINT);
+    sigprocmask(SIG_UNBLOCK, &term, NULL); /* -W's supervisor blocks them */
+    int i = 0;
+    for (; i < (ACME_KEEPER_STOP + 1) * 100 && !term_now; i++) {
         if (waitpid(pid, NULL, WNOHANG) != 0)
-            return;
+            break;
         usleep(10000);
     }
-    if (kill(pid, SIGKILL) == 0)
+    if (i == (ACME_KEEPER_STOP + 1) * 100 && kill(pid, SIGKILL) == 0)
         waitpid(pid, NULL, 0);
+    sigaction(SIGTERM, &old[0], NULL), sigaction(SIGINT, &old[1], NULL);
 }

@@ -36,6 +36,7 @@ NAME = "gatling.test"
 CGI_RUN = 5  # s: -Q, how long a CGI may run: a worker's drain waits for its request
 TREE_BOUND = CGI_RUN + 10  # s: the drain, then spawners and keepers end at once
 ACME_BOUND = 30  # s: an order in flight gets ACME_STOP_GRACE (20 s), then SIGKILL
+TERM_BOUND = 10  # s: SIGTERM's drain of an idle server; no order in flight
 
 CGI = "#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\n'\necho started\nexec sleep %s\n"
 
@@ -232,3 +233,98 @@ def test_no_process_outlives_the_top(workers, cgi, how):
         report("-W %d, CGI %s, --acme, %s" % (workers, cgi, how), took)
         restarts(www, port, ["-u", "nobody", "-T", "10", "-W", str(workers)] +
                  cgi_args(cgi) + acme_args(base, ca))
+
+
+def etcd_or_skip(base):
+    """A one-member etcd as ops/test_cluster.py starts it (stopped by the caller)."""
+    try:
+        from test_cluster import ETCD, Etcd
+    except ImportError:
+        pytest.skip("ops/test_cluster.py's Etcd not importable")
+    if not ETCD:
+        pytest.skip("needs etcd (Debian's etcd-server: tests/setup.sh)")
+    return Etcd(base).start()
+
+
+@pytest.mark.parametrize("cluster", [False, True])
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sigterm_ends_gatling(workers, cluster):
+    """Issue 63 item 5: as root with -u nobody --acme (and --cluster), one
+    SIGTERM ends gatling within the drain's bound: the serving process,
+    nobody, tells its root keeper by closing the keeper's pipe (it waited
+    for good for a keeper it could not signal); and the tree goes with it."""
+    user()
+    with scratch() as base:
+        www = docroot(base, "0")
+        etcd = etcd_or_skip(base) if cluster else None
+        try:
+            more = ["--cluster", "etcd=" + etcd.url, "--cluster-name", "t%d" % os.getpid()] \
+                if etcd else []
+            args = ["-u", "nobody", "-T", "10", "-W", str(workers)] + \
+                acme_args(base, "https://127.0.0.1:%d/dir" % free_port(), more)
+            with launch(args, www) as run:
+                assert run.port, run.text()
+                client_up(run)
+                recorded = tree(run.proc.pid)
+                t0 = time.monotonic()
+                os.kill(run.proc.pid, signal.SIGTERM)
+                try:
+                    run.proc.wait(TERM_BOUND)
+                except Exception:
+                    kill_left(left(recorded, run.proc.pid))
+                    raise AssertionError("-W %d%s: SIGTERM did not end gatling in %d s:\n%s"
+                                         % (workers, ", --cluster" if cluster else "",
+                                            TERM_BOUND, run.text()))
+                top = time.monotonic() - t0
+                took = wait_gone(recorded, run.proc.pid, t0, TERM_BOUND, "after SIGTERM")
+            report("SIGTERM, -W %d, --acme%s: top %.2f s," % (
+                workers, ", --cluster" if cluster else "", top), took)
+        finally:
+            if etcd:
+                etcd.stop()
+
+
+@pytest.mark.parametrize("how", ["kill", "term2"])
+@pytest.mark.parametrize("workers", [1, 2])
+def test_acme_order_in_flight(workers, how):
+    """--acme against Pebble, the certificate's download held by the proxy
+    (an order in flight) when the top process is SIGKILLed or sent two
+    SIGTERMs (which exits at once, -W's supervisor too: it waited for the
+    order): the keeper ends its client, which finishes the order within
+    ACME_STOP_GRACE, then itself; nothing is left within ACME_BOUND, the
+    state directory's lock is free, and a new gatling serves the port."""
+    import acmelab
+    from acmelab import Fault, FaultProxy, Pebble
+    from conftest import test_pki
+    if acmelab.missing():
+        pytest.skip("%s missing" % ", ".join(acmelab.missing()))
+    user()
+    with scratch() as base:
+        www = docroot(base, "0")
+        pki = test_pki()
+        shutil.copy(pki + "/ca.pem", base + "/ca.pem")  # the client, nobody, reads it
+        os.chmod(base + "/ca.pem", 0o644)
+        http, https = free_port(), free_port()
+        with Pebble(base, pki, http, https) as pebble, FaultProxy(pki, pebble.acme) as proxy:
+            pebble.start()
+            f = proxy.add(Fault("delay", "/certZ/", "POST", delay=12))
+            args = ["-u", "nobody", "-T", "10", "-W", str(workers), "-p", str(http), "-e",
+                    str(https), "--acme", "admin@gatling.test", "--acme-ca", proxy.directory,
+                    "--acme-ca-root", base + "/ca.pem", "--acme-dir", base + "/state",
+                    "--acme-names", NAME]
+            with launch(args, www) as run:
+                assert run.port == http, run.text()
+                deadline = time.monotonic() + 60
+                while not f.hits and time.monotonic() < deadline and run.proc.poll() is None:
+                    time.sleep(0.1)
+                assert f.hits, "no order reached the certificate's download:\n" + run.text()
+                recorded, t0 = end_tree(run, how)
+                top = time.monotonic() - t0
+                if how == "term2":  # gatling.8: a second SIGTERM exits at once
+                    assert top < 3, "the second SIGTERM took %.1f s:\n%s" % (top, run.text())
+                took = wait_gone(recorded, run.proc.pid, t0, ACME_BOUND,
+                                 "--acme, -W %d, %s, an order in flight" % (workers, how))
+            with open(base + "/state/lock") as lock:  # no client holds it
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            report("--acme (Pebble, an order in flight), -W %d, %s" % (workers, how), took)
+            restarts(www, http, args)
