@@ -286,6 +286,42 @@ def test_sigterm_ends_gatling(workers, cluster):
 
 @pytest.mark.parametrize("how", ["kill", "term2"])
 @pytest.mark.parametrize("workers", [1, 2])
+def test_cluster_tree(workers, how):
+    """The same with --cluster against etcd (its keeper and side process, -u
+    nobody's) beside --acme and CGI: nothing left, the port serves again."""
+    user()
+    tag = str(random.randint(100000, 999999))
+    with scratch() as base:
+        www = docroot(base, tag)
+        etcd = etcd_or_skip(base)
+        try:
+            port = free_port()
+            args = ["-u", "nobody", "-T", "10", "-Q", str(CGI_RUN), "-W", str(workers), "-z"] + \
+                acme_args(base, "https://127.0.0.1:%d/dir" % free_port(),
+                          ["--cluster", "etcd=" + etcd.url, "--cluster-name", "t%d" % port])
+            with launch(args + ["-p", str(port)], www) as run:
+                assert run.port == port, run.text()
+                client_up(run)
+                deadline = time.monotonic() + 10
+                while "gatling-cluster" not in [comm(p) for p in tree(run.proc.pid)]:
+                    assert time.monotonic() < deadline, "no cluster side process"
+                    time.sleep(0.05)
+                with socket.create_connection(("127.0.0.1", port), timeout=10) as c:
+                    c.sendall(b"GET /slow.cgi HTTP/1.1\r\nHost: x\r\n\r\n")
+                    deadline = time.monotonic() + 10
+                    while not program_running(tag) and time.monotonic() < deadline:
+                        time.sleep(0.05)
+                    recorded, t0 = end_tree(run, how)
+                    took = wait_gone(recorded, run.proc.pid, t0, TREE_BOUND,
+                                     "--cluster, -W %d, %s" % (workers, how))
+            report("--cluster, --acme, CGI -z, -W %d, %s" % (workers, how), took)
+            restarts(www, port, args)
+        finally:
+            etcd.stop()
+
+
+@pytest.mark.parametrize("how", ["kill", "term2"])
+@pytest.mark.parametrize("workers", [1, 2])
 def test_acme_order_in_flight(workers, how):
     """--acme against Pebble, the certificate's download held by the proxy
     (an order in flight) when the top process is SIGKILLed or sent two
