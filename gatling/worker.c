@@ -126,6 +126,7 @@ static void worker_main(supervisor_t *sv, int i, pid_t supervisor)
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     sv->cfg.worker = i; /* its slot in the table of counters */
+    stats_shm_set_pid(sv->cfg.stats_shm, i, (long)getpid()); /* /server-status lists it */
     elog_close_dir(&note_log); /* the supervisor's, outside any chroot: not a worker's */
     acme_detach(); /* the ACME keeper's stop pipe is the supervisor's to hold */
     int n = worker_listeners(sv, i, lst);

@@ -364,3 +364,31 @@ def test_acme_order_in_flight(workers, how):
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             report("--acme (Pebble, an order in flight), -W %d, %s" % (workers, how), took)
             restarts(www, http, args)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_status_lists_the_tree(workers):
+    """/server-status?json's "processes": this process, -W's supervisor and
+    workers, the CGI spawner, the ACME keeper; each a pid of the tree, in
+    the place its parent chain says."""
+    import json
+    user()
+    with scratch() as base:
+        www = docroot(base, "0")
+        args = ["-S", "-u", "nobody", "-T", "10", "-W", str(workers), "-z"] + \
+            acme_args(base, "https://127.0.0.1:%d/dir" % free_port())
+        with launch(args, www) as run:
+            top = run.proc.pid
+            client_up(run)
+            resp = get(run.port, "/server-status?json")
+            procs = json.loads(resp.partition(b"\r\n\r\n")[2])["processes"]
+            t = table()
+            loops = [p for p, v in t.items() if v[0] == top and comm(p) == "gatling"] \
+                if workers > 1 else [top]
+            assert procs["self"] in loops, (procs, loops)
+            assert procs["supervisor"] == (top if workers > 1 else 0), procs
+            assert sorted(procs["workers"]) == (sorted(loops) if workers > 1 else []), procs
+            assert t[procs["cgi_spawner"]][0] == procs["self"], procs
+            assert t[procs["acme_keeper"]][0] == top and comm(procs["acme_keeper"]) == \
+                "acme-keeper", procs
+            assert procs["cluster"] == 0, procs
