@@ -55,6 +55,7 @@ typedef struct supervisor {
     pid_t pid[WORKERS_MAX];
     time_t started[WORKERS_MAX];
     int ready[2]; /* workers write a byte once they listen */
+    int life[2];  /* the supervisor alone holds life[1]: its end is the workers' (EOF) */
     int stopping; /* the listeners are closed: waiting for the workers to finish */
     int terms;    /* how many TERMs have been passed on to the workers */
     int up_fd;    /* an upgrade under way: the new process writes here once it serves */
@@ -129,6 +130,7 @@ static void worker_main(supervisor_t *sv, int i, pid_t supervisor)
     stats_shm_set_pid(sv->cfg.stats_shm, i, (long)getpid()); /* /server-status lists it */
     elog_close_dir(&note_log); /* the supervisor's, outside any chroot: not a worker's */
     acme_detach(); /* the ACME keeper's stop pipe is the supervisor's to hold */
+    close(sv->life[1]);
     int n = worker_listeners(sv, i, lst);
     quic_ep_t *quic = n > 0 ? server_quic_open(&sv->cfg, lst, n, &sv->qg, i) : NULL;
     quic_group_close(&sv->qg); /* the endpoint has its own descriptor */
@@ -149,7 +151,8 @@ static void worker_main(supervisor_t *sv, int i, pid_t supervisor)
     sv->cfg.spawn_pid = cgi ? (int)spawner : 0;
     if (sv->cfg.proc_fd >= 0) /* the spawner's now: the loop keeps nothing outside the chroot */
         close(sv->cfg.proc_fd), sv->cfg.proc_fd = -1;
-    if (server_init(&s, &sv->cfg, sv->mime, lst, n) < 0 || server_quic_start(&s, quic) < 0)
+    if (server_init(&s, &sv->cfg, sv->mime, lst, n) < 0 || server_quic_start(&s, quic) < 0 ||
+        server_watch_parent(&s, sv->life[0]) < 0)
         _exit(1);
     if (got_term)
         raise(SIGTERM);
@@ -422,7 +425,7 @@ int worker_supervise(const config_t *cfg, mime_table_t *mime, const int *fds, in
         quic_group_close(&sv.qg);
         return rc;
     }
-    if (pipe2(sv.ready, O_CLOEXEC) < 0)
+    if (pipe2(sv.ready, O_CLOEXEC) < 0 || pipe2(sv.life, O_CLOEXEC) < 0)
         return 1;
     /* where the workers publish their counters for /metrics (site/stats.h) */
     if (!(sv.cfg.stats_shm = stats_shm_new(cfg->workers))) {
