@@ -161,8 +161,8 @@ static int word_option(int c, const char *arg, config_acme_t *a)
 static int given; /* the --acme options seen, one bit each, for acme_options_done */
 static int names_owned; /* cfg->acme.names are vhost_names' copies, for acme_end */
 /* The write end of the keeper's stop pipe (acme.h): closing it, or this
-   process's death, ends the keeper; -1: none.  The process's own, as the
-   keeper's pid is, so file scope (the configuration holds no descriptor). */
+   process's death, ends the keeper; -1: none.  What the running process
+   owns, not a configuration value (DESIGN.md, Options), hence file scope. */
 static int keeper_fd = -1;
 
 int acme_option(int c, char *arg, config_t *cfg)

@@ -343,7 +343,7 @@ def test_acme_order_in_flight(workers, how):
         http, https = free_port(), free_port()
         with Pebble(base, pki, http, https) as pebble, FaultProxy(pki, pebble.acme) as proxy:
             pebble.start()
-            f = proxy.add(Fault("delay", "/certZ/", "POST", delay=12))
+            f = proxy.add(Fault("delay", "/certZ/", "POST", delay=6))
             args = ["-u", "nobody", "-T", "10", "-W", str(workers), "-p", str(http), "-e",
                     str(https), "--acme", "admin@gatling.test", "--acme-ca", proxy.directory,
                     "--acme-ca-root", base + "/ca.pem", "--acme-dir", base + "/state",
