@@ -28,7 +28,7 @@ import time
 import pytest
 
 from conftest import free_port, recv_to_eof
-from privtools import launch, needs_root, open_dir, scratch, user
+from privtools import launch, needs_root, scratch, user
 
 pytestmark = needs_root
 
@@ -212,8 +212,8 @@ def test_no_process_outlives_the_top(workers, cgi, how):
         www = docroot(base, tag)
         port = free_port()
         ca = "https://127.0.0.1:%d/dir" % free_port()
-        args = ["-u", "nobody", "-T", "10", "-Q", str(CGI_RUN), "-W", str(workers), "-p", str(port)] + \
-            cgi_args(cgi) + acme_args(base, ca)
+        args = ["-u", "nobody", "-T", "10", "-Q", str(CGI_RUN), "-W", str(workers),
+                "-p", str(port)] + cgi_args(cgi) + acme_args(base, ca)
         with launch(args, www) as run:
             assert run.port == port, run.text()
             c = socket.create_connection(("127.0.0.1", port), timeout=10)
