@@ -150,6 +150,10 @@ static int word_option(int c, const char *arg, config_acme_t *a)
 
 static int given; /* the --acme options seen, one bit each, for acme_options_done */
 static int names_owned; /* cfg->acme.names are vhost_names' copies, for acme_end */
+/* The write end of the keeper's stop pipe (acme.h): closing it, or this
+   process's death, ends the keeper; -1: none.  What the running process
+   owns, not a configuration value (DESIGN.md, Options), hence file scope. */
+static int keeper_fd = -1;
 
 void acme_options_begin(void)
 {
@@ -686,7 +690,7 @@ int acme_launch(config_t *cfg)
     if (saved >= 0)
         dup2(real, STDERR_FILENO);
     pid_t pid = acme_start(cfg, a->names, a->nnames, a->challenge != CONFIG_ACME_TLSALPN01,
-                           getpid(), err, sizeof err);
+                           getpid(), &keeper_fd, err, sizeof err);
     if (saved >= 0) {
         dup2(saved, STDERR_FILENO);
         close(saved);
@@ -704,6 +708,21 @@ int acme_launch(config_t *cfg)
     return 0;
 }
 
+static volatile sig_atomic_t term_now; /* acme_end's wait: a SIGTERM came */
+
+static void on_term(int sig)
+{
+    (void)sig;
+    term_now = 1;
+}
+
+void acme_detach(void)
+{
+    if (keeper_fd >= 0)
+        close(keeper_fd);
+    keeper_fd = -1;
+}
+
 void acme_end(config_t *cfg)
 {
     pid_t pid = (pid_t)cfg->acme_pid;
@@ -714,15 +733,28 @@ void acme_end(config_t *cfg)
     names_owned = 0, cfg->acme.nnames = 0;
     OPENSSL_cleanse(&dns_key, sizeof dns_key);
     cfg->acme.dns_key = NULL;
+    acme_detach(); /* the keeper's stop: the order in flight, if any, finishes (ACME_STOP_GRACE) */
     if (pid <= 0)
         return;
     cfg->acme_pid = 0;
-    kill(pid, SIGTERM); /* the order in flight, if any, finishes (ACME_STOP_GRACE) */
-    for (int i = 0; i < (ACME_STOP_GRACE + 2) * 100; i++) { /* then it is not asked again */
+    /* the keeper ends within ACME_KEEPER_STOP by itself; a root keeper cannot
+       be signalled by a server that became -u's user (EPERM), and is not
+       waited for past that bound, nor past a SIGTERM (or SIGINT) now: the
+       loops are done, so it is the second, which exits at once (gatling.8) */
+    struct sigaction sa = {.sa_handler = on_term}, old[2];
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, &old[0]), sigaction(SIGINT, &sa, &old[1]);
+    sigset_t term;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM), sigaddset(&term, SIGINT);
+    sigprocmask(SIG_UNBLOCK, &term, NULL); /* -W's supervisor blocks them */
+    int i = 0;
+    for (; i < (ACME_KEEPER_STOP + 1) * 100 && !term_now; i++) {
         if (waitpid(pid, NULL, WNOHANG) != 0)
-            return;
+            break;
         usleep(10000);
     }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
+    if (i == (ACME_KEEPER_STOP + 1) * 100 && kill(pid, SIGKILL) == 0)
+        waitpid(pid, NULL, 0);
+    sigaction(SIGTERM, &old[0], NULL), sigaction(SIGINT, &old[1], NULL);
 }

@@ -54,8 +54,14 @@ int acme_prepare(config_t *cfg);
    (cfg->acme_pid).  0, or -1 after saying why. */
 int acme_launch(config_t *cfg);
 
-/* The server is ending: so does the client; what acme_prepare and
+/* The server is ending: so does the client (its keeper told by closing its
+   stop pipe, waited for ACME_KEEPER_STOP s at most); what acme_prepare and
    acme_launch made is freed (the loops are done with it). */
 void acme_end(config_t *cfg);
+
+/* In a process forked after acme_launch (a -W worker): let go of the
+   keeper's stop pipe, so that the keeper sees the server's end when the
+   process that started it ends, not when the last of its children does. */
+void acme_detach(void);
 
 #endif

@@ -430,7 +430,7 @@ int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const list
                 int nlst)
 {
     memset(s, 0, sizeof *s);
-    s->sigfd[0] = s->sigfd[1] = s->upfd = -1;
+    s->sigfd[0] = s->sigfd[1] = s->upfd = s->parent_fd = -1;
     if (!(s->loop = gio_loop_new())) {
         fprintf(stderr, "gatling: cannot create the %s loop: %s\n", gio_backend_name(),
                 strerror(errno));
@@ -925,8 +925,31 @@ int server_run(server_t *s)
     return 0;
 }
 
+static void on_parent(watch_t *w, unsigned events)
+{
+    server_t *s = (server_t *)((char *)w - offsetof(server_t, parentw));
+    (void)events; /* nothing is written there: readable is the end */
+    gio_close(s->loop, s->parent_fd);
+    s->parent_fd = -1;
+    begin_drain(s);
+}
+
+int server_watch_parent(server_t *s, int fd)
+{
+    watch_init(&s->parentw, on_parent);
+    if (gio_nonblock(fd) < 0 || gio_add(s->loop, fd, &s->parentw) < 0) {
+        close(fd);
+        return -1;
+    }
+    s->parent_fd = fd;
+    gio_want(s->loop, fd, GIO_READ);
+    return 0;
+}
+
 void server_free(server_t *s)
 {
+    if (s->parent_fd >= 0)
+        gio_close(s->loop, s->parent_fd);
     gio_timer_stop(s->loop, &s->grace);
     gio_timer_stop(s->loop, &s->certs);
     if (s->upfd >= 0)

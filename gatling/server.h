@@ -61,6 +61,8 @@ typedef struct server {
     ftp_set_t ftp;     /* -f: the FTP sessions */
     quic_ep_t *quic;   /* HTTP/3 on UDP at the HTTPS port's number (quic/quic.h), or NULL */
     const quic_group_t *qgroup; /* ... its socket group, handed over on SIGUSR2 (or NULL) */
+    watch_t parentw; /* -W's worker: the cookie of parent_fd */
+    int parent_fd;   /* ... the supervisor's life pipe (server_watch_parent); -1 */
 } server_t;
 
 /*
@@ -153,5 +155,12 @@ int server_quic_start(server_t *s, quic_ep_t *q);
 void server_quic_steer(const quic_group_t *g);
 
 void server_free(server_t *s);
+
+/* -W's worker: fd is the read end of a pipe whose write end the supervisor
+   alone holds, so that its end (EOF: the supervisor exited or died, however
+   it died) starts the drain as SIGTERM does -- the portable twin of
+   PR_SET_PDEATHSIG, and no second SIGTERM.  The server owns fd from here
+   (closed on failure too).  0, or -1. */
+int server_watch_parent(server_t *s, int fd);
 
 #endif

@@ -1,7 +1,9 @@
 /* The -W supervisor: see worker.h. */
 #define _GNU_SOURCE /* ppoll */
 #include "worker.h"
+#include "acme_setup.h"
 #include "gio.h"
+#include "gio_os.h"
 #include "site/elog.h"
 #include "site/peerboard.h"
 #include "site/spawn.h"
@@ -53,6 +55,7 @@ typedef struct supervisor {
     pid_t pid[WORKERS_MAX];
     time_t started[WORKERS_MAX];
     int ready[2]; /* workers write a byte once they listen */
+    int life[2];  /* the supervisor alone holds life[1]: its end is the workers' (EOF) */
     int stopping; /* the listeners are closed: waiting for the workers to finish */
     int terms;    /* how many TERMs have been passed on to the workers */
     int up_fd;    /* an upgrade under way: the new process writes here once it serves */
@@ -98,8 +101,18 @@ static void upgrade_note(pid_t asker, int end, const char *fmt, ...)
         reload_tell(asker, end, text);
 }
 
+/* After -u (a change of ids clears PR_SET_PDEATHSIG: prctl(2)): the
+   supervisor's death, however it died, is a SIGTERM to this worker, which
+   drains; one that died before is found by the pid it had at the fork. */
+static void worker_parent_death(pid_t supervisor)
+{
+    gio_proc_parent_death(SIGTERM);
+    if (getppid() != supervisor)
+        got_term = 1; /* passed on below, as a TERM that came early */
+}
+
 /* In the child: serve our share of the listeners. */
-static void worker_main(supervisor_t *sv, int i)
+static void worker_main(supervisor_t *sv, int i, pid_t supervisor)
 {
     listener_t lst[SERVER_MAX_LISTENERS];
     server_t s;
@@ -114,7 +127,10 @@ static void worker_main(supervisor_t *sv, int i)
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     sv->cfg.worker = i; /* its slot in the table of counters */
+    stats_shm_set_pid(sv->cfg.stats_shm, i, (long)getpid()); /* /server-status lists it */
     elog_close_dir(&note_log); /* the supervisor's, outside any chroot: not a worker's */
+    acme_detach(); /* the ACME keeper's stop pipe is the supervisor's to hold */
+    close(sv->life[1]);
     int n = worker_listeners(sv, i, lst);
     quic_ep_t *quic = n > 0 ? server_quic_open(&sv->cfg, lst, n, &sv->qg, i) : NULL;
     quic_group_close(&sv->qg); /* the endpoint has its own descriptor */
@@ -131,10 +147,12 @@ static void worker_main(supervisor_t *sv, int i)
                                      &spawner) < 0) ||
         server_drop_privileges(&sv->cfg) < 0)
         _exit(1);
+    worker_parent_death(supervisor);
     sv->cfg.spawn_pid = cgi ? (int)spawner : 0;
     if (sv->cfg.proc_fd >= 0) /* the spawner's now: the loop keeps nothing outside the chroot */
         close(sv->cfg.proc_fd), sv->cfg.proc_fd = -1;
-    if (server_init(&s, &sv->cfg, sv->mime, lst, n) < 0 || server_quic_start(&s, quic) < 0)
+    if (server_init(&s, &sv->cfg, sv->mime, lst, n) < 0 || server_quic_start(&s, quic) < 0 ||
+        server_watch_parent(&s, sv->life[0]) < 0)
         _exit(1);
     if (got_term)
         raise(SIGTERM);
@@ -152,9 +170,9 @@ static void worker_main(supervisor_t *sv, int i)
 
 static pid_t spawn(supervisor_t *sv, int i)
 {
-    pid_t pid = fork();
+    pid_t self = getpid(), pid = fork();
     if (pid == 0)
-        worker_main(sv, i);
+        worker_main(sv, i, self);
     if (pid < 0)
         fprintf(stderr, "gatling: fork() failed: %s\n", strerror(errno));
     sv->pid[i] = pid > 0 ? pid : 0;
@@ -407,7 +425,7 @@ int worker_supervise(const config_t *cfg, mime_table_t *mime, const int *fds, in
         quic_group_close(&sv.qg);
         return rc;
     }
-    if (pipe2(sv.ready, O_CLOEXEC) < 0)
+    if (pipe2(sv.ready, O_CLOEXEC) < 0 || pipe2(sv.life, O_CLOEXEC) < 0)
         return 1;
     /* where the workers publish their counters for /metrics (site/stats.h) */
     if (!(sv.cfg.stats_shm = stats_shm_new(cfg->workers))) {
@@ -433,6 +451,9 @@ int worker_supervise(const config_t *cfg, mime_table_t *mime, const int *fds, in
     server_quic_steer(&sv.qg);
     handover_ready();
     rc = supervise(&sv, &old);
+    if (sv.terms > 1) /* a second TERM: out at once, as one process goes (server.c); the ACME
+                         keeper and the cluster's side process end by themselves (acme.h) */
+        _exit(rc);
     quic_group_close(&sv.qg); /* the workers are gone */
     stats_shm_free(sv.cfg.stats_shm);
     peer_board_free(sv.cfg.peer_board);

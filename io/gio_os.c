@@ -20,6 +20,8 @@
 #include <signal.h>
 #if defined(__linux__)
 #include <sys/prctl.h>
+#elif defined(__FreeBSD__)
+#include <sys/procctl.h>
 #endif
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -206,6 +208,8 @@ int gio_proc_parent_death(int sig)
 {
 #if defined(__linux__)
     return prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0);
+#elif defined(__FreeBSD__) && defined(PROC_PDEATHSIG_CTL)
+    return procctl(P_PID, 0, PROC_PDEATHSIG_CTL, &sig);
 #else
     (void)sig;
     errno = ENOSYS;

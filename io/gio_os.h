@@ -60,8 +60,12 @@ int gio_proc_subreaper(void);
 
 /*
  * Signal sig to this process when its parent dies (Linux:
- * PR_SET_PDEATHSIG).  0, or -1 with errno (ENOSYS elsewhere).  A parent
- * that died before the call is not noticed: compare getppid() after it.
+ * PR_SET_PDEATHSIG; FreeBSD: PROC_PDEATHSIG_CTL).  0, or -1 with errno
+ * (ENOSYS elsewhere).  A parent that died before the call is not noticed:
+ * compare getppid() after it.  Linux clears it when this process's ids
+ * change, and its kernel drops the signal when the dying parent may not
+ * signal this process (a parent that became another user than its root
+ * child): a pipe whose write end the parent holds tells its end always.
  */
 int gio_proc_parent_death(int sig);
 

@@ -598,15 +598,20 @@ static int take_lock(acme_run_t *r, int fd)
     return -1;
 }
 
-/* The child keeps stderr and the error log; the listeners and the rest go. */
-static void close_others(int keep)
+/* The child keeps stderr, the error log and (the keeper) the server's stop
+   pipe; the listeners and the rest go.  keep: up to two descriptors, -1 for none. */
+static void close_others(int keep, int keep2)
 {
-    if (keep > 2) {
-        if (keep > 3)
-            close_range(3, (unsigned)keep - 1, 0);
-        close_range((unsigned)keep + 1, ~0U, 0);
-    } else
-        close_range(3, ~0U, 0);
+    int k[2] = {keep < keep2 ? keep : keep2, keep < keep2 ? keep2 : keep};
+    unsigned from = 3;
+    for (int i = 0; i < 2; i++) {
+        if (k[i] < (int)from)
+            continue;
+        if (k[i] > (int)from)
+            close_range(from, (unsigned)k[i] - 1, 0);
+        from = (unsigned)k[i] + 1;
+    }
+    close_range(from, ~0U, 0);
 }
 
 static void child_signals(void)
@@ -641,7 +646,7 @@ static void child_main(const config_t *cfg, const char *const *names, int nnames
     prctl(PR_SET_NAME, "acme-client");
     prctl(PR_SET_DUMPABLE, 0); /* its keys: no process of its uid reads them */
     child_signals();
-    close_others(cfg->error_fd);
+    close_others(cfg->error_fd, -1);
     elog_init(&r.log, cfg->error_fd >= 0 ? cfg->error_fd : 2, cfg->error_log);
     /* --cluster: etcd's TLS files are read before -u */
     etcd_t *etcd = cfg->cluster ? etcd_new(cfg->cluster_etcd, err, sizeof err) : NULL;
@@ -679,19 +684,67 @@ static void child_main(const config_t *cfg, const char *const *names, int nnames
     _exit(0);
 }
 
-/* Wait for the client; a stop asks it to end first (SIGTERM: after its
-   order in flight; SIGINT: at once, as the keeper was asked).  Its wait
-   status. */
-static int keeper_wait(pid_t pid)
+static void on_chld(int sig)
 {
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0) {
-        if (errno != EINTR)
-            return 0;
-        if (acme_stop)
-            kill(pid, acme_hard ? SIGINT : SIGTERM);
+    (void)sig; /* only that the keeper's ppoll returns */
+}
+
+/* The keeper's wait: until the client has exited, a stop came (SIGTERM,
+   SIGINT, SIGHUP) or the server's stop pipe reports its end (the server closed
+   it, or died however it died: the pipe is what tells a root keeper that a
+   server which became -u's user has gone, since PR_SET_PDEATHSIG's signal
+   is refused there, as kill(2)'s would be), or ms passed (-1: no limit).
+   The signals are blocked (keeper_signals) but within the ppoll, so none
+   is lost between a check and the wait.  *stop_fd is -1 once it ended. */
+static void keeper_sleep(int *stop_fd, long ms, const sigset_t *open)
+{
+    struct pollfd p = {.fd = *stop_fd, .events = POLLIN};
+    struct timespec ts = {ms / 1000, ms % 1000 * 1000000L};
+    if (ppoll(&p, *stop_fd >= 0 ? 1 : 0, ms < 0 ? NULL : &ts, open) > 0 && p.revents) {
+        close(*stop_fd); /* nothing is ever written: readable is its end */
+        *stop_fd = -1;
+        acme_stop = 1;
     }
-    return st;
+}
+
+/* Wait for the client; a stop asks it to end first (SIGTERM: after its
+   order in flight; SIGINT: at once, as the keeper was asked), and one that
+   has not ended ACME_STOP_GRACE s later (it gives its order up then) is
+   killed a second or two after: the keeper ends within ACME_KEEPER_STOP
+   however it was told.  Its wait status. */
+static int keeper_wait(pid_t pid, int *stop_fd, const sigset_t *open)
+{
+    int st = 0, sent = 0;
+    time_t asked = 0;
+    for (;;) {
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid || (r < 0 && errno != EINTR))
+            return r == pid ? st : 0;
+        int want = acme_hard ? SIGINT : SIGTERM;
+        if (acme_stop && sent != want && sent != SIGINT) {
+            kill(pid, want);
+            sent = want;
+            asked = asked ? asked : time(NULL);
+        }
+        if (asked && time(NULL) - asked > ACME_STOP_GRACE)
+            kill(pid, SIGKILL);
+        keeper_sleep(stop_fd, asked ? 1000 : -1, open);
+    }
+}
+
+/* The keeper's signals: the client's (child_signals), and SIGCHLD caught so
+   that its wait returns; all blocked but within its waits (*open). */
+static void keeper_signals(sigset_t *open)
+{
+    child_signals();
+    struct sigaction sa = {.sa_handler = on_chld};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGCHLD, &sa, NULL);
+    sigset_t block;
+    sigemptyset(&block);
+    sigaddset(&block, SIGCHLD), sigaddset(&block, SIGTERM), sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGHUP);
+    sigprocmask(SIG_BLOCK, &block, open);
 }
 
 /*
@@ -699,28 +752,34 @@ static int keeper_wait(pid_t pid)
  * in a child of its own and starts it again when it dies (killed, crashed),
  * after a pause that doubles up to KEEPER_PAUSE_MAX while it keeps dying.  It
  * was forked before the chroot and -u, so every client it starts is too; it
- * does nothing else, so it has nothing to crash on.
+ * does nothing else, so it has nothing to crash on.  It ends when the server
+ * closes stop_fd's other end or dies (that end's holder), or on SIGTERM.
  */
 static void keeper_main(const config_t *cfg, const char *const *names, int nnames, int http01,
-                        pid_t parent, pid_t notify)
+                        pid_t parent, pid_t notify, int stop_fd)
 {
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    prctl(PR_SET_PDEATHSIG, SIGTERM); /* where the server is root: the pipe is the rule */
     if (getppid() != parent)
         _exit(0);
     prctl(PR_SET_NAME, "acme-keeper");
     prctl(PR_SET_DUMPABLE, 0); /* its keys: no process of its uid reads them */
-    child_signals();
-    close_others(cfg->error_fd);
+    sigset_t open;
+    keeper_signals(&open);
+    close_others(cfg->error_fd, stop_fd);
     elog_t log;
     elog_init(&log, cfg->error_fd >= 0 ? cfg->error_fd : 2, cfg->error_log);
     pid_t self = getpid();
     long pause = 1;
+    keeper_sleep(&stop_fd, 0, &open); /* a server gone before the pipe was watched */
     while (!acme_stop) {
         time_t began = time(NULL);
         pid_t pid = fork();
-        if (pid == 0)
+        if (pid == 0) {
+            if (stop_fd >= 0)
+                close(stop_fd);
             child_main(cfg, names, nnames, http01, self, notify);
-        int st = pid > 0 ? keeper_wait(pid) : 0;
+        }
+        int st = pid > 0 ? keeper_wait(pid, &stop_fd, &open) : 0;
         if (acme_stop)
             break;
         if (time(NULL) - began > KEEPER_PAUSE_MAX)
@@ -735,8 +794,7 @@ static void keeper_main(const config_t *cfg, const char *const *names, int nname
         snprintf(line + strlen(line), sizeof line - strlen(line), "; it starts again in %ld s",
                  pause);
         elog_text(&log, time(NULL), "acme", line);
-        struct timespec ts = {.tv_sec = pause};
-        nanosleep(&ts, NULL); /* a stop ends it at once (no SA_RESTART) */
+        keeper_sleep(&stop_fd, pause * 1000, &open); /* a stop ends it at once */
         pause = pause * 2 > KEEPER_PAUSE_MAX ? KEEPER_PAUSE_MAX : pause * 2;
     }
     _exit(0);
@@ -779,7 +837,7 @@ static void free_names(const char *const *canon, const char *const *names, int n
 }
 
 pid_t acme_start(const config_t *cfg, const char *const *names, int nnames, int http01,
-                 pid_t notify, char *err, size_t errlen)
+                 pid_t notify, int *stop, char *err, size_t errlen)
 {
     if (!cfg->acme.ca || !cfg->acme.state_dir || !cfg->tls_dir || nnames <= 0) {
         snprintf(err, errlen, "ACME: %s", nnames <= 0 ? "no names to get certificates for"
@@ -796,13 +854,26 @@ pid_t acme_start(const config_t *cfg, const char *const *names, int nnames, int 
         snprintf(err, errlen, "ACME: no memory");
         return -1;
     }
+    int p[2] = {-1, -1};
+    if (stop && pipe2(p, O_CLOEXEC) < 0) {
+        snprintf(err, errlen, "ACME: pipe2() failed: %s", strerror(errno));
+        free_names(canon, names, nnames);
+        return -1;
+    }
     pid_t parent = getpid();
     fflush(NULL);
     pid_t pid = fork();
-    if (pid == 0)
-        keeper_main(cfg, canon, nnames, http01, parent, notify);
+    if (pid == 0) {
+        if (p[1] >= 0)
+            close(p[1]);
+        keeper_main(cfg, canon, nnames, http01, parent, notify, p[0]);
+    }
     if (pid < 0)
         snprintf(err, errlen, "ACME: fork() failed: %s", strerror(errno));
+    if (p[0] >= 0)
+        close(p[0]);
+    if (stop)
+        *stop = pid < 0 ? (close(p[1]), -1) : p[1];
     free_names(canon, names, nnames);
     return pid < 0 ? -1 : pid;
 }

@@ -34,8 +34,17 @@
    back-off: one duplicate certificate of the CA's few a week. */
 #define ACME_STOP_GRACE 20
 
-/* Start the client: fork a process that drops to cfg's -u ids and runs until
-   the server ends (it dies with its parent).  names: the identifiers to keep
+/* Seconds the keeper takes at most to end once told (its stop pipe closed,
+   its server dead, SIGTERM): the client's ACME_STOP_GRACE, then SIGKILL. */
+#define ACME_KEEPER_STOP (ACME_STOP_GRACE + 3)
+
+/* Start the client: fork a keeper (it stays as whom it was started, root,
+   and starts the client, which drops to cfg's -u ids) that runs until the
+   server ends: until the server closes *stop, the write end of a pipe whose
+   other end the keeper watches, or dies (the kernel closes it then; a
+   signal could not tell a root keeper, PR_SET_PDEATHSIG's neither, once the
+   server is -u's user).  stop NULL: no pipe, only SIGTERM and the parent's
+   death signal end it.  names: the identifiers to keep
    certificates for (host names or IP addresses), nnames of them.  http01:
    the HTTP port listens, so HTTP-01 may be used (else TLS-ALPN-01 only).
    notify: the process to send SIGUSR1 after a certificate lands, and when
@@ -43,6 +52,6 @@
    have installed one since the server loaded its certificates).
    The child's pid, or -1 with a message in err. */
 pid_t acme_start(const config_t *cfg, const char *const *names, int nnames, int http01,
-                 pid_t notify, char *err, size_t errlen);
+                 pid_t notify, int *stop, char *err, size_t errlen);
 
 #endif

@@ -363,6 +363,39 @@ static void cluster_locks(hbuf_t *b, const site_t *s, int json)
         hb_puts(b, json ? "]" : "</table>\n");
 }
 
+#define STATUS_PROCS_MAX 64 /* -W's workers listed, at most (worker.c's cap) */
+
+/* The process tree as this process knows it (gatling.8, PROCESSES): itself,
+   -W's supervisor and workers, its CGI spawner, the ACME keeper, the
+   cluster's side process; 0 for one that is not there. */
+static void processes(hbuf_t *b, const site_t *s, int json)
+{
+    const config_t *cfg = s->cfg;
+    const char *const key[] = {"self", "supervisor", "cgi_spawner", "acme_keeper", "cluster"};
+    const char *const label[] = {"this process", "-W supervisor", "CGI spawner",
+                                 "ACME keeper", "cluster side process"};
+    long pid[] = {(long)getpid(), cfg->stats_shm ? (long)getppid() : 0, cfg->spawn_pid,
+                  cfg->acme_pid, cfg->cluster_pid};
+    long w[STATUS_PROCS_MAX];
+    int nw = stats_shm_pids(cfg->stats_shm, w, STATUS_PROCS_MAX);
+    hb_puts(b, json ? ",\"processes\":{" : "<h2>Processes</h2>\n<table>\n");
+    for (size_t i = 0; i < sizeof pid / sizeof pid[0]; i++) {
+        hb_puts(b, json ? (i ? ",\"" : "\"") : "<tr><th>");
+        hb_puts(b, json ? key[i] : label[i]);
+        hb_puts(b, json ? "\":" : "</th><td>");
+        hb_num(b, (uint64_t)(pid[i] > 0 ? pid[i] : 0));
+        if (!json)
+            hb_puts(b, "</td></tr>\n");
+    }
+    hb_puts(b, json ? ",\"workers\":[" : "<tr><th>-W workers</th><td>");
+    for (int i = 0; i < nw; i++) {
+        if (i)
+            hb_puts(b, json ? "," : " ");
+        hb_num(b, (uint64_t)w[i]);
+    }
+    hb_puts(b, json ? "]}" : "</td></tr>\n</table>\n");
+}
+
 int status_serve(exchange_t *ex, int json)
 {
     site_t *s = ex->site;
@@ -372,6 +405,7 @@ int status_serve(exchange_t *ex, int json)
     size_t n = rows(s, r, sizeof r / sizeof r[0], now);
     int nlocks = s->cfg->cluster ? cluster_acme_count(s->cfg->cluster) : 0;
     size_t cap = STATUS_PAGE_MAX + CONFIG_BACKENDS * STATUS_BACKEND_MAX +
+                 STATUS_PROCS_MAX * 12 + 512 +
                  (size_t)nlocks * (6 * CLUSTER_ACME_NAME_MAX + 64); /* &quot; for a '"' */
     char *body = malloc(cap), pid[24];
     if (!body)
@@ -393,6 +427,7 @@ int status_serve(exchange_t *ex, int json)
         }
         backend_list(&b, s, 1);
         cluster_locks(&b, s, 1);
+        processes(&b, s, 1);
         hb_puts(&b, "}\n");
     } else {
         hb_puts(&b,
@@ -412,6 +447,7 @@ int status_serve(exchange_t *ex, int json)
         hb_puts(&b, "</table>\n");
         backend_list(&b, s, 0);
         cluster_locks(&b, s, 0);
+        processes(&b, s, 0);
         hb_puts(&b, "</body></html>\n");
     }
     if (b.over) {

@@ -430,6 +430,10 @@ static void spawner_main(const config_t *cfg, int (*confine)(const config_t *), 
     for (size_t i = 0; i < sp.nchild; i++) /* the server is gone: so go its CGIs */
         if (sp.child[i].pid)
             kill(sp.child[i].pid, SIGTERM);
+    /* ... before the spawner: each keeper kills its program's processes
+       (SIGKILL, keeper_kill) and exits, so none is left once this one is gone */
+    while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+        ;
     _exit(0);
 }
 

@@ -46,6 +46,7 @@ void status_count(status_counters_t *st, int64_t now, int proto, uint64_t bytes,
 typedef struct stats_slot {
     uint64_t seq;
     uint64_t w[STATS_SNAP_WORDS];
+    uint64_t pid; /* the worker's, for the status page; never read by the supervisor */
 } stats_slot_t;
 
 /* The shared mapping: every worker (running as -u) can write all of it. */
@@ -185,5 +186,23 @@ void stats_shm_retire(stats_shm_t *t, int i)
     uint64_t seq = __atomic_load_n(&tab->slot[i].seq, __ATOMIC_RELAXED);
     __atomic_store_n(&tab->slot[i].seq, seq & ~(uint64_t)1, __ATOMIC_RELAXED);
     slot_write(&tab->slot[i], gone);
+    __atomic_store_n(&tab->slot[i].pid, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&tab->gen, (gen | 1) + 1, __ATOMIC_RELEASE);
+}
+
+void stats_shm_set_pid(stats_shm_t *t, int i, long pid)
+{
+    if (t && i >= 0 && i < t->workers)
+        __atomic_store_n(&t->tab->slot[i].pid, (uint64_t)pid, __ATOMIC_RELAXED);
+}
+
+int stats_shm_pids(const stats_shm_t *t, long *pid, int max)
+{
+    int n = 0;
+    for (int i = 0; t && i < t->workers && n < max; i++) {
+        uint64_t p = __atomic_load_n(&t->tab->slot[i].pid, __ATOMIC_RELAXED);
+        if (p > 0 && p <= 0x7fffffff) /* what a worker wrote: a number, no more */
+            pid[n++] = (long)p;
+    }
+    return n;
 }

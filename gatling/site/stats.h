@@ -227,4 +227,10 @@ void stats_shm_total(stats_shm_t *t, int self, const stats_snap_t *own, stats_sn
  */
 void stats_shm_retire(stats_shm_t *t, int i);
 
+/* Worker i says its pid (t NULL or i out of range: nothing), and the status
+   page lists the workers' (up to max into pid[]; how many): informational
+   only, as any worker may write any slot. */
+void stats_shm_set_pid(stats_shm_t *t, int i, long pid);
+int stats_shm_pids(const stats_shm_t *t, long *pid, int max);
+
 #endif

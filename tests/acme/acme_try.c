@@ -51,7 +51,7 @@ int main(int argc, char **argv)
         cfg.uid = cfg.gid = atoi(getenv("ACME_TRY_UID"));
     signal(SIGUSR1, on_usr1);
     pid_t pid = acme_start(&cfg, (const char *const *)argv + 6, argc - 6,
-                           !getenv("ACME_TRY_NOHTTP"), getpid(), err, sizeof err);
+                           !getenv("ACME_TRY_NOHTTP"), getpid(), NULL, err, sizeof err);
     if (pid < 0) {
         fprintf(stderr, "%s\n", err);
         return 1;

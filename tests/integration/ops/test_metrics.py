@@ -138,6 +138,7 @@ NOT_ON_METRICS = {
     "gzip_paced_ms",               # gatling_gzip_paced_seconds_total
     "tls_certificate_expiry_first",  # the least of gatling_tls_certificate_expiry_seconds{name}
     "acme_orders", "acme_failures",  # --acme: test_acme_serve.py checks them
+    "processes",                   # pids, as "pid": privilege/test_process_tree.py checks them
 }
 
 
