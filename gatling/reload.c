@@ -215,63 +215,50 @@ static ssize_t reload_read(int c, char *text, size_t len)
     return have ? (ssize_t)have : -1;
 }
 
-/* Wait on the listening sockets ls[0..n) for pid's answer: its length in
-   text, -1 if none came in time, -2 if pid is gone. */
-static ssize_t reload_wait(const int *ls, int n, pid_t pid, char *text, size_t len)
+/* Wait on the listening socket ls for pid's answer: its length in text, -1
+   if none came in time, -2 if pid is gone. */
+static ssize_t reload_wait(int ls, pid_t pid, char *text, size_t len)
 {
     long long end = now_ms() + RELOAD_WAIT_MS;
     for (long long left; (left = end - now_ms()) > 0;) {
-        struct pollfd p[2] = {{.fd = ls[0], .events = POLLIN}, {.fd = ls[1], .events = POLLIN}};
-        int r = poll(p, (nfds_t)n, left < 1000 ? (int)left : 1000);
+        struct pollfd p = {.fd = ls, .events = POLLIN};
+        int r = poll(&p, 1, left < 1000 ? (int)left : 1000);
         if (r == 0 && kill(pid, 0) < 0 && errno == ESRCH)
             return -2;
-        for (int i = 0; r > 0 && i < n; i++) {
-            int c = p[i].revents ? accept4(ls[i], NULL, NULL, SOCK_CLOEXEC) : -1;
-            if (c < 0)
-                continue;
-            ssize_t k = peer_pid(c) == pid ? reload_read(c, text, len) : -1; /* no one else's */
-            close(c);
-            if (k > 0)
-                return k;
-        }
+        int c = r > 0 ? accept4(ls, NULL, NULL, SOCK_CLOEXEC) : -1;
+        if (c < 0)
+            continue;
+        ssize_t n = peer_pid(c) == pid ? reload_read(c, text, len) : -1; /* no one else's word */
+        close(c);
+        if (n > 0)
+            return n;
     }
     return -1;
 }
 
-/* A listening socket on the name for (pid, nonce): its descriptor, or -1. */
-static int reload_listen(pid_t pid, unsigned long nonce)
+/* The answer's socket, on a name no one can guess (its nonce into *nonce):
+   its descriptor, or -1 after saying why. */
+static int reload_channel(unsigned long *nonce)
 {
     struct sockaddr_un sa;
-    socklen_t l = reload_addr(&sa, pid, nonce);
-    int ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (ls >= 0 && (bind(ls, (struct sockaddr *)&sa, l) < 0 || listen(ls, 4) < 0)) {
-        int e = errno;
-        close(ls);
-        errno = e, ls = -1;
-    }
-    return ls;
-}
-
-/* The answer's sockets: ls[0] on a name no one can guess (its nonce into
-   *nonce), ls[1] on the plain one if it was free (for a server from before
-   the nonce); how many, or -1 after saying why. */
-static int reload_channel(int *ls, unsigned long *nonce)
-{
-    ls[0] = ls[1] = -1;
-    for (int tries = 0; ls[0] < 0 && tries < 3; tries++) { /* taken: only by chance */
+    int ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), bound = 0;
+    for (int tries = 0; ls >= 0 && !bound && tries < 3; tries++) { /* taken: only by chance */
         if (getrandom(nonce, sizeof *nonce, 0) != sizeof *nonce) {
             fprintf(stderr, "gatling: --reload: getrandom() failed: %s\n", strerror(errno));
+            close(ls);
             return -1;
         }
-        *nonce |= 1; /* never 0, the plain name */
-        ls[0] = reload_listen(getpid(), *nonce);
+        *nonce |= 1; /* never 0, which names the plain "@gatling-reload.<pid>" */
+        socklen_t l = reload_addr(&sa, getpid(), *nonce);
+        bound = bind(ls, (struct sockaddr *)&sa, l) == 0;
     }
-    if (ls[0] < 0) {
+    if (!bound || listen(ls, 4) < 0) {
         fprintf(stderr, "gatling: --reload: the answer's socket: %s\n", strerror(errno));
+        if (ls >= 0)
+            close(ls);
         return -1;
     }
-    ls[1] = reload_listen(getpid(), 0);
-    return ls[1] < 0 ? 1 : 2;
+    return ls;
 }
 
 int reload_run(const char *arg)
@@ -281,25 +268,20 @@ int reload_run(const char *arg)
         fprintf(stderr, "gatling: --reload needs the server's pid\n");
     if (pid <= 0)
         return 2;
-    int ls[2];
     unsigned long nonce;
-    int nls = reload_channel(ls, &nonce);
-    if (nls < 0)
+    int ls = reload_channel(&nonce);
+    if (ls < 0)
         return 2;
     union sigval val = {.sival_ptr = (void *)(uintptr_t)nonce};
     if (sigqueue(pid, SIGUSR2, val) < 0) {
         fprintf(stderr, "gatling: --reload %ld: sigqueue(SIGUSR2) failed: %s\n", (long)pid,
                 strerror(errno));
-        close(ls[0]);
-        if (ls[1] >= 0)
-            close(ls[1]);
+        close(ls);
         return 2;
     }
     char text[RELOAD_ANSWER_MAX];
-    ssize_t n = reload_wait(ls, nls, pid, text, sizeof text);
-    close(ls[0]);
-    if (ls[1] >= 0)
-        close(ls[1]);
+    ssize_t n = reload_wait(ls, pid, text, sizeof text);
+    close(ls);
     if (n > 0 && text[0] == '1') {
         printf("gatling: --reload %ld: %s\n", (long)pid, text + 1);
         return 0;

@@ -24,12 +24,14 @@
  * only to the process it signalled.  A local user can neither steer the
  * server (it cannot signal it: the kernel's permission check) nor forge an
  * answer (its pid is not the server's), nor squat the name (it cannot guess
- * it).  A plain kill(1), or the command of a gatling before the nonce, asks
- * on "@gatling-reload.<pid>", which the command also holds when it can, for
- * a server started before the nonce (a package's upgrade reloads the old
- * binary with the new command).  Abstract sockets have no file permissions,
- * so the server may run as -u's user and the command as that user or the
- * unit's User=; no runtime directory to create, clean up or agree on.
+ * it).  A plain kill(1), or the command of a gatling from before the
+ * nonce, is answered on "@gatling-reload.<pid>"; a server from before the
+ * nonce takes the signal of this command (sigqueue) as a plain SIGUSR2 and
+ * upgrades without an answer, so the first reload of a package upgrade
+ * that brings the nonce waits its 70 s and says so.  Abstract sockets have
+ * no file permissions, so the server may run as -u's user and the command
+ * as that user or the unit's User=; no runtime directory to create, clean
+ * up or agree on.
  */
 #ifndef GATLING_RELOAD_H
 #define GATLING_RELOAD_H
