@@ -5,12 +5,16 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -19,12 +23,15 @@
 #define RELOAD_READ_MS 5000  /* the answer, once connected: one short write */
 #define RELOAD_ANSWER_MAX 2048
 
-/* "@gatling-reload.<pid>" into sa; its length. */
-static socklen_t reload_addr(struct sockaddr_un *sa, pid_t pid)
+/* "@gatling-reload.<pid>.<nonce>" (nonce 0: "@gatling-reload.<pid>") into sa; its length. */
+static socklen_t reload_addr(struct sockaddr_un *sa, pid_t pid, unsigned long nonce)
 {
     memset(sa, 0, sizeof *sa);
     sa->sun_family = AF_UNIX;
-    int n = snprintf(sa->sun_path + 1, sizeof sa->sun_path - 1, "gatling-reload.%ld", (long)pid);
+    int n = nonce ? snprintf(sa->sun_path + 1, sizeof sa->sun_path - 1, "gatling-reload.%ld.%lx",
+                             (long)pid, nonce)
+                  : snprintf(sa->sun_path + 1, sizeof sa->sun_path - 1, "gatling-reload.%ld",
+                             (long)pid);
     return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
 }
 
@@ -36,12 +43,22 @@ static pid_t peer_pid(int fd)
     return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &l) < 0 ? -1 : uc.pid;
 }
 
-void reload_tell(pid_t asker, int ok, const char *text)
+pid_t reload_sender(const siginfo_t *si, volatile unsigned long *nonce)
+{
+    *nonce = 0;
+    if (!si || (si->si_code != SI_USER && si->si_code != SI_QUEUE))
+        return 0;
+    if (si->si_code == SI_QUEUE)
+        *nonce = (unsigned long)(uintptr_t)si->si_value.sival_ptr;
+    return si->si_pid;
+}
+
+void reload_tell(pid_t asker, unsigned long nonce, int ok, const char *text)
 {
     if (asker <= 0)
         return;
     struct sockaddr_un sa;
-    socklen_t l = reload_addr(&sa, asker);
+    socklen_t l = reload_addr(&sa, asker, nonce);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return;
@@ -63,28 +80,115 @@ static long long now_ms(void)
     return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
-/* The text pid, if it names a running gatling; else 0 after saying why. */
+/* The pid's /proc/PID/status: its name, parent and real uid; 0, or -1. */
+static int proc_status(long pid, char *name, size_t len, long *ppid, long *uid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%ld/status", pid); /* readable by all */
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    int got = 0;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        if (!strncmp(line, "Name:\t", 6)) {
+            size_t k = strnlen(line + 6, len - 1);
+            memcpy(name, line + 6, k), name[k] = 0, got |= 1;
+        }
+        else if (sscanf(line, "PPid: %ld", ppid) == 1)
+            got |= 2;
+        else if (sscanf(line, "Uid: %ld", uid) == 1)
+            got |= 4;
+    }
+    fclose(f);
+    return got == 7 ? 0 : -1;
+}
+
+/* What a process of ours that is not the server is, by the name it gave itself. */
+static const char *side_role(const char *name)
+{
+    static const char *const role[][2] = {
+        {"gatling-worker", "one of -W's workers"}, {"gatling-cgi", "its CGI spawner"},
+        {"acme-keeper", "--acme's keeper"},        {"acme-client", "--acme's client"},
+        {"gatling-cluster", "--cluster's side process"},
+        {"cluster-keeper", "--cluster's keeper"},
+    };
+    for (size_t i = 0; i < sizeof role / sizeof role[0]; i++)
+        if (!strcmp(name, role[i][0]))
+            return role[i][1];
+    return NULL;
+}
+
+/* A uid as its user's name, into buf. */
+static const char *user_name(long uid, char *buf, size_t len)
+{
+    struct passwd *pw = getpwuid((uid_t)uid);
+    if (pw)
+        snprintf(buf, len, "%s", pw->pw_name);
+    else
+        snprintf(buf, len, "uid %ld", uid);
+    return buf;
+}
+
+/* Is pid's executable ours (the same inode; or the same path, the file
+   replaced since it started)?  1; 0 after naming what it runs; -1 when it
+   is not ours to look at (EACCES: not dumpable, and we are not root). */
+static int same_exe(long pid, char *what, size_t len)
+{
+    char path[64], mine[PATH_MAX], its[PATH_MAX];
+    struct stat a, b;
+    snprintf(path, sizeof path, "/proc/%ld/exe", pid);
+    if (stat(path, &a) < 0)
+        return errno == EACCES || errno == EPERM ? -1 : (snprintf(what, len, "?"), 0);
+    if (stat("/proc/self/exe", &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        return 1;
+    ssize_t m = readlink("/proc/self/exe", mine, sizeof mine - 1);
+    ssize_t n = readlink(path, its, sizeof its - 1);
+    mine[m < 0 ? 0 : m] = its[n < 0 ? 0 : n] = 0;
+    size_t d = strlen(" (deleted)"), k = strlen(its);
+    if (m > 0 && k > d && !strcmp(its + k - d, " (deleted)") &&
+        !strncmp(its, mine, k - d) && !mine[k - d])
+        return 1;
+    snprintf(what, len, "%s", n > 0 ? its : "?");
+    return 0;
+}
+
+/* The text pid, if it names a gatling server we may reload; else 0 after
+   saying why. */
 static pid_t reload_target(const char *arg)
 {
-    char *end, path[64], comm[64] = "";
+    char *end, name[64] = "", who[64], me[64], exe[PATH_MAX];
+    long ppid, uid;
     errno = 0;
     long v = strtol(arg, &end, 10);
     if (errno || end == arg || *end || v < 2 || v > INT_MAX) {
         fprintf(stderr, "gatling: --reload %s: not a process id\n", arg);
         return 0;
     }
-    snprintf(path, sizeof path, "/proc/%ld/comm", v); /* readable by all, dumpable or not */
-    FILE *f = fopen(path, "re");
-    if (!f || !fgets(comm, sizeof comm, f)) {
+    if (proc_status(v, name, sizeof name, &ppid, &uid) < 0) {
         fprintf(stderr, "gatling: --reload %ld: no such process\n", v);
-        if (f)
-            fclose(f);
         return 0;
     }
-    fclose(f);
-    comm[strcspn(comm, "\n")] = 0;
-    if (strncmp(comm, "gatling", 7)) {
-        fprintf(stderr, "gatling: --reload %ld: that process is %s, not gatling\n", v, comm);
+    const char *role = side_role(name);
+    if (role) {
+        fprintf(stderr, "gatling: --reload %ld: that process is %s (%s), not the server: "
+                "reload its server (its parent is pid %ld)\n", v, role, name, ppid);
+        return 0;
+    }
+    if (strncmp(name, "gatling", 7)) {
+        fprintf(stderr, "gatling: --reload %ld: that process is %s, not gatling\n", v, name);
+        return 0;
+    }
+    if ((uid_t)uid != getuid()) {
+        user_name(uid, who, sizeof who);
+        fprintf(stderr, "gatling: --reload %ld: that %s runs as %s, you as %s: only its user "
+                "reloads it (runuser -u %s -- gatling --reload %ld; a unit's: systemctl "
+                "reload)\n", v, name, who, user_name((long)getuid(), me, sizeof me), who, v);
+        return 0;
+    }
+    if (!same_exe(v, exe, sizeof exe)) {
+        fprintf(stderr, "gatling: --reload %ld: that process runs %s, not this gatling\n", v,
+                exe);
         return 0;
     }
     return (pid_t)v;
@@ -111,8 +215,8 @@ static ssize_t reload_read(int c, char *text, size_t len)
     return have ? (ssize_t)have : -1;
 }
 
-/* Wait on the listening socket ls for pid's answer: its length in text, -1 if
-   none came in time, -2 if pid is gone. */
+/* Wait on the listening socket ls for pid's answer: its length in text, -1
+   if none came in time, -2 if pid is gone. */
 static ssize_t reload_wait(int ls, pid_t pid, char *text, size_t len)
 {
     long long end = now_ms() + RELOAD_WAIT_MS;
@@ -132,6 +236,31 @@ static ssize_t reload_wait(int ls, pid_t pid, char *text, size_t len)
     return -1;
 }
 
+/* The answer's socket, on a name no one can guess (its nonce into *nonce):
+   its descriptor, or -1 after saying why. */
+static int reload_channel(unsigned long *nonce)
+{
+    struct sockaddr_un sa;
+    int ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), bound = 0;
+    for (int tries = 0; ls >= 0 && !bound && tries < 3; tries++) { /* taken: only by chance */
+        if (getrandom(nonce, sizeof *nonce, 0) != sizeof *nonce) {
+            fprintf(stderr, "gatling: --reload: getrandom() failed: %s\n", strerror(errno));
+            close(ls);
+            return -1;
+        }
+        *nonce |= 1; /* never 0, which names the plain "@gatling-reload.<pid>" */
+        socklen_t l = reload_addr(&sa, getpid(), *nonce);
+        bound = bind(ls, (struct sockaddr *)&sa, l) == 0;
+    }
+    if (!bound || listen(ls, 4) < 0) {
+        fprintf(stderr, "gatling: --reload: the answer's socket: %s\n", strerror(errno));
+        if (ls >= 0)
+            close(ls);
+        return -1;
+    }
+    return ls;
+}
+
 int reload_run(const char *arg)
 {
     pid_t pid = arg ? reload_target(arg) : 0;
@@ -139,16 +268,13 @@ int reload_run(const char *arg)
         fprintf(stderr, "gatling: --reload needs the server's pid\n");
     if (pid <= 0)
         return 2;
-    struct sockaddr_un sa;
-    socklen_t l = reload_addr(&sa, getpid());
-    int ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (ls < 0 || bind(ls, (struct sockaddr *)&sa, l) < 0 || listen(ls, 4) < 0) {
-        fprintf(stderr, "gatling: --reload: the answer's socket @%s: %s\n", sa.sun_path + 1,
-                strerror(errno));
+    unsigned long nonce;
+    int ls = reload_channel(&nonce);
+    if (ls < 0)
         return 2;
-    }
-    if (kill(pid, SIGUSR2) < 0) {
-        fprintf(stderr, "gatling: --reload %ld: kill(SIGUSR2) failed: %s\n", (long)pid,
+    union sigval val = {.sival_ptr = (void *)(uintptr_t)nonce};
+    if (sigqueue(pid, SIGUSR2, val) < 0) {
+        fprintf(stderr, "gatling: --reload %ld: sigqueue(SIGUSR2) failed: %s\n", (long)pid,
                 strerror(errno));
         close(ls);
         return 2;

@@ -3,22 +3,40 @@
  * command that waits for its outcome, for a service manager's reload
  * (systemd's ExecReload; Debian 12's systemd has no Type=notify-reload).
  *
+ * The target: the command signals only a process that is this gatling (the
+ * same executable: inode, or path when the file was replaced since it
+ * started; unreadable for a process that is not ours to trace, whose uid
+ * then stands alone), that runs as the caller's own uid (root reloads a
+ * server running as root; a server that runs as -u's user is reloaded by
+ * that user, or by its unit), and that is the server, not one of its -W
+ * workers, its CGI spawner or its ACME/cluster side processes (told by
+ * their names, which say so).  pidof picks any of those, or another user's
+ * process named gatling: the documented form is systemctl reload, whose
+ * unit gives the pid systemd started ($MAINPID).
+ *
  * The channel: the command binds the abstract Unix socket
- * "@gatling-reload.<its pid>" and sends SIGUSR2; the server learns the
+ * "@gatling-reload.<its pid>.<nonce>", 64 random bits, and sends SIGUSR2
+ * with the nonce as the signal's value (sigqueue); the server learns the
  * sender's pid from the signal (si_pid: the kernel's, not a claim), and when
  * that upgrade is over connects there and writes its outcome.  Each side
  * checks the other's pid with SO_PEERCRED (the kernel's word again): the
  * server talks only to the process that signalled it, the command listens
  * only to the process it signalled.  A local user can neither steer the
  * server (it cannot signal it: the kernel's permission check) nor forge an
- * answer (its pid is not the server's); squatting on the name makes the
- * command fail, never succeed.  Abstract sockets have no file permissions,
- * so the server may run as -u's user and the command as root, or as the
- * unit's User=; no runtime directory to create, clean up or agree on.
+ * answer (its pid is not the server's), nor squat the name (it cannot guess
+ * it).  A plain kill(1), or the command of a gatling from before the
+ * nonce, is answered on "@gatling-reload.<pid>"; a server from before the
+ * nonce takes the signal of this command (sigqueue) as a plain SIGUSR2 and
+ * upgrades without an answer, so the first reload of a package upgrade
+ * that brings the nonce waits its 70 s and says so.  Abstract sockets have
+ * no file permissions, so the server may run as -u's user and the command
+ * as that user or the unit's User=; no runtime directory to create, clean
+ * up or agree on.
  */
 #ifndef GATLING_RELOAD_H
 #define GATLING_RELOAD_H
 
+#include <signal.h>
 #include <sys/types.h>
 
 /*
@@ -26,15 +44,23 @@
  * (at most a little over the server's own 60 s) for its outcome.  Returns
  * the exit code: 0, the new process serves and the old one drains; 1, it
  * did not (the old one's reason on stderr; the old one goes on serving);
- * 2, pid is not a gatling we may signal, or the channel could not be made.
+ * 2, pid is not the gatling we may reload (why on stderr), or the channel
+ * could not be made.
  */
 int reload_run(const char *pid);
 
 /*
- * The server: tell the command with pid asker (0: nobody asked; a plain
- * kill(1) asks nobody) how its upgrade ended, ok or not, and why.  Never
- * blocks; best effort (the command gives up on its own).
+ * The server's signal handler: the pid of the process that sent this
+ * SIGUSR2 (kill or sigqueue), or 0; its nonce into *nonce (0 for a plain
+ * kill).  Async-signal-safe.
  */
-void reload_tell(pid_t asker, int ok, const char *text);
+pid_t reload_sender(const siginfo_t *si, volatile unsigned long *nonce);
+
+/*
+ * The server: tell the command with pid asker and that nonce (asker 0:
+ * nobody asked) how its upgrade ended, ok or not, and why.  Never blocks;
+ * best effort (the command gives up on its own).
+ */
+void reload_tell(pid_t asker, unsigned long nonce, int ok, const char *text);
 
 #endif

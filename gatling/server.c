@@ -54,6 +54,7 @@
 static int sig_pipe_fd = -1;
 static volatile sig_atomic_t sig_term, sig_hup, sig_usr1, sig_usr2;
 static volatile sig_atomic_t sig_usr2_from; /* who sent it (kill(2)): --reload waits (reload.h) */
+static volatile unsigned long sig_usr2_nonce; /* ... and the name it waits on */
 
 static void on_signal(int sig, siginfo_t *si, void *uc)
 {
@@ -64,7 +65,7 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
     else if (sig == SIGUSR1)
         sig_usr1 = 1;
     else if (sig == SIGUSR2)
-        sig_usr2 = 1, sig_usr2_from = si && si->si_code == SI_USER ? si->si_pid : 0;
+        sig_usr2 = 1, sig_usr2_from = reload_sender(si, &sig_usr2_nonce);
     else
         sig_term++;
     if (sig_pipe_fd >= 0) {
@@ -742,7 +743,7 @@ static void upgrade_note(server_t *s, int end, const char *fmt, ...)
     va_end(ap);
     elog_note(&s->site.elog, (int64_t)time(NULL), text);
     if (end >= 0) {
-        reload_tell(s->asker, end, text);
+        reload_tell(s->asker, s->asker_nonce, end, text);
         s->asker = 0;
     }
 }
@@ -750,17 +751,18 @@ static void upgrade_note(server_t *s, int end, const char *fmt, ...)
 static void on_upgrade(watch_t *w, unsigned events);
 
 /* SIGUSR2: start the new binary with our listeners; drain once it serves. */
-static void start_upgrade(server_t *s, pid_t asker)
+static void start_upgrade(server_t *s, pid_t asker, unsigned long nonce)
 {
     int fds[SERVER_MAX_LISTENERS];
     unsigned char roles[SERVER_MAX_LISTENERS];
     char why[256];
     if (s->upfd >= 0 || s->conns.draining || s->grace_end || !s->nlst) {
-        reload_tell(asker, 0, s->upfd >= 0 ? "binary upgrade: one is under way"
-                                           : "binary upgrade: this process is stopping");
+        reload_tell(asker, nonce, 0,
+                    s->upfd >= 0 ? "binary upgrade: one is under way"
+                                 : "binary upgrade: this process is stopping");
         return;
     }
-    s->asker = asker;
+    s->asker = asker, s->asker_nonce = nonce;
     for (int i = 0; i < s->nlst; i++) {
         fds[i] = s->lst[i].fd;
         roles[i] = s->lst[i].ftp   ? HANDOVER_FTP
@@ -864,7 +866,7 @@ static void handle_signals(server_t *s)
     if (sig_usr2) {
         sig_usr2 = 0;
         if (s->upgradable)
-            start_upgrade(s, (pid_t)sig_usr2_from);
+            start_upgrade(s, (pid_t)sig_usr2_from, sig_usr2_nonce);
     }
 }
 

@@ -55,6 +55,7 @@ typedef struct server {
     int upfd;         /* an upgrade under way: readable when the new one serves */
     pid_t uppid;      /* ... and the new process */
     pid_t asker;      /* ... and who asked for it (--reload: reload.h), or 0 */
+    unsigned long asker_nonce; /* ... and the name it waits on */
     int64_t grace_end; /* -g: a drain's grace runs until then (loop ms); 0: none */
     gio_timer_t grace; /* ... and the loop's timer at its end */
     gio_timer_t certs; /* HTTPS: the next look at the certificate files */

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,6 +29,7 @@
 
 static volatile sig_atomic_t got_term, got_hup, got_chld, got_usr1, got_usr2;
 static volatile sig_atomic_t usr2_from; /* who sent it (kill(2)): --reload waits (reload.h) */
+static volatile unsigned long usr2_nonce; /* ... and the name it waits on */
 
 static void on_signal(int sig, siginfo_t *si, void *uc)
 {
@@ -39,7 +41,7 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
     else if (sig == SIGUSR1)
         got_usr1 = 1;
     else if (sig == SIGUSR2)
-        got_usr2 = 1, usr2_from = si && si->si_code == SI_USER ? si->si_pid : 0;
+        got_usr2 = 1, usr2_from = reload_sender(si, &usr2_nonce);
     else
         got_term++;
 }
@@ -61,6 +63,7 @@ typedef struct supervisor {
     int up_fd;    /* an upgrade under way: the new process writes here once it serves */
     pid_t up_pid; /* ... and this is it */
     pid_t asker;  /* ... and who asked for it (--reload: reload.h), or 0 */
+    unsigned long nonce; /* ... and the name it waits on */
     /* HTTP/3's UDP sockets (quic/quic_steer.h): two banks of one per worker,
        held here until the end so that no socket's index in the group moves */
     quic_group_t qg;
@@ -85,10 +88,10 @@ static int worker_listeners(const supervisor_t *sv, int i, listener_t *lst)
 static elog_t note_log; /* the supervisor's view of the error log */
 
 /* "binary upgrade: ..." in the error log (and on stderr); its end (end 0: it
-   failed, 1: the new one serves) to the --reload with pid asker, if one asked. */
-static void upgrade_note(pid_t asker, int end, const char *fmt, ...)
+   failed, 1: the new one serves) to the --reload that asked (sv's asker), if one did. */
+static void upgrade_note(const supervisor_t *sv, int end, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static void upgrade_note(pid_t asker, int end, const char *fmt, ...)
+static void upgrade_note(const supervisor_t *sv, int end, const char *fmt, ...)
 {
     char text[1400];
     int k = snprintf(text, sizeof text, "binary upgrade: ");
@@ -98,7 +101,7 @@ static void upgrade_note(pid_t asker, int end, const char *fmt, ...)
     va_end(ap);
     elog_note(&note_log, (int64_t)time(NULL), text);
     if (end >= 0)
-        reload_tell(asker, end, text);
+        reload_tell(sv->asker, sv->nonce, end, text);
 }
 
 /* After -u (a change of ids clears PR_SET_PDEATHSIG: prctl(2)): the
@@ -128,6 +131,7 @@ static void worker_main(supervisor_t *sv, int i, pid_t supervisor)
     sigprocmask(SIG_SETMASK, &none, NULL);
     sv->cfg.worker = i; /* its slot in the table of counters */
     stats_shm_set_pid(sv->cfg.stats_shm, i, (long)getpid()); /* /server-status lists it */
+    prctl(PR_SET_NAME, "gatling-worker"); /* --reload refuses it by this name (reload.h) */
     elog_close_dir(&note_log); /* the supervisor's, outside any chroot: not a worker's */
     acme_detach(); /* the ACME keeper's stop pipe is the supervisor's to hold */
     close(sv->life[1]);
@@ -326,14 +330,14 @@ static void upgrade_finish(supervisor_t *sv, int r)
     close(sv->up_fd);
     sv->up_fd = -1;
     if (ok) {
-        upgrade_note(sv->asker, 1, "pid %d serves; this one (pid %d) drains", (int)sv->up_pid,
+        upgrade_note(sv, 1, "pid %d serves; this one (pid %d) drains", (int)sv->up_pid,
                      (int)getpid());
         got_hup = 1; /* drain, as for SIGHUP */
     } else {
         if (r == 0)
             kill(sv->up_pid, SIGKILL);
         waitpid(sv->up_pid, NULL, 0);
-        upgrade_note(sv->asker, 0, "the new process %s%s; this one goes on serving",
+        upgrade_note(sv, 0, "the new process %s%s; this one goes on serving",
                      !r       ? "did not serve within 60 s, killed"
                      : why[0] ? "failed: "
                               : "failed (see its messages)",
@@ -346,13 +350,14 @@ static void upgrade_start(supervisor_t *sv)
 {
     char why[256];
     pid_t asker = (pid_t)usr2_from;
+    unsigned long nonce = usr2_nonce;
     got_usr2 = usr2_from = 0;
     if (sv->stopping || sv->up_fd >= 0) {
-        reload_tell(asker, 0, sv->up_fd >= 0 ? "binary upgrade: one is under way"
-                                             : "binary upgrade: this process is stopping");
+        reload_tell(asker, nonce, 0, sv->up_fd >= 0 ? "binary upgrade: one is under way"
+                                                    : "binary upgrade: this process is stopping");
         return;
     }
-    sv->asker = asker;
+    sv->asker = asker, sv->nonce = nonce;
     handover_dgrams_t dg = {.fds = sv->qg.fds, .n = quic_group_passable(&sv->qg),
                             .bank = 1 - sv->qg.bank};
     unsigned char roles[HANDOVER_MAX_FDS];
@@ -362,9 +367,9 @@ static void upgrade_start(supervisor_t *sv)
     }
     if ((sv->up_fd = handover_upgrade(sv->fds, roles, sv->nfds, sv->groups, &dg, &sv->up_pid,
                                       why, sizeof why)) >= 0)
-        upgrade_note(0, -1, "started pid %d", (int)sv->up_pid);
+        upgrade_note(sv, -1, "started pid %d", (int)sv->up_pid);
     else
-        upgrade_note(asker, 0, "%s; this one goes on serving", why);
+        upgrade_note(sv, 0, "%s; this one goes on serving", why);
 }
 
 /* TERM, INT, HUP: stop listening, and pass the signal on; USR1: reopen the logs. */

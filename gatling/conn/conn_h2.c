@@ -3,7 +3,8 @@
  * (conn.c) the deadline it waits under and what it waits for, and what a
  * passed one does: a request head's -s (slowloris over HTTP/2), the idle
  * -T, the -B windows of busy streams, each with a GOAWAY before the close,
- * as a 408 goes before HTTP/1.1's.  The codec says what is under way in one
+ * as a 408 goes before HTTP/1.1's; and a shutdown's bounded wait for the
+ * answer to its first GOAWAY's PING (h2.h's h2_goaway).  The codec says what is under way in one
  * report (h2/h2.h's h2_report_t); the connection keeps the clock.
  */
 #include "conn_int.h"
@@ -41,6 +42,9 @@ void conn_h2_wait(conn_t *c, int progress, unsigned send_want)
     h2_report(c->h2, &r);
     int busy = r.streams > r.waiting || !gio_batch_done(&c->out);
     int64_t head = h2_head_left(c, &r);
+    int64_t bye = conn_capped_ms(c, CONN_DRAIN_GRACE_MS);
+    if (r.goaway_wait && !busy && !r.streams && head > bye)
+        head = bye; /* the first GOAWAY's PING unanswered: a head waits no longer */
     uint8_t was = c->h2_busy;
     if (busy && !(was & CONN_H2_BUSY)) /* a -B window begins, as for WRITE */
         c->h2_window_at = h2_moved(c, &r);
@@ -50,6 +54,8 @@ void conn_h2_wait(conn_t *c, int progress, unsigned send_want)
         conn_deadline(c, conn_window_ms(c));
     else if (!busy && r.streams) /* only producers awaited: theirs are the deadlines */
         conn_deadline(c, 0);
+    else if (!busy && r.goaway_wait) /* the client's answer to the first GOAWAY's PING */
+        conn_deadline(c, bye);
     else if (!busy && (progress || was))
         conn_deadline(c, conn_idle_ms(c));
     c->h2_busy = (uint8_t)((busy ? CONN_H2_BUSY : 0) | (head ? CONN_H2_HEAD : 0));
@@ -77,6 +83,10 @@ int conn_h2_timed_out(conn_t *c)
     h2_report_t r;
     h2_report(c->h2, &r);
     int64_t since = r.head_since;
+    if (!(c->h2_busy & CONN_H2_BUSY) && !r.streams && r.goaway_wait) { /* PING unanswered */
+        h2_bye(c); /* the second GOAWAY, with the last stream answered */
+        return 0;
+    }
     if (since && gio_now(c->site->loop) - since >= conn_head_ms(c)) {
         st->timeout_head++; /* slowloris over HTTP/2: GOAWAY and closed, as a 408 would be */
         h2_bye(c);

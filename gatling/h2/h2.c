@@ -153,6 +153,9 @@ static h2_stream_t *headers_new(h2_t *h, int32_t id)
         h2_conn_error(h, h2_client_closed(h, id) ? E_STREAM_CLOSED : E_PROTOCOL);
         return NULL;
     }
+    if (h->goaway && !h->goaway_sent &&
+        ++h->after_goaway > peer_budget(H2_MAX_STREAMS, h->level))
+        h2_goaway_final(h); /* its PING unanswered: a window's worth is enough */
     h->max_id = id;
     if ((h->goaway && id > h->last_id) || h->open >= peer_budget(H2_MAX_STREAMS, h->level)) {
         /* sent with the one that made us say GOAWAY, or past 5.1.2's cap */
@@ -307,8 +310,11 @@ static void on_ping(h2_t *h, const uint8_t *p, uint32_t len, uint8_t flags, int3
         return h2_conn_error(h, E_PROTOCOL);
     if (len != 8)
         return h2_conn_error(h, E_FRAME_SIZE);
-    if (flags & FL_ACK)
+    if (flags & FL_ACK) {
+        if (!memcmp(p, H2_GOAWAY_PING, 8))
+            h2_goaway_final(h); /* the client read the first GOAWAY */
         return;
+    }
     uint8_t *q = h2_out_frame(h, 8, FR_PING, FL_ACK, 0);
     if (!q)
         h->fatal = 1;
@@ -620,6 +626,7 @@ void h2_report(const h2_t *h, h2_report_t *r)
                        .waiting = waiting(h),
                        .bodies = h->bodies,
                        .want_read = (uint8_t)h2_want_read(h),
+                       .goaway_wait = h->goaway && !h->goaway_sent && !h->fatal,
                        .body_bytes = h->body_bytes,
                        .head_since = head_since(h)};
 }

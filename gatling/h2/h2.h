@@ -111,13 +111,19 @@ typedef struct h2_report {
        (END_STREAM) */
     int64_t head_since;
     uint8_t want_read; /* h2_want_read's answer */
+    /* the first GOAWAY of a shutdown is said and the second is not: its
+       PING unanswered yet (h2_goaway); a connection that has nothing else
+       to do then waits a bounded while, then closes after h2_expire's */
+    uint8_t goaway_wait;
 } h2_report_t;
 
 /* The session's report now into r (walks the streams only while some wait
    for a producer or a head). */
 void h2_report(const h2_t *h, h2_report_t *r);
 
-/* Shutting down (SIGTERM/SIGHUP): GOAWAY; the streams in flight finish. */
+/* Shutting down (SIGTERM/SIGHUP, a reload's drain): GOAWAY in two steps
+   (RFC 9113 6.8: 2^31-1 and a PING, then the last stream once the PING is
+   answered); the streams in flight, and those on their way, finish. */
 void h2_goaway(h2_t *h);
 
 /*

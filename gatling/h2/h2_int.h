@@ -33,6 +33,7 @@
 typedef struct h2 h2_t; /* (as h2.h says) */
 
 #define H2_MAX_STREAMS 100
+#define H2_GOAWAY_PING "gatl-bye" /* the PING after the first GOAWAY (h2_goaway) */
 #define H2_WINDOW (1 << 20)            /* a stream's receive window */
 #define H2_CONN_WINDOW (16 << 20)      /* the connection's */
 #define H2_DEFAULT_WINDOW 65535        /* RFC 9113 6.9.2: before SETTINGS say otherwise */
@@ -129,7 +130,7 @@ struct h2 {
     uint8_t settings_in; /* the client's first SETTINGS came */
     uint8_t calm;        /* a flood ended the session (counted once) */
     uint8_t level;       /* its address's recent offences: budgets / 2^level (peer_allowance) */
-    uint8_t goaway_sent;
+    uint8_t goaway_sent; /* the GOAWAY that ends it: with the last stream, or an error */
     uint8_t peer_goaway; /* the client said GOAWAY */
     h2_bucket_t flood[H2_FLOOD_KINDS];
     h2_block_in_t in;
@@ -137,10 +138,11 @@ struct h2 {
     unsigned closed_at;
     int64_t frame_since; /* gio_now() at the first byte of the frame being read */
     int64_t started;     /* the session's start */
-    uint8_t goaway;
+    uint8_t goaway;      /* shutting down: the first GOAWAY (2^31-1) is said */
+    unsigned after_goaway; /* streams opened since then */
     int fatal;
     int32_t max_id;          /* the highest stream a client's HEADERS opened */
-    int32_t last_id;         /* after GOAWAY: the last stream that is answered */
+    int32_t last_id;         /* after GOAWAY: the last stream answered (2^31-1 until the second) */
     int32_t last_dispatched; /* the highest stream handed to the router */
     int64_t send_win;        /* the connection's window for our DATA */
     int32_t recv_win;        /* ... and for the client's */
@@ -199,9 +201,13 @@ int h2_flood_take(h2_t *h, int kind);
 /* The flood buckets full, scaled by the address's allowance (h->level). */
 void h2_floods_init(h2_t *h, int64_t now);
 
-/* Shutting down: GOAWAY NO_ERROR (h2.h's h2_goaway, which streams call
-   too, defined in h2_out.c). */
+/* Shutting down: the first GOAWAY (2^31-1) and its PING (h2.h's
+   h2_goaway, which streams call too, defined in h2_out.c). */
 void h2_goaway(h2_t *h);
+
+/* The PING's answer came (or the client opened a window of streams since):
+   the second GOAWAY, with the last stream the client opened.  Once. */
+void h2_goaway_final(h2_t *h);
 
 /* ---- h2_stream.c: streams, request bodies, DATA by priority ---- */
 

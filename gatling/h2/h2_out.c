@@ -127,15 +127,23 @@ int h2_pend_add(h2_t *h, const uint8_t *p, size_t n)
     return 0;
 }
 
-static void out_goaway(h2_t *h, int32_t last, uint32_t code)
+/* A GOAWAY frame: 0, or -1 (the session ends). */
+static int out_goaway_frame(h2_t *h, int32_t last, uint32_t code)
 {
     uint8_t *p = h2_out_frame(h, 8, FR_GOAWAY, 0, 0);
     if (!p) {
         h->fatal = 1;
-        return;
+        return -1;
     }
     h2f_put32(p, (uint32_t)last);
     h2f_put32(p + 4, code);
+    return 0;
+}
+
+static void out_goaway(h2_t *h, int32_t last, uint32_t code)
+{
+    if (out_goaway_frame(h, last, code) < 0)
+        return;
     h->goaway_sent = 1;
     if (code != E_NO_ERROR)
         h->f.site->stats.h2_errors++;
@@ -209,13 +217,34 @@ void h2_floods_init(h2_t *h, int64_t now)
                                     now};
 }
 
-/* Shutting down: GOAWAY NO_ERROR (h2.h's h2_goaway, which streams call
-   too, defined in h2_out.c). */
+/*
+ * Shutting down (h2.h's h2_goaway, which streams call too, defined here):
+ * RFC 9113 6.8's graceful shutdown, as h2o does it.  First GOAWAY 2^31-1,
+ * NO_ERROR, and a PING: every stream the client sent before it read the
+ * GOAWAY is still answered.  Its PING's answer comes after all of those
+ * (h2_goaway_final, from on_ping): then GOAWAY with the last stream the
+ * client opened, and streams after it are refused.  A client that never
+ * answers the PING gets no more than one window of streams before that.
+ */
 void h2_goaway(h2_t *h)
 {
     if (h->goaway)
         return;
     h->goaway = 1;
+    h->last_id = INT32_MAX; /* until the second GOAWAY */
+    if (h->fatal || out_goaway_frame(h, INT32_MAX, E_NO_ERROR) < 0)
+        return;
+    uint8_t *p = h2_out_frame(h, 8, FR_PING, 0, 0);
+    if (!p)
+        h->fatal = 1;
+    else
+        memcpy(p, H2_GOAWAY_PING, 8);
+}
+
+void h2_goaway_final(h2_t *h)
+{
+    if (!h->goaway || h->goaway_sent)
+        return;
     h->last_id = h->max_id;
     if (!h->fatal)
         out_goaway(h, h->last_id, E_NO_ERROR);

@@ -297,10 +297,12 @@ static int on_end_headers(nghttp3_conn *ng, int64_t id, int fin, void *user, voi
     h->headed = 1;
     if (s->sb.refused) /* reset already: nothing more to do */
         return 0;
-    if (h->goaway && !h->capped) { /* a drain: nghttp3 refuses new streams itself; be sure */
+    if (h->shut && !h->capped) { /* a drain: nghttp3 refuses new streams itself; be sure */
         stream_abort(s, NGHTTP3_H3_REQUEST_REJECTED);
         return 0;
     }
+    if (h->goaway && !h->shut && ++h->after_notice > h3_max_streams(h))
+        h3_shut(h); /* a window's worth since the notice is enough */
     if (!fin)
         body_begins(s);
     return 0;
@@ -348,7 +350,7 @@ static int on_end_stream(nghttp3_conn *ng, int64_t id, void *user, void *stream_
             sb_offer_held(&s->sb);
     } else if (s->sb.refused) {
         return 0;
-    } else if (!s->dispatched && s->headed && (!h->goaway || h->capped)) {
+    } else if (!s->dispatched && s->headed && (!h->shut || h->capped)) {
         dispatch(s);
     } else if (!s->dispatched && s->headed) {
         stream_abort(s, NGHTTP3_H3_REQUEST_REJECTED); /* draining: not answered, say so */
@@ -638,13 +640,28 @@ void h3_goaway(h3_t *h)
     if (h->goaway)
         return;
     h->goaway = 1;
+    h->notice_at = gio_now(h->f.site->loop);
+    if (!h->bound || nghttp3_conn_submit_shutdown_notice(h->ng) != 0)
+        h3_shut(h); /* no control stream yet: nothing to notice */
+}
+
+void h3_shut(h3_t *h)
+{
+    if (h->shut)
+        return;
+    h->goaway = h->shut = 1;
     if (h->bound)
         nghttp3_conn_shutdown(h->ng);
 }
 
+int64_t h3_shut_due(const h3_t *h)
+{
+    return h->goaway && !h->shut ? h->notice_at + H3_NOTICE_MS : INT64_MAX;
+}
+
 int h3_done(const h3_t *h)
 {
-    return h->goaway && !h->open;
+    return h->shut && !h->open;
 }
 
 #endif

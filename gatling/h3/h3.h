@@ -126,10 +126,25 @@ int64_t h3_head_due(const h3_t *h);
    are remembered (peer_budget), as HTTP/2's. */
 unsigned h3_max_streams(const h3_t *h);
 
-/* Shutting down: GOAWAY; the streams in flight finish. */
+/*
+ * Shutting down (SIGTERM/SIGHUP, a reload's drain, -R), in two steps as RFC
+ * 9114 5.2 allows and nghttp3 offers: first the notice, a GOAWAY with the
+ * largest stream id, so that the requests the client sent before it read
+ * it are still answered; then, H3_NOTICE_MS later (h3_shut_due: the
+ * connection's timer calls h3_shut), or once the client opened a window of
+ * streams since, the GOAWAY with the last stream, after which a new one is
+ * rejected (H3_REQUEST_REJECTED).  The streams in flight finish.
+ */
+#define H3_NOTICE_MS 1000
 void h3_goaway(h3_t *h);
 
-/* A GOAWAY was sent and no stream is left: the connection may close. */
+/* The second step (now, if the first one is not said yet). */
+void h3_shut(h3_t *h);
+
+/* When the second step is due (gio_now ms), or INT64_MAX. */
+int64_t h3_shut_due(const h3_t *h);
+
+/* The second GOAWAY was sent and no stream is left: the connection may close. */
 int h3_done(const h3_t *h);
 
 #endif

@@ -70,6 +70,12 @@ struct h3 {
     uint8_t goaway, bound;
     uint8_t headed; /* a request's fields have ended once (-s: no first-request deadline) */
     uint8_t capped; /* the GOAWAY was -R's: streams below it are still answered */
+    /* a shutdown in two steps (RFC 9114 5.2, h3_goaway): the notice (GOAWAY
+       with the largest id) went at notice_at; shut, the GOAWAY with the last
+       stream went, and new streams are refused */
+    uint8_t shut;
+    unsigned after_notice; /* request streams headed since the notice */
+    int64_t notice_at;
     int64_t bound_at; /* gio_now ms of h3_bind */
     uint8_t level;        /* the address's recent offences (peer_allowance) */
     uint8_t calm;         /* a flood was counted: the connection ends */

@@ -210,6 +210,7 @@ static void conn_settle(quic_conn_t *c)
         h3_sweep(c->h3);
     int64_t now_ms = gio_now(e->site->loop), gone = drain_silence_end(c);
     int64_t head = c->h3 ? h3_head_due(c->h3) : INT64_MAX;
+    int64_t shut = c->h3 ? h3_shut_due(c->h3) : INT64_MAX;
     if (head <= now_ms) /* -s: a request head not complete in time (slowloris), as h2's */
         e->site->stats.timeout_head++;
     if ((c->h3 && h3_done(c->h3)) || gone <= now_ms || head <= now_ms) {
@@ -220,6 +221,7 @@ static void conn_settle(quic_conn_t *c)
         return;
     }
     gone = head < gone ? head : gone;
+    gone = shut < gone ? shut : gone; /* the GOAWAY's second step (h3.h's h3_goaway) */
     ngtcp2_tstamp x = ngtcp2_conn_get_expiry(c->q);
     if (x == UINT64_MAX && gone == INT64_MAX) {
         timer_stop(c);
@@ -766,6 +768,8 @@ static void on_conn_timer(gio_loop_t *l, void *arg)
         conn_close_now(c);
         return;
     }
+    if (c->h3 && h3_shut_due(c->h3) <= gio_now(e->site->loop))
+        h3_shut(c->h3); /* written by the pass touch() brings */
     int rv = ngtcp2_conn_handle_expiry(c->q, now_ts(e));
     if (rv == NGTCP2_ERR_IDLE_CLOSE) {
         e->site->stats.h3_idle++;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -386,6 +387,7 @@ static int confine_as_cgi(const config_t *cfg, int (*confine)(const config_t *))
 static void spawner_main(const config_t *cfg, int (*confine)(const config_t *), int sock)
 {
     spawner_t sp = {.sock = sock};
+    prctl(PR_SET_NAME, "gatling-cgi"); /* --reload refuses it by this name (reload.h) */
     memcpy(sp.limit, cfg->cgi_limit, sizeof sp.limit);
     struct sigaction ign = {.sa_handler = SIG_IGN}, chld = {.sa_handler = on_chld};
     sigemptyset(&ign.sa_mask), sigemptyset(&chld.sa_mask);

@@ -482,17 +482,29 @@ def test_reload_arguments(build, args, says):
 
 @http_only
 def test_reload_of_a_process_that_dies(build, tmp_path):
-    """A process named gatling that dies of the SIGUSR2 instead of answering
-    (one still starting, before its handlers): --reload says it exited, exit 1,
+    """A gatling that dies of the SIGUSR2 instead of answering (one still
+    starting, before its handlers: here held there by a full stderr pipe, at
+    its "HTTPS with 1 certificate" line): --reload says it exited, exit 1,
     within seconds rather than its 70 s wait."""
-    stub = str(tmp_path / "gatling-stub")
-    with open("/bin/sleep", "rb") as src, open(stub, "wb") as dst:
-        dst.write(src.read())
-    os.chmod(stub, 0o755)
-    victim = subprocess.Popen([stub, "60"])
+    rfd, wfd = os.pipe()
+    os.set_blocking(wfd, False)
+    try:
+        while True:
+            os.write(wfd, b"x" * 4096)
+    except BlockingIOError:
+        pass
+    os.set_blocking(wfd, True)
+    victim = subprocess.Popen([build.binary, "-n", "-i", "127.0.0.1", "-p", "0", "-C",
+                               os.path.join(pki_dir(), "certs"), "-e", "0"],
+                              cwd=str(tmp_path), stdin=subprocess.DEVNULL, stderr=wfd)
+    os.close(wfd)
     reaper = threading.Thread(target=victim.wait)  # gone, not a zombie, once it dies
     reaper.start()
     try:
+        def blocked():
+            with open("/proc/%d/wchan" % victim.pid) as f:
+                return "pipe" in f.read()
+        wait_for(blocked, 10, "the victim blocked on its stderr")
         p = run(build, "--reload", str(victim.pid), timeout=30)
         assert victim.returncode == -signal.SIGUSR2, victim.returncode
         assert p.returncode == 1, p
@@ -501,6 +513,7 @@ def test_reload_of_a_process_that_dies(build, tmp_path):
         if victim.returncode is None:
             victim.kill()
         reaper.join(10)
+        os.close(rfd)
 
 
 @http_only

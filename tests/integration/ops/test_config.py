@@ -477,6 +477,34 @@ def test_reload_command_waits_for_the_outcome(build, tmp_path):
         end_upgrades(srv, pids)
 
 
+def test_a_plain_kill_is_answered_on_the_plain_name(build, tmp_path):
+    """kill -USR2 from a process that holds "@gatling-reload.<its pid>" (the
+    --reload of a gatling from before the nonce): the outcome comes there, as
+    it did (a sigqueue'd nonce names the socket of today's --reload)."""
+    import socket
+    root = str(tmp_path / "www")
+    make_docroot(root, {"f.txt": "x\n"})
+    srv = start_server(build, root, ("-n", "-T", "10"))
+    pids = [srv.pid]
+    ls = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        ls.bind("\0gatling-reload.%d" % os.getpid())
+        ls.listen(1)
+        ls.settimeout(60)
+        srv.send_signal(signal.SIGUSR2)
+        c, _ = ls.accept()
+        with c:
+            c.settimeout(10)
+            got = c.recv(2048).decode()
+        m = re.match(r"1binary upgrade: pid (\d+) serves; this one \(pid %d\) drains" % srv.pid,
+                     got)
+        assert m, got
+        pids.append(int(m.group(1)))
+    finally:
+        ls.close()
+        end_upgrades(srv, pids)
+
+
 def test_reload_refused_while_the_server_stops(build, tmp_path):
     """--reload of a server that is stopping (SIGHUP with -g: its health check
     fails for the grace while the listeners stay open): refused, exit 1 with
