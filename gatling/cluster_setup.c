@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "cluster_setup.h"
 #include "acme/acme_cluster.h"
+#include "acme/acme_etcd.h"
 #include "site/cluster.h"
 
 #include <errno.h>
@@ -16,11 +17,12 @@
 
 void cluster_usage(void)
 {
-    fputs("  --cluster etcd=url[,url...][,ca=file][,cert=file,key=file]\n"
-          "            [,user=name,password-file=file]  share ticket keys, cache purges\n"
-          "            and --acme's certificates with the other nodes through etcd (its\n"
-          "            v3 JSON gateway; TLS roots, a client certificate, a user of its\n"
-          "            auth): gatling(8)'s CLUSTER\n"
+    fputs("  --cluster etcd=url[,url...],secret=file[,ca=file][,cert=file,key=file]\n"
+          "            [,user=name,password-file=file][,insecure]  share ticket keys,\n"
+          "            cache purges and --acme's certificates with the other nodes\n"
+          "            through etcd (its v3 JSON gateway; https, or http on loopback;\n"
+          "            TLS roots, a client certificate, a user of its auth; values\n"
+          "            sealed with the secret file): gatling(8)'s CLUSTER\n"
           "  --cluster-name name  the cluster's keys are /gatling/name/ (default gatling)\n",
           stdout);
 }
@@ -77,6 +79,11 @@ int cluster_option(int c, char *arg, config_t *cfg)
         }
         if (!cfg->cluster_name)
             cfg->cluster_name = CLUSTER_NAME_DEFAULT;
+        char err[400];
+        if (cfg->cluster_etcd && etcd_check(cfg->cluster_etcd, err, sizeof err) < 0) {
+            fprintf(stderr, "gatling: --cluster: %s\n", err);
+            return bad_value();
+        }
         return -1;
     default:
         return 1;
@@ -110,6 +117,10 @@ int cluster_launch(config_t *cfg)
     cfg->cluster_pid = (int)pid;
     fprintf(stderr, "gatling: --cluster: etcd %s, keys under /gatling/%s/\n", cfg->cluster_etcd,
             cfg->cluster_name);
+    if (etcd_check(cfg->cluster_etcd, err, sizeof err) > 0)
+        fprintf(stderr, "gatling: --cluster: WARNING: insecure: %s is plain http to another "
+                "host: etcd's password or token crosses the network in clear (the values "
+                "are sealed)\n", err);
     return 0;
 }
 

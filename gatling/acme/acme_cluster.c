@@ -153,8 +153,13 @@ static int sync_tickets(side_t *s, char *err, size_t errlen)
         uint64_t gen;
         int64_t created, age;
         int nm, bad = parse_tickets((char *)kv->value, kv->vlen, &gen, &created, m, &nm);
-        int64_t rev = kv->mod_revision;
+        int64_t rev = kv->mod_revision, forged = kv->forged;
         etcd_kvs_free(kv, n);
+        if (forged) {
+            snprintf(err, errlen, "etcd key %s: not sealed with this cluster's secret (forged, "
+                     "or another secret=): not used (delete it and a node makes new ones)", key);
+            return -1;
+        }
         if (bad) {
             snprintf(err, errlen, "etcd key %s holds no ticket keys gatling wrote: not used "
                      "(delete it and a node makes new ones)", key);
@@ -218,9 +223,15 @@ static int take_purges(side_t *s, char *err, size_t errlen)
                        err, errlen);
     if (n < 0)
         return -1;
+    int forged = -1; /* the first one not sealed, said (once a round: a flood is one line) */
     for (int i = 0; i < n && s->purge_rev; i++)
-        if (kv[i].mod_revision > s->purge_rev && kv[i].vlen <= CLUSTER_PURGE_MAX)
+        if (kv[i].forged)
+            forged = forged < 0 ? i : forged;
+        else if (kv[i].mod_revision > s->purge_rev && kv[i].vlen <= CLUSTER_PURGE_MAX)
             cluster_add_purge(s->view, kv[i].value, kv[i].vlen);
+    if (forged >= 0)
+        say(s, "etcd key %.300s (and maybe more): not sealed with this cluster's secret: "
+            "purge not done", kv[forged].key);
     if (n == PURGES_MAX && s->purge_rev) /* a flood: the rest next round */
         rev = kv[n - 1].mod_revision;
     etcd_kvs_free(kv, n);
