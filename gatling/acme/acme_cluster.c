@@ -212,7 +212,10 @@ static int send_purges(side_t *s, char *err, size_t errlen)
 }
 
 /* The purge keys that appeared since the last round, to the loops.  The
-   first round only learns where the store is: older purges were done. */
+   node's first round only learns where the store is: older purges were done
+   (its cache is newer).  A side process started again resumes from the
+   revision the shared page kept (the cache outlived it), so no purge is
+   skipped. */
 static int take_purges(side_t *s, char *err, size_t errlen)
 {
     char key[320];
@@ -236,7 +239,7 @@ static int take_purges(side_t *s, char *err, size_t errlen)
         rev = kv[n - 1].mod_revision;
     etcd_kvs_free(kv, n);
     if (rev > s->purge_rev)
-        s->purge_rev = rev;
+        cluster_set_purge_rev(s->view, s->purge_rev = rev);
     return 0;
 }
 
@@ -286,6 +289,7 @@ static void worker(side_t *s, pid_t keeper)
     prctl(PR_SET_NAME, "gatling-cluster");
     if (getppid() != keeper)
         _exit(0);
+    s->purge_rev = cluster_purge_rev(s->view); /* 0 at the node's start */
     run(s);
     etcd_free(s->etcd);
     _exit(0);
@@ -294,7 +298,8 @@ static void worker(side_t *s, pid_t keeper)
 /* The keeper (as the ACME client's): -u's user, then the worker, started
    again a second after it dies, until SIGTERM or the server's end.  Each
    worker begins afresh from etcd (a lock it held comes back once its old
-   lease ran out). */
+   lease ran out), but for the purges: from the revision the last one
+   applied (the shared page's). */
 static void keeper(side_t *s, pid_t parent)
 {
     const config_t *cfg = s->cfg;

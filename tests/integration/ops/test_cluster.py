@@ -776,7 +776,8 @@ def test_certificate_from_the_cluster_at_start_does_not_end_the_node(gatling, et
 
 # --------------------------------------------------------------------------
 # The cluster's trust (issue 63, item 3): https to etcd, sealed values, the
-# cluster's certificates checked as a CA's.
+# cluster's certificates checked as a CA's; and item 6, no purge lost when the
+# side process is started again.
 
 def global_address():
     """An IPv4 address of this host that is not loopback, or None."""
@@ -929,3 +930,32 @@ def test_forged_certificates(gatling, etcd, certs, tmp_path):
     wait_for(lambda: served_serial(srv) == serial, timeout=15,
              what="the good sealed certificate installed: %s" % srv.errlog[-4:])
 
+
+def test_purge_after_side_process_restart(gatling, etcd, certs):
+    """Node 2's side process SIGKILLed, a PURGE on node 1 0.1 s later
+    (before the keeper starts another): node 2's entry is purged all the
+    same, three times in a row (the new side process resumes from the
+    revision the last one applied, kept in the shared page; it used to
+    start from etcd's revision of then and skip the purge for good)."""
+    tree = {".cache": "ttl 60\n", "p.cgi": Mode(CGI, 0o755)}
+    args = ("-S", "-w", "\\.cgi$")
+    n1 = node(gatling, certs, etcd.url, "rs", *args, tree=tree)
+    n2 = node(gatling, certs, etcd.url, "rs", *args, tree=tree)
+    generation(n1), generation(n2)
+    p1, p2 = n1.plain_port or n1.port, n2.plain_port or n2.port
+    keeper = wait_for(lambda: children(n2.pid, "cluster-keeper"), timeout=5,
+                      what="the keeper")[0]
+    for run in range(3):
+        for p in (p1, p2):
+            wait_for(lambda: http(p, "/p.cgi")[0] == "gatling; hit", timeout=10,
+                     what="run %d: the page cached on port %d" % (run, p))
+        side = wait_for(lambda: children(keeper, "gatling-cluster"), timeout=10,
+                        what="run %d: the side process" % run)[0]
+        t = time.time()
+        wait_for(lambda: metrics(n2)["gatling_cluster_last_sync_seconds"] > t, timeout=10,
+                 what="run %d: the side process syncing" % run)
+        os.kill(side, signal.SIGKILL)
+        time.sleep(0.1)
+        assert http(p1, "/p.cgi", "PURGE")[1] == "purged 1\n"
+        wait_for(lambda: http(p2, "/p.cgi")[0] != "gatling; hit", timeout=10, step=0.1,
+                 what="run %d: node 2's entry purged after its side process's restart" % run)
