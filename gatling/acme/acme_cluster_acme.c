@@ -257,8 +257,8 @@ static int listed(const etcd_kv_t *kv, int n, size_t pn, int k, const char *name
     for (int i = 0; i < n; i++) {
         const char *rel = (char *)kv[i].key + pn, *s1 = strchr(rel, '/');
         size_t kl = strlen(chal_kinds[k]);
-        if (!kv[i].forged && kv[i].klen > pn && s1 && !strncmp(s1 + 1, chal_kinds[k], kl) && s1[1 + kl] == '/' &&
-            !strcmp(s1 + 2 + kl, name))
+        if (!kv[i].forged && kv[i].klen > pn && s1 && !strncmp(s1 + 1, chal_kinds[k], kl) &&
+            s1[1 + kl] == '/' && !strcmp(s1 + 2 + kl, name))
             return 1;
     }
     return 0;

@@ -583,7 +583,8 @@ static json_object *range_end(const unsigned char *key, size_t klen)
     return b64(end, n);
 }
 
-static int parse_kvs(const etcd_t *e, json_object *res, int max, etcd_kv_t **kvs, char *err, size_t errlen)
+static int parse_kvs(const etcd_t *e, json_object *res, int max, etcd_kv_t **kvs, char *err,
+                     size_t errlen)
 {
     json_object *arr;
     *kvs = NULL;
