@@ -6,7 +6,14 @@ a node outside the cluster), also after the cluster's master rotated; a
 PURGE on one node empties the other's cache within a second; a node started
 while etcd is down serves at once and joins once etcd answers; a tickets key
 that gatling did not write is refused with a clear error and not used; bad
-options are refused.  Skipped, saying so, where etcd or openssl is absent."""
+options are refused.  The cluster's trust (issue 63): every value is sealed
+with the suite's secret= (seal/put_sealed here do as a node does); a forged
+ticket secret, challenge, certificate (also sealed: self-signed, another
+name, dated 2090) is refused with a line naming its key, and so is what a
+fake etcd (FakeEtcd: the v3 JSON gateway's shape) answers; plain http to
+another host needs insecure; a PURGE made while a side process is down
+arrives once it is started again.  Skipped, saying so, where etcd or
+openssl is absent."""
 import atexit
 import base64
 import contextlib
@@ -959,3 +966,73 @@ def test_purge_after_side_process_restart(gatling, etcd, certs):
         assert http(p1, "/p.cgi", "PURGE")[1] == "purged 1\n"
         wait_for(lambda: http(p2, "/p.cgi")[0] != "gatling; hit", timeout=10, step=0.1,
                  what="run %d: node 2's entry purged after its side process's restart" % run)
+
+
+class FakeEtcd:
+    """A hostile etcd (or whoever answers on a plain http path): a small
+    server speaking the v3 JSON gateway's shape, on addr, whose range of
+    any key that ends in a name of forged answers forged[name], unsealed or
+    sealed as given; compare-and-puts fail, leases are granted.  Its
+    requests are counted by path."""
+
+    def __init__(self, addr, forged):
+        import http.server
+        import threading
+        fake = self
+        self.forged, self.seen = forged, {}
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                req = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
+                fake.seen[self.path] = fake.seen.get(self.path, 0) + 1
+                body = {"header": {"revision": "9"}}
+                if self.path == "/v3/kv/range":
+                    key = base64.b64decode(req.get("key", "")).decode(errors="replace")
+                    for name, value in fake.forged.items():
+                        if key.endswith(name):
+                            body["kvs"] = [{"key": req["key"], "mod_revision": "9",
+                                            "value": base64.b64encode(value).decode()}]
+                elif self.path == "/v3/kv/txn":
+                    body["succeeded"] = False
+                elif self.path == "/v3/lease/grant":
+                    body.update(ID="77", TTL="10")
+                out = json.dumps(body).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+        self.httpd = http.server.ThreadingHTTPServer((addr, 0), H)
+        self.url = "http://%s:%d" % (addr, self.httpd.server_address[1])
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_hostile_etcd_on_plain_http(gatling, certs):
+    """A fake etcd on this host's non-loopback address, reached over plain
+    http with insecure (a WARNING at start): it answers the tickets key with
+    a well-formed value of its own (generation 7) -- once unsealed, once
+    sealed for another key (moved) -- and the node refuses it with a line
+    naming the key and keeps its own master (generation 0 in /metrics)."""
+    addr = global_address() or pytest.skip("no non-loopback address on this host")
+    forged = "gatling-tickets-1 7 %d %s -" % (time.time(), "cd" * 32)
+    for name, value in (("fe1", forged.encode()), ("fe2", seal("/gatling/fe2/other", forged))):
+        fake = FakeEtcd(addr, {"/tickets": value})
+        try:
+            n = node(gatling, certs, fake.url + ",insecure", name, "-S")
+            assert any("WARNING: insecure: %s is plain http" % fake.url in l for l in n.errlog)
+            wait_for(lambda: not_sealed(n, "/gatling/%s/tickets" % name), timeout=15,
+                     what="the fake etcd's tickets refused: %s" % n.errlog[-3:])
+            assert fake.seen.get("/v3/kv/range"), fake.seen
+            assert not any("generation 7" in l for l in n.errlog), n.errlog
+            assert metrics(n)["gatling_cluster_ticket_generation"] == 0
+        finally:
+            fake.stop()
