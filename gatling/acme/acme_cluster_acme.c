@@ -499,8 +499,11 @@ static void install(cluster_acme_t *a, const char *host, const cert_t *c)
 
 /* One host: the newer of -C's and etcd's certificate wins on both sides
    (a compare-and-put: a newer one put meanwhile is not overwritten).  A
-   value that is not a whole certificate and its key is said, never
-   installed, and replaced only by this name's lock holder.  0, or -1. */
+   value that is not a whole certificate and its key, or one a CA gatling
+   trusts would not have issued for host now, is said, never installed, and
+   replaced only by this name's lock holder; one not sealed with the
+   cluster's secret by any node that has a certificate (an upgrade's
+   unsealed values heal at once).  0, or -1. */
 static int sync_one(cluster_acme_t *a, etcd_t *e, const char *key, size_t kn, const char *host,
                     const etcd_kv_t *kv, int held, char *err, size_t errlen)
 {
@@ -524,7 +527,7 @@ static int sync_one(cluster_acme_t *a, etcd_t *e, const char *key, size_t kn, co
             a->cfg->tls_dir, host);
     if (good && (!v || newer(&c.info, &mine)) && acme_replaceable(a->tls_fd, host))
         install(a, host, &c);
-    else if (v && (!kv || (good && newer(&mine, &c.info)) || (!good && held)) &&
+    else if (v && (!kv || (good && newer(&mine, &c.info)) || (!good && (held || kv->forged))) &&
              (rc = etcd_put_if(e, key, kn, v, len, kv ? kv->mod_revision : 0, 0, err, errlen)) > 0)
         say(a, "certificate for %s (serial %s) put in etcd for the cluster", host, mine.serial);
     if (v)

@@ -443,9 +443,12 @@ static json_object *b64(const void *p, size_t n)
 static unsigned char *seal(const etcd_t *e, const void *key, size_t klen, const void *val,
                            size_t vlen, size_t *out_len)
 {
-    unsigned char *out = malloc(SEAL_OVER + vlen + 1), *iv = out + SEAL_MLEN;
+    unsigned char *out = malloc(SEAL_OVER + vlen + 1);
+    if (!out)
+        return NULL;
+    unsigned char *iv = out + SEAL_MLEN;
     EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
-    int n = 0, f = 0, ok = out && c && RAND_bytes(iv, SEAL_NONCE) == 1 &&
+    int n = 0, f = 0, ok = c && RAND_bytes(iv, SEAL_NONCE) == 1 &&
                             EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), NULL, e->seal, iv) == 1 &&
                             EVP_EncryptUpdate(c, NULL, &n, key, (int)klen) == 1 &&
                             EVP_EncryptUpdate(c, iv + SEAL_NONCE, &n, val, (int)vlen) == 1 &&

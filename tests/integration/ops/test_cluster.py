@@ -906,7 +906,8 @@ def test_forged_certificates(gatling, etcd, certs, tmp_path):
     what a CA gatling trusts would issue -- self-signed, for another name,
     dated 2090 (the newest notBefore used to win for good) -- and a good one
     not sealed: each is said once with why, none installed, the old one
-    served.  A good sealed one is installed then."""
+    served; the unsealed one is replaced in etcd by the node's own, sealed.
+    A good sealed one is installed then."""
     import datetime
     old_chain, old_key, old_serial = issued(certs, 10)
     etcd.put_sealed("/gatling/fcert/acme/lock/localhost", "another-node")
@@ -927,6 +928,10 @@ def test_forged_certificates(gatling, etcd, certs, tmp_path):
                              for l in srv.errlog), timeout=10,
                  what="forged value %d (%s) said: %s" % (i, why, srv.errlog[-3:]))
         assert served_serial(srv) == old_serial
+    # the unsealed one is replaced by the node's own, sealed (an upgrade heals)
+    wait_for(lambda: (etcd.get_raw(key) or b"").startswith(b"gatling-sealed-1 ") and
+             (" %s " % old_serial) in etcd.get(key).split("\n")[0], timeout=10,
+             what="the forged value replaced by the node's certificate")
     time.sleep(2.5)  # more rounds: said once each, nothing installed
     said = [l for l in srv.errlog if "etcd key %s: " % key in l and "not installed" in l]
     assert len(said) == len(forged), said
