@@ -929,9 +929,14 @@ def test_forged_certificates(gatling, etcd, certs, tmp_path):
                  what="forged value %d (%s) said: %s" % (i, why, srv.errlog[-3:]))
         assert served_serial(srv) == old_serial
     # the unsealed one is replaced by the node's own, sealed (an upgrade heals)
-    wait_for(lambda: (etcd.get_raw(key) or b"").startswith(b"gatling-sealed-1 ") and
-             (" %s " % old_serial) in etcd.get(key).split("\n")[0], timeout=10,
-             what="the forged value replaced by the node's certificate")
+    try:
+        wait_for(lambda: (etcd.get_raw(key) or b"").startswith(b"gatling-sealed-1 ") and
+                 (" %s " % old_serial) in etcd.get(key).split("\n")[0], timeout=10,
+                 what="the forged value replaced by the node's certificate")
+    except AssertionError:
+        print("\n".join(srv.errlog[-12:]))
+        print(etcd.get_raw(key)[:100])
+        raise
     time.sleep(2.5)  # more rounds: said once each, nothing installed
     said = [l for l in srv.errlog if "etcd key %s: " % key in l and "not installed" in l]
     assert len(said) == len(forged), said
