@@ -149,7 +149,8 @@ static int take_lock(cluster_acme_t *a, etcd_t *e, int i, const char *key, size_
 
 /* The locks of the client's names: each wanted one taken if free, each
    held one no longer wanted let go (its certificate was published before,
-   by sync_certs).  0, or -1 (etcd). */
+   by sync_certs), one not sealed with the cluster's secret removed.  0, or
+   -1 (etcd). */
 static int lock_round(cluster_acme_t *a, etcd_t *e, int64_t now, char *err, size_t errlen)
 {
     char pre[400], key[700], name[CLUSTER_ACME_NAME_MAX];
@@ -166,7 +167,12 @@ static int lock_round(cluster_acme_t *a, etcd_t *e, int64_t now, char *err, size
         int kn = snprintf(key, sizeof key, "%s%s", pre, name),
             want = cluster_acme_wanted(a->view, i);
         cluster_set_acme_held(a->view, i, mine);
-        if (want && !l)
+        if (l && l->forged) { /* no node's: it would hold the name for good */
+            if (first_time(a, l))
+                say(a, "etcd key %.300s: not sealed with this cluster's secret (forged, or "
+                    "another secret=): removed", l->key);
+            rc = etcd_delete_if(e, key, (size_t)kn, l->mod_revision, err, errlen) < 0 ? -1 : 0;
+        } else if (want && !l)
             rc = take_lock(a, e, i, key, (size_t)kn, name, now, err, errlen);
         else if (!want && mine &&
                  (rc = etcd_delete_if(e, key, (size_t)kn, l->mod_revision, err, errlen)) >= 0) {

@@ -900,6 +900,21 @@ def test_forged_challenge(gatling, etcd, certs, tmp_path):
     assert not os.path.exists(os.path.join(st, "challenges", "http-01", "tokf"))
 
 
+
+def test_forged_lock(gatling, etcd, certs, tmp_path):
+    """A name's ACME lock not sealed with the cluster's secret (no lease: it
+    would hold the name for good, and every node would wait) is said and
+    removed, and the node that wants the name takes the lock."""
+    etcd.put("/gatling/fl/acme/lock/localhost", "another-node")
+    srv, _, _ = follower(gatling, etcd, tmp_path, "fl", certs)
+    wait_for(lambda: any("etcd key /gatling/fl/acme/lock/localhost: not sealed" in l and
+                         "removed" in l for l in srv.errlog), timeout=15,
+             what="the forged lock said: %s" % srv.errlog[-3:])
+    wait_for(lambda: any("holds the cluster's ACME lock for localhost" in l
+                         for l in srv.errlog), timeout=15,
+             what="the lock taken: %s" % srv.errlog[-3:])
+    assert etcd.get("/gatling/fl/acme/lock/localhost") != "another-node"
+
 def test_forged_certificates(gatling, etcd, certs, tmp_path):
     """A node that installed the cluster's certificate for localhost is
     shown newer ones, sealed (the secret leaked, or a node went bad) but not
