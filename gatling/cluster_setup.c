@@ -80,10 +80,15 @@ int cluster_option(int c, char *arg, config_t *cfg)
         if (!cfg->cluster_name)
             cfg->cluster_name = CLUSTER_NAME_DEFAULT;
         char err[400];
-        if (cfg->cluster_etcd && etcd_check(cfg->cluster_etcd, err, sizeof err) < 0) {
+        etcd_t *e = NULL;
+        if (cfg->cluster_etcd && (etcd_check(cfg->cluster_etcd, err, sizeof err) < 0 ||
+                                  /* --check: the files too (a start reads them later) */
+                                  (cfg->check && !(e = etcd_new(cfg->cluster_etcd, err,
+                                                                sizeof err))))) {
             fprintf(stderr, "gatling: --cluster: %s\n", err);
             return bad_value();
         }
+        etcd_free(e);
         return -1;
     default:
         return 1;

@@ -800,7 +800,8 @@ def test_plain_http_to_another_host(build, gatling, certs, tmp_path):
     saying https:// or insecure), as is a list without secret=; with the
     item insecure the node starts and warns (stderr) naming the URL, and a
     real etcd on this host's non-loopback address is used (the node syncs).
-    Loopback http:// (every other test here) is taken without a word."""
+    Loopback http:// (127.0.0.0/8, [::1], localhost; every other test here)
+    is taken without a word."""
     for url, why in (("http://198.51.100.1:2379", "plain http to a host other than this one"),
                      ("http://etcd.example:2379,https://127.0.0.1:1",
                       "http://etcd.example:2379: plain http"),
@@ -813,6 +814,15 @@ def test_plain_http_to_another_host(build, gatling, certs, tmp_path):
     r = subprocess.run([build.binary, "-p", "0", "--cluster", "etcd=http://127.0.0.1:1"],
                        capture_output=True, timeout=20)
     assert r.returncode == 2 and "no secret=FILE" in r.stderr.decode(), r
+    # loopback in each of its spellings is taken; --check reads secret= too
+    loop = "http://[::1]:1,http://localhost:2,http://127.1.2.3:3"
+    r = subprocess.run([build.binary, "--check", "-p", "0", "--cluster",
+                        "etcd=" + with_secret(loop)], capture_output=True, timeout=20)
+    assert r.returncode == 0, r
+    r = subprocess.run([build.binary, "--check", "-p", "0", "--cluster",
+                        "etcd=%s,secret=%s" % (loop, tmp_path / "none")], capture_output=True,
+                       timeout=20)
+    assert r.returncode == 2 and "none: No such file" in r.stderr.decode(), r
     warned = node(gatling, certs, "http://198.51.100.1:2379,insecure", "ins")
     assert any("WARNING: insecure: http://198.51.100.1:2379 is plain http" in l
                for l in warned.errlog), warned.errlog
