@@ -141,6 +141,8 @@ static int loopback(const char *p, size_t len)
     size_t s = strlen("http://"), h = strcspn(p + s, ":/");
     if (h > len - s)
         h = len - s;
+    if (memchr(p, '@', len)) /* http://127.0.0.1:1@host/: curl's host is after the '@' */
+        return 0;
     if (p[s] == '[')
         return len - s >= 5 && !strncmp(p + s, "[::1]", 5);
     if (h == 9 && !strncmp(p + s, "localhost", 9))

@@ -806,7 +806,8 @@ def test_plain_http_to_another_host(build, gatling, certs, tmp_path):
                      ("http://etcd.example:2379,https://127.0.0.1:1",
                       "http://etcd.example:2379: plain http"),
                      ("http://[2001:db8::1]:2379", "plain http"),
-                     ("http://127.0.0.1.example:2379", "plain http")):
+                     ("http://127.0.0.1.example:2379", "plain http"),
+                     ("http://127.0.0.1:1@etcd.example:2379", "plain http")):
         r = subprocess.run([build.binary, "-p", "0", "--cluster", "etcd=" + with_secret(url)],
                            capture_output=True, timeout=20)
         assert r.returncode == 2 and why in r.stderr.decode(), (url, r)
