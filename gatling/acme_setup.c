@@ -5,7 +5,6 @@
 #include "acme/acme_dns.h"
 #include "handover.h"
 #include "site/acme_chal.h"
-#include "site/fs.h"
 #include "site/privfs.h"
 
 #include <dirent.h>
@@ -114,8 +113,11 @@ static int parse_names(config_acme_t *a, char *arg, const char **bad)
 static const char *eab_file(const char *path)
 {
     static char key[ACME_HMAC_MAX + 2];
+    char why[256];
     struct stat st;
-    int fd = fs_open_regular(AT_FDCWD, path, &st);
+    int fd = pfs_open_file(path, PFS_SECRET, &st, why, sizeof why); /* a key: 0600 */
+    if (fd < 0)
+        fprintf(stderr, "gatling: --acme-eab @%s: %s\n", path, why);
     FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
     int ok = f && fgets(key, sizeof key, f) != NULL;
     if (f)
@@ -359,15 +361,49 @@ static void migrate(int dfd, int uid, int gid, int depth)
     closedir(d);
 }
 
-/* STATE, opened (made 0700 when missing: as root where only root writes, as
-   -u's user elsewhere) and checked: -u's user's, or root's alone and then
-   handed over (migrate).  Its O_PATH descriptor, or -1 after saying why. */
-static int open_state(const config_t *cfg)
+/* 1 if what dfd holds is only what gatling puts in a state directory (an
+   earlier run's, or nothing): one of root's that gatling may hand over. */
+static int gatlings_own(int dfd)
+{
+    static const char *const names[] = {"account", ACME_CHAL_DIR, "live", "schedule", "lock",
+                                        ".schedule.tmp"};
+    int rfd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), own = 1;
+    DIR *d = rfd >= 0 ? fdopendir(rfd) : NULL;
+    struct dirent *e;
+    if (!d) {
+        if (rfd >= 0)
+            close(rfd);
+        return 0;
+    }
+    while (own && (e = readdir(d))) {
+        int known = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+                    !strncmp(e->d_name, ".probe.", 7);
+        for (size_t i = 0; !known && i < sizeof names / sizeof names[0]; i++)
+            known = !strcmp(e->d_name, names[i]);
+        own = known;
+    }
+    closedir(d);
+    return own;
+}
+
+/* STATE, walked to by site/privfs.h's rules (made 0700 when missing: as
+   root where only root writes, as -u's user elsewhere) and checked:
+   -u's user's, or root's alone and gatling's (made now, or holding only what
+   gatling puts there): then *give is set, for hand_over once every check
+   passed.  Its O_PATH descriptor, or -1 after saying why. */
+static int open_state(const config_t *cfg, int *give)
 {
     const char *dir = cfg->acme.state_dir;
     int owner = cfg->uid >= 0 ? cfg->uid : (int)geteuid();
+    char why[PATH_MAX + 160];
     struct stat st;
-    int fd = pfs_open_dir(dir, 0700, cfg->uid, cfg->gid, NULL);
+    pfs_dir_t where;
+    int fd = pfs_walk_dir(dir, 0700, cfg->uid, cfg->gid, &where, why, sizeof why);
+    *give = 0;
+    if (fd < 0 && *why) { /* a link the walk does not follow */
+        fprintf(stderr, "gatling: --acme-dir %s: %s\n", dir, why);
+        return -1;
+    }
     if (fd < 0 || fstat(fd, &st) < 0) {
         fprintf(stderr, "gatling: --acme-dir %s: %s cannot be made or written%s (%s): the "
                 "ACME state (account key, challenges) lives there\n", dir, dir,
@@ -376,20 +412,28 @@ static int open_state(const config_t *cfg)
             close(fd);
         return -1;
     }
-    if (st.st_uid != (uid_t)owner && st.st_uid == 0 && pfs_root_only(&st)) {
-        migrate(fd, cfg->uid, cfg->gid, 4); /* STATE/live/.acme/VERSION/FILE */
-        if (fchownat(fd, "", (uid_t)cfg->uid, (gid_t)cfg->gid, AT_EMPTY_PATH) == 0)
-            st.st_uid = (uid_t)owner;
-    }
-    if (st.st_uid != (uid_t)owner) {
+    if (cfg->uid >= 0 && st.st_uid != (uid_t)owner && st.st_uid == 0 && pfs_root_only(&st) &&
+        (where.made || gatlings_own(fd)))
+        *give = 1;
+    else if (st.st_uid != (uid_t)owner) {
         fprintf(stderr, "gatling: --acme-dir %s: belongs to uid %lu, not to %s (uid %d), as "
                 "whom the ACME client runs%s: not used\n", dir, (unsigned long)st.st_uid,
                 cfg->uid >= 0 ? "-u's user" : "the user gatling runs as", owner,
-                st.st_uid == 0 ? " (and others than root may write it)" : "");
+                st.st_uid != 0 ? "" : !pfs_root_only(&st) ? " (and others than root may write it)"
+                : " (and it holds what gatling did not put there: gatling hands over only a "
+                  "directory it made; chown it yourself if it is to be the state)");
         close(fd);
         return -1;
     }
     return fd;
+}
+
+/* STATE (fd), root's and gatling's, handed to -u's user with what an
+   earlier run as root made in it (migrate). */
+static void hand_over(const config_t *cfg, int fd)
+{
+    migrate(fd, cfg->uid, cfg->gid, 4); /* STATE/live/.acme/VERSION/FILE */
+    (void)!fchownat(fd, "", (uid_t)cfg->uid, (gid_t)cfg->gid, AT_EMPTY_PATH);
 }
 
 /* name below at, made (mode) and opened O_NOFOLLOW by whoever runs now: a
@@ -469,15 +513,34 @@ static int check_tls_dir(const config_t *cfg)
     return 0;
 }
 
+/* --acme-ca-root, readable by the client's user: 0, or -1 after saying. */
+static int check_ca_root(const config_t *cfg)
+{
+    const char *root = cfg->acme.ca_root;
+    if (!root || as_user(cfg, readable, root) >= 0)
+        return 0;
+    fprintf(stderr, "gatling: --acme-ca-root %s: %s%s\n", root, strerror(errno),
+            cfg->uid >= 0 ? " (for -u's user, as whom the client reads it)" : "");
+    return -1;
+}
+
 int acme_prepare(config_t *cfg)
 {
     static char live[PATH_MAX]; /* -C's default: cfg keeps a pointer to it */
     const config_acme_t *a = &cfg->acme;
-    int state, chal;
+    int state, chal, give;
     if (!a->email)
         return 0;
-    if ((state = open_state(cfg)) < 0)
+    if ((state = open_state(cfg, &give)) < 0)
         return -1;
+    /* the checks that do not need STATE first: a directory is handed over
+       only when the start will not stop at them */
+    if ((cfg->tls_dir && check_tls_dir(cfg) < 0) || check_ca_root(cfg) < 0) {
+        close(state);
+        return -1;
+    }
+    if (give)
+        hand_over(cfg, state);
     int rc = make_layout(cfg, state, &chal);
     close(state);
     if (rc < 0)
@@ -493,15 +556,6 @@ int acme_prepare(config_t *cfg)
         snprintf(live, sizeof live, "%s/live", a->state_dir);
         cfg->tls_dir = live;
         cfg->tls_dir_acme = 1;
-    } else if (check_tls_dir(cfg) < 0) {
-        close(chal);
-        return -1;
-    }
-    if (a->ca_root && as_user(cfg, readable, a->ca_root) < 0) {
-        fprintf(stderr, "gatling: --acme-ca-root %s: %s%s\n", a->ca_root, strerror(errno),
-                cfg->uid >= 0 ? " (for -u's user, as whom the client reads it)" : "");
-        close(chal);
-        return -1;
     }
     if (!(cfg->acme_chal = acme_chal_open(chal))) { /* the workers see challenges/ alone */
         fprintf(stderr, "gatling: --acme-dir %s: %s\n", a->state_dir, strerror(errno));

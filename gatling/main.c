@@ -5,6 +5,7 @@
  * root and the listeners, and runs the loop (or the -W supervisor).
  */
 #include "acme_setup.h"
+#include "advise.h"
 #include "check.h"
 #include "cluster_setup.h"
 #include "site/config.h"
@@ -141,7 +142,8 @@ static void usage_head(void)
         "               [-r url] [-M secs] [-S] [-L] [-Z] [-F bytes] [-C dir] [-e port] [-E]\n"
         "               [-o ciphers] [-O suites] [-x secs] [-X] [-2] [-3] [-y which]\n"
         "               [-Y nets] [-k path] [-g secs] [-w regex] [-z] [-J n] [-Q secs[,tunnel]]\n"
-        "               [-P rule] [--cache mem[,obj]] [--status-from nets]\n"
+        "               [-P rule] [--pool name=backends[;opts]] [--cache mem[,obj]]\n"
+        "               [--status-from nets]\n"
         "               [--flood-memory secs] [--h3-retry busy|never|always]\n"
         "               [-f port[,upload[=bytes]]] [-U] [--acme email [--acme-* ...]]\n"
         "               [--log-format combined|json] [--cgi-user user] [--cgi-limits l]\n"
@@ -195,7 +197,7 @@ static void usage(void)
         "  -H        no virtual hosting: serve every Host from the document root\n"
         "  -v        virtual hosts only: never serve from the document root itself\n"
         "  -t        keep the Host header's port when choosing the vhost directory\n"
-        "  -d / -D   generate directory listings / do not (default)\n"
+        "  -d / -D   a directory without an index: a listing / 403 (-D, the default)\n"
         "  -I name   also try name as a directory's index (after index.html)\n"
         "  -r url    redirect requests for missing files to url + path\n"
         "  -M secs   send Cache-Control: max-age=secs and Expires\n"
@@ -993,17 +995,24 @@ static int prepare(config_t *cfg)
 
 /* Who reads the certificates at start: -u's user where it owns them (--acme's
    STATE/live) or others than root may write the directory (links and FIFOs
-   it planted are then followed as that user, not as root); -1: root. */
+   it planted are then followed as that user, not as root); -1: root; -2:
+   refused, said (a link on the way that site/privfs.h's walk does not follow). */
 static int cert_reader(const config_t *cfg)
 {
-    int trusted = 0, fd;
-    if (!cfg->tls_dir || cfg->uid < 0 || geteuid() != 0)
+    int fd;
+    pfs_dir_t d = {0};
+    char why[PATH_MAX + 160];
+    if (!cfg->tls_dir || geteuid() != 0)
         return -1;
-    if (cfg->tls_dir_acme)
+    if (cfg->tls_dir_acme && cfg->uid >= 0)
         return cfg->uid;
-    if ((fd = pfs_open_dir(cfg->tls_dir, 0, cfg->uid, cfg->gid, &trusted)) >= 0)
+    if ((fd = pfs_walk_dir(cfg->tls_dir, 0, cfg->uid, cfg->gid, &d, why, sizeof why)) >= 0)
         close(fd);
-    return fd >= 0 && !trusted ? cfg->uid : -1;
+    else if (errno == ELOOP) {
+        fprintf(stderr, "gatling: -C %s: %s\n", cfg->tls_dir, *why ? why : strerror(errno));
+        return -2;
+    }
+    return fd >= 0 && !d.trusted && cfg->uid >= 0 ? cfg->uid : -1;
 }
 
 /* HTTPS: the certificates, read while the files are still visible and
@@ -1016,7 +1025,10 @@ static int load_certificates(config_t *cfg)
     const char *docroot = realpath(cfg->root ? cfg->root : ".", real);
     int missing;
     pfs_ids_t ids;
-    if (pfs_become(&ids, cert_reader(cfg), cfg->gid) < 0) {
+    int reader = cert_reader(cfg);
+    if (reader == -2)
+        return -1;
+    if (pfs_become(&ids, reader, cfg->gid) < 0) {
         fprintf(stderr, "gatling: -C %s: cannot become -u's user: %s\n", cfg->tls_dir,
                 strerror(errno));
         return -1;
@@ -1144,6 +1156,7 @@ static int check_run(config_t *cfg, int failed)
     }
     if (acme_prepare(cfg) < 0 || load_certificates(cfg) < 0)
         failed = 1;
+    advise(cfg); /* the start's own warnings (advise.h) */
     acme_end(cfg); /* its challenges' directory: no client was started */
     tls_store_free(cfg->tls);
     cfg->tls = NULL;
@@ -1246,6 +1259,7 @@ int main(int argc, char **argv)
         mime_free(mime);
         return 1;
     }
+    advise(&cfg);
     if (cfg.workers > 1) {
         handover_capture_end(); /* the workers keep stderr */
         rc = enter_root(&cfg) < 0 ? 1 : worker_supervise(&cfg, mime, fds, n, groups, &qg);

@@ -164,17 +164,19 @@ coverage-parsers:
 	    --json-summary $(PCOV)/summary.json --txt $(PCOV)/gcovr.txt $(PCOV)
 	$(PYTHON) tests/covtable.py $(PCOV)/summary.json --floors tests/coverage-floors
 
-.PHONY: check check-build check-quick
-# every build make check tests: each backend, the first with sanitizers too
-check-build: setup layers
+.PHONY: check check-all check-build check-all-build check-quick bench-check io-build
+# every build make check-all tests: each backend, the first with sanitizers too
+check-all-build: setup layers
 	@set -e; for io in $(CHECK_BACKENDS); do \
 	    $(MAKE) --no-print-directory -j$(CHECK_JOBS) IO=$$io tests-build; done; \
 	$(MAKE) --no-print-directory -j$(CHECK_JOBS) IO=$(firstword $(CHECK_BACKENDS)) SAN=1 tests-build; \
 	$(MAKE) --no-print-directory -j$(CHECK_JOBS) all
 
-# The fuzz smoke (with its build), the cross build, make lint, the TSan
-# modules and the parsers' coverage floor run beside the test passes.
-check: check-build
+# make check-all: everything (what .ci/run calls).  The fuzz smoke (with its
+# build), the cross build, make lint, the TSan modules and the parsers'
+# coverage floor run beside the test passes; then phase 2, the tests that
+# measure cost or time, one at a time.
+check-all: check-all-build
 	$(PYTHON) tests/run-check -j$(CHECK_PASSES) --shards $(CHECK_SHARDS) \
 	    $(CHECK_WHOLE_BUILDS:%=--whole %) $(CHECK_LEAN_BUILDS:%=--lean %) \
 	    $(CHECK_TLS_BUILDS:%=--https %) \
@@ -185,6 +187,50 @@ check: check-build
 	    --job "tsan=$(MAKE) --no-print-directory check-tsan" \
 	    --job "parsecov=$(MAKE) --no-print-directory coverage-parsers" \
 	    $(CHECK_BACKENDS) $(firstword $(CHECK_BACKENDS))-san -- $(PYTEST_ARGS)
+
+# the server and the unit programs that drive io/ (ops/test_unit.py's
+# t_gio_* and DRIVE_IO), for a backend whose integration passes are
+# check-all's: gatling/'s objects are the first backend's (build/obj), only
+# io/ is compiled again
+IO_UNITS := $(filter $(B)/tests/t_gio_%,$(UNIT_BIN)) \
+            $(addprefix $(B)/tests/,t_fcache t_jobs t_quic_steer t_stream_body)
+io-build: $(B)/gatling $(IO_UNITS)
+
+# make check: what a contributor runs before a commit (10 minutes here after
+# make run; run-check's CHECK_ONCE says what it leaves to check-all and why):
+# the first backend's sanitizer build (every unit program, the integration
+# suite over HTTP, HTTP/2 and HTTP/3, the privilege suite), the other
+# backends' io/ with their io/ unit programs, the fuzz smoke, make lint and
+# the parsers' coverage floor.  No phase 2: cost and timing are
+# make bench-check's (and check-all's).
+CHECK_SAN := $(firstword $(CHECK_BACKENDS))-san
+CHECK_OTHER := $(wordlist 2,99,$(CHECK_BACKENDS))
+check-build: setup layers
+	@set -e; $(MAKE) --no-print-directory -j$(CHECK_JOBS) \
+	    IO=$(firstword $(CHECK_BACKENDS)) SAN=1 tests-build; \
+	for io in $(CHECK_OTHER); do \
+	    $(MAKE) --no-print-directory -j$(CHECK_JOBS) IO=$$io io-build; done; \
+	$(MAKE) --no-print-directory -j$(CHECK_JOBS) gatling/gatling
+check: check-build
+	$(PYTHON) tests/run-check --tier check -j$(CHECK_PASSES) --shards $(CHECK_SHARDS) \
+	    --h2 $(CHECK_SAN) --h3 $(CHECK_SAN) \
+	    --job "fuzz=$(MAKE) --no-print-directory fuzz-check" \
+	    --job "lint=$(MAKE) --no-print-directory lint" \
+	    --job "parsecov=$(MAKE) --no-print-directory coverage-parsers" \
+	    $(if $(CHECK_OTHER),--job "io-units=GATLING_BUILDS='$(CHECK_OTHER)' $(PYTHON) -m pytest \
+	        -q -p no:cacheprovider tests/integration/ops/test_unit.py $(PYTEST_ARGS)") \
+	    $(CHECK_SAN) -- $(PYTEST_ARGS)
+
+# make bench-check: phase 2 alone, the tests that measure cost or time
+# (requests per CPU-second, page faults per request, latency bounds), on the
+# first backend's plain and sanitizer builds; what they print is read as a
+# benchmark's result on a shared machine (check-all runs them too)
+bench-check: setup
+	@$(MAKE) --no-print-directory -j$(CHECK_JOBS) IO=$(firstword $(CHECK_BACKENDS)) tests-build
+	@$(MAKE) --no-print-directory -j$(CHECK_JOBS) IO=$(firstword $(CHECK_BACKENDS)) SAN=1 \
+	    tests-build
+	GATLING_BUILDS="$(firstword $(CHECK_BACKENDS)) $(CHECK_SAN)" $(PYTHON) -m pytest -q \
+	    -p no:cacheprovider -m serial --durations=12 tests/integration $(PYTEST_ARGS)
 
 # one pass split three ways by module: the two CPUs stay busy
 check-quick: setup layers

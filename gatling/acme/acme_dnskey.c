@@ -1,8 +1,8 @@
 /* acme_dnskey — see acme_dnskey.h. */
 #include "acme_dnskey.h"
+#include "site/privfs.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,8 +79,10 @@ static int set_secret(acme_dns_key_t *k, const char *s, size_t n)
     size_t data = 0;
     while (data < n && s[data] && strchr(b64, s[data]))
         data++;
-    size_t pad = n - data;
-    if (!data || (data + pad) % 4 || pad > 2 || (pad && strspn(s + data, "=") != pad) ||
+    size_t pad = n - data, eq = 0;
+    while (data + eq < n && s[data + eq] == '=') /* within n: s is a piece of a line */
+        eq++;
+    if (!data || (data + pad) % 4 || pad > 2 || eq != pad ||
         data * 3 / 4 > ACME_DNSKEY_BYTES || n >= sizeof k->secret)
         return -1;
     memcpy(k->secret, s, n);
@@ -233,25 +235,23 @@ int acme_dnskey_parse(const char *text, size_t len, acme_dns_key_t *k, char *err
 
 int acme_dnskey_load(const char *path, acme_dns_key_t *k, char *err, size_t cap)
 {
-    char *buf = malloc(ACME_DNSKEY_FILE_MAX + 1);
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    char *buf = malloc(ACME_DNSKEY_FILE_MAX + 1), why[256] = "";
     struct stat sb;
+    int fd = pfs_open_file(path, PFS_SECRET, &sb, why, sizeof why); /* a key: 0600 */
     ssize_t got = -1;
     int e = errno;
-    if (buf && fd >= 0 && fstat(fd, &sb) == 0) {
-        if (!S_ISREG(sb.st_mode))
-            e = EINVAL;
-        else if (sb.st_size > ACME_DNSKEY_FILE_MAX)
+    if (buf && fd >= 0) {
+        if (sb.st_size > ACME_DNSKEY_FILE_MAX)
             e = EFBIG;
         else if ((got = read(fd, buf, ACME_DNSKEY_FILE_MAX + 1)) < 0)
             e = errno;
-    } else
-        e = buf ? errno : ENOMEM;
+    } else if (!buf)
+        e = ENOMEM, *why = 0;
     if (fd >= 0)
         close(fd);
     int r = -1;
     if (got < 0)
-        acme_err(err, cap, "%s", e == EINVAL ? "not a regular file" : strerror(e));
+        acme_err(err, cap, "%s", *why && fd < 0 ? why : strerror(e));
     else if (got > ACME_DNSKEY_FILE_MAX)
         acme_err(err, cap, "longer than %d bytes", ACME_DNSKEY_FILE_MAX);
     else

@@ -1,6 +1,6 @@
 /* acme_etcd — see acme_etcd.h. */
 #include "acme_etcd.h"
-#include "site/fs.h"
+#include "site/privfs.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -49,17 +49,23 @@ struct etcd {
 
 static size_t on_body(char *p, size_t size, size_t n, void *arg);
 
-/* FILE of a "NAME=FILE" item, read whole into *blob; 0, or -1 with why. */
-static int read_item(const char *item, size_t len, body_t *blob, char *err, size_t errlen)
+/* FILE of a "NAME=FILE" item, read whole into *blob; a secret (key=,
+   password-file=) by site/privfs.h's rules for one.  0, or -1 with why. */
+static int read_item(const char *item, size_t len, int secret, body_t *blob, char *err,
+                     size_t errlen)
 {
-    char path[ETCD_URL_MAX];
+    char path[ETCD_URL_MAX], why[256] = "";
     const char *eq = memchr(item, '=', len);
     size_t n = len - (size_t)(eq + 1 - item);
     memcpy(path, eq + 1, n);
     path[n] = 0;
-    FILE *f = fopen(path, "re");
+    struct stat st;
+    int fd = secret ? pfs_open_file(path, PFS_SECRET, &st, why, sizeof why) : -2;
+    FILE *f = fd == -2 ? fopen(path, "re") : fd >= 0 ? fdopen(fd, "r") : NULL;
     char buf[4096];
     size_t k;
+    if (!f && fd >= 0)
+        close(fd);
     free(blob->p);
     blob->p = NULL, blob->len = 0;
     while (f && (k = fread(buf, 1, sizeof buf, f)) > 0)
@@ -69,7 +75,7 @@ static int read_item(const char *item, size_t len, body_t *blob, char *err, size
             return -1;
         }
     if (!f || !blob->len)
-        snprintf(err, errlen, "%s: %s", path, f ? "empty" : strerror(errno));
+        snprintf(err, errlen, "%s: %s", path, f ? "empty" : *why ? why : strerror(errno));
     if (f)
         fclose(f);
     return blob->len ? 0 : -1;
@@ -90,7 +96,7 @@ static int auth_item(etcd_t *e, const char *p, size_t len, char *err, size_t err
     }
     if (len <= 14 || strncmp(p, "password-file=", 14) || len >= ETCD_URL_MAX)
         return 0;
-    if (read_item(p, len, &e->password, err, errlen) < 0)
+    if (read_item(p, len, 1, &e->password, err, errlen) < 0)
         return -1;
     e->password.len = strcspn(e->password.p, "\r\n");
     if (!e->password.len || e->password.len > 1024) {
@@ -101,31 +107,29 @@ static int auth_item(etcd_t *e, const char *p, size_t len, char *err, size_t err
     return 1;
 }
 
-/* secret=FILE: a secret file (regular, owned by this user or root, no
-   group or world bits, as sshd's StrictModes wants a key), whose SHA-256 is
-   the sealing key.  0, or -1 with why in err. */
+/* secret=FILE: a secret file (site/privfs.h's PFS_SECRET: regular, one
+   link, root's or the caller's, no group or other bit, as sshd's
+   StrictModes wants a key), whose SHA-256 is the sealing key.  0, or -1
+   with why in err. */
 static int secret_item(etcd_t *e, const char *p, size_t len, char *err, size_t errlen)
 {
-    char path[ETCD_URL_MAX];
+    char path[ETCD_URL_MAX], why[256] = "";
     unsigned char buf[SECRET_MAX + 1];
     struct stat st;
     snprintf(path, sizeof path, "%.*s", (int)(len - 7), p + 7);
-    int fd = fs_open_regular(AT_FDCWD, path, &st);
+    int fd = pfs_open_file(path, PFS_SECRET, &st, why, sizeof why);
     if (fd < 0) {
-        snprintf(err, errlen, "secret=%s: %s", path,
-                 errno == EINVAL ? "not a regular file" : strerror(errno));
+        snprintf(err, errlen, "secret=%s: %s", path, why[0] ? why : strerror(errno));
         return -1;
     }
     ssize_t n = read(fd, buf, sizeof buf);
     close(fd);
-    const char *why = n < 0                                       ? strerror(errno)
-                      : st.st_uid != geteuid() && st.st_uid != 0 ? "owned by another user"
-                      : st.st_mode & 077 ? "readable or writable by group or others (chmod 600)"
-                      : n < SECRET_MIN   ? "shorter than 16 bytes (openssl rand -hex 32 > FILE)"
-                      : n > SECRET_MAX   ? "longer than 4096 bytes"
-                                         : NULL;
-    if (why) {
-        snprintf(err, errlen, "secret=%s: %s", path, why);
+    const char *w = n < 0            ? strerror(errno)
+                    : n < SECRET_MIN ? "shorter than 16 bytes (openssl rand -hex 32 > FILE)"
+                    : n > SECRET_MAX ? "longer than 4096 bytes"
+                                     : NULL;
+    if (w) {
+        snprintf(err, errlen, "secret=%s: %s", path, w);
         OPENSSL_cleanse(buf, sizeof buf);
         return -1;
     }
@@ -195,7 +199,7 @@ static int add_item(etcd_t *e, const char *p, size_t len, char *err, size_t errl
     for (int i = 0; i < 3; i++)
         if (len > strlen(files[i]) && !strncmp(p, files[i], strlen(files[i])) &&
             len < ETCD_URL_MAX)
-            return read_item(p, len, &e->tls[i], err, errlen);
+            return read_item(p, len, i == 2, &e->tls[i], err, errlen);
     int r = auth_item(e, p, len, err, errlen);
     if (r)
         return r < 0 ? -1 : 0;

@@ -463,32 +463,42 @@ static void err_bytes(cgi_t *c, const char *p, size_t n)
     }
 }
 
+/* The script's stderr is at its end (EOF, or the request ends): the last
+   line and the count of the lines past CGI_ERR_LINES to the error log, once. */
+static void err_end(cgi_t *c)
+{
+    err_flush(c);
+    if (c->errlines > CGI_ERR_LINES) {
+        char t[64];
+        hbuf_t hb = hb_init(t, sizeof t);
+        hb_num(&hb, c->errlines - CGI_ERR_LINES);
+        hb_puts(&hb, " more stderr lines not logged");
+        if (hb_str(&hb))
+            cgi_log(c, t);
+    }
+    close_pipe(c, &c->err);
+}
+
+/* Up to CGI_READS reads of stderr; 1 when it reached its end (EOF or an
+   error), 0 when it would block. */
+static int err_read(cgi_t *c)
+{
+    char b[4096];
+    for (int i = 0; i < CGI_READS; i++) {
+        long n = gio_read(c->err.fd, b, sizeof b);
+        if (n > 0)
+            err_bytes(c, b, (size_t)n);
+        else
+            return n != GIO_AGAIN;
+    }
+    return 0;
+}
+
 static void on_err(watch_t *w, unsigned ev)
 {
     cgi_t *c = ((cgi_pipe_t *)w)->c;
-    char b[4096];
-    if (!ev)
-        return;
-    for (int i = 0; i < CGI_READS; i++) {
-        long n = gio_read(c->err.fd, b, sizeof b);
-        if (n > 0) {
-            err_bytes(c, b, (size_t)n);
-            continue;
-        }
-        if (n == GIO_AGAIN)
-            return;
-        err_flush(c);
-        if (c->errlines > CGI_ERR_LINES) {
-            char t[64];
-            hbuf_t hb = hb_init(t, sizeof t);
-            hb_num(&hb, c->errlines - CGI_ERR_LINES);
-            hb_puts(&hb, " more stderr lines not logged");
-            if (hb_str(&hb))
-                cgi_log(c, t);
-        }
-        close_pipe(c, &c->err);
-        return;
-    }
+    if (ev && err_read(c))
+        err_end(c);
 }
 
 /* ---- the producer ---- */
@@ -531,7 +541,14 @@ static void cgi_end(exchange_t *ex)
         c->L->site->stats.cgi_killed++;
     c->state = CGI_DONE;
     kill_group(c);
-    close_pipe(c, &c->in), close_pipe(c, &c->out), close_pipe(c, &c->err);
+    /* what the script wrote to stderr before it ended is in the pipe: its end
+       was often reported in the same wait as stdout's, which ended the
+       request first, and the count of lines past the cap was lost */
+    if (c->err.fd >= 0) {
+        err_read(c);
+        err_end(c);
+    }
+    close_pipe(c, &c->in), close_pipe(c, &c->out);
     c->L->running--;
     c->ended = 1;
     ex->producer = NULL, ex->pctx = NULL;

@@ -225,6 +225,42 @@ out:
     return rc;
 }
 
+/* The unix sockets among pd's backends, for proxy_sockets. */
+static void pd_sockets(const px_pooldef_t *pd, const char *opt, const char *value,
+                       proxy_socket_fn fn, void *arg)
+{
+    for (int k = 0; k < pd->n; k++)
+        if (pd->m[k].addr.ss_family == AF_UNIX)
+            fn(arg, opt, value, ((const struct sockaddr_un *)&pd->m[k].addr)->sun_path);
+}
+
+void proxy_sockets(const config_t *cfg, proxy_socket_fn fn, void *arg)
+{
+    px_pooldef_t *pd = malloc(sizeof *pd);
+    const char *why;
+    for (int i = 0; pd && i < cfg->npools; i++) {
+        if (px_pool_parse(cfg->pool_def[i], pd, &why) < 0)
+            continue;
+        int64_t mt = -1;
+        int line;
+        char *text = pd->file[0] && cfg->pool_dirfd[i] >= 0
+                         ? list_read(cfg->pool_dirfd[i], pd->file, &mt) : NULL;
+        if (text && px_file_parse(text, pd->m, &pd->n, &line, &why) < 0)
+            pd->n = 0;
+        free(text);
+        pd_sockets(pd, "--pool", cfg->pool_def[i], fn, arg);
+    }
+    for (int i = 0; pd && i < cfg->nproxy_rules; i++) {
+        px_rule_t r;
+        char name[40];
+        if (rule_parse(cfg->proxy_rule[i], &r, pd, name, sizeof name, &why) < 0)
+            continue;
+        regfree(&r.re);
+        pd_sockets(pd, "-P", cfg->proxy_rule[i], fn, arg);
+    }
+    free(pd);
+}
+
 static void conn_on(watch_t *w, unsigned events);
 static void tick(gio_loop_t *l, void *arg);
 static void pool_reload(proxy_t *px, px_pool_t *p, int64_t now);
@@ -496,7 +532,7 @@ static void backend_reads(px_req_t *pr)
             } else if (n == GIO_EOF) {
                 pr->rule->ops->eof(pr);
             } else {
-                px_fail(pr, "recv() from the backend failed");
+                px_fail_errno(pr, "recv() from", errno);
             }
             return;
         }
@@ -569,7 +605,7 @@ static void conn_on(watch_t *w, unsigned events)
             c->connecting = 0;
             if (err) {
                 pr->conn_failed = 1; /* nothing reached the backend: any request may go elsewhere */
-                px_fail(pr, "connect() to the backend failed");
+                px_fail_errno(pr, "connect() to", err);
                 events = 0;
             }
         }
@@ -715,9 +751,8 @@ static int send_request(px_req_t *pr, const px_target_t *t)
         return -1;
     if (r2 == 0 && px_attempt(pr) == 0)
         return 0;
-    if (r2 == 0)
-        site_error(ex->site, pr->none_up ? "no backend of the pool is up" : "connect() to the backend",
-                   pr->none_up ? 0 : errno, ex->peer, ex->path);
+    if (r2 == 0 && pr->none_up) /* else connect_failed said which backend, and why */
+        site_error(ex->site, "no backend of the pool is up", 0, ex->peer, ex->path);
     pr->state = RS_DONE;
     pr->head_sent = 1;
     if (pr->none_up)

@@ -42,6 +42,14 @@ int proxy_pool_check(const char *def);
    0, or -1 after printing why to stderr. */
 int proxy_config_check(config_t *cfg);
 
+/* Each unix socket the backends of cfg's -P rules and --pools name (a
+   file: pool's as its list reads now, through cfg->pool_dirfd): fn gets
+   the option ("-P" or "--pool"), the rule or pool definition as given and
+   the socket's path.  After proxy_config_check passed. */
+typedef void (*proxy_socket_fn)(void *arg, const char *option, const char *value,
+                                const char *path);
+void proxy_sockets(const config_t *cfg, proxy_socket_fn fn, void *arg);
+
 /* Backend slot of this loop (0 <= slot < CONFIG_BACKENDS): its pool's name,
    its address as written, its state (up, slowstart, down, probing,
    draining) and requests outstanding.  0: the slot is free; 1: down or

@@ -273,10 +273,33 @@ int px_may_retry(const px_req_t *pr)
            gio_now(s->loop) - pr->t0 < s->cfg->dyn_timeout * 1000LL;
 }
 
+/* "the FastCGI backend unix:/run/a.sock" (m's kind and address as written)
+   after prefix into out. */
+static const char *backend_named(const px_req_t *pr, const px_member_t *m, const char *prefix,
+                                 char *out, size_t cap)
+{
+    static const char *const kind[] = {[PX_HTTP] = "HTTP", [PX_FCGI] = "FastCGI",
+                                       [PX_SCGI] = "SCGI"};
+    snprintf(out, cap, "%s%sthe %s backend %s", prefix, *prefix ? " " : "",
+             kind[pr->rule->kind], m->d.label);
+    return out;
+}
+
+/* The error log's line for a call on m's socket (pr's attempt) that failed
+   with err: "connect() to the FastCGI backend unix:/run/a.sock failed: No
+   such file or directory (peer ...) /path". */
+static void log_errno(const px_req_t *pr, const px_member_t *m, const char *call, int err)
+{
+    char what[PX_LABEL_MAX + 64];
+    site_error(pr->px->site, backend_named(pr, m, call, what, sizeof what), err, pr->ex->peer,
+               pr->ex->path);
+}
+
 /* pr's attempt on pr->m could not connect (err): nothing reached the
    backend; counted against it, and the attempt is over. */
 static void connect_failed(px_req_t *pr, int err)
 {
+    log_errno(pr, pr->m, "connect() to", err);
     pr->conn_failed = 1;
     px_count(pr->px, pr->m, BACKEND_502);
     px_failed(pr->px, pr->m, pr->probe, gio_now(pr->px->site->loop), strerror(err));
@@ -419,19 +442,24 @@ static int retry(px_req_t *pr)
     return px_attempt(pr) == 0;
 }
 
-void px_fail(px_req_t *pr, const char *why)
+/* px_fail and px_fail_errno: why for the health log, and the error log's
+   line named by call and err (0: why says it). */
+static void fail(px_req_t *pr, const char *why, const char *call, int err)
 {
     if (stale_retry(pr))
         return;
     site_t *s = pr->px->site;
     exchange_t *ex = pr->ex;
+    char who[PX_LABEL_MAX + 64]; /* the backend that failed, before a retry picks another */
+    const char *line = pr->m ? backend_named(pr, pr->m, err ? call : "", who, sizeof who)
+                             : "proxy";
     if (pr->counted) { /* against the backend (not a failure of ours, as ENOMEM, before one) */
         px_count(pr->px, pr->m, BACKEND_502);
         px_failed(pr->px, pr->m, pr->probe, gio_now(s->loop), why);
         if (retry(pr))
             return;
     }
-    site_error(s, "proxy", 0, ex->peer, why);
+    site_error(s, line, err, ex->peer, err ? ex->path : why);
     px_release(pr, 0);
     pr->state = RS_DONE;
     if (pr->head_sent) {
@@ -441,6 +469,18 @@ void px_fail(px_req_t *pr, const char *why)
         ex_error(ex, pr->none_up ? 503 : 502, pr->none_up ? "Retry-After" : NULL,
                  pr->none_up ? "1" : NULL);
     }
+}
+
+void px_fail(px_req_t *pr, const char *why)
+{
+    fail(pr, why, NULL, 0);
+}
+
+void px_fail_errno(px_req_t *pr, const char *call, int err)
+{
+    char why[96];
+    snprintf(why, sizeof why, "%s the backend: %s", call, strerror(err));
+    fail(pr, why, call, err);
 }
 
 /* The request took us_ microseconds at backend m: its histogram. */
@@ -597,7 +637,7 @@ void px_flush(px_req_t *pr)
         if (w < 0 && (errno == EAGAIN || errno == EINTR))
             break;
         if (w <= 0) {
-            px_fail(pr, "send() to the backend failed");
+            px_fail_errno(pr, "send() to", w < 0 ? errno : EPIPE);
             return;
         }
         pr->outoff += (size_t)w;

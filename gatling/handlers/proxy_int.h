@@ -238,6 +238,11 @@ void px_done(px_req_t *pr, int reusable);
    it.  The exchange may be over when this returns. */
 void px_fail(px_req_t *pr, const char *why);
 
+/* The same for a call on the backend's socket that failed with err: call
+   is "connect() to", "recv() from" or "send() to", and the error log's
+   line names it, the backend (its kind and address as written) and err. */
+void px_fail_errno(px_req_t *pr, const char *call, int err);
+
 /* Send the head: status, ctype (or NULL), len (or EX_LEN_STREAM), the
    fields already added.  0, or -1 when nothing more may be sent. */
 int px_head(px_req_t *pr, int status, const char *ctype, uint64_t len);

@@ -188,7 +188,8 @@ static int get_or_head(exchange_t *ex)
 
 /* -X on plain HTTP, where HTTPS is there for the Host: the same URL on
    HTTPS; but the files below /.well-known/ are answered where a CA asks
-   for them (ACME's HTTP-01 and pki-validation are plain HTTP). */
+   for them (ACME's HTTP-01 and pki-validation are plain HTTP), and -S's
+   pages where their allowed clients ask (status_stays_plain). */
 static int https_on(const site_t *s)
 {
     return s->cfg->https_redirect;
@@ -196,7 +197,7 @@ static int https_on(const site_t *s)
 
 static int https_wanted(exchange_t *ex)
 {
-    return !ex->secure && ex->site->cfg->https_redirect &&
+    return !ex->secure && ex->site->cfg->https_redirect && !status_stays_plain(ex) &&
            https_for(ex, http_header(ex->req, "Host"));
 }
 

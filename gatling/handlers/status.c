@@ -486,6 +486,14 @@ int status_page_asked(exchange_t *ex, const char *page, path_t *p)
     return path_from_target(t->p, t->n, ex->path, EX_PATH_CAP, p) == 0 && !strcmp(p->path, page);
 }
 
+int status_stays_plain(exchange_t *ex)
+{
+    path_t p;
+    return ex->site->cfg->status_page &&
+           (status_page_asked(ex, "/server-status", &p) || status_page_asked(ex, "/metrics", &p)) &&
+           status_allowed(ex);
+}
+
 static int page_asked(exchange_t *ex)
 {
     path_t p;

@@ -37,6 +37,12 @@ int status_page_on(const struct site *s);
    decoded (into ex->path, p)?  1 or 0. */
 int status_page_asked(exchange_t *ex, const char *page, path_t *p);
 
+/* -X: is ex a request for /server-status or /metrics (-S) from a client
+   status_allowed lets read them?  Those are answered where they are asked,
+   over plain HTTP too, never redirected: a scraper on loopback or in
+   --status-from speaks to an address, which no certificate names.  1 or 0. */
+int status_stays_plain(exchange_t *ex);
+
 /* The router's entries (router.c's table): -k's health check, and
    /server-status (403 but to status_allowed's clients). */
 extern const handler_t status_health_handler, status_handler;

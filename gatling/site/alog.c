@@ -194,6 +194,7 @@ static void json_line(alog_t *l, hbuf_t *b, const struct sockaddr *peer,
 {
     const http_str_t *ref = req ? http_header(req, "Referer") : NULL;
     const http_str_t *ua = req ? http_header(req, "User-Agent") : NULL;
+    const http_str_t *host = req ? http_header(req, "Host") : NULL; /* or :authority */
     const exchange_t *ex = f ? f->ex : NULL;
     char ip[64];
     hb_puts(b, "{\"time\":\"");
@@ -208,6 +209,7 @@ static void json_line(alog_t *l, hbuf_t *b, const struct sockaddr *peer,
     json_field(b, "protocol", CSTR(f ? f->proto : NULL), 0);
     json_field(b, "tls_version", CSTR(f ? f->tls_version : NULL), 0);
     json_field(b, "tls_cipher", CSTR(f ? f->tls_cipher : NULL), 0);
+    json_field(b, "host", host ? host->p : NULL, host ? host->n : 0, 0);
     json_field(b, "vhost", ex ? ex->vhost : NULL, ex ? strnlen(ex->vhost, EX_VHOST_CAP) : 0, 1);
     json_field(b, "upstream", ex ? ex->log_upstream : NULL,
                ex ? strnlen(ex->log_upstream, EX_NOTE_CAP) : 0, 1);

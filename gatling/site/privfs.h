@@ -4,10 +4,13 @@
  * state directory.  One rule: nothing root does by name can be steered by a
  * less privileged user.
  *
- *   - A path is walked one directory at a time through descriptors.  A
- *     symbolic link is followed only where it sits in a directory no one
- *     but root can write (root put it there: /var/run -> /run); after the
- *     first directory someone else can write, every step is O_NOFOLLOW.
+ *   - A path is walked one name at a time through descriptors, every
+ *     name opened O_NOFOLLOW.  A symbolic link is followed only where every
+ *     directory that led to it is root's (root put it there: /var/run ->
+ *     /run), by walking its target the same way, name by name: a link of
+ *     root's into a directory others write stops at the first link in it
+ *     (issue 63: the kernel, handed the whole target, followed them all).
+ *     ".." goes back to the directory walked through, as trusted as it was.
  *   - A directory is "root's" when root owns it and no group or other may
  *     write it; a path is trusted when every directory on it is root's, or
  *     root's below a sticky directory (/tmp: no one else can rename it).
@@ -17,11 +20,17 @@
  *     checked with fstat: a regular file, one link (a hard link to a file
  *     of root's has two), owned by root or by -u's user.
  *
+ *   - A file root reads (--config) or a secret (a key, a password file) is
+ *     found by the same walk, its last link followed where trusted, then
+ *     opened O_NOFOLLOW and checked with fstat by its kind (pfs_kind_t).
+ *   - A directory is handed to -u's user (chowned) only when gatling made
+ *     it, now or before: pfs_dir_t's made, acme_setup.c's own check.
+ *
  * Why a walk of our own and not openat2(RESOLVE_NO_SYMLINKS): each step
  * decides (follow a link of root's, make a missing directory as root or as
  * the user, trust what is below), which one openat2 call cannot; every step
- * is an openat of one name with O_NOFOLLOW where it matters, so there is no
- * kernel to fall back from.
+ * is an openat of one name with O_NOFOLLOW, so there is no kernel to fall
+ * back from, and the same code runs on every kernel.
  *
  * Knows nothing of the options: callers pass -u's ids (-1: none).
  */
@@ -52,13 +61,57 @@ int pfs_become(pfs_ids_t *save, int uid, int gid);
 void pfs_unbecome(pfs_ids_t *save);
 
 /*
+ * The kinds of path root touches, as the option table names them; what
+ * pfs_open_file checks by kind (the others have their own calls):
+ *   PFS_READ     a file root reads (--config): a regular file with one link,
+ *                root's or the caller's (real or effective uid), no one else
+ *                may write it.  Not root: a regular file, opened by name.
+ *   PFS_SECRET   a key or a password (--acme-dns-key, --acme-eab's @FILE,
+ *                --cluster's key= and password-file=): PFS_READ's rules,
+ *                and no group or other bit (sshd's StrictModes), root or not.
+ *   PFS_LOG      a log root appends to (-l, -q): pfs_open_log.
+ *   PFS_DIR      a directory root reads (-C): pfs_walk_dir, nothing made.
+ *   PFS_USER_DIR a directory -u's user writes (--acme-dir): pfs_walk_dir,
+ *                made when missing, handed over only when gatling made it.
+ */
+typedef enum pfs_kind { PFS_READ, PFS_SECRET, PFS_LOG, PFS_DIR, PFS_USER_DIR } pfs_kind_t;
+
+/*
+ * Open path (read only, close-on-exec, O_NONBLOCK: a FIFO never hangs) as
+ * kind says, PFS_READ or PFS_SECRET; *st gets its stat.  The descriptor, or
+ * -1 with errno set and why (n bytes) saying what was refused in words
+ * (ELOOP: a link where none is followed; EINVAL: not a regular file; EPERM:
+ * its owner or mode; EMLINK: hard links).
+ */
+int pfs_open_file(const char *path, pfs_kind_t kind, struct stat *st, char *why, size_t n);
+
+/*
+ * What the start would do with path, as kind says, undone: 0, or -1 with
+ * errno and why (n bytes) in words (--check, the option table).  A
+ * PFS_USER_DIR may be missing (the start makes it); a PFS_LOG is opened
+ * (made) as the start opens it.
+ */
+int pfs_check(const char *path, pfs_kind_t kind, int uid, int gid, char *why, size_t n);
+
+/* Where a walk to a directory ended. */
+typedef struct pfs_dir {
+    int trusted; /* every directory on the way is root's alone (or below a sticky one) */
+    int made;    /* the last directory was made by this walk */
+} pfs_dir_t;
+
+/*
  * Walk path to a directory (O_PATH | O_DIRECTORY descriptor, close-on-exec),
  * as the rules above say.  With mkmode, a missing directory is made (mode
  * mkmode for the last, 0755 on the way): as root in a directory of root's,
- * as uid/gid elsewhere.  *trusted (may be NULL) is set as above.  The
+ * as uid/gid elsewhere.  *out (may be NULL) says where it ended.  The
  * descriptor, or -1 with errno set (ELOOP: a symbolic link where none is
- * followed; ENOTDIR: something else than a directory).
+ * followed, named then in why, n bytes, when why is not NULL; ENOTDIR:
+ * something else than a directory).
  */
+int pfs_walk_dir(const char *path, mode_t mkmode, int uid, int gid, pfs_dir_t *out, char *why,
+                 size_t n);
+
+/* pfs_walk_dir without its words: *trusted (may be NULL) as out->trusted. */
 int pfs_open_dir(const char *path, mode_t mkmode, int uid, int gid, int *trusted);
 
 /*

@@ -55,6 +55,12 @@ static void test_line(void)
     is_int(parse("  upd:" SECRET "  \n", &k, err, sizeof err), 0, "NAME:SECRET");
     is_str(k.alg, "hmac-sha256.", "hmac-sha256 by default");
     is_str(k.name, "upd.", "the name");
+    /* padding at the very end of the input, no newline (the fuzz smoke's
+       crash: the '=' were counted by strspn past the input's end) */
+    is_int(parse("hmac-sha512:upd.example.:YWJjZA==", &k, err, sizeof err), 0,
+           "a secret whose padding ends the input");
+    is_str(k.secret, "YWJjZA==", "its secret");
+    is_int(parse("upd:YWJjZA=", &k, err, sizeof err), -1, "one '=' short of the padding");
 }
 
 static void test_refused(void)

@@ -1,5 +1,7 @@
-/* privfs: the walk (links followed only where root alone writes, made
-   directories), the log's checks (no link, no FIFO, one link, 0640). */
+/* privfs: the walk (links followed only where root alone writes, their
+   targets walked the same way, made directories), the log's checks (no
+   link, no FIFO, one link, 0640), the checks of a file root reads and of a
+   secret. */
 #include "privfs.h"
 #include "tap.h"
 
@@ -88,6 +90,128 @@ static void test_log(void)
            "not root: opened as who runs");
 }
 
+static int walk_fails(const char *path, mode_t mk, int err, const char *why_has)
+{
+    char why[512];
+    int fd = pfs_walk_dir(path, mk, -1, -1, NULL, why, sizeof why);
+    if (fd >= 0)
+        close(fd);
+    return fd < 0 && errno == err && strstr(why, why_has);
+}
+
+/* Issue 63: root's link into a directory others write is followed only up
+   to the first link in there (the kernel, handed the whole target,
+   followed nobody's link on to a directory of root's alone). */
+static void test_chain(void)
+{
+    int root = geteuid() == 0, fd;
+    pfs_dir_t d;
+    mkdir(at("u"), 0777); /* the user's */
+    chmod(at("u"), 0777);
+    mkdir(at("victim"), 0700);
+    mkdir(at("r"), 0755);
+    (void)!symlink(at("victim"), at("u/st"));
+    (void)!symlink("../u/st", at("r/rel"));
+    (void)!symlink(at("u/st"), at("r/abs"));
+    ok(walk_fails(at("r/rel"), 0, ELOOP, root ? "u/st is a symbolic link" : "r/rel is a sym"),
+       "root's relative link, then the user's: ELOOP, naming the user's");
+    ok(walk_fails(at("r/abs/x"), 0700, ELOOP, "symbolic link"), "... absolute, with mkmode");
+    ok(access(at("victim/x"), F_OK) < 0, "nothing made in the victim");
+    (void)!symlink("../victim", at("r/good"));
+    (void)!symlink("../r/../victim/", at("r/dots"));
+    fd = pfs_walk_dir(at("r/good"), 0, -1, -1, &d, NULL, 0);
+    ok(root ? fd >= 0 && d.trusted : fd < 0, "a chain of root's alone: followed, trusted (root)");
+    if (fd >= 0)
+        close(fd);
+    fd = pfs_walk_dir(at("r/dots/../victim"), 0, -1, -1, &d, NULL, 0);
+    ok(root ? fd >= 0 && d.trusted : fd < 0, "'..' in a target and after it (root)");
+    if (fd >= 0)
+        close(fd);
+    (void)!symlink("loop2", at("r/loop1"));
+    (void)!symlink("loop1", at("r/loop2"));
+    ok(pfs_walk_dir(at("r/loop1"), 0, -1, -1, NULL, NULL, 0) < 0 && errno == ELOOP,
+       "a loop of links: ELOOP");
+    fd = pfs_walk_dir(at("r/new"), 0700, -1, -1, &d, NULL, 0);
+    ok(fd >= 0 && d.made, "made now: said");
+    if (fd >= 0)
+        close(fd);
+    fd = pfs_walk_dir(at("r/new"), 0700, -1, -1, &d, NULL, 0);
+    ok(fd >= 0 && !d.made, "there already: not made");
+    if (fd >= 0)
+        close(fd);
+}
+
+static int file_fails(const char *path, pfs_kind_t kind, int err, const char *why_has)
+{
+    char why[512];
+    struct stat st;
+    int fd = pfs_open_file(path, kind, &st, why, sizeof why);
+    if (fd >= 0)
+        close(fd);
+    return fd < 0 && errno == err && strstr(why, why_has);
+}
+
+static int file_opens(const char *path, pfs_kind_t kind)
+{
+    char why[512];
+    struct stat st;
+    int fd = pfs_open_file(path, kind, &st, why, sizeof why);
+    if (fd < 0)
+        printf("# %s: %s\n", path, why);
+    return fd >= 0 && close(fd) == 0;
+}
+
+static void test_files(void)
+{
+    int root = geteuid() == 0;
+    FILE *f = fopen(at("victim/key"), "w");
+    if (f)
+        fclose(f);
+    chmod(at("victim/key"), 0600);
+    ok(file_opens(at("victim/key"), PFS_SECRET), "a secret 0600: read");
+    chmod(at("victim/key"), 0640);
+    ok(file_fails(at("victim/key"), PFS_SECRET, EPERM, "chmod 600"), "0640: refused");
+    ok(file_opens(at("victim/key"), PFS_READ), "... but not as a file root reads");
+    chmod(at("victim/key"), 0620);
+    ok(root ? file_fails(at("victim/key"), PFS_READ, EPERM, "go-w") :
+              file_opens(at("victim/key"), PFS_READ),
+       "group-writable, read as root: refused (root only)");
+    chmod(at("victim/key"), 0600);
+    (void)!symlink(at("victim/key"), at("u/key"));
+    ok(root ? file_fails(at("u/key"), PFS_SECRET, ELOOP, "symbolic link")
+            : file_opens(at("u/key"), PFS_SECRET),
+       "the user's link to a secret: refused (root; a user's own: the kernel's rules)");
+    (void)!symlink("../victim/key", at("r/key"));
+    ok(file_opens(at("r/key"), PFS_SECRET), "root's link to it: followed");
+    mkfifo(at("r/fifo"), 0600);
+    ok(file_fails(at("r/fifo"), PFS_READ, EINVAL, "not a regular file"),
+       "a FIFO: refused, not waited on");
+    (void)!link(at("victim/key"), at("r/hard"));
+    ok(root ? file_fails(at("r/hard"), PFS_SECRET, EMLINK, "hard links")
+            : file_opens(at("r/hard"), PFS_SECRET),
+       "two links: refused (root only)");
+    ok(file_fails(at("r"), PFS_READ, EINVAL, "not a regular"), "a directory: refused");
+    ok(file_fails(at("r/"), PFS_READ, EINVAL, "not a regular"), "a name ending in /");
+}
+
+/* pfs_check: the same rules by kind, as --check and the option table ask. */
+static void test_check(void)
+{
+    char why[512];
+    int root = geteuid() == 0;
+    unlink(at("r/hard"));
+    ok(pfs_check(at("victim/key"), PFS_SECRET, -1, -1, why, sizeof why) == 0, "a secret: good");
+    ok(pfs_check(at("u/key"), PFS_READ, -1, -1, why, sizeof why) == (root ? -1 : 0),
+       "the user's link, as a file root reads: refused (root only)");
+    ok(pfs_check(at("r/absent"), PFS_USER_DIR, -1, -1, why, sizeof why) == 0,
+       "a missing directory the start makes: good");
+    ok(pfs_check(at("r/absent"), PFS_DIR, -1, -1, why, sizeof why) < 0 && strstr(why, "No such"),
+       "a missing directory root reads: said");
+    ok(pfs_check(at("r/abs"), PFS_DIR, -1, -1, why, sizeof why) < 0 &&
+           strstr(why, "symbolic link"), "the chain, as -C: refused, said");
+    ok(pfs_check(at("r/c.log"), PFS_LOG, -1, -1, why, sizeof why) == 0, "a log: good");
+}
+
 int main(void)
 {
     snprintf(base, sizeof base, "%s", "/tmp/t_privfs.XXXXXX");
@@ -95,6 +219,9 @@ int main(void)
         return perror("mkdtemp"), 1;
     test_walk();
     test_log();
+    test_chain();
+    test_files();
+    test_check();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
     (void)!system(cmd);

@@ -134,6 +134,16 @@ SCRIPTS = {
         "  for i in 1 2 3 4 5 6 7 8 9; do echo \"line $b.$i\" >&2; done\n"
         "done\n"
         "printf 'Content-Type: text/plain\\r\\n\\r\\nok\\n'\n"),
+    # 36 lines on stderr (paced as errlines.sh's), then a child that keeps
+    # stderr open past the answer: the request ends (stdout's end) before
+    # stderr's end can be seen
+    "errheld.sh": SH + (
+        "for b in 1 2 3 4; do\n"
+        "  [ $b = 1 ] || sleep 0.55\n"
+        "  for i in 1 2 3 4 5 6 7 8 9; do echo \"held $b.$i\" >&2; done\n"
+        "done\n"
+        "sleep 30 >/dev/null </dev/null &\n"
+        "printf 'Content-Type: text/plain\\r\\n\\r\\nok\\n'\n"),
 }
 
 PW = "wonderland"
@@ -769,6 +779,19 @@ def test_stderr_lines_cut_and_counted(srv):
     want = ["x" * 400, "after the long one"] + ["line %d.%d" % (b, i) for b in range(1, 5)
                                                 for i in range(1, 10)][:30]
     assert lines == want + ["6 more stderr lines not logged"], lines
+
+
+def test_stderr_count_logged_when_the_request_ends_first(srv):
+    """The count of the stderr lines past the 32 comes when the request ends,
+    not only at stderr's own end: here a child holds stderr open past the
+    answer (and an end of stderr seen after stdout's, in the same wait, was
+    as late: a fresh clone's check lost the line of the test above)."""
+    next_second()
+    r = fetch(srv.port, "/cgi/errheld.sh", timeout=15)
+    assert_status(r, 200, "errheld.sh")
+    pre = "CGI /cgi/errheld.sh: "
+    assert wait_for(lambda: pre + "4 more stderr lines not logged" in srv.stderr_text(), 10), (
+        srv.stderr_text()[-3000:])
 
 
 def test_access_log_line(srv):

@@ -356,6 +356,8 @@ def test_good_values_pass_check(build, tmp_path, args):
     (tmp_path / "key").write_text('key "acme-update" {\n\talgorithm hmac-sha256;\n\tsecret '
                                   '"c2VjcmV0IG9mIHRoZSB0ZXN0cw==";\n};\n')
     (tmp_path / "eab").write_text("zWNDZM6eQGHWpSRTPal5eIUYFTu7EajVIoguysqZ9wG44nMEtx3MUAsUDkMTQ12W\n")
+    for secret in ("key", "eab"):  # secrets: no one else reads them (gatling.8, SECURITY)
+        os.chmod(tmp_path / secret, 0o600)
     made = {CERTS: os.path.join(pki_dir(), "certs"), "@conf": str(conf),
             "@acme": str(tmp_path / "acme"), "@key": str(tmp_path / "key"),
             "@eab": str(tmp_path / "eab")}

@@ -366,7 +366,7 @@ def test_bad_options(build, args, why):
 @pytest.mark.parametrize("items,why", [
     (",user=gatling", "user= and password-file= go together"),
     (",password-file=/nonexistent/pw", "/nonexistent/pw: No such file"),
-    (",user=gatling,password-file=/dev/null", "/dev/null: empty"),
+    (",user=gatling,password-file=/dev/null", "/dev/null: not a regular file"),
 ])
 def test_bad_auth_options(build, items, why):
     """user= and password-file= are checked at start: a clear error, no
@@ -600,6 +600,8 @@ def test_etcd_with_auth(gatling, certs, tmp_path):
             f.write("s3cret pass\n")
         with open(bad, "w") as f:
             f.write("wrong\n")
+        for pw in (good, bad):  # secrets: no one else reads them (gatling.8, SECURITY)
+            os.chmod(pw, 0o600)
         url = e.url + ",user=gatling,password-file="
         n1 = node(gatling, certs, url + good, "auth", "-S")
         n2 = node(gatling, certs, url + good, "auth")
@@ -844,16 +846,16 @@ def test_plain_http_to_another_host(build, gatling, certs, tmp_path):
 
 
 @pytest.mark.parametrize("mode,owner,text,why", [
-    (0o644, None, "x" * 64, "readable or writable by group or others"),
-    (0o640, None, "x" * 64, "readable or writable by group or others"),
-    (0o600, "nobody", "x" * 64, "owned by another user"),
+    (0o644, None, "x" * 64, "group or others may read or write it (mode 0644)"),
+    (0o640, None, "x" * 64, "group or others may read or write it (mode 0640)"),
+    (0o600, "nobody", "x" * 64, "neither root nor the user gatling runs as"),
     (0o600, None, "short\n", "shorter than 16 bytes"),
     (None, None, None, "No such file"),
 ])
 def test_secret_file_checked(build, tmp_path, mode, owner, text, why):
-    """secret=FILE is a secret file: refused at start, naming it, unless a
-    regular file of this user (or root) that no group or other may read,
-    of at least 16 bytes."""
+    """secret=FILE is a secret file (site/privfs.h's PFS_SECRET): refused at
+    start, naming it, unless a regular file of this user (or root) that no
+    group or other may read, of at least 16 bytes."""
     path = str(tmp_path / "secret")
     if text is not None:
         with open(path, "w") as f:

@@ -25,7 +25,7 @@ pytestmark = http_only
 
 # what the combined format has, then gatling's own
 FIELDS = ["time", "remote", "request", "status", "bytes", "referer", "user_agent", "protocol",
-          "tls_version", "tls_cipher", "vhost", "upstream", "upstream_us", "cache", "dcz",
+          "tls_version", "tls_cipher", "host", "vhost", "upstream", "upstream_us", "cache", "dcz",
           "duration_us"]
 
 
@@ -149,11 +149,33 @@ def test_fields_tls_h2_upstream_cache_and_reopen(build, tmp_path):
     f, miss, hit = objs
     assert f["protocol"] == "h2" and f["tls_version"] == "TLSv1.3" and f["tls_cipher"], f
     assert f["vhost"] == "default:%d" % tls and f["status"] == 200 and f["bytes"] == 2, f
+    assert f["host"] == "localhost:%d" % tls, f  # what the client asked for (:authority)
     assert f["upstream"] is None and f["upstream_us"] is None and f["cache"] is None, f
     assert miss["upstream"] == "127.0.0.1/%d" % port and miss["upstream_us"] >= 0, miss
     assert "miss" in miss["cache"], miss
     assert "hit" in hit["cache"] and hit["upstream"] is None, hit
     assert after[0]["protocol"] == "h1" and after[0]["tls_version"].startswith("TLSv1."), after
+
+
+def test_host_asked_beside_the_vhost_served(build, tmp_path):
+    """The Host the client sent beside the directory that served it (issue
+    68: a request served from the document root logged only "-:PORT", not
+    which name it was for); null without a Host."""
+    root = str(tmp_path / "www")
+    make_docroot(root, {"f.txt": "x\n", "a.example/f.txt": "a\n"})
+    log = str(tmp_path / "access.log")
+    with running_server(build, root, ("--log-format", "json", "-l", log)) as srv:
+        for req in (b"GET /f.txt HTTP/1.1\r\nHost: A.Example:%d\r\nConnection: close\r\n\r\n",
+                    b"GET /f.txt HTTP/1.1\r\nHost: www.nowhere.test\r\nConnection: close\r\n\r\n",
+                    b"GET /f.txt HTTP/1.0\r\n\r\n"):
+            assert b" 200 " in raw(srv.port, req.replace(b"%d", b"%d" % srv.port))
+        objs = parse_all(log, 3)
+    named, root_served, none = objs
+    assert named["host"] == "A.Example:%d" % srv.port and \
+        named["vhost"] == "a.example:%d" % srv.port, named
+    assert root_served["host"] == "www.nowhere.test" and \
+        root_served["vhost"] == "-:%d" % srv.port, root_served
+    assert none["host"] is None, none
 
 
 def test_h3_line(build, tmp_path):

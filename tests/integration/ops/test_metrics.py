@@ -340,6 +340,23 @@ def test_status_from_opens_the_pages_to_listed_nets(gatling):
 
 
 @http_only
+def test_pages_stay_on_plain_http_under_X(gatling):
+    """-X sends plain HTTP to HTTPS, but -S's pages are answered where the
+    clients allowed to read them ask (issue 68): a Prometheus scrape of
+    http://127.0.0.1/metrics was redirected to https://127.0.0.1/metrics,
+    whose certificate names no address.  Anyone else, and every other path,
+    is still redirected."""
+    from conftest import test_pki as pki_dir  # not test_*: pytest would collect it
+    srv = gatling(TREE, args=("-T", "10", "-X", "-C", os.path.join(pki_dir(), "certs"),
+                              "-e", "0", "-y", "http", "-Y", "127.0.0.1",
+                              "--status-from", "192.0.2.0/28"))
+    for src, want in (("127.0.0.9", 200), ("192.0.2.7", 200), ("198.51.100.1", 301)):
+        for target in ("/metrics", "/server-status", "/server-status?json"):
+            assert status_code_from(srv.port, src, target) == want, (src, target)
+    assert status_code_from(srv.port, "127.0.0.9", "/f.txt") == 301
+
+
+@http_only
 def test_histograms_per_protocol(gatling):
     """HTTP/1.1 and h2c requests in their own histograms: cumulative
     buckets on the fixed bounds, +Inf == _count == requests; a request whose

@@ -311,6 +311,7 @@ def test_eab_key_from_a_file(build, tmp_path):
     state directory, which fails here)."""
     key = tmp_path / "eab"
     key.write_text("zWNDZM6eQGHWpSRTPal5eIUYFTu7EajVIoguysqZ9wG44nMEtx3MUAsUDkMTQ12W\n")
+    key.chmod(0o600)  # a secret: no one else reads it (gatling.8, SECURITY)
     rc, err = run(build, "--acme", "a@gatling.test", "--acme-eab", "kid-1:@%s" % key,
                   "--acme-names", NAME, "--acme-dir", "/proc/none/acme")
     assert rc == 1 and "--acme-dir /proc/none/acme" in err and "eab" not in err, (rc, err)
@@ -474,7 +475,6 @@ def test_first_certificate_turns_redirect_on(gatling, tmp_path):
 def test_state_checked_as_the_user(build):
     """As root with -u: the state directory and the CA root are checked as
     the user the client runs as (a directory only root may cross: exit 1)."""
-    import pwd
     import shutil
     import tempfile
     base = tempfile.mkdtemp(prefix="gatling-acme-")  # pytest's own is root's alone
@@ -490,6 +490,9 @@ def test_state_checked_as_the_user(build):
         rc, err = run(build, "-u", "nobody", "--acme", "a@gatling.test", "--acme-names", NAME,
                       "--acme-dir", base + "/state", "--acme-ca-root", closed + "/ca.pem")
         assert rc == 1 and "--acme-ca-root" in err and "-u's user" in err, err
-        assert os.stat(base + "/state").st_uid == pwd.getpwnam("nobody").pw_uid
+        # the start stopped at the CA root: gatling made STATE, but hands it
+        # over only once the checks passed (issue 63); an empty STATE of
+        # root's is gatling's, handed over by the next start that goes on
+        assert os.stat(base + "/state").st_uid == 0
     finally:
         shutil.rmtree(base)

@@ -1,0 +1,255 @@
+/* The start's and --check's warnings: see advise.h. */
+#include "advise.h"
+#include "check.h"
+#include "handlers/proxy.h"
+#include "tls/tls.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <regex.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Is name a directory in dirfd (symlinks followed, as vhost_open does)? */
+static int is_dir(int dirfd, const char *name)
+{
+    struct stat st;
+    return fstatat(dirfd, name, &st, 0) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Does HTTPS answer for host: a certificate names it, or --acme will get
+   one for it (its --acme-names, else every host directory's name)? */
+static int https_names(const config_t *cfg, const char *host)
+{
+    if (tls_store_covers(cfg->tls, host, strlen(host)))
+        return 1;
+    if (!cfg->acme.email)
+        return 0;
+    for (int i = 0; i < cfg->acme.nnames; i++)
+        if (!strcasecmp(cfg->acme.names[i], host))
+            return 1;
+    return !cfg->acme.nnames;
+}
+
+/* The directory e of the root (fd) is "host:port" for another port than
+   HTTPS's, HTTPS answers for host, and neither "host:HTTPSPORT" nor "host"
+   exists: vhost_open would serve its HTTPS requests from default/ or the
+   root.  Say so: 1, else 0. */
+static int port_only(const config_t *cfg, int fd, const char *e)
+{
+    const char *colon = strrchr(e, ':');
+    char host[256], other[300];
+    size_t n = colon ? (size_t)(colon - e) : 0;
+    if (!n || n >= sizeof host || !colon[1] ||
+        strspn(colon + 1, "0123456789") != strlen(colon + 1) ||
+        atoi(colon + 1) == cfg->tls_port || !is_dir(fd, e))
+        return 0;
+    memcpy(host, e, n);
+    host[n] = 0;
+    if (cfg->tls_port)
+        snprintf(other, sizeof other, "%s:%d", host, cfg->tls_port);
+    else /* -e 0: the port is the kernel's choice, bound after this */
+        snprintf(other, sizeof other, "%s:PORT", host);
+    if (!https_names(cfg, host) || is_dir(fd, host) || is_dir(fd, other))
+        return 0;
+    char url[300];
+    snprintf(url, sizeof url, "https://%s%s%s/", host, cfg->tls_port == 443 ? "" : ":",
+             cfg->tls_port == 443 ? "" : other + n + 1);
+    fprintf(stderr,
+            "gatling: warning: HTTPS: %s has a certificate, but its site directory %s serves "
+            "port %s only: %s would be served from %s; name the directory %s (every port), or "
+            "link %s to it (gatling.8, VIRTUAL HOSTS)\n",
+            host, e, colon + 1, url,
+            is_dir(fd, "default") ? "default/"
+            : cfg->vhost_only     ? "nowhere (404, -v)"
+                                  : "the document root",
+            host, other);
+    return 1;
+}
+
+/* Every host directory that serves another port than HTTPS's. */
+static int https_ports(const config_t *cfg)
+{
+    if (!cfg->tls || !cfg->vhosts)
+        return 0;
+    DIR *d = opendir(cfg->root ? cfg->root : ".");
+    if (!d)
+        return 0; /* the start says why it cannot serve it */
+    struct dirent *e;
+    int said = 0;
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.')
+            said += port_only(cfg, dirfd(d), e->d_name);
+    closedir(d);
+    return said;
+}
+
+#define ADVISE_CGI_MAX 10 /* scripts named at most; the rest are counted */
+
+typedef struct {
+    const char *root; /* the chroot's directory as given */
+    const char *real; /* ... its canonical path */
+    int said;
+} jail_t;
+
+/* A backend's unix socket, looked up inside the chroot after it. */
+static void socket_inside(void *arg, const char *opt, const char *value, const char *path)
+{
+    jail_t *j = arg;
+    char inside[PATH_MAX * 2];
+    struct stat st;
+    snprintf(inside, sizeof inside, "%s%s", strcmp(j->real, "/") ? j->real : "", path);
+    if (stat(inside, &st) == 0)
+        return; /* there (a bind mount, or the backend's socket made inside) */
+    fprintf(stderr,
+            "gatling: warning: %s %s: after the chroot into %s, unix:%s is %s, which does not "
+            "exist: its requests will fail (502) unless the backend's socket is made there; "
+            "to reach %s, start gatling in %s without -c (no chroot) (gatling.8, SECURITY)\n",
+            opt, value, j->root, path, inside, path, j->root);
+    j->said++;
+}
+
+/* A CGI script that runs by its #! line: the interpreter's path into out.
+   0, or -1 (not a script, or its path is not absolute). */
+static int interpreter(int dirfd, const char *name, char *out, size_t cap)
+{
+    char buf[256];
+    int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n < 3 || buf[0] != '#' || buf[1] != '!')
+        return -1;
+    buf[n] = 0;
+    const char *p = buf + 2 + strspn(buf + 2, " \t");
+    size_t k = strcspn(p, " \t\r\n");
+    if (*p != '/' || k >= cap)
+        return -1;
+    memcpy(out, p, k);
+    out[k] = 0;
+    return 0;
+}
+
+typedef struct {
+    const config_t *cfg;
+    jail_t *j;
+    regex_t re[CONFIG_CGI_MAX];
+    int nre;
+    int left; /* directories still to walk (check.h's bound) */
+    int found; /* scripts whose interpreter is hidden */
+} cgi_walk_t;
+
+/* Would the file at rel (from the root; mode st) run as CGI: the option that
+   makes it ("-z", or -w's pattern, matched as from the root or from a
+   virtual host's directory), or NULL. */
+static const char *cgi_option(const cgi_walk_t *w, const char *rel, const struct stat *st)
+{
+    if (w->cfg->cgi_exec && (st->st_mode & S_IXOTH))
+        return "-z";
+    const char *in_vhost = strchr(rel + 1, '/');
+    for (int i = 0; i < w->nre; i++)
+        if (!regexec(&w->re[i], rel, 0, NULL, 0) ||
+            (in_vhost && !regexec(&w->re[i], in_vhost, 0, NULL, 0)))
+            return w->cfg->cgi_regex[i];
+    return NULL;
+}
+
+/* One file of the root: a CGI script whose interpreter the chroot hides. */
+static void cgi_file(cgi_walk_t *w, int dirfd, const char *name, const char *rel)
+{
+    struct stat st;
+    char interp[256], inside[PATH_MAX * 2];
+    const char *opt;
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
+        !(st.st_mode & 0111) || !(opt = cgi_option(w, rel, &st)) ||
+        interpreter(dirfd, name, interp, sizeof interp) < 0)
+        return;
+    snprintf(inside, sizeof inside, "%s%s", strcmp(w->j->real, "/") ? w->j->real : "", interp);
+    if (stat(inside, &st) == 0 || w->found++ >= ADVISE_CGI_MAX)
+        return;
+    fprintf(stderr,
+            "gatling: warning: %s%s: %s%s runs %s (its #! line), which after the chroot into "
+            "%s is %s and does not exist: the script will fail (502) unless its interpreter "
+            "is there too (gatling.8, CGI)\n",
+            *opt == '-' ? "" : "-w ", opt, w->j->root, rel, interp, w->j->root, inside);
+}
+
+/* dirfd (rel from the root) and the directories below it, as check.c walks. */
+static void cgi_walk(cgi_walk_t *w, int dirfd, const char *rel, int depth)
+{
+    DIR *d = depth < CHECK_DEPTH_MAX ? fdopendir(dup(dirfd)) : NULL;
+    struct dirent *e;
+    while (d && (e = readdir(d)) && w->left > 0) {
+        char sub[4096];
+        struct stat st;
+        if (e->d_name[0] == '.' ||
+            snprintf(sub, sizeof sub, "%s/%s", rel, e->d_name) >= (int)sizeof sub ||
+            fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            continue;
+        if (!S_ISDIR(st.st_mode)) {
+            cgi_file(w, dirfd, e->d_name, sub);
+            continue;
+        }
+        int fd = openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+            continue;
+        w->left--;
+        cgi_walk(w, fd, sub, depth + 1);
+        close(fd);
+    }
+    if (d)
+        closedir(d);
+}
+
+/* -w, -z in the chroot: each script whose interpreter is not inside it. */
+static void cgi_interpreters(const config_t *cfg, jail_t *j)
+{
+    if (!cfg->ncgi_regex && !cfg->cgi_exec)
+        return;
+    cgi_walk_t w = {.cfg = cfg, .j = j, .left = CHECK_DIRS_MAX};
+    for (; w.nre < cfg->ncgi_regex; w.nre++)
+        if (regcomp(&w.re[w.nre], cfg->cgi_regex[w.nre], REG_EXTENDED | REG_NOSUB))
+            break; /* checked at the option: cannot happen */
+    int fd = open(j->real, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        cgi_walk(&w, fd, "", 0);
+        close(fd);
+    }
+    for (int i = 0; i < w.nre; i++)
+        regfree(&w.re[i]);
+    j->said += w.found < ADVISE_CGI_MAX ? w.found : ADVISE_CGI_MAX;
+    if (w.found > ADVISE_CGI_MAX)
+        fprintf(stderr, "gatling: warning: -w, -z: and %d more scripts whose interpreter the "
+                "chroot hides\n", w.found - ADVISE_CGI_MAX);
+}
+
+/* -c as root: the chroot said, then what will not be found inside it. */
+static int chroot_paths(const config_t *cfg)
+{
+    if (!cfg->root || geteuid() != 0)
+        return 0;
+    char real[PATH_MAX];
+    jail_t j = {cfg->root, realpath(cfg->root, real), 0};
+    if (!j.real)
+        return 0; /* the start says why it cannot enter it */
+    fprintf(stderr,
+            "gatling: note: -c %s: started as root, gatling chroots into it: after the start "
+            "only paths inside it can be opened, and the binary upgrade (SIGUSR2, --reload, "
+            "systemctl reload) is refused; to serve it without a chroot, start gatling in it "
+            "without -c (gatling.8, SECURITY)\n",
+            cfg->root);
+    proxy_sockets(cfg, socket_inside, &j);
+    cgi_interpreters(cfg, &j);
+    return j.said;
+}
+
+int advise(const config_t *cfg)
+{
+    return https_ports(cfg) + chroot_paths(cfg);
+}

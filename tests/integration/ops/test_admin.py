@@ -1,0 +1,140 @@
+"""What the start and --check warn of before anything is served (issue 68,
+"an admin's first hour"; gatling/advise.c): a certificate's name whose site
+directory serves another port than HTTPS's (a.example:80: its HTTPS requests
+would be served from the document root), the chroot of -c as root and a
+backend's unix socket outside it.  Each warning is said by the start and by
+--check alike (one call where they meet), and --check still exits 0: the
+start serves what --check said it would.
+"""
+import os
+import subprocess
+
+import pytest
+
+from conftest import (ROOT, free_port, http_only, make_docroot, wait_for)
+from feature_helpers import no_leak_env  # LeakSanitizer cannot read /proc in a chroot
+
+# the options and the checks are the same over any scheme; the tests speak
+# HTTPS themselves
+pytestmark = http_only
+
+
+def check(build, *args, cwd):
+    """gatling --check ARGS in cwd: (exit status, stderr's lines)."""
+    p = subprocess.run([build.binary, "--check", "-p", "0"] + list(args), cwd=cwd,
+                       stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+    return p.returncode, p.stderr.decode(errors="replace").splitlines()
+
+
+@pytest.fixture(scope="module")
+def names_pki(tmp_path_factory):
+    """A throwaway CA and one certificate for a.example and b.example."""
+    d = str(tmp_path_factory.mktemp("pki"))
+    subprocess.run(["sh", os.path.join(ROOT, "dist", "mkcert.sh"), d, "a.example",
+                    "b.example"], check=True, capture_output=True, timeout=60)
+    return d
+
+
+def https_get(port, name, ca):
+    """GET https://NAME:PORT/ (NAME resolved to 127.0.0.1, SNI and Host NAME): the body."""
+    p = subprocess.run(["curl", "-sS", "--max-time", "10", "--cacert", ca, "--resolve",
+                        "%s:%d:127.0.0.1" % (name, port), "https://%s:%d/" % (name, port)],
+                       capture_output=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.decode()
+
+
+def port80_warning(name, port):
+    return ("gatling: warning: HTTPS: %s has a certificate, but its site directory %s:80 "
+            "serves port 80 only: https://%s:%d/ would be served from the document root; "
+            "name the directory %s (every port), or link %s:%d to it (gatling.8, VIRTUAL HOSTS)"
+            % (name, name, name, port, name, name, port))
+
+
+def test_https_name_whose_directory_is_port_80_is_warned(gatling, build, names_pki, tmp_path):
+    """The README's "a.example:80" directories with certificates for their
+    names: an HTTPS request looks for a.example:PORT, then a.example, and gets
+    the document root.  The start and --check both say so for each name, with
+    what to do; once the directory is named a.example (every port), HTTPS
+    serves it and neither says a word."""
+    root = str(tmp_path / "www")
+    make_docroot(root, {"index.html": "root\n", "a.example:80/index.html": "A\n",
+                        "b.example:80/index.html": "B\n"})
+    port = free_port()
+    args = ("-C", os.path.join(names_pki, "certs"), "-e", str(port))
+    rc, err = check(build, *args, cwd=root)
+    want = [port80_warning("a.example", port), port80_warning("b.example", port)]
+    assert rc == 0 and sorted(l for l in err if "warning" in l) == want, err
+    assert err[-1] == "gatling: --check: the configuration is good", err
+    srv = gatling(docroot=root, args=("-T", "10") + args)
+    wait_for(lambda: all(w in srv.errlog for w in want), 5, "the start's warnings")
+    ca = os.path.join(names_pki, "ca.pem")
+    assert https_get(port, "a.example", ca) == "root\n"  # what the warning said
+    srv.finish()
+    os.rename(os.path.join(root, "a.example:80"), os.path.join(root, "a.example"))
+    os.symlink("b.example:80", os.path.join(root, "b.example:%d" % port))
+    rc, err = check(build, *args, cwd=root)
+    assert rc == 0 and not [l for l in err if "warning" in l], err
+    srv = gatling(docroot=root, args=("-T", "10") + args)
+    assert https_get(port, "a.example", ca) == "A\n"
+    assert https_get(port, "b.example", ca) == "B\n"
+    assert not [l for l in srv.errlog if "warning" in l], srv.errlog
+
+
+def test_name_without_a_certificate_is_not_warned(build, tmp_path):
+    """A directory for a name no certificate names (HTTPS would not be
+    trusted for it anyway): nothing said."""
+    root = str(tmp_path / "www")
+    make_docroot(root, {"c.example:80/index.html": "C\n"})
+    from conftest import test_pki as pki_dir  # not test_*: pytest would collect it
+    rc, err = check(build, "-C", os.path.join(pki_dir(), "certs"), "-e", "0", cwd=root)
+    assert rc == 0 and not [l for l in err if "warning" in l], err
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="-c chroots only as root")
+
+
+@needs_root
+def test_chroot_and_a_socket_outside_it_are_said(gatling, build, tmp_path):
+    """-c as root chroots: --check and the start say so, and that the binary
+    upgrade is then refused; a FastCGI socket and a pool member's socket
+    outside the root are named (every request to them would be a 502 while
+    --check said the configuration was good), and a CGI script whose #!
+    interpreter is outside it; a socket or an interpreter inside it is not."""
+    root = str(tmp_path / "www")
+    from conftest import Mode
+    make_docroot(root, {".proxy": "", "index.html": "x\n", "run/placeholder": "",
+                        "a.example/cgi/py.cgi": Mode("#!/usr/bin/python3\nprint()\n", 0o755),
+                        "sh.cgi": Mode("#!/bin/sh\necho\n", 0o755), "bin/sh": "",
+                        "plain.cgi": "not a program\n"})
+    inside = os.path.join(root, "run", "in.sock")
+    import socket
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(inside)
+    outside = str(tmp_path / "php-fpm.sock")
+    args = ("-c", root, "-P", r"F/unix:%s:\.php$" % outside, "-P", r"F/unix:/run/in.sock:\.phtml$",
+            "--pool", "app=unix:/run/pool-b.sock,127.0.0.1/9", "-P", "@app/^/app/",
+            "-w", r"^/cgi/.*\.cgi$", "-w", r"^/sh\.cgi$")
+    rc, err = check(build, *args, cwd="/")
+    s.close()
+    note = ("gatling: note: -c %s: started as root, gatling chroots into it: after the start "
+            "only paths inside it can be opened, and the binary upgrade (SIGUSR2, --reload, "
+            "systemctl reload) is refused; to serve it without a chroot, start gatling in it "
+            "without -c (gatling.8, SECURITY)" % root)
+    fpm = ("gatling: warning: -P F/unix:%s:\\.php$: after the chroot into %s, unix:%s is %s%s, "
+           "which does not exist: its requests will fail (502) unless the backend's socket is "
+           "made there; to reach %s, start gatling in %s without -c (no chroot) (gatling.8, "
+           "SECURITY)" % (outside, root, outside, root, outside, outside, root))
+    assert rc == 0 and note in err and fpm in err, err
+    pool = [l for l in err if l.startswith("gatling: warning: --pool app=")]
+    assert len(pool) == 1 and "unix:/run/pool-b.sock is %s/run/pool-b.sock" % root in pool[0], err
+    assert not [l for l in err if "in.sock" in l], err
+    py = ("gatling: warning: -w ^/cgi/.*\\.cgi$: %s/a.example/cgi/py.cgi runs /usr/bin/python3 "
+          "(its #! line), which after the chroot into %s is %s/usr/bin/python3 and does not "
+          "exist: the script will fail (502) unless its interpreter is there too (gatling.8, CGI)"
+          % (root, root, root))
+    assert py in err and not [l for l in err if "sh.cgi" in l or "plain.cgi" in l], err
+    assert err[-1] == "gatling: --check: the configuration is good", err
+    srv = gatling(docroot=root, args=("-T", "10") + args,  # the start says the same
+                  env=no_leak_env(build))
+    wait_for(lambda: note in srv.errlog and fpm in srv.errlog, 5, "the start's note and warning")
