@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "cluster_setup.h"
 #include "acme/acme_cluster.h"
+#include "acme/acme_etcd.h"
 #include "site/cluster.h"
 
 #include <errno.h>
@@ -60,11 +61,12 @@ static int cluster_set(config_t *cfg, const optdef_t *o, char *arg)
 
 const optdef_t cluster_opts[] = {
     OPT_ROW_FN(0, "cluster", OPT_URL, OPT_ANY, 0, cluster_set, CLUSTER_OPT, NULL,
-        "  --cluster etcd=url[,url...][,ca=file][,cert=file,key=file]\n"
-        "            [,user=name,password-file=file]  share ticket keys, cache purges\n"
-        "            and --acme's certificates with the other nodes through etcd (its\n"
-        "            v3 JSON gateway; TLS roots, a client certificate, a user of its\n"
-        "            auth): gatling(8)'s CLUSTER\n"),
+        "  --cluster etcd=url[,url...],secret=file[,ca=file][,cert=file,key=file]\n"
+        "            [,user=name,password-file=file][,insecure]  share ticket keys,\n"
+        "            cache purges and --acme's certificates with the other nodes\n"
+        "            through etcd (its v3 JSON gateway; https, or http on loopback;\n"
+        "            TLS roots, a client certificate, a user of its auth; values\n"
+        "            sealed with the secret file): gatling(8)'s CLUSTER\n"),
     OPT_ROW_FN(0, "cluster-name", OPT_WORD, OPT_ANY, 0, cluster_set, CLUSTER_OPT_NAME, NULL,
         "  --cluster-name name  the cluster's keys are /gatling/name/ (default gatling)\n"),
     OPT_LAST};
@@ -77,6 +79,16 @@ int cluster_options_done(config_t *cfg)
     }
     if (!cfg->cluster_name)
         cfg->cluster_name = CLUSTER_NAME_DEFAULT;
+    char err[400];
+    etcd_t *e = NULL;
+    if (cfg->cluster_etcd && (etcd_check(cfg->cluster_etcd, err, sizeof err) < 0 ||
+                              /* --check: the files too (a start reads them later) */
+                              (cfg->check && !(e = etcd_new(cfg->cluster_etcd, err,
+                                                            sizeof err))))) {
+        fprintf(stderr, "gatling: --cluster: %s\n", err);
+        return bad_value();
+    }
+    etcd_free(e);
     return -1;
 }
 
@@ -107,6 +119,10 @@ int cluster_launch(config_t *cfg)
     cfg->cluster_pid = (int)pid;
     fprintf(stderr, "gatling: --cluster: etcd %s, keys under /gatling/%s/\n", cfg->cluster_etcd,
             cfg->cluster_name);
+    if (etcd_check(cfg->cluster_etcd, err, sizeof err) > 0)
+        fprintf(stderr, "gatling: --cluster: WARNING: insecure: %s is plain http to another "
+                "host: etcd's password or token crosses the network in clear (the values "
+                "are sealed)\n", err);
     return 0;
 }
 

@@ -153,8 +153,13 @@ static int sync_tickets(side_t *s, char *err, size_t errlen)
         uint64_t gen;
         int64_t created, age;
         int nm, bad = parse_tickets((char *)kv->value, kv->vlen, &gen, &created, m, &nm);
-        int64_t rev = kv->mod_revision;
+        int64_t rev = kv->mod_revision, forged = kv->forged;
         etcd_kvs_free(kv, n);
+        if (forged) {
+            snprintf(err, errlen, "etcd key %s: not sealed with this cluster's secret (forged, "
+                     "or another secret=): not used (delete it and a node makes new ones)", key);
+            return -1;
+        }
         if (bad) {
             snprintf(err, errlen, "etcd key %s holds no ticket keys gatling wrote: not used "
                      "(delete it and a node makes new ones)", key);
@@ -207,7 +212,10 @@ static int send_purges(side_t *s, char *err, size_t errlen)
 }
 
 /* The purge keys that appeared since the last round, to the loops.  The
-   first round only learns where the store is: older purges were done. */
+   node's first round only learns where the store is: older purges were done
+   (its cache is newer).  A side process started again resumes from the
+   revision the shared page kept (the cache outlived it), so no purge is
+   skipped. */
 static int take_purges(side_t *s, char *err, size_t errlen)
 {
     char key[320];
@@ -218,14 +226,20 @@ static int take_purges(side_t *s, char *err, size_t errlen)
                        err, errlen);
     if (n < 0)
         return -1;
+    int forged = -1; /* the first one not sealed, said (once a round: a flood is one line) */
     for (int i = 0; i < n && s->purge_rev; i++)
-        if (kv[i].mod_revision > s->purge_rev && kv[i].vlen <= CLUSTER_PURGE_MAX)
+        if (kv[i].forged)
+            forged = forged < 0 ? i : forged;
+        else if (kv[i].mod_revision > s->purge_rev && kv[i].vlen <= CLUSTER_PURGE_MAX)
             cluster_add_purge(s->view, kv[i].value, kv[i].vlen);
+    if (forged >= 0)
+        say(s, "etcd key %.300s (and maybe more): not sealed with this cluster's secret: "
+            "purge not done", kv[forged].key);
     if (n == PURGES_MAX && s->purge_rev) /* a flood: the rest next round */
         rev = kv[n - 1].mod_revision;
     etcd_kvs_free(kv, n);
     if (rev > s->purge_rev)
-        s->purge_rev = rev;
+        cluster_set_purge_rev(s->view, s->purge_rev = rev);
     return 0;
 }
 
@@ -275,6 +289,7 @@ static void worker(side_t *s, pid_t keeper)
     prctl(PR_SET_NAME, "gatling-cluster");
     if (getppid() != keeper)
         _exit(0);
+    s->purge_rev = cluster_purge_rev(s->view); /* 0 at the node's start */
     run(s);
     etcd_free(s->etcd);
     _exit(0);
@@ -283,7 +298,8 @@ static void worker(side_t *s, pid_t keeper)
 /* The keeper (as the ACME client's): -u's user, then the worker, started
    again a second after it dies, until SIGTERM or the server's end.  Each
    worker begins afresh from etcd (a lock it held comes back once its old
-   lease ran out). */
+   lease ran out), but for the purges: from the revision the last one
+   applied (the shared page's). */
 static void keeper(side_t *s, pid_t parent)
 {
     const config_t *cfg = s->cfg;

@@ -13,7 +13,8 @@
  *     appeared since the last round (its own too: -W's other workers need
  *     it).
  * etcd down costs a round its timeouts, never the loops anything; a value
- * in etcd that is not what gatling wrote is logged and not used.
+ * in etcd that is not what gatling wrote, or not sealed with the cluster's
+ * secret (acme_etcd.h), is logged and not used.
  */
 #ifndef GATLING_ACME_CLUSTER_H
 #define GATLING_ACME_CLUSTER_H

@@ -19,6 +19,7 @@
 
 #include <openssl/pem.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 #define LOCK_TTL 5      /* seconds a dead or cut-off holder keeps its locks */
 #define CHAL_MAX 200    /* challenge files published or taken */
@@ -148,7 +149,8 @@ static int take_lock(cluster_acme_t *a, etcd_t *e, int i, const char *key, size_
 
 /* The locks of the client's names: each wanted one taken if free, each
    held one no longer wanted let go (its certificate was published before,
-   by sync_certs).  0, or -1 (etcd). */
+   by sync_certs), one not sealed with the cluster's secret removed.  0, or
+   -1 (etcd). */
 static int lock_round(cluster_acme_t *a, etcd_t *e, int64_t now, char *err, size_t errlen)
 {
     char pre[400], key[700], name[CLUSTER_ACME_NAME_MAX];
@@ -165,7 +167,12 @@ static int lock_round(cluster_acme_t *a, etcd_t *e, int64_t now, char *err, size
         int kn = snprintf(key, sizeof key, "%s%s", pre, name),
             want = cluster_acme_wanted(a->view, i);
         cluster_set_acme_held(a->view, i, mine);
-        if (want && !l)
+        if (l && l->forged) { /* no node's: it would hold the name for good */
+            if (first_time(a, l))
+                say(a, "etcd key %.300s: not sealed with this cluster's secret (forged, or "
+                    "another secret=): removed", l->key);
+            rc = etcd_delete_if(e, key, (size_t)kn, l->mod_revision, err, errlen) < 0 ? -1 : 0;
+        } else if (want && !l)
             rc = take_lock(a, e, i, key, (size_t)kn, name, now, err, errlen);
         else if (!want && mine &&
                  (rc = etcd_delete_if(e, key, (size_t)kn, l->mod_revision, err, errlen)) >= 0) {
@@ -256,8 +263,8 @@ static int listed(const etcd_kv_t *kv, int n, size_t pn, int k, const char *name
     for (int i = 0; i < n; i++) {
         const char *rel = (char *)kv[i].key + pn, *s1 = strchr(rel, '/');
         size_t kl = strlen(chal_kinds[k]);
-        if (kv[i].klen > pn && s1 && !strncmp(s1 + 1, chal_kinds[k], kl) && s1[1 + kl] == '/' &&
-            !strcmp(s1 + 2 + kl, name))
+        if (!kv[i].forged && kv[i].klen > pn && s1 && !strncmp(s1 + 1, chal_kinds[k], kl) &&
+            s1[1 + kl] == '/' && !strcmp(s1 + 2 + kl, name))
             return 1;
     }
     return 0;
@@ -302,8 +309,11 @@ static int take_challenges(cluster_acme_t *a, etcd_t *e, char *err, size_t errle
     if (n < 0)
         return -1;
     for (int i = 0; i < n; i++)
-        if (take_one(a, &kv[i], (size_t)pn) < 0 && first_time(a, &kv[i]))
-            say(a, "etcd key %.300s: not a challenge gatling wrote: skipped", kv[i].key);
+        if ((kv[i].forged || take_one(a, &kv[i], (size_t)pn) < 0) && first_time(a, &kv[i]))
+            say(a, "etcd key %.300s: %s: skipped", kv[i].key,
+                kv[i].forged ? "not sealed with this cluster's secret (forged, or another "
+                               "secret=)"
+                             : "not a challenge gatling wrote");
     for (int k = 0; k < 2; k++) {
         int fd = openat(a->state_fd, chal_dirs[k], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
@@ -360,6 +370,66 @@ static int parse_cert(const char *v, size_t len, cert_t *c)
         !key_matches(c->chain, c->cl, c->key, c->kl))
         return -1;
     return 0;
+}
+
+/* Does x name host: an IP literal (RFC 8738) or a DNS name, a wildcard
+   name ("*.example.com", as --acme-names gives it) matching a SAN exactly? */
+static int names_host(X509 *x, const char *host)
+{
+    if (X509_check_ip_asc(x, host, 0) == 1)
+        return 1;
+    if (strncmp(host, "*.", 2))
+        return X509_check_host(x, host, 0, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS, NULL) == 1;
+    GENERAL_NAMES *sans = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
+    int found = 0;
+    for (int i = 0; sans && i < sk_GENERAL_NAME_num(sans) && !found; i++) {
+        const GENERAL_NAME *g = sk_GENERAL_NAME_value(sans, i);
+        found = g->type == GEN_DNS &&
+                (size_t)ASN1_STRING_length(g->d.dNSName) == strlen(host) &&
+                !strncasecmp((const char *)ASN1_STRING_get0_data(g->d.dNSName), host,
+                             strlen(host));
+    }
+    GENERAL_NAMES_free(sans);
+    return found;
+}
+
+/* Would gatling take c for host from the CA: its chain leads to a root of
+   --acme-ca-root's file (else the system's: the roots the ACME client
+   trusts), it is valid now, for a TLS server, and names host?  1, or 0 with
+   why in why. */
+static int trusted(const cluster_acme_t *a, const char *host, const cert_t *c, char *why,
+                   size_t wl)
+{
+    BIO *b = BIO_new_mem_buf(c->chain, (int)c->cl);
+    X509 *leaf = b ? PEM_read_bio_X509(b, NULL, NULL, NULL) : NULL, *x;
+    STACK_OF(X509) *rest = sk_X509_new_null();
+    while (b && rest && (x = PEM_read_bio_X509(b, NULL, NULL, NULL)))
+        if (!sk_X509_push(rest, x))
+            X509_free(x);
+    X509_STORE *st = X509_STORE_new();
+    X509_STORE_CTX *ctx = X509_STORE_CTX_new();
+    const char *roots = a->cfg->acme.ca_root;
+    int ok = 0;
+    if (!leaf || !rest || !st || !ctx)
+        snprintf(why, wl, "out of memory");
+    else if (roots ? X509_STORE_load_file(st, roots) != 1 : X509_STORE_set_default_paths(st) != 1)
+        snprintf(why, wl, "the CA roots (%s) did not load", roots ? roots : "the system's");
+    else if (X509_STORE_CTX_init(ctx, st, leaf, rest) != 1 ||
+             X509_STORE_CTX_set_purpose(ctx, X509_PURPOSE_SSL_SERVER) != 1 ||
+             X509_verify_cert(ctx) != 1)
+        snprintf(why, wl, "%s (not a certificate from a CA of %s, or not valid now)",
+                 X509_verify_cert_error_string(X509_STORE_CTX_get_error(ctx)),
+                 roots ? roots : "the system's roots");
+    else if (!names_host(leaf, host))
+        snprintf(why, wl, "it does not name %s", host);
+    else
+        ok = 1;
+    X509_STORE_CTX_free(ctx);
+    X509_STORE_free(st);
+    sk_X509_pop_free(rest, X509_free);
+    X509_free(leaf);
+    BIO_free(b);
+    return ok;
 }
 
 /* Is a newer than b (issued later; the serial decides a tie)? */
@@ -435,24 +505,35 @@ static void install(cluster_acme_t *a, const char *host, const cert_t *c)
 
 /* One host: the newer of -C's and etcd's certificate wins on both sides
    (a compare-and-put: a newer one put meanwhile is not overwritten).  A
-   value that is not a whole certificate and its key is said, never
-   installed, and replaced only by this name's lock holder.  0, or -1. */
+   value that is not a whole certificate and its key, or one a CA gatling
+   trusts would not have issued for host now, is said, never installed, and
+   replaced only by this name's lock holder; one not sealed with the
+   cluster's secret by any node that has a certificate (an upgrade's
+   unsealed values heal at once).  0, or -1. */
 static int sync_one(cluster_acme_t *a, etcd_t *e, const char *key, size_t kn, const char *host,
                     const etcd_kv_t *kv, int held, char *err, size_t errlen)
 {
     cert_t c;
     acme_cert_info_t mine;
     size_t len = 0;
-    int good = kv && parse_cert((char *)kv->value, kv->vlen, &c) == 0, rc = 0;
-    if (kv && !good && first_time(a, kv))
-        say(a,
-            "etcd key %.300s: not a whole certificate and key gatling wrote (written half, "
-            "or the key is not the certificate's): not installed, %s/%s kept",
-            kv->key, a->cfg->tls_dir, host);
+    char why[300] = "";
     char *v = local_cert(a, host, &mine, &len);
+    int good = kv && !kv->forged && parse_cert((char *)kv->value, kv->vlen, &c) == 0, rc = 0;
+    /* a value gatling sealed, whole, is still checked as the CA's would be
+       (the secret may have leaked); the one this node holds is not again */
+    if (good && !(v && !strcmp(mine.serial, c.info.serial)) && !trusted(a, host, &c, why,
+                                                                         sizeof why))
+        good = 0;
+    if (kv && !good && first_time(a, kv))
+        say(a, "etcd key %.300s: %s: not installed, %s/%s kept", kv->key,
+            kv->forged ? "not sealed with this cluster's secret (forged, or another secret=)"
+            : why[0]   ? why
+                       : "not a whole certificate and key gatling wrote (written half, or the "
+                         "key is not the certificate's)",
+            a->cfg->tls_dir, host);
     if (good && (!v || newer(&c.info, &mine)) && acme_replaceable(a->tls_fd, host))
         install(a, host, &c);
-    else if (v && (!kv || (good && newer(&mine, &c.info)) || (!good && held)) &&
+    else if (v && (!kv || (good && newer(&mine, &c.info)) || (!good && (held || kv->forged))) &&
              (rc = etcd_put_if(e, key, kn, v, len, kv ? kv->mod_revision : 0, 0, err, errlen)) > 0)
         say(a, "certificate for %s (serial %s) put in etcd for the cluster", host, mine.serial);
     if (v)
@@ -539,6 +620,12 @@ char *acme_cluster_account(const config_t *cfg, etcd_t *e, const char *cahash, c
         int n = etcd_range(e, key, (size_t)kn, 0, 0, 1, &kv, NULL, err, errlen);
         if (n < 0)
             return NULL;
+        if (n && kv->forged) {
+            snprintf(err, errlen, "etcd key %s: not sealed with this cluster's secret (forged, "
+                     "or another secret=): not used", key);
+            etcd_kvs_free(kv, n);
+            return NULL;
+        }
         if (n) {
             char *pem = kv->vlen < ACCOUNT_MAX ? strndup((char *)kv->value, kv->vlen) : NULL;
             *len = kv->vlen;

@@ -3,20 +3,32 @@
 #include "site/privfs.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <curl/curl.h>
 #include <json-c/json.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <openssl/sha.h>
 
 #define ETCD_BODY_MAX (4 * 1024 * 1024) /* a response: a range of ETCD_VALUE_MAX values */
 #define ETCD_URL_MAX 256
 #define ETCD_USER_MAX 128
 #define ETCD_TOKEN_MAX 1024
+#define SECRET_MIN 16   /* bytes of secret=FILE: less is a password, not a key */
+#define SECRET_MAX 4096
+#define SEAL_MAGIC "gatling-sealed-1 "
+#define SEAL_MLEN (sizeof SEAL_MAGIC - 1)
+#define SEAL_NONCE 12
+#define SEAL_TAG 16
+#define SEAL_OVER (SEAL_MLEN + SEAL_NONCE + SEAL_TAG)
 
 typedef struct body {
     char *p;
@@ -32,6 +44,7 @@ struct etcd {
     body_t password;            /* password-file=: its first line */
     char token[ETCD_TOKEN_MAX]; /* the member's answer to /v3/auth/authenticate */
     int token_at;               /* ... which member: a simple token is one member's */
+    unsigned char seal[32];     /* secret=: SHA-256 of the file, the AES-256-GCM key */
 };
 
 static size_t on_body(char *p, size_t size, size_t n, void *arg);
@@ -94,8 +107,92 @@ static int auth_item(etcd_t *e, const char *p, size_t len, char *err, size_t err
     return 1;
 }
 
+/* secret=FILE: a secret file (site/privfs.h's PFS_SECRET: regular, one
+   link, root's or the caller's, no group or other bit, as sshd's
+   StrictModes wants a key), whose SHA-256 is the sealing key.  0, or -1
+   with why in err. */
+static int secret_item(etcd_t *e, const char *p, size_t len, char *err, size_t errlen)
+{
+    char path[ETCD_URL_MAX], why[256] = "";
+    unsigned char buf[SECRET_MAX + 1];
+    struct stat st;
+    snprintf(path, sizeof path, "%.*s", (int)(len - 7), p + 7);
+    int fd = pfs_open_file(path, PFS_SECRET, &st, why, sizeof why);
+    if (fd < 0) {
+        snprintf(err, errlen, "secret=%s: %s", path, why[0] ? why : strerror(errno));
+        return -1;
+    }
+    ssize_t n = read(fd, buf, sizeof buf);
+    close(fd);
+    const char *w = n < 0            ? strerror(errno)
+                    : n < SECRET_MIN ? "shorter than 16 bytes (openssl rand -hex 32 > FILE)"
+                    : n > SECRET_MAX ? "longer than 4096 bytes"
+                                     : NULL;
+    if (w) {
+        snprintf(err, errlen, "secret=%s: %s", path, w);
+        OPENSSL_cleanse(buf, sizeof buf);
+        return -1;
+    }
+    SHA256(buf, (size_t)n, e->seal);
+    OPENSSL_cleanse(buf, sizeof buf);
+    return 0;
+}
+
+/* Is the http:// URL p[0..len) one of this host's loopback addresses
+   (127.0.0.0/8, [::1], localhost)?  Its traffic then never leaves the host. */
+static int loopback(const char *p, size_t len)
+{
+    size_t s = strlen("http://"), h = strcspn(p + s, ":/");
+    if (h > len - s)
+        h = len - s;
+    if (memchr(p, '@', len)) /* http://127.0.0.1:1@host/: curl's host is after the '@' */
+        return 0;
+    if (p[s] == '[')
+        return len - s >= 5 && !strncmp(p + s, "[::1]", 5);
+    if (h == 9 && !strncmp(p + s, "localhost", 9))
+        return 1;
+    if (h < 4 || strncmp(p + s, "127.", 4))
+        return 0;
+    for (size_t i = s; i < s + h; i++)
+        if (!(p[i] == '.' || (p[i] >= '0' && p[i] <= '9')))
+            return 0;
+    return 1;
+}
+
+int etcd_check(const char *urls, char *err, size_t errlen)
+{
+    int secret = 0, insecure = 0;
+    const char *plain = NULL;
+    size_t plen = 0;
+    for (const char *p = urls; *p;) {
+        size_t len = strcspn(p, ",");
+        if (len > 7 && !strncmp(p, "secret=", 7))
+            secret = 1;
+        else if (len == 8 && !strncmp(p, "insecure", 8))
+            insecure = 1;
+        else if (len > 7 && !strncmp(p, "http://", 7) && !loopback(p, len) && !plain)
+            plain = p, plen = len;
+        p += len;
+        p += *p == ',';
+    }
+    if (!secret) {
+        snprintf(err, errlen, "no secret=FILE: the key every node shares, which seals what "
+                 "it puts in etcd (gatling(8)'s CLUSTER)");
+        return -1;
+    }
+    if (plain && !insecure) {
+        snprintf(err, errlen, "%.*s: plain http to a host other than this one (the password "
+                 "and every value in clear): https://, or add ',insecure'",
+                 (int)(plen < 200 ? plen : 200), plain);
+        return -1;
+    }
+    if (plain)
+        snprintf(err, errlen, "%.*s", (int)(plen < 200 ? plen : 200), plain);
+    return plain ? 1 : 0;
+}
+
 /* One item of the list: a URL, or ca=, cert=, key=, user=,
-   password-file=.  0, or -1. */
+   password-file=, secret=, insecure.  0, or -1. */
 static int add_item(etcd_t *e, const char *p, size_t len, char *err, size_t errlen)
 {
     static const char *const files[3] = {"ca=", "cert=", "key="};
@@ -106,6 +203,11 @@ static int add_item(etcd_t *e, const char *p, size_t len, char *err, size_t errl
     int r = auth_item(e, p, len, err, errlen);
     if (r)
         return r < 0 ? -1 : 0;
+    if (len > 7 && !strncmp(p, "secret=", 7))
+        return len < ETCD_URL_MAX ? secret_item(e, p, len, err, errlen)
+                                  : (snprintf(err, errlen, "secret=: a path too long"), -1);
+    if (len == 8 && !strncmp(p, "insecure", 8))
+        return 0; /* etcd_check's */
     if (e->n == ETCD_URLS_MAX || len >= ETCD_URL_MAX - 16 ||
         (strncmp(p, "http://", 7) && strncmp(p, "https://", 8))) {
         snprintf(err, errlen, "%.*s: not an http:// or https:// URL (at most %d), nor ca=, "
@@ -121,6 +223,8 @@ static int add_item(etcd_t *e, const char *p, size_t len, char *err, size_t errl
 
 etcd_t *etcd_new(const char *urls, char *err, size_t errlen)
 {
+    if (etcd_check(urls, err, errlen) < 0)
+        return NULL;
     etcd_t *e = calloc(1, sizeof *e);
     if (!e || !(e->curl = curl_easy_init())) {
         snprintf(err, errlen, "out of memory");
@@ -162,6 +266,7 @@ void etcd_free(etcd_t *e)
         memset(e->password.p, 0, e->password.len);
     free(e->password.p);
     memset(e->token, 0, sizeof e->token);
+    OPENSSL_cleanse(e->seal, sizeof e->seal);
     free(e);
 }
 
@@ -338,6 +443,73 @@ static json_object *b64(const void *p, size_t n)
     return o;
 }
 
+/* AES-256-GCM of val under the secret, with key as its associated data (a
+   value moved to another key does not open): SEAL_MAGIC NONCE CIPHER TAG,
+   malloc'd, its length in *out_len; NULL if OpenSSL failed. */
+static unsigned char *seal(const etcd_t *e, const void *key, size_t klen, const void *val,
+                           size_t vlen, size_t *out_len)
+{
+    unsigned char *out = malloc(SEAL_OVER + vlen + 1);
+    if (!out)
+        return NULL;
+    unsigned char *iv = out + SEAL_MLEN;
+    EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
+    int n = 0, f = 0, ok = c && RAND_bytes(iv, SEAL_NONCE) == 1 &&
+                            EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), NULL, e->seal, iv) == 1 &&
+                            EVP_EncryptUpdate(c, NULL, &n, key, (int)klen) == 1 &&
+                            EVP_EncryptUpdate(c, iv + SEAL_NONCE, &n, val, (int)vlen) == 1 &&
+                            EVP_EncryptFinal_ex(c, iv + SEAL_NONCE + n, &f) == 1 &&
+                            EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, SEAL_TAG,
+                                                iv + SEAL_NONCE + vlen) == 1;
+    EVP_CIPHER_CTX_free(c);
+    if (!ok) {
+        free(out);
+        return NULL;
+    }
+    memcpy(out, SEAL_MAGIC, SEAL_MLEN);
+    *out_len = SEAL_OVER + vlen;
+    return out;
+}
+
+/* kv's value opened in place (what seal made for this key under this
+   secret): 0, or -1 (forged, another cluster's secret, or not sealed). */
+static int unseal(const etcd_t *e, etcd_kv_t *kv)
+{
+    if (kv->vlen < SEAL_OVER || memcmp(kv->value, SEAL_MAGIC, SEAL_MLEN))
+        return -1;
+    size_t n = kv->vlen - SEAL_OVER;
+    unsigned char *iv = kv->value + SEAL_MLEN, *ct = iv + SEAL_NONCE, *plain = malloc(n + 1);
+    EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
+    int k = 0, f = 0, ok = plain && c &&
+                           EVP_DecryptInit_ex(c, EVP_aes_256_gcm(), NULL, e->seal, iv) == 1 &&
+                           EVP_DecryptUpdate(c, NULL, &k, kv->key, (int)kv->klen) == 1 &&
+                           EVP_DecryptUpdate(c, plain, &k, ct, (int)n) == 1 &&
+                           EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, SEAL_TAG, ct + n) == 1 &&
+                           EVP_DecryptFinal_ex(c, plain + k, &f) == 1;
+    EVP_CIPHER_CTX_free(c);
+    if (!ok) {
+        free(plain);
+        return -1;
+    }
+    plain[n] = 0;
+    OPENSSL_cleanse(kv->value, kv->vlen);
+    free(kv->value);
+    kv->value = plain, kv->vlen = n;
+    return 0;
+}
+
+/* val sealed for key, as base64 (NULL if OpenSSL failed: the put then
+   fails, as json-c drops a NULL member's value). */
+static json_object *sealed_b64(const etcd_t *e, const void *key, size_t klen, const void *val,
+                               size_t vlen)
+{
+    size_t n;
+    unsigned char *v = seal(e, key, klen, val, vlen, &n);
+    json_object *o = v ? b64(v, n) : NULL;
+    free(v);
+    return o;
+}
+
 /* The bytes of base64 text s (NUL-terminated too): NULL if it is not. */
 static unsigned char *unb64(const char *s, size_t *len)
 {
@@ -376,7 +548,7 @@ static int64_t header_rev(json_object *o)
 }
 
 /* One of a range's kvs into kv: 0, or -1 if it is not one. */
-static int parse_kv(json_object *o, etcd_kv_t *kv)
+static int parse_kv(const etcd_t *e, json_object *o, etcd_kv_t *kv)
 {
     json_object *k, *v;
     memset(kv, 0, sizeof *kv);
@@ -390,7 +562,13 @@ static int parse_kv(json_object *o, etcd_kv_t *kv)
         kv->value = unb64(json_object_get_string(v), &kv->vlen);
     kv->mod_revision = num(o, "mod_revision");
     kv->lease = num(o, "lease");
-    return kv->key && kv->value ? 0 : -1;
+    if (!kv->key || !kv->value)
+        return -1;
+    if (unseal(e, kv) < 0) { /* said by the caller, never used */
+        free(kv->value);
+        kv->value = (unsigned char *)calloc(1, 1), kv->vlen = 0, kv->forged = 1;
+    }
+    return kv->value ? 0 : -1;
 }
 
 void etcd_kvs_free(etcd_kv_t *kvs, int n)
@@ -414,7 +592,8 @@ static json_object *range_end(const unsigned char *key, size_t klen)
     return b64(end, n);
 }
 
-static int parse_kvs(json_object *res, int max, etcd_kv_t **kvs, char *err, size_t errlen)
+static int parse_kvs(const etcd_t *e, json_object *res, int max, etcd_kv_t **kvs, char *err,
+                     size_t errlen)
 {
     json_object *arr;
     *kvs = NULL;
@@ -428,7 +607,7 @@ static int parse_kvs(json_object *res, int max, etcd_kv_t **kvs, char *err, size
         return -1;
     }
     for (size_t i = 0; i < n; i++)
-        if (parse_kv(json_object_array_get_idx(arr, i), &(*kvs)[i]) < 0) {
+        if (parse_kv(e, json_object_array_get_idx(arr, i), &(*kvs)[i]) < 0) {
             snprintf(err, errlen, "a key or value that is not base64 (or longer than %d)",
                      ETCD_VALUE_MAX);
             etcd_kvs_free(*kvs, (int)i + 1);
@@ -455,7 +634,7 @@ int etcd_range(etcd_t *e, const void *key, size_t klen, int prefix, int64_t min_
     json_object_put(req);
     if (!res)
         return -1;
-    int n = parse_kvs(res, max, kvs, err, errlen);
+    int n = parse_kvs(e, res, max, kvs, err, errlen);
     if (rev)
         *rev = header_rev(res);
     json_object_put(res);
@@ -496,7 +675,7 @@ int etcd_put_if(etcd_t *e, const void *key, size_t klen, const void *val, size_t
 {
     json_object *put = json_object_new_object();
     json_object_object_add(put, "key", b64(key, klen));
-    json_object_object_add(put, "value", b64(val, vlen));
+    json_object_object_add(put, "value", sealed_b64(e, key, klen, val, vlen));
     if (lease)
         json_object_object_add(put, "lease", json_object_new_int64(lease));
     return txn(e, key, klen, mod_rev, "request_put", put, err, errlen);
@@ -557,7 +736,7 @@ int etcd_put(etcd_t *e, const void *key, size_t klen, const void *val, size_t vl
 {
     json_object *req = json_object_new_object();
     json_object_object_add(req, "key", b64(key, klen));
-    json_object_object_add(req, "value", b64(val, vlen));
+    json_object_object_add(req, "value", sealed_b64(e, key, klen, val, vlen));
     if (lease)
         json_object_object_add(req, "lease", json_object_new_int64(lease));
     json_object *res = call(e, "/v3/kv/put", req, err, errlen);

@@ -23,12 +23,23 @@ typedef struct etcd_kv {
     unsigned char *key, *value;
     size_t klen, vlen;
     int64_t mod_revision, lease;
+    int forged; /* not sealed with the cluster's secret for this key: value "" */
 } etcd_kv_t;
+
+/* The list of etcd_new's, checked without reading a file: a secret= is
+   there, and no http:// URL names a host other than this one (loopback)
+   unless the item insecure is there too.  0; 1 with the first such URL in
+   err (to warn of); -1 with why in err. */
+int etcd_check(const char *urls, char *err, size_t errlen);
 
 /* A client of the comma-separated http:// or https:// URLs (at most
    ETCD_URLS_MAX), among which ca=FILE (the roots that etcd's https
    certificates chain to; else the system's), cert=FILE and key=FILE (a
-   client certificate for etcd's --client-cert-auth).  The files are read
+   client certificate for etcd's --client-cert-auth), user= and
+   password-file=, secret=FILE (required: the cluster's shared secret; every
+   value put is sealed with it, AES-256-GCM with the key as associated data,
+   and every value read is opened with it, or marked forged) and insecure
+   (plain http to another host allowed: etcd_check).  The files are read
    now (before -u).  NULL with why in err. */
 etcd_t *etcd_new(const char *urls, char *err, size_t errlen);
 void etcd_free(etcd_t *e);

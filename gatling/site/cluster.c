@@ -22,6 +22,7 @@ struct cluster_view {
     uint64_t generation;
     unsigned char master[2][CLUSTER_MASTER_LEN];
     _Atomic int64_t synced;
+    _Atomic int64_t purge_rev; /* the etcd revision of purges given to the ring */
     _Atomic int acme_count;
     struct {
         char name[CLUSTER_ACME_NAME_MAX];
@@ -110,6 +111,16 @@ void cluster_set_tickets(cluster_view_t *v, const unsigned char *cur, const unsi
 void cluster_set_synced(cluster_view_t *v, int64_t now)
 {
     atomic_store_explicit(&v->synced, now, memory_order_relaxed);
+}
+
+int64_t cluster_purge_rev(const cluster_view_t *v)
+{
+    return atomic_load_explicit(&((cluster_view_t *)v)->purge_rev, memory_order_relaxed);
+}
+
+void cluster_set_purge_rev(cluster_view_t *v, int64_t rev)
+{
+    atomic_store_explicit(&v->purge_rev, rev, memory_order_relaxed);
 }
 
 void cluster_acme_names(cluster_view_t *v, const char *const *names, int n)

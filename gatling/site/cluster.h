@@ -70,6 +70,12 @@ void cluster_set_acme_held(cluster_view_t *v, int i, int held);
 uint64_t cluster_acme_published(const cluster_view_t *v);
 void cluster_note_published(cluster_view_t *v);
 
+/* The side process: the etcd revision up to which purges were given to the
+   loops (0: none yet).  Kept in this page, which outlives the side process,
+   so one started again by its keeper resumes there and skips no purge. */
+int64_t cluster_purge_rev(const cluster_view_t *v);
+void cluster_set_purge_rev(cluster_view_t *v, int64_t rev);
+
 /* The side process: a purge another node accepted (a cache key). */
 void cluster_add_purge(cluster_view_t *v, const void *key, size_t len);
 

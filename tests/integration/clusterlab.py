@@ -40,7 +40,7 @@ import acmelab
 from acmelab import Pebble
 from conftest import wait_for
 from test_acme_https import BACKOFF, BODY, NAME, cert_serial, children, pairs
-from test_cluster import CGI, ETCD, MKCERT, etcd_members
+from test_cluster import CGI, ETCD, MKCERT, etcd_members, with_secret
 from test_lb import Gatling, Haproxy, needs_lab
 
 NODES = ("g1", "g2", "g3")
@@ -129,13 +129,26 @@ def node(lab, g, addrs, pebble, etcd_urls, www, tmp, more=()):
     names, own = WANTS[g]
     certs, state = tmp / ("certs-" + g), tmp / ("acme-" + g)
     certs.mkdir()
+    # etcd over plain http between the lab's hosts (a virtual network of one
+    # machine): insecure, said at start; the values are sealed all the same
     return Gatling(lab.host(g), addrs[g], 80, addrs["lb"], www, tmp, tls_port=443, extra=[
         "-C", str(certs), "-w", "\\.cgi$", "--acme", "admin@" + NAME,
-        "--acme-ca", pebble.directory, "--acme-ca-root", pebble.pki + "/ca.pem",
+        "--acme-ca", pebble.directory, "--acme-ca-root", roots_file(pebble, tmp),
         "--acme-dir", str(state), "--acme-names", ",".join(names),
-        "--cluster", "etcd=" + etcd_urls, "--cluster-name", "lab"] + list(own) + list(more),
+        "--cluster", "etcd=" + with_secret(etcd_urls) + ",insecure", "--cluster-name", "lab"] +
+        list(own) + list(more),
         # the client's first retry after a failure (Pebble not there yet) 2 s later, not 60
         env={"GATLING_TEST_ACME_BACKOFF": str(BACKOFF)})
+
+
+def roots_file(pebble, tmp):
+    """The nodes' --acme-ca-root: the lab PKI's root (Pebble's HTTPS) now, and
+    Pebble's issuing root once Pebble started (ClusterLab.start_pebble), which
+    a certificate from etcd must chain to (gatling reads the file again)."""
+    path = str(tmp / "roots.pem")
+    if not os.path.exists(path):
+        shutil.copyfile(pebble.pki + "/ca.pem", path)
+    return path
 
 
 def said(g, pattern):
@@ -209,6 +222,8 @@ class ClusterLab:
         """Pebble started; the time it was (monotonic)."""
         self.pebble.start()
         self.started = time.monotonic()
+        with open(roots_file(self.pebble, self.tmp), "a") as f:
+            f.write(self.pebble.root())
         return self.started
 
     def certs(self):

@@ -6,9 +6,18 @@ a node outside the cluster), also after the cluster's master rotated; a
 PURGE on one node empties the other's cache within a second; a node started
 while etcd is down serves at once and joins once etcd answers; a tickets key
 that gatling did not write is refused with a clear error and not used; bad
-options are refused.  Skipped, saying so, where etcd or openssl is absent."""
+options are refused.  The cluster's trust (issue 63): every value is sealed
+with the suite's secret= (seal/put_sealed here do as a node does); a forged
+ticket secret, challenge, certificate (also sealed: self-signed, another
+name, dated 2090) is refused with a line naming its key, and so is what a
+fake etcd (FakeEtcd: the v3 JSON gateway's shape) answers; plain http to
+another host needs insecure; a PURGE made while a side process is down
+arrives once it is started again.  Skipped, saying so, where etcd or
+openssl is absent."""
+import atexit
 import base64
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -32,6 +41,42 @@ pytestmark = [
     pytest.mark.skipif(not shutil.which("openssl") or not shutil.which("curl"),
                        reason="needs openssl and curl"),
 ]
+
+
+def _secret():
+    """The suite's cluster secret (secret=FILE): 0600 in a directory of its
+    own, removed at exit."""
+    d = tempfile.mkdtemp(prefix="gatling-secret-")
+    path = os.path.join(d, "secret")
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+        f.write("6f1c0d2e8a9b4c3d5e7f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5\n")
+    atexit.register(shutil.rmtree, d, True)
+    return path
+
+
+SECRET = _secret()
+
+
+def seal(key, value, secret=SECRET):
+    """value (str or bytes) as gatling puts it at key: AES-256-GCM under
+    SHA-256 of the secret file, the key as associated data."""
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    k = hashlib.sha256(open(secret, "rb").read()).digest()
+    nonce = os.urandom(12)
+    value = value.encode() if isinstance(value, str) else value
+    return b"gatling-sealed-1 " + nonce + AESGCM(k).encrypt(nonce, value, key.encode())
+
+
+def unseal(key, blob, secret=SECRET):
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    k = hashlib.sha256(open(secret, "rb").read()).digest()
+    assert blob.startswith(b"gatling-sealed-1 "), blob[:40]
+    return AESGCM(k).decrypt(blob[17:29], blob[29:], key.encode()).decode()
+
+
+def with_secret(url):
+    """--cluster's list with the suite's secret=."""
+    return url + ",secret=" + SECRET
 
 
 class Etcd:
@@ -87,13 +132,24 @@ class Etcd:
         except OSError:
             return None
 
-    def get(self, key):
+    def get_raw(self, key):
         r = self.call("/v3/kv/range", {"key": b64(key)})
         kvs = (r or {}).get("kvs", [])
-        return base64.b64decode(kvs[0].get("value", "")).decode() if kvs else None
+        return base64.b64decode(kvs[0].get("value", "")) if kvs else None
+
+    def get(self, key):
+        """key's value, opened with the suite's secret (as gatling sealed it)."""
+        v = self.get_raw(key)
+        return None if v is None else unseal(key, v)
 
     def put(self, key, value):
+        """value at key as is: not sealed, so a node takes it for forged."""
         assert self.call("/v3/kv/put", {"key": b64(key), "value": b64(value)}) is not None
+
+    def put_sealed(self, key, value, secret=SECRET):
+        """value at key as a node with secret puts it."""
+        v = base64.b64encode(seal(key, value, secret)).decode()
+        assert self.call("/v3/kv/put", {"key": b64(key), "value": v}) is not None
 
     def stop(self, keep=False):
         """Stopped; its data removed unless keep (to start it again)."""
@@ -108,7 +164,7 @@ class Etcd:
 
 
 def b64(s):
-    return base64.b64encode(s.encode()).decode()
+    return base64.b64encode(s.encode() if isinstance(s, str) else s).decode()
 
 
 @pytest.fixture
@@ -126,7 +182,7 @@ def certs(tmp_path_factory):
 
 
 def node(gatling, certs, etcd_url, name, *more, tree=None, env=None):
-    args = ("-T", "10", "-C", certs, "-e", "0", "--cluster", "etcd=" + etcd_url,
+    args = ("-T", "10", "-C", certs, "-e", "0", "--cluster", "etcd=" + with_secret(etcd_url),
             "--cluster-name", name) + more
     return gatling(tree or {"f.txt": "hello\n"}, args=args, env=env, check_fds=False)
 
@@ -281,9 +337,10 @@ def test_etcd_down_at_start(gatling, certs, tmp_path):
 
 
 def test_hostile_tickets_key(gatling, etcd, certs, tmp_path):
-    """A tickets key gatling did not write (a short master, junk): a clear
-    error names the key, and its bytes are never used as a master."""
-    etcd.put("/gatling/bad/tickets", "gatling-tickets-1 1 1700000000 abcd -")
+    """A tickets key gatling did not write (a short master, junk; sealed
+    with the cluster's secret): a clear error names the key, and its bytes
+    are never used as a master."""
+    etcd.put_sealed("/gatling/bad/tickets", "gatling-tickets-1 1 1700000000 abcd -")
     n1 = node(gatling, certs, etcd.url, "bad")
     n2 = node(gatling, certs, etcd.url, "bad")
     for n in (n1, n2):
@@ -315,7 +372,8 @@ def test_bad_auth_options(build, items, why):
     """user= and password-file= are checked at start: a clear error, no
     server (and never a password on the command line: there is no
     password=)."""
-    r = subprocess.run([build.binary, "-p", "0", "--cluster", "etcd=http://127.0.0.1:1" + items],
+    r = subprocess.run([build.binary, "-p", "0", "--cluster",
+                        "etcd=" + with_secret("http://127.0.0.1:1") + items],
                        capture_output=True, timeout=20)
     assert r.returncode != 0 and why in r.stderr.decode(), r
 
@@ -325,16 +383,24 @@ def cert_value(chain, key, serial="0a1b"):
     return "gatling-cert-1 %s %d %d\n" % (serial, len(chain), len(key)) + body
 
 
-def follower(gatling, etcd, tmp_path, name):
-    """A node with --acme for localhost (its CA unreachable) in cluster
-    name, whose lock another node's key holds: (server, -C, --acme-dir)."""
+def follower(gatling, etcd, tmp_path, name, certs):
+    """A node with --acme for localhost (its CA unreachable; --acme-ca-root
+    the suite's PKI, which the cluster's certificates must chain to) in
+    cluster name, whose lock another node's key holds: (server, -C,
+    --acme-dir)."""
     c, st = str(tmp_path / "c"), str(tmp_path / "st")
     os.makedirs(c)
     srv = gatling({"f.txt": "hello\n"}, check_fds=False, args=(
         "-T", "10", "-S", "-C", c, "-e", "0", "--acme", "a@b.test", "--acme-ca",
-        "https://127.0.0.1:1/dir", "--acme-dir", st, "--acme-names", "localhost",
-        "--cluster", "etcd=" + etcd.url, "--cluster-name", name))
+        "https://127.0.0.1:1/dir", "--acme-ca-root", ca_of(certs), "--acme-dir", st,
+        "--acme-names", "localhost", "--cluster", "etcd=" + with_secret(etcd.url),
+        "--cluster-name", name))
     return srv, c, st
+
+
+def ca_of(certs):
+    """The suite PKI's root (dist/mkcert.sh's ca.pem beside certs/)."""
+    return os.path.join(os.path.dirname(certs), "ca.pem")
 
 
 def test_certificates_from_the_cluster(gatling, etcd, certs, tmp_path):
@@ -352,12 +418,12 @@ def test_certificates_from_the_cluster(gatling, etcd, certs, tmp_path):
     serial = subprocess.run(["openssl", "x509", "-noout", "-serial"], input=chain.encode(),
                             capture_output=True, check=True, timeout=20).stdout.decode()
     serial = serial.strip().split("=")[1].lower()
-    etcd.put("/gatling/ci/acme/lock/localhost", "another-node")
-    etcd.put("/gatling/ci/acme/cert/localhost", cert_value(chain, other, serial))
-    etcd.put("/gatling/ci/acme/cert/../evil", cert_value(chain, key, serial))
-    etcd.put("/gatling/ci/acme/chal/other/http-01/../../status", "orders 99\n")
-    etcd.put("/gatling/ci/acme/chal/other/http-01/tok123", "tok123.thumb")
-    srv, c, st = follower(gatling, etcd, tmp_path, "ci")
+    etcd.put_sealed("/gatling/ci/acme/lock/localhost", "another-node")
+    etcd.put_sealed("/gatling/ci/acme/cert/localhost", cert_value(chain, other, serial))
+    etcd.put_sealed("/gatling/ci/acme/cert/../evil", cert_value(chain, key, serial))
+    etcd.put_sealed("/gatling/ci/acme/chal/other/http-01/../../status", "orders 99\n")
+    etcd.put_sealed("/gatling/ci/acme/chal/other/http-01/tok123", "tok123.thumb")
+    srv, c, st = follower(gatling, etcd, tmp_path, "ci", certs)
     for what in ("cert/localhost: not a whole certificate", "cert/../evil: not a certificate",
                  "chal/other/http-01/../../status: not a challenge"):
         wait_for(lambda: any(what in l for l in srv.errlog), timeout=15,
@@ -372,7 +438,7 @@ def test_certificates_from_the_cluster(gatling, etcd, certs, tmp_path):
         capture_output=True, timeout=20).stdout == b"tok123.thumb", timeout=5,
         what="the other node's challenge answered")
     assert any("another node of the cluster holds" in l for l in srv.errlog)
-    etcd.put("/gatling/ci/acme/cert/localhost", cert_value(chain, key, serial))
+    etcd.put_sealed("/gatling/ci/acme/cert/localhost", cert_value(chain, key, serial))
     wait_for(lambda: any("certificate for localhost (serial %s) installed from the cluster"
                          % serial in l for l in srv.errlog), timeout=15,
              what="installed: %s" % srv.errlog[-5:])
@@ -384,7 +450,7 @@ def test_certificates_from_the_cluster(gatling, etcd, certs, tmp_path):
         timeout=20).stdout == b"hello\n", timeout=10, what="the installed certificate served")
 
 
-def test_client_restart_keeps_the_other_nodes_challenges(gatling, etcd, tmp_path):
+def test_client_restart_keeps_the_other_nodes_challenges(gatling, etcd, certs, tmp_path):
     """/server-status lists the ACME locks and whether this node holds them.
     The ACME client empties its challenge directories when it starts (a
     killed client's challenges are not served), but not the files the side
@@ -392,9 +458,9 @@ def test_client_restart_keeps_the_other_nodes_challenges(gatling, etcd, tmp_path
     answered without a gap while this node's client is SIGKILLed and started
     again by its keeper (it used to be a 404 until the side process's next
     round, up to a second: a validation routed here then failed)."""
-    etcd.put("/gatling/kc/acme/lock/localhost", "another-node")
-    etcd.put("/gatling/kc/acme/chal/other/http-01/tokkc", "tokkc.thumb")
-    srv, _, st = follower(gatling, etcd, tmp_path, "kc")
+    etcd.put_sealed("/gatling/kc/acme/lock/localhost", "another-node")
+    etcd.put_sealed("/gatling/kc/acme/chal/other/http-01/tokkc", "tokkc.thumb")
+    srv, _, st = follower(gatling, etcd, tmp_path, "kc", certs)
     url = "http://127.0.0.1:%d/.well-known/acme-challenge/tokkc" % srv.port
 
     def answer():
@@ -430,20 +496,27 @@ def test_client_restart_keeps_the_other_nodes_challenges(gatling, etcd, tmp_path
         "0o444"
 
 
-def self_signed(days_ago):
-    """A P-256 key and a self-signed certificate for localhost issued
-    days_ago days ago: (chain PEM, key PEM, serial as gatling writes it)."""
+def issued(certs, days_ago, host="localhost", self_signed=False, start=None):
+    """A P-256 key and a certificate for host issued days_ago days ago (or
+    from the datetime start), valid 30 days, by the suite PKI's CA (or by
+    itself): (chain PEM, key PEM, serial as gatling writes it)."""
     import datetime
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     k = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(x509.oid.NameOID.COMMON_NAME, "localhost")])
-    start = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(days=days_ago)
-    cert = x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(
+    name = x509.Name([x509.NameAttribute(x509.oid.NameOID.COMMON_NAME, host)])
+    pki = os.path.dirname(certs)
+    ca = x509.load_pem_x509_certificate(open(pki + "/ca.pem", "rb").read())
+    ca_key = serialization.load_pem_private_key(open(pki + "/ca.key", "rb").read(), None)
+    start = start or \
+        datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(days=days_ago)
+    cert = x509.CertificateBuilder().subject_name(name).issuer_name(
+        name if self_signed else ca.subject).public_key(
         k.public_key()).serial_number(x509.random_serial_number()).not_valid_before(
         start).not_valid_after(start + datetime.timedelta(days=30)).add_extension(
-        x509.SubjectAlternativeName([x509.DNSName("localhost")]), False).sign(k, hashes.SHA256())
+        x509.SubjectAlternativeName([x509.DNSName(host)]), False).sign(
+        k if self_signed else ca_key, hashes.SHA256())
     chain = cert.public_bytes(serialization.Encoding.PEM).decode()
     key = k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                           serialization.NoEncryption()).decode()
@@ -460,7 +533,7 @@ def served_serial(srv):
     return r.stdout.decode().strip().split("=")[-1].lower()
 
 
-def test_half_written_certificate_never_installed(gatling, etcd, tmp_path):
+def test_half_written_certificate_never_installed(gatling, etcd, certs, tmp_path):
     """A node that installed the cluster's certificate for localhost (its
     lock held by another node: it orders nothing) is shown a newer one
     written half in etcd -- the key missing, the PEM cut short, the value
@@ -468,12 +541,13 @@ def test_half_written_certificate_never_installed(gatling, etcd, tmp_path):
     is not its own: each is said once, naming the key, and none installed;
     -C keeps the old certificate and HTTPS serves it.  The whole value is
     installed then (so the checks are what kept the others out)."""
-    old_chain, old_key, old_serial = self_signed(10)
-    chain, key, serial = self_signed(0)
-    _, other_key, _ = self_signed(0)
-    etcd.put("/gatling/half/acme/lock/localhost", "another-node")
-    etcd.put("/gatling/half/acme/cert/localhost", cert_value(old_chain, old_key, old_serial))
-    srv, c, _ = follower(gatling, etcd, tmp_path, "half")
+    old_chain, old_key, old_serial = issued(certs, 10)
+    chain, key, serial = issued(certs, 0)
+    _, other_key, _ = issued(certs, 0)
+    etcd.put_sealed("/gatling/half/acme/lock/localhost", "another-node")
+    etcd.put_sealed("/gatling/half/acme/cert/localhost",
+                    cert_value(old_chain, old_key, old_serial))
+    srv, c, _ = follower(gatling, etcd, tmp_path, "half", certs)
     wait_for(lambda: any("(serial %s) installed" % old_serial in l for l in srv.errlog),
              timeout=15, what="the old certificate installed: %s" % srv.errlog[-5:])
     wait_for(lambda: served_serial(srv) == old_serial, timeout=10, what="the old one served")
@@ -487,7 +561,7 @@ def test_half_written_certificate_never_installed(gatling, etcd, tmp_path):
         cert_value(chain, key, old_serial),  # a serial that is not the certificate's
     ]
     for i, v in enumerate(halves):
-        etcd.put("/gatling/half/acme/cert/localhost", v)
+        etcd.put_sealed("/gatling/half/acme/cert/localhost", v)
         wait_for(lambda: len([l for l in srv.errlog if "cert/localhost: not a whole certificate"
                               in l]) == i + 1, timeout=10,
                  what="value %d said: %s" % (i, srv.errlog[-4:]))
@@ -497,7 +571,7 @@ def test_half_written_certificate_never_installed(gatling, etcd, tmp_path):
     assert all("%s/localhost kept" % c in l for l in said), said
     assert os.readlink(os.path.join(c, "localhost")) == ".acme/localhost." + old_serial
     assert served_serial(srv) == old_serial
-    etcd.put("/gatling/half/acme/cert/localhost", whole)
+    etcd.put_sealed("/gatling/half/acme/cert/localhost", whole)
     wait_for(lambda: served_serial(srv) == serial, timeout=15,
              what="the whole new certificate installed and served: %s" % srv.errlog[-4:])
 
@@ -688,12 +762,12 @@ def test_certificate_from_the_cluster_at_start_does_not_end_the_node(gatling, et
     -C (here 2,000 certificates: a start that takes a while) and before the
     loop's handlers: the signal is kept, not fatal (its default action ended
     the server, with nothing said), and the certificate served.  Five starts."""
-    chain, key, serial = self_signed(0)
+    chain, key, serial = issued(certs, 0)
     pem = open(os.path.join(certs, "server.pem")).read()
     for run in range(5):
         name = "early%d" % run
-        etcd.put("/gatling/%s/acme/lock/localhost" % name, "another-node")
-        etcd.put("/gatling/%s/acme/cert/localhost" % name, cert_value(chain, key, serial))
+        etcd.put_sealed("/gatling/%s/acme/lock/localhost" % name, "another-node")
+        etcd.put_sealed("/gatling/%s/acme/cert/localhost" % name, cert_value(chain, key, serial))
         c, st = str(tmp_path / name / "c"), str(tmp_path / name / "st")
         os.makedirs(c)
         for i in range(2000):
@@ -701,8 +775,302 @@ def test_certificate_from_the_cluster_at_start_does_not_end_the_node(gatling, et
                 f.write(pem)
         srv = gatling({"f.txt": "hello\n"}, check_fds=False, args=(
             "-T", "10", "-S", "-C", c, "-e", "0", "--acme", "a@b.test", "--acme-ca",
-            "https://127.0.0.1:1/dir", "--acme-dir", st, "--acme-names", "localhost",
-            "--cluster", "etcd=" + etcd.url, "--cluster-name", name))
+            "https://127.0.0.1:1/dir", "--acme-ca-root", ca_of(certs), "--acme-dir", st,
+            "--acme-names", "localhost", "--cluster", "etcd=" + with_secret(etcd.url),
+            "--cluster-name", name))
         wait_for(lambda: served_serial(srv) == serial, timeout=15,
                  what="start %d: the cluster's certificate served: %s" % (run, srv.errlog[-4:]))
         assert srv.alive(), "start %d: the server ended" % run
+
+
+# --------------------------------------------------------------------------
+# The cluster's trust (issue 63, item 3): https to etcd, sealed values, the
+# cluster's certificates checked as a CA's; and item 6, no purge lost when the
+# side process is started again.
+
+def global_address():
+    """An IPv4 address of this host that is not loopback, or None."""
+    r = subprocess.run(["ip", "-4", "-o", "addr", "show", "scope", "global"],
+                       capture_output=True, text=True, timeout=10)
+    for line in r.stdout.splitlines():
+        return line.split()[3].split("/")[0]
+    return None
+
+
+def test_plain_http_to_another_host(build, gatling, certs, tmp_path):
+    """http:// to a host other than this one is refused at start (exit 2,
+    saying https:// or insecure), as is a list without secret=; with the
+    item insecure the node starts and warns (stderr) naming the URL, and a
+    real etcd on this host's non-loopback address is used (the node syncs).
+    Loopback http:// (127.0.0.0/8, [::1], localhost; every other test here)
+    is taken without a word."""
+    for url, why in (("http://198.51.100.1:2379", "plain http to a host other than this one"),
+                     ("http://etcd.example:2379,https://127.0.0.1:1",
+                      "http://etcd.example:2379: plain http"),
+                     ("http://[2001:db8::1]:2379", "plain http"),
+                     ("http://127.0.0.1.example:2379", "plain http"),
+                     ("http://127.0.0.1:1@etcd.example:2379", "plain http")):
+        r = subprocess.run([build.binary, "-p", "0", "--cluster", "etcd=" + with_secret(url)],
+                           capture_output=True, timeout=20)
+        assert r.returncode == 2 and why in r.stderr.decode(), (url, r)
+        assert "https://, or add ',insecure'" in r.stderr.decode()
+    r = subprocess.run([build.binary, "-p", "0", "--cluster", "etcd=http://127.0.0.1:1"],
+                       capture_output=True, timeout=20)
+    assert r.returncode == 2 and "no secret=FILE" in r.stderr.decode(), r
+    # loopback in each of its spellings is taken; --check reads secret= too
+    loop = "http://[::1]:1,http://localhost:2,http://127.1.2.3:3"
+    r = subprocess.run([build.binary, "--check", "-p", "0", "--cluster",
+                        "etcd=" + with_secret(loop)], capture_output=True, timeout=20)
+    assert r.returncode == 0, r
+    r = subprocess.run([build.binary, "--check", "-p", "0", "--cluster",
+                        "etcd=%s,secret=%s" % (loop, tmp_path / "none")], capture_output=True,
+                       timeout=20)
+    assert r.returncode == 2 and "none: No such file" in r.stderr.decode(), r
+    warned = node(gatling, certs, "http://198.51.100.1:2379,insecure", "ins")
+    assert any("WARNING: insecure: http://198.51.100.1:2379 is plain http" in l
+               for l in warned.errlog), warned.errlog
+    quiet = node(gatling, certs, "http://127.0.0.1:1", "ins")
+    assert not any("WARNING" in l for l in quiet.errlog), quiet.errlog
+    addr = global_address()
+    if not addr:
+        return
+    e = Etcd(str(tmp_path))
+    e.addr, e.url = addr, "http://%s:%d" % (addr, e.port)
+    e.start()
+    try:
+        n = node(gatling, certs, e.url + ",insecure", "ins")
+        generation(n)
+        assert any("WARNING: insecure: %s" % e.url in l for l in n.errlog)
+    finally:
+        e.stop()
+
+
+@pytest.mark.parametrize("mode,owner,text,why", [
+    (0o644, None, "x" * 64, "group or others may read or write it (mode 0644)"),
+    (0o640, None, "x" * 64, "group or others may read or write it (mode 0640)"),
+    (0o600, "nobody", "x" * 64, "neither root nor the user gatling runs as"),
+    (0o600, None, "short\n", "shorter than 16 bytes"),
+    (None, None, None, "No such file"),
+])
+def test_secret_file_checked(build, tmp_path, mode, owner, text, why):
+    """secret=FILE is a secret file (site/privfs.h's PFS_SECRET): refused at
+    start, naming it, unless a regular file of this user (or root) that no
+    group or other may read, of at least 16 bytes."""
+    path = str(tmp_path / "secret")
+    if text is not None:
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, mode)
+    if owner:
+        if os.geteuid() != 0:
+            pytest.skip("chown needs root")
+        import pwd
+        os.chown(path, pwd.getpwnam(owner).pw_uid, -1)
+    r = subprocess.run([build.binary, "-p", "0", "--cluster",
+                        "etcd=http://127.0.0.1:1,secret=" + path], capture_output=True, timeout=20)
+    err = r.stderr.decode()
+    assert r.returncode != 0 and "secret=%s: " % path in err and why in err, r
+
+
+def not_sealed(srv, key):
+    return any("etcd key %s: not sealed with this cluster's secret" % key in l
+               for l in srv.errlog)
+
+
+def test_forged_ticket_secret(gatling, etcd, certs, tmp_path):
+    """A tickets value gatling would have written (generation 7, a master
+    the writer knows) but not sealed with the cluster's secret, or sealed
+    with another one: refused with a line naming the key, never used (no
+    "generation 7", /metrics' generation stays 0), and left as it is."""
+    other = str(tmp_path / "other-secret")
+    with open(os.open(other, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+        f.write("another cluster's secret, 32 bytes or more\n")
+    forged = "gatling-tickets-1 7 %d %s -" % (time.time(), "ab" * 32)
+    for name, put in (("fk1", etcd.put), ("fk2", lambda k, v: etcd.put_sealed(k, v, other))):
+        put("/gatling/%s/tickets" % name, forged)
+        n = node(gatling, certs, etcd.url, name, "-S")
+        wait_for(lambda: not_sealed(n, "/gatling/%s/tickets" % name), timeout=15,
+                 what="the forged tickets refused: %s" % n.errlog[-3:])
+        time.sleep(2.5)  # a round that would have read it again
+        assert not any("generation 7" in l for l in n.errlog), n.errlog
+        assert metrics(n)["gatling_cluster_ticket_generation"] == 0
+        assert etcd.get_raw("/gatling/%s/tickets" % name) != b""
+
+
+def test_forged_challenge(gatling, etcd, certs, tmp_path):
+    """A challenge under another node's acme/chal/ not sealed with the
+    cluster's secret is said and never served (a certificate for the site
+    to whoever can write etcd); a sealed one beside it is served."""
+    etcd.put_sealed("/gatling/fc/acme/lock/localhost", "another-node")
+    etcd.put("/gatling/fc/acme/chal/other/http-01/tokf", "tokf.thumb")
+    etcd.put_sealed("/gatling/fc/acme/chal/other/http-01/tokg", "tokg.thumb")
+    srv, _, st = follower(gatling, etcd, tmp_path, "fc", certs)
+    wait_for(lambda: fetch(srv.port, "/.well-known/acme-challenge/tokg", timeout=5).body ==
+             b"tokg.thumb", timeout=10, what="the sealed challenge served")
+    wait_for(lambda: not_sealed(srv, "/gatling/fc/acme/chal/other/http-01/tokf"), timeout=10,
+             what="the forged challenge said: %s" % srv.errlog[-3:])
+    assert fetch(srv.port, "/.well-known/acme-challenge/tokf", timeout=5).status == 404
+    assert not os.path.exists(os.path.join(st, "challenges", "http-01", "tokf"))
+
+
+
+def test_forged_lock(gatling, etcd, certs, tmp_path):
+    """A name's ACME lock not sealed with the cluster's secret (no lease: it
+    would hold the name for good, and every node would wait) is said and
+    removed, and the node that wants the name takes the lock."""
+    etcd.put("/gatling/fl/acme/lock/localhost", "another-node")
+    srv, _, _ = follower(gatling, etcd, tmp_path, "fl", certs)
+    wait_for(lambda: any("etcd key /gatling/fl/acme/lock/localhost: not sealed" in l and
+                         "removed" in l for l in srv.errlog), timeout=15,
+             what="the forged lock said: %s" % srv.errlog[-3:])
+    wait_for(lambda: any("holds the cluster's ACME lock for localhost" in l
+                         for l in srv.errlog), timeout=15,
+             what="the lock taken: %s" % srv.errlog[-3:])
+    assert etcd.get("/gatling/fl/acme/lock/localhost") != "another-node"
+
+def test_forged_certificates(gatling, etcd, certs, tmp_path):
+    """A node that installed the cluster's certificate for localhost is
+    shown newer ones, sealed (the secret leaked, or a node went bad) but not
+    what a CA gatling trusts would issue -- self-signed, for another name,
+    dated 2090 (the newest notBefore used to win for good) -- and a good one
+    not sealed: each is said once with why, none installed, the old one
+    served; the unsealed one is replaced in etcd by the node's own, sealed.
+    A good sealed one is installed then."""
+    import datetime
+    old_chain, old_key, old_serial = issued(certs, 10)
+    etcd.put_sealed("/gatling/fcert/acme/lock/localhost", "another-node")
+    etcd.put_sealed("/gatling/fcert/acme/cert/localhost",
+                    cert_value(old_chain, old_key, old_serial))
+    srv, c, _ = follower(gatling, etcd, tmp_path, "fcert", certs)
+    wait_for(lambda: served_serial(srv) == old_serial, timeout=15,
+             what="the cluster's certificate served: %s" % srv.errlog[-4:])
+    key = "/gatling/fcert/acme/cert/localhost"
+    y2090 = datetime.datetime(2090, 1, 1, tzinfo=datetime.timezone.utc)
+    forged = [(issued(certs, 0, self_signed=True), True, "self-signed certificate"),
+              (issued(certs, 0, host="other.test"), True, "it does not name localhost"),
+              (issued(certs, 0, start=y2090), True, "certificate is not yet valid"),
+              (issued(certs, 0), False, "not sealed with this cluster's secret")]
+    for i, ((chain, k, serial), sealed, why) in enumerate(forged):
+        (etcd.put_sealed if sealed else etcd.put)(key, cert_value(chain, k, serial))
+        wait_for(lambda: any("etcd key %s: " % key in l and why in l and "not installed" in l
+                             for l in srv.errlog), timeout=10,
+                 what="forged value %d (%s) said: %s" % (i, why, srv.errlog[-3:]))
+        assert served_serial(srv) == old_serial
+    # the unsealed one is replaced by the node's own, sealed (an upgrade heals)
+    try:
+        wait_for(lambda: (etcd.get_raw(key) or b"").startswith(b"gatling-sealed-1 ") and
+                 (" %s " % old_serial) in etcd.get(key).split("\n")[0], timeout=10,
+                 what="the forged value replaced by the node's certificate")
+    except AssertionError:
+        print("\n".join(srv.errlog[-12:]))
+        print(etcd.get_raw(key)[:100])
+        raise
+    time.sleep(2.5)  # more rounds: said once each, nothing installed
+    said = [l for l in srv.errlog if "etcd key %s: " % key in l and "not installed" in l]
+    assert len(said) == len(forged), said
+    assert os.readlink(os.path.join(c, "localhost")) == ".acme/localhost." + old_serial
+    assert served_serial(srv) == old_serial
+    chain, k, serial = issued(certs, 0)
+    etcd.put_sealed(key, cert_value(chain, k, serial))
+    wait_for(lambda: served_serial(srv) == serial, timeout=15,
+             what="the good sealed certificate installed: %s" % srv.errlog[-4:])
+
+
+def test_purge_after_side_process_restart(gatling, etcd, certs):
+    """Node 2's side process SIGKILLed, a PURGE on node 1 0.1 s later
+    (before the keeper starts another): node 2's entry is purged all the
+    same, three times in a row (the new side process resumes from the
+    revision the last one applied, kept in the shared page; it used to
+    start from etcd's revision of then and skip the purge for good)."""
+    tree = {".cache": "ttl 60\n", "p.cgi": Mode(CGI, 0o755)}
+    args = ("-S", "-w", "\\.cgi$")
+    n1 = node(gatling, certs, etcd.url, "rs", *args, tree=tree)
+    n2 = node(gatling, certs, etcd.url, "rs", *args, tree=tree)
+    generation(n1), generation(n2)
+    p1, p2 = n1.plain_port or n1.port, n2.plain_port or n2.port
+    keeper = wait_for(lambda: children(n2.pid, "cluster-keeper"), timeout=5,
+                      what="the keeper")[0]
+    for run in range(3):
+        for p in (p1, p2):
+            wait_for(lambda: http(p, "/p.cgi")[0] == "gatling; hit", timeout=10,
+                     what="run %d: the page cached on port %d" % (run, p))
+        side = wait_for(lambda: children(keeper, "gatling-cluster"), timeout=10,
+                        what="run %d: the side process" % run)[0]
+        t = time.time()
+        wait_for(lambda: metrics(n2)["gatling_cluster_last_sync_seconds"] > t, timeout=10,
+                 what="run %d: the side process syncing" % run)
+        os.kill(side, signal.SIGKILL)
+        time.sleep(0.1)
+        assert http(p1, "/p.cgi", "PURGE")[1] == "purged 1\n"
+        wait_for(lambda: http(p2, "/p.cgi")[0] != "gatling; hit", timeout=10, step=0.1,
+                 what="run %d: node 2's entry purged after its side process's restart" % run)
+
+
+class FakeEtcd:
+    """A hostile etcd (or whoever answers on a plain http path): a small
+    server speaking the v3 JSON gateway's shape, on addr, whose range of
+    any key that ends in a name of forged answers forged[name], unsealed or
+    sealed as given; compare-and-puts fail, leases are granted.  Its
+    requests are counted by path."""
+
+    def __init__(self, addr, forged):
+        import http.server
+        import threading
+        fake = self
+        self.forged, self.seen = forged, {}
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                req = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
+                fake.seen[self.path] = fake.seen.get(self.path, 0) + 1
+                body = {"header": {"revision": "9"}}
+                if self.path == "/v3/kv/range":
+                    key = base64.b64decode(req.get("key", "")).decode(errors="replace")
+                    for name, value in fake.forged.items():
+                        if key.endswith(name):
+                            body["kvs"] = [{"key": req["key"], "mod_revision": "9",
+                                            "value": base64.b64encode(value).decode()}]
+                elif self.path == "/v3/kv/txn":
+                    body["succeeded"] = False
+                elif self.path == "/v3/lease/grant":
+                    body.update(ID="77", TTL="10")
+                out = json.dumps(body).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+        self.httpd = http.server.ThreadingHTTPServer((addr, 0), H)
+        self.url = "http://%s:%d" % (addr, self.httpd.server_address[1])
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_hostile_etcd_on_plain_http(gatling, certs):
+    """A fake etcd on this host's non-loopback address, reached over plain
+    http with insecure (a WARNING at start): it answers the tickets key with
+    a well-formed value of its own (generation 7) -- once unsealed, once
+    sealed for another key (moved) -- and the node refuses it with a line
+    naming the key and keeps its own master (generation 0 in /metrics)."""
+    addr = global_address() or pytest.skip("no non-loopback address on this host")
+    forged = "gatling-tickets-1 7 %d %s -" % (time.time(), "cd" * 32)
+    for name, value in (("fe1", forged.encode()), ("fe2", seal("/gatling/fe2/other", forged))):
+        fake = FakeEtcd(addr, {"/tickets": value})
+        try:
+            n = node(gatling, certs, fake.url + ",insecure", name, "-S")
+            assert any("WARNING: insecure: %s is plain http" % fake.url in l for l in n.errlog)
+            wait_for(lambda: not_sealed(n, "/gatling/%s/tickets" % name), timeout=15,
+                     what="the fake etcd's tickets refused: %s" % n.errlog[-3:])
+            assert fake.seen.get("/v3/kv/range"), fake.seen
+            assert not any("generation 7" in l for l in n.errlog), n.errlog
+            assert metrics(n)["gatling_cluster_ticket_generation"] == 0
+        finally:
+            fake.stop()

@@ -13,8 +13,8 @@ naming the path, and the victim is as it was.
 
 Then the files root reads and what it requires of them: --config owned by
 another user or writable by others; the secrets (--acme-dns-key,
---acme-eab's @FILE, --cluster's key= and password-file=) readable by group
-or others, or owned by another user (sshd's StrictModes).
+--acme-eab's @FILE, --cluster's key=, password-file= and secret=) readable
+by group or others, or owned by another user (sshd's StrictModes).
 """
 import os
 import subprocess
@@ -161,6 +161,13 @@ def secret_args(kind, path):
                 "--acme-dir", os.path.dirname(path) + "/state", "--acme-names", NAME, "-e", "0",
                 "--acme-ca", "https://127.0.0.1:%d/dir" % free_port()]
     etcd = "etcd=http://127.0.0.1:%d" % free_port()
+    if kind == "secret":
+        return ["--cluster", etcd + ",secret=" + path]
+    # --cluster's own secret= (required), root's alone, beside the one tried
+    good = os.path.dirname(path) + "/cluster.secret"
+    write_secret("secret", good)
+    os.chmod(good, 0o600)
+    etcd += ",secret=" + good
     if kind == "password-file":
         return ["--cluster", etcd + ",user=gatling,password-file=" + path]
     return ["--cluster", etcd + ",cert=" + path + ".crt,key=" + path]
@@ -171,11 +178,11 @@ def write_secret(kind, path):
         self_signed(path, path + ".crt")
         return
     with open(path, "w") as f:
-        f.write({"dns-key": TSIG, "password-file": "hunter2\n",
+        f.write({"dns-key": TSIG, "password-file": "hunter2\n", "secret": "ab" * 32 + "\n",
                  "eab": "zWNDZM6eQGHWpSRTPal5eIUYFTu7EajVIoguysqZ9wG44nMEtx3MUAsUDkMTQ12W\n"}[kind])
 
 
-@pytest.mark.parametrize("kind", ["dns-key", "eab", "password-file", "key"])
+@pytest.mark.parametrize("kind", ["dns-key", "eab", "password-file", "key", "secret"])
 @pytest.mark.parametrize("how", ["0644", "0640", "nobody's"])
 def test_secret_file_refused(kind, how):
     with scratch() as base:
@@ -191,7 +198,7 @@ def test_secret_file_refused(kind, how):
         assert ("uid %d" % user().pw_uid if how == "nobody's" else "chmod 600") in run.text()
 
 
-@pytest.mark.parametrize("kind", ["dns-key", "eab", "password-file", "key"])
+@pytest.mark.parametrize("kind", ["dns-key", "eab", "password-file", "key", "secret"])
 def test_secret_file_of_roots_alone_taken(kind):
     with scratch() as base:
         path = base + "/secret"

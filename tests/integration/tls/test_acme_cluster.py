@@ -23,7 +23,7 @@ import pytest
 import acmelab
 from acmelab import Fault, FaultProxy, Pebble, wait_for
 from test_acme_https import BACKOFF, NAME, PLAIN, Site, logged, metric, metrics, pairs, served
-from test_cluster import Etcd, etcd_members
+from test_cluster import Etcd, etcd_members, with_secret
 
 pytestmark = [
     pytest.mark.skipif(bool(acmelab.missing()), reason="%s missing: %s" % (
@@ -52,9 +52,19 @@ def lab(tmp_path):
         etcd.stop()
 
 
-def extra(etcd, name, names=NAMES):
-    return ("--cluster", "etcd=" + etcd.url, "--cluster-name", name,
-            "--acme-names", ",".join(names))
+def roots(pebble, site):
+    """--acme-ca-root for site: the suite's root (Pebble's HTTPS) and Pebble's
+    issuing root, which a certificate from etcd must chain to (made anew at
+    each Pebble start)."""
+    path = os.path.join(site.tmp, "roots.pem")
+    with open(path, "w") as f:
+        f.write(open(pebble.pki + "/ca.pem").read() + pebble.root())
+    return ("--acme-ca-root", path)
+
+
+def extra(etcd, name, pebble, site, names=NAMES):
+    return ("--cluster", "etcd=" + with_secret(etcd.url), "--cluster-name", name,
+            "--acme-names", ",".join(names)) + roots(pebble, site)
 
 
 class LockWatch:
@@ -106,8 +116,8 @@ def test_each_name_ordered_once(lab):
     /metrics while it ordered, never on both nodes at once, 0 on both after),
     and both nodes serve both certificates."""
     t0 = time.monotonic()
-    with b.gatling(pebble.directory, extra(etcd, "two")) as nb, \
-            a.gatling(pebble.directory, extra(etcd, "two")) as na:
+    with b.gatling(pebble.directory, extra(etcd, "two", pebble, b)) as nb, \
+            a.gatling(pebble.directory, extra(etcd, "two", pebble, a)) as na:
         watch = LockWatch({"a": na, "b": nb})
         try:
             root = pebble.root()
@@ -145,8 +155,8 @@ def test_one_account(lab):
     -- the same key (etcd's) and URL in both state directories, and Pebble
     made one."""
     etcd, a, b, pebble = lab
-    with b.gatling(pebble.directory, extra(etcd, "acct", NAMES[1:])), \
-            a.gatling(pebble.directory, extra(etcd, "acct", NAMES[:1])) as na:
+    with b.gatling(pebble.directory, extra(etcd, "acct", pebble, b, NAMES[1:])), \
+            a.gatling(pebble.directory, extra(etcd, "acct", pebble, a, NAMES[:1])) as na:
         served(na, pebble.root(), what="A serving %s" % NAME)
         wait_for(lambda: len(pairs(b.certs)) == 2 and pairs(a.certs) == pairs(b.certs),
                  60, "both names on both nodes: %s %s" % (pairs(a.certs), pairs(b.certs)))
@@ -166,10 +176,10 @@ def test_holder_killed_mid_order(lab):
     names = (NAME,)
     with FaultProxy(pebble.pki, pebble.acme) as proxy:
         f = proxy.add(Fault("delay", "/certZ/", "POST", delay=8))
-        with b.gatling(proxy.directory, extra(etcd, "kill", names)) as nb:
+        with b.gatling(proxy.directory, extra(etcd, "kill", pebble, b, names)) as nb:
             wait_for(lambda: logged(nb, HOLDS % NAME), 15, "B holding the lock: %s"
                      % nb.errlog[-10:])
-            with a.gatling(proxy.directory, extra(etcd, "kill", names)) as na:
+            with a.gatling(proxy.directory, extra(etcd, "kill", pebble, a, names)) as na:
                 wait_for(lambda: f.hits, 60, "B's certificate download")
                 assert logged(na, "another node of the cluster holds"), na.errlog[-10:]
                 os.kill(nb.pid, signal.SIGKILL)
@@ -196,13 +206,14 @@ def test_holder_cut_off_from_etcd(tmp_path):
     ms = etcd_members(str(tmp_path))
     a = Site(str(tmp_path / "a"))
     b = Site(str(tmp_path / "b"))
-    ea = ("--cluster", "etcd=%s,%s" % (ms[0].url, ms[1].url), "--cluster-name", "cut",
-          "--acme-names", NAME)
-    eb = ("--cluster", "etcd=" + ms[2].url) + ea[2:]
+    ea = ("--cluster", "etcd=" + with_secret("%s,%s" % (ms[0].url, ms[1].url)),
+          "--cluster-name", "cut", "--acme-names", NAME)
+    eb = ("--cluster", "etcd=" + with_secret(ms[2].url)) + ea[2:]
     try:
         with Pebble(a.tmp, test_pki(), a.http, a.https) as pebble, \
                 FaultProxy(pebble.pki, pebble.acme) as proxy:
             pebble.start()
+            ea, eb = ea + roots(pebble, a), eb + roots(pebble, b)
             f = proxy.add(Fault("delay", "/certZ/", "POST", delay=10))
             with b.gatling(proxy.directory, eb) as nb:
                 wait_for(lambda: logged(nb, HOLDS % NAME), 15, "B holding the lock: %s"
