@@ -22,6 +22,7 @@
 #include "conn/proxyproto.h"
 #include "tls/tls.h"
 #include "handlers/cache.h"
+#include "handlers/compress.h"
 #include "handlers/proxy.h"
 #include "worker.h"
 
@@ -205,6 +206,8 @@ static void usage(void)
         "  -L        follow symlinks that lead out of the document root\n"
         "  -Z        no compression (neither precompressed files nor gzip, nor the dcz\n"
         "            deltas of a directory's .dictionary rules: gatling(8))\n"
+        "  --compress off|types=LIST|skip=/PATH,...|min=B|streams=N|memory=B  zstd, br, gzip\n"
+        "            on the fly for CGI and -P answers (repeatable; gatling(8))\n"
         "  -F bytes  keep files up to bytes in memory and send each with its head in\n"
         "            one write (default 16384, 32 MiB in all; 0: never; at most 1 MiB)\n",
         stdout);
@@ -705,6 +708,8 @@ static const char *long_name(int c)
                    "a name for each long option of main's");
     if (c >= OPT_CACHE && c <= OPT_CGI_LIMITS)
         return names[c - OPT_CACHE];
+    if (compress_option_name(c))
+        return compress_option_name(c);
     return cluster_option_name(c) ? cluster_option_name(c) : acme_option_name(c);
 }
 
@@ -734,7 +739,7 @@ static int option(int c, char *arg, config_t *cfg)
         (rc = flag_option(c, cfg)) != 1 || (rc = dynamic_option(c, arg, cfg)) != 1 ||
         (rc = ftp_option(c, arg, cfg)) != 1 || (rc = acme_option(c, arg, cfg)) != 1 ||
         (rc = file_option(c, arg, cfg)) != 1 ||
-        (rc = cluster_option(c, arg, cfg)) != 1)
+        (rc = cluster_option(c, arg, cfg)) != 1 || (rc = compress_option(c, arg, cfg)) != 1)
         return rc;
     switch (c) {
     case 'i':
@@ -858,6 +863,7 @@ static int getopt_all(conf_args_t *ca, config_t *cfg)
         {"cgi-limits", required_argument, NULL, OPT_CGI_LIMITS},
         ACME_LONGOPTS,
         CLUSTER_LONGOPTS,
+        COMPRESS_LONGOPTS,
         {NULL, 0, NULL, 0}};
     int c, rc, failed = 0;
     opterr = 0;
