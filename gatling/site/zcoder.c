@@ -1,7 +1,6 @@
 /* A streaming compressor of a response body: see zcoder.h. */
 #define ZSTD_STATIC_LINKING_ONLY /* ZSTD_createCCtx_advanced: the allocator hooks */
 #include "zcoder.h"
-#include "encoding.h"
 
 #include <brotli/encode.h>
 #include <errno.h>
@@ -114,9 +113,9 @@ zc_t *zc_new(int enc, uint64_t size, zc_budget_t *b)
         return NULL;
     z->enc = enc;
     z->b = b;
-    int r = enc == ENC_ZSTD ? make_zstd(z, size)
-            : enc == ENC_BR ? make_br(z, size)
-            : enc == ENC_GZIP ? make_gz(z)
+    int r = enc == ZC_ZSTD ? make_zstd(z, size)
+            : enc == ZC_BR ? make_br(z, size)
+            : enc == ZC_GZIP ? make_gz(z)
                               : -1;
     if (r < 0) {
         b->bytes -= z->mine;
@@ -132,9 +131,9 @@ void zc_free(zc_t *z)
 {
     if (!z)
         return;
-    if (z->enc == ENC_ZSTD)
+    if (z->enc == ZC_ZSTD)
         ZSTD_freeCCtx(z->u.zstd);
-    else if (z->enc == ENC_BR)
+    else if (z->enc == ZC_BR)
         BrotliEncoderDestroyInstance(z->u.br);
     else
         deflateEnd(&z->u.gz);
@@ -243,8 +242,8 @@ int zc_run(zc_t *z, const void *in, size_t n, int mode, zc_sink_t sink, void *ar
             errno = ENOMEM;
             return -1;
         }
-        int r = z->enc == ENC_ZSTD ? pump_zstd(z, &p, &n, mode)
-                : z->enc == ENC_BR ? pump_br(z, &p, &n, mode)
+        int r = z->enc == ZC_ZSTD ? pump_zstd(z, &p, &n, mode)
+                : z->enc == ZC_BR ? pump_br(z, &p, &n, mode)
                                    : pump_gz(z, &p, &n, mode);
         if (r < 0 || (r == 0 && !z->pos && ++idle > 4)) { /* no progress with room: a fault */
             errno = EIO;

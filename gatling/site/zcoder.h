@@ -34,6 +34,10 @@
 
 #define ZC_BLOCK (16 * 1024) /* an output block, at most */
 
+/* The codings, the same bits as encoding.h's ENC_GZIP, ENC_BR, ENC_ZSTD
+   (encoding.c checks), which callers pass. */
+enum { ZC_GZIP = 1, ZC_BR = 2, ZC_ZSTD = 4 };
+
 /* The memory every coder of a budget holds, as the libraries allocated it. */
 typedef struct zc_budget {
     size_t bytes;     /* now */
@@ -47,7 +51,7 @@ typedef struct zc zc_t;
 enum { ZC_MORE, ZC_FLUSH, ZC_END };
 
 /*
- * A coder for enc (site/encoding.h's ENC_GZIP, ENC_BR or ENC_ZSTD) at its
+ * A coder for enc (ZC_GZIP, ZC_BR or ZC_ZSTD) at its
  * level above, counted in b; size: the whole input's length if known (it
  * lets zstd and brotli size their tables down), else 0.  NULL on ENOMEM or
  * an enc it does not know.

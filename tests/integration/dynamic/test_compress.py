@@ -55,7 +55,8 @@ CGI = {
 
 def tree():
     cgi = {k: Mode(v, 0o755) for k, v in CGI.items()}
-    return {".proxy": "", "page.html": PAGE, "static.html": PAGE, "cgi": dict(cgi, **{"page.html": PAGE}),
+    return {".proxy": "", "page.html": PAGE, "static.html": PAGE,
+            "cgi": dict(cgi, **{"page.html": PAGE}),
             "secret": {"page.sh": Mode(CGI["page.sh"], 0o755), "page.html": PAGE}}
 
 
@@ -180,13 +181,20 @@ def test_curl_compressed(srv):
     ("/app/small", "a known length under min=, from a backend"),
     ("/cgi/png.sh", "a type not on the list"),
     ("/secret/page.sh", "a path of skip= (BREACH)"),
-    ("/static.html", "a static file: its own codings (gzip on a worker)"),
 ])
 def test_left_alone(srv, path, why):
     r = get(srv.port, path, "zstd, br")
     assert r.status == 200, (why, r)
     assert r.header("Content-Encoding") is None, (why, r)
     assert r.body in (PAGE, SMALL), why
+
+
+def test_static_file_keeps_its_own(srv):
+    """A static file goes its own way (site/encoding.h: coded once on a worker
+    thread and cached), with a length: never through the stage."""
+    r = get(srv.port, "/static.html", "zstd, br")
+    assert r.header("Content-Encoding") == "br" and r.header("Content-Length"), r
+    assert decode("br", r.body) == PAGE and r.header("ETag").endswith('-br"'), r
 
 
 def test_type_patterns(srv):
