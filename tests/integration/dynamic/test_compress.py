@@ -73,7 +73,9 @@ BACKEND = {
     "/app/range": ([("Content-Type", "text/html"), ("Content-Range",
                                                      "bytes 0-99/%d" % len(PAGE))], PAGE[:100]),
     "/app/304": ([("ETag", '"b1"')], b""),
+    "/app/cached": ([("Content-Type", "text/html"), ("Cache-Control", "max-age=60")], PAGE),
 }
+ASKED = []  # the backend's requests, by path
 
 
 def backend_answer(conn):
@@ -86,6 +88,7 @@ def backend_answer(conn):
             data += chunk
         line = data.split(b"\r\n", 1)[0].decode("latin-1")
         method, path = line.split(" ")[0], line.split(" ")[1]
+        ASKED.append(path)
         fields, body = BACKEND.get(path, ([("Content-Type", "text/plain")], b"no such\n"))
         status = "206 Partial Content" if path == "/app/range" else \
             "304 Not Modified" if path == "/app/304" else "200 OK"
@@ -315,6 +318,21 @@ def test_metrics(srv):
     side = 'gatling_compress_bytes_total{side="%s"}'
     assert after[side % "in"] - before.get(side % "in", 0) == 2 * len(PAGE), after
     assert after[side % "out"] - before.get(side % "out", 0) < len(PAGE), after
+
+
+def test_cache_hits_coded(gatling, backend):
+    """The response cache in front of a backend: the miss that fills it and
+    the hits after it are each coded as their client asks (the cache keeps
+    the backend's bytes: one fetch), identity for a client that asks none."""
+    srv = gatling(dict(tree(), **{".cache": "ttl 30\n"}),
+                  args=ARGS + ("-P", "127.0.0.1/%d/^/app/" % backend))
+    before = ASKED.count("/app/cached")
+    for ae in ("zstd", "br", None, "gzip", "zstd"):
+        r = get(srv.port, "/app/cached", ae)
+        assert r.status == 200 and r.header("Content-Encoding") == ae, (ae, r)
+        assert decode(ae, r.body) == PAGE, ae
+    assert ASKED.count("/app/cached") == before + 1, "one fetch"
+    assert "hit" in (r.header("Cache-Status") or ""), r
 
 
 def test_off(gatling, tmp_path, backend):
