@@ -335,6 +335,30 @@ def test_cache_hits_coded(gatling, backend):
     assert "hit" in (r.header("Cache-Status") or ""), r
 
 
+@pytest.fixture(scope="module")
+def php_fpm(tmp_path_factory):
+    d = tmp_path_factory.mktemp("fpm")
+    proc = appservers.php_fpm(d)
+    try:
+        yield str(d / "fpm.sock")
+    finally:
+        appservers.stop(proc)
+
+
+PHP = ("<?php header('Content-Type: text/html; charset=utf-8'); header('ETag: \"f1\"');\n"
+       "readfile(__DIR__ . '/page.html');\n")
+
+
+@pytest.mark.parametrize("coding", ["zstd", "br", "gzip"])
+def test_fastcgi_php(gatling, php_fpm, coding):
+    """A FastCGI backend (php-fpm) answers: coded as a proxied HTTP one is."""
+    srv = gatling({".proxy": "", "page.php": PHP, "page.html": PAGE},
+                  args=("-T", "10", "-P", "F/unix:%s:\\.php$" % php_fpm), check_fds=False)
+    r = get(srv.port, "/page.php", coding)
+    assert r.status == 200 and r.header("Content-Encoding") == coding, r
+    assert decode(coding, r.body) == PAGE and r.header("ETag") == 'W/"f1"', r
+
+
 def test_off(gatling, tmp_path, backend):
     """--compress off: every answer as it came (static files keep theirs)."""
     srv = gatling(tree(), args=ARGS + ("-P", "127.0.0.1/%d/^/app/" % backend,
