@@ -355,9 +355,12 @@ static void compress_free(site_t *s)
     hsite_of(s)->compress = NULL;
 }
 
+/* There only where something produces (router_init asks once every init
+   is done): a site of files alone never pays for the entry's match. */
 static int compress_on(const site_t *s)
 {
-    return s->cfg->gzip && !s->cfg->compress_off;
+    const hsite_t *hs = hsite_of_const(s);
+    return s->cfg->gzip && !s->cfg->compress_off && (hs->proxy || hs->cgi);
 }
 
 const handler_t compress_handler = {"compress", compress_match, compress_serve,
