@@ -382,7 +382,7 @@ static long size_arg(const char *s, long lo, long hi)
     int shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
     if (shift)
         end++;
-    if (errno || end == s || *end || v < lo || v > (hi >> shift))
+    if (errno || end == s || *end || v < 0 || v > (hi >> shift) || (v << shift) < lo)
         return -1;
     return (long)(v << shift);
 }

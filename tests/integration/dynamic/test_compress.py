@@ -386,9 +386,42 @@ def test_streams_cap(gatling, tmp_path):
     assert r.header("Content-Encoding") == "zstd", r
 
 
+def test_memory_cap(gatling):
+    """memory=1M: two coders streaming (zstd's ~0.7 MiB each) fill it, and the
+    next answer goes identity, counted."""
+    srv = gatling(tree(), args=ARGS + ("--compress", "memory=1M"))
+    clients = []
+    try:
+        for _ in range(2):
+            c = Client(srv.port)
+            clients.append(c)
+            c.send(build_request("/cgi/tick.sh", headers=[("Accept-Encoding", "zstd")]))
+            if MUX:
+                c.read_head()
+            else:
+                while b"\r\n\r\n" not in c.buf:
+                    c.buf += c._recv_more(time.monotonic() + 10, "head")
+        r = get(srv.port, "/cgi/page.sh", "zstd")
+        assert r.header("Content-Encoding") is None and r.body == PAGE, r
+        assert metrics(srv.port).get("gatling_compress_capped_total") == 1
+    finally:
+        for c in clients:
+            c.close()
+
+
 @pytest.mark.parametrize("arg", ["", "bogus", "min=0", "streams=0", "memory=1K", "types=",
-                                 "skip=nopath", "types=text/html bad"])
+                                 "skip=nopath", "types=text/html bad", "memory=1023K",
+                                 "streams=2000000"])
 def test_bad_option(build, arg):
+    """What --compress refuses (and, below, takes)."""
     import subprocess
     p = subprocess.run([build.binary, "--compress", arg, "-V"], capture_output=True, timeout=10)
     assert p.returncode == 2 and b"--compress" in p.stderr, (arg, p)
+
+
+@pytest.mark.parametrize("arg", ["off", "memory=32M", "memory=1048576", "streams=1", "min=1K",
+                                 "types=text/html,*+json", "skip=/a,/b/c"])
+def test_good_option(build, arg):
+    import subprocess
+    p = subprocess.run([build.binary, "--compress", arg, "-V"], capture_output=True, timeout=10)
+    assert p.returncode == 0 and not p.stderr, (arg, p)
