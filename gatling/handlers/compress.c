@@ -197,6 +197,7 @@ static int z_head(exchange_t *ex, int status, const char *ctype, uint64_t len, t
     }
     etag_weaken(c, ex);
     drop_field(ex, "Accept-Ranges"); /* ranges of the coded bytes are not offered */
+    drop_field(ex, "Content-Encoding"); /* "identity", if any: ours replaces it */
     ex_field(ex, "Content-Encoding", enc_name(c->enc));
     ex->site->stats.compressed[enc_index(c->enc)]++;
     c->len = len;
@@ -232,10 +233,10 @@ static int z_body_buf(exchange_t *ex, const void *p, size_t n, int flags)
         return 0;
     }
     c->got += n;
-    ex->site->stats.compress_in += n;
     int last = c->len != EX_LEN_STREAM && c->got >= c->len;
     if (last && c->got > c->len)
         n -= (size_t)(c->got - c->len);
+    ex->site->stats.compress_in += n;
     /* each chunk flushed: the producer hands over what it read, and a pause
        of its source must not hold bytes back from the client */
     int r = zc_run(c->z, p, n, last ? ZC_MORE : ZC_FLUSH, z_sink, ex);

@@ -73,6 +73,7 @@ BACKEND = {
     "/app/range": ([("Content-Type", "text/html"), ("Content-Range",
                                                      "bytes 0-99/%d" % len(PAGE))], PAGE[:100]),
     "/app/304": ([("ETag", '"b1"')], b""),
+    "/app/identity": ([("Content-Type", "text/html"), ("Content-Encoding", "identity")], PAGE),
     "/app/cached": ([("Content-Type", "text/html"), ("Cache-Control", "max-age=60")], PAGE),
 }
 ASKED = []  # the backend's requests, by path
@@ -211,6 +212,14 @@ def test_already_encoded(srv):
     r = get(srv.port, "/app/encoded", "zstd, gzip")
     assert r.header("Content-Encoding") == "gzip", r
     assert gzip.decompress(r.body) == PAGE
+
+
+def test_identity_replaced(srv):
+    """A backend's Content-Encoding: identity is no coding: coded, and ours is
+    the one Content-Encoding."""
+    r = get(srv.port, "/app/identity", "zstd")
+    assert r.header_all("Content-Encoding") == ["zstd"], r
+    assert decode("zstd", r.body) == PAGE
 
 
 def test_partial_and_not_modified(srv):
