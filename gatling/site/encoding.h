@@ -10,8 +10,8 @@
  *     and If-Range lists (RFC 9110 8.8.3, 13.1).
  *
  * Depends on zlib (-lz), zcoder.h (libzstd, libbrotlienc) and libc only;
- * no I/O besides the files it is pointed at, no globals.  The cache is for one event loop (one process):
- * it is not thread-safe.
+ * no I/O besides the files it is pointed at, no globals.  The cache is for
+ * one event loop (one process): it is not thread-safe.
  */
 #ifndef GATLING_ENCODING_H
 #define GATLING_ENCODING_H
