@@ -29,6 +29,7 @@ gatling/gatling: $(B)/gatling FORCE
 LDLIBS += -lcrypt
 LDLIBS += -lz
 LDLIBS += -lzstd
+LDLIBS += -lbrotlienc
 LDLIBS += -lssl -lcrypto
 LDLIBS += -lnghttp2
 # the ACME client (gatling/acme/): HTTPS to the CA, its JSON; DNS-01's RFC 2136

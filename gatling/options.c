@@ -9,6 +9,7 @@
 #include "site/optdef.h"
 #include "tls/tls.h"
 #include "handlers/cache.h"
+#include "handlers/compress.h"
 #include "handlers/proxy.h"
 #include "ftp/ftp.h"
 
@@ -556,7 +557,7 @@ static const optdef_t last_opts[] = {
 /* Every module's rows, in -h's order. */
 static const optdef_t *const sections[] = {head_opts,  general_opts, https_opts, acme_opts,
                                            cluster_opts, dynamic_opts, proxy_opts, cache_opts,
-                                           ftp_opts,   last_opts};
+                                           compress_opts, ftp_opts, last_opts};
 
 #define OPT_ROWS 128 /* rows in all */
 #define OPT_LONG_VAL 1000 /* getopt_long's value of row i without a short name: 1000 + i */

@@ -6,6 +6,9 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 $(B)/tests/t_%: $(OB)/tests/unit/t_%.o $(GATLING_LIBOBJS) $(IO_LIB) | $(B)/tests
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# t_zcoder decodes what site/zcoder.c codes: brotli's decoder for it alone
+$(B)/tests/t_zcoder: LDLIBS += -lbrotlidec
+
 # tests/acme/acme_try: the ACME client alone, for tries against Pebble
 $(B)/tests/acme_try: $(OB)/tests/acme/acme_try.o $(GATLING_LIBOBJS) $(IO_LIB) | $(B)/tests
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)

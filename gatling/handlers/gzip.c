@@ -23,14 +23,14 @@ static void gzip_finish(ex_job_t *xj, exchange_t *ex)
     enc_gzip_end(((gzip_job_t *)xj)->g);
 }
 
-int gzip_wait(exchange_t *ex, fcache_entry_t *f)
+int gzip_wait(exchange_t *ex, fcache_entry_t *f, int enc)
 {
     if (hslot_req(ex, HSLOT_GZIP)) /* it waited once already */
         return 0;
     gzip_job_t *z = calloc(1, sizeof *z);
     if (!z)
         return 0;
-    if (!(z->g = enc_gzip_begin(ex->site->gzcache, f->fd, &f->st))) {
+    if (!(z->g = enc_coded_begin(ex->site->gzcache, f->fd, &f->st, enc))) {
         free(z);
         return 0;
     }

@@ -23,6 +23,7 @@
 struct proxy;
 struct cgi_loop;
 struct cache;
+struct compress;
 struct handler;
 
 #define HSITE_ROUTE_MAX 16 /* entries of router.c's table, at most */
@@ -32,6 +33,7 @@ typedef struct hsite {
     struct proxy *proxy;   /* -P: the rules and backend pools (proxy.h); NULL: none */
     struct cgi_loop *cgi;  /* CGI's state (cgi.c); NULL: no CGI */
     struct cache *cache;   /* the response cache (cache.h); NULL: none */
+    struct compress *compress; /* on-the-fly coding of dynamic answers (compress.h) */
     /* router.c's entries there on this site (handler.h's on), in the
        table's order: what router_dispatch walks (router_init) */
     const struct handler *route[HSITE_ROUTE_MAX];
@@ -58,6 +60,7 @@ enum hslot {
     HSLOT_CACHE, /* cache*.c: the entry a hit holds, or the watch of an unsafe
                     method (and its end); the pass and watched flags */
     HSLOT_DICT,  /* dictionary.c: what this request waited for (a hash, a delta) */
+    HSLOT_COMPRESS, /* compress.c: the coding stage between the handler and the codec */
     HSLOTS
 };
 

@@ -215,6 +215,9 @@ static void defences(hbuf_t *b, const stats_snap_t *t)
          "gzip misses served identity: enough compressions were running", t->more.gz_skipped_busy},
         {"gatling_gzip_paced_total", "Compressions paced: the machine was saturated",
          t->more.gz_paced},
+        {"gatling_compress_capped_total",
+         "Answers sent identity: the coders' streams or memory cap (--compress) was reached",
+         c->compress_capped},
         {"gatling_max_requests_closed_total", "Keep-alive connections closed after -R requests",
          c->max_requests},
         {"gatling_head_overflows_total", "Response heads too large: 500", c->head_overflows},
@@ -250,6 +253,13 @@ static void defences(hbuf_t *b, const stats_snap_t *t)
     hb_puts(b, "gatling_gzip_paced_seconds_total ");
     seconds(b, t->more.gz_paced_ms * 1000);
     hb_puts(b, "\n");
+    const lv_t zc[] = {{"gzip", c->compressed[0]}, {"br", c->compressed[1]},
+                       {"zstd", c->compressed[2]}};
+    family(b, "gatling_compressed_total", "counter",
+           "Dynamic answers coded on the fly (--compress), by coding", "coding", zc, N(zc));
+    const lv_t zb[] = {{"in", c->compress_in}, {"out", c->compress_out}};
+    family(b, "gatling_compress_bytes_total", "counter",
+           "Bytes of the answers coded on the fly, before and after", "side", zb, N(zb));
     const lv_t hs[] = {{"ok", c->tls_handshakes}, {"failed", c->tls_failed}};
     family(b, "gatling_tls_handshakes_total", "counter", "TLS handshakes done or failed", "result",
            hs, N(hs));

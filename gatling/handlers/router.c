@@ -4,6 +4,7 @@
 #include "metrics.h"
 #include "cache.h"
 #include "cgi.h"
+#include "compress.h"
 #include "http/hbuf.h"
 #include "http/path.h"
 #include "site/acme_chal.h"
@@ -246,7 +247,8 @@ static const handler_t methods_entry = {"OPTIONS, 405, 501", NULL, methods_rule,
  * answer HANDLER_NOT_MINE answers it.  The order is the behaviour: -k's
  * health check before every rule (a checker sends what it sends), --acme's
  * HTTP-01 before any Host's rules, the files below /.well-known/ before
- * -X's redirect and ACME's before the cache, -P and CGI; the cache in
+ * -X's redirect and ACME's before the cache, -P and CGI; the coding stage
+ * before the cache (a hit is coded as a miss is); the cache in
  * front of the dynamic handlers it stores; -P and CGI take any method and
  * a path of their own before -S's pages and the files; the last entry
  * answers every request left.  init and free are called in this order; a
@@ -259,6 +261,7 @@ static const handler_t *const table[] = {
     &origin_entry,
     &https_entry,
     &acme_files_entry,
+    &compress_handler, /* --compress: wraps the codec of what goes to a producer */
     &cache_handler,   /* .cache */
     &proxy_handler,   /* -P */
     &cgi_handler,     /* -w, -z */

@@ -345,7 +345,12 @@ static int choose_coding(exchange_t *ex, const target_t *t, fcache_entry_t *f, u
     if (d)
         return d < 0 ? -1 : ENC_DCZ;
     const http_str_t *ae = http_header(ex->req, "Accept-Encoding");
-    int enc = avail ? enc_choose(ae ? ae->p : NULL, ae ? ae->n : 0, avail) : ENC_IDENTITY;
+    /* a sibling the client takes first (what the admin made, maybe with a
+       higher level), else the client's choice of what a worker can code */
+    unsigned sib = avail & f->siblings;
+    int enc = sib ? enc_choose(ae ? ae->p : NULL, ae ? ae->n : 0, sib) : ENC_IDENTITY;
+    if (enc == ENC_IDENTITY && (avail & ~sib))
+        enc = enc_choose(ae ? ae->p : NULL, ae ? ae->n : 0, avail);
     *b = file_body(f);
     ex->file = f;
     if (enc != ENC_IDENTITY && (f->siblings & enc)) { /* a precompressed sibling */
@@ -360,10 +365,10 @@ static int choose_coding(exchange_t *ex, const target_t *t, fcache_entry_t *f, u
         memcpy(etag, g->etag, ENC_ETAG_MAX);
         return enc;
     }
-    if (enc == ENC_GZIP) { /* gzip on the fly, from the cache */
-        if ((ex->gz = enc_gzip_lookup(s->gzcache, &f->st))) {
+    if (enc != ENC_IDENTITY) { /* coded on the fly (a worker's job), from the cache */
+        if ((ex->gz = enc_coded_lookup(s->gzcache, &f->st, enc))) {
             *b = (body_t){.fd = -1, .buf = (const char *)ex->gz->data, .size = ex->gz->len};
-        } else if (errno == ENOENT && gzip_wait(ex, f)) { /* once: then identity */
+        } else if (errno == ENOENT && gzip_wait(ex, f, enc)) { /* once: then identity */
             ex->file = NULL;
             fcache_release(f);
             return -1;
@@ -384,7 +389,7 @@ static int serve_file(exchange_t *ex, const target_t *t, fcache_entry_t *f)
     site_t *s = ex->site;
     unsigned avail = f->siblings;
     if (enc_gzip_eligible(s->gzcache, f->type, &f->st))
-        avail |= ENC_GZIP;
+        avail |= ENC_ALL; /* a sibling where there is one, else on the fly */
     body_t b;
     time_t mtime = f->st.st_mtime; /* the representation's, whatever the coding */
     const char *type = f->type;

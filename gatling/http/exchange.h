@@ -61,7 +61,7 @@ struct exchange;
  * handler that knows something of the request as it was tells the
  * requests apart by ex->redirects.
  */
-#define EX_SLOTS 4
+#define EX_SLOTS 5
 typedef struct ex_slot {
     void *p;     /* the handler's, or NULL */
     uintptr_t n; /* ... a small value of the handler's */

@@ -84,6 +84,13 @@ typedef struct config {
     int nstatus_from;
     int symlinks_out;      /* -L: follow symlinks out of the document root */
     int gzip;              /* 0 with -Z: no compression */
+    /* --compress (handlers/compress.h): on-the-fly coding of dynamic answers */
+    int compress_off;           /* off: none (-Z: none either) */
+    const char *compress_types; /* types=: compressible types, comma-separated; NULL: default */
+    const char *compress_skip;  /* skip=: path prefixes never compressed (BREACH) */
+    long compress_min;          /* min=: a known length below this goes identity; 0: 256 */
+    long compress_streams;      /* streams=: coders at once per process; 0: 1024 */
+    long compress_memory;       /* memory=: their bytes per process; 0: 128 MiB */
     int defer_accept;      /* -a: TCP_DEFER_ACCEPT seconds, 0 = off (default 1 on Linux) */
     int defer_accept_given; /* -a given: it also overrides a passed socket's */
     long mem_file_max;     /* -F: files up to this size are held in memory (fcache.h) */

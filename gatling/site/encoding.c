@@ -1,5 +1,6 @@
 /* Content codings, precompressed siblings, the gzip cache and ETags: see encoding.h. */
 #include "encoding.h"
+#include "zcoder.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -327,6 +328,7 @@ struct enc_gzjob {
     struct enc_gzjob *next; /* the cache's list of compressions in flight */
     int fd;                 /* a dup: the caller's may be closed meanwhile */
     struct stat st;
+    int enc;           /* the coding (ENC_GZIP, ENC_BR, ENC_ZSTD) */
     enc_gz_t *result;  /* the thread's, handed to the cache by enc_gzip_end */
     uint64_t paced_ns; /* the thread's: time it slept to yield the CPU (pace()) */
 };
@@ -431,10 +433,13 @@ static void insert(enc_cache_t *c, enc_gz_t *e)
     size_t need = entry_bytes(e);
     if (need > c->max_bytes)
         return; /* in_table stays 0: freed when its user releases it */
-    /* e was compressed from the file as it is now: other versions are dead. */
+    /* e was compressed from the file as it is now: other versions are dead
+       (this version's other codings live on). */
     for (enc_gz_t *o = *chain(c, e->dev, e->ino), *next; o; o = next) {
         next = o->hnext;
-        if (o->dev == e->dev && o->ino == e->ino)
+        if (o->dev == e->dev && o->ino == e->ino &&
+            (o->size != e->size || o->mtime.tv_sec != e->mtime.tv_sec ||
+             o->mtime.tv_nsec != e->mtime.tv_nsec || o->enc == e->enc))
             evict(c, o);
     }
     while (c->oldest && c->bytes + need > c->max_bytes)
@@ -622,8 +627,69 @@ static enc_gz_t *gz_deflate(enc_gz_t *e, size_t *cap, int fd, off_t size, pace_t
     return e;
 }
 
-/* A new, unreferenced, untabled entry holding fd's contents gzipped; paced if p. */
-static enc_gz_t *gz_compress(int fd, const struct stat *st, pace_t *p)
+/* zc_run's sink for zc_code: the bytes appended to the entry, grown. */
+typedef struct zc_fill {
+    enc_gz_t *e;
+    size_t cap;
+} zc_fill_t;
+
+static int zc_append(void *arg, char *p, size_t n)
+{
+    zc_fill_t *f = arg;
+    if (f->e->len + n > f->cap) {
+        size_t ncap = f->cap + f->cap / 2 + n;
+        enc_gz_t *m = realloc(f->e, sizeof *m + ncap);
+        if (!m) {
+            free(p);
+            return -1;
+        }
+        f->e = m, f->cap = ncap;
+    }
+    memcpy(f->e->buf + f->e->len, p, n);
+    f->e->len += n;
+    free(p);
+    return 0;
+}
+
+/* zstd or brotli of size bytes of fd into e (site/zcoder.h's levels, a
+   budget of the job's own): as gz_deflate. */
+static enc_gz_t *zc_code(enc_gz_t *e, size_t cap, int fd, off_t size, pace_t *p, int enc)
+{
+    unsigned char in[32768];
+    zc_budget_t b = {0};
+    zc_fill_t f = {e, cap};
+    zc_t *z = zc_new(enc, (uint64_t)size, &b);
+    int err = z ? 0 : ENOMEM;
+    for (off_t off = 0; !err && off < size;) {
+        size_t want = (uint64_t)(size - off) < sizeof in ? (size_t)(size - off) : sizeof in;
+        ssize_t r = pread(fd, in, want, off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) { /* a file that shrank under us is no longer st */
+            err = r < 0 ? errno : ESTALE;
+            break;
+        }
+        off += r;
+        if (zc_run(z, in, (size_t)r, off == size ? ZC_END : ZC_MORE, zc_append, &f) < 0)
+            err = errno ? errno : EIO;
+        if (p)
+            pace(p);
+    }
+    zc_free(z);
+    if (err) {
+        free(f.e);
+        errno = err;
+        return NULL;
+    }
+    return f.e;
+}
+
+_Static_assert((int)ZC_GZIP == ENC_GZIP && (int)ZC_BR == ENC_BR && (int)ZC_ZSTD == ENC_ZSTD,
+               "zcoder.h's codings are encoding.h's bits");
+
+/* A new, unreferenced, untabled entry holding fd's contents coded in enc
+   (gzip, zstd, br); paced if p. */
+static enc_gz_t *gz_compress(int fd, const struct stat *st, pace_t *p, int enc)
 {
     /* Room for incompressible input too (stored blocks add ~0.03% and the
        gzip wrapper 18 bytes), so gz_grow is a rare path; shrunk below. */
@@ -632,8 +698,13 @@ static enc_gz_t *gz_compress(int fd, const struct stat *st, pace_t *p)
     if (!e)
         return NULL;
     memset(e, 0, sizeof *e);
-    if (!(e = gz_deflate(e, &cap, fd, st->st_size, p)))
+    if (enc == ENC_GZIP)
+        e = gz_deflate(e, &cap, fd, st->st_size, p);
+    else
+        e = zc_code(e, cap, fd, st->st_size, p, enc);
+    if (!e)
         return NULL;
+    e->enc = enc;
     /* Written to since the caller's fstat?  Then the bytes belong to no ETag
        the caller could send: refuse rather than cache a mix. */
     e->dev = st->st_dev;
@@ -660,10 +731,10 @@ static enc_gz_t *gz_compress(int fd, const struct stat *st, pace_t *p)
 }
 
 /* The table's entry for this version of the file, or NULL. */
-static enc_gz_t *find(enc_cache_t *c, const struct stat *st)
+static enc_gz_t *find(enc_cache_t *c, const struct stat *st, int enc)
 {
     for (enc_gz_t *e = *chain(c, st->st_dev, st->st_ino); e; e = e->hnext)
-        if (e->dev == st->st_dev && e->ino == st->st_ino && same_version(e, st))
+        if (e->dev == st->st_dev && e->ino == st->st_ino && same_version(e, st) && e->enc == enc)
             return e;
     return NULL;
 }
@@ -678,12 +749,12 @@ enc_gz_t *enc_gzip_get(enc_cache_t *c, int fd, const struct stat *st)
         errno = st->st_size < ENC_GZIP_MIN ? ERANGE : EFBIG;
         return NULL;
     }
-    enc_gz_t *e = find(c, st);
+    enc_gz_t *e = find(c, st, ENC_GZIP);
     if (e) {
         lru_unlink(c, e);
         lru_push(c, e);
     } else {
-        if (!(e = gz_compress(fd, st, NULL)))
+        if (!(e = gz_compress(fd, st, NULL, ENC_GZIP)))
             return NULL;
         insert(c, e);
     }
@@ -700,11 +771,16 @@ enc_gz_t *enc_gzip_get(enc_cache_t *c, int fd, const struct stat *st)
 
 enc_gz_t *enc_gzip_lookup(enc_cache_t *c, const struct stat *st)
 {
+    return enc_coded_lookup(c, st, ENC_GZIP);
+}
+
+enc_gz_t *enc_coded_lookup(enc_cache_t *c, const struct stat *st, int enc)
+{
     if (!c || !st || !S_ISREG(st->st_mode)) {
         errno = EINVAL;
         return NULL;
     }
-    enc_gz_t *e = find(c, st);
+    enc_gz_t *e = find(c, st, enc);
     if (!e) {
         errno = ENOENT;
         return NULL;
@@ -721,11 +797,16 @@ enc_gz_t *enc_gzip_lookup(enc_cache_t *c, const struct stat *st)
 
 enc_gzjob_t *enc_gzip_begin(enc_cache_t *c, int fd, const struct stat *st)
 {
+    return enc_coded_begin(c, fd, st, ENC_GZIP);
+}
+
+enc_gzjob_t *enc_coded_begin(enc_cache_t *c, int fd, const struct stat *st, int enc)
+{
     if (!c || !st || !S_ISREG(st->st_mode) || st->st_size < ENC_GZIP_MIN ||
-        (uint64_t)st->st_size > c->max_file || find(c, st))
+        (uint64_t)st->st_size > c->max_file || !(enc & ENC_ALL) || find(c, st, enc))
         return NULL;
     for (enc_gzjob_t *g = c->inflight; g; g = g->next)
-        if (g->st.st_dev == st->st_dev && g->st.st_ino == st->st_ino &&
+        if (g->enc == enc && g->st.st_dev == st->st_dev && g->st.st_ino == st->st_ino &&
             g->st.st_size == st->st_size && g->st.st_mtim.tv_sec == st->st_mtim.tv_sec &&
             g->st.st_mtim.tv_nsec == st->st_mtim.tv_nsec)
             return NULL; /* already being compressed: one job per file version */
@@ -743,6 +824,7 @@ enc_gzjob_t *enc_gzip_begin(enc_cache_t *c, int fd, const struct stat *st)
     }
     g->cache = c;
     g->st = *st;
+    g->enc = enc;
     g->next = c->inflight;
     c->inflight = g;
     c->inflight_bytes += (size_t)st->st_size;
@@ -754,7 +836,7 @@ void enc_gzip_run(enc_gzjob_t *g)
 {
     pace_t p = {0};
     pace_start(&p);
-    g->result = gz_compress(g->fd, &g->st, &p);
+    g->result = gz_compress(g->fd, &g->st, &p, g->enc);
     g->paced_ns = p.slept_ns;
 }
 
@@ -770,7 +852,7 @@ void enc_gzip_end(enc_gzjob_t *g)
     c->njobs--;
     c->counters.paced += g->paced_ns != 0;
     c->counters.paced_ms += g->paced_ns / 1000000;
-    if (g->result && !find(c, &g->st))
+    if (g->result && !find(c, &g->st, g->enc))
         insert(c, g->result);
     else
         free(g->result); /* not run, failed (ESTALE, ENOMEM), or raced */

@@ -3,14 +3,15 @@
  *
  *   - Accept-Encoding negotiation (RFC 9110 12.5.3): which coding to serve.
  *   - Precompressed siblings: name.br, name.zst, name.gz next to name.
- *   - On-the-fly gzip of compressible types, with a bounded LRU cache of the
- *     compressed bytes keyed by (device, inode, size, mtime).
+ *   - On-the-fly gzip, zstd or brotli of compressible types (the last two
+ *     through zcoder.h), with a bounded LRU cache of the compressed bytes
+ *     keyed by (device, inode, size, mtime, coding).
  *   - Strong ETags for each variant, and matching of If-None-Match, If-Match
  *     and If-Range lists (RFC 9110 8.8.3, 13.1).
  *
- * Depends on zlib (-lz) and libc only; no I/O besides the files it is
- * pointed at, no globals.  The cache is for one event loop (one process):
- * it is not thread-safe.
+ * Depends on zlib (-lz), zcoder.h (libzstd, libbrotlienc) and libc only;
+ * no I/O besides the files it is pointed at, no globals.  The cache is for
+ * one event loop (one process): it is not thread-safe.
  */
 #ifndef GATLING_ENCODING_H
 #define GATLING_ENCODING_H
@@ -132,6 +133,7 @@ typedef struct enc_gz {
     int refs;
     int in_table; /* 0 once evicted: the last release frees it */
     int useless;  /* compressing did not shrink it: serve identity */
+    int enc;      /* its coding: ENC_GZIP, ENC_BR or ENC_ZSTD (enc_coded_*) */
     unsigned char buf[];
 } enc_gz_t;
 
@@ -202,6 +204,15 @@ enc_gz_t *enc_gzip_lookup(enc_cache_t *c, const struct stat *st);
 enc_gzjob_t *enc_gzip_begin(enc_cache_t *c, int fd, const struct stat *st);
 void enc_gzip_run(enc_gzjob_t *g);
 void enc_gzip_end(enc_gzjob_t *g);
+
+/*
+ * The same for each coding enc (ENC_GZIP, ENC_BR, ENC_ZSTD), each version of
+ * a file keeping one entry per coding: zstd and brotli at site/zcoder.h's
+ * levels, gzip at ENC_GZIP_LEVEL.  enc_gzip_lookup and enc_gzip_begin are
+ * these with ENC_GZIP.
+ */
+enc_gz_t *enc_coded_lookup(enc_cache_t *c, const struct stat *st, int enc);
+enc_gzjob_t *enc_coded_begin(enc_cache_t *c, int fd, const struct stat *st, int enc);
 
 /* At most jobs compressions in flight (0, the default: no limit but the bytes). */
 void enc_gzip_limit(enc_cache_t *c, unsigned jobs);

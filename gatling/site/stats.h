@@ -153,6 +153,9 @@ typedef struct status_counters {
     uint64_t ftp_bounce;       /* PORT/EPRT to another address or a port below 1024 */
     uint64_t ftp_pasv_theft;   /* data connections to a passive port from another address */
     uint64_t ftp_timeouts;     /* login, idle, data set-up, transfer rate (-B) deadlines */
+    uint64_t compressed[3];    /* answers compressed on the fly: gzip, br, zstd (compress.c) */
+    uint64_t compress_capped;  /* ... sent identity: the streams or memory cap was reached */
+    uint64_t compress_in, compress_out; /* ... their bytes before and after */
     /* per protocol (STATS_*): requests and bytes (their sums are the two above) */
     uint64_t proto_requests[STATS_PROTOS], proto_bytes[STATS_PROTOS];
     /* ... and how long the requests took: how many fell in each bucket (not

@@ -1,0 +1,430 @@
+/* Content coding on the fly of dynamic answers: see compress.h. */
+#include "compress.h"
+#include "cgi.h"
+#include "hstate.h"
+#include "http/path.h"
+#include "proxy.h"
+#include "site/encoding.h"
+#include "site/zcoder.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+/* The loop's part: the options read once, the process's coders counted. */
+typedef struct compress {
+    const config_t *cfg;
+    zc_budget_t budget;
+    size_t min, streams, memory;
+    const char *types, *skip;
+} compress_t;
+
+#define VARY_MAX 512
+#define ETAG_MAX 256
+
+/* One exchange's stage: the codec it wraps, and the coder once it codes. */
+typedef struct cstage {
+    ex_codec_t codec; /* the original's, with ours where the body passes */
+    const ex_codec_t *orig;
+    compress_t *cp;
+    zc_t *z;          /* NULL until (unless) the head says code */
+    int enc;
+    uint64_t len, got; /* the handler's length (EX_LEN_STREAM: none), and bytes so far */
+    uint8_t done;      /* the coded stream was ended (the codec was told) */
+    char vary[VARY_MAX];
+    char etag[ETAG_MAX];
+} cstage_t;
+
+static ex_slot_t *zslot(exchange_t *ex)
+{
+    return hslot(ex, HSLOT_COMPRESS);
+}
+
+/* ---- the rules ---- */
+
+/* Is the item it[0..n) of a list a match for s[0..m) ("text/ *" a whole
+   type, "*+json" a suffix)? */
+static int type_item(const char *it, size_t n, const char *s, size_t m)
+{
+    if (n >= 2 && it[n - 1] == '*' && it[n - 2] == '/')
+        return m >= n - 1 && !strncasecmp(it, s, n - 1);
+    if (n >= 1 && it[0] == '*')
+        return m >= n - 1 && !strncasecmp(it + 1, s + m - (n - 1), n - 1);
+    return n == m && !strncasecmp(it, s, n);
+}
+
+/* Is Content-Type ctype (its parameters aside) on the comma list? */
+static int type_listed(const char *list, const char *ctype)
+{
+    if (!ctype)
+        return 0;
+    while (*ctype == ' ' || *ctype == '\t')
+        ctype++;
+    size_t m = strcspn(ctype, "; \t");
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, ",");
+        if (n && type_item(p, n, ctype, m))
+            return 1;
+        p += n + (p[n] == ',');
+    }
+    return 0;
+}
+
+/* Is the path (normalised) below a prefix of the skip list? */
+static int path_skipped(const char *list, const char *path, size_t len)
+{
+    for (const char *p = list; p && *p;) {
+        size_t n = strcspn(p, ",");
+        if (n && n <= len && !memcmp(p, path, n))
+            return 1;
+        p += n + (p[n] == ',');
+    }
+    return 0;
+}
+
+/* The field name's value among ex's response fields, and its index. */
+static const char *field(const exchange_t *ex, const char *name, int *at)
+{
+    for (int i = 0; i < ex->nfields; i++) {
+        if (!strcasecmp(ex->fields[i].name, name)) {
+            if (at)
+                *at = i;
+            return ex->fields[i].value;
+        }
+    }
+    return NULL;
+}
+
+/* Has the list value v the token tok (case-insensitive, as a whole item)? */
+static int has_token(const char *v, const char *tok)
+{
+    size_t k = strlen(tok);
+    for (const char *p = v; p && *p;) {
+        while (*p == ' ' || *p == '\t' || *p == ',')
+            p++;
+        size_t n = strcspn(p, ",;= \t");
+        if (n == k && !strncasecmp(p, tok, k))
+            return 1;
+        p += strcspn(p, ",");
+    }
+    return 0;
+}
+
+/* May this answer be coded at all?  (The client's offer was checked at
+   the entry; the caps come after.)  RFC 9110 8.4: an encoded answer stays
+   as it is; 9111 5.2.2.6: no-transform is kept. */
+static int codable(const compress_t *cp, const exchange_t *ex, int status, const char *ctype,
+                   uint64_t len)
+{
+    if (ex->head_only || ex->file || status < 200 || status == 204 || status == 206 ||
+        (status >= 300 && status < 400) || len == 0)
+        return 0;
+    if (len != EX_LEN_STREAM && len < cp->min)
+        return 0;
+    const char *ce = field(ex, "Content-Encoding", NULL);
+    const char *cc = field(ex, "Cache-Control", NULL);
+    if ((ce && strcasecmp(ce, "identity")) || field(ex, "Content-Range", NULL) ||
+        (cc && has_token(cc, "no-transform")))
+        return 0;
+    return type_listed(cp->types, ctype);
+}
+
+/* Vary: Accept-Encoding, merged with the handler's (one field). */
+static void vary_merge(cstage_t *c, exchange_t *ex)
+{
+    int at;
+    const char *v = field(ex, "Vary", &at);
+    if (!v) {
+        ex_field(ex, "Vary", "Accept-Encoding");
+        return;
+    }
+    if (has_token(v, "accept-encoding") || has_token(v, "*"))
+        return;
+    int n = snprintf(c->vary, sizeof c->vary, "%s, Accept-Encoding", v);
+    if (n > 0 && (size_t)n < sizeof c->vary)
+        ex->fields[at].value = c->vary;
+}
+
+/* A strong ETag becomes weak: the coded bytes are not the backend's
+   (RFC 9110 8.8.3), but they mean the same, and a weak validator still
+   lets the backend answer If-None-Match with 304. */
+static void etag_weaken(cstage_t *c, exchange_t *ex)
+{
+    int at;
+    const char *v = field(ex, "ETag", &at);
+    if (!v || v[0] != '"')
+        return;
+    int n = snprintf(c->etag, sizeof c->etag, "W/%s", v);
+    if (n > 0 && (size_t)n < sizeof c->etag)
+        ex->fields[at].value = c->etag;
+}
+
+/* Drop the field name (one), if there. */
+static void drop_field(exchange_t *ex, const char *name)
+{
+    int at;
+    if (!field(ex, name, &at))
+        return;
+    memmove(&ex->fields[at], &ex->fields[at + 1], (ex->nfields - at - 1) * sizeof ex->fields[0]);
+    ex->nfields--;
+}
+
+/* The stats' index of a coding: compressed[] is gzip, br, zstd. */
+static int enc_index(int enc)
+{
+    return enc == ENC_GZIP ? 0 : enc == ENC_BR ? 1 : 2;
+}
+
+/* ---- the stage ---- */
+
+static int z_head(exchange_t *ex, int status, const char *ctype, uint64_t len, time_t mtime)
+{
+    cstage_t *c = zslot(ex)->p;
+    compress_t *cp = c->cp;
+    if (!codable(cp, ex, status, ctype, len)) {
+        ex->codec = c->orig; /* steps aside for the rest of the exchange */
+        return c->orig->head(ex, status, ctype, len, mtime);
+    }
+    vary_merge(c, ex);
+    if (cp->budget.streams >= cp->streams || cp->budget.bytes >= cp->memory ||
+        !(c->z = zc_new(c->enc, len == EX_LEN_STREAM ? 0 : len, &cp->budget))) {
+        ex->site->stats.compress_capped++; /* a preference, not a demand: identity */
+        ex->codec = c->orig;
+        return c->orig->head(ex, status, ctype, len, mtime);
+    }
+    etag_weaken(c, ex);
+    drop_field(ex, "Accept-Ranges"); /* ranges of the coded bytes are not offered */
+    drop_field(ex, "Content-Encoding"); /* "identity", if any: ours replaces it */
+    ex_field(ex, "Content-Encoding", enc_name(c->enc));
+    ex->site->stats.compressed[enc_index(c->enc)]++;
+    c->len = len;
+    return c->orig->head(ex, status, ctype, EX_LEN_STREAM, mtime);
+}
+
+/* zc_run's sink: coded bytes to the codec, which owns them. */
+static int z_sink(void *arg, char *p, size_t n)
+{
+    exchange_t *ex = arg;
+    cstage_t *c = zslot(ex)->p;
+    ex->site->stats.compress_out += n;
+    return c->orig->body_buf(ex, p, n, EX_FREE);
+}
+
+/* The coded stream ends: its last bytes, then the codec's end.  Nothing of
+   c is touched after that (the exchange may end inside it). */
+static int z_finish(exchange_t *ex, cstage_t *c)
+{
+    c->done = 1;
+    int r = zc_run(c->z, NULL, 0, ZC_END, z_sink, ex);
+    zc_free(c->z); /* its memory back at once, not when a slow client is done */
+    c->z = NULL;
+    return r < 0 ? -1 : c->orig->body_end(ex);
+}
+
+static int z_body_buf(exchange_t *ex, const void *p, size_t n, int flags)
+{
+    cstage_t *c = zslot(ex)->p;
+    if (c->done) { /* more than the length the head said: as the codec would, drop it */
+        if (flags & EX_FREE)
+            free((void *)p);
+        return 0;
+    }
+    c->got += n;
+    int last = c->len != EX_LEN_STREAM && c->got >= c->len;
+    if (last && c->got > c->len)
+        n -= (size_t)(c->got - c->len);
+    ex->site->stats.compress_in += n;
+    /* each chunk flushed: the producer hands over what it read, and a pause
+       of its source must not hold bytes back from the client */
+    int r = zc_run(c->z, p, n, last ? ZC_MORE : ZC_FLUSH, z_sink, ex);
+    if (flags & EX_FREE)
+        free((void *)p);
+    if (r < 0)
+        return -1;
+    return last ? z_finish(ex, c) : 0;
+}
+
+/* A file range while coding: no handler the stage wraps sends one, but if
+   one did, its bytes are read and coded as a buffer would be. */
+static int z_body_file(exchange_t *ex, int fd, uint64_t off, uint64_t len)
+{
+    char *b = malloc(64 * 1024);
+    if (!b)
+        return -1;
+    while (len > 0) {
+        ssize_t k = pread(fd, b, len < 64 * 1024 ? len : 64 * 1024, (off_t)off);
+        if (k <= 0 || z_body_buf(ex, b, (size_t)k, 0) < 0) {
+            free(b);
+            return -1;
+        }
+        off += (uint64_t)k, len -= (uint64_t)k;
+    }
+    free(b);
+    return 0;
+}
+
+static int z_body_end(exchange_t *ex)
+{
+    cstage_t *c = zslot(ex)->p;
+    if (c->done)
+        return 0;
+    if (c->len != EX_LEN_STREAM && c->got < c->len) { /* cut short: never a clean end */
+        c->done = 1;
+        c->orig->body_abort(ex);
+        return 0;
+    }
+    return z_finish(ex, c);
+}
+
+static void z_end(exchange_t *ex, ex_slot_t *s)
+{
+    cstage_t *c = s->p;
+    if (ex->codec == &c->codec)
+        ex->codec = c->orig;
+    zc_free(c->z);
+    s->p = NULL;
+    free(c);
+}
+
+/* ---- the router's entry ---- */
+
+/* Does ex's request offer a coding, and may its answer be coded?  Then
+   the coding it prefers (enc_accepted's order), else 0. */
+static int offered(exchange_t *ex)
+{
+    const compress_t *cp = hsite_of(ex->site)->compress;
+    const http_str_t *ae = http_header(ex->req, "Accept-Encoding");
+    if (!cp || !ae || ex->head_only || zslot(ex)->p)
+        return 0;
+    int enc = enc_choose(ae->p, ae->n, ENC_ALL);
+    if (enc == ENC_IDENTITY)
+        return 0;
+    path_t p;
+    const http_str_t *t = &ex->req->target;
+    if (cp->skip && (path_from_target(t->p, t->n, ex->path, EX_PATH_CAP, &p) != 0 ||
+                     path_skipped(cp->skip, p.path, p.len)))
+        return 0;
+    return enc;
+}
+
+static int compress_match(exchange_t *ex)
+{
+    return offered(ex) && (proxy_streams(ex) || cgi_match(ex));
+}
+
+/* Wrap the codec: the answer's head decides. */
+static int compress_serve(exchange_t *ex)
+{
+    cstage_t *c = malloc(sizeof *c);
+    if (!c)
+        return HANDLER_NOT_MINE; /* identity */
+    *c = (cstage_t){.orig = ex->codec, .cp = hsite_of(ex->site)->compress, .enc = offered(ex)};
+    c->codec = *ex->codec;
+    c->codec.head = z_head;
+    c->codec.body_buf = z_body_buf;
+    c->codec.body_file = z_body_file;
+    c->codec.body_end = z_body_end;
+    ex_slot_t *s = zslot(ex);
+    s->p = c;
+    s->end = z_end;
+    ex->codec = &c->codec;
+    return HANDLER_NOT_MINE;
+}
+
+static int compress_init(site_t *s)
+{
+    const config_t *cfg = s->cfg;
+    compress_t *cp = calloc(1, sizeof *cp);
+    if (!cp)
+        return -1;
+    cp->cfg = cfg;
+    cp->min = cfg->compress_min ? (size_t)cfg->compress_min : COMPRESS_MIN;
+    cp->streams = cfg->compress_streams ? (size_t)cfg->compress_streams : COMPRESS_STREAMS;
+    cp->memory = cfg->compress_memory ? (size_t)cfg->compress_memory : COMPRESS_MEMORY;
+    cp->types = cfg->compress_types ? cfg->compress_types : COMPRESS_TYPES;
+    cp->skip = cfg->compress_skip;
+    hsite_of(s)->compress = cp;
+    return 0;
+}
+
+static void compress_free(site_t *s)
+{
+    free(hsite_of(s)->compress);
+    hsite_of(s)->compress = NULL;
+}
+
+/* There only where something produces (router_init asks once every init
+   is done): a site of files alone never pays for the entry's match. */
+static int compress_on(const site_t *s)
+{
+    const hsite_t *hs = hsite_of_const(s);
+    return s->cfg->gzip && !s->cfg->compress_off && (hs->proxy || hs->cgi);
+}
+
+const handler_t compress_handler = {"compress", compress_match, compress_serve,
+                                    compress_init, compress_free, compress_on};
+
+/* ---- --compress ---- */
+
+/* A size with an optional K, M or G (powers of 1024) in [lo, hi]; -1 if not. */
+static long size_arg(const char *s, long lo, long hi)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    int shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
+    if (shift)
+        end++;
+    if (errno || end == s || *end || v < 0 || v > (hi >> shift) || (v << shift) < lo)
+        return -1;
+    return (long)(v << shift);
+}
+
+/* A list of types or of path prefixes: no spaces or controls, not empty. */
+static int list_ok(const char *v, int paths)
+{
+    if (!*v || strlen(v) > 4096)
+        return 0;
+    for (const char *p = v; *p; p++)
+        if ((unsigned char)*p <= ' ' || *p == 127)
+            return 0;
+    if (paths)
+        for (const char *p = v; *p; p += strcspn(p, ",") + (p[strcspn(p, ",")] == ','))
+            if (*p != '/')
+                return 0;
+    return 1;
+}
+
+/* --compress: 0, or 2 after saying why. */
+static int compress_set(config_t *cfg, const optdef_t *o, char *arg)
+{
+    long v = 0;
+    (void)o;
+    if (!strcmp(arg, "off"))
+        cfg->compress_off = 1;
+    else if (!strncmp(arg, "types=", 6) && list_ok(arg + 6, 0))
+        cfg->compress_types = arg + 6;
+    else if (!strncmp(arg, "skip=", 5) && list_ok(arg + 5, 1))
+        cfg->compress_skip = arg + 5;
+    else if (!strncmp(arg, "min=", 4) && (v = size_arg(arg + 4, 1, 1L << 30)) > 0)
+        cfg->compress_min = v;
+    else if (!strncmp(arg, "streams=", 8) && (v = size_arg(arg + 8, 1, 1 << 20)) > 0)
+        cfg->compress_streams = v;
+    else if (!strncmp(arg, "memory=", 7) && (v = size_arg(arg + 7, 1 << 20, 1L << 40)) > 0)
+        cfg->compress_memory = v;
+    else {
+        fprintf(stderr, "gatling: --compress %s: not off, types=LIST, skip=/PATH[,...], "
+                "min=BYTES (>= 1), streams=N (1-1048576) or memory=BYTES (>= 1M)\n", arg);
+        return 2;
+    }
+    return 0;
+}
+
+const optdef_t compress_opts[] = {
+    OPT_ROW_FN(0, "compress", OPT_RULE, OPT_ANY, 6, compress_set, 0, NULL,
+        "  --compress off|types=LIST|skip=/PATH,...|min=B|streams=N|memory=B  zstd, br, gzip\n"
+        "            on the fly for CGI and -P answers (repeatable; gatling(8))\n"),
+    OPT_LAST};

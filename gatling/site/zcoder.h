@@ -1,0 +1,82 @@
+/*
+ * zcoder — one streaming compressor of a response body: zstd (libzstd),
+ * brotli (libbrotlienc) or gzip (zlib), behind one small interface, its
+ * memory counted through the libraries' allocator hooks into a budget the
+ * caller owns (one per process: handlers/compress.c's).
+ *
+ * A chunk in, compressed bytes out: zc_run compresses what it is given and,
+ * when asked, flushes (every byte given so far can be decoded from what came
+ * out: a backend that pauses has its bytes at the client) or ends the
+ * stream.  Output goes to the caller's sink in malloc'd blocks it then owns.
+ * Nothing here does I/O or keeps globals; a coder is used by one thread.
+ */
+#ifndef GATLING_ZCODER_H
+#define GATLING_ZCODER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * The levels, chosen for bytes per CPU on a 50 KiB HTML page (figures:
+ * bench/doc/compress-load.md, "Levels"): zstd 3 is libzstd's default and
+ * where its curve bends (15.2 KB in ~0.27 ms; level 5 saves 5% more for 2x
+ * the CPU); brotli 4 makes fewer bytes than gzip 5 at about gzip's CPU
+ * (14.3 KB in ~1.4 ms; brotli 5 saves 6% more for 40% more CPU); gzip 5 is
+ * within 1% of gzip 6's bytes for 20-30% less CPU.  Windows are 64 KiB
+ * (gzip's 32 KiB), so that a coder costs under 1 MiB (zstd ~0.73 MiB,
+ * brotli ~0.8-1.3, gzip ~0.27: tests/unit/t_zcoder prints them) and a
+ * 50 KiB page loses nothing to it (the same bytes as with 512 KiB).
+ */
+#define ZC_LEVEL_ZSTD 3
+#define ZC_LEVEL_BR 4
+#define ZC_LEVEL_GZIP 5
+#define ZC_WINDOW_LOG 16
+
+#define ZC_BLOCK (16 * 1024) /* an output block, at most */
+
+/* The codings, the same bits as encoding.h's ENC_GZIP, ENC_BR, ENC_ZSTD
+   (encoding.c checks), which callers pass. */
+enum { ZC_GZIP = 1, ZC_BR = 2, ZC_ZSTD = 4 };
+
+/* The memory every coder of a budget holds, as the libraries allocated it. */
+typedef struct zc_budget {
+    size_t bytes;     /* now */
+    size_t peak;      /* the most at once */
+    unsigned streams; /* coders alive */
+} zc_budget_t;
+
+typedef struct zc zc_t;
+
+/* What zc_run does after compressing its input. */
+enum { ZC_MORE, ZC_FLUSH, ZC_END };
+
+/*
+ * A coder for enc (ZC_GZIP, ZC_BR or ZC_ZSTD) at its
+ * level above, counted in b; size: the whole input's length if known (it
+ * lets zstd and brotli size their tables down), else 0.  NULL on ENOMEM or
+ * an enc it does not know.
+ */
+zc_t *zc_new(int enc, uint64_t size, zc_budget_t *b);
+
+/*
+ * Where output goes: p[0..n) is malloc'd and the sink's from here on (also
+ * when it fails).  0, or -1 to stop zc_run.
+ */
+typedef int (*zc_sink_t)(void *arg, char *p, size_t n);
+
+/*
+ * Compress in[0..n) (n may be 0), then ZC_MORE: keep what the library
+ * holds; ZC_FLUSH: flush it out; ZC_END: end the stream (the coder takes no
+ * more).  Full blocks of ZC_BLOCK go to sink as they fill; with FLUSH or
+ * END the last one goes too, cut to its length.  0; or -1 when the sink
+ * failed, the library did (errno EIO) or memory ran out (ENOMEM).
+ */
+int zc_run(zc_t *z, const void *in, size_t n, int mode, zc_sink_t sink, void *arg);
+
+/* Bytes given to z and bytes it gave out so far. */
+void zc_counts(const zc_t *z, uint64_t *in, uint64_t *out);
+
+/* Free z and its memory (its budget's count goes down); NULL: nothing. */
+void zc_free(zc_t *z);
+
+#endif

@@ -1,0 +1,436 @@
+"""Content coding on the fly of dynamic answers (--compress; handlers/compress.c,
+site/zcoder.c): a CGI program's and a proxied backend's answers in zstd, br and
+gzip, decoded by real decoders (Python's zstandard, brotli and gzip modules,
+curl --compressed); a CGI writing a line a second arrives a line at a time,
+each decodable as it comes; what is never coded (no-transform, an encoded
+answer, 206, HEAD, 304, a small one, a type not on the list, a skipped path,
+--compress off, past the streams cap) goes as it came; Vary merged with the
+backend's, the ETag made weak, no length; /metrics counts each.
+Runs in the http, https, h2 and h3 passes."""
+import gzip
+import socket
+import sys
+import time
+import zlib
+
+import pytest
+
+import appservers
+from conftest import MUX, Client, Mode, build_request, fetch, no_h3_client, url
+from feature_helpers import curl, module_server
+
+sys.path.append("/usr/lib/python3/dist-packages")  # Debian's, from another python3 too
+zstandard = pytest.importorskip("zstandard")
+brotli = pytest.importorskip("brotli")
+
+
+def html(n):
+    rows, i = [], 0
+    while sum(map(len, rows)) < n:
+        rows.append("<tr><td class=\"n\">%d</td><td>row %d of the report, %s</td></tr>\n"
+                    % (i, i * 7919 % 1000, ["alpha", "beta", "gamma"][i % 3]))
+        i += 1
+    return ("<!doctype html><table>\n" + "".join(rows))[:n].encode()
+
+
+PAGE = html(50 * 1024)
+SMALL = b"<p>tiny</p>\n"
+
+SH = "#!/bin/sh\n"
+CGI = {
+    "page.sh": SH + ("printf 'Content-Type: text/html; charset=utf-8\\r\\nETag: \"p1\"\\r\\n"
+                     "Vary: Cookie\\r\\n\\r\\n'\ncat page.html\n"),
+    "len.sh": SH + ("printf 'Content-Type: text/html\\r\\nContent-Length: %d\\r\\n\\r\\n'\n"
+                    "cat page.html\n" % len(PAGE)),
+    "tick.sh": SH + ("printf 'Content-Type: text/event-stream\\r\\n\\r\\n'\n"
+                     "for i in 1 2 3; do printf 'data: tick %s\\n\\n' $i; sleep 1; done\n"),
+    "small.sh": SH + "printf 'Content-Type: text/html\\r\\nContent-Length: 12\\r\\n\\r\\n'\n"
+                     "printf '<p>tiny</p>\\n'\n",
+    "png.sh": SH + "printf 'Content-Type: image/png\\r\\n\\r\\n'\ncat page.html\n",
+    "json.sh": SH + "printf 'Content-Type: application/problem+json\\r\\n\\r\\n'\ncat page.html\n",
+    "notrans.sh": SH + ("printf 'Content-Type: text/html\\r\\n"
+                        "Cache-Control: public, no-transform\\r\\n\\r\\n'\ncat page.html\n"),
+}
+
+
+def tree():
+    cgi = {k: Mode(v, 0o755) for k, v in CGI.items()}
+    return {".proxy": "", "page.html": PAGE, "static.html": PAGE,
+            "cgi": dict(cgi, **{"page.html": PAGE}),
+            "secret": {"page.sh": Mode(CGI["page.sh"], 0o755), "page.html": PAGE}}
+
+
+# ---- a backend written here: its answer by the path ----
+
+BACKEND = {
+    "/app/page": ([("Content-Type", "text/html"), ("ETag", '"b1"'), ("Vary", "Cookie"),
+                   ("Accept-Ranges", "bytes")], PAGE),
+    "/app/vary": ([("Content-Type", "text/html"), ("Vary", "accept-encoding")], PAGE),
+    "/app/encoded": ([("Content-Type", "text/html"), ("Content-Encoding", "gzip")],
+                     gzip.compress(PAGE, mtime=0)),
+    "/app/notrans": ([("Content-Type", "text/html"), ("Cache-Control", "no-transform")], PAGE),
+    "/app/small": ([("Content-Type", "text/html")], SMALL),
+    "/app/range": ([("Content-Type", "text/html"), ("Content-Range",
+                                                     "bytes 0-99/%d" % len(PAGE))], PAGE[:100]),
+    "/app/304": ([("ETag", '"b1"')], b""),
+    "/app/identity": ([("Content-Type", "text/html"), ("Content-Encoding", "identity")], PAGE),
+    "/app/cached": ([("Content-Type", "text/html"), ("Cache-Control", "max-age=60")], PAGE),
+}
+ASKED = []  # the backend's requests, by path
+
+
+def backend_answer(conn):
+    with conn:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return
+            data += chunk
+        line = data.split(b"\r\n", 1)[0].decode("latin-1")
+        method, path = line.split(" ")[0], line.split(" ")[1]
+        ASKED.append(path)
+        fields, body = BACKEND.get(path, ([("Content-Type", "text/plain")], b"no such\n"))
+        status = "206 Partial Content" if path == "/app/range" else \
+            "304 Not Modified" if path == "/app/304" else "200 OK"
+        head = "HTTP/1.1 %s\r\n" % status + "".join("%s: %s\r\n" % f for f in fields)
+        if path != "/app/304":
+            head += "Content-Length: %d\r\n" % len(body)
+        head += "Connection: close\r\n\r\n"
+        conn.sendall(head.encode() + (b"" if method == "HEAD" or path == "/app/304" else body))
+
+
+@pytest.fixture(scope="module")
+def backend():
+    lst = appservers.serve(appservers.listener(), backend_answer, threaded=True)
+    yield lst.getsockname()[1]
+    lst.close()
+
+
+ARGS = ("-T", "10", "-S", "-w", r"\.sh$")
+
+
+@pytest.fixture(scope="module")
+def srv(build, tmp_path_factory, backend):
+    yield from module_server(build, tmp_path_factory, "compress", tree(),
+                             args=ARGS + ("-P", "127.0.0.1/%d/^/app/" % backend,
+                                          "--compress", "skip=/secret/"))
+
+
+def decode(coding, body):
+    if coding == "zstd":
+        return zstandard.ZstdDecompressor().decompressobj().decompress(body)
+    if coding == "br":
+        return brotli.decompress(body)
+    if coding == "gzip":
+        return gzip.decompress(body)
+    assert coding is None, coding
+    return body
+
+
+def get(port, target, ae=None, method="GET", headers=()):
+    h = list(headers) + ([("Accept-Encoding", ae)] if ae else [])
+    with Client(port) as c:
+        return c.request(target, method=method, headers=h)
+
+
+@pytest.mark.parametrize("coding", ["zstd", "br", "gzip"])
+@pytest.mark.parametrize("path", ["/cgi/page.sh", "/cgi/len.sh", "/app/page"])
+def test_coded_and_decoded(srv, path, coding):
+    """A CGI's answer (streamed, and with a Content-Length) and a proxied
+    one, in each coding the client asks for: Content-Encoding says which,
+    the bytes decode to the page, no length goes with them, the ETag is
+    weak and Vary names Accept-Encoding beside the backend's own."""
+    r = get(srv.port, path, coding)
+    assert r.status == 200, r
+    assert r.header("Content-Encoding") == coding, r
+    assert decode(coding, r.body) == PAGE
+    assert len(r.body) < len(PAGE) // 3, (coding, len(r.body))
+    assert r.header("Content-Length") is None, r
+    assert "accept-encoding" in r.tokens("Vary"), r
+    if path != "/cgi/len.sh":
+        assert "cookie" in r.tokens("Vary"), r
+        assert r.header("ETag") == 'W/"%s"' % ("p1" if path.startswith("/cgi") else "b1"), r
+    if path == "/app/page":
+        assert r.header("Accept-Ranges") is None, r  # no ranges of the coded bytes
+
+
+def test_preference_by_q(srv):
+    """The client's q-values choose; ties go br, zstd, gzip; identity when
+    none is acceptable."""
+    cases = [("gzip, br, zstd", "br"), ("zstd;q=1, br;q=0.5", "zstd"),
+             ("gzip;q=1, br;q=0.9", "gzip"), ("x-gzip", "gzip"), ("identity", None),
+             ("compress, deflate", None), ("*", "br"), ("*;q=0", None)]
+    for ae, want in cases:
+        r = get(srv.port, "/cgi/page.sh", ae)
+        assert r.status == 200 and r.header("Content-Encoding") == want, (ae, r)
+        assert decode(want, r.body) == PAGE
+
+
+@no_h3_client("Debian 12's curl has no HTTP/3")
+def test_curl_compressed(srv):
+    """curl --compressed (libcurl's own decoders) gets the page back."""
+    for path in ("/cgi/page.sh", "/app/page"):
+        p = curl(url(srv.port, path), "--compressed", "-D", "-")
+        assert p.returncode == 0, p.stderr
+        head, _, body = p.stdout.partition(b"\r\n\r\n")
+        assert b"content-encoding:" in head.lower(), head
+        assert body == PAGE
+
+
+@pytest.mark.parametrize("path,why", [
+    ("/cgi/notrans.sh", "Cache-Control: no-transform"),
+    ("/app/notrans", "no-transform, from a backend"),
+    ("/cgi/small.sh", "a known length under min="),
+    ("/app/small", "a known length under min=, from a backend"),
+    ("/cgi/png.sh", "a type not on the list"),
+    ("/secret/page.sh", "a path of skip= (BREACH)"),
+])
+def test_left_alone(srv, path, why):
+    r = get(srv.port, path, "zstd, br")
+    assert r.status == 200, (why, r)
+    assert r.header("Content-Encoding") is None, (why, r)
+    assert r.body in (PAGE, SMALL), why
+
+
+def test_static_file_keeps_its_own(srv):
+    """A static file goes its own way (site/encoding.h: coded once on a worker
+    thread and cached), with a length: never through the stage."""
+    r = get(srv.port, "/static.html", "zstd, br")
+    assert r.header("Content-Encoding") == "br" and r.header("Content-Length"), r
+    assert decode("br", r.body) == PAGE and r.header("ETag").endswith('-br"'), r
+
+
+def test_type_patterns(srv):
+    """*+json is on the default list: application/problem+json is coded."""
+    r = get(srv.port, "/cgi/json.sh", "zstd")
+    assert r.header("Content-Encoding") == "zstd" and decode("zstd", r.body) == PAGE
+
+
+def test_already_encoded(srv):
+    """A backend's gzip passes as it is, never coded twice."""
+    r = get(srv.port, "/app/encoded", "zstd, gzip")
+    assert r.header("Content-Encoding") == "gzip", r
+    assert gzip.decompress(r.body) == PAGE
+
+
+def test_identity_replaced(srv):
+    """A backend's Content-Encoding: identity is no coding: coded, and ours is
+    the one Content-Encoding."""
+    r = get(srv.port, "/app/identity", "zstd")
+    assert r.header_all("Content-Encoding") == ["zstd"], r
+    assert decode("zstd", r.body) == PAGE
+
+
+def test_partial_and_not_modified(srv):
+    """A backend's 206 and 304 go as they came: no coding, the ETag strong."""
+    r = get(srv.port, "/app/range", "zstd", headers=[("Range", "bytes=0-99")])
+    assert r.status == 206 and r.header("Content-Encoding") is None and r.body == PAGE[:100], r
+    r = get(srv.port, "/app/304", "zstd", headers=[("If-None-Match", '"b1"')])
+    assert r.status == 304 and r.header("Content-Encoding") is None, r
+    assert r.header("ETag") == '"b1"', r
+
+
+def test_head(srv):
+    """HEAD: the head as it came (no Content-Encoding), no body."""
+    for path in ("/cgi/page.sh", "/app/page"):
+        r = get(srv.port, path, "zstd", method="HEAD")
+        assert r.status == 200 and r.header("Content-Encoding") is None and not r.body, r
+
+
+def test_vary_not_doubled(srv):
+    """A backend's Vary naming Accept-Encoding already is kept as it is."""
+    r = get(srv.port, "/app/vary", "br")
+    assert r.header("Content-Encoding") == "br", r
+    assert r.tokens("Vary") == ["accept-encoding"], r
+
+
+def body_times(port, target, ae):
+    """[(seconds since the request, body bytes so far)] each time the body
+    grew, until it ends: the client's view of a streamed answer."""
+    out, t0 = [], time.monotonic()
+    deadline = t0 + 20
+    with Client(port) as c:
+        c.send(build_request(target, headers=[("Accept-Encoding", ae)]))
+        if MUX:
+            st = c.streams[c.order[0]]
+            while not st.ended:
+                c._recv(deadline, "body")
+                if st.body and (not out or len(st.body) > len(out[-1][1])):
+                    out.append((time.monotonic() - t0, bytes(st.body)))
+            return out
+        raw = b""
+        while not raw.endswith(b"0\r\n\r\n"):
+            chunk = c._recv_more(deadline, "body")
+            assert chunk, "closed before the end: %r" % raw[-200:]
+            raw += chunk
+            body = dechunk(raw)
+            if body and (not out or len(body) > len(out[-1][1])):
+                out.append((time.monotonic() - t0, body))
+        return out
+
+
+def dechunk(raw):
+    """The chunked body's bytes in raw so far (HTTP/1.1)."""
+    head, sep, rest = raw.partition(b"\r\n\r\n")
+    assert b"transfer-encoding: chunked" in head.lower() or not sep, head
+    body = b""
+    while rest:
+        line, sep, rest = rest.partition(b"\r\n")
+        if not sep:
+            break
+        n = int(line.split(b";")[0], 16)
+        if n == 0 or len(rest) < n + 2:
+            break
+        body, rest = body + rest[:n], rest[n + 2:]
+    return body
+
+
+@pytest.mark.parametrize("coding", ["zstd", "br", "gzip"])
+def test_streamed_a_line_at_a_time(srv, coding):
+    """A CGI writing a line a second (server-sent events): each line can be
+    decoded at the client about when it was written, not all at the end."""
+    steps = body_times(srv.port, "/cgi/tick.sh", coding)
+    d = {"zstd": lambda: zstandard.ZstdDecompressor().decompressobj(),
+         "br": lambda: brotli.Decompressor(),
+         "gzip": lambda: zlib.decompressobj(16 + 15)}[coding]
+    seen = {}
+    for t, body in steps:
+        dec = d()
+        text = dec.decompress(body) if coding != "br" else dec.process(body)
+        for i in (1, 2, 3):
+            if b"data: tick %d\n" % i in text and i not in seen:
+                seen[i] = t
+    assert sorted(seen) == [1, 2, 3], steps
+    assert seen[2] - seen[1] > 0.5 and seen[3] - seen[2] > 0.5, seen
+    assert seen[1] < steps[-1][0] - 1.5, (seen, steps[-1][0])
+
+
+def metrics(port):
+    r = fetch(port, "/metrics")
+    out = {}
+    for line in r.body.decode().splitlines():
+        if line.startswith("gatling_compress"):
+            k, v = line.rsplit(" ", 1)
+            out[k] = float(v)
+    return out
+
+
+def test_metrics(srv):
+    before = metrics(srv.port)
+    get(srv.port, "/cgi/page.sh", "zstd")
+    get(srv.port, "/app/page", "gzip")
+    after = metrics(srv.port)
+    key = 'gatling_compressed_total{coding="%s"}'
+    assert after[key % "zstd"] == before.get(key % "zstd", 0) + 1, after
+    assert after[key % "gzip"] == before.get(key % "gzip", 0) + 1, after
+    side = 'gatling_compress_bytes_total{side="%s"}'
+    assert after[side % "in"] - before.get(side % "in", 0) == 2 * len(PAGE), after
+    assert after[side % "out"] - before.get(side % "out", 0) < len(PAGE), after
+
+
+def test_cache_hits_coded(gatling, backend):
+    """The response cache in front of a backend: the miss that fills it and
+    the hits after it are each coded as their client asks (the cache keeps
+    the backend's bytes: one fetch), identity for a client that asks none."""
+    srv = gatling(dict(tree(), **{".cache": "ttl 30\n"}),
+                  args=ARGS + ("-P", "127.0.0.1/%d/^/app/" % backend))
+    before = ASKED.count("/app/cached")
+    for ae in ("zstd", "br", None, "gzip", "zstd"):
+        r = get(srv.port, "/app/cached", ae)
+        assert r.status == 200 and r.header("Content-Encoding") == ae, (ae, r)
+        assert decode(ae, r.body) == PAGE, ae
+    assert ASKED.count("/app/cached") == before + 1, "one fetch"
+    assert "hit" in (r.header("Cache-Status") or ""), r
+
+
+@pytest.fixture(scope="module")
+def php_fpm(tmp_path_factory):
+    d = tmp_path_factory.mktemp("fpm")
+    proc = appservers.php_fpm(d)
+    try:
+        yield str(d / "fpm.sock")
+    finally:
+        appservers.stop(proc)
+
+
+PHP = ("<?php header('Content-Type: text/html; charset=utf-8'); header('ETag: \"f1\"');\n"
+       "readfile(__DIR__ . '/page.html');\n")
+
+
+@pytest.mark.parametrize("coding", ["zstd", "br", "gzip"])
+def test_fastcgi_php(gatling, php_fpm, coding):
+    """A FastCGI backend (php-fpm) answers: coded as a proxied HTTP one is."""
+    srv = gatling({".proxy": "", "page.php": PHP, "page.html": PAGE},
+                  args=("-T", "10", "-P", "F/unix:%s:\\.php$" % php_fpm), check_fds=False)
+    r = get(srv.port, "/page.php", coding)
+    assert r.status == 200 and r.header("Content-Encoding") == coding, r
+    assert decode(coding, r.body) == PAGE and r.header("ETag") == 'W/"f1"', r
+
+
+def test_off(gatling, tmp_path, backend):
+    """--compress off: every answer as it came (static files keep theirs)."""
+    srv = gatling(tree(), args=ARGS + ("-P", "127.0.0.1/%d/^/app/" % backend,
+                                       "--compress", "off"))
+    for path in ("/cgi/page.sh", "/app/page"):
+        r = get(srv.port, path, "zstd, br, gzip")
+        assert r.status == 200 and r.header("Content-Encoding") is None and r.body == PAGE, r
+
+
+def test_streams_cap(gatling, tmp_path):
+    """streams=1: while one coder works (a CGI that has not finished), the
+    next answer goes identity, counted in /metrics."""
+    srv = gatling(tree(), args=ARGS + ("--compress", "streams=1"))
+    with Client(srv.port) as c:
+        c.send(build_request("/cgi/tick.sh", headers=[("Accept-Encoding", "zstd")]))
+        if MUX:
+            c.read_head()
+        else:
+            while b"\r\n\r\n" not in c.buf:
+                c.buf += c._recv_more(time.monotonic() + 10, "head")
+        r = get(srv.port, "/cgi/page.sh", "zstd")
+        assert r.header("Content-Encoding") is None and r.body == PAGE, r
+        assert metrics(srv.port).get("gatling_compress_capped_total") == 1
+    r = get(srv.port, "/cgi/page.sh", "zstd")  # the first has ended: a coder again
+    assert r.header("Content-Encoding") == "zstd", r
+
+
+def test_memory_cap(gatling):
+    """memory=1M: two coders streaming (zstd's ~0.7 MiB each) fill it, and the
+    next answer goes identity, counted."""
+    srv = gatling(tree(), args=ARGS + ("--compress", "memory=1M"))
+    clients = []
+    try:
+        for _ in range(2):
+            c = Client(srv.port)
+            clients.append(c)
+            c.send(build_request("/cgi/tick.sh", headers=[("Accept-Encoding", "zstd")]))
+            if MUX:
+                c.read_head()
+            else:
+                while b"\r\n\r\n" not in c.buf:
+                    c.buf += c._recv_more(time.monotonic() + 10, "head")
+        r = get(srv.port, "/cgi/page.sh", "zstd")
+        assert r.header("Content-Encoding") is None and r.body == PAGE, r
+        assert metrics(srv.port).get("gatling_compress_capped_total") == 1
+    finally:
+        for c in clients:
+            c.close()
+
+
+@pytest.mark.parametrize("arg", ["", "bogus", "min=0", "streams=0", "memory=1K", "types=",
+                                 "skip=nopath", "types=text/html bad", "memory=1023K",
+                                 "streams=2000000"])
+def test_bad_option(build, arg):
+    """What --compress refuses (and, below, takes)."""
+    import subprocess
+    p = subprocess.run([build.binary, "--compress", arg, "-V"], capture_output=True, timeout=10)
+    assert p.returncode == 2 and b"--compress" in p.stderr, (arg, p)
+
+
+@pytest.mark.parametrize("arg", ["off", "memory=32M", "memory=1048576", "streams=1", "min=1K",
+                                 "types=text/html,*+json", "skip=/a,/b/c"])
+def test_good_option(build, arg):
+    import subprocess
+    p = subprocess.run([build.binary, "--compress", arg, "-V"], capture_output=True, timeout=10)
+    assert p.returncode == 0 and not p.stderr, (arg, p)

@@ -1,0 +1,139 @@
+/*
+ * site/zcoder: each coding, given text a chunk at a time and flushed after
+ * each, hands out bytes that the library's own decoder turns back into
+ * exactly the chunks given so far (what a client of a streamed answer
+ * sees), and into the whole text once ended; its memory is counted in the
+ * budget while it lives and is all given back when it is freed.
+ */
+#include "site/encoding.h"
+#include "site/zcoder.h"
+#include "tap.h"
+
+#include <brotli/decode.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#define TEXT_MAX (256 * 1024)
+
+/* What came out so far, in order. */
+typedef struct sink {
+    char *p;
+    size_t n, blocks;
+} sink_t;
+
+static int collect(void *arg, char *p, size_t n)
+{
+    sink_t *s = arg;
+    s->p = realloc(s->p, s->n + n + 1);
+    memcpy(s->p + s->n, p, n);
+    s->n += n;
+    s->blocks++;
+    free(p);
+    return 0;
+}
+
+/* Decode in[0..n) (a stream maybe not ended) into out: bytes, or -1. */
+static long decode(int enc, const char *in, size_t n, char *out, size_t cap)
+{
+    if (enc == ENC_ZSTD) {
+        ZSTD_DStream *d = ZSTD_createDStream();
+        ZSTD_inBuffer ib = {in, n, 0};
+        ZSTD_outBuffer ob = {out, cap, 0};
+        while (ib.pos < ib.size)
+            if (ZSTD_isError(ZSTD_decompressStream(d, &ob, &ib)))
+                return ZSTD_freeDStream(d), -1;
+        ZSTD_freeDStream(d);
+        return (long)ob.pos;
+    }
+    if (enc == ENC_BR) {
+        BrotliDecoderState *d = BrotliDecoderCreateInstance(NULL, NULL, NULL);
+        size_t ai = n, ao = cap;
+        const uint8_t *ni = (const uint8_t *)in;
+        uint8_t *no = (uint8_t *)out;
+        BrotliDecoderResult r = BrotliDecoderDecompressStream(d, &ai, &ni, &ao, &no, NULL);
+        BrotliDecoderDestroyInstance(d);
+        return r == BROTLI_DECODER_RESULT_ERROR ? -1 : (long)(cap - ao);
+    }
+    z_stream z = {0};
+    inflateInit2(&z, 15 + 16);
+    z.next_in = (Bytef *)in, z.avail_in = (uInt)n;
+    z.next_out = (Bytef *)out, z.avail_out = (uInt)cap;
+    int r = inflate(&z, Z_SYNC_FLUSH);
+    long got = (long)(cap - z.avail_out);
+    inflateEnd(&z);
+    return r == Z_OK || r == Z_STREAM_END || r == Z_BUF_ERROR ? got : -1;
+}
+
+static char *text(size_t n)
+{
+    char *t = malloc(n);
+    size_t k = 0;
+    for (unsigned i = 0; k < n; i++) {
+        char line[128];
+        int m = snprintf(line, sizeof line,
+                         "<tr><td class=\"n\">%u</td><td>item %u of the list</td></tr>\n", i,
+                         i * 7919 % 1000);
+        for (int j = 0; j < m && k < n; j++)
+            t[k++] = line[j];
+    }
+    return t;
+}
+
+static void one(int enc, const char *name)
+{
+    zc_budget_t b = {0};
+    size_t n = 50 * 1024, chunk = 4096;
+    char *t = text(n), *out = malloc(TEXT_MAX);
+    sink_t s = {0};
+    zc_t *z = zc_new(enc, 0, &b);
+    ok(z && b.streams == 1, "%s: a coder, counted", name);
+    int streamed = 1;
+    for (size_t off = 0; off < n; off += chunk) {
+        size_t k = n - off < chunk ? n - off : chunk;
+        if (zc_run(z, t + off, k, ZC_FLUSH, collect, &s) < 0)
+            streamed = 0;
+        long d = decode(enc, s.p, s.n, out, TEXT_MAX);
+        if (d != (long)(off + k) || memcmp(out, t, off + k))
+            streamed = 0;
+    }
+    ok(streamed, "%s: after each flush the client decodes every byte given so far", name);
+    ok(b.bytes > 0, "%s: %zu bytes of memory counted while coding (peak %zu)", name, b.bytes,
+       b.peak);
+    is_int(zc_run(z, NULL, 0, ZC_END, collect, &s), 0, "%s: ended", name);
+    long d = decode(enc, s.p, s.n, out, TEXT_MAX);
+    ok(d == (long)n && !memcmp(out, t, n), "%s: the whole text back (%zu -> %zu bytes)", name, n,
+       s.n);
+    ok(zc_run(z, "x", 1, ZC_FLUSH, collect, &s) < 0, "%s: nothing taken after the end", name);
+    uint64_t in, outn;
+    zc_counts(z, &in, &outn);
+    ok(in == n && outn == s.n, "%s: counts of bytes in and out", name);
+    zc_free(z);
+    ok(b.bytes == 0 && b.streams == 0, "%s: freed, the budget is back to 0", name);
+    free(s.p);
+    /* one call with the whole text and END: what a known length does */
+    s = (sink_t){0};
+    z = zc_new(enc, n, &b);
+    zc_run(z, t, n, ZC_MORE, collect, &s);
+    zc_run(z, NULL, 0, ZC_END, collect, &s);
+    d = decode(enc, s.p, s.n, out, TEXT_MAX);
+    ok(d == (long)n && !memcmp(out, t, n), "%s: in one piece, %zu bytes, peak memory %zu", name,
+       s.n, b.peak);
+    zc_free(z);
+    free(s.p);
+    free(out);
+    free(t);
+}
+
+int main(void)
+{
+    one(ENC_ZSTD, "zstd");
+    one(ENC_BR, "br");
+    one(ENC_GZIP, "gzip");
+    zc_budget_t b = {0};
+    ok(!zc_new(ENC_IDENTITY, 0, &b) && b.bytes == 0 && b.streams == 0,
+       "identity is no coder, and costs nothing");
+    return tap_done();
+}
