@@ -24,7 +24,8 @@ FUZZ_DIR := build/fuzz
 FUZZ_CFLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
                -DGIO_BACKEND_POLL -Iio -Igatling -Igatling/http -Igatling/site \
                -Igatling/handlers -Itests/fuzz
-FUZZ_LIBS := -lnghttp2 -lcurl -ljson-c -lldns -lssl -lcrypto -lowfat -lcrypt -lz -lzstd
+FUZZ_LIBS := -lnghttp2 -lcurl -ljson-c -lldns -lssl -lcrypto -lowfat -lcrypt -lz -lzstd \
+             -lbrotlienc
 # with HTTP/3 where the top makefile found its libraries (H3=1): every object
 # and harness alike, as the headers' structures depend on it
 ifeq ($(H3),1)
@@ -36,7 +37,8 @@ FUZZ_LIB := gatling/http/http_parse.c gatling/http/fcgi.c gatling/http/path.c ga
             gatling/site/encoding.c gatling/site/vhost.c gatling/site/fs.c \
             gatling/handlers/htaccess.c gatling/http/hbuf.c gatling/http/conditional.c \
             gatling/conn/proxyproto.c gatling/http/cgi_head.c gatling/ftp/ftp_parse.c \
-            gatling/http/cachectl.c gatling/site/nets.c gatling/http/dcz.c
+            gatling/http/cachectl.c gatling/site/nets.c gatling/http/dcz.c \
+            gatling/site/zcoder.c
 
 # fuzz_h2 and fuzz_quic run a whole site: every gatling source but main.c, on the poll loop
 FUZZ_H2_LIB := $(filter-out gatling/main.c,$(wildcard gatling/*.c gatling/*/*.c)) \
@@ -63,14 +65,15 @@ $(FUZZ_DIR)/fuzz_h2 $(FUZZ_DIR)/fuzz_quic $(FUZZ_DIR)/fuzz_options: $(FUZZ_DIR)/
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -pthread -o $@ $^ $(FUZZ_LIBS)
 
 # fuzz_acme: the ACME client's parsers (json-c, and curl_getdate for Retry-After)
-# and DNS-01's key file parser (OPENSSL_cleanse), and the schedule the parsed times feed
+# and DNS-01's key file parser (OPENSSL_cleanse; its loader opens the file by
+# site/privfs.c's rule for secrets), and the schedule the parsed times feed
 $(FUZZ_DIR)/fuzz_acme: $(FUZZ_OBJ)/tests/fuzz/fuzz_acme.o \
                        $(call fuzz_objs,gatling/acme/acme_parse.c gatling/acme/acme_sched.c \
-                                        gatling/acme/acme_dnskey.c)
+                                        gatling/acme/acme_dnskey.c gatling/site/privfs.c)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $^ -ljson-c -lcurl -lcrypto
 
 $(FUZZ_DIR)/%: $(FUZZ_OBJ)/tests/fuzz/%.o $(call fuzz_objs,$(FUZZ_LIB))
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $^ -lowfat -lcrypt -lz
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $^ -lowfat -lcrypt -lz -lzstd -lbrotlienc
 
 .PHONY: fuzz fuzz-build fuzz-check
 fuzz-build: $(FUZZ_NAMES:%=$(FUZZ_DIR)/%)
