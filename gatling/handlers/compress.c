@@ -369,20 +369,6 @@ const handler_t compress_handler = {"compress", compress_match, compress_serve,
 
 /* ---- --compress ---- */
 
-/* A size with an optional K, M or G (powers of 1024) in [lo, hi]; -1 if not. */
-static long size_arg(const char *s, long lo, long hi)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    int shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
-    if (shift)
-        end++;
-    if (errno || end == s || *end || v < 0 || v > (hi >> shift) || (v << shift) < lo)
-        return -1;
-    return (long)(v << shift);
-}
-
 /* A list of types or of path prefixes: no spaces or controls, not empty. */
 static int list_ok(const char *v, int paths)
 {
@@ -401,7 +387,7 @@ static int list_ok(const char *v, int paths)
 /* --compress: 0, or 2 after saying why. */
 static int compress_set(config_t *cfg, const optdef_t *o, char *arg)
 {
-    long v = 0;
+    long long v = 0;
     (void)o;
     if (!strcmp(arg, "off"))
         cfg->compress_off = 1;
@@ -409,12 +395,12 @@ static int compress_set(config_t *cfg, const optdef_t *o, char *arg)
         cfg->compress_types = arg + 6;
     else if (!strncmp(arg, "skip=", 5) && list_ok(arg + 5, 1))
         cfg->compress_skip = arg + 5;
-    else if (!strncmp(arg, "min=", 4) && (v = size_arg(arg + 4, 1, 1L << 30)) > 0)
-        cfg->compress_min = v;
-    else if (!strncmp(arg, "streams=", 8) && (v = size_arg(arg + 8, 1, 1 << 20)) > 0)
-        cfg->compress_streams = v;
-    else if (!strncmp(arg, "memory=", 7) && (v = size_arg(arg + 7, 1 << 20, 1L << 40)) > 0)
-        cfg->compress_memory = v;
+    else if (!strncmp(arg, "min=", 4) && (v = opt_size(arg + 4, 1, 1LL << 30)) > 0)
+        cfg->compress_min = (long)v;
+    else if (!strncmp(arg, "streams=", 8) && (v = opt_size(arg + 8, 1, 1 << 20)) > 0)
+        cfg->compress_streams = (long)v;
+    else if (!strncmp(arg, "memory=", 7) && (v = opt_size(arg + 7, 1 << 20, 1LL << 40)) > 0)
+        cfg->compress_memory = (long)v;
     else {
         fprintf(stderr, "gatling: --compress %s: not off, types=LIST, skip=/PATH[,...], "
                 "min=BYTES (>= 1), streams=N (1-1048576) or memory=BYTES (>= 1M)\n", arg);

@@ -572,6 +572,20 @@ static void pace(pace_t *p)
     pace_start(p);
 }
 
+/* The file's next piece at off (at most cap bytes, none past size): its
+   length, or 0 with *err set (a read's errno, or ESTALE: a file that shrank
+   under us is no longer the one its stat described). */
+static size_t read_piece(int fd, unsigned char *in, size_t cap, off_t off, off_t size, int *err)
+{
+    size_t want = (uint64_t)(size - off) < cap ? (size_t)(size - off) : cap;
+    ssize_t r;
+    while ((r = pread(fd, in, want, off)) < 0 && errno == EINTR)
+        ;
+    if (r <= 0)
+        *err = r < 0 ? errno : ESTALE;
+    return r > 0 ? (size_t)r : 0;
+}
+
 /*
  * Deflate size bytes of fd into e->buf (capacity *cap, grown as needed).
  * Returns e (perhaps moved) with e->len set, or NULL with errno; e is freed.
@@ -593,14 +607,9 @@ static enc_gz_t *gz_deflate(enc_gz_t *e, size_t *cap, int fd, off_t size, pace_t
     int zr = Z_OK, err = 0;
     while (zr != Z_STREAM_END && !err) {
         if (zs.avail_in == 0 && off < size) {
-            size_t want = (uint64_t)(size - off) < sizeof in ? (size_t)(size - off) : sizeof in;
-            ssize_t r = pread(fd, in, want, off);
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (r <= 0) { /* a file that shrank under us is no longer st */
-                err = r < 0 ? errno : ESTALE;
+            size_t r = read_piece(fd, in, sizeof in, off, size, &err);
+            if (!r)
                 break;
-            }
             zs.next_in = in;
             zs.avail_in = (uInt)r;
             off += r;
@@ -661,16 +670,11 @@ static enc_gz_t *zc_code(enc_gz_t *e, size_t cap, int fd, off_t size, pace_t *p,
     zc_t *z = zc_new(enc, (uint64_t)size, &b);
     int err = z ? 0 : ENOMEM;
     for (off_t off = 0; !err && off < size;) {
-        size_t want = (uint64_t)(size - off) < sizeof in ? (size_t)(size - off) : sizeof in;
-        ssize_t r = pread(fd, in, want, off);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) { /* a file that shrank under us is no longer st */
-            err = r < 0 ? errno : ESTALE;
+        size_t r = read_piece(fd, in, sizeof in, off, size, &err);
+        if (!r)
             break;
-        }
-        off += r;
-        if (zc_run(z, in, (size_t)r, off == size ? ZC_END : ZC_MORE, zc_append, &f) < 0)
+        off += (off_t)r;
+        if (zc_run(z, in, r, off == size ? ZC_END : ZC_MORE, zc_append, &f) < 0)
             err = errno ? errno : EIO;
         if (p)
             pace(p);
