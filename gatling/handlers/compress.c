@@ -7,7 +7,6 @@
 #include "site/encoding.h"
 #include "site/zcoder.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

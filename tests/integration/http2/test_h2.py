@@ -311,6 +311,8 @@ def frames_until(sock, pred, secs=5.0):
             b = sock.recv(65536)
         except socket.timeout:
             continue
+        except OSError:  # a reset: what came before it is the answer
+            break
         if not b:
             break
         data += b
@@ -366,6 +368,21 @@ def served(port):
     return int(m.group(1)) if m else 0
 
 
+def reload_under_load(srv, build, pids, load, what):
+    """With load (a client's Popen) under way, 2,000 requests past now, the
+    newest of pids reloaded (--reload, waited for) and the new pid appended;
+    the load's (stdout, stderr) once it ends."""
+    from conftest import wait_for
+    from test_config import reload_cmd
+    base = served(srv.port)
+    wait_for(lambda: served(srv.port) > base + 2000, 20, what + " under way")
+    r = reload_cmd(build, pids[-1])
+    assert r.returncode == 0, r
+    pids.append(int(re.search(r"pid (\d+) serves", r.stdout).group(1)))
+    assert load.poll() is None, what + " ended before the reload did: inconclusive"
+    return load.communicate(timeout=60)
+
+
 @needs_nghttp
 def test_h2load_across_R(gatling):
     """h2load (h2c, 10 connections x 4 streams) against -R 5: each
@@ -391,7 +408,6 @@ def test_h2load_across_a_reload(build, tmp_path):
     a race of its own in some reloads (2 of 17 under this test, 5 of 12 in a
     shell loop on a busy machine)."""
     from conftest import best_of, end_upgrades, make_docroot, start_server, wait_for
-    from test_config import reload_cmd
     root = str(tmp_path / "www")
     make_docroot(root, {"f.txt": "hello\n"})
     srv = start_server(build, root, ("-T", "10", "-E", "-n", "-S", "-R", "0"))
@@ -401,13 +417,7 @@ def test_h2load_across_a_reload(build, tmp_path):
         load = subprocess.Popen(["h2load", "-c", "10", "-m", "4", "-D", "5",
                                  "http://127.0.0.1:%d/f.txt" % srv.port],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        base = served(srv.port)
-        wait_for(lambda: served(srv.port) > base + 2000, 20, "h2load under way")
-        r = reload_cmd(build, pids[-1])
-        assert r.returncode == 0, r
-        pids.append(int(re.search(r"pid (\d+) serves", r.stdout).group(1)))
-        assert load.poll() is None, "h2load ended before the reload did: inconclusive"
-        out = load.communicate(timeout=60)[0].decode(errors="replace")
+        out = reload_under_load(srv, build, pids, load, "h2load")[0].decode(errors="replace")
         ok, failed, errored = h2load_counts(out)
         assert ok > 2000, out
         wait_for(lambda: gone(pids[-2]), 20, "the old process draining and exiting")
@@ -1041,25 +1051,7 @@ def h2_from(srv, source, tls_pki=None):
 def until_goaway(s, secs=5.0):
     """Frames until the server's GOAWAY (or its close, or secs): [(type, flags,
     stream, payload)]; [] when the server closed at once."""
-    data, out = b"", []
-    end = time.monotonic() + secs
-    s.settimeout(0.5)
-    while time.monotonic() < end and not any(t == 7 for t, _, _, _ in out):
-        try:
-            b = s.recv(65536)
-        except socket.timeout:
-            continue
-        except OSError:
-            break
-        if not b:
-            break
-        data += b
-        while len(data) >= 9 and len(data) >= 9 + int.from_bytes(data[:3], "big"):
-            n = int.from_bytes(data[:3], "big")
-            out.append((data[3], data[4], int.from_bytes(data[5:9], "big") & 0x7fffffff,
-                        data[9:9 + n]))
-            data = data[9 + n:]
-    return out
+    return frames_until(s, lambda f: any(t == 7 for t, _, _, _ in f), secs)
 
 
 def max_streams(got):

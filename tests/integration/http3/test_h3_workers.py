@@ -443,8 +443,7 @@ def test_bench_h3_across_reloads(build, tmp_path):
     largest id first, the last stream a second later) answers every request
     on its way, none is rejected (bench's retried) or lost.  With one GOAWAY
     with the last stream, one reload in three lost 20 and had them rejected."""
-    from test_config import reload_cmd
-    from test_h2 import served
+    from test_h2 import reload_under_load
     bench = os.path.join(build.dir, "bench")
     if not os.access(bench, os.X_OK):
         pytest.skip("no bench built")
@@ -460,13 +459,7 @@ def test_bench_h3_across_reloads(build, tmp_path):
             load = subprocess.Popen([bench, "-q", "--h3", "--insecure", "-c", "10", "--streams",
                                      "4", "-d", "4", "-J", "https://127.0.0.1:%d/f.txt" % tls],
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            base = served(srv.port)
-            wait_for(lambda: served(srv.port) > base + 2000, 20, "bench under way")
-            r = reload_cmd(build, pids[-1])
-            assert r.returncode == 0, r
-            pids.append(int(re.search(r"pid (\d+) serves", r.stdout).group(1)))
-            assert load.poll() is None, "bench ended before the reload did: inconclusive"
-            out, err = load.communicate(timeout=60)
+            out, err = reload_under_load(srv, build, pids, load, "bench")
             res = json.loads(out)
             got.append({k: res[k] for k in ("requests", "responses", "retried", "lost",
                                             "errors_total")})
