@@ -41,6 +41,18 @@ def serve(lst, handle, threaded=False):
     return lst
 
 
+def read_head(c):
+    """What a backend's connection c brings up to and with a request head's
+    blank line (what came after it too); None when the peer closed first."""
+    got = b""
+    while b"\r\n\r\n" not in got:
+        data = c.recv(65536)
+        if not data:
+            return None
+        got += data
+    return got
+
+
 def wait_port(port, timeout=15.0):
     def up():
         with socket.socket() as s:

@@ -81,12 +81,9 @@ ASKED = []  # the backend's requests, by path
 
 def backend_answer(conn):
     with conn:
-        data = b""
-        while b"\r\n\r\n" not in data:
-            chunk = conn.recv(65536)
-            if not chunk:
-                return
-            data += chunk
+        data = appservers.read_head(conn)
+        if data is None:
+            return
         line = data.split(b"\r\n", 1)[0].decode("latin-1")
         method, path = line.split(" ")[0], line.split(" ")[1]
         ASKED.append(path)
@@ -377,17 +374,24 @@ def test_off(gatling, tmp_path, backend):
         assert r.status == 200 and r.header("Content-Encoding") is None and r.body == PAGE, r
 
 
+def streaming(port):
+    """A client whose zstd answer from tick.sh (a CGI that writes a line a
+    second) has begun: its head read, its coder at work until it closes."""
+    c = Client(port)
+    c.send(build_request("/cgi/tick.sh", headers=[("Accept-Encoding", "zstd")]))
+    if MUX:
+        c.read_head()
+    else:
+        while b"\r\n\r\n" not in c.buf:
+            c.buf += c._recv_more(time.monotonic() + 10, "head")
+    return c
+
+
 def test_streams_cap(gatling, tmp_path):
     """streams=1: while one coder works (a CGI that has not finished), the
     next answer goes identity, counted in /metrics."""
     srv = gatling(tree(), args=ARGS + ("--compress", "streams=1"))
-    with Client(srv.port) as c:
-        c.send(build_request("/cgi/tick.sh", headers=[("Accept-Encoding", "zstd")]))
-        if MUX:
-            c.read_head()
-        else:
-            while b"\r\n\r\n" not in c.buf:
-                c.buf += c._recv_more(time.monotonic() + 10, "head")
+    with streaming(srv.port):
         r = get(srv.port, "/cgi/page.sh", "zstd")
         assert r.header("Content-Encoding") is None and r.body == PAGE, r
         assert metrics(srv.port).get("gatling_compress_capped_total") == 1
@@ -402,14 +406,7 @@ def test_memory_cap(gatling):
     clients = []
     try:
         for _ in range(2):
-            c = Client(srv.port)
-            clients.append(c)
-            c.send(build_request("/cgi/tick.sh", headers=[("Accept-Encoding", "zstd")]))
-            if MUX:
-                c.read_head()
-            else:
-                while b"\r\n\r\n" not in c.buf:
-                    c.buf += c._recv_more(time.monotonic() + 10, "head")
+            clients.append(streaming(srv.port))
         r = get(srv.port, "/cgi/page.sh", "zstd")
         assert r.header("Content-Encoding") is None and r.body == PAGE, r
         assert metrics(srv.port).get("gatling_compress_capped_total") == 1

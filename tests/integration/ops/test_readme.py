@@ -149,12 +149,9 @@ def app_backend():
     lst = appservers.listener()
 
     def handle(c):
-        req = b""
-        while b"\r\n\r\n" not in req:
-            chunk = c.recv(65536)
-            if not chunk:
-                return
-            req += chunk
+        req = appservers.read_head(c)
+        if req is None:
+            return
         xff = re.search(rb"(?im)^x-forwarded-for: *([^\r\n]*)", req)
         body = b"app; X-Forwarded-For: " + (xff.group(1) if xff else b"none") + b"\n"
         c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
