@@ -341,14 +341,7 @@ def test_cache_hits_coded(gatling, backend):
     assert "hit" in (r.header("Cache-Status") or ""), r
 
 
-@pytest.fixture(scope="module")
-def php_fpm(tmp_path_factory):
-    d = tmp_path_factory.mktemp("fpm")
-    proc = appservers.php_fpm(d)
-    try:
-        yield str(d / "fpm.sock")
-    finally:
-        appservers.stop(proc)
+from test_proxy import php_fpm  # noqa: E402,F401 (the module's php-fpm, a fixture)
 
 
 PHP = ("<?php header('Content-Type: text/html; charset=utf-8'); header('ETag: \"f1\"');\n"
