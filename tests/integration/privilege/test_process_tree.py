@@ -235,6 +235,13 @@ def test_no_process_outlives_the_top(workers, cgi, how):
                  cgi_args(cgi) + acme_args(base, ca))
 
 
+def cluster_url(etcd):
+    """--cluster's value for etcd, with the suite's secret= (required since the
+    cluster's values are sealed: ops/test_cluster.py's with_secret)."""
+    from test_cluster import with_secret
+    return with_secret("etcd=" + etcd.url)
+
+
 def etcd_or_skip(base):
     """A one-member etcd as ops/test_cluster.py starts it (stopped by the caller)."""
     try:
@@ -258,7 +265,7 @@ def test_sigterm_ends_gatling(workers, cluster):
         www = docroot(base, "0")
         etcd = etcd_or_skip(base) if cluster else None
         try:
-            more = ["--cluster", "etcd=" + etcd.url, "--cluster-name", "t%d" % os.getpid()] \
+            more = ["--cluster", cluster_url(etcd), "--cluster-name", "t%d" % os.getpid()] \
                 if etcd else []
             args = ["-u", "nobody", "-T", "10", "-W", str(workers)] + \
                 acme_args(base, "https://127.0.0.1:%d/dir" % free_port(), more)
@@ -298,7 +305,7 @@ def test_cluster_tree(workers, how):
             port = free_port()
             args = ["-u", "nobody", "-T", "10", "-Q", str(CGI_RUN), "-W", str(workers), "-z"] + \
                 acme_args(base, "https://127.0.0.1:%d/dir" % free_port(),
-                          ["--cluster", "etcd=" + etcd.url, "--cluster-name", "t%d" % port])
+                          ["--cluster", cluster_url(etcd), "--cluster-name", "t%d" % port])
             with launch(args + ["-p", str(port)], www) as run:
                 assert run.port == port, run.text()
                 client_up(run)
@@ -383,7 +390,7 @@ def test_status_lists_the_tree(workers):
             resp = get(run.port, "/server-status?json")
             procs = json.loads(resp.partition(b"\r\n\r\n")[2])["processes"]
             t = table()
-            loops = [p for p, v in t.items() if v[0] == top and comm(p) == "gatling"] \
+            loops = [p for p, v in t.items() if v[0] == top and comm(p) == "gatling-worker"] \
                 if workers > 1 else [top]
             assert procs["self"] in loops, (procs, loops)
             assert procs["supervisor"] == (top if workers > 1 else 0), procs
