@@ -313,3 +313,13 @@ def test_secret_others_may_read(opt, how):
             assert not started and rc != 0, "%s: %s took it:\n%s" % (what, how, text)
             assert path in text, "%s: not named:\n%s" % (what, text)
             assert ("uid %d" % user().pw_uid if how == "nobody's" else "chmod 600") in text, text
+
+
+def test_every_template_names_a_row():
+    """A template whose option was renamed or changed kind would leave the
+    new row to the defaults unseen: each names a path or secret row (or,
+    with a space, a file inside a row's value)."""
+    kind = {n: k for n, k, f in table()}
+    stale = [n for n in TEMPLATES
+             if (n.split()[0] not in kind if " " in n else kind.get(n) not in KINDS)]
+    assert not stale, "TEMPLATES names no path or secret row: %s" % stale
