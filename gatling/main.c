@@ -175,15 +175,33 @@ static int check_passed_https(const config_t *cfg, const int *fds, int n)
     return 0;
 }
 
+/* -c's directory, as root walked by site/privfs.h's rule (a link of another
+   user's on the way is not followed: root chroots there): a descriptor, or
+   -1 after saying why. */
+static int open_root(const config_t *cfg)
+{
+    const char *root = cfg->root ? cfg->root : ".";
+    char why[PATH_MAX + 160] = "";
+    int fd = geteuid() == 0 ? pfs_walk_dir(root, 0, cfg->uid, cfg->gid, NULL, why, sizeof why)
+                            : open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || fchdir(fd) < 0) {
+        fprintf(stderr, "gatling: -c %s: %s\n", root, *why ? why : strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 /* -c: change into the document root; as root, also chroot there. */
 static int enter_root(const config_t *cfg)
 {
+    int fd;
     if (!cfg->root)
         return 0;
-    if (chdir(cfg->root) < 0) {
-        fprintf(stderr, "gatling: chdir(\"%s\") failed: %s\n", cfg->root, strerror(errno));
+    if ((fd = open_root(cfg)) < 0)
         return -1;
-    }
+    close(fd);
     if (geteuid() == 0) {
         if (chroot(".") < 0 || chdir("/") < 0) {
             fprintf(stderr, "gatling: chroot(\"%s\") failed: %s\n", cfg->root, strerror(errno));
@@ -223,13 +241,9 @@ static void mime_failed(const config_t *cfg, int e)
 /* --check, -c: the document root is a directory gatling can enter. */
 static int check_root(const config_t *cfg)
 {
-    int fd = open(cfg->root ? cfg->root : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0 || fchdir(fd) < 0) {
-        fprintf(stderr, "gatling: -c %s: %s\n", cfg->root ? cfg->root : ".", strerror(errno));
-        if (fd >= 0)
-            close(fd);
+    int fd = open_root(cfg);
+    if (fd < 0)
         return -1;
-    }
     close(fd);
     return 0;
 }

@@ -49,8 +49,9 @@ struct etcd {
 
 static size_t on_body(char *p, size_t size, size_t n, void *arg);
 
-/* FILE of a "NAME=FILE" item, read whole into *blob; a secret (key=,
-   password-file=) by site/privfs.h's rules for one.  0, or -1 with why. */
+/* FILE of a "NAME=FILE" item, read whole into *blob by site/privfs.h's rules
+   for a file root reads (ca=, cert=: a link of another user's on the way is
+   not followed), a secret's for key= and password-file=.  0, or -1 with why. */
 static int read_item(const char *item, size_t len, int secret, body_t *blob, char *err,
                      size_t errlen)
 {
@@ -60,8 +61,8 @@ static int read_item(const char *item, size_t len, int secret, body_t *blob, cha
     memcpy(path, eq + 1, n);
     path[n] = 0;
     struct stat st;
-    int fd = secret ? pfs_open_file(path, PFS_SECRET, &st, why, sizeof why) : -2;
-    FILE *f = fd == -2 ? fopen(path, "re") : fd >= 0 ? fdopen(fd, "r") : NULL;
+    int fd = pfs_open_file(path, secret ? PFS_SECRET : PFS_READ, &st, why, sizeof why);
+    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
     char buf[4096];
     size_t k;
     if (!f && fd >= 0)

@@ -15,7 +15,9 @@ typedef struct mime_table mime_table_t;
 /*
  * Load file (NULL: /etc/mime.types, silently falling back to the built-in
  * table if it is missing).  Returns NULL with errno set if an explicitly
- * named file cannot be read (EINVAL: it is not a regular file), or on ENOMEM.
+ * named file cannot be read (EINVAL: it is not a regular file; as root, the
+ * rule of site/privfs.h for a file root reads: ELOOP, EPERM, EMLINK), or on
+ * ENOMEM.
  */
 mime_table_t *mime_load(const char *file);
 void mime_free(mime_table_t *t);
