@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from conftest import (Symlink, fetch, first_backend_only, gone, https_port, random_bytes,
-                      recv_to_eof, serial)
+from conftest import (Symlink, fetch, first_backend_only, gone, http_only, https_port,
+                      random_bytes, recv_to_eof, serial)
 from feature_helpers import crypt_hash
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
@@ -398,6 +398,7 @@ def test_h2load_across_R(gatling):
 
 
 @needs_nghttp
+@http_only  # served() asks /server-status over the scheme's protocol; the load is h2c
 def test_h2load_across_a_reload(build, tmp_path):
     """h2load (h2c, 10 connections x 4 streams, -R 0) across gatling
     --reload: the old process's GOAWAY in two steps answers every stream on
