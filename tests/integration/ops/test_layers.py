@@ -224,6 +224,15 @@ def filelen(*args):
                           stderr=subprocess.STDOUT, timeout=60, text=True)
 
 
+def test_files_within_length():
+    """The tree's C files are all 900 lines or fewer, and make layers runs the check."""
+    r = filelen()
+    assert r.returncode == 0, r.stdout
+    m = subprocess.run(["make", "--no-print-directory", "-s", "-n", "layers"], cwd=ROOT,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60, text=True)
+    assert "tests/filelen.sh" in m.stdout, m.stdout
+
+
 def test_over_long_file_fails(tmp_path):
     """No C file of gatling/ or io/ over 900 lines (tests/filelen.sh, beside
     funclen.sh's rule for functions): a copy of a file grown past it is named
