@@ -1,6 +1,7 @@
 /* The options: the command line and --config's file into a config_t, by the one table of
    options (site/optdef.h).  See options.h. */
 #include "options.h"
+#include "editdist.h"
 #include "acme_setup.h"
 #include "cluster_setup.h"
 #include "gio.h"
@@ -686,28 +687,6 @@ void options_list(FILE *f)
     }
 }
 
-/* The edit distance of a and b (b at most 31 bytes), for "did you mean". */
-static int distance(const char *a, size_t na, const char *b)
-{
-    size_t nb = strlen(b);
-    int row[32];
-    if (nb >= 32 || na >= 64)
-        return 99;
-    for (size_t j = 0; j <= nb; j++)
-        row[j] = (int)j;
-    for (size_t i = 1; i <= na; i++) {
-        int diag = row[0];
-        row[0] = (int)i;
-        for (size_t j = 1; j <= nb; j++) {
-            int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
-            best = up + 1 < best ? up + 1 : best;
-            best = row[j - 1] + 1 < best ? row[j - 1] + 1 : best;
-            diag = up, row[j] = best;
-        }
-    }
-    return row[nb];
-}
-
 /* " (there are --config, ..., --acme..., ...)": every long option, those of a
    family (--acme-ca, --cluster-name) as their head's "...". */
 static void long_names(void)
@@ -740,7 +719,7 @@ static void unknown_long(const char *word, const char *val)
         const char *l = tab.row[i]->lname;
         if (!l)
             continue;
-        int d = distance(name, n, l), pre = n && !strncmp(l, name, n);
+        int d = editdist(name, n, l), pre = n && !strncmp(l, name, n);
         if (pre && strlen(list) + strlen(l) + 5 < sizeof list)
             snprintf(list + strlen(list), sizeof list - strlen(list), "%s--%s",
                      prefixes++ ? ", " : "", l);

@@ -71,11 +71,13 @@ CHECK_SHARDS ?= 2
 # which must name the folders gatling.mk compiles; each folder's README says
 # what it may include),
 # no call circle there nor in bench/lg, bench's drivers sharing code through
-# bench/benchkit only, and no function in io/ or gatling/ over 80 lines
+# bench/benchkit only, no function in io/ or gatling/ over 80 lines and no C
+# file there over 900
 .PHONY: layers
 layers:
 	$(PYTHON) tests/layers.py --make-dirs "$(GATLING_DIRS)"
 	sh tests/funclen.sh
+	sh tests/filelen.sh
 
 # make lint: gcc -fanalyzer, clang-tidy-14 (.clang-tidy) and cppcheck over every
 # C file of gatling/ and io/ (tests/lint.sh; what is not a bug is in

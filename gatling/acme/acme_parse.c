@@ -172,14 +172,6 @@ int acme_parse_problem(const char *json, size_t len, acme_problem_t *p)
     return r;
 }
 
-int acme_parse_status(const char *json, size_t len, char *out, size_t cap)
-{
-    json_object *o = parse_object(json, len);
-    int r = o ? get_str(o, "status", out, cap) : -1;
-    json_object_put(o);
-    return r;
-}
-
 /* digits of s[0..n) as a number: -1 when any is no digit */
 static int num(const char *s, int n)
 {

@@ -74,8 +74,6 @@ int acme_parse_problem(const char *json, size_t len, acme_problem_t *p);
 int acme_parse_ari(const char *json, size_t len, time_t *start, time_t *end);
 /* An RFC 3339 time ("2026-11-26T04:00:00.5Z", "...+02:00"): 0 or -1. */
 int acme_parse_time(const char *s, time_t *t);
-/* The "status" member of any object (an account's): 0, or -1. */
-int acme_parse_status(const char *json, size_t len, char *out, size_t cap);
 
 /* One response header line (no CR LF needed), now for Retry-After's date. */
 void acme_parse_header(acme_head_t *h, const char *line, size_t len, time_t now);

@@ -11,7 +11,8 @@
  *
  * What each codec does about it (a GOAWAY, a reset of the stream or of the
  * connection, its own counter) comes through its sb_ops_t
- * (stream_body.h): last, turned_away, info, tls.  Nothing here knows a frame.
+ * (stream_body.h): last, turned_away, info, log_facts.  Nothing here knows
+ * a frame.
  */
 #ifndef GATLING_ADMIT_H
 #define GATLING_ADMIT_H

@@ -1,6 +1,6 @@
 /*
  * CGI programs as streaming producers: see cgi.h.  The parts: which
- * requests and which file (locate, walk, is_script), .htaccess (guard), the
+ * requests and which file (cgi_find.c), .htaccess (guard), the
  * start (start, open_pipes), and the life of one process's three pipes on
  * the loop (on_out, on_in, on_err, and the producer's input, drained, end).
  *
@@ -11,6 +11,8 @@
  */
 #define _GNU_SOURCE
 #include "cgi.h"
+#include "cgi_find.h"
+#include "cgi_int.h"
 #include "auth.h"
 #include "cgienv.h"
 #include "hstate.h"
@@ -43,20 +45,6 @@
 #define CGI_ERR_LINES 32     /* stderr lines logged per request, then counted */
 #define CGI_PATH "/usr/local/bin:/usr/bin:/bin"
 #define CGI_FILE_MAX (PATH_MAX + VHOST_NAME_MAX + EX_PATH_CAP)
-
-/* The loop's CGI state: the patterns, the spawner's socket, the count. */
-typedef struct cgi_loop {
-    watch_t w; /* the spawner's socket: first */
-    site_t *site;
-    int fd;  /* -1: the spawner is gone */
-    int pid; /* the spawner's, until it is reaped (0) */
-    regex_t re[CONFIG_CGI_MAX];
-    int nre;
-    unsigned running;  /* processes of this loop not ended (-J) */
-    uint64_t next_id;
-    uint64_t *ends;    /* SPAWN_END not sent yet: the socket was full */
-    size_t nends, ends_cap;
-} cgi_loop_t;
 
 struct cgi;
 
@@ -558,117 +546,13 @@ static void cgi_end(exchange_t *ex)
 
 static const ex_producer_t cgi_producer = {cgi_input, cgi_drained, cgi_end};
 
-/* ---- which requests ---- */
-
-/* What locate found: the script is ex->path[0..slen), its file open on fd
-   below the vhost directory vfd. */
-typedef struct cgi_find {
-    target_t t;
-    size_t slen;
-    int which, vfd, fd;
-} cgi_find_t;
-
-static int matches(const cgi_loop_t *L, const char *path, size_t len)
-{
-    char p[EX_PATH_CAP];
-    if (len >= sizeof p)
-        return 0;
-    memcpy(p, path, len);
-    p[len] = 0;
-    for (int i = 0; i < L->nre; i++)
-        if (regexec(&L->re[i], p, 0, NULL, 0) == 0)
-            return 1;
-    return 0;
-}
-
-/* Is the file open on fd, at path[0..len), a CGI program to run? */
-static int is_script(const cgi_loop_t *L, const config_t *cfg, int fd, const char *path,
-                     size_t len)
-{
-    struct stat st;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || !(st.st_mode & S_IROTH))
-        return 0;
-    if (matches(L, path, len))
-        return 1;
-    char magic[4];
-    return cfg->cgi_exec && (st.st_mode & S_IXOTH) && pread(fd, magic, 4, 0) >= 2 &&
-           (!memcmp(magic, "#!", 2) || !memcmp(magic, "\177ELF", 4));
-}
-
-/* The longest prefix of the path naming a file (shorter while a file is
-   in the way, ENOTDIR): a script, and one everyone may read (fs_public: a
-   script behind a closed directory is not run, and static.c says 403)?
-   1 with f->fd open, or 0. */
-static int walk(const cgi_loop_t *L, const site_t *s, cgi_find_t *f)
-{
-    fs_at_t at = site_at(s, vhost_dir(f->which, f->t.vhost));
-    const char *path = f->t.p.path;
-    size_t len = f->t.p.len;
-    char rel[EX_PATH_CAP];
-    if (len < 2 || path[len - 1] == '/' || len > sizeof rel)
-        return 0;
-    while (len > 1) {
-        memcpy(rel, path + 1, len - 1);
-        rel[len - 1] = 0;
-        int fd = fs_open_beneath(f->vfd, rel, site_root_check(s));
-        if (fd < 0 && errno == ENOTDIR) {
-            while (len > 1 && path[len - 1] != '/')
-                len--;
-            len--; /* and the '/' */
-            continue;
-        }
-        if (fd < 0)
-            return 0;
-        if (!is_script(L, s->cfg, fd, path, len) || !fs_public(&at, rel, fd, 0)) {
-            close(fd);
-            return 0;
-        }
-        f->fd = fd, f->slen = len;
-        return 1;
-    }
-    return 0;
-}
-
-/* Is ex's request for a CGI program?  1 with f->vfd and f->fd open, or 0. */
-static int locate(exchange_t *ex, const cgi_loop_t *L, cgi_find_t *f)
-{
-    site_t *s = ex->site;
-    const config_t *cfg = s->cfg;
-    const http_request_t *req = ex->req;
-    path_t *p = &f->t.p;
-    f->vfd = f->fd = -1;
-    if (path_from_target(req->target.p, req->target.n, ex->path, EX_PATH_CAP, p))
-        return 0; /* static.c answers the error */
-    /* -w without -z: could a prefix of the path be a script?  (No I/O.) */
-    if (memmem(p->path, p->len, "/.", 2) ||
-        (!cfg->cgi_exec && !cgienv_script(L->re, L->nre, p->path, p->len, CGIENV_ANY)))
-        return 0;
-    f->t.vhost[0] = 0;
-    const http_str_t *host = p->authority.p ? &p->authority : http_header(req, "Host");
-    int vn = cfg->vhosts ? vhost_name(host, ex->local_port, cfg->keep_host_port, f->t.vhost) : 0;
-    if (vn < 0 || (f->vfd = target_open_vhost(s, &f->t, &f->which)) < 0)
-        return 0;
-    if (walk(L, s, f))
-        return 1;
-    close(f->vfd);
-    return 0;
-}
-
-static void found_close(cgi_find_t *f)
-{
-    if (f->fd >= 0)
-        close(f->fd);
-    if (f->vfd >= 0)
-        close(f->vfd);
-}
-
 int cgi_match(exchange_t *ex)
 {
     const cgi_loop_t *L = hsite_of(ex->site)->cgi;
     cgi_find_t f;
-    if (!L || !locate(ex, L, &f))
+    if (!L || !cgi_locate(ex, L, &f))
         return 0;
-    found_close(&f);
+    cgi_found_close(&f);
     return 1;
 }
 
@@ -889,13 +773,13 @@ int cgi_serve(exchange_t *ex)
     cgi_loop_t *L = hsite_of(ex->site)->cgi;
     cgi_find_t f;
     char user[256];
-    if (!L || !locate(ex, L, &f))
+    if (!L || !cgi_locate(ex, L, &f))
         return CGI_NOT_MINE;
     char script[EX_PATH_CAP];
     memcpy(script, ex->path, f.slen);
     script[f.slen] = 0;
     int r = guard(ex, &f, script, user, sizeof user);
-    found_close(&f);
+    cgi_found_close(&f);
     if (r)
         return r < 0 ? -1 : 0;
     if (L->fd < 0)

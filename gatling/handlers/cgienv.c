@@ -236,15 +236,3 @@ size_t cgienv_script(const regex_t *re, int nre, const char *path, size_t len, i
     }
     return part_matches(re, nre, p, len) ? len : 0;
 }
-
-int cgienv_vector(char *buf, int n, char **vec, size_t nvec)
-{
-    if (n < 0 || (size_t)n + 1 > nvec)
-        return -1;
-    for (int i = 0; i < n; i++) {
-        vec[i] = buf;
-        buf += strlen(buf) + 1;
-    }
-    vec[n] = NULL;
-    return 0;
-}

@@ -79,11 +79,4 @@ size_t cgienv_script(const regex_t *re, int nre, const char *path, size_t len, i
 int cgienv_build(const exchange_t *ex, const cgi_script_t *sc, char *buf, size_t cap,
                  size_t *used);
 
-/*
- * Fill vec[0..nvec) with pointers to the n strings of buf (as
- * cgienv_build wrote them), then a NULL: an envp.  0, or -1 if nvec is less
- * than n + 1.
- */
-int cgienv_vector(char *buf, int n, char **vec, size_t nvec);
-
 #endif

@@ -4,7 +4,9 @@
  * asks them in.  A handler's per-loop state (an object in hsite_t,
  * hstate.h) is made by its init and let go by its free, which server.c
  * calls for every entry through router_init and router_free; nothing else
- * of a handler is known outside its files.  (A contract the handlers share:
+ * of a handler is known outside its files, but for two questions router.c
+ * asks by name for router_streams (proxy_streams, cgi_match: is the request
+ * body streamed to a backend or a script?).  (A contract the handlers share:
  * no .c.)
  */
 #ifndef GATLING_HANDLER_H

@@ -141,11 +141,6 @@ void cc_resp_init(cc_resp_t *cc)
                       .stale_if_error = CC_NONE};
 }
 
-void cc_req_init(cc_req_t *cc)
-{
-    *cc = (cc_req_t){.max_age = CC_NONE, .min_fresh = CC_NONE, .max_stale = CC_NONE};
-}
-
 static void resp_dir(cc_resp_t *cc, const cc_dir_t *d)
 {
     if (dir_is(d, "max-age")) {
@@ -179,41 +174,6 @@ void cc_parse_resp(cc_resp_t *cc, const char *v, size_t n)
     cc_dir_t d;
     for (size_t pos = 0; next_dir(v, n, &pos, &d);)
         resp_dir(cc, &d);
-}
-
-static void req_dir(cc_req_t *cc, const cc_dir_t *d)
-{
-    if (dir_is(d, "max-age")) {
-        keep_min(&cc->max_age, dir_delta(d));
-    } else if (dir_is(d, "max-stale")) {
-        keep_min(&cc->max_stale, d->val ? dir_delta(d) : CC_DELTA_MAX);
-    } else if (dir_is(d, "min-fresh")) {
-        /* asks for more freshness than the response has: the larger restricts more */
-        int64_t v = d->val ? digits(d->val, d->vlen) : CC_NONE;
-        if (v != CC_NONE && v > cc->min_fresh)
-            cc->min_fresh = v;
-    } else if (dir_is(d, "no-store")) {
-        cc->no_store = 1;
-    } else if (dir_is(d, "no-cache")) {
-        cc->no_cache = 1;
-    } else if (dir_is(d, "only-if-cached")) {
-        cc->only_if_cached = 1;
-    }
-}
-
-void cc_parse_req(cc_req_t *cc, const char *v, size_t n)
-{
-    cc_dir_t d;
-    for (size_t pos = 0; next_dir(v, n, &pos, &d);)
-        req_dir(cc, &d);
-}
-
-void cc_parse_pragma(cc_req_t *cc, const char *p, size_t n)
-{
-    cc_dir_t d;
-    for (size_t pos = 0; next_dir(p, n, &pos, &d);)
-        if (dir_is(&d, "no-cache"))
-            cc->no_cache = 1;
 }
 
 int cc_status_heuristic(int status)

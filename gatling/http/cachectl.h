@@ -1,9 +1,9 @@
 /*
  * cachectl — the HTTP caching rules of a shared cache (RFC 9111, RFC 5861):
- * Cache-Control of requests and responses, what may be stored, freshness
- * lifetime, age, and the Vary list.  Pure: no I/O, no allocation, no
- * globals; every input is a pointer/length pair, every time a count of
- * seconds since the epoch (int64_t).  handlers/cache.c applies them;
+ * a response's Cache-Control (a request's is not obeyed: gatling.8's cache
+ * section), what may be stored, freshness lifetime, age, and the Vary list.
+ * Pure: no I/O, no allocation, no globals; every input is a pointer/length
+ * pair, every time a count of seconds since the epoch (int64_t).  handlers/cache.c applies them;
  * site/rstore.c holds what they allowed.
  */
 #ifndef GATLING_CACHECTL_H
@@ -29,44 +29,28 @@ typedef struct cc_resp {
     uint8_t immutable;
 } cc_resp_t;
 
-/* A request's Cache-Control (RFC 9111 5.2.1), and Pragma: no-cache. */
-typedef struct cc_req {
-    int64_t max_age, min_fresh; /* CC_NONE or seconds */
-    int64_t max_stale;          /* CC_NONE, seconds, or CC_DELTA_MAX for a bare max-stale */
-    uint8_t no_store, no_cache, only_if_cached;
-} cc_req_t;
-
 /* Empty directives: every delta CC_NONE, every flag 0. */
 void cc_resp_init(cc_resp_t *cc);
-void cc_req_init(cc_req_t *cc);
 
 /*
  * Add the directives of one Cache-Control field line v[0..n) (a comma list
  * of token[=token|quoted-string], case-insensitive names) to cc: call once
- * per field line, after cc_*_init.  Unknown directives are ignored.
+ * per field line, after cc_resp_init.  Unknown directives are ignored.
  * Whitespace may surround commas and "="; empty members are skipped.  A
  * quoted-string is one when it opens right after "=", closes, and only
  * whitespace follows it: commas inside it do not split (private="a, b"); an
  * unclosed or trailed quote is an ordinary byte, so it cannot hide the
  * directives after it.  A directive given twice keeps the most restrictive
- * value (RFC 9111 4.2.1): the smaller number, except a request's min-fresh,
- * which keeps the larger.  A max-age, s-maxage, stale-while-revalidate,
- * stale-if-error or max-stale whose value is not delta-seconds ("abc",
- * "-1", "1.5", empty) counts as 0 (the reading that allows least), as does
- * one without "=" but a bare max-stale (CC_DELTA_MAX, any staleness); such
- * a min-fresh is ignored.
+ * value (RFC 9111 4.2.1): the smaller number.  A max-age, s-maxage,
+ * stale-while-revalidate or stale-if-error whose value is not delta-seconds
+ * ("abc", "-1", "1.5", empty) counts as 0 (the reading that allows least),
+ * as does one without "=".
  * max-age="10" (quoted) is read as 10; digits past 2^31 are CC_DELTA_MAX.
  * Lines "a" and "b" parse as the one line "a, b" does when no value in "a"
  * opens a quote it does not close; the order of lines and of directives
  * does not matter.  Never reads past v + n; any bytes are accepted.
  */
 void cc_parse_resp(cc_resp_t *cc, const char *v, size_t n);
-void cc_parse_req(cc_req_t *cc, const char *v, size_t n);
-
-/* Pragma: no-cache in the request (RFC 9111 5.4): sets cc->no_cache if the
-   list p[0..n) has a no-cache member (any case, with a value or not).  The
-   caller reads Pragma only when the request has no Cache-Control. */
-void cc_parse_pragma(cc_req_t *cc, const char *p, size_t n);
 
 /* What a response is, for cc_storable: statuses cacheable by default
    (RFC 9110 15.1: 200 203 204 206 300 301 308 404 405 410 414 501). */

@@ -9,7 +9,9 @@
  * directly.  tests/unit/t_owfat.c guards the regression.
  *
  * Never call: fmt_ulong0, fmt_netstring, stralloc_cat*long*, fmt_html*,
- * CAS.h, libowfat's io_/iob_ (see ../shared/LIBOWFAT.md).
+ * CAS.h, libowfat's io_/iob_ (the project's notes on libowfat, kept beside
+ * the repository and not in it, say why; io/gio.h names our loop gio_ for
+ * the last).
  */
 #ifndef GATLING_OWFAT_H
 #define GATLING_OWFAT_H

@@ -7,7 +7,9 @@
  *     -> quic_send.c  what goes out: a connection's packets (write_one,
  *                quic_conn_write) as GSO trains in the endpoint's send
  *                queue (txq), sent together by sendmmsg; stateless answers
- * Both are built with HAVE_H3 only.
+ *     -> quic_callbacks.c  ngtcp2's callbacks, and a new connection's TLS
+ *                session, path and transport parameters
+ * All are built with HAVE_H3 only.
  */
 #ifndef GATLING_QUIC_INT_H
 #define GATLING_QUIC_INT_H
@@ -123,6 +125,22 @@ void quic_send_to(quic_ep_t *e, const gio_dgram_t *in, const uint8_t *p, size_t 
    (QUIC_TXQ_EAGER), the others' at the batch's quic_txq_flush.  0, or -1:
    the connection closes with c->err (the caller's start_closing). */
 int quic_conn_write(quic_conn_t *c);
+
+/* ---- quic_callbacks.c: ngtcp2's callbacks, a new connection's set-up ---- */
+
+/* What ngtcp2 calls back into, for every connection (ngtcp2_conn_server_new). */
+extern const ngtcp2_callbacks quic_callbacks;
+
+/* The datagram's path, its local port filled in (packet info carries none). */
+void quic_path_of(quic_ep_t *e, gio_dgram_t *d, ngtcp2_path *path);
+
+/* c's TLS session (GnuTLS: the endpoint's credentials, h3 by ALPN).  0, or -1. */
+int quic_tls_setup(quic_conn_t *c);
+
+/* The connection's settings and parameters.  v: quic_retry_check's verdict; odcid:
+   the client's first Destination Connection ID if a Retry token carried it. */
+void quic_params(quic_ep_t *e, ngtcp2_settings *s, ngtcp2_transport_params *p,
+                 const ngtcp2_pkt_hd *hd, int v, const ngtcp2_cid *odcid);
 
 #endif
 #endif

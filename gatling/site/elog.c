@@ -51,15 +51,6 @@ void elog_reopen(elog_t *l)
     }
 }
 
-void elog_close(elog_t *l)
-{
-    if (l->path && l->fd >= 0)
-        close(l->fd);
-    if (l->dirfd >= 0)
-        close(l->dirfd);
-    l->fd = l->dirfd = -1;
-}
-
 /* "2026-11-22T10:20:00Z gatling[pid]: " */
 static void put_prefix(hbuf_t *b, int64_t now)
 {

@@ -76,6 +76,4 @@ void elog_text(elog_t *l, int64_t now, const char *what, const char *text);
  */
 void elog_note(elog_t *l, int64_t now, const char *text);
 
-void elog_close(elog_t *l);
-
 #endif

@@ -4,10 +4,10 @@
  * the counters.  It knows nothing of listeners, connections or handlers
  * (server.h, conn/, handlers/): they sit above it and reach it through a
  * pointer (a connection's c->site, an exchange's ex->site), so the folders
- * layer top-down without a circle, each including only from those below it
- * (gatling/README; tests/layers.py):
- *
- *   gatling/ (main, worker, server) ─► ftp/ ─► conn/ ─► handlers/ ─► site/ ─► http/ ─► io/
+ * layer top-down without a circle, each including only from those below it:
+ * gatling/LAYERS is the one list of that order (site/ sits below handlers/
+ * and tls/, above http/ and io/), each folder's README says what it may
+ * include, and make layers (tests/layers.py) checks both.
  *
  * http/ knows a site only by its forward-declared name (exchange_t's site).
  */

@@ -36,6 +36,7 @@
 #define GATLING_TLS_H
 
 #include "gio_tls.h"
+#include "tls_ctx.h" /* the default ciphers, what became of a handshake (--acme) */
 
 #include <stddef.h>
 #include <stdint.h>
@@ -46,15 +47,6 @@ struct config;
 
 /* What a -o/-O option may hold at most. */
 #define TLS_CIPHERS_MAX 1024
-
-/* Mozilla's "intermediate" configuration (TLS 1.2 suites; 1.3 keeps OpenSSL's). */
-#define TLS_DEFAULT_CIPHERS \
-    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:" \
-    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:" \
-    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:" \
-    "DHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES256-GCM-SHA384:DHE-RSA-CHACHA20-POLY1305"
-#define TLS_DEFAULT_SUITES \
-    "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
 
 /*
  * Load the certificates of dir (NULL: server.pem in the current directory,
@@ -140,24 +132,6 @@ int tls_misdirected(tls_store_t *st, SSL *ssl, const char *host, size_t len);
    store's certificate for that name, or its default, against the Host's. */
 int tls_misdirected_name(tls_store_t *st, const char *sni, size_t snilen, const char *host,
                          size_t len);
-
-/*
- * --acme (cfg->acme_chal set when the store is loaded): TLS-ALPN-01, RFC
- * 8737.  A ClientHello whose ALPN list is exactly "acme-tls/1", for a server
- * name with a challenge outstanding (site/acme_chal.h), gets that challenge
- * certificate and ALPN acme-tls/1, and nothing else ever does; acme-tls/1
- * for a name without one is refused (handshake_failure).  While the store
- * has no certificate, the HTTPS port takes handshakes all the same
- * (tls_store_accepts) and answers only challenges: the others are refused
- * (internal_error, as tls_refuse).  What became of a handshake:
- */
-enum {
-    TLS_ACME_NONE = 0,  /* not ACME's business: an ordinary handshake */
-    TLS_ACME_SERVED,    /* a challenge answered: close after the handshake, no HTTP */
-    TLS_ACME_REFUSED,   /* acme-tls/1 for a name without a challenge */
-    TLS_ACME_NO_CERT    /* no certificate yet, and no challenge: refused */
-};
-int tls_acme_state(SSL *ssl);
 
 /* Does the store take handshakes now: a certificate loaded, or --acme's
    challenges while none is? */

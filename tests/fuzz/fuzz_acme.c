@@ -29,7 +29,6 @@ static void check_json(const char *s, size_t n)
     acme_order_t o;
     acme_authz_t a;
     acme_problem_t p;
-    char status[16];
     time_t t0, t1;
     if (acme_parse_dir(s, n, &d) == 0) {
         TERMINATED(d.new_nonce); TERMINATED(d.new_order); TERMINATED(d.renewal_info);
@@ -54,8 +53,6 @@ static void check_json(const char *s, size_t n)
         TERMINATED(p.type);
         TERMINATED(p.detail);
     }
-    if (acme_parse_status(s, n, status, sizeof status) == 0)
-        TERMINATED(status);
     if (acme_parse_ari(s, n, &t0, &t1) == 0) {
         CHECK(t0 <= t1);
         /* any window the CA sends: the renewal picked in [nb, latest] */

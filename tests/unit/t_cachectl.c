@@ -29,17 +29,6 @@ static cc_resp_t resp(const char *s)
     return cc;
 }
 
-static cc_req_t req(const char *s)
-{
-    size_t n;
-    char *b = exact(s, &n);
-    cc_req_t cc;
-    cc_req_init(&cc);
-    cc_parse_req(&cc, b, n);
-    free(b);
-    return cc;
-}
-
 static int64_t delta(const char *s)
 {
     size_t n;
@@ -52,18 +41,12 @@ static int64_t delta(const char *s)
 static void test_init(void)
 {
     cc_resp_t r;
-    cc_req_t q;
     memset(&r, 0x5a, sizeof r);
-    memset(&q, 0x5a, sizeof q);
     cc_resp_init(&r);
-    cc_req_init(&q);
     ok(r.max_age == CC_NONE && r.s_maxage == CC_NONE && r.stale_while_revalidate == CC_NONE &&
            r.stale_if_error == CC_NONE && !r.no_store && !r.no_cache && !r.private_ && !r.public_ &&
            !r.must_revalidate && !r.must_understand && !r.immutable,
        "cc_resp_init: every delta CC_NONE, every flag 0");
-    ok(q.max_age == CC_NONE && q.min_fresh == CC_NONE && q.max_stale == CC_NONE && !q.no_store &&
-           !q.no_cache && !q.only_if_cached,
-       "cc_req_init: every delta CC_NONE, every flag 0");
     r = resp("");
     ok(r.max_age == CC_NONE && !r.no_store && !r.no_cache, "empty value: nothing");
     r = resp(" , ,,\t,");
@@ -177,59 +160,6 @@ static void test_resp_lines(void)
     cc_resp_init(&r);
     cc_parse_resp(&r, "max-age=60, no-store", 10);
     ok(r.max_age == 60 && !r.no_store, "n bounds the value: \"max-age=60\" only");
-}
-
-static void test_req(void)
-{
-    cc_req_t q = req("max-age=0");
-    is_int(q.max_age, 0, "request max-age=0");
-    q = req("no-cache");
-    ok(q.no_cache && !q.no_store, "request no-cache");
-    q = req("No-Store, ONLY-IF-CACHED");
-    ok(q.no_store && q.only_if_cached, "request no-store and only-if-cached, any case");
-    is_int(req("max-stale").max_stale, MAX, "bare max-stale: any staleness");
-    is_int(req("max-stale=60").max_stale, 60, "max-stale=60");
-    is_int(req("max-stale=\"60\"").max_stale, 60, "max-stale quoted");
-    is_int(req("max-stale=abc").max_stale, 0, "invalid max-stale counts as 0");
-    is_int(req("max-stale, max-stale=30").max_stale, 30, "bare and valued max-stale: smaller");
-    is_int(req("max-stale=30, max-stale").max_stale, 30, "... in either order");
-    is_int(req("min-fresh=20").min_fresh, 20, "min-fresh=20");
-    is_int(req("min-fresh=20, min-fresh=50").min_fresh, 50, "duplicate min-fresh: larger");
-    is_int(req("min-fresh=50, min-fresh=20").min_fresh, 50, "... in either order");
-    is_int(req("min-fresh=abc").min_fresh, CC_NONE, "invalid min-fresh ignored");
-    is_int(req("min-fresh").min_fresh, CC_NONE, "bare min-fresh ignored");
-    is_int(req("min-fresh=10, min-fresh=x").min_fresh, 10, "invalid duplicate min-fresh ignored");
-    is_int(req("max-age=abc").max_age, 0, "invalid request max-age counts as 0");
-    is_int(req("max-age=99, max-age=5").max_age, 5, "duplicate request max-age: smaller");
-    is_int(req("max-age=99999999999999999999").max_age, MAX, "request max-age capped");
-    q = req("s-maxage=5, public, private, must-revalidate");
-    ok(q.max_age == CC_NONE && !q.no_cache && !q.no_store, "response directives ignored");
-    q = req("no-cache=\"x, no-store\"");
-    ok(q.no_cache && !q.no_store, "quoted comma in a request");
-}
-
-static void test_pragma(void)
-{
-    size_t n;
-    const char *cases[] = {"no-cache", "NO-CACHE", " x=1 , no-cache ", "a=\"b, c\", no-cache",
-                           "no-cache=x"};
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        char *b = exact(cases[i], &n);
-        cc_req_t q;
-        cc_req_init(&q);
-        cc_parse_pragma(&q, b, n);
-        ok(q.no_cache && !q.no_store && q.max_age == CC_NONE, "Pragma: %s", cases[i]);
-        free(b);
-    }
-    const char *without[] = {"", "no-cachex", "x=\"no-cache\"", "no cache", "nocache"};
-    for (size_t i = 0; i < sizeof without / sizeof *without; i++) {
-        char *b = exact(without[i], &n);
-        cc_req_t q;
-        cc_req_init(&q);
-        cc_parse_pragma(&q, b, n);
-        ok(!q.no_cache, "Pragma without no-cache: \"%s\"", without[i]);
-        free(b);
-    }
 }
 
 static void test_heuristic(void)
@@ -669,8 +599,6 @@ int main(void)
     test_resp_values();
     test_resp_flags();
     test_resp_lines();
-    test_req();
-    test_pragma();
     test_heuristic();
     test_storable();
     test_lifetime();

@@ -235,10 +235,7 @@ static void test_env(void)
     is_str(var("QUERY_STRING"), "", "empty QUERY_STRING");
     ok(!var("PATH_INFO") && !var("PATH_TRANSLATED"), "no PATH_INFO, no PATH_TRANSLATED");
     ok(!var("CONTENT_LENGTH"), "no CONTENT_LENGTH for a chunked body");
-    char *vec[64];
-    is_int(cgienv_vector(envbuf, envn, vec, 64), 0, "envp built");
-    ok(vec[envn] == NULL && !strcmp(vec[0], "GATEWAY_INTERFACE=CGI/1.1"), "envp strings");
-    is_int(cgienv_vector(envbuf, envn, vec, (size_t)envn), -1, "envp too small: -1");
+    is_str(envbuf, "GATEWAY_INTERFACE=CGI/1.1", "GATEWAY_INTERFACE the first string");
     char small[64];
     size_t used;
     is_int(cgienv_build(&ex, &sc, small, sizeof small, &used), -1, "buffer too small: -1");

@@ -8,6 +8,16 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+/* The test's own: a server's error log lives as long as its process. */
+static void elog_close(elog_t *l)
+{
+    if (l->path && l->fd >= 0)
+        close(l->fd);
+    if (l->dirfd >= 0)
+        close(l->dirfd);
+    l->fd = l->dirfd = -1;
+}
+
 static char *slurp(const char *path)
 {
     static char buf[1 << 16];

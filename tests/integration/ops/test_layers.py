@@ -213,3 +213,42 @@ def test_bench_driver_loading_a_driver_fails(tmp_path):
         r = layers(str(tree))
         assert r.returncode == 1, r.stdout
         assert "bench/compare-h3:" in r.stdout and what in r.stdout, r.stdout
+
+
+
+FILELEN = os.path.join(ROOT, "tests", "filelen.sh")
+
+
+def filelen(*args):
+    return subprocess.run(["sh", FILELEN] + [str(a) for a in args], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, timeout=60, text=True)
+
+
+def test_files_within_length():
+    """The tree's C files are all 900 lines or fewer, and make layers runs the check."""
+    r = filelen()
+    assert r.returncode == 0, r.stdout
+    m = subprocess.run(["make", "--no-print-directory", "-s", "-n", "layers"], cwd=ROOT,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60, text=True)
+    assert "tests/filelen.sh" in m.stdout, m.stdout
+
+
+def test_over_long_file_fails(tmp_path):
+    """No C file of gatling/ or io/ over 900 lines (tests/filelen.sh, beside
+    funclen.sh's rule for functions): a copy of a file grown past it is named
+    with its length, beside one that is not; at 900 it passes."""
+    tree = copy_tree(tmp_path)
+    static = tree / "gatling" / "handlers" / "static.c"
+    other = tree / "gatling" / "http" / "hbuf.c"
+    assert filelen(static, other).returncode == 0
+    text = static.read_text()
+    n = text.count("\n")
+    static.write_text(text + "/* padding */\n" * (901 - n))
+    r = filelen(static, other)
+    assert r.returncode == 1, r.stdout
+    assert "gatling/handlers/static.c: 901 lines" in r.stdout, r.stdout
+    assert r.stdout.count("\n") == 1, r.stdout
+    static.write_text(text + "/* padding */\n" * (900 - n))
+    assert filelen(static, other).returncode == 0
+    r = filelen("-n", n - 1, static)
+    assert r.returncode == 1 and "static.c: 900 lines" in r.stdout, r.stdout

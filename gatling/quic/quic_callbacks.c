@@ -1,0 +1,277 @@
+/*
+ * quic_callbacks.c — ngtcp2's callbacks (quic_callbacks, the table a new
+ * connection gets) and what a new connection is set up with: its TLS session,
+ * its path, its transport parameters.  quic.c calls here (quic_int.h).
+ */
+#ifdef HAVE_H3
+#include "quic_int.h"
+#include "quic_steer.h"
+
+#include <errno.h>
+#include <gnutls/crypto.h>
+#include <gnutls/gnutls.h>
+#include <nghttp3/nghttp3.h>
+#include <ngtcp2/ngtcp2.h>
+#include <ngtcp2/ngtcp2_crypto.h>
+#include <ngtcp2/ngtcp2_crypto_gnutls.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#define QUIC_RX_MAX 1472          /* max_udp_payload_size: what fits Ethernet's MTU */
+#define QUIC_STREAM_WINDOW (256 * 1024) /* a request stream's receive window */
+#define QUIC_CONN_WINDOW (1024 * 1024)  /* the connection's */
+#define QUIC_HANDSHAKE_S 10       /* a handshake not done in this long ends */
+
+/* ---- ngtcp2's callbacks ----------------------------------------------------------- */
+
+static void on_rand(uint8_t *dest, size_t len, const ngtcp2_rand_ctx *ctx)
+{
+    (void)ctx;
+    gnutls_rnd(GNUTLS_RND_NONCE, dest, len);
+}
+
+static int on_new_cid(ngtcp2_conn *q, ngtcp2_cid *cid, uint8_t *token, size_t len, void *user)
+{
+    (void)q;
+    quic_conn_t *c = user;
+    if (gnutls_rnd(GNUTLS_RND_RANDOM, cid->data, len) < 0)
+        return NGTCP2_ERR_CALLBACK_FAILURE;
+    quic_steer_mark(cid->data, len, c->ep->steer);
+    cid->datalen = len;
+    if (ngtcp2_crypto_generate_stateless_reset_token(token, c->ep->secret, sizeof c->ep->secret,
+                                                     cid) != 0 ||
+        quic_cid_put(c->ep->cids, cid->data, cid->datalen, c) < 0)
+        return NGTCP2_ERR_CALLBACK_FAILURE;
+    return 0;
+}
+
+static int on_remove_cid(ngtcp2_conn *q, const ngtcp2_cid *cid, void *user)
+{
+    (void)q;
+    quic_conn_t *c = user;
+    if (quic_cid_get(c->ep->cids, cid->data, cid->datalen) == c)
+        quic_cid_del(c->ep->cids, cid->data, cid->datalen);
+    return 0;
+}
+
+/* CRYPTO data in: to GnuTLS while the handshake runs; after it (tls_release) a
+   protocol violation. */
+static int on_crypto_data(ngtcp2_conn *q, ngtcp2_crypto_level level, uint64_t off,
+                          const uint8_t *p, size_t n, void *user)
+{
+    quic_conn_t *c = user;
+    if (c->tls)
+        return ngtcp2_crypto_recv_crypto_data_cb(q, level, off, p, n, user);
+    ngtcp2_connection_close_error_set_transport_error(&c->err, NGTCP2_PROTOCOL_VIOLATION, NULL,
+                                                      0);
+    return NGTCP2_ERR_CALLBACK_FAILURE;
+}
+
+static int on_handshake_completed(ngtcp2_conn *q, void *user)
+{
+    quic_conn_t *c = user;
+    c->ep->site->stats.h3_handshakes++;
+    c->ep->handshaking -= c->shaking;
+    c->shaking = 0;
+    char name[256]; /* the server name, for 421 */
+    size_t len = sizeof name;
+    unsigned type;
+    if (gnutls_server_name_get(c->tls, name, &len, &type, 0) == 0 && type == GNUTLS_NAME_DNS)
+        h3_server_name(c->h3, name, len);
+    /* a token for the client's next connection: validated at once, no Retry (quic_retry.h) */
+    uint8_t token[QUIC_NEW_TOKEN_MAX];
+    const ngtcp2_path *path = ngtcp2_conn_get_path(q);
+    size_t n = quic_retry_new_token(c->ep->retry, (const struct sockaddr *)path->remote.addr,
+                                    path->remote.addrlen, now_ts(c->ep), token);
+    if (n && ngtcp2_conn_submit_new_token(q, token, n) != 0)
+        return NGTCP2_ERR_CALLBACK_FAILURE;
+    return 0;
+}
+
+static int on_tx_key(ngtcp2_conn *q, ngtcp2_crypto_level level, void *user)
+{
+    (void)q;
+    quic_conn_t *c = user;
+    if (level != NGTCP2_CRYPTO_LEVEL_APPLICATION)
+        return 0;
+    return h3_bind(c->h3) == 0 ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
+}
+
+static int on_stream_data(ngtcp2_conn *q, uint32_t flags, int64_t id, uint64_t off,
+                          const uint8_t *p, size_t n, void *user, void *stream_user)
+{
+    (void)q, (void)off, (void)stream_user;
+    quic_conn_t *c = user;
+    int r = h3_recv(c->h3, id, p, n, (flags & NGTCP2_STREAM_DATA_FLAG_FIN) != 0);
+    if (r != 0) {
+        ngtcp2_connection_close_error_set_application_error(
+            &c->err, nghttp3_err_infer_quic_app_error_code(r), NULL, 0);
+        return NGTCP2_ERR_CALLBACK_FAILURE;
+    }
+    return 0;
+}
+
+static int on_acked(ngtcp2_conn *q, int64_t id, uint64_t off, uint64_t n, void *user,
+                    void *stream_user)
+{
+    (void)q, (void)off, (void)stream_user;
+    quic_conn_t *c = user;
+    return nghttp3_conn_add_ack_offset(h3_ng(c->h3), id, n) == 0 ? 0
+                                                                 : NGTCP2_ERR_CALLBACK_FAILURE;
+}
+
+static int on_stream_close(ngtcp2_conn *q, uint32_t flags, int64_t id, uint64_t code,
+                           void *user, void *stream_user)
+{
+    (void)stream_user;
+    quic_conn_t *c = user;
+    if (!(flags & NGTCP2_STREAM_CLOSE_FLAG_APP_ERROR_CODE_SET))
+        code = NGHTTP3_H3_NO_ERROR;
+    int r = nghttp3_conn_close_stream(h3_ng(c->h3), id, code);
+    if (r == NGHTTP3_ERR_STREAM_NOT_FOUND) { /* a stream nghttp3 never saw */
+        if (ngtcp2_is_bidi_stream(id))
+            ngtcp2_conn_extend_max_streams_bidi(q, 1);
+        return 0;
+    }
+    return r == 0 ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
+}
+
+static int on_stream_reset(ngtcp2_conn *q, int64_t id, uint64_t size, uint64_t code, void *user,
+                           void *stream_user)
+{
+    (void)size, (void)code, (void)stream_user;
+    quic_conn_t *c = user;
+    if (ngtcp2_is_bidi_stream(id)) {
+        if (h3_client_reset(c->h3, id) < 0) { /* rapid reset */
+            ngtcp2_connection_close_error_set_application_error(
+                &c->err, NGHTTP3_H3_EXCESSIVE_LOAD, NULL, 0);
+            return NGTCP2_ERR_CALLBACK_FAILURE;
+        }
+        /* the request is cancelled: so is its answer (RFC 9114 4.1.1), and the stream
+           closes at once, which it never would if nghttp3 never saw it */
+        ngtcp2_conn_shutdown_stream_write(q, id, NGHTTP3_H3_REQUEST_CANCELLED);
+    }
+    int r = nghttp3_conn_shutdown_stream_read(h3_ng(c->h3), id);
+    return r == 0 || r == NGHTTP3_ERR_STREAM_NOT_FOUND ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
+}
+
+static int on_stop_sending(ngtcp2_conn *q, int64_t id, uint64_t code, void *user,
+                           void *stream_user)
+{
+    return on_stream_reset(q, id, 0, code, user, stream_user);
+}
+
+static int on_extend_stream_data(ngtcp2_conn *q, int64_t id, uint64_t max, void *user,
+                                 void *stream_user)
+{
+    (void)q, (void)max, (void)stream_user;
+    quic_conn_t *c = user;
+    int r = nghttp3_conn_unblock_stream(h3_ng(c->h3), id);
+    return r == 0 || r == NGHTTP3_ERR_STREAM_NOT_FOUND ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
+}
+
+const ngtcp2_callbacks quic_callbacks = {
+    .recv_client_initial = ngtcp2_crypto_recv_client_initial_cb,
+    .recv_crypto_data = on_crypto_data,
+    .handshake_completed = on_handshake_completed,
+    .encrypt = ngtcp2_crypto_encrypt_cb,
+    .decrypt = ngtcp2_crypto_decrypt_cb,
+    .hp_mask = ngtcp2_crypto_hp_mask_cb,
+    .recv_stream_data = on_stream_data,
+    .acked_stream_data_offset = on_acked,
+    .stream_close = on_stream_close,
+    .rand = on_rand,
+    .get_new_connection_id = on_new_cid,
+    .remove_connection_id = on_remove_cid,
+    .update_key = ngtcp2_crypto_update_key_cb,
+    .stream_reset = on_stream_reset,
+    .extend_max_stream_data = on_extend_stream_data,
+    .delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb,
+    .delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb,
+    .get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb,
+    .stream_stop_sending = on_stop_sending,
+    .version_negotiation = ngtcp2_crypto_version_negotiation_cb,
+    .recv_tx_key = on_tx_key,
+};
+
+static ngtcp2_conn *get_conn(ngtcp2_crypto_conn_ref *ref)
+{
+    return ((quic_conn_t *)ref->user_data)->q;
+}
+
+/* ---- a new connection's set-up ---------------------------------------------------- */
+
+/* The datagram's path, its local port filled in (packet info carries none). */
+void quic_path_of(quic_ep_t *e, gio_dgram_t *d, ngtcp2_path *path)
+{
+    if (!d->local.ss_family) {
+        memcpy(&d->local, &e->bound, e->boundlen);
+    } else if (d->local.ss_family == AF_INET) {
+        ((struct sockaddr_in *)&d->local)->sin_port = htons((uint16_t)e->port);
+    } else {
+        ((struct sockaddr_in6 *)&d->local)->sin6_port = htons((uint16_t)e->port);
+    }
+    socklen_t ll = d->local.ss_family == AF_INET ? sizeof(struct sockaddr_in)
+                                                 : sizeof(struct sockaddr_in6);
+    *path = (ngtcp2_path){.local = {(ngtcp2_sockaddr *)&d->local, ll},
+                          .remote = {(ngtcp2_sockaddr *)&d->peer, d->peerlen}};
+}
+
+int quic_tls_setup(quic_conn_t *c)
+{
+    quic_ep_t *e = c->ep;
+    static const gnutls_datum_t alpn = {(unsigned char *)"h3", 2};
+    /* no GNUTLS_ENABLE_EARLY_DATA: 0-RTT is off (its requests could be replayed) */
+    if (gnutls_init(&c->tls, GNUTLS_SERVER | GNUTLS_NO_AUTO_SEND_TICKET) < 0) {
+        c->tls = NULL;
+        return -1;
+    }
+    c->cred = e->cred;
+    c->cred->refs++;
+    c->ref = (ngtcp2_crypto_conn_ref){.get_conn = get_conn, .user_data = c};
+    if (gnutls_priority_set(c->tls, e->prio) < 0 ||
+        ngtcp2_crypto_gnutls_configure_server_session(c->tls) != 0 ||
+        gnutls_credentials_set(c->tls, GNUTLS_CRD_CERTIFICATE, c->cred->cred) < 0 ||
+        gnutls_alpn_set_protocols(c->tls, &alpn, 1,
+                                  GNUTLS_ALPN_MANDATORY | GNUTLS_ALPN_SERVER_PRECEDENCE) < 0)
+        return -1;
+    gnutls_session_set_ptr(c->tls, &c->ref);
+    ngtcp2_conn_set_tls_native_handle(c->q, c->tls);
+    return 0;
+}
+
+/* The connection's settings and parameters.  v: quic_retry_check's verdict; odcid:
+   the client's first Destination Connection ID if a Retry token carried it. */
+void quic_params(quic_ep_t *e, ngtcp2_settings *s, ngtcp2_transport_params *p,
+                 const ngtcp2_pkt_hd *hd, int v, const ngtcp2_cid *odcid)
+{
+    ngtcp2_settings_default(s);
+    s->initial_ts = now_ts(e);
+    s->max_window = 6 * QUIC_CONN_WINDOW;
+    s->max_stream_window = 6 * QUIC_STREAM_WINDOW;
+    s->handshake_timeout = (ngtcp2_duration)QUIC_HANDSHAKE_S * NGTCP2_SECONDS;
+    ngtcp2_transport_params_default(p);
+    p->initial_max_stream_data_bidi_remote = QUIC_STREAM_WINDOW;
+    p->initial_max_stream_data_uni = QUIC_STREAM_WINDOW;
+    p->initial_max_data = QUIC_CONN_WINDOW;
+    p->initial_max_streams_bidi = H3_MAX_STREAMS;
+    p->initial_max_streams_uni = 3;
+    p->max_idle_timeout = (ngtcp2_duration)e->cfg->timeout * NGTCP2_SECONDS;
+    p->max_udp_payload_size = QUIC_RX_MAX;
+    p->active_connection_id_limit = 7;
+    p->stateless_reset_token_present = 1;
+    p->original_dcid = v == QUIC_ADMIT_VALID ? *odcid : hd->dcid;
+    if (v == QUIC_ADMIT_VALID) { /* RFC 9000 7.3: the Retry's ID */
+        p->retry_scid = hd->dcid;
+        p->retry_scid_present = 1;
+    }
+    if (v == QUIC_ADMIT_VALID || v == QUIC_ADMIT_TOKEN) {
+        s->token = hd->token; /* the address is proved: no anti-amplification limit */
+        e->site->stats.h3_validated++;
+    }
+}
+#endif
