@@ -123,6 +123,20 @@ def launch(args, cwd, timeout=15):
     assert not bad, "a sanitizer spoke:\n%s" % run.text()
 
 
+def snapshot(v, contents=False):
+    """Every name below v (v too) with its owner, group and mode (and, with
+    contents, its size and mtime): compared before and after, what root
+    changed there."""
+    out = {}
+    for d, dirs, files in os.walk(v):
+        for n in [""] + dirs + files:
+            p = os.path.join(d, n) if n else d
+            st = os.lstat(p)
+            out[p] = (st.st_uid, st.st_gid, st.st_mode) + (
+                (st.st_size, st.st_mtime_ns) if contents else ())
+    return out
+
+
 def owner(path):
     return os.lstat(path).st_uid
 

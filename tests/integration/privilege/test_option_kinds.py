@@ -27,7 +27,8 @@ import subprocess
 import pytest
 
 from conftest import free_port
-from privtools import as_nobody, build, launch, needs_root, scratch, user, users_dir
+from privtools import (as_nobody, build, launch, needs_root, scratch, snapshot, user,
+                       users_dir)
 
 pytestmark = needs_root
 KINDS = ("path", "log", "user-dir", "secret")
@@ -201,16 +202,6 @@ def control(t, base):
         return run.port is not None, run.text()
 
 
-def snapshot(v):
-    out = {}
-    for d, dirs, files in os.walk(v):
-        for n in [""] + dirs + files:
-            p = os.path.join(d, n) if n else d
-            st = os.lstat(p)
-            out[p] = (st.st_uid, st.st_gid, st.st_mode, st.st_size, st.st_mtime_ns)
-    return out
-
-
 def template_for(name, kind, flags_relative, tpl):
     """The first shape whose control starts; the test fails (naming what to
     add) when none does."""
@@ -279,7 +270,7 @@ def test_chain_into_users_directory(opt):
         else:
             os.mkdir(target, 0o700)
             fill(t, target + "/value")
-        before = snapshot(v)
+        before = snapshot(v, contents=True)
         os.makedirs(base + "/t", 0o755)
         ud = users_dir(base + "/userdir")
         os.symlink(target, ud + "/x")
@@ -293,7 +284,7 @@ def test_chain_into_users_directory(opt):
                 name, value, what, text)
             assert said in text and value in text, "%s: not named:\n%s" % (what, text)
             assert SECRET not in text, "%s: root's file was echoed:\n%s" % (what, text)
-        assert snapshot(v) == before, "root changed the victim"
+        assert snapshot(v, contents=True) == before, "root changed the victim"
 
 
 @pytest.mark.parametrize("how", ["0644", "0640", "nobody's"])

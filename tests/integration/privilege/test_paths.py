@@ -22,7 +22,8 @@ import subprocess
 import pytest
 
 from conftest import free_port
-from privtools import as_nobody, launch, needs_root, owner, scratch, user, users_dir
+from privtools import (as_nobody, launch, needs_root, owner, scratch, snapshot, user,
+                       users_dir)
 
 pytestmark = needs_root
 NAME = "gatling.test"
@@ -41,16 +42,6 @@ def victim(base):
         f.write(SECRET + "\n")
     os.chmod(v + "/gatling.conf", 0o600)
     return v
-
-
-def snapshot(v):
-    out = {}
-    for d, dirs, files in os.walk(v):
-        for n in [""] + dirs + files:
-            p = os.path.join(d, n) if n else d
-            st = os.lstat(p)
-            out[p] = (st.st_uid, st.st_gid, st.st_mode)
-    return out
 
 
 def chain(base, name, v):
