@@ -435,7 +435,14 @@ def test_renewal_under_load(tmp_path, pki, workers):
                     l.fn.__name__, len(l.failures), l.ok + len(l.failures), l.failures[:5])
             issued = pebble.issued()
             assert pebble.accounts() == 1, pebble.log()[-4000:]
-            assert pebble.orders() == issued >= 2, (pebble.orders(), issued)
+            # one order a certificate, but for an attempt that failed and said so
+            # (a make check-all under load saw 3 orders for 2 certificates once:
+            # with Pebble's chaos and a loaded server an order may fail, and the
+            # next attempt is a new order)
+            failed = [l for l in srv.errlog if re.search(r"\(failure \d+, next attempt in", l)]
+            assert issued >= 2 and issued <= pebble.orders() <= issued + len(failed), (
+                pebble.orders(), issued, [l for l in srv.errlog if re.search("acme", l, re.I)][-20:],
+                pebble.log()[-3000:])
             assert pebble.replacements() >= 1, "no order said `replaces`"
             assert list(pairs(site.certs)) == [NAME]
 
