@@ -16,7 +16,8 @@ import zlib
 import pytest
 
 import appservers
-from conftest import MUX, Client, Mode, build_request, fetch, no_h3_client, url
+from conftest import (MUX, Client, Mode, build_request, fetch, no_h3_client, url,
+                      wait_for)
 from feature_helpers import curl, module_server
 
 sys.path.append("/usr/lib/python3/dist-packages")  # Debian's, from another python3 too
@@ -42,6 +43,9 @@ CGI = {
                      "Vary: Cookie\\r\\n\\r\\n'\ncat page.html\n"),
     "len.sh": SH + ("printf 'Content-Type: text/html\\r\\nContent-Length: %d\\r\\n\\r\\n'\n"
                     "cat page.html\n" % len(PAGE)),
+    # one event, then an open stream: its coder lives until the client goes
+    "hold.sh": SH + ("printf 'Content-Type: text/event-stream\\r\\n\\r\\n'\n"
+                     "printf 'data: held\\n\\n'; sleep 30\n"),
     "tick.sh": SH + ("printf 'Content-Type: text/event-stream\\r\\n\\r\\n'\n"
                      "for i in 1 2 3; do printf 'data: tick %s\\n\\n' $i; sleep 1; done\n"),
     "small.sh": SH + "printf 'Content-Type: text/html\\r\\nContent-Length: 12\\r\\n\\r\\n'\n"
@@ -368,15 +372,21 @@ def test_off(gatling, tmp_path, backend):
 
 
 def streaming(port):
-    """A client whose zstd answer from tick.sh (a CGI that writes a line a
-    second) has begun: its head read, its coder at work until it closes."""
+    """A client whose zstd answer from hold.sh (one event, then an open
+    stream) has begun: its head read and its first piece coded (zstd takes its
+    window then, which the memory cap counts), its coder at work until the
+    client closes.  tick.sh's three seconds ran out before the next request
+    on a loaded machine (make check-all's sigio pass) and freed the coder."""
+    key = 'gatling_compress_bytes_total{side="in"}'
+    before = metrics(port).get(key, 0)
     c = Client(port)
-    c.send(build_request("/cgi/tick.sh", headers=[("Accept-Encoding", "zstd")]))
+    c.send(build_request("/cgi/hold.sh", headers=[("Accept-Encoding", "zstd")]))
     if MUX:
         c.read_head()
     else:
         while b"\r\n\r\n" not in c.buf:
             c.buf += c._recv_more(time.monotonic() + 10, "head")
+    wait_for(lambda: metrics(port).get(key, 0) > before, 10, "hold.sh's first piece coded")
     return c
 
 
