@@ -706,31 +706,19 @@ void ftp_set_drain(ftp_set_t *set)
 static int ftp_set(config_t *cfg, const optdef_t *o, char *arg)
 {
     char digits[12];
-    const char *comma = strchr(arg, ',');
-    size_t n = comma ? (size_t)(comma - arg) : strlen(arg);
+    const char *rest;
     (void)o;
-    if (n == 0 || n >= sizeof digits)
+    if (opt_first(arg, digits, sizeof digits, &rest) < 0 ||
+        (cfg->ftp_port = (int)opt_number(digits, 0, 65535)) < 0)
         return -1;
-    memcpy(digits, arg, n), digits[n] = 0;
-    if ((cfg->ftp_port = (int)opt_number(digits, 0, 65535)) < 0)
-        return -1;
-    if (!comma)
+    if (!rest)
         return 0;
-    if (strncmp(comma + 1, "upload", 6) || (comma[7] && comma[7] != '='))
+    if (strncmp(rest, "upload", 6) || (rest[6] && rest[6] != '='))
         return -1;
     cfg->ftp_upload = 1;
-    if (!comma[7])
+    if (!rest[6])
         return 0;
-    char *end;
-    errno = 0;
-    long long v = strtoll(comma + 8, &end, 10);
-    int shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
-    if (shift)
-        end++;
-    if (errno || end == comma + 8 || *end || v < 1 || v > (1LL << (62 - shift)))
-        return -1;
-    cfg->ftp_upload_max = v << shift;
-    return 0;
+    return (cfg->ftp_upload_max = opt_size(rest + 7, 1, 1LL << 62)) < 0 ? -1 : 0;
 }
 
 const optdef_t ftp_opts[] = {

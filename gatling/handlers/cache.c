@@ -316,15 +316,12 @@ const handler_t cache_handler = {"cache", NULL, cache_dispatch, cache_route_init
 static int cache_set(config_t *cfg, const optdef_t *o, char *arg)
 {
     char mem[24];
-    const char *comma = strchr(arg, ',');
-    size_t n = comma ? (size_t)(comma - arg) : strlen(arg);
+    const char *comma;
     (void)o;
-    if (n == 0 || n >= sizeof mem)
+    if (opt_first(arg, mem, sizeof mem, &comma) < 0 ||
+        (cfg->cache_mem = opt_size(mem, 1 << 20, 64LL << 30)) < 0)
         return -1;
-    memcpy(mem, arg, n), mem[n] = 0;
-    if ((cfg->cache_mem = opt_size(mem, 1 << 20, 64LL << 30)) < 0)
-        return -1;
-    cfg->cache_object = comma ? opt_size(comma + 1, 4096, cfg->cache_mem) : 0;
+    cfg->cache_object = comma ? opt_size(comma, 4096, cfg->cache_mem) : 0;
     if (!comma && cfg->cache_mem < CACHE_OBJECT_DEFAULT)
         cfg->cache_object = cfg->cache_mem;
     return cfg->cache_object < 0 ? -1 : 0;

@@ -15,6 +15,17 @@ long opt_number(const char *s, long min, long max)
     return v;
 }
 
+int opt_first(const char *arg, char *buf, size_t cap, const char **rest)
+{
+    const char *comma = strchr(arg, ',');
+    size_t n = comma ? (size_t)(comma - arg) : strlen(arg);
+    if (n == 0 || n >= cap)
+        return -1;
+    memcpy(buf, arg, n), buf[n] = 0;
+    *rest = comma ? comma + 1 : NULL;
+    return 0;
+}
+
 long long opt_size(const char *s, long long min, long long max)
 {
     char *end;

@@ -91,6 +91,10 @@ typedef struct optdef {
 /* A whole decimal number in [min, max], or -1. */
 long opt_number(const char *s, long min, long max);
 
+/* "FIRST[,REST]": FIRST copied into buf (cap bytes with its NUL), *rest set to REST
+   (NULL without a comma); 0, or -1 when FIRST is empty or does not fit. */
+int opt_first(const char *arg, char *buf, size_t cap, const char **rest);
+
 /* A size: digits and an optional K, M or G (powers of 1024), in [min, max]; -1 if s is
    not that. */
 long long opt_size(const char *s, long long min, long long max);
