@@ -418,14 +418,6 @@ static int kept_on_update(const char *name)
     return unstored(name);
 }
 
-static int named_in(const exchange_t *ex, const char *name)
-{
-    for (unsigned i = 0; i < ex->nfields; i++)
-        if (!strcasecmp(ex->fields[i].name, name))
-            return 1;
-    return 0;
-}
-
 /* Append name: value to the head block at *p; count it in e. */
 static void head_put(rs_entry_t *e, char **p, const char *name, const char *value)
 {
@@ -448,7 +440,7 @@ int ce_head_update(cache_t *c, rs_entry_t *s, const exchange_t *ex, const char *
     for (unsigned i = 0; i < s->nfields; i++) {
         const char *name = p, *value = p + strlen(p) + 1;
         p = value + strlen(value) + 1;
-        if (kept_on_update(name) || !named_in(ex, name))
+        if (kept_on_update(name) || ex_field_at(ex, name) < 0)
             n += (size_t)(p - name);
     }
     for (unsigned i = 0; i < ex->nfields; i++)
@@ -466,7 +458,7 @@ int ce_head_update(cache_t *c, rs_entry_t *s, const exchange_t *ex, const char *
     for (p = old; nf--;) {
         const char *name = p, *value = p + strlen(p) + 1;
         p = value + strlen(value) + 1;
-        if (kept_on_update(name) || !named_in(ex, name))
+        if (kept_on_update(name) || ex_field_at(ex, name) < 0)
             head_put(s, &q, name, value);
     }
     for (unsigned i = 0; i < ex->nfields; i++)

@@ -87,29 +87,16 @@ static int path_skipped(const char *list, const char *path, size_t len)
 /* The field name's value among ex's response fields, and its index. */
 static const char *field(const exchange_t *ex, const char *name, int *at)
 {
-    for (int i = 0; i < ex->nfields; i++) {
-        if (!strcasecmp(ex->fields[i].name, name)) {
-            if (at)
-                *at = i;
-            return ex->fields[i].value;
-        }
-    }
-    return NULL;
+    int i = ex_field_at(ex, name);
+    if (i >= 0 && at)
+        *at = i;
+    return i >= 0 ? ex->fields[i].value : NULL;
 }
 
 /* Has the list value v the token tok (case-insensitive, as a whole item)? */
 static int has_token(const char *v, const char *tok)
 {
-    size_t k = strlen(tok);
-    for (const char *p = v; p && *p;) {
-        while (*p == ' ' || *p == '\t' || *p == ',')
-            p++;
-        size_t n = strcspn(p, ",;= \t");
-        if (n == k && !strncasecmp(p, tok, k))
-            return 1;
-        p += strcspn(p, ",");
-    }
-    return 0;
+    return http_list_has((http_str_t){v, strlen(v)}, tok);
 }
 
 /* May this answer be coded at all?  (The client's offer was checked at

@@ -27,6 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -175,6 +176,15 @@ static inline void ex_log_note(char *note, const char *text)
     while (n < EX_NOTE_CAP - 1 && text[n])
         note[n] = text[n], n++;
     note[n] = 0;
+}
+
+/* The index of the response header field named name (case-insensitive), or -1. */
+static inline int ex_field_at(const exchange_t *ex, const char *name)
+{
+    for (int i = 0; i < ex->nfields; i++)
+        if (!strcasecmp(ex->fields[i].name, name))
+            return i;
+    return -1;
 }
 
 /* Add a response header field (kept by pointer: name and value must live
