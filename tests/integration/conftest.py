@@ -24,6 +24,8 @@ by theme, in harness/ (every one re-exported here):
   checks.py   random_bytes, MTIME, SECRET, BIG, TEXT, standard_tree, make_standard_root,
               IMF_FIXDATE, norm_ctype, assert_status, assert_refused,
               assert_ends_connection, serve_then_check
+  figures.py  figure, COUNT, MARGIN, BENCH: a serial test's measured figure, recorded
+              for phase 2's table and judged by its kind
 The `server`-style fixtures check at teardown: SIGTERM -> exit 0 within 5 s,
 nothing alarming on stderr, and no descriptors leaked.
 """
@@ -65,8 +67,10 @@ from harness.env import (ALARMING, BUILD_DIR, client_tls_context, curl_version_a
                          FILE_CACHE_WAIT, first_backend_only, h1_only, H2, h2_bug, H3, h3_bug,
                          http_only, HTTP_VERSION, import_h2, IO_TIMEOUT, LISTEN_RE, LOG_VERSION,
                          MUX, no_h3_client, OTHER_BACKENDS, _pki, plain_bound, ROOT, SCHEME, serial,
-                         SOCKET_CLOSE_WAIT, START_TIMEOUT, STOP_TIMEOUT, test_pki, TLS,
+                         skip_if_idle_class_starved, SOCKET_CLOSE_WAIT, START_TIMEOUT,
+                         STOP_TIMEOUT, test_pki, TLS,
                          url)  # noqa: E402,F401
+from harness.figures import BENCH, COUNT, figure, MARGIN  # noqa: E402,F401
 from harness.waits import (best_of, end_upgrades, fd_count, fd_list, free_port,
                            fresh_source_address, gone, read_slowly_until_closed, recv_to_eof,
                            settle, sockstat, tcp_listening, wait_for)  # noqa: E402,F401

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, http_only, serial
+from conftest import BENCH, ROOT, figure, http_only, serial
 
 NGINX = "/usr/sbin/nginx"
 NOT_CACHING = "not caching"  # the driver's note for a server whose two GETs both reached the backend
@@ -71,7 +71,7 @@ def test_compare_cache_quick(build, tmp_path):
                         "-o", str(out)], capture_output=True, text=True, timeout=150)
     took = time.monotonic() - t0
     assert p.returncode == 0, p.stderr[-3000:]
-    assert took < 90, f"--quick took {took:.0f} s"
+    figure("compare-cache --quick", took, "s", hi=90, kind=BENCH)
     table = (out / "table.md").read_text()
     for word in ("| flood | php | 500 |", "| zipf | php | 500 |", "| flood | php | 100 |",
                  "gatling-nocache", "gatling-static", "CPU us/req", "hits %", "at once: fill",
@@ -102,7 +102,7 @@ def test_compare_cache_quick(build, tmp_path):
     for b in backends:
         v = data["samples"]["gatling-nocache"][0]["tests"][f"flood/{b}/100"]
         assert v["hit_pct"] == 0 and v["backend_requests"] >= v["responses"], v
-        assert 50 <= v["hot_key_rps"] <= 150, v  # 100/s offered
+        figure("hot key at 100/s offered", v["hot_key_rps"], "req/s", lo=50, hi=150, kind=BENCH)
     if "nginx" in servers:
         check_caching(data, "nginx", backends)
     commands = (out / "commands.txt").read_text()

@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from conftest import BUILD_DIR, BUILDS, ROOT
+from conftest import BENCH, BUILD_DIR, BUILDS, ROOT, figure
 
 PLAIN = [b for b in BUILDS if not b.endswith("-san")] or BUILDS
 BDIR = os.path.join(BUILD_DIR, PLAIN[0]) if PLAIN else None
@@ -245,9 +245,13 @@ def test_kb_stream_reads_a_bottleneck_as_iperf3_does(tmp_path):
                 0.95 <= pairs[0][2] <= 1.05:
             break
     assert [r["test"] for r in rows] == ["tcp4-veth-n1", "iperf3-tcp4-veth-n1"], rows
-    assert all(r["status"] == "PASS" and 1500 < float(r["mbit"]) < 2300 for r in rows), tries
+    assert all(r["status"] == "PASS" for r in rows), tries
+    for r in rows:  # the bottleneck's 2 Gbit/s, read by each tool
+        figure("%s through a 2 Gbit/s tbf (tries %s)" % (r["test"], tries), float(r["mbit"]),
+               "Mbit/s", lo=1500, hi=2300, kind=BENCH)
     (test, ratios, median), = pairs
-    assert test == "tcp4-veth-n1" and len(ratios) == 1 and 0.95 <= median <= 1.05, tries
+    assert test == "tcp4-veth-n1" and len(ratios) == 1, tries
+    figure("kb-stream / iperf3 through the same tbf", median, "x", lo=0.95, hi=1.05, kind=BENCH)
     text, doc = tputreport.write(out, [out])
     assert re.search(r"^tcp4-veth-n1 +1 +[01]\.\d{3}", text, re.M), text
     assert "kb-stream against iperf3" in doc

@@ -5,7 +5,7 @@ import resource
 import socket
 import time
 
-from conftest import assert_status, fetch, serial
+from conftest import MARGIN, assert_status, fetch, figure, serial
 
 
 def connect_many(port, n):
@@ -66,7 +66,8 @@ def test_slow_clients_do_not_starve_others(gatling):
         r = fetch(srv.port, "/f.txt")
         assert_status(r, 200, "a normal client among 200 slow ones")
     took = time.monotonic() - t0
-    assert took < 2.0, "20 requests took %.2f s beside 200 stalled clients" % took
+    figure("20 requests beside 200 stalled clients", took, "s", hi=2.0,
+           kind=MARGIN)  # 0.02-0.05 s measured at a load of 20
     time.sleep(2.2)  # -T 1: every stalled connection must be closed by now
     closed = 0
     for s in slow:

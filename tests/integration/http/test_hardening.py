@@ -9,8 +9,9 @@ import time
 
 import pytest
 
-from conftest import (H2, TLS, h1_only, h2_bug, http_only, serial, Client, assert_status,
-                      best_of, fetch, first_backend_only, fresh_source_address, raw_exchange,
+from conftest import (BENCH, figure, H2, skip_if_idle_class_starved, TLS, h1_only, h2_bug,
+                      http_only, serial, Client, assert_status, best_of, fetch,
+                      first_backend_only, fresh_source_address, raw_exchange,
                       read_slowly_until_closed, recv_to_eof, settle)
 from feature_helpers import assert_ok
 
@@ -294,6 +295,7 @@ def wrong_logins(gatling, args, secs, timeout, before=None):
 @serial
 @http_only
 def test_bad_logins_do_not_stall_the_loop(gatling):
+    skip_if_idle_class_starved()  # the good login's check waits for a SCHED_IDLE thread
     srv, one, clients = wrong_logins(gatling, ("-T", "10", "-j", "2"), 1.5, 60)
     n = len(clients)
     time.sleep(0.05)  # the wrong passwords are being hashed now
@@ -323,6 +325,7 @@ def test_job_past_the_head_deadline_is_503(gatling, request):
     and the serial phase is not spent on it five times."""
     first_backend_only(request, ("test_job_past_the_head_deadline_is_503",),
                        "the job queue's 503 sits above io/: the first backend runs it")
+    skip_if_idle_class_starved()
     codes = []
 
     def alone(srv):
@@ -347,6 +350,7 @@ def test_job_past_the_head_deadline_is_503(gatling, request):
 
 @serial
 def test_gzip_misses_do_not_stall_the_loop(gatling):
+    skip_if_idle_class_starved()  # 30 gzip jobs on SCHED_IDLE threads, each within -s
     import gzip
     import random
     rnd = random.Random(7)
@@ -679,10 +683,10 @@ def test_slow_read_ramp_is_cheap(gatling, build):
         return costs["/big.bin"] / max(costs["/f.txt"], 1e-3)
 
     costs = best_of(measure, lambda c: ratio(c) < 15)
-    assert ratio(costs) < 15, (
-        "1,000 slow readers of 1 MiB cost %.3f s of server CPU, %.1f times the %.3f s of "
-        "the same ramp asking for 6 bytes (the least of three runs)"
-        % (costs["/big.bin"], ratio(costs), costs["/f.txt"]))
+    # 1,000 slow readers of 1 MiB against the same ramp asking for 6 bytes (the
+    # least of three runs)
+    figure("server CPU, 1,000 slow readers of 1 MiB / of 6 B", ratio(costs), "x", hi=15,
+           kind=BENCH)
 
 
 # --------------------------------------------------------------------------
@@ -727,5 +731,5 @@ def test_expiry_cost_does_not_grow_with_descriptors(build):
             runs[n].append(per_expiry(n))
     ratio = min(runs[big]) / min(runs[small])
     limit = 3.0 if build.sanitized else 2.5
-    assert ratio < limit, "CPU per expiry (us) with %d descriptors %s, with %d %s" % (
-        small, runs[small], big, runs[big])
+    figure("CPU per expiry, %d descriptors / %d" % (big, small), ratio, "x", hi=limit,
+           kind=BENCH)

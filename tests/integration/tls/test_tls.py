@@ -10,11 +10,12 @@ import signal
 import socket
 import ssl
 import subprocess
+import threading
 import time
 
 import pytest
 
-from conftest import (IO_TIMEOUT, H2Client, first_backend_only, https_port,
+from conftest import (COUNT, figure, MARGIN, IO_TIMEOUT, H2Client, first_backend_only, https_port,
                       read_slowly_until_closed, recv_to_eof, serial, wait_for)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
@@ -578,7 +579,9 @@ def test_stalled_handshake_does_not_stall_others(gatling, pki):
         stalled.append(s)
     t = time.monotonic()
     rc, out, err = curl(pki, port)
-    assert rc == 0 and time.monotonic() - t < 2.0, err
+    assert rc == 0, err
+    figure("a handshake beside a stalled one", time.monotonic() - t, "s", hi=2.0,
+           kind=MARGIN)  # 0.15-0.27 s measured at a load of 20
     for s in stalled:
         s.close()
 
@@ -1571,8 +1574,8 @@ def test_tls_records_leave_gathered(gatling, pki, proto):
     mb = 3 * len(big) / 1e6
     writes = sum(counts.get(k, 0) for k in ("write", "writev", "sendto", "sendmsg"))
     reads = sum(counts.get(k, 0) for k in ("pread64", "preadv", "preadv2"))
-    assert writes / mb <= 40, "%.1f writes per MB: %r" % (writes / mb, counts)
-    assert reads / mb <= 40, "%.1f file reads per MB: %r" % (reads / mb, counts)
+    figure("writes per MB (%r)" % counts, writes / mb, "", hi=40, kind=COUNT)
+    figure("file reads per MB", reads / mb, "", hi=40, kind=COUNT)
 
 
 def anon_bytes(pid):
@@ -1622,18 +1625,25 @@ def test_tls_readers_that_do_not_read_hold_little(gatling, pki, build):
         held.append(s)
     time.sleep(1.5)
     per = (anon_bytes(srv.pid) - base) / len(held)
-    got = []
-    for s in held[:3]:
-        body = b""
+    got = [b""] * 3
+
+    def read_all(i):
         while True:
-            d = s.recv(1 << 20)
+            d = held[-1 - i].recv(1 << 20)
             if not d:
-                break
-            body += d
-        got.append(body)
+                return
+            got[i] += d
+    # the last three made, reading at once: a client that reads nothing for the rate
+    # window (10 s, -B) is ended, and on a loaded machine making 40 TLS connections in
+    # Python, or reading 8 MiB through a 4 KiB window one after the other, took longer
+    readers = [threading.Thread(target=read_all, args=(i,)) for i in range(3)]
+    for t in readers:
+        t.start()
+    for t in readers:
+        t.join()
     for s in held:
         s.close()
-    assert per < 96 * 1024, "%.0f bytes held per TLS client that does not read" % per
+    figure("bytes held per TLS client that does not read", per, "B", hi=96 * 1024, kind=COUNT)
     for body in got:
         assert body.endswith(big[-4096:]) and len(body) > len(big), len(body)
 
@@ -1677,4 +1687,4 @@ def test_tls_idle_after_a_large_response_holds_no_buffers(gatling, pki, build):
     per = (anon_bytes(srv.pid) - base) / len(more)
     for s in held + more:
         s.close()
-    assert per < 24 * 1024, "%.0f bytes held per idle TLS connection" % per
+    figure("bytes held per idle TLS connection", per, "B", hi=24 * 1024, kind=COUNT)
