@@ -384,6 +384,9 @@ def test_cache_codes_once(gatling, backend):
     r = get(srv.port, "/app/cached")
     assert r.header("Content-Encoding") is None and r.body == PAGE, r
     assert "detail" not in r.header("Cache-Status"), r
+    r = get(srv.port, "/app/cached", "zstd", headers=[("Range", "bytes=0-99")])
+    assert r.status == 206 and r.header("Content-Encoding") is None, r
+    assert r.body == PAGE[:100], r  # a range of the uncoded body
     assert ASKED.count("/app/cached") >= 1
 
 
