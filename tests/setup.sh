@@ -87,7 +87,10 @@ pkgs="$pkgs jq"
 # clang-tidy-14 and cppcheck: make lint (tests/lint.sh), a job of make check, beside gcc's
 # -fanalyzer; gcovr: make coverage's report (line and branch per folder, HTML)
 pkgs="$pkgs clang-tidy-14 cppcheck gcovr"
+# libnginx-mod-http-brotli-filter: nginx's brotli, a peer of bench/compare-compress (with
+# nginx's gzip and caddy's encode zstd gzip; test_compare_compress.py)
 [ "$level" = bench ] && pkgs="$pkgs nginx lighttpd h2o slowhttptest whois caddy"
+[ "$level" = bench ] && pkgs="$pkgs libnginx-mod-http-brotli-filter"
 # nodejs, npm: the HTTP caching test suite (tests/cache-tests/run, test_cache_suite.py),
 # which npm installs below.  Asked for only when the command is missing: a NodeSource
 # nodejs (which carries its own npm) conflicts with Debian's npm package

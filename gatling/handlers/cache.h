@@ -7,7 +7,8 @@
  * or HEAD that a proxy rule or CGI would answer is looked up by scheme,
  * host and target (and the request fields its stored response varies on).
  * A fresh entry is a hit, served from memory like a static file (Range, HEAD
- * and the client's conditionals answered from it).  A miss starts a fetch:
+ * and the client's conditionals answered from it; with --compress, in the
+ * client's coding from a coded body kept beside it, cache_coded.c).  A miss starts a fetch:
  * an exchange of the cache's own, with no client, that the proxy or CGI
  * answers; every request for the key that comes meanwhile waits on it (one
  * backend request however many ask) and is answered as the response

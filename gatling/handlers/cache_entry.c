@@ -211,7 +211,7 @@ static int serve_range(exchange_t *ex, const rs_entry_t *e, char *age, const cha
 
 /* Answer ex from the complete entry e: 304/412 for its preconditions, a
    range, or the whole.  The caller holds e until ex ends.  0 or -1. */
-int ce_serve(exchange_t *ex, const rs_entry_t *e, const char *cs, int64_t now)
+int ce_serve(exchange_t *ex, rs_entry_t *e, const char *cs, int64_t now)
 {
     char age[24];
     hbuf_t ab = hb_init(age, sizeof age);
@@ -231,6 +231,10 @@ int ce_serve(exchange_t *ex, const rs_entry_t *e, const char *cs, int64_t now)
     if (done)
         return r;
     ce_put_fields(ex, e, age, cs, 0);
+    char coded[160]; /* the Cache-Status of a coded body */
+    int v = cv_serve(hsite_of(ex->site)->cache, ex, e, cs, coded, sizeof coded);
+    if (v <= 0)
+        return v;
     int h = ex_head(ex, e->status, e->ctype, e->body_len, -1);
     if (h)
         return h < 0 ? -1 : 0;

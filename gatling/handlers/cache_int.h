@@ -160,8 +160,9 @@ void ce_put_fields(exchange_t *ex, const rs_entry_t *e, const char *age, const c
                    int notmod);
 
 /* Answer ex from the complete entry e: 304/412 for its preconditions, a
-   range, or the whole.  The caller holds e until ex ends.  0 or -1. */
-int ce_serve(exchange_t *ex, const rs_entry_t *e, const char *cs, int64_t now);
+   range, or the whole (in a stored coding, cv_serve).  The caller holds e
+   until ex ends.  0 or -1. */
+int ce_serve(exchange_t *ex, rs_entry_t *e, const char *cs, int64_t now);
 
 /* Request fields a fetch does not send: the cache answers conditionals and
    ranges itself; nothing unkeyed may change what the backend answers. */
@@ -186,6 +187,19 @@ void ce_entry_date(rs_entry_t *e, int64_t t);
    (RFC 9111 3.2), and its Content-Type if it sent one.  0, or -1: s is
    left as it was. */
 int ce_head_update(cache_t *c, rs_entry_t *s, const exchange_t *ex, const char *ctype);
+
+/* ---- cache_coded.c: coded bodies of stored responses ---- */
+
+/*
+ * Answer ex from e, whose fields (Cache-Status cs among them) are on ex, in
+ * the coding ex's --compress stage would give it (compress.h): from e's
+ * coded body, made now if it has none (coded whole, once per entry and
+ * coding, kept in e and counted in the store while it fits the object cap).
+ * The Cache-Status names the coding (buf[cap] holds it until ex_head).  0
+ * (answered) or -1 (failed); 1: not for a coded body (no stage, not
+ * codable, e not complete, the caps reached): the caller answers as before.
+ */
+int cv_serve(cache_t *c, exchange_t *ex, rs_entry_t *e, const char *cs, char *buf, size_t cap);
 
 /* ---- cache_fetch.c: readers, fetches, the clock ---- */
 

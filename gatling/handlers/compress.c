@@ -275,6 +275,53 @@ static void z_end(exchange_t *ex, ex_slot_t *s)
     free(c);
 }
 
+/* ---- for the response cache: a stored body coded whole ---- */
+
+/* ex's stage, while it still wraps the codec; else NULL. */
+static cstage_t *stage_of(exchange_t *ex)
+{
+    cstage_t *c = zslot(ex)->p;
+    return c && ex->codec == &c->codec ? c : NULL;
+}
+
+int compress_wanted(exchange_t *ex, int status, const char *ctype, uint64_t len)
+{
+    cstage_t *c = stage_of(ex);
+    return c && codable(c->cp, ex, status, ctype, len) ? c->enc : 0;
+}
+
+zc_t *compress_coder(exchange_t *ex, int enc, uint64_t len)
+{
+    cstage_t *c = stage_of(ex);
+    if (!c)
+        return NULL;
+    compress_t *cp = c->cp;
+    zc_t *z = NULL;
+    if (cp->budget.streams >= cp->streams || cp->budget.bytes >= cp->memory ||
+        !(z = zc_new(enc, len, &cp->budget)))
+        ex->site->stats.compress_capped++;
+    return z;
+}
+
+void compress_precoded(exchange_t *ex)
+{
+    cstage_t *c = stage_of(ex);
+    if (!c)
+        return;
+    vary_merge(c, ex);
+    etag_weaken(c, ex);
+    drop_field(ex, "Accept-Ranges");
+    drop_field(ex, "Content-Encoding");
+    ex_field(ex, "Content-Encoding", enc_name(c->enc));
+    ex->site->stats.compressed[enc_index(c->enc)]++;
+    ex->codec = c->orig; /* the body passes as it is */
+}
+
+int compress_index(int enc)
+{
+    return enc_index(enc);
+}
+
 /* ---- the router's entry ---- */
 
 /* Does ex's request offer a coding, and may its answer be coded?  Then

@@ -27,6 +27,7 @@
 #include "handler.h"
 #include "site/config.h"
 #include "site/optdef.h"
+#include "site/zcoder.h"
 
 
 /* The router's entry (router.c's table, before the cache). */
@@ -38,6 +39,24 @@ extern const handler_t compress_handler;
 #define COMPRESS_TYPES                                                                        \
     "text/*,application/json,application/javascript,application/x-javascript,"               \
     "application/xml,application/wasm,image/svg+xml,*+json,*+xml"
+
+/*
+ * For the response cache (cache_coded.c), which keeps coded bodies so that a
+ * hit never codes.  compress_wanted: the coding ex's stage would give an
+ * answer of this status, type and length with the fields now on ex (the
+ * same rules as a streamed answer), or 0 (no stage on ex, or not codable).
+ * compress_coder: a coder for enc within the process's caps (site/zcoder.h;
+ * the caller zc_free's it), or NULL (capped or ENOMEM: counted as capped).
+ * compress_precoded: the body about to go is already in the stage's coding:
+ * the head's fields as the stage would make them (Vary merged, the ETag weak,
+ * no Accept-Ranges, Content-Encoding), counted as a coded answer, and the
+ * stage steps aside.  compress_index: the stats' index of a coding (gzip 0,
+ * br 1, zstd 2), as status_counters_t's compressed[] and cache_coded[].
+ */
+int compress_wanted(exchange_t *ex, int status, const char *ctype, uint64_t len);
+zc_t *compress_coder(exchange_t *ex, int enc, uint64_t len);
+void compress_precoded(exchange_t *ex);
+int compress_index(int enc);
 
 /* --compress's row of the option table (site/optdef.h): off | types=LIST |
    skip=LIST | min=BYTES | streams=N | memory=BYTES, repeatable. */

@@ -260,6 +260,10 @@ static void defences(hbuf_t *b, const stats_snap_t *t)
     const lv_t zb[] = {{"in", c->compress_in}, {"out", c->compress_out}};
     family(b, "gatling_compress_bytes_total", "counter",
            "Bytes of the answers coded on the fly, before and after", "side", zb, N(zb));
+    const lv_t cz[] = {{"gzip", c->cache_coded[0]}, {"br", c->cache_coded[1]},
+                       {"zstd", c->cache_coded[2]}};
+    family(b, "gatling_cache_coded_hits_total", "counter",
+           "Response cache: hits sent from a stored coded body, by coding", "coding", cz, N(cz));
     const lv_t hs[] = {{"ok", c->tls_handshakes}, {"failed", c->tls_failed}};
     family(b, "gatling_tls_handshakes_total", "counter", "TLS handshakes done or failed", "result",
            hs, N(hs));
@@ -463,6 +467,8 @@ static void dynamic(hbuf_t *b, const stats_snap_t *t)
          "a slow fetch",
          c->cache_lock_timeouts},
         {"gatling_cache_purges_total", "Response cache: PURGE requests", c->cache_purges},
+        {"gatling_cache_coded_total", "Response cache: stored responses coded whole (--compress)",
+         c->cache_coded_made},
         {"gatling_cache_evictions_total", "Response cache: entries evicted (room, idle)",
          t->more.cache_evictions},
         {"gatling_ftp_sessions_total", "FTP control connections (-f)", c->ftp_sessions},

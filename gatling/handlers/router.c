@@ -248,7 +248,8 @@ static const handler_t methods_entry = {"OPTIONS, 405, 501", NULL, methods_rule,
  * health check before every rule (a checker sends what it sends), --acme's
  * HTTP-01 before any Host's rules, the files below /.well-known/ before
  * -X's redirect and ACME's before the cache, -P and CGI; the coding stage
- * before the cache (a hit is coded as a miss is); the cache in
+ * before the cache (a hit is coded as a miss is, from a coded body the
+ * cache keeps: cache_coded.c); the cache in
  * front of the dynamic handlers it stores; -P and CGI take any method and
  * a path of their own before -S's pages and the files; the last entry
  * answers every request left.  init and free are called in this order; a

@@ -23,6 +23,8 @@ static void entry_free(rstore_t *s, rs_entry_t *e)
     for (unsigned i = 0; i < e->nparts; i++)
         free(e->parts[i].p);
     free(e->parts);
+    for (unsigned i = 0; i < RS_CODED; i++)
+        free(e->coded[i].p);
     free(e->head);
     free(e->vary);
     s->bytes -= e->bytes;

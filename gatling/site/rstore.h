@@ -20,6 +20,7 @@
 #include <time.h>
 
 #define RS_KEY_MAX 4608 /* scheme + host + target: longer ones are not cached */
+#define RS_CODED 3      /* bodies of an entry in another coding (handlers/cache_coded.c) */
 
 enum {
     RS_FILLING, /* its response is coming (a fetch fills it) */
@@ -67,6 +68,8 @@ typedef struct rs_entry {
     rs_part_t *parts;
     unsigned nparts, partcap;
     uint64_t body_len;    /* bytes in parts */
+    rs_part_t coded[RS_CODED]; /* the body in other codings, whole (the handler's
+                                  index), each counted in bytes; {NULL, 0}: none */
     struct cfetch *fetch; /* the fetch filling or revalidating it, or NULL */
     void *readers;        /* the handler's list of responses waiting on it */
     char key[];

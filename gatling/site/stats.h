@@ -156,6 +156,8 @@ typedef struct status_counters {
     uint64_t compressed[3];    /* answers compressed on the fly: gzip, br, zstd (compress.c) */
     uint64_t compress_capped;  /* ... sent identity: the streams or memory cap was reached */
     uint64_t compress_in, compress_out; /* ... their bytes before and after */
+    uint64_t cache_coded[3];   /* cache hits sent from a stored coded body: gzip, br, zstd */
+    uint64_t cache_coded_made; /* ... such bodies made (a stored response coded whole) */
     /* per protocol (STATS_*): requests and bytes (their sums are the two above) */
     uint64_t proto_requests[STATS_PROTOS], proto_bytes[STATS_PROTOS];
     /* ... and how long the requests took: how many fell in each bucket (not

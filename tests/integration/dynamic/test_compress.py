@@ -345,6 +345,51 @@ def test_cache_hits_coded(gatling, backend):
     assert "hit" in (r.header("Cache-Status") or ""), r
 
 
+def counters(port, *prefixes):
+    r = fetch(port, "/metrics")
+    out = {}
+    for line in r.body.decode().splitlines():
+        if line.startswith(prefixes):
+            k, v = line.rsplit(" ", 1)
+            out[k] = float(v)
+    return out
+
+
+def test_cache_codes_once(gatling, backend):
+    """--cache keeps coded bodies: after the fill, N hits in each coding cost
+    one compression per coding (/metrics' bytes in grow by the page once per
+    coding, three bodies made), each client decodes its variant, named in
+    Cache-Status, and a client that asks none gets the identity."""
+    srv = gatling(dict(tree(), **{".cache": "ttl 30\n"}),
+                  args=ARGS + ("-P", "127.0.0.1/%d/^/app/" % backend))
+    r = get(srv.port, "/app/cached", "zstd")  # the miss: coded as it streams
+    assert r.status == 200 and decode("zstd", r.body) == PAGE, r
+    want = ("gatling_compress_bytes", "gatling_cache_coded")
+    before = counters(srv.port, *want)
+    for coding in ("zstd", "br", "gzip"):
+        for _ in range(5):
+            r = get(srv.port, "/app/cached", coding)
+            assert r.status == 200 and r.header("Content-Encoding") == coding, r
+            assert decode(coding, r.body) == PAGE, coding
+            assert "hit" in r.header("Cache-Status") and \
+                "detail=%s" % coding in r.header("Cache-Status"), r
+            assert "accept-encoding" in r.header("Vary").lower(), r
+            assert r.header("Accept-Ranges") is None, r
+    after = counters(srv.port, *want)
+    grew = {k: after[k] - before.get(k, 0) for k in after}
+    assert grew['gatling_compress_bytes_total{side="in"}'] == 3 * len(PAGE), grew
+    assert grew["gatling_cache_coded_total"] == 3, grew
+    for coding in ("zstd", "br", "gzip"):
+        assert grew['gatling_cache_coded_hits_total{coding="%s"}' % coding] == 5, grew
+    r = get(srv.port, "/app/cached")
+    assert r.header("Content-Encoding") is None and r.body == PAGE, r
+    assert "detail" not in r.header("Cache-Status"), r
+    r = get(srv.port, "/app/cached", "zstd", headers=[("Range", "bytes=0-99")])
+    assert r.status == 206 and r.header("Content-Encoding") is None, r
+    assert r.body == PAGE[:100], r  # a range of the uncoded body
+    assert ASKED.count("/app/cached") >= 1
+
+
 from test_proxy import php_fpm  # noqa: E402,F401 (the module's php-fpm, a fixture)
 
 
