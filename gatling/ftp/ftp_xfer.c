@@ -502,6 +502,8 @@ static int prepare_list(ftp_sess_t *s, ftp_verb_t verb, const char *path)
 }
 
 /* The transfer starts: the data link is open. */
+static void recv_some(ftp_sess_t *s);
+
 static void begin(ftp_sess_t *s)
 {
     s->xfer_waiting = 0;
@@ -509,6 +511,11 @@ static void begin(ftp_sess_t *s)
     s->moved = s->window_at = 0;
     gio_want(loop_of(s), s->dfd, s->xfer == XFER_RECV ? GIO_READ : GIO_WRITE);
     data_deadline(s, ftp_capped_ms(s, FTP_RATE_WINDOW_MS));
+    /* an upload's first records (a small file, its close_notify too) may have come with
+       the client's Finished: read ahead into OpenSSL's buffer by the handshake, they
+       leave the kernel's empty, and no readiness would ever report them */
+    if (s->xfer == XFER_RECV && s->dssl && tls_pending(s->dssl) > 0)
+        recv_some(s);
 }
 
 void ftp_cmd_transfer(ftp_sess_t *s, const ftp_cmd_t *cmd, const char *path)

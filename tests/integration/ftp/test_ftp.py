@@ -9,6 +9,7 @@ import re
 import resource
 import shutil
 import socket
+import ssl
 import stat
 import subprocess
 import time
@@ -887,6 +888,42 @@ def test_ftps_ftplib(gatling):
     f.quit()
     srv.wait_log(4)
     assert any(l.endswith('"RETR /big.bin" 226 1048576 "-" "-" ftps') for l in srv.log), srv.log
+
+
+def test_ftps_upload_that_came_with_the_handshake(gatling):
+    """A small upload whose records (its data and close_notify) reach the
+    server in the same segment as the client's Finished: the handshake reads
+    them ahead into OpenSSL's buffer, the kernel's is empty, so no readiness
+    will report them; the transfer must begin with them all the same (the CI
+    met it as a 426 "Transfer too slow" after 10 s of a 9-byte STOR)."""
+    srv = start(gatling, tls=True, upload="upload")
+    f = tls_client(srv)
+    f.voidcmd("TYPE I")
+    host, port = ftplib.parse227(f.sendcmd("PASV"))
+    raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+    assert f.sendcmd("STOR /pub/ahead.txt").startswith("150")
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = f.context.wrap_bio(inc, out, server_hostname="127.0.0.1", session=f.sock.session)
+    while True:  # the handshake, holding the client's last flight back
+        try:
+            tls.do_handshake()
+            break
+        except ssl.SSLWantReadError:
+            raw.sendall(out.read())
+            inc.write(raw.recv(65536))
+    tls.write(b"came with the Finished\n")
+    try:
+        tls.unwrap()  # the close_notify, behind the data
+    except ssl.SSLWantReadError:
+        pass
+    raw.sendall(out.read())  # Finished, data and close_notify in one segment
+    t0 = time.monotonic()
+    assert f.voidresp().startswith("226")
+    assert time.monotonic() - t0 < 5  # not the rate window's 10 s
+    raw.close()
+    assert open(os.path.join(srv.docroot, "pub", "ahead.txt"), "rb").read() == \
+        b"came with the Finished\n"
+    f.quit()
 
 
 def test_ftps_data_needs_session_reuse(gatling):
