@@ -119,8 +119,18 @@ class Etcd:
                  "--initial-cluster", self.cluster or "%s=%s" % (self.name, u)],
                 stdout=self.log, stderr=subprocess.STDOUT)
         if wait:
-            wait_for(lambda: self.call("/v3/kv/range", {"key": b64("x")}) is not None,
-                     timeout=20, what="etcd answering on %s" % self.url)
+            # an etcd that died (a port another process took between free_port and its
+            # bind) is said at once with its log; a live one gets 60 s: at a load of 30
+            # one took more than 20 s to answer its first request (make check-all)
+            def answering():
+                if self.proc.poll() is not None:
+                    self.log.flush()
+                    with open(self.log.name, "rb") as f:
+                        tail = f.read()[-1500:].decode(errors="replace")
+                    raise AssertionError("etcd on %s exited (%s):\n%s"
+                                         % (self.url, self.proc.returncode, tail))
+                return self.call("/v3/kv/range", {"key": b64("x")}) is not None
+            wait_for(answering, timeout=60, what="etcd answering on %s" % self.url)
         return self
 
     def call(self, path, req):
