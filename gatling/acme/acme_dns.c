@@ -389,7 +389,8 @@ static ldns_rr *txt_rr(const acme_dns_rec_t *rec, int add)
 static int change(const config_acme_t *a, const server_t *s, const acme_dns_rec_t *rec, int how,
                   char *err, size_t cap)
 {
-    static const char *const verb[] = {"removing", "adding", "a test update (add and delete)"};
+    static const char *const verb[] = {"removing", "adding",
+                                        "a test update adding and deleting"};
     char what[1200];
     ldns_rr_list *up = ldns_rr_list_new();
     int k = snprintf(what, sizeof what, "%s the TXT record of %s in zone %s (key %s)", verb[how],

@@ -588,3 +588,31 @@ logging {{ channel e {{ stderr; severity info; print-time yes; }};
     def updates(self):
         """The updates that changed a zone (named's "adding an RR" lines)."""
         return tail(self.log, 1 << 22).count(": adding an RR at")
+
+
+class Resolver(Bind):
+    """named as a recursive resolver on 127.0.0.1:port for zones (names),
+    each forwarded to upstream (a Knot's or Bind's port): what follows a
+    CNAME from one zone into another, as a CA's resolver does (Pebble's own
+    lookup takes the answer as it comes and follows none)."""
+
+    def __init__(self, tmp, zones, upstream):  # pylint: disable=super-init-not-called
+        self.tmp = os.path.join(tmp, "resolver")
+        self.port = free_port()
+        self.addr = "127.0.0.1:%d" % self.port
+        self.log = os.path.join(self.tmp, "named.log")
+        os.makedirs(self.tmp, exist_ok=True)
+        self.conf = os.path.join(self.tmp, "named.conf")
+        with open(self.conf, "w") as f:
+            f.write("""options {{
+    directory "{t}"; pid-file "{t}/named.pid"; session-keyfile "{t}/session.key";
+    listen-on port {port} {{ 127.0.0.1; }}; listen-on-v6 {{ none; }};
+    recursion yes; allow-recursion {{ 127.0.0.1; }}; dnssec-validation no; notify no;
+    max-cache-ttl 1; max-ncache-ttl 1;
+}};
+controls {{ }};
+logging {{ channel e {{ stderr; severity info; }}; category default {{ e; }}; }};
+{zones}""".format(t=self.tmp, port=self.port, zones="".join(
+                'zone "%s" { type forward; forward only; forwarders { 127.0.0.1 port %d; }; };\n'
+                % (z, upstream) for z in zones)))
+        self.p = None
