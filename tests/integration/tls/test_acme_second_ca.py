@@ -10,8 +10,8 @@ good nonces rejected, authorizations reused half the time).
     served, the first never made an order;
   - the first CA answering but every validation failing (its validation
     ports lead nowhere): three failures there, then the second CA;
-  - an --acme-eab for each CA: each binding goes to its own CA (the proxy
-    sees the kid of the CA it stands for).
+  - an --acme-eab after each --acme-ca: each binding goes to its own CA
+    (the proxy in front of each sees that CA's kid in newAccount).
 """
 import base64
 import json
@@ -114,15 +114,17 @@ def test_each_ca_gets_its_own_eab(tmp_path):
         key = base64.urlsafe_b64encode(os.urandom(32)).decode().rstrip("=")
         with_eab(first, "kid-one", key), with_eab(second, "kid-two", key)
         first.start(), second.start()
-        p1.add(Fault("500", "/dir", times=1000))  # the first never serves its directory
+        # the first makes the account, then refuses every order
+        p1.add(Fault("429", "/order-plz", method="POST", times=1000, retry_after=3600))
         with site.gatling(p1.directory, ["--acme-eab", "kid-one:" + key, "--acme-ca",
                                          p2.directory, "--acme-eab", "kid-two:" + key]) as srv:
             try:
                 served(srv, second.root())
             except AssertionError:
                 raise AssertionError("\n".join(srv.errlog[-20:])) from None
-            acct = [r for r in p2.seen("/sign-me-up", "POST") if r[3]]
-            assert acct and {eab_kid(r[3]) for r in acct} == {"kid-two"}, acct
+            for proxy, kid in ((p1, "kid-one"), (p2, "kid-two")):
+                acct = [r for r in proxy.seen("/sign-me-up", "POST") if r[3]]
+                assert acct and {eab_kid(r[3]) for r in acct} == {kid}, acct
 
 
 def eab_kid(payload):
