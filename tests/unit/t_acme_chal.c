@@ -144,7 +144,8 @@ static void test_status_parse(void)
     ok(acme_chal_status_parse("", st) == 0 && st->n == 0 && st->orders == 0, "empty: nothing");
     ok(acme_chal_status_parse("orders 1", st) == 0 && st->orders == 1, "no last line end");
     const char *bad[] = {"orders x\n", "orders -1\n", "orders 1 2\n", "nonsense 1\n",
-                         "cert ../x 1 2 3\n", "cert a.org 1 2\n", "cert a.org 1 2 3 \n", "cert a.org 1 2 3 a\tb\n",
+                         "cert ../x 1 2 3\n", "cert a.org 1 2\n", "cert a.org 1 2 3 \n",
+                         "cert a.org 1 2 3 a\tb\n",
                          "cert a.org 1 2 3x\n", "orders 1234567890123456789\n",
                          "cert a\"b 1 2 3\n"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
