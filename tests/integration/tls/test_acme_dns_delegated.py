@@ -12,11 +12,15 @@ and its chaos on.
     before the order fails with what the server answered (BIND: REFUSED;
     Knot: NOTAUTH, TSIG BADKEY), the name and the zone, and no order is ever
     made, however many attempts (Pebble's log counts them);
-  - a CNAME loop: said, no order.
+  - a CNAME loop: said, no order;
+  - what the check rests on, measured with knsupdate: under that policy an
+    update with nothing to change, or prerequisites only, passes at both
+    servers; the add-and-delete at the name is refused.
 
 Skipped, with the reason, without Pebble, named, knotd or kdig.
 """
 import os
+import re
 import shutil
 import subprocess
 
@@ -131,3 +135,41 @@ def test_cname_loop_is_said_and_orders_nothing(tmp_path):
                    lambda: logged(srv, r"\*\.dns\.test: .*a CNAME loop.*next attempt"), 30,
                    "the loop logged")
             assert pebble.orders() == 0
+
+
+@pytest.mark.parametrize("cls", SERVERS)
+def test_only_the_very_update_proves_the_policy(tmp_path, cls):
+    """What gatling.8 says the check rests on, measured at the server: with a
+    policy that allows another name, an update with no records to change (the
+    SOA as prerequisite) and a prerequisite-only update pass; the add and
+    delete of a TXT at the name is refused; and one the policy allows leaves
+    the zone's serial as it was."""
+    knsupdate = shutil.which("knsupdate")
+    if not knsupdate:
+        pytest.skip("knsupdate missing: apt-get install knot-dnsutils")
+    dns = cls(str(tmp_path), ZONE, zones={CHAL: []}, owners=["ok." + CHAL])
+
+    def update(body):
+        script = "server 127.0.0.1 %d\nkey hmac-sha256:%s %s\nzone %s.\n%s\nsend\nanswer\n" % (
+            dns.port, dns.keyname, dns.secret, CHAL, body)
+        out = subprocess.run([knsupdate], input=script, capture_output=True, text=True,
+                             timeout=20)
+        got = re.findall(r"status: (\w+)", out.stdout + out.stderr)
+        return got[0] if got else ("NOERROR" if out.returncode == 0 else out.stderr[-200:])
+
+    def serial():
+        out = subprocess.run([KDIG, "@127.0.0.1", "-p", str(dns.port), "+short", CHAL, "SOA"],
+                             capture_output=True, text=True, timeout=20)
+        return (out.stdout.split() + [None] * 3)[2]
+
+    with dns.start():
+        wait_for(lambda: serial() == "1", 20, "the zone served")  # a slow first answer aside
+        for owner in ("ok." + CHAL, TARGET):
+            seen = (update("prereq yxrrset %s. SOA" % CHAL),
+                    update("prereq nxrrset %s. TXT" % owner),
+                    update("add %s. 60 TXT probe\ndel %s. TXT probe" % (owner, owner)))
+            print(cls.__name__, owner, seen)
+            refused = "REFUSED" if cls is Bind else "BADKEY"  # Knot: NOTAUTH, TSIG BADKEY
+            assert seen == (("NOERROR",) * 3 if owner.startswith("ok.")
+                            else ("NOERROR", "NOERROR", refused)), seen
+        assert serial() == "1"
