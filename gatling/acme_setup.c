@@ -116,7 +116,8 @@ static const char *eab_file(const char *path)
     return ok ? key : NULL;
 }
 
-/* --acme-eab KID:HMACKEY or KID:@FILE, split in place. */
+/* --acme-eab KID:HMACKEY or KID:@FILE, split in place: the binding of the
+   --acme-ca before it (of the first CA when none came before). */
 static int parse_eab(config_acme_t *a, char *arg)
 {
     char *colon = strchr(arg, ':');
@@ -129,7 +130,8 @@ static int parse_eab(config_acme_t *a, char *arg)
         *colon = ':';
         return -1;
     }
-    a->eab_kid = arg, a->eab_hmac = key;
+    config_acme_ca_t *ca = &a->cas[a->ncas ? a->ncas - 1 : 0];
+    ca->eab_kid = arg, ca->eab_hmac = key;
     return 0;
 }
 
@@ -177,7 +179,10 @@ static int acme_option(int c, char *arg, config_t *cfg)
         if (!ca_ok(arg))
             return bad(c, arg, "not an https:// URL (at most 1024 bytes, no spaces or "
                                "control characters)");
-        a->ca = arg;
+        if (a->ncas == CONFIG_ACME_CAS)
+            return bad(c, arg, "one CA too many (at most 4: --acme-ca given more than once "
+                               "names the CAs tried in turn)");
+        a->cas[a->ncas++].url = arg;
         return -1;
     case ACME_OPT_CA_ROOT:
     case ACME_OPT_DIR:
@@ -241,13 +246,16 @@ const optdef_t acme_opts[] = {
     ACME_ROW("acme", OPT_WORD, 0, ACME_OPT,
         "  --acme email  get and renew the HTTPS certificates from an ACME CA (RFC 8555)\n"
         "            for the names served, with email as the account's contact\n"),
-    ACME_ROW("acme-ca", OPT_URL, 0, ACME_OPT_CA,
-        "  --acme-ca url  the CA's directory (default: Let's Encrypt's production)\n"),
+    OPT_ROW_FN(0, "acme-ca", OPT_URL, OPT_ANY, CONFIG_ACME_CAS, acme_set, ACME_OPT_CA, NULL,
+        "  --acme-ca url  the CA's directory (default: Let's Encrypt's production); again:\n"
+        "            the next CA, where an order that fails at the one before goes\n"),
     ACME_ROW("acme-ca-root", OPT_PATH, 0, ACME_OPT_CA_ROOT,
         "  --acme-ca-root file  trust these PEM roots for the CA (else the system's)\n"),
-    ACME_ROW("acme-eab", OPT_SECRET, OPT_NOT_RELATIVE, ACME_OPT_EAB,
-        "  --acme-eab kid:@file  External Account Binding (ZeroSSL and others), the HMAC key\n"
-        "                  read from file (kid:hmackey works but shows in ps)\n"),
+    OPT_ROW_FN(0, "acme-eab", OPT_SECRET, OPT_ANY | OPT_NOT_RELATIVE, CONFIG_ACME_CAS, acme_set,
+        ACME_OPT_EAB, NULL,
+        "  --acme-eab kid:@file  External Account Binding (ZeroSSL and others) with the\n"
+        "            --acme-ca before it, the HMAC key read from file (kid:hmackey works\n"
+        "            but shows in ps)\n"),
     ACME_ROW("acme-profile", OPT_WORD, 0, ACME_OPT_PROFILE,
         "  --acme-profile name  ask for this profile (classic, tlsserver, shortlived)\n"),
     ACME_ROW("acme-key", OPT_WORD, 0, ACME_OPT_KEY,
@@ -310,8 +318,10 @@ int acme_options_done(config_t *cfg)
     config_acme_t *a = &cfg->acme;
     /* the defaults first: --check goes on past a refusal below to the state
        directory (acme_prepare), which needs its name */
-    if (!a->ca)
-        a->ca = ACME_CA_DEFAULT;
+    if (!a->cas[0].url)
+        a->cas[0].url = ACME_CA_DEFAULT;
+    a->ncas = a->ncas ? a->ncas : 1;
+    a->ca = a->cas[0].url;
     if (!a->state_dir)
         a->state_dir = ACME_DIR_DEFAULT;
     if (!a->email && (given & ~1)) {
@@ -702,9 +712,11 @@ int acme_launch(config_t *cfg)
     cfg->acme_pid = (int)pid;
     /* the client has the TSIG key now: the serving processes keep no copy */
     OPENSSL_cleanse(&dns_key, sizeof dns_key);
-    fprintf(stderr, "gatling: --acme: certificates for %d name%s (%s%s) from %s, kept in %s\n",
+    fprintf(stderr, "gatling: --acme: certificates for %d name%s (%s%s) from %s%s%s%s, kept in "
+            "%s\n",
             a->nnames, a->nnames == 1 ? "" : "s", a->names[0], a->nnames > 1 ? ", ..." : "",
-            a->ca, cfg->tls_dir);
+            a->ca, a->ncas > 1 ? " (then " : "", a->ncas > 1 ? a->cas[1].url : "",
+            a->ncas > 2 ? ", ...)" : a->ncas > 1 ? ")" : "", cfg->tls_dir);
     return 0;
 }
 

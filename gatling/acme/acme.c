@@ -25,6 +25,7 @@
 
 #include <curl/curl.h>
 
+#include "acme_ca.h"
 #include "acme_proto.h"
 #include "acme_sched.h"
 #include "acme_store.h"
@@ -51,6 +52,7 @@ typedef struct acme_name {
     unsigned fails;        /* since the last success */
     time_t issued_at;      /* when this client installed cert (0: unknown) */
     int avoid;             /* the challenge that failed last (CONFIG_ACME_HTTP01...) */
+    acme_ca_turn_t turn;   /* the CA of its next order (--acme-ca more than once) */
 } acme_name_t;
 
 typedef struct acme_run {
@@ -229,6 +231,11 @@ static void note_challenge(acme_run_t *r, acme_name_t *n)
         t == CONFIG_ACME_HTTP01 ? "http-01" : "tls-alpn-01");
 }
 
+static void say_line(void *r, const char *line)
+{
+    say(r, "%s", line);
+}
+
 /* Order a certificate for n and install it. */
 static void obtain(acme_run_t *r, acme_name_t *n, time_t now)
 {
@@ -244,21 +251,18 @@ static void obtain(acme_run_t *r, acme_name_t *n, time_t now)
         failed(r, n, now, why);
         return;
     }
-    if (acme_client_ready(&r->cl) < 0) {
-        failed(r, n, now, r->cl.err);
-        return;
-    }
-    check_profile(r);
     in_order = 1; /* a stop from now on lets the order finish (on_signal) */
     if (acme_stop) {
         in_order = 0;
         return;
     }
     record_attempt(r, n, now);
-    const char *replaces = n->cert.not_after && r->cl.dir.renewal_info[0] ? n->cert.certid : NULL;
+    const char *replaces = n->cert.not_after ? n->cert.certid : NULL;
     r->cl.avoid = n->avoid;
-    int rc = acme_client_issue(&r->cl, n->name, replaces, &out);
+    int rc = acme_ca_issue(&r->cl, &n->turn, n->name, replaces, &out, say_line, r);
     in_order = 0;
+    if (r->cl.have_dir)
+        check_profile(r);
     if (rc < 0) {
         note_challenge(r, n);
         failed(r, n, time(NULL), r->cl.err);
@@ -278,8 +282,9 @@ static void obtain(acme_run_t *r, acme_name_t *n, time_t now)
         n->retry_at = 0;
         n->issued_at = time(NULL);
         read_current(r, n);
-        say(r, "%s: certificate %s installed, valid until %lld%s", n->name, ci.serial,
-            (long long)ci.not_after, replaces ? " (renewal)" : "");
+        say(r, "%s: certificate %s installed, valid until %lld%s, issued by %s (%s)", n->name,
+            ci.serial, (long long)ci.not_after, replaces ? " (renewal)" : "",
+            ci.issuer[0] ? ci.issuer : "?", r->cl.url);
         if (r->notify > 0 && kill(r->notify, SIGUSR1) < 0)
             say(r, "kill(%d, SIGUSR1) failed: %s", (int)r->notify, strerror(errno));
     }
@@ -310,6 +315,8 @@ static void write_status(acme_run_t *r)
             hb_puts(&b, " ");
             hb_puts(&b, num[k]);
         }
+        hb_puts(&b, n->cert.issuer[0] ? " " : ""); /* the rest of the line */
+        hb_puts(&b, n->cert.issuer);
         hb_puts(&b, "\n");
     }
     if (!b.over && acme_write_atomic(r->cl.state_fd, ACME_STATUS_FILE, buf, hb_len(&b), 0644) < 0)

@@ -507,6 +507,12 @@ int acme_cert_info(const char *pem, size_t len, acme_cert_info_t *info)
     OPENSSL_free(hex);
     BN_free(bn);
     cert_id(x, info->certid, sizeof info->certid);
+    if (X509_NAME_get_text_by_NID(X509_get_issuer_name(x), NID_commonName, info->issuer,
+                                  sizeof info->issuer) < 0)
+        info->issuer[0] = 0;
+    for (char *c = info->issuer; *c; c++) /* a log line's and a status line's */
+        if ((unsigned char)*c < ' ' || (unsigned char)*c >= 0x7f)
+            *c = '?';
     X509_free(x);
     return info->not_after && info->serial[0] ? 0 : -1;
 }

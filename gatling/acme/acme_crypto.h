@@ -82,10 +82,12 @@ char *acme_csr(EVP_PKEY *key, const char *const *names, int nnames);
 char *acme_alpn_cert(const char *name, const char *keyauth, size_t *len);
 
 /* What the client needs from a certificate (the first in a PEM chain). */
+#define ACME_ISSUER_MAX 128
 typedef struct acme_cert_info {
     time_t not_before, not_after;
     char serial[ACME_SERIAL_MAX]; /* lowercase hex, no separators */
     char certid[ACME_CERTID_MAX]; /* RFC 9773 4.1; "" without an AKI */
+    char issuer[ACME_ISSUER_MAX]; /* its issuer's CN (printable ASCII, else '?'); "" for none */
 } acme_cert_info_t;
 
 /* Fill info from the first certificate in pem: 0, or -1 when none parses. */

@@ -7,9 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include <ldns/ldns.h>
+#include <openssl/rand.h>
 #include <openssl/sha.h>
 
 #include "acme_crypto.h"
@@ -109,7 +111,8 @@ static void rcode_words(const ldns_pkt *p, char *out, size_t cap)
     if (terr && k >= 0 && (size_t)k < cap)
         snprintf(out + k, cap - (size_t)k, " (TSIG %s)",
                  terr == 16   ? "BADSIG: the key's secret or algorithm is not the server's"
-                 : terr == 17 ? "BADKEY: the server knows no key of that name and algorithm"
+                 : terr == 17 ? "BADKEY: the server knows no key of that name and algorithm, "
+                                "or (Knot) its ACL refuses this update"
                  : terr == 18 ? "BADTIME: the clocks differ by more than 5 minutes"
                               : "error");
     else if (rc == LDNS_RCODE_REFUSED && k >= 0 && (size_t)k < cap)
@@ -161,40 +164,117 @@ static void done(ldns_resolver *r, ldns_pkt *q, ldns_rdf *name, ldns_pkt *ans)
     ldns_resolver_deep_free(r);
 }
 
+/* Query name (type) at s, unsigned: the answer, or NULL with err. */
+static ldns_pkt *ask(const server_t *s, const char *name, ldns_rr_type type, const char *what,
+                     char *err, size_t cap)
+{
+    ldns_resolver *r = resolver(s, NULL);
+    ldns_rdf *d = ldns_dname_new_frm_str(name);
+    ldns_pkt *q = d ? ldns_pkt_query_new(d, type, LDNS_RR_CLASS_IN, 0) : NULL;
+    ldns_pkt *ans = NULL;
+    if (!r || !q)
+        acme_err(err, cap, "%s: no memory", what);
+    else if (exchange(r, s, q, &ans, what, err, cap) < 0 &&
+             !(ans && ldns_pkt_get_rcode(ans) == LDNS_RCODE_NXDOMAIN)) {
+        ldns_pkt_free(ans);
+        ans = NULL;
+    }
+    done(r, q, d, NULL);
+    return ans;
+}
+
+/* The owner's name and the data of the first rr of type in l owned by
+   name (case aside), as text into out; 1, or 0 when none. */
+static int rr_at(ldns_rr_list *l, ldns_rr_type type, const char *name, char *out, size_t cap)
+{
+    int found = 0;
+    for (size_t i = 0; !found && i < ldns_rr_list_rr_count(l); i++) {
+        ldns_rr *rr = ldns_rr_list_rr(l, i);
+        if (ldns_rr_get_type(rr) != type)
+            continue;
+        char *o = ldns_rdf2str(ldns_rr_owner(rr));
+        char *v = type == LDNS_RR_TYPE_SOA ? o
+                  : ldns_rr_rd_count(rr) == 1 ? ldns_rdf2str(ldns_rr_rdf(rr, 0)) : NULL;
+        if (o && v && (!name || !strcasecmp(o, name)) && strlen(v) < cap) {
+            memcpy(out, v, strlen(v) + 1);
+            found = 1;
+        }
+        if (v != o)
+            free(v);
+        free(o);
+    }
+    return found;
+}
+
+/* What s answered, for a message: "NOERROR, 2 answers: CNAME ..." */
+static void answer_words(const ldns_pkt *p, char *out, size_t cap)
+{
+    ldns_rr_list *l = ldns_pkt_answer(p);
+    size_t n = ldns_rr_list_rr_count(l);
+    ldns_lookup_table *rc = ldns_lookup_by_id(ldns_rcodes, (int)ldns_pkt_get_rcode(p));
+    int k = snprintf(out, cap, "%s%s, %zu answer record%s", rc ? rc->name : "rcode?",
+                     ldns_pkt_aa(p) ? "" : " (not authoritative)", n, n == 1 ? "" : "s");
+    for (size_t i = 0; i < n && i < 2 && k > 0 && (size_t)k < cap; i++) {
+        char *t = ldns_rr_type2str(ldns_rr_get_type(ldns_rr_list_rr(l, i)));
+        k += snprintf(out + k, cap - (size_t)k, "%s%s", i ? ", " : ": ", t ? t : "?");
+        free(t);
+    }
+}
+
 /* The zone of owner: the SOA the primary gives for it, in the answer (owner
    is the apex) or the authority section. */
 static int find_zone(const server_t *s, const char *owner, char *zone, size_t zcap, char *err,
                      size_t cap)
 {
-    ldns_resolver *r = resolver(s, NULL);
-    ldns_rdf *name = ldns_dname_new_frm_str(owner);
-    ldns_pkt *q = name ? ldns_pkt_query_new(name, LDNS_RR_TYPE_SOA, LDNS_RR_CLASS_IN, 0) : NULL;
-    ldns_pkt *ans = NULL;
-    int rc = -1;
-    char what[400];
+    char what[400], words[200];
     snprintf(what, sizeof what, "the zone of %s (SOA query)", owner);
-    if (!r || !q)
-        acme_err(err, cap, "%s: no memory", what);
-    else if (exchange(r, s, q, &ans, what, err, cap) == 0 ||
-             (ans && ldns_pkt_get_rcode(ans) == LDNS_RCODE_NXDOMAIN)) {
-        ldns_rr_list *l = ldns_pkt_answer(ans);
-        for (int sec = 0; sec < 2 && rc < 0; sec++, l = ldns_pkt_authority(ans))
-            for (size_t i = 0; rc < 0 && i < ldns_rr_list_rr_count(l); i++) {
-                ldns_rr *rr = ldns_rr_list_rr(l, i);
-                char *z = ldns_rr_get_type(rr) == LDNS_RR_TYPE_SOA
-                              ? ldns_rdf2str(ldns_rr_owner(rr)) : NULL;
-                if (z && strlen(z) < zcap) {
-                    memcpy(zone, z, strlen(z) + 1);
-                    rc = 0;
-                }
-                free(z);
-            }
-        if (rc < 0)
-            acme_err(err, cap, "%s: %s%s%s is not authoritative for it (no SOA in its answer)",
-                     what, s->v6 ? "[" : "", s->addr, s->v6 ? "]" : "");
+    ldns_pkt *ans = ask(s, owner, LDNS_RR_TYPE_SOA, what, err, cap);
+    if (!ans)
+        return -1;
+    int rc = rr_at(ldns_pkt_answer(ans), LDNS_RR_TYPE_SOA, NULL, zone, zcap) ||
+                     rr_at(ldns_pkt_authority(ans), LDNS_RR_TYPE_SOA, NULL, zone, zcap)
+                 ? 0 : -1;
+    if (rc < 0) {
+        answer_words(ans, words, sizeof words);
+        acme_err(err, cap, "%s: %s%s%s port %u serves no zone that holds it (answered %s, "
+                 "no SOA)", what, s->v6 ? "[" : "", s->addr, s->v6 ? "]" : "", s->port, words);
     }
-    done(r, q, name, ans);
+    ldns_pkt_free(ans);
     return rc;
+}
+
+/* Follow owner's CNAMEs at s (ACME_DNS_CNAME_MAX at most, a loop refused):
+   the name that takes the TXT record into owner, the chain ("A -> B") into
+   via ("" without one).  0, or -1 with err. */
+static int follow(const server_t *s, char *owner, size_t ocap, char *via, size_t vcap, char *err,
+                  size_t cap)
+{
+    char seen[ACME_DNS_CNAME_MAX + 1][256], next[256], what[400];
+    via[0] = 0;
+    for (int hop = 0;; hop++) {
+        if (strlen(owner) >= sizeof seen[0])
+            return acme_err(err, cap, "%s: the name is too long", owner);
+        snprintf(seen[hop], sizeof seen[hop], "%s", owner);
+        snprintf(what, sizeof what, "the CNAME of %s (TXT query)", owner);
+        ldns_pkt *ans = ask(s, owner, LDNS_RR_TYPE_TXT, what, err, cap);
+        if (!ans)
+            return -1;
+        int cname = rr_at(ldns_pkt_answer(ans), LDNS_RR_TYPE_CNAME, owner, next, sizeof next);
+        ldns_pkt_free(ans);
+        if (!cname)
+            return 0;
+        size_t vl = strlen(via);
+        snprintf(via + vl, vcap - vl, "%s%s CNAME %s", vl ? ", " : "", owner, next);
+        for (int i = 0; i <= hop; i++)
+            if (!strcasecmp(seen[i], next))
+                return acme_err(err, cap, "%s: a CNAME loop (%s)", seen[0], via);
+        if (hop == ACME_DNS_CNAME_MAX)
+            return acme_err(err, cap, "%s: more than %d CNAMEs (%s)", seen[0], ACME_DNS_CNAME_MAX,
+                            via);
+        if (strlen(next) >= ocap)
+            return acme_err(err, cap, "%s: the CNAME's target is too long", owner);
+        memcpy(owner, next, strlen(next) + 1);
+    }
 }
 
 /* One signed UPDATE of zone: prerequisites pr (NULL: none), updates up. */
@@ -219,17 +299,29 @@ static int owner_of(const char *name, char *out, size_t cap)
     return k > 0 && (size_t)k < cap ? 0 : -1;
 }
 
-int acme_dns_check(const config_acme_t *a, const char *name, char *err, size_t cap)
+/* name's record: its owner (after the CNAMEs) and zone into rec, the
+   server into s.  0, or -1 with err. */
+static int locate(const config_acme_t *a, const char *name, server_t *s, acme_dns_rec_t *rec,
+                  char *err, size_t cap)
 {
-    server_t s;
-    char owner[300], zone[260], what[560];
-    if (!a->dns_server || !a->dns_key || parse_server(a->dns_server, &s) < 0)
+    if (!a->dns_server || !a->dns_key || parse_server(a->dns_server, s) < 0)
         return acme_err(err, cap, "%s: DNS-01 needs --acme-dns-server and --acme-dns-key", name);
-    if (owner_of(name, owner, sizeof owner) < 0)
+    if (owner_of(name, rec->owner, sizeof rec->owner) < 0)
         return acme_err(err, cap, "%s: the name is too long for _acme-challenge", name);
-    if (find_zone(&s, owner, zone, sizeof zone, err, cap) < 0)
+    if (follow(s, rec->owner, sizeof rec->owner, rec->via, sizeof rec->via, err, cap) < 0)
         return -1;
-    /* a no-op: the zone's SOA exists (RFC 2136 2.4.1), nothing changed */
+    return find_zone(s, rec->owner, rec->zone, sizeof rec->zone, err, cap);
+}
+
+static int change(const config_acme_t *a, const server_t *s, const acme_dns_rec_t *rec, int add,
+                  char *err, size_t cap);
+
+/* A signed UPDATE of zone that changes nothing (prerequisite: its SOA
+   exists, RFC 2136 2.4.1): the key is the server's, whatever its policy. */
+static int key_check(const config_acme_t *a, const server_t *s, const char *zone, char *err,
+                     size_t cap)
+{
+    char what[560];
     ldns_rr_list *pr = ldns_rr_list_new(), *up = ldns_rr_list_new();
     ldns_rr *soa = ldns_rr_new();
     ldns_rdf *z = ldns_dname_new_frm_str(zone);
@@ -244,9 +336,9 @@ int acme_dns_check(const config_acme_t *a, const char *name, char *err, size_t c
         soa = NULL;
         snprintf(what, sizeof what, "a signed update of zone %s (key %s)", zone,
                  a->dns_key->name);
-        rc = update(a, &s, zone, pr, up, what, err, cap);
+        rc = update(a, s, zone, pr, up, what, err, cap);
     } else
-        acme_err(err, cap, "%s: no memory", name);
+        acme_err(err, cap, "%s: no memory", zone);
     ldns_rdf_deep_free(z);
     ldns_rr_free(soa);
     ldns_rr_list_deep_free(pr);
@@ -254,25 +346,67 @@ int acme_dns_check(const config_acme_t *a, const char *name, char *err, size_t c
     return rc;
 }
 
-/* The TXT record of rec, to add (class IN) or delete (class NONE, TTL 0). */
-static int change(const config_acme_t *a, const server_t *s, const acme_dns_rec_t *rec, int add,
-                  char *err, size_t cap)
+int acme_dns_check(const config_acme_t *a, const char *name, char *err, size_t cap)
 {
-    char text[400], what[700];
+    server_t s;
+    acme_dns_rec_t rec;
+    unsigned char rnd[12];
+    memset(&rec, 0, sizeof rec);
+    if (locate(a, name, &s, &rec, err, cap) < 0 || key_check(a, &s, rec.zone, err, cap) < 0)
+        return -1;
+    /* the very update, undone in the same message: a policy that refuses
+       the record refuses this (acme_dns.h) */
+    memcpy(rec.value, "check-", 6);
+    if (RAND_bytes(rnd, sizeof rnd) != 1 ||
+        acme_b64url(rnd, sizeof rnd, rec.value + 6, sizeof rec.value - 6) < 0)
+        return acme_err(err, cap, "%s: no random bytes", name);
+    if (change(a, &s, &rec, 2, err, cap) == 0)
+        return 0;
+    size_t n = strlen(err);
+    snprintf(err + n, cap - n, ": the key is the server's (an empty update passed), but its "
+             "update policy refuses this record");
+    return -1;
+}
+
+/* The TXT record of rec as an update's RR: to add (class IN) or delete
+   (class NONE, TTL 0); NULL when it cannot be built. */
+static ldns_rr *txt_rr(const acme_dns_rec_t *rec, int add)
+{
+    char text[400];
     ldns_rr *rr = NULL;
-    ldns_rr_list *up = ldns_rr_list_new();
     snprintf(text, sizeof text, "%s %d IN TXT \"%s\"", rec->owner, ACME_DNS_TTL, rec->value);
-    snprintf(what, sizeof what, "%s the TXT record of %s in zone %s", add ? "adding" : "removing",
-             rec->owner, rec->zone);
-    if (!up || ldns_rr_new_frm_str(&rr, text, 0, NULL, NULL) != LDNS_STATUS_OK) {
-        ldns_rr_list_free(up);
-        return acme_err(err, cap, "%s: cannot build it", what);
-    }
+    if (ldns_rr_new_frm_str(&rr, text, 0, NULL, NULL) != LDNS_STATUS_OK)
+        return NULL;
     if (!add) {
         ldns_rr_set_class(rr, LDNS_RR_CLASS_NONE);
         ldns_rr_set_ttl(rr, 0);
     }
-    ldns_rr_list_push_rr(up, rr);
+    return rr;
+}
+
+/* rec's TXT record added (how 1), removed (0), or added and removed in one
+   update (2: the check, which leaves the zone as it was). */
+static int change(const config_acme_t *a, const server_t *s, const acme_dns_rec_t *rec, int how,
+                  char *err, size_t cap)
+{
+    static const char *const verb[] = {"removing", "adding",
+                                        "a test update adding and deleting"};
+    char what[1200];
+    ldns_rr_list *up = ldns_rr_list_new();
+    int k = snprintf(what, sizeof what, "%s the TXT record of %s in zone %s (key %s)", verb[how],
+                     rec->owner, rec->zone, a->dns_key ? a->dns_key->name : "-");
+    if (rec->via[0] && k > 0 && (size_t)k < sizeof what)
+        snprintf(what + k, sizeof what - (size_t)k, ", through %s", rec->via);
+    ldns_rr *add = txt_rr(rec, how != 0), *del = how == 2 ? txt_rr(rec, 0) : NULL;
+    if (!up || !add || (how == 2 && !del)) {
+        ldns_rr_free(add);
+        ldns_rr_free(del);
+        ldns_rr_list_free(up);
+        return acme_err(err, cap, "%s: cannot build it", what);
+    }
+    ldns_rr_list_push_rr(up, add);
+    if (del)
+        ldns_rr_list_push_rr(up, del);
     int rc = update(a, s, rec->zone, NULL, up, what, err, cap);
     ldns_rr_list_deep_free(up);
     return rc;
@@ -379,19 +513,17 @@ int acme_dns_publish(const config_acme_t *a, const char *name, const char *keyau
 {
     server_t s;
     unsigned char md[SHA256_DIGEST_LENGTH];
+    acme_dns_rec_t found;
     memset(rec, 0, sizeof *rec);
-    if (!a->dns_server || !a->dns_key || parse_server(a->dns_server, &s) < 0)
-        return acme_err(err, cap, "%s: DNS-01 needs --acme-dns-server and --acme-dns-key", name);
+    memset(&found, 0, sizeof found);
     SHA256((const unsigned char *)keyauth, strlen(keyauth), md);
-    if (owner_of(name, rec->owner, sizeof rec->owner) < 0 ||
-        acme_b64url(md, sizeof md, rec->value, sizeof rec->value) < 0)
-        return acme_err(err, cap, "%s: the name is too long for _acme-challenge", name);
-    char zone[sizeof rec->zone];
-    if (find_zone(&s, rec->owner, zone, sizeof zone, err, cap) < 0)
+    if (acme_b64url(md, sizeof md, found.value, sizeof found.value) < 0)
+        return acme_err(err, cap, "%s: cannot encode the key authorization", name);
+    if (locate(a, name, &s, &found, err, cap) < 0)
         return -1;
     /* from here on acme_dns_remove deletes it: an update whose answer was
        lost may have been made (deleting what is not there changes nothing) */
-    memcpy(rec->zone, zone, sizeof zone);
+    *rec = found;
     if (change(a, &s, rec, 1, err, cap) < 0)
         return -1;
     return propagated(&s, rec, stop, err, cap);

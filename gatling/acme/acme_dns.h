@@ -8,8 +8,12 @@
  *
  * For NAME (a host name, or a wildcard "*.example.org", whose record is the
  * base name's), the record is _acme-challenge.NAME TXT
- * base64url(SHA-256(key authorization)).  The zone is the one whose SOA the
- * primary gives for that owner; the record is added, then looked for at the
+ * base64url(SHA-256(key authorization)), or, when the primary answers that
+ * name with a CNAME (an admin who delegates the challenge to a zone that
+ * takes updates, acme-dns style), the record at the end of the CNAME chain
+ * (ACME_DNS_CNAME_MAX links at most, a loop refused).  The zone is the one
+ * whose SOA the primary gives for that owner; the record is added, then
+ * looked for at the
  * primary and at every name server of the zone's NS set that answers,
  * until each has it (ACME_DNS_PROPAGATION_S at most), and removed after the
  * validation, whatever its outcome.
@@ -30,6 +34,7 @@
 #define ACME_DNS_TIMEOUT_S 3       /* one DNS exchange, seconds */
 #define ACME_DNS_TRIES 2           /* ... tries of it */
 #define ACME_DNS_PROPAGATION_S 120 /* every server has the record, at most */
+#define ACME_DNS_CNAME_MAX 8       /* _acme-challenge CNAMEs followed, at most */
 
 /* Does name go by DNS-01?  A wildcard always; any name with
    --acme-challenge dns-01. */
@@ -43,12 +48,18 @@ typedef struct acme_dns_rec {
     char owner[300]; /* "_acme-challenge.example.org." */
     char zone[260];  /* "example.org." */
     char value[48];  /* base64url of 32 bytes */
+    char via[600];   /* the CNAMEs followed, "A CNAME B, B CNAME C"; "" for none */
 } acme_dns_rec_t;
 
-/* Before an order for name: its zone is found and a signed UPDATE that
-   changes nothing (prerequisite: the zone's SOA exists) is accepted, so a
-   wrong key, a key the server does not allow to update or a server that is
-   down is found before the CA is asked for anything. */
+/* Before an order for name: its record's owner (CNAMEs followed) and zone
+   are found, and the very update is made and undone in one signed UPDATE
+   (a TXT record with a random value added, then deleted: the zone is left
+   as it was, no serial change at BIND or Knot), so a wrong key, a server
+   that is down, or an update policy that refuses the key this owner or
+   type is found before the CA is asked for anything.  (An UPDATE with no
+   update RRs, or with prerequisites only, is no proof: BIND 9 and Knot
+   check a policy per update RR, and accept one with none whatever it
+   says.) */
 int acme_dns_check(const config_acme_t *a, const char *name, char *err, size_t cap);
 
 /* Add the TXT record for name's key authorization and wait until the

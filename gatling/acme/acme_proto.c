@@ -39,14 +39,29 @@ int acme_client_init(acme_client_t *cl, const config_t *cfg, int state_fd, int h
     cl->http01 = http01;
     cl->stop = stop;
     cl->retry_after = -1;
-    unsigned char md[SHA256_DIGEST_LENGTH];
-    SHA256((const unsigned char *)cfg->acme.ca, strlen(cfg->acme.ca), md);
-    for (int i = 0; i < 8; i++)
-        snprintf(cl->cahash + 2 * i, 3, "%02x", md[i]);
     if (acme_http_init(&cl->http, cfg->acme.ca_root, stop) < 0)
         return -1;
-    cl->http.plain_ok = strncmp(cfg->acme.ca, "http://", 7) == 0;
+    acme_client_use(cl, 0);
     return 0;
+}
+
+void acme_client_use(acme_client_t *cl, int ca)
+{
+    const config_acme_t *a = &cl->cfg->acme;
+    unsigned char md[SHA256_DIGEST_LENGTH];
+    if (cl->url && cl->ca == ca)
+        return;
+    cl->ca = ca >= 0 && ca < a->ncas ? ca : 0;
+    cl->url = a->ncas ? a->cas[cl->ca].url : a->ca;
+    cl->have_dir = 0;
+    memset(&cl->dir, 0, sizeof cl->dir);
+    cl->nonce[0] = cl->kid[0] = cl->thumb[0] = 0;
+    EVP_PKEY_free(cl->key);
+    cl->key = NULL;
+    SHA256((const unsigned char *)cl->url, strlen(cl->url), md);
+    for (int i = 0; i < 8; i++)
+        snprintf(cl->cahash + 2 * i, 3, "%02x", md[i]);
+    cl->http.plain_ok = strncmp(cl->url, "http://", 7) == 0;
 }
 
 void acme_client_free(acme_client_t *cl)
@@ -83,9 +98,12 @@ static int answer_failed(acme_client_t *cl, const char *what, const acme_resp_t 
     acme_problem_t p;
     cl->retry_after = r->head.retry_after;
     cl->ptype[0] = 0;
+    if (r->status >= 500 || r->status == 429) /* the CA's own fault, or its limit */
+        cl->ca_fault = 1;
     if (r->body && acme_parse_problem(r->body, r->len, &p) == 0) {
         fail(cl, "%s: HTTP %ld: %s: %s", what, r->status, p.type, p.detail);
         snprintf(cl->ptype, sizeof cl->ptype, "%s", p.type);
+        cl->ca_fault |= strcmp(p.type, ACME_ERROR "rateLimited") == 0;
         if (strcmp(p.type, ACME_ERROR "accountDoesNotExist") == 0)
             return 2;
         return strcmp(p.type, ACME_ERROR "badNonce") == 0;
@@ -141,6 +159,7 @@ static int post(acme_client_t *cl, const char *what, const char *url, const char
         int rc = acme_http_do(&cl->http, url, jws, 0, r, err, sizeof err);
         free(jws);
         if (rc < 0) {
+            cl->ca_fault = 1; /* no answer: unreachable, or a broken answer */
             fail(cl, "%s: %s", what, err);
             acme_resp_free(r);
             return -1;
@@ -169,17 +188,18 @@ static int load_dir(acme_client_t *cl)
 {
     acme_resp_t r;
     char err[ACME_ERR_MAX];
-    if (acme_http_do(&cl->http, cl->cfg->acme.ca, NULL, 0, &r, err, sizeof err) < 0) {
+    if (acme_http_do(&cl->http, cl->url, NULL, 0, &r, err, sizeof err) < 0) {
+        cl->ca_fault = 1;
         fail(cl, "directory: %s", err);
         acme_resp_free(&r);
         return -1;
     }
     int rc = -1;
     if (r.status != 200)
-        answer_failed(cl, "directory", &r);
+        cl->ca_fault = 1, answer_failed(cl, "directory", &r);
     else if (!r.body || acme_parse_dir(r.body, r.len, &cl->dir) < 0)
         fail(cl, "directory %s: not an ACME directory (JSON with newNonce, newAccount, newOrder)",
-             cl->cfg->acme.ca);
+             cl->url);
     else
         rc = 0;
     acme_resp_free(&r);
@@ -264,6 +284,7 @@ static int load_key(acme_client_t *cl)
 static char *account_payload(acme_client_t *cl)
 {
     const config_acme_t *a = &cl->cfg->acme;
+    const config_acme_ca_t *ca = a->ncas ? &a->cas[cl->ca] : NULL;
     json_object *o = json_object_new_object(), *c = json_object_new_array();
     char mail[512];
     json_object_object_add(o, "termsOfServiceAgreed", json_object_new_boolean(1));
@@ -272,8 +293,8 @@ static char *account_payload(acme_client_t *cl)
         json_object_array_add(c, json_object_new_string(mail));
     }
     json_object_object_add(o, "contact", c);
-    if (a->eab_kid && a->eab_hmac) {
-        char *eab = acme_eab(cl->key, a->eab_kid, a->eab_hmac, cl->dir.new_account);
+    if (ca && ca->eab_kid && ca->eab_hmac) {
+        char *eab = acme_eab(cl->key, ca->eab_kid, ca->eab_hmac, cl->dir.new_account);
         json_object *e = eab ? json_tokener_parse(eab) : NULL;
         free(eab);
         if (!e) {

@@ -32,6 +32,8 @@
 
 typedef struct acme_client {
     const config_t *cfg;
+    int ca;                      /* the CA in use: cfg->acme.cas[ca] (acme_client_use) */
+    const char *url;             /* ... its directory's URL */
     acme_http_t http;
     acme_dir_t dir;
     int have_dir;
@@ -45,6 +47,8 @@ typedef struct acme_client {
     const volatile sig_atomic_t *stop;
     long retry_after;
     char ptype[128];             /* the last problem's type, "" for none */
+    int ca_fault;                /* set when the CA failed on its side: no answer or no
+                                    directory, HTTP 5xx or 429, rateLimited (acme_ca.h) */
     char err[ACME_ERR_MAX];
     unsigned long orders;        /* newOrder requests made */
     int avoid;                   /* the challenge type that failed last for this name
@@ -63,6 +67,12 @@ typedef struct acme_issued {
 int acme_client_init(acme_client_t *cl, const config_t *cfg, int state_fd, int http01,
                      const volatile sig_atomic_t *stop);
 void acme_client_free(acme_client_t *cl);
+
+/* Talk to cfg->acme.cas[ca] from now on (--acme-ca given more than once):
+   its directory and account loaded anew by the next acme_client_ready
+   (the account key is the CA's own, account/CAHASH/).  Nothing when it is
+   the CA in use already. */
+void acme_client_use(acme_client_t *cl, int ca);
 
 /* The directory and the account (loaded, or made and registered): 0 or -1.
    Cheap once done: the caller calls it before each order. */

@@ -580,6 +580,21 @@ static void certificates(hbuf_t *b, const site_t *s)
     }
 }
 
+/* --acme: who issued each name's certificate (its issuer's CN), as an info
+   family: 1 for each name that has one. */
+static void acme_issuers(hbuf_t *b, const acme_status_t *st)
+{
+    head(b, "gatling_acme_certificate_issuer", "gauge",
+         "The issuer (CN) of each ACME certificate in use: 1 per name");
+    for (int i = 0; i < st->n; i++)
+        if (st->names[i].issuer[0]) {
+            hb_puts(b, "gatling_acme_certificate_issuer");
+            label(b, '{', "name", st->names[i].name, strlen(st->names[i].name));
+            label(b, ',', "issuer", st->names[i].issuer, strlen(st->names[i].issuer));
+            value(b, 1, 1);
+        }
+}
+
 /* --acme: the client's numbers from its status file (site/acme_chal.h);
    none when the file is missing or not all of it reads as it should. */
 static void acme(hbuf_t *b, const site_t *s)
@@ -604,6 +619,7 @@ static void acme(hbuf_t *b, const site_t *s)
                 value(b, 1, k ? st->names[i].fails : (uint64_t)st->names[i].next);
             }
         }
+        acme_issuers(b, st);
     }
     free(st);
     free(text);

@@ -237,7 +237,7 @@ static long long number(const char **p)
     return k && (**p == ' ' || **p == '\n' || !**p) ? v : -1;
 }
 
-/* "NAME NOT_AFTER NEXT FAILS" at p, into slot i of st.  0, or -1. */
+/* "NAME NOT_AFTER NEXT FAILS [ISSUER]" at p, into slot i of st.  0, or -1. */
 static int status_cert(const char *p, acme_status_t *st)
 {
     const char *sp = strchr(p, ' ');
@@ -251,7 +251,18 @@ static int status_cert(const char *p, acme_status_t *st)
         if ((v[i] = number(&p)) < 0 || (i < 2 && *p++ != ' '))
             return -1;
     }
-    if (*p && *p != '\n')
+    const char *end = p + strcspn(p, "\n");
+    st->names[st->n].issuer[0] = 0;
+    if (*p == ' ') { /* ISSUER, the rest of the line */
+        size_t n = (size_t)(end - p - 1);
+        if (!n || n >= sizeof st->names[0].issuer)
+            return -1;
+        for (size_t i = 1; i <= n; i++)
+            if ((unsigned char)p[i] < ' ' || (unsigned char)p[i] >= 0x7f)
+                return -1;
+        memcpy(st->names[st->n].issuer, p + 1, n);
+        st->names[st->n].issuer[n] = 0;
+    } else if (*p && *p != '\n')
         return -1;
     st->names[st->n].not_after = v[0], st->names[st->n].next = v[1];
     st->names[st->n++].fails = (unsigned long long)v[2];

@@ -21,9 +21,12 @@
  * The status file, one fact per line, written whole each time it changes:
  *   orders N                        orders the client has made
  *   failures N                      attempts that failed (any step)
- *   cert NAME NOT_AFTER NEXT FAILS  per name: the certificate's expiry and the
+ *   cert NAME NOT_AFTER NEXT FAILS [ISSUER]
+ *                                   per name: the certificate's expiry and the
  *                                   next renewal (unix seconds; 0: none yet),
- *                                   and failures since the last success
+ *                                   failures since the last success, and the
+ *                                   certificate's issuer (its CN, printable,
+ *                                   the rest of the line; none: no certificate)
  */
 #ifndef GATLING_ACME_CHAL_H
 #define GATLING_ACME_CHAL_H
@@ -77,6 +80,7 @@ typedef struct acme_status {
         char name[254];
         long long not_after, next; /* unix seconds; 0: none yet */
         unsigned long long fails;
+        char issuer[128]; /* "" when the line has none */
     } names[ACME_STATUS_NAMES];
 } acme_status_t;
 

@@ -23,13 +23,20 @@ enum { CONFIG_ACME_EC256 = 0, CONFIG_ACME_RSA2048, CONFIG_ACME_RSA3072 }; /* --a
 enum { CONFIG_ACME_ANY = 0, CONFIG_ACME_HTTP01, CONFIG_ACME_TLSALPN01, CONFIG_ACME_DNS01 };
 /* (--acme-challenge; wildcard names go by DNS-01 whatever it says) */
 
+#define CONFIG_ACME_CAS 4 /* --acme-ca given more than once: the CAs tried in turn */
+typedef struct config_acme_ca {
+    const char *url;        /* --acme-ca URL: a CA's directory */
+    const char *eab_kid;    /* --acme-eab KID:HMACKEY after it: its External Account Binding */
+    const char *eab_hmac;   /* ... the key, base64url as the CA gives it */
+} config_acme_ca_t;
+
 /* --acme and its company: the ACME client (gatling/acme/acme.h) */
 typedef struct config_acme {
     const char *email;      /* --acme EMAIL: on; NULL = off */
-    const char *ca;         /* --acme-ca URL: the CA's directory (default Let's Encrypt's) */
+    const char *ca;         /* --acme-ca URL: the first CA's directory (default Let's Encrypt's) */
+    config_acme_ca_t cas[CONFIG_ACME_CAS]; /* every --acme-ca (cas[0].url is ca), with its EAB */
+    int ncas;               /* ... how many (1 after acme_options_done) */
     const char *ca_root;    /* --acme-ca-root FILE: PEM roots to trust for the CA (else the system's) */
-    const char *eab_kid;    /* --acme-eab KID:HMACKEY: External Account Binding */
-    const char *eab_hmac;   /* ... the key, base64url as the CA gives it */
     const char *profile;    /* --acme-profile NAME (classic, tlsserver, shortlived); NULL = CA's */
     int key_type;           /* --acme-key: CONFIG_ACME_EC256 (default), RSA2048, RSA3072 */
     int challenge;          /* --acme-challenge: CONFIG_ACME_ANY (default), HTTP01, TLSALPN01 */

@@ -32,7 +32,8 @@ int main(int argc, char **argv)
         return 2;
     }
     cfg.acme.email = "admin@example.org";
-    cfg.acme.ca = argv[1];
+    cfg.acme.ca = cfg.acme.cas[0].url = argv[1];
+    cfg.acme.ncas = 1;
     cfg.acme.ca_root = argv[2][0] ? argv[2] : NULL;
     cfg.acme.state_dir = argv[3];
     cfg.tls_dir = argv[4];
@@ -41,8 +42,8 @@ int main(int argc, char **argv)
                          : strcmp(ch, "http") == 0 ? CONFIG_ACME_HTTP01 : CONFIG_ACME_TLSALPN01;
     cfg.acme.profile = getenv("ACME_TRY_PROFILE");
     cfg.acme.issuer = getenv("ACME_TRY_ISSUER");
-    cfg.acme.eab_kid = getenv("ACME_TRY_EAB_KID");
-    cfg.acme.eab_hmac = getenv("ACME_TRY_EAB_HMAC");
+    cfg.acme.cas[0].eab_kid = getenv("ACME_TRY_EAB_KID");
+    cfg.acme.cas[0].eab_hmac = getenv("ACME_TRY_EAB_HMAC");
     if (getenv("ACME_TRY_RSA"))
         cfg.acme.key_type = CONFIG_ACME_RSA2048;
     cfg.error_fd = 2;

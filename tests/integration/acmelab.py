@@ -445,7 +445,7 @@ class Knot:
     secret; self.secret, base64).  bind_key_file(path, secret=None) writes
     the key in BIND's format."""
 
-    def __init__(self, tmp, zone, keyname="acme-update.", records=()):
+    def __init__(self, tmp, zone, keyname="acme-update.", records=(), zones=None, owners=None):
         self.tmp = os.path.join(tmp, "knot")
         self.zone, self.keyname = zone.rstrip(".") + ".", keyname
         self.secret = base64.b64encode(os.urandom(32)).decode()
@@ -454,9 +454,18 @@ class Knot:
         self.log = os.path.join(self.tmp, "knot.log")
         for d in ("run", "db", "zones"):
             os.makedirs(os.path.join(self.tmp, d), exist_ok=True)
-        with open(os.path.join(self.tmp, "zones", self.zone + "zone"), "w") as f:
-            f.write("$ORIGIN %s\n$TTL 60\n@ SOA ns1 hostmaster 1 60 60 3600 60\n@ NS ns1\n"
-                    % self.zone + "".join("%s %s %s\n" % (o, t, r) for o, (t, r) in records))
+        # zones: {zone: records} beside zone (a CNAME-delegated challenge zone)
+        every = {self.zone: records}
+        every.update({z.rstrip(".") + ".": r for z, r in (zones or {}).items()})
+        for z, recs in every.items():
+            with open(os.path.join(self.tmp, "zones", z + "zone"), "w") as f:
+                f.write("$ORIGIN %s\n$TTL 60\n@ SOA ns1 hostmaster 1 60 60 3600 60\n@ NS ns1\n"
+                        % z + "".join("%s %s %s\n" % (o, t, r) for o, (t, r) in recs))
+        # owners: the names the key may update (TXT only), as an update-policy
+        # that refuses the others; None: any name of the zones
+        policy = "" if owners is None else (
+            "    update-type: [TXT]\n    update-owner: name\n    update-owner-match: equal\n"
+            "    update-owner-name: [%s]\n" % ", ".join(o.rstrip(".") + "." for o in owners))
         self.conf = os.path.join(self.tmp, "knot.conf")
         with open(self.conf, "w") as f:
             f.write("""server:
@@ -472,18 +481,17 @@ acl:
   - id: acme
     key: {key}
     action: update
-template:
+{policy}template:
   - id: default
     storage: "{t}/zones"
     file: "%s.zone"
     zonefile-sync: -1
 zone:
-  - domain: {zone}
-    acl: acme
-log:
+{zones}log:
   - target: stderr
     any: info
-""".format(t=self.tmp, port=self.port, key=keyname, secret=self.secret, zone=self.zone))
+""".format(t=self.tmp, port=self.port, key=keyname, secret=self.secret, policy=policy,
+           zones="".join("  - domain: %s\n    acl: acme\n" % z for z in every)))
         self.p = None
 
     def bind_key_file(self, path, secret=None):
@@ -516,3 +524,95 @@ log:
         """The updates that changed the zone (its log's "DDNS, finished, serial
         N -> M" lines; one that changed nothing is not counted)."""
         return tail(self.log, 1 << 22).count("DDNS, finished, serial")
+
+
+# --------------------------------------------------------------------------
+# BIND 9: the other authoritative server of DNS-01's tests
+
+NAMED = shutil.which("named") or ("/usr/sbin/named" if os.access("/usr/sbin/named", os.X_OK)
+                                  else None)
+NAMED_HINT = "Debian's bind9 (named): apt-get install bind9 (tests/setup.sh does it)"
+
+
+class Bind(Knot):
+    """named (BIND 9) in the foreground serving the same zones as Knot (the
+    same arguments) on 127.0.0.1:port, updates allowed to the TSIG key by
+    an update-policy: `grant KEY zonesub ANY` for every name, or with owners
+    `grant KEY name OWNER TXT` for each (the others refused, as the man
+    page's example policy refuses another name)."""
+
+    def __init__(self, tmp, zone, keyname="acme-update.", records=(), zones=None, owners=None):
+        self.tmp = os.path.join(tmp, "bind")
+        self.zone, self.keyname = zone.rstrip(".") + ".", keyname
+        self.secret = base64.b64encode(os.urandom(32)).decode()
+        self.port = free_port()
+        self.addr = "127.0.0.1:%d" % self.port
+        self.log = os.path.join(self.tmp, "named.log")
+        os.makedirs(self.tmp, exist_ok=True)
+        every = {self.zone: records}
+        every.update({z.rstrip(".") + ".": r for z, r in (zones or {}).items()})
+        key = keyname.rstrip(".")
+        grant = "grant %s zonesub ANY;" % key if owners is None else " ".join(
+            "grant %s name %s TXT;" % (key, o.rstrip(".") + ".") for o in owners)
+        zconf = ""
+        for z, recs in every.items():
+            with open(os.path.join(self.tmp, z + "zone"), "w") as f:
+                f.write("$ORIGIN %s\n$TTL 60\n@ SOA ns1 hostmaster 1 60 60 3600 60\n@ NS ns1\n"
+                        "ns1 A 127.0.0.1\n" % z
+                        + "".join("%s %s %s\n" % (o, t, r) for o, (t, r) in recs))
+            zconf += 'zone "%s" { type primary; file "%s/%szone"; update-policy { %s }; };\n' % (
+                z, self.tmp, z, grant)
+        self.conf = os.path.join(self.tmp, "named.conf")
+        with open(self.conf, "w") as f:
+            f.write("""options {{
+    directory "{t}"; pid-file "{t}/named.pid"; session-keyfile "{t}/session.key";
+    listen-on port {port} {{ 127.0.0.1; }}; listen-on-v6 {{ none; }};
+    recursion no; dnssec-validation no; notify no;
+}};
+controls {{ }};
+key "{key}" {{ algorithm hmac-sha256; secret "{secret}"; }};
+logging {{ channel e {{ stderr; severity info; print-time yes; }};
+          category default {{ e; }}; category update {{ e; }}; category security {{ e; }}; }};
+{zones}""".format(t=self.tmp, port=self.port, key=key, secret=self.secret, zones=zconf))
+        self.p = None
+
+    def start(self):
+        with open(self.log, "ab") as out:
+            self.p = subprocess.Popen([NAMED, "-g", "-4", "-c", self.conf],
+                                      stdin=subprocess.DEVNULL, stdout=out,
+                                      stderr=subprocess.STDOUT)
+        wait_for(lambda: self.p.poll() is None and "running" in tail(self.log, 1 << 20),
+                 20, "named running (%s)" % tail(self.log))
+        return self
+
+    def updates(self):
+        """The updates that changed a zone (named's "adding an RR" lines)."""
+        return tail(self.log, 1 << 22).count(": adding an RR at")
+
+
+class Resolver(Bind):
+    """named as a recursive resolver on 127.0.0.1:port for zones (names),
+    each forwarded to upstream (a Knot's or Bind's port): what follows a
+    CNAME from one zone into another, as a CA's resolver does (Pebble's own
+    lookup takes the answer as it comes and follows none)."""
+
+    def __init__(self, tmp, zones, upstream):  # pylint: disable=super-init-not-called
+        self.tmp = os.path.join(tmp, "resolver")
+        self.port = free_port()
+        self.addr = "127.0.0.1:%d" % self.port
+        self.log = os.path.join(self.tmp, "named.log")
+        os.makedirs(self.tmp, exist_ok=True)
+        self.conf = os.path.join(self.tmp, "named.conf")
+        with open(self.conf, "w") as f:
+            f.write("""options {{
+    directory "{t}"; pid-file "{t}/named.pid"; session-keyfile "{t}/session.key";
+    listen-on port {port} {{ 127.0.0.1; }}; listen-on-v6 {{ none; }};
+    recursion yes; allow-recursion {{ 127.0.0.1; }}; dnssec-validation no; notify no;
+    max-cache-ttl 1; max-ncache-ttl 1;
+}};
+controls {{ }};
+logging {{ channel e {{ stderr; severity info; }}; category default {{ e; }}; }};
+{zones}""".format(t=self.tmp, port=self.port, zones="".join(
+                'zone "%s" { type forward; forward only; forwarders { 127.0.0.1 port %d; }; };\n'
+                % (z, upstream) for z in zones)))
+        self.p = None

@@ -137,10 +137,15 @@ static void test_status_parse(void)
     ok(!strcmp(st->names[0].name, "example.org") && st->names[0].not_after == 1790000000 &&
            st->names[0].next == 1780000000 && st->names[1].fails == 4,
        "its names");
+    ok(acme_chal_status_parse("cert a.org 1 2 3 Pebble Intermediate CA 0a1b\n", st) == 0 &&
+           st->n == 1 && !strcmp(st->names[0].issuer, "Pebble Intermediate CA 0a1b") &&
+           st->names[0].fails == 3,
+       "the issuer: the rest of the line");
     ok(acme_chal_status_parse("", st) == 0 && st->n == 0 && st->orders == 0, "empty: nothing");
     ok(acme_chal_status_parse("orders 1", st) == 0 && st->orders == 1, "no last line end");
     const char *bad[] = {"orders x\n", "orders -1\n", "orders 1 2\n", "nonsense 1\n",
-                         "cert ../x 1 2 3\n", "cert a.org 1 2\n", "cert a.org 1 2 3 4\n",
+                         "cert ../x 1 2 3\n", "cert a.org 1 2\n", "cert a.org 1 2 3 \n",
+                         "cert a.org 1 2 3 a\tb\n",
                          "cert a.org 1 2 3x\n", "orders 1234567890123456789\n",
                          "cert a\"b 1 2 3\n"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)

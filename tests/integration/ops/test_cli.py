@@ -325,6 +325,8 @@ BAD_VALUES = [
     (("--acme", "a@gatling.test", "--acme-ca", "https:///dir"), "--acme-ca https:///dir: not an"),
     (("--acme", "a@gatling.test", "--acme-ca", "https://"), "--acme-ca https://: not an https://"),
     (("--acme", "a@gatling.test", "--acme-ca", "https://ca.test/\x7f"), "not an https:// URL"),
+    (("--acme", "a@gatling.test") + ("--acme-ca", "https://ca.test/d") * 5,
+     "--acme-ca https://ca.test/d: one CA too many (at most 4"),
     (("--acme", "a@gatling.test", "--acme-ca-root", ""), "--acme-ca-root : not a usable file"),
     (("--acme", "a@gatling.test", "--acme-dns-key", ""), "--acme-dns-key : not a usable file"),
     (("--acme", "a@gatling.test", "--acme-eab", ":abc"), "--acme-eab :abc: not KID:HMACKEY"),

@@ -205,7 +205,9 @@ def test_http01_issues_for_a_name_and_an_address(tmp_path):
         assert "2 SIGUSR1" in out, out
     st = status(tmp)
     assert re.search(r"^orders 2$", st, re.M) and re.search(r"^failures 0$", st, re.M), st
-    assert re.search(r"^cert a\.test [1-9]\d+ [1-9]\d+ 0$", st, re.M), st
+    # ... and the certificate's issuer, the rest of the line (issue 66)
+    assert re.search(r"^cert a\.test [1-9]\d+ [1-9]\d+ 0 Pebble Intermediate CA \w+$", st,
+                     re.M), st
     assert os.listdir(os.path.join(tmp, "state", "challenges", "http-01")) == []
     key = os.path.join(tmp, "state", "account")
     (cahash,) = os.listdir(key)
