@@ -47,6 +47,8 @@ void conn_st_handshake(conn_t *c)
     if (r == GIO_AGAIN) {
         c->tls_want = (uint8_t)want;
         gio_want(c->site->loop, c->fd, want);
+        if (!want) /* --acme-on-demand: paused for a certificate (tls.c): looked at again */
+            conn_deadline(c, CONN_PAUSE_LOOK_MS);
         return;
     }
     c->tls_want = 0;
