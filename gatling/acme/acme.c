@@ -507,13 +507,13 @@ static void run_loop(acme_run_t *r)
 {
     size_t len;
     char *sched = acme_read_file(r->cl.state_fd, SCHEDULE_FILE, STATUS_MAX, &len);
+    acme_od_load(r->od, od_name, r); /* the names got on demand before: theirs read too */
     for (int i = 0; i < r->nnames; i++) {
         read_current(r, &r->names[i]);
         if (sched)
             read_schedule(&r->names[i], sched);
     }
     free(sched);
-    acme_od_load(r->od, od_name, r);
     while (!acme_stop) {
         time_t next = round_once(r);
         if (acme_reopen) {

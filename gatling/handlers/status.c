@@ -118,7 +118,8 @@ static size_t cert_rows(const site_t *s, row_t *r, size_t n, size_t cap)
             {"acme_ondemand_limited", "ACME on demand: refused by a rate limit", st->od_limited},
             {"acme_ondemand_invalid", "ACME on demand: refused, no host name", st->od_invalid},
         };
-        n = put_rows(r, n, cap, d, acme_chal_ondemand(s->cfg->acme_chal) ? sizeof d / sizeof d[0] : 2);
+        size_t nd = acme_chal_ondemand(s->cfg->acme_chal) ? sizeof d / sizeof d[0] : 2;
+        n = put_rows(r, n, cap, d, nd);
     }
     free(st);
     free(text);

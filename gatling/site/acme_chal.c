@@ -18,14 +18,18 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 struct acme_chal {
     int dirfd; /* the state directory's challenges/ */
     int ask_fd; /* --acme-on-demand: the loops' end of the asks' socket; -1 */
+    char *refused; /* ... challenges/ondemand as last read (NULL: not yet) */
+    long long refused_ms; /* when (monotonic ms) */
 };
 
-#define CHAL_PATH_MAX 320 /* "challenges/tls-alpn-01/" + a 253-byte name + ".pem" */
+#define CHAL_PATH_MAX 320
+#define REFUSED_FRESH_MS 20 /* challenges/ondemand's copy is read again after this */ /* "challenges/tls-alpn-01/" + a 253-byte name + ".pem" */
 
 acme_chal_t *acme_chal_open(int fd)
 {
@@ -36,6 +40,7 @@ acme_chal_t *acme_chal_open(int fd)
     }
     c->dirfd = fd;
     c->ask_fd = -1;
+    c->refused = NULL;
     return c;
 }
 
@@ -46,6 +51,7 @@ void acme_chal_free(acme_chal_t *c)
     close(c->dirfd);
     if (c->ask_fd >= 0)
         close(c->ask_fd);
+    free(c->refused);
     free(c);
 }
 
@@ -355,18 +361,29 @@ int acme_chal_ask(acme_chal_t *c, const char *name, size_t len, const char *addr
     return send(c->ask_fd, msg, (size_t)k, MSG_DONTWAIT | MSG_NOSIGNAL) == k ? 0 : -1;
 }
 
+/* challenges/ondemand, read again when the copy is older than
+   REFUSED_FRESH_MS (the handshakes that wait look every 50 ms, each). */
+static const char *refused_text(acme_chal_t *c)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    long long now = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    if (c->refused && now - c->refused_ms < REFUSED_FRESH_MS)
+        return c->refused;
+    if (!c->refused && !(c->refused = malloc(ACME_OD_REFUSED_MAX + 1)))
+        return "";
+    int fd = openat(c->dirfd, ACME_CHAL_REFUSED, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    ssize_t n = fd >= 0 ? read(fd, c->refused, ACME_OD_REFUSED_MAX) : -1;
+    if (fd >= 0)
+        close(fd);
+    c->refused[n > 0 ? n : 0] = 0;
+    c->refused_ms = now;
+    return c->refused;
+}
+
 int acme_chal_refused(acme_chal_t *c, const char *name, size_t len, long long now)
 {
-    char buf[ACME_OD_REFUSED_MAX + 1];
-    int fd = openat(c->dirfd, ACME_CHAL_REFUSED, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, ACME_OD_REFUSED_MAX);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = 0;
-    for (const char *p = buf; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+    for (const char *p = refused_text(c); p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
         const char *sp = strchr(p, ' ');
         if (sp && (size_t)(sp - p) == len && !strncasecmp(p, name, len))
             return strtoll(sp + 1, NULL, 10) > now;
