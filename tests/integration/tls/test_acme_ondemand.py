@@ -28,6 +28,7 @@ import contextlib
 import http.server
 import os
 import re
+import shutil
 import socket
 import ssl
 import subprocess
@@ -321,3 +322,49 @@ def test_restart_keeps_the_names(tmp_path):
             assert ask.asked == [name]
     finally:
         ask.close()
+
+
+@pytest.mark.skipif(not shutil.which("etcd"),
+                    reason="needs etcd (Debian's etcd-server: tests/setup.sh)")
+def test_cluster_orders_a_name_once(tmp_path):
+    """--cluster (etcd; Pebble validating on node A's ports only): the first
+    handshakes of one new name on both nodes at once make one order for the
+    cluster (the name's lock, as for names given at start), and both nodes
+    serve its certificate."""
+    from test_acme_cluster import extra as cluster_extra, roots  # noqa: F401
+    from test_acme_https import NAME as STATIC, Site as ClusterSite
+    from test_cluster import Etcd
+    name = "both.customer.test"
+    ask = Ask(allow={name})
+    etcd = Etcd(str(tmp_path)).start()
+    a, b = ClusterSite(str(tmp_path / "a")), ClusterSite(str(tmp_path / "b"))
+    try:
+        with Pebble(a.tmp, suite_pki(), a.http, a.https) as pebble:
+            pebble.start()
+            root = pebble.root()
+
+            def args(site):
+                return cluster_extra(etcd, "od", pebble, site, names=(STATIC,)) + (
+                    "--acme-on-demand", ask.url, "-s", "60")
+            with b.gatling(pebble.directory, args(b)) as nb, \
+                    a.gatling(pebble.directory, args(a)) as na:
+                wait_for(lambda: pebble.issued() == 1, 60, "the static name's certificate")
+                got, errors = {}, []
+
+                def one(label, site):
+                    try:
+                        got[label] = h1_get(root, site.https, name, timeout=70)
+                    except Exception as e:  # noqa: BLE001 - reported below
+                        errors.append((label, repr(e)))
+                ts = [threading.Thread(target=one, args=(k, s)) for k, s in (("a", a), ("b", b))]
+                for t in ts:
+                    t.start()
+                for t in ts:
+                    t.join(90)
+                assert not errors, (errors, "\n".join(na.errlog[-20:]),
+                                    "\n".join(nb.errlog[-20:]))
+                assert got["a"] == got["b"] and names_of(got["a"]) == [name]
+                assert pebble.orders() == 2 and pebble.issued() == 2, pebble.log()[-3000:]
+    finally:
+        ask.close()
+        etcd.stop()
