@@ -4,7 +4,8 @@
  *
  * On demand: a serving loop whose handshake names a host no certificate
  * answers for sends "NAME ADDR" on a datagram socket (site/acme_chal.h,
- * acme_chal_ask) and pauses that handshake.  Here, in the client's process
+ * acme_chal_ask) and pauses that handshake (tls/tls_ctx.c; HTTP/3's, in
+ * quic/quic_callbacks.c, asks without waiting).  Here, in the client's process
  * (which blocks as it likes), each ask is taken in turn: a name already kept
  * (ordered, in flight, or issued) is passed over, so one order per name
  * however many handshakes ask, and with --cluster one per cluster through
