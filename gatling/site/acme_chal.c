@@ -28,8 +28,8 @@ struct acme_chal {
     long long refused_ms; /* when (monotonic ms) */
 };
 
-#define CHAL_PATH_MAX 320
-#define REFUSED_FRESH_MS 20 /* challenges/ondemand's copy is read again after this */ /* "challenges/tls-alpn-01/" + a 253-byte name + ".pem" */
+#define CHAL_PATH_MAX 320 /* "challenges/tls-alpn-01/" + a 253-byte name + ".pem" */
+#define REFUSED_FRESH_MS 20 /* challenges/ondemand's copy is read again after this */
 
 acme_chal_t *acme_chal_open(int fd)
 {
@@ -383,7 +383,8 @@ static const char *refused_text(acme_chal_t *c)
 
 int acme_chal_refused(acme_chal_t *c, const char *name, size_t len, long long now)
 {
-    for (const char *p = refused_text(c); p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+    const char *p = refused_text(c);
+    for (; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
         const char *sp = strchr(p, ' ');
         if (sp && (size_t)(sp - p) == len && !strncasecmp(p, name, len))
             return strtoll(sp + 1, NULL, 10) > now;
