@@ -81,6 +81,7 @@ struct acme_od {
     int naddrs;
     time_t *ring; /* the last od_per_hour asks' times */
     int ring_at;
+    int dirty; /* refusals not yet in challenges/ondemand */
     unsigned long long asks, allowed, refusals, limited, invalid;
     char *names[CONFIG_ACME_NAMES]; /* got on demand */
     int nnames;
@@ -165,7 +166,7 @@ static void refuse(acme_od_t *od, const char *name, time_t now, long ttl)
     od_refusal_t *r = &od->refused[od->nrefused++];
     snprintf(r->name, sizeof r->name, "%s", name);
     r->until = now + ttl;
-    write_refused(od, now);
+    od->dirty = 1; /* written once the asks at hand are taken (acme_od_take) */
 }
 
 /* The client address's count for this hour: 1 while it may ask once more
@@ -322,6 +323,8 @@ static int take_one(acme_od_t *od, char *name, const char *addr, acme_od_names_f
     say(od, "on demand: %s (from %s): %s: refused for %d s", name, addr, err,
         status >= 400 && status < 500 ? OD_REFUSE_TTL : OD_FAULT_TTL);
     refuse(od, name, now, status >= 400 && status < 500 ? OD_REFUSE_TTL : OD_FAULT_TTL);
+    od->dirty = 0; /* at once: an ask took its time, and its handshakes wait */
+    write_refused(od, now);
     return 0;
 }
 
@@ -346,6 +349,10 @@ int acme_od_take(acme_od_t *od, acme_od_names_fn fn, void *arg)
         if (!*msg || strlen(msg) > 253)
             continue;
         added += take_one(od, msg, addr, fn, arg);
+    }
+    if (od && od->dirty) {
+        od->dirty = 0;
+        write_refused(od, time(NULL));
     }
     return added;
 }
