@@ -10,9 +10,10 @@ certificate it serves is got on demand.  What is checked, on the outside:
 
   - a new name's first handshake waits (paused, the loop free) and gets the
     name's certificate, verified against Pebble's root: over HTTP/1.1 and
-    over HTTP/2 (each with a name of its own), then HTTP/3 serves it too
-    (QUIC's handshake does not wait: it gets what is loaded); the time from
-    the first handshake to the certificate served is printed;
+    over HTTP/2 (each with a name of its own), then HTTP/3 serves it too,
+    and a name HTTP/3 names first (QUIC's handshake asks but does not wait:
+    a later one gets it); the time from the first handshake to the
+    certificate served is printed;
   - 50 concurrent first handshakes of one new name: one ask, one order, all
     50 served the certificate;
   - while a handshake waits (the ask endpoint slow), plain HTTP and other
@@ -22,7 +23,14 @@ certificate it serves is got on demand.  What is checked, on the outside:
     literal and a one-label name as SNI (never asked); a client address over
     --acme-on-demand-rate's ADDR (never asked);
   - /metrics and /server-status count asks, refusals and the names got; a
-    restart keeps the names (the state directory's ondemand file).
+    restart keeps the names (the state directory's ondemand file); a name
+    got on demand is renewed as the others (a 60 s profile);
+  - with --cluster (etcd, two nodes), one order for the cluster.
+
+The times printed: `python3 -m pytest -q -s
+tests/integration/tls/test_acme_ondemand.py -k first_handshake` (1.4 to 1.8 s
+from the first ClientHello to the certificate served, h1, h2 and h3, with
+Pebble on loopback).
 """
 import contextlib
 import http.server
@@ -343,7 +351,7 @@ def test_cluster_orders_a_name_once(tmp_path):
     handshakes of one new name on both nodes at once make one order for the
     cluster (the name's lock, as for names given at start), and both nodes
     serve its certificate."""
-    from test_acme_cluster import extra as cluster_extra, roots  # noqa: F401
+    from test_acme_cluster import extra as cluster_extra
     from test_acme_https import NAME as STATIC, Site as ClusterSite
     from test_cluster import Etcd
     name = "both.customer.test"
@@ -380,3 +388,30 @@ def test_cluster_orders_a_name_once(tmp_path):
     finally:
         ask.close()
         etcd.stop()
+
+
+def test_renewed_as_the_names_given(tmp_path):
+    """A name got on demand is renewed as a name given at start: with a 60 s
+    profile, a new certificate (another serial) comes before the first
+    expires, without asking again."""
+    from cryptography import x509
+    name = "renew.customer.test"
+    ask = Ask(allow={name})
+    site = Site(str(tmp_path))
+    try:
+        with Pebble(site.tmp, suite_pki(), site.http, site.https,
+                    profiles={"short": 60}) as pebble:
+            pebble.start()
+            root = pebble.root()
+            with site.gatling(pebble.directory, ask.url, ["--acme-profile", "short"]):
+                first = x509.load_der_x509_certificate(h1_get(root, site.https, name))
+
+                def renewed():
+                    der = h1_get(root, site.https, name)
+                    serial = x509.load_der_x509_certificate(der).serial_number
+                    return serial != first.serial_number and serial
+                wait_for(renewed, 75, "the on-demand name renewed", step=0.5)
+            assert ask.asked == [name]
+            assert pebble.issued() >= 2, pebble.log()[-2000:]
+    finally:
+        ask.close()
