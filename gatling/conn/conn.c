@@ -406,7 +406,7 @@ static void run(conn_t *c, unsigned events)
 
 void conn_event(conn_t *c, unsigned events)
 {
-    if (c->state == CONN_HANDSHAKE && c->ssl && !c->tls_want) { /* paused: conn_open.c */
+    if (c->state == CONN_HANDSHAKE && c->tls_want == CONN_TLS_PAUSED) { /* conn_open.c */
         if (events & (GIO_ERROR | GIO_HANGUP))
             conn_free(c);
         else

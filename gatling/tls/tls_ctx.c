@@ -29,7 +29,9 @@
 
 int tls_cert_idx = -1; /* the ex_data index of tls_cert_t, set once */
 int tls_acme_idx = -1; /* SSL ex_data: TLS_ACME_* as a pointer, for --acme's handshakes */
-static int tls_od_idx = -1; /* SSL ex_data: --acme-on-demand's wait began (ms + 1), or 0 */
+/* SSL ex_data: --acme-on-demand's wait: 0 the handshake may not pause (it
+   asks and goes on), 1 it may (tls_may_pause), else when it began (ms + 2) */
+static int tls_od_idx = -1;
 
 /* A host name as a file name may hold it: letters, digits, '-', '.'. */
 int tls_valid_name(const char *s, size_t n)
@@ -366,7 +368,8 @@ static void peer_text(SSL *ssl, char *out, size_t cap)
  * refused the name, or -s passed since the first look: then it goes on as
  * without the option (the default certificate, or the refusal of a store
  * that has none).  A name that may not be asked for (acme_chal_ondemand_ok:
- * an IP address, one label) goes on at once.
+ * an IP address, one label) goes on at once, and so does a handshake that
+ * may not pause (ftp/'s AUTH TLS: it asks all the same).
  */
 static int on_demand(SSL *ssl, tls_store_t *st)
 {
@@ -386,18 +389,24 @@ static int on_demand(SSL *ssl, tls_store_t *st)
             SSL_set_SSL_CTX(ssl, (SSL_CTX *)ctx);
         return SSL_CLIENT_HELLO_SUCCESS;
     }
-    int64_t now = mono_ms(), began = (int64_t)(intptr_t)SSL_get_ex_data(ssl, tls_od_idx);
+    int64_t now = mono_ms(), v = (int64_t)(intptr_t)SSL_get_ex_data(ssl, tls_od_idx);
     if (acme_chal_refused(st->cfg->acme_chal, name, nl, (long long)time(NULL)))
         return SSL_CLIENT_HELLO_SUCCESS;
-    if (!began) {
+    if (v <= 1) {
         peer_text(ssl, addr, sizeof addr);
-        if (acme_chal_ask(st->cfg->acme_chal, name, nl, addr) < 0)
-            return SSL_CLIENT_HELLO_SUCCESS; /* no client to ask, or it is too far behind */
-        SSL_set_ex_data(ssl, tls_od_idx, (void *)(intptr_t)(now + 1));
+        if (acme_chal_ask(st->cfg->acme_chal, name, nl, addr) < 0 || !v)
+            return SSL_CLIENT_HELLO_SUCCESS; /* no client to ask (or too far behind), or no pause */
+        SSL_set_ex_data(ssl, tls_od_idx, (void *)(intptr_t)(now + 2));
         return SSL_CLIENT_HELLO_RETRY;
     }
-    return now - began < (int64_t)st->cfg->head_timeout * 1000 ? SSL_CLIENT_HELLO_RETRY
-                                                                : SSL_CLIENT_HELLO_SUCCESS;
+    return now - (v - 2) < (int64_t)st->cfg->head_timeout * 1000 ? SSL_CLIENT_HELLO_RETRY
+                                                                  : SSL_CLIENT_HELLO_SUCCESS;
+}
+
+void tls_may_pause(SSL *ssl)
+{
+    if (tls_od_idx >= 0)
+        SSL_set_ex_data(ssl, tls_od_idx, (void *)(intptr_t)1);
 }
 
 /*
