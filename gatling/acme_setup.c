@@ -375,6 +375,11 @@ int acme_options_done(config_t *cfg)
             }
         return 2;
     }
+    if ((given & 1 << (ACME_OPT_ONDEMAND_RATE - ACME_OPT)) && !a->ask_url) {
+        fputs("gatling: --acme-on-demand-rate without --acme-on-demand: nothing to limit\n",
+              stderr);
+        return 2;
+    }
     if (a->email && cfg->tls_off) {
         fputs("gatling: --acme gets certificates for HTTPS, which -E turns off: give one\n",
               stderr);

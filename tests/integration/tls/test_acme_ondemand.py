@@ -415,3 +415,38 @@ def test_renewed_as_the_names_given(tmp_path):
             assert pebble.issued() >= 2, pebble.log()[-2000:]
     finally:
         ask.close()
+
+
+def test_wait_bounded_by_s(tmp_path):
+    """The ask takes 5 s, -s is 2: the first handshake goes on after about 2 s
+    as without the option (no certificate loaded yet: an alert); the name is
+    ordered all the same, and a later handshake gets its certificate."""
+    name = "late.customer.test"
+    ask = Ask(allow={name}, delay=5)
+    try:
+        with lab(tmp_path, ask, ["-s", "2"]) as (site, pebble, srv):
+            root = pebble.root()
+            took = handshake_fails(site.https, name)
+            assert 1.5 < took < 4.5, took
+            der = wait_for(lambda: not_yet(h1_get, root, site.https, name), 60,
+                           "the certificate for a later handshake", step=0.5)
+            assert names_of(der) == [name] and ask.asked == [name]
+    finally:
+        ask.close()
+
+
+@pytest.mark.parametrize("args,said", [
+    (["--acme-on-demand", "http://example.org/ask"], "not an https:// URL, or http:// to"),
+    (["--acme-on-demand", "ftp://127.0.0.1/ask"], "not an https:// URL, or http:// to"),
+    (["--acme-on-demand", "https://a.example/ask#x"], "no #"),
+    (["--acme-on-demand-rate", "5,2"], "without --acme-on-demand"),
+    (["--acme-on-demand", "http://127.0.0.1:9/a", "--acme-on-demand-rate", "5,9"],
+     "not HOUR,ADDR"),
+    (["--acme-on-demand", "http://127.0.0.1:9/a", "--acme-on-demand-rate", "0,0"],
+     "not HOUR,ADDR"),
+])
+def test_bad_options_refused(tmp_path, args, said):
+    p = subprocess.run([Build(PLAIN[0]).binary, "--acme", EMAIL, "--acme-dir",
+                        str(tmp_path / "acme"), "-C", str(tmp_path), "--check"] + args,
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2 and said in p.stderr, (p.returncode, p.stderr)
