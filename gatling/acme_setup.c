@@ -772,10 +772,14 @@ int acme_launch(config_t *cfg)
     cfg->acme_pid = (int)pid;
     /* the client has the TSIG key now: the serving processes keep no copy */
     OPENSSL_cleanse(&dns_key, sizeof dns_key);
-    fprintf(stderr, "gatling: --acme: certificates for %d name%s (%s%s)%s from %s, kept in %s\n",
-            a->nnames, a->nnames == 1 ? "" : "s", a->nnames ? a->names[0] : "",
-            a->nnames > 1 ? ", ..." : "", a->ask_url ? " and on demand" : "", a->ca,
-            cfg->tls_dir);
+    if (a->nnames)
+        fprintf(stderr, "gatling: --acme: certificates for %d name%s (%s%s)%s from %s, kept in "
+                "%s\n", a->nnames, a->nnames == 1 ? "" : "s", a->names[0],
+                a->nnames > 1 ? ", ..." : "", a->ask_url ? " and on demand" : "", a->ca,
+                cfg->tls_dir);
+    else
+        fprintf(stderr, "gatling: --acme: certificates on demand (asked of %s) from %s, kept in "
+                "%s\n", a->ask_url, a->ca, cfg->tls_dir);
     return 0;
 }
 

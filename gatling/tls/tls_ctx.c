@@ -352,11 +352,14 @@ static void peer_text(SSL *ssl, char *out, size_t cap)
     snprintf(out, cap, "-");
     if (getpeername(SSL_get_fd(ssl), (struct sockaddr *)&ss, &len) < 0)
         return;
-    if (ss.ss_family == AF_INET)
+    int af = ss.ss_family;
+    if (af == AF_INET)
         a = &((struct sockaddr_in *)&ss)->sin_addr;
-    else if (ss.ss_family == AF_INET6)
+    else if (af == AF_INET6)
         a = &((struct sockaddr_in6 *)&ss)->sin6_addr;
-    if (a && !inet_ntop(ss.ss_family, a, out, (socklen_t)cap))
+    if (af == AF_INET6 && IN6_IS_ADDR_V4MAPPED((const struct in6_addr *)a)) /* as -K counts */
+        af = AF_INET, a = (const unsigned char *)a + 12;
+    if (a && !inet_ntop(af, a, out, (socklen_t)cap))
         snprintf(out, cap, "-");
 }
 
