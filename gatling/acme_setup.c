@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -68,6 +69,38 @@ static int ca_ok(const char *s)
 {
     return fits(s, ACME_URL_MAX) && printable(s, 0) && !strncmp(s, "https://", 8) && s[8] &&
            s[8] != '/';
+}
+
+/* --acme-on-demand URL: https://, or http:// to a loopback address (the
+   ask goes in clear only where no one else sees it, as --cluster's etcd). */
+static int ask_url_ok(const char *s)
+{
+    static const char *const loop[] = {"http://127.", "http://[::1]", "http://localhost"};
+    if (!fits(s, ACME_URL_MAX) || !printable(s, 0) || strchr(s, '#'))
+        return 0;
+    if (!strncmp(s, "https://", 8))
+        return s[8] && s[8] != '/';
+    for (size_t i = 0; i < sizeof loop / sizeof loop[0]; i++) {
+        size_t n = strlen(loop[i]);
+        if (!strncmp(s, loop[i], n) && (i == 0 || strchr(":/", s[n]) || !s[n]))
+            return 1;
+    }
+    return 0;
+}
+
+/* --acme-on-demand-rate HOUR,ADDR: asks an hour in all, and from one address. */
+static int od_rate(config_acme_t *a, const char *arg)
+{
+    char *e;
+    long h = strtol(arg, &e, 10), n = 0;
+    if (e == arg || *e != ',' || h < 1 || h > 100000)
+        return -1;
+    const char *q = e + 1;
+    n = strtol(q, &e, 10);
+    if (e == q || *e || n < 1 || n > h)
+        return -1;
+    a->od_per_hour = (int)h, a->od_per_addr = (int)n;
+    return 0;
 }
 
 /* --acme-names a,b,...: each a host name or an IP address, lower-cased in
@@ -224,6 +257,16 @@ static int acme_option(int c, char *arg, config_t *cfg)
             return bad(c, arg, "not a usable file name (empty or too long)");
         a->dns_key_file = arg;
         return -1;
+    case ACME_OPT_ONDEMAND:
+        if (!ask_url_ok(arg))
+            return bad(c, arg, "not an https:// URL, or http:// to 127.0.0.1, [::1] or "
+                               "localhost (at most 1024 bytes, no spaces, no #)");
+        a->ask_url = arg;
+        return -1;
+    case ACME_OPT_ONDEMAND_RATE:
+        return od_rate(a, arg) < 0 ? bad(c, arg, "not HOUR,ADDR (asks an hour in all, 1-100000, "
+                                                 "and from one address, 1-HOUR)")
+                                   : -1;
     default: /* ACME_OPT_ISSUER */
         if (!fits(arg, ACME_FIELD_MAX) || !printable(arg, 1))
             return bad(c, arg, "not a common name (at most 255 bytes, no control characters)");
@@ -276,6 +319,12 @@ const optdef_t acme_opts[] = {
         "            updates signed with TSIG\n"),
     ACME_ROW("acme-dns-key", OPT_SECRET, 0, ACME_OPT_DNS_KEY,
         "  --acme-dns-key file  ... the TSIG key: BIND's key statement, or alg:name:secret\n"),
+    ACME_ROW("acme-on-demand", OPT_URL, 0, ACME_OPT_ONDEMAND,
+        "  --acme-on-demand url  a certificate at the first handshake for a name url allows\n"
+        "            (GET url?domain=NAME answers 200)\n"),
+    ACME_ROW("acme-on-demand-rate", OPT_WORD, 0, ACME_OPT_ONDEMAND_RATE,
+        "  --acme-on-demand-rate h,a  ... asks an hour at most, in all and from one client\n"
+        "            address (60,10)\n"),
     OPT_LAST};
 _Static_assert(sizeof acme_opts / sizeof acme_opts[0] == ACME_OPT_END + 1,
                "a row for each --acme option");
@@ -324,6 +373,9 @@ int acme_options_done(config_t *cfg)
     a->ca = a->cas[0].url;
     if (!a->state_dir)
         a->state_dir = ACME_DIR_DEFAULT;
+    if (!a->od_per_hour)
+        a->od_per_hour = 60, a->od_per_addr = 10;
+    a->od_fd = -1;
     if (!a->email && (given & ~1)) {
         for (int i = 1; i < ACME_OPT_END - ACME_OPT; i++)
             if (given & (1 << i)) {
@@ -331,6 +383,11 @@ int acme_options_done(config_t *cfg)
                         acme_opts[i].lname);
                 break;
             }
+        return 2;
+    }
+    if ((given & 1 << (ACME_OPT_ONDEMAND_RATE - ACME_OPT)) && !a->ask_url) {
+        fputs("gatling: --acme-on-demand-rate without --acme-on-demand: nothing to limit\n",
+              stderr);
         return 2;
     }
     if (a->email && cfg->tls_off) {
@@ -685,13 +742,19 @@ int acme_launch(config_t *cfg)
     config_acme_t *a = &cfg->acme;
     if (!a->email)
         return 0;
-    if (!a->nnames && (!cfg->vhosts || vhost_names(cfg) <= 0)) {
+    if (!a->nnames && (!cfg->vhosts || vhost_names(cfg) <= 0) && !a->ask_url) {
         fprintf(stderr, "gatling: --acme: no name to get a certificate for: %s, or give "
                 "--acme-names a,b,...\n", cfg->vhosts ? "no directory of the document root "
                 "names a host (example.org, example.org:80)" : "-H serves no virtual hosts");
         return -1;
     }
     char err[512] = "";
+    int ask[2] = {-1, -1};
+    if (a->ask_url && socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, ask) < 0) {
+        fprintf(stderr, "gatling: --acme-on-demand: socketpair() failed: %s\n", strerror(errno));
+        return -1;
+    }
+    a->od_fd = ask[1];
     /* HTTP-01 needs the plain HTTP port, which gatling always serves; the
        client weighs --acme-challenge itself */
     /* an upgrade's start writes stderr to a file until it serves: the client,
@@ -705,6 +768,13 @@ int acme_launch(config_t *cfg)
         dup2(saved, STDERR_FILENO);
         close(saved);
     }
+    if (ask[1] >= 0)
+        close(ask[1]); /* the client's end: the client's alone */
+    a->od_fd = -1;
+    if (pid >= 0 && ask[0] >= 0)
+        acme_chal_set_ask(cfg->acme_chal, ask[0]);
+    else if (ask[0] >= 0)
+        close(ask[0]);
     if (pid < 0) {
         fprintf(stderr, "gatling: --acme: the ACME client did not start: %s\n", err);
         return -1;
@@ -712,11 +782,17 @@ int acme_launch(config_t *cfg)
     cfg->acme_pid = (int)pid;
     /* the client has the TSIG key now: the serving processes keep no copy */
     OPENSSL_cleanse(&dns_key, sizeof dns_key);
-    fprintf(stderr, "gatling: --acme: certificates for %d name%s (%s%s) from %s%s%s%s, kept in "
-            "%s\n",
-            a->nnames, a->nnames == 1 ? "" : "s", a->names[0], a->nnames > 1 ? ", ..." : "",
-            a->ca, a->ncas > 1 ? " (then " : "", a->ncas > 1 ? a->cas[1].url : "",
-            a->ncas > 2 ? ", ...)" : a->ncas > 1 ? ")" : "", cfg->tls_dir);
+    if (a->nnames)
+        fprintf(stderr, "gatling: --acme: certificates for %d name%s (%s%s)%s from %s%s%s%s, "
+                "kept in %s\n", a->nnames, a->nnames == 1 ? "" : "s", a->names[0],
+                a->nnames > 1 ? ", ..." : "", a->ask_url ? " and on demand" : "", a->ca,
+                a->ncas > 1 ? " (then " : "", a->ncas > 1 ? a->cas[1].url : "",
+                a->ncas > 2 ? ", ...)" : a->ncas > 1 ? ")" : "", cfg->tls_dir);
+    else
+        fprintf(stderr, "gatling: --acme: certificates on demand (asked of %s) from %s%s%s%s, "
+                "kept in %s\n", a->ask_url, a->ca, a->ncas > 1 ? " (then " : "",
+                a->ncas > 1 ? a->cas[1].url : "", a->ncas > 2 ? ", ...)" : a->ncas > 1 ? ")" : "",
+                cfg->tls_dir);
     return 0;
 }
 

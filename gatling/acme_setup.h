@@ -24,6 +24,8 @@ enum {
     ACME_OPT_ISSUER,
     ACME_OPT_DNS_SERVER, /* DNS-01 (acme/acme_dns.h) */
     ACME_OPT_DNS_KEY,
+    ACME_OPT_ONDEMAND, /* names not known at start (acme/acme_ondemand.h) */
+    ACME_OPT_ONDEMAND_RATE,
     ACME_OPT_END
 };
 

@@ -18,6 +18,7 @@ static long failed(SSL *ssl, int r, unsigned *want)
     switch (SSL_get_error(ssl, r)) {
     case SSL_ERROR_WANT_READ: *want = GIO_READ; return GIO_AGAIN;
     case SSL_ERROR_WANT_WRITE: *want = GIO_WRITE; return GIO_AGAIN;
+    case SSL_ERROR_WANT_CLIENT_HELLO_CB: *want = 0; return GIO_AGAIN; /* paused: gio_tls.h */
     case SSL_ERROR_ZERO_RETURN: ERR_clear_error(); return GIO_EOF;
     case SSL_ERROR_SYSCALL:
         ERR_clear_error();

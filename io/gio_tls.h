@@ -91,7 +91,9 @@ typedef struct ssl_st SSL;
 #define GIO_TLS_BACKLOG (64 * 1024) /* bytes unsent (peer's window full): rounds stay small */
 #define GIO_TLS_SINK (GIO_TLS_GATHER * (GIO_TLS_RECORD + 64)) /* a sink's first size */
 
-/* SSL_do_handshake: 1 done, GIO_AGAIN, or GIO_ERR (an EOF in it too). */
+/* SSL_do_handshake: 1 done, GIO_AGAIN, or GIO_ERR (an EOF in it too).  GIO_AGAIN
+   with *want 0: paused by the ClientHello callback (SSL_CLIENT_HELLO_RETRY),
+   waiting for nothing the socket brings: the caller calls again later. */
 int gio_tls_handshake(SSL *ssl, unsigned *want);
 
 /* SSL_read: bytes, GIO_EOF, GIO_AGAIN or GIO_ERR. */

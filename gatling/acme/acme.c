@@ -26,6 +26,7 @@
 #include <curl/curl.h>
 
 #include "acme_ca.h"
+#include "acme_ondemand.h"
 #include "acme_proto.h"
 #include "acme_sched.h"
 #include "acme_store.h"
@@ -67,6 +68,7 @@ typedef struct acme_run {
     long backoff_min;
     int profile_said;      /* an unlisted --acme-profile logged once */
     unsigned char *waiting; /* --cluster: per name, "another node holds its lock" said */
+    acme_od_t *od;         /* --acme-on-demand's asks; NULL: off */
 } acme_run_t;
 
 #define KEEPER_PAUSE_MAX 60 /* seconds at most between two starts of a dying client */
@@ -319,6 +321,7 @@ static void write_status(acme_run_t *r)
         hb_puts(&b, n->cert.issuer);
         hb_puts(&b, "\n");
     }
+    acme_od_status(r->od, &b);
     if (!b.over && acme_write_atomic(r->cl.state_fd, ACME_STATUS_FILE, buf, hb_len(&b), 0644) < 0)
         say(r, "writing the status file failed: %s", strerror(errno));
     free(buf);
@@ -444,8 +447,9 @@ static time_t round_once(acme_run_t *r)
 
 /* Sleep until t, or until SIGTERM (no wake-up lost between the check and the
    wait: the signals are blocked until ppoll takes them). */
-static void sleep_until(time_t t)
+static void sleep_until(time_t t, int fd)
 {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
     sigset_t block, old;
     sigemptyset(&block);
     sigaddset(&block, SIGTERM);
@@ -456,7 +460,7 @@ static void sleep_until(time_t t)
     time_t now = time(NULL);
     if (!acme_stop && !acme_reopen && t > now) {
         struct timespec ts = {t - now, 0};
-        ppoll(NULL, 0, &ts, &old);
+        ppoll(&p, fd >= 0, &ts, &old); /* an ask wakes it (acme_ondemand.h) */
     }
     sigprocmask(SIG_SETMASK, &old, NULL);
 }
@@ -478,10 +482,39 @@ static int dirs_moved(acme_run_t *r)
     return 0;
 }
 
+/* acme_od_names_fn: is name in the list (add 0), or add it, due at once. */
+static int od_name(void *arg, const char *name, int add)
+{
+    acme_run_t *r = arg;
+    for (int i = 0; i < r->nnames; i++)
+        if (!strcmp(r->names[i].name, name))
+            return 1;
+    acme_name_t *nv = add && r->nnames < CONFIG_ACME_NAMES
+                          ? realloc(r->names, (size_t)(r->nnames + 1) * sizeof *nv) : NULL;
+    unsigned char *wv = nv ? realloc(r->waiting, (size_t)r->nnames + 1) : NULL;
+    if (nv)
+        r->names = nv;
+    if (!wv)
+        return add ? -1 : 0;
+    r->waiting = wv;
+    memset(&r->names[r->nnames], 0, sizeof *nv);
+    r->names[r->nnames].name = name;
+    r->waiting[r->nnames] = 0;
+    read_current(r, &r->names[r->nnames++]);
+    if (r->cfg->cluster) { /* its lock, as the others' */
+        const char *list[CONFIG_ACME_NAMES];
+        for (int i = 0; i < r->nnames; i++)
+            list[i] = r->names[i].name;
+        cluster_acme_names(r->cfg->cluster, list, r->nnames);
+    }
+    return 0;
+}
+
 static void run_loop(acme_run_t *r)
 {
     size_t len;
     char *sched = acme_read_file(r->cl.state_fd, SCHEDULE_FILE, STATUS_MAX, &len);
+    acme_od_load(r->od, od_name, r); /* the names got on demand before: theirs read too */
     for (int i = 0; i < r->nnames; i++) {
         read_current(r, &r->names[i]);
         if (sched)
@@ -495,7 +528,8 @@ static void run_loop(acme_run_t *r)
             elog_reopen(&r->log);
         }
         time_t now = time(NULL);
-        sleep_until(next > now ? next : now + 1);
+        sleep_until(next > now ? next : now + 1, acme_od_fd(r->od));
+        acme_od_take(r->od, od_name, r);
         if (getppid() == 1 || dirs_moved(r))
             acme_stop = 1;
     }
@@ -605,13 +639,20 @@ static int take_lock(acme_run_t *r, int fd)
     return -1;
 }
 
-/* The child keeps stderr, the error log and (the keeper) the server's stop
-   pipe; the listeners and the rest go.  keep: up to two descriptors, -1 for none. */
-static void close_others(int keep, int keep2)
+/* The child keeps stderr, the error log, --acme-on-demand's socket and (the
+   keeper) the server's stop pipe; the listeners and the rest go.  keep: up
+   to two descriptors besides the socket, -1 for none. */
+static void close_others(const config_t *cfg, int keep2)
 {
-    int k[2] = {keep < keep2 ? keep : keep2, keep < keep2 ? keep2 : keep};
+    int k[3] = {cfg->error_fd, keep2, cfg->acme.ask_url ? cfg->acme.od_fd : -1};
+    for (int i = 0; i < 3; i++) /* in order */
+        for (int j = i + 1; j < 3; j++)
+            if (k[j] < k[i]) {
+                int t = k[i];
+                k[i] = k[j], k[j] = t;
+            }
     unsigned from = 3;
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         if (k[i] < (int)from)
             continue;
         if (k[i] > (int)from)
@@ -653,7 +694,7 @@ static void child_main(const config_t *cfg, const char *const *names, int nnames
     prctl(PR_SET_NAME, "acme-client");
     prctl(PR_SET_DUMPABLE, 0); /* its keys: no process of its uid reads them */
     child_signals();
-    close_others(cfg->error_fd, -1);
+    close_others(cfg, -1);
     elog_init(&r.log, cfg->error_fd >= 0 ? cfg->error_fd : 2, cfg->error_log);
     /* --cluster: etcd's TLS files are read before -u */
     etcd_t *etcd = cfg->cluster ? etcd_new(cfg->cluster_etcd, err, sizeof err) : NULL;
@@ -664,8 +705,8 @@ static void child_main(const config_t *cfg, const char *const *names, int nnames
         (lock_fd = open_lock(cfg, state_fd, err, sizeof err)) < 0 ||
         curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK ||
         acme_client_init(&r.cl, cfg, state_fd, http01, &acme_abort) < 0 ||
-        !(r.names = calloc((size_t)nnames, sizeof *r.names)) ||
-        !(r.waiting = calloc((size_t)nnames, 1))) {
+        !(r.names = calloc((size_t)nnames + 1, sizeof *r.names)) ||
+        !(r.waiting = calloc((size_t)nnames + 1, 1))) {
         say(&r, "the ACME client cannot start: %s", err);
         _exit(1);
     }
@@ -675,6 +716,7 @@ static void child_main(const config_t *cfg, const char *const *names, int nnames
     for (int i = 0; i < nnames; i++)
         r.names[i].name = names[i];
     r.cl.etcd = etcd;
+    r.od = acme_od_new(cfg, state_fd, &r.log);
     if (cfg->cluster) /* the side process takes their locks when the client wants them */
         cluster_acme_names(cfg->cluster, names, nnames);
     if (take_lock(&r, lock_fd) < 0)
@@ -772,7 +814,7 @@ static void keeper_main(const config_t *cfg, const char *const *names, int nname
     prctl(PR_SET_DUMPABLE, 0); /* its keys: no process of its uid reads them */
     sigset_t open;
     keeper_signals(&open);
-    close_others(cfg->error_fd, stop_fd);
+    close_others(cfg, stop_fd);
     elog_t log;
     elog_init(&log, cfg->error_fd >= 0 ? cfg->error_fd : 2, cfg->error_log);
     pid_t self = getpid();
@@ -807,56 +849,21 @@ static void keeper_main(const config_t *cfg, const char *const *names, int nname
     _exit(0);
 }
 
-/* A name usable as a file name in the -C directory and as an identifier. */
-static int name_ok(const char *s)
-{
-    if (s[0] == '*' && s[1] == '.') /* a wildcard (DNS-01): -C's entry is named so too */
-        s += 2;
-    size_t n = strlen(s);
-    return n > 0 && n < 254 && s[0] != '.' && s[0] != '-' &&
-           strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:") == n;
-}
-
-/* The names as the client uses them: an IPv6 address in RFC 5952's form
-   (lower case, the longest run of zeros as ::), as RFC 8738 wants it in the
-   identifier and as the serving side names the TLS-ALPN-01 file (inet_ntop);
-   the rest as given.  A malloc'd array (free_names). */
-static const char *const *canonical_names(const char *const *names, int nnames)
-{
-    const char **out = calloc((size_t)nnames, sizeof *out);
-    for (int i = 0; out && i < nnames; i++) {
-        unsigned char a[16];
-        char text[INET6_ADDRSTRLEN], *d;
-        out[i] = names[i];
-        if (strchr(names[i], ':') && inet_pton(AF_INET6, names[i], a) == 1 &&
-            inet_ntop(AF_INET6, a, text, sizeof text) && strcmp(text, names[i]))
-            out[i] = (d = strdup(text)) ? d : names[i];
-    }
-    return out;
-}
-
-static void free_names(const char *const *canon, const char *const *names, int nnames)
-{
-    for (int i = 0; i < nnames; i++)
-        if (canon[i] != names[i])
-            free((char *)canon[i]);
-    free((void *)canon);
-}
-
 pid_t acme_start(const config_t *cfg, const char *const *names, int nnames, int http01,
                  pid_t notify, int *stop, char *err, size_t errlen)
 {
-    if (!cfg->acme.ca || !cfg->acme.state_dir || !cfg->tls_dir || nnames <= 0) {
+    if (!cfg->acme.ca || !cfg->acme.state_dir || !cfg->tls_dir ||
+        (nnames <= 0 && !cfg->acme.ask_url)) {
         snprintf(err, errlen, "ACME: %s", nnames <= 0 ? "no names to get certificates for"
                                                       : "no CA, state directory or -C directory");
         return -1;
     }
     for (int i = 0; i < nnames; i++)
-        if (!name_ok(names[i])) {
+        if (!acme_name_ok(names[i])) {
             snprintf(err, errlen, "ACME: %.200s: not a host name or IP address", names[i]);
             return -1;
         }
-    const char *const *canon = canonical_names(names, nnames);
+    const char *const *canon = acme_canonical_names(names, nnames);
     if (!canon) {
         snprintf(err, errlen, "ACME: no memory");
         return -1;
@@ -864,7 +871,7 @@ pid_t acme_start(const config_t *cfg, const char *const *names, int nnames, int 
     int p[2] = {-1, -1};
     if (stop && pipe2(p, O_CLOEXEC) < 0) {
         snprintf(err, errlen, "ACME: pipe2() failed: %s", strerror(errno));
-        free_names(canon, names, nnames);
+        acme_free_names(canon, names, nnames);
         return -1;
     }
     pid_t parent = getpid();
@@ -881,6 +888,6 @@ pid_t acme_start(const config_t *cfg, const char *const *names, int nnames, int 
         close(p[0]);
     if (stop)
         *stop = pid < 0 ? (close(p[1]), -1) : p[1];
-    free_names(canon, names, nnames);
+    acme_free_names(canon, names, nnames);
     return pid < 0 ? -1 : pid;
 }

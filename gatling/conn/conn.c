@@ -406,6 +406,13 @@ static void run(conn_t *c, unsigned events)
 
 void conn_event(conn_t *c, unsigned events)
 {
+    if (c->state == CONN_HANDSHAKE && c->tls_want == CONN_TLS_PAUSED) { /* conn_open.c */
+        if (events & (GIO_ERROR | GIO_HANGUP))
+            conn_free(c);
+        else
+            run(c, 0); /* its look again; the TLS layer bounds the wait (-s) */
+        return;
+    }
     if (!events) {
         if (!(c->state == CONN_H2 ? conn_h2_timed_out(c) : conn_timed_out(c)))
             conn_free(c);

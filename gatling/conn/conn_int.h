@@ -29,6 +29,10 @@
 
 /* Bytes one connection may send per event: fairness between clients. */
 #define CONN_SEND_BUDGET (1 << 20)
+/* --acme-on-demand: how often a handshake paused for its certificate looks again,
+   and tls_want's value meanwhile (no GIO_* bit: it waits for nothing of the socket) */
+#define CONN_PAUSE_LOOK_MS 50
+#define CONN_TLS_PAUSED 0x80
 #define CONN_DRAIN_GRACE_MS 1000 /* shutting down: how long an idle connection may still send */
 
 /* c->h2_busy: streams open or frames queued (a -B window runs); a request

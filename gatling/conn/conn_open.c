@@ -41,12 +41,18 @@ void conn_st_handshake(conn_t *c)
             c->state = CONN_CLOSE;
             return;
         }
+        tls_may_pause(c->ssl);
     }
     unsigned want = GIO_READ;
+    int paused = c->tls_want == CONN_TLS_PAUSED;
     int r = gio_tls_handshake(c->ssl, &want);
     if (r == GIO_AGAIN) {
-        c->tls_want = (uint8_t)want;
+        c->tls_want = want ? (uint8_t)want : CONN_TLS_PAUSED;
         gio_want(c->site->loop, c->fd, want);
+        if (!want) /* --acme-on-demand: paused for a certificate (tls/): looked at again */
+            conn_deadline(c, CONN_PAUSE_LOOK_MS);
+        else if (paused) /* the rest of the handshake: -s again */
+            conn_deadline(c, conn_head_ms(c));
         return;
     }
     c->tls_want = 0;

@@ -595,6 +595,33 @@ static void acme_issuers(hbuf_t *b, const acme_status_t *st)
         }
 }
 
+/* --acme-on-demand: its counters, and which names it got (1 each). */
+static void acme_ondemand(hbuf_t *b, const acme_status_t *st)
+{
+    const metric_t m[] = {
+        {"gatling_acme_ondemand_asks_total", "Handshakes' asks the ACME client took (new names)",
+         st->od_asks},
+        {"gatling_acme_ondemand_allowed_total", "Names the ask URL allowed (each ordered)",
+         st->od_allowed},
+        {"gatling_acme_ondemand_refused_total", "Names the ask URL refused (or did not answer)",
+         st->od_refused},
+        {"gatling_acme_ondemand_limited_total", "Names refused by a rate limit, never asked",
+         st->od_limited},
+        {"gatling_acme_ondemand_invalid_total", "Names refused as no host name, never asked",
+         st->od_invalid},
+    };
+    scalars(b, "counter", m, N(m));
+    const metric_t g[] = {{"gatling_acme_ondemand_names", "Names got on demand", st->od_names}};
+    scalars(b, "gauge", g, N(g));
+    head(b, "gatling_acme_ondemand_name", "gauge", "A name got on demand (1)");
+    for (int i = 0; i < st->n; i++)
+        if (st->names[i].ondemand) {
+            hb_puts(b, "gatling_acme_ondemand_name");
+            label(b, '{', "name", st->names[i].name, strlen(st->names[i].name));
+            value(b, 1, 1);
+        }
+}
+
 /* --acme: the client's numbers from its status file (site/acme_chal.h);
    none when the file is missing or not all of it reads as it should. */
 static void acme(hbuf_t *b, const site_t *s)
@@ -608,6 +635,8 @@ static void acme(hbuf_t *b, const site_t *s)
             {"gatling_acme_failures_total", "ACME attempts that failed (any step)", st->failures},
         };
         scalars(b, "counter", m, N(m));
+        if (acme_chal_ondemand(s->cfg->acme_chal))
+            acme_ondemand(b, st);
         const char *fam[2] = {"gatling_acme_next_renewal_seconds", "gatling_acme_name_failures"};
         const char *help[2] = {"When the ACME client next renews each name (unix time; 0: none)",
                                "ACME failures for each name since its last success"};
@@ -678,7 +707,7 @@ int metrics_serve(exchange_t *ex)
     for (int i = 0; s->cert_expiry && s->cert_expiry(cfg->tls, i, &name, &exp); i++)
         cap += 2 * strlen(name) + 96; /* its line, the name escaped */
     if (cfg->acme_chal) /* two lines per name (at most 253 bytes, no escapes) */
-        cap += 1024 + ACME_STATUS_NAMES * 2 * (253 + 64);
+        cap += 2048 + ACME_STATUS_NAMES * 3 * (253 + 64); /* and --acme-on-demand's */
     if (cfg->cluster) /* a lock line per name, the name escaped */
         cap += 1024 + CLUSTER_ACME_NAMES * (2 * CLUSTER_ACME_NAME_MAX + 64);
     char *page = malloc(cap);

@@ -111,8 +111,15 @@ static size_t cert_rows(const site_t *s, row_t *r, size_t n, size_t cap)
         const row_t d[] = {
             {"acme_orders", "ACME: orders made", st->orders},
             {"acme_failures", "ACME: attempts failed", st->failures},
+            {"acme_ondemand_names", "ACME on demand: names got", st->od_names},
+            {"acme_ondemand_asks", "ACME on demand: asks taken", st->od_asks},
+            {"acme_ondemand_allowed", "ACME on demand: allowed by the ask URL", st->od_allowed},
+            {"acme_ondemand_refused", "ACME on demand: refused by the ask URL", st->od_refused},
+            {"acme_ondemand_limited", "ACME on demand: refused by a rate limit", st->od_limited},
+            {"acme_ondemand_invalid", "ACME on demand: refused, no host name", st->od_invalid},
         };
-        n = put_rows(r, n, cap, d, sizeof d / sizeof d[0]);
+        size_t nd = acme_chal_ondemand(s->cfg->acme_chal) ? sizeof d / sizeof d[0] : 2;
+        n = put_rows(r, n, cap, d, nd);
     }
     free(st);
     free(text);
@@ -363,6 +370,29 @@ static void cluster_locks(hbuf_t *b, const site_t *s, int json)
         hb_puts(b, json ? "]" : "</table>\n");
 }
 
+/* --acme-on-demand: the names got so (the client's status file): a JSON
+   array, or an HTML list. */
+static void ondemand_names(hbuf_t *b, const site_t *s, int json)
+{
+    char *text = acme_chal_ondemand(s->cfg->acme_chal) ? malloc(ACME_STATUS_MAX) : NULL;
+    acme_status_t *st = text ? malloc(sizeof *st) : NULL;
+    int k = 0;
+    if (st && acme_chal_status(s->cfg->acme_chal, text, ACME_STATUS_MAX) > 0 &&
+        acme_chal_status_parse(text, st) == 0)
+        for (int i = 0; i < st->n; i++) {
+            if (!st->names[i].ondemand)
+                continue;
+            hb_puts(b, json ? (k++ ? ",\"" : ",\"acme_ondemand\":[\"")
+                            : (k++ ? "<li>" : "<h2>ACME: names got on demand</h2>\n<ul>\n<li>"));
+            hb_puts(b, st->names[i].name); /* a host name: nothing to escape */
+            hb_puts(b, json ? "\"" : "</li>\n");
+        }
+    if (k)
+        hb_puts(b, json ? "]" : "</ul>\n");
+    free(st);
+    free(text);
+}
+
 #define STATUS_PROCS_MAX 64 /* -W's workers listed, at most (worker.c's cap) */
 
 /* The process tree as this process knows it (gatling.8, PROCESSES): itself,
@@ -406,7 +436,8 @@ int status_serve(exchange_t *ex, int json)
     int nlocks = s->cfg->cluster ? cluster_acme_count(s->cfg->cluster) : 0;
     size_t cap = STATUS_PAGE_MAX + CONFIG_BACKENDS * STATUS_BACKEND_MAX +
                  STATUS_PROCS_MAX * 12 + 512 +
-                 (size_t)nlocks * (6 * CLUSTER_ACME_NAME_MAX + 64); /* &quot; for a '"' */
+                 (size_t)nlocks * (6 * CLUSTER_ACME_NAME_MAX + 64) + /* &quot; for a '"' */
+                 (acme_chal_ondemand(s->cfg->acme_chal) ? ACME_STATUS_NAMES * 270 + 64 : 0);
     char *body = malloc(cap), pid[24];
     if (!body)
         return -1;
@@ -427,6 +458,7 @@ int status_serve(exchange_t *ex, int json)
         }
         backend_list(&b, s, 1);
         cluster_locks(&b, s, 1);
+        ondemand_names(&b, s, 1);
         processes(&b, s, 1);
         hb_puts(&b, "}\n");
     } else {
@@ -447,6 +479,7 @@ int status_serve(exchange_t *ex, int json)
         hb_puts(&b, "</table>\n");
         backend_list(&b, s, 0);
         cluster_locks(&b, s, 0);
+        ondemand_names(&b, s, 0);
         processes(&b, s, 0);
         hb_puts(&b, "</body></html>\n");
     }

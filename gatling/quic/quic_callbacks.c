@@ -6,6 +6,8 @@
 #ifdef HAVE_H3
 #include "quic_int.h"
 #include "quic_steer.h"
+#include "site/acme_chal.h"
+#include "tls/tls.h"
 
 #include <errno.h>
 #include <gnutls/crypto.h>
@@ -221,6 +223,28 @@ void quic_path_of(quic_ep_t *e, gio_dgram_t *d, ngtcp2_path *path)
                           .remote = {(ngtcp2_sockaddr *)&d->peer, d->peerlen}};
 }
 
+/* --acme-on-demand: a hello for a name no certificate answers asks the ACME
+   client for one, as a TCP handshake's does (tls/); this handshake does not
+   wait for it (GnuTLS picks what is loaded), the next ones get it. */
+static int on_client_hello(gnutls_session_t s)
+{
+    quic_conn_t *c = ((ngtcp2_crypto_conn_ref *)gnutls_session_get_ptr(s))->user_data;
+    const config_t *cfg = c->ep->site->cfg;
+    char name[256], addr[INET6_ADDRSTRLEN] = "-";
+    size_t len = sizeof name - 1;
+    unsigned type;
+    if (gnutls_server_name_get(s, name, &len, &type, 0) != 0 || type != GNUTLS_NAME_DNS ||
+        !len || tls_store_covers(cfg->tls, name, len))
+        return 0;
+    const struct sockaddr *sa = (const struct sockaddr *)ngtcp2_conn_get_path(c->q)->remote.addr;
+    if (sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, addr, sizeof addr);
+    else if (sa->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, addr, sizeof addr);
+    acme_chal_ask(cfg->acme_chal, name, len, addr);
+    return 0;
+}
+
 int quic_tls_setup(quic_conn_t *c)
 {
     quic_ep_t *e = c->ep;
@@ -240,6 +264,8 @@ int quic_tls_setup(quic_conn_t *c)
                                   GNUTLS_ALPN_MANDATORY | GNUTLS_ALPN_SERVER_PRECEDENCE) < 0)
         return -1;
     gnutls_session_set_ptr(c->tls, &c->ref);
+    if (acme_chal_ondemand(e->site->cfg->acme_chal))
+        gnutls_handshake_set_post_client_hello_function(c->tls, on_client_hello);
     ngtcp2_conn_set_tls_native_handle(c->q, c->tls);
     return 0;
 }

@@ -5,6 +5,7 @@
  * base64url, a name a host name or an IP address: never "/" or ".."), and
  * every read is bounded by the buffer it fills.
  */
+#define _GNU_SOURCE /* memrchr */
 #include "acme_chal.h"
 
 #include <arpa/inet.h>
@@ -15,14 +16,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 struct acme_chal {
     int dirfd; /* the state directory's challenges/ */
+    int ask_fd; /* --acme-on-demand: the loops' end of the asks' socket; -1 */
+    char *refused; /* ... challenges/ondemand as last read (NULL: not yet) */
+    long long refused_ms; /* when (monotonic ms) */
 };
 
 #define CHAL_PATH_MAX 320 /* "challenges/tls-alpn-01/" + a 253-byte name + ".pem" */
+#define REFUSED_FRESH_MS 20 /* challenges/ondemand's copy is read again after this */
 
 acme_chal_t *acme_chal_open(int fd)
 {
@@ -32,6 +39,8 @@ acme_chal_t *acme_chal_open(int fd)
         return NULL;
     }
     c->dirfd = fd;
+    c->ask_fd = -1;
+    c->refused = NULL;
     return c;
 }
 
@@ -40,6 +49,9 @@ void acme_chal_free(acme_chal_t *c)
     if (!c)
         return;
     close(c->dirfd);
+    if (c->ask_fd >= 0)
+        close(c->ask_fd);
+    free(c->refused);
     free(c);
 }
 
@@ -265,8 +277,39 @@ static int status_cert(const char *p, acme_status_t *st)
     } else if (*p && *p != '\n')
         return -1;
     st->names[st->n].not_after = v[0], st->names[st->n].next = v[1];
+    st->names[st->n].ondemand = 0;
     st->names[st->n++].fails = (unsigned long long)v[2];
     return 0;
+}
+
+/* A counter's line ("orders N", "od_asks N"...): where its number goes,
+   *p moved past its key; NULL for another line. */
+static unsigned long long *status_counter(acme_status_t *st, const char **p)
+{
+    static const char *const keys[] = {"orders ",         "failures ",       "od_names ",
+                                       "od_asks ",        "od_allowed ",     "od_refused ",
+                                       "od_limited ",     "od_invalid "};
+    unsigned long long *to[] = {&st->orders,     &st->failures,   &st->od_names,
+                                &st->od_asks,    &st->od_allowed, &st->od_refused,
+                                &st->od_limited, &st->od_invalid};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (!strncmp(*p, keys[i], strlen(keys[i]))) {
+            *p += strlen(keys[i]);
+            return to[i];
+        }
+    return NULL;
+}
+
+/* "ondemand_name NAME": a name of the list got on demand. */
+static int status_od_name(const char *p, acme_status_t *st)
+{
+    size_t n = strcspn(p, "\n");
+    for (int i = 0; i < st->n; i++)
+        if (strlen(st->names[i].name) == n && !memcmp(st->names[i].name, p, n)) {
+            st->names[i].ondemand = 1;
+            return 0;
+        }
+    return -1; /* after its cert line, always */
 }
 
 int acme_chal_status_parse(const char *text, acme_status_t *st)
@@ -275,11 +318,14 @@ int acme_chal_status_parse(const char *text, acme_status_t *st)
     for (const char *p = text; *p;) {
         const char *nl = strchr(p, '\n');
         long long v = 0;
-        if (!strncmp(p, "orders ", 7) || !strncmp(p, "failures ", 9)) {
-            const char *q = p + (p[0] == 'o' ? 7 : 9);
-            if ((v = number(&q)) < 0 || (*q && *q != '\n'))
+        unsigned long long *to = status_counter(st, &p);
+        if (to) {
+            if ((v = number(&p)) < 0 || (*p && *p != '\n'))
                 return -1;
-            *(p[0] == 'o' ? &st->orders : &st->failures) = (unsigned long long)v;
+            *to = (unsigned long long)v;
+        } else if (!strncmp(p, "ondemand_name ", 14)) {
+            if (status_od_name(p + 14, st) < 0)
+                return -1;
         } else if (!strncmp(p, "cert ", 5)) {
             if (status_cert(p + 5, st) < 0)
                 return -1;
@@ -289,6 +335,70 @@ int acme_chal_status_parse(const char *text, acme_status_t *st)
         if (!nl)
             break;
         p = nl + 1;
+    }
+    return 0;
+}
+
+/* ---- --acme-on-demand ---- */
+
+void acme_chal_set_ask(acme_chal_t *c, int fd)
+{
+    if (c->ask_fd >= 0)
+        close(c->ask_fd);
+    c->ask_fd = fd;
+}
+
+int acme_chal_ondemand(const acme_chal_t *c)
+{
+    return c && c->ask_fd >= 0;
+}
+
+int acme_chal_ondemand_ok(const char *s, size_t len)
+{
+    if (!acme_chal_host_ok(s, len) || !memchr(s, '.', len))
+        return 0;
+    const char *dot = memrchr(s, '.', len); /* a last label of digits: an address */
+    return strspn(dot + 1, "0123456789") < (size_t)(s + len - dot - 1);
+}
+
+int acme_chal_ask(acme_chal_t *c, const char *name, size_t len, const char *addr)
+{
+    char msg[ACME_OD_MSG_MAX];
+    if (!acme_chal_ondemand(c) || !acme_chal_ondemand_ok(name, len))
+        return -1;
+    int k = snprintf(msg, sizeof msg, "%.*s %s", (int)len, name, addr ? addr : "-");
+    if (k < 0 || (size_t)k >= sizeof msg)
+        return -1;
+    return send(c->ask_fd, msg, (size_t)k, MSG_DONTWAIT | MSG_NOSIGNAL) == k ? 0 : -1;
+}
+
+/* challenges/ondemand, read again when the copy is older than
+   REFUSED_FRESH_MS (the handshakes that wait look every 50 ms, each). */
+static const char *refused_text(acme_chal_t *c)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    long long now = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    if (c->refused && now - c->refused_ms < REFUSED_FRESH_MS)
+        return c->refused;
+    if (!c->refused && !(c->refused = malloc(ACME_OD_REFUSED_MAX + 1)))
+        return "";
+    int fd = openat(c->dirfd, ACME_CHAL_REFUSED, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    ssize_t n = fd >= 0 ? read(fd, c->refused, ACME_OD_REFUSED_MAX) : -1;
+    if (fd >= 0)
+        close(fd);
+    c->refused[n > 0 ? n : 0] = 0;
+    c->refused_ms = now;
+    return c->refused;
+}
+
+int acme_chal_refused(acme_chal_t *c, const char *name, size_t len, long long now)
+{
+    const char *p = refused_text(c);
+    for (; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+        const char *sp = strchr(p, ' ');
+        if (sp && (size_t)(sp - p) == len && !strncasecmp(p, name, len))
+            return strtoll(sp + 1, NULL, 10) > now;
     }
     return 0;
 }

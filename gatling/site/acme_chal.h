@@ -15,6 +15,9 @@
  *                                   key, for a handshake for NAME offering only
  *                                   ALPN "acme-tls/1"
  *   challenges/status               the client's numbers (below), for /metrics
+ *   challenges/ondemand             --acme-on-demand: the names refused lately,
+ *                                   "NAME UNTIL" a line (unix seconds): a
+ *                                   handshake for one waits no more
  *
  * Each file is written to a temporary name (starting with '.') and renamed.
  *
@@ -27,6 +30,12 @@
  *                                   failures since the last success, and the
  *                                   certificate's issuer (its CN, printable,
  *                                   the rest of the line; none: no certificate)
+ *   od_names N, od_asks N, od_allowed N, od_refused N, od_limited N,
+ *   od_invalid N                    --acme-on-demand: names got so, asks
+ *                                   received, allowed by the ask URL, refused
+ *                                   by it, refused by a rate limit, refused as
+ *                                   no host name (each a line of its own)
+ *   ondemand_name NAME              after NAME's cert line: got on demand
  */
 #ifndef GATLING_ACME_CHAL_H
 #define GATLING_ACME_CHAL_H
@@ -37,6 +46,7 @@
 #define ACME_CHAL_HTTP "http-01"     /* in it */
 #define ACME_CHAL_ALPN "tls-alpn-01"
 #define ACME_CHAL_STATUS "status"
+#define ACME_CHAL_REFUSED "ondemand"
 #define ACME_CHAL_HTTP_DIR ACME_CHAL_DIR "/" ACME_CHAL_HTTP /* from the state directory */
 #define ACME_CHAL_ALPN_DIR ACME_CHAL_DIR "/" ACME_CHAL_ALPN
 #define ACME_STATUS_FILE ACME_CHAL_DIR "/" ACME_CHAL_STATUS
@@ -75,12 +85,14 @@ int acme_chal_status(acme_chal_t *c, char *buf, size_t cap);
 #define ACME_STATUS_MAX 32768 /* the file's bytes at most */
 typedef struct acme_status {
     unsigned long long orders, failures;
+    unsigned long long od_names, od_asks, od_allowed, od_refused, od_limited, od_invalid;
     int n;
     struct {
         char name[254];
         long long not_after, next; /* unix seconds; 0: none yet */
         unsigned long long fails;
         char issuer[128]; /* "" when the line has none */
+        int ondemand; /* got by --acme-on-demand */
     } names[ACME_STATUS_NAMES];
 } acme_status_t;
 
@@ -92,5 +104,27 @@ int acme_chal_status_parse(const char *text, acme_status_t *st);
    8738), as an identifier the client may ask a certificate for. */
 int acme_chal_host_ok(const char *s, size_t len);
 int acme_chal_name_ok(const char *s, size_t len);
+
+/*
+ * --acme-on-demand: a handshake for a name no certificate answers asks the
+ * client for one through a datagram socket (the client's end is its, the
+ * loops' end set here after the client started; -W's workers inherit it):
+ * "NAME ADDR", ADDR the client's address in text.  The client checks, limits
+ * and asks the ask URL; what it refused it lists in challenges/ondemand for a
+ * while, so that the handshakes waiting for the name stop waiting.
+ */
+#define ACME_OD_MSG_MAX 320        /* a datagram: a name, a space, an address */
+#define ACME_OD_REFUSED_MAX 65536  /* challenges/ondemand's bytes read at most */
+void acme_chal_set_ask(acme_chal_t *c, int fd); /* fd taken */
+int acme_chal_ondemand(const acme_chal_t *c);   /* 1 when asks go somewhere */
+/* May s[0..len) be asked for: a host name of two labels or more, its last
+   not all digits (no IP address, nothing a handshake makes up that is not
+   a name)?  The client checks again. */
+int acme_chal_ondemand_ok(const char *s, size_t len);
+/* Send the ask (never blocks): 0, or -1 (no socket, a name refused by
+   acme_chal_ondemand_ok, the socket full). */
+int acme_chal_ask(acme_chal_t *c, const char *name, size_t len, const char *addr);
+/* Did the client refuse name lately (its line's UNTIL after now)? 1, else 0. */
+int acme_chal_refused(acme_chal_t *c, const char *name, size_t len, long long now);
 
 #endif

@@ -48,6 +48,11 @@ typedef struct config_acme {
     const char *dns_server;  /* --acme-dns-server ADDR[:PORT]: the zone's primary */
     const char *dns_key_file; /* --acme-dns-key FILE: the TSIG key (read at start) */
     const struct acme_dns_key *dns_key; /* ... as read; NULL without */
+    /* names not known at start (acme/acme_ondemand.h) */
+    const char *ask_url;     /* --acme-on-demand URL: GET URL?domain=NAME, 200 = yes; NULL off */
+    int od_per_hour;         /* --acme-on-demand-rate H,A: asks an hour in all (default 60) */
+    int od_per_addr;         /* ... and from one client address (default 10) */
+    int od_fd;               /* the client's end of the asks' socket (acme_launch); -1 none */
 } config_acme_t;
 
 /* An address or network: IPv4 as ::ffff:a.b.c.d, the prefix over 128 bits. */

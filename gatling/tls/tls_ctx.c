@@ -17,15 +17,21 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <time.h>
 
 int tls_cert_idx = -1; /* the ex_data index of tls_cert_t, set once */
 int tls_acme_idx = -1; /* SSL ex_data: TLS_ACME_* as a pointer, for --acme's handshakes */
+/* SSL ex_data: --acme-on-demand's wait: 0 the handshake may not pause (it
+   asks and goes on), 1 it may (tls_may_pause), else when it began (ms + 2) */
+static int tls_od_idx = -1;
 
 /* A host name as a file name may hold it: letters, digits, '-', '.'. */
 int tls_valid_name(const char *s, size_t n)
@@ -328,6 +334,84 @@ static int use_challenge(SSL *ssl, const char *pem, size_t len)
     return ok ? 0 : -1;
 }
 
+/* ---- --acme-on-demand ---- */
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The client's address in text, for the ask ("-" when unknown). */
+static void peer_text(SSL *ssl, char *out, size_t cap)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    const void *a = NULL;
+    snprintf(out, cap, "-");
+    if (getpeername(SSL_get_fd(ssl), (struct sockaddr *)&ss, &len) < 0)
+        return;
+    int af = ss.ss_family;
+    if (af == AF_INET)
+        a = &((struct sockaddr_in *)&ss)->sin_addr;
+    else if (af == AF_INET6)
+        a = &((struct sockaddr_in6 *)&ss)->sin6_addr;
+    if (af == AF_INET6 && IN6_IS_ADDR_V4MAPPED((const struct in6_addr *)a)) /* as -K counts */
+        af = AF_INET, a = (const unsigned char *)a + 12;
+    if (a && !inet_ntop(af, a, out, (socklen_t)cap))
+        snprintf(out, cap, "-");
+}
+
+/*
+ * A hello for a host name no certificate answers, under --acme-on-demand:
+ * the ACME client is asked for one (once per handshake) and the handshake
+ * pauses (SSL_CLIENT_HELLO_RETRY: conn/ looks again soon, the loop goes on)
+ * until the certificate is loaded (it is then this handshake's), the client
+ * refused the name, or -s passed since the first look: then it goes on as
+ * without the option (the default certificate, or the refusal of a store
+ * that has none).  A name that may not be asked for (acme_chal_ondemand_ok:
+ * an IP address, one label) goes on at once, and so does a handshake that
+ * may not pause (ftp/'s AUTH TLS: it asks all the same).
+ */
+static int on_demand(SSL *ssl, tls_store_t *st)
+{
+    const unsigned char *p;
+    size_t n;
+    char name[256], addr[64];
+    size_t nl = SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_server_name, &p, &n)
+                    ? hello_sni(p, n, name, sizeof name)
+                    : 0;
+    if (nl && name[nl - 1] == '.')
+        name[--nl] = 0;
+    if (!nl || !acme_chal_ondemand_ok(name, nl))
+        return SSL_CLIENT_HELLO_SUCCESS;
+    const SSL_CTX *ctx = tls_find_ctx(st, name, nl);
+    if (ctx) { /* loaded (now, or before): this handshake's */
+        if (ctx != SSL_get_SSL_CTX(ssl))
+            SSL_set_SSL_CTX(ssl, (SSL_CTX *)ctx);
+        return SSL_CLIENT_HELLO_SUCCESS;
+    }
+    int64_t now = mono_ms(), v = (int64_t)(intptr_t)SSL_get_ex_data(ssl, tls_od_idx);
+    if (acme_chal_refused(st->cfg->acme_chal, name, nl, (long long)time(NULL)))
+        return SSL_CLIENT_HELLO_SUCCESS;
+    if (v <= 1) {
+        peer_text(ssl, addr, sizeof addr);
+        if (acme_chal_ask(st->cfg->acme_chal, name, nl, addr) < 0 || !v)
+            return SSL_CLIENT_HELLO_SUCCESS; /* no client to ask (or too far behind), or no pause */
+        SSL_set_ex_data(ssl, tls_od_idx, (void *)(intptr_t)(now + 2));
+        return SSL_CLIENT_HELLO_RETRY;
+    }
+    return now - (v - 2) < (int64_t)st->cfg->head_timeout * 1000 ? SSL_CLIENT_HELLO_RETRY
+                                                                  : SSL_CLIENT_HELLO_SUCCESS;
+}
+
+void tls_may_pause(SSL *ssl)
+{
+    if (tls_od_idx >= 0)
+        SSL_set_ex_data(ssl, tls_od_idx, (void *)(intptr_t)1);
+}
+
 /*
  * --acme, before anything else of a ClientHello (SNI and ALPN are both
  * visible here, not yet acted on): one whose ALPN is exactly acme-tls/1
@@ -344,6 +428,9 @@ static int on_hello(SSL *ssl, int *alert, void *arg)
     if (!SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_application_layer_protocol_negotiation, &p,
                                    &n) ||
         !alpn_acme_only(p, n)) {
+        if (acme_chal_ondemand(st->cfg->acme_chal) &&
+            on_demand(ssl, st) != SSL_CLIENT_HELLO_SUCCESS)
+            return SSL_CLIENT_HELLO_RETRY;
         if (SSL_get_SSL_CTX(ssl) != st->bare)
             return SSL_CLIENT_HELLO_SUCCESS;
         acme_mark(ssl, TLS_ACME_NO_CERT);
@@ -417,6 +504,8 @@ int tls_ctx_setup(SSL_CTX *ctx, tls_store_t *st, char *err, size_t errlen)
     SSL_CTX_set_default_passwd_cb(ctx, tls_no_passphrase);
     if (cfg && cfg->acme_chal)
         SSL_CTX_set_client_hello_cb(ctx, on_hello, st);
+    if (tls_od_idx < 0)
+        tls_od_idx = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
     return 0;
 }
 

@@ -34,4 +34,12 @@ enum {
 };
 int tls_acme_state(SSL *ssl);
 
+/*
+ * --acme-on-demand: this handshake may pause while the ACME client gets a
+ * certificate for a name none answers (gio_tls_handshake's GIO_AGAIN with
+ * *want 0: the caller calls it again later, within -s); without this call a
+ * handshake asks for the name and goes on with what is loaded.
+ */
+void tls_may_pause(SSL *ssl);
+
 #endif

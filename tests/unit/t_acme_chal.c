@@ -13,6 +13,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -158,6 +159,51 @@ static void test_status_parse(void)
     free(st);
 }
 
+/* --acme-on-demand: the names that may be asked for, the status file's
+   lines, the refusals file, the ask's datagram. */
+static void test_ondemand(acme_chal_t *c)
+{
+    const char *yes[] = {"shop.customer.example", "a.b", "xn--bcher-kva.example", "a.b.c.d.e"};
+    const char *no[] = {"localhost", "192.0.2.1", "10.0.0.300", "a..b", "-a.b", "a.b-",
+                        "a_b.example", "a.b.", "", "a.123"};
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++)
+        is_int(acme_chal_ondemand_ok(yes[i], strlen(yes[i])), 1, "may be asked: %s", yes[i]);
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
+        is_int(acme_chal_ondemand_ok(no[i], strlen(no[i])), 0, "never asked: '%s'", no[i]);
+    acme_status_t *st = malloc(sizeof *st);
+    if (st) {
+        ok(acme_chal_status_parse("orders 1\nfailures 0\ncert a.example 1 2 0\n"
+                                  "cert b.example 1 2 0\nod_names 1\nod_asks 5\nod_allowed 1\n"
+                                  "od_refused 2\nod_limited 1\nod_invalid 1\n"
+                                  "ondemand_name b.example\n", st) == 0 &&
+               st->od_names == 1 && st->od_asks == 5 && st->od_refused == 2 &&
+               st->od_limited == 1 && st->od_invalid == 1 && !st->names[0].ondemand &&
+               st->names[1].ondemand,
+           "the on-demand lines");
+        is_int(acme_chal_status_parse("ondemand_name c.example\n", st), -1,
+               "an on-demand name without its cert line");
+        free(st);
+    }
+    put("challenges/ondemand", "nope.example 2000000000\nold.example 1000\n");
+    is_int(acme_chal_refused(c, "NOPE.example", 12, 1700000000), 1, "refused lately");
+    is_int(acme_chal_refused(c, "old.example", 11, 1700000000), 0, "a refusal run out");
+    is_int(acme_chal_refused(c, "nope.exampl", 11, 1700000000), 0, "another name");
+    is_int(acme_chal_ondemand(c), 0, "no socket: off");
+    is_int(acme_chal_ask(c, "a.example", 9, "192.0.2.1"), -1, "no socket: no ask");
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) == 0) {
+        char buf[400];
+        acme_chal_set_ask(c, sv[0]);
+        ok(acme_chal_ondemand(c) && acme_chal_ask(c, "a.example", 9, "192.0.2.1") == 0,
+           "an ask sent");
+        ssize_t n = recv(sv[1], buf, sizeof buf - 1, MSG_DONTWAIT);
+        buf[n > 0 ? n : 0] = 0;
+        is_str(buf, "a.example 192.0.2.1", "as NAME ADDR");
+        is_int(acme_chal_ask(c, "192.0.2.1", 9, "x"), -1, "an IP literal is never sent");
+        close(sv[1]);
+    }
+}
+
 int main(void)
 {
     const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
@@ -179,6 +225,7 @@ int main(void)
         test_http(c);
         test_alpn(c);
         test_status(c);
+        test_ondemand(c);
     }
     test_names();
     test_status_parse();
