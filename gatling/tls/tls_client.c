@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "tls_client.h"
+#include "site/privfs.h"
 
 #include <openssl/err.h>
 #include <openssl/evp.h>
@@ -88,23 +89,19 @@ static int indexes(void)
     return conf_idx < 0 || facts_idx < 0 ? -1 : 0;
 }
 
-/* A regular file of at most CLIENT_FILE_MAX below dirfd, NUL-terminated;
-   NULL with errno (ENOENT: there is none). */
-static char *slurp(int dirfd, const char *path, size_t *len)
+/* What fd holds, a regular file of at most CLIENT_FILE_MAX, NUL-terminated;
+   NULL with errno.  fd is closed. */
+static char *slurp_fd(int fd, size_t *len)
 {
-    /* O_NONBLOCK: a FIFO put there must not hang a start */
-    int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     struct stat sb;
     char *buf = NULL;
-    if (fd < 0)
-        return NULL;
+    size_t got = 0;
     if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_size > CLIENT_FILE_MAX) {
         int e = errno;
         close(fd);
         errno = S_ISREG(sb.st_mode) ? sb.st_size > CLIENT_FILE_MAX ? EFBIG : e : EINVAL;
         return NULL;
     }
-    size_t got = 0;
     if ((buf = malloc((size_t)sb.st_size + 1)))
         while (got < (size_t)sb.st_size) {
             ssize_t r = read(fd, buf + got, (size_t)sb.st_size - got);
@@ -122,6 +119,29 @@ static char *slurp(int dirfd, const char *path, size_t *len)
     if (buf)
         buf[got] = 0, *len = got;
     return buf;
+}
+
+/* A file below dirfd (the -C directory, opened at start), as slurp_fd;
+   NULL with errno (ENOENT: there is none). */
+static char *slurp(int dirfd, const char *path, size_t *len)
+{
+    /* O_NONBLOCK: a FIFO put there must not hang a start */
+    int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    return fd < 0 ? NULL : slurp_fd(fd, len);
+}
+
+/* An option's file, read as root reads one (site/privfs.h: no link or file
+   another user could have planted): 0, or -1 with why in err. */
+static int slurp_option(const char *opt, const char *path, char **out, size_t *len, char *err,
+                        size_t errlen)
+{
+    struct stat st;
+    char why[PATH_MAX + 160] = "";
+    int fd = pfs_open_file(path, PFS_READ, &st, why, sizeof why);
+    if (fd >= 0 && (*out = slurp_fd(fd, len)))
+        return 0;
+    snprintf(err, errlen, "%s %s: %s", opt, path, why[0] && fd < 0 ? why : strerror(errno));
+    return -1;
 }
 
 /* A file that may be absent: 0 (*out NULL if absent), or -1 with why in err. */
@@ -151,15 +171,15 @@ int tls_client_defaults(const config_t *cfg, tls_client_def_t **out, char *err, 
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    const char *bad = cfg->tls_client_ca;
-    if ((d->ca = slurp(AT_FDCWD, bad, &d->calen)) &&
-        (!(bad = cfg->tls_client_crl) || (d->crl = slurp(AT_FDCWD, bad, &d->crllen)))) {
-        *out = d;
-        return 0;
+    if (slurp_option("--tls-client-ca", cfg->tls_client_ca, &d->ca, &d->calen, err, errlen) <
+            0 ||
+        (cfg->tls_client_crl && slurp_option("--tls-client-crl", cfg->tls_client_crl, &d->crl,
+                                             &d->crllen, err, errlen) < 0)) {
+        tls_client_defaults_free(d);
+        return -1;
     }
-    snprintf(err, errlen, "%s: %s", bad, strerror(errno));
-    tls_client_defaults_free(d);
-    return -1;
+    *out = d;
+    return 0;
 }
 
 void tls_client_defaults_free(tls_client_def_t *d)
