@@ -56,8 +56,9 @@ static int name_is(const http_str_t *s, const char *name)
    those cgienv.h keeps back. */
 static int passed(const http_str_t *name)
 {
-    static const char *const kept[] = {"Proxy", "Content-Type", "Content-Length",
-                                       "Authorization", "Proxy-Authorization"};
+    static const char *const kept[] = {"Proxy",         "Content-Type",        "Content-Length",
+                                       "Authorization", "Proxy-Authorization", "Client-Cert",
+                                       "Client-Cert-Chain"};
     for (size_t i = 0; i < name->n; i++) {
         char c = name->p[i];
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -67,7 +68,9 @@ static int passed(const http_str_t *name)
     for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++)
         if (name_is(name, kept[i]))
             return 0;
-    return name->n > 0;
+    /* what a proxy in front would say of a client certificate: only ours */
+    http_str_t pre = {name->p, name->n < 13 ? name->n : 13};
+    return name->n > 0 && !(name->n > 13 && name_is(&pre, "X-SSL-Client-"));
 }
 
 /* HTTP_* for every request field passed, repeated ones joined. */

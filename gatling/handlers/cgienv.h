@@ -24,8 +24,9 @@
  * client would take HTTP_PROXY for its proxy), Content-Type and
  * Content-Length (they are CONTENT_*), Authorization and
  * Proxy-Authorization (the password stays with the server, as Apache's
- * default), and names with a character other than a letter, digit or '-'
- * (an "X_Foo" must not pass for "X-Foo").
+ * default), X-SSL-Client-* and Client-Cert(-Chain) (a client's claim of a
+ * certificate, which SSL_CLIENT_* tell truly), and names with a character
+ * other than a letter, digit or '-' (an "X_Foo" must not pass for "X-Foo").
  */
 #ifndef GATLING_CGIENV_H
 #define GATLING_CGIENV_H

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(not shutil.which("openssl") or not shutil.which(
                                 reason="needs openssl and curl")
 
 ENV_SH = ("#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\n'\n"
-          "env | grep '^SSL_CLIENT_' | sort\necho end\n")
+          "env | grep 'SSL_CLIENT_' | sort\necho end\n")
 REFUSED_NONE = "No required SSL certificate was sent"
 REFUSED_BAD = "The SSL certificate error"
 WHO = ("alice", "expired", "revoked", "stranger", None)
@@ -224,6 +224,45 @@ def test_proxied_backend_gets_the_identity(gatling, mpki):
             assert low.count("x-ssl-client-") == 5, h
         else:  # localhost asks for none: nothing to say, nothing forged passes
             assert "x-ssl-client-" not in low, h
+
+
+def scgi_env(c):
+    """One SCGI request's parameters (the netstring), answered with those
+    naming a client certificate, one a line."""
+    with c:
+        data = b""
+        while b":" not in data:
+            data += c.recv(4096)
+        n, rest = data.split(b":", 1)
+        while len(rest) < int(n) + 1:
+            rest += c.recv(65536)
+        items = rest[:int(n)].split(b"\0")
+        out = sorted(b"%s=%s" % kv for kv in zip(items[0::2], items[1::2])
+                     if b"SSL_CLIENT" in kv[0] or b"CLIENT_CERT" in kv[0])
+        c.sendall(b"Status: 200 OK\r\nContent-Type: text/plain\r\n\r\n" + b"\n".join(out) +
+                  b"\nend\n")
+
+
+def test_scgi_params_and_cgi_without_forgeries(gatling, mpki):
+    """SCGI's parameters (FastCGI's are made by the same code) carry
+    SSL_CLIENT_*; a client's X-SSL-Client-* and Client-Cert fields reach
+    neither a backend's parameters nor a CGI script as HTTP_*."""
+    lst = serve(listener(), scgi_env, threaded=True)
+    forged = ("-H", "X-SSL-Client-S-DN: CN=mallory", "-H", "Client-Cert: :AAAA:")
+    try:
+        srv = gatling(tree(), args=args(mpki, "-P", "S/127.0.0.1/%d/^/scgi/" %
+                                        lst.getsockname()[1]))
+        port = https_port(srv)
+        code, body, _ = curl(mpki, port, "mtls.test", "alice", "/scgi/x", "--http2", *forged)
+    finally:
+        lst.close()
+    assert code == 200 and "mallory" not in body and "CLIENT_CERT" not in body, body
+    assert "SSL_CLIENT_S_DN=CN=alice,O=gatling tests\n" in body, body
+    assert "SSL_CLIENT_VERIFY=SUCCESS\n" in body, body
+    assert "SSL_CLIENT_FINGERPRINT=%s\n" % fingerprint(mpki + "/client/alice.pem") in body
+    code, body, _ = curl(mpki, port, "mtls.test", "alice", "/cgi/env.sh", "--http1.1", "-H",
+                         "X-SSL-Client-Verify: FAILED:forged")
+    assert code == 200 and "forged" not in body and "SSL_CLIENT_VERIFY=SUCCESS" in body, body
 
 
 def test_cache_never_shares_an_identity(gatling, mpki):
