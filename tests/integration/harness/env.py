@@ -1,6 +1,7 @@
 """The run's settings and what follows from them: the paths (ROOT, BUILD_DIR),
 GATLING_SCHEME (SCHEME, TLS, H2, H3, MUX and the versions a response and the log
-show), the test PKI (test_pki(); client_pki() for mutual TLS), the skip marks by scheme and backend, URLs, TLS
+show), the test PKI (test_pki(); client_pki() for mutual TLS), the skip marks by
+scheme and backend, URLs, TLS
 contexts for clients, the timeouts and the `serial` mark."""
 
 import os
