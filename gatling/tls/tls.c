@@ -668,14 +668,32 @@ int tls_misdirected_name(tls_store_t *st, const char *sni, size_t snilen, const 
     return want && have && strcmp(want->id, have->id) != 0;
 }
 
-const ex_client_t *tls_client_name(tls_store_t *st, const char *sni, size_t snilen)
+
+/* The context HTTP/3's GnuTLS serves the server name sni[0..snilen) with. */
+static const SSL_CTX *quic_ctx(tls_store_t *st, const char *sni, size_t snilen)
 {
     if (!st || !st->n)
         return NULL;
     if (snilen && sni[snilen - 1] == '.')
         snilen--;
     const SSL_CTX *by_name = sni && snilen ? tls_lookup_ctx(st, sni, snilen) : NULL;
-    return tls_client_none(by_name ? by_name : st->ctx[st->def]);
+    return by_name ? by_name : st->ctx[st->def];
+}
+
+int tls_client_asks_name(tls_store_t *st, const char *sni, size_t snilen)
+{
+    return tls_client_asks(quic_ctx(st, sni, snilen));
+}
+
+ex_client_t *tls_client_quic(tls_store_t *st, const char *sni, size_t snilen,
+                             const unsigned char *const *der, const size_t *len, unsigned n)
+{
+    return tls_client_chain(quic_ctx(st, sni, snilen), der, len, n);
+}
+
+const ex_client_t *tls_client_name(tls_store_t *st, const char *sni, size_t snilen)
+{
+    return tls_client_none(quic_ctx(st, sni, snilen));
 }
 
 /* ---- connections ---- */

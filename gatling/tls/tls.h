@@ -140,6 +140,14 @@ int tls_misdirected_name(tls_store_t *st, const char *sni, size_t snilen, const 
    certificate ("NONE"), required or not as it says (tls_client.h). */
 const ex_client_t *tls_client_name(tls_store_t *st, const char *sni, size_t snilen);
 
+/* HTTP/3: does the certificate of the server name sni[0..snilen) ask for
+   client certificates?  And what the client sent, its DER chain der[0..n)
+   verified as that certificate's handshakes verify (tls_client_chain):
+   facts to free(), or NULL. */
+int tls_client_asks_name(tls_store_t *st, const char *sni, size_t snilen);
+ex_client_t *tls_client_quic(tls_store_t *st, const char *sni, size_t snilen,
+                             const unsigned char *const *der, const size_t *len, unsigned n);
+
 /* Does the store take handshakes now: a certificate loaded, or --acme's
    challenges while none is? */
 int tls_store_accepts(const tls_store_t *st);

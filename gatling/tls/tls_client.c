@@ -407,17 +407,15 @@ static int serial_and_hash(X509 *x, client_facts_t *f)
     return 0;
 }
 
-/* What ssl's client sent into f. */
-static void facts_of(SSL *ssl, client_facts_t *f)
+/* The client's certificate x (NULL: none) and its verdict vr into f. */
+static void facts_of(X509 *x, long vr, client_facts_t *f)
 {
-    X509 *x = SSL_get0_peer_certificate(ssl);
     f->ex.s_dn = f->s_dn, f->ex.i_dn = f->i_dn, f->ex.serial = f->serial;
     f->ex.fingerprint = f->fp, f->ex.verify = f->verify;
     snprintf(f->verify, sizeof f->verify, "NONE");
     if (!x)
         return;
     f->ex.cert = 1;
-    long vr = SSL_get_verify_result(ssl);
     if (dn_text(X509_get_subject_name(x), f->s_dn, sizeof f->s_dn) < 0 ||
         dn_text(X509_get_issuer_name(x), f->i_dn, sizeof f->i_dn) < 0 ||
         serial_and_hash(x, f) < 0) {
@@ -446,7 +444,7 @@ const ex_client_t *tls_client(SSL *ssl)
         return cc->required ? &none_required : &none_optional; /* refused, not let in */
     }
     f->ex.required = (uint8_t)cc->required;
-    facts_of(ssl, f);
+    facts_of(SSL_get0_peer_certificate(ssl), SSL_get_verify_result(ssl), f);
     return &f->ex;
 }
 
@@ -454,4 +452,69 @@ const ex_client_t *tls_client_none(const SSL_CTX *ctx)
 {
     const client_conf_t *cc = ctx && conf_idx >= 0 ? SSL_CTX_get_ex_data(ctx, conf_idx) : NULL;
     return !cc ? NULL : cc->required ? &none_required : &none_optional;
+}
+
+int tls_client_asks(const SSL_CTX *ctx)
+{
+    return tls_client_none(ctx) != NULL;
+}
+
+/* The chain der[0..n) (the client's certificate first) as OpenSSL's: the
+   leaf, the rest into *rest.  NULL if it does not parse. */
+static X509 *chain_of(const unsigned char *const *der, const size_t *len, unsigned n,
+                      STACK_OF(X509) **rest)
+{
+    X509 *leaf = NULL;
+    *rest = sk_X509_new_null();
+    for (unsigned i = 0; *rest && i < n; i++) {
+        const unsigned char *p = der[i];
+        X509 *x = d2i_X509(NULL, &p, (long)len[i]);
+        if (!x || (i && !sk_X509_push(*rest, x))) {
+            X509_free(x);
+            X509_free(leaf);
+            return NULL;
+        }
+        if (!i)
+            leaf = x;
+    }
+    return leaf;
+}
+
+/* leaf's verdict against ctx's CAs, CRLs and depth, as a handshake's. */
+static long verify_chain(const SSL_CTX *ctx, X509 *leaf, STACK_OF(X509) *rest, int depth)
+{
+    X509_STORE_CTX *v = X509_STORE_CTX_new();
+    long vr = X509_V_ERR_OUT_OF_MEM;
+    if (v && X509_STORE_CTX_init(v, SSL_CTX_get_cert_store(ctx), leaf, rest) == 1) {
+        X509_STORE_CTX_set_default(v, "ssl_client"); /* as OpenSSL's server side */
+        X509_STORE_CTX_set_depth(v, depth);
+        X509_STORE_CTX_set_verify_cb(v, accept_any);
+        X509_verify_cert(v);
+        vr = X509_STORE_CTX_get_error(v);
+    }
+    X509_STORE_CTX_free(v);
+    ERR_clear_error();
+    return vr;
+}
+
+ex_client_t *tls_client_chain(const SSL_CTX *ctx, const unsigned char *const *der,
+                              const size_t *len, unsigned n)
+{
+    const client_conf_t *cc = ctx && conf_idx >= 0 ? SSL_CTX_get_ex_data(ctx, conf_idx) : NULL;
+    client_facts_t *f = cc ? calloc(1, sizeof *f) : NULL;
+    if (!f)
+        return NULL;
+    f->ex.required = (uint8_t)cc->required;
+    STACK_OF(X509) *rest = NULL;
+    X509 *leaf = n ? chain_of(der, len, n, &rest) : NULL;
+    if (n && !leaf) {
+        facts_of(NULL, 0, f);
+        f->ex.cert = 1;
+        snprintf(f->verify, sizeof f->verify, "FAILED:certificate does not parse");
+    } else {
+        facts_of(leaf, leaf ? verify_chain(ctx, leaf, rest, cc->depth) : 0, f);
+    }
+    X509_free(leaf);
+    sk_X509_pop_free(rest, X509_free);
+    return &f->ex;
 }

@@ -70,4 +70,16 @@ const ex_client_t *tls_client(SSL *ssl);
    static facts "NONE", required as ctx says. */
 const ex_client_t *tls_client_none(const SSL_CTX *ctx);
 
+/* HTTP/3 (GnuTLS): does ctx ask for client certificates? */
+int tls_client_asks(const SSL_CTX *ctx);
+
+/*
+ * HTTP/3: what its client sent, the DER chain der[0..n) (len[i] bytes each;
+ * n 0: none), verified against ctx's CAs, CRLs and depth as a handshake's
+ * would be (GnuTLS only checked that the client holds its key).  Facts the
+ * caller frees with free(), or NULL (ctx asks for none, or out of memory).
+ */
+ex_client_t *tls_client_chain(const SSL_CTX *ctx, const unsigned char *const *der,
+                              const size_t *len, unsigned n);
+
 #endif

@@ -1,9 +1,8 @@
 """Mutual TLS per certificate (issue 66, item 2): a -C certificate's client-ca,
 client-crl and client-verify files (and --tls-client-*), with curl --cert and
-openssl s_client as the clients, over HTTP/1.1 and HTTP/2 (HTTP/3: no client
-certificate over QUIC, so a required site answers 400 there and advertises no
-Alt-Svc): required, optional and absent certificates, expired, revoked (CRL) and
-from another CA; what a CGI script, a proxied backend and the JSON access log
+openssl s_client as the clients, over HTTP/1.1 and HTTP/2, and aioquic over
+HTTP/3 (no Alt-Svc advertised there): required, optional and absent
+certificates, expired, revoked (CRL) and from another CA; what a CGI script, a proxied backend and the JSON access log
 are told (SSL_CLIENT_*, X-SSL-Client-*, the client's forged ones removed); no
 session resumed across contexts; the cache never shares a client's answer."""
 import json
@@ -363,26 +362,54 @@ def test_bad_settings_refuse_the_start(build, mpki, tmp_path, files, option, say
     assert r.returncode != 0 and says in r.stderr.decode(), r
 
 
-def test_http3_carries_no_certificate(build, mpki, tmp_path):
-    """QUIC's TLS (GnuTLS) asks for no client certificate: over HTTP/3 a
-    required site answers 400 as to a client without one, an optional one
-    says NONE; HTTPS responses of those sites advertise no HTTP/3."""
+def test_http3_client_certificates(build, mpki, tmp_path):
+    """QUIC's TLS (GnuTLS) asks for a certificate where the server name's
+    certificate does, and the chain is verified by the same rules (CAs, CRL,
+    depth) as over TCP: alice passes, none, a revoked one and one of another
+    CA get the 400 pages; an optional site says NONE; a site that asks for
+    nothing asks for nothing (aioquic as the client)."""
     skip_without_h3(build.binary)
     root = str(tmp_path / "www")
     make_docroot(root, tree())
+    ca = open(mpki + "/ca.pem").read()
     with running_server(build, root, args(mpki)) as srv:
         port = https_port(srv)
-        ca = open(mpki + "/ca.pem").read()
         got = {}
-        for name in ("mtls.test", "opt.test", "localhost"):
-            c = H3Client(port, sni=name, cadata=ca)
+        for name, who in (("mtls.test", "alice"), ("mtls.test", None), ("mtls.test", "revoked"),
+                          ("mtls.test", "stranger"), ("opt.test", None), ("opt.test", "bob"),
+                          ("localhost", "alice")):
+            cert = mpki + "/client/%s.pem" % who if who else None
+            c = H3Client(port, sni=name, cadata=ca, cert=cert)
             try:
-                got[name] = c.request("/cgi/env.sh", host=name)
+                got[name, who] = c.request("/cgi/env.sh", host=name)
             finally:
                 c.close()
-        assert got["mtls.test"].status == 400, got
-        assert REFUSED_NONE.encode() in got["mtls.test"].body, got
-        assert got["opt.test"].status == 200 and b"SSL_CLIENT_VERIFY=NONE" in got["opt.test"].body
-        assert got["localhost"].status == 200 and b"SSL_CLIENT_" not in got["localhost"].body
-        assert curl(mpki, port, "localhost", None, "/f.txt")[1].lower().count("alt-svc") == 1
-        assert "alt-svc" not in curl(mpki, port, "opt.test", None, "/f.txt")[1].lower()
+        lines = json_lines(srv, 7)
+    r = got["mtls.test", "alice"]
+    assert r.status == 200, r
+    assert b"SSL_CLIENT_S_DN=CN=alice,O=gatling tests\n" in r.body, r.body
+    assert b"SSL_CLIENT_VERIFY=SUCCESS\n" in r.body, r.body
+    assert ("SSL_CLIENT_FINGERPRINT=%s\n" % fingerprint(mpki + "/client/alice.pem")).encode() \
+        in r.body, r.body
+    assert got["mtls.test", None].status == 400 and REFUSED_NONE.encode() in \
+        got["mtls.test", None].body
+    for who in ("revoked", "stranger"):
+        assert got["mtls.test", who].status == 400, got["mtls.test", who]
+        assert REFUSED_BAD.encode() in got["mtls.test", who].body
+    assert b"SSL_CLIENT_VERIFY=NONE" in got["opt.test", None].body
+    assert b"SSL_CLIENT_S_DN=CN=bob,O=gatling tests" in got["opt.test", "bob"].body
+    assert b"SSL_CLIENT_" not in got["localhost", "alice"].body
+    assert [(o["protocol"], o["client_verify"]) for o in lines] == [
+        ("h3", "SUCCESS"), ("h3", "NONE"), ("h3", "FAILED:certificate revoked"),
+        ("h3", lines[3]["client_verify"]), ("h3", "NONE"), ("h3", "SUCCESS"), ("h3", None)], lines
+    assert lines[3]["client_verify"].startswith("FAILED:"), lines
+
+
+def test_no_alt_svc_where_certificates_are_asked(gatling, mpki):
+    """HTTPS responses of a site that asks for client certificates advertise no
+    HTTP/3 (browsers differ in offering one over QUIC); the others do."""
+    srv = gatling(tree(), args=args(mpki))
+    port = https_port(srv)
+    assert curl(mpki, port, "localhost", None, "/f.txt")[1].lower().count("alt-svc") == 1
+    assert "alt-svc" not in curl(mpki, port, "opt.test", None, "/f.txt")[1].lower()
+    assert "alt-svc" not in curl(mpki, port, "mtls.test", "alice", "/f.txt")[1].lower()
