@@ -167,7 +167,8 @@ static int acme_rule(exchange_t *ex)
 static int origin_rule(exchange_t *ex)
 {
     const http_str_t *host = http_header(ex->req, "Host");
-    /* not where client certificates are asked: HTTP/3 carries none (tls_client.h) */
+    /* not where client certificates are asked: browsers differ in offering
+       one over QUIC, and one that switched would lose the site (gatling.8) */
     if (ex->site->alt_svc[0] && ex->req->version != 30 && !ex->client)
         ex_field(ex, "Alt-Svc", ex->site->alt_svc);
     size_t n = host ? host_name_len(host) : 0;
