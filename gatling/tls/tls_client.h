@@ -21,6 +21,8 @@
  * answer the client can read rather than a bare alert.  Each such context
  * gets a session ID context of its own (a hash of its CAs, CRLs and mode),
  * so a session made where nothing was asked never resumes where something is.
+ * HTTP/3's GnuTLS asks as well (quic/), and the chain it got is verified
+ * here by the same rules (tls_client_chain).
  * tls.c calls here, and tls_ctx.c's SNI callback; nothing here calls them.
  */
 #ifndef GATLING_TLS_CLIENT_H
