@@ -9,6 +9,7 @@
 #include "site/nets.h"
 #include "site/optdef.h"
 #include "tls/tls.h"
+#include "tls/tls_client.h"
 #include "handlers/cache.h"
 #include "handlers/compress.h"
 #include "handlers/proxy.h"
@@ -556,8 +557,8 @@ static const optdef_t last_opts[] = {
     OPT_LAST};
 
 /* Every module's rows, in -h's order. */
-static const optdef_t *const sections[] = {head_opts,  general_opts, https_opts, acme_opts,
-                                           cluster_opts, dynamic_opts, proxy_opts, cache_opts,
+static const optdef_t *const sections[] = {head_opts,  general_opts, https_opts, tls_client_opts,
+                                           acme_opts,  cluster_opts, dynamic_opts, proxy_opts, cache_opts,
                                            compress_opts, ftp_opts, last_opts};
 
 #define OPT_ROWS 128 /* rows in all */

@@ -349,8 +349,13 @@ int gio_tls_handshake(SSL *ssl, unsigned *want)
 {
     errno = 0;
     int r = SSL_do_handshake(ssl);
-    if (r == 1)
+    if (r == 1) {
+        /* a verify callback that lets a failed client certificate through
+           leaves its errors queued: the next SSL_read's "want read" would
+           read as SSL_ERROR_SSL (SSL_get_error looks at the queue first) */
+        ERR_clear_error();
         return 1;
+    }
     long f = failed(ssl, r, want);
     return f == GIO_EOF ? GIO_ERR : (int)f;
 }

@@ -14,6 +14,7 @@ void codec_exchange_init(exchange_t *ex, const codec_conn_t *f, const ex_codec_t
     ex->secure = f->secure;
     ex->local_port = f->local_port;
     ex->peer = f->peer;
+    ex->client = f->client;
     ex->site = f->site;
     ex->started_us = gio_now_us(f->site->loop);
     ex->codec = codec;

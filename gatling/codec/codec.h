@@ -28,6 +28,7 @@ typedef struct codec_conn {
     struct ssl_st *ssl;
     site_t *site;
     const struct sockaddr *peer;
+    const ex_client_t *client; /* the client's certificate (mutual TLS), or NULL */
     uint16_t local_port;
     uint8_t secure;
     void *conn; /* the connection, for the exchange's owner (a job's return) */

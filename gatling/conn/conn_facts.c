@@ -7,6 +7,7 @@
  */
 #include "conn_int.h"
 #include "tls/tls.h"
+#include "tls/tls_client.h"
 
 /* HTTPS: a Host that this session's certificate does not serve (421). */
 static int conn_misdirected(const codec_conn_t *f, const char *host, size_t n)
@@ -43,6 +44,7 @@ codec_conn_t conn_facts(conn_t *c)
                           .ssl = c->ssl,
                           .site = c->site,
                           .peer = &c->peer.sa,
+                          .client = c->ssl ? tls_client(c->ssl) : NULL,
                           .local_port = c->local_port,
                           .secure = c->tls,
                           .conn = c,

@@ -207,6 +207,11 @@ static int on_begin_headers(nghttp3_conn *ng, int64_t id, void *user, void *stre
     s->begun = gio_now(h->f.site->loop);
     s->sent_tail = &s->sent;
     codec_exchange_init(&s->ex, &h->f, &h3_codec, s);
+    /* the client's certificate, or none where one was asked (a handshake
+       that did not finish its check: refused as a TCP client without one) */
+    s->ex.client = h->client ? h->client
+                             : tls_client_name(h->f.site->cfg->tls, h->snilen ? h->sni : NULL,
+                                               h->snilen);
     s->ex.req = &s->req;
     s->req.version = 30;
     h->open++;
@@ -544,6 +549,7 @@ void h3_free(h3_t *h)
     }
     h3_sweep(h);
     nghttp3_conn_del(h->ng);
+    free(h->client); /* after the streams' log lines, which name it */
     free(h);
 }
 
@@ -633,6 +639,12 @@ void h3_server_name(h3_t *h, const char *name, size_t len)
         memcpy(h->sni, name, len);
         h->snilen = len;
     }
+}
+
+void h3_client_cert(h3_t *h, ex_client_t *facts)
+{
+    free(h->client);
+    h->client = facts;
 }
 
 void h3_goaway(h3_t *h)

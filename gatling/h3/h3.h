@@ -114,6 +114,10 @@ int h3_client_reset(h3_t *h, int64_t id);
    a Host that another certificate would answer is misdirected. */
 void h3_server_name(h3_t *h, const char *name, size_t len);
 
+/* The client's certificate (mutual TLS, tls/tls.h's tls_client_quic), for
+   the exchanges: h owns facts from here (NULL: none asked). */
+void h3_client_cert(h3_t *h, ex_client_t *facts);
+
 /*
  * -s: when (gio_now ms) a request head is overdue, as over HTTP/2: the
  * first request's, counted from the handshake's end (h3_bind), or the

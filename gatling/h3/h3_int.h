@@ -84,6 +84,7 @@ struct h3 {
     int64_t reset_last;   /* the stream last counted (RESET_STREAM and STOP_SENDING: once) */
     char sni[256];        /* the TLS server name, for 421; snilen 0: none */
     size_t snilen;
+    ex_client_t *client;  /* the client's certificate where asked (h3_client_cert), or NULL */
 };
 
 /* The stream cannot go on: both directions end with code (both files). */

@@ -113,6 +113,8 @@ static int request_shared(const exchange_t *ex, const cache_conf_t *k)
     const http_request_t *r = ex->req;
     if (ex->req_len != 0 || http_header(r, "Authorization") || http_header(r, "Upgrade"))
         return 0;
+    if (ex->client && ex->client->cert)
+        return 0; /* an identity, as Authorization: never one's answer to another */
     for (size_t i = 0; i < r->nheaders; i++) {
         const http_header_t *h = &r->headers[i];
         if (h->name.n == 6 && !strncasecmp(h->name.p, "Cookie", 6) &&

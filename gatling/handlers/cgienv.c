@@ -56,8 +56,9 @@ static int name_is(const http_str_t *s, const char *name)
    those cgienv.h keeps back. */
 static int passed(const http_str_t *name)
 {
-    static const char *const kept[] = {"Proxy", "Content-Type", "Content-Length",
-                                       "Authorization", "Proxy-Authorization"};
+    static const char *const kept[] = {"Proxy",         "Content-Type",        "Content-Length",
+                                       "Authorization", "Proxy-Authorization", "Client-Cert",
+                                       "Client-Cert-Chain"};
     for (size_t i = 0; i < name->n; i++) {
         char c = name->p[i];
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -67,7 +68,9 @@ static int passed(const http_str_t *name)
     for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++)
         if (name_is(name, kept[i]))
             return 0;
-    return name->n > 0;
+    /* what a proxy in front would say of a client certificate: only ours */
+    http_str_t pre = {name->p, name->n < 13 ? name->n : 13};
+    return name->n > 0 && !(name->n > 13 && name_is(&pre, "X-SSL-Client-"));
 }
 
 /* HTTP_* for every request field passed, repeated ones joined. */
@@ -147,6 +150,21 @@ static void put_peer(hbuf_t *b, const struct sockaddr *sa, int *count)
     put_num(b, "REMOTE_PORT", port, count);
 }
 
+/* Mutual TLS: the client's certificate as Apache's mod_ssl names it (and
+   SSL_CLIENT_FINGERPRINT, its SHA-256), where the site asks for one. */
+static void put_client(hbuf_t *b, const ex_client_t *cl, int *count)
+{
+    if (!cl)
+        return;
+    put_str(b, "SSL_CLIENT_VERIFY", cl->verify, count);
+    if (!cl->cert)
+        return;
+    put_str(b, "SSL_CLIENT_S_DN", cl->s_dn, count);
+    put_str(b, "SSL_CLIENT_I_DN", cl->i_dn, count);
+    put_str(b, "SSL_CLIENT_M_SERIAL", cl->serial, count);
+    put_str(b, "SSL_CLIENT_FINGERPRINT", cl->fingerprint, count);
+}
+
 /* The request line's and the body's variables. */
 static void put_request(hbuf_t *b, const exchange_t *ex, uint64_t body_len, int *count)
 {
@@ -191,6 +209,7 @@ int cgienv_build(const exchange_t *ex, const cgi_script_t *sc, char *buf, size_t
     put_peer(&b, ex->peer, &count);
     if (ex->secure)
         put_str(&b, "HTTPS", "on", &count);
+    put_client(&b, ex->client, &count);
     if (sc->remote_user) {
         put_str(&b, "REMOTE_USER", sc->remote_user, &count);
         put_str(&b, "AUTH_TYPE", "Basic", &count);

@@ -13,7 +13,10 @@
  * DOCUMENT_ROOT, REMOTE_ADDR and REMOTE_PORT (the exchange's peer: with -y
  * the client the PROXY header named), CONTENT_TYPE, CONTENT_LENGTH (only
  * for a body of known length: a chunked body is read to its end), HTTPS=on
- * over TLS, REMOTE_USER and AUTH_TYPE=Basic only when gatling itself
+ * over TLS, SSL_CLIENT_VERIFY (SUCCESS, NONE, FAILED:reason) where the site
+ * asks for client certificates and, when one came, SSL_CLIENT_S_DN,
+ * SSL_CLIENT_I_DN, SSL_CLIENT_M_SERIAL and SSL_CLIENT_FINGERPRINT (its
+ * SHA-256; http/exchange.h's ex_client_t), REMOTE_USER and AUTH_TYPE=Basic only when gatling itself
  * checked the password, REDIRECT_STATUS=200 (php-cgi refuses to run
  * without it), and HTTP_* for the request's fields: the name upper-cased
  * with '-' as '_', fields repeated joined with ", " ("; " for Cookie).
@@ -21,8 +24,9 @@
  * client would take HTTP_PROXY for its proxy), Content-Type and
  * Content-Length (they are CONTENT_*), Authorization and
  * Proxy-Authorization (the password stays with the server, as Apache's
- * default), and names with a character other than a letter, digit or '-'
- * (an "X_Foo" must not pass for "X-Foo").
+ * default), X-SSL-Client-* and Client-Cert(-Chain) (a client's claim of a
+ * certificate, which SSL_CLIENT_* tell truly), and names with a character
+ * other than a letter, digit or '-' (an "X_Foo" must not pass for "X-Foo").
  */
 #ifndef GATLING_CGIENV_H
 #define GATLING_CGIENV_H

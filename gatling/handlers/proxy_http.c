@@ -45,6 +45,25 @@ static int64_t resp_date(http_str_t v, int64_t now)
     return t > 0 ? t : 0;
 }
 
+/* A field that says what a client certificate was, which only the proxy may
+   write: X-SSL-Client-* ('_' for '-' too: some backends read either as the
+   same) and RFC 9440's Client-Cert and Client-Cert-Chain. */
+static int client_cert_field(http_str_t name)
+{
+    static const char pre[] = "x-ssl-client-";
+    if (name_is(name, "Client-Cert") || name_is(name, "Client-Cert-Chain"))
+        return 1;
+    if (name.n < sizeof pre - 1)
+        return 0;
+    for (size_t i = 0; i < sizeof pre - 1; i++) {
+        char c = name.p[i];
+        c = c == '_' ? '-' : (c >= 'A' && c <= 'Z') ? (char)(c + 32) : c;
+        if (c != pre[i])
+            return 0;
+    }
+    return 1;
+}
+
 /* Hop-by-hop fields (RFC 9110 7.6.1), and those the proxy writes itself. */
 static int hop_by_hop(const http_header_t *h, size_t nh, http_str_t name, int response)
 {
@@ -66,6 +85,8 @@ static int hop_by_hop(const http_header_t *h, size_t nh, http_str_t name, int re
     static const nm_t resp[] = {NM("Date"), NM("Server"), NM("Content-Type"),
                                 NM("Proxy-Authenticate")};
 #undef NM
+    if (!response && client_cert_field(name))
+        return 1;
     const nm_t *l = response ? resp : req;
     size_t n = response ? sizeof resp / sizeof resp[0] : sizeof req / sizeof req[0];
     for (size_t i = 0; i < sizeof both / sizeof both[0]; i++)
@@ -131,6 +152,23 @@ static int forwarded(px_req_t *pr)
     return r | joined(pr, "Forwarded", ", ", fwd);
 }
 
+/* Mutual TLS: what the client's certificate was, in the fields the client's
+   own were removed from (hop_by_hop). */
+static int client_fields(px_req_t *pr)
+{
+    const ex_client_t *cl = pr->ex->client;
+    if (!cl)
+        return 0;
+    int r = puts_(pr, "X-SSL-Client-Verify: ") | puts_(pr, cl->verify) | puts_(pr, "\r\n");
+    if (!cl->cert)
+        return r;
+    r |= puts_(pr, "X-SSL-Client-S-DN: ") | puts_(pr, cl->s_dn) | puts_(pr, "\r\n");
+    r |= puts_(pr, "X-SSL-Client-I-DN: ") | puts_(pr, cl->i_dn) | puts_(pr, "\r\n");
+    r |= puts_(pr, "X-SSL-Client-Serial: ") | puts_(pr, cl->serial) | puts_(pr, "\r\n");
+    return r | puts_(pr, "X-SSL-Client-Fingerprint: ") | puts_(pr, cl->fingerprint) |
+           puts_(pr, "\r\n");
+}
+
 static int px_http_request(px_req_t *pr, const px_target_t *tg)
 {
     const path_t *p = &tg->p;
@@ -164,7 +202,7 @@ static int px_http_request(px_req_t *pr, const px_target_t *tg)
     }
     if (pr->upgrade)
         r |= puts_(pr, "Connection: Upgrade\r\nUpgrade: websocket\r\n");
-    r |= forwarded(pr) | puts_(pr, "\r\n");
+    r |= forwarded(pr) | client_fields(pr) | puts_(pr, "\r\n");
     return r ? -1 : 0;
 }
 

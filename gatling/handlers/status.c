@@ -145,6 +145,8 @@ static size_t tls_rows(const site_t *s, row_t *r, size_t n, size_t cap)
         {"tls_no_certificate", "HTTPS: refused, no certificate loaded yet (-C)", st->tls_no_cert},
         {"timeout_handshake", "timed out: TLS handshake (-s)", st->timeout_handshake},
         {"tls_misdirected", "HTTPS: Host of another certificate: 421", st->tls_misdirected},
+        {"tls_client_refused", "HTTPS: no valid client certificate where required: 400",
+         st->tls_client_refused},
         {"tls_ktls", "HTTPS: connections sent by kernel TLS (sendfile)", st->tls_ktls},
         {"acme_http01", "ACME: HTTP-01 challenges answered", st->acme_http},
         {"acme_http01_refused", "ACME: acme-challenge/ for no token outstanding: 404",

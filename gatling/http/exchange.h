@@ -41,6 +41,22 @@ enum { EX_REPLACED = 1 }; /* ex_head: a 500 went out instead (the head did not f
 enum { EX_FREE = 1 };     /* ex_body_buf: the exchange owns the buffer (free()) */
 enum { EX_LOG_DCZ = 1 };  /* in log_notes: answered as dcz (RFC 9842) */
 
+/*
+ * The client's certificate (mutual TLS) on a connection whose server
+ * certificate asks for one (tls/tls_client.c makes it; it lives as long as
+ * the connection): NULL on every other exchange.  The strings are never
+ * NULL ("" without a certificate) and carry no control characters.
+ */
+typedef struct ex_client {
+    uint8_t required; /* the certificate's site requires one: without, 400 (router.c) */
+    uint8_t cert;     /* the client sent one (verified or not) */
+    uint8_t verified; /* ... and it verified: verify is "SUCCESS" */
+    const char *verify;      /* SSL_CLIENT_VERIFY: SUCCESS, NONE or FAILED:reason */
+    const char *s_dn, *i_dn; /* subject and issuer, RFC 2253 strings */
+    const char *serial;      /* hexadecimal, upper case */
+    const char *fingerprint; /* SHA-256 of the certificate (DER), lower-case hex */
+} ex_client_t;
+
 /* A response header field; the value is NUL-terminated. */
 typedef struct ex_field {
     const char *name, *value;
@@ -133,6 +149,7 @@ typedef struct exchange {
     uint16_t local_port;
     uint8_t upgradable; /* HTTP/1.1 with Upgrade: a 101 makes the connection a tunnel */
     const struct sockaddr *peer;
+    const ex_client_t *client; /* HTTPS with client certificates asked: what came, or NULL */
     struct site *site; /* the loop's configuration and resources (site/site.h) */
     int64_t req_len; /* the request body: its Content-Length, -1 chunked (length
                         not known), 0 none */

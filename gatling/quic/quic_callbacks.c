@@ -73,6 +73,66 @@ static int on_crypto_data(ngtcp2_conn *q, ngtcp2_crypto_level level, uint64_t of
     return NGTCP2_ERR_CALLBACK_FAILURE;
 }
 
+/* The connection of a GnuTLS session (quic_tls_setup's pointer). */
+static quic_conn_t *conn_of(gnutls_session_t s)
+{
+    ngtcp2_crypto_conn_ref *ref = gnutls_session_get_ptr(s);
+    return ref ? ref->user_data : NULL;
+}
+
+/* --acme-on-demand: a hello for a name no certificate answers asks the ACME
+   client for one, as a TCP handshake's does (tls/); this handshake does not
+   wait for it (GnuTLS picks what is loaded), the next ones get it. */
+static void ondemand_ask(quic_conn_t *c, const char *name, size_t len)
+{
+    const config_t *cfg = c->ep->site->cfg;
+    char addr[INET6_ADDRSTRLEN] = "-";
+    if (tls_store_covers(cfg->tls, name, len))
+        return;
+    const struct sockaddr *sa = (const struct sockaddr *)ngtcp2_conn_get_path(c->q)->remote.addr;
+    if (sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, addr, sizeof addr);
+    else if (sa->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, addr, sizeof addr);
+    acme_chal_ask(cfg->acme_chal, name, len, addr);
+}
+
+/* The hello: mutual TLS asks for client certificates in the handshake where
+   the server name's certificate does (tls/tls_client.h); a name no
+   certificate answers is asked for under --acme-on-demand. */
+static int on_client_hello(gnutls_session_t s)
+{
+    quic_conn_t *c = conn_of(s);
+    char name[256];
+    size_t len = sizeof name - 1;
+    unsigned type;
+    if (gnutls_server_name_get(s, name, &len, &type, 0) != 0 || type != GNUTLS_NAME_DNS)
+        len = 0;
+    if (c && tls_client_asks_name(c->ep->site->cfg->tls, len ? name : NULL, len))
+        gnutls_certificate_server_set_request(s, GNUTLS_CERT_REQUEST);
+    if (c && len && acme_chal_ondemand(c->ep->site->cfg->acme_chal))
+        ondemand_ask(c, name, len);
+    return 0;
+}
+
+/* What the client sent where it was asked, verified by the store's rules
+   (GnuTLS checked only that it holds the key), for the exchanges. */
+static void client_cert(quic_conn_t *c, const char *sni, size_t snilen)
+{
+    tls_store_t *st = c->ep->site->cfg->tls;
+    if (!tls_client_asks_name(st, snilen ? sni : NULL, snilen))
+        return;
+    enum { CHAIN_MAX = 10 };
+    unsigned n = 0;
+    const gnutls_datum_t *p = gnutls_certificate_get_peers(c->tls, &n);
+    const unsigned char *der[CHAIN_MAX];
+    size_t len[CHAIN_MAX];
+    n = p && n < CHAIN_MAX ? n : p ? CHAIN_MAX : 0;
+    for (unsigned i = 0; i < n; i++)
+        der[i] = p[i].data, len[i] = p[i].size;
+    h3_client_cert(c->h3, tls_client_quic(st, snilen ? sni : NULL, snilen, der, len, n));
+}
+
 static int on_handshake_completed(ngtcp2_conn *q, void *user)
 {
     quic_conn_t *c = user;
@@ -84,6 +144,9 @@ static int on_handshake_completed(ngtcp2_conn *q, void *user)
     unsigned type;
     if (gnutls_server_name_get(c->tls, name, &len, &type, 0) == 0 && type == GNUTLS_NAME_DNS)
         h3_server_name(c->h3, name, len);
+    else
+        len = 0;
+    client_cert(c, name, len);
     /* a token for the client's next connection: validated at once, no Retry (quic_retry.h) */
     uint8_t token[QUIC_NEW_TOKEN_MAX];
     const ngtcp2_path *path = ngtcp2_conn_get_path(q);
@@ -223,28 +286,6 @@ void quic_path_of(quic_ep_t *e, gio_dgram_t *d, ngtcp2_path *path)
                           .remote = {(ngtcp2_sockaddr *)&d->peer, d->peerlen}};
 }
 
-/* --acme-on-demand: a hello for a name no certificate answers asks the ACME
-   client for one, as a TCP handshake's does (tls/); this handshake does not
-   wait for it (GnuTLS picks what is loaded), the next ones get it. */
-static int on_client_hello(gnutls_session_t s)
-{
-    quic_conn_t *c = ((ngtcp2_crypto_conn_ref *)gnutls_session_get_ptr(s))->user_data;
-    const config_t *cfg = c->ep->site->cfg;
-    char name[256], addr[INET6_ADDRSTRLEN] = "-";
-    size_t len = sizeof name - 1;
-    unsigned type;
-    if (gnutls_server_name_get(s, name, &len, &type, 0) != 0 || type != GNUTLS_NAME_DNS ||
-        !len || tls_store_covers(cfg->tls, name, len))
-        return 0;
-    const struct sockaddr *sa = (const struct sockaddr *)ngtcp2_conn_get_path(c->q)->remote.addr;
-    if (sa->sa_family == AF_INET)
-        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, addr, sizeof addr);
-    else if (sa->sa_family == AF_INET6)
-        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, addr, sizeof addr);
-    acme_chal_ask(cfg->acme_chal, name, len, addr);
-    return 0;
-}
-
 int quic_tls_setup(quic_conn_t *c)
 {
     quic_ep_t *e = c->ep;
@@ -264,8 +305,7 @@ int quic_tls_setup(quic_conn_t *c)
                                   GNUTLS_ALPN_MANDATORY | GNUTLS_ALPN_SERVER_PRECEDENCE) < 0)
         return -1;
     gnutls_session_set_ptr(c->tls, &c->ref);
-    if (acme_chal_ondemand(e->site->cfg->acme_chal))
-        gnutls_handshake_set_post_client_hello_function(c->tls, on_client_hello);
+    gnutls_handshake_set_post_client_hello_function(c->tls, on_client_hello);
     ngtcp2_conn_set_tls_native_handle(c->q, c->tls);
     return 0;
 }

@@ -187,6 +187,18 @@ static size_t slen(const char *s)
     return s ? strlen(s) : 0;
 }
 
+/* Mutual TLS: the client's certificate (nulls where none was asked, or came). */
+static void json_client(hbuf_t *b, const exchange_t *ex)
+{
+    const ex_client_t *cl = ex ? ex->client : NULL;
+    int c = cl && cl->cert;
+    json_field(b, "client_verify", CSTR(cl ? cl->verify : NULL), 0);
+    json_field(b, "client_s_dn", CSTR(c ? cl->s_dn : NULL), 0);
+    json_field(b, "client_i_dn", CSTR(c ? cl->i_dn : NULL), 0);
+    json_field(b, "client_serial", CSTR(c ? cl->serial : NULL), 0);
+    json_field(b, "client_fingerprint", CSTR(c ? cl->fingerprint : NULL), 0);
+}
+
 /* One request's JSON object and its newline onto b (see alog.h). */
 static void json_line(alog_t *l, hbuf_t *b, const struct sockaddr *peer,
                       const http_request_t *req, int status, uint64_t bytes, int flags,
@@ -209,6 +221,7 @@ static void json_line(alog_t *l, hbuf_t *b, const struct sockaddr *peer,
     json_field(b, "protocol", CSTR(f ? f->proto : NULL), 0);
     json_field(b, "tls_version", CSTR(f ? f->tls_version : NULL), 0);
     json_field(b, "tls_cipher", CSTR(f ? f->tls_cipher : NULL), 0);
+    json_client(b, ex);
     json_field(b, "host", host ? host->p : NULL, host ? host->n : 0, 0);
     json_field(b, "vhost", ex ? ex->vhost : NULL, ex ? strnlen(ex->vhost, EX_VHOST_CAP) : 0, 1);
     json_field(b, "upstream", ex ? ex->log_upstream : NULL,
@@ -227,7 +240,9 @@ static void alog_json(alog_t *l, const struct sockaddr *peer, const http_request
 {
     const http_str_t *ref = req ? http_header(req, "Referer") : NULL;
     const http_str_t *ua = req ? http_header(req, "User-Agent") : NULL;
+    const ex_client_t *cl = f && f->ex ? f->ex->client : NULL;
     size_t need = 1024 + 6 * (EX_VHOST_CAP + 2 * EX_NOTE_CAP + 128) +
+                  (cl ? 6 * (strlen(cl->s_dn) + strlen(cl->i_dn) + 512) : 0) +
                   6 * ((req ? req->line.n : 0) + (ref ? ref->n : 0) + (ua ? ua->n : 0));
     if (reserve(l, need) < 0)
         return;

@@ -114,6 +114,10 @@ typedef struct config {
     int tls_off;             /* -E: no HTTPS */
     const char *tls_ciphers; /* -o: TLS 1.2 cipher list (OpenSSL syntax) */
     const char *tls_suites;  /* -O: TLS 1.3 cipher suites */
+    const char *tls_client_ca;  /* --tls-client-ca: client certificates' CAs (tls_client.h) */
+    const char *tls_client_crl; /* --tls-client-crl: their CRLs */
+    int tls_client_optional;    /* --tls-client-verify optional */
+    int tls_client_depth;       /* --tls-client-depth (0: the default, 1) */
     int hsts;                /* -x: Strict-Transport-Security max-age on HTTPS; -1 = none */
     int https_redirect;      /* -X: plain HTTP requests get 301 to https:// */
     int h2_off;              /* -2: no HTTP/2 (neither ALPN h2 nor h2c prior knowledge) */

@@ -85,6 +85,7 @@ typedef struct status_counters {
     uint64_t tls_no_cert;      /* handshakes refused: no certificate loaded yet (-C DIR) */
     uint64_t timeout_handshake;/* HTTPS: handshake not done in time (-s) */
     uint64_t tls_misdirected;  /* Host answered by another certificate: 421 */
+    uint64_t tls_client_refused; /* mutual TLS: no valid client certificate where required: 400 */
     uint64_t tls_ktls;         /* handshakes after which the kernel encrypts (kTLS) */
     uint64_t acme_http;        /* --acme: HTTP-01 challenges answered (200) */
     uint64_t acme_http_refused;/* ... requests below acme-challenge/ for no outstanding token: 404 */

@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include "tls.h"
 #include "tls_int.h"
+#include "tls_client.h"
 #include "site/acme_chal.h"
 #include "site/cluster.h"
 #include "site/config.h"
@@ -102,11 +103,23 @@ static int is_file(int dirfd, const char *path, struct stat *sb)
 typedef struct found {
     char id[256];
     char chain[300], key[300], ocsp[300];
+    char client_ca[300], client_crl[300], client_verify[300]; /* tls_client.h */
 } found_t;
 
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The client certificates' files beside the certificate named nm[0..n):
+   NAME/client-ca.pem (sep "/client-") or NAME.client-ca (".client-"), and
+   the CRL and verify files alike (tls_client.h). */
+static void client_files(found_t *f, const char *nm, size_t n, const char *sep)
+{
+    const char *ext = sep[0] == '/' ? ".pem" : "";
+    snprintf(f->client_ca, sizeof f->client_ca, "%.*s%sca%s", (int)n, nm, sep, ext);
+    snprintf(f->client_crl, sizeof f->client_crl, "%.*s%scrl%s", (int)n, nm, sep, ext);
+    snprintf(f->client_verify, sizeof f->client_verify, "%.*s%sverify", (int)n, nm, sep);
 }
 
 /*
@@ -156,6 +169,7 @@ static int scan(int dirfd, found_t *out, int max, uint64_t *sig)
                 snprintf(f.chain, sizeof f.chain, "%s", nm);
                 snprintf(f.key, sizeof f.key, "%s", nm);
                 snprintf(f.ocsp, sizeof f.ocsp, "%.*s.ocsp", (int)(len - 4), nm);
+                client_files(&f, nm, len - 4, ".client-");
             } else if (len < sizeof f.id && (valid_file_name(nm, len) || is_ipv6(nm)) &&
                        fstatat(dirfd, nm, &sb, 0) == 0 && S_ISDIR(sb.st_mode)) {
                 snprintf(f.chain, sizeof f.chain, "%s/fullchain.pem", nm);
@@ -167,11 +181,13 @@ static int scan(int dirfd, found_t *out, int max, uint64_t *sig)
                     continue; /* not a certificate directory */
                 memcpy(f.id, nm, len);
                 snprintf(f.ocsp, sizeof f.ocsp, "%s/ocsp.der", nm);
+                client_files(&f, nm, len, "/client-");
             } else {
                 continue;
             }
-            const char *files[3] = {f.chain, f.key, f.ocsp};
-            for (int k = 0; k < 3; k++) {
+            const char *files[6] = {f.chain,     f.key,        f.ocsp,
+                                    f.client_ca, f.client_crl, f.client_verify};
+            for (int k = 0; k < 6; k++) {
                 struct stat s3;
                 MIX(files[k], strlen(files[k]) + 1);
                 if (fstatat(dirfd, files[k], &s3, 0) == 0) {
@@ -317,7 +333,9 @@ static SSL_CTX *load_one(tls_store_t *st, const found_t *f, char *err, size_t er
     if (tls_ctx_setup(ctx, st, err, errlen) < 0 ||
         read_pair(st, f, &chain, &clen, &key, &klen, err, errlen) < 0 ||
         !(leaf = use_chain(st, f, ctx, c, chain, clen, err, errlen)) ||
-        use_key(st, f, ctx, leaf, key, klen, err, errlen) < 0) {
+        use_key(st, f, ctx, leaf, key, klen, err, errlen) < 0 ||
+        tls_client_ctx(ctx, st->dirfd, st->dir, f->client_ca, f->client_crl, f->client_verify,
+                       st->client_def, st->cfg, err, errlen) < 0) {
         SSL_CTX_free(ctx); /* frees c through the ex_data */
         ctx = NULL;
     } else {
@@ -535,6 +553,10 @@ tls_store_t *tls_store_load(const char *dir, const config_t *cfg, const char *do
         fprintf(stderr, "gatling: OpenSSL: no random bytes for the ticket keys\n");
         goto fail;
     }
+    if (tls_client_defaults(cfg, &st->client_def, err, sizeof err) < 0) {
+        fprintf(stderr, "gatling: HTTPS: %s\n", err);
+        goto fail;
+    }
     /* -C DIR with no certificate yet (certbot's live/ before the first issuance) is a
        store that waits for them; a server.pem that holds none is an error */
     int n = load_all(st, &st->ctx, &st->n, &st->def, &st->signature, err, sizeof err);
@@ -553,6 +575,7 @@ tls_store_t *tls_store_load(const char *dir, const config_t *cfg, const char *do
     st->checked = (int64_t)time(NULL);
     return st;
 fail:
+    tls_client_defaults_free(st->client_def);
     close(st->dirfd);
     free(st);
     return NULL;
@@ -606,6 +629,7 @@ void tls_store_free(tls_store_t *st)
         return;
     drop_contexts(st->ctx, st->n);
     SSL_CTX_free(st->bare);
+    tls_client_defaults_free(st->client_def);
     close(st->dirfd);
     OPENSSL_cleanse(st->master, sizeof st->master);
     OPENSSL_cleanse(st->keys, sizeof st->keys);
@@ -642,6 +666,34 @@ int tls_misdirected_name(tls_store_t *st, const char *sni, size_t snilen, const 
     const SSL_CTX *by_name = sni && snilen ? tls_lookup_ctx(st, sni, snilen) : NULL;
     const tls_cert_t *have = tls_cert_of((SSL_CTX *)(by_name ? by_name : st->ctx[st->def]));
     return want && have && strcmp(want->id, have->id) != 0;
+}
+
+
+/* The context HTTP/3's GnuTLS serves the server name sni[0..snilen) with. */
+static const SSL_CTX *quic_ctx(tls_store_t *st, const char *sni, size_t snilen)
+{
+    if (!st || !st->n)
+        return NULL;
+    if (snilen && sni[snilen - 1] == '.')
+        snilen--;
+    const SSL_CTX *by_name = sni && snilen ? tls_lookup_ctx(st, sni, snilen) : NULL;
+    return by_name ? by_name : st->ctx[st->def];
+}
+
+int tls_client_asks_name(tls_store_t *st, const char *sni, size_t snilen)
+{
+    return tls_client_asks(quic_ctx(st, sni, snilen));
+}
+
+ex_client_t *tls_client_quic(tls_store_t *st, const char *sni, size_t snilen,
+                             const unsigned char *const *der, const size_t *len, unsigned n)
+{
+    return tls_client_chain(quic_ctx(st, sni, snilen), der, len, n);
+}
+
+const ex_client_t *tls_client_name(tls_store_t *st, const char *sni, size_t snilen)
+{
+    return tls_client_none(quic_ctx(st, sni, snilen));
 }
 
 /* ---- connections ---- */

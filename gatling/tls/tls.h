@@ -37,6 +37,7 @@
 
 #include "gio_tls.h"
 #include "tls_ctx.h" /* the default ciphers, what became of a handshake (--acme) */
+#include "http/exchange.h" /* ex_client_t: mutual TLS's facts */
 
 #include <stddef.h>
 #include <stdint.h>
@@ -132,6 +133,20 @@ int tls_misdirected(tls_store_t *st, SSL *ssl, const char *host, size_t len);
    store's certificate for that name, or its default, against the Host's. */
 int tls_misdirected_name(tls_store_t *st, const char *sni, size_t snilen, const char *host,
                          size_t len);
+
+/* Mutual TLS for a connection whose certificate another TLS library chose
+   by the server name sni[0..snilen) (HTTP/3's GnuTLS, which asks no client
+   certificate): NULL when that certificate asks for none, else facts of no
+   certificate ("NONE"), required or not as it says (tls_client.h). */
+const ex_client_t *tls_client_name(tls_store_t *st, const char *sni, size_t snilen);
+
+/* HTTP/3: does the certificate of the server name sni[0..snilen) ask for
+   client certificates?  And what the client sent, its DER chain der[0..n)
+   verified as that certificate's handshakes verify (tls_client_chain):
+   facts to free(), or NULL. */
+int tls_client_asks_name(tls_store_t *st, const char *sni, size_t snilen);
+ex_client_t *tls_client_quic(tls_store_t *st, const char *sni, size_t snilen,
+                             const unsigned char *const *der, const size_t *len, unsigned n);
 
 /* Does the store take handshakes now: a certificate loaded, or --acme's
    challenges while none is? */

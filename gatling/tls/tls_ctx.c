@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "tls_int.h"
+#include "tls_client.h"
 #include "site/acme_chal.h"
 #include "site/cluster.h"
 
@@ -122,8 +123,10 @@ static int on_servername(SSL *ssl, int *alert, void *arg)
     if (!tls_valid_name(name, len))
         return SSL_TLSEXT_ERR_OK; /* the default answers */
     SSL_CTX *ctx = (SSL_CTX *)tls_lookup_ctx(st, name, len);
-    if (ctx && ctx != SSL_get_SSL_CTX(ssl))
+    if (ctx && ctx != SSL_get_SSL_CTX(ssl)) {
         SSL_set_SSL_CTX(ssl, ctx);
+        tls_client_sni(ssl, ctx); /* its client certificates (or none) */
+    }
     return SSL_TLSEXT_ERR_OK;
 }
 
@@ -388,8 +391,10 @@ static int on_demand(SSL *ssl, tls_store_t *st)
         return SSL_CLIENT_HELLO_SUCCESS;
     const SSL_CTX *ctx = tls_find_ctx(st, name, nl);
     if (ctx) { /* loaded (now, or before): this handshake's */
-        if (ctx != SSL_get_SSL_CTX(ssl))
+        if (ctx != SSL_get_SSL_CTX(ssl)) {
             SSL_set_SSL_CTX(ssl, (SSL_CTX *)ctx);
+            tls_client_sni(ssl, (SSL_CTX *)ctx); /* its client certificates, if it asks */
+        }
         return SSL_CLIENT_HELLO_SUCCESS;
     }
     int64_t now = mono_ms(), v = (int64_t)(intptr_t)SSL_get_ex_data(ssl, tls_od_idx);
@@ -413,26 +418,57 @@ void tls_may_pause(SSL *ssl)
 }
 
 /*
+ * The context of the ClientHello's server name, taken before the session
+ * it offers is looked up (on_servername comes after): a session resumes only
+ * where its session ID context matches, and a context that asks for client
+ * certificates has one of its own (tls_client.h), so a session made where
+ * none or others were asked is not resumed there.
+ */
+static void early_sni(SSL *ssl, tls_store_t *st)
+{
+    const unsigned char *p;
+    size_t n;
+    char name[256];
+    size_t len = SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_server_name, &p, &n)
+                     ? hello_sni(p, n, name, sizeof name)
+                     : 0;
+    if (len && name[len - 1] == '.')
+        len--;
+    if (!len || !tls_valid_name(name, len) || SSL_get_SSL_CTX(ssl) == st->bare)
+        return;
+    SSL_CTX *ctx = (SSL_CTX *)tls_lookup_ctx(st, name, len);
+    if (ctx && ctx != SSL_get_SSL_CTX(ssl)) {
+        SSL_set_SSL_CTX(ssl, ctx);
+        tls_client_sni(ssl, ctx);
+    }
+}
+
+/*
  * --acme, before anything else of a ClientHello (SNI and ALPN are both
  * visible here, not yet acted on): one whose ALPN is exactly acme-tls/1
  * gets the challenge certificate for its server name, if one is outstanding
  * (its PEM is read only for such hellos), else a handshake_failure alert;
  * while the store has no certificate (the connection's context is the bare
  * one) every other hello is refused with internal_error, as tls_refuse does.
+ * Every other hello (and every hello without --acme) takes its server
+ * name's context here (early_sni).
  */
 static int on_hello(SSL *ssl, int *alert, void *arg)
 {
     tls_store_t *st = arg;
     const unsigned char *p;
     size_t n;
-    if (!SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_application_layer_protocol_negotiation, &p,
+    if (!st->cfg || !st->cfg->acme_chal ||
+        !SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_application_layer_protocol_negotiation, &p,
                                    &n) ||
         !alpn_acme_only(p, n)) {
-        if (acme_chal_ondemand(st->cfg->acme_chal) &&
+        if (st->cfg && acme_chal_ondemand(st->cfg->acme_chal) &&
             on_demand(ssl, st) != SSL_CLIENT_HELLO_SUCCESS)
             return SSL_CLIENT_HELLO_RETRY;
-        if (SSL_get_SSL_CTX(ssl) != st->bare)
+        if (SSL_get_SSL_CTX(ssl) != st->bare) {
+            early_sni(ssl, st);
             return SSL_CLIENT_HELLO_SUCCESS;
+        }
         acme_mark(ssl, TLS_ACME_NO_CERT);
         *alert = SSL_AD_INTERNAL_ERROR;
         return SSL_CLIENT_HELLO_ERROR;
@@ -502,8 +538,7 @@ int tls_ctx_setup(SSL_CTX *ctx, tls_store_t *st, char *err, size_t errlen)
     SSL_CTX_set_timeout(ctx, st->ticket_s); /* a ticket lives as long as its key encrypts */
     SSL_CTX_set_num_tickets(ctx, 1);
     SSL_CTX_set_default_passwd_cb(ctx, tls_no_passphrase);
-    if (cfg && cfg->acme_chal)
-        SSL_CTX_set_client_hello_cb(ctx, on_hello, st);
+    SSL_CTX_set_client_hello_cb(ctx, on_hello, st); /* --acme's, on demand's, SNI's early */
     if (tls_od_idx < 0)
         tls_od_idx = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
     return 0;

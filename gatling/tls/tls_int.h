@@ -55,6 +55,7 @@ struct tls_store {
     int ticket_s;             /* TICKET_PERIOD, or GATLING_TEST_TICKET_PERIOD's */
     unsigned char master[32]; /* ticket keys derive from it: shared by -W workers */
     ticket_key_t keys[4]; /* by epoch's parity, and which master (--cluster: previous) */
+    struct tls_client_def *client_def; /* --tls-client-ca's, or NULL (tls_client.h) */
 };
 
 

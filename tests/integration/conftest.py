@@ -9,7 +9,7 @@ the test ids carry the build name, e.g. test_get[epoll].
 Here: the fixtures (build, gatling, server, srv) and pytest's hooks.  The helpers,
 by theme, in harness/ (every one re-exported here):
   env.py      ROOT, BUILD_DIR, LISTEN_RE, SCHEME, TLS, H2, H3, MUX, HTTP_VERSION,
-              LOG_VERSION, test_pki, http_only, OTHER_BACKENDS, first_backend_only,
+              LOG_VERSION, test_pki, client_pki, http_only, OTHER_BACKENDS, first_backend_only,
               h1_only, no_h3_client, h2_bug, h3_bug, url, curl_version_args,
               client_tls_context, import_h2, ALARMING, START_TIMEOUT, STOP_TIMEOUT,
               IO_TIMEOUT, FILE_CACHE_WAIT, SOCKET_CLOSE_WAIT, serial
@@ -63,7 +63,7 @@ os.environ.setdefault("LSAN_OPTIONS", "suppressions=%s:print_suppressions=0"
 # `from conftest import X` whatever X's file.
 pytest.register_assert_rewrite("harness")
 
-from harness.env import (ALARMING, BUILD_DIR, client_tls_context, curl_version_args,
+from harness.env import (ALARMING, BUILD_DIR, client_pki, client_tls_context, curl_version_args,
                          FILE_CACHE_WAIT, first_backend_only, h1_only, H2, h2_bug, H3, h3_bug,
                          http_only, HTTP_VERSION, import_h2, IO_TIMEOUT, LISTEN_RE, LOG_VERSION,
                          MUX, no_h3_client, OTHER_BACKENDS, _pki, plain_bound, ROOT, SCHEME, serial,

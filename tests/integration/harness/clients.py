@@ -651,7 +651,7 @@ class H3Client(_MuxClient):
     response raises ConnectionError; a request HTTP/3 cannot carry, NotH3.
     The server's frames are checked by aioquic (a violation fails the test),
     and a response's Content-Length against its body here.  sni names the
-    certificate; rcvbuf and context are taken for H2Client's signature and
+    certificate (cert: the client's own, a PEM file, for mutual TLS); rcvbuf and context are taken for H2Client's signature and
     ignored: a client that does not read holds the server back by QUIC's
     acknowledgements and flow control, not by a socket buffer (a small one
     would only drop datagrams), and QUIC's TLS is aioquic's."""
@@ -660,7 +660,7 @@ class H3Client(_MuxClient):
     NOT = NotH3
 
     def __init__(self, port, host="127.0.0.1", timeout=IO_TIMEOUT, rcvbuf=None,
-                 sni="localhost", context=None, cadata=None):
+                 sni="localhost", context=None, cadata=None, cert=None):
         conn, alpn, self.qev, self.ev, config, quic = import_aioquic()
         self._init_streams(timeout)
         cfg = config(is_client=True, alpn_protocols=alpn, server_name=sni,
@@ -670,6 +670,8 @@ class H3Client(_MuxClient):
             cfg.load_verify_locations(cadata=cadata.encode() if isinstance(cadata, str) else cadata)
         else:
             cfg.load_verify_locations(os.path.join(test_pki(), "ca.pem"))
+        if cert:  # a client certificate (PEM: certificate and key) for mutual TLS
+            cfg.load_cert_chain(cert)
         self.addr = (host, port)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.connect(self.addr)

@@ -1,6 +1,7 @@
 """The run's settings and what follows from them: the paths (ROOT, BUILD_DIR),
 GATLING_SCHEME (SCHEME, TLS, H2, H3, MUX and the versions a response and the log
-show), the test PKI (test_pki()), the skip marks by scheme and backend, URLs, TLS
+show), the test PKI (test_pki(); client_pki() for mutual TLS), the skip marks by
+scheme and backend, URLs, TLS
 contexts for clients, the timeouts and the `serial` mark."""
 
 import os
@@ -44,6 +45,88 @@ def test_pki():
                        capture_output=True, timeout=60)
         _pki.append(d)
     return _pki[0]
+
+
+_CLIENT_CA_CNF = """[ca]
+default_ca = c
+[c]
+dir = {d}
+database = {d}/index.txt
+new_certs_dir = {d}/new
+serial = {d}/serial
+crlnumber = {d}/crlnumber
+certificate = {d}/ca.pem
+private_key = {d}/ca.key
+default_md = sha256
+default_days = 30
+default_crl_days = 30
+policy = p
+unique_subject = no
+x509_extensions = ext
+[p]
+organizationName = optional
+commonName = supplied
+[ext]
+basicConstraints = critical,CA:FALSE
+keyUsage = critical,digitalSignature
+extendedKeyUsage = clientAuth
+"""
+
+
+def _ossl(*args, cwd=None):
+    subprocess.run(("openssl",) + args, check=True, capture_output=True, timeout=60, cwd=cwd)
+
+
+def _new_ca(d, name, cn):
+    _ossl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+          "-days", "30", "-subj", "/O=gatling tests/CN=" + cn,
+          "-addext", "basicConstraints=critical,CA:TRUE",
+          "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+          "-keyout", os.path.join(d, name + ".key"), "-out", os.path.join(d, name + ".pem"))
+
+
+def client_pki(parent):
+    """Client certificates for mutual TLS (issue 66), made with openssl in
+    parent/client once: the client CA (ca.pem, ca.key; an `openssl ca`
+    database beside them) and its CRL (crl.pem), another CA that issued none
+    of ours (other-ca.pem), and clients, each a PEM file holding certificate
+    and key: alice.pem and bob.pem (valid), expired.pem (valid in January
+    2020 only), revoked.pem (listed in crl.pem) and stranger.pem (CN=alice
+    too, from other-ca.pem).  Returns the directory."""
+    d = os.path.join(parent, "client")
+    if os.path.exists(os.path.join(d, "crl.pem")):
+        return d
+    os.makedirs(os.path.join(d, "new"), exist_ok=True)
+    open(os.path.join(d, "index.txt"), "w").close()
+    for f in ("serial", "crlnumber"):
+        with open(os.path.join(d, f), "w") as fh:
+            fh.write("1000\n")
+    cnf = os.path.join(d, "ca.cnf")
+    with open(cnf, "w") as fh:
+        fh.write(_CLIENT_CA_CNF.format(d=d))
+    _new_ca(d, "ca", "client CA")
+    _new_ca(d, "other-ca", "client CA")  # the same name, another key
+    clients = {"alice": (), "bob": (), "revoked": (),
+               "expired": ("-startdate", "20200101000000Z", "-enddate", "20200201000000Z")}
+    for name, dates in list(clients.items()) + [("stranger", None)]:
+        key, csr, crt = (os.path.join(d, name + x) for x in (".key", ".csr", ".crt"))
+        _ossl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+              "-subj", "/O=gatling tests/CN=" + ("alice" if name == "stranger" else name),
+              "-keyout", key, "-out", csr)
+        if dates is None:
+            ext = os.path.join(d, "ext")
+            with open(ext, "w") as fh:
+                fh.write("basicConstraints=critical,CA:FALSE\nextendedKeyUsage=clientAuth\n")
+            _ossl("x509", "-req", "-in", csr, "-CA", os.path.join(d, "other-ca.pem"),
+                  "-CAkey", os.path.join(d, "other-ca.key"), "-CAcreateserial",
+                  "-days", "30", "-extfile", ext, "-out", crt)
+        else:
+            _ossl("ca", "-batch", "-config", cnf, "-notext", "-in", csr, "-out", crt, *dates)
+        with open(os.path.join(d, name + ".pem"), "w") as fh:
+            fh.write(open(crt).read() + open(key).read())
+    _ossl("ca", "-config", cnf, "-revoke", os.path.join(d, "revoked.crt"))
+    _ossl("ca", "-config", cnf, "-gencrl", "-out", os.path.join(d, "crl.pem"))
+    return d
 
 
 # Tests whose subject is plain TCP behaviour that TLS changes by design: a 503

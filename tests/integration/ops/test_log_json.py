@@ -25,8 +25,9 @@ pytestmark = http_only
 
 # what the combined format has, then gatling's own
 FIELDS = ["time", "remote", "request", "status", "bytes", "referer", "user_agent", "protocol",
-          "tls_version", "tls_cipher", "host", "vhost", "upstream", "upstream_us", "cache", "dcz",
-          "duration_us"]
+          "tls_version", "tls_cipher", "client_verify", "client_s_dn", "client_i_dn",
+          "client_serial", "client_fingerprint", "host", "vhost", "upstream", "upstream_us",
+          "cache", "dcz", "duration_us"]
 
 
 def raw(port, data):

@@ -71,6 +71,7 @@ ON_METRICS = {
     "tls_not_tls": ("gatling_tls_not_tls_total", {}),
     "timeout_handshake": ("gatling_timeouts_total", {"phase": "tls_handshake"}),
     "tls_misdirected": ("gatling_tls_misdirected_total", {}),
+    "tls_client_refused": ("gatling_tls_client_refused_total", {}),
     "tls_ktls": ("gatling_tls_ktls_total", {}),
     "tls_no_certificate": ("gatling_tls_no_certificate_total", {}),
     "acme_http01": ("gatling_acme_http01_answered_total", {}),

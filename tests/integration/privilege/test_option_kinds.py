@@ -26,7 +26,7 @@ import subprocess
 
 import pytest
 
-from conftest import free_port
+from conftest import client_pki, free_port
 from privtools import (as_nobody, build, launch, needs_root, scratch, snapshot, user,
                        users_dir)
 
@@ -120,6 +120,25 @@ def good_key():
     return key
 
 
+def good_certs():
+    """A -C directory of root's in the cwd (--tls-client-*: client
+    certificates are asked where a certificate is)."""
+    d = os.getcwd() + "/certs"
+    if not os.path.exists(d):
+        fill_certs(d)
+    return d
+
+
+def fill_crl(path):
+    """A CRL (--tls-client-crl), of client_pki()'s CA."""
+    write(path, open(client_pki(os.getcwd()) + "/crl.pem").read(), 0o644)
+
+
+def client_ca():
+    """--tls-client-ca's good value beside a --tls-client-crl tried."""
+    return client_pki(os.getcwd()) + "/ca.pem"
+
+
 def secret_text(text):
     return lambda path: write(path, text)
 
@@ -139,6 +158,11 @@ TEMPLATES = {
         "--acme-dns-key", v], "fill": secret_text(TSIG)},
     "--acme-eab": {"args": lambda v: acme() + ["--acme-eab", "kid:@" + v],
                    "fill": secret_text(EAB)},
+    "--tls-client-ca": {"args": lambda v: ["-e", "0", "-C", good_certs(), "--tls-client-ca", v],
+                        "fill": fill_pem},
+    "--tls-client-crl": {"args": lambda v: ["-e", "0", "-C", good_certs(), "--tls-client-ca",
+                                            client_ca(), "--tls-client-crl", v],
+                         "fill": fill_crl},
     "--cluster secret=": {"kind": "secret",
                           "args": lambda v: ["--cluster", "etcd=http://127.0.0.1:%d,secret=%s"
                                              % (free_port(), v)],
