@@ -568,6 +568,15 @@ BACKEND_ANSWERS = [
     ("obsolete line folding",
      b"HTTP/1.1 200 OK\r\nX-Folded: a\r\n b\r\nContent-Length: 2\r\n\r\nok", 502, None),
     ("a 1xx and the close", b"HTTP/1.1 100 Continue\r\n\r\n", 502, None),
+    ("a Connection list with blanks and empty items",
+     b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: \t, ,X-Folded\t,,keep-alive\r\n"
+     b"X-Folded: hop\r\n\r\nok", 200, b"ok"),
+    ("chunked last in a list", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: identity, CHUNKED\r\n"
+     b"\r\n2\r\nok\r\n0\r\n\r\n", 200, b"ok"),
+    ("a coding that is not chunked: to the close",
+     b"HTTP/1.1 200 OK\r\nTransfer-Encoding: identity\r\n\r\nuntil close", 200, b"until close"),
+    ("a length of 0", b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 200, b""),
+    ("an empty length", b"HTTP/1.1 200 OK\r\nContent-Length:\r\n\r\nok", 502, None),
 ]
 
 
