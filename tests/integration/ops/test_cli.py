@@ -433,6 +433,9 @@ FILE_PROBLEMS = [
     (("-l", "{dir}"), "-l {dir}: the access log cannot be opened"),
     (("-u", "no-such-user-here"), "-u no-such-user-here: no such user"),
     (("--cgi-user", "no-such-user-here"), "--cgi-user no-such-user-here: no such user"),
+    (("--cgi-user", "root"), "--cgi-user root: is root"),
+    (("-u", "nobody", "--cgi-user", "nobody"),
+     "--cgi-user nobody: is -u's user: CGI could signal the server"),
     (("-e", "0"), "-e 0: no certificate: give -C dir, or put server.pem here"),
 ]
 
