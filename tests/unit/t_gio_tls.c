@@ -17,6 +17,7 @@
 #include "gio_tls.h"
 #include "tap.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <openssl/ssl.h>
@@ -145,10 +146,47 @@ static void session(void)
     ok(got == 5 + sizeof data && !memcmp(buf, "head:", 5) && !memcmp(buf + 5, data, sizeof data),
        "... and read back byte for byte (%zu)", got);
 
+    /* a budget on the gathered path: at most that much taken from the batch */
+    gio_batch_add_buf(&b, data, sizeof data, 0);
+    r = gio_tls_send(cli, &b, 20000, &want);
+    ok(r > 0 && r <= 20000, "a budget of 20000 on the gathered path: %ld sent", r);
+    for (int i = 0; i < 1000 && !gio_batch_done(&b); i++) {
+        read_all(srv, buf, sizeof buf / 2);
+        gio_tls_send(cli, &b, 0, &want);
+    }
+    ok(gio_batch_done(&b), "... the rest next");
+    got = 0;
+    for (int i = 0; i < 1000 && got < sizeof data - (size_t)r; i++)
+        got += read_all(srv, buf, sizeof buf);
     gio_tls_shutdown(srv);
     is_int((int)gio_tls_read(cli, buf, sizeof buf, &want), GIO_EOF, "close_notify: GIO_EOF");
     SSL_free(srv), SSL_free(cli);
     close(fds[0]), close(fds[1]);
+
+    /* a peer that sends no TLS: the handshake fails as a protocol error */
+    pair(sc, cc, &srv, &cli, fds);
+    if (write(fds[1], "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 27) != 27)
+        perror("write");
+    errno = 0;
+    is_int(gio_tls_handshake(srv, &want), GIO_ERR, "plain HTTP to a TLS session: GIO_ERR");
+    is_int(errno, EPROTO, "... EPROTO");
+    SSL_free(srv), SSL_free(cli);
+    close(fds[0]), close(fds[1]);
+
+    /* the peer's socket closed without close_notify: an error, not an EOF */
+    pair(sc, cc, &srv, &cli, fds);
+    r = GIO_AGAIN;
+    for (int i = 0; i < 100 && r != 1; i++) {
+        unsigned w;
+        gio_tls_handshake(srv, &w);
+        r = gio_tls_handshake(cli, &w);
+    }
+    gio_tls_handshake(srv, &want);
+    close(fds[1]);
+    r = gio_tls_read(srv, buf, sizeof buf, &want);
+    is_int((int)r, GIO_ERR, "a peer gone without close_notify: GIO_ERR, not an end");
+    SSL_free(srv), SSL_free(cli);
+    close(fds[0]);
 
     /* the peer gone inside the handshake: an error, the batch kept */
     pair(sc, cc, &srv, &cli, fds);
