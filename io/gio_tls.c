@@ -390,7 +390,8 @@ static long send_records(SSL *ssl, gio_batch_t *b, uint64_t budget, unsigned *wa
             }
             done = (size_t)r;
         } else {
-            long n = gio_batch_copy(b, record, sizeof record);
+            uint64_t room = budget - sent < sizeof record ? budget - sent : sizeof record;
+            long n = gio_batch_copy(b, record, (size_t)room); /* the budget holds here too */
             if (n <= 0)
                 return sent ? (long)sent : GIO_ERR;
             if (!SSL_write_ex(ssl, record, (size_t)n, &done)) {

@@ -567,7 +567,7 @@ static void basic_user(const exchange_t *ex, char *user, size_t usz)
     user[0] = 0;
     if (!a || a->n < 7 || strncasecmp(a->p, "basic ", 6))
         return;
-    while (i < a->n && a->p[i] == ' ')
+    while (i < a->n && (a->p[i] == ' ' || a->p[i] == '\t')) /* as htaccess.c's parse_basic */
         i++;
     if ((n = a->n - i) >= sizeof b64)
         return;

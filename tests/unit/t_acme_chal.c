@@ -82,6 +82,14 @@ static void test_names(void)
         l[i] = '.';
     ok(acme_chal_name_ok(l, 253), "253 bytes");
     ok(!acme_chal_name_ok(l, 254) && !acme_chal_name_ok(l, 300), "longer: no");
+    static const char *const no[] = {"a-.org", "a_b.org", "a b.org", "a.org\177", "a@b", "[::1]",
+                                     "1.2.3", "::g", "a:b", "a.-b", "Ab9-Z.09", "a.b~"};
+    static const int yes[] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0};
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
+        is_int(acme_chal_name_ok(no[i], strlen(no[i])), yes[i], "'%s': %s", no[i],
+               yes[i] ? "a name" : "no");
+    ok(acme_chal_host_ok("Ab9-Z.09", 8) && !acme_chal_host_ok("192.0.2.1.", 10),
+       "a host name of every class of byte; a trailing dot: no");
 }
 
 static void test_alpn(acme_chal_t *c)
@@ -108,6 +116,30 @@ static void test_alpn(acme_chal_t *c)
            !acme_chal_alpn_pem(c, bad4, strlen(bad4), &n),
        "... not for reverse names of no address");
     ok(!acme_chal_alpn_pem(c, "../status", 9, &n), "../: refused");
+    static const char *const badrev[] = {
+        /* 32 nibbles, one of them two characters long */
+        "10.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.ip6.arpa",
+        /* 32 labels, one not hex */
+        "g.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa",
+        /* 63 bytes of nibbles, but dots where hex should be: an empty label */
+        "1..0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.02.ip6.arpa",
+        "1.2.0.192.0.in-addr.arpa", /* five labels */
+        "1.2.0.in-addr.arpa",       /* three */
+        "1..0.192.in-addr.arpa",    /* an empty one */
+        "1.2.0.1920.in-addr.arpa",  /* four digits */
+        "1.2.x.192.in-addr.arpa",   /* not a digit */
+        "in-addr.arpa", ".in-addr.arpa", "ip6.arpa",
+    };
+    for (size_t i = 0; i < sizeof badrev / sizeof badrev[0]; i++)
+        ok(!acme_chal_alpn_pem(c, badrev[i], strlen(badrev[i]), &n), "no address: %s", badrev[i]);
+    const char *r4up = "1.2.0.192.IN-ADDR.ARPA";
+    pem = acme_chal_alpn_pem(c, r4up, strlen(r4up), &n);
+    is_str(pem, "four\n", "a reverse name in capitals");
+    free(pem);
+    const char *r6up = "1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.B.D.0.1.0.0.2.IP6.ARPA";
+    pem = acme_chal_alpn_pem(c, r6up, strlen(r6up), &n);
+    is_str(pem, "six\n", "... an IPv6 one in capitals, its nibbles too");
+    free(pem);
     char big[ACME_ALPN_PEM_MAX + 2];
     memset(big, 'x', sizeof big - 1), big[sizeof big - 1] = 0;
     put("challenges/tls-alpn-01/big.example.org.pem", big);

@@ -523,6 +523,21 @@ static void test_targeted(void)
     ok(!targeted("a=(1 2", &c), "an unclosed inner list: a parse error");
     ok(!targeted("a=?2", &c) && !targeted("a=?", &c), "a bad boolean: a parse error");
     ok(!targeted("", &c) && c.max_age == 77 && !targeted("   ", &c), "empty: ignored");
+    /* every bare item's alphabet, and each way one goes wrong (RFC 9651 4.2) */
+    static const char *const good[] = {
+        "a=*Tok:/!#$%&'*+-.^_`|~9", "a=\"q\\\"b\\\\ ~\"", "a=:AZaz09+/=:", "a=-12.125",
+        "a=1;p=\"x\";q=?0;r=*t, b=@-5", "a_b-c.d*9=1", "*x=1", "a=(1 \"s\" t;p=1);q=2",
+        "a=()", "a=?1;x",
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        ok(targeted(good[i], &c) && c.max_age == CC_NONE, "parses: %s", good[i]);
+    static const char *const bad[] = {
+        "a=\"\\x\"", "a=\"\001\"", "a=\"\177\"", "a=:ab$:", "a=:ab", "a=1.", "a=1.2345",
+        "a=1234567890123.5", "a=-", "a=@", "a=@1.5", "a=Tok\001", "a=\001", "A=1", "a\001=1",
+        "9a=1", "a=1;P=1", "a=1;p=", "a=(1,2)", "a=1 b=2", "a=1,,b=2", "a=1 ;p=1",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ok(!targeted(bad[i], &c) && c.max_age == 77, "a parse error: %s", bad[i]);
 }
 
 /* Each date form's own faults, field by field (issue 55's branches). */

@@ -93,6 +93,18 @@ static void test_status(void)
            "Content-Length of 19 digits");
     is_int(whole("Content-Length: 1\nContent-Length: 1\n\n"), CGI_MALFORMED,
            "Content-Length twice");
+    static const char *const bad[] = {
+        "Status: 2x0\n\n", "Status: 20x\n\n", "Status: x00\n\n", "Status: 200x\n\n",
+        "Status:\n\n", "Content-Length:\n\n",
+        "Content-Type:\n\n", "Content-Type: a\nContent-Type: b\n\n", "X Y: 1\n\n",
+        "X(: 1\n\n", "X@: 1\n\n", "X:1\n Y\n\n", "Field\n\n", ": v\n\n", "X\177: 1\n\n",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        is_int(whole(bad[i]), CGI_MALFORMED, "malformed: %.*s", (int)strcspn(bad[i], "\n"),
+               bad[i]);
+    s = "X-A!#$%&'*+-.^_`|~z09: \t v \t\nStatus: 999 Odd\n\n";
+    is_int(whole(s), (long)strlen(s), "every tchar in a name, OWS around a value, status 999");
+    ok(H.nfields == 1 && str_is(H.fields[0].value, "v") && H.status == 999, "... read out");
 }
 
 static void test_nph(void)
@@ -104,6 +116,12 @@ static void test_nph(void)
     is_int(whole("HTTP/1.0 200 OK\r\nStatus: 404\r\n\r\n"), CGI_MALFORMED,
            "NPH line and Status: malformed");
     is_int(whole("HTTP/2 200 OK\r\n\r\n"), CGI_MALFORMED, "HTTP/2 status line: malformed");
+    static const char *const bad[] = {"HTTP/1.x 200 OK\r\n\r\n", "HTTP/1.1x200 OK\r\n\r\n",
+                                      "HTTP/1.1 2000\r\n\r\n", "HTTP/1.1 20\r\n\r\n",
+                                      "HTTP/3.0 200 OK\r\n\r\n"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        is_int(whole(bad[i]), CGI_MALFORMED, "malformed status line: %.15s", bad[i]);
+    is_int(whole("HTTP/1.1 200\r\n\r\n"), 16, "NPH without a reason");
     is_int(whole("X: 1\r\nHTTP/1.0 200 OK\r\n\r\n"), CGI_MALFORMED, "status line later: malformed");
 }
 

@@ -55,6 +55,16 @@ static void available(void)
     is_int(avail("::"), 0, "nothing inside: refused");
     uint8_t h[32];
     is_int(dcz_parse_available(v, 10, h), -1, "a cut value: refused, nothing read past n");
+    snprintf(v, sizeof v, "\t:%s:\t", ABC64);
+    is_int(avail(v), 1, "tabs around");
+    snprintf(v, sizeof v, ":%s", ABC64);
+    is_int(avail(v), 0, "no closing colon: refused");
+    snprintf(v, sizeof v, ":%.43sA:", ABC64);
+    is_int(avail(v), 0, "44 characters, the last not '=': refused");
+    snprintf(v, sizeof v, ":%s:x", ABC64);
+    is_int(avail(v), 0, "a byte after the colon that starts no parameter: refused");
+    is_int(avail(":/+9zZaA09+/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=:"), 2,
+           "every class of base64 character: another hash");
 }
 
 static int m(const char *pat, const char *path)
@@ -77,6 +87,16 @@ static void patterns(void)
     ok(!dcz_pattern_ok("/js/:name.js", 12), "URLPattern groups: refused");
     ok(!dcz_pattern_ok("/js/a\"b", 7), "a quote: refused");
     ok(!dcz_pattern_ok("/js/a?b", 7), "a query: refused");
+    ok(!dcz_pattern_ok("", 0), "empty: refused");
+    ok(!dcz_pattern_ok("/a b", 4), "a space: refused");
+    ok(!dcz_pattern_ok("/a\177", 3), "DEL: refused");
+    ok(!dcz_pattern_ok("/a\001", 3), "a control byte: refused");
+    char longp[DCZ_PATTERN_MAX + 1];
+    memset(longp, 'a', sizeof longp);
+    longp[0] = '/';
+    ok(!dcz_pattern_ok(longp, DCZ_PATTERN_MAX), "%d bytes: refused", DCZ_PATTERN_MAX);
+    ok(dcz_pattern_ok(longp, DCZ_PATTERN_MAX - 1), "... one less is read");
+    ok(m("/js/**", "/js/x") && m("/js/**", "/js/"), "stars at the end match the rest");
 }
 
 static void rules(void)
@@ -109,12 +129,40 @@ static void rules(void)
        "an explicit match");
     is_int(dcz_rule_for(text, strlen(text), "other.js", "/js/", out, sizeof out), 0,
            "no rule names it");
+
+    is_int(dcz_rule_parse("\ta.js\tmatch-dest=style\t", 23, &r), 1, "tabs between words");
+    ok(dcz_use_value(&r, "/css/", out, sizeof out), "its value");
+    is_str(out, "match=\"/css/a.js\", match-dest=(\"style\")", "a destination, no id");
+    is_int(dcz_use_value(&r, "/css/", out, 24), 0, "a destination that does not fit: none");
+    static const char *const bad[] = {
+        "a.js match=", "a.js id=", "a\\b.js", "a\001.js", "a\177.js", "a.js match=/a(b)",
+        "a.js match-dest=x\"y",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        is_int(dcz_rule_parse(bad[i], strlen(bad[i]), &r), -1, "refused: '%s'", bad[i]);
+    char longw[sizeof r.name + 8];
+    memset(longw, 'n', sizeof longw);
+    is_int(dcz_rule_parse(longw, sizeof longw, &r), -1, "a name longer than its field");
+    is_int(dcz_rule_parse("a.js id=v1", 10, &r), 1, "an id alone");
+    ok(dcz_use_value(&r, "/", out, sizeof out) && !strcmp(out, "match=\"/a.js\", id=\"v1\""),
+       "its value");
+    r.match[0] = 0, strcpy(r.name, "a b");
+    is_int(dcz_use_value(&r, "/", out, sizeof out), 0, "a name the pattern refuses: none");
+    ok(!dcz_use_match("id=\"x\"", &pn), "a value without match: none");
+    ok(!dcz_use_match("match=\"/x", &pn), "a match not closed: none");
+    const char *last = "app.*.js";
+    ok(dcz_rule_for(last, strlen(last), "app.1.js", "/", out, sizeof out) &&
+           !strcmp(out, "match=\"/app.*.js\""),
+       "a last line without its newline");
 }
 
 static void accept_encoding(void)
 {
-    const char *yes[] = {"gzip, br, zstd, dcb, dcz", "DCZ", "dcz;q=0.5", "br,dcz ; q=1"};
-    const char *no[] = {"gzip, br", "dcz;q=0", "dcz;q=0.000", "dczx", "xdcz", "dcz;q=x", ""};
+    const char *yes[] = {"gzip, br, zstd, dcb, dcz", "DCZ", "dcz;q=0.5", "br,dcz ; q=1",
+                         "\t,dcz;Q = 0.001", "dcz;sq=0", "dcz;q", "dcz;q 0", "dcz;q=1.0",
+                         "gzip;q=0.5,\tdcz", "Dcz;level=0"};
+    const char *no[] = {"gzip, br", "dcz;q=0", "dcz;q=0.000", "dczx", "xdcz", "dcz;q=x", "",
+                        "dcz;q=", "dcz;q=2", "dcz; q=0", "dca", "dzz", "xcz"};
     for (size_t i = 0; i < sizeof yes / sizeof *yes; i++)
         ok(dcz_accepted(yes[i], strlen(yes[i])), "dcz accepted: %s", yes[i]);
     for (size_t i = 0; i < sizeof no / sizeof *no; i++)

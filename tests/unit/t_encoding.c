@@ -394,6 +394,56 @@ static void test_gzip(int dirfd)
     enc_cache_free(c);
 }
 
+/* The jobs: what begin declines (nothing to code, a version being coded
+   already, the cap on jobs), one job per file version and coding, and end
+   entering a result or dropping a job that never ran. */
+static void test_jobs(int dirfd)
+{
+    enc_cache_t *c = enc_cache_new(0, 0), *small = enc_cache_new(0, 4096);
+    struct stat st, st2, dir;
+    char *text = make_text(20000, 3);
+    put(dirfd, "job.html", text, 20000, 0644, -1);
+    put(dirfd, "job2.html", text, 20000, 0644, -1);
+    put(dirfd, "jobtiny.html", text, 10, 0644, -1);
+    int fd = open_stat(dirfd, "job.html", &st), fd2 = open_stat(dirfd, "job2.html", &st2);
+    struct stat tiny;
+    int tfd = open_stat(dirfd, "jobtiny.html", &tiny);
+    fstat(dirfd, &dir);
+    ok(!enc_coded_begin(NULL, fd, &st, ENC_GZIP), "no cache: no job");
+    ok(!enc_coded_begin(c, fd, NULL, ENC_GZIP), "no stat: no job");
+    ok(!enc_coded_begin(c, dirfd, &dir, ENC_GZIP), "a directory: no job");
+    ok(!enc_coded_begin(c, tfd, &tiny, ENC_GZIP), "below ENC_GZIP_MIN: no job");
+    ok(!enc_coded_begin(small, fd, &st, ENC_GZIP), "above max_file: no job");
+    ok(!enc_coded_begin(c, fd, &st, ENC_IDENTITY), "identity is no coding: no job");
+    enc_gzjob_t *g = enc_coded_begin(c, fd, &st, ENC_GZIP);
+    ok(g != NULL, "a gzip job");
+    ok(!enc_coded_begin(c, fd, &st, ENC_GZIP), "the same version and coding again: declined");
+    enc_gzjob_t *b = enc_coded_begin(c, fd, &st, ENC_BR);
+    ok(b != NULL, "... another coding of it: a job of its own");
+    enc_gzjob_t *g2 = enc_coded_begin(c, fd2, &st2, ENC_GZIP);
+    ok(g2 != NULL, "... another file: a job of its own");
+    struct stat later = st;
+    later.st_mtim.tv_nsec = (later.st_mtim.tv_nsec + 1) % 1000000000;
+    enc_gzip_limit(c, 3);
+    uint64_t busy = enc_gzip_counters(c).skipped_busy;
+    ok(!enc_coded_begin(c, fd, &later, ENC_GZIP), "a fourth job past a limit of 3: declined");
+    is_int((int)(enc_gzip_counters(c).skipped_busy - busy), 1, "... counted as skipped_busy");
+    enc_gzip_run(g);
+    enc_gzip_end(g);
+    enc_gz_t *e = enc_coded_lookup(c, &st, ENC_GZIP);
+    ok(e && gunzip_equals(e->data, e->len, text, 20000), "the job's result is in the cache");
+    enc_gzip_release(e);
+    ok(!enc_coded_begin(c, fd, &st, ENC_GZIP), "a version coded already: no job");
+    enc_gzip_end(b);
+    enc_gzip_end(g2);
+    ok(!enc_coded_lookup(c, &st, ENC_BR) && !enc_coded_lookup(c, &st2, ENC_GZIP),
+       "jobs ended without a run leave nothing");
+    close(fd), close(fd2), close(tfd);
+    free(text);
+    enc_cache_free(small);
+    enc_cache_free(c);
+}
+
 /* Eviction under the memory bound, LRU order, entries pinned by responses. */
 static void test_eviction(int dirfd)
 {
@@ -538,6 +588,7 @@ int main(void)
     int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     test_siblings(dirfd);
     test_gzip(dirfd);
+    test_jobs(dirfd);
     test_eviction(dirfd);
     test_etag();
     close(dirfd);

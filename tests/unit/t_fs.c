@@ -4,6 +4,9 @@
  * symlink's target, on the way a symlink's ".." takes; the root's own
  * ancestors not looked at; -L targets outside the root; loops; FS_ANY,
  * FS_LINK; the descriptor's file.  Mode bits only, so it runs as root too.
+ * fs_path_below without /proc (a chroot, -c; here a tmpfs over /proc in a
+ * mount namespace of its own): the symlinks followed by hand, relative,
+ * absolute, chained, out of the directory, a loop.
  */
 #define _GNU_SOURCE
 #include "fs.h"
@@ -15,7 +18,11 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char base[PATH_MAX], root[PATH_MAX + 8];
@@ -90,6 +97,92 @@ static void tree(void)
     mk("root/closed/url", "http://example.org/x", 0);
 }
 
+/* fs_path_below(dirfd of dir, the file rel opens, rel) as text: the path or "-1". */
+static void below(int out, const char *dir, const char *rel)
+{
+    char path[PATH_MAX], line[PATH_MAX + 64];
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY), fd = openat(dfd, rel, O_RDONLY);
+    int rc = fs_path_below(dfd, fd, rel, path, sizeof path);
+    int n = snprintf(line, sizeof line, "%s\n", rc == 0 ? path : "-1");
+    if (write(out, line, (size_t)n) != n)
+        _exit(3);
+    if (fd >= 0)
+        close(fd);
+    close(dfd);
+}
+
+/* A chroot has no /proc: fs_path_below walks the symlinks by hand.  The
+   child hides /proc (root only) and ends by exit, so gcov counts it. */
+static void path_below_without_proc(void)
+{
+    if (geteuid() != 0) {
+        ok(1, "# skip fs_path_below without /proc: not root");
+        return;
+    }
+    char abs[PATH_MAX + 32], www[PATH_MAX + 16], fromroot[PATH_MAX + 16], want[PATH_MAX + 32];
+    snprintf(abs, sizeof abs, "%s/jail/www/a.html", base);
+    snprintf(www, sizeof www, "%s/jail/www", base);
+    snprintf(fromroot, sizeof fromroot, "%s/jail/www/rel", base + 1);
+    mk("jail/", NULL, 0755);
+    mk("jail/www/", NULL, 0755);
+    mk("jail/www/dir/", NULL, 0755);
+    mk("jail/www/a.html", NULL, 0644);
+    mk("jail/www/dir/b.html", NULL, 0644);
+    mk("jail/outside.html", NULL, 0644);
+    mk("jail/www/rel", "a.html", 0);
+    mk("jail/www/abs", abs, 0);
+    mk("jail/www/dir/up", "../a.html", 0);
+    mk("jail/www/chain", "dir/up", 0);
+    mk("jail/www/out", "../outside.html", 0);
+    mk("jail/www/loop", "loop", 0);
+    const struct {
+        const char *dir, *rel, *want, *why;
+    } t[] = {
+        {www, "a.html", "/a.html", "a file"},
+        {www, "dir/b.html", "/dir/b.html", "a file in a directory"},
+        {www, "rel", "/a.html", "a relative symlink, by hand"},
+        {www, "abs", "/a.html", "an absolute one"},
+        {www, "chain", "/a.html", "a symlink to a symlink with \"..\""},
+        {www, "out", "-1", "a symlink out of the directory"},
+        {www, "loop", "-1", "a symlink loop: given up after 40 hops"},
+        {www, "nodir/x", "-1", "a directory that is not there"},
+        {"/", fromroot, want, "from \"/\" (a chroot's own root)"},
+    };
+    snprintf(want, sizeof want, "%s/jail/www/a.html", base);
+    int p[2];
+    if (pipe(p) < 0)
+        return perror("pipe");
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(p[0]);
+        if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+            mount("none", "/proc", "tmpfs", 0, NULL) < 0 || !access("/proc/self/fd", F_OK))
+            _exit(2);
+        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+            below(p[1], t[i].dir, t[i].rel);
+        umount("/proc"); /* /proc back for exit's LeakSanitizer (the -san build) */
+        exit(0);
+    }
+    close(p[1]);
+    char buf[8192];
+    size_t got = 0;
+    for (ssize_t r; (r = read(p[0], buf + got, sizeof buf - 1 - got)) > 0;)
+        got += (size_t)r;
+    buf[got] = 0;
+    close(p[0]);
+    int ws = 0;
+    waitpid(pid, &ws, 0);
+    is_int(WIFEXITED(ws) ? WEXITSTATUS(ws) : -1, 0, "the child without /proc ran");
+    char *line = buf;
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        char *nl = strchr(line, '\n');
+        if (nl)
+            *nl = 0;
+        is_str(line, t[i].want, "no /proc: %s (%s from %s)", t[i].why, t[i].rel, t[i].dir);
+        line = nl ? nl + 1 : line + strlen(line);
+    }
+}
+
 int main(void)
 {
     char tmpl[] = "/tmp/t_fs.XXXXXX"; /* mode 700: an ancestor of the root, not looked at */
@@ -148,6 +241,7 @@ int main(void)
     memset(deep, 'a', sizeof deep - 1);
     deep[sizeof deep - 1] = 0;
     is_int(pub("", deep, 0), -ENAMETOOLONG, "a path longer than PATH_MAX");
+    path_below_without_proc();
 
     chmod(base, 0700);
     nftw(base, rm_one, 16, FTW_DEPTH | FTW_PHYS);

@@ -208,6 +208,49 @@ static void test_train(int flags, const char *how)
 }
 #endif
 
+/* The ECN codepoint over IPv6 (IPV6_TCLASS both ways), and on a reply to an
+   IPv4 client of a dual-stack socket, whose peer is v4-mapped: IP_TOS (the
+   bug: the IPv6 option on an IPv4 packet, and the mark lost). */
+static void test_ecn_v6(void)
+{
+    struct sockaddr_in6 lo6 = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    int srv = gio_udp_open((struct sockaddr *)&lo6, sizeof lo6, 0);
+    int cli = gio_udp_open((struct sockaddr *)&lo6, sizeof lo6, 0);
+    if (srv < 0 || cli < 0) {
+        ok(1, "# SKIP no IPv6 loopback");
+        return;
+    }
+    gio_dgram_t out = {.buf = "six", .len = 3, .ecn = 2};
+    struct sockaddr_in6 to = lo6;
+    to.sin6_port = htons(port_of(srv));
+    memcpy(&out.peer, &to, sizeof to);
+    out.peerlen = sizeof to;
+    is_int(gio_udp_send(cli, &out, 1, 0), 1, "an IPv6 datagram marked ECT(0) goes");
+    arm();
+    ok(recv_all(srv, 1) == 1 && dg[0].len == 3 && dg[0].ecn == 2,
+       "... and arrives marked (IPV6_TCLASS): ecn %d", dg[0].ecn);
+    close(srv), close(cli);
+
+    struct sockaddr_in6 any6 = {.sin6_family = AF_INET6};
+    srv = gio_udp_open((struct sockaddr *)&any6, sizeof any6, 0);
+    cli = open4("127.0.0.1");
+    struct sockaddr_in to4 = v4("127.0.0.1", port_of(srv));
+    gio_dgram_t q = {.buf = "four", .len = 4};
+    memcpy(&q.peer, &to4, sizeof to4);
+    q.peerlen = sizeof to4;
+    is_int(gio_udp_send(cli, &q, 1, 0), 1, "an IPv4 datagram to a dual-stack socket");
+    arm();
+    ok(recv_all(srv, 1) == 1 && dg[0].peer.ss_family == AF_INET6, "its peer is v4-mapped");
+    dg[0].buf = "back";
+    dg[0].len = 4;
+    dg[0].ecn = 1; /* ECT(1) */
+    is_int(gio_udp_send(srv, dg, 1, 0), 1, "the reply, marked ECT(1), goes");
+    arm();
+    ok(recv_all(cli, 1) == 1 && dg[0].len == 4 && dg[0].ecn == 1,
+       "... and arrives at the IPv4 client marked (IP_TOS): ecn %d", dg[0].ecn);
+    close(srv), close(cli);
+}
+
 /* A datagram larger than its buffer is cut and says so, never overruns. */
 static void test_truncated(void)
 {
@@ -229,6 +272,7 @@ int main(void)
 {
     test_batch();
     test_truncated();
+    test_ecn_v6();
 #ifdef __linux__
     struct sockaddr_in any4 = {.sin_family = AF_INET};
     test_pktinfo((struct sockaddr *)&any4, sizeof any4, "0.0.0.0");

@@ -1,6 +1,9 @@
 /* A response's head as every protocol sends it (http/head.c): which
-   responses have a body, and the fields its table holds, in their order. */
+   responses have a body, and the fields its table holds, in their order;
+   the reason phrase of each status the server sends (RFC 9110, 15) and the
+   error page that repeats it (http/response.c). */
 #include "head.h"
+#include "response.h"
 #include "tap.h"
 
 #include <stdio.h>
@@ -70,9 +73,43 @@ static void test_walk(void)
     ok(strstr(walk(&h), "Content-Length=5;") != NULL, "404: its page's length");
 }
 
+static void test_reasons(void)
+{
+    static const struct {
+        int status;
+        const char *reason;
+    } t[] = {
+        {100, "Continue"}, {101, "Switching Protocols"}, {200, "OK"}, {201, "Created"},
+        {202, "Accepted"}, {204, "No Content"}, {206, "Partial Content"},
+        {301, "Moved Permanently"}, {302, "Found"}, {303, "See Other"}, {304, "Not Modified"},
+        {307, "Temporary Redirect"}, {308, "Permanent Redirect"}, {400, "Bad Request"},
+        {401, "Unauthorized"}, {403, "Forbidden"}, {404, "Not Found"},
+        {405, "Method Not Allowed"}, {406, "Not Acceptable"}, {408, "Request Timeout"},
+        {409, "Conflict"}, {410, "Gone"}, {411, "Length Required"},
+        {412, "Precondition Failed"}, {413, "Content Too Large"}, {414, "URI Too Long"},
+        {415, "Unsupported Media Type"}, {416, "Range Not Satisfiable"},
+        {421, "Misdirected Request"}, {422, "Unprocessable Content"},
+        {429, "Too Many Requests"}, {431, "Request Header Fields Too Large"},
+        {500, "Internal Server Error"}, {501, "Not Implemented"}, {502, "Bad Gateway"},
+        {503, "Service Unavailable"}, {504, "Gateway Timeout"},
+        {505, "HTTP Version Not Supported"}, {418, "Unknown"}, {599, "Unknown"},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        is_str(resp_reason(t[i].status), t[i].reason, "%d %s", t[i].status, t[i].reason);
+    char buf[RESP_PAGE_MAX];
+    hbuf_t b = hb_init(buf, sizeof buf);
+    resp_page(&b, 431);
+    ok(!b.over, "the longest reason's page fits RESP_PAGE_MAX");
+    is_str(hb_str(&b),
+           "<!DOCTYPE html>\n<html><head><title>431 Request Header Fields Too Large</title>"
+           "</head>\n<body><h1>431 Request Header Fields Too Large</h1></body></html>\n",
+           "the error page names the status and its reason twice");
+}
+
 int main(void)
 {
     test_has_body();
+    test_reasons();
     test_walk();
     return tap_done();
 }

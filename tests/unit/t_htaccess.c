@@ -214,6 +214,11 @@ static void check_costs_within_bounds(void)
     char realm[64], h[512];
     is_int(check("/costly-ok/x", basic(h, "bob", "bobpw"), realm), 0,
            "100,000 SHA-512 rounds and a 32 MiB yescrypt line: within the bounds, bob logs in");
+    /* hashes within the bounds that crypt cannot match: parsed, then 401 */
+    static const char *const users[] = {"scrypt", "bcrypt", "sha256", "sha1", "gy"};
+    for (size_t i = 0; i < sizeof users / sizeof users[0]; i++)
+        is_int(check("/bounded/x", basic(h, users[i], "pw"), realm), 401,
+               "a bounded %s hash: the file is taken, a wrong password 401", users[i]);
     is_int(check("/costly-ok/x", basic(h, "alice", "x"), realm), 401, "... alice (wrong) 401");
 }
 
@@ -237,6 +242,18 @@ static void check_fail_closed(void)
         {"/bad-scrypt/x", "an scrypt hash asking for 512 MiB"},
         {"/bad-bcrypt/x", "a bcrypt hash of cost 31"},
         {"/bad-rounds/x", "a SHA-512 hash of 999,999,999 rounds"},
+        {"/bad-gy/x", "a gost-yescrypt hash asking for 6 GiB ($gy$jJ9T$)"},
+        {"/bad-yesshort/x", "a yescrypt hash cut in its parameters"},
+        {"/bad-yesdigit/x", "a yescrypt number of two characters, the second not base-64"},
+        {"/bad-yesnodollar/x", "a yescrypt hash whose parameters run into the salt"},
+        {"/bad-scryptchar/x", "an scrypt hash with a character not base-64 in r"},
+        {"/bad-scryptp/x", "an scrypt hash with p = 2"},
+        {"/bad-scryptn0/x", "an scrypt hash with N = 2^0"},
+        {"/bad-scryptr/x", "an scrypt hash with r over 1024"},
+        {"/bad-bcryptdigit/x", "a bcrypt hash whose cost is not two digits"},
+        {"/bad-sha256rounds/x", "a SHA-256 hash whose rounds= does not end in '$'"},
+        {"/bad-sha1rounds/x", "a $sha1$ hash of 999,999,999 rounds"},
+        {"/bad-sha1end/x", "a $sha1$ hash whose rounds do not end in '$'"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         is_int(check(bad[i][0], h, realm), 500, "500 for %s", bad[i][1]);
@@ -311,7 +328,11 @@ static void make_tree(const char *top)
                                        "bad-empty", "bad-comments", "bad-nohash", "bad-nouser",
                                        "bad-nul",   "bad-fifo",     "big-ok",     "unreadable",
                                        "noexec",    "bad-yescrypt", "bad-yesparams",
-                                       "bad-scrypt", "bad-bcrypt",  "bad-rounds", "costly-ok"};
+                                       "bad-scrypt", "bad-bcrypt",  "bad-rounds", "costly-ok",
+                                       "bad-gy", "bad-yesshort", "bad-yesdigit", "bad-yesnodollar",
+                                       "bad-scryptchar", "bad-scryptp", "bad-scryptn0",
+                                       "bad-scryptr", "bad-bcryptdigit", "bad-sha256rounds",
+                                       "bad-sha1rounds", "bad-sha1end", "bounded"};
     for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
         mkdirat(rootfd, dirs[i], 0755);
     mkdirat(rootfd, "bad-dir/.htaccess", 0755);
@@ -340,6 +361,22 @@ static void make_tree(const char *top)
     snprintf(text, sizeof text, "R\nalice:$y$jAT$W.P43eoL2KH9WUdh7WsxL/$x\nbob:%s\n",
              crypt("bobpw", "$6$rounds=100000$abcdefgh"));
     puts_file("costly-ok/.htaccess", text);
+    puts_file("bad-gy/.htaccess", "R\nalice:$gy$jJ9T$salt$hash\n");
+    puts_file("bad-yesshort/.htaccess", "R\nalice:$y$j9\n");
+    puts_file("bad-yesdigit/.htaccess", "R\nalice:$y$z!T$salt$hash\n");
+    puts_file("bad-yesnodollar/.htaccess", "R\nalice:$y$j9Tsalt$hash\n");
+    puts_file("bad-scryptchar/.htaccess", "R\nalice:$7$C/.!../....salt$hash\n");
+    puts_file("bad-scryptp/.htaccess", "R\nalice:$7$C/....0....salt$hash\n");
+    puts_file("bad-scryptn0/.htaccess", "R\nalice:$7$./..../....salt$hash\n");
+    puts_file("bad-scryptr/.htaccess", "R\nalice:$7$CzzzzA/....salt$hash\n");
+    puts_file("bad-bcryptdigit/.htaccess", "R\nalice:$2b$1x$abcdefghijklmnopqrstuu\n");
+    puts_file("bad-sha256rounds/.htaccess", "R\nalice:$5$rounds=5000x$salt$hash\n");
+    puts_file("bad-sha1rounds/.htaccess", "R\nalice:$sha1$999999999$salt$hash\n");
+    puts_file("bad-sha1end/.htaccess", "R\nalice:$sha1$12x$salt$hash\n");
+    puts_file("bounded/.htaccess",
+              "R\nscrypt:$7$C/..../....salt$hash\nbcrypt:$2a$05$abcdefghijklmnopqrstuu\n"
+              "sha256:$5$rounds=1000$salt$hash\nsha1:$sha1$40000$salt$hash\n"
+              "gy:$gy$jAT$salt$hash\n");
     puts_file("unreadable/.htaccess", "R\n");
     fchmodat(rootfd, "unreadable/.htaccess", 0, 0); /* no one but root reads it */
     fchmodat(rootfd, "noexec", 0600, 0);            /* no one but root searches it */

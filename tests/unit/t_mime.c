@@ -33,6 +33,31 @@ int main(void)
     mime_free(t);
     unlink(tmp);
 
+    /* lines of every shape: indented, blank, a comment after blanks, a type
+       with trailing blanks only, an extension too long to keep, "text/" alone */
+    char tmp2[] = "/tmp/t_mime_XXXXXX";
+    fd = mkstemp(tmp2);
+    text = "  \t# indented comment\n\n   \n\ttext/x-ind   ind\t\tind2  \n"
+           "application/x-trail \t\n"
+           "application/x-long abcdefghijklmnop short\n"
+           "text/ five\n";
+    ok(fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text), "second mime file");
+    close(fd);
+    t = mime_load(tmp2);
+    ok(t != NULL, "loaded");
+    if (!t)
+        return tap_done();
+    is_str(look(t, "a.ind2"), "text/x-ind; charset=utf-8", "an indented line, blanks between");
+    is_str(look(t, "a.short"), "application/x-long", "an extension after one too long");
+    is_str(look(t, "a.abcdefghijklmnop"), "application/octet-stream",
+           "an extension of 16 bytes: not kept, not matched");
+    is_str(look(t, "a.five"), "text/", "\"text/\" alone gets no charset");
+    is_str(look(t, ".ind"), "text/x-ind; charset=utf-8", "a name that is all extension");
+    is_str(look(t, "ind"), "application/octet-stream", "no dot at all");
+    is_str(look(t, "d.ind/x"), "application/octet-stream", "a dot in a directory only");
+    mime_free(t);
+    unlink(tmp2);
+
     errno = 0;
     ok(mime_load("/nonexistent/mime.types") == NULL && errno == ENOENT,
        "a named file that is missing is an error");

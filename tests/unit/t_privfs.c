@@ -1,6 +1,8 @@
 /* privfs: the walk (links followed only where root alone writes, their
    targets walked the same way, made directories), the log's checks (no
-   link, no FIFO, one link, 0640), the checks of a file root reads and of a
+   link, no FIFO, one link, 0640; /dev/stdout and /dev/stderr; a log in a
+   directory others write opened as -u's user, and refused when it belongs
+   to someone else), the checks of a file root reads and of a
    secret. */
 #include "privfs.h"
 #include "tap.h"
@@ -88,6 +90,59 @@ static void test_log(void)
         ok((fd = pfs_open_log(at("a/b/c/y.log"), -1, -1, -1, NULL, why, sizeof why)) >= 0 &&
                close(fd) == 0,
            "not root: opened as who runs");
+}
+
+static void test_log_more(void)
+{
+    char why[256];
+    struct stat a, b;
+    static const char *const std[] = {"/dev/stdout", "/dev/stderr"};
+    for (int i = 0; i < 2; i++) {
+        int dirfd = 7, fd = pfs_open_log(std[i], -1, -1, -1, &dirfd, why, sizeof why);
+        ok(fd > 2 && fstat(fd, &a) == 0 && fstat(i + 1, &b) == 0 && a.st_ino == b.st_ino &&
+               a.st_dev == b.st_dev && dirfd == -1 && !*why,
+           "%s: a copy of descriptor %d, no directory", std[i], i + 1);
+        if (fd >= 0)
+            close(fd);
+    }
+    ok(log_fails(at("t/."), EISDIR, "names a directory") &&
+           log_fails(at("t/.."), EISDIR, "names a directory"),
+       "a log named . or ..: refused");
+    ok(log_fails(at("nowhere/x.log"), ENOENT, "its directory"),
+       "a directory that is not there: named");
+    int fd = pfs_open_log("/dev/null", -1, -1, -1, NULL, why, sizeof why);
+    ok(fd >= 0, "/dev/null: a device of root's in a directory of root's: %s", why);
+    if (fd >= 0)
+        close(fd);
+    if (geteuid() != 0) {
+        ok(1, "# skip the logs root opens as -u's user: not root");
+        return;
+    }
+    mkdir(at("w"), 0777);
+    chmod(at("w"), 0777); /* others write it: root opens nothing there itself */
+    int wfd = open(at("w"), O_RDONLY | O_DIRECTORY);
+    errno = 0;
+    ok(pfs_open_log("k.log", wfd, -1, -1, NULL, why, sizeof why) < 0 && errno == EPERM &&
+           strstr(why, "others than root"),
+       "a reopen through a kept directory others write, no -u: refused");
+    fd = pfs_open_log(at("w/u.log"), -1, 65534, 65534, NULL, why, sizeof why);
+    ok(fd >= 0 && fstat(fd, &a) == 0 && a.st_uid == 65534,
+       "-u's user opens (and makes) it there: %s", why);
+    if (fd >= 0)
+        close(fd);
+    fd = pfs_open_log("u.log", wfd, 65534, 65534, NULL, why, sizeof why);
+    ok(fd >= 0, "... and reopens it through the kept directory: %s", why);
+    if (fd >= 0)
+        close(fd);
+    int o = open(at("w/other.log"), O_WRONLY | O_CREAT, 0666);
+    (void)!fchown(o, 12345, 12345);
+    fchmod(o, 0666);
+    close(o);
+    errno = 0;
+    ok(pfs_open_log(at("w/other.log"), -1, 65534, 65534, NULL, why, sizeof why) < 0 &&
+           errno == EPERM && strstr(why, "belongs to uid 12345"),
+       "a log of a third user's: refused (%s)", why);
+    close(wfd);
 }
 
 static int walk_fails(const char *path, mode_t mk, int err, const char *why_has)
@@ -219,6 +274,7 @@ int main(void)
         return perror("mkdtemp"), 1;
     test_walk();
     test_log();
+    test_log_more();
     test_chain();
     test_files();
     test_check();

@@ -322,6 +322,13 @@ def test_remote_user_only_after_a_good_password(srv):
     e = env_of(r.body)
     assert e.get("REMOTE_USER") == "alice" and e.get("AUTH_TYPE") == "Basic"
     assert "HTTP_AUTHORIZATION" not in e, "the password must not reach the script"
+    # every spelling the password check takes names the user too: the scheme in
+    # any case, blanks (spaces, tabs) before the token
+    tok = basic_auth("alice", PW).split(" ", 2)[2]
+    for spelt in ("basic " + tok, "BASIC   " + tok, "Basic \t" + tok, "Basic \t \t" + tok):
+        r = fetch(srv.port, "/cgi/priv/env.sh", headers=["Authorization: " + spelt])
+        assert_status(r, 200, repr(spelt))
+        assert env_of(r.body).get("REMOTE_USER") == "alice", (spelt, env_of(r.body))
     # a body waits while the password is checked on a worker thread
     data = os.urandom(200000)
     r = fetch(srv.port, "/cgi/priv/echo.py", method="POST", body=data,

@@ -41,7 +41,8 @@ import appservers
 from appservers import stop
 from conftest import (H2, H3, LOG_VERSION, MUX, TLS, Client, ServerHang, build_request,
                       client_tls_context, curl_version_args, cut_short, fetch, free_port, h1_only,
-                      import_h2, no_h3_client, plain_bound, url, wait_for)
+                      http_only, import_h2, no_h3_client, plain_bound, recv_to_eof, url,
+                      wait_for)
 
 APP = r'''
 import os, time
@@ -568,6 +569,15 @@ BACKEND_ANSWERS = [
     ("obsolete line folding",
      b"HTTP/1.1 200 OK\r\nX-Folded: a\r\n b\r\nContent-Length: 2\r\n\r\nok", 502, None),
     ("a 1xx and the close", b"HTTP/1.1 100 Continue\r\n\r\n", 502, None),
+    ("a Connection list with blanks and empty items",
+     b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: \t, ,X-Folded\t,,keep-alive\r\n"
+     b"X-Folded: hop\r\n\r\nok", 200, b"ok"),
+    ("chunked last in a list", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: identity, CHUNKED\r\n"
+     b"\r\n2\r\nok\r\n0\r\n\r\n", 200, b"ok"),
+    ("a coding that is not chunked: to the close",
+     b"HTTP/1.1 200 OK\r\nTransfer-Encoding: identity\r\n\r\nuntil close", 200, b"until close"),
+    ("a length of 0", b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 200, b""),
+    ("an empty length", b"HTTP/1.1 200 OK\r\nContent-Length:\r\n\r\nok", 502, None),
 ]
 
 
@@ -610,6 +620,29 @@ def test_backend_framings(gatling):
             assert body is None or r.body == body, (what, r)
             assert r.header("X-Folded") is None, (what, r)
         assert fetch(srv.port, "/index.html").status == 200
+    finally:
+        lst.close()
+
+
+@http_only
+def test_forwarded_names_an_ipv6_client_as_such(gatling):
+    """On a dual-stack listener (-i ::) the backend hears of an IPv6 client as
+    one (X-Forwarded-For ::1, Forwarded for="[::1]", RFC 7239 6) and of an
+    IPv4 one by its IPv4 address, not its v4-mapped form."""
+    lst, heads = path_backend({"v6": b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n6",
+                               "v4": b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n4"})
+    try:
+        srv = proxied(gatling, ["127.0.0.1/%d/^/app/" % lst.getsockname()[1]], ("-i", "::"))
+        with socket.create_connection(("::1", srv.port), timeout=10) as c:
+            c.sendall(b"GET /app/v6 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+            assert recv_to_eof(c).endswith(b"\r\n\r\n6")
+        r = fetch(srv.port, "/app/v4")  # 127.0.0.1: ::ffff:127.0.0.1 on the socket
+        assert r.status == 200 and r.body == b"4", r
+        h6, h4 = heads["v6"].lower(), heads["v4"].lower()
+        assert b"\r\nx-forwarded-for: ::1\r\n" in h6, h6
+        assert b'\r\nforwarded: for="[::1]";proto=http;host="h"\r\n' in h6, h6
+        assert b"\r\nx-forwarded-for: 127.0.0.1\r\n" in h4, h4
+        assert b"\r\nforwarded: for=127.0.0.1;proto=http" in h4, h4
     finally:
         lst.close()
 

@@ -695,6 +695,29 @@ def test_vhost_by_local_address(gatling):
     f.quit()
 
 
+def test_dual_stack_listener_by_each_clients_address(gatling):
+    """-f on a dual-stack socket (-i ::): an IPv4 client's session is the
+    vhost of its IPv4 address ("127.0.0.1:PORT", not the v4-mapped form) and
+    its PASV names an IPv4 address it can reach; an IPv6 client's is
+    "[::1]:PORT" and its passive mode is EPSV."""
+    srv = start(gatling, args=("-i", "::"))
+    for name, text in (("127.0.0.1:%d" % srv.ftp, "four\n"), ("[::1]:%d" % srv.ftp, "six\n")):
+        os.mkdir(os.path.join(srv.docroot, name))
+        with open(os.path.join(srv.docroot, name, "v.txt"), "w") as fh:
+            fh.write(text)
+    f = client(srv)
+    assert f.sendcmd("PASV").startswith("227 Entering Passive Mode (127,0,0,1,")
+    assert retr(f, "v.txt") == b"four\n"
+    f.quit()
+    f = ftplib.FTP()
+    f.connect("::1", srv.ftp, timeout=10)
+    f.login()
+    assert f.af == socket.AF_INET6  # ftplib then uses EPSV
+    assert retr(f, "v.txt") == b"six\n"
+    expect_error("522", f.sendcmd, "EPSV 1")
+    f.quit()
+
+
 def test_no_vhost_with_H(gatling):
     srv = start(gatling, args=("-H",))
     os.mkdir(os.path.join(srv.docroot, "127.0.0.1:%d" % srv.ftp))

@@ -660,11 +660,15 @@ class H3Client(_MuxClient):
     NOT = NotH3
 
     def __init__(self, port, host="127.0.0.1", timeout=IO_TIMEOUT, rcvbuf=None,
-                 sni="localhost", context=None, cadata=None, cert=None):
+                 sni="localhost", context=None, cadata=None, cert=None,
+                 cipher_suites=None):
         conn, alpn, self.qev, self.ev, config, quic = import_aioquic()
         self._init_streams(timeout)
         cfg = config(is_client=True, alpn_protocols=alpn, server_name=sni,
                      max_datagram_frame_size=None)
+        if cipher_suites:  # names of aioquic.tls.CipherSuite, the ones offered
+            from aioquic.tls import CipherSuite
+            cfg.cipher_suites = [CipherSuite[c] for c in cipher_suites]
         # cadata: PEM roots to trust instead of the test CA (test_acme_https.py: Pebble's)
         if cadata:
             cfg.load_verify_locations(cadata=cadata.encode() if isinstance(cadata, str) else cadata)

@@ -58,3 +58,40 @@ def test_valid_chunked_lists_keep_the_connection(gatling, te):
 def test_lenient_chunk_lines_are_400(gatling, body):
     srv = gatling({"f.txt": b"hi\n"})
     one_answer_then_close(srv.port, post(b"chunked", body + SMUGGLED), 400)
+
+
+@pytest.mark.parametrize("data", [
+    # 9112 6.1: a Transfer-Encoding in HTTP/1.0 cannot be trusted
+    b"POST /f.txt HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    b"POST /f.txt HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n"
+    b"0\r\n\r\n",
+    b"POST /f.txt HTTP/1.1\r\nHost: x\r\nContent-Length:\r\n\r\n",
+    b"POST /f.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 5x\r\n\r\nhello",
+    b"POST /f.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 1234567890123456789\r\n\r\n",
+    b"POST /f.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello",
+], ids=["te-in-http10", "te-and-cl", "cl-empty", "cl-letter", "cl-19-digits", "cl-twice"])
+def test_lengths_in_doubt_are_400(gatling, data):
+    """A body whose end two readers could see differently: one 400, then the
+    connection closes before anything after it is read as a request."""
+    srv = gatling({"f.txt": b"hi\n"})
+    one_answer_then_close(srv.port, data + SMUGGLED, 400)
+
+
+@pytest.mark.parametrize("expect,version,sent", [
+    (b"100-continue", b"1.1", True), (b"100-Continue", b"1.1", True),
+    (b"100-continuex", b"1.1", False), (b"100-continue", b"1.0", False),
+])
+def test_100_continue_only_for_its_own_expectation(gatling, expect, version, sent):
+    """Expect: 100-continue (any case) on HTTP/1.1 gets its interim answer
+    before the body is sent; another expectation, or HTTP/1.0, gets none:
+    the final answer comes once the body came."""
+    srv = gatling({"f.txt": b"hi\n"})
+    with Client(srv.port) as c:
+        c.send(b"PUT /f.txt HTTP/%s\r\nHost: x\r\nExpect: %s\r\nContent-Length: 3\r\n\r\n"
+               % (version, expect))
+        if sent:
+            assert_status(c.read_response(), 100, "the interim answer, before the body")
+        c.send(b"abc")
+        r = c.read_response()
+        assert r.status not in (100, 417), r  # the final answer (405: no PUT of files)
+        assert b"HTTP/1.1 100" not in bytes(c.buf), bytes(c.buf)

@@ -346,6 +346,11 @@ def test_health_check(gatling):
         assert c.request("/healthz?from=lb").status == 200
         assert c.request("/healthz", method="HEAD").status == 200
         assert c.request("/healthzz").status == 404  # only the path itself
+        assert c.request("/health").status == 404  # ... and no prefix of it
+        for method in ("PUT", "POST", "DELETE", "OPTIONS"):  # the check is a GET or HEAD:
+            r = c.request("/healthz", method=method, body=b"",  # not answered, not counted
+                          headers=[("Content-Length", "0")])
+            assert r.body != b"ok\n" and r.header("Cache-Control") != "no-store", (method, r)
         c.send(b"GET /healthz HTTP/1.0\r\n\r\n")  # no Host: a checker's minimal request
         assert c.read_response().status == 200
     with Client(srv.port) as c:

@@ -81,6 +81,33 @@ def test_https_name_whose_directory_is_port_80_is_warned(gatling, build, names_p
     assert not [l for l in srv.errlog if "warning" in l], srv.errlog
 
 
+def test_port_directory_warning_names_where_https_goes(build, names_pki, tmp_path):
+    """The warning says where HTTPS would serve the name from: default/ when
+    there is one, nowhere (404) with -v, and with -e 0 the port still to
+    come; directories that only look like "host:port" (no port, letters in
+    it, a file of that name) are not warned of."""
+    certs = os.path.join(names_pki, "certs")
+    root = str(tmp_path / "odd")
+    make_docroot(root, {"a.example:/index.html": "x\n", "a.example:8x/index.html": "x\n",
+                        "b.example:80": "a file, not a site\n"})
+    rc, err = check(build, "-C", certs, "-e", str(free_port()), cwd=root)
+    assert rc == 0 and not [l for l in err if "warning" in l], err
+    root = str(tmp_path / "default")
+    make_docroot(root, {"a.example:80/index.html": "A\n", "default/index.html": "D\n"})
+    port = free_port()
+    rc, err = check(build, "-C", certs, "-e", str(port), cwd=root)
+    assert rc == 0 and port80_warning("a.example", port).replace(
+        "the document root", "default/") in err, err
+    root = str(tmp_path / "only")
+    make_docroot(root, {"a.example:80/index.html": "A\n"})
+    rc, err = check(build, "-v", "-C", certs, "-e", str(port), cwd=root)
+    assert rc == 0 and port80_warning("a.example", port).replace(
+        "the document root", "nowhere (404, -v)") in err, err
+    rc, err = check(build, "-C", certs, "-e", "0", cwd=root)
+    assert rc == 0 and any("https://a.example:PORT/ would be served from the document root"
+                           in l and "link a.example:PORT to it" in l for l in err), err
+
+
 def test_name_without_a_certificate_is_not_warned(build, tmp_path):
     """A directory for a name no certificate names (HTTPS would not be
     trusted for it anyway): nothing said."""

@@ -316,6 +316,19 @@ BAD_VALUES = [
     (("--cluster", "etcd=ftp://x"), "--cluster etcd=ftp://x: not etcd=URL"),
     (("--cluster", "etcd=http://127.0.0.1:2379", "--cluster-name", "a b"),
      "--cluster-name a b: not 1 to"),
+    (("--cluster", "etcd=http://127.0.0.1:2379", "--cluster-name", "a~b"),
+     "--cluster-name a~b: not 1 to"),
+    (("--cluster", "etcd=http://127.0.0.1:2379", "--cluster-name", "n:1"),
+     "--cluster-name n:1: not 1 to"),
+    (("--cluster", "etcd=http://127.0.0.1:2379", "--cluster-name", "n" * 65),
+     "--cluster-name %s: not 1 to 64" % ("n" * 65)),
+    (("--cluster", "etcd=http://127.0.0.1:2379", "--cluster-name", ""),
+     "--cluster-name : not 1 to"),
+    (("--cluster", "etcd=https://127.0.0.1:2379", "--cluster-name", "aZ09-_.n"),
+     "--cluster: no secret=FILE"),  # a good name and URL: what is missing is the secret
+    (("--cluster", "etcd=http://a\tb"), "--cluster etcd=http://a\tb: not etcd=URL"),
+    (("--cluster", "etcd=http://" + "e" * 2000), "not etcd=URL[,URL...]"),
+    (("--cluster", "etcd=htt://x"), "--cluster etcd=htt://x: not etcd=URL"),
     # --acme's (tls/test_acme_serve.py has the others)
     (("--acme", "a@b@gatling.test"), "--acme a@b@gatling.test: not an email address"),
     (("--acme", "a b@gatling.test"), "--acme a b@gatling.test: not an email address"),
@@ -435,6 +448,9 @@ FILE_PROBLEMS = [
     (("-l", "{dir}"), "-l {dir}: the access log cannot be opened"),
     (("-u", "no-such-user-here"), "-u no-such-user-here: no such user"),
     (("--cgi-user", "no-such-user-here"), "--cgi-user no-such-user-here: no such user"),
+    (("--cgi-user", "root"), "--cgi-user root: is root"),
+    (("-u", "nobody", "--cgi-user", "nobody"),
+     "--cgi-user nobody: is -u's user: CGI could signal the server"),
     (("-e", "0"), "-e 0: no certificate: give -C dir, or put server.pem here"),
 ]
 

@@ -477,6 +477,42 @@ def test_reload_command_waits_for_the_outcome(build, tmp_path):
         end_upgrades(srv, pids)
 
 
+def test_reload_after_the_binary_was_replaced(build, tmp_path):
+    """A package upgrade replaces the binary under a running server (a new
+    file at the same path; the old one's inode lives on as "... (deleted)"):
+    the new binary's --reload still knows the server as its own, exit 0, and
+    the new process serves; a gatling from another path is not reloaded,
+    exit 2 naming what it runs."""
+    import shutil
+    import types
+    root = str(tmp_path / "www")
+    make_docroot(root, {"f.txt": "x\n"})
+    os.makedirs(str(tmp_path / "bin"))
+    stub = str(tmp_path / "bin" / "gatling")
+    shutil.copy(build.binary, stub)
+    copy = types.SimpleNamespace(**vars(build))
+    copy.binary = stub
+    srv = start_server(copy, root, ("-n", "-T", "10"))
+    pids = [srv.pid]
+    try:
+        os.unlink(stub)
+        shutil.copy(build.binary, stub)  # the new file, at the same path
+        assert os.readlink("/proc/%d/exe" % srv.pid) == stub + " (deleted)"
+        other = str(tmp_path / "gatling")
+        shutil.copy(build.binary, other)
+        r = subprocess.run([other, "--reload", str(srv.pid)], capture_output=True, text=True,
+                           timeout=90)
+        assert r.returncode == 2, r
+        assert "that process runs %s (deleted), not this gatling" % stub in r.stderr, r
+        r = subprocess.run([stub, "--reload", str(srv.pid)], capture_output=True, text=True,
+                           timeout=90)
+        assert r.returncode == 0 and "serves; this one (pid %d) drains" % srv.pid in r.stdout, r
+        pids.append(int(re.search(r"pid (\d+) serves", r.stdout).group(1)))
+        assert fetch(srv.port, "/f.txt").body == b"x\n"
+    finally:
+        end_upgrades(srv, pids)
+
+
 def test_a_plain_kill_is_answered_on_the_plain_name(build, tmp_path):
     """kill -USR2 from a process that holds "@gatling-reload.<its pid>" (the
     --reload of a gatling from before the nonce): the outcome comes there, as

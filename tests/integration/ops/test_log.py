@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from conftest import (MUX, LOG_VERSION, TLS, TEXT, Client, close_all_clients, make_docroot,
-                      start_server)
+from conftest import (MUX, LOG_VERSION, TLS, TEXT, Client, close_all_clients, http_only,
+                      make_docroot, start_server)
 
 CLF = re.compile(r'(?P<host>\S+) (?P<ident>\S+) (?P<user>\S+) '
                  r'\[(?P<time>\d\d/[A-Z][a-z]{2}/\d{4}:\d\d:\d\d:\d\d [+-]\d{4})\] '
@@ -143,3 +143,28 @@ def test_log_written_promptly(gatling):
         c.request("/f.txt")
     lines = srv.wait_log(1, timeout=10.0)  # the alternative is at exit: never, here
     assert len(lines) == 1, "no access-log line on stdout within 10 s of the request"
+
+
+@http_only
+def test_dual_stack_clients_by_their_own_address(gatling):
+    """On a dual-stack listener (-i ::) each client is known by its own
+    address, an IPv4 one not by its v4-mapped form: in the access log, and
+    as a CGI program's REMOTE_ADDR."""
+    import socket
+    from conftest import Mode, recv_to_eof
+    cgi = "#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\n%s' \"$REMOTE_ADDR\"\n"
+    srv = gatling({"f.txt": TEXT, "addr.cgi": Mode(cgi, 0o755)},
+                  args=("-T", "10", "-i", "::", "-w", r"\.cgi$"))
+    for family, host, want in ((socket.AF_INET6, "::1", "::1"),
+                               (socket.AF_INET, "127.0.0.1", "127.0.0.1")):
+        for path in ("/f.txt", "/addr.cgi"):
+            with socket.socket(family) as s:
+                s.settimeout(10)
+                s.connect((host, srv.port))
+                s.sendall(b"GET %s HTTP/1.0\r\nHost: x\r\n\r\n" % path.encode())
+                got = recv_to_eof(s)  # HTTP/1.0: the body runs to the close
+            assert got.startswith(b"HTTP/1.1 200"), got
+            if path == "/addr.cgi":
+                assert got.endswith(b"\r\n\r\n" + want.encode()), (want, got)
+    lines = srv.wait_log(4, timeout=10.0)
+    assert [CLF.match(l).group("host") for l in lines] == ["::1"] * 2 + ["127.0.0.1"] * 2, lines

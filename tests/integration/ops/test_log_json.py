@@ -180,22 +180,26 @@ def test_host_asked_beside_the_vhost_served(build, tmp_path):
 
 
 def test_h3_line(build, tmp_path):
-    """Over HTTP/3: protocol h3, TLS 1.3 and GnuTLS's name of the suite."""
+    """Over HTTP/3: protocol h3, TLS 1.3 and the suite the client took, in the
+    RFC's (and OpenSSL's) spelling, for each suite an h3 client offers."""
     skip_without_h3(build.binary)
     root = str(tmp_path / "www")
     make_docroot(root, {"f.txt": "x\n"})
     log = str(tmp_path / "access.log")
     args = ("--log-format", "json", "-l", log, "-C", os.path.join(pki_dir(), "certs"), "-e", "0")
+    suites = ("AES_128_GCM_SHA256", "AES_256_GCM_SHA384", "CHACHA20_POLY1305_SHA256")
     with running_server(build, root, args) as srv:
         from conftest import https_port
-        c = H3Client(https_port(srv))
-        try:
-            assert_status(c.request("/f.txt"), 200)
-        finally:
-            c.close()
-        o = parse_all(log, 1)[0]
-    assert o["protocol"] == "h3" and o["tls_version"] == "TLSv1.3", o
-    assert o["tls_cipher"] and o["tls_cipher"].startswith("TLS_"), o
+        for suite in suites:
+            c = H3Client(https_port(srv), cipher_suites=[suite])
+            try:
+                assert_status(c.request("/f.txt"), 200)
+            finally:
+                c.close()
+        objs = parse_all(log, len(suites))
+    for o, suite in zip(objs, suites):
+        assert o["protocol"] == "h3" and o["tls_version"] == "TLSv1.3", o
+        assert o["tls_cipher"] == "TLS_" + suite, (suite, o)
 
 
 def test_ftp_transfers_give_valid_json(build, tmp_path):

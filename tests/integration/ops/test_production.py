@@ -174,11 +174,39 @@ def test_passed_descriptor_that_is_no_listener(build, tmp_path, fd3, why):
     assert r.returncode == 1 and why in r.stderr, (r.returncode, r.stderr)
 
 
-def test_bad_listen_fds_value(build, tmp_path):
-    sh = 'LISTEN_PID=$$ LISTEN_FDS=1000 exec "$0" -n -p 0 -i 127.0.0.1'
+@pytest.mark.parametrize("env,why", [
+    ("LISTEN_FDS=1000", "LISTEN_FDS=too many: between 1 and"),
+    ("LISTEN_FDS=abc", "LISTEN_FDS=?: between 1 and"),
+    ("LISTEN_FDS=2x", "LISTEN_FDS=?: between 1 and"),
+    ("LISTEN_FDS=-1", "LISTEN_FDS=?: between 1 and"),
+    ("LISTEN_FDS=99999999999999999999", "LISTEN_FDS=?: between 1 and"),
+    ("LISTEN_FDS=1 GATLING_LISTEN_GROUPS=x", "GATLING_LISTEN_GROUPS does not divide"),
+    ("LISTEN_FDS=3 GATLING_LISTEN_GROUPS=2", "GATLING_LISTEN_GROUPS does not divide LISTEN_FDS=3"),
+])
+def test_bad_listen_fds_value(build, tmp_path, env, why):
+    """LISTEN_FDS that is no count of listeners, or groups that do not divide
+    it: exit 1 naming it, before any descriptor is looked at."""
+    sh = 'LISTEN_PID=$$ %s exec "$0" -n -p 0 -i 127.0.0.1' % env
     r = subprocess.run(["sh", "-c", sh, build.binary], cwd=str(tmp_path), capture_output=True,
                        text=True, timeout=10, env=san_env(build))
-    assert r.returncode == 1 and "LISTEN_FDS" in r.stderr, (r.returncode, r.stderr)
+    assert r.returncode == 1 and "gatling: " + why in r.stderr, (r.returncode, r.stderr)
+
+
+@pytest.mark.parametrize("kind", ["udp", "unlistened"])
+def test_passed_socket_that_does_not_listen(build, tmp_path, kind):
+    """A datagram socket, or a stream socket never put to listen, as fd 3:
+    not a listening stream socket, exit 1 (accept on it would fail forever)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM if kind == "udp" else socket.SOCK_STREAM)
+    try:
+        s.bind(("127.0.0.1", 0))
+        sh = 'LISTEN_PID=$$ LISTEN_FDS=1 exec "$0" -n -p 0 -i 127.0.0.1'
+        r = subprocess.run(["sh", "-c", sh, build.binary], cwd=str(tmp_path),
+                           capture_output=True, text=True, timeout=10, env=san_env(build),
+                           close_fds=False, preexec_fn=lambda: os.dup2(s.fileno(), 3))
+    finally:
+        s.close()
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert "descriptor 3 (of LISTEN_FDS=1) is not a listening stream socket" in r.stderr, r.stderr
 
 
 @pytest.mark.parametrize("abstract", [False, True], ids=["path", "abstract"])

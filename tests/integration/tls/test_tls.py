@@ -1392,6 +1392,36 @@ def test_hsts_and_redirect(gatling, pki):
     assert r.stdout == b"hello\n", r.stderr
 
 
+def test_redirect_keeps_the_host_it_can_name(gatling, pki):
+    """-X's Location names the request's host as given: letters of either
+    case, digits, dots, hyphens, IPv4 and bracketed IPv6 with the port
+    dropped for the HTTPS one; a Host with any other byte, empty, or longer
+    than 255 bytes has nowhere to go: 400.  A target that is no path (OPTIONS
+    *) is sent to /."""
+    srv = gatling({"f.txt": "hello\n"}, args=tls_args(pki, "-X"))
+    port = https_port(srv)
+
+    def ask(host, target=b"/f.txt", method=b"GET"):
+        with socket.create_connection(("127.0.0.1", srv.port)) as s:
+            s.sendall(b"%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n"
+                      % (method, target, host))
+            return recv_all(s).decode("latin-1")
+
+    for host, name in ((b"Ab-9.Example.ORG", "Ab-9.Example.ORG"),
+                       (b"[::1]:8080", "[::1]"), (b"127.0.0.1:80", "127.0.0.1"),
+                       (b"z" * 255, "z" * 255)):
+        head = ask(host)
+        assert head.startswith("HTTP/1.1 301"), (host, head)
+        assert "Location: https://%s:%d/f.txt\r\n" % (name, port) in head, head
+    head = ask(b"localhost", b"*", b"OPTIONS")
+    assert head.startswith("HTTP/1.1 301") and (
+        "Location: https://localhost:%d/\r\n" % port in head), head
+    for host in (b"a_b", b"a b", b"a!b", b"a~b", b"a/b", b"z" * 256, b"", b":80"):
+        head = ask(host)
+        assert head.startswith("HTTP/1.1 400"), (host, head)
+        assert "Location:" not in head, head
+
+
 def test_sighup_closes_the_tls_listener_too(gatling, pki):
     srv = gatling(args=tls_args(pki))
     port = https_port(srv)
