@@ -456,6 +456,13 @@ int h1_feed(h1_t *h, char *in, uint32_t *have, int eof)
     return done && !h->input_held;
 }
 
+int h1_drop(h1_t *h, char *in, uint32_t *have)
+{
+    int chunked = h->body == BODY_CHUNKED;
+    int r = h1_feed(h, in, have, 0); /* no producer yet: offer() drops what it is given */
+    return r >= 0 && chunked && h->chunked.total > CODEC_BODY_MAX ? -413 : r;
+}
+
 int h1_request(h1_t *h, const http_request_t *req, int draining, uint32_t requests)
 {
     exchange_t *ex = &h->ex;
