@@ -48,6 +48,18 @@ void codec_exchange_init(exchange_t *ex, const codec_conn_t *f, const ex_codec_t
                          void *owner);
 
 /*
+ * The one path of a job and back: ex->job (site/jobs.h's ex_job_t) goes to
+ * the worker threads.  When it is done, on the loop thread, its finish
+ * runs, it is freed, ex's answer starts afresh (no fields) and back(ex,
+ * cancelled) resumes the owner (cancelled: the pool shut down before it
+ * ran); nothing is called back when the exchange went first (its owner set
+ * the job's ex to NULL).  0, or -1 when the pool's queue is full: the job
+ * is shed (finished, freed, ex->job NULL, stats.busy counted) and the
+ * caller answers 503.
+ */
+int codec_job_send(exchange_t *ex, void (*back)(exchange_t *ex, int cancelled));
+
+/*
  * The head of ex's response (status, ctype, a body of len bytes, mtime: see
  * ex_head) into h, for the walk every codec writes its head from
  * (http/head.h): the Date (a stored response's own, RFC 9110 6.6.1, else
