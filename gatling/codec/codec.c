@@ -1,6 +1,7 @@
 /* The start of every codec's exchange, and its jobs' return: see codec.h. */
 #include "codec.h"
 #include "gio.h"
+#include "handlers/router.h"
 #include "site/jobs.h"
 
 #include <openssl/ssl.h>
@@ -17,6 +18,9 @@ void codec_exchange_init(exchange_t *ex, const codec_conn_t *f, const ex_codec_t
     ex->local_port = f->local_port;
     ex->peer = f->peer;
     ex->site = f->site;
+    ex->ssl = f->ssl;
+    ex->sni = f->sni;
+    ex->snilen = f->snilen;
     ex->started_us = gio_now_us(f->site->loop);
     ex->codec = codec;
     ex->conn = owner;
@@ -67,7 +71,7 @@ void codec_head_facts(head_t *h, const exchange_t *ex, int status, const char *c
         .ctype = ctype,
         .len = len,
         .modified = mtime >= 0 ? site_httpdate(s, mtime) : NULL,
-        .hsts = ex->secure && site_hsts(s, ex->req) ? s->cfg->hsts : -1,
+        .hsts = ex->secure && router_hsts(s, ex->req) ? s->cfg->hsts : -1,
         .fields = ex->fields,
         .nfields = ex->nfields,
     };

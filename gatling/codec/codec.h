@@ -32,10 +32,10 @@ typedef struct codec_conn {
     uint8_t secure;
     void *conn; /* the connection, for the exchange's owner (a job's return) */
     void (*wake)(void *conn); /* run the connection soon, not now (a producer's call) */
-    /* HTTPS (ssl): is host one that this session's certificate does not
-       serve (421)?  The connection's TLS answers it (tls/tls.c): a codec
-       below the connection asks through here */
-    int (*misdirected)(const struct codec_conn *f, const char *host, size_t n);
+    /* HTTP/3 (its TLS is not OpenSSL's): the server name its certificate
+       was chosen by (non-NULL; snilen 0: none sent), for 421 as exchange.h */
+    const char *sni;
+    size_t snilen;
 } codec_conn_t;
 
 /*

@@ -241,12 +241,6 @@ static int codec_body_file(exchange_t *ex, int fd, uint64_t off, uint64_t len)
     return gio_batch_add_file(h1_of(ex)->out, fd, off, len, 0);
 }
 
-static int codec_misdirected(exchange_t *ex, const char *host, size_t n)
-{
-    h1_t *h = h1_of(ex);
-    return h->ssl && tls_misdirected(ex->site->cfg->tls, h->ssl, host, n);
-}
-
 /* The last chunk, or (to the close, in a tunnel) nothing. */
 static int codec_body_end(exchange_t *ex)
 {
@@ -294,7 +288,6 @@ static const ex_codec_t h1_codec = {
     .error = codec_error,
     .body_buf = codec_body_buf,
     .body_file = codec_body_file,
-    .misdirected = codec_misdirected,
     .body_end = codec_body_end,
     .body_abort = codec_body_abort,
     .queued = codec_queued,

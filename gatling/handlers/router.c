@@ -13,6 +13,7 @@
 #include "hstate.h"
 #include "static.h"
 #include "status.h"
+#include "tls/tls.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -121,17 +122,25 @@ static int acme_http01(exchange_t *ex)
     return ex_page(ex, "text/plain", keyauth, (size_t)n) < 0 ? -1 : 1;
 }
 
+int router_https_names(const site_t *s, const http_str_t *host)
+{
+    if (!s->cfg->acme_chal)
+        return 1;
+    size_t n = host ? host_name_len(host) : 0;
+    return n && tls_store_covers(s->cfg->tls, host->p, n);
+}
+
+int router_hsts(const site_t *s, const http_request_t *req)
+{
+    return s->cfg->hsts >= 0 && router_https_names(s, req ? http_header(req, "Host") : NULL);
+}
+
 /* -X: is HTTPS there for this Host?  With --acme, only once a certificate
    names it (the first start: HTTP serves it until then). */
 static int https_for(const exchange_t *ex, const http_str_t *host)
 {
     const site_t *s = ex->site;
-    if (!s->https_ready)
-        return 0;
-    if (!s->https_covers || !host)
-        return 1;
-    size_t n = host_name_len(host);
-    return n && s->https_covers(s->cfg->tls, host->p, n);
+    return s->https_ready && (!host || router_https_names(s, host));
 }
 
 /* A rule's or handler's answer for the walk: 0 or -1 (ex_head's
@@ -162,6 +171,18 @@ static int acme_rule(exchange_t *ex)
     return r ? answered(r) : HANDLER_NOT_MINE;
 }
 
+/* HTTPS: is host[0..n) (no port) a name another certificate answers for
+   than the one the session was set up with (RFC 9110 7.4)?  The one
+   question of 421, for every protocol: OpenSSL's session (HTTP/1.1, h2) is
+   asked its certificate; HTTP/3's TLS chose by the server name. */
+static int misdirected(const exchange_t *ex, const char *host, size_t n)
+{
+    if (ex->ssl)
+        return tls_misdirected(ex->site->cfg->tls, ex->ssl, host, n);
+    return ex->sni && tls_misdirected_name(ex->site->cfg->tls, ex->snilen ? ex->sni : NULL,
+                                           ex->snilen, host, n);
+}
+
 /* HTTPS: Alt-Svc names HTTP/3 here (RFC 7838), and a Host another
    certificate answers for is 421 (RFC 9110 7.4). */
 static int origin_rule(exchange_t *ex)
@@ -170,7 +191,7 @@ static int origin_rule(exchange_t *ex)
     if (ex->site->alt_svc[0] && ex->req->version != 30)
         ex_field(ex, "Alt-Svc", ex->site->alt_svc);
     size_t n = host ? host_name_len(host) : 0;
-    if (n && ex_misdirected(ex, host->p, n)) {
+    if (n && misdirected(ex, host->p, n)) {
         ex->site->stats.tls_misdirected++;
         return answered(ex_error(ex, 421, NULL, NULL));
     }
