@@ -29,7 +29,7 @@ static const ex_codec_t fetch_codec;
 static void hit_end(exchange_t *ex, ex_slot_t *s)
 {
     rs_entry_t *e = s->p;
-    cache_t *c = hsite_of(ex->site)->cache;
+    cache_t *c = hstate(ex->site, HSTATE_CACHE);
     s->p = NULL;
     if (e && c)
         rs_release(&c->store, e);

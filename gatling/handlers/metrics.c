@@ -696,4 +696,4 @@ static int metrics_route(exchange_t *ex)
 }
 
 const handler_t metrics_handler = {"-S /metrics", metrics_asked, metrics_route, NULL, NULL,
-                                   status_page_on};
+                                   status_page_on, NULL};

@@ -15,6 +15,7 @@
 #include "status.h"
 #include "tls/tls.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -252,15 +253,15 @@ static int methods_rule(exchange_t *ex)
     return answered(ex_error(ex, 501, NULL, NULL));
 }
 
-static const handler_t host_entry = {"Host", NULL, host_rule, NULL, NULL, NULL};
-static const handler_t acme_entry = {"ACME HTTP-01", NULL, acme_rule, NULL, NULL, acme_on};
+static const handler_t host_entry = {"Host", NULL, host_rule, NULL, NULL, NULL, NULL};
+static const handler_t acme_entry = {"ACME HTTP-01", NULL, acme_rule, NULL, NULL, acme_on, NULL};
 static const handler_t origin_entry = {"Alt-Svc, 421", is_secure, origin_rule, NULL, NULL,
-                                       NULL};
-static const handler_t https_entry = {"-X", https_wanted, https_rule, NULL, NULL, https_on};
+                                       NULL, NULL};
+static const handler_t https_entry = {"-X", https_wanted, https_rule, NULL, NULL, https_on, NULL};
 static const handler_t acme_files_entry = {"ACME files", get_or_head, acme_files_rule, NULL,
-                                           NULL, NULL};
+                                           NULL, NULL, NULL};
 static const handler_t methods_entry = {"OPTIONS, 405, 501", NULL, methods_rule, NULL, NULL,
-                                        NULL};
+                                        NULL, NULL};
 
 /*
  * The router's rules and the handlers, in the order a request is put to
@@ -293,13 +294,18 @@ static const handler_t *const table[] = {
 };
 
 #define NTABLE (sizeof table / sizeof table[0])
-_Static_assert(NTABLE <= HSITE_ROUTE_MAX, "hsite_t's route holds the table");
+
+/* A site's route (HSTATE_ROUTE): the entries there on it, in the table's order. */
+typedef struct route {
+    const handler_t *e[NTABLE];
+    unsigned n;
+} route_t;
 
 int router_dispatch(exchange_t *ex)
 {
-    const hsite_t *hs = hsite_of_const(ex->site);
-    for (unsigned i = 0; i < hs->nroute; i++) {
-        const handler_t *h = hs->route[i];
+    const route_t *rt = hstate(ex->site, HSTATE_ROUTE);
+    for (unsigned i = 0; rt && i < rt->n; i++) {
+        const handler_t *h = rt->e[i];
         if (h->match && !h->match(ex))
             continue;
         int r = h->serve(ex);
@@ -311,14 +317,18 @@ int router_dispatch(exchange_t *ex)
 
 int router_init(site_t *site)
 {
-    hsite_t *hs = hsite_of(site);
     for (size_t i = 0; i < NTABLE; i++)
         if (table[i]->init && table[i]->init(site) < 0)
             return -1;
-    hs->nroute = 0; /* what is there, once all are made */
+    route_t *rt = calloc(1, sizeof *rt); /* what is there, once all are made */
+    if (!rt) {
+        fprintf(stderr, "gatling: the router's entries: out of memory\n");
+        return -1;
+    }
     for (size_t i = 0; i < NTABLE; i++)
         if (!table[i]->on || table[i]->on(site))
-            hs->route[hs->nroute++] = table[i];
+            rt->e[rt->n++] = table[i];
+    hstate_set(site, HSTATE_ROUTE, rt);
     return 0;
 }
 
@@ -327,9 +337,15 @@ void router_free(site_t *site)
     for (size_t i = 0; i < NTABLE; i++)
         if (table[i]->free)
             table[i]->free(site);
+    free(hstate(site, HSTATE_ROUTE));
+    hstate_set(site, HSTATE_ROUTE, NULL);
 }
 
 int router_streams(exchange_t *ex)
 {
-    return proxy_streams(ex) || cgi_match(ex);
+    const route_t *rt = hstate(ex->site, HSTATE_ROUTE);
+    for (unsigned i = 0; rt && i < rt->n; i++)
+        if (rt->e[i]->streams && rt->e[i]->streams(ex))
+            return 1;
+    return 0;
 }

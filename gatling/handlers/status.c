@@ -503,7 +503,8 @@ static int health_serve(exchange_t *ex)
     return r ? (r < 0 ? -1 : 0) : HANDLER_NOT_MINE;
 }
 
-const handler_t status_health_handler = {"-k health", NULL, health_serve, NULL, NULL, health_on};
+const handler_t status_health_handler = {"-k health", NULL, health_serve, NULL, NULL, health_on,
+                                         NULL};
 
 int status_page_on(const struct site *s)
 {
@@ -548,4 +549,4 @@ static int page_serve(exchange_t *ex)
 }
 
 const handler_t status_handler = {"-S /server-status", page_asked, page_serve, NULL, NULL,
-                                  status_page_on};
+                                  status_page_on, NULL};

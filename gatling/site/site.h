@@ -31,6 +31,7 @@ struct jobs;
 struct limits;
 
 #define SITE_MDATES 16 /* a power of two */
+#define SITE_HSTATES 8 /* the handlers' per-loop states, at most (hstate.h) */
 
 typedef struct site {
     const config_t *cfg;
@@ -53,6 +54,9 @@ typedef struct site {
     int draining;  /* a drain has begun (its -g grace too): the health check fails */
     int https_ready; /* HTTPS answers: its port bound, a certificate loaded (server.c keeps
                         it); -X redirects to it only then */
+    /* the handlers' per-loop state, by index (handlers/hstate.h's HSTATE_*,
+       as h2o's h2o_context_get_handler_context): site/ never looks inside */
+    void *hstate[SITE_HSTATES];
     char alt_svc[32]; /* HTTP/3 is served: the Alt-Svc value HTTPS responses carry, or "" */
     int64_t date_at; /* wall-clock second of `date` */
     char date[32];   /* the current HTTP-date, for Date: */
