@@ -20,7 +20,8 @@
 
 #include <stddef.h>
 
-/* The site's states, by owner: each handler reads and sets only its own. */
+/* The site's states, by owner: each handler sets only its own (compress.c's on
+   asks whether the proxy's or CGI's is there). */
 enum hstate {
     HSTATE_ROUTE,    /* router.c: the entries there on the site (its route_t) */
     HSTATE_PROXY,    /* proxy.c: -P's rules and backend pools (proxy_t); NULL: none */
