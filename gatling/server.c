@@ -151,9 +151,6 @@ static void https_readiness(server_t *s)
 {
     const config_t *cfg = s->site.cfg;
     s->site.https_ready = cfg->tls && !cfg->tls_skipped && tls_store_count(cfg->tls) > 0;
-    /* --acme: a name is sent to HTTPS only once a certificate of its own is there */
-    s->site.https_covers = cfg->acme_chal ? tls_store_covers : NULL;
-    s->site.cert_expiry = tls_store_expiry;
 }
 
 /* The job pool's descriptor: finished jobs to complete on the loop. */

@@ -14,7 +14,6 @@
 #include "gio.h"
 #include "site/mime.h"
 #include "site/site.h"
-#include "handlers/hstate.h"
 #include "site/watch.h"
 #include "listeners.h"
 
@@ -26,10 +25,7 @@
 
 typedef struct server {
     gio_loop_t *loop;
-    union { /* what the handlers need: site/'s part first (handlers/hstate.h) */
-        hsite_t hsite;
-        site_t site;
-    };
+    site_t site; /* the handlers' states by index in it (handlers/hstate.h) */
     conn_set_t conns; /* the open connections */
     listener_t lst[SERVER_MAX_LISTENERS];
     int nlst;

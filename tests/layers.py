@@ -36,7 +36,13 @@ unchecked until it is added, with its README and its "May include:" line.
 
 bench/'s Python drivers share code through one package, bench/benchkit: no
 driver loads another (importlib, runpy, exec), and benchkit is the only
-module of bench/ they import (check_bench_drivers).
+module of bench/ they import (check_bench_drivers).  Of tests/integration
+(the folder a driver may put on sys.path) they import the labs only, LABS
+(Pebble and its DNS, a whole cluster: a world a test and a benchmark both
+stand up); a lab imports no driver (benchkit, the package the suite shares
+too, it may), and benchkit imports nothing of the suite, so that no import
+runs back round (check_labs): any other module of the suite a driver
+imports fails, by its name, wherever it is.
 """
 import os
 import re
@@ -415,6 +421,52 @@ BENCH, BENCHKIT = "bench", "benchkit"  # the drivers, and the package they share
 LOADS = re.compile(r"\b(load_driver|SourceFileLoader|spec_from_file_location|spec_from_loader|"
                    r"runpy|__import__|import_module|exec)\s*\(|\bimport\s+(importlib|runpy)\b")
 IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+([\w.]+)[ \t]+import|import[ \t]+([\w.]+))", re.M)
+# what bench's drivers may import of tests/integration (with it on sys.path): the
+# labs, and conftest, which puts the suite's folders on the path the labs import from
+INTEGRATION = os.path.join("tests", "integration")
+LABS = ("acmelab", "clusterlab", "conftest")
+
+
+def suite_modules(root):
+    """The modules and packages of tests/integration and its folders, by the name an
+    import gives them (conftest puts every folder on the path): name -> path."""
+    mods = {}
+    top = os.path.join(root, INTEGRATION)
+    for sub, dirs, names in os.walk(top):
+        dirs[:] = sorted(x for x in dirs if x != "__pycache__")
+        for f in sorted(names):
+            if f.endswith(".py") and f != "__init__.py":
+                mods.setdefault(f[:-3], os.path.relpath(os.path.join(sub, f), root))
+        if sub != top and "__init__.py" in names:
+            mods.setdefault(os.path.basename(sub), os.path.relpath(sub, root))
+    return mods
+
+
+def imports(text):
+    """(line, top-level name) of each import in a Python file's text."""
+    for m in IMPORT.finditer(text):
+        yield text.count("\n", 0, m.start()) + 1, (m.group(1) or m.group(2)).split(".")[0]
+
+
+def check_labs(root, suite):
+    """Each of LABS is in tests/integration, and a lab imports no driver of bench/
+    (the drivers import it: an import back would be a circle)."""
+    bad = []
+    d = os.path.join(root, BENCH)
+    ours = ({f[:-3] if f.endswith(".py") else f for f in os.listdir(d)} - {BENCHKIT}
+            if os.path.isdir(d) else set())
+    for lab in LABS:
+        rel = suite.get(lab)
+        if not rel:
+            bad.append("%s: LABS names %s, which is not in %s" % ("tests/layers.py", lab,
+                                                                 INTEGRATION))
+            continue
+        text = open(os.path.join(root, rel), encoding="utf-8", errors="replace").read()
+        for line, top in imports(text):
+            if top in ours and top not in suite:
+                bad.append("%s:%d: a lab imports %s of bench/: the drivers import the labs, "
+                           "never the reverse (%s is shared)" % (rel, line, top, BENCHKIT))
+    return bad
 
 
 def check_bench_drivers(root):
@@ -441,6 +493,10 @@ def check_bench_drivers(root):
     if os.path.isdir(kit):  # `import benchlib`: the module was beside the drivers once
         local |= {f[:-3] for f in os.listdir(kit) if f.endswith(".py") and f != "__init__.py"}
     bad = []
+    suite = suite_modules(root)
+    kit_rel = os.path.join(BENCH, BENCHKIT) + os.sep
+    if suite:
+        bad += check_labs(root, suite)
     for rel in files:
         text = open(os.path.join(root, rel), encoding="utf-8", errors="replace").read()
         for m in LOADS.finditer(text):
@@ -453,6 +509,11 @@ def check_bench_drivers(root):
                 bad.append("%s:%d: imports %s from bench/: only bench/%s is shared (from %s "
                            "import ...)" % (rel, text.count("\n", 0, m.start()) + 1, top,
                                             BENCHKIT, BENCHKIT))
+            elif top in suite and (top not in LABS or rel.startswith(kit_rel)):
+                bad.append("%s:%d: imports %s of %s (%s): a driver imports the labs only "
+                           "(%s), %s none" % (rel, text.count("\n", 0, m.start()) + 1, top,
+                                              INTEGRATION, suite[top], ", ".join(LABS),
+                                              BENCHKIT))
     return bad
 
 
@@ -487,7 +548,8 @@ def main():
         return 1
     print("layers: %d folders and %s, every include goes down, no circle between files, "
           "every file named in its folder's README; bench's drivers share code through "
-          "bench/%s only" % (len(FOLDERS), ", ".join(OTHERS), BENCHKIT))
+          "bench/%s only, and of %s import its labs only" % (len(FOLDERS), ", ".join(OTHERS),
+                                                             BENCHKIT, INTEGRATION))
     return 0
 
 

@@ -1,9 +1,12 @@
-/* The start of every codec's exchange: see codec.h. */
+/* The start of every codec's exchange, and its jobs' return: see codec.h. */
 #include "codec.h"
 #include "gio.h"
+#include "handlers/router.h"
+#include "site/jobs.h"
 
 #include <openssl/ssl.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 void codec_exchange_init(exchange_t *ex, const codec_conn_t *f, const ex_codec_t *codec,
@@ -16,9 +19,46 @@ void codec_exchange_init(exchange_t *ex, const codec_conn_t *f, const ex_codec_t
     ex->peer = f->peer;
     ex->client = f->client;
     ex->site = f->site;
+    ex->ssl = f->ssl;
+    ex->sni = f->sni;
+    ex->snilen = f->snilen;
     ex->started_us = gio_now_us(f->site->loop);
     ex->codec = codec;
     ex->conn = owner;
+}
+
+/* A job is done (on the loop thread): finish it, then its owner resumes. */
+static void job_back(job_t *j)
+{
+    ex_job_t *xj = (ex_job_t *)j;
+    exchange_t *ex = xj->ex;
+    void (*back)(exchange_t *, int) = xj->back;
+    int cancelled = j->cancelled; /* j is xj's, freed here */
+    if (ex) {
+        ex->job = NULL;
+        ex->nfields = 0; /* the answer starts afresh */
+        ex->fields_over = 0;
+    }
+    xj->finish(xj, cancelled ? NULL : ex);
+    free(xj);
+    if (ex)
+        back(ex, cancelled);
+}
+
+int codec_job_send(exchange_t *ex, void (*back)(exchange_t *ex, int cancelled))
+{
+    ex_job_t *xj = ex->job;
+    xj->ex = ex;
+    xj->back = back;
+    xj->job.done = job_back;
+    if (jobs_submit(ex->site->jobs, &xj->job) == 0)
+        return 0;
+    ex->job = NULL; /* the pool's queue is full: shed this request, not the loop */
+    xj->job.cancelled = 1;
+    xj->finish(xj, NULL);
+    free(xj);
+    ex->site->stats.busy++;
+    return -1;
 }
 
 void codec_head_facts(head_t *h, const exchange_t *ex, int status, const char *ctype, uint64_t len,
@@ -32,7 +72,7 @@ void codec_head_facts(head_t *h, const exchange_t *ex, int status, const char *c
         .ctype = ctype,
         .len = len,
         .modified = mtime >= 0 ? site_httpdate(s, mtime) : NULL,
-        .hsts = ex->secure && site_hsts(s, ex->req) ? s->cfg->hsts : -1,
+        .hsts = ex->secure && router_hsts(s, ex->req) ? s->cfg->hsts : -1,
         .fields = ex->fields,
         .nfields = ex->nfields,
     };

@@ -33,10 +33,10 @@ typedef struct codec_conn {
     uint8_t secure;
     void *conn; /* the connection, for the exchange's owner (a job's return) */
     void (*wake)(void *conn); /* run the connection soon, not now (a producer's call) */
-    /* HTTPS (ssl): is host one that this session's certificate does not
-       serve (421)?  The connection's TLS answers it (tls/tls.c): a codec
-       below the connection asks through here */
-    int (*misdirected)(const struct codec_conn *f, const char *host, size_t n);
+    /* HTTP/3 (its TLS is not OpenSSL's): the server name its certificate
+       was chosen by (non-NULL; snilen 0: none sent), for 421 as exchange.h */
+    const char *sni;
+    size_t snilen;
 } codec_conn_t;
 
 /*
@@ -47,6 +47,18 @@ typedef struct codec_conn {
  */
 void codec_exchange_init(exchange_t *ex, const codec_conn_t *f, const ex_codec_t *codec,
                          void *owner);
+
+/*
+ * The one path of a job and back: ex->job (site/jobs.h's ex_job_t) goes to
+ * the worker threads.  When it is done, on the loop thread, its finish
+ * runs, it is freed, ex's answer starts afresh (no fields) and back(ex,
+ * cancelled) resumes the owner (cancelled: the pool shut down before it
+ * ran); nothing is called back when the exchange went first (its owner set
+ * the job's ex to NULL).  0, or -1 when the pool's queue is full: the job
+ * is shed (finished, freed, ex->job NULL, stats.busy counted) and the
+ * caller answers 503.
+ */
+int codec_job_send(exchange_t *ex, void (*back)(exchange_t *ex, int cancelled));
 
 /*
  * The head of ex's response (status, ctype, a body of len bytes, mtime: see

@@ -366,21 +366,9 @@ void sb_line(http_request_t *req, char *line, size_t n, const char *version)
         req->line = (http_str_t){line, hb_len(&b)};
 }
 
-/* A job for a stream's exchange is done (on the loop thread): dispatch again. */
-static void job_done(job_t *j)
+/* A stream's job is back (codec_job_send): dispatch again. */
+static void job_back(exchange_t *ex, int cancelled)
 {
-    ex_job_t *xj = (ex_job_t *)j;
-    exchange_t *ex = xj->ex;
-    if (ex) {
-        ex->job = NULL;
-        ex->nfields = 0; /* the answer starts afresh */
-        ex->fields_over = 0;
-    }
-    int cancelled = j->cancelled; /* j is xj's, freed here */
-    xj->finish(xj, cancelled ? NULL : ex);
-    free(xj);
-    if (!ex)
-        return;
     sbody_t *b = sb_of(ex);
     if (cancelled) {
         b->ops->reset(ex, SB_REFUSED);
@@ -388,22 +376,6 @@ static void job_done(job_t *j)
         return;
     }
     sb_dispatch_again(b);
-}
-
-/* A job the request waits for goes to the pool; a full queue sheds it (503). */
-static void send_job(exchange_t *ex)
-{
-    ex_job_t *xj = ex->job;
-    xj->ex = ex;
-    xj->job.done = job_done;
-    if (jobs_submit(ex->site->jobs, &xj->job) == 0)
-        return;
-    ex->job = NULL; /* the pool's queue is full: shed this request, not the loop */
-    xj->job.cancelled = 1;
-    xj->finish(xj, NULL);
-    free(xj);
-    ex->site->stats.busy++;
-    ex_error(ex, 503, "Retry-After", "1");
 }
 
 void sb_dispatch(sbody_t *b)
@@ -415,8 +387,9 @@ void sb_dispatch(sbody_t *b)
     }
     if (b->ops->routed)
         b->ops->routed(ex);
-    if (ex->job) /* (a second one after a job: gzip after a password) */
-        send_job(ex);
+    /* a job (a second one after a job: gzip after a password); a full queue: 503 */
+    if (ex->job && codec_job_send(ex, job_back) < 0)
+        ex_error(ex, 503, "Retry-After", "1");
 }
 
 void sb_dispatch_again(sbody_t *b)

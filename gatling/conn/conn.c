@@ -208,7 +208,7 @@ static void st_handle(conn_t *c)
     c->state = CONN_DISPATCH;
 }
 
-static void job_done(job_t *j);
+static void job_back(exchange_t *ex, int cancelled);
 
 /* DISPATCH: the handler answers, or hands work to a thread and we WAIT. */
 static void st_dispatch(conn_t *c)
@@ -231,41 +231,24 @@ static void st_dispatch(conn_t *c)
         conn_enter(c, CONN_WRITE);
         return;
     }
-    ex_job_t *xj = ex->job;
-    xj->ex = ex;
-    xj->job.done = job_done;
-    if (jobs_submit(c->site->jobs, &xj->job) == 0) {
+    if (codec_job_send(ex, job_back) == 0) {
         conn_enter(c, CONN_WAIT);
         return;
     }
     site_error(c->site, "jobs_submit()", EAGAIN, &c->peer.sa, "worker threads' queue full: 503");
-    ex->job = NULL; /* the pool's queue is full: shed this request, not the loop */
-    xj->job.cancelled = 1;
-    xj->finish(xj, NULL);
-    free(xj);
-    c->site->stats.busy++;
     if (ex_error(ex, 503, "Retry-After", "1") < 0)
         c->state = CONN_CLOSE;
     else
         conn_enter(c, CONN_WRITE);
 }
 
-/* A job for an exchange is done (on the loop thread): dispatch it again. */
-static void job_done(job_t *j)
+/* The connection's job is back (codec_job_send): dispatch again; cancelled:
+   shutting down. */
+static void job_back(exchange_t *ex, int cancelled)
 {
-    ex_job_t *xj = (ex_job_t *)j;
-    exchange_t *ex = xj->ex;
-    conn_t *c = ex ? ex->conn : NULL;
-    if (c) {
-        ex->job = NULL;
-        ex->nfields = 0; /* the answer starts afresh */
-        ex->fields_over = 0;
-        c->state = j->cancelled ? CONN_CLOSE : CONN_DISPATCH; /* cancelled: shutting down */
-    }
-    xj->finish(xj, j->cancelled ? NULL : ex);
-    free(xj);
-    if (c)
-        run(c, 0);
+    conn_t *c = ex->conn;
+    c->state = cancelled ? CONN_CLOSE : CONN_DISPATCH;
+    run(c, 0);
 }
 
 /* STREAM: what to wait for, and the -B window while the client is waited

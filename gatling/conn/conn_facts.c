@@ -1,19 +1,13 @@
 /*
  * What the codecs and the producers are told of the connection: its facts
- * (codec/codec.h's codec_conn_t, which every exchange starts from), the
- * answer to a codec's 421 question from its TLS session, and its wake: the
+ * (codec/codec.h's codec_conn_t, which every exchange starts from) and its
+ * wake: the
  * list of connections producers woke, which conn.c runs after the loop's
  * events.
  */
 #include "conn_int.h"
 #include "tls/tls.h"
 #include "tls/tls_client.h"
-
-/* HTTPS: a Host that this session's certificate does not serve (421). */
-static int conn_misdirected(const codec_conn_t *f, const char *host, size_t n)
-{
-    return tls_misdirected(f->site->cfg->tls, f->ssl, host, n);
-}
 
 /* A producer woke the connection: it runs after the loop's events
    (conn_set_run_poked), not inside the producer's call. */
@@ -48,6 +42,5 @@ codec_conn_t conn_facts(conn_t *c)
                           .local_port = c->local_port,
                           .secure = c->tls,
                           .conn = c,
-                          .wake = conn_poke,
-                          .misdirected = conn_misdirected};
+                          .wake = conn_poke};
 }

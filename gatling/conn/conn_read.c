@@ -141,42 +141,19 @@ void conn_st_head(conn_t *c)
     }
 }
 
-/* Drop the body bytes at in[reqlen..inlen); 1 when the body ended, or -status. */
-static int drop_body(conn_t *c)
-{
-    h1_t *h = &c->blk->h1;
-    char *p = c->blk->in + c->reqlen;
-    size_t have = c->inlen - c->reqlen, used;
-    int done = 0;
-    if (h->body == BODY_LENGTH) {
-        used = have < h->body_left ? have : (size_t)h->body_left;
-        h->body_left -= used;
-        done = !h->body_left;
-    } else {
-        int r = http_chunked_skip(&h->chunked, p, have, &used);
-        if (r == HTTP_MALFORMED)
-            return -400;
-        if (h->chunked.total > CODEC_BODY_MAX)
-            return -413;
-        done = r == HTTP_CHUNKED_DONE;
-    }
-    memmove(p, p + used, have - used); /* what follows is the next request */
-    c->inlen -= (uint32_t)used;
-    c->blk->moved += used;
-    return done;
-}
-
 /* BODY: read and drop the request body; then answer the request. */
 void conn_st_body(conn_t *c)
 {
     for (;;) {
-        int r = drop_body(c);
+        uint32_t have = c->inlen - c->reqlen, before = have;
+        int r = h1_drop(&c->blk->h1, c->blk->in + c->reqlen, &have);
+        c->inlen -= before - have; /* what follows the body, the next request, stays */
+        c->blk->moved += before - have;
         if (r < 0) {
             conn_fail(c, -r);
             return;
         }
-        if (r == 1) {
-            c->blk->h1.body = BODY_NONE;
+        if (r == 1) { /* h1_feed has set the body to BODY_NONE */
             c->state = CONN_DISPATCH;
             return;
         }

@@ -241,12 +241,6 @@ static int codec_body_file(exchange_t *ex, int fd, uint64_t off, uint64_t len)
     return gio_batch_add_file(h1_of(ex)->out, fd, off, len, 0);
 }
 
-static int codec_misdirected(exchange_t *ex, const char *host, size_t n)
-{
-    h1_t *h = h1_of(ex);
-    return h->ssl && tls_misdirected(ex->site->cfg->tls, h->ssl, host, n);
-}
-
 /* The last chunk, or (to the close, in a tunnel) nothing. */
 static int codec_body_end(exchange_t *ex)
 {
@@ -294,7 +288,6 @@ static const ex_codec_t h1_codec = {
     .error = codec_error,
     .body_buf = codec_body_buf,
     .body_file = codec_body_file,
-    .misdirected = codec_misdirected,
     .body_end = codec_body_end,
     .body_abort = codec_body_abort,
     .queued = codec_queued,
@@ -454,6 +447,13 @@ int h1_feed(h1_t *h, char *in, uint32_t *have, int eof)
     if (done)
         h->body = BODY_NONE;
     return done && !h->input_held;
+}
+
+int h1_drop(h1_t *h, char *in, uint32_t *have)
+{
+    int chunked = h->body == BODY_CHUNKED;
+    int r = h1_feed(h, in, have, 0); /* no producer yet: offer() drops what it is given */
+    return r >= 0 && chunked && h->chunked.total > CODEC_BODY_MAX ? -413 : r;
 }
 
 int h1_request(h1_t *h, const http_request_t *req, int draining, uint32_t requests)

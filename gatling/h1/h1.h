@@ -82,6 +82,15 @@ int h1_body_too_large(const h1_t *h);
  */
 int h1_feed(h1_t *h, char *in, uint32_t *have, int eof);
 
+/*
+ * A body no producer takes (the request is answered once it is read): drop
+ * what of it is in in[0..*have), framed as h1_feed frames it.  Returns 1
+ * when the body is done, 0 when it needs more, -400 for malformed chunked
+ * framing, -413 when a chunked body passes CODEC_BODY_MAX (a length over it
+ * is h1_body_too_large, before the first byte).
+ */
+int h1_drop(h1_t *h, char *in, uint32_t *have);
+
 /* The "100 Continue" to send (NULL: none) for a request with a body, if its
    client waits for it; body_coming: bytes of the body are here already. */
 const char *h1_continue(const http_request_t *req, int body_coming, size_t *len);

@@ -243,13 +243,6 @@ static int submit(exchange_t *ex, int status, const char *ctype, uint64_t len, t
         local_end(h, s);
     return 0;
 }
-
-static int codec_misdirected(exchange_t *ex, const char *host, size_t n)
-{
-    h2_t *h = stream_of(ex)->h2;
-    return h->f.ssl && h->f.misdirected(&h->f, host, n);
-}
-
 /* An informational head (100, 103): a HEADERS frame without END_STREAM. */
 static int op_info(exchange_t *ex, const http_field_t *f, size_t n)
 {
@@ -317,7 +310,6 @@ static const sb_ops_t h2_sb_ops = {
 
 static const ex_codec_t h2_codec = {
     SB_CODEC_OPS,
-    .misdirected = codec_misdirected,
     .hints = admit_codec_hints,
 };
 

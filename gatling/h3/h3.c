@@ -96,14 +96,6 @@ static int submit(exchange_t *ex, int status, const char *ctype, uint64_t len, t
     return r == 0 ? 0 : -1;
 }
 
-/* GnuTLS chose the certificate by the server name: a Host of another one's is 421. */
-static int codec_misdirected(exchange_t *ex, const char *host, size_t n)
-{
-    const h3_t *h = stream_of(ex)->h3;
-    return tls_misdirected_name(ex->site->cfg->tls, h->snilen ? h->sni : NULL, h->snilen, host,
-                                n);
-}
-
 /* An informational head (100, 103; nghttp3 copies the fields). */
 static int op_info(exchange_t *ex, const http_field_t *f, size_t n)
 {
@@ -186,7 +178,6 @@ static const sb_ops_t h3_sb_ops = {
 
 static const ex_codec_t h3_codec = {
     SB_CODEC_OPS,
-    .misdirected = codec_misdirected,
     .hints = admit_codec_hints,
 };
 
@@ -457,6 +448,8 @@ h3_t *h3_new(const codec_conn_t *f, ngtcp2_conn *q, h3_pool_t *pool, const nghtt
     if (!h)
         return NULL;
     h->f = *f;
+    h->f.sni = h->sni; /* GnuTLS chose the certificate by it: 421 (handlers/router.c) */
+    h->f.snilen = 0;
     h->sc = (sb_conn_t){.wake = f->wake, .conn = f->conn};
     h->q = q;
     h->pool = pool;
@@ -637,7 +630,7 @@ void h3_server_name(h3_t *h, const char *name, size_t len)
 {
     if (len < sizeof h->sni) {
         memcpy(h->sni, name, len);
-        h->snilen = len;
+        h->snilen = h->f.snilen = len;
     }
 }
 

@@ -242,7 +242,7 @@ static int cached(cache_t *c, exchange_t *ex, const cache_conf_t *k)
 
 int cache_dispatch(exchange_t *ex)
 {
-    cache_t *c = hsite_of(ex->site)->cache;
+    cache_t *c = hstate(ex->site, HSTATE_CACHE);
     if (!c || cslot(ex)->n & (CS_PASS | CS_WATCHED)) /* watched: a redirect's request */
         return CACHE_NOT_MINE;
     const char *vhost;
@@ -264,14 +264,14 @@ int cache_init(site_t *site)
     const config_t *cfg = site->cfg;
     rs_init(&c->store, cfg->cache_mem ? (size_t)cfg->cache_mem : CACHE_MEM_DEFAULT,
             cfg->cache_object ? (size_t)cfg->cache_object : CACHE_OBJECT_DEFAULT, CACHE_IDLE_MS);
-    hsite_of(site)->cache = c;
+    hstate_set(site, HSTATE_CACHE, c);
     cc_start(c);
     return 0;
 }
 
 void cache_free(site_t *site)
 {
-    cache_t *c = hsite_of(site)->cache;
+    cache_t *c = hstate(site, HSTATE_CACHE);
     if (!c)
         return;
     while (c->fetches) {
@@ -284,13 +284,13 @@ void cache_free(site_t *site)
     cache_conf_table_free(c->vh);
     gio_timer_stop(site->loop, &c->tick);
     cc_stop(c);
-    hsite_of(site)->cache = NULL;
+    hstate_set(site, HSTATE_CACHE, NULL);
     free(c);
 }
 
 void cache_mem(const site_t *site, uint64_t *bytes, uint64_t *entries, uint64_t *evictions)
 {
-    const cache_t *c = hsite_of_const(site)->cache;
+    const cache_t *c = hstate(site, HSTATE_CACHE);
     *bytes = c ? c->store.bytes : 0;
     *entries = c ? c->store.entries : 0;
     *evictions = c ? c->store.evictions : 0;
@@ -308,11 +308,11 @@ static int cache_route_init(site_t *site)
 
 static int cache_on(const site_t *site)
 {
-    return hsite_of_const(site)->cache != NULL;
+    return hstate(site, HSTATE_CACHE) != NULL;
 }
 
 const handler_t cache_handler = {"cache", NULL, cache_dispatch, cache_route_init, cache_free,
-                                 cache_on};
+                                 cache_on, NULL};
 
 /* --cache mem[,object]: 1M..64G of responses, each at most object (4K..mem). */
 static int cache_set(config_t *cfg, const optdef_t *o, char *arg)

@@ -39,8 +39,8 @@ struct site;
 extern const optdef_t cache_opts[];
 #define CACHE_IDLE_MS (600 * 1000) /* an entry not asked for in 10 min goes */
 
-/* Set up the cache of site (caps from site->cfg), kept in the hsite_t
-   whose site it is (hstate.h); nothing is allocated until a vhost with a
+/* Set up the cache of site (caps from site->cfg), kept in site's
+   HSTATE_CACHE (hstate.h); nothing is allocated until a vhost with a
    .cache file is asked for.  0, or -1 after saying why. */
 int cache_init(struct site *site);
 

@@ -232,7 +232,7 @@ int ce_serve(exchange_t *ex, rs_entry_t *e, const char *cs, int64_t now)
         return r;
     ce_put_fields(ex, e, age, cs, 0);
     char coded[160]; /* the Cache-Status of a coded body */
-    int v = cv_serve(hsite_of(ex->site)->cache, ex, e, cs, coded, sizeof coded);
+    int v = cv_serve(hstate(ex->site, HSTATE_CACHE), ex, e, cs, coded, sizeof coded);
     if (v <= 0)
         return v;
     int h = ex_head(ex, e->status, e->ctype, e->body_len, -1);

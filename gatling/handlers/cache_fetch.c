@@ -29,7 +29,7 @@ static const ex_codec_t fetch_codec;
 static void hit_end(exchange_t *ex, ex_slot_t *s)
 {
     rs_entry_t *e = s->p;
-    cache_t *c = hsite_of(ex->site)->cache;
+    cache_t *c = hstate(ex->site, HSTATE_CACHE);
     s->p = NULL;
     if (e && c)
         rs_release(&c->store, e);
@@ -707,12 +707,6 @@ static int fx_body_file(exchange_t *ex, int fd, uint64_t off, uint64_t len)
     return -1;
 }
 
-static int fx_misdirected(exchange_t *ex, const char *host, size_t n)
-{
-    (void)ex, (void)host, (void)n;
-    return 0;
-}
-
 /* The response is complete: the entry serves hits from now on. */
 static void entry_ready(cache_t *c, rs_entry_t *e)
 {
@@ -805,7 +799,6 @@ static const ex_codec_t fetch_codec = {
     .error = fx_error,
     .body_buf = fx_body_buf,
     .body_file = fx_body_file,
-    .misdirected = fx_misdirected,
     .body_end = fx_body_end,
     .body_abort = fx_body_abort,
     .queued = fx_queued,

@@ -548,7 +548,7 @@ static const ex_producer_t cgi_producer = {cgi_input, cgi_drained, cgi_end};
 
 int cgi_match(exchange_t *ex)
 {
-    const cgi_loop_t *L = hsite_of(ex->site)->cgi;
+    const cgi_loop_t *L = hstate(ex->site, HSTATE_CGI);
     cgi_find_t f;
     if (!L || !cgi_locate(ex, L, &f))
         return 0;
@@ -770,7 +770,7 @@ static int start(exchange_t *ex, cgi_loop_t *L, const cgi_find_t *f, const char 
 
 int cgi_serve(exchange_t *ex)
 {
-    cgi_loop_t *L = hsite_of(ex->site)->cgi;
+    cgi_loop_t *L = hstate(ex->site, HSTATE_CGI);
     cgi_find_t f;
     char user[256];
     if (!L || !cgi_locate(ex, L, &f))
@@ -794,8 +794,7 @@ int cgi_serve(exchange_t *ex)
 int cgi_init(site_t *s, int spawn_fd)
 {
     const config_t *cfg = s->cfg;
-    hsite_t *hs = hsite_of(s);
-    hs->cgi = NULL;
+    hstate_set(s, HSTATE_CGI, NULL);
     if (!cfg->ncgi_regex && !cfg->cgi_exec)
         return 0;
     cgi_loop_t *L = calloc(1, sizeof *L);
@@ -808,12 +807,12 @@ int cgi_init(site_t *s, int spawn_fd)
         if (regcomp(&L->re[L->nre], cfg->cgi_regex[L->nre], REG_EXTENDED | REG_NOSUB)) {
             fprintf(stderr, "gatling: -w %s: not a regular expression\n",
                     cfg->cgi_regex[L->nre]);
-            hs->cgi = L;
+            hstate_set(s, HSTATE_CGI, L);
             cgi_free(s);
             return -1;
         }
     }
-    hs->cgi = L;
+    hstate_set(s, HSTATE_CGI, L);
     watch_init(&L->w, on_spawner);
     if (L->fd >= 0 && gio_add(s->loop, L->fd, &L->w) < 0) {
         fprintf(stderr, "gatling: cannot watch the CGI spawner: %s\n", strerror(errno));
@@ -826,7 +825,7 @@ int cgi_init(site_t *s, int spawn_fd)
 
 void cgi_free(site_t *s)
 {
-    cgi_loop_t *L = hsite_of(s)->cgi;
+    cgi_loop_t *L = hstate(s, HSTATE_CGI);
     if (!L)
         return;
     for (int i = 0; i < L->nre; i++)
@@ -835,7 +834,7 @@ void cgi_free(site_t *s)
         gio_close(s->loop, L->fd); /* the spawner sees EOF and kills what is left */
     free(L->ends);
     free(L);
-    hsite_of(s)->cgi = NULL;
+    hstate_set(s, HSTATE_CGI, NULL);
 }
 
 static int cgi_route(exchange_t *ex)
@@ -851,7 +850,8 @@ static int cgi_route_init(site_t *s)
 
 static int cgi_on(const site_t *s)
 {
-    return hsite_of_const(s)->cgi != NULL;
+    return hstate(s, HSTATE_CGI) != NULL;
 }
 
-const handler_t cgi_handler = {"CGI", NULL, cgi_route, cgi_route_init, cgi_free, cgi_on};
+const handler_t cgi_handler = {"CGI", NULL, cgi_route, cgi_route_init, cgi_free, cgi_on,
+                               cgi_match};

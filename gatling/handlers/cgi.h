@@ -37,9 +37,9 @@
 
 struct site;
 
-/* Set up CGI for the loop of s (an hsite_t's site, hstate.h, which keeps
-   it): compile -w's patterns, watch the spawner's socket spawn_fd (-1: CGI
-   is off).  0, or -1 after printing why. */
+/* Set up CGI for the loop of s (kept in its HSTATE_CGI, hstate.h): compile
+   -w's patterns, watch the spawner's socket spawn_fd (-1: CGI is off).  0,
+   or -1 after printing why. */
 int cgi_init(struct site *s, int spawn_fd);
 
 /* The loop ends: let go of what cgi_init took. */

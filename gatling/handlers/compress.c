@@ -328,7 +328,7 @@ int compress_index(int enc)
    the coding it prefers (enc_accepted's order), else 0. */
 static int offered(exchange_t *ex)
 {
-    const compress_t *cp = hsite_of(ex->site)->compress;
+    const compress_t *cp = hstate(ex->site, HSTATE_COMPRESS);
     const http_str_t *ae = http_header(ex->req, "Accept-Encoding");
     if (!cp || !ae || ex->head_only || zslot(ex)->p)
         return 0;
@@ -354,7 +354,7 @@ static int compress_serve(exchange_t *ex)
     cstage_t *c = malloc(sizeof *c);
     if (!c)
         return HANDLER_NOT_MINE; /* identity */
-    *c = (cstage_t){.orig = ex->codec, .cp = hsite_of(ex->site)->compress, .enc = offered(ex)};
+    *c = (cstage_t){.orig = ex->codec, .cp = hstate(ex->site, HSTATE_COMPRESS), .enc = offered(ex)};
     c->codec = *ex->codec;
     c->codec.head = z_head;
     c->codec.body_buf = z_body_buf;
@@ -379,26 +379,26 @@ static int compress_init(site_t *s)
     cp->memory = cfg->compress_memory ? (size_t)cfg->compress_memory : COMPRESS_MEMORY;
     cp->types = cfg->compress_types ? cfg->compress_types : COMPRESS_TYPES;
     cp->skip = cfg->compress_skip;
-    hsite_of(s)->compress = cp;
+    hstate_set(s, HSTATE_COMPRESS, cp);
     return 0;
 }
 
 static void compress_free(site_t *s)
 {
-    free(hsite_of(s)->compress);
-    hsite_of(s)->compress = NULL;
+    free(hstate(s, HSTATE_COMPRESS));
+    hstate_set(s, HSTATE_COMPRESS, NULL);
 }
 
 /* There only where something produces (router_init asks once every init
    is done): a site of files alone never pays for the entry's match. */
 static int compress_on(const site_t *s)
 {
-    const hsite_t *hs = hsite_of_const(s);
-    return s->cfg->gzip && !s->cfg->compress_off && (hs->proxy || hs->cgi);
+    return s->cfg->gzip && !s->cfg->compress_off &&
+           (hstate(s, HSTATE_PROXY) || hstate(s, HSTATE_CGI));
 }
 
 const handler_t compress_handler = {"compress", compress_match, compress_serve,
-                                    compress_init, compress_free, compress_on};
+                                    compress_init, compress_free, compress_on, NULL};
 
 /* ---- --compress ---- */
 

@@ -1,13 +1,12 @@
 /*
  * handler — what a handler gives the router: one entry (handler_t) in its
  * own file, named in router.c's table, whose order is the order the router
- * asks them in.  A handler's per-loop state (an object in hsite_t,
- * hstate.h) is made by its init and let go by its free, which server.c
- * calls for every entry through router_init and router_free; nothing else
- * of a handler is known outside its files, but for two questions router.c
- * asks by name for router_streams (proxy_streams, cgi_match: is the request
- * body streamed to a backend or a script?).  (A contract the handlers share:
- * no .c.)
+ * asks them in.  A handler's per-loop state (an object in the site's
+ * index of them, hstate.h's HSTATE_*) is made by its init and let go by its
+ * free, which server.c calls for every entry through router_init and
+ * router_free; nothing else of a handler is known outside its files: the
+ * router asks every entry the same questions.  (A contract the handlers
+ * share: no .c.)
  */
 #ifndef GATLING_HANDLER_H
 #define GATLING_HANDLER_H
@@ -41,6 +40,10 @@ typedef struct handler {
        NULL: always.  Asked once, after every init: a request is put only
        to the entries there (no call for what the site does not use). */
     int (*on)(const struct site *site);
+    /* Would serve take ex's request body as it comes, a producer's (a
+       backend, a script)?  NULL: never, the codec reads and drops a body
+       before serve (router_streams). */
+    int (*streams)(exchange_t *ex);
 } handler_t;
 
 #endif

@@ -2,11 +2,11 @@
  * hstate — the handlers' own state, which the layers below carry without
  * knowing it.
  *
- * Per site: hsite_t, site/'s site_t followed by the objects of the handlers
- * that need one per loop (the proxy's rules and backend pools, CGI's, the
- * response cache).  The server makes one (server.c) and hands its site to
- * the codecs, so every exchange's ex->site is the site of an hsite_t:
- * hsite_of() gets back to it.  site/ never names these types.
+ * Per site: an index of states in site/'s site_t (its hstate[]), one for
+ * each handler that needs one per loop (the router's list, the proxy's rules
+ * and backend pools, CGI's, the response cache, the coding stage), as h2o's
+ * h2o_context_get_handler_context: hstate() with the handler's HSTATE_*.
+ * site/ never names these types.
  *
  * Per exchange: the slots of http/exchange.h, numbered here, one per handler
  * that keeps something across its calls for a request.  Each handler reads
@@ -20,37 +20,27 @@
 
 #include <stddef.h>
 
-struct proxy;
-struct cgi_loop;
-struct cache;
-struct compress;
-struct handler;
+/* The site's states, by owner: each handler sets only its own (compress.c's on
+   asks whether the proxy's or CGI's is there). */
+enum hstate {
+    HSTATE_ROUTE,    /* router.c: the entries there on the site (its route_t) */
+    HSTATE_PROXY,    /* proxy.c: -P's rules and backend pools (proxy_t); NULL: none */
+    HSTATE_CGI,      /* cgi.c: CGI's state (cgi_loop_t); NULL: no CGI */
+    HSTATE_CACHE,    /* cache.c: the response cache (cache_t); NULL: none */
+    HSTATE_COMPRESS, /* compress.c: on-the-fly coding of dynamic answers (compress_t) */
+    HSTATES
+};
 
-#define HSITE_ROUTE_MAX 16 /* entries of router.c's table, at most */
+_Static_assert(HSTATES <= SITE_HSTATES, "more handler states than site/site.h offers");
 
-typedef struct hsite {
-    site_t site;           /* first: what ex->site points to */
-    struct proxy *proxy;   /* -P: the rules and backend pools (proxy.h); NULL: none */
-    struct cgi_loop *cgi;  /* CGI's state (cgi.c); NULL: no CGI */
-    struct cache *cache;   /* the response cache (cache.h); NULL: none */
-    struct compress *compress; /* on-the-fly coding of dynamic answers (compress.h) */
-    /* router.c's entries there on this site (handler.h's on), in the
-       table's order: what router_dispatch walks (router_init) */
-    const struct handler *route[HSITE_ROUTE_MAX];
-    unsigned nroute;
-} hsite_t;
-
-_Static_assert(offsetof(hsite_t, site) == 0, "hsite_of() casts");
-
-/* The hsite_t whose site s is (every site a codec serves is one's). */
-static inline hsite_t *hsite_of(site_t *s)
+static inline void *hstate(const site_t *s, enum hstate i)
 {
-    return (hsite_t *)s;
+    return s->hstate[i];
 }
 
-static inline const hsite_t *hsite_of_const(const site_t *s)
+static inline void hstate_set(site_t *s, enum hstate i, void *p)
 {
-    return (const hsite_t *)s;
+    s->hstate[i] = p;
 }
 
 /* The exchange's slots, by owner. */

@@ -8,6 +8,7 @@
 #include "site/cluster.h"
 #include "site/dict.h"
 #include "site/encoding.h"
+#include "tls/tls.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -572,11 +573,11 @@ static void certificates(hbuf_t *b, const site_t *s)
 {
     const char *name;
     int64_t t;
-    if (!s->cert_expiry || !s->cfg->tls || !s->cert_expiry(s->cfg->tls, 0, &name, &t))
+    if (!tls_store_expiry(s->cfg->tls, 0, &name, &t))
         return;
     head(b, "gatling_tls_certificate_expiry_seconds", "gauge",
          "When each certificate loaded expires (unix time, its notAfter)");
-    for (int i = 0; s->cert_expiry(s->cfg->tls, i, &name, &t); i++) {
+    for (int i = 0; tls_store_expiry(s->cfg->tls, i, &name, &t); i++) {
         hb_puts(b, "gatling_tls_certificate_expiry_seconds");
         label(b, '{', "name", name, strlen(name));
         value(b, 1, t > 0 ? (uint64_t)t : 0);
@@ -707,7 +708,7 @@ int metrics_serve(exchange_t *ex)
             cap += (BACKEND_KINDS + 2 + STATS_BOUNDS + 3) * (2 * (strlen(pool) + strlen(addr)) + 128);
     const char *name;
     int64_t exp;
-    for (int i = 0; s->cert_expiry && s->cert_expiry(cfg->tls, i, &name, &exp); i++)
+    for (int i = 0; tls_store_expiry(cfg->tls, i, &name, &exp); i++)
         cap += 2 * strlen(name) + 96; /* its line, the name escaped */
     if (cfg->acme_chal) /* two lines per name (at most 253 bytes, no escapes) */
         cap += 2048 + ACME_STATUS_NAMES * 3 * (253 + 64); /* and --acme-on-demand's */
@@ -749,4 +750,4 @@ static int metrics_route(exchange_t *ex)
 }
 
 const handler_t metrics_handler = {"-S /metrics", metrics_asked, metrics_route, NULL, NULL,
-                                   status_page_on};
+                                   status_page_on, NULL};

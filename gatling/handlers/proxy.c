@@ -356,13 +356,12 @@ static int pools_init(proxy_t *px, px_pooldef_t *pd)
 int proxy_init(site_t *site)
 {
     const config_t *cfg = site->cfg;
-    hsite_t *hs = hsite_of(site);
-    hs->proxy = NULL;
+    hstate_set(site, HSTATE_PROXY, NULL);
     if (!cfg->nproxy_rules)
         return 0;
     proxy_t *px = calloc(1, sizeof *px);
     px_pooldef_t *pd = malloc(sizeof *pd);
-    hs->proxy = px;
+    hstate_set(site, HSTATE_PROXY, px);
     if (!px || !pd || (px->site = site, px->on_backend = conn_on, pools_init(px, pd) < 0)) {
         fprintf(stderr, "gatling: proxy rules: out of memory\n");
         free(pd);
@@ -376,7 +375,7 @@ int proxy_init(site_t *site)
 
 void proxy_free(site_t *site)
 {
-    proxy_t *px = hsite_of(site)->proxy;
+    proxy_t *px = hstate(site, HSTATE_PROXY);
     if (!px)
         return;
     gio_timer_stop(site->loop, &px->tick);
@@ -389,7 +388,7 @@ void proxy_free(site_t *site)
     }
     free(px->spare);
     free(px);
-    hsite_of(site)->proxy = NULL;
+    hstate_set(site, HSTATE_PROXY, NULL);
 }
 
 /* A file: pool's list changed: backends that left drain, new ones start
@@ -468,7 +467,7 @@ static void tick(gio_loop_t *l, void *arg)
 int proxy_backend(const struct site *site, int slot, const char **pool, const char **label,
                   const char **state, unsigned *outstanding)
 {
-    const proxy_t *px = hsite_of_const(site)->proxy;
+    const proxy_t *px = hstate(site, HSTATE_PROXY);
     const px_member_t *m = px && slot >= 0 && slot < CONFIG_BACKENDS ? px->slot[slot] : NULL;
     if (!m)
         return 0;
@@ -527,7 +526,7 @@ static int rule_takes(const px_rule_t *r, const path_t *p)
 /* The rule ex's request goes by, or NULL; *t gets what it is about. */
 static px_rule_t *match(exchange_t *ex, px_target_t *t)
 {
-    proxy_t *px = hsite_of(ex->site)->proxy;
+    proxy_t *px = hstate(ex->site, HSTATE_PROXY);
     const http_request_t *req = ex->req;
     if (!px || path_from_target(req->target.p, req->target.n, ex->path, EX_PATH_CAP, &t->p))
         return NULL;
@@ -806,7 +805,7 @@ int proxy_dispatch(exchange_t *ex)
     if (!pr)
         return -1;
     const http_request_t *req = ex->req;
-    pr->ex = ex, pr->px = hsite_of(ex->site)->proxy, pr->rule = r;
+    pr->ex = ex, pr->px = hstate(ex->site, HSTATE_PROXY), pr->rule = r;
     pr->keep_out = 1; /* until it is more than PROXY_OUT_MAX: another backend may need it */
     pr->nfields0 = ex->nfields;
     pr->has_body = ex->req_len != 0;
@@ -832,7 +831,8 @@ int proxy_dispatch(exchange_t *ex)
 
 static int proxy_on(const site_t *site)
 {
-    return hsite_of_const(site)->proxy != NULL;
+    return hstate(site, HSTATE_PROXY) != NULL;
 }
 
-const handler_t proxy_handler = {"-P", NULL, proxy_dispatch, proxy_init, proxy_free, proxy_on};
+const handler_t proxy_handler = {"-P", NULL, proxy_dispatch, proxy_init, proxy_free, proxy_on,
+                                 proxy_streams};

@@ -62,7 +62,7 @@ int proxy_backend(const struct site *site, int slot, const char **pool, const ch
                   const char **state, unsigned *outstanding);
 
 /* The rules of site->cfg compiled for this loop, its pools empty, kept in
-   the hsite_t whose site it is (hstate.h).  0, or -1 after printing why to
+   its site's HSTATE_PROXY (hstate.h).  0, or -1 after printing why to
    stderr.  No rules: nothing is allocated. */
 int proxy_init(struct site *site);
 

@@ -13,7 +13,9 @@
 #include "hstate.h"
 #include "static.h"
 #include "status.h"
+#include "tls/tls.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -121,17 +123,25 @@ static int acme_http01(exchange_t *ex)
     return ex_page(ex, "text/plain", keyauth, (size_t)n) < 0 ? -1 : 1;
 }
 
+int router_https_names(const site_t *s, const http_str_t *host)
+{
+    if (!s->cfg->acme_chal)
+        return 1;
+    size_t n = host ? host_name_len(host) : 0;
+    return n && tls_store_covers(s->cfg->tls, host->p, n);
+}
+
+int router_hsts(const site_t *s, const http_request_t *req)
+{
+    return s->cfg->hsts >= 0 && router_https_names(s, req ? http_header(req, "Host") : NULL);
+}
+
 /* -X: is HTTPS there for this Host?  With --acme, only once a certificate
    names it (the first start: HTTP serves it until then). */
 static int https_for(const exchange_t *ex, const http_str_t *host)
 {
     const site_t *s = ex->site;
-    if (!s->https_ready)
-        return 0;
-    if (!s->https_covers || !host)
-        return 1;
-    size_t n = host_name_len(host);
-    return n && s->https_covers(s->cfg->tls, host->p, n);
+    return s->https_ready && (!host || router_https_names(s, host));
 }
 
 /* A rule's or handler's answer for the walk: 0 or -1 (ex_head's
@@ -162,6 +172,18 @@ static int acme_rule(exchange_t *ex)
     return r ? answered(r) : HANDLER_NOT_MINE;
 }
 
+/* HTTPS: is host[0..n) (no port) a name another certificate answers for
+   than the one the session was set up with (RFC 9110 7.4)?  The one
+   question of 421, for every protocol: OpenSSL's session (HTTP/1.1, h2) is
+   asked its certificate; HTTP/3's TLS chose by the server name. */
+static int misdirected(const exchange_t *ex, const char *host, size_t n)
+{
+    if (ex->ssl)
+        return tls_misdirected(ex->site->cfg->tls, ex->ssl, host, n);
+    return ex->sni && tls_misdirected_name(ex->site->cfg->tls, ex->snilen ? ex->sni : NULL,
+                                           ex->snilen, host, n);
+}
+
 /* HTTPS: Alt-Svc names HTTP/3 here (RFC 7838), and a Host another
    certificate answers for is 421 (RFC 9110 7.4). */
 static int origin_rule(exchange_t *ex)
@@ -172,7 +194,7 @@ static int origin_rule(exchange_t *ex)
     if (ex->site->alt_svc[0] && ex->req->version != 30 && !ex->client)
         ex_field(ex, "Alt-Svc", ex->site->alt_svc);
     size_t n = host ? host_name_len(host) : 0;
-    if (n && ex_misdirected(ex, host->p, n)) {
+    if (n && misdirected(ex, host->p, n)) {
         ex->site->stats.tls_misdirected++;
         return answered(ex_error(ex, 421, NULL, NULL));
     }
@@ -258,17 +280,17 @@ static int methods_rule(exchange_t *ex)
     return answered(ex_error(ex, 501, NULL, NULL));
 }
 
-static const handler_t host_entry = {"Host", NULL, host_rule, NULL, NULL, NULL};
-static const handler_t acme_entry = {"ACME HTTP-01", NULL, acme_rule, NULL, NULL, acme_on};
+static const handler_t host_entry = {"Host", NULL, host_rule, NULL, NULL, NULL, NULL};
+static const handler_t acme_entry = {"ACME HTTP-01", NULL, acme_rule, NULL, NULL, acme_on, NULL};
 static const handler_t origin_entry = {"Alt-Svc, 421", is_secure, origin_rule, NULL, NULL,
-                                       NULL};
+                                       NULL, NULL};
 static const handler_t client_entry = {"client certificate", client_unverified, client_rule,
-                                       NULL, NULL, NULL};
-static const handler_t https_entry = {"-X", https_wanted, https_rule, NULL, NULL, https_on};
+                                       NULL, NULL, NULL, NULL};
+static const handler_t https_entry = {"-X", https_wanted, https_rule, NULL, NULL, https_on, NULL};
 static const handler_t acme_files_entry = {"ACME files", get_or_head, acme_files_rule, NULL,
-                                           NULL, NULL};
+                                           NULL, NULL, NULL};
 static const handler_t methods_entry = {"OPTIONS, 405, 501", NULL, methods_rule, NULL, NULL,
-                                        NULL};
+                                        NULL, NULL};
 
 /*
  * The router's rules and the handlers, in the order a request is put to
@@ -303,13 +325,18 @@ static const handler_t *const table[] = {
 };
 
 #define NTABLE (sizeof table / sizeof table[0])
-_Static_assert(NTABLE <= HSITE_ROUTE_MAX, "hsite_t's route holds the table");
+
+/* A site's route (HSTATE_ROUTE): the entries there on it, in the table's order. */
+typedef struct route {
+    const handler_t *e[NTABLE];
+    unsigned n;
+} route_t;
 
 int router_dispatch(exchange_t *ex)
 {
-    const hsite_t *hs = hsite_of_const(ex->site);
-    for (unsigned i = 0; i < hs->nroute; i++) {
-        const handler_t *h = hs->route[i];
+    const route_t *rt = hstate(ex->site, HSTATE_ROUTE);
+    for (unsigned i = 0; rt && i < rt->n; i++) {
+        const handler_t *h = rt->e[i];
         if (h->match && !h->match(ex))
             continue;
         int r = h->serve(ex);
@@ -321,14 +348,18 @@ int router_dispatch(exchange_t *ex)
 
 int router_init(site_t *site)
 {
-    hsite_t *hs = hsite_of(site);
     for (size_t i = 0; i < NTABLE; i++)
         if (table[i]->init && table[i]->init(site) < 0)
             return -1;
-    hs->nroute = 0; /* what is there, once all are made */
+    route_t *rt = calloc(1, sizeof *rt); /* what is there, once all are made */
+    if (!rt) {
+        fprintf(stderr, "gatling: the router's entries: out of memory\n");
+        return -1;
+    }
     for (size_t i = 0; i < NTABLE; i++)
         if (!table[i]->on || table[i]->on(site))
-            hs->route[hs->nroute++] = table[i];
+            rt->e[rt->n++] = table[i];
+    hstate_set(site, HSTATE_ROUTE, rt);
     return 0;
 }
 
@@ -337,9 +368,15 @@ void router_free(site_t *site)
     for (size_t i = 0; i < NTABLE; i++)
         if (table[i]->free)
             table[i]->free(site);
+    free(hstate(site, HSTATE_ROUTE));
+    hstate_set(site, HSTATE_ROUTE, NULL);
 }
 
 int router_streams(exchange_t *ex)
 {
-    return proxy_streams(ex) || cgi_match(ex);
+    const route_t *rt = hstate(ex->site, HSTATE_ROUTE);
+    for (unsigned i = 0; rt && i < rt->n; i++)
+        if (rt->e[i]->streams && rt->e[i]->streams(ex))
+            return 1;
+    return 0;
 }

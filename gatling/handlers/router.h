@@ -21,6 +21,15 @@ struct site;
    (router_init's list).  0, or -1 if nothing could be answered (ENOMEM). */
 int router_dispatch(exchange_t *ex);
 
+/* -X and -x under --acme: is a loaded certificate's name host's (its port
+   dropped; NULL: none)?  Without --acme, 1: HTTPS answers every name. */
+int router_https_names(const struct site *s, const http_str_t *host);
+
+/* -x: does a response over HTTPS to req (NULL: none parsed) carry
+   Strict-Transport-Security?  Under --acme only for a Host a loaded
+   certificate names, as -X redirects only those. */
+int router_hsts(const struct site *s, const http_request_t *req);
+
 /* The loop begins: every handler's init, in the table's order, then the
    list of the entries there on site (handler.h's on) that router_dispatch
    walks.  0, or -1 after one printed why (router_free lets go of what the

@@ -9,6 +9,7 @@
 #include "site/nets.h"
 #include "site/site.h"
 #include "site/encoding.h"
+#include "tls/tls.h"
 
 #include <netinet/in.h>
 #include <stdio.h>
@@ -97,7 +98,7 @@ static size_t cert_rows(const site_t *s, row_t *r, size_t n, size_t cap)
 {
     const char *name;
     int64_t t, first = 0;
-    for (int i = 0; s->cert_expiry && s->cert_expiry(s->cfg->tls, i, &name, &t); i++)
+    for (int i = 0; tls_store_expiry(s->cfg->tls, i, &name, &t); i++)
         if (t > 0 && (!first || t < first))
             first = t;
     if (first && n < cap)
@@ -537,7 +538,8 @@ static int health_serve(exchange_t *ex)
     return r ? (r < 0 ? -1 : 0) : HANDLER_NOT_MINE;
 }
 
-const handler_t status_health_handler = {"-k health", NULL, health_serve, NULL, NULL, health_on};
+const handler_t status_health_handler = {"-k health", NULL, health_serve, NULL, NULL, health_on,
+                                         NULL};
 
 int status_page_on(const struct site *s)
 {
@@ -582,4 +584,4 @@ static int page_serve(exchange_t *ex)
 }
 
 const handler_t status_handler = {"-S /server-status", page_asked, page_serve, NULL, NULL,
-                                  status_page_on};
+                                  status_page_on, NULL};

@@ -63,6 +63,7 @@ typedef struct ex_field {
 } ex_field_t;
 
 struct exchange;
+struct ssl_st;
 
 /*
  * A handler's state in one exchange: the handlers layer numbers the slots
@@ -121,8 +122,6 @@ typedef struct ex_codec {
     int (*error)(struct exchange *ex, int status);
     int (*body_buf)(struct exchange *ex, const void *p, size_t n, int flags);
     int (*body_file)(struct exchange *ex, int fd, uint64_t off, uint64_t len);
-    /* HTTPS: does host[0..n) belong to another certificate (RFC 9110 7.4)? */
-    int (*misdirected)(struct exchange *ex, const char *host, size_t n);
     /* 103 Early Hints with this Link value, before the final response; NULL:
        the codec sends none (HTTP/1.1: clients and proxies mishandle 1xx) */
     int (*hints)(struct exchange *ex, const char *link);
@@ -151,6 +150,12 @@ typedef struct exchange {
     const struct sockaddr *peer;
     const ex_client_t *client; /* HTTPS with client certificates asked: what came, or NULL */
     struct site *site; /* the loop's configuration and resources (site/site.h) */
+    /* HTTPS, what chose the certificate (for 421, handlers/router.c): the
+       OpenSSL session (HTTP/1.1, h2), or the server name HTTP/3's TLS chose
+       by (sni non-NULL; snilen 0: none was sent) */
+    struct ssl_st *ssl;
+    const char *sni;
+    size_t snilen;
     int64_t req_len; /* the request body: its Content-Length, -1 chunked (length
                         not known), 0 none */
     int64_t started_us; /* when its head began to come (gio_now_us()), for /metrics */
@@ -251,12 +256,6 @@ static inline int ex_body_file(exchange_t *ex, int fd, uint64_t off, uint64_t le
  * 0, or -1 on ENOMEM.
  */
 int ex_page(exchange_t *ex, const char *ctype, char *page, size_t len);
-
-/* HTTPS: is host[0..n) (no port) a name another certificate answers for? */
-static inline int ex_misdirected(exchange_t *ex, const char *host, size_t n)
-{
-    return ex->secure && ex->codec->misdirected(ex, host, n);
-}
 
 /* 103 Early Hints (RFC 8297) with the Link value link, where the codec sends
    them; link must live until the exchange ends.  0, or -1 on ENOMEM. */

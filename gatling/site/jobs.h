@@ -30,17 +30,18 @@ struct exchange;
 /*
  * Work a handler sends off the loop for an exchange.  The handler mallocs a
  * struct that starts with this, sets job.work (runs on a pool thread) and
- * finish (runs on the loop), puts it in ex->job and returns; conn/conn.c
- * submits it and, when it is done, calls finish, frees the struct and hands
- * the exchange to the router again.  finish always runs, also when the
+ * finish (runs on the loop), puts it in ex->job and returns; the codec
+ * submits it (codec/codec.h's codec_job_send) and, when it is done, calls
+ * finish, frees the struct and hands the exchange back to its owner.  finish always runs, also when the
  * exchange went first (its connection closed: then ex is NULL) or the pool
  * shut down before work ran (job.cancelled), so that it can release what
  * the job holds.
  */
 typedef struct ex_job {
     job_t job;
-    struct exchange *ex; /* conn.c's: NULL once the exchange is gone */
+    struct exchange *ex; /* the codec's: NULL once the exchange is gone */
     void (*finish)(struct ex_job *xj, struct exchange *ex);
+    void (*back)(struct exchange *ex, int cancelled); /* codec_job_send's: the owner resumes */
 } ex_job_t;
 
 typedef struct jobs_stats {

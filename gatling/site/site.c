@@ -96,16 +96,3 @@ const char *site_httpdate(site_t *s, time_t t)
     }
     return d;
 }
-
-int site_hsts(const site_t *s, const http_request_t *req)
-{
-    if (s->cfg->hsts < 0)
-        return 0;
-    if (!s->https_covers)
-        return 1;
-    const http_str_t *h = req ? http_header(req, "Host") : NULL;
-    if (!h || !h->n)
-        return 0;
-    const char *colon = h->p[0] == '[' ? NULL : memchr(h->p, ':', h->n);
-    return s->https_covers(s->cfg->tls, h->p, colon ? (size_t)(colon - h->p) : h->n);
-}

@@ -31,6 +31,7 @@ struct jobs;
 struct limits;
 
 #define SITE_MDATES 16 /* a power of two */
+#define SITE_HSTATES 8 /* the handlers' per-loop states, at most (hstate.h) */
 
 typedef struct site {
     const config_t *cfg;
@@ -53,12 +54,9 @@ typedef struct site {
     int draining;  /* a drain has begun (its -g grace too): the health check fails */
     int https_ready; /* HTTPS answers: its port bound, a certificate loaded (server.c keeps
                         it); -X redirects to it only then */
-    /* --acme: does a loaded certificate name this host (no port)?  server.c
-       sets it to tls.c's tls_store_covers; NULL: -X needs only https_ready */
-    int (*https_covers)(const struct tls_store *st, const char *host, size_t n);
-    /* the i-th certificate's name and expiry (tls.c's tls_store_expiry, set by
-       server.c), for /metrics and /server-status: 1, or 0 past the last */
-    int (*cert_expiry)(const struct tls_store *st, int i, const char **name, int64_t *not_after);
+    /* the handlers' per-loop state, by index (handlers/hstate.h's HSTATE_*,
+       as h2o's h2o_context_get_handler_context): site/ never looks inside */
+    void *hstate[SITE_HSTATES];
     char alt_svc[32]; /* HTTP/3 is served: the Alt-Svc value HTTPS responses carry, or "" */
     int64_t date_at; /* wall-clock second of `date` */
     char date[32];   /* the current HTTP-date, for Date: */
@@ -100,10 +98,5 @@ static inline const char *site_root_check(const site_t *s)
 {
     return s->cfg->symlinks_out ? NULL : s->root_real;
 }
-
-/* -x: does a response over HTTPS to req (NULL: none parsed) carry
-   Strict-Transport-Security?  Under --acme only for a Host a loaded
-   certificate names (https_covers), as -X redirects only those. */
-int site_hsts(const site_t *s, const struct http_request *req);
 
 #endif

@@ -28,7 +28,7 @@
 
 static char dir[64] = "/dev/shm/fuzz_h2.XXXXXX";
 static config_t cfg;
-static hsite_t hsite; /* the router finds the handlers' part (handlers/hstate.h) */
+static site_t site; /* the handlers keep their states in it (handlers/hstate.h) */
 static gio_loop_t *loop;
 static struct sockaddr_in peer;
 static int trace;
@@ -51,7 +51,7 @@ static void cleanup(void)
 {
     static const char *const files[] = {"f.txt", "big.bin", "d/i.html", "d/i.html.gz", "d"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
-        unlinkat(hsite.site.rootfd, files[i],
+        unlinkat(site.rootfd, files[i],
                  i + 1 == sizeof files / sizeof files[0] ? AT_REMOVEDIR : 0);
     rmdir(dir);
 }
@@ -79,10 +79,10 @@ static void setup(void)
                      .hsts = -1,
                      .log_fd = -1,
                      .error_fd = -1};
-    if (!(loop = gio_loop_new()) || site_init(&hsite.site, &cfg, loop, mime_load(NULL)) < 0)
+    if (!(loop = gio_loop_new()) || site_init(&site, &cfg, loop, mime_load(NULL)) < 0)
         abort();
     limits_cfg_t lc = {.free_fails = 5, .max_wait_s = 1};
-    if (!(hsite.site.limits = limits_new(&lc, 64)))
+    if (!(site.limits = limits_new(&lc, 64)))
         abort();
     trace = getenv("FUZZ_H2_TRACE") != NULL;
     if (fchdir(home) < 0)
@@ -156,7 +156,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     gio_batch_init(&out);
     framing_t fr = {0};
     codec_conn_t f = {
-        .out = &out, .site = &hsite.site, .peer = (const struct sockaddr *)&peer, .local_port = 80};
+        .out = &out, .site = &site, .peer = (const struct sockaddr *)&peer, .local_port = 80};
     h2_t *h = h2_new(&f, wake);
     if (!h)
         return 0;

@@ -128,7 +128,7 @@ time_t time(time_t *t)
 
 static char dir[64] = "/dev/shm/fuzz_quic.XXXXXX";
 static config_t cfg;
-static hsite_t hsite; /* the router finds the handlers' part (handlers/hstate.h) */
+static site_t site; /* the handlers keep their states in it (handlers/hstate.h) */
 static gio_loop_t *loop;
 static struct sockaddr_in local, peer_a, peer_b;
 static int trace;
@@ -176,7 +176,7 @@ static void setup(void)
                      .log_fd = -1, .error_fd = -1};
     int missing;
     if (!(cfg.tls = tls_store_load("c", &cfg, NULL, &missing)) || chdir("w") < 0 ||
-        !(loop = gio_loop_new()) || site_init(&hsite.site, &cfg, loop, mime_load(NULL)) < 0)
+        !(loop = gio_loop_new()) || site_init(&site, &cfg, loop, mime_load(NULL)) < 0)
         abort();
     trace = getenv("FUZZ_QUIC_TRACE") != NULL;
     if (fchdir(home) < 0)
@@ -251,12 +251,12 @@ static quic_ep_t *begin(run_t *r)
     fixed = 1, rng = 0x5eed, mono_ms = 1000000;
     gio_wait(loop, 0);
     limits_cfg_t lc = {.free_fails = 5, .max_wait_s = 1}; /* nothing remembered from before */
-    if (!(hsite.site.limits = limits_new(&lc, 64)))
+    if (!(site.limits = limits_new(&lc, 64)))
         abort();
     char err[256];
     quic_ep_t *e = quic_open_loose(&cfg, (const struct sockaddr *)&local, sizeof local, on_out,
                                    r, err, sizeof err);
-    if (!e || quic_start(e, &hsite.site, 64) < 0) {
+    if (!e || quic_start(e, &site, 64) < 0) {
         fprintf(stderr, "fuzz_quic: %s\n", e ? "quic_start failed" : err);
         abort();
     }
@@ -270,9 +270,9 @@ static void end(quic_ep_t *e, size_t conns)
     for (int i = 0; i < 12; i++)
         advance(e, 5000);
     quic_free(e);
-    CHECK(hsite.site.nconns == conns);
-    limits_free(hsite.site.limits);
-    hsite.site.limits = NULL;
+    CHECK(site.nconns == conns);
+    limits_free(site.limits);
+    site.limits = NULL;
 }
 
 typedef struct {
@@ -284,8 +284,8 @@ static void *run_input(void *arg)
 {
     input_t *in = arg;
     const uint8_t *p = in->data;
-    size_t size = in->size, conns = hsite.site.nconns;
-    uint64_t shakes = hsite.site.stats.h3_handshakes;
+    size_t size = in->size, conns = site.nconns;
+    uint64_t shakes = site.stats.h3_handshakes;
     run_t r = {.fd = -1};
     quic_ep_t *e = begin(&r);
     while (size >= 2) {
@@ -299,13 +299,13 @@ static void *run_input(void *arg)
         n = n < size ? n : size;
         feed(e, &r, p, n, (h & 0x4000) != 0);
         p += n, size -= n;
-        if (hsite.site.stats.h3_handshakes == shakes) /* no address validated yet */
+        if (site.stats.h3_handshakes == shakes) /* no address validated yet */
             CHECK(r.out <= 3 * r.in);
     }
     if (trace)
         fprintf(stderr, "in %llu bytes, out %llu bytes, handshakes completed %llu\n",
                 (unsigned long long)r.in, (unsigned long long)r.out,
-                (unsigned long long)(hsite.site.stats.h3_handshakes - shakes));
+                (unsigned long long)(site.stats.h3_handshakes - shakes));
     end(e, conns);
     return NULL;
 }
@@ -350,7 +350,7 @@ static void *capture(void *arg)
         abort();
     printf("port %d\n", ntohs(sa.sin_port));
     fflush(stdout);
-    size_t conns = hsite.site.nconns;
+    size_t conns = site.nconns;
     quic_ep_t *e = begin(&r);
     static uint8_t buf[65536];
     int got = 0;

@@ -87,7 +87,7 @@ static void t_wake(void *conn)
 }
 
 static const ex_codec_t codec = {SB_CODEC_OPS, .hints = admit_codec_hints};
-static hsite_t hsite; /* no -P, no CGI: no producer takes a body */
+static site_t site; /* no route: no producer takes a body */
 static config_t cfg;
 static sb_conn_t sc;
 static struct sockaddr_in peer = {.sin_family = AF_INET}; /* 0.0.0.0: any address */
@@ -103,7 +103,7 @@ static tstream_t *begin(const char *method, int same_conn)
     if (!t)
         abort();
     memset(&t->ex, 0, sizeof t->ex);
-    t->ex.site = &hsite.site;
+    t->ex.site = &site;
     t->ex.codec = &codec;
     t->ex.peer = (const struct sockaddr *)&peer;
     t->ex.req = &t->req;
@@ -173,7 +173,7 @@ static void test_max_requests(void)
 {
     tstream_t *t;
     cfg.max_requests = 2;
-    uint64_t before = hsite.site.stats.max_requests;
+    uint64_t before = site.stats.max_requests;
     t = begin("GET", 0);
     admit_request(&t->sb, &t->req);
     is_int(t->lasts, 0, "-R 2: the first request is not the last");
@@ -182,13 +182,13 @@ static void test_max_requests(void)
     t2->said_goaway = 0;
     is_int(admit_request(&t2->sb, &t2->req), 0, "the second is answered ...");
     is_int(t2->lasts, 1, "... and is the last: GOAWAY");
-    is_int((int)(hsite.site.stats.max_requests - before), 1, "counted once");
+    is_int((int)(site.stats.max_requests - before), 1, "counted once");
     t2->lasts = 0;
     end(t2);
     tstream_t *t3 = begin("GET", 1);
     t3->said_goaway = 1; /* the connection said it already */
     is_int(admit_request(&t3->sb, &t3->req), 0, "a stream the GOAWAY let in is answered");
-    is_int((int)(hsite.site.stats.max_requests - before), 1, "... and not counted again");
+    is_int((int)(site.stats.max_requests - before), 1, "... and not counted again");
     end(t3);
     cfg.max_requests = 0;
 }
@@ -196,9 +196,9 @@ static void test_max_requests(void)
 static void test_rate_limit(void)
 {
     limits_cfg_t lc = {.rpm = 1};
-    limits_t *keep = hsite.site.limits;
-    hsite.site.limits = limits_new(&lc, 16);
-    uint64_t before = hsite.site.stats.rate_limited;
+    limits_t *keep = site.limits;
+    site.limits = limits_new(&lc, 16);
+    uint64_t before = site.stats.rate_limited;
     tstream_t *t = begin("GET", 0);
     is_int(admit_request(&t->sb, &t->req), 0, "-A 1: the first request of the minute");
     end(t);
@@ -206,10 +206,10 @@ static void test_rate_limit(void)
     is_int(admit_request(&t->sb, &t->req), -1, "the second is turned away");
     is_int(t->turned[SB_RATE_LIMITED], 1, "... the codec's reaction");
     ok(!t->submits && !t->resets, "... and nothing else (the codec ends what it ends)");
-    is_int((int)(hsite.site.stats.rate_limited - before), 1, "counted");
+    is_int((int)(site.stats.rate_limited - before), 1, "counted");
     end(t);
-    limits_free(hsite.site.limits);
-    hsite.site.limits = keep;
+    limits_free(site.limits);
+    site.limits = keep;
 }
 
 static void test_informational(void)
@@ -258,9 +258,9 @@ static void test_body(void)
 int main(void)
 {
     limits_cfg_t off = {0};
-    hsite.site.cfg = &cfg;
-    hsite.site.loop = gio_loop_new();
-    hsite.site.limits = limits_new(&off, 16);
+    site.cfg = &cfg;
+    site.loop = gio_loop_new();
+    site.limits = limits_new(&off, 16);
     test_fields_cap();
     test_refused();
     test_request();
@@ -268,7 +268,7 @@ int main(void)
     test_rate_limit();
     test_informational();
     test_body();
-    limits_free(hsite.site.limits);
-    gio_loop_free(hsite.site.loop);
+    limits_free(site.limits);
+    gio_loop_free(site.loop);
     return tap_done();
 }

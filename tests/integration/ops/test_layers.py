@@ -215,6 +215,38 @@ def test_bench_driver_loading_a_driver_fails(tmp_path):
         assert "bench/compare-h3:" in r.stdout and what in r.stdout, r.stdout
 
 
+def test_bench_driver_importing_a_test_module_fails(tmp_path):
+    """Of tests/integration a driver imports the labs (acmelab, clusterlab) only: a test
+    module (test_lb's Gatling, imported past clusterlab) fails, and so does a lab
+    importing a driver back, or benchkit importing a lab."""
+    tree = copy_bench(tmp_path)
+    suite = tree / "tests" / "integration"
+    (suite / "ops").mkdir(parents=True)
+    (suite / "conftest.py").write_text("import os\n")
+    (suite / "acmelab.py").write_text("import os\n")
+    (suite / "clusterlab.py").write_text("import acmelab\nfrom benchkit import netlab\n")
+    (suite / "ops" / "test_lb.py").write_text("class Gatling:\n    pass\n")
+    h3 = tree / "bench" / "compare-h3"
+    saved = h3.read_text()
+    h3.write_text(saved.replace("import argparse\n", "import argparse\nimport acmelab\n", 1))
+    r = layers(str(tree))
+    assert r.returncode == 0, r.stdout
+    h3.write_text(saved.replace("import argparse\n", "import argparse\nfrom test_lb import "
+                                "Gatling\n", 1))
+    r = layers(str(tree))
+    assert r.returncode == 1, r.stdout
+    assert "bench/compare-h3:" in r.stdout and "imports test_lb of tests/integration" in r.stdout
+    h3.write_text(saved)
+    lab = suite / "clusterlab.py"
+    lab.write_text(lab.read_text() + "import netlab\n")  # bench/netlab, the driver
+    r = layers(str(tree))
+    assert r.returncode == 1 and "a lab imports netlab of bench/" in r.stdout, r.stdout
+    lab.write_text("import acmelab\n")
+    kit = tree / "bench" / "benchkit" / "__init__.py"
+    kit.write_text(kit.read_text() + "\nimport clusterlab\n")
+    r = layers(str(tree))
+    assert r.returncode == 1 and "imports clusterlab of tests/integration" in r.stdout, r.stdout
+
 
 FILELEN = os.path.join(ROOT, "tests", "filelen.sh")
 
