@@ -671,7 +671,10 @@ def closed_without_handshake(port, source="127.0.0.1"):
         except ConnectionResetError:
             data = b""
         assert data == b"", "an answer instead of the close: %r" % data[:10]
-        assert time.monotonic() - t < 1.0
+        # at once, not at the handshake's deadline (-s, 10 s): 1.7 s was seen at a
+        # load of 30, milliseconds alone
+        figure("the close of a connection over the cap", time.monotonic() - t, "s", hi=5.0,
+               kind=MARGIN)
 
 
 @serial  # closed_without_handshake times the close (1 s): alone, not under load
