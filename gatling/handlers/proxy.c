@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -310,7 +311,7 @@ static px_pool_t *pool_new(proxy_t *px, const px_pooldef_t *pd, int cfg_index)
     px->pool[px->npools++] = p;
     snprintf(p->name, sizeof p->name, "%s", pd->name);
     p->kind = pd->kind;
-    p->ops = p->kind == PX_HTTP ? &px_http_ops : &px_fcgi_ops;
+    p->ops = p->kind == PX_HTTP ? &px_http_ops : p->kind == PX_H2C ? &px_h2_ops : &px_fcgi_ops;
     p->o = pd->o;
     p->cfg_index = cfg_index;
     memcpy(p->file, pd->file, sizeof p->file);
@@ -363,6 +364,8 @@ int proxy_init(site_t *site)
     proxy_t *px = calloc(1, sizeof *px);
     px_pooldef_t *pd = malloc(sizeof *pd);
     hs->proxy = px;
+    if (px)
+        px->h2_close = px_h2_close;
     if (!px || !pd || (px->site = site, px->on_backend = conn_on, pools_init(px, pd) < 0)) {
         fprintf(stderr, "gatling: proxy rules: out of memory\n");
         free(pd);
@@ -519,7 +522,7 @@ static int vhost_proxied(proxy_t *px, exchange_t *ex, px_target_t *t)
    (cgienv_script): "\.php$" takes "/index.php/blog". */
 static int rule_takes(const px_rule_t *r, const path_t *p)
 {
-    if (r->kind != PX_HTTP)
+    if (r->kind == PX_FCGI || r->kind == PX_SCGI)
         return cgienv_script(&r->re, 1, p->path, p->len, CGIENV_AT_END) > 0;
     return !regexec(&r->re, p->path, 0, NULL, 0);
 }
@@ -756,6 +759,7 @@ static void p_drained(exchange_t *ex)
     if (!pr->paused)
         return;
     pr->paused = 0;
+    px_h2_drained(pr);
     px_set_deadline(pr);
     px_interest(pr);
 }
@@ -789,11 +793,33 @@ static int send_request(px_req_t *pr, const px_target_t *t)
         return 0;
     if (r2 == 0 && pr->none_up) /* else connect_failed said which backend, and why */
         site_error(ex->site, "no backend of the pool is up", 0, ex->peer, ex->path);
+    if (pr->grpc) {
+        px_grpc_fail(pr, 14, pr->none_up ? "no backend is up" : "no backend could be reached");
+        return 0;
+    }
     pr->state = RS_DONE;
     pr->head_sent = 1;
     if (pr->none_up)
         return ex_error(ex, 503, "Retry-After", "1");
     return ex_error(ex, 502, NULL, NULL);
+}
+
+/* Is the request a gRPC call (application/grpc, +proto and the like; not
+   gRPC-Web, which HTTP/1.1 carries)? */
+static int is_grpc(const exchange_t *ex)
+{
+    const http_str_t *ct = http_header(ex->req, "Content-Type");
+    return ct && ct->n >= 16 && !strncasecmp(ct->p, "application/grpc", 16) &&
+           (ct->n == 16 || ct->p[16] == '+' || ct->p[16] == ';');
+}
+
+/* gRPC over HTTP/1.1: no trailers, so no call can complete: said plainly. */
+static int grpc_refused(exchange_t *ex)
+{
+    static const char msg[] = "gRPC needs HTTP/2 or HTTP/3 from the client to the backend "
+                              "(its status comes in trailers, which HTTP/1.1 cannot carry here)\n";
+    int r = ex_head(ex, 505, "text/plain", sizeof msg - 1, -1);
+    return r ? (r < 0 ? -1 : 0) : ex_body_buf(ex, msg, sizeof msg - 1, 0);
 }
 
 int proxy_dispatch(exchange_t *ex)
@@ -802,11 +828,15 @@ int proxy_dispatch(exchange_t *ex)
     px_rule_t *r = match(ex, &t);
     if (!r)
         return PROXY_NOT_MINE;
+    int grpc = is_grpc(ex);
+    if (grpc && !ex_has_trailers(ex))
+        return grpc_refused(ex);
     px_req_t *pr = calloc(1, sizeof *pr);
     if (!pr)
         return -1;
     const http_request_t *req = ex->req;
     pr->ex = ex, pr->px = hsite_of(ex->site)->proxy, pr->rule = r;
+    pr->grpc = (uint8_t)grpc;
     pr->keep_out = 1; /* until it is more than PROXY_OUT_MAX: another backend may need it */
     pr->nfields0 = ex->nfields;
     pr->has_body = ex->req_len != 0;
@@ -817,7 +847,7 @@ int proxy_dispatch(exchange_t *ex)
         pr->idempotent |= http_method_is(req, idem[i]);
     /* FastCGI and SCGI put CONTENT_LENGTH first: a body without one is read
        whole (spool()) before a backend is asked */
-    pr->spooling = r->kind != PX_HTTP && ex->req_len < 0;
+    pr->spooling = (r->kind == PX_FCGI || r->kind == PX_SCGI) && ex->req_len < 0;
     if (!pr->spooling) {
         int r2 = send_request(pr, &t);
         if (r2 < 0 || pr->state == RS_DONE) {
