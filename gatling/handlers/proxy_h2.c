@@ -206,9 +206,9 @@ static int h2b_body(px_req_t *pr, const char *p, size_t n, int last)
     if (s->c && s->deferred) {
         s->deferred = 0;
         nghttp2_session_resume_data(s->c->ng, s->sid);
-        if (!s->c->depth)
-            h2b_pump(s->c);
     }
+    if (s->c && !s->c->depth)
+        h2b_pump(s->c);
     return 0;
 }
 
@@ -315,13 +315,10 @@ void px_h2_close(proxy_t *px, px_member_t *m, int all)
     }
 }
 
-/* Write what nghttp2 has for the backend, until EAGAIN; then what c waits
-   for.  A failure closes c (unless a call of ours is under way: then it
-   is only marked, and the event's end closes it). */
-static void h2b_pump(px_h2conn_t *c)
+/* Write what nghttp2 has for the backend, until EAGAIN.  0, or an errno. */
+static int h2b_send(px_h2conn_t *c)
 {
-    int err = 0;
-    while (!c->connecting && !err) {
+    while (!c->connecting) {
         if (c->woff == c->wlen) {
             c->woff = c->wlen = 0;
             const uint8_t *d;
@@ -331,29 +328,41 @@ static void h2b_pump(px_h2conn_t *c)
                 if (!q) { /* a large frame: sent from a buffer of its size */
                     char *big = realloc(c->wb, c->wlen + (size_t)n);
                     if (!big)
-                        return (void)(c->goaway = 1);
+                        return ENOMEM;
                     c->wb = big, q = c->wb + c->wlen;
                 }
                 memcpy(q, d, (size_t)n);
                 c->wlen += (size_t)n;
             }
             if (!c->wlen)
-                break;
+                return 0;
         }
         ssize_t w = send(c->fd, c->wb + c->woff, c->wlen - c->woff, MSG_NOSIGNAL);
         if (w < 0 && (errno == EAGAIN || errno == EINTR))
-            break;
+            return 0;
         if (w <= 0)
-            err = w < 0 ? errno : EPIPE;
-        else
-            c->woff += (size_t)w;
+            return w < 0 ? errno : EPIPE;
+        c->woff += (size_t)w;
     }
+    return 0;
+}
+
+/* Write what nghttp2 has for the backend; the requests whose body it took
+   below half of PROXY_OUT_MAX read their client again (and what that
+   gives is written too); then what c waits for.  A failure marks c, closed
+   at its event's end. */
+static void h2b_pump(px_h2conn_t *c)
+{
+    int err = h2b_send(c);
     for (px_req_t *pr = err ? NULL : c->reqs; pr;)
         if (pr->h2s->unblock && !pr->ended) {
             pr->h2s->unblock = 0;
             pr->blocked = 0;
+            c->depth++;
             ex_input_ready(pr->ex); /* input() may come back at once: the list may change */
-            pr = c->reqs;
+            c->depth--;
+            err = h2b_send(c);
+            pr = err ? NULL : c->reqs;
         } else {
             pr = pr->h2s->next;
         }
