@@ -98,8 +98,9 @@ static int proxy_set(config_t *cfg, const optdef_t *o, char *arg)
 const optdef_t proxy_opts[] = {
     OPT_ROW_FN('P', NULL, OPT_RULE, OPT_ANY, CONFIG_PROXY_RULES, proxy_set, 0,
                "not a proxy rule (at most 1024 bytes; -P at most 16 times)",
-        "  -P rule   send matching paths to a backend: [F/|S/]host/port/regex or\n"
-        "            [F/|S/]unix:/path:regex (F/: FastCGI, S/: SCGI, else HTTP;\n"
+        "  -P rule   send matching paths to a backend: [F/|S/|h2c/]host/port/regex\n"
+        "            or [F/|S/|h2c/]unix:/path:regex (F/: FastCGI, S/: SCGI, h2c/:\n"
+        "            HTTP/2 by prior knowledge, gRPC too, else HTTP/1.1;\n"
         "            the original gatling's -O; up to 16 times); several backends,\n"
         "            comma-separated, each with *weight and +backup, are a pool:\n"
         "            -P '10.0.0.1/80,10.0.0.2/80*2/^/app/'; @name/regex names a --pool;\n"
@@ -107,10 +108,11 @@ const optdef_t proxy_opts[] = {
         "            when none does)\n"),
     OPT_ROW_FN(0, "pool", OPT_RULE, OPT_ANY, CONFIG_POOLS, proxy_set, 1,
                "not a pool (at most 1024 bytes; --pool at most 16 times)",
-        "  --pool name=[F/|S/]backends|file:/path[;key=value...]  a pool of backends:\n"
-        "            balance=rr|least|hash[:Field], fails=, window=, down=, failon=,\n"
-        "            tries=, slowstart=, check=/path, interval=, expect=, fall=, rise=,\n"
-        "            timeout= (gatling.8, POOLS; up to 16 times, 64 backends in all)\n"),
+        "  --pool name=[F/|S/|h2c/]backends|file:/path[;key=value...]  a pool of\n"
+        "            backends: balance=rr|least|hash[:Field], fails=, window=, down=,\n"
+        "            failon=, tries=, slowstart=, check=/path, interval=, expect=, fall=,\n"
+        "            rise=, timeout=, streams= (gatling.8, POOLS; up to 16 times, 64\n"
+        "            backends in all)\n"),
     OPT_LAST};
 
 /* A file: pool's list, read (at most 64 KiB) from its directory unless its

@@ -527,11 +527,21 @@ void px_done_trailers(px_req_t *pr, const ex_field_t *t, int n)
     done(pr, 0, t, n);
 }
 
+void px_grpc_status(px_req_t *pr, const char *v, size_t n)
+{
+    int code = n == 1 || n == 2 ? atoi(v) : -1;
+    if (pr->ex->grpc_status || code < 0 || code > 16 || (n == 2 && v[0] == '0'))
+        return;
+    pr->ex->grpc_status = (uint8_t)(code + 1);
+    pr->px->site->stats.grpc[code]++;
+}
+
 void px_grpc_fail(px_req_t *pr, int code, const char *msg)
 {
     exchange_t *ex = pr->ex;
     char num[12];
     snprintf(num, sizeof num, "%d", code);
+    px_grpc_status(pr, num, strlen(num));
     pr->state = RS_DONE;
     if (pr->head_sent) { /* the trailers end what the backend began */
         ex_field_t t[2] = {{"grpc-status", num}, {"grpc-message", msg}};

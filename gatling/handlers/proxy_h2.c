@@ -462,6 +462,8 @@ static int h2b_on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint
             s->clen = UINT64_MAX;
         return 0;
     }
+    if (pr->grpc && nl == 11 && !memcmp(n, "grpc-status", 11) && (s->headed || s->status >= 200))
+        px_grpc_status(pr, (const char *)v, vl);
     if (s->headed) { /* the trailer section */
         char *kn = px_keep(pr, (const char *)n, nl), *kv = px_keep(pr, (const char *)v, vl);
         if (kn && kv && s->ntrail < H2B_TRAILERS)

@@ -255,6 +255,10 @@ void px_fail(px_req_t *pr, const char *why);
    sent).  The exchange may be over when this returns. */
 void px_grpc_fail(px_req_t *pr, int code, const char *msg);
 
+/* A gRPC call ends with grpc-status v[0..n): the access log's and
+   /metrics' (once a call; a value that is not a status is not counted). */
+void px_grpc_status(px_req_t *pr, const char *v, size_t n);
+
 /* The same for a call on the backend's socket that failed with err: call
    is "connect() to", "recv() from" or "send() to", and the error log's
    line names it, the backend (its kind and address as written) and err. */

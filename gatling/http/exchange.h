@@ -159,6 +159,7 @@ typedef struct exchange {
     int64_t resp_date;         /* a backend's Date (seconds; 0: none), for the cache's ages */
     const char *date;          /* the Date to send (a stored response's), or NULL: now */
     int64_t upstream_us;       /* a proxied request: its backend's time to the response head */
+    uint8_t grpc_status;       /* a gRPC call's grpc-status + 1 (0: none), for the log */
     ex_slot_t slot[EX_SLOTS];  /* the handlers' state (above) */
     char path[EX_PATH_CAP];    /* the decoded, normalised path */
     char vhost[EX_VHOST_CAP];  /* the vhost that served, for the access log */

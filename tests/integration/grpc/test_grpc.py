@@ -31,7 +31,7 @@ import time
 
 import pytest
 
-from conftest import H3, MUX, TLS, free_port, wait_for
+from conftest import H3, MUX, TLS, fetch, free_port, wait_for
 from conftest import test_pki as pki_dir  # not test_*: pytest would collect it
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -212,6 +212,27 @@ def test_backend_down_is_unavailable_not_502(gatling):
     r = raw_call(srv, "Unary", b"anyone?")
     assert r.status == 200, "gRPC clients want 200 and a grpc-status, not an HTML 502"
     assert r.header("grpc-status") == "14" and r.header("grpc-message"), r
+
+
+@no_grpcio_h3
+def test_grpc_statuses_in_metrics_and_json_log(gatling, backend):
+    """/metrics counts calls by grpc-status, the backend's and gatling's own;
+    the JSON access log has each call's."""
+    srv = grpc_srv(gatling, backend.port, extra=("--log-format", "json"))
+    assert call(srv, "unary", "Unary", "hello")["code"] == "OK"
+    assert call(srv, "unary", "Unary", "fail")["code"] == "NOT_FOUND"
+    backend.stop()
+    assert call(srv, "unary", "Unary", "gone")["code"] == "UNAVAILABLE"
+    r = fetch(srv.port, "/metrics")
+    text = r.body.decode()
+    for code in ("OK", "NOT_FOUND", "UNAVAILABLE"):
+        assert 'gatling_grpc_responses_total{code="%s"} 1' % code in text, text[-3000:]
+    assert 'gatling_grpc_responses_total{code="INTERNAL"} 0' in text
+
+    def logged():
+        objs = [json.loads(x) for x in srv.log if x.startswith("{")]
+        return [o["grpc_status"] for o in objs if "test.Echo" in (o["request"] or "")]
+    wait_for(lambda: logged() == [0, 5, 14], 5, "three calls logged with their statuses")
 
 
 @pytest.mark.skipif(MUX, reason="the HTTP/1.1 refusal")
