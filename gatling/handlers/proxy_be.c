@@ -366,6 +366,7 @@ void px_req_free(px_req_t *pr)
 {
     px_release(pr, 0);
     px_spool_free(pr);
+    free(pr->h2s); /* its timer stopped, its stream let go: px_release */
     free(pr->out);
     free(pr->in);
     free(pr->fields);

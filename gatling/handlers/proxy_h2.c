@@ -222,7 +222,8 @@ static ssize_t h2b_body_read(nghttp2_session *ng, int32_t sid, uint8_t *buf, siz
     px_h2s_t *s = pr->h2s;
     size_t n = pr->outlen - pr->outoff;
     n = n < len ? n : len;
-    memcpy(buf, pr->out + pr->outoff, n);
+    if (n)
+        memcpy(buf, pr->out + pr->outoff, n);
     pr->outoff += n;
     if (pr->outoff == pr->outlen && pr->body_in)
         *flags |= NGHTTP2_DATA_FLAG_EOF;
