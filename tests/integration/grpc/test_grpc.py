@@ -266,6 +266,57 @@ def test_http11_client_refused(gatling, backend):
     assert r.status == 505 and b"gRPC needs HTTP/2 or HTTP/3" in r.body, r
 
 
+def test_refused_stream_goes_on_another_connection(gatling):
+    """A raw HTTP/2 backend (python3-h2) that refuses every stream of its
+    first connection (RST_STREAM REFUSED_STREAM): the request, a POST that
+    may not be sent twice otherwise, never reached the application and is
+    answered from a second connection."""
+    import socket
+    import threading
+    import appservers
+    from conftest import import_h2
+    import_h2()
+    import h2.config
+    import h2.connection
+    import h2.errors
+    import h2.events
+    conns = []
+
+    def handle(sock):
+        n = len(conns)
+        conns.append(sock)
+        c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False))
+        c.initiate_connection()
+        sock.sendall(c.data_to_send())
+        while True:
+            data = sock.recv(65536)
+            if not data:
+                return
+            for ev in c.receive_data(data):
+                if isinstance(ev, h2.events.DataReceived):
+                    c.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+                if isinstance(ev, h2.events.RequestReceived) and n == 0:
+                    c.reset_stream(ev.stream_id, h2.errors.ErrorCodes.REFUSED_STREAM)
+                elif isinstance(ev, h2.events.StreamEnded) and n > 0:
+                    c.send_headers(ev.stream_id, [(":status", "200"), ("x-conn", str(n))])
+                    c.send_data(ev.stream_id, b"second\n", end_stream=True)
+            sock.sendall(c.data_to_send())
+
+    lst = appservers.listener()
+    appservers.serve(lst, handle, threaded=True)
+    try:
+        srv = grpc_srv(gatling, lst.getsockname()[1], rule="^/r")
+        with srv.connect() as c:
+            r = c.request("/r", method="POST", body=b"once",
+                          headers=[("Content-Length", "4")])
+        assert r.status == 200 and r.body == b"second\n" and r.header("x-conn") == "1", r
+        assert len(conns) == 2
+    finally:
+        lst.close()
+        for sock in conns:
+            sock.close()
+
+
 HC_APP = r'''
 async def app(scope, receive, send):
     if scope["type"] != "http":
