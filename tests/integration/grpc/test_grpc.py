@@ -19,8 +19,11 @@ the flow-control windows both ways; many concurrent calls on one backend
 connection, and streams= splitting them; grpc-timeout enforced by gatling
 (grpc-status 4); a backend that is down or dies mid-stream answered as
 UNAVAILABLE (HTTP 200, grpc-status 14), never a hang or an HTML 502; an
-HTTP/1.1 client refused with 505 and a sentence; plain HTTP/2 proxying
-(GET, POST with and without a length) to hypercorn.
+HTTP/1.1 client refused with 505 and a sentence; /metrics and the JSON
+access log counting grpc-status; check=grpc (grpc.health.v1.Health/Check)
+taking a NOT_SERVING backend out and back; a stream the backend refused
+(REFUSED_STREAM) sent again on another connection; plain HTTP/2 proxying
+(GET, a large POST) to hypercorn.
 """
 import json
 import os
