@@ -380,8 +380,8 @@ static px_h2conn_t *h2b_conn_open(proxy_t *px, px_member_t *m);
 static px_h2conn_t *h2b_conn_for(proxy_t *px, px_member_t *m, const px_h2conn_t *avoid)
 {
     for (px_h2conn_t *c = m->h2; c; c = c->next) {
-        uint32_t peer = nghttp2_session_get_remote_settings(c->ng,
-                                                            NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
+        uint32_t peer =
+            nghttp2_session_get_remote_settings(c->ng, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
         unsigned cap = (unsigned)m->pool->o.streams;
         cap = peer < cap ? peer : cap;
         if (c != avoid && !c->goaway && c->streams < cap)
@@ -698,7 +698,7 @@ static void h2b_timer_on(gio_loop_t *l, void *arg)
     px_req_t *pr = arg;
     px_h2s_t *s = pr->h2s;
     int64_t now = gio_now(l);
-    if (pr->paused && (!s->grpc_end || now < s->grpc_end)) { /* the client's pace, not the backend's */
+    if (pr->paused && (!s->grpc_end || now < s->grpc_end)) { /* the client's pace, not ours */
         h2b_arm(pr);
         return;
     }
