@@ -40,6 +40,9 @@ pkgs="$pkgs nghttp2-client python3-h2 curl wrk apache2-utils python3 goaccess cl
 #  lftp: test_ftp.py mirrors a tree from gatling's FTP server)
 # gunicorn, php-fpm, python3-websockets: test_proxy.py's backends (-P: HTTP, FastCGI, WebSocket)
 pkgs="$pkgs gunicorn php-fpm python3-websockets"
+# python3-grpcio, python3-hypercorn: integration/grpc's backends and client (h2c/ pools, gRPC
+# through gatling; run by /usr/bin/python3, where Debian puts them)
+pkgs="$pkgs python3-grpcio python3-hypercorn"
 # python3-zstandard, python3-brotli: test_compress.py decodes gatling's zstd and br on the fly
 # with real decoders (gzip is Python's own)
 pkgs="$pkgs python3-zstandard python3-brotli"

@@ -176,7 +176,7 @@ void px_popts_default(px_popts_t *o)
     *o = (px_popts_t){.balance = BAL_RR, .fails = 3, .window = 10, .down = 10,
                       .failon = {502, 503, 504}, .nfailon = 3, .tries = 3, .slowstart = 10,
                       .interval = 5, .expect_lo = 200, .expect_hi = 399, .fall = 2,
-                      .rise = 2, .check_timeout = 2};
+                      .rise = 2, .check_timeout = 2, .streams = 100};
 }
 
 /* The options whose value is a number. */
@@ -194,6 +194,7 @@ static const struct {
     {"fall", offsetof(px_popts_t, fall), 1, 100},
     {"rise", offsetof(px_popts_t, rise), 1, 100},
     {"timeout", offsetof(px_popts_t, check_timeout), 1, 300},
+    {"streams", offsetof(px_popts_t, streams), 1, 1000},
 };
 
 /* failon=502,503 or failon=none. */
@@ -241,7 +242,7 @@ static int check_parse(px_popts_t *o, const char *k, size_t kl, const char *v, c
 {
     size_t n = (size_t)(ve - v);
     if (kl == 5 && !memcmp(k, "check", 5)) {
-        if (!n || *v != '/' || n >= sizeof o->check)
+        if (!n || (*v != '/' && (n != 4 || memcmp(v, "grpc", 4))) || n >= sizeof o->check)
             return -1;
         for (const char *c = v; c < ve; c++)
             if ((unsigned char)*c <= ' ' || *c == 127)
@@ -266,7 +267,7 @@ static int option_parse(px_popts_t *o, const char *s, const char *se, const char
     const char *eq = memchr(s, '=', (size_t)(se - s)), *v = eq ? eq + 1 : se, *e;
     size_t kl = eq ? (size_t)(eq - s) : 0;
     *why = "an unknown pool option (balance, fails, window, down, failon, tries, slowstart, "
-           "check, interval, expect, fall, rise, timeout)";
+           "check, interval, expect, fall, rise, timeout, streams)";
     if (!eq)
         return -1;
     for (size_t i = 0; i < sizeof numeric / sizeof numeric[0]; i++) {
@@ -288,20 +289,23 @@ static int option_parse(px_popts_t *o, const char *s, const char *se, const char
         return failon_parse(o, v, se);
     }
     if ((kl == 5 && !memcmp(s, "check", 5)) || (kl == 6 && !memcmp(s, "expect", 6))) {
-        *why = "check= is an absolute path (printable, at most 255 bytes); expect= a status "
-               "or a range, 100-599";
+        *why = "check= is an absolute path (printable, at most 255 bytes) or grpc; expect= a "
+               "status or a range, 100-599";
         return check_parse(o, s, kl, v, se);
     }
     return -1;
 }
 
-/* [F/|S/] at *s: the protocol. */
+/* [F/|S/|h2c/] at *s: the protocol. */
 static int kind_of(const char **s)
 {
     int k = PX_HTTP;
     if (((*s)[0] == 'F' || (*s)[0] == 'S') && (*s)[1] == '/') {
         k = (*s)[0] == 'F' ? PX_FCGI : PX_SCGI;
         *s += 2;
+    } else if (!strncmp(*s, "h2c/", 4)) {
+        k = PX_H2C;
+        *s += 4;
     }
     return k;
 }
@@ -337,6 +341,9 @@ int px_pool_parse(const char *def, px_pooldef_t *pd, const char **why)
         if (option_parse(&pd->o, s + 1, e, why) < 0)
             return -1;
     }
+    *why = "check=grpc (grpc.health.v1.Health/Check) is for h2c/ pools";
+    if (!strcmp(pd->o.check, "grpc") && pd->kind != PX_H2C)
+        return -1;
     *why = "an option is ;key=value";
     return *s ? -1 : 0;
 }
