@@ -15,6 +15,7 @@
 #include "site/fcache.h"
 #include "site/site.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,6 +48,8 @@ void sb_release(sbody_t *b)
     b->c->drainers -= b->want_drain;
     b->c->held_bytes -= b->held_len;
     free(b->held);
+    free(b->trailers);
+    b->trailers = NULL, b->ntrailers = 0;
     fields_free(b);
 }
 
@@ -157,6 +160,30 @@ int sb_codec_body_end(exchange_t *ex)
     b->ended = 1;
     comes(b); /* a reader that waited for more sees the end */
     return 0;
+}
+
+/* The trailer section in one block (the table, then the names in lower
+   case and the values), sent by the codec once the body is out. */
+int sb_codec_trailers(exchange_t *ex, const ex_field_t *f, int n)
+{
+    sbody_t *b = sb_of(ex);
+    size_t size = (size_t)n * sizeof(http_field_t);
+    for (int i = 0; i < n; i++)
+        size += strlen(f[i].name) + strlen(f[i].value) + 2;
+    http_field_t *t = n > 0 && !b->closed && !b->trailers ? malloc(size) : NULL;
+    if (t) {
+        char *q = (char *)(t + n);
+        for (int i = 0; i < n; i++) {
+            size_t nl = strlen(f[i].name), vl = strlen(f[i].value);
+            t[i] = (http_field_t){q, q + nl + 1, nl, vl};
+            for (size_t k = 0; k <= nl; k++)
+                q[k] = (char)tolower((unsigned char)f[i].name[k]);
+            memcpy(q + nl + 1, f[i].value, vl + 1);
+            q += nl + vl + 2;
+        }
+        b->trailers = t, b->ntrailers = (size_t)n;
+    }
+    return sb_codec_body_end(ex);
 }
 
 void sb_codec_body_abort(exchange_t *ex)

@@ -118,6 +118,8 @@ typedef struct sbody {
     uint64_t given;     /* body bytes handed over (queued: given - body_sent) */
     uint64_t body_sent; /* ... and framed by the codec */
     uint64_t body_left; /* bytes of a known length still to frame */
+    http_field_t *trailers; /* the trailer section to end the body with (one block), or NULL */
+    size_t ntrailers;
     char *held;         /* request body bytes the producer has not taken yet */
     size_t held_len;
     sb_chunk_t *fields; /* the request's names, values and log line (sb_room) */
@@ -214,6 +216,7 @@ int sb_codec_body_end(exchange_t *ex);
 void sb_codec_body_abort(exchange_t *ex);
 uint64_t sb_codec_queued(const exchange_t *ex);
 void sb_codec_input_ready(exchange_t *ex);
+int sb_codec_trailers(exchange_t *ex, const ex_field_t *f, int n);
 
 /* n bytes of a producer's request body came: offered, the rest held (at
    most SB_HELD_MAX per connection: past it the stream is reset, SB_CALM). */
@@ -278,6 +281,7 @@ void sb_codec_redispatch(exchange_t *ex);
     .head = sb_codec_head, .error = sb_codec_error, .body_buf = sb_codec_body_buf,          \
     .body_file = sb_codec_body_file, .body_end = sb_codec_body_end,                         \
     .body_abort = sb_codec_body_abort, .queued = sb_codec_queued,                           \
-    .input_ready = sb_codec_input_ready, .redispatch = sb_codec_redispatch
+    .input_ready = sb_codec_input_ready, .redispatch = sb_codec_redispatch,                  \
+    .trailers = sb_codec_trailers
 
 #endif

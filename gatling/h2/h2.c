@@ -390,6 +390,8 @@ static void frame_in(h2_t *h, const uint8_t *p)
     uint8_t type = hd.type, flags = hd.flags;
     int32_t id = hd.id;
     int kind = h2f_flood_kind(p, len, type, flags);
+    if (kind == H2_FLOOD_WINDOW && h->window_credit) /* answers DATA we sent: not a flood */
+        h->window_credit--, kind = -1;
     if (kind >= 0 && h2_flood_take(h, kind) < 0)
         return;
     switch (type) {

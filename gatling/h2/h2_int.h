@@ -49,6 +49,7 @@ typedef struct h2 h2_t; /* (as h2.h says) */
 #define H2_MAX_CONTINUATIONS 8         /* CONTINUATIONs in a header block (CVE-2024-28182) */
 #define H2_POOL_MAX 512                /* streams the process keeps for reuse (sb_pool_t) */
 #define H2_SPARES_LINGER 1000          /* ms spare streams outlive their last use */
+#define H2_CREDIT_MAX 1024 /* streams and DATA frames whose WINDOW_UPDATEs are owed */
 #define H2_TABLE 4096                  /* HPACK dynamic tables, both ways (RFC 7541's default) */
 
 /* A block of frame bytes: control frames, HEADERS (HPACK writes straight
@@ -150,6 +151,12 @@ struct h2 {
     uint32_t peer_window;    /* the client's SETTINGS_INITIAL_WINDOW_SIZE */
     uint32_t peer_table;     /* ... SETTINGS_HEADER_TABLE_SIZE */
     uint32_t seq;            /* incremental streams served */
+    /* small WINDOW_UPDATEs the streams the client opened and the DATA
+       frames we sent may have it send (one for the stream, one for the
+       connection, each: a gRPC client opens 5 bytes for a message's prefix
+       on every stream, and acknowledges every small message), not counted
+       as a flood */
+    uint32_t window_credit;
 };
 
 /* ---- h2_out.c: frames into the blocks, the blocks onto the batch ---- */

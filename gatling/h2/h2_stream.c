@@ -70,6 +70,8 @@ h2_stream_t *h2_stream_new(h2_t *h, int32_t id)
     s->begun = spares_taken_at = gio_now(h->f.site->loop);
     h->open++;
     h->pending++;
+    if (h->window_credit < 2 * H2_CREDIT_MAX) /* a gRPC client opens 5 bytes on a new stream */
+        h->window_credit += 2;
     s->next = h->all;
     h->all = s;
     return s;
@@ -489,9 +491,11 @@ h2_stream_t *h2_pick(const h2_t *h)
 int h2_send_data(h2_t *h, h2_stream_t *s)
 {
     uint8_t hd[9];
-    if (!s->sb.body_left || s->sb.cur >= s->sb.nparts) { /* END_STREAM alone */
+    if (!s->sb.body_left || s->sb.cur >= s->sb.nparts) { /* END_STREAM alone, or trailers */
         h2f_put_hd(hd, 0, FR_DATA, FL_END_STREAM, (uint32_t)s->id);
-        if (h2_pend_add(h, hd, 9) < 0)
+        if (s->sb.trailers ? out_headers(h, s->id, s->sb.trailers, s->sb.ntrailers,
+                                         FL_END_STREAM) < 0
+                           : h2_pend_add(h, hd, 9) < 0)
             return -1;
         local_end(h, s);
         return 0;
@@ -502,8 +506,9 @@ int h2_send_data(h2_t *h, h2_stream_t *s)
     max = (uint64_t)s->send_win < max ? (uint64_t)s->send_win : max;
     max = (uint64_t)h->send_win < max ? (uint64_t)h->send_win : max;
     n = n < max ? n : max;
-    int end = n == s->sb.body_left ||
-              (s->sb.streamed && s->sb.ended && s->sb.cur + 1 == s->sb.nparts && n == p->len);
+    int end = !s->sb.trailers && (n == s->sb.body_left || (s->sb.streamed && s->sb.ended &&
+                                                             s->sb.cur + 1 == s->sb.nparts &&
+                                                             n == p->len));
     h2f_put_hd(hd, (size_t)n, FR_DATA, end ? FL_END_STREAM : 0, (uint32_t)s->id);
     if (h2_pend_add(h, hd, 9) < 0 || h2_pend_flush(h) < 0)
         return -1;
@@ -516,6 +521,8 @@ int h2_send_data(h2_t *h, h2_stream_t *s)
     s->sb.body_sent += n;
     s->send_win -= (int64_t)n;
     h->send_win -= (int64_t)n;
+    if (h->window_credit < 2 * H2_CREDIT_MAX)
+        h->window_credit += 2;
     if (!p->len)
         s->sb.cur++;
     if (s->incremental)

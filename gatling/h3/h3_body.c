@@ -55,6 +55,19 @@ static int next_vec(h3_stream_t *s, nghttp3_vec *v)
     return 1;
 }
 
+/* The trailer section after the body (nghttp3 copies it): 0, or -1 (the
+   body then ends without it). */
+static int trailers(nghttp3_conn *ng, h3_stream_t *s)
+{
+    nghttp3_nv nv[EX_FIELDS_MAX];
+    size_t n = s->sb.ntrailers < EX_FIELDS_MAX ? s->sb.ntrailers : EX_FIELDS_MAX;
+    for (size_t i = 0; i < n; i++) {
+        const http_field_t *f = &s->sb.trailers[i];
+        nv[i] = (nghttp3_nv){(uint8_t *)f->name, (uint8_t *)f->value, f->nlen, f->vlen, 0};
+    }
+    return nghttp3_conn_submit_trailers(ng, s->id, nv, n) == 0 ? 0 : -1;
+}
+
 /* nghttp3 asks for DATA: vectors until H3_UNACKED_MAX is out unacknowledged. */
 nghttp3_ssize h3_read_data(nghttp3_conn *ng, int64_t id, nghttp3_vec *vec, size_t veccnt,
                            uint32_t *pflags, void *user, void *stream_user)
@@ -71,9 +84,11 @@ nghttp3_ssize h3_read_data(nghttp3_conn *ng, int64_t id, nghttp3_vec *vec, size_
     }
     int all = s->sb.cur >= s->sb.nparts || (s->sb.cur == s->sb.nparts - 1 &&
                                       s->cur_off >= s->sb.parts[s->sb.cur].len);
-    if (s->sb.streamed ? s->sb.ended && all : !s->sb.body_left)
+    if (s->sb.streamed ? s->sb.ended && all : !s->sb.body_left) {
         *pflags |= NGHTTP3_DATA_FLAG_EOF;
-    else if (!k) {
+        if (s->sb.trailers && trailers(ng, s) == 0)
+            *pflags |= NGHTTP3_DATA_FLAG_NO_END_STREAM;
+    } else if (!k) {
         s->sb.waits = 1;
         return NGHTTP3_ERR_WOULDBLOCK;
     }

@@ -147,6 +147,17 @@ static void general(hbuf_t *b, const site_t *s, const stats_snap_t *t)
     family(b, "gatling_transferred_bytes_total", "counter",
            "Bytes of responses sent (FTP: of transfers, either way), by protocol", "protocol",
            bytes, N(bytes));
+    static const char *const grpc_codes[17] = {
+        "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+        "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+        "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
+        "UNAUTHENTICATED"};
+    lv_t grpc[17];
+    for (int k = 0; k < 17; k++)
+        grpc[k] = (lv_t){grpc_codes[k], c->grpc[k]};
+    family(b, "gatling_grpc_responses_total", "counter",
+           "gRPC calls proxied, by the grpc-status they ended with (the backend's, or "
+           "gatling's: UNAVAILABLE, DEADLINE_EXCEEDED)", "code", grpc, N(grpc));
     const lv_t refused[] = {{"connection_cap", c->refused_cap},
                             {"address_cap", c->refused_addr},
                             {"descriptors", c->refused_fds},

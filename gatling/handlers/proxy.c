@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -97,8 +98,9 @@ static int proxy_set(config_t *cfg, const optdef_t *o, char *arg)
 const optdef_t proxy_opts[] = {
     OPT_ROW_FN('P', NULL, OPT_RULE, OPT_ANY, CONFIG_PROXY_RULES, proxy_set, 0,
                "not a proxy rule (at most 1024 bytes; -P at most 16 times)",
-        "  -P rule   send matching paths to a backend: [F/|S/]host/port/regex or\n"
-        "            [F/|S/]unix:/path:regex (F/: FastCGI, S/: SCGI, else HTTP;\n"
+        "  -P rule   send matching paths to a backend: [F/|S/|h2c/]host/port/regex\n"
+        "            or [F/|S/|h2c/]unix:/path:regex (F/: FastCGI, S/: SCGI, h2c/:\n"
+        "            HTTP/2 by prior knowledge, gRPC too, else HTTP/1.1;\n"
         "            the original gatling's -O; up to 16 times); several backends,\n"
         "            comma-separated, each with *weight and +backup, are a pool:\n"
         "            -P '10.0.0.1/80,10.0.0.2/80*2/^/app/'; @name/regex names a --pool;\n"
@@ -106,10 +108,11 @@ const optdef_t proxy_opts[] = {
         "            when none does)\n"),
     OPT_ROW_FN(0, "pool", OPT_RULE, OPT_ANY, CONFIG_POOLS, proxy_set, 1,
                "not a pool (at most 1024 bytes; --pool at most 16 times)",
-        "  --pool name=[F/|S/]backends|file:/path[;key=value...]  a pool of backends:\n"
-        "            balance=rr|least|hash[:Field], fails=, window=, down=, failon=,\n"
-        "            tries=, slowstart=, check=/path, interval=, expect=, fall=, rise=,\n"
-        "            timeout= (gatling.8, POOLS; up to 16 times, 64 backends in all)\n"),
+        "  --pool name=[F/|S/|h2c/]backends|file:/path[;key=value...]  a pool of\n"
+        "            backends: balance=rr|least|hash[:Field], fails=, window=, down=,\n"
+        "            failon=, tries=, slowstart=, check=/path, interval=, expect=, fall=,\n"
+        "            rise=, timeout=, streams= (gatling.8, POOLS; up to 16 times, 64\n"
+        "            backends in all)\n"),
     OPT_LAST};
 
 /* A file: pool's list, read (at most 64 KiB) from its directory unless its
@@ -310,7 +313,7 @@ static px_pool_t *pool_new(proxy_t *px, const px_pooldef_t *pd, int cfg_index)
     px->pool[px->npools++] = p;
     snprintf(p->name, sizeof p->name, "%s", pd->name);
     p->kind = pd->kind;
-    p->ops = p->kind == PX_HTTP ? &px_http_ops : &px_fcgi_ops;
+    p->ops = p->kind == PX_HTTP ? &px_http_ops : p->kind == PX_H2C ? &px_h2_ops : &px_fcgi_ops;
     p->o = pd->o;
     p->cfg_index = cfg_index;
     memcpy(p->file, pd->file, sizeof p->file);
@@ -363,6 +366,8 @@ int proxy_init(site_t *site)
     proxy_t *px = calloc(1, sizeof *px);
     px_pooldef_t *pd = malloc(sizeof *pd);
     hs->proxy = px;
+    if (px)
+        px->h2_close = px_h2_close;
     if (!px || !pd || (px->site = site, px->on_backend = conn_on, pools_init(px, pd) < 0)) {
         fprintf(stderr, "gatling: proxy rules: out of memory\n");
         free(pd);
@@ -519,7 +524,7 @@ static int vhost_proxied(proxy_t *px, exchange_t *ex, px_target_t *t)
    (cgienv_script): "\.php$" takes "/index.php/blog". */
 static int rule_takes(const px_rule_t *r, const path_t *p)
 {
-    if (r->kind != PX_HTTP)
+    if (r->kind == PX_FCGI || r->kind == PX_SCGI)
         return cgienv_script(&r->re, 1, p->path, p->len, CGIENV_AT_END) > 0;
     return !regexec(&r->re, p->path, 0, NULL, 0);
 }
@@ -756,6 +761,7 @@ static void p_drained(exchange_t *ex)
     if (!pr->paused)
         return;
     pr->paused = 0;
+    px_h2_drained(pr);
     px_set_deadline(pr);
     px_interest(pr);
 }
@@ -789,11 +795,33 @@ static int send_request(px_req_t *pr, const px_target_t *t)
         return 0;
     if (r2 == 0 && pr->none_up) /* else connect_failed said which backend, and why */
         site_error(ex->site, "no backend of the pool is up", 0, ex->peer, ex->path);
+    if (pr->grpc) {
+        px_grpc_fail(pr, 14, pr->none_up ? "no backend is up" : "no backend could be reached");
+        return 0;
+    }
     pr->state = RS_DONE;
     pr->head_sent = 1;
     if (pr->none_up)
         return ex_error(ex, 503, "Retry-After", "1");
     return ex_error(ex, 502, NULL, NULL);
+}
+
+/* Is the request a gRPC call (application/grpc, +proto and the like; not
+   gRPC-Web, which HTTP/1.1 carries)? */
+static int is_grpc(const exchange_t *ex)
+{
+    const http_str_t *ct = http_header(ex->req, "Content-Type");
+    return ct && ct->n >= 16 && !strncasecmp(ct->p, "application/grpc", 16) &&
+           (ct->n == 16 || ct->p[16] == '+' || ct->p[16] == ';');
+}
+
+/* gRPC over HTTP/1.1: no trailers, so no call can complete: said plainly. */
+static int grpc_refused(exchange_t *ex)
+{
+    static const char msg[] = "gRPC needs HTTP/2 or HTTP/3 from the client to the backend "
+                              "(its status comes in trailers, which HTTP/1.1 cannot carry here)\n";
+    int r = ex_head(ex, 505, "text/plain", sizeof msg - 1, -1);
+    return r ? (r < 0 ? -1 : 0) : ex_body_buf(ex, msg, sizeof msg - 1, 0);
 }
 
 int proxy_dispatch(exchange_t *ex)
@@ -802,11 +830,15 @@ int proxy_dispatch(exchange_t *ex)
     px_rule_t *r = match(ex, &t);
     if (!r)
         return PROXY_NOT_MINE;
+    int grpc = is_grpc(ex);
+    if (grpc && !ex_has_trailers(ex))
+        return grpc_refused(ex);
     px_req_t *pr = calloc(1, sizeof *pr);
     if (!pr)
         return -1;
     const http_request_t *req = ex->req;
     pr->ex = ex, pr->px = hsite_of(ex->site)->proxy, pr->rule = r;
+    pr->grpc = (uint8_t)grpc;
     pr->keep_out = 1; /* until it is more than PROXY_OUT_MAX: another backend may need it */
     pr->nfields0 = ex->nfields;
     pr->has_body = ex->req_len != 0;
@@ -817,7 +849,7 @@ int proxy_dispatch(exchange_t *ex)
         pr->idempotent |= http_method_is(req, idem[i]);
     /* FastCGI and SCGI put CONTENT_LENGTH first: a body without one is read
        whole (spool()) before a backend is asked */
-    pr->spooling = r->kind != PX_HTTP && ex->req_len < 0;
+    pr->spooling = (r->kind == PX_FCGI || r->kind == PX_SCGI) && ex->req_len < 0;
     if (!pr->spooling) {
         int r2 = send_request(pr, &t);
         if (r2 < 0 || pr->state == RS_DONE) {

@@ -38,12 +38,16 @@ void px_member_idle_close(proxy_t *px, px_member_t *m)
     for (int k = 0; k < m->nidle; k++)
         px_conn_close(px, m->idle[k]);
     m->nidle = 0;
+    if (px->h2_close)
+        px->h2_close(px, m, 0);
 }
 
 void px_member_free(proxy_t *px, px_member_t *m)
 {
     px_check_stop(px, m);
     px_member_idle_close(px, m);
+    if (px->h2_close)
+        px->h2_close(px, m, 1);
     px_member_drop(px, m);
 }
 
@@ -202,6 +206,8 @@ void px_release(px_req_t *pr, int reusable)
     px_conn_t *c = pr->be;
     px_unfresh(pr);
     attempt_end(pr);
+    if (pr->h2s && pr->rule->ops->release)
+        pr->rule->ops->release(pr);
     if (!c)
         return;
     pr->be = NULL;
@@ -215,6 +221,8 @@ void px_release(px_req_t *pr, int reusable)
 /* Attach a connection of m to pr (pooled if any, else new).  0, or -1 with errno. */
 static int attach(px_req_t *pr, px_member_t *m, int pooled)
 {
+    if (pr->rule->ops->attach) /* a stream on a connection of the protocol's own */
+        return pr->rule->ops->attach(pr, m);
     px_conn_t *c = pooled ? pool_take(m, pr->has_body, gio_now(pr->px->site->loop)) : NULL;
     if (c) {
         px_count(pr->px, m, BACKEND_REUSES);
@@ -279,7 +287,7 @@ static const char *backend_named(const px_req_t *pr, const px_member_t *m, const
                                  char *out, size_t cap)
 {
     static const char *const kind[] = {[PX_HTTP] = "HTTP", [PX_FCGI] = "FastCGI",
-                                       [PX_SCGI] = "SCGI"};
+                                       [PX_SCGI] = "SCGI", [PX_H2C] = "HTTP/2"};
     snprintf(out, cap, "%s%sthe %s backend %s", prefix, *prefix ? " " : "",
              kind[pr->rule->kind], m->d.label);
     return out;
@@ -462,7 +470,9 @@ static void fail(px_req_t *pr, const char *why, const char *call, int err)
     site_error(s, line, err, ex->peer, err ? ex->path : why);
     px_release(pr, 0);
     pr->state = RS_DONE;
-    if (pr->head_sent) {
+    if (pr->grpc) {
+        px_grpc_fail(pr, 14, pr->none_up ? "no backend is up" : "the backend failed");
+    } else if (pr->head_sent) {
         ex_body_abort(ex);
     } else {
         pr->head_sent = 1;
@@ -494,13 +504,56 @@ static void observe(proxy_t *px, const px_member_t *m, int64_t us_)
     st->be_duration_us[m->slot] += (uint64_t)(us_ > 0 ? us_ : 0);
 }
 
-void px_done(px_req_t *pr, int reusable)
+/* px_done and px_done_trailers: the response ends with t[0..n) (n 0: none). */
+static void done(px_req_t *pr, int reusable, const ex_field_t *t, int n)
 {
     pr->state = RS_DONE;
     if (pr->counted)
         observe(pr->px, pr->m, gio_now_us(pr->px->site->loop) - pr->sent_us);
     px_release(pr, reusable && pr->keepalive && pr->body_in && pr->outoff == pr->outlen);
-    ex_body_end(pr->ex);
+    if (n)
+        ex_body_trailers(pr->ex, t, n);
+    else
+        ex_body_end(pr->ex);
+}
+
+void px_done(px_req_t *pr, int reusable)
+{
+    done(pr, reusable, NULL, 0);
+}
+
+void px_done_trailers(px_req_t *pr, const ex_field_t *t, int n)
+{
+    done(pr, 0, t, n);
+}
+
+void px_grpc_status(px_req_t *pr, const char *v, size_t n)
+{
+    int code = n == 1 || n == 2 ? atoi(v) : -1;
+    if (pr->ex->grpc_status || code < 0 || code > 16 || (n == 2 && v[0] == '0'))
+        return;
+    pr->ex->grpc_status = (uint8_t)(code + 1);
+    pr->px->site->stats.grpc[code]++;
+}
+
+void px_grpc_fail(px_req_t *pr, int code, const char *msg)
+{
+    exchange_t *ex = pr->ex;
+    char num[12];
+    snprintf(num, sizeof num, "%d", code);
+    px_grpc_status(pr, num, strlen(num));
+    pr->state = RS_DONE;
+    if (pr->head_sent) { /* the trailers end what the backend began */
+        ex_field_t t[2] = {{"grpc-status", num}, {"grpc-message", msg}};
+        ex_body_trailers(ex, t, 2);
+        return;
+    }
+    pr->head_sent = 1; /* trailers-only: one HEADERS, with END_STREAM */
+    ex->nfields = pr->nfields0;
+    ex_field(ex, "grpc-status", num);
+    ex_field(ex, "grpc-message", msg);
+    if (ex_head(ex, 200, "application/grpc", 0, -1) == 0 && !pr->ended)
+        ex_body_end(ex);
 }
 
 /* Hand buf[0..n) (malloc'd, now the exchange's) to the client. */

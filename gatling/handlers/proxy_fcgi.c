@@ -262,4 +262,4 @@ static void px_fcgi_eof(px_req_t *pr)
                                          : "the backend closed in the middle of the body");
 }
 
-const px_ops_t px_fcgi_ops = {px_fcgi_request, px_fcgi_body, px_fcgi_read, px_fcgi_eof};
+const px_ops_t px_fcgi_ops = {px_fcgi_request, px_fcgi_body, px_fcgi_read, px_fcgi_eof, NULL, NULL};

@@ -373,4 +373,5 @@ static void px_http_eof(px_req_t *pr)
                                 : "the backend closed before its response head");
 }
 
-const px_ops_t px_http_ops = {px_http_request, px_http_body, px_http_read, px_http_eof};
+const px_ops_t px_http_ops = {px_http_request, px_http_body, px_http_read, px_http_eof, NULL,
+                               NULL};

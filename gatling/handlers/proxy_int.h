@@ -37,7 +37,7 @@
 #define PROXY_STARVED_MS 50   /* FastCGI: a new connection unanswered this long may be starved */
 #define PROXY_FIELDS_MAX 4096 /* a backend head's fields, copied for the exchange */
 
-enum { PX_HTTP, PX_FCGI, PX_SCGI };
+enum { PX_HTTP, PX_FCGI, PX_SCGI, PX_H2C }; /* PX_H2C: HTTP/2 by prior knowledge */
 
 #define POOL_MEMBERS 32  /* backends of one pool (draining ones too) */
 #define PX_LABEL_MAX 120 /* a backend's address as written: "unix:" + 107 bytes fit */
@@ -76,6 +76,7 @@ typedef struct px_popts {
     int slowstart;         /* seconds a new or recovered backend's weight grows */
     char check[PX_CHECK_PATH_MAX]; /* active checks' path; "" none */
     int interval, expect_lo, expect_hi, fall, rise, check_timeout;
+    int streams;           /* h2c/: streams on one backend connection, at most */
 } px_popts_t;
 
 /* A backend as written: its address, weight, backup mark. */
@@ -107,6 +108,7 @@ typedef struct px_member {
     unsigned check_good, check_bad; /* checks in a row */
     int64_t check_at;     /* the next check (gio_now) */
     struct px_check *check; /* the check under way, or NULL */
+    struct px_h2conn *h2;   /* h2c/: its connections (proxy_h2.c), each with its streams */
 } px_member_t;
 
 /* Backends behind one or more rules, one protocol. */
@@ -143,6 +145,9 @@ typedef struct px_rule {
 typedef struct proxy {
     site_t *site;
     void (*on_backend)(watch_t *w, unsigned events); /* proxy.c's: a backend connection's events */
+    /* proxy_h2.c's: close m's HTTP/2 connections without a stream (all:
+       every one; their streams fail) */
+    void (*h2_close)(struct proxy *px, px_member_t *m, int all);
     size_t spooled; /* bytes of bodies read whole (px_req_t's spool) */
     char *spare;    /* a read buffer (PROXY_READ) no request holds, or NULL */
     int nrules;
@@ -211,6 +216,8 @@ typedef struct px_req {
     uint8_t paused;     /* not reading: the client's side is full */
     uint8_t head_sent;  /* ex_head (or ex_error) went out */
     uint8_t ended;      /* the exchange ended (end()): free when depth is 0 */
+    uint8_t grpc;       /* a gRPC call (application/grpc): failures answered as gRPC */
+    struct px_h2s *h2s; /* h2c/: the stream's state (proxy_h2.c; one block, freed with pr) */
     unsigned depth;     /* calls of ours on the stack */
 } px_req_t;
 
@@ -234,9 +241,23 @@ int px_body_last(px_req_t *pr, char *p, size_t n);
    another request.  The exchange may be over when this returns. */
 void px_done(px_req_t *pr, int reusable);
 
+/* The same, the body ending with the trailer fields t[0..n) (HTTP/2 and
+   HTTP/3 clients; the strings copied). */
+void px_done_trailers(px_req_t *pr, const ex_field_t *t, int n);
+
 /* The backend failed (502): an error before the head, a broken body after
    it.  The exchange may be over when this returns. */
 void px_fail(px_req_t *pr, const char *why);
+
+/* A gRPC call's answer when it cannot be the backend's (px_fail's for a
+   gRPC call): HTTP 200 with grpc-status code and grpc-message msg
+   (trailers-only before the head, else the trailers after what the backend
+   sent).  The exchange may be over when this returns. */
+void px_grpc_fail(px_req_t *pr, int code, const char *msg);
+
+/* A gRPC call ends with grpc-status v[0..n): the access log's and
+   /metrics' (once a call; a value that is not a status is not counted). */
+void px_grpc_status(px_req_t *pr, const char *v, size_t n);
 
 /* The same for a call on the backend's socket that failed with err: call
    is "connect() to", "recv() from" or "send() to", and the error log's
@@ -280,10 +301,26 @@ typedef struct px_ops {
     void (*read)(px_req_t *pr, char *buf, size_t n);
     /* The backend closed the connection. */
     void (*eof)(px_req_t *pr);
+    /* A multiplexing protocol's own connections (NULL: px_conn_t's): attach
+       pr to one of m's as a new stream, 0 or -1 with errno; and let go of
+       its stream (reset if not complete). */
+    int (*attach)(px_req_t *pr, px_member_t *m);
+    void (*release)(px_req_t *pr);
 } px_ops_t;
 
 extern const px_ops_t px_http_ops; /* proxy_http.c */
 extern const px_ops_t px_fcgi_ops; /* proxy_fcgi.c: FastCGI and SCGI */
+extern const px_ops_t px_h2_ops;   /* proxy_h2.c: HTTP/2 (h2c/) */
+
+/* ---- proxy_h2.c: what proxy.c calls besides the ops ---- */
+
+/* The client took pr's body below EX_STREAM_LOW: the backend's DATA it
+   held back is acknowledged (its window opens). */
+void px_h2_drained(px_req_t *pr);
+
+/* proxy_t's h2_close. */
+void px_h2_close(struct proxy *px, px_member_t *m, int all);
+
 
 /* ---- proxy_pool.c: what pools are, which backend, health ---- */
 

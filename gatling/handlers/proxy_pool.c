@@ -176,7 +176,7 @@ void px_popts_default(px_popts_t *o)
     *o = (px_popts_t){.balance = BAL_RR, .fails = 3, .window = 10, .down = 10,
                       .failon = {502, 503, 504}, .nfailon = 3, .tries = 3, .slowstart = 10,
                       .interval = 5, .expect_lo = 200, .expect_hi = 399, .fall = 2,
-                      .rise = 2, .check_timeout = 2};
+                      .rise = 2, .check_timeout = 2, .streams = 100};
 }
 
 /* The options whose value is a number. */
@@ -194,6 +194,7 @@ static const struct {
     {"fall", offsetof(px_popts_t, fall), 1, 100},
     {"rise", offsetof(px_popts_t, rise), 1, 100},
     {"timeout", offsetof(px_popts_t, check_timeout), 1, 300},
+    {"streams", offsetof(px_popts_t, streams), 1, 1000},
 };
 
 /* failon=502,503 or failon=none. */
@@ -266,7 +267,7 @@ static int option_parse(px_popts_t *o, const char *s, const char *se, const char
     const char *eq = memchr(s, '=', (size_t)(se - s)), *v = eq ? eq + 1 : se, *e;
     size_t kl = eq ? (size_t)(eq - s) : 0;
     *why = "an unknown pool option (balance, fails, window, down, failon, tries, slowstart, "
-           "check, interval, expect, fall, rise, timeout)";
+           "check, interval, expect, fall, rise, timeout, streams)";
     if (!eq)
         return -1;
     for (size_t i = 0; i < sizeof numeric / sizeof numeric[0]; i++) {
@@ -295,13 +296,16 @@ static int option_parse(px_popts_t *o, const char *s, const char *se, const char
     return -1;
 }
 
-/* [F/|S/] at *s: the protocol. */
+/* [F/|S/|h2c/] at *s: the protocol. */
 static int kind_of(const char **s)
 {
     int k = PX_HTTP;
     if (((*s)[0] == 'F' || (*s)[0] == 'S') && (*s)[1] == '/') {
         k = (*s)[0] == 'F' ? PX_FCGI : PX_SCGI;
         *s += 2;
+    } else if (!strncmp(*s, "h2c/", 4)) {
+        k = PX_H2C;
+        *s += 4;
     }
     return k;
 }

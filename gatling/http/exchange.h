@@ -121,6 +121,9 @@ typedef struct ex_codec {
     /* ex's request was rewritten (ex_redirect): route it again, as soon as
        the caller's call returns or from inside it, never before */
     void (*redispatch)(struct exchange *ex);
+    /* a streamed body's end with a trailer section f[0..n) (gRPC's
+       grpc-status); NULL: the codec sends none (HTTP/1.1) */
+    int (*trailers)(struct exchange *ex, const ex_field_t *f, int n);
 } ex_codec_t;
 
 typedef struct exchange {
@@ -156,6 +159,7 @@ typedef struct exchange {
     int64_t resp_date;         /* a backend's Date (seconds; 0: none), for the cache's ages */
     const char *date;          /* the Date to send (a stored response's), or NULL: now */
     int64_t upstream_us;       /* a proxied request: its backend's time to the response head */
+    uint8_t grpc_status;       /* a gRPC call's grpc-status + 1 (0: none), for the log */
     ex_slot_t slot[EX_SLOTS];  /* the handlers' state (above) */
     char path[EX_PATH_CAP];    /* the decoded, normalised path */
     char vhost[EX_VHOST_CAP];  /* the vhost that served, for the access log */
@@ -252,6 +256,20 @@ static inline int ex_hints(exchange_t *ex, const char *link)
 static inline int ex_body_end(exchange_t *ex)
 {
     return ex->codec->body_end(ex);
+}
+
+/* Can the codec send a trailer section (HTTP/2, HTTP/3)? */
+static inline int ex_has_trailers(const exchange_t *ex)
+{
+    return ex->codec->trailers != NULL;
+}
+
+/* The streamed body is complete, and the trailer fields f[0..n) (names
+   and values copied) end it where the codec sends them; else as
+   ex_body_end.  0, or -1 on ENOMEM. */
+static inline int ex_body_trailers(exchange_t *ex, const ex_field_t *f, int n)
+{
+    return ex->codec->trailers ? ex->codec->trailers(ex, f, n) : ex->codec->body_end(ex);
 }
 
 /* The streamed body cannot be completed (the source failed after the

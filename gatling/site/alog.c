@@ -218,6 +218,7 @@ static void json_line(alog_t *l, hbuf_t *b, const struct sockaddr *peer,
                1);
     hb_puts(b, flags & ALOG_DCZ ? ",\"dcz\":true" : ",\"dcz\":false");
     json_num(b, "duration_us", f ? f->duration_us : -1);
+    json_num(b, "grpc_status", ex && ex->grpc_status ? ex->grpc_status - 1 : -1);
     hb_puts(b, "}\n");
 }
 

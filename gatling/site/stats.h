@@ -124,6 +124,7 @@ typedef struct status_counters {
     uint64_t proxy_timeout;    /* -y: PROXY headers not complete in time (-s), closed */
     uint64_t health_ok;        /* -k: health checks answered 200 */
     uint64_t health_failed;    /* -k: health checks answered 503 (draining) */
+    uint64_t grpc[17];         /* gRPC calls proxied, by grpc-status (0 OK ... 16) */
     uint64_t backend[CONFIG_BACKENDS][BACKEND_KINDS]; /* per backend slot, BACKEND_* */
     /* ... and how long its requests took, as duration[] below */
     uint64_t be_duration[CONFIG_BACKENDS][STATS_BOUNDS + 1];

@@ -26,7 +26,7 @@ pytestmark = http_only
 # what the combined format has, then gatling's own
 FIELDS = ["time", "remote", "request", "status", "bytes", "referer", "user_agent", "protocol",
           "tls_version", "tls_cipher", "host", "vhost", "upstream", "upstream_us", "cache", "dcz",
-          "duration_us"]
+          "duration_us", "grpc_status"]
 
 
 def raw(port, data):
