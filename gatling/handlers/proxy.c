@@ -110,9 +110,9 @@ const optdef_t proxy_opts[] = {
                "not a pool (at most 1024 bytes; --pool at most 16 times)",
         "  --pool name=[F/|S/|h2c/]backends|file:/path[;key=value...]  a pool of\n"
         "            backends: balance=rr|least|hash[:Field], fails=, window=, down=,\n"
-        "            failon=, tries=, slowstart=, check=/path, interval=, expect=, fall=,\n"
-        "            rise=, timeout=, streams= (gatling.8, POOLS; up to 16 times, 64\n"
-        "            backends in all)\n"),
+        "            failon=, tries=, slowstart=, check=/path|grpc, interval=, expect=,\n"
+        "            fall=, rise=, timeout=, streams= (gatling.8, POOLS; up to 16 times,\n"
+        "            64 backends in all)\n"),
     OPT_LAST};
 
 /* A file: pool's list, read (at most 64 KiB) from its directory unless its

@@ -3,7 +3,9 @@
  * from the loop, every interval, a connection of its own to the backend and
  * one request for the check path in the pool's protocol (GET for HTTP; for
  * FastCGI and SCGI, a request whose SCRIPT_NAME is the path, as php-fpm's
- * ping.path wants), its answer's status read and judged against expect=,
+ * ping.path wants; HTTP/2 by libnghttp2's client session, GET of the path
+ * or, check=grpc, grpc.health.v1.Health/Check, SERVING being 200), its
+ * answer's status read and judged against expect=,
  * the verdict given to proxy_pool.c.  No answer within timeout= fails.
  */
 #include "proxy_int.h"
@@ -11,6 +13,7 @@
 #include "http/http_parse.h"
 
 #include <errno.h>
+#include <nghttp2/nghttp2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,10 +32,112 @@ typedef struct px_check {
     uint8_t connecting;
     char out[CHECK_OUT];
     size_t outlen, outoff;
-    char in[CHECK_IN]; /* HTTP: the bytes; FastCGI: STDOUT's bytes */
+    char in[CHECK_IN]; /* HTTP: the bytes; FastCGI: STDOUT's bytes; HTTP/2: DATA */
     size_t inlen;
     fcgi_parser_t fp;
+    nghttp2_session *ng; /* HTTP/2 (h2c/): the check's session, one stream */
+    int chk_st;       /* ... its :status */
+    int grpc_status;     /* ... check=grpc: its grpc-status, -1 none yet */
+    uint8_t chk_over;     /* ... the stream ended (1) or was reset (2) */
 } px_check_t;
+
+/* ---- HTTP/2: a GET of the path, or grpc.health.v1.Health/Check ---- */
+
+static int chk_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *n, size_t nl,
+                      const uint8_t *v, size_t vl, uint8_t flags, void *user)
+{
+    (void)ng, (void)f, (void)flags;
+    px_check_t *k = user;
+    if (nl == 7 && !memcmp(n, ":status", 7) && vl == 3)
+        k->chk_st = atoi((const char *)v);
+    if (nl == 11 && !memcmp(n, "grpc-status", 11) && vl && vl < 3)
+        k->grpc_status = atoi((const char *)v);
+    return 0;
+}
+
+static int chk_data(nghttp2_session *ng, uint8_t flags, int32_t sid, const uint8_t *p, size_t n,
+                    void *user)
+{
+    (void)ng, (void)flags, (void)sid;
+    px_check_t *k = user;
+    size_t room = sizeof k->in - k->inlen, c = n < room ? n : room;
+    memcpy(k->in + k->inlen, p, c);
+    k->inlen += c;
+    return 0;
+}
+
+static int chk_close(nghttp2_session *ng, int32_t sid, uint32_t code, void *user)
+{
+    (void)ng, (void)sid;
+    px_check_t *k = user;
+    k->chk_over = code == NGHTTP2_NO_ERROR ? 1 : 2;
+    return 0;
+}
+
+/* The empty HealthCheckRequest (all services), as a gRPC message. */
+static ssize_t chk_body(nghttp2_session *ng, int32_t sid, uint8_t *buf, size_t len,
+                        uint32_t *flags, nghttp2_data_source *src, void *user)
+{
+    (void)ng, (void)sid, (void)src, (void)user;
+    if (len < 5)
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    memset(buf, 0, 5);
+    *flags |= NGHTTP2_DATA_FLAG_EOF;
+    return 5;
+}
+
+/* The session, the preface and the request into k->out.  0, or -1. */
+static int chk_request(px_check_t *k)
+{
+    const char *path = k->m->pool->o.check;
+    int grpc = !strcmp(path, "grpc");
+    nghttp2_session_callbacks *cb;
+    if (nghttp2_session_callbacks_new(&cb))
+        return -1;
+    nghttp2_session_callbacks_set_on_header_callback(cb, chk_header);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, chk_data);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, chk_close);
+    int r = nghttp2_session_client_new(&k->ng, cb, k);
+    nghttp2_session_callbacks_del(cb);
+    if (r)
+        return -1;
+#define NV(n, v) {(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE}
+    const nghttp2_nv nv[] = {NV(":method", grpc ? "POST" : "GET"), NV(":scheme", "http"),
+                             NV(":authority", "localhost"),
+                             NV(":path", grpc ? "/grpc.health.v1.Health/Check" : path),
+                             NV("user-agent", "gatling-check"),
+                             NV("content-type", "application/grpc"), NV("te", "trailers")};
+#undef NV
+    nghttp2_data_provider dp = {.read_callback = chk_body};
+    k->grpc_status = -1;
+    if (nghttp2_submit_settings(k->ng, NGHTTP2_FLAG_NONE, NULL, 0) ||
+        nghttp2_submit_request(k->ng, NULL, nv, grpc ? 7 : 5, grpc ? &dp : NULL, NULL) < 0)
+        return -1;
+    const uint8_t *d;
+    ssize_t n;
+    while ((n = nghttp2_session_mem_send(k->ng, &d)) > 0) {
+        if ((size_t)n > sizeof k->out - k->outlen)
+            return -1;
+        memcpy(k->out + k->outlen, d, (size_t)n);
+        k->outlen += (size_t)n;
+    }
+    return n < 0 ? -1 : 0;
+}
+
+/* The answer's verdict as a status: check=grpc's SERVING 200, else 503. */
+static int chk_verdict(px_check_t *k, int eof)
+{
+    static const char serving[] = {0, 0, 0, 0, 2, 8, 1}; /* HealthCheckResponse{status: 1} */
+    if (!k->chk_over)
+        return eof ? -1 : 0;
+    if (k->chk_over == 2 || !k->chk_st)
+        return -1;
+    if (strcmp(k->m->pool->o.check, "grpc"))
+        return k->chk_st;
+    return k->chk_st == 200 && k->grpc_status == 0 && k->inlen == sizeof serving &&
+                   !memcmp(k->in, serving, sizeof serving)
+               ? 200 : 503;
+}
 
 /* FastCGI: BEGIN_REQUEST, one PARAMS record, the empty PARAMS and STDIN. */
 static size_t fcgi_request(unsigned char *out, size_t cap, const char *path)
@@ -84,6 +189,8 @@ static size_t scgi_request(char *out, size_t cap, const char *path)
 static int request(px_check_t *k)
 {
     const px_pool_t *p = k->m->pool;
+    if (p->kind == PX_H2C)
+        return chk_request(k);
     if (p->kind == PX_FCGI)
         k->outlen = fcgi_request((unsigned char *)k->out, sizeof k->out, p->o.check);
     else if (p->kind == PX_SCGI)
@@ -105,6 +212,7 @@ static void verdict(px_check_t *k, int ok, const char *why)
     proxy_t *px = k->px;
     m->check = NULL;
     gio_close(px->site->loop, k->fd);
+    nghttp2_session_del(k->ng);
     free(k);
     px_check_result(px, m, ok, gio_now(px->site->loop), why);
 }
@@ -112,6 +220,8 @@ static void verdict(px_check_t *k, int ok, const char *why)
 /* The status in what came so far: > 0, 0 (more to come), -1 (malformed). */
 static int status_of(px_check_t *k, int eof)
 {
+    if (k->m->pool->kind == PX_H2C)
+        return chk_verdict(k, eof);
     if (k->m->pool->kind == PX_HTTP) {
         http_response_t resp;
         long used = http_parse_response(k->in, k->inlen, &resp);
@@ -130,6 +240,9 @@ static int status_of(px_check_t *k, int eof)
 /* Bytes from the backend: FastCGI's STDOUT content, or the bytes. */
 static int take(px_check_t *k, const char *p, size_t n, int *end)
 {
+    if (k->m->pool->kind == PX_H2C) { /* its SETTINGS ACK and PING answers are not sent */
+        return nghttp2_session_mem_recv(k->ng, (const uint8_t *)p, n) < 0 ? -1 : 0;
+    }
     if (k->m->pool->kind != PX_FCGI) {
         size_t room = sizeof k->in - k->inlen, c = n < room ? n : room;
         memcpy(k->in + k->inlen, p, c);
@@ -229,6 +342,7 @@ void px_check_start(proxy_t *px, px_member_t *m)
     watch_init(&k->w, on_check);
     if (request(k) < 0 || gio_add(l, fd, k) < 0) {
         close(fd);
+        nghttp2_session_del(k->ng);
         free(k);
         return;
     }
@@ -251,5 +365,6 @@ void px_check_stop(proxy_t *px, px_member_t *m)
         return;
     m->check = NULL;
     gio_close(px->site->loop, k->fd);
+    nghttp2_session_del(k->ng);
     free(k);
 }

@@ -242,7 +242,7 @@ static int check_parse(px_popts_t *o, const char *k, size_t kl, const char *v, c
 {
     size_t n = (size_t)(ve - v);
     if (kl == 5 && !memcmp(k, "check", 5)) {
-        if (!n || *v != '/' || n >= sizeof o->check)
+        if (!n || (*v != '/' && (n != 4 || memcmp(v, "grpc", 4))) || n >= sizeof o->check)
             return -1;
         for (const char *c = v; c < ve; c++)
             if ((unsigned char)*c <= ' ' || *c == 127)
@@ -289,8 +289,8 @@ static int option_parse(px_popts_t *o, const char *s, const char *se, const char
         return failon_parse(o, v, se);
     }
     if ((kl == 5 && !memcmp(s, "check", 5)) || (kl == 6 && !memcmp(s, "expect", 6))) {
-        *why = "check= is an absolute path (printable, at most 255 bytes); expect= a status "
-               "or a range, 100-599";
+        *why = "check= is an absolute path (printable, at most 255 bytes) or grpc; expect= a "
+               "status or a range, 100-599";
         return check_parse(o, s, kl, v, se);
     }
     return -1;
@@ -341,6 +341,9 @@ int px_pool_parse(const char *def, px_pooldef_t *pd, const char **why)
         if (option_parse(&pd->o, s + 1, e, why) < 0)
             return -1;
     }
+    *why = "check=grpc (grpc.health.v1.Health/Check) is for h2c/ pools";
+    if (!strcmp(pd->o.check, "grpc") && pd->kind != PX_H2C)
+        return -1;
     *why = "an option is ;key=value";
     return *s ? -1 : 0;
 }

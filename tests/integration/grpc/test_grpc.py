@@ -235,6 +235,30 @@ def test_grpc_statuses_in_metrics_and_json_log(gatling, backend):
     wait_for(lambda: logged() == [0, 5, 14], 5, "three calls logged with their statuses")
 
 
+@no_grpcio_h3
+def test_grpc_health_check(gatling, backend):
+    """check=grpc: grpc.health.v1.Health/Check every second; NOT_SERVING
+    takes the backend out (its calls answered UNAVAILABLE by gatling, none
+    sent), SERVING brings it back."""
+    pool = "g=h2c/127.0.0.1/%d;check=grpc;interval=1;fall=1;rise=1;slowstart=0" % backend.port
+    srv = gatling({".proxy": ""}, args=("-T", "10", "-S", "--pool", pool, "-P", r"@g/^/test\."),
+                  check_fds=False)
+    assert call(srv, "unary", "Unary", "up")["code"] == "OK"
+    open(backend.sick, "w").close()
+    wait_for(lambda: call(srv, "unary", "Unary", "x").get("details") == "no backend is up", 15,
+             "the backend taken out by its gRPC health check")
+    assert any("checks fail" in line or "check" in line for line in srv.errlog), srv.errlog
+    os.unlink(backend.sick)
+    wait_for(lambda: call(srv, "unary", "Unary", "back")["code"] == "OK", 15,
+             "the backend back once SERVING")
+
+
+def test_grpc_check_needs_an_h2c_pool(build):
+    r = subprocess.run([build.binary, "--pool", "g=127.0.0.1/1;check=grpc", "-P", "@g/^/x",
+                        "--check"], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2 and "check=grpc" in r.stderr and "h2c/" in r.stderr, r.stderr
+
+
 @pytest.mark.skipif(MUX, reason="the HTTP/1.1 refusal")
 def test_http11_client_refused(gatling, backend):
     srv = grpc_srv(gatling, backend.port)
