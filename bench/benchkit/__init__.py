@@ -17,6 +17,8 @@ library only.
     netlab     the lab of network namespaces (Lab) and hosts files; bench/netlab's library
     haproxy    haproxy in front of gatling hosts, from dist/haproxy.cfg; its stats socket
     slashdot   bench/slashdot's parts: servers, normal clients, attacks and attackers, soak
+    grpcpeers  compare-grpc's backends (grpcio, hypercorn): processes of their own under
+               Debian's python3 (-m benchkit.grpcpeers), imported by no driver
 
 Each module imports only modules above it in this list.
 """
