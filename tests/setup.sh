@@ -41,7 +41,8 @@ pkgs="$pkgs nghttp2-client python3-h2 curl wrk apache2-utils python3 goaccess cl
 # gunicorn, php-fpm, python3-websockets: test_proxy.py's backends (-P: HTTP, FastCGI, WebSocket)
 pkgs="$pkgs gunicorn php-fpm python3-websockets"
 # python3-grpcio, python3-hypercorn: integration/grpc's backends and client (h2c/ pools, gRPC
-# through gatling; run by /usr/bin/python3, where Debian puts them)
+# through gatling; run by /usr/bin/python3, where Debian puts them), and bench/compare-grpc's
+# backends (test_compare_grpc.py)
 pkgs="$pkgs python3-grpcio python3-hypercorn"
 # python3-zstandard, python3-brotli: test_compress.py decodes gatling's zstd and br on the fly
 # with real decoders (gzip is Python's own)
@@ -85,10 +86,6 @@ pkgs="$pkgs php-fpm"
 # checks that both read a tbf bottleneck alike); ethtool: the GRO/GSO/TSO tunings on the
 # lab's veth links (test_throughput.py applies every tuning)
 pkgs="$pkgs iperf3 ethtool"
-# python3-grpcio, python3-hypercorn: the gRPC backend and client and the plain h2c backend of
-# tests/integration/grpc/ (h2c/ rules, issue 65), and bench/compare-grpc's backends
-# (test_compare_grpc.py), run by Debian's /usr/bin/python3
-pkgs="$pkgs python3-grpcio python3-hypercorn"
 # jq: test_log_json.py reads every line of --log-format json with it (and with Python's json)
 pkgs="$pkgs jq"
 # clang-tidy-14 and cppcheck: make lint (tests/lint.sh), a job of make check, beside gcc's
