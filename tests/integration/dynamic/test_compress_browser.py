@@ -9,10 +9,7 @@ decodedBodySize, which is the page's length) and the DOM must hold every row
 and the last paragraph; /metrics must count one answer coded in that coding.
 Once per build in the plain pass, on the first backend: the coding is above
 io/, and a Chromium run costs seconds of CPU."""
-import asyncio
-import json
 import os
-import time
 import urllib.request
 
 import pytest
@@ -36,56 +33,12 @@ LOOK = """(() => {
 })()"""
 
 
-async def load(ws_url, url, headers, timeout):
-    """Over DevTools at ws_url: the request fields set, url loaded, LOOK's value."""
-    import test_h3_browser as hb
-    websockets = hb.import_websockets()
-    events = []
-    async with websockets.connect(ws_url, max_size=None) as ws:
-        ids = iter(range(1, 1 << 30))
-
-        async def call(method, **params):
-            n = next(ids)
-            await ws.send(json.dumps({"id": n, "method": method, "params": params}))
-            while True:
-                msg = json.loads(await ws.recv())
-                if msg.get("id") == n:
-                    assert "error" not in msg, (method, msg)
-                    return msg["result"]
-                events.append(msg.get("method"))
-
-        await call("Network.enable")
-        await call("Network.setExtraHTTPHeaders", headers=headers)
-        await call("Page.enable")
-        await call("Page.navigate", url=url)
-        while "Page.loadEventFired" not in events:
-            events.append(json.loads(await ws.recv()).get("method"))
-        r = await call("Runtime.evaluate", expression=LOOK, returnByValue=True)
-        assert "exceptionDetails" not in r, r
-        return r["result"]["value"]
-
-
 def chromium_load(url, spki, headers, timeout=45):
-    import tempfile
+    """LOOK's value for url loaded by headless Chromium with the request fields
+    headers (QUIC forced on a port of no one's: the page comes over HTTP/2)."""
     import test_h3_browser as hb
-    with tempfile.TemporaryDirectory(prefix="gatling-chromium-") as home:
-        # QUIC forced on a port of no one's: the page comes over HTTP/2
-        with hb.chromium(home, "127.0.0.1:9", spki, ["--remote-debugging-port=0",
-                                                      "about:blank"]) as p:
-            deadline = time.monotonic() + timeout
-            active = os.path.join(home, "profile", "DevToolsActivePort")
-            while not (os.path.exists(active) and open(active).read().count("\n") >= 1):
-                assert p.poll() is None and time.monotonic() < deadline, \
-                    "no DevToolsActivePort; stderr:\n%s" % hb.chromium_stderr(home)
-                time.sleep(0.05)
-            port = int(open(active).read().split()[0])
-            with urllib.request.urlopen("http://127.0.0.1:%d/json/list" % port,
-                                        timeout=15) as r:
-                pages = [t for t in json.loads(r.read()) if t["type"] == "page"]
-            assert pages, "no page target"
-            left = max(1.0, deadline - time.monotonic())
-            return asyncio.run(asyncio.wait_for(
-                load(pages[0]["webSocketDebuggerUrl"], url, headers, left), left))
+    return hb.chromium_evaluate(url, "127.0.0.1:9", spki, LOOK, lambda v: v, timeout,
+                                headers=headers)
 
 
 def coded(base, coding):

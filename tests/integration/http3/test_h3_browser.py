@@ -163,10 +163,10 @@ def chromium_dump_dom(url, origin, spki, timeout=45):
         return out.decode(errors="replace"), chromium_stderr(home)
 
 
-async def cdp_session(ws_url, url, expression, timeout):
-    """Over the DevTools protocol at ws_url: load url in the page, wait for
-    its load event, then evaluate expression (a promise) and return its
-    value."""
+async def cdp_session(ws_url, url, expression, timeout, headers=None):
+    """Over the DevTools protocol at ws_url: load url in the page (with the
+    request fields headers, if given), wait for its load event, then evaluate
+    expression (a promise, or a value) and return its value."""
     websockets = import_websockets()
     events = []
     async with websockets.connect(ws_url, max_size=None) as ws:
@@ -182,6 +182,9 @@ async def cdp_session(ws_url, url, expression, timeout):
                     return msg["result"]
                 events.append(msg.get("method"))
 
+        if headers:
+            await call("Network.enable")
+            await call("Network.setExtraHTTPHeaders", headers=headers)
         await call("Page.enable")
         await call("Page.navigate", url=url)
         while "Page.loadEventFired" not in events:
@@ -192,7 +195,7 @@ async def cdp_session(ws_url, url, expression, timeout):
         return r["result"]["value"]
 
 
-def chromium_evaluate(url, origin, spki, expression, then, timeout=45):
+def chromium_evaluate(url, origin, spki, expression, then, timeout=45, headers=None):
     """Headless Chromium, driven over the DevTools protocol (a websocket at
     the port it picks and writes into DevToolsActivePort): url loaded, then
     expression's value given to then(value), whose result is returned --
@@ -213,7 +216,8 @@ def chromium_evaluate(url, origin, spki, expression, then, timeout=45):
             assert pages, "no page target"
             left = max(1.0, deadline - time.monotonic())
             return then(asyncio.run(asyncio.wait_for(
-                cdp_session(pages[0]["webSocketDebuggerUrl"], url, expression, left), left)))
+                cdp_session(pages[0]["webSocketDebuggerUrl"], url, expression, left, headers),
+                left)))
 
 
 def logged(srv, lines, timeout=15):
