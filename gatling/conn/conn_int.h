@@ -30,6 +30,9 @@
 /* Bytes one connection may send per event: fairness between clients. */
 #define CONN_SEND_BUDGET (1 << 20)
 #define CONN_DRAIN_GRACE_MS 1000 /* shutting down: how long an idle connection may still send */
+/* shutting down: how long an HTTP/2 client may stay quiet before it gets the first GOAWAY
+   anyway (conn.c's conn_set_drain) */
+#define CONN_H2_GOAWAY_QUIET_MS 250
 
 /* c->h2_busy: streams open or frames queued (a -B window runs); a request
    head incomplete (the -s deadline runs, before any other) */
