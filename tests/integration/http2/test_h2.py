@@ -375,6 +375,28 @@ def test_drain_goaway_waits_for_the_clients_next_bytes(gatling):
     assert srv.process.wait(10) == 0
 
 
+def test_h2c_begun_during_a_drain_gets_goaway(gatling):
+    """A connection whose h2c preface was under way at SIGTERM becomes
+    HTTP/2 during the drain: GOAWAY 2^31-1 ahead of its answer, the last
+    stream's GOAWAY 1 s later (its PING unanswered), the server gone then,
+    not after -T 30 with the connection closed unannounced."""
+    from conftest import wait_for
+    srv = gatling(TREE, args=("-T", "30", "-E", "-S"))
+    s = socket.create_connection(srv.addr(), timeout=5)
+    s.sendall(PREFACE[:10])  # a request head under way: the drain leaves it its request
+    wait_for(lambda: int(re.search(rb'"connections":\s*(\d+)', fetch(
+        srv.port, "/server-status?json").body).group(1)) >= 2, 10, "the connection accepted")
+    srv.send_signal(signal.SIGTERM)
+    s.sendall(PREFACE[10:] + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00" + h2_get(1))
+    got = frames(s, 10)
+    s.close()
+    kinds = [(t, sid) for t, _, sid, _ in got if t in (0, 1, 7)]
+    assert kinds == [(7, 0), (1, 1), (0, 1), (7, 0)], got  # GOAWAY, HEADERS, DATA, GOAWAY
+    assert [struct.unpack(">II", p[:8]) for t, _, _, p in got if t == 7] == \
+        [(0x7fffffff, 0), (1, 0)], got
+    assert srv.process.wait(10) == 0
+
+
 def h2load_counts(out):
     """(succeeded, failed, errored) of h2load's summary; a request started
     and never done (one the server refused, which h2load may not count as
