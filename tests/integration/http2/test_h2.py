@@ -347,6 +347,15 @@ def test_R_goaway_in_two_steps(gatling):
     assert len(srv.wait_log(3)) == 3, srv.log
 
 
+def refused(srv):
+    """Is the server's port refused (its drain has begun: listeners closed)?"""
+    try:
+        socket.create_connection(srv.addr(), timeout=1).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
 def test_drain_goaway_waits_for_the_clients_next_bytes(gatling):
     """SIGTERM after a stream is answered: no GOAWAY yet (sent then, it could
     share a read with answers the client has not reacted to; h2load fails
@@ -354,6 +363,7 @@ def test_drain_goaway_waits_for_the_clients_next_bytes(gatling):
     process's "I serve" came after every connection of the round); the
     client's next request brings GOAWAY 2^31-1 and the PING ahead of its
     answer, the PING's answer the GOAWAY with that stream as the last."""
+    from conftest import wait_for
     srv = gatling(TREE, args=("-T", "10", "-E"))
     s = socket.create_connection(srv.addr(), timeout=5)
     s.sendall(PREFACE + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00" + h2_get(1))
@@ -362,6 +372,7 @@ def test_drain_goaway_waits_for_the_clients_next_bytes(gatling):
     srv.send_signal(signal.SIGTERM)
     got = frames_until(s, lambda f: f, secs=0.1)  # the quiet fallback is 250 ms after the drain
     assert got == [], got
+    wait_for(lambda: refused(srv), 10, "the drain")  # (after the fallback: the same order)
     s.sendall(h2_get(3))
     got = frames_until(s, lambda f: any(t == 0 and fl & 1 and sid == 3 for t, fl, sid, _ in f))
     kinds = [(t, sid) for t, _, sid, _ in got if t in (0, 1, 6, 7)]
@@ -387,6 +398,7 @@ def test_h2c_begun_during_a_drain_gets_goaway(gatling):
     wait_for(lambda: int(re.search(rb'"connections":\s*(\d+)', fetch(
         srv.port, "/server-status?json").body).group(1)) >= 2, 10, "the connection accepted")
     srv.send_signal(signal.SIGTERM)
+    wait_for(lambda: refused(srv), 10, "the drain")
     s.sendall(PREFACE[10:] + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00" + h2_get(1))
     got = frames(s, 10)
     s.close()
