@@ -162,6 +162,10 @@ static void st_h2(conn_t *c)
             return;
         }
         progress = 1;
+        if (c->h2_goaway_due) { /* the drain's first GOAWAY, ahead of the answers to these */
+            c->h2_goaway_due = 0;
+            h2_goaway(c->h2);
+        }
         h2_recv(c->h2, (const uint8_t *)buf, (size_t)n); /* an error queues GOAWAY */
     }
     conn_h2_wait(c, progress, 0);
@@ -410,8 +414,35 @@ void conn_event(conn_t *c, unsigned events)
     run(c, events);
 }
 
+/* The drain's quiet period is over: the first GOAWAY to each HTTP/2
+   connection whose client has sent nothing since, sent now (the poked
+   connections run after the timers). */
+static void on_goaway_quiet(gio_loop_t *l, void *arg)
+{
+    conn_set_t *set = arg;
+    (void)l;
+    for (conn_t *c = set->list; c; c = c->next)
+        if (c->state == CONN_H2 && c->h2_goaway_due) {
+            c->h2_goaway_due = 0;
+            h2_goaway(c->h2);
+            conn_poke(c);
+        }
+}
+
+/*
+ * An HTTP/2 connection's first GOAWAY (2^31-1: the streams on their way are
+ * answered, h2.h's h2_goaway) goes out ahead of the answers to what its
+ * client sends next (st_h2), not at once: a client that reads answers and
+ * the GOAWAY in one read may start streams for the answers and then, once
+ * it has read the GOAWAY, not send them (nghttp2 fails them), and the
+ * answers of this very round of the loop may still be unread (poll(2)
+ * reports the new process's "I serve" after every connection ready with
+ * it).  What the client sends next was sent after it read them.  A client
+ * quiet for CONN_H2_GOAWAY_QUIET_MS gets it then.
+ */
 void conn_set_drain(conn_set_t *set)
 {
+    gio_loop_t *loop = NULL;
     set->draining = 1;
     for (conn_t *c = set->list, *next; c; c = next) {
         next = c->next; /* c may be freed */
@@ -422,11 +453,14 @@ void conn_set_drain(conn_set_t *set)
             conn_deadline(c, conn_capped_ms(c, CONN_DRAIN_GRACE_MS));
         else if (c->state == CONN_WAIT || c->state == CONN_STREAM) /* answered, then closed */
             c->blk->h1.keepalive = 0;
-        else if (c->state == CONN_H2) { /* GOAWAY; the streams in flight finish */
-            h2_goaway(c->h2);
-            gio_want(c->site->loop, c->fd, GIO_READ | GIO_WRITE);
+        else if (c->state == CONN_H2) { /* GOAWAY soon; the streams in flight finish */
+            c->h2_goaway_due = 1;
+            loop = c->site->loop;
         }
     }
+    if (loop && gio_timer_set(loop, &set->goaway, gio_now(loop) + CONN_H2_GOAWAY_QUIET_MS,
+                              on_goaway_quiet, set) < 0)
+        on_goaway_quiet(loop, set); /* no room for the timer: at once */
 }
 
 void conn_set_free(conn_set_t *set)

@@ -70,7 +70,8 @@ void conn_event(conn_t *c, unsigned events);
  * Shutting down: every connection answers at most one more request, with
  * Connection: close.  An idle keep-alive connection gets a second for it
  * (its client may have sent one already), then closes; tarpitted ones close
- * now.
+ * now.  An HTTP/2 one gets its first GOAWAY ahead of the answers to what its
+ * client sends next, or after CONN_H2_GOAWAY_QUIET_MS (250 ms) of quiet.
  */
 void conn_set_drain(conn_set_t *set);
 

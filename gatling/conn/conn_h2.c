@@ -101,6 +101,8 @@ int conn_h2_timed_out(conn_t *c)
         if (!c->set->draining) {
             st->timeout_idle++;
             h2_bye(c);
+        } else if (c->h2_goaway_due) { /* idle out before the drain's GOAWAY was said */
+            h2_bye(c);
         }
         return 0;
     }

@@ -34,6 +34,9 @@
 #define CONN_PAUSE_LOOK_MS 50
 #define CONN_TLS_PAUSED 0x80
 #define CONN_DRAIN_GRACE_MS 1000 /* shutting down: how long an idle connection may still send */
+/* shutting down: how long an HTTP/2 client may stay quiet before it gets the first GOAWAY
+   anyway (conn.c's conn_set_drain) */
+#define CONN_H2_GOAWAY_QUIET_MS 250
 
 /* c->h2_busy: streams open or frames queued (a -B window runs); a request
    head incomplete (the -s deadline runs, before any other) */

@@ -62,6 +62,8 @@ void conn_start_h2(conn_t *c)
         return;
     }
     c->site->stats.h2_conns++;
+    if (c->set->draining) /* begun during a drain: its first GOAWAY now, before any answer */
+        h2_goaway(c->h2);
     if (c->blk) {
         h2_recv(c->h2, (const uint8_t *)c->blk->in, c->inlen);
         conn_block_put(c->set, c->blk);

@@ -53,6 +53,7 @@ typedef struct conn_set {
     int nspare;
     int draining; /* shutting down: every response is the last */
     struct conn *poked; /* connections a producer woke: run by conn_set_run_poked */
+    gio_timer_t goaway; /* draining: the first GOAWAY to the H2 ones that stayed quiet */
 } conn_set_t;
 
 typedef struct conn {
@@ -75,6 +76,7 @@ typedef struct conn {
     uint8_t counted;      /* the peer is counted open in site->limits (-K): close it once */
     uint8_t poked;        /* on the set's poked list */
     uint8_t stream_busy;  /* STREAM: the client is waited for (a -B window runs) */
+    uint8_t h2_goaway_due; /* H2, draining: the first GOAWAY waits for the client's next bytes */
     struct conn *poke_next;
     struct ssl_st *ssl;   /* HTTPS: the TLS session (from the first ClientHello byte on) */
     struct h2 *h2;        /* HTTP/2: the codec's session (h2/h2.c) */

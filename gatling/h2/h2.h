@@ -123,7 +123,9 @@ void h2_report(const h2_t *h, h2_report_t *r);
 
 /* Shutting down (SIGTERM/SIGHUP, a reload's drain): GOAWAY in two steps
    (RFC 9113 6.8: 2^31-1 and a PING, then the last stream once the PING is
-   answered); the streams in flight, and those on their way, finish. */
+   answered); the streams in flight, and those on their way, finish.  The
+   frames are queued now: a drain calls it when the client next sends
+   (conn.c's conn_set_drain says why). */
 void h2_goaway(h2_t *h);
 
 /*
