@@ -5,7 +5,9 @@ logs give the figures of a cache (hits, backend req/s per key, requests for one 
 nginx (when installed) is the reference a working micro-cache must look like: one backend
 request per key at the first fill, about one a second after.  gatling-nocache must let every
 request through.  gatling's cached rows are checked as nginx's once the binary caches; until
-then the driver says "not caching" and this test skips that part with the reason."""
+then the driver says "not caching" and this test skips that part with the reason.
+gatling-compress (the same gatling, its clients sending a browser's Accept-Encoding) must get
+coded pages: fewer bytes per response than gatling's identity ones, the same hits."""
 import json
 import os
 import shutil
@@ -60,7 +62,7 @@ def test_compare_cache_quick(build, tmp_path):
     # the configurations it writes; the py backend and nginx-static take the same
     # paths through it (a full run covers them), and make check has 15 minutes
     backends = ["php"]
-    servers = ["gatling", "gatling-nocache", "gatling-static"]
+    servers = ["gatling", "gatling-nocache", "gatling-static", "gatling-compress"]
     if os.access(NGINX, os.X_OK):  # the reference; skipped when not installed
         servers += ["nginx"]
     out = tmp_path / "out"
@@ -75,7 +77,8 @@ def test_compare_cache_quick(build, tmp_path):
     table = (out / "table.md").read_text()
     for word in ("| flood | php | 500 |", "| zipf | php | 500 |", "| flood | php | 100 |",
                  "gatling-nocache", "gatling-static", "CPU us/req", "hits %", "at once: fill",
-                 "Targets (CPU per cache hit"):
+                 "Targets (CPU per cache hit", "Compression on (gatling-compress",
+                 "| flood | php | 500 | br |"):
         assert word in table, (word, table)
     data = json.loads((out / "results.json").read_text())
     assert data["meta"]["skipped"] == {}, data["meta"]["skipped"]
@@ -107,6 +110,7 @@ def test_compare_cache_quick(build, tmp_path):
         check_caching(data, "nginx", backends)
     commands = (out / "commands.txt").read_text()
     assert " -R 500 " in commands and " -f " in commands, commands
+    assert "-H 'Accept-Encoding: gzip, deflate, br, zstd'" in commands, commands
     assert (out / "page.php").exists() and (out / "ccapp.py").exists()
     if not all(data["samples"]["gatling"][0]["cached"].values()):
         notes = table.split("Notes:")[1]
@@ -114,3 +118,21 @@ def test_compare_cache_quick(build, tmp_path):
         pytest.skip("gatling's cached rows: this binary is " + NOT_CACHING +
                     " (two GETs of one URL both reached the backend)")
     check_caching(data, "gatling", backends)
+    check_compressed(data, backends)
+
+
+def check_compressed(data, backends):
+    """gatling-compress's clients asked for br among others and got it, from the cache: every
+    row's responses carry fewer bytes than gatling's identity ones (the page is 1,536 bytes of
+    text), the flood's hits as many, and bench's -H in the commands."""
+    r = data["samples"]["gatling-compress"][0]
+    assert data["meta"]["accept_encoding"] == "gzip, deflate, br, zstd", data["meta"]
+    for b in backends:
+        assert r["codings"][b][0] == "br" and r["codings"][b][1] < 1536, r["codings"]
+        check_caching(data, "gatling-compress", [b])
+        for load in ("flood", "zipf"):
+            k = f"{load}/{b}/500"
+            plain, coded = data["samples"]["gatling"][0]["tests"][k], r["tests"][k]
+            assert plain["bytes_per_resp"] > 1536, (k, plain)  # the page and its headers
+            assert coded["wire_bytes"] > 0 and coded["bytes_per_resp"] < \
+                0.75 * plain["bytes_per_resp"], (k, coded, plain)
