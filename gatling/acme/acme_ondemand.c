@@ -182,6 +182,8 @@ static int addr_turn(acme_od_t *od, const char *addr, time_t now)
     }
     if (!a) {
         a = od->naddrs < OD_ADDRS ? &od->addrs[od->naddrs++] : oldest;
+        if (!a) /* a full table has an oldest: never */
+            return 0;
         snprintf(a->addr, sizeof a->addr, "%s", addr);
         a->since = now, a->n = 0;
     }

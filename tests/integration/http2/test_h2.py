@@ -386,6 +386,7 @@ def test_drain_goaway_waits_for_the_clients_next_bytes(gatling):
     assert srv.process.wait(10) == 0
 
 
+@http_only  # h2c on a plain port (-E), asked through the harness's plain fetch
 def test_h2c_begun_during_a_drain_gets_goaway(gatling):
     """A connection whose h2c preface was under way at SIGTERM becomes
     HTTP/2 during the drain: GOAWAY 2^31-1 ahead of its answer, the last
