@@ -57,6 +57,10 @@ pkgs="$pkgs certbot"
 # resolves through it.  The tests start knotd themselves, with a configuration of their
 # own; the package's knot.service is not used
 pkgs="$pkgs knot knot-dnsutils"
+# bind9: test_acme_dns_delegated.py's second authoritative server (named in the foreground on
+# a loopback port, with a CNAME-delegated challenge zone and an update-policy that refuses),
+# and Pebble's resolver there (acmelab.Resolver); the package's named.service is not used
+pkgs="$pkgs bind9"
 # prometheus: test_metrics.py checks /metrics with its promtool and has the server scrape
 # gatling (started by the test on a port of its own; policy-rc.d keeps the service off 9090)
 pkgs="$pkgs prometheus"
