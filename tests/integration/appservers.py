@@ -15,9 +15,33 @@ import pytest
 from conftest import wait_for
 
 
+class _Served(socket.socket):
+    """A listener serve() accepts on: its close() ends the accepting thread first.
+    A plain close() raced it: the thread, between taking the descriptor's number
+    and its accept() (descheduled there on a loaded machine), accepted later on
+    whatever socket the number was given to next -- another test's backend's
+    listener, whose requests then went to this backend (make check-all met an
+    HTTP request at an SCGI backend of an earlier module)."""
+
+    _thread = None
+    _stopping = False
+
+    def close(self):
+        if self._thread is not None and self.fileno() >= 0:
+            self._stopping = True
+            try:
+                self.shutdown(socket.SHUT_RDWR)  # wakes an accept(): EINVAL
+            except OSError:
+                pass
+            if self._thread is not threading.current_thread():
+                self._thread.join(5)
+        super().close()
+
+
 def listener(family=socket.AF_INET, backlog=16):
-    """A socket listening on loopback (127.0.0.1 or ::1), on a port the kernel picks."""
-    lst = socket.socket(family)
+    """A socket listening on loopback (127.0.0.1 or ::1), on a port the kernel picks
+    (a _Served, whose close() ends serve()'s thread first)."""
+    lst = _Served(family)
     lst.bind(("127.0.0.1", 0) if family == socket.AF_INET else ("::1", 0))
     lst.listen(backlog)
     return lst
@@ -33,11 +57,17 @@ def serve(lst, handle, threaded=False):
                 c, _ = lst.accept()
             except OSError:
                 return
+            if isinstance(lst, _Served) and lst._stopping:
+                c.close()
+                return
             if threaded:
                 threading.Thread(target=handle, args=(c,), daemon=True).start()
             else:
                 handle(c)
-    threading.Thread(target=run, daemon=True).start()
+    t = threading.Thread(target=run, daemon=True)
+    if isinstance(lst, _Served):
+        lst._thread = t
+    t.start()
     return lst
 
 
