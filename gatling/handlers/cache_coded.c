@@ -4,6 +4,7 @@
    store's bytes (cache_int.h: cv_serve). */
 #include "cache_int.h"
 #include "compress.h"
+#include "http/hbuf.h"
 #include "site/encoding.h"
 #include "site/zcoder.h"
 
@@ -21,15 +22,12 @@ typedef struct cbuf {
 static int cv_sink(void *arg, char *p, size_t n)
 {
     cbuf_t *b = arg;
-    if (b->n + n > b->cap) {
-        size_t cap = b->cap * 2 > b->n + n ? b->cap * 2 : b->n + n;
-        char *q = realloc(b->p, cap);
-        if (!q) {
-            free(p);
-            return -1;
-        }
-        b->p = q, b->cap = cap;
+    char *q = hb_grow(b->p, &b->cap, b->n + n, 1, 1024);
+    if (!q) {
+        free(p);
+        return -1;
     }
+    b->p = q;
     memcpy(b->p + b->n, p, n);
     b->n += n;
     free(p);
