@@ -111,10 +111,9 @@ static void family(hbuf_t *b, const char *name, const char *type, const char *he
     }
 }
 
-/* What the server is, its connections, requests, bytes, refusals, timeouts. */
+/* What the server is: its version, its start, its workers. */
 static void general(hbuf_t *b, const site_t *s, const stats_snap_t *t)
 {
-    const status_counters_t *c = &t->c;
     head(b, "gatling_info", "gauge", "The version and the IO backend (the value is 1)");
     hb_puts(b, "gatling_info");
     label(b, '{', "version", GATLING_VERSION, strlen(GATLING_VERSION));
@@ -124,20 +123,42 @@ static void general(hbuf_t *b, const site_t *s, const stats_snap_t *t)
         {"gatling_start_time_seconds",
          "When the server started (with -W the oldest worker), "
          "seconds since the Epoch",
-         (uint64_t)c->started},
+         (uint64_t)t->c.started},
         {"gatling_workers", "Worker processes (-W; 1 without)", (uint64_t)s->cfg->workers},
-        {"gatling_connections", "Open connections: HTTP, HTTPS, FTP control", t->g.conns},
-        {"gatling_tls_connections", "Open HTTPS connections", t->g.tls_conns},
-        {"gatling_draining",
-         "1 once a drain has begun: the health check fails (-g), the "
-         "listeners close",
-         t->g.draining},
-        {"gatling_memory_files", "Small files held in memory (-F)", t->g.mem_files},
-        {"gatling_memory_bytes", "Bytes of the small files held in memory", t->g.mem_bytes},
-        {"gatling_cache_entries", "Response cache: entries held", t->g.cache_entries},
-        {"gatling_cache_bytes", "Response cache: bytes held", t->g.cache_bytes},
     };
     scalars(b, "gauge", g, N(g));
+}
+
+/* counters.h's rows that have a family here, in its order: a family's
+   HELP and TYPE before its first row. */
+static void table(hbuf_t *b, const stats_snap_t *t)
+{
+    static const char *const type[] = {
+        [STATS_COUNTER] = "counter", [STATS_GAUGE] = "gauge", [STATS_MS] = "counter"};
+    const char *fam = NULL;
+    for (size_t i = 0; i < stats_nrows; i++) {
+        const stats_row_t *r = &stats_rows[i];
+        if (!r->metric)
+            continue;
+        if (!fam || strcmp(fam, r->metric))
+            head(b, r->metric, type[r->type], r->help);
+        fam = r->metric;
+        hb_puts(b, r->metric);
+        if (r->lkey)
+            label(b, '{', r->lkey, r->lval, strlen(r->lval));
+        if (r->type != STATS_MS) {
+            value(b, r->lkey != NULL, stats_value(t, r));
+            continue;
+        }
+        hb_puts(b, r->lkey ? "} " : " ");
+        seconds(b, stats_value(t, r) * 1000);
+        hb_puts(b, "\n");
+    }
+}
+
+/* Requests and bytes per protocol, gRPC's outcomes. */
+static void per_protocol(hbuf_t *b, const status_counters_t *c)
+{
     lv_t req[STATS_PROTOS], bytes[STATS_PROTOS];
     for (int p = 0; p < STATS_PROTOS; p++) {
         req[p] = (lv_t){proto_names[p], c->proto_requests[p]};
@@ -159,25 +180,6 @@ static void general(hbuf_t *b, const site_t *s, const stats_snap_t *t)
     family(b, "gatling_grpc_responses_total", "counter",
            "gRPC calls proxied, by the grpc-status they ended with (the backend's, or "
            "gatling's: UNAVAILABLE, DEADLINE_EXCEEDED)", "code", grpc, N(grpc));
-    const lv_t refused[] = {{"connection_cap", c->refused_cap},
-                            {"address_cap", c->refused_addr},
-                            {"descriptors", c->refused_fds},
-                            {"offender", c->refused_offender}};
-    family(b, "gatling_refused_total", "counter",
-           "Connections refused: over -N or -K (503; HTTPS: closed), accept failed for "
-           "want of descriptors or memory, or a flood ended the address's connections lately "
-           "(closed)",
-           "reason", refused, N(refused));
-    const lv_t to[] = {{"head", c->timeout_head},
-                       {"body", c->timeout_body},
-                       {"drain", c->timeout_drain},
-                       {"idle", c->timeout_idle},
-                       {"tls_handshake", c->timeout_handshake},
-                       {"proxy_header", c->proxy_timeout}};
-    family(b, "gatling_timeouts_total", "counter",
-           "Connections closed at a deadline: request head (-s), request body or response "
-           "read too slowly (-B), keep-alive idle (-T), TLS handshake, PROXY header (-s)",
-           "phase", to, N(to));
 }
 
 /* The request duration histogram, per protocol: cumulative buckets. */
@@ -209,148 +211,6 @@ static void histograms(hbuf_t *b, const status_counters_t *c)
         label(b, '{', "protocol", proto_names[p], strlen(proto_names[p]));
         value(b, 1, n);
     }
-}
-
-/* What the defences did: rates, logins, pools, caps, TLS, the health check. */
-static void defences(hbuf_t *b, const stats_snap_t *t)
-{
-    const status_counters_t *c = &t->c;
-    const metric_t m[] = {
-        {"gatling_rate_limited_total", "Requests over -A's rate: tarpitted or dropped",
-         c->rate_limited},
-        {"gatling_auth_throttled_total", "Failed logins slowed down: 429 without a password check",
-         c->auth_throttled},
-        {"gatling_auth_remembered_total",
-         "Recently failed credentials: 401 without a password check", c->auth_remembered},
-        {"gatling_busy_total", "Requests answered 503: the thread pool's queue was full", c->busy},
-        {"gatling_gzip_skipped_busy_total",
-         "gzip misses served identity: enough compressions were running", t->more.gz_skipped_busy},
-        {"gatling_gzip_paced_total", "Compressions paced: the machine was saturated",
-         t->more.gz_paced},
-        {"gatling_compress_capped_total",
-         "Answers sent identity: the coders' streams or memory cap (--compress) was reached",
-         c->compress_capped},
-        {"gatling_max_requests_closed_total", "Keep-alive connections closed after -R requests",
-         c->max_requests},
-        {"gatling_head_overflows_total", "Response heads too large: 500", c->head_overflows},
-        {"gatling_memory_full_total", "Small files sent from disk: the memory budget was full",
-         t->more.mem_full},
-        {"gatling_tls_resumed_total", "TLS handshakes that resumed a session (ticket or cache)",
-         c->tls_resumed},
-        {"gatling_tls_not_tls_total", "Connections to the HTTPS port that spoke no TLS: closed",
-         c->tls_not_tls},
-        {"gatling_tls_misdirected_total", "Requests for a Host of another certificate: 421",
-         c->tls_misdirected},
-        {"gatling_tls_client_refused_total",
-         "Requests without a valid client certificate where one is required: 400",
-         c->tls_client_refused},
-        {"gatling_tls_ktls_total", "TLS connections the kernel encrypts (kTLS, sendfile)",
-         c->tls_ktls},
-        {"gatling_acme_http01_answered_total", "ACME HTTP-01 challenges answered (--acme)",
-         c->acme_http},
-        {"gatling_acme_http01_refused_total",
-         "Requests below acme-challenge/ for no outstanding token: 404", c->acme_http_refused},
-        {"gatling_acme_tls_alpn01_answered_total",
-         "ACME TLS-ALPN-01 challenge handshakes served (--acme)", c->acme_alpn},
-        {"gatling_acme_tls_alpn01_refused_total",
-         "TLS handshakes offering acme-tls/1 for a name without a challenge: refused",
-         c->acme_alpn_refused},
-        {"gatling_tls_no_certificate_total",
-         "TLS handshakes refused: no certificate loaded yet (-C waits for certbot)", c->tls_no_cert},
-        {"gatling_proxy_protocol_untrusted_total",
-         "Connections to a -y listener not from a -Y proxy: closed", c->proxy_untrusted},
-        {"gatling_proxy_protocol_malformed_total", "PROXY headers malformed or cut short: closed",
-         c->proxy_malformed},
-    };
-    scalars(b, "counter", m, N(m));
-    head(b, "gatling_gzip_paced_seconds_total", "counter",
-         "Time paced compressions yielded the CPU");
-    hb_puts(b, "gatling_gzip_paced_seconds_total ");
-    seconds(b, t->more.gz_paced_ms * 1000);
-    hb_puts(b, "\n");
-    const lv_t zc[] = {{"gzip", c->compressed[0]}, {"br", c->compressed[1]},
-                       {"zstd", c->compressed[2]}};
-    family(b, "gatling_compressed_total", "counter",
-           "Dynamic answers coded on the fly (--compress), by coding", "coding", zc, N(zc));
-    const lv_t zb[] = {{"in", c->compress_in}, {"out", c->compress_out}};
-    family(b, "gatling_compress_bytes_total", "counter",
-           "Bytes of the answers coded on the fly, before and after", "side", zb, N(zb));
-    const lv_t cz[] = {{"gzip", c->cache_coded[0]}, {"br", c->cache_coded[1]},
-                       {"zstd", c->cache_coded[2]}};
-    family(b, "gatling_cache_coded_hits_total", "counter",
-           "Response cache: hits sent from a stored coded body, by coding", "coding", cz, N(cz));
-    const lv_t hs[] = {{"ok", c->tls_handshakes}, {"failed", c->tls_failed}};
-    family(b, "gatling_tls_handshakes_total", "counter", "TLS handshakes done or failed", "result",
-           hs, N(hs));
-    const lv_t px[] = {{"client", c->proxy_headers}, {"local", c->proxy_local}};
-    family(b, "gatling_proxy_protocol_headers_total", "counter",
-           "PROXY headers (-y): naming a client, or keeping the proxy's address (LOCAL, UNKNOWN)",
-           "result", px, N(px));
-    const lv_t hc[] = {{"ok", c->health_ok}, {"draining", c->health_failed}};
-    family(b, "gatling_health_checks_total", "counter",
-           "Health checks (-k): 200, or 503 while draining", "result", hc, N(hc));
-}
-
-/* HTTP/2: connections, errors, and the floods connections were ended for. */
-static void http2(hbuf_t *b, const status_counters_t *c)
-{
-    const metric_t m[] = {
-        {"gatling_h2_connections_total", "Connections that spoke HTTP/2", c->h2_conns},
-        {"gatling_h2_errors_total", "HTTP/2 connections ended by GOAWAY with an error",
-         c->h2_errors},
-        {"gatling_h2_yields_total", "HTTP/2 sends paused at the per-event budget", c->h2_yields},
-        {"gatling_h2_refused_streams_total", "HTTP/2 streams refused: header memory full",
-         c->h2_refused},
-        {"gatling_h2_file_waits_total", "HTTP/2 streams that waited for a file slot",
-         c->h2_file_waits},
-        {"gatling_flood_offences_total",
-         "Connections a flood defence ended, remembered against the client address",
-         c->offences},
-        {"gatling_flood_reduced_total",
-         "Connections from an address that flooded lately: budgets halved per offence",
-         c->offender_reduced},
-    };
-    scalars(b, "counter", m, N(m));
-    static const char *const kinds[H2_FLOOD_KINDS] = {[H2_FLOOD_SETTINGS] = "settings",
-                                                      [H2_FLOOD_PING] = "ping",
-                                                      [H2_FLOOD_WINDOW] = "window_update",
-                                                      [H2_FLOOD_EMPTY_DATA] = "empty_data",
-                                                      [H2_FLOOD_OTHER] = "other",
-                                                      [H2_FLOOD_RESET_SENT] = "reset_sent",
-                                                      [H2_FLOOD_RAPID_RESET] = "rapid_reset",
-                                                      [H2_FLOOD_CONTINUATION] = "continuation"};
-    lv_t f[H2_FLOOD_KINDS];
-    for (int k = 0; k < H2_FLOOD_KINDS; k++)
-        f[k] = (lv_t){kinds[k], c->h2_flood[k]};
-    family(b, "gatling_h2_floods_total", "counter",
-           "HTTP/2 connections ended by GOAWAY ENHANCE_YOUR_CALM, by the frames that flooded",
-           "kind", f, N(f));
-    const metric_t m3[] = {
-        {"gatling_h3_connections_total", "HTTP/3: QUIC connections begun", c->h3_conns},
-        {"gatling_h3_handshakes_total", "HTTP/3: handshakes completed", c->h3_handshakes},
-        {"gatling_h3_failed_total", "HTTP/3: connections ended by an error", c->h3_failed},
-        {"gatling_h3_idle_total", "HTTP/3: connections closed idle (-T)", c->h3_idle},
-        {"gatling_h3_refused_total", "HTTP/3: Initials dropped (-N, -K, draining)",
-         c->h3_refused},
-        {"gatling_h3_stateless_resets_total", "HTTP/3: stateless resets sent", c->h3_resets},
-        {"gatling_h3_version_negotiations_total", "HTTP/3: version negotiations sent",
-         c->h3_version_neg},
-        {"gatling_h3_dropped_total", "HTTP/3: datagrams dropped", c->h3_dropped},
-        {"gatling_h3_send_lost_total", "HTTP/3: datagrams lost to a full socket buffer",
-         c->h3_send_lost},
-        {"gatling_h3_retries_total", "HTTP/3: Retry packets sent", c->h3_retries},
-        {"gatling_h3_bad_tokens_total", "HTTP/3: Initials with a bad Retry token",
-         c->h3_bad_tokens},
-        {"gatling_h3_validated_total", "HTTP/3: connections begun with a token",
-         c->h3_validated},
-        {"gatling_h3_rapid_reset_total", "HTTP/3: connections closed for streams reset too fast",
-         c->h3_rapid_reset},
-        {"gatling_h3_fields_refused_total", "HTTP/3: requests with fields over the limits",
-         c->h3_fields_refused},
-        {"gatling_h3_refused_streams_total", "HTTP/3 streams refused: request field memory full",
-         c->h3_streams_refused},
-    };
-    scalars(b, "counter", m3, N(m3));
 }
 
 /* A backend's labels: its pool and its address as written. */
@@ -443,120 +303,11 @@ static void backends(hbuf_t *b, const site_t *s, const stats_snap_t *t)
     }
 }
 
-/* CGI, the response cache, FTP. */
-static void dynamic(hbuf_t *b, const stats_snap_t *t)
-{
-    const status_counters_t *c = &t->c;
-    const metric_t m[] = {
-        {"gatling_cgi_spawned_total", "CGI processes started", c->cgi_spawned},
-        {"gatling_cgi_killed_total", "CGI processes killed: at -Q, or the client went first",
-         c->cgi_killed},
-        {"gatling_cgi_redirects_total", "CGI local redirects answered inside the server",
-         c->cgi_redirects},
-        {"gatling_cgi_refused_total", "CGI requests refused: over -J, spawner busy or gone, 503",
-         c->cgi_refused},
-        {"gatling_cgi_failed_total", "CGI processes without a valid head: 502", c->cgi_failed},
-        {"gatling_cache_hits_total", "Response cache: hits (fresh)", c->cache_hits},
-        {"gatling_cache_stale_total", "Response cache: stale served while one fetch refreshes",
-         c->cache_stale},
-        {"gatling_cache_stale_errors_total", "Response cache: stale served, the backend failing",
-         c->cache_stale_errors},
-        {"gatling_cache_misses_total", "Response cache: misses (a fetch each)", c->cache_misses},
-        {"gatling_cache_collapsed_total",
-         "Response cache: requests that waited for another's "
-         "fetch",
-         c->cache_collapsed},
-        {"gatling_cache_fetches_total",
-         "Response cache: backend requests made (misses, "
-         "refreshes)",
-         c->cache_fetches},
-        {"gatling_cache_stored_total", "Response cache: responses stored", c->cache_stored},
-        {"gatling_cache_revalidated_total", "Response cache: stored responses freshened by a 304",
-         c->cache_revalidated},
-        {"gatling_cache_passes_total", "Response cache: sent by, the response was not storable",
-         c->cache_passes},
-        {"gatling_cache_bypass_total", "Response cache: bypassed: Authorization, Cookie, a body",
-         c->cache_bypass},
-        {"gatling_cache_lock_timeouts_total",
-         "Response cache: waiters that stopped waiting for "
-         "a slow fetch",
-         c->cache_lock_timeouts},
-        {"gatling_cache_purges_total", "Response cache: PURGE requests", c->cache_purges},
-        {"gatling_cache_coded_total", "Response cache: stored responses coded whole (--compress)",
-         c->cache_coded_made},
-        {"gatling_cache_evictions_total", "Response cache: entries evicted (room, idle)",
-         t->more.cache_evictions},
-        {"gatling_ftp_sessions_total", "FTP control connections (-f)", c->ftp_sessions},
-        {"gatling_ftp_logins_total", "FTP logins (anonymous)", c->ftp_logins},
-        {"gatling_ftp_downloads_total", "FTP downloads completed", c->ftp_downloads},
-        {"gatling_ftp_uploads_total", "FTP uploads completed", c->ftp_uploads},
-        {"gatling_ftp_refused_total", "FTP refused: other users, uploads, MKD", c->ftp_refused},
-        {"gatling_ftp_bounce_refused_total",
-         "FTP PORT/EPRT to another host or a low port: "
-         "refused",
-         c->ftp_bounce},
-        {"gatling_ftp_pasv_theft_total", "FTP data connections from another host: closed",
-         c->ftp_pasv_theft},
-        {"gatling_ftp_timeouts_total", "FTP deadlines: login, idle, data set-up, rate (-B)",
-         c->ftp_timeouts},
-    };
-    scalars(b, "counter", m, N(m));
-}
-
-/* Compression dictionaries (RFC 9842): deltas sent and what they saved. */
-static void dictionaries(hbuf_t *b, const stats_snap_t *t)
-{
-    const metric_t m[] = {
-        {"gatling_dictionary_hits_total", "Responses sent as dcz against a client's dictionary",
-         t->more.dict_hits},
-        {"gatling_dictionary_bytes_saved_total",
-         "Bytes dcz responses saved: their files' sizes less their bodies", t->more.dict_saved},
-        {"gatling_dictionary_unknown_total",
-         "Available-Dictionary hashes not indexed (or stale): the ordinary response",
-         t->more.dict_unknown},
-        {"gatling_dictionary_deltas_made_total", "Deltas made on the job pool",
-         t->more.dict_made},
-    };
-    scalars(b, "counter", m, N(m));
-}
-
-void metrics_snapshot(const site_t *s, stats_snap_t *snap)
-{
-    memset(snap, 0, sizeof *snap);
-    snap->c = s->stats;
-    enc_gz_counters_t gz = s->gzcache ? enc_gzip_counters(s->gzcache) : (enc_gz_counters_t){0};
-    snap->more.gz_skipped_busy = gz.skipped_busy;
-    snap->more.gz_paced = gz.paced;
-    snap->more.gz_paced_ms = gz.paced_ms;
-    if (s->dict) {
-        const dict_counters_t *dc = dict_counters(s->dict);
-        snap->more.dict_hits = dc->hits;
-        snap->more.dict_saved = dc->bytes_saved;
-        snap->more.dict_unknown = dc->unknown + dc->stale;
-        snap->more.dict_made = dc->made;
-    }
-    fcache_mem_t m = fcache_mem(s->fcache);
-    snap->more.mem_full = m.skipped;
-    snap->g.mem_files = m.files;
-    snap->g.mem_bytes = m.held;
-    cache_mem(s, &snap->g.cache_bytes, &snap->g.cache_entries, &snap->more.cache_evictions);
-    snap->g.conns = s->nconns;
-    snap->g.tls_conns = s->ntls;
-    snap->g.draining = s->draining != 0;
-    const char *pool, *addr, *state;
-    unsigned out;
-    for (int i = 0; i < CONFIG_BACKENDS; i++) {
-        int r = proxy_backend(s, i, &pool, &addr, &state, &out);
-        snap->g.be_up[i] = r == 2;
-        snap->g.be_outstanding[i] = r ? out : 0;
-    }
-}
-
 /* Publish this loop's numbers into its slot now. */
 static void publish(site_t *s)
 {
     stats_snap_t snap;
-    metrics_snapshot(s, &snap);
+    status_snapshot(s, &snap);
     stats_shm_publish(s->cfg->stats_shm, s->cfg->worker, &snap);
     s->stats_published = gio_now(s->loop);
 }
@@ -704,7 +455,7 @@ int metrics_serve(exchange_t *ex)
     const config_t *cfg = s->cfg;
     stats_snap_t own, t;
     stats_roll(&s->stats, gio_wallclock(s->loop));
-    metrics_snapshot(s, &own);
+    status_snapshot(s, &own);
     t = own;
     if (cfg->stats_shm) { /* -W: ours fresh, the others' as published */
         stats_shm_publish(cfg->stats_shm, cfg->worker, &own);
@@ -730,12 +481,10 @@ int metrics_serve(exchange_t *ex)
         return -1;
     hbuf_t b = hb_init(page, cap);
     general(&b, s, &t);
+    table(&b, &t);
+    per_protocol(&b, &t.c);
     histograms(&b, &t.c);
-    defences(&b, &t);
-    dictionaries(&b, &t);
-    http2(&b, &t.c);
     backends(&b, s, &t);
-    dynamic(&b, &t);
     certificates(&b, s);
     acme(&b, s);
     cluster(&b, s);

@@ -13,9 +13,6 @@
 #include "http/exchange.h"
 #include "site/site.h"
 
-/* This loop's numbers: its counters, and the gauges and counters others keep. */
-void metrics_snapshot(const site_t *s, stats_snap_t *snap);
-
 /*
  * -W: the loop did something (or has just started): publish this loop's
  * numbers into its slot once the last publish is METRICS_PUBLISH_MS old,

@@ -6,6 +6,7 @@
 #include "http/hbuf.h"
 #include "site/acme_chal.h"
 #include "site/cluster.h"
+#include "site/dict.h"
 #include "site/nets.h"
 #include "site/site.h"
 #include "site/encoding.h"
@@ -32,26 +33,6 @@ typedef struct row {
 #define STATUS_PAGE_MAX 16384 /* the page is about 6 KiB ... */
 #define STATUS_BACKEND_MAX 640 /* ... and each backend's row at most this, escaped */
 
-/* The FTP rows (-f), after the others. */
-static size_t rows_ftp(const status_counters_t *st, row_t *r, size_t n, size_t cap)
-{
-#define ROW(k, l, v) \
-    do { \
-        if (n < cap) \
-            r[n++] = (row_t){k, l, (uint64_t)(v)}; \
-    } while (0)
-    ROW("ftp_sessions", "FTP control connections (-f)", st->ftp_sessions);
-    ROW("ftp_logins", "FTP logins (anonymous)", st->ftp_logins);
-    ROW("ftp_downloads", "FTP downloads completed", st->ftp_downloads);
-    ROW("ftp_uploads", "FTP uploads completed", st->ftp_uploads);
-    ROW("ftp_refused", "FTP refused: other users, uploads, MKD", st->ftp_refused);
-    ROW("ftp_bounce", "FTP PORT/EPRT to another host refused (bounce)", st->ftp_bounce);
-    ROW("ftp_pasv_theft", "FTP data connections from another host, closed", st->ftp_pasv_theft);
-    ROW("ftp_timeouts", "timed out: FTP login, idle, data set-up, rate (-B)", st->ftp_timeouts);
-#undef ROW
-    return n;
-}
-
 /* d[0..nd) after r[0..n) (at most cap in all): the new n. */
 static size_t put_rows(row_t *r, size_t n, size_t cap, const row_t *d, size_t nd)
 {
@@ -60,20 +41,14 @@ static size_t put_rows(row_t *r, size_t n, size_t cap, const row_t *d, size_t nd
     return n;
 }
 
-/* The rows of dynamic content (handlers/cgi.c, proxy.c) after r[0..n): the new n. */
-static size_t dynamic_rows(const status_counters_t *st, row_t *r, size_t n, size_t cap)
+/* The backends' counts (handlers/proxy.c), summed, after r[0..n): the new n. */
+static size_t backend_rows(const status_counters_t *st, row_t *r, size_t n, size_t cap)
 {
-    uint64_t be[BACKEND_KINDS] = {0}; /* the backends' counts, summed */
+    uint64_t be[BACKEND_KINDS] = {0};
     for (int i = 0; i < CONFIG_BACKENDS; i++)
         for (int k = 0; k < BACKEND_KINDS; k++)
             be[k] += st->backend[i][k];
     const row_t d[] = {
-        {"cgi_spawned", "CGI processes started", st->cgi_spawned},
-        {"cgi_killed", "CGI processes killed: deadline (-Q) or client gone", st->cgi_killed},
-        {"cgi_redirects", "CGI local redirects answered inside the server", st->cgi_redirects},
-        {"cgi_refused", "CGI requests refused: over -J, spawner busy or gone, 503",
-         st->cgi_refused},
-        {"cgi_failed", "CGI processes without a valid head: 502", st->cgi_failed},
         {"backend_connects", "proxy: backend connections opened", be[BACKEND_CONNECTS]},
         {"backend_reuses", "proxy: requests on a pooled backend connection", be[BACKEND_REUSES]},
         {"backend_502", "proxy: backend failed: 502 or response cut short", be[BACKEND_502]},
@@ -133,168 +108,54 @@ static size_t cert_rows(const site_t *s, row_t *r, size_t n, size_t cap)
     return s->cfg->cluster ? put_rows(r, n, cap, c, 2) : n;
 }
 
-/* The HTTPS rows (tls/tls.c, conn.c) after r[0..n): the new n. */
-static size_t tls_rows(const site_t *s, row_t *r, size_t n, size_t cap)
+void status_snapshot(const site_t *s, stats_snap_t *snap)
 {
-    const status_counters_t *st = &s->stats;
-    const row_t d[] = {
-        {"https_connections", "open HTTPS connections", s->ntls},
-        {"tls_handshakes", "HTTPS: handshakes done", st->tls_handshakes},
-        {"tls_resumed", "HTTPS: of which resumed (ticket or cache)", st->tls_resumed},
-        {"tls_failed", "HTTPS: handshakes failed", st->tls_failed},
-        {"tls_not_tls", "HTTPS port: not TLS, closed", st->tls_not_tls},
-        {"tls_no_certificate", "HTTPS: refused, no certificate loaded yet (-C)", st->tls_no_cert},
-        {"timeout_handshake", "timed out: TLS handshake (-s)", st->timeout_handshake},
-        {"tls_misdirected", "HTTPS: Host of another certificate: 421", st->tls_misdirected},
-        {"tls_client_refused", "HTTPS: no valid client certificate where required: 400",
-         st->tls_client_refused},
-        {"tls_ktls", "HTTPS: connections sent by kernel TLS (sendfile)", st->tls_ktls},
-        {"acme_http01", "ACME: HTTP-01 challenges answered", st->acme_http},
-        {"acme_http01_refused", "ACME: acme-challenge/ for no token outstanding: 404",
-         st->acme_http_refused},
-        {"acme_tls_alpn01", "ACME: TLS-ALPN-01 challenge handshakes", st->acme_alpn},
-        {"acme_tls_alpn01_refused", "ACME: acme-tls/1 for a name without a challenge",
-         st->acme_alpn_refused},
-    };
-    return cert_rows(s, r, put_rows(r, n, cap, d, sizeof d / sizeof d[0]), cap);
+    memset(snap, 0, sizeof *snap);
+    snap->c = s->stats;
+    enc_gz_counters_t gz = s->gzcache ? enc_gzip_counters(s->gzcache) : (enc_gz_counters_t){0};
+    snap->more.gz_skipped_busy = gz.skipped_busy;
+    snap->more.gz_paced = gz.paced;
+    snap->more.gz_paced_ms = gz.paced_ms;
+    if (s->dict) {
+        const dict_counters_t *dc = dict_counters(s->dict);
+        snap->more.dict_hits = dc->hits;
+        snap->more.dict_saved = dc->bytes_saved;
+        snap->more.dict_unknown = dc->unknown + dc->stale;
+        snap->more.dict_made = dc->made;
+    }
+    fcache_mem_t m = fcache_mem(s->fcache);
+    snap->more.mem_full = m.skipped;
+    snap->g.mem_files = m.files;
+    snap->g.mem_bytes = m.held;
+    cache_mem(s, &snap->g.cache_bytes, &snap->g.cache_entries, &snap->more.cache_evictions);
+    snap->g.conns = s->nconns;
+    snap->g.tls_conns = s->ntls;
+    snap->g.draining = s->draining != 0;
+    const char *pool, *addr, *state;
+    unsigned out;
+    for (int i = 0; i < CONFIG_BACKENDS; i++) {
+        int r = proxy_backend(s, i, &pool, &addr, &state, &out);
+        snap->g.be_up[i] = r == 2;
+        snap->g.be_outstanding[i] = r ? out : 0;
+    }
 }
 
-/* The response cache's rows (handlers/cache.c) after r[0..n): the new n. */
-static size_t cache_rows(const site_t *s, row_t *r, size_t n, size_t cap)
-{
-    const status_counters_t *st = &s->stats;
-    uint64_t bytes, entries, evictions;
-    cache_mem(s, &bytes, &entries, &evictions);
-    const row_t d[] = {
-        {"cache_hits", "cache: hits (fresh)", st->cache_hits},
-        {"cache_stale", "cache: stale served while one fetch refreshes", st->cache_stale},
-        {"cache_stale_errors", "cache: stale served, the backend failing", st->cache_stale_errors},
-        {"cache_misses", "cache: misses (a fetch each)", st->cache_misses},
-        {"cache_collapsed", "cache: requests that waited for another's fetch", st->cache_collapsed},
-        {"cache_fetches", "cache: backend requests made (misses, refreshes)", st->cache_fetches},
-        {"cache_stored", "cache: responses stored", st->cache_stored},
-        {"cache_revalidated", "cache: stored responses freshened by a 304", st->cache_revalidated},
-        {"cache_passes", "cache: sent by, the response was not storable", st->cache_passes},
-        {"cache_bypass", "cache: bypassed: Authorization, Cookie, a body", st->cache_bypass},
-        {"cache_lock_timeouts", "cache: waiters that stopped waiting for a slow fetch",
-         st->cache_lock_timeouts},
-        {"cache_purges", "cache: PURGE requests", st->cache_purges},
-        {"cache_evictions", "cache: entries evicted (room, idle)", evictions},
-        {"cache_entries", "cache: entries held", entries},
-        {"cache_bytes", "cache: bytes held", bytes},
-    };
-    return put_rows(r, n, cap, d, sizeof d / sizeof d[0]);
-}
-
-/* HTTP/3 (quic/quic.c): its connections and what its socket answered. */
-static size_t h3_rows(const status_counters_t *st, row_t *r, size_t n, size_t cap)
-{
-    const row_t d[] = {
-        {"h3_connections", "HTTP/3: QUIC connections begun", st->h3_conns},
-        {"h3_handshakes", "HTTP/3: handshakes completed", st->h3_handshakes},
-        {"h3_failed", "HTTP/3: connections ended by an error", st->h3_failed},
-        {"h3_idle", "HTTP/3: connections closed idle (-T)", st->h3_idle},
-        {"h3_refused", "HTTP/3: Initials dropped (-N, -K, draining, no certificate)",
-         st->h3_refused},
-        {"h3_stateless_resets", "HTTP/3: stateless resets sent", st->h3_resets},
-        {"h3_version_negotiations", "HTTP/3: version negotiations sent", st->h3_version_neg},
-        {"h3_dropped", "HTTP/3: datagrams dropped (not QUIC, no connection)", st->h3_dropped},
-        {"h3_send_lost", "HTTP/3: datagrams lost to a full socket buffer", st->h3_send_lost},
-        {"h3_retries", "HTTP/3: Retry packets sent (address validation)", st->h3_retries},
-        {"h3_bad_tokens", "HTTP/3: Initials with a bad Retry token", st->h3_bad_tokens},
-        {"h3_validated", "HTTP/3: connections begun with a token (Retry, NEW_TOKEN)",
-         st->h3_validated},
-        {"h3_rapid_reset", "HTTP/3: connections closed for streams reset too fast",
-         st->h3_rapid_reset},
-        {"h3_fields_refused", "HTTP/3: requests whose fields were over the limits (431)",
-         st->h3_fields_refused},
-        {"h3_streams_refused", "HTTP/3: streams refused, request field memory full",
-         st->h3_streams_refused},
-    };
-    return put_rows(r, n, cap, d, sizeof d / sizeof d[0]);
-}
-
-/* The rows, in the order shown (at most cap); the same list makes both forms. */
+/* The rows, in the order shown (at most cap); the same list makes both
+   forms: the uptime, counters.h's rows that have a key here, the backends'
+   sums, the certificates, --acme's and --cluster's numbers. */
 static size_t rows(const site_t *s, row_t *r, size_t cap, int64_t now)
 {
-    const status_counters_t *st = &s->stats;
+    stats_snap_t snap;
+    status_snapshot(s, &snap);
     size_t n = 0;
-#define ROW(k, l, v) \
-    do { \
-        if (n < cap) \
-            r[n++] = (row_t){k, l, (uint64_t)(v)}; \
-    } while (0)
-    ROW("uptime", "uptime (s)", now - st->started);
-    ROW("connections", "open connections", s->nconns);
-    ROW("requests", "requests", st->requests);
-    ROW("bytes", "bytes sent", st->bytes);
-    ROW("requests_per_second", "requests/s", st->rps);
-    ROW("bytes_per_second", "bytes/s", st->bps);
-    ROW("refused_connection_cap", "refused: over the connection cap (-N), 503 (HTTPS: closed)",
-        st->refused_cap);
-    ROW("refused_address_cap", "refused: over the per-address cap (-K), 503 (HTTPS: closed)",
-        st->refused_addr);
-    ROW("refused_offender", "refused: a flood ended the address's connections lately, closed",
-        st->refused_offender);
-    ROW("refused_descriptors", "accept paused: out of descriptors", st->refused_fds);
-    ROW("rate_limited", "over the request rate (-A): tarpitted or dropped", st->rate_limited);
-    ROW("auth_throttled", "failed logins slowed down: 429", st->auth_throttled);
-    ROW("auth_remembered", "recent failed credentials: 401 without hashing", st->auth_remembered);
-    ROW("busy", "worker pool full: 503", st->busy);
-    enc_gz_counters_t gz = s->gzcache ? enc_gzip_counters(s->gzcache) : (enc_gz_counters_t){0};
-    ROW("gzip_skipped_busy", "gzip misses served identity: compressions busy", gz.skipped_busy);
-    ROW("gzip_paced", "compressions paced: the machine was saturated", gz.paced);
-    ROW("gzip_paced_ms", "time they yielded the CPU (ms)", gz.paced_ms);
-    ROW("timeout_head", "timed out: request head (-s)", st->timeout_head);
-    ROW("timeout_body", "timed out: request body too slow (-B)", st->timeout_body);
-    ROW("timeout_drain", "timed out: response read too slowly (-B)", st->timeout_drain);
-    ROW("timeout_idle", "timed out: keep-alive idle (-T)", st->timeout_idle);
-    ROW("max_requests", "closed after -R requests", st->max_requests);
-    ROW("head_overflows", "response heads too large: 500", st->head_overflows);
-    fcache_mem_t m = fcache_mem(s->fcache);
-    ROW("memory_files", "small files held in memory (-F)", m.files);
-    ROW("memory_bytes", "bytes of them held", m.held);
-    ROW("memory_full", "small files sent from disk: memory budget full", m.skipped);
-    n = tls_rows(s, r, n, cap);
-    ROW("h2_connections", "connections that spoke HTTP/2", st->h2_conns);
-    ROW("h2_errors", "HTTP/2: ended by GOAWAY with an error (floods, resets)", st->h2_errors);
-    ROW("h2_yields", "HTTP/2: sends paused at the per-event budget", st->h2_yields);
-    ROW("h2_refused", "HTTP/2: streams refused, header memory full", st->h2_refused);
-    ROW("h2_file_waits", "HTTP/2: streams that waited for a file slot", st->h2_file_waits);
-    ROW("h2_flood_settings", "HTTP/2 floods ended: SETTINGS", st->h2_flood[H2_FLOOD_SETTINGS]);
-    ROW("h2_flood_ping", "HTTP/2 floods ended: PING", st->h2_flood[H2_FLOOD_PING]);
-    ROW("h2_flood_window_update", "HTTP/2 floods ended: small WINDOW_UPDATEs",
-        st->h2_flood[H2_FLOOD_WINDOW]);
-    ROW("h2_flood_empty_data", "HTTP/2 floods ended: empty DATA frames",
-        st->h2_flood[H2_FLOOD_EMPTY_DATA]);
-    ROW("h2_flood_other", "HTTP/2 floods ended: PRIORITY, PRIORITY_UPDATE, unknown frames",
-        st->h2_flood[H2_FLOOD_OTHER]);
-    ROW("h2_flood_reset_sent", "HTTP/2 floods ended: streams we had to reset",
-        st->h2_flood[H2_FLOOD_RESET_SENT]);
-    ROW("h2_flood_rapid_reset", "HTTP/2 floods ended: streams reset by the client",
-        st->h2_flood[H2_FLOOD_RAPID_RESET]);
-    ROW("h2_flood_continuation", "HTTP/2 floods ended: CONTINUATION frames",
-        st->h2_flood[H2_FLOOD_CONTINUATION]);
-    ROW("flood_offences", "floods ended, remembered against the address (--flood-memory)",
-        st->offences);
-    ROW("flood_reduced", "connections from such an address: budgets halved per offence",
-        st->offender_reduced);
-    n = h3_rows(st, r, n, cap);
-    ROW("proxy_headers", "PROXY headers naming a client (-y)", st->proxy_headers);
-    ROW("proxy_local", "PROXY headers keeping the proxy's address (LOCAL, UNKNOWN)",
-        st->proxy_local);
-    ROW("proxy_untrusted", "PROXY listener: not from a trusted proxy (-Y), closed",
-        st->proxy_untrusted);
-    ROW("proxy_malformed", "PROXY headers malformed or cut short, closed", st->proxy_malformed);
-    ROW("proxy_timeout", "timed out: PROXY header (-s)", st->proxy_timeout);
-    ROW("health_ok", "health checks (-k): 200", st->health_ok);
-    ROW("health_failed", "health checks (-k): 503, draining", st->health_failed);
-    n = dynamic_rows(st, r, n, cap);
-    n = cache_rows(s, r, n, cap);
-    ROW("draining", "draining: health checks fail (-g), listeners closing", s->draining);
-    n = rows_ftp(st, r, n, cap);
-#undef ROW
-    return n;
+    if (n < cap)
+        r[n++] = (row_t){"uptime", "uptime (s)", (uint64_t)(now - s->stats.started)};
+    for (size_t i = 0; i < stats_nrows && n < cap; i++)
+        if (stats_rows[i].skey)
+            r[n++] = (row_t){stats_rows[i].skey, stats_rows[i].slabel,
+                             stats_value(&snap, &stats_rows[i])};
+    n = backend_rows(&snap.c, r, n, cap);
+    return cert_rows(s, r, n, cap);
 }
 
 /* s[0..) for JSON (a string's inside) or HTML (text). */

@@ -11,12 +11,17 @@
 #include "handler.h"
 #include "http/exchange.h"
 #include "http/path.h"
+#include "site/site.h"
 
 #include <sys/socket.h>
 
 /* May ex's client read /server-status and /metrics: a loopback address
    (127.0.0.0/8, ::1, ::ffff:127.0.0.0/104), or one --status-from lists? */
 int status_allowed(const exchange_t *ex);
+
+/* This loop's numbers: its counters, and the gauges and counters others
+   keep (counters.h's M and G rows, the backends'), for both pages. */
+void status_snapshot(const site_t *s, stats_snap_t *snap);
 
 /* Queue the status page (json: the JSON form).  0, or -1 on ENOMEM. */
 int status_serve(exchange_t *ex, int json);

@@ -11,6 +11,24 @@ const uint32_t stats_bounds_us[STATS_BOUNDS] = {500,     1000,    2500,    5000,
                                                 25000,   50000,   100000,  250000,  500000,
                                                 1000000, 2500000, 5000000, 10000000};
 
+/* Where a row's value is in a snapshot, by its where (counters.h). */
+#define ROW_AT_C(f) offsetof(stats_snap_t, c.f)
+#define ROW_AT_E(f) offsetof(stats_snap_t, c.f)
+#define ROW_AT_M(f) offsetof(stats_snap_t, more.f)
+#define ROW_AT_G(f) offsetof(stats_snap_t, g.f)
+#define ROW(w, f, type, metric, lkey, lval, help, skey, slabel) \
+    {ROW_AT_##w(f), STATS_##type, metric, lkey, lval, help, skey, slabel},
+
+const stats_row_t stats_rows[] = {STATS_COUNTERS(ROW)};
+const size_t stats_nrows = sizeof stats_rows / sizeof stats_rows[0];
+
+uint64_t stats_value(const stats_snap_t *snap, const stats_row_t *r)
+{
+    uint64_t v;
+    memcpy(&v, (const char *)snap + r->off, sizeof v);
+    return v;
+}
+
 void stats_roll(status_counters_t *st, int64_t now)
 {
     if (now == st->second)

@@ -18,6 +18,7 @@
 #define GATLING_STATS_H
 
 #include "config.h"
+#include "counters.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -58,108 +59,38 @@ enum {
     H2_FLOOD_KINDS
 };
 
+/* The fields a row of counters.h declares, by its where (C, M, G): */
+#define STATS_FIELD_C_C(f) uint64_t f;
+#define STATS_FIELD_C_E(f)
+#define STATS_FIELD_C_M(f)
+#define STATS_FIELD_C_G(f)
+#define STATS_FIELD_M_C(f)
+#define STATS_FIELD_M_E(f)
+#define STATS_FIELD_M_M(f) uint64_t f;
+#define STATS_FIELD_M_G(f)
+#define STATS_FIELD_G_C(f)
+#define STATS_FIELD_G_E(f)
+#define STATS_FIELD_G_M(f)
+#define STATS_FIELD_G_G(f) uint64_t f;
+#define STATS_FIELD_C(w, f, ...) STATS_FIELD_C_##w(f)
+#define STATS_FIELD_M(w, f, ...) STATS_FIELD_M_##w(f)
+#define STATS_FIELD_G(w, f, ...) STATS_FIELD_G_##w(f)
+
 typedef struct status_counters {
     uint64_t requests, bytes;           /* since start */
     uint64_t last_requests, last_bytes; /* at the start of the last full second */
     uint64_t rps, bps;                  /* over the last full second */
     int64_t second;                     /* wall-clock second being counted */
     int64_t started;
-    /* what the defences did, since start (gatling.8 lists them) */
-    uint64_t refused_cap;      /* -N: over the connection cap, 503 (HTTPS: closed) */
-    uint64_t refused_addr;     /* -K: over the per-address cap, 503 (HTTPS: closed) */
-    uint64_t refused_fds;      /* accept failed: out of descriptors or memory */
-    uint64_t rate_limited;     /* -A: over the requests per minute, tarpitted or dropped */
-    uint64_t auth_throttled;   /* failed logins: 429 without hashing */
-    uint64_t auth_remembered;  /* a recent failed credential: 401 without hashing */
-    uint64_t busy;             /* the worker pool's queue was full: 503 */
-    uint64_t timeout_head;     /* request head not complete in time (slowloris) */
-    uint64_t timeout_body;     /* request body too slow */
-    uint64_t timeout_drain;    /* response drained too slowly (slow read) */
-    uint64_t timeout_idle;     /* keep-alive idle */
-    uint64_t max_requests;     /* -R: keep-alive connections closed at the cap */
-    uint64_t head_overflows;   /* a response head did not fit: 500 */
-    uint64_t tls_handshakes;   /* HTTPS: handshakes completed */
-    uint64_t tls_resumed;      /* ... of which resumed a session (ticket or cache) */
-    uint64_t tls_failed;       /* ... failed (protocol error, no common cipher, ...) */
-    uint64_t tls_not_tls;      /* bytes on the HTTPS port that were no TLS handshake */
-    uint64_t tls_no_cert;      /* handshakes refused: no certificate loaded yet (-C DIR) */
-    uint64_t timeout_handshake;/* HTTPS: handshake not done in time (-s) */
-    uint64_t tls_misdirected;  /* Host answered by another certificate: 421 */
-    uint64_t tls_client_refused; /* mutual TLS: no valid client certificate where required: 400 */
-    uint64_t tls_ktls;         /* handshakes after which the kernel encrypts (kTLS) */
-    uint64_t acme_http;        /* --acme: HTTP-01 challenges answered (200) */
-    uint64_t acme_http_refused;/* ... requests below acme-challenge/ for no outstanding token: 404 */
-    uint64_t acme_alpn;        /* --acme: TLS-ALPN-01 challenge handshakes served */
-    uint64_t acme_alpn_refused;/* ... ALPN acme-tls/1 for a name without a challenge: refused */
-    uint64_t h2_conns;         /* connections that spoke HTTP/2 (ALPN h2 or h2c) */
-    uint64_t h2_errors;        /* HTTP/2 connections ended by GOAWAY with an error: a
-                                  protocol error, a flood (rapid reset, CONTINUATION,
-                                  SETTINGS/PING), -A */
-    uint64_t h2_yields;        /* HTTP/2: sends stopped at the per-event budget, more queued */
-    uint64_t h2_refused;       /* HTTP/2: streams refused, the connection's header bytes full */
-    uint64_t h2_file_waits;    /* HTTP/2: streams that waited for a file slot (per connection) */
+    STATS_COUNTERS(STATS_FIELD_C) /* counters.h's C rows: what the defences did, ... */
     uint64_t h2_flood[H2_FLOOD_KINDS]; /* HTTP/2 connections ended by GOAWAY ENHANCE_YOUR_CALM */
-    /* HTTP/3 (quic/quic.c, h3/h3.c) */
-    uint64_t h3_conns;         /* QUIC connections begun (an Initial accepted) */
-    uint64_t h3_handshakes;    /* ... whose handshake completed */
-    uint64_t h3_failed;        /* ... ended by an error (handshake, protocol, ours) */
-    uint64_t h3_idle;          /* ... closed by the idle timeout (-T) */
-    uint64_t h3_refused;       /* Initials dropped: over -N or -K, draining, no certificate */
-    uint64_t h3_resets;        /* stateless resets sent: a packet for no connection of ours */
-    uint64_t h3_version_neg;   /* version negotiation packets sent */
-    uint64_t h3_dropped;       /* datagrams dropped: not QUIC, or for no connection */
-    uint64_t h3_send_lost;     /* datagrams lost to a full socket buffer */
-    uint64_t h3_retries;       /* Retry packets sent (--h3-retry): the address proves itself */
-    uint64_t h3_bad_tokens;    /* Initials with a Retry token that failed: INVALID_TOKEN */
-    uint64_t h3_validated;     /* connections begun with a token (Retry's or NEW_TOKEN's) */
-    uint64_t h3_rapid_reset;   /* connections closed for streams reset too fast */
-    uint64_t h3_fields_refused; /* request streams whose fields were over the limits: 431 */
-    uint64_t h3_streams_refused; /* streams refused, the connection's request fields full */
-    uint64_t offences;         /* connections a flood defence ended, remembered per address */
-    uint64_t offender_reduced; /* ... connections from such an address since: smaller budgets */
-    uint64_t refused_offender; /* ... and refused at accept: closed unread (--flood-memory) */
-    uint64_t proxy_headers;    /* -y: PROXY headers that named a client */
-    uint64_t proxy_local;      /* ... that kept the proxy's address (LOCAL, UNKNOWN: checks) */
-    uint64_t proxy_untrusted;  /* -y: connections from outside -Y, closed unread */
-    uint64_t proxy_malformed;  /* -y: PROXY headers malformed or cut short, closed */
-    uint64_t proxy_timeout;    /* -y: PROXY headers not complete in time (-s), closed */
-    uint64_t health_ok;        /* -k: health checks answered 200 */
-    uint64_t health_failed;    /* -k: health checks answered 503 (draining) */
     uint64_t grpc[17];         /* gRPC calls proxied, by grpc-status (0 OK ... 16) */
     uint64_t backend[CONFIG_BACKENDS][BACKEND_KINDS]; /* per backend slot, BACKEND_* */
     /* ... and how long its requests took, as duration[] below */
     uint64_t be_duration[CONFIG_BACKENDS][STATS_BOUNDS + 1];
     uint64_t be_duration_us[CONFIG_BACKENDS];
-    uint64_t cgi_spawned;      /* CGI processes started (handlers/cgi.c) */
-    uint64_t cgi_killed;       /* ... killed: at the deadline (-Q), or the client went first */
-    uint64_t cgi_redirects;    /* CGI local redirects answered inside the server (RFC 3875 6.2.2) */
-    uint64_t cgi_refused;      /* CGI requests refused: over -J, spawner busy or gone, 503 */
-    uint64_t cgi_failed;       /* CGI processes that gave no (valid) head: 502 */
-    uint64_t cache_hits;       /* response cache: answered from a fresh stored response */
-    uint64_t cache_stale;      /* ... from a stale one while one fetch refreshes it */
-    uint64_t cache_stale_errors; /* ... from a stale one because the backend failed */
-    uint64_t cache_misses;     /* ... fetched from the backend (one fetch each) */
-    uint64_t cache_collapsed;  /* ... waited for a fetch another request began */
-    uint64_t cache_fetches;    /* backend requests the cache made (misses, refreshes) */
-    uint64_t cache_stored;     /* responses stored whole */
-    uint64_t cache_revalidated; /* stored responses made fresh by a 304 */
-    uint64_t cache_passes;     /* requests sent by: the last response was not storable */
-    uint64_t cache_bypass;     /* requests that may not share: Authorization, Cookie, a body */
-    uint64_t cache_lock_timeouts; /* waiters that gave up on a slow fetch and asked themselves */
-    uint64_t cache_purges;     /* PURGE requests */
-    uint64_t ftp_sessions;     /* -f: FTP control connections accepted */
-    uint64_t ftp_logins;       /* ... logged in (anonymous, ftp) */
-    uint64_t ftp_downloads;    /* RETRs completed (226) */
-    uint64_t ftp_uploads;      /* STORs and APPEs completed (226) */
-    uint64_t ftp_refused;      /* logins other than anonymous, uploads and MKDs refused */
-    uint64_t ftp_bounce;       /* PORT/EPRT to another address or a port below 1024 */
-    uint64_t ftp_pasv_theft;   /* data connections to a passive port from another address */
-    uint64_t ftp_timeouts;     /* login, idle, data set-up, transfer rate (-B) deadlines */
     uint64_t compressed[3];    /* answers compressed on the fly: gzip, br, zstd (compress.c) */
-    uint64_t compress_capped;  /* ... sent identity: the streams or memory cap was reached */
-    uint64_t compress_in, compress_out; /* ... their bytes before and after */
     uint64_t cache_coded[3];   /* cache hits sent from a stored coded body: gzip, br, zstd */
-    uint64_t cache_coded_made; /* ... such bodies made (a stored response coded whole) */
     /* per protocol (STATS_*): requests and bytes (their sums are the two above) */
     uint64_t proto_requests[STATS_PROTOS], proto_bytes[STATS_PROTOS];
     /* ... and how long the requests took: how many fell in each bucket (not
@@ -170,27 +101,41 @@ typedef struct status_counters {
 
 /*
  * One loop's numbers as /metrics reads them: the counters, then counters
- * kept elsewhere (gzip, the memory and response caches), then the gauges.
+ * kept elsewhere (gzip, the memory and response caches, dictionaries:
+ * counters.h's M rows), then the gauges (its G rows, and the backends').
  * Every field is 64 bits, so that a snapshot is an array of words to copy
  * and add.
  */
 typedef struct stats_snap {
     status_counters_t c;
     struct {
-        uint64_t gz_skipped_busy, gz_paced, gz_paced_ms; /* site/encoding.h */
-        uint64_t mem_full;                               /* site/fcache.h */
-        uint64_t cache_evictions;                        /* handlers/cache.h */
-        uint64_t dict_hits, dict_saved, dict_unknown, dict_made; /* site/dict.h */
+        STATS_COUNTERS(STATS_FIELD_M)
     } more;
     struct { /* what a worker that is gone leaves out of the sum */
-        uint64_t conns, tls_conns;    /* open connections, of which HTTPS */
-        uint64_t mem_files, mem_bytes; /* small files held in memory (-F) */
-        uint64_t cache_entries, cache_bytes;
-        uint64_t draining; /* 0 or 1: summed as the largest */
+        STATS_COUNTERS(STATS_FIELD_G) /* draining: 0 or 1, summed as the largest */
         uint64_t be_up[CONFIG_BACKENDS];          /* 1: the backend takes requests */
         uint64_t be_outstanding[CONFIG_BACKENDS]; /* requests at it now */
     } g;
 } stats_snap_t;
+
+/* One row of counters.h as the pages read it. */
+enum { STATS_COUNTER, STATS_GAUGE, STATS_MS };
+typedef struct stats_row {
+    size_t off;              /* where its value is in a stats_snap_t */
+    int type;                /* STATS_COUNTER, STATS_GAUGE, STATS_MS */
+    const char *metric;      /* its family on /metrics, or NULL */
+    const char *lkey, *lval; /* its sample's label there, or NULL */
+    const char *help;        /* the family's help (its first row's), or NULL */
+    const char *skey;        /* its key on /server-status, or NULL */
+    const char *slabel;      /* its label there */
+} stats_row_t;
+
+/* counters.h's rows, in its order. */
+extern const stats_row_t stats_rows[];
+extern const size_t stats_nrows;
+
+/* Row r's value in snap. */
+uint64_t stats_value(const stats_snap_t *snap, const stats_row_t *r);
 
 #define STATS_SNAP_WORDS (sizeof(stats_snap_t) / sizeof(uint64_t))
 _Static_assert(sizeof(stats_snap_t) % sizeof(uint64_t) == 0, "a snapshot is 64-bit words");
