@@ -27,7 +27,8 @@ $(B)/httpbench: $(BO)/lg/httpbench.o $(BO)/lg/httpbench_run.o $(LG_OBJ) $(IO_LIB
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(B)/bench: $(BO)/lg/bench.o $(BO)/lg/bench_common.o $(BO)/lg/bench_run.o \
-            $(BO)/lg/bench_surge.o $(BO)/lg/bench_h3.o $(LG_OBJ) $(IO_LIB)
+            $(BO)/lg/bench_surge.o $(BO)/lg/bench_h3.o $(BO)/lg/bench_h3_cb.o \
+            $(BO)/lg/bench_conn.o $(BO)/lg/bench_report.o $(LG_OBJ) $(IO_LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(B)/lg_selftest: $(BO)/lg/lg_selftest.o $(LG_OBJ) $(IO_LIB)

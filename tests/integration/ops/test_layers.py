@@ -265,6 +265,16 @@ def test_files_within_length():
     assert "tests/filelen.sh" in m.stdout, m.stdout
 
 
+def test_filelen_covers_the_tree():
+    """The length guard reads every C file: io/, gatling/, the load generators
+    of bench/ and the tests' own (with a limit of 1 line, each is named)."""
+    r = filelen("-n", 1)
+    assert r.returncode == 1, r.stdout
+    for path in ("io/gio.c", "gatling/main.c", "bench/lg/bench.c", "bench/lg/bench_conn.c",
+                 "tests/unit/t_counters.c"):
+        assert path + ":" in r.stdout, (path, r.stdout[:2000])
+
+
 def test_over_long_file_fails(tmp_path):
     """No C file of gatling/ or io/ over 900 lines (tests/filelen.sh, beside
     funclen.sh's rule for functions): a copy of a file grown past it is named
