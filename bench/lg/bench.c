@@ -4,7 +4,7 @@
  * main() parses options into a bench_cfg_t, checks that the descriptors and
  * ports the run needs exist, runs the workers (in this process, or -P
  * forked ones that report through shared memory), merges their results and
- * prints one report.
+ * prints one report (bench_report.c).
  */
 #ifndef _GNU_SOURCE /* the GNUmakefile passes -D_GNU_SOURCE */
 #define _GNU_SOURCE

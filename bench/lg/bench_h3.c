@@ -31,6 +31,9 @@
  *
  * --idle: connections do the handshake and then send no request; they stay open
  * until -d ends (the server's memory per idle QUIC connection, bench/compare-h3).
+ *
+ * What ngtcp2 and nghttp3 call back, and the request fields, are
+ * bench_h3_cb.c's (bench_h3_int.h).
  */
 #ifndef _GNU_SOURCE /* the GNUmakefile passes -D_GNU_SOURCE */
 #define _GNU_SOURCE

@@ -45,6 +45,10 @@
  * complete response, any status) or lost (reset, timeout, early close,
  * garbage, a reset stream, a GOAWAY, cut off).  requests == responses +
  * lost always holds.
+ *
+ * This file is the loop's events (reading, parsing, issuing); the slots'
+ * and the run's plumbing (opening, writing, closing, failing, timeouts,
+ * FTP's commands, set-up and teardown) is bench_conn.c's (bench_run_int.h).
  */
 #ifndef _GNU_SOURCE /* the GNUmakefile passes -D_GNU_SOURCE */
 #define _GNU_SOURCE
