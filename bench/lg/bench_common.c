@@ -59,6 +59,14 @@ void bench_nap_until(int64_t due)
     nanosleep(&ts, NULL);
 }
 
+uint64_t bench_due_before(int64_t next_due, int64_t interval_ns, int64_t now, int64_t stop_at)
+{
+    int64_t end = now < stop_at ? now + 1 : stop_at; /* a signal ends it early */
+    if (interval_ns <= 0 || next_due >= end)
+        return 0;
+    return (uint64_t)((end - 1 - next_due) / interval_ns) + 1;
+}
+
 void bench_stats_window(bench_stats_t *st, int64_t now_ns)
 {
     st->win_responses = st->responses;
@@ -110,6 +118,7 @@ void bench_stats_merge(bench_stats_t *d, const bench_stats_t *s)
     lg_hist_merge(&d->hs, &s->hs);
     d->resumed += s->resumed;
     d->retried += s->retried;
+    d->unsent += s->unsent;
     d->visitors += s->visitors;
     d->pages += s->pages;
     d->unstarted += s->unstarted;

@@ -99,6 +99,7 @@ typedef struct bench_stats {
     lg_hist_t hs;   /* https: TLS handshake time, microseconds */
     uint64_t resumed; /* https: handshakes that resumed a session */
     uint64_t retried; /* --h2: requests sent again after a graceful GOAWAY refused them */
+    uint64_t unsent;  /* -R with -d: requests due before -d's end that found no free slot */
     /* --surge (lat is then the page-load time; err[] counts failed visitors, one kind each) */
     uint64_t visitors;  /* visitors started (each a new connection) */
     uint64_t pages;     /* page loads complete, every response below 400 */
@@ -131,6 +132,8 @@ int bench_flush(struct gio_loop *loop, lg_h2_t *h2, struct ssl_st *ssl, int fd, 
 
 /* Open loop: sleep until due (lg_now_ns), at most 50 us at a time (bench_common.c says why). */
 void bench_nap_until(int64_t due);
+/* -R: how many fall due from next_due, every interval_ns, before min(now + 1, stop_at). */
+uint64_t bench_due_before(int64_t next_due, int64_t interval_ns, int64_t now, int64_t stop_at);
 
 /* Start a results struct. */
 void bench_stats_init(bench_stats_t *st);

@@ -160,6 +160,10 @@ void bench_report_text(const bench_cfg_t *cfg, const bench_stats_t *s, double se
         if (s->retried)
             printf("; %llu sent again after a GOAWAY refused them", (unsigned long long)s->retried);
         printf("\n");
+        if (cfg->rate > 0)
+            printf("open loop  %.0f/s: %llu due before -d's end were never sent (no free %s)\n",
+                   cfg->rate, (unsigned long long)s->unsent,
+                   cfg->h2 || cfg->h3 ? "stream slot" : "connection");
         printf("rate       %.1f req/s, %.2f MB/s read, %.0f body bytes/response",
                (double)s->win_responses / secs, (double)s->win_bytes / secs / 1e6,
                s->responses ? (double)s->body / (double)s->responses : 0.0);
@@ -198,7 +202,7 @@ void bench_report_json(const bench_cfg_t *cfg, const bench_stats_t *s, double se
            : cfg->keepalive  ? "keep-alive"
                              : "close",
            cfg->keepalive ? cfg->depth : 1, secs);
-    printf("\"open_loop_rate\":%.0f,", cfg->rate);
+    printf("\"open_loop_rate\":%.0f,\"unsent\":%llu,", cfg->rate, (unsigned long long)s->unsent);
     printf("\"idle\":%s,", cfg->idle ? "true" : "false");
     printf("\"protocol\":\"%s\",\"streams\":%u,\"retried\":%llu,",
            cfg->url.ftp ? "ftp"

@@ -418,10 +418,8 @@ static void arrivals(surge_t *s)
 static void stop(surge_t *s)
 {
     bench_stats_t *st = s->st;
-    int64_t end = s->now < s->stop_at ? s->now + 1 : s->stop_at; /* a signal ends it early */
     s->stopping = 1;
-    if (s->next_due < end)
-        st->unstarted += (uint64_t)((end - 1 - s->next_due) / s->interval_ns) + 1;
+    st->unstarted += bench_due_before(s->next_due, s->interval_ns, s->now, s->stop_at);
     st->win_responses = st->responses;
     st->win_bytes = st->bytes;
     st->win_connects = st->connects;

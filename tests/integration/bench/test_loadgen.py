@@ -615,7 +615,9 @@ def test_bench_h2_open_loop(build, gatling):
     assert p.returncode == 0, p.stderr
     check_h2(r, 4)
     assert r["open_loop_rate"] == 400 and r["errors_total"] == 0 and r["lost"] == 0
-    assert 0.5 * 600 <= r["requests"] <= 600 + 2, r  # 400/s for 1.5 s (a loaded host lags)
+    # 400/s for 1.5 s: each due request is sent or, when every stream slot stayed busy until -d's
+    # end (a loaded host lags), counted as unsent; none is dropped without a count
+    assert 0 < r["requests"] and 600 - 2 <= r["requests"] + r["unsent"] <= 600 + 2, r
     assert r["responses"] == r["requests"] and r["connects"] == 2
 
 
