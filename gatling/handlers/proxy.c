@@ -197,27 +197,6 @@ static void warn_without_switch(const config_t *cfg)
             seen, n ? ")" : "");
 }
 
-/* An h2/ pool or rule (what, as given) needs --proxy-ca, and a name= for
-   a unix socket: 0, or -1 after saying so. */
-static int h2_tls_check(const config_t *cfg, const px_pooldef_t *pd, const char *opt,
-                        const char *what)
-{
-    if (pd->kind != PX_H2)
-        return 0;
-    if (!cfg->proxy_ca) {
-        fprintf(stderr, "gatling: %s %s: h2/ backends need --proxy-ca (the CAs their "
-                "certificates must chain to)\n", opt, what);
-        return -1;
-    }
-    for (int k = 0; k < pd->n && !pd->o.name[0]; k++)
-        if (pd->m[k].addr.ss_family == AF_UNIX) {
-            fprintf(stderr, "gatling: %s %s: an h2/ backend on a unix socket needs a --pool "
-                    "with name= (the name its certificate is verified for)\n", opt, what);
-            return -1;
-        }
-    return 0;
-}
-
 int proxy_config_check(config_t *cfg)
 {
     px_pooldef_t *pd = malloc(sizeof *pd);
@@ -259,7 +238,7 @@ int proxy_config_check(config_t *cfg)
             fprintf(stderr, "gatling: --pool %s: no backend\n", pd->name);
             goto out;
         }
-        if (h2_tls_check(cfg, pd, "--pool", cfg->pool_def[i]) < 0)
+        if (px_tls_check(cfg, pd, "--pool", cfg->pool_def[i]) < 0)
             goto out;
         total += pd->n;
     }
@@ -271,7 +250,7 @@ int proxy_config_check(config_t *cfg)
             goto out;
         regfree(&r.re);
         total += pd->n;
-        if (h2_tls_check(cfg, pd, "-P", cfg->proxy_rule[i]) < 0)
+        if (px_tls_check(cfg, pd, "-P", cfg->proxy_rule[i]) < 0)
             goto out;
         int found = !name[0];
         for (int j = 0; j < cfg->npools && !found; j++)

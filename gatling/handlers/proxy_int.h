@@ -338,6 +338,11 @@ typedef struct ssl_st SSL;
    nothing.  0, or -1 after printing why to stderr. */
 int px_tls_load(config_t *cfg);
 
+/* An h2/ pool or rule (pd; opt "--pool" or "-P", what as given) needs
+   --proxy-ca, and name= for a unix socket: 0, or -1 after printing why. */
+int px_tls_check(const config_t *cfg, const px_pooldef_t *pd, const char *opt,
+                 const char *what);
+
 /* A TLS session on fd for backend m of a PX_H2 pool: SNI and the name
    verified its pool's name= (or, without one, the address as an IP SAN).
    NULL with errno. */

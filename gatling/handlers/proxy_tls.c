@@ -94,6 +94,27 @@ int px_tls_load(config_t *cfg)
     return 0;
 }
 
+/* An h2/ pool or rule (what, as given) needs --proxy-ca, and a name= for
+   a unix socket: 0, or -1 after saying so. */
+int px_tls_check(const config_t *cfg, const px_pooldef_t *pd, const char *opt,
+                 const char *what)
+{
+    if (pd->kind != PX_H2)
+        return 0;
+    if (!cfg->proxy_ca) {
+        fprintf(stderr, "gatling: %s %s: h2/ backends need --proxy-ca (the CAs their "
+                "certificates must chain to)\n", opt, what);
+        return -1;
+    }
+    for (int k = 0; k < pd->n && !pd->o.name[0]; k++)
+        if (pd->m[k].addr.ss_family == AF_UNIX) {
+            fprintf(stderr, "gatling: %s %s: an h2/ backend on a unix socket needs a --pool "
+                    "with name= (the name its certificate is verified for)\n", opt, what);
+            return -1;
+        }
+    return 0;
+}
+
 /* The address of m as an IP SAN to verify: 0, or -1 (a unix socket). */
 static int verify_address(SSL *ssl, const px_member_t *m)
 {
