@@ -342,6 +342,17 @@ static long h2b_write(px_h2conn_t *c)
     return (long)w;
 }
 
+/* nghttp2's next frames for the backend (mem_send).  A frame that cannot go
+   (a request after the backend's GOAWAY) closes its stream in there:
+   on_close must not send again from inside it, hence the depth. */
+static ssize_t h2b_frames(px_h2conn_t *c, const uint8_t **d)
+{
+    c->depth++;
+    ssize_t n = nghttp2_session_mem_send(c->ng, d);
+    c->depth--;
+    return n;
+}
+
 /* Write what nghttp2 has for the backend, until EAGAIN.  0, or an errno. */
 static int h2b_send(px_h2conn_t *c)
 {
@@ -351,7 +362,7 @@ static int h2b_send(px_h2conn_t *c)
             c->woff = c->wlen = 0;
             const uint8_t *d;
             ssize_t n;
-            while (c->wlen < H2B_WBUF / 2 && (n = nghttp2_session_mem_send(c->ng, &d)) > 0) {
+            while (c->wlen < H2B_WBUF / 2 && (n = h2b_frames(c, &d)) > 0) {
                 char *q = c->wlen + (size_t)n > H2B_WBUF ? NULL : c->wb + c->wlen;
                 if (!q) { /* a large frame: sent from a buffer of its size */
                     char *big = realloc(c->wb, c->wlen + (size_t)n);
