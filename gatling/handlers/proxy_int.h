@@ -345,7 +345,7 @@ int px_tls_check(const config_t *cfg, const px_pooldef_t *pd, const char *opt,
 
 /* A TLS session on fd for backend m of a PX_H2 pool: SNI and the name
    verified its pool's name= (or, without one, the address as an IP SAN).
-   NULL with errno. */
+   NULL with errno (EDESTADDRREQ: a unix socket without name=). */
 SSL *px_tls_new(struct ssl_ctx_st *ctx, const px_member_t *m, int fd);
 
 /* One step of the handshake: 1 done (and the backend chose h2), GIO_AGAIN

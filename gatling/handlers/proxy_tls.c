@@ -115,7 +115,8 @@ int px_tls_check(const config_t *cfg, const px_pooldef_t *pd, const char *opt,
     return 0;
 }
 
-/* The address of m as an IP SAN to verify: 0, or -1 (a unix socket). */
+/* The address of m as an IP SAN to verify: 0, or -1 (a unix socket: a
+   file: pool's line may name one after the start's check). */
 static int verify_address(SSL *ssl, const px_member_t *m)
 {
     X509_VERIFY_PARAM *vp = SSL_get0_param(ssl);
@@ -133,15 +134,15 @@ SSL *px_tls_new(SSL_CTX *ctx, const px_member_t *m, int fd)
 {
     const char *name = m->pool->o.name;
     SSL *ssl = ctx ? SSL_new(ctx) : NULL;
-    int ok = ssl && SSL_set_fd(ssl, fd) == 1;
+    int ok = ssl && SSL_set_fd(ssl, fd) == 1, err = ENOMEM;
     if (ok && name[0]) /* SNI and the name (RFC 6125: DNS SANs, wildcards in the left label) */
         ok = SSL_set_tlsext_host_name(ssl, name) == 1 && SSL_set1_host(ssl, name) == 1;
-    else if (ok) /* no SNI for an address (RFC 6066 3) */
-        ok = verify_address(ssl, m) == 0;
+    else if (ok && verify_address(ssl, m) < 0) /* (no SNI for an address: RFC 6066 3) */
+        ok = 0, err = m->d.addr.ss_family == AF_UNIX ? EDESTADDRREQ : ENOMEM;
     if (!ok) {
         SSL_free(ssl);
         ERR_clear_error();
-        errno = ENOMEM;
+        errno = err;
         return NULL;
     }
     SSL_set_connect_state(ssl);
