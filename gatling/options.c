@@ -844,7 +844,7 @@ static int options_done(config_t *cfg, int failed)
     failed |= rc == 2;
     if (cfg->npools && !cfg->nproxy_rules)
         fputs("gatling: --pool without a -P rule naming it: no request goes to it\n", stderr);
-    if ((cfg->npools || cfg->nproxy_rules) && proxy_config_check(cfg) < 0) {
+    if ((cfg->npools || cfg->nproxy_rules || cfg->proxy_ca) && proxy_config_check(cfg) < 0) {
         if (!cfg->check)
             return usage_error();
         failed = 1;

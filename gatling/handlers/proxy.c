@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -98,9 +99,10 @@ static int proxy_set(config_t *cfg, const optdef_t *o, char *arg)
 const optdef_t proxy_opts[] = {
     OPT_ROW_FN('P', NULL, OPT_RULE, OPT_ANY, CONFIG_PROXY_RULES, proxy_set, 0,
                "not a proxy rule (at most 1024 bytes; -P at most 16 times)",
-        "  -P rule   send matching paths to a backend: [F/|S/|h2c/]host/port/regex\n"
-        "            or [F/|S/|h2c/]unix:/path:regex (F/: FastCGI, S/: SCGI, h2c/:\n"
-        "            HTTP/2 by prior knowledge, gRPC too, else HTTP/1.1;\n"
+        "  -P rule   send matching paths to a backend: [F/|S/|h2c/|h2/]host/port/regex\n"
+        "            or [F/|S/|h2c/|h2/]unix:/path:regex (F/: FastCGI, S/: SCGI, h2c/:\n"
+        "            HTTP/2 by prior knowledge, h2/: HTTP/2 over TLS (--proxy-ca), gRPC\n"
+        "            too, else HTTP/1.1;\n"
         "            the original gatling's -O; up to 16 times); several backends,\n"
         "            comma-separated, each with *weight and +backup, are a pool:\n"
         "            -P '10.0.0.1/80,10.0.0.2/80*2/^/app/'; @name/regex names a --pool;\n"
@@ -108,11 +110,13 @@ const optdef_t proxy_opts[] = {
         "            when none does)\n"),
     OPT_ROW_FN(0, "pool", OPT_RULE, OPT_ANY, CONFIG_POOLS, proxy_set, 1,
                "not a pool (at most 1024 bytes; --pool at most 16 times)",
-        "  --pool name=[F/|S/|h2c/]backends|file:/path[;key=value...]  a pool of\n"
-        "            backends: balance=rr|least|hash[:Field], fails=, window=, down=,\n"
+        "  --pool name=[F/|S/|h2c/|h2/]backends|file:/path[;key=value...]  a pool\n"
+        "            of backends: balance=rr|least|hash[:Field], fails=, window=, down=,\n"
         "            failon=, tries=, slowstart=, check=/path|grpc, interval=, expect=,\n"
-        "            fall=, rise=, timeout=, streams= (gatling.8, POOLS; up to 16 times,\n"
-        "            64 backends in all)\n"),
+        "            fall=, rise=, timeout=, streams=, name= (gatling.8, POOLS; up to 16\n"
+        "            times, 64 backends in all)\n"),
+    OPT_ROW_STR(0, "proxy-ca", OPT_PATH, PATH_MAX - 1, proxy_ca, "not a usable file name",
+        "  --proxy-ca file  the CAs (PEM) whose certificates h2/ backends must have\n"),
     OPT_LAST};
 
 /* A file: pool's list, read (at most 64 KiB) from its directory unless its
@@ -197,8 +201,10 @@ int proxy_config_check(config_t *cfg)
 {
     px_pooldef_t *pd = malloc(sizeof *pd);
     int total = 0, rc = -1;
-    if (!pd)
+    if (!pd || px_tls_load(cfg) < 0) {
+        free(pd);
         return -1;
+    }
     for (int i = 0; i < cfg->npools; i++) {
         const char *why;
         if (px_pool_parse(cfg->pool_def[i], pd, &why) < 0)
@@ -232,6 +238,8 @@ int proxy_config_check(config_t *cfg)
             fprintf(stderr, "gatling: --pool %s: no backend\n", pd->name);
             goto out;
         }
+        if (px_tls_check(cfg, pd, "--pool", cfg->pool_def[i]) < 0)
+            goto out;
         total += pd->n;
     }
     for (int i = 0; i < cfg->nproxy_rules; i++) {
@@ -242,6 +250,8 @@ int proxy_config_check(config_t *cfg)
             goto out;
         regfree(&r.re);
         total += pd->n;
+        if (px_tls_check(cfg, pd, "-P", cfg->proxy_rule[i]) < 0)
+            goto out;
         int found = !name[0];
         for (int j = 0; j < cfg->npools && !found; j++)
             found = !strncmp(cfg->pool_def[j], name, strlen(name)) &&
@@ -313,7 +323,7 @@ static px_pool_t *pool_new(proxy_t *px, const px_pooldef_t *pd, int cfg_index)
     px->pool[px->npools++] = p;
     snprintf(p->name, sizeof p->name, "%s", pd->name);
     p->kind = pd->kind;
-    p->ops = p->kind == PX_HTTP ? &px_http_ops : p->kind == PX_H2C ? &px_h2_ops : &px_fcgi_ops;
+    p->ops = p->kind == PX_HTTP ? &px_http_ops : PX_IS_H2(p->kind) ? &px_h2_ops : &px_fcgi_ops;
     p->o = pd->o;
     p->cfg_index = cfg_index;
     memcpy(p->file, pd->file, sizeof p->file);
@@ -367,6 +377,8 @@ int proxy_init(site_t *site)
     hstate_set(site, HSTATE_PROXY, px);
     if (px)
         px->h2_close = px_h2_close;
+    if (px)
+        px->tls = cfg->proxy_tls;
     if (!px || !pd || (px->site = site, px->on_backend = conn_on, pools_init(px, pd) < 0)) {
         fprintf(stderr, "gatling: proxy rules: out of memory\n");
         free(pd);

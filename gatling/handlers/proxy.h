@@ -42,8 +42,9 @@ int proxy_rule_check(const char *rule);
 int proxy_pool_check(const char *def);
 
 /* Check the rules and pools together (names, the backends' count), and
-   open the file: pools' directories into cfg->pool_dirfd (before a chroot).
-   0, or -1 after printing why to stderr. */
+   open the file: pools' directories into cfg->pool_dirfd and read
+   --proxy-ca's CAs into cfg->proxy_tls (before a chroot; with --proxy-ca
+   alone too).  0, or -1 after printing why to stderr. */
 int proxy_config_check(config_t *cfg);
 
 /* Each unix socket the backends of cfg's -P rules and --pools name (a

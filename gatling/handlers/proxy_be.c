@@ -287,7 +287,8 @@ static const char *backend_named(const px_req_t *pr, const px_member_t *m, const
                                  char *out, size_t cap)
 {
     static const char *const kind[] = {[PX_HTTP] = "HTTP", [PX_FCGI] = "FastCGI",
-                                       [PX_SCGI] = "SCGI", [PX_H2C] = "HTTP/2"};
+                                       [PX_SCGI] = "SCGI", [PX_H2C] = "HTTP/2",
+                                       [PX_H2] = "HTTP/2 (TLS)"};
     snprintf(out, cap, "%s%sthe %s backend %s", prefix, *prefix ? " " : "",
              kind[pr->rule->kind], m->d.label);
     return out;

@@ -4,16 +4,19 @@
  * one request for the check path in the pool's protocol (GET for HTTP; for
  * FastCGI and SCGI, a request whose SCRIPT_NAME is the path, as php-fpm's
  * ping.path wants; HTTP/2 by libnghttp2's client session, GET of the path
- * or, check=grpc, grpc.health.v1.Health/Check, SERVING being 200), its
+ * or, check=grpc, grpc.health.v1.Health/Check, SERVING being 200; over
+ * TLS for h2/, its certificate verified as a request's), its
  * answer's status read and judged against expect=,
  * the verdict given to proxy_pool.c.  No answer within timeout= fails.
  */
 #include "proxy_int.h"
+#include "gio_tls.h"
 #include "http/hbuf.h"
 #include "http/http_parse.h"
 
 #include <errno.h>
 #include <nghttp2/nghttp2.h>
+#include <openssl/ssl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +33,8 @@ typedef struct px_check {
     proxy_t *px;
     px_member_t *m;
     uint8_t connecting;
+    uint8_t handshaking; /* h2/: the TLS handshake is under way */
+    SSL *ssl;            /* h2/: the TLS session, or NULL */
     char out[CHECK_OUT];
     size_t outlen, outoff;
     char in[CHECK_IN]; /* HTTP: the bytes; FastCGI: STDOUT's bytes; HTTP/2: DATA */
@@ -102,7 +107,8 @@ static int chk_request(px_check_t *k)
     if (r)
         return -1;
 #define NV(n, v) {(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE}
-    const nghttp2_nv nv[] = {NV(":method", grpc ? "POST" : "GET"), NV(":scheme", "http"),
+    const char *scheme = k->ssl ? "https" : "http";
+    const nghttp2_nv nv[] = {NV(":method", grpc ? "POST" : "GET"), NV(":scheme", scheme),
                              NV(":authority", "localhost"),
                              NV(":path", grpc ? "/grpc.health.v1.Health/Check" : path),
                              NV("user-agent", "gatling-check"),
@@ -189,7 +195,7 @@ static size_t scgi_request(char *out, size_t cap, const char *path)
 static int request(px_check_t *k)
 {
     const px_pool_t *p = k->m->pool;
-    if (p->kind == PX_H2C)
+    if (PX_IS_H2(p->kind))
         return chk_request(k);
     if (p->kind == PX_FCGI)
         k->outlen = fcgi_request((unsigned char *)k->out, sizeof k->out, p->o.check);
@@ -213,6 +219,7 @@ static void verdict(px_check_t *k, int ok, const char *why)
     m->check = NULL;
     gio_close(px->site->loop, k->fd);
     nghttp2_session_del(k->ng);
+    SSL_free(k->ssl);
     free(k);
     px_check_result(px, m, ok, gio_now(px->site->loop), why);
 }
@@ -220,7 +227,7 @@ static void verdict(px_check_t *k, int ok, const char *why)
 /* The status in what came so far: > 0, 0 (more to come), -1 (malformed). */
 static int status_of(px_check_t *k, int eof)
 {
-    if (k->m->pool->kind == PX_H2C)
+    if (PX_IS_H2(k->m->pool->kind))
         return chk_verdict(k, eof);
     if (k->m->pool->kind == PX_HTTP) {
         http_response_t resp;
@@ -240,7 +247,7 @@ static int status_of(px_check_t *k, int eof)
 /* Bytes from the backend: FastCGI's STDOUT content, or the bytes. */
 static int take(px_check_t *k, const char *p, size_t n, int *end)
 {
-    if (k->m->pool->kind == PX_H2C) { /* its SETTINGS ACK and PING answers are not sent */
+    if (PX_IS_H2(k->m->pool->kind)) { /* its SETTINGS ACK and PING answers are not sent */
         return nghttp2_session_mem_recv(k->ng, (const uint8_t *)p, n) < 0 ? -1 : 0;
     }
     if (k->m->pool->kind != PX_FCGI) {
@@ -266,7 +273,8 @@ static int take(px_check_t *k, const char *p, size_t n, int *end)
     return 0;
 }
 
-/* Connected (or not), the request written: 0, or -1 after the verdict. */
+/* Connected (or not), the handshake stepped (h2/), the request written: 0,
+   1 while the handshake goes on, or -1 after the verdict. */
 static int send_out(px_check_t *k)
 {
     if (k->connecting) {
@@ -280,9 +288,23 @@ static int send_out(px_check_t *k)
         }
         k->connecting = 0;
     }
+    if (k->handshaking) {
+        char why[300];
+        unsigned want;
+        int r = px_tls_handshake(k->ssl, &want, why, sizeof why);
+        if (r == GIO_ERR) {
+            verdict(k, 0, why);
+            return -1;
+        }
+        if (r == GIO_AGAIN)
+            return 1;
+        k->handshaking = 0;
+    }
     while (k->outoff < k->outlen) {
-        ssize_t n = send(k->fd, k->out + k->outoff, k->outlen - k->outoff, MSG_NOSIGNAL);
-        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        unsigned want;
+        long n = k->ssl ? px_tls_send(k->ssl, k->out + k->outoff, k->outlen - k->outoff, &want)
+                        : send(k->fd, k->out + k->outoff, k->outlen - k->outoff, MSG_NOSIGNAL);
+        if ((k->ssl && n == GIO_AGAIN) || (!k->ssl && n < 0 && (errno == EAGAIN || errno == EINTR)))
             break;
         if (n <= 0) {
             verdict(k, 0, "send() failed");
@@ -303,11 +325,18 @@ static void on_check(watch_t *w, unsigned events)
         verdict(k, 0, "no answer in time (timeout=)");
         return;
     }
-    if (send_out(k) < 0)
+    int sent = send_out(k);
+    if (sent < 0)
         return;
+    if (sent > 0) { /* h2/: the handshake goes on */
+        gio_want(k->px->site->loop, k->fd, GIO_READ | GIO_WRITE);
+        return;
+    }
     for (;;) {
         char buf[4096];
-        long n = gio_read(k->fd, buf, sizeof buf);
+        unsigned want;
+        long n = k->ssl ? gio_tls_read(k->ssl, buf, sizeof buf, &want)
+                        : gio_read(k->fd, buf, sizeof buf);
         if (n == GIO_AGAIN)
             break;
         if (n <= 0 || take(k, buf, (size_t)n, &end) < 0) { /* the end, an error, garbage */
@@ -340,9 +369,12 @@ void px_check_start(proxy_t *px, px_member_t *m)
     }
     k->fd = fd, k->px = px, k->m = m;
     watch_init(&k->w, on_check);
-    if (request(k) < 0 || gio_add(l, fd, k) < 0) {
+    if (m->pool->kind == PX_H2)
+        k->handshaking = (k->ssl = px_tls_new(px->tls, m, fd)) != NULL;
+    if ((m->pool->kind == PX_H2 && !k->ssl) || request(k) < 0 || gio_add(l, fd, k) < 0) {
         close(fd);
         nghttp2_session_del(k->ng);
+        SSL_free(k->ssl);
         free(k);
         return;
     }
@@ -366,5 +398,6 @@ void px_check_stop(proxy_t *px, px_member_t *m)
     m->check = NULL;
     gio_close(px->site->loop, k->fd);
     nghttp2_session_del(k->ng);
+    SSL_free(k->ssl);
     free(k);
 }

@@ -1,7 +1,9 @@
 /*
- * Proxying to an HTTP/2 backend by prior knowledge (h2c/, proxy_int.h):
+ * Proxying to an HTTP/2 backend by prior knowledge (h2c/, proxy_int.h) or
+ * over TLS (h2/: ALPN h2, the certificate verified, proxy_tls.c):
  * libnghttp2's client session on a non-blocking socket of the loop, fed
- * with mem_recv and drained with mem_send.  A backend has a few such
+ * with mem_recv and drained with mem_send (through the TLS session, its
+ * handshake stepped from the loop within -Q, for h2/).  A backend has a few such
  * connections (m->h2), each carrying up to the pool's streams= requests at
  * once (fewer if the backend's SETTINGS_MAX_CONCURRENT_STREAMS says so):
  * a request of any client protocol is a stream on one of them.  Flow
@@ -16,6 +18,7 @@
  * (ex_body_trailers), grpc-timeout the request's deadline.
  */
 #include "proxy_int.h"
+#include "gio_tls.h"
 #include "http/hbuf.h"
 
 #include <arpa/inet.h>
@@ -24,6 +27,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <nghttp2/nghttp2.h>
+#include <openssl/ssl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +51,10 @@ typedef struct px_h2conn {
     px_req_t *reqs;         /* the requests on it (h2s->next) */
     unsigned streams;
     uint8_t connecting;
+    uint8_t handshaking; /* h2/: the TLS handshake is under way */
     uint8_t goaway; /* no new stream: the backend said GOAWAY, or it failed */
+    unsigned swant, rwant; /* h2/: what a send, a read that could not go on wait for */
+    SSL *ssl;          /* h2/: the TLS session; NULL for h2c/ */
     unsigned depth; /* calls of ours on the stack */
     char *wb;       /* bytes for the backend: [woff, wlen) still to write */
     size_t wlen, woff;
@@ -136,7 +143,10 @@ static void h2b_pseudo(px_req_t *pr, px_h2s_t *s, char **at, const px_target_t *
     }
     const http_str_t *host = http_header(req, "Host");
     h2b_nv_add(s, at, ":method", 7, req->method.p, req->method.n);
-    h2b_nv_add(s, at, ":scheme", 7, "http", 4);
+    if (pr->rule->kind == PX_H2)
+        h2b_nv_add(s, at, ":scheme", 7, "https", 5);
+    else
+        h2b_nv_add(s, at, ":scheme", 7, "http", 4);
     h2b_nv_add(s, at, ":authority", 10, host ? host->p : "localhost", host ? host->n : 9);
     if (tn && *t == '/')
         h2b_nv_add(s, at, ":path", 5, t, tn);
@@ -286,7 +296,7 @@ static void h2b_conn_close(px_h2conn_t *c, const char *why, int err)
         px_req_t *pr = c->reqs;
         h2b_detach(pr, (uint32_t)-1);
         pr->depth++;
-        if (c->connecting || err == ECONNREFUSED)
+        if (c->connecting || c->handshaking || err == ECONNREFUSED)
             pr->conn_failed = 1; /* nothing reached the backend */
         if (err)
             px_fail_errno(pr, c->connecting ? "connect() to" : "recv() from", err);
@@ -301,6 +311,9 @@ static void h2b_conn_close(px_h2conn_t *c, const char *why, int err)
             break;
         }
     nghttp2_session_del(c->ng);
+    if (c->ssl && !c->handshaking && !c->connecting)
+        gio_tls_shutdown(c->ssl);
+    SSL_free(c->ssl);
     gio_close(px->site->loop, c->fd);
     free(c->wb);
     free(c);
@@ -316,15 +329,40 @@ void px_h2_close(proxy_t *px, px_member_t *m, int all)
     }
 }
 
+/* Send wb[woff, wlen): bytes taken (> 0), GIO_AGAIN, or GIO_ERR (errno). */
+static long h2b_write(px_h2conn_t *c)
+{
+    if (c->ssl)
+        return px_tls_send(c->ssl, c->wb + c->woff, c->wlen - c->woff, &c->swant);
+    ssize_t w = send(c->fd, c->wb + c->woff, c->wlen - c->woff, MSG_NOSIGNAL);
+    if (w < 0 && (errno == EAGAIN || errno == EINTR))
+        return GIO_AGAIN;
+    if (w <= 0)
+        return w < 0 ? GIO_ERR : (errno = EPIPE, GIO_ERR);
+    return (long)w;
+}
+
+/* nghttp2's next frames for the backend (mem_send).  A frame that cannot go
+   (a request after the backend's GOAWAY) closes its stream in there:
+   on_close must not send again from inside it, hence the depth. */
+static ssize_t h2b_frames(px_h2conn_t *c, const uint8_t **d)
+{
+    c->depth++;
+    ssize_t n = nghttp2_session_mem_send(c->ng, d);
+    c->depth--;
+    return n;
+}
+
 /* Write what nghttp2 has for the backend, until EAGAIN.  0, or an errno. */
 static int h2b_send(px_h2conn_t *c)
 {
-    while (!c->connecting) {
+    c->swant = 0;
+    while (!c->connecting && !c->handshaking) {
         if (c->woff == c->wlen) {
             c->woff = c->wlen = 0;
             const uint8_t *d;
             ssize_t n;
-            while (c->wlen < H2B_WBUF / 2 && (n = nghttp2_session_mem_send(c->ng, &d)) > 0) {
+            while (c->wlen < H2B_WBUF / 2 && (n = h2b_frames(c, &d)) > 0) {
                 char *q = c->wlen + (size_t)n > H2B_WBUF ? NULL : c->wb + c->wlen;
                 if (!q) { /* a large frame: sent from a buffer of its size */
                     char *big = realloc(c->wb, c->wlen + (size_t)n);
@@ -338,11 +376,11 @@ static int h2b_send(px_h2conn_t *c)
             if (!c->wlen)
                 return 0;
         }
-        ssize_t w = send(c->fd, c->wb + c->woff, c->wlen - c->woff, MSG_NOSIGNAL);
-        if (w < 0 && (errno == EAGAIN || errno == EINTR))
+        long w = h2b_write(c);
+        if (w == GIO_AGAIN)
             return 0;
-        if (w <= 0)
-            return w < 0 ? errno : EPIPE;
+        if (w < 0)
+            return errno;
         c->woff += (size_t)w;
     }
     return 0;
@@ -367,7 +405,8 @@ static void h2b_pump(px_h2conn_t *c)
         } else {
             pr = pr->h2s->next;
         }
-    unsigned want = GIO_READ | (c->connecting || c->woff < c->wlen ? GIO_WRITE : 0);
+    unsigned want = GIO_READ | (c->connecting || c->woff < c->wlen ? GIO_WRITE : 0) | c->swant |
+                    c->rwant;
     gio_want(c->px->site->loop, c->fd, err ? 0 : want);
     if (err)
         c->goaway = 2; /* closed at the event's end */
@@ -617,6 +656,8 @@ static px_h2conn_t *h2b_conn_open(proxy_t *px, px_member_t *m)
                                                        H2B_CONN_WINDOW)))
         err = ENOMEM;
     int now = 0;
+    if (!err && m->pool->kind == PX_H2 && !(c->ssl = px_tls_new(px->tls, m, fd)))
+        err = errno;
     if (!err && !(now = connect(fd, (struct sockaddr *)&d->addr, d->alen) == 0) &&
         errno != EINPROGRESS)
         err = errno;
@@ -624,7 +665,7 @@ static px_h2conn_t *h2b_conn_open(proxy_t *px, px_member_t *m)
         err = errno;
     if (err) {
         if (c)
-            nghttp2_session_del(c->ng), free(c->wb);
+            nghttp2_session_del(c->ng), free(c->wb), SSL_free(c->ssl);
         free(c);
         close(fd);
         errno = err;
@@ -634,6 +675,11 @@ static px_h2conn_t *h2b_conn_open(proxy_t *px, px_member_t *m)
     c->fd = fd, c->px = px, c->m = m, c->connecting = !now;
     c->next = m->h2, m->h2 = c;
     gio_want(px->site->loop, fd, GIO_WRITE);
+    if (c->ssl) { /* the connect and the handshake: within -Q */
+        c->handshaking = 1;
+        gio_set_deadline(px->site->loop, fd,
+                         gio_now(px->site->loop) + px->site->cfg->dyn_timeout * 1000LL);
+    }
     px_count(px, m, BACKEND_CONNECTS);
     return c;
 }
@@ -644,7 +690,10 @@ static int h2b_conn_read(px_h2conn_t *c)
 {
     char buf[16384];
     for (int round = 0; round < 16; round++) {
-        long n = gio_read(c->fd, buf, sizeof buf);
+        unsigned want = 0;
+        long n = c->ssl ? gio_tls_read(c->ssl, buf, sizeof buf, &want)
+                        : gio_read(c->fd, buf, sizeof buf);
+        c->rwant = n == GIO_AGAIN && want == GIO_WRITE ? GIO_WRITE : 0; /* h2b_pump asks */
         if (n == GIO_AGAIN)
             return 0;
         if (n == GIO_EOF)
@@ -659,10 +708,34 @@ static int h2b_conn_read(px_h2conn_t *c)
     return 0;
 }
 
+/* h2/: a step of the TLS handshake; when it is done, what nghttp2 queued
+   goes.  0, or -1 when it failed (c closed, its requests failed: why). */
+static int h2b_handshake(px_h2conn_t *c)
+{
+    char why[300];
+    unsigned want = 0;
+    int r = px_tls_handshake(c->ssl, &want, why, sizeof why);
+    if (r == GIO_ERR) {
+        c->depth--;
+        h2b_conn_close(c, why, 0);
+        return -1;
+    }
+    if (r == GIO_AGAIN) {
+        c->swant = want;
+        return 0;
+    }
+    c->handshaking = 0, c->swant = 0;
+    return 0;
+}
+
 static void h2b_conn_on(watch_t *w, unsigned events)
 {
     px_h2conn_t *c = (px_h2conn_t *)w;
     int err = 0;
+    if (!events && c->ssl && (c->connecting || c->handshaking)) {
+        h2b_conn_close(c, "the backend did not complete its TLS handshake in time (-Q)", 0);
+        return;
+    }
     if (!events) { /* idle past its time */
         if (!c->streams)
             h2b_conn_close(c, "idle", 0);
@@ -676,7 +749,10 @@ static void h2b_conn_on(watch_t *w, unsigned events)
         if (!err)
             c->connecting = 0;
     }
-    if (!err && !c->connecting && (events & (GIO_READ | GIO_HANGUP | GIO_ERROR)))
+    if (!err && !c->connecting && c->handshaking && h2b_handshake(c) < 0)
+        return;
+    if (!err && !c->connecting && !c->handshaking &&
+        ((events & (GIO_READ | GIO_HANGUP | GIO_ERROR)) || c->rwant))
         err = h2b_conn_read(c);
     if (!err)
         h2b_pump(c);
@@ -688,7 +764,7 @@ static void h2b_conn_on(watch_t *w, unsigned events)
         h2b_conn_close(c, "the backend ended its HTTP/2 session", 0);
     else if (!c->streams && c->goaway)
         h2b_conn_close(c, "", 0);
-    else
+    else if (!c->handshaking && !(c->ssl && c->connecting)) /* else -Q's, from the open */
         gio_set_deadline(l, c->fd, c->streams ? 0 : gio_now(l) + PROXY_IDLE_MS);
 }
 

@@ -37,12 +37,15 @@
 #define PROXY_STARVED_MS 50   /* FastCGI: a new connection unanswered this long may be starved */
 #define PROXY_FIELDS_MAX 4096 /* a backend head's fields, copied for the exchange */
 
-enum { PX_HTTP, PX_FCGI, PX_SCGI, PX_H2C }; /* PX_H2C: HTTP/2 by prior knowledge */
+/* PX_H2C: HTTP/2 by prior knowledge; PX_H2: HTTP/2 over TLS (ALPN h2, proxy_tls.c) */
+enum { PX_HTTP, PX_FCGI, PX_SCGI, PX_H2C, PX_H2 };
+#define PX_IS_H2(kind) ((kind) == PX_H2C || (kind) == PX_H2)
 
 #define POOL_MEMBERS 32  /* backends of one pool (draining ones too) */
 #define PX_LABEL_MAX 120 /* a backend's address as written: "unix:" + 107 bytes fit */
 #define PX_FAILON_MAX 8  /* failon=: statuses */
 #define PX_CHECK_PATH_MAX 256
+#define PX_NAME_MAX 254 /* name=: a DNS name, at most 253 bytes */
 
 struct px_req;
 struct px_rule;
@@ -76,7 +79,9 @@ typedef struct px_popts {
     int slowstart;         /* seconds a new or recovered backend's weight grows */
     char check[PX_CHECK_PATH_MAX]; /* active checks' path; "" none */
     int interval, expect_lo, expect_hi, fall, rise, check_timeout;
-    int streams;           /* h2c/: streams on one backend connection, at most */
+    int streams;           /* h2c/, h2/: streams on one backend connection, at most */
+    char name[PX_NAME_MAX]; /* h2/: the name its certificates are verified for, and SNI;
+                               "" the address (an IP address SAN) */
 } px_popts_t;
 
 /* A backend as written: its address, weight, backup mark. */
@@ -108,7 +113,7 @@ typedef struct px_member {
     unsigned check_good, check_bad; /* checks in a row */
     int64_t check_at;     /* the next check (gio_now) */
     struct px_check *check; /* the check under way, or NULL */
-    struct px_h2conn *h2;   /* h2c/: its connections (proxy_h2.c), each with its streams */
+    struct px_h2conn *h2;   /* h2c/, h2/: its connections (proxy_h2.c), each with its streams */
 } px_member_t;
 
 /* Backends behind one or more rules, one protocol. */
@@ -148,6 +153,7 @@ typedef struct proxy {
     /* proxy_h2.c's: close m's HTTP/2 connections without a stream (all:
        every one; their streams fail) */
     void (*h2_close)(struct proxy *px, px_member_t *m, int all);
+    struct ssl_ctx_st *tls; /* h2/ backends' client context (cfg->proxy_tls), or NULL */
     size_t spooled; /* bytes of bodies read whole (px_req_t's spool) */
     char *spare;    /* a read buffer (PROXY_READ) no request holds, or NULL */
     int nrules;
@@ -321,6 +327,36 @@ void px_h2_drained(px_req_t *pr);
 /* proxy_t's h2_close. */
 void px_h2_close(struct proxy *px, px_member_t *m, int all);
 
+
+/* ---- proxy_tls.c: TLS to h2/ backends ---- */
+
+typedef struct ssl_st SSL;
+
+/* --proxy-ca's file (cfg->proxy_ca), read as root before a chroot, into
+   cfg->proxy_tls: a client context (TLS 1.2 and up, ALPN h2, the peer's
+   certificate verified against those CAs alone).  Without --proxy-ca,
+   nothing.  0, or -1 after printing why to stderr. */
+int px_tls_load(config_t *cfg);
+
+/* An h2/ pool or rule (pd; opt "--pool" or "-P", what as given) needs
+   --proxy-ca, and name= for a unix socket: 0, or -1 after printing why. */
+int px_tls_check(const config_t *cfg, const px_pooldef_t *pd, const char *opt,
+                 const char *what);
+
+/* A TLS session on fd for backend m of a PX_H2 pool: SNI and the name
+   verified its pool's name= (or, without one, the address as an IP SAN).
+   NULL with errno (EDESTADDRREQ: a unix socket without name=). */
+SSL *px_tls_new(struct ssl_ctx_st *ctx, const px_member_t *m, int fd);
+
+/* One step of the handshake: 1 done (and the backend chose h2), GIO_AGAIN
+   with *want, or GIO_ERR with why in words (the certificate's verify
+   result, an alert, "the backend closed the connection") in why[cap]. */
+int px_tls_handshake(SSL *ssl, unsigned *want, char *why, size_t cap);
+
+/* Send p[0..n) through ssl: bytes the socket took (> 0), GIO_AGAIN with
+   *want, or GIO_ERR (errno).  The bytes not taken come again at the next
+   call, as they were (gio_tls.h: the session may hold their records). */
+long px_tls_send(SSL *ssl, const char *p, size_t n, unsigned *want);
 
 /* ---- proxy_pool.c: what pools are, which backend, health ---- */
 

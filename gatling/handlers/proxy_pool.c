@@ -261,13 +261,28 @@ static int check_parse(px_popts_t *o, const char *k, size_t kl, const char *v, c
     return 0;
 }
 
+/* name=api.internal: a DNS name (letters, digits, - and ., a * label first). */
+static int name_parse(px_popts_t *o, const char *v, const char *ve)
+{
+    size_t n = (size_t)(ve - v);
+    if (!n || n >= sizeof o->name || *v == '.' || *v == '-')
+        return -1;
+    for (const char *c = v; c < ve; c++)
+        if (!(*c >= '0' && *c <= '9') && !((*c | 32) >= 'a' && (*c | 32) <= 'z') &&
+            *c != '-' && *c != '.' && (*c != '*' || c != v))
+            return -1;
+    memcpy(o->name, v, n);
+    o->name[n] = 0;
+    return 0;
+}
+
 /* One key=value at s..se into o.  0, or -1 with *why. */
 static int option_parse(px_popts_t *o, const char *s, const char *se, const char **why)
 {
     const char *eq = memchr(s, '=', (size_t)(se - s)), *v = eq ? eq + 1 : se, *e;
     size_t kl = eq ? (size_t)(eq - s) : 0;
     *why = "an unknown pool option (balance, fails, window, down, failon, tries, slowstart, "
-           "check, interval, expect, fall, rise, timeout, streams)";
+           "check, interval, expect, fall, rise, timeout, streams, name)";
     if (!eq)
         return -1;
     for (size_t i = 0; i < sizeof numeric / sizeof numeric[0]; i++) {
@@ -288,6 +303,10 @@ static int option_parse(px_popts_t *o, const char *s, const char *se, const char
         *why = "failon= is none or statuses 400-599, comma-separated (at most 8)";
         return failon_parse(o, v, se);
     }
+    if (kl == 4 && !memcmp(s, "name", 4)) {
+        *why = "name= is a DNS name (at most 253 bytes of letters, digits, - and .)";
+        return name_parse(o, v, se);
+    }
     if ((kl == 5 && !memcmp(s, "check", 5)) || (kl == 6 && !memcmp(s, "expect", 6))) {
         *why = "check= is an absolute path (printable, at most 255 bytes) or grpc; expect= a "
                "status or a range, 100-599";
@@ -296,7 +315,7 @@ static int option_parse(px_popts_t *o, const char *s, const char *se, const char
     return -1;
 }
 
-/* [F/|S/|h2c/] at *s: the protocol. */
+/* [F/|S/|h2c/|h2/] at *s: the protocol. */
 static int kind_of(const char **s)
 {
     int k = PX_HTTP;
@@ -306,6 +325,9 @@ static int kind_of(const char **s)
     } else if (!strncmp(*s, "h2c/", 4)) {
         k = PX_H2C;
         *s += 4;
+    } else if (!strncmp(*s, "h2/", 3)) {
+        k = PX_H2;
+        *s += 3;
     }
     return k;
 }
@@ -341,8 +363,11 @@ int px_pool_parse(const char *def, px_pooldef_t *pd, const char **why)
         if (option_parse(&pd->o, s + 1, e, why) < 0)
             return -1;
     }
-    *why = "check=grpc (grpc.health.v1.Health/Check) is for h2c/ pools";
-    if (!strcmp(pd->o.check, "grpc") && pd->kind != PX_H2C)
+    *why = "check=grpc (grpc.health.v1.Health/Check) is for h2c/ and h2/ pools";
+    if (!strcmp(pd->o.check, "grpc") && !PX_IS_H2(pd->kind))
+        return -1;
+    *why = "name= (the name a backend's certificate is verified for) is for h2/ pools";
+    if (pd->o.name[0] && pd->kind != PX_H2)
         return -1;
     *why = "an option is ;key=value";
     return *s ? -1 : 0;

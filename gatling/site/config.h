@@ -146,6 +146,9 @@ typedef struct config {
     const char *pool_def[CONFIG_POOLS]; /* --pool NAME=[F/|S/]backends|file:/path;options */
     int npools;
     int pool_dirfd[CONFIG_POOLS]; /* file: pools: the list's directory, opened before a chroot */
+    const char *proxy_ca; /* --proxy-ca: the CAs h2/ backends' certificates chain to (PEM) */
+    struct ssl_ctx_st *proxy_tls; /* ... read into h2/'s client context before a chroot
+                                     (handlers/proxy_tls.c); NULL: none */
     long long cache_mem;    /* --cache: the response cache's bytes (0: the default) */
     long long cache_object; /* ... and the largest response it stores */
     config_acme_t acme; /* --acme...: automatic HTTPS (gatling/acme/) */

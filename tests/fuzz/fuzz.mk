@@ -18,7 +18,8 @@ FUZZ_SECS ?= 60
 FUZZ_CHECK_SECS ?= 2
 FUZZ_NAMES := fuzz_head fuzz_te fuzz_chunked fuzz_target fuzz_range fuzz_accept fuzz_host \
               fuzz_htaccess fuzz_proxy fuzz_h2 fuzz_cgi_head fuzz_ftp fuzz_fcgi fuzz_resp \
-              fuzz_cachectl fuzz_acme fuzz_dcz fuzz_options $(if $(filter 1,$(H3)),fuzz_quic)
+              fuzz_cachectl fuzz_acme fuzz_dcz fuzz_options fuzz_h2b \
+              $(if $(filter 1,$(H3)),fuzz_quic)
 FUZZ_ONLY ?= $(FUZZ_NAMES)
 FUZZ_DIR := build/fuzz
 FUZZ_CFLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
@@ -59,7 +60,8 @@ $(FUZZ_OBJ)/%.o: %.c
 # fuzz_options: the command line and the options file (gatling/options.c) with
 # the checks of the modules it calls (acme_setup.c, proxy's rules and pools):
 # linked as fuzz_h2, with every source but main.c
-$(FUZZ_DIR)/fuzz_h2 $(FUZZ_DIR)/fuzz_quic $(FUZZ_DIR)/fuzz_options: $(FUZZ_DIR)/%: \
+$(FUZZ_DIR)/fuzz_h2 $(FUZZ_DIR)/fuzz_quic $(FUZZ_DIR)/fuzz_options $(FUZZ_DIR)/fuzz_h2b: \
+                                          $(FUZZ_DIR)/%: \
                                           $(FUZZ_OBJ)/tests/fuzz/%.o \
                                           $(call fuzz_objs,$(FUZZ_H2_LIB))
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -pthread -o $@ $^ $(FUZZ_LIBS)

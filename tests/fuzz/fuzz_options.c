@@ -17,6 +17,7 @@
 #include "options.h"
 
 #include <fcntl.h>
+#include <openssl/ssl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -88,6 +89,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int i = 0; i < cfg.npools && i < CONFIG_POOLS; i++) /* file: pools' directories */
         if (cfg.pool_dirfd[i] > STDERR_FILENO)
             close(cfg.pool_dirfd[i]);
+    SSL_CTX_free(cfg.proxy_tls); /* --proxy-ca's, read at the check of -P and --pool */
     conf_free(&ca);
     free(args);
     return 0;

@@ -1,8 +1,9 @@
 """A gRPC backend for the tests (run by /usr/bin/python3: Debian's
 python3-grpcio), with no stubs to generate: the methods of test.Echo take and
 give raw bytes, and grpc.health.v1.Health/Check answers with a hand-built
-HealthCheckResponse.  Usage: grpc_backend.py PORT [sick-file]; prints
-"ready" once it listens.
+HealthCheckResponse.  Usage: grpc_backend.py PORT [sick-file [PEM]]; prints
+"ready" once it listens: with PEM (a certificate, its chain and its key in
+one file), over TLS (ALPN h2) instead of h2c.
 
   test.Echo/Unary         the request back; b"sleep:S" sleeps S seconds
                           first; b"big:N" gives N bytes; b"fail" ends
@@ -92,7 +93,15 @@ def main():
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=64),
                          options=[("grpc.so_reuseport", 0)])
     server.add_generic_rpc_handlers((h, hh))
-    server.add_insecure_port("127.0.0.1:%d" % port)
+    pem = sys.argv[3] if len(sys.argv) > 3 else None
+    if pem:
+        text = open(pem).read()
+        key = text[text.index("-----BEGIN PRIVATE KEY-----"):].encode()
+        chain = text[:text.index("-----BEGIN PRIVATE KEY-----")].encode()
+        creds = grpc.ssl_server_credentials([(key, chain)])
+        server.add_secure_port("127.0.0.1:%d" % port, creds)
+    else:
+        server.add_insecure_port("127.0.0.1:%d" % port)
     server.start()
     print("ready", flush=True)
     server.wait_for_termination()

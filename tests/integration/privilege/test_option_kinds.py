@@ -163,6 +163,8 @@ TEMPLATES = {
     "--tls-client-crl": {"args": lambda v: ["-e", "0", "-C", good_certs(), "--tls-client-ca",
                                             client_ca(), "--tls-client-crl", v],
                          "fill": fill_crl},
+    "--proxy-ca": {"args": lambda v: ["--proxy-ca", v, "-P", "h2/127.0.0.1/1/^/x"],
+                   "fill": fill_pem},
     "--cluster secret=": {"kind": "secret",
                           "args": lambda v: ["--cluster", "etcd=http://127.0.0.1:%d,secret=%s"
                                              % (free_port(), v)],

@@ -1,0 +1,258 @@
+/*
+ * A hostile HTTP/2 backend: its bytes into proxy_h2.c's client session
+ * (handlers/proxy_h2.c, libnghttp2), on a real site whose -P rule sends
+ * every path to an h2c/ backend -- the harness, on a loopback socket of its
+ * own.  Each input: a client's HTTP/2 session (h2/h2.c, as fuzz_h2) asks
+ * for two paths, a GET and a gRPC POST with a body; the proxy connects, the
+ * harness accepts and reads what it sent, then writes the input to it as
+ * the backend's frames (an empty SETTINGS first unless the input starts
+ * with a SETTINGS frame), cut into writes as the first byte says (0: at
+ * once, else pieces of 1..63 bytes), the loop turned after each; then the
+ * backend closes.  What the client gets must be whole frames of at most
+ * 16 KiB, and once the backend is gone the member holds no connection and
+ * no request outstanding (nothing leaks: ASan's leak check at exit).
+ */
+#define _GNU_SOURCE
+#include "fuzz.h"
+#include "h2/h2.h"
+#include "handlers/hstate.h"
+#include "handlers/proxy_int.h"
+#include "handlers/router.h"
+#include "site/config.h"
+#include "site/mime.h"
+#include "site/peerlimits.h"
+#include "site/site.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char dir[64] = "/dev/shm/fuzz_h2b.XXXXXX";
+static char rule[64];
+static config_t cfg;
+static site_t site;
+static gio_loop_t *loop;
+static struct sockaddr_in peer;
+static int lst = -1;
+
+static void cleanup(void)
+{
+    unlinkat(site.rootfd, ".proxy", 0);
+    rmdir(dir);
+}
+
+static void setup(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001)};
+    socklen_t al = sizeof a;
+    lst = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (lst < 0 || bind(lst, (struct sockaddr *)&a, sizeof a) < 0 || listen(lst, 16) < 0 ||
+        getsockname(lst, (struct sockaddr *)&a, &al) < 0)
+        abort();
+    snprintf(rule, sizeof rule, "h2c/127.0.0.1/%u/^/", ntohs(a.sin_port));
+    int home = open(".", O_RDONLY | O_DIRECTORY);
+    if (home < 0 || !mkdtemp(dir) || chdir(dir) < 0)
+        abort();
+    int fd = open(".proxy", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0)
+        abort();
+    close(fd);
+    atexit(cleanup);
+    cfg = (config_t){.timeout = 23, .head_timeout = 10, .min_rate = 512, .threads = 1,
+                     .vhosts = 0, .max_age = -1, .mem_file_max = 16384, .hsts = -1,
+                     .log_fd = -1, .error_fd = -1, .dyn_timeout = 30, .tunnel_timeout = 3600,
+                     .nproxy_rules = 1};
+    cfg.proxy_rule[0] = rule;
+    if (!(loop = gio_loop_new()) || site_init(&site, &cfg, loop, mime_load(NULL)) < 0)
+        abort();
+    limits_cfg_t lc = {.free_fails = 5, .max_wait_s = 1};
+    if (!(site.limits = limits_new(&lc, 64)) || router_init(&site) < 0)
+        abort();
+    if (fchdir(home) < 0)
+        abort();
+    close(home);
+    peer = (struct sockaddr_in){.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001)};
+}
+
+static void wake(void *conn)
+{
+    (void)conn;
+}
+
+/* One turn of the loop, as server.c's run_round (no wait). */
+static void turn(void)
+{
+    unsigned ev;
+    int fd;
+    if (gio_wait(loop, 0) < 0 && errno != EINTR)
+        abort();
+    while ((fd = gio_next(loop, &ev)) >= 0) {
+        watch_t *w = gio_cookie(loop, fd);
+        w->on(w, ev);
+    }
+    gio_timers_run(loop);
+}
+
+typedef struct {
+    uint8_t hd[9];
+    size_t have, left;
+} framing_t;
+
+/* What the client got: whole frames of at most 16 KiB. */
+static void check_frames(framing_t *fr, const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        if (fr->left) {
+            size_t k = n - i < fr->left ? n - i : fr->left;
+            i += k, fr->left -= k;
+            continue;
+        }
+        fr->hd[fr->have++] = p[i++];
+        if (fr->have == 9) {
+            fr->have = 0;
+            fr->left = (size_t)fr->hd[0] << 16 | fr->hd[1] << 8 | fr->hd[2];
+            CHECK(fr->left <= 16384);
+        }
+    }
+}
+
+static void drain(h2_t *h, gio_batch_t *out, framing_t *fr)
+{
+    static char buf[65536];
+    for (int rounds = 0; rounds < 64; rounds++) {
+        long q = h2_fill(h, 256 * 1024);
+        if (q <= 0)
+            break;
+        while (!gio_batch_done(out)) {
+            long k = gio_batch_copy(out, buf, sizeof buf);
+            CHECK(k > 0);
+            check_frames(fr, (const uint8_t *)buf, (size_t)k);
+            gio_batch_consume(out, (uint64_t)k);
+        }
+        CHECK(!fr->have && !fr->left);
+    }
+}
+
+/* What gatling sent the backend: read and dropped. */
+static void swallow(int be)
+{
+    static char buf[65536];
+    while (be >= 0 && read(be, buf, sizeof buf) > 0)
+        ;
+}
+
+/* The client: SETTINGS, a GET of /a, a gRPC POST of /g.S/M with 5 bytes. */
+static const uint8_t client[] = {
+    0, 0, 0, 4, 0, 0, 0, 0, 0,                              /* SETTINGS */
+    0, 0, 17, 1, 5, 0, 0, 0, 1, 0x82, 0x86, 0x04, 2, '/', 'a', /* HEADERS 1, END_STREAM */
+    0x41, 9, 'l', 'o', 'c', 'a', 'l', 'h', 'o', 's', 't',
+    0, 0, 52, 1, 4, 0, 0, 0, 3, 0x83, 0x86, 0x04, 6, '/', 'g', '.', 'S', '/', 'M', /* HEADERS 3 */
+    0x41, 9, 'l', 'o', 'c', 'a', 'l', 'h', 'o', 's', 't',
+    0x5f, 16, 'a', 'p', 'p', 'l', 'i', 'c', 'a', 't', 'i', 'o', 'n', '/', 'g', 'r', 'p', 'c',
+    0x00, 2, 't', 'e', 8, 't', 'r', 'a', 'i', 'l', 'e', 'r', 's',
+    0, 0, 5, 0, 1, 0, 0, 0, 3, 0, 0, 0, 0, 0, /* DATA 3, END_STREAM: an empty message */
+};
+
+/* The proxy's one backend. */
+static px_member_t *member(void)
+{
+    proxy_t *px = hstate(&site, HSTATE_PROXY);
+    CHECK(px && px->npools == 1 && px->pool[0]->n == 1);
+    return px->pool[0]->m[0];
+}
+
+/* Connections after the first (a stream sent again after a GOAWAY or a
+   REFUSED_STREAM): accepted and closed at once, so their streams fail. */
+static void refuse_others(void)
+{
+    int fd;
+    while ((fd = accept4(lst, NULL, NULL, SOCK_CLOEXEC)) >= 0)
+        close(fd);
+}
+
+/* Turn the loop until the proxy has connected: the accepted socket, or -1. */
+static int backend_accept(void)
+{
+    for (int i = 0; i < 50; i++) {
+        turn();
+        int be = accept4(lst, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (be >= 0)
+            return be;
+        usleep(100);
+    }
+    return -1;
+}
+
+static void backend_write(int be, const uint8_t *p, size_t n)
+{
+    while (n) {
+        ssize_t w = send(be, p, n, MSG_NOSIGNAL);
+        if (w <= 0)
+            return; /* gatling closed it, or its window is full: the rest is dropped */
+        p += w, n -= (size_t)w;
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static const uint8_t settings[9] = {0, 0, 0, 4, 0, 0, 0, 0, 0};
+    if (!loop)
+        setup();
+    if (!size)
+        return 0;
+    size_t cut = data[0] ? data[0] % 63 + 1 : 0;
+    data++, size--;
+    gio_batch_t out;
+    gio_batch_init(&out);
+    framing_t fr = {0};
+    codec_conn_t f = {
+        .out = &out, .site = &site, .peer = (const struct sockaddr *)&peer, .local_port = 80};
+    h2_t *h = h2_new(&f, wake);
+    if (!h)
+        return 0;
+    int ok = h2_recv(h, (const uint8_t *)H2_PREFACE, H2_PREFACE_LEN) == 0 &&
+             h2_recv(h, client, sizeof client) == 0;
+    drain(h, &out, &fr);
+    int be = ok ? backend_accept() : -1;
+    swallow(be);
+    if (be >= 0 && !(size >= 9 && data[3] == 4 && !(data[4] & 1)))
+        backend_write(be, settings, sizeof settings);
+    while (be >= 0 && size) {
+        size_t k = cut && cut < size ? cut : size;
+        uint8_t *piece = (uint8_t *)fuzz_copy(data, k);
+        backend_write(be, piece, k);
+        free(piece);
+        data += k, size -= k;
+        turn();
+        drain(h, &out, &fr);
+        swallow(be);
+        refuse_others();
+    }
+    for (int i = 0; i < 4; i++) {
+        turn();
+        drain(h, &out, &fr);
+        swallow(be);
+        refuse_others();
+    }
+    if (be >= 0)
+        close(be); /* the backend goes: whatever it left open fails */
+    for (int i = 0; i < 400 && member()->h2; i++) {
+        turn();
+        drain(h, &out, &fr);
+        refuse_others();
+        if (member()->h2)
+            usleep(50);
+    }
+    CHECK(!member()->h2);
+    h2_goaway(h);
+    drain(h, &out, &fr);
+    h2_free(h);
+    turn();
+    CHECK(!member()->outstanding);
+    gio_batch_free(&out);
+    return 0;
+}
