@@ -52,12 +52,19 @@ def fresh_source_address():
                              random.randint(1, 254))
 
 
+_HANDED = []  # the last ports free_port gave in this process (at most _HANDED_MAX)
+_HANDED_MAX = 4096  # a sixth of the range: any picks made together are in it
+
+
 def free_port(udp=False):
     """A loopback TCP port (with udp, its UDP twin free too: HTTP/3) to hand to
     another program that binds it itself (systemd-socket-activate, gatling -p
     N, Pebble).  Taken below the ephemeral range: a port bind(0) chose would
     be free only until the next connect() of any test running beside this one
-    picked it as a source port."""
+    picked it as a source port.  Never one of the last _HANDED_MAX it gave in
+    this process: ports asked for together are bound later, so each is still
+    free at the next pick (Pebble's DNS and ACME ports came out the same once,
+    and its ACME listener found the port taken)."""
     import random
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
@@ -66,6 +73,8 @@ def free_port(udp=False):
         low = 32768
     for _ in range(200):
         port = random.randint(10000, max(low - 1, 10001))
+        if port in _HANDED:
+            continue
         with socket.socket() as s, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
             try:
                 s.bind(("127.0.0.1", port))
@@ -73,6 +82,8 @@ def free_port(udp=False):
                     u.bind(("127.0.0.1", port))
             except OSError:
                 continue
+            _HANDED.append(port)
+            del _HANDED[:-_HANDED_MAX]
             return port
     raise AssertionError("no free port below %d for a listener" % low)
 
