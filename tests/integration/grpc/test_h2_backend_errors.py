@@ -466,3 +466,20 @@ def test_grpc_timeout_units(gatling, h2backend, timeout, status):
         r = c.request("/b.Svc/M", method="POST", headers=hdrs, body=b"\0\0\0\0\0",
                       timeout=20)
     assert r.status == 200 and r.header("grpc-status") == status, r
+
+
+@pytest.mark.parametrize("fields", [
+    [("x-big%d" % i, chr(ord("a") + i) * 2000) for i in range(3)],  # 6 KB: over 4 KB
+    [("x-f%d" % i, "v") for i in range(60)]])  # over the 40 fields a response carries
+def test_head_too_large_is_502(gatling, h2backend, fields):
+    """A backend's head over what gatling keeps of one (4 KB of fields, 40
+    of them): the stream is reset, the client gets 502 and the log says
+    why, as for an HTTP/1.1 backend, not "the backend reset the stream"."""
+    def answer(c, sid, head, body, sock):
+        c.send_headers(sid, [(":status", "200"), ("content-length", "3")] + fields)
+        c.send_data(sid, b"ok\n", end_stream=True)
+    b = h2backend(answer)
+    srv = proxied(gatling, b.port)
+    r = get(srv)
+    assert r.status == 502, r
+    logged(srv, "too many or too large header fields from the backend", "the cause logged")
