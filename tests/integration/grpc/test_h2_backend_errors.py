@@ -483,3 +483,32 @@ def test_head_too_large_is_502(gatling, h2backend, fields):
     r = get(srv)
     assert r.status == 502, r
     logged(srv, "too many or too large header fields from the backend", "the cause logged")
+
+
+def test_h2c_path_health_check(gatling, h2backend):
+    """check=/hz in an h2c/ pool: a GET of /hz on a stream of its own
+    connection each second; a 503 there, then a reset stream, take the
+    backend out (the client gets 503, Retry-After), a 204 brings it back."""
+    state = {"hz": "204"}
+
+    def answer(c, sid, head, body, sock):
+        if dict(head)[":path"] == "/hz":
+            if state["hz"] == "reset":
+                c.reset_stream(sid, h2.errors.ErrorCodes.INTERNAL_ERROR)
+            else:
+                c.send_headers(sid, [(":status", state["hz"])], end_stream=True)
+            return
+        c.send_headers(sid, [(":status", "200"), ("content-length", "3")])
+        c.send_data(sid, b"up\n", end_stream=True)
+    b = h2backend(answer)
+    pool = "h=h2c/127.0.0.1/%d;check=/hz;interval=1;fall=1;rise=1;slowstart=0" % b.port
+    srv = gatling({".proxy": ""}, args=("-T", "10", "--pool", pool, "-P", "@h/^/b"),
+                  check_fds=False)
+    wait_for(lambda: get(srv).status == 200, 15, "the backend up")
+    for bad in ("503", "reset"):
+        state["hz"] = bad
+        wait_for(lambda: get(srv).status == 503, 15, "the backend out after a check's " + bad)
+        r = get(srv)
+        assert r.status == 503 and r.header("retry-after") == "1", r
+        state["hz"] = "204"
+        wait_for(lambda: get(srv).status == 200, 15, "the backend back after a 204")
