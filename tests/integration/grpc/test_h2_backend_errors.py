@@ -28,6 +28,8 @@ import h2.config  # noqa: E402
 import h2.connection  # noqa: E402
 import h2.errors  # noqa: E402
 import h2.events  # noqa: E402
+import h2.exceptions  # noqa: E402
+import h2.settings  # noqa: E402
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 

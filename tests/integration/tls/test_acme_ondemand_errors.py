@@ -15,7 +15,6 @@ import re
 import shutil
 import subprocess
 import threading
-import urllib.parse
 
 import pytest
 
