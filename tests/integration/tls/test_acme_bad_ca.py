@@ -34,7 +34,8 @@ class FakeCA:
     each (status, headers, body) or None for the good answer."""
 
     def __init__(self, script):
-        self.script, self.asked = script, []
+        self.script, self.asked, self.done = script, [], set()
+        self.lock = threading.Lock()
         ca = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -42,9 +43,13 @@ class FakeCA:
                 n = int(self.headers.get("Content-Length") or 0)
                 if n:
                     self.rfile.read(n)
-                step = self.path.strip("/").split("/")[0]
+                step = self.path.strip("/")
                 ca.asked.append((self.command, step))
-                status, hdrs, body = ca.script.get(step) or ca.good(step)
+                with ca.lock:
+                    got = ca.script.get(step)
+                    got = got(ca) if callable(got) else got
+                    status, hdrs, body = got or ca.good(step)
+                    ca.done.add(step)
                 self.send_response(status)
                 hdrs = dict({"Replay-Nonce": "n%d" % len(ca.asked)}, **hdrs)
                 for k, v in hdrs.items():
@@ -81,8 +86,38 @@ class FakeCA:
             return 201, {"Location": b + "/order/1"}, {
                 "status": "pending", "identifiers": [{"type": "dns", "value": NAME}],
                 "authorizations": [b + "/authz/1"], "finalize": b + "/fin/1"}
+        if step == "authz/1":  # pending until its challenge is posted
+            return 200, {"Retry-After": "0"}, self.authz("valid" if "chal/1" in self.done
+                                                       else "pending")
+        if step == "chal/1":
+            return 200, {}, dict(self.authz("pending")["challenges"][0], status="processing")
+        if step == "order/1":  # ready; valid once finalized
+            return 200, {"Retry-After": "0"}, self.order(
+                "valid" if "fin/1" in self.done else "ready")
+        if step == "fin/1":
+            return 200, {"Retry-After": "0"}, self.order("processing")
+        if step == "cert/1":  # a chain, but of the suite's server key: not the key sent
+            with open(os.path.join(suite_pki(), "certs", "server.pem")) as f:
+                return 200, {"Content-Type": "application/pem-certificate-chain"}, \
+                    f.read().encode()
         return 404, {"Content-Type": "application/problem+json"}, {
             "type": "urn:ietf:params:acme:error:malformed", "detail": "not here"}
+
+    def authz(self, status, error=None):
+        """An authorization; error: its challenge's (RFC 8555 8: the challenge says why)."""
+        chal = {"type": "http-01", "url": self.base + "/chal/1", "token": "T" * 43,
+                "status": "invalid" if error else "pending"}
+        if error:
+            chal["error"] = error
+        return {"status": status, "identifier": {"type": "dns", "value": NAME},
+                "challenges": [chal]}
+
+    def order(self, status, **more):
+        o = {"status": status, "identifiers": [{"type": "dns", "value": NAME}],
+             "authorizations": [self.base + "/authz/1"], "finalize": self.base + "/fin/1"}
+        if status == "valid":
+            o["certificate"] = self.base + "/cert/1"
+        return dict(o, **more)
 
     def close(self):
         self.httpd.shutdown()
@@ -105,7 +140,7 @@ def run_against(build, tmp_path, script, says):
         with running_server(build, root, args, env={"GATLING_TEST_ACME_BACKOFF": "60"},
                             check_fds=False) as srv:
             wait_for(lambda: any(re.search(says, l) for l in srv.errlog), 30,
-                     "%r in the error log: %r" % (says, srv.errlog))
+                     "%r in the error log: %r (asked: %r)" % (says, srv.errlog, ca.asked))
             assert fetch(srv.port, "/index.html").status == 200
             return ca
     finally:
@@ -133,11 +168,11 @@ PROBLEM = {"Content-Type": "application/problem+json"}
      r"newAccount: HTTP 400: urn:ietf:params:acme:error:invalidContact: no such domain"),
     ({"order": (201, {}, {"status": "pending"})},
      r"newOrder: HTTP 201 without an order or its Location"),
-    ({"authz": (200, {}, [1, 2])}, r"authorization https://localhost:\d+/authz/1: not an "
+    ({"authz/1": (200, {}, [1, 2])}, r"authorization https://localhost:\d+/authz/1: not an "
                                    r"authorization object"),
-    ({"authz": (200, {}, {"status": "invalid", "identifier": {"type": "dns", "value": NAME},
+    ({"authz/1": (200, {}, {"status": "invalid", "identifier": {"type": "dns", "value": NAME},
                           "challenges": []})}, NAME + r": authorization is invalid"),
-    ({"authz": (200, {}, {"status": "pending", "identifier": {"type": "dns", "value": NAME},
+    ({"authz/1": (200, {}, {"status": "pending", "identifier": {"type": "dns", "value": NAME},
                           "challenges": [{"type": "dns-01", "url": "https://localhost:1/c",
                                           "token": "t" * 43, "status": "pending"}]})},
      NAME + r": no challenge offered that may be answered"),
@@ -146,3 +181,37 @@ PROBLEM = {"Content-Type": "application/problem+json"}
         "authz-not-object", "authz-invalid", "authz-dns-only"])
 def test_bad_answer_named(build, tmp_path, script, says):
     run_against(build, tmp_path, script, says)
+
+
+def order_after_finalize(**o):
+    """order/1's answer once finalized: o (before it: ready)."""
+    return lambda ca: (200, {}, ca.order(**o) if "fin/1" in ca.done else ca.order("ready"))
+
+
+@pytest.mark.parametrize("script, says", [
+    ({}, NAME + r": the certificate is not for the key sent"),
+    ({"cert/1": (200, {}, b"no PEM here")},
+     r"certificate https://localhost:\d+/cert/1: no PEM chain in the answer"),
+    ({"fin/1": (200, {}, b"[]")}, NAME + r": finalize: not an order object"),
+    ({"order/1": order_after_finalize(status="valid", certificate="")},
+     NAME + r": order valid without a certificate"),
+    ({"order/1": order_after_finalize(status="invalid", error={
+        "type": "urn:ietf:params:acme:error:badCSR", "detail": "the CSR is odd"})},
+     NAME + r": order invalid: .*the CSR is odd"),
+    ({"order/1": lambda ca: (200, {}, ca.order("valid", certificate="x"))},
+     NAME + r": order is valid, not ready, after its authorizations"),
+    ({"authz/1": lambda ca: (200, {}, ca.authz("invalid", {
+        "type": "urn:ietf:params:acme:error:unauthorized", "detail": "got 404 for the token"})
+        if "chal/1" in ca.done else ca.authz("pending"))},
+     NAME + r": authorization invalid: .*got 404 for the token"),
+    ({"chal/1": (400, PROBLEM, {"type": "urn:ietf:params:acme:error:malformed",
+                                "detail": "no such challenge"})},
+     r"challenge: HTTP 400: urn:ietf:params:acme:error:malformed: no such challenge"),
+], ids=["cert-not-for-key", "cert-not-pem", "finalize-not-object", "valid-no-certificate",
+        "order-invalid", "order-not-ready", "authz-invalid-after-challenge", "challenge-400"])
+def test_bad_answer_late_in_the_order(build, tmp_path, script, says):
+    """The steps after the authorization's challenge: each wrong answer
+    named, after the client answered the challenge (its token file served
+    over HTTP while the CA looked, removed after)."""
+    ca = run_against(build, tmp_path, script, says)
+    assert ("POST", "chal/1") in ca.asked or "chal/1" in script
