@@ -124,7 +124,7 @@ class FakeCA:
         self.httpd.server_close()
 
 
-def run_against(build, tmp_path, script, says):
+def run_against(build, tmp_path, script, says, extra=()):
     """gatling --acme for NAME against a FakeCA(script): the error log line
     matching says, while gatling serves HTTP on."""
     ca = FakeCA(script)
@@ -135,7 +135,7 @@ def run_against(build, tmp_path, script, says):
         f.write("hi\n")
     args = ["-p", "0", "-e", str(free_port()), "-C", certs, "-S", "--acme", "ops@gatling.test",
             "--acme-ca", ca.base + "/dir", "--acme-ca-root", suite_pki() + "/ca.pem",
-            "--acme-dir", state, "--acme-names", NAME]
+            "--acme-dir", state, "--acme-names", NAME] + list(extra)
     try:
         with running_server(build, root, args, env={"GATLING_TEST_ACME_BACKOFF": "60"},
                             check_fds=False) as srv:
@@ -215,3 +215,16 @@ def test_bad_answer_late_in_the_order(build, tmp_path, script, says):
     over HTTP while the CA looked, removed after)."""
     ca = run_against(build, tmp_path, script, says)
     assert ("POST", "chal/1") in ca.asked or "chal/1" in script
+
+
+def test_profile_the_ca_does_not_list(build, tmp_path):
+    """--acme-profile that the directory's meta.profiles does not list: said
+    once (the order then goes without one)."""
+    def directory(ca):
+        b = ca.base
+        return 200, {}, {"newNonce": b + "/nonce", "newAccount": b + "/acct",
+                         "newOrder": b + "/order",
+                         "meta": {"profiles": {"classic": "the usual", "shortlived": "days"}}}
+    run_against(build, tmp_path, {"dir": directory},
+                r"the CA does not list the profile tlsserver \(2 listed\): orders go "
+                r"without one", ["--acme-profile", "tlsserver"])
