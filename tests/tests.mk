@@ -114,8 +114,9 @@ check-tsan:
 # make coverage: the first backend built with gcov's counters (COV=1:
 # build/<backend>-cov, build/obj-cov), its unit programs and its HTTP, HTTPS,
 # h2 and h3 passes (run-check without the once-only modules and the serial
-# phase: COVERAGE_ARGS), but the ACME client's and the cluster's (--acme-once:
-# their code runs nowhere else), then gcovr's report: build/coverage/index.html (per
+# phase: COVERAGE_ARGS), but the ACME client's, the cluster's and privilege/'s
+# (--acme-once: their code runs nowhere else; privilege/ as root on this
+# build, GATLING_PRIV_BUILD), then gcovr's report: build/coverage/index.html (per
 # file and line) and tests/covtable.py's table per folder (tests/README)
 COV_IO ?= $(firstword $(CHECK_BACKENDS))
 COVERAGE_ARGS ?= --https $(COV_IO)-cov --h2 $(COV_IO)-cov --h3 $(COV_IO)-cov

@@ -70,6 +70,7 @@ typedef struct px_h2s {
     uint8_t deferred; /* the body source waits for bytes (resume_data) */
     uint8_t unblock;  /* input() may go on (ex_input_ready, after the send) */
     uint8_t ntrail;
+    uint8_t toobig;   /* its head was over PROXY_FIELDS_MAX or EX_FIELDS_MAX: we reset it */
     uint64_t clen;    /* the response's content-length, UINT64_MAX: none */
     const char *ctype; /* ... its content-type (px_keep), or NULL */
     size_t held;      /* DATA received and not yet acknowledged (the client is slow) */
@@ -435,7 +436,7 @@ static int h2b_stream_on(px_req_t *pr, px_h2conn_t *c)
     px_h2s_t *s = pr->h2s;
     nghttp2_data_provider dp = {.source.ptr = pr, .read_callback = h2b_body_read};
     pr->outoff = 0;
-    s->status = 0, s->ntrail = 0, s->held = 0, s->deferred = 0, s->unblock = 0;
+    s->status = 0, s->ntrail = 0, s->held = 0, s->deferred = 0, s->unblock = 0, s->toobig = 0;
     s->headed = 0, s->ctype = NULL;
     int32_t sid = nghttp2_submit_request(c->ng, NULL, s->nv, s->nnv,
                                          pr->has_body ? &dp : NULL, pr);
@@ -523,8 +524,10 @@ static int h2b_on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint
     }
     if (nl >= 48 || h2b_ours(n, nl))
         return 0;
-    if (px_field(pr, (const char *)n, nl, (const char *)v, vl) < 0)
+    if (px_field(pr, (const char *)n, nl, (const char *)v, vl) < 0) {
+        s->toobig = 1;
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* the stream is reset: on_close fails it */
+    }
     return 0;
 }
 
@@ -603,8 +606,9 @@ static int h2b_on_close(nghttp2_session *ng, int32_t sid, uint32_t code, void *u
             px_fail(pr, "the backend refused the stream");
     } else if (pr->state != RS_DONE) {
         pr->conn_failed = code == NGHTTP2_REFUSED_STREAM;
-        px_fail(pr, code == NGHTTP2_NO_ERROR ? "the backend ended the stream early"
-                                             : "the backend reset the stream");
+        px_fail(pr, pr->h2s->toobig ? "too many or too large header fields from the backend"
+                    : code == NGHTTP2_NO_ERROR ? "the backend ended the stream early"
+                                               : "the backend reset the stream");
     }
     if (!--pr->depth && pr->ended)
         px_req_free(pr);

@@ -91,10 +91,24 @@ static void pools(void)
                          "a=file:relative",        "a=file:/dir/",
                          "a=127.0.0.1/1;interval=", "a=127.0.0.1/1;;",
                          "a=127.0.0.1/1;window=99999999999999999999",
-                         "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa=127.0.0.1/1"};
+                         "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa=127.0.0.1/1",
+                         /* issue 67: the forms the lists above left out */
+                         "a=127.0.0.1/1;check=grpx", "a=127.0.0.1/1;check=",
+                         "a=127.0.0.1/1;check=/\x7f",
+                         "a=127.0.0.1/1;expect=200-", "a=127.0.0.1/1;expect=200x",
+                         "a=127.0.0.1/1;expect=99", "a=127.0.0.1/1;failon=502;503",
+                         "a=127.0.0.1/1;failon=502,", "a=127.0.0.1/1;failon=nonee",
+                         "a=127.0.0.1/1;balance=hashX", "a=127.0.0.1/1;balance=leastx",
+                         "a=127.0.0.1/1;balance=hash:a\x01", "a=127.0.0.1/1 ;balance=rr",
+                         "a=127.0.0.1/1;balance=hash:xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+                         "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         ok(px_pool_parse(bad[i], &pd, &why) < 0 && why && *why, "refused: '%s' (%s)", bad[i],
            why);
+    ok(px_pool_parse("a=127.0.0.1/1;expect=204;failon=500,502,503,504;balance=hash:X-Y_1~",
+                     &pd, &why) == 0 && pd.o.expect_lo == 204 && pd.o.expect_hi == 204 &&
+           pd.o.nfailon == 4 && !strcmp(pd.o.hash_field, "X-Y_1~"),
+       "expect= one status, failon= four, a hash field of token characters");
 }
 
 static void files(void)
