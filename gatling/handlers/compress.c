@@ -409,13 +409,17 @@ static int compress_init(site_t *s)
     cp->memory = cfg->compress_memory ? (size_t)cfg->compress_memory : COMPRESS_MEMORY;
     cp->types = cfg->compress_types ? cfg->compress_types : COMPRESS_TYPES;
     cp->skip = cfg->compress_skip;
+    cp->budget.keep = 1; /* one loop's coders: their tables reused, not faulted in anew */
     hstate_set(s, HSTATE_COMPRESS, cp);
     return 0;
 }
 
 static void compress_free(site_t *s)
 {
-    free(hstate(s, HSTATE_COMPRESS));
+    compress_t *cp = hstate(s, HSTATE_COMPRESS);
+    if (cp)
+        zc_budget_clear(&cp->budget);
+    free(cp);
     hstate_set(s, HSTATE_COMPRESS, NULL);
 }
 
