@@ -41,15 +41,22 @@ static char *spare_take(zc_budget_t *b, size_t n)
     return NULL;
 }
 
-/* Keep p (a block of n bytes) in b if there is room: 1, else 0. */
+/* Keep p (a block of n bytes) in b: 1; else 0.  With no slot free, it
+   takes the place of one of them, in turn (freed): sizes that no coder
+   asks for again do not hold the slots for good. */
 static int spare_put(zc_budget_t *b, char *p, size_t n)
 {
-    for (int i = 0; b->keep && n >= ZC_SPARE_MIN && i < ZC_SPARE; i++)
-        if (!b->spare[i]) {
-            b->spare[i] = p, b->spare_n[i] = n;
-            return 1;
-        }
-    return 0;
+    if (!b->keep || n < ZC_SPARE_MIN)
+        return 0;
+    int i = 0;
+    while (i < ZC_SPARE && b->spare[i])
+        i++;
+    if (i == ZC_SPARE) {
+        i = (int)(b->spare_next++ % ZC_SPARE);
+        free(b->spare[i]);
+    }
+    b->spare[i] = p, b->spare_n[i] = n;
+    return 1;
 }
 
 void zc_budget_clear(zc_budget_t *b)

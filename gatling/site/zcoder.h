@@ -46,7 +46,8 @@ enum { ZC_GZIP = 1, ZC_BR = 2, ZC_ZSTD = 4 };
  * fresh pages per response (glibc hands blocks that large back to the
  * kernel, and each new coder faulted them in again: bench/doc/compare-
  * cache.md, "With compression on").  At most ZC_SPARE blocks, idle, not in
- * bytes; zc_budget_clear frees them.  A budget is used by one thread.
+ * bytes (a full set gives up one, in turn, for a newly freed one);
+ * zc_budget_clear frees them.  A budget is used by one thread.
  */
 #define ZC_SPARE 8
 #define ZC_SPARE_MIN (32 * 1024)
@@ -57,6 +58,7 @@ typedef struct zc_budget {
     int keep;         /* keep freed large blocks (the caller sets it) */
     void *spare[ZC_SPARE];
     size_t spare_n[ZC_SPARE];
+    unsigned spare_next; /* the slot a block takes when all are full */
 } zc_budget_t;
 
 /* Free the blocks b keeps (keep stays as it was). */

@@ -172,6 +172,26 @@ int main(void)
     spares(ENC_ZSTD, "zstd");
     spares(ENC_BR, "br");
     spares(ENC_GZIP, "gzip");
+    /* zstd's tables follow the length it is told: 12 sizes, then brotli */
+    zc_budget_t kb = {.keep = 1};
+    char *t = text(64 * 1024);
+    int good = 1;
+    for (int i = 0; i < 13; i++) {
+        size_t n = i < 12 ? (size_t)1024 << (i % 7) : 1536;
+        sink_t s = {0};
+        zc_t *z = zc_new(i < 12 ? ENC_ZSTD : ENC_BR, i < 12 ? n + (size_t)i : 0, &kb);
+        if (!z || zc_run(z, t, n + (i < 12 ? (size_t)i : 0), ZC_END, collect, &s) < 0)
+            good = 0;
+        zc_free(z);
+        free(s.p);
+    }
+    unsigned kept = 0;
+    for (int i = 0; i < ZC_SPARE; i++)
+        kept += kb.spare[i] != NULL;
+    ok(good && kept <= ZC_SPARE && kb.bytes == 0,
+       "coders of many sizes: %u blocks kept (at most %d), the budget back to 0", kept, ZC_SPARE);
+    zc_budget_clear(&kb);
+    free(t);
     zc_budget_t b = {0};
     ok(!zc_new(ENC_IDENTITY, 0, &b) && b.bytes == 0 && b.streams == 0,
        "identity is no coder, and costs nothing");
