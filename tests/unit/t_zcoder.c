@@ -177,7 +177,7 @@ int main(void)
     char *t = text(64 * 1024);
     int good = 1;
     for (int i = 0; i < 13; i++) {
-        size_t n = i < 12 ? (size_t)1024 << (i % 7) : 1536;
+        size_t n = i < 12 ? (size_t)1024 << (i % 6) : 1536; /* the text: 64 KiB */
         sink_t s = {0};
         zc_t *z = zc_new(i < 12 ? ENC_ZSTD : ENC_BR, i < 12 ? n + (size_t)i : 0, &kb);
         if (!z || zc_run(z, t, n + (i < 12 ? (size_t)i : 0), ZC_END, collect, &s) < 0)
