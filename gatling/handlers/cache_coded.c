@@ -62,6 +62,33 @@ static char *code_whole(exchange_t *ex, const rs_entry_t *e, int enc, size_t *n)
     return q ? q : b.p;
 }
 
+/* compress_keep's callback: the coded body the owner's stage made of the
+   fill, kept in the entry (the reader holds it) unless it has one. */
+static void cv_kept(void *arg, int enc, char *p, size_t n)
+{
+    reader_t *r = arg;
+    rs_entry_t *e = r->e;
+    rs_part_t *v = &e->coded[compress_index(enc)];
+    if ((e->state != RS_READY && e->state != RS_FILLING) || v->p ||
+        rs_charge(&r->c->store, e, n) < 0) {
+        free(p);
+        return;
+    }
+    *v = (rs_part_t){p, n};
+    r->c->site->stats.cache_coded_made++;
+}
+
+int cv_fill_reader(reader_t *r, rs_entry_t *e)
+{
+    exchange_t *ex = r->ex;
+    if (!compress_wanted(ex, e->status, e->ctype, e->len))
+        return 0;
+    if (!r->owner)
+        return 1;
+    compress_keep(ex, r->c->store.max_object, cv_kept, r);
+    return 0;
+}
+
 /* cs with the coding as its detail: "gatling; hit; detail=zstd", or with
    the detail it had: "gatling; hit; detail=\"stale zstd\"". */
 static void cs_coded(char *out, size_t cap, const char *cs, const char *name)

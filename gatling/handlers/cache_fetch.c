@@ -132,6 +132,13 @@ void cf_reader_start(reader_t *r, rs_entry_t *e, const char *cs, int64_t now)
     hb_num(&ab, (uint64_t)ce_age(e, now) / 1000);
     hb_str(&ab);
     ce_put_fields(ex, e, age, cs, 0);
+    if (cv_fill_reader(r, e)) { /* a coded body: made once, when e is complete */
+        ex->nfields = 0, ex->fields_over = 0;
+        ex->date = NULL;
+        r->whole = 1;
+        cf_list_add((reader_t **)&e->readers, r);
+        return;
+    }
     int h = ex_head(ex, e->status, e->ctype, e->len, -1);
     if (h) {
         r->done = 1;
@@ -149,17 +156,16 @@ void cf_reader_start(reader_t *r, rs_entry_t *e, const char *cs, int64_t now)
         }
 }
 
-/* The new parts of e to every reader streaming it; at the end, the end. */
+/* The new parts of e to every reader streaming it; at the end, the end, and
+   then the whole response to those that waited for it (after the streams:
+   an owner's coded stream ends first and is kept for them, cv_fill_reader). */
 static void readers_feed(cache_t *c, rs_entry_t *e, int end)
 {
     int64_t now = now_ms(c);
     for (reader_t *r = e->readers, *next; r; r = next) {
         next = r->next;
-        if (r->whole) {
-            if (end)
-                cf_reader_start(r, e, "gatling; fwd=miss; collapsed", now);
+        if (r->whole)
             continue;
-        }
         for (; r->part < e->nparts; r->part++)
             if (ex_body_buf(r->ex, e->parts[r->part].p, e->parts[r->part].n, 0) < 0)
                 break;
@@ -168,6 +174,10 @@ static void readers_feed(cache_t *c, rs_entry_t *e, int end)
             if (r->part < e->nparts || ex_body_end(r->ex) < 0)
                 ex_body_abort(r->ex);
         }
+    }
+    for (reader_t *r = end ? e->readers : NULL, *next; r; r = next) {
+        next = r->next;
+        cf_reader_start(r, e, "gatling; fwd=miss; collapsed", now);
     }
 }
 

@@ -201,6 +201,15 @@ int ce_head_update(cache_t *c, rs_entry_t *s, const exchange_t *ex, const char *
  */
 int cv_serve(cache_t *c, exchange_t *ex, rs_entry_t *e, const char *cs, char *buf, size_t cap);
 
+/*
+ * r (its fields on its exchange) is about to stream e, still filling: 1 when
+ * it wants a coded body and is not the fill's owner (it waits for the whole
+ * response, then cv_serve: the fill is coded once per coding, not once per
+ * collapsed client); else 0, and an owner's coded stream is kept in e as
+ * its coded body when it ends (the hits after it code nothing).
+ */
+int cv_fill_reader(reader_t *r, rs_entry_t *e);
+
 /* ---- cache_fetch.c: readers, fetches, the clock ---- */
 
 /* Answer ex from e at once (a hit), holding e until ex ends; cs its

@@ -2,6 +2,7 @@
 #include "compress.h"
 #include "cgi.h"
 #include "hstate.h"
+#include "http/hbuf.h"
 #include "http/path.h"
 #include "proxy.h"
 #include "site/encoding.h"
@@ -33,6 +34,10 @@ typedef struct cstage {
     int enc;
     uint64_t len, got; /* the handler's length (EX_LEN_STREAM: none), and bytes so far */
     uint8_t done;      /* the coded stream was ended (the codec was told) */
+    compress_kept_t kept; /* compress_keep's: a copy of the coded body to it, or NULL */
+    void *karg;
+    char *kp; /* the copy so far */
+    size_t kn, kcap, kmax;
     char vary[VARY_MAX];
     char etag[ETAG_MAX];
 } cstage_t;
@@ -196,6 +201,17 @@ static int z_sink(void *arg, char *p, size_t n)
     exchange_t *ex = arg;
     cstage_t *c = zslot(ex)->p;
     ex->site->stats.compress_out += n;
+    if (c->kept) { /* a copy for compress_keep, while it fits */
+        char *q = c->kn + n <= c->kmax ? hb_grow(c->kp, &c->kcap, c->kn + n, 1, 4096) : NULL;
+        if (q) {
+            c->kp = q;
+            memcpy(q + c->kn, p, n);
+            c->kn += n;
+        } else {
+            free(c->kp);
+            c->kp = NULL, c->kn = c->kcap = 0, c->kept = NULL;
+        }
+    }
     return c->orig->body_buf(ex, p, n, EX_FREE);
 }
 
@@ -207,6 +223,11 @@ static int z_finish(exchange_t *ex, cstage_t *c)
     int r = zc_run(c->z, NULL, 0, ZC_END, z_sink, ex);
     zc_free(c->z); /* its memory back at once, not when a slow client is done */
     c->z = NULL;
+    if (r == 0 && c->kept && c->kn) {
+        char *q = realloc(c->kp, c->kn); /* what is kept is what it holds */
+        c->kept(c->karg, c->enc, q ? q : c->kp, c->kn);
+        c->kp = NULL, c->kept = NULL;
+    }
     return r < 0 ? -1 : c->orig->body_end(ex);
 }
 
@@ -271,6 +292,7 @@ static void z_end(exchange_t *ex, ex_slot_t *s)
     if (ex->codec == &c->codec)
         ex->codec = c->orig;
     zc_free(c->z);
+    free(c->kp);
     s->p = NULL;
     free(c);
 }
@@ -301,6 +323,14 @@ zc_t *compress_coder(exchange_t *ex, int enc, uint64_t len)
         !(z = zc_new(enc, len, &cp->budget)))
         ex->site->stats.compress_capped++;
     return z;
+}
+
+void compress_keep(exchange_t *ex, size_t max, compress_kept_t kept, void *arg)
+{
+    cstage_t *c = stage_of(ex);
+    if (!c || c->z || c->done)
+        return;
+    c->kept = kept, c->karg = arg, c->kmax = max;
 }
 
 void compress_precoded(exchange_t *ex)
@@ -379,13 +409,17 @@ static int compress_init(site_t *s)
     cp->memory = cfg->compress_memory ? (size_t)cfg->compress_memory : COMPRESS_MEMORY;
     cp->types = cfg->compress_types ? cfg->compress_types : COMPRESS_TYPES;
     cp->skip = cfg->compress_skip;
+    cp->budget.keep = 1; /* one loop's coders: their tables reused, not faulted in anew */
     hstate_set(s, HSTATE_COMPRESS, cp);
     return 0;
 }
 
 static void compress_free(site_t *s)
 {
-    free(hstate(s, HSTATE_COMPRESS));
+    compress_t *cp = hstate(s, HSTATE_COMPRESS);
+    if (cp)
+        zc_budget_clear(&cp->budget);
+    free(cp);
     hstate_set(s, HSTATE_COMPRESS, NULL);
 }
 

@@ -58,6 +58,16 @@ zc_t *compress_coder(exchange_t *ex, int enc, uint64_t len);
 void compress_precoded(exchange_t *ex);
 int compress_index(int enc);
 
+/*
+ * The stage of ex, before its head, keeps a copy of the body it codes (up to
+ * max bytes): when that coded stream ends cleanly, kept(arg, enc, p, n) gets
+ * it (p malloc'd, the callee's), before the codec's end.  Never called when
+ * the stage steps aside, the copy outgrew max, or the stream was cut.  The
+ * cache keeps a fill's coded body so (cache_coded.c): one coding per fill.
+ */
+typedef void (*compress_kept_t)(void *arg, int enc, char *p, size_t n);
+void compress_keep(exchange_t *ex, size_t max, compress_kept_t kept, void *arg);
+
 /* --compress's row of the option table (site/optdef.h): off | types=LIST |
    skip=LIST | min=BYTES | streams=N | memory=BYTES, repeatable. */
 extern const optdef_t compress_opts[];

@@ -29,10 +29,50 @@ struct zc {
 /* Each block carries its size in front, so that freeing counts it back. */
 #define HDR 16
 
+/* A kept block of exactly n bytes from b, or NULL. */
+static char *spare_take(zc_budget_t *b, size_t n)
+{
+    for (int i = 0; b->keep && n >= ZC_SPARE_MIN && i < ZC_SPARE; i++)
+        if (b->spare[i] && b->spare_n[i] == n) {
+            char *p = b->spare[i];
+            b->spare[i] = NULL;
+            return p;
+        }
+    return NULL;
+}
+
+/* Keep p (a block of n bytes) in b: 1; else 0.  With no slot free, it
+   takes the place of one of them, in turn (freed): sizes that no coder
+   asks for again do not hold the slots for good. */
+static int spare_put(zc_budget_t *b, char *p, size_t n)
+{
+    if (!b->keep || n < ZC_SPARE_MIN)
+        return 0;
+    int i = 0;
+    while (i < ZC_SPARE && b->spare[i])
+        i++;
+    if (i == ZC_SPARE) {
+        i = (int)(b->spare_next++ % ZC_SPARE);
+        free(b->spare[i]);
+    }
+    b->spare[i] = p, b->spare_n[i] = n;
+    return 1;
+}
+
+void zc_budget_clear(zc_budget_t *b)
+{
+    for (int i = 0; i < ZC_SPARE; i++) {
+        free(b->spare[i]);
+        b->spare[i] = NULL;
+    }
+}
+
 static void *counted_alloc(void *opaque, size_t n)
 {
     zc_t *z = opaque;
-    char *p = malloc(HDR + n);
+    char *p = spare_take(z->b, n);
+    if (!p)
+        p = malloc(HDR + n);
     if (!p)
         return NULL;
     memcpy(p, &n, sizeof n);
@@ -53,7 +93,8 @@ static void counted_free(void *opaque, void *q)
     memcpy(&n, p, sizeof n);
     z->mine -= n;
     z->b->bytes -= n;
-    free(p);
+    if (!spare_put(z->b, p, n))
+        free(p);
 }
 
 static voidpf gz_alloc(voidpf opaque, uInt items, uInt size)

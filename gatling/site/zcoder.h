@@ -38,12 +38,31 @@
    (encoding.c checks), which callers pass. */
 enum { ZC_GZIP = 1, ZC_BR = 2, ZC_ZSTD = 4 };
 
-/* The memory every coder of a budget holds, as the libraries allocated it. */
+/*
+ * The memory every coder of a budget holds, as the libraries allocated it.
+ * With keep set, the budget also keeps up to ZC_SPARE of the large blocks
+ * (ZC_SPARE_MIN or more) its coders freed, for the next coder that asks for
+ * that size: brotli's and zstd's tables (0.25-0.5 MiB each) then cost no
+ * fresh pages per response (glibc hands blocks that large back to the
+ * kernel, and each new coder faulted them in again: bench/doc/compare-
+ * cache.md, "With compression on").  At most ZC_SPARE blocks, idle, not in
+ * bytes (a full set gives up one, in turn, for a newly freed one);
+ * zc_budget_clear frees them.  A budget is used by one thread.
+ */
+#define ZC_SPARE 8
+#define ZC_SPARE_MIN (32 * 1024)
 typedef struct zc_budget {
     size_t bytes;     /* now */
     size_t peak;      /* the most at once */
     unsigned streams; /* coders alive */
+    int keep;         /* keep freed large blocks (the caller sets it) */
+    void *spare[ZC_SPARE];
+    size_t spare_n[ZC_SPARE];
+    unsigned spare_next; /* the slot a block takes when all are full */
 } zc_budget_t;
+
+/* Free the blocks b keeps (keep stays as it was). */
+void zc_budget_clear(zc_budget_t *b);
 
 typedef struct zc zc_t;
 

@@ -127,11 +127,71 @@ static void one(int enc, const char *name)
     free(t);
 }
 
+/* A budget that keeps freed large blocks: the next coder of the same kind
+   takes them (no more are kept than one coder freed), each coder's output
+   decodes, and zc_budget_clear gives them all back. */
+static void spares(int enc, const char *name)
+{
+    zc_budget_t b = {.keep = 1};
+    size_t n = 1536;
+    char *t = text(n), *out = malloc(TEXT_MAX);
+    int good = 1;
+    unsigned kept[3] = {0};
+    for (int round = 0; round < 3; round++) {
+        sink_t s = {0};
+        zc_t *z = zc_new(enc, 0, &b);
+        if (!z || zc_run(z, t, n, ZC_FLUSH, collect, &s) < 0 ||
+            zc_run(z, NULL, 0, ZC_END, collect, &s) < 0)
+            good = 0;
+        zc_free(z);
+        long d = decode(enc, s.p, s.n, out, TEXT_MAX);
+        if (d != (long)n || memcmp(out, t, n))
+            good = 0;
+        free(s.p);
+        for (int i = 0; i < ZC_SPARE; i++)
+            kept[round] += b.spare[i] != NULL;
+    }
+    ok(good && b.bytes == 0 && b.streams == 0, "%s: three coders on one keeping budget", name);
+    ok(kept[0] > 0 && kept[1] == kept[0] && kept[2] == kept[0],
+       "%s: %u large blocks kept after the first, the same after the next two (reused)", name,
+       kept[0]);
+    zc_budget_clear(&b);
+    int none = 1;
+    for (int i = 0; i < ZC_SPARE; i++)
+        none &= b.spare[i] == NULL;
+    ok(none, "%s: zc_budget_clear frees them", name);
+    free(out);
+    free(t);
+}
+
 int main(void)
 {
     one(ENC_ZSTD, "zstd");
     one(ENC_BR, "br");
     one(ENC_GZIP, "gzip");
+    spares(ENC_ZSTD, "zstd");
+    spares(ENC_BR, "br");
+    spares(ENC_GZIP, "gzip");
+    /* zstd's tables follow the length it is told: 12 sizes, then brotli */
+    zc_budget_t kb = {.keep = 1};
+    char *t = text(64 * 1024);
+    int good = 1;
+    for (int i = 0; i < 13; i++) {
+        size_t n = i < 12 ? (size_t)1024 << (i % 6) : 1536; /* the text: 64 KiB */
+        sink_t s = {0};
+        zc_t *z = zc_new(i < 12 ? ENC_ZSTD : ENC_BR, i < 12 ? n + (size_t)i : 0, &kb);
+        if (!z || zc_run(z, t, n + (i < 12 ? (size_t)i : 0), ZC_END, collect, &s) < 0)
+            good = 0;
+        zc_free(z);
+        free(s.p);
+    }
+    unsigned kept = 0;
+    for (int i = 0; i < ZC_SPARE; i++)
+        kept += kb.spare[i] != NULL;
+    ok(good && kept <= ZC_SPARE && kb.bytes == 0,
+       "coders of many sizes: %u blocks kept (at most %d), the budget back to 0", kept, ZC_SPARE);
+    zc_budget_clear(&kb);
+    free(t);
     zc_budget_t b = {0};
     ok(!zc_new(ENC_IDENTITY, 0, &b) && b.bytes == 0 && b.streams == 0,
        "identity is no coder, and costs nothing");
