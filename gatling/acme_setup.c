@@ -375,7 +375,6 @@ int acme_options_done(config_t *cfg)
         a->state_dir = ACME_DIR_DEFAULT;
     if (!a->od_per_hour)
         a->od_per_hour = 60, a->od_per_addr = 10;
-    a->od_fd = -1;
     if (!a->email && (given & ~1)) {
         for (int i = 1; i < ACME_OPT_END - ACME_OPT; i++)
             if (given & (1 << i)) {
@@ -420,10 +419,10 @@ static int writable(const char *dir)
    state directory and the CA root as that user; a directory on the way that
    only root may cross is found now).  fn's result; -1 with errno if the ids
    cannot be switched. */
-static int as_user(const config_t *cfg, int (*fn)(const char *), const char *path)
+static int as_user(const proc_t *p, int (*fn)(const char *), const char *path)
 {
     pfs_ids_t ids;
-    if (pfs_become(&ids, cfg->uid, cfg->gid) < 0)
+    if (pfs_become(&ids, p->uid, p->gid) < 0)
         return -1;
     int r = fn(path);
     pfs_unbecome(&ids); /* keeps errno */
@@ -501,14 +500,14 @@ static int gatlings_own(int dfd)
    -u's user's, or root's alone and gatling's (made now, or holding only what
    gatling puts there): then *give is set, for hand_over once every check
    passed.  Its O_PATH descriptor, or -1 after saying why. */
-static int open_state(const config_t *cfg, int *give)
+static int open_state(const config_t *cfg, const proc_t *p, int *give)
 {
     const char *dir = cfg->acme.state_dir;
-    int owner = cfg->uid >= 0 ? cfg->uid : (int)geteuid();
+    int owner = p->uid >= 0 ? p->uid : (int)geteuid();
     char why[PATH_MAX + 160];
     struct stat st;
     pfs_dir_t where;
-    int fd = pfs_walk_dir(dir, 0700, cfg->uid, cfg->gid, &where, why, sizeof why);
+    int fd = pfs_walk_dir(dir, 0700, p->uid, p->gid, &where, why, sizeof why);
     *give = 0;
     if (fd < 0 && *why) { /* a link the walk does not follow */
         fprintf(stderr, "gatling: --acme-dir %s: %s\n", dir, why);
@@ -517,18 +516,18 @@ static int open_state(const config_t *cfg, int *give)
     if (fd < 0 || fstat(fd, &st) < 0) {
         fprintf(stderr, "gatling: --acme-dir %s: %s cannot be made or written%s (%s): the "
                 "ACME state (account key, challenges) lives there\n", dir, dir,
-                cfg->uid >= 0 ? " by -u's user" : "", strerror(errno));
+                p->uid >= 0 ? " by -u's user" : "", strerror(errno));
         if (fd >= 0)
             close(fd);
         return -1;
     }
-    if (cfg->uid >= 0 && st.st_uid != (uid_t)owner && st.st_uid == 0 && pfs_root_only(&st) &&
+    if (p->uid >= 0 && st.st_uid != (uid_t)owner && st.st_uid == 0 && pfs_root_only(&st) &&
         (where.made || gatlings_own(fd)))
         *give = 1;
     else if (st.st_uid != (uid_t)owner) {
         fprintf(stderr, "gatling: --acme-dir %s: belongs to uid %lu, not to %s (uid %d), as "
                 "whom the ACME client runs%s: not used\n", dir, (unsigned long)st.st_uid,
-                cfg->uid >= 0 ? "-u's user" : "the user gatling runs as", owner,
+                p->uid >= 0 ? "-u's user" : "the user gatling runs as", owner,
                 st.st_uid != 0 ? "" : !pfs_root_only(&st) ? " (and others than root may write it)"
                 : " (and it holds what gatling did not put there: gatling hands over only a "
                   "directory it made; chown it yourself if it is to be the state)");
@@ -540,10 +539,10 @@ static int open_state(const config_t *cfg, int *give)
 
 /* STATE (fd), root's and gatling's, handed to -u's user with what an
    earlier run as root made in it (migrate). */
-static void hand_over(const config_t *cfg, int fd)
+static void hand_over(const proc_t *p, int fd)
 {
-    migrate(fd, cfg->uid, cfg->gid, 4); /* STATE/live/.acme/VERSION/FILE */
-    (void)!fchownat(fd, "", (uid_t)cfg->uid, (gid_t)cfg->gid, AT_EMPTY_PATH);
+    migrate(fd, p->uid, p->gid, 4); /* STATE/live/.acme/VERSION/FILE */
+    (void)!fchownat(fd, "", (uid_t)p->uid, (gid_t)p->gid, AT_EMPTY_PATH);
 }
 
 /* name below at, made (mode) and opened O_NOFOLLOW by whoever runs now: a
@@ -565,7 +564,7 @@ static int sub_dir(int at, const char *name, mode_t mode, int owner)
 
 /* STATE's layout, made as -u's user (STATE is that user's: nothing in it is
    root's to make or chown); *chal gets challenges/.  0, or -1 after saying. */
-static int make_layout(const config_t *cfg, int state, int *chal)
+static int make_layout(const config_t *cfg, const proc_t *p, int state, int *chal)
 {
     static const struct {
         int in_chal; /* below challenges/, or STATE */
@@ -573,10 +572,10 @@ static int make_layout(const config_t *cfg, int state, int *chal)
         mode_t mode;
     } dirs[] = {{0, ACME_CHAL_DIR, 0755}, {1, ACME_CHAL_HTTP, 0755}, {1, ACME_CHAL_ALPN, 0755},
                 {0, "live", 0700}};
-    int owner = cfg->uid >= 0 ? cfg->uid : (int)geteuid(), fd = -1, e = 0;
+    int owner = p->uid >= 0 ? p->uid : (int)geteuid(), fd = -1, e = 0;
     size_t i, n = cfg->tls_dir ? 3 : 4; /* live/ only where it is -C */
     pfs_ids_t ids;
-    if (pfs_become(&ids, cfg->uid, cfg->gid) < 0) {
+    if (pfs_become(&ids, p->uid, p->gid) < 0) {
         fprintf(stderr, "gatling: --acme: cannot become -u's user: %s\n", strerror(errno));
         return -1;
     }
@@ -596,8 +595,8 @@ static int make_layout(const config_t *cfg, int state, int *chal)
         fprintf(stderr, "gatling: --acme-dir %s: %s%s%s cannot be made or used%s (%s): not a "
                 "directory of %s, or a link\n", cfg->acme.state_dir,
                 dirs[i].in_chal ? ACME_CHAL_DIR : "", dirs[i].in_chal ? "/" : "", dirs[i].name,
-                cfg->uid >= 0 ? " by -u's user" : "", strerror(e),
-                cfg->uid >= 0 ? "-u's user" : "gatling's user");
+                p->uid >= 0 ? " by -u's user" : "", strerror(e),
+                p->uid >= 0 ? "-u's user" : "gatling's user");
         if (fd >= 0)
             close(fd);
         return -1;
@@ -609,11 +608,11 @@ static int make_layout(const config_t *cfg, int state, int *chal)
 /* --acme with -C: the client writes the certificates there as -u's user;
    gatling never hands an admin's directory to that user: it must be
    writable by it already.  0, or -1 after saying. */
-static int check_tls_dir(const config_t *cfg)
+static int check_tls_dir(const config_t *cfg, const proc_t *p)
 {
-    if (!cfg->tls_dir || cfg->uid < 0 || geteuid() != 0)
+    if (!cfg->tls_dir || p->uid < 0 || geteuid() != 0)
         return 0;
-    if (as_user(cfg, writable, cfg->tls_dir) < 0) {
+    if (as_user(p, writable, cfg->tls_dir) < 0) {
         fprintf(stderr, "gatling: --acme: -C %s: -u's user %s cannot write there (%s), and the "
                 "ACME client writes the certificates there as that user: give it the directory "
                 "(gatling does not), or leave -C out to use the state directory's live/\n",
@@ -624,41 +623,41 @@ static int check_tls_dir(const config_t *cfg)
 }
 
 /* --acme-ca-root, readable by the client's user: 0, or -1 after saying. */
-static int check_ca_root(const config_t *cfg)
+static int check_ca_root(const config_t *cfg, const proc_t *p)
 {
     const char *root = cfg->acme.ca_root;
-    if (!root || as_user(cfg, readable, root) >= 0)
+    if (!root || as_user(p, readable, root) >= 0)
         return 0;
     fprintf(stderr, "gatling: --acme-ca-root %s: %s%s\n", root, strerror(errno),
-            cfg->uid >= 0 ? " (for -u's user, as whom the client reads it)" : "");
+            p->uid >= 0 ? " (for -u's user, as whom the client reads it)" : "");
     return -1;
 }
 
-int acme_prepare(config_t *cfg)
+int acme_prepare(config_t *cfg, proc_t *p)
 {
     static char live[PATH_MAX]; /* -C's default: cfg keeps a pointer to it */
     const config_acme_t *a = &cfg->acme;
     int state, chal, give;
     if (!a->email)
         return 0;
-    if ((state = open_state(cfg, &give)) < 0)
+    if ((state = open_state(cfg, p, &give)) < 0)
         return -1;
     /* the checks that do not need STATE first: a directory is handed over
        only when the start will not stop at them */
-    if ((cfg->tls_dir && check_tls_dir(cfg) < 0) || check_ca_root(cfg) < 0) {
+    if ((cfg->tls_dir && check_tls_dir(cfg, p) < 0) || check_ca_root(cfg, p) < 0) {
         close(state);
         return -1;
     }
     if (give)
-        hand_over(cfg, state);
-    int rc = make_layout(cfg, state, &chal);
+        hand_over(p, state);
+    int rc = make_layout(cfg, p, state, &chal);
     close(state);
     if (rc < 0)
         return -1;
-    if (as_user(cfg, writable, a->state_dir) < 0) {
+    if (as_user(p, writable, a->state_dir) < 0) {
         fprintf(stderr, "gatling: --acme-dir %s: %s cannot be made or written%s (%s): the "
                 "ACME state (account key, challenges) lives there\n", a->state_dir,
-                a->state_dir, cfg->uid >= 0 ? " by -u's user" : "", strerror(errno));
+                a->state_dir, p->uid >= 0 ? " by -u's user" : "", strerror(errno));
         close(chal);
         return -1;
     }
@@ -667,7 +666,7 @@ int acme_prepare(config_t *cfg)
         cfg->tls_dir = live;
         cfg->tls_dir_acme = 1;
     }
-    if (!(cfg->acme_chal = acme_chal_open(chal))) { /* the workers see challenges/ alone */
+    if (!(p->acme_chal = acme_chal_open(chal))) { /* the workers see challenges/ alone */
         fprintf(stderr, "gatling: --acme-dir %s: %s\n", a->state_dir, strerror(errno));
         return -1;
     }
@@ -737,7 +736,7 @@ static int vhost_names(config_t *cfg)
     return a->nnames;
 }
 
-int acme_launch(config_t *cfg)
+int acme_launch(config_t *cfg, proc_t *p)
 {
     config_acme_t *a = &cfg->acme;
     if (!a->email)
@@ -754,7 +753,7 @@ int acme_launch(config_t *cfg)
         fprintf(stderr, "gatling: --acme-on-demand: socketpair() failed: %s\n", strerror(errno));
         return -1;
     }
-    a->od_fd = ask[1];
+    p->acme_od_fd = ask[1];
     /* HTTP-01 needs the plain HTTP port, which gatling always serves; the
        client weighs --acme-challenge itself */
     /* an upgrade's start writes stderr to a file until it serves: the client,
@@ -762,7 +761,7 @@ int acme_launch(config_t *cfg)
     int real = handover_stderr(), saved = real != STDERR_FILENO ? dup(STDERR_FILENO) : -1;
     if (saved >= 0)
         dup2(real, STDERR_FILENO);
-    pid_t pid = acme_start(cfg, a->names, a->nnames, a->challenge != CONFIG_ACME_TLSALPN01,
+    pid_t pid = acme_start(cfg, p, a->names, a->nnames, a->challenge != CONFIG_ACME_TLSALPN01,
                            getpid(), &keeper_fd, err, sizeof err);
     if (saved >= 0) {
         dup2(saved, STDERR_FILENO);
@@ -770,16 +769,16 @@ int acme_launch(config_t *cfg)
     }
     if (ask[1] >= 0)
         close(ask[1]); /* the client's end: the client's alone */
-    a->od_fd = -1;
+    p->acme_od_fd = -1;
     if (pid >= 0 && ask[0] >= 0)
-        acme_chal_set_ask(cfg->acme_chal, ask[0]);
+        acme_chal_set_ask(p->acme_chal, ask[0]);
     else if (ask[0] >= 0)
         close(ask[0]);
     if (pid < 0) {
         fprintf(stderr, "gatling: --acme: the ACME client did not start: %s\n", err);
         return -1;
     }
-    cfg->acme_pid = (int)pid;
+    p->acme_pid = (int)pid;
     /* the client has the TSIG key now: the serving processes keep no copy */
     OPENSSL_cleanse(&dns_key, sizeof dns_key);
     if (a->nnames)
@@ -811,11 +810,11 @@ void acme_detach(void)
     keeper_fd = -1;
 }
 
-void acme_end(config_t *cfg)
+void acme_end(config_t *cfg, proc_t *p)
 {
-    pid_t pid = (pid_t)cfg->acme_pid;
-    acme_chal_free(cfg->acme_chal);
-    cfg->acme_chal = NULL;
+    pid_t pid = (pid_t)p->acme_pid;
+    acme_chal_free(p->acme_chal);
+    p->acme_chal = NULL;
     for (int i = 0; names_owned && i < cfg->acme.nnames; i++)
         free((char *)cfg->acme.names[i]);
     names_owned = 0, cfg->acme.nnames = 0;
@@ -824,7 +823,7 @@ void acme_end(config_t *cfg)
     acme_detach(); /* the keeper's stop: the order in flight, if any, finishes (ACME_STOP_GRACE) */
     if (pid <= 0)
         return;
-    cfg->acme_pid = 0;
+    p->acme_pid = 0;
     /* the keeper ends within ACME_KEEPER_STOP by itself; a root keeper cannot
        be signalled by a server that became -u's user (EPERM), and is not
        waited for past that bound, nor past a SIGTERM (or SIGINT) now: the

@@ -8,6 +8,7 @@
 #define GATLING_ACME_SETUP_H
 
 #include "site/config.h"
+#include "site/proc.h"
 #include "site/optdef.h"
 
 /* The --acme options: their rows' ids, in acme_opts' order. */
@@ -45,21 +46,21 @@ int acme_options_done(config_t *cfg);
 
 /* Before the certificates are loaded (and so before a chroot and -u, after
    -u's ids are known): make the state directory (and, without -C, its live/
-   as the certificate directory), writable by -u's user, and open it for the
-   loops (cfg->acme_chal).  0, or -1 after saying why on stderr. */
-int acme_prepare(config_t *cfg);
+   as the certificate directory), writable by -u's user (p's ids), and open
+   it for the loops (p->acme_chal).  0, or -1 after saying why on stderr. */
+int acme_prepare(config_t *cfg, proc_t *p);
 
 /* Before the certificates are loaded (so that the client, which talks to
    the network, holds none of their keys nor the session-ticket secret) and
    before a chroot, -u and -W's fork: the names (--acme-names, else the
    virtual host directories that name a host), and the client process
-   (cfg->acme_pid).  0, or -1 after saying why. */
-int acme_launch(config_t *cfg);
+   (p->acme_pid).  0, or -1 after saying why. */
+int acme_launch(config_t *cfg, proc_t *p);
 
 /* The server is ending: so does the client (its keeper told by closing its
    stop pipe, waited for ACME_KEEPER_STOP s at most); what acme_prepare and
    acme_launch made is freed (the loops are done with it). */
-void acme_end(config_t *cfg);
+void acme_end(config_t *cfg, proc_t *p);
 
 /* In a process forked after acme_launch (a -W worker): let go of the
    keeper's stop pipe, so that the keeper sees the server's end when the

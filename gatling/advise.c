@@ -24,9 +24,9 @@ static int is_dir(int dirfd, const char *name)
 
 /* Does HTTPS answer for host: a certificate names it, or --acme will get
    one for it (its --acme-names, else every host directory's name)? */
-static int https_names(const config_t *cfg, const char *host)
+static int https_names(const config_t *cfg, const proc_t *p, const char *host)
 {
-    if (tls_store_covers(cfg->tls, host, strlen(host)))
+    if (tls_store_covers(p->tls, host, strlen(host)))
         return 1;
     if (!cfg->acme.email)
         return 0;
@@ -40,7 +40,7 @@ static int https_names(const config_t *cfg, const char *host)
    HTTPS's, HTTPS answers for host, and neither "host:HTTPSPORT" nor "host"
    exists: vhost_open would serve its HTTPS requests from default/ or the
    root.  Say so: 1, else 0. */
-static int port_only(const config_t *cfg, int fd, const char *e)
+static int port_only(const config_t *cfg, const proc_t *p, int fd, const char *e)
 {
     const char *colon = strrchr(e, ':');
     char host[256], other[300];
@@ -55,7 +55,7 @@ static int port_only(const config_t *cfg, int fd, const char *e)
         snprintf(other, sizeof other, "%s:%d", host, cfg->tls_port);
     else /* -e 0: the port is the kernel's choice, bound after this */
         snprintf(other, sizeof other, "%s:PORT", host);
-    if (!https_names(cfg, host) || is_dir(fd, host) || is_dir(fd, other))
+    if (!https_names(cfg, p, host) || is_dir(fd, host) || is_dir(fd, other))
         return 0;
     char url[300];
     snprintf(url, sizeof url, "https://%s%s%s/", host, cfg->tls_port == 443 ? "" : ":",
@@ -73,9 +73,9 @@ static int port_only(const config_t *cfg, int fd, const char *e)
 }
 
 /* Every host directory that serves another port than HTTPS's. */
-static int https_ports(const config_t *cfg)
+static int https_ports(const config_t *cfg, const proc_t *p)
 {
-    if (!cfg->tls || !cfg->vhosts)
+    if (!p->tls || !cfg->vhosts)
         return 0;
     DIR *d = opendir(cfg->root ? cfg->root : ".");
     if (!d)
@@ -84,7 +84,7 @@ static int https_ports(const config_t *cfg)
     int said = 0;
     while ((e = readdir(d)))
         if (e->d_name[0] != '.')
-            said += port_only(cfg, dirfd(d), e->d_name);
+            said += port_only(cfg, p, dirfd(d), e->d_name);
     closedir(d);
     return said;
 }
@@ -230,7 +230,7 @@ static void cgi_interpreters(const config_t *cfg, jail_t *j)
 }
 
 /* -c as root: the chroot said, then what will not be found inside it. */
-static int chroot_paths(const config_t *cfg)
+static int chroot_paths(const config_t *cfg, const proc_t *p)
 {
     if (!cfg->root || geteuid() != 0)
         return 0;
@@ -244,12 +244,12 @@ static int chroot_paths(const config_t *cfg)
             "systemctl reload) is refused; to serve it without a chroot, start gatling in it "
             "without -c (gatling.8, SECURITY)\n",
             cfg->root);
-    proxy_sockets(cfg, socket_inside, &j);
+    proxy_sockets(cfg, p->pool_dirfd, socket_inside, &j);
     cgi_interpreters(cfg, &j);
     return j.said;
 }
 
-int advise(const config_t *cfg)
+int advise(const config_t *cfg, const proc_t *p)
 {
-    return https_ports(cfg) + chroot_paths(cfg);
+    return https_ports(cfg, p) + chroot_paths(cfg, p);
 }

@@ -11,9 +11,11 @@
 #define GATLING_ADVISE_H
 
 #include "site/config.h"
+#include "site/proc.h"
 
 /*
- * Say, for cfg (its certificates loaded: cfg->tls):
+ * Say, for cfg and what the start made of it, p (its certificates loaded:
+ * p->tls; the file: pools' directories open):
  *  - a name HTTPS answers for (a certificate's, or --acme's) whose virtual
  *    host directory exists only for another port ("a.example:80"): its
  *    HTTPS requests would be served from default/ or the document root;
@@ -24,6 +26,6 @@
  *    inside it (the document root walked as check.h bounds it, only then).
  * Returns how many warnings were said (the chroot's note is not one).
  */
-int advise(const config_t *cfg);
+int advise(const config_t *cfg, const proc_t *p);
 
 #endif

@@ -92,31 +92,31 @@ int cluster_options_done(config_t *cfg)
     return -1;
 }
 
-int cluster_launch(config_t *cfg)
+int cluster_launch(const config_t *cfg, proc_t *pr)
 {
     int p[2];
     char err[600];
-    cfg->cluster_purge_fd = -1;
+    pr->cluster_purge_fd = -1;
     if (!cfg->cluster_etcd)
         return 0;
-    if (!(cfg->cluster = cluster_view_new()) || pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0) {
+    if (!(pr->cluster = cluster_view_new()) || pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0) {
         fprintf(stderr, "gatling: --cluster: %s failed: %s\n",
-                cfg->cluster ? "pipe2()" : "mmap()", strerror(errno));
-        cluster_view_free(cfg->cluster);
-        cfg->cluster = NULL;
+                pr->cluster ? "pipe2()" : "mmap()", strerror(errno));
+        cluster_view_free(pr->cluster);
+        pr->cluster = NULL;
         return -1;
     }
-    pid_t pid = acme_cluster_start(cfg, cfg->cluster, p[0], err, sizeof err);
+    pid_t pid = acme_cluster_start(cfg, pr, pr->cluster, p[0], err, sizeof err);
     close(p[0]);
     if (pid < 0) {
         fprintf(stderr, "gatling: --cluster: the side process did not start: %s\n", err);
         close(p[1]);
-        cluster_view_free(cfg->cluster);
-        cfg->cluster = NULL;
+        cluster_view_free(pr->cluster);
+        pr->cluster = NULL;
         return -1;
     }
-    cfg->cluster_purge_fd = p[1];
-    cfg->cluster_pid = (int)pid;
+    pr->cluster_purge_fd = p[1];
+    pr->cluster_pid = (int)pid;
     fprintf(stderr, "gatling: --cluster: etcd %s, keys under /gatling/%s/\n", cfg->cluster_etcd,
             cfg->cluster_name);
     if (etcd_check(cfg->cluster_etcd, err, sizeof err) > 0)
@@ -126,12 +126,12 @@ int cluster_launch(config_t *cfg)
     return 0;
 }
 
-void cluster_end(config_t *cfg)
+void cluster_end(proc_t *pr)
 {
-    pid_t pid = (pid_t)cfg->cluster_pid;
+    pid_t pid = (pid_t)pr->cluster_pid;
     if (pid <= 0)
         return;
-    cfg->cluster_pid = 0;
+    pr->cluster_pid = 0;
     kill(pid, SIGTERM);
     for (int i = 0; i < 300; i++) { /* 3 s: a round's etcd timeouts */
         if (waitpid(pid, NULL, WNOHANG) != 0)

@@ -8,6 +8,7 @@
 #define GATLING_CLUSTER_SETUP_H
 
 #include "site/config.h"
+#include "site/proc.h"
 #include "site/optdef.h"
 
 #define CLUSTER_NAME_DEFAULT "gatling"
@@ -20,11 +21,11 @@ extern const optdef_t cluster_opts[];
 int cluster_options_done(config_t *cfg);
 
 /* After the certificates, before a chroot, -u and -W: the shared page, the
-   pipe and the side process.  0 (also without --cluster), or -1 after
-   saying why on stderr. */
-int cluster_launch(config_t *cfg);
+   pipe and the side process, into p.  0 (also without --cluster), or -1
+   after saying why on stderr. */
+int cluster_launch(const config_t *cfg, proc_t *p);
 
 /* The server is ending: so does the side process. */
-void cluster_end(config_t *cfg);
+void cluster_end(proc_t *p);
 
 #endif

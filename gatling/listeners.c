@@ -155,17 +155,18 @@ static int udp_port_free(int fd)
 
 /* The HTTPS listener; on a port the kernel picks (-e 0) one whose number is
    free in UDP too when HTTP/3 is wanted (8 tries; then HTTP/3's bind says). */
-static int listen_https(const config_t *cfg, int reuseport, int backlog)
+static int listen_https(const config_t *cfg, const proc_t *p, int reuseport, int backlog)
 {
     const char *addr = cfg->tls_addr ? cfg->tls_addr : cfg->addr;
-    int tries = !cfg->tls_port && server_h3_wanted(cfg) ? 8 : 1, fd;
+    int tries = !cfg->tls_port && server_h3_wanted(cfg, p) ? 8 : 1, fd;
     while ((fd = listen_on(addr, cfg->tls_port, reuseport, backlog, !cfg->tls_port_given)) >= 0 &&
            --tries > 0 && !udp_port_free(fd))
         close(fd);
     return fd;
 }
 
-static int listen_http(config_t *cfg, listener_t *lst, int *n, int reuseport, int backlog)
+static int listen_http(config_t *cfg, proc_t *p, listener_t *lst, int *n, int reuseport,
+                       int backlog)
 {
     int fd = listen_on(cfg->addr, cfg->port, reuseport, backlog, 0);
     if (fd < 0)
@@ -173,10 +174,10 @@ static int listen_http(config_t *cfg, listener_t *lst, int *n, int reuseport, in
     defer_accept(cfg, fd, 0);
     lst[0] = (listener_t){.fd = fd};
     *n = 1;
-    if (!cfg->tls || cfg->tls_skipped)
+    if (!p->tls || p->tls_skipped)
         return 0;
     /* HTTPS beside it: a busy default port is a note, a busy -e port an error */
-    if ((fd = listen_https(cfg, reuseport, backlog)) < 0) {
+    if ((fd = listen_https(cfg, p, reuseport, backlog)) < 0) {
         if (cfg->tls_port_given || fd == -2) {
             close(lst[0].fd);
             return -1;
@@ -185,7 +186,7 @@ static int listen_http(config_t *cfg, listener_t *lst, int *n, int reuseport, in
                 "gatling: HTTPS port %d: %s: serving HTTP only (-e insists, -E is "
                 "quiet)\n",
                 cfg->tls_port, strerror(errno));
-        cfg->tls_skipped = 1;
+        p->tls_skipped = 1;
         return 0;
     }
     defer_accept(cfg, fd, 0);
@@ -198,9 +199,10 @@ static int listen_http(config_t *cfg, listener_t *lst, int *n, int reuseport, in
 
 /* -f: FTP beside HTTP (and HTTPS), on -i's address.  The server speaks
    first on FTP, so no TCP_DEFER_ACCEPT there. */
-int server_listen(config_t *cfg, listener_t *lst, int *n, int reuseport, int backlog)
+int server_listen(config_t *cfg, proc_t *p, listener_t *lst, int *n, int reuseport,
+                  int backlog)
 {
-    if (listen_http(cfg, lst, n, reuseport, backlog) < 0)
+    if (listen_http(cfg, p, lst, n, reuseport, backlog) < 0)
         return -1;
     if (cfg->ftp_port < 0)
         return 0;
@@ -217,12 +219,12 @@ int server_listen(config_t *cfg, listener_t *lst, int *n, int reuseport, int bac
     return 0;
 }
 
-void server_adopt(const config_t *cfg, const int *fds, int n, listener_t *lst)
+void server_adopt(const config_t *cfg, const proc_t *p, const int *fds, int n, listener_t *lst)
 {
     for (int i = 0; i < n; i++) {
         listener_options(fds[i]);
         lst[i] = (listener_t){.fd = fds[i]};
-        int kind = server_passed_kind(cfg, fds[i], server_port(&lst[i]));
+        int kind = server_passed_kind(cfg, p, fds[i], server_port(&lst[i]));
         lst[i].ftp = kind == HANDOVER_FTP;
         if (!lst[i].ftp)
             defer_accept(cfg, fds[i], 1);
@@ -230,9 +232,9 @@ void server_adopt(const config_t *cfg, const int *fds, int n, listener_t *lst)
     }
 }
 
-int server_passed_kind(const config_t *cfg, int fd, int port)
+int server_passed_kind(const config_t *cfg, const proc_t *p, int fd, int port)
 {
-    int named = handover_role(fd), https = cfg->tls && !cfg->tls_off;
+    int named = handover_role(fd), https = p->tls && !cfg->tls_off;
     if (cfg->ftp_port >= 0 && (named ? named == HANDOVER_FTP : port == cfg->ftp_port))
         return HANDOVER_FTP;
     if (https && (named ? named == HANDOVER_HTTPS : port == cfg->tls_port))
@@ -252,14 +254,14 @@ void server_passed_ports(config_t *cfg, const int *fds, int n)
     }
 }
 
-int server_drop_privileges(const config_t *cfg)
+int server_drop_privileges(const config_t *cfg, const proc_t *p)
 {
-    if (cfg->uid < 0)
+    if (p->uid < 0)
         return 0;
-    if (getuid() == (uid_t)cfg->uid && geteuid() == (uid_t)cfg->uid &&
-        getgid() == (gid_t)cfg->gid && getegid() == (gid_t)cfg->gid)
+    if (getuid() == (uid_t)p->uid && geteuid() == (uid_t)p->uid &&
+        getgid() == (gid_t)p->gid && getegid() == (gid_t)p->gid)
         return 0;
-    if (setgroups(0, NULL) < 0 || setgid((gid_t)cfg->gid) < 0 || setuid((uid_t)cfg->uid) < 0) {
+    if (setgroups(0, NULL) < 0 || setgid((gid_t)p->gid) < 0 || setuid((uid_t)p->uid) < 0) {
         fprintf(stderr, "gatling: cannot become user %s: %s\n", cfg->user, strerror(errno));
         return -1;
     }
@@ -280,7 +282,7 @@ int server_port(const listener_t *lst)
     return ntohs(sa.sa.sa_family == AF_INET6 ? sa.in6.sin6_port : sa.in4.sin_port);
 }
 
-int server_h3_wanted(const config_t *cfg)
+int server_h3_wanted(const config_t *cfg, const proc_t *p)
 {
-    return H3_BUILT && !cfg->h3_off && cfg->tls && !cfg->tls_skipped;
+    return H3_BUILT && !cfg->h3_off && p->tls && !p->tls_skipped;
 }

@@ -7,6 +7,7 @@
 #define GATLING_LISTENERS_H
 
 #include "site/config.h"
+#include "site/proc.h"
 #include "site/watch.h"
 
 /* Every loop cookie is a watch (site/watch.h): the loop calls its on(). */
@@ -25,13 +26,14 @@ typedef struct listener {
 
 /*
  * Open the listening sockets the configuration asks for: -i's address, or
- * [::] (dual-stack) falling back to 0.0.0.0; with certificates (cfg->tls)
+ * [::] (dual-stack) falling back to 0.0.0.0; with certificates (p->tls)
  * also the HTTPS port (-e; -e 0 fills in the port the kernel chose, a busy
- * default port sets cfg->tls_skipped).  reuseport sets SO_REUSEPORT so
+ * default port sets p->tls_skipped).  reuseport sets SO_REUSEPORT so
  * that worker processes can each open their own.  On success fills lst/n and
  * returns 0; on failure prints why to stderr and returns -1.
  */
-int server_listen(config_t *cfg, listener_t *lst, int *n, int reuseport, int backlog);
+int server_listen(config_t *cfg, proc_t *p, listener_t *lst, int *n, int reuseport,
+                  int backlog);
 
 /* The backlog asked for: the kernel clamps it to net.core.somaxconn (4096 on
    Debian 12), so the admin's sysctl decides, not a number compiled in here;
@@ -43,7 +45,7 @@ int server_listen(config_t *cfg, listener_t *lst, int *n, int reuseport, int bac
  * Listeners handed over (handover.h) instead of opened: fills lst from fds,
  * with the send-queue limit that server_listen sets.
  */
-void server_adopt(const config_t *cfg, const int *fds, int n, listener_t *lst);
+void server_adopt(const config_t *cfg, const proc_t *p, const int *fds, int n, listener_t *lst);
 
 /*
  * What passed listener fd on port serves (HANDOVER_HTTP, _HTTPS or _FTP):
@@ -51,18 +53,18 @@ void server_adopt(const config_t *cfg, const int *fds, int n, listener_t *lst);
  * if HTTPS is on, -f's).  A socket named https while HTTPS is off, or ftp
  * without -f, is plain HTTP, as such a port is without names.
  */
-int server_passed_kind(const config_t *cfg, int fd, int port);
+int server_passed_kind(const config_t *cfg, const proc_t *p, int fd, int port);
 
 /* -e 0, -f 0 in a binary upgrade: the ports the old process's kernel chose,
    from the passed listeners' names, into cfg (nothing else changes). */
 void server_passed_ports(config_t *cfg, const int *fds, int n);
 
 /*
- * -u: become cfg->uid/gid (supplementary groups dropped).  0, or -1 after
+ * -u: become p->uid/gid (supplementary groups dropped).  0, or -1 after
  * printing why.  A no-op without -u, or when we are that user already (a
  * binary upgrade started by a process that dropped its privileges).
  */
-int server_drop_privileges(const config_t *cfg);
+int server_drop_privileges(const config_t *cfg, const proc_t *p);
 
 /* The port the first listener is bound to (useful with -p 0). */
 int server_port(const listener_t *lst);
@@ -72,6 +74,6 @@ int server_port(const listener_t *lst);
 int server_deferred(int fd);
 
 /* Whether HTTP/3 is to be served: built in, no -3, HTTPS up. */
-int server_h3_wanted(const config_t *cfg);
+int server_h3_wanted(const config_t *cfg, const proc_t *p);
 
 #endif

@@ -11,8 +11,10 @@
 #include "cluster_setup.h"
 #include "site/config.h"
 #include "site/elog.h"
+#include "site/proc.h"
 #include "site/privfs.h"
 #include "site/spawn.h"
+#include "handlers/proxy.h"
 #include "handover.h"
 #include "reload.h"
 #include "gio.h"
@@ -34,24 +36,23 @@
 /* --cgi-user: looked up now, as -u; only root can become it, and CGI as root
    (or as the server itself) would defeat its purpose.  And -W with CGI:
    /proc for the workers' spawners, opened before the chroot (site/spawn.h). */
-static int cgi_user(config_t *cfg)
+static int cgi_user(const config_t *cfg, proc_t *p)
 {
-    cfg->cgi_uid = cfg->cgi_gid = -1;
     if (cfg->workers > 1 && (cfg->ncgi_regex || cfg->cgi_exec)) /* before -W's chroot */
-        cfg->proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        p->proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (!cfg->cgi_user)
         return 0;
     struct passwd *pw = getpwnam(cfg->cgi_user);
     const char *why = !pw                     ? "no such user"
                       : pw->pw_uid == 0       ? "is root"
-                      : (int)pw->pw_uid == cfg->uid ? "is -u's user: CGI could signal the server"
+                      : (int)pw->pw_uid == p->uid ? "is -u's user: CGI could signal the server"
                       : geteuid() != 0        ? "only root can start CGI as another user"
                                               : NULL;
     if (why) {
         fprintf(stderr, "gatling: --cgi-user %s: %s\n", cfg->cgi_user, why);
         return -1;
     }
-    cfg->cgi_uid = (int)pw->pw_uid, cfg->cgi_gid = (int)pw->pw_gid;
+    p->cgi_uid = (int)pw->pw_uid, p->cgi_gid = (int)pw->pw_gid;
     return 0;
 }
 
@@ -59,66 +60,63 @@ static int cgi_user(config_t *cfg)
    logs by site/privfs.h's rules (as that user where their directory is not
    root's alone).  -W's supervisor keeps the error log's directory: it stays
    root, and reopens through it, never by name in a chroot. */
-static int prepare(config_t *cfg)
+static int prepare(const config_t *cfg, proc_t *p)
 {
     char why[512];
     /* before any fork: no process of ours (CGI included) reads our memory or
        traces us (keys, other clients' credentials); server_drop_privileges
        sets it again after -u */
     gio_proc_private();
-    cfg->uid = cfg->gid = -1;
-    cfg->error_dir = -1;
     if (cfg->user) {
         struct passwd *pw = getpwnam(cfg->user);
         if (!pw) {
             fprintf(stderr, "gatling: -u %s: no such user\n", cfg->user);
             return -1;
         }
-        cfg->uid = (int)pw->pw_uid, cfg->gid = (int)pw->pw_gid;
+        p->uid = (int)pw->pw_uid, p->gid = (int)pw->pw_gid;
     }
-    cfg->log_fd = cfg->access_log ? STDOUT_FILENO : -1;
+    p->log_fd = cfg->access_log ? STDOUT_FILENO : -1;
     if (cfg->access_log && cfg->log_file &&
-        (cfg->log_fd = pfs_open_log(cfg->log_file, -1, cfg->uid, cfg->gid, NULL, why,
-                                    sizeof why)) < 0) {
+        (p->log_fd = pfs_open_log(cfg->log_file, -1, p->uid, p->gid, NULL, why,
+                                  sizeof why)) < 0) {
         fprintf(stderr, "gatling: -l %s: the access log cannot be opened: %s\n", cfg->log_file,
                 why);
         return -1;
     }
-    if ((cfg->error_fd = elog_open(cfg->error_log, cfg->uid, cfg->gid,
-                                   cfg->workers > 1 ? &cfg->error_dir : NULL, why, sizeof why)) <
-        0) {
+    if ((p->error_fd = elog_open(cfg->error_log, p->uid, p->gid,
+                                 cfg->workers > 1 ? &p->error_dir : NULL, why, sizeof why)) < 0) {
         fprintf(stderr, "gatling: -q %s: the error log cannot be opened: %s\n", cfg->error_log,
                 why);
         return -1;
     }
-    return cgi_user(cfg);
+    return cgi_user(cfg, p);
 }
 
 /* Who reads the certificates at start: -u's user where it owns them (--acme's
    STATE/live) or others than root may write the directory (links and FIFOs
    it planted are then followed as that user, not as root); -1: root; -2:
    refused, said (a link on the way that site/privfs.h's walk does not follow). */
-static int cert_reader(const config_t *cfg)
+static int cert_reader(const config_t *cfg, const proc_t *p)
 {
     int fd;
     pfs_dir_t d = {0};
     char why[PATH_MAX + 160];
     if (!cfg->tls_dir || geteuid() != 0)
         return -1;
-    if (cfg->tls_dir_acme && cfg->uid >= 0)
-        return cfg->uid;
-    if ((fd = pfs_walk_dir(cfg->tls_dir, 0, cfg->uid, cfg->gid, &d, why, sizeof why)) >= 0)
+    if (cfg->tls_dir_acme && p->uid >= 0)
+        return p->uid;
+    if ((fd = pfs_walk_dir(cfg->tls_dir, 0, p->uid, p->gid, &d, why, sizeof why)) >= 0)
         close(fd);
     else if (errno == ELOOP) {
         fprintf(stderr, "gatling: -C %s: %s\n", cfg->tls_dir, *why ? why : strerror(errno));
         return -2;
     }
-    return fd >= 0 && !d.trusted && cfg->uid >= 0 ? cfg->uid : -1;
+    return fd >= 0 && !d.trusted && p->uid >= 0 ? p->uid : -1;
 }
 
 /* HTTPS: the certificates, read while the files are still visible and
    readable (before a chroot and -u). */
-static int load_certificates(config_t *cfg)
+static int load_certificates(const config_t *cfg, proc_t *p)
 {
     if (cfg->tls_off)
         return 0;
@@ -126,27 +124,27 @@ static int load_certificates(config_t *cfg)
     const char *docroot = realpath(cfg->root ? cfg->root : ".", real);
     int missing;
     pfs_ids_t ids;
-    int reader = cert_reader(cfg);
+    int reader = cert_reader(cfg, p);
     if (reader == -2)
         return -1;
-    if (pfs_become(&ids, reader, cfg->gid) < 0) {
+    if (pfs_become(&ids, reader, p->gid) < 0) {
         fprintf(stderr, "gatling: -C %s: cannot become -u's user: %s\n", cfg->tls_dir,
                 strerror(errno));
         return -1;
     }
-    cfg->tls = tls_store_load(cfg->tls_dir, cfg, docroot, &missing);
+    p->tls = tls_store_load(cfg->tls_dir, cfg, p, docroot, &missing);
     pfs_unbecome(&ids);
-    int n = tls_store_count(cfg->tls);
-    if (cfg->tls && !n) /* the port is bound now all the same: before a chroot and -u */
+    int n = tls_store_count(p->tls);
+    if (p->tls && !n) /* the port is bound now all the same: before a chroot and -u */
         fprintf(stderr,
                 "gatling: HTTPS: no certificate in %s yet: handshakes are refused%s until one "
                 "appears (looked for every %d s and on SIGUSR1)\n",
-                cfg->tls_dir, cfg->acme_chal ? ", but for ACME's TLS-ALPN-01 challenges," : "",
-                tls_store_check_period(cfg->tls));
-    else if (cfg->tls)
+                cfg->tls_dir, p->acme_chal ? ", but for ACME's TLS-ALPN-01 challenges," : "",
+                tls_store_check_period(p->tls));
+    else if (p->tls)
         fprintf(stderr, "gatling: HTTPS with %d certificate%s from %s\n", n, n == 1 ? "" : "s",
                 cfg->tls_dir ? cfg->tls_dir : "server.pem");
-    if (cfg->tls)
+    if (p->tls)
         return 0;
     if (!missing)
         return -1;
@@ -160,9 +158,9 @@ static int load_certificates(config_t *cfg)
 
 /* A socket passed on the HTTPS port without certificates would serve plain
    HTTP where clients expect TLS: refuse. */
-static int check_passed_https(const config_t *cfg, const int *fds, int n)
+static int check_passed_https(const config_t *cfg, const proc_t *p, const int *fds, int n)
 {
-    for (int i = 0; i < n && !cfg->tls; i++) {
+    for (int i = 0; i < n && !p->tls; i++) {
         listener_t l = {.fd = fds[i]};
         if (server_port(&l) == cfg->tls_port) {
             fprintf(stderr,
@@ -178,11 +176,11 @@ static int check_passed_https(const config_t *cfg, const int *fds, int n)
 /* -c's directory, as root walked by site/privfs.h's rule (a link of another
    user's on the way is not followed: root chroots there): a descriptor, or
    -1 after saying why. */
-static int open_root(const config_t *cfg)
+static int open_root(const config_t *cfg, const proc_t *p)
 {
     const char *root = cfg->root ? cfg->root : ".";
     char why[PATH_MAX + 160] = "";
-    int fd = geteuid() == 0 ? pfs_walk_dir(root, 0, cfg->uid, cfg->gid, NULL, why, sizeof why)
+    int fd = geteuid() == 0 ? pfs_walk_dir(root, 0, p->uid, p->gid, NULL, why, sizeof why)
                             : open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0 || fchdir(fd) < 0) {
         fprintf(stderr, "gatling: -c %s: %s\n", root, *why ? why : strerror(errno));
@@ -194,12 +192,12 @@ static int open_root(const config_t *cfg)
 }
 
 /* -c: change into the document root; as root, also chroot there. */
-static int enter_root(const config_t *cfg)
+static int enter_root(const config_t *cfg, const proc_t *p)
 {
     int fd;
     if (!cfg->root)
         return 0;
-    if ((fd = open_root(cfg)) < 0)
+    if ((fd = open_root(cfg, p)) < 0)
         return -1;
     close(fd);
     if (geteuid() == 0) {
@@ -213,20 +211,20 @@ static int enter_root(const config_t *cfg)
 }
 
 /* The CGI spawner confines itself as main() does below: -c, then -u. */
-static int confine(const config_t *cfg)
+static int confine(const config_t *cfg, const proc_t *p)
 {
-    return enter_root(cfg) < 0 || server_drop_privileges(cfg) < 0 ? -1 : 0;
+    return enter_root(cfg, p) < 0 || server_drop_privileges(cfg, p) < 0 ? -1 : 0;
 }
 
 /* -w, -z: the CGI spawner, started before the chroot and -u (site/spawn.h). */
-static int start_spawner(config_t *cfg)
+static int start_spawner(const config_t *cfg, proc_t *p)
 {
     pid_t pid;
     if (!cfg->ncgi_regex && !cfg->cgi_exec)
         return 0;
-    if (spawn_start(cfg, confine, &cfg->spawn_fd, &pid) < 0)
+    if (spawn_start(cfg, p, confine, &p->spawn_fd, &pid) < 0)
         return -1;
-    cfg->spawn_pid = (int)pid;
+    p->spawn_pid = (int)pid;
     return 0;
 }
 
@@ -239,43 +237,53 @@ static void mime_failed(const config_t *cfg, int e)
 }
 
 /* --check, -c: the document root is a directory gatling can enter. */
-static int check_root(const config_t *cfg)
+static int check_root(const config_t *cfg, const proc_t *p)
 {
-    int fd = open_root(cfg);
+    int fd = open_root(cfg, p);
     if (fd < 0)
         return -1;
     close(fd);
     return 0;
 }
 
+/* --pool's file: lists, read again when they change: their directories,
+   opened before a chroot; --proxy-ca's CAs, read as root.  0, or -1 after
+   saying why (quiet: not, the options' check said it). */
+static int open_pools(const config_t *cfg, proc_t *p, int quiet)
+{
+    return cfg->npools || cfg->proxy_ca ? proxy_open(cfg, p, quiet) : 0;
+}
+
 /*
  * --check: the start-up's own steps as far as the listeners (the MIME
  * types, the logs and -u, --acme's state, the certificates, the document
- * root), each problem said on stderr; nothing is bound, nothing served.
- * failed: the options had problems already.  Returns 0 or 2.
+ * root), each problem said on stderr, what they make into p; nothing is
+ * bound, nothing served.  failed: the options had problems already.
+ * Returns 0 or 2.
  */
-static int check_run(config_t *cfg, int failed)
+static int check_run(config_t *cfg, proc_t *p, int failed)
 {
     mime_table_t *mime = mime_load(cfg->mime_file);
     if (!mime)
         mime_failed(cfg, errno);
     failed |= !mime;
     mime_free(mime);
-    if (prepare(cfg) < 0)
+    open_pools(cfg, p, 1); /* for advise; what fails there the options' check said */
+    if (prepare(cfg, p) < 0)
         failed = 1;
     else {
-        if (cfg->log_fd > STDERR_FILENO)
-            close(cfg->log_fd);
-        if (cfg->error_fd > STDERR_FILENO)
-            close(cfg->error_fd);
+        if (p->log_fd > STDERR_FILENO)
+            close(p->log_fd);
+        if (p->error_fd > STDERR_FILENO)
+            close(p->error_fd);
     }
-    if (acme_prepare(cfg) < 0 || load_certificates(cfg) < 0)
+    if (acme_prepare(cfg, p) < 0 || load_certificates(cfg, p) < 0)
         failed = 1;
-    advise(cfg); /* the start's own warnings (advise.h) */
-    acme_end(cfg); /* its challenges' directory: no client was started */
-    tls_store_free(cfg->tls);
-    cfg->tls = NULL;
-    if (check_root(cfg) < 0 || check_dictionaries() < 0)
+    advise(cfg, p); /* the start's own warnings (advise.h) */
+    acme_end(cfg, p); /* its challenges' directory: no client was started */
+    tls_store_free(p->tls);
+    p->tls = NULL;
+    if (check_root(cfg, p) < 0 || check_dictionaries() < 0)
         failed = 1;
     fprintf(stderr, failed ? "gatling: --check: the configuration has the problems above\n"
                            : "gatling: --check: the configuration is good\n");
@@ -295,12 +303,12 @@ static void say_listening(const config_t *cfg, const listener_t *lst, int n, int
                 passed ? " (-i and -p ignored)" : "");
 }
 
-/* The options, and --check's run: -1 to start, or an exit code. */
-static int configure(int argc, char **argv, config_t *cfg, conf_args_t *ca)
+/* The options, and --check's run (into p): -1 to start, or an exit code. */
+static int configure(int argc, char **argv, config_t *cfg, proc_t *p, conf_args_t *ca)
 {
     int rc = options_parse(argc, argv, cfg, ca);
     if (cfg->check && (rc < 0 || rc == 2))
-        rc = check_run(cfg, rc == 2);
+        rc = check_run(cfg, p, rc == 2);
     if (rc >= 0)
         conf_free(ca);
     return rc;
@@ -311,13 +319,13 @@ static int configure(int argc, char **argv, config_t *cfg, conf_args_t *ca)
    reads the side process's page), before a chroot, -u and -W: the processes
    that talk to the network never hold the served keys and the ticket
    secret, which are loaded after the forks.  0, or -1 with all of it ended. */
-static int start_sides(config_t *cfg, const int *fds, int n)
+static int start_sides(config_t *cfg, proc_t *p, const int *fds, int n)
 {
-    if (acme_prepare(cfg) < 0 || cluster_launch(cfg) < 0 || acme_launch(cfg) < 0 ||
-        load_certificates(cfg) < 0 || check_passed_https(cfg, fds, n) < 0) {
-        acme_end(cfg);
-        cluster_end(cfg);
-        tls_store_free(cfg->tls);
+    if (acme_prepare(cfg, p) < 0 || cluster_launch(cfg, p) < 0 || acme_launch(cfg, p) < 0 ||
+        load_certificates(cfg, p) < 0 || check_passed_https(cfg, p, fds, n) < 0) {
+        acme_end(cfg, p);
+        cluster_end(p);
+        tls_store_free(p->tls);
         return -1;
     }
     return 0;
@@ -340,7 +348,8 @@ void __wrap__exit(int status)
 /* What main() has made, for its one cleanup (finish): each part released
    only once it is there. */
 typedef struct run {
-    config_t cfg;
+    config_t cfg;        /* what the options say */
+    proc_t proc;         /* what the start made of them (site/proc.h) */
     conf_args_t ca;      /* the options file's words, which cfg points into */
     mime_table_t *mime;
     quic_group_t qg;     /* HTTP/3's sockets, if an old binary passed them */
@@ -358,15 +367,15 @@ static int finish(run_t *r, int rc)
 {
     quic_free(r->quic);
     if (r->reap_cluster)
-        cluster_end(&r->cfg);
+        cluster_end(&r->proc);
     if (r->sides)
-        acme_end(&r->cfg);
+        acme_end(&r->cfg, &r->proc);
     if (r->served)
         server_free(&r->s);
     if (r->qg_close)
         quic_group_close(&r->qg);
     if (r->sides)
-        tls_store_free(r->cfg.tls);
+        tls_store_free(r->proc.tls);
     mime_free(r->mime);
     conf_free(&r->ca);
     return rc;
@@ -377,15 +386,16 @@ static int finish(run_t *r, int rc)
 static int serve(run_t *r, int *fds, int n)
 {
     config_t *cfg = &r->cfg;
+    proc_t *p = &r->proc;
     listener_t lst[SERVER_MAX_LISTENERS];
     int passed = n > 0;
     if (passed)
-        server_adopt(cfg, fds, n, lst);
+        server_adopt(cfg, p, fds, n, lst);
     r->qg_close = 1;
-    if ((!passed && server_listen(cfg, lst, &n, 0, SERVER_BACKLOG) < 0) ||
-        (r->quic = server_quic_open(cfg, lst, n, &r->qg, 0), start_spawner(cfg) < 0) ||
-        enter_root(cfg) < 0 || server_drop_privileges(cfg) < 0 ||
-        server_init(&r->s, cfg, r->mime, lst, n) < 0 || server_quic_start(&r->s, r->quic) < 0)
+    if ((!passed && server_listen(cfg, p, lst, &n, 0, SERVER_BACKLOG) < 0) ||
+        (r->quic = server_quic_open(cfg, p, lst, n, &r->qg, 0), start_spawner(cfg, p) < 0) ||
+        enter_root(cfg, p) < 0 || server_drop_privileges(cfg, p) < 0 ||
+        server_init(&r->s, cfg, p, r->mime, lst, n) < 0 || server_quic_start(&r->s, r->quic) < 0)
         return 1;
     r->quic = NULL; /* the server's now */
     r->served = r->reap_cluster = 1;
@@ -404,6 +414,7 @@ static int serve(run_t *r, int *fds, int n)
 static int start(run_t *r, char **argv)
 {
     config_t *cfg = &r->cfg;
+    proc_t *p = &r->proc;
     handover_init(argv); /* before anything changes the directory */
     int fds[SERVER_MAX_LISTENERS], groups;
     int n = handover_listeners(fds, SERVER_MAX_LISTENERS, &groups);
@@ -413,22 +424,23 @@ static int start(run_t *r, char **argv)
     r->qg.passed = r->qg.nfds > 0;
     r->mime = mime_load(cfg->mime_file); /* before a chroot hides /etc */
     int mime_errno = errno;
-    if (prepare(cfg) < 0)
+    if (open_pools(cfg, p, 0) < 0 || prepare(cfg, p) < 0)
         return 1;
     if (!r->mime) {
         mime_failed(cfg, mime_errno);
         return 1;
     }
     server_catch_usr1_early(); /* the sides' SIGUSR1 must not end this process */
-    if (start_sides(cfg, fds, n) < 0) /* which ends what it started */
+    if (start_sides(cfg, p, fds, n) < 0) /* which ends what it started */
         return 1;
     r->sides = 1;
-    advise(cfg); /* the start's own warnings (advise.h) */
+    advise(cfg, p); /* the start's own warnings (advise.h) */
     if (cfg->workers == 1)
         return serve(r, fds, n);
     handover_capture_end(); /* the workers keep stderr */
     r->reap_cluster = 1;
-    return enter_root(cfg) < 0 ? 1 : worker_supervise(cfg, r->mime, fds, n, groups, &r->qg);
+    return enter_root(cfg, p) < 0 ? 1
+                                  : worker_supervise(cfg, p, r->mime, fds, n, groups, &r->qg);
 }
 
 int main(int argc, char **argv)
@@ -441,7 +453,8 @@ int main(int argc, char **argv)
         return usage_error();
     }
     handover_capture(); /* an upgrade's new process: what it says goes to the old one too */
-    int rc = configure(argc, argv, &r.cfg, &r.ca);
+    proc_init(&r.proc); /* nothing made yet */
+    int rc = configure(argc, argv, &r.cfg, &r.proc, &r.ca);
     if (rc < 0)
         rc = start(&r, argv);
     return finish(&r, rc);

@@ -179,8 +179,6 @@ static void config_defaults(config_t *cfg)
                       .workers = 1,
                       .vhosts = 1,
                       .max_age = -1,
-                      .spawn_fd = -1,
-                      .proc_fd = -1,
                       .gzip = 1,
                       .mem_file_max = 16384,
                       .tls_port = geteuid() == 0 ? 443 : 4433,

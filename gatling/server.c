@@ -149,8 +149,8 @@ static int behind_proxy(const config_t *cfg, const listener_t *l)
 /* Does HTTPS answer (for -X): its port bound, and a certificate loaded? */
 static void https_readiness(server_t *s)
 {
-    const config_t *cfg = s->site.cfg;
-    s->site.https_ready = cfg->tls && !cfg->tls_skipped && tls_store_count(cfg->tls) > 0;
+    const proc_t *p = s->site.proc;
+    s->site.https_ready = p->tls && !p->tls_skipped && tls_store_count(p->tls) > 0;
 }
 
 /* The job pool's descriptor: finished jobs to complete on the loop. */
@@ -164,8 +164,8 @@ static void on_jobs(watch_t *w, unsigned events)
 static void on_listener(watch_t *w, unsigned events);
 static void arm_certificates(server_t *s);
 
-int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const listener_t *lst,
-                int nlst)
+int server_init(server_t *s, const config_t *cfg, const proc_t *p, mime_table_t *mime,
+                const listener_t *lst, int nlst)
 {
     memset(s, 0, sizeof *s);
     s->sigfd[0] = s->sigfd[1] = s->upfd = s->parent_fd = -1;
@@ -174,7 +174,7 @@ int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const list
                 strerror(errno));
         return -1;
     }
-    if (site_init(&s->site, cfg, s->loop, mime) < 0)
+    if (site_init(&s->site, cfg, p, s->loop, mime) < 0)
         return -1;
     watch_init(&s->jobsw, on_jobs);
     if (gio_add(s->loop, jobs_fd(s->site.jobs), &s->jobsw) < 0) {
@@ -195,8 +195,8 @@ int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const list
         fprintf(stderr, "gatling: out of memory\n");
         return -1;
     }
-    if (cfg->peer_board) /* -W: floods remembered across the workers */
-        limits_share(s->site.limits, cfg->peer_board);
+    if (p->peer_board) /* -W: floods remembered across the workers */
+        limits_share(s->site.limits, p->peer_board);
     for (int i = 0; i < nlst; i++) {
         s->lst[i] = lst[i];
         s->lst[i].port = server_port(&lst[i]);
@@ -221,8 +221,8 @@ int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const list
     return 0;
 }
 
-int server_quic_group(const config_t *cfg, const listener_t *lst, int n, quic_group_t *g,
-                      int per)
+int server_quic_group(const config_t *cfg, const proc_t *p, const listener_t *lst, int n,
+                      quic_group_t *g, int per)
 {
     char err[256];
     struct sockaddr_storage ss;
@@ -230,7 +230,7 @@ int server_quic_group(const config_t *cfg, const listener_t *lst, int n, quic_gr
     int i = 0;
     while (i < n && !lst[i].tls)
         i++;
-    if (!server_h3_wanted(cfg) || i == n) {
+    if (!server_h3_wanted(cfg, p) || i == n) {
         quic_group_close(g); /* handed over for nothing */
         return -1;
     }
@@ -249,20 +249,20 @@ int server_quic_group(const config_t *cfg, const listener_t *lst, int n, quic_gr
     return -1;
 }
 
-quic_ep_t *server_quic_open(const config_t *cfg, const listener_t *lst, int n, quic_group_t *g,
-                            int i)
+quic_ep_t *server_quic_open(const config_t *cfg, const proc_t *p, const listener_t *lst, int n,
+                            quic_group_t *g, int i)
 {
     char err[PATH_MAX + 512];
     int index, fd;
-    if (cfg->workers == 1 && !g->per && server_quic_group(cfg, lst, n, g, 1) < 0)
+    if (cfg->workers == 1 && !g->per && server_quic_group(cfg, p, lst, n, g, 1) < 0)
         return NULL;
-    if (!server_h3_wanted(cfg) || !g->nfds)
+    if (!server_h3_wanted(cfg, p) || !g->nfds)
         return NULL;
     if ((fd = quic_group_take(g, i, &index)) < 0) {
         fprintf(stderr, "gatling: HTTP/3: no socket for worker %d: serving HTTPS without it\n", i);
         return NULL;
     }
-    quic_ep_t *q = quic_open(cfg, fd, index, err, sizeof err);
+    quic_ep_t *q = quic_open(cfg, p, fd, index, err, sizeof err);
     if (!q)
         fprintf(stderr, "gatling: HTTP/3: %s: serving HTTPS without it\n", err);
     return q;
@@ -415,7 +415,7 @@ static void reopen_log(server_t *s)
    directory that had none gets its first ones the same way. */
 static void check_certificates(server_t *s, int force)
 {
-    tls_store_t *st = s->site.cfg->tls;
+    tls_store_t *st = s->site.proc->tls;
     char err[PATH_MAX + 512], text[sizeof err + 96];
     if (!st)
         return;
@@ -454,10 +454,10 @@ static void on_certificates(gio_loop_t *l, void *arg)
 
 static void arm_certificates(server_t *s)
 {
-    const config_t *cfg = s->site.cfg;
-    if (!cfg->tls)
+    const proc_t *p = s->site.proc;
+    if (!p->tls)
         return;
-    int64_t every = (int64_t)tls_store_check_period(cfg->tls) * 1000;
+    int64_t every = (int64_t)tls_store_check_period(p->tls) * 1000;
     gio_timer_set(s->loop, &s->certs, gio_now(s->loop) + every, on_certificates, s);
 }
 

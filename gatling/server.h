@@ -51,11 +51,12 @@ typedef struct server {
 
 /*
  * Set up the loop around listeners that are already open, serving the
- * current directory with MIME table mime (borrowed).  Returns 0, or -1 after
+ * current directory with MIME table mime (borrowed, as are cfg and p: what
+ * the process made at start).  Returns 0, or -1 after
  * printing why.  Installs the SIGTERM/SIGINT/SIGHUP handlers.
  */
-int server_init(server_t *s, const config_t *cfg, mime_table_t *mime, const listener_t *lst,
-                int nlst);
+int server_init(server_t *s, const config_t *cfg, const proc_t *p, mime_table_t *mime,
+                const listener_t *lst, int nlst);
 
 /* Before the ACME client and the cluster's side process are forked: a
    SIGUSR1 they send (a certificate installed) is kept, not fatal, until the
@@ -73,8 +74,8 @@ int server_run(server_t *s);
  * or checked if handed over.  0, or -1 after a note on stderr (HTTPS goes on
  * without HTTP/3; g is closed).
  */
-int server_quic_group(const config_t *cfg, const listener_t *lst, int n, quic_group_t *g,
-                      int per);
+int server_quic_group(const config_t *cfg, const proc_t *p, const listener_t *lst, int n,
+                      quic_group_t *g, int per);
 
 /*
  * HTTP/3 beside HTTPS (unless -3, or not built in): worker i's socket of
@@ -83,8 +84,8 @@ int server_quic_group(const config_t *cfg, const listener_t *lst, int n, quic_gr
  * note on stderr, HTTPS goes on without it), then served by s's loop
  * (server_quic_start, after server_init: Alt-Svc from then on).
  */
-quic_ep_t *server_quic_open(const config_t *cfg, const listener_t *lst, int n, quic_group_t *g,
-                            int i);
+quic_ep_t *server_quic_open(const config_t *cfg, const proc_t *p, const listener_t *lst, int n,
+                            quic_group_t *g, int i);
 int server_quic_start(server_t *s, quic_ep_t *q);
 
 /* We serve now: if g was handed over, new QUIC connections come to our bank

@@ -48,6 +48,7 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
 
 typedef struct supervisor {
     config_t cfg; /* with the real port filled in */
+    proc_t proc;  /* what the start made; a worker's copy gets its slot and spawner */
     mime_table_t *mime;
     /* The listening sockets, opened here (one SO_REUSEPORT socket per worker,
        so the kernel spreads connections) or handed over: they stay open here
@@ -77,7 +78,7 @@ static int worker_listeners(const supervisor_t *sv, int i, listener_t *lst)
     for (int g = sv->groups > w ? i : i % sv->groups; g < sv->groups; g += w) {
         if (n + per > SERVER_MAX_LISTENERS)
             return -1;
-        server_adopt(&sv->cfg, sv->fds + g * per, per, lst + n);
+        server_adopt(&sv->cfg, &sv->proc, sv->fds + g * per, per, lst + n);
         n += per;
         if (sv->groups <= w)
             break;
@@ -129,14 +130,14 @@ static void worker_main(supervisor_t *sv, int i, pid_t supervisor)
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    sv->cfg.worker = i; /* its slot in the table of counters */
-    stats_shm_set_pid(sv->cfg.stats_shm, i, (long)getpid()); /* /server-status lists it */
+    sv->proc.worker = i; /* its slot in the table of counters */
+    stats_shm_set_pid(sv->proc.stats_shm, i, (long)getpid()); /* /server-status lists it */
     prctl(PR_SET_NAME, "gatling-worker"); /* --reload refuses it by this name (reload.h) */
     elog_close_dir(&note_log); /* the supervisor's, outside any chroot: not a worker's */
     acme_detach(); /* the ACME keeper's stop pipe is the supervisor's to hold */
     close(sv->life[1]);
     int n = worker_listeners(sv, i, lst);
-    quic_ep_t *quic = n > 0 ? server_quic_open(&sv->cfg, lst, n, &sv->qg, i) : NULL;
+    quic_ep_t *quic = n > 0 ? server_quic_open(&sv->cfg, &sv->proc, lst, n, &sv->qg, i) : NULL;
     quic_group_close(&sv->qg); /* the endpoint has its own descriptor */
     for (int k = 0; k < sv->nfds; k++) { /* the others' sockets are not ours to hold */
         int mine = 0;
@@ -147,16 +148,16 @@ static void worker_main(supervisor_t *sv, int i, pid_t supervisor)
     }
     pid_t spawner; /* -w, -z: each worker its own CGI spawner, before -u */
     int cgi = sv->cfg.ncgi_regex || sv->cfg.cgi_exec;
-    if (n < 0 || (cgi && spawn_start(&sv->cfg, server_drop_privileges, &sv->cfg.spawn_fd,
-                                     &spawner) < 0) ||
-        server_drop_privileges(&sv->cfg) < 0)
+    if (n < 0 || (cgi && spawn_start(&sv->cfg, &sv->proc, server_drop_privileges,
+                                     &sv->proc.spawn_fd, &spawner) < 0) ||
+        server_drop_privileges(&sv->cfg, &sv->proc) < 0)
         _exit(1);
     worker_parent_death(supervisor);
-    sv->cfg.spawn_pid = cgi ? (int)spawner : 0;
-    if (sv->cfg.proc_fd >= 0) /* the spawner's now: the loop keeps nothing outside the chroot */
-        close(sv->cfg.proc_fd), sv->cfg.proc_fd = -1;
-    if (server_init(&s, &sv->cfg, sv->mime, lst, n) < 0 || server_quic_start(&s, quic) < 0 ||
-        server_watch_parent(&s, sv->life[0]) < 0)
+    sv->proc.spawn_pid = cgi ? (int)spawner : 0;
+    if (sv->proc.proc_fd >= 0) /* the spawner's now: the loop keeps nothing outside the chroot */
+        close(sv->proc.proc_fd), sv->proc.proc_fd = -1;
+    if (server_init(&s, &sv->cfg, &sv->proc, sv->mime, lst, n) < 0 ||
+        server_quic_start(&s, quic) < 0 || server_watch_parent(&s, sv->life[0]) < 0)
         _exit(1);
     if (got_term)
         raise(SIGTERM);
@@ -215,7 +216,7 @@ static int reap(supervisor_t *sv, int stopping)
             if (sv->pid[i] != pid)
                 continue;
             sv->pid[i] = 0;
-            stats_shm_retire(sv->cfg.stats_shm, i); /* /metrics' sums never go down */
+            stats_shm_retire(sv->proc.stats_shm, i); /* /metrics' sums never go down */
             if (stopping)
                 break;
             fprintf(stderr, "gatling: worker %d (pid %d) died (%s %d), restarting\n", i, (int)pid,
@@ -238,7 +239,7 @@ static int open_listeners(supervisor_t *sv)
     listener_t l[2];
     int k;
     for (int i = 0; i < sv->cfg.workers; i++) {
-        if (server_listen(&sv->cfg, l, &k, 1, SERVER_BACKLOG) < 0)
+        if (server_listen(&sv->cfg, &sv->proc, l, &k, 1, SERVER_BACKLOG) < 0)
             return -1;
         for (int j = 0; j < k; j++)
             sv->fds[sv->nfds++] = l[j].fd;
@@ -259,7 +260,7 @@ static void announce(const supervisor_t *sv, int passed)
     for (int i = 0; i < sv->nfds / sv->groups; i++) {
         listener_t l = {.fd = sv->fds[i]};
         int port = server_port(&l);
-        int kind = server_passed_kind(cfg, sv->fds[i], port);
+        int kind = server_passed_kind(cfg, &sv->proc, sv->fds[i], port);
         fprintf(stderr, "gatling %s (%s): %d workers listening on %s port %d%s%s\n",
                 GATLING_VERSION, gio_backend_name(), cfg->workers,
                 passed      ? "a passed socket,"
@@ -298,8 +299,9 @@ static int supervisor_listen(supervisor_t *sv, const int *fds, int nfds, int gro
             return 1;
         }
     /* HTTP/3: a socket per worker in each bank, on the HTTPS listener's address */
-    server_adopt(&sv->cfg, sv->fds, sv->nfds / sv->groups, probe);
-    server_quic_group(&sv->cfg, probe, sv->nfds / sv->groups, &sv->qg, sv->cfg.workers);
+    server_adopt(&sv->cfg, &sv->proc, sv->fds, sv->nfds / sv->groups, probe);
+    server_quic_group(&sv->cfg, &sv->proc, probe, sv->nfds / sv->groups, &sv->qg,
+                      sv->cfg.workers);
     return 0;
 }
 
@@ -363,7 +365,8 @@ static void upgrade_start(supervisor_t *sv)
     unsigned char roles[HANDOVER_MAX_FDS];
     for (int i = 0; i < sv->nfds && i < HANDOVER_MAX_FDS; i++) {
         listener_t l = {.fd = sv->fds[i]};
-        roles[i] = (unsigned char)server_passed_kind(&sv->cfg, sv->fds[i], server_port(&l));
+        roles[i] = (unsigned char)server_passed_kind(&sv->cfg, &sv->proc, sv->fds[i],
+                                                     server_port(&l));
     }
     if ((sv->up_fd = handover_upgrade(sv->fds, roles, sv->nfds, sv->groups, &dg, &sv->up_pid,
                                       why, sizeof why)) >= 0)
@@ -413,13 +416,13 @@ static int supervise(supervisor_t *sv, const sigset_t *old)
     }
 }
 
-int worker_supervise(const config_t *cfg, mime_table_t *mime, const int *fds, int nfds, int groups,
-                     quic_group_t *qg)
+int worker_supervise(const config_t *cfg, const proc_t *p, mime_table_t *mime, const int *fds,
+                     int nfds, int groups, quic_group_t *qg)
 {
-    supervisor_t sv = {.cfg = *cfg, .mime = mime, .up_fd = -1, .qg = *qg};
+    supervisor_t sv = {.cfg = *cfg, .proc = *p, .mime = mime, .up_fd = -1, .qg = *qg};
     qg->nfds = 0; /* ours now */
-    elog_init(&note_log, cfg->error_fd, cfg->error_log);
-    elog_keep_dir(&note_log, cfg->error_dir, cfg->uid, cfg->gid);
+    elog_init(&note_log, p->error_fd, cfg->error_log);
+    elog_keep_dir(&note_log, p->error_dir, p->uid, p->gid);
     if (cfg->workers > WORKERS_MAX) {
         fprintf(stderr, "gatling: -W %d: at most %d workers\n", cfg->workers, WORKERS_MAX);
         quic_group_close(&sv.qg);
@@ -433,12 +436,12 @@ int worker_supervise(const config_t *cfg, mime_table_t *mime, const int *fds, in
     if (pipe2(sv.ready, O_CLOEXEC) < 0 || pipe2(sv.life, O_CLOEXEC) < 0)
         return 1;
     /* where the workers publish their counters for /metrics (site/stats.h) */
-    if (!(sv.cfg.stats_shm = stats_shm_new(cfg->workers))) {
+    if (!(sv.proc.stats_shm = stats_shm_new(cfg->workers))) {
         fprintf(stderr, "gatling: mmap() of the workers' counters failed: %s\n", strerror(errno));
         return 1;
     }
     /* where a flood that one worker's defence ended is told to the others */
-    if (!(sv.cfg.peer_board = peer_board_new())) {
+    if (!(sv.proc.peer_board = peer_board_new())) {
         fprintf(stderr, "gatling: mmap() of the workers' offence board failed: %s\n",
                 strerror(errno));
         return 1;
@@ -460,7 +463,7 @@ int worker_supervise(const config_t *cfg, mime_table_t *mime, const int *fds, in
                          keeper and the cluster's side process end by themselves (acme.h) */
         _exit(rc);
     quic_group_close(&sv.qg); /* the workers are gone */
-    stats_shm_free(sv.cfg.stats_shm);
-    peer_board_free(sv.cfg.peer_board);
+    stats_shm_free(sv.proc.stats_shm);
+    peer_board_free(sv.proc.peer_board);
     return rc;
 }

@@ -12,15 +12,17 @@
 #include "quic/quic_steer.h"
 #include "site/config.h"
 #include "site/mime.h"
+#include "site/proc.h"
 
 /*
- * Run the supervisor until the workers have stopped.  Exit code.  fds[0..n)
+ * Run the supervisor until the workers have stopped.  Exit code.  cfg and
+ * p (what the start made of it) are copied.  fds[0..n)
  * are listeners handed over in `groups` groups (handover.h); n == 0: open
  * our own.  qg: HTTP/3's sockets if they were handed over too (taken over,
  * qg->nfds set to 0); else the supervisor opens the group, one socket per
  * worker in each bank, and each worker serves HTTP/3 on its own.
  */
-int worker_supervise(const config_t *cfg, mime_table_t *mime, const int *fds, int n,
-                     int groups, quic_group_t *qg);
+int worker_supervise(const config_t *cfg, const proc_t *p, mime_table_t *mime, const int *fds,
+                     int n, int groups, quic_group_t *qg);
 
 #endif

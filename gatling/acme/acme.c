@@ -58,6 +58,7 @@ typedef struct acme_name {
 
 typedef struct acme_run {
     const config_t *cfg;
+    const proc_t *proc;
     acme_client_t cl;
     elog_t log;
     int tls_fd;
@@ -389,7 +390,7 @@ static void read_schedule(acme_name_t *n, const char *text)
    node holds the lock, else 0 (always 1 without --cluster). */
 static int cluster_turn(acme_run_t *r, int i, time_t now)
 {
-    cluster_view_t *v = r->cfg->cluster;
+    cluster_view_t *v = r->proc->cluster;
     acme_name_t *n = &r->names[i];
     if (!v)
         return 1;
@@ -501,11 +502,11 @@ static int od_name(void *arg, const char *name, int add)
     r->names[r->nnames].name = name;
     r->waiting[r->nnames] = 0;
     read_current(r, &r->names[r->nnames++]);
-    if (r->cfg->cluster) { /* its lock, as the others' */
+    if (r->proc->cluster) { /* its lock, as the others' */
         const char *list[CONFIG_ACME_NAMES];
         for (int i = 0; i < r->nnames; i++)
             list[i] = r->names[i].name;
-        cluster_acme_names(r->cfg->cluster, list, r->nnames);
+        cluster_acme_names(r->proc->cluster, list, r->nnames);
     }
     return 0;
 }
@@ -583,11 +584,11 @@ static int prepare_dirs(const config_t *cfg, int *state_fd, int *tls_fd, char *e
 
 /* -u's ids; then PR_SET_PDEATHSIG again, which the change of ids cleared
    (prctl(2)), and the parent checked again (it may have died before). */
-static int drop_privileges(const config_t *cfg, pid_t parent)
+static int drop_privileges(const proc_t *p, pid_t parent)
 {
-    if (cfg->uid < 0 || geteuid() != 0)
+    if (p->uid < 0 || geteuid() != 0)
         return 0;
-    if (setgroups(0, NULL) < 0 || setgid((gid_t)cfg->gid) < 0 || setuid((uid_t)cfg->uid) < 0)
+    if (setgroups(0, NULL) < 0 || setgid((gid_t)p->gid) < 0 || setuid((uid_t)p->uid) < 0)
         return -1;
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent)
@@ -642,9 +643,9 @@ static int take_lock(acme_run_t *r, int fd)
 /* The child keeps stderr, the error log, --acme-on-demand's socket and (the
    keeper) the server's stop pipe; the listeners and the rest go.  keep: up
    to two descriptors besides the socket, -1 for none. */
-static void close_others(const config_t *cfg, int keep2)
+static void close_others(const config_t *cfg, const proc_t *p, int keep2)
 {
-    int k[3] = {cfg->error_fd, keep2, cfg->acme.ask_url ? cfg->acme.od_fd : -1};
+    int k[3] = {p->error_fd, keep2, cfg->acme.ask_url ? p->acme_od_fd : -1};
     for (int i = 0; i < 3; i++) /* in order */
         for (int j = i + 1; j < 3; j++)
             if (k[j] < k[i]) {
@@ -682,10 +683,11 @@ static void child_signals(void)
     sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
-static void child_main(const config_t *cfg, const char *const *names, int nnames, int http01,
-                       pid_t parent, pid_t notify)
+static void child_main(const config_t *cfg, const proc_t *p, const char *const *names,
+                       int nnames, int http01, pid_t parent, pid_t notify)
 {
-    acme_run_t r = {.cfg = cfg, .notify = notify, .nnames = nnames, .backoff_min = BACKOFF_MIN};
+    acme_run_t r = {.cfg = cfg, .proc = p, .notify = notify, .nnames = nnames,
+                    .backoff_min = BACKOFF_MIN};
     char err[512];
     int state_fd, lock_fd = -1;
     prctl(PR_SET_PDEATHSIG, SIGTERM);
@@ -694,12 +696,12 @@ static void child_main(const config_t *cfg, const char *const *names, int nnames
     prctl(PR_SET_NAME, "acme-client");
     prctl(PR_SET_DUMPABLE, 0); /* its keys: no process of its uid reads them */
     child_signals();
-    close_others(cfg, -1);
-    elog_init(&r.log, cfg->error_fd >= 0 ? cfg->error_fd : 2, cfg->error_log);
+    close_others(cfg, p, -1);
+    elog_init(&r.log, p->error_fd >= 0 ? p->error_fd : 2, cfg->error_log);
     /* --cluster: etcd's TLS files are read before -u */
-    etcd_t *etcd = cfg->cluster ? etcd_new(cfg->cluster_etcd, err, sizeof err) : NULL;
-    if ((cfg->cluster && !etcd) ||
-        (drop_privileges(cfg, parent) < 0 &&
+    etcd_t *etcd = p->cluster ? etcd_new(cfg->cluster_etcd, err, sizeof err) : NULL;
+    if ((p->cluster && !etcd) ||
+        (drop_privileges(p, parent) < 0 &&
          snprintf(err, sizeof err, "dropping to -u's user: %s", strerror(errno))) ||
         prepare_dirs(cfg, &state_fd, &r.tls_fd, err, sizeof err) < 0 ||
         (lock_fd = open_lock(cfg, state_fd, err, sizeof err)) < 0 ||
@@ -715,16 +717,16 @@ static void child_main(const config_t *cfg, const char *const *names, int nnames
         r.backoff_min = atol(env);
     for (int i = 0; i < nnames; i++)
         r.names[i].name = names[i];
-    r.cl.etcd = etcd;
-    r.od = acme_od_new(cfg, state_fd, &r.log);
-    if (cfg->cluster) /* the side process takes their locks when the client wants them */
-        cluster_acme_names(cfg->cluster, names, nnames);
+    r.cl.etcd = etcd, r.cl.cluster = p->cluster;
+    r.od = acme_od_new(cfg, p->acme_od_fd, state_fd, &r.log);
+    if (p->cluster) /* the side process takes their locks when the client wants them */
+        cluster_acme_names(p->cluster, names, nnames);
     if (take_lock(&r, lock_fd) < 0)
         _exit(0);
     /* no challenge is outstanding yet: what a killed client left is not
        served; --cluster: the other nodes' stay (the side process drops
        each once its node removed it from etcd) */
-    unsigned keep = cfg->cluster ? ACME_TAKEN_MODE : 0;
+    unsigned keep = p->cluster ? ACME_TAKEN_MODE : 0;
     acme_empty_dir(state_fd, ACME_CHAL_HTTP_DIR, keep);
     acme_empty_dir(state_fd, ACME_CHAL_ALPN_DIR, keep);
     run_loop(&r);
@@ -804,8 +806,8 @@ static void keeper_signals(sigset_t *open)
  * does nothing else, so it has nothing to crash on.  It ends when the server
  * closes stop_fd's other end or dies (that end's holder), or on SIGTERM.
  */
-static void keeper_main(const config_t *cfg, const char *const *names, int nnames, int http01,
-                        pid_t parent, pid_t notify, int stop_fd)
+static void keeper_main(const config_t *cfg, const proc_t *p, const char *const *names,
+                        int nnames, int http01, pid_t parent, pid_t notify, int stop_fd)
 {
     prctl(PR_SET_PDEATHSIG, SIGTERM); /* where the server is root: the pipe is the rule */
     if (getppid() != parent)
@@ -814,9 +816,9 @@ static void keeper_main(const config_t *cfg, const char *const *names, int nname
     prctl(PR_SET_DUMPABLE, 0); /* its keys: no process of its uid reads them */
     sigset_t open;
     keeper_signals(&open);
-    close_others(cfg, stop_fd);
+    close_others(cfg, p, stop_fd);
     elog_t log;
-    elog_init(&log, cfg->error_fd >= 0 ? cfg->error_fd : 2, cfg->error_log);
+    elog_init(&log, p->error_fd >= 0 ? p->error_fd : 2, cfg->error_log);
     pid_t self = getpid();
     long pause = 1;
     keeper_sleep(&stop_fd, 0, &open); /* a server gone before the pipe was watched */
@@ -826,7 +828,7 @@ static void keeper_main(const config_t *cfg, const char *const *names, int nname
         if (pid == 0) {
             if (stop_fd >= 0)
                 close(stop_fd);
-            child_main(cfg, names, nnames, http01, self, notify);
+            child_main(cfg, p, names, nnames, http01, self, notify);
         }
         int st = pid > 0 ? keeper_wait(pid, &stop_fd, &open) : 0;
         if (acme_stop)
@@ -849,8 +851,8 @@ static void keeper_main(const config_t *cfg, const char *const *names, int nname
     _exit(0);
 }
 
-pid_t acme_start(const config_t *cfg, const char *const *names, int nnames, int http01,
-                 pid_t notify, int *stop, char *err, size_t errlen)
+pid_t acme_start(const config_t *cfg, const proc_t *pr, const char *const *names, int nnames,
+                 int http01, pid_t notify, int *stop, char *err, size_t errlen)
 {
     if (!cfg->acme.ca || !cfg->acme.state_dir || !cfg->tls_dir ||
         (nnames <= 0 && !cfg->acme.ask_url)) {
@@ -880,7 +882,7 @@ pid_t acme_start(const config_t *cfg, const char *const *names, int nnames, int 
     if (pid == 0) {
         if (p[1] >= 0)
             close(p[1]);
-        keeper_main(cfg, canon, nnames, http01, parent, notify, p[0]);
+        keeper_main(cfg, pr, canon, nnames, http01, parent, notify, p[0]);
     }
     if (pid < 0)
         snprintf(err, errlen, "ACME: fork() failed: %s", strerror(errno));

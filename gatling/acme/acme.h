@@ -26,6 +26,7 @@
 #include <sys/types.h>
 
 #include "site/config.h"
+#include "site/proc.h"
 
 /* Seconds a stopped client (SIGTERM, SIGHUP: the server's own stop, or the
    old process's after a binary upgrade) gives the order it has in flight to
@@ -39,7 +40,7 @@
 #define ACME_KEEPER_STOP (ACME_STOP_GRACE + 3)
 
 /* Start the client: fork a keeper (it stays as whom it was started, root,
-   and starts the client, which drops to cfg's -u ids) that runs until the
+   and starts the client, which drops to p's -u ids) that runs until the
    server ends: until the server closes *stop, the write end of a pipe whose
    other end the keeper watches, or dies (the kernel closes it then; a
    signal could not tell a root keeper, PR_SET_PDEATHSIG's neither, once the
@@ -49,9 +50,10 @@
    the HTTP port listens, so HTTP-01 may be used (else TLS-ALPN-01 only).
    notify: the process to send SIGUSR1 after a certificate lands, and when
    the client takes the state directory over from another one (which may
-   have installed one since the server loaded its certificates).
-   The child's pid, or -1 with a message in err. */
-pid_t acme_start(const config_t *cfg, const char *const *names, int nnames, int http01,
-                 pid_t notify, int *stop, char *err, size_t errlen);
+   have installed one since the server loaded its certificates).  p: what
+   the server made at start (the error log, --acme-on-demand's socket, the
+   --cluster page).  The child's pid, or -1 with a message in err. */
+pid_t acme_start(const config_t *cfg, const proc_t *p, const char *const *names, int nnames,
+                 int http01, pid_t notify, int *stop, char *err, size_t errlen);
 
 #endif

@@ -29,6 +29,7 @@
 
 typedef struct side {
     const config_t *cfg;
+    const proc_t *proc; /* -u's ids, the error log */
     cluster_view_t *view;
     etcd_t *etcd;
     elog_t log;
@@ -302,15 +303,15 @@ static void worker(side_t *s, pid_t keeper)
    applied (the shared page's). */
 static void keeper(side_t *s, pid_t parent)
 {
-    const config_t *cfg = s->cfg;
+    const proc_t *p = s->proc;
     struct sigaction sa = {.sa_handler = on_term}; /* no SA_RESTART: waitpid returns */
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGINT, SIG_IGN);
     signal(SIGHUP, SIG_IGN);
     signal(SIGPIPE, SIG_IGN);
-    if (cfg->uid >= 0 && geteuid() == 0 &&
-        (setgroups(0, NULL) < 0 || setgid((gid_t)cfg->gid) < 0 || setuid((uid_t)cfg->uid) < 0)) {
-        say(s, "setuid(%d) failed: %s", cfg->uid, strerror(errno));
+    if (p->uid >= 0 && geteuid() == 0 &&
+        (setgroups(0, NULL) < 0 || setgid((gid_t)p->gid) < 0 || setuid((uid_t)p->uid) < 0)) {
+        say(s, "setuid(%d) failed: %s", p->uid, strerror(errno));
         _exit(1);
     }
     prctl(PR_SET_PDEATHSIG, SIGTERM);
@@ -336,12 +337,12 @@ static void keeper(side_t *s, pid_t parent)
     _exit(0);
 }
 
-pid_t acme_cluster_start(const config_t *cfg, cluster_view_t *view, int purge_fd, char *err,
-                         size_t errlen)
+pid_t acme_cluster_start(const config_t *cfg, const proc_t *p, cluster_view_t *view, int purge_fd,
+                         char *err, size_t errlen)
 {
     static side_t s; /* the child's, set up before the fork */
     memset(&s, 0, sizeof s);
-    s.cfg = cfg, s.view = view, s.purge_fd = purge_fd;
+    s.cfg = cfg, s.proc = p, s.view = view, s.purge_fd = purge_fd;
     s.rotate_s = CLUSTER_ROTATE_DEFAULT;
     const char *t = getenv("GATLING_TEST_CLUSTER_ROTATE");
     if (t && atoi(t) >= 2 && atoi(t) <= CLUSTER_ROTATE_DEFAULT * 7)
@@ -355,7 +356,7 @@ pid_t acme_cluster_start(const config_t *cfg, cluster_view_t *view, int purge_fd
     hex(s.node, id, sizeof id);
     if (!(s.etcd = etcd_new(cfg->cluster_etcd, err, errlen)))
         return -1;
-    elog_init(&s.log, cfg->error_fd >= 0 ? cfg->error_fd : 2, cfg->error_log);
+    elog_init(&s.log, p->error_fd >= 0 ? p->error_fd : 2, cfg->error_log);
     s.acme = (cluster_acme_t){.cfg = cfg, .view = view, .log = &s.log, .prefix = s.prefix,
                               .node = s.node, .notify = getpid()};
     if (cluster_acme_open(&s.acme, err, errlen) < 0) {

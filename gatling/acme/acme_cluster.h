@@ -21,6 +21,7 @@
 
 #include "site/cluster.h"
 #include "site/config.h"
+#include "site/proc.h"
 
 #include <sys/types.h>
 
@@ -32,9 +33,9 @@
 
 /*
  * Fork the side process: it reads purges from purge_fd, writes view, logs
- * to cfg's error log and runs as -u's user.  Its pid, or -1 with why in err.
+ * to p's error log (cfg's -q) and runs as -u's user (p's ids).  Its pid, or -1 with why in err.
  */
-pid_t acme_cluster_start(const config_t *cfg, cluster_view_t *view, int purge_fd, char *err,
-                         size_t errlen);
+pid_t acme_cluster_start(const config_t *cfg, const proc_t *p, cluster_view_t *view, int purge_fd,
+                         char *err, size_t errlen);
 
 #endif

@@ -599,12 +599,12 @@ int cluster_acme_round(cluster_acme_t *a, etcd_t *e, char *err, size_t errlen)
     return take_challenges(a, e, err, errlen);
 }
 
-void acme_cluster_spread(const config_t *cfg, const volatile sig_atomic_t *stop)
+void acme_cluster_spread(cluster_view_t *view, const volatile sig_atomic_t *stop)
 {
-    if (!cfg->cluster)
+    if (!view)
         return;
-    uint64_t before = cluster_acme_published(cfg->cluster);
-    for (int i = 0; i < 50 && !*stop && cluster_acme_published(cfg->cluster) == before; i++)
+    uint64_t before = cluster_acme_published(view);
+    for (int i = 0; i < 50 && !*stop && cluster_acme_published(view) == before; i++)
         usleep(100000); /* the side process's next round puts it (5 s at most: etcd down) */
     for (int i = 0; i < 15 && !*stop; i++)
         usleep(100000); /* and the other nodes' next rounds write it down */

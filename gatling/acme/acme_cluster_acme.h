@@ -68,8 +68,9 @@ void cluster_acme_down(cluster_acme_t *a);
 
 /* The ACME client, after it wrote a challenge file and before it tells the
    CA to validate: wait until the side process put it in etcd and the other
-   nodes had a round to take it (about 2 s; nothing without --cluster). */
-void acme_cluster_spread(const config_t *cfg, const volatile sig_atomic_t *stop);
+   nodes had a round to take it (about 2 s; nothing without --cluster: view
+   NULL). */
+void acme_cluster_spread(cluster_view_t *view, const volatile sig_atomic_t *stop);
 
 /* The ACME client: the cluster's account key for the CA (cahash), from
    etcd, put there from mine[0..mlen) (a PEM key) if it has none yet.  The

@@ -98,9 +98,9 @@ static void say(acme_od_t *od, const char *fmt, ...)
     elog_text(od->log, time(NULL), "acme", line);
 }
 
-acme_od_t *acme_od_new(const config_t *cfg, int state_fd, elog_t *log)
+acme_od_t *acme_od_new(const config_t *cfg, int fd, int state_fd, elog_t *log)
 {
-    if (!cfg->acme.ask_url || cfg->acme.od_fd < 0)
+    if (!cfg->acme.ask_url || fd < 0)
         return NULL;
     acme_od_t *od = calloc(1, sizeof *od);
     if (od && !(od->ring = calloc((size_t)cfg->acme.od_per_hour, sizeof *od->ring))) {
@@ -109,7 +109,7 @@ acme_od_t *acme_od_new(const config_t *cfg, int state_fd, elog_t *log)
     }
     if (!od)
         return NULL;
-    od->cfg = cfg, od->log = log, od->fd = cfg->acme.od_fd, od->state_fd = state_fd;
+    od->cfg = cfg, od->log = log, od->fd = fd, od->state_fd = state_fd;
     return od;
 }
 

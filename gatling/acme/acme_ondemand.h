@@ -43,9 +43,9 @@ typedef struct acme_od acme_od_t;
    it (0), or -1 when the list is full. */
 typedef int (*acme_od_names_fn)(void *arg, const char *name, int add);
 
-/* cfg's --acme-on-demand in the client (its socket cfg->acme.od_fd, the
-   state directory state_fd); NULL when it is off or out of memory. */
-acme_od_t *acme_od_new(const config_t *cfg, int state_fd, elog_t *log);
+/* cfg's --acme-on-demand in the client (its socket fd, proc_t's acme_od_fd,
+   the state directory state_fd); NULL when it is off or out of memory. */
+acme_od_t *acme_od_new(const config_t *cfg, int fd, int state_fd, elog_t *log);
 void acme_od_free(acme_od_t *od);
 
 /* The socket to wait on (-1: none). */

@@ -564,7 +564,7 @@ static int authorize(acme_client_t *cl, const char *name, const char *url)
         return -1;
     }
     free(data);
-    acme_cluster_spread(cl->cfg, cl->stop); /* --cluster: every node answers it */
+    acme_cluster_spread(cl->cluster, cl->stop); /* --cluster: every node answers it */
     acme_resp_t r;
     int rc = post(cl, "challenge", http ? a.http_url : a.alpn_url, "{}", &r);
     if (rc == 0) {

@@ -55,6 +55,7 @@ typedef struct acme_client {
                                     (CONFIG_ACME_HTTP01...; 0: none), set by the caller */
     int chal_failed;             /* the type the CA tried and refused in the last issue */
     etcd_t *etcd;                /* --cluster: the account key is the cluster's (NULL: none) */
+    struct cluster_view *cluster; /* ... and the side process's page (site/cluster.h) */
 } acme_client_t;
 
 /* What an order hands back: the chain and its key, both PEM, malloc'd. */

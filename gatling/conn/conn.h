@@ -51,7 +51,7 @@ enum { CONN_NEW_TLS = 1, CONN_NEW_PROXY = 2 };
 
 /*
  * Take over an accepted, non-blocking socket.  how: CONN_NEW_TLS for HTTPS
- * (with cfg->tls's certificates); CONN_NEW_PROXY for a listener behind a
+ * (with the certificate store, site->proc->tls); CONN_NEW_PROXY for a listener behind a
  * proxy (-y): the connection reads a PROXY header first, and its peer
  * becomes the client that header names.  Without CONN_NEW_PROXY the caller
  * has counted peer open in site->limits (limits_conn_open), and the

@@ -30,13 +30,13 @@ void conn_st_handshake(conn_t *c)
             c->state = CONN_CLOSE;
             return;
         }
-        if (!tls_store_accepts(c->site->cfg->tls)) { /* -C DIR waits for its first */
+        if (!tls_store_accepts(c->site->proc->tls)) { /* -C DIR waits for its first */
             st->tls_no_cert++;
             tls_refuse(c->fd);
             c->state = CONN_CLOSE;
             return;
         }
-        if (!(c->ssl = tls_new(c->site->cfg->tls, c->fd))) {
+        if (!(c->ssl = tls_new(c->site->proc->tls, c->fd))) {
             site_error(c->site, "SSL_new()", ENOMEM, &c->peer.sa, "a TLS session: client shed");
             c->state = CONN_CLOSE;
             return;

@@ -62,7 +62,7 @@ static int flush(ftp_sess_t *s)
     s->replen = s->repoff = 0;
     if (s->tls_start) { /* "234" has left in the clear: the handshake begins */
         s->tls_start = 0;
-        if (!(s->ssl = tls_new(s->site->cfg->tls, s->fd)))
+        if (!(s->ssl = tls_new(s->site->proc->tls, s->fd)))
             return -1;
         s->tls_hs = 1;
         s->inlen = 0; /* nothing sent before the handshake counts after it */
@@ -311,7 +311,7 @@ static void cmd_feat(ftp_sess_t *s)
     ftp_reply(s,
               "211-Features:\r\n%s EPRT\r\n EPSV\r\n MDTM\r\n MLST type*;size*;modify*;perm*;"
               "\r\n PASV\r\n REST STREAM\r\n SIZE\r\n TVFS\r\n UTF8\r\n211 End",
-              tls_store_count(s->site->cfg->tls) ? " AUTH TLS\r\n PBSZ\r\n PROT\r\n" : "");
+              tls_store_count(s->site->proc->tls) ? " AUTH TLS\r\n PBSZ\r\n PROT\r\n" : "");
 }
 
 static void cmd_help(ftp_sess_t *s)
@@ -478,7 +478,7 @@ static int ftp_cmd_tls(ftp_sess_t *s, const ftp_cmd_t *cmd)
     const char *a = cmd->arg ? cmd->arg : "";
     size_t n = cmd->arg ? cmd->arglen : 0;
     if (cmd->verb == FTP_AUTH) {
-        if (!tls_store_count(s->site->cfg->tls) || s->site->cfg->tls_off)
+        if (!tls_store_count(s->site->proc->tls) || s->site->cfg->tls_off)
             return ftp_reply(s, "502 AUTH TLS not available: no certificates."), 1;
         if (s->ssl || s->tls_start)
             return ftp_reply(s, "503 Already in TLS."), 1;

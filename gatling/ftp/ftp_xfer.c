@@ -614,7 +614,7 @@ void ftp_xfer_abort(ftp_sess_t *s, int code, const char *why)
 static void link_ready(ftp_sess_t *s)
 {
     if (s->prot_p && !s->dssl) {
-        if (!(s->dssl = tls_new(s->site->cfg->tls, s->dfd))) {
+        if (!(s->dssl = tls_new(s->site->proc->tls, s->dfd))) {
             ftp_xfer_abort(s, 425, "Cannot set up TLS on the data connection.");
             return;
         }

@@ -201,7 +201,7 @@ static int on_begin_headers(nghttp3_conn *ng, int64_t id, void *user, void *stre
     /* the client's certificate, or none where one was asked (a handshake
        that did not finish its check: refused as a TCP client without one) */
     s->ex.client = h->client ? h->client
-                             : tls_client_name(h->f.site->cfg->tls, h->snilen ? h->sni : NULL,
+                             : tls_client_name(h->f.site->proc->tls, h->snilen ? h->sni : NULL,
                                                h->snilen);
     s->ex.req = &s->req;
     s->req.version = 30;

@@ -18,28 +18,28 @@ static void purge_one(const char *key, size_t len, void *arg)
 static void on_tick(gio_loop_t *l, void *arg)
 {
     cache_t *c = arg;
-    cluster_take_purges(c->site->cfg->cluster, &c->cluster_next, purge_one, c);
+    cluster_take_purges(c->site->proc->cluster, &c->cluster_next, purge_one, c);
     gio_timer_set(l, &c->cluster_tick, gio_now(l) + CC_TICK_MS, on_tick, c);
 }
 
 void cc_start(cache_t *c)
 {
-    if (!c->site->cfg->cluster)
+    if (!c->site->proc->cluster)
         return;
-    c->cluster_next = cluster_purges_next(c->site->cfg->cluster); /* older ones were done */
+    c->cluster_next = cluster_purges_next(c->site->proc->cluster); /* older ones were done */
     gio_timer_set(c->site->loop, &c->cluster_tick, gio_now(c->site->loop) + CC_TICK_MS, on_tick,
                   c);
 }
 
 void cc_stop(cache_t *c)
 {
-    if (c->site->cfg->cluster)
+    if (c->site->proc->cluster)
         gio_timer_stop(c->site->loop, &c->cluster_tick);
 }
 
 void cc_send(cache_t *c, const char *key, size_t n)
 {
-    const config_t *cfg = c->site->cfg;
-    if (cfg->cluster)
-        cluster_send_purge(cfg->cluster_purge_fd, key, n);
+    const proc_t *p = c->site->proc;
+    if (p->cluster)
+        cluster_send_purge(p->cluster_purge_fd, key, n);
 }

@@ -802,7 +802,7 @@ int cgi_init(site_t *s, int spawn_fd)
         fprintf(stderr, "gatling: out of memory\n");
         return -1;
     }
-    L->site = s, L->fd = spawn_fd, L->pid = cfg->spawn_pid;
+    L->site = s, L->fd = spawn_fd, L->pid = s->proc->spawn_pid;
     for (; L->nre < cfg->ncgi_regex; L->nre++) {
         if (regcomp(&L->re[L->nre], cfg->cgi_regex[L->nre], REG_EXTENDED | REG_NOSUB)) {
             fprintf(stderr, "gatling: -w %s: not a regular expression\n",
@@ -845,7 +845,7 @@ static int cgi_route(exchange_t *ex)
 
 static int cgi_route_init(site_t *s)
 {
-    return cgi_init(s, s->cfg->spawn_fd);
+    return cgi_init(s, s->proc->spawn_fd);
 }
 
 static int cgi_on(const site_t *s)

@@ -308,7 +308,7 @@ static void publish(site_t *s)
 {
     stats_snap_t snap;
     status_snapshot(s, &snap);
-    stats_shm_publish(s->cfg->stats_shm, s->cfg->worker, &snap);
+    stats_shm_publish(s->proc->stats_shm, s->proc->worker, &snap);
     s->stats_published = gio_now(s->loop);
 }
 
@@ -325,7 +325,7 @@ static void on_publish(gio_loop_t *l, void *arg)
 
 void metrics_owe(site_t *s)
 {
-    if (s->cfg->stats_shm && !gio_timer_armed(&s->stats_timer))
+    if (s->proc->stats_shm && !gio_timer_armed(&s->stats_timer))
         gio_timer_set(s->loop, &s->stats_timer, s->stats_published + METRICS_PUBLISH_MS,
                       on_publish, s);
 }
@@ -335,11 +335,11 @@ static void certificates(hbuf_t *b, const site_t *s)
 {
     const char *name;
     int64_t t;
-    if (!tls_store_expiry(s->cfg->tls, 0, &name, &t))
+    if (!tls_store_expiry(s->proc->tls, 0, &name, &t))
         return;
     head(b, "gatling_tls_certificate_expiry_seconds", "gauge",
          "When each certificate loaded expires (unix time, its notAfter)");
-    for (int i = 0; tls_store_expiry(s->cfg->tls, i, &name, &t); i++) {
+    for (int i = 0; tls_store_expiry(s->proc->tls, i, &name, &t); i++) {
         hb_puts(b, "gatling_tls_certificate_expiry_seconds");
         label(b, '{', "name", name, strlen(name));
         value(b, 1, t > 0 ? (uint64_t)t : 0);
@@ -392,16 +392,16 @@ static void acme_ondemand(hbuf_t *b, const acme_status_t *st)
    none when the file is missing or not all of it reads as it should. */
 static void acme(hbuf_t *b, const site_t *s)
 {
-    char *text = s->cfg->acme_chal ? malloc(ACME_STATUS_MAX) : NULL;
+    char *text = s->proc->acme_chal ? malloc(ACME_STATUS_MAX) : NULL;
     acme_status_t *st = text ? malloc(sizeof *st) : NULL;
-    if (st && acme_chal_status(s->cfg->acme_chal, text, ACME_STATUS_MAX) > 0 &&
+    if (st && acme_chal_status(s->proc->acme_chal, text, ACME_STATUS_MAX) > 0 &&
         acme_chal_status_parse(text, st) == 0) {
         const metric_t m[] = {
             {"gatling_acme_orders_total", "Orders the ACME client made", st->orders},
             {"gatling_acme_failures_total", "ACME attempts that failed (any step)", st->failures},
         };
         scalars(b, "counter", m, N(m));
-        if (acme_chal_ondemand(s->cfg->acme_chal))
+        if (acme_chal_ondemand(s->proc->acme_chal))
             acme_ondemand(b, st);
         const char *fam[2] = {"gatling_acme_next_renewal_seconds", "gatling_acme_name_failures"};
         const char *help[2] = {"When the ACME client next renews each name (unix time; 0: none)",
@@ -424,9 +424,9 @@ static void acme(hbuf_t *b, const site_t *s)
 static void cluster(hbuf_t *b, const site_t *s)
 {
     uint64_t gen;
-    if (!s->cfg->cluster)
+    if (!s->proc->cluster)
         return;
-    int64_t synced = cluster_synced(s->cfg->cluster, &gen);
+    int64_t synced = cluster_synced(s->proc->cluster, &gen);
     const metric_t m[] = {
         {"gatling_cluster_last_sync_seconds",
          "When the cluster's side process last had an answer from etcd (unix time; 0: never)",
@@ -435,32 +435,32 @@ static void cluster(hbuf_t *b, const site_t *s)
          "The generation of the cluster's ticket keys in use (0: none yet, our own)", gen},
     };
     scalars(b, "gauge", m, N(m));
-    int n = cluster_acme_count(s->cfg->cluster);
+    int n = cluster_acme_count(s->proc->cluster);
     if (!n)
         return;
     head(b, "gatling_cluster_acme_lock", "gauge",
          "1 while this node holds the cluster's ACME lock for the name (its client orders it)");
     char name[CLUSTER_ACME_NAME_MAX];
     for (int i = 0; i < n; i++) {
-        size_t len = cluster_acme_name(s->cfg->cluster, i, name);
+        size_t len = cluster_acme_name(s->proc->cluster, i, name);
         hb_puts(b, "gatling_cluster_acme_lock");
         label(b, '{', "name", name, len);
-        value(b, 1, (uint64_t)cluster_acme_held(s->cfg->cluster, i));
+        value(b, 1, (uint64_t)cluster_acme_held(s->proc->cluster, i));
     }
 }
 
 int metrics_serve(exchange_t *ex)
 {
     site_t *s = ex->site;
-    const config_t *cfg = s->cfg;
+    const proc_t *p = s->proc;
     stats_snap_t own, t;
     stats_roll(&s->stats, gio_wallclock(s->loop));
     status_snapshot(s, &own);
     t = own;
-    if (cfg->stats_shm) { /* -W: ours fresh, the others' as published */
-        stats_shm_publish(cfg->stats_shm, cfg->worker, &own);
+    if (p->stats_shm) { /* -W: ours fresh, the others' as published */
+        stats_shm_publish(p->stats_shm, p->worker, &own);
         s->stats_published = gio_now(s->loop);
-        stats_shm_total(cfg->stats_shm, cfg->worker, &own, &t);
+        stats_shm_total(p->stats_shm, p->worker, &own, &t);
     }
     size_t cap = METRICS_PAGE_MAX;
     const char *pool, *addr, *state;
@@ -470,11 +470,11 @@ int metrics_serve(exchange_t *ex)
             cap += (BACKEND_KINDS + 2 + STATS_BOUNDS + 3) * (2 * (strlen(pool) + strlen(addr)) + 128);
     const char *name;
     int64_t exp;
-    for (int i = 0; tls_store_expiry(cfg->tls, i, &name, &exp); i++)
+    for (int i = 0; tls_store_expiry(p->tls, i, &name, &exp); i++)
         cap += 2 * strlen(name) + 96; /* its line, the name escaped */
-    if (cfg->acme_chal) /* two lines per name (at most 253 bytes, no escapes) */
+    if (p->acme_chal) /* two lines per name (at most 253 bytes, no escapes) */
         cap += 2048 + ACME_STATUS_NAMES * 3 * (253 + 64); /* and --acme-on-demand's */
-    if (cfg->cluster) /* a lock line per name, the name escaped */
+    if (p->cluster) /* a lock line per name, the name escaped */
         cap += 1024 + CLUSTER_ACME_NAMES * (2 * CLUSTER_ACME_NAME_MAX + 64);
     char *page = malloc(cap);
     if (!page)

@@ -197,11 +197,11 @@ static void warn_without_switch(const config_t *cfg)
             seen, n ? ")" : "");
 }
 
-int proxy_config_check(config_t *cfg)
+int proxy_config_check(const config_t *cfg)
 {
     px_pooldef_t *pd = malloc(sizeof *pd);
     int total = 0, rc = -1;
-    if (!pd || px_tls_load(cfg) < 0) {
+    if (!pd || px_tls_load(cfg, NULL, 0) < 0) { /* read, then let go: the start's is proc_t's */
         free(pd);
         return -1;
     }
@@ -215,13 +215,13 @@ int proxy_config_check(config_t *cfg)
                 goto out;
             }
         if (pd->file[0]) {
-            char dir[sizeof pd->file];
             int64_t mt = -1;
-            int line;
-            snprintf(dir, sizeof dir, "%.*s", (int)(strrchr(pd->file, '/') - pd->file + 1),
-                     pd->file);
-            cfg->pool_dirfd[i] = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-            char *text = cfg->pool_dirfd[i] < 0 ? NULL : list_read(cfg->pool_dirfd[i], pd->file, &mt);
+            int line, dirfd = px_pool_dir_open(pd), e;
+            char *text = dirfd < 0 ? NULL : list_read(dirfd, pd->file, &mt);
+            e = errno;
+            if (dirfd >= 0)
+                close(dirfd); /* the start opens it again (proxy_open) */
+            errno = e;
             if (!text) {
                 fprintf(stderr, "gatling: --pool %s: %s: %s\n", pd->name, pd->file,
                         errno == EINVAL ? "not a regular file" : strerror(errno));
@@ -283,7 +283,7 @@ static void pd_sockets(const px_pooldef_t *pd, const char *opt, const char *valu
             fn(arg, opt, value, ((const struct sockaddr_un *)&pd->m[k].addr)->sun_path);
 }
 
-void proxy_sockets(const config_t *cfg, proxy_socket_fn fn, void *arg)
+void proxy_sockets(const config_t *cfg, const int *dirfd, proxy_socket_fn fn, void *arg)
 {
     px_pooldef_t *pd = malloc(sizeof *pd);
     const char *why;
@@ -292,8 +292,8 @@ void proxy_sockets(const config_t *cfg, proxy_socket_fn fn, void *arg)
             continue;
         int64_t mt = -1;
         int line;
-        char *text = pd->file[0] && cfg->pool_dirfd[i] >= 0
-                         ? list_read(cfg->pool_dirfd[i], pd->file, &mt) : NULL;
+        char *text = pd->file[0] && dirfd[i] >= 0
+                         ? list_read(dirfd[i], pd->file, &mt) : NULL;
         if (text && px_file_parse(text, pd->m, &pd->n, &line, &why) < 0)
             pd->n = 0;
         free(text);
@@ -378,7 +378,7 @@ int proxy_init(site_t *site)
     if (px)
         px->h2_close = px_h2_close;
     if (px)
-        px->tls = cfg->proxy_tls;
+        px->tls = site->proc->proxy_tls;
     if (!px || !pd || (px->site = site, px->on_backend = conn_on, pools_init(px, pd) < 0)) {
         fprintf(stderr, "gatling: proxy rules: out of memory\n");
         free(pd);
@@ -413,9 +413,8 @@ void proxy_free(site_t *site)
    change).  A list that does not parse changes nothing (one line). */
 static void pool_reload(proxy_t *px, px_pool_t *p, int64_t now)
 {
-    const config_t *cfg = px->site->cfg;
     int64_t mt = p->mtime_ns;
-    char *text = list_read(cfg->pool_dirfd[p->cfg_index], p->file, &mt);
+    char *text = list_read(px->site->proc->pool_dirfd[p->cfg_index], p->file, &mt);
     if (!text && !errno)
         return; /* unchanged */
     px_pooldef_t *pd = text ? malloc(sizeof *pd) : NULL;

@@ -27,6 +27,7 @@
 #include "handler.h"
 #include "http/exchange.h"
 #include "site/config.h"
+#include "site/proc.h"
 #include "site/optdef.h"
 
 struct site;
@@ -41,19 +42,25 @@ int proxy_rule_check(const char *rule);
 /* Check a --pool definition: 0, or -1 after printing why. */
 int proxy_pool_check(const char *def);
 
-/* Check the rules and pools together (names, the backends' count), and
-   open the file: pools' directories into cfg->pool_dirfd and read
-   --proxy-ca's CAs into cfg->proxy_tls (before a chroot; with --proxy-ca
+/* Check the rules and pools together (names, the backends' count, each
+   file: pool's list read once, --proxy-ca's CAs read once, with --proxy-ca
    alone too).  0, or -1 after printing why to stderr. */
-int proxy_config_check(config_t *cfg);
+int proxy_config_check(const config_t *cfg);
+
+/* At start, before a chroot, into p: the file: pools' directories, opened
+   into p->pool_dirfd[i] for --pool i (the others' stay as they are), and
+   --proxy-ca's CAs read into p->proxy_tls (handlers/proxy_tls.c).  0, or
+   -1 after printing why to stderr (quiet: not, the options' check said
+   it).  After proxy_config_check. */
+int proxy_open(const config_t *cfg, proc_t *p, int quiet);
 
 /* Each unix socket the backends of cfg's -P rules and --pools name (a
-   file: pool's as its list reads now, through cfg->pool_dirfd): fn gets
-   the option ("-P" or "--pool"), the rule or pool definition as given and
-   the socket's path.  After proxy_config_check passed. */
+   file: pool's as its list reads now, through dirfd, proxy_open's):
+   fn gets the option ("-P" or "--pool"), the rule or pool definition as
+   given and the socket's path.  After proxy_config_check passed. */
 typedef void (*proxy_socket_fn)(void *arg, const char *option, const char *value,
                                 const char *path);
-void proxy_sockets(const config_t *cfg, proxy_socket_fn fn, void *arg);
+void proxy_sockets(const config_t *cfg, const int *dirfd, proxy_socket_fn fn, void *arg);
 
 /* Backend slot of this loop (0 <= slot < CONFIG_BACKENDS): its pool's name,
    its address as written, its state (up, slowstart, down, probing,

@@ -125,7 +125,7 @@ typedef struct px_pool {
     px_member_t *m[POOL_MEMBERS];
     int n;
     int cfg_index; /* its --pool (cfg->pool_def), or -1 */
-    char file[1024];  /* file: pools: the list (its directory is cfg->pool_dirfd[cfg_index]) */
+    char file[1024];  /* file: pools: the list (its directory: proc_t's pool_dirfd[cfg_index]) */
     int64_t mtime_ns; /* ... as last read (-1: not yet, -2: unreadable, said) */
     int nprimary;  /* members not marked backup (at parse time; draining counted out) */
 } px_pool_t;
@@ -153,7 +153,7 @@ typedef struct proxy {
     /* proxy_h2.c's: close m's HTTP/2 connections without a stream (all:
        every one; their streams fail) */
     void (*h2_close)(struct proxy *px, px_member_t *m, int all);
-    struct ssl_ctx_st *tls; /* h2/ backends' client context (cfg->proxy_tls), or NULL */
+    struct ssl_ctx_st *tls; /* h2/ backends' client context (proc_t's proxy_tls), or NULL */
     size_t spooled; /* bytes of bodies read whole (px_req_t's spool) */
     char *spare;    /* a read buffer (PROXY_READ) no request holds, or NULL */
     int nrules;
@@ -333,10 +333,12 @@ void px_h2_close(struct proxy *px, px_member_t *m, int all);
 typedef struct ssl_st SSL;
 
 /* --proxy-ca's file (cfg->proxy_ca), read as root before a chroot, into
-   cfg->proxy_tls: a client context (TLS 1.2 and up, ALPN h2, the peer's
-   certificate verified against those CAs alone).  Without --proxy-ca,
-   nothing.  0, or -1 after printing why to stderr. */
-int px_tls_load(config_t *cfg);
+   *ctx (proc_t's proxy_tls; ctx NULL: read, checked and let go, as the
+   options' check does): a client context (TLS 1.2 and up, ALPN h2, the
+   peer's certificate verified against those CAs alone).  Without
+   --proxy-ca, or *ctx made already, nothing.  0, or -1 after printing why
+   to stderr (quiet: not). */
+int px_tls_load(const config_t *cfg, struct ssl_ctx_st **ctx, int quiet);
 
 /* An h2/ pool or rule (pd; opt "--pool" or "-P", what as given) needs
    --proxy-ca, and name= for a unix socket: 0, or -1 after printing why. */
@@ -373,6 +375,9 @@ int px_file_parse(const char *text, px_mdef_t *d, int *n, int *line, const char 
 
 /* --pool NAME=[F/|S/]backends-or-file:/path[;key=value...] into pd.  0, or -1 with *why. */
 int px_pool_parse(const char *def, px_pooldef_t *pd, const char **why);
+
+/* The directory of a file: pool's list (pd->file), opened: a descriptor, or -1. */
+int px_pool_dir_open(const px_pooldef_t *pd);
 
 /* The options a pool has when none is given. */
 void px_popts_default(px_popts_t *o);

@@ -13,6 +13,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <stddef.h>
@@ -371,6 +372,32 @@ int px_pool_parse(const char *def, px_pooldef_t *pd, const char **why)
         return -1;
     *why = "an option is ;key=value";
     return *s ? -1 : 0;
+}
+
+int px_pool_dir_open(const px_pooldef_t *pd)
+{
+    char dir[sizeof pd->file];
+    snprintf(dir, sizeof dir, "%.*s", (int)(strrchr(pd->file, '/') - pd->file + 1), pd->file);
+    return open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
+
+int proxy_open(const config_t *cfg, proc_t *p, int quiet)
+{
+    px_pooldef_t *pd = malloc(sizeof *pd);
+    const char *why;
+    int rc = pd ? 0 : -1;
+    for (int i = 0; pd && i < cfg->npools && !rc; i++) {
+        if (px_pool_parse(cfg->pool_def[i], pd, &why) < 0 || !pd->file[0])
+            continue;
+        if ((p->pool_dirfd[i] = px_pool_dir_open(pd)) < 0) {
+            if (!quiet)
+                fprintf(stderr, "gatling: --pool %s: %s: %s\n", pd->name, pd->file,
+                        strerror(errno));
+            rc = -1;
+        }
+    }
+    free(pd);
+    return rc < 0 ? rc : px_tls_load(cfg, &p->proxy_tls, quiet);
 }
 
 /* ---- which backend ---- */

@@ -68,29 +68,36 @@ static SSL_CTX *client_ctx(X509_STORE *store)
     return ctx;
 }
 
-int px_tls_load(config_t *cfg)
+int px_tls_load(const config_t *cfg, struct ssl_ctx_st **ctx, int quiet)
 {
     struct stat st;
     char why[PATH_MAX + 160] = "";
-    if (!cfg->proxy_ca || cfg->proxy_tls)
+    SSL_CTX *made = NULL;
+    if (!cfg->proxy_ca || (ctx && *ctx))
         return 0;
     int fd = pfs_open_file(cfg->proxy_ca, PFS_READ, &st, why, sizeof why);
     if (fd < 0) {
-        fprintf(stderr, "gatling: --proxy-ca %s: %s\n", cfg->proxy_ca,
-                why[0] ? why : strerror(errno));
+        if (!quiet)
+            fprintf(stderr, "gatling: --proxy-ca %s: %s\n", cfg->proxy_ca,
+                    why[0] ? why : strerror(errno));
         return -1;
     }
     X509_STORE *store = st.st_size <= PX_CA_FILE_MAX ? X509_STORE_new() : NULL;
     int n = store ? read_cas(fd, store) : (close(fd), 0);
-    if (n <= 0 || !(cfg->proxy_tls = client_ctx(store))) {
+    if (n <= 0 || !(made = client_ctx(store))) {
         if (n <= 0)
             X509_STORE_free(store);
-        fprintf(stderr, "gatling: --proxy-ca %s: %s\n", cfg->proxy_ca,
-                st.st_size > PX_CA_FILE_MAX ? "larger than 4 MiB"
-                : n <= 0                    ? "no CA certificate (PEM) in it"
-                                            : "OpenSSL could not make a client context");
+        if (!quiet)
+            fprintf(stderr, "gatling: --proxy-ca %s: %s\n", cfg->proxy_ca,
+                    st.st_size > PX_CA_FILE_MAX ? "larger than 4 MiB"
+                    : n <= 0                    ? "no CA certificate (PEM) in it"
+                                                : "OpenSSL could not make a client context");
         return -1;
     }
+    if (ctx)
+        *ctx = made;
+    else
+        SSL_CTX_free(made);
     return 0;
 }
 

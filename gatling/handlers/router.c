@@ -110,7 +110,7 @@ static int acme_http01(exchange_t *ex)
     char *keyauth = malloc(ACME_KEYAUTH_MAX);
     if (!keyauth)
         return -1;
-    int n = p.len > skip ? acme_chal_http(ex->site->cfg->acme_chal, p.path + skip,
+    int n = p.len > skip ? acme_chal_http(ex->site->proc->acme_chal, p.path + skip,
                                           p.len - skip, keyauth, ACME_KEYAUTH_MAX)
                          : 0; /* the directory itself: never a listing */
     if (n <= 0) {
@@ -125,10 +125,10 @@ static int acme_http01(exchange_t *ex)
 
 int router_https_names(const site_t *s, const http_str_t *host)
 {
-    if (!s->cfg->acme_chal)
+    if (!s->proc->acme_chal)
         return 1;
     size_t n = host ? host_name_len(host) : 0;
-    return n && tls_store_covers(s->cfg->tls, host->p, n);
+    return n && tls_store_covers(s->proc->tls, host->p, n);
 }
 
 int router_hsts(const site_t *s, const http_request_t *req)
@@ -163,7 +163,7 @@ static int host_rule(exchange_t *ex)
 
 static int acme_on(const site_t *s)
 {
-    return s->cfg->acme_chal != NULL;
+    return s->proc->acme_chal != NULL;
 }
 
 static int acme_rule(exchange_t *ex)
@@ -179,8 +179,8 @@ static int acme_rule(exchange_t *ex)
 static int misdirected(const exchange_t *ex, const char *host, size_t n)
 {
     if (ex->ssl)
-        return tls_misdirected(ex->site->cfg->tls, ex->ssl, host, n);
-    return ex->sni && tls_misdirected_name(ex->site->cfg->tls, ex->snilen ? ex->sni : NULL,
+        return tls_misdirected(ex->site->proc->tls, ex->ssl, host, n);
+    return ex->sni && tls_misdirected_name(ex->site->proc->tls, ex->snilen ? ex->sni : NULL,
                                            ex->snilen, host, n);
 }
 

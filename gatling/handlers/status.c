@@ -73,16 +73,16 @@ static size_t cert_rows(const site_t *s, row_t *r, size_t n, size_t cap)
 {
     const char *name;
     int64_t t, first = 0;
-    for (int i = 0; tls_store_expiry(s->cfg->tls, i, &name, &t); i++)
+    for (int i = 0; tls_store_expiry(s->proc->tls, i, &name, &t); i++)
         if (t > 0 && (!first || t < first))
             first = t;
     if (first && n < cap)
         r[n++] = (row_t){"tls_certificate_expiry_first",
                          "HTTPS: the first certificate to expire, expires at (unix time)",
                          (uint64_t)first};
-    char *text = s->cfg->acme_chal ? malloc(ACME_STATUS_MAX) : NULL;
+    char *text = s->proc->acme_chal ? malloc(ACME_STATUS_MAX) : NULL;
     acme_status_t *st = text ? malloc(sizeof *st) : NULL;
-    if (st && acme_chal_status(s->cfg->acme_chal, text, ACME_STATUS_MAX) > 0 &&
+    if (st && acme_chal_status(s->proc->acme_chal, text, ACME_STATUS_MAX) > 0 &&
         acme_chal_status_parse(text, st) == 0) {
         const row_t d[] = {
             {"acme_orders", "ACME: orders made", st->orders},
@@ -94,18 +94,18 @@ static size_t cert_rows(const site_t *s, row_t *r, size_t n, size_t cap)
             {"acme_ondemand_limited", "ACME on demand: refused by a rate limit", st->od_limited},
             {"acme_ondemand_invalid", "ACME on demand: refused, no host name", st->od_invalid},
         };
-        size_t nd = acme_chal_ondemand(s->cfg->acme_chal) ? sizeof d / sizeof d[0] : 2;
+        size_t nd = acme_chal_ondemand(s->proc->acme_chal) ? sizeof d / sizeof d[0] : 2;
         n = put_rows(r, n, cap, d, nd);
     }
     free(st);
     free(text);
     uint64_t gen = 0;
-    int64_t synced = s->cfg->cluster ? cluster_synced(s->cfg->cluster, &gen) : 0;
+    int64_t synced = s->proc->cluster ? cluster_synced(s->proc->cluster, &gen) : 0;
     const row_t c[] = {
         {"cluster_last_sync", "--cluster: etcd last answered at (unix time)", (uint64_t)synced},
         {"cluster_ticket_generation", "--cluster: the ticket keys' generation", gen},
     };
-    return s->cfg->cluster ? put_rows(r, n, cap, c, 2) : n;
+    return s->proc->cluster ? put_rows(r, n, cap, c, 2) : n;
 }
 
 void status_snapshot(const site_t *s, stats_snap_t *snap)
@@ -217,16 +217,16 @@ static void backend_list(hbuf_t *b, const site_t *s, int json)
    its lock (the client orders it): a JSON array, or an HTML table. */
 static void cluster_locks(hbuf_t *b, const site_t *s, int json)
 {
-    int n = s->cfg->cluster ? cluster_acme_count(s->cfg->cluster) : 0;
+    int n = s->proc->cluster ? cluster_acme_count(s->proc->cluster) : 0;
     char name[CLUSTER_ACME_NAME_MAX];
     for (int i = 0; i < n; i++) {
-        cluster_acme_name(s->cfg->cluster, i, name);
+        cluster_acme_name(s->proc->cluster, i, name);
         hb_puts(b, json ? (i ? ",{\"name\":\"" : ",\"cluster_acme_locks\":[{\"name\":\"")
                         : (i ? "<tr><td>"
                              : "<h2>Cluster: ACME locks</h2>\n<table>\n<tr><th>name</th>"
                                "<th>held here</th></tr>\n<tr><td>"));
         escaped(b, name, json);
-        int held = cluster_acme_held(s->cfg->cluster, i);
+        int held = cluster_acme_held(s->proc->cluster, i);
         hb_puts(b, json ? (held ? "\",\"held\":1}" : "\",\"held\":0}")
                         : (held ? "</td><td>yes</td></tr>\n" : "</td><td>no</td></tr>\n"));
     }
@@ -238,10 +238,10 @@ static void cluster_locks(hbuf_t *b, const site_t *s, int json)
    array, or an HTML list. */
 static void ondemand_names(hbuf_t *b, const site_t *s, int json)
 {
-    char *text = acme_chal_ondemand(s->cfg->acme_chal) ? malloc(ACME_STATUS_MAX) : NULL;
+    char *text = acme_chal_ondemand(s->proc->acme_chal) ? malloc(ACME_STATUS_MAX) : NULL;
     acme_status_t *st = text ? malloc(sizeof *st) : NULL;
     int k = 0;
-    if (st && acme_chal_status(s->cfg->acme_chal, text, ACME_STATUS_MAX) > 0 &&
+    if (st && acme_chal_status(s->proc->acme_chal, text, ACME_STATUS_MAX) > 0 &&
         acme_chal_status_parse(text, st) == 0)
         for (int i = 0; i < st->n; i++) {
             if (!st->names[i].ondemand)
@@ -264,14 +264,14 @@ static void ondemand_names(hbuf_t *b, const site_t *s, int json)
    cluster's side process; 0 for one that is not there. */
 static void processes(hbuf_t *b, const site_t *s, int json)
 {
-    const config_t *cfg = s->cfg;
+    const proc_t *p = s->proc;
     const char *const key[] = {"self", "supervisor", "cgi_spawner", "acme_keeper", "cluster"};
     const char *const label[] = {"this process", "-W supervisor", "CGI spawner",
                                  "ACME keeper", "cluster side process"};
-    long pid[] = {(long)getpid(), cfg->stats_shm ? (long)getppid() : 0, cfg->spawn_pid,
-                  cfg->acme_pid, cfg->cluster_pid};
+    long pid[] = {(long)getpid(), p->stats_shm ? (long)getppid() : 0, p->spawn_pid,
+                  p->acme_pid, p->cluster_pid};
     long w[STATUS_PROCS_MAX];
-    int nw = stats_shm_pids(cfg->stats_shm, w, STATUS_PROCS_MAX);
+    int nw = stats_shm_pids(p->stats_shm, w, STATUS_PROCS_MAX);
     hb_puts(b, json ? ",\"processes\":{" : "<h2>Processes</h2>\n<table>\n");
     for (size_t i = 0; i < sizeof pid / sizeof pid[0]; i++) {
         hb_puts(b, json ? (i ? ",\"" : "\"") : "<tr><th>");
@@ -297,11 +297,11 @@ int status_serve(exchange_t *ex, int json)
     stats_roll(&s->stats, now);
     row_t r[176];
     size_t n = rows(s, r, sizeof r / sizeof r[0], now);
-    int nlocks = s->cfg->cluster ? cluster_acme_count(s->cfg->cluster) : 0;
+    int nlocks = s->proc->cluster ? cluster_acme_count(s->proc->cluster) : 0;
     size_t cap = STATUS_PAGE_MAX + CONFIG_BACKENDS * STATUS_BACKEND_MAX +
                  STATUS_PROCS_MAX * 12 + 512 +
                  (size_t)nlocks * (6 * CLUSTER_ACME_NAME_MAX + 64) + /* &quot; for a '"' */
-                 (acme_chal_ondemand(s->cfg->acme_chal) ? ACME_STATUS_NAMES * 270 + 64 : 0);
+                 (acme_chal_ondemand(s->proc->acme_chal) ? ACME_STATUS_NAMES * 270 + 64 : 0);
     char *body = malloc(cap), pid[24];
     if (!body)
         return -1;

@@ -554,13 +554,14 @@ static int ep_setup(quic_ep_t *e, char *err, size_t errlen)
         snprintf(err, errlen, "GnuTLS or memory: cannot set up");
         return -1;
     }
-    if (e->cfg->tls && tls_store_count(e->cfg->tls) > 0 &&
-        !(e->cred = quic_cred_load(e->cfg->tls, err, errlen)))
+    if (e->proc->tls && tls_store_count(e->proc->tls) > 0 &&
+        !(e->cred = quic_cred_load(e->proc->tls, err, errlen)))
         return -1;
     return 0;
 }
 
-quic_ep_t *quic_open(const config_t *cfg, int udp_fd, int steer, char *err, size_t errlen)
+quic_ep_t *quic_open(const config_t *cfg, const proc_t *p, int udp_fd, int steer, char *err,
+                     size_t errlen)
 {
     quic_ep_t *e = calloc(1, sizeof *e);
     if (!e) {
@@ -570,7 +571,7 @@ quic_ep_t *quic_open(const config_t *cfg, int udp_fd, int steer, char *err, size
     }
     e->fd = udp_fd;
     e->steer = steer;
-    e->cfg = cfg;
+    e->cfg = cfg, e->proc = p;
     e->boundlen = sizeof e->bound;
     if (getsockname(udp_fd, (struct sockaddr *)&e->bound, &e->boundlen) < 0) {
         snprintf(err, errlen, "UDP socket: %s", strerror(errno));
@@ -586,8 +587,9 @@ quic_ep_t *quic_open(const config_t *cfg, int udp_fd, int steer, char *err, size
     return e;
 }
 
-quic_ep_t *quic_open_loose(const config_t *cfg, const struct sockaddr *bound, socklen_t len,
-                           quic_out_fn out, void *arg, char *err, size_t errlen)
+quic_ep_t *quic_open_loose(const config_t *cfg, const proc_t *p, const struct sockaddr *bound,
+                           socklen_t len, quic_out_fn out, void *arg, char *err,
+                           size_t errlen)
 {
     quic_ep_t *e = calloc(1, sizeof *e);
     if (!e || len > sizeof e->bound) {
@@ -597,7 +599,7 @@ quic_ep_t *quic_open_loose(const config_t *cfg, const struct sockaddr *bound, so
     }
     e->fd = -1;
     e->steer = -1; /* no group: the IDs name no socket */
-    e->cfg = cfg;
+    e->cfg = cfg, e->proc = p;
     memcpy(&e->bound, bound, len);
     e->boundlen = len;
     e->port = ntohs(((const struct sockaddr_in *)bound)->sin_port); /* same offset for v6 */
@@ -638,7 +640,7 @@ int quic_start(quic_ep_t *e, site_t *site, size_t max_conns)
 
 int quic_reload(quic_ep_t *e, char *err, size_t errlen)
 {
-    quic_cred_t *c = quic_cred_load(e->cfg->tls, err, errlen);
+    quic_cred_t *c = quic_cred_load(e->proc->tls, err, errlen);
     if (!c)
         return -1;
     quic_cred_release(e->cred);

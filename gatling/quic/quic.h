@@ -51,10 +51,11 @@ typedef struct quic_ep quic_ep_t;
  * Before privileges are dropped: the endpoint on udp_fd, a bound UDP socket
  * of the group (quic_steer.h) that it owns from now on (closed on failure
  * too), whose index in the group its connection IDs name (steer < 0: no
- * group), and GnuTLS credentials from the certificate store (cfg->tls).
+ * group), and GnuTLS credentials from the certificate store (p->tls).
  * NULL with why in err.
  */
-quic_ep_t *quic_open(const config_t *cfg, int udp_fd, int steer, char *err, size_t errlen);
+quic_ep_t *quic_open(const config_t *cfg, const proc_t *p, int udp_fd, int steer, char *err,
+                     size_t errlen);
 
 /* On the loop of site: from now on datagrams are served; max_conns is -N's
    cap (shared with TCP through site->nconns).  0, or -1 with errno. */
@@ -90,8 +91,8 @@ typedef void (*quic_out_fn)(void *arg, const struct gio_dgram *d);
  * in by quic_input, and each datagram (or GSO train: segsize) it sends goes
  * to out(arg, d) instead of a socket.  NULL with why in err.
  */
-quic_ep_t *quic_open_loose(const config_t *cfg, const struct sockaddr *addr, socklen_t len,
-                           quic_out_fn out, void *arg, char *err, size_t errlen);
+quic_ep_t *quic_open_loose(const config_t *cfg, const proc_t *p, const struct sockaddr *addr,
+                           socklen_t len, quic_out_fn out, void *arg, char *err, size_t errlen);
 
 /* One datagram as if received (d->buf, d->len, d->peer; d->local may be
    zero), then what the connections have to send, and their timers. */
@@ -101,10 +102,10 @@ void quic_input(quic_ep_t *e, struct gio_dgram *d);
    among them; the caller refreshed the clock), then what they send. */
 void quic_tick(quic_ep_t *e);
 #else
-static inline quic_ep_t *quic_open(const config_t *cfg, int udp_fd, int steer, char *err,
-                                   size_t errlen)
+static inline quic_ep_t *quic_open(const config_t *cfg, const proc_t *p, int udp_fd, int steer,
+                                   char *err, size_t errlen)
 {
-    (void)cfg, (void)udp_fd, (void)steer, (void)err, (void)errlen;
+    (void)cfg, (void)p, (void)udp_fd, (void)steer, (void)err, (void)errlen;
     return NULL;
 }
 static inline int quic_start(quic_ep_t *e, site_t *site, size_t max_conns)

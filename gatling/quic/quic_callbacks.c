@@ -85,16 +85,16 @@ static quic_conn_t *conn_of(gnutls_session_t s)
    wait for it (GnuTLS picks what is loaded), the next ones get it. */
 static void ondemand_ask(quic_conn_t *c, const char *name, size_t len)
 {
-    const config_t *cfg = c->ep->site->cfg;
+    const proc_t *p = c->ep->site->proc;
     char addr[INET6_ADDRSTRLEN] = "-";
-    if (tls_store_covers(cfg->tls, name, len))
+    if (tls_store_covers(p->tls, name, len))
         return;
     const struct sockaddr *sa = (const struct sockaddr *)ngtcp2_conn_get_path(c->q)->remote.addr;
     if (sa->sa_family == AF_INET)
         inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, addr, sizeof addr);
     else if (sa->sa_family == AF_INET6)
         inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, addr, sizeof addr);
-    acme_chal_ask(cfg->acme_chal, name, len, addr);
+    acme_chal_ask(p->acme_chal, name, len, addr);
 }
 
 /* The hello: mutual TLS asks for client certificates in the handshake where
@@ -108,9 +108,9 @@ static int on_client_hello(gnutls_session_t s)
     unsigned type;
     if (gnutls_server_name_get(s, name, &len, &type, 0) != 0 || type != GNUTLS_NAME_DNS)
         len = 0;
-    if (c && tls_client_asks_name(c->ep->site->cfg->tls, len ? name : NULL, len))
+    if (c && tls_client_asks_name(c->ep->site->proc->tls, len ? name : NULL, len))
         gnutls_certificate_server_set_request(s, GNUTLS_CERT_REQUEST);
-    if (c && len && acme_chal_ondemand(c->ep->site->cfg->acme_chal))
+    if (c && len && acme_chal_ondemand(c->ep->site->proc->acme_chal))
         ondemand_ask(c, name, len);
     return 0;
 }
@@ -119,7 +119,7 @@ static int on_client_hello(gnutls_session_t s)
    (GnuTLS checked only that it holds the key), for the exchanges. */
 static void client_cert(quic_conn_t *c, const char *sni, size_t snilen)
 {
-    tls_store_t *st = c->ep->site->cfg->tls;
+    tls_store_t *st = c->ep->site->proc->tls;
     if (!tls_client_asks_name(st, snilen ? sni : NULL, snilen))
         return;
     enum { CHAIN_MAX = 10 };

@@ -76,6 +76,7 @@ struct quic_ep {
     struct sockaddr_storage bound;
     socklen_t boundlen;
     const config_t *cfg;
+    const proc_t *proc; /* the certificate store (p->tls) */
     quic_cred_t *cred;
     gnutls_priority_t prio;
     quic_cid_table_t *cids;

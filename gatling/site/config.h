@@ -1,4 +1,6 @@
-/* config — everything the command line sets, in one struct. */
+/* config — everything the command line and the options file set, in one struct,
+   and nothing else: what the process makes of it at start (descriptors, ids,
+   pids, shared mappings, the TLS store) is proc_t's (proc.h). */
 #ifndef GATLING_CONFIG_H
 #define GATLING_CONFIG_H
 
@@ -52,7 +54,6 @@ typedef struct config_acme {
     const char *ask_url;     /* --acme-on-demand URL: GET URL?domain=NAME, 200 = yes; NULL off */
     int od_per_hour;         /* --acme-on-demand-rate H,A: asks an hour in all (default 60) */
     int od_per_addr;         /* ... and from one client address (default 10) */
-    int od_fd;               /* the client's end of the asks' socket (acme_launch); -1 none */
 } config_acme_t;
 
 /* An address or network: IPv4 as ::ffff:a.b.c.d, the prefix over 128 bits. */
@@ -145,10 +146,7 @@ typedef struct config {
     int nproxy_rules;
     const char *pool_def[CONFIG_POOLS]; /* --pool NAME=[F/|S/]backends|file:/path;options */
     int npools;
-    int pool_dirfd[CONFIG_POOLS]; /* file: pools: the list's directory, opened before a chroot */
     const char *proxy_ca; /* --proxy-ca: the CAs h2/ backends' certificates chain to (PEM) */
-    struct ssl_ctx_st *proxy_tls; /* ... read into h2/'s client context before a chroot
-                                     (handlers/proxy_tls.c); NULL: none */
     long long cache_mem;    /* --cache: the response cache's bytes (0: the default) */
     long long cache_object; /* ... and the largest response it stores */
     config_acme_t acme; /* --acme...: automatic HTTPS (gatling/acme/) */
@@ -159,28 +157,6 @@ typedef struct config {
     int ftp_upload;        /* -f port,upload: STOR/APPE/MKD into world-writable directories */
     long long ftp_upload_max; /* -f port,upload=bytes: the largest file an upload makes */
     int ftp_no_upload;     /* -U: no uploads (the original gatling's -U) */
-    /* set up by main(), not options: */
-    int log_fd;   /* the access log (-1: none), opened before any chroot */
-    int error_fd; /* the error log (stderr, or -q's file), opened before any chroot */
-    int error_dir; /* -W: -q's directory, for the root supervisor's reopen; -1 */
-    int uid, gid; /* -u's ids, looked up before any chroot; -1 = stay */
-    int cgi_uid, cgi_gid; /* --cgi-user's, the same way; -1: CGI runs as -u */
-    int proc_fd; /* -W with CGI: /proc, opened before the chroot for the workers'
-                    spawners (site/spawn.h), closed by each worker once it has its own */
-    struct tls_store *tls; /* the certificates (tls.h), loaded before any chroot; NULL: no HTTPS */
-    int tls_skipped;       /* the default HTTPS port was busy: HTTP only */
-    int spawn_fd;          /* the CGI spawner's socket (site/spawn.h); -1: none */
-    int spawn_pid;         /* ... its process, reaped once it is gone; 0: none */
-    struct stats_shm *stats_shm; /* -W: where the workers publish their numbers
-                                    (site/stats.h); NULL: one process */
-    int worker;                  /* ... this worker's slot in it */
-    struct acme_chal *acme_chal; /* --acme: the client's challenges (site/acme_chal.h) */
-    int acme_pid;                /* ... its process; 0: none */
-    struct cluster_view *cluster; /* --cluster: what the side process shares (site/cluster.h) */
-    int cluster_purge_fd;         /* ... the pipe the loops send their purges to; -1: none */
-    int cluster_pid;              /* ... the side process; 0: none */
-    struct peer_board *peer_board; /* -W: the flood offences the workers share
-                                      (site/peerboard.h); NULL: one process */
 } config_t;
 
 #endif

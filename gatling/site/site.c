@@ -18,16 +18,18 @@
 #define SITE_JOBS_QUEUE 1024          /* jobs waiting for a thread; more get 503 */
 #define SITE_MEM_HELD ((size_t)32 << 20) /* small files held in memory, in all (-F) */
 
-int site_init(site_t *s, const config_t *cfg, gio_loop_t *loop, mime_table_t *mime)
+int site_init(site_t *s, const config_t *cfg, const proc_t *proc, gio_loop_t *loop,
+              mime_table_t *mime)
 {
     memset(s, 0, sizeof *s);
     s->cfg = cfg;
+    s->proc = proc;
     s->loop = loop;
     s->mime = mime;
     s->rootfd = -1;
-    alog_init(&s->log, cfg->log_fd);
+    alog_init(&s->log, proc->log_fd);
     s->log.json = cfg->log_json;
-    elog_init(&s->elog, cfg->error_fd, cfg->error_log);
+    elog_init(&s->elog, proc->error_fd, cfg->error_log);
     s->stats.started = s->stats.second = time(NULL);
     /* gzip on the fly up to 1 MiB files, compressed off the loop (jobs.h) */
     if ((cfg->gzip && !(s->gzcache = enc_cache_new(0, 1 << 20))) ||

@@ -21,6 +21,7 @@
 #include "fs.h"
 #include "gio.h"
 #include "mime.h"
+#include "proc.h"
 #include "stats.h"
 
 #include <stdint.h>
@@ -35,6 +36,7 @@ struct limits;
 
 typedef struct site {
     const config_t *cfg;
+    const proc_t *proc;        /* borrowed: the descriptors, pids and stores made at start */
     gio_loop_t *loop;          /* borrowed: for the clocks */
     mime_table_t *mime;        /* borrowed */
     fcache_t *fcache;          /* open files, see fcache.h */
@@ -69,10 +71,11 @@ typedef struct site {
 } site_t;
 
 /*
- * Set up the site serving the current directory for loop (borrowed, as is
- * mime).  Returns 0, or -1 after printing why to stderr.
+ * Set up the site serving the current directory for loop (borrowed, as are
+ * cfg, proc and mime).  Returns 0, or -1 after printing why to stderr.
  */
-int site_init(site_t *s, const config_t *cfg, gio_loop_t *loop, mime_table_t *mime);
+int site_init(site_t *s, const config_t *cfg, const proc_t *proc, gio_loop_t *loop,
+              mime_table_t *mime);
 
 void site_free(site_t *s);
 

@@ -374,17 +374,20 @@ static void sort_fds(int *keep, int *n)
 
 /* The caller's confinement (a chroot, -u), but with --cgi-user's ids in -u's
    place: the spawner and every program it starts then run as that user. */
-static int confine_as_cgi(const config_t *cfg, int (*confine)(const config_t *))
+static int confine_as_cgi(const config_t *cfg, const proc_t *p,
+                          int (*confine)(const config_t *, const proc_t *))
 {
     static config_t as; /* large for a stack; this process is the spawner's alone */
-    as = *cfg;
-    if (cfg->cgi_uid >= 0)
-        as.uid = cfg->cgi_uid, as.gid = cfg->cgi_gid, as.user = cfg->cgi_user;
-    return confine(&as);
+    static proc_t pas;
+    as = *cfg, pas = *p;
+    if (p->cgi_uid >= 0)
+        pas.uid = p->cgi_uid, pas.gid = p->cgi_gid, as.user = cfg->cgi_user;
+    return confine(&as, &pas);
 }
 
 /* The spawner's life after the fork: confine, then serve until the loop goes. */
-static void spawner_main(const config_t *cfg, int (*confine)(const config_t *), int sock)
+static void spawner_main(const config_t *cfg, const proc_t *p,
+                         int (*confine)(const config_t *, const proc_t *), int sock)
 {
     spawner_t sp = {.sock = sock};
     prctl(PR_SET_NAME, "gatling-cgi"); /* --reload refuses it by this name (reload.h) */
@@ -402,15 +405,15 @@ static void spawner_main(const config_t *cfg, int (*confine)(const config_t *), 
                                    keeps an early SPAWN_END's TERM pending */
     sigprocmask(SIG_BLOCK, &block, &old);
     sigdelset(&old, SIGCHLD);
-    sp.procfd = cfg->proc_fd >= 0 ? cfg->proc_fd /* -W: opened before the chroot */
-                                  : open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (confine_as_cgi(cfg, confine) < 0)
+    sp.procfd = p->proc_fd >= 0 ? p->proc_fd /* -W: opened before the chroot */
+                                : open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (confine_as_cgi(cfg, p, confine) < 0)
         _exit(1);
     gio_proc_private(); /* after the uid change: its programs must not read it */
-    int keep[3] = {sock, cfg->error_fd, sp.procfd}, nkeep = 0;
+    int keep[3] = {sock, p->error_fd, sp.procfd}, nkeep = 0;
     sort_fds(keep, &nkeep);
     close_from(3, keep, nkeep);
-    elog_init(&sp.log, cfg->error_fd, cfg->error_log);
+    elog_init(&sp.log, p->error_fd, cfg->error_log);
     sp.nchild = (size_t)cfg->cgi_max * 4 + 16;
     sp.child = calloc(sp.nchild, sizeof *sp.child);
     sp.msg = malloc(SPAWN_MSG_MAX);
@@ -439,7 +442,8 @@ static void spawner_main(const config_t *cfg, int (*confine)(const config_t *), 
     _exit(0);
 }
 
-int spawn_start(const config_t *cfg, int (*confine)(const config_t *cfg), int *fd, pid_t *pid)
+int spawn_start(const config_t *cfg, const proc_t *p,
+                int (*confine)(const config_t *cfg, const proc_t *p), int *fd, pid_t *pid)
 {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
@@ -454,7 +458,7 @@ int spawn_start(const config_t *cfg, int (*confine)(const config_t *cfg), int *f
     *pid = fork();
     if (*pid == 0) {
         close(sv[0]);
-        spawner_main(cfg, confine, sv[1]);
+        spawner_main(cfg, p, confine, sv[1]);
     }
     close(sv[1]);
     if (*pid < 0) {

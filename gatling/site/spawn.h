@@ -7,7 +7,7 @@
  * privilege drop (-c, -u); it confines itself the same way (the caller's
  * confine function, with --cgi-user's ids in -u's place where given), is
  * not dumpable, closes every descriptor but its socket, the error log and
- * /proc (opened before the chroot, or cfg->proc_fd under -W), and then
+ * /proc (opened before the chroot, or proc_t's proc_fd under -W), and then
  * serves requests from the loop over a non-blocking SOCK_SEQPACKET
  * socketpair, one message per request:
  *
@@ -41,6 +41,7 @@
 #define GATLING_SPAWN_H
 
 #include "config.h"
+#include "proc.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -51,12 +52,13 @@
 enum { SPAWN_RUN = 1, SPAWN_END = 2 };
 
 /*
- * Fork the spawner.  In the child: confine(cfg) (chroot, -u; it returns 0
+ * Fork the spawner.  In the child: confine(cfg, p) (chroot, -u; it returns 0
  * or -1 after printing why, and the spawner then exits), then serve.  In
  * the caller: *fd is the loop's end of the socket (non-blocking,
  * close-on-exec) and *pid the spawner's.  0, or -1 after printing why.
  */
-int spawn_start(const config_t *cfg, int (*confine)(const config_t *cfg), int *fd, pid_t *pid);
+int spawn_start(const config_t *cfg, const proc_t *p,
+                int (*confine)(const config_t *cfg, const proc_t *p), int *fd, pid_t *pid);
 
 /*
  * Ask for a CGI process for request id: the program at path (absolute, as

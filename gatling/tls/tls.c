@@ -508,8 +508,8 @@ static int test_period(const char *name, int lo, int def, const char *what)
     return (int)n;
 }
 
-tls_store_t *tls_store_load(const char *dir, const config_t *cfg, const char *docroot_real,
-                            int *missing)
+tls_store_t *tls_store_load(const char *dir, const config_t *cfg, const proc_t *p,
+                            const char *docroot_real, int *missing)
 {
     *missing = 0;
     if ((tls_cert_idx < 0 &&
@@ -531,7 +531,7 @@ tls_store_t *tls_store_load(const char *dir, const config_t *cfg, const char *do
         fprintf(stderr, "gatling: out of memory\n");
         return NULL;
     }
-    st->cfg = cfg;
+    st->cfg = cfg, st->proc = p;
     st->check_s = test_period("GATLING_TEST_CERT_CHECK", 1, CHECK_PERIOD,
                               "the certificate files are looked at");
     st->ticket_s = test_period("GATLING_TEST_TICKET_PERIOD", 2, TICKET_PERIOD,
@@ -564,7 +564,7 @@ tls_store_t *tls_store_load(const char *dir, const config_t *cfg, const char *do
         fprintf(stderr, "gatling: HTTPS: %s\n", err);
         goto fail;
     }
-    if (cfg && cfg->acme_chal && bare_ctx(st, err, sizeof err) < 0) {
+    if (p && p->acme_chal && bare_ctx(st, err, sizeof err) < 0) {
         fprintf(stderr, "gatling: HTTPS: %s\n", err);
         drop_contexts(st->ctx, st->n);
         goto fail;

@@ -45,6 +45,7 @@
 typedef struct ssl_st SSL;
 typedef struct tls_store tls_store_t;
 struct config;
+struct proc;
 
 /* What a -o/-O option may hold at most. */
 #define TLS_CIPHERS_MAX 1024
@@ -59,8 +60,8 @@ struct config;
  * issuance) gives a store of none (tls_store_count 0): tls_new refuses, and
  * tls_store_check loads them once they appear.
  */
-tls_store_t *tls_store_load(const char *dir, const struct config *cfg, const char *docroot_real,
-                            int *missing);
+tls_store_t *tls_store_load(const char *dir, const struct config *cfg, const struct proc *p,
+                            const char *docroot_real, int *missing);
 
 /* How many certificates are loaded (0: waiting for the first). */
 int tls_store_count(const tls_store_t *st);

@@ -209,7 +209,7 @@ static const ticket_key_t *ticket_key(tls_store_t *st, const unsigned char *mast
    its side process has them (site/cluster.h), else our own.  How many. */
 static int ticket_masters(const tls_store_t *st, unsigned char m[64])
 {
-    int n = st->cfg && st->cfg->cluster ? cluster_tickets(st->cfg->cluster, m) : 0;
+    int n = st->proc && st->proc->cluster ? cluster_tickets(st->proc->cluster, m) : 0;
     if (!n)
         memcpy(m, st->master, sizeof st->master), n = 1;
     return n;
@@ -398,11 +398,11 @@ static int on_demand(SSL *ssl, tls_store_t *st)
         return SSL_CLIENT_HELLO_SUCCESS;
     }
     int64_t now = mono_ms(), v = (int64_t)(intptr_t)SSL_get_ex_data(ssl, tls_od_idx);
-    if (acme_chal_refused(st->cfg->acme_chal, name, nl, (long long)time(NULL)))
+    if (acme_chal_refused(st->proc->acme_chal, name, nl, (long long)time(NULL)))
         return SSL_CLIENT_HELLO_SUCCESS;
     if (v <= 1) {
         peer_text(ssl, addr, sizeof addr);
-        if (acme_chal_ask(st->cfg->acme_chal, name, nl, addr) < 0 || !v)
+        if (acme_chal_ask(st->proc->acme_chal, name, nl, addr) < 0 || !v)
             return SSL_CLIENT_HELLO_SUCCESS; /* no client to ask (or too far behind), or no pause */
         SSL_set_ex_data(ssl, tls_od_idx, (void *)(intptr_t)(now + 2));
         return SSL_CLIENT_HELLO_RETRY;
@@ -458,11 +458,11 @@ static int on_hello(SSL *ssl, int *alert, void *arg)
     tls_store_t *st = arg;
     const unsigned char *p;
     size_t n;
-    if (!st->cfg || !st->cfg->acme_chal ||
+    if (!st->proc || !st->proc->acme_chal ||
         !SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_application_layer_protocol_negotiation, &p,
                                    &n) ||
         !alpn_acme_only(p, n)) {
-        if (st->cfg && acme_chal_ondemand(st->cfg->acme_chal) &&
+        if (st->proc && acme_chal_ondemand(st->proc->acme_chal) &&
             on_demand(ssl, st) != SSL_CLIENT_HELLO_SUCCESS)
             return SSL_CLIENT_HELLO_RETRY;
         if (SSL_get_SSL_CTX(ssl) != st->bare) {
@@ -478,7 +478,7 @@ static int on_hello(SSL *ssl, int *alert, void *arg)
                     ? hello_sni(p, n, name, sizeof name)
                     : 0;
     size_t pemlen = 0;
-    char *pem = nl ? acme_chal_alpn_pem(st->cfg->acme_chal, name, nl, &pemlen) : NULL;
+    char *pem = nl ? acme_chal_alpn_pem(st->proc->acme_chal, name, nl, &pemlen) : NULL;
     int ok = pem && use_challenge(ssl, pem, pemlen) == 0;
     if (pem)
         OPENSSL_cleanse(pem, pemlen); /* its key is throwaway, but a key all the same */

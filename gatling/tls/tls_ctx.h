@@ -17,7 +17,7 @@ typedef struct ssl_st SSL;
     "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
 
 /*
- * --acme (cfg->acme_chal set when the store is loaded): TLS-ALPN-01, RFC
+ * --acme (proc_t's acme_chal set when the store is loaded): TLS-ALPN-01, RFC
  * 8737.  A ClientHello whose ALPN list is exactly "acme-tls/1", for a server
  * name with a challenge outstanding (site/acme_chal.h), gets that challenge
  * certificate and ALPN acme-tls/1, and nothing else ever does; acme-tls/1

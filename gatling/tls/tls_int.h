@@ -8,6 +8,7 @@
 
 #include "tls_ctx.h"
 #include "site/config.h"
+#include "site/proc.h"
 
 #include <limits.h>
 #include <stdint.h>
@@ -44,6 +45,7 @@ struct tls_store {
     int dirfd; /* the certificate directory, opened at start (survives a chroot) */
     char dir[PATH_MAX];
     const config_t *cfg;
+    const proc_t *proc; /* the ACME client's challenges, the cluster's tickets; NULL: none */
     char docroot[PATH_MAX];
     SSL_CTX **ctx;            /* one per certificate */
     SSL_CTX *bare;            /* --acme: no certificate, for handshakes while there is none

@@ -26,6 +26,7 @@ static void on_usr1(int sig)
 int main(int argc, char **argv)
 {
     static config_t cfg;
+    static proc_t proc;
     char err[256];
     if (argc < 7) {
         fprintf(stderr, "usage: acme_try CA_URL CA_ROOT STATE_DIR TLS_DIR SECONDS NAME...\n");
@@ -46,12 +47,12 @@ int main(int argc, char **argv)
     cfg.acme.cas[0].eab_hmac = getenv("ACME_TRY_EAB_HMAC");
     if (getenv("ACME_TRY_RSA"))
         cfg.acme.key_type = CONFIG_ACME_RSA2048;
-    cfg.error_fd = 2;
-    cfg.uid = cfg.gid = -1;
+    proc_init(&proc);
+    proc.error_fd = 2;
     if (getenv("ACME_TRY_UID")) /* as root: the client drops to these ids */
-        cfg.uid = cfg.gid = atoi(getenv("ACME_TRY_UID"));
+        proc.uid = proc.gid = atoi(getenv("ACME_TRY_UID"));
     signal(SIGUSR1, on_usr1);
-    pid_t pid = acme_start(&cfg, (const char *const *)argv + 6, argc - 6,
+    pid_t pid = acme_start(&cfg, &proc, (const char *const *)argv + 6, argc - 6,
                            !getenv("ACME_TRY_NOHTTP"), getpid(), NULL, err, sizeof err);
     if (pid < 0) {
         fprintf(stderr, "%s\n", err);

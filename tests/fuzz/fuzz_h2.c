@@ -28,6 +28,7 @@
 
 static char dir[64] = "/dev/shm/fuzz_h2.XXXXXX";
 static config_t cfg;
+static proc_t proc;
 static site_t site; /* the handlers keep their states in it (handlers/hstate.h) */
 static gio_loop_t *loop;
 static struct sockaddr_in peer;
@@ -76,10 +77,9 @@ static void setup(void)
                      .vhosts = 1,
                      .max_age = -1,
                      .mem_file_max = 16384,
-                     .hsts = -1,
-                     .log_fd = -1,
-                     .error_fd = -1};
-    if (!(loop = gio_loop_new()) || site_init(&site, &cfg, loop, mime_load(NULL)) < 0)
+                     .hsts = -1};
+    proc_init(&proc);
+    if (!(loop = gio_loop_new()) || site_init(&site, &cfg, &proc, loop, mime_load(NULL)) < 0)
         abort();
     limits_cfg_t lc = {.free_fails = 5, .max_wait_s = 1};
     if (!(site.limits = limits_new(&lc, 64)))

@@ -34,6 +34,7 @@
 static char dir[64] = "/dev/shm/fuzz_h2b.XXXXXX";
 static char rule[64];
 static config_t cfg;
+static proc_t proc;
 static site_t site;
 static gio_loop_t *loop;
 static struct sockaddr_in peer;
@@ -64,10 +65,10 @@ static void setup(void)
     atexit(cleanup);
     cfg = (config_t){.timeout = 23, .head_timeout = 10, .min_rate = 512, .threads = 1,
                      .vhosts = 0, .max_age = -1, .mem_file_max = 16384, .hsts = -1,
-                     .log_fd = -1, .error_fd = -1, .dyn_timeout = 30, .tunnel_timeout = 3600,
-                     .nproxy_rules = 1};
+                     .dyn_timeout = 30, .tunnel_timeout = 3600, .nproxy_rules = 1};
     cfg.proxy_rule[0] = rule;
-    if (!(loop = gio_loop_new()) || site_init(&site, &cfg, loop, mime_load(NULL)) < 0)
+    proc_init(&proc);
+    if (!(loop = gio_loop_new()) || site_init(&site, &cfg, &proc, loop, mime_load(NULL)) < 0)
         abort();
     limits_cfg_t lc = {.free_fails = 5, .max_wait_s = 1};
     if (!(site.limits = limits_new(&lc, 64)) || router_init(&site) < 0)

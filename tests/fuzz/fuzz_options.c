@@ -17,7 +17,6 @@
 #include "options.h"
 
 #include <fcntl.h>
-#include <openssl/ssl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -86,10 +85,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(cfg.ncgi_regex <= CONFIG_CGI_MAX && cfg.nproxy_rules <= CONFIG_PROXY_RULES &&
               cfg.npools <= CONFIG_POOLS && cfg.ntrust <= CONFIG_TRUST_MAX);
     }
-    for (int i = 0; i < cfg.npools && i < CONFIG_POOLS; i++) /* file: pools' directories */
-        if (cfg.pool_dirfd[i] > STDERR_FILENO)
-            close(cfg.pool_dirfd[i]);
-    SSL_CTX_free(cfg.proxy_tls); /* --proxy-ca's, read at the check of -P and --pool */
     conf_free(&ca);
     free(args);
     return 0;

@@ -128,6 +128,7 @@ time_t time(time_t *t)
 
 static char dir[64] = "/dev/shm/fuzz_quic.XXXXXX";
 static config_t cfg;
+static proc_t proc;
 static site_t site; /* the handlers keep their states in it (handlers/hstate.h) */
 static gio_loop_t *loop;
 static struct sockaddr_in local, peer_a, peer_b;
@@ -172,11 +173,11 @@ static void setup(void)
     put("w/big.bin", NULL, 100000, 0644);
     put("w/d/i.html", NULL, 3000, 0644);
     cfg = (config_t){.timeout = 23, .head_timeout = 10, .min_rate = 512, .threads = 1,
-                     .vhosts = 1, .max_age = -1, .mem_file_max = 16384, .hsts = -1,
-                     .log_fd = -1, .error_fd = -1};
+                     .vhosts = 1, .max_age = -1, .mem_file_max = 16384, .hsts = -1};
+    proc_init(&proc);
     int missing;
-    if (!(cfg.tls = tls_store_load("c", &cfg, NULL, &missing)) || chdir("w") < 0 ||
-        !(loop = gio_loop_new()) || site_init(&site, &cfg, loop, mime_load(NULL)) < 0)
+    if (!(proc.tls = tls_store_load("c", &cfg, &proc, NULL, &missing)) || chdir("w") < 0 ||
+        !(loop = gio_loop_new()) || site_init(&site, &cfg, &proc, loop, mime_load(NULL)) < 0)
         abort();
     trace = getenv("FUZZ_QUIC_TRACE") != NULL;
     if (fchdir(home) < 0)
@@ -254,8 +255,8 @@ static quic_ep_t *begin(run_t *r)
     if (!(site.limits = limits_new(&lc, 64)))
         abort();
     char err[256];
-    quic_ep_t *e = quic_open_loose(&cfg, (const struct sockaddr *)&local, sizeof local, on_out,
-                                   r, err, sizeof err);
+    quic_ep_t *e = quic_open_loose(&cfg, &proc, (const struct sockaddr *)&local, sizeof local,
+                                   on_out, r, err, sizeof err);
     if (!e || quic_start(e, &site, 64) < 0) {
         fprintf(stderr, "fuzz_quic: %s\n", e ? "quic_start failed" : err);
         abort();

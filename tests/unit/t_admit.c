@@ -87,7 +87,8 @@ static void t_wake(void *conn)
 }
 
 static const ex_codec_t codec = {SB_CODEC_OPS, .hints = admit_codec_hints};
-static site_t site; /* no route: no producer takes a body */
+static proc_t proc; /* nothing made: no TLS store, no ACME, no cluster */
+static site_t site = {.proc = &proc}; /* no route: no producer takes a body */
 static config_t cfg;
 static sb_conn_t sc;
 static struct sockaddr_in peer = {.sin_family = AF_INET}; /* 0.0.0.0: any address */

@@ -10,7 +10,8 @@
 #include "site/site.h"
 #include "tap.h"
 
-static site_t site;
+static proc_t proc; /* nothing made: no TLS store, no ACME, no cluster */
+static site_t site = {.proc = &proc};
 static proxy_t px = {.site = &site};
 
 static int list(const char *s, int in_rule, px_mdef_t *d, int *n, const char **rest)

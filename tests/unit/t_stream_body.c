@@ -81,7 +81,8 @@ static void p_end(exchange_t *ex)
 
 static const ex_producer_t producer = {.input = p_input, .drained = p_drained, .end = p_end};
 static const ex_codec_t codec = {SB_CODEC_OPS};
-static site_t site;
+static proc_t proc; /* nothing made: no TLS store, no ACME, no cluster */
+static site_t site = {.proc = &proc};
 
 static void begin(tstream_t *t)
 {
