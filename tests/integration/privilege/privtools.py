@@ -175,6 +175,17 @@ def proc_status(pid, key):
     return None
 
 
+def running(pid):
+    """pid is a process that has not ended (not a zombie).  A process that
+    ends while its status is read is not running: /proc's files of a dead
+    task fail with ENOENT or ESRCH."""
+    try:
+        state = proc_status(pid, "State")
+    except OSError:
+        return False
+    return bool(state) and state[0] != "Z"
+
+
 def children(pid):
     """(pid, real uid) of pid's children."""
     out = []

@@ -14,7 +14,7 @@ import types
 import pytest
 
 from conftest import assert_status, fetch, make_docroot, Mode, wait_for
-from privtools import children, needs_root, open_dir, proc_status
+from privtools import children, needs_root, open_dir, proc_status, running
 
 HEAD = "#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\n'\n"
 
@@ -161,8 +161,7 @@ def test_setsid_grandchild_killed_in_chroot_with_workers(gatling, build, tmp_pat
             r = fetch(s.port, "/escape")
             assert_status(r, 200)
             left.append(int(r.body.split()[-1]))
-        wait_for(lambda: not [p for p in left if os.path.exists("/proc/%d" % p)
-                              and proc_status(p, "State")[0] != "Z"] or None, 10,
+        wait_for(lambda: not [p for p in left if running(p)] or None, 10,
                  "the setsid grandchildren killed at the requests' end")
     finally:
         for p in left:
@@ -211,16 +210,9 @@ def test_dead_spawner_takes_its_programs(gatling):
         (spawner,) = [p for p, _ in children(s.pid)]
         keepers = [p for p, _ in children(spawner)]
         os.kill(spawner, signal.SIGKILL)
-        wait_for(lambda: not sleepers(tag) and not [p for p in keepers if alive(p)] or None,
+        wait_for(lambda: not sleepers(tag) and not [p for p in keepers if running(p)] or None,
                  10, "the program and its keeper gone with the spawner")
     finally:
         c.close()
         for p in sleepers(tag):
             os.kill(p, signal.SIGKILL)
-
-
-def alive(pid):
-    try:
-        return proc_status(pid, "State")[0] != "Z"
-    except (OSError, TypeError):
-        return False
