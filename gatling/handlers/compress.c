@@ -225,7 +225,9 @@ static int z_finish(exchange_t *ex, cstage_t *c)
     c->z = NULL;
     if (r == 0 && c->kept && c->kn) {
         char *q = realloc(c->kp, c->kn); /* what is kept is what it holds */
-        c->kept(c->karg, c->enc, q ? q : c->kp, c->kn);
+        if (q)
+            c->kp = q;
+        c->kept(c->karg, c->enc, c->kp, c->kn);
         c->kp = NULL, c->kept = NULL;
     }
     return r < 0 ? -1 : c->orig->body_end(ex);
