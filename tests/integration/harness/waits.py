@@ -54,6 +54,35 @@ def fresh_source_address():
 
 _HANDED = []  # the last ports free_port gave in this process (at most _HANDED_MAX)
 _HANDED_MAX = 4096  # a sixth of the range: any picks made together are in it
+_TAKEN_S = 120  # across processes: a port another test process took this long ago is not free
+
+
+def _take_across_processes(port):
+    """Mark port as handed out for every test process of this machine (make
+    check's passes run side by side, and a second check or make coverage may
+    run beside them): a port another process handed out in the last
+    _TAKEN_S seconds is refused, as its program may not have bound it yet
+    (Pebble found its ACME port taken so, in make coverage beside make
+    check-all).  One marker file per port, read and written under one lock."""
+    import fcntl
+    import tempfile
+    d = os.path.join(tempfile.gettempdir(), "gatling-test-ports")
+    try:
+        os.makedirs(d, mode=0o1777, exist_ok=True)
+        with open(os.path.join(d, "lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            marker = os.path.join(d, str(port))
+            try:
+                if time.time() - os.stat(marker).st_mtime < _TAKEN_S:
+                    return False
+            except FileNotFoundError:
+                pass
+            with open(marker, "w"):
+                pass
+            os.utime(marker)
+            return True
+    except PermissionError:  # a test running as another user: this process's list only
+        return True
 
 
 def free_port(udp=False):
@@ -64,7 +93,8 @@ def free_port(udp=False):
     picked it as a source port.  Never one of the last _HANDED_MAX it gave in
     this process: ports asked for together are bound later, so each is still
     free at the next pick (Pebble's DNS and ACME ports came out the same once,
-    and its ACME listener found the port taken)."""
+    and its ACME listener found the port taken); nor one another test process
+    took in the last _TAKEN_S seconds."""
     import random
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
@@ -81,6 +111,8 @@ def free_port(udp=False):
                 if udp:
                     u.bind(("127.0.0.1", port))
             except OSError:
+                continue
+            if not _take_across_processes(port):
                 continue
             _HANDED.append(port)
             del _HANDED[:-_HANDED_MAX]
