@@ -67,6 +67,15 @@ uint64_t bench_due_before(int64_t next_due, int64_t interval_ns, int64_t now, in
     return (uint64_t)((end - 1 - next_due) / interval_ns) + 1;
 }
 
+uint64_t bench_unsent(int64_t next_due, int64_t interval_ns, int64_t now, int64_t stop_at,
+                      uint64_t limit, uint64_t started)
+{
+    if (!stop_at || (limit && started >= limit))
+        return 0;
+    uint64_t n = bench_due_before(next_due, interval_ns, now, stop_at);
+    return limit && n > limit - started ? limit - started : n;
+}
+
 void bench_stats_window(bench_stats_t *st, int64_t now_ns)
 {
     st->win_responses = st->responses;

@@ -134,6 +134,9 @@ int bench_flush(struct gio_loop *loop, lg_h2_t *h2, struct ssl_st *ssl, int fd, 
 void bench_nap_until(int64_t due);
 /* -R: how many fall due from next_due, every interval_ns, before min(now + 1, stop_at). */
 uint64_t bench_due_before(int64_t next_due, int64_t interval_ns, int64_t now, int64_t stop_at);
+/* -R with -d, at the stop: those due before -d's end never sent, within -n's limit (0: none). */
+uint64_t bench_unsent(int64_t next_due, int64_t interval_ns, int64_t now, int64_t stop_at,
+                      uint64_t limit, uint64_t started);
 
 /* Start a results struct. */
 void bench_stats_init(bench_stats_t *st);

@@ -453,10 +453,8 @@ void brun_start_pending(brun_t *r)
 void brun_run_stop(brun_t *r)
 {
     r->stopping = 1;
-    if (r->interval_ns && r->stop_at && (!r->limit || r->started < r->limit)) {
-        uint64_t n = bench_due_before(r->next_due, r->interval_ns, r->now, r->stop_at);
-        r->st->unsent += r->limit && n > r->limit - r->started ? r->limit - r->started : n;
-    }
+    r->st->unsent += bench_unsent(r->next_due, r->interval_ns, r->now, r->stop_at, r->limit,
+                                  r->started);
     r->npend = 0;
     for (unsigned i = 0; i < r->n; i++)
         if (r->c[i].state == C_OPEN && !r->c[i].inflight)

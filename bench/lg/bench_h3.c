@@ -628,10 +628,8 @@ static void ramp_check(h3run_t *r, int64_t t0)
 static void run_stop(h3run_t *r)
 {
     r->stopping = 1;
-    if (r->interval_ns && r->stop_at && (!r->limit || r->started < r->limit)) {
-        uint64_t n = bench_due_before(r->next_due, r->interval_ns, r->now, r->stop_at);
-        r->st->unsent += r->limit && n > r->limit - r->started ? r->limit - r->started : n;
-    }
+    r->st->unsent += bench_unsent(r->next_due, r->interval_ns, r->now, r->stop_at, r->limit,
+                                  r->started);
     for (unsigned i = 0; i < r->n; i++) {
         h3conn_t *c = &r->c[i];
         if (c->state == S_HANDSHAKE || (c->state == S_OPEN && !c->inflight))
