@@ -271,6 +271,13 @@ def _reader(stream, sink):
     stream.close()
 
 
+def said(srv, rest):
+    """Everything a starting server wrote on stderr: the whole lines already
+    taken into its errlog, then the unfinished rest (the lines were once left
+    out, and a start that failed looked silent)."""
+    return "\n".join(srv.errlog + [rest.decode(errors="replace")]).strip("\n")
+
+
 def start_server(build, docroot, args=("-T", "10"), env=None):
     """Start build's gatling on 127.0.0.1, kernel-chosen port, cwd = docroot.
     Waits for the "listening on ADDR port N" line on stderr.  In the h3 pass
@@ -312,7 +319,7 @@ def _start_server(build, docroot, args, env):
             proc.wait()
             raise AssertionError("%s: no 'listening on ... port N' line on stderr within "
                                  "%.0f s; stderr so far:\n%s" % (cmd, START_TIMEOUT,
-                                                                 buf.decode(errors="replace")))
+                                                                 said(srv, buf)))
         r, _, _ = select.select([fd], [], [], left)
         if not r:
             continue
@@ -320,7 +327,7 @@ def _start_server(build, docroot, args, env):
         if not chunk:
             proc.wait()
             raise AssertionError("%s exited (status %s) before listening; stderr:\n%s"
-                                 % (cmd, proc.returncode, buf.decode(errors="replace")))
+                                 % (cmd, proc.returncode, said(srv, buf)))
         buf += chunk
         while b"\n" in buf:
             line, buf = buf.split(b"\n", 1)
