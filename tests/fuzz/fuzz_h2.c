@@ -13,25 +13,11 @@
  * is read once the session says it is done.
  */
 #define _GNU_SOURCE
-#include "fuzz.h"
-#include "h2/h2.h"
-#include "handlers/hstate.h"
-#include "site/config.h"
-#include "site/mime.h"
-#include "site/peerlimits.h"
-#include "site/site.h"
+#include "fuzz_h2site.h"
 
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 static char dir[64] = "/dev/shm/fuzz_h2.XXXXXX";
-static config_t cfg;
-static proc_t proc;
-static site_t site; /* the handlers keep their states in it (handlers/hstate.h) */
-static gio_loop_t *loop;
-static struct sockaddr_in peer;
 static int trace;
 
 /* A file of len bytes: lines of 63 x's. */
@@ -61,125 +47,56 @@ static void cleanup(void)
    libFuzzer was started, whose relative paths it goes on using. */
 static void setup(void)
 {
-    int home = open(".", O_RDONLY | O_DIRECTORY);
-    if (home < 0 || !mkdtemp(dir) || chdir(dir) < 0 || mkdir("d", 0755) < 0)
+    int home = fuzz_site_enter(dir);
+    if (mkdir("d", 0755) < 0)
         abort();
     atexit(cleanup);
     put("f.txt", 6);
     put("big.bin", 100000);
     put("d/i.html", 3000);
     put("d/i.html.gz", 100);
-    cfg = (config_t){.timeout = 23,
-                     .head_timeout = 10,
-                     .min_rate = 512,
-                     .max_requests = 0,
-                     .threads = 1,
-                     .vhosts = 1,
-                     .max_age = -1,
-                     .mem_file_max = 16384,
-                     .hsts = -1};
-    proc_init(&proc);
-    if (!(loop = gio_loop_new()) || site_init(&site, &cfg, &proc, loop, mime_load(NULL)) < 0)
-        abort();
-    limits_cfg_t lc = {.free_fails = 5, .max_wait_s = 1};
-    if (!(site.limits = limits_new(&lc, 64)))
-        abort();
-    trace = getenv("FUZZ_H2_TRACE") != NULL;
-    if (fchdir(home) < 0)
-        abort();
-    close(home);
-    peer = (struct sockaddr_in){.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001)};
-}
-
-static void wake(void *conn)
-{
-    (void)conn;
-}
-
-/* Where the server's output stands in its frames. */
-typedef struct {
-    uint8_t hd[9];
-    size_t have, left;
-} framing_t;
-
-/* What the server sent: whole frames of at most 16 KiB (DATA is cut to one
-   TLS record, and nothing else it sends is larger). */
-static void check_frames(framing_t *fr, const uint8_t *p, size_t n)
-{
-    for (size_t i = 0; i < n;) {
-        if (fr->left) {
-            size_t k = n - i < fr->left ? n - i : fr->left;
-            i += k, fr->left -= k;
-            continue;
-        }
-        fr->hd[fr->have++] = p[i++];
-        if (fr->have == 9) {
-            fr->have = 0;
-            fr->left = (size_t)fr->hd[0] << 16 | fr->hd[1] << 8 | fr->hd[2];
-            CHECK(fr->left <= 16384);
-            if (trace) /* FUZZ_H2_TRACE=1: what the server sends, a frame a line */
-                fprintf(stderr, "frame type %u flags %#x stream %u length %zu\n", fr->hd[3],
-                        fr->hd[4], (unsigned)fr->hd[8] | (unsigned)fr->hd[7] << 8, fr->left);
-        }
-    }
-}
-
-/* Take everything queued, as a socket that reads at once would: h2_fill
-   leaves whole frames. */
-static void drain(h2_t *h, gio_batch_t *out, framing_t *fr)
-{
-    static char buf[65536];
-    for (int rounds = 0; rounds < 64; rounds++) {
-        long q = h2_fill(h, 256 * 1024);
-        CHECK(q >= 0 || q == -1);
-        if (q <= 0)
-            break;
-        while (!gio_batch_done(out)) {
-            long k = gio_batch_copy(out, buf, sizeof buf);
-            CHECK(k > 0);
-            check_frames(fr, (const uint8_t *)buf, (size_t)k);
-            gio_batch_consume(out, (uint64_t)k);
-        }
-        CHECK(!fr->have && !fr->left);
-    }
+    fuzz_site_open(&(config_t){.timeout = 23,
+                               .head_timeout = 10,
+                               .min_rate = 512,
+                               .max_requests = 0,
+                               .threads = 1,
+                               .vhosts = 1,
+                               .max_age = -1,
+                               .mem_file_max = 16384,
+                               .hsts = -1});
+    trace = getenv("FUZZ_H2_TRACE") != NULL; /* FUZZ_H2_TRACE=1: the server's frames */
+    fuzz_site_leave(home);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!loop)
         setup();
-    if (!size)
+    fuzz_client_t c;
+    size_t cut;
+    if (fuzz_client_open(&c, &data, &size, &cut) < 0)
         return 0;
-    size_t cut = data[0] ? data[0] % 63 + 1 : 0;
-    data++, size--;
-    gio_batch_t out;
-    gio_batch_init(&out);
-    framing_t fr = {0};
-    codec_conn_t f = {
-        .out = &out, .site = &site, .peer = (const struct sockaddr *)&peer, .local_port = 80};
-    h2_t *h = h2_new(&f, wake);
-    if (!h)
-        return 0;
+    c.fr.trace = trace;
     int ok = size >= H2_PREFACE_LEN && !memcmp(data, H2_PREFACE, H2_PREFACE_LEN);
     if (!ok)
-        ok = h2_recv(h, (const uint8_t *)H2_PREFACE, H2_PREFACE_LEN) == 0;
-    drain(h, &out, &fr);
-    while (ok && size && h2_want_read(h)) {
+        ok = h2_recv(c.h, (const uint8_t *)H2_PREFACE, H2_PREFACE_LEN) == 0;
+    fuzz_drain(&c);
+    while (ok && size && h2_want_read(c.h)) {
         size_t k = cut && cut < size ? cut : size;
         uint8_t *piece = (uint8_t *)fuzz_copy(data, k); /* ASan sees over-reads */
-        ok = h2_recv(h, piece, k) == 0;
+        ok = h2_recv(c.h, piece, k) == 0;
         free(piece);
         data += k, size -= k;
-        drain(h, &out, &fr);
+        fuzz_drain(&c);
     }
     h2_report_t rep;
-    h2_report(h, &rep);
-    (void)h2_done(h);
-    h2_goaway(h);
-    drain(h, &out, &fr);
+    h2_report(c.h, &rep);
+    (void)h2_done(c.h);
+    h2_goaway(c.h);
+    fuzz_drain(&c);
     char bye[32];
-    CHECK(h2_expire(h, bye, sizeof bye) == 17);
-    h2_free(h);
-    gio_batch_free(&out);
+    CHECK(h2_expire(c.h, bye, sizeof bye) == 17);
+    h2_free(c.h);
+    gio_batch_free(&c.out);
     return 0;
 }

@@ -13,31 +13,17 @@
  * no request outstanding (nothing leaks: ASan's leak check at exit).
  */
 #define _GNU_SOURCE
-#include "fuzz.h"
-#include "h2/h2.h"
+#include "fuzz_h2site.h"
 #include "handlers/hstate.h"
 #include "handlers/proxy_int.h"
 #include "handlers/router.h"
-#include "site/config.h"
-#include "site/mime.h"
-#include "site/peerlimits.h"
-#include "site/site.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 static char dir[64] = "/dev/shm/fuzz_h2b.XXXXXX";
 static char rule[64];
-static config_t cfg;
-static proc_t proc;
-static site_t site;
-static gio_loop_t *loop;
-static struct sockaddr_in peer;
 static int lst = -1;
 
 static void cleanup(void)
@@ -55,33 +41,20 @@ static void setup(void)
         getsockname(lst, (struct sockaddr *)&a, &al) < 0)
         abort();
     snprintf(rule, sizeof rule, "h2c/127.0.0.1/%u/^/", ntohs(a.sin_port));
-    int home = open(".", O_RDONLY | O_DIRECTORY);
-    if (home < 0 || !mkdtemp(dir) || chdir(dir) < 0)
-        abort();
+    int home = fuzz_site_enter(dir);
     int fd = open(".proxy", O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0)
         abort();
     close(fd);
     atexit(cleanup);
-    cfg = (config_t){.timeout = 23, .head_timeout = 10, .min_rate = 512, .threads = 1,
-                     .vhosts = 0, .max_age = -1, .mem_file_max = 16384, .hsts = -1,
-                     .dyn_timeout = 30, .tunnel_timeout = 3600, .nproxy_rules = 1};
-    cfg.proxy_rule[0] = rule;
-    proc_init(&proc);
-    if (!(loop = gio_loop_new()) || site_init(&site, &cfg, &proc, loop, mime_load(NULL)) < 0)
+    config_t c = {.timeout = 23, .head_timeout = 10, .min_rate = 512, .threads = 1,
+                  .vhosts = 0, .max_age = -1, .mem_file_max = 16384, .hsts = -1,
+                  .dyn_timeout = 30, .tunnel_timeout = 3600, .nproxy_rules = 1};
+    c.proxy_rule[0] = rule;
+    fuzz_site_open(&c);
+    if (router_init(&site) < 0)
         abort();
-    limits_cfg_t lc = {.free_fails = 5, .max_wait_s = 1};
-    if (!(site.limits = limits_new(&lc, 64)) || router_init(&site) < 0)
-        abort();
-    if (fchdir(home) < 0)
-        abort();
-    close(home);
-    peer = (struct sockaddr_in){.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001)};
-}
-
-static void wake(void *conn)
-{
-    (void)conn;
+    fuzz_site_leave(home);
 }
 
 /* One turn of the loop, as server.c's run_round (no wait). */
@@ -96,46 +69,6 @@ static void turn(void)
         w->on(w, ev);
     }
     gio_timers_run(loop);
-}
-
-typedef struct {
-    uint8_t hd[9];
-    size_t have, left;
-} framing_t;
-
-/* What the client got: whole frames of at most 16 KiB. */
-static void check_frames(framing_t *fr, const uint8_t *p, size_t n)
-{
-    for (size_t i = 0; i < n;) {
-        if (fr->left) {
-            size_t k = n - i < fr->left ? n - i : fr->left;
-            i += k, fr->left -= k;
-            continue;
-        }
-        fr->hd[fr->have++] = p[i++];
-        if (fr->have == 9) {
-            fr->have = 0;
-            fr->left = (size_t)fr->hd[0] << 16 | fr->hd[1] << 8 | fr->hd[2];
-            CHECK(fr->left <= 16384);
-        }
-    }
-}
-
-static void drain(h2_t *h, gio_batch_t *out, framing_t *fr)
-{
-    static char buf[65536];
-    for (int rounds = 0; rounds < 64; rounds++) {
-        long q = h2_fill(h, 256 * 1024);
-        if (q <= 0)
-            break;
-        while (!gio_batch_done(out)) {
-            long k = gio_batch_copy(out, buf, sizeof buf);
-            CHECK(k > 0);
-            check_frames(fr, (const uint8_t *)buf, (size_t)k);
-            gio_batch_consume(out, (uint64_t)k);
-        }
-        CHECK(!fr->have && !fr->left);
-    }
 }
 
 /* What gatling sent the backend: read and dropped. */
@@ -203,21 +136,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static const uint8_t settings[9] = {0, 0, 0, 4, 0, 0, 0, 0, 0};
     if (!loop)
         setup();
-    if (!size)
+    fuzz_client_t c;
+    size_t cut;
+    if (fuzz_client_open(&c, &data, &size, &cut) < 0)
         return 0;
-    size_t cut = data[0] ? data[0] % 63 + 1 : 0;
-    data++, size--;
-    gio_batch_t out;
-    gio_batch_init(&out);
-    framing_t fr = {0};
-    codec_conn_t f = {
-        .out = &out, .site = &site, .peer = (const struct sockaddr *)&peer, .local_port = 80};
-    h2_t *h = h2_new(&f, wake);
-    if (!h)
-        return 0;
-    int ok = h2_recv(h, (const uint8_t *)H2_PREFACE, H2_PREFACE_LEN) == 0 &&
-             h2_recv(h, client, sizeof client) == 0;
-    drain(h, &out, &fr);
+    int ok = h2_recv(c.h, (const uint8_t *)H2_PREFACE, H2_PREFACE_LEN) == 0 &&
+             h2_recv(c.h, client, sizeof client) == 0;
+    fuzz_drain(&c);
     int be = ok ? backend_accept() : -1;
     swallow(be);
     if (be >= 0 && !(size >= 9 && data[3] == 4 && !(data[4] & 1)))
@@ -229,13 +154,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         free(piece);
         data += k, size -= k;
         turn();
-        drain(h, &out, &fr);
+        fuzz_drain(&c);
         swallow(be);
         refuse_others();
     }
     for (int i = 0; i < 4; i++) {
         turn();
-        drain(h, &out, &fr);
+        fuzz_drain(&c);
         swallow(be);
         refuse_others();
     }
@@ -243,17 +168,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         close(be); /* the backend goes: whatever it left open fails */
     for (int i = 0; i < 400 && member()->h2; i++) {
         turn();
-        drain(h, &out, &fr);
+        fuzz_drain(&c);
         refuse_others();
         if (member()->h2)
             usleep(50);
     }
     CHECK(!member()->h2);
-    h2_goaway(h);
-    drain(h, &out, &fr);
-    h2_free(h);
+    h2_goaway(c.h);
+    fuzz_drain(&c);
+    h2_free(c.h);
     turn();
     CHECK(!member()->outstanding);
-    gio_batch_free(&out);
+    gio_batch_free(&c.out);
     return 0;
 }

@@ -25,10 +25,8 @@ taking a NOT_SERVING backend out and back; a stream the backend refused
 (REFUSED_STREAM) sent again on another connection; plain HTTP/2 proxying
 (GET, a large POST) to hypercorn.
 """
-import contextlib
 import json
 import os
-import signal
 import struct
 import subprocess
 import time
@@ -37,6 +35,7 @@ import pytest
 
 from conftest import H3, MUX, TLS, fetch, free_port, wait_for
 from conftest import test_pki as pki_dir  # not test_*: pytest would collect it
+import h2backends
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PY = "/usr/bin/python3"  # Debian's, with python3-grpcio and python3-hypercorn
@@ -48,27 +47,9 @@ pytestmark = pytest.mark.skipif(
 no_grpcio_h3 = pytest.mark.skipif(H3, reason="grpcio has no HTTP/3: the h3 pass uses Client")
 
 
-class Backend:
-    """grpc_backend.py on a port of its own."""
-
-    def __init__(self, tmp):
-        self.port = free_port()
-        self.sick = str(tmp / "sick")
-        self.proc = subprocess.Popen([PY, os.path.join(HERE, "grpc_backend.py"), str(self.port),
-                                      self.sick], stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True)
-        line = self.proc.stdout.readline()
-        assert line.strip() == "ready", "the gRPC backend did not start: %r" % line
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-
 @pytest.fixture
 def backend(tmp_path):
-    b = Backend(tmp_path)
+    b = h2backends.GrpcBackend(tmp_path)
     yield b
     b.stop()
 
@@ -275,13 +256,9 @@ def test_refused_stream_goes_on_another_connection(gatling):
     first connection (RST_STREAM REFUSED_STREAM): the request, a POST that
     may not be sent twice otherwise, never reached the application and is
     answered from a second connection."""
-    import socket
-    import threading
     import appservers
     from conftest import import_h2
     import_h2()
-    import h2.config
-    import h2.connection
     import h2.errors
     import h2.events
     conns = []
@@ -289,26 +266,14 @@ def test_refused_stream_goes_on_another_connection(gatling):
     def handle(sock):
         n = len(conns)
         conns.append(sock)
-        c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False))
-        c.initiate_connection()
-        sock.sendall(c.data_to_send())
-        while True:
-            try:
-                data = sock.recv(65536)
-            except OSError:  # closed by the test's end
-                return
-            if not data:
-                return
-            for ev in c.receive_data(data):
-                if isinstance(ev, h2.events.DataReceived):
-                    c.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
-                if isinstance(ev, h2.events.RequestReceived) and n == 0:
-                    c.reset_stream(ev.stream_id, h2.errors.ErrorCodes.REFUSED_STREAM)
-                elif isinstance(ev, h2.events.StreamEnded) and n > 0:
-                    c.send_headers(ev.stream_id, [(":status", "200"), ("x-conn", str(n))])
-                    c.send_data(ev.stream_id, b"second\n", end_stream=True)
-            with contextlib.suppress(OSError):
-                sock.sendall(c.data_to_send())
+
+        def on_event(c, ev):
+            if isinstance(ev, h2.events.RequestReceived) and n == 0:
+                c.reset_stream(ev.stream_id, h2.errors.ErrorCodes.REFUSED_STREAM)
+            elif isinstance(ev, h2.events.StreamEnded) and n > 0:
+                c.send_headers(ev.stream_id, [(":status", "200"), ("x-conn", str(n))])
+                c.send_data(ev.stream_id, b"second\n", end_stream=True)
+        h2backends.h2_serve(sock, on_event)
 
     lst = appservers.listener()
     appservers.serve(lst, handle, threaded=True)
@@ -325,39 +290,10 @@ def test_refused_stream_goes_on_another_connection(gatling):
             sock.close()
 
 
-HC_APP = r'''
-async def app(scope, receive, send):
-    if scope["type"] != "http":
-        return
-    body = b""
-    while True:
-        m = await receive()
-        body += m.get("body", b"")
-        if not m.get("more_body"):
-            break
-    out = ("%s %s %s %d\n" % (scope["http_version"], scope["method"], scope["path"],
-                              len(body))).encode()
-    await send({"type": "http.response.start", "status": 200,
-                "headers": [(b"content-type", b"text/plain"), (b"x-backend", b"hc")]})
-    await send({"type": "http.response.body", "body": out})
-'''
-
-
 @pytest.fixture
 def hypercorn(tmp_path):
-    (tmp_path / "hcapp.py").write_text(HC_APP)
-    port = free_port()
-    p = subprocess.Popen([PY, "-m", "hypercorn", "hcapp:app", "--bind", "127.0.0.1:%d" % port],
-                         cwd=str(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    import socket
-
-    def up():
-        with socket.socket() as s:
-            return s.connect_ex(("127.0.0.1", port)) == 0
-    wait_for(up, 20, "hypercorn listening")
-    yield port
-    p.kill()
-    p.wait(10)
+    with h2backends.hypercorn(tmp_path) as (port, _):
+        yield port
 
 
 def test_plain_h2c_backend(gatling, hypercorn):
@@ -366,9 +302,9 @@ def test_plain_h2c_backend(gatling, hypercorn):
     srv = grpc_srv(gatling, hypercorn, rule="^/hc")
     with srv.connect() as c:
         r = c.request("/hc/a")
-        assert r.status == 200 and r.body == b"2 GET /hc/a 0\n", r
+        assert r.status == 200 and r.body == b"2 http GET /hc/a 0\n", r
         assert r.header("x-backend") == "hc" and r.header("content-type") == "text/plain"
         big = b"z" * 3000000
         r = c.request("/hc/b", method="POST", body=big,
                       headers=[("Content-Length", str(len(big)))])
-        assert r.status == 200 and r.body == b"2 POST /hc/b 3000000\n", r
+        assert r.status == 200 and r.body == b"2 http POST /hc/b 3000000\n", r

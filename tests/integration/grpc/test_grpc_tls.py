@@ -20,7 +20,6 @@ without --proxy-ca, name= on an h2c/ pool, a --proxy-ca that holds no CA);
 streams past a GOAWAY's last stream id, and one refused by REFUSED_STREAM,
 answered from a new connection.
 """
-import contextlib
 import os
 import signal
 import socket
@@ -30,9 +29,10 @@ import time
 
 import pytest
 
-from conftest import H3, MUX, TLS, fetch, free_port, wait_for
+from conftest import H3, MUX, TLS, fetch, wait_for
 from conftest import test_pki as pki_dir  # not test_*: pytest would collect it
 from conftest import ROOT
+from h2backends import GrpcBackend, h2_serve, hypercorn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PY = "/usr/bin/python3"  # Debian's, with python3-grpcio and python3-hypercorn
@@ -61,68 +61,11 @@ def other_pem(tmp_path_factory):
     return os.path.join(d, "certs", "server.pem")
 
 
-def listening(port):
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
-class GrpcBackend:
-    """grpc_backend.py over TLS on a port of its own."""
-
-    def __init__(self, tmp, pem):
-        self.port = free_port()
-        self.sick = str(tmp / "sick")
-        self.proc = subprocess.Popen([PY, os.path.join(HERE, "grpc_backend.py"), str(self.port),
-                                      self.sick, pem], stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True)
-        line = self.proc.stdout.readline()
-        assert line.strip() == "ready", "the gRPC backend did not start: %r" % line
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-
 @pytest.fixture
 def gbackend(tmp_path):
     b = GrpcBackend(tmp_path, good_pem())
     yield b
     b.stop()
-
-
-HC_APP = r'''
-async def app(scope, receive, send):
-    if scope["type"] != "http":
-        return
-    body = b""
-    while True:
-        m = await receive()
-        body += m.get("body", b"")
-        if not m.get("more_body"):
-            break
-    out = ("%s %s %s %s %d\n" % (scope["http_version"], scope["scheme"], scope["method"],
-                                 scope["path"], len(body))).encode()
-    await send({"type": "http.response.start", "status": 200,
-                "headers": [(b"content-type", b"text/plain")]})
-    await send({"type": "http.response.body", "body": out})
-'''
-
-
-@contextlib.contextmanager
-def hypercorn(tmp, pem):
-    """hypercorn over TLS with pem's certificate: its port."""
-    (tmp / "hcapp.py").write_text(HC_APP)
-    port = free_port()
-    p = subprocess.Popen([PY, "-m", "hypercorn", "hcapp:app", "--bind", "127.0.0.1:%d" % port,
-                          "--certfile", pem, "--keyfile", pem], cwd=str(tmp),
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_for(lambda: listening(port), 20, "hypercorn listening")
-        yield port, p
-    finally:
-        p.kill()
-        p.wait(10)
 
 
 def h2_srv(gatling, args):
@@ -303,45 +246,31 @@ def goaway_backend(conns, answered):
     four requests, answers the first, refuses the second (REFUSED_STREAM)
     and sends GOAWAY with the second's id as the last: the third and fourth
     are past it.  Later connections answer everything."""
-    import h2.config
-    import h2.connection
     import h2.errors
     import h2.events
 
     def handle(sock):
         n = len(conns)
         conns.append(sock)
-        c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False))
-        c.initiate_connection()
-        sock.sendall(c.data_to_send())
         ended = []
-        while True:
-            try:
-                data = sock.recv(65536)
-            except OSError:
+
+        def on_event(c, ev):
+            if not isinstance(ev, h2.events.StreamEnded):
                 return
-            if not data:
+            if n > 0:
+                answered.append((n, ev.stream_id))
+                c.send_headers(ev.stream_id, [(":status", "200"), ("x-conn", str(n))])
+                c.send_data(ev.stream_id, b"conn %d\n" % n, end_stream=True)
                 return
-            for ev in c.receive_data(data):
-                if isinstance(ev, h2.events.DataReceived):
-                    c.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
-                if not isinstance(ev, h2.events.StreamEnded):
-                    continue
-                if n > 0:
-                    answered.append((n, ev.stream_id))
-                    c.send_headers(ev.stream_id, [(":status", "200"), ("x-conn", str(n))])
-                    c.send_data(ev.stream_id, b"conn %d\n" % n, end_stream=True)
-                    continue
-                ended.append(ev.stream_id)
-                if len(ended) == 4:
-                    first, second = sorted(ended)[:2]
-                    answered.append((0, first))
-                    c.send_headers(first, [(":status", "200"), ("x-conn", "0")])
-                    c.send_data(first, b"conn 0\n", end_stream=True)
-                    c.reset_stream(second, h2.errors.ErrorCodes.REFUSED_STREAM)
-                    c.close_connection(last_stream_id=second)
-            with contextlib.suppress(OSError):
-                sock.sendall(c.data_to_send())
+            ended.append(ev.stream_id)
+            if len(ended) == 4:
+                first, second = sorted(ended)[:2]
+                answered.append((0, first))
+                c.send_headers(first, [(":status", "200"), ("x-conn", "0")])
+                c.send_data(first, b"conn 0\n", end_stream=True)
+                c.reset_stream(second, h2.errors.ErrorCodes.REFUSED_STREAM)
+                c.close_connection(last_stream_id=second)
+        h2_serve(sock, on_event)
     return handle
 
 

@@ -14,7 +14,6 @@ absolute-form target, an X-Forwarded-For already there, fields of our own and
 over-long field names are answered as gatling.8 says (REVERSE PROXY).
 """
 import contextlib
-import socket
 import struct
 import threading
 
@@ -22,13 +21,13 @@ import pytest
 
 import appservers
 from conftest import H3, MUX, wait_for, import_h2
+from h2backends import h2_serve
 
 import_h2()
 import h2.config  # noqa: E402
 import h2.connection  # noqa: E402
 import h2.errors  # noqa: E402
 import h2.events  # noqa: E402
-import h2.exceptions  # noqa: E402
 import h2.settings  # noqa: E402
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -56,37 +55,19 @@ class H2Backend:
         values = {h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: 100}
         values.update(self.settings)
         c.local_settings = h2.settings.Settings(client=False, initial_values=values)
-        c.initiate_connection()
-        sock.sendall(c.data_to_send())
         heads, bodies = {}, {}
-        while True:
-            try:
-                data = sock.recv(65536)
-            except OSError:
-                return
-            if not data:
-                return
-            try:
-                events = c.receive_data(data)
-            except h2.exceptions.ProtocolError:
-                return
-            for ev in events:
-                if isinstance(ev, h2.events.RequestReceived):
-                    heads[ev.stream_id] = [(k.decode(), v.decode()) for k, v in ev.headers]
-                    bodies[ev.stream_id] = b""
-                elif isinstance(ev, h2.events.DataReceived):
-                    c.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
-                    bodies[ev.stream_id] += ev.data
-                elif isinstance(ev, h2.events.StreamEnded):
-                    self.reqs.append(heads[ev.stream_id])
-                    if self.answer(c, ev.stream_id, heads[ev.stream_id],
-                                   bodies[ev.stream_id], sock) == "close":
-                        with contextlib.suppress(OSError):
-                            sock.sendall(c.data_to_send())
-                            sock.shutdown(socket.SHUT_RDWR)
-                        return
-            with contextlib.suppress(OSError):
-                sock.sendall(c.data_to_send())
+
+        def on_event(c, ev):
+            if isinstance(ev, h2.events.RequestReceived):
+                heads[ev.stream_id] = [(k.decode(), v.decode()) for k, v in ev.headers]
+                bodies[ev.stream_id] = b""
+            elif isinstance(ev, h2.events.DataReceived):
+                bodies[ev.stream_id] += ev.data
+            elif isinstance(ev, h2.events.StreamEnded):
+                self.reqs.append(heads[ev.stream_id])
+                return self.answer(c, ev.stream_id, heads[ev.stream_id], bodies[ev.stream_id],
+                                   sock)
+        h2_serve(sock, on_event, c)
 
     def close(self):
         self.lst.close()
