@@ -359,7 +359,11 @@ def test_job_past_the_head_deadline_is_503(gatling, request):
 
 @serial
 def test_gzip_misses_do_not_stall_the_loop(gatling):
-    skip_if_idle_class_starved()  # 30 gzip jobs on SCHED_IDLE threads, each within -s
+    # 30 gzip jobs on SCHED_IDLE threads, each within -s: a probe of that class
+    # that got 24% of a CPU beside two busy loops let the test run, and the
+    # jobs behind it then waited past -s (503, on three builds in one check-all;
+    # the same loops leave the probe 8-24%).  Half a CPU, or skipped.
+    skip_if_idle_class_starved(least=0.5)
     import gzip
     import random
     rnd = random.Random(7)
