@@ -1267,10 +1267,16 @@ def test_flood_kill_one_and_restart(gatling, apps, request):
     assert back is not None, "never back: %s" % samples[-3:]
     assert back + 4 + 1 <= samples[-1][0], "back too late to see slow start (%.1f s of %d)" % (
         back - t_start, FLOOD_SECONDS)
-    early, n1 = share_between(samples, back, back + 1)
+    # its first second back, or up to two when the flood brought fewer than 20
+    # requests in one (19 beside two busy loops once); slow start's weight is
+    # at most a half at 2 s of 4, a share of a third, so early < 0.35 holds
+    for span in (1, 1.25, 1.5, 1.75, 2):
+        early, n1 = share_between(samples, back, back + span)
+        if n1 >= 20:
+            break
     late, n2 = share_between(samples, back + 4.2, samples[-1][0])
     print("flood: %s GETs; down at %d failures; %d requests while down; back %.1f s after "
-          "the start; share %.2f in its first second back, %.2f after slow start"
+          "the start; share %.2f in its first second back (or two), %.2f after slow start"
           % ("+".join(str(wrk_errors(o)[0]) for o in outs), down["failures"],
              still["requests"] - down["requests"], back - t_start, early or -1, late or -1))
     assert n1 >= 20 and n2 >= 20, (n1, n2)
