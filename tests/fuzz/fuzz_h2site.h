@@ -35,10 +35,12 @@ static inline int fuzz_site_enter(char *dir)
     return home;
 }
 
-/* Opens the site over c in the directory entered, with peer limits. */
+/* Opens the site over c in the directory entered, with peer limits; its
+   clients come from 127.0.0.1. */
 static inline void fuzz_site_open(const config_t *c)
 {
     cfg = *c;
+    peer = (struct sockaddr_in){.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001)};
     proc_init(&proc);
     if (!(loop = gio_loop_new()) || site_init(&site, &cfg, &proc, loop, mime_load(NULL)) < 0)
         abort();
@@ -53,7 +55,6 @@ static inline void fuzz_site_leave(int home)
     if (fchdir(home) < 0)
         abort();
     close(home);
-    peer = (struct sockaddr_in){.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001)};
 }
 
 /* Where the server's output stands in its frames. */
