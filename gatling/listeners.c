@@ -16,6 +16,7 @@
 #include <netinet/tcp.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -261,6 +262,18 @@ int server_drop_privileges(const config_t *cfg, const proc_t *p)
     if (getuid() == (uid_t)p->uid && geteuid() == (uid_t)p->uid &&
         getgid() == (gid_t)p->gid && getegid() == (gid_t)p->gid)
         return 0;
+    /* the job threads lower themselves to SCHED_IDLE and a stop raises a running one
+       again (site/jobs.c): without privileges only RLIMIT_NICE allows that, up to the
+       nice the server started at and no further (20 - nice, setpriority(2)) */
+    struct rlimit rn;
+    errno = 0;
+    int nice = getpriority(PRIO_PROCESS, 0);
+    if (errno == 0 && getrlimit(RLIMIT_NICE, &rn) == 0 && rn.rlim_cur < (rlim_t)(20 - nice)) {
+        rn.rlim_cur = (rlim_t)(20 - nice);
+        if (rn.rlim_max < rn.rlim_cur)
+            rn.rlim_max = rn.rlim_cur;
+        (void)setrlimit(RLIMIT_NICE, &rn); /* as root; else an exit waits for a starved thread */
+    }
     if (setgroups(0, NULL) < 0 || setgid((gid_t)p->gid) < 0 || setuid((uid_t)p->uid) < 0) {
         fprintf(stderr, "gatling: cannot become user %s: %s\n", cfg->user, strerror(errno));
         return -1;

@@ -15,6 +15,14 @@
  * HTTP/3 round under make check missed its 10 s), jobs_free 2.9 s beside six
  * (t_jobs).  A thread starts at the loop's priority and lowers itself when it
  * takes its first job, so one that a shutdown finds unstarted ends at once.
+ *
+ * A running job is not waited for past JOBS_END_WAIT_MS at jobs_free: a busy
+ * CPU can starve it for minutes (a password hash of half a CPU-second held a
+ * SIGTERM past 60 s beside two busy loops), and its result is of no use to a
+ * process that ends.  The pool is then left to its threads: they touch only
+ * it and their job (jobs.h), and the process's exit ends them.  An exit ends
+ * only when each thread has run once more, so jobs_free first raises them
+ * back to the loop's priority (after -u, RLIMIT_NICE lets it: listeners.c).
  */
 #define _GNU_SOURCE /* pipe2 */
 #include "jobs.h"
@@ -26,9 +34,11 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define JOBS_MAX_THREADS 64
+#define JOBS_END_WAIT_MS 200 /* jobs_free's wait for the running jobs */
 
 struct jobs {
     pthread_mutex_t mu;
@@ -40,7 +50,12 @@ struct jobs {
     int stopping;
     int pipe[2]; /* threads write, the loop reads */
     int max_threads, threads; /* threads: started and not yet left (running included) */
+    pid_t tid[JOBS_MAX_THREADS]; /* the threads there (0: a free slot), for jobs_free to raise */
+    struct jobs *left_next;      /* on `left` */
 };
+
+/* The pools jobs_free left to their running threads: reachable, not leaked */
+static jobs_t *left;
 
 static void push(job_t **head, job_t **tail, job_t *job)
 {
@@ -55,8 +70,11 @@ static void push(job_t **head, job_t **tail, job_t *job)
 static void *worker(void *arg)
 {
     jobs_t *j = arg;
-    int lowered = 0;
+    int lowered = 0, slot = 0;
     pthread_mutex_lock(&j->mu);
+    while (slot < JOBS_MAX_THREADS - 1 && j->tid[slot]) /* threads <= JOBS_MAX_THREADS */
+        slot++;
+    j->tid[slot] = gettid();
     while (j->wait_head && !j->stopping) {
         job_t *job = j->wait_head;
         j->wait_head = job->next;
@@ -64,16 +82,17 @@ static void *worker(void *arg)
             j->wait_tail = NULL;
         j->nwait--;
         j->running++;
-        pthread_mutex_unlock(&j->mu);
 #ifdef SCHED_IDLE
         /* the event loop comes first: a thread hashing a password runs only on
-           CPU time the loop does not want, also when both share one core */
+           CPU time the loop does not want, also when both share one core.
+           Under the lock: jobs_free, which raises it again, comes before or after */
         if (!lowered) {
             struct sched_param sp = {0};
             pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
         }
 #endif
         lowered = 1;
+        pthread_mutex_unlock(&j->mu);
         job->work(job);
         pthread_mutex_lock(&j->mu);
         j->running--;
@@ -82,6 +101,7 @@ static void *worker(void *arg)
         if (wake) /* the pipe holds at most one byte per burst: it never fills */
             (void)!write(j->pipe[1], "", 1);
     }
+    j->tid[slot] = 0;
     if (--j->threads == 0 && j->stopping)
         pthread_cond_signal(&j->gone);
     pthread_mutex_unlock(&j->mu); /* the last touch of j: jobs_free may free it now */
@@ -115,8 +135,12 @@ jobs_t *jobs_new(int nthreads, size_t max_queued)
     j->max_wait = max_queued;
     j->max_threads = nthreads;
     j->pipe[0] = j->pipe[1] = -1;
-    if (pthread_mutex_init(&j->mu, NULL) || pthread_cond_init(&j->gone, NULL) ||
-        pipe2(j->pipe, O_NONBLOCK | O_CLOEXEC) < 0) {
+    pthread_condattr_t ca; /* jobs_free's bounded wait: not moved by the clock's setting */
+    int bad = pthread_condattr_init(&ca) || pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) ||
+              pthread_mutex_init(&j->mu, NULL) || pthread_cond_init(&j->gone, &ca) ||
+              pipe2(j->pipe, O_NONBLOCK | O_CLOEXEC) < 0;
+    pthread_condattr_destroy(&ca);
+    if (bad) {
         int e = errno;
         free(j);
         errno = e;
@@ -213,16 +237,37 @@ void jobs_free(jobs_t *j)
 {
     if (!j)
         return;
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_nsec += JOBS_END_WAIT_MS * 1000000L;
+    until.tv_sec += until.tv_nsec / 1000000000L;
+    until.tv_nsec %= 1000000000L;
     pthread_mutex_lock(&j->mu);
     j->stopping = 1; /* threads end after the job they run; the waiting ones stay */
-    while (j->threads)
-        pthread_cond_wait(&j->gone, &j->mu);
+#ifdef SCHED_IDLE
+    for (int i = 0; i < JOBS_MAX_THREADS; i++) /* a slot is cleared under the lock: tid is alive */
+        if (j->tid[i]) {
+            struct sched_param sp = {0};
+            sched_setscheduler(j->tid[i], SCHED_OTHER, &sp);
+        }
+#endif
+    while (j->threads && pthread_cond_timedwait(&j->gone, &j->mu, &until) != ETIMEDOUT)
+        ;
+    int running = j->threads;
+    job_t *waiting = j->wait_head; /* no thread takes one now: stopping */
+    j->wait_head = j->wait_tail = NULL;
+    j->nwait = 0;
     pthread_mutex_unlock(&j->mu);
     jobs_complete(j); /* what finished */
-    for (job_t *job = j->wait_head, *next; job; job = next) {
+    for (job_t *job = waiting, *next; job; job = next) {
         next = job->next;
         job->cancelled = 1;
         job->done(job);
+    }
+    if (running) { /* left to its threads, the pipe open: the process's exit ends them */
+        j->left_next = left;
+        left = j;
+        return;
     }
     close(j->pipe[0]);
     close(j->pipe[1]);

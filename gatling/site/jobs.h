@@ -74,9 +74,11 @@ size_t jobs_complete(jobs_t *j);
 jobs_stats_t jobs_stats(jobs_t *j);
 
 /*
- * Stop: jobs still queued are not run (cancelled = 1), running ones are
- * waited for (no idle thread is: there is none); then done() runs for every
- * job not completed yet, and everything is freed.  NULL is a no-op.
+ * Stop, as the process ends: jobs still queued are not run (cancelled = 1),
+ * running ones are waited for up to 200 ms (no idle thread is: there is
+ * none); done() runs for every job finished or cancelled, and everything is
+ * freed.  A job still running then is left to its thread (its done() never
+ * runs) and the pool with it, until the process's exit.  NULL is a no-op.
  */
 void jobs_free(jobs_t *j);
 

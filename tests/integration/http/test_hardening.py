@@ -2,9 +2,13 @@
 the server, each kind of slowness has its own deadline and is counted, caps
 refuse cleanly with 503, and small protocol points hold."""
 import base64
+import contextlib
 import json
 import os
+import signal
 import socket
+import subprocess
+import sys
 import time
 
 import pytest
@@ -356,6 +360,53 @@ def test_job_past_the_head_deadline_is_503(gatling, request):
     assert_ok(fetch(srv.port, "/f.txt"), F)
     st = json.loads(fetch(srv.port, "/server-status?json").body)
     assert st["busy"] == codes.count(503), (st["busy"], codes)
+
+
+@serial  # it starves one CPU's SCHED_IDLE class on purpose, for seconds
+@http_only
+def test_sigterm_does_not_wait_for_a_starved_hash(gatling, request):
+    """A SIGTERM while a password check runs on a starved job thread ends the
+    server within the drain's bound, not when the hash is done: beside two
+    busy loops (the CPUs all taken, one autogroup) a SCHED_IDLE thread got
+    0.3% of a CPU and the server's exit waited on half a CPU-second of
+    SHA-crypt past 60 s (jobs_free let a running job end).  Here the server
+    and two busy loops share CPU 0, the hash's 1,000,000 rounds (the most
+    .htaccess takes) would take minutes there, and the exit must come within
+    -T 2's drain and jobs_free's 200 ms (the sanitizer build's exit waits
+    for LeakSanitizer to stop the starved thread: there the drain's answer is
+    timed).  The first backend only: the pool sits above io/."""
+    first_backend_only(request, ("test_sigterm_does_not_wait_for_a_starved_hash",),
+                       "the job pool sits above io/: the first backend runs it")
+    h = "$6$rounds=1000000$saltsalt$" + "a" * 86  # a wrong password costs the full rounds
+    srv = gatling({"f.txt": F, "prot": {".htaccess": ("realm\nalice:%s\n" % h).encode(),
+                                        "x.txt": b"secret\n"}}, args=("-T", "2", "-j", "1"))
+    cpu0 = {min(os.sched_getaffinity(0))}
+    os.sched_setaffinity(srv.process.pid, cpu0)  # its job threads are made later: they inherit
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        for b in busy:
+            os.sched_setaffinity(b.pid, cpu0)
+        c = Client(srv.port, timeout=30)
+        tok = base64.b64encode(b"alice:wrong").decode()
+        c.send(("GET /prot/x.txt HTTP/1.1\r\nHost: x\r\nAuthorization: Basic %s\r\n\r\n"
+                % tok).encode())
+        time.sleep(0.5)  # the check is on a thread now, starved
+        assert srv.alive()
+        t0 = time.monotonic()
+        srv.send_signal(signal.SIGTERM)
+        assert_status(c.read_response(), (503,))  # the drain's answer to the check that waits
+        answered = time.monotonic() - t0
+        c.close()
+        assert answered < 8, "the drain answered after %.1f s" % answered
+        if not srv.build.sanitized:  # LeakSanitizer's exit stops every thread, a starved one too
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                srv.process.wait(8)
+            took = time.monotonic() - t0
+            assert srv.process.poll() == 0, "no exit within %.1f s of SIGTERM" % took
+    finally:
+        for b in busy:
+            b.kill()
+            b.wait()
 
 
 @serial
