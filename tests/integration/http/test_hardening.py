@@ -274,6 +274,21 @@ def quick_fetch_while(port, clients, what):
     assert took < 0.5, "a plain request took %.2f s during %s" % (took, what)
 
 
+def prot_tree(h):
+    """/f.txt, and /prot/x.txt behind .htaccess with alice's hash h."""
+    return {"f.txt": F, "prot": {".htaccess": ("realm\nalice:%s\n" % h).encode(),
+                                 "x.txt": b"secret\n"}}
+
+
+def wrong_login(port, password, timeout):
+    """A client that has asked for /prot/x.txt as alice with password (bytes)."""
+    c = Client(port, timeout=timeout)
+    tok = base64.b64encode(b"alice:" + password).decode()
+    c.send(("GET /prot/x.txt HTTP/1.1\r\nHost: x\r\nAuthorization: Basic %s\r\n\r\n"
+            % tok).encode())
+    return c
+
+
 def wrong_logins(gatling, args, secs, timeout, before=None):
     """gatling with args over a directory protected by a slow hash, and enough
     clients sending wrong passwords (each a different one) for about secs of
@@ -282,18 +297,11 @@ def wrong_logins(gatling, args, secs, timeout, before=None):
     t0 = time.process_time()
     h = slow_hash("right")
     one = max(time.process_time() - t0, 0.005)
-    tree = {"f.txt": F, "prot": {".htaccess": ("realm\nalice:%s\n" % h).encode(),
-                                 "x.txt": b"secret\n"}}
-    srv = gatling(tree, args=args)
+    srv = gatling(prot_tree(h), args=args)
     if before:
         before(srv)
-    clients = []
-    for i in range(max(20, int(secs / one))):
-        c = Client(srv.port, timeout=timeout)
-        tok = base64.b64encode(b"alice:wrong%d" % i).decode()
-        c.send(("GET /prot/x.txt HTTP/1.1\r\nHost: x\r\nAuthorization: Basic %s\r\n\r\n"
-                % tok).encode())
-        clients.append(c)
+    clients = [wrong_login(srv.port, b"wrong%d" % i, timeout)
+               for i in range(max(20, int(secs / one)))]
     return srv, one, clients
 
 
@@ -378,18 +386,14 @@ def test_sigterm_does_not_wait_for_a_starved_hash(gatling, request):
     first_backend_only(request, ("test_sigterm_does_not_wait_for_a_starved_hash",),
                        "the job pool sits above io/: the first backend runs it")
     h = "$6$rounds=1000000$saltsalt$" + "a" * 86  # a wrong password costs the full rounds
-    srv = gatling({"f.txt": F, "prot": {".htaccess": ("realm\nalice:%s\n" % h).encode(),
-                                        "x.txt": b"secret\n"}}, args=("-T", "2", "-j", "1"))
+    srv = gatling(prot_tree(h), args=("-T", "2", "-j", "1"))
     cpu0 = {min(os.sched_getaffinity(0))}
     os.sched_setaffinity(srv.process.pid, cpu0)  # its job threads are made later: they inherit
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
     try:
         for b in busy:
             os.sched_setaffinity(b.pid, cpu0)
-        c = Client(srv.port, timeout=30)
-        tok = base64.b64encode(b"alice:wrong").decode()
-        c.send(("GET /prot/x.txt HTTP/1.1\r\nHost: x\r\nAuthorization: Basic %s\r\n\r\n"
-                % tok).encode())
+        c = wrong_login(srv.port, b"wrong", 30)
         time.sleep(0.5)  # the check is on a thread now, starved
         assert srv.alive()
         t0 = time.monotonic()
@@ -494,9 +498,7 @@ def test_rate_limit_drops_with_T0(gatling):
 
 def test_failed_logins_slow_down_and_repeat_is_remembered(gatling):
     from feature_helpers import crypt_hash
-    tree = {"f.txt": F, "prot": {".htaccess": ("realm\nalice:%s\n" % crypt_hash("right")).encode(),
-                                 "x.txt": b"secret\n"}}
-    srv = gatling(tree, args=("-T", "10", "-S"))
+    srv = gatling(prot_tree(crypt_hash("right")), args=("-T", "10", "-S"))
 
     def login(pw):
         tok = base64.b64encode(b"alice:" + pw.encode()).decode()
