@@ -396,11 +396,12 @@ char *px_room(px_req_t *pr, size_t n)
 
 int px_out(px_req_t *pr, const void *p, size_t n)
 {
+    if (!n) /* an empty body's last piece: nothing to hold (and no buffer yet, maybe) */
+        return 0;
     char *at = px_room(pr, n);
     if (!at)
         return -1;
-    if (n)
-        memcpy(at, p, n);
+    memcpy(at, p, n);
     return 0;
 }
 

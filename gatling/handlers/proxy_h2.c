@@ -16,6 +16,41 @@
  * id) never reached the application: it goes again on another connection.
  * gRPC: te: trailers passed, the response's trailers sent to the client
  * (ex_body_trailers), grpc-timeout the request's deadline.
+ *
+ * A request's stream, and who may point at the request (pr) in each state.
+ * pr (and its px_h2s_t) is freed only by px_req_free, after h2b_release
+ * has taken it off its connection (h2b_detach); nghttp2 holds pr twice, as
+ * the stream's user data and as the request body's data source
+ * (h2b_body_read), and both must be dead before pr is:
+ *   unattached   s->c NULL: before h2b_attach, after h2b_detach.  Nothing
+ *                in nghttp2 knows pr.
+ *   queued       submitted (s->sid set), its HEADERS still in nghttp2's
+ *                queue: the connection connecting or in its TLS handshake,
+ *                or past the backend's MAX_CONCURRENT_STREAMS.  No stream
+ *                exists yet (nghttp2_session_find_stream is NULL); the
+ *                queued HEADERS item holds pr as user data and data
+ *                source.  Detached: the user data is cleared and
+ *                RST_STREAM cancels the queued item (nghttp2 then drops it
+ *                unsent, without reading the body).  Refused (the
+ *                backend's GOAWAY came first): no stream opened, so no
+ *                on_close but on_frame_not_send, which sends it elsewhere.
+ *   open         HEADERS went: the stream exists, its DATA item reads pr.
+ *                Detached: user data cleared, RST_STREAM queued, which
+ *                marks the stream closing at once, so that its DATA is
+ *                never read again (RST goes before DATA, and the stream
+ *                closes when it is sent).
+ *   closed       on_close (the backend ended or reset it, or our RST went):
+ *                h2b_closed detaches pr first, then answers or fails it.
+ *   connection   h2b_conn_close detaches every request before
+ *   closed       nghttp2_session_del: nothing calls back after it.
+ * Every call into nghttp2 that may call back (mem_send, mem_recv) runs
+ * with c->depth raised, and each callback that may end pr raises
+ * pr->depth, so a request ended meanwhile (p_end) is freed by whoever
+ * lowers pr->depth last, after nghttp2 has let go of it.
+ *
+ * A failure the client caused (its reset, an empty or stalled body, its
+ * grpc-timeout) is never counted against the backend: px_fail and
+ * px_timed_out are called only for what the backend did or did not do.
  */
 #include "proxy_int.h"
 #include "gio_tls.h"
@@ -83,6 +118,7 @@ typedef struct px_h2s {
 
 static void h2b_conn_on(watch_t *w, unsigned events);
 static void h2b_pump(px_h2conn_t *c);
+static void h2b_arm(px_req_t *pr);
 
 /* ---- the request ---- */
 
@@ -214,6 +250,8 @@ static int h2b_body(px_req_t *pr, const char *p, size_t n, int last)
     px_h2s_t *s = pr->h2s;
     if (last)
         pr->body_in = 1; /* (p_input says so too, after this call: the source reads it now) */
+    if (s->c)
+        h2b_arm(pr); /* -Q is silence both ways, as for HTTP/1.1 (px_set_deadline) */
     if (s->c && s->deferred) {
         s->deferred = 0;
         nghttp2_session_resume_data(s->c->ng, s->sid);
@@ -277,7 +315,13 @@ static void h2b_detach(px_req_t *pr, uint32_t code)
     c->streams--;
     if (s->sid > 0) {
         nghttp2_session_set_stream_user_data(c->ng, s->sid, NULL);
-        if (code != (uint32_t)-1 && (nghttp2_session_get_stream_local_close(c->ng, s->sid) == 0 ||
+        /* Not yet opened (its HEADERS queued: the connection still opening,
+           or past MAX_CONCURRENT_STREAMS): RST_STREAM cancels the queued
+           HEADERS, whose data source is pr.  Open: RST_STREAM marks it
+           closing, so its DATA is never read again.  Closed, it would have
+           detached pr (on_close). */
+        if (code != (uint32_t)-1 && (!nghttp2_session_find_stream(c->ng, s->sid) ||
+                                     nghttp2_session_get_stream_local_close(c->ng, s->sid) == 0 ||
                                      nghttp2_session_get_stream_remote_close(c->ng, s->sid) == 0))
             nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, s->sid, code);
         nghttp2_session_consume_connection(c->ng, s->held);
@@ -590,12 +634,9 @@ static int h2b_on_data(nghttp2_session *ng, uint8_t flags, int32_t sid, const ui
     return 0;
 }
 
-static int h2b_on_close(nghttp2_session *ng, int32_t sid, uint32_t code, void *user)
+/* pr's stream on c closed (code), or its HEADERS could not go (refused). */
+static void h2b_closed(px_h2conn_t *c, px_req_t *pr, uint32_t code)
 {
-    px_h2conn_t *c = user;
-    px_req_t *pr = h2b_req_of(ng, sid);
-    if (!pr)
-        return 0;
     pr->depth++;
     h2b_detach(pr, (uint32_t)-1);
     if (code == NGHTTP2_REFUSED_STREAM && !pr->head_sent && pr->keep_out && !pr->retried) {
@@ -612,6 +653,32 @@ static int h2b_on_close(nghttp2_session *ng, int32_t sid, uint32_t code, void *u
     }
     if (!--pr->depth && pr->ended)
         px_req_free(pr);
+}
+
+static int h2b_on_close(nghttp2_session *ng, int32_t sid, uint32_t code, void *user)
+{
+    px_req_t *pr = h2b_req_of(ng, sid);
+    if (pr)
+        h2b_closed(user, pr, code);
+    return 0;
+}
+
+/* A request's HEADERS that nghttp2 could not send (the backend's GOAWAY came
+   first, or the session is closing): its stream never opened, so no
+   on_close tells us; it goes again elsewhere as a refused one.  (A HEADERS
+   we cancelled, ERR_STREAM_CLOSING, belongs to no request any more.) */
+static int h2b_on_not_sent(nghttp2_session *ng, const nghttp2_frame *f, int err, void *user)
+{
+    (void)ng;
+    px_h2conn_t *c = user;
+    if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST ||
+        err == NGHTTP2_ERR_STREAM_CLOSING)
+        return 0;
+    for (px_req_t *pr = c->reqs; pr; pr = pr->h2s->next)
+        if (pr->h2s->sid == f->hd.stream_id && !pr->ended) {
+            h2b_closed(c, pr, NGHTTP2_REFUSED_STREAM);
+            break;
+        }
     return 0;
 }
 
@@ -646,6 +713,7 @@ static px_h2conn_t *h2b_conn_open(proxy_t *px, px_member_t *m)
         nghttp2_session_callbacks_set_on_frame_recv_callback(cb, h2b_on_frame);
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, h2b_on_data);
         nghttp2_session_callbacks_set_on_stream_close_callback(cb, h2b_on_close);
+        nghttp2_session_callbacks_set_on_frame_not_send_callback(cb, h2b_on_not_sent);
         nghttp2_option_set_no_auto_window_update(opt, 1);
         nghttp2_option_set_peer_max_concurrent_streams(opt, 100);
         if (nghttp2_session_client_new2(&c->ng, cb, c, opt))
@@ -783,22 +851,28 @@ static void h2b_timer_on(gio_loop_t *l, void *arg)
         return;
     }
     int deadline = s->grpc_end && now >= s->grpc_end;
+    /* the backend has all the client sent and waits for the rest: the
+       client's silence, not the backend's (it is not counted against it) */
+    int client = !deadline && !pr->body_in && pr->outoff == pr->outlen;
     pr->depth++;
-    if (!deadline)
+    if (!deadline && !client)
         px_timed_out(pr);
     px_release(pr, 0);
     if (pr->grpc) {
-        px_grpc_fail(pr, deadline ? 4 : 14, deadline ? "Deadline Exceeded (grpc-timeout)"
-                                                      : "the backend did not answer in time");
+        px_grpc_fail(pr, deadline || client ? 4 : 14,
+                     deadline ? "Deadline Exceeded (grpc-timeout)"
+                     : client ? "the client sent nothing more in time (-Q)"
+                              : "the backend did not answer in time");
     } else {
         pr->state = RS_DONE;
         site_error(pr->px->site, "proxy", ETIMEDOUT, pr->ex->peer,
-                   "the backend did not answer in time (-Q)");
+                   client ? "the client's request body stalled (-Q)"
+                          : "the backend did not answer in time (-Q)");
         if (pr->head_sent) {
             ex_body_abort(pr->ex);
         } else {
             pr->head_sent = 1;
-            ex_error(pr->ex, 504, NULL, NULL);
+            ex_error(pr->ex, client ? 408 : 504, NULL, NULL);
         }
     }
     if (!--pr->depth && pr->ended)
