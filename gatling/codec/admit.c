@@ -95,6 +95,8 @@ void admit_log(sbody_t *b)
     site_t *site = ex->site;
     int64_t now = gio_wallclock(site->loop);
     alog_facts_t facts, *fp = NULL; /* only the JSON log's */
+    if (!b->ended && ex->producer && ex->producer->abandoned)
+        ex->producer->abandoned(ex);
     if (site->log.json)
         b->ops->log_facts(ex, fp = &facts);
     unsigned notes = (ex->secure ? ALOG_TLS : 0) | (ex->log_notes & EX_LOG_DCZ ? ALOG_DCZ : 0);

@@ -223,7 +223,7 @@ static void r_end(exchange_t *ex)
     reader_free(r);
 }
 
-static const ex_producer_t reader_producer = {r_input, r_drained, r_end};
+static const ex_producer_t reader_producer = {r_input, r_drained, r_end, NULL};
 
 reader_t *cf_reader_new(cache_t *c, exchange_t *ex)
 {

@@ -544,7 +544,7 @@ static void cgi_end(exchange_t *ex)
     let_go(c);
 }
 
-static const ex_producer_t cgi_producer = {cgi_input, cgi_drained, cgi_end};
+static const ex_producer_t cgi_producer = {cgi_input, cgi_drained, cgi_end, NULL};
 
 int cgi_match(exchange_t *ex)
 {

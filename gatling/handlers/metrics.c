@@ -4,6 +4,7 @@
 #include "cache.h"
 #include "proxy.h"
 #include "http/hbuf.h"
+#include "http/response.h"
 #include "site/acme_chal.h"
 #include "site/cluster.h"
 #include "site/dict.h"
@@ -169,14 +170,9 @@ static void per_protocol(hbuf_t *b, const status_counters_t *c)
     family(b, "gatling_transferred_bytes_total", "counter",
            "Bytes of responses sent (FTP: of transfers, either way), by protocol", "protocol",
            bytes, N(bytes));
-    static const char *const grpc_codes[17] = {
-        "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-        "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
-        "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
-        "UNAUTHENTICATED"};
     lv_t grpc[17];
     for (int k = 0; k < 17; k++)
-        grpc[k] = (lv_t){grpc_codes[k], c->grpc[k]};
+        grpc[k] = (lv_t){resp_grpc_code(k), c->grpc[k]};
     family(b, "gatling_grpc_responses_total", "counter",
            "gRPC calls proxied, by the grpc-status they ended with (the backend's, or "
            "gatling's: UNAVAILABLE, DEADLINE_EXCEEDED)", "code", grpc, N(grpc));

@@ -784,7 +784,18 @@ static void p_end(exchange_t *ex)
         px_req_free(pr);
 }
 
-static const ex_producer_t producer = {p_input, p_drained, p_end};
+/* A gRPC call the client ended before its status: logged and counted as
+   the client's verdict, DEADLINE_EXCEEDED at its grpc-timeout (the client
+   resets the stream at its deadline, which is a little before ours: the
+   request's way here), CANCELLED before. */
+static void p_abandoned(exchange_t *ex)
+{
+    px_req_t *pr = ex->pctx;
+    if (pr->grpc && !ex->grpc_status && pr->state != RS_DONE)
+        px_grpc_status(pr, px_h2_past_deadline(pr, 250) ? "4" : "1", 1);
+}
+
+static const ex_producer_t producer = {p_input, p_drained, p_end, p_abandoned};
 
 /* pr's request to a connection of its rule: the head (or CGI environment)
    for t, the body spooled, if any.  0 (gone, or answered 502 with
@@ -803,8 +814,11 @@ static int send_request(px_req_t *pr, const px_target_t *t)
         return -1;
     if (r2 == 0 && px_attempt(pr) == 0)
         return 0;
-    if (r2 == 0 && pr->none_up) /* else connect_failed said which backend, and why */
-        site_error(ex->site, "no backend of the pool is up", 0, ex->peer, ex->path);
+    if (r2 == 0 && pr->none_up) { /* else connect_failed said which backend, and why */
+        char why[200];
+        snprintf(why, sizeof why, "no backend of pool %s is up: %.120s", r->pool->name, ex->path);
+        site_error(ex->site, "proxy", 0, ex->peer, why);
+    }
     if (pr->grpc) {
         px_grpc_fail(pr, 14, pr->none_up ? "no backend is up" : "no backend could be reached");
         return 0;

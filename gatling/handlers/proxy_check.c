@@ -10,6 +10,7 @@
  * the verdict given to proxy_pool.c.  No answer within timeout= fails.
  */
 #include "proxy_int.h"
+#include "http/response.h"
 #include "gio_tls.h"
 #include "http/hbuf.h"
 #include "http/http_parse.h"
@@ -143,6 +144,24 @@ static int chk_verdict(px_check_t *k, int eof)
     return k->chk_st == 200 && k->grpc_status == 0 && k->inlen == sizeof serving &&
                    !memcmp(k->in, serving, sizeof serving)
                ? 200 : 503;
+}
+
+/* The check's answer st in words, for the health log. */
+static void check_why(const px_check_t *k, int st, char *why, size_t n)
+{
+    int code = k->grpc_status;
+    if (strcmp(k->m->pool->o.check, "grpc") || k->chk_st != 200)
+        snprintf(why, n, "the check answered %d", k->chk_st ? k->chk_st : st);
+    else if (code == 12)
+        snprintf(why, n, "the backend has no gRPC health service: grpc.health.v1.Health/Check "
+                         "answered grpc-status 12 (UNIMPLEMENTED)");
+    else if (code > 0)
+        snprintf(why, n, "grpc.health.v1.Health/Check answered grpc-status %d (%s)", code,
+                 resp_grpc_code(code));
+    else if (st != 200)
+        snprintf(why, n, "grpc.health.v1.Health/Check answered, but not SERVING");
+    else
+        snprintf(why, n, "grpc.health.v1.Health/Check answered SERVING");
 }
 
 /* FastCGI: BEGIN_REQUEST, one PARAMS record, the empty PARAMS and STDIN. */
@@ -319,7 +338,7 @@ static void on_check(watch_t *w, unsigned events)
 {
     px_check_t *k = (px_check_t *)w;
     const px_popts_t *o = &k->m->pool->o;
-    char why[96];
+    char why[160];
     int end = 0, st;
     if (!events) {
         verdict(k, 0, "no answer in time (timeout=)");
@@ -347,7 +366,7 @@ static void on_check(watch_t *w, unsigned events)
     if ((st = status_of(k, end)) < 0) {
         verdict(k, 0, "no valid answer");
     } else if (st > 0) {
-        snprintf(why, sizeof why, "the check answered %d", st);
+        check_why(k, st, why, sizeof why);
         verdict(k, st >= o->expect_lo && st <= o->expect_hi, why);
     } else {
         gio_want(k->px->site->loop, k->fd, k->outoff < k->outlen ? GIO_WRITE | GIO_READ : GIO_READ);

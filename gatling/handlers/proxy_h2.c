@@ -682,6 +682,12 @@ static int h2b_on_not_sent(nghttp2_session *ng, const nghttp2_frame *f, int err,
     return 0;
 }
 
+int px_h2_past_deadline(const px_req_t *pr, int64_t slack)
+{
+    const px_h2s_t *s = pr->h2s;
+    return s && s->grpc_end && gio_now(pr->px->site->loop) + slack >= s->grpc_end;
+}
+
 void px_h2_drained(px_req_t *pr)
 {
     px_h2s_t *s = pr->h2s;

@@ -323,6 +323,8 @@ extern const px_ops_t px_h2_ops;   /* proxy_h2.c: HTTP/2 (h2c/) */
 /* The client took pr's body below EX_STREAM_LOW: the backend's DATA it
    held back is acknowledged (its window opens). */
 void px_h2_drained(px_req_t *pr);
+/* Is pr's grpc-timeout within slack ms, or past?  0 without one. */
+int px_h2_past_deadline(const px_req_t *pr, int64_t slack);
 
 /* proxy_t's h2_close. */
 void px_h2_close(struct proxy *px, px_member_t *m, int all);

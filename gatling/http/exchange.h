@@ -114,6 +114,11 @@ typedef struct ex_producer {
     /* The exchange ends, its response complete or not (sent, client gone,
        stream reset, shutdown): let every resource go.  The last call. */
     void (*end)(struct exchange *ex);
+    /* The client ended the exchange before its response was complete (a
+       reset stream, its connection gone), just before the exchange is
+       logged: the producer may say what that was (a gRPC call's status:
+       cancelled, or its deadline).  NULL: nothing to say. */
+    void (*abandoned)(struct exchange *ex);
 } ex_producer_t;
 
 /* What a codec does with a response: see ex_head, ex_error, ex_body_*. */

@@ -3,6 +3,16 @@
 
 #include <string.h>
 
+const char *resp_grpc_code(int code)
+{
+    static const char *const names[17] = {
+        "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+        "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+        "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
+        "UNAUTHENTICATED"};
+    return code >= 0 && code <= 16 ? names[code] : "?";
+}
+
 const char *resp_reason(int status)
 {
     switch (status) {

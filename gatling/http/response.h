@@ -13,6 +13,9 @@
 /* The reason phrase for status ("Unknown" if we never send it). */
 const char *resp_reason(int status);
 
+/* gRPC's name of status code (0 "OK" .. 16 "UNAUTHENTICATED"), or "?". */
+const char *resp_grpc_code(int code);
+
 #define RESP_PAGE_MAX 256 /* resp_page's longest page is ~130 bytes */
 
 /* Append the small HTML page of an error response with this status. */

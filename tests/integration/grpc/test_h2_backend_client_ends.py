@@ -404,3 +404,77 @@ def test_client_endings_never_count_against_a_pool(gatling):
     finally:
         a.close()
         b.close()
+
+
+GRPC_ENDS = r'''
+import sys, time, grpc
+ch = grpc.insecure_channel(sys.argv[1])
+try:  # the deadline: grpc-timeout 1S, the backend sleeping 3 s
+    ch.unary_unary("/test.Echo/Unary")(b"sleep:3", timeout=1)
+except grpc.RpcError as e:
+    print(e.code().name)
+f = ch.unary_unary("/test.Echo/Unary").future(b"sleep:3")  # cancelled after 0.5 s
+time.sleep(0.5)
+f.cancel()
+def gen():
+    yield b"a"
+    time.sleep(3)
+it = ch.stream_stream("/test.Echo/Bidi")(gen())  # cancelled after its first answer
+next(it)
+it.cancel()
+print("cancelled", f.cancelled())
+'''
+
+
+@pytest.mark.skipif(TLS, reason="grpcio by h2c prior knowledge to the plain port")
+def test_grpc_cancel_and_deadline_are_the_clients(gatling, tmp_path):
+    """grpcio's deadline (grpc-timeout, the client resetting the stream at
+    it) and its cancels (before the answer, mid-bidi) are logged and
+    counted as DEADLINE_EXCEEDED and CANCELLED, the client's verdicts,
+    never as UNAVAILABLE nor against the backend."""
+    import subprocess
+    from h2backends import PY, GrpcBackend
+    if subprocess.run([PY, "-c", "import grpc"], capture_output=True).returncode:
+        pytest.skip("needs python3-grpcio (tests/setup.sh)")
+    b = GrpcBackend(tmp_path)
+    try:
+        srv = proxied(gatling, r"h2c/127.0.0.1/%d/^/test\." % b.port,
+                      extra=("--log-format", "json"))
+        r = subprocess.run([PY, "-c", GRPC_ENDS, "127.0.0.1:%d" % srv.port],
+                           capture_output=True, text=True, timeout=60)
+        assert r.stdout.split() == ["DEADLINE_EXCEEDED", "cancelled", "True"], r
+        import json
+        wait_for(lambda: sum(1 for l in srv.log if '"grpc_status"' in l) >= 3, 10,
+                 "three calls logged: %r" % srv.log)
+        got = sorted(json.loads(l)["grpc_status"] for l in srv.log if '"grpc_status"' in l)
+        assert got == [1, 1, 4], srv.log
+        text = fetch(srv.port, "/metrics", timeout=10).body.decode()
+        assert 'gatling_grpc_responses_total{code="CANCELLED"} 2' in text, text
+        assert 'gatling_grpc_responses_total{code="DEADLINE_EXCEEDED"} 1' in text, text
+        assert 'gatling_grpc_responses_total{code="UNAVAILABLE"} 0' in text, text
+        for name in ("gatling_backend_failures_total", "gatling_backend_timeouts_total"):
+            assert counted(srv, name) == 0, name
+    finally:
+        b.stop()
+
+
+def test_grpc_check_names_a_missing_health_service(gatling):
+    """check=grpc against a backend that answers grpc-status 12
+    (UNIMPLEMENTED: no grpc.health.v1 service): the health log says so."""
+    def answer(c, sid):
+        c.send_headers(sid, [(":status", "200"), ("content-type", "application/grpc"),
+                             ("grpc-status", "12"), ("grpc-message", "unknown service")],
+                       end_stream=True)
+
+    class NoHealth(H2Spy):
+        def event(self, c, n, ev, lens):
+            if isinstance(ev, h2.events.StreamEnded):
+                answer(c, ev.stream_id)
+    spy = NoHealth()
+    try:
+        pool = "g=h2c/127.0.0.1/%d;check=grpc;interval=1;fall=1;rise=1" % spy.port
+        srv = proxied(gatling, r"@g/^/test\.", extra=("--pool", pool))
+        wait_for(lambda: any("no gRPC health service" in l and "UNIMPLEMENTED" in l
+                             for l in srv.errlog), 10, "the check's reason: %r" % srv.errlog)
+    finally:
+        spy.close()
