@@ -478,3 +478,28 @@ def test_grpc_check_names_a_missing_health_service(gatling):
                              for l in srv.errlog), 10, "the check's reason: %r" % srv.errlog)
     finally:
         spy.close()
+
+
+def test_empty_chunked_http11_body(gatling):
+    """An HTTP/1.1 POST whose chunked body is empty (its last chunk at
+    once) reaches the HTTP/2 backend as an empty body and is answered."""
+    spy = H2Spy()
+    try:
+        srv = proxied(gatling, "h2c/127.0.0.1/%d/^/b" % spy.port)
+        port = srv.plain_port or srv.port
+        for _ in range(3):
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+                if srv.plain_port is None and TLS:
+                    pytest.skip("no plain port")
+                s.sendall(b"POST /b/chunked HTTP/1.1\r\nHost: localhost\r\n"
+                          b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n0\r\n\r\n")
+                got = b""
+                while True:
+                    d = s.recv(65536)
+                    if not d:
+                        break
+                    got += d
+            assert got.startswith(b"HTTP/1.1 200") and got.endswith(b"got 0\n"), got
+        backend_healthy(srv)
+    finally:
+        spy.close()
