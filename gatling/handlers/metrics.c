@@ -174,8 +174,9 @@ static void per_protocol(hbuf_t *b, const status_counters_t *c)
     for (int k = 0; k < 17; k++)
         grpc[k] = (lv_t){resp_grpc_code(k), c->grpc[k]};
     family(b, "gatling_grpc_responses_total", "counter",
-           "gRPC calls proxied, by the grpc-status they ended with (the backend's, or "
-           "gatling's: UNAVAILABLE, DEADLINE_EXCEEDED)", "code", grpc, N(grpc));
+           "gRPC calls proxied, by the grpc-status they ended with (the backend's, "
+           "gatling's: UNAVAILABLE, DEADLINE_EXCEEDED, or the client's: CANCELLED, "
+           "DEADLINE_EXCEEDED)", "code", grpc, N(grpc));
 }
 
 /* The request duration histogram, per protocol: cumulative buckets. */

@@ -74,7 +74,7 @@
 #define H2B_STREAM_WINDOW (256 * 1024) /* a stream's receive window (SETTINGS) */
 #define H2B_CONN_WINDOW (32 << 20)    /* the connection's */
 #define H2B_TRAILERS 16               /* trailer fields passed on */
-#define H2B_EXTRA 8                   /* request fields of our own (pseudo, te, x-forwarded-*) */
+#define H2B_EXTRA 6                   /* request fields of our own: pseudo, te, content-length */
 
 typedef struct px_h2conn {
     watch_t w; /* first: the loop's cookie */
@@ -121,20 +121,6 @@ static void h2b_pump(px_h2conn_t *c);
 static void h2b_arm(px_req_t *pr);
 
 /* ---- the request ---- */
-
-/* Is the request field name[0..n) one HTTP/2 must not carry or we write
-   ourselves? */
-static int h2b_skipped(const char *name, size_t n)
-{
-    static const char *const no[] = {
-        "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te",
-        "host", "http2-settings", "content-length", "x-forwarded-for", "x-forwarded-proto",
-        "proxy-authorization", "expect"};
-    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
-        if (strlen(no[i]) == n && !strncasecmp(name, no[i], n))
-            return 1;
-    return 0;
-}
 
 /* Append name: value to s's list, both copied to *at (name lowered). */
 static void h2b_nv_add(px_h2s_t *s, char **at, const char *n, size_t nl, const char *v, size_t vl)
@@ -191,23 +177,30 @@ static void h2b_pseudo(px_req_t *pr, px_h2s_t *s, char **at, const px_target_t *
         h2b_nv_add(s, at, ":path", 5, "/", 1);
 }
 
-/* x-forwarded-for (the client's address after any there), -proto; te;
-   content-length. */
-static void h2b_forwarded(px_req_t *pr, px_h2s_t *s, char **at)
+/* px_fields_ours's encoder: a field into s's list at at, or (s NULL)
+   counted, n fields of bytes. */
+typedef struct {
+    px_h2s_t *s;
+    char *at;
+    size_t n, bytes;
+} h2b_ours_t;
+
+static int h2b_emit(void *arg, const char *name, const char *value)
+{
+    h2b_ours_t *o = arg;
+    size_t nl = strlen(name), vl = strlen(value);
+    if (o->s)
+        h2b_nv_add(o->s, &o->at, name, nl, value, vl);
+    else
+        o->n++, o->bytes += nl + vl;
+    return 0;
+}
+
+/* te (gRPC's, or the client's trailers), content-length. */
+static void h2b_framing(px_req_t *pr, px_h2s_t *s, char **at)
 {
     exchange_t *ex = pr->ex;
-    const http_request_t *req = ex->req;
-    char a[INET6_ADDRSTRLEN], xff[1024];
-    int port;
-    px_peer(ex, a, &port);
-    const http_str_t *old = http_header(req, "X-Forwarded-For");
-    hbuf_t b = hb_init(xff, sizeof xff);
-    if (old && old->n < sizeof xff - INET6_ADDRSTRLEN - 4)
-        hb_put(&b, old->p, old->n), hb_puts(&b, ", ");
-    hb_puts(&b, a);
-    h2b_nv_add(s, at, "x-forwarded-for", 15, xff, hb_len(&b));
-    h2b_nv_add(s, at, "x-forwarded-proto", 17, ex->secure ? "https" : "http", ex->secure ? 5 : 4);
-    const http_str_t *te = http_header(req, "TE");
+    const http_str_t *te = http_header(ex->req, "TE");
     if (pr->grpc || (te && http_list_has(*te, "trailers")))
         h2b_nv_add(s, at, "te", 2, "trailers", 8);
     if (ex->req_len > 0) {
@@ -217,13 +210,24 @@ static void h2b_forwarded(px_req_t *pr, px_h2s_t *s, char **at)
     }
 }
 
+/* Is the client's field h one the backend gets?  px_hop_by_hop's policy,
+   and what HTTP/2 says otherwise (Host as :authority, no pseudo-fields). */
+static int h2b_passed(const http_request_t *req, const http_header_t *h)
+{
+    return h->name.n && h->name.p[0] != ':' && !px_name_is(h->name, "Host") &&
+           !px_hop_by_hop(req->headers, req->nheaders, h->name, 0);
+}
+
 static int h2b_request(px_req_t *pr, const px_target_t *tg)
 {
     const http_request_t *req = pr->ex->req;
-    size_t bytes = 2048 + req->method.n + req->target.n;
+    h2b_ours_t o = {NULL, NULL, 0, 0};
+    if (px_fields_ours(pr, h2b_emit, &o) < 0)
+        return -1;
+    size_t bytes = 512 + req->method.n + req->target.n + o.bytes;
     for (size_t i = 0; i < req->nheaders; i++)
         bytes += req->headers[i].name.n + req->headers[i].value.n;
-    size_t nmax = req->nheaders + H2B_EXTRA;
+    size_t nmax = req->nheaders + H2B_EXTRA + o.n;
     px_h2s_t *s = calloc(1, sizeof *s + nmax * sizeof(nghttp2_nv) + bytes);
     if (!s)
         return -1;
@@ -232,10 +236,13 @@ static int h2b_request(px_req_t *pr, const px_target_t *tg)
     h2b_pseudo(pr, s, &at, tg);
     for (size_t i = 0; i < req->nheaders; i++) {
         const http_header_t *h = &req->headers[i];
-        if (!h2b_skipped(h->name.p, h->name.n) && h->name.n && h->name.p[0] != ':')
+        if (h2b_passed(req, h))
             h2b_nv_add(s, &at, h->name.p, h->name.n, h->value.p, h->value.n);
     }
-    h2b_forwarded(pr, s, &at);
+    o = (h2b_ours_t){s, at, 0, 0};
+    px_fields_ours(pr, h2b_emit, &o); /* the same fields as counted: they fit */
+    at = o.at;
+    h2b_framing(pr, s, &at);
     const http_str_t *gt = pr->grpc ? http_header(req, "grpc-timeout") : NULL;
     int64_t ms = gt ? h2b_grpc_timeout(gt) : -1;
     if (ms >= 0)

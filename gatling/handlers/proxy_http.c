@@ -10,34 +10,6 @@
 #include <string.h>
 #include <strings.h>
 
-/* Is n the name s (case-insensitive)?  Inline: s is mostly a literal,
-   its length counted by the compiler. */
-static inline int name_is(http_str_t n, const char *s)
-{
-    size_t k = strlen(s);
-    return n.n == k && !strncasecmp(n.p, s, k);
-}
-
-/* Is name listed in a Connection field among h[0..nh)?  (RFC 9110 7.6.1) */
-static int named_by_connection(const http_header_t *h, size_t nh, http_str_t name)
-{
-    for (size_t i = 0; i < nh; i++) {
-        if (!name_is(h[i].name, "Connection"))
-            continue;
-        const char *p = h[i].value.p, *e = p + h[i].value.n;
-        while (p < e) {
-            while (p < e && (*p == ' ' || *p == '\t' || *p == ','))
-                p++;
-            const char *t = p;
-            while (p < e && *p != ',' && *p != ' ' && *p != '\t')
-                p++;
-            if (p > t && (size_t)(p - t) == name.n && !strncasecmp(t, name.p, name.n))
-                return 1;
-        }
-    }
-    return 0;
-}
-
 /* An HTTP-date's seconds (0: not one, or not after 1970), by the one parser. */
 static int64_t resp_date(http_str_t v, int64_t now)
 {
@@ -45,128 +17,31 @@ static int64_t resp_date(http_str_t v, int64_t now)
     return t > 0 ? t : 0;
 }
 
-/* A field that says what a client certificate was, which only the proxy may
-   write: X-SSL-Client-* ('_' for '-' too: some backends read either as the
-   same) and RFC 9440's Client-Cert and Client-Cert-Chain. */
-static int client_cert_field(http_str_t name)
-{
-    static const char pre[] = "x-ssl-client-";
-    if (name_is(name, "Client-Cert") || name_is(name, "Client-Cert-Chain"))
-        return 1;
-    if (name.n < sizeof pre - 1)
-        return 0;
-    for (size_t i = 0; i < sizeof pre - 1; i++) {
-        char c = name.p[i];
-        c = c == '_' ? '-' : (c >= 'A' && c <= 'Z') ? (char)(c + 32) : c;
-        if (c != pre[i])
-            return 0;
-    }
-    return 1;
-}
-
-/* Hop-by-hop fields (RFC 9110 7.6.1), and those the proxy writes itself. */
-static int hop_by_hop(const http_header_t *h, size_t nh, http_str_t name, int response)
-{
-    typedef struct {
-        const char *s;
-        size_t n;
-    } nm_t;
-#define NM(s) \
-    { \
-        s, sizeof s - 1 \
-    }
-    static const nm_t both[] = {
-        NM("Connection"),        NM("Keep-Alive"),    NM("TE"),
-        NM("Trailer"),           NM("Upgrade"),       NM("Proxy-Connection"),
-        NM("Transfer-Encoding"), NM("Content-Length")};
-    static const nm_t req[] = {
-        NM("Proxy-Authorization"), NM("Expect"),    NM("Cookie"),          NM("X-Forwarded-For"),
-        NM("X-Forwarded-Proto"),   NM("Forwarded"), NM("X-Forwarded-Host")};
-    static const nm_t resp[] = {NM("Date"), NM("Server"), NM("Content-Type"),
-                                NM("Proxy-Authenticate")};
-#undef NM
-    if (!response && client_cert_field(name))
-        return 1;
-    const nm_t *l = response ? resp : req;
-    size_t n = response ? sizeof resp / sizeof resp[0] : sizeof req / sizeof req[0];
-    for (size_t i = 0; i < sizeof both / sizeof both[0]; i++)
-        if (name.n == both[i].n && !strncasecmp(name.p, both[i].s, name.n))
-            return 1;
-    for (size_t i = 0; i < n; i++)
-        if (name.n == l[i].n && !strncasecmp(name.p, l[i].s, name.n))
-            return 1;
-    /* "Connection: Host" must not take the backend's Host away */
-    return !name_is(name, "Host") && named_by_connection(h, nh, name);
-}
-
 static int puts_(px_req_t *pr, const char *s)
 {
     return px_out(pr, s, strlen(s));
 }
 
-/* Every value of the fields named name, joined by sep, after "Name: ". */
-static int joined(px_req_t *pr, const char *name, const char *sep, const char *add)
+/* px_fields_ours's encoder: "Name: value" lines. */
+static int emit_line(void *arg, const char *name, const char *value)
+{
+    px_req_t *pr = arg;
+    return puts_(pr, name) | puts_(pr, ": ") | puts_(pr, value) | puts_(pr, "\r\n");
+}
+
+/* The client's Cookie fields as one (HTTP/2 sends a field per cookie). */
+static int cookies(px_req_t *pr)
 {
     const http_request_t *req = pr->ex->req;
     int r = 0, any = 0;
     for (size_t i = 0; i < req->nheaders; i++) {
-        if (!name_is(req->headers[i].name, name))
+        if (!px_name_is(req->headers[i].name, "Cookie"))
             continue;
-        r |= px_out(pr, any ? sep : name, strlen(any ? sep : name));
-        if (!any)
-            r |= puts_(pr, ": ");
+        r |= puts_(pr, any ? "; " : "Cookie: ");
         r |= px_out(pr, req->headers[i].value.p, req->headers[i].value.n);
         any = 1;
     }
-    if (add) {
-        r |= any ? puts_(pr, sep) : (puts_(pr, name) | puts_(pr, ": "));
-        r |= puts_(pr, add);
-        any = 1;
-    }
     return any ? r | puts_(pr, "\r\n") : r;
-}
-
-/* X-Forwarded-For, -Proto, -Host and Forwarded (RFC 7239) for this client. */
-static int forwarded(px_req_t *pr)
-{
-    exchange_t *ex = pr->ex;
-    char a[INET6_ADDRSTRLEN], fwd[INET6_ADDRSTRLEN + 300];
-    int port;
-    px_peer(ex, a, &port);
-    const http_str_t *host = http_header(ex->req, "Host");
-    int safe =
-        host && host->n < 256 && !memchr(host->p, '"', host->n) && !memchr(host->p, '\\', host->n);
-    const char *proto = ex->secure ? "https" : "http";
-    int v6 = strchr(a, ':') != NULL;
-    hbuf_t b = hb_init(fwd, sizeof fwd); /* an address and a host of < 256: fits */
-    hb_puts(&b, v6 ? "for=\"[" : "for="), hb_puts(&b, a), hb_puts(&b, v6 ? "]\"" : "");
-    hb_puts(&b, ";proto="), hb_puts(&b, proto);
-    if (safe)
-        hb_puts(&b, ";host=\""), hb_put(&b, host->p, host->n), hb_puts(&b, "\"");
-    if (!hb_str(&b))
-        return -1;
-    int r = joined(pr, "X-Forwarded-For", ", ", a);
-    r |= puts_(pr, "X-Forwarded-Proto: ") | puts_(pr, proto) | puts_(pr, "\r\n");
-    if (host)
-        r |= puts_(pr, "X-Forwarded-Host: ") | px_out(pr, host->p, host->n) | puts_(pr, "\r\n");
-    return r | joined(pr, "Forwarded", ", ", fwd);
-}
-
-/* Mutual TLS: what the client's certificate was, in the fields the client's
-   own were removed from (hop_by_hop). */
-static int client_fields(px_req_t *pr)
-{
-    const ex_client_t *cl = pr->ex->client;
-    if (!cl)
-        return 0;
-    int r = puts_(pr, "X-SSL-Client-Verify: ") | puts_(pr, cl->verify) | puts_(pr, "\r\n");
-    if (!cl->cert)
-        return r;
-    r |= puts_(pr, "X-SSL-Client-S-DN: ") | puts_(pr, cl->s_dn) | puts_(pr, "\r\n");
-    r |= puts_(pr, "X-SSL-Client-I-DN: ") | puts_(pr, cl->i_dn) | puts_(pr, "\r\n");
-    r |= puts_(pr, "X-SSL-Client-Serial: ") | puts_(pr, cl->serial) | puts_(pr, "\r\n");
-    return r | puts_(pr, "X-SSL-Client-Fingerprint: ") | puts_(pr, cl->fingerprint) |
-           puts_(pr, "\r\n");
 }
 
 static int px_http_request(px_req_t *pr, const px_target_t *tg)
@@ -187,12 +62,13 @@ static int px_http_request(px_req_t *pr, const px_target_t *tg)
     r |= puts_(pr, " HTTP/1.1\r\n");
     for (size_t i = 0; i < req->nheaders; i++) {
         const http_header_t *h = &req->headers[i];
-        if (hop_by_hop(req->headers, req->nheaders, h->name, 0))
+        if (px_hop_by_hop(req->headers, req->nheaders, h->name, 0) ||
+            px_name_is(h->name, "Cookie"))
             continue;
         r |= px_out(pr, h->name.p, h->name.n) | puts_(pr, ": ");
         r |= px_out(pr, h->value.p, h->value.n) | puts_(pr, "\r\n");
     }
-    r |= joined(pr, "Cookie", "; ", NULL); /* HTTP/2 sends a field per cookie */
+    r |= cookies(pr);
     if (ex->req_len > 0) {
         char n[24];
         snprintf(n, sizeof n, "%lld", (long long)ex->req_len);
@@ -202,7 +78,7 @@ static int px_http_request(px_req_t *pr, const px_target_t *tg)
     }
     if (pr->upgrade)
         r |= puts_(pr, "Connection: Upgrade\r\nUpgrade: websocket\r\n");
-    r |= forwarded(pr) | client_fields(pr) | puts_(pr, "\r\n");
+    r |= px_fields_ours(pr, emit_line, pr) | puts_(pr, "\r\n");
     return r ? -1 : 0;
 }
 
@@ -251,9 +127,9 @@ static int framing(px_req_t *pr, const http_response_t *resp)
     uint64_t len = 0;
     for (size_t i = 0; i < resp->nheaders; i++) {
         const http_header_t *h = &resp->headers[i];
-        if (name_is(h->name, "Transfer-Encoding")) {
+        if (px_name_is(h->name, "Transfer-Encoding")) {
             te = 1 + (h->value.n >= 7 && !strncasecmp(h->value.p + h->value.n - 7, "chunked", 7));
-        } else if (name_is(h->name, "Content-Length")) {
+        } else if (px_name_is(h->name, "Content-Length")) {
             uint64_t v = 0;
             if (!h->value.n || h->value.n > 18)
                 return -1;
@@ -289,11 +165,11 @@ static int response_head(px_req_t *pr, const http_response_t *resp)
     }
     for (size_t i = 0; i < resp->nheaders; i++) {
         const http_header_t *h = &resp->headers[i];
-        if (name_is(h->name, "Content-Type") && !ctype)
+        if (px_name_is(h->name, "Content-Type") && !ctype)
             ctype = px_keep(pr, h->value.p, h->value.n);
-        if (name_is(h->name, "Date") && h->value.n < 64) /* for the response cache's ages */
+        if (px_name_is(h->name, "Date") && h->value.n < 64) /* for the response cache's ages */
             pr->ex->resp_date = resp_date(h->value, gio_wallclock(pr->ex->site->loop));
-        if (h->name.n >= 48 || hop_by_hop(resp->headers, resp->nheaders, h->name, 1))
+        if (h->name.n >= 48 || px_hop_by_hop(resp->headers, resp->nheaders, h->name, 1))
             continue;
         if (px_field(pr, h->name.p, h->name.n, h->value.p, h->value.n) < 0) {
             px_fail(pr, "too many or too large header fields from the backend");
@@ -301,7 +177,7 @@ static int response_head(px_req_t *pr, const http_response_t *resp)
         }
     }
     int close = resp->version == 10 ||
-                named_by_connection(resp->headers, resp->nheaders, (http_str_t){"close", 5});
+                px_named_by_connection(resp->headers, resp->nheaders, (http_str_t){"close", 5});
     pr->keepalive = !close && fr != FR_CLOSE;
     pr->framing = fr == FR_LEN && !pr->left ? FR_NONE : fr;
     if (tunnel) /* the codec adds Connection: upgrade */

@@ -18,6 +18,8 @@
 #include "site/watch.h"
 
 #include <regex.h>
+#include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 
 #define PROXY_IDLE_MAX 64         /* idle backend connections kept per rule */
@@ -283,6 +285,36 @@ int px_field(px_req_t *pr, const char *name, size_t nl, const char *value, size_
 
 /* The client's address as text (IPv4-mapped as IPv4) into a (INET6_ADDRSTRLEN). */
 void px_peer(const exchange_t *ex, char *a, int *port);
+
+/* ---- proxy_fields.c: what every backend sees of the request's fields ---- */
+
+/* Is n the name s (case-insensitive)?  Inline: s is mostly a literal. */
+static inline int px_name_is(http_str_t n, const char *s)
+{
+    size_t k = strlen(s);
+    return n.n == k && !strncasecmp(n.p, s, k);
+}
+
+/* Is name listed in a Connection field among h[0..nh)?  (RFC 9110 7.6.1) */
+int px_named_by_connection(const http_header_t *h, size_t nh, http_str_t name);
+
+/* Is the field name (of h[0..nh)) one the other side never gets from this
+   one?  A request's (response 0): hop-by-hop, named by Connection,
+   framing, forwarding, a client certificate's; a response's (1): hop-by-hop
+   and framing, and Date, Server, Content-Type (which the head writes). */
+int px_hop_by_hop(const http_header_t *h, size_t nh, http_str_t name, int response);
+
+#define PX_FORWARDED_MAX 1024 /* a client's X-Forwarded-For or Forwarded list kept */
+
+/* A field of ours, name: value (NUL-terminated, valid during the call) to
+   the encoder.  0, or -1 (ENOMEM). */
+typedef int (*px_emit_t)(void *arg, const char *name, const char *value);
+
+/* The fields every backend gets from us, through emit: X-Forwarded-For (the
+   client's list, dropped when over PX_FORWARDED_MAX, then its address),
+   -Proto, -Host, Forwarded, and the client certificate's X-SSL-Client-*
+   where the site asks for one.  0, or -1. */
+int px_fields_ours(px_req_t *pr, px_emit_t emit, void *arg);
 
 /* What a matched request is about. */
 typedef struct px_target {

@@ -225,6 +225,88 @@ def test_proxied_backend_gets_the_identity(gatling, mpki):
             assert "x-ssl-client-" not in low, h
 
 
+def h2_head_recorder(heads):
+    """An h2c backend (python3-h2) that records each request's fields as
+    "name: value" lines and answers 200."""
+    from conftest import import_h2
+    import_h2()
+    import h2.config
+    import h2.connection
+    import h2.events
+
+    def handle(c):
+        with c:
+            conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False))
+            conn.initiate_connection()
+            c.sendall(conn.data_to_send())
+            while True:
+                data = c.recv(65536)
+                if not data:
+                    return
+                for ev in conn.receive_data(data):
+                    if isinstance(ev, h2.events.RequestReceived):
+                        heads.append("\r\n" + "\r\n".join(
+                            "%s: %s" % (k.decode(), v.decode()) for k, v in ev.headers) + "\r\n")
+                        conn.send_headers(ev.stream_id, [(":status", "200"),
+                                                         ("content-length", "3")])
+                        conn.send_data(ev.stream_id, b"ok\n", end_stream=True)
+                c.sendall(conn.data_to_send())
+    return handle
+
+
+@pytest.mark.parametrize("via", ["h2c", "h1"])
+def test_forged_identity_and_forwarding_never_reach_a_backend(gatling, mpki, via):
+    """Issue 76, 2: the same field policy whatever the backend's protocol.
+    Through an h2c/ backend (as through HTTP/1.1), over HTTP/1.1 and HTTP/2
+    clients: the client's X-SSL-Client-* (with '_' too), Client-Cert,
+    X-Forwarded-Host and a field its Connection names are removed; the
+    verified identity and gatling's forwarding fields added (Forwarded's
+    element appended to the client's, as gatling.8 says)."""
+    heads = []
+    if via == "h2c":
+        lst = serve(listener(), h2_head_recorder(heads), threaded=True)
+        rule = "h2c/127.0.0.1/%d/^/app/" % lst.getsockname()[1]
+    else:
+        def handle(c):
+            with c:
+                h = read_head(c)
+                if h:
+                    heads.append(h.decode(errors="replace").lower())
+                    c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n"
+                              b"Connection: close\r\n\r\nok\n")
+        lst = serve(listener(), handle, threaded=True)
+        rule = "127.0.0.1/%d/^/app/" % lst.getsockname()[1]
+    try:
+        srv = gatling(tree(), args=args(mpki, "-P", rule), check_fds=False)  # pooled h2c
+        port = https_port(srv)
+        forged = ["-H", "X-SSL-Client-S-DN: CN=root-admin", "-H", "X_SSL_Client_Verify: SUCCESS",
+                  "-H", "x-ssl-client-fingerprint: 00", "-H", "Client-Cert: :AAAA:",
+                  "-H", "Forwarded: for=10.9.9.9;host=evil", "-H", "X-Forwarded-Host: evil",
+                  "-H", "X-Secret: s3", "-H", "Connection: X-Secret"]
+        for proto in ("--http1.1", "--http2"):
+            assert curl(mpki, port, "mtls.test", "alice", "/app/x", proto, *forged)[0] == 200
+            assert curl(mpki, port, "localhost", None, "/app/x", proto, *forged)[0] == 200
+        wait_for(lambda: len(heads) == 4, 10, "four requests at the backend")
+    finally:
+        lst.close()
+    for i, h in enumerate(heads):
+        low = h.lower()
+        assert "root-admin" not in low and "x_ssl" not in low and "client-cert:" not in low, h
+        assert "fingerprint: 00\r" not in low and "x-forwarded-host: evil" not in low, h
+        if i < 2:  # HTTP/1.1's Connection names it (curl sends no Connection over HTTP/2)
+            assert "s3" not in low and "x-secret" not in low, h
+        assert "\r\nx-forwarded-for: 127.0.0.1\r\n" in low, h
+        assert "\r\nx-forwarded-proto: https\r\n" in low, h
+        # RFC 7239: the client's list kept, the last element ours
+        assert '\r\nforwarded: for=10.9.9.9;host=evil, for=127.0.0.1;proto=https;host="' in low, h
+        if i % 2 == 0:  # mtls.test: alice, verified
+            assert "\r\nx-ssl-client-s-dn: cn=alice,o=gatling tests\r\n" in low, h
+            assert "\r\nx-ssl-client-verify: success\r\n" in low, h
+            assert low.count("x-ssl-client-") == 5, h
+        else:
+            assert "x-ssl-client-" not in low, h
+
+
 def scgi_env(c):
     """One SCGI request's parameters (the netstring), answered with those
     naming a client certificate, one a line."""
