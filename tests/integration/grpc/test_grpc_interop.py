@@ -14,14 +14,18 @@ The paths, each case on each:
                           with the test CA, --server_host_override localhost),
                           gatling to a pool of two interop servers over h2c
                           (an h2c/ pool) or TLS (an h2/ pool, --proxy-ca the
-                          module's CA, name=interop.test).
+                          module's CA, name=interop.test);
+  FRONT-BACK via nginx    the reference proxy, where nginx is installed
+                          (setup.sh's bench level): grpc_pass to the same pool,
+                          h2c to h2c and TLS to TLS (all 18 cases pass there).
 A fresh gatling for each case and path: a fresh pool, whose backend
 connections the case's first call finds still opening (the crash of issue
 75 needs one).  A path through gatling is required to pass where the
 direct run over the client's and the backends' transports passes; gatling
-must be alive after the case, and its teardown checks its exit and stderr
-(a sanitizer's report).  Every client run has a deadline (CLIENT_TIMEOUT):
-a case that hangs fails, naming the case, with both sides' output.
+must be alive after the case, then exit 0 on SIGTERM with no sanitizer's
+report on stderr (checked in the test: a crash is the case's failure).  Every client run has a deadline (CLIENT_TIMEOUT):
+a case that hangs fails, naming the case, with both sides' output, and the
+module stays within minutes when every case hangs.
 
 The cases are every one the client offers (its --help and its source's
 switch: the --help list leaves out the soak tests) but those LEFT_OUT
@@ -35,7 +39,8 @@ not notice it).  orca_oob runs through a pool with balance=hash:user-agent:
 its load reports come on a stream of their own (OpenRcaService) and must
 come from the server its FullDuplexCall set them at, and a pool that sends
 the two calls to two servers makes the case wait for a report that never
-comes; with the client's calls kept at one backend it is a fair test.
+comes; with the client's calls kept at one backend it is a fair test (nginx
+gets hash $http_user_agent for it).
 
 Run by run-check once (ALL_ONLY: it waits on a peer, the interop servers),
 on the build GATLING_BUILDS names, in make check-all only.
@@ -44,16 +49,24 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import time
 
 import pytest
 
-from conftest import ROOT, https_port, wait_for
+from conftest import free_port, ROOT, https_port, wait_for
 from conftest import test_pki as pki_dir  # not test_*: pytest would collect it
 
 SETUP = os.path.join(ROOT, "tests", "setup.sh")
-CLIENT_TIMEOUT = 45  # the longest case (orca_oob's own deadline) takes 30 s at most
+# A client run's deadline: each case takes under 0.2 s here (the soak tests' ten
+# calls too) but orca_oob (2 s; its own deadline is 30 s).  After HUNG_MAX runs
+# past theirs, the rest get HUNG_DEADLINE: a gatling that stalls every call
+# fails the module in minutes, not in 72 deadlines.
+CLIENT_TIMEOUT = {"orca_oob": 40}
+DEFAULT_TIMEOUT = 15
+HUNG_MAX, HUNG_DEADLINE = 3, 3
+_hung = []
 BACKEND_NAME = "interop.test"  # the name in the backends' certificate (name=, override)
 SERVICE_CONFIG = '{"loadBalancingConfig": [{"test_backend_metrics_load_balancer": {}}]}'
 
@@ -117,8 +130,9 @@ def tail(text, n=40):
 
 class InteropServer:
     """grpc-go's interop server on a port the kernel chose (it says which at
-    log level info), over TLS with pem's certificate and key when given; its
-    output in a file (log())."""
+    log level info; it has no flag for an address, and listens on all of
+    them), over TLS with pem's certificate and key when given; its output in
+    a file (log())."""
 
     def __init__(self, logfile, pem=None):
         self.logfile = logfile
@@ -177,15 +191,20 @@ def run_client(case, port, tls_ca=None, name=None):
     if tls_ca:
         argv += ["--use_tls", "--use_test_ca", "--ca_file", tls_ca,
                  "--server_host_override", name]
+    limit = CLIENT_TIMEOUT.get(case, DEFAULT_TIMEOUT)
+    if len(_hung) >= HUNG_MAX:
+        limit = HUNG_DEADLINE
     t0 = time.monotonic()
     try:
         r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                           errors="replace", timeout=CLIENT_TIMEOUT)
+                           errors="replace", timeout=limit)
     except subprocess.TimeoutExpired as e:
+        _hung.append(case)
         out = (e.stdout or b"") + (e.stderr or b"")
         out = out.decode(errors="replace") if isinstance(out, bytes) else out
-        return False, "%s: no end within %d s (killed); it printed:\n%s" % (
-            case, CLIENT_TIMEOUT, tail(out))
+        return False, "%s: no end within %d s (killed; hung runs: %d, from %d on each gets "\
+            "%d s); it printed:\n%s" % (case, limit, len(_hung), HUNG_MAX, HUNG_DEADLINE,
+                                        tail(out))
     took = time.monotonic() - t0
     return r.returncode == 0, "%s: exit %d in %.2f s; it printed:\n%s" % (
         case, r.returncode, took, tail(r.stdout + r.stderr))
@@ -267,3 +286,68 @@ def test_through_gatling(gatling, lab, case, front, back):
     assert end is None, "gatling's end after %s:\n%s\nclient: %s" % (where, end, out)
     assert ok, "%s through gatling failed, direct passed\nclient: %s\ngatling's stderr:\n%s" % (
         where, out, tail(srv.stderr_text()))
+
+
+NGINX = "/usr/sbin/nginx"
+
+
+def nginx_conf(d, port, lab, case, front, back):
+    """nginx 1.22: one process, h2c by prior knowledge (listen ... http2) or
+    TLS with the test PKI's certificate, grpc_pass (grpcs:// verified for
+    interop.test over TLS) to an upstream of the pool's two interop servers
+    (orca_oob's calls kept at one of them by their User-Agent, as in gatling's
+    pool)."""
+    os.makedirs(os.path.join(d, "tmp"), exist_ok=True)
+    temps = "".join("    %s_temp_path %s/tmp/%s;\n" % (t, d, t)
+                    for t in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    ups = "".join("        server 127.0.0.1:%d;\n" % s.port for s in lab[back])
+    if case in POOL_OPTS:
+        ups += "        hash $http_user_agent;\n"
+    pem = os.path.join(pki_dir(), "certs", "server.pem")
+    listen = "listen 127.0.0.1:%d http2;\n" % port if front == "h2c" else (
+        "listen 127.0.0.1:%d ssl http2;\n        ssl_certificate %s;\n"
+        "        ssl_certificate_key %s;\n" % (port, pem, pem))
+    tls = "" if back == "h2c" else (
+        "            grpc_ssl_verify on;\n            grpc_ssl_trusted_certificate %s;\n"
+        "            grpc_ssl_name %s;\n            grpc_ssl_server_name on;\n"
+        % (lab["ca"], BACKEND_NAME))
+    return ("daemon off;\nmaster_process off;\npid %s/nginx.pid;\nerror_log %s/error.log info;\n"
+            "events {\n}\nhttp {\n    access_log off;\n%s"
+            "    upstream pool {\n%s        keepalive 8;\n    }\n"
+            "    server {\n        %s        location / {\n"
+            "            grpc_pass %s://pool;\n%s        }\n    }\n}\n"
+            % (d, d, temps, ups, listen, "grpc" if back == "h2c" else "grpcs", tls))
+
+
+@pytest.mark.skipif(not os.access(NGINX, os.X_OK), reason="no nginx (sh tests/setup.sh bench)")
+@pytest.mark.parametrize("front,back", [("h2c", "h2c"), ("tls", "h2")], ids=["h2c-h2c", "tls-h2"])
+@pytest.mark.parametrize("case", CASES)
+def test_through_nginx(lab, tmp_path, case, front, back):
+    """The reference: the same case through a fresh nginx's grpc_pass to the
+    same pool (where nginx is: tests/setup.sh installs it for the benchmarks)."""
+    port, d = free_port(), str(tmp_path)
+    with open(os.path.join(d, "nginx.conf"), "w") as f:
+        f.write(nginx_conf(d, port, lab, case, front, back))
+
+    def log():
+        with open(os.path.join(d, "error.log"), errors="replace") as f:
+            return f.read()
+
+    def up():
+        assert p.poll() is None, "nginx exited:\n" + log()
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", port)) == 0
+    p = subprocess.Popen([NGINX, "-p", d + "/", "-e", d + "/error.log", "-c", d + "/nginx.conf"],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    try:
+        wait_for(up, 10, "nginx listening")
+        if front == "tls":
+            ok, out = run_client(case, port, os.path.join(pki_dir(), "ca.pem"), "localhost")
+        else:
+            ok, out = run_client(case, port)
+    finally:
+        p.terminate()
+        p.wait(10)
+    assert ok, "%s through nginx (%s to it, %s to the pool):\n%s\nnginx:\n%s" % (
+        case, front, back, out, tail(log()))
