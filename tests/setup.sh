@@ -200,6 +200,22 @@ for cmd in pebble pebble-challtestsrv; do
     timeout 300 go install github.com/letsencrypt/pebble/v2/cmd/$cmd@$PEBBLE_VERSION \
         >/dev/null 2>&1 || echo "setup: could not go install $cmd: test_acme.py will be skipped" >&2
 done
+# grpc-go's interop server and client (google.golang.org/grpc/interop/server and
+# interop/client), for grpc/test_grpc_interop.py (issue 75, make check-all): gRPC's own
+# interop test cases through gatling's h2c/ and h2/ pools, from a gRPC implementation
+# other than the python3-grpcio of the other grpc/ modules.  Into a folder of their own
+# named by the version (their binaries are called server and client), where Go exists;
+# optional, never fatal (the test skips, saying why).  Pinned: v1.85.0, the version the
+# issue's reporter ran (2 min to build here)
+GRPC_INTEROP_VERSION=v1.85.0
+gi="$gobin/grpc-interop-$GRPC_INTEROP_VERSION"
+if command -v go >/dev/null 2>&1 && { [ ! -x "$gi/server" ] || [ ! -x "$gi/client" ]; }; then
+    GOBIN="$gi" timeout 600 go install \
+        google.golang.org/grpc/interop/server@$GRPC_INTEROP_VERSION \
+        google.golang.org/grpc/interop/client@$GRPC_INTEROP_VERSION >/dev/null 2>&1 ||
+        echo "setup: could not go install grpc-go's interop server and client:" \
+             "test_grpc_interop.py will be skipped" >&2
+fi
 # http-cache-tests (HTTP caching tests, npm; tests/cache-tests/README) into the build tree,
 # build/cache-tests/node_modules, never the repository: pinned, and never fatal (without it
 # test_cache_suite.py skips, saying why).  Beside it undici, the one package the suite's
