@@ -603,7 +603,7 @@ static unsigned waiting(const h2_t *h)
     unsigned n = 0;
     for (const h2_stream_t *s = h->producers ? h->all : NULL; s; s = s->next)
         n += !s->sb.closed && s->ex.producer && !s->sb.ended && s->sb.given == s->sb.body_sent &&
-             !s->in_body;
+             (!s->in_body || s->ex.self_paced);
     return n;
 }
 

@@ -96,7 +96,8 @@ int h2_done(const h2_t *h);
 typedef struct h2_report {
     unsigned streams; /* streams open (being answered) */
     /* of those, the ones that wait only for their producer (a CGI, a
-       backend: nothing queued, the request body complete): not the
+       backend: nothing queued, the request body complete, or paused in a
+       self-paced exchange: a gRPC stream, which -Q times): not the
        client's doing, so no -B window runs for them */
     unsigned waiting;
     /* streams whose request body is still coming, and the body bytes read

@@ -863,6 +863,7 @@ int proxy_dispatch(exchange_t *ex)
     const http_request_t *req = ex->req;
     pr->ex = ex, pr->px = hstate(ex->site, HSTATE_PROXY), pr->rule = r;
     pr->grpc = (uint8_t)grpc;
+    ex->self_paced = (uint8_t)grpc; /* a quiet stream is gRPC's way: -Q times it (proxy_h2.c) */
     pr->keep_out = 1; /* until it is more than PROXY_OUT_MAX: another backend may need it */
     pr->nfields0 = ex->nfields;
     pr->has_body = ex->req_len != 0;

@@ -187,6 +187,10 @@ typedef struct exchange {
     const char *date;          /* the Date to send (a stored response's), or NULL: now */
     int64_t upstream_us;       /* a proxied request: its backend's time to the response head */
     uint8_t grpc_status;       /* a gRPC call's grpc-status + 1 (0: none), for the log */
+    /* the producer times the exchange's quiet itself (a gRPC call: -Q, both
+       ways): while nothing waits for the client to read, its request body
+       may pause without a -B window running (HTTP/2's h2_report_t) */
+    uint8_t self_paced;
     ex_slot_t slot[EX_SLOTS];  /* the handlers' state (above) */
     char path[EX_PATH_CAP];    /* the decoded, normalised path */
     char vhost[EX_VHOST_CAP];  /* the vhost that served, for the access log */

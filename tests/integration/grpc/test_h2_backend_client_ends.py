@@ -503,3 +503,44 @@ def test_empty_chunked_http11_body(gatling):
         backend_healthy(srv)
     finally:
         spy.close()
+
+
+QUIET_BIDI = r'''
+import queue, sys, time, grpc
+ch = grpc.insecure_channel(sys.argv[1])
+q = queue.Queue()
+def gen():
+    while True:
+        m = q.get()
+        if m is None:
+            return
+        yield m
+it = ch.stream_stream("/test.Echo/Bidi")(gen(), timeout=30)
+q.put(b"one")
+print(len(next(it)))
+time.sleep(float(sys.argv[2]))  # quiet both ways, longer than a -B window
+q.put(b"two")
+print(len(next(it)))
+q.put(None)
+print(list(it) == [], it.code().name)
+'''
+
+
+@pytest.mark.skipif(TLS, reason="grpcio by h2c prior knowledge to the plain port")
+def test_a_quiet_grpc_stream_outlives_the_rate_window(gatling, tmp_path):
+    """A bidirectional call quiet both ways for longer than -B's window (-T 2
+    makes the window 2 s) is not cut as a slow client: nothing waits for the
+    client to read, and -Q (10 s) is what times a gRPC stream's silence."""
+    import subprocess
+    from h2backends import PY, GrpcBackend
+    if subprocess.run([PY, "-c", "import grpc"], capture_output=True).returncode:
+        pytest.skip("needs python3-grpcio (tests/setup.sh)")
+    b = GrpcBackend(tmp_path)
+    try:
+        srv = gatling({".proxy": ""}, check_fds=False, args=(
+            "-T", "2", "-Q", "10", "-P", r"h2c/127.0.0.1/%d/^/test\." % b.port))
+        r = subprocess.run([PY, "-c", QUIET_BIDI, "127.0.0.1:%d" % srv.port, "4.5"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.stdout.split() == ["3", "3", "True", "OK"], (r, srv.errlog)
+    finally:
+        b.stop()
