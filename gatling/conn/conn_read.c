@@ -114,6 +114,8 @@ void conn_st_head(conn_t *c)
                  : c->inlen ? http_parse_request_more(c->blk->in, c->inlen, &c->blk->req, &status,
                                                     &c->blk->prog)
                           : HTTP_INCOMPLETE;
+        if (n > 0 && (status = http_request_authority(&c->blk->req)) != 0)
+            n = HTTP_MALFORMED; /* an absolute-form target whose authority is not one */
         if (n > 0) {
             c->reqlen = (uint32_t)n;
             c->state = CONN_HANDLE;

@@ -126,7 +126,9 @@ static int pseudo_ok(h2f_fields_t *fs, const uint8_t *name, size_t nlen, const u
     if (fs->trailer || fs->regular || !bit || (fs->pseudo & bit))
         return 0;
     fs->pseudo |= bit;
-    if (bit == PS_PATH && !vlen)
+    /* 8.3.1: the absolute-path (or OPTIONS' "*"), never a URI: a request
+       names its authority in :authority alone */
+    if (bit == PS_PATH && (!vlen || (value[0] != '/' && !(vlen == 1 && value[0] == '*'))))
         return 0;
     if (bit == PS_METHOD && vlen == 7 && !memcmp(value, "CONNECT", 7))
         fs->connect = 1;

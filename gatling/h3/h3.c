@@ -212,6 +212,12 @@ static int on_begin_headers(nghttp3_conn *ng, int64_t id, void *user, void *stre
     return 0;
 }
 
+/* :path's value p[0..n): an absolute-path, or OPTIONS' "*"? */
+static int origin_path(const char *p, size_t n)
+{
+    return n && (p[0] == '/' || (n == 1 && p[0] == '*'));
+}
+
 static int on_header(nghttp3_conn *ng, int64_t id, int32_t token, nghttp3_rcbuf *name,
                      nghttp3_rcbuf *value, uint8_t flags, void *user, void *stream_user)
 {
@@ -233,6 +239,8 @@ static int on_header(nghttp3_conn *ng, int64_t id, int32_t token, nghttp3_rcbuf 
     http_str_t val = {v, vl.len};
     if (nlen == 7 && !memcmp(nb, ":method", 7))
         req->method = val;
+    else if (nlen == 5 && !memcmp(nb, ":path", 5) && !origin_path(v, vl.len))
+        s->sb.bad = 1; /* RFC 9114 4.3.1: the absolute-path, never a URI (:authority names it) */
     else if (nlen == 5 && !memcmp(nb, ":path", 5))
         req->target = val;
     else if (nb[0] == ':' && !authority)

@@ -312,7 +312,7 @@ static int cache_on(const site_t *site)
 }
 
 const handler_t cache_handler = {"cache", NULL, cache_dispatch, cache_route_init, cache_free,
-                                 cache_on, NULL};
+                                 cache_on, NULL, NULL};
 
 /* --cache mem[,object]: 1M..64G of responses, each at most object (4K..mem). */
 static int cache_set(config_t *cfg, const optdef_t *o, char *arg)

@@ -853,5 +853,13 @@ static int cgi_on(const site_t *s)
     return hstate(s, HSTATE_CGI) != NULL;
 }
 
+/* A -w pattern's script, the whole path (a file below a directory whose
+   name a pattern matches is a file: /cgi/dir.sh/index.html). */
+static int cgi_claims(const site_t *s, const char *path, size_t n)
+{
+    const cgi_loop_t *L = hstate(s, HSTATE_CGI);
+    return L && cgienv_script(L->re, L->nre, path, n, CGIENV_AT_END) == n;
+}
+
 const handler_t cgi_handler = {"CGI", NULL, cgi_route, cgi_route_init, cgi_free, cgi_on,
-                               cgi_match};
+                               cgi_match, cgi_claims};

@@ -434,7 +434,7 @@ static int compress_on(const site_t *s)
 }
 
 const handler_t compress_handler = {"compress", compress_match, compress_serve,
-                                    compress_init, compress_free, compress_on, NULL};
+                                    compress_init, compress_free, compress_on, NULL, NULL};
 
 /* ---- --compress ---- */
 

@@ -44,6 +44,11 @@ typedef struct handler {
        backend, a script)?  NULL: never, the codec reads and drops a body
        before serve (router_streams). */
     int (*streams)(exchange_t *ex);
+    /* Is path[0..n) (decoded, normalised) a program of this handler's on
+       some host: a -P rule's pattern, a CGI pattern, matched as the
+       handler matches it?  NULL: it has none.  Such a path is never sent
+       as a file (router_program, static.c): it is run or refused. */
+    int (*claims)(const struct site *site, const char *path, size_t n);
 } handler_t;
 
 #endif

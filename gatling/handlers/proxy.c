@@ -830,33 +830,15 @@ static int send_request(px_req_t *pr, const px_target_t *t)
     return ex_error(ex, 502, NULL, NULL);
 }
 
-/* Is the request a gRPC call (application/grpc, +proto and the like; not
-   gRPC-Web, which HTTP/1.1 carries)? */
-static int is_grpc(const exchange_t *ex)
-{
-    const http_str_t *ct = http_header(ex->req, "Content-Type");
-    return ct && ct->n >= 16 && !strncasecmp(ct->p, "application/grpc", 16) &&
-           (ct->n == 16 || ct->p[16] == '+' || ct->p[16] == ';');
-}
-
-/* gRPC over HTTP/1.1: no trailers, so no call can complete: said plainly. */
-static int grpc_refused(exchange_t *ex)
-{
-    static const char msg[] = "gRPC needs HTTP/2 or HTTP/3 from the client to the backend "
-                              "(its status comes in trailers, which HTTP/1.1 cannot carry here)\n";
-    int r = ex_head(ex, 505, "text/plain", sizeof msg - 1, -1);
-    return r ? (r < 0 ? -1 : 0) : ex_body_buf(ex, msg, sizeof msg - 1, 0);
-}
-
 int proxy_dispatch(exchange_t *ex)
 {
     px_target_t t;
     px_rule_t *r = match(ex, &t);
     if (!r)
         return PROXY_NOT_MINE;
-    int grpc = is_grpc(ex);
+    int grpc = px_is_grpc(ex);
     if (grpc && !ex_has_trailers(ex))
-        return grpc_refused(ex);
+        return px_grpc_refused(ex);
     px_req_t *pr = calloc(1, sizeof *pr);
     if (!pr)
         return -1;
@@ -892,5 +874,20 @@ static int proxy_on(const site_t *site)
     return hstate(site, HSTATE_PROXY) != NULL;
 }
 
+/* A path a FastCGI or SCGI rule takes as its script, whole: a script the
+   backend runs from its file, on any host (one without .proxy sends its
+   requests to no rule, and must not send the script as a file).  An HTTP
+   rule's paths are the backend's URLs, not programs here: a host that does
+   not proxy serves its files there. */
+static int proxy_claims(const site_t *site, const char *path, size_t n)
+{
+    const proxy_t *px = hstate(site, HSTATE_PROXY);
+    for (int i = 0; px && i < px->nrules; i++)
+        if ((px->rule[i].kind == PX_FCGI || px->rule[i].kind == PX_SCGI) &&
+            cgienv_script(&px->rule[i].re, 1, path, n, CGIENV_AT_END) == n)
+            return 1;
+    return 0;
+}
+
 const handler_t proxy_handler = {"-P", NULL, proxy_dispatch, proxy_init, proxy_free, proxy_on,
-                                 proxy_streams};
+                                 proxy_streams, proxy_claims};

@@ -559,6 +559,24 @@ void px_grpc_fail(px_req_t *pr, int code, const char *msg)
         ex_body_end(ex);
 }
 
+/* Is the request a gRPC call (application/grpc, +proto and the like; not
+   gRPC-Web, which HTTP/1.1 carries)? */
+int px_is_grpc(const exchange_t *ex)
+{
+    const http_str_t *ct = http_header(ex->req, "Content-Type");
+    return ct && ct->n >= 16 && !strncasecmp(ct->p, "application/grpc", 16) &&
+           (ct->n == 16 || ct->p[16] == '+' || ct->p[16] == ';');
+}
+
+/* gRPC over HTTP/1.1: no trailers, so no call can complete: said plainly. */
+int px_grpc_refused(exchange_t *ex)
+{
+    static const char msg[] = "gRPC needs HTTP/2 or HTTP/3 from the client to the backend "
+                              "(its status comes in trailers, which HTTP/1.1 cannot carry here)\n";
+    int r = ex_head(ex, 505, "text/plain", sizeof msg - 1, -1);
+    return r ? (r < 0 ? -1 : 0) : ex_body_buf(ex, msg, sizeof msg - 1, 0);
+}
+
 /* Hand buf[0..n) (malloc'd, now the exchange's) to the client. */
 static int body_give(px_req_t *pr, char *buf, size_t n)
 {

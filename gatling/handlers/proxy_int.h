@@ -283,6 +283,13 @@ char *px_keep(px_req_t *pr, const char *p, size_t n);
    (too many fields or bytes: the caller answers 502). */
 int px_field(px_req_t *pr, const char *name, size_t nl, const char *value, size_t vl);
 
+/* Is ex's request a gRPC call (application/grpc, +proto, ...; not gRPC-Web)? */
+int px_is_grpc(const exchange_t *ex);
+
+/* A gRPC call over HTTP/1.1 (no trailers: none can complete): 505 and a
+   sentence that says so.  0, or -1. */
+int px_grpc_refused(exchange_t *ex);
+
 /* The client's address as text (IPv4-mapped as IPv4) into a (INET6_ADDRSTRLEN). */
 void px_peer(const exchange_t *ex, char *a, int *port);
 

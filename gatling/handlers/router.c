@@ -13,11 +13,15 @@
 #include "hstate.h"
 #include "static.h"
 #include "status.h"
+#include "target.h"
+#include "site/fs.h"
+#include "site/vhost.h"
 #include "tls/tls.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define ALLOW "GET, HEAD, OPTIONS"
 
@@ -201,6 +205,58 @@ static int origin_rule(exchange_t *ex)
     return HANDLER_NOT_MINE;
 }
 
+/* -I beside a rule that runs its name (-I index.php, -P F/...:\.php$). */
+static int index_on(const site_t *s)
+{
+    const char *n = s->cfg->index2;
+    char p[300];
+    return n && strlen(n) < sizeof p - 1 && (snprintf(p, sizeof p, "/%s", n), 1) &&
+           router_program(s, p, strlen(p));
+}
+
+/* Does the directory t name (below its host's) hold name, beneath it? */
+static int dir_holds(const site_t *s, const target_t *t, const char *name)
+{
+    int vfd = target_open_vhost(s, t, NULL);
+    if (vfd < 0)
+        return 0;
+    char rel[EX_PATH_CAP + 300];
+    snprintf(rel, sizeof rel, "%s%s", t->p.path + 1, name);
+    int fd = fs_open_beneath(vfd, rel, site_root_check(s));
+    close(vfd);
+    if (fd >= 0)
+        close(fd);
+    return fd >= 0;
+}
+
+/* A directory whose index is a program (-I's name, a rule runs it) and
+   that has no index.html, which comes first: the request goes on as the
+   index's, method and body with it, so that the rule that runs the name
+   runs it (nginx's "index index.php" beside a location for \.php$).  The
+   files handler never sends its source either way (static.c). */
+static int index_rule(exchange_t *ex)
+{
+    site_t *s = ex->site;
+    target_t t;
+    char to[HTTP_MAX_TARGET];
+    if (path_from_target(ex->req->target.p, ex->req->target.n, ex->path, EX_PATH_CAP, &t.p) ||
+        t.p.path[t.p.len - 1] != '/')
+        return HANDLER_NOT_MINE;
+    t.vhost[0] = 0;
+    if (s->cfg->vhosts && vhost_name(http_header(ex->req, "Host"), ex->local_port,
+                                     s->cfg->keep_host_port, t.vhost) < 0)
+        return HANDLER_NOT_MINE; /* the files answer 400 */
+    hbuf_t b = hb_init(to, sizeof to);
+    hb_put(&b, t.p.path, t.p.len), hb_puts(&b, s->cfg->index2);
+    if (t.p.query)
+        hb_puts(&b, "?"), hb_put(&b, t.p.query, t.p.query_len);
+    if (!hb_str(&b) || dir_holds(s, &t, "index.html") || !dir_holds(s, &t, s->cfg->index2))
+        return HANDLER_NOT_MINE;
+    if (ex_retarget(ex, to, hb_len(&b)) < 0)
+        return answered(ex_error(ex, 500, NULL, NULL));
+    return HANDLER_NOT_MINE;
+}
+
 static int is_secure(exchange_t *ex)
 {
     return ex->secure;
@@ -280,17 +336,21 @@ static int methods_rule(exchange_t *ex)
     return answered(ex_error(ex, 501, NULL, NULL));
 }
 
-static const handler_t host_entry = {"Host", NULL, host_rule, NULL, NULL, NULL, NULL};
-static const handler_t acme_entry = {"ACME HTTP-01", NULL, acme_rule, NULL, NULL, acme_on, NULL};
+static const handler_t host_entry = {"Host", NULL, host_rule, NULL, NULL, NULL, NULL, NULL};
+static const handler_t acme_entry = {"ACME HTTP-01", NULL, acme_rule, NULL,
+                                     NULL, acme_on,  NULL,      NULL};
 static const handler_t origin_entry = {"Alt-Svc, 421", is_secure, origin_rule, NULL, NULL,
-                                       NULL, NULL};
+                                       NULL, NULL, NULL};
 static const handler_t client_entry = {"client certificate", client_unverified, client_rule,
-                                       NULL, NULL, NULL, NULL};
-static const handler_t https_entry = {"-X", https_wanted, https_rule, NULL, NULL, https_on, NULL};
+                                       NULL, NULL, NULL, NULL, NULL};
+static const handler_t index_entry = {"-I's program", NULL, index_rule, NULL,
+                                      NULL, index_on,     NULL,       NULL};
+static const handler_t https_entry = {"-X", https_wanted, https_rule, NULL,
+                                      NULL, https_on,     NULL,       NULL};
 static const handler_t acme_files_entry = {"ACME files", get_or_head, acme_files_rule, NULL,
-                                           NULL, NULL, NULL};
+                                           NULL, NULL, NULL, NULL};
 static const handler_t methods_entry = {"OPTIONS, 405, 501", NULL, methods_rule, NULL, NULL,
-                                        NULL, NULL};
+                                        NULL, NULL, NULL};
 
 /*
  * The router's rules and the handlers, in the order a request is put to
@@ -314,6 +374,7 @@ static const handler_t *const table[] = {
     &client_entry, /* mutual TLS's 400, before anything is served */
     &https_entry,
     &acme_files_entry,
+    &index_entry,      /* -I's name a rule runs: the request goes on as its */
     &compress_handler, /* --compress: wraps the codec of what goes to a producer */
     &cache_handler,   /* .cache */
     &proxy_handler,   /* -P */
@@ -360,6 +421,7 @@ int router_init(site_t *site)
         if (!table[i]->on || table[i]->on(site))
             rt->e[rt->n++] = table[i];
     hstate_set(site, HSTATE_ROUTE, rt);
+    site->program = router_program; /* for the files handler, which the table names */
     return 0;
 }
 
@@ -372,9 +434,22 @@ void router_free(site_t *site)
     hstate_set(site, HSTATE_ROUTE, NULL);
 }
 
+int router_program(const site_t *site, const char *path, size_t n)
+{
+    for (size_t i = 0; i < NTABLE; i++) /* (also while the route is made: index_on) */
+        if (table[i]->claims && (!table[i]->on || table[i]->on(site)) &&
+            table[i]->claims(site, path, n))
+            return 1;
+    return 0;
+}
+
 int router_streams(exchange_t *ex)
 {
     const route_t *rt = hstate(ex->site, HSTATE_ROUTE);
+    /* the rewrite first: the body goes to the index's program (the entry
+       does it again for a request without one: then nothing is left to do) */
+    if (index_on(ex->site) && index_rule(ex) != HANDLER_NOT_MINE)
+        return 0;
     for (unsigned i = 0; rt && i < rt->n; i++)
         if (rt->e[i]->streams && rt->e[i]->streams(ex))
             return 1;

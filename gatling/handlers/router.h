@@ -40,6 +40,12 @@ int router_init(struct site *site);
    fetches first: they are the proxy's and CGI's requests). */
 void router_free(struct site *site);
 
+/* Is path[0..n) (decoded, normalised) a program of some handler on site
+   (handler_t's claims: a -P rule's, a CGI pattern's)?  1 or 0.  The files
+   handler asks it through site->program (set by router_init): it never
+   sends such a path as bytes. */
+int router_program(const struct site *site, const char *path, size_t n);
+
 /* Does ex's request go to a producer (CGI, a proxied backend)?  Asked for
    a request with a body, before the body is read: such a body is streamed
    to the producer; any other is read and dropped first.  1 or 0. */

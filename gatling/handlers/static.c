@@ -226,6 +226,33 @@ forbidden:
     return forbid(ex, t);
 }
 
+/* Is path[0..n) a program of a handler's (a -P rule's, a CGI pattern's)? */
+static int program(const site_t *s, const char *path, size_t n)
+{
+    return s->program && s->program(s, path, n);
+}
+
+/* A program's path reached the files (its host runs no rule for it: no
+   .proxy there): 403, never its source, said once a second at most. */
+static int program_refused(exchange_t *ex, const char *path)
+{
+    char why[EX_PATH_CAP + 160];
+    snprintf(why, sizeof why, "%.*s: a program's path (a -P rule's or a CGI pattern's) where "
+             "no rule runs it (a host without .proxy?): 403, not its source",
+             EX_PATH_CAP, path);
+    site_error(ex->site, "files", 0, ex->peer, why);
+    return ex_error(ex, 403, NULL, NULL);
+}
+
+/* Is the directory t's index name a program? */
+static int index_is_program(const site_t *s, const target_t *t, const char *name)
+{
+    char path[EX_PATH_CAP + 64];
+    hbuf_t b = hb_init(path, sizeof path);
+    hb_puts(&b, t->p.path), hb_puts(&b, name);
+    return hb_str(&b) ? program(s, path, hb_len(&b)) : 1; /* (too long to be asked by name) */
+}
+
 /*
  * Cache miss: open the file for t below its vhost directory and fill a cache
  * entry, if it may be published.  Returns the entry (referenced), or NULL
@@ -255,6 +282,14 @@ static fcache_entry_t *lookup(exchange_t *ex, const target_t *t, int *failed)
     if (!(e.rel = malloc(rl + 1)))
         goto fail;
     snprintf(e.rel, rl + 1, "%s%s", t->p.path + 1, name ? name : "");
+    /* a program's file, by its name or as an index (router.c's index_rule
+       runs that where a rule may): never its source; checked at a miss, a
+       hit passed it */
+    if (name ? index_is_program(s, t, name) : program(s, t->p.path, t->p.len)) {
+        close(fd);
+        r = program_refused(ex, t->p.path);
+        goto done;
+    }
     if (!S_ISREG(e.st.st_mode) || !fs_public(&at, e.rel, fd, 0)) {
         close(fd);
         r = forbid(ex, t);
@@ -485,4 +520,4 @@ static int static_route(exchange_t *ex)
     return static_serve(ex) < 0 ? -1 : 0;
 }
 
-const handler_t static_handler = {"files", get_or_head, static_route, NULL, NULL, NULL, NULL};
+const handler_t static_handler = {"files", get_or_head, static_route, NULL, NULL, NULL, NULL, NULL};

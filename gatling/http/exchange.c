@@ -26,46 +26,72 @@ static int body_field(const http_str_t *name)
     return 0;
 }
 
-int ex_redirect(exchange_t *ex, const char *target, size_t n)
+/* ex's request again with target[0..n) (checked as ex_redirect says),
+   without its body's fields when get: a new one, or NULL (errno). */
+static struct ex_rewrite *rewritten(exchange_t *ex, const char *target, size_t n, int get)
 {
     if (!ex_local_path(target, n) || n > HTTP_MAX_TARGET) {
         errno = EINVAL;
-        return -1;
+        return NULL;
     }
     for (size_t i = 0; i < n; i++) {
         if (!http_target_byte((unsigned char)target[i])) { /* as the request parser */
             errno = EINVAL;
-            return -1;
+            return NULL;
         }
     }
     if (ex->redirects >= EX_REDIRECTS_MAX) {
         errno = ELOOP;
-        return -1;
+        return NULL;
     }
     struct ex_rewrite *rw = malloc(sizeof *rw);
     if (!rw)
-        return -1;
+        return NULL;
     memcpy(rw->target, target, n); /* first: target may be the producer's */
-    const ex_producer_t *p = ex->producer;
-    if (p) { /* the one that redirects: it ends here, as ex_end would end it */
-        ex->producer = NULL;
-        p->end(ex);
-    }
     const http_request_t *old = ex->req;
-    rw->req.method = ex->head_only ? (http_str_t){"HEAD", 4} : (http_str_t){"GET", 3};
+    rw->req.method = !get ? old->method : ex->head_only ? (http_str_t){"HEAD", 4}
+                                                        : (http_str_t){"GET", 3};
     rw->req.target = (http_str_t){rw->target, n};
     rw->req.line = old->line;
     rw->req.version = old->version;
     rw->req.nheaders = 0;
     for (size_t i = 0; i < old->nheaders; i++)
-        if (!body_field(&old->headers[i].name))
+        if (!get || !body_field(&old->headers[i].name))
             rw->req.headers[rw->req.nheaders++] = old->headers[i];
+    return rw;
+}
+
+/* rw is ex's request from now on. */
+static void retargeted(exchange_t *ex, struct ex_rewrite *rw)
+{
     free(ex->rewrite); /* old was it, if set: nothing of it is kept */
     ex->rewrite = rw;
     ex->req = &rw->req;
+    ex->redirects++;
+}
+
+int ex_retarget(exchange_t *ex, const char *target, size_t n)
+{
+    struct ex_rewrite *rw = rewritten(ex, target, n, 0);
+    if (!rw)
+        return -1;
+    retargeted(ex, rw);
+    return 0;
+}
+
+int ex_redirect(exchange_t *ex, const char *target, size_t n)
+{
+    struct ex_rewrite *rw = rewritten(ex, target, n, 1);
+    if (!rw)
+        return -1;
+    const ex_producer_t *p = ex->producer;
+    if (p) { /* the one that redirects: it ends here, as ex_end would end it */
+        ex->producer = NULL;
+        p->end(ex);
+    }
+    retargeted(ex, rw);
     ex->req_len = 0;
     ex->upgradable = 0;
-    ex->redirects++;
     ex->nfields = 0; /* the answer starts afresh */
     ex->fields_over = 0;
     ex->log_notes = 0;

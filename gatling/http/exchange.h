@@ -330,6 +330,14 @@ static inline void ex_input_ready(exchange_t *ex)
 #define EX_REDIRECTS_MAX 10
 int ex_redirect(exchange_t *ex, const char *target, size_t n);
 
+/*
+ * The router's rewrite, before any handler took the request: ex's request
+ * is from now on the same (method, fields, body) with target[0..n) (a path
+ * as ex_redirect's), and the router goes on with it; nothing is routed
+ * again.  0, or -1 with errno as ex_redirect's.
+ */
+int ex_retarget(exchange_t *ex, const char *target, size_t n);
+
 /* Does p[0..n) begin as a path on this server, one '/' first?  ("//host/x"
    names another one.)  What ex_redirect takes, its bytes checked apart. */
 static inline int ex_local_path(const char *p, size_t n)

@@ -183,6 +183,30 @@ const http_str_t *http_header_n(const http_request_t *req, const char *name, siz
     return NULL;
 }
 
+int http_request_authority(http_request_t *req)
+{
+    const char *t = req->target.p, *end = t + req->target.n;
+    size_t n = req->target.n, skip = n >= 7 && case_equalb(t, 7, "http://") ? 7
+                                   : n >= 8 && case_equalb(t, 8, "https://") ? 8 : 0;
+    if (!skip)
+        return 0; /* origin-form (or * and CONNECT's): Host says it */
+    const char *a = t + skip, *p = a;
+    while (p < end && *p != '/' && *p != '?' && *p != '#')
+        p++;
+    if (p == a || memchr(a, '@', (size_t)(p - a)) || http_header_count(req, "Host") > 1)
+        return 400;
+    http_str_t auth = {a, (size_t)(p - a)};
+    for (size_t i = 0; i < req->nheaders; i++)
+        if (req->headers[i].name.n == 4 && case_equalb(req->headers[i].name.p, 4, "Host")) {
+            req->headers[i].value = auth;
+            return 0;
+        }
+    if (req->nheaders == HTTP_MAX_HEADERS)
+        return 400;
+    req->headers[req->nheaders++] = (http_header_t){{"Host", 4}, auth};
+    return 0;
+}
+
 /* RFC 9110 5.6.4: quoted-string at p; returns its end, or NULL if malformed. */
 static const char *skip_quoted(const char *p, const char *end)
 {

@@ -91,6 +91,16 @@ static inline size_t http_header_count(const http_request_t *req, const char *na
     return http_header_count_n(req, name, strlen(name));
 }
 
+/*
+ * The request's one authority (RFC 9112 3.2.2): an absolute-form target's
+ * ("http://host:port/..." or https) replaces Host, whatever Host said: the
+ * Host field's value is made to point at it (a Host field added if there
+ * is none), so that everything after the head reads one authority from
+ * Host.  Returns 0, or 400: more than one Host, an empty authority, one
+ * with userinfo (RFC 9110 4.2.4), or no room for the field.
+ */
+int http_request_authority(http_request_t *req);
+
 enum { HTTP_TE_NONE = 0, HTTP_TE_CHUNKED = 1 };
 
 /*

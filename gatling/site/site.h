@@ -59,6 +59,9 @@ typedef struct site {
     /* the handlers' per-loop state, by index (handlers/hstate.h's HSTATE_*,
        as h2o's h2o_context_get_handler_context): site/ never looks inside */
     void *hstate[SITE_HSTATES];
+    /* Is a path a program of a handler's (handlers/router.h's router_program,
+       set by router_init; NULL before): the files handler never sends one */
+    int (*program)(const struct site *site, const char *path, size_t n);
     char alt_svc[32]; /* HTTP/3 is served: the Alt-Svc value HTTPS responses carry, or "" */
     int64_t date_at; /* wall-clock second of `date` */
     char date[32];   /* the current HTTP-date, for Date: */

@@ -152,6 +152,12 @@ static void test_fields(void)
     ok(!field(&fs, ":foo", "1"), "an unknown pseudo-header");
     fs = (h2f_fields_t){0};
     ok(!field(&fs, ":path", ""), "an empty :path");
+    fs = (h2f_fields_t){0};
+    ok(!field(&fs, ":path", "https://admin.example/x"), "a :path that is a URI (8.3.1)");
+    fs = (h2f_fields_t){0};
+    ok(!field(&fs, ":path", "x"), "a :path without its slash");
+    fs = (h2f_fields_t){0};
+    ok(field(&fs, ":path", "*"), "OPTIONS' *");
     fs = (h2f_fields_t){.trailer = 1};
     ok(!field(&fs, ":method", "GET"), "a pseudo-header in a trailer section");
     ok(field(&fs, "x-sum", "1") && h2f_fields_complete(&fs), "a trailer's field");

@@ -350,6 +350,31 @@ static void test_fields_by_name(void)
     ok(!http_header(&r, "Bccepts"), "a name of the same first letter and another length");
 }
 
+/* RFC 9112 3.2.2: an absolute-form target's authority is the request's. */
+static void test_authority(void)
+{
+    http_request_t r;
+    int st;
+    ok(parse("GET https://admin.example:8443/x?q HTTP/1.1\r\nHost: other.example\r\n\r\n",
+             &r, &st) > 0, "an absolute-form target with a Host of its own");
+    is_int(http_request_authority(&r), 0, "its authority taken");
+    ok(str_is(*http_header(&r, "Host"), "admin.example:8443"), "Host is the target's authority");
+    is_int((int)http_header_count(&r, "Host"), 1, "still one Host");
+    ok(parse("GET HTTP://a.example HTTP/1.0\r\n\r\n", &r, &st) > 0, "HTTP/1.0, no Host");
+    is_int(http_request_authority(&r), 0, "its authority taken");
+    ok(str_is(*http_header(&r, "Host"), "a.example"), "a Host added, scheme in any case");
+    ok(parse("GET /x HTTP/1.1\r\nHost: h.example\r\n\r\n", &r, &st) > 0, "origin-form");
+    is_int(http_request_authority(&r), 0, "nothing to do");
+    ok(str_is(*http_header(&r, "Host"), "h.example"), "Host as it was");
+    const char *bad[] = {"GET http:///x HTTP/1.1\r\nHost: h\r\n\r\n",
+                         "GET https://u:p@a.example/ HTTP/1.1\r\nHost: h\r\n\r\n",
+                         "GET http://a.example/ HTTP/1.1\r\nHost: h\r\nHost: i\r\n\r\n"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ok(parse(bad[i], &r, &st) > 0, "parsed: %zu", i);
+        is_int(http_request_authority(&r), 400, "refused: empty, userinfo, two Hosts");
+    }
+}
+
 /* The bytes chunked framing refuses inside a quoted extension and a trailer,
    and a trailer line past its cap. */
 static void test_chunk_bytes(void)
@@ -394,5 +419,6 @@ int main(void)
     test_transfer_coding();
     test_fields_by_name();
     test_chunk_bytes();
+    test_authority();
     return tap_done();
 }

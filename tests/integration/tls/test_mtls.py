@@ -495,3 +495,104 @@ def test_no_alt_svc_where_certificates_are_asked(gatling, mpki):
     assert curl(mpki, port, "localhost", None, "/f.txt")[1].lower().count("alt-svc") == 1
     assert "alt-svc" not in curl(mpki, port, "opt.test", None, "/f.txt")[1].lower()
     assert "alt-svc" not in curl(mpki, port, "mtls.test", "alice", "/f.txt")[1].lower()
+
+
+def tls_sock(mpki, port, sni, who=None, alpn=None):
+    """A TLS connection to gatling with SNI sni and who's certificate."""
+    import socket
+    import ssl
+    ctx = ssl.create_default_context(cafile=mpki + "/ca.pem")
+    if who:
+        ctx.load_cert_chain(mpki + "/client/%s.pem" % who)
+    if alpn:
+        ctx.set_alpn_protocols([alpn])
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    return ctx.wrap_socket(s, server_hostname=sni)
+
+
+def h1_exchange(s, target, host, close=False):
+    """One HTTP/1.1 request on s: the status and the body (to the end of
+    its Content-Length, or with close to the connection's end)."""
+    s.sendall(b"GET %s HTTP/1.1\r\nHost: %s\r\n%s\r\n" % (
+        target.encode(), host.encode(), b"Connection: close\r\n" if close else b""))
+    got = b""
+    while b"\r\n\r\n" not in got:
+        d = s.recv(65536)
+        assert d, got
+        got += d
+    head, rest = got.split(b"\r\n\r\n", 1)
+    length = [int(l.split(b":")[1]) for l in head.split(b"\r\n")
+              if l.lower().startswith(b"content-length:")]
+    while (length and len(rest) < length[0]) or close:
+        d = s.recv(65536)
+        if not d:
+            break
+        rest += d
+    return int(head.split()[1]), rest
+
+
+@pytest.mark.parametrize("sni, who", [("localhost", None), ("opt.test", "alice")],
+                         ids=["no-certificate", "another-sites-context"])
+def test_absolute_form_target_never_reaches_an_mtls_site(gatling, mpki, sni, who):
+    """Issue 76, 1: a connection set up for another site (no certificate, or
+    alice's for opt.test) that names mtls.test in an absolute-form target
+    with a Host of its own site gets 421 (the target's authority is the
+    request's, RFC 9112 3.2.2), on a fresh connection and after a request
+    its site answered; neither the CGI nor a file of mtls.test is served."""
+    srv = gatling(tree(), args=args(mpki))
+    port = https_port(srv)
+    for reuse in (False, True):
+        with tls_sock(mpki, port, sni, who) as s:
+            if reuse:
+                code, _ = h1_exchange(s, "/f.txt", "%s:%d" % (sni, port))
+                assert code == 200
+            for path in ("/cgi/env.sh", "/f.txt"):
+                code, body = h1_exchange(s, "https://mtls.test:%d%s" % (port, path),
+                                         "%s:%d" % (sni, port))
+                assert code == 421 and b"SSL_CLIENT" not in body and b"hello" not in body, \
+                    (code, body)
+    # the absolute form for its own site is served, Host notwithstanding
+    with tls_sock(mpki, port, "mtls.test", "alice") as s:
+        code, body = h1_exchange(s, "https://mtls.test:%d/cgi/env.sh" % port, "elsewhere",
+                                 close=True)
+        assert code == 200 and b"SSL_CLIENT_VERIFY=SUCCESS" in body, body
+
+
+def test_absolute_path_over_http2_is_malformed(gatling, mpki):
+    """Issue 76, 1 over HTTP/2: a :path that is a URI naming mtls.test, from
+    a connection without a certificate, is a malformed request (RFC 9113
+    8.3.1), never served; the connection goes on."""
+    from conftest import import_h2
+    import_h2()
+    import h2.config
+    import h2.connection
+    import h2.events
+    srv = gatling(tree(), args=args(mpki))
+    port = https_port(srv)
+    with tls_sock(mpki, port, "localhost", None, "h2") as s:
+        c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True,
+                                                                 validate_outbound_headers=False))
+        c.initiate_connection()
+        bad = c.get_next_available_stream_id()
+        c.send_headers(bad, [(":method", "GET"), (":scheme", "https"),
+                             (":authority", "localhost:%d" % port),
+                             (":path", "https://mtls.test:%d/cgi/env.sh" % port)], end_stream=True)
+        good = bad + 2
+        c.send_headers(good, [(":method", "GET"), (":scheme", "https"),
+                              (":authority", "localhost:%d" % port), (":path", "/f.txt")],
+                       end_stream=True)
+        s.sendall(c.data_to_send())
+        got, ended, body = {}, set(), b""
+        while not {bad, good} <= ended:
+            d = s.recv(65536)
+            assert d, (got, ended)
+            for ev in c.receive_data(d):
+                if isinstance(ev, h2.events.ResponseReceived):
+                    got[ev.stream_id] = dict(ev.headers)[b":status"]
+                elif isinstance(ev, h2.events.DataReceived):
+                    body += ev.data if ev.stream_id == bad else b""
+                elif isinstance(ev, (h2.events.StreamEnded, h2.events.StreamReset)):
+                    ended.add(ev.stream_id)
+            s.sendall(c.data_to_send())
+    assert got.get(bad) in (None, b"400") and b"SSL_CLIENT" not in body, (got, body)
+    assert got[good] == b"200", got
