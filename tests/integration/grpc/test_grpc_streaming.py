@@ -58,7 +58,7 @@ def backend(tmp_path):
 
 
 def metrics_floods(srv):
-    """/metrics' gatling_h2_floods_total by kind, and flood_offences."""
+    """/metrics' gatling_h2_floods_total, by kind."""
     r = subprocess.run(["curl", "-sS", "-k", "%s://127.0.0.1:%d/metrics"
                         % ("https" if TLS and not srv.plain_port else "http",
                            srv.plain_port or srv.port)],
@@ -106,7 +106,8 @@ def test_bidi_streams_are_not_cut(gatling, backend, calls, n, mode, rounds, pin)
     if pin:
         pin_to(srv.pid, cpu)
         pin_to(backend.proc.pid, cpu)
-    got = streams(srv, calls, n, mode, rounds, cpu=cpu)
+    # 20 s on a quiet machine for 8 x 10,000 on the sanitizer build: room for a busy one
+    got = streams(srv, calls, n, mode, rounds, limit=120 if n > 1000 else 50, cpu=cpu)
     assert got == {"calls": calls * rounds, "ok": calls * rounds, "codes": {}}, got
     assert sum(metrics_floods(srv).values()) == 0
     assert not [l for l in srv.errlog if "flood" in l], srv.errlog
