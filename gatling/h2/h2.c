@@ -202,7 +202,7 @@ static void on_headers(h2_t *h, const uint8_t *p, uint32_t len, uint8_t flags, i
 static void on_continuation(h2_t *h, const uint8_t *p, uint32_t len, uint8_t flags)
 {
     if (++h->in.conts > H2_MAX_CONTINUATIONS) /* CVE-2024-28182 */
-        return h2_flood_goaway(h, H2_FLOOD_CONTINUATION);
+        return h2_flood_goaway(h, H2_FLOOD_CONTINUATION, h->in.conts, 0);
     if (inflate(h, p, len, flags & FL_END_HEADERS) < 0)
         return;
     if (flags & FL_END_HEADERS)
@@ -285,7 +285,7 @@ static void on_settings(h2_t *h, const uint8_t *p, uint32_t len, uint8_t flags, 
     if (len % 6)
         return h2_conn_error(h, E_FRAME_SIZE);
     if (len / 6 > H2_MAX_SETTINGS)
-        return h2_flood_goaway(h, H2_FLOOD_SETTINGS);
+        return h2_flood_goaway(h, H2_FLOOD_SETTINGS, len / 6, 0);
     for (uint32_t i = 0; i < len; i += 6) {
         uint16_t k;
         uint32_t v, bad;
@@ -335,6 +335,33 @@ static void on_rst(h2_t *h, uint32_t len, int32_t id)
     }
 }
 
+/*
+ * What a WINDOW_UPDATE of inc buys, against owed (the bytes our DATA took
+ * from its window and not yet given back).  Up to owed it is the ordinary
+ * answer to our DATA, however small and however many come (a gRPC client
+ * sends one per message it reads, nghttp2 and nginx count none): free.
+ * Beyond it, it opens the window wider than our sending used (a client's
+ * first, a gRPC client's 5 bytes for a stream's first message prefix, its
+ * window growing with the bandwidth it measures): a few a stream are free
+ * (fresh), the others count towards H2_FLOOD_WINDOW, whose bucket a
+ * client sending 1-byte increments that buy nothing empties.  0, or -1:
+ * the session ended.
+ */
+static int window_bought(h2_t *h, uint64_t *owed, uint32_t inc)
+{
+    if (inc <= *owed) {
+        *owed -= inc;
+        h->window_free++;
+        return 0;
+    }
+    *owed = 0;
+    if (h->fresh) {
+        h->fresh--;
+        return 0;
+    }
+    return h2_flood_take(h, H2_FLOOD_WINDOW);
+}
+
 static void on_window(h2_t *h, const uint8_t *p, uint32_t len, int32_t id)
 {
     if (len != 4)
@@ -343,14 +370,20 @@ static void on_window(h2_t *h, const uint8_t *p, uint32_t len, int32_t id)
     if (!id) {
         if (!inc || h->send_win + inc > H2_WINDOW_MAX)
             return h2_conn_error(h, inc ? E_FLOW_CONTROL : E_PROTOCOL);
+        if (window_bought(h, &h->owed, inc) < 0)
+            return;
         h->send_win += inc;
         return;
     }
     if (id > h->max_id)
         return h2_conn_error(h, E_PROTOCOL);
     h2_stream_t *s = h2_find(h, id);
-    if (!s)
-        return; /* closed: it may have been in flight */
+    if (!s) { /* closed: it may have been in flight, for DATA a closed stream took */
+        window_bought(h, &h->closed_owed, inc);
+        return;
+    }
+    if (window_bought(h, &s->owed, inc) < 0)
+        return;
     if (!inc || s->send_win + inc > H2_WINDOW_MAX)
         return h2_rst_stream(h, s, id, inc ? E_FLOW_CONTROL : E_PROTOCOL);
     s->send_win += inc;
@@ -382,6 +415,15 @@ static void on_priority(h2_t *h, const uint8_t *p, uint32_t len, uint8_t type, i
     }
 }
 
+/* Is stream id open and older than H2_RESET_YOUNG?  A client that resets
+   it (a call past its deadline, cancelled) made us do what any request
+   does, not the rapid reset's (CVE-2023-44487) work for nothing. */
+static int old_stream(const h2_t *h, int32_t id)
+{
+    const h2_stream_t *s = h2_find(h, id);
+    return s && gio_now(h->f.site->loop) - s->begun >= H2_RESET_YOUNG;
+}
+
 /* A frame read whole (h->hd its header, p its payload). */
 static void frame_in(h2_t *h, const uint8_t *p)
 {
@@ -389,9 +431,11 @@ static void frame_in(h2_t *h, const uint8_t *p)
     uint32_t len = hd.len;
     uint8_t type = hd.type, flags = hd.flags;
     int32_t id = hd.id;
-    int kind = h2f_flood_kind(p, len, type, flags);
-    if (kind == H2_FLOOD_WINDOW && h->window_credit) /* answers DATA we sent: not a flood */
-        h->window_credit--, kind = -1;
+    int kind = h2f_flood_kind(p, len, type, flags); /* WINDOW_UPDATE: on_window's */
+    if (kind == H2_FLOOD_PING && h->ping_free) /* one after our DATA: a BDP ping */
+        h->ping_free = 0, kind = -1;
+    if (kind == H2_FLOOD_RAPID_RESET && old_stream(h, id))
+        kind = -1;
     if (kind >= 0 && h2_flood_take(h, kind) < 0)
         return;
     switch (type) {

@@ -72,9 +72,8 @@ int h2f_flood_kind(const uint8_t *p, uint32_t len, uint8_t type, uint8_t flags)
     }
     case FR_SETTINGS: return flags & FL_ACK ? -1 : H2_FLOOD_SETTINGS;
     case FR_PING: return flags & FL_ACK ? -1 : H2_FLOOD_PING;
-    case FR_WINDOW_UPDATE:
-        return len == 4 && h2f_be31(p) < H2_WINDOW_SMALL ? H2_FLOOD_WINDOW : -1;
     case FR_RST_STREAM: return H2_FLOOD_RAPID_RESET;
+    case FR_WINDOW_UPDATE: /* by what it buys: the session's (h2.c's window_bought) */
     case FR_HEADERS:
     case FR_PUSH_PROMISE:
     case FR_GOAWAY:

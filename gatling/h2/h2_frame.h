@@ -17,7 +17,6 @@
 
 #define H2_FRAME_HD 9                  /* a frame header's bytes */
 #define H2_WINDOW_MAX 0x7fffffff       /* 2^31-1: no window may pass it (6.9.1) */
-#define H2_WINDOW_SMALL 1024           /* a WINDOW_UPDATE opening less counts towards a flood */
 
 enum { /* frame types (RFC 9113 6, RFC 9218 7.1) */
     FR_DATA, FR_HEADERS, FR_PRIORITY, FR_RST_STREAM, FR_SETTINGS, FR_PUSH_PROMISE, FR_PING,
@@ -70,7 +69,8 @@ uint32_t h2f_setting_check(uint16_t k, uint32_t v);
 size_t h2f_goaway(uint8_t *buf, size_t cap, int32_t last, uint32_t code);
 
 /* The flood (stats.h's H2_FLOOD_*) a frame of type and flags with payload
-   p[0..len) counts towards, -1: none. */
+   p[0..len) counts towards, -1: none (and for WINDOW_UPDATE, which counts
+   by what it buys: the session knows). */
 int h2f_flood_kind(const uint8_t *p, uint32_t len, uint8_t type, uint8_t flags);
 
 /* RFC 9218 4: the priority field v[0..n)'s u (0..7) into *urgency and its

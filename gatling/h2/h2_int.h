@@ -44,12 +44,13 @@ typedef struct h2 h2_t; /* (as h2.h says) */
 #define H2_FILES_MAX 32                /* streams holding an open file, per connection */
 #define H2_RESET_BURST 200             /* rapid reset (CVE-2023-44487): streams reset */
 #define H2_RESET_RATE 50               /* ... per second after the burst */
+#define H2_RESET_YOUNG 1000 /* ms: streams reset later (deadlines) are not counted */
 #define H2_CLOSED_MEMORY 64            /* streams the client closed, remembered (RFC 9113 5.1) */
 #define H2_MAX_SETTINGS 32             /* entries in one SETTINGS frame */
 #define H2_MAX_CONTINUATIONS 8         /* CONTINUATIONs in a header block (CVE-2024-28182) */
 #define H2_POOL_MAX 512                /* streams the process keeps for reuse (sb_pool_t) */
 #define H2_SPARES_LINGER 1000          /* ms spare streams outlive their last use */
-#define H2_CREDIT_MAX 1024 /* streams and DATA frames whose WINDOW_UPDATEs are owed */
+#define H2_FRESH_MAX 256 /* WINDOW_UPDATEs new streams may open beyond our DATA (fresh) */
 #define H2_TABLE 4096                  /* HPACK dynamic tables, both ways (RFC 7541's default) */
 
 /* A block of frame bytes: control frames, HEADERS (HPACK writes straight
@@ -80,6 +81,7 @@ typedef struct h2_stream {
     int64_t clen;      /* the request's content-length, -1: none (8.1.1: DATA must match) */
     uint64_t data_in;  /* DATA payload bytes received */
     int64_t send_win;  /* what the client lets us send on it */
+    uint64_t owed;     /* what our DATA took from that, not yet given back (on_window) */
     int32_t recv_win;  /* what it may still send us */
     uint32_t recv_unacked; /* consumed and not yet given back by WINDOW_UPDATE */
     uint32_t seq;      /* when an incremental stream was last served (round robin) */
@@ -133,6 +135,9 @@ struct h2 {
     uint8_t level;       /* its address's recent offences: budgets / 2^level (peer_allowance) */
     uint8_t goaway_sent; /* the GOAWAY that ends it: with the last stream, or an error */
     uint8_t peer_goaway; /* the client said GOAWAY */
+    /* our DATA went out since the last PING: the next one is free (a
+       gRPC client's BDP ping follows the DATA it reads) */
+    uint8_t ping_free;
     h2_bucket_t flood[H2_FLOOD_KINDS];
     h2_block_in_t in;
     int32_t closed_ids[H2_CLOSED_MEMORY]; /* streams the client closed, newest at closed_at */
@@ -151,12 +156,16 @@ struct h2 {
     uint32_t peer_window;    /* the client's SETTINGS_INITIAL_WINDOW_SIZE */
     uint32_t peer_table;     /* ... SETTINGS_HEADER_TABLE_SIZE */
     uint32_t seq;            /* incremental streams served */
-    /* small WINDOW_UPDATEs the streams the client opened and the DATA
-       frames we sent may have it send (one for the stream, one for the
-       connection, each: a gRPC client opens 5 bytes for a message's prefix
-       on every stream, and acknowledges every small message), not counted
-       as a flood */
-    uint32_t window_credit;
+    /* What a WINDOW_UPDATE buys (h2.c's window_bought): the bytes our
+       DATA took from the connection's window and not yet given back, and
+       those of the streams closed since (their late WINDOW_UPDATEs); an
+       increment up to them is free.  fresh: increments beyond them the
+       streams the client opened may have it send (a gRPC client opens 5
+       bytes for a message's prefix on every stream), 2 a stream. */
+    uint64_t owed, closed_owed;
+    uint32_t fresh;
+    uint64_t window_free; /* WINDOW_UPDATEs that gave back what was owed (the log line) */
+    uint32_t counted[H2_FLOOD_KINDS]; /* frames each flood bucket was asked for */
 };
 
 /* ---- h2_out.c: frames into the blocks, the blocks onto the batch ---- */
@@ -199,8 +208,11 @@ void h2_conn_error(h2_t *h, uint32_t code);
  * kind (stats.h's H2_FLOOD_*), GOAWAY ENHANCE_YOUR_CALM, and remembered
  * against the client's address (site/peerlimits.h, peer_offence), so that
  * its next connections start with less and then are refused a while.
+ * One line on the error log names the client, the frames and n: with
+ * bucket, the frames that counted towards the kind's bucket (h2_flood_take);
+ * without, the SETTINGS entries or CONTINUATIONs past their cap.
  */
-void h2_flood_goaway(h2_t *h, int kind);
+void h2_flood_goaway(h2_t *h, int kind, uint64_t n, int bucket);
 
 /* One frame of a kind: 0, or -1 if that is past its limit (the session ends). */
 int h2_flood_take(h2_t *h, int kind);

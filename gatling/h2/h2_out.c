@@ -1,5 +1,6 @@
 /* The HTTP/2 codec's output blocks, control frames and flood limits: see h2_int.h. */
 #include "h2_int.h"
+#include "http/hbuf.h"
 #include "site/peerlimits.h"
 
 #include <stdlib.h>
@@ -9,8 +10,15 @@
  * The floods (stats.h's H2_FLOOD_*): per connection, a bucket of burst
  * frames refilled at rate a second; a frame finding it empty ends the
  * session with ENHANCE_YOUR_CALM, counted by kind.  A browser sends a few of
- * each per connection; WINDOW_UPDATEs count only when small, as the ones a
- * client sends while reading a download are many but each opens much.
+ * each per connection.  A WINDOW_UPDATE counts only when it buys nothing
+ * (h2.c's window_bought): one that gives back what our DATA took is the
+ * ordinary answer to it, however small and however many (a gRPC client
+ * sends one per message it reads).  A PING is free once after our DATA (a
+ * gRPC client measures the bandwidth with a PING after the DATA it reads:
+ * grpc-go once per round trip while it reads); a client's RST_STREAM for a
+ * stream open over a second is not counted (h2.c's old_stream); a stream
+ * we reset for our own reasons (a response complete before its request, a
+ * backend that failed, a stream turned away) is no client's flood.
  */
 static const struct {
     uint16_t burst, rate;
@@ -169,13 +177,54 @@ void h2_conn_error(h2_t *h, uint32_t code)
     h->fatal = 1;
 }
 
+/* The error log's line for a flood of kind that ended the session: n
+   frames counted since the session began (bucket: its bucket ran out),
+   or, without a bucket, n in one frame or header block past its cap. */
+static void flood_log(h2_t *h, int kind, uint64_t n, int bucket)
+{
+    static const char *const what[H2_FLOOD_KINDS] = {
+        [H2_FLOOD_SETTINGS] = "SETTINGS frames",
+        [H2_FLOOD_PING] = "PING frames",
+        [H2_FLOOD_WINDOW] = "WINDOW_UPDATEs beyond what our DATA took",
+        [H2_FLOOD_EMPTY_DATA] = "empty DATA frames",
+        [H2_FLOOD_OTHER] = "PRIORITY, PRIORITY_UPDATE or unknown frames",
+        [H2_FLOOD_RESET_SENT] = "streams we had to reset",
+        [H2_FLOOD_RAPID_RESET] = "RST_STREAM frames",
+        [H2_FLOOD_CONTINUATION] = "CONTINUATION frames in one header block",
+    };
+    site_t *site = h->f.site;
+    char d[200];
+    hbuf_t b = hb_init(d, sizeof d);
+    int entries = !bucket && kind == H2_FLOOD_SETTINGS;
+    hb_puts(&b, entries ? "entries in one SETTINGS frame" : what[kind]);
+    hb_puts(&b, ": ");
+    hb_num(&b, n);
+    hb_puts(&b, " in ");
+    hb_num(&b, (uint64_t)(gio_now(site->loop) - h->started));
+    hb_puts(&b, " ms");
+    if (bucket) {
+        hb_puts(&b, " (allowed ");
+        hb_num(&b, peer_budget(flood_limit[kind].burst, h->level));
+        hb_puts(&b, ", then ");
+        hb_num(&b, peer_budget(flood_limit[kind].rate, h->level));
+        hb_puts(&b, " a second)");
+    }
+    if (kind == H2_FLOOD_WINDOW) {
+        hb_puts(&b, ", ");
+        hb_num(&b, h->window_free);
+        hb_puts(&b, " more gave back what it took");
+    }
+    const char *t = hb_str(&b); /* 200 bytes hold the longest */
+    site_event(site, "HTTP/2 flood, GOAWAY ENHANCE_YOUR_CALM", h->f.peer, t ? t : what[kind]);
+}
+
 /*
  * Every flood defence that ends a connection ends it here: counted once by
  * kind (stats.h's H2_FLOOD_*), GOAWAY ENHANCE_YOUR_CALM, and remembered
  * against the client's address (site/peerlimits.h, peer_offence), so that
  * its next connections start with less and then are refused a while.
  */
-void h2_flood_goaway(h2_t *h, int kind)
+void h2_flood_goaway(h2_t *h, int kind, uint64_t n, int bucket)
 {
     if (!h->calm) {
         h->calm = 1;
@@ -186,6 +235,7 @@ void h2_flood_goaway(h2_t *h, int kind)
                    : kind == H2_FLOOD_RESET_SENT || kind == H2_FLOOD_RAPID_RESET ? PEER_RESETS
                                                                                   : PEER_FLOOD;
         peer_offence(site->limits, h->f.peer, what, gio_now(site->loop));
+        flood_log(h, kind, n, bucket);
     }
     h2_conn_error(h, E_ENHANCE_YOUR_CALM);
 }
@@ -201,11 +251,12 @@ int h2_flood_take(h2_t *h, int kind)
         b->milli = cap - b->milli < add ? cap : b->milli + add;
         b->at = now;
     }
+    h->counted[kind]++;
     if (b->milli >= 1000) {
         b->milli -= 1000;
         return 0;
     }
-    h2_flood_goaway(h, kind);
+    h2_flood_goaway(h, kind, h->counted[kind], 1);
     return -1;
 }
 

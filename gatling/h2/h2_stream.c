@@ -70,8 +70,8 @@ h2_stream_t *h2_stream_new(h2_t *h, int32_t id)
     s->begun = spares_taken_at = gio_now(h->f.site->loop);
     h->open++;
     h->pending++;
-    if (h->window_credit < 2 * H2_CREDIT_MAX) /* a gRPC client opens 5 bytes on a new stream */
-        h->window_credit += 2;
+    if (h->fresh < H2_FRESH_MAX) /* a gRPC client opens 5 bytes on a new stream */
+        h->fresh += 2;
     s->next = h->all;
     h->all = s;
     return s;
@@ -112,6 +112,8 @@ void h2_stream_close(h2_t *h, h2_stream_t *s)
         h->closed_at = (h->closed_at + 1) % H2_CLOSED_MEMORY;
     }
     h->open--;
+    h->closed_owed += s->owed; /* its late WINDOW_UPDATEs */
+    s->owed = 0;
     body_ends(h, s);
     if (!s->dispatched && !s->deferred)
         h->pending--;
@@ -126,13 +128,9 @@ void h2_stream_close(h2_t *h, h2_stream_t *s)
     s->sb.closed = 1;
 }
 
-/*
- * RST_STREAM for stream id (s: it, if open, and it closes).  The streams we
- * reset are bounded ("MadeYouReset": frames that make us reset a stream
- * cost us its work, not the client), until we have said GOAWAY: then the
- * streams the client opens meanwhile are refused, no fault of its own.
- */
-void h2_rst_stream(h2_t *h, h2_stream_t *s, int32_t id, uint32_t code)
+/* RST_STREAM for stream id (s: it, if open, and it closes); fault: the
+   client's frames made us reset it, counted (h2_rst_stream). */
+static void rst_out(h2_t *h, h2_stream_t *s, int32_t id, uint32_t code, int fault)
 {
     if (h->fatal)
         return;
@@ -144,8 +142,21 @@ void h2_rst_stream(h2_t *h, h2_stream_t *s, int32_t id, uint32_t code)
     h2f_put32(p, code);
     if (s)
         h2_stream_close(h, s);
-    if (!h->goaway && !h->goaway_sent)
+    if (fault && !h->goaway && !h->goaway_sent)
         h2_flood_take(h, H2_FLOOD_RESET_SENT);
+}
+
+/*
+ * RST_STREAM for stream id (s: it, if open, and it closes).  The streams we
+ * reset are bounded ("MadeYouReset": frames that make us reset a stream
+ * cost us its work, not the client), until we have said GOAWAY: then the
+ * streams the client opens meanwhile are refused, no fault of its own.
+ * NO_ERROR (a response complete before its request, RFC 9113 8.1) is none
+ * of the client's doing: not counted.
+ */
+void h2_rst_stream(h2_t *h, h2_stream_t *s, int32_t id, uint32_t code)
+{
+    rst_out(h, s, id, code, code != E_NO_ERROR);
 }
 
 /* Our END_STREAM is written: the stream closes if the client's side has
@@ -286,7 +297,10 @@ static void op_reset(exchange_t *ex, int why)
                                     [SB_CALM] = E_ENHANCE_YOUR_CALM,
                                     [SB_REFUSED] = E_REFUSED_STREAM};
     h2_stream_t *s = stream_of(ex);
-    h2_rst_stream(s->h2, s, s->id, code[why]);
+    /* a producer that failed (a backend gone: INTERNAL) or a stream turned
+       away (REFUSED) is no flood of the client's; a body it sends faster
+       than its producer takes (CALM) is */
+    rst_out(s->h2, s, s->id, code[why], why == SB_CALM);
 }
 
 static void op_consume(exchange_t *ex, size_t n)
@@ -513,8 +527,8 @@ int h2_send_data(h2_t *h, h2_stream_t *s)
     s->sb.body_sent += n;
     s->send_win -= (int64_t)n;
     h->send_win -= (int64_t)n;
-    if (h->window_credit < 2 * H2_CREDIT_MAX)
-        h->window_credit += 2;
+    s->owed += n, h->owed += n; /* the WINDOW_UPDATEs that give it back are free */
+    h->ping_free = 1;
     if (!p->len)
         s->sb.cur++;
     if (s->incremental)

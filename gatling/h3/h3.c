@@ -608,11 +608,31 @@ unsigned h3_max_streams(const h3_t *h)
     return peer_budget(H3_MAX_STREAMS, h->level);
 }
 
+/* The error log's line for a rapid reset that ends the connection. */
+static void rapid_reset_log(h3_t *h, int64_t now)
+{
+    char d[160];
+    hbuf_t b = hb_init(d, sizeof d);
+    hb_puts(&b, "request streams reset: ");
+    hb_num(&b, h->resets);
+    hb_puts(&b, " in ");
+    hb_num(&b, (uint64_t)(now - h->bound_at));
+    hb_puts(&b, " ms (allowed ");
+    hb_num(&b, peer_budget(H3_RESET_BURST, h->level));
+    hb_puts(&b, ", then ");
+    hb_num(&b, peer_budget(H3_RESET_RATE, h->level));
+    hb_puts(&b, " a second)");
+    const char *t = hb_str(&b); /* 160 bytes hold it */
+    site_event(h->f.site, "HTTP/3 rapid reset, H3_EXCESSIVE_LOAD", h->f.peer,
+               t ? t : "request streams reset");
+}
+
 int h3_client_reset(h3_t *h, int64_t id)
 {
     if (id == h->reset_last)
         return h->calm ? -1 : 0;
     h->reset_last = id;
+    h->resets++;
     site_t *site = h->f.site;
     int64_t now = gio_now(site->loop);
     uint64_t cap = (uint64_t)peer_budget(H3_RESET_BURST, h->level) * 1000;
@@ -630,6 +650,7 @@ int h3_client_reset(h3_t *h, int64_t id)
         site->stats.h3_rapid_reset++;
         site->stats.offences++;
         peer_offence(site->limits, h->f.peer, PEER_RESETS, now);
+        rapid_reset_log(h, now);
     }
     return -1;
 }

@@ -106,7 +106,8 @@ void h3_sweep(h3_t *h);
  * The first H3_RESET_BURST, then H3_RESET_RATE a second, scaled down as
  * HTTP/2's by the address's recent offences (peer_budget).  0, or -1: past
  * that, once counted (h3_rapid_reset) and remembered against the address
- * (peer_offence): the caller closes the connection with H3_EXCESSIVE_LOAD.
+ * (peer_offence) and logged (one line: the client, the count): the caller
+ * closes the connection with H3_EXCESSIVE_LOAD.
  */
 int h3_client_reset(h3_t *h, int64_t id);
 

@@ -82,6 +82,7 @@ struct h3 {
     uint64_t reset_milli; /* rapid reset's bucket, in thousandths of a stream */
     int64_t reset_at;     /* ... filled up to then (gio_now ms) */
     int64_t reset_last;   /* the stream last counted (RESET_STREAM and STOP_SENDING: once) */
+    uint32_t resets;      /* ... how many were (the log line of a rapid reset) */
     char sni[256];        /* the TLS server name, for 421; snilen 0: none */
     size_t snilen;
     ex_client_t *client;  /* the client's certificate where asked (h3_client_cert), or NULL */

@@ -156,7 +156,7 @@
     X(E, h2_flood[H2_FLOOD_PING], COUNTER, "gatling_h2_floods_total", "kind", "ping", NULL,      \
       "h2_flood_ping", "HTTP/2 floods ended: PING")                                              \
     X(E, h2_flood[H2_FLOOD_WINDOW], COUNTER, "gatling_h2_floods_total", "kind", "window_update", \
-      NULL, "h2_flood_window_update", "HTTP/2 floods ended: small WINDOW_UPDATEs")               \
+      NULL, "h2_flood_window_update", "HTTP/2 floods ended: WINDOW_UPDATEs that buy nothing")    \
     X(E, h2_flood[H2_FLOOD_EMPTY_DATA], COUNTER, "gatling_h2_floods_total", "kind",              \
       "empty_data", NULL, "h2_flood_empty_data", "HTTP/2 floods ended: empty DATA frames")       \
     X(E, h2_flood[H2_FLOOD_OTHER], COUNTER, "gatling_h2_floods_total", "kind", "other", NULL,    \

@@ -163,6 +163,22 @@ void elog_text(elog_t *l, int64_t now, const char *what, const char *text)
     write_line(l, &b);
 }
 
+void elog_event(elog_t *l, int64_t now, const char *what, const struct sockaddr *peer,
+                const char *detail)
+{
+    if (!admit(l, now))
+        return;
+    char line[ELOG_LINE_MAX];
+    hbuf_t b = hb_init(line, sizeof line);
+    put_prefix(&b, now);
+    put_escaped(&b, what);
+    if (peer)
+        put_peer(&b, peer);
+    hb_puts(&b, " ");
+    put_escaped(&b, detail);
+    write_line(l, &b);
+}
+
 void elog_error(elog_t *l, int64_t now, const char *call, int err, const struct sockaddr *peer,
                 const char *detail)
 {

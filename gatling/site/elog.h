@@ -65,6 +65,13 @@ void elog_error(elog_t *l, int64_t now, const char *call, int err, const struct 
                 const char *detail);
 
 /*
+ * A defence acting on a client (a flood that ended its connection): "what
+ * (peer A) detail", detail escaped, rate-limited with elog_error's lines.
+ */
+void elog_event(elog_t *l, int64_t now, const char *what, const struct sockaddr *peer,
+                const char *detail);
+
+/*
  * A line of someone else's words (a CGI script's stderr): "what: text",
  * both escaped, rate-limited with elog_error's lines.
  */

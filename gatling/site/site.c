@@ -77,6 +77,11 @@ void site_error(site_t *s, const char *call, int err, const struct sockaddr *pee
     elog_error(&s->elog, gio_wallclock(s->loop), call, err, peer, detail);
 }
 
+void site_event(site_t *s, const char *what, const struct sockaddr *peer, const char *detail)
+{
+    elog_event(&s->elog, gio_wallclock(s->loop), what, peer, detail);
+}
+
 const char *site_date(site_t *s)
 {
     int64_t now = gio_wallclock(s->loop);

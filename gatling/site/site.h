@@ -92,6 +92,9 @@ const char *site_httpdate(site_t *s, time_t t);
 void site_error(site_t *s, const char *call, int err, const struct sockaddr *peer,
                 const char *detail);
 
+/* Log a defence acting on a client (elog_event): what, the peer, detail. */
+void site_event(site_t *s, const char *what, const struct sockaddr *peer, const char *detail);
+
 /* Where fs_public() walks from to a file of the directory dir below the
    root (vhost_dir()'s answer): dir is borrowed. */
 static inline fs_at_t site_at(const site_t *s, const char *dir)

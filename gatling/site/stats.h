@@ -51,7 +51,7 @@ enum {
 enum {
     H2_FLOOD_SETTINGS,     /* SETTINGS frames too fast (CVE-2019-9515) */
     H2_FLOOD_PING,         /* PING frames too fast (CVE-2019-9512) */
-    H2_FLOOD_WINDOW,       /* WINDOW_UPDATEs of less than 1 KiB too fast (data dribble, 9511) */
+    H2_FLOOD_WINDOW,       /* WINDOW_UPDATEs beyond what our DATA took, too fast (9511) */
     H2_FLOOD_EMPTY_DATA,   /* DATA frames with no data, not ending a stream (9518) */
     H2_FLOOD_OTHER,        /* PRIORITY, PRIORITY_UPDATE and unknown frames too fast (9513) */
     H2_FLOOD_RESET_SENT,   /* streams we had to reset ("MadeYouReset", CVE-2025-8671) */

@@ -80,6 +80,14 @@ int main(void)
     s = slurp(path);
     ok(strstr(s, "malloc() failed: Cannot allocate memory") != NULL && count_lines(s) == 1,
        "after reopen the new file gets the lines");
+    struct sockaddr_in a4 = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "192.0.2.9", &a4.sin_addr);
+    elog_event(&l, 1795000003, "HTTP/2 flood", (struct sockaddr *)&a4, "PING frames: 65\n");
+    s = slurp(path);
+    ok(strstr(s, "Z gatling[") != NULL && strstr(s, "]: HTTP/2 flood (peer 192.0.2.9) PING "
+                                                    "frames: 65\\x0a\n") != NULL,
+       "an event: what, the peer, the detail escaped, no \"failed\": %s", s);
+    is_int(count_lines(s), 2, "one line more");
     elog_close(&l);
     unlink(path), unlink(moved), rmdir(dir);
     return tap_done();

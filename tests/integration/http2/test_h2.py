@@ -45,6 +45,7 @@ CODEC_ONLY = ("test_floods_end_the_connection",
               "test_floods_are_remembered_per_address", "test_flood_memory_decays_and_can_be_off",
               "test_floods_are_remembered_across_workers",
               "test_request_fields_are_bounded_per_connection", "test_rate_of_resets_is_bounded",
+              "test_resets_of_streams_open_a_second_are_not_rapid",
               "test_request_body_with_trailers", "test_request_without_authority_or_host",
               "test_authority_and_host_together", "test_closed_streams_and_priority_checks",
               "test_garbage_after_the_preface_gets_goaway",
@@ -596,6 +597,30 @@ def test_rate_of_resets_is_bounded(gatling):
     srv.check_alive()
     st = server_status(srv.port)
     assert st["h2_errors"] == 1 and st["h2_flood_rapid_reset"] == 1, st
+
+
+def test_resets_of_streams_open_a_second_are_not_rapid(gatling):
+    """A client that cancels its calls at their deadline (gRPC: RST_STREAM
+    CANCEL a second or more after it opened the stream) makes no rapid
+    reset: 700 streams, 100 at a time, each reset 1.05 s after it opened
+    (requests whose bodies never come), and the connection still answers;
+    counted as frames (200, then 50 a second) they ended it at about 550."""
+    srv = gatling(TREE, args=("-T", "10", "-E", "-n", "-S"))
+    s = socket.create_connection(srv.addr(), timeout=5)
+    s.sendall(PREFACE + SETTINGS0)
+    post = b"\x83\x86\x84\x41\x01a"  # :method POST, :scheme http, :path /, :authority a
+    sid = 1
+    for _ in range(7):
+        ids = range(sid, sid + 200, 2)
+        sid += 200
+        s.sendall(b"".join(headers_frame(i, post, 0x4) for i in ids))
+        time.sleep(1.05)
+        s.sendall(b"".join(frame(3, 0, i, b"\x00\x00\x00\x08") for i in ids))  # CANCEL
+    s.sendall(headers_frame(sid, GET_A, 0x5))
+    got = frames_until(s, lambda fs: any(t in (1, 7) and i in (0, sid) for t, _, i, _ in fs), 10)
+    s.close()
+    assert [(t, i) for t, _, i, _ in got if t in (1, 7)] == [(1, sid)], got[-5:]
+    assert server_status(srv.port)["h2_flood_rapid_reset"] == 0
 
 
 def h2spec_bin():

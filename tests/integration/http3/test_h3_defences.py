@@ -332,6 +332,9 @@ def test_rapid_reset_closes_and_is_remembered(gatling):
     st = status_from_elsewhere(srv)  # 127.0.0.1 is refused now, over TCP too
     assert st["h3_rapid_reset"] == 4 and st["flood_offences"] == 4, st
     assert st["flood_reduced"] == 3, st
+    lines = [l for l in srv.errlog if "HTTP/3 rapid reset" in l]
+    assert len(lines) == 4 and all("(peer 127.0.0.1) request streams reset: " in l
+                                   for l in lines), srv.errlog  # one line each, naming it
 
     async def refused():
         async with connect("127.0.0.1", port, configuration=client_config(idle_timeout=2),
