@@ -3,6 +3,7 @@
  * against a guard page so that any read past the end faults.
  */
 #include "http_parse.h"
+#include "hbuf.h"
 #include "tap.h"
 
 #include <sys/mman.h>
@@ -351,6 +352,7 @@ static void test_fields_by_name(void)
 }
 
 /* RFC 9112 3.2.2: an absolute-form target's authority is the request's. */
+static char many[64 + HTTP_MAX_HEADERS * 8];
 static void test_authority(void)
 {
     http_request_t r;
@@ -366,6 +368,25 @@ static void test_authority(void)
     ok(parse("GET /x HTTP/1.1\r\nHost: h.example\r\n\r\n", &r, &st) > 0, "origin-form");
     is_int(http_request_authority(&r), 0, "nothing to do");
     ok(str_is(*http_header(&r, "Host"), "h.example"), "Host as it was");
+    ok(parse("GET ftp://f.example/x HTTP/1.1\r\nHost: h.example\r\n\r\n", &r, &st) > 0,
+       "another scheme");
+    is_int(http_request_authority(&r), 0, "not an authority of ours: Host stays");
+    ok(str_is(*http_header(&r, "Host"), "h.example"), "Host as it was");
+    const char *ends[] = {"GET http://q.example?x HTTP/1.1\r\nhost: h\r\n\r\n",
+                          "GET http://q.example#f HTTP/1.1\r\nXost: 1\r\nHOST: h\r\n\r\n",
+                          "GET http://q.example HTTP/1.1\r\nHost: h\r\n\r\n"};
+    for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++) {
+        ok(parse(ends[i], &r, &st) > 0, "an authority ended by ?, # or the target: %zu", i);
+        is_int(http_request_authority(&r), 0, "taken");
+        ok(str_is(*http_header(&r, "Host"), "q.example"), "Host is q.example");
+    }
+    hbuf_t b = hb_init(many, sizeof many);
+    hb_puts(&b, "GET http://full.example/ HTTP/1.1\r\n");
+    for (int i = 0; i < HTTP_MAX_HEADERS; i++)
+        hb_puts(&b, "X-A: b\r\n");
+    hb_puts(&b, "\r\n");
+    ok(hb_str(&b) && parse(many, &r, &st) > 0, "every field used, none a Host");
+    is_int(http_request_authority(&r), 400, "no room for Host: 400");
     const char *bad[] = {"GET http:///x HTTP/1.1\r\nHost: h\r\n\r\n",
                          "GET https://u:p@a.example/ HTTP/1.1\r\nHost: h\r\n\r\n",
                          "GET http://a.example/ HTTP/1.1\r\nHost: h\r\nHost: i\r\n\r\n"};
