@@ -44,6 +44,9 @@ pkgs="$pkgs gunicorn php-fpm python3-websockets"
 # through gatling; run by /usr/bin/python3, where Debian puts them), and bench/compare-grpc's
 # backends (test_compare_grpc.py)
 pkgs="$pkgs python3-grpcio python3-hypercorn"
+# valgrind: make check-valgrind (a job of make check-all) runs the HTTP/2 backends'
+# client-ending tests under memcheck (issue 75)
+pkgs="$pkgs valgrind"
 # python3-zstandard, python3-brotli: test_compress.py decodes gatling's zstd and br on the fly
 # with real decoders (gzip is Python's own)
 pkgs="$pkgs python3-zstandard python3-brotli"

@@ -111,6 +111,29 @@ check-tsan:
 	GATLING_BUILDS=$(TSAN_IO)-tsan $(PYTHON) -m pytest -q -p no:cacheprovider -m "not serial" \
 	    --durations=10 $(TSAN_PYTEST_ARGS) $(TSAN_MODULES:%=tests/integration/%) $(PYTEST_ARGS)
 
+# make check-valgrind: a client's stream ended or reset at every stage of an
+# HTTP/2 backend connection's life (grpc/test_h2_backend_client_ends.py, three
+# fresh servers a stage) and grpc-go's interop cases that end streams early
+# (cancel_*, empty_stream, timeout_on_sleeping_server) on the first backend's
+# plain build under valgrind (memcheck; issue 75: the use-after-free ASan and
+# valgrind both saw).  build/<backend>-vg/gatling is a wrapper: an error makes
+# the server exit 99 (its teardown fails the test), valgrind's report goes to
+# build/<backend>-vg/vg.PID.log.  A job of make check-all.
+VG_IO ?= $(firstword $(CHECK_BACKENDS))
+VG_DIR := build/$(VG_IO)-vg
+.PHONY: check-valgrind
+check-valgrind:
+	@$(MAKE) --no-print-directory -j$(CHECK_JOBS) IO=$(VG_IO) build/$(VG_IO)/gatling
+	@mkdir -p $(VG_DIR) && rm -f $(VG_DIR)/vg.*.log && \
+	    printf '#!/bin/sh\nexec valgrind -q --error-exitcode=99 --log-file=%s/vg.%%p.log %s "$$@"\n' \
+	    "$(CURDIR)/$(VG_DIR)" "$(CURDIR)/build/$(VG_IO)/gatling" > $(VG_DIR)/gatling && \
+	    chmod 755 $(VG_DIR)/gatling
+	GATLING_BUILDS=$(VG_IO)-vg H2B_ENDS_ROUNDS=3 $(PYTHON) -m pytest -q -p no:cacheprovider \
+	    tests/integration/grpc/test_h2_backend_client_ends.py $(PYTEST_ARGS)
+	GATLING_BUILDS=$(VG_IO)-vg $(PYTHON) -m pytest -q -p no:cacheprovider \
+	    -k "test_through_gatling and (cancel or empty_stream or sleeping)" \
+	    tests/integration/grpc/test_grpc_interop.py $(PYTEST_ARGS)
+
 # make coverage: the first backend built with gcov's counters (COV=1:
 # build/<backend>-cov, build/obj-cov), its unit programs and its HTTP, HTTPS,
 # h2 and h3 passes (run-check without the once-only modules and the serial
@@ -191,6 +214,7 @@ check-all: check-all-build
 	    --job "cross=$(MAKE) --no-print-directory cross" \
 	    --job "lint=$(MAKE) --no-print-directory lint" \
 	    --job "tsan=$(MAKE) --no-print-directory check-tsan" \
+	    --job "valgrind=$(MAKE) --no-print-directory check-valgrind" \
 	    --job "parsecov=$(MAKE) --no-print-directory coverage-parsers" \
 	    $(CHECK_BACKENDS) $(firstword $(CHECK_BACKENDS))-san -- $(PYTEST_ARGS)
 

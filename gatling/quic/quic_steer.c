@@ -136,7 +136,9 @@ int quic_group_steer(const quic_group_t *g)
         BPF_STMT(BPF_ALU | BPF_ADD | BPF_K, base),
         BPF_STMT(BPF_RET | BPF_A, 0),
     };
-    struct sock_fprog prog = {.len = sizeof code / sizeof *code, .filter = code};
+    struct sock_fprog prog;
+    memset(&prog, 0, sizeof prog); /* its padding too: the kernel copies all of it */
+    prog.len = sizeof code / sizeof *code, prog.filter = code;
     if (g->nfds < 1)
         return errno = EBADF, -1;
     return setsockopt(g->fds[0], SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof prog);
