@@ -151,7 +151,7 @@ static int rank(const int q[NSLOTS], const unsigned char tie[SLOT_IDENTITY],
 {
     /* Insertion sort by q, stable, so tie's order breaks ties and codings
        come before an identity of equal q; an unranked identity (-1) is last. */
-    int w[ENC_PREFER_MAX], k = 0;
+    int w[ENC_PREFER_MAX] = {0}, k = 0; /* {0}: cppcheck cannot see w[j - 1] written first */
     for (int i = 0; i <= SLOT_IDENTITY; i++) {
         int s = i < SLOT_IDENTITY ? tie[i] : SLOT_IDENTITY;
         int qs = q[s] > 0 ? q[s] : -1;
