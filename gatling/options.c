@@ -628,24 +628,33 @@ static const optdef_t *row_of(int c)
     return NULL;
 }
 
+/* -h's synopsis: every row with -h lines, in the table's order, as
+   opt_synopsis_item makes it (so a new row cannot be left out), wrapped;
+   --reload, which takes no other option, on a line of its own. */
+static void synopsis(void)
+{
+    char item[160], reload[64] = "";
+    int col = printf("usage: gatling");
+    for (int i = 0; i < tab.n; i++) {
+        int n = opt_synopsis_item(tab.row[i], item, sizeof item);
+        if (n < 0)
+            continue;
+        if (tab.row[i]->lname && !strcmp(tab.row[i]->lname, "reload")) {
+            snprintf(reload, sizeof reload, "%.*s", n - 2, item + 1);
+            continue;
+        }
+        if (col + 1 + n > 90)
+            col = printf("\n              ") - 1;
+        col += printf(" %s", item);
+    }
+    printf("\n%s%s%s", *reload ? "       gatling " : "", reload, *reload ? "\n" : "");
+}
+
 /* -h: the synopsis, every row's lines in order, the signals. */
 static void usage(void)
 {
+    synopsis();
     fputs(
-        "usage: gatling [--config file] [--check] [-i addr] [-p port] [-a secs] [-T secs]\n"
-        "               [-s secs] [-B rate] [-N n] [-K n]\n"
-        "               [-A rpm] [-R n] [-b n] [-j n] [-n] [-G] [-l file] [-q file] [-c dir]\n"
-        "               [-u user] [-m file] [-W n] [-H] [-v] [-t] [-d|-D] [-I name]\n"
-        "               [-r url] [-M secs] [-S] [-L] [-Z] [-F bytes] [-C dir] [-e port] [-E]\n"
-        "               [-o ciphers] [-O suites] [-x secs] [-X] [-2] [-3] [-y which]\n"
-        "               [-Y nets] [-k path] [-g secs] [-w regex] [-z] [-J n] [-Q secs[,tunnel]]\n"
-        "               [-P rule] [--pool name=backends[;opts]] [--cache mem[,obj]]\n"
-        "               [--status-from nets]\n"
-        "               [--flood-memory secs] [--h3-retry busy|never|always]\n"
-        "               [-f port[,upload[=bytes]]] [-U] [--acme email [--acme-* ...]]\n"
-        "               [--log-format combined|json] [--cgi-user user] [--cgi-limits l]\n"
-        "               [--cluster etcd=url[,...] [--cluster-name name]] [-V] [-h]\n"
-        "       gatling --reload pid\n"
         "Serve the current directory (or -c dir) over HTTP/1.1 and HTTP/2, and over HTTPS when\n"
         "there are certificates.\n",
         stdout);

@@ -357,14 +357,14 @@ int compress_index(int enc)
 /* ---- the router's entry ---- */
 
 /* Does ex's request offer a coding, and may its answer be coded?  Then
-   the coding it prefers (enc_accepted's order), else 0. */
+   the coding it prefers, a tie going to the cheapest (enc_choose_coded), else 0. */
 static int offered(exchange_t *ex)
 {
     const compress_t *cp = hstate(ex->site, HSTATE_COMPRESS);
     const http_str_t *ae = http_header(ex->req, "Accept-Encoding");
     if (!cp || !ae || ex->head_only || zslot(ex)->p)
         return 0;
-    int enc = enc_choose(ae->p, ae->n, ENC_ALL);
+    int enc = enc_choose_coded(ae->p, ae->n, ENC_ALL);
     if (enc == ENC_IDENTITY)
         return 0;
     path_t p;

@@ -96,3 +96,25 @@ int opt_regex_bounded(const char *re, long long limit)
     }
     return 1;
 }
+
+int opt_synopsis_item(const optdef_t *o, char *buf, size_t cap)
+{
+    const char *h = o->help;
+    if (!h || cap < 3)
+        return -1;
+    while (*h == ' ')
+        h++;
+    size_t n = 0;
+    buf[n++] = '[';
+    for (; *h && *h != '\n' && !(h[0] == ' ' && h[1] == ' '); h++) {
+        if (n + 2 >= cap)
+            return -1;
+        if (!strncmp(h, " / ", 3)) /* "-d / -D": either */
+            buf[n++] = '|', h += 2;
+        else
+            buf[n++] = *h;
+    }
+    buf[n++] = ']';
+    buf[n] = '\0';
+    return (int)n;
+}

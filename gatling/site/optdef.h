@@ -110,6 +110,14 @@ long long opt_size(const char *s, long long min, long long max);
  */
 int opt_regex_bounded(const char *re, long long limit);
 
+/*
+ * o's item in -h's synopsis, from its first -h line: the names and the
+ * value up to the two spaces before what it does, bracketed ("[-i addr]",
+ * "[-e [addr:]port]", "-d / -D" as "[-d|-D]"), into buf (cap bytes with its
+ * NUL).  Its length, or -1 when o has no -h lines or the item does not fit.
+ */
+int opt_synopsis_item(const optdef_t *o, char *buf, size_t cap);
+
 #define OPT_REGEX_NODES 20000 /* what -w, -P and .cache's patterns may cost: ~8 ms of
                                     regcomp here (glibc 2.36; 100000 took 40 ms) */
 

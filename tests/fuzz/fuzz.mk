@@ -35,7 +35,7 @@ ifeq ($(H3),1)
 endif
 # the gatling sources the parsers need (no event loop)
 FUZZ_LIB := gatling/http/http_parse.c gatling/http/fcgi.c gatling/http/path.c gatling/http/byterange.c \
-            gatling/site/encoding.c gatling/site/vhost.c gatling/site/fs.c \
+            gatling/site/encoding.c gatling/site/accept.c gatling/site/vhost.c gatling/site/fs.c \
             gatling/handlers/htaccess.c gatling/http/hbuf.c gatling/http/conditional.c \
             gatling/conn/proxyproto.c gatling/http/cgi_head.c gatling/ftp/ftp_parse.c \
             gatling/http/cachectl.c gatling/site/nets.c gatling/http/dcz.c \

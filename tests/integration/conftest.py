@@ -79,8 +79,8 @@ from harness.clients import (build_request, Client, close_all_clients, fetch, H1
                              _MuxClient, no_body_status, NotH2, NotH3, _open_clients, raw_exchange,
                              REQUEST_LINE, Response, ServerHang, _SocketClient,
                              _Stream)  # noqa: E402,F401
-from harness.servers import (Build, build_names, BUILDS, gatling_version, https_port, make_docroot,
-                             once_build,
+from harness.servers import (Build, build_names, BUILDS, copies_for_others, copy_for_others,
+                             gatling_version, https_port, make_docroot, once_build,
                              Mode, _NO_BUILD, _reader, running_server, Server, skip_without_h3,
                              _start_server, start_server, Symlink)  # noqa: E402,F401
 from harness.checks import (assert_ends_connection, assert_refused, assert_status, BIG, cut_short,

@@ -57,6 +57,13 @@ static int choose(const char *ae, unsigned available)
     return enc_choose(p, n, available);
 }
 
+static int choose_coded(const char *ae, unsigned available)
+{
+    size_t n;
+    const char *p = guarded(ae, &n);
+    return enc_choose_coded(p, n, available);
+}
+
 static int match(const char *h, const char *etag, int weak)
 {
     size_t n;
@@ -84,6 +91,16 @@ static void test_accept(void)
     is_int(choose("gzip;q=0.9, br;q=0.8", ENC_ALL), ENC_GZIP, "... and is chosen");
     is_str(prefer("gzip, deflate, br, zstd"), "br,zstd,gzip,identity",
            "browser: ties br>zstd>gzip");
+    /* coded on the fly for one answer: the cheapest to make wins a tie (issue 79) */
+    is_int(choose_coded("gzip, deflate, br, zstd", ENC_ALL), ENC_ZSTD,
+           "browser, coded on the fly: zstd wins the tie");
+    is_int(choose_coded("*;q=0.5, gzip;q=0", ENC_ALL), ENC_ZSTD, "... and *'s tie");
+    is_int(choose_coded("gzip, br", ENC_ALL), ENC_BR, "... br before gzip");
+    is_int(choose_coded("zstd;q=0.5, br", ENC_ALL), ENC_BR, "... q still first");
+    is_int(choose_coded("gzip, deflate, br, zstd", ENC_GZIP | ENC_BR), ENC_BR,
+           "... among what is available");
+    is_int(choose_coded("zstd;q=0.5, identity", ENC_ALL), ENC_IDENTITY,
+           "... a ranked identity can win");
     is_int(accepted("identity;q=0"), ENC_NO_IDENTITY, "identity;q=0");
     is_int(choose("identity;q=0", ENC_ALL), ENC_IDENTITY, "... still the fallback");
     is_int(accepted("*;q=0"), ENC_NO_IDENTITY, "*;q=0 refuses identity too");

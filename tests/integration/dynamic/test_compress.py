@@ -161,11 +161,13 @@ def test_coded_and_decoded(srv, path, coding):
 
 
 def test_preference_by_q(srv):
-    """The client's q-values choose; ties go br, zstd, gzip; identity when
-    none is acceptable."""
-    cases = [("gzip, br, zstd", "br"), ("zstd;q=1, br;q=0.5", "zstd"),
-             ("gzip;q=1, br;q=0.9", "gzip"), ("x-gzip", "gzip"), ("identity", None),
-             ("compress, deflate", None), ("*", "br"), ("*;q=0", None)]
+    """The client's q-values choose; ties go to the cheapest to code, zstd,
+    br, gzip (issue 79: zstd 3 codes a 50 KB page in ~91 us, br 4 in ~476 us,
+    for 1.3% fewer bytes; Caddy prefers zstd too), so what Chrome and Firefox
+    send gets zstd; identity when none is acceptable."""
+    cases = [("gzip, deflate, br, zstd", "zstd"), ("gzip, br", "br"),
+             ("zstd;q=0.5, br", "br"), ("gzip;q=1, br;q=0.9", "gzip"), ("x-gzip", "gzip"),
+             ("identity", None), ("compress, deflate", None), ("*", "zstd"), ("*;q=0", None)]
     for ae, want in cases:
         r = get(srv.port, "/cgi/page.sh", ae)
         assert r.status == 200 and r.header("Content-Encoding") == want, (ae, r)
@@ -200,7 +202,8 @@ def test_left_alone(srv, path, why):
 
 def test_static_file_keeps_its_own(srv):
     """A static file goes its own way (site/encoding.h: coded once on a worker
-    thread and cached), with a length: never through the stage."""
+    thread and cached), with a length: never through the stage; coded once,
+    its tie goes to the smallest (br), where an answer of the stage's gets zstd."""
     r = get(srv.port, "/static.html", "zstd, br")
     assert r.header("Content-Encoding") == "br" and r.header("Content-Length"), r
     assert decode("br", r.body) == PAGE and r.header("ETag").endswith('-br"'), r

@@ -3,8 +3,8 @@ Chromium, headless, loads a CGI page of 50 KiB over HTTP/2 (TLS, the test
 CA's leaf accepted by its key as in http3/test_h3_browser.py), driven over
 the DevTools protocol, which sets the request's Accept-Encoding to one
 coding (Network.setExtraHTTPHeaders: Chromium itself offers "gzip, deflate,
-br, zstd", where gatling's tie order picks br).  The page's own Resource
-Timing must show it came over h2 coded (encodedBodySize a fraction of
+br, zstd", where gatling's tie order picks zstd for an answer coded on the
+fly).  The page's own Resource Timing must show it came over h2 coded (encodedBodySize a fraction of
 decodedBodySize, which is the page's length) and the DOM must hold every row
 and the last paragraph; /metrics must count one answer coded in that coding.
 Once per build in the plain pass, on the first backend: the coding is above

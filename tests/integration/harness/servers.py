@@ -6,8 +6,10 @@ import contextlib
 import functools
 import os
 import select
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -17,6 +19,42 @@ from harness.env import (ALARMING, BUILD_DIR, FILE_CACHE_WAIT, H3, IO_TIMEOUT, L
                          SOCKET_CLOSE_WAIT, START_TIMEOUT, STOP_TIMEOUT, test_pki, TLS)
 from harness.waits import fd_count, fd_list
 from harness.clients import Client, close_all_clients
+
+
+# --------------------------------------------------------------------------
+# What another user runs or reads
+
+def copy_for_others(path, where):
+    """A copy of path (a program, a file or a folder of the tree) in the
+    directory where, readable by all, runnable by all where path is: a test
+    that runs a build's binary or reads the tree as another user (nobody)
+    hands it the copy, for the clone may sit where only its owner gets in
+    (root's home, 0700).  where must be crossable by that user; the copy's
+    path is returned."""
+    dst = os.path.join(where, os.path.basename(path.rstrip("/")))
+    if os.path.isdir(path):
+        shutil.copytree(path, dst, ignore=shutil.ignore_patterns("__pycache__"))
+    else:
+        shutil.copy(path, dst)
+    for d, _, files in os.walk(dst) if os.path.isdir(dst) else [(where, [], [dst])]:
+        if d != where:
+            os.chmod(d, 0o755)
+        for f in files:
+            f = os.path.join(d, f)
+            os.chmod(f, 0o755 if os.stat(f).st_mode & 0o100 else 0o644)
+    return dst
+
+
+@contextlib.contextmanager
+def copies_for_others(*paths):
+    """copy_for_others of each path into a fresh directory of /tmp (0755),
+    removed after; yields the copies' paths in order."""
+    top = tempfile.mkdtemp(prefix="gatling-others-")
+    os.chmod(top, 0o755)
+    try:
+        yield [copy_for_others(p, top) for p in paths]
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
 
 
 # --------------------------------------------------------------------------

@@ -23,7 +23,8 @@ import urllib.request
 
 import pytest
 
-from conftest import first_backend_only, https_port, random_bytes, skip_without_h3, wait_for
+from conftest import (copy_for_others, first_backend_only, https_port, random_bytes,
+                      skip_without_h3, wait_for)
 from conftest import test_pki as pki_dir
 
 GTLS = shutil.which("gtlsclient")
@@ -277,8 +278,9 @@ def test_udp_buffers_hold_a_burst_of_visitors(gatling, build):
         os.chmod(d, 0o755)
         for f in files:
             os.chmod(os.path.join(d, f), 0o644)
+    binary = copy_for_others(build.binary, top)  # the clone may be root's alone too
     p = subprocess.Popen(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
-                          build.binary, "-i", "127.0.0.1", "-p", "0", "-e", "0", "-C", certs,
+                          binary, "-i", "127.0.0.1", "-p", "0", "-e", "0", "-C", certs,
                           "-c", www], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
                          text=True)
     try:

@@ -100,6 +100,24 @@ def test_every_option_of_the_table_is_in_the_man_page_and_back(build):
         assert re.search(r"(^|\s)%s\b" % re.escape(name), p.stdout.decode(), re.M), name
 
 
+def test_synopses_name_every_option(build):
+    """-h's synopsis (made from the table's rows) and gatling.8's SYNOPSIS
+    name every option of the table, -e with its address (issue 79, 8: both
+    lacked --compress, --proxy-ca and --list-options, -h the --tls-client-*
+    ones too, and said -e port)."""
+    table = table_options(build)
+    out = run(build, "-h").stdout.decode()
+    synopsis = out.split("\nServe ", 1)[0]
+    with open(os.path.join(ROOT, "man", "gatling.8")) as f:
+        man = f.read().split("\n.SH SYNOPSIS\n", 1)[1].split("\n.SH ", 1)[0]
+    man = man.replace("\\-", "-")
+    for name in sorted(table):
+        assert re.search(r"[\s\[|]%s(?=[\s\]|])" % re.escape(name), synopsis), (name, synopsis)
+        assert re.search(r"(^|\s)%s(\s|$)" % re.escape(name), man, re.M), (name, man)
+    assert "[-e [addr:]port]" in synopsis and "gatling --reload pid" in synopsis, synopsis
+    assert all(len(line) <= 92 for line in synopsis.splitlines()), synopsis
+
+
 @pytest.mark.parametrize("args", [("-p", "abc"), ("-p", "70000"), ("-p", "-1"), ("-p", ""),
                                   ("-T", "-1"), ("-T", "x"), ("-W", "abc"), ("-x",),
                                   ("-p",), ("-i", "not-an-address"), ("-p", "80x"),

@@ -13,7 +13,7 @@ import types
 
 import pytest
 
-from conftest import assert_status, fetch, make_docroot, Mode, wait_for
+from conftest import assert_status, copy_for_others, fetch, make_docroot, Mode, wait_for
 from privtools import children, needs_root, open_dir, proc_status, running
 
 HEAD = "#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\n'\n"
@@ -29,12 +29,14 @@ LIMITS = HEAD + "cat /proc/self/limits\n"
 
 def as_user(build, tmp_path, user):
     """build, started as user from the start (as the packaged unit does with
-    User=gatling): setpriv in front of the binary, which it execs in place."""
+    User=gatling): setpriv in front of a copy of the binary that user can
+    reach (the clone may not be: root's home), which it execs in place."""
     pw = pwd.getpwnam(user)
+    binary = copy_for_others(build.binary, open_dir(tmp_path, "built"))
     wrap = os.path.join(open_dir(tmp_path, "bin"), "gatling-as")
     with open(wrap, "w") as f:
         f.write("#!/bin/sh\nexec setpriv --reuid=%d --regid=%d --clear-groups %s \"$@\"\n"
-                % (pw.pw_uid, pw.pw_gid, build.binary))
+                % (pw.pw_uid, pw.pw_gid, binary))
     os.chmod(wrap, 0o755)
     return types.SimpleNamespace(**dict(vars(build), binary=wrap))
 

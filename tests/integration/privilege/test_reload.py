@@ -12,6 +12,7 @@ import signal
 import subprocess
 import time
 
+from conftest import copy_for_others
 from privtools import build, children, launch, needs_root, open_dir, user, wait_until
 
 pytestmark = needs_root
@@ -40,15 +41,17 @@ def test_a_gatling_of_another_user_is_not_signalled(tmp_path):
     """nobody's own gatling (the real binary, serving) and nobody's copy of
     sleep named gatling: root's --reload refuses both, exit 2, naming whose
     they are; neither gets the signal (the server starts no new process, the
-    sleep is alive, where SIGUSR2 would end it)."""
+    sleep is alive, where SIGUSR2 would end it).  nobody runs a copy of the
+    build's binary: the clone may be where nobody cannot reach (root's home)."""
     www = open_dir(tmp_path, "www")
     with open(os.path.join(www, "f.txt"), "w") as f:
         f.write("x\n")
+    binary = copy_for_others(build().binary, open_dir(tmp_path, "built"))
     stub = os.path.join(open_dir(tmp_path, "bin"), "gatling")
     shutil.copy("/bin/sleep", stub)
     os.chmod(stub, 0o755)
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0")
-    srv = subprocess.Popen([build().binary, "-n", "-i", "127.0.0.1", "-p", "0"], cwd=www,
+    srv = subprocess.Popen([binary, "-n", "-i", "127.0.0.1", "-p", "0"], cwd=www,
                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                            stderr=subprocess.PIPE, text=True, preexec_fn=as_nobody, env=env)
     sleeper = subprocess.Popen([stub, "60"], preexec_fn=as_nobody)
@@ -135,7 +138,7 @@ def test_a_squatted_answer_socket_does_not_stop_the_reload(tmp_path):
                 lo = int(f.read()) + 1
             squat = subprocess.Popen(["python3", "-c", SQUAT, str(lo), str(lo + 400)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                     preexec_fn=as_nobody)
+                                     preexec_fn=as_nobody, cwd="/")
             try:
                 assert int(squat.stdout.readline()) > 300
                 p = subprocess.Popen([build().binary, "--reload", str(run.proc.pid)],
