@@ -48,12 +48,14 @@
  *                       -Q (30 s), grpc-timeout, the idle close
  *
  * Then the backend goes (every slot closed, every later connection
- * refused), the client's session ends, and the member must hold no
- * connection and no request outstanding.  Every turn and operation, the
- * client's output must be whole frames of at most 16 KiB, and the error log
- * (a pipe here) never says "out of memory": malloc does not fail here, so a
- * request failed as if it had is a bug.  FUZZ_H2BC_TRACE=1 prints the
- * operations, the client's frames and the log.
+ * refused): the member must hold no connection, and every stream the
+ * client opened and did not reset must have been ended by the server
+ * (END_STREAM or RST_STREAM, once the client's windows let it); then the
+ * client's session ends and no request is outstanding.  Every turn and
+ * operation, the client's output must be whole frames of at most 16 KiB,
+ * and the error log (a pipe here) never says "out of memory": malloc does
+ * not fail here, so a request failed as if it had is a bug.
+ * FUZZ_H2BC_TRACE=1 prints the operations, the client's frames and the log.
  */
 #define _GNU_SOURCE
 #include "fuzz_h2back.h"
@@ -61,8 +63,9 @@
 #include <sys/syscall.h>
 #include <time.h>
 
-#define NBE 4  /* backend connections the harness holds */
-#define NCS 16 /* client streams it remembers */
+#define NBE 4        /* backend connections the harness holds */
+#define NCS 16       /* client streams it remembers for its operations */
+#define NFATES 4096  /* client streams whose end it follows: ids 1..8191 */
 
 static char dir[64] = "/dev/shm/fuzz_h2bc.XXXXXX";
 static int trace;
@@ -110,6 +113,26 @@ typedef struct {
 } client_t;
 
 static client_t cl;
+
+/* What became of the client's streams: opened, reset by the client, ended
+   by the server (END_STREAM on HEADERS or DATA, or RST_STREAM). */
+enum { S_OPEN = 1, S_RESET = 2, S_ENDED = 4 };
+static uint8_t fate[NFATES];
+
+static void fate_set(uint32_t sid, unsigned bit)
+{
+    if (sid & 1 && (sid - 1) / 2 < NFATES)
+        fate[(sid - 1) / 2] |= (uint8_t)bit;
+}
+
+/* Each frame the client got: the streams the server ended. */
+static void on_frame(const uint8_t *hd)
+{
+    uint32_t sid = (uint32_t)(hd[5] & 0x7f) << 24 | (uint32_t)hd[6] << 16 |
+                   (uint32_t)hd[7] << 8 | hd[8];
+    if (hd[3] == 3 || (hd[3] <= 1 && hd[4] & 1))
+        fate_set(sid, S_ENDED);
+}
 
 /* The error log so far: never an allocation that failed. */
 static void check_log(void)
@@ -173,7 +196,9 @@ static int client_open(void)
     if (fuzz_client_open(&cl.c, &p, &n, &cut) < 0)
         return -1;
     cl.c.fr.trace = trace;
+    cl.c.fr.on_frame = on_frame;
     cl.open = 1, cl.next = 1, cl.n = 0;
+    memset(fate, 0, sizeof fate);
     if (h2_recv(cl.c.h, (const uint8_t *)H2_PREFACE, H2_PREFACE_LEN) < 0) {
         client_close();
         return -1;
@@ -227,6 +252,7 @@ static void op_open(unsigned kind)
     uint32_t sid = cl.next;
     cl.next += 2;
     cl.sid[cl.n++ % NCS] = sid;
+    fate_set(sid, S_OPEN);
     client_frame(1, 4 | (kind & 4 ? 1 : 0), sid, b, k); /* END_HEADERS */
 }
 
@@ -275,6 +301,7 @@ static void op_client(unsigned op, input_t *in)
         break;
     case 2: /* RST_STREAM */
         put32(b, a % 14);
+        fate_set(client_sid(i), S_RESET);
         client_frame(3, 0, client_sid(i), b, 4);
         break;
     case 3: /* WINDOW_UPDATE */
@@ -449,6 +476,25 @@ static void setup(void)
     site.elog.fd = logp[1];
 }
 
+/* Once the backend is gone, every stream the client opened and did not
+   reset has been ended by the server: given the window to say so, it has. */
+static void check_fates(void)
+{
+    uint8_t w[4];
+    put32(w, 1u << 30);
+    client_frame(8, 0, 0, w, 4);
+    for (uint32_t i = 0; cl.open && i < NFATES && 2 * i + 1 < cl.next; i++)
+        if (fate[i] == S_OPEN)
+            client_frame(8, 0, 2 * i + 1, w, 4);
+    turn_all(2);
+    for (uint32_t i = 0; cl.open && i < NFATES && 2 * i + 1 < cl.next; i++) {
+        if (fate[i] != S_OPEN)
+            continue; /* reset by the client, or ended */
+        fprintf(stderr, "client stream %u: never ended by the server\n", 2 * i + 1);
+        CHECK(fate[i] & S_ENDED);
+    }
+}
+
 /* The backend goes, then the client: nothing may be left. */
 static void finish(void)
 {
@@ -464,6 +510,8 @@ static void finish(void)
             usleep(50);
     }
     CHECK(!member()->h2);
+    if (cl.open)
+        check_fates();
     if (cl.open) {
         h2_goaway(cl.c.h);
         client_close();
