@@ -61,7 +61,8 @@ static void back_setup(char *dir, int rcvbuf)
     fuzz_site_leave(home);
 }
 
-/* One turn of the loop, as server.c's run_round (no wait). */
+/* One turn of the loop, as server.c's run_round (no wait): events, then
+   the descriptors whose deadline passed (told with no event), then timers. */
 static void turn(void)
 {
     unsigned ev;
@@ -71,6 +72,10 @@ static void turn(void)
     while ((fd = gio_next(loop, &ev)) >= 0) {
         watch_t *w = gio_cookie(loop, fd);
         w->on(w, ev);
+    }
+    while ((fd = gio_next_timeout(loop)) >= 0) {
+        watch_t *w = gio_cookie(loop, fd);
+        w->on(w, 0);
     }
     gio_timers_run(loop);
 }

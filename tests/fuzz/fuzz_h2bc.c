@@ -25,7 +25,9 @@
  *   backend (k: one of NBE sockets the harness accepted)
  *     ACCEPT set        take a pending connection into a free slot, and
  *                       send set % 4: nothing, an empty SETTINGS,
- *                       MAX_CONCURRENT_STREAMS 1, INITIAL_WINDOW_SIZE 0
+ *                       MAX_CONCURRENT_STREAMS 1, INITIAL_WINDOW_SIZE 0,
+ *                       each but the first with the ACK of gatling's
+ *                       SETTINGS (its windows) unless set & 4
  *     ABORT k           reset slot k (SO_LINGER 0); an empty slot: the next
  *                       pending connection is reset (its connect fails)
  *     CLOSE k           slot k closes (FIN)
@@ -60,6 +62,7 @@
 #define _GNU_SOURCE
 #include "fuzz_h2back.h"
 
+#include <netinet/tcp.h>
 #include <sys/syscall.h>
 #include <time.h>
 
@@ -325,16 +328,19 @@ static int be[NBE] = {-1, -1, -1, -1};
 static uint8_t stalled[NBE];
 static int cur = -1; /* the slot backend_frame writes to */
 
+/* One frame to slot cur, in one send (Nagle would hold a second one). */
 static void backend_frame(unsigned type, unsigned flags, uint32_t sid, const uint8_t *p,
                           size_t n)
 {
-    uint8_t hd[9] = {(uint8_t)(n >> 16), (uint8_t)(n >> 8), (uint8_t)n, (uint8_t)type,
-                     (uint8_t)flags};
-    put32(hd + 5, sid & 0x7fffffff);
-    if (cur < 0 || be[cur] < 0)
+    static uint8_t f[9 + 16384];
+    if (cur < 0 || be[cur] < 0 || n > 16384)
         return;
-    backend_write(be[cur], hd, 9);
-    backend_write(be[cur], p, n);
+    f[0] = (uint8_t)(n >> 16), f[1] = (uint8_t)(n >> 8), f[2] = (uint8_t)n;
+    f[3] = (uint8_t)type, f[4] = (uint8_t)flags;
+    put32(f + 5, sid & 0x7fffffff);
+    if (n)
+        memcpy(f + 9, p, n);
+    backend_write(be[cur], f, 9 + n);
 }
 
 static uint32_t backend_sid(unsigned s)
@@ -344,10 +350,32 @@ static uint32_t backend_sid(unsigned s)
     return s < 128 ? 2 * s + 1 : 2 * (s & 127);
 }
 
+/* gatling's end of the backend connection fd: its send buffer made small
+   (a slow network's), so that a backend that stops reading fills it after a
+   few frames rather than megabytes. */
+static void shrink_peer(int fd)
+{
+    struct sockaddr_in a, b;
+    socklen_t al = sizeof a, bl;
+    int small = 4096;
+    if (getpeername(fd, (struct sockaddr *)&a, &al) < 0)
+        return;
+    for (int f = 3; f < 1024; f++) {
+        bl = sizeof b;
+        if (f != fd && getsockname(f, (struct sockaddr *)&b, &bl) == 0 && bl == sizeof b &&
+            b.sin_family == AF_INET && b.sin_port == a.sin_port &&
+            b.sin_addr.s_addr == a.sin_addr.s_addr) {
+            setsockopt(f, SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+            return;
+        }
+    }
+}
+
 static void backend_accept(unsigned set)
 {
     static const uint8_t mcs[6] = {0, 3, 0, 0, 0, 1}, iws[6] = {0, 4, 0, 0, 0, 0};
-    int k = 0;
+    static const uint8_t ack[9] = {0, 0, 0, 4, 1, 0, 0, 0, 0};
+    int k = 0, one = 1;
     while (k < NBE && be[k] >= 0)
         k++;
     if (k == NBE)
@@ -357,9 +385,13 @@ static void backend_accept(unsigned set)
             usleep(20);
     if (be[k] < 0)
         return;
+    setsockopt(be[k], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    shrink_peer(be[k]);
     stalled[k] = 0, cur = k;
     if (set % 4)
         backend_frame(4, 0, 0, set % 4 == 2 ? mcs : iws, set % 4 == 1 ? 0 : 6);
+    if (set % 4 && !(set & 4))
+        backend_write(be[k], ack, sizeof ack);
 }
 
 static void backend_abort(int fd)
@@ -394,9 +426,9 @@ static void backend_headers(uint32_t sid, unsigned v)
 static void op_backend(unsigned op, input_t *in)
 {
     uint8_t b[256];
-    unsigned k = take(in) % NBE, s, a;
+    unsigned arg = take(in), k = arg % NBE, s, a;
     if (op == 0) {
-        backend_accept(k);
+        backend_accept(arg);
         return;
     }
     if (op == 1 && be[k] < 0) { /* a connect that fails */

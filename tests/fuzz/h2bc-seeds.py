@@ -19,6 +19,9 @@ CANCEL, REFUSED = 8, 7
 def enc(*ops):
     out = bytearray()
     for op in ops:
+        if isinstance(op, bytes):  # an input as the fuzzer wrote it
+            out += op
+            continue
         out.append(OPS.index(op[0]))
         for a in op[1:]:
             out += a if isinstance(a, bytes) else bytes([a])
@@ -69,14 +72,19 @@ SEEDS = {
                              ("DATA", 1, 5, 1), ("RST", 0, CANCEL), ("TURN", 1)],
     "window_zero": [("OPEN", POST)] + up(3) + [("DATA", 0, 140, 0), ("TURN", 0),
                     ("RST", 0, CANCEL), ("bWINDOW", 0, 0, 4), ("TURN", 1)],
+    # gatling's socket to the backend fills: its frames wait in wb
     "stalled_backend": [("OPEN", POST), ("TURN", 0), ("bACCEPT", 1), ("bSTALL", 0),
-                        ("TURN", 0), ("bWINDOW", 0, 0xff, 255), ("bWINDOW", 0, 0, 255),
-                        ("DATA", 0, 255, 0), ("TURN", 0), ("DATA", 0, 255, 0),
-                        ("OPEN", GET | END), ("RST", 1, CANCEL), ("TURN", 1),
+                        ("TURN", 0)] + [("bWINDOW", 0, 0xff, 255), ("bWINDOW", 0, 0, 255)] * 6 +
+                       [("DATA", 0, 255, 0), ("TURN", 0)] * 20 +
+                       [("OPEN", GET | END), ("RST", 1, CANCEL), ("TURN", 1),
                         ("RST", 0, CANCEL), ("bSTALL", 0), ("TURN", 2)],
     "slow_client": [("OPEN", GET | END)] + up() + [("bHEADERS", 0, 0, S200)] +
-                   [("bDATA", 0, 0, 255, 0)] * 3 + [("TURN", 1), ("WINDOW", 0x80, 64),
-                    ("WINDOW", 0, 64), ("TURN", 1), ("RST", 0, CANCEL), ("TURN", 1)],
+                   [("bDATA", 0, 0, 255, 0), ("TURN", 0)] * 8 +
+                   [("WINDOW", 0x80, 255), ("WINDOW", 0, 255), ("TURN", 1)] * 4 +
+                   [("bDATA", 0, 0, 255, 0), ("RST", 0, CANCEL), ("TURN", 1)],
+    "idle_close": [("OPEN", GET | END)] + up() + [("bHEADERS", 0, 0, S204 | HEND),
+                   ("TURN", 0), ("TIME", 80), ("TURN", 1), ("OPEN", POST), ("TURN", 0),
+                   ("bACCEPT", 1), ("TURN", 0), ("RST", 1, CANCEL), ("TURN", 1)],
     "client_goaway": [("OPEN", POST), ("CLOSE", 1, 0)] + up() + [("DATA", 0, 5, 1),
                       ("bHEADERS", 0, 0, S200 | HEND), ("TURN", 1)],
     "early_hints": [("OPEN", GET | END)] + up() + [("bHEADERS", 0, 0, S103),
@@ -92,6 +100,16 @@ REPRO = {
     # (heap-use-after-free in h2b_body_read, from nghttp2_session_mem_send)
     "reset_while_connecting": [("OPEN", POST), ("RST", 0, CANCEL)] + up() + [("TURN", 3)],
     "close_while_connecting": [("OPEN", POST), ("OPEN", GET | END), ("CLOSE", 0, 0)] + up(),
+    # ... or while gatling's socket to the backend is full (the backend stopped
+    # reading): the new stream's HEADERS wait in nghttp2 as while connecting
+    "reset_while_backend_full": [("OPEN", POST), ("TURN", 0), ("bACCEPT", 1), ("bSTALL", 0),
+                                 ("TURN", 0), ("bWINDOW", 0, 0xff, 255),
+                                 ("bWINDOW", 0, 0, 255)] + [("DATA", 0, 255, 0)] * 2 +
+                                [("TURN", 0), ("OPEN", POST), ("TURN", 0), ("RST", 1, CANCEL),
+                                 ("TURN", 0), ("bSTALL", 0), ("TURN", 3)],
+    # ... as libFuzzer found it from an empty corpus in under a second: 22 02 02
+    # (OPEN gRPC, RST_STREAM; the backend accepted at the end, by finish())
+    "fuzzer_grpc_reset": [b"\x22\x02\x02"],
     # ... or gatling's codec resets it (1024 bytes for a content-length of 512)
     "length_mismatch_while_connecting": [("OPEN", POSTLEN | 0x10), ("DATA", 0, 127 + 2, 1)] +
                                         up() + [("TURN", 1)],
