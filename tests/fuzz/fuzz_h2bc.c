@@ -21,7 +21,8 @@
  *                       last (len 0: an empty DATA frame), fl & 2: padded
  *     RST i code        RST_STREAM
  *     WINDOW i incr     WINDOW_UPDATE of (incr + 1) KiB; i & 0x80: stream 0
- *     CLOSE how         how & 1: GOAWAY; else the connection goes (h2_free)
+ *     CLOSE how code    how & 1: GOAWAY (code); else the session goes
+ *                       (h2_free: the client's connection closed)
  *   backend (k: one of NBE sockets the harness accepted)
  *     ACCEPT set        take a pending connection into a free slot, and
  *                       send set % 4: nothing, an empty SETTINGS,
@@ -32,7 +33,8 @@
  *                       pending connection is reset (its connect fails)
  *     CLOSE k           slot k closes (FIN)
  *     STALL k           slot k stops (or starts again) reading what gatling
- *                       sends, whose socket then fills
+ *                       sends, whose socket then fills (gatling's end of
+ *                       each connection has a send buffer of 4 KiB)
  *     HEADERS k s v     a head on stream s (< 128: 2s + 1, else 2(s & 127)):
  *                       :status of v & 7 (200, 204, 404, 500, 103, 200 with
  *                       content-type application/grpc, 304, 200 with
@@ -174,7 +176,8 @@ static void client_frame(unsigned type, unsigned flags, uint32_t sid, const uint
 {
     if (!cl.open)
         return;
-    uint8_t *f = malloc(9 + n);
+    uint8_t *f = malloc(9 + n); /* of its exact size: ASan sees an over-read */
+    CHECK(f);
     f[0] = (uint8_t)(n >> 16), f[1] = (uint8_t)(n >> 8), f[2] = (uint8_t)n;
     f[3] = (uint8_t)type, f[4] = (uint8_t)flags;
     f[5] = (uint8_t)(sid >> 24 & 0x7f), f[6] = (uint8_t)(sid >> 16);
