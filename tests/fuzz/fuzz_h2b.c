@@ -13,71 +13,9 @@
  * no request outstanding (nothing leaks: ASan's leak check at exit).
  */
 #define _GNU_SOURCE
-#include "fuzz_h2site.h"
-#include "handlers/hstate.h"
-#include "handlers/proxy_int.h"
-#include "handlers/router.h"
-
-#include <arpa/inet.h>
-#include <errno.h>
-#include <sys/socket.h>
+#include "fuzz_h2back.h"
 
 static char dir[64] = "/dev/shm/fuzz_h2b.XXXXXX";
-static char rule[64];
-static int lst = -1;
-
-static void cleanup(void)
-{
-    unlinkat(site.rootfd, ".proxy", 0);
-    rmdir(dir);
-}
-
-static void setup(void)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001)};
-    socklen_t al = sizeof a;
-    lst = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (lst < 0 || bind(lst, (struct sockaddr *)&a, sizeof a) < 0 || listen(lst, 16) < 0 ||
-        getsockname(lst, (struct sockaddr *)&a, &al) < 0)
-        abort();
-    snprintf(rule, sizeof rule, "h2c/127.0.0.1/%u/^/", ntohs(a.sin_port));
-    int home = fuzz_site_enter(dir);
-    int fd = open(".proxy", O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0)
-        abort();
-    close(fd);
-    atexit(cleanup);
-    config_t c = {.timeout = 23, .head_timeout = 10, .min_rate = 512, .threads = 1,
-                  .vhosts = 0, .max_age = -1, .mem_file_max = 16384, .hsts = -1,
-                  .dyn_timeout = 30, .tunnel_timeout = 3600, .nproxy_rules = 1};
-    c.proxy_rule[0] = rule;
-    fuzz_site_open(&c);
-    if (router_init(&site) < 0)
-        abort();
-    fuzz_site_leave(home);
-}
-
-/* One turn of the loop, as server.c's run_round (no wait). */
-static void turn(void)
-{
-    unsigned ev;
-    int fd;
-    if (gio_wait(loop, 0) < 0 && errno != EINTR)
-        abort();
-    while ((fd = gio_next(loop, &ev)) >= 0) {
-        watch_t *w = gio_cookie(loop, fd);
-        w->on(w, ev);
-    }
-    gio_timers_run(loop);
-}
-
-/* What gatling sent the backend: read and dropped. */
-static void swallow(int be)
-{
-    static char buf[65536];
-    while (be >= 0 && read(be, buf, sizeof buf) > 0)
-        ;
-}
 
 /* The client: SETTINGS, a GET of /a, a gRPC POST of /g.S/M with 5 bytes. */
 static const uint8_t client[] = {
@@ -90,23 +28,6 @@ static const uint8_t client[] = {
     0x00, 2, 't', 'e', 8, 't', 'r', 'a', 'i', 'l', 'e', 'r', 's',
     0, 0, 5, 0, 1, 0, 0, 0, 3, 0, 0, 0, 0, 0, /* DATA 3, END_STREAM: an empty message */
 };
-
-/* The proxy's one backend. */
-static px_member_t *member(void)
-{
-    proxy_t *px = hstate(&site, HSTATE_PROXY);
-    CHECK(px && px->npools == 1 && px->pool[0]->n == 1);
-    return px->pool[0]->m[0];
-}
-
-/* Connections after the first (a stream sent again after a GOAWAY or a
-   REFUSED_STREAM): accepted and closed at once, so their streams fail. */
-static void refuse_others(void)
-{
-    int fd;
-    while ((fd = accept4(lst, NULL, NULL, SOCK_CLOEXEC)) >= 0)
-        close(fd);
-}
 
 /* Turn the loop until the proxy has connected: the accepted socket, or -1. */
 static int backend_accept(void)
@@ -121,21 +42,11 @@ static int backend_accept(void)
     return -1;
 }
 
-static void backend_write(int be, const uint8_t *p, size_t n)
-{
-    while (n) {
-        ssize_t w = send(be, p, n, MSG_NOSIGNAL);
-        if (w <= 0)
-            return; /* gatling closed it, or its window is full: the rest is dropped */
-        p += w, n -= (size_t)w;
-    }
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const uint8_t settings[9] = {0, 0, 0, 4, 0, 0, 0, 0, 0};
     if (!loop)
-        setup();
+        back_setup(dir, 0);
     fuzz_client_t c;
     size_t cut;
     if (fuzz_client_open(&c, &data, &size, &cut) < 0)

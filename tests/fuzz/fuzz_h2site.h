@@ -62,6 +62,7 @@ typedef struct {
     uint8_t hd[9];
     size_t have, left;
     int trace; /* each frame's head on stderr, a line each */
+    void (*on_frame)(const uint8_t *hd); /* or NULL: told each frame's 9-byte head */
 } framing_t;
 
 /* What the client got: whole frames of at most 16 KiB (DATA is cut to one
@@ -79,6 +80,8 @@ static inline void fuzz_check_frames(framing_t *fr, const uint8_t *p, size_t n)
             fr->have = 0;
             fr->left = (size_t)fr->hd[0] << 16 | fr->hd[1] << 8 | fr->hd[2];
             CHECK(fr->left <= 16384);
+            if (fr->on_frame)
+                fr->on_frame(fr->hd);
             if (fr->trace)
                 fprintf(stderr, "frame type %u flags %#x stream %u length %zu\n", fr->hd[3],
                         fr->hd[4], (unsigned)fr->hd[8] | (unsigned)fr->hd[7] << 8, fr->left);
