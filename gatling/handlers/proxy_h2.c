@@ -459,9 +459,11 @@ static void h2b_pump(px_h2conn_t *c)
         }
     unsigned want = GIO_READ | (c->connecting || c->woff < c->wlen ? GIO_WRITE : 0) | c->swant |
                     c->rwant;
-    gio_want(c->px->site->loop, c->fd, err ? 0 : want);
+    /* a failed send: closed at its event's end, and outside an event (a
+       client's body, a detach) the socket's next readiness is that event */
+    gio_want(c->px->site->loop, c->fd, err ? GIO_READ | GIO_WRITE : want);
     if (err)
-        c->goaway = 2; /* closed at the event's end */
+        c->goaway = 2;
 }
 
 /* A new connection to m: the client preface and our SETTINGS queued.  NULL with errno. */
