@@ -210,20 +210,16 @@ static int index_on(const site_t *s)
 {
     const char *n = s->cfg->index2;
     char p[300];
-    return n && strlen(n) < sizeof p - 1 && (snprintf(p, sizeof p, "/%s", n), 1) &&
-           router_program(s, p, strlen(p));
+    int k = n ? snprintf(p, sizeof p, "/%s", n) : -1;
+    return k > 0 && (size_t)k < sizeof p && router_program(s, p, (size_t)k);
 }
 
-/* Does the directory t name (below its host's) hold name, beneath it? */
-static int dir_holds(const site_t *s, const target_t *t, const char *name)
+/* Does the directory t names (below its host's directory vfd) hold name? */
+static int dir_holds(const site_t *s, int vfd, const target_t *t, const char *name)
 {
-    int vfd = target_open_vhost(s, t, NULL);
-    if (vfd < 0)
-        return 0;
     char rel[EX_PATH_CAP + 300];
     snprintf(rel, sizeof rel, "%s%s", t->p.path + 1, name);
     int fd = fs_open_beneath(vfd, rel, site_root_check(s));
-    close(vfd);
     if (fd >= 0)
         close(fd);
     return fd >= 0;
@@ -250,7 +246,12 @@ static int index_rule(exchange_t *ex)
     hb_put(&b, t.p.path, t.p.len), hb_puts(&b, s->cfg->index2);
     if (t.p.query)
         hb_puts(&b, "?"), hb_put(&b, t.p.query, t.p.query_len);
-    if (!hb_str(&b) || dir_holds(s, &t, "index.html") || !dir_holds(s, &t, s->cfg->index2))
+    int vfd = hb_str(&b) ? target_open_vhost(s, &t, NULL) : -1;
+    if (vfd < 0)
+        return HANDLER_NOT_MINE;
+    int go = !dir_holds(s, vfd, &t, "index.html") && dir_holds(s, vfd, &t, s->cfg->index2);
+    close(vfd);
+    if (!go)
         return HANDLER_NOT_MINE;
     if (ex_retarget(ex, to, hb_len(&b)) < 0)
         return answered(ex_error(ex, 500, NULL, NULL));
@@ -446,12 +447,13 @@ int router_program(const site_t *site, const char *path, size_t n)
 int router_streams(exchange_t *ex)
 {
     const route_t *rt = hstate(ex->site, HSTATE_ROUTE);
-    /* the rewrite first: the body goes to the index's program (the entry
-       does it again for a request without one: then nothing is left to do) */
-    if (index_on(ex->site) && index_rule(ex) != HANDLER_NOT_MINE)
-        return 0;
-    for (unsigned i = 0; rt && i < rt->n; i++)
+    for (unsigned i = 0; rt && i < rt->n; i++) {
+        /* the rewrite first: the body goes to the index's program (the entry
+           does it again for a request without one: then nothing is left) */
+        if (rt->e[i] == &index_entry && index_rule(ex) != HANDLER_NOT_MINE)
+            return 0;
         if (rt->e[i]->streams && rt->e[i]->streams(ex))
             return 1;
+    }
     return 0;
 }
