@@ -79,7 +79,8 @@ typedef struct rstore {
     rs_entry_t **bucket; /* nbuckets, a power of two; NULL until the first entry */
     size_t nbuckets;
     rs_entry_t *lru, *lru_last;
-    size_t bytes, entries; /* held now (linked or not) */
+    size_t bytes;   /* held now, linked or not (readers may hold unlinked ones) */
+    size_t entries; /* linked: what a lookup can find */
     size_t max_bytes, max_entries, max_object;
     int64_t idle_ms;
     uint64_t evictions; /* entries that went for room or for being idle */
