@@ -20,6 +20,7 @@ typedef struct compress {
     zc_budget_t budget;
     size_t min, streams, memory;
     const char *types, *skip;
+    int secrets; /* --compress secrets: code answers that may carry one (BREACH) */
 } compress_t;
 
 #define VARY_MAX 512
@@ -119,6 +120,11 @@ static int codable(const compress_t *cp, const exchange_t *ex, int status, const
     const char *cc = field(ex, "Cache-Control", NULL);
     if ((ce && strcasecmp(ce, "identity")) || field(ex, "Content-Range", NULL) ||
         (cc && has_token(cc, "no-transform")))
+        return 0;
+    /* BREACH: a private answer or one that sets a cookie may carry a secret
+       beside what the request reflects; coded only where the site says so. */
+    if (!cp->secrets && (field(ex, "Set-Cookie", NULL) ||
+                         (cc && (has_token(cc, "private") || has_token(cc, "no-store")))))
         return 0;
     return type_listed(cp->types, ctype);
 }
@@ -364,6 +370,11 @@ static int offered(exchange_t *ex)
     const http_str_t *ae = http_header(ex->req, "Accept-Encoding");
     if (!cp || !ae || ex->head_only || zslot(ex)->p)
         return 0;
+    /* BREACH: a request with credentials gets an answer that may hold a
+       secret (a CSRF token beside a reflected guess): not coded by default. */
+    if (!cp->secrets && (http_header(ex->req, "Cookie") || http_header(ex->req, "Authorization") ||
+                         (ex->client && ex->client->cert)))
+        return 0;
     int enc = enc_choose_coded(ae->p, ae->n, ENC_ALL);
     if (enc == ENC_IDENTITY)
         return 0;
@@ -411,6 +422,7 @@ static int compress_init(site_t *s)
     cp->memory = cfg->compress_memory ? (size_t)cfg->compress_memory : COMPRESS_MEMORY;
     cp->types = cfg->compress_types ? cfg->compress_types : COMPRESS_TYPES;
     cp->skip = cfg->compress_skip;
+    cp->secrets = cfg->compress_secrets;
     cp->budget.keep = 1; /* one loop's coders: their tables reused, not faulted in anew */
     hstate_set(s, HSTATE_COMPRESS, cp);
     return 0;
@@ -460,6 +472,8 @@ static int compress_set(config_t *cfg, const optdef_t *o, char *arg)
     (void)o;
     if (!strcmp(arg, "off"))
         cfg->compress_off = 1;
+    else if (!strcmp(arg, "secrets"))
+        cfg->compress_secrets = 1;
     else if (!strncmp(arg, "types=", 6) && list_ok(arg + 6, 0))
         cfg->compress_types = arg + 6;
     else if (!strncmp(arg, "skip=", 5) && list_ok(arg + 5, 1))
@@ -471,7 +485,7 @@ static int compress_set(config_t *cfg, const optdef_t *o, char *arg)
     else if (!strncmp(arg, "memory=", 7) && (v = opt_size(arg + 7, 1 << 20, 1LL << 40)) > 0)
         cfg->compress_memory = (long)v;
     else {
-        fprintf(stderr, "gatling: --compress %s: not off, types=LIST, skip=/PATH[,...], "
+        fprintf(stderr, "gatling: --compress %s: not off, secrets, types=LIST, skip=/PATH[,...], "
                 "min=BYTES (>= 1), streams=N (1-1048576) or memory=BYTES (>= 1M)\n", arg);
         return 2;
     }
@@ -480,6 +494,6 @@ static int compress_set(config_t *cfg, const optdef_t *o, char *arg)
 
 const optdef_t compress_opts[] = {
     OPT_ROW_FN(0, "compress", OPT_RULE, OPT_ANY, 6, compress_set, 0, NULL,
-        "  --compress off|types=LIST|skip=/PATH,...|min=B|streams=N|memory=B  zstd, br, gzip\n"
-        "            on the fly for CGI and -P answers (repeatable; gatling(8))\n"),
+        "  --compress off|secrets|types=LIST|skip=/PATH,...|min=B|streams=N|memory=B  zstd,\n"
+        "            br, gzip on the fly for CGI and -P answers (repeatable; gatling(8))\n"),
     OPT_LAST};

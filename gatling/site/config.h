@@ -101,6 +101,7 @@ typedef struct config {
     int compress_off;           /* off: none (-Z: none either) */
     const char *compress_types; /* types=: compressible types, comma-separated; NULL: default */
     const char *compress_skip;  /* skip=: path prefixes never compressed (BREACH) */
+    int compress_secrets;       /* secrets: code answers that may carry one (BREACH) */
     long compress_min;          /* min=: a known length below this goes identity; 0: 256 */
     long compress_streams;      /* streams=: coders at once per process; 0: 1024 */
     long compress_memory;       /* memory=: their bytes per process; 0: 128 MiB */
