@@ -105,6 +105,21 @@ static int has_token(const char *v, const char *tok)
     return http_list_has((http_str_t){v, strlen(v)}, tok);
 }
 
+/* BREACH: may the answer carry a secret beside what the request reflects?
+   The request's credentials (a CSRF token, a session's data come back to
+   them), or an answer that sets a cookie or is private. */
+static int creds(const exchange_t *ex)
+{
+    return http_header(ex->req, "Cookie") || http_header(ex->req, "Authorization") ||
+           (ex->client && ex->client->cert);
+}
+
+static int answer_private(const exchange_t *ex, const char *cc)
+{
+    return field(ex, "Set-Cookie", NULL) ||
+           (cc && (has_token(cc, "private") || has_token(cc, "no-store")));
+}
+
 /* May this answer be coded at all?  (The client's offer was checked at
    the entry; the caps come after.)  RFC 9110 8.4: an encoded answer stays
    as it is; 9111 5.2.2.6: no-transform is kept. */
@@ -121,10 +136,7 @@ static int codable(const compress_t *cp, const exchange_t *ex, int status, const
     if ((ce && strcasecmp(ce, "identity")) || field(ex, "Content-Range", NULL) ||
         (cc && has_token(cc, "no-transform")))
         return 0;
-    /* BREACH: a private answer or one that sets a cookie may carry a secret
-       beside what the request reflects; coded only where the site says so. */
-    if (!cp->secrets && (field(ex, "Set-Cookie", NULL) ||
-                         (cc && (has_token(cc, "private") || has_token(cc, "no-store")))))
+    if (!cp->secrets && answer_private(ex, cc)) /* coded only where the site says so */
         return 0;
     return type_listed(cp->types, ctype);
 }
@@ -177,6 +189,26 @@ static int enc_index(int enc)
 
 /* ---- the stage ---- */
 
+/* --compress secrets and an answer that may carry one: a coding that can be
+   padded (brotli cannot: zc_pad), the client's next choice, or identity (0). */
+static int padded_enc(const exchange_t *ex, int enc)
+{
+    if (enc != ENC_BR)
+        return enc;
+    const http_str_t *ae = http_header(ex->req, "Accept-Encoding");
+    return ae ? enc_choose_coded(ae->p, ae->n, ENC_ALL & ~ENC_BR) : ENC_IDENTITY;
+}
+
+/* Random padding of 1..COMPRESS_PAD bytes ("Heal the BREACH"): a guess that
+   compresses a few bytes better hides in it (gatling(8), CONTENT CODINGS). */
+static int pad(exchange_t *ex, zc_t *z)
+{
+    if (zc_pad(z, 1 + arc4random_uniform(COMPRESS_PAD)) < 0)
+        return -1;
+    ex->site->stats.compress_padded++;
+    return 0;
+}
+
 static int z_head(exchange_t *ex, int status, const char *ctype, uint64_t len, time_t mtime)
 {
     cstage_t *c = zslot(ex)->p;
@@ -186,8 +218,16 @@ static int z_head(exchange_t *ex, int status, const char *ctype, uint64_t len, t
         return c->orig->head(ex, status, ctype, len, mtime);
     }
     vary_merge(c, ex);
+    int secret = cp->secrets && (creds(ex) || answer_private(ex, field(ex, "Cache-Control", NULL)));
+    if (secret && !(c->enc = padded_enc(ex, c->enc))) {
+        ex->codec = c->orig; /* only brotli offered: identity */
+        return c->orig->head(ex, status, ctype, len, mtime);
+    }
     if (cp->budget.streams >= cp->streams || cp->budget.bytes >= cp->memory ||
-        !(c->z = zc_new(c->enc, len == EX_LEN_STREAM ? 0 : len, &cp->budget))) {
+        !(c->z = zc_new(c->enc, len == EX_LEN_STREAM ? 0 : len, &cp->budget)) ||
+        (secret && pad(ex, c->z) < 0)) {
+        zc_free(c->z);
+        c->z = NULL;
         ex->site->stats.compress_capped++; /* a preference, not a demand: identity */
         ex->codec = c->orig;
         return c->orig->head(ex, status, ctype, len, mtime);
@@ -370,10 +410,7 @@ static int offered(exchange_t *ex)
     const http_str_t *ae = http_header(ex->req, "Accept-Encoding");
     if (!cp || !ae || ex->head_only || zslot(ex)->p)
         return 0;
-    /* BREACH: a request with credentials gets an answer that may hold a
-       secret (a CSRF token beside a reflected guess): not coded by default. */
-    if (!cp->secrets && (http_header(ex->req, "Cookie") || http_header(ex->req, "Authorization") ||
-                         (ex->client && ex->client->cert)))
+    if (!cp->secrets && creds(ex)) /* BREACH: not coded by default */
         return 0;
     int enc = enc_choose_coded(ae->p, ae->n, ENC_ALL);
     if (enc == ENC_IDENTITY)

@@ -67,6 +67,9 @@
     X(C, compress_capped, COUNTER, "gatling_compress_capped_total", NULL, NULL,                  \
       "Answers sent identity: the coders' streams or memory cap (--compress) was reached", NULL, \
       NULL)                                                                                      \
+    X(C, compress_padded, COUNTER, "gatling_compress_padded_total", NULL, NULL,                  \
+      "Answers that may carry a secret, coded with random padding (--compress secrets)",        \
+      "compress_padded", "coded with padding (--compress secrets, BREACH)")                      \
     X(E, compressed[0], COUNTER, "gatling_compressed_total", "coding", "gzip",                   \
       "Dynamic answers coded on the fly (--compress), by coding", NULL, NULL)                    \
     X(E, compressed[1], COUNTER, "gatling_compressed_total", "coding", "br", NULL, NULL, NULL)   \
