@@ -651,7 +651,11 @@ int px_head(px_req_t *pr, int status, const char *ctype, uint64_t len)
     if (pr->m) /* for the access log: who answered, and how soon */
         ex_log_note(pr->ex->log_upstream, pr->m->d.label);
     pr->ex->upstream_us = gio_now_us(pr->ex->site->loop) - pr->sent_us;
-    int r = ex_head(pr->ex, status, ctype, len, -1);
+    /* a gRPC answer ends with its trailers, also those px_grpc_fail sends when the
+       backend fails before the body it declared: its length is not passed on (the
+       client's stream would wait for the bytes declared, and never end; 0, a trailers-only
+       answer, ends it at once as it is) */
+    int r = ex_head(pr->ex, status, ctype, pr->grpc && len ? EX_LEN_STREAM : len, -1);
     if (r != 0 || pr->ended) {
         if (!pr->ended) {
             pr->state = RS_DONE;
