@@ -36,7 +36,6 @@
    uploads must not hold a megabyte each without end) */
 #define PROXY_SPOOL_TOTAL (64 << 20)
 #define PROXY_VHOSTS 64           /* .proxy verdicts remembered (a second each) */
-#define PROXY_STARVED_MS 50   /* FastCGI: a new connection unanswered this long may be starved */
 #define PROXY_FIELDS_MAX 4096 /* a backend head's fields, copied for the exchange */
 
 /* PX_H2C: HTTP/2 by prior knowledge; PX_H2: HTTP/2 over TLS (ALPN h2, proxy_tls.c) */
@@ -82,6 +81,7 @@ typedef struct px_popts {
     char check[PX_CHECK_PATH_MAX]; /* active checks' path; "" none */
     int interval, expect_lo, expect_hi, fall, rise, check_timeout;
     int streams;           /* h2c/, h2/: streams on one backend connection, at most */
+    int idle;              /* idle connections kept per backend, at most (0: none) */
     char name[PX_NAME_MAX]; /* h2/: the name its certificates are verified for, and SNI;
                                "" the address (an IP address SAN) */
 } px_popts_t;

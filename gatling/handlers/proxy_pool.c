@@ -177,7 +177,8 @@ void px_popts_default(px_popts_t *o)
     *o = (px_popts_t){.balance = BAL_RR, .fails = 3, .window = 10, .down = 10,
                       .failon = {502, 503, 504}, .nfailon = 3, .tries = 3, .slowstart = 10,
                       .interval = 5, .expect_lo = 200, .expect_hi = 399, .fall = 2,
-                      .rise = 2, .check_timeout = 2, .streams = 100};
+                      .rise = 2, .check_timeout = 2, .streams = 100,
+                      .idle = PROXY_IDLE_MAX};
 }
 
 /* The options whose value is a number. */
@@ -196,6 +197,7 @@ static const struct {
     {"rise", offsetof(px_popts_t, rise), 1, 100},
     {"timeout", offsetof(px_popts_t, check_timeout), 1, 300},
     {"streams", offsetof(px_popts_t, streams), 1, 1000},
+    {"idle", offsetof(px_popts_t, idle), 0, PROXY_IDLE_MAX},
 };
 
 /* failon=502,503 or failon=none. */
