@@ -7,6 +7,7 @@
 #include "hstate.h"
 #include "http/hbuf.h"
 #include "site/fs.h"
+#include "site/privfs.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -121,13 +122,14 @@ const optdef_t proxy_opts[] = {
 
 /* A file: pool's list, read (at most 64 KiB) from its directory unless its
    modification time (ns) is still *mtime: malloc'd text, or NULL with errno
-   (0: unchanged); *mtime then the file's. */
-static char *list_read(int dirfd, const char *path, int64_t *mtime)
+   (0: unchanged; a refusal by privfs's rules also says why, wn bytes);
+   *mtime then the file's. */
+static char *list_read(int dirfd, const char *path, int64_t *mtime, char *why, size_t wn)
 {
     const char *base = strrchr(path, '/') + 1;
     struct stat st;
     char *text = NULL;
-    int fd = fs_open_regular(dirfd, base, &st), err = 0;
+    int fd = pfs_open_file_at(dirfd, base, PFS_READ, &st, why, wn), err = 0;
     if (fd < 0)
         return NULL;
     if (st.st_size >= 65536)
@@ -216,15 +218,16 @@ int proxy_config_check(const config_t *cfg)
             }
         if (pd->file[0]) {
             int64_t mt = -1;
-            int line, dirfd = px_pool_dir_open(pd), e;
-            char *text = dirfd < 0 ? NULL : list_read(dirfd, pd->file, &mt);
+            char refused[160] = "";
+            int line, dirfd = px_pool_dir_open(pd, refused, sizeof refused), e;
+            char *text = dirfd < 0 ? NULL : list_read(dirfd, pd->file, &mt, refused,
+                                                      sizeof refused);
             e = errno;
             if (dirfd >= 0)
                 close(dirfd); /* the start opens it again (proxy_open) */
-            errno = e;
             if (!text) {
                 fprintf(stderr, "gatling: --pool %s: %s: %s\n", pd->name, pd->file,
-                        errno == EINVAL ? "not a regular file" : strerror(errno));
+                        *refused ? refused : strerror(e));
                 goto out;
             }
             int r = px_file_parse(text, pd->m, &pd->n, &line, &why);
@@ -292,8 +295,9 @@ void proxy_sockets(const config_t *cfg, const int *dirfd, proxy_socket_fn fn, vo
             continue;
         int64_t mt = -1;
         int line;
+        char refused[160];
         char *text = pd->file[0] && dirfd[i] >= 0
-                         ? list_read(dirfd[i], pd->file, &mt) : NULL;
+                         ? list_read(dirfd[i], pd->file, &mt, refused, sizeof refused) : NULL;
         if (text && px_file_parse(text, pd->m, &pd->n, &line, &why) < 0)
             pd->n = 0;
         free(text);
@@ -414,12 +418,14 @@ void proxy_free(site_t *site)
 static void pool_reload(proxy_t *px, px_pool_t *p, int64_t now)
 {
     int64_t mt = p->mtime_ns;
-    char *text = list_read(px->site->proc->pool_dirfd[p->cfg_index], p->file, &mt);
+    char refused[160] = "";
+    char *text = list_read(px->site->proc->pool_dirfd[p->cfg_index], p->file, &mt, refused,
+                           sizeof refused);
     if (!text && !errno)
         return; /* unchanged */
     px_pooldef_t *pd = text ? malloc(sizeof *pd) : NULL;
     int n, line = 0;
-    const char *why = text ? "out of memory" : strerror(errno);
+    const char *why = text ? "out of memory" : *refused ? refused : strerror(errno);
     char msg[1280]; /* the longest name, file and label fit: 39 + 1023 + 119 and the words */
     if (!pd || px_file_parse(text, pd->m, &n, &line, &why) < 0 || (!n && (why = "no backend"))) {
         if (text || p->mtime_ns != -2) { /* said once per version, once while unreadable */

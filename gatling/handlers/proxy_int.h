@@ -417,8 +417,10 @@ int px_file_parse(const char *text, px_mdef_t *d, int *n, int *line, const char 
 /* --pool NAME=[F/|S/]backends-or-file:/path[;key=value...] into pd.  0, or -1 with *why. */
 int px_pool_parse(const char *def, px_pooldef_t *pd, const char **why);
 
-/* The directory of a file: pool's list (pd->file), opened: a descriptor, or -1. */
-int px_pool_dir_open(const px_pooldef_t *pd);
+/* The directory of a file: pool's list (pd->file), walked to as privfs's rules
+   say (pfs_walk_dir): a descriptor, or -1 with errno (and why, n bytes, when a
+   link was refused). */
+int px_pool_dir_open(const px_pooldef_t *pd, char *why, size_t n);
 
 /* The options a pool has when none is given. */
 void px_popts_default(px_popts_t *o);

@@ -9,6 +9,7 @@
  */
 #include "proxy_int.h"
 #include "http/hbuf.h"
+#include "site/privfs.h"
 #include "site/siphash.h"
 
 #include <arpa/inet.h>
@@ -376,11 +377,12 @@ int px_pool_parse(const char *def, px_pooldef_t *pd, const char **why)
     return *s ? -1 : 0;
 }
 
-int px_pool_dir_open(const px_pooldef_t *pd)
+int px_pool_dir_open(const px_pooldef_t *pd, char *why, size_t n)
 {
     char dir[sizeof pd->file];
     snprintf(dir, sizeof dir, "%.*s", (int)(strrchr(pd->file, '/') - pd->file + 1), pd->file);
-    return open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    /* root walks to it by privfs's rules: a user's symbolic link on the way is not followed */
+    return pfs_walk_dir(dir, 0, -1, -1, NULL, why, n);
 }
 
 int proxy_open(const config_t *cfg, proc_t *p, int quiet)
@@ -391,10 +393,11 @@ int proxy_open(const config_t *cfg, proc_t *p, int quiet)
     for (int i = 0; pd && i < cfg->npools && !rc; i++) {
         if (px_pool_parse(cfg->pool_def[i], pd, &why) < 0 || !pd->file[0])
             continue;
-        if ((p->pool_dirfd[i] = px_pool_dir_open(pd)) < 0) {
+        char why_dir[160] = "";
+        if ((p->pool_dirfd[i] = px_pool_dir_open(pd, why_dir, sizeof why_dir)) < 0) {
             if (!quiet)
                 fprintf(stderr, "gatling: --pool %s: %s: %s\n", pd->name, pd->file,
-                        strerror(errno));
+                        *why_dir ? why_dir : strerror(errno));
             rc = -1;
         }
     }
