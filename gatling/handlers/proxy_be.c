@@ -704,25 +704,6 @@ int px_field(px_req_t *pr, const char *name, size_t nl, const char *value, size_
     return 0;
 }
 
-void px_peer(const exchange_t *ex, char *a, int *port)
-{
-    const struct sockaddr *sa = ex->peer;
-    const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)sa;
-    const struct sockaddr_in *a4 = (const struct sockaddr_in *)sa;
-    strcpy(a, "0.0.0.0");
-    *port = 0;
-    if (sa && sa->sa_family == AF_INET) {
-        inet_ntop(AF_INET, &a4->sin_addr, a, INET6_ADDRSTRLEN);
-        *port = ntohs(a4->sin_port);
-    } else if (sa && sa->sa_family == AF_INET6) {
-        if (IN6_IS_ADDR_V4MAPPED(&a6->sin6_addr))
-            inet_ntop(AF_INET, a6->sin6_addr.s6_addr + 12, a, INET6_ADDRSTRLEN);
-        else
-            inet_ntop(AF_INET6, &a6->sin6_addr, a, INET6_ADDRSTRLEN);
-        *port = ntohs(a6->sin6_port);
-    }
-}
-
 /* Write what the backend is owed; on a failure, fail (or retry). */
 void px_flush(px_req_t *pr)
 {

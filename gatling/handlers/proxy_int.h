@@ -9,6 +9,7 @@
 #ifndef GATLING_PROXY_INT_H
 #define GATLING_PROXY_INT_H
 
+#include "fields.h"
 #include "http/cgi_head.h"
 #include "http/fcgi.h"
 #include "http/exchange.h"
@@ -291,37 +292,6 @@ int px_is_grpc(const exchange_t *ex);
 int px_grpc_refused(exchange_t *ex);
 
 /* The client's address as text (IPv4-mapped as IPv4) into a (INET6_ADDRSTRLEN). */
-void px_peer(const exchange_t *ex, char *a, int *port);
-
-/* ---- proxy_fields.c: what every backend sees of the request's fields ---- */
-
-/* Is n the name s (case-insensitive)?  Inline: s is mostly a literal. */
-static inline int px_name_is(http_str_t n, const char *s)
-{
-    size_t k = strlen(s);
-    return n.n == k && !strncasecmp(n.p, s, k);
-}
-
-/* Is name listed in a Connection field among h[0..nh)?  (RFC 9110 7.6.1) */
-int px_named_by_connection(const http_header_t *h, size_t nh, http_str_t name);
-
-/* Is the field name (of h[0..nh)) one the other side never gets from this
-   one?  A request's (response 0): hop-by-hop, named by Connection,
-   framing, forwarding, a client certificate's; a response's (1): hop-by-hop
-   and framing, and Date, Server, Content-Type (which the head writes). */
-int px_hop_by_hop(const http_header_t *h, size_t nh, http_str_t name, int response);
-
-#define PX_FORWARDED_MAX 1024 /* a client's X-Forwarded-For or Forwarded list kept */
-
-/* A field of ours, name: value (NUL-terminated, valid during the call) to
-   the encoder.  0, or -1 (ENOMEM). */
-typedef int (*px_emit_t)(void *arg, const char *name, const char *value);
-
-/* The fields every backend gets from us, through emit: X-Forwarded-For (the
-   client's list, dropped when over PX_FORWARDED_MAX, then its address),
-   -Proto, -Host, Forwarded, and the client certificate's X-SSL-Client-*
-   where the site asks for one.  0, or -1. */
-int px_fields_ours(px_req_t *pr, px_emit_t emit, void *arg);
 
 /* What a matched request is about. */
 typedef struct px_target {
