@@ -11,6 +11,7 @@
 #define GATLING_CACHE_INT_H
 
 #include "cache_conf.h"
+#include "handler.h"
 #include "hstate.h"
 #include "http/cachectl.h"
 #include "http/exchange.h"

@@ -1,10 +1,8 @@
 /* Content coding on the fly of dynamic answers: see compress.h. */
 #include "compress.h"
-#include "cgi.h"
 #include "hstate.h"
 #include "http/hbuf.h"
 #include "http/path.h"
-#include "proxy.h"
 #include "site/encoding.h"
 #include "site/zcoder.h"
 
@@ -425,7 +423,7 @@ static int offered(exchange_t *ex)
 
 static int compress_match(exchange_t *ex)
 {
-    return offered(ex) && (proxy_streams(ex) || cgi_match(ex));
+    return offered(ex) && ex->site->produced(ex->site, ex, HANDLER_CODE);
 }
 
 /* Wrap the codec: the answer's head decides. */
@@ -478,12 +476,11 @@ static void compress_free(site_t *s)
    is done): a site of files alone never pays for the entry's match. */
 static int compress_on(const site_t *s)
 {
-    return s->cfg->gzip && !s->cfg->compress_off &&
-           (hstate(s, HSTATE_PROXY) || hstate(s, HSTATE_CGI));
+    return s->cfg->gzip && !s->cfg->compress_off && s->produced(s, NULL, HANDLER_CODE);
 }
 
 const handler_t compress_handler = {"compress", compress_match, compress_serve,
-                                    compress_init, compress_free, compress_on, NULL, NULL};
+                                    compress_init, compress_free, compress_on, NULL, NULL, 0};
 
 /* ---- --compress ---- */
 

@@ -507,4 +507,4 @@ static int metrics_route(exchange_t *ex)
 }
 
 const handler_t metrics_handler = {"-S /metrics", metrics_asked, metrics_route, NULL, NULL,
-                                   status_page_on, NULL, NULL};
+                                   status_page_on, NULL, NULL, 0};

@@ -896,4 +896,4 @@ static int proxy_claims(const site_t *site, const char *path, size_t n)
 }
 
 const handler_t proxy_handler = {"-P", NULL, proxy_dispatch, proxy_init, proxy_free, proxy_on,
-                                 proxy_streams, proxy_claims};
+                                 proxy_streams, proxy_claims, HANDLER_STORE | HANDLER_CODE};

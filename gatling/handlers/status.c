@@ -400,7 +400,7 @@ static int health_serve(exchange_t *ex)
 }
 
 const handler_t status_health_handler = {"-k health", NULL, health_serve, NULL, NULL, health_on,
-                                         NULL, NULL};
+                                         NULL, NULL, 0};
 
 int status_page_on(const struct site *s)
 {
@@ -445,4 +445,4 @@ static int page_serve(exchange_t *ex)
 }
 
 const handler_t status_handler = {"-S /server-status", page_asked, page_serve, NULL, NULL,
-                                  status_page_on, NULL, NULL};
+                                  status_page_on, NULL, NULL, 0};
