@@ -163,11 +163,23 @@ static int has_switch(int fd, const char *name)
     return fstatat(fd, path, &st, 0) == 0;
 }
 
+/* The directory names of list b, "..." where they did not all fit. */
+static const char *names(hbuf_t *b, char *buf, size_t cap)
+{
+    if (!hb_str(b)) /* more than fit: what did, then "..." */
+        memcpy(buf + (hb_len(b) < cap - 4 ? hb_len(b) : cap - 4), "...", 4);
+    return buf;
+}
+
 /*
  * -P proxies only where the serving directory holds a .proxy file (the
- * original gatling's switch): say at start when none of the directories
- * that may serve a request has one, naming the rules and the directories
- * looked at, rather than answer every request from the files in silence.
+ * original gatling's switch): say at start (and in --check) when none of the
+ * directories that may serve a request has one, naming the rules and the
+ * directories looked at, rather than answer every request from the files in
+ * silence; and when some virtual host directories have one and others not,
+ * name those without: the rules proxy nothing there, and a FastCGI or SCGI
+ * rule's scripts are refused there (a program is never sent as a file:
+ * router_program).
  */
 static void warn_without_switch(const config_t *cfg)
 {
@@ -175,28 +187,35 @@ static void warn_without_switch(const config_t *cfg)
     DIR *d = opendir(root);
     if (!d)
         return; /* the start says why it cannot serve it */
-    char seen[256] = "";
-    hbuf_t b = hb_init(seen, sizeof seen);
-    int found = !(cfg->vhosts && cfg->vhost_only) && has_switch(dirfd(d), "."), n = 0;
+    char seen[256] = "", off[256] = "";
+    hbuf_t b = hb_init(seen, sizeof seen), o = hb_init(off, sizeof off);
+    int found = !(cfg->vhosts && cfg->vhost_only) && has_switch(dirfd(d), "."), n = 0, noff = 0;
     struct dirent *e;
-    while (!found && cfg->vhosts && (e = readdir(d))) {
+    while (cfg->vhosts && (e = readdir(d))) {
         struct stat st;
         if (e->d_name[0] == '.' || fstatat(dirfd(d), e->d_name, &st, 0) < 0 ||
             !S_ISDIR(st.st_mode))
             continue;
-        found = has_switch(dirfd(d), e->d_name);
+        int on = has_switch(dirfd(d), e->d_name);
+        found |= on;
         hb_puts(&b, n++ ? ", " : " (its virtual host directories: ");
         hb_puts(&b, e->d_name);
+        if (!on)
+            hb_puts(&o, noff++ ? ", " : ""), hb_puts(&o, e->d_name);
     }
     closedir(d);
-    if (found)
-        return;
-    if (!hb_str(&b)) /* more than fit: what did, then "..." */
-        memcpy(seen + (hb_len(&b) < sizeof seen - 4 ? hb_len(&b) : sizeof seen - 4), "...", 4);
-    fprintf(stderr, "gatling: warning: -P %s%s: no .proxy file in %s%s%s: nothing is proxied "
-            "until a directory that serves requests holds one (gatling.8, REVERSE PROXY)\n",
-            cfg->proxy_rule[0], cfg->nproxy_rules > 1 ? " (and the other -P rules)" : "", root,
-            seen, n ? ")" : "");
+    const char *more = cfg->nproxy_rules > 1 ? " (and the other -P rules)" : "";
+    if (!found)
+        fprintf(stderr, "gatling: warning: -P %s%s: no .proxy file in %s%s%s: nothing is proxied "
+                "until a directory that serves requests holds one (gatling.8, REVERSE PROXY)\n",
+                cfg->proxy_rule[0], more, root, names(&b, seen, sizeof seen), n ? ")" : "");
+    else if (noff)
+        fprintf(stderr, "gatling: warning: -P %s%s: no .proxy file in the virtual host "
+                "director%s %s of %s: nothing is proxied there (its files answer what the "
+                "rules match; a FastCGI or SCGI rule's scripts are refused (403), never sent as "
+                "source) until it holds one (gatling.8, REVERSE PROXY)\n",
+                cfg->proxy_rule[0], more, noff > 1 ? "ies" : "y", names(&o, off, sizeof off),
+                root);
 }
 
 int proxy_config_check(const config_t *cfg)
