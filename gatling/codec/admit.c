@@ -6,7 +6,7 @@
 #include "admit.h"
 #include "codec.h"
 #include "gio.h"
-#include "handlers/router.h"
+#include "route/router.h"
 #include "http/http_parse.h"
 #include "http/owfat.h"
 #include "http/response.h"

@@ -15,7 +15,7 @@
 #include "gio_os.h"
 #include "h1/h1.h"
 #include "h2/h2.h"
-#include "handlers/router.h"
+#include "route/router.h"
 #include "site/jobs.h"
 #include "site/peerlimits.h"
 #include "tls/tls.h"

@@ -7,7 +7,6 @@
 #include "hstate.h"
 #include "http/hbuf.h"
 #include "site/fs.h"
-#include "site/privfs.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -120,40 +119,6 @@ const optdef_t proxy_opts[] = {
         "  --proxy-ca file  the CAs (PEM) whose certificates h2/ backends must have\n"),
     OPT_LAST};
 
-/* A file: pool's list, read (at most 64 KiB) from its directory unless its
-   modification time (ns) is still *mtime: malloc'd text, or NULL with errno
-   (0: unchanged; a refusal by privfs's rules also says why, wn bytes);
-   *mtime then the file's. */
-static char *list_read(int dirfd, const char *path, int64_t *mtime, char *why, size_t wn)
-{
-    const char *base = strrchr(path, '/') + 1;
-    struct stat st;
-    char *text = NULL;
-    int fd = pfs_open_file_at(dirfd, base, PFS_READ, &st, why, wn), err = 0;
-    if (fd < 0)
-        return NULL;
-    if (st.st_size >= 65536)
-        err = EFBIG;
-    else if ((int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec == *mtime)
-        err = 0; /* unchanged: not read again */
-    else if (!(text = malloc((size_t)st.st_size + 1)))
-        err = ENOMEM;
-    if (text) {
-        ssize_t n = pread(fd, text, (size_t)st.st_size, 0);
-        err = n < 0 ? errno : 0;
-        if (n < 0) {
-            free(text);
-            text = NULL;
-        } else {
-            text[n] = 0;
-            *mtime = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-        }
-    }
-    close(fd);
-    errno = err;
-    return text;
-}
-
 /* Does directory fd (or its entry name, a directory) hold a .proxy?  1 or 0. */
 static int has_switch(int fd, const char *name)
 {
@@ -239,7 +204,7 @@ int proxy_config_check(const config_t *cfg)
             int64_t mt = -1;
             char refused[160] = "";
             int line, dirfd = px_pool_dir_open(pd, refused, sizeof refused), e;
-            char *text = dirfd < 0 ? NULL : list_read(dirfd, pd->file, &mt, refused,
+            char *text = dirfd < 0 ? NULL : px_list_read(dirfd, pd->file, &mt, refused,
                                                       sizeof refused);
             e = errno;
             if (dirfd >= 0)
@@ -316,7 +281,7 @@ void proxy_sockets(const config_t *cfg, const int *dirfd, proxy_socket_fn fn, vo
         int line;
         char refused[160];
         char *text = pd->file[0] && dirfd[i] >= 0
-                         ? list_read(dirfd[i], pd->file, &mt, refused, sizeof refused) : NULL;
+                         ? px_list_read(dirfd[i], pd->file, &mt, refused, sizeof refused) : NULL;
         if (text && px_file_parse(text, pd->m, &pd->n, &line, &why) < 0)
             pd->n = 0;
         free(text);
@@ -438,7 +403,7 @@ static void pool_reload(proxy_t *px, px_pool_t *p, int64_t now)
 {
     int64_t mt = p->mtime_ns;
     char refused[160] = "";
-    char *text = list_read(px->site->proc->pool_dirfd[p->cfg_index], p->file, &mt, refused,
+    char *text = px_list_read(px->site->proc->pool_dirfd[p->cfg_index], p->file, &mt, refused,
                            sizeof refused);
     if (!text && !errno)
         return; /* unchanged */

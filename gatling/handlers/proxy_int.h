@@ -392,6 +392,12 @@ int px_pool_parse(const char *def, px_pooldef_t *pd, const char **why);
    link was refused). */
 int px_pool_dir_open(const px_pooldef_t *pd, char *why, size_t n);
 
+/* A file: pool's list, read (at most 64 KiB) from its directory unless its
+   modification time (ns) is still *mtime: malloc'd text, or NULL with errno
+   (0: unchanged; a refusal by privfs's rules also says why, wn bytes);
+   *mtime then the file's. */
+char *px_list_read(int dirfd, const char *path, int64_t *mtime, char *why, size_t wn);
+
 /* The options a pool has when none is given. */
 void px_popts_default(px_popts_t *o);
 

@@ -21,7 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 /* ---- what is written ---- */
 
@@ -384,6 +386,38 @@ int px_pool_dir_open(const px_pooldef_t *pd, char *why, size_t n)
     /* root walks to it by privfs's rules: a user's symbolic link on the way is not followed */
     return pfs_walk_dir(dir, 0, -1, -1, NULL, why, n);
 }
+
+/* (proxy_int.h) */
+char *px_list_read(int dirfd, const char *path, int64_t *mtime, char *why, size_t wn)
+{
+    const char *base = strrchr(path, '/') + 1;
+    struct stat st;
+    char *text = NULL;
+    int fd = pfs_open_file_at(dirfd, base, PFS_READ, &st, why, wn), err = 0;
+    if (fd < 0)
+        return NULL;
+    if (st.st_size >= 65536)
+        err = EFBIG;
+    else if ((int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec == *mtime)
+        err = 0; /* unchanged: not read again */
+    else if (!(text = malloc((size_t)st.st_size + 1)))
+        err = ENOMEM;
+    if (text) {
+        ssize_t n = pread(fd, text, (size_t)st.st_size, 0);
+        err = n < 0 ? errno : 0;
+        if (n < 0) {
+            free(text);
+            text = NULL;
+        } else {
+            text[n] = 0;
+            *mtime = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+        }
+    }
+    close(fd);
+    errno = err;
+    return text;
+}
+
 
 int proxy_open(const config_t *cfg, proc_t *p, int quiet)
 {

@@ -97,7 +97,7 @@ typedef struct config {
     int nstatus_from;
     int symlinks_out;      /* -L: follow symlinks out of the document root */
     int gzip;              /* 0 with -Z: no compression */
-    /* --compress (handlers/compress.h): on-the-fly coding of dynamic answers */
+    /* --compress (route/compress.h): on-the-fly coding of dynamic answers */
     int compress_off;           /* off: none (-Z: none either) */
     const char *compress_types; /* types=: compressible types, comma-separated; NULL: default */
     const char *compress_skip;  /* skip=: path prefixes never compressed (BREACH) */

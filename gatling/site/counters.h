@@ -2,8 +2,8 @@
  * counters — the one list of what a loop counts and shows: each row is one
  * number, where it is kept, and its name on each page.  site/stats.h makes
  * the fields of status_counters_t and of stats_snap_t's more and g from it,
- * site/stats.c the table stats_rows[] the pages walk; handlers/status.c
- * shows a row on /server-status under its key and label, handlers/metrics.c
+ * site/stats.c the table stats_rows[] the pages walk; route/status.c
+ * shows a row on /server-status under its key and label, route/metrics.c
  * on /metrics as a sample of its family.  A new counter is one row here and
  * its increment where it happens.
  *

@@ -60,10 +60,10 @@ typedef struct site {
     /* the handlers' per-loop state, by index (handlers/hstate.h's HSTATE_*,
        as h2o's h2o_context_get_handler_context): site/ never looks inside */
     void *hstate[SITE_HSTATES];
-    /* Is a path a program of a handler's (handlers/router.h's router_program,
+    /* Is a path a program of a handler's (route/router.h's router_program,
        set by router_init; NULL before): the files handler never sends one */
     int (*program)(const struct site *site, const char *path, size_t n);
-    /* For the stages that wrap a producer (handlers/router.h's router_produced
+    /* For the stages that wrap a producer (route/router.h's router_produced
        and router_produce, set by router_init before any handler's init):
        does a producer of site's take ex's request, one whose answers allow
        what (handler.h's HANDLER_STORE, HANDLER_CODE; ex NULL: is one there

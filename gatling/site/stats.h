@@ -1,8 +1,8 @@
 /*
  * stats — what one loop counts: requests and bytes in total and over the
  * last second, per protocol with a histogram of request durations, and what
- * each defence did.  handlers/status.c shows them as /server-status,
- * handlers/metrics.c as /metrics, both from counters.h's rows (each
+ * each defence did.  route/status.c shows them as /server-status,
+ * route/metrics.c as /metrics, both from counters.h's rows (each
  * counter's field, names and meaning, once).  Only the loop's thread writes
  * them, so counting is a plain increment.
  *

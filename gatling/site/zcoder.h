@@ -2,7 +2,7 @@
  * zcoder — one streaming compressor of a response body: zstd (libzstd),
  * brotli (libbrotlienc) or gzip (zlib), behind one small interface, its
  * memory counted through the libraries' allocator hooks into a budget the
- * caller owns (one per process: handlers/compress.c's).
+ * caller owns (one per process: route/compress.c's).
  *
  * A chunk in, compressed bytes out: zc_run compresses what it is given and,
  * when asked, flushes (every byte given so far can be decoded from what came

@@ -1,4 +1,4 @@
-"""Content coding on the fly of dynamic answers (--compress; handlers/compress.c,
+"""Content coding on the fly of dynamic answers (--compress; route/compress.c,
 site/zcoder.c): a CGI program's and a proxied backend's answers in zstd, br and
 gzip, decoded by real decoders (Python's zstandard, brotli and gzip modules,
 curl --compressed); a CGI writing a line a second arrives a line at a time,

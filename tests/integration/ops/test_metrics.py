@@ -116,6 +116,7 @@ ON_METRICS = {
     "backend_downs": ("gatling_backend_downs_total", ODD),
     "draining": ("gatling_draining", {}),
     "ftp_bounce": ("gatling_ftp_bounce_refused_total", {}),
+    "compress_padded": ("gatling_compress_padded_total", {}),
 }
 for _k in ("cgi_spawned", "cgi_killed", "cgi_redirects", "cgi_refused", "cgi_failed",
            "cache_hits", "cache_stale", "cache_stale_errors", "cache_misses",

@@ -2,7 +2,7 @@
 #define _GNU_SOURCE /* memmem */
 #include "status.h"
 #include "cache.h"
-#include "proxy.h"
+#include "handlers/proxy.h"
 #include "http/hbuf.h"
 #include "site/acme_chal.h"
 #include "site/cluster.h"

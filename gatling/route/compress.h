@@ -24,7 +24,7 @@
 #ifndef GATLING_COMPRESS_H
 #define GATLING_COMPRESS_H
 
-#include "handler.h"
+#include "handlers/handler.h"
 #include "site/config.h"
 #include "site/optdef.h"
 #include "site/zcoder.h"

@@ -11,7 +11,7 @@
 #ifndef GATLING_ROUTER_H
 #define GATLING_ROUTER_H
 
-#include "handler.h"
+#include "handlers/handler.h"
 #include "http/exchange.h"
 
 struct site;

@@ -2,7 +2,7 @@
 #include "metrics.h"
 #include "status.h"
 #include "cache.h"
-#include "proxy.h"
+#include "handlers/proxy.h"
 #include "http/hbuf.h"
 #include "http/response.h"
 #include "site/acme_chal.h"

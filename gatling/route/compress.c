@@ -1,6 +1,6 @@
 /* Content coding on the fly of dynamic answers: see compress.h. */
 #include "compress.h"
-#include "hstate.h"
+#include "handlers/hstate.h"
 #include "http/hbuf.h"
 #include "http/path.h"
 #include "site/encoding.h"
