@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import Client, Mode
+from conftest import Client, Mode, http_only
 from feature_helpers import module_server
 
 sys.path.append("/usr/lib/python3/dist-packages")  # Debian's, from another python3 too
@@ -162,6 +162,7 @@ def test_padding_hides_the_guess(srv_secrets, coding):
     assert max(right) - min(right) > 100, sizes
 
 
+@http_only  # curl over plain HTTP/1.1: one pass is enough
 def test_curl_decodes_padded(srv_secrets, tmp_path):
     """A real client: curl --compressed decodes the padded gzip and zstd answers."""
     import shutil
