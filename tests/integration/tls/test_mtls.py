@@ -271,9 +271,9 @@ def test_forged_identity_and_forwarding_never_reach_a_backend(gatling, mpki, via
             assert "x-ssl-client-" not in low, h
 
 
-def scgi_env(c):
-    """One SCGI request's parameters (the netstring), answered with those
-    naming a client certificate, one a line."""
+def scgi_params(c, keep):
+    """One SCGI request's parameters (the netstring), answered with those whose
+    name keep(name) takes, one a line."""
     with c:
         data = b""
         while b":" not in data:
@@ -282,10 +282,14 @@ def scgi_env(c):
         while len(rest) < int(n) + 1:
             rest += c.recv(65536)
         items = rest[:int(n)].split(b"\0")
-        out = sorted(b"%s=%s" % kv for kv in zip(items[0::2], items[1::2])
-                     if b"SSL_CLIENT" in kv[0] or b"CLIENT_CERT" in kv[0])
+        out = sorted(b"%s=%s" % kv for kv in zip(items[0::2], items[1::2]) if keep(kv[0]))
         c.sendall(b"Status: 200 OK\r\nContent-Type: text/plain\r\n\r\n" + b"\n".join(out) +
                   b"\nend\n")
+
+
+def scgi_env(c):
+    """Those naming a client certificate."""
+    scgi_params(c, lambda k: b"SSL_CLIENT" in k or b"CLIENT_CERT" in k)
 
 
 def test_scgi_params_and_cgi_without_forgeries(gatling, mpki):
@@ -311,19 +315,8 @@ def test_scgi_params_and_cgi_without_forgeries(gatling, mpki):
 
 
 def scgi_http_vars(c):
-    """One SCGI request, answered with its HTTP_* parameters, one a line."""
-    with c:
-        data = b""
-        while b":" not in data:
-            data += c.recv(4096)
-        n, rest = data.split(b":", 1)
-        while len(rest) < int(n) + 1:
-            rest += c.recv(65536)
-        items = rest[:int(n)].split(b"\0")
-        out = sorted(b"%s=%s" % kv for kv in zip(items[0::2], items[1::2])
-                     if kv[0].startswith(b"HTTP_"))
-        c.sendall(b"Status: 200 OK\r\nContent-Type: text/plain\r\n\r\n" + b"\n".join(out) +
-                  b"\nend\n")
+    """The HTTP_* parameters."""
+    scgi_params(c, lambda k: k.startswith(b"HTTP_"))
 
 
 HTTP_SH = ("#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\n'\n"
