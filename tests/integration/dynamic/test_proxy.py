@@ -1029,6 +1029,9 @@ def test_fastcgi_records_a_backend_may_send(fcgi_app):
              "the GET's STDERR record in the error log")
     stderr_lines = [l for l in srv.errlog if "(its stderr)" in l]
     assert len(stderr_lines) == 1, stderr_lines  # the empty record is no line
+    # issue 79: which backend wrote it, and for which path
+    assert "the FastCGI backend 127.0.0.1/" in stderr_lines[0] and \
+        ", for /fake/x:" in stderr_lines[0] and "failed" not in stderr_lines[0], stderr_lines
     # a HEAD's exchange ends at the head: the records after it are read only
     # when they came in the same read (over HTTP/2 they often did not: a fresh
     # check's h2 pass saw one line, not two), so its STDERR is not counted
