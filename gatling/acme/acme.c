@@ -39,7 +39,7 @@
 #define BACKOFF_MIN 60          /* the first retry after a failure (acme_sched_backoff) */
 #define RETRY_AFTER_MAX (7 * 86400) /* a CA's Retry-After is honoured up to this */
 #define CHAIN_MAX (1 << 20)
-#define STATUS_MAX 65536
+#define STATUS_MAX 196608 /* ACME_STATUS_MAX */
 #define SCHEDULE_FILE "schedule" /* in the state directory */
 #define LOCK_FILE "lock"         /* ... flock()ed by the one client that runs on it */
 
@@ -483,31 +483,53 @@ static int dirs_moved(acme_run_t *r)
     return 0;
 }
 
-/* acme_od_names_fn: is name in the list (add 0), or add it, due at once. */
-static int od_name(void *arg, const char *name, int add)
+/* --cluster: the names' locks, as the list now is. */
+static void cluster_names(acme_run_t *r)
+{
+    const char *list[CONFIG_ACME_NAMES + CONFIG_ACME_OD_NAMES];
+    int n = r->nnames < (int)(sizeof list / sizeof list[0]) ? r->nnames
+                                                              : (int)(sizeof list / sizeof list[0]);
+    for (int i = 0; i < n; i++)
+        list[i] = r->names[i].name;
+    cluster_acme_names(r->proc->cluster, list, n);
+}
+
+/* acme_od_names_fn: is name in the list, add it (due at once), drop it, or
+   does its certificate hold now (acme_ondemand.h's ACME_OD_*). */
+static int od_name(void *arg, const char *name, int op)
 {
     acme_run_t *r = arg;
-    for (int i = 0; i < r->nnames; i++)
-        if (!strcmp(r->names[i].name, name))
-            return 1;
-    acme_name_t *nv = add && r->nnames < CONFIG_ACME_NAMES
+    for (int i = 0; i < r->nnames; i++) {
+        if (strcmp(r->names[i].name, name))
+            continue;
+        if (op == ACME_OD_HOLDS)
+            return r->names[i].cert.not_after > time(NULL);
+        if (op == ACME_OD_DROP) {
+            memmove(&r->names[i], &r->names[i + 1], (size_t)(r->nnames - i - 1) * sizeof *r->names);
+            memmove(&r->waiting[i], &r->waiting[i + 1], (size_t)(r->nnames - i - 1));
+            r->nnames--;
+            if (r->proc->cluster)
+                cluster_names(r);
+            return 0;
+        }
+        return 1;
+    }
+    if (op != ACME_OD_ADD)
+        return 0;
+    acme_name_t *nv = r->nnames < CONFIG_ACME_NAMES + CONFIG_ACME_OD_NAMES
                           ? realloc(r->names, (size_t)(r->nnames + 1) * sizeof *nv) : NULL;
     unsigned char *wv = nv ? realloc(r->waiting, (size_t)r->nnames + 1) : NULL;
     if (nv)
         r->names = nv;
     if (!wv)
-        return add ? -1 : 0;
+        return -1;
     r->waiting = wv;
     memset(&r->names[r->nnames], 0, sizeof *nv);
     r->names[r->nnames].name = name;
     r->waiting[r->nnames] = 0;
     read_current(r, &r->names[r->nnames++]);
-    if (r->proc->cluster) { /* its lock, as the others' */
-        const char *list[CONFIG_ACME_NAMES];
-        for (int i = 0; i < r->nnames; i++)
-            list[i] = r->names[i].name;
-        cluster_acme_names(r->proc->cluster, list, r->nnames);
-    }
+    if (r->proc->cluster) /* its lock, as the others' */
+        cluster_names(r);
     return 0;
 }
 
@@ -523,7 +545,9 @@ static void run_loop(acme_run_t *r)
     }
     free(sched);
     while (!acme_stop) {
-        time_t next = round_once(r);
+        time_t next = round_once(r), forget = acme_od_sweep(r->od, od_name, r);
+        if (forget && forget < next)
+            next = forget;
         if (acme_reopen) {
             acme_reopen = 0;
             elog_reopen(&r->log);
