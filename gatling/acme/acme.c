@@ -545,7 +545,8 @@ static void run_loop(acme_run_t *r)
     }
     free(sched);
     while (!acme_stop) {
-        time_t next = round_once(r), forget = acme_od_sweep(r->od, od_name, r);
+        time_t forget = acme_od_sweep(r->od, od_name, r); /* before: its status written */
+        time_t next = round_once(r);
         if (forget && forget < next)
             next = forget;
         if (acme_reopen) {

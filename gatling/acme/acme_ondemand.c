@@ -432,9 +432,11 @@ static int take_one(acme_od_t *od, char *name, const char *addr, acme_od_names_f
 
 time_t acme_od_sweep(acme_od_t *od, acme_od_names_fn fn, void *arg)
 {
-    time_t now = time(NULL), next = 0, forget = od ? od->cfg->acme.od_forget : 0;
+    if (!od)
+        return 0;
+    time_t now = time(NULL), next = 0, forget = od->cfg->acme.od_forget;
     int k = 0, gone = 0, held = 0;
-    for (int i = 0; od && i < od->nnames; i++) {
+    for (int i = 0; i < od->nnames; i++) {
         if (fn(arg, od->names[i].name, ACME_OD_HOLDS))
             od->names[i].good = now, held = 1;
         if (now - od->names[i].good < forget) {
@@ -450,12 +452,10 @@ time_t acme_od_sweep(acme_od_t *od, acme_od_names_fn fn, void *arg)
         free(od->names[i].name);
         gone++;
     }
-    if (od)
-        od->nnames = k;
-    if (gone || (held && now - od->saved >= OD_SAVE_EVERY))
+    od->nnames = k;
+    if (gone || (held && now - od->saved >= OD_SAVE_EVERY)) /* the clocks kept across a restart */
         write_names(od, now);
-    if (od)
-        kinds_flush(od, now);
+    kinds_flush(od, now);
     return next;
 }
 
