@@ -104,6 +104,20 @@ static int od_rate(config_acme_t *a, const char *arg)
     return 0;
 }
 
+/* --acme-on-demand-rate, -names and -forget: -1 to go on, or 2 (said why). */
+static int od_limit(int c, const char *arg, config_acme_t *a)
+{
+    if (c == ACME_OPT_ONDEMAND_RATE)
+        return od_rate(a, arg) < 0 ? bad(c, arg, "not HOUR,ADDR (names allowed an hour, "
+                                                 "1-100000, and asks from one address, 1-HOUR)")
+                                   : -1;
+    if (c == ACME_OPT_ONDEMAND_NAMES)
+        return (a->od_max = (int)opt_number(arg, 1, CONFIG_ACME_OD_NAMES)) < 0
+                   ? bad(c, arg, "not a number of names (1-100)") : -1;
+    return (a->od_forget = (int)opt_number(arg, 10, 31536000)) < 0
+               ? bad(c, arg, "not a time in seconds (10-31536000)") : -1;
+}
+
 /* --acme-names a,b,...: each a host name or an IP address, lower-cased in
    place.  0, or -1 with *bad at the name refused (NULL: one too many). */
 static int parse_names(config_acme_t *a, char *arg, const char **bad)
@@ -265,15 +279,9 @@ static int acme_option(int c, char *arg, config_t *cfg)
         a->ask_url = arg;
         return -1;
     case ACME_OPT_ONDEMAND_RATE:
-        return od_rate(a, arg) < 0 ? bad(c, arg, "not HOUR,ADDR (asks an hour in all, 1-100000, "
-                                                 "and from one address, 1-HOUR)")
-                                   : -1;
     case ACME_OPT_ONDEMAND_NAMES:
-        return (a->od_max = (int)opt_number(arg, 1, CONFIG_ACME_OD_NAMES)) < 0
-                   ? bad(c, arg, "not a number of names (1-100)") : -1;
     case ACME_OPT_ONDEMAND_FORGET:
-        return (a->od_forget = (int)opt_number(arg, 10, 31536000)) < 0
-                   ? bad(c, arg, "not a time in seconds (10-31536000)") : -1;
+        return od_limit(c, arg, a);
     default: /* ACME_OPT_ISSUER */
         if (!fits(arg, ACME_FIELD_MAX) || !printable(arg, 1))
             return bad(c, arg, "not a common name (at most 255 bytes, no control characters)");
