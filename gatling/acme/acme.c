@@ -495,15 +495,15 @@ static void cluster_names(acme_run_t *r)
 }
 
 /* acme_od_names_fn: is name in the list, add it (due at once), drop it, or
-   does its certificate hold now (acme_ondemand.h's ACME_OD_*). */
+   has it a certificate (acme_ondemand.h's ACME_OD_*). */
 static int od_name(void *arg, const char *name, int op)
 {
     acme_run_t *r = arg;
     for (int i = 0; i < r->nnames; i++) {
         if (strcmp(r->names[i].name, name))
             continue;
-        if (op == ACME_OD_HOLDS)
-            return r->names[i].cert.not_after > time(NULL);
+        if (op == ACME_OD_HAS_CERT)
+            return r->names[i].cert.not_after != 0;
         if (op == ACME_OD_DROP) { /* between rounds: no order of it in flight */
             size_t after = (size_t)(--r->nnames - i);
             memmove(&r->names[i], &r->names[i + 1], after * sizeof *r->names);

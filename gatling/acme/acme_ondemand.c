@@ -91,7 +91,7 @@ struct acme_od {
     unsigned long long asks, allowed, refusals, limited, invalid;
     struct {
         char *name;
-        time_t good; /* it was allowed, or last held a certificate */
+        time_t good; /* it was allowed, or last had a certificate */
     } names[CONFIG_ACME_OD_NAMES]; /* got on demand: cfg->acme.od_max at most */
     int nnames;
     time_t saved; /* the ondemand file last written */
@@ -437,7 +437,7 @@ time_t acme_od_sweep(acme_od_t *od, acme_od_names_fn fn, void *arg)
     time_t now = time(NULL), next = 0, forget = od->cfg->acme.od_forget;
     int k = 0, gone = 0, held = 0;
     for (int i = 0; i < od->nnames; i++) {
-        if (fn(arg, od->names[i].name, ACME_OD_HOLDS))
+        if (fn(arg, od->names[i].name, ACME_OD_HAS_CERT))
             od->names[i].good = now, held = 1;
         if (now - od->names[i].good < forget) {
             od->names[k++] = od->names[i];
@@ -445,7 +445,7 @@ time_t acme_od_sweep(acme_od_t *od, acme_od_names_fn fn, void *arg)
                 next = od->names[i].good + forget;
             continue;
         }
-        note(od, "on demand: %s forgotten: no certificate that holds for %ld s "
+        note(od, "on demand: %s forgotten: no certificate for it in %ld s "
              "(--acme-on-demand-forget); asked for again at its next handshake",
              od->names[i].name, (long)(now - od->names[i].good));
         fn(arg, od->names[i].name, ACME_OD_DROP);

@@ -25,10 +25,11 @@
  * the ask URL allows counts against the hour's names in all, so names it
  * refuses cost their address and nothing else.  The names got on demand
  * have a room of their own (--acme-on-demand-names; the names given at
- * start are not in it), and one without a certificate that holds, for
- * --acme-on-demand-forget (its orders failed, or it was not renewed), is
- * forgotten: out of the schedule and the ondemand file, asked for again at
- * its next handshake.  The log: a line per refusal, at most OD_LOG_BURST
+ * start are not in it), and one that has had no certificate for
+ * --acme-on-demand-forget (its orders failed) is forgotten: out of the
+ * schedule and the ondemand file, asked for again at its next handshake (a
+ * name with a certificate, expired too, is kept: its handshakes find the
+ * certificate and would never ask again).  The log: a line per refusal, at most OD_LOG_BURST
  * a minute of each kind (the rest counted in one line); a name the ask URL
  * allowed that is refused all the same (the hour's names spent, the list
  * full) and a name forgotten are always logged.
@@ -59,7 +60,7 @@ enum {
     ACME_OD_IS = 0,  /* is it in the client's list?  1, else 0 */
     ACME_OD_ADD = 1, /* keep it (due at once): 0, or -1 (no memory, or the list full) */
     ACME_OD_DROP,    /* forget it (the client holds name no longer): 0 */
-    ACME_OD_HOLDS    /* has it a certificate that holds now?  1, else 0 */
+    ACME_OD_HAS_CERT /* has it a certificate in -C (expired too)?  1, else 0 */
 };
 
 /* The client's list, asked op (ACME_OD_*) of name. */
@@ -80,7 +81,7 @@ void acme_od_load(acme_od_t *od, acme_od_names_fn fn, void *arg);
    names were added. */
 int acme_od_take(acme_od_t *od, acme_od_names_fn fn, void *arg);
 
-/* The names got on demand that have had no certificate that holds for
+/* The names got on demand that have had no certificate for
    --acme-on-demand-forget: forgotten (fn's ACME_OD_DROP), each logged.  When
    to look again (the first name's time to be forgotten; 0: none due). */
 time_t acme_od_sweep(acme_od_t *od, acme_od_names_fn fn, void *arg);

@@ -56,7 +56,7 @@ typedef struct config_acme {
     int od_per_hour;         /* --acme-on-demand-rate H,A: names allowed an hour (default 60) */
     int od_per_addr;         /* ... and asks an hour from one client address (default 10) */
     int od_max;              /* --acme-on-demand-names N: names got on demand kept (100) */
-    int od_forget;           /* --acme-on-demand-forget S: one without a certificate forgotten */
+    int od_forget;           /* --acme-on-demand-forget S: one with no certificate in S forgotten */
 } config_acme_t;
 
 /* An address or network: IPv4 as ::ffff:a.b.c.d, the prefix over 128 bits. */

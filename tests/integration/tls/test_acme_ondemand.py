@@ -358,6 +358,24 @@ def test_allowed_name_issued_after_sixty_refused(tmp_path):
         ask.close()
 
 
+def test_name_with_a_certificate_not_forgotten(tmp_path):
+    """--acme-on-demand-forget 10 forgets names whose orders fail, not one
+    that got its certificate: 15 s later it is still listed and served,
+    and no line says it was forgotten."""
+    name = "stays.customer.test"
+    ask = Ask(allow={name})
+    try:
+        with lab(tmp_path, ask, ["--acme-on-demand-forget", "10"]) as (site, pebble, srv):
+            h1_get(pebble.root(), site.https, name)
+            time.sleep(15)
+            assert metric(metrics(site), "gatling_acme_ondemand_name", name) == 1
+            assert not [l for l in srv.errlog if "forgotten" in l], srv.errlog[-10:]
+            h1_get(pebble.root(), site.https, name)
+            assert ask.asked == [name]
+    finally:
+        ask.close()
+
+
 def test_restart_keeps_the_names(tmp_path):
     """A name got on demand is in the state directory's list: the next run
     keeps it (renews it as the others) without asking again."""
