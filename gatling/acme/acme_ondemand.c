@@ -106,28 +106,36 @@ static const char *const kind_names[OD_LOG_KINDS] = {"not a host name", "over an
                                                      "the ask URL said no",
                                                      "the ask URL failed"};
 
+/* One line of the log: "acme: " and fmt's text, rate-limited with the
+   others (elog_text), or always written (elog_note). */
+static void vsay(acme_od_t *od, int always, const char *fmt, va_list ap)
+{
+    char line[ELOG_LINE_MAX];
+    int k = always ? snprintf(line, sizeof line, "acme: ") : 0;
+    vsnprintf(line + k, sizeof line - (size_t)k, fmt, ap);
+    if (always)
+        elog_note(od->log, time(NULL), line);
+    else
+        elog_text(od->log, time(NULL), "acme", line);
+}
+
 static void say(acme_od_t *od, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(acme_od_t *od, const char *fmt, ...)
 {
-    char line[ELOG_LINE_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    vsay(od, 0, fmt, ap);
     va_end(ap);
-    elog_text(od->log, time(NULL), "acme", line);
 }
 
 /* A line never rate-limited (an allowed name refused, a name forgotten). */
 static void note(acme_od_t *od, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void note(acme_od_t *od, const char *fmt, ...)
 {
-    char line[ELOG_LINE_MAX];
     va_list ap;
     va_start(ap, fmt);
-    int k = snprintf(line, sizeof line, "acme: ");
-    vsnprintf(line + k, sizeof line - (size_t)k, fmt, ap);
+    vsay(od, 1, fmt, ap);
     va_end(ap);
-    elog_note(od->log, time(NULL), line);
 }
 
 /* Kind's windows that ended with lines left out: how many, in one line each. */
@@ -153,12 +161,10 @@ static void refusal_say(acme_od_t *od, int kind, const char *fmt, ...)
         return;
     }
     od->kinds[kind].n++;
-    char line[ELOG_LINE_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    vsay(od, 0, fmt, ap);
     va_end(ap);
-    elog_text(od->log, time(NULL), "acme", line);
 }
 
 acme_od_t *acme_od_new(const config_t *cfg, int fd, int state_fd, elog_t *log)
