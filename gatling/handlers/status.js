@@ -104,7 +104,7 @@
                             "data-chart": c.id, "data-points": t.length - start,
                             role: "img", "aria-label": c.title});
     [0, 0.5, 1].forEach(function (f) {
-      var y = (H - 14) * (1 - f) + 2;
+      var y = (H - 22) * (1 - f) + 10;
       svg.appendChild(svgEl("line", {x1: PAD, x2: W, y1: y, y2: y, "class": "grid"}));
       var label = svgEl("text", {x: PAD - 3, y: y + 4, "text-anchor": "end", "class": "axis"});
       label.textContent = human(max * f);
@@ -121,11 +121,12 @@
       var pts = [];
       for (var i = 0; i < l.v.length; i++) {
         var x = PAD + (W - PAD) * (t[start + i] - from) / span;
-        var y = (H - 14) * (1 - l.v[i] / max) + 2;
+        var y = (H - 22) * (1 - l.v[i] / max) + 10;
         pts.push(x.toFixed(1) + "," + y.toFixed(1));
       }
       svg.appendChild(svgEl("polyline", {points: pts.join(" "), "class": l.cls}));
-      var last = l.v.slice(-10), avg = 0;
+      /* the legend: the last 10 s (latency: of the seconds that had requests) */
+      var last = l.v.slice(-10).filter(function (x) { return !c.scale || x > 0; }), avg = 0;
       last.forEach(function (x) { avg += x / last.length; });
       legend.appendChild(el("span", {"class": l.cls}, l.name + " " + human(avg)));
     });
