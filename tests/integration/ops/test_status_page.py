@@ -150,6 +150,9 @@ class Backend:
                 c, _ = self.sock.accept()
             except OSError:
                 return
+            if self.dead:
+                c.close()
+                return
             self.conns.append(c)
             threading.Thread(target=self.serve, args=(c,), daemon=True).start()
 
@@ -169,6 +172,8 @@ class Backend:
 
     def close(self):
         self.dead = True
+        with contextlib.suppress(OSError):  # wakes the accept (a close alone would not)
+            self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
         for c in self.conns:
             with contextlib.suppress(OSError):
@@ -260,10 +265,10 @@ def test_chromium_sees_graphs_move_and_the_dead_backend(gatling, build, tmp_path
     bench = os.path.join(os.path.dirname(build.binary), "bench")
     if not os.access(bench, os.X_OK):
         pytest.skip("no bench beside %s (make tests-build builds it)" % build.binary)
-    be = Backend()
+    live, be = Backend(), Backend()  # a pool's last backend is never taken out: two
     srv = gatling(TREE, args=("-T", "10", "-S", "-P", "@web/^/app/", "--pool",
-                              "web=127.0.0.1/%d;fails=2;window=30;down=60" % be.port),
-                  check_fds=False)
+                              "web=127.0.0.1/%d,127.0.0.1/%d;fails=2;window=30;down=60"
+                              % (live.port, be.port)), check_fds=False)
     base = "http://127.0.0.1:%d" % srv.port
     assert_ok(fetch(srv.port, "/app/x"), b"ok\n")
     loads = [subprocess.Popen([bench, "-q", "-c", "2", "-d", "25", base + path],
@@ -272,9 +277,9 @@ def test_chromium_sees_graphs_move_and_the_dead_backend(gatling, build, tmp_path
     try:
         time.sleep(2)
         be.close()  # the backend dies under load: 502s, then it is taken out
-        assert wait_for(lambda: any(b["state"] != "up"
-                                    for b in status_json(srv.port)["backends"]),
-                        timeout=15, step=0.3), status_json(srv.port)["backends"]
+        assert wait_for(lambda: [b["state"] != "up" for b in status_json(srv.port)["backends"]]
+                        == [False, True], timeout=15, step=0.3), \
+            status_json(srv.port)["backends"]
         with tempfile.TemporaryDirectory(prefix="gatling-chromium-") as home:
             with chromium(home) as ws_url:
                 first, second, marks, asked = asyncio.run(asyncio.wait_for(
@@ -284,14 +289,16 @@ def test_chromium_sees_graphs_move_and_the_dead_backend(gatling, build, tmp_path
             p.kill()
             p.wait()
         be.close()
+        live.close()
     # the graphs move: each chart has more points than 4 s before
     assert set(first) >= {"requests", "bytes", "connections", "errors", "cache", "latency",
-                          "backend-0"}, first
+                          "backend-0", "backend-1"}, first
     assert all(second[k] > first[k] for k in first), (first, second)
-    # the dead backend: its state cell, a red warning, its chart
+    # the dead backend: its state cell, a red warning, its chart; the live one is not
     assert marks["bad"], marks
     assert any("127.0.0.1/%d" % be.port in w and " is " in w for w in marks["warnings"]), marks
-    assert any("127.0.0.1/%d" % be.port in c for c in marks["charts"]), marks
+    assert [c for c in marks["charts"] if "127.0.0.1/" in c] == [
+        c for c in marks["charts"] if "127.0.0.1/%d" % be.port in c] != [], marks
     assert "updated" in (marks["state"] or ""), marks
     # only this server was asked: the page, ?css, ?js, ?json and the page again
     assert asked and all(u.startswith(base + "/") for u in asked), asked
