@@ -58,7 +58,7 @@ void status_backends(hbuf_t *b, const site_t *s, const status_ring_t *ring, int6
         if (!r)
             continue;
         hb_puts(b, json ? (first ? ",\"backends\":[{\"slot\":" : ",{\"slot\":")
-                        : (first ? "<h3>Backends</h3>\n<table class=\"be\">\n<tr><th>pool</th>"
+                        : (first ? "<h2>Backends</h2>\n<table class=\"be\">\n<tr><th>pool</th>"
                                    "<th>backend</th><th>state</th><th>outstanding</th>"
                                    "<th>requests</th><th>failures</th><th>timeouts</th>"
                                    "<th>retries</th><th>downs</th><th>checks failed</th></tr>\n"
@@ -100,7 +100,7 @@ void status_cluster_locks(hbuf_t *b, const site_t *s, int json)
         cluster_acme_name(s->proc->cluster, i, name);
         hb_puts(b, json ? (i ? ",{\"name\":\"" : ",\"cluster_acme_locks\":[{\"name\":\"")
                         : (i ? "<tr><td>"
-                             : "<h3>Cluster: ACME locks</h3>\n<table>\n<tr><th>name</th>"
+                             : "<h2>Cluster: ACME locks</h2>\n<table>\n<tr><th>name</th>"
                                "<th>held here</th></tr>\n<tr><td>"));
         status_escaped(b, name, json);
         int held = cluster_acme_held(s->proc->cluster, i);
@@ -122,7 +122,7 @@ void status_ondemand_names(hbuf_t *b, const site_t *s, int json)
             if (!st->names[i].ondemand)
                 continue;
             hb_puts(b, json ? (k++ ? ",\"" : ",\"acme_ondemand\":[\"")
-                            : (k++ ? "<li>" : "<h3>ACME: names got on demand</h3>\n<ul>\n<li>"));
+                            : (k++ ? "<li>" : "<h2>ACME: names got on demand</h2>\n<ul>\n<li>"));
             hb_puts(b, st->names[i].name); /* a host name: nothing to escape */
             hb_puts(b, json ? "\"" : "</li>\n");
         }
@@ -142,7 +142,7 @@ void status_processes(hbuf_t *b, const site_t *s, int json)
                   p->acme_pid, p->cluster_pid};
     long w[STATUS_PROCS_MAX];
     int nw = stats_shm_pids(p->stats_shm, w, STATUS_PROCS_MAX);
-    hb_puts(b, json ? ",\"processes\":{" : "<h3>Processes</h3>\n<table>\n");
+    hb_puts(b, json ? ",\"processes\":{" : "<h2>Processes</h2>\n<table>\n");
     for (size_t i = 0; i < sizeof pid / sizeof pid[0]; i++) {
         hb_puts(b, json ? (i ? ",\"" : "\"") : "<tr><th>");
         hb_puts(b, json ? key[i] : label[i]);
