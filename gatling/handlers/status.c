@@ -243,22 +243,13 @@ static int series_slots(const site_t *s, int *used)
 static void json_more(hbuf_t *b, const status_ring_t *ring, const int *used, int nused,
                       int64_t now, int64_t since, const status_warn_t *w, int nw)
 {
-    static const struct {
-        const char *key;
-        int k;
-    } win[] = {{"requests_http1", RING_REQ_HTTP1}, {"requests_h2", RING_REQ_H2},
-               {"requests_h3", RING_REQ_H3},       {"requests_ftp", RING_REQ_FTP},
-               {"bytes", RING_BYTES},              {"responses_4xx", RING_4XX},
-               {"responses_5xx", RING_5XX},        {"refused", RING_REFUSED},
-               {"timeouts", RING_TIMEOUTS},        {"cache_hits", RING_HITS},
-               {"cache_misses", RING_MISSES}};
     int secs = 1;
     hb_puts(b, ",\"window\":{");
-    for (size_t i = 0; i < sizeof win / sizeof win[0]; i++) {
+    for (int k = 0; k < RING_COUNTS; k++) {
         hb_puts(b, "\"");
-        hb_puts(b, win[i].key);
+        hb_puts(b, ring_key[k]);
         hb_puts(b, "\":");
-        hb_num(b, ring_sum(ring, win[i].k, now, STATUS_WINDOW, &secs));
+        hb_num(b, ring_sum(ring, k, now, STATUS_WINDOW, &secs));
         hb_puts(b, ",");
     }
     hb_puts(b, "\"seconds\":");

@@ -201,13 +201,18 @@ static void backend_warnings(const site_t *s, const status_ring_t *ring, int64_t
     }
 }
 
-/* The certificates expired or within 30 days of their end. */
+/* The certificates expired or in their renewal window, as --acme renews
+   them: the last half of a lifetime of 10 days or less, else the last
+   third (30 days when the start is unknown). */
 static void cert_warnings(const site_t *s, int64_t now, status_warn_t *w, int *n, int max)
 {
     const char *name;
     int64_t t;
     for (int i = 0; tls_store_expiry(s->proc->tls, i, &name, &t); i++) {
-        if (t <= 0 || t - now > 30 * 86400)
+        int64_t from = tls_store_issued(s->proc->tls, i);
+        int64_t life = from > 0 && from < t ? t - from : 0;
+        int64_t window = !life ? 30 * 86400 : life <= 10 * 86400 ? life / 2 : life / 3;
+        if (t <= 0 || t - now > window)
             continue;
         if (t <= now)
             warn(w, n, max, 1,
@@ -216,9 +221,11 @@ static void cert_warnings(const site_t *s, int64_t now, status_warn_t *w, int *n
                  "certificate %s expired %lld days ago", name, (long long)((now - t) / 86400));
         else
             warn(w, n, max, 0,
-                 "within the renewal window: --acme renews before a third of its "
-                 "lifetime is left; a -C certificate from elsewhere needs renewing",
-                 "certificate %s expires in %lld days", name, (long long)((t - now) / 86400));
+                 "in its renewal window (a third of its lifetime left; half, for 10 days "
+                 "or less): --acme renews it there "
+                 "it there (failing, if this stays); a -C certificate from elsewhere "
+                 "needs renewing",
+                 "certificate %s expires in %.1f days", name, (double)(t - now) / 86400);
     }
 }
 

@@ -4,6 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+const char *const ring_key[RING_COUNTS] = {
+    "requests_http1", "requests_h2",   "requests_ftp", "requests_h3", "bytes",
+    "responses_4xx",  "responses_5xx", "refused",      "timeouts",    "cache_hits",
+    "cache_misses",   "floods",        "busy"};
+
 /* The cumulative numbers the next sample is the difference from. */
 typedef struct ring_last {
     uint64_t n[RING_COUNTS];
@@ -163,8 +168,9 @@ static int newer(const status_ring_t *r, int64_t since)
 static void series(hbuf_t *b, const status_ring_t *r, int n, const char *name, size_t off,
                    int narrow)
 {
+    hb_puts(b, "\"");
     hb_puts(b, name);
-    hb_puts(b, ":[");
+    hb_puts(b, "\":[");
     for (int i = n - 1; i >= 0; i--) {
         const char *p = (const char *)ring_at(r, i) + off;
         uint64_t v;
@@ -186,37 +192,29 @@ static void series(hbuf_t *b, const status_ring_t *r, int n, const char *name, s
 
 void ring_json(hbuf_t *b, const status_ring_t *r, int64_t since, const int *used, int nused)
 {
-    static const struct {
-        const char *name;
-        int k;
-    } counts[] = {{"\"bytes\"", RING_BYTES},       {"\"responses_4xx\"", RING_4XX},
-                  {"\"responses_5xx\"", RING_5XX}, {"\"refused\"", RING_REFUSED},
-                  {"\"timeouts\"", RING_TIMEOUTS}, {"\"cache_hits\"", RING_HITS},
-                  {"\"cache_misses\"", RING_MISSES}, {"\"floods\"", RING_FLOODS},
-                  {"\"busy\"", RING_BUSY}};
-    static const char *const proto[STATS_PROTOS] = {"\"http1\"", "\"h2\"", "\"ftp\"", "\"h3\""};
+    static const char *const proto[STATS_PROTOS] = {"http1", "h2", "ftp", "h3"};
     int n = newer(r, since);
     hb_puts(b, "{\"interval\":1,\"slots\":");
     hb_num(b, RING_SLOTS);
     hb_puts(b, ",");
-    series(b, r, n, "\"t\"", AT(t), 0);
+    series(b, r, n, "t", AT(t), 0);
     hb_puts(b, ",\"requests\":{");
     for (int p = 0; p < STATS_PROTOS; p++) {
         series(b, r, n, proto[p], AT(n) + (size_t)(RING_REQ_HTTP1 + p) * sizeof(uint64_t), 0);
         hb_puts(b, p + 1 < STATS_PROTOS ? "," : "}");
     }
-    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+    for (int k = RING_BYTES; k < RING_COUNTS; k++) {
         hb_puts(b, ",");
-        series(b, r, n, counts[c].name, AT(n) + (size_t)counts[c].k * sizeof(uint64_t), 0);
+        series(b, r, n, ring_key[k], AT(n) + (size_t)k * sizeof(uint64_t), 0);
     }
     hb_puts(b, ",");
-    series(b, r, n, "\"connections\"", AT(conns), 1);
+    series(b, r, n, "connections", AT(conns), 1);
     hb_puts(b, ",");
-    series(b, r, n, "\"latency_p50_us\"", AT(pct) + RING_P50 * sizeof(uint32_t), 1);
+    series(b, r, n, "latency_p50_us", AT(pct) + RING_P50 * sizeof(uint32_t), 1);
     hb_puts(b, ",");
-    series(b, r, n, "\"latency_p90_us\"", AT(pct) + RING_P90 * sizeof(uint32_t), 1);
+    series(b, r, n, "latency_p90_us", AT(pct) + RING_P90 * sizeof(uint32_t), 1);
     hb_puts(b, ",");
-    series(b, r, n, "\"latency_p99_us\"", AT(pct) + RING_P99 * sizeof(uint32_t), 1);
+    series(b, r, n, "latency_p99_us", AT(pct) + RING_P99 * sizeof(uint32_t), 1);
     hb_puts(b, ",\"backends\":[");
     int first = 1;
     for (int j = 0; j < nused; j++) {
@@ -227,9 +225,9 @@ void ring_json(hbuf_t *b, const status_ring_t *r, int64_t since, const int *used
         first = 0;
         hb_num(b, (uint64_t)i);
         hb_puts(b, ",");
-        series(b, r, n, "\"requests\"", AT(be_req) + (size_t)i * sizeof(uint32_t), 1);
+        series(b, r, n, "requests", AT(be_req) + (size_t)i * sizeof(uint32_t), 1);
         hb_puts(b, ",");
-        series(b, r, n, "\"failures\"", AT(be_fail) + (size_t)i * sizeof(uint32_t), 1);
+        series(b, r, n, "failures", AT(be_fail) + (size_t)i * sizeof(uint32_t), 1);
         hb_puts(b, "}");
     }
     hb_puts(b, "]}");

@@ -39,6 +39,9 @@ enum {
     RING_COUNTS
 };
 
+/* Each counter's JSON key (?json's window and series). */
+extern const char *const ring_key[RING_COUNTS];
+
 /* Latency percentiles kept (upper bounds of the histogram's buckets, us). */
 enum { RING_P50, RING_P90, RING_P99, RING_PCTS };
 

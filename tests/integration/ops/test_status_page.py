@@ -10,7 +10,8 @@ series summed over the ring equals its counter (requests, bytes, 4xx).
 Headless Chromium (Debian's chromium, driven over the DevTools protocol)
 loads the page while bench/'s load generator loads a -P backend that the
 test then kills: the graphs' point counts grow between two looks, the
-dead backend is marked (its state cell and a red warning), every request
+dead backend is marked (its state cell and a red warning) and a
+certificate in its renewal window too (amber), every request
 the page made went to the server's own origin (the DevTools' Network
 events), and a screenshot is kept in the test's tmp dir.  Skipped where
 chromium or bench is missing (tests/setup.sh installs chromium).
@@ -129,6 +130,57 @@ def test_sections_fold_zero_rows_under_a_strict_csp(gatling):
     assert not re.findall(r"https?://", page), "a URL in the page"
 
 
+def dated_cert(directory, name, days_ago, days_left):
+    """A self-signed certificate for name valid from days_ago days before now
+    to days_left days after it, as directory/name/{fullchain,privkey}.pem."""
+    import datetime
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=days_ago))
+            .not_valid_after(now + datetime.timedelta(days=days_left))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+            .sign(key, hashes.SHA256()))
+    d = os.path.join(directory, name)
+    os.makedirs(d)
+    with open(os.path.join(d, "fullchain.pem"), "wb") as f:
+        f.write(cert.public_bytes(serialization.Encoding.PEM))
+    with open(os.path.join(d, "privkey.pem"), "wb") as f:
+        f.write(key.private_bytes(serialization.Encoding.PEM,
+                                  serialization.PrivateFormat.PKCS8,
+                                  serialization.NoEncryption()))
+    os.chmod(os.path.join(d, "privkey.pem"), 0o600)
+
+
+@http_only  # its own -C
+def test_certificate_in_its_renewal_window_is_marked(gatling, tmp_path):
+    """Three certificates: 85 days long with 5 left (in the last third: amber),
+    10 days long with 2 left (in the last half of a short one: amber), 90
+    days long with 60 left (not yet): only the first two are marked, each
+    saying which option renews it."""
+    certs = str(tmp_path / "certs")
+    os.makedirs(certs)
+    dated_cert(certs, "soon.test", 80, 5)
+    dated_cert(certs, "short.test", 8, 2)
+    dated_cert(certs, "fine.test", 30, 60)
+    srv = gatling(TREE, args=("-T", "10", "-S", "-C", certs, "-e", "0"))
+    j = status_json(srv.port)
+    marked = {w["what"].split()[1]: w for w in j["warnings"] if w["what"].startswith("cert")}
+    assert set(marked) == {"soon.test", "short.test"}, j["warnings"]
+    assert all(w["level"] == "warn" and "--acme" in w["means"] for w in marked.values())
+    assert re.fullmatch(r"certificate soon\.test expires in (4\.9|5\.0) days",
+                        marked["soon.test"]["what"]), marked
+    page = fetch(srv.port, "/server-status").body.decode()
+    assert re.search(r'<li class="warn"><b>certificate soon\.test expires in', page), page[:2000]
+    assert "fine.test expires" not in page
+
+
 # ---------------------------------------------------------------- Chromium
 
 class Backend:
@@ -211,6 +263,7 @@ POINTS = "Array.from(document.querySelectorAll('svg[data-chart]'))" \
          ".map(s => [s.dataset.chart, +s.dataset.points])"
 MARKS = """({bad: Array.from(document.querySelectorAll('table.be b.bad')).map(b => b.textContent),
   warnings: Array.from(document.querySelectorAll('#warnings li.bad')).map(l => l.textContent),
+  amber: Array.from(document.querySelectorAll('#warnings li.warn')).map(l => l.textContent),
   charts: Array.from(document.querySelectorAll('figure.chart.bad figcaption'))
           .map(f => f.textContent),
   state: (document.getElementById('state') || {}).textContent})"""
@@ -265,10 +318,14 @@ def test_chromium_sees_graphs_move_and_the_dead_backend(gatling, build, tmp_path
     bench = os.path.join(os.path.dirname(build.binary), "bench")
     if not os.access(bench, os.X_OK):
         pytest.skip("no bench beside %s (make tests-build builds it)" % build.binary)
+    certs = str(tmp_path / "certs")
+    os.makedirs(certs)
+    dated_cert(certs, "soon.test", 80, 5)  # in its renewal window
     live, be = Backend(), Backend()  # a pool's last backend is never taken out: two
     srv = gatling(TREE, args=("-T", "10", "-S", "-P", "@web/^/app/", "--pool",
                               "web=127.0.0.1/%d,127.0.0.1/%d;fails=2;window=30;down=60"
-                              % (live.port, be.port)), check_fds=False)
+                              % (live.port, be.port), "-C", certs, "-e", "0"),
+                  check_fds=False)
     base = "http://127.0.0.1:%d" % srv.port
     assert_ok(fetch(srv.port, "/app/x"), b"ok\n")
     loads = [subprocess.Popen([bench, "-q", "-c", "2", "-d", "25", base + path],
@@ -299,6 +356,7 @@ def test_chromium_sees_graphs_move_and_the_dead_backend(gatling, build, tmp_path
     assert any("127.0.0.1/%d" % be.port in w and " is " in w for w in marks["warnings"]), marks
     assert [c for c in marks["charts"] if "127.0.0.1/" in c] == [
         c for c in marks["charts"] if "127.0.0.1/%d" % be.port in c] != [], marks
+    assert any(w.startswith("certificate soon.test expires in") for w in marks["amber"]), marks
     assert "updated" in (marks["state"] or ""), marks
     # only this server was asked: the page, ?css, ?js, ?json and the page again
     assert asked and all(u.startswith(base + "/") for u in asked), asked
