@@ -14,8 +14,11 @@
 void status_escaped(hbuf_t *b, const char *s, int json)
 {
     for (; *s; s++) {
-        const char *e = json ? (*s == '"' ? "\\\"" : *s == '\\' ? "\\\\" : NULL)
-                             : (*s == '<' ? "&lt;" : *s == '&' ? "&amp;" : *s == '"' ? "&quot;" : NULL);
+        const char *e;
+        if (json)
+            e = *s == '"' ? "\\\"" : *s == '\\' ? "\\\\" : NULL;
+        else
+            e = *s == '<' ? "&lt;" : *s == '&' ? "&amp;" : *s == '"' ? "&quot;" : NULL;
         if (e)
             hb_puts(b, e);
         else if ((unsigned char)*s >= 0x20)
