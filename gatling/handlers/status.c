@@ -257,7 +257,9 @@ static void json_more(hbuf_t *b, const status_ring_t *ring, const int *used, int
     hb_puts(b, "}");
     status_warn_list(b, w, nw, 1);
     hb_puts(b, ",\"series\":");
-    ring_json(b, ring, since, used, nused);
+    ring_json(b, ring, 0, since, used, nused);
+    hb_puts(b, ",\"series_10s\":");
+    ring_json(b, ring, 1, since, used, nused);
 }
 
 /* The page (json: 1, since: the series' samples after that second). */
@@ -283,7 +285,7 @@ static int serve(exchange_t *ex, int json, int64_t since)
                  STATUS_PROCS_MAX * 12 + 512 + STATUS_WARNS * 1400 +
                  (size_t)nlocks * (6 * CLUSTER_ACME_NAME_MAX + 64) + /* &quot; for a '"' */
                  (acme_chal_ondemand(s->proc->acme_chal) ? ACME_STATUS_NAMES * 270 + 64 : 0) +
-                 (json ? ring_json_max(nused) : 0);
+                 (json ? 2 * ring_json_max(nused) : 0);
     char *body = snap ? malloc(cap) : NULL, pid[24];
     if (!body) {
         free(snap);

@@ -9,7 +9,8 @@
 (function () {
   var SVG_NS = "http://www.w3.org/2000/svg"; /* a namespace's name: nothing is fetched */
   var REFRESH_MS = 2000, W = 440, H = 120, PAD = 34;
-  var data = null;     /* ?json's series, merged as they come */
+  var data = null;     /* ?json's series (one a second), merged as they come */
+  var data10 = null;   /* ... and series_10s (sums of ten seconds), for the last hour */
   var backends = [];   /* ?json's backends: slot, pool, backend, state */
   var span = 300;      /* seconds shown */
   var busy = false;
@@ -40,13 +41,14 @@
        lines: [["HTTP/1.1", "requests.http1"], ["HTTP/2", "requests.h2"],
                ["HTTP/3", "requests.h3"], ["FTP", "requests.ftp"]]},
       {id: "bytes", title: "Bytes/s sent", lines: [["bytes/s", "bytes"]]},
-      {id: "connections", title: "Open connections", lines: [["open", "connections"]]},
+      {id: "connections", title: "Open connections", gauge: true,
+       lines: [["open", "connections"]]},
       {id: "errors", title: "Errors/s: 4xx, 5xx, refused, timed out",
        lines: [["4xx", "responses_4xx"], ["5xx", "responses_5xx"],
                ["refused", "refused"], ["timed out", "timeouts"]]},
       {id: "cache", title: "Cache hits vs misses /s",
        lines: [["hits", "cache_hits"], ["misses", "cache_misses"]]},
-      {id: "latency", title: "Latency (ms, at most; HTTP only)", scale: 0.001,
+      {id: "latency", title: "Latency (ms, at most; HTTP only)", scale: 0.001, gauge: true,
        lines: [["p50", "latency_p50_us"], ["p90", "latency_p90_us"], ["p99", "latency_p99_us"]]}
     ];
     backends.forEach(function (b) {
@@ -71,9 +73,9 @@
     return obj || [];
   }
 
-  /* Append the newer samples of s to data, keeping the last data.slots. */
-  function merge(s) {
-    if (!data) { data = s; return; }
+  /* Append the newer samples of s to d, keeping the last d.slots: the new d. */
+  function merge(data, s) {
+    if (!data) return s;
     function add(a, b) {
       for (var k in b) {
         if (Array.isArray(b[k]) && k !== "backends") {
@@ -86,15 +88,18 @@
       }
     }
     add(data, s);
+    return data;
   }
 
   function draw(fig, c) {
-    var t = data.t, now = t.length ? t[t.length - 1] : 0, from = now - span;
+    /* the last hour from the ten-second sums (per second: a tenth of each) */
+    var set = span > 900 && data10 ? data10 : data;
+    var t = set.t, now = data.t.length ? data.t[data.t.length - 1] : 0, from = now - span;
     var start = 0;
     while (start < t.length && t[start] <= from) start++;
-    var scale = c.scale || 1, max = 0, lines = [];
+    var scale = (c.scale || 1) / (c.gauge ? 1 : set.interval), max = 0, lines = [];
     c.lines.forEach(function (l, i) {
-      var v = path(data, l[1]).slice(start).map(function (x) { return x * scale; });
+      var v = path(set, l[1]).slice(start).map(function (x) { return x * scale; });
       if (i > 0 && !v.some(function (x) { return x > 0; }) && c.lines.length > 2) return;
       v.forEach(function (x) { if (x > max) max = x; });
       lines.push({name: l[0], cls: "c" + i, v: v});
@@ -111,7 +116,8 @@
       svg.appendChild(label);
     });
     var bottom = svgEl("text", {x: PAD, y: H - 1, "class": "axis"});
-    bottom.textContent = "-" + (span >= 120 ? span / 60 + " min" : span + " s");
+    bottom.textContent = "-" + (span >= 3600 ? span / 3600 + " h" :
+                                span >= 120 ? span / 60 + " min" : span + " s");
     svg.appendChild(bottom);
     var right = svgEl("text", {x: W, y: H - 1, "text-anchor": "end", "class": "axis"});
     right.textContent = "now";
@@ -126,7 +132,7 @@
       }
       svg.appendChild(svgEl("polyline", {points: pts.join(" "), "class": l.cls}));
       /* the legend: the last 10 s (latency: of the seconds that had requests) */
-      var last = l.v.slice(-10).filter(function (x) { return !c.scale || x > 0; }), avg = 0;
+      var last = l.v.slice(set === data ? -10 : -1).filter(function (x) { return !c.scale || x > 0; }), avg = 0;
       last.forEach(function (x) { avg += x / last.length; });
       legend.appendChild(el("span", {"class": l.cls}, l.name + " " + human(avg)));
     });
@@ -159,7 +165,7 @@
     var bar = el("div", {id: "controls"});
     bar.appendChild(el("span", {id: "state"}, "loading..."));
     bar.appendChild(document.createTextNode(" "));
-    [[60, "1 min"], [300, "5 min"], [900, "15 min"]].forEach(function (o) {
+    [[60, "1 min"], [300, "5 min"], [900, "15 min"], [3600, "1 h"]].forEach(function (o) {
       var b = el("button", {type: "button", "data-span": o[0]}, o[1]);
       if (o[0] === span) b.className = "on";
       b.addEventListener("click", function () {
@@ -217,8 +223,11 @@
       var slots = (j.backends || []).map(function (b) { return b.slot; }).join();
       var had = (backends || []).map(function (b) { return b.slot; }).join();
       backends = j.backends || [];
-      if (slots !== had) data = null; /* other backends: the series anew next time */
-      if (data || !last) merge(j.series);
+      if (slots !== had) data = data10 = null; /* other backends: anew next time */
+      if (data || !last) {
+        data = merge(data, j.series);
+        data10 = merge(data10, j.series_10s);
+      }
       return page;
     }).then(function (html) {
       swapLive(html);

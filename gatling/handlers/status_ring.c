@@ -16,11 +16,20 @@ typedef struct ring_last {
     uint64_t be_req[RING_BACKENDS], be_fail[RING_BACKENDS];
 } ring_last_t;
 
-struct status_ring {
-    ring_last_t last;
+/* A ring of samples: the one-second samples, or the ten-second ones. */
+typedef struct tier {
     int head;  /* the slot the next sample goes to */
     int count; /* samples held */
-    ring_sample_t s[RING_SLOTS];
+    int slots;
+    ring_sample_t *s;
+} tier_t;
+
+struct status_ring {
+    ring_last_t last;
+    tier_t fine, coarse;
+    ring_sample_t acc;   /* the ten seconds being summed (acc.t: their first) */
+    int64_t acc_period; /* t / RING_COARSE_SECS of what acc holds (0: nothing) */
+    ring_sample_t s[RING_SLOTS], c[RING_COARSE_SLOTS];
 };
 
 /* snap's cumulative numbers, as a sample counts them. */
@@ -53,8 +62,11 @@ static void cumulative(const stats_snap_t *snap, ring_last_t *l)
 status_ring_t *ring_new(const stats_snap_t *snap)
 {
     status_ring_t *r = calloc(1, sizeof *r);
-    if (r)
-        cumulative(snap, &r->last);
+    if (!r)
+        return NULL;
+    cumulative(snap, &r->last);
+    r->fine = (tier_t){.slots = RING_SLOTS, .s = r->s};
+    r->coarse = (tier_t){.slots = RING_COARSE_SLOTS, .s = r->c};
     return r;
 }
 
@@ -93,13 +105,56 @@ static void percentiles(const uint64_t *d, uint32_t *pct)
     }
 }
 
+/* The slot the next sample of tier goes to, emptied. */
+static ring_sample_t *tier_next(tier_t *tr)
+{
+    ring_sample_t *s = &tr->s[tr->head];
+    tr->head = (tr->head + 1) % tr->slots;
+    if (tr->count < tr->slots)
+        tr->count++;
+    memset(s, 0, sizeof *s);
+    return s;
+}
+
+static const ring_sample_t *tier_at(const tier_t *tr, int i)
+{
+    return &tr->s[(tr->head - 1 - i + 2 * tr->slots) % tr->slots];
+}
+
+/* s into the ten seconds being summed; a sample of the next ten seconds
+   first moves the sum into the coarse tier (t: the end of its seconds).
+   Counts add up; the open connections and the percentiles take the most. */
+static void coarsen(status_ring_t *r, const ring_sample_t *s)
+{
+    int64_t period = s->t / RING_COARSE_SECS;
+    if (r->acc_period && period != r->acc_period) {
+        ring_sample_t *c = tier_next(&r->coarse);
+        *c = r->acc;
+        c->t = (r->acc_period + 1) * RING_COARSE_SECS;
+        r->acc_period = 0;
+    }
+    if (!r->acc_period) {
+        memset(&r->acc, 0, sizeof r->acc);
+        r->acc_period = period;
+    }
+    ring_sample_t *a = &r->acc;
+    for (int k = 0; k < RING_COUNTS; k++)
+        a->n[k] += s->n[k];
+    a->conns = s->conns > a->conns ? s->conns : a->conns;
+    for (int k = 0; k < RING_PCTS; k++)
+        a->pct[k] = s->pct[k] > a->pct[k] ? s->pct[k] : a->pct[k];
+    for (int i = 0; i < RING_BACKENDS; i++) {
+        a->be_req[i] = small((uint64_t)a->be_req[i] + s->be_req[i]);
+        a->be_fail[i] = small((uint64_t)a->be_fail[i] + s->be_fail[i]);
+    }
+}
+
 void ring_add(status_ring_t *r, int64_t t, const stats_snap_t *snap)
 {
     ring_last_t now;
     uint64_t d[STATS_BOUNDS + 1];
     cumulative(snap, &now);
-    ring_sample_t *s = &r->s[r->head];
-    memset(s, 0, sizeof *s);
+    ring_sample_t *s = tier_next(&r->fine);
     s->t = t;
     for (int k = 0; k < RING_COUNTS; k++)
         s->n[k] = grew(now.n[k], r->last.n[k]);
@@ -112,19 +167,17 @@ void ring_add(status_ring_t *r, int64_t t, const stats_snap_t *snap)
         s->be_fail[i] = small(grew(now.be_fail[i], r->last.be_fail[i]));
     }
     r->last = now;
-    r->head = (r->head + 1) % RING_SLOTS;
-    if (r->count < RING_SLOTS)
-        r->count++;
+    coarsen(r, s);
 }
 
 int ring_count(const status_ring_t *r)
 {
-    return r ? r->count : 0;
+    return r ? r->fine.count : 0;
 }
 
 const ring_sample_t *ring_at(const status_ring_t *r, int i)
 {
-    return &r->s[(r->head - 1 - i + 2 * RING_SLOTS) % RING_SLOTS];
+    return tier_at(&r->fine, i);
 }
 
 uint64_t ring_sum(const status_ring_t *r, int k, int64_t now, int secs, int *covered)
@@ -154,25 +207,25 @@ uint64_t ring_be_failures(const status_ring_t *r, int slot, int64_t now, int sec
     return sum;
 }
 
-/* How many samples are newer than second since. */
-static int newer(const status_ring_t *r, int64_t since)
+/* How many samples of tr (NULL: none) are newer than second since. */
+static int newer(const tier_t *tr, int64_t since)
 {
     int n = 0;
-    while (n < ring_count(r) && ring_at(r, n)->t > since)
+    while (tr && n < tr->count && tier_at(tr, n)->t > since)
         n++;
     return n;
 }
 
 /* "name":[v,...] over samples n-1 .. 0, v the word at off (a uint64_t, or
    a uint32_t if narrow) in each. */
-static void series(hbuf_t *b, const status_ring_t *r, int n, const char *name, size_t off,
+static void series(hbuf_t *b, const tier_t *r, int n, const char *name, size_t off,
                    int narrow)
 {
     hb_puts(b, "\"");
     hb_puts(b, name);
     hb_puts(b, "\":[");
     for (int i = n - 1; i >= 0; i--) {
-        const char *p = (const char *)ring_at(r, i) + off;
+        const char *p = (const char *)tier_at(r, i) + off;
         uint64_t v;
         if (narrow) {
             uint32_t w;
@@ -190,12 +243,14 @@ static void series(hbuf_t *b, const status_ring_t *r, int n, const char *name, s
 
 #define AT(f) offsetof(ring_sample_t, f)
 
-void ring_json(hbuf_t *b, const status_ring_t *r, int64_t since, const int *used, int nused)
+void ring_json(hbuf_t *b, const status_ring_t *ring, int coarse, int64_t since, const int *used,
+               int nused)
 {
     static const char *const proto[STATS_PROTOS] = {"http1", "h2", "ftp", "h3"};
+    const tier_t *r = ring ? (coarse ? &ring->coarse : &ring->fine) : NULL;
     int n = newer(r, since);
-    hb_puts(b, "{\"interval\":1,\"slots\":");
-    hb_num(b, RING_SLOTS);
+    hb_puts(b, coarse ? "{\"interval\":10,\"slots\":" : "{\"interval\":1,\"slots\":");
+    hb_num(b, (uint64_t)(coarse ? RING_COARSE_SLOTS : RING_SLOTS));
     hb_puts(b, ",");
     series(b, r, n, "t", AT(t), 0);
     hb_puts(b, ",\"requests\":{");

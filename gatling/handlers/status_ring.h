@@ -1,13 +1,13 @@
 /*
  * status_ring — the last 15 minutes of a loop's numbers, one sample a
- * second, for /server-status's graphs (-S).  status.c's once-a-second timer
+ * second, and the last hour in ten-second sums, for /server-status's graphs (-S).  status.c's once-a-second timer
  * hands it a snapshot (site/stats.h's stats_snap_t: with -W the workers'
  * sum, as /metrics adds them) and it keeps what changed in that second:
  * requests by protocol, bytes, 4xx and 5xx answers, refusals, timeouts,
  * cache hits and misses, floods ended, 503s of a full job pool, latency
  * percentiles from the duration histogram, per backend its requests and
- * failures; and the open connections then.  900 slots of 232 bytes: ~200 KiB
- * per loop, made only with -S.  No I/O, no clock of its own: pure but for
+ * failures; and the open connections then.  900 slots of 256 bytes, and
+ * 360 of ten-second sums: 315 KiB per loop, made only with -S.  No I/O, no clock of its own: pure but for
  * its memory.
  */
 #ifndef GATLING_STATUS_RING_H
@@ -19,6 +19,8 @@
 #include <stdint.h>
 
 #define RING_SLOTS 900   /* one-second samples kept: 15 minutes */
+#define RING_COARSE_SECS 10    /* ... and ten-second sums of them */
+#define RING_COARSE_SLOTS 360 /* kept for an hour */
 #define RING_BACKENDS 16 /* backend slots with a series (the first 16) */
 
 /* The counters a sample is the difference of. */
@@ -81,10 +83,13 @@ uint64_t ring_be_failures(const status_ring_t *r, int slot, int64_t now, int sec
 /*
  * Append the samples newer than second `since` as JSON: an object of
  * arrays, oldest first ("t", "requests" by protocol, "bytes", ...,
- * "backends": one entry per slot in used[], the backends there).  The
- * bytes it takes at most: ring_json_max.
+ * "backends": one entry per slot in used[], the backends there); coarse:
+ * the ten-second samples (each t the end of its ten seconds; counts summed
+ * over them, connections and percentiles their most).  The bytes it takes
+ * at most: ring_json_max.
  */
-void ring_json(hbuf_t *b, const status_ring_t *r, int64_t since, const int *used, int nused);
+void ring_json(hbuf_t *b, const status_ring_t *r, int coarse, int64_t since, const int *used,
+               int nused);
 size_t ring_json_max(int nused);
 
 #endif

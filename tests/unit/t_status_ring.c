@@ -69,21 +69,28 @@ int main(void)
     size_t cap = ring_json_max(2);
     char *buf = malloc(cap);
     hbuf_t b = hb_init(buf, cap);
-    ring_json(&b, r, 2000 + RING_SLOTS + 2, used, 2);
+    ring_json(&b, r, 0, 2000 + RING_SLOTS + 2, used, 2);
     const char *j = hb_str(&b);
     ok(j && strstr(j, "\"t\":[2903,2904]") && strstr(j, "\"http1\":[1,1]"),
        "?json&since=T: the samples after T (%.80s)", j ? j : "over");
     ok(j && strstr(j, "\"backends\":[{\"slot\":1,\"requests\":[3,3],\"failures\":[2,2]}]"),
        "one series per backend slot in range");
     b = hb_init(buf, cap);
-    ring_json(&b, r, 0, used, 2);
+    ring_json(&b, r, 0, 0, used, 2);
     ok(hb_str(&b) != NULL, "the whole ring fits ring_json_max (%zu of %zu)", hb_len(&b), cap);
     b = hb_init(buf, 64);
-    ring_json(&b, r, 0, used, 2);
+    ring_json(&b, r, 0, 0, used, 2);
     ok(b.over, "a short buffer is over, never overrun");
     b = hb_init(buf, cap);
-    ring_json(&b, NULL, 0, used, 0);
+    ring_json(&b, NULL, 0, 0, used, 0);
     ok(hb_str(&b) && strstr(buf, "\"t\":[]"), "no ring: empty series");
+    /* the ten-second tier: sums of each ten seconds, t their end */
+    b = hb_init(buf, cap);
+    ring_json(&b, r, 1, 2000 + RING_SLOTS - 20, used, 2);
+    j = hb_str(&b);
+    ok(j && strstr(j, "\"interval\":10") && strstr(j, "\"t\":[2890,2900]") &&
+           strstr(j, "\"http1\":[10,10]") && strstr(j, "\"failures\":[20,20]"),
+       "ten-second sums (%.120s)", j ? j : "over");
     free(buf);
     ring_free(r);
     free(s);

@@ -78,6 +78,9 @@ def test_series_against_the_counters(gatling):
     assert summed(s, "responses_4xx") == 5 and summed(s, "responses_5xx") == 0, s
     assert len(s["t"]) == len(s["bytes"]) == len(s["connections"]) <= s["slots"] == 900
     assert s["t"] == sorted(s["t"]) and s["t"][-1] <= j["now"], s["t"]
+    c = j["series_10s"]  # the last hour's ten-second sums: none closed yet, or each a 10 s end
+    assert c["interval"] == 10 and c["slots"] == 360 and all(t % 10 == 0 for t in c["t"]), c
+    assert summed(c, "requests") <= summed(s, "requests"), c
     # the requests' durations give a latency in the seconds that had them
     assert any(p > 0 for p in s["latency_p50_us"]), s
     assert all(a <= b <= c for a, b, c in zip(s["latency_p50_us"], s["latency_p90_us"],
