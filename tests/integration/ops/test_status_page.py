@@ -24,10 +24,8 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
-import threading
 import time
 import urllib.request
 
@@ -35,6 +33,7 @@ import pytest
 
 from conftest import Client, fetch, free_port, http_only
 from feature_helpers import assert_ok, assert_status, norm_ctype, wait_for
+from test_loadgen import PyServer, read_request
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 F = b"the f file\n" * 20
@@ -186,54 +185,14 @@ def test_certificate_in_its_renewal_window_is_marked(gatling, tmp_path):
 
 # ---------------------------------------------------------------- Chromium
 
-class Backend:
-    """A plain HTTP/1.1 backend on a thread, killed by close(): its listening
-    socket goes, and the connections it holds."""
-
-    def __init__(self):
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
-        self.conns, self.dead = [], False
-        threading.Thread(target=self.accept, daemon=True).start()
-
-    def accept(self):
-        while not self.dead:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            if self.dead:
-                c.close()
-                return
-            self.conns.append(c)
-            threading.Thread(target=self.serve, args=(c,), daemon=True).start()
-
-    def serve(self, c):
-        buf = b""
-        try:
-            while not self.dead:
-                d = c.recv(65536)
-                if not d:
-                    return
-                buf += d
-                while b"\r\n\r\n" in buf:
-                    _, buf = buf.split(b"\r\n\r\n", 1)
-                    c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n")
-        except OSError:
+def answer_ok(c, server):
+    """A backend's connection (test_loadgen's PyServer): "ok" to each request."""
+    buf = b""
+    while not server.closed:
+        head, buf = read_request(c, buf)
+        if head is None:
             return
-
-    def close(self):
-        self.dead = True
-        with contextlib.suppress(OSError):  # wakes the accept (a close alone would not)
-            self.sock.shutdown(socket.SHUT_RDWR)
-        self.sock.close()
-        for c in self.conns:
-            with contextlib.suppress(OSError):
-                c.shutdown(socket.SHUT_RDWR)
-                c.close()
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n")
 
 
 @contextlib.contextmanager
@@ -324,7 +283,8 @@ def test_chromium_sees_graphs_move_and_the_dead_backend(gatling, build, tmp_path
     certs = str(tmp_path / "certs")
     os.makedirs(certs)
     dated_cert(certs, "soon.test", 80, 5)  # in its renewal window
-    live, be = Backend(), Backend()  # a pool's last backend is never taken out: two
+    # a pool's last backend is never taken out: two, one killed under load
+    live, be = PyServer(answer_ok), PyServer(answer_ok)
     srv = gatling(TREE, args=("-T", "10", "-S", "-P", "@web/^/app/", "--pool",
                               "web=127.0.0.1/%d,127.0.0.1/%d;fails=2;window=30;down=60"
                               % (live.port, be.port), "-C", certs, "-e", "0"),
