@@ -138,7 +138,7 @@ NOT_ON_METRICS = {
     "uptime",                      # gatling_start_time_seconds
     "requests", "bytes",           # gatling_requests_total, _transferred_bytes_total by protocol
     "requests_per_second", "bytes_per_second",  # rate() of those
-    "now", "window", "series",     # the graphs' samples (test_status_page.py): rate() too
+    "now", "window", "series", "series_10s",  # the graphs (test_status_page.py): rate()
     "warnings",                    # what the page marks, from these numbers
     "gzip_paced_ms",               # gatling_gzip_paced_seconds_total
     "tls_certificate_expiry_first",  # the least of gatling_tls_certificate_expiry_seconds{name}
