@@ -33,6 +33,11 @@
     X(E, bytes, COUNTER, NULL, NULL, NULL, NULL, "bytes", "bytes sent")                          \
     X(E, rps, GAUGE, NULL, NULL, NULL, NULL, "requests_per_second", "requests/s")                \
     X(E, bps, GAUGE, NULL, NULL, NULL, NULL, "bytes_per_second", "bytes/s")                      \
+    X(C, responses_4xx, COUNTER, "gatling_responses_total", "class", "4xx",                    \
+      "Requests answered with a client error (4xx) or a server error (5xx)", "responses_4xx",    \
+      "answered 4xx (client errors)")                                                            \
+    X(C, responses_5xx, COUNTER, "gatling_responses_total", "class", "5xx", NULL,               \
+      "responses_5xx", "answered 5xx (server errors)")                                           \
     X(C, refused_cap, COUNTER, "gatling_refused_total", "reason", "connection_cap",              \
       "Connections refused: over -N or -K (503; HTTPS: closed), accept failed for want of "      \
       "descriptors or memory, or a flood ended the address's connections lately (closed)",       \
