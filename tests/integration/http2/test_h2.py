@@ -602,9 +602,11 @@ def test_rate_of_resets_is_bounded(gatling):
 def test_resets_of_streams_open_a_second_are_not_rapid(gatling):
     """A client that cancels its calls at their deadline (gRPC: RST_STREAM
     CANCEL a second or more after it opened the stream) makes no rapid
-    reset: 700 streams, 100 at a time, each reset 1.05 s after it opened
+    reset: 700 streams, 100 at a time, each reset 1.5 s after it opened
     (requests whose bodies never come), and the connection still answers;
-    counted as frames (200, then 50 a second) they ended it at about 550."""
+    counted as frames (200, then 50 a second) they ended it at about 550.
+    (1.05 s left 50 ms for the server to take the HEADERS in: a busy machine's
+    sanitizer build took them in later, and the resets came under H2_RESET_YOUNG.)"""
     srv = gatling(TREE, args=("-T", "10", "-E", "-n", "-S"))
     s = socket.create_connection(srv.addr(), timeout=5)
     s.sendall(PREFACE + SETTINGS0)
@@ -614,7 +616,7 @@ def test_resets_of_streams_open_a_second_are_not_rapid(gatling):
         ids = range(sid, sid + 200, 2)
         sid += 200
         s.sendall(b"".join(headers_frame(i, post, 0x4) for i in ids))
-        time.sleep(1.05)
+        time.sleep(1.5)
         s.sendall(b"".join(frame(3, 0, i, b"\x00\x00\x00\x08") for i in ids))  # CANCEL
     s.sendall(headers_frame(sid, GET_A, 0x5))
     got = frames_until(s, lambda fs: any(t in (1, 7) and i in (0, sid) for t, _, i, _ in fs), 10)
