@@ -38,11 +38,17 @@ CLOSED = ("closed/x.txt", "/closed/back.txt", "sub/into.txt")
 
 
 def ftp_port(srv):
-    for line in srv.errlog:
-        m = re.search(r"port (\d+) \(ftp\)", line)
-        if m:
-            return int(m.group(1))
-    raise AssertionError("no FTP listener line on stderr:\n%s" % srv.stderr_text())
+    """The FTP port from the listener's line (errlog is filled by a reader thread: the
+    line may come a moment after the HTTP one that the start waited for)."""
+    deadline = time.monotonic() + 5
+    while True:
+        for line in list(srv.errlog):
+            m = re.search(r"port (\d+) \(ftp\)", line)
+            if m:
+                return int(m.group(1))
+        if time.monotonic() > deadline:
+            raise AssertionError("no FTP listener line on stderr:\n%s" % srv.stderr_text())
+        time.sleep(0.02)
 
 
 def start(gatling, tree=None, args=(), upload=None, chmod=True, tls=False):
