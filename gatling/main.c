@@ -191,7 +191,8 @@ static int open_root(const config_t *cfg, const proc_t *p)
     return fd;
 }
 
-/* -c: change into the document root; as root, also chroot there. */
+/* -c: change into the document root; as root, also chroot there (unless
+   --no-chroot). */
 static int enter_root(const config_t *cfg, const proc_t *p)
 {
     int fd;
@@ -200,7 +201,7 @@ static int enter_root(const config_t *cfg, const proc_t *p)
     if ((fd = open_root(cfg, p)) < 0)
         return -1;
     close(fd);
-    if (geteuid() == 0) {
+    if (geteuid() == 0 && !cfg->no_chroot) {
         if (chroot(".") < 0 || chdir("/") < 0) {
             fprintf(stderr, "gatling: chroot(\"%s\") failed: %s\n", cfg->root, strerror(errno));
             return -1;

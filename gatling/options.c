@@ -437,6 +437,9 @@ static const optdef_t general_opts[] = {
         "  -q file   append the error log to file (default: stderr); SIGUSR1 reopens it\n"),
     OPT_ROW_STR('c', NULL, OPT_PATH, PATH_MAX - 1, root, "not a usable directory name",
         "  -c dir    serve dir; as root, chroot into it after opening the listeners\n"),
+    OPT_ROW_FLAG(0, "no-chroot", no_chroot, 1,
+        "  --no-chroot  as root too, serve -c's dir without a chroot (a PHP socket or a\n"
+        "            CGI interpreter outside it stays reachable; the upgrade works)\n"),
     OPT_ROW_STR('u', NULL, OPT_WORD, OPT_NAME_MAX, user, "not a user name",
         "  -u user   run as user after opening the listeners\n"),
     OPT_ROW_STR('m', NULL, OPT_PATH, PATH_MAX - 1, mime_file, "not a usable file name",

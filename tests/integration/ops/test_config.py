@@ -1,8 +1,10 @@
 """The options file (--config), --check, and the reload (SIGUSR2) that reads the
 file again: an edit applied under load with no failed request, a broken edit
 that changes nothing (issue 56)."""
+import contextlib
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -10,7 +12,7 @@ import time
 import pytest
 
 from appservers import listener, serve
-from conftest import ALARMING, ROOT, end_upgrades, gone, wait_for
+from conftest import ALARMING, ROOT, end_upgrades, free_port, gone, wait_for
 from conftest import (first_backend_only, http_only, assert_status, fetch, make_docroot,
                       running_server, start_server)
 from conftest import test_pki as pki_dir  # not test_*: pytest would collect it
@@ -266,12 +268,102 @@ def test_check_passes_the_shipped_file(build, tmp_path):
     assert "@DATADIR@/www" in text and "/var/log/gatling/" in text
     text = text.replace("@DATADIR@/www", os.path.join(ROOT, "www"))
     text = text.replace("/var/log/gatling/", str(tmp_path) + "/")
+    if os.geteuid() != 0:  # -u gatling: the package's user, whom only root may become
+        text = text.replace("\n-u gatling\n", "\n")
+    elif not users_exist("gatling"):
+        text = text.replace("\n-u gatling\n", "\n-u nobody\n")
     conf = write(tmp_path / "gatling.conf", text)
     rc, err = check(build, "--config", conf)
     assert rc == 0 and "--check: the configuration is good" in err, err
+    assert "warning" not in err and "note" not in err, err
     rc, err = check(build, "--config", conf, "-C", os.path.join(pki_dir(), "certs"), "-e", "0")
     assert rc == 0, err
     assert not os.path.exists(str(tmp_path / "access.log.bound")), "nothing else made"
+
+
+def users_exist(*names):
+    import pwd
+    try:
+        return [pwd.getpwnam(n) for n in names]
+    except KeyError:
+        return None
+
+
+@contextlib.contextmanager
+def logs_of(user):
+    """A log directory as the package's: /tmp/X (root's, 0755) /logs, owned by
+    user, mode 0750 (LogsDirectory=, postinst)."""
+    import tempfile
+    top = tempfile.mkdtemp(dir="/tmp")
+    try:
+        os.chmod(top, 0o755)
+        logs = os.path.join(top, "logs")
+        os.mkdir(logs, 0o750)
+        os.chown(logs, user.pw_uid, user.pw_gid)
+        yield logs
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def test_check_as_root_judges_the_logs_as_u_opens_them(build, tmp_path):
+    """The package's situation (issue 79): the logs' directory is the gatling
+    user's.  As root, --check with -u gatling opens them as gatling: exit 0,
+    no word of -u; without -u it is refused, and that message suggests -u;
+    with a -u user who cannot write there, the message does not suggest -u."""
+    if os.geteuid() != 0:
+        pytest.skip("root's check")
+    users = users_exist("nobody", "daemon")
+    if not users:
+        pytest.skip("no users nobody and daemon")
+    nobody, daemon = users
+    with logs_of(nobody) as logs:
+        conf = write(tmp_path / "g.conf", "-c %s\n--no-chroot\n-u nobody\n-l %s/access.log\n"
+                     "-q %s/error.log\n" % (os.path.join(ROOT, "www"), logs, logs))
+        rc, err = check(build, "--config", conf)
+        assert rc == 0 and "configuration is good" in err and "-u" not in err, err
+        assert os.stat(os.path.join(logs, "access.log")).st_uid == nobody.pw_uid
+        rc, err = check(build, "--config", conf, "-u", "daemon")
+        assert rc == 2 and "-l %s/access.log: the access log cannot be opened: Permission " \
+            "denied" % logs in err and "give -u" not in err, err
+        text = open(conf).read().replace("-u nobody\n", "")
+        rc, err = check(build, "--config", write(conf, text))
+        assert rc == 2 and "its directory can be written by others than root: give -u USER" \
+            in err, err
+
+
+def test_no_chroot_and_the_warning_of_serving_as_root(build, tmp_path):
+    """-c as root chroots (the note says so, and how not to: --no-chroot);
+    --no-chroot in the file: no note, and a -P unix socket outside the root
+    that does not exist is warned about as such; root without -u is warned."""
+    if os.geteuid() != 0:
+        pytest.skip("root's start")
+    www = os.path.join(ROOT, "www")
+    sock = str(tmp_path / "php.sock")
+    rule = "-P 'unix:%s/^/app/'\n" % sock
+    rc, err = check(build, "--config", write(tmp_path / "a.conf", "-c %s\n-u nobody\n%s"
+                                             % (www, rule)))
+    assert "gatling chroots into it" in err and "add --no-chroot" in err, err
+    assert "started as root without -u" not in err, err
+    rc, err = check(build, "--config", write(tmp_path / "b.conf", "-c %s\n--no-chroot\n%s"
+                                             % (www, rule)))
+    assert rc == 0 and "chroots" not in err, err
+    assert "warning: -P unix:%s/^/app/: unix:%s does not exist (yet)" % (sock, sock) in err, err
+    assert "warning: started as root without -u: gatling serves as root; give -u USER" in err, err
+    port = free_port()
+    p = subprocess.Popen([build.binary, "--config", str(tmp_path / "b.conf"), "-n", "-E",
+                          "-i", "127.0.0.1", "-p", str(port)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        while len(lines) < 10 and (not lines or "listening on" not in lines[-1]):
+            lines.append(p.stderr.readline())
+        assert any("started as root without -u" in l for l in lines), lines
+        assert not any("chroot" in l for l in lines), lines
+        # not chrooted: the process's root is still /
+        assert os.readlink("/proc/%d/root" % p.pid) == "/"
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(10)
 
 
 def reload(srv, pids):

@@ -11,6 +11,7 @@ is left to its own module: the package is built by the same
 dpkg-buildpackage, installed and served by test_package.py (run once).
 """
 import os
+import pwd
 import re
 import resource
 import shlex
@@ -189,9 +190,11 @@ def test_proxy_to_an_app(gatling, tmp_path, run_php):
     make_docroot(root, {"index.php": PHP, "f.txt": "x\n"})
     subprocess.run(written("cd /srv/www && touch .proxy")[3:], cwd=root, check=True)
     port = app_backend()
-    argv = written("gatling -P '127.0.0.1/8080/^/app/' -P")
+    argv = written("gatling -u www-data -P '127.0.0.1/8080/^/app/' -P")
+    me = pwd.getpwuid(os.geteuid()).pw_name  # the test's php-fpm runs as the test's user
     srv = gatling(docroot=root, args=tuple(loopback(argv[1:], {"8080": str(port),
-                                                              "/run/php": run})))
+                                                              "/run/php": run,
+                                                              "www-data": me})))
     words = loopback(written("curl http://localhost/app/"),
                      {"localhost": "localhost:%d" % srv.port})
     assert curl(*words[1:]) == "app; X-Forwarded-For: 127.0.0.1\n"
