@@ -1,6 +1,7 @@
 /* cluster_setup — see cluster_setup.h. */
 #define _GNU_SOURCE
 #include "cluster_setup.h"
+#include "options.h"
 #include "acme/acme_cluster.h"
 #include "acme/acme_etcd.h"
 #include "site/cluster.h"
@@ -30,8 +31,7 @@ static int name_ok(const char *s)
 /* A bad value: the pointer to the help follows, as for every option's. */
 static int bad_value(void)
 {
-    fputs("gatling: try 'gatling -h' or see gatling(8)\n", stderr);
-    return 2;
+    return usage_error();
 }
 
 enum { CLUSTER_OPT, CLUSTER_OPT_NAME };

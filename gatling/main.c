@@ -67,29 +67,39 @@ static int prepare(const config_t *cfg, proc_t *p)
        traces us (keys, other clients' credentials); server_drop_privileges
        sets it again after -u */
     gio_proc_private();
+    char at[PATH_MAX + 32];
+    int failed = 0;
     if (cfg->user) {
         struct passwd *pw = getpwnam(cfg->user);
         if (!pw) {
-            fprintf(stderr, "gatling: -u %s: no such user\n", cfg->user);
-            return -1;
+            fprintf(stderr, "gatling: %s-u %s: no such user\n", options_where('u', at, sizeof at),
+                    cfg->user);
+            if (!cfg->check)
+                return -1;
+            failed = 1, p->uid = PFS_NO_USER; /* --check goes on to the logs */
+        } else {
+            p->uid = (int)pw->pw_uid, p->gid = (int)pw->pw_gid;
         }
-        p->uid = (int)pw->pw_uid, p->gid = (int)pw->pw_gid;
     }
     p->log_fd = cfg->access_log ? STDOUT_FILENO : -1;
     if (cfg->access_log && cfg->log_file &&
         (p->log_fd = pfs_open_log(cfg->log_file, -1, p->uid, p->gid, NULL, why,
                                   sizeof why)) < 0) {
-        fprintf(stderr, "gatling: -l %s: the access log cannot be opened: %s\n", cfg->log_file,
-                why);
-        return -1;
+        fprintf(stderr, "gatling: %s-l %s: the access log cannot be opened: %s\n",
+                options_where('l', at, sizeof at), cfg->log_file, why);
+        if (!cfg->check)
+            return -1;
+        failed = 1;
     }
     if ((p->error_fd = elog_open(cfg->error_log, p->uid, p->gid,
                                  cfg->workers > 1 ? &p->error_dir : NULL, why, sizeof why)) < 0) {
-        fprintf(stderr, "gatling: -q %s: the error log cannot be opened: %s\n", cfg->error_log,
-                why);
+        fprintf(stderr, "gatling: %s-q %s: the error log cannot be opened: %s\n",
+                options_where('q', at, sizeof at), cfg->error_log, why);
         return -1;
     }
-    return cgi_user(cfg, p);
+    if (p->uid == PFS_NO_USER)
+        p->uid = -1;
+    return failed ? -1 : cgi_user(cfg, p);
 }
 
 /* Who reads the certificates at start: -u's user where it owns them (--acme's

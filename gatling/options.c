@@ -55,11 +55,27 @@ static int is_address(const char *s)
 /*
  * A bad option gets one line of error and one pointing at the help, as curl and
  * nginx do: 50 lines of usage would push the error itself off the screen.
+ * --check says every bad option, and the pointer once, after them all
+ * (hint: 1 while it defers it, 2 once it owes it).
  */
+static int hint;
+
 int usage_error(void)
 {
-    fputs("gatling: try 'gatling -h' or see gatling(8)\n", stderr);
+    if (hint)
+        hint = 2;
+    else
+        fputs("gatling: try 'gatling -h' or see gatling(8)\n", stderr);
     return 2;
+}
+
+/* The deferred pointer to the help, if a bad option made it owed. */
+static int usage_hint_end(int rc)
+{
+    if (hint == 2)
+        fputs("gatling: try 'gatling -h' or see gatling(8)\n", stderr);
+    hint = 0;
+    return rc;
 }
 
 /*
@@ -68,6 +84,21 @@ int usage_error(void)
  * callers need not pass it; bad() empties it once it has named it.
  */
 static char opt_where[PATH_MAX + 32];
+
+/* The options file, and the line each short option was last given on
+   there (0: the command line's), for the start's later messages. */
+static const char *where_file;
+static int where_line[128];
+
+const char *options_where(int c, char *buf, size_t len)
+{
+    int line = c > 0 && c < 128 ? where_line[c] : 0;
+    if (line > 0 && where_file)
+        snprintf(buf, len, "%s:%d: ", where_file, line);
+    else if (len)
+        buf[0] = 0;
+    return buf;
+}
 
 static int bad(const char *opt, const char *arg, const char *why)
 {
@@ -822,6 +853,8 @@ static int getopt_all(conf_args_t *ca, config_t *cfg)
         } else {
             const optdef_t *o = row_of(c);
             conf_where(ca, at, opt_where, sizeof opt_where);
+            if (c > 0 && c < 128)
+                where_line[c] = ca->line[at];
             rc = o && c != '?' && c != ':' ? option(o, optarg, cfg, opt_where[0] != 0)
                                            : getopt_trouble(c, ca, at);
         }
@@ -880,12 +913,21 @@ int options_parse(int argc, char **argv, config_t *cfg, conf_args_t *ca)
         fputs("gatling: --config needs a file\n", stderr);
         return usage_error();
     }
-    if (conf_load(ca, file, argc, argv, tab.optstring + 2, tab.pathshort, tab.pathlong) < 0)
+    int file_bad = conf_load(ca, file, argc, argv, tab.optstring + 2, tab.pathshort,
+                             tab.pathlong, tab.longopts);
+    if (file_bad < 0)
         return 2;
     for (int i = 1; i < ca->argc && strcmp(ca->argv[i], "--"); i++)
         cfg->check |= !strcmp(ca->argv[i], "--check");
-    int failed = (rc = getopt_all(ca, cfg)) == 2;
-    if (rc >= 0 && (!failed || !cfg->check)) /* only --check goes on to say every problem */
-        return rc;
-    return options_done(cfg, failed);
+    if (file_bad && !cfg->check)
+        return usage_error();
+    hint = cfg->check;
+    where_file = ca->path;
+    memset(where_line, 0, sizeof where_line);
+    int failed = (rc = getopt_all(ca, cfg)) == 2 || file_bad;
+    if (rc >= 0 && !failed) /* -h, -V */
+        return usage_hint_end(rc);
+    if (rc >= 0 && !cfg->check)
+        return usage_hint_end(rc);
+    return usage_hint_end(options_done(cfg, failed));
 }
