@@ -8,6 +8,7 @@
 #include "advise.h"
 #include "check.h"
 #include "options.h"
+#include "pidfile.h"
 #include "cluster_setup.h"
 #include "site/config.h"
 #include "site/elog.h"
@@ -95,6 +96,10 @@ static int prepare(const config_t *cfg, proc_t *p)
                                  cfg->workers > 1 ? &p->error_dir : NULL, why, sizeof why)) < 0) {
         fprintf(stderr, "gatling: %s-q %s: the error log cannot be opened: %s\n",
                 options_where('q', at, sizeof at), cfg->error_log, why);
+        return -1;
+    }
+    if (pidfile_open(cfg, p, why, sizeof why) < 0) {
+        fprintf(stderr, "gatling: --pid-file %s: cannot be opened: %s\n", cfg->pid_file, why);
         return -1;
     }
     if (p->uid == PFS_NO_USER)
@@ -388,6 +393,7 @@ static int finish(run_t *r, int rc)
     if (r->sides)
         tls_store_free(r->proc.tls);
     mime_free(r->mime);
+    pidfile_end(&r->cfg, &r->proc);
     conf_free(&r->ca);
     return rc;
 }
@@ -416,6 +422,7 @@ static int serve(run_t *r, int *fds, int n)
     if (r->s.quic)
         server_quic_steer(&r->qg);
     handover_ready();
+    pidfile_write(p); /* serving: an upgrade's new process replaces the old one's pid */
     return server_run(&r->s);
 }
 
@@ -450,6 +457,7 @@ static int start(run_t *r, char **argv)
         return serve(r, fds, n);
     handover_capture_end(); /* the workers keep stderr */
     r->reap_cluster = 1;
+    pidfile_write(p); /* the supervisor's: what --reload and SIGUSR1 are sent to */
     return enter_root(cfg, p) < 0 ? 1
                                   : worker_supervise(cfg, p, r->mime, fds, n, groups, &r->qg);
 }

@@ -466,6 +466,9 @@ static const optdef_t general_opts[] = {
         "  --log-format combined|json  the access log's format (json: an object a line)\n"},
     OPT_ROW_STR('q', NULL, OPT_LOG, PATH_MAX - 1, error_log, "not a usable file name",
         "  -q file   append the error log to file (default: stderr); SIGUSR1 reopens it\n"),
+    OPT_ROW_STR(0, "pid-file", OPT_LOG, PATH_MAX - 1, pid_file, "not a usable file name",
+        "  --pid-file file  write the serving process's pid to file (the new one's after\n"
+        "            an upgrade), removed at exit; --reload file reads it\n"),
     OPT_ROW_STR('c', NULL, OPT_PATH, PATH_MAX - 1, root, "not a usable directory name",
         "  -c dir    serve dir; as root, chroot into it after opening the listeners\n"),
     OPT_ROW_FLAG(0, "no-chroot", no_chroot, 1,

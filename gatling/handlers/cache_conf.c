@@ -197,9 +197,12 @@ static void conf_read(cache_vh_t *v, int dirfd, const char *dir, site_t *s)
         char why[PATH_MAX + VHOST_NAME_MAX + 256], at[16] = "";
         if (n >= 0)
             snprintf(at, sizeof at, ":%d", line);
+        /* the root as the admin knows it: -c's name after a chroot */
+        const char *root = s->root_real && strcmp(s->root_real, "/") ? s->root_real
+                           : s->cfg->root                             ? s->cfg->root
+                                                                      : "";
         snprintf(why, sizeof why, "%s/%s%s.cache%s: %s: the cache is off for this site until "
-                 "the file is mended", !s->root_real ? "." : strcmp(s->root_real, "/") ? s->root_real : "", dir, *dir ? "/" : "",
-                 at, no);
+                 "the file is mended", root, dir, *dir ? "/" : "", at, no);
         elog_text(&s->elog, gio_wallclock(s->loop), "cache", why);
         v->bad = 1;
         return;
