@@ -293,6 +293,7 @@ static int check_run(config_t *cfg, proc_t *p, int failed)
         if (p->error_fd > STDERR_FILENO)
             close(p->error_fd);
     }
+    pidfile_end(cfg, p); /* opened, not written: left as it was */
     if (acme_prepare(cfg, p) < 0 || load_certificates(cfg, p) < 0)
         failed = 1;
     advise(cfg, p); /* the start's own warnings (advise.h) */
@@ -421,8 +422,10 @@ static int serve(run_t *r, int *fds, int n)
     say_listening(cfg, lst, n, passed);
     if (r->s.quic)
         server_quic_steer(&r->qg);
+    /* serving: an upgrade's new process replaces the old one's pid, before
+       it tells the old one (which then drains, and leaves a pid not its own) */
+    pidfile_write(p);
     handover_ready();
-    pidfile_write(p); /* serving: an upgrade's new process replaces the old one's pid */
     return server_run(&r->s);
 }
 

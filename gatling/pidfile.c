@@ -55,11 +55,15 @@ void pidfile_write(const proc_t *p)
         fprintf(stderr, "gatling: --pid-file: cannot write the pid: %s\n", strerror(errno));
 }
 
-/* The pid the file open at fd holds, or 0. */
-static long held(int fd)
+/* The pid the file name in dirfd holds (it is open write-only: read it
+   anew, no link followed), or 0. */
+static long held(int dirfd, const char *name)
 {
     char text[32];
-    ssize_t got = pread(fd, text, sizeof text - 1, 0);
+    int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    ssize_t got = fd >= 0 ? read(fd, text, sizeof text - 1) : -1;
+    if (fd >= 0)
+        close(fd);
     if (got <= 0)
         return 0;
     text[got] = 0;
@@ -70,10 +74,10 @@ void pidfile_end(const config_t *cfg, proc_t *p)
 {
     if (p->pid_fd < 0)
         return;
-    if (held(p->pid_fd) == (long)getpid()) {
-        const char *slash = strrchr(cfg->pid_file, '/');
-        const char *name = slash ? slash + 1 : cfg->pid_file;
-        if (p->pid_dir < 0 || unlinkat(p->pid_dir, name, 0) < 0)
+    const char *slash = strrchr(cfg->pid_file, '/');
+    const char *name = slash ? slash + 1 : cfg->pid_file;
+    if (p->pid_dir >= 0 && held(p->pid_dir, name) == (long)getpid()) {
+        if (unlinkat(p->pid_dir, name, 0) < 0)
             (void)!ftruncate(p->pid_fd, 0); /* the file stays, naming no process */
     }
     close(p->pid_fd);

@@ -223,8 +223,13 @@ static int long_option(words_t *ws, int *i, const char *const *pathlong,
     const struct option *o = longopts;
     while (o && o->name && (strlen(o->name) != nl || strncmp(o->name, name, nl)))
         o++;
-    if (!o || !o->name || o->has_arg == no_argument)
-        return 0; /* a flag, or unknown: getopt says so, with a did-you-mean */
+    if (o && o->name && o->has_arg == no_argument)
+        return 0; /* a flag */
+    if (!o || !o->name) { /* unknown: getopt says so, with a did-you-mean, and takes
+                             the next word of its line as its value */
+        *i += *i + 1 < ws->n && ws->w[*i + 1][0] != '-' && ws->line[*i + 1] == ws->line[*i];
+        return 0;
+    }
     if (*i + 1 >= ws->n) { /* else the command line's first word would be its value */
         char why[128];
         snprintf(why, sizeof why, "--%.64s at the file's end without its value", name);
