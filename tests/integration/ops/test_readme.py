@@ -74,11 +74,13 @@ def test_static_site_with_https(gatling, build, tmp_path):
     """gatling -c /srv/www ... -e 443 -X -x 31536000, a host directory named
     by the name alone: HTTPS (h2 by ALPN) serves it with HSTS, http://
     redirects, and the start warns of nothing (as root it notes the chroot)."""
-    argv = written("gatling -c /srv/www --acme admin@example.org -e 443 -X -x 31536000")
+    argv = written("gatling -c /srv/www -u www-data --acme admin@example.org -e 443 -X -x "
+                   "31536000")
     root = str(tmp_path / "srv" / "www")
     make_docroot(root, {"localhost/index.html": "site\n"})
     tls = free_port()
-    args = loopback(argv[1:], {"/srv/www": root, "443": str(tls)})
+    me = pwd.getpwuid(os.geteuid()).pw_name  # the test's user: root's files in tmp_path
+    args = loopback(argv[1:], {"/srv/www": root, "443": str(tls), "www-data": me})
     i = args.index("--acme")
     args[i:i + 2] = ["-C", os.path.join(pki_dir(), "certs")]
     srv = gatling(docroot=root, args=tuple(args), env=no_leak_env(build))  # -c: a chroot
