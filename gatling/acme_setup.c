@@ -1,7 +1,6 @@
 /* --acme: the options, the state directory, the names, the client. See acme_setup.h. */
 #define _GNU_SOURCE
 #include "acme_setup.h"
-#include "options.h"
 #include "acme/acme.h"
 #include "acme/acme_dns.h"
 #include "handover.h"
@@ -33,7 +32,7 @@
 static int bad(int c, const char *arg, const char *why)
 {
     fprintf(stderr, "gatling: --%s %s: %s\n", acme_opts[c].lname, arg, why);
-    return usage_error();
+    return opt_usage_error();
 }
 
 /* Printable ASCII only (space too when spaces may): no control characters. */

@@ -1,7 +1,6 @@
 /* cluster_setup — see cluster_setup.h. */
 #define _GNU_SOURCE
 #include "cluster_setup.h"
-#include "options.h"
 #include "acme/acme_cluster.h"
 #include "acme/acme_etcd.h"
 #include "site/cluster.h"
@@ -31,7 +30,7 @@ static int name_ok(const char *s)
 /* A bad value: the pointer to the help follows, as for every option's. */
 static int bad_value(void)
 {
-    return usage_error();
+    return opt_usage_error();
 }
 
 enum { CLUSTER_OPT, CLUSTER_OPT_NAME };

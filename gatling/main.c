@@ -13,6 +13,7 @@
 #include "site/config.h"
 #include "site/elog.h"
 #include "site/proc.h"
+#include "site/optdef.h"
 #include "site/privfs.h"
 #include "site/spawn.h"
 #include "handlers/proxy.h"
@@ -73,7 +74,7 @@ static int prepare(const config_t *cfg, proc_t *p)
     if (cfg->user) {
         struct passwd *pw = getpwnam(cfg->user);
         if (!pw) {
-            fprintf(stderr, "gatling: %s-u %s: no such user\n", options_where('u', at, sizeof at),
+            fprintf(stderr, "gatling: %s-u %s: no such user\n", opt_where_of('u', at, sizeof at),
                     cfg->user);
             if (!cfg->check)
                 return -1;
@@ -87,7 +88,7 @@ static int prepare(const config_t *cfg, proc_t *p)
         (p->log_fd = pfs_open_log(cfg->log_file, -1, p->uid, p->gid, NULL, why,
                                   sizeof why)) < 0) {
         fprintf(stderr, "gatling: %s-l %s: the access log cannot be opened: %s\n",
-                options_where('l', at, sizeof at), cfg->log_file, why);
+                opt_where_of('l', at, sizeof at), cfg->log_file, why);
         if (!cfg->check)
             return -1;
         failed = 1;
@@ -95,7 +96,7 @@ static int prepare(const config_t *cfg, proc_t *p)
     if ((p->error_fd = elog_open(cfg->error_log, p->uid, p->gid,
                                  cfg->workers > 1 ? &p->error_dir : NULL, why, sizeof why)) < 0) {
         fprintf(stderr, "gatling: %s-q %s: the error log cannot be opened: %s\n",
-                options_where('q', at, sizeof at), cfg->error_log, why);
+                opt_where_of('q', at, sizeof at), cfg->error_log, why);
         return -1;
     }
     if (pidfile_open(cfg, p, why, sizeof why) < 0) {

@@ -52,30 +52,10 @@ static int is_address(const char *s)
     return inet_pton(AF_INET, s, a) == 1 || inet_pton(AF_INET6, s, a) == 1;
 }
 
-/*
- * A bad option gets one line of error and one pointing at the help, as curl and
- * nginx do: 50 lines of usage would push the error itself off the screen.
- * --check says every bad option, and the pointer once, after them all
- * (hint: 1 while it defers it, 2 once it owes it).
- */
-static int hint;
-
+/* A bad option's pointer to the help: site/optdef.h's, said once under --check. */
 int usage_error(void)
 {
-    if (hint)
-        hint = 2;
-    else
-        fputs("gatling: try 'gatling -h' or see gatling(8)\n", stderr);
-    return 2;
-}
-
-/* The deferred pointer to the help, if a bad option made it owed. */
-static int usage_hint_end(int rc)
-{
-    if (hint == 2)
-        fputs("gatling: try 'gatling -h' or see gatling(8)\n", stderr);
-    hint = 0;
-    return rc;
+    return opt_usage_error();
 }
 
 /*
@@ -84,21 +64,6 @@ static int usage_hint_end(int rc)
  * callers need not pass it; bad() empties it once it has named it.
  */
 static char opt_where[PATH_MAX + 32];
-
-/* The options file, and the line each short option was last given on
-   there (0: the command line's), for the start's later messages. */
-static const char *where_file;
-static int where_line[128];
-
-const char *options_where(int c, char *buf, size_t len)
-{
-    int line = c > 0 && c < 128 ? where_line[c] : 0;
-    if (line > 0 && where_file)
-        snprintf(buf, len, "%s:%d: ", where_file, line);
-    else if (len)
-        buf[0] = 0;
-    return buf;
-}
 
 static int bad(const char *opt, const char *arg, const char *why)
 {
@@ -856,8 +821,7 @@ static int getopt_all(conf_args_t *ca, config_t *cfg)
         } else {
             const optdef_t *o = row_of(c);
             conf_where(ca, at, opt_where, sizeof opt_where);
-            if (c > 0 && c < 128)
-                where_line[c] = ca->line[at];
+            opt_where_line(c, ca->line[at]);
             rc = o && c != '?' && c != ':' ? option(o, optarg, cfg, opt_where[0] != 0)
                                            : getopt_trouble(c, ca, at);
         }
@@ -924,13 +888,12 @@ int options_parse(int argc, char **argv, config_t *cfg, conf_args_t *ca)
         cfg->check |= !strcmp(ca->argv[i], "--check");
     if (file_bad && !cfg->check)
         return usage_error();
-    hint = cfg->check;
-    where_file = ca->path;
-    memset(where_line, 0, sizeof where_line);
+    opt_usage_defer(cfg->check);
+    opt_where_file(ca->path);
     int failed = (rc = getopt_all(ca, cfg)) == 2 || file_bad;
     if (rc >= 0 && !failed) /* -h, -V */
-        return usage_hint_end(rc);
+        return opt_usage_end(rc);
     if (rc >= 0 && !cfg->check)
-        return usage_hint_end(rc);
-    return usage_hint_end(options_done(cfg, failed));
+        return opt_usage_end(rc);
+    return opt_usage_end(options_done(cfg, failed));
 }

@@ -33,8 +33,4 @@ void options_list(FILE *f);
    --check it is said once, after every option's problems. */
 int usage_error(void);
 
-/* Where the short option c was last given: "FILE:LINE: " when the options
-   file holds it, "" for the command line's (or none), into buf; buf. */
-const char *options_where(int c, char *buf, size_t len);
-
 #endif
