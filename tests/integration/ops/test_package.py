@@ -18,17 +18,17 @@ from conftest import ROOT, free_port, recv_to_eof
 EXPECTED = sorted("""etc/default/gatling
 etc/gatling/gatling.conf
 etc/logrotate.d/gatling
-usr/bin/bench
-usr/bin/httpbench
-usr/bin/kb-socket
-usr/bin/kb-bind
-usr/bin/kb-accept
-usr/bin/kb-fork
-usr/bin/kb-fork-static
-usr/bin/kb-thread
-usr/bin/kb-mmap
-usr/bin/kb-manymap
-usr/bin/kb-stream
+usr/lib/gatling/bench
+usr/lib/gatling/httpbench
+usr/lib/gatling/kb-socket
+usr/lib/gatling/kb-bind
+usr/lib/gatling/kb-accept
+usr/lib/gatling/kb-fork
+usr/lib/gatling/kb-fork-static
+usr/lib/gatling/kb-thread
+usr/lib/gatling/kb-mmap
+usr/lib/gatling/kb-manymap
+usr/lib/gatling/kb-stream
 usr/share/man/man1/kb-socket.1
 usr/share/man/man1/kb-bind.1
 usr/share/man/man1/kb-accept.1
@@ -118,6 +118,22 @@ def test_make_install_and_uninstall(tmp_path):
     r = make("uninstall", "DESTDIR=" + dest, "PREFIX=/usr")
     assert r.returncode == 0, r.stderr
     assert files_under(dest) == [], files_under(dest)
+
+
+def test_package_needs_http3_and_says_what_it_is():
+    """debian/: the HTTP/3 libraries are Build-Depends and the build asks for
+    HTTP/3 (H3=1), so a builder without them fails instead of making a
+    package without it (issue 79); the description names HTTP/2 and HTTP/3."""
+    with open(os.path.join(ROOT, "debian", "control")) as f:
+        control = f.read()
+    deps = re.search(r"(?ms)^Build-Depends:(.*?)^\S", control).group(1)
+    for pkg in ("libngtcp2-dev", "libngtcp2-crypto-gnutls-dev", "libnghttp3-dev",
+                "libgnutls28-dev", "pkg-config"):
+        assert re.search(r"(^|[\s,])%s([\s,(]|$)" % re.escape(pkg), deps), (pkg, deps)
+    assert "HTTP/3" in control and "HTTP/1.1 and HTTPS" not in control, control
+    with open(os.path.join(ROOT, "debian", "rules")) as f:
+        rules = f.read()
+    assert "$(MAKE) IO=epoll H3=1 all" in rules and "$(MAKE) IO=epoll H3=1 install" in rules
 
 
 def test_make_install_keeps_the_admins_config(tmp_path):
@@ -314,8 +330,22 @@ def test_package_installs_the_tree_and_the_user(installed):
               "/lib/systemd/system/gatling.socket", "/etc/default/gatling",
               "/etc/gatling/gatling.conf",
               "/etc/logrotate.d/gatling", "/usr/share/man/man8/gatling.8.gz",
-              "/usr/bin/bench", "/usr/bin/httpbench", "/usr/lib/sysusers.d/gatling.conf"):
+              "/usr/lib/gatling/bench", "/usr/lib/gatling/httpbench",
+              "/usr/lib/sysusers.d/gatling.conf"):
         assert os.path.exists(f), f
+
+
+def test_installed_check_passes_as_root(installed):
+    """Issue 79: the README's `gatling --check --config /etc/gatling/gatling.conf`
+    as root on the package's own file: exit 0 (-u gatling: the logs are judged
+    as gatling opens them), no word of -u, no chroot note, no bench tool in
+    /usr/bin."""
+    r = subprocess.run(["/usr/sbin/gatling", "--check", "--config", "/etc/gatling/gatling.conf"],
+                       capture_output=True, text=True, timeout=60, cwd="/")
+    assert r.returncode == 0 and "configuration is good" in r.stderr, r.stderr
+    assert "give -u" not in r.stderr and "chroot" not in r.stderr, r.stderr
+    for name in ("bench", "httpbench", "kb-accept", "kb-bind", "kb-fork", "kb-mmap"):
+        assert not os.path.exists("/usr/bin/" + name), name
 
 
 def test_installed_logrotate_file_parses(installed):
@@ -374,7 +404,8 @@ def test_installed_package_serves_socket_activated_and_upgrades(installed):
         resp = get_once_listening(port, "/")
         assert resp.startswith(b"HTTP/1.1 200") and b"gatling" in resp, resp[:300]
         pids.append(p.pid)
-        load = subprocess.Popen(["/usr/bin/bench", "-q", "-J", "-d", "3", "-c", "20", "-k",
+        load = subprocess.Popen(["/usr/lib/gatling/bench", "-q", "-J", "-d", "3", "-c", "20",
+                                 "-k",
                                  "http://127.0.0.1:%d/hello.txt" % port],
                                 stdout=subprocess.PIPE, text=True)
         time.sleep(1)
