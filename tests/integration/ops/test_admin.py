@@ -146,12 +146,12 @@ def test_chroot_and_a_socket_outside_it_are_said(gatling, build, tmp_path):
     s.close()
     note = ("gatling: note: -c %s: started as root, gatling chroots into it: after the start "
             "only paths inside it can be opened, and the binary upgrade (SIGUSR2, --reload, "
-            "systemctl reload) is refused; to serve it without a chroot, start gatling in it "
-            "without -c (gatling.8, SECURITY)" % root)
+            "systemctl reload) is refused; to serve it without a chroot, add --no-chroot "
+            "(gatling.8, SECURITY)" % root)
     fpm = ("gatling: warning: -P F/unix:%s:\\.php$: after the chroot into %s, unix:%s is %s%s, "
            "which does not exist: its requests will fail (502) unless the backend's socket is "
-           "made there; to reach %s, start gatling in %s without -c (no chroot) (gatling.8, "
-           "SECURITY)" % (outside, root, outside, root, outside, outside, root))
+           "made there; to reach %s, add --no-chroot (gatling.8, SECURITY)"
+           % (outside, root, outside, root, outside, outside))
     assert rc == 0 and note in err and fpm in err, err
     pool = [l for l in err if l.startswith("gatling: warning: --pool app=")]
     assert len(pool) == 1 and "unix:/run/pool-b.sock is %s/run/pool-b.sock" % root in pool[0], err
