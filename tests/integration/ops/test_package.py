@@ -260,6 +260,16 @@ def get_once_listening(port, path="/", timeout=15):
             time.sleep(0.05)
 
 
+def runtime_directory():
+    """/run/gatling as gatling.service's RuntimeDirectory= makes it (gatling's,
+    0755), for the unit's command run here without systemd: gatling.conf's
+    --pid-file is in it."""
+    pw = pwd.getpwnam("gatling")
+    os.makedirs("/run/gatling", exist_ok=True)
+    os.chown("/run/gatling", pw.pw_uid, pw.pw_gid)
+    os.chmod("/run/gatling", 0o755)
+
+
 def package_installed():
     r = subprocess.run(["dpkg-query", "-W", "-f=${Status}", "gatling"], capture_output=True,
                        text=True)
@@ -315,6 +325,7 @@ def installed(deb):
         if package_installed():
             subprocess.run(["dpkg", "--purge", "gatling"], capture_output=True, timeout=300,
                            env=ENV)
+        shutil.rmtree("/run/gatling", ignore_errors=True)  # runtime_directory()'s
 
 
 def test_package_is_lintian_clean(deb):
@@ -396,6 +407,7 @@ def test_installed_package_serves_socket_activated_and_upgrades(installed):
         opts = ["--config", "/etc/gatling/gatling.conf"] + shlex.split(
             re.search(r'GATLING_OPTIONS="([^"]*)"', f.read()).group(1))
     port = free_port()
+    runtime_directory()
     cmd = ["setpriv", "--reuid=gatling", "--regid=gatling", "--clear-groups",
            "systemd-socket-activate", "-l", "127.0.0.1:%d" % port, "/usr/sbin/gatling"] + opts
     p = subprocess.Popen(cmd, cwd="/", stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -475,6 +487,7 @@ def test_upgrade_keeps_an_old_default_files_options(installed):
             unit = f.read()
         start = re.search(r"^ExecStart=(.*)$", unit, re.M).group(1)
         check = re.search(r"^ExecReload=(.*--check.*)$", unit, re.M).group(1)
+        runtime_directory()
         user = ["setpriv", "--reuid=gatling", "--regid=gatling", "--clear-groups"]
         r = subprocess.run(user + unit_argv(check, opts), capture_output=True, text=True,
                            timeout=30, cwd="/")
