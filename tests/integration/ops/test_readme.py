@@ -109,7 +109,8 @@ def test_service_check(build, tmp_path):
     os.mkdir(tmp_path / "log")
     with open(os.path.join(ROOT, "dist", "gatling.conf")) as f:
         conf = f.read().replace("@DATADIR@", str(tmp_path)).replace(
-            "/var/log/gatling", str(tmp_path / "log")).replace("-p 80", "-p 0")
+            "/var/log/gatling", str(tmp_path / "log")).replace("-p 80", "-p 0").replace(
+            "/run/gatling", str(tmp_path / "run"))
     (tmp_path / "gatling.conf").write_text(conf)
     args = loopback(argv[1:], {"/etc/gatling/gatling.conf": str(tmp_path / "gatling.conf")})
     p = subprocess.run([build.binary] + args, capture_output=True, timeout=60, cwd="/")
