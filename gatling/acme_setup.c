@@ -87,7 +87,8 @@ static int ask_url_ok(const char *s)
     return 0;
 }
 
-/* --acme-on-demand-rate HOUR,ADDR: asks an hour in all, and from one address. */
+/* --acme-on-demand-rate HOUR,ADDR: names allowed an hour in all, and asks an
+   hour from one address. */
 static int od_rate(config_acme_t *a, const char *arg)
 {
     char *e;
@@ -100,6 +101,20 @@ static int od_rate(config_acme_t *a, const char *arg)
         return -1;
     a->od_per_hour = (int)h, a->od_per_addr = (int)n;
     return 0;
+}
+
+/* --acme-on-demand-rate, -names and -forget: -1 to go on, or 2 (said why). */
+static int od_limit(int c, const char *arg, config_acme_t *a)
+{
+    if (c == ACME_OPT_ONDEMAND_RATE)
+        return od_rate(a, arg) < 0 ? bad(c, arg, "not HOUR,ADDR (names allowed an hour, "
+                                                 "1-100000, and asks from one address, 1-HOUR)")
+                                   : -1;
+    if (c == ACME_OPT_ONDEMAND_NAMES)
+        return (a->od_max = (int)opt_number(arg, 1, CONFIG_ACME_OD_NAMES)) < 0
+                   ? bad(c, arg, "not a number of names (1-100)") : -1;
+    return (a->od_forget = (int)opt_number(arg, 10, 31536000)) < 0
+               ? bad(c, arg, "not a time in seconds (10-31536000)") : -1;
 }
 
 /* --acme-names a,b,...: each a host name or an IP address, lower-cased in
@@ -263,9 +278,9 @@ static int acme_option(int c, char *arg, config_t *cfg)
         a->ask_url = arg;
         return -1;
     case ACME_OPT_ONDEMAND_RATE:
-        return od_rate(a, arg) < 0 ? bad(c, arg, "not HOUR,ADDR (asks an hour in all, 1-100000, "
-                                                 "and from one address, 1-HOUR)")
-                                   : -1;
+    case ACME_OPT_ONDEMAND_NAMES:
+    case ACME_OPT_ONDEMAND_FORGET:
+        return od_limit(c, arg, a);
     default: /* ACME_OPT_ISSUER */
         if (!fits(arg, ACME_FIELD_MAX) || !printable(arg, 1))
             return bad(c, arg, "not a common name (at most 255 bytes, no control characters)");
@@ -322,8 +337,14 @@ const optdef_t acme_opts[] = {
         "  --acme-on-demand url  a certificate at the first handshake for a name url allows\n"
         "            (GET url?domain=NAME answers 200)\n"),
     ACME_ROW("acme-on-demand-rate", OPT_WORD, 0, ACME_OPT_ONDEMAND_RATE,
-        "  --acme-on-demand-rate h,a  ... asks an hour at most, in all and from one client\n"
-        "            address (60,10)\n"),
+        "  --acme-on-demand-rate h,a  ... names allowed an hour at most, and asks an hour\n"
+        "            from one client address (60,10)\n"),
+    ACME_ROW("acme-on-demand-names", OPT_NUMBER, 0, ACME_OPT_ONDEMAND_NAMES,
+        "  --acme-on-demand-names n  ... names got on demand kept at most (100; the\n"
+        "            names given at start are not counted)\n"),
+    ACME_ROW("acme-on-demand-forget", OPT_SECONDS, 0, ACME_OPT_ONDEMAND_FORGET,
+        "  --acme-on-demand-forget s  ... one that got no certificate in s seconds\n"
+        "            forgotten (604800: 7 days)\n"),
     OPT_LAST};
 _Static_assert(sizeof acme_opts / sizeof acme_opts[0] == ACME_OPT_END + 1,
                "a row for each --acme option");
@@ -374,6 +395,8 @@ int acme_options_done(config_t *cfg)
         a->state_dir = ACME_DIR_DEFAULT;
     if (!a->od_per_hour)
         a->od_per_hour = 60, a->od_per_addr = 10;
+    a->od_max = a->od_max ? a->od_max : CONFIG_ACME_OD_NAMES;
+    a->od_forget = a->od_forget ? a->od_forget : 7 * 86400;
     if (!a->email && (given & ~1)) {
         for (int i = 1; i < ACME_OPT_END - ACME_OPT; i++)
             if (given & (1 << i)) {
@@ -383,11 +406,12 @@ int acme_options_done(config_t *cfg)
             }
         return 2;
     }
-    if ((given & 1 << (ACME_OPT_ONDEMAND_RATE - ACME_OPT)) && !a->ask_url) {
-        fputs("gatling: --acme-on-demand-rate without --acme-on-demand: nothing to limit\n",
-              stderr);
-        return 2;
-    }
+    for (int i = ACME_OPT_ONDEMAND_RATE; i < ACME_OPT_END && !a->ask_url; i++)
+        if (given & 1 << (i - ACME_OPT)) {
+            fprintf(stderr, "gatling: --%s without --acme-on-demand: nothing to limit\n",
+                    acme_opts[i].lname);
+            return 2;
+        }
     if (a->email && cfg->tls_off) {
         fputs("gatling: --acme gets certificates for HTTPS, which -E turns off: give one\n",
               stderr);

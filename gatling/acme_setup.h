@@ -27,6 +27,8 @@ enum {
     ACME_OPT_DNS_KEY,
     ACME_OPT_ONDEMAND, /* names not known at start (acme/acme_ondemand.h) */
     ACME_OPT_ONDEMAND_RATE,
+    ACME_OPT_ONDEMAND_NAMES,
+    ACME_OPT_ONDEMAND_FORGET,
     ACME_OPT_END
 };
 

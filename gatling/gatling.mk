@@ -37,3 +37,7 @@ LDLIBS += -lnghttp2
 LDLIBS += -lcurl -ljson-c -lldns
 LDLIBS += -pthread -lm
 CFLAGS += -pthread
+
+# /server-status's script and style sheet go into the binary by .incbin
+# (route/status_assets.c): its object is as new as they are
+$(OB)/srv/route/status_assets.o: gatling/route/status.js gatling/route/status.css

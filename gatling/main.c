@@ -111,7 +111,8 @@ static int prepare(const config_t *cfg, proc_t *p)
 /* Who reads the certificates at start: -u's user where it owns them (--acme's
    STATE/live) or others than root may write the directory (links and FIFOs
    it planted are then followed as that user, not as root); -1: root; -2:
-   refused, said (a link on the way that site/privfs.h's walk does not follow). */
+   refused, said (a link on the way that site/privfs.h's walk does not follow,
+   or such a directory and no -u: root would follow what they planted). */
 static int cert_reader(const config_t *cfg, const proc_t *p)
 {
     int fd;
@@ -127,7 +128,14 @@ static int cert_reader(const config_t *cfg, const proc_t *p)
         fprintf(stderr, "gatling: -C %s: %s\n", cfg->tls_dir, *why ? why : strerror(errno));
         return -2;
     }
-    return fd >= 0 && !d.trusted && p->uid >= 0 ? p->uid : -1;
+    if (fd >= 0 && !d.trusted && p->uid < 0) { /* as the logs' rule: root would read a key
+                                                  of its own through a link planted there */
+        fprintf(stderr, "gatling: -C %s: the directory (or one above it) can be written by "
+                "others than root: give -u USER to have it read as that user, or keep it where "
+                "only root can write\n", cfg->tls_dir);
+        return -2;
+    }
+    return fd >= 0 && !d.trusted ? p->uid : -1;
 }
 
 /* HTTPS: the certificates, read while the files are still visible and

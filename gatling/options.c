@@ -10,8 +10,8 @@
 #include "site/optdef.h"
 #include "tls/tls.h"
 #include "tls/tls_client.h"
-#include "handlers/cache.h"
-#include "handlers/compress.h"
+#include "route/cache.h"
+#include "route/compress.h"
 #include "handlers/proxy.h"
 #include "ftp/ftp.h"
 

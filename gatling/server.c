@@ -12,7 +12,7 @@
 #include "site/privfs.h"
 #include "handover.h"
 #include "reload.h"
-#include "handlers/router.h"
+#include "route/router.h"
 #include "gio_os.h"
 #include "site/jobs.h"
 #include "site/peerlimits.h"
@@ -21,7 +21,7 @@
 #include "conn/proxyproto.h"
 #include "site/nets.h"
 #include "tls/tls.h"
-#include "handlers/metrics.h"
+#include "route/metrics.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -81,7 +81,9 @@ pkgs="$pkgs libngtcp2-dev libngtcp2-crypto-gnutls-dev libnghttp3-dev libgnutls28
 # chromium, chromium-driver: test_h3_browser.py, a real browser over HTTP/3 (issue 34):
 # Debian's Chromium, headless, loads a page from gatling over QUIC and reports each
 # request's protocol (the test skips without it; test_report.py renders the bench report
-# with it too).  chromium-driver, the WebDriver server of the same version, is for a test
+# with it too; ops/test_status_page.py loads /server-status in it under load, over the
+# DevTools protocol, and keeps a screenshot).  chromium-driver, the WebDriver server of
+# the same version, is for a test
 # that must script the browser beyond --dump-dom: none does yet
 pkgs="$pkgs chromium chromium-driver"
 # slowhttptest, whois (mkpasswd) and openssl: bench/slashdot's attacks and password hashes

@@ -39,7 +39,7 @@
 #define BACKOFF_MIN 60          /* the first retry after a failure (acme_sched_backoff) */
 #define RETRY_AFTER_MAX (7 * 86400) /* a CA's Retry-After is honoured up to this */
 #define CHAIN_MAX (1 << 20)
-#define STATUS_MAX 65536
+#define STATUS_MAX 196608 /* ACME_STATUS_MAX */
 #define SCHEDULE_FILE "schedule" /* in the state directory */
 #define LOCK_FILE "lock"         /* ... flock()ed by the one client that runs on it */
 
@@ -483,31 +483,49 @@ static int dirs_moved(acme_run_t *r)
     return 0;
 }
 
-/* acme_od_names_fn: is name in the list (add 0), or add it, due at once. */
-static int od_name(void *arg, const char *name, int add)
+/* --cluster: the names' locks, as the list now is (without: nothing). */
+static void cluster_names(acme_run_t *r)
+{
+    const char *list[CONFIG_ACME_NAMES + CONFIG_ACME_OD_NAMES];
+    int n = 0;
+    for (; r->proc->cluster && n < r->nnames && n < (int)(sizeof list / sizeof *list); n++)
+        list[n] = r->names[n].name;
+    if (r->proc->cluster)
+        cluster_acme_names(r->proc->cluster, list, n);
+}
+
+/* acme_od_names_fn: is name in the list, add it (due at once), drop it, or
+   has it a certificate (acme_ondemand.h's ACME_OD_*). */
+static int od_name(void *arg, const char *name, int op)
 {
     acme_run_t *r = arg;
-    for (int i = 0; i < r->nnames; i++)
-        if (!strcmp(r->names[i].name, name))
-            return 1;
-    acme_name_t *nv = add && r->nnames < CONFIG_ACME_NAMES
+    for (int i = 0; i < r->nnames; i++) {
+        if (strcmp(r->names[i].name, name))
+            continue;
+        if (op == ACME_OD_HAS_CERT)
+            return r->names[i].cert.not_after != 0;
+        if (op == ACME_OD_DROP) { /* between rounds: no order of it in flight */
+            size_t after = (size_t)(--r->nnames - i);
+            memmove(&r->names[i], &r->names[i + 1], after * sizeof *r->names);
+            memmove(&r->waiting[i], &r->waiting[i + 1], after);
+            cluster_names(r);
+        }
+        return op != ACME_OD_DROP; /* IS, and ADD of one kept already: 1 */
+    }
+    if (op != ACME_OD_ADD)
+        return 0;
+    acme_name_t *nv = r->nnames < CONFIG_ACME_NAMES + CONFIG_ACME_OD_NAMES
                           ? realloc(r->names, (size_t)(r->nnames + 1) * sizeof *nv) : NULL;
     unsigned char *wv = nv ? realloc(r->waiting, (size_t)r->nnames + 1) : NULL;
     if (nv)
         r->names = nv;
     if (!wv)
-        return add ? -1 : 0;
+        return -1;
     r->waiting = wv;
     memset(&r->names[r->nnames], 0, sizeof *nv);
-    r->names[r->nnames].name = name;
-    r->waiting[r->nnames] = 0;
+    r->names[r->nnames].name = name, r->waiting[r->nnames] = 0;
     read_current(r, &r->names[r->nnames++]);
-    if (r->proc->cluster) { /* its lock, as the others' */
-        const char *list[CONFIG_ACME_NAMES];
-        for (int i = 0; i < r->nnames; i++)
-            list[i] = r->names[i].name;
-        cluster_acme_names(r->proc->cluster, list, r->nnames);
-    }
+    cluster_names(r); /* its lock, as the others' */
     return 0;
 }
 
@@ -523,7 +541,9 @@ static void run_loop(acme_run_t *r)
     }
     free(sched);
     while (!acme_stop) {
-        time_t next = round_once(r);
+        time_t forget = acme_od_sweep(r->od, od_name, r), next = round_once(r); /* in turn */
+        if (forget && forget < next)
+            next = forget;
         if (acme_reopen) {
             acme_reopen = 0;
             elog_reopen(&r->log);
@@ -534,21 +554,6 @@ static void run_loop(acme_run_t *r)
         if (getppid() == 1 || dirs_moved(r))
             acme_stop = 1;
     }
-}
-
-/* mkdir (mode), or find the directory there (not a link); 0, or -1 with errno set. */
-static int make_dir(int at, const char *path, mode_t mode)
-{
-    if (mkdirat(at, path, mode) < 0 && errno != EEXIST)
-        return -1;
-    struct stat st;
-    if (fstatat(at, path, &st, AT_SYMLINK_NOFOLLOW) < 0)
-        return -1;
-    if (!S_ISDIR(st.st_mode)) {
-        errno = ENOTDIR;
-        return -1;
-    }
-    return 0;
 }
 
 /*
@@ -564,17 +569,17 @@ static int prepare_dirs(const config_t *cfg, int *state_fd, int *tls_fd, char *e
         mode_t mode;
     } sub[] = {{"challenges", 0755}, {ACME_CHAL_HTTP_DIR, 0755}, {ACME_CHAL_ALPN_DIR, 0755},
                {"account", 0700}};
-    if (make_dir(AT_FDCWD, cfg->acme.state_dir, 0755) < 0 ||
+    if (acme_make_dir(AT_FDCWD, cfg->acme.state_dir, 0755) < 0 ||
         (*state_fd = open(cfg->acme.state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
         snprintf(err, n, "state directory %s: %s", cfg->acme.state_dir, strerror(errno));
         return -1;
     }
     for (size_t i = 0; i < sizeof sub / sizeof sub[0]; i++)
-        if (make_dir(*state_fd, sub[i].path, sub[i].mode) < 0) {
+        if (acme_make_dir(*state_fd, sub[i].path, sub[i].mode) < 0) {
             snprintf(err, n, "%s/%s: %s", cfg->acme.state_dir, sub[i].path, strerror(errno));
             return -1;
         }
-    if (make_dir(AT_FDCWD, cfg->tls_dir, 0755) < 0 ||
+    if (acme_make_dir(AT_FDCWD, cfg->tls_dir, 0755) < 0 ||
         (*tls_fd = open(cfg->tls_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
         snprintf(err, n, "certificate directory %s: %s", cfg->tls_dir, strerror(errno));
         return -1;

@@ -24,7 +24,10 @@
 #define OD_ASK_TIMEOUT 5    /* seconds an ask may take */
 #define OD_TAKE_MAX 64      /* asks taken at once (the orders in between are not held up) */
 #define OD_NAMES_FILE "ondemand" /* in the state directory: the names got on demand */
-#define OD_NAMES_MAX (CONFIG_ACME_NAMES * 256)
+#define OD_NAMES_MAX (CONFIG_ACME_OD_NAMES * 280) /* its bytes: "NAME TIME\n" each */
+#define OD_LOG_BURST 5      /* lines a minute of one kind of refusal (the rest counted) */
+#define OD_LOG_WINDOW 60
+#define OD_SAVE_EVERY 3600  /* the ondemand file's times written again at most so often */
 #define HOUR 3600
 
 int acme_name_ok(const char *s)
@@ -60,13 +63,16 @@ void acme_free_names(const char *const *canon, const char *const *names, int nna
 
 /* ---- on demand ---- */
 
+/* The kinds of refusal, each logged at most OD_LOG_BURST times a minute. */
+enum { OD_LOG_INVALID, OD_LOG_ADDR, OD_LOG_NO, OD_LOG_FAULT, OD_LOG_KINDS };
+
 typedef struct od_refusal {
     char name[254];
     time_t until;
 } od_refusal_t;
 
 typedef struct od_addr {
-    char addr[64];
+    char addr[INET6_ADDRSTRLEN + 4]; /* IPv6: its /64 */
     time_t since; /* its hour began */
     int n;        /* asks since */
 } od_addr_t;
@@ -83,19 +89,82 @@ struct acme_od {
     int ring_at;
     int dirty; /* refusals not yet in challenges/ondemand */
     unsigned long long asks, allowed, refusals, limited, invalid;
-    char *names[CONFIG_ACME_NAMES]; /* got on demand */
+    struct {
+        char *name;
+        time_t good; /* it was allowed, or last had a certificate */
+    } names[CONFIG_ACME_OD_NAMES]; /* got on demand: cfg->acme.od_max at most */
     int nnames;
+    time_t saved; /* the ondemand file last written */
+    struct {
+        time_t since; /* this window began */
+        int n;        /* lines in it */
+        unsigned long dropped;
+    } kinds[OD_LOG_KINDS];
 };
+
+static const char *const kind_names[OD_LOG_KINDS] = {"not a host name", "over an address's asks",
+                                                     "the ask URL said no",
+                                                     "the ask URL failed"};
+
+/* One line of the log: "acme: " and fmt's text, rate-limited with the
+   others (elog_text), or always written (elog_note). */
+static void vsay(acme_od_t *od, int always, const char *fmt, va_list ap)
+{
+    char line[ELOG_LINE_MAX];
+    int k = always ? snprintf(line, sizeof line, "acme: ") : 0;
+    vsnprintf(line + k, sizeof line - (size_t)k, fmt, ap);
+    if (always)
+        elog_note(od->log, time(NULL), line);
+    else
+        elog_text(od->log, time(NULL), "acme", line);
+}
 
 static void say(acme_od_t *od, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(acme_od_t *od, const char *fmt, ...)
 {
-    char line[ELOG_LINE_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    vsay(od, 0, fmt, ap);
     va_end(ap);
-    elog_text(od->log, time(NULL), "acme", line);
+}
+
+/* A line never rate-limited (an allowed name refused, a name forgotten). */
+static void note(acme_od_t *od, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(acme_od_t *od, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsay(od, 1, fmt, ap);
+    va_end(ap);
+}
+
+/* Kind's windows that ended with lines left out: how many, in one line each. */
+static void kinds_flush(acme_od_t *od, time_t now)
+{
+    for (int k = 0; k < OD_LOG_KINDS; k++)
+        if (now - od->kinds[k].since >= OD_LOG_WINDOW) {
+            if (od->kinds[k].dropped)
+                say(od, "on demand: %lu more refusals (%s) not logged in %d s",
+                    od->kinds[k].dropped, kind_names[k], OD_LOG_WINDOW);
+            od->kinds[k].since = now, od->kinds[k].n = 0, od->kinds[k].dropped = 0;
+        }
+}
+
+/* A refusal's line, within its kind's OD_LOG_BURST a minute. */
+static void refusal_say(acme_od_t *od, int kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void refusal_say(acme_od_t *od, int kind, const char *fmt, ...)
+{
+    kinds_flush(od, time(NULL));
+    if (od->kinds[kind].n >= OD_LOG_BURST) {
+        od->kinds[kind].dropped++;
+        return;
+    }
+    od->kinds[kind].n++;
+    va_list ap;
+    va_start(ap, fmt);
+    vsay(od, 0, fmt, ap);
+    va_end(ap);
 }
 
 acme_od_t *acme_od_new(const config_t *cfg, int fd, int state_fd, elog_t *log)
@@ -118,7 +187,7 @@ void acme_od_free(acme_od_t *od)
     if (!od)
         return;
     for (int i = 0; i < od->nnames; i++)
-        free(od->names[i]);
+        free(od->names[i].name);
     free(od->ring);
     free(od);
 }
@@ -171,9 +240,17 @@ static void refuse(acme_od_t *od, const char *name, time_t now, long ttl)
 
 /* The client address's count for this hour: 1 while it may ask once more
    (counted), 0 over --acme-on-demand-rate's ADDR. */
-static int addr_turn(acme_od_t *od, const char *addr, time_t now)
+static int addr_turn(acme_od_t *od, const char *text, time_t now)
 {
     od_addr_t *a = NULL, *oldest = NULL;
+    unsigned char in6[16];
+    char addr[sizeof a->addr];
+    snprintf(addr, sizeof addr, "%.*s", INET6_ADDRSTRLEN, text);
+    if (inet_pton(AF_INET6, text, in6) == 1) { /* one host's many addresses: its /64 */
+        memset(in6 + 8, 0, 8);
+        if (inet_ntop(AF_INET6, in6, addr, INET6_ADDRSTRLEN))
+            strcat(addr, "/64"); /* INET6_ADDRSTRLEN + 4 bytes hold it */
+    }
     for (int i = 0; i < od->naddrs && !a; i++) {
         if (!strcmp(od->addrs[i].addr, addr))
             a = &od->addrs[i];
@@ -195,11 +272,11 @@ static int addr_turn(acme_od_t *od, const char *addr, time_t now)
     return 1;
 }
 
-/* The hour's asks in all: 1 while one more may go (counted), else 0. */
+/* The hour's names allowed in all: 1 while one more may be (counted), else 0. */
 static int hour_turn(acme_od_t *od, time_t now)
 {
     time_t *t = &od->ring[od->ring_at];
-    if (*t && now - *t < HOUR) /* the od_per_hour-th ask back is within the hour */
+    if (*t && now - *t < HOUR) /* the od_per_hour-th name back is within the hour */
         return 0;
     *t = now;
     od->ring_at = (od->ring_at + 1) % od->cfg->acme.od_per_hour;
@@ -240,55 +317,83 @@ static long ask(acme_od_t *od, const char *name, char *err, size_t errlen)
     return status;
 }
 
-/* The state directory's list of names got on demand, whole. */
-static void write_names(acme_od_t *od)
+/* The state directory's list of names got on demand, whole: "NAME GOOD"
+   each (GOOD: od->names[].good, so that a restart keeps the clock). */
+static void write_names(acme_od_t *od, time_t now)
 {
     static char buf[OD_NAMES_MAX];
     hbuf_t b = hb_init(buf, sizeof buf);
     for (int i = 0; i < od->nnames; i++) {
-        hb_puts(&b, od->names[i]);
+        hb_puts(&b, od->names[i].name);
+        hb_puts(&b, " ");
+        hb_num(&b, (uint64_t)od->names[i].good);
         hb_puts(&b, "\n");
     }
+    od->saved = now;
     if (!b.over && acme_write_atomic(od->state_fd, OD_NAMES_FILE, buf, hb_len(&b), 0644) < 0)
         say(od, "writing %s failed: %s", OD_NAMES_FILE, strerror(errno));
 }
 
-/* name (checked) to the client's list and ours: 0, or -1 (full). */
-static int keep(acme_od_t *od, const char *name, acme_od_names_fn fn, void *arg)
+/* name (checked) to the client's list and ours, its clock at good: 0, or
+   -1 (the list full, or no memory). */
+static int keep(acme_od_t *od, const char *name, time_t good, acme_od_names_fn fn, void *arg)
 {
-    char *copy = od->nnames < CONFIG_ACME_NAMES ? strdup(name) : NULL;
-    if (!copy || fn(arg, copy, 1) < 0) {
+    char *copy = od->nnames < od->cfg->acme.od_max ? strdup(name) : NULL;
+    if (!copy || fn(arg, copy, ACME_OD_ADD) < 0) {
         free(copy);
         return -1;
     }
-    od->names[od->nnames++] = copy;
+    od->names[od->nnames].name = copy;
+    od->names[od->nnames++].good = good;
     return 0;
 }
 
 void acme_od_load(acme_od_t *od, acme_od_names_fn fn, void *arg)
 {
     size_t len;
+    time_t now = time(NULL);
     char *text = od ? acme_read_file(od->state_fd, OD_NAMES_FILE, OD_NAMES_MAX, &len) : NULL;
     for (char *p = text, *nl; p && *p; p = nl ? nl + 1 : NULL) {
         if ((nl = strchr(p, '\n')))
             *nl = 0;
-        if (acme_chal_ondemand_ok(p, strlen(p)) && !fn(arg, p, 0) && keep(od, p, fn, arg) < 0)
-            say(od, "%s: got on demand before, but the list is full (%d names)", p,
-                CONFIG_ACME_NAMES);
+        char *sp = strchr(p, ' '), *e = NULL;
+        long long good = sp ? strtoll(sp + 1, &e, 10) : 0;
+        if (sp)
+            *sp = 0;
+        if (!sp || *e || good <= 0 || good > now) /* an older run's "NAME": from now */
+            good = now;
+        if (!acme_chal_ondemand_ok(p, strlen(p)) || fn(arg, p, ACME_OD_IS))
+            continue;
+        if (keep(od, p, (time_t)good, fn, arg) < 0)
+            note(od, "on demand: %s: got before, but the list of names got on demand is full "
+                 "(%d, --acme-on-demand-names): not kept", p, od->cfg->acme.od_max);
     }
     free(text);
 }
 
-/* Over a limit?  The reason, or NULL (then the ask is counted). */
-static const char *limited(acme_od_t *od, const char *addr, time_t now)
+/* The ask said yes: the name kept (1), or refused for the hour's names or
+   the list's room (0), always said: no allowed name is refused unseen. */
+static int allowed(acme_od_t *od, const char *name, const char *addr, acme_od_names_fn fn,
+                   void *arg, time_t now)
 {
-    if (!hour_turn(od, now))
-        return "over --acme-on-demand-rate's asks an hour";
-    if (!addr_turn(od, addr, now))
-        return "over --acme-on-demand-rate's asks an hour from one address";
-    if (od->nnames >= CONFIG_ACME_NAMES)
-        return "the list of names is full";
-    return NULL;
+    const char *why = NULL;
+    if (od->nnames >= od->cfg->acme.od_max)
+        why = "the list of names got on demand is full (--acme-on-demand-names)";
+    else if (!hour_turn(od, now))
+        why = "over --acme-on-demand-rate's names an hour";
+    else if (keep(od, name, now, fn, arg) < 0)
+        why = "out of memory";
+    if (why) {
+        od->limited++;
+        note(od, "on demand: %s (from %s): the ask URL allows it, but %s (%d names kept): "
+             "refused for %d s", name, addr, why, od->nnames, OD_FAULT_TTL);
+        refuse(od, name, now, OD_FAULT_TTL);
+        return 0;
+    }
+    od->allowed++;
+    note(od, "on demand: %s (from %s): the ask URL allows it: ordered", name, addr);
+    write_names(od, now);
+    return 1;
 }
 
 /* One ask: 1 when its name was added. */
@@ -296,38 +401,68 @@ static int take_one(acme_od_t *od, char *name, const char *addr, acme_od_names_f
 {
     time_t now = time(NULL);
     char err[CURL_ERROR_SIZE + 64];
-    if (fn(arg, name, 0) || refusal(od, name, now)) /* kept, or refused lately: not again */
+    if (fn(arg, name, ACME_OD_IS) || refusal(od, name, now)) /* kept, or refused lately */
         return 0;
     od->asks++;
     if (!acme_chal_ondemand_ok(name, strlen(name))) {
         od->invalid++;
-        say(od, "on demand: %s (from %s): not a host name: refused", name, addr);
+        refusal_say(od, OD_LOG_INVALID, "on demand: %s (from %s): not a host name: refused",
+                    name, addr);
         refuse(od, name, now, OD_REFUSE_TTL);
         return 0;
     }
-    const char *why = limited(od, addr, now);
-    if (why) {
+    if (!addr_turn(od, addr, now)) { /* the address first: it pays for its own asks */
         od->limited++;
-        say(od, "on demand: %s (from %s): %s: refused", name, addr, why);
+        refusal_say(od, OD_LOG_ADDR, "on demand: %s (from %s): over --acme-on-demand-rate's "
+                    "asks an hour from one address: refused", name, addr);
         refuse(od, name, now, OD_FAULT_TTL);
         return 0;
     }
     long status = ask(od, name, err, sizeof err);
-    if (status == 200 && keep(od, name, fn, arg) == 0) {
-        od->allowed++;
-        say(od, "on demand: %s (from %s): the ask URL allows it: ordered", name, addr);
-        write_names(od);
-        return 1;
+    int added = status == 200 && allowed(od, name, addr, fn, arg, now);
+    if (status != 200) {
+        int no = status >= 400 && status < 500;
+        od->refusals++;
+        if (status)
+            snprintf(err, sizeof err, "the ask URL answered %ld", status);
+        refusal_say(od, no ? OD_LOG_NO : OD_LOG_FAULT, "on demand: %s (from %s): %s: refused "
+                    "for %d s", name, addr, err, no ? OD_REFUSE_TTL : OD_FAULT_TTL);
+        refuse(od, name, now, no ? OD_REFUSE_TTL : OD_FAULT_TTL);
     }
-    od->refusals++;
-    if (status)
-        snprintf(err, sizeof err, "the ask URL answered %ld", status);
-    say(od, "on demand: %s (from %s): %s: refused for %d s", name, addr, err,
-        status >= 400 && status < 500 ? OD_REFUSE_TTL : OD_FAULT_TTL);
-    refuse(od, name, now, status >= 400 && status < 500 ? OD_REFUSE_TTL : OD_FAULT_TTL);
-    od->dirty = 0; /* at once: an ask took its time, and its handshakes wait */
-    write_refused(od, now);
-    return 0;
+    if (!added) {
+        od->dirty = 0; /* at once: an ask took its time, and its handshakes wait */
+        write_refused(od, now);
+    }
+    return added;
+}
+
+time_t acme_od_sweep(acme_od_t *od, acme_od_names_fn fn, void *arg)
+{
+    if (!od)
+        return 0;
+    time_t now = time(NULL), next = 0, forget = od->cfg->acme.od_forget;
+    int k = 0, gone = 0, held = 0;
+    for (int i = 0; i < od->nnames; i++) {
+        if (fn(arg, od->names[i].name, ACME_OD_HAS_CERT))
+            od->names[i].good = now, held = 1;
+        if (now - od->names[i].good < forget) {
+            od->names[k++] = od->names[i];
+            if (!next || od->names[i].good + forget < next)
+                next = od->names[i].good + forget;
+            continue;
+        }
+        note(od, "on demand: %s forgotten: no certificate for it in %ld s "
+             "(--acme-on-demand-forget); asked for again at its next handshake",
+             od->names[i].name, (long)(now - od->names[i].good));
+        fn(arg, od->names[i].name, ACME_OD_DROP);
+        free(od->names[i].name);
+        gone++;
+    }
+    od->nnames = k;
+    if (gone || (held && now - od->saved >= OD_SAVE_EVERY)) /* the clocks kept across a restart */
+        write_names(od, now);
+    kinds_flush(od, now);
+    return next;
 }
 
 int acme_od_take(acme_od_t *od, acme_od_names_fn fn, void *arg)
@@ -374,7 +509,7 @@ void acme_od_status(const acme_od_t *od, hbuf_t *b)
     }
     for (int i = 0; i < od->nnames; i++) {
         hb_puts(b, "ondemand_name ");
-        hb_puts(b, od->names[i]);
+        hb_puts(b, od->names[i].name);
         hb_puts(b, "\n");
     }
 }

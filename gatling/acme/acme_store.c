@@ -248,3 +248,17 @@ int acme_replaceable(int tls_fd, const char *name)
     target[len] = 0;
     return strncmp(target, own, (size_t)k) == 0 && !strchr(target + k, '/');
 }
+
+int acme_make_dir(int at, const char *path, mode_t mode)
+{
+    if (mkdirat(at, path, mode) < 0 && errno != EEXIST)
+        return -1;
+    struct stat st;
+    if (fstatat(at, path, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return -1;
+    if (!S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    return 0;
+}

@@ -19,6 +19,10 @@ int acme_write_atomic(int dirfd, const char *name, const void *data, size_t len,
    buffer; NULL with errno set. */
 char *acme_read_file(int dirfd, const char *name, size_t max, size_t *len);
 
+/* mkdir at/path (mode), or find the directory there (not a link): 0, or -1
+   with errno set. */
+int acme_make_dir(int at, const char *path, mode_t mode);
+
 /* The mode of a challenge file that --cluster's side process took from
    another node (acme_cluster_acme.c): the client's own are 0644. */
 #define ACME_TAKEN_MODE 0444

@@ -6,7 +6,7 @@
 #include "admit.h"
 #include "codec.h"
 #include "gio.h"
-#include "handlers/router.h"
+#include "route/router.h"
 #include "http/http_parse.h"
 #include "http/owfat.h"
 #include "http/response.h"
@@ -102,7 +102,8 @@ void admit_log(sbody_t *b)
     unsigned notes = (ex->secure ? ALOG_TLS : 0) | (ex->log_notes & EX_LOG_DCZ ? ALOG_DCZ : 0);
     alog_request(&site->log, now, site->cfg->log_vhost ? ex->vhost : NULL, ex->peer, ex->req,
                  ex->status, b->body_sent, notes, fp);
-    status_count(&site->stats, now, b->ops->stats_kind, b->body_sent, ex->started_us);
+    status_count(&site->stats, now, b->ops->stats_kind, ex->status, b->body_sent,
+                 ex->started_us);
 }
 
 int admit_continue(sbody_t *b)

@@ -1,7 +1,7 @@
 /* The start of every codec's exchange, and its jobs' return: see codec.h. */
 #include "codec.h"
 #include "gio.h"
-#include "handlers/router.h"
+#include "route/router.h"
 #include "site/jobs.h"
 
 #include <openssl/ssl.h>

@@ -8,7 +8,7 @@
  */
 #include "stream_body.h"
 #include "codec.h"
-#include "handlers/router.h"
+#include "route/router.h"
 #include "http/hbuf.h"
 #include "http/response.h"
 #include "site/encoding.h"

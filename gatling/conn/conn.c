@@ -15,7 +15,7 @@
 #include "gio_os.h"
 #include "h1/h1.h"
 #include "h2/h2.h"
-#include "handlers/router.h"
+#include "route/router.h"
 #include "site/jobs.h"
 #include "site/peerlimits.h"
 #include "tls/tls.h"
@@ -313,8 +313,8 @@ static void st_stream(conn_t *c, unsigned events)
 static void finish_request(conn_t *c)
 {
     conn_log_request(c);
-    status_count(&c->site->stats, gio_wallclock(c->site->loop), STATS_HTTP1, c->out.bytes_sent,
-                 c->blk->h1.ex.started_us);
+    status_count(&c->site->stats, gio_wallclock(c->site->loop), STATS_HTTP1,
+                 c->blk->h1.ex.status, c->out.bytes_sent, c->blk->h1.ex.started_us);
     conn_end_exchange(&c->blk->h1.ex);
     memmove(c->blk->in, c->blk->in + c->reqlen, c->inlen - c->reqlen);
     c->inlen -= c->reqlen;

@@ -456,7 +456,7 @@ h3_t *h3_new(const codec_conn_t *f, ngtcp2_conn *q, h3_pool_t *pool, const nghtt
     if (!h)
         return NULL;
     h->f = *f;
-    h->f.sni = h->sni; /* GnuTLS chose the certificate by it: 421 (handlers/router.c) */
+    h->f.sni = h->sni; /* GnuTLS chose the certificate by it: 421 (route/router.c) */
     h->f.snilen = 0;
     h->sc = (sb_conn_t){.wake = f->wake, .conn = f->conn};
     h->q = q;

@@ -862,4 +862,4 @@ static int cgi_claims(const site_t *s, const char *path, size_t n)
 }
 
 const handler_t cgi_handler = {"CGI", NULL, cgi_route, cgi_route_init, cgi_free, cgi_on,
-                               cgi_match, cgi_claims};
+                               cgi_match, cgi_claims, HANDLER_STORE | HANDLER_CODE};

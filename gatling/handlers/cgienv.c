@@ -1,5 +1,6 @@
 /* CGI meta-variables: see cgienv.h. */
 #include "cgienv.h"
+#include "fields.h"
 #include "http/hbuf.h"
 #include "http/owfat.h"
 #include "site/config.h"
@@ -53,8 +54,9 @@ static int name_is(const http_str_t *s, const char *name)
 }
 
 /* A field passed as HTTP_*: a name of letters, digits and '-', not one of
-   those cgienv.h keeps back. */
-static int passed(const http_str_t *name)
+   those cgienv.h keeps back, nor one fields.h's policy keeps from every
+   backend (hop-by-hop, named by Connection, forwarding, a certificate's). */
+static int passed(const http_request_t *req, const http_str_t *name)
 {
     static const char *const kept[] = {"Proxy",         "Content-Type",        "Content-Length",
                                        "Authorization", "Proxy-Authorization", "Client-Cert",
@@ -68,9 +70,25 @@ static int passed(const http_str_t *name)
     for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++)
         if (name_is(name, kept[i]))
             return 0;
-    /* what a proxy in front would say of a client certificate: only ours */
-    http_str_t pre = {name->p, name->n < 13 ? name->n : 13};
-    return name->n > 0 && !(name->n > 13 && name_is(&pre, "X-SSL-Client-"));
+    return name->n > 0 && !fields_hop_by_hop(req->headers, req->nheaders, *name, 0);
+}
+
+/* fields_ours's encoder: HTTP_NAME=value. */
+typedef struct env_out {
+    hbuf_t *b;
+    int *count;
+} env_out_t;
+
+static int put_ours(void *arg, const char *name, const char *value)
+{
+    env_out_t *o = arg;
+    hb_puts(o->b, "HTTP_");
+    for (const char *p = name; *p; p++) {
+        char c = *p == '-' ? '_' : (*p >= 'a' && *p <= 'z') ? (char)(*p - 32) : *p;
+        hb_put(o->b, &c, 1);
+    }
+    put_var(o->b, "", value, strlen(value), o->count);
+    return o->b->over ? -1 : 0;
 }
 
 /* HTTP_* for every request field passed, repeated ones joined. */
@@ -81,7 +99,7 @@ static void put_fields(hbuf_t *b, const http_request_t *req, int *count)
         size_t j = 0;
         while (j < i && !same_name(&req->headers[j].name, &h->name))
             j++;
-        if (j < i || !passed(&h->name))
+        if (j < i || !passed(req, &h->name))
             continue; /* joined to the first of its name already, or not passed */
         hb_puts(b, "HTTP_");
         for (size_t k = 0; k < h->name.n; k++) {
@@ -218,6 +236,8 @@ int cgienv_build(const exchange_t *ex, const cgi_script_t *sc, char *buf, size_t
     if (sc->path)
         put_str(&b, "PATH", sc->path, &count);
     put_fields(&b, ex->req, &count);
+    env_out_t o = {&b, &count};
+    fields_ours(ex, 0, put_ours, &o); /* the forwarding fields, as every backend gets them */
     if (b.over)
         return -1;
     *used = hb_len(&b);

@@ -24,9 +24,14 @@
  * client would take HTTP_PROXY for its proxy), Content-Type and
  * Content-Length (they are CONTENT_*), Authorization and
  * Proxy-Authorization (the password stays with the server, as Apache's
- * default), X-SSL-Client-* and Client-Cert(-Chain) (a client's claim of a
- * certificate, which SSL_CLIENT_* tell truly), and names with a character
- * other than a letter, digit or '-' (an "X_Foo" must not pass for "X-Foo").
+ * default), what fields.h keeps from every backend (the hop-by-hop fields
+ * and those Connection names; X-SSL-Client-* and Client-Cert(-Chain), a
+ * client's claim of a certificate, which SSL_CLIENT_* tell truly; the
+ * client's X-Forwarded-* and Forwarded), and names with a character other
+ * than a letter, digit or '-' (an "X_Foo" must not pass for "X-Foo").
+ * Added as HTTP_* (fields_ours, as the HTTP backends get them):
+ * X_FORWARDED_FOR (the client's list, then REMOTE_ADDR), X_FORWARDED_PROTO,
+ * X_FORWARDED_HOST and FORWARDED.
  */
 #ifndef GATLING_CGIENV_H
 #define GATLING_CGIENV_H

@@ -15,6 +15,12 @@
 
 struct site;
 
+/*
+ * A producer (the files aside: a backend, a script) is its files plus one
+ * entry in router.c's table with streams, claims and wrap: the stages and
+ * the router learn of it there and nowhere else.
+ */
+
 /* A handler's serve: ex's request was not its own, the router goes on. */
 #define HANDLER_NOT_MINE 1
 
@@ -49,6 +55,14 @@ typedef struct handler {
        handler matches it?  NULL: it has none.  Such a path is never sent
        as a file (router_program, static.c): it is run or refused. */
     int (*claims)(const struct site *site, const char *path, size_t n);
+    /* A producer's answers, as the stages that wrap one may take them
+       (HANDLER_STORE: the response cache; HANDLER_CODE: --compress): the
+       stages ask the router (site->produced, site->produce), never a
+       producer by name.  0: not a producer a stage wraps. */
+    unsigned wrap;
 } handler_t;
+
+#define HANDLER_STORE 1u
+#define HANDLER_CODE 2u
 
 #endif

@@ -28,6 +28,7 @@ enum hstate {
     HSTATE_CGI,      /* cgi.c: CGI's state (cgi_loop_t); NULL: no CGI */
     HSTATE_CACHE,    /* cache.c: the response cache (cache_t); NULL: none */
     HSTATE_COMPRESS, /* compress.c: on-the-fly coding of dynamic answers (compress_t) */
+    HSTATE_STATUS,   /* status.c: -S's samples for the graphs (status_loop_t); NULL: no -S */
     HSTATES
 };
 

@@ -119,39 +119,6 @@ const optdef_t proxy_opts[] = {
         "  --proxy-ca file  the CAs (PEM) whose certificates h2/ backends must have\n"),
     OPT_LAST};
 
-/* A file: pool's list, read (at most 64 KiB) from its directory unless its
-   modification time (ns) is still *mtime: malloc'd text, or NULL with errno
-   (0: unchanged); *mtime then the file's. */
-static char *list_read(int dirfd, const char *path, int64_t *mtime)
-{
-    const char *base = strrchr(path, '/') + 1;
-    struct stat st;
-    char *text = NULL;
-    int fd = fs_open_regular(dirfd, base, &st), err = 0;
-    if (fd < 0)
-        return NULL;
-    if (st.st_size >= 65536)
-        err = EFBIG;
-    else if ((int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec == *mtime)
-        err = 0; /* unchanged: not read again */
-    else if (!(text = malloc((size_t)st.st_size + 1)))
-        err = ENOMEM;
-    if (text) {
-        ssize_t n = pread(fd, text, (size_t)st.st_size, 0);
-        err = n < 0 ? errno : 0;
-        if (n < 0) {
-            free(text);
-            text = NULL;
-        } else {
-            text[n] = 0;
-            *mtime = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-        }
-    }
-    close(fd);
-    errno = err;
-    return text;
-}
-
 /* Does directory fd (or its entry name, a directory) hold a .proxy?  1 or 0. */
 static int has_switch(int fd, const char *name)
 {
@@ -161,11 +128,23 @@ static int has_switch(int fd, const char *name)
     return fstatat(fd, path, &st, 0) == 0;
 }
 
+/* The directory names of list b, "..." where they did not all fit. */
+static const char *names(hbuf_t *b, char *buf, size_t cap)
+{
+    if (!hb_str(b)) /* more than fit: what did, then "..." */
+        memcpy(buf + (hb_len(b) < cap - 4 ? hb_len(b) : cap - 4), "...", 4);
+    return buf;
+}
+
 /*
  * -P proxies only where the serving directory holds a .proxy file (the
- * original gatling's switch): say at start when none of the directories
- * that may serve a request has one, naming the rules and the directories
- * looked at, rather than answer every request from the files in silence.
+ * original gatling's switch): say at start (and in --check) when none of the
+ * directories that may serve a request has one, naming the rules and the
+ * directories looked at, rather than answer every request from the files in
+ * silence; and when some virtual host directories have one and others not,
+ * name those without: the rules proxy nothing there, and a FastCGI or SCGI
+ * rule's scripts are refused there (a program is never sent as a file:
+ * router_program).
  */
 static void warn_without_switch(const config_t *cfg)
 {
@@ -173,28 +152,35 @@ static void warn_without_switch(const config_t *cfg)
     DIR *d = opendir(root);
     if (!d)
         return; /* the start says why it cannot serve it */
-    char seen[256] = "";
-    hbuf_t b = hb_init(seen, sizeof seen);
-    int found = !(cfg->vhosts && cfg->vhost_only) && has_switch(dirfd(d), "."), n = 0;
+    char seen[256] = "", off[256] = "";
+    hbuf_t b = hb_init(seen, sizeof seen), o = hb_init(off, sizeof off);
+    int found = !(cfg->vhosts && cfg->vhost_only) && has_switch(dirfd(d), "."), n = 0, noff = 0;
     struct dirent *e;
-    while (!found && cfg->vhosts && (e = readdir(d))) {
+    while (cfg->vhosts && (e = readdir(d))) {
         struct stat st;
         if (e->d_name[0] == '.' || fstatat(dirfd(d), e->d_name, &st, 0) < 0 ||
             !S_ISDIR(st.st_mode))
             continue;
-        found = has_switch(dirfd(d), e->d_name);
+        int on = has_switch(dirfd(d), e->d_name);
+        found |= on;
         hb_puts(&b, n++ ? ", " : " (its virtual host directories: ");
         hb_puts(&b, e->d_name);
+        if (!on)
+            hb_puts(&o, noff++ ? ", " : ""), hb_puts(&o, e->d_name);
     }
     closedir(d);
-    if (found)
-        return;
-    if (!hb_str(&b)) /* more than fit: what did, then "..." */
-        memcpy(seen + (hb_len(&b) < sizeof seen - 4 ? hb_len(&b) : sizeof seen - 4), "...", 4);
-    fprintf(stderr, "gatling: warning: -P %s%s: no .proxy file in %s%s%s: nothing is proxied "
-            "until a directory that serves requests holds one (gatling.8, REVERSE PROXY)\n",
-            cfg->proxy_rule[0], cfg->nproxy_rules > 1 ? " (and the other -P rules)" : "", root,
-            seen, n ? ")" : "");
+    const char *more = cfg->nproxy_rules > 1 ? " (and the other -P rules)" : "";
+    if (!found)
+        fprintf(stderr, "gatling: warning: -P %s%s: no .proxy file in %s%s%s: nothing is proxied "
+                "until a directory that serves requests holds one (gatling.8, REVERSE PROXY)\n",
+                cfg->proxy_rule[0], more, root, names(&b, seen, sizeof seen), n ? ")" : "");
+    else if (noff)
+        fprintf(stderr, "gatling: warning: -P %s%s: no .proxy file in the virtual host "
+                "director%s %s of %s: nothing is proxied there (its files answer what the "
+                "rules match; a FastCGI or SCGI rule's scripts are refused (403), never sent as "
+                "source) until it holds one (gatling.8, REVERSE PROXY)\n",
+                cfg->proxy_rule[0], more, noff > 1 ? "ies" : "y", names(&o, off, sizeof off),
+                root);
 }
 
 int proxy_config_check(const config_t *cfg)
@@ -216,15 +202,16 @@ int proxy_config_check(const config_t *cfg)
             }
         if (pd->file[0]) {
             int64_t mt = -1;
-            int line, dirfd = px_pool_dir_open(pd), e;
-            char *text = dirfd < 0 ? NULL : list_read(dirfd, pd->file, &mt);
+            char refused[160] = "";
+            int line, dirfd = px_pool_dir_open(pd, refused, sizeof refused), e;
+            char *text = dirfd < 0 ? NULL : px_list_read(dirfd, pd->file, &mt, refused,
+                                                      sizeof refused);
             e = errno;
             if (dirfd >= 0)
                 close(dirfd); /* the start opens it again (proxy_open) */
-            errno = e;
             if (!text) {
                 fprintf(stderr, "gatling: --pool %s: %s: %s\n", pd->name, pd->file,
-                        errno == EINVAL ? "not a regular file" : strerror(errno));
+                        *refused ? refused : strerror(e));
                 goto out;
             }
             int r = px_file_parse(text, pd->m, &pd->n, &line, &why);
@@ -292,8 +279,9 @@ void proxy_sockets(const config_t *cfg, const int *dirfd, proxy_socket_fn fn, vo
             continue;
         int64_t mt = -1;
         int line;
+        char refused[160];
         char *text = pd->file[0] && dirfd[i] >= 0
-                         ? list_read(dirfd[i], pd->file, &mt) : NULL;
+                         ? px_list_read(dirfd[i], pd->file, &mt, refused, sizeof refused) : NULL;
         if (text && px_file_parse(text, pd->m, &pd->n, &line, &why) < 0)
             pd->n = 0;
         free(text);
@@ -414,12 +402,14 @@ void proxy_free(site_t *site)
 static void pool_reload(proxy_t *px, px_pool_t *p, int64_t now)
 {
     int64_t mt = p->mtime_ns;
-    char *text = list_read(px->site->proc->pool_dirfd[p->cfg_index], p->file, &mt);
+    char refused[160] = "";
+    char *text = px_list_read(px->site->proc->pool_dirfd[p->cfg_index], p->file, &mt, refused,
+                           sizeof refused);
     if (!text && !errno)
         return; /* unchanged */
     px_pooldef_t *pd = text ? malloc(sizeof *pd) : NULL;
     int n, line = 0;
-    const char *why = text ? "out of memory" : strerror(errno);
+    const char *why = text ? "out of memory" : *refused ? refused : strerror(errno);
     char msg[1280]; /* the longest name, file and label fit: 39 + 1023 + 119 and the words */
     if (!pd || px_file_parse(text, pd->m, &n, &line, &why) < 0 || (!n && (why = "no backend"))) {
         if (text || p->mtime_ns != -2) { /* said once per version, once while unreadable */
@@ -890,4 +880,4 @@ static int proxy_claims(const site_t *site, const char *path, size_t n)
 }
 
 const handler_t proxy_handler = {"-P", NULL, proxy_dispatch, proxy_init, proxy_free, proxy_on,
-                                 proxy_streams, proxy_claims};
+                                 proxy_streams, proxy_claims, HANDLER_STORE | HANDLER_CODE};

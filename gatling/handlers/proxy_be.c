@@ -33,11 +33,17 @@ void px_count(proxy_t *px, const px_member_t *m, int kind)
         px->site->stats.backend[m->slot][kind]++;
 }
 
-void px_member_idle_close(proxy_t *px, px_member_t *m)
+/* Close m's idle connections (of its own kind: not the HTTP/2 ones). */
+static void idle_close(proxy_t *px, px_member_t *m)
 {
     for (int k = 0; k < m->nidle; k++)
         px_conn_close(px, m->idle[k]);
     m->nidle = 0;
+}
+
+void px_member_idle_close(proxy_t *px, px_member_t *m)
+{
+    idle_close(px, m);
     if (px->h2_close)
         px->h2_close(px, m, 0);
 }
@@ -136,15 +142,20 @@ void px_pool_remove(px_member_t *r, px_conn_t *c)
         }
 }
 
-/* c is free again: keep it idle (the oldest goes when the pool is full). */
+/* c is free again: keep it idle (the oldest goes when the pool holds idle=). */
 static void pool_put(proxy_t *px, px_conn_t *c)
 {
     px_member_t *r = c->m;
     gio_loop_t *l = px->site->loop;
+    int most = r->pool->o.idle;
     c->req = NULL;
-    if (r->nidle == PROXY_IDLE_MAX) {
+    if (most <= 0) {
+        px_conn_close(px, c);
+        return;
+    }
+    if (r->nidle >= most) {
         px_conn_close(px, r->idle[0]);
-        memmove(r->idle, r->idle + 1, sizeof r->idle[0] * (PROXY_IDLE_MAX - 1));
+        memmove(r->idle, r->idle + 1, sizeof r->idle[0] * (size_t)(r->nidle - 1));
         r->nidle--;
     }
     r->idle[r->nidle++] = c;
@@ -177,13 +188,15 @@ static void set_fresh(px_req_t *pr)
 }
 
 /* A FastCGI backend (php-fpm) gives a connection a process of its own
-   until it closes.  When a request has waited on a new connection for
-   PROXY_STARVED_MS without an answer, it may sit in the backlog while our
-   idle connections hold every process: a connection that becomes free is
-   then closed, not kept, and frees a process for it. */
-static int starved(const px_member_t *m, int64_t now)
+   until it closes.  While a request waits on a new connection unanswered,
+   it may sit in the backlog while our idle connections hold every process:
+   a connection that becomes free is then closed, not kept, and frees a
+   process for it.  (Only once the request had waited 50 ms, it was: one
+   kept idle just before stayed idle, and the request waited out -Q: 19-22
+   of a burst of 1,000 slow clients against 16 children got 504.) */
+static int starved(const px_member_t *m)
 {
-    return m->pool->kind == PX_FCGI && m->fresh && now - m->fresh->fresh_at >= PROXY_STARVED_MS;
+    return m->pool->kind == PX_FCGI && m->fresh;
 }
 
 /* The attempt on pr->m is over: out of its outstanding requests; a probe
@@ -211,8 +224,7 @@ void px_release(px_req_t *pr, int reusable)
     if (!c)
         return;
     pr->be = NULL;
-    if (reusable && pr->rule->kind != PX_SCGI && !c->m->draining &&
-        !starved(c->m, gio_now(pr->px->site->loop)))
+    if (reusable && pr->rule->kind != PX_SCGI && !c->m->draining && !starved(c->m))
         pool_put(pr->px, c);
     else
         px_conn_close(pr->px, c);
@@ -224,6 +236,10 @@ static int attach(px_req_t *pr, px_member_t *m, int pooled)
     if (pr->rule->ops->attach) /* a stream on a connection of the protocol's own */
         return pr->rule->ops->attach(pr, m);
     px_conn_t *c = pooled ? pool_take(m, pr->has_body, gio_now(pr->px->site->loop)) : NULL;
+    /* FastCGI: a new connection needs a process our idle ones (too old for a body)
+       may hold; and a full backlog (EAGAIN) may be full of what they hold up */
+    if (!c && m->pool->kind == PX_FCGI)
+        idle_close(pr->px, m);
     if (c) {
         px_count(pr->px, m, BACKEND_REUSES);
     } else if (!(c = conn_open(pr->px, m))) {
@@ -651,7 +667,11 @@ int px_head(px_req_t *pr, int status, const char *ctype, uint64_t len)
     if (pr->m) /* for the access log: who answered, and how soon */
         ex_log_note(pr->ex->log_upstream, pr->m->d.label);
     pr->ex->upstream_us = gio_now_us(pr->ex->site->loop) - pr->sent_us;
-    int r = ex_head(pr->ex, status, ctype, len, -1);
+    /* a gRPC answer ends with its trailers, also those px_grpc_fail sends when the
+       backend fails before the body it declared: its length is not passed on (the
+       client's stream would wait for the bytes declared, and never end; 0, a trailers-only
+       answer, ends it at once as it is) */
+    int r = ex_head(pr->ex, status, ctype, pr->grpc && len ? EX_LEN_STREAM : len, -1);
     if (r != 0 || pr->ended) {
         if (!pr->ended) {
             pr->state = RS_DONE;
@@ -682,25 +702,6 @@ int px_field(px_req_t *pr, const char *name, size_t nl, const char *value, size_
         return -1;
     ex_field(pr->ex, n, v);
     return 0;
-}
-
-void px_peer(const exchange_t *ex, char *a, int *port)
-{
-    const struct sockaddr *sa = ex->peer;
-    const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)sa;
-    const struct sockaddr_in *a4 = (const struct sockaddr_in *)sa;
-    strcpy(a, "0.0.0.0");
-    *port = 0;
-    if (sa && sa->sa_family == AF_INET) {
-        inet_ntop(AF_INET, &a4->sin_addr, a, INET6_ADDRSTRLEN);
-        *port = ntohs(a4->sin_port);
-    } else if (sa && sa->sa_family == AF_INET6) {
-        if (IN6_IS_ADDR_V4MAPPED(&a6->sin6_addr))
-            inet_ntop(AF_INET, a6->sin6_addr.s6_addr + 12, a, INET6_ADDRSTRLEN);
-        else
-            inet_ntop(AF_INET6, &a6->sin6_addr, a, INET6_ADDRSTRLEN);
-        *port = ntohs(a6->sin6_port);
-    }
 }
 
 /* Write what the backend is owed; on a failure, fail (or retry). */

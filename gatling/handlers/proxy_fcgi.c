@@ -219,7 +219,11 @@ static void fcgi_stderr(px_req_t *pr, const char *p, size_t n)
         return;
     size_t k = n < sizeof line - 1 ? n : sizeof line - 1;
     memcpy(line, p, k), line[k] = 0;
-    site_error(pr->px->site, "a FastCGI request (its stderr)", 0, pr->ex->peer, line);
+    /* which backend, and for which path: a pool's members log to one place */
+    char who[PX_LABEL_MAX + EX_PATH_CAP + 64];
+    snprintf(who, sizeof who, "the FastCGI backend %s (its stderr), for %s:",
+             pr->m ? pr->m->d.label : "?", pr->ex->path);
+    site_event(pr->px->site, who, pr->ex->peer, line);
 }
 
 static void px_fcgi_read(px_req_t *pr, char *buf, size_t n)

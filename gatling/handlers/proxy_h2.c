@@ -177,7 +177,7 @@ static void h2b_pseudo(px_req_t *pr, px_h2s_t *s, char **at, const px_target_t *
         h2b_nv_add(s, at, ":path", 5, "/", 1);
 }
 
-/* px_fields_ours's encoder: a field into s's list at at, or (s NULL)
+/* fields_ours's encoder: a field into s's list at at, or (s NULL)
    counted, n fields of bytes. */
 typedef struct {
     px_h2s_t *s;
@@ -210,19 +210,19 @@ static void h2b_framing(px_req_t *pr, px_h2s_t *s, char **at)
     }
 }
 
-/* Is the client's field h one the backend gets?  px_hop_by_hop's policy,
+/* Is the client's field h one the backend gets?  fields_hop_by_hop's policy,
    and what HTTP/2 says otherwise (Host as :authority, no pseudo-fields). */
 static int h2b_passed(const http_request_t *req, const http_header_t *h)
 {
-    return h->name.n && h->name.p[0] != ':' && !px_name_is(h->name, "Host") &&
-           !px_hop_by_hop(req->headers, req->nheaders, h->name, 0);
+    return h->name.n && h->name.p[0] != ':' && !fields_name_is(h->name, "Host") &&
+           !fields_hop_by_hop(req->headers, req->nheaders, h->name, 0);
 }
 
 static int h2b_request(px_req_t *pr, const px_target_t *tg)
 {
     const http_request_t *req = pr->ex->req;
     h2b_ours_t o = {NULL, NULL, 0, 0};
-    if (px_fields_ours(pr, h2b_emit, &o) < 0)
+    if (fields_ours(pr->ex, FIELDS_IDENTITY, h2b_emit, &o) < 0)
         return -1;
     size_t bytes = 512 + req->method.n + req->target.n + o.bytes;
     for (size_t i = 0; i < req->nheaders; i++)
@@ -240,7 +240,7 @@ static int h2b_request(px_req_t *pr, const px_target_t *tg)
             h2b_nv_add(s, &at, h->name.p, h->name.n, h->value.p, h->value.n);
     }
     o = (h2b_ours_t){s, at, 0, 0};
-    px_fields_ours(pr, h2b_emit, &o); /* the same fields as counted: they fit */
+    fields_ours(pr->ex, FIELDS_IDENTITY, h2b_emit, &o); /* the same fields as counted: they fit */
     at = o.at;
     h2b_framing(pr, s, &at);
     const http_str_t *gt = pr->grpc ? http_header(req, "grpc-timeout") : NULL;

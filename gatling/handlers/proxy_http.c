@@ -22,7 +22,7 @@ static int puts_(px_req_t *pr, const char *s)
     return px_out(pr, s, strlen(s));
 }
 
-/* px_fields_ours's encoder: "Name: value" lines. */
+/* fields_ours's encoder: "Name: value" lines. */
 static int emit_line(void *arg, const char *name, const char *value)
 {
     px_req_t *pr = arg;
@@ -35,7 +35,7 @@ static int cookies(px_req_t *pr)
     const http_request_t *req = pr->ex->req;
     int r = 0, any = 0;
     for (size_t i = 0; i < req->nheaders; i++) {
-        if (!px_name_is(req->headers[i].name, "Cookie"))
+        if (!fields_name_is(req->headers[i].name, "Cookie"))
             continue;
         r |= puts_(pr, any ? "; " : "Cookie: ");
         r |= px_out(pr, req->headers[i].value.p, req->headers[i].value.n);
@@ -62,8 +62,8 @@ static int px_http_request(px_req_t *pr, const px_target_t *tg)
     r |= puts_(pr, " HTTP/1.1\r\n");
     for (size_t i = 0; i < req->nheaders; i++) {
         const http_header_t *h = &req->headers[i];
-        if (px_hop_by_hop(req->headers, req->nheaders, h->name, 0) ||
-            px_name_is(h->name, "Cookie"))
+        if (fields_hop_by_hop(req->headers, req->nheaders, h->name, 0) ||
+            fields_name_is(h->name, "Cookie"))
             continue;
         r |= px_out(pr, h->name.p, h->name.n) | puts_(pr, ": ");
         r |= px_out(pr, h->value.p, h->value.n) | puts_(pr, "\r\n");
@@ -78,7 +78,7 @@ static int px_http_request(px_req_t *pr, const px_target_t *tg)
     }
     if (pr->upgrade)
         r |= puts_(pr, "Connection: Upgrade\r\nUpgrade: websocket\r\n");
-    r |= px_fields_ours(pr, emit_line, pr) | puts_(pr, "\r\n");
+    r |= fields_ours(pr->ex, FIELDS_IDENTITY, emit_line, pr) | puts_(pr, "\r\n");
     return r ? -1 : 0;
 }
 
@@ -127,9 +127,9 @@ static int framing(px_req_t *pr, const http_response_t *resp)
     uint64_t len = 0;
     for (size_t i = 0; i < resp->nheaders; i++) {
         const http_header_t *h = &resp->headers[i];
-        if (px_name_is(h->name, "Transfer-Encoding")) {
+        if (fields_name_is(h->name, "Transfer-Encoding")) {
             te = 1 + (h->value.n >= 7 && !strncasecmp(h->value.p + h->value.n - 7, "chunked", 7));
-        } else if (px_name_is(h->name, "Content-Length")) {
+        } else if (fields_name_is(h->name, "Content-Length")) {
             uint64_t v = 0;
             if (!h->value.n || h->value.n > 18)
                 return -1;
@@ -165,11 +165,11 @@ static int response_head(px_req_t *pr, const http_response_t *resp)
     }
     for (size_t i = 0; i < resp->nheaders; i++) {
         const http_header_t *h = &resp->headers[i];
-        if (px_name_is(h->name, "Content-Type") && !ctype)
+        if (fields_name_is(h->name, "Content-Type") && !ctype)
             ctype = px_keep(pr, h->value.p, h->value.n);
-        if (px_name_is(h->name, "Date") && h->value.n < 64) /* for the response cache's ages */
+        if (fields_name_is(h->name, "Date") && h->value.n < 64) /* for the response cache's ages */
             pr->ex->resp_date = resp_date(h->value, gio_wallclock(pr->ex->site->loop));
-        if (h->name.n >= 48 || px_hop_by_hop(resp->headers, resp->nheaders, h->name, 1))
+        if (h->name.n >= 48 || fields_hop_by_hop(resp->headers, resp->nheaders, h->name, 1))
             continue;
         if (px_field(pr, h->name.p, h->name.n, h->value.p, h->value.n) < 0) {
             px_fail(pr, "too many or too large header fields from the backend");
@@ -177,7 +177,7 @@ static int response_head(px_req_t *pr, const http_response_t *resp)
         }
     }
     int close = resp->version == 10 ||
-                px_named_by_connection(resp->headers, resp->nheaders, (http_str_t){"close", 5});
+                fields_named_by_connection(resp->headers, resp->nheaders, (http_str_t){"close", 5});
     pr->keepalive = !close && fr != FR_CLOSE;
     pr->framing = fr == FR_LEN && !pr->left ? FR_NONE : fr;
     if (tunnel) /* the codec adds Connection: upgrade */

@@ -9,6 +9,7 @@
 #ifndef GATLING_PROXY_INT_H
 #define GATLING_PROXY_INT_H
 
+#include "fields.h"
 #include "http/cgi_head.h"
 #include "http/fcgi.h"
 #include "http/exchange.h"
@@ -36,7 +37,6 @@
    uploads must not hold a megabyte each without end) */
 #define PROXY_SPOOL_TOTAL (64 << 20)
 #define PROXY_VHOSTS 64           /* .proxy verdicts remembered (a second each) */
-#define PROXY_STARVED_MS 50   /* FastCGI: a new connection unanswered this long may be starved */
 #define PROXY_FIELDS_MAX 4096 /* a backend head's fields, copied for the exchange */
 
 /* PX_H2C: HTTP/2 by prior knowledge; PX_H2: HTTP/2 over TLS (ALPN h2, proxy_tls.c) */
@@ -82,6 +82,7 @@ typedef struct px_popts {
     char check[PX_CHECK_PATH_MAX]; /* active checks' path; "" none */
     int interval, expect_lo, expect_hi, fall, rise, check_timeout;
     int streams;           /* h2c/, h2/: streams on one backend connection, at most */
+    int idle;              /* idle connections kept per backend, at most (0: none) */
     char name[PX_NAME_MAX]; /* h2/: the name its certificates are verified for, and SNI;
                                "" the address (an IP address SAN) */
 } px_popts_t;
@@ -291,37 +292,6 @@ int px_is_grpc(const exchange_t *ex);
 int px_grpc_refused(exchange_t *ex);
 
 /* The client's address as text (IPv4-mapped as IPv4) into a (INET6_ADDRSTRLEN). */
-void px_peer(const exchange_t *ex, char *a, int *port);
-
-/* ---- proxy_fields.c: what every backend sees of the request's fields ---- */
-
-/* Is n the name s (case-insensitive)?  Inline: s is mostly a literal. */
-static inline int px_name_is(http_str_t n, const char *s)
-{
-    size_t k = strlen(s);
-    return n.n == k && !strncasecmp(n.p, s, k);
-}
-
-/* Is name listed in a Connection field among h[0..nh)?  (RFC 9110 7.6.1) */
-int px_named_by_connection(const http_header_t *h, size_t nh, http_str_t name);
-
-/* Is the field name (of h[0..nh)) one the other side never gets from this
-   one?  A request's (response 0): hop-by-hop, named by Connection,
-   framing, forwarding, a client certificate's; a response's (1): hop-by-hop
-   and framing, and Date, Server, Content-Type (which the head writes). */
-int px_hop_by_hop(const http_header_t *h, size_t nh, http_str_t name, int response);
-
-#define PX_FORWARDED_MAX 1024 /* a client's X-Forwarded-For or Forwarded list kept */
-
-/* A field of ours, name: value (NUL-terminated, valid during the call) to
-   the encoder.  0, or -1 (ENOMEM). */
-typedef int (*px_emit_t)(void *arg, const char *name, const char *value);
-
-/* The fields every backend gets from us, through emit: X-Forwarded-For (the
-   client's list, dropped when over PX_FORWARDED_MAX, then its address),
-   -Proto, -Host, Forwarded, and the client certificate's X-SSL-Client-*
-   where the site asks for one.  0, or -1. */
-int px_fields_ours(px_req_t *pr, px_emit_t emit, void *arg);
 
 /* What a matched request is about. */
 typedef struct px_target {
@@ -417,8 +387,16 @@ int px_file_parse(const char *text, px_mdef_t *d, int *n, int *line, const char 
 /* --pool NAME=[F/|S/]backends-or-file:/path[;key=value...] into pd.  0, or -1 with *why. */
 int px_pool_parse(const char *def, px_pooldef_t *pd, const char **why);
 
-/* The directory of a file: pool's list (pd->file), opened: a descriptor, or -1. */
-int px_pool_dir_open(const px_pooldef_t *pd);
+/* The directory of a file: pool's list (pd->file), walked to as privfs's rules
+   say (pfs_walk_dir): a descriptor, or -1 with errno (and why, n bytes, when a
+   link was refused). */
+int px_pool_dir_open(const px_pooldef_t *pd, char *why, size_t n);
+
+/* A file: pool's list, read (at most 64 KiB) from its directory unless its
+   modification time (ns) is still *mtime: malloc'd text, or NULL with errno
+   (0: unchanged; a refusal by privfs's rules also says why, wn bytes);
+   *mtime then the file's. */
+char *px_list_read(int dirfd, const char *path, int64_t *mtime, char *why, size_t wn);
 
 /* The options a pool has when none is given. */
 void px_popts_default(px_popts_t *o);

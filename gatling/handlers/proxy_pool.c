@@ -9,6 +9,7 @@
  */
 #include "proxy_int.h"
 #include "http/hbuf.h"
+#include "site/privfs.h"
 #include "site/siphash.h"
 
 #include <arpa/inet.h>
@@ -20,7 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 /* ---- what is written ---- */
 
@@ -177,7 +180,8 @@ void px_popts_default(px_popts_t *o)
     *o = (px_popts_t){.balance = BAL_RR, .fails = 3, .window = 10, .down = 10,
                       .failon = {502, 503, 504}, .nfailon = 3, .tries = 3, .slowstart = 10,
                       .interval = 5, .expect_lo = 200, .expect_hi = 399, .fall = 2,
-                      .rise = 2, .check_timeout = 2, .streams = 100};
+                      .rise = 2, .check_timeout = 2, .streams = 100,
+                      .idle = PROXY_IDLE_MAX};
 }
 
 /* The options whose value is a number. */
@@ -196,6 +200,7 @@ static const struct {
     {"rise", offsetof(px_popts_t, rise), 1, 100},
     {"timeout", offsetof(px_popts_t, check_timeout), 1, 300},
     {"streams", offsetof(px_popts_t, streams), 1, 1000},
+    {"idle", offsetof(px_popts_t, idle), 0, PROXY_IDLE_MAX},
 };
 
 /* failon=502,503 or failon=none. */
@@ -374,12 +379,45 @@ int px_pool_parse(const char *def, px_pooldef_t *pd, const char **why)
     return *s ? -1 : 0;
 }
 
-int px_pool_dir_open(const px_pooldef_t *pd)
+int px_pool_dir_open(const px_pooldef_t *pd, char *why, size_t n)
 {
     char dir[sizeof pd->file];
     snprintf(dir, sizeof dir, "%.*s", (int)(strrchr(pd->file, '/') - pd->file + 1), pd->file);
-    return open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    /* root walks to it by privfs's rules: a user's symbolic link on the way is not followed */
+    return pfs_walk_dir(dir, 0, -1, -1, NULL, why, n);
 }
+
+/* (proxy_int.h) */
+char *px_list_read(int dirfd, const char *path, int64_t *mtime, char *why, size_t wn)
+{
+    const char *base = strrchr(path, '/') + 1;
+    struct stat st;
+    char *text = NULL;
+    int fd = pfs_open_file_at(dirfd, base, PFS_READ, &st, why, wn), err = 0;
+    if (fd < 0)
+        return NULL;
+    if (st.st_size >= 65536)
+        err = EFBIG;
+    else if ((int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec == *mtime)
+        err = 0; /* unchanged: not read again */
+    else if (!(text = malloc((size_t)st.st_size + 1)))
+        err = ENOMEM;
+    if (text) {
+        ssize_t n = pread(fd, text, (size_t)st.st_size, 0);
+        err = n < 0 ? errno : 0;
+        if (n < 0) {
+            free(text);
+            text = NULL;
+        } else {
+            text[n] = 0;
+            *mtime = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+        }
+    }
+    close(fd);
+    errno = err;
+    return text;
+}
+
 
 int proxy_open(const config_t *cfg, proc_t *p, int quiet)
 {
@@ -389,10 +427,11 @@ int proxy_open(const config_t *cfg, proc_t *p, int quiet)
     for (int i = 0; pd && i < cfg->npools && !rc; i++) {
         if (px_pool_parse(cfg->pool_def[i], pd, &why) < 0 || !pd->file[0])
             continue;
-        if ((p->pool_dirfd[i] = px_pool_dir_open(pd)) < 0) {
+        char why_dir[160] = "";
+        if ((p->pool_dirfd[i] = px_pool_dir_open(pd, why_dir, sizeof why_dir)) < 0) {
             if (!quiet)
                 fprintf(stderr, "gatling: --pool %s: %s: %s\n", pd->name, pd->file,
-                        strerror(errno));
+                        *why_dir ? why_dir : strerror(errno));
             rc = -1;
         }
     }

@@ -520,4 +520,4 @@ static int static_route(exchange_t *ex)
     return static_serve(ex) < 0 ? -1 : 0;
 }
 
-const handler_t static_handler = {"files", get_or_head, static_route, NULL, NULL, NULL, NULL, NULL};
+const handler_t static_handler = {"files", get_or_head, static_route, NULL, NULL, NULL, NULL, NULL, 0};

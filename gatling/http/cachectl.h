@@ -3,7 +3,7 @@
  * a response's Cache-Control (a request's is not obeyed: gatling.8's cache
  * section), what may be stored, freshness lifetime, age, and the Vary list.
  * Pure: no I/O, no allocation, no globals; every input is a pointer/length
- * pair, every time a count of seconds since the epoch (int64_t).  handlers/cache.c applies them;
+ * pair, every time a count of seconds since the epoch (int64_t).  route/cache.c applies them;
  * site/rstore.c holds what they allowed.
  */
 #ifndef GATLING_CACHECTL_H

@@ -3,7 +3,7 @@
  *
  * The codec that read the request (h1/h1.c for HTTP/1.1) fills in the
  * request and the facts of its connection, and hands the exchange to the
- * router (handlers/router.h).  A handler answers by setting header fields
+ * router (route/router.h).  A handler answers by setting header fields
  * and calling ex_head() or ex_error(), then hands over the body as buffers
  * and file ranges; the codec turns them into bytes on its connection at
  * once (HTTP/1.1: the head into the request block's head buffer, the body
@@ -158,7 +158,7 @@ typedef struct exchange {
     const struct sockaddr *peer;
     const ex_client_t *client; /* HTTPS with client certificates asked: what came, or NULL */
     struct site *site; /* the loop's configuration and resources (site/site.h) */
-    /* HTTPS, what chose the certificate (for 421, handlers/router.c): the
+    /* HTTPS, what chose the certificate (for 421, route/router.c): the
        OpenSSL session (HTTP/1.1, h2), or the server name HTTP/3's TLS chose
        by (sni non-NULL; snilen 0: none was sent) */
     struct ssl_st *ssl;

@@ -36,7 +36,8 @@
 #define QUIC_RX_ROUNDS 4          /* receive batches per readiness event */
 #define QUIC_DRAIN_SILENCE_MS 2000 /* shutting down: a peer silent this long (or 3 PTO) is gone */
 #define QUIC_DRAIN_WAIT_MAX_MS 5000 /* ... and 3 PTO counts for this much at most */
-#define QUIC_DRAIN_CLOSING_MS 1000 /* shutting down: a closing period lasts this much at most */
+#define QUIC_DRAIN_CLOSING_MS 1000 /* a draining period (the peer closed), or any closing one
+                                     while shutting down, lasts this much at most */
 #define QUIC_HANDSHAKES_MAX 1024  /* ... and at most this many at once (each holds ~150 KiB
                                      of state), more are dropped; past half of it new
                                      clients prove their address first (Retry) */
@@ -117,8 +118,11 @@ static void conn_close_now(quic_conn_t *c)
     conn_free(c);
 }
 
-/* The closing (or draining) period: 3 PTO (RFC 9000 10.2), and once the process shuts
-   down 1 s at most, none for a draining one (the peer closed).  The period only repeats
+/* The closing (or draining) period: 3 PTO (RFC 9000 10.2), 1 s at most for a draining
+   one (the peer closed: the period only swallows its stray packets, and a connection
+   held for a loaded machine's stretched PTO is one the status page and a drain count as
+   open for seconds after its client said goodbye), and once the process shuts down 1 s
+   at most, none for a draining one.  The period only repeats
    CONNECTION_CLOSE to a peer whose packets still come (or swallows them); the PTO comes
    from the RTT measured, which a loaded machine stretches to seconds, and a drain that
    waited it out would hold the exit (or an upgrade's old process) that long for
@@ -128,10 +132,10 @@ static void conn_close_now(quic_conn_t *c)
 static int64_t closing_period_ms(const quic_conn_t *c)
 {
     int64_t ms = 3 * (int64_t)(ngtcp2_conn_get_pto(c->q) / NGTCP2_MILLISECONDS) + 1;
-    if (!c->ep->draining)
-        return ms;
-    if (c->draining) /* the peer closed: nothing is sent in its period, nothing is lost */
+    if (c->ep->draining && c->draining) /* the peer closed: nothing is sent, nothing lost */
         return 0;
+    if (!c->ep->draining && !c->draining)
+        return ms;
     return ms > QUIC_DRAIN_CLOSING_MS ? QUIC_DRAIN_CLOSING_MS : ms;
 }
 

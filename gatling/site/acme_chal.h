@@ -81,8 +81,8 @@ int acme_chal_status(acme_chal_t *c, char *buf, size_t cap);
 /* The status file, parsed: every line as the layout above says, or nothing
    (acme_chal_status_parse's -1: a line of another form, a number out of
    range, a name that is none, more than ACME_STATUS_NAMES names). */
-#define ACME_STATUS_NAMES 100 /* CONFIG_ACME_NAMES */
-#define ACME_STATUS_MAX 32768 /* the file's bytes at most */
+#define ACME_STATUS_NAMES 200 /* CONFIG_ACME_NAMES + CONFIG_ACME_OD_NAMES */
+#define ACME_STATUS_MAX 196608 /* the file's bytes at most (200 names of 253 bytes) */
 typedef struct acme_status {
     unsigned long long orders, failures;
     unsigned long long od_names, od_asks, od_allowed, od_refused, od_limited, od_invalid;

@@ -49,7 +49,7 @@ void cluster_set_synced(cluster_view_t *v, int64_t now);
  * each wanted name, lets go of each no longer wanted, and says which it
  * holds.  The client orders a name only while this node holds its lock.
  */
-#define CLUSTER_ACME_NAMES 100 /* CONFIG_ACME_NAMES */
+#define CLUSTER_ACME_NAMES 200 /* CONFIG_ACME_NAMES + CONFIG_ACME_OD_NAMES */
 #define CLUSTER_ACME_NAME_MAX 256
 
 void cluster_acme_names(cluster_view_t *v, const char *const *names, int n);

@@ -21,6 +21,7 @@ enum { CONFIG_RETRY_BUSY = 0, CONFIG_RETRY_NEVER, CONFIG_RETRY_ALWAYS };
 enum { CONFIG_CGI_CPU, CONFIG_CGI_MEM, CONFIG_CGI_PROCS, CONFIG_CGI_FILES, CONFIG_CGI_LIMITS };
 
 #define CONFIG_ACME_NAMES 100 /* --acme-names: names at most */
+#define CONFIG_ACME_OD_NAMES 100 /* --acme-on-demand-names: names got on demand at most */
 enum { CONFIG_ACME_EC256 = 0, CONFIG_ACME_RSA2048, CONFIG_ACME_RSA3072 }; /* --acme-key */
 enum { CONFIG_ACME_ANY = 0, CONFIG_ACME_HTTP01, CONFIG_ACME_TLSALPN01, CONFIG_ACME_DNS01 };
 /* (--acme-challenge; wildcard names go by DNS-01 whatever it says) */
@@ -52,8 +53,10 @@ typedef struct config_acme {
     const struct acme_dns_key *dns_key; /* ... as read; NULL without */
     /* names not known at start (acme/acme_ondemand.h) */
     const char *ask_url;     /* --acme-on-demand URL: GET URL?domain=NAME, 200 = yes; NULL off */
-    int od_per_hour;         /* --acme-on-demand-rate H,A: asks an hour in all (default 60) */
-    int od_per_addr;         /* ... and from one client address (default 10) */
+    int od_per_hour;         /* --acme-on-demand-rate H,A: names allowed an hour (default 60) */
+    int od_per_addr;         /* ... and asks an hour from one client address (default 10) */
+    int od_max;              /* --acme-on-demand-names N: names got on demand kept (100) */
+    int od_forget;           /* --acme-on-demand-forget S: one with no certificate in S forgotten */
 } config_acme_t;
 
 /* An address or network: IPv4 as ::ffff:a.b.c.d, the prefix over 128 bits. */
@@ -99,10 +102,11 @@ typedef struct config {
     int nstatus_from;
     int symlinks_out;      /* -L: follow symlinks out of the document root */
     int gzip;              /* 0 with -Z: no compression */
-    /* --compress (handlers/compress.h): on-the-fly coding of dynamic answers */
+    /* --compress (route/compress.h): on-the-fly coding of dynamic answers */
     int compress_off;           /* off: none (-Z: none either) */
     const char *compress_types; /* types=: compressible types, comma-separated; NULL: default */
     const char *compress_skip;  /* skip=: path prefixes never compressed (BREACH) */
+    int compress_secrets;       /* secrets: code answers that may carry one (BREACH) */
     long compress_min;          /* min=: a known length below this goes identity; 0: 256 */
     long compress_streams;      /* streams=: coders at once per process; 0: 1024 */
     long compress_memory;       /* memory=: their bytes per process; 0: 128 MiB */

@@ -2,8 +2,8 @@
  * counters — the one list of what a loop counts and shows: each row is one
  * number, where it is kept, and its name on each page.  site/stats.h makes
  * the fields of status_counters_t and of stats_snap_t's more and g from it,
- * site/stats.c the table stats_rows[] the pages walk; handlers/status.c
- * shows a row on /server-status under its key and label, handlers/metrics.c
+ * site/stats.c the table stats_rows[] the pages walk; route/status.c
+ * shows a row on /server-status under its key and label, route/metrics.c
  * on /metrics as a sample of its family.  A new counter is one row here and
  * its increment where it happens.
  *
@@ -33,6 +33,11 @@
     X(E, bytes, COUNTER, NULL, NULL, NULL, NULL, "bytes", "bytes sent")                          \
     X(E, rps, GAUGE, NULL, NULL, NULL, NULL, "requests_per_second", "requests/s")                \
     X(E, bps, GAUGE, NULL, NULL, NULL, NULL, "bytes_per_second", "bytes/s")                      \
+    X(C, responses_4xx, COUNTER, "gatling_responses_total", "class", "4xx",                    \
+      "Requests answered with a client error (4xx) or a server error (5xx)", "responses_4xx",    \
+      "answered 4xx (client errors)")                                                            \
+    X(C, responses_5xx, COUNTER, "gatling_responses_total", "class", "5xx", NULL,               \
+      "responses_5xx", "answered 5xx (server errors)")                                           \
     X(C, refused_cap, COUNTER, "gatling_refused_total", "reason", "connection_cap",              \
       "Connections refused: over -N or -K (503; HTTPS: closed), accept failed for want of "      \
       "descriptors or memory, or a flood ended the address's connections lately (closed)",       \
@@ -67,6 +72,9 @@
     X(C, compress_capped, COUNTER, "gatling_compress_capped_total", NULL, NULL,                  \
       "Answers sent identity: the coders' streams or memory cap (--compress) was reached", NULL, \
       NULL)                                                                                      \
+    X(C, compress_padded, COUNTER, "gatling_compress_padded_total", NULL, NULL,                  \
+      "Answers that may carry a secret, coded with random padding (--compress secrets)",        \
+      "compress_padded", "coded with padding (--compress secrets, BREACH)")                      \
     X(E, compressed[0], COUNTER, "gatling_compressed_total", "coding", "gzip",                   \
       "Dynamic answers coded on the fly (--compress), by coding", NULL, NULL)                    \
     X(E, compressed[1], COUNTER, "gatling_compressed_total", "coding", "br", NULL, NULL, NULL)   \

@@ -359,6 +359,30 @@ int pfs_open_file(const char *path, pfs_kind_t kind, struct stat *st, char *why,
     return fd;
 }
 
+int pfs_open_file_at(int dirfd, const char *name, pfs_kind_t kind, struct stat *st, char *why,
+                     size_t n)
+{
+    int root = geteuid() == 0, e;
+    if (n)
+        *why = 0;
+    int fd = openat(dirfd, name,
+                    O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC | (root ? O_NOFOLLOW : 0));
+    if (fd < 0) {
+        e = errno;
+        snprintf(why, n, "%s", e == ELOOP && root ? "a symbolic link: not followed (root reads "
+                 "such a file only by its own name)" : strerror(e));
+        return errno = e, -1;
+    }
+    if (fstat(fd, st) < 0 || check_file(st, kind, why, n) < 0) {
+        e = errno;
+        if (!*why)
+            snprintf(why, n, "fstat() failed: %s", strerror(e));
+        close(fd);
+        return errno = e, -1;
+    }
+    return fd;
+}
+
 /* The checks of a log file just opened: 0, or -1 with errno and why. */
 static int check_log(int fd, int trusted, int uid, char *why, size_t n)
 {

@@ -84,6 +84,15 @@ typedef enum pfs_kind { PFS_READ, PFS_SECRET, PFS_LOG, PFS_DIR, PFS_USER_DIR } p
  * its owner or mode; EMLINK: hard links).
  */
 int pfs_open_file(const char *path, pfs_kind_t kind, struct stat *st, char *why, size_t n);
+/*
+ * pfs_open_file for the file name in directory dirfd (one a walk opened at
+ * start, pfs_open_dir: a list read again while serving): as root, name is
+ * opened O_NOFOLLOW (a link is refused, whatever it points at: no error
+ * tells whether a file of root's exists) and checked by kind; as a user,
+ * the kernel's checks.  The descriptor, or -1 with errno and why.
+ */
+int pfs_open_file_at(int dirfd, const char *name, pfs_kind_t kind, struct stat *st, char *why,
+                     size_t n);
 
 /*
  * What the start would do with path, as kind says, undone: 0, or -1 with

@@ -28,7 +28,8 @@ static void entry_free(rstore_t *s, rs_entry_t *e)
     free(e->head);
     free(e->vary);
     s->bytes -= e->bytes;
-    s->entries--;
+    if (e->state != RS_GONE) /* an unlinked one left the count at rs_unlink */
+        s->entries--;
     free(e);
 }
 
@@ -103,6 +104,7 @@ void rs_unlink(rstore_t *s, rs_entry_t *e)
     *pp = e->hnext;
     lru_out(s, e);
     e->state = RS_GONE;
+    s->entries--; /* entries counts what a lookup can find; bytes what is held */
     if (!e->refs)
         entry_free(s, e);
 }

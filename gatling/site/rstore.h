@@ -1,5 +1,5 @@
 /*
- * rstore — the response cache's store (handlers/cache.c decides what goes
+ * rstore — the response cache's store (route/cache.c decides what goes
  * in and what comes out; http/cachectl.c holds the HTTP rules).  Entries
  * are found by their primary key (scheme, host, target) in a hash table,
  * several per key when the response varies (Vary) or while one is being
@@ -20,7 +20,7 @@
 #include <time.h>
 
 #define RS_KEY_MAX 4608 /* scheme + host + target: longer ones are not cached */
-#define RS_CODED 3      /* bodies of an entry in another coding (handlers/cache_coded.c) */
+#define RS_CODED 3      /* bodies of an entry in another coding (route/cache_coded.c) */
 
 enum {
     RS_FILLING, /* its response is coming (a fetch fills it) */
@@ -46,7 +46,7 @@ typedef struct rs_entry {
     unsigned refs; /* readers holding it (rs_hold) */
     int64_t used;  /* gio_now() ms of its last use: the idle timeout */
     size_t bytes;  /* memory it holds, counted in the store */
-    /* the response, as handlers/cache.c keeps it */
+    /* the response, as route/cache.c keeps it */
     int status;
     char *head; /* its fields as "name\0value\0" * nfields, malloc'd */
     size_t headlen;
@@ -79,7 +79,8 @@ typedef struct rstore {
     rs_entry_t **bucket; /* nbuckets, a power of two; NULL until the first entry */
     size_t nbuckets;
     rs_entry_t *lru, *lru_last;
-    size_t bytes, entries; /* held now (linked or not) */
+    size_t bytes;   /* held now, linked or not (readers may hold unlinked ones) */
+    size_t entries; /* linked: what a lookup can find */
     size_t max_bytes, max_entries, max_object;
     int64_t idle_ms;
     uint64_t evictions; /* entries that went for room or for being idle */

@@ -42,10 +42,13 @@ void stats_roll(status_counters_t *st, int64_t now)
     st->second = now;
 }
 
-void status_count(status_counters_t *st, int64_t now, int proto, uint64_t bytes, int64_t started_us)
+void status_count(status_counters_t *st, int64_t now, int proto, unsigned status, uint64_t bytes,
+                  int64_t started_us)
 {
     stats_roll(st, now);
     st->requests++;
+    st->responses_4xx += status >= 400 && status < 500;
+    st->responses_5xx += status >= 500 && status < 600;
     st->bytes += bytes;
     st->proto_requests[proto]++;
     st->proto_bytes[proto] += bytes;

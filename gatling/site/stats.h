@@ -1,8 +1,8 @@
 /*
  * stats — what one loop counts: requests and bytes in total and over the
  * last second, per protocol with a histogram of request durations, and what
- * each defence did.  handlers/status.c shows them as /server-status,
- * handlers/metrics.c as /metrics, both from counters.h's rows (each
+ * each defence did.  route/status.c shows them as /server-status,
+ * route/metrics.c as /metrics, both from counters.h's rows (each
  * counter's field, names and meaning, once).  Only the loop's thread writes
  * them, so counting is a plain increment.
  *
@@ -146,11 +146,12 @@ _Static_assert(sizeof(stats_snap_t) % sizeof(uint64_t) == 0, "a snapshot is 64-b
 void stats_roll(status_counters_t *st, int64_t now);
 
 /*
- * Count a finished request of protocol proto (STATS_*) and `bytes` bytes at
+ * Count a finished request of protocol proto (STATS_*), answered with
+ * `status` (0: none, FTP's), and `bytes` bytes at
  * wall-clock second now, which began at started_us (monotonic microseconds,
  * gio_now_us(): when its loop round began); it ends now, by the clock.
  */
-void status_count(status_counters_t *st, int64_t now, int proto, uint64_t bytes,
+void status_count(status_counters_t *st, int64_t now, int proto, unsigned status, uint64_t bytes,
                   int64_t started_us);
 
 /* The table the workers publish into (-W); opaque. */

@@ -17,6 +17,10 @@ struct zc {
     char *blk; /* the output block being filled (ZC_BLOCK), or NULL */
     size_t pos;
     int ended;
+    gz_header gzh; /* gzip's, with padding (zc_pad): its comment */
+    char *padp;    /* that comment, or NULL */
+    size_t padn;   /* zstd's: the skippable frame's bytes, still to write */
+    int zdone;     /* zstd's data frame has ended */
     union {
         ZSTD_CCtx *zstd;
         BrotliEncoderState *br;
@@ -180,6 +184,7 @@ void zc_free(zc_t *z)
         deflateEnd(&z->u.gz);
     if (z->blk)
         counted_free(z, z->blk);
+    free(z->padp);
     z->b->streams--;
     free(z);
 }
@@ -188,6 +193,59 @@ void zc_counts(const zc_t *z, uint64_t *in, uint64_t *out)
 {
     *in = z->in;
     *out = z->out;
+}
+
+/* ---- padding ---- */
+
+/* gzip: a header comment (FCOMMENT) of n - 1 bytes and its NUL; deflate
+   writes it with the header, at its first call. */
+static int pad_gz(zc_t *z, size_t n)
+{
+    if (!(z->padp = malloc(n)))
+        return -1;
+    memset(z->padp, ' ', n - 1);
+    z->padp[n - 1] = '\0';
+    z->gzh.comment = (Bytef *)z->padp;
+    z->gzh.os = 255; /* unknown, as zlib's own header says */
+    return deflateSetHeader(&z->u.gz, &z->gzh) == Z_OK ? 0 : -1;
+}
+
+/* zstd: a skippable frame (RFC 8878 3.1.2: magic 0x184D2A50, its length,
+   that many bytes) after the data's frame, at the end (pump_zstd): a decoder
+   that stops at the first frame's end (python-zstandard's does) still has
+   the whole body.  1 once written (or none is due), 0 for want of room. */
+static int pad_trail(zc_t *z)
+{
+    if (!z->padn)
+        return 1;
+    if (ZC_BLOCK - z->pos < z->padn + 8)
+        return 0;
+    uint32_t len = (uint32_t)z->padn;
+    unsigned char h[8] = {0x50, 0x2A, 0x4D, 0x18, (unsigned char)len, (unsigned char)(len >> 8),
+                          (unsigned char)(len >> 16), (unsigned char)(len >> 24)};
+    memcpy(z->blk + z->pos, h, sizeof h);
+    memset(z->blk + z->pos + sizeof h, 0, len);
+    z->pos += len + sizeof h;
+    z->padn = 0;
+    return 1;
+}
+
+int zc_pad(zc_t *z, size_t n)
+{
+    if (z->in || z->out || z->pos || z->padp || z->padn || n > ZC_PAD_MAX || z->enc == ZC_BR) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (n == 0)
+        return 0;
+    if (z->enc == ZC_ZSTD) {
+        z->padn = n;
+        return 0;
+    }
+    if (pad_gz(z, n) == 0)
+        return 0;
+    errno = ENOMEM;
+    return -1;
 }
 
 /* ---- compressing ---- */
@@ -199,18 +257,24 @@ void zc_counts(const zc_t *z, uint64_t *in, uint64_t *out)
  */
 static int pump_zstd(zc_t *z, const char **in, size_t *n, int mode)
 {
-    ZSTD_inBuffer ib = {*in, *n, 0};
-    ZSTD_outBuffer ob = {z->blk, ZC_BLOCK, z->pos};
-    ZSTD_EndDirective d = mode == ZC_END ? ZSTD_e_end : mode == ZC_FLUSH ? ZSTD_e_flush
-                                                                          : ZSTD_e_continue;
-    size_t left = ZSTD_compressStream2(z->u.zstd, &ob, &ib, d);
-    *in += ib.pos, *n -= ib.pos;
-    z->pos = ob.pos;
-    if (ZSTD_isError(left))
-        return -1;
-    if (mode == ZC_MORE)
-        return *n == 0 ? 1 : 0;
-    return left == 0 ? 1 : 0;
+    if (!z->zdone) { /* (called again after its end, zstd would begin a new frame) */
+        ZSTD_inBuffer ib = {*in, *n, 0};
+        ZSTD_outBuffer ob = {z->blk, ZC_BLOCK, z->pos};
+        ZSTD_EndDirective d = mode == ZC_END     ? ZSTD_e_end
+                              : mode == ZC_FLUSH ? ZSTD_e_flush
+                                                 : ZSTD_e_continue;
+        size_t left = ZSTD_compressStream2(z->u.zstd, &ob, &ib, d);
+        *in += ib.pos, *n -= ib.pos;
+        z->pos = ob.pos;
+        if (ZSTD_isError(left))
+            return -1;
+        if (mode == ZC_MORE)
+            return *n == 0 ? 1 : 0;
+        if (left || mode != ZC_END)
+            return left == 0 ? 1 : 0;
+        z->zdone = 1;
+    }
+    return pad_trail(z);
 }
 
 static int pump_br(zc_t *z, const char **in, size_t *n, int mode)

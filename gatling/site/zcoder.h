@@ -2,7 +2,7 @@
  * zcoder — one streaming compressor of a response body: zstd (libzstd),
  * brotli (libbrotlienc) or gzip (zlib), behind one small interface, its
  * memory counted through the libraries' allocator hooks into a budget the
- * caller owns (one per process: handlers/compress.c's).
+ * caller owns (one per process: route/compress.c's).
  *
  * A chunk in, compressed bytes out: zc_run compresses what it is given and,
  * when asked, flushes (every byte given so far can be decoded from what came
@@ -91,6 +91,20 @@ typedef int (*zc_sink_t)(void *arg, char *p, size_t n);
  * failed, the library did (errno EIO) or memory ran out (ENOMEM).
  */
 int zc_run(zc_t *z, const void *in, size_t n, int mode, zc_sink_t sink, void *arg);
+
+/*
+ * Length-hiding padding (BREACH: "Heal the BREACH"), before any input: n
+ * bytes (at most ZC_PAD_MAX) that every decoder skips, so that the coded
+ * size does not tell how well a secret compressed beside a guess.  gzip: a
+ * header comment (FCOMMENT) of n - 1 spaces and its NUL, n bytes; zstd: a
+ * skippable frame (RFC 8878) of n bytes after its 8-byte header, n + 8,
+ * after the data's frame (a decoder that stops there has the whole body).
+ * Brotli has no room a decoder skips before its data (its metadata blocks
+ * are the encoder's to write): -1 EINVAL, as for a coder that has begun.
+ * 0; -1 ENOMEM.
+ */
+#define ZC_PAD_MAX 1024
+int zc_pad(zc_t *z, size_t n);
 
 /* Bytes given to z and bytes it gave out so far. */
 void zc_counts(const zc_t *z, uint64_t *in, uint64_t *out);

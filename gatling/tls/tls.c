@@ -260,6 +260,8 @@ static X509 *use_chain(tls_store_t *st, const found_t *f, SSL_CTX *ctx, tls_cert
     struct tm tm;
     if (ASN1_TIME_to_tm(X509_get0_notAfter(leaf), &tm) == 1)
         c->not_after = (int64_t)timegm(&tm);
+    if (ASN1_TIME_to_tm(X509_get0_notBefore(leaf), &tm) == 1)
+        c->not_before = (int64_t)timegm(&tm);
     while ((ca = PEM_read_bio_X509(bio, NULL, NULL, NULL)))
         if (!SSL_CTX_add0_chain_cert(ctx, ca)) {
             X509_free(ca);
@@ -706,6 +708,12 @@ int tls_store_expiry(const tls_store_t *st, int i, const char **name, int64_t *n
     *name = c->id[0] ? c->id : c->nnames ? c->names[0] : "server.pem";
     *not_after = c->not_after;
     return 1;
+}
+
+int64_t tls_store_issued(const tls_store_t *st, int i)
+{
+    const tls_cert_t *c = st && i >= 0 && i < st->n ? tls_cert_of(st->ctx[i]) : NULL;
+    return c ? c->not_before : 0;
 }
 
 int tls_store_accepts(const tls_store_t *st)

@@ -17,7 +17,7 @@
  * The handshake asks for a certificate (TLS 1.3 too: in the handshake, never
  * after it) and completes whatever comes, as nginx does: a certificate that
  * does not verify is recorded (SSL_get_verify_result), and a request to a
- * required site without a verified one gets 400 (handlers/router.c), an
+ * required site without a verified one gets 400 (route/router.c), an
  * answer the client can read rather than a bare alert.  Each such context
  * gets a session ID context of its own (a hash of its CAs, CRLs and mode),
  * so a session made where nothing was asked never resumes where something is.

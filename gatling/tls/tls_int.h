@@ -31,7 +31,8 @@ typedef struct tls_cert {
     int nnames;
     unsigned char *ocsp; /* a DER OCSP response to staple, or NULL */
     long ocsp_len;
-    int64_t not_after; /* the certificate's expiry (unix seconds), for /metrics */
+    int64_t not_after;  /* the certificate's expiry (unix seconds), for /metrics */
+    int64_t not_before; /* ... and its start, for /server-status's renewal window */
 } tls_cert_t;
 
 typedef struct ticket_key {

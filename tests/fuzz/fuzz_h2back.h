@@ -14,7 +14,7 @@
 #include "fuzz_h2site.h"
 #include "handlers/hstate.h"
 #include "handlers/proxy_int.h"
-#include "handlers/router.h"
+#include "route/router.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

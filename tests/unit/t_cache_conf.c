@@ -1,11 +1,11 @@
 /*
- * A virtual host's .cache file (handlers/cache_conf.c): the lines it takes
+ * A virtual host's .cache file (route/cache_conf.c): the lines it takes
  * (ttl with and without a path pattern, grace, errors, lock, cookie, purge),
  * the line a bad file is refused at (the error log names it, the cache is
  * off for the host), the micro-cache's seconds per path, who may PURGE, and
  * which Cookie fields leave a request cacheable.
  */
-#include "handlers/cache_conf.h"
+#include "route/cache_conf.h"
 #include "tap.h"
 
 #include <arpa/inet.h>

@@ -164,8 +164,68 @@ static void spares(int enc, const char *name)
     free(t);
 }
 
+/* zc_pad: the coded bytes grow by the padding exactly (gzip n, zstd n + 8),
+   decode to the same text (the library's decoders skip it), and a padded
+   coder streams as any; brotli and a coder that has begun refuse. */
+static void padded(int enc, const char *name, size_t n, size_t extra)
+{
+    zc_budget_t b = {0};
+    size_t len = 20 * 1024;
+    char *t = text(len), *out = malloc(TEXT_MAX);
+    sink_t plain = {0}, s = {0};
+    zc_t *z = zc_new(enc, len, &b);
+    zc_run(z, t, len, ZC_END, collect, &plain);
+    zc_free(z);
+    z = zc_new(enc, len, &b);
+    is_int(zc_pad(z, n), 0, "%s: padded with %zu bytes", name, n);
+    ok(zc_pad(z, 1) < 0, "%s: once only", name);
+    zc_run(z, t, len / 2, ZC_FLUSH, collect, &s);
+    long d = decode(enc, s.p, s.n, out, TEXT_MAX);
+    ok(d == (long)(len / 2) && !memcmp(out, t, len / 2), "%s: padded, it streams", name);
+    zc_run(z, t + len / 2, len - len / 2, ZC_END, collect, &s);
+    d = decode(enc, s.p, s.n, out, TEXT_MAX);
+    ok(d == (long)len && !memcmp(out, t, len), "%s: padded, the whole text back", name);
+    zc_free(z);
+    free(s.p);
+    /* the same size as without padding, plus the padding exactly */
+    s = (sink_t){0};
+    z = zc_new(enc, len, &b);
+    zc_pad(z, n);
+    zc_run(z, t, len, ZC_END, collect, &s);
+    ok(s.n == plain.n + n + extra, "%s: %zu bytes padded, %zu plain: %zu of padding", name, s.n,
+       plain.n, s.n - plain.n);
+    zc_free(z);
+    ok(b.bytes == 0 && b.streams == 0, "%s: a padded coder gives its memory back", name);
+    free(s.p);
+    free(plain.p);
+    free(out);
+    free(t);
+}
+
+static void not_padded(void)
+{
+    zc_budget_t b = {0};
+    sink_t s = {0};
+    zc_t *z = zc_new(ENC_BR, 0, &b);
+    ok(zc_pad(z, 10) < 0, "br: no padding (no room a decoder skips)");
+    zc_free(z);
+    z = zc_new(ENC_GZIP, 0, &b);
+    zc_run(z, "abc", 3, ZC_FLUSH, collect, &s);
+    zc_t *y = zc_new(ENC_ZSTD, 0, &b);
+    ok(zc_pad(z, 10) < 0 && zc_pad(y, ZC_PAD_MAX + 1) < 0,
+       "no padding once begun, nor past ZC_PAD_MAX");
+    zc_free(y);
+    zc_free(z);
+    free(s.p);
+}
+
 int main(void)
 {
+    padded(ENC_GZIP, "gzip", 1, 0);
+    padded(ENC_GZIP, "gzip", 200, 0);
+    padded(ENC_ZSTD, "zstd", 1, 8);
+    padded(ENC_ZSTD, "zstd", ZC_PAD_MAX, 8);
+    not_padded();
     one(ENC_ZSTD, "zstd");
     one(ENC_BR, "br");
     one(ENC_GZIP, "gzip");

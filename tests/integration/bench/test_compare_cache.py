@@ -78,7 +78,7 @@ def test_compare_cache_quick(build, tmp_path):
     for word in ("| flood | php | 500 |", "| zipf | php | 500 |", "| flood | php | 100 |",
                  "gatling-nocache", "gatling-static", "CPU us/req", "hits %", "at once: fill",
                  "Targets (CPU per cache hit", "Compression on (gatling-compress",
-                 "| flood | php | 500 | br |"):
+                 "| flood | php | 500 | zstd |"):
         assert word in table, (word, table)
     data = json.loads((out / "results.json").read_text())
     assert data["meta"]["skipped"] == {}, data["meta"]["skipped"]

@@ -9,6 +9,7 @@ up -- requests == responses + lost, every lost request has an error kind --
 and that failures end in counted errors or a failing exit, never in a hang.
 """
 
+import contextlib
 import json
 import os
 import re
@@ -196,14 +197,18 @@ class PyServer:
                 pass
 
     def close(self):
+        """Gone, as a killed server: a close alone wakes neither the accept
+        nor a handler's recv (the socket lives on under them), a shutdown does."""
         self.closed = True
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
         with self.lock:
             for c in self.conns:
-                try:
+                with contextlib.suppress(OSError):
+                    c.shutdown(socket.SHUT_RDWR)
+                with contextlib.suppress(OSError):
                     c.close()
-                except OSError:
-                    pass
 
 
 def read_request(c, buf):

@@ -1,4 +1,4 @@
-"""The response cache (handlers/cache.c, a vhost's .cache file) in front of
+"""The response cache (route/cache.c, a vhost's .cache file) in front of
 real backends, with real clients: a threaded HTTP/1.1 origin written here
 (every answer says "request N", N its global count, so a test sees what
 reached it and which answer each client got), php-fpm for FastCGI, and CGI

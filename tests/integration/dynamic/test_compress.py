@@ -1,4 +1,4 @@
-"""Content coding on the fly of dynamic answers (--compress; handlers/compress.c,
+"""Content coding on the fly of dynamic answers (--compress; route/compress.c,
 site/zcoder.c): a CGI program's and a proxied backend's answers in zstd, br and
 gzip, decoded by real decoders (Python's zstandard, brotli and gzip modules,
 curl --compressed); a CGI writing a line a second arrives a line at a time,
@@ -515,7 +515,7 @@ def test_bad_option(build, arg):
     assert p.returncode == 2 and b"--compress" in p.stderr, (arg, p)
 
 
-@pytest.mark.parametrize("arg", ["off", "memory=32M", "memory=1048576", "streams=1", "min=1K",
+@pytest.mark.parametrize("arg", ["off", "secrets", "memory=32M", "memory=1048576", "streams=1", "min=1K",
                                  "types=text/html,*+json", "skip=/a,/b/c"])
 def test_good_option(build, arg):
     import subprocess

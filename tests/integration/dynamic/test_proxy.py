@@ -1029,6 +1029,9 @@ def test_fastcgi_records_a_backend_may_send(fcgi_app):
              "the GET's STDERR record in the error log")
     stderr_lines = [l for l in srv.errlog if "(its stderr)" in l]
     assert len(stderr_lines) == 1, stderr_lines  # the empty record is no line
+    # issue 79: which backend wrote it, and for which path
+    assert "the FastCGI backend 127.0.0.1/" in stderr_lines[0] and \
+        ", for /fake/x:" in stderr_lines[0] and "failed" not in stderr_lines[0], stderr_lines
     # a HEAD's exchange ends at the head: the records after it are read only
     # when they came in the same read (over HTTP/2 they often did not: a fresh
     # check's h2 pass saw one line, not two), so its STDERR is not counted
@@ -1244,6 +1247,26 @@ def test_no_switch_warns_at_start(gatling, tree, says):
     assert fetch(srv.port, "/app/x").status == 404  # gatling's own answer, as it warned
     switched = dict(tree, **{("default/.proxy" if "default/index.html" in tree
                               else ".proxy"): ""})
+    srv = gatling(switched, args=("-P", "127.0.0.1/9/^/app/"))
+    warned = [l for l in srv.errlog if "warning: -P" in l]
+    if "default/index.html" not in tree:
+        assert not warned, srv.errlog
+        return
+    # issue 76: a host without .proxy beside one with it is named: nothing is proxied
+    # there, and a FastCGI rule's scripts are refused there, never sent as source
+    assert len(warned) == 1 and "a.test:80" in warned[0] and "default" not in warned[0] and \
+        "nothing is proxied there" in warned[0], warned
+    other = dict(tree, **{"a.test:80/.proxy": "", "default/app/x": "file\n",
+                          "default/db.php": "<?php $password = 'secret';\n"})
+    srv = gatling(other, args=("-P", "127.0.0.1/9/^/app/",
+                               "-P", r"F/unix:/nonexistent.sock:\.php$"))
+    warned = [l for l in srv.errlog if "warning: -P" in l]
+    assert len(warned) == 1 and "directory default of" in warned[0] and \
+        "refused (403)" in warned[0], warned
+    assert fetch(srv.port, "/app/x").body == b"file\n"  # the default host: its files
+    r = fetch(srv.port, "/db.php")
+    assert r.status == 403 and b"secret" not in r.body, r
+    switched["a.test:80/.proxy"] = ""
     srv = gatling(switched, args=("-P", "127.0.0.1/9/^/app/"))
     assert not [l for l in srv.errlog if "warning: -P" in l], srv.errlog
 

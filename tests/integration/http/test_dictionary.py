@@ -376,7 +376,7 @@ def test_chromium_uses_the_dictionary(gatling, build, proto, request):
 
 
 def test_response_cache_keeps_deltas_apart(gatling, build):
-    """A response cache in front (handlers/cache.c, .cache) of a gatling that
+    """A response cache in front (route/cache.c, .cache) of a gatling that
     serves dcz: it stores the delta under its Vary (Accept-Encoding,
     Available-Dictionary) and never gives it to a client that did not offer
     that dictionary; the dictionary's Use-As-Dictionary passes through."""

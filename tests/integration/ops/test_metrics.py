@@ -53,6 +53,8 @@ ON_METRICS = {
     "auth_throttled": ("gatling_auth_throttled_total", {}),
     "auth_remembered": ("gatling_auth_remembered_total", {}),
     "busy": ("gatling_busy_total", {}),
+    "responses_4xx": ("gatling_responses_total", {"class": "4xx"}),
+    "responses_5xx": ("gatling_responses_total", {"class": "5xx"}),
     "gzip_skipped_busy": ("gatling_gzip_skipped_busy_total", {}),
     "gzip_paced": ("gatling_gzip_paced_total", {}),
     "timeout_head": ("gatling_timeouts_total", {"phase": "head"}),
@@ -116,6 +118,7 @@ ON_METRICS = {
     "backend_downs": ("gatling_backend_downs_total", ODD),
     "draining": ("gatling_draining", {}),
     "ftp_bounce": ("gatling_ftp_bounce_refused_total", {}),
+    "compress_padded": ("gatling_compress_padded_total", {}),
 }
 for _k in ("cgi_spawned", "cgi_killed", "cgi_redirects", "cgi_refused", "cgi_failed",
            "cache_hits", "cache_stale", "cache_stale_errors", "cache_misses",
@@ -136,6 +139,8 @@ NOT_ON_METRICS = {
     "uptime",                      # gatling_start_time_seconds
     "requests", "bytes",           # gatling_requests_total, _transferred_bytes_total by protocol
     "requests_per_second", "bytes_per_second",  # rate() of those
+    "now", "window", "series", "series_10s",  # the graphs (test_status_page.py): rate()
+    "warnings",                    # what the page marks, from these numbers
     "gzip_paced_ms",               # gatling_gzip_paced_seconds_total
     "tls_certificate_expiry_first",  # the least of gatling_tls_certificate_expiry_seconds{name}
     "acme_orders", "acme_failures",  # --acme: test_acme_serve.py checks them

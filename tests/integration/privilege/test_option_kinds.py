@@ -174,6 +174,8 @@ TEMPLATES = {
                                  "fill": secret_text("hunter2\n")},
     "--cluster key=": {"kind": "secret", "args": lambda v: cluster(",cert=%s.crt,key=%s" % (v, v)),
                        "fill": fill_key},
+    "--pool file:": {"kind": "path", "args": lambda v: ["--pool", "x=file:" + v, "-P", "@x/^/p/"],
+                     "fill": lambda p: write(p, "127.0.0.1/9\n", 0o644)},
     "--cluster ca=": {"kind": "path", "args": lambda v: cluster(",ca=" + v), "fill": fill_pem},
     "--cluster cert=": {"kind": "path", "args": lambda v: cluster(",cert=%s,key=%s" % (
         v, good_key())), "fill": fill_pem},

@@ -101,6 +101,35 @@ def test_root_link_into_users_directory(what):
         refused(run, opt, link)
 
 
+@pytest.mark.parametrize("with_u", [False, True], ids=["no-u", "u-nobody"])
+def test_users_certificate_directory(with_u):
+    """-C T/userdir, nobody's directory holding nobody's link server.pem -> a pair only
+    root may read (issue 78, item 5).  Without -u, root would read it through the link
+    (the logs in such a directory were refused, the certificates taken): refused, naming
+    -C and why; with -u nobody, read as nobody, who cannot: no certificate served.
+    Neither echoes the key."""
+    with scratch() as base:
+        v = victim(base)
+        with open(v + "/server.pem", "w") as out:
+            self_signed(base + "/k.pem", base + "/c.pem")
+            for f in ("c.pem", "k.pem"):
+                out.write(open(base + "/" + f).read())
+        os.chmod(v + "/server.pem", 0o600)
+        key = open(base + "/k.pem").read().splitlines()[1]
+        ud = users_dir(base + "/userdir")
+        os.symlink(v + "/server.pem", ud + "/server.pem")
+        as_nobody(ud + "/server.pem")
+        args = (["-u", "nobody"] if with_u else []) + ["-e", "0", "-C", ud]
+        with launch(args, base) as run:
+            text = run.text()
+        assert key not in text, "the key was echoed:\n" + text
+        if with_u:
+            assert "HTTPS with" not in text or "with 0 cert" in text, text
+        else:
+            assert run.port is None and run.proc.returncode != 0, "gatling started:\n" + text
+            assert "-C " + ud in text and "others than root" in text and "-u USER" in text, text
+
+
 def test_users_link_to_roots_file_as_config():
     """--config T/userdir/gatling.conf, nobody's link to a file of root's
     (/etc/shadow): refused, and not one line of it shown."""

@@ -271,9 +271,9 @@ def test_forged_identity_and_forwarding_never_reach_a_backend(gatling, mpki, via
             assert "x-ssl-client-" not in low, h
 
 
-def scgi_env(c):
-    """One SCGI request's parameters (the netstring), answered with those
-    naming a client certificate, one a line."""
+def scgi_params(c, keep):
+    """One SCGI request's parameters (the netstring), answered with those whose
+    name keep(name) takes, one a line."""
     with c:
         data = b""
         while b":" not in data:
@@ -282,10 +282,14 @@ def scgi_env(c):
         while len(rest) < int(n) + 1:
             rest += c.recv(65536)
         items = rest[:int(n)].split(b"\0")
-        out = sorted(b"%s=%s" % kv for kv in zip(items[0::2], items[1::2])
-                     if b"SSL_CLIENT" in kv[0] or b"CLIENT_CERT" in kv[0])
+        out = sorted(b"%s=%s" % kv for kv in zip(items[0::2], items[1::2]) if keep(kv[0]))
         c.sendall(b"Status: 200 OK\r\nContent-Type: text/plain\r\n\r\n" + b"\n".join(out) +
                   b"\nend\n")
+
+
+def scgi_env(c):
+    """Those naming a client certificate."""
+    scgi_params(c, lambda k: b"SSL_CLIENT" in k or b"CLIENT_CERT" in k)
 
 
 def test_scgi_params_and_cgi_without_forgeries(gatling, mpki):
@@ -308,6 +312,50 @@ def test_scgi_params_and_cgi_without_forgeries(gatling, mpki):
     code, body, _ = curl(mpki, port, "mtls.test", "alice", "/cgi/env.sh", "--http1.1", "-H",
                          "X-SSL-Client-Verify: FAILED:forged")
     assert code == 200 and "forged" not in body and "SSL_CLIENT_VERIFY=SUCCESS" in body, body
+
+
+def scgi_http_vars(c):
+    """The HTTP_* parameters."""
+    scgi_params(c, lambda k: k.startswith(b"HTTP_"))
+
+
+HTTP_SH = ("#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\n'\n"
+           "env | grep '^HTTP_' | sort\necho end\n")
+
+
+@pytest.mark.parametrize("via", ["scgi", "cgi"])
+def test_forwarding_fields_as_every_backend_gets_them(gatling, mpki, via):
+    """Issue 76, 2 (one backend request): CGI's and SCGI's HTTP_* variables (FastCGI's
+    are made by the same code) follow the HTTP backends' field policy: the client's
+    X-Forwarded-Host, a field its Connection names and its X-SSL-Client-* are not
+    passed; X_FORWARDED_FOR ends with the client's true address, X_FORWARDED_HOST and
+    _PROTO are the server's, FORWARDED has the server's element appended.  (They passed
+    as sent: an application trusting its proxy's X-Forwarded-* took the client's word.)"""
+    lst = serve(listener(), scgi_http_vars, threaded=True)
+    t = tree()
+    t["cgi"]["http.sh"] = Mode(HTTP_SH, 0o755)
+    forged = ("-H", "X-Forwarded-Host: evil", "-H", "X-Forwarded-Proto: gopher",
+              "-H", "X-Forwarded-For: 6.6.6.6", "-H", "Forwarded: for=10.9.9.9;host=evil",
+              "-H", "X-SSL-Client-S-DN: CN=mallory", "-H", "X-Secret: s3",
+              "-H", "Connection: X-Secret", "-H", "X-Kept: yes")
+    try:
+        srv = gatling(t, args=args(mpki, "-P", "S/127.0.0.1/%d/^/scgi/" %
+                                   lst.getsockname()[1]))
+        port = https_port(srv)
+        path = "/scgi/x" if via == "scgi" else "/cgi/http.sh"
+        code, body, _ = curl(mpki, port, "mtls.test", "alice", path, "--http1.1", *forged)
+    finally:
+        lst.close()
+    assert code == 200 and body.rstrip().endswith("end"), body
+    env = dict(l.split("=", 1) for l in body.splitlines() if l.startswith("HTTP_"))
+    host = "mtls.test:%d" % port
+    assert env.get("HTTP_X_KEPT") == "yes", env  # an ordinary field passes
+    assert "HTTP_X_SECRET" not in env and "HTTP_X_SSL_CLIENT_S_DN" not in env, env
+    assert env["HTTP_X_FORWARDED_HOST"] == host and env["HTTP_X_FORWARDED_PROTO"] == "https", env
+    assert env["HTTP_X_FORWARDED_FOR"] == "6.6.6.6, 127.0.0.1", env
+    assert env["HTTP_FORWARDED"] == 'for=10.9.9.9;host=evil, for=127.0.0.1;proto=https;' \
+        'host="%s"' % host, env
+    assert "mallory" not in body and "=evil\n" not in body + "\n", body
 
 
 def test_cache_never_shares_an_identity(gatling, mpki):

@@ -1,9 +1,13 @@
 /* /server-status: see status.h. */
 #define _GNU_SOURCE /* memmem */
 #include "status.h"
+#include "status_int.h"
+#include "status_ring.h"
+#include "handlers/hstate.h"
 #include "cache.h"
-#include "proxy.h"
+#include "handlers/proxy.h"
 #include "http/hbuf.h"
+#include "http/owfat.h"
 #include "site/acme_chal.h"
 #include "site/cluster.h"
 #include "site/dict.h"
@@ -23,12 +27,6 @@ int status_allowed(const exchange_t *ex)
     const config_t *cfg = ex->site->cfg;
     return net_is_loopback(ex->peer) || net_contains(cfg->status_from, cfg->nstatus_from, ex->peer);
 }
-
-/* One row of the page: its JSON key, its HTML label, its value. */
-typedef struct row {
-    const char *key, *label;
-    uint64_t v;
-} row_t;
 
 #define STATUS_PAGE_MAX 16384 /* the page is about 6 KiB ... */
 #define STATUS_BACKEND_MAX 640 /* ... and each backend's row at most this, escaped */
@@ -158,153 +156,142 @@ static size_t rows(const site_t *s, row_t *r, size_t cap, int64_t now)
     return cert_rows(s, r, n, cap);
 }
 
-/* s[0..) for JSON (a string's inside) or HTML (text). */
-static void escaped(hbuf_t *b, const char *s, int json)
+/* The loop's samples (HSTATE_STATUS), taken once a second with -S. */
+typedef struct status_loop {
+    site_t *site;
+    status_ring_t *ring;
+    gio_timer_t tick;
+} status_loop_t;
+
+#define STATUS_TICK_MS 1000
+
+/* The numbers the graphs and warnings read: this loop's, or with -W every
+   worker's summed as /metrics sums them (ours published fresh first). */
+static void summed(site_t *s, stats_snap_t *t)
 {
-    for (; *s; s++) {
-        const char *e = json ? (*s == '"' ? "\\\"" : *s == '\\' ? "\\\\" : NULL)
-                             : (*s == '<' ? "&lt;" : *s == '&' ? "&amp;" : *s == '"' ? "&quot;" : NULL);
-        if (e)
-            hb_puts(b, e);
-        else if ((unsigned char)*s >= 0x20)
-            hb_put(b, s, 1);
+    stats_snap_t own;
+    status_snapshot(s, &own);
+    *t = own;
+    if (s->proc->stats_shm) {
+        stats_shm_publish(s->proc->stats_shm, s->proc->worker, &own);
+        s->stats_published = gio_now(s->loop);
+        stats_shm_total(s->proc->stats_shm, s->proc->worker, &own, t);
     }
 }
 
-/* The backends of -P rules and --pools: a JSON array, or an HTML table. */
-static void backend_list(hbuf_t *b, const site_t *s, int json)
+/* A second has passed: a sample, and the next second's timer. */
+static void on_tick(gio_loop_t *l, void *arg)
 {
-    static const struct {
-        const char *key;
-        int kind;
-    } col[] = {{"requests", BACKEND_REQUESTS}, {"failures", BACKEND_502},
-               {"timeouts", BACKEND_504},       {"retries", BACKEND_RETRIES},
-               {"downs", BACKEND_DOWNS},        {"checks_failed", BACKEND_CHECKS_FAILED}};
+    status_loop_t *st = arg;
+    stats_snap_t *snap = malloc(sizeof *snap); /* ~10 KiB: not on the loop's stack */
+    if (snap) {
+        summed(st->site, snap);
+        ring_add(st->ring, gio_wallclock(l), snap);
+        free(snap);
+    }
+    int64_t next = st->tick.when + STATUS_TICK_MS, now = gio_now(l);
+    gio_timer_set(l, &st->tick, next > now ? next : now + STATUS_TICK_MS, on_tick, st);
+}
+
+static int status_init(site_t *s)
+{
+    if (!s->cfg->status_page)
+        return 0;
+    status_loop_t *st = calloc(1, sizeof *st);
+    stats_snap_t *snap = st ? malloc(sizeof *snap) : NULL;
+    if (snap) {
+        summed(s, snap);
+        st->ring = ring_new(snap);
+    }
+    free(snap);
+    if (!st || !st->ring) {
+        free(st);
+        fprintf(stderr, "gatling: -S: no memory for the status page's samples\n");
+        return -1;
+    }
+    st->site = s;
+    hstate_set(s, HSTATE_STATUS, st);
+    gio_timer_set(s->loop, &st->tick, gio_now(s->loop) + STATUS_TICK_MS, on_tick, st);
+    return 0;
+}
+
+static void status_free(site_t *s)
+{
+    status_loop_t *st = hstate(s, HSTATE_STATUS);
+    if (!st)
+        return;
+    gio_timer_stop(s->loop, &st->tick);
+    ring_free(st->ring);
+    free(st);
+    hstate_set(s, HSTATE_STATUS, NULL);
+}
+
+/* The backend slots with a series: those there, below RING_BACKENDS. */
+static int series_slots(const site_t *s, int *used)
+{
     const char *pool, *addr, *state;
     unsigned out;
-    int first = 1;
-    for (int i = 0; i < CONFIG_BACKENDS; i++) {
-        if (!proxy_backend(s, i, &pool, &addr, &state, &out))
-            continue;
-        hb_puts(b, json ? (first ? ",\"backends\":[{\"pool\":\"" : ",{\"pool\":\"")
-                        : (first ? "<h2>Backends</h2>\n<table>\n<tr><th>pool</th><th>backend</th>"
-                                   "<th>state</th><th>outstanding</th><th>requests</th>"
-                                   "<th>failures</th><th>timeouts</th><th>retries</th>"
-                                   "<th>downs</th><th>checks failed</th></tr>\n<tr><td>"
-                                 : "<tr><td>"));
-        first = 0;
-        escaped(b, pool, json);
-        hb_puts(b, json ? "\",\"backend\":\"" : "</td><td>");
-        escaped(b, addr, json);
-        hb_puts(b, json ? "\",\"state\":\"" : "</td><td>");
-        hb_puts(b, state);
-        hb_puts(b, json ? "\",\"outstanding\":" : "</td><td>");
-        hb_num(b, out);
-        for (size_t k = 0; k < sizeof col / sizeof col[0]; k++) {
-            if (json)
-                hb_puts(b, ",\""), hb_puts(b, col[k].key), hb_puts(b, "\":");
-            else
-                hb_puts(b, "</td><td>");
-            hb_num(b, s->stats.backend[i][col[k].kind]);
-        }
-        hb_puts(b, json ? "}" : "</td></tr>\n");
-    }
-    if (!first)
-        hb_puts(b, json ? "]" : "</table>\n");
+    int n = 0;
+    for (int i = 0; i < RING_BACKENDS; i++)
+        if (proxy_backend(s, i, &pool, &addr, &state, &out))
+            used[n++] = i;
+    return n;
 }
 
-/* --cluster: each name the ACME client wants, and whether this node holds
-   its lock (the client orders it): a JSON array, or an HTML table. */
-static void cluster_locks(hbuf_t *b, const site_t *s, int json)
+/* The JSON form's additions: the rates over the last STATUS_WINDOW
+   seconds (sums, and the seconds they cover), the warnings, the series. */
+static void json_more(hbuf_t *b, const status_ring_t *ring, const int *used, int nused,
+                      int64_t now, int64_t since, const status_warn_t *w, int nw)
 {
-    int n = s->proc->cluster ? cluster_acme_count(s->proc->cluster) : 0;
-    char name[CLUSTER_ACME_NAME_MAX];
-    for (int i = 0; i < n; i++) {
-        cluster_acme_name(s->proc->cluster, i, name);
-        hb_puts(b, json ? (i ? ",{\"name\":\"" : ",\"cluster_acme_locks\":[{\"name\":\"")
-                        : (i ? "<tr><td>"
-                             : "<h2>Cluster: ACME locks</h2>\n<table>\n<tr><th>name</th>"
-                               "<th>held here</th></tr>\n<tr><td>"));
-        escaped(b, name, json);
-        int held = cluster_acme_held(s->proc->cluster, i);
-        hb_puts(b, json ? (held ? "\",\"held\":1}" : "\",\"held\":0}")
-                        : (held ? "</td><td>yes</td></tr>\n" : "</td><td>no</td></tr>\n"));
+    int secs = 1;
+    hb_puts(b, ",\"window\":{");
+    for (int k = 0; k < RING_COUNTS; k++) {
+        hb_puts(b, "\"");
+        hb_puts(b, ring_key[k]);
+        hb_puts(b, "\":");
+        hb_num(b, ring_sum(ring, k, now, STATUS_WINDOW, &secs));
+        hb_puts(b, ",");
     }
-    if (n)
-        hb_puts(b, json ? "]" : "</table>\n");
+    hb_puts(b, "\"seconds\":");
+    hb_num(b, (uint64_t)secs);
+    hb_puts(b, "}");
+    status_warn_list(b, w, nw, 1);
+    hb_puts(b, ",\"series\":");
+    ring_json(b, ring, 0, since, used, nused);
+    hb_puts(b, ",\"series_10s\":");
+    ring_json(b, ring, 1, since, used, nused);
 }
 
-/* --acme-on-demand: the names got so (the client's status file): a JSON
-   array, or an HTML list. */
-static void ondemand_names(hbuf_t *b, const site_t *s, int json)
-{
-    char *text = acme_chal_ondemand(s->proc->acme_chal) ? malloc(ACME_STATUS_MAX) : NULL;
-    acme_status_t *st = text ? malloc(sizeof *st) : NULL;
-    int k = 0;
-    if (st && acme_chal_status(s->proc->acme_chal, text, ACME_STATUS_MAX) > 0 &&
-        acme_chal_status_parse(text, st) == 0)
-        for (int i = 0; i < st->n; i++) {
-            if (!st->names[i].ondemand)
-                continue;
-            hb_puts(b, json ? (k++ ? ",\"" : ",\"acme_ondemand\":[\"")
-                            : (k++ ? "<li>" : "<h2>ACME: names got on demand</h2>\n<ul>\n<li>"));
-            hb_puts(b, st->names[i].name); /* a host name: nothing to escape */
-            hb_puts(b, json ? "\"" : "</li>\n");
-        }
-    if (k)
-        hb_puts(b, json ? "]" : "</ul>\n");
-    free(st);
-    free(text);
-}
-
-#define STATUS_PROCS_MAX 64 /* -W's workers listed, at most (worker.c's cap) */
-
-/* The process tree as this process knows it (gatling.8, PROCESSES): itself,
-   -W's supervisor and workers, its CGI spawner, the ACME keeper, the
-   cluster's side process; 0 for one that is not there. */
-static void processes(hbuf_t *b, const site_t *s, int json)
-{
-    const proc_t *p = s->proc;
-    const char *const key[] = {"self", "supervisor", "cgi_spawner", "acme_keeper", "cluster"};
-    const char *const label[] = {"this process", "-W supervisor", "CGI spawner",
-                                 "ACME keeper", "cluster side process"};
-    long pid[] = {(long)getpid(), p->stats_shm ? (long)getppid() : 0, p->spawn_pid,
-                  p->acme_pid, p->cluster_pid};
-    long w[STATUS_PROCS_MAX];
-    int nw = stats_shm_pids(p->stats_shm, w, STATUS_PROCS_MAX);
-    hb_puts(b, json ? ",\"processes\":{" : "<h2>Processes</h2>\n<table>\n");
-    for (size_t i = 0; i < sizeof pid / sizeof pid[0]; i++) {
-        hb_puts(b, json ? (i ? ",\"" : "\"") : "<tr><th>");
-        hb_puts(b, json ? key[i] : label[i]);
-        hb_puts(b, json ? "\":" : "</th><td>");
-        hb_num(b, (uint64_t)(pid[i] > 0 ? pid[i] : 0));
-        if (!json)
-            hb_puts(b, "</td></tr>\n");
-    }
-    hb_puts(b, json ? ",\"workers\":[" : "<tr><th>-W workers</th><td>");
-    for (int i = 0; i < nw; i++) {
-        if (i)
-            hb_puts(b, json ? "," : " ");
-        hb_num(b, (uint64_t)w[i]);
-    }
-    hb_puts(b, json ? "]}" : "</td></tr>\n</table>\n");
-}
-
-int status_serve(exchange_t *ex, int json)
+/* The page (json: 1, since: the series' samples after that second). */
+static int serve(exchange_t *ex, int json, int64_t since)
 {
     site_t *s = ex->site;
+    const status_loop_t *st = hstate(s, HSTATE_STATUS);
+    const status_ring_t *ring = st ? st->ring : NULL; /* none before the loop's init */
     int64_t now = gio_wallclock(s->loop);
     stats_roll(&s->stats, now);
-    row_t r[176];
+    row_t r[180];
     size_t n = rows(s, r, sizeof r / sizeof r[0], now);
+    int used[RING_BACKENDS], nused = series_slots(s, used);
+    status_warn_t *w = malloc(STATUS_WARNS * sizeof *w);
+    stats_snap_t *snap = w ? malloc(sizeof *snap) : NULL;
+    int nw = 0;
+    if (snap) {
+        summed(s, snap);
+        nw = status_warnings(s, ring, snap, now, w, STATUS_WARNS);
+    }
     int nlocks = s->proc->cluster ? cluster_acme_count(s->proc->cluster) : 0;
     size_t cap = STATUS_PAGE_MAX + CONFIG_BACKENDS * STATUS_BACKEND_MAX +
-                 STATUS_PROCS_MAX * 12 + 512 +
+                 STATUS_PROCS_MAX * 12 + 512 + STATUS_WARNS * 1400 +
                  (size_t)nlocks * (6 * CLUSTER_ACME_NAME_MAX + 64) + /* &quot; for a '"' */
-                 (acme_chal_ondemand(s->proc->acme_chal) ? ACME_STATUS_NAMES * 270 + 64 : 0);
-    char *body = malloc(cap), pid[24];
-    if (!body)
+                 (acme_chal_ondemand(s->proc->acme_chal) ? ACME_STATUS_NAMES * 270 + 64 : 0) +
+                 (json ? 2 * ring_json_max(nused) : 0);
+    char *body = snap ? malloc(cap) : NULL, pid[24];
+    if (!body) {
+        free(snap);
+        free(w);
         return -1;
+    }
     hbuf_t b = hb_init(body, cap);
     hbuf_t pb = hb_init(pid, sizeof pid);
     hb_num(&pb, (uint64_t)getpid());
@@ -314,45 +301,67 @@ int status_serve(exchange_t *ex, int json)
         hb_puts(&b, gio_backend_name());
         hb_puts(&b, "\",\"pid\":");
         hb_puts(&b, pid);
+        hb_puts(&b, ",\"now\":");
+        hb_num(&b, (uint64_t)now);
         for (size_t i = 0; i < n; i++) {
             hb_puts(&b, ",\"");
             hb_puts(&b, r[i].key);
             hb_puts(&b, "\":");
             hb_num(&b, r[i].v);
         }
-        backend_list(&b, s, 1);
-        cluster_locks(&b, s, 1);
-        ondemand_names(&b, s, 1);
-        processes(&b, s, 1);
+        status_backends(&b, s, ring, now, 1);
+        status_cluster_locks(&b, s, 1);
+        status_ondemand_names(&b, s, 1);
+        status_processes(&b, s, 1);
+        json_more(&b, ring, used, nused, now, since, w, nw);
         hb_puts(&b, "}\n");
     } else {
-        hb_puts(&b,
-                "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-                "<title>gatling status</title></head>\n<body><h1>gatling " GATLING_VERSION " (");
+        hb_puts(&b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                    "<meta name=\"viewport\" content=\"width=device-width\">"
+                    "<title>gatling status</title>"
+                    "<link rel=\"stylesheet\" href=\"?css\">"
+                    "<script src=\"?js\" defer></script></head>\n"
+                    "<body><h1>gatling " GATLING_VERSION " (");
         hb_puts(&b, gio_backend_name());
         hb_puts(&b, "), pid ");
         hb_puts(&b, pid);
-        hb_puts(&b, "</h1>\n<table>\n");
-        for (size_t i = 0; i < n; i++) {
-            hb_puts(&b, "<tr><th>");
-            hb_puts(&b, r[i].label);
-            hb_puts(&b, "</th><td>");
-            hb_num(&b, r[i].v);
-            hb_puts(&b, "</td></tr>\n");
-        }
-        hb_puts(&b, "</table>\n");
-        backend_list(&b, s, 0);
-        cluster_locks(&b, s, 0);
-        ondemand_names(&b, s, 0);
-        processes(&b, s, 0);
-        hb_puts(&b, "</body></html>\n");
+        hb_puts(&b, "</h1>\n<div id=\"live\">\n");
+        status_warn_list(&b, w, nw, 0);
+        status_sections(&b, s, ring, now, snap->g.conns, r, n);
+        status_processes(&b, s, 0);
+        hb_puts(&b, "</div>\n</body></html>\n");
     }
+    free(snap);
+    free(w);
     if (b.over) {
         free(body);
         return ex_error(ex, 500, NULL, NULL);
     }
     ex_field(ex, "Cache-Control", "no-store");
+    if (!json)
+        ex_field(ex, "Content-Security-Policy", STATUS_CSP);
     return ex_page(ex, json ? "application/json" : "text/html; charset=utf-8", body, hb_len(&b));
+}
+
+int status_serve(exchange_t *ex, int json)
+{
+    return serve(ex, json, 0);
+}
+
+/* ?js or ?css: the page's script or style sheet, as built in. */
+static int asset(exchange_t *ex, int js)
+{
+    const char *p = js ? status_js : status_css;
+    size_t n = strlen(p);
+    ex_field(ex, "Cache-Control", "no-cache");
+    ex_field(ex, "Content-Security-Policy", STATUS_CSP);
+    int r = ex_head(ex, 200, js ? "text/javascript; charset=utf-8" : "text/css; charset=utf-8",
+                    n, -1);
+    if (r < 0)
+        return -1;
+    if (r == EX_REPLACED)
+        return 0;
+    return ex_body_buf(ex, p, n, 0) < 0 ? -1 : 0;
 }
 
 int status_health(exchange_t *ex)
@@ -400,7 +409,7 @@ static int health_serve(exchange_t *ex)
 }
 
 const handler_t status_health_handler = {"-k health", NULL, health_serve, NULL, NULL, health_on,
-                                         NULL, NULL};
+                                         NULL, NULL, 0};
 
 int status_page_on(const struct site *s)
 {
@@ -441,8 +450,21 @@ static int page_serve(exchange_t *ex)
         return HANDLER_NOT_MINE;
     if (!status_allowed(ex))
         return ex_error(ex, 403, NULL, NULL) < 0 ? -1 : 0;
-    return status_serve(ex, p.query && p.query_len == 4 && !memcmp(p.query, "json", 4));
+    const char *q = p.query;
+    size_t qn = q ? p.query_len : 0;
+    if (qn == 2 && !memcmp(q, "js", 2))
+        return asset(ex, 1);
+    if (qn == 3 && !memcmp(q, "css", 3))
+        return asset(ex, 0);
+    if (qn == 4 && !memcmp(q, "json", 4))
+        return serve(ex, 1, 0);
+    /* json&since=T: the series' samples after second T only (the page's refresh) */
+    unsigned long long since = 0;
+    size_t k = qn > 11 && !memcmp(q, "json&since=", 11) ? scan_ulonglong(q + 11, &since) : 0;
+    if (k && k == qn - 11 && since < INT64_MAX)
+        return serve(ex, 1, (int64_t)since);
+    return serve(ex, 0, 0);
 }
 
-const handler_t status_handler = {"-S /server-status", page_asked, page_serve, NULL, NULL,
-                                  status_page_on, NULL, NULL};
+const handler_t status_handler = {"-S /server-status", page_asked, page_serve, status_init,
+                                  status_free, status_page_on, NULL, NULL, 0};

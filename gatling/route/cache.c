@@ -3,9 +3,7 @@
    response cache_entry.c's (cache_int.h). */
 #include "cache.h"
 #include "cache_int.h"
-#include "cgi.h"
 #include "http/hbuf.h"
-#include "proxy.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -247,7 +245,7 @@ int cache_dispatch(exchange_t *ex)
         return CACHE_NOT_MINE;
     const char *vhost;
     const cache_conf_t *k = cache_conf_of(c->vh, c->site, ex, &vhost);
-    if (!k || !(proxy_streams(ex) || cgi_match(ex)))
+    if (!k || !ex->site->produced(ex->site, ex, HANDLER_STORE))
         return CACHE_NOT_MINE;
     int r = cached(c, ex, k);
     if (r == 0 && !ex->vhost[0]) /* for the access log, as the proxy writes it */
@@ -299,8 +297,7 @@ void cache_mem(const site_t *site, uint64_t *bytes, uint64_t *entries, uint64_t 
 /* The response cache: only where something dynamic could be cached. */
 static int cache_route_init(site_t *site)
 {
-    const config_t *cfg = site->cfg;
-    if (!(cfg->nproxy_rules || cfg->ncgi_regex || cfg->cgi_exec) || cache_init(site) == 0)
+    if (!site->produced(site, NULL, HANDLER_STORE) || cache_init(site) == 0)
         return 0;
     fprintf(stderr, "gatling: cannot set up the response cache: %s\n", strerror(errno));
     return -1;
@@ -312,7 +309,7 @@ static int cache_on(const site_t *site)
 }
 
 const handler_t cache_handler = {"cache", NULL, cache_dispatch, cache_route_init, cache_free,
-                                 cache_on, NULL, NULL};
+                                 cache_on, NULL, NULL, 0};
 
 /* --cache mem[,object]: 1M..64G of responses, each at most object (4K..mem). */
 static int cache_set(config_t *cfg, const optdef_t *o, char *arg)

@@ -26,7 +26,7 @@
 #ifndef GATLING_CACHE_H
 #define GATLING_CACHE_H
 
-#include "handler.h"
+#include "handlers/handler.h"
 #include "http/exchange.h"
 #include "site/optdef.h"
 

@@ -8,7 +8,7 @@
 #ifndef GATLING_STATUS_H
 #define GATLING_STATUS_H
 
-#include "handler.h"
+#include "handlers/handler.h"
 #include "http/exchange.h"
 #include "http/path.h"
 #include "site/site.h"

@@ -3,17 +3,17 @@
 #include "router.h"
 #include "metrics.h"
 #include "cache.h"
-#include "cgi.h"
+#include "handlers/cgi.h"
 #include "compress.h"
 #include "http/hbuf.h"
 #include "http/path.h"
 #include "site/acme_chal.h"
 #include "site/site.h"
-#include "proxy.h"
-#include "hstate.h"
-#include "static.h"
+#include "handlers/proxy.h"
+#include "handlers/hstate.h"
+#include "handlers/static.h"
 #include "status.h"
-#include "target.h"
+#include "handlers/target.h"
 #include "site/fs.h"
 #include "site/vhost.h"
 #include "tls/tls.h"
@@ -337,21 +337,21 @@ static int methods_rule(exchange_t *ex)
     return answered(ex_error(ex, 501, NULL, NULL));
 }
 
-static const handler_t host_entry = {"Host", NULL, host_rule, NULL, NULL, NULL, NULL, NULL};
+static const handler_t host_entry = {"Host", NULL, host_rule, NULL, NULL, NULL, NULL, NULL, 0};
 static const handler_t acme_entry = {"ACME HTTP-01", NULL, acme_rule, NULL,
-                                     NULL, acme_on,  NULL,      NULL};
+                                     NULL, acme_on,  NULL,      NULL, 0};
 static const handler_t origin_entry = {"Alt-Svc, 421", is_secure, origin_rule, NULL, NULL,
-                                       NULL, NULL, NULL};
+                                       NULL, NULL, NULL, 0};
 static const handler_t client_entry = {"client certificate", client_unverified, client_rule,
-                                       NULL, NULL, NULL, NULL, NULL};
+                                       NULL, NULL, NULL, NULL, NULL, 0};
 static const handler_t index_entry = {"-I's program", NULL, index_rule, NULL,
-                                      NULL, index_on,     NULL,       NULL};
+                                      NULL, index_on,     NULL,       NULL, 0};
 static const handler_t https_entry = {"-X", https_wanted, https_rule, NULL,
-                                      NULL, https_on,     NULL,       NULL};
+                                      NULL, https_on,     NULL,       NULL, 0};
 static const handler_t acme_files_entry = {"ACME files", get_or_head, acme_files_rule, NULL,
-                                           NULL, NULL, NULL, NULL};
+                                           NULL, NULL, NULL, NULL, 0};
 static const handler_t methods_entry = {"OPTIONS, 405, 501", NULL, methods_rule, NULL, NULL,
-                                        NULL, NULL, NULL};
+                                        NULL, NULL, NULL, 0};
 
 /*
  * The router's rules and the handlers, in the order a request is put to
@@ -394,6 +394,12 @@ typedef struct route {
     unsigned n;
 } route_t;
 
+/* Is the entry there on site (its on, asked as router_init does)? */
+static int entry_on(const handler_t *h, const site_t *site)
+{
+    return !h->on || h->on(site);
+}
+
 int router_dispatch(exchange_t *ex)
 {
     const route_t *rt = hstate(ex->site, HSTATE_ROUTE);
@@ -410,16 +416,19 @@ int router_dispatch(exchange_t *ex)
 
 int router_init(site_t *site)
 {
-    for (size_t i = 0; i < NTABLE; i++)
-        if (table[i]->init && table[i]->init(site) < 0)
-            return -1;
+    site->produced = router_produced; /* the stages ask while they are made */
+    site->produce = router_produce;
+    for (int producers = 1; producers >= 0; producers--) /* the producers' first */
+        for (size_t i = 0; i < NTABLE; i++)
+            if (!table[i]->wrap == !producers && table[i]->init && table[i]->init(site) < 0)
+                return -1;
     route_t *rt = calloc(1, sizeof *rt); /* what is there, once all are made */
     if (!rt) {
         fprintf(stderr, "gatling: the router's entries: out of memory\n");
         return -1;
     }
     for (size_t i = 0; i < NTABLE; i++)
-        if (!table[i]->on || table[i]->on(site))
+        if (entry_on(table[i], site))
             rt->e[rt->n++] = table[i];
     hstate_set(site, HSTATE_ROUTE, rt);
     site->program = router_program; /* for the files handler, which the table names */
@@ -438,10 +447,39 @@ void router_free(site_t *site)
 int router_program(const site_t *site, const char *path, size_t n)
 {
     for (size_t i = 0; i < NTABLE; i++) /* (also while the route is made: index_on) */
-        if (table[i]->claims && (!table[i]->on || table[i]->on(site)) &&
+        if (table[i]->claims && entry_on(table[i], site) &&
             table[i]->claims(site, path, n))
             return 1;
     return 0;
+}
+
+int router_produced(const site_t *site, exchange_t *ex, unsigned what)
+{
+    const route_t *rt = hstate(site, HSTATE_ROUTE);
+    if (!ex || !rt) { /* while the route is made: the table, as router_program */
+        for (size_t i = 0; i < NTABLE; i++)
+            if ((table[i]->wrap & what) == what && table[i]->wrap && entry_on(table[i], site))
+                return 1;
+        return 0;
+    }
+    for (unsigned i = 0; i < rt->n; i++)
+        if ((rt->e[i]->wrap & what) == what && rt->e[i]->wrap && rt->e[i]->streams(ex))
+            return 1;
+    return 0;
+}
+
+int router_produce(exchange_t *ex)
+{
+    const route_t *rt = hstate(ex->site, HSTATE_ROUTE);
+    for (unsigned i = 0; rt && i < rt->n; i++) {
+        const handler_t *h = rt->e[i];
+        if (!h->wrap || (h->match && !h->match(ex)))
+            continue;
+        int r = h->serve(ex);
+        if (r != HANDLER_NOT_MINE)
+            return r;
+    }
+    return HANDLER_NOT_MINE;
 }
 
 int router_streams(exchange_t *ex)

@@ -24,7 +24,7 @@
 #ifndef GATLING_COMPRESS_H
 #define GATLING_COMPRESS_H
 
-#include "handler.h"
+#include "handlers/handler.h"
 #include "site/config.h"
 #include "site/optdef.h"
 #include "site/zcoder.h"
@@ -36,6 +36,7 @@ extern const handler_t compress_handler;
 #define COMPRESS_MIN 256                 /* min='s default */
 #define COMPRESS_STREAMS 1024            /* streams='s */
 #define COMPRESS_MEMORY (128L << 20)     /* memory='s: ~170 zstd or brotli coders */
+#define COMPRESS_PAD 256                /* secrets: padding of 1..this many bytes */
 #define COMPRESS_TYPES                                                                        \
     "text/*,application/json,application/javascript,application/x-javascript,"               \
     "application/xml,application/wasm,image/svg+xml,*+json,*+xml"

@@ -11,7 +11,7 @@
 #ifndef GATLING_ROUTER_H
 #define GATLING_ROUTER_H
 
-#include "handler.h"
+#include "handlers/handler.h"
 #include "http/exchange.h"
 
 struct site;
@@ -50,5 +50,16 @@ int router_program(const struct site *site, const char *path, size_t n);
    a request with a body, before the body is read: such a body is streamed
    to the producer; any other is read and dropped first.  1 or 0. */
 int router_streams(exchange_t *ex);
+
+/* For the stages that wrap a producer (through site->produced and
+   site->produce, which router_init sets: they cannot name the router, which
+   names them): does a producer there on site take ex's request (its
+   streams), one whose wrap allows what?  ex NULL: is such a producer there
+   (asked from a stage's init: the producers' inits have run)?  1 or 0. */
+int router_produced(const struct site *site, exchange_t *ex, unsigned what);
+
+/* ex's request through the producers (handler.h's wrap), in the table's
+   order, as router_dispatch: 0, -1, or HANDLER_NOT_MINE when none takes it. */
+int router_produce(exchange_t *ex);
 
 #endif

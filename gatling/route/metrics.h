@@ -9,7 +9,7 @@
 #ifndef GATLING_METRICS_H
 #define GATLING_METRICS_H
 
-#include "handler.h"
+#include "handlers/handler.h"
 #include "http/exchange.h"
 #include "site/site.h"
 

@@ -1,30 +1,16 @@
-/*
- * What a backend sees of a request's fields, whatever its protocol: the one
- * policy that the HTTP/1.1 (proxy_http.c) and HTTP/2 (proxy_h2.c) paths
- * only encode.  Removed: the hop-by-hop fields and those a Connection field
- * names (RFC 9110 7.6.1), the framing ones (each protocol writes its own),
- * and every field only the proxy may write: the forwarding ones
- * (X-Forwarded-*, Forwarded) and what a client certificate was
- * (X-SSL-Client-*, with '_' for '-' too, Client-Cert, Client-Cert-Chain).
- * Added: X-Forwarded-For (the client's list, then its address),
- * X-Forwarded-Proto, X-Forwarded-Host, Forwarded (RFC 7239), and under
- * mutual TLS the verified identity (X-SSL-Client-Verify, -S-DN, -I-DN,
- * -Serial, -Fingerprint).  FastCGI, SCGI and CGI pass fields as HTTP_*
- * variables, where cgienv.c keeps the client's X-SSL-Client-* back and
- * the identity goes as SSL_CLIENT_*.
- */
-#include "proxy_int.h"
+/* What any backend sees of a request's fields: see fields.h. */
+#include "fields.h"
 #include "http/hbuf.h"
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
 #include <string.h>
 #include <strings.h>
 
-/* Is name listed in a Connection field among h[0..nh)?  (RFC 9110 7.6.1) */
-int px_named_by_connection(const http_header_t *h, size_t nh, http_str_t name)
+int fields_named_by_connection(const http_header_t *h, size_t nh, http_str_t name)
 {
     for (size_t i = 0; i < nh; i++) {
-        if (!px_name_is(h[i].name, "Connection"))
+        if (!fields_name_is(h[i].name, "Connection"))
             continue;
         const char *p = h[i].value.p, *e = p + h[i].value.n;
         while (p < e) {
@@ -46,7 +32,7 @@ int px_named_by_connection(const http_header_t *h, size_t nh, http_str_t name)
 static int client_cert_field(http_str_t name)
 {
     static const char pre[] = "x-ssl-client-";
-    if (px_name_is(name, "Client-Cert") || px_name_is(name, "Client-Cert-Chain"))
+    if (fields_name_is(name, "Client-Cert") || fields_name_is(name, "Client-Cert-Chain"))
         return 1;
     if (name.n < sizeof pre - 1)
         return 0;
@@ -59,7 +45,7 @@ static int client_cert_field(http_str_t name)
     return 1;
 }
 
-int px_hop_by_hop(const http_header_t *h, size_t nh, http_str_t name, int response)
+int fields_hop_by_hop(const http_header_t *h, size_t nh, http_str_t name, int response)
 {
     typedef struct {
         const char *s;
@@ -90,7 +76,7 @@ int px_hop_by_hop(const http_header_t *h, size_t nh, http_str_t name, int respon
         if (name.n == l[i].n && !strncasecmp(name.p, l[i].s, name.n))
             return 1;
     /* "Connection: Host" must not take the backend's Host away */
-    return !px_name_is(name, "Host") && px_named_by_connection(h, nh, name);
+    return !fields_name_is(name, "Host") && fields_named_by_connection(h, nh, name);
 }
 
 /* Every value of the client's fields named name joined by sep, then add,
@@ -99,7 +85,7 @@ static void joined(hbuf_t *b, const http_request_t *req, const char *name, const
                    const char *add)
 {
     for (size_t i = 0; i < req->nheaders; i++)
-        if (px_name_is(req->headers[i].name, name))
+        if (fields_name_is(req->headers[i].name, name))
             hb_put(b, req->headers[i].value.p, req->headers[i].value.n), hb_puts(b, sep);
     if (b->over || strlen(add) + 1 > (size_t)(b->end - b->p))
         b->p = b->start, b->over = 0;
@@ -107,7 +93,7 @@ static void joined(hbuf_t *b, const http_request_t *req, const char *name, const
 }
 
 /* Mutual TLS: what the client's certificate was. */
-static int identity(const ex_client_t *cl, px_emit_t emit, void *arg)
+static int identity(const ex_client_t *cl, fields_emit_t emit, void *arg)
 {
     int r = emit(arg, "X-SSL-Client-Verify", cl->verify);
     if (!cl->cert)
@@ -117,12 +103,30 @@ static int identity(const ex_client_t *cl, px_emit_t emit, void *arg)
            emit(arg, "X-SSL-Client-Fingerprint", cl->fingerprint);
 }
 
-int px_fields_ours(px_req_t *pr, px_emit_t emit, void *arg)
+void fields_peer(const exchange_t *ex, char *a, int *port)
 {
-    exchange_t *ex = pr->ex;
-    char a[INET6_ADDRSTRLEN], fwd[INET6_ADDRSTRLEN + 300], list[PX_FORWARDED_MAX];
+    const struct sockaddr *sa = ex->peer;
+    const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)sa;
+    const struct sockaddr_in *a4 = (const struct sockaddr_in *)sa;
+    strcpy(a, "0.0.0.0");
+    *port = 0;
+    if (sa && sa->sa_family == AF_INET) {
+        inet_ntop(AF_INET, &a4->sin_addr, a, INET6_ADDRSTRLEN);
+        *port = ntohs(a4->sin_port);
+    } else if (sa && sa->sa_family == AF_INET6) {
+        if (IN6_IS_ADDR_V4MAPPED(&a6->sin6_addr))
+            inet_ntop(AF_INET, a6->sin6_addr.s6_addr + 12, a, INET6_ADDRSTRLEN);
+        else
+            inet_ntop(AF_INET6, &a6->sin6_addr, a, INET6_ADDRSTRLEN);
+        *port = ntohs(a6->sin6_port);
+    }
+}
+
+int fields_ours(const exchange_t *ex, unsigned what, fields_emit_t emit, void *arg)
+{
+    char a[INET6_ADDRSTRLEN], fwd[INET6_ADDRSTRLEN + 300], list[FIELDS_FORWARDED_MAX];
     int port;
-    px_peer(ex, a, &port);
+    fields_peer(ex, a, &port);
     const http_str_t *host = http_header(ex->req, "Host");
     int safe =
         host && host->n < 256 && !memchr(host->p, '"', host->n) && !memchr(host->p, '\\', host->n);
@@ -146,5 +150,5 @@ int px_fields_ours(px_req_t *pr, px_emit_t emit, void *arg)
     l = hb_init(list, sizeof list);
     joined(&l, ex->req, "Forwarded", ", ", fwd);
     r |= emit(arg, "Forwarded", hb_str(&l));
-    return ex->client ? r | identity(ex->client, emit, arg) : r;
+    return ex->client && (what & FIELDS_IDENTITY) ? r | identity(ex->client, emit, arg) : r;
 }

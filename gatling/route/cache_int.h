@@ -11,7 +11,8 @@
 #define GATLING_CACHE_INT_H
 
 #include "cache_conf.h"
-#include "hstate.h"
+#include "handlers/handler.h"
+#include "handlers/hstate.h"
 #include "http/cachectl.h"
 #include "http/exchange.h"
 #include "site/rstore.h"

@@ -2,7 +2,7 @@
 #include "metrics.h"
 #include "status.h"
 #include "cache.h"
-#include "proxy.h"
+#include "handlers/proxy.h"
 #include "http/hbuf.h"
 #include "http/response.h"
 #include "site/acme_chal.h"
@@ -507,4 +507,4 @@ static int metrics_route(exchange_t *ex)
 }
 
 const handler_t metrics_handler = {"-S /metrics", metrics_asked, metrics_route, NULL, NULL,
-                                   status_page_on, NULL, NULL};
+                                   status_page_on, NULL, NULL, 0};

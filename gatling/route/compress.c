@@ -1,10 +1,8 @@
 /* Content coding on the fly of dynamic answers: see compress.h. */
 #include "compress.h"
-#include "cgi.h"
-#include "hstate.h"
+#include "handlers/hstate.h"
 #include "http/hbuf.h"
 #include "http/path.h"
-#include "proxy.h"
 #include "site/encoding.h"
 #include "site/zcoder.h"
 
@@ -20,6 +18,7 @@ typedef struct compress {
     zc_budget_t budget;
     size_t min, streams, memory;
     const char *types, *skip;
+    int secrets; /* --compress secrets: code answers that may carry one (BREACH) */
 } compress_t;
 
 #define VARY_MAX 512
@@ -104,6 +103,21 @@ static int has_token(const char *v, const char *tok)
     return http_list_has((http_str_t){v, strlen(v)}, tok);
 }
 
+/* BREACH: may the answer carry a secret beside what the request reflects?
+   The request's credentials (a CSRF token, a session's data come back to
+   them), or an answer that sets a cookie or is private. */
+static int creds(const exchange_t *ex)
+{
+    return http_header(ex->req, "Cookie") || http_header(ex->req, "Authorization") ||
+           (ex->client && ex->client->cert);
+}
+
+static int answer_private(const exchange_t *ex, const char *cc)
+{
+    return field(ex, "Set-Cookie", NULL) ||
+           (cc && (has_token(cc, "private") || has_token(cc, "no-store")));
+}
+
 /* May this answer be coded at all?  (The client's offer was checked at
    the entry; the caps come after.)  RFC 9110 8.4: an encoded answer stays
    as it is; 9111 5.2.2.6: no-transform is kept. */
@@ -119,6 +133,8 @@ static int codable(const compress_t *cp, const exchange_t *ex, int status, const
     const char *cc = field(ex, "Cache-Control", NULL);
     if ((ce && strcasecmp(ce, "identity")) || field(ex, "Content-Range", NULL) ||
         (cc && has_token(cc, "no-transform")))
+        return 0;
+    if (!cp->secrets && answer_private(ex, cc)) /* coded only where the site says so */
         return 0;
     return type_listed(cp->types, ctype);
 }
@@ -171,6 +187,26 @@ static int enc_index(int enc)
 
 /* ---- the stage ---- */
 
+/* --compress secrets and an answer that may carry one: a coding that can be
+   padded (brotli cannot: zc_pad), the client's next choice, or identity (0). */
+static int padded_enc(const exchange_t *ex, int enc)
+{
+    if (enc != ENC_BR)
+        return enc;
+    const http_str_t *ae = http_header(ex->req, "Accept-Encoding");
+    return ae ? enc_choose_coded(ae->p, ae->n, ENC_ALL & ~ENC_BR) : ENC_IDENTITY;
+}
+
+/* Random padding of 1..COMPRESS_PAD bytes ("Heal the BREACH"): a guess that
+   compresses a few bytes better hides in it (gatling(8), CONTENT CODINGS). */
+static int pad(exchange_t *ex, zc_t *z)
+{
+    if (zc_pad(z, 1 + arc4random_uniform(COMPRESS_PAD)) < 0)
+        return -1;
+    ex->site->stats.compress_padded++;
+    return 0;
+}
+
 static int z_head(exchange_t *ex, int status, const char *ctype, uint64_t len, time_t mtime)
 {
     cstage_t *c = zslot(ex)->p;
@@ -180,8 +216,16 @@ static int z_head(exchange_t *ex, int status, const char *ctype, uint64_t len, t
         return c->orig->head(ex, status, ctype, len, mtime);
     }
     vary_merge(c, ex);
+    int secret = cp->secrets && (creds(ex) || answer_private(ex, field(ex, "Cache-Control", NULL)));
+    if (secret && !(c->enc = padded_enc(ex, c->enc))) {
+        ex->codec = c->orig; /* only brotli offered: identity */
+        return c->orig->head(ex, status, ctype, len, mtime);
+    }
     if (cp->budget.streams >= cp->streams || cp->budget.bytes >= cp->memory ||
-        !(c->z = zc_new(c->enc, len == EX_LEN_STREAM ? 0 : len, &cp->budget))) {
+        !(c->z = zc_new(c->enc, len == EX_LEN_STREAM ? 0 : len, &cp->budget)) ||
+        (secret && pad(ex, c->z) < 0)) {
+        zc_free(c->z);
+        c->z = NULL;
         ex->site->stats.compress_capped++; /* a preference, not a demand: identity */
         ex->codec = c->orig;
         return c->orig->head(ex, status, ctype, len, mtime);
@@ -364,6 +408,8 @@ static int offered(exchange_t *ex)
     const http_str_t *ae = http_header(ex->req, "Accept-Encoding");
     if (!cp || !ae || ex->head_only || zslot(ex)->p)
         return 0;
+    if (!cp->secrets && creds(ex)) /* BREACH: not coded by default */
+        return 0;
     int enc = enc_choose_coded(ae->p, ae->n, ENC_ALL);
     if (enc == ENC_IDENTITY)
         return 0;
@@ -377,7 +423,7 @@ static int offered(exchange_t *ex)
 
 static int compress_match(exchange_t *ex)
 {
-    return offered(ex) && (proxy_streams(ex) || cgi_match(ex));
+    return offered(ex) && ex->site->produced(ex->site, ex, HANDLER_CODE);
 }
 
 /* Wrap the codec: the answer's head decides. */
@@ -411,6 +457,7 @@ static int compress_init(site_t *s)
     cp->memory = cfg->compress_memory ? (size_t)cfg->compress_memory : COMPRESS_MEMORY;
     cp->types = cfg->compress_types ? cfg->compress_types : COMPRESS_TYPES;
     cp->skip = cfg->compress_skip;
+    cp->secrets = cfg->compress_secrets;
     cp->budget.keep = 1; /* one loop's coders: their tables reused, not faulted in anew */
     hstate_set(s, HSTATE_COMPRESS, cp);
     return 0;
@@ -429,12 +476,11 @@ static void compress_free(site_t *s)
    is done): a site of files alone never pays for the entry's match. */
 static int compress_on(const site_t *s)
 {
-    return s->cfg->gzip && !s->cfg->compress_off &&
-           (hstate(s, HSTATE_PROXY) || hstate(s, HSTATE_CGI));
+    return s->cfg->gzip && !s->cfg->compress_off && s->produced(s, NULL, HANDLER_CODE);
 }
 
 const handler_t compress_handler = {"compress", compress_match, compress_serve,
-                                    compress_init, compress_free, compress_on, NULL, NULL};
+                                    compress_init, compress_free, compress_on, NULL, NULL, 0};
 
 /* ---- --compress ---- */
 
@@ -460,6 +506,8 @@ static int compress_set(config_t *cfg, const optdef_t *o, char *arg)
     (void)o;
     if (!strcmp(arg, "off"))
         cfg->compress_off = 1;
+    else if (!strcmp(arg, "secrets"))
+        cfg->compress_secrets = 1;
     else if (!strncmp(arg, "types=", 6) && list_ok(arg + 6, 0))
         cfg->compress_types = arg + 6;
     else if (!strncmp(arg, "skip=", 5) && list_ok(arg + 5, 1))
@@ -471,7 +519,7 @@ static int compress_set(config_t *cfg, const optdef_t *o, char *arg)
     else if (!strncmp(arg, "memory=", 7) && (v = opt_size(arg + 7, 1 << 20, 1LL << 40)) > 0)
         cfg->compress_memory = (long)v;
     else {
-        fprintf(stderr, "gatling: --compress %s: not off, types=LIST, skip=/PATH[,...], "
+        fprintf(stderr, "gatling: --compress %s: not off, secrets, types=LIST, skip=/PATH[,...], "
                 "min=BYTES (>= 1), streams=N (1-1048576) or memory=BYTES (>= 1M)\n", arg);
         return 2;
     }
@@ -480,6 +528,6 @@ static int compress_set(config_t *cfg, const optdef_t *o, char *arg)
 
 const optdef_t compress_opts[] = {
     OPT_ROW_FN(0, "compress", OPT_RULE, OPT_ANY, 6, compress_set, 0, NULL,
-        "  --compress off|types=LIST|skip=/PATH,...|min=B|streams=N|memory=B  zstd, br, gzip\n"
-        "            on the fly for CGI and -P answers (repeatable; gatling(8))\n"),
+        "  --compress off|secrets|types=LIST|skip=/PATH,...|min=B|streams=N|memory=B  zstd,\n"
+        "            br, gzip on the fly for CGI and -P answers (repeatable; gatling(8))\n"),
     OPT_LAST};
