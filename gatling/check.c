@@ -1,6 +1,6 @@
 /* --check's walk for .dictionary and .cache files: see check.h. */
 #include "check.h"
-#include "handlers/cache_conf.h"
+#include "route/cache_conf.h"
 #include "handlers/dictionary.h"
 #include "http/dcz.h"
 

@@ -2,7 +2,7 @@
  * check — what --check looks at that the start-up itself leaves to the
  * first request: the .dictionary files below the document root
  * (handlers/dictionary.h), parsed by the same dcz_rule_parse the static
- * handler uses, and the .cache files (handlers/cache_conf.h), by the
+ * handler uses, and the .cache files (route/cache_conf.h), by the
  * cache's own cache_conf_parse.  The rest of --check is the start-up's own code (main.c's
  * check_run), so that a check and a start cannot disagree.
  */
