@@ -196,7 +196,15 @@ static pid_t reload_target(const char *arg)
                 "PIDFILE)\n", v, name, who, user_name((long)getuid(), me, sizeof me), who, v);
         return 0;
     }
-    if (!same_exe(v, exe, sizeof exe)) {
+    int same = same_exe(v, exe, sizeof exe);
+    if (same < 0) { /* never "all is well" from a process we could not tell from gatling */
+        fprintf(stderr, "gatling: --reload %ld: that %s's executable cannot be compared with "
+                "this one (/proc/%ld/exe is closed to you: a server that root started with -u "
+                "is not dumpable): reload it as root with its pid file (--pid-file), or "
+                "through its unit\n", v, name, v);
+        return 0;
+    }
+    if (!same) {
         fprintf(stderr, "gatling: --reload %ld: that process runs %s, not this gatling\n", v,
                 exe);
         return 0;
