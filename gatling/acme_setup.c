@@ -32,8 +32,7 @@
 static int bad(int c, const char *arg, const char *why)
 {
     fprintf(stderr, "gatling: --%s %s: %s\n", acme_opts[c].lname, arg, why);
-    fputs("gatling: try 'gatling -h' or see gatling(8)\n", stderr);
-    return 2;
+    return opt_usage_error();
 }
 
 /* Printable ASCII only (space too when spaces may): no control characters. */

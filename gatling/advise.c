@@ -109,8 +109,8 @@ static void socket_inside(void *arg, const char *opt, const char *value, const c
     fprintf(stderr,
             "gatling: warning: %s %s: after the chroot into %s, unix:%s is %s, which does not "
             "exist: its requests will fail (502) unless the backend's socket is made there; "
-            "to reach %s, start gatling in %s without -c (no chroot) (gatling.8, SECURITY)\n",
-            opt, value, j->root, path, inside, path, j->root);
+            "to reach %s, add --no-chroot (gatling.8, SECURITY)\n",
+            opt, value, j->root, path, inside, path);
     j->said++;
 }
 
@@ -232,7 +232,7 @@ static void cgi_interpreters(const config_t *cfg, jail_t *j)
 /* -c as root: the chroot said, then what will not be found inside it. */
 static int chroot_paths(const config_t *cfg, const proc_t *p)
 {
-    if (!cfg->root || geteuid() != 0)
+    if (!cfg->root || geteuid() != 0 || cfg->no_chroot)
         return 0;
     char real[PATH_MAX];
     jail_t j = {cfg->root, realpath(cfg->root, real), 0};
@@ -241,15 +241,51 @@ static int chroot_paths(const config_t *cfg, const proc_t *p)
     fprintf(stderr,
             "gatling: note: -c %s: started as root, gatling chroots into it: after the start "
             "only paths inside it can be opened, and the binary upgrade (SIGUSR2, --reload, "
-            "systemctl reload) is refused; to serve it without a chroot, start gatling in it "
-            "without -c (gatling.8, SECURITY)\n",
+            "systemctl reload) is refused; to serve it without a chroot, add --no-chroot "
+            "(gatling.8, SECURITY)\n",
             cfg->root);
     proxy_sockets(cfg, p->pool_dirfd, socket_inside, &j);
     cgi_interpreters(cfg, &j);
     return j.said;
 }
 
+/* A backend's unix socket where no chroot hides it: missing is said. */
+static void socket_there(void *arg, const char *opt, const char *value, const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) == 0)
+        return;
+    fprintf(stderr,
+            "gatling: warning: %s %s: unix:%s does not exist (yet): its requests will fail "
+            "(502) until the backend makes it\n",
+            opt, value, path);
+    (*(int *)arg)++;
+}
+
+/* Unix sockets of -P and --pool when nothing chroots: each missing one. */
+static int sockets_missing(const config_t *cfg, const proc_t *p)
+{
+    int said = 0;
+    if (cfg->root && geteuid() == 0 && !cfg->no_chroot)
+        return 0; /* chroot_paths looks inside the chroot */
+    proxy_sockets(cfg, p->pool_dirfd, socket_there, &said);
+    return said;
+}
+
+/* Serving as root: every request's work (CGI aside) runs as root. */
+static int as_root(const config_t *cfg, const proc_t *p)
+{
+    if (geteuid() != 0 || p->uid >= 0 || cfg->user)
+        return 0;
+    fprintf(stderr,
+            "gatling: warning: started as root without -u: gatling serves as root; give -u "
+            "USER (e.g. -u gatling, or www-data) to serve as that user after the listeners "
+            "are open (gatling.8, SECURITY)\n");
+    return 1;
+}
+
 int advise(const config_t *cfg, const proc_t *p)
 {
-    return https_ports(cfg, p) + chroot_paths(cfg, p);
+    return as_root(cfg, p) + https_ports(cfg, p) + chroot_paths(cfg, p) +
+           sockets_missing(cfg, p);
 }

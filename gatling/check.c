@@ -1,5 +1,6 @@
-/* --check's walk for .dictionary files: see check.h. */
+/* --check's walk for .dictionary and .cache files: see check.h. */
 #include "check.h"
+#include "route/cache_conf.h"
 #include "handlers/dictionary.h"
 #include "http/dcz.h"
 
@@ -39,10 +40,39 @@ static int check_file(int dirfd, const char *path)
     return bad;
 }
 
+/* One .cache in dirfd (path names the directory): a bad line said, as the
+   first request to its site would find it (the cache off for the site). */
+static int check_cache(int dirfd, const char *path)
+{
+    char text[CACHE_CONF_FILE_MAX + 1];
+    struct stat st;
+    int fd = openat(dirfd, ".cache", O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0)
+        return 0; /* none */
+    ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= CACHE_CONF_FILE_MAX
+                    ? read(fd, text, CACHE_CONF_FILE_MAX) : -1;
+    close(fd);
+    if (n < 0) {
+        fprintf(stderr, "gatling: %s/.cache: over %d bytes, not a file or unreadable\n", path,
+                CACHE_CONF_FILE_MAX);
+        return -1;
+    }
+    cache_conf_t k;
+    int line = 0;
+    const char *why = "";
+    if (cache_conf_parse(&k, text, (size_t)n, &line, &why) < 0) {
+        fprintf(stderr, "gatling: %s/.cache:%d: %s (the site would have no cache)\n", path,
+                line, why);
+        return -1;
+    }
+    cache_conf_free(&k);
+    return 0;
+}
+
 /* dirfd (path) and the directories below it; *left counts down. */
 static int walk(int dirfd, const char *path, int depth, int *left)
 {
-    int bad = check_file(dirfd, path);
+    int bad = check_file(dirfd, path) | check_cache(dirfd, path);
     DIR *d = depth < CHECK_DEPTH_MAX ? fdopendir(dup(dirfd)) : NULL;
     struct dirent *e;
     while (d && (e = readdir(d)) && *left > 0) {

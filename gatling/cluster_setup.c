@@ -30,8 +30,7 @@ static int name_ok(const char *s)
 /* A bad value: the pointer to the help follows, as for every option's. */
 static int bad_value(void)
 {
-    fputs("gatling: try 'gatling -h' or see gatling(8)\n", stderr);
-    return 2;
+    return opt_usage_error();
 }
 
 enum { CLUSTER_OPT, CLUSTER_OPT_NAME };

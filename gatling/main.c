@@ -8,10 +8,12 @@
 #include "advise.h"
 #include "check.h"
 #include "options.h"
+#include "pidfile.h"
 #include "cluster_setup.h"
 #include "site/config.h"
 #include "site/elog.h"
 #include "site/proc.h"
+#include "site/optdef.h"
 #include "site/privfs.h"
 #include "site/spawn.h"
 #include "handlers/proxy.h"
@@ -67,29 +69,43 @@ static int prepare(const config_t *cfg, proc_t *p)
        traces us (keys, other clients' credentials); server_drop_privileges
        sets it again after -u */
     gio_proc_private();
+    char at[PATH_MAX + 32];
+    int failed = 0;
     if (cfg->user) {
         struct passwd *pw = getpwnam(cfg->user);
         if (!pw) {
-            fprintf(stderr, "gatling: -u %s: no such user\n", cfg->user);
-            return -1;
+            fprintf(stderr, "gatling: %s-u %s: no such user\n", opt_where_of('u', at, sizeof at),
+                    cfg->user);
+            if (!cfg->check)
+                return -1;
+            failed = 1, p->uid = PFS_NO_USER; /* --check goes on to the logs */
+        } else {
+            p->uid = (int)pw->pw_uid, p->gid = (int)pw->pw_gid;
         }
-        p->uid = (int)pw->pw_uid, p->gid = (int)pw->pw_gid;
     }
     p->log_fd = cfg->access_log ? STDOUT_FILENO : -1;
     if (cfg->access_log && cfg->log_file &&
         (p->log_fd = pfs_open_log(cfg->log_file, -1, p->uid, p->gid, NULL, why,
                                   sizeof why)) < 0) {
-        fprintf(stderr, "gatling: -l %s: the access log cannot be opened: %s\n", cfg->log_file,
-                why);
-        return -1;
+        fprintf(stderr, "gatling: %s-l %s: the access log cannot be opened: %s\n",
+                opt_where_of('l', at, sizeof at), cfg->log_file, why);
+        if (!cfg->check)
+            return -1;
+        failed = 1;
     }
     if ((p->error_fd = elog_open(cfg->error_log, p->uid, p->gid,
                                  cfg->workers > 1 ? &p->error_dir : NULL, why, sizeof why)) < 0) {
-        fprintf(stderr, "gatling: -q %s: the error log cannot be opened: %s\n", cfg->error_log,
-                why);
+        fprintf(stderr, "gatling: %s-q %s: the error log cannot be opened: %s\n",
+                opt_where_of('q', at, sizeof at), cfg->error_log, why);
         return -1;
     }
-    return cgi_user(cfg, p);
+    if (pidfile_open(cfg, p, why, sizeof why) < 0) {
+        fprintf(stderr, "gatling: --pid-file %s: cannot be opened: %s\n", cfg->pid_file, why);
+        return -1;
+    }
+    if (p->uid == PFS_NO_USER)
+        p->uid = -1;
+    return failed ? -1 : cgi_user(cfg, p);
 }
 
 /* Who reads the certificates at start: -u's user where it owns them (--acme's
@@ -199,7 +215,8 @@ static int open_root(const config_t *cfg, const proc_t *p)
     return fd;
 }
 
-/* -c: change into the document root; as root, also chroot there. */
+/* -c: change into the document root; as root, also chroot there (unless
+   --no-chroot). */
 static int enter_root(const config_t *cfg, const proc_t *p)
 {
     int fd;
@@ -208,7 +225,7 @@ static int enter_root(const config_t *cfg, const proc_t *p)
     if ((fd = open_root(cfg, p)) < 0)
         return -1;
     close(fd);
-    if (geteuid() == 0) {
+    if (geteuid() == 0 && !cfg->no_chroot) {
         if (chroot(".") < 0 || chdir("/") < 0) {
             fprintf(stderr, "gatling: chroot(\"%s\") failed: %s\n", cfg->root, strerror(errno));
             return -1;
@@ -285,6 +302,7 @@ static int check_run(config_t *cfg, proc_t *p, int failed)
         if (p->error_fd > STDERR_FILENO)
             close(p->error_fd);
     }
+    pidfile_end(cfg, p); /* opened, not written: left as it was */
     if (acme_prepare(cfg, p) < 0 || load_certificates(cfg, p) < 0)
         failed = 1;
     advise(cfg, p); /* the start's own warnings (advise.h) */
@@ -385,6 +403,7 @@ static int finish(run_t *r, int rc)
     if (r->sides)
         tls_store_free(r->proc.tls);
     mime_free(r->mime);
+    pidfile_end(&r->cfg, &r->proc);
     conf_free(&r->ca);
     return rc;
 }
@@ -412,6 +431,9 @@ static int serve(run_t *r, int *fds, int n)
     say_listening(cfg, lst, n, passed);
     if (r->s.quic)
         server_quic_steer(&r->qg);
+    /* serving: an upgrade's new process replaces the old one's pid, before
+       it tells the old one (which then drains, and leaves a pid not its own) */
+    pidfile_write(p);
     handover_ready();
     return server_run(&r->s);
 }
@@ -447,6 +469,7 @@ static int start(run_t *r, char **argv)
         return serve(r, fds, n);
     handover_capture_end(); /* the workers keep stderr */
     r->reap_cluster = 1;
+    pidfile_write(p); /* the supervisor's: what --reload and SIGUSR1 are sent to */
     return enter_root(cfg, p) < 0 ? 1
                                   : worker_supervise(cfg, p, r->mime, fds, n, groups, &r->qg);
 }

@@ -52,14 +52,10 @@ static int is_address(const char *s)
     return inet_pton(AF_INET, s, a) == 1 || inet_pton(AF_INET6, s, a) == 1;
 }
 
-/*
- * A bad option gets one line of error and one pointing at the help, as curl and
- * nginx do: 50 lines of usage would push the error itself off the screen.
- */
+/* A bad option's pointer to the help: site/optdef.h's, said once under --check. */
 int usage_error(void)
 {
-    fputs("gatling: try 'gatling -h' or see gatling(8)\n", stderr);
-    return 2;
+    return opt_usage_error();
 }
 
 /*
@@ -435,8 +431,14 @@ static const optdef_t general_opts[] = {
         "  --log-format combined|json  the access log's format (json: an object a line)\n"},
     OPT_ROW_STR('q', NULL, OPT_LOG, PATH_MAX - 1, error_log, "not a usable file name",
         "  -q file   append the error log to file (default: stderr); SIGUSR1 reopens it\n"),
+    OPT_ROW_STR(0, "pid-file", OPT_LOG, PATH_MAX - 1, pid_file, "not a usable file name",
+        "  --pid-file file  write the serving process's pid to file (the new one's after\n"
+        "            an upgrade), removed at exit; --reload file reads it\n"),
     OPT_ROW_STR('c', NULL, OPT_PATH, PATH_MAX - 1, root, "not a usable directory name",
         "  -c dir    serve dir; as root, chroot into it after opening the listeners\n"),
+    OPT_ROW_FLAG(0, "no-chroot", no_chroot, 1,
+        "  --no-chroot  as root too, serve -c's dir without a chroot (a PHP socket or a\n"
+        "            CGI interpreter outside it stays reachable; the upgrade works)\n"),
     OPT_ROW_STR('u', NULL, OPT_WORD, OPT_NAME_MAX, user, "not a user name",
         "  -u user   run as user after opening the listeners\n"),
     OPT_ROW_STR('m', NULL, OPT_PATH, PATH_MAX - 1, mime_file, "not a usable file name",
@@ -819,6 +821,7 @@ static int getopt_all(conf_args_t *ca, config_t *cfg)
         } else {
             const optdef_t *o = row_of(c);
             conf_where(ca, at, opt_where, sizeof opt_where);
+            opt_where_line(c, ca->line[at]);
             rc = o && c != '?' && c != ':' ? option(o, optarg, cfg, opt_where[0] != 0)
                                            : getopt_trouble(c, ca, at);
         }
@@ -877,12 +880,20 @@ int options_parse(int argc, char **argv, config_t *cfg, conf_args_t *ca)
         fputs("gatling: --config needs a file\n", stderr);
         return usage_error();
     }
-    if (conf_load(ca, file, argc, argv, tab.optstring + 2, tab.pathshort, tab.pathlong) < 0)
+    int file_bad = conf_load(ca, file, argc, argv, tab.optstring + 2, tab.pathshort,
+                             tab.pathlong, tab.longopts);
+    if (file_bad < 0)
         return 2;
     for (int i = 1; i < ca->argc && strcmp(ca->argv[i], "--"); i++)
         cfg->check |= !strcmp(ca->argv[i], "--check");
-    int failed = (rc = getopt_all(ca, cfg)) == 2;
-    if (rc >= 0 && (!failed || !cfg->check)) /* only --check goes on to say every problem */
-        return rc;
-    return options_done(cfg, failed);
+    if (file_bad && !cfg->check)
+        return usage_error();
+    opt_usage_defer(cfg->check);
+    opt_where_file(ca->path);
+    int failed = (rc = getopt_all(ca, cfg)) == 2 || file_bad;
+    if (rc >= 0 && !failed) /* -h, -V */
+        return opt_usage_end(rc);
+    if (rc >= 0 && !cfg->check)
+        return opt_usage_end(rc);
+    return opt_usage_end(options_done(cfg, failed));
 }

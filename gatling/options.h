@@ -29,7 +29,8 @@ int options_parse(int argc, char **argv, config_t *cfg, conf_args_t *ca);
    relative value is made relative to it, how often, the range). */
 void options_list(FILE *f);
 
-/* A bad option's second line ("try 'gatling -h'"), on stderr: 2. */
+/* A bad option's second line ("try 'gatling -h'"), on stderr: 2.  Under
+   --check it is said once, after every option's problems. */
 int usage_error(void);
 
 #endif

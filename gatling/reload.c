@@ -1,6 +1,7 @@
 /* `gatling --reload PID` and the server's answer to it: see reload.h. */
 #define _GNU_SOURCE /* accept4, struct ucred */
 #include "reload.h"
+#include "pidfile.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -158,12 +159,18 @@ static int same_exe(long pid, char *what, size_t len)
 static pid_t reload_target(const char *arg)
 {
     char *end, name[64] = "", who[64], me[64], exe[PATH_MAX];
-    long ppid, uid;
+    long ppid, uid, v;
     errno = 0;
-    long v = strtol(arg, &end, 10);
-    if (errno || end == arg || *end || v < 2 || v > INT_MAX) {
-        fprintf(stderr, "gatling: --reload %s: not a process id\n", arg);
-        return 0;
+    if (strchr(arg, '/')) { /* a --pid-file: its pid */
+        if ((v = pidfile_read(arg)) < 0)
+            return 0;
+    } else {
+        v = strtol(arg, &end, 10);
+        if (errno || end == arg || *end || v < 2 || v > INT_MAX) {
+            fprintf(stderr, "gatling: --reload %s: not a process id (or a pid file's path, "
+                    "with a /)\n", arg);
+            return 0;
+        }
     }
     if (proc_status(v, name, sizeof name, &ppid, &uid) < 0) {
         fprintf(stderr, "gatling: --reload %ld: no such process\n", v);
@@ -179,14 +186,25 @@ static pid_t reload_target(const char *arg)
         fprintf(stderr, "gatling: --reload %ld: that process is %s, not gatling\n", v, name);
         return 0;
     }
-    if ((uid_t)uid != getuid()) {
+    /* root may reload a server of -u's user that it names by its pid file
+       (one it started): a bare pid may be another user's (pidof) */
+    if ((uid_t)uid != getuid() && !(getuid() == 0 && strchr(arg, '/'))) {
         user_name(uid, who, sizeof who);
         fprintf(stderr, "gatling: --reload %ld: that %s runs as %s, you as %s: only its user "
                 "reloads it (runuser -u %s -- gatling --reload %ld; a unit's: systemctl "
-                "reload)\n", v, name, who, user_name((long)getuid(), me, sizeof me), who, v);
+                "reload; one root started with -u and --pid-file: gatling --reload "
+                "PIDFILE)\n", v, name, who, user_name((long)getuid(), me, sizeof me), who, v);
         return 0;
     }
-    if (!same_exe(v, exe, sizeof exe)) {
+    int same = same_exe(v, exe, sizeof exe);
+    if (same < 0) { /* never "all is well" from a process we could not tell from gatling */
+        fprintf(stderr, "gatling: --reload %ld: that %s's executable cannot be compared with "
+                "this one (/proc/%ld/exe is closed to you: a server that root started with -u "
+                "is not dumpable): reload it as root with its pid file (--pid-file), or "
+                "through its unit\n", v, name, v);
+        return 0;
+    }
+    if (!same) {
         fprintf(stderr, "gatling: --reload %ld: that process runs %s, not this gatling\n", v,
                 exe);
         return 0;

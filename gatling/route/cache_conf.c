@@ -8,6 +8,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,41 +35,59 @@ static int64_t secs(const char *s)
     return v;
 }
 
-/* One line's words: "ttl 1 [regex]", "grace 10", "errors 5", "lock 5",
-   "cookie NAME", "purge NET".  0, or -1 (the file is refused as a whole). */
-static int conf_line(cache_conf_t *k, char *w[3], int nw)
+/* "ttl SECS [REGEX]": NULL, or why not. */
+static const char *ttl_line(cache_conf_t *k, char *w[3], int nw, int64_t v)
 {
-    int64_t v = nw >= 2 ? secs(w[1]) : -1;
-    if (!strcmp(w[0], "ttl") && v >= 0 && k->nttl < CACHE_CONF_TTLS) {
-        k->ttl[k->nttl].secs = v;
-        if (nw == 3) {
-            if (!opt_regex_bounded(w[2], OPT_REGEX_NODES) || /* regcomp's blow-up */
-                regcomp(&k->ttl[k->nttl].re, w[2], REG_EXTENDED | REG_NOSUB))
-                return -1;
-            k->ttl[k->nttl].has_re = 1;
-        }
-        k->nttl++;
-        return 0;
+    if (v < 0)
+        return "ttl: not a number of seconds (0-31536000)";
+    if (k->nttl >= CACHE_CONF_TTLS)
+        return "ttl: too many ttl lines";
+    k->ttl[k->nttl].secs = v;
+    if (nw == 3) {
+        if (!opt_regex_bounded(w[2], OPT_REGEX_NODES) || /* regcomp's blow-up */
+            regcomp(&k->ttl[k->nttl].re, w[2], REG_EXTENDED | REG_NOSUB))
+            return "ttl: not a POSIX extended regular expression (or too large)";
+        k->ttl[k->nttl].has_re = 1;
     }
-    if (nw != 2)
-        return -1;
-    if (!strcmp(w[0], "grace") && v >= 0)
-        k->grace = v;
-    else if (!strcmp(w[0], "errors") && v >= 0)
-        k->errors = v;
-    else if (!strcmp(w[0], "lock") && v >= 1 && v <= 60)
-        k->lock = v;
-    else if (!strcmp(w[0], "cookie") && k->ncookies < CACHE_CONF_COOKIES &&
-             strlen(w[1]) < sizeof k->cookie[0])
-        strcpy(k->cookie[k->ncookies++], w[1]);
-    else if (!strcmp(w[0], "purge") && k->nnets < CACHE_CONF_NETS)
-        return net_parse(w[1], &k->net[k->nnets++]);
-    else
-        return -1;
-    return 0;
+    k->nttl++;
+    return NULL;
 }
 
-int cache_conf_parse(cache_conf_t *k, char *text, size_t n, int *bad_line)
+/* One line's words: "ttl 1 [regex]", "grace 10", "errors 5", "lock 5",
+   "cookie NAME", "purge NET".  NULL, or why not (the file is refused as a
+   whole). */
+static const char *conf_line(cache_conf_t *k, char *w[3], int nw)
+{
+    int64_t v = nw >= 2 ? secs(w[1]) : -1;
+    static const char *const known[] = {"ttl", "grace", "errors", "lock", "cookie", "purge"};
+    size_t i = 0;
+    while (i < sizeof known / sizeof *known && strcmp(w[0], known[i]))
+        i++;
+    if (i == sizeof known / sizeof *known)
+        return "not a setting (ttl, grace, errors, lock, cookie, purge: gatling.8, "
+               "RESPONSE CACHE)";
+    if (i == 0 && nw >= 2)
+        return ttl_line(k, w, nw, v);
+    if (nw != 2)
+        return "one value after the setting's name";
+    if (i == 1 || i == 2) /* grace, errors */
+        return v < 0 ? "not a number of seconds (0-31536000)"
+                     : (*(i == 1 ? &k->grace : &k->errors) = v, NULL);
+    if (i == 3)
+        return v < 1 || v > 60 ? "lock: not a number of seconds (1-60)" : (k->lock = v, NULL);
+    if (i == 4) {
+        if (k->ncookies >= CACHE_CONF_COOKIES || strlen(w[1]) >= sizeof k->cookie[0])
+            return "cookie: too many cookies, or the name is too long";
+        strcpy(k->cookie[k->ncookies++], w[1]);
+        return NULL;
+    }
+    if (k->nnets >= CACHE_CONF_NETS || net_parse(w[1], &k->net[k->nnets]) < 0)
+        return "purge: not an address or addr/bits (or too many)";
+    k->nnets++;
+    return NULL;
+}
+
+int cache_conf_parse(cache_conf_t *k, char *text, size_t n, int *bad_line, const char **why)
 {
     memset(k, 0, sizeof *k);
     k->grace = CACHE_GRACE_DEFAULT;
@@ -86,8 +105,11 @@ int cache_conf_parse(cache_conf_t *k, char *text, size_t n, int *bad_line)
         int nw = 0;
         for (char *t = strtok(p, " \t\r"); t && nw < 4; t = strtok(NULL, " \t\r"))
             w[nw++] = t;
-        if (nw && (nw > 3 || conf_line(k, w, nw) < 0)) {
+        const char *no = nw > 3 ? "more than three words" : nw ? conf_line(k, w, nw) : NULL;
+        if (no) {
             *bad_line = line;
+            if (why)
+                *why = no;
             conf_clear(k);
             return -1;
         }
@@ -141,8 +163,9 @@ int cache_conf_cookie_ok(const cache_conf_t *k, const char *v, size_t n)
 
 /* ---- the verdicts per vhost ---- */
 
-/* Read and parse the .cache in dirfd if it changed since v last read it. */
-static void conf_read(cache_vh_t *v, int dirfd, site_t *s)
+/* Read and parse the .cache in dirfd (dir: its name from the root) if it
+   changed since v last read it. */
+static void conf_read(cache_vh_t *v, int dirfd, const char *dir, site_t *s)
 {
     struct stat st;
     int fd = openat(dirfd, ".cache", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
@@ -169,10 +192,17 @@ static void conf_read(cache_vh_t *v, int dirfd, site_t *s)
     v->bad = 0;
     v->ino = st.st_ino, v->dev = st.st_dev, v->size = st.st_size, v->mtime = st.st_mtim;
     int line = 0;
-    if (n < 0 || cache_conf_parse(&v->conf, buf, (size_t)n, &line) < 0) {
-        char why[VHOST_NAME_MAX + 96];
-        snprintf(why, sizeof why, "%s/.cache: %s%d: the cache is off for it", v->name,
-                 n < 0 ? "over 8 KiB or unreadable" : "bad line ", line);
+    const char *no = "over 8 KiB or unreadable";
+    if (n < 0 || cache_conf_parse(&v->conf, buf, (size_t)n, &line, &no) < 0) {
+        char why[PATH_MAX + VHOST_NAME_MAX + 256], at[16] = "";
+        if (n >= 0)
+            snprintf(at, sizeof at, ":%d", line);
+        /* the root as the admin knows it: -c's name after a chroot */
+        const char *root = s->root_real && strcmp(s->root_real, "/") ? s->root_real
+                           : s->cfg->root                             ? s->cfg->root
+                                                                      : "";
+        snprintf(why, sizeof why, "%s/%s%s.cache%s: %s: the cache is off for this site until "
+                 "the file is mended", root, dir, *dir ? "/" : "", at, no);
         elog_text(&s->elog, gio_wallclock(s->loop), "cache", why);
         v->bad = 1;
         return;
@@ -204,7 +234,7 @@ const cache_conf_t *cache_conf_of(cache_vh_t *tab, site_t *s, const exchange_t *
         int fd = vhost_open(s->rootfd, cfg->vhosts ? name : NULL, cfg->vhost_only,
                             site_root_check(s), &which);
         if (fd >= 0) {
-            conf_read(v, fd, s);
+            conf_read(v, fd, vhost_dir(which, name), s);
             close(fd);
         } else if (v->on) {
             cache_conf_free(&v->conf);

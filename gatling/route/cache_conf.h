@@ -67,8 +67,9 @@ typedef struct cache_vh {
     cache_conf_t conf;
 } cache_vh_t;
 
-/* Parse text[0..n) (modified) into k.  0, or -1 with *bad_line set and k empty. */
-int cache_conf_parse(cache_conf_t *k, char *text, size_t n, int *bad_line);
+/* Parse text[0..n) (modified) into k.  0, or -1 with *bad_line set, *why
+   (if why is not NULL) saying what is wrong with it, and k empty. */
+int cache_conf_parse(cache_conf_t *k, char *text, size_t n, int *bad_line, const char **why);
 void cache_conf_free(cache_conf_t *k);
 
 /* The micro-cache's seconds for path (0: none). */

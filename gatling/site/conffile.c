@@ -4,6 +4,7 @@
 #include "privfs.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,11 +127,23 @@ static int word(const words_t *ws, const char *t, size_t *i, int *line, char *ou
     return 0;
 }
 
-/* Split text (n bytes) into ws's words.  0, or -1 after saying why. */
+/* A word of line from that word() refused (said): the line's words pushed
+   so far dropped (an option whose value it was would take the next line's
+   word), and *i moved to the line's end. */
+static void bad_line(words_t *ws, const char *t, size_t n, size_t *i, int from)
+{
+    while (ws->n && ws->line[ws->n - 1] == from)
+        free(ws->w[--ws->n]);
+    while (*i < n && t[*i] != '\n')
+        (*i)++;
+}
+
+/* Split text (n bytes) into ws's words.  0; 1 when a line was refused
+   (said, and the others split); -1 after saying why nothing can be. */
 static int split(words_t *ws, const char *t, size_t n)
 {
     char *out = malloc(n + 1);
-    int line = 1;
+    int line = 1, failed = 0;
     if (!out)
         return fail_at(ws, 0, strerror(errno));
     const char *nul = memchr(t, 0, n);
@@ -151,13 +164,16 @@ static int split(words_t *ws, const char *t, size_t n)
         } else {
             size_t len;
             int from = line, quoted = t[i] == '\'' || t[i] == '"';
-            if (word(ws, t, &i, &line, out, &len) < 0 ||
-                ((len || quoted) && push(ws, out, len, from) < 0))
+            if (word(ws, t, &i, &line, out, &len) < 0) {
+                bad_line(ws, t, n, &i, from);
+                failed = 1; /* said: go on to the next line */
+            } else if ((len || quoted) && push(ws, out, len, from) < 0) {
                 return free(out), -1;
+            }
         }
     }
     free(out);
-    return 0;
+    return failed;
 }
 
 /* The directory of path, absolute where it can be made so, into dir. */
@@ -189,7 +205,8 @@ static int relocate(words_t *ws, int i, size_t off, const char *dir)
 
 /* A long option, ws->w[*i]: its value relocated if it is a path; the word
    after it skipped if it is its value. */
-static int long_option(words_t *ws, int *i, const char *const *pathlong, const char *dir)
+static int long_option(words_t *ws, int *i, const char *const *pathlong,
+                       const struct option *longopts, const char *dir)
 {
     const char *name = ws->w[*i] + 2, *eq = strchr(name, '=');
     size_t nl = eq ? (size_t)(eq - name) : strlen(name);
@@ -203,9 +220,21 @@ static int long_option(words_t *ws, int *i, const char *const *pathlong, const c
         path |= strlen(*p) == nl && !strncmp(*p, name, nl);
     if (eq)
         return path ? relocate(ws, *i, (size_t)(eq + 1 - ws->w[*i]), dir) : 0;
-    if (*i + 1 >= ws->n) /* else the command line's first word would be its value */
-        return fail_at(ws, ws->line[*i], "a long option at the file's end without a value, "
-                                         "or not an option");
+    const struct option *o = longopts;
+    while (o && o->name && (strlen(o->name) != nl || strncmp(o->name, name, nl)))
+        o++;
+    if (o && o->name && o->has_arg == no_argument)
+        return 0; /* a flag */
+    if (!o || !o->name) { /* unknown: getopt says so, with a did-you-mean, and takes
+                             the next word of its line as its value */
+        *i += *i + 1 < ws->n && ws->w[*i + 1][0] != '-' && ws->line[*i + 1] == ws->line[*i];
+        return 0;
+    }
+    if (*i + 1 >= ws->n) { /* else the command line's first word would be its value */
+        char why[128];
+        snprintf(why, sizeof why, "--%.64s at the file's end without its value", name);
+        return fail_at(ws, ws->line[*i], why);
+    }
     if (ws->w[*i + 1][0] == '-')
         return 0; /* getopt says what is missing, or that it is unknown */
     (*i)++;
@@ -237,9 +266,20 @@ static int short_options(words_t *ws, int *i, const char *shortopts, const char 
     return 0;
 }
 
-/* Every word is an option or an option's value; paths relocated. */
+/* ws->w[i], said to be no option: dropped, so that getopt does not say it
+   again and parses the words after it. */
+static void drop(words_t *ws, int i)
+{
+    free(ws->w[i]);
+    memmove(ws->w + i, ws->w + i + 1, (size_t)(ws->n - i - 1) * sizeof *ws->w);
+    memmove(ws->line + i, ws->line + i + 1, (size_t)(ws->n - i - 1) * sizeof *ws->line);
+    ws->n--;
+}
+
+/* Every word is an option or an option's value; paths relocated.  0, or 1
+   after saying each word that is not (they are dropped). */
 static int walk(words_t *ws, const char *shortopts, const char *pathopts,
-                const char *const *pathlong)
+                const char *const *pathlong, const struct option *longopts)
 {
     char dir[PATH_MAX];
     int failed = 0;
@@ -248,22 +288,27 @@ static int walk(words_t *ws, const char *shortopts, const char *pathopts,
         const char *w = ws->w[i];
         int rc = 0;
         if (w[0] == '-' && w[1] == '-' && w[2])
-            rc = long_option(ws, &i, pathlong, dir);
+            rc = long_option(ws, &i, pathlong, longopts, dir);
         else if (w[0] == '-' && w[1] && w[1] != '-')
             rc = short_options(ws, &i, shortopts, pathopts, dir);
         else {
             char why[96];
             snprintf(why, sizeof why, "'%.40s%s' is not an option (a value goes after its "
                      "option)", w, strlen(w) > 40 ? "..." : "");
-            rc = fail_at(ws, ws->line[i], why);
+            failed = 1;
+            fail_at(ws, ws->line[i], why);
+            drop(ws, i--);
+            continue;
         }
+        if (rc < 0 && i == ws->n - 1) /* an option at the end without its value */
+            drop(ws, i--);
         failed |= rc < 0; /* go on: every stray word is said */
     }
-    return failed ? -1 : 0;
+    return failed;
 }
 
 int conf_load(conf_args_t *a, const char *path, int argc, char **argv, const char *shortopts,
-              const char *pathopts, const char *const *pathlong)
+              const char *pathopts, const char *const *pathlong, const struct option *longopts)
 {
     words_t ws = {.path = path};
     char *text = NULL;
@@ -279,10 +324,13 @@ int conf_load(conf_args_t *a, const char *path, int argc, char **argv, const cha
         fprintf(stderr, "gatling: --config: %s\n", strerror(errno));
         return -1;
     }
-    int rc = path ? split(&ws, text, n) : 0;
+    int rc = path ? split(&ws, text, n) : 0, said = rc > 0;
     free(text);
     a->nfile = ws.n;
-    if (rc < 0 || (path && walk(&ws, shortopts, pathopts, pathlong) < 0)) {
+    if (rc >= 0 && path)
+        said |= (rc = walk(&ws, shortopts, pathopts, pathlong, longopts)) != 0;
+    a->nfile = ws.n;
+    if (rc < 0) {
         a->argc = ws.n;
         conf_free(a);
         return -1;
@@ -303,7 +351,7 @@ int conf_load(conf_args_t *a, const char *path, int argc, char **argv, const cha
         ws.w[ws.n + i] = argv[i], ws.line[ws.n + i] = 0;
     a->argc = ws.n + argc;
     a->argv[a->argc] = NULL;
-    return 0;
+    return said;
 }
 
 const char *conf_where(const conf_args_t *a, int i, char *buf, size_t len)

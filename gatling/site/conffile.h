@@ -46,12 +46,17 @@ const char *conf_named(int argc, char **argv, int *bad);
  * Read path (NULL: no file) and make a->argv: argv[0], the file's words,
  * then argv[1..argc).  shortopts is getopt's option string, pathopts the
  * short options whose value is a path, pathlong the long ones (NULL-ended):
- * with them the file's relative paths are made relative to its directory.
- * 0, or -1 after printing "gatling: FILE:LINE: why" (or the call that failed)
- * on stderr; a->argv is then NULL.  conf_free() in either case.
+ * with them the file's relative paths are made relative to its directory;
+ * longopts (getopt's) tells a long flag from one whose value must follow.
+ * 0; 1 after printing "gatling: FILE:LINE: why" for each line or word that
+ * was refused (an unclosed quote: the line's words dropped; a stray word:
+ * dropped), a->argv made of the rest so that getopt says what else is
+ * wrong; -1 after printing why nothing can be read (the call that failed, a
+ * NUL byte, too many words), a->argv then NULL.  conf_free() in any case.
  */
+struct option;
 int conf_load(conf_args_t *a, const char *path, int argc, char **argv, const char *shortopts,
-              const char *pathopts, const char *const *pathlong);
+              const char *pathopts, const char *const *pathlong, const struct option *longopts);
 
 /* "FILE:LINE: " for a->argv[i] from the file, "" for the command line's;
    into buf (len bytes), which it returns. */

@@ -2,6 +2,7 @@
 #include "optdef.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -117,4 +118,54 @@ int opt_synopsis_item(const optdef_t *o, char *buf, size_t cap)
     buf[n++] = ']';
     buf[n] = '\0';
     return (int)n;
+}
+
+/* 1 while the pointer to the help is deferred, 2 once it is owed. */
+static int hint;
+
+int opt_usage_error(void)
+{
+    if (hint)
+        hint = 2;
+    else
+        fputs("gatling: try 'gatling -h' or see gatling(8)\n", stderr);
+    return 2;
+}
+
+void opt_usage_defer(int on)
+{
+    hint = on ? 1 : 0;
+}
+
+int opt_usage_end(int rc)
+{
+    if (hint == 2)
+        fputs("gatling: try 'gatling -h' or see gatling(8)\n", stderr);
+    hint = 0;
+    return rc;
+}
+
+static const char *where_file;
+static int where_line[128];
+
+void opt_where_file(const char *path)
+{
+    where_file = path;
+    memset(where_line, 0, sizeof where_line);
+}
+
+void opt_where_line(int c, int line)
+{
+    if (c > 0 && c < 128)
+        where_line[c] = line;
+}
+
+const char *opt_where_of(int c, char *buf, size_t len)
+{
+    int line = c > 0 && c < 128 ? where_line[c] : 0;
+    if (line > 0 && where_file)
+        snprintf(buf, len, "%s:%d: ", where_file, line);
+    else if (len)
+        buf[0] = 0;
+    return buf;
 }

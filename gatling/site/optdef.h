@@ -118,6 +118,27 @@ int opt_regex_bounded(const char *re, long long limit);
  */
 int opt_synopsis_item(const optdef_t *o, char *buf, size_t cap);
 
+/*
+ * A bad option's second line, pointing at the help, as curl and nginx do (50
+ * lines of usage would push the error itself off the screen): said on
+ * stderr at once, or, between opt_usage_defer(1) and opt_usage_end(), once
+ * at the end however many options were bad (--check says them all).  2.
+ */
+int opt_usage_error(void);
+void opt_usage_defer(int on);
+
+/* The deferred pointer, if a bad option made it owed; rc. */
+int opt_usage_end(int rc);
+
+/* Where the options were given, for the start's later messages: the
+   options file (NULL: none; all lines forgotten), and the line of it
+   (0: the command line) the short option c was last given on. */
+void opt_where_file(const char *path);
+void opt_where_line(int c, int line);
+
+/* "FILE:LINE: " where the options file holds c, else "", into buf; buf. */
+const char *opt_where_of(int c, char *buf, size_t len);
+
 #define OPT_REGEX_NODES 20000 /* what -w, -P and .cache's patterns may cost: ~8 ms of
                                     regcomp here (glibc 2.36; 100000 took 40 ms) */
 

@@ -482,8 +482,10 @@ int pfs_open_log(const char *path, int at, int uid, int gid, int *dirfd, char *w
     }
     int fd = -1, root = geteuid() == 0;
     if (root && !trusted && uid < 0) {
-        snprintf(why, n, "its directory can be written by others than root: give -u USER to "
-                         "have it opened as that user, or keep it where only root can write");
+        snprintf(why, n, "its directory can be written by others than root: %s",
+                 uid == PFS_NO_USER ? "-u's user, who would open it, does not exist"
+                                    : "give -u USER to have it opened as that user, or keep "
+                                      "it where only root can write");
         errno = EPERM;
     } else {
         fd = open_file(dfd, name, trusted, root && !trusted ? uid : -1, uid, gid, why, n);

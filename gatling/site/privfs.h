@@ -137,6 +137,10 @@ int pfs_open_dir(const char *path, mode_t mkmode, int uid, int gid, int *trusted
  */
 int pfs_open_log(const char *path, int at, int uid, int gid, int *dirfd, char *why, size_t n);
 
+/* A uid for pfs_open_log that is none (as -1) because -u's user does not
+   exist (--check goes on to the logs): its refusal says so. */
+#define PFS_NO_USER (-2)
+
 /*
  * A log's reopen (SIGUSR1, after logrotate moved it): pfs_open_log's file
  * put in place of the descriptor target, which stays close-on-exec (dup2

@@ -6,6 +6,8 @@ void proc_init(proc_t *p)
     *p = (proc_t){.log_fd = -1,
                   .error_fd = -1,
                   .error_dir = -1,
+                  .pid_fd = -1,
+                  .pid_dir = -1,
                   .uid = -1,
                   .gid = -1,
                   .cgi_uid = -1,

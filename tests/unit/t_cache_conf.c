@@ -19,7 +19,7 @@ static int parse(cache_conf_t *k, const char *text, int *line)
     size_t n = strlen(text);
     memcpy(buf, text, n);
     *line = 0;
-    return cache_conf_parse(k, buf, n, line);
+    return cache_conf_parse(k, buf, n, line, NULL);
 }
 
 static void test_good(void)

@@ -1611,11 +1611,15 @@ def test_overflow_with_a_range_owner(build, tmp_path, origin):
 
 def test_bad_cache_file(gatling, origin):
     """A bad line: the cache is off for the host (every request passes, no
-    Cache-Status), the error log names the line; fixed, the cache is on."""
+    Cache-Status), the error log names the real file, its line and what is
+    wrong (issue 79: not the Host's name, which may be no directory);
+    fixed, the cache is on."""
     srv = cache_server(gatling, origin, "ttl 60\n# fine\nfrobnicate 3\n")
     rs = [get(srv, "/c/bad?" + MAXAGE) for _ in range(3)]
     assert [body_n(r) for r in rs] == [1, 2, 3] and {cs(r) for r in rs} == {None}, rs
-    wait_for(lambda: any(".cache: bad line 3" in ln for ln in srv.errlog), 15,
+    real = os.path.realpath(srv.docroot)
+    said = real + "/.cache:3: not a setting (ttl, grace, errors, lock, cookie, purge"
+    wait_for(lambda: any(said in ln for ln in srv.errlog), 15,
              "the bad line in the error log")
     assert all(v == 0 for k, v in counters(srv).items()), counters(srv)
     with open(os.path.join(srv.docroot, ".cache"), "w") as f:
@@ -1623,10 +1627,13 @@ def test_bad_cache_file(gatling, origin):
     time.sleep(1.1)  # the verdict is kept a second
     assert cs(get(srv, "/c/bad?" + MAXAGE)) == "gatling; fwd=miss; stored"
     assert cs(get(srv, "/c/bad?" + MAXAGE)) == "gatling; hit"
-    for bad in ("ttl -1", "ttl 1 (", "purge 10.0.0.0/33", "cookie"):
+    for bad, why in (("ttl -1", "ttl: not a number of seconds"),
+                     ("ttl 1 (", "ttl: not a POSIX extended regular expression"),
+                     ("purge 10.0.0.0/33", "purge: not an address or addr/bits"),
+                     ("cookie", "one value after the setting's name")):
         other = cache_server(gatling, origin, "# ok\nttl 60\n%s\n" % bad)
         assert cs(get(other, "/c/bad?" + MAXAGE)) is None, bad
-        wait_for(lambda: any(".cache: bad line 3" in ln for ln in other.errlog), 15, bad)
+        wait_for(lambda: any(".cache:3: " + why in ln for ln in other.errlog), 15, bad)
 
 
 def test_cache_option_refused(build):

@@ -1,8 +1,10 @@
 """The options file (--config), --check, and the reload (SIGUSR2) that reads the
 file again: an edit applied under load with no failed request, a broken edit
 that changes nothing (issue 56)."""
+import contextlib
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -10,7 +12,7 @@ import time
 import pytest
 
 from appservers import listener, serve
-from conftest import ALARMING, ROOT, end_upgrades, gone, wait_for
+from conftest import ALARMING, ROOT, end_upgrades, free_port, gone, wait_for
 from conftest import (first_backend_only, http_only, assert_status, fetch, make_docroot,
                       running_server, start_server)
 from conftest import test_pki as pki_dir  # not test_*: pytest would collect it
@@ -176,7 +178,8 @@ BAD = [
     ("-T 5\n-n\n-M 5 \0 -n\n", r"bad\.conf:3: a NUL byte in the file"),
     ("-n " * 4097, r"bad\.conf:1: more than 4096 words in the file"),
     ("#" * (1 << 20) + "\n", r"--config .*bad\.conf: File too large"),
-    ("-n\n--log-format\n", r"bad\.conf:2: a long option at the file's end without a value"),
+    ("-n\n--log-format\n", r"bad\.conf:2: --log-format at the file's end without its value"),
+    ("-n\n--bogus-last\n", r"bad\.conf:2: unknown long option --bogus-last"),
     ("-n\n-%\n", r"bad\.conf:2: unknown option -%"),
     ("-n -I ''\n", r"bad\.conf:1: -I : not a plain file name"),
     ("-l ''\n", r"bad\.conf:1: -l : not a usable file name"),
@@ -266,12 +269,194 @@ def test_check_passes_the_shipped_file(build, tmp_path):
     assert "@DATADIR@/www" in text and "/var/log/gatling/" in text
     text = text.replace("@DATADIR@/www", os.path.join(ROOT, "www"))
     text = text.replace("/var/log/gatling/", str(tmp_path) + "/")
+    assert "--pid-file /run/gatling/gatling.pid" in text
+    text = text.replace("/run/gatling/", str(tmp_path) + "/")
+    if os.geteuid() != 0:  # -u gatling: the package's user, whom only root may become
+        text = text.replace("\n-u gatling\n", "\n")
+    elif not users_exist("gatling"):
+        text = text.replace("\n-u gatling\n", "\n-u nobody\n")
     conf = write(tmp_path / "gatling.conf", text)
     rc, err = check(build, "--config", conf)
     assert rc == 0 and "--check: the configuration is good" in err, err
+    assert "warning" not in err and "note" not in err, err
     rc, err = check(build, "--config", conf, "-C", os.path.join(pki_dir(), "certs"), "-e", "0")
     assert rc == 0, err
     assert not os.path.exists(str(tmp_path / "access.log.bound")), "nothing else made"
+
+
+def test_check_goes_on_to_the_end(build, tmp_path):
+    """Issue 79: an unclosed quote does not end the check (its line is
+    dropped, the lines after it are checked); an unknown -u user does not hide
+    -l's error; -u's and -l's messages name FILE:LINE; the pointer to -h is
+    said once, at the end; a lone unknown option as the last word is named."""
+    conf = write(tmp_path / "g.conf", "-I 'unclosed\n-T x\n-u no-such-user-here\n"
+                 "-l /nonexistent/dir/access.log\n-W 99\nstray\n--bogus-last\n")
+    rc, err = check(build, "--config", conf, "-p", "0")
+    assert rc == 2, err
+    for want in ("g.conf:1: a ' is not closed on its line",
+                 "g.conf:2: -T x: not a timeout",
+                 "g.conf:3: -u no-such-user-here: no such user",
+                 "g.conf:4: -l /nonexistent/dir/access.log: the access log cannot be opened: "
+                 "its directory /nonexistent/dir",
+                 "g.conf:5: -W 99: not a worker count",
+                 "g.conf:6: 'stray' is not an option",
+                 "g.conf:7: unknown long option --bogus-last",
+                 "--check: the configuration has the problems above"):
+        assert want in err, (want, err)
+    assert err.count("try 'gatling -h'") == 1, err
+    assert err.index("try 'gatling -h'") > err.index("--bogus-last"), err
+    # a long flag may end the file: not taken for an option wanting a value
+    rc, err = check(build, "--config", write(tmp_path / "f.conf", "-n\n--no-chroot\n"),
+                    "-c", os.path.join(ROOT, "www"))
+    assert rc == 0, err
+
+
+def test_check_reads_the_cache_files(build, tmp_path):
+    """.cache files below the root are parsed by --check: FILE:LINE and what
+    is wrong, for the root's and a site's."""
+    root = str(tmp_path / "www")
+    make_docroot(root, {"f.txt": "x\n", ".cache": "ttl 1\nbogus 3\n",
+                        "app.example/.cache": "# ok\nlock 99\n",
+                        "good.example/.cache": "ttl 1\ngrace 10\n"})
+    rc, err = check(build, "-n", cwd=root)
+    real = os.path.realpath(root)
+    assert rc == 2, err
+    assert "%s/.cache:2: not a setting (ttl, grace, errors, lock, cookie, purge" % real in err, err
+    assert "%s/app.example/.cache:2: lock: not a number of seconds (1-60)" % real in err, err
+    assert "good.example" not in err, err
+
+
+def test_pid_file_follows_reloads_and_root_reloads_by_it(build, tmp_path):
+    """--pid-file: written by the serving process (as -u's user in a directory
+    of that user's), the new pid after a reload, which root may ask of a
+    server it started with -u, naming the pid file; removed at exit."""
+    if os.geteuid() != 0:
+        pytest.skip("root's start with -u")
+    users = users_exist("nobody")
+    if not users:
+        pytest.skip("no user nobody")
+    from conftest import copy_for_others
+    with logs_of(users[0]) as run:
+        top = os.path.dirname(run)
+        binary = copy_for_others(build.binary, top)
+        pidf = os.path.join(run, "g.pid")
+        port = free_port()
+        p = subprocess.Popen([binary, "-n", "-E", "-i", "127.0.0.1", "-p", str(port), "-u",
+                              "nobody", "--pid-file", pidf], cwd=top,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        pids = [p.pid]
+        try:
+            line = ""
+            while "listening on" not in line:
+                line = p.stderr.readline()
+                assert line, "gatling exited"
+            wait_for(lambda: os.path.exists(pidf) and open(pidf).read() == "%d\n" % p.pid, 15,
+                     "the pid file")
+            assert os.stat(pidf).st_uid == users[0].pw_uid
+            r = subprocess.run([binary, "--reload", pidf], capture_output=True, text=True,
+                               timeout=90)
+            assert r.returncode == 0 and "serves; this one (pid %d) drains" % p.pid in r.stdout, r
+            new = int(re.search(r"pid (\d+) serves", r.stdout).group(1))
+            pids.append(new)
+            wait_for(lambda: open(pidf).read() == "%d\n" % new, 15, "the new pid in the file")
+            assert p.wait(30) == 0
+            assert open(pidf).read() == "%d\n" % new, "the old process left the new pid"
+            os.kill(new, signal.SIGTERM)
+            wait_for(lambda: gone(new), 15, "the new process's exit")
+            assert not os.path.exists(pidf), "the pid file is removed at exit"
+            r = subprocess.run([binary, "--reload", pidf], capture_output=True, text=True,
+                               timeout=30)
+            assert r.returncode == 2 and "--reload %s: No such file" % pidf in r.stderr, r
+        finally:
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            p.wait(10)
+
+
+def users_exist(*names):
+    import pwd
+    try:
+        return [pwd.getpwnam(n) for n in names]
+    except KeyError:
+        return None
+
+
+@contextlib.contextmanager
+def logs_of(user):
+    """A log directory as the package's: /tmp/X (root's, 0755) /logs, owned by
+    user, mode 0750 (LogsDirectory=, postinst)."""
+    import tempfile
+    top = tempfile.mkdtemp(dir="/tmp")
+    try:
+        os.chmod(top, 0o755)
+        logs = os.path.join(top, "logs")
+        os.mkdir(logs, 0o750)
+        os.chown(logs, user.pw_uid, user.pw_gid)
+        yield logs
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def test_check_as_root_judges_the_logs_as_u_opens_them(build, tmp_path):
+    """The package's situation (issue 79): the logs' directory is the gatling
+    user's.  As root, --check with -u gatling opens them as gatling: exit 0,
+    no word of -u; without -u it is refused, and that message suggests -u;
+    with a -u user who cannot write there, the message does not suggest -u."""
+    if os.geteuid() != 0:
+        pytest.skip("root's check")
+    users = users_exist("nobody", "daemon")
+    if not users:
+        pytest.skip("no users nobody and daemon")
+    nobody, daemon = users
+    with logs_of(nobody) as logs:
+        conf = write(tmp_path / "g.conf", "-c %s\n--no-chroot\n-u nobody\n-l %s/access.log\n"
+                     "-q %s/error.log\n" % (os.path.join(ROOT, "www"), logs, logs))
+        rc, err = check(build, "--config", conf)
+        assert rc == 0 and "configuration is good" in err and "-u" not in err, err
+        assert os.stat(os.path.join(logs, "access.log")).st_uid == nobody.pw_uid
+        rc, err = check(build, "--config", conf, "-u", "daemon")
+        assert rc == 2 and "-l %s/access.log: the access log cannot be opened: Permission " \
+            "denied" % logs in err and "give -u" not in err, err
+        text = open(conf).read().replace("-u nobody\n", "")
+        rc, err = check(build, "--config", write(conf, text))
+        assert rc == 2 and "its directory can be written by others than root: give -u USER" \
+            in err, err
+
+
+def test_no_chroot_and_the_warning_of_serving_as_root(build, tmp_path):
+    """-c as root chroots (the note says so, and how not to: --no-chroot);
+    --no-chroot in the file: no note, and a -P unix socket outside the root
+    that does not exist is warned about as such; root without -u is warned."""
+    if os.geteuid() != 0:
+        pytest.skip("root's start")
+    www = os.path.join(ROOT, "www")
+    sock = str(tmp_path / "php.sock")
+    rule = "-P 'unix:%s:^/app/'\n" % sock
+    rc, err = check(build, "--config", write(tmp_path / "a.conf", "-c %s\n-u nobody\n%s"
+                                             % (www, rule)))
+    assert "gatling chroots into it" in err and "add --no-chroot" in err, err
+    assert "started as root without -u" not in err, err
+    rc, err = check(build, "--config", write(tmp_path / "b.conf", "-c %s\n--no-chroot\n%s"
+                                             % (www, rule)))
+    assert rc == 0 and "chroots" not in err, err
+    assert "warning: -P unix:%s:^/app/: unix:%s does not exist (yet)" % (sock, sock) in err, err
+    assert "warning: started as root without -u: gatling serves as root; give -u USER" in err, err
+    port = free_port()
+    p = subprocess.Popen([build.binary, "--config", str(tmp_path / "b.conf"), "-n", "-E",
+                          "-i", "127.0.0.1", "-p", str(port)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        while len(lines) < 10 and (not lines or "listening on" not in lines[-1]):
+            lines.append(p.stderr.readline())
+        assert any("started as root without -u" in l for l in lines), lines
+        assert not any("chroots into" in l for l in lines), lines
+        # not chrooted: the process's root is still /
+        assert os.readlink("/proc/%d/root" % p.pid) == "/"
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(10)
 
 
 def reload(srv, pids):

@@ -11,6 +11,7 @@ is left to its own module: the package is built by the same
 dpkg-buildpackage, installed and served by test_package.py (run once).
 """
 import os
+import pwd
 import re
 import resource
 import shlex
@@ -73,11 +74,13 @@ def test_static_site_with_https(gatling, build, tmp_path):
     """gatling -c /srv/www ... -e 443 -X -x 31536000, a host directory named
     by the name alone: HTTPS (h2 by ALPN) serves it with HSTS, http://
     redirects, and the start warns of nothing (as root it notes the chroot)."""
-    argv = written("gatling -c /srv/www --acme admin@example.org -e 443 -X -x 31536000")
+    argv = written("gatling -c /srv/www -u www-data --acme admin@example.org -e 443 -X -x "
+                   "31536000")
     root = str(tmp_path / "srv" / "www")
     make_docroot(root, {"localhost/index.html": "site\n"})
     tls = free_port()
-    args = loopback(argv[1:], {"/srv/www": root, "443": str(tls)})
+    me = pwd.getpwuid(os.geteuid()).pw_name  # the test's user: root's files in tmp_path
+    args = loopback(argv[1:], {"/srv/www": root, "443": str(tls), "www-data": me})
     i = args.index("--acme")
     args[i:i + 2] = ["-C", os.path.join(pki_dir(), "certs")]
     srv = gatling(docroot=root, args=tuple(args), env=no_leak_env(build))  # -c: a chroot
@@ -106,7 +109,8 @@ def test_service_check(build, tmp_path):
     os.mkdir(tmp_path / "log")
     with open(os.path.join(ROOT, "dist", "gatling.conf")) as f:
         conf = f.read().replace("@DATADIR@", str(tmp_path)).replace(
-            "/var/log/gatling", str(tmp_path / "log")).replace("-p 80", "-p 0")
+            "/var/log/gatling", str(tmp_path / "log")).replace("-p 80", "-p 0").replace(
+            "/run/gatling", str(tmp_path / "run"))
     (tmp_path / "gatling.conf").write_text(conf)
     args = loopback(argv[1:], {"/etc/gatling/gatling.conf": str(tmp_path / "gatling.conf")})
     p = subprocess.run([build.binary] + args, capture_output=True, timeout=60, cwd="/")
@@ -189,9 +193,11 @@ def test_proxy_to_an_app(gatling, tmp_path, run_php):
     make_docroot(root, {"index.php": PHP, "f.txt": "x\n"})
     subprocess.run(written("cd /srv/www && touch .proxy")[3:], cwd=root, check=True)
     port = app_backend()
-    argv = written("gatling -P '127.0.0.1/8080/^/app/' -P")
+    argv = written("gatling -u www-data -P '127.0.0.1/8080/^/app/' -P")
+    me = pwd.getpwuid(os.geteuid()).pw_name  # the test's php-fpm runs as the test's user
     srv = gatling(docroot=root, args=tuple(loopback(argv[1:], {"8080": str(port),
-                                                              "/run/php": run})))
+                                                              "/run/php": run,
+                                                              "www-data": me})))
     words = loopback(written("curl http://localhost/app/"),
                      {"localhost": "localhost:%d" % srv.port})
     assert curl(*words[1:]) == "app; X-Forwarded-For: 127.0.0.1\n"

@@ -92,6 +92,39 @@ def test_a_process_of_roots_named_gatling_that_is_not_this_gatling(tmp_path):
         sleeper.wait()
 
 
+FAKE = r"""
+import ctypes, sys, time
+libc = ctypes.CDLL(None)
+libc.prctl(15, b"gatling", 0, 0, 0)  # PR_SET_NAME
+libc.prctl(4, 0, 0, 0, 0)            # PR_SET_DUMPABLE 0: /proc/PID/exe closed to its user
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_process_whose_executable_cannot_be_compared_is_refused(tmp_path):
+    """Issue 78, 6: nobody's non-dumpable process named gatling, and nobody's --reload of
+    it: /proc/PID/exe cannot be read, so it cannot be told from gatling: refused (exit 2,
+    saying why), not signalled (the check fell open: it got SIGUSR2 and, answering on the
+    socket whose name the signal carried, could make --reload say all is well)."""
+    os.chmod(str(tmp_path), 0o755)
+    binary = copy_for_others(build().binary, str(tmp_path))
+    fake = subprocess.Popen(["python3", "-c", FAKE], stdout=subprocess.PIPE, text=True,
+                            preexec_fn=as_nobody)
+    try:
+        assert fake.stdout.readline().strip() == "ready"
+        assert comm(fake.pid) == "gatling"
+        r = subprocess.run([binary, "--reload", str(fake.pid)], capture_output=True, text=True,
+                           timeout=30, preexec_fn=as_nobody)
+        assert r.returncode == 2, r
+        assert "executable cannot be compared" in r.stderr and "--pid-file" in r.stderr, r
+        time.sleep(0.5)
+        assert fake.poll() is None, "the fake got SIGUSR2"
+    finally:
+        fake.kill()
+        fake.wait()
+
+
 def test_side_processes_are_refused(tmp_path):
     """The CGI spawner (-z) and a -W worker, the pids pidof -s may pick: each
     refused at once, exit 2, saying what it is and its server's pid (they
