@@ -323,6 +323,27 @@ static int check_file(const struct stat *st, pfs_kind_t kind, char *why, size_t 
     return 0;
 }
 
+/* fd just opened (or -1 with errno) for a file of kind: checked (check_file),
+   else closed and -1 with errno and why (what errno says, if nothing else). */
+static int opened(int fd, pfs_kind_t kind, struct stat *st, char *why, size_t n)
+{
+    int e;
+    if (fd < 0) {
+        e = errno;
+        if (!*why)
+            snprintf(why, n, "%s", strerror(e));
+        return errno = e, -1;
+    }
+    if (fstat(fd, st) < 0 || check_file(st, kind, why, n) < 0) {
+        e = errno;
+        if (!*why)
+            snprintf(why, n, "fstat() failed: %s", strerror(e));
+        close(fd);
+        return errno = e, -1;
+    }
+    return fd;
+}
+
 int pfs_open_file(const char *path, pfs_kind_t kind, struct stat *st, char *why, size_t n)
 {
     int fd = -1, e;
@@ -343,44 +364,21 @@ int pfs_open_file(const char *path, pfs_kind_t kind, struct stat *st, char *why,
                      "below one): not followed");
         errno = e;
     }
-    if (fd < 0) {
-        e = errno;
-        if (!*why)
-            snprintf(why, n, "%s", strerror(e));
-        return errno = e, -1;
-    }
-    if (fstat(fd, st) < 0 || check_file(st, kind, why, n) < 0) {
-        e = errno;
-        if (!*why)
-            snprintf(why, n, "fstat() failed: %s", strerror(e));
-        close(fd);
-        return errno = e, -1;
-    }
-    return fd;
+    return opened(fd, kind, st, why, n);
 }
 
 int pfs_open_file_at(int dirfd, const char *name, pfs_kind_t kind, struct stat *st, char *why,
                      size_t n)
 {
-    int root = geteuid() == 0, e;
+    int root = geteuid() == 0;
     if (n)
         *why = 0;
     int fd = openat(dirfd, name,
                     O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC | (root ? O_NOFOLLOW : 0));
-    if (fd < 0) {
-        e = errno;
-        snprintf(why, n, "%s", e == ELOOP && root ? "a symbolic link: not followed (root reads "
-                 "such a file only by its own name)" : strerror(e));
-        return errno = e, -1;
-    }
-    if (fstat(fd, st) < 0 || check_file(st, kind, why, n) < 0) {
-        e = errno;
-        if (!*why)
-            snprintf(why, n, "fstat() failed: %s", strerror(e));
-        close(fd);
-        return errno = e, -1;
-    }
-    return fd;
+    if (fd < 0 && errno == ELOOP && root)
+        snprintf(why, n, "a symbolic link: not followed (root reads such a file only by its "
+                 "own name)");
+    return opened(fd, kind, st, why, n);
 }
 
 /* The checks of a log file just opened: 0, or -1 with errno and why. */

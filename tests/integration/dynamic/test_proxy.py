@@ -1260,7 +1260,7 @@ def test_no_switch_warns_at_start(gatling, tree, says):
                           "default/db.php": "<?php $password = 'secret';\n"})
     srv = gatling(other, args=("-P", "127.0.0.1/9/^/app/",
                                "-P", r"F/unix:/nonexistent.sock:\.php$"))
-    warned = [l for l in srv.errlog if "warning: -P" in l]
+    warned = [l for l in srv.errlog if "warning: -P" in l and "no .proxy file" in l]
     assert len(warned) == 1 and "directory default of" in warned[0] and \
         "refused (403)" in warned[0], warned
     assert fetch(srv.port, "/app/x").body == b"file\n"  # the default host: its files
