@@ -80,8 +80,13 @@ int main(void)
         gio_timers_run(l);
     }
     int c = put(fc, l, "/c");
+    int64_t tc = now_ms();
     run_until_closed(l, b, 5000);
-    ok(!is_open(b) && is_open(c), "the older entry closes first, the newer stays");
+    /* a machine that stalled this loop for the rest of c's TTL (a loaded CI's
+       2 cores) lets both expire at one timer run: that proves nothing here */
+    int stalled = now_ms() - tc >= FCACHE_TTL_MS - 50;
+    ok(!is_open(b) && (is_open(c) || stalled), "the older entry closes first, the newer stays%s",
+       stalled ? " (the loop stalled past the newer's TTL: not judged)" : "");
     dt = run_until_closed(l, c, 5000);
     ok(!is_open(c), "then the newer, %lld ms later", (long long)dt);
 
