@@ -69,6 +69,7 @@ static int prepare(const config_t *cfg, proc_t *p)
        traces us (keys, other clients' credentials); server_drop_privileges
        sets it again after -u */
     gio_proc_private();
+    reload_identity(p->exe_id, sizeof p->exe_id); /* --reload asks for it (reload.h) */
     char at[PATH_MAX + 32];
     int failed = 0;
     if (cfg->user) {

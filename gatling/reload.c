@@ -23,6 +23,7 @@
 #define RELOAD_WAIT_MS 70000 /* the server waits 60 s for its new process, then answers */
 #define RELOAD_READ_MS 5000  /* the answer, once connected: one short write */
 #define RELOAD_ANSWER_MAX 2048
+#define RELOAD_ASK_MS 5000   /* the answer to "which executable?" (SIGWINCH): the loop's next turn */
 
 /* "@gatling-reload.<pid>.<nonce>" (nonce 0: "@gatling-reload.<pid>") into sa; its length. */
 static socklen_t reload_addr(struct sockaddr_un *sa, pid_t pid, unsigned long nonce)
@@ -131,26 +132,84 @@ static const char *user_name(long uid, char *buf, size_t len)
     return buf;
 }
 
-/* Is pid's executable ours (the same inode; or the same path, the file
-   replaced since it started)?  1; 0 after naming what it runs; -1 when it
-   is not ours to look at (EACCES: not dumpable, and we are not root). */
+/* Is the executable whose file was (dev, ino) at path ours: the same inode,
+   or the same path, the file replaced since it started?  1, or 0. */
+static int same_file(unsigned long long dev, unsigned long long ino, const char *path)
+{
+    char mine[PATH_MAX];
+    struct stat b;
+    if (stat("/proc/self/exe", &b) == 0 && (unsigned long long)b.st_dev == dev &&
+        (unsigned long long)b.st_ino == ino)
+        return 1;
+    ssize_t m = readlink("/proc/self/exe", mine, sizeof mine - 1);
+    mine[m < 0 ? 0 : m] = 0;
+    size_t d = strlen(" (deleted)"), k = strlen(path);
+    if (k > d && !strcmp(path + k - d, " (deleted)")) /* /proc/PID/exe's word for it */
+        k -= d;
+    return m > 0 && (size_t)m == k && !strncmp(path, mine, k);
+}
+
+/* Is pid's executable ours?  1; 0 after naming what it runs; -1 when it is
+   not ours to look at (EACCES: not dumpable, as the server never is, and we
+   are not root). */
 static int same_exe(long pid, char *what, size_t len)
 {
-    char path[64], mine[PATH_MAX], its[PATH_MAX];
-    struct stat a, b;
+    char path[64], its[PATH_MAX];
+    struct stat a;
     snprintf(path, sizeof path, "/proc/%ld/exe", pid);
     if (stat(path, &a) < 0)
         return errno == EACCES || errno == EPERM ? -1 : (snprintf(what, len, "?"), 0);
-    if (stat("/proc/self/exe", &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
-        return 1;
-    ssize_t m = readlink("/proc/self/exe", mine, sizeof mine - 1);
     ssize_t n = readlink(path, its, sizeof its - 1);
-    mine[m < 0 ? 0 : m] = its[n < 0 ? 0 : n] = 0;
-    size_t d = strlen(" (deleted)"), k = strlen(its);
-    if (m > 0 && k > d && !strcmp(its + k - d, " (deleted)") &&
-        !strncmp(its, mine, k - d) && !mine[k - d])
+    its[n < 0 ? 0 : n] = 0;
+    if (same_file((unsigned long long)a.st_dev, (unsigned long long)a.st_ino, its))
         return 1;
     snprintf(what, len, "%s", n > 0 ? its : "?");
+    return 0;
+}
+
+void reload_identity(char *buf, size_t len)
+{
+    char path[PATH_MAX];
+    struct stat a;
+    ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+    path[n < 0 ? 0 : n] = 0;
+    if (n <= 0 || stat("/proc/self/exe", &a) < 0)
+        snprintf(buf, len, "gatling ?");
+    else if ((size_t)snprintf(buf, len, "gatling %llu:%llu %s", (unsigned long long)a.st_dev,
+                              (unsigned long long)a.st_ino, path) >= len)
+        snprintf(buf, len, "gatling ?"); /* a cut path would compare as another file */
+}
+
+static int reload_channel(unsigned long *nonce);
+static ssize_t reload_wait(int ls, pid_t pid, char *text, size_t len, long long ms);
+
+/* The server's executable where /proc/PID/exe is closed to us (the server is
+   never dumpable, so for all but root): ask it (SIGWINCH, whose default is to
+   be ignored, so that a process that is not gatling is not harmed) and
+   compare its answer, reload_identity()'s.  1, ours; 0 after naming what it
+   runs; -1, no answer. */
+static int asked_exe(long pid, char *what, size_t len)
+{
+    unsigned long nonce;
+    char text[RELOAD_ANSWER_MAX];
+    unsigned long long dev, ino;
+    int at = 0;
+    int ls = reload_channel(&nonce);
+    if (ls < 0)
+        return -1;
+    union sigval val = {.sival_ptr = (void *)(uintptr_t)nonce};
+    ssize_t n = sigqueue((pid_t)pid, SIGWINCH, val) < 0 ? -1
+                : reload_wait(ls, (pid_t)pid, text, sizeof text, RELOAD_ASK_MS);
+    close(ls);
+    if (n <= 0 || text[0] != '1')
+        return -1;
+    if (sscanf(text + 1, "gatling %llu:%llu %n", &dev, &ino, &at) != 2 || !at) {
+        snprintf(what, len, "?");
+        return 0;
+    }
+    if (same_file(dev, ino, text + 1 + at))
+        return 1;
+    snprintf(what, len, "%s", text + 1 + at);
     return 0;
 }
 
@@ -197,11 +256,14 @@ static pid_t reload_target(const char *arg)
         return 0;
     }
     int same = same_exe(v, exe, sizeof exe);
+    if (same < 0)
+        same = asked_exe(v, exe, sizeof exe);
     if (same < 0) { /* never "all is well" from a process we could not tell from gatling */
         fprintf(stderr, "gatling: --reload %ld: that %s's executable cannot be compared with "
-                "this one (/proc/%ld/exe is closed to you: a server that root started with -u "
-                "is not dumpable): reload it as root with its pid file (--pid-file), or "
-                "through its unit\n", v, name, v);
+                "this one (/proc/%ld/exe is closed to you, and it did not say which it runs "
+                "within %d s: not gatling, or a gatling from before it was asked): reload it "
+                "as root (gatling --reload PIDFILE), or restart it\n", v, name, v,
+                RELOAD_ASK_MS / 1000);
         return 0;
     }
     if (!same) {
@@ -234,10 +296,10 @@ static ssize_t reload_read(int c, char *text, size_t len)
 }
 
 /* Wait on the listening socket ls for pid's answer: its length in text, -1
-   if none came in time, -2 if pid is gone. */
-static ssize_t reload_wait(int ls, pid_t pid, char *text, size_t len)
+   if none came within ms, -2 if pid is gone. */
+static ssize_t reload_wait(int ls, pid_t pid, char *text, size_t len, long long ms)
 {
-    long long end = now_ms() + RELOAD_WAIT_MS;
+    long long end = now_ms() + ms;
     for (long long left; (left = end - now_ms()) > 0;) {
         struct pollfd p = {.fd = ls, .events = POLLIN};
         int r = poll(&p, 1, left < 1000 ? (int)left : 1000);
@@ -298,7 +360,7 @@ int reload_run(const char *arg)
         return 2;
     }
     char text[RELOAD_ANSWER_MAX];
-    ssize_t n = reload_wait(ls, pid, text, sizeof text);
+    ssize_t n = reload_wait(ls, pid, text, sizeof text, RELOAD_WAIT_MS);
     close(ls);
     if (n > 0 && text[0] == '1') {
         printf("gatling: --reload %ld: %s\n", (long)pid, text + 1);

@@ -5,8 +5,8 @@
  *
  * The target: the command signals only a process that is this gatling (the
  * same executable: inode, or path when the file was replaced since it
- * started; unreadable for a process that is not ours to trace, whose uid
- * then stands alone), that runs as the caller's own uid (root reloads a
+ * started; where /proc/PID/exe is closed to it, as the process says when
+ * asked: reload_identity), that runs as the caller's own uid (root reloads a
  * server running as root; a server that runs as -u's user is reloaded by
  * that user, or by its unit), and that is the server, not one of its -W
  * workers, its CGI spawner or its ACME/cluster side processes (told by
@@ -55,6 +55,19 @@ int reload_run(const char *pid);
  * kill).  Async-signal-safe.
  */
 pid_t reload_sender(const siginfo_t *si, volatile unsigned long *nonce);
+
+/*
+ * The executable's identity, "gatling DEV:INO PATH" of /proc/self/exe, into
+ * buf ("gatling ?" when it cannot be read or does not fit): read at start,
+ * before any chroot, and the server's answer to the command's SIGWINCH
+ * (sigqueue with a nonce, answered as SIGUSR2 is: reload_tell).  The
+ * command asks so where /proc/PID/exe is closed to it, which is always so
+ * but for root: the server is never dumpable (main.c), so its own user's
+ * command (a unit's ExecReload) could not compare it otherwise.  SIGWINCH's
+ * default is to be ignored: a process that is not gatling is not harmed by
+ * the question, and does not answer it.
+ */
+void reload_identity(char *buf, size_t len);
 
 /*
  * The server: tell the command with pid asker and that nonce (asker 0:

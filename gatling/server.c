@@ -54,6 +54,8 @@ static int sig_pipe_fd = -1;
 static volatile sig_atomic_t sig_term, sig_hup, sig_usr1, sig_usr2;
 static volatile sig_atomic_t sig_usr2_from; /* who sent it (kill(2)): --reload waits (reload.h) */
 static volatile unsigned long sig_usr2_nonce; /* ... and the name it waits on */
+static volatile sig_atomic_t sig_winch, sig_winch_from; /* --reload asks which executable */
+static volatile unsigned long sig_winch_nonce;
 
 static void on_signal(int sig, siginfo_t *si, void *uc)
 {
@@ -65,6 +67,8 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
         sig_usr1 = 1;
     else if (sig == SIGUSR2)
         sig_usr2 = 1, sig_usr2_from = reload_sender(si, &sig_usr2_nonce);
+    else if (sig == SIGWINCH)
+        sig_winch = 1, sig_winch_from = reload_sender(si, &sig_winch_nonce);
     else
         sig_term++;
     if (sig_pipe_fd >= 0) {
@@ -90,6 +94,7 @@ static int install_signals(server_t *s)
     sigaction(SIGHUP, &sa, NULL);
     sigaction(SIGUSR1, &sa, NULL);
     sigaction(SIGUSR2, &sa, NULL);
+    sigaction(SIGWINCH, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     watch_init(&s->sigw, on_signals);
     if (gio_add(s->loop, s->sigfd[0], &s->sigw) < 0)
@@ -595,6 +600,11 @@ static void handle_signals(server_t *s)
     }
     if (sig_term || sig_hup)
         begin_drain(s);
+    if (sig_winch) { /* only a sigqueue's (a nonce): a plain kill is nobody's question */
+        sig_winch = 0;
+        if (sig_winch_nonce)
+            reload_tell((pid_t)sig_winch_from, sig_winch_nonce, 1, s->site.proc->exe_id);
+    }
     if (sig_usr2) {
         sig_usr2 = 0;
         if (s->upgradable)

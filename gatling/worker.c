@@ -30,6 +30,8 @@
 static volatile sig_atomic_t got_term, got_hup, got_chld, got_usr1, got_usr2;
 static volatile sig_atomic_t usr2_from; /* who sent it (kill(2)): --reload waits (reload.h) */
 static volatile unsigned long usr2_nonce; /* ... and the name it waits on */
+static volatile sig_atomic_t got_winch, winch_from; /* --reload asks which executable */
+static volatile unsigned long winch_nonce;
 
 static void on_signal(int sig, siginfo_t *si, void *uc)
 {
@@ -42,6 +44,8 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
         got_usr1 = 1;
     else if (sig == SIGUSR2)
         got_usr2 = 1, usr2_from = reload_sender(si, &usr2_nonce);
+    else if (sig == SIGWINCH)
+        got_winch = 1, winch_from = reload_sender(si, &winch_nonce);
     else
         got_term++;
 }
@@ -313,12 +317,14 @@ static void catch_signals(sigset_t *old)
     sigemptyset(&block);
     sigaddset(&block, SIGTERM), sigaddset(&block, SIGINT), sigaddset(&block, SIGUSR2);
     sigaddset(&block, SIGHUP), sigaddset(&block, SIGCHLD), sigaddset(&block, SIGUSR1);
+    sigaddset(&block, SIGWINCH);
     sigprocmask(SIG_BLOCK, &block, old);
     struct sigaction sa = {.sa_sigaction = on_signal, .sa_flags = SA_SIGINFO};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL), sigaction(SIGINT, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL), sigaction(SIGCHLD, &sa, NULL);
     sigaction(SIGUSR1, &sa, NULL), sigaction(SIGUSR2, &sa, NULL);
+    sigaction(SIGWINCH, &sa, NULL);
     if (server_usr1_early()) /* a certificate installed before this: the workers load it */
         got_usr1 = 1;
 }
@@ -409,6 +415,11 @@ static int supervise(supervisor_t *sv, const sigset_t *old)
             upgrade_finish(sv, r);
         if (got_usr2)
             upgrade_start(sv);
+        if (got_winch) { /* --reload's question (server.c answers it the same way) */
+            got_winch = 0;
+            if (winch_nonce)
+                reload_tell((pid_t)winch_from, winch_nonce, 1, sv->proc.exe_id);
+        }
         handle_signals(sv);
         got_chld = 0;
         if (reap(sv, sv->stopping) == 0 && sv->stopping)

@@ -40,6 +40,8 @@ typedef struct proc {
     struct cluster_view *cluster; /* --cluster: what the side process shares (site/cluster.h) */
     int cluster_purge_fd;         /* ... the pipe the loops send their purges to; -1: none */
     int cluster_pid;              /* ... the side process; 0: none */
+    char exe_id[320]; /* reload_identity(): the executable, read before any chroot;
+                         --reload's question is answered with it */
     struct peer_board *peer_board; /* -W: the flood offences the workers share
                                       (site/peerboard.h); NULL: one process */
 } proc_t;

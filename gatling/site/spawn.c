@@ -394,7 +394,7 @@ static void spawner_main(const config_t *cfg, const proc_t *p,
     memcpy(sp.limit, cfg->cgi_limit, sizeof sp.limit);
     struct sigaction ign = {.sa_handler = SIG_IGN}, chld = {.sa_handler = on_chld};
     sigemptyset(&ign.sa_mask), sigemptyset(&chld.sa_mask);
-    const int quiet[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGPIPE};
+    const int quiet[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGPIPE, SIGWINCH};
     for (size_t i = 0; i < sizeof quiet / sizeof quiet[0]; i++)
         sigaction(quiet[i], &ign, NULL);
     sigaction(SIGCHLD, &chld, NULL);

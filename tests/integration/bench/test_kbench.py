@@ -185,6 +185,18 @@ def test_fork_interrupt_reaps_children():
     assert left == 0, "%d of %d children left behind" % (left, live)
 
 
+def listening_port(g):
+    """The port of gatling's "listening on" line: lines before it (the warning of a
+    root without -u, as the tests run) are passed over; at most 10."""
+    for _ in range(10):
+        line = g.stderr.readline()
+        m = re.search(rb"listening on \S+ port (\d+)", line)
+        if m or not line:
+            break
+    assert m, "gatling printed no listening line: %r" % line
+    return int(m.group(1))
+
+
 @pytest.mark.serial
 def test_bench_open_loop_rate(tmp_path):
     """bench -R holds the offered rate and times from the due time.
@@ -199,7 +211,7 @@ def test_bench_open_loop_rate(tmp_path):
     g = subprocess.Popen([os.path.join(BDIR, "gatling"), "-i", "127.0.0.1", "-p", "0", "-n"],
                          cwd=str(root), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
     try:
-        port = int(re.search(rb"port (\d+)", g.stderr.readline()).group(1))
+        port = listening_port(g)
         r = subprocess.run([os.path.join(BDIR, "bench"), "-q", "-J", "-k", "-c", "50", "-R",
                             "500", "-d", "2", "http://127.0.0.1:%d/f.txt" % port],
                            capture_output=True, text=True, timeout=30)
@@ -223,7 +235,7 @@ def start_gatling(root):
     os.chmod(root / "1k.bin", 0o644)
     g = subprocess.Popen([os.path.join(BDIR, "gatling"), "-i", "127.0.0.1", "-p", "0", "-n"],
                          cwd=str(root), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
-    port = int(re.search(rb"port (\d+)", g.stderr.readline()).group(1))
+    port = listening_port(g)
     return g, "http://127.0.0.1:%d/1k.bin" % port
 
 

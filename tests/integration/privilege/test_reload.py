@@ -117,12 +117,51 @@ def test_a_process_whose_executable_cannot_be_compared_is_refused(tmp_path):
         r = subprocess.run([binary, "--reload", str(fake.pid)], capture_output=True, text=True,
                            timeout=30, preexec_fn=as_nobody)
         assert r.returncode == 2, r
-        assert "executable cannot be compared" in r.stderr and "--pid-file" in r.stderr, r
+        assert "executable cannot be compared" in r.stderr and "PIDFILE" in r.stderr, r
         time.sleep(0.5)
         assert fake.poll() is None, "the fake got SIGUSR2"
     finally:
         fake.kill()
         fake.wait()
+
+
+def test_its_own_user_reloads_a_server_that_is_not_dumpable(tmp_path):
+    """The unit's ExecReload (User=gatling): the server is never dumpable, so its
+    own user cannot read /proc/PID/exe; --reload asks it which executable it runs
+    (SIGWINCH, answered as SIGUSR2 is) and reloads it (exit 0, the new pid serves).
+    The command of another copy of the binary is refused, naming what the server
+    runs, and the server does not upgrade.  (The check that fell closed refused
+    every such reload: ops/test_package.py's ExecReload found it.)"""
+    www = open_dir(tmp_path, "www")
+    with open(os.path.join(www, "f.txt"), "w") as f:
+        f.write("x\n")
+    binary = copy_for_others(build().binary, open_dir(tmp_path, "built"))
+    other = copy_for_others(build().binary, open_dir(tmp_path, "other"))
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0")
+    srv = subprocess.Popen([binary, "-n", "-i", "127.0.0.1", "-p", "0"], cwd=www,
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True, preexec_fn=as_nobody, env=env)
+    new = None
+    try:
+        line = srv.stderr.readline()
+        assert "listening on" in line, line
+        r = subprocess.run([other, "--reload", str(srv.pid)], capture_output=True, text=True,
+                           timeout=30, preexec_fn=as_nobody, env=env)
+        assert r.returncode == 2 and "that process runs %s, not this gatling" % binary \
+            in r.stderr, r
+        time.sleep(0.5)
+        assert srv.poll() is None and not children(srv.pid), "the server upgraded"
+        r = subprocess.run([binary, "--reload", str(srv.pid)], capture_output=True, text=True,
+                           timeout=90, preexec_fn=as_nobody, env=env)
+        assert r.returncode == 0 and "this one (pid %d) drains" % srv.pid in r.stdout, r
+        new = int(re.search(r"pid (\d+) serves", r.stdout).group(1))
+        assert srv.wait(30) == 0
+    finally:
+        if new:
+            os.kill(new, signal.SIGKILL)
+        if srv.poll() is None:
+            srv.kill()
+        srv.wait()
 
 
 def test_side_processes_are_refused(tmp_path):
