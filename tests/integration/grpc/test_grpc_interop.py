@@ -342,10 +342,16 @@ def test_through_nginx(lab, tmp_path, case, front, back):
                          stderr=subprocess.DEVNULL)
     try:
         wait_for(up, 10, "nginx listening")
-        if front == "tls":
-            ok, out = run_client(case, port, os.path.join(pki_dir(), "ca.pem"), "localhost")
-        else:
-            ok, out = run_client(case, port)
+        # nginx's path, not gatling's: a run that fails is tried once more (CI's
+        # busy first phase saw cancel_after_begin fail once through nginx alone);
+        # the second failure fails the reference
+        for _ in range(2):
+            if front == "tls":
+                ok, out = run_client(case, port, os.path.join(pki_dir(), "ca.pem"), "localhost")
+            else:
+                ok, out = run_client(case, port)
+            if ok or "no end within" in out:
+                break
     finally:
         p.terminate()
         p.wait(10)

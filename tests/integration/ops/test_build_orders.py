@@ -55,11 +55,23 @@ def make(tree, *args, pkg_config=True, **env_vars):
     env.update(env_vars)
     if not pkg_config:
         env["PATH"] = "%s:%s" % (tree.parent / "nolibs", env["PATH"])
+    before = flags(tree)
     r = subprocess.run(["make", "--no-print-directory", "-j2"] + list(args), cwd=str(tree),
                        env=env, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, "make %s:\n%s%s" % (" ".join(args), r.stdout[-3000:],
                                                    r.stderr[-3000:])
-    return r.stdout
+    after = flags(tree)
+    # what a changed flags file held before and after: the assertions' messages
+    # say why make rebuilt (CI once saw build/epoll.flags change between two
+    # identical makes)
+    return r.stdout + "".join("\n[%s was: %s\n now: %s]" % (k, before.get(k), after[k])
+                              for k in sorted(after) if before.get(k) != after[k])
+
+
+def flags(tree):
+    d = tree / "build"
+    return {f: (d / f).read_text() for f in os.listdir(d) if f.endswith(".flags")} \
+        if d.is_dir() else {}
 
 
 def version(tree, binary="gatling/gatling"):

@@ -237,7 +237,19 @@ def test_ari_renewal_sends_replaces(tmp_path):
         assert "2 SIGUSR1" in out, (out, err)
         check_installed(tmp, "c.test", mgmt_get(pki, mgmt, "/roots/0"))
         assert "(renewal)" in err, err
-        assert re.search(r"ARI: order \S+ is a replacement of", tail(plog, 100000)), tail(plog)
+        log = tail(plog, 100000)
+        first = re.search(r"Issued certificate serial ([0-9a-f]+) for order", log)
+        assert first, log
+        if len(first.group(1)) < 16:
+            # Pebble's 8 random bytes began with a zero byte (one certificate in
+            # 256; its log prints the number without it): Pebble 2.10 cannot match
+            # that certID (serverInternal, see test_acme_https's
+            # test_refused_replacement_orders_plainly), so the client orders again
+            # without `replaces` (acme_proto.c), and the name renews
+            renewal = log[log.index("renewalInfo"):]
+            assert renewal.count("POST /order-plz") >= 2, log
+        else:
+            assert re.search(r"ARI: order \S+ is a replacement of", log), log
     # the previous version is kept beside the new one
     assert len(os.listdir(os.path.join(tmp, "live", ".acme"))) == 2
 
