@@ -861,5 +861,7 @@ static int cgi_claims(const site_t *s, const char *path, size_t n)
     return L && cgienv_script(L->re, L->nre, path, n, CGIENV_AT_END) == n;
 }
 
-const handler_t cgi_handler = {"CGI", NULL, cgi_route, cgi_route_init, cgi_free, cgi_on,
-                               cgi_match, cgi_claims, HANDLER_STORE | HANDLER_CODE};
+const handler_t cgi_handler = {
+    .name = "CGI", .serve = cgi_route, .init = cgi_route_init, .free = cgi_free, .on = cgi_on,
+    .streams = cgi_match, .claims = cgi_claims, .wrap = HANDLER_STORE | HANDLER_CODE,
+};

@@ -91,10 +91,7 @@ int cgi_locate(exchange_t *ex, const cgi_loop_t *L, cgi_find_t *f)
     if (memmem(p->path, p->len, "/.", 2) ||
         (!cfg->cgi_exec && !cgienv_script(L->re, L->nre, p->path, p->len, CGIENV_ANY)))
         return 0;
-    f->t.vhost[0] = 0;
-    const http_str_t *host = p->authority.p ? &p->authority : http_header(req, "Host");
-    int vn = cfg->vhosts ? vhost_name(host, ex->local_port, cfg->keep_host_port, f->t.vhost) : 0;
-    if (vn < 0 || (f->vfd = target_open_vhost(s, &f->t, &f->which)) < 0)
+    if (target_vhost(s, ex, f->t.vhost) < 0 || (f->vfd = target_open_vhost(s, &f->t, &f->which)) < 0)
         return 0;
     if (walk(L, s, f))
         return 1;

@@ -60,6 +60,14 @@ typedef struct handler {
        stages ask the router (site->produced, site->produce), never a
        producer by name.  0: not a producer a stage wraps. */
     unsigned wrap;
+    /* The producer's backends, for the pages (/server-status, /metrics):
+       slot's pool, address as written, state and requests outstanding; 0:
+       the slot is free, 1: down or draining, 2: up (proxy_backend()).  The
+       slots are the configuration's (CONFIG_BACKENDS), the counters'
+       index.  NULL: it has none.  The pages ask the router
+       (router_backend), never a producer by name. */
+    int (*backend)(const struct site *site, int slot, const char **pool, const char **label,
+                   const char **state, unsigned *outstanding);
 } handler_t;
 
 #define HANDLER_STORE 1u

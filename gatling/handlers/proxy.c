@@ -7,6 +7,7 @@
 #include "hstate.h"
 #include "http/hbuf.h"
 #include "site/fs.h"
+#include "target.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -494,9 +495,7 @@ static int vhost_proxied(proxy_t *px, exchange_t *ex, px_target_t *t)
 {
     site_t *s = px->site;
     const config_t *cfg = s->cfg;
-    const http_str_t *host = t->p.authority.p ? &t->p.authority : http_header(ex->req, "Host");
-    t->vhost[0] = 0;
-    if (cfg->vhosts && vhost_name(host, ex->local_port, cfg->keep_host_port, t->vhost) < 0)
+    if (target_vhost(s, ex, t->vhost) < 0)
         return 0;
     unsigned h = 5381;
     for (const char *c = t->vhost; *c; c++)
@@ -879,5 +878,8 @@ static int proxy_claims(const site_t *site, const char *path, size_t n)
     return 0;
 }
 
-const handler_t proxy_handler = {"-P", NULL, proxy_dispatch, proxy_init, proxy_free, proxy_on,
-                                 proxy_streams, proxy_claims, HANDLER_STORE | HANDLER_CODE};
+const handler_t proxy_handler = {
+    .name = "-P", .serve = proxy_dispatch, .init = proxy_init, .free = proxy_free, .on = proxy_on,
+    .streams = proxy_streams, .claims = proxy_claims, .wrap = HANDLER_STORE | HANDLER_CODE,
+    .backend = proxy_backend,
+};

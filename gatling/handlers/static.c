@@ -473,7 +473,6 @@ static int serve_file(exchange_t *ex, const target_t *t, fcache_entry_t *f)
 int static_serve(exchange_t *ex)
 {
     site_t *s = ex->site;
-    const config_t *cfg = s->cfg;
     const http_request_t *req = ex->req;
     target_t t;
     int st = path_from_target(req->target.p, req->target.n, ex->path, EX_PATH_CAP, &t.p);
@@ -481,10 +480,7 @@ int static_serve(exchange_t *ex)
         return ex_error(ex, st, NULL, NULL);
     if (path_hidden(t.p.path, t.p.len))
         return ex_error(ex, 404, NULL, NULL);
-    t.vhost[0] = 0;
-    /* RFC 9112 3.2.2: an absolute-form target's authority overrides Host */
-    const http_str_t *host = t.p.authority.p ? &t.p.authority : http_header(req, "Host");
-    int vn = cfg->vhosts ? vhost_name(host, ex->local_port, cfg->keep_host_port, t.vhost) : 0;
+    int vn = target_vhost(s, ex, t.vhost);
     if (vn < 0)
         return ex_error(ex, 400, NULL, NULL);
     t.keylen = (size_t)vn;
@@ -520,4 +516,4 @@ static int static_route(exchange_t *ex)
     return static_serve(ex) < 0 ? -1 : 0;
 }
 
-const handler_t static_handler = {"files", get_or_head, static_route, NULL, NULL, NULL, NULL, NULL, 0};
+const handler_t static_handler = {.name = "files", .match = get_or_head, .serve = static_route};

@@ -24,4 +24,14 @@ typedef struct target {
    *which (if not NULL) says which kind (vhost.h VHOST_*).  -1 with errno. */
 int target_open_vhost(const site_t *s, const target_t *t, int *which);
 
+/* The request's virtual host (ex->route: decided once, site/vhost.h) into
+   name (VHOST_NAME_MAX bytes): its length, or -1 for a Host no directory may
+   be named by (400; the router has answered it before any handler). */
+static inline int target_vhost(const site_t *s, exchange_t *ex, char *name)
+{
+    int n = vhost_route(ex, s->cfg->vhosts, s->cfg->keep_host_port);
+    memcpy(name, ex->route.name, n < 0 ? 1 : (size_t)n + 1);
+    return n;
+}
+
 #endif

@@ -35,6 +35,24 @@
 #define EX_PATH_CAP (HTTP_MAX_TARGET + 8)
 #define EX_FIELD_MAX (3 * HTTP_MAX_TARGET + 1024) /* a field line: Location, the path encoded */
 #define EX_VHOST_CAP 272
+#define EX_HOST_CAP 272 /* a virtual host's name: site/vhost.h's VHOST_NAME_MAX fits */
+
+/*
+ * The request's route, decided once before the router puts the request to
+ * any entry (site/vhost.h's vhost_route(), called by route/router.c), and
+ * read by every later step: no handler or stage chooses a site again.  The
+ * authority is the one http_request_authority() left in Host (an
+ * absolute-form target's, HTTP/2's and HTTP/3's :authority); the TLS terms
+ * (the certificate's names, a client certificate a site requires) are the
+ * router's first entries, checked against the same Host.
+ */
+enum { EX_ROUTE_NONE, EX_ROUTE_OK, EX_ROUTE_BAD };
+typedef struct ex_route {
+    uint8_t state;         /* EX_ROUTE_*: not decided yet, decided, or a Host that
+                              can name no directory (the router answers 400) */
+    uint16_t namelen;
+    char name[EX_HOST_CAP]; /* the virtual host's name (vhost_name()); "": -v off or no Host */
+} ex_route_t;
 #define EX_NOTE_CAP 128 /* a note for the access log (ex_log_note), truncated to fit */
 
 enum { EX_REPLACED = 1 }; /* ex_head: a 500 went out instead (the head did not fit) */
@@ -173,6 +191,7 @@ typedef struct exchange {
     uint8_t nfields;
     ex_field_t fields[EX_FIELDS_MAX];
     uint64_t body_len; /* of the response, for the log */
+    ex_route_t route; /* decided once, before the router's entries (above) */
     /* per-request state of the handlers */
     struct fcache_entry *file; /* the open file the body is sent from, if any */
     struct enc_gz *gz;         /* the gzipped body, if any */

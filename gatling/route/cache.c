@@ -308,8 +308,10 @@ static int cache_on(const site_t *site)
     return hstate(site, HSTATE_CACHE) != NULL;
 }
 
-const handler_t cache_handler = {"cache", NULL, cache_dispatch, cache_route_init, cache_free,
-                                 cache_on, NULL, NULL, 0};
+const handler_t cache_handler = {
+    .name = "cache", .serve = cache_dispatch, .init = cache_route_init, .free = cache_free,
+    .on = cache_on,
+};
 
 /* --cache mem[,object]: 1M..64G of responses, each at most object (4K..mem). */
 static int cache_set(config_t *cfg, const optdef_t *o, char *arg)

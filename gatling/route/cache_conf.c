@@ -1,5 +1,6 @@
 /* A virtual host's .cache file: see cache_conf.h. */
 #include "cache_conf.h"
+#include "handlers/target.h"
 #include "site/nets.h"
 #include "site/optdef.h"
 #include "site/vhost.h"
@@ -210,13 +211,12 @@ static void conf_read(cache_vh_t *v, int dirfd, const char *dir, site_t *s)
     v->on = 1;
 }
 
-const cache_conf_t *cache_conf_of(cache_vh_t *tab, site_t *s, const exchange_t *ex,
+const cache_conf_t *cache_conf_of(cache_vh_t *tab, site_t *s, exchange_t *ex,
                                   const char **vhost)
 {
     const config_t *cfg = s->cfg;
-    char name[VHOST_NAME_MAX] = "";
-    if (cfg->vhosts &&
-        vhost_name(http_header(ex->req, "Host"), ex->local_port, cfg->keep_host_port, name) < 0)
+    char name[VHOST_NAME_MAX];
+    if (target_vhost(s, ex, name) < 0)
         return NULL;
     unsigned h = 5381;
     for (const char *c = name; *c; c++)

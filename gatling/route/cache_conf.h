@@ -83,7 +83,7 @@ int cache_conf_cookie_ok(const cache_conf_t *k, const char *v, size_t n);
 
 /* The cache settings of the vhost serving ex (tab has CACHE_CONF_VHOSTS
    slots), or NULL: no .cache there.  *vhost gets the vhost's name. */
-const cache_conf_t *cache_conf_of(cache_vh_t *tab, site_t *s, const exchange_t *ex,
+const cache_conf_t *cache_conf_of(cache_vh_t *tab, site_t *s, exchange_t *ex,
                                   const char **vhost);
 
 /* Forget every vhost's settings. */

@@ -479,8 +479,10 @@ static int compress_on(const site_t *s)
     return s->cfg->gzip && !s->cfg->compress_off && s->produced(s, NULL, HANDLER_CODE);
 }
 
-const handler_t compress_handler = {"compress", compress_match, compress_serve,
-                                    compress_init, compress_free, compress_on, NULL, NULL, 0};
+const handler_t compress_handler = {
+    .name = "compress", .match = compress_match, .serve = compress_serve, .init = compress_init,
+    .free = compress_free, .on = compress_on,
+};
 
 /* ---- --compress ---- */
 

@@ -2,7 +2,6 @@
 #include "metrics.h"
 #include "status.h"
 #include "cache.h"
-#include "handlers/proxy.h"
 #include "http/hbuf.h"
 #include "http/response.h"
 #include "site/acme_chal.h"
@@ -247,7 +246,7 @@ static void backends(hbuf_t *b, const site_t *s, const stats_snap_t *t)
     unsigned out;
     int have[CONFIG_BACKENDS], any = 0;
     for (int i = 0; i < CONFIG_BACKENDS; i++)
-        any |= have[i] = proxy_backend(s, i, &pool[i], &addr[i], &state, &out) != 0;
+        any |= have[i] = s->backend(s, i, &pool[i], &addr[i], &state, &out) != 0;
     if (!any)
         return;
     for (int k = 0; k < BACKEND_KINDS; k++) {
@@ -463,7 +462,7 @@ int metrics_serve(exchange_t *ex)
     const char *pool, *addr, *state;
     unsigned out;
     for (int i = 0; i < CONFIG_BACKENDS; i++) /* each backend's labels, escaped, on its lines */
-        if (proxy_backend(s, i, &pool, &addr, &state, &out))
+        if (s->backend(s, i, &pool, &addr, &state, &out))
             cap += (BACKEND_KINDS + 2 + STATS_BOUNDS + 3) * (2 * (strlen(pool) + strlen(addr)) + 128);
     const char *name;
     int64_t exp;
@@ -506,5 +505,6 @@ static int metrics_route(exchange_t *ex)
     return metrics_serve(ex);
 }
 
-const handler_t metrics_handler = {"-S /metrics", metrics_asked, metrics_route, NULL, NULL,
-                                   status_page_on, NULL, NULL, 0};
+const handler_t metrics_handler = {
+    .name = "-S /metrics", .match = metrics_asked, .serve = metrics_route, .on = status_page_on,
+};

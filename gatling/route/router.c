@@ -160,7 +160,7 @@ static int host_rule(exchange_t *ex)
 {
     const http_request_t *req = ex->req;
     size_t hosts = http_header_count(req, "Host");
-    if (hosts > 1 || (req->version == 11 && hosts == 0))
+    if (hosts > 1 || (req->version == 11 && hosts == 0) || ex->route.state == EX_ROUTE_BAD)
         return answered(ex_error(ex, 400, NULL, NULL));
     return HANDLER_NOT_MINE;
 }
@@ -238,10 +238,8 @@ static int index_rule(exchange_t *ex)
     if (path_from_target(ex->req->target.p, ex->req->target.n, ex->path, EX_PATH_CAP, &t.p) ||
         t.p.path[t.p.len - 1] != '/')
         return HANDLER_NOT_MINE;
-    t.vhost[0] = 0;
-    if (s->cfg->vhosts && vhost_name(http_header(ex->req, "Host"), ex->local_port,
-                                     s->cfg->keep_host_port, t.vhost) < 0)
-        return HANDLER_NOT_MINE; /* the files answer 400 */
+    if (target_vhost(s, ex, t.vhost) < 0)
+        return HANDLER_NOT_MINE; /* the Host rule answered 400 */
     hbuf_t b = hb_init(to, sizeof to);
     hb_put(&b, t.p.path, t.p.len), hb_puts(&b, s->cfg->index2);
     if (t.p.query)
@@ -337,21 +335,22 @@ static int methods_rule(exchange_t *ex)
     return answered(ex_error(ex, 501, NULL, NULL));
 }
 
-static const handler_t host_entry = {"Host", NULL, host_rule, NULL, NULL, NULL, NULL, NULL, 0};
-static const handler_t acme_entry = {"ACME HTTP-01", NULL, acme_rule, NULL,
-                                     NULL, acme_on,  NULL,      NULL, 0};
-static const handler_t origin_entry = {"Alt-Svc, 421", is_secure, origin_rule, NULL, NULL,
-                                       NULL, NULL, NULL, 0};
-static const handler_t client_entry = {"client certificate", client_unverified, client_rule,
-                                       NULL, NULL, NULL, NULL, NULL, 0};
-static const handler_t index_entry = {"-I's program", NULL, index_rule, NULL,
-                                      NULL, index_on,     NULL,       NULL, 0};
-static const handler_t https_entry = {"-X", https_wanted, https_rule, NULL,
-                                      NULL, https_on,     NULL,       NULL, 0};
-static const handler_t acme_files_entry = {"ACME files", get_or_head, acme_files_rule, NULL,
-                                           NULL, NULL, NULL, NULL, 0};
-static const handler_t methods_entry = {"OPTIONS, 405, 501", NULL, methods_rule, NULL, NULL,
-                                        NULL, NULL, NULL, 0};
+static const handler_t host_entry = {.name = "Host", .serve = host_rule};
+static const handler_t acme_entry = {.name = "ACME HTTP-01", .serve = acme_rule, .on = acme_on};
+static const handler_t origin_entry = {
+    .name = "Alt-Svc, 421", .match = is_secure, .serve = origin_rule,
+};
+static const handler_t client_entry = {
+    .name = "client certificate", .match = client_unverified, .serve = client_rule,
+};
+static const handler_t index_entry = {.name = "-I's program", .serve = index_rule, .on = index_on};
+static const handler_t https_entry = {
+    .name = "-X", .match = https_wanted, .serve = https_rule, .on = https_on,
+};
+static const handler_t acme_files_entry = {
+    .name = "ACME files", .match = get_or_head, .serve = acme_files_rule,
+};
+static const handler_t methods_entry = {.name = "OPTIONS, 405, 501", .serve = methods_rule};
 
 /*
  * The router's rules and the handlers, in the order a request is put to
@@ -387,12 +386,19 @@ static const handler_t *const table[] = {
 };
 
 #define NTABLE (sizeof table / sizeof table[0])
+#define ROUTE_MAX 32
 
-/* A site's route (HSTATE_ROUTE): the entries there on it, in the table's order. */
+/* A site's route (HSTATE_ROUTE): its table, and the entries there on it, in
+   the table's order, once every init has run (made). */
 typedef struct route {
-    const handler_t *e[NTABLE];
+    const handler_t *const *all;
+    size_t nall;
+    const handler_t *e[ROUTE_MAX];
     unsigned n;
+    int made;
 } route_t;
+
+_Static_assert(NTABLE <= ROUTE_MAX, "the route holds the table");
 
 /* Is the entry there on site (its on, asked as router_init does)? */
 static int entry_on(const handler_t *h, const site_t *site)
@@ -400,9 +406,16 @@ static int entry_on(const handler_t *h, const site_t *site)
     return !h->on || h->on(site);
 }
 
+/* The request's route, decided before any entry sees it (ex->route). */
+static void decide(exchange_t *ex)
+{
+    (void)vhost_route(ex, ex->site->cfg->vhosts, ex->site->cfg->keep_host_port);
+}
+
 int router_dispatch(exchange_t *ex)
 {
     const route_t *rt = hstate(ex->site, HSTATE_ROUTE);
+    decide(ex);
     for (unsigned i = 0; rt && i < rt->n; i++) {
         const handler_t *h = rt->e[i];
         if (h->match && !h->match(ex))
@@ -416,39 +429,50 @@ int router_dispatch(exchange_t *ex)
 
 int router_init(site_t *site)
 {
-    site->produced = router_produced; /* the stages ask while they are made */
-    site->produce = router_produce;
-    for (int producers = 1; producers >= 0; producers--) /* the producers' first */
-        for (size_t i = 0; i < NTABLE; i++)
-            if (!table[i]->wrap == !producers && table[i]->init && table[i]->init(site) < 0)
-                return -1;
-    route_t *rt = calloc(1, sizeof *rt); /* what is there, once all are made */
+    return router_init_table(site, table, NTABLE);
+}
+
+int router_init_table(site_t *site, const handler_t *const *all, size_t nall)
+{
+    route_t *rt = nall <= ROUTE_MAX ? calloc(1, sizeof *rt) : NULL;
     if (!rt) {
         fprintf(stderr, "gatling: the router's entries: out of memory\n");
         return -1;
     }
-    for (size_t i = 0; i < NTABLE; i++)
-        if (entry_on(table[i], site))
-            rt->e[rt->n++] = table[i];
+    rt->all = all, rt->nall = nall;
     hstate_set(site, HSTATE_ROUTE, rt);
+    site->produced = router_produced; /* the stages ask while they are made */
+    site->produce = router_produce;
+    site->backend = router_backend;
     site->program = router_program; /* for the files handler, which the table names */
+    for (int producers = 1; producers >= 0; producers--) /* the producers' first */
+        for (size_t i = 0; i < nall; i++)
+            if (!all[i]->wrap == !producers && all[i]->init && all[i]->init(site) < 0)
+                return -1;
+    for (size_t i = 0; i < nall; i++) /* what is there, once all are made */
+        if (entry_on(all[i], site))
+            rt->e[rt->n++] = all[i];
+    rt->made = 1;
     return 0;
 }
 
 void router_free(site_t *site)
 {
-    for (size_t i = 0; i < NTABLE; i++)
-        if (table[i]->free)
-            table[i]->free(site);
-    free(hstate(site, HSTATE_ROUTE));
+    route_t *rt = hstate(site, HSTATE_ROUTE);
+    const handler_t *const *all = rt ? rt->all : table;
+    for (size_t i = 0, n = rt ? rt->nall : NTABLE; i < n; i++)
+        if (all[i]->free)
+            all[i]->free(site);
+    free(rt);
     hstate_set(site, HSTATE_ROUTE, NULL);
 }
 
 int router_program(const site_t *site, const char *path, size_t n)
 {
-    for (size_t i = 0; i < NTABLE; i++) /* (also while the route is made: index_on) */
-        if (table[i]->claims && entry_on(table[i], site) &&
-            table[i]->claims(site, path, n))
+    const route_t *rt = hstate(site, HSTATE_ROUTE);
+    for (size_t i = 0; rt && i < rt->nall; i++) /* (also while the route is made: index_on) */
+        if (rt->all[i]->claims && entry_on(rt->all[i], site) &&
+            rt->all[i]->claims(site, path, n))
             return 1;
     return 0;
 }
@@ -456,9 +480,12 @@ int router_program(const site_t *site, const char *path, size_t n)
 int router_produced(const site_t *site, exchange_t *ex, unsigned what)
 {
     const route_t *rt = hstate(site, HSTATE_ROUTE);
-    if (!ex || !rt) { /* while the route is made: the table, as router_program */
-        for (size_t i = 0; i < NTABLE; i++)
-            if ((table[i]->wrap & what) == what && table[i]->wrap && entry_on(table[i], site))
+    if (!rt)
+        return 0;
+    if (!ex || !rt->made) { /* while the route is made: the table, as router_program */
+        for (size_t i = 0; i < rt->nall; i++)
+            if ((rt->all[i]->wrap & what) == what && rt->all[i]->wrap &&
+                entry_on(rt->all[i], site))
                 return 1;
         return 0;
     }
@@ -471,6 +498,7 @@ int router_produced(const site_t *site, exchange_t *ex, unsigned what)
 int router_produce(exchange_t *ex)
 {
     const route_t *rt = hstate(ex->site, HSTATE_ROUTE);
+    decide(ex);
     for (unsigned i = 0; rt && i < rt->n; i++) {
         const handler_t *h = rt->e[i];
         if (!h->wrap || (h->match && !h->match(ex)))
@@ -482,9 +510,24 @@ int router_produce(exchange_t *ex)
     return HANDLER_NOT_MINE;
 }
 
+int router_backend(const site_t *site, int slot, const char **pool, const char **label,
+                   const char **state, unsigned *outstanding)
+{
+    const route_t *rt = hstate(site, HSTATE_ROUTE);
+    for (unsigned i = 0; rt && i < rt->n; i++) {
+        int r = rt->e[i]->backend ? rt->e[i]->backend(site, slot, pool, label, state,
+                                                        outstanding)
+                                  : 0;
+        if (r)
+            return r;
+    }
+    return 0;
+}
+
 int router_streams(exchange_t *ex)
 {
     const route_t *rt = hstate(ex->site, HSTATE_ROUTE);
+    decide(ex);
     for (unsigned i = 0; rt && i < rt->n; i++) {
         /* the rewrite first: the body goes to the index's program (the entry
            does it again for a request without one: then nothing is left) */

@@ -36,6 +36,11 @@ int router_hsts(const struct site *s, const http_request_t *req);
    others made). */
 int router_init(struct site *site);
 
+/* router_init with a table of one's own (all[0..nall), at most 32 entries,
+   in the order a request is put to them): what a unit test of the
+   contract builds with a producer of its own (tests/unit/t_router.c). */
+int router_init_table(struct site *site, const handler_t *const *all, size_t nall);
+
 /* The loop ends: every handler's free, in the table's order (the cache's
    fetches first: they are the proxy's and CGI's requests). */
 void router_free(struct site *site);
@@ -61,5 +66,11 @@ int router_produced(const struct site *site, exchange_t *ex, unsigned what);
 /* ex's request through the producers (handler.h's wrap), in the table's
    order, as router_dispatch: 0, -1, or HANDLER_NOT_MINE when none takes it. */
 int router_produce(exchange_t *ex);
+
+/* For the pages, through site->backend (which router_init sets: they cannot
+   name the router, which names them): the first producer's answer for
+   configuration slot slot (handler.h's backend), or 0. */
+int router_backend(const struct site *site, int slot, const char **pool, const char **label,
+                   const char **state, unsigned *outstanding);
 
 #endif

@@ -5,7 +5,6 @@
 #include "status_ring.h"
 #include "handlers/hstate.h"
 #include "cache.h"
-#include "handlers/proxy.h"
 #include "http/hbuf.h"
 #include "http/owfat.h"
 #include "site/acme_chal.h"
@@ -132,7 +131,7 @@ void status_snapshot(const site_t *s, stats_snap_t *snap)
     const char *pool, *addr, *state;
     unsigned out;
     for (int i = 0; i < CONFIG_BACKENDS; i++) {
-        int r = proxy_backend(s, i, &pool, &addr, &state, &out);
+        int r = s->backend(s, i, &pool, &addr, &state, &out);
         snap->g.be_up[i] = r == 2;
         snap->g.be_outstanding[i] = r ? out : 0;
     }
@@ -233,7 +232,7 @@ static int series_slots(const site_t *s, int *used)
     unsigned out;
     int n = 0;
     for (int i = 0; i < RING_BACKENDS; i++)
-        if (proxy_backend(s, i, &pool, &addr, &state, &out))
+        if (s->backend(s, i, &pool, &addr, &state, &out))
             used[n++] = i;
     return n;
 }
@@ -408,8 +407,9 @@ static int health_serve(exchange_t *ex)
     return r ? (r < 0 ? -1 : 0) : HANDLER_NOT_MINE;
 }
 
-const handler_t status_health_handler = {"-k health", NULL, health_serve, NULL, NULL, health_on,
-                                         NULL, NULL, 0};
+const handler_t status_health_handler = {
+    .name = "-k health", .serve = health_serve, .on = health_on,
+};
 
 int status_page_on(const struct site *s)
 {
@@ -466,5 +466,7 @@ static int page_serve(exchange_t *ex)
     return serve(ex, 0, 0);
 }
 
-const handler_t status_handler = {"-S /server-status", page_asked, page_serve, status_init,
-                                  status_free, status_page_on, NULL, NULL, 0};
+const handler_t status_handler = {
+    .name = "-S /server-status", .match = page_asked, .serve = page_serve, .init = status_init,
+    .free = status_free, .on = status_page_on,
+};

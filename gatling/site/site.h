@@ -71,6 +71,11 @@ typedef struct site {
        producers: 0, -1, or HANDLER_NOT_MINE (1) when none takes it. */
     int (*produced)(const struct site *s, struct exchange *ex, unsigned what);
     int (*produce)(struct exchange *ex);
+    /* For the pages (route/status.c, metrics.c): a producer's backend in
+       configuration slot i (route/router.h's router_backend, set by
+       router_init; handler.h's backend says the answer).  0: a free slot. */
+    int (*backend)(const struct site *s, int slot, const char **pool, const char **label,
+                   const char **state, unsigned *outstanding);
     char alt_svc[32]; /* HTTP/3 is served: the Alt-Svc value HTTPS responses carry, or "" */
     int64_t date_at; /* wall-clock second of `date` */
     char date[32];   /* the current HTTP-date, for Date: */

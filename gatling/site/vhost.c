@@ -11,6 +11,22 @@
 #include <string.h>
 #include <unistd.h>
 
+_Static_assert(VHOST_NAME_MAX <= EX_HOST_CAP, "ex->route.name holds a vhost_name()");
+
+int vhost_route(exchange_t *ex, int vhosts, int keep_port)
+{
+    ex_route_t *r = &ex->route;
+    if (r->state == EX_ROUTE_NONE) {
+        int n = vhosts ? vhost_name(http_header(ex->req, "Host"), ex->local_port, keep_port,
+                                    r->name)
+                       : 0;
+        r->state = n < 0 ? EX_ROUTE_BAD : EX_ROUTE_OK;
+        r->namelen = (uint16_t)(n < 0 ? 0 : n);
+        r->name[r->namelen] = 0;
+    }
+    return r->state == EX_ROUTE_BAD ? -1 : (int)r->namelen;
+}
+
 int vhost_name(const http_str_t *host, int local_port, int keep_port, char *out)
 {
     if (!host)

@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 
+#include "http/exchange.h"
 #include "http/http_parse.h"
 
 #define VHOST_NAME_MAX 270 /* a 255-byte host name, a port and brackets */
@@ -22,6 +23,15 @@
  * unusable (empty, too long, bad characters, "..", "/"): answer 400.
  */
 int vhost_name(const http_str_t *host, int local_port, int keep_port, char *out);
+
+/*
+ * The request's virtual host, decided once into ex->route (http/exchange.h)
+ * from its Host (vhosts 0: none, the root serves).  The router calls it
+ * before any entry; later calls, from the handlers and the stages, return
+ * what was decided.  The name's length, or -1 for a Host no directory may be
+ * named by (answer 400).
+ */
+int vhost_route(exchange_t *ex, int vhosts, int keep_port);
 
 /* Which directory vhost_open() chose (VHOST_BARE: the name without its port). */
 enum { VHOST_ROOT, VHOST_NAMED, VHOST_DEFAULT, VHOST_BARE };
