@@ -6,8 +6,7 @@
 # GNUmakefile), binaries to $(B).
 GATLING_DIRS := $(filter-out gatling io,$(shell sed -e 's/\#.*//' gatling/LAYERS | \
                     awk 'NF { print $$1 }'))
-GATLING_SRC := $(filter-out gatling/main.c,$(wildcard gatling/*.c \
-                   $(GATLING_DIRS:%=gatling/%/*.c)))
+GATLING_SRC := $(filter-out gatling/process/main.c,$(wildcard $(GATLING_DIRS:%=gatling/%/*.c)))
 GATLING_LIBOBJS := $(GATLING_SRC:gatling/%.c=$(OB)/srv/%.o)
 
 # headers are named from gatling/ ("site/fcache.h"); a folder's own by name alone
@@ -16,7 +15,7 @@ $(OB)/srv/%.o: gatling/%.c $(OB).flags
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
-$(B)/gatling: $(OB)/srv/main.o $(GATLING_LIBOBJS) $(IO_LIB)
+$(B)/gatling: $(OB)/srv/process/main.o $(GATLING_LIBOBJS) $(IO_LIB)
 	$(CC) $(LDFLAGS) $(COV_LDWRAP) -o $@ $^ $(LDLIBS)
 
 all: gatling/gatling

@@ -50,7 +50,8 @@ import sys
 
 sys.setrecursionlimit(10000)
 
-# top to bottom; gatling/ itself is the top folder, io/ is below them all:
+# top to bottom; process/ (gatling/process: main, the loop) is the top folder,
+# io/ is below them all; gatling/ itself holds no C file:
 # read from the one list, gatling/LAYERS (main: from ROOT's copy), which the
 # makefile compiles (gatling/gatling.mk) and the docs cite
 LAYERS = os.path.join("gatling", "LAYERS")
@@ -73,8 +74,9 @@ def read_layers(root):
         if len(words) < 2 or words[0] in out or not re.fullmatch(r"[a-z][a-z0-9]*", words[0]):
             sys.exit("layers: %s:%d: want a new folder's name and its path" % (LAYERS, n))
         out[words[0]] = os.path.normpath(words[1])
-    if list(out)[:1] != ["gatling"] or list(out)[-1:] != ["io"]:
-        sys.exit("layers: %s: gatling/ comes first and io/ last" % LAYERS)
+    if list(out)[:1] != ["process"] or list(out)[-1:] != ["io"]:
+        sys.exit("layers: %s: process/ (the process: main, the loop) comes first and io/ "
+                 "last" % LAYERS)
     return out
 
 
@@ -519,8 +521,8 @@ def check_bench_drivers(root):
 
 def check_make(dirs):
     """--make-dirs: the folders the makefile compiles (gatling.mk's GATLING_DIRS)
-    are LAYERS' below gatling/ and above io/, no more, no fewer."""
-    want = [n for n in FOLDERS if n not in ("gatling", "io")]
+    are LAYERS' above io/, no more, no fewer."""
+    want = [n for n in FOLDERS if n != "io"]
     if sorted(dirs.split()) == sorted(want):
         return []
     return ["gatling/gatling.mk compiles %s, %s lists %s" % (" ".join(sorted(dirs.split())),

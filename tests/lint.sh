@@ -18,7 +18,7 @@ set -e
 cd "$(dirname "$0")/.."
 flags=$1
 shift || true
-files=${*:-$(ls gatling/*.c gatling/*/*.c io/gio.c io/gio_batch.c io/gio_os.c io/gio_udp.c \
+files=${*:-$(ls gatling/*/*.c io/gio.c io/gio_batch.c io/gio_os.c io/gio_udp.c \
     io/gio_tls.c)}
 jobs=${LINT_JOBS:-2}
 tools=${LINT_TOOLS:-gcc tidy cppcheck}

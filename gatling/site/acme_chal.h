@@ -5,7 +5,7 @@
  * -W too); it writes, the loops only read, so every worker and the HTTP/3
  * path see a challenge the moment its file is renamed into place.
  *
- * The state directory's challenges/ is opened (gatling/acme_setup.c) before
+ * The state directory's challenges/ is opened (gatling/process/acme_setup.c) before
  * any chroot and -u; everything below it is read through that descriptor
  * with openat(), and nothing else of the state directory is reachable.
  *

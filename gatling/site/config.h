@@ -85,7 +85,7 @@ typedef struct config {
     int check;             /* --check: start up as far as the listeners, then exit 0 or 2 */
     const char *log_file;  /* -l: NULL = stdout; reopened on SIGUSR1 */
     const char *root;      /* -c: chroot (root) or chdir here; NULL = cwd */
-    const char *pid_file;  /* --pid-file: the serving process's pid (gatling/pidfile.h) */
+    const char *pid_file;  /* --pid-file: the serving process's pid (gatling/process/pidfile.h) */
     int no_chroot;         /* --no-chroot: -c only changes into it, as root too */
     const char *user;      /* -u: drop privileges to this user after binding */
     const char *mime_file; /* -m: NULL = /etc/mime.types */

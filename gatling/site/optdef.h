@@ -2,9 +2,9 @@
  * optdef — one row of the options table: what an option is, once.
  *
  * Each module that owns options declares them in an array of optdef_t in
- * its own .c, ended by OPT_END (main's in gatling/options.c, --acme's in
+ * its own .c, ended by OPT_END (main's in gatling/process/options.c, --acme's in
  * acme_setup.c, --cluster's in cluster_setup.c, -P and --pool in
- * handlers/proxy.c, --cache in route/cache.c); gatling/options.c reads
+ * handlers/proxy.c, --cache in route/cache.c); gatling/process/options.c reads
  * the arrays in -h's order and makes from them getopt's strings, -h, the
  * options file's path options (site/conffile.h), the "unknown option"
  * message with its suggestion, and --list-options' dump (which the test of

@@ -18,7 +18,7 @@ typedef struct proc {
     int log_fd;   /* the access log (-1: none), opened before any chroot */
     int error_fd; /* the error log (stderr, or -q's file), opened before any chroot */
     int error_dir; /* -W: -q's directory, for the root supervisor's reopen; -1 */
-    int pid_fd, pid_dir; /* --pid-file and its directory (gatling/pidfile.h); -1: none */
+    int pid_fd, pid_dir; /* --pid-file and its directory (gatling/process/pidfile.h); -1: none */
     int uid, gid; /* -u's ids, looked up before any chroot; -1 = stay */
     int cgi_uid, cgi_gid; /* --cgi-user's, the same way; -1: CGI runs as -u */
     int proc_fd; /* -W with CGI: /proc, opened before the chroot for the workers'

@@ -35,7 +35,7 @@ FUZZ_PENDING ?=
 FUZZ_DIR := build/fuzz
 FUZZ_CFLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
                -DGIO_BACKEND_POLL -Iio -Igatling -Igatling/http -Igatling/site \
-               -Igatling/handlers -Itests/fuzz
+               -Igatling/handlers -Igatling/process -Itests/fuzz
 FUZZ_LIBS := -lnghttp2 -lcurl -ljson-c -lldns -lssl -lcrypto -lowfat -lcrypt -lz -lzstd \
              -lbrotlienc
 # with HTTP/3 where the top makefile found its libraries (H3=1): every object
@@ -53,7 +53,7 @@ FUZZ_LIB := gatling/http/http_parse.c gatling/http/fcgi.c gatling/http/path.c ga
             gatling/site/zcoder.c
 
 # fuzz_h2 and fuzz_quic run a whole site: every gatling source but main.c, on the poll loop
-FUZZ_H2_LIB := $(filter-out gatling/main.c,$(wildcard gatling/*.c gatling/*/*.c)) \
+FUZZ_H2_LIB := $(filter-out gatling/process/main.c,$(wildcard gatling/*/*.c)) \
                io/gio.c io/gio_batch.c io/gio_os.c io/gio_tls.c io/gio_udp.c
 
 # Each source compiled once under the sanitizers, for every harness that
@@ -68,7 +68,7 @@ $(FUZZ_OBJ)/%.o: %.c
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -c -o $@ $<
 -include $(wildcard $(FUZZ_OBJ)/*/*.d $(FUZZ_OBJ)/*/*/*.d $(FUZZ_OBJ)/*/*/*/*.d)
 
-# fuzz_options: the command line and the options file (gatling/options.c) with
+# fuzz_options: the command line and the options file (gatling/process/options.c) with
 # the checks of the modules it calls (acme_setup.c, proxy's rules and pools):
 # linked as fuzz_h2, with every source but main.c
 $(FUZZ_DIR)/fuzz_h2 $(FUZZ_DIR)/fuzz_quic $(FUZZ_DIR)/fuzz_options $(FUZZ_DIR)/fuzz_h2b \

@@ -1,6 +1,6 @@
 /*
  * The command line and the options file together, through options_parse
- * (gatling/options.h): what --check and the start both begin with.  The
+ * (gatling/process/options.h): what --check and the start both begin with.  The
  * input is the command line's words, one a line, then a NUL byte, then the
  * options file's text (no NUL: all of it is the file, and the command line
  * is empty).  The file is written to a private temp dir on /dev/shm and

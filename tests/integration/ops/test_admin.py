@@ -1,5 +1,5 @@
 """What the start and --check warn of before anything is served (issue 68,
-"an admin's first hour"; gatling/advise.c): a certificate's name whose site
+"an admin's first hour"; gatling/process/advise.c): a certificate's name whose site
 directory serves another port than HTTPS's (a.example:80: its HTTPS requests
 would be served from the document root), the chroot of -c as root and a
 backend's unix socket outside it.  Each warning is said by the start and by

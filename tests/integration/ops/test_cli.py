@@ -88,7 +88,7 @@ def table_options(build):
 
 
 def test_every_option_of_the_table_is_in_the_man_page_and_back(build):
-    """Each option of the table (gatling/options.c and the modules' rows) has
+    """Each option of the table (gatling/process/options.c and the modules' rows) has
     its entry in gatling.8's OPTIONS, and each entry there is an option of
     the table: an option added to one and not the other fails here."""
     table, man = table_options(build), man_options()

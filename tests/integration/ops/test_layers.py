@@ -273,7 +273,7 @@ def test_filelen_covers_the_tree():
     of bench/ and the tests' own (with a limit of 1 line, each is named)."""
     r = filelen("-n", 1)
     assert r.returncode == 1, r.stdout
-    for path in ("io/gio.c", "gatling/main.c", "bench/lg/bench.c", "bench/lg/bench_conn.c",
+    for path in ("io/gio.c", "gatling/process/main.c", "bench/lg/bench.c", "bench/lg/bench_conn.c",
                  "tests/unit/t_counters.c"):
         assert path + ":" in r.stdout, (path, r.stdout[:2000])
 
