@@ -12,7 +12,8 @@
 void codec_exchange_init(exchange_t *ex, const codec_conn_t *f, const ex_codec_t *codec,
                          void *owner)
 {
-    memset(ex, 0, offsetof(exchange_t, path)); /* the path and vhost buffers are filled later */
+    /* the route's name, the path and vhost buffers are filled later */
+    memset(ex, 0, offsetof(exchange_t, route.name));
     ex->vhost[0] = ex->log_cache[0] = ex->log_upstream[0] = 0;
     ex->secure = f->secure;
     ex->local_port = f->local_port;

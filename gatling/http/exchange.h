@@ -191,7 +191,6 @@ typedef struct exchange {
     uint8_t nfields;
     ex_field_t fields[EX_FIELDS_MAX];
     uint64_t body_len; /* of the response, for the log */
-    ex_route_t route; /* decided once, before the router's entries (above) */
     /* per-request state of the handlers */
     struct fcache_entry *file; /* the open file the body is sent from, if any */
     struct enc_gz *gz;         /* the gzipped body, if any */
@@ -211,6 +210,10 @@ typedef struct exchange {
        may pause without a -B window running (HTTP/2's h2_report_t) */
     uint8_t self_paced;
     ex_slot_t slot[EX_SLOTS];  /* the handlers' state (above) */
+    /* decided once, before the router's entries (above); the last of what a
+       new exchange zeroes (codec.c: up to route.name, which is written when
+       the route is decided) */
+    ex_route_t route;
     char path[EX_PATH_CAP];    /* the decoded, normalised path */
     char vhost[EX_VHOST_CAP];  /* the vhost that served, for the access log */
     /* for --log-format json, "" when none: set with ex_log_note() */
