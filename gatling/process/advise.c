@@ -47,19 +47,19 @@ static int port_only(const config_t *cfg, const proc_t *p, int fd, const char *e
     size_t n = colon ? (size_t)(colon - e) : 0;
     if (!n || n >= sizeof host || !colon[1] ||
         strspn(colon + 1, "0123456789") != strlen(colon + 1) ||
-        atoi(colon + 1) == cfg->tls_port || !is_dir(fd, e))
+        atoi(colon + 1) == p->tls_port || !is_dir(fd, e))
         return 0;
     memcpy(host, e, n);
     host[n] = 0;
-    if (cfg->tls_port)
-        snprintf(other, sizeof other, "%s:%d", host, cfg->tls_port);
+    if (p->tls_port)
+        snprintf(other, sizeof other, "%s:%d", host, p->tls_port);
     else /* -e 0: the port is the kernel's choice, bound after this */
         snprintf(other, sizeof other, "%s:PORT", host);
     if (!https_names(cfg, p, host) || is_dir(fd, host) || is_dir(fd, other))
         return 0;
     char url[300];
-    snprintf(url, sizeof url, "https://%s%s%s/", host, cfg->tls_port == 443 ? "" : ":",
-             cfg->tls_port == 443 ? "" : other + n + 1);
+    snprintf(url, sizeof url, "https://%s%s%s/", host, p->tls_port == 443 ? "" : ":",
+             p->tls_port == 443 ? "" : other + n + 1);
     fprintf(stderr,
             "gatling: warning: HTTPS: %s has a certificate, but its site directory %s serves "
             "port %s only: %s would be served from %s; name the directory %s (every port), or "

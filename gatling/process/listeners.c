@@ -159,8 +159,8 @@ static int udp_port_free(int fd)
 static int listen_https(const config_t *cfg, const proc_t *p, int reuseport, int backlog)
 {
     const char *addr = cfg->tls_addr ? cfg->tls_addr : cfg->addr;
-    int tries = !cfg->tls_port && server_h3_wanted(cfg, p) ? 8 : 1, fd;
-    while ((fd = listen_on(addr, cfg->tls_port, reuseport, backlog, !cfg->tls_port_given)) >= 0 &&
+    int tries = !p->tls_port && server_h3_wanted(cfg, p) ? 8 : 1, fd;
+    while ((fd = listen_on(addr, p->tls_port, reuseport, backlog, !cfg->tls_port_given)) >= 0 &&
            --tries > 0 && !udp_port_free(fd))
         close(fd);
     return fd;
@@ -169,7 +169,7 @@ static int listen_https(const config_t *cfg, const proc_t *p, int reuseport, int
 static int listen_http(config_t *cfg, proc_t *p, listener_t *lst, int *n, int reuseport,
                        int backlog)
 {
-    int fd = listen_on(cfg->addr, cfg->port, reuseport, backlog, 0);
+    int fd = listen_on(cfg->addr, p->port, reuseport, backlog, 0);
     if (fd < 0)
         return -1;
     defer_accept(cfg, fd, 0);
@@ -186,14 +186,14 @@ static int listen_http(config_t *cfg, proc_t *p, listener_t *lst, int *n, int re
         fprintf(stderr,
                 "gatling: HTTPS port %d: %s: serving HTTP only (-e insists, -E is "
                 "quiet)\n",
-                cfg->tls_port, strerror(errno));
+                p->tls_port, strerror(errno));
         p->tls_skipped = 1;
         return 0;
     }
     defer_accept(cfg, fd, 0);
     lst[1] = (listener_t){.fd = fd, .tls = 1};
-    if (!cfg->tls_port) /* -e 0: the kernel chose; -W workers take the same */
-        cfg->tls_port = server_port(&lst[1]);
+    if (!p->tls_port) /* -e 0: the kernel chose; -W workers take the same */
+        p->tls_port = server_port(&lst[1]);
     *n = 2;
     return 0;
 }
@@ -205,17 +205,17 @@ int server_listen(config_t *cfg, proc_t *p, listener_t *lst, int *n, int reusepo
 {
     if (listen_http(cfg, p, lst, n, reuseport, backlog) < 0)
         return -1;
-    if (cfg->ftp_port < 0)
+    if (p->ftp_port < 0)
         return 0;
-    int fd = listen_on(cfg->addr, cfg->ftp_port, reuseport, backlog, 0);
+    int fd = listen_on(cfg->addr, p->ftp_port, reuseport, backlog, 0);
     if (fd < 0) {
         for (int i = 0; i < *n; i++)
             close(lst[i].fd);
         return -1;
     }
     lst[*n] = (listener_t){.fd = fd, .ftp = 1};
-    if (!cfg->ftp_port) /* -f 0: the kernel chose; -W workers take the same */
-        cfg->ftp_port = server_port(&lst[*n]);
+    if (!p->ftp_port) /* -f 0: the kernel chose; -W workers take the same */
+        p->ftp_port = server_port(&lst[*n]);
     (*n)++;
     return 0;
 }
@@ -236,22 +236,22 @@ void server_adopt(const config_t *cfg, const proc_t *p, const int *fds, int n, l
 int server_passed_kind(const config_t *cfg, const proc_t *p, int fd, int port)
 {
     int named = handover_role(fd), https = p->tls && !cfg->tls_off;
-    if (cfg->ftp_port >= 0 && (named ? named == HANDOVER_FTP : port == cfg->ftp_port))
+    if (p->ftp_port >= 0 && (named ? named == HANDOVER_FTP : port == p->ftp_port))
         return HANDOVER_FTP;
-    if (https && (named ? named == HANDOVER_HTTPS : port == cfg->tls_port))
+    if (https && (named ? named == HANDOVER_HTTPS : port == p->tls_port))
         return HANDOVER_HTTPS;
     return HANDOVER_HTTP;
 }
 
-void server_passed_ports(config_t *cfg, const int *fds, int n)
+void server_passed_ports(proc_t *p, const int *fds, int n)
 {
     for (int i = 0; i < n; i++) {
         listener_t l = {.fd = fds[i]};
         int named = handover_role(fds[i]);
-        if (named == HANDOVER_HTTPS && !cfg->tls_port)
-            cfg->tls_port = server_port(&l);
-        if (named == HANDOVER_FTP && !cfg->ftp_port)
-            cfg->ftp_port = server_port(&l);
+        if (named == HANDOVER_HTTPS && !p->tls_port)
+            p->tls_port = server_port(&l);
+        if (named == HANDOVER_FTP && !p->ftp_port)
+            p->ftp_port = server_port(&l);
     }
 }
 

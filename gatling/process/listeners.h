@@ -27,7 +27,7 @@ typedef struct listener {
 /*
  * Open the listening sockets the configuration asks for: -i's address, or
  * [::] (dual-stack) falling back to 0.0.0.0; with certificates (p->tls)
- * also the HTTPS port (-e; -e 0 fills in the port the kernel chose, a busy
+ * also the HTTPS port (-e; -e 0 fills in p's port with the kernel's choice, a busy
  * default port sets p->tls_skipped).  reuseport sets SO_REUSEPORT so
  * that worker processes can each open their own.  On success fills lst/n and
  * returns 0; on failure prints why to stderr and returns -1.
@@ -56,8 +56,8 @@ void server_adopt(const config_t *cfg, const proc_t *p, const int *fds, int n, l
 int server_passed_kind(const config_t *cfg, const proc_t *p, int fd, int port);
 
 /* -e 0, -f 0 in a binary upgrade: the ports the old process's kernel chose,
-   from the passed listeners' names, into cfg (nothing else changes). */
-void server_passed_ports(config_t *cfg, const int *fds, int n);
+   from the passed listeners' names, into p's (nothing else changes). */
+void server_passed_ports(proc_t *p, const int *fds, int n);
 
 /*
  * -u: become p->uid/gid (supplementary groups dropped).  0, or -1 after

@@ -175,7 +175,7 @@ static int load_certificates(const config_t *cfg, proc_t *p)
         return -1;
     if (cfg->tls_port_given) {
         fprintf(stderr, "gatling: -e %d: no certificate: give -C dir, or put server.pem here\n",
-                cfg->tls_port);
+                p->tls_port);
         return -1;
     }
     return 0; /* no certificates, no HTTPS */
@@ -183,15 +183,15 @@ static int load_certificates(const config_t *cfg, proc_t *p)
 
 /* A socket passed on the HTTPS port without certificates would serve plain
    HTTP where clients expect TLS: refuse. */
-static int check_passed_https(const config_t *cfg, const proc_t *p, const int *fds, int n)
+static int check_passed_https(const proc_t *p, const int *fds, int n)
 {
     for (int i = 0; i < n && !p->tls; i++) {
         listener_t l = {.fd = fds[i]};
-        if (server_port(&l) == cfg->tls_port) {
+        if (server_port(&l) == p->tls_port) {
             fprintf(stderr,
                     "gatling: a passed socket is on the HTTPS port %d, but there is no "
                     "certificate (-C dir) or HTTPS is off (-E)\n",
-                    cfg->tls_port);
+                    p->tls_port);
             return -1;
         }
     }
@@ -334,6 +334,7 @@ static void say_listening(const config_t *cfg, const listener_t *lst, int n, int
 static int configure(int argc, char **argv, config_t *cfg, proc_t *p, conf_args_t *ca)
 {
     int rc = options_parse(argc, argv, cfg, ca);
+    proc_ports(p, cfg); /* what was asked; the listeners fill in the kernel's choice */
     if (cfg->check && (rc < 0 || rc == 2))
         rc = check_run(cfg, p, rc == 2);
     if (rc >= 0)
@@ -349,7 +350,7 @@ static int configure(int argc, char **argv, config_t *cfg, proc_t *p, conf_args_
 static int start_sides(config_t *cfg, proc_t *p, const int *fds, int n)
 {
     if (acme_prepare(cfg, p) < 0 || cluster_launch(cfg, p) < 0 || acme_launch(cfg, p) < 0 ||
-        load_certificates(cfg, p) < 0 || check_passed_https(cfg, p, fds, n) < 0) {
+        load_certificates(cfg, p) < 0 || check_passed_https(p, fds, n) < 0) {
         acme_end(cfg, p);
         cluster_end(p);
         tls_store_free(p->tls);
@@ -449,7 +450,7 @@ static int start(run_t *r, char **argv)
     handover_init(argv); /* before anything changes the directory */
     int fds[SERVER_MAX_LISTENERS], groups;
     int n = handover_listeners(fds, SERVER_MAX_LISTENERS, &groups);
-    server_passed_ports(cfg, fds, n); /* -e 0, -f 0: the ports an old process got */
+    server_passed_ports(p, fds, n); /* -e 0, -f 0: the ports an old process got */
     if (n < 0 || (r->qg.nfds = handover_datagrams(r->qg.fds, QUIC_STEER_MAX, &r->qg.bank)) < 0)
         return 1;
     r->qg.passed = r->qg.nfds > 0;

@@ -248,7 +248,7 @@ static int open_listeners(supervisor_t *sv)
         for (int j = 0; j < k; j++)
             sv->fds[sv->nfds++] = l[j].fd;
         if (i == 0)
-            sv->cfg.port = server_port(&l[0]);
+            sv->proc.port = server_port(&l[0]);
     }
     sv->groups = sv->cfg.workers; /* each: HTTP, and HTTPS if it was bound */
     return 0;

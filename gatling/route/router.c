@@ -56,7 +56,7 @@ static int redirect_https(exchange_t *ex, const http_request_t *req, const http_
     size_t n = host ? host_name_len(host) : 0;
     if (!host_chars_ok(host ? host->p : "", n))
         return ex_error(ex, 400, NULL, NULL); /* nowhere to send it */
-    int port = ex->site->cfg->tls_port;
+    int port = ex->site->proc->tls_port;
     hb_puts(&b, "https://");
     hb_put(&b, host->p, n);
     if (port != 443) {

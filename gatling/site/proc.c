@@ -19,3 +19,10 @@ void proc_init(proc_t *p)
     for (int i = 0; i < CONFIG_POOLS; i++)
         p->pool_dirfd[i] = -1;
 }
+
+void proc_ports(proc_t *p, const config_t *cfg)
+{
+    p->port = cfg->port;
+    p->tls_port = cfg->tls_port;
+    p->ftp_port = cfg->ftp_port;
+}

@@ -20,6 +20,10 @@ typedef struct proc {
     int error_dir; /* -W: -q's directory, for the root supervisor's reopen; -1 */
     int pid_fd, pid_dir; /* --pid-file and its directory (gatling/process/pidfile.h); -1: none */
     int uid, gid; /* -u's ids, looked up before any chroot; -1 = stay */
+    /* the ports listened on: -p's, -e's and -f's (proc_ports), then for a 0
+       the port the kernel chose (or an old process's, passed on an upgrade);
+       the configuration keeps what was asked */
+    int port, tls_port, ftp_port;
     int cgi_uid, cgi_gid; /* --cgi-user's, the same way; -1: CGI runs as -u */
     int proc_fd; /* -W with CGI: /proc, opened before the chroot for the workers'
                     spawners (site/spawn.h), closed by each worker once it has its own */
@@ -48,5 +52,9 @@ typedef struct proc {
 
 /* Nothing made yet: every descriptor -1, every pointer NULL, every pid 0. */
 void proc_init(proc_t *p);
+
+/* The ports asked for (cfg's -p, -e, -f) into p, once the options are read:
+   the listeners fill in what the kernel chose for a 0. */
+void proc_ports(proc_t *p, const config_t *cfg);
 
 #endif
