@@ -221,27 +221,9 @@ static void be_label(hbuf_t *b, const char *pool, const char *addr)
    lists in the same order, so a slot is the same backend in each). */
 static void backends(hbuf_t *b, const site_t *s, const stats_snap_t *t)
 {
-    static const metric_t f[BACKEND_KINDS] = {
-        [BACKEND_CONNECTS] = {"gatling_backend_connections_total", "Backend connections opened"},
-        [BACKEND_REUSES] = {"gatling_backend_reuses_total",
-                            "Requests sent on a pooled backend connection"},
-        [BACKEND_502] = {"gatling_backend_failures_total",
-                         "Backend failures: a connect, a reset, a bad or cut answer, a failon status"},
-        [BACKEND_504] = {"gatling_backend_timeouts_total",
-                         "Backends silent past -Q: 504, or a response cut short"},
-        [BACKEND_TUNNEL_IDLE] = {"gatling_backend_tunnels_idle_total",
-                                 "WebSocket tunnels closed idle (-Q's second value)"},
-        [BACKEND_UNSIZED] = {"gatling_backend_unsized_total",
-                             "Request bodies without a length not held for a backend: 413, 503"},
-        [BACKEND_REQUESTS] = {"gatling_backend_requests_total",
-                              "Requests sent to the backend (each attempt)"},
-        [BACKEND_RETRIES] = {"gatling_backend_retries_total",
-                             "Requests that failed at the backend and went to another"},
-        [BACKEND_DOWNS] = {"gatling_backend_downs_total",
-                           "Times the backend was taken out: failures within the window, failed checks"},
-        [BACKEND_CHECKS_FAILED] = {"gatling_backend_checks_failed_total",
-                                   "Active health checks (--pool check=) that failed"},
-    };
+#define BACKEND_METRIC(kind, metric, help, key, label, ckey, clabel) [BACKEND_##kind] = {metric, help},
+    static const metric_t f[BACKEND_KINDS] = {STATS_BACKEND_COUNTERS(BACKEND_METRIC)};
+#undef BACKEND_METRIC
     const char *pool[CONFIG_BACKENDS], *addr[CONFIG_BACKENDS], *state;
     unsigned out;
     int have[CONFIG_BACKENDS], any = 0;

@@ -45,23 +45,15 @@ static size_t backend_rows(const status_counters_t *st, row_t *r, size_t n, size
     for (int i = 0; i < CONFIG_BACKENDS; i++)
         for (int k = 0; k < BACKEND_KINDS; k++)
             be[k] += st->backend[i][k];
-    const row_t d[] = {
-        {"backend_connects", "proxy: backend connections opened", be[BACKEND_CONNECTS]},
-        {"backend_reuses", "proxy: requests on a pooled backend connection", be[BACKEND_REUSES]},
-        {"backend_502", "proxy: backend failed: 502 or response cut short", be[BACKEND_502]},
-        {"backend_504", "proxy: backend silent past -Q: 504", be[BACKEND_504]},
-        {"backend_tunnel_idle", "proxy: WebSocket tunnels closed idle (-Q secs,tunnel)",
-         be[BACKEND_TUNNEL_IDLE]},
-        {"backend_unsized", "proxy: bodies without a length refused: 413 (1 MiB), 503 (64 MiB)",
-         be[BACKEND_UNSIZED]},
-        {"backend_requests", "proxy: requests sent to backends (each attempt)",
-         be[BACKEND_REQUESTS]},
-        {"backend_retries", "proxy: requests sent to another backend after a failure",
-         be[BACKEND_RETRIES]},
-        {"backend_downs", "proxy: backends taken out (failures in the window, checks)",
-         be[BACKEND_DOWNS]},
-    };
-    return put_rows(r, n, cap, d, sizeof d / sizeof d[0]);
+#define BACKEND_ROW(kind, metric, help, key, label, ckey, clabel) {key, label, be[BACKEND_##kind]},
+    const row_t all[] = {STATS_BACKEND_COUNTERS(BACKEND_ROW)};
+#undef BACKEND_ROW
+    row_t d[BACKEND_KINDS];
+    size_t k = 0;
+    for (size_t i = 0; i < BACKEND_KINDS; i++)
+        if (all[i].key) /* a row of the page's */
+            d[k++] = all[i];
+    return put_rows(r, n, cap, d, k);
 }
 
 /* The certificates' first expiry, and --acme's client numbers (its status

@@ -46,12 +46,12 @@ static void backend_state(hbuf_t *b, const char *state, int up, uint64_t failed)
 void status_backends(hbuf_t *b, const site_t *s, const status_ring_t *ring, int64_t now,
                      int json)
 {
+#define BACKEND_COL(kind, metric, help, key, label, ckey, clabel) {ckey, clabel, BACKEND_##kind},
     static const struct {
-        const char *key;
+        const char *key, *label;
         int kind;
-    } col[] = {{"requests", BACKEND_REQUESTS}, {"failures", BACKEND_502},
-               {"timeouts", BACKEND_504},       {"retries", BACKEND_RETRIES},
-               {"downs", BACKEND_DOWNS},        {"checks_failed", BACKEND_CHECKS_FAILED}};
+    } col[] = {STATS_BACKEND_COUNTERS(BACKEND_COL)};
+#undef BACKEND_COL
     const char *pool, *addr, *state;
     unsigned out;
     int first = 1;
@@ -62,10 +62,12 @@ void status_backends(hbuf_t *b, const site_t *s, const status_ring_t *ring, int6
         hb_puts(b, json ? (first ? ",\"backends\":[{\"slot\":" : ",{\"slot\":")
                         : (first ? "<h2>Backends</h2>\n<table class=\"be\">\n<tr><th>pool</th>"
                                    "<th>backend</th><th>state</th><th>outstanding</th>"
-                                   "<th>requests</th><th>failures</th><th>timeouts</th>"
-                                   "<th>retries</th><th>downs</th><th>checks failed</th></tr>\n"
-                                   "<tr><td>"
                                  : "<tr><td>"));
+        for (size_t k = 0; first && !json && k < sizeof col / sizeof col[0]; k++)
+            if (col[k].key)
+                hb_puts(b, "<th>"), hb_puts(b, col[k].label), hb_puts(b, "</th>");
+        if (first && !json)
+            hb_puts(b, "</tr>\n<tr><td>");
         first = 0;
         if (json) {
             hb_num(b, (uint64_t)i);
@@ -82,6 +84,8 @@ void status_backends(hbuf_t *b, const site_t *s, const status_ring_t *ring, int6
         hb_puts(b, json ? "\",\"outstanding\":" : "</td><td>");
         hb_num(b, out);
         for (size_t k = 0; k < sizeof col / sizeof col[0]; k++) {
+            if (!col[k].key)
+                continue;
             if (json)
                 hb_puts(b, ",\""), hb_puts(b, col[k].key), hb_puts(b, "\":");
             else

@@ -331,4 +331,48 @@
     X(M, dict_made, COUNTER, "gatling_dictionary_deltas_made_total", NULL, NULL,                 \
       "Deltas made on the job pool", NULL, NULL)
 
+/*
+ * What is counted per backend (of a -P rule or a --pool): status_counters_t's
+ * backend[slot][BACKEND_<kind>], kept by handlers/proxy*.c.  A row each, in
+ * the order every page shows them:
+ * XB(kind, metric, help, key, label, ckey, clabel):
+ *   metric  its family on /metrics, a sample per backend (pool=, backend=),
+ *           help its help;
+ *   key     the row of all backends summed on /server-status?json, label its
+ *           HTML row;
+ *   ckey    its key in ?json's list of backends, clabel its column in the
+ *           page's table of them (NULL: not there).
+ * A new one is a row here and its increment where it happens.
+ */
+#define STATS_BACKEND_COUNTERS(XB)                                                                 \
+    XB(REQUESTS, "gatling_backend_requests_total", "Requests sent to the backend (each attempt)",  \
+       "backend_requests", "proxy: requests sent to backends (each attempt)", "requests",          \
+       "requests")                                                                                 \
+    XB(502, "gatling_backend_failures_total",                                                      \
+       "Backend failures: a connect, a reset, a bad or cut answer, a failon status",               \
+       "backend_502", "proxy: backend failed: 502 or response cut short", "failures", "failures")  \
+    XB(504, "gatling_backend_timeouts_total",                                                      \
+       "Backends silent past -Q: 504, or a response cut short", "backend_504",                     \
+       "proxy: backend silent past -Q: 504", "timeouts", "timeouts")                               \
+    XB(RETRIES, "gatling_backend_retries_total",                                                   \
+       "Requests that failed at the backend and went to another", "backend_retries",               \
+       "proxy: requests sent to another backend after a failure", "retries", "retries")            \
+    XB(DOWNS, "gatling_backend_downs_total",                                                       \
+       "Times the backend was taken out: failures within the window, failed checks",               \
+       "backend_downs", "proxy: backends taken out (failures in the window, checks)", "downs",     \
+       "downs")                                                                                    \
+    XB(CHECKS_FAILED, "gatling_backend_checks_failed_total",                                       \
+       "Active health checks (--pool check=) that failed", NULL, NULL, "checks_failed",            \
+       "checks failed")                                                                            \
+    XB(CONNECTS, "gatling_backend_connections_total", "Backend connections opened",                \
+       "backend_connects", "proxy: backend connections opened", NULL, NULL)                        \
+    XB(REUSES, "gatling_backend_reuses_total", "Requests sent on a pooled backend connection",     \
+       "backend_reuses", "proxy: requests on a pooled backend connection", NULL, NULL)             \
+    XB(TUNNEL_IDLE, "gatling_backend_tunnels_idle_total",                                          \
+       "WebSocket tunnels closed idle (-Q's second value)", "backend_tunnel_idle",                 \
+       "proxy: WebSocket tunnels closed idle (-Q secs,tunnel)", NULL, NULL)                        \
+    XB(UNSIZED, "gatling_backend_unsized_total",                                                   \
+       "Request bodies without a length not held for a backend: 413, 503", "backend_unsized",      \
+       "proxy: bodies without a length refused: 413 (1 MiB), 503 (64 MiB)", NULL, NULL)
+
 #endif

@@ -32,20 +32,10 @@ enum { STATS_HTTP1, STATS_H2, STATS_FTP, STATS_H3, STATS_PROTOS };
 #define STATS_BOUNDS 14
 extern const uint32_t stats_bounds_us[STATS_BOUNDS];
 
-/* What is counted per backend (of a -P rule or a --pool). */
-enum {
-    BACKEND_CONNECTS,    /* backend connections opened */
-    BACKEND_REUSES,      /* requests sent on a pooled backend connection */
-    BACKEND_502,         /* backend failures: 502, or a response cut short */
-    BACKEND_504,         /* backends silent past -Q: 504 (or cut short) */
-    BACKEND_TUNNEL_IDLE, /* WebSocket tunnels closed idle (-Q's second value) */
-    BACKEND_UNSIZED,     /* bodies without a length not read whole: 413, 503 */
-    BACKEND_REQUESTS,    /* requests sent to it (each attempt) */
-    BACKEND_RETRIES,     /* ... that failed there and went to another backend */
-    BACKEND_DOWNS,       /* times it was taken out: failures in a row, or failed checks */
-    BACKEND_CHECKS_FAILED, /* active checks that failed */
-    BACKEND_KINDS
-};
+/* What is counted per backend (of a -P rule or a --pool): counters.h's
+   STATS_BACKEND_COUNTERS, BACKEND_<kind> in its order. */
+#define STATS_BACKEND_ENUM(kind, metric, help, key, label, ckey, clabel) BACKEND_##kind,
+enum { STATS_BACKEND_COUNTERS(STATS_BACKEND_ENUM) BACKEND_KINDS };
 
 /* The floods an HTTP/2 connection is ended for (h2/h2.c), each counted. */
 enum {
