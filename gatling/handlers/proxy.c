@@ -108,6 +108,7 @@ const optdef_t proxy_opts[] = {
         "            the original gatling's -O; up to 16 times); several backends,\n"
         "            comma-separated, each with *weight and +backup, are a pool:\n"
         "            -P '10.0.0.1/80,10.0.0.2/80*2/^/app/'; @name/regex names a --pool;\n"
+        "            front=/index.php; before an F/ or S/ rule: a front controller;\n"
         "            only for hosts whose directory holds a .proxy file (warned at start\n"
         "            when none does)\n"),
     OPT_ROW_FN(0, "pool", OPT_RULE, OPT_ANY, CONFIG_POOLS, proxy_set, 1,
