@@ -128,9 +128,12 @@ int px_front_conf_parse(char *text, size_t n, char *front, int *line, const char
             *hash = 0;
         char *w[3], *save = NULL;
         int nw = 0;
-        for (char *t = strtok_r(p, " \t\r", &save); t && nw < 3; t = strtok_r(NULL, " \t\r", &save))
+        for (char *t = strtok_r(p, " \t\r", &save); t && nw < 3;
+             t = strtok_r(NULL, " \t\r", &save))
             w[nw++] = t;
-        const char *no = nw > 2 ? "more than two words" : nw ? conf_line(w, nw, &said, front) : NULL;
+        const char *no = nw > 2 ? "more than two words"
+                         : nw   ? conf_line(w, nw, &said, front)
+                                : NULL;
         if (no) {
             *why = no;
             front[0] = 0;

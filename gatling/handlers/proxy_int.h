@@ -366,9 +366,10 @@ int px_front_check(px_rule_t *r, int kind, const char **why);
    printing why. */
 int px_front_pool_check(proxy_t *px, const px_rule_t *r, const char *rule);
 
-/* A .proxy's text[0..n) (written in): 0 when it says nothing of a front
-   controller, 1 with the script in front[PX_FRONT_MAX] ("front SCRIPT"), 2
-   for "front off"; -1 with *why and *line. */
+/* A .proxy's text[0..n) (written in, text[n] too: n + 1 bytes, a NUL
+   ending the last line; n at most PX_FRONT_FILE_MAX): 0 when it says
+   nothing of a front controller, 1 with the script in front[PX_FRONT_MAX]
+   ("front SCRIPT"), 2 for "front off"; -1 with *why and *line. */
 int px_front_conf_parse(char *text, size_t n, char *front, int *line, const char **why);
 
 /* After the rules took none of ex's path and its vhost holds a .proxy
