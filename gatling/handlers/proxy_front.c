@@ -282,6 +282,9 @@ px_rule_t *px_front(proxy_t *px, exchange_t *ex, px_target_t *t)
     const path_t *p = &t->p;
     if (!front || path_hidden(p->path, p->len))
         return NULL; /* (a dotfile: the files' 404, there or not) */
+    if (px->site->cfg->status_page &&
+        (!strcmp(p->path, "/server-status") || !strcmp(p->path, "/metrics")))
+        return NULL; /* -S's pages stay gatling's (route/status.c, after the producers) */
     struct stat st;
     const char *script = front;
     if (fstatat(v->fd, p->len > 1 ? p->path + 1 : ".", &st, 0) == 0) {

@@ -156,6 +156,17 @@ def test_on_the_rule_and_off_in_dot_proxy(gatling, fpm):
     assert_front(srv, "/blog/2026", "/other.php")
 
 
+def test_status_pages_stay_gatlings(gatling, fpm):
+    """-S's /server-status and /metrics name no file, yet are gatling's own
+    pages, not the controller's."""
+    srv = start(gatling, fpm, more=("-S",))
+    r = fetch(srv.port, "/server-status?json")
+    assert r.status == 200 and r.header("X-Front") is None, r
+    r = fetch(srv.port, "/metrics")
+    assert r.status == 200 and r.header("X-Front") is None and b"gatling_" in r.body, r
+    assert_front(srv, "/server-status/x")
+
+
 def test_without_a_front_nothing_changes(gatling, fpm):
     """An empty .proxy and a rule without front=: a path that names no file
     is the files' 404, as before."""
