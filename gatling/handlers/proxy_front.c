@@ -20,12 +20,11 @@
 /* What a site's .proxy says of its front controller. */
 enum { FRONT_UNSAID, FRONT_SCRIPT, FRONT_OFF };
 
-/* One vhost's verdict: its directory (kept open for the second) and what
-   its .proxy says. */
+/* One vhost's verdict: what its .proxy says. */
 typedef struct px_front_vh {
     char name[VHOST_NAME_MAX];
+    int which;      /* VHOST_*: the directory that serves it (the switch's) */
     int64_t second; /* wall clock of the verdict; 0: none */
-    int fd;         /* the vhost's directory, or -1 */
     int said;       /* FRONT_*: its .proxy's word */
     char front[PX_FRONT_MAX];
     struct stat st; /* the .proxy last read (ino, size, mtime): read again when it changes */
@@ -177,12 +176,32 @@ static const char *root_name(const site_t *s)
                                                       : "";
 }
 
-/* Read v's .proxy again if it changed: its word on the front controller. */
-static void conf_read(proxy_t *px, px_front_vh_t *v, const char *dir)
+/* rel (no leading '/'; "" for the directory itself) below t's vhost
+   directory, as a path from the document root into out[cap] ("." for the
+   root itself).  0, or -1 when it does not fit. */
+static int below(const px_target_t *t, const char *rel, char *out, size_t cap)
+{
+    const char *dir = vhost_dir(t->which, t->vhost);
+    int k = snprintf(out, cap, "%s%s%s", dir, *dir && *rel ? "/" : "", *dir || *rel ? rel : ".");
+    return k > 0 && (size_t)k < cap ? 0 : -1;
+}
+
+/* Is the .proxy v last read (v->st) the one st says? */
+static int same_file(const struct stat *a, const struct stat *b)
+{
+    return a->st_ino == b->st_ino && a->st_dev == b->st_dev && a->st_size == b->st_size &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+/* Read t's vhost's .proxy again if it changed: its word on the front
+   controller, into v. */
+static void conf_read(proxy_t *px, px_front_vh_t *v, const px_target_t *t)
 {
     site_t *s = px->site;
     struct stat st;
-    int fd = openat(v->fd, ".proxy", O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    char path[VHOST_NAME_MAX + 16];
+    int fd = below(t, ".proxy", path, sizeof path) < 0 ? -1
+             : openat(s->rootfd, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == 0) {
         if (fd >= 0)
             close(fd);
@@ -190,8 +209,7 @@ static void conf_read(proxy_t *px, px_front_vh_t *v, const char *dir)
         memset(&v->st, 0, sizeof v->st);
         return;
     }
-    if (st.st_ino == v->st.st_ino && st.st_dev == v->st.st_dev && st.st_size == v->st.st_size &&
-        st.st_mtim.tv_sec == v->st.st_mtim.tv_sec && st.st_mtim.tv_nsec == v->st.st_mtim.tv_nsec) {
+    if (same_file(&st, &v->st)) {
         close(fd); /* read already: good, or bad and said so once */
         return;
     }
@@ -207,13 +225,14 @@ static void conf_read(proxy_t *px, px_front_vh_t *v, const char *dir)
         char why[PATH_MAX + VHOST_NAME_MAX + 256], at[16] = "";
         if (n >= 0)
             snprintf(at, sizeof at, ":%d", line);
-        snprintf(why, sizeof why, "%s/%s%s.proxy%s: %s: no front controller for this site "
-                 "until the file is mended", root_name(s), dir, *dir ? "/" : "", at, no);
+        snprintf(why, sizeof why, "%s/%s%s: %s: no front controller for this site until the "
+                 "file is mended", root_name(s), path, at, no);
         elog_text(&s->elog, gio_wallclock(s->loop), "proxy", why);
     }
 }
 
-/* t's vhost's verdict, made again once a second. */
+/* t's vhost's verdict (t->which from the .proxy switch's), made again once
+   a second. */
 static px_front_vh_t *verdict(proxy_t *px, const px_target_t *t)
 {
     site_t *s = px->site;
@@ -224,20 +243,15 @@ static px_front_vh_t *verdict(proxy_t *px, const px_target_t *t)
         h = h * 33 + (unsigned char)*c;
     px_front_vh_t *v = &px->front_vh[h % PROXY_VHOSTS];
     int64_t now = gio_wallclock(s->loop);
-    if (v->second == now && !strcmp(v->name, t->vhost))
+    if (v->second == now && !strcmp(v->name, t->vhost) && v->which == t->which)
         return v;
-    if (v->second && v->fd >= 0)
-        close(v->fd);
-    if (strcmp(v->name, t->vhost) || !v->second) { /* another vhost had the slot */
+    if (strcmp(v->name, t->vhost) || v->which != t->which) { /* another vhost had the slot */
         memset(v, 0, sizeof *v);
         memcpy(v->name, t->vhost, sizeof v->name);
+        v->which = t->which;
     }
-    int which;
-    v->fd = vhost_open(s->rootfd, s->cfg->vhosts ? t->vhost : NULL, s->cfg->vhost_only,
-                       site_root_check(s), &which);
     v->second = now;
-    if (v->fd >= 0)
-        conf_read(px, v, vhost_dir(which, t->vhost));
+    conf_read(px, v, t);
     return v;
 }
 
@@ -250,19 +264,33 @@ static px_rule_t *runner(proxy_t *px, const char *script)
     return NULL;
 }
 
-/* The script of a directory's request (path ends in '/') below fd, into
-   out[cap]: 0 with none (index.html is there: the files serve it), 1 with
-   the directory's own copy of the front's name ("/wp-admin/index.php"),
-   2 with the front itself. */
-static int dir_script(int fd, const path_t *p, const char *front, char *out, size_t cap)
+/* Does rel (below t's vhost directory) name something?  1 with *st, 0
+   (nothing: ENOENT, ENOTDIR), -1 (not for us to say: EACCES, too long). */
+static int there(proxy_t *px, const px_target_t *t, const char *rel, struct stat *st)
 {
-    const char *base = strrchr(front, '/') + 1;
+    char path[VHOST_NAME_MAX + EX_PATH_CAP + PX_FRONT_MAX + 16];
+    if (below(t, rel, path, sizeof path) < 0)
+        return -1;
+    if (fstatat(px->site->rootfd, path, st, 0) == 0)
+        return 1;
+    return errno == ENOENT || errno == ENOTDIR ? 0 : -1;
+}
+
+/* The script of a directory's request (p ends in '/'), into out[cap]: 0
+   with none (index.html is there: the files serve it), 1 with the
+   directory's own copy of the front's name ("/wp-admin/index.php"), 2 with
+   the front itself. */
+static int dir_script(proxy_t *px, const px_target_t *t, const char *front, char *out,
+                      size_t cap)
+{
+    const path_t *p = &t->p;
+    const char *base = strrchr(front, '/') + 1; /* script_ok: it begins with '/' */
     struct stat st;
-    int k = snprintf(out, cap, "%s%s", p->len > 1 ? p->path + 1 : "", "index.html");
-    if (k > 0 && (size_t)k < cap && fstatat(fd, out, &st, 0) == 0)
+    int k = snprintf(out, cap, "%s%s", p->path + 1, "index.html");
+    if (k > 0 && (size_t)k < cap && there(px, t, out, &st) == 1)
         return 0;
     k = snprintf(out, cap, "%s%s", p->path, base);
-    if (k > 0 && (size_t)k < cap && fstatat(fd, out + 1, &st, 0) == 0 && S_ISREG(st.st_mode))
+    if (k > 0 && (size_t)k < cap && there(px, t, out + 1, &st) == 1 && S_ISREG(st.st_mode))
         return 1;
     return 2;
 }
@@ -272,7 +300,7 @@ px_rule_t *px_front(proxy_t *px, exchange_t *ex, px_target_t *t)
     (void)ex;
     const px_front_vh_t *v = verdict(px, t);
     const char *front = NULL;
-    if (!v || v->fd < 0 || v->said == FRONT_OFF)
+    if (!v || v->said == FRONT_OFF)
         return NULL;
     if (v->said == FRONT_SCRIPT)
         front = v->front;
@@ -287,16 +315,17 @@ px_rule_t *px_front(proxy_t *px, exchange_t *ex, px_target_t *t)
         return NULL; /* -S's pages stay gatling's (route/status.c, after the producers) */
     struct stat st;
     const char *script = front;
-    if (fstatat(v->fd, p->len > 1 ? p->path + 1 : ".", &st, 0) == 0) {
+    int is = there(px, t, p->path + 1, &st);
+    if (is < 0)
+        return NULL; /* not ours to say what is there (EACCES: the files' 403) */
+    if (is) {
         if (!S_ISDIR(st.st_mode) || p->path[p->len - 1] != '/')
             return NULL; /* a file, or a directory's 301: the files answer */
-        int d = dir_script(v->fd, p, front, t->script, sizeof t->script);
+        int d = dir_script(px, t, front, t->script, sizeof t->script);
         if (!d)
             return NULL;
         if (d == 1 && runner(px, t->script))
             script = t->script;
-    } else if (errno != ENOENT && errno != ENOTDIR) {
-        return NULL; /* not ours to say what is there (EACCES: the files' 403) */
     }
     px_rule_t *r = runner(px, script);
     if (r && script != t->script)
@@ -308,9 +337,6 @@ px_rule_t *px_front(proxy_t *px, exchange_t *ex, px_target_t *t)
 
 void px_front_free(proxy_t *px)
 {
-    for (int i = 0; px->front_vh && i < PROXY_VHOSTS; i++)
-        if (px->front_vh[i].second && px->front_vh[i].fd >= 0)
-            close(px->front_vh[i].fd);
     free(px->front_vh);
     px->front_vh = NULL;
 }

@@ -156,6 +156,32 @@ def test_on_the_rule_and_off_in_dot_proxy(gatling, fpm):
     assert_front(srv, "/blog/2026", "/other.php")
 
 
+def test_virtual_hosts(gatling, fpm):
+    """With -v each host's directory is its own: its .proxy says its front
+    controller, which runs with that directory as DOCUMENT_ROOT; a host
+    whose .proxy says nothing has none; a file beside it is a file."""
+    srv = gatling({"index.html": "no vhost\n"},
+                  args=("-T", "10", "-v", "-P", r"F/unix:%s:\.php$" % fpm), check_fds=False)
+    for host, proxy in (("a.test", "front /index.php\n"), ("b.test", "")):
+        make = os.path.join(srv.docroot, "%s:%d" % (host, srv.port))
+        os.makedirs(os.path.join(make, "wp-admin"))
+        for name, text in ((".proxy", proxy), ("index.php", FRONT), ("style.css", CSS),
+                           (os.path.join("wp-admin", "index.php"), FRONT)):
+            with open(os.path.join(make, name), "w") as f:
+                f.write(text)
+    root = os.path.realpath(os.path.join(srv.docroot, "a.test:%d" % srv.port))
+    got = front(srv, "/blog/2026?x=1", host="a.test")
+    assert got["SCRIPT_FILENAME"] == root + "/index.php" and got["DOCUMENT_ROOT"] == root, got
+    assert got["REQUEST_URI"] == "/blog/2026?x=1", got
+    got = front(srv, "/wp-admin/", host="a.test")
+    assert got["SCRIPT_FILENAME"] == root + "/wp-admin/index.php", got
+    r = fetch(srv.port, "/style.css", host="a.test")
+    assert r.status == 200 and r.body == CSS.encode() and r.header("X-Front") is None, r
+    r = fetch(srv.port, "/blog/2026", host="b.test")
+    assert r.status == 404 and r.header("X-Front") is None, r
+    assert fetch(srv.port, "/index.php", host="b.test").header("X-Front") == "1"
+
+
 def test_status_pages_stay_gatlings(gatling, fpm):
     """-S's /server-status and /metrics name no file, yet are gatling's own
     pages, not the controller's."""
