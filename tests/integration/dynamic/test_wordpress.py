@@ -214,7 +214,7 @@ def test_front_page_micro_cached(wordpress):
     with open(os.path.join(root, ".cache"), "w") as f:
         f.write("ttl 2\n")
     try:
-            wait_for(lambda: "hit" in (get(wordpress, "/%s/" % SLUG).header("Cache-Status") or ""),
+        wait_for(lambda: "hit" in (get(wordpress, "/%s/" % SLUG).header("Cache-Status") or ""),
                  15, "a hit for the permalink")
         r = get(wordpress, "/%s/" % SLUG)
         assert r.status == 200 and TITLE.encode() in r.body, r
