@@ -250,6 +250,8 @@ int proxy_config_check(const config_t *cfg)
             fprintf(stderr, "gatling: -P %s: no --pool named %s\n", cfg->proxy_rule[i], name);
             goto out;
         }
+        if (px_front_config_check(cfg, cfg->proxy_rule[i], pd) < 0)
+            goto out;
     }
     if (total > CONFIG_BACKENDS) {
         fprintf(stderr, "gatling: -P, --pool: %d backends; at most %d in all\n", total,

@@ -93,6 +93,23 @@ int px_front_pool_check(proxy_t *px, const px_rule_t *r, const char *rule)
     return 0;
 }
 
+int px_front_config_check(const config_t *cfg, const char *rule, px_pooldef_t *pd)
+{
+    char front[PX_FRONT_MAX];
+    const char *why, *s = px_front_prefix(rule, front, sizeof front, &why);
+    if (!s || !front[0] || *s != '@')
+        return 0; /* no front=, or the rule's own kind was checked (rule_parse) */
+    size_t n = strcspn(s + 1, "/");
+    for (int i = 0; i < cfg->npools; i++)
+        if (!strncmp(cfg->pool_def[i], s + 1, n) && cfg->pool_def[i][n] == '=' &&
+            px_pool_parse(cfg->pool_def[i], pd, &why) == 0 && pd->kind != PX_FCGI &&
+            pd->kind != PX_SCGI) {
+            fprintf(stderr, "gatling: -P %s: front= needs a FastCGI or SCGI pool\n", rule);
+            return -1;
+        }
+    return 0;
+}
+
 /* One line's words of a .proxy: "front SCRIPT" or "front off".  NULL, or why not. */
 static const char *conf_line(char *w[2], int nw, int *said, char *front)
 {

@@ -366,6 +366,11 @@ int px_front_check(px_rule_t *r, int kind, const char **why);
    printing why. */
 int px_front_pool_check(proxy_t *px, const px_rule_t *r, const char *rule);
 
+/* proxy_config_check's (--check and the start's), for -P rule: a front=
+   before @pool needs pool to be FastCGI or SCGI (pd: room to parse it).
+   0, or -1 after printing why. */
+int px_front_config_check(const config_t *cfg, const char *rule, px_pooldef_t *pd);
+
 /* A .proxy's text[0..n) (written in, text[n] too: n + 1 bytes, a NUL
    ending the last line; n at most PX_FRONT_FILE_MAX): 0 when it says
    nothing of a front controller, 1 with the script in front[PX_FRONT_MAX]

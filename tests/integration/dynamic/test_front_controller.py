@@ -219,13 +219,19 @@ def test_bad_dot_proxy(gatling, fpm, build):
 
 def test_bad_rules_refused(build, fpm):
     """front= needs a script the FastCGI or SCGI rule runs."""
-    for rule in (r"front=index.php;F/unix:/x.sock:\.php$",       # not a path
-                 r"front=/index.php;F/unix:/x.sock:^/app/",       # not the rule's script
-                 r"front=/index.php;127.0.0.1/8080/\.php$",       # an HTTP rule
-                 r"front=/index.php"):                            # no rule
-        p = subprocess.run([build.binary, "-p", "0", "-P", rule, "--check"],
+    for args in (["-P", r"front=index.php;F/unix:/x.sock:\.php$"],  # not a path
+                 ["-P", r"front=/index.php;F/unix:/x.sock:^/app/"],  # not the rule's script
+                 ["-P", r"front=/index.php;127.0.0.1/8080/\.php$"],  # an HTTP rule
+                 ["-P", r"front=/index.php"],                       # no rule
+                 ["--pool", "web=127.0.0.1/8080",                   # an HTTP pool
+                  "-P", r"front=/index.php;@web/\.php$"]):
+        p = subprocess.run([build.binary, "-p", "0"] + args + ["--check"],
                            capture_output=True, text=True, timeout=20)
-        assert p.returncode == 2 and "front=" in p.stderr, (rule, p.stderr)
+        assert p.returncode == 2 and "front=" in p.stderr, (args, p.stderr)
+    p = subprocess.run([build.binary, "-p", "0", "--pool", "php=F/unix:/x.sock", "-P",
+                        r"front=/index.php;@php/\.php$", "--check"],
+                       capture_output=True, text=True, timeout=20)
+    assert p.returncode == 0, p.stderr  # a FastCGI pool
 
 
 def test_cached_and_coded(gatling, fpm):
