@@ -104,6 +104,10 @@ pkgs="$pkgs clang-tidy-14 cppcheck gcovr"
 # nginx's gzip and caddy's encode zstd gzip; test_compare_compress.py)
 [ "$level" = bench ] && pkgs="$pkgs nginx lighttpd h2o slowhttptest whois caddy"
 [ "$level" = bench ] && pkgs="$pkgs libnginx-mod-http-brotli-filter"
+# wordpress, mariadb-server, php-mysql: Debian's WordPress behind gatling's front
+# controller, on a MariaDB server the test starts itself (test_wordpress.py, make
+# check-all's only: tests/run-check's ALL_ONLY)
+[ "$level" = bench ] && pkgs="$pkgs wordpress mariadb-server php-mysql"
 # nodejs, npm: the HTTP caching test suite (tests/cache-tests/run, test_cache_suite.py),
 # which npm installs below.  Asked for only when the command is missing: a NodeSource
 # nodejs (which carries its own npm) conflicts with Debian's npm package

@@ -35,6 +35,8 @@ static int rule_parse(const char *s, px_rule_t *r, px_pooldef_t *pd, char *name,
     memset(r, 0, sizeof *r);
     memset(pd, 0, sizeof *pd);
     px_popts_default(&pd->o);
+    if (!(s = px_front_prefix(s, r->front, sizeof r->front, why)))
+        return -1;
     if (*s == '@') {
         size_t n = strcspn(s + 1, "/");
         *why = "@NAME/pattern names a --pool (a-z 0-9 _ -, at most 32)";
@@ -53,7 +55,7 @@ static int rule_parse(const char *s, px_rule_t *r, px_pooldef_t *pd, char *name,
     if (!*re || !opt_regex_bounded(re, OPT_REGEX_NODES) ||
         regcomp(&r->re, re, REG_EXTENDED | REG_NOSUB))
         return -1;
-    return 0;
+    return px_front_check(r, name[0] ? PX_FCGI : pd->kind, why); /* a pool's: pools_init's */
 }
 
 int proxy_rule_check(const char *rule)
@@ -107,6 +109,7 @@ const optdef_t proxy_opts[] = {
         "            the original gatling's -O; up to 16 times); several backends,\n"
         "            comma-separated, each with *weight and +backup, are a pool:\n"
         "            -P '10.0.0.1/80,10.0.0.2/80*2/^/app/'; @name/regex names a --pool;\n"
+        "            front=/index.php; before an F/ or S/ rule: a front controller;\n"
         "            only for hosts whose directory holds a .proxy file (warned at start\n"
         "            when none does)\n"),
     OPT_ROW_FN(0, "pool", OPT_RULE, OPT_ANY, CONFIG_POOLS, proxy_set, 1,
@@ -248,6 +251,8 @@ int proxy_config_check(const config_t *cfg)
             fprintf(stderr, "gatling: -P %s: no --pool named %s\n", cfg->proxy_rule[i], name);
             goto out;
         }
+        if (px_front_config_check(cfg, cfg->proxy_rule[i], pd) < 0)
+            goto out;
     }
     if (total > CONFIG_BACKENDS) {
         fprintf(stderr, "gatling: -P, --pool: %d backends; at most %d in all\n", total,
@@ -351,6 +356,8 @@ static int pools_init(proxy_t *px, px_pooldef_t *pd)
             return -1;
         r->kind = r->pool->kind;
         r->ops = r->pool->ops;
+        if (px_front_pool_check(px, r, cfg->proxy_rule[i]) < 0)
+            return -1;
     }
     return 0;
 }
@@ -385,6 +392,7 @@ void proxy_free(site_t *site)
     if (!px)
         return;
     gio_timer_stop(site->loop, &px->tick);
+    px_front_free(px);
     for (int i = 0; i < px->nrules; i++)
         regfree(&px->rule[i].re);
     for (int i = 0; i < px->npools; i++) {
@@ -533,12 +541,14 @@ static px_rule_t *match(exchange_t *ex, px_target_t *t)
 {
     proxy_t *px = hstate(ex->site, HSTATE_PROXY);
     const http_request_t *req = ex->req;
+    t->script[0] = 0;
     if (!px || path_from_target(req->target.p, req->target.n, ex->path, EX_PATH_CAP, &t->p))
         return NULL;
     for (int i = 0; i < px->nrules; i++)
         if (rule_takes(&px->rule[i], &t->p))
             return vhost_proxied(px, ex, t) ? &px->rule[i] : NULL;
-    return NULL;
+    /* a path no rule takes: a site's front controller, where it names no file */
+    return px->front_on && vhost_proxied(px, ex, t) ? px_front(px, ex, t) : NULL;
 }
 
 int proxy_streams(exchange_t *ex)

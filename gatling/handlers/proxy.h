@@ -10,7 +10,10 @@
  * has options (balancing, health, retries).  regex is a POSIX ERE matched
  * against the decoded, normalised request path.  A rule applies to a
  * virtual host whose directory holds a file named .proxy (looked at once a
- * second per vhost).
+ * second per vhost).  A FastCGI or SCGI rule's front=/index.php; (or the
+ * site's .proxy saying "front /index.php") makes its script the site's
+ * front controller: a path that names no file there runs it
+ * (proxy_front.c).
  *
  * The answer is a streaming producer (http/exchange.h): a backend chosen
  * by the pool's balancer among those up, a non-blocking connection to it

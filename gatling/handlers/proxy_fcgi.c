@@ -37,13 +37,18 @@ static int environment(px_req_t *pr, const px_target_t *t, char *env, size_t *us
     size_t n = cgienv_script(&pr->rule->re, 1, t->p.path, t->p.len, CGIENV_AT_END);
     if (!n || n > t->p.len) /* not matched (the rule took it, so never): no PATH_INFO */
         n = t->p.len;
+    /* a front controller (proxy_front.c): its script, no PATH_INFO, the
+       path the client asked for in REQUEST_URI alone (nginx's try_files) */
+    const char *from = t->script[0] ? t->script : t->p.path;
+    if (t->script[0])
+        n = strlen(t->script);
     if (n >= sizeof script)
         return -1;
-    memcpy(script, t->p.path, n);
+    memcpy(script, from, n);
     script[n] = 0;
     snprintf(file, sizeof file, "%s%s", strcmp(root, "/") ? root : "", script);
     cgi_script_t sc = {.script_name = script,
-                       .path_info = t->p.path + n,
+                       .path_info = t->script[0] ? "" : t->p.path + n,
                        .filename = file,
                        .docroot = root,
                        .body_len = pr->spooled};

@@ -37,6 +37,8 @@
    uploads must not hold a megabyte each without end) */
 #define PROXY_SPOOL_TOTAL (64 << 20)
 #define PROXY_VHOSTS 64           /* .proxy verdicts remembered (a second each) */
+#define PX_FRONT_MAX 256          /* a front controller's script, "/index.php", and its NUL */
+#define PX_FRONT_FILE_MAX 4096    /* a .proxy's words (front SCRIPT, front off) */
 #define PROXY_FIELDS_MAX 4096 /* a backend head's fields, copied for the exchange */
 
 /* PX_H2C: HTTP/2 by prior knowledge; PX_H2: HTTP/2 over TLS (ALPN h2, proxy_tls.c) */
@@ -148,6 +150,7 @@ typedef struct px_rule {
     const struct px_ops *ops; /* ... */
     px_pool_t *pool;
     regex_t re;
+    char front[PX_FRONT_MAX]; /* front=: its front controller's script, or "" */
 } px_rule_t;
 
 typedef struct proxy {
@@ -171,6 +174,8 @@ typedef struct proxy {
         int has;
         int which; /* VHOST_*: the directory that serves it */
     } vh[PROXY_VHOSTS];
+    struct px_front_vh *front_vh; /* proxy_front.c's verdicts (PROXY_VHOSTS), or NULL */
+    int front_on; /* a FastCGI or SCGI rule is there: a front controller may be */
 } proxy_t;
 
 /* Where a response is. */
@@ -298,6 +303,9 @@ typedef struct px_target {
     path_t p;                   /* its path (in ex->path) and query */
     char vhost[VHOST_NAME_MAX]; /* its vhost's name ("" with -H) */
     int which;                  /* VHOST_*: the directory that serves it */
+    /* a front controller's script that runs it (proxy_front.c), "/index.php",
+       or "": the path's own (cgienv_script) */
+    char script[EX_PATH_CAP + PX_FRONT_MAX];
 } px_target_t;
 
 /*
@@ -338,6 +346,46 @@ int px_h2_past_deadline(const px_req_t *pr, int64_t slack);
 /* proxy_t's h2_close. */
 void px_h2_close(struct proxy *px, px_member_t *m, int all);
 
+
+/* ---- proxy_front.c: front controllers ---- */
+
+/* A rule's leading "front=SCRIPT;" at s: the script into front[cap] ("":
+   none) and where the rule goes on; NULL with *why when it is not one. */
+const char *px_front_prefix(const char *s, char *front, size_t cap, const char **why);
+
+/* Does r (a FastCGI or SCGI rule) run script as a whole script? */
+int px_front_takes(const px_rule_t *r, const char *script);
+
+/* rule_parse's end: r's front= (if any) is a script r runs, kind (PX_*)
+   being its pool's (a --pool's: PX_FCGI until pools_init knows).  0, or
+   -1 with *why and r's expression freed. */
+int px_front_check(px_rule_t *r, int kind, const char **why);
+
+/* pools_init's, with r's pool known (rule: the -P as given): its front=
+   is still one r runs, and px->front_on counts r's kind.  0, or -1 after
+   printing why. */
+int px_front_pool_check(proxy_t *px, const px_rule_t *r, const char *rule);
+
+/* proxy_config_check's (--check and the start's), for -P rule: a front=
+   before @pool needs pool to be FastCGI or SCGI (pd: room to parse it).
+   0, or -1 after printing why. */
+int px_front_config_check(const config_t *cfg, const char *rule, px_pooldef_t *pd);
+
+/* A .proxy's text[0..n) (written in, text[n] too: n + 1 bytes, a NUL
+   ending the last line; n at most PX_FRONT_FILE_MAX): 0 when it says
+   nothing of a front controller, 1 with the script in front[PX_FRONT_MAX]
+   ("front SCRIPT"), 2 for "front off"; -1 with *why and *line. */
+int px_front_conf_parse(char *text, size_t n, char *front, int *line, const char **why);
+
+/* After the rules took none of ex's path and its vhost holds a .proxy
+   (t as match() made it): the rule that runs the site's front controller
+   for it, t->script the script, when the path names nothing there (or a
+   directory without index.html: its own copy of the script's name, else
+   the script), or NULL: the path is the files' (or no front). */
+px_rule_t *px_front(proxy_t *px, exchange_t *ex, px_target_t *t);
+
+/* Let go of px_front's verdicts (their directories). */
+void px_front_free(proxy_t *px);
 
 /* ---- proxy_tls.c: TLS to h2/ backends ---- */
 

@@ -1,7 +1,8 @@
-/* --check's walk for .dictionary and .cache files: see check.h. */
+/* --check's walk for .dictionary, .cache and .proxy files: see check.h. */
 #include "check.h"
 #include "route/cache_conf.h"
 #include "handlers/dictionary.h"
+#include "handlers/proxy_front.h"
 #include "http/dcz.h"
 
 #include <dirent.h>
@@ -72,7 +73,8 @@ static int check_cache(int dirfd, const char *path)
 /* dirfd (path) and the directories below it; *left counts down. */
 static int walk(int dirfd, const char *path, int depth, int *left)
 {
-    int bad = check_file(dirfd, path) | check_cache(dirfd, path);
+    int bad = check_file(dirfd, path) | check_cache(dirfd, path) |
+              proxy_front_check_file(dirfd, path);
     DIR *d = depth < CHECK_DEPTH_MAX ? fdopendir(dup(dirfd)) : NULL;
     struct dirent *e;
     while (d && (e = readdir(d)) && *left > 0) {

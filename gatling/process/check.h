@@ -2,9 +2,11 @@
  * check — what --check looks at that the start-up itself leaves to the
  * first request: the .dictionary files below the document root
  * (handlers/dictionary.h), parsed by the same dcz_rule_parse the static
- * handler uses, and the .cache files (route/cache_conf.h), by the
- * cache's own cache_conf_parse.  The rest of --check is the start-up's own code (main.c's
- * check_run), so that a check and a start cannot disagree.
+ * handler uses, the .cache files (route/cache_conf.h), by the cache's
+ * own cache_conf_parse, and the .proxy files' words (a front controller:
+ * handlers/proxy.h), by the proxy's own parser.  The rest of --check is
+ * the start-up's own code (main.c's check_run), so that a check and a
+ * start cannot disagree.
  */
 #ifndef GATLING_CHECK_H
 #define GATLING_CHECK_H
@@ -13,9 +15,9 @@
 #define CHECK_DEPTH_MAX 16   /* and that deep */
 
 /*
- * Walk the current directory (the document root) for .dictionary and
- * .cache files and parse each; every bad line is said on stderr as
- * "gatling: PATH:LINE: ...".  Directories and files whose names begin with
+ * Walk the current directory (the document root) for .dictionary,
+ * .cache and .proxy files and parse each; every bad line is said on
+ * stderr as "gatling: PATH:LINE: ...".  Directories and files whose names begin with
  * a dot are not served and not walked.  0, or -1 if a line was bad.
  */
 int check_dictionaries(void);

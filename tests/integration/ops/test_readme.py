@@ -65,9 +65,10 @@ def curl(*args):
 def test_the_count_of_uses():
     """The heading counts the uses the section has."""
     uses = ["A static site with HTTPS.", "As a service:", "Behind HAProxy.",
-            "A proxy to an app.", "The response cache.", "The benchmark suite."]
+            "A proxy to an app.", "A PHP front controller", "The response cache.",
+            "The benchmark suite."]
     assert all(u in README for u in uses)
-    assert "\nSix uses in ten lines each\n" in README
+    assert "\nSeven uses in ten lines each\n" in README
 
 
 def test_static_site_with_https(gatling, build, tmp_path):
@@ -217,6 +218,37 @@ def test_pool_of_two_php_fpm(gatling, tmp_path, run_php):
     srv = gatling(docroot=root, args=tuple(loopback(argv[1:], {"/run/php": run})))
     for _ in range(4):
         assert curl("http://localhost:%d/index.php/blog/2026" % srv.port) == "php /blog/2026\n"
+
+
+FRONT = ("<?php header('Content-Type: text/plain'); "
+         "echo 'front ', $_SERVER['SCRIPT_NAME'], ' ', $_SERVER['REQUEST_URI'], \"\\n\";")
+
+
+def test_php_front_controller(gatling, tmp_path, run_php):
+    """echo 'front /index.php' > .proxy; gatling -u www-data -P
+    'F/unix:/run/php/php8.2-fpm.sock:\\.php$' --cache 256M: a permalink runs
+    /index.php with REQUEST_URI as asked, a stylesheet is a file."""
+    run, start = run_php
+    start("php8.2-fpm.sock")
+    root = str(tmp_path / "srv" / "wordpress")
+    css = "body { color: #333 }\n"
+    make_docroot(root, {"index.php": FRONT, "wp-includes": {"css": {"dashicons.min.css": css}}})
+    echo = written("cd /srv/wordpress && echo 'front /index.php' > .proxy")
+    assert echo[2:4] == ["&&", "echo"] and echo[5:] == [">", ".proxy"], echo
+    with open(os.path.join(root, ".proxy"), "w") as f:
+        f.write(echo[4] + "\n")
+    argv = written("gatling -u www-data -P 'F/unix:/run/php/php8.2-fpm.sock:\\.php$' --cache")
+    me = pwd.getpwuid(os.geteuid()).pw_name  # the test's php-fpm runs as the test's user
+    srv = gatling(docroot=root, args=tuple(loopback(argv[1:], {"/run/php": run,
+                                                              "www-data": me})))
+    words = loopback(written("curl http://localhost/2026/11/hello-world/"),
+                     {"localhost": "localhost:%d" % srv.port})
+    assert curl(*words[1:]) == "front /index.php /2026/11/hello-world/\n"
+    words = loopback(written("curl -I http://localhost/wp-includes/css/dashicons.min.css"),
+                     {"localhost": "localhost:%d" % srv.port})
+    head = curl(*words[1:])
+    assert head.startswith("HTTP/1.1 200") and "accept-ranges: bytes" in head.lower(), head
+    assert curl(words[-1]) == css
 
 
 def test_response_cache(gatling, tmp_path, run_php):
