@@ -192,7 +192,8 @@ static void put_request(hbuf_t *b, const exchange_t *ex, uint64_t body_len, int 
                         : req->version == 10 ? "HTTP/1.0" : "HTTP/1.1";
     put_str(b, "SERVER_PROTOCOL", proto, count);
     put_var(b, "REQUEST_METHOD", req->method.p, req->method.n, count);
-    put_var(b, "REQUEST_URI", req->target.p, req->target.n, count);
+    http_str_t asked = ex_asked_target(ex); /* -I's rewrite keeps the client's */
+    put_var(b, "REQUEST_URI", asked.p, asked.n, count);
     const char *q = memchr(req->target.p, '?', req->target.n);
     size_t qn = q ? req->target.n - (size_t)(q + 1 - req->target.p) : 0;
     put_var(b, "QUERY_STRING", q ? q + 1 : "", qn, count);

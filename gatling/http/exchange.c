@@ -11,6 +11,8 @@
 struct ex_rewrite {
     http_request_t req;
     char target[HTTP_MAX_TARGET];
+    char asked[HTTP_MAX_TARGET]; /* the client's own target (ex_asked_target) */
+    size_t asked_n;
 };
 
 /* Fields that describe a request body: the rewritten request has none. */
@@ -49,6 +51,9 @@ static struct ex_rewrite *rewritten(exchange_t *ex, const char *target, size_t n
         return NULL;
     memcpy(rw->target, target, n); /* first: target may be the producer's */
     const http_request_t *old = ex->req;
+    const http_str_t asked = ex_asked_target(ex); /* the first request's, kept across */
+    rw->asked_n = asked.n < sizeof rw->asked ? asked.n : sizeof rw->asked;
+    memcpy(rw->asked, asked.p, rw->asked_n);
     rw->req.method = !get ? old->method : ex->head_only ? (http_str_t){"HEAD", 4}
                                                         : (http_str_t){"GET", 3};
     rw->req.target = (http_str_t){rw->target, n};
@@ -145,4 +150,9 @@ void ex_end(exchange_t *ex)
     ex->owned = NULL;
     free(ex->rewrite);
     ex->rewrite = NULL;
+}
+
+http_str_t ex_asked_target(const exchange_t *ex)
+{
+    return ex->rewrite ? (http_str_t){ex->rewrite->asked, ex->rewrite->asked_n} : ex->req->target;
 }

@@ -360,6 +360,11 @@ int ex_redirect(exchange_t *ex, const char *target, size_t n);
  */
 int ex_retarget(exchange_t *ex, const char *target, size_t n);
 
+/* The target the client asked for, whatever ex_retarget or ex_redirect made
+   of it since (CGI's REQUEST_URI, as nginx's $request_uri): a borrowed
+   string, valid while ex is. */
+http_str_t ex_asked_target(const exchange_t *ex);
+
 /* Does p[0..n) begin as a path on this server, one '/' first?  ("//host/x"
    names another one.)  What ex_redirect takes, its bytes checked apart. */
 static inline int ex_local_path(const char *p, size_t n)

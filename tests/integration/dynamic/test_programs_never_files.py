@@ -21,7 +21,8 @@ pytestmark = pytest.mark.skipif(not (shutil.which("php-fpm8.2") or shutil.which(
 
 PHP = ("<?php $db_password = 'hunter2';\n"
        "echo 'ran ', $_SERVER['REQUEST_METHOD'], ' ', $_SERVER['SCRIPT_NAME'], ' ',\n"
-       "     $_SERVER['QUERY_STRING'], ' ', file_get_contents('php://input'), \"\\n\";\n")
+       "     $_SERVER['QUERY_STRING'], ' ', file_get_contents('php://input'), ' ',\n"
+       "     $_SERVER['REQUEST_URI'], \"\\n\";\n")
 
 
 @pytest.fixture(scope="module")
@@ -49,17 +50,18 @@ def start(gatling, fpm, *more):
 def test_an_index_that_a_rule_takes_runs(gatling, fpm):
     """-I index.php beside a FastCGI rule for \\.php$: / and /blog/ run their
     index.php (the query kept), a POST to / too, with its body (nginx's
-    index does the same); index.html still comes first; other files are
-    files; no source is ever sent."""
+    index does the same), REQUEST_URI the client's (nginx's $request_uri: a
+    front controller routes by it); index.html still comes first; other
+    files are files; no source is ever sent."""
     srv = start(gatling, fpm)
     r = fetch(srv.port, "/")
-    assert r.status == 200 and r.body == b"ran GET /index.php  \n", r
+    assert r.status == 200 and r.body == b"ran GET /index.php   /\n", r
     r = fetch(srv.port, "/blog/?p=7")
-    assert r.status == 200 and r.body == b"ran GET /blog/index.php p=7 \n", r
+    assert r.status == 200 and r.body == b"ran GET /blog/index.php p=7  /blog/?p=7\n", r
     r = fetch(srv.port, "/", method="POST", body=b"x=1",
               headers=[("Content-Type", "application/x-www-form-urlencoded"),
                        ("Content-Length", "3")])
-    assert r.status == 200 and r.body == b"ran POST /index.php  x=1\n", r
+    assert r.status == 200 and r.body == b"ran POST /index.php  x=1 /\n", r
     r = fetch(srv.port, "/both/")
     assert r.status == 200 and r.body == b"html\n", r
     r = fetch(srv.port, "/a.txt")
