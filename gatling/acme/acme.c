@@ -249,7 +249,7 @@ static void obtain(acme_run_t *r, acme_name_t *n, time_t now)
         char why[512];
         snprintf(why, sizeof why, "%s/%s is not the ACME client's symlink (to .acme/%s.SERIAL): "
                  "left alone (remove it to let the client install its certificate)",
-                 r->cfg->tls_dir, n->name, n->name);
+                 r->proc->tls_dir, n->name, n->name);
         r->cl.retry_after = -1;
         failed(r, n, now, why);
         return;
@@ -276,7 +276,7 @@ static void obtain(acme_run_t *r, acme_name_t *n, time_t now)
     } else if (acme_install(r->tls_fd, n->name, ci.serial, out.chain, out.chain_len, out.key,
                             out.key_len) < 0) {
         char why[512];
-        snprintf(why, sizeof why, "installing the certificate in %s: %s", r->cfg->tls_dir,
+        snprintf(why, sizeof why, "installing the certificate in %s: %s", r->proc->tls_dir,
                  strerror(errno));
         r->cl.retry_after = -1;
         failed(r, n, time(NULL), why);
@@ -471,7 +471,7 @@ static void sleep_until(time_t t, int fd)
    ends, and the keeper starts one that makes and opens them again. */
 static int dirs_moved(acme_run_t *r)
 {
-    const char *path[2] = {r->cfg->acme.state_dir, r->cfg->tls_dir};
+    const char *path[2] = {r->cfg->acme.state_dir, r->proc->tls_dir};
     int fd[2] = {r->cl.state_fd, r->tls_fd};
     struct stat a, b;
     for (int i = 0; i < 2; i++)
@@ -562,7 +562,8 @@ static void run_loop(acme_run_t *r)
  * directory that user's at start, acme_setup.c, and never hands -C over):
  * nothing here runs as root, so nothing a user planted steers root.
  */
-static int prepare_dirs(const config_t *cfg, int *state_fd, int *tls_fd, char *err, size_t n)
+static int prepare_dirs(const config_t *cfg, const proc_t *p, int *state_fd, int *tls_fd,
+                        char *err, size_t n)
 {
     static const struct {
         const char *path;
@@ -579,9 +580,9 @@ static int prepare_dirs(const config_t *cfg, int *state_fd, int *tls_fd, char *e
             snprintf(err, n, "%s/%s: %s", cfg->acme.state_dir, sub[i].path, strerror(errno));
             return -1;
         }
-    if (acme_make_dir(AT_FDCWD, cfg->tls_dir, 0755) < 0 ||
-        (*tls_fd = open(cfg->tls_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-        snprintf(err, n, "certificate directory %s: %s", cfg->tls_dir, strerror(errno));
+    if (acme_make_dir(AT_FDCWD, p->tls_dir, 0755) < 0 ||
+        (*tls_fd = open(p->tls_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+        snprintf(err, n, "certificate directory %s: %s", p->tls_dir, strerror(errno));
         return -1;
     }
     return 0;
@@ -708,7 +709,7 @@ static void child_main(const config_t *cfg, const proc_t *p, const char *const *
     if ((p->cluster && !etcd) ||
         (drop_privileges(p, parent) < 0 &&
          snprintf(err, sizeof err, "dropping to -u's user: %s", strerror(errno))) ||
-        prepare_dirs(cfg, &state_fd, &r.tls_fd, err, sizeof err) < 0 ||
+        prepare_dirs(cfg, p, &state_fd, &r.tls_fd, err, sizeof err) < 0 ||
         (lock_fd = open_lock(cfg, state_fd, err, sizeof err)) < 0 ||
         curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK ||
         acme_client_init(&r.cl, cfg, state_fd, http01, &acme_abort) < 0 ||
@@ -859,7 +860,7 @@ static void keeper_main(const config_t *cfg, const proc_t *p, const char *const 
 pid_t acme_start(const config_t *cfg, const proc_t *pr, const char *const *names, int nnames,
                  int http01, pid_t notify, int *stop, char *err, size_t errlen)
 {
-    if (!cfg->acme.ca || !cfg->acme.state_dir || !cfg->tls_dir ||
+    if (!cfg->acme.ca || !cfg->acme.state_dir || !pr->tls_dir ||
         (nnames <= 0 && !cfg->acme.ask_url)) {
         snprintf(err, errlen, "ACME: %s", nnames <= 0 ? "no names to get certificates for"
                                                       : "no CA, state directory or -C directory");

@@ -357,8 +357,9 @@ pid_t acme_cluster_start(const config_t *cfg, const proc_t *p, cluster_view_t *v
     if (!(s.etcd = etcd_new(cfg->cluster_etcd, err, errlen)))
         return -1;
     elog_init(&s.log, p->error_fd >= 0 ? p->error_fd : 2, cfg->error_log);
-    s.acme = (cluster_acme_t){.cfg = cfg, .view = view, .log = &s.log, .prefix = s.prefix,
-                              .node = s.node, .notify = getpid()};
+    s.acme = (cluster_acme_t){.cfg = cfg,       .tls_dir = p->tls_dir, .view = view,
+                              .log = &s.log,    .prefix = s.prefix,    .node = s.node,
+                              .notify = getpid()};
     if (cluster_acme_open(&s.acme, err, errlen) < 0) {
         etcd_free(s.etcd);
         return -1;

@@ -65,10 +65,10 @@ int cluster_acme_open(cluster_acme_t *a, char *err, size_t errlen)
     if (!a->cfg->acme.email)
         return 0;
     a->state_fd = open(a->cfg->acme.state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    a->tls_fd = open(a->cfg->tls_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    a->tls_fd = open(a->tls_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (a->state_fd < 0 || a->tls_fd < 0) {
         snprintf(err, errlen, "--acme-dir %s or -C %s: %s", a->cfg->acme.state_dir,
-                 a->cfg->tls_dir, strerror(errno));
+                 a->tls_dir, strerror(errno));
         return -1;
     }
     return 0;
@@ -530,7 +530,7 @@ static int sync_one(cluster_acme_t *a, etcd_t *e, const char *key, size_t kn, co
             : why[0]   ? why
                        : "not a whole certificate and key gatling wrote (written half, or the "
                          "key is not the certificate's)",
-            a->cfg->tls_dir, host);
+            a->tls_dir, host);
     if (good && (!v || newer(&c.info, &mine)) && acme_replaceable(a->tls_fd, host))
         install(a, host, &c);
     else if (v && (!kv || (good && newer(&mine, &c.info)) || (!good && (held || kv->forged))) &&

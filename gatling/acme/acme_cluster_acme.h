@@ -39,6 +39,7 @@
 
 typedef struct cluster_acme {
     const config_t *cfg;
+    const char *tls_dir; /* proc_t's: -C, or --acme's live/ */
     cluster_view_t *view;
     elog_t *log;
     const char *prefix; /* "/gatling/NAME/" */

@@ -658,7 +658,6 @@ static int check_ca_root(const config_t *cfg, const proc_t *p)
 
 int acme_prepare(config_t *cfg, proc_t *p)
 {
-    static char live[PATH_MAX]; /* -C's default: cfg keeps a pointer to it */
     const config_acme_t *a = &cfg->acme;
     int state, chal, give;
     if (!a->email)
@@ -684,10 +683,10 @@ int acme_prepare(config_t *cfg, proc_t *p)
         close(chal);
         return -1;
     }
-    if (!cfg->tls_dir) { /* the certificates land in STATEDIR/live */
-        snprintf(live, sizeof live, "%s/live", a->state_dir);
-        cfg->tls_dir = live;
-        cfg->tls_dir_acme = 1;
+    if (!p->tls_dir) { /* the certificates land in STATEDIR/live */
+        snprintf(p->acme_live, sizeof p->acme_live, "%s/live", a->state_dir);
+        p->tls_dir = p->acme_live;
+        p->tls_dir_acme = 1;
     }
     if (!(p->acme_chal = acme_chal_open(chal))) { /* the workers see challenges/ alone */
         fprintf(stderr, "gatling: --acme-dir %s: %s\n", a->state_dir, strerror(errno));
@@ -809,12 +808,12 @@ int acme_launch(config_t *cfg, proc_t *p)
                 "kept in %s\n", a->nnames, a->nnames == 1 ? "" : "s", a->names[0],
                 a->nnames > 1 ? ", ..." : "", a->ask_url ? " and on demand" : "", a->ca,
                 a->ncas > 1 ? " (then " : "", a->ncas > 1 ? a->cas[1].url : "",
-                a->ncas > 2 ? ", ...)" : a->ncas > 1 ? ")" : "", cfg->tls_dir);
+                a->ncas > 2 ? ", ...)" : a->ncas > 1 ? ")" : "", p->tls_dir);
     else
         fprintf(stderr, "gatling: --acme: certificates on demand (asked of %s) from %s%s%s%s, "
                 "kept in %s\n", a->ask_url, a->ca, a->ncas > 1 ? " (then " : "",
                 a->ncas > 1 ? a->cas[1].url : "", a->ncas > 2 ? ", ...)" : a->ncas > 1 ? ")" : "",
-                cfg->tls_dir);
+                p->tls_dir);
     return 0;
 }
 

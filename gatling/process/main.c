@@ -114,26 +114,26 @@ static int prepare(const config_t *cfg, proc_t *p)
    it planted are then followed as that user, not as root); -1: root; -2:
    refused, said (a link on the way that site/privfs.h's walk does not follow,
    or such a directory and no -u: root would follow what they planted). */
-static int cert_reader(const config_t *cfg, const proc_t *p)
+static int cert_reader(const proc_t *p)
 {
     int fd;
     pfs_dir_t d = {0};
     char why[PATH_MAX + 160];
-    if (!cfg->tls_dir || geteuid() != 0)
+    if (!p->tls_dir || geteuid() != 0)
         return -1;
-    if (cfg->tls_dir_acme && p->uid >= 0)
+    if (p->tls_dir_acme && p->uid >= 0)
         return p->uid;
-    if ((fd = pfs_walk_dir(cfg->tls_dir, 0, p->uid, p->gid, &d, why, sizeof why)) >= 0)
+    if ((fd = pfs_walk_dir(p->tls_dir, 0, p->uid, p->gid, &d, why, sizeof why)) >= 0)
         close(fd);
     else if (errno == ELOOP) {
-        fprintf(stderr, "gatling: -C %s: %s\n", cfg->tls_dir, *why ? why : strerror(errno));
+        fprintf(stderr, "gatling: -C %s: %s\n", p->tls_dir, *why ? why : strerror(errno));
         return -2;
     }
     if (fd >= 0 && !d.trusted && p->uid < 0) { /* as the logs' rule: root would read a key
                                                   of its own through a link planted there */
         fprintf(stderr, "gatling: -C %s: the directory (or one above it) can be written by "
                 "others than root: give -u USER to have it read as that user, or keep it where "
-                "only root can write\n", cfg->tls_dir);
+                "only root can write\n", p->tls_dir);
         return -2;
     }
     return fd >= 0 && !d.trusted ? p->uid : -1;
@@ -149,26 +149,26 @@ static int load_certificates(const config_t *cfg, proc_t *p)
     const char *docroot = realpath(cfg->root ? cfg->root : ".", real);
     int missing;
     pfs_ids_t ids;
-    int reader = cert_reader(cfg, p);
+    int reader = cert_reader(p);
     if (reader == -2)
         return -1;
     if (pfs_become(&ids, reader, p->gid) < 0) {
-        fprintf(stderr, "gatling: -C %s: cannot become -u's user: %s\n", cfg->tls_dir,
+        fprintf(stderr, "gatling: -C %s: cannot become -u's user: %s\n", p->tls_dir,
                 strerror(errno));
         return -1;
     }
-    p->tls = tls_store_load(cfg->tls_dir, cfg, p, docroot, &missing);
+    p->tls = tls_store_load(p->tls_dir, cfg, p, docroot, &missing);
     pfs_unbecome(&ids);
     int n = tls_store_count(p->tls);
     if (p->tls && !n) /* the port is bound now all the same: before a chroot and -u */
         fprintf(stderr,
                 "gatling: HTTPS: no certificate in %s yet: handshakes are refused%s until one "
                 "appears (looked for every %d s and on SIGUSR1)\n",
-                cfg->tls_dir, p->acme_chal ? ", but for ACME's TLS-ALPN-01 challenges," : "",
+                p->tls_dir, p->acme_chal ? ", but for ACME's TLS-ALPN-01 challenges," : "",
                 tls_store_check_period(p->tls));
     else if (p->tls)
         fprintf(stderr, "gatling: HTTPS with %d certificate%s from %s\n", n, n == 1 ? "" : "s",
-                cfg->tls_dir ? cfg->tls_dir : "server.pem");
+                p->tls_dir ? p->tls_dir : "server.pem");
     if (p->tls)
         return 0;
     if (!missing)
@@ -334,7 +334,7 @@ static void say_listening(const config_t *cfg, const listener_t *lst, int n, int
 static int configure(int argc, char **argv, config_t *cfg, proc_t *p, conf_args_t *ca)
 {
     int rc = options_parse(argc, argv, cfg, ca);
-    proc_ports(p, cfg); /* what was asked; the listeners fill in the kernel's choice */
+    proc_asked(p, cfg); /* the ports and -C: the start fills in what was not given */
     if (cfg->check && (rc < 0 || rc == 2))
         rc = check_run(cfg, p, rc == 2);
     if (rc >= 0)

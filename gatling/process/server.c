@@ -431,7 +431,7 @@ static void check_certificates(server_t *s, int force)
     } else if (r > 0) {
         int n = tls_store_count(st);
         snprintf(text, sizeof text, "HTTPS: %d certificate%s loaded from %s: HTTPS answers now%s%s",
-                 n, n == 1 ? "" : "s", s->site.cfg->tls_dir, err[0] ? ": " : "", err);
+                 n, n == 1 ? "" : "s", s->site.proc->tls_dir, err[0] ? ": " : "", err);
         https_readiness(s);
     } else if (r < 0) {
         snprintf(text, sizeof text, "HTTPS: %s: %s",

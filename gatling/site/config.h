@@ -113,8 +113,7 @@ typedef struct config {
     int defer_accept;      /* -a: TCP_DEFER_ACCEPT seconds, 0 = off (default 1 on Linux) */
     int defer_accept_given; /* -a given: it also overrides a passed socket's */
     long mem_file_max;     /* -F: files up to this size are held in memory (fcache.h) */
-    const char *tls_dir;     /* -C: certificate directory; NULL = ./server.pem if present */
-    int tls_dir_acme;        /* tls_dir is --acme's STATE/live, -u's user's: read as it */
+    const char *tls_dir;     /* -C as given (NULL: ./server.pem); proc_t.tls_dir is what is used */
     int tls_port;            /* -e: HTTPS port; default 443 as root, 4433 otherwise */
     int tls_port_given;      /* -e was given: failing to bind it is fatal */
     const char *tls_addr;    /* -e addr:port: HTTPS on this address; NULL = -i's */

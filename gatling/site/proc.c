@@ -20,8 +20,9 @@ void proc_init(proc_t *p)
         p->pool_dirfd[i] = -1;
 }
 
-void proc_ports(proc_t *p, const config_t *cfg)
+void proc_asked(proc_t *p, const config_t *cfg)
 {
+    p->tls_dir = cfg->tls_dir;
     p->port = cfg->port;
     p->tls_port = cfg->tls_port;
     p->ftp_port = cfg->ftp_port;

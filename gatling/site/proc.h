@@ -14,6 +14,8 @@
 
 #include "config.h"
 
+#include <limits.h>
+
 typedef struct proc {
     int log_fd;   /* the access log (-1: none), opened before any chroot */
     int error_fd; /* the error log (stderr, or -q's file), opened before any chroot */
@@ -24,6 +26,11 @@ typedef struct proc {
        the port the kernel chose (or an old process's, passed on an upgrade);
        the configuration keeps what was asked */
     int port, tls_port, ftp_port;
+    /* the certificates' directory: -C's, or --acme's STATEDIR/live without -C
+       (acme_setup.c: tls_dir_acme then, the path in acme_live); NULL: none */
+    const char *tls_dir;
+    int tls_dir_acme;
+    char acme_live[PATH_MAX];
     int cgi_uid, cgi_gid; /* --cgi-user's, the same way; -1: CGI runs as -u */
     int proc_fd; /* -W with CGI: /proc, opened before the chroot for the workers'
                     spawners (site/spawn.h), closed by each worker once it has its own */
@@ -53,8 +60,10 @@ typedef struct proc {
 /* Nothing made yet: every descriptor -1, every pointer NULL, every pid 0. */
 void proc_init(proc_t *p);
 
-/* The ports asked for (cfg's -p, -e, -f) into p, once the options are read:
-   the listeners fill in what the kernel chose for a 0. */
-void proc_ports(proc_t *p, const config_t *cfg);
+/* What the options asked that the start fills in, into p once they are
+   read (the configuration is not written after that): the ports (-p, -e,
+   -f: the listeners put the kernel's choice for a 0) and the certificates'
+   directory (-C: --acme's live/ when it is not given). */
+void proc_asked(proc_t *p, const config_t *cfg);
 
 #endif
