@@ -466,19 +466,17 @@ static int sitefiles_serve(exchange_t *ex)
     const http_str_t *tg = &ex->req->target;
     if (path_from_target(tg->p, tg->n, ex->path, EX_PATH_CAP, &t) != 0)
         return HANDLER_NOT_MINE; /* the files answer 400 */
-    if (control_file(t.path, t.len))
-        return answered(ex_error(ex, 404, NULL, NULL));
     const sf_dir_t *d = dir_of(ex, &t);
-    if (!d)
-        return HANDLER_NOT_MINE;
-    if (d->hdr) {
+    if (d && d->hdr) {
         int r = headers_for(ex, d, &t);
         if (r < 0)
             return answered(ex_error(ex, 500, NULL, NULL));
         if (r)
             sl->end = req_end;
     }
-    return d->red ? redirect_rule(ex, d, &t) : HANDLER_NOT_MINE;
+    if (control_file(t.path, t.len)) /* never served: as if it were not there */
+        return answered(ex_error(ex, 404, NULL, NULL));
+    return d && d->red ? redirect_rule(ex, d, &t) : HANDLER_NOT_MINE;
 }
 
 /* ---- the hooks ---- */

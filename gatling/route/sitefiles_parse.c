@@ -282,7 +282,7 @@ int sf_redirects_parse(sf_redirects_t *t, const char *text, size_t n, sf_bad_fn 
     uint32_t max = count_lines(text, n, SF_RULES_MAX); /* rules kept at most */
     t->text = malloc(n + 1);
     /* a pattern decoded is no longer than its word, plus its NUL */
-    t->pats = malloc((size_t)max * (SF_LINE_MAX + 2));
+    t->pats = malloc(((size_t)max + 1) * (SF_LINE_MAX + 2));
     t->r = malloc(((size_t)max + 1) * sizeof *t->r); /* + the line being read */
     if (!t->text || !t->pats || !t->r || index_init(&t->ix, max) < 0) {
         sf_redirects_free(t);
@@ -295,9 +295,8 @@ int sf_redirects_parse(sf_redirects_t *t, const char *text, size_t n, sf_bad_fn 
     size_t len;
     while ((s = next_line(&ls, &len))) {
         int added = 0;
-        const char *no = len > SF_LINE_MAX ? "over 1,000 bytes"
-                         : t->n < max      ? rule_line(t, s, pat, &added)
-                                           : NULL; /* (cannot be: index_add refuses first) */
+        /* (t->n <= max: index_add refuses a rule past the limits) */
+        const char *no = len > SF_LINE_MAX ? "over 1,000 bytes" : rule_line(t, s, pat, &added);
         if (no && bad)
             bad(arg, ls.line, no);
         if (added) {
@@ -415,7 +414,7 @@ static const char *block_line(sf_headers_t *t, char *s, char *pat, sf_block_t **
     int nw = words(s, w, 1);
     if (nw != 1)
         return nw ? "more than one word on a path line" : NULL;
-    if (t->nb >= SF_RULES_MAX) /* (index_add refuses first) */
+    if (t->nb > SF_RULES_MAX) /* (cannot be: index_add refuses first; b has room for one more) */
         return "over 2,100 blocks";
     sf_block_t *b = &t->b[t->nb];
     *b = (sf_block_t){.first = t->nf};
@@ -432,7 +431,7 @@ int sf_headers_parse(sf_headers_t *t, const char *text, size_t n, sf_bad_fn *bad
     memset(t, 0, sizeof *t);
     uint32_t max = count_lines(text, n, SF_RULES_MAX), maxf = count_lines(text, n, SF_FIELDS_TOTAL);
     t->text = malloc(n + 1);
-    t->pats = malloc((size_t)max * (SF_LINE_MAX + 2));
+    t->pats = malloc(((size_t)max + 1) * (SF_LINE_MAX + 2));
     t->b = malloc(((size_t)max + 1) * sizeof *t->b);
     t->f = malloc((size_t)maxf * sizeof *t->f);
     t->fmax = maxf;
