@@ -28,7 +28,7 @@ static const int pages[] = {400, 401, 403, 404, 405, 410, 429, 500, 502, 503, 50
 enum { F_REDIRECTS, F_HEADERS, F_PAGE0, NFILES = F_PAGE0 + NPAGES };
 
 #define SF_NAMES_MAX 4096 /* Host names remembered (then all forgotten at once) */
-#define SF_DIRS_MAX 256   /* site directories with their tables */
+#define SF_DIRS_MAX 1024  /* site directories with their tables */
 #define SF_BAD_SAID 20    /* bad lines of one file told, then their count */
 #define SF_REQ_FIELDS 40  /* _headers' fields for one answer, at most */
 #define SF_REQ_BUF 8192   /* ... their names and values */
@@ -44,7 +44,6 @@ typedef struct stamp {
 
 typedef struct sf_dir {
     char dir[VHOST_NAME_MAX + 8]; /* vhost_dir's answer: the key */
-    int fd;                       /* the directory, opened again every second */
     int64_t second;
     stamp_t st[NFILES];
     sf_redirects_t *red; /* NULL: none */
@@ -66,7 +65,7 @@ typedef struct sf_state {
     unsigned nnames, ndirs;
     int full_said;
     sf_name_t *names[256];
-    sf_dir_t *dirs[64];
+    sf_dir_t *dirs[256];
 } sf_state_t;
 
 /* What the router found for one request: the _headers fields (in order, a
@@ -153,8 +152,8 @@ static const char *root_name(const site_t *s)
                                                       : "";
 }
 
-/* File i of d (changed) read again. */
-static void load(site_t *s, sf_dir_t *d, unsigned i)
+/* File i of d (changed) read again from its directory dfd. */
+static void load(site_t *s, sf_dir_t *d, int dfd, unsigned i)
 {
     size_t n = 0;
     size_t max = i == F_REDIRECTS ? SF_REDIRECTS_FILE_MAX
@@ -164,7 +163,7 @@ static void load(site_t *s, sf_dir_t *d, unsigned i)
     if (i >= F_PAGE0)
         snprintf(name, sizeof name, "%d.html", pages[i - F_PAGE0]);
     errno = 0;
-    char *text = slurp(d->fd, i < F_PAGE0 ? file_names[i] : name, max, &n,
+    char *text = slurp(dfd, i < F_PAGE0 ? file_names[i] : name, max, &n,
                        site_root_check(s), i >= F_PAGE0);
     char where[PATH_MAX + VHOST_NAME_MAX + 8];
     snprintf(where, sizeof where, "%s%s%s", root_name(s), *d->dir ? "/" : "", d->dir);
@@ -191,8 +190,9 @@ static void load(site_t *s, sf_dir_t *d, unsigned i)
     free(text);
 }
 
-/* d's files looked at (their stamps), those changed read again. */
-static void refresh(site_t *s, sf_dir_t *d)
+/* d's files in its directory dfd looked at (their stamps), those changed
+   read again. */
+static void refresh(site_t *s, sf_dir_t *d, int dfd)
 {
     for (unsigned i = 0; i < NFILES; i++) {
         struct stat st;
@@ -200,7 +200,7 @@ static void refresh(site_t *s, sf_dir_t *d)
         if (i >= F_PAGE0)
             snprintf(name, sizeof name, "%d.html", pages[i - F_PAGE0]);
         stamp_t now = {0};
-        if (fstatat(d->fd, i < F_PAGE0 ? file_names[i] : name, &st, 0) == 0)
+        if (fstatat(dfd, i < F_PAGE0 ? file_names[i] : name, &st, 0) == 0)
             now = (stamp_t){st.st_dev, st.st_ino, st.st_size, st.st_mtim, 1};
         stamp_t *was = &d->st[i];
         if (now.there == was->there && now.dev == was->dev && now.ino == was->ino &&
@@ -208,14 +208,12 @@ static void refresh(site_t *s, sf_dir_t *d)
             now.mtime.tv_nsec == was->mtime.tv_nsec)
             continue;
         *was = now;
-        load(s, d, i);
+        load(s, d, dfd, i);
     }
 }
 
 static void dir_free(sf_dir_t *d)
 {
-    if (d->fd >= 0)
-        close(d->fd);
     if (d->red)
         sf_redirects_free(d->red), free(d->red);
     if (d->hdr)
@@ -225,11 +223,11 @@ static void dir_free(sf_dir_t *d)
     free(d);
 }
 
-/* The directory dir (key), open on fd (taken): its entry, refreshed if its
-   second is past; NULL when there is no room (fd closed). */
+/* The directory dir (key), open on fd (closed here: no descriptor is kept):
+   its entry, refreshed if its second is past; NULL when there is no room. */
 static sf_dir_t *dir_entry(site_t *s, sf_state_t *st, const char *dir, int fd, int64_t now)
 {
-    unsigned h = (unsigned)siphash24(st->key, dir, strlen(dir)) % 64;
+    unsigned h = (unsigned)siphash24(st->key, dir, strlen(dir)) % 256;
     sf_dir_t *d = st->dirs[h];
     while (d && strcmp(d->dir, dir))
         d = d->next;
@@ -238,7 +236,7 @@ static sf_dir_t *dir_entry(site_t *s, sf_state_t *st, const char *dir, int fd, i
             !(d = calloc(1, sizeof *d))) {
             if (!st->full_said++)
                 elog_text(&s->elog, gio_wallclock(s->loop), "site files",
-                          "over 256 site directories: the others' site files are not read");
+                          "over 1,024 site directories: the others' site files are not read");
             close(fd);
             return NULL;
         }
@@ -247,14 +245,12 @@ static sf_dir_t *dir_entry(site_t *s, sf_state_t *st, const char *dir, int fd, i
         st->dirs[h] = d;
         st->ndirs++;
         d->second = now - 1;
-    } else {
-        close(d->fd);
     }
-    d->fd = fd;
     if (d->second != now) {
         d->second = now;
-        refresh(s, d);
+        refresh(s, d, fd);
     }
+    close(fd);
     return d;
 }
 
@@ -322,6 +318,12 @@ static int control_file(const char *p, size_t n)
     return (k == 10 && !memcmp(last, "_redirects", 10)) || (k == 8 && !memcmp(last, "_headers", 8));
 }
 
+/* d's directory opened again (below the root, as vhost_open found it), or -1. */
+static int dir_open(const site_t *s, const sf_dir_t *d)
+{
+    return fs_open_beneath(s->rootfd, d->dir[0] ? d->dir : ".", site_root_check(s));
+}
+
 /* Does the site have a file (or a directory with index.html) at path? */
 static int exists(const site_t *s, const sf_dir_t *d, const path_t *p)
 {
@@ -332,7 +334,11 @@ static int exists(const site_t *s, const sf_dir_t *d, const path_t *p)
         hb_puts(&b, "index.html");
     if (!hb_str(&b) || path_hidden(p->path, p->len))
         return 0;
-    int fd = fs_open_beneath(d->fd, p->len > 1 ? rel : "index.html", site_root_check(s));
+    int dfd = dir_open(s, d);
+    int fd = dfd < 0 ? -1 : fs_open_beneath(dfd, p->len > 1 ? rel : "index.html",
+                                            site_root_check(s));
+    if (dfd >= 0)
+        close(dfd);
     struct stat st;
     int r = fd >= 0 && fstat(fd, &st) == 0;
     if (r && S_ISDIR(st.st_mode)) {
@@ -354,9 +360,13 @@ static int rule_page(exchange_t *ex, const sf_dir_t *d, const char *to, int stat
     path_t p;
     size_t n = 0;
     char *page = NULL;
+    int dfd = -1;
     if (path_from_target(to, strlen(to), dec, sizeof dec, &p) == 0 && p.len > 1 &&
-        !path_hidden(p.path, p.len) && !control_file(p.path, p.len))
-        page = slurp(d->fd, p.path + 1, SF_PAGE_MAX, &n, site_root_check(ex->site), 1);
+        !path_hidden(p.path, p.len) && !control_file(p.path, p.len) &&
+        (dfd = dir_open(ex->site, d)) >= 0)
+        page = slurp(dfd, p.path + 1, SF_PAGE_MAX, &n, site_root_check(ex->site), 1);
+    if (dfd >= 0)
+        close(dfd);
     if (!page)
         return ex_error(ex, status, NULL, NULL);
     const char *type = mime_lookup(ex->site->mime, p.path, p.len);
@@ -544,17 +554,20 @@ static int sf_init(site_t *s)
     }
     siphash_key(st->key);
     hstate_set(s, HSTATE_SITEFILES, st);
-    if (!s->cfg->vhosts) { /* the one site: read now, its bad lines said at start */
-        dir_of_name(s, st, "");
+    int64_t now = gio_wallclock(s->loop);
+    int fd = s->cfg->vhosts && s->cfg->vhost_only ? -1 : dup(s->rootfd);
+    if (fd >= 0) /* the root's site: read now, its bad lines said at start */
+        dir_entry(s, st, "", fd, now);
+    if (!s->cfg->vhosts)
         return 0;
-    }
-    DIR *dd = fdopendir(dup(s->rootfd)); /* each vhost's directory, as the root's child */
+    DIR *dd = fdopendir(dup(s->rootfd)); /* the vhosts' directories, as the root's children */
     struct dirent *e;
-    while (dd && (e = readdir(dd)) && st->ndirs < SF_DIRS_MAX) {
-        int fd = e->d_name[0] == '.' ? -1 : openat(s->rootfd, e->d_name,
-                                                   O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    while (dd && (e = readdir(dd)) && st->ndirs < SF_DIRS_MAX / 2) {
+        const char *n = e->d_name; /* a host's name ("example.org:80"), or default */
+        fd = n[0] == '.' || (!strpbrk(n, ".:") && strcmp(n, "default"))
+                 ? -1 : openat(s->rootfd, n, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         if (fd >= 0)
-            dir_entry(s, st, e->d_name, fd, gio_wallclock(s->loop));
+            dir_entry(s, st, n, fd, now);
     }
     if (dd)
         closedir(dd);
@@ -567,7 +580,7 @@ static void sf_free(site_t *s)
     if (!st)
         return;
     names_free(st);
-    for (unsigned i = 0; i < 64; i++)
+    for (unsigned i = 0; i < 256; i++)
         for (sf_dir_t *d = st->dirs[i], *next; d; d = next)
             next = d->next, dir_free(d);
     free(st);
