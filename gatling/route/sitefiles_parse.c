@@ -300,6 +300,7 @@ int sf_redirects_parse(sf_redirects_t *t, const char *text, size_t n, sf_bad_fn 
         if (no && bad)
             bad(arg, ls.line, no);
         if (added) {
+            t->r[t->n].line = ls.line;
             pat += t->r[t->n].from.n + 1;
             t->n++;
         }
@@ -457,7 +458,7 @@ int sf_headers_parse(sf_headers_t *t, const char *text, size_t n, sf_bad_fn *bad
             no = block_line(t, s, pat, &cur);
             skipping = no != NULL;
             if (cur)
-                pat += cur->pat.n + 1;
+                pat += cur->pat.n + 1, cur->line = ls.line;
         } else if (cur)
             no = field_line(t, cur, s);
         else if (!skipping)

@@ -76,6 +76,8 @@ static void test_forms(void)
     is_str(go(&t, "/caf\xc3\xa9"), "301 /cafe", "a percent-encoded rule matches the decoded path");
     is_str(go(&t, "/indented"), "301 /ok", "leading blanks, a comment after");
     is_str(go(&t, "/OLD"), "-", "case matters");
+    sf_caps_t c;
+    is_int(sf_redirects_match(&t, "/gone", 5, &c)->line, 7, "a rule knows its line");
     sf_redirects_free(&t);
 }
 
