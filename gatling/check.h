@@ -3,7 +3,9 @@
  * first request: the .dictionary files below the document root
  * (handlers/dictionary.h), parsed by the same dcz_rule_parse the static
  * handler uses, and the .cache files (route/cache_conf.h), by the
- * cache's own cache_conf_parse.  The rest of --check is the start-up's own code (main.c's
+ * cache's own cache_conf_parse, and a site's _redirects and _headers (the
+ * root's and its virtual hosts' directories': route/sitefiles.h), by the
+ * parser the router's entry uses.  The rest of --check is the start-up's own code (main.c's
  * check_run), so that a check and a start cannot disagree.
  */
 #ifndef GATLING_CHECK_H
@@ -14,7 +16,8 @@
 
 /*
  * Walk the current directory (the document root) for .dictionary and
- * .cache files and parse each; every bad line is said on stderr as
+ * .cache files (and in it and its children _redirects and _headers) and
+ * parse each; every bad line is said on stderr as
  * "gatling: PATH:LINE: ...".  Directories and files whose names begin with
  * a dot are not served and not walked.  0, or -1 if a line was bad.
  */

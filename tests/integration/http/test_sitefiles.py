@@ -298,3 +298,15 @@ def test_single_page_app(build, tmp_path):
         assert b"/index.html" not in r.body
     finally:
         srv.finish()
+
+
+# --------------------------------------------------------------------------
+# --check names the bad lines as the start does
+
+def test_check_names_bad_lines(build, srv):
+    p = subprocess.run([build.binary, "--check", "-p", "0", "--no-chroot"], cwd=srv.docroot,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2, p.stderr
+    for n in BAD_REDIRECT_LINES:
+        assert "/_redirects:%d: " % n in p.stderr, p.stderr
+    assert "/_headers:%d: " % BAD_HEADER_LINE in p.stderr, p.stderr
