@@ -119,16 +119,40 @@ static int index_init(sf_index_t *ix, uint32_t npat)
     memset(ix, 0, sizeof *ix);
     ix->mask = b - 1;
     ix->head = calloc(b, sizeof *ix->head);
+    ix->dhead = calloc(b, sizeof *ix->dhead);
     ix->next = calloc(npat + 1, sizeof *ix->next);
-    ix->dyn = calloc(SF_DYNAMIC_MAX, sizeof *ix->dyn);
+    ix->any = calloc(SF_DYNAMIC_MAX, sizeof *ix->any);
     siphash_key(ix->key);
-    return ix->head && ix->next && ix->dyn ? 0 : -1;
+    return ix->head && ix->dhead && ix->next && ix->any ? 0 : -1;
 }
 
 static void index_free(sf_index_t *ix)
 {
-    free(ix->head), free(ix->next), free(ix->dyn);
+    free(ix->head), free(ix->dhead), free(ix->next), free(ix->any);
     memset(ix, 0, sizeof *ix);
+}
+
+/* The length of the first segment of path[0..n) (after its '/'). */
+static size_t first_seg(const char *path, size_t n)
+{
+    const char *e = n > 1 ? memchr(path + 1, '/', n - 1) : NULL;
+    return e ? (size_t)(e - path) - 1 : n > 0 ? n - 1 : 0;
+}
+
+/* Is p's first segment literal (no placeholder, no splat in it)?  Then a
+   path it matches has that first segment. */
+static int literal_first(const sf_pat_t *p)
+{
+    size_t k = first_seg(p->p, p->n);
+    return k && !placeholder(p->p, p->n, 1) && !memchr(p->p + 1, '*', k);
+}
+
+/* Append pattern i to the chain at *at (the file's order kept). */
+static void chain(sf_index_t *ix, uint32_t *at, uint32_t i)
+{
+    while (*at)
+        at = &ix->next[*at - 1];
+    *at = i + 1;
 }
 
 /* Pattern i (p) into the index, or NULL: why not (over a limit). */
@@ -138,17 +162,57 @@ static const char *index_add(sf_index_t *ix, const sf_pat_t *p, uint32_t i)
         if (ix->ndyn >= SF_DYNAMIC_MAX)
             return "over 100 dynamic rules (with '*' or ':name'): Cloudflare's limit, "
                    "the line is skipped";
-        ix->dyn[ix->ndyn++] = i;
+        ix->ndyn++;
+        if (literal_first(p))
+            chain(ix, &ix->dhead[hash(ix, p->p + 1, first_seg(p->p, p->n))], i);
+        else
+            ix->any[ix->nany++] = i;
         return NULL;
     }
     if (ix->nstatic >= SF_STATIC_MAX)
         return "over 2,000 static rules: Cloudflare's limit, the line is skipped";
     ix->nstatic++;
-    uint32_t *at = &ix->head[hash(ix, p->p, p->n)];
-    while (*at) /* to the end of the chain: the file's order kept */
-        at = &ix->next[*at - 1];
-    *at = i + 1;
+    chain(ix, &ix->head[hash(ix, p->p, p->n)], i);
     return NULL;
+}
+
+/* The dynamic patterns a path may match, in the file's order: those of its
+   first segment's chain (filtered) merged with the list. */
+typedef struct dyn_walk {
+    const sf_index_t *ix;
+    const sf_pat_t *(*pat)(const void *, uint32_t);
+    const void *t;
+    const char *seg; /* the path's first segment */
+    size_t segn;
+    uint32_t c, a; /* the chain's next + 1, the list's next */
+} dyn_walk_t;
+
+static void walk_start(dyn_walk_t *w, const sf_index_t *ix,
+                       const sf_pat_t *(*pat)(const void *, uint32_t), const void *t,
+                       const char *path, size_t n)
+{
+    *w = (dyn_walk_t){ix, pat, t, path + 1, first_seg(path, n), 0, 0};
+    w->c = ix->ndyn > ix->nany ? ix->dhead[hash(ix, w->seg, w->segn)] : 0;
+}
+
+/* The next dynamic pattern's number + 1, or 0: none left. */
+static uint32_t walk_next(dyn_walk_t *w)
+{
+    while (w->c) { /* the chain's next one of this first segment */
+        const sf_pat_t *p = w->pat(w->t, w->c - 1);
+        if (first_seg(p->p, p->n) == w->segn && !memcmp(p->p + 1, w->seg, w->segn))
+            break;
+        w->c = w->ix->next[w->c - 1];
+    }
+    uint32_t a = w->a < w->ix->nany ? w->ix->any[w->a] + 1 : 0;
+    if (w->c && (!a || w->c < a)) {
+        uint32_t k = w->c;
+        w->c = w->ix->next[k - 1];
+        return k;
+    }
+    if (a)
+        w->a++;
+    return a;
 }
 
 /* The static patterns equal to path[0..n) (its trailing '/' aside): the
@@ -320,10 +384,12 @@ const sf_rule_t *sf_redirects_match(const sf_redirects_t *t, const char *path, s
 {
     if (!t->n)
         return NULL;
-    uint32_t k = index_first(&t->ix, rule_pat, t, path, n);
-    for (uint32_t d = 0; d < t->ix.ndyn && (!k || t->ix.dyn[d] < k - 1); d++)
-        if (sf_pat_match(&t->r[t->ix.dyn[d]].from, path, n, caps))
-            return &t->r[t->ix.dyn[d]];
+    uint32_t k = index_first(&t->ix, rule_pat, t, path, n), d;
+    dyn_walk_t w;
+    walk_start(&w, &t->ix, rule_pat, t, path, n);
+    while ((d = walk_next(&w)) && (!k || d < k))
+        if (sf_pat_match(&t->r[d - 1].from, path, n, caps))
+            return &t->r[d - 1];
     if (!k)
         return NULL;
     caps->n = 0, caps->splat = NULL, caps->splatlen = 0;
@@ -482,13 +548,16 @@ unsigned sf_headers_match(const sf_headers_t *t, const char *path, size_t n, uin
     if (!t->nb)
         return 0;
     unsigned k = 0;
-    uint32_t s = index_first(&t->ix, block_pat, t, path, n), d = 0;
+    uint32_t s = index_first(&t->ix, block_pat, t, path, n);
     sf_caps_t caps;
-    while (k < max && (s || d < t->ix.ndyn)) { /* the two lists merged in order */
-        if (d < t->ix.ndyn && (!s || t->ix.dyn[d] < s - 1)) {
-            uint32_t i = t->ix.dyn[d++];
-            if (sf_pat_match(&t->b[i].pat, path, n, &caps))
-                out[k++] = i;
+    dyn_walk_t w;
+    walk_start(&w, &t->ix, block_pat, t, path, n);
+    uint32_t d = walk_next(&w);
+    while (k < max && (s || d)) { /* the static and dynamic ones merged in order */
+        if (d && (!s || d < s)) {
+            if (sf_pat_match(&t->b[d - 1].pat, path, n, &caps))
+                out[k++] = d - 1;
+            d = walk_next(&w);
             continue;
         }
         out[k++] = s - 1;

@@ -54,14 +54,18 @@ typedef struct sf_caps {
     size_t splatlen;
 } sf_caps_t;
 
-/* The index of a table's patterns: static ones by hash, chained in the
-   file's order; the dynamic ones in order. */
+/* The index of a table's patterns: static ones by hash of the path,
+   chained in the file's order; the dynamic ones whose first segment is
+   literal ("/blog/:slug") by hash of that segment, chained the same way;
+   the other dynamic ones ("/:lang/x", a splat first) in a list, in order.  A path
+   is put only to the dynamic patterns of its first segment and the list. */
 typedef struct sf_index {
     uint32_t mask;   /* buckets - 1 (a power of two) */
-    uint32_t *head;  /* a bucket's first pattern + 1, 0: none */
+    uint32_t *head;  /* a bucket's first static pattern + 1, 0: none */
+    uint32_t *dhead; /* a bucket's first dynamic pattern (by first segment) + 1 */
     uint32_t *next;  /* a pattern's next in its bucket + 1 */
-    uint32_t *dyn;   /* the dynamic patterns' numbers, in order */
-    uint32_t ndyn, nstatic;
+    uint32_t *any;   /* the dynamic patterns of no literal first segment, in order */
+    uint32_t ndyn, nstatic, nany;
     uint8_t key[16];
 } sf_index_t;
 

@@ -93,6 +93,14 @@ static void test_order(void)
     is_str(go(&t, "/a/b"), "301 /static1", "the first static rule of a path");
     is_str(go(&t, "/a/c"), "301 /dyn2", "a dynamic one after it");
     sf_redirects_free(&t);
+    /* dynamic rules by their first segment, and those without one, in order */
+    parse_r(&t, "/:lang/x /any1\n/a/:y /seg2\n/b/:y /other3\n/:lang/z /any4\n");
+    is_str(go(&t, "/a/x"), "301 /any1", "a rule of no first segment before one of /a");
+    is_str(go(&t, "/a/z"), "301 /seg2", "/a's before a later one of none");
+    is_str(go(&t, "/b/q"), "301 /other3", "/b's chain");
+    is_str(go(&t, "/c/z"), "301 /any4", "the list alone");
+    is_str(go(&t, "/ab/q"), "-", "a segment that only begins as /a's");
+    sf_redirects_free(&t);
 }
 
 static void test_refused(void)
