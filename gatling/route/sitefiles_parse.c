@@ -99,7 +99,11 @@ static const char *pat_make(sf_pat_t *pt, char *w, char *out)
                 return "more than 8 placeholders in the path";
         }
     }
-    *pt = (sf_pat_t){out, (uint32_t)m, star ? (int32_t)(star - out) : -1, star || caps};
+    size_t upto = star ? (size_t)(star - out) : m;
+    uint16_t slashes = 0;
+    for (size_t i = 0; i < upto; i++)
+        slashes += out[i] == '/';
+    *pt = (sf_pat_t){out, (uint32_t)m, star ? (int32_t)(star - out) : -1, star || caps, slashes};
     return NULL;
 }
 
@@ -184,15 +188,26 @@ typedef struct dyn_walk {
     const void *t;
     const char *seg; /* the path's first segment */
     size_t segn;
-    uint32_t c, a; /* the chain's next + 1, the list's next */
+    uint32_t c, a;          /* the chain's next + 1, the list's next */
+    uint32_t slashes, bare; /* the path's '/'s, and without a trailing one */
 } dyn_walk_t;
+
+/* Can p match a path of w's, by their '/'s?  (One compare a rule: most of
+   the list is left at that.) */
+static int slashes_fit(const dyn_walk_t *w, const sf_pat_t *p)
+{
+    return p->star < 0 ? p->slashes == w->bare : p->slashes <= w->slashes;
+}
 
 static void walk_start(dyn_walk_t *w, const sf_index_t *ix,
                        const sf_pat_t *(*pat)(const void *, uint32_t), const void *t,
                        const char *path, size_t n)
 {
-    *w = (dyn_walk_t){ix, pat, t, path + 1, first_seg(path, n), 0, 0};
+    *w = (dyn_walk_t){ix, pat, t, path + 1, first_seg(path, n), 0, 0, 0, 0};
     w->c = ix->ndyn > ix->nany ? ix->dhead[hash(ix, w->seg, w->segn)] : 0;
+    for (size_t i = 0; i < n; i++)
+        w->slashes += path[i] == '/';
+    w->bare = w->slashes - (n > 1 && path[n - 1] == '/');
 }
 
 /* The next dynamic pattern's number + 1, or 0: none left. */
@@ -200,10 +215,13 @@ static uint32_t walk_next(dyn_walk_t *w)
 {
     while (w->c) { /* the chain's next one of this first segment */
         const sf_pat_t *p = w->pat(w->t, w->c - 1);
-        if (first_seg(p->p, p->n) == w->segn && !memcmp(p->p + 1, w->seg, w->segn))
+        if (slashes_fit(w, p) && first_seg(p->p, p->n) == w->segn &&
+            !memcmp(p->p + 1, w->seg, w->segn))
             break;
         w->c = w->ix->next[w->c - 1];
     }
+    while (w->a < w->ix->nany && !slashes_fit(w, w->pat(w->t, w->ix->any[w->a])))
+        w->a++;
     uint32_t a = w->a < w->ix->nany ? w->ix->any[w->a] + 1 : 0;
     if (w->c && (!a || w->c < a)) {
         uint32_t k = w->c;

@@ -40,6 +40,8 @@ typedef struct sf_pat {
     uint32_t n;
     int32_t star;   /* the splat's offset, or -1 */
     uint8_t dynamic; /* a placeholder or a splat */
+    uint16_t slashes; /* its '/'s (before the splat): a path it matches has as many
+                         (at least as many) */
 } sf_pat_t;
 
 /* What a match bound: placeholders by name, the splat (pointers into the

@@ -101,6 +101,13 @@ static void test_order(void)
     is_str(go(&t, "/c/z"), "301 /any4", "the list alone");
     is_str(go(&t, "/ab/q"), "-", "a segment that only begins as /a's");
     sf_redirects_free(&t);
+    /* the '/'s a rule needs: a trailing one aside, at least those before a splat */
+    parse_r(&t, "/:a/:b /two\n/:a/* /under\n/:a /one\n");
+    is_str(go(&t, "/x/y/"), "301 /two", "two segments and a trailing slash");
+    is_str(go(&t, "/x/y/z"), "301 /under", "three: the splat's");
+    is_str(go(&t, "/x/"), "301 /under", "/x/ is under /:a/*");
+    is_str(go(&t, "/x"), "301 /one", "/x is not");
+    sf_redirects_free(&t);
 }
 
 static void test_refused(void)
