@@ -67,6 +67,7 @@ typedef struct sf_index {
     uint32_t *dhead; /* a bucket's first dynamic pattern (by first segment) + 1 */
     uint32_t *next;  /* a pattern's next in its bucket + 1 */
     uint32_t *any;   /* the dynamic patterns of no literal first segment, in order */
+    uint32_t *afit;  /* ... each one's '/'s (sf_pat_t's slashes), << 1 | 1 with a splat */
     uint32_t ndyn, nstatic, nany;
     uint8_t key[16];
 } sf_index_t;
