@@ -31,7 +31,8 @@ enum { F_REDIRECTS, F_HEADERS, F_PAGE0, NFILES = F_PAGE0 + NPAGES };
 #define SF_DIRS_MAX 1024  /* site directories with their tables */
 #define SF_BAD_SAID 20    /* bad lines of one file told, then their count */
 #define SF_REQ_FIELDS 40  /* _headers' fields for one answer, at most */
-#define SF_REQ_BUF 8192   /* ... their names and values */
+#define SF_REQ_BUF 4096   /* ... their names and values (a head has room: H1_HEAD_CAP) */
+#define SF_REQ_NAMES 1024 /* ... their names (HTTP/2's and 3's SB_HEAD_NAMES has room) */
 
 /* What a file was when read (there 0: it was not). */
 typedef struct stamp {
@@ -334,6 +335,8 @@ static int exists(const site_t *s, const sf_dir_t *d, const path_t *p)
         hb_puts(&b, "index.html");
     if (!hb_str(&b) || path_hidden(p->path, p->len))
         return 0;
+    if (s->program && s->program(s, p->path, p->len))
+        return 1; /* a -P rule's or a CGI pattern's path: its program answers */
     int dfd = dir_open(s, d);
     int fd = dfd < 0 ? -1 : fs_open_beneath(dfd, p->len > 1 ? rel : "index.html",
                                             site_root_check(s));
@@ -434,6 +437,7 @@ static int headers_for(exchange_t *ex, const sf_dir_t *d, const path_t *t)
     if (!q)
         return -1;
     q->n = 0, q->used = 0;
+    size_t names = 0;
     for (unsigned i = 0; i < k; i++) {
         const sf_block_t *bl = &d->hdr->b[idx[i]];
         sf_caps_t caps = {0};
@@ -442,7 +446,7 @@ static int headers_for(exchange_t *ex, const sf_dir_t *d, const path_t *t)
         for (uint32_t j = 0; j < bl->n && q->n < SF_REQ_FIELDS; j++) {
             const sf_hfield_t *f = &d->hdr->f[bl->first + j];
             size_t nl = strlen(f->name) + 1;
-            if (nl >= SF_REQ_BUF - q->used)
+            if (nl >= SF_REQ_BUF - q->used || (names += nl) > SF_REQ_NAMES)
                 break;
             char *name = memcpy(q->buf + q->used, f->name, nl);
             long vl = f->detach ? 0 : sf_subst(q->buf + q->used + nl, SF_REQ_BUF - q->used - nl,
