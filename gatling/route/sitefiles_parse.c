@@ -384,8 +384,9 @@ int sf_redirects_parse(sf_redirects_t *t, const char *text, size_t n, sf_bad_fn 
     memset(t, 0, sizeof *t);
     uint32_t max = count_lines(text, n, SF_RULES_MAX); /* rules kept at most */
     t->text = malloc(n + 1);
-    /* a pattern decoded is no longer than its word, plus its NUL */
-    t->pats = malloc(((size_t)max + 1) * (SF_LINE_MAX + 2));
+    /* a pattern decoded is no longer than its word, plus its NUL; the word
+       being read needs its length + 2: n + 2 a rule kept, + 2 for it */
+    t->pats = malloc(n + 2 * (size_t)max + 8);
     t->r = malloc(((size_t)max + 1) * sizeof *t->r); /* + the line being read */
     if (!t->text || !t->pats || !t->r || index_init(&t->ix, max) < 0) {
         sf_redirects_free(t);
@@ -537,7 +538,7 @@ int sf_headers_parse(sf_headers_t *t, const char *text, size_t n, sf_bad_fn *bad
     memset(t, 0, sizeof *t);
     uint32_t max = count_lines(text, n, SF_RULES_MAX), maxf = count_lines(text, n, SF_FIELDS_TOTAL);
     t->text = malloc(n + 1);
-    t->pats = malloc(((size_t)max + 1) * (SF_LINE_MAX + 2));
+    t->pats = malloc(n + 2 * (size_t)max + 8); /* as sf_redirects_parse's */
     t->b = malloc(((size_t)max + 1) * sizeof *t->b);
     t->f = malloc((size_t)maxf * sizeof *t->f);
     t->fmax = maxf;
