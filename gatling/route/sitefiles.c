@@ -325,9 +325,11 @@ static int dir_open(const site_t *s, const sf_dir_t *d)
     return fs_open_beneath(s->rootfd, d->dir[0] ? d->dir : ".", site_root_check(s));
 }
 
-/* Does the site have a file (or a directory with index.html) at path? */
-static int exists(const site_t *s, const sf_dir_t *d, const path_t *p)
+/* Does ex's site have a file (or a directory with index.html) at path, or
+   does a producer take the request (a -P rule, CGI: router_produced)? */
+static int exists(exchange_t *ex, const sf_dir_t *d, const path_t *p)
 {
+    const site_t *s = ex->site;
     char rel[EX_PATH_CAP + 16];
     hbuf_t b = hb_init(rel, sizeof rel);
     hb_put(&b, p->path + 1, p->len - 1);
@@ -335,8 +337,8 @@ static int exists(const site_t *s, const sf_dir_t *d, const path_t *p)
         hb_puts(&b, "index.html");
     if (!hb_str(&b) || path_hidden(p->path, p->len))
         return 0;
-    if (s->program && s->program(s, p->path, p->len))
-        return 1; /* a -P rule's or a CGI pattern's path: its program answers */
+    if (s->produced && s->produced(s, ex, 0))
+        return 1; /* a -P rule's or a CGI pattern's request: its program answers */
     int dfd = dir_open(s, d);
     int fd = dfd < 0 ? -1 : fs_open_beneath(dfd, p->len > 1 ? rel : "index.html",
                                             site_root_check(s));
@@ -403,7 +405,7 @@ static int redirect_rule(exchange_t *ex, const sf_dir_t *d, const path_t *t)
     if (!r)
         return HANDLER_NOT_MINE;
     int redirect = r->status >= 300 && r->status < 400;
-    if (!redirect && !r->force && exists(ex->site, d, t))
+    if (!redirect && !r->force && exists(ex, d, t))
         return HANDLER_NOT_MINE; /* shadowed by the file */
     char to[HTTP_MAX_TARGET + 1], full[HTTP_MAX_TARGET + 1];
     long n = sf_subst(to, sizeof to, r->to, r->tolen, &caps);

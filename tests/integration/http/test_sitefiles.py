@@ -310,3 +310,25 @@ def test_check_names_bad_lines(build, srv):
     for n in BAD_REDIRECT_LINES:
         assert "/_redirects:%d: " % n in p.stderr, p.stderr
     assert "/_headers:%d: " % BAD_HEADER_LINE in p.stderr, p.stderr
+
+
+# --------------------------------------------------------------------------
+# a backend's path is its own (not the app's shell), and its failure shows the site's page
+
+def test_program_path_shadows_rewrite(build, tmp_path):
+    from conftest import free_port, start_server
+    root = tmp_path / "spa-api"
+    root.mkdir()
+    (root / "index.html").write_bytes(SPA_INDEX)
+    (root / "502.html").write_bytes(b"<p>backend down</p>\n")
+    (root / ".proxy").write_bytes(b"")
+    (root / "_redirects").write_text("/* /index.html 200\n")
+    closed = free_port()  # nothing listens there: the backend is down
+    srv = start_server(build, str(root), ("-T", "10", "-P", "127.0.0.1/%d/^/api/" % closed))
+    try:
+        r = fetch(srv.port, "/api/users")
+        assert_status(r, 502)
+        assert r.body == b"<p>backend down</p>\n", "the site's 502 page, not the shell"
+        assert_ok(fetch(srv.port, "/users"), SPA_INDEX, "the app's own routes")
+    finally:
+        srv.finish()
