@@ -160,7 +160,7 @@ static void load(site_t *s, sf_dir_t *d, int dfd, unsigned i)
     size_t max = i == F_REDIRECTS ? SF_REDIRECTS_FILE_MAX
                  : i == F_HEADERS ? SF_HEADERS_FILE_MAX
                                   : SF_PAGE_MAX;
-    char name[16];
+    char name[16] = "";
     if (i >= F_PAGE0)
         snprintf(name, sizeof name, "%d.html", pages[i - F_PAGE0]);
     errno = 0;
@@ -197,7 +197,7 @@ static void refresh(site_t *s, sf_dir_t *d, int dfd)
 {
     for (unsigned i = 0; i < NFILES; i++) {
         struct stat st;
-        char name[16];
+        char name[16] = "";
         if (i >= F_PAGE0)
             snprintf(name, sizeof name, "%d.html", pages[i - F_PAGE0]);
         stamp_t now = {0};
