@@ -216,6 +216,48 @@ static void test_headers(void)
     sf_headers_free(&h);
 }
 
+static void test_headers_refused(void)
+{
+    sf_headers_t h;
+    char text[8192];
+    int n = snprintf(text, sizeof text,
+                     "  X-Early: 1\n"          /* 1: before any path */
+                     "/a\n"
+                     "  ! X-One X-Two\n"       /* 3: detach names one */
+                     "  X-Tab: v \t \n"       /* trailing blanks trimmed */
+                     "  X-Ctl: a\001b\n"      /* 5: a control byte */
+                     "  : novalue\n"           /* 6: no name */
+                     "/b/x:y/:p\n"             /* a ':' inside a segment is literal */
+                     "  X-Lit: 1\n"
+                     "/%s\n", "");
+    for (int i = 0; i < 33; i++) /* 10..42; the 33rd: over 32 in a block */
+        n += snprintf(text + n, sizeof text - (size_t)n, "  X-F%d: %d\n", i, i);
+    n += snprintf(text + n, sizeof text - (size_t)n, "/");
+    memset(text + n, 'y', 1001);
+    n += 1001;
+    n += snprintf(text + n, sizeof text - (size_t)n, "\n");
+    bad_lines[0] = 0, nbad = 0;
+    if (sf_headers_parse(&h, text, (size_t)n, bad, NULL) < 0)
+        abort();
+    is_str(bad_lines, "1,3,5,6,42,43", "each bad line by its number");
+    ok(h.nb == 3 && h.b[0].n == 1 && !strcmp(h.f[h.b[0].first].value, "v"),
+       "trailing blanks trimmed from a value");
+    uint32_t idx[4];
+    ok(sf_headers_match(&h, "/b/x:y/q", 8, idx, 4) == 1 && idx[0] == 1,
+       "':' inside a segment is a literal byte");
+    sf_headers_free(&h);
+
+    sf_redirects_t t;
+    parse_r(&t, "/:a/:b/:c/:d/:e/:f/:g/:h/:i /x\n");
+    is_str(bad_lines, "1", "more than 8 placeholders");
+    ok(t.n == 0, "... refused");
+    sf_redirects_free(&t);
+    parse_r(&t, "/:a/:b/:c/:d/:e/:f/:g/:h /:h\n");
+    is_str(go(&t, "/1/2/3/4/5/6/7/8"), "301 /8", "eight placeholders bound");
+    is_str(go(&t, "/1/2/3/4/5/6/7/"), "-", "an empty segment binds none");
+    sf_redirects_free(&t);
+}
+
 int main(void)
 {
     test_forms();
@@ -223,5 +265,6 @@ int main(void)
     test_refused();
     test_subst();
     test_headers();
+    test_headers_refused();
     return tap_done();
 }
