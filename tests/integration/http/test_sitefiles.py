@@ -332,3 +332,34 @@ def test_program_path_shadows_rewrite(build, tmp_path):
         assert_ok(fetch(srv.port, "/users"), SPA_INDEX, "the app's own routes")
     finally:
         srv.finish()
+
+
+# --------------------------------------------------------------------------
+# each virtual host its own files
+
+def test_virtual_hosts_have_their_own(build, tmp_path):
+    from conftest import start_server
+    root = tmp_path / "vh"
+    vh = root / "example.test"
+    vh.mkdir(parents=True)
+    (root / "index.html").write_bytes(b"root\n")
+    (root / "404.html").write_bytes(b"<p>root 404</p>\n")
+    (root / "_redirects").write_text("/go /root-target 302\n")
+    (vh / "index.html").write_bytes(b"vhost\n")
+    (vh / "404.html").write_bytes(b"<p>vhost 404</p>\n")
+    (vh / "_redirects").write_text("/go /vhost-target 302\n")
+    (vh / "_headers").write_text("/*\n  X-Host: example\n")
+    srv = start_server(build, str(root))
+    try:
+        r = fetch(srv.port, "/go", host="example.test")
+        redirected(r, 302, "/vhost-target")
+        assert r.header("X-Host") == "example"
+        r = fetch(srv.port, "/go", host="other.test")
+        redirected(r, 302, "/root-target")
+        assert r.header("X-Host") is None
+        assert fetch(srv.port, "/nope", host="example.test").body == b"<p>vhost 404</p>\n"
+        assert fetch(srv.port, "/nope", host="other.test").body == b"<p>root 404</p>\n"
+        r = fetch(srv.port, "/example.test/_redirects", host="other.test")
+        assert_status(r, 404)  # the root serves the vhost's directory: never its files
+    finally:
+        srv.finish()
