@@ -2,6 +2,8 @@
 #define _GNU_SOURCE /* memrchr */
 #include "sitefiles.h"
 #include "sitefiles_parse.h"
+#include "metrics.h"
+#include "status.h"
 #include "handlers/hstate.h"
 #include "http/hbuf.h"
 #include "http/path.h"
@@ -326,7 +328,8 @@ static int dir_open(const site_t *s, const sf_dir_t *d)
 }
 
 /* Does ex's site have a file (or a directory with index.html) at path, or
-   does a producer take the request (a -P rule, CGI: router_produced)? */
+   does a producer take the request (a -P rule, CGI: router_produced), or
+   -S's pages? */
 static int exists(exchange_t *ex, const sf_dir_t *d, const path_t *p)
 {
     const site_t *s = ex->site;
@@ -339,6 +342,8 @@ static int exists(exchange_t *ex, const sf_dir_t *d, const path_t *p)
         return 0;
     if (s->produced && s->produced(s, ex, 0))
         return 1; /* a -P rule's or a CGI pattern's request: its program answers */
+    if (status_page_on(s) && (status_handler.match(ex) || metrics_handler.match(ex)))
+        return 1; /* -S's pages, which come after the producers */
     int dfd = dir_open(s, d);
     int fd = dfd < 0 ? -1 : fs_open_beneath(dfd, p->len > 1 ? rel : "index.html",
                                             site_root_check(s));

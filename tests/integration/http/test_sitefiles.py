@@ -324,8 +324,12 @@ def test_program_path_shadows_rewrite(build, tmp_path):
     (root / ".proxy").write_bytes(b"")
     (root / "_redirects").write_text("/* /index.html 200\n")
     closed = free_port()  # nothing listens there: the backend is down
-    srv = start_server(build, str(root), ("-T", "10", "-P", "127.0.0.1/%d/^/api/" % closed))
+    srv = start_server(build, str(root), ("-T", "10", "-S",
+                                          "-P", "127.0.0.1/%d/^/api/" % closed))
     try:
+        r = fetch(srv.port, "/metrics")
+        assert_status(r, 200)
+        assert r.body != SPA_INDEX, "-S's pages are not the app's shell"
         r = fetch(srv.port, "/api/users")
         assert_status(r, 502)
         assert r.body == b"<p>backend down</p>\n", "the site's 502 page, not the shell"
