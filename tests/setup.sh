@@ -67,6 +67,9 @@ pkgs="$pkgs bind9"
 # prometheus: test_metrics.py checks /metrics with its promtool and has the server scrape
 # gatling (started by the test on a port of its own; policy-rc.d keeps the service off 9090)
 pkgs="$pkgs prometheus"
+# hugo: http/test_sitefiles.py builds a real static site with it (a 404.html, _redirects
+# and _headers the generator copies from static/) and serves what it made (issue 77)
+pkgs="$pkgs hugo"
 # etcd-server, etcd-client: test_cluster.py (--cluster, issue 57) runs two gatling nodes
 # against a real etcd 3.4 (its v3 JSON gateway), started by the test on ports of its own;
 # policy-rc.d keeps the package's service from starting, and it is disabled below so a

@@ -167,7 +167,7 @@ coverage: setup
 # whose symbols are already defined, so the counted copies are the ones that
 # run.  A parser is found by its file's name in whichever folder of gatling/
 # holds it (conn/proxyproto.c may move).
-PARSERS ?= http_parse h2_hpack cachectl proxyproto ftp_parse acme_parse
+PARSERS ?= http_parse h2_hpack cachectl proxyproto ftp_parse acme_parse sitefiles_parse
 PARSER_UNITS ?= $(PARSERS:%=t_%) t_upstream t_fuzzcases t_fuzz
 PCOV := $(OB)-parsecov
 pcov_src = $(firstword $(wildcard gatling/*/$(1).c gatling/$(1).c))

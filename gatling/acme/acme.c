@@ -562,27 +562,26 @@ static void run_loop(acme_run_t *r)
  * directory that user's at start, acme_setup.c, and never hands -C over):
  * nothing here runs as root, so nothing a user planted steers root.
  */
-static int prepare_dirs(const config_t *cfg, const proc_t *p, int *state_fd, int *tls_fd,
-                        char *err, size_t n)
+static int prepare_dirs(acme_run_t *r, int *state_fd, char *err, size_t n)
 {
     static const struct {
         const char *path;
         mode_t mode;
     } sub[] = {{"challenges", 0755}, {ACME_CHAL_HTTP_DIR, 0755}, {ACME_CHAL_ALPN_DIR, 0755},
                {"account", 0700}};
-    if (acme_make_dir(AT_FDCWD, cfg->acme.state_dir, 0755) < 0 ||
-        (*state_fd = open(cfg->acme.state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-        snprintf(err, n, "state directory %s: %s", cfg->acme.state_dir, strerror(errno));
+    if (acme_make_dir(AT_FDCWD, r->cfg->acme.state_dir, 0755) < 0 ||
+        (*state_fd = open(r->cfg->acme.state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+        snprintf(err, n, "state directory %s: %s", r->cfg->acme.state_dir, strerror(errno));
         return -1;
     }
     for (size_t i = 0; i < sizeof sub / sizeof sub[0]; i++)
         if (acme_make_dir(*state_fd, sub[i].path, sub[i].mode) < 0) {
-            snprintf(err, n, "%s/%s: %s", cfg->acme.state_dir, sub[i].path, strerror(errno));
+            snprintf(err, n, "%s/%s: %s", r->cfg->acme.state_dir, sub[i].path, strerror(errno));
             return -1;
         }
-    if (acme_make_dir(AT_FDCWD, p->tls_dir, 0755) < 0 ||
-        (*tls_fd = open(p->tls_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-        snprintf(err, n, "certificate directory %s: %s", p->tls_dir, strerror(errno));
+    if (acme_make_dir(AT_FDCWD, r->proc->tls_dir, 0755) < 0 ||
+        (r->tls_fd = open(r->proc->tls_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+        snprintf(err, n, "certificate directory %s: %s", r->proc->tls_dir, strerror(errno));
         return -1;
     }
     return 0;
@@ -709,7 +708,7 @@ static void child_main(const config_t *cfg, const proc_t *p, const char *const *
     if ((p->cluster && !etcd) ||
         (drop_privileges(p, parent) < 0 &&
          snprintf(err, sizeof err, "dropping to -u's user: %s", strerror(errno))) ||
-        prepare_dirs(cfg, p, &state_fd, &r.tls_fd, err, sizeof err) < 0 ||
+        prepare_dirs(&r, &state_fd, err, sizeof err) < 0 ||
         (lock_fd = open_lock(cfg, state_fd, err, sizeof err)) < 0 ||
         curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK ||
         acme_client_init(&r.cl, cfg, state_fd, http01, &acme_abort) < 0 ||

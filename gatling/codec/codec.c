@@ -2,6 +2,7 @@
 #include "codec.h"
 #include "gio.h"
 #include "route/router.h"
+#include "route/sitefiles.h"
 #include "site/jobs.h"
 
 #include <openssl/ssl.h>
@@ -14,7 +15,7 @@ void codec_exchange_init(exchange_t *ex, const codec_conn_t *f, const ex_codec_t
 {
     /* the route's name, the path and vhost buffers are filled later */
     memset(ex, 0, offsetof(exchange_t, route.name));
-    ex->vhost[0] = ex->log_cache[0] = ex->log_upstream[0] = 0;
+    ex->vhost[0] = ex->log_cache[0] = ex->log_upstream[0] = ex->log_rule[0] = 0;
     ex->secure = f->secure;
     ex->local_port = f->local_port;
     ex->peer = f->peer;
@@ -77,6 +78,12 @@ void codec_head_facts(head_t *h, const exchange_t *ex, int status, const char *c
         .fields = ex->fields,
         .nfields = ex->nfields,
     };
+    sitefiles_head(h, ex); /* _headers: the site's fields for the path */
+}
+
+char *codec_error_page(exchange_t *ex, int status, size_t *n)
+{
+    return sitefiles_page(ex, status, n);
 }
 
 void codec_log_facts(alog_facts_t *out, const exchange_t *ex, const struct ssl_st *ssl,

@@ -72,6 +72,13 @@ void codec_head_facts(head_t *h, const exchange_t *ex, int status, const char *c
                       time_t mtime);
 
 /*
+ * The site's own page for an error with this status (its STATUS.html:
+ * route/sitefiles.h), sent instead of the small page of http/response.h:
+ * a malloc'd copy of *n bytes the caller owns, or NULL (none).
+ */
+char *codec_error_page(exchange_t *ex, int status, size_t *n);
+
+/*
  * The access log's facts of ex, answered over proto ("h1", "h2", "h3"):
  * ssl's TLS version and cipher (ssl NULL: none), ex's duration until now.
  * The strings are OpenSSL's, valid while ssl is.

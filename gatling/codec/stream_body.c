@@ -103,12 +103,15 @@ int sb_codec_error(exchange_t *ex, int status)
         b->ended = 1; /* an error page is a whole response */
     if (b->closed)
         return 0;
-    char *page = malloc(RESP_PAGE_MAX);
-    if (!page)
-        return -1;
-    hbuf_t pb = hb_init(page, RESP_PAGE_MAX);
-    resp_page(&pb, status);
-    size_t n = hb_len(&pb);
+    size_t n = 0;
+    char *page = codec_error_page(ex, status, &n); /* the site's own, else ours */
+    if (!page) {
+        if (!(page = malloc(RESP_PAGE_MAX)))
+            return -1;
+        hbuf_t pb = hb_init(page, RESP_PAGE_MAX);
+        resp_page(&pb, status);
+        n = hb_len(&pb);
+    }
     if (add_part(b, (sb_part_t){.p = page, .fd = -1, .owned = 1, .len = n}) < 0) {
         free(page);
         return -1;

@@ -113,11 +113,43 @@ static int build_error(h1_t *h, int status, size_t *head_len, size_t *page_len)
     return b.over || pb.over ? -1 : 0;
 }
 
+/* The site's own page for status (codec_error_page), after its head: 1 if
+   queued, 0 when there is none or its head does not fit, -1 on failure. */
+static int queue_site_page(h1_t *h, int status)
+{
+    exchange_t *ex = &h->ex;
+    size_t n = 0;
+    char *page = codec_error_page(ex, status, &n);
+    if (!page)
+        return 0;
+    hbuf_t b = hb_init(h->head, H1_HEAD_CAP);
+    put_head(&b, h, status, "text/html; charset=utf-8", n, -1);
+    if (b.over) {
+        free(page);
+        return 0;
+    }
+    ex->status = (uint16_t)status;
+    ex->body_len = ex->head_only ? 0 : n;
+    h->head_len = (uint32_t)hb_len(&b);
+    if (gio_batch_add_buf(h->out, h->head, hb_len(&b), 0) < 0) {
+        free(page);
+        return -1;
+    }
+    if (ex->head_only) {
+        free(page);
+        return 1;
+    }
+    return gio_batch_add_buf(h->out, page, n, GIO_BATCH_FREE) < 0 ? -1 : 1;
+}
+
 /* Queue an error response; a head that does not fit becomes a bare 500. */
 static int queue_error(h1_t *h, int status)
 {
     exchange_t *ex = &h->ex;
     size_t head_len, page_len;
+    int site = queue_site_page(h, status);
+    if (site)
+        return site < 0 ? -1 : 0;
     if (build_error(h, status, &head_len, &page_len) < 0) {
         /* never sent truncated; the stream after a 500 of ours is not to be trusted */
         status = 500;

@@ -29,6 +29,7 @@ enum hstate {
     HSTATE_CACHE,    /* cache.c: the response cache (cache_t); NULL: none */
     HSTATE_COMPRESS, /* compress.c: on-the-fly coding of dynamic answers (compress_t) */
     HSTATE_STATUS,   /* status.c: -S's samples for the graphs (status_loop_t); NULL: no -S */
+    HSTATE_SITEFILES, /* route/sitefiles.c: the sites' _redirects, _headers, pages */
     HSTATES
 };
 
@@ -52,6 +53,7 @@ enum hslot {
                     method (and its end); the pass and watched flags */
     HSLOT_DICT,  /* dictionary.c: what this request waited for (a hash, a delta) */
     HSLOT_COMPRESS, /* compress.c: the coding stage between the handler and the codec */
+    HSLOT_SITE,     /* route/sitefiles.c: _headers' fields for the answer; n: routed */
     HSLOTS
 };
 

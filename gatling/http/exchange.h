@@ -97,7 +97,7 @@ struct ssl_st;
  * handler that knows something of the request as it was tells the
  * requests apart by ex->redirects.
  */
-#define EX_SLOTS 5
+#define EX_SLOTS 6
 typedef struct ex_slot {
     void *p;     /* the handler's, or NULL */
     uintptr_t n; /* ... a small value of the handler's */
@@ -219,13 +219,14 @@ typedef struct exchange {
     /* for --log-format json, "" when none: set with ex_log_note() */
     char log_cache[EX_NOTE_CAP];    /* the response cache's Cache-Status */
     char log_upstream[EX_NOTE_CAP]; /* the backend that answered ("127.0.0.1/8001") */
+    char log_rule[EX_NOTE_CAP];     /* the site's rule that redirected or rewrote ("_redirects:3") */
     /* the codec */
     const ex_codec_t *codec;
     void *conn; /* the codec's connection: where a finished job resumes */
 } exchange_t;
 
 /* A note for the access log into one of ex's EX_NOTE_CAP buffers (log_cache,
-   log_upstream), truncated to fit: its own copy, since the log line is
+   log_upstream, log_rule), truncated to fit: its own copy, since the log line is
    written after the response's bytes and buffers have gone. */
 static inline void ex_log_note(char *note, const char *text)
 {

@@ -1,6 +1,8 @@
-/* --check's walk for .dictionary, .cache and .proxy files: see check.h. */
+/* --check's walk for .dictionary, .cache and .proxy files, and a site's _redirects and
+   _headers: see check.h. */
 #include "check.h"
 #include "route/cache_conf.h"
+#include "route/sitefiles.h"
 #include "handlers/dictionary.h"
 #include "handlers/proxy_front.h"
 #include "http/dcz.h"
@@ -75,6 +77,8 @@ static int walk(int dirfd, const char *path, int depth, int *left)
 {
     int bad = check_file(dirfd, path) | check_cache(dirfd, path) |
               proxy_front_check_file(dirfd, path);
+    if (depth <= 1) /* a site's top: the root, or a virtual host's directory */
+        bad |= sitefiles_check(dirfd, path);
     DIR *d = depth < CHECK_DEPTH_MAX ? fdopendir(dup(dirfd)) : NULL;
     struct dirent *e;
     while (d && (e = readdir(d)) && *left > 0) {

@@ -3,10 +3,12 @@
  * first request: the .dictionary files below the document root
  * (handlers/dictionary.h), parsed by the same dcz_rule_parse the static
  * handler uses, the .cache files (route/cache_conf.h), by the cache's
- * own cache_conf_parse, and the .proxy files' words (a front controller:
- * handlers/proxy.h), by the proxy's own parser.  The rest of --check is
- * the start-up's own code (main.c's check_run), so that a check and a
- * start cannot disagree.
+ * own cache_conf_parse, the .proxy files' words (a front controller:
+ * handlers/proxy.h), by the proxy's own parser, and a site's _redirects
+ * and _headers (the root's and its virtual hosts' directories':
+ * route/sitefiles.h), by the parser the router's entry uses.  The rest of
+ * --check is the start-up's own code (main.c's check_run), so that a check
+ * and a start cannot disagree.
  */
 #ifndef GATLING_CHECK_H
 #define GATLING_CHECK_H
@@ -16,8 +18,9 @@
 
 /*
  * Walk the current directory (the document root) for .dictionary,
- * .cache and .proxy files and parse each; every bad line is said on
- * stderr as "gatling: PATH:LINE: ...".  Directories and files whose names begin with
+ * .cache and .proxy files (and in it and its children _redirects and
+ * _headers) and parse each; every bad line is said on stderr as
+ * "gatling: PATH:LINE: ...".  Directories and files whose names begin with
  * a dot are not served and not walked.  0, or -1 if a line was bad.
  */
 int check_dictionaries(void);

@@ -12,6 +12,7 @@
 #include "handlers/proxy.h"
 #include "handlers/hstate.h"
 #include "handlers/static.h"
+#include "sitefiles.h"
 #include "status.h"
 #include "handlers/target.h"
 #include "site/fs.h"
@@ -374,6 +375,7 @@ static const handler_t *const table[] = {
     &client_entry, /* mutual TLS's 400, before anything is served */
     &https_entry,
     &acme_files_entry,
+    &sitefiles_handler, /* _redirects, _headers: the site's own rules, before any producer */
     &index_entry,      /* -I's name a rule runs: the request goes on as its */
     &compress_handler, /* --compress: wraps the codec of what goes to a producer */
     &cache_handler,   /* .cache */

@@ -229,6 +229,7 @@ static void json_line(alog_t *l, hbuf_t *b, const struct sockaddr *peer,
     json_num(b, "upstream_us", ex && ex->log_upstream[0] ? ex->upstream_us : -1);
     json_field(b, "cache", ex ? ex->log_cache : NULL, ex ? strnlen(ex->log_cache, EX_NOTE_CAP) : 0,
                1);
+    json_field(b, "rule", ex ? ex->log_rule : NULL, ex ? strnlen(ex->log_rule, EX_NOTE_CAP) : 0, 1);
     hb_puts(b, flags & ALOG_DCZ ? ",\"dcz\":true" : ",\"dcz\":false");
     json_num(b, "duration_us", f ? f->duration_us : -1);
     json_num(b, "grpc_status", ex && ex->grpc_status ? ex->grpc_status - 1 : -1);

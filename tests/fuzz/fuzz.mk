@@ -21,7 +21,7 @@ FUZZ_SECS ?= 60
 FUZZ_CHECK_SECS ?= 2
 FUZZ_NAMES := fuzz_head fuzz_te fuzz_chunked fuzz_target fuzz_range fuzz_accept fuzz_host \
               fuzz_htaccess fuzz_proxy fuzz_h2 fuzz_cgi_head fuzz_ftp fuzz_fcgi fuzz_resp \
-              fuzz_cachectl fuzz_acme fuzz_dcz fuzz_options fuzz_h2b fuzz_h2bc \
+              fuzz_cachectl fuzz_acme fuzz_dcz fuzz_options fuzz_h2b fuzz_h2bc fuzz_sitefiles \
               $(if $(filter 1,$(H3)),fuzz_quic)
 FUZZ_ONLY ?= $(FUZZ_NAMES)
 # Harnesses whose findings are known and not fixed yet: make fuzz-check only
@@ -50,7 +50,7 @@ FUZZ_LIB := gatling/http/http_parse.c gatling/http/fcgi.c gatling/http/path.c ga
             gatling/handlers/htaccess.c gatling/http/hbuf.c gatling/http/conditional.c \
             gatling/conn/proxyproto.c gatling/http/cgi_head.c gatling/ftp/ftp_parse.c \
             gatling/http/cachectl.c gatling/site/nets.c gatling/http/dcz.c \
-            gatling/site/zcoder.c
+            gatling/site/zcoder.c gatling/route/sitefiles_parse.c gatling/site/siphash.c
 
 # fuzz_h2 and fuzz_quic run a whole site: every gatling source but main.c, on the poll loop
 FUZZ_H2_LIB := $(filter-out gatling/process/main.c,$(wildcard gatling/*/*.c)) \
