@@ -55,40 +55,37 @@ static int rule_parse(const char *s, px_rule_t *r, px_pooldef_t *pd, char *name,
     return 0;
 }
 
-int proxy_rule_check(const char *rule)
+const char *proxy_rule_check(const char *rule)
 {
     px_rule_t r;
     px_pooldef_t pd;
     char name[40];
     const char *why;
-    if (rule_parse(rule, &r, &pd, name, sizeof name, &why) < 0) {
-        fprintf(stderr, "gatling: -P %s: %s\n", rule, why);
-        return -1;
-    }
+    if (rule_parse(rule, &r, &pd, name, sizeof name, &why) < 0)
+        return why;
     regfree(&r.re);
-    return 0;
+    return NULL;
 }
 
-int proxy_pool_check(const char *def)
+const char *proxy_pool_check(const char *def)
 {
     px_pooldef_t pd;
     const char *why;
-    if (px_pool_parse(def, &pd, &why) < 0) {
-        fprintf(stderr, "gatling: --pool %s: %s\n", def, why);
-        return -1;
-    }
-    return 0;
+    return px_pool_parse(def, &pd, &why) < 0 ? why : NULL;
 }
 
-/* -P and --pool (o->id 1): each a row (the number given, the length, then
-   its own check, which says why).  0, or -1. */
+/* -P and --pool (o->id 1): each a row (the number given, the length: the
+   row's .why, then its own check, whose reason is the one line said).  0,
+   or -1. */
 static int proxy_set(config_t *cfg, const optdef_t *o, char *arg)
 {
     int pool = o->id;
+    const char *why;
     if ((pool ? cfg->npools : cfg->nproxy_rules) == o->repeat ||
-        strnlen(arg, CONFIG_PATTERN_MAX + 1) > CONFIG_PATTERN_MAX ||
-        (pool ? proxy_pool_check(arg) : proxy_rule_check(arg)) < 0)
+        strnlen(arg, CONFIG_PATTERN_MAX + 1) > CONFIG_PATTERN_MAX)
         return -1;
+    if ((why = pool ? proxy_pool_check(arg) : proxy_rule_check(arg)))
+        return opt_set_why(why), -1;
     if (pool)
         cfg->pool_def[cfg->npools++] = arg;
     else

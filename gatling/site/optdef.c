@@ -145,6 +145,20 @@ int opt_usage_end(int rc)
     return rc;
 }
 
+static const char *set_why;
+
+void opt_set_why(const char *why)
+{
+    set_why = why;
+}
+
+const char *opt_take_why(void)
+{
+    const char *why = set_why;
+    set_why = NULL;
+    return why;
+}
+
 static const char *where_file;
 static int where_line[128];
 

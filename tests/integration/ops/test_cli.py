@@ -372,6 +372,27 @@ BAD_VALUES = [
 ]
 
 
+BAD_RULES = [(("-P", "foo"), "-P foo: the backend is not an IPv4"),
+             (("-P", "/x=foo://a"), "-P /x=foo://a: the backend is not"),
+             (("-P", "127.0.0.1/80/(x"), "-P 127.0.0.1/80/(x: the pattern is empty, not a POSIX"),
+             (("-P", "@/x"), "-P @/x: @NAME/pattern names a --pool"),
+             (("--pool", "x"), "--pool x: not NAME=backends"),
+             (("--pool", "a=127.0.0.1/9;balance=nope"), "--pool a=127.0.0.1/9;balance=nope: ")]
+
+
+@http_only
+@pytest.mark.parametrize("args,says", BAD_RULES, ids=[" ".join(a) for a, _ in BAD_RULES])
+def test_a_bad_rule_says_one_line(build, args, says):
+    """A bad -P or --pool: its own reason on one line, then the pointer to -h;
+    not the row's generic "not a proxy rule" after it (issue 79 item 8.1)."""
+    p = run(build, "-i", "127.0.0.1", "-p", "0", *args)
+    err = p.stderr.decode()
+    assert p.returncode == 2, (p.returncode, err)
+    lines = err.splitlines()
+    assert len(lines) == 2 and says in lines[0], err
+    assert lines[1] == "gatling: try 'gatling -h' or see gatling(8)", err
+
+
 @http_only
 @pytest.mark.parametrize("args,says", BAD_VALUES,
                          ids=["%d %s" % (i, a[0]) for i, (a, _) in enumerate(BAD_VALUES)])

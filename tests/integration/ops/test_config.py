@@ -154,7 +154,7 @@ BAD = [
     ("-W 0\n", r"bad\.conf:1: -W 0: not a worker count"),
     ("\n\n-c missing-dir\n", r"-c .*missing-dir: No such file or directory"),
     ("-w 'a('\n", r"bad\.conf:1: -w a\(: not a POSIX extended regular expression"),
-    ("-P '127.0.0.1/80/(x'\n", r"bad\.conf:1: -P .*not a proxy rule"),
+    ("-P '127.0.0.1/80/(x'\n", r"bad\.conf:1: -P .*: the pattern is empty, not a POSIX"),
     ("-P 'nohost'\n", r"bad\.conf:1: -P nohost"),
     ("--pool 'a=file:/nonexistent/list' -P '@a/^/x/'\n", r"--pool a: /nonexistent/list: No such"),
     ("--pool 'a=file:%(etc)s/pool.list' -P '@a/^/x/'\n", r"pool\.list line 2: the backend is not"),
