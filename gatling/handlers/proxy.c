@@ -85,7 +85,7 @@ static int proxy_set(config_t *cfg, const optdef_t *o, char *arg)
         strnlen(arg, CONFIG_PATTERN_MAX + 1) > CONFIG_PATTERN_MAX)
         return -1;
     if ((why = pool ? proxy_pool_check(arg) : proxy_rule_check(arg)))
-        return opt_set_why(why), -1;
+        return opt_set_why("%s", why), -1;
     if (pool)
         cfg->pool_def[cfg->npools++] = arg;
     else

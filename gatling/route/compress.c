@@ -542,7 +542,7 @@ static int compress_set(config_t *cfg, const optdef_t *o, char *arg)
         if (!strncmp(arg, settings[i].key, strlen(settings[i].key))) {
             if (setting(cfg, i, arg + strlen(settings[i].key)) == 0)
                 return 0;
-            return opt_set_why(settings[i].why), -1;
+            return opt_set_why("%s", settings[i].why), -1;
         }
     opt_set_why("no such setting: --compress takes off, secrets, types=LIST, skip=/PATH[,...], "
                 "min=BYTES, streams=N or memory=BYTES, one per --compress");

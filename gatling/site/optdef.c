@@ -2,6 +2,7 @@
 #include "optdef.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,18 +146,23 @@ int opt_usage_end(int rc)
     return rc;
 }
 
-static const char *set_why;
+static char set_why[512], taken_why[512];
 
-void opt_set_why(const char *why)
+void opt_set_why(const char *fmt, ...)
 {
-    set_why = why;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(set_why, sizeof set_why, fmt, ap);
+    va_end(ap);
 }
 
 const char *opt_take_why(void)
 {
-    const char *why = set_why;
-    set_why = NULL;
-    return why;
+    if (!set_why[0])
+        return NULL;
+    memcpy(taken_why, set_why, sizeof taken_why);
+    set_why[0] = 0;
+    return taken_why;
 }
 
 static const char *where_file;

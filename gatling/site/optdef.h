@@ -131,10 +131,11 @@ void opt_usage_defer(int on);
 /* The deferred pointer, if a bad option made it owed; rc. */
 int opt_usage_end(int rc);
 
-/* A setter's own reason for refusing its value (a static string), said in
-   place of its row's .why: one line that says what is wrong, not two.
-   opt_take_why() returns it (NULL: none) and forgets it. */
-void opt_set_why(const char *why);
+/* A setter's own reason for refusing its value (printf's format, copied;
+   at most 511 bytes are kept), said in place of its row's .why: one line
+   that says what is wrong, not two.  opt_take_why() returns it (NULL: none)
+   and forgets it. */
+void opt_set_why(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *opt_take_why(void);
 
 /* Where the options were given, for the start's later messages: the
