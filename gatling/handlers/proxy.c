@@ -823,6 +823,8 @@ int proxy_dispatch(exchange_t *ex)
     px_rule_t *r = match(ex, &t);
     if (!r)
         return PROXY_NOT_MINE;
+    if (ex->site->cfg->log_vhost || ex->site->cfg->log_json) /* as a file's: who served */
+        vhost_log_name(t.which, t.vhost, ex->local_port, ex->vhost, sizeof ex->vhost);
     int grpc = px_is_grpc(ex);
     if (grpc && !ex_has_trailers(ex))
         return px_grpc_refused(ex);
