@@ -710,6 +710,15 @@ int tls_store_expiry(const tls_store_t *st, int i, const char **name, int64_t *n
     return 1;
 }
 
+int tls_store_name(const tls_store_t *st, int i, int k, const char **name)
+{
+    const tls_cert_t *c = st && i >= 0 && i < st->n ? tls_cert_of(st->ctx[i]) : NULL;
+    if (!c || k < 0 || k >= c->nnames)
+        return 0;
+    *name = c->names[k];
+    return 1;
+}
+
 int64_t tls_store_issued(const tls_store_t *st, int i)
 {
     const tls_cert_t *c = st && i >= 0 && i < st->n ? tls_cert_of(st->ctx[i]) : NULL;

@@ -162,6 +162,10 @@ int tls_store_covers(const tls_store_t *st, const char *host, size_t len);
    /metrics.  1, or 0 past the last. */
 int tls_store_expiry(const tls_store_t *st, int i, const char **name, int64_t *not_after);
 
+/* The k-th name (from 0, lower case; "*.example.com" for a wildcard) the
+   i-th certificate loaded answers for: 1, or 0 past its last. */
+int tls_store_name(const tls_store_t *st, int i, int k, const char **name);
+
 /* ... and its start (notBefore, unix seconds; 0: unknown or past the last),
    for /server-status's renewal window. */
 int64_t tls_store_issued(const tls_store_t *st, int i);
