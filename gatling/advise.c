@@ -1,6 +1,7 @@
 /* The start's and --check's warnings: see advise.h. */
 #include "advise.h"
 #include "check.h"
+#include "cluster_setup.h"
 #include "handlers/proxy.h"
 #include "tls/tls.h"
 
@@ -363,6 +364,6 @@ static int as_root(const config_t *cfg, const proc_t *p)
 int advise(const config_t *cfg, const proc_t *p)
 {
     return as_root(cfg, p) + https_ports(cfg, p) + names_without_site(cfg, p) +
-           chroot_paths(cfg, p) +
+           cluster_advise(cfg, p) + chroot_paths(cfg, p) +
            sockets_missing(cfg, p);
 }

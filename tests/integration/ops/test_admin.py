@@ -215,3 +215,55 @@ def test_chroot_and_a_socket_outside_it_are_said(gatling, build, tmp_path):
     srv = gatling(docroot=root, args=("-T", "10") + args,  # the start says the same
                   env=no_leak_env(build))
     wait_for(lambda: note in srv.errlog and fpm in srv.errlog, 5, "the start's note and warning")
+
+
+def openssl(*args, cwd):
+    subprocess.run(["openssl"] + list(args), cwd=cwd, check=True, capture_output=True,
+                   timeout=60)
+
+
+def test_cluster_acme_root_missing_is_said(build, tmp_path):
+    """--cluster with --acme: a certificate of the ACME client's (-C's NAME ->
+    .acme/...) whose chain's issuing root --acme-ca-root lacks (a private CA
+    whose API root alone is there, as with Pebble) would be refused by every
+    other node, which orders its own (issue 79 item 8.8): --check and the
+    start name the root; with it in the file, nothing is said."""
+    d = str(tmp_path)
+    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes")
+    for cn, name in (("Test Issuing Root", "iss"), ("Test API Root", "api")):
+        openssl("req", "-x509", *ec, "-days", "30", "-subj", "/CN=" + cn, "-keyout",
+                name + ".key", "-out", name + ".pem", cwd=d)
+    openssl("req", "-new", *ec, "-subj", "/CN=a.test", "-keyout", "leaf.key", "-out", "leaf.csr",
+            cwd=d)
+    with open(os.path.join(d, "ext"), "w") as f:
+        f.write("subjectAltName=DNS:a.test\nextendedKeyUsage=serverAuth\n")
+    openssl("x509", "-req", "-in", "leaf.csr", "-CA", "iss.pem", "-CAkey", "iss.key",
+            "-CAcreateserial", "-days", "10", "-extfile", "ext", "-out", "leaf.pem", cwd=d)
+    version = os.path.join(d, "live", ".acme", "a.test.01")
+    os.makedirs(version)
+    os.rename(os.path.join(d, "leaf.pem"), os.path.join(version, "fullchain.pem"))
+    os.rename(os.path.join(d, "leaf.key"), os.path.join(version, "privkey.pem"))
+    os.chmod(os.path.join(version, "privkey.pem"), 0o600)
+    os.symlink(".acme/a.test.01", os.path.join(d, "live", "a.test"))
+    secret = os.path.join(d, "secret")
+    with open(os.open(secret, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+        f.write("6f1c0d2e8a9b4c3d5e7f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5\n")
+    with open(os.path.join(d, "both.pem"), "w") as f:
+        f.write(open(os.path.join(d, "api.pem")).read() + open(os.path.join(d, "iss.pem")).read())
+    root = os.path.join(d, "www")
+    make_docroot(root, {"index.html": "x\n"})
+
+    def args(ca_root):
+        return ("-e", "0", "--acme", "a@gatling.test", "--acme-dir", os.path.join(d, "state"),
+                "-C", os.path.join(d, "live"), "--acme-ca-root", os.path.join(d, ca_root),
+                "--cluster", "etcd=http://127.0.0.1:1,secret=" + secret)
+    rc, err = check(build, *args("api.pem"), cwd=root)
+    want = ("gatling: warning: --cluster: the ACME certificate of a.test leads to no root of "
+            "%s/api.pem: its chain's issuing root /CN=Test Issuing Root is not there, so the "
+            "other nodes refuse this CA's certificates from the cluster and each orders its "
+            "own; add that root (the CA's chain's, not only its API's) to --acme-ca-root "
+            "(gatling.8, CLUSTER)" % d)
+    assert rc == 0 and want in err, err
+    assert err[-1] == "gatling: --check: the configuration is good", err
+    rc, err = check(build, *args("both.pem"), cwd=root)
+    assert rc == 0 and not [l for l in err if "warning" in l], err
