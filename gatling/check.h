@@ -1,9 +1,10 @@
 /*
  * check — what --check looks at that the start-up itself leaves to the
- * first request: the .dictionary files below the document root
- * (handlers/dictionary.h), parsed by the same dcz_rule_parse the static
- * handler uses, and the .cache files (route/cache_conf.h), by the
- * cache's own cache_conf_parse.  The rest of --check is the start-up's own code (main.c's
+ * first request: the files a site's directories may hold, below the
+ * document root, each by the code that reads it when serving: .dictionary
+ * (handlers/dictionary.h) by dcz_rule_parse, .cache (route/cache_conf.h) by
+ * cache_conf_parse, .htaccess (handlers/htaccess.h) by htaccess_line and
+ * .early-hints (handlers/hints.h) by hints_line (.proxy is there or not).  The rest of --check is the start-up's own code (main.c's
  * check_run), so that a check and a start cannot disagree.
  */
 #ifndef GATLING_CHECK_H
@@ -13,8 +14,8 @@
 #define CHECK_DEPTH_MAX 16   /* and that deep */
 
 /*
- * Walk the current directory (the document root) for .dictionary and
- * .cache files and parse each; every bad line is said on stderr as
+ * Walk the current directory (the document root) for .dictionary, .cache,
+ * .htaccess and .early-hints files and parse each; every bad line is said on stderr as
  * "gatling: PATH:LINE: ...".  Directories and files whose names begin with
  * a dot are not served and not walked.  0, or -1 if a line was bad.
  */
