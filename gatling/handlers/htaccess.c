@@ -235,8 +235,8 @@ int htaccess_line(const char *line, size_t n, int *realm, const char **why)
     *why = "the hash asks crypt(3) for more than the bounds (yescrypt or scrypt memory over "
            "64 MiB, bcrypt cost over 13, SHA-crypt rounds over 1000000)";
     size_t hl = (size_t)(line + n - colon - 1);
-    if (hl >= sizeof hash)
-        return 0; /* crypt never takes it: a login fails, the file is not malformed */
+    if (hl >= sizeof hash) /* the cost is in the hash's first bytes ($y$j9T$, $6$rounds=) */
+        hl = sizeof hash - 1;
     memcpy(hash, colon + 1, hl);
     hash[hl] = 0;
     return hash_cost_ok(hash) ? 0 : -1;
@@ -249,7 +249,11 @@ static int parse_file(htfile_t *f, size_t len)
         return -1;
     char *p = f->buf, *line;
     size_t n;
+    const char *why;
+    int realm = 0;
     while ((line = next_line(&p, &n))) {
+        if (htaccess_line(line, n, &realm, &why) < 0) /* the rules --check says too */
+            return -1;
         if (n == 0 || line[0] == '#')
             continue;
         if (!f->realm) {
@@ -257,8 +261,6 @@ static int parse_file(htfile_t *f, size_t len)
             continue;
         }
         char *colon = memchr(line, ':', n);
-        if (!colon || colon == line || colon + 1 == line + n || !hash_cost_ok(colon + 1))
-            return -1;
         htuser_t *u = hb_grow(f->users, &f->cap, f->nusers + 1, sizeof *u, 16);
         if (!u)
             return -1;
