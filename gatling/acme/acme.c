@@ -285,8 +285,8 @@ static void obtain(acme_run_t *r, acme_name_t *n, time_t now)
         n->retry_at = 0;
         n->issued_at = time(NULL);
         read_current(r, n);
-        say(r, "%s: certificate %s installed, valid until %lld%s, issued by %s (%s)", n->name,
-            ci.serial, (long long)ci.not_after, replaces ? " (renewal)" : "",
+        say(r, "%s: certificate %s installed, valid until %s%s, issued by %s (%s)", n->name,
+            ci.serial, elog_utc(ci.not_after).s, replaces ? " (renewal)" : "",
             ci.issuer[0] ? ci.issuer : "?", r->cl.url);
         if (r->notify > 0 && kill(r->notify, SIGUSR1) < 0)
             say(r, "kill(%d, SIGUSR1) failed: %s", (int)r->notify, strerror(errno));
@@ -403,8 +403,8 @@ static int cluster_turn(acme_run_t *r, int i, time_t now)
         n->issued_at = 0;
         read_current(r, n);
         if (n->cert.not_after)
-            say(r, "%s: certificate %s from the cluster, valid until %lld", n->name, n->cert.serial,
-                (long long)n->cert.not_after);
+            say(r, "%s: certificate %s from the cluster, valid until %s", n->name, n->cert.serial,
+                elog_utc(n->cert.not_after).s);
     }
     int due = n->renew_at <= now;
     cluster_acme_want(v, i, due);

@@ -393,6 +393,27 @@ static int names_host(X509 *x, const char *host)
     return found;
 }
 
+/* Why ctx's chain did not verify against roots, into why: a root it lacks
+   is named (a private CA's issuing root left out of --acme-ca-root makes
+   every node refuse the others' certificates and order its own). */
+static void unverified(X509_STORE_CTX *ctx, const char *roots, char *why, size_t wl)
+{
+    int e = X509_STORE_CTX_get_error(ctx);
+    STACK_OF(X509) *chain = X509_STORE_CTX_get0_chain(ctx);
+    X509 *last = chain && sk_X509_num(chain) ? sk_X509_value(chain, sk_X509_num(chain) - 1)
+                                             : NULL;
+    char top[256];
+    if (last && (e == X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY ||
+                 e == X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT) &&
+        X509_NAME_oneline(X509_get_issuer_name(last), top, sizeof top))
+        snprintf(why, wl, "its chain's issuing root %.200s is not in %.300s (add it there, "
+                 "the CA's chain's root and not only its API's, or every node orders its own)",
+                 top, roots ? roots : "the system's roots");
+    else
+        snprintf(why, wl, "%s (not a certificate from a CA of %s, or not valid now)",
+                 X509_verify_cert_error_string(e), roots ? roots : "the system's roots");
+}
+
 /* Would gatling take c for host from the CA: its chain leads to a root of
    --acme-ca-root's file (else the system's: the roots the ACME client
    trusts), it is valid now, for a TLS server, and names host?  1, or 0 with
@@ -417,9 +438,7 @@ static int trusted(const cluster_acme_t *a, const char *host, const cert_t *c, c
     else if (X509_STORE_CTX_init(ctx, st, leaf, rest) != 1 ||
              X509_STORE_CTX_set_purpose(ctx, X509_PURPOSE_SSL_SERVER) != 1 ||
              X509_verify_cert(ctx) != 1)
-        snprintf(why, wl, "%s (not a certificate from a CA of %s, or not valid now)",
-                 X509_verify_cert_error_string(X509_STORE_CTX_get_error(ctx)),
-                 roots ? roots : "the system's roots");
+        unverified(ctx, roots, why, wl);
     else if (!names_host(leaf, host))
         snprintf(why, wl, "it does not name %s", host);
     else
@@ -516,7 +535,7 @@ static int sync_one(cluster_acme_t *a, etcd_t *e, const char *key, size_t kn, co
     cert_t c;
     acme_cert_info_t mine;
     size_t len = 0;
-    char why[300] = "";
+    char why[1024] = "";
     char *v = local_cert(a, host, &mine, &len);
     int good = kv && !kv->forged && parse_cert((char *)kv->value, kv->vlen, &c) == 0, rc = 0;
     /* a value gatling sealed, whole, is still checked as the CA's would be

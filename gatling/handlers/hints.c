@@ -55,6 +55,28 @@ size_t hints_parse(const char *text, size_t n, char *out, size_t cap)
     return len;
 }
 
+int hints_line(const char *line, size_t n, size_t *len, const char **why)
+{
+    size_t k;
+    const char *v = trim(line, line + n, &k);
+    if (k >= 5 && !strncasecmp(v, "Link:", 5))
+        v = trim(v + 5, v + k, &k);
+    if (!k || v[0] == '#' || *len >= HINTS_MAX) /* after one that did not fit: said */
+        return 0;
+    *why = "a byte a field value cannot carry (a control, or one over 0x7e): left out";
+    if (!field_chars(v, k))
+        return -1;
+    *why = "not a link-value (<URI>; rel=preload; as=...): the client would ignore it";
+    if (v[0] != '<' || !memchr(v, '>', k))
+        return -1;
+    size_t sep = *len ? 2 : 0;
+    *why = "the Link value passes 1023 bytes here: this line and the ones after it are left out";
+    if (*len + sep + k >= HINTS_MAX)
+        return *len = HINTS_MAX, -1;
+    *len += sep + k;
+    return 0;
+}
+
 char *hints_for(int vfd, const fs_at_t *at, const char *rel, const char *root_check)
 {
     char path[4096];

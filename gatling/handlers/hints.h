@@ -29,6 +29,13 @@
 /* The Link value of text[0..n) into out (cap >= 1): its length, 0 if none. */
 size_t hints_parse(const char *text, size_t n, char *out, size_t cap);
 
+/* --check's look at one line of an .early-hints, line[0..n) without its
+   newline, *len the Link value's length so far (0 before the first, kept by
+   the caller): 0 (a line taken, blank, or a comment), or -1 with why (a
+   static string) for a line the server leaves out: a byte a field value
+   cannot carry, not a link-value ("<URI>; rel=..."), or one past HINTS_MAX. */
+int hints_line(const char *line, size_t n, size_t *len, const char **why);
+
 /* The Link value for the page rel (below the directory vfd, at's directory;
    root_check as for fs_open_beneath), malloc'd, or NULL (no file, nothing in
    it, not one everyone may read as fs_public says, ENOMEM). */

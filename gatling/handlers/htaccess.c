@@ -216,6 +216,32 @@ static int hash_cost_ok(const char *h)
     return 1;
 }
 
+int htaccess_line(const char *line, size_t n, int *realm, const char **why)
+{
+    char hash[512];
+    while (n && (line[n - 1] == '\r' || line[n - 1] == ' ' || line[n - 1] == '\t'))
+        n--; /* as next_line cuts them */
+    const char *colon = memchr(line, ':', n);
+    *why = "a NUL byte";
+    if (memchr(line, 0, n))
+        return -1;
+    if (n == 0 || line[0] == '#')
+        return 0;
+    if (!*realm)
+        return *realm = 1, 0;
+    *why = "not user:hash (a user name, ':', then its crypt(3) hash)";
+    if (!colon || colon == line || colon + 1 == line + n)
+        return -1;
+    *why = "the hash asks crypt(3) for more than the bounds (yescrypt or scrypt memory over "
+           "64 MiB, bcrypt cost over 13, SHA-crypt rounds over 1000000)";
+    size_t hl = (size_t)(line + n - colon - 1);
+    if (hl >= sizeof hash) /* the cost is in the hash's first bytes ($y$j9T$, $6$rounds=) */
+        hl = sizeof hash - 1;
+    memcpy(hash, colon + 1, hl);
+    hash[hl] = 0;
+    return hash_cost_ok(hash) ? 0 : -1;
+}
+
 /* Parse f->buf[0..len) into realm and users.  Returns 0, or -1 if malformed (or ENOMEM). */
 static int parse_file(htfile_t *f, size_t len)
 {
@@ -223,7 +249,11 @@ static int parse_file(htfile_t *f, size_t len)
         return -1;
     char *p = f->buf, *line;
     size_t n;
+    const char *why;
+    int realm = 0;
     while ((line = next_line(&p, &n))) {
+        if (htaccess_line(line, n, &realm, &why) < 0) /* the rules --check says too */
+            return -1;
         if (n == 0 || line[0] == '#')
             continue;
         if (!f->realm) {
@@ -231,8 +261,6 @@ static int parse_file(htfile_t *f, size_t len)
             continue;
         }
         char *colon = memchr(line, ':', n);
-        if (!colon || colon == line || colon + 1 == line + n || !hash_cost_ok(colon + 1))
-            return -1;
         htuser_t *u = hb_grow(f->users, &f->cap, f->nusers + 1, sizeof *u, 16);
         if (!u)
             return -1;

@@ -78,4 +78,14 @@ int htaccess_prepare(int rootfd, const char *path, size_t n, const char *auth, s
 
 int htaccess_verify(htaccess_pending_t *p);
 
+/*
+ * --check's look at one line of an .htaccess, line[0..n) without its
+ * newline, given in order (*realm 0 before the first, kept by the caller):
+ * 0, or -1 with why (a static string) when the line makes the file
+ * malformed as the server reads it (answered 500): a NUL byte, a user line
+ * that is not user:hash, a hash whose cost passes the bounds above.  After
+ * the last line, !*realm means the file has no realm line: malformed too.
+ */
+int htaccess_line(const char *line, size_t n, int *realm, const char **why);
+
 #endif

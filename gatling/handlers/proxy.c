@@ -58,40 +58,37 @@ static int rule_parse(const char *s, px_rule_t *r, px_pooldef_t *pd, char *name,
     return px_front_check(r, name[0] ? PX_FCGI : pd->kind, why); /* a pool's: pools_init's */
 }
 
-int proxy_rule_check(const char *rule)
+const char *proxy_rule_check(const char *rule)
 {
     px_rule_t r;
     px_pooldef_t pd;
     char name[40];
     const char *why;
-    if (rule_parse(rule, &r, &pd, name, sizeof name, &why) < 0) {
-        fprintf(stderr, "gatling: -P %s: %s\n", rule, why);
-        return -1;
-    }
+    if (rule_parse(rule, &r, &pd, name, sizeof name, &why) < 0)
+        return why;
     regfree(&r.re);
-    return 0;
+    return NULL;
 }
 
-int proxy_pool_check(const char *def)
+const char *proxy_pool_check(const char *def)
 {
     px_pooldef_t pd;
     const char *why;
-    if (px_pool_parse(def, &pd, &why) < 0) {
-        fprintf(stderr, "gatling: --pool %s: %s\n", def, why);
-        return -1;
-    }
-    return 0;
+    return px_pool_parse(def, &pd, &why) < 0 ? why : NULL;
 }
 
-/* -P and --pool (o->id 1): each a row (the number given, the length, then
-   its own check, which says why).  0, or -1. */
+/* -P and --pool (o->id 1): each a row (the number given, the length: the
+   row's .why, then its own check, whose reason is the one line said).  0,
+   or -1. */
 static int proxy_set(config_t *cfg, const optdef_t *o, char *arg)
 {
     int pool = o->id;
+    const char *why;
     if ((pool ? cfg->npools : cfg->nproxy_rules) == o->repeat ||
-        strnlen(arg, CONFIG_PATTERN_MAX + 1) > CONFIG_PATTERN_MAX ||
-        (pool ? proxy_pool_check(arg) : proxy_rule_check(arg)) < 0)
+        strnlen(arg, CONFIG_PATTERN_MAX + 1) > CONFIG_PATTERN_MAX)
         return -1;
+    if ((why = pool ? proxy_pool_check(arg) : proxy_rule_check(arg)))
+        return opt_set_why("%s", why), -1;
     if (pool)
         cfg->pool_def[cfg->npools++] = arg;
     else
@@ -835,6 +832,8 @@ int proxy_dispatch(exchange_t *ex)
     px_rule_t *r = match(ex, &t);
     if (!r)
         return PROXY_NOT_MINE;
+    if (ex->site->cfg->log_vhost || ex->site->cfg->log_json) /* as a file's: who served */
+        vhost_log_name(t.which, t.vhost, ex->local_port, ex->vhost, sizeof ex->vhost);
     int grpc = px_is_grpc(ex);
     if (grpc && !ex_has_trailers(ex))
         return px_grpc_refused(ex);

@@ -38,12 +38,12 @@ struct site;
 /* -P and --pool: their rows of the options table (site/optdef.h). */
 extern const optdef_t proxy_opts[];
 
-/* Check rule (-P) the way proxy_init will use it: 0, or -1 after
-   printing why to stderr. */
-int proxy_rule_check(const char *rule);
+/* Check rule (-P) the way proxy_init will use it: NULL, or why it is not
+   a rule (a static string). */
+const char *proxy_rule_check(const char *rule);
 
-/* Check a --pool definition: 0, or -1 after printing why. */
-int proxy_pool_check(const char *def);
+/* Check a --pool definition: NULL, or why it is not one. */
+const char *proxy_pool_check(const char *def);
 
 /* Check the rules and pools together (names, the backends' count, each
    file: pool's list read once, --proxy-ca's CAs read once, with --proxy-ca

@@ -58,24 +58,12 @@ static int open_status(int err)
     }
 }
 
-/*
- * The vhost_combined log (and the JSON log's vhost) names the directory that served, host:port as
- * Apache's %v:%p: the vhost's own name, "default:port", or "-:port" for the
- * document root, so that goaccess's VCOMBINED format reads every line.
- */
+/* The vhost_combined log (and the JSON log's vhost) names the directory
+   that served (vhost_log_name(): host:port as Apache's %v:%p). */
 static void log_vhost(exchange_t *ex, const target_t *t, int which)
 {
-    if (!ex->site->cfg->log_vhost && !ex->site->cfg->log_json)
-        return;
-    hbuf_t b = hb_init(ex->vhost, sizeof ex->vhost);
-    if (which == VHOST_NAMED || which == VHOST_BARE) { /* the name asked for, with its port */
-        hb_puts(&b, t->vhost);
-    } else {
-        hb_puts(&b, which == VHOST_DEFAULT ? "default:" : "-:");
-        hb_num(&b, ex->local_port);
-    }
-    if (!hb_str(&b)) /* cannot happen: names are VHOST_NAME_MAX, the buffer is larger */
-        ex->vhost[0] = 0;
+    if (ex->site->cfg->log_vhost || ex->site->cfg->log_json)
+        vhost_log_name(which, t->vhost, ex->local_port, ex->vhost, sizeof ex->vhost);
 }
 
 /* A directory's listing, generated fresh (never cached). */

@@ -1,6 +1,7 @@
 /* The start's and --check's warnings: see advise.h. */
 #include "advise.h"
 #include "check.h"
+#include "cluster_setup.h"
 #include "handlers/proxy.h"
 #include "tls/tls.h"
 
@@ -87,6 +88,82 @@ static int https_ports(const config_t *cfg, const proc_t *p)
             said += port_only(cfg, p, dirfd(d), e->d_name);
     closedir(d);
     return said;
+}
+
+/* Has the root (fd) a site directory for host: host itself, or host:PORT
+   for any port (port_only() speaks of those that serve another port)? */
+static int has_site(int fd, const char *host)
+{
+    if (is_dir(fd, host))
+        return 1;
+    DIR *d = fdopendir(dup(fd));
+    struct dirent *e;
+    size_t n = strlen(host);
+    int found = 0;
+    if (d)
+        rewinddir(d); /* the duplicate shares fd's offset, where the last walk ended */
+    while (d && !found && (e = readdir(d))) /* "host:" and "host:8x" serve no port */
+        found = !strncasecmp(e->d_name, host, n) && e->d_name[n] == ':' && e->d_name[n + 1] &&
+                strspn(e->d_name + n + 1, "0123456789") == strlen(e->d_name + n + 1) &&
+                is_dir(fd, e->d_name);
+    if (d)
+        closedir(d);
+    return found;
+}
+
+#define ADVISE_NAMES_MAX 8 /* names said at most; the rest are counted */
+
+/* Did a certificate before (i, k) give name already? */
+static int named_before(const tls_store_t *st, int i, int k, const char *name)
+{
+    const char *o;
+    for (int a = 0; a <= i; a++)
+        for (int b = 0; (a < i || b < k) && tls_store_name(st, a, b, &o); b++)
+            if (!strcmp(o, name))
+                return 1;
+    return 0;
+}
+
+/*
+ * Under virtual hosting (the root has a site directory for some name a
+ * certificate gives, or default/), the names a certificate gives that have
+ * none: vhost_open serves their requests from default/ or the document root
+ * (with -v: nowhere), which the admin likely did not mean.  Say which, and
+ * where they go: 1, else 0.  A wildcard names no one directory: not said.
+ */
+static int names_without_site(const config_t *cfg, const proc_t *p)
+{
+    int fd = p->tls && cfg->vhosts ? open(cfg->root ? cfg->root : ".",
+                                          O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    if (fd < 0)
+        return 0; /* the start says why it cannot serve it */
+    char list[ADVISE_NAMES_MAX * 258] = "", more[48] = "";
+    size_t len = 0;
+    int in_use = is_dir(fd, "default"), missing = 0;
+    const char *name;
+    for (int i = 0; i < tls_store_count(p->tls); i++)
+        for (int k = 0; tls_store_name(p->tls, i, k, &name); k++) {
+            if (name[0] == '*' || named_before(p->tls, i, k, name))
+                continue;
+            if (has_site(fd, name))
+                in_use = 1;
+            else if (missing++ < ADVISE_NAMES_MAX)
+                len += (size_t)snprintf(list + len, sizeof list - len, "%s%.255s",
+                                        len ? ", " : "", name);
+        }
+    if (missing > ADVISE_NAMES_MAX)
+        snprintf(more, sizeof more, " and %d more", missing - ADVISE_NAMES_MAX);
+    if (in_use && missing)
+        fprintf(stderr, "gatling: warning: HTTPS: no site directory in %s for %s%s, which a "
+                "certificate names: %s served from %s; make a directory of that name, or "
+                "link it to one (gatling.8, VIRTUAL HOSTS)\n",
+                cfg->root ? cfg->root : "the document root", list, more,
+                missing > 1 ? "their requests are" : "its requests are",
+                is_dir(fd, "default") ? "default/"
+                : cfg->vhost_only     ? "nowhere (404, -v)"
+                                      : "the document root");
+    close(fd);
+    return in_use && missing;
 }
 
 #define ADVISE_CGI_MAX 10 /* scripts named at most; the rest are counted */
@@ -286,6 +363,7 @@ static int as_root(const config_t *cfg, const proc_t *p)
 
 int advise(const config_t *cfg, const proc_t *p)
 {
-    return as_root(cfg, p) + https_ports(cfg, p) + chroot_paths(cfg, p) +
+    return as_root(cfg, p) + https_ports(cfg, p) + names_without_site(cfg, p) +
+           cluster_advise(cfg, p) + chroot_paths(cfg, p) +
            sockets_missing(cfg, p);
 }

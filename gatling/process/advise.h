@@ -19,6 +19,8 @@
  *  - a name HTTPS answers for (a certificate's, or --acme's) whose virtual
  *    host directory exists only for another port ("a.example:80"): its
  *    HTTPS requests would be served from default/ or the document root;
+ *  - under virtual hosting, the names a certificate gives that have no
+ *    directory at all (served from default/, the root, or with -v nowhere);
  *  - as root with -c: the chroot, and that the binary upgrade is then
  *    refused;
  *  - in that chroot: a -P or --pool backend's unix socket that will not be

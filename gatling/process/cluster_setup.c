@@ -4,6 +4,9 @@
 #include "acme/acme_cluster.h"
 #include "acme/acme_etcd.h"
 #include "site/cluster.h"
+#include "tls/tls.h"
+
+#include <openssl/x509.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -139,4 +142,38 @@ void cluster_end(proc_t *pr)
     }
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
+}
+
+int cluster_advise(const config_t *cfg, const proc_t *p)
+{
+    const char *file = cfg->acme.ca_root, *name;
+    X509_STORE *roots = cfg->cluster_etcd && cfg->acme.email && p->tls ? X509_STORE_new() : NULL;
+    if (!roots || (file ? X509_STORE_load_file(roots, file) : X509_STORE_set_default_paths(roots))
+                      != 1) {
+        X509_STORE_free(roots); /* one that does not load: the ACME client says so */
+        return 0;
+    }
+    char top[512], first[512] = "", names[600] = "", link[300];
+    int missing = 0;
+    size_t len = 0;
+    int64_t t;
+    for (int i = 0; tls_store_expiry(p->tls, i, &name, &t); i++)
+        if (tls_store_link(p->tls, i, link, sizeof link) > 6 && !strncmp(link, ".acme/", 6) &&
+            tls_store_root_missing(p->tls, i, roots, top, sizeof top) == 1) {
+            if (!missing++)
+                memcpy(first, top, sizeof first);
+            if (len < sizeof names - 300)
+                len += (size_t)snprintf(names + len, sizeof names - len, "%s%.255s",
+                                        len ? ", " : "", name);
+        }
+    X509_STORE_free(roots);
+    if (missing)
+        fprintf(stderr, "gatling: warning: --cluster: the ACME certificate%s of %s%s lead%s to "
+                "no root of %s: its chain's issuing root %s is not there, so the other nodes "
+                "refuse this CA's certificates from the cluster and each orders its own; add "
+                "that root (the CA's chain's, not only its API's) to --acme-ca-root "
+                "(gatling.8, CLUSTER)\n", missing > 1 ? "s" : "", names,
+                len < sizeof names - 300 ? "" : " and more", missing > 1 ? "" : "s",
+                file ? file : "the system's roots", first);
+    return missing > 0;
 }

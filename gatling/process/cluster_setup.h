@@ -25,6 +25,17 @@ int cluster_options_done(config_t *cfg);
    after saying why on stderr. */
 int cluster_launch(const config_t *cfg, proc_t *p);
 
+/*
+ * The start's and --check's warning (advise.h) for --cluster with --acme:
+ * the ACME client's certificates loaded from -C (NAME -> .acme/...) whose
+ * chain does not lead to a root of --acme-ca-root (else the system's roots),
+ * the roots a node checks another's certificate against: with a private CA
+ * (Pebble) whose API root is there but not its issuing root, every node
+ * refuses the others' certificates and orders its own.  Says which root is
+ * missing; 1 if it said so, else 0.
+ */
+int cluster_advise(const config_t *cfg, const proc_t *p);
+
 /* The server is ending: so does the side process. */
 void cluster_end(proc_t *p);
 

@@ -792,8 +792,9 @@ static int option(const optdef_t *o, char *arg, config_t *cfg, int from_file)
         rc = -1;
     else
         rc = (*OPT_FIELD(cfg, o, const char *) = arg, 0);
+    const char *why = opt_take_why();
     if (rc < 0)
-        return bad(name, arg, o->why);
+        return bad(name, arg, why ? why : o->why);
     if (rc == 2 && opt_where[0]) /* a message of another module's: name the line too */
         fprintf(stderr, "gatling: %sthe option above\n", opt_where);
     return rc;

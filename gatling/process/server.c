@@ -434,6 +434,7 @@ static void check_certificates(server_t *s, int force)
                  n, n == 1 ? "" : "s", s->site.proc->tls_dir, err[0] ? ": " : "", err);
         https_readiness(s);
     } else if (r < 0) {
+        s->site.stats.tls_reload_failed++;
         snprintf(text, sizeof text, "HTTPS: %s: %s",
                  had ? "reloading the certificates failed, the old ones stay"
                      : "loading the certificates failed, handshakes are still refused",

@@ -322,7 +322,10 @@ static int cache_set(config_t *cfg, const optdef_t *o, char *arg)
     if (opt_first(arg, mem, sizeof mem, &comma) < 0 ||
         (cfg->cache_mem = opt_size(mem, 1 << 20, 64LL << 30)) < 0)
         return -1;
-    cfg->cache_object = comma ? opt_size(comma, 4096, cfg->cache_mem) : 0;
+    cfg->cache_object = comma ? opt_size(comma, 4096, 64LL << 30) : 0;
+    if (comma && cfg->cache_object > cfg->cache_mem) /* the largest response must fit */
+        return opt_set_why("the object size %s is larger than the memory %s: a response the "
+                           "cache keeps is at most its memory (object 4K-mem)", comma, mem), -1;
     if (!comma && cfg->cache_mem < CACHE_OBJECT_DEFAULT)
         cfg->cache_object = cfg->cache_mem;
     return cfg->cache_object < 0 ? -1 : 0;

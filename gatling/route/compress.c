@@ -501,31 +501,54 @@ static int list_ok(const char *v, int paths)
     return 1;
 }
 
-/* --compress: 0, or 2 after saying why. */
+/* --compress's settings that take a value, and what each accepts. */
+static const struct {
+    const char *key, *why;
+    long long min, max;
+} settings[] = {
+    {"types=", "types= is a list of Content-Types, comma-separated (type/sub, type/*, *+suffix; "
+               "no spaces, at most 4096 bytes)", 0, 0},
+    {"skip=", "skip= is a list of path prefixes, comma-separated, each beginning with / "
+              "(no spaces, at most 4096 bytes)", 0, 0},
+    {"min=", "min= is a size in bytes, 1 to 1G (K, M, G suffixes)", 1, 1LL << 30},
+    {"streams=", "streams= is a count of coders, 1 to 1048576", 1, 1 << 20},
+    {"memory=", "memory= is a size in bytes, 1M to 1T (K, M, G suffixes)", 1 << 20, 1LL << 40},
+};
+
+/* setting i's value v into cfg: 0, or -1 when v is not what it accepts. */
+static int setting(config_t *cfg, size_t i, const char *v)
+{
+    long long n = settings[i].max ? opt_size(v, settings[i].min, settings[i].max) : 0;
+    if (settings[i].max ? n <= 0 : !list_ok(v, i == 1))
+        return -1;
+    if (i == 0)
+        cfg->compress_types = v;
+    else if (i == 1)
+        cfg->compress_skip = v;
+    else
+        *(i == 2 ? &cfg->compress_min : i == 3 ? &cfg->compress_streams
+                                               : &cfg->compress_memory) = (long)n;
+    return 0;
+}
+
+/* --compress: 0, or -1 with the reason (opt_set_why()), which names the
+   setting and what it accepts. */
 static int compress_set(config_t *cfg, const optdef_t *o, char *arg)
 {
-    long long v = 0;
     (void)o;
     if (!strcmp(arg, "off"))
-        cfg->compress_off = 1;
-    else if (!strcmp(arg, "secrets"))
-        cfg->compress_secrets = 1;
-    else if (!strncmp(arg, "types=", 6) && list_ok(arg + 6, 0))
-        cfg->compress_types = arg + 6;
-    else if (!strncmp(arg, "skip=", 5) && list_ok(arg + 5, 1))
-        cfg->compress_skip = arg + 5;
-    else if (!strncmp(arg, "min=", 4) && (v = opt_size(arg + 4, 1, 1LL << 30)) > 0)
-        cfg->compress_min = (long)v;
-    else if (!strncmp(arg, "streams=", 8) && (v = opt_size(arg + 8, 1, 1 << 20)) > 0)
-        cfg->compress_streams = (long)v;
-    else if (!strncmp(arg, "memory=", 7) && (v = opt_size(arg + 7, 1 << 20, 1LL << 40)) > 0)
-        cfg->compress_memory = (long)v;
-    else {
-        fprintf(stderr, "gatling: --compress %s: not off, secrets, types=LIST, skip=/PATH[,...], "
-                "min=BYTES (>= 1), streams=N (1-1048576) or memory=BYTES (>= 1M)\n", arg);
-        return 2;
-    }
-    return 0;
+        return cfg->compress_off = 1, 0;
+    if (!strcmp(arg, "secrets"))
+        return cfg->compress_secrets = 1, 0;
+    for (size_t i = 0; i < sizeof settings / sizeof *settings; i++)
+        if (!strncmp(arg, settings[i].key, strlen(settings[i].key))) {
+            if (setting(cfg, i, arg + strlen(settings[i].key)) == 0)
+                return 0;
+            return opt_set_why("%s", settings[i].why), -1;
+        }
+    opt_set_why("no such setting: --compress takes off, secrets, types=LIST, skip=/PATH[,...], "
+                "min=BYTES, streams=N or memory=BYTES, one per --compress");
+    return -1;
 }
 
 const optdef_t compress_opts[] = {

@@ -123,6 +123,10 @@
     X(C, tls_no_cert, COUNTER, "gatling_tls_no_certificate_total", NULL, NULL,                   \
       "TLS handshakes refused: no certificate loaded yet (-C waits for certbot)",                \
       "tls_no_certificate", "HTTPS: refused, no certificate loaded yet (-C)")                    \
+    X(C, tls_reload_failed, COUNTER, "gatling_cert_reload_failures_total", NULL, NULL,           \
+      "Certificate loads that failed (SIGUSR1, or a change in -C's files): a bad certificate "   \
+      "or key file; the certificates in use stay", "tls_cert_reload_failures",                   \
+      "HTTPS: certificate reloads failed, the old ones kept")                                    \
     X(C, tls_misdirected, COUNTER, "gatling_tls_misdirected_total", NULL, NULL,                  \
       "Requests for a Host of another certificate: 421", "tls_misdirected",                      \
       "HTTPS: Host of another certificate: 421")                                                 \

@@ -51,15 +51,20 @@ void elog_reopen(elog_t *l)
     }
 }
 
+elog_date_t elog_utc(int64_t t)
+{
+    elog_date_t d;
+    struct tm tm;
+    time_t tt = (time_t)t;
+    if (!gmtime_r(&tt, &tm) || !strftime(d.s, sizeof d.s, "%Y-%m-%dT%H:%M:%SZ", &tm))
+        snprintf(d.s, sizeof d.s, "%lld", (long long)t); /* a year past what tm holds */
+    return d;
+}
+
 /* "2026-11-22T10:20:00Z gatling[pid]: " */
 static void put_prefix(hbuf_t *b, int64_t now)
 {
-    char t[32];
-    struct tm tm;
-    time_t tt = (time_t)now;
-    gmtime_r(&tt, &tm);
-    size_t n = strftime(t, sizeof t, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    hb_put(b, t, n);
+    hb_puts(b, elog_utc(now).s);
     hb_puts(b, " gatling[");
     hb_num(b, (uint64_t)getpid());
     hb_puts(b, "]: ");

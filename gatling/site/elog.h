@@ -83,4 +83,13 @@ void elog_text(elog_t *l, int64_t now, const char *what, const char *text);
  */
 void elog_note(elog_t *l, int64_t now, const char *text);
 
+/* t as the logs write a date: ISO 8601 in UTC, "2026-12-01T10:00:00Z" (the
+   lines' own prefix, and a certificate's expiry in --acme's lines).  A
+   value, so that elog_utc(t).s may be an argument (C11: it lives until the
+   call's full expression ends). */
+typedef struct {
+    char s[32];
+} elog_date_t;
+elog_date_t elog_utc(int64_t t);
+
 #endif

@@ -2,6 +2,7 @@
 #include "optdef.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +144,25 @@ int opt_usage_end(int rc)
         fputs("gatling: try 'gatling -h' or see gatling(8)\n", stderr);
     hint = 0;
     return rc;
+}
+
+static char set_why[512], taken_why[512];
+
+void opt_set_why(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(set_why, sizeof set_why, fmt, ap);
+    va_end(ap);
+}
+
+const char *opt_take_why(void)
+{
+    if (!set_why[0])
+        return NULL;
+    memcpy(taken_why, set_why, sizeof taken_why);
+    set_why[0] = 0;
+    return taken_why;
 }
 
 static const char *where_file;

@@ -49,7 +49,8 @@ typedef enum {
 
 struct optdef;
 /* A setter of the module's own: 0, -1 when arg is not what .why says (the
-   caller names the option, the value and .why), or 2 when it said why itself. */
+   caller names the option, the value and .why, or the setter's own reason
+   given by opt_set_why()), or 2 when it said why itself. */
 typedef int (*opt_set_fn)(config_t *cfg, const struct optdef *o, char *arg);
 
 typedef struct optdef {
@@ -129,6 +130,13 @@ void opt_usage_defer(int on);
 
 /* The deferred pointer, if a bad option made it owed; rc. */
 int opt_usage_end(int rc);
+
+/* A setter's own reason for refusing its value (printf's format, copied;
+   at most 511 bytes are kept), said in place of its row's .why: one line
+   that says what is wrong, not two.  opt_take_why() returns it (NULL: none)
+   and forgets it. */
+void opt_set_why(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+const char *opt_take_why(void);
 
 /* Where the options were given, for the start's later messages: the
    options file (NULL: none; all lines forgotten), and the line of it

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -142,4 +143,16 @@ const char *vhost_dir(int which, const char *name)
     if (which == VHOST_BARE)
         return bare(name, host) ? host : "";
     return which == VHOST_NAMED ? name : which == VHOST_DEFAULT ? "default" : "";
+}
+
+int vhost_log_name(int which, const char *name, int local_port, char *out, size_t cap)
+{
+    int n;
+    if (which == VHOST_NAMED || which == VHOST_BARE)
+        n = snprintf(out, cap, "%s", name);
+    else
+        n = snprintf(out, cap, "%s:%d", which == VHOST_DEFAULT ? "default" : "-", local_port);
+    if (n < 0 || (size_t)n >= cap)
+        return cap ? (*out = 0) : 0;
+    return n;
 }

@@ -52,4 +52,15 @@ int vhost_open(int rootfd, const char *name, int vhost_only, const char *root_re
    calling thread's, valid until its next call. */
 const char *vhost_dir(int which, const char *name);
 
+/*
+ * The access log's name of the directory that served (the vhost_combined
+ * log's and the JSON log's vhost), host:port as Apache's %v:%p: name itself
+ * for VHOST_NAMED and VHOST_BARE (the name asked for, with its port),
+ * "default:PORT", or "-:PORT" for the root, so that goaccess's VCOMBINED
+ * format reads every line; every producer (files, backends) logs it so.
+ * Into out (cap bytes with its NUL); its length, or 0 with out "" when it
+ * does not fit (names are VHOST_NAME_MAX: out of EX_VHOST_CAP always fits).
+ */
+int vhost_log_name(int which, const char *name, int local_port, char *out, size_t cap);
+
 #endif

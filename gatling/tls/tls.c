@@ -710,6 +710,52 @@ int tls_store_expiry(const tls_store_t *st, int i, const char **name, int64_t *n
     return 1;
 }
 
+int tls_store_link(const tls_store_t *st, int i, char *target, size_t cap)
+{
+    const tls_cert_t *c = st && i >= 0 && i < st->n ? tls_cert_of(st->ctx[i]) : NULL;
+    ssize_t n = c && c->id[0] && cap ? readlinkat(st->dirfd, c->id, target, cap - 1) : -1;
+    if (n < 0)
+        return -1;
+    target[n] = 0;
+    return (int)n;
+}
+
+int tls_store_root_missing(const tls_store_t *st, int i, X509_STORE *roots, char *top,
+                           size_t cap)
+{
+    if (!st || i < 0 || i >= st->n)
+        return -1;
+    X509 *leaf = SSL_CTX_get0_certificate(st->ctx[i]);
+    STACK_OF(X509) *rest = NULL;
+    X509_STORE_CTX *ctx = X509_STORE_CTX_new();
+    int missing = 0;
+    SSL_CTX_get0_chain_certs(st->ctx[i], &rest);
+    if (leaf && ctx && X509_STORE_CTX_init(ctx, roots, leaf, rest) == 1 &&
+        X509_verify_cert(ctx) != 1) {
+        int e = X509_STORE_CTX_get_error(ctx);
+        STACK_OF(X509) *built = X509_STORE_CTX_get0_chain(ctx);
+        X509 *last = built && sk_X509_num(built) ? sk_X509_value(built, sk_X509_num(built) - 1)
+                                                 : leaf;
+        missing = e == X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY ||
+                  e == X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT ||
+                  e == X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN ||
+                  e == X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT;
+        if (missing && !X509_NAME_oneline(X509_get_issuer_name(last), top, (int)cap))
+            snprintf(top, cap, "?");
+    }
+    X509_STORE_CTX_free(ctx);
+    return missing;
+}
+
+int tls_store_name(const tls_store_t *st, int i, int k, const char **name)
+{
+    const tls_cert_t *c = st && i >= 0 && i < st->n ? tls_cert_of(st->ctx[i]) : NULL;
+    if (!c || k < 0 || k >= c->nnames)
+        return 0;
+    *name = c->names[k];
+    return 1;
+}
+
 int64_t tls_store_issued(const tls_store_t *st, int i)
 {
     const tls_cert_t *c = st && i >= 0 && i < st->n ? tls_cert_of(st->ctx[i]) : NULL;

@@ -43,6 +43,7 @@
 #include <stdint.h>
 
 typedef struct ssl_st SSL;
+struct x509_store_st;
 typedef struct tls_store tls_store_t;
 struct config;
 struct proc;
@@ -161,6 +162,23 @@ int tls_store_covers(const tls_store_t *st, const char *host, size_t len);
    name; server.pem's first DNS name) and its expiry, read at load, for
    /metrics.  1, or 0 past the last. */
 int tls_store_expiry(const tls_store_t *st, int i, const char **name, int64_t *not_after);
+
+/* The i-th certificate's entry in the store's directory, if it is a
+   symlink (the ACME client's NAME -> .acme/NAME.SERIAL): its target into
+   target (cap bytes with its NUL), its length; -1 when it is none. */
+int tls_store_link(const tls_store_t *st, int i, char *target, size_t cap);
+
+/* Does the i-th certificate's chain, as served, lack a root of roots (an
+   X509_STORE the caller loaded)?  1 with the name of the certificate it
+   needs (the issuer of the chain's last certificate, one line) in top; 0
+   when it leads to one of them (or fails for another reason: its dates, its
+   purpose); -1 past the last. */
+int tls_store_root_missing(const tls_store_t *st, int i, struct x509_store_st *roots, char *top,
+                           size_t cap);
+
+/* The k-th name (from 0, lower case; "*.example.com" for a wildcard) the
+   i-th certificate loaded answers for: 1, or 0 past its last. */
+int tls_store_name(const tls_store_t *st, int i, int k, const char **name);
 
 /* ... and its start (notBefore, unix seconds; 0: unknown or past the last),
    for /server-status's renewal window. */

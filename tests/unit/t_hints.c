@@ -31,5 +31,17 @@ int main(void)
     is_str(parse("</abc>\n</def>\n", 15), "</abc>, </def>", "a value that just fits (14 + NUL)");
     is_str(parse("</abc>\n</def>\n", 14), "</abc>", "one that does not is left out, not cut");
     is_str(parse("</abcdefghijklmnop>\n</b>\n", 8), "", "nor are the ones after it");
+    /* --check's line by line (hints_line): what parse leaves out, said */
+    size_t len = 0;
+    const char *why = NULL;
+    is_int(hints_line("# c", 3, &len, &why), 0, "check: a comment is fine");
+    is_int(hints_line("Link: </a>; rel=preload", 23, &len, &why), 0, "check: a link-value");
+    is_int((int)len, 17, "check: ... counted");
+    is_int(hints_line("</a>\x01", 5, &len, &why), -1, "check: a control byte is said");
+    is_int(hints_line("text", 4, &len, &why), -1, "check: not a link-value is said");
+    char big[HINTS_MAX + 8];
+    memset(big, 'a', sizeof big), big[0] = '<', big[1] = '>';
+    is_int(hints_line(big, sizeof big, &len, &why), -1, "check: past HINTS_MAX is said");
+    is_int(hints_line("</b>", 4, &len, &why), 0, "check: ... once, not for the ones after");
     return tap_done();
 }

@@ -411,6 +411,19 @@ int main(void)
     check_fail_closed();
     check_costs_within_bounds();
     check_timing();
+    /* --check's line by line (htaccess_line): the same rules as parse_file */
+    int seen = 0;
+    const char *why = NULL;
+    is_int(htaccess_line("# c", 3, &seen, &why), 0, "check: a comment");
+    is_int(htaccess_line("Realm \r", 7, &seen, &why), 0, "check: the realm");
+    is_int(seen, 1, "check: ... seen");
+    is_int(htaccess_line("u:$6$s$h", 8, &seen, &why), 0, "check: user:hash");
+    is_int(htaccess_line("nocolon", 7, &seen, &why), -1, "check: not user:hash");
+    is_int(htaccess_line(":h", 2, &seen, &why), -1, "check: no user");
+    is_int(htaccess_line("u:", 2, &seen, &why), -1, "check: no hash");
+    is_int(htaccess_line("u:$6$rounds=99999999$s$h", 24, &seen, &why), -1,
+           "check: a cost past the bounds");
+    is_int(htaccess_line("u\0:x", 4, &seen, &why), -1, "check: a NUL byte");
 
     close(rootfd);
     close(freefd);

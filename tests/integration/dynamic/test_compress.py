@@ -505,14 +505,26 @@ def test_memory_cap(gatling):
             c.close()
 
 
-@pytest.mark.parametrize("arg", ["", "bogus", "min=0", "streams=0", "memory=1K", "types=",
-                                 "skip=nopath", "types=text/html bad", "memory=1023K",
-                                 "streams=2000000"])
-def test_bad_option(build, arg):
-    """What --compress refuses (and, below, takes)."""
+@pytest.mark.parametrize("arg,says", [
+    ("", "no such setting: --compress takes off, secrets, types=LIST, skip=/PATH[,...], min="),
+    ("bogus", "no such setting: --compress takes off, secrets, types=LIST"),
+    ("min=0", "min= is a size in bytes, 1 to 1G"),
+    ("streams=0", "streams= is a count of coders, 1 to 1048576"),
+    ("memory=1K", "memory= is a size in bytes, 1M to 1T"),
+    ("types=", "types= is a list of Content-Types, comma-separated"),
+    ("skip=nopath", "skip= is a list of path prefixes, comma-separated, each beginning with /"),
+    ("types=text/html bad", "types= is a list of Content-Types"),
+    ("memory=1023K", "memory= is a size in bytes, 1M to 1T"),
+    ("streams=2000000", "streams= is a count of coders, 1 to 1048576")])
+def test_bad_option(build, arg, says):
+    """What --compress refuses (and, below, takes): one line naming the value,
+    the setting that is wrong and what it accepts (issue 79 item 8.2)."""
     import subprocess
     p = subprocess.run([build.binary, "--compress", arg, "-V"], capture_output=True, timeout=10)
-    assert p.returncode == 2 and b"--compress" in p.stderr, (arg, p)
+    err = p.stderr.decode()
+    assert p.returncode == 2, (arg, p)
+    assert err.startswith("gatling: --compress %s: %s" % (arg, says)), err
+    assert err.splitlines()[1:] == ["gatling: try 'gatling -h' or see gatling(8)"], err
 
 
 @pytest.mark.parametrize("arg", ["off", "secrets", "memory=32M", "memory=1048576", "streams=1", "min=1K",

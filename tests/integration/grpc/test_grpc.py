@@ -214,10 +214,13 @@ def test_grpc_statuses_in_metrics_and_json_log(gatling, backend):
         assert 'gatling_grpc_responses_total{code="%s"} 1' % code in text, text[-3000:]
     assert 'gatling_grpc_responses_total{code="INTERNAL"} 0' in text
 
-    def logged():
+    def calls():
         objs = [json.loads(x) for x in srv.log if x.startswith("{")]
-        return [o["grpc_status"] for o in objs if "test.Echo" in (o["request"] or "")]
-    wait_for(lambda: logged() == [0, 5, 14], 5, "three calls logged with their statuses")
+        return [o for o in objs if "test.Echo" in (o["request"] or "")]
+    wait_for(lambda: [o["grpc_status"] for o in calls()] == [0, 5, 14], 5,
+             "three calls logged with their statuses")
+    # the directory that served, as for a file (issue 79 item 8.4: it was null)
+    assert [o["vhost"] for o in calls()] == ["-:%d" % srv.port] * 3, calls()
 
 
 @no_grpcio_h3

@@ -66,7 +66,8 @@ def test_https_name_whose_directory_is_port_80_is_warned(gatling, build, names_p
     args = ("-C", os.path.join(names_pki, "certs"), "-e", str(port))
     rc, err = check(build, *args, cwd=root)
     want = [port80_warning("a.example", port), port80_warning("b.example", port)]
-    assert rc == 0 and sorted(l for l in err if "warning" in l) == want, err
+    assert rc == 0 and sorted(l for l in err if "warning" in l) == sorted(
+        want + [no_site_warning(["localhost"], "the document root")]), err
     assert err[-1] == "gatling: --check: the configuration is good", err
     srv = gatling(docroot=root, args=("-T", "10") + args)
     wait_for(lambda: all(w in srv.errlog for w in want), 5, "the start's warnings")
@@ -75,6 +76,7 @@ def test_https_name_whose_directory_is_port_80_is_warned(gatling, build, names_p
     srv.finish()
     os.rename(os.path.join(root, "a.example:80"), os.path.join(root, "a.example"))
     os.symlink("b.example:80", os.path.join(root, "b.example:%d" % port))
+    os.mkdir(os.path.join(root, "localhost"))  # mkcert's third name (see below)
     rc, err = check(build, *args, cwd=root)
     assert rc == 0 and not [l for l in err if "warning" in l], err
     srv = gatling(docroot=root, args=("-T", "10") + args)
@@ -82,6 +84,51 @@ def test_https_name_whose_directory_is_port_80_is_warned(gatling, build, names_p
     assert https_get(port, "b.example", ca) == "B\n"
     assert not [l for l in srv.errlog if "warning" in l and "started as root without -u" not in l
                 ], srv.errlog
+
+
+def no_site_warning(names, where):
+    return ("gatling: warning: HTTPS: no site directory in the document root for %s, which a "
+            "certificate names: %s served from %s; make a directory of that name, or link it "
+            "to one (gatling.8, VIRTUAL HOSTS)"
+            % (", ".join(names), "their requests are" if len(names) > 1 else "its requests are",
+               where))
+
+
+def test_certificate_name_without_a_directory_is_said(gatling, build, names_pki, tmp_path):
+    """Under virtual hosting (a directory for one of the names), the names a
+    certificate gives that have no directory (issue 79 item 8.7: served from
+    the root in silence): --check and the start name them and where their
+    requests go (the document root, default/, nowhere with -v); a name whose
+    directory serves another port only is port80_warning's, a wildcard none's;
+    a root with no site directory at all (one site) is not warned."""
+    certs = os.path.join(names_pki, "certs")  # localhost, a.example, b.example
+    root = str(tmp_path / "www")
+    make_docroot(root, {"index.html": "root\n", "a.example/index.html": "A\n"})
+    port = free_port()
+    args = ("-C", certs, "-e", str(port))
+    rc, err = check(build, *args, cwd=root)
+    want = no_site_warning(["localhost", "b.example"], "the document root")
+    assert rc == 0 and [l for l in err if "warning" in l] == [want], err
+    srv = gatling(docroot=root, args=("-T", "10") + args)
+    wait_for(lambda: want in srv.errlog, 5, "the start's warning")
+    assert https_get(port, "b.example", os.path.join(names_pki, "ca.pem")) == "root\n"
+    srv.finish()
+    os.mkdir(os.path.join(root, "default"))
+    rc, err = check(build, "-v", *args, cwd=root)
+    assert [l for l in err if "warning" in l] == [
+        no_site_warning(["localhost", "b.example"], "default/")], err
+    os.rmdir(os.path.join(root, "default"))
+    os.mkdir(os.path.join(root, "localhost"))
+    rc, err = check(build, "-v", *args, cwd=root)
+    assert [l for l in err if "warning" in l] == [
+        no_site_warning(["b.example"], "nowhere (404, -v)")], err
+    os.mkdir(os.path.join(root, "b.example:80"))  # the port's warning, not this one
+    rc, err = check(build, *args, cwd=root)
+    assert [l for l in err if "warning" in l] == [port80_warning("b.example", port)], err
+    one = str(tmp_path / "one")
+    make_docroot(one, {"index.html": "one site\n"})
+    rc, err = check(build, *args, cwd=one)
+    assert rc == 0 and not [l for l in err if "warning" in l], err
 
 
 def test_port_directory_warning_names_where_https_goes(build, names_pki, tmp_path):
@@ -168,3 +215,55 @@ def test_chroot_and_a_socket_outside_it_are_said(gatling, build, tmp_path):
     srv = gatling(docroot=root, args=("-T", "10") + args,  # the start says the same
                   env=no_leak_env(build))
     wait_for(lambda: note in srv.errlog and fpm in srv.errlog, 5, "the start's note and warning")
+
+
+def openssl(*args, cwd):
+    subprocess.run(["openssl"] + list(args), cwd=cwd, check=True, capture_output=True,
+                   timeout=60)
+
+
+def test_cluster_acme_root_missing_is_said(build, tmp_path):
+    """--cluster with --acme: a certificate of the ACME client's (-C's NAME ->
+    .acme/...) whose chain's issuing root --acme-ca-root lacks (a private CA
+    whose API root alone is there, as with Pebble) would be refused by every
+    other node, which orders its own (issue 79 item 8.8): --check and the
+    start name the root; with it in the file, nothing is said."""
+    d = str(tmp_path)
+    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes")
+    for cn, name in (("Test Issuing Root", "iss"), ("Test API Root", "api")):
+        openssl("req", "-x509", *ec, "-days", "30", "-subj", "/CN=" + cn, "-keyout",
+                name + ".key", "-out", name + ".pem", cwd=d)
+    openssl("req", "-new", *ec, "-subj", "/CN=a.test", "-keyout", "leaf.key", "-out", "leaf.csr",
+            cwd=d)
+    with open(os.path.join(d, "ext"), "w") as f:
+        f.write("subjectAltName=DNS:a.test\nextendedKeyUsage=serverAuth\n")
+    openssl("x509", "-req", "-in", "leaf.csr", "-CA", "iss.pem", "-CAkey", "iss.key",
+            "-CAcreateserial", "-days", "10", "-extfile", "ext", "-out", "leaf.pem", cwd=d)
+    version = os.path.join(d, "live", ".acme", "a.test.01")
+    os.makedirs(version)
+    os.rename(os.path.join(d, "leaf.pem"), os.path.join(version, "fullchain.pem"))
+    os.rename(os.path.join(d, "leaf.key"), os.path.join(version, "privkey.pem"))
+    os.chmod(os.path.join(version, "privkey.pem"), 0o600)
+    os.symlink(".acme/a.test.01", os.path.join(d, "live", "a.test"))
+    secret = os.path.join(d, "secret")
+    with open(os.open(secret, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+        f.write("6f1c0d2e8a9b4c3d5e7f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5\n")
+    with open(os.path.join(d, "both.pem"), "w") as f:
+        f.write(open(os.path.join(d, "api.pem")).read() + open(os.path.join(d, "iss.pem")).read())
+    root = os.path.join(d, "www")
+    make_docroot(root, {"index.html": "x\n"})
+
+    def args(ca_root):
+        return ("-e", "0", "--acme", "a@gatling.test", "--acme-dir", os.path.join(d, "state"),
+                "-C", os.path.join(d, "live"), "--acme-ca-root", os.path.join(d, ca_root),
+                "--cluster", "etcd=http://127.0.0.1:1,secret=" + secret)
+    rc, err = check(build, *args("api.pem"), cwd=root)
+    want = ("gatling: warning: --cluster: the ACME certificate of a.test leads to no root of "
+            "%s/api.pem: its chain's issuing root /CN=Test Issuing Root is not there, so the "
+            "other nodes refuse this CA's certificates from the cluster and each orders its "
+            "own; add that root (the CA's chain's, not only its API's) to --acme-ca-root "
+            "(gatling.8, CLUSTER)" % d)
+    assert rc == 0 and want in err, err
+    assert err[-1] == "gatling: --check: the configuration is good", err
+    rc, err = check(build, *args("both.pem"), cwd=root)
+    assert rc == 0 and not [l for l in err if "warning" in l], err

@@ -270,7 +270,7 @@ BAD_VALUES = [
     (("--cache", "-1M"), "--cache -1M: not mem"),
     (("--cache", "1X"), "--cache 1X: not mem"),
     (("--cache", "64M,1K"), "--cache 64M,1K: not mem"),
-    (("--cache", "1M,2M"), "--cache 1M,2M: not mem"),
+    (("--cache", "1M,2M"), "--cache 1M,2M: the object size 2M is larger than the memory 1M"),
     (("--cache", ",1M"), "--cache ,1M: not mem"),
     (("--cache", "64M,"), "--cache 64M,: not mem"),
     (("--cache", "9" * 30), "--cache %s: not mem" % ("9" * 30)),
@@ -301,6 +301,8 @@ BAD_VALUES = [
     (("-f", "21,upload=99999999999999999999"), "-f 21,upload=99999999999999999999: not port"),
     (("--cache", "+2M"), "--cache +2M: not mem"),
     (("--cache", " 2M"), "--cache  2M: not mem"),
+    (("--cache", "4M,8M"), "--cache 4M,8M: the object size 8M is larger than the memory 4M"),
+    (("--cache", "4M,2K"), "--cache 4M,2K: not mem[,object]: sizes with K, M or G, mem 1M-64G"),
     (("--cgi-user", LONG_USER), "--cgi-user %s: not a user name" % LONG_USER),
     (("-P", "127.0.0.1/9/^/a/") * 17, "not a proxy rule (at most 1024 bytes; -P at most 16"),
     (("--pool", "a=127.0.0.1/9") * 17, "not a pool (at most 1024 bytes; --pool at most 16"),
@@ -370,6 +372,27 @@ BAD_VALUES = [
     (("--acme", "a@gatling.test", "--acme-names", "*.gatling"), "--acme-names *.gatling: not a"),
     (("--acme-names", "a.test"), "--acme-names without --acme EMAIL: nothing to do"),
 ]
+
+
+BAD_RULES = [(("-P", "foo"), "-P foo: the backend is not an IPv4"),
+             (("-P", "/x=foo://a"), "-P /x=foo://a: the backend is not"),
+             (("-P", "127.0.0.1/80/(x"), "-P 127.0.0.1/80/(x: the pattern is empty, not a POSIX"),
+             (("-P", "@/x"), "-P @/x: @NAME/pattern names a --pool"),
+             (("--pool", "x"), "--pool x: not NAME=backends"),
+             (("--pool", "a=127.0.0.1/9;balance=nope"), "--pool a=127.0.0.1/9;balance=nope: ")]
+
+
+@http_only
+@pytest.mark.parametrize("args,says", BAD_RULES, ids=[" ".join(a) for a, _ in BAD_RULES])
+def test_a_bad_rule_says_one_line(build, args, says):
+    """A bad -P or --pool: its own reason on one line, then the pointer to -h;
+    not the row's generic "not a proxy rule" after it (issue 79 item 8.1)."""
+    p = run(build, "-i", "127.0.0.1", "-p", "0", *args)
+    err = p.stderr.decode()
+    assert p.returncode == 2, (p.returncode, err)
+    lines = err.splitlines()
+    assert len(lines) == 2 and says in lines[0], err
+    assert lines[1] == "gatling: try 'gatling -h' or see gatling(8)", err
 
 
 @http_only

@@ -506,10 +506,11 @@ def test_client_restart_keeps_the_other_nodes_challenges(gatling, etcd, certs, t
         "0o444"
 
 
-def issued(certs, days_ago, host="localhost", self_signed=False, start=None):
+def issued(certs, days_ago, host="localhost", self_signed=False, start=None, issuer=None):
     """A P-256 key and a certificate for host issued days_ago days ago (or
     from the datetime start), valid 30 days, by the suite PKI's CA (or by
-    itself): (chain PEM, key PEM, serial as gatling writes it)."""
+    itself, or by a CA of the common name issuer that nobody trusts): (chain
+    PEM, key PEM, serial as gatling writes it)."""
     import datetime
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
@@ -519,10 +520,14 @@ def issued(certs, days_ago, host="localhost", self_signed=False, start=None):
     pki = os.path.dirname(certs)
     ca = x509.load_pem_x509_certificate(open(pki + "/ca.pem", "rb").read())
     ca_key = serialization.load_pem_private_key(open(pki + "/ca.key", "rb").read(), None)
+    by = ca.subject
+    if issuer:  # a CA's name and a key of its own: enough to lack its root
+        by = x509.Name([x509.NameAttribute(x509.oid.NameOID.COMMON_NAME, issuer)])
+        ca_key = ec.generate_private_key(ec.SECP256R1())
     start = start or \
         datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(days=days_ago)
     cert = x509.CertificateBuilder().subject_name(name).issuer_name(
-        name if self_signed else ca.subject).public_key(
+        name if self_signed else by).public_key(
         k.public_key()).serial_number(x509.random_serial_number()).not_valid_before(
         start).not_valid_after(start + datetime.timedelta(days=30)).add_extension(
         x509.SubjectAlternativeName([x509.DNSName(host)]), False).sign(
@@ -959,6 +964,9 @@ def test_forged_certificates(gatling, etcd, certs, tmp_path):
     forged = [(issued(certs, 0, self_signed=True), True, "self-signed certificate"),
               (issued(certs, 0, host="other.test"), True, "it does not name localhost"),
               (issued(certs, 0, start=y2090), True, "certificate is not yet valid"),
+              # the CA's issuing root not among the roots (issue 79 item 8.8): named
+              (issued(certs, 0, issuer="Another Root"), True,
+               "its chain's issuing root /CN=Another Root is not in " + ca_of(certs)),
               (issued(certs, 0), False, "not sealed with this cluster's secret")]
     for i, ((chain, k, serial), sealed, why) in enumerate(forged):
         (etcd.put_sealed if sealed else etcd.put)(key, cert_value(chain, k, serial))

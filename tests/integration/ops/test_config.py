@@ -154,7 +154,7 @@ BAD = [
     ("-W 0\n", r"bad\.conf:1: -W 0: not a worker count"),
     ("\n\n-c missing-dir\n", r"-c .*missing-dir: No such file or directory"),
     ("-w 'a('\n", r"bad\.conf:1: -w a\(: not a POSIX extended regular expression"),
-    ("-P '127.0.0.1/80/(x'\n", r"bad\.conf:1: -P .*not a proxy rule"),
+    ("-P '127.0.0.1/80/(x'\n", r"bad\.conf:1: -P .*: the pattern is empty, not a POSIX"),
     ("-P 'nohost'\n", r"bad\.conf:1: -P nohost"),
     ("--pool 'a=file:/nonexistent/list' -P '@a/^/x/'\n", r"--pool a: /nonexistent/list: No such"),
     ("--pool 'a=file:%(etc)s/pool.list' -P '@a/^/x/'\n", r"pool\.list line 2: the backend is not"),
@@ -324,6 +324,39 @@ def test_check_reads_the_cache_files(build, tmp_path):
     assert "%s/.cache:2: not a setting (ttl, grace, errors, lock, cookie, purge" % real in err, err
     assert "%s/app.example/.cache:2: lock: not a number of seconds (1-60)" % real in err, err
     assert "good.example" not in err, err
+
+
+def test_check_reads_the_htaccess_and_early_hints_files(build, tmp_path):
+    """The other files a site's directory may hold (issue 79 item 8.9):
+    .htaccess as the server reads it for each request (malformed: 500) and
+    .early-hints as the static handler does (lines it leaves out), FILE:LINE
+    and what is wrong; good ones say nothing."""
+    root = str(tmp_path / "www")
+    make_docroot(root, {
+        "f.txt": "x\n",
+        ".htaccess": "Realm\nalice:$6$salt$hash\nbob\n:nouser\n"
+                     "carol:$6$rounds=99999999$s$h\nnul\0:x\n",
+        "a.example/.htaccess": "# a comment, and nothing else\n\n",
+        "a.example/.early-hints": "</a.css>; rel=preload; as=style\nLink: </b.js>; rel=preload\n"
+                                  "just text\n\x01</c.js>\n",
+        "b.example/.early-hints": "</%s.css>; rel=preload\n" % ("x" * 600) * 2,
+        "good.example/.htaccess": "# realm next\nGood\nu:$y$j9T$salt$hash\n",
+        "good.example/.early-hints": "# hints\n</s.css>; rel=preload; as=style\n"})
+    os.symlink("../good.example/.htaccess", os.path.join(root, "b.example", ".htaccess"))
+    rc, err = check(build, "-n", cwd=root)
+    real = os.path.realpath(root)
+    assert rc == 2, err
+    for want in ("%s/.htaccess:3: not user:hash" % real, "%s/.htaccess:4: not user:hash" % real,
+                 "%s/.htaccess:5: the hash asks crypt(3) for more than the bounds" % real,
+                 "%s/.htaccess:6: a NUL byte" % real,
+                 "%s/a.example/.htaccess: no realm line" % real,
+                 "%s/a.example/.early-hints:3: not a link-value" % real,
+                 "%s/a.example/.early-hints:4: a byte a field value cannot carry" % real,
+                 "%s/b.example/.early-hints:2: the Link value passes 1023 bytes" % real,
+                 "%s/b.example/.htaccess: a symlink, not a regular file" % real):
+        assert want in err, (want, err)
+    assert "good.example" not in err and ".htaccess:2:" not in err, err
+    assert "a.example/.early-hints:1" not in err and "a.example/.early-hints:2" not in err, err
 
 
 def test_pid_file_follows_reloads_and_root_reloads_by_it(build, tmp_path):

@@ -76,6 +76,7 @@ ON_METRICS = {
     "tls_client_refused": ("gatling_tls_client_refused_total", {}),
     "tls_ktls": ("gatling_tls_ktls_total", {}),
     "tls_no_certificate": ("gatling_tls_no_certificate_total", {}),
+    "tls_cert_reload_failures": ("gatling_cert_reload_failures_total", {}),
     "acme_http01": ("gatling_acme_http01_answered_total", {}),
     "acme_http01_refused": ("gatling_acme_http01_refused_total", {}),
     "acme_tls_alpn01": ("gatling_acme_tls_alpn01_answered_total", {}),

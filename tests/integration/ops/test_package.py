@@ -42,6 +42,7 @@ usr/share/man/man1/kbench.1
 usr/lib/systemd/system/gatling.service
 usr/lib/systemd/system/gatling.socket
 usr/lib/sysusers.d/gatling.conf
+usr/lib/tmpfiles.d/gatling.conf
 usr/sbin/gatling
 usr/share/gatling/www/docs/index.html
 usr/share/gatling/www/hello.txt
@@ -174,6 +175,28 @@ def test_sysusers_file_makes_the_user_of_the_unit(tmp_path):
     with open(os.path.join(ROOT, "dist", "gatling.service.in")) as f:
         unit = f.read()
     assert "User=gatling\n" in unit and "Group=gatling\n" in unit
+
+
+@pytest.mark.skipif(not shutil.which("systemd-sysusers") or not shutil.which("systemd-tmpfiles"),
+                    reason="systemd-sysusers and systemd-tmpfiles (Debian: systemd) needed")
+def test_tmpfiles_file_makes_the_pid_files_directory(tmp_path):
+    """dist/gatling.tmpfiles (issue 79 item 8.10), applied to a root with the
+    sysusers file's user: /run/gatling, gatling's, 0755, the directory of
+    gatling.conf's --pid-file, for gatling run without systemd's
+    RuntimeDirectory=; make install puts it in tmpfiles.d."""
+    (tmp_path / "etc").mkdir()
+    for tool, f in (("systemd-sysusers", "gatling.sysusers"),
+                    ("systemd-tmpfiles", "gatling.tmpfiles")):
+        r = subprocess.run([tool, "--root=" + str(tmp_path)] +
+                           (["--create"] if tool == "systemd-tmpfiles" else []) +
+                           [os.path.join(ROOT, "dist", f)], capture_output=True, text=True,
+                           timeout=30)
+        assert r.returncode == 0, (tool, r.stderr)
+    st = os.stat(tmp_path / "run" / "gatling")
+    uid = int((tmp_path / "etc" / "passwd").read_text().split(":")[2])
+    assert st.st_uid == uid and st.st_gid == uid and (st.st_mode & 0o7777) == 0o755, st
+    with open(os.path.join(ROOT, "dist", "gatling.conf")) as f:
+        assert "--pid-file /run/gatling/gatling.pid" in f.read()
 
 
 @pytest.mark.skipif(not shutil.which("logrotate"), reason="logrotate is not installed")
@@ -342,8 +365,11 @@ def test_package_installs_the_tree_and_the_user(installed):
               "/etc/gatling/gatling.conf",
               "/etc/logrotate.d/gatling", "/usr/share/man/man8/gatling.8.gz",
               "/usr/lib/gatling/bench", "/usr/lib/gatling/httpbench",
-              "/usr/lib/sysusers.d/gatling.conf"):
+              "/usr/lib/sysusers.d/gatling.conf", "/usr/lib/tmpfiles.d/gatling.conf"):
         assert os.path.exists(f), f
+    if shutil.which("systemd-tmpfiles"):  # dh_installtmpfiles' postinst applies the entry
+        st, pw = os.stat("/run/gatling"), pwd.getpwnam("gatling")
+        assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (pw.pw_uid, pw.pw_gid, 0o755), st
 
 
 def test_installed_check_passes_as_root(installed):
@@ -539,5 +565,5 @@ def test_package_purges_cleanly(installed):  # last: the others need the package
     for f in ("/usr/sbin/gatling", "/etc/default/gatling", "/etc/gatling/gatling.conf",
               "/etc/logrotate.d/gatling",
               "/var/log/gatling", "/lib/systemd/system/gatling.service",
-              "/usr/lib/sysusers.d/gatling.conf"):
+              "/usr/lib/sysusers.d/gatling.conf", "/usr/lib/tmpfiles.d/gatling.conf"):
         assert not os.path.exists(f), "%s is left after the purge" % f

@@ -202,6 +202,14 @@ def test_http01_issues_for_a_name_and_an_address(tmp_path):
         for name in ("a.test", "127.0.0.1"):
             serial = check_installed(tmp, name, root)
             assert "acme: %s: certificate %s installed" % (name, serial) in err, err
+            # its expiry as a UTC date, the certificate's notAfter (issue 79 item 8.6)
+            m = re.search(r"acme: %s: certificate %s installed, valid until (\S+)," % (
+                re.escape(name), serial), err)
+            assert m and re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", m.group(1)), err
+            end = subprocess.run(["openssl", "x509", "-noout", "-enddate", "-dateopt", "iso_8601",
+                                  "-in", os.path.join(tmp, "live", name, "fullchain.pem")],
+                                 capture_output=True, text=True, timeout=10).stdout
+            assert end.strip() == "notAfter=" + m.group(1).replace("T", " "), (end, m.group(1))
         assert "2 SIGUSR1" in out, out
     st = status(tmp)
     assert re.search(r"^orders 2$", st, re.M) and re.search(r"^failures 0$", st, re.M), st

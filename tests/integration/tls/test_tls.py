@@ -1103,7 +1103,8 @@ def test_reload_renewed_certificate(gatling, pki, tmp_path):
     old.sendall(b"GET /f.txt HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
     assert b"200 OK" in old.recv(4096)
     old.close()
-    # a broken renewal keeps the working certificate
+    assert status(srv)["tls_cert_reload_failures"] == 0  # a good reload is no failure
+    # a broken renewal keeps the working certificate, and is counted (issue 79 item 8.5)
     (certs / "server.pem").write_text("garbage")
     srv.send_signal(signal.SIGUSR1)
     time.sleep(0.3)
@@ -1112,6 +1113,11 @@ def test_reload_renewed_certificate(gatling, pki, tmp_path):
     while not any("reloading the certificates failed" in l for l in srv.errlog):
         assert time.monotonic() < deadline, srv.errlog
         time.sleep(0.05)
+    assert wait_status(srv, "tls_cert_reload_failures", 1) == 1
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=IO_TIMEOUT) as s:
+        s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+        page = recv_to_eof(s).decode()
+    assert "\ngatling_cert_reload_failures_total 1\n" in page, page[-2000:]
 
 
 def test_periodic_check_serves_a_renewed_certificate(gatling, pki, tmp_path):
