@@ -535,6 +535,8 @@ int router_streams(exchange_t *ex)
            does it again for a request without one: then nothing is left) */
         if (rt->e[i] == &index_entry && index_rule(ex) != HANDLER_NOT_MINE)
             return 0;
+        if (rt->e[i] == &sitefiles_handler) /* a rewrite's body goes where it leads */
+            sitefiles_streams(ex);
         if (rt->e[i]->streams && rt->e[i]->streams(ex))
             return 1;
     }

@@ -500,6 +500,21 @@ static int sitefiles_serve(exchange_t *ex)
     return d && d->red ? redirect_rule(ex, d, &t) : HANDLER_NOT_MINE;
 }
 
+void sitefiles_streams(exchange_t *ex)
+{
+    path_t t;
+    const http_str_t *tg = &ex->req->target;
+    if (hslot(ex, HSLOT_SITE)->n || !ex->req_len ||
+        path_from_target(tg->p, tg->n, ex->path, EX_PATH_CAP, &t) != 0 ||
+        control_file(t.path, t.len))
+        return; /* the entry answers it, in its turn */
+    const sf_dir_t *d = dir_of(ex, &t);
+    sf_caps_t caps;
+    const sf_rule_t *r = d && d->red ? sf_redirects_match(d->red, t.path, t.len, &caps) : NULL;
+    if (r && r->status == 200 && (r->force || !exists(ex, d, &t)))
+        (void)sitefiles_serve(ex); /* the rewrite, now; the entry's turn does nothing more */
+}
+
 /* ---- the hooks ---- */
 
 /* Is name one whose several lines all go (a _headers value adds to the
