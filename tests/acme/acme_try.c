@@ -48,6 +48,7 @@ int main(int argc, char **argv)
     if (getenv("ACME_TRY_RSA"))
         cfg.acme.key_type = CONFIG_ACME_RSA2048;
     proc_init(&proc);
+    proc_asked(&proc, &cfg); /* -C: the certificates' directory is proc_t's */
     proc.error_fd = 2;
     if (getenv("ACME_TRY_UID")) /* as root: the client drops to these ids */
         proc.uid = proc.gid = atoi(getenv("ACME_TRY_UID"));
