@@ -163,13 +163,9 @@ int px_front_conf_parse(char *text, size_t n, char *front, int *line, const char
 int proxy_front_check_file(int dirfd, const char *path)
 {
     char text[PX_FRONT_FILE_MAX + 1], front[PX_FRONT_MAX];
-    struct stat st;
-    int fd = openat(dirfd, ".proxy", O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0)
+    ssize_t n = fs_read_small(dirfd, ".proxy", text, PX_FRONT_FILE_MAX, 0);
+    if (n == -2)
         return 0; /* none, or the switch alone where it cannot be read: said at start */
-    ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= PX_FRONT_FILE_MAX
-                    ? read(fd, text, PX_FRONT_FILE_MAX) : -1;
-    close(fd);
     if (n < 0) {
         fprintf(stderr, "gatling: %s/.proxy: over %d bytes, not a file or unreadable\n", path,
                 PX_FRONT_FILE_MAX);

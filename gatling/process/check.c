@@ -7,6 +7,7 @@
 #include "handlers/htaccess.h"
 #include "handlers/proxy_front.h"
 #include "http/dcz.h"
+#include "site/fs.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -50,13 +51,9 @@ static int check_file(int dirfd, const char *path)
 static int check_cache(int dirfd, const char *path)
 {
     char text[CACHE_CONF_FILE_MAX + 1];
-    struct stat st;
-    int fd = openat(dirfd, ".cache", O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (fd < 0)
+    ssize_t n = fs_read_small(dirfd, ".cache", text, CACHE_CONF_FILE_MAX, 1);
+    if (n == -2)
         return 0; /* none */
-    ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= CACHE_CONF_FILE_MAX
-                    ? read(fd, text, CACHE_CONF_FILE_MAX) : -1;
-    close(fd);
     if (n < 0) {
         fprintf(stderr, "gatling: %s/.cache: over %d bytes, not a file or unreadable\n", path,
                 CACHE_CONF_FILE_MAX);

@@ -391,3 +391,16 @@ int fs_public(const fs_at_t *at, const char *rel, int fd, int flags)
         return errno = EACCES, 0;
     return 1;
 }
+
+ssize_t fs_read_small(int dirfd, const char *name, char *buf, size_t max, int nofollow)
+{
+    struct stat st;
+    int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NONBLOCK | (nofollow ? O_NOFOLLOW : 0));
+    if (fd < 0)
+        return -2;
+    ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size <= max
+                    ? read(fd, buf, max)
+                    : -1;
+    close(fd);
+    return n;
+}

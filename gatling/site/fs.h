@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 
 /*
  * Open rel (relative, no leading '/'; "" or "." for dir itself) below the
@@ -42,6 +43,14 @@ int fs_open_regular(int dirfd, const char *path, struct stat *st);
    directory with S_IROTH and S_IXOTH (read and search)?  The rule for what
    rel names in fs_public(), for one directory entry: 1 or 0. */
 int fs_mode_public(const struct stat *st);
+
+/*
+ * A site's small control file (.cache, .proxy: --check's readers): name in
+ * dirfd (not through a symlink with nofollow), whole, into buf (max + 1
+ * bytes).  Its length; -2 when it cannot be opened (none there); -1 when it
+ * is not a regular file, longer than max, or unreadable.
+ */
+ssize_t fs_read_small(int dirfd, const char *name, char *buf, size_t max, int nofollow);
 
 /* Where fs_public() starts: the document root and a directory below it. */
 typedef struct fs_at {

@@ -3,6 +3,7 @@ gunicorn (a WSGI application the test writes) and php-fpm (a master process
 of its own, with its own configuration), each started in a session of its own
 so that a test can stop or kill it with its workers.  test_proxy.py,
 test_cache.py and test_pool.py share them."""
+import contextlib
 import os
 import shutil
 import signal
@@ -183,3 +184,14 @@ def php_fpm(d, listen=None, pool="pm = static\npm.max_children = 2\n", name="www
         stop(proc)
         raise
     return proc
+
+
+@contextlib.contextmanager
+def php_fpm_running(d, pool="pm = static\npm.max_children = 2\n"):
+    """php_fpm(d, pool=pool) on d/fpm.sock for a with block (a module's fixture):
+    the socket's path; the master stopped after."""
+    proc = php_fpm(d, pool=pool)
+    try:
+        yield os.path.join(str(d), "fpm.sock")
+    finally:
+        stop(proc)

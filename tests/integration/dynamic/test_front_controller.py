@@ -52,12 +52,8 @@ def tree(proxy="front /index.php\n"):
 
 @pytest.fixture(scope="module")
 def fpm(tmp_path_factory):
-    d = tmp_path_factory.mktemp("fpm")
-    proc = appservers.php_fpm(d)
-    try:
-        yield os.path.join(str(d), "fpm.sock")
-    finally:
-        appservers.stop(proc)
+    with appservers.php_fpm_running(tmp_path_factory.mktemp("fpm")) as sock:
+        yield sock
 
 
 def start(gatling, fpm, proxy="front /index.php\n", rule=None, more=()):

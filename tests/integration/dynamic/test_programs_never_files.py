@@ -8,7 +8,6 @@ database password).
 The backend is Debian's php-fpm (appservers.php_fpm); the PHP files carry a
 secret in their source that their output never shows.
 """
-import os
 import shutil
 
 import pytest
@@ -27,12 +26,8 @@ PHP = ("<?php $db_password = 'hunter2';\n"
 
 @pytest.fixture(scope="module")
 def fpm(tmp_path_factory):
-    d = tmp_path_factory.mktemp("fpm")
-    proc = appservers.php_fpm(d)
-    try:
-        yield os.path.join(str(d), "fpm.sock")
-    finally:
-        appservers.stop(proc)
+    with appservers.php_fpm_running(tmp_path_factory.mktemp("fpm")) as sock:
+        yield sock
 
 
 def tree():

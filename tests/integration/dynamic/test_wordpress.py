@@ -73,12 +73,8 @@ def sql(sock, query):
 
 @pytest.fixture(scope="module")
 def fpm(tmp_path_factory):
-    d = tmp_path_factory.mktemp("fpm")
-    proc = appservers.php_fpm(d, pool="pm = static\npm.max_children = 4\n")
-    try:
-        yield os.path.join(str(d), "fpm.sock")
-    finally:
-        appservers.stop(proc)
+    with appservers.php_fpm_running(tmp_path_factory.mktemp("fpm"), pool="pm = static\npm.max_children = 4\n") as sock:
+        yield sock
 
 
 @pytest.fixture(scope="module")
