@@ -167,6 +167,12 @@ static int same_exe(long pid, char *what, size_t len)
     return 0;
 }
 
+void reload_identify(pid_t asker, unsigned long nonce, const char *exe_id)
+{
+    if (nonce) /* only a sigqueue's question: a plain kill is nobody's */
+        reload_tell(asker, nonce, 1, exe_id);
+}
+
 void reload_identity(char *buf, size_t len)
 {
     char path[PATH_MAX];

@@ -69,6 +69,11 @@ pid_t reload_sender(const siginfo_t *si, volatile unsigned long *nonce);
  */
 void reload_identity(char *buf, size_t len);
 
+/* The server's answer to that question (SIGWINCH from asker, with nonce,
+   from its handler's reload_sender): exe_id, reload_identity()'s.  A plain
+   kill (nonce 0) is nobody's question and gets no answer. */
+void reload_identify(pid_t asker, unsigned long nonce, const char *exe_id);
+
 /*
  * The server: tell the command with pid asker and that nonce (asker 0:
  * nobody asked) how its upgrade ended, ok or not, and why.  Never blocks;

@@ -601,10 +601,9 @@ static void handle_signals(server_t *s)
     }
     if (sig_term || sig_hup)
         begin_drain(s);
-    if (sig_winch) { /* only a sigqueue's (a nonce): a plain kill is nobody's question */
+    if (sig_winch) { /* --reload asks which executable this is */
         sig_winch = 0;
-        if (sig_winch_nonce)
-            reload_tell((pid_t)sig_winch_from, sig_winch_nonce, 1, s->site.proc->exe_id);
+        reload_identify((pid_t)sig_winch_from, sig_winch_nonce, s->site.proc->exe_id);
     }
     if (sig_usr2) {
         sig_usr2 = 0;

@@ -415,10 +415,9 @@ static int supervise(supervisor_t *sv, const sigset_t *old)
             upgrade_finish(sv, r);
         if (got_usr2)
             upgrade_start(sv);
-        if (got_winch) { /* --reload's question (server.c answers it the same way) */
+        if (got_winch) { /* --reload asks which executable this is */
             got_winch = 0;
-            if (winch_nonce)
-                reload_tell((pid_t)winch_from, winch_nonce, 1, sv->proc.exe_id);
+            reload_identify((pid_t)winch_from, winch_nonce, sv->proc.exe_id);
         }
         handle_signals(sv);
         got_chld = 0;

@@ -89,6 +89,18 @@ static void seconds(hbuf_t *b, uint64_t us)
     hb_put(b, d, n + 1);
 }
 
+/* A histogram bucket's upper bound, ',le="..."', bucket k of stats_bounds_us
+   (the last: +Inf). */
+static void bucket_le(hbuf_t *b, int k)
+{
+    hb_puts(b, ",le=\"");
+    if (k < STATS_BOUNDS)
+        seconds(b, stats_bounds_us[k]);
+    else
+        hb_puts(b, "+Inf");
+    hb_puts(b, "\"");
+}
+
 /* Families of one sample each, all of type type. */
 static void scalars(hbuf_t *b, const char *type, const metric_t *m, size_t n)
 {
@@ -191,12 +203,7 @@ static void histograms(hbuf_t *b, const status_counters_t *c)
             n += c->duration[p][k];
             hb_puts(b, "gatling_request_duration_seconds_bucket");
             label(b, '{', "protocol", proto_names[p], strlen(proto_names[p]));
-            hb_puts(b, ",le=\"");
-            if (k < STATS_BOUNDS)
-                seconds(b, stats_bounds_us[k]);
-            else
-                hb_puts(b, "+Inf");
-            hb_puts(b, "\"");
+            bucket_le(b, k);
             value(b, 1, n);
         }
         hb_puts(b, "gatling_request_duration_seconds_sum");
@@ -261,12 +268,7 @@ static void backends(hbuf_t *b, const site_t *s, const stats_snap_t *t)
             n += t->c.be_duration[i][k];
             hb_puts(b, "gatling_backend_request_duration_seconds_bucket");
             be_label(b, pool[i], addr[i]);
-            hb_puts(b, ",le=\"");
-            if (k < STATS_BOUNDS)
-                seconds(b, stats_bounds_us[k]);
-            else
-                hb_puts(b, "+Inf");
-            hb_puts(b, "\"");
+            bucket_le(b, k);
             value(b, 1, n);
         }
         if (!have[i])

@@ -511,8 +511,8 @@ void sitefiles_streams(exchange_t *ex)
     const sf_dir_t *d = dir_of(ex, &t);
     sf_caps_t caps;
     const sf_rule_t *r = d && d->red ? sf_redirects_match(d->red, t.path, t.len, &caps) : NULL;
-    if (r && r->status == 200 && (r->force || !exists(ex, d, &t)))
-        (void)sitefiles_serve(ex); /* the rewrite, now; the entry's turn does nothing more */
+    if (r && r->status == 200) /* the rewrite (unless shadowed: serve asks), now; the */
+        (void)sitefiles_serve(ex); /* entry's turn does nothing more */
 }
 
 /* ---- the hooks ---- */
