@@ -148,6 +148,23 @@ static void test_refused(void)
     is_str(go(&t, "/s1999"), "301 /t1999", "the last static rule kept");
     is_str(go(&t, "/s2000"), "-", "the one over is not");
     is_str(go(&t, "/d99/q"), "301 /t99", "the last dynamic rule kept");
+    /* paths of the rules' lengths that none matches: their buckets' chains
+       walked past rules of the same length (with 2,000 and 100 rules, many
+       such buckets whatever the table's random seed) */
+    int none = 0;
+    char path[32];
+    for (int i = 1000; i < 2000; i++) { /* "/s1000".."/s1999" are rules */
+        snprintf(path, sizeof path, "/z%d", i);
+        none += !strcmp(go(&t, path), "-");
+    }
+    is_int(none, 1000, "1,000 absent paths beside 2,000 static rules: none matched");
+    none = 0;
+    for (char c = 'e'; c <= 'z'; c++) /* the rules "/dNN/ *": first segments of three */
+        for (int i = 10; i < 100; i++) {
+            snprintf(path, sizeof path, "/%c%d/q", c, i);
+            none += !strcmp(go(&t, path), "-");
+        }
+    is_int(none, 22 * 90, "1,980 absent first segments beside 100 dynamic rules: none matched");
     sf_redirects_free(&t);
     free(big);
 }
@@ -162,6 +179,30 @@ static void test_subst(void)
     is_int((int)sf_subst(out, 8, "/x/:splat", 9, &c), -1, "too long for the room: -1");
     is_int((int)sf_subst(out, sizeof out, "/:nope:80", 9, &c), 9, "an unbound name stays");
     is_str(out, "/:nope:80", "... as it was");
+}
+
+/* 300 static blocks, each path its own: each matches its block alone
+   (chains walked past the other paths of their buckets, whatever the seed). */
+static void test_headers_many(void)
+{
+    size_t cap = 300 * 32;
+    char *text = malloc(cap), *p = text;
+    for (int i = 0; i < 300; i++)
+        p += sprintf(p, "/h%03d\n  X-N: %d\n", i, i);
+    sf_headers_t h;
+    bad_lines[0] = 0, nbad = 0;
+    if (sf_headers_parse(&h, text, (size_t)(p - text), bad, NULL) < 0)
+        abort();
+    int alone = 0;
+    for (int i = 0; i < 300; i++) {
+        char path[16];
+        uint32_t idx[4];
+        snprintf(path, sizeof path, "/h%03d", i);
+        alone += sf_headers_match(&h, path, strlen(path), idx, 4) == 1 && idx[0] == (uint32_t)i;
+    }
+    is_int(alone, 300, "300 static blocks: each path its own block alone");
+    sf_headers_free(&h);
+    free(text);
 }
 
 static void test_headers(void)
@@ -265,6 +306,7 @@ int main(void)
     test_refused();
     test_subst();
     test_headers();
+    test_headers_many();
     test_headers_refused();
     return tap_done();
 }
