@@ -240,6 +240,8 @@ static void say_line(void *r, const char *line)
 }
 
 /* Order a certificate for n and install it. */
+static void write_status(acme_run_t *r);
+
 static void obtain(acme_run_t *r, acme_name_t *n, time_t now)
 {
     acme_issued_t out;
@@ -288,6 +290,7 @@ static void obtain(acme_run_t *r, acme_name_t *n, time_t now)
         say(r, "%s: certificate %s installed, valid until %s%s, issued by %s (%s)", n->name,
             ci.serial, elog_utc(ci.not_after).s, replaces ? " (renewal)" : "",
             ci.issuer[0] ? ci.issuer : "?", r->cl.url);
+        write_status(r); /* before the server loads it: /metrics then agrees with it */
         if (r->notify > 0 && kill(r->notify, SIGUSR1) < 0)
             say(r, "kill(%d, SIGUSR1) failed: %s", (int)r->notify, strerror(errno));
     }

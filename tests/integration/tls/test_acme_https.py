@@ -340,9 +340,12 @@ def test_metrics_after_issuance(tmp_path, pki):
         pebble.start()
         with site.gatling(pebble.directory) as srv:
             leaf = x509().load_der_x509_certificate(served(srv, pebble.root()))
+            # the expiry is the server's, the orders the ACME client's (its
+            # status file, written before it tells the server to load)
             text = wait_for(lambda: (lambda t: t if metric(
-                t, "gatling_tls_certificate_expiry_seconds", NAME) else None)(metrics(srv)),
-                15, "the certificate's expiry in /metrics: %s" % [
+                t, "gatling_tls_certificate_expiry_seconds", NAME) and metric(
+                    t, "gatling_acme_orders_total") else None)(metrics(srv)),
+                15, "the certificate's expiry and the orders in /metrics: %s" % [
                     l for l in metrics(srv).splitlines() if "acme" in l or "expiry" in l])
         # the expiry as a time (unix seconds) or as seconds left
         expiry = metric(text, "gatling_tls_certificate_expiry_seconds", NAME)
