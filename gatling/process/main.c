@@ -15,6 +15,7 @@
 #include "site/proc.h"
 #include "site/optdef.h"
 #include "site/privfs.h"
+#include "site/replay.h"
 #include "site/spawn.h"
 #include "handlers/proxy.h"
 #include "handover.h"
@@ -33,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* --cgi-user: looked up now, as -u; only root can become it, and CGI as root
@@ -406,6 +408,7 @@ static int finish(run_t *r, int rc)
         tls_store_free(r->proc.tls);
     mime_free(r->mime);
     pidfile_end(&r->cfg, &r->proc);
+    replay_free(r->proc.replay);
     conf_free(&r->ca);
     return rc;
 }
@@ -440,6 +443,14 @@ static int serve(run_t *r, int *fds, int n)
     return server_run(&r->s);
 }
 
+/* gio_now()'s clock (CLOCK_MONOTONIC) before there is a loop, in ms. */
+static int64_t monotonic_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
 /* From the options to the loop: the listeners an old process passed, the
    MIME types, the logs and -u, the side processes and the certificates, then
    -W's supervisor or one process.  Its exit code. */
@@ -467,6 +478,12 @@ static int start(run_t *r, char **argv)
         return 1;
     r->sides = 1;
     advise(cfg, p); /* the start's own warnings (advise.h) */
+    /* --early-data: the ClientHellos that carried it, made before -W's fork */
+    if (cfg->early_data && !(p->replay = replay_new((unsigned)cfg->early_data, monotonic_ms()))) {
+        fprintf(stderr, "gatling: mmap() of the early data's replay table (--early-data %d) "
+                "failed: %s\n", cfg->early_data, strerror(errno));
+        return 1;
+    }
     if (cfg->workers == 1)
         return serve(r, fds, n);
     handover_capture_end(); /* the workers keep stderr */

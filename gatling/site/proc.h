@@ -55,6 +55,8 @@ typedef struct proc {
                          --reload's question is answered with it */
     struct peer_board *peer_board; /* -W: the flood offences the workers share
                                       (site/peerboard.h); NULL: one process */
+    struct replay *replay; /* --early-data: the ClientHellos that carried it, shared by
+                              the workers (site/replay.h); NULL: early data refused */
 } proc_t;
 
 /* Nothing made yet: every descriptor -1, every pointer NULL, every pid 0. */
