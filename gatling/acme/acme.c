@@ -239,9 +239,41 @@ static void say_line(void *r, const char *line)
     say(r, "%s", line);
 }
 
-/* Order a certificate for n and install it. */
-static void write_status(acme_run_t *r);
+/* The status file (site/acme_chal.h's format), written whole. */
+static void write_status(acme_run_t *r)
+{
+    char *buf = malloc(STATUS_MAX), num[3][24];
+    if (!buf)
+        return;
+    hbuf_t b = hb_init(buf, STATUS_MAX);
+    hb_puts(&b, "orders ");
+    hb_num(&b, r->cl.orders);
+    hb_puts(&b, "\nfailures ");
+    hb_num(&b, r->failures);
+    hb_puts(&b, "\n");
+    for (int i = 0; i < r->nnames; i++) {
+        const acme_name_t *n = &r->names[i];
+        time_t next = n->renew_at > n->retry_at ? n->renew_at : n->retry_at;
+        snprintf(num[0], sizeof num[0], "%lld", (long long)n->cert.not_after);
+        snprintf(num[1], sizeof num[1], "%lld", (long long)next);
+        snprintf(num[2], sizeof num[2], "%u", n->fails);
+        hb_puts(&b, "cert ");
+        hb_puts(&b, n->name);
+        for (int k = 0; k < 3; k++) {
+            hb_puts(&b, " ");
+            hb_puts(&b, num[k]);
+        }
+        hb_puts(&b, n->cert.issuer[0] ? " " : ""); /* the rest of the line */
+        hb_puts(&b, n->cert.issuer);
+        hb_puts(&b, "\n");
+    }
+    acme_od_status(r->od, &b);
+    if (!b.over && acme_write_atomic(r->cl.state_fd, ACME_STATUS_FILE, buf, hb_len(&b), 0644) < 0)
+        say(r, "writing the status file failed: %s", strerror(errno));
+    free(buf);
+}
 
+/* Order a certificate for n and install it. */
 static void obtain(acme_run_t *r, acme_name_t *n, time_t now)
 {
     acme_issued_t out;
@@ -283,9 +315,7 @@ static void obtain(acme_run_t *r, acme_name_t *n, time_t now)
         r->cl.retry_after = -1;
         failed(r, n, time(NULL), why);
     } else {
-        n->fails = 0;
-        n->retry_at = 0;
-        n->issued_at = time(NULL);
+        n->fails = 0, n->retry_at = 0, n->issued_at = time(NULL);
         read_current(r, n);
         say(r, "%s: certificate %s installed, valid until %s%s, issued by %s (%s)", n->name,
             ci.serial, elog_utc(ci.not_after).s, replaces ? " (renewal)" : "",
@@ -295,40 +325,6 @@ static void obtain(acme_run_t *r, acme_name_t *n, time_t now)
             say(r, "kill(%d, SIGUSR1) failed: %s", (int)r->notify, strerror(errno));
     }
     acme_issued_free(&out);
-}
-
-/* The status file (site/acme_chal.h's format), written whole. */
-static void write_status(acme_run_t *r)
-{
-    char *buf = malloc(STATUS_MAX), num[3][24];
-    if (!buf)
-        return;
-    hbuf_t b = hb_init(buf, STATUS_MAX);
-    hb_puts(&b, "orders ");
-    hb_num(&b, r->cl.orders);
-    hb_puts(&b, "\nfailures ");
-    hb_num(&b, r->failures);
-    hb_puts(&b, "\n");
-    for (int i = 0; i < r->nnames; i++) {
-        const acme_name_t *n = &r->names[i];
-        time_t next = n->renew_at > n->retry_at ? n->renew_at : n->retry_at;
-        snprintf(num[0], sizeof num[0], "%lld", (long long)n->cert.not_after);
-        snprintf(num[1], sizeof num[1], "%lld", (long long)next);
-        snprintf(num[2], sizeof num[2], "%u", n->fails);
-        hb_puts(&b, "cert ");
-        hb_puts(&b, n->name);
-        for (int k = 0; k < 3; k++) {
-            hb_puts(&b, " ");
-            hb_puts(&b, num[k]);
-        }
-        hb_puts(&b, n->cert.issuer[0] ? " " : ""); /* the rest of the line */
-        hb_puts(&b, n->cert.issuer);
-        hb_puts(&b, "\n");
-    }
-    acme_od_status(r->od, &b);
-    if (!b.over && acme_write_atomic(r->cl.state_fd, ACME_STATUS_FILE, buf, hb_len(&b), 0644) < 0)
-        say(r, "writing the status file failed: %s", strerror(errno));
-    free(buf);
 }
 
 static const char *const chal_names[] = {"-", "http-01", "tls-alpn-01"}; /* CONFIG_ACME_* */

@@ -499,12 +499,6 @@ static const optdef_t https_opts[] = {
         "  -x secs   send Strict-Transport-Security: max-age=secs over HTTPS\n"),
     OPT_ROW_FLAG('X', NULL, https_redirect, 1,
         "  -X        answer plain HTTP with a redirect to HTTPS\n"),
-    OPT_ROW_NUM(0, "early-data", OPT_NUMBER, 0, 1 << 24, early_data,
-                "not a number of entries (0-16777216)",
-        "  --early-data n  accept TLS 1.3 and QUIC early data (0-RTT) from returning\n"
-        "            clients for requests safe to replay (GET, HEAD), remembering up to\n"
-        "            n ClientHellos (shared by -W's workers) to refuse replays; a full\n"
-        "            table refuses early data (default 0: off; 65536 takes 1 MB)\n"),
     OPT_ROW_FLAG('2', NULL, h2_off, 1,
         "  -2        no HTTP/2 (ALPN h2 on HTTPS, h2c by prior knowledge on HTTP)\n"),
     OPT_ROW_FLAG('3', NULL, h3_off, 1,
@@ -563,9 +557,9 @@ static const optdef_t last_opts[] = {
     OPT_LAST};
 
 /* Every module's rows, in -h's order. */
-static const optdef_t *const sections[] = {head_opts,  general_opts, https_opts, tls_client_opts,
-                                           acme_opts,  cluster_opts, dynamic_opts, proxy_opts, cache_opts,
-                                           compress_opts, ftp_opts, last_opts};
+static const optdef_t *const sections[] = {
+    head_opts, general_opts, https_opts, tls_early_opts, tls_client_opts, acme_opts, cluster_opts,
+    dynamic_opts, proxy_opts, cache_opts, compress_opts, ftp_opts, last_opts};
 
 #define OPT_ROWS 128 /* rows in all */
 #define OPT_LONG_VAL 1000 /* getopt_long's value of row i without a short name: 1000 + i */

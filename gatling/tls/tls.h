@@ -37,6 +37,7 @@
 
 #include "gio_tls.h"
 #include "tls_ctx.h" /* the default ciphers, what became of a handshake (--acme) */
+#include "tls_early.h" /* early data: --early-data's row, the handshake's questions */
 #include "http/exchange.h" /* ex_client_t: mutual TLS's facts */
 
 #include <stddef.h>
