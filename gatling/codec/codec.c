@@ -86,6 +86,15 @@ char *codec_error_page(exchange_t *ex, int status, size_t *n)
     return sitefiles_page(ex, status, n);
 }
 
+int codec_early_safe(const exchange_t *ex)
+{
+    if (!ex->early_data)
+        return 1;
+    const http_request_t *r = ex->req;
+    int get = http_method_is(r, "GET") || http_method_is(r, "HEAD");
+    return get && !ex->req_len && !http_header(r, "Authorization");
+}
+
 void codec_log_facts(alog_facts_t *out, const exchange_t *ex, const struct ssl_st *ssl,
                      const char *proto)
 {

@@ -79,6 +79,19 @@ void codec_head_facts(head_t *h, const exchange_t *ex, int status, const char *c
 char *codec_error_page(exchange_t *ex, int status, size_t *n);
 
 /*
+ * A request that came in early data (ex->early_data), which a replay of the
+ * client's first flight would repeat: may it be answered before the
+ * handshake completes?  1 for GET and HEAD without a body and without
+ * Authorization (a credential's request may act for its owner): the safe
+ * methods of RFC 9110 9.2.1 that RFC 8470 lets a server answer early; 0 for
+ * anything else (-w's .htaccess asks are Authorization's), which the codec
+ * holds until the handshake completes or answers 425 Too Early (RFC 8470
+ * 5.2: a browser sends it again after the handshake).  1 for a request not
+ * in early data.
+ */
+int codec_early_safe(const exchange_t *ex);
+
+/*
  * The access log's facts of ex, answered over proto ("h1", "h2", "h3"):
  * ssl's TLS version and cipher (ssl NULL: none), ex's duration until now.
  * The strings are OpenSSL's, valid while ssl is.

@@ -150,5 +150,9 @@ int fields_ours(const exchange_t *ex, unsigned what, fields_emit_t emit, void *a
     l = hb_init(list, sizeof list);
     joined(&l, ex->req, "Forwarded", ", ", fwd);
     r |= emit(arg, "Forwarded", hb_str(&l));
+    /* RFC 8470 5.1: a request that came in early data says so, once (a client's
+       own Early-Data, from a proxy in front, is passed on as it came) */
+    if (ex->early_data && !http_header(ex->req, "Early-Data"))
+        r |= emit(arg, "Early-Data", "1");
     return ex->client && (what & FIELDS_IDENTITY) ? r | identity(ex->client, emit, arg) : r;
 }

@@ -205,6 +205,9 @@ typedef struct exchange {
     const char *date;          /* the Date to send (a stored response's), or NULL: now */
     int64_t upstream_us;       /* a proxied request: its backend's time to the response head */
     uint8_t grpc_status;       /* a gRPC call's grpc-status + 1 (0: none), for the log */
+    /* the request came in early data (TLS 1.3's 0-RTT, QUIC's), before the
+       handshake proved the client fresh: it may be a replay (codec_early_safe) */
+    uint8_t early_data;
     /* the producer times the exchange's quiet itself (a gRPC call: -Q, both
        ways): while nothing waits for the client to read, its request body
        may pause without a -B window running (HTTP/2's h2_report_t) */

@@ -233,7 +233,7 @@ static void json_line(alog_t *l, hbuf_t *b, const struct sockaddr *peer,
     hb_puts(b, flags & ALOG_DCZ ? ",\"dcz\":true" : ",\"dcz\":false");
     json_num(b, "duration_us", f ? f->duration_us : -1);
     json_num(b, "grpc_status", ex && ex->grpc_status ? ex->grpc_status - 1 : -1);
-    hb_puts(b, "}\n");
+    hb_puts(b, ex && ex->early_data ? ",\"early_data\":true}\n" : ",\"early_data\":false}\n");
 }
 
 /* --log-format json: as alog_request. */

@@ -33,10 +33,10 @@
     X(E, bytes, COUNTER, NULL, NULL, NULL, NULL, "bytes", "bytes sent")                          \
     X(E, rps, GAUGE, NULL, NULL, NULL, NULL, "requests_per_second", "requests/s")                \
     X(E, bps, GAUGE, NULL, NULL, NULL, NULL, "bytes_per_second", "bytes/s")                      \
-    X(C, responses_4xx, COUNTER, "gatling_responses_total", "class", "4xx",                    \
+    X(C, responses_4xx, COUNTER, "gatling_responses_total", "class", "4xx",                      \
       "Requests answered with a client error (4xx) or a server error (5xx)", "responses_4xx",    \
       "answered 4xx (client errors)")                                                            \
-    X(C, responses_5xx, COUNTER, "gatling_responses_total", "class", "5xx", NULL,               \
+    X(C, responses_5xx, COUNTER, "gatling_responses_total", "class", "5xx", NULL,                \
       "responses_5xx", "answered 5xx (server errors)")                                           \
     X(C, refused_cap, COUNTER, "gatling_refused_total", "reason", "connection_cap",              \
       "Connections refused: over -N or -K (503; HTTPS: closed), accept failed for want of "      \
@@ -73,7 +73,7 @@
       "Answers sent identity: the coders' streams or memory cap (--compress) was reached", NULL, \
       NULL)                                                                                      \
     X(C, compress_padded, COUNTER, "gatling_compress_padded_total", NULL, NULL,                  \
-      "Answers that may carry a secret, coded with random padding (--compress secrets)",        \
+      "Answers that may carry a secret, coded with random padding (--compress secrets)",         \
       "compress_padded", "coded with padding (--compress secrets, BREACH)")                      \
     X(E, compressed[0], COUNTER, "gatling_compressed_total", "coding", "gzip",                   \
       "Dynamic answers coded on the fly (--compress), by coding", NULL, NULL)                    \
@@ -136,6 +136,27 @@
     X(C, tls_ktls, COUNTER, "gatling_tls_ktls_total", NULL, NULL,                                \
       "TLS connections the kernel encrypts (kTLS, sendfile)", "tls_ktls",                        \
       "HTTPS: connections sent by kernel TLS (sendfile)")                                        \
+    X(C, early_accepted, COUNTER, "gatling_early_data_total", "outcome", "accepted",             \
+      "Handshakes with early data (0-RTT, TLS 1.3 and QUIC): accepted, a replay refused, or "    \
+      "refused for want of room in the replay table (--early-data), its youth or another "       \
+      "node's ticket", "early_data_accepted",                                                    \
+      "early data (0-RTT): handshakes accepted")                                                 \
+    X(C, early_replayed, COUNTER, "gatling_early_data_total", "outcome", "replayed",             \
+      NULL, "early_data_replayed",                                                               \
+      "early data: replays refused")                                                             \
+    X(C, early_refused, COUNTER, "gatling_early_data_total", "outcome", "refused",               \
+      NULL, "early_data_refused",                                                                \
+      "early data: refused (table full or young, another node's ticket)")                        \
+    X(C, early_requests, COUNTER, "gatling_early_data_requests_total", "answer", "early",        \
+      "Requests that came in early data: answered before the handshake completed, held until "   \
+      "it did (not safe to replay), or answered 425 Too Early", "early_data_requests",           \
+      "early data: requests answered early")                                                     \
+    X(C, early_held, COUNTER, "gatling_early_data_requests_total", "answer", "held",             \
+      NULL, "early_data_held",                                                                   \
+      "early data: requests held for the handshake")                                             \
+    X(C, early_425, COUNTER, "gatling_early_data_requests_total", "answer", "too_early",         \
+      NULL, "early_data_too_early",                                                              \
+      "early data: requests answered 425 Too Early")                                             \
     X(C, acme_http, COUNTER, "gatling_acme_http01_answered_total", NULL, NULL,                   \
       "ACME HTTP-01 challenges answered (--acme)", "acme_http01",                                \
       "ACME: HTTP-01 challenges answered")                                                       \
@@ -348,35 +369,35 @@
  *           page's table of them (NULL: not there).
  * A new one is a row here and its increment where it happens.
  */
-#define STATS_BACKEND_COUNTERS(XB)                                                                 \
+#define STATS_BACKEND_COUNTERS(XB)                                                               \
     XB(REQUESTS, "gatling_backend_requests_total", "Requests sent to the backend (each attempt)",  \
-       "backend_requests", "proxy: requests sent to backends (each attempt)", "requests",          \
-       "requests")                                                                                 \
-    XB(502, "gatling_backend_failures_total",                                                      \
-       "Backend failures: a connect, a reset, a bad or cut answer, a failon status",               \
+       "backend_requests", "proxy: requests sent to backends (each attempt)", "requests",        \
+       "requests")                                                                               \
+    XB(502, "gatling_backend_failures_total",                                                    \
+       "Backend failures: a connect, a reset, a bad or cut answer, a failon status",             \
        "backend_502", "proxy: backend failed: 502 or response cut short", "failures", "failures")  \
-    XB(504, "gatling_backend_timeouts_total",                                                      \
-       "Backends silent past -Q: 504, or a response cut short", "backend_504",                     \
-       "proxy: backend silent past -Q: 504", "timeouts", "timeouts")                               \
-    XB(RETRIES, "gatling_backend_retries_total",                                                   \
-       "Requests that failed at the backend and went to another", "backend_retries",               \
-       "proxy: requests sent to another backend after a failure", "retries", "retries")            \
-    XB(DOWNS, "gatling_backend_downs_total",                                                       \
-       "Times the backend was taken out: failures within the window, failed checks",               \
-       "backend_downs", "proxy: backends taken out (failures in the window, checks)", "downs",     \
-       "downs")                                                                                    \
-    XB(CHECKS_FAILED, "gatling_backend_checks_failed_total",                                       \
-       "Active health checks (--pool check=) that failed", NULL, NULL, "checks_failed",            \
-       "checks failed")                                                                            \
-    XB(CONNECTS, "gatling_backend_connections_total", "Backend connections opened",                \
-       "backend_connects", "proxy: backend connections opened", NULL, NULL)                        \
-    XB(REUSES, "gatling_backend_reuses_total", "Requests sent on a pooled backend connection",     \
-       "backend_reuses", "proxy: requests on a pooled backend connection", NULL, NULL)             \
-    XB(TUNNEL_IDLE, "gatling_backend_tunnels_idle_total",                                          \
-       "WebSocket tunnels closed idle (-Q's second value)", "backend_tunnel_idle",                 \
-       "proxy: WebSocket tunnels closed idle (-Q secs,tunnel)", NULL, NULL)                        \
-    XB(UNSIZED, "gatling_backend_unsized_total",                                                   \
-       "Request bodies without a length not held for a backend: 413, 503", "backend_unsized",      \
+    XB(504, "gatling_backend_timeouts_total",                                                    \
+       "Backends silent past -Q: 504, or a response cut short", "backend_504",                   \
+       "proxy: backend silent past -Q: 504", "timeouts", "timeouts")                             \
+    XB(RETRIES, "gatling_backend_retries_total",                                                 \
+       "Requests that failed at the backend and went to another", "backend_retries",             \
+       "proxy: requests sent to another backend after a failure", "retries", "retries")          \
+    XB(DOWNS, "gatling_backend_downs_total",                                                     \
+       "Times the backend was taken out: failures within the window, failed checks",             \
+       "backend_downs", "proxy: backends taken out (failures in the window, checks)", "downs",   \
+       "downs")                                                                                  \
+    XB(CHECKS_FAILED, "gatling_backend_checks_failed_total",                                     \
+       "Active health checks (--pool check=) that failed", NULL, NULL, "checks_failed",          \
+       "checks failed")                                                                          \
+    XB(CONNECTS, "gatling_backend_connections_total", "Backend connections opened",              \
+       "backend_connects", "proxy: backend connections opened", NULL, NULL)                      \
+    XB(REUSES, "gatling_backend_reuses_total", "Requests sent on a pooled backend connection",   \
+       "backend_reuses", "proxy: requests on a pooled backend connection", NULL, NULL)           \
+    XB(TUNNEL_IDLE, "gatling_backend_tunnels_idle_total",                                        \
+       "WebSocket tunnels closed idle (-Q's second value)", "backend_tunnel_idle",               \
+       "proxy: WebSocket tunnels closed idle (-Q secs,tunnel)", NULL, NULL)                      \
+    XB(UNSIZED, "gatling_backend_unsized_total",                                                 \
+       "Request bodies without a length not held for a backend: 413, 503", "backend_unsized",    \
        "proxy: bodies without a length refused: 413 (1 MiB), 503 (64 MiB)", NULL, NULL)
 
 #endif

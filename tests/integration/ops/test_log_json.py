@@ -27,7 +27,7 @@ pytestmark = http_only
 FIELDS = ["time", "remote", "request", "status", "bytes", "referer", "user_agent", "protocol",
           "tls_version", "tls_cipher", "client_verify", "client_s_dn", "client_i_dn",
           "client_serial", "client_fingerprint", "host", "vhost", "upstream", "upstream_us",
-          "cache", "rule", "dcz", "duration_us", "grpc_status"]
+          "cache", "rule", "dcz", "duration_us", "grpc_status", "early_data"]
 
 
 def raw(port, data):
