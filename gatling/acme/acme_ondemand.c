@@ -91,10 +91,11 @@ struct acme_od {
     unsigned long long asks, allowed, refusals, limited, invalid;
     struct {
         char *name;
-        time_t good; /* it was allowed, or last had a certificate */
+        time_t good; /* it was allowed, or a handshake last named it */
     } names[CONFIG_ACME_OD_NAMES]; /* got on demand: cfg->acme.od_max at most */
     int nnames;
     time_t saved; /* the ondemand file last written */
+    int touched;  /* a name's good moved since */
     struct {
         time_t since; /* this window began */
         int n;        /* lines in it */
@@ -396,12 +397,29 @@ static int allowed(acme_od_t *od, const char *name, const char *addr, acme_od_na
     return 1;
 }
 
+/* An ask of a name kept: a handshake named it (its certificate's, told now
+   and then, tls/tls_ctx.c's tls_ondemand_seen; or one waiting for its
+   order): it is in use, and not forgotten for --acme-on-demand-forget. */
+static void in_use(acme_od_t *od, const char *name, time_t now)
+{
+    for (int i = 0; i < od->nnames; i++)
+        if (!strcmp(od->names[i].name, name)) {
+            od->names[i].good = now;
+            od->touched = 1;
+            return;
+        }
+}
+
 /* One ask: 1 when its name was added. */
 static int take_one(acme_od_t *od, char *name, const char *addr, acme_od_names_fn fn, void *arg)
 {
     time_t now = time(NULL);
     char err[CURL_ERROR_SIZE + 64];
-    if (fn(arg, name, ACME_OD_IS) || refusal(od, name, now)) /* kept, or refused lately */
+    if (fn(arg, name, ACME_OD_IS)) { /* kept: in use */
+        in_use(od, name, now);
+        return 0;
+    }
+    if (refusal(od, name, now)) /* refused lately */
         return 0;
     od->asks++;
     if (!acme_chal_ondemand_ok(name, strlen(name))) {
@@ -441,26 +459,30 @@ time_t acme_od_sweep(acme_od_t *od, acme_od_names_fn fn, void *arg)
     if (!od)
         return 0;
     time_t now = time(NULL), next = 0, forget = od->cfg->acme.od_forget;
-    int k = 0, gone = 0, held = 0;
+    int k = 0, gone = 0;
     for (int i = 0; i < od->nnames; i++) {
-        if (fn(arg, od->names[i].name, ACME_OD_HAS_CERT))
-            od->names[i].good = now, held = 1;
         if (now - od->names[i].good < forget) {
             od->names[k++] = od->names[i];
             if (!next || od->names[i].good + forget < next)
                 next = od->names[i].good + forget;
             continue;
         }
-        note(od, "on demand: %s forgotten: no certificate for it in %ld s "
-             "(--acme-on-demand-forget); asked for again at its next handshake",
-             od->names[i].name, (long)(now - od->names[i].good));
+        note(od, "on demand: %s forgotten: no handshake named it in %ld s "
+             "(--acme-on-demand-forget): not renewed; %s", od->names[i].name,
+             (long)(now - od->names[i].good),
+             fn(arg, od->names[i].name, ACME_OD_HAS_CERT)
+                 ? "its certificate serves until it expires, and a handshake that names it "
+                   "asks for it again"
+                 : "asked for again at its next handshake");
         fn(arg, od->names[i].name, ACME_OD_DROP);
         free(od->names[i].name);
         gone++;
     }
     od->nnames = k;
-    if (gone || (held && now - od->saved >= OD_SAVE_EVERY)) /* the clocks kept across a restart */
+    if (gone || (od->touched && now - od->saved >= OD_SAVE_EVERY)) { /* the clocks kept */
+        od->touched = 0;                                            /* across a restart */
         write_names(od, now);
+    }
     kinds_flush(od, now);
     return next;
 }

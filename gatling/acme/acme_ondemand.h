@@ -25,11 +25,13 @@
  * the ask URL allows counts against the hour's names in all, so names it
  * refuses cost their address and nothing else.  The names got on demand
  * have a room of their own (--acme-on-demand-names; the names given at
- * start are not in it), and one that has had no certificate for
- * --acme-on-demand-forget (its orders failed) is forgotten: out of the
- * schedule and the ondemand file, asked for again at its next handshake (a
- * name with a certificate, expired too, is kept: its handshakes find the
- * certificate and would never ask again).  The log: a line per refusal, at most OD_LOG_BURST
+ * start are not in it), and one that no handshake named for
+ * --acme-on-demand-forget is forgotten: out of the schedule and the
+ * ondemand file, not renewed.  A handshake that finds a certificate asks for
+ * its name all the same, now and then (tls/'s tls_ondemand_seen, an hour
+ * apart at most): for a name kept, that ask is its "in use"; for one
+ * forgotten whose certificate still serves, it is asked for again as any
+ * new name.  The log: a line per refusal, at most OD_LOG_BURST
  * a minute of each kind (the rest counted in one line); a name the ask URL
  * allowed that is refused all the same (the hour's names spent, the list
  * full) and a name forgotten are always logged.
@@ -81,7 +83,7 @@ void acme_od_load(acme_od_t *od, acme_od_names_fn fn, void *arg);
    names were added. */
 int acme_od_take(acme_od_t *od, acme_od_names_fn fn, void *arg);
 
-/* The names got on demand that have had no certificate for
+/* The names got on demand that no handshake named for
    --acme-on-demand-forget: forgotten (fn's ACME_OD_DROP), each logged.  When
    to look again (the first name's time to be forgotten; 0: none due). */
 time_t acme_od_sweep(acme_od_t *od, acme_od_names_fn fn, void *arg);

@@ -343,8 +343,8 @@ const optdef_t acme_opts[] = {
         "  --acme-on-demand-names n  ... names got on demand kept at most (100; the\n"
         "            names given at start are not counted)\n"),
     ACME_ROW("acme-on-demand-forget", OPT_SECONDS, 0, ACME_OPT_ONDEMAND_FORGET,
-        "  --acme-on-demand-forget s  ... one that got no certificate in s seconds\n"
-        "            forgotten (604800: 7 days)\n"),
+        "  --acme-on-demand-forget s  ... one no handshake named in s seconds\n"
+        "            forgotten, not renewed (604800: 7 days)\n"),
     OPT_LAST};
 _Static_assert(sizeof acme_opts / sizeof acme_opts[0] == ACME_OPT_END + 1,
                "a row for each --acme option");

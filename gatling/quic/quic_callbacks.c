@@ -87,14 +87,13 @@ static void ondemand_ask(quic_conn_t *c, const char *name, size_t len)
 {
     const proc_t *p = c->ep->site->proc;
     char addr[INET6_ADDRSTRLEN] = "-";
-    if (tls_store_covers(p->tls, name, len))
-        return;
     const struct sockaddr *sa = (const struct sockaddr *)ngtcp2_conn_get_path(c->q)->remote.addr;
     if (sa->sa_family == AF_INET)
         inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, addr, sizeof addr);
     else if (sa->sa_family == AF_INET6)
         inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, addr, sizeof addr);
-    acme_chal_ask(p->acme_chal, name, len, addr);
+    if (!tls_ondemand_covers(p->tls, name, len, addr)) /* loaded: its use told, now and then */
+        acme_chal_ask(p->acme_chal, name, len, addr);
 }
 
 /* The hello: mutual TLS asks for client certificates in the handshake where

@@ -645,6 +645,16 @@ int tls_store_covers(const tls_store_t *st, const char *host, size_t len)
     return st && len && tls_find_ctx(st, host, len) != NULL;
 }
 
+int tls_ondemand_covers(tls_store_t *st, const char *host, size_t len, const char *addr)
+{
+    if (len && host[len - 1] == '.')
+        len--;
+    const SSL_CTX *ctx = st && len ? tls_find_ctx(st, host, len) : NULL;
+    if (ctx)
+        tls_ondemand_seen(st, ctx, host, len, addr);
+    return ctx != NULL;
+}
+
 int tls_misdirected(tls_store_t *st, SSL *ssl, const char *host, size_t len)
 {
     if (len && host[len - 1] == '.')

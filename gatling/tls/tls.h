@@ -159,6 +159,12 @@ int tls_store_accepts(const tls_store_t *st);
    wildcard one label up), rather than the default answering for it? */
 int tls_store_covers(const tls_store_t *st, const char *host, size_t len);
 
+/* --acme-on-demand, HTTP/3's handshakes (TCP's do it themselves): does a
+   loaded certificate name host?  If so, its use is told to the ACME client
+   now and then, so that a name in use is kept and one nobody names is
+   forgotten (acme/acme_ondemand.h); addr is the client's, for the log. */
+int tls_ondemand_covers(tls_store_t *st, const char *host, size_t len, const char *addr);
+
 /* The i-th certificate loaded (from 0): its name (the file or directory
    name; server.pem's first DNS name) and its expiry, read at load, for
    /metrics.  1, or 0 past the last. */

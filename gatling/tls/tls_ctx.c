@@ -391,6 +391,8 @@ static int on_demand(SSL *ssl, tls_store_t *st)
         return SSL_CLIENT_HELLO_SUCCESS;
     const SSL_CTX *ctx = tls_find_ctx(st, name, nl);
     if (ctx) { /* loaded (now, or before): this handshake's */
+        peer_text(ssl, addr, sizeof addr);
+        tls_ondemand_seen(st, ctx, name, nl, addr);
         if (ctx != SSL_get_SSL_CTX(ssl)) {
             SSL_set_SSL_CTX(ssl, (SSL_CTX *)ctx);
             tls_client_sni(ssl, (SSL_CTX *)ctx); /* its client certificates, if it asks */
@@ -409,6 +411,18 @@ static int on_demand(SSL *ssl, tls_store_t *st)
     }
     return now - (v - 2) < (int64_t)st->cfg->head_timeout * 1000 ? SSL_CLIENT_HELLO_RETRY
                                                                   : SSL_CLIENT_HELLO_SUCCESS;
+}
+
+void tls_ondemand_seen(tls_store_t *st, const SSL_CTX *ctx, const char *name, size_t len,
+                       const char *addr)
+{
+    tls_cert_t *c = tls_cert_of((SSL_CTX *)ctx);
+    int64_t now = mono_ms(), every = (int64_t)st->cfg->acme.od_forget * 1000 / 4;
+    every = every > 3600000 || every <= 0 ? 3600000 : every;
+    if (!c || (c->told_ms && now - c->told_ms < every))
+        return;
+    c->told_ms = now; /* an ask of a name the client keeps is its "in use" (acme_ondemand.h) */
+    acme_chal_ask(st->proc->acme_chal, name, len, addr);
 }
 
 void tls_may_pause(SSL *ssl)

@@ -33,6 +33,8 @@ typedef struct tls_cert {
     long ocsp_len;
     int64_t not_after;  /* the certificate's expiry (unix seconds), for /metrics */
     int64_t not_before; /* ... and its start, for /server-status's renewal window */
+    int64_t told_ms;    /* --acme-on-demand: when a handshake's use of it was last told
+                           to the ACME client (tls_ondemand_seen; monotonic ms) */
 } tls_cert_t;
 
 typedef struct ticket_key {
@@ -69,6 +71,11 @@ extern int tls_acme_idx; /* SSL ex_data: TLS_ACME_* as a pointer, for --acme's h
 int tls_valid_name(const char *s, size_t n);
 void tls_cert_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp);
 tls_cert_t *tls_cert_of(SSL_CTX *ctx);
+/* --acme-on-demand: a handshake found name's certificate ctx: told to the
+   ACME client as an ask (a name it keeps is then "in use"), at most every
+   quarter of --acme-on-demand-forget (an hour at most) per certificate. */
+void tls_ondemand_seen(tls_store_t *st, const SSL_CTX *ctx, const char *name, size_t len,
+                       const char *addr);
 void tls_add_name(tls_cert_t *c, const char *s, size_t n);
 void tls_cert_names(tls_cert_t *c, X509 *x);
 int tls_no_passphrase(char *buf, int size, int rw, void *u);

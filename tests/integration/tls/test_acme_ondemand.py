@@ -362,20 +362,35 @@ def test_allowed_name_issued_after_sixty_refused(tmp_path):
         ask.close()
 
 
-def test_name_with_a_certificate_not_forgotten(tmp_path):
-    """--acme-on-demand-forget 10 forgets names whose orders fail, not one
-    that got its certificate: 15 s later it is still listed and served,
-    and no line says it was forgotten."""
+def test_names_in_use_kept_and_unused_ones_forgotten(tmp_path):
+    """--acme-on-demand-forget 10: a name whose certificate handshakes keep
+    naming (every 3 s for 15 s) stays listed, never asked of the ask URL
+    again; once nobody names it, it is forgotten (not renewed), its
+    certificate still served, and the next handshake naming it asks for it
+    again and lists it again.  Strangers cannot keep names for good."""
     name = "stays.customer.test"
     ask = Ask(allow={name})
     try:
         with lab(tmp_path, ask, ["--acme-on-demand-forget", "10"]) as (site, pebble, srv):
-            h1_get(pebble.root(), site.https, name)
-            time.sleep(15)
+            root = pebble.root()
+            served = h1_get(root, site.https, name)
+            for _ in range(5):
+                time.sleep(3)
+                assert h1_get(root, site.https, name) == served
             assert metric(metrics(site), "gatling_acme_ondemand_name", name) == 1
             assert not [l for l in srv.errlog if "forgotten" in l], srv.errlog[-10:]
-            h1_get(pebble.root(), site.https, name)
             assert ask.asked == [name]
+            # nobody names it for the forget time: forgotten, still served
+            wait_for(lambda: [l for l in srv.errlog if "%s forgotten" % name in l], 30,
+                     "the unused name forgotten")
+            line = [l for l in srv.errlog if "%s forgotten" % name in l][0]
+            assert "no handshake named it" in line and "serves until it expires" in line, line
+            wait_for(lambda: not metric(metrics(site), "gatling_acme_ondemand_name", name), 10,
+                     "/metrics without the name")
+            assert h1_get(root, site.https, name) == served
+            wait_for(lambda: ask.asked == [name, name], 15, "asked again: %s" % ask.asked)
+            wait_for(lambda: metric(metrics(site), "gatling_acme_ondemand_name", name) == 1, 15,
+                     "listed again")
     finally:
         ask.close()
 

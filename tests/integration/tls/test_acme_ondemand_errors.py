@@ -262,7 +262,7 @@ def test_failing_name_forgotten(build, tmp_path):
         f.write("old.customer.test %d\n" % (time.time() - 1000))
     try:
         with site(build, tmp_path, ask.url, ["--acme-on-demand-forget", "10"]) as srv:
-            logged(srv, r"on demand: old\.customer\.test forgotten: no certificate for it "
+            logged(srv, r"on demand: old\.customer\.test forgotten: no handshake named it "
                         r"in \d+ s \(--acme-on-demand-forget\)")
             threading.Thread(target=hello, args=(srv.https, name), daemon=True).start()
             logged(srv, r"gone\.customer\.test .*the ask URL allows it: ordered")
