@@ -198,7 +198,7 @@ static int word_option(int c, const char *arg, config_acme_t *a)
 }
 
 static int given; /* the --acme options seen, one bit each, for acme_options_done */
-static int names_owned; /* cfg->acme.names are vhost_names' copies, for acme_end */
+static char *dir_names[CONFIG_ACME_NAMES]; /* vhost_names' copies (proc_t's acme_names) */
 /* The write end of the keeper's stop pipe (acme.h): closing it, or this
    process's death, ends the keeper; -1: none.  What the running process
    owns, not a configuration value (DESIGN.md, Options), hence file scope. */
@@ -656,7 +656,7 @@ static int check_ca_root(const config_t *cfg, const proc_t *p)
     return -1;
 }
 
-int acme_prepare(config_t *cfg, proc_t *p)
+int acme_prepare(const config_t *cfg, proc_t *p)
 {
     const config_acme_t *a = &cfg->acme;
     int state, chal, give;
@@ -721,11 +721,11 @@ static int cmp_name(const void *x, const void *y)
 }
 
 /* The names of the document root's virtual host directories, sorted, once
-   each, into cfg->acme.names.  How many, or -1 after saying why. */
-static int vhost_names(config_t *cfg)
+   each, into dir_names (p->acme_names).  How many, or -1 after saying why. */
+static int vhost_names(const config_t *cfg, proc_t *p)
 {
-    config_acme_t *a = &cfg->acme;
     const char *root = cfg->root ? cfg->root : ".";
+    int n = 0;
     DIR *d = opendir(root);
     if (!d) {
         fprintf(stderr, "gatling: --acme: %s: %s\n", root, strerror(errno));
@@ -739,31 +739,32 @@ static int vhost_names(config_t *cfg)
             fstatat(dirfd(d), e->d_name, &sb, 0) < 0 || !S_ISDIR(sb.st_mode))
             continue;
         int dup = 0;
-        for (int i = 0; i < a->nnames && !dup; i++)
-            dup = !strcmp(a->names[i], name);
+        for (int i = 0; i < n && !dup; i++)
+            dup = !strcmp(dir_names[i], name);
         if (dup)
             continue;
-        char *copy = a->nnames < CONFIG_ACME_NAMES ? strdup(name) : NULL;
+        char *copy = n < CONFIG_ACME_NAMES ? strdup(name) : NULL;
         if (!copy) {
             fprintf(stderr, "gatling: --acme: more than %d host directories in %s: the first "
                     "%d are kept (or give --acme-names)\n", CONFIG_ACME_NAMES, root,
                     CONFIG_ACME_NAMES);
             break;
         }
-        a->names[a->nnames++] = copy;
-        names_owned = 1;
+        dir_names[n++] = copy;
     }
     closedir(d);
-    qsort(a->names, (size_t)a->nnames, sizeof a->names[0], cmp_name);
-    return a->nnames;
+    qsort(dir_names, (size_t)n, sizeof dir_names[0], cmp_name);
+    p->acme_names = (const char *const *)dir_names, p->acme_nnames = n;
+    return n;
 }
 
-int acme_launch(config_t *cfg, proc_t *p)
+int acme_launch(const config_t *cfg, proc_t *p)
 {
-    config_acme_t *a = &cfg->acme;
+    const config_acme_t *a = &cfg->acme;
     if (!a->email)
         return 0;
-    if (!a->nnames && (!cfg->vhosts || vhost_names(cfg) <= 0) && !a->ask_url) {
+    p->acme_names = a->names, p->acme_nnames = a->nnames;
+    if (!a->nnames && (!cfg->vhosts || vhost_names(cfg, p) <= 0) && !a->ask_url) {
         fprintf(stderr, "gatling: --acme: no name to get a certificate for: %s, or give "
                 "--acme-names a,b,...\n", cfg->vhosts ? "no directory of the document root "
                 "names a host (example.org, example.org:80)" : "-H serves no virtual hosts");
@@ -783,7 +784,7 @@ int acme_launch(config_t *cfg, proc_t *p)
     int real = handover_stderr(), saved = real != STDERR_FILENO ? dup(STDERR_FILENO) : -1;
     if (saved >= 0)
         dup2(real, STDERR_FILENO);
-    pid_t pid = acme_start(cfg, p, a->names, a->nnames, a->challenge != CONFIG_ACME_TLSALPN01,
+    pid_t pid = acme_start(cfg, p, p->acme_names, p->acme_nnames, a->challenge != CONFIG_ACME_TLSALPN01,
                            getpid(), &keeper_fd, err, sizeof err);
     if (saved >= 0) {
         dup2(saved, STDERR_FILENO);
@@ -803,10 +804,10 @@ int acme_launch(config_t *cfg, proc_t *p)
     p->acme_pid = (int)pid;
     /* the client has the TSIG key now: the serving processes keep no copy */
     OPENSSL_cleanse(&dns_key, sizeof dns_key);
-    if (a->nnames)
+    int n = p->acme_nnames;
+    if (n)
         fprintf(stderr, "gatling: --acme: certificates for %d name%s (%s%s)%s from %s%s%s%s, "
-                "kept in %s\n", a->nnames, a->nnames == 1 ? "" : "s", a->names[0],
-                a->nnames > 1 ? ", ..." : "", a->ask_url ? " and on demand" : "", a->ca,
+                "kept in %s\n", n, n == 1 ? "" : "s", p->acme_names[0], n > 1 ? ", ..." : "", a->ask_url ? " and on demand" : "", a->ca,
                 a->ncas > 1 ? " (then " : "", a->ncas > 1 ? a->cas[1].url : "",
                 a->ncas > 2 ? ", ...)" : a->ncas > 1 ? ")" : "", p->tls_dir);
     else
@@ -832,16 +833,15 @@ void acme_detach(void)
     keeper_fd = -1;
 }
 
-void acme_end(config_t *cfg, proc_t *p)
+void acme_end(proc_t *p)
 {
     pid_t pid = (pid_t)p->acme_pid;
     acme_chal_free(p->acme_chal);
     p->acme_chal = NULL;
-    for (int i = 0; names_owned && i < cfg->acme.nnames; i++)
-        free((char *)cfg->acme.names[i]);
-    names_owned = 0, cfg->acme.nnames = 0;
-    OPENSSL_cleanse(&dns_key, sizeof dns_key);
-    cfg->acme.dns_key = NULL;
+    for (int i = 0; p->acme_names == (const char *const *)dir_names && i < p->acme_nnames; i++)
+        free(dir_names[i]), dir_names[i] = NULL;
+    p->acme_names = NULL, p->acme_nnames = 0;
+    OPENSSL_cleanse(&dns_key, sizeof dns_key); /* what cfg->acme.dns_key points to */
     acme_detach(); /* the keeper's stop: the order in flight, if any, finishes (ACME_STOP_GRACE) */
     if (pid <= 0)
         return;

@@ -50,19 +50,19 @@ int acme_options_done(config_t *cfg);
    -u's ids are known): make the state directory (and, without -C, its live/
    as the certificate directory), writable by -u's user (p's ids), and open
    it for the loops (p->acme_chal).  0, or -1 after saying why on stderr. */
-int acme_prepare(config_t *cfg, proc_t *p);
+int acme_prepare(const config_t *cfg, proc_t *p);
 
 /* Before the certificates are loaded (so that the client, which talks to
    the network, holds none of their keys nor the session-ticket secret) and
    before a chroot, -u and -W's fork: the names (--acme-names, else the
    virtual host directories that name a host), and the client process
    (p->acme_pid).  0, or -1 after saying why. */
-int acme_launch(config_t *cfg, proc_t *p);
+int acme_launch(const config_t *cfg, proc_t *p);
 
 /* The server is ending: so does the client (its keeper told by closing its
    stop pipe, waited for ACME_KEEPER_STOP s at most); what acme_prepare and
    acme_launch made is freed (the loops are done with it). */
-void acme_end(config_t *cfg, proc_t *p);
+void acme_end(proc_t *p);
 
 /* In a process forked after acme_launch (a -W worker): let go of the
    keeper's stop pipe, so that the keeper sees the server's end when the

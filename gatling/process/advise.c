@@ -31,10 +31,10 @@ static int https_names(const config_t *cfg, const proc_t *p, const char *host)
         return 1;
     if (!cfg->acme.email)
         return 0;
-    for (int i = 0; i < cfg->acme.nnames; i++)
-        if (!strcasecmp(cfg->acme.names[i], host))
+    for (int i = 0; i < p->acme_nnames; i++)
+        if (!strcasecmp(p->acme_names[i], host))
             return 1;
-    return !cfg->acme.nnames;
+    return !p->acme_nnames;
 }
 
 /* The directory e of the root (fd) is "host:port" for another port than

@@ -166,7 +166,7 @@ static int listen_https(const config_t *cfg, const proc_t *p, int reuseport, int
     return fd;
 }
 
-static int listen_http(config_t *cfg, proc_t *p, listener_t *lst, int *n, int reuseport,
+static int listen_http(const config_t *cfg, proc_t *p, listener_t *lst, int *n, int reuseport,
                        int backlog)
 {
     int fd = listen_on(cfg->addr, p->port, reuseport, backlog, 0);
@@ -200,7 +200,7 @@ static int listen_http(config_t *cfg, proc_t *p, listener_t *lst, int *n, int re
 
 /* -f: FTP beside HTTP (and HTTPS), on -i's address.  The server speaks
    first on FTP, so no TCP_DEFER_ACCEPT there. */
-int server_listen(config_t *cfg, proc_t *p, listener_t *lst, int *n, int reuseport,
+int server_listen(const config_t *cfg, proc_t *p, listener_t *lst, int *n, int reuseport,
                   int backlog)
 {
     if (listen_http(cfg, p, lst, n, reuseport, backlog) < 0)

@@ -32,7 +32,7 @@ typedef struct listener {
  * that worker processes can each open their own.  On success fills lst/n and
  * returns 0; on failure prints why to stderr and returns -1.
  */
-int server_listen(config_t *cfg, proc_t *p, listener_t *lst, int *n, int reuseport,
+int server_listen(const config_t *cfg, proc_t *p, listener_t *lst, int *n, int reuseport,
                   int backlog);
 
 /* The backlog asked for: the kernel clamps it to net.core.somaxconn (4096 on

@@ -289,7 +289,7 @@ static int open_pools(const config_t *cfg, proc_t *p, int quiet)
  * bound, nothing served.  failed: the options had problems already.
  * Returns 0 or 2.
  */
-static int check_run(config_t *cfg, proc_t *p, int failed)
+static int check_run(const config_t *cfg, proc_t *p, int failed)
 {
     mime_table_t *mime = mime_load(cfg->mime_file);
     if (!mime)
@@ -309,7 +309,7 @@ static int check_run(config_t *cfg, proc_t *p, int failed)
     if (acme_prepare(cfg, p) < 0 || load_certificates(cfg, p) < 0)
         failed = 1;
     advise(cfg, p); /* the start's own warnings (advise.h) */
-    acme_end(cfg, p); /* its challenges' directory: no client was started */
+    acme_end(p); /* its challenges' directory: no client was started */
     tls_store_free(p->tls);
     p->tls = NULL;
     if (check_root(cfg, p) < 0 || check_dictionaries() < 0)
@@ -349,11 +349,11 @@ static int configure(int argc, char **argv, config_t *cfg, proc_t *p, conf_args_
    reads the side process's page), before a chroot, -u and -W: the processes
    that talk to the network never hold the served keys and the ticket
    secret, which are loaded after the forks.  0, or -1 with all of it ended. */
-static int start_sides(config_t *cfg, proc_t *p, const int *fds, int n)
+static int start_sides(const config_t *cfg, proc_t *p, const int *fds, int n)
 {
     if (acme_prepare(cfg, p) < 0 || cluster_launch(cfg, p) < 0 || acme_launch(cfg, p) < 0 ||
         load_certificates(cfg, p) < 0 || check_passed_https(p, fds, n) < 0) {
-        acme_end(cfg, p);
+        acme_end(p);
         cluster_end(p);
         tls_store_free(p->tls);
         return -1;
@@ -399,7 +399,7 @@ static int finish(run_t *r, int rc)
     if (r->reap_cluster)
         cluster_end(&r->proc);
     if (r->sides)
-        acme_end(&r->cfg, &r->proc);
+        acme_end(&r->proc);
     if (r->served)
         server_free(&r->s);
     if (r->qg_close)
@@ -417,7 +417,7 @@ static int finish(run_t *r, int rc)
    the chroot and -u, the loop.  The loop's exit code, or 1. */
 static int serve(run_t *r, int *fds, int n)
 {
-    config_t *cfg = &r->cfg;
+    const config_t *cfg = &r->cfg;
     proc_t *p = &r->proc;
     listener_t lst[SERVER_MAX_LISTENERS];
     int passed = n > 0;
@@ -456,7 +456,7 @@ static int64_t monotonic_ms(void)
    -W's supervisor or one process.  Its exit code. */
 static int start(run_t *r, char **argv)
 {
-    config_t *cfg = &r->cfg;
+    const config_t *cfg = &r->cfg;
     proc_t *p = &r->proc;
     handover_init(argv); /* before anything changes the directory */
     int fds[SERVER_MAX_LISTENERS], groups;

@@ -31,6 +31,11 @@ typedef struct proc {
     const char *tls_dir;
     int tls_dir_acme;
     char acme_live[PATH_MAX];
+    /* --acme: the names the client is started with: --acme-names's (the
+       configuration's), or the host directories' (acme_launch's copies,
+       freed by acme_end); none with on demand alone */
+    const char *const *acme_names;
+    int acme_nnames;
     int cgi_uid, cgi_gid; /* --cgi-user's, the same way; -1: CGI runs as -u */
     int proc_fd; /* -W with CGI: /proc, opened before the chroot for the workers'
                     spawners (site/spawn.h), closed by each worker once it has its own */
