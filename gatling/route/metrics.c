@@ -150,7 +150,7 @@ static void table(hbuf_t *b, const stats_snap_t *t)
     const char *fam = NULL;
     for (size_t i = 0; i < stats_nrows; i++) {
         const stats_row_t *r = &stats_rows[i];
-        if (!r->metric)
+        if (!r->metric || !stats_shown(t, r))
             continue;
         if (!fam || strcmp(fam, r->metric))
             head(b, r->metric, type[r->type], r->help);
@@ -341,24 +341,10 @@ static void acme_issuers(hbuf_t *b, const acme_status_t *st)
         }
 }
 
-/* --acme-on-demand: its counters, and which names it got (1 each). */
+/* --acme-on-demand: which names it got (1 each; its counters are rows of
+   counters.h). */
 static void acme_ondemand(hbuf_t *b, const acme_status_t *st)
 {
-    const metric_t m[] = {
-        {"gatling_acme_ondemand_asks_total", "Handshakes' asks the ACME client took (new names)",
-         st->od_asks},
-        {"gatling_acme_ondemand_allowed_total", "Names the ask URL allowed (each ordered)",
-         st->od_allowed},
-        {"gatling_acme_ondemand_refused_total", "Names the ask URL refused (or did not answer)",
-         st->od_refused},
-        {"gatling_acme_ondemand_limited_total", "Names refused by a rate limit, never asked",
-         st->od_limited},
-        {"gatling_acme_ondemand_invalid_total", "Names refused as no host name, never asked",
-         st->od_invalid},
-    };
-    scalars(b, "counter", m, N(m));
-    const metric_t g[] = {{"gatling_acme_ondemand_names", "Names got on demand", st->od_names}};
-    scalars(b, "gauge", g, N(g));
     head(b, "gatling_acme_ondemand_name", "gauge", "A name got on demand (1)");
     for (int i = 0; i < st->n; i++)
         if (st->names[i].ondemand) {
@@ -368,7 +354,8 @@ static void acme_ondemand(hbuf_t *b, const acme_status_t *st)
         }
 }
 
-/* --acme: the client's numbers from its status file (site/acme_chal.h);
+/* --acme: the client's numbers per name from its status file
+   (site/acme_chal.h; its counters are rows of counters.h, status_side's);
    none when the file is missing or not all of it reads as it should. */
 static void acme(hbuf_t *b, const site_t *s)
 {
@@ -376,11 +363,6 @@ static void acme(hbuf_t *b, const site_t *s)
     acme_status_t *st = text ? malloc(sizeof *st) : NULL;
     if (st && acme_chal_status(s->proc->acme_chal, text, ACME_STATUS_MAX) > 0 &&
         acme_chal_status_parse(text, st) == 0) {
-        const metric_t m[] = {
-            {"gatling_acme_orders_total", "Orders the ACME client made", st->orders},
-            {"gatling_acme_failures_total", "ACME attempts that failed (any step)", st->failures},
-        };
-        scalars(b, "counter", m, N(m));
         if (acme_chal_ondemand(s->proc->acme_chal))
             acme_ondemand(b, st);
         const char *fam[2] = {"gatling_acme_next_renewal_seconds", "gatling_acme_name_failures"};
@@ -442,6 +424,7 @@ int metrics_serve(exchange_t *ex)
         s->stats_published = gio_now(s->loop);
         stats_shm_total(p->stats_shm, p->worker, &own, &t);
     }
+    status_side(s, &t);
     size_t cap = METRICS_PAGE_MAX;
     const char *pool, *addr, *state;
     unsigned out;

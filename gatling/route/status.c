@@ -69,25 +69,6 @@ static size_t cert_rows(const site_t *s, row_t *r, size_t n, size_t cap)
         r[n++] = (row_t){"tls_certificate_expiry_first",
                          "HTTPS: the first certificate to expire, expires at (unix time)",
                          (uint64_t)first};
-    char *text = s->proc->acme_chal ? malloc(ACME_STATUS_MAX) : NULL;
-    acme_status_t *st = text ? malloc(sizeof *st) : NULL;
-    if (st && acme_chal_status(s->proc->acme_chal, text, ACME_STATUS_MAX) > 0 &&
-        acme_chal_status_parse(text, st) == 0) {
-        const row_t d[] = {
-            {"acme_orders", "ACME: orders made", st->orders},
-            {"acme_failures", "ACME: attempts failed", st->failures},
-            {"acme_ondemand_names", "ACME on demand: names got", st->od_names},
-            {"acme_ondemand_asks", "ACME on demand: asks taken", st->od_asks},
-            {"acme_ondemand_allowed", "ACME on demand: allowed by the ask URL", st->od_allowed},
-            {"acme_ondemand_refused", "ACME on demand: refused by the ask URL", st->od_refused},
-            {"acme_ondemand_limited", "ACME on demand: refused by a rate limit", st->od_limited},
-            {"acme_ondemand_invalid", "ACME on demand: refused, no host name", st->od_invalid},
-        };
-        size_t nd = acme_chal_ondemand(s->proc->acme_chal) ? sizeof d / sizeof d[0] : 2;
-        n = put_rows(r, n, cap, d, nd);
-    }
-    free(st);
-    free(text);
     uint64_t gen = 0;
     int64_t synced = s->proc->cluster ? cluster_synced(s->proc->cluster, &gen) : 0;
     const row_t c[] = {
@@ -95,6 +76,28 @@ static size_t cert_rows(const site_t *s, row_t *r, size_t n, size_t cap)
         {"cluster_ticket_generation", "--cluster: the ticket keys' generation", gen},
     };
     return s->proc->cluster ? put_rows(r, n, cap, c, 2) : n;
+}
+
+void status_side(const site_t *s, stats_snap_t *snap)
+{
+    memset(&snap->side, 0, sizeof snap->side);
+    char *text = s->proc->acme_chal ? malloc(ACME_STATUS_MAX) : NULL;
+    acme_status_t *st = text ? malloc(sizeof *st) : NULL;
+    if (st && acme_chal_status(s->proc->acme_chal, text, ACME_STATUS_MAX) > 0 &&
+        acme_chal_status_parse(text, st) == 0) {
+        snap->side.acme_orders = st->orders;
+        snap->side.acme_failures = st->failures;
+        snap->side.od_names = st->od_names;
+        snap->side.od_asks = st->od_asks;
+        snap->side.od_allowed = st->od_allowed;
+        snap->side.od_refused = st->od_refused;
+        snap->side.od_limited = st->od_limited;
+        snap->side.od_invalid = st->od_invalid;
+        snap->side.has = acme_chal_ondemand(s->proc->acme_chal) ? STATS_SIDE_ONDEMAND
+                                                                : STATS_SIDE_ACME;
+    }
+    free(st);
+    free(text);
 }
 
 void status_snapshot(const site_t *s, stats_snap_t *snap)
@@ -136,11 +139,12 @@ static size_t rows(const site_t *s, row_t *r, size_t cap, int64_t now)
 {
     stats_snap_t snap;
     status_snapshot(s, &snap);
+    status_side(s, &snap);
     size_t n = 0;
     if (n < cap)
         r[n++] = (row_t){"uptime", "uptime (s)", (uint64_t)(now - s->stats.started)};
     for (size_t i = 0; i < stats_nrows && n < cap; i++)
-        if (stats_rows[i].skey)
+        if (stats_rows[i].skey && stats_shown(&snap, &stats_rows[i]))
             r[n++] = (row_t){stats_rows[i].skey, stats_rows[i].slabel,
                              stats_value(&snap, &stats_rows[i])};
     n = backend_rows(&snap.c, r, n, cap);

@@ -23,6 +23,12 @@ int status_allowed(const exchange_t *ex);
    keep (counters.h's M and G rows, the backends'), for both pages. */
 void status_snapshot(const site_t *s, stats_snap_t *snap);
 
+/* The side processes' numbers (counters.h's A and O rows: the ACME client's
+   status file) into snap->side, after the workers' sum: one number for the
+   whole server.  side.has says which are there (none: no --acme, or its
+   status file not written yet or unreadable). */
+void status_side(const site_t *s, stats_snap_t *snap);
+
 /* Queue the status page (json: the JSON form).  0, or -1 on ENOMEM. */
 int status_serve(exchange_t *ex, int json);
 

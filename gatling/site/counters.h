@@ -12,7 +12,11 @@
  *           E: an element or field of status_counters_t declared by hand
  *              (stats.h), such as h2_flood[H2_FLOOD_PING];
  *           M: a counter kept elsewhere (stats_snap_t's more, filled by
- *              status_snapshot); G: a gauge (stats_snap_t's g, likewise).
+ *              status_snapshot); G: a gauge (stats_snap_t's g, likewise);
+ *           A: the ACME client's (its status file, site/acme_chal.h): one
+ *              number for the whole server, not summed across -W's workers
+ *              (stats_snap_t's side, filled by status_side after the sum),
+ *              shown with --acme only; O: the same, with --acme-on-demand.
  *   type    COUNTER, GAUGE, or MS: a counter of milliseconds that /metrics
  *           shows in seconds.
  *   metric  its family on /metrics (NULL: not there); rows of one family
@@ -169,6 +173,27 @@
     X(C, acme_alpn_refused, COUNTER, "gatling_acme_tls_alpn01_refused_total", NULL, NULL,        \
       "TLS handshakes offering acme-tls/1 for a name without a challenge: refused",              \
       "acme_tls_alpn01_refused", "ACME: acme-tls/1 for a name without a challenge")              \
+    X(A, acme_orders, COUNTER, "gatling_acme_orders_total", NULL, NULL,                          \
+      "Orders the ACME client made", "acme_orders", "ACME: orders made")                         \
+    X(A, acme_failures, COUNTER, "gatling_acme_failures_total", NULL, NULL,                      \
+      "ACME attempts that failed (any step)", "acme_failures", "ACME: attempts failed")          \
+    X(O, od_names, GAUGE, "gatling_acme_ondemand_names", NULL, NULL, "Names got on demand",      \
+      "acme_ondemand_names", "ACME on demand: names got")                                        \
+    X(O, od_asks, COUNTER, "gatling_acme_ondemand_asks_total", NULL, NULL,                       \
+      "Handshakes' asks the ACME client took (new names)", "acme_ondemand_asks",                 \
+      "ACME on demand: asks taken")                                                              \
+    X(O, od_allowed, COUNTER, "gatling_acme_ondemand_allowed_total", NULL, NULL,                 \
+      "Names the ask URL allowed (each ordered)", "acme_ondemand_allowed",                       \
+      "ACME on demand: allowed by the ask URL")                                                  \
+    X(O, od_refused, COUNTER, "gatling_acme_ondemand_refused_total", NULL, NULL,                 \
+      "Names the ask URL refused (or did not answer)", "acme_ondemand_refused",                  \
+      "ACME on demand: refused by the ask URL")                                                  \
+    X(O, od_limited, COUNTER, "gatling_acme_ondemand_limited_total", NULL, NULL,                 \
+      "Names refused by a rate limit, never asked", "acme_ondemand_limited",                     \
+      "ACME on demand: refused by a rate limit")                                                 \
+    X(O, od_invalid, COUNTER, "gatling_acme_ondemand_invalid_total", NULL, NULL,                 \
+      "Names refused as no host name, never asked", "acme_ondemand_invalid",                     \
+      "ACME on demand: refused, no host name")                                                   \
     X(C, h2_conns, COUNTER, "gatling_h2_connections_total", NULL, NULL,                          \
       "Connections that spoke HTTP/2", "h2_connections", "connections that spoke HTTP/2")        \
     X(C, h2_errors, COUNTER, "gatling_h2_errors_total", NULL, NULL,                              \

@@ -16,11 +16,24 @@ const uint32_t stats_bounds_us[STATS_BOUNDS] = {500,     1000,    2500,    5000,
 #define ROW_AT_E(f) offsetof(stats_snap_t, c.f)
 #define ROW_AT_M(f) offsetof(stats_snap_t, more.f)
 #define ROW_AT_G(f) offsetof(stats_snap_t, g.f)
+#define ROW_AT_A(f) offsetof(stats_snap_t, side.f)
+#define ROW_AT_O(f) offsetof(stats_snap_t, side.f)
+#define ROW_SIDE_C STATS_SIDE_NONE
+#define ROW_SIDE_E STATS_SIDE_NONE
+#define ROW_SIDE_M STATS_SIDE_NONE
+#define ROW_SIDE_G STATS_SIDE_NONE
+#define ROW_SIDE_A STATS_SIDE_ACME
+#define ROW_SIDE_O STATS_SIDE_ONDEMAND
 #define ROW(w, f, type, metric, lkey, lval, help, skey, slabel) \
-    {ROW_AT_##w(f), STATS_##type, metric, lkey, lval, help, skey, slabel},
+    {ROW_AT_##w(f), STATS_##type, metric, lkey, lval, help, skey, slabel, ROW_SIDE_##w},
 
 const stats_row_t stats_rows[] = {STATS_COUNTERS(ROW)};
 const size_t stats_nrows = sizeof stats_rows / sizeof stats_rows[0];
+
+int stats_shown(const stats_snap_t *snap, const stats_row_t *r)
+{
+    return snap->side.has >= (uint64_t)r->side;
+}
 
 uint64_t stats_value(const stats_snap_t *snap, const stats_row_t *r)
 {

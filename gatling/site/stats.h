@@ -50,22 +50,36 @@ enum {
     H2_FLOOD_KINDS
 };
 
-/* The fields a row of counters.h declares, by its where (C, M, G): */
+/* The fields a row of counters.h declares, by its where (C, M, G; A and O
+   are S's, the side processes'): */
 #define STATS_FIELD_C_C(f) uint64_t f;
+#define STATS_FIELD_M_M(f) uint64_t f;
+#define STATS_FIELD_G_G(f) uint64_t f;
+#define STATS_FIELD_S_A(f) uint64_t f;
+#define STATS_FIELD_S_O(f) uint64_t f;
 #define STATS_FIELD_C_E(f)
 #define STATS_FIELD_C_M(f)
 #define STATS_FIELD_C_G(f)
+#define STATS_FIELD_C_A(f)
+#define STATS_FIELD_C_O(f)
 #define STATS_FIELD_M_C(f)
 #define STATS_FIELD_M_E(f)
-#define STATS_FIELD_M_M(f) uint64_t f;
 #define STATS_FIELD_M_G(f)
+#define STATS_FIELD_M_A(f)
+#define STATS_FIELD_M_O(f)
 #define STATS_FIELD_G_C(f)
 #define STATS_FIELD_G_E(f)
 #define STATS_FIELD_G_M(f)
-#define STATS_FIELD_G_G(f) uint64_t f;
+#define STATS_FIELD_G_A(f)
+#define STATS_FIELD_G_O(f)
+#define STATS_FIELD_S_C(f)
+#define STATS_FIELD_S_E(f)
+#define STATS_FIELD_S_M(f)
+#define STATS_FIELD_S_G(f)
 #define STATS_FIELD_C(w, f, ...) STATS_FIELD_C_##w(f)
 #define STATS_FIELD_M(w, f, ...) STATS_FIELD_M_##w(f)
 #define STATS_FIELD_G(w, f, ...) STATS_FIELD_G_##w(f)
+#define STATS_FIELD_S(w, f, ...) STATS_FIELD_S_##w(f)
 
 typedef struct status_counters {
     uint64_t requests, bytes;           /* since start */
@@ -107,7 +121,15 @@ typedef struct stats_snap {
         uint64_t be_up[CONFIG_BACKENDS];          /* 1: the backend takes requests */
         uint64_t be_outstanding[CONFIG_BACKENDS]; /* requests at it now */
     } g;
+    struct { /* the side processes' (A and O rows): 0 in a loop's snapshot and in
+                the workers' sum; status_side fills them after it */
+        STATS_COUNTERS(STATS_FIELD_S)
+        uint64_t has; /* STATS_SIDE_*: which of them are there */
+    } side;
 } stats_snap_t;
+
+/* What stats_snap_t's side holds, and a row needs (stats_row_t's side). */
+enum { STATS_SIDE_NONE, STATS_SIDE_ACME, STATS_SIDE_ONDEMAND };
 
 /* One row of counters.h as the pages read it. */
 enum { STATS_COUNTER, STATS_GAUGE, STATS_MS };
@@ -119,9 +141,12 @@ typedef struct stats_row {
     const char *help;        /* the family's help (its first row's), or NULL */
     const char *skey;        /* its key on /server-status, or NULL */
     const char *slabel;      /* its label there */
+    int side;                /* STATS_SIDE_*: shown when the snapshot's side.has is this or more */
 } stats_row_t;
 
-/* counters.h's rows, in its order. */
+/* counters.h's rows, in its order; stats_shown: is r there in snap (its
+   side process's numbers, if it is one's)? */
+int stats_shown(const stats_snap_t *snap, const stats_row_t *r);
 extern const stats_row_t stats_rows[];
 extern const size_t stats_nrows;
 
