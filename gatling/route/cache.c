@@ -243,13 +243,13 @@ int cache_dispatch(exchange_t *ex)
     cache_t *c = hstate(ex->site, HSTATE_CACHE);
     if (!c || cslot(ex)->n & (CS_PASS | CS_WATCHED)) /* watched: a redirect's request */
         return CACHE_NOT_MINE;
-    const char *vhost;
-    const cache_conf_t *k = cache_conf_of(c->vh, c->site, ex, &vhost);
+    const cache_vh_t *vh;
+    const cache_conf_t *k = cache_conf_of(c->vh, c->site, ex, &vh);
     if (!k || !ex->site->produced(ex->site, ex, HANDLER_STORE))
         return CACHE_NOT_MINE;
     int r = cached(c, ex, k);
-    if (r == 0 && !ex->vhost[0]) /* for the access log, as the proxy writes it */
-        snprintf(ex->vhost, sizeof ex->vhost, "%s", vhost);
+    if (r == 0 && !ex->vhost[0]) /* the directory that served, as every producer logs it */
+        vhost_log_name(vh->which, vh->name, ex->local_port, ex->vhost, sizeof ex->vhost);
     return r;
 }
 

@@ -212,7 +212,7 @@ static void conf_read(cache_vh_t *v, int dirfd, const char *dir, site_t *s)
 }
 
 const cache_conf_t *cache_conf_of(cache_vh_t *tab, site_t *s, exchange_t *ex,
-                                  const char **vhost)
+                                  const cache_vh_t **vh)
 {
     const config_t *cfg = s->cfg;
     char name[VHOST_NAME_MAX];
@@ -234,6 +234,7 @@ const cache_conf_t *cache_conf_of(cache_vh_t *tab, site_t *s, exchange_t *ex,
         int fd = vhost_open(s->rootfd, cfg->vhosts ? name : NULL, cfg->vhost_only,
                             site_root_check(s), &which);
         if (fd >= 0) {
+            v->which = which;
             conf_read(v, fd, vhost_dir(which, name), s);
             close(fd);
         } else if (v->on) {
@@ -242,7 +243,7 @@ const cache_conf_t *cache_conf_of(cache_vh_t *tab, site_t *s, exchange_t *ex,
         }
         v->second = now;
     }
-    *vhost = v->name;
+    *vh = v;
     return v->on ? &v->conf : NULL;
 }
 

@@ -60,6 +60,7 @@ typedef struct cache_vh {
     int64_t second; /* wall clock of the look; 0: never */
     int on;         /* the file is there and good: conf holds it */
     int bad;        /* ... there and refused (said once, until it changes) */
+    int which;      /* VHOST_* of the directory read (vhost_open), for the access log */
     dev_t dev;
     ino_t ino;
     off_t size;
@@ -82,9 +83,10 @@ int cache_conf_purger(const cache_conf_t *k, const struct sockaddr *sa);
 int cache_conf_cookie_ok(const cache_conf_t *k, const char *v, size_t n);
 
 /* The cache settings of the vhost serving ex (tab has CACHE_CONF_VHOSTS
-   slots), or NULL: no .cache there.  *vhost gets the vhost's name. */
+   slots), or NULL: no .cache there.  *vh gets the vhost's slot (its name,
+   and which directory served it, for the access log). */
 const cache_conf_t *cache_conf_of(cache_vh_t *tab, site_t *s, exchange_t *ex,
-                                  const char **vhost);
+                                  const cache_vh_t **vh);
 
 /* Forget every vhost's settings. */
 void cache_conf_table_free(cache_vh_t *tab);

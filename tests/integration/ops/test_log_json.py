@@ -155,6 +155,9 @@ def test_fields_tls_h2_upstream_cache_and_reopen(build, tmp_path):
     assert miss["upstream"] == "127.0.0.1/%d" % port and miss["upstream_us"] >= 0, miss
     assert "miss" in miss["cache"], miss
     assert "hit" in hit["cache"] and hit["upstream"] is None, hit
+    # the directory that served, for a hit as for the miss (a hit once logged
+    # the name asked for: "localhost")
+    assert miss["vhost"] == hit["vhost"] == "default:%d" % tls, (miss, hit)
     assert after[0]["protocol"] == "h1" and after[0]["tls_version"].startswith("TLSv1."), after
 
 
