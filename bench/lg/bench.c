@@ -73,6 +73,8 @@ static const char usage_text[] =
     "  --assets FILE with --surge: the page's assets (paths or URLs, one per line)\n"
     "  --returning SHARE  with --surge on https://: the share of visitors (0..1,\n"
     "                or a percentage: 50%) that resume a TLS session\n"
+    "  --early-data  with --returning: a returning visitor whose session allows it\n"
+    "                sends the page's request as TLS 1.3 early data (0-RTT)\n"
     "  -J, --json    print the report as one JSON object\n"
     "  -q            no progress line\n"
     "  -V            print version and IO backend\n"
@@ -133,6 +135,7 @@ static const struct option long_opts[] = {
     {"surge", required_argument, NULL, 'U'},
     {"assets", required_argument, NULL, 'A'},
     {"returning", required_argument, NULL, 'G'},
+    {"early-data", no_argument, NULL, 'Y'},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0}};
@@ -202,6 +205,7 @@ static void parse_opts(opts_t *o, int argc, char **argv)
         case 'U': cfg->surge = (double)lg_num_opt(optarg, 1, 10000000, "--surge"); break;
         case 'A': o->assets = optarg; break;
         case 'G': cfg->returning = share_opt(optarg); break;
+        case 'Y': cfg->early = 1; break;
         case 'J': cfg->json = 1; break;
         case 'q': o->quiet = 1; break;
         case 'V': printf("bench (gatling) io backend %s\n", gio_backend_name()); exit(0);
@@ -460,6 +464,9 @@ static void setup(opts_t *o)
     }
     if (cfg->resume && !cfg->url.tls)
         lg_usage_exit("--resume is for https:// URLs", NULL);
+    if (cfg->early && !(cfg->returning > 0))
+        lg_usage_exit("--early-data is for --surge with --returning (a resumed session carries "
+                      "it)", NULL);
     if (cfg->returning > 0 && !cfg->url.tls)
         lg_usage_exit("--returning is for https:// URLs (h2c has no TLS session to resume)", NULL);
     if (cfg->surge && !o->have_c) { /* as many visitors at once as descriptors allow */

@@ -133,6 +133,8 @@ void bench_stats_merge(bench_stats_t *d, const bench_stats_t *s)
     d->unstarted += s->unstarted;
     d->returning += s->returning;
     d->offered += s->offered;
+    d->early_sent += s->early_sent;
+    d->early_accepted += s->early_accepted;
     d->late += s->late;
     if (s->late_max_ns > d->late_max_ns)
         d->late_max_ns = s->late_max_ns;

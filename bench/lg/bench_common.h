@@ -55,6 +55,7 @@ typedef struct bench_cfg {
     double surge;     /* --surge: visitors/s over all processes (req[0] the page, the rest its
                          assets); 0: not a surge */
     double returning; /* --returning: share of visitors that resume a TLS session, 0..1 */
+    int early;        /* --early-data: returning visitors send the page's request in 0-RTT */
 } bench_cfg_t;
 
 /* Why a worker gave up early. */
@@ -106,6 +107,8 @@ typedef struct bench_stats {
     uint64_t unstarted; /* arrivals due before -d's end that found every slot (-c) busy */
     uint64_t returning; /* visitors that were to resume */
     uint64_t offered;   /* ... and had a session to offer */
+    uint64_t early_sent;     /* --early-data: ... whose session allowed early data: sent */
+    uint64_t early_accepted; /* ... and the server took it (else sent again after the handshake) */
     uint64_t late;      /* visitors started more than 1 ms after their arrival time */
     int64_t late_max_ns;
 } bench_stats_t;

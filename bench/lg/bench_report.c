@@ -278,6 +278,9 @@ void bench_report_surge_text(const bench_cfg_t *cfg, const bench_stats_t *s, dou
                (double)s->hs.count / secs, (unsigned long long)full,
                (unsigned long long)s->resumed, (unsigned long long)s->returning,
                (unsigned long long)s->offered);
+        if (cfg->early)
+            printf("early data %llu sent, %llu accepted\n", (unsigned long long)s->early_sent,
+                   (unsigned long long)s->early_accepted);
     }
     printf("errors     %llu:", (unsigned long long)bench_err_total(s));
     for (size_t c = 0; c < SURGE_CLASSES; c++)
@@ -315,11 +318,12 @@ void bench_report_surge_json(const bench_cfg_t *cfg, const bench_stats_t *s, dou
            (unsigned long long)s->bytes, (unsigned long long)s->body);
     printf("\"handshakes\":%llu,\"full\":%llu,\"resumed\":%llu,\"returning\":%llu,"
            "\"offered\":%llu,\"handshakes_per_s\":%.1f,\"full_per_s\":%.1f,"
-           "\"resumed_per_s\":%.1f,",
+           "\"resumed_per_s\":%.1f,\"early_sent\":%llu,\"early_accepted\":%llu,",
            (unsigned long long)s->hs.count, (unsigned long long)(s->hs.count - s->resumed),
            (unsigned long long)s->resumed, (unsigned long long)s->returning,
            (unsigned long long)s->offered, (double)s->hs.count / secs,
-           (double)(s->hs.count - s->resumed) / secs, (double)s->resumed / secs);
+           (double)(s->hs.count - s->resumed) / secs, (double)s->resumed / secs,
+           (unsigned long long)s->early_sent, (unsigned long long)s->early_accepted);
     json_hist("page_us", &s->lat);
     printf(",");
     json_hist("connect_us", &s->conn);

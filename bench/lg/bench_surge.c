@@ -11,8 +11,14 @@
  * A visitor's slot is a small state machine:
  *
  *   FREE --arrival, connect()--> CONNECTING --> HANDSHAKE (https) --> OPEN --> FREE
- *     ^                                                                |
+ *     ^                               |             ^                  |
+ *     |                               +--> EARLY ---+                  |
  *     +--------------- failure, timeout, or the page loaded -----------+
+ *
+ * EARLY (--early-data): a returning visitor whose session allows early data
+ * sends the preface, SETTINGS and the page's HEADERS with its ClientHello
+ * (TLS 1.3 0-RTT); they stay in its output until the handshake says whether
+ * the server took them, and go again after it if not.
  *
  * The page-load time runs from the visitor's arrival (its due time: connect()
  * is called then, unless every slot was busy or the generator was late, which
@@ -52,13 +58,14 @@
 #define LATE_NS 1000000      /* a visitor started this much after its arrival is late */
 #define TICK_NS 1000000000LL /* progress line */
 
-enum { V_FREE, V_CONNECTING, V_HANDSHAKE, V_OPEN };
+enum { V_FREE, V_CONNECTING, V_EARLY, V_HANDSHAKE, V_OPEN };
 
 typedef struct visitor {
     int fd;
     uint8_t state;
     uint8_t returning;  /* offers the kept TLS session */
     uint8_t bad_status; /* a response had status >= 400 */
+    uint32_t early;     /* bytes sent as early data, still in out (0: none) */
     uint32_t next;      /* the next asset to ask for: 0 until the page is in */
     uint32_t left;      /* responses still to come: the page and every asset */
     uint32_t inflight;  /* streams submitted, not ended */
@@ -190,6 +197,7 @@ static void v_ready(surge_t *s, visitor_t *v)
 
 static void v_handshake(surge_t *s, visitor_t *v)
 {
+    v->state = V_HANDSHAKE;
     unsigned want = GIO_READ;
     int k = gio_tls_handshake(v->ssl, &want);
     if (k == GIO_AGAIN) {
@@ -207,7 +215,55 @@ static void v_handshake(surge_t *s, visitor_t *v)
         v_fail(s, v, LG_E_NOH2);
         return;
     }
-    v_ready(s, v);
+    if (!v->h2) {
+        v_ready(s, v);
+        return;
+    }
+    if (lg_tls_early_accepted(v->ssl)) { /* the early bytes arrived: not again */
+        gio_batch_consume(&v->out, v->early);
+        s->st->early_accepted++;
+    }
+    v->early = 0;
+    v->state = V_OPEN;
+    v_flush(s, v);
+}
+
+/* EARLY: the session's early data, sent (again, after a full socket) from
+   what out holds, then the handshake. */
+static void v_early(surge_t *s, visitor_t *v)
+{
+    unsigned want = GIO_WRITE;
+    long n = gio_batch_copy(&v->out, s->rbuf, RBUF_SIZE);
+    int k = n == (long)v->early ? lg_tls_write_early(v->ssl, s->rbuf, (size_t)n, &want) : GIO_ERR;
+    if (k == GIO_AGAIN) {
+        gio_want(s->loop, v->fd, want);
+        return;
+    }
+    if (k < 0) {
+        v_fail(s, v, LG_E_TLS);
+        return;
+    }
+    v_handshake(s, v);
+}
+
+/* --early-data: a returning visitor whose session allows it puts the
+   preface, SETTINGS and the page's HEADERS in early data; 0, or -1 when it
+   does not (the handshake comes first, as for any visitor). */
+static int v_early_begin(surge_t *s, visitor_t *v)
+{
+    if (!s->cfg->early || !v->returning || !lg_tls_early_ok(v->ssl))
+        return -1;
+    long n;
+    if (!(v->h2 = lg_h2_new(s->slots)) || v_submit(s, v, 0) < 0 || lg_h2_fill(v->h2, &v->out) < 0 ||
+        (n = gio_batch_copy(&v->out, s->rbuf, RBUF_SIZE)) <= 0 || n >= RBUF_SIZE) {
+        set_fatal(s, BENCH_SYSERR, ENOMEM);
+        return 0;
+    }
+    v->early = (uint32_t)n;
+    v->state = V_EARLY;
+    s->st->early_sent++;
+    v_early(s, v);
+    return 0;
 }
 
 static void v_connected(surge_t *s, visitor_t *v)
@@ -232,6 +288,8 @@ static void v_connected(surge_t *s, visitor_t *v)
         return;
     }
     s->st->offered += (uint64_t)offered;
+    if (offered && v_early_begin(s, v) == 0)
+        return;
     v_handshake(s, v);
 }
 
@@ -334,6 +392,10 @@ static void on_event(surge_t *s, visitor_t *v, unsigned ev)
         v_handshake(s, v);
         return;
     }
+    if (v->state == V_EARLY) {
+        v_early(s, v);
+        return;
+    }
     if ((ev & (GIO_READ | GIO_ERROR | GIO_HANGUP)) && v_read(s, v) < 0)
         return;
     if (ev & GIO_WRITE)
@@ -364,6 +426,7 @@ static void v_start(surge_t *s, int64_t t0)
     v->returning = (uint64_t)((double)(k + 1) * cfg->returning) >
                    (uint64_t)((double)k * cfg->returning);
     v->bad_status = 0;
+    v->early = 0;
     v->next = v->inflight = 0;
     v->left = (uint32_t)cfg->nreq;
     v->t0 = t0;

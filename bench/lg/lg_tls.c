@@ -157,6 +157,32 @@ void lg_tls_free(SSL *ssl)
     }
 }
 
+int lg_tls_early_ok(SSL *ssl)
+{
+    SSL_SESSION *sess = SSL_get_session(ssl);
+    return sess && SSL_SESSION_get_max_early_data(sess) > 0;
+}
+
+int lg_tls_write_early(SSL *ssl, const void *buf, size_t n, unsigned *want)
+{
+    size_t w = 0;
+    ERR_clear_error();
+    if (SSL_write_early_data(ssl, buf, n, &w) == 1)
+        return w == n ? 1 : GIO_ERR;
+    int e = SSL_get_error(ssl, 0);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        *want = e == SSL_ERROR_WANT_READ ? GIO_READ : GIO_WRITE;
+        return GIO_AGAIN;
+    }
+    errno = EPROTO;
+    return GIO_ERR;
+}
+
+int lg_tls_early_accepted(SSL *ssl)
+{
+    return SSL_get_early_data_status(ssl) == SSL_EARLY_DATA_ACCEPTED;
+}
+
 int lg_tls_resumed(SSL *ssl)
 {
     return SSL_session_reused(ssl);

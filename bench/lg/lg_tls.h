@@ -39,6 +39,14 @@ void lg_tls_free(SSL *ssl);
 
 int lg_tls_resumed(SSL *ssl);
 
+/* TLS 1.3 early data (bench --surge --early-data): does the session the SSL
+   offers allow it?  Send buf[0..n) as early data with the ClientHello (1
+   when all of it went, GIO_AGAIN with *want, GIO_ERR); after the handshake,
+   did the server accept it (else it was dropped: send it again)? */
+int lg_tls_early_ok(SSL *ssl);
+int lg_tls_write_early(SSL *ssl, const void *buf, size_t n, unsigned *want);
+int lg_tls_early_accepted(SSL *ssl);
+
 /* After the handshake: did the server pick h2 by ALPN? */
 int lg_tls_alpn_h2(SSL *ssl);
 
