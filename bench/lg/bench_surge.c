@@ -195,19 +195,23 @@ static void v_ready(surge_t *s, visitor_t *v)
     v_flush(s, v);
 }
 
+/* A TLS step's outcome k: 0 when it is done, -1 when it waits for want (watched) or
+   failed (the visitor with it). */
+static int v_tls_step(surge_t *s, visitor_t *v, int k, unsigned want)
+{
+    if (k == GIO_AGAIN)
+        gio_want(s->loop, v->fd, want);
+    else if (k < 0)
+        v_fail(s, v, LG_E_TLS);
+    return k == GIO_AGAIN || k < 0 ? -1 : 0;
+}
+
 static void v_handshake(surge_t *s, visitor_t *v)
 {
     v->state = V_HANDSHAKE;
     unsigned want = GIO_READ;
-    int k = gio_tls_handshake(v->ssl, &want);
-    if (k == GIO_AGAIN) {
-        gio_want(s->loop, v->fd, want);
+    if (v_tls_step(s, v, gio_tls_handshake(v->ssl, &want), want) < 0)
         return;
-    }
-    if (k < 0) {
-        v_fail(s, v, LG_E_TLS);
-        return;
-    }
     s->now = lg_now_ns(); /* it may have ended inside the call that began it */
     lg_hist_add(&s->st->hs, (uint64_t)(s->now - v->t1) / 1000);
     s->st->resumed += lg_tls_resumed(v->ssl);
@@ -235,15 +239,8 @@ static void v_early(surge_t *s, visitor_t *v)
     unsigned want = GIO_WRITE;
     long n = gio_batch_copy(&v->out, s->rbuf, RBUF_SIZE);
     int k = n == (long)v->early ? lg_tls_write_early(v->ssl, s->rbuf, (size_t)n, &want) : GIO_ERR;
-    if (k == GIO_AGAIN) {
-        gio_want(s->loop, v->fd, want);
-        return;
-    }
-    if (k < 0) {
-        v_fail(s, v, LG_E_TLS);
-        return;
-    }
-    v_handshake(s, v);
+    if (v_tls_step(s, v, k, want) == 0)
+        v_handshake(s, v);
 }
 
 /* --early-data: a returning visitor whose session allows it puts the
