@@ -19,7 +19,16 @@ static long failed(SSL *ssl, int r, unsigned *want)
     case SSL_ERROR_WANT_READ: *want = GIO_READ; return GIO_AGAIN;
     case SSL_ERROR_WANT_WRITE: *want = GIO_WRITE; return GIO_AGAIN;
     case SSL_ERROR_WANT_CLIENT_HELLO_CB: *want = 0; return GIO_AGAIN; /* paused: gio_tls.h */
-    case SSL_ERROR_ZERO_RETURN: ERR_clear_error(); return GIO_EOF;
+    case SSL_ERROR_ZERO_RETURN:
+        ERR_clear_error();
+        /* the peer's TCP stream ended without a close_notify (the socket BIO
+           read its EOF; SSL_OP_IGNORE_UNEXPECTED_EOF made it a clean close):
+           the peer is gone, so none of ours either, as nginx does; written
+           to a closed socket it only drew a reset (a surge visitor's last
+           send(2), 3% of the server's time with the reset on loopback) */
+        if (BIO_eof(SSL_get_rbio(ssl)) > 0)
+            SSL_set_quiet_shutdown(ssl, 1);
+        return GIO_EOF;
     case SSL_ERROR_SYSCALL:
         ERR_clear_error();
         SSL_set_quiet_shutdown(ssl, 1);

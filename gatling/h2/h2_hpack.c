@@ -4,7 +4,7 @@
 #include <string.h>
 
 /* RFC 7541 Appendix A: the static table's names, index 1 first. */
-static const char *const static_names[] = {
+static const char static_names[][28] = {
     ":authority", ":method", ":method", ":path", ":path", ":scheme", ":scheme", ":status",
     ":status", ":status", ":status", ":status", ":status", ":status", "accept-charset",
     "accept-encoding", "accept-language", "accept-ranges", "accept",
@@ -70,16 +70,45 @@ static uint8_t *put_str(uint8_t *p, const char *s, size_t n)
 
 static unsigned static_name(const char *name, size_t nlen)
 {
+    /* rows of 28 bytes (the longest name is 27): in bounds up to [nlen], and
+       no strlen() of each of the 61 for every literal */
+    if (!nlen || nlen >= sizeof *static_names)
+        return 0;
     for (unsigned i = 0; i < STATIC_N; i++)
-        if (strlen(static_names[i]) == nlen && !memcmp(static_names[i], name, nlen))
+        if (static_names[i][0] == name[0] && static_names[i][nlen - 1] && !static_names[i][nlen] &&
+            !memcmp(static_names[i], name, nlen))
             return i + 1;
     return 0;
+}
+
+/* f's 8-bit hash: from its lengths and a few of its bytes, so that the same
+   field always hashes the same (the Date of each second too).  Its low bits
+   pick f's two hints, all of them its count of live entries. */
+static unsigned mix(const h2_field_t *f)
+{
+    if (!f->nlen)
+        return 0;
+    uint32_t h = (uint32_t)f->nlen << 24 ^ (uint32_t)f->vlen << 12 ^
+                 (uint32_t)(uint8_t)f->name[0] << 8 ^ (uint8_t)f->name[f->nlen - 1];
+    if (f->vlen)
+        h ^= (uint32_t)(uint8_t)f->value[0] << 16 ^ (uint32_t)(uint8_t)f->value[f->vlen - 1] << 4;
+    return h * 0x9e3779b1u >> 24;
+}
+
+/* The field entry q holds. */
+static h2_field_t slot_field(const h2e_t *e, uint32_t q)
+{
+    const h2e_slot_t *s = &e->slot[q % H2E_SLOTS];
+    return (h2_field_t){.name = e->buf + s->off, .nlen = s->nlen,
+                        .value = e->buf + s->off + s->nlen, .vlen = s->vlen};
 }
 
 /* The oldest entry leaves the table (4.4). */
 static void evict(h2e_t *e)
 {
     const h2e_slot_t *s = &e->slot[e->first % H2E_SLOTS];
+    h2_field_t f = slot_field(e, e->first);
+    e->live[mix(&f)]--;
     e->size -= 32u + s->nlen + s->vlen;
     if (++e->first == e->ins)
         e->tail = 0;
@@ -108,13 +137,9 @@ static uint8_t *put_updates(h2e_t *e, uint8_t *p)
 /* The first of f's two hints: from its lengths and a few of its bytes, so
    that the same field always hashes the same (the Date of each second too:
    its newest entry is the one hinted). */
-static unsigned hash(const h2_field_t *f)
+static unsigned hash(unsigned m)
 {
-    uint32_t h = (uint32_t)f->nlen << 24 ^ (uint32_t)f->vlen << 12 ^
-                 (uint32_t)(uint8_t)f->name[0] << 8 ^ (uint8_t)f->name[f->nlen - 1];
-    if (f->vlen)
-        h ^= (uint32_t)(uint8_t)f->value[0] << 16 ^ (uint32_t)(uint8_t)f->value[f->vlen - 1] << 4;
-    return (h * 0x9e3779b1u >> 24) % (H2E_HINTS / 2) * 2;
+    return m % (H2E_HINTS / 2) * 2;
 }
 
 /* Entry q is now the newest of f's two hints h, h + 1 (the other kept). */
@@ -151,8 +176,10 @@ static int holds(const h2e_t *e, uint32_t q, const h2_field_t *f)
 /* The index of the entry holding f, or 0: the hinted entry if it is live
    and holds f (a response's fields, after the first), else a search from
    the newest (the hint then names what was found). */
-static size_t find(h2e_t *e, const h2_field_t *f, unsigned h)
+static size_t find(h2e_t *e, const h2_field_t *f, unsigned m, unsigned h)
 {
+    if (!e->live[m])
+        return 0; /* no live entry hashes as f does: a new field, no search */
     for (unsigned w = h; w < h + 2; w++) {
         uint32_t q = e->hint[w] - 1;
         if (e->hint[w] && e->ins - 1 - q < e->ins - e->first && holds(e, q, f))
@@ -189,6 +216,7 @@ static void insert(h2e_t *e, const h2_field_t *f)
     memcpy(e->buf + e->tail + f->nlen, f->value, f->vlen);
     e->tail += (uint32_t)len;
     e->size += need;
+    e->live[mix(f)]++;
 }
 
 /* A literal (6.2): first is its kind's pattern, prefix its index's bits. */
@@ -222,8 +250,8 @@ static uint8_t *put_field(h2e_t *e, uint8_t *p, const h2_field_t *f)
     size_t need = 32 + f->nlen + f->vlen; /* (an entry larger than max is not in the table) */
     if (need > H2E_ENTRY_MAX || need > e->max || f->nlen > 255 || is(f, "set-cookie", 10))
         return put_literal(p, 0, 4, f); /* without indexing */
-    unsigned h = f->nlen ? hash(f) : 0;
-    size_t idx = find(e, f, h);
+    unsigned m = mix(f), h = hash(m);
+    size_t idx = find(e, f, m, h);
     if (idx)
         return put_int(p, 0x80, 7, idx);
     p = put_literal(p, 0x40, 6, f);

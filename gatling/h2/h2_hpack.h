@@ -50,6 +50,7 @@ typedef struct h2e {
     uint32_t first, ins;
     uint32_t tail;     /* where the next entry's bytes go in buf */
     uint32_t hint[H2E_HINTS]; /* a field's hash to the last 2 entries seen with it (seq + 1) */
+    uint8_t live[256];        /* live entries per 8-bit hash: 0, the field is not in the table */
     h2e_slot_t slot[H2E_SLOTS];
     char buf[H2E_TABLE];
 } h2e_t;

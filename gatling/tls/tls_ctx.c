@@ -19,7 +19,10 @@
 #include <openssl/x509v3.h>
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +30,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 int tls_cert_idx = -1; /* the ex_data index of tls_cert_t, set once */
 int tls_acme_idx = -1; /* SSL ex_data: TLS_ACME_* as a pointer, for --acme's handshakes */
@@ -510,6 +514,26 @@ static int on_hello(SSL *ssl, int *alert, void *arg)
     return SSL_CLIENT_HELLO_SUCCESS;
 }
 
+/* Has this kernel no TLS for TCP (kTLS: CONFIG_TLS, the "tls" upper layer
+   protocol)?  Asked once, of a socket of our own: a kernel without it
+   answers ENOENT (one with it ENOTCONN, the socket is not connected).
+   Without it SSL_OP_ENABLE_KTLS only cost every handshake two failed
+   setsockopt(2)s (TCP_ULP, then TLS_TX); anything else than ENOENT (a
+   filter refusing the call, say) leaves the option on, as before. */
+static pthread_once_t ktls_once = PTHREAD_ONCE_INIT;
+static int ktls_absent;
+
+static void ktls_probe(void)
+{
+#ifdef TCP_ULP
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return;
+    ktls_absent = setsockopt(fd, IPPROTO_TCP, TCP_ULP, "tls", sizeof "tls") < 0 && errno == ENOENT;
+    close(fd);
+#endif
+}
+
 /* The settings every context shares. */
 int tls_ctx_setup(SSL_CTX *ctx, tls_store_t *st, char *err, size_t errlen)
 {
@@ -517,10 +541,12 @@ int tls_ctx_setup(SSL_CTX *ctx, tls_store_t *st, char *err, size_t errlen)
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
     /* SSL_OP_ENABLE_KTLS: the kernel encrypts when it can (CONFIG_TLS, an OpenSSL built
        with kTLS, a cipher it supports); then file bodies go out by SSL_sendfile.  Where it
-       cannot, OpenSSL quietly stays in user space. */
+       cannot, OpenSSL quietly stays in user space (and where the kernel has no kTLS at
+       all, ktls_probe, the option is not set). */
+    pthread_once(&ktls_once, ktls_probe);
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION |
                                  SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_TLSv1 |
-                                 SSL_OP_NO_TLSv1_1 | SSL_OP_ENABLE_KTLS);
+                                 SSL_OP_NO_TLSv1_1 | (ktls_absent ? 0 : SSL_OP_ENABLE_KTLS));
     SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ENABLE_PARTIAL_WRITE |
                               SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     const char *ciphers = cfg && cfg->tls_ciphers ? cfg->tls_ciphers : TLS_DEFAULT_CIPHERS;

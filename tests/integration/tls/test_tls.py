@@ -715,6 +715,42 @@ def test_per_address_cap_on_the_tls_port(gatling, pki):
         s.close()
 
 
+def test_close_notify_answers_close_notify_not_a_bare_fin(gatling, pki):
+    """A client that ends with a close_notify gets the server's (a bidirectional
+    shutdown completes); one whose TCP stream just ends (a FIN, no close_notify,
+    as most browsers and bench leave) gets no TLS record after it, only the
+    server's FIN: a close_notify there was written to a socket that was
+    usually gone, and drew a reset (issue 80)."""
+    srv = gatling({"f.txt": "hello\n"}, args=tls_args(pki))
+    port = https_port(srv)
+    ctx = ssl.create_default_context(cafile=pki + "/ca.pem")
+
+    def answered():
+        s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=IO_TIMEOUT),
+                            server_hostname="localhost")
+        s.sendall(b"GET /f.txt HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        got = b""
+        while not got.endswith(b"hello\n"):
+            chunk = s.recv(4096)
+            assert chunk, "closed before the response: %r" % got
+            got += chunk
+        return s
+
+    s = answered()
+    raw = s.unwrap()  # ours, then waits for the server's close_notify
+    raw.close()
+    s = answered()
+    s.shutdown(socket.SHUT_WR)  # the TCP stream ends, no close_notify (the SSL object dropped)
+    rest = b""
+    while True:
+        chunk = s.recv(4096)  # raw bytes now
+        if not chunk:
+            break
+        rest += chunk
+    s.close()
+    assert rest == b"", "a TLS record after the client's bare FIN: %r" % rest[:40]
+
+
 def test_rate_limit_tarpits_on_the_tls_port(gatling, pki):
     """Over -A the request that comes after the handshake is not answered and
     the connection is closed (close_notify) after -T, as over HTTP."""
