@@ -34,8 +34,15 @@ Ciphersuites = {SUITE}
 """
 
 
+# the servers that can take TLS 1.3 early data, and how (compare-h2 --early-data): h2o 2.2
+# (OpenSSL) and Caddy (Go's crypto/tls) have none
+EARLY_DATA = ("gatling", "nginx")
+
+
 class H2Server(ct.TlsServer):
-    """compare-tls's TlsServer (same certificate file, same options) speaking h2 over TLS."""
+    """compare-tls's TlsServer (same certificate file, same options) speaking h2 over TLS;
+    early: with TLS 1.3 early data where the server has it (EARLY_DATA)."""
+    early = False
 
     def configure(self, port):
         if self.name == "caddy":
@@ -43,14 +50,16 @@ class H2Server(ct.TlsServer):
         argv = super().configure(port)
         if self.name == "gatling":
             # -R 0: gatling closes a connection after 10,000 requests by default, the others not
-            return argv + ["-O", SUITE, "-R", "0"]
+            return argv + ["-O", SUITE, "-R", "0"] + (["--early-data", "65536"] if self.early
+                                                       else [])
         path = os.path.join(self.dir, f"{self.name}.conf")
         with open(path) as f:
             conf = f.read()
         if self.name == "nginx":
             conf = _patch(conf, "ssl backlog=4096;", "ssl http2 backlog=4096;")
             conf = _patch(conf, "ssl_protocols TLSv1.2 TLSv1.3;",
-                          f"ssl_protocols TLSv1.3;\n    ssl_conf_command Ciphersuites {SUITE};")
+                          f"ssl_protocols TLSv1.3;\n    ssl_conf_command Ciphersuites {SUITE};" +
+                          ("\n    ssl_early_data on;" if self.early else ""))
         else:  # h2o: its HTTP/2 idle timeout is 10 s by default; the suite from OPENSSL_CONF
             conf = _patch(conf, "num-threads: 1\n",
                           f"num-threads: 1\nhttp2-idle-timeout: {cs.IDLE_TIMEOUT}\n")
