@@ -554,7 +554,7 @@ static int ep_setup(quic_ep_t *e, char *err, size_t errlen)
     if (gnutls_priority_init(&e->prio, QUIC_PRIORITY, NULL) < 0 ||
         getrandom(e->secret, sizeof e->secret, 0) != (ssize_t)sizeof e->secret ||
         !(e->cids = quic_cid_table_new()) || !(e->retry = quic_retry_new(e->cfg->h3_retry)) ||
-        !(e->pool = h3_pool_new())) {
+        !(e->pool = h3_pool_new()) || quic_early_setup(e) < 0) {
         snprintf(err, errlen, "GnuTLS or memory: cannot set up");
         return -1;
     }
@@ -707,6 +707,8 @@ void quic_free(quic_ep_t *e)
     quic_cred_release(e->cred);
     if (e->prio)
         gnutls_priority_deinit(e->prio);
+    if (e->replay)
+        gnutls_anti_replay_deinit(e->replay);
     quic_cid_table_free(e->cids);
     quic_retry_free(e->retry);
     h3_pool_free(e->pool);

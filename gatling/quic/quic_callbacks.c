@@ -7,6 +7,8 @@
 #include "quic_int.h"
 #include "quic_steer.h"
 #include "site/acme_chal.h"
+#include "site/proc.h"
+#include "site/replay.h"
 #include "tls/tls.h"
 
 #include <errno.h>
@@ -21,6 +23,7 @@
 #include <string.h>
 #include <arpa/inet.h>
 #include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #define QUIC_RX_MAX 1472          /* max_udp_payload_size: what fits Ethernet's MTU */
@@ -107,6 +110,8 @@ static int on_client_hello(gnutls_session_t s)
     unsigned type;
     if (gnutls_server_name_get(s, name, &len, &type, 0) != 0 || type != GNUTLS_NAME_DNS)
         len = 0;
+    if (c && c->h3 && len)
+        h3_server_name(c->h3, name, len); /* for requests in 0-RTT, before the handshake ends */
     if (c && tls_client_asks_name(c->ep->site->proc->tls, len ? name : NULL, len))
         gnutls_certificate_server_set_request(s, GNUTLS_CERT_REQUEST);
     if (c && len && acme_chal_ondemand(c->ep->site->proc->acme_chal))
@@ -136,6 +141,14 @@ static int on_handshake_completed(ngtcp2_conn *q, void *user)
 {
     quic_conn_t *c = user;
     c->ep->site->stats.h3_handshakes++;
+    if (c->ep->replay) {
+        if (gnutls_session_get_flags(c->tls) & GNUTLS_SFLAGS_EARLY_DATA)
+            c->ep->site->stats.early_accepted++;
+        /* a ticket for the next connection (GNUTLS_NO_AUTO_SEND_TICKET: QUIC
+           sends it once the handshake is done, as ngtcp2's examples) */
+        if (gnutls_session_ticket_send(c->tls, 1, 0) != 0)
+            return NGTCP2_ERR_CALLBACK_FAILURE;
+    }
     c->ep->handshaking -= c->shaking;
     c->shaking = 0;
     char name[256]; /* the server name, for 421 */
@@ -285,12 +298,93 @@ void quic_path_of(quic_ep_t *e, gio_dgram_t *d, ngtcp2_path *path)
                           .remote = {(ngtcp2_sockaddr *)&d->peer, d->peerlen}};
 }
 
+/* ---- early data (0-RTT, --early-data) -------------------------------------------- */
+
+/* GnuTLS's anti-replay database: the shared table (site/replay.h), so that a
+   first flight replayed to another -W worker is caught too.  Anything but a
+   first sighting refuses the early data (fail closed). */
+static int replay_add(void *ptr, time_t exp, const gnutls_datum_t *key, const gnutls_datum_t *data)
+{
+    (void)exp, (void)data;
+    quic_ep_t *e = ptr;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    int r = replay_record(e->proc->replay, key->data, key->size, now);
+    if (r == REPLAY_NEW)
+        return 0;
+    if (r == REPLAY_SEEN)
+        e->site->stats.early_replayed++;
+    else
+        e->site->stats.early_refused++;
+    return GNUTLS_E_DB_ENTRY_EXISTS;
+}
+
+int quic_early_setup(quic_ep_t *e)
+{
+    if (!e->cfg->early_data || !e->proc->replay)
+        return 0;
+    if (gnutls_anti_replay_init(&e->replay) < 0) {
+        e->replay = NULL;
+        return -1;
+    }
+    gnutls_anti_replay_set_window(e->replay, REPLAY_WINDOW_MS - 1000); /* 10 s */
+    gnutls_anti_replay_set_add_function(e->replay, replay_add);
+    gnutls_anti_replay_set_ptr(e->replay, e);
+    return 0;
+}
+
+/* The session ticket key (GnuTLS's 64 bytes, which it rotates by the clock
+   itself), derived from the master the TCP side's tickets derive from (the
+   same in every -W worker, and with --cluster on every node) and from the
+   transport parameters a 0-RTT client remembers (RFC 9000 7.4.1): a ticket
+   issued under other ones (a new -t) does not decrypt, so its 0-RTT is
+   refused and a full handshake made, never 0-RTT against smaller limits. */
+static int ticket_key(quic_ep_t *e, unsigned char key[64])
+{
+    unsigned char master[32], msg[64];
+    if (tls_store_ticket_master(e->proc->tls, master) < 0)
+        return -1;
+    int n = snprintf((char *)msg, sizeof msg, "h3 ticket %c %d %d %d %d", 'a', e->cfg->timeout,
+                     QUIC_STREAM_WINDOW, QUIC_CONN_WINDOW, H3_MAX_STREAMS);
+    int r = 0;
+    for (int i = 0; i < 2 && r == 0; i++) {
+        msg[10] = (unsigned char)('a' + i);
+        r = gnutls_hmac_fast(GNUTLS_MAC_SHA256, master, sizeof master, msg, (size_t)n,
+                             key + 32 * i);
+    }
+    explicit_bzero(master, sizeof master);
+    return r < 0 ? -1 : 0;
+}
+
+/* Resumption and 0-RTT for session s: tickets, early data of any size (QUIC
+   bounds it with its flow control), the anti-replay. */
+static int early_setup(quic_conn_t *c)
+{
+    quic_ep_t *e = c->ep;
+    unsigned char k[64];
+    if (ticket_key(e, k) < 0)
+        return -1;
+    gnutls_datum_t kd = {k, sizeof k};
+    int r = gnutls_session_ticket_enable_server(c->tls, &kd);
+    explicit_bzero(k, sizeof k);
+    if (r < 0)
+        return -1;
+    gnutls_anti_replay_enable(c->tls, e->replay);
+    gnutls_record_set_max_early_data_size(c->tls, 0xffffffffu);
+    return 0;
+}
+
 int quic_tls_setup(quic_conn_t *c)
 {
     quic_ep_t *e = c->ep;
     static const gnutls_datum_t alpn = {(unsigned char *)"h3", 2};
-    /* no GNUTLS_ENABLE_EARLY_DATA: 0-RTT is off (its requests could be replayed) */
-    if (gnutls_init(&c->tls, GNUTLS_SERVER | GNUTLS_NO_AUTO_SEND_TICKET) < 0) {
+    /* without --early-data no tickets and no GNUTLS_ENABLE_EARLY_DATA: 0-RTT is
+       refused; with it, QUIC has no EndOfEarlyData (RFC 9001 8.3) */
+    unsigned flags = GNUTLS_SERVER | GNUTLS_NO_AUTO_SEND_TICKET;
+    if (e->replay)
+        flags |= GNUTLS_ENABLE_EARLY_DATA | GNUTLS_NO_END_OF_EARLY_DATA;
+    if (gnutls_init(&c->tls, flags) < 0) {
         c->tls = NULL;
         return -1;
     }
@@ -302,6 +396,8 @@ int quic_tls_setup(quic_conn_t *c)
         gnutls_credentials_set(c->tls, GNUTLS_CRD_CERTIFICATE, c->cred->cred) < 0 ||
         gnutls_alpn_set_protocols(c->tls, &alpn, 1,
                                   GNUTLS_ALPN_MANDATORY | GNUTLS_ALPN_SERVER_PRECEDENCE) < 0)
+        return -1;
+    if (e->replay && early_setup(c) < 0)
         return -1;
     gnutls_session_set_ptr(c->tls, &c->ref);
     gnutls_handshake_set_post_client_hello_function(c->tls, on_client_hello);

@@ -79,6 +79,7 @@ struct quic_ep {
     const proc_t *proc; /* the certificate store (p->tls) */
     quic_cred_t *cred;
     gnutls_priority_t prio;
+    gnutls_anti_replay_t replay; /* --early-data: 0-RTT's anti-replay (quic_early_setup) */
     quic_cid_table_t *cids;
     quic_retry_t *retry; /* who gets a Retry first (--h3-retry) */
     h3_pool_t *pool;     /* stream memory its sessions share */
@@ -98,6 +99,10 @@ struct quic_ep {
     size_t txq_used;
     uint8_t txq[QUIC_TXQ];
 };
+
+/* --early-data: GnuTLS's anti-replay on the shared table (site/replay.h), its
+   window 10 s.  0, or -1 (out of memory).  Nothing when it is off. */
+int quic_early_setup(quic_ep_t *e);
 
 /* ngtcp2's clock: the loop's, in nanoseconds (inline: every packet asks). */
 static inline ngtcp2_tstamp now_ts(const quic_ep_t *e)

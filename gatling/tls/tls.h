@@ -94,6 +94,11 @@ typedef int (*tls_pem_fn)(void *arg, const char *id, const char *chain, size_t c
                           const char *key, size_t klen);
 int tls_store_pems(tls_store_t *st, tls_pem_fn fn, void *arg, char *err, size_t errlen);
 
+/* The current master secret session tickets derive from (--cluster's once
+   its side process has it, else the store's own, the same in every -W
+   worker): HTTP/3's GnuTLS tickets derive from it too (quic_cred.c). */
+int tls_store_ticket_master(const tls_store_t *st, unsigned char m[32]);
+
 void tls_store_free(tls_store_t *st);
 
 /* A server-side SSL for the accepted socket fd, or NULL (out of memory, or

@@ -219,6 +219,15 @@ static int ticket_masters(const tls_store_t *st, unsigned char m[64])
     return n;
 }
 
+int tls_store_ticket_master(const tls_store_t *st, unsigned char m[32])
+{
+    unsigned char both[64];
+    ticket_masters(st, both);
+    memcpy(m, both, 32);
+    explicit_bzero(both, sizeof both);
+    return 0;
+}
+
 static int ticket_mac_key(EVP_MAC_CTX *hctx, const ticket_key_t *k)
 {
     OSSL_PARAM p[3];
