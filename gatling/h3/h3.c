@@ -183,6 +183,14 @@ static const ex_codec_t h3_codec = {
 
 /* ---- the request ----------------------------------------------------------------- */
 
+/* The client's certificate, or none where one was asked (a handshake
+   that did not finish its check: refused as a TCP client without one) */
+static ex_client_t *client_of(h3_t *h)
+{
+    return h->client ? h->client
+                     : tls_client_name(h->f.site->proc->tls, h->snilen ? h->sni : NULL, h->snilen);
+}
+
 static int on_begin_headers(nghttp3_conn *ng, int64_t id, void *user, void *stream_user)
 {
     h3_t *h = user;
@@ -198,11 +206,8 @@ static int on_begin_headers(nghttp3_conn *ng, int64_t id, void *user, void *stre
     s->begun = gio_now(h->f.site->loop);
     s->sent_tail = &s->sent;
     codec_exchange_init(&s->ex, &h->f, &h3_codec, s);
-    /* the client's certificate, or none where one was asked (a handshake
-       that did not finish its check: refused as a TCP client without one) */
-    s->ex.client = h->client ? h->client
-                             : tls_client_name(h->f.site->proc->tls, h->snilen ? h->sni : NULL,
-                                               h->snilen);
+    s->ex.client = client_of(h);
+    s->ex.early_data = !h->done; /* stream data in 0-RTT, before the handshake completed */
     s->ex.req = &s->req;
     s->req.version = 30;
     h->open++;
@@ -263,10 +268,55 @@ static int dispatch_begin(h3_stream_t *s)
     return admit_request(&s->sb, &s->req);
 }
 
+/* May a request of the stream be answered now, as early_hold asks? */
+static int early_ok(const h3_stream_t *s)
+{
+    const h3_t *h = s->h3;
+    return h->done ||
+           (codec_early_safe(&s->ex) &&
+            !tls_client_asks_name(h->f.site->proc->tls, h->snilen ? h->sni : NULL, h->snilen));
+}
+
+/* A request in 0-RTT (RFC 8470): answered at once if a replay of it would do
+   no harm (codec_early_safe) and no client certificate is asked (the
+   handshake has not proved one yet), else held until the handshake
+   completes (h3_handshake_done).  1: held. */
+static int early_hold(h3_stream_t *s)
+{
+    h3_t *h = s->h3;
+    if (s->held)
+        return 1;
+    if (!s->ex.early_data || h->done)
+        return 0;
+    status_counters_t *st = &h->f.site->stats;
+    if (early_ok(s)) {
+        st->early_requests++;
+        return 0;
+    }
+    st->early_held++;
+    s->held = 1;
+    return 1;
+}
+
 static void dispatch(h3_stream_t *s)
 {
+    if (early_hold(s))
+        return;
     if (dispatch_begin(s) == 0)
         sb_dispatch(&s->sb);
+}
+
+void h3_handshake_done(h3_t *h)
+{
+    h->done = 1;
+    for (h3_stream_t *s = h->open_list, *next; s; s = next) {
+        next = s->next;
+        if (!s->held)
+            continue;
+        s->held = 0;
+        s->ex.client = client_of(h); /* what the handshake proved */
+        dispatch(s);
+    }
 }
 
 /* A request head with a body to come: a producer takes it as it comes; else
@@ -279,6 +329,17 @@ static void body_begins(h3_stream_t *s)
         s->in_body = 0;
         if (dispatch_begin(s) == 0)
             ex_error(&s->ex, 413, NULL, NULL);
+        return;
+    }
+    if (r == ADMIT_EARLY && s->ex.early_data && !early_ok(s)) {
+        /* a body a producer takes as it comes, in 0-RTT: not held (it would
+           have to be kept), 425 Too Early (RFC 8470 5.2: sent again after
+           the handshake) */
+        s->sb.early = 0;
+        s->in_body = 0;
+        s->h3->f.site->stats.early_425++;
+        if (dispatch_begin(s) == 0)
+            ex_error(&s->ex, 425, NULL, NULL);
         return;
     }
     if (r == ADMIT_EARLY)

@@ -115,6 +115,11 @@ int h3_client_reset(h3_t *h, int64_t id);
    a Host that another certificate would answer is misdirected. */
 void h3_server_name(h3_t *h, const char *name, size_t len);
 
+/* The handshake completed (after h3_client_cert): requests that came in
+   0-RTT and were held (codec_early_safe) are answered now; later ones are
+   not early data. */
+void h3_handshake_done(h3_t *h);
+
 /* The client's certificate (mutual TLS, tls/tls.h's tls_client_quic), for
    the exchanges: h owns facts from here (NULL: none asked). */
 void h3_client_cert(h3_t *h, ex_client_t *facts);

@@ -47,6 +47,7 @@ typedef struct h3_stream {
     int64_t id;
     uint8_t dispatched, answered, headed, peer_ended, in_body;
     uint8_t produced;
+    uint8_t held; /* came in 0-RTT, not safe to answer early: waits for the handshake */
     uint8_t fin_owed; /* the response's end still to go to QUIC (h3_fin_owed) */
     int64_t begun;    /* gio_now ms when its fields began (-s) */
     uint64_t body_got;  /* request body bytes dropped: at most CODEC_BODY_MAX */
@@ -68,6 +69,7 @@ struct h3 {
     unsigned fins_owed; /* streams with fin_owed set */
     sb_conn_t sc; /* what its streams share: wake, bytes held (bodies, fields), drainers */
     uint8_t goaway, bound;
+    uint8_t done; /* the handshake completed (h3_handshake_done): no more early data */
     uint8_t headed; /* a request's fields have ended once (-s: no first-request deadline) */
     uint8_t capped; /* the GOAWAY was -R's: streams below it are still answered */
     /* a shutdown in two steps (RFC 9114 5.2, h3_goaway): the notice (GOAWAY

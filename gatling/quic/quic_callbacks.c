@@ -159,6 +159,7 @@ static int on_handshake_completed(ngtcp2_conn *q, void *user)
     else
         len = 0;
     client_cert(c, name, len);
+    h3_handshake_done(c->h3); /* what came in 0-RTT and waited is answered */
     /* a token for the client's next connection: validated at once, no Retry (quic_retry.h) */
     uint8_t token[QUIC_NEW_TOKEN_MAX];
     const ngtcp2_path *path = ngtcp2_conn_get_path(q);
