@@ -185,7 +185,7 @@ static const ex_codec_t h3_codec = {
 
 /* The client's certificate, or none where one was asked (a handshake
    that did not finish its check: refused as a TCP client without one) */
-static ex_client_t *client_of(h3_t *h)
+static const ex_client_t *client_of(const h3_t *h)
 {
     return h->client ? h->client
                      : tls_client_name(h->f.site->proc->tls, h->snilen ? h->sni : NULL, h->snilen);
