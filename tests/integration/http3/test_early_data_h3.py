@@ -71,6 +71,17 @@ def outcome(srv, what):
     return counters(srv).get('gatling_early_data_total{outcome="%s"}' % what, 0)
 
 
+def settled(f, want, timeout=8):
+    """f() once it reaches want (with -W the workers publish their counters
+    now and then), or its last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = f()
+        if v >= want or time.monotonic() > deadline:
+            return v
+        time.sleep(0.2)
+
+
 def answer(srv, what):
     return counters(srv).get('gatling_early_data_requests_total{answer="%s"}' % what, 0)
 
@@ -238,7 +249,7 @@ def relay(server_port):
     return front.getsockname()[1], first, stop
 
 
-def replay_case(srv, tag, sends):
+def replay_case(srv, tag, sends, count=True):
     port = https_port(srv)
     t = fresh_ticket(port)
     rport, first, stop = relay(port)
@@ -260,19 +271,25 @@ def replay_case(srv, tag, sends):
     time.sleep(1)
     lines = json_lines(srv, "/f.txt?" + tag)
     assert len(lines) == 1, lines  # no second answer
-    assert outcome(srv, "replayed") >= replayed + 1
-    return outcome(srv, "replayed") - replayed
+    if not count:
+        return 0
+    return settled(lambda: outcome(srv, "replayed"), replayed + 1) - replayed
 
 
 @needs_aioquic
 def test_replayed_first_flight_is_refused(young):
-    replay_case(young, "replay1", 3)
+    assert replay_case(young, "replay1", 3) >= 1
 
 
 @needs_aioquic
-def test_replay_to_another_worker_is_refused(workers):
-    n = replay_case(workers, "replay2", 8)
-    assert n >= 2  # several sends, caught by both workers' shared table
+def test_replay_under_workers_is_refused(workers):
+    """Under -W 2 a replay of the first flight is steered by its first,
+    random DCID (quic_steer.h), so to the worker the original went to, from
+    any source port: it is not answered again.  It may be refused by GnuTLS
+    itself before the table is asked (its anti-replay refuses a ticket made
+    before its last 10 s rollover, per worker), so the replayed count is
+    not asked here; test_replayed_first_flight_is_refused asks it."""
+    replay_case(workers, "replay2", 8, count=False)
 
 
 @needs_aioquic
