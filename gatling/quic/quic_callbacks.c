@@ -340,14 +340,25 @@ int quic_early_setup(quic_ep_t *e)
    same in every -W worker, and with --cluster on every node) and from the
    transport parameters a 0-RTT client remembers (RFC 9000 7.4.1): a ticket
    issued under other ones (a new -t) does not decrypt, so its 0-RTT is
-   refused and a full handshake made, never 0-RTT against smaller limits. */
+   refused and a full handshake made, never 0-RTT against smaller limits.
+   The master rotates with --cluster: a ticket of the previous one is not
+   taken (GnuTLS takes one key per session). */
 static int ticket_key(quic_ep_t *e, unsigned char key[64])
 {
-    unsigned char master[32], msg[64];
+    unsigned char master[32], msg[64 + 256];
+    char node[256] = "";
+    /* --cluster: the node's name too.  GnuTLS 3.7's tickets have no room for
+       a mark of the node that issued them, and the replay table is the
+       node's own, so another node's ticket must not carry early data: it
+       is not taken at all (a full handshake there) */
+    if (e->cfg->cluster_etcd && gethostname(node, sizeof node - 1) < 0)
+        return -1;
     if (tls_store_ticket_master(e->proc->tls, master) < 0)
         return -1;
-    int n = snprintf((char *)msg, sizeof msg, "h3 ticket %c %d %d %d %d", 'a', e->cfg->timeout,
-                     QUIC_STREAM_WINDOW, QUIC_CONN_WINDOW, H3_MAX_STREAMS);
+    int n = snprintf((char *)msg, sizeof msg, "h3 ticket %c %d %d %d %d %s", 'a', e->cfg->timeout,
+                     QUIC_STREAM_WINDOW, QUIC_CONN_WINDOW, H3_MAX_STREAMS, node);
+    if (n < 0 || (size_t)n >= sizeof msg)
+        return -1;
     int r = 0;
     for (int i = 0; i < 2 && r == 0; i++) {
         msg[10] = (unsigned char)('a' + i);
