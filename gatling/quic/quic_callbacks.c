@@ -312,6 +312,7 @@ static int replay_add(void *ptr, time_t exp, const gnutls_datum_t *key, const gn
     clock_gettime(CLOCK_MONOTONIC, &ts);
     int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
     int r = replay_record(e->proc->replay, key->data, key->size, now);
+    e->replay_said = 1 + r;
     if (r == REPLAY_NEW)
         return 0;
     if (r == REPLAY_SEEN)
@@ -369,6 +370,38 @@ static int ticket_key(quic_ep_t *e, unsigned char key[64])
     return r < 0 ? -1 : 0;
 }
 
+/* Does the ClientHello msg offer early data (the early_data extension)? */
+static int ext_early(void *ctx, unsigned tls_id, const unsigned char *data, unsigned size)
+{
+    (void)data, (void)size;
+    if (tls_id == 42)
+        *(int *)ctx = 1;
+    return 0;
+}
+
+/* After the ClientHello: one that offered early data GnuTLS refused before
+   the table was asked (the ticket's age out of the window, or older than
+   the window's last rollover: it keeps no record from before) is counted
+   refused; the table's own verdicts were counted by replay_add. */
+static int on_hello_read(gnutls_session_t s, unsigned htype, unsigned when, unsigned incoming,
+                         const gnutls_datum_t *msg)
+{
+    (void)htype, (void)when, (void)incoming;
+    quic_conn_t *c = conn_of(s);
+    if (!c)
+        return 0;
+    quic_ep_t *e = c->ep;
+    int said = e->replay_said, offered = 0;
+    e->replay_said = 0;
+    if (said || (gnutls_session_get_flags(s) & GNUTLS_SFLAGS_EARLY_DATA))
+        return 0;
+    if (gnutls_ext_raw_parse(&offered, ext_early, msg, GNUTLS_EXT_RAW_FLAG_TLS_CLIENT_HELLO) ==
+            0 &&
+        offered)
+        e->site->stats.early_refused++;
+    return 0;
+}
+
 /* Resumption and 0-RTT for session s: tickets, early data of any size (QUIC
    bounds it with its flow control), the anti-replay. */
 static int early_setup(quic_conn_t *c)
@@ -383,6 +416,8 @@ static int early_setup(quic_conn_t *c)
     if (r < 0)
         return -1;
     gnutls_anti_replay_enable(c->tls, e->replay);
+    gnutls_handshake_set_hook_function(c->tls, GNUTLS_HANDSHAKE_CLIENT_HELLO, GNUTLS_HOOK_POST,
+                                       on_hello_read);
     gnutls_record_set_max_early_data_size(c->tls, 0xffffffffu);
     return 0;
 }

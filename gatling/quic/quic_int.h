@@ -80,6 +80,7 @@ struct quic_ep {
     quic_cred_t *cred;
     gnutls_priority_t prio;
     gnutls_anti_replay_t replay; /* --early-data: 0-RTT's anti-replay (quic_early_setup) */
+    int replay_said; /* the table's verdict on the ClientHello being read (1 + REPLAY_*; 0 none) */
     quic_cid_table_t *cids;
     quic_retry_t *retry; /* who gets a Retry first (--h3-retry) */
     h3_pool_t *pool;     /* stream memory its sessions share */
