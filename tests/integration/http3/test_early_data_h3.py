@@ -303,3 +303,22 @@ def test_without_early_data_no_0rtt(gatling):
     assert got[0][0] == 200
     assert not tickets  # no ticket: no resumption, no 0-RTT
     assert not hs.session_resumed and not hs.early_data_accepted
+
+
+@needs_aioquic
+def test_ticket_older_than_gnutls_rollover_is_refused_early_data(young):
+    """GnuTLS 3.7's anti-replay records from a start time it moves to now
+    once a check finds it older than the window (10 s), and refuses early
+    data on a ticket made before it (it cannot know the ticket's first
+    flights were recorded): a ticket 10 s old whose worker checked another
+    0-RTT since is resumed, its 0-RTT refused (counted) and the request
+    answered after the handshake."""
+    port = https_port(young)
+    old = fresh_ticket(port)
+    time.sleep(10.5)
+    got, _, hs = conn(port, [("/f.txt?roll1", "GET")], ticket=fresh_ticket(port), early=True)
+    assert hs.early_data_accepted  # this check moved GnuTLS's start time
+    refused = outcome(young, "refused")
+    got, _, hs = conn(port, [("/f.txt?roll2", "GET")], ticket=old, early=True)
+    assert got[0][0] == 200 and hs.session_resumed and not hs.early_data_accepted
+    assert outcome(young, "refused") == refused + 1
