@@ -551,7 +551,8 @@ tls_store_t *tls_store_load(const char *dir, const config_t *cfg, const proc_t *
         return NULL;
     }
     char err[PATH_MAX + 512];
-    if (RAND_bytes(st->master, sizeof st->master) != 1) {
+    if (RAND_bytes(st->master, sizeof st->master) != 1 ||
+        RAND_bytes(st->node, sizeof st->node) != 1) {
         fprintf(stderr, "gatling: OpenSSL: no random bytes for the ticket keys\n");
         goto fail;
     }
