@@ -23,6 +23,8 @@ const optdef_t tls_early_opts[] = {
    ticket the session resumes was sealed by another node's store. */
 static int outcome_idx = -1, foreign_idx = -1;
 
+#define TAKEN 0x10 /* outcome_idx: counted */
+
 /* A ticket's app data: this tag and the sealing store's node id. */
 #define NODE_TAG "gE1"
 
@@ -133,7 +135,13 @@ int tls_early_on(SSL *ssl)
 int tls_early_take(SSL *ssl)
 {
     int v = marked(ssl, outcome_idx);
+    if (v == TAKEN)
+        return TLS_EARLY_NONE;
+    /* OpenSSL refused it before asking (a ticket age off by more than its
+       10 s, another ALPN or server name, no resumption): refused too */
+    if (!v && SSL_get_early_data_status(ssl) == SSL_EARLY_DATA_REJECTED)
+        v = TLS_EARLY_REFUSED;
     if (v)
-        mark(ssl, outcome_idx, TLS_EARLY_NONE);
+        mark(ssl, outcome_idx, TAKEN);
     return v;
 }
