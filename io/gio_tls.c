@@ -413,7 +413,7 @@ static long send_records(SSL *ssl, gio_batch_t *b, uint64_t budget, unsigned *wa
        so nothing lives in it between calls */
     static __thread char record[GIO_TLS_RECORD];
     uint64_t sent = 0;
-    int ktls = gio_tls_ktls_send(ssl);
+    int ktls = !early && gio_tls_ktls_send(ssl); /* SSL_sendfile waits for the handshake */
     *want = GIO_WRITE;
     while (!gio_batch_done(b) && sent < budget) {
         const gio_chunk_t *c = &b->c[b->first];

@@ -28,6 +28,7 @@ pytestmark = pytest.mark.skipif(not shutil.which("openssl"), reason="needs opens
 
 WINDOW = 11.0  # site/replay.h's REPLAY_WINDOW_MS: a new table refuses for as long
 DELAY = 0.05   # the relay's delay each way: a round trip of 100 ms
+PROXY_V1 = b"PROXY TCP4 192.0.2.7 127.0.0.1 40000 443\r\n"
 REQ = b"GET /f.txt HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
 
 
@@ -62,8 +63,8 @@ class Relay:
     was read, in order.  conns: per connection, the client's chunks as
     (monotonic time delivered to the server, bytes)."""
 
-    def __init__(self, target, delay=DELAY):
-        self.target, self.delay = target, delay
+    def __init__(self, target, delay=DELAY, prefix=b""):
+        self.target, self.delay, self.prefix = target, delay, prefix
         self.lst = socket.socket()
         self.lst.bind(("127.0.0.1", 0))
         self.lst.listen(16)
@@ -78,6 +79,7 @@ class Relay:
             except OSError:
                 return
             s = socket.create_connection(("127.0.0.1", self.target))
+            s.sendall(self.prefix)  # a PROXY header, as a load balancer sends first
             sent = []
             self.conns.append(sent)
             self._pipe(c, s, sent)
@@ -229,8 +231,12 @@ def lab(build, tmp_path_factory):
         servers["w2"] = start_server(build, root, tls_args("--early-data", "64", "-W", "2"))
         servers["small"] = start_server(build, root, tls_args("--early-data", "8"))
         servers["off"] = start_server(build, root, tls_args())
+        servers["proxied"] = start_server(build, root, tls_args(
+            "--early-data", "64", "-y", "https", "-Y", "127.0.0.1"))
         started = time.monotonic()
         ports = {k: https_port(s) for k, s in servers.items()}
+        proxy = Relay(ports["proxied"], delay=0.0, prefix=PROXY_V1)
+        ports["proxied"] = proxy.port  # every client of it through a "load balancer"
         # tickets now, while the tables are young (a ticket is good for an hour)
         tickets = {k: ticket(ports[k], str(base / ("%s.sess" % k))) for k in servers}
         tickets["main-h2"] = ticket(ports["main"], str(base / "main-h2.sess"), alpn="h2")
@@ -239,6 +245,8 @@ def lab(build, tmp_path_factory):
                "tmp": base}
     finally:
         be.lst.close()
+        if "proxied" in servers:
+            proxy.close()
         for s in servers.values():
             s.finish()
 
@@ -491,3 +499,16 @@ def test_young_table_refuses(build, tmp_path):
         assert e["early_data_refused"] == 1 and e["early_data_accepted"] == 0
     finally:
         srv.finish()
+
+
+def test_behind_a_proxy_header(lab):
+    """-y https: the PROXY header first, then the ClientHello with early data:
+    answered early, logged with the header's client address."""
+    srv, port = lab["srv"]["proxied"], lab["port"]["proxied"]
+    f = write(lab["tmp"], "req.txt", REQ)
+    before = early(srv)
+    out, _ = client(port, sess_in=lab["ticket"]["proxied"], early=f, until=b"hello")
+    assert "Early data was accepted" in out and "hello" in out, out
+    after = early(srv)
+    assert after["early_data_requests"] - before["early_data_requests"] == 1
+    wait_for(lambda: any(l.startswith("192.0.2.7 ") for l in list(srv.log)), 5, "logged")
