@@ -332,7 +332,7 @@ static SSL_CTX *load_one(tls_store_t *st, const found_t *f, char *err, size_t er
         return NULL;
     }
     snprintf(c->id, sizeof c->id, "%s", f->id);
-    if (tls_ctx_setup(ctx, st, err, errlen) < 0 ||
+    if (tls_ctx_setup(ctx, st, err, errlen) < 0 || tls_early_setup(ctx, st, err, errlen) < 0 ||
         read_pair(st, f, &chain, &clen, &key, &klen, err, errlen) < 0 ||
         !(leaf = use_chain(st, f, ctx, c, chain, clen, err, errlen)) ||
         use_key(st, f, ctx, leaf, key, klen, err, errlen) < 0 ||
@@ -478,7 +478,8 @@ static int bare_ctx(tls_store_t *st, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    if (tls_ctx_setup(st->bare, st, err, errlen) < 0) {
+    if (tls_ctx_setup(st->bare, st, err, errlen) < 0 ||
+        tls_early_setup(st->bare, st, err, errlen) < 0) {
         SSL_CTX_free(st->bare);
         st->bare = NULL;
         return -1;

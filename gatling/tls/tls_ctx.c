@@ -7,7 +7,6 @@
 #define _GNU_SOURCE
 #include "tls_int.h"
 #include "tls_client.h"
-#include "tls_early.h"
 #include "site/acme_chal.h"
 #include "site/cluster.h"
 
@@ -556,7 +555,7 @@ int tls_ctx_setup(SSL_CTX *ctx, tls_store_t *st, char *err, size_t errlen)
     SSL_CTX_set_client_hello_cb(ctx, on_hello, st); /* --acme's, on demand's, SNI's early */
     if (tls_od_idx < 0)
         tls_od_idx = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
-    return tls_early_setup(ctx, st, err, errlen); /* --early-data's, if on */
+    return 0;
 }
 
 /* Is path (below the store's directory) inside the document root? */

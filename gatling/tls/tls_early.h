@@ -38,7 +38,7 @@ struct tls_store;
 /* --early-data's row (options.c's sections[]). */
 extern const optdef_t tls_early_opts[];
 
-/* tls_ctx.c: a context's early data settings and callbacks (none when the
+/* tls.c, after tls_ctx_setup: a context's early data settings and callbacks (none when the
    option is off).  0, or -1 with why in err. */
 int tls_early_setup(SSL_CTX *ctx, struct tls_store *st, char *err, size_t errlen);
 
