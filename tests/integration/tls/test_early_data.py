@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from conftest import IO_TIMEOUT, https_port, make_docroot, start_server, wait_for
+from conftest import IO_TIMEOUT, client_pki, https_port, make_docroot, start_server, wait_for
 from conftest import test_pki as pki_dir  # not a test of this module's
 from appservers import listener, read_head, serve
 
@@ -121,7 +121,7 @@ class Relay:
 # ---- s_client
 
 def client(port, sess_in=None, sess_out=None, early=None, alpn=None, stdin=b"",
-           until=None, timeout=10):
+           until=None, timeout=10, cert=None):
     """One s_client connection to localhost at port: (its output, seconds from
     its start until `until` (bytes) appeared in it, or None).  stdin stays
     open until that (or the ticket for sess_out) came, so that s_client does
@@ -132,6 +132,7 @@ def client(port, sess_in=None, sess_out=None, early=None, alpn=None, stdin=b"",
     cmd += ["-sess_out", sess_out] if sess_out else []
     cmd += ["-early_data", early] if early else []
     cmd += ["-alpn", alpn] if alpn else []
+    cmd += ["-cert", cert, "-key", cert] if cert else []
     if sess_out and os.path.exists(sess_out):
         os.unlink(sess_out)
     t0 = time.monotonic()
@@ -172,8 +173,8 @@ def client(port, sess_in=None, sess_out=None, early=None, alpn=None, stdin=b"",
     return out.decode(errors="replace"), when
 
 
-def ticket(port, path, alpn=None):
-    out, _ = client(port, sess_out=path, alpn=alpn, stdin=REQ if not alpn else b"")
+def ticket(port, path, alpn=None, cert=None):
+    out, _ = client(port, sess_out=path, alpn=alpn, stdin=REQ if not alpn else b"", cert=cert)
     assert os.path.exists(path), out
     return path
 
@@ -233,16 +234,20 @@ def lab(build, tmp_path_factory):
         servers["off"] = start_server(build, root, tls_args())
         servers["proxied"] = start_server(build, root, tls_args(
             "--early-data", "64", "-y", "https", "-Y", "127.0.0.1"))
+        alice = os.path.join(client_pki(str(base)), "alice.pem")
+        servers["mtls"] = start_server(build, root, tls_args(
+            "--early-data", "64", "--tls-client-ca", os.path.join(str(base), "client", "ca.pem")))
         started = time.monotonic()
         ports = {k: https_port(s) for k, s in servers.items()}
         proxy = Relay(ports["proxied"], delay=0.0, prefix=PROXY_V1)
         ports["proxied"] = proxy.port  # every client of it through a "load balancer"
         # tickets now, while the tables are young (a ticket is good for an hour)
-        tickets = {k: ticket(ports[k], str(base / ("%s.sess" % k))) for k in servers}
+        tickets = {k: ticket(ports[k], str(base / ("%s.sess" % k)),
+                             cert=alice if k == "mtls" else None) for k in servers}
         tickets["main-h2"] = ticket(ports["main"], str(base / "main-h2.sess"), alpn="h2")
         time.sleep(max(0.0, started + WINDOW + 0.5 - time.monotonic()))
         yield {"srv": servers, "port": ports, "ticket": tickets, "backend": be,
-               "tmp": base}
+               "tmp": base, "alice": alice}
     finally:
         be.lst.close()
         if "proxied" in servers:
@@ -512,3 +517,19 @@ def test_behind_a_proxy_header(lab):
     after = early(srv)
     assert after["early_data_requests"] - before["early_data_requests"] == 1
     wait_for(lambda: any(l.startswith("192.0.2.7 ") for l in list(srv.log)), 5, "logged")
+
+
+def test_client_certificate_refuses(lab):
+    """A certificate that asks for client certificates (--tls-client-ca):
+    early data refused, the session resumed, the request answered after the
+    handshake."""
+    srv, port = lab["srv"]["mtls"], lab["port"]["mtls"]
+    f = write(lab["tmp"], "req.txt", REQ)
+    before = early(srv)
+    out, _ = client(port, sess_in=lab["ticket"]["mtls"], early=f, stdin=REQ, until=b"hello",
+                    cert=lab["alice"])
+    assert "Reused, TLSv1.3" in out and "Early data was rejected" in out, out
+    assert "hello" in out
+    after = early(srv)
+    assert after["early_data_refused"] - before["early_data_refused"] == 1
+    assert after["early_data_accepted"] == before["early_data_accepted"]
