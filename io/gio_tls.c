@@ -52,12 +52,12 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static BIO_METHOD *sink_method; /* NULL if OpenSSL could not make it: records one by one */
 static int held_idx = -1;       /* SSL ex_data: the session's tls_sink_t left over, or NULL */
 static int early_idx = -1;      /* SSL ex_data: EARLY_* (gio_tls_read_early) */
+static int free_ok;             /* SSL_free_buffers is safe in this libssl: see send_gathered */
 
 /* Where a session is in its early data (early_idx): reading it, the server's
    flight sent (SSL_write_early_data may answer); or read to its end (the
    handshake goes on: SSL_read_early_data may not be called again). */
 enum { EARLY_NONE, EARLY_READING, EARLY_OVER };
-static int free_ok;             /* SSL_free_buffers is safe in this libssl: see send_gathered */
 
 /* One loop per thread: its scratch sink and the BIO that writes into a sink. */
 static __thread tls_sink_t scratch;
