@@ -46,6 +46,7 @@ const char *resp_reason(int status)
     case 415: return "Unsupported Media Type";
     case 421: return "Misdirected Request";
     case 422: return "Unprocessable Content";
+    case 425: return "Too Early";
     case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
