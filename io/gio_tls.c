@@ -60,7 +60,13 @@ typedef struct tls_sink {
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static BIO_METHOD *sink_method; /* NULL if OpenSSL could not make it: records one by one */
 static int held_idx = -1;       /* SSL ex_data: the session's tls_sink_t left over, or NULL */
+static int early_idx = -1;      /* SSL ex_data: EARLY_* (gio_tls_read_early) */
 static int free_ok;             /* SSL_free_buffers is safe in this libssl: see send_gathered */
+
+/* Where a session is in its early data (early_idx): reading it, the server's
+   flight sent (SSL_write_early_data may answer); or read to its end (the
+   handshake goes on: SSL_read_early_data may not be called again). */
+enum { EARLY_NONE, EARLY_READING, EARLY_OVER };
 
 /* One loop per thread: its scratch sink and the BIO that writes into a sink. */
 static __thread tls_sink_t scratch;
@@ -125,8 +131,9 @@ static void init_once(void)
     free_ok = gio_tls_free_buffers_safe(OpenSSL_version_num());
 #endif
     held_idx = SSL_get_ex_new_index(0, NULL, NULL, NULL, held_free);
+    early_idx = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
     BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "gio_tls sink");
-    if (held_idx < 0 || !m || !BIO_meth_set_write(m, sink_write) ||
+    if (held_idx < 0 || early_idx < 0 || !m || !BIO_meth_set_write(m, sink_write) ||
         !BIO_meth_set_ctrl(m, sink_ctrl) || !BIO_meth_set_create(m, sink_create)) {
         BIO_meth_free(m);
         return;
@@ -354,6 +361,36 @@ long gio_tls_read(SSL *ssl, void *buf, size_t len, unsigned *want)
     return r;
 }
 
+static int early_state(SSL *ssl)
+{
+    return early_idx < 0 ? EARLY_NONE : (int)(intptr_t)SSL_get_ex_data(ssl, early_idx);
+}
+
+static void early_set(SSL *ssl, int v)
+{
+    SSL_set_ex_data(ssl, early_idx, (void *)(intptr_t)v);
+}
+
+long gio_tls_read_early(SSL *ssl, void *buf, size_t len, unsigned *want)
+{
+    pthread_once(&once, init_once);
+    if (early_idx < 0 || early_state(ssl) == EARLY_OVER)
+        return 0;
+    size_t got = 0;
+    errno = 0;
+    int r = SSL_read_early_data(ssl, buf, len, &got);
+    if (r == SSL_READ_EARLY_DATA_FINISH) {
+        early_set(ssl, EARLY_OVER);
+        return 0;
+    }
+    if (r == SSL_READ_EARLY_DATA_SUCCESS) {
+        early_set(ssl, EARLY_READING);
+        return (long)got;
+    }
+    long f = failed(ssl, 0, want);
+    return f == GIO_EOF ? GIO_ERR : f;
+}
+
 int gio_tls_handshake(SSL *ssl, unsigned *want)
 {
     errno = 0;
@@ -378,11 +415,14 @@ int gio_tls_ktls_send(SSL *ssl)
    with kTLS, inside a handshake, or where the sink could not be made. */
 static long send_records(SSL *ssl, gio_batch_t *b, uint64_t budget, unsigned *want)
 {
+    /* 0.5-RTT: the server's flight is out, the client's Finished not yet in:
+       SSL_write refuses, SSL_write_early_data writes under the server's keys */
+    int early = early_state(ssl) == EARLY_READING && !SSL_is_init_finished(ssl);
     /* one loop per thread: the record is rebuilt from the batch on a retry,
        so nothing lives in it between calls */
     static __thread char record[GIO_TLS_RECORD];
     uint64_t sent = 0;
-    int ktls = gio_tls_ktls_send(ssl);
+    int ktls = !early && gio_tls_ktls_send(ssl); /* SSL_sendfile waits for the handshake */
     *want = GIO_WRITE;
     while (!gio_batch_done(b) && sent < budget) {
         const gio_chunk_t *c = &b->c[b->first];
@@ -403,7 +443,8 @@ static long send_records(SSL *ssl, gio_batch_t *b, uint64_t budget, unsigned *wa
             long n = gio_batch_copy(b, record, (size_t)room); /* the budget holds here too */
             if (n <= 0)
                 return sent ? (long)sent : GIO_ERR;
-            if (!SSL_write_ex(ssl, record, (size_t)n, &done)) {
+            if (!(early ? SSL_write_early_data(ssl, record, (size_t)n, &done)
+                        : SSL_write_ex(ssl, record, (size_t)n, &done))) {
                 long f = failed(ssl, 0, want);
                 return sent ? (long)sent : f == GIO_EOF ? GIO_ERR : f;
             }

@@ -96,6 +96,17 @@ typedef struct ssl_st SSL;
    waiting for nothing the socket brings: the caller calls again later. */
 int gio_tls_handshake(SSL *ssl, unsigned *want);
 
+/*
+ * A server's first flight with early data (TLS 1.3's 0-RTT): SSL_read_early_data
+ * in place of gio_tls_handshake until it returns 0.  Bytes of early data (the
+ * server's flight is then out: until the early data ends, gio_tls_send
+ * answers with SSL_write_early_data, 0.5-RTT data); 0 when the early data is
+ * over (none sent, refused, or the client's EndOfEarlyData read: the
+ * handshake goes on with gio_tls_handshake; 0 again on every later call);
+ * GIO_AGAIN (*want 0: paused as gio_tls_handshake says) or GIO_ERR.
+ */
+long gio_tls_read_early(SSL *ssl, void *buf, size_t len, unsigned *want);
+
 /* SSL_read: bytes, GIO_EOF, GIO_AGAIN or GIO_ERR. */
 long gio_tls_read(SSL *ssl, void *buf, size_t len, unsigned *want);
 

@@ -33,6 +33,10 @@ typedef struct codec_conn {
     uint8_t secure;
     void *conn; /* the connection, for the exchange's owner (a job's return) */
     void (*wake)(void *conn); /* run the connection soon, not now (a producer's call) */
+    /* 1 while the connection reads TLS early data, its handshake not
+       complete (a request read now may be a replay: codec_early_safe);
+       NULL: never */
+    const uint8_t *early;
     /* HTTP/3 (its TLS is not OpenSSL's): the server name its certificate
        was chosen by (non-NULL; snilen 0: none sent), for 421 as exchange.h */
     const char *sni;

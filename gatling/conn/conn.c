@@ -29,6 +29,7 @@
 
 static void run(conn_t *c, unsigned events);
 static void finish_request(conn_t *c);
+static void handle_body(conn_t *c);
 
 /* The loop's call (c->w.on). */
 static void on_watch(watch_t *w, unsigned events)
@@ -171,9 +172,51 @@ static void st_h2(conn_t *c)
     conn_h2_wait(c, progress, 0);
 }
 
+/*
+ * HANDLE, a request that came in early data (the handshake not complete):
+ * one safe to replay (codec_early_safe) is answered now, before the
+ * client's Finished (0.5-RTT); any other is held, nothing of it read on
+ * nor dispatched, until the handshake completes (its early data read into
+ * the block behind it), then answered as any request (no longer early: a
+ * replay cannot complete a handshake).  0: go on; 1: wait (held, or ended).
+ */
+static int early_request(conn_t *c)
+{
+    exchange_t *ex = &c->blk->h1.ex;
+    status_counters_t *st = &c->site->stats;
+    if (!c->early_hold) {
+        if (!c->early)
+            return 0;
+        ex->early_data = 1;
+        if (codec_early_safe(ex)) {
+            st->early_requests++;
+            return 0;
+        }
+        c->early_hold = 1;
+        st->early_held++;
+    }
+    int r = conn_early_finish(c);
+    if (r == GIO_AGAIN) {
+        conn_want_input(c); /* under the head's deadline (-s) still */
+        return 1;
+    }
+    c->early_hold = 0;
+    ex->early_data = 0;
+    if (r < 0) {
+        c->state = CONN_CLOSE;
+        return 1;
+    }
+    return 0;
+}
+
 /* HANDLE: the codec decides keep-alive and framing; read the body or respond. */
 static void st_handle(conn_t *c)
 {
+    if (c->early_hold) { /* held for the handshake (early_request): it came */
+        if (early_request(c) == 0)
+            handle_body(c);
+        return;
+    }
     c->requests++;
     if (limits_request(c->site->limits, &c->peer.sa, gio_now(c->site->loop)) != LIMIT_OK) {
         /* -A: the original's tarpit, or with -T 0 its drop */
@@ -192,6 +235,14 @@ static void st_handle(conn_t *c)
         conn_fail(c, st);
         return;
     }
+    if (early_request(c) == 0)
+        handle_body(c);
+}
+
+/* HANDLE's second half: read the body (or let a producer take it), or respond. */
+static void handle_body(conn_t *c)
+{
+    h1_t *h = &c->blk->h1;
     if (h->body != BODY_NONE) {
         int streams = router_streams(&h->ex); /* a producer takes it: read it as it takes it */
         if (!streams && h1_body_too_large(h)) {
@@ -324,8 +375,8 @@ static void finish_request(conn_t *c)
        already be sending its next request, and a close now would meet it
        with a reset.  Idle for the drain's grace instead; a request that
        comes is answered with "Connection: close" (keeps_alive). */
-    if (!c->blk->h1.keepalive) {
-        if (c->unread_input || c->inlen)
+    if (!c->blk->h1.keepalive) { /* answered early: the handshake ends before the close */
+        if (c->unread_input || c->inlen || c->early)
             conn_enter(c, CONN_LINGER);
         else
             c->state = CONN_CLOSE;

@@ -150,6 +150,9 @@ int conn_timed_out(conn_t *c)
         st->timeout_head++;
         return 0;
     case CONN_HANDSHAKE: st->timeout_handshake++; return 0;
+    case CONN_HANDLE: /* a request held for the handshake (early data), which did not end */
+        st->timeout_handshake += c->early_hold;
+        return 0;
     case CONN_PROXY: /* a PROXY header that did not come whole in time */
         if (!c->set->draining)
             st->proxy_timeout++;

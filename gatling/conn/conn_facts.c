@@ -42,5 +42,6 @@ codec_conn_t conn_facts(conn_t *c)
                           .local_port = c->local_port,
                           .secure = c->tls,
                           .conn = c,
-                          .wake = conn_poke};
+                          .wake = conn_poke,
+                          .early = &c->early};
 }

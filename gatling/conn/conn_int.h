@@ -56,6 +56,17 @@ void conn_st_handshake(conn_t *c);
 /* Read from the client: through TLS on HTTPS.  GIO_AGAIN: call conn_want_input. */
 long conn_read(conn_t *c, void *buf, size_t len);
 
+/* The handshake is complete: counted (handshakes, resumed, kTLS). */
+void conn_tls_ready(conn_t *c);
+
+/* What became of a handshake's early data, counted once it is known. */
+void conn_early_count(conn_t *c);
+
+/* While c->early: read the rest of the early data into the block (past
+   inlen) and complete the handshake.  1 complete (c->early 0), GIO_AGAIN
+   (conn_want_input), GIO_ERR. */
+int conn_early_finish(conn_t *c);
+
 /* After GIO_AGAIN from conn_read: wait for what the read needs. */
 void conn_want_input(conn_t *c);
 

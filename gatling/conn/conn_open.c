@@ -14,6 +14,38 @@
 #include <string.h>
 #include <sys/socket.h>
 
+/* early_step: early data is in the block, the client's Finished is not:
+   answer it now (0.5-RTT) */
+#define EARLY_ANSWER 2
+
+/*
+ * The handshake of a session that takes early data: SSL_read_early_data;
+ * its first bytes go into a request block, answered at once (HEAD reads
+ * the rest through conn_read, conn_read.c's read_early).  1: the handshake
+ * is complete (no early data, or refused), EARLY_ANSWER, GIO_AGAIN (*want
+ * as gio_tls_handshake's), GIO_ERR.
+ */
+static int early_step(conn_t *c, unsigned *want)
+{
+    char buf[4096]; /* a block only once early data came: a handshake holds none */
+    long r = gio_tls_read_early(c->ssl, buf, sizeof buf, want);
+    conn_early_count(c);
+    if (r == 0)
+        return gio_tls_handshake(c->ssl, want); /* none, or refused */
+    if (r < 0)
+        return (int)r;
+    if (!c->blk) {
+        if (!(c->blk = conn_block_get(c->set)))
+            return errno = ENOMEM, GIO_ERR;
+        memset(&c->blk->prog, 0, sizeof c->blk->prog);
+        conn_new_exchange(c);
+        c->inlen = 0;
+    }
+    memcpy(c->blk->in + c->inlen, buf, (size_t)r); /* TLS_EARLY_MAX < CONN_IN_CAP */
+    c->inlen += (uint32_t)r;
+    return EARLY_ANSWER;
+}
+
 /* HANDSHAKE: first make sure it is TLS at all (a plain-HTTP client on the
    HTTPS port, a scanner: closed at once, counted), then let OpenSSL work. */
 void conn_st_handshake(conn_t *c)
@@ -45,7 +77,7 @@ void conn_st_handshake(conn_t *c)
     }
     unsigned want = GIO_READ;
     int paused = c->tls_want == CONN_TLS_PAUSED;
-    int r = gio_tls_handshake(c->ssl, &want);
+    int r = tls_early_on(c->ssl) ? early_step(c, &want) : gio_tls_handshake(c->ssl, &want);
     if (r == GIO_AGAIN) {
         c->tls_want = want ? (uint8_t)want : CONN_TLS_PAUSED;
         gio_want(c->site->loop, c->fd, want);
@@ -55,7 +87,7 @@ void conn_st_handshake(conn_t *c)
             conn_deadline(c, conn_head_ms(c));
         return;
     }
-    c->tls_want = 0;
+    c->tls_want = r == EARLY_ANSWER ? (uint8_t)want : 0;
     int acme = tls_acme_state(c->ssl);
     if (r < 0 || acme == TLS_ACME_SERVED) { /* RFC 8737 3: the challenge is the handshake */
         uint64_t *n = acme == TLS_ACME_SERVED    ? &st->acme_alpn
@@ -68,11 +100,10 @@ void conn_st_handshake(conn_t *c)
         c->state = CONN_CLOSE;
         return;
     }
-    st->tls_handshakes++;
-    if (tls_resumed(c->ssl))
-        st->tls_resumed++;
-    if (gio_tls_ktls_send(c->ssl))
-        st->tls_ktls++;
+    if (r == EARLY_ANSWER) /* the handshake completes as the requests are read */
+        c->early = 1;
+    else
+        conn_tls_ready(c);
     if (tls_alpn_h2(c->ssl) && !c->site->cfg->h2_off) {
         conn_start_h2(c);
         return;

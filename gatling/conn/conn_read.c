@@ -14,13 +14,70 @@
 #include <errno.h>
 #include <string.h>
 
+void conn_tls_ready(conn_t *c)
+{
+    status_counters_t *st = &c->site->stats;
+    st->tls_handshakes++;
+    if (tls_resumed(c->ssl))
+        st->tls_resumed++;
+    if (gio_tls_ktls_send(c->ssl))
+        st->tls_ktls++;
+}
+
+void conn_early_count(conn_t *c)
+{
+    status_counters_t *st = &c->site->stats;
+    switch (tls_early_take(c->ssl)) {
+    case TLS_EARLY_ACCEPTED: st->early_accepted++; break;
+    case TLS_EARLY_REPLAYED: st->early_replayed++; break;
+    case TLS_EARLY_REFUSED: st->early_refused++; break;
+    default: break;
+    }
+}
+
+/*
+ * Early data while it lasts (the handshake waits for the client's
+ * EndOfEarlyData and Finished): SSL_read_early_data; at its end the
+ * handshake is completed, and reads go on with SSL_read.
+ */
+static long read_early(conn_t *c, void *buf, size_t len, unsigned *want)
+{
+    long r = gio_tls_read_early(c->ssl, buf, len, want);
+    if (r != 0)
+        return r;
+    int h = gio_tls_handshake(c->ssl, want);
+    if (h != 1)
+        return h;
+    c->early = 0;
+    conn_tls_ready(c);
+    return gio_tls_read(c->ssl, buf, len, want);
+}
+
+/* All of a first flight's early data fits in the request block, with room
+   for a read past it: a held request's block never fills during it. */
+_Static_assert(TLS_EARLY_MAX < CONN_IN_CAP, "early data fits in a request block");
+
+int conn_early_finish(conn_t *c)
+{
+    while (c->early) {
+        long r = conn_read(c, c->blk->in + c->inlen, CONN_IN_CAP - c->inlen);
+        if (r > 0)
+            c->inlen += (uint32_t)r;
+        else if (r == GIO_AGAIN)
+            return c->early ? GIO_AGAIN : 1;
+        else if (r < 0 || c->early)
+            return GIO_ERR;
+    }
+    return 1;
+}
+
 /* Read from the client: through TLS on HTTPS.  GIO_AGAIN: call conn_want_input. */
 long conn_read(conn_t *c, void *buf, size_t len)
 {
     if (!c->ssl) /* a plain connection is in gio_recv_mode (uring: no read syscall) */
         return gio_recv(c->site->loop, c->fd, buf, len);
     unsigned want = GIO_READ;
-    long r = gio_tls_read(c->ssl, buf, len, &want);
+    long r = c->early ? read_early(c, buf, len, &want) : gio_tls_read(c->ssl, buf, len, &want);
     c->tls_want = r == GIO_AGAIN ? (uint8_t)want : 0;
     c->tls_drained = r == GIO_AGAIN;
     return r;
@@ -225,6 +282,18 @@ void conn_st_linger(conn_t *c)
 {
     char junk[4096];
     long r;
+    if (c->early && c->blk) { /* answered early (0.5-RTT): the client's Finished first */
+        int unread = c->unread_input || c->inlen;
+        int e = conn_early_finish(c);
+        if (e == GIO_AGAIN) {
+            conn_want_input(c);
+            return;
+        }
+        if (e < 0 || !unread) { /* then a close_notify (conn_free), and nothing unread */
+            c->state = CONN_CLOSE;
+            return;
+        }
+    }
     while ((r = conn_read(c, junk, sizeof junk)) > 0)
         ;
     if (r == GIO_AGAIN)

@@ -77,6 +77,8 @@ typedef struct conn {
     uint8_t poked;        /* on the set's poked list */
     uint8_t stream_busy;  /* STREAM: the client is waited for (a -B window runs) */
     uint8_t h2_goaway_due; /* H2, draining: the first GOAWAY waits for the client's next bytes */
+    uint8_t early;        /* HTTPS: early data read, the handshake not complete (0.5-RTT) */
+    uint8_t early_hold;   /* HANDLE: a request not safe to replay waits for the handshake */
     struct conn *poke_next;
     struct ssl_st *ssl;   /* HTTPS: the TLS session (from the first ClientHello byte on) */
     struct h2 *h2;        /* HTTP/2: the codec's session (h2/h2.c) */

@@ -419,6 +419,29 @@ static void body_begins(h2_t *h, h2_stream_t *s)
 }
 
 /*
+ * A request whose head came in TLS early data, before the handshake
+ * completed (codec_conn_t's early): marked (ex->early_data: Early-Data: 1
+ * to a backend, the log's early_data); one safe to replay (codec_early_safe:
+ * GET or HEAD, ended by its HEADERS, no Authorization) is answered at once
+ * (0.5-RTT), any other 425 Too Early (RFC 8470 5.2: the client sends it
+ * again after the handshake).  1 when it was answered.
+ */
+static int early_request(h2_t *h, h2_stream_t *s, int end)
+{
+    if (!h->f.early || !*h->f.early)
+        return 0;
+    status_counters_t *st = &h->f.site->stats;
+    s->ex.early_data = 1;
+    if (end && codec_early_safe(&s->ex)) {
+        st->early_requests++;
+        return 0;
+    }
+    st->early_425++;
+    h2_answer_early(h, s, 425); /* a body to come is dropped, as after a 413 */
+    return 1;
+}
+
+/*
  * A request's HEADERS or DATA has been read: END_STREAM ends its body (a
  * producer hears it once it took the rest); a complete request without a
  * producer is answered now (its body was dropped, as HTTP/1.1 drops it).
@@ -438,6 +461,8 @@ void h2_request_progress(h2_t *h, h2_stream_t *s, int headers, int end)
         }
     }
     if (s->dispatched || s->deferred || s->sb.refused || s->sb.closed)
+        return;
+    if (headers && early_request(h, s, end))
         return;
     if (!end) {
         if (headers && !s->in_body)

@@ -332,7 +332,7 @@ static SSL_CTX *load_one(tls_store_t *st, const found_t *f, char *err, size_t er
         return NULL;
     }
     snprintf(c->id, sizeof c->id, "%s", f->id);
-    if (tls_ctx_setup(ctx, st, err, errlen) < 0 ||
+    if (tls_ctx_setup(ctx, st, err, errlen) < 0 || tls_early_setup(ctx, st, err, errlen) < 0 ||
         read_pair(st, f, &chain, &clen, &key, &klen, err, errlen) < 0 ||
         !(leaf = use_chain(st, f, ctx, c, chain, clen, err, errlen)) ||
         use_key(st, f, ctx, leaf, key, klen, err, errlen) < 0 ||
@@ -478,7 +478,8 @@ static int bare_ctx(tls_store_t *st, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    if (tls_ctx_setup(st->bare, st, err, errlen) < 0) {
+    if (tls_ctx_setup(st->bare, st, err, errlen) < 0 ||
+        tls_early_setup(st->bare, st, err, errlen) < 0) {
         SSL_CTX_free(st->bare);
         st->bare = NULL;
         return -1;
@@ -551,7 +552,8 @@ tls_store_t *tls_store_load(const char *dir, const config_t *cfg, const proc_t *
         return NULL;
     }
     char err[PATH_MAX + 512];
-    if (RAND_bytes(st->master, sizeof st->master) != 1) {
+    if (RAND_bytes(st->master, sizeof st->master) != 1 ||
+        RAND_bytes(st->node, sizeof st->node) != 1) {
         fprintf(stderr, "gatling: OpenSSL: no random bytes for the ticket keys\n");
         goto fail;
     }

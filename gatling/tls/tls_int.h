@@ -59,6 +59,8 @@ struct tls_store {
     int check_s;              /* CHECK_PERIOD, or GATLING_TEST_CERT_CHECK's */
     int ticket_s;             /* TICKET_PERIOD, or GATLING_TEST_TICKET_PERIOD's */
     unsigned char master[32]; /* ticket keys derive from it: shared by -W workers */
+    unsigned char node[8];    /* this node's id in its tickets (tls_early.c): random, made
+                                 before -W's fork; another --cluster node's differs */
     ticket_key_t keys[4]; /* by epoch's parity, and which master (--cluster: previous) */
     struct tls_client_def *client_def; /* --tls-client-ca's, or NULL (tls_client.h) */
 };

@@ -99,6 +99,7 @@ class Gatling:
         def pre():
             if nofile:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+        self.started = time.monotonic()
         self.p = subprocess.Popen([str(a) for a in argv], cwd=docroot, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.PIPE, text=True, preexec_fn=pre)
         deadline = time.time() + 10
@@ -872,6 +873,37 @@ def test_bench_surge_resumed(build, gatling_h2, site):
                   r"returning, (\d+) of them offered a session", p.stdout, re.M)
     assert m and int(m.group(2)) == int(m.group(3)) >= 1, p.stdout  # 3 of 10 seen under load
     assert int(m.group(1)) + int(m.group(2)) == 10, p.stdout
+
+
+def test_bench_surge_early_data(build, docroot, pki, site, tmp_path):
+    """--returning 100% --early-data against gatling --early-data: within the server's first
+    11 s its replay table refuses early data, and the visitors that sent it send it again
+    after the handshake (every page loads); past them, every visitor whose session allows it
+    has its page's request taken as early data, which the server logged as early."""
+    log = tmp_path / "access.log"
+    g = Gatling(build, docroot, log=log, pki=pki, args=("--early-data", "1024",
+                                                        "--log-format", "json"))
+    try:
+        url, args = g.tls_url("/index.html"), ("--returning", "1", "--early-data", "--assets",
+                                                site / "assets.txt")
+        p, r = bench_json(build, "--surge", "20", "-d", "1", *args, url)
+        assert p.returncode == 0, p.stderr
+        check_surge(r, 20)
+        assert r["pages"] == 20 and r["errors_total"] == 0, r
+        assert r["early_sent"] >= 1 and r["early_accepted"] == 0, r  # the young table refuses
+        time.sleep(max(0.0, g.started + 12 - time.monotonic()))
+        p, r = bench_json(build, "--surge", "20", "-d", "1", *args, url)
+        assert p.returncode == 0, p.stderr
+        check_surge(r, 20)
+        assert r["pages"] == 20 and r["errors_total"] == 0, r
+        assert r["early_sent"] >= 5 and r["early_accepted"] == r["early_sent"], r
+        assert r["requests"] == r["responses"] == 20 * 21
+    finally:
+        g.stop()
+    early = [json.loads(l) for l in log.read_text().splitlines()]
+    early = [o for o in early if o.get("early_data")]
+    assert len(early) == r["early_accepted"], early[:3]
+    assert all(o["request"].startswith("GET /index.html ") for o in early), early[:3]
 
 
 def test_bench_surge_status_error(build, gatling_h2, site, tmp_path):

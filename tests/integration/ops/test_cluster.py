@@ -1092,3 +1092,43 @@ def test_hostile_etcd_on_plain_http(gatling, certs):
             assert metrics(n)["gatling_cluster_ticket_generation"] == 0
         finally:
             fake.stop()
+
+
+def test_early_data_bound_to_the_issuing_node(gatling, etcd, certs, tmp_path):
+    """--early-data (issue 80): the nodes share ticket keys, so a session
+    from node 1 resumes on node 2, but its early data is node 1's alone
+    (node 2's replay table never saw what node 1 accepted): refused there,
+    counted refused, the request answered after the handshake."""
+    n1 = node(gatling, certs, etcd.url, "c1", "--early-data", "64", "-S")
+    n2 = node(gatling, certs, etcd.url, "c1", "--early-data", "64", "-S")
+    generation(n1), generation(n2)
+    sess = str(tmp_path / "sess")
+    assert not reused(s_client(https_port(n1), sess_out=sess))
+    req = tmp_path / "req"
+    req.write_bytes(b"GET /f.txt HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+
+    def early(srv, again=b""):
+        cmd = ["openssl", "s_client", "-connect", "127.0.0.1:%d" % https_port(srv),
+               "-servername", "localhost", "-tls1_3", "-sess_in", sess, "-early_data", str(req)]
+        p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT)
+        p.stdin.write(again)
+        p.stdin.flush()
+        time.sleep(1)  # stdin open: s_client reads the answer before it leaves
+        out, _ = p.communicate(b"", timeout=15)
+        return out.decode(errors="replace")
+
+    def refused(srv):
+        r = subprocess.run(["curl", "-sS", "--max-time", "10",
+                            "http://127.0.0.1:%d/metrics" % (srv.plain_port or srv.port)],
+                           capture_output=True, timeout=20)
+        return [l for l in r.stdout.decode().splitlines()
+                if l.startswith("gatling_early_data_total")]
+    time.sleep(11.5)  # a new replay table refuses for its first 11 s
+    out = early(n1)
+    assert "Early data was accepted" in out and "hello" in out, out
+    out = early(n2, again=req.read_bytes())  # refused: the request goes after the handshake
+    assert "Reused, TLSv1.3" in out and "Early data was rejected" in out, out
+    assert "hello" in out  # sent again after the handshake
+    assert 'gatling_early_data_total{outcome="refused"} 1' in refused(n2)
+    assert 'gatling_early_data_total{outcome="accepted"} 1' in refused(n1)
