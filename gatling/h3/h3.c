@@ -314,6 +314,7 @@ void h3_handshake_done(h3_t *h)
         if (!s->held)
             continue;
         s->held = 0;
+        s->ex.early_data = 0; /* a replayed flight cannot get here: as a TCP held request's */
         s->ex.client = client_of(h); /* what the handshake proved */
         dispatch(s);
     }

@@ -200,6 +200,8 @@ def test_post_in_0rtt_waits_for_the_handshake(young):
     assert got[0][0] in (405, 501), got[0][:2]  # answered, once the handshake completed
     assert answer(young, "held") == held + 1
     assert answer(young, "early") == early
+    lines = json_lines(young, "/f.txt?post")
+    assert [j["early_data"] for j in lines] == [False], lines  # answered after: not early
 
 
 def relay(server_port):
