@@ -145,8 +145,8 @@ static unsigned hash(unsigned m)
 /* Entry q is now the newest of f's two hints h, h + 1 (the other kept). */
 static void hint(h2e_t *e, unsigned h, uint32_t q)
 {
-    if (e->hint[h] != q + 1)
-        e->hint[h + 1] = e->hint[h], e->hint[h] = q + 1;
+    e->hint[h + 1] = e->hint[h], e->hint[h] = q + 1; /* never q already: a new entry, or
+                                                           one the hints missed (find) */
 }
 
 /* a[0..n) == b[0..n)?  Inline, 8 bytes a step: the strings are short, and

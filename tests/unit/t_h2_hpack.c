@@ -183,11 +183,33 @@ static void test_not_indexed(void)
     nghttp2_hd_inflate_del(inf);
 }
 
+/* Names near the static table's and ours: one of a static name's length and
+   first byte that is not it, one of :status's length, an empty name (the
+   hash reads no byte of it), each decoded as sent, and indexed the second
+   time. */
+static void test_near_names(void)
+{
+    static h2e_t e;
+    uint8_t b[1024];
+    nghttp2_hd_inflater *inf;
+    nghttp2_hd_inflate_new(&inf);
+    h2_field_t f[] = {F("accept-charsex", "v"), F("x-statu", "204"), F("", "empty name"),
+                      F("content-lengtx", "1")};
+    h2e_init(&e, 4096);
+    long n1 = h2e_encode(&e, b, sizeof b, f, 4);
+    ok(n1 > 0 && decodes_to(inf, b, (size_t)n1, f, 4) == 0,
+       "names like a static one, like :status, and empty: decoded as sent");
+    long n2 = h2e_encode(&e, b, sizeof b, f, 4);
+    ok(n2 == 4 && decodes_to(inf, b, (size_t)n2, f, 4) == 0, "again: each one indexed byte");
+    nghttp2_hd_inflate_del(inf);
+}
+
 int main(void)
 {
     test_bytes();
     test_steady();
     test_random();
     test_not_indexed();
+    test_near_names();
     return tap_done();
 }

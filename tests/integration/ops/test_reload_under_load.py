@@ -12,11 +12,13 @@ import sys
 
 import pytest
 
-from conftest import end_upgrades, gone, https_port, make_docroot, start_server, wait_for
+from conftest import (end_upgrades, gone, http_only, https_port, make_docroot, start_server,
+                      wait_for)
 from conftest import test_pki as pki_dir  # not test_*: pytest would collect it
 from test_h2 import reload_under_load, served
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux's reload")
+# the load is bench's own (h2 over TLS, h3); the status page it waits on is asked over plain HTTP
+pytestmark = [http_only, pytest.mark.skipif(sys.platform != "linux", reason="Linux's reload")]
 
 TREE = {"f.txt": "hello\n"}
 PROTOS = {"h2": ["--h2", "-k"], "h3": ["--h3", "--insecure"]}
