@@ -34,7 +34,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 /* --cgi-user: looked up now, as -u; only root can become it, and CGI as root
@@ -443,14 +442,6 @@ static int serve(run_t *r, int *fds, int n)
     return server_run(&r->s);
 }
 
-/* gio_now()'s clock (CLOCK_MONOTONIC) before there is a loop, in ms. */
-static int64_t monotonic_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
 /* From the options to the loop: the listeners an old process passed, the
    MIME types, the logs and -u, the side processes and the certificates, then
    -W's supervisor or one process.  Its exit code. */
@@ -479,7 +470,7 @@ static int start(run_t *r, char **argv)
     r->sides = 1;
     advise(cfg, p); /* the start's own warnings (advise.h) */
     /* --early-data: the ClientHellos that carried it, made before -W's fork */
-    if (cfg->early_data && !(p->replay = replay_new((unsigned)cfg->early_data, monotonic_ms()))) {
+    if (cfg->early_data && !(p->replay = replay_new((unsigned)cfg->early_data, replay_clock_ms()))) {
         fprintf(stderr, "gatling: mmap() of the early data's replay table (--early-data %d) "
                 "failed: %s\n", cfg->early_data, strerror(errno));
         return 1;

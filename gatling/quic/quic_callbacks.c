@@ -308,10 +308,7 @@ static int replay_add(void *ptr, time_t exp, const gnutls_datum_t *key, const gn
 {
     (void)exp, (void)data;
     quic_ep_t *e = ptr;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-    int r = replay_record(e->proc->replay, key->data, key->size, now);
+    int r = replay_record(e->proc->replay, key->data, key->size, gio_now(e->site->loop));
     e->replay_said = 1 + r;
     if (r == REPLAY_NEW)
         return 0;

@@ -357,12 +357,9 @@ static void acme_ondemand(hbuf_t *b, const acme_status_t *st)
 /* --acme: the client's numbers per name from its status file
    (site/acme_chal.h; its counters are rows of counters.h, status_side's);
    none when the file is missing or not all of it reads as it should. */
-static void acme(hbuf_t *b, const site_t *s)
+static void acme(hbuf_t *b, const site_t *s, const acme_status_t *st)
 {
-    char *text = s->proc->acme_chal ? malloc(ACME_STATUS_MAX) : NULL;
-    acme_status_t *st = text ? malloc(sizeof *st) : NULL;
-    if (st && acme_chal_status(s->proc->acme_chal, text, ACME_STATUS_MAX) > 0 &&
-        acme_chal_status_parse(text, st) == 0) {
+    if (st) {
         if (acme_chal_ondemand(s->proc->acme_chal))
             acme_ondemand(b, st);
         const char *fam[2] = {"gatling_acme_next_renewal_seconds", "gatling_acme_name_failures"};
@@ -378,8 +375,6 @@ static void acme(hbuf_t *b, const site_t *s)
         }
         acme_issuers(b, st);
     }
-    free(st);
-    free(text);
 }
 
 /* --cluster: what the side process last had from etcd (site/cluster.h). */
@@ -424,7 +419,8 @@ int metrics_serve(exchange_t *ex)
         s->stats_published = gio_now(s->loop);
         stats_shm_total(p->stats_shm, p->worker, &own, &t);
     }
-    status_side(s, &t);
+    acme_status_t *as = status_acme(s); /* the ACME client's file, read once */
+    status_side(s, as, &t);
     size_t cap = METRICS_PAGE_MAX;
     const char *pool, *addr, *state;
     unsigned out;
@@ -440,8 +436,10 @@ int metrics_serve(exchange_t *ex)
     if (p->cluster) /* a lock line per name, the name escaped */
         cap += 1024 + CLUSTER_ACME_NAMES * (2 * CLUSTER_ACME_NAME_MAX + 64);
     char *page = malloc(cap);
-    if (!page)
+    if (!page) {
+        free(as);
         return -1;
+    }
     hbuf_t b = hb_init(page, cap);
     general(&b, s, &t);
     table(&b, &t);
@@ -449,7 +447,8 @@ int metrics_serve(exchange_t *ex)
     histograms(&b, &t.c);
     backends(&b, s, &t);
     certificates(&b, s);
-    acme(&b, s);
+    acme(&b, s, as);
+    free(as);
     cluster(&b, s);
     if (b.over) {
         free(page);

@@ -78,13 +78,21 @@ static size_t cert_rows(const site_t *s, row_t *r, size_t n, size_t cap)
     return s->proc->cluster ? put_rows(r, n, cap, c, 2) : n;
 }
 
-void status_side(const site_t *s, stats_snap_t *snap)
+acme_status_t *status_acme(const site_t *s)
 {
-    memset(&snap->side, 0, sizeof snap->side);
     char *text = s->proc->acme_chal ? malloc(ACME_STATUS_MAX) : NULL;
     acme_status_t *st = text ? malloc(sizeof *st) : NULL;
-    if (st && acme_chal_status(s->proc->acme_chal, text, ACME_STATUS_MAX) > 0 &&
-        acme_chal_status_parse(text, st) == 0) {
+    if (st && (acme_chal_status(s->proc->acme_chal, text, ACME_STATUS_MAX) <= 0 ||
+               acme_chal_status_parse(text, st) < 0))
+        free(st), st = NULL;
+    free(text);
+    return st;
+}
+
+void status_side(const site_t *s, const acme_status_t *st, stats_snap_t *snap)
+{
+    memset(&snap->side, 0, sizeof snap->side);
+    if (st) {
         snap->side.acme_orders = st->orders;
         snap->side.acme_failures = st->failures;
         snap->side.od_names = st->od_names;
@@ -96,8 +104,6 @@ void status_side(const site_t *s, stats_snap_t *snap)
         snap->side.has = acme_chal_ondemand(s->proc->acme_chal) ? STATS_SIDE_ONDEMAND
                                                                 : STATS_SIDE_ACME;
     }
-    free(st);
-    free(text);
 }
 
 void status_snapshot(const site_t *s, stats_snap_t *snap)
@@ -139,7 +145,9 @@ static size_t rows(const site_t *s, row_t *r, size_t cap, int64_t now)
 {
     stats_snap_t snap;
     status_snapshot(s, &snap);
-    status_side(s, &snap);
+    acme_status_t *as = status_acme(s);
+    status_side(s, as, &snap);
+    free(as);
     size_t n = 0;
     if (n < cap)
         r[n++] = (row_t){"uptime", "uptime (s)", (uint64_t)(now - s->stats.started)};

@@ -23,11 +23,16 @@ int status_allowed(const exchange_t *ex);
    keep (counters.h's M and G rows, the backends'), for both pages. */
 void status_snapshot(const site_t *s, stats_snap_t *snap);
 
+/* The ACME client's status file read and parsed (site/acme_chal.h), for
+   the pages to read once a request: malloc'd (free it), or NULL (no --acme,
+   not written yet, unreadable, no memory). */
+struct acme_status *status_acme(const site_t *s);
+
 /* The side processes' numbers (counters.h's A and O rows: the ACME client's
-   status file) into snap->side, after the workers' sum: one number for the
-   whole server.  side.has says which are there (none: no --acme, or its
-   status file not written yet or unreadable). */
-void status_side(const site_t *s, stats_snap_t *snap);
+   status, st from status_acme) into snap->side, after the workers' sum: one
+   number for the whole server.  side.has says which are there (none: st
+   NULL). */
+void status_side(const site_t *s, const struct acme_status *st, stats_snap_t *snap);
 
 /* Queue the status page (json: the JSON form).  0, or -1 on ENOMEM. */
 int status_serve(exchange_t *ex, int json);

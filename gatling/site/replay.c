@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #define WAYS 8   /* values per bucket */
 #define SPINS 64 /* tries for a bucket's lock before refusing */
@@ -25,6 +26,13 @@ struct replay {
     uint8_t key[16];   /* SipHash key, made before the fork: the same in every worker */
     bucket_t b[];
 };
+
+int64_t replay_clock_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 replay_t *replay_new(unsigned entries, int64_t now_ms)
 {

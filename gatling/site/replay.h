@@ -43,6 +43,10 @@ enum {
     REPLAY_YOUNG,   /* the table is younger than the window: refuse */
 };
 
+/* The table's clock, now: CLOCK_MONOTONIC in ms (gio_now()'s, the same in
+   every process), for the callers that have no loop at hand. */
+int64_t replay_clock_ms(void);
+
 /* A table of about entries values (rounded up to whole buckets), shared with
    the children forked after this; NULL (errno) on failure.  now_ms: the
    monotonic clock's (CLOCK_MONOTONIC is the same clock in every process). */

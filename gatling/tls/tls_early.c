@@ -8,7 +8,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 const optdef_t tls_early_opts[] = {
     OPT_ROW_NUM(0, "early-data", OPT_NUMBER, 0, 1 << 24, early_data,
@@ -36,13 +35,6 @@ static void mark(SSL *ssl, int idx, int v)
 static int marked(SSL *ssl, int idx)
 {
     return idx < 0 ? 0 : (int)(intptr_t)SSL_get_ex_data(ssl, idx);
-}
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts); /* replay.h's clock: gio_now's too */
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* A ticket is issued: it names this node (the store's random id, made
@@ -98,7 +90,7 @@ static int on_early(SSL *ssl, void *arg)
     if (t && !marked(ssl, foreign_idx) && !(SSL_get_verify_mode(ssl) & SSL_VERIFY_PEER)) {
         unsigned char rnd[SSL3_RANDOM_SIZE];
         size_t n = SSL_get_client_random(ssl, rnd, sizeof rnd);
-        int r = n == sizeof rnd ? replay_record(t, rnd, n, now_ms()) : REPLAY_FULL;
+        int r = n == sizeof rnd ? replay_record(t, rnd, n, replay_clock_ms()) : REPLAY_FULL;
         out = r == REPLAY_NEW ? TLS_EARLY_ACCEPTED : r == REPLAY_SEEN ? TLS_EARLY_REPLAYED
                                                                       : TLS_EARLY_REFUSED;
     }
