@@ -254,6 +254,15 @@ class Pebble:
         """Orders that named, with `replaces`, a certificate they replace."""
         return len(re.findall(r"ARI: order \S+ is a replacement of", self.log()))
 
+    def first_serial_unmatchable(self):
+        """Did the first certificate's serial begin with a zero byte?  Pebble
+        2.10 cannot match such a certID (one certificate in 256; its log
+        prints the number without that byte): it refuses the order that
+        replaces it (500 serverInternal), and the client orders again
+        without `replaces` (acme_proto.c), so no order counts as one."""
+        m = re.search(r"Issued certificate serial ([0-9a-f]+) for order", self.log())
+        return bool(m) and len(m.group(1)) < 16
+
 
 # --------------------------------------------------------------------------
 # The fault-injecting proxy

@@ -482,7 +482,8 @@ def test_renewal_under_load(tmp_path, pki, workers):
             assert all(t - at >= SHORT // 2 - 3 for t in later), (
                 "an order %s s after the renewed certificate's issuance" % [t - at for t in later],
                 log[-3000:])
-            assert pebble.replacements() >= 1, "no order said `replaces`"
+            assert pebble.replacements() >= 1 or pebble.first_serial_unmatchable(), (
+                "no order said `replaces`", log[-3000:])
             assert list(pairs(site.certs)) == [NAME]
 
 
@@ -510,13 +511,16 @@ def test_ari_window_and_replaces(tmp_path, pki):
             wait_for(lambda: windows, 30, "a renewalInfo request")
             wait_for(lambda: len(proxy.seen("/order-plz", "POST")) >= 2 and pebble.issued() >= 2,
                      60, "the renewal's order")
-            orders = [r for r in proxy.seen("/order-plz", "POST") if r[4] == 201]
+            # the first order that says `replaces` (a 201, or Pebble's 500 for a
+            # serial it cannot match, after which the client orders plainly)
+            said = [r for r in proxy.seen("/order-plz", "POST") if (r[3] or {}).get("replaces")]
             certid, (start, end) = next(iter(windows.items()))
-            t, payload = orders[1][0], orders[1][3]
+            assert said, proxy.seen("/order-plz", "POST")
+            t, payload = said[0][0], said[0][3]
             assert start - 1 <= t <= end + 5, "the renewal at %+.1f s, window %+.1f..%+.1f s" % (
                 t - start, 0, end - start)
-            assert payload and payload.get("replaces") == certid, payload
-            assert pebble.replacements() >= 1
+            assert payload.get("replaces") == certid, payload
+            assert pebble.replacements() >= 1 or pebble.first_serial_unmatchable()
             ctx = ctx_for(pebble.root())
             wait_for(lambda: cert_serial(h1_get(ctx, site.https)) != first, 15,
                      "the renewed certificate served")
