@@ -201,6 +201,17 @@ def test_many_streams_on_one_connection(gatling):
     assert out.count("  200   1M /big.bin?") == 6 and out.count("  200    6 /f.txt?") == 54, out
 
 
+def take_frames(data, out):
+    """The whole frames at data's start onto out, as (type, flags, stream,
+    payload); the bytes left."""
+    while len(data) >= 9 and len(data) >= 9 + int.from_bytes(data[:3], "big"):
+        n = int.from_bytes(data[:3], "big")
+        out.append((data[3], data[4], int.from_bytes(data[5:9], "big") & 0x7fffffff,
+                    data[9:9 + n]))
+        data = data[9 + n:]
+    return data
+
+
 def frames(sock, timeout=3.0, until=None):
     """Read frames until the server closes, until(frames) holds, or timeout
     seconds pass with nothing new: [(type, flags, stream, payload)].  The
@@ -217,11 +228,7 @@ def frames(sock, timeout=3.0, until=None):
         if not b:
             break
         data += b
-        while len(data) >= 9 and len(data) >= 9 + int.from_bytes(data[:3], "big"):
-            n = int.from_bytes(data[:3], "big")
-            out.append((data[3], data[4], int.from_bytes(data[5:9], "big") & 0x7fffffff,
-                        data[9:9 + n]))
-            data = data[9 + n:]
+        data = take_frames(data, out)
         if until and until(out):
             return out
     if len(data) >= 9:  # a frame cut short by the close: what came of it
@@ -333,11 +340,7 @@ def frames_until(sock, pred, secs=5.0):
         if not b:
             break
         data += b
-        while len(data) >= 9 and len(data) >= 9 + int.from_bytes(data[:3], "big"):
-            n = int.from_bytes(data[:3], "big")
-            out.append((data[3], data[4], int.from_bytes(data[5:9], "big") & 0x7fffffff,
-                        data[9:9 + n]))
-            data = data[9 + n:]
+        data = take_frames(data, out)
     return out
 
 
