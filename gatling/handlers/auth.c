@@ -41,7 +41,7 @@ static int same_bytes(const char *a, const char *b, size_t n)
 
 /* The password check of one request, on a worker thread. */
 typedef struct auth_job {
-    ex_job_t xj; /* first: conn.c frees the whole struct */
+    ex_job_t xj; /* first: codec/codec.c's job_back frees the whole struct */
     htaccess_pending_t p;
     int good;
 } auth_job_t;

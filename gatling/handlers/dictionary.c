@@ -62,7 +62,7 @@ char *dictionary_for(int vfd, const fs_at_t *at, const char *rel, const struct s
 }
 
 typedef struct dict_xjob {
-    ex_job_t xj; /* first: conn.c frees the whole struct */
+    ex_job_t xj; /* first: codec/codec.c's job_back frees the whole struct */
     dict_job_t *j;
 } dict_xjob_t;
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 typedef struct gzip_job {
-    ex_job_t xj; /* first: conn.c frees the whole struct */
+    ex_job_t xj; /* first: codec/codec.c's job_back frees the whole struct */
     enc_gzjob_t *g;
 } gzip_job_t;
 

@@ -20,8 +20,9 @@
 
 #include <stddef.h>
 
-/* The site's states, by owner: each handler sets only its own (compress.c's on
-   asks whether the proxy's or CGI's is there). */
+/* The site's states, by owner: each handler sets only its own (route/compress.c
+   asks the router whether a producer that allows coding is there, never a
+   producer's state by name). */
 enum hstate {
     HSTATE_ROUTE,    /* router.c: the entries there on the site (its route_t) */
     HSTATE_PROXY,    /* proxy.c: -P's rules and backend pools (proxy_t); NULL: none */
