@@ -279,7 +279,9 @@ for spec in lodash@4.17.20:package/lodash.js lodash@4.17.21:package/lodash.js \
         rm -f "$out.part"
         echo "setup: could not npm pack $pkg (offline?): the dictionary tests on real data skip" >&2
     fi
-    rm -f "$dd/tmp/$tgz"
+    # no file when npm pack failed: "$dd/tmp/" itself is no file to remove (issue 91: that
+    # rm's error ended setup.sh, under set -e, in a tree that could not reach the registry)
+    [ -z "$tgz" ] || rm -f "$dd/tmp/$tgz"
 done
 rm -rf "$dd/tmp"
 if [ -d "$dd" ] && [ "$(id -u)" = 0 ] && [ "$(stat -c %u "$root")" != 0 ]; then
