@@ -98,6 +98,9 @@ pkgs="$pkgs php-fpm"
 # checks that both read a tbf bottleneck alike); ethtool: the GRO/GSO/TSO tunings on the
 # lab's veth links (test_throughput.py applies every tuning)
 pkgs="$pkgs iperf3 ethtool"
+# debootstrap: tests/pristine.sh (make check-all PRISTINE=1) makes a Debian 12 minbase tree
+# with it, where the README's two commands run on a machine nobody used (issue 91)
+pkgs="$pkgs debootstrap"
 # jq: test_log_json.py reads every line of --log-format json with it (and with Python's json)
 pkgs="$pkgs jq"
 # clang-tidy-14 and cppcheck: make lint (tests/lint.sh), a job of make check, beside gcc's
