@@ -64,7 +64,8 @@ key=$(printf '%s\n' "$suite" "$mirror" "$arch" minbase "$include" \
 cache="$root/build/pristine"
 tarball="$cache/debian-$suite-$key.tar.zst"
 mkdir -p "$cache"
-tree=$(mktemp -d "$cache/tree.XXXXXX")
+# the tree outside build/: make's `find build -name '*.d'` would take its /etc/*.d folders
+tree=$(mktemp -d "${TMPDIR:-/var/tmp}/gatling-pristine.XXXXXX")
 chmod 0755 "$tree"  # its / (mktemp's 0700 would shut out -u nobody and the like)
 # proc, sys and dev are mounted in the namespace alone, which ends with the run: here
 # the tree is plain folders (and never removed through a mount that is still there)
