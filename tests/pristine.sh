@@ -171,7 +171,9 @@ elif [ -n "${PRISTINE_CHECK_FOR:-}" ]; then
     what="make check (a trial: its first $PRISTINE_CHECK_FOR s)"
     timeout -s INT "$PRISTINE_CHECK_FOR" make check >/pristine/check.log 2>&1
     rc=$?
-    [ $rc = 124 ] && ! grep -qE '^(FAILED|ERROR) |check: .* FAILED|\*\*\* ' /pristine/check.log &&
+    # make's "*** [...] Interrupt" lines are the trial's own stop; "*** [...] Error N" failed
+    [ $rc = 124 ] && ! grep -qE '^(FAILED|ERROR) |check: .* FAILED|\*\*\* .*Error' \
+        /pristine/check.log &&
         { echo "pristine: $what: nothing failed in $(($(date +%s) - t0)) s; its last line:" \
                "$(tail -1 /pristine/check.log)"; exit 0; }
 else
@@ -182,7 +184,7 @@ fi
 took=$(($(date +%s) - t0))
 if [ $rc != 0 ]; then
     echo "pristine: FAILED: \`$what\` (exit $rc after $took s); what failed:" >&2
-    grep -E '^(FAILED|ERROR) |^check: .*(FAILED|FLAKY)|^make.*\*\*\*|^setup: ' \
+    grep -E '^(FAILED|ERROR) |^check: .*(FAILED|FLAKY)|^make.*\*\*\* .*Error|^setup: ' \
         /pristine/check.log | head -40 >&2
     echo "pristine: its last lines:" >&2
     tail -15 /pristine/check.log >&2
