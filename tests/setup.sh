@@ -98,6 +98,9 @@ pkgs="$pkgs php-fpm"
 # checks that both read a tbf bottleneck alike); ethtool: the GRO/GSO/TSO tunings on the
 # lab's veth links (test_throughput.py applies every tuning)
 pkgs="$pkgs iperf3 ethtool"
+# debootstrap: tests/pristine.sh (make check-all PRISTINE=1) makes a Debian 12 minbase tree
+# with it, where the README's two commands run on a machine nobody used (issue 91)
+pkgs="$pkgs debootstrap"
 # jq: test_log_json.py reads every line of --log-format json with it (and with Python's json)
 pkgs="$pkgs jq"
 # clang-tidy-14 and cppcheck: make lint (tests/lint.sh), a job of make check, beside gcc's
@@ -279,7 +282,9 @@ for spec in lodash@4.17.20:package/lodash.js lodash@4.17.21:package/lodash.js \
         rm -f "$out.part"
         echo "setup: could not npm pack $pkg (offline?): the dictionary tests on real data skip" >&2
     fi
-    rm -f "$dd/tmp/$tgz"
+    # no file when npm pack failed: "$dd/tmp/" itself is no file to remove (issue 91: that
+    # rm's error ended setup.sh, under set -e, in a tree that could not reach the registry)
+    [ -z "$tgz" ] || rm -f "$dd/tmp/$tgz"
 done
 rm -rf "$dd/tmp"
 if [ -d "$dd" ] && [ "$(id -u)" = 0 ] && [ "$(stat -c %u "$root")" != 0 ]; then

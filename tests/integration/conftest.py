@@ -66,7 +66,8 @@ pytest.register_assert_rewrite("harness")
 from harness.env import (ALARMING, BUILD_DIR, client_pki, client_tls_context, curl_version_args,
                          FILE_CACHE_WAIT, first_backend_only, h1_only, H2, h2_bug, H3, h3_bug,
                          http_only, HTTP_VERSION, import_h2, IO_TIMEOUT, LISTEN_RE, LOG_VERSION,
-                         MUX, no_h3_client, OTHER_BACKENDS, _pki, plain_bound, ROOT, SCHEME, serial,
+                         MUX, no_h3_client, OTHER_BACKENDS, own_user, _pki, plain_bound, ROOT,
+                         SCHEME, serial,
                          skip_if_idle_class_starved, SOCKET_CLOSE_WAIT, START_TIMEOUT,
                          STOP_TIMEOUT, test_pki, TLS,
                          url)  # noqa: E402,F401

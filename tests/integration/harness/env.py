@@ -4,9 +4,11 @@ show), the test PKI (test_pki(); client_pki() for mutual TLS), the skip marks by
 scheme and backend, URLs, TLS
 contexts for clients, the timeouts and the `serial` mark."""
 
+import contextlib
 import os
 import re
 import subprocess
+import time
 
 import pytest
 
@@ -300,3 +302,35 @@ def skip_if_idle_class_starved(secs=0.5, least=0.5):
 # answers.  make check's HTTP pass on the plain twin of a sanitizer build
 # runs little else (run-check --lean): these, and the modules in LEAN there.
 plain_bound = pytest.mark.plain_bound
+
+
+@contextlib.contextmanager
+def own_user(prefix="gt"):
+    """A system user and group of the test's own (PREFIX and 8 random hex
+    digits: no home, no login shell), made with useradd and removed with
+    userdel after: yields its name.  For a test that runs something as a
+    user a package would make (the options file's `-u gatling`, which the
+    package's postinst makes): it must not rely on a package that another
+    test or an earlier run installed, which a fresh machine lacks (issue 91).
+    A name of its own, so that it neither races test_package.py's install
+    and purge nor leaves anything behind.  Root only: skips otherwise."""
+    if os.geteuid() != 0:
+        pytest.skip("making a user needs root")
+    name = "%s%s" % (prefix, os.urandom(4).hex())
+    for tries in range(20):  # another test may hold /etc/passwd's lock
+        r = subprocess.run(["useradd", "--system", "--user-group", "--no-create-home",
+                            "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", name],
+                           capture_output=True, text=True, timeout=60)
+        if r.returncode == 0 or "lock" not in r.stderr:
+            break
+        time.sleep(0.5)
+    assert r.returncode == 0, "useradd %s: %s" % (name, r.stderr)
+    try:
+        yield name
+    finally:
+        for tries in range(20):
+            r = subprocess.run(["userdel", name], capture_output=True, text=True, timeout=60)
+            if r.returncode == 0 or "lock" not in r.stderr:
+                break
+            time.sleep(0.5)
+        assert r.returncode == 0, "userdel %s: %s" % (name, r.stderr)

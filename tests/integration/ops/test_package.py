@@ -338,8 +338,22 @@ def deb(tmp_path_factory):
 ENV = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
 
 
+def user_or_group(name):
+    """Whether a user or a group NAME exists."""
+    for get in (pwd.getpwnam, grp.getgrnam):
+        with contextlib.suppress(KeyError):
+            return bool(get(name))
+    return False
+
+
 @pytest.fixture(scope="module")
 def installed(deb):
+    """The package installed (dpkg -i), then purged, and what the purge keeps
+    by Debian's rule (the gatling user and group its postinst made: files it
+    owned elsewhere must not change hands) removed too when this test made
+    them, so that no later test or run finds a user only this one made (issue
+    91: test_readme.py's --check passed only where this test had run before)."""
+    had_user = user_or_group("gatling")
     r = subprocess.run(["dpkg", "-i", deb], capture_output=True, text=True, timeout=300, env=ENV)
     try:
         assert r.returncode == 0, r.stdout + r.stderr
@@ -349,6 +363,11 @@ def installed(deb):
             subprocess.run(["dpkg", "--purge", "gatling"], capture_output=True, timeout=300,
                            env=ENV)
         shutil.rmtree("/run/gatling", ignore_errors=True)  # runtime_directory()'s
+        if not had_user:
+            subprocess.run(["userdel", "gatling"], capture_output=True, timeout=60)
+            if user_or_group("gatling"):  # a group userdel left (USERGROUPS_ENAB no)
+                subprocess.run(["groupdel", "gatling"], capture_output=True, timeout=60)
+            assert not user_or_group("gatling"), "the package's user or group is left"
 
 
 def test_package_is_lintian_clean(deb):
