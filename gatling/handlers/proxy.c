@@ -55,6 +55,7 @@ static int rule_parse(const char *s, px_rule_t *r, px_pooldef_t *pd, char *name,
     if (!*re || !opt_regex_bounded(re, OPT_REGEX_NODES) ||
         regcomp(&r->re, re, REG_EXTENDED | REG_NOSUB))
         return -1;
+    cgienv_exts(re, r->ext, sizeof r->ext); /* (too many: those that fit, px_claims) */
     return px_front_check(r, name[0] ? PX_FCGI : pd->kind, why); /* a pool's: pools_init's */
 }
 
@@ -236,6 +237,7 @@ int proxy_config_check(const config_t *cfg)
         const char *why;
         if (rule_parse(cfg->proxy_rule[i], &r, pd, name, sizeof name, &why) < 0)
             goto out;
+        px_narrow_check(cfg, cfg->proxy_rule[i], &r, name, pd->kind);
         regfree(&r.re);
         total += pd->n;
         if (px_tls_check(cfg, pd, "-P", cfg->proxy_rule[i]) < 0)
@@ -834,6 +836,9 @@ int proxy_dispatch(exchange_t *ex)
         return PROXY_NOT_MINE;
     if (ex->site->cfg->log_vhost || ex->site->cfg->log_json) /* as a file's: who served */
         vhost_log_name(t.which, t.vhost, ex->local_port, ex->vhost, sizeof ex->vhost);
+    int refused = px_script_check(ex, r, &t);
+    if (refused)
+        return ex_error(ex, refused, NULL, NULL);
     int grpc = px_is_grpc(ex);
     if (grpc && !ex_has_trailers(ex))
         return px_grpc_refused(ex);
@@ -872,23 +877,8 @@ static int proxy_on(const site_t *site)
     return hstate(site, HSTATE_PROXY) != NULL;
 }
 
-/* A path a FastCGI or SCGI rule takes as its script, whole: a script the
-   backend runs from its file, on any host (one without .proxy sends its
-   requests to no rule, and must not send the script as a file).  An HTTP
-   rule's paths are the backend's URLs, not programs here: a host that does
-   not proxy serves its files there. */
-static int proxy_claims(const site_t *site, const char *path, size_t n)
-{
-    const proxy_t *px = hstate(site, HSTATE_PROXY);
-    for (int i = 0; px && i < px->nrules; i++)
-        if ((px->rule[i].kind == PX_FCGI || px->rule[i].kind == PX_SCGI) &&
-            cgienv_script(&px->rule[i].re, 1, path, n, CGIENV_AT_END) == n)
-            return 1;
-    return 0;
-}
-
 const handler_t proxy_handler = {
     .name = "-P", .serve = proxy_dispatch, .init = proxy_init, .free = proxy_free, .on = proxy_on,
-    .streams = proxy_streams, .claims = proxy_claims, .wrap = HANDLER_STORE | HANDLER_CODE,
+    .streams = proxy_streams, .claims = px_claims, .wrap = HANDLER_STORE | HANDLER_CODE,
     .backend = proxy_backend,
 };

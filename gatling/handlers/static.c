@@ -225,8 +225,8 @@ static int program(const site_t *s, const char *path, size_t n)
 static int program_refused(exchange_t *ex, const char *path)
 {
     char why[EX_PATH_CAP + 160];
-    snprintf(why, sizeof why, "%.*s: a program's path (a -P rule's or a CGI pattern's) where "
-             "no rule runs it (a host without .proxy?): 403, not its source",
+    snprintf(why, sizeof why, "%.*s: a program (a path or an extension a -P rule or a CGI "
+             "pattern runs, or a backup copy of one) where no rule runs it: 403, not its source",
              EX_PATH_CAP, path);
     site_error(ex->site, "files", 0, ex->peer, why);
     return ex_error(ex, 403, NULL, NULL);
