@@ -602,9 +602,10 @@ static int guard(exchange_t *ex, const cgi_find_t *f, const char *script, char *
     user[0] = 0;
     for (int i = 0; i < 2 && paths[i]; i++) {
         int h = htaccess_check(f->vfd, paths[i], strlen(paths[i]), NULL, 0, realm, sizeof realm);
-        if (h == 500) {
-            site_error(ex->site, ".htaccess check", 0, ex->peer, paths[i]);
-            return ex_error(ex, 500, NULL, NULL) < 0 ? -1 : 1;
+        if (h == 500 || h == 403) {
+            if (h == 500)
+                site_error(ex->site, ".htaccess check", 0, ex->peer, paths[i]);
+            return ex_error(ex, h, NULL, NULL) < 0 ? -1 : 1;
         }
         if (h == 401) {
             int r = auth_check(ex, &f->t, paths[i], NULL);

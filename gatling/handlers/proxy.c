@@ -71,6 +71,19 @@ const char *proxy_rule_check(const char *rule)
     return NULL;
 }
 
+int px_rule_runs(const char *rule, const char *script)
+{
+    px_rule_t r;
+    px_pooldef_t pd;
+    char name[40];
+    const char *why;
+    if (rule_parse(rule, &r, &pd, name, sizeof name, &why) < 0)
+        return 0;
+    int runs = px_front_takes(&r, script);
+    regfree(&r.re);
+    return runs;
+}
+
 const char *proxy_pool_check(const char *def)
 {
     px_pooldef_t pd;

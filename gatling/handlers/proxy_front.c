@@ -161,7 +161,7 @@ int px_front_conf_parse(char *text, size_t n, char *front, int *line, const char
     return said;
 }
 
-int proxy_front_check_file(int dirfd, const char *path)
+int proxy_front_check_file(const config_t *cfg, int dirfd, const char *path)
 {
     char text[PX_FRONT_FILE_MAX + 1], front[PX_FRONT_MAX];
     ssize_t n = fs_read_small(dirfd, ".proxy", text, PX_FRONT_FILE_MAX, 0);
@@ -172,11 +172,20 @@ int proxy_front_check_file(int dirfd, const char *path)
                 PX_FRONT_FILE_MAX);
         return -1;
     }
-    int line;
+    int line, runs = 0;
     const char *why = "";
-    if (px_front_conf_parse(text, (size_t)n, front, &line, &why) < 0) {
+    int said = px_front_conf_parse(text, (size_t)n, front, &line, &why);
+    if (said < 0) {
         fprintf(stderr, "gatling: %s/.proxy:%d: %s (the site would have no front "
                 "controller)\n", path, line, why);
+        return -1;
+    }
+    for (int i = 0; said == 1 && i < cfg->nproxy_rules; i++)
+        runs |= px_rule_runs(cfg->proxy_rule[i], front);
+    if (said == 1 && !runs) {
+        fprintf(stderr, "gatling: %s/.proxy:%d: front %s: no FastCGI or SCGI rule (-P) runs "
+                "it as a script (the site would have no front controller)\n", path, line,
+                front);
         return -1;
     }
     return 0;

@@ -358,6 +358,10 @@ const char *px_front_prefix(const char *s, char *front, size_t cap, const char *
 /* Does r (a FastCGI or SCGI rule) run script as a whole script? */
 int px_front_takes(const px_rule_t *r, const char *script);
 
+/* proxy.c's, for --check: does the -P rule (its text) run script as a
+   front controller's (px_front_takes)?  1 or 0 (a bad rule: 0). */
+int px_rule_runs(const char *rule, const char *script);
+
 /* rule_parse's end: r's front= (if any) is a script r runs, kind (PX_*)
    being its pool's (a --pool's: PX_FCGI until pools_init knows).  0, or
    -1 with *why and r's expression freed. */

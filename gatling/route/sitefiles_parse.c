@@ -400,7 +400,9 @@ int sf_redirects_parse(sf_redirects_t *t, const char *text, size_t n, sf_bad_fn 
     while ((s = next_line(&ls, &len))) {
         int added = 0;
         /* (t->n <= max: index_add refuses a rule past the limits) */
-        const char *no = len > SF_LINE_MAX ? "over 1,000 bytes" : rule_line(t, s, pat, &added);
+        const char *no = len > SF_LINE_MAX     ? "over 1,000 bytes"
+                         : memchr(s, 0, len) ? "a NUL byte (the line is not what it shows)"
+                                             : rule_line(t, s, pat, &added);
         if (no && bad)
             bad(arg, ls.line, no);
         if (added) {
@@ -574,11 +576,15 @@ int sf_headers_parse(sf_headers_t *t, const char *text, size_t n, sf_bad_fn *bad
     while ((s = next_line(&ls, &len))) {
         const char *no = NULL;
         size_t lead = strspn(s, " \t");
-        if (!s[lead] || s[lead] == '#')
+        if ((!s[lead] || s[lead] == '#') && !memchr(s, 0, len))
             continue;
         if (len > SF_LINE_MAX)
             no = "over 1,000 bytes";
-        else if (!lead) {
+        else if (memchr(s, 0, len)) {
+            no = "a NUL byte (the line is not what it shows)";
+            if (!lead) /* a path line's fields go with it */
+                cur = NULL, skipping = 1;
+        } else if (!lead) {
             no = block_line(t, s, pat, &cur);
             skipping = no != NULL;
             if (cur)

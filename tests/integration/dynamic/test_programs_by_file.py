@@ -133,3 +133,21 @@ def test_a_closed_directory_is_no_way_to_the_front_controller(gatling, fpm):
     for path in ("/closed/missing", "/closed/", "/closed/sub/x"):
         r = fetch(srv.port, path)
         assert r.status == 403 and b"ran" not in r.body, (path, r)
+
+
+def test_check_names_a_front_no_rule_runs(build, tmp_path):
+    """A .proxy's front naming a file no FastCGI or SCGI rule runs (a page,
+    not a script) leaves the site without a front controller: --check says
+    so and fails (before: silent)."""
+    root = tmp_path / "root"
+    root.mkdir()
+    sock = str(tmp_path / "none.sock")
+    for front, bad in (("/index.html", True), ("/index.php", False)):
+        (root / ".proxy").write_text("front %s\n" % front)
+        p = subprocess.run([build.binary, "--check", "-p", "0", "--no-chroot",
+                            "-P", r"F/unix:%s:\.php$" % sock], cwd=str(root),
+                           capture_output=True, text=True, timeout=30)
+        said = [l for l in p.stderr.splitlines() if "no FastCGI or SCGI rule" in l]
+        assert (p.returncode == 2) == bad and bool(said) == bad, (front, p.stderr)
+        if bad:
+            assert ".proxy:1: front /index.html" in said[0], said

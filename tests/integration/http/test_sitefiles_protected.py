@@ -130,3 +130,18 @@ def test_a_placeholder_adds_no_cookie_attribute(gatling):
     assert r.status == 200 and r.header_all("set-cookie") == ["last=a; Path=/c"], r
     r = fetch(srv.port, "/c/b%3Bx%3D1")
     assert r.status == 200 and r.header_all("set-cookie") == ["last=b%3Bx%3D1; Path=/c"], r
+
+
+def test_check_names_a_nul_in_a_rule_line(build, tmp_path):
+    """A NUL cuts a line short where the parser reads it: --check names the
+    line (before: _headers' said nothing, _redirects' a wrong reason)."""
+    root = tmp_path / "nul"
+    root.mkdir()
+    (root / "_redirects").write_bytes(b"/a\x00b /c 301\n/d /e 302\n")
+    (root / "_headers").write_bytes(b"/x\n  X-A: b\x00c\n/y\n  X-B: d\n")
+    p = subprocess.run([build.binary, "--check", "-p", "0", "--no-chroot"], cwd=str(root),
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2, p.stderr
+    for where in ("_redirects:1: a NUL byte", "_headers:2: a NUL byte"):
+        assert where in p.stderr, p.stderr
+    assert "_redirects:2" not in p.stderr and "_headers:4" not in p.stderr, p.stderr
