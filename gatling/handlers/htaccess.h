@@ -54,10 +54,10 @@
  * credentials missing, not Basic, undecodable or wrong (the realm is copied
  * into realm[0..realmsz), NUL-terminated, truncated, with '"', '\' and
  * control characters removed, ready for WWW-Authenticate: Basic
- * realm="..."), 403 = an Apache .htaccess denies it, 500 = an .htaccess
- * exists but cannot be read (also: a
- * directory on the way that cannot be searched) or is malformed, or path is
- * not absolute.  realm is "" unless 401 is returned.
+ * realm="..."), 403 = an Apache .htaccess denies it, or a directory on the
+ * way may not be searched (or the .htaccess opened: EACCES, a closed
+ * directory, as the files answer it), 500 = an .htaccess exists but cannot
+ * be read otherwise or is malformed, or path is not absolute.  realm is "" unless 401 is returned.
  * User names and hashes are compared in constant time, and crypt runs (on a
  * stand-in hash) for an unknown user too, so timing does not tell which
  * user names exist.

@@ -8,6 +8,7 @@
 #include "cgienv.h"
 #include "hstate.h"
 #include "site/fs.h"
+#include "site/optdef.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -65,6 +66,50 @@ const char *px_front_prefix(const char *s, char *front, size_t cap, const char *
     return semi + 1;
 }
 
+int px_rule_parse(const char *s, px_rule_t *r, px_pooldef_t *pd, char *name, size_t cap,
+                  const char **why)
+{
+    const char *re;
+    memset(r, 0, sizeof *r);
+    memset(pd, 0, sizeof *pd);
+    px_popts_default(&pd->o);
+    if (!(s = px_front_prefix(s, r->front, sizeof r->front, why)))
+        return -1;
+    if (*s == '@') {
+        size_t n = strcspn(s + 1, "/");
+        *why = "@NAME/pattern names a --pool (a-z 0-9 _ -, at most 32)";
+        if (!n || n >= cap || n > 32 || !s[1 + n])
+            return -1;
+        memcpy(name, s + 1, n), name[n] = 0;
+        re = s + 2 + n;
+    } else {
+        name[0] = 0;
+        pd->kind = px_kind_parse(&s);
+        if (px_list_parse(s, 1, pd->m, &pd->n, &re, why) < 0)
+            return -1;
+    }
+    *why = "the pattern is empty, not a POSIX extended regular expression, or one whose "
+           "repetitions (stacked or nested + and {m,n}) would take regcomp too long";
+    if (!*re || !opt_regex_bounded(re, OPT_REGEX_NODES) ||
+        regcomp(&r->re, re, REG_EXTENDED | REG_NOSUB))
+        return -1;
+    cgienv_exts(re, r->ext, sizeof r->ext); /* (too many: those that fit, px_claims) */
+    return px_front_check(r, name[0] ? PX_FCGI : pd->kind, why); /* a pool's: pools_init's */
+}
+
+int px_rule_runs(const char *rule, const char *script)
+{
+    px_rule_t r;
+    px_pooldef_t pd;
+    char name[40];
+    const char *why;
+    if (px_rule_parse(rule, &r, &pd, name, sizeof name, &why) < 0)
+        return 0;
+    int runs = px_front_takes(&r, script);
+    regfree(&r.re);
+    return runs;
+}
+
 int px_front_takes(const px_rule_t *r, const char *script)
 {
     size_t n = strlen(script);
@@ -99,7 +144,7 @@ int px_front_config_check(const config_t *cfg, const char *rule, px_pooldef_t *p
     char front[PX_FRONT_MAX];
     const char *why, *s = px_front_prefix(rule, front, sizeof front, &why);
     if (!s || !front[0] || *s != '@')
-        return 0; /* no front=, or the rule's own kind was checked (rule_parse) */
+        return 0; /* no front=, or the rule's own kind was checked (px_rule_parse) */
     size_t n = strcspn(s + 1, "/");
     for (int i = 0; i < cfg->npools; i++)
         if (!strncmp(cfg->pool_def[i], s + 1, n) && cfg->pool_def[i][n] == '=' &&

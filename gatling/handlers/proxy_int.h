@@ -358,11 +358,17 @@ const char *px_front_prefix(const char *s, char *front, size_t cap, const char *
 /* Does r (a FastCGI or SCGI rule) run script as a whole script? */
 int px_front_takes(const px_rule_t *r, const char *script);
 
-/* proxy.c's, for --check: does the -P rule (its text) run script as a
-   front controller's (px_front_takes)?  1 or 0 (a bad rule: 0). */
+/* Parse one -P rule: "@name/pattern", or a backend list and its pattern
+   (an anonymous pool's backends into pd; name: the --pool's, or "").  0,
+   or -1 with *why (r's expression freed). */
+int px_rule_parse(const char *s, px_rule_t *r, px_pooldef_t *pd, char *name, size_t cap,
+                  const char **why);
+
+/* For --check: does the -P rule (its text) run script as a front
+   controller's (px_front_takes)?  1 or 0 (a bad rule: 0). */
 int px_rule_runs(const char *rule, const char *script);
 
-/* rule_parse's end: r's front= (if any) is a script r runs, kind (PX_*)
+/* px_rule_parse's end: r's front= (if any) is a script r runs, kind (PX_*)
    being its pool's (a --pool's: PX_FCGI until pools_init knows).  0, or
    -1 with *why and r's expression freed. */
 int px_front_check(px_rule_t *r, int kind, const char **why);
