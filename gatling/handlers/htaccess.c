@@ -76,8 +76,9 @@ static int read_file(int fd, char **buf, size_t *len)
 
 /*
  * Open the .htaccess nearest to path (see htaccess.h) and read it.  Returns
- * 1 with *buf set, 0 if there is none, -2 if one may not be looked for or
- * opened (EACCES), -1 if one cannot be opened or read otherwise.
+ * 1 with *buf set, 0 if there is none, -2 if one may not be looked for (a
+ * directory on the way not searchable: EACCES), -1 if one cannot be opened
+ * or read.
  */
 static int find_file(int rootfd, const char *path, size_t n, char **buf, size_t *len)
 {
@@ -102,8 +103,10 @@ static int find_file(int rootfd, const char *path, size_t n, char **buf, size_t 
         }
         /* ENOTDIR: a path component is a file ("/f.txt/x"), so nothing can be below it;
            ENAMETOOLONG: a component no file system holds, so no such directory */
+        struct stat st; /* EACCES: the .htaccess unreadable (-1), or its directory closed */
         if (errno != ENOENT && errno != ENOTDIR && errno != ENAMETOOLONG) {
-            rc = errno == EACCES ? -2 : -1;
+            rc = errno == EACCES && fstatat(rootfd, rel, &st, AT_SYMLINK_NOFOLLOW) < 0 &&
+                         errno == EACCES ? -2 : -1;
             break;
         }
         if (end == 1)
@@ -489,7 +492,7 @@ int htaccess_prepare(int rootfd, const char *path, size_t n, const char *auth, s
     size_t len;
     int st = find_file(rootfd, path, n, &f.buf, &len);
     if (st == -2)
-        return 403; /* a closed directory on the way (or .htaccess not ours to read) */
+        return 403; /* a closed directory on the way: the files' answer below it */
     if (st <= 0)
         return st == 0 ? 0 : 500;
     int rc = memchr(f.buf, 0, len) ? 500 : apache_verdict(f.buf, path, n);

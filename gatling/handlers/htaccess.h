@@ -55,9 +55,9 @@
  * into realm[0..realmsz), NUL-terminated, truncated, with '"', '\' and
  * control characters removed, ready for WWW-Authenticate: Basic
  * realm="..."), 403 = an Apache .htaccess denies it, or a directory on the
- * way may not be searched (or the .htaccess opened: EACCES, a closed
- * directory, as the files answer it), 500 = an .htaccess exists but cannot
- * be read otherwise or is malformed, or path is not absolute.  realm is "" unless 401 is returned.
+ * way may not be searched (EACCES: a closed directory, as the files answer
+ * it), 500 = an .htaccess exists but cannot be read or is malformed, or
+ * path is not absolute.  realm is "" unless 401 is returned.
  * User names and hashes are compared in constant time, and crypt runs (on a
  * stand-in hash) for an unknown user too, so timing does not tell which
  * user names exist.
