@@ -176,6 +176,8 @@ int auth_check(exchange_t *ex, const target_t *t, const char *path, char **grant
     }
     if (h == 0)
         return 0;
+    if (h == 403) /* an Apache .htaccess denies it */
+        return ex_error(ex, 403, NULL, NULL) < 0 ? -1 : 1;
     if (h != 401) {
         site_error(s, ".htaccess check", 0, ex->peer, path); /* unreadable or malformed */
         return ex_error(ex, 500, NULL, NULL) < 0 ? -1 : 1;

@@ -602,9 +602,10 @@ static int guard(exchange_t *ex, const cgi_find_t *f, const char *script, char *
     user[0] = 0;
     for (int i = 0; i < 2 && paths[i]; i++) {
         int h = htaccess_check(f->vfd, paths[i], strlen(paths[i]), NULL, 0, realm, sizeof realm);
-        if (h == 500) {
-            site_error(ex->site, ".htaccess check", 0, ex->peer, paths[i]);
-            return ex_error(ex, 500, NULL, NULL) < 0 ? -1 : 1;
+        if (h == 500 || h == 403) {
+            if (h == 500)
+                site_error(ex->site, ".htaccess check", 0, ex->peer, paths[i]);
+            return ex_error(ex, h, NULL, NULL) < 0 ? -1 : 1;
         }
         if (h == 401) {
             int r = auth_check(ex, &f->t, paths[i], NULL);
@@ -811,6 +812,8 @@ int cgi_init(site_t *s, int spawn_fd)
             cgi_free(s);
             return -1;
         }
+        size_t used = strlen(L->ext); /* (too many: those that fit) */
+        cgienv_exts(cfg->cgi_regex[L->nre], L->ext + used, sizeof L->ext - used);
     }
     hstate_set(s, HSTATE_CGI, L);
     watch_init(&L->w, on_spawner);
@@ -854,11 +857,13 @@ static int cgi_on(const site_t *s)
 }
 
 /* A -w pattern's script, the whole path (a file below a directory whose
-   name a pattern matches is a file: /cgi/dir.sh/index.html). */
+   name a pattern matches is a file: /cgi/dir.sh/index.html), or a file
+   with an extension a pattern names (\.cgi$: every .cgi, wherever). */
 static int cgi_claims(const site_t *s, const char *path, size_t n)
 {
     const cgi_loop_t *L = hstate(s, HSTATE_CGI);
-    return L && cgienv_script(L->re, L->nre, path, n, CGIENV_AT_END) == n;
+    return L && (cgienv_ext_in(L->ext, path, n) ||
+                 cgienv_script(L->re, L->nre, path, n, CGIENV_AT_END) == n);
 }
 
 const handler_t cgi_handler = {

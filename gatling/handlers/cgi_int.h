@@ -20,6 +20,7 @@ typedef struct cgi_loop {
     int pid; /* the spawner's, until it is reaped (0) */
     regex_t re[CONFIG_CGI_MAX];
     int nre;
+    char ext[128]; /* the extensions the patterns name (cgienv_exts): "cgi|pl|" */
     unsigned running;  /* processes of this loop not ended (-J) */
     uint64_t next_id;
     uint64_t *ends;    /* SPAWN_END not sent yet: the socket was full */

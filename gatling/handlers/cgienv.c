@@ -1,4 +1,5 @@
 /* CGI meta-variables: see cgienv.h. */
+#define _GNU_SOURCE /* memrchr */
 #include "cgienv.h"
 #include "fields.h"
 #include "http/hbuf.h"
@@ -7,6 +8,7 @@
 
 #include <netinet/in.h>
 #include <string.h>
+#include <strings.h>
 
 /* One "name=value\0" (value[0..n)). */
 static void put_var(hbuf_t *b, const char *name, const char *value, size_t n, int *count)
@@ -275,4 +277,62 @@ size_t cgienv_script(const regex_t *re, int nre, const char *path, size_t len, i
             return i;
     }
     return part_matches(re, nre, p, len) ? len : 0;
+}
+
+/* A character of a plain extension word in a pattern: php, cgi, py3. */
+static int ext_char(int c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '_' || c == '-';
+}
+
+/* One word of re at *s into out (as "word|"); *s past it. */
+static void ext_word(const char **s, hbuf_t *out)
+{
+    const char *w = *s;
+    while (ext_char((unsigned char)**s))
+        (*s)++;
+    if (*s > w)
+        hb_put(out, w, (size_t)(*s - w)), hb_put(out, "|", 1);
+}
+
+int cgienv_exts(const char *re, char *out, size_t cap)
+{
+    hbuf_t b = hb_init(out, cap);
+    for (const char *s = re; *s; s++) {
+        if (!strncmp(s, "\\.", 2) || !strncmp(s, "[.]", 3))
+            s += *s == '\\' ? 2 : 3;
+        else
+            continue;
+        if (*s != '(') { /* \.php */
+            ext_word(&s, &b);
+        } else { /* \.(php|phtml): its plain words */
+            for (s++; *s && *s != ')';) {
+                ext_word(&s, &b);
+                if (*s && *s != ')')
+                    s++;
+            }
+        }
+        if (!*s)
+            break;
+    }
+    if (!hb_str(&b)) {
+        out[0] = 0;
+        return -1;
+    }
+    return 0;
+}
+
+int cgienv_ext_in(const char *exts, const char *path, size_t n)
+{
+    const char *slash = memrchr(path, '/', n), *last = slash ? slash + 1 : path;
+    const char *dot = memrchr(last, '.', (size_t)(path + n - last));
+    size_t k = dot ? (size_t)(path + n - dot - 1) : 0;
+    for (const char *e = exts; k && *e;) {
+        size_t w = strcspn(e, "|");
+        if (w == k && !strncasecmp(e, dot + 1, k))
+            return 1;
+        e += w + (e[w] == '|');
+    }
+    return 0;
 }

@@ -88,4 +88,18 @@ size_t cgienv_script(const regex_t *re, int nre, const char *path, size_t len, i
 int cgienv_build(const exchange_t *ex, const cgi_script_t *sc, char *buf, size_t cap,
                  size_t *used);
 
+/*
+ * The file extensions a pattern re (its text) names for what it runs:
+ * each plain word after "\." or "[.]", and each of a group's, "\.php$"
+ * gives "php|", "\.(php|phtml)$" "php|phtml|" (into out[0..cap)).  What a
+ * program is goes by its file's extension, not by the rule a request
+ * matched: a narrowed rule (^/w/index\.php$) still makes every .php a
+ * program (router_program).  0, or -1 when they do not fit (out is "").
+ */
+int cgienv_exts(const char *re, char *out, size_t cap);
+
+/* Does the last segment of path[0..n) end in ".EXT" for an EXT of exts
+   (cgienv_exts's, case aside: a file system may not tell)?  1 or 0. */
+int cgienv_ext_in(const char *exts, const char *path, size_t n);
+
 #endif

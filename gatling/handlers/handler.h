@@ -52,7 +52,8 @@ typedef struct handler {
     int (*streams)(exchange_t *ex);
     /* Is path[0..n) (decoded, normalised) a program of this handler's on
        some host: a -P rule's pattern, a CGI pattern, matched as the
-       handler matches it?  NULL: it has none.  Such a path is never sent
+       handler matches it, or a file with an extension a pattern names
+       (cgienv_exts)?  NULL: it has none.  Such a path is never sent
        as a file (router_program, static.c): it is run or refused. */
     int (*claims)(const struct site *site, const char *path, size_t n);
     /* A producer's answers, as the stages that wrap one may take them

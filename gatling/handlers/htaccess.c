@@ -1,5 +1,5 @@
 /* .htaccess Basic authentication: see htaccess.h. */
-#define _GNU_SOURCE /* explicit_bzero */
+#define _GNU_SOURCE /* explicit_bzero, memrchr */
 #include "htaccess.h"
 #include "http/hbuf.h"
 #include "http/owfat.h"
@@ -7,6 +7,9 @@
 #include <crypt.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
+#include <regex.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,7 +76,9 @@ static int read_file(int fd, char **buf, size_t *len)
 
 /*
  * Open the .htaccess nearest to path (see htaccess.h) and read it.  Returns
- * 1 with *buf set, 0 if there is none, -1 if one cannot be opened or read.
+ * 1 with *buf set, 0 if there is none, -2 if one may not be looked for (a
+ * directory on the way not searchable: EACCES), -1 if one cannot be opened
+ * or read.
  */
 static int find_file(int rootfd, const char *path, size_t n, char **buf, size_t *len)
 {
@@ -98,8 +103,10 @@ static int find_file(int rootfd, const char *path, size_t n, char **buf, size_t 
         }
         /* ENOTDIR: a path component is a file ("/f.txt/x"), so nothing can be below it;
            ENAMETOOLONG: a component no file system holds, so no such directory */
+        struct stat st; /* EACCES: the .htaccess unreadable (-1), or its directory closed */
         if (errno != ENOENT && errno != ENOTDIR && errno != ENAMETOOLONG) {
-            rc = -1;
+            rc = errno == EACCES && fstatat(rootfd, rel, &st, AT_SYMLINK_NOFOLLOW) < 0 &&
+                         errno == EACCES ? -2 : -1;
             break;
         }
         if (end == 1)
@@ -216,6 +223,104 @@ static int hash_cost_ok(const char *h)
     return 1;
 }
 
+/* Is line[0..n) (blanks first skipped) one of Apache's: a <Section> or
+   </Section>, or a directive Debian's WordPress and DokuWiki .htaccess
+   files hold (rewrites, access, options, types, expiry)? */
+static int apache_line(const char *line, size_t n)
+{
+    static const char *const words[] = {
+        "RewriteEngine", "RewriteRule", "RewriteCond", "RewriteBase", "RewriteOptions",
+        "Options", "Require", "Order", "Deny", "Allow", "Satisfy", "AuthType", "AuthName",
+        "AuthUserFile", "AuthGroupFile", "AuthBasicProvider", "DirectoryIndex", "ErrorDocument",
+        "AddType", "AddHandler", "AddDefaultCharset", "AddCharset", "AddEncoding",
+        "AddOutputFilterByType", "Header", "SetEnv", "SetEnvIf", "ExpiresActive",
+        "ExpiresByType", "ExpiresDefault", "FileETag", "ForceType", "SetHandler",
+        "RemoveHandler", "Redirect", "RedirectMatch", "php_value", "php_flag",
+        "php_admin_value", "php_admin_flag", "IndexIgnore", "ServerSignature"};
+    while (n && (*line == ' ' || *line == '\t'))
+        line++, n--;
+    if (n && *line == '<')
+        return 1;
+    size_t w = 0;
+    while (w < n && line[w] != ' ' && line[w] != '\t')
+        w++;
+    for (size_t i = 0; i < sizeof words / sizeof *words; i++)
+        if (strlen(words[i]) == w && !strncasecmp(line, words[i], w))
+            return 1;
+    return 0;
+}
+
+/* Does the Apache pattern of a <Files pat>, <Files ~ "re"> or <FilesMatch
+   "re"> line (l, after its '<') take the file name base?  A pattern not
+   understood takes it: what it denies stays denied. */
+static int section_takes(const char *l, const char *base)
+{
+    int re = !strncasecmp(l, "FilesMatch", 10);
+    l += re ? 10 : 5;
+    l += strspn(l, " \t");
+    if (*l == '~')
+        re = 1, l += 1 + strspn(l + 1, " \t");
+    char pat[512];
+    size_t k = strcspn(l, ">");
+    if (k && *l == '"')
+        l++, k = strcspn(l, "\"");
+    if (!k || k >= sizeof pat)
+        return 1;
+    memcpy(pat, l, k), pat[k] = 0;
+    if (!re)
+        return fnmatch(pat, base, 0) == 0;
+    regex_t rx;
+    if (regcomp(&rx, pat, REG_EXTENDED | REG_NOSUB))
+        return 1;
+    int m = regexec(&rx, base, 0, NULL, 0) == 0;
+    regfree(&rx);
+    return m;
+}
+
+/* Does an Apache directive line l deny the file: Require all denied, Deny
+   from all, or Apache's own authentication, which gatling cannot honour? */
+static int apache_denies(const char *l)
+{
+    static const char *const deny[] = {"require all denied", "deny from all", "authtype",
+                                       "authuserfile", "authgroupfile", "require valid-user",
+                                       "require user", "require group"};
+    for (size_t i = 0; i < sizeof deny / sizeof *deny; i++)
+        if (!strncasecmp(l, deny[i], strlen(deny[i])))
+            return 1;
+    return 0;
+}
+
+/* An Apache .htaccess (its first line neither blank nor a comment is
+   apache_line's): 403 when it denies the file at path[0..n) (apache_denies,
+   at its top, in <IfModule> sections or a <Files> one that takes the
+   file's name), else 0 (its rewrites, options and types are Apache's
+   business); -1 when it is gatling's own (a realm, users).  buf: the file,
+   NUL-terminated, not changed. */
+static int apache_verdict(const char *buf, const char *path, size_t n)
+{
+    char base[256];
+    const char *slash = memrchr(path, '/', n);
+    size_t bl = (size_t)(path + n - slash - 1);
+    snprintf(base, sizeof base, "%.*s", (int)bl, slash + 1);
+    int first = 1, depth = 0, off = 0; /* off: the depth of a section that does not apply */
+    for (const char *l = buf, *e; *l; l = *e ? e + 1 : e) {
+        e = l + strcspn(l, "\n");
+        l += strspn(l, " \t");
+        if (l >= e || *l == '#' || *l == '\r')
+            continue;
+        if (first && !apache_line(l, (size_t)(e - l)))
+            return -1;
+        first = 0;
+        if (*l == '<' && l[1] == '/')
+            off = off == depth-- ? 0 : off;
+        else if (*l == '<' && ++depth && !off && !strncasecmp(l + 1, "Files", 5))
+            off = section_takes(l + 1, base) ? 0 : depth;
+        else if (!off && apache_denies(l))
+            return 403;
+    }
+    return first ? -1 : 0; /* (blank: gatling's, without a realm) */
+}
+
 int htaccess_line(const char *line, size_t n, int *realm, const char **why)
 {
     char hash[512];
@@ -225,10 +330,10 @@ int htaccess_line(const char *line, size_t n, int *realm, const char **why)
     *why = "a NUL byte";
     if (memchr(line, 0, n))
         return -1;
-    if (n == 0 || line[0] == '#')
+    if (n == 0 || line[0] == '#' || *realm == 2)
         return 0;
     if (!*realm)
-        return *realm = 1, 0;
+        return *realm = apache_line(line, n) ? 2 : 1, 0; /* 2: Apache's (apache_verdict) */
     *why = "not user:hash (a user name, ':', then its crypt(3) hash)";
     if (!colon || colon == line || colon + 1 == line + n)
         return -1;
@@ -386,14 +491,17 @@ int htaccess_prepare(int rootfd, const char *path, size_t n, const char *auth, s
     htfile_t f = {0};
     size_t len;
     int st = find_file(rootfd, path, n, &f.buf, &len);
+    if (st == -2)
+        return 403; /* a closed directory on the way: the files' answer below it */
     if (st <= 0)
         return st == 0 ? 0 : 500;
-    int rc = 500;
-    if (parse_file(&f, len) == 0) {
+    int rc = memchr(f.buf, 0, len) ? 500 : apache_verdict(f.buf, path, n);
+    if (rc < 0) /* gatling's own */
+        rc = parse_file(&f, len) == 0 ? 401 : 500;
+    if (rc == 401) {
         char dec[AUTH_DEC_MAX];
         const char *user, *pass;
         size_t ulen;
-        rc = 401;
         if (parse_basic(auth, authlen, dec, &user, &ulen, &pass) == 0)
             rc = pick(&f, user, ulen, pass, p) == 0 ? HTACCESS_VERIFY : 500;
         explicit_bzero(dec, sizeof dec);

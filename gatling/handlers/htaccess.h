@@ -17,6 +17,14 @@
  * and one line could otherwise make every login allocate gigabytes or spin for
  * minutes on the worker threads.
  *
+ * An Apache .htaccess (Debian's WordPress and DokuWiki packages ship them:
+ * its first line neither blank nor a comment is a <Section> or one of the
+ * directives those hold, RewriteRule, Options, Require, Deny, AuthType...)
+ * is read for what it denies: "Require all denied", "Deny from all" or
+ * Apache's own authentication (which gatling cannot check) at its top, in
+ * <IfModule> or in a <Files>/<FilesMatch> section whose pattern takes the
+ * file's name make 403; its other directives are Apache's, ignored.
+ *
  * The nearest .htaccess governs alone: one in a subdirectory replaces, not
  * extends, those above it.
  *
@@ -46,9 +54,10 @@
  * credentials missing, not Basic, undecodable or wrong (the realm is copied
  * into realm[0..realmsz), NUL-terminated, truncated, with '"', '\' and
  * control characters removed, ready for WWW-Authenticate: Basic
- * realm="..."), 500 = an .htaccess exists but cannot be read (also: a
- * directory on the way that cannot be searched) or is malformed, or path is
- * not absolute.  realm is "" unless 401 is returned.
+ * realm="..."), 403 = an Apache .htaccess denies it, or a directory on the
+ * way may not be searched (EACCES: a closed directory, as the files answer
+ * it), 500 = an .htaccess exists but cannot be read or is malformed, or
+ * path is not absolute.  realm is "" unless 401 is returned.
  * User names and hashes are compared in constant time, and crypt runs (on a
  * stand-in hash) for an unknown user too, so timing does not tell which
  * user names exist.

@@ -26,45 +26,13 @@
 
 /* ---- rules and pools ---- */
 
-/* Parse one rule: "@name/pattern", or a backend list and its pattern (an
-   anonymous pool's backends into pd).  0, or -1 with *why. */
-static int rule_parse(const char *s, px_rule_t *r, px_pooldef_t *pd, char *name, size_t cap,
-                      const char **why)
-{
-    const char *re;
-    memset(r, 0, sizeof *r);
-    memset(pd, 0, sizeof *pd);
-    px_popts_default(&pd->o);
-    if (!(s = px_front_prefix(s, r->front, sizeof r->front, why)))
-        return -1;
-    if (*s == '@') {
-        size_t n = strcspn(s + 1, "/");
-        *why = "@NAME/pattern names a --pool (a-z 0-9 _ -, at most 32)";
-        if (!n || n >= cap || n > 32 || !s[1 + n])
-            return -1;
-        memcpy(name, s + 1, n), name[n] = 0;
-        re = s + 2 + n;
-    } else {
-        name[0] = 0;
-        pd->kind = px_kind_parse(&s);
-        if (px_list_parse(s, 1, pd->m, &pd->n, &re, why) < 0)
-            return -1;
-    }
-    *why = "the pattern is empty, not a POSIX extended regular expression, or one whose "
-           "repetitions (stacked or nested + and {m,n}) would take regcomp too long";
-    if (!*re || !opt_regex_bounded(re, OPT_REGEX_NODES) ||
-        regcomp(&r->re, re, REG_EXTENDED | REG_NOSUB))
-        return -1;
-    return px_front_check(r, name[0] ? PX_FCGI : pd->kind, why); /* a pool's: pools_init's */
-}
-
 const char *proxy_rule_check(const char *rule)
 {
     px_rule_t r;
     px_pooldef_t pd;
     char name[40];
     const char *why;
-    if (rule_parse(rule, &r, &pd, name, sizeof name, &why) < 0)
+    if (px_rule_parse(rule, &r, &pd, name, sizeof name, &why) < 0)
         return why;
     regfree(&r.re);
     return NULL;
@@ -234,8 +202,9 @@ int proxy_config_check(const config_t *cfg)
         px_rule_t r;
         char name[40];
         const char *why;
-        if (rule_parse(cfg->proxy_rule[i], &r, pd, name, sizeof name, &why) < 0)
+        if (px_rule_parse(cfg->proxy_rule[i], &r, pd, name, sizeof name, &why) < 0)
             goto out;
+        px_narrow_check(cfg, cfg->proxy_rule[i], &r, name, pd->kind);
         regfree(&r.re);
         total += pd->n;
         if (px_tls_check(cfg, pd, "-P", cfg->proxy_rule[i]) < 0)
@@ -293,7 +262,7 @@ void proxy_sockets(const config_t *cfg, const int *dirfd, proxy_socket_fn fn, vo
     for (int i = 0; pd && i < cfg->nproxy_rules; i++) {
         px_rule_t r;
         char name[40];
-        if (rule_parse(cfg->proxy_rule[i], &r, pd, name, sizeof name, &why) < 0)
+        if (px_rule_parse(cfg->proxy_rule[i], &r, pd, name, sizeof name, &why) < 0)
             continue;
         regfree(&r.re);
         pd_sockets(pd, "-P", cfg->proxy_rule[i], fn, arg);
@@ -340,7 +309,7 @@ static int pools_init(proxy_t *px, px_pooldef_t *pd)
     for (int i = 0; i < cfg->nproxy_rules; i++, px->nrules++) {
         px_rule_t *r = &px->rule[i];
         char name[40];
-        if (rule_parse(cfg->proxy_rule[i], r, pd, name, sizeof name, &why) < 0)
+        if (px_rule_parse(cfg->proxy_rule[i], r, pd, name, sizeof name, &why) < 0)
             return -1;
         for (int j = 0; j < px->npools && name[0] && !r->pool; j++)
             if (px->pool[j]->cfg_index >= 0 && !strcmp(px->pool[j]->name, name))
@@ -834,6 +803,9 @@ int proxy_dispatch(exchange_t *ex)
         return PROXY_NOT_MINE;
     if (ex->site->cfg->log_vhost || ex->site->cfg->log_json) /* as a file's: who served */
         vhost_log_name(t.which, t.vhost, ex->local_port, ex->vhost, sizeof ex->vhost);
+    int refused = px_script_check(ex, r, &t);
+    if (refused)
+        return ex_error(ex, refused, NULL, NULL);
     int grpc = px_is_grpc(ex);
     if (grpc && !ex_has_trailers(ex))
         return px_grpc_refused(ex);
@@ -872,23 +844,8 @@ static int proxy_on(const site_t *site)
     return hstate(site, HSTATE_PROXY) != NULL;
 }
 
-/* A path a FastCGI or SCGI rule takes as its script, whole: a script the
-   backend runs from its file, on any host (one without .proxy sends its
-   requests to no rule, and must not send the script as a file).  An HTTP
-   rule's paths are the backend's URLs, not programs here: a host that does
-   not proxy serves its files there. */
-static int proxy_claims(const site_t *site, const char *path, size_t n)
-{
-    const proxy_t *px = hstate(site, HSTATE_PROXY);
-    for (int i = 0; px && i < px->nrules; i++)
-        if ((px->rule[i].kind == PX_FCGI || px->rule[i].kind == PX_SCGI) &&
-            cgienv_script(&px->rule[i].re, 1, path, n, CGIENV_AT_END) == n)
-            return 1;
-    return 0;
-}
-
 const handler_t proxy_handler = {
     .name = "-P", .serve = proxy_dispatch, .init = proxy_init, .free = proxy_free, .on = proxy_on,
-    .streams = proxy_streams, .claims = proxy_claims, .wrap = HANDLER_STORE | HANDLER_CODE,
+    .streams = proxy_streams, .claims = px_claims, .wrap = HANDLER_STORE | HANDLER_CODE,
     .backend = proxy_backend,
 };

@@ -6,7 +6,9 @@
 #include "proxy_int.h"
 #include "proxy_front.h"
 #include "cgienv.h"
+#include "hstate.h"
 #include "site/fs.h"
+#include "site/optdef.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -64,6 +66,50 @@ const char *px_front_prefix(const char *s, char *front, size_t cap, const char *
     return semi + 1;
 }
 
+int px_rule_parse(const char *s, px_rule_t *r, px_pooldef_t *pd, char *name, size_t cap,
+                  const char **why)
+{
+    const char *re;
+    memset(r, 0, sizeof *r);
+    memset(pd, 0, sizeof *pd);
+    px_popts_default(&pd->o);
+    if (!(s = px_front_prefix(s, r->front, sizeof r->front, why)))
+        return -1;
+    if (*s == '@') {
+        size_t n = strcspn(s + 1, "/");
+        *why = "@NAME/pattern names a --pool (a-z 0-9 _ -, at most 32)";
+        if (!n || n >= cap || n > 32 || !s[1 + n])
+            return -1;
+        memcpy(name, s + 1, n), name[n] = 0;
+        re = s + 2 + n;
+    } else {
+        name[0] = 0;
+        pd->kind = px_kind_parse(&s);
+        if (px_list_parse(s, 1, pd->m, &pd->n, &re, why) < 0)
+            return -1;
+    }
+    *why = "the pattern is empty, not a POSIX extended regular expression, or one whose "
+           "repetitions (stacked or nested + and {m,n}) would take regcomp too long";
+    if (!*re || !opt_regex_bounded(re, OPT_REGEX_NODES) ||
+        regcomp(&r->re, re, REG_EXTENDED | REG_NOSUB))
+        return -1;
+    cgienv_exts(re, r->ext, sizeof r->ext); /* (too many: those that fit, px_claims) */
+    return px_front_check(r, name[0] ? PX_FCGI : pd->kind, why); /* a pool's: pools_init's */
+}
+
+int px_rule_runs(const char *rule, const char *script)
+{
+    px_rule_t r;
+    px_pooldef_t pd;
+    char name[40];
+    const char *why;
+    if (px_rule_parse(rule, &r, &pd, name, sizeof name, &why) < 0)
+        return 0;
+    int runs = px_front_takes(&r, script);
+    regfree(&r.re);
+    return runs;
+}
+
 int px_front_takes(const px_rule_t *r, const char *script)
 {
     size_t n = strlen(script);
@@ -98,7 +144,7 @@ int px_front_config_check(const config_t *cfg, const char *rule, px_pooldef_t *p
     char front[PX_FRONT_MAX];
     const char *why, *s = px_front_prefix(rule, front, sizeof front, &why);
     if (!s || !front[0] || *s != '@')
-        return 0; /* no front=, or the rule's own kind was checked (rule_parse) */
+        return 0; /* no front=, or the rule's own kind was checked (px_rule_parse) */
     size_t n = strcspn(s + 1, "/");
     for (int i = 0; i < cfg->npools; i++)
         if (!strncmp(cfg->pool_def[i], s + 1, n) && cfg->pool_def[i][n] == '=' &&
@@ -160,7 +206,7 @@ int px_front_conf_parse(char *text, size_t n, char *front, int *line, const char
     return said;
 }
 
-int proxy_front_check_file(int dirfd, const char *path)
+int proxy_front_check_file(const config_t *cfg, int dirfd, const char *path)
 {
     char text[PX_FRONT_FILE_MAX + 1], front[PX_FRONT_MAX];
     ssize_t n = fs_read_small(dirfd, ".proxy", text, PX_FRONT_FILE_MAX, 0);
@@ -171,11 +217,20 @@ int proxy_front_check_file(int dirfd, const char *path)
                 PX_FRONT_FILE_MAX);
         return -1;
     }
-    int line;
+    int line, runs = 0;
     const char *why = "";
-    if (px_front_conf_parse(text, (size_t)n, front, &line, &why) < 0) {
+    int said = px_front_conf_parse(text, (size_t)n, front, &line, &why);
+    if (said < 0) {
         fprintf(stderr, "gatling: %s/.proxy:%d: %s (the site would have no front "
                 "controller)\n", path, line, why);
+        return -1;
+    }
+    for (int i = 0; said == 1 && i < cfg->nproxy_rules; i++)
+        runs |= px_rule_runs(cfg->proxy_rule[i], front);
+    if (said == 1 && !runs) {
+        fprintf(stderr, "gatling: %s/.proxy:%d: front %s: no FastCGI or SCGI rule (-P) runs "
+                "it as a script (the site would have no front controller)\n", path, line,
+                front);
         return -1;
     }
     return 0;
@@ -308,6 +363,18 @@ static int dir_script(proxy_t *px, const px_target_t *t, const char *front, char
     return 2;
 }
 
+/* Does t's path pass a closed directory (not world-searchable), itself
+   included when it ends in '/'?  The files' 403 is the answer there. */
+static int closed_way(proxy_t *px, const px_target_t *t)
+{
+    char rel[EX_PATH_CAP + 16];
+    fs_at_t at = site_at(px->site, vhost_dir(t->which, t->vhost));
+    int k = snprintf(rel, sizeof rel, "%s%s", t->p.path + 1,
+                     t->p.path[t->p.len - 1] == '/' ? "index.html" : "");
+    return k > 0 && (size_t)k < sizeof rel && !fs_public(&at, rel, -1, FS_LINK) &&
+           errno == EACCES;
+}
+
 px_rule_t *px_front(proxy_t *px, exchange_t *ex, px_target_t *t)
 {
     (void)ex;
@@ -329,8 +396,8 @@ px_rule_t *px_front(proxy_t *px, exchange_t *ex, px_target_t *t)
     struct stat st;
     const char *script = front;
     int is = there(px, t, p->path + 1, &st);
-    if (is < 0)
-        return NULL; /* not ours to say what is there (EACCES: the files' 403) */
+    if (is < 0 || closed_way(px, t))
+        return NULL; /* not ours to say what is there (a closed directory: the files' 403) */
     if (is) {
         if (!S_ISDIR(st.st_mode) || p->path[p->len - 1] != '/')
             return NULL; /* a file, or a directory's 301: the files answer */
@@ -352,4 +419,87 @@ void px_front_free(proxy_t *px)
 {
     free(px->front_vh);
     px->front_vh = NULL;
+}
+
+int px_claims(const site_t *site, const char *path, size_t n)
+{
+    const proxy_t *px = hstate(site, HSTATE_PROXY);
+    for (int i = 0; px && i < px->nrules; i++) {
+        const px_rule_t *r = &px->rule[i];
+        if ((r->kind == PX_FCGI || r->kind == PX_SCGI) &&
+            (cgienv_ext_in(r->ext, path, n) ||
+             cgienv_script(&r->re, 1, path, n, CGIENV_AT_END) == n))
+            return 1;
+    }
+    return 0;
+}
+
+int px_script_check(exchange_t *ex, const px_rule_t *r, const px_target_t *t)
+{
+    site_t *s = ex->site;
+    if (r->kind != PX_FCGI && r->kind != PX_SCGI)
+        return 0; /* an HTTP backend's paths are its URLs */
+    size_t n = t->script[0] ? strlen(t->script) : cgienv_script(&r->re, 1, t->p.path,
+                                                                  t->p.len, CGIENV_AT_END);
+    const char *script = t->script[0] ? t->script : t->p.path;
+    char rel[EX_PATH_CAP + PX_FRONT_MAX];
+    if (!n || n > t->p.len + PX_FRONT_MAX) /* (not the rule's: never) */
+        n = t->p.len, script = t->p.path;
+    if (n >= sizeof rel)
+        return 414;
+    if (n <= 1)
+        return 0; /* the site's directory itself */
+    memcpy(rel, script + 1, n - 1), rel[n - 1] = 0;
+    fs_at_t at = site_at(s, vhost_dir(t->which, t->vhost));
+    int vfd = fs_open_beneath(s->rootfd, at.dir[0] ? at.dir : ".", site_root_check(s));
+    int fd = vfd < 0 ? -1 : fs_open_beneath(vfd, rel, site_root_check(s));
+    int err = errno, st = 0;
+    if (fd >= 0)
+        st = fs_public(&at, rel, fd, FS_ANY) ? 0 : 403;
+    else if (vfd < 0 || err == EMFILE || err == ENFILE || err == ENOMEM)
+        st = 503;
+    else if (err == ENOTDIR || err == ENAMETOOLONG)
+        st = err == ENOTDIR ? 404 : 414;
+    else if (err != ENOENT || (!fs_public(&at, rel, -1, FS_LINK) && errno == EACCES))
+        st = 403; /* EACCES, EXDEV, ELOOP; a missing script behind a closed directory */
+    if (fd >= 0)
+        close(fd);
+    if (vfd >= 0)
+        close(vfd);
+    char why[EX_PATH_CAP + PX_FRONT_MAX + 96];
+    snprintf(why, sizeof why, "/%s: %s", rel, st == 404 ? "a script below a file (PATH_INFO "
+             "splits only at a script that is there): 404, not run" : "a script behind a "
+             "closed directory: 403, not run");
+    if (st == 404 || st == 403)
+        site_error(s, "-P", 0, ex->peer, why);
+    return st;
+}
+
+void px_narrow_check(const config_t *cfg, const char *rule, const px_rule_t *r,
+                     const char *pool, int kind)
+{
+    for (int i = 0; pool[0] && i < cfg->npools; i++) {
+        size_t k = strlen(pool);
+        px_pooldef_t *pd = strncmp(cfg->pool_def[i], pool, k) || cfg->pool_def[i][k] != '=' ?
+                               NULL : malloc(sizeof *pd);
+        const char *why;
+        if (pd && px_pool_parse(cfg->pool_def[i], pd, &why) == 0)
+            kind = pd->kind;
+        free(pd);
+    }
+    if (kind != PX_FCGI && kind != PX_SCGI)
+        return;
+    for (const char *e = r->ext; *e;) {
+        int w = (int)strcspn(e, "|");
+        char p[PX_EXT_MAX + 32];
+        int k = snprintf(p, sizeof p, "/any/where/x.%.*s", w, e);
+        if (k > 0 && (size_t)k < sizeof p &&
+            cgienv_script(&r->re, 1, p, (size_t)k, CGIENV_AT_END) != (size_t)k) {
+            fprintf(stderr, "gatling: warning: -P %s: runs only some .%.*s files: the others "
+                    "are programs all the same, refused (403), never sent as files "
+                    "(gatling.8, REVERSE PROXY)\n", rule, w, e);
+            return;
+        }
+        e += w + (e[w] == '|');
+    }
 }

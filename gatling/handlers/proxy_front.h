@@ -6,9 +6,12 @@
 #ifndef GATLING_PROXY_FRONT_H
 #define GATLING_PROXY_FRONT_H
 
+struct config;
+
 /* --check's look at the .proxy in dirfd (path names the directory): its
-   words (front SCRIPT, front off) said when bad.  0, or -1 after printing
-   why to stderr. */
-int proxy_front_check_file(int dirfd, const char *path);
+   words (front SCRIPT, front off) said when bad, and a front SCRIPT no
+   FastCGI or SCGI rule of cfg's runs.  0, or -1 after printing why to
+   stderr. */
+int proxy_front_check_file(const struct config *cfg, int dirfd, const char *path);
 
 #endif

@@ -37,6 +37,7 @@
    uploads must not hold a megabyte each without end) */
 #define PROXY_SPOOL_TOTAL (64 << 20)
 #define PROXY_VHOSTS 64           /* .proxy verdicts remembered (a second each) */
+#define PX_EXT_MAX 128            /* a rule's extensions, "php|phtml|" (cgienv_exts) */
 #define PX_FRONT_MAX 256          /* a front controller's script, "/index.php", and its NUL */
 #define PX_FRONT_FILE_MAX 4096    /* a .proxy's words (front SCRIPT, front off) */
 #define PROXY_FIELDS_MAX 4096 /* a backend head's fields, copied for the exchange */
@@ -151,6 +152,7 @@ typedef struct px_rule {
     px_pool_t *pool;
     regex_t re;
     char front[PX_FRONT_MAX]; /* front=: its front controller's script, or "" */
+    char ext[PX_EXT_MAX];     /* the extensions its pattern names (cgienv_exts): "php|" */
 } px_rule_t;
 
 typedef struct proxy {
@@ -356,7 +358,17 @@ const char *px_front_prefix(const char *s, char *front, size_t cap, const char *
 /* Does r (a FastCGI or SCGI rule) run script as a whole script? */
 int px_front_takes(const px_rule_t *r, const char *script);
 
-/* rule_parse's end: r's front= (if any) is a script r runs, kind (PX_*)
+/* Parse one -P rule: "@name/pattern", or a backend list and its pattern
+   (an anonymous pool's backends into pd; name: the --pool's, or "").  0,
+   or -1 with *why (r's expression freed). */
+int px_rule_parse(const char *s, px_rule_t *r, px_pooldef_t *pd, char *name, size_t cap,
+                  const char **why);
+
+/* For --check: does the -P rule (its text) run script as a front
+   controller's (px_front_takes)?  1 or 0 (a bad rule: 0). */
+int px_rule_runs(const char *rule, const char *script);
+
+/* px_rule_parse's end: r's front= (if any) is a script r runs, kind (PX_*)
    being its pool's (a --pool's: PX_FCGI until pools_init knows).  0, or
    -1 with *why and r's expression freed. */
 int px_front_check(px_rule_t *r, int kind, const char **why);
@@ -386,6 +398,31 @@ px_rule_t *px_front(proxy_t *px, exchange_t *ex, px_target_t *t);
 
 /* Let go of px_front's verdicts (their directories). */
 void px_front_free(proxy_t *px);
+
+/* The handler's claims (router_program): is path[0..n) a program of a
+   FastCGI or SCGI rule's, one it takes whole as its script or a file with
+   an extension its pattern names (\.php$: every .php, whichever rule a
+   request for it matches), on any host: one without .proxy sends its
+   requests to no rule, and must not send the script as a file.  An HTTP
+   rule's paths are the backend's URLs, not programs here. */
+int px_claims(const site_t *site, const char *path, size_t n);
+
+/* Before r (FastCGI or SCGI) runs t's script: the script as gatling's own
+   view of t's vhost directory has it, with the files' path safety
+   (fs_open_beneath, fs_public).  0 to go on (there, or nothing there: the
+   backend's files may be elsewhere, its 404), 404 when a file stands where
+   the way needs a directory (/uploads/x.jpg/y.php: php-fpm's
+   cgi.fix_pathinfo would run x.jpg), 403 behind a closed directory (or
+   leaving the root), 414 or 503 as the files say. */
+int px_script_check(exchange_t *ex, const px_rule_t *r, const px_target_t *t);
+
+/* proxy_config_check's (--check and the start's), for -P rule parsed into
+   r (kind: its own pool's; pool: the --pool it names, or ""): a FastCGI or
+   SCGI rule that runs only some of the files its pattern names by
+   extension (^/w/index\.php$) says so in a warning, since the others are
+   refused (403), never sent as source. */
+void px_narrow_check(const config_t *cfg, const char *rule, const px_rule_t *r,
+                     const char *pool, int kind);
 
 /* ---- proxy_tls.c: TLS to h2/ backends ---- */
 

@@ -154,8 +154,9 @@ static int not_found(exchange_t *ex, int vfd, const target_t *t, const fs_at_t *
  * Which .htaccess governs the file open on fd?  The one on its URL path, and
  * also the one on the path symlinks really led to: a link in an open
  * directory must not be a way around a protected one.  Sets *auth to the
- * path to check credentials against (NULL: not protected).  Returns 0, 500
- * (an .htaccess cannot be read: fail closed) or -1 (ENOMEM).
+ * path to check credentials against (NULL: not protected).  Returns 0, 403
+ * (an Apache .htaccess denies it), 500 (an .htaccess cannot be read: fail
+ * closed) or -1 (ENOMEM).
  */
 static int governing_htaccess(int vfd, int fd, const target_t *t, char **auth)
 {
@@ -166,8 +167,8 @@ static int governing_htaccess(int vfd, int fd, const target_t *t, char **auth)
     *auth = NULL;
     for (int i = 0; i < 2 && paths[i]; i++) {
         int h = htaccess_check(vfd, paths[i], strlen(paths[i]), NULL, 0, realm, sizeof realm);
-        if (h == 500)
-            return 500;
+        if (h == 500 || h == 403)
+            return h;
         if (h == 401)
             return (*auth = strdup(paths[i])) ? 0 : -1;
     }
@@ -225,8 +226,8 @@ static int program(const site_t *s, const char *path, size_t n)
 static int program_refused(exchange_t *ex, const char *path)
 {
     char why[EX_PATH_CAP + 160];
-    snprintf(why, sizeof why, "%.*s: a program's path (a -P rule's or a CGI pattern's) where "
-             "no rule runs it (a host without .proxy?): 403, not its source",
+    snprintf(why, sizeof why, "%.*s: a program (a path or an extension a -P rule or a CGI "
+             "pattern runs, or a backup copy of one) where no rule runs it: 403, not its source",
              EX_PATH_CAP, path);
     site_error(ex->site, "files", 0, ex->peer, why);
     return ex_error(ex, 403, NULL, NULL);
@@ -287,7 +288,7 @@ static fcache_entry_t *lookup(exchange_t *ex, const target_t *t, int *failed)
         close(fd);
         if (r == 500)
             site_error(s, ".htaccess check", 0, ex->peer, t->p.path);
-        r = r == 500 ? ex_error(ex, 500, NULL, NULL) : -1;
+        r = r == 500 || r == 403 ? ex_error(ex, r, NULL, NULL) : -1;
         goto done;
     }
     e.protect = e.auth != NULL;

@@ -7,6 +7,7 @@
 #include "handlers/htaccess.h"
 #include "handlers/proxy_front.h"
 #include "http/dcz.h"
+#include "site/config.h"
 #include "site/fs.h"
 
 #include <dirent.h>
@@ -127,6 +128,10 @@ static int check_htaccess(int dirfd, const char *path)
     else if (r == 1 && !realm)
         fprintf(stderr, "gatling: %s/.htaccess: no realm line (the first that is neither "
                 "blank nor a comment): malformed, every request below is answered 500\n", path);
+    else if (r == 1 && realm == 2)
+        fprintf(stderr, "gatling: note: %s/.htaccess: Apache's: 403 where it denies (Require "
+                "all denied, Deny from all, Apache's own authentication; <Files> sections as "
+                "Apache reads them), its other directives ignored (handlers/htaccess.h)\n", path);
     return r < 0 || r == 2 || (r == 1 && !realm) ? -1 : 0;
 }
 
@@ -152,11 +157,11 @@ static int check_hints(int dirfd, const char *path)
 }
 
 /* dirfd (path) and the directories below it; *left counts down. */
-static int walk(int dirfd, const char *path, int depth, int *left)
+static int walk(const config_t *cfg, int dirfd, const char *path, int depth, int *left)
 {
     int bad = check_file(dirfd, path) | check_cache(dirfd, path) |
               check_htaccess(dirfd, path) | check_hints(dirfd, path) |
-              proxy_front_check_file(dirfd, path);
+              proxy_front_check_file(cfg, dirfd, path);
     if (depth <= 1) /* a site's top: the root, or a virtual host's directory */
         bad |= sitefiles_check(dirfd, path);
     DIR *d = depth < CHECK_DEPTH_MAX ? fdopendir(dup(dirfd)) : NULL;
@@ -174,7 +179,7 @@ static int walk(int dirfd, const char *path, int depth, int *left)
             continue;
         }
         (*left)--;
-        bad |= walk(fd, sub, depth + 1, left);
+        bad |= walk(cfg, fd, sub, depth + 1, left);
         close(fd);
     }
     if (d)
@@ -182,14 +187,14 @@ static int walk(int dirfd, const char *path, int depth, int *left)
     return bad ? -1 : 0;
 }
 
-int check_dictionaries(void)
+int check_dictionaries(const config_t *cfg)
 {
     int left = CHECK_DIRS_MAX;
     int fd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
         return 0; /* check_root said why */
     char here[4096];
-    int rc = walk(fd, getcwd(here, sizeof here) ? here : ".", 0, &left);
+    int rc = walk(cfg, fd, getcwd(here, sizeof here) ? here : ".", 0, &left);
     close(fd);
     return rc;
 }

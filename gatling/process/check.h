@@ -14,6 +14,8 @@
 #ifndef GATLING_CHECK_H
 #define GATLING_CHECK_H
 
+struct config;
+
 #define CHECK_DIRS_MAX 10000 /* directories walked at most */
 #define CHECK_DEPTH_MAX 16   /* and that deep */
 
@@ -22,8 +24,9 @@
  * .htaccess, .early-hints and .proxy files (and in it and its children
  * _redirects and _headers) and parse each; every bad line is said on stderr as
  * "gatling: PATH:LINE: ...".  Directories and files whose names begin with
- * a dot are not served and not walked.  0, or -1 if a line was bad.
+ * a dot are not served and not walked; a .proxy's front SCRIPT must be one
+ * of cfg's -P rules runs.  0, or -1 if a line was bad.
  */
-int check_dictionaries(void);
+int check_dictionaries(const struct config *cfg);
 
 #endif

@@ -311,7 +311,7 @@ static int check_run(const config_t *cfg, proc_t *p, int failed)
     acme_end(p); /* its challenges' directory: no client was started */
     tls_store_free(p->tls);
     p->tls = NULL;
-    if (check_root(cfg, p) < 0 || check_dictionaries() < 0)
+    if (check_root(cfg, p) < 0 || check_dictionaries(cfg) < 0)
         failed = 1;
     fprintf(stderr, failed ? "gatling: --check: the configuration has the problems above\n"
                            : "gatling: --check: the configuration is good\n");

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #define ALLOW "GET, HEAD, OPTIONS"
@@ -469,13 +470,27 @@ void router_free(site_t *site)
     hstate_set(site, HSTATE_ROUTE, NULL);
 }
 
+/* A backup copy's name (an editor's, a package manager's, an admin's:
+   NAME~, NAME.bak, .swp, .orig, .save, .old): the length of NAME, or 0. */
+static size_t backup_of(const char *path, size_t n)
+{
+    static const char *const ends[] = {"~", ".bak", ".swp", ".orig", ".save", ".old"};
+    for (size_t i = 0; i < sizeof ends / sizeof *ends; i++) {
+        size_t k = strlen(ends[i]);
+        if (n > k + 1 && path[n - k - 1] != '/' && !strncasecmp(path + n - k, ends[i], k))
+            return n - k;
+    }
+    return 0;
+}
+
 int router_program(const site_t *site, const char *path, size_t n)
 {
     const route_t *rt = hstate(site, HSTATE_ROUTE);
-    for (size_t i = 0; rt && i < rt->nall; i++) /* (also while the route is made: index_on) */
-        if (rt->all[i]->claims && entry_on(rt->all[i], site) &&
-            rt->all[i]->claims(site, path, n))
-            return 1;
+    for (int copies = 0; n && copies < 4; copies++, n = backup_of(path, n))
+        for (size_t i = 0; rt && i < rt->nall; i++) /* (also while the route is made) */
+            if (rt->all[i]->claims && entry_on(rt->all[i], site) &&
+                rt->all[i]->claims(site, path, n))
+                return 1;
     return 0;
 }
 

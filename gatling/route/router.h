@@ -45,10 +45,14 @@ int router_init_table(struct site *site, const handler_t *const *all, size_t nal
    fetches first: they are the proxy's and CGI's requests). */
 void router_free(struct site *site);
 
-/* Is path[0..n) (decoded, normalised) a program of some handler on site
-   (handler_t's claims: a -P rule's, a CGI pattern's)?  1 or 0.  The files
-   handler asks it through site->program (set by router_init): it never
-   sends such a path as bytes. */
+/* Is path[0..n) (decoded, normalised) a program of some handler on site,
+   or a backup copy of one (NAME~, NAME.bak, .swp, .orig, .save, .old)?
+   Decided by the file, not by the rule a request matched: handler_t's
+   claims say which paths their rules take whole and which extensions they
+   run (a -P FastCGI or SCGI rule's, a CGI pattern's: \.php$ makes every
+   .php a program, even beside a narrower rule).  1 or 0.  The files
+   handler and the site files' pages ask it (site->program, set by
+   router_init): such a path is never sent as bytes. */
 int router_program(const struct site *site, const char *path, size_t n);
 
 /* Does ex's request go to a producer (CGI, a proxied backend)?  Asked for

@@ -5,10 +5,12 @@
 #include "metrics.h"
 #include "status.h"
 #include "handlers/hstate.h"
+#include "handlers/htaccess.h"
 #include "http/hbuf.h"
 #include "http/path.h"
 #include "site/fs.h"
 #include "site/mime.h"
+#include "site/peerlimits.h"
 #include "site/siphash.h"
 #include "site/site.h"
 #include "site/vhost.h"
@@ -22,6 +24,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <textcode.h>
 #include <unistd.h>
 
 /* The statuses a site may have a page for: STATUS.html at its top. */
@@ -362,8 +365,89 @@ static int exists(exchange_t *ex, const sf_dir_t *d, const path_t *p)
     return r;
 }
 
+/* Is what an Authorization field decodes to (dec[0..n)) the word w[0..k)?
+   Every byte is looked at, so that the time does not tell how much agreed. */
+static int same_secret(const char *w, size_t k, const char *dec, size_t n)
+{
+    volatile unsigned char d = k != n;
+    for (size_t i = 0; i < k; i++)
+        d |= (unsigned char)(w[i] ^ (i < n ? dec[i] : 0));
+    return d == 0;
+}
+
+/* Do ex's Basic credentials match one of value's "user:password" words? */
+static int basic_ok(const exchange_t *ex, const char *value)
+{
+    const http_str_t *a = http_header(ex->req, "Authorization");
+    char b64[400], dec[320]; /* auth_pairs: words of 200 bytes at most */
+    size_t dl = 0, tl = 0;
+    if (!a || a->n < 7 || strncasecmp(a->p, "basic ", 6))
+        return 0;
+    while (tl + 6 < a->n && a->p[6 + tl] != ' ' && a->p[6 + tl] != '\t')
+        tl++;
+    if (!tl || tl >= sizeof b64)
+        return 0;
+    memcpy(b64, a->p + 6, tl), b64[tl] = 0;
+    if (scan_base64(b64, dec, &dl) != tl || dl >= sizeof dec)
+        return 0;
+    int ok = 0;
+    for (size_t k; *(value += strspn(value, " \t")); value += k) {
+        k = strcspn(value, " \t");
+        ok |= same_secret(value, k, dec, dl);
+    }
+    return ok;
+}
+
+/* Is path[0..n) in a _headers block with Basic-Auth (Netlify's password
+   protection) whose credentials ex's request does not carry? */
+static int locked(const exchange_t *ex, const sf_dir_t *d, const char *path, size_t n)
+{
+    uint32_t idx[64];
+    unsigned k = d && d->hdr && d->hdr->nauth ? sf_headers_match(d->hdr, path, n, idx, 64) : 0;
+    for (unsigned i = 0; i < k; i++) {
+        const sf_block_t *bl = &d->hdr->b[idx[i]];
+        for (uint32_t j = 0; j < bl->n; j++) {
+            const sf_hfield_t *f = &d->hdr->f[bl->first + j];
+            if (f->auth && !basic_ok(ex, f->value))
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* 401 asking for Basic-Auth's credentials, or 429 while ex's address has
+   failed too often (as .htaccess's, handlers/auth.c); failures counted. */
+static int lock_out(exchange_t *ex)
+{
+    site_t *s = ex->site;
+    unsigned wait = limits_auth_wait(s->limits, ex->peer, gio_now(s->loop));
+    char num[24];
+    snprintf(num, sizeof num, "%u", wait);
+    if (wait)
+        return ex_error(ex, 429, "Retry-After", num);
+    if (http_header(ex->req, "Authorization"))
+        limits_auth_failed(s->limits, ex->peer, gio_now(s->loop));
+    return ex_error(ex, 401, "WWW-Authenticate", "Basic realm=\"_headers\", charset=\"UTF-8\"");
+}
+
+/* May ex be answered the file at p (below d's directory, open on dfd) as a
+   page: would a request for it be served?  Not a dotfile, a rule file, a
+   program or a backup copy of one (site->program), nothing behind a
+   closed directory, .htaccess or Basic-Auth (slurp: world-readable). */
+static int page_allowed(exchange_t *ex, const sf_dir_t *d, int dfd, const path_t *p)
+{
+    const site_t *s = ex->site;
+    char realm[2];
+    fs_at_t at = site_at(s, d->dir);
+    return !path_hidden(p->path, p->len) && !control_file(p->path, p->len) &&
+           !(s->program && s->program(s, p->path, p->len)) && !locked(ex, d, p->path, p->len) &&
+           fs_public(&at, p->path + 1, -1, FS_ANY) &&
+           htaccess_check(dfd, p->path, p->len, NULL, 0, realm, sizeof realm) == 0;
+}
+
 /* A rule's page: the file at to (a path) with the rule's status; without
-   one, the site's error answer for it. */
+   one (or one a request could not have: page_allowed), the site's error
+   answer for it. */
 static int rule_page(exchange_t *ex, const sf_dir_t *d, const char *to, int status)
 {
     char dec[EX_PATH_CAP + 8];
@@ -372,8 +456,7 @@ static int rule_page(exchange_t *ex, const sf_dir_t *d, const char *to, int stat
     char *page = NULL;
     int dfd = -1;
     if (path_from_target(to, strlen(to), dec, sizeof dec, &p) == 0 && p.len > 1 &&
-        !path_hidden(p.path, p.len) && !control_file(p.path, p.len) &&
-        (dfd = dir_open(ex->site, d)) >= 0)
+        (dfd = dir_open(ex->site, d)) >= 0 && page_allowed(ex, d, dfd, &p))
         page = slurp(dfd, p.path + 1, SF_PAGE_MAX, &n, site_root_check(ex->site), 1);
     if (dfd >= 0)
         close(dfd);
@@ -427,13 +510,21 @@ static int redirect_rule(exchange_t *ex, const sf_dir_t *d, const path_t *t)
         return answered(ex_error(ex, r->status, "Location", full));
     if (r->status != 200)
         return answered(rule_page(ex, d, full, r->status));
+    char dec[EX_PATH_CAP + 8];
+    path_t p; /* the files answer the rest, and a path that does not parse (400) */
+    if (path_from_target(full, hb_len(&b), dec, sizeof dec, &p) == 0) {
+        if (control_file(p.path, p.len)) /* as for the client's own path */
+            return answered(ex_error(ex, 404, NULL, NULL));
+        if (locked(ex, d, p.path, p.len))
+            return answered(lock_out(ex));
+    }
     if (ex_retarget(ex, full, hb_len(&b)) < 0) /* a loop of rewrites cannot be: one pass */
         return answered(ex_error(ex, errno == EINVAL ? 400 : 500, NULL, NULL));
     return HANDLER_NOT_MINE;
 }
 
 /* The fields of _headers' blocks for t into ex's slot (copied: the table
-   may change while the answer goes). */
+   may change while the answer goes); Basic-Auth's are never sent. */
 static int headers_for(exchange_t *ex, const sf_dir_t *d, const path_t *t)
 {
     uint32_t idx[64];
@@ -453,11 +544,14 @@ static int headers_for(exchange_t *ex, const sf_dir_t *d, const path_t *t)
         for (uint32_t j = 0; j < bl->n && q->n < SF_REQ_FIELDS; j++) {
             const sf_hfield_t *f = &d->hdr->f[bl->first + j];
             size_t nl = strlen(f->name) + 1;
+            if (f->auth)
+                continue;
             if (nl >= SF_REQ_BUF - q->used || (names += nl) > SF_REQ_NAMES)
                 break;
             char *name = memcpy(q->buf + q->used, f->name, nl);
-            long vl = f->detach ? 0 : sf_subst(q->buf + q->used + nl, SF_REQ_BUF - q->used - nl,
-                                               f->value, strlen(f->value), &caps);
+            long vl = f->detach ? 0 : sf_subst_keep(q->buf + q->used + nl,
+                                                    SF_REQ_BUF - q->used - nl, f->value,
+                                                    strlen(f->value), &caps, SF_FIELD_KEEP);
             if (vl < 0)
                 break;
             q->op[q->n++] = (ex_field_t){name, f->detach ? NULL : q->buf + q->used + nl};
@@ -497,6 +591,8 @@ static int sitefiles_serve(exchange_t *ex)
     }
     if (control_file(t.path, t.len)) /* never served: as if it were not there */
         return answered(ex_error(ex, 404, NULL, NULL));
+    if (locked(ex, d, t.path, t.len))
+        return answered(lock_out(ex));
     return d && d->red ? redirect_rule(ex, d, &t) : HANDLER_NOT_MINE;
 }
 
@@ -530,24 +626,22 @@ void sitefiles_head(head_t *h, const exchange_t *ex)
     sf_req_t *q = ex->slot[HSLOT_SITE].p;
     if (!q)
         return;
-    uint8_t answer[EX_FIELDS_MAX]; /* merged[i] is the answer's own */
     unsigned m = 0;
     for (unsigned i = 0; i < h->nfields && m < EX_FIELDS_MAX; i++, m++)
-        q->merged[m] = h->fields[i], answer[m] = 1;
+        q->merged[m] = h->fields[i];
     for (unsigned i = 0; i < q->n; i++) {
         const ex_field_t *op = &q->op[i];
         if (!strcasecmp(op->name, "content-type")) {
             h->ctype = op->value; /* NULL: detached */
             continue;
         }
-        unsigned o = 0; /* drop what it detaches or replaces */
+        unsigned o = 0; /* drop what it detaches or replaces (an earlier block's too) */
         for (unsigned j = 0; j < m; j++)
-            if (strcasecmp(q->merged[j].name, op->name) ||
-                (op->value && (!answer[j] || list_field(op->name))))
-                q->merged[o] = q->merged[j], answer[o++] = answer[j];
+            if (strcasecmp(q->merged[j].name, op->name) || (op->value && list_field(op->name)))
+                q->merged[o++] = q->merged[j];
         m = o;
         if (op->value && m < EX_FIELDS_MAX)
-            q->merged[m] = *op, answer[m++] = 0;
+            q->merged[m++] = *op;
     }
     h->fields = q->merged;
     h->nfields = m;
@@ -619,6 +713,19 @@ const handler_t sitefiles_handler = {
 
 /* ---- --check ---- */
 
+/* --check names each block with Basic-Auth: its passwords lie in the file
+   in plain text, and its paths answer 401 without them. */
+static void auth_said(const sf_headers_t *h, const char *path)
+{
+    for (uint32_t i = 0; i < h->nb; i++)
+        for (uint32_t j = 0; j < h->b[i].n; j++)
+            if (h->f[h->b[i].first + j].auth)
+                fprintf(stderr, "gatling: note: %s%s_headers:%d: Basic-Auth: the block's paths "
+                        "answer 401 without one of its user:password pairs (kept in the file "
+                        "in plain text; the field is never sent; gatling.8, SITE FILES)\n",
+                        path, *path ? "/" : "", h->b[i].line);
+}
+
 int sitefiles_check(int dirfd, const char *path)
 {
     int bad = 0;
@@ -635,8 +742,10 @@ int sitefiles_check(int dirfd, const char *path)
             sf_headers_t h;
             if (!i && sf_redirects_parse(&r, text, n, bad_line, &c) == 0)
                 sf_redirects_free(&r);
-            if (i && sf_headers_parse(&h, text, n, bad_line, &c) == 0)
+            if (i && sf_headers_parse(&h, text, n, bad_line, &c) == 0) {
+                auth_said(&h, path);
                 sf_headers_free(&h);
+            }
         }
         bad_done(&c);
         bad |= c.said || (!text && errno == EFBIG);

@@ -400,7 +400,9 @@ int sf_redirects_parse(sf_redirects_t *t, const char *text, size_t n, sf_bad_fn 
     while ((s = next_line(&ls, &len))) {
         int added = 0;
         /* (t->n <= max: index_add refuses a rule past the limits) */
-        const char *no = len > SF_LINE_MAX ? "over 1,000 bytes" : rule_line(t, s, pat, &added);
+        const char *no = len > SF_LINE_MAX     ? "over 1,000 bytes"
+                         : memchr(s, 0, len) ? "a NUL byte (the line is not what it shows)"
+                                             : rule_line(t, s, pat, &added);
         if (no && bad)
             bad(arg, ls.line, no);
         if (added) {
@@ -456,6 +458,20 @@ static int tchar(char c)
     return name_byte(c) || (c && strchr("!#$%&'*+-.^`|~", c));
 }
 
+/* Is v Basic-Auth's "user:password user2:password2" (each word with a
+   user, a colon, at most 200 bytes: what an Authorization field carries)? */
+static int auth_pairs(const char *v)
+{
+    int words = 0;
+    for (size_t n; *(v += strspn(v, " \t")); v += n, words++) {
+        n = strcspn(v, " \t");
+        const char *colon = memchr(v, ':', n);
+        if (!colon || colon == v || n > 200)
+            return 0;
+    }
+    return words > 0;
+}
+
 /* An indented line of block b: "Name: value" or "! Name".  NULL, or why not. */
 static const char *field_line(sf_headers_t *t, sf_block_t *b, char *s)
 {
@@ -495,6 +511,9 @@ static const char *field_line(sf_headers_t *t, sf_block_t *b, char *s)
     f.name = name;
     if (!f.value)
         f.value = "";
+    f.auth = !strcasecmp(name, "basic-auth");
+    if (f.auth && (f.detach || !auth_pairs(f.value)))
+        return "Basic-Auth takes user:password words (Netlify's), at most 200 bytes each";
     if (sf_field_owned(name))
         return "a field gatling sets itself (Content-Length, Transfer-Encoding, Connection, "
                "Content-Encoding, Date, ...: gatling.8, SITE FILES)";
@@ -503,6 +522,7 @@ static const char *field_line(sf_headers_t *t, sf_block_t *b, char *s)
     if (t->nf >= t->fmax)
         return "over 16,384 field lines in the file";
     t->f[t->nf++] = f;
+    t->nauth += f.auth;
     b->n++;
     return NULL;
 }
@@ -556,11 +576,15 @@ int sf_headers_parse(sf_headers_t *t, const char *text, size_t n, sf_bad_fn *bad
     while ((s = next_line(&ls, &len))) {
         const char *no = NULL;
         size_t lead = strspn(s, " \t");
-        if (!s[lead] || s[lead] == '#')
+        if ((!s[lead] || s[lead] == '#') && !memchr(s, 0, len))
             continue;
         if (len > SF_LINE_MAX)
             no = "over 1,000 bytes";
-        else if (!lead) {
+        else if (memchr(s, 0, len)) {
+            no = "a NUL byte (the line is not what it shows)";
+            if (!lead) /* a path line's fields go with it */
+                cur = NULL, skipping = 1;
+        } else if (!lead) {
             no = block_line(t, s, pat, &cur);
             skipping = no != NULL;
             if (cur)
@@ -628,6 +652,12 @@ static const char *bound(const sf_caps_t *c, const char *name, size_t n, size_t 
 
 long sf_subst(char *out, size_t cap, const char *tmpl, size_t tn, const sf_caps_t *caps)
 {
+    return sf_subst_keep(out, cap, tmpl, tn, caps, PATH_KEEP);
+}
+
+long sf_subst_keep(char *out, size_t cap, const char *tmpl, size_t tn, const sf_caps_t *caps,
+                   const char *keep)
+{
     size_t o = 0;
     for (size_t i = 0; i < tn;) {
         size_t k = i + 1, vl = 0;
@@ -637,7 +667,7 @@ long sf_subst(char *out, size_t cap, const char *tmpl, size_t tn, const sf_caps_
         if (v) {
             if (3 * vl >= cap - o) /* path_encode writes 3 bytes a byte at most */
                 return -1;
-            o += path_encode(out + o, v, vl, PATH_KEEP);
+            o += path_encode(out + o, v, vl, keep);
             i = k;
             continue;
         }

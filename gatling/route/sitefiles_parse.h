@@ -95,6 +95,7 @@ typedef struct sf_redirects {
 typedef struct sf_hfield {
     const char *name, *value; /* value "" when detach */
     uint8_t detach;
+    uint8_t auth; /* Netlify's Basic-Auth: "user:password ..." asked for, never sent */
 } sf_hfield_t;
 
 typedef struct sf_block {
@@ -110,6 +111,7 @@ typedef struct sf_headers {
     uint32_t nb;
     sf_hfield_t *f;
     uint32_t nf, fmax;
+    uint32_t nauth; /* its Basic-Auth lines */
     sf_index_t ix;
 } sf_headers_t;
 
@@ -146,6 +148,13 @@ int sf_pat_match(const sf_pat_t *p, const char *path, size_t n, sf_caps_t *caps)
  * not fit.
  */
 long sf_subst(char *out, size_t cap, const char *tmpl, size_t tn, const sf_caps_t *caps);
+
+/* sf_subst with the bytes that stay named (keep, as path_encode's): a
+   _headers value keeps SF_FIELD_KEEP, so that a placeholder adds no list
+   element, parameter or attribute (, ; =) to a field such as Set-Cookie. */
+#define SF_FIELD_KEEP "-._~!$&'()*+:@/"
+long sf_subst_keep(char *out, size_t cap, const char *tmpl, size_t tn, const sf_caps_t *caps,
+                   const char *keep);
 
 /* Is the field name (any case) one gatling sets itself, which _headers may
    neither set nor detach (Content-Length, Transfer-Encoding, Date, ...)? */

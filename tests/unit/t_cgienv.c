@@ -76,5 +76,20 @@ int main(void)
     memset(huge, 'a', sizeof huge - 1);
     huge[0] = '/';
     is_int((int)cgienv_script(NULL, 0, huge, sizeof huge - 1, CGIENV_ANY), 0, "too long: none");
+    /* the extensions a pattern names (issue 92, 3): a program by its file */
+    char ext[64];
+    cgienv_exts("^/w/(index|load|api)\\.php$", ext, sizeof ext);
+    is_str(ext, "php|", "a narrowed rule still names .php");
+    cgienv_exts("\\.(php|phtml|ph-ar)$|[.]cgi$", ext, sizeof ext);
+    is_str(ext, "php|phtml|ph-ar|cgi|", "a group's words and [.]");
+    cgienv_exts("^/app(/|$)", ext, sizeof ext);
+    is_str(ext, "", "no extension: none");
+    is_int(cgienv_exts("\\.aaaaaaaaaa|\\.bbbbbbbbbb", ext, 12), -1, "too many: -1, and \"\"");
+    is_str(ext, "", "... empty");
+    is_int(cgienv_ext_in("php|phtml|", "/w/LocalSettings.php", 20), 1, "a .php");
+    is_int(cgienv_ext_in("php|phtml|", "/w/X.PHTML", 10), 1, "case aside");
+    is_int(cgienv_ext_in("php|", "/w/x.php5", 9), 0, "another extension");
+    is_int(cgienv_ext_in("php|", "/a.php/readme", 13), 0, "the last segment's only");
+    is_int(cgienv_ext_in("php|", "/php", 4), 0, "no dot");
     return tap_done();
 }
