@@ -103,7 +103,7 @@ void admit_log(sbody_t *b)
     alog_request(&site->log, now, site->cfg->log_vhost ? ex->vhost : NULL, ex->peer, ex->req,
                  ex->status, b->body_sent, notes, fp);
     status_count(&site->stats, now, b->ops->stats_kind, ex->status, b->body_sent,
-                 ex->started_us);
+                 gio_now_us(site->loop) - ex->started_us);
 }
 
 int admit_continue(sbody_t *b)

@@ -365,7 +365,8 @@ static void finish_request(conn_t *c)
 {
     conn_log_request(c);
     status_count(&c->site->stats, gio_wallclock(c->site->loop), STATS_HTTP1,
-                 c->blk->h1.ex.status, c->out.bytes_sent, c->blk->h1.ex.started_us);
+                 c->blk->h1.ex.status, c->out.bytes_sent,
+                 gio_now_us(c->site->loop) - c->blk->h1.ex.started_us);
     conn_end_exchange(&c->blk->h1.ex);
     memmove(c->blk->in, c->blk->in + c->reqlen, c->inlen - c->reqlen);
     c->inlen -= c->reqlen;

@@ -561,7 +561,8 @@ static void log_transfer(ftp_sess_t *s, int code)
         st->ftp_downloads++;
     else if (code == 226 && (s->xverb == FTP_STOR || s->xverb == FTP_APPE))
         st->ftp_uploads++;
-    status_count(st, gio_wallclock(loop_of(s)), STATS_FTP, 0, bytes, s->xstarted_us);
+    status_count(st, gio_wallclock(loop_of(s)), STATS_FTP, 0, bytes,
+                 gio_now_us(loop_of(s)) - s->xstarted_us);
     static const char *const names[] = {
         [FTP_RETR] = "RETR", [FTP_STOR] = "STOR", [FTP_APPE] = "APPE",
         [FTP_LIST] = "LIST", [FTP_NLST] = "NLST", [FTP_MLSD] = "MLSD"};

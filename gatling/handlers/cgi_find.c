@@ -82,10 +82,9 @@ int cgi_locate(exchange_t *ex, const cgi_loop_t *L, cgi_find_t *f)
 {
     site_t *s = ex->site;
     const config_t *cfg = s->cfg;
-    const http_request_t *req = ex->req;
     path_t *p = &f->t.p;
     f->vfd = f->fd = -1;
-    if (path_from_target(req->target.p, req->target.n, ex->path, EX_PATH_CAP, p))
+    if (ex_path(ex, p))
         return 0; /* static.c answers the error */
     /* -w without -z: could a prefix of the path be a script?  (No I/O.) */
     if (memmem(p->path, p->len, "/.", 2) ||

@@ -506,9 +506,8 @@ static int rule_takes(const px_rule_t *r, const path_t *p)
 static px_rule_t *match(exchange_t *ex, px_target_t *t)
 {
     proxy_t *px = hstate(ex->site, HSTATE_PROXY);
-    const http_request_t *req = ex->req;
     t->script[0] = 0;
-    if (!px || path_from_target(req->target.p, req->target.n, ex->path, EX_PATH_CAP, &t->p))
+    if (!px || ex_path(ex, &t->p))
         return NULL;
     for (int i = 0; i < px->nrules; i++)
         if (rule_takes(&px->rule[i], &t->p))

@@ -462,9 +462,8 @@ static int serve_file(exchange_t *ex, const target_t *t, fcache_entry_t *f)
 int static_serve(exchange_t *ex)
 {
     site_t *s = ex->site;
-    const http_request_t *req = ex->req;
     target_t t;
-    int st = path_from_target(req->target.p, req->target.n, ex->path, EX_PATH_CAP, &t.p);
+    int st = ex_path(ex, &t.p);
     if (st)
         return ex_error(ex, st, NULL, NULL);
     if (path_hidden(t.p.path, t.p.len))

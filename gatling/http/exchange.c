@@ -73,6 +73,18 @@ static void retargeted(exchange_t *ex, struct ex_rewrite *rw)
     ex->rewrite = rw;
     ex->req = &rw->req;
     ex->redirects++;
+    ex->path_st = 0; /* ex_path decodes the new target */
+}
+
+int ex_path(exchange_t *ex, path_t *p)
+{
+    if (!ex->path_st) {
+        const http_str_t *t = &ex->req->target;
+        int st = path_from_target(t->p, t->n, ex->path, EX_PATH_CAP, &ex->path_res);
+        ex->path_st = (uint16_t)(st + 1);
+    }
+    *p = ex->path_res;
+    return ex->path_st - 1;
 }
 
 int ex_retarget(exchange_t *ex, const char *target, size_t n)

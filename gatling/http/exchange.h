@@ -23,6 +23,7 @@
 #define GATLING_EXCHANGE_H
 
 #include "http_parse.h"
+#include "path.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -212,6 +213,10 @@ typedef struct exchange {
        ways): while nothing waits for the client to read, its request body
        may pause without a -B window running (HTTP/2's h2_report_t) */
     uint8_t self_paced;
+    /* ex_path's memo: the target's path, decoded into path[] once (path_st + 1;
+       0: not yet, and again after a local redirect or a rewrite) */
+    uint16_t path_st;
+    path_t path_res;
     ex_slot_t slot[EX_SLOTS];  /* the handlers' state (above) */
     /* decided once, before the router's entries (above); the last of what a
        new exchange zeroes (codec.c: up to route.name, which is written when
@@ -363,6 +368,14 @@ int ex_redirect(exchange_t *ex, const char *target, size_t n);
  * again.  0, or -1 with errno as ex_redirect's.
  */
 int ex_retarget(exchange_t *ex, const char *target, size_t n);
+
+/*
+ * ex's target decoded and normalised (path_from_target into ex->path), done
+ * once a request: the first call decodes, the others, until a local redirect
+ * or a rewrite changes the target, copy what it found into *p.  Returns
+ * path_from_target's 0 or the HTTP status to answer (400).
+ */
+int ex_path(exchange_t *ex, path_t *p);
 
 /* The target the client asked for, whatever ex_retarget or ex_redirect made
    of it since (CGI's REQUEST_URI, as nginx's $request_uri): a borrowed

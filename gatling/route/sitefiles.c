@@ -578,8 +578,7 @@ static int sitefiles_serve(exchange_t *ex)
         return HANDLER_NOT_MINE;
     sl->n = 1;
     path_t t;
-    const http_str_t *tg = &ex->req->target;
-    if (path_from_target(tg->p, tg->n, ex->path, EX_PATH_CAP, &t) != 0)
+    if (ex_path(ex, &t) != 0)
         return HANDLER_NOT_MINE; /* the files answer 400 */
     const sf_dir_t *d = dir_of(ex, &t);
     if (d && d->hdr) {
@@ -599,9 +598,7 @@ static int sitefiles_serve(exchange_t *ex)
 void sitefiles_streams(exchange_t *ex)
 {
     path_t t;
-    const http_str_t *tg = &ex->req->target;
-    if (hslot(ex, HSLOT_SITE)->n || !ex->req_len ||
-        path_from_target(tg->p, tg->n, ex->path, EX_PATH_CAP, &t) != 0 ||
+    if (hslot(ex, HSLOT_SITE)->n || !ex->req_len || ex_path(ex, &t) != 0 ||
         control_file(t.path, t.len))
         return; /* the entry answers it, in its turn */
     const sf_dir_t *d = dir_of(ex, &t);

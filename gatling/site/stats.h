@@ -163,11 +163,13 @@ void stats_roll(status_counters_t *st, int64_t now);
 /*
  * Count a finished request of protocol proto (STATS_*), answered with
  * `status` (0: none, FTP's), and `bytes` bytes at
- * wall-clock second now, which began at started_us (monotonic microseconds,
- * gio_now_us(): when its loop round began); it ends now, by the clock.
+ * wall-clock second now, which took took_us microseconds by its loop's clock
+ * (gio_now_us() now less gio_now_us() when its first bytes were read: the
+ * clock the loop reads once a round, so that counting reads no clock; a
+ * request answered within one round took 0).
  */
 void status_count(status_counters_t *st, int64_t now, int proto, unsigned status, uint64_t bytes,
-                  int64_t started_us);
+                  int64_t took_us);
 
 /* The table the workers publish into (-W); opaque. */
 typedef struct stats_shm stats_shm_t;
