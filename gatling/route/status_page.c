@@ -241,6 +241,13 @@ int status_warnings(const site_t *s, const status_ring_t *ring, const stats_snap
     int n = 0, secs;
     backend_warnings(s, ring, now, w, &n, max);
     cert_warnings(s, now, w, &n, max);
+    if (s->cert_reload_err[0])
+        warn(w, &n, max, 1, "a renewed certificate is not served until a reload succeeds (-C's "
+                            "files are read again every minute and on SIGUSR1; the ones in use "
+                            "stay): make them readable by -u's user (Permission denied: e.g. "
+                            "group of that user and mode 0640, the directories searchable) and "
+                            "whole PEM",
+             "certificates cannot be reloaded: %s", s->cert_reload_err);
     if (snap->g.draining)
         warn(w, &n, max, 1, "health checks fail (-k), the listeners close, the last requests "
                             "finish within -g's grace",

@@ -183,6 +183,41 @@ def test_certificate_in_its_renewal_window_is_marked(gatling, tmp_path):
     assert "fine.test expires" not in page
 
 
+@http_only  # its own -C
+def test_certificate_that_cannot_be_reloaded_is_marked(gatling, tmp_path):
+    """-u nobody, a private key only root may read (issue 90): loaded at
+    start as root, a renewal (the files changed) fails to load as nobody
+    ("Permission denied") and the old certificate stays.  The page's "what
+    is wrong" list says so in red, naming the file and what to do; a reload
+    that works again clears it."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to start with -u nobody")
+    certs = str(tmp_path / "certs")
+    os.makedirs(certs)
+    dated_cert(certs, "locked.test", 1, 300)
+    for d in (str(tmp_path), certs, os.path.join(certs, "locked.test")):
+        os.chmod(d, 0o755)
+    key = os.path.join(certs, "locked.test", "privkey.pem")
+    srv = gatling(TREE, args=("-T", "10", "-S", "-C", certs, "-e", "0", "-u", "nobody"))
+    assert not [w for w in status_json(srv.port)["warnings"] if "reloaded" in w["what"]]
+    os.utime(key, (time.time() + 5, time.time() + 5))  # renewed by root, still 0600
+    srv.send_signal(signal.SIGUSR1)
+    assert wait_for(lambda: any("reloading the certificates failed" in l for l in srv.errlog),
+                    5), srv.errlog
+    bad = [w for w in status_json(srv.port)["warnings"] if "cannot be reloaded" in w["what"]]
+    assert len(bad) == 1 and bad[0]["level"] == "bad", status_json(srv.port)["warnings"]
+    assert "locked.test" in bad[0]["what"] and "Permission denied" in bad[0]["what"], bad
+    assert "readable by -u" in bad[0]["means"], bad
+    page = fetch(srv.port, "/server-status").body.decode()
+    assert re.search(r'<li class="bad"><b>certificates cannot be reloaded: [^<]*locked\.test',
+                     page), page[:3000]
+    os.chmod(key, 0o644)
+    os.utime(key, (time.time() + 10, time.time() + 10))
+    srv.send_signal(signal.SIGUSR1)
+    assert wait_for(lambda: not [w for w in status_json(srv.port)["warnings"]
+                                 if "cannot be reloaded" in w["what"]], 5), srv.errlog
+
+
 # ---------------------------------------------------------------- Chromium
 
 def answer_ok(c, server):
