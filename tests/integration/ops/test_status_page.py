@@ -368,9 +368,40 @@ def test_chromium_sees_graphs_move_and_the_dead_backend(gatling, build, tmp_path
     assert any("127.0.0.1/%d" % be.port in w and " is " in w for w in marks["warnings"]), marks
     assert [c for c in marks["charts"] if "127.0.0.1/" in c] == [
         c for c in marks["charts"] if "127.0.0.1/%d" % be.port in c] != [], marks
-    assert any(w.startswith("certificate soon.test expires in") for w in marks["amber"]), marks
+    assert any(w.startswith("certificate for soon.test (soon.test) expires in")
+               for w in marks["amber"]), marks
     assert "updated" in (marks["state"] or ""), marks
     # only this server was asked: the page, ?css, ?js, ?json and the page again
     assert asked and all(u.startswith(base + "/") for u in asked), asked
     assert any("?json" in u for u in asked) and any(u.endswith("?js") for u in asked), asked
+    assert os.path.getsize(tmp_path / "status.png") > 10000
+
+
+@http_only
+@pytest.mark.skipif(not CHROMIUM, reason="no chromium (tests/setup.sh installs it)")
+def test_chromium_sees_a_certificate_that_cannot_be_reloaded(gatling, tmp_path):
+    """Issue 90: as an admin sees it, in Chromium: -u nobody, a renewed key
+    only root may read, and the page's "what is wrong" list has it in red,
+    with the file and why; a screenshot is taken."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to start with -u nobody")
+    certs = str(tmp_path / "certs")
+    os.makedirs(certs)
+    dated_cert(certs, "locked.test", 1, 300)
+    for d in (str(tmp_path), certs, os.path.join(certs, "locked.test")):
+        os.chmod(d, 0o755)
+    key = os.path.join(certs, "locked.test", "privkey.pem")
+    srv = gatling(TREE, args=("-T", "10", "-S", "-C", certs, "-e", "0", "-u", "nobody"))
+    os.utime(key, (time.time() + 5, time.time() + 5))
+    srv.send_signal(signal.SIGUSR1)
+    assert wait_for(lambda: any("reloading the certificates failed" in l for l in srv.errlog),
+                    5), srv.errlog
+    base = "http://127.0.0.1:%d" % srv.port
+    with tempfile.TemporaryDirectory(prefix="gatling-chromium-") as home:
+        with chromium(home) as ws_url:
+            _, _, marks, _ = asyncio.run(asyncio.wait_for(
+                look(ws_url, base + "/server-status", str(tmp_path / "status.png"), 0), 60))
+    red = [w for w in marks["warnings"] if w.startswith("certificates cannot be reloaded")]
+    assert len(red) == 1 and "locked.test/privkey.pem: Permission denied" in red[0], marks
+    assert "readable by -u" in red[0], marks
     assert os.path.getsize(tmp_path / "status.png") > 10000
