@@ -149,7 +149,8 @@ def dated_cert(directory, name, days_ago, days_left, hosts=None):
             .public_key(key.public_key()).serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(days=days_ago))
             .not_valid_after(now + datetime.timedelta(days=days_left))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName(h) for h in hosts]), critical=False)
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(h) for h in hosts]),
+                           critical=False)
             .sign(key, hashes.SHA256()))
     d = os.path.join(directory, name)
     os.makedirs(d)
