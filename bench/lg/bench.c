@@ -55,7 +55,7 @@ static const char usage_text[] =
     "  --streams N   with --h2 -k or --h3: N streams in flight per connection (default 1)\n"
     "  --h3          HTTP/3 over QUIC (https:// URLs; keep-alive implied; built where\n"
     "                libngtcp2 0.12, libnghttp3 0.8 and GnuTLS are)\n"
-    "  -C FILE       --h3: verify the server's certificate against the CA(s) in FILE\n"
+    "  -C FILE       --h3, --surge: verify the server's certificate against the CA(s) in FILE\n"
     "  --insecure    --h3: do not verify the server's certificate\n"
     "  --idle N      with --h3: hold N connections open (handshake, no request) for -d\n"
     "  -f FILE       cycle through the URLs in FILE (one per line, same host and port)\n"
@@ -245,8 +245,8 @@ static void check_h3_opts(opts_t *o)
 {
     bench_cfg_t *cfg = &o->cfg;
     if (!cfg->h3) {
-        if (cfg->idle || o->insecure || cfg->cafile)
-            lg_usage_exit("--idle, -C and --insecure are for --h3", NULL);
+        if (cfg->idle || o->insecure || (cfg->cafile && !cfg->surge))
+            lg_usage_exit("--idle, -C and --insecure are for --h3 (-C for --surge too)", NULL);
         return;
     }
 #ifndef HAVE_H3
@@ -467,6 +467,11 @@ static void setup(opts_t *o)
     if (cfg->early && !(cfg->returning > 0))
         lg_usage_exit("--early-data is for --surge with --returning (a resumed session carries "
                       "it)", NULL);
+    if (cfg->surge && cfg->cafile && !cfg->url.tls)
+        lg_usage_exit("-C is for https:// URLs (the server's certificate to verify)", o->url);
+    if (cfg->surge && cfg->url.tls && !cfg->cafile)
+        fprintf(stderr, "bench: --surge: the server's certificate is not verified "
+                        "(-C CA_FILE verifies it)\n");
     if (cfg->returning > 0 && !cfg->url.tls)
         lg_usage_exit("--returning is for https:// URLs (h2c has no TLS session to resume)", NULL);
     if (cfg->surge && !o->have_c) { /* as many visitors at once as descriptors allow */

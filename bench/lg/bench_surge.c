@@ -531,7 +531,8 @@ static int surge_setup(surge_t *s, const bench_cfg_t *cfg, unsigned index, bench
     }
     if (cfg->url.tls) { /* one context per worker process, made after the fork */
         char err[256];
-        if (!(s->tls = lg_tls_ctx(cfg->returning > 0, 1, err, sizeof err))) {
+        if (!(s->tls = lg_tls_ctx(cfg->returning > 0, 1, err, sizeof err)) ||
+            (cfg->cafile && lg_tls_verify(s->tls, cfg->cafile, err, sizeof err) < 0)) {
             fprintf(stderr, "bench: %s\n", err);
             s->st->fatal = BENCH_SYSERR;
             s->st->fatal_errno = ENOMEM;

@@ -96,6 +96,17 @@ SSL_CTX *lg_tls_ctx(int resume, int h2, char *err, size_t errlen)
     return ctx;
 }
 
+int lg_tls_verify(SSL_CTX *ctx, const char *cafile, char *err, size_t errlen)
+{
+    if (SSL_CTX_load_verify_locations(ctx, cafile, NULL) != 1) {
+        snprintf(err, errlen, "-C %s: no CA certificate could be read from it", cafile);
+        return -1;
+    }
+    SSL_CTX_set_cert_verify_callback(ctx, NULL, NULL); /* OpenSSL's own check again */
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    return 0;
+}
+
 void lg_tls_ctx_free(SSL_CTX *ctx)
 {
     if (!ctx)
@@ -121,6 +132,10 @@ static SSL *tls_on(SSL_CTX *ctx, int fd, const char *sni)
     }
     if (sni)
         SSL_set_tlsext_host_name(ssl, sni);
+    if (sni && (SSL_CTX_get_verify_mode(ctx) & SSL_VERIFY_PEER) && !SSL_set1_host(ssl, sni)) {
+        SSL_free(ssl); /* lg_tls_verify: the name is checked too */
+        return NULL;
+    }
     SSL_set_connect_state(ssl);
     return ssl;
 }

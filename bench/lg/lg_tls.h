@@ -23,6 +23,12 @@ typedef struct ssl_ctx_st SSL_CTX;
 
 /* A client context (h2: ALPN offers h2 first); NULL with a message in err. */
 SSL_CTX *lg_tls_ctx(int resume, int h2, char *err, size_t errlen);
+
+/* bench --surge -C: ctx verifies the server's chain against the CA(s) in
+   cafile, and its name against the SNI (a host name; an address URL has
+   the chain checked alone); a handshake that fails it is a TLS error.
+   0, or -1 with a message in err. */
+int lg_tls_verify(SSL_CTX *ctx, const char *cafile, char *err, size_t errlen);
 void lg_tls_ctx_free(SSL_CTX *ctx);
 
 /* An SSL on the connected socket fd, offering the kept session if any. */

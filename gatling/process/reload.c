@@ -181,8 +181,9 @@ void reload_identity(char *buf, size_t len)
     path[n < 0 ? 0 : n] = 0;
     if (n <= 0 || stat("/proc/self/exe", &a) < 0)
         snprintf(buf, len, "gatling ?");
-    else if ((size_t)snprintf(buf, len, "gatling %llu:%llu %s", (unsigned long long)a.st_dev,
-                              (unsigned long long)a.st_ino, path) >= len)
+    else if ((size_t)snprintf(buf, len, "gatling %llu:%llu %s%s", (unsigned long long)a.st_dev,
+                              (unsigned long long)a.st_ino, getuid() ? "" : "root ",
+                              path) >= len)
         snprintf(buf, len, "gatling ?"); /* a cut path would compare as another file */
 }
 
@@ -193,8 +194,9 @@ static ssize_t reload_wait(int ls, pid_t pid, char *text, size_t len, long long 
    never dumpable, so for all but root): ask it (SIGWINCH, whose default is to
    be ignored, so that a process that is not gatling is not harmed) and
    compare its answer, reload_identity()'s.  1, ours; 0 after naming what it
-   runs; -1, no answer. */
-static int asked_exe(long pid, char *what, size_t len)
+   runs; -1, no answer.  *rooted: it says root started it (and -u made it
+   another user). */
+static int asked_exe(long pid, char *what, size_t len, int *rooted)
 {
     unsigned long nonce;
     char text[RELOAD_ANSWER_MAX];
@@ -213,6 +215,8 @@ static int asked_exe(long pid, char *what, size_t len)
         snprintf(what, len, "?");
         return 0;
     }
+    *rooted = !strncmp(text + 1 + at, "root /", 6); /* a path is absolute: never "root " */
+    at += *rooted ? 5 : 0;
     if (same_file(dev, ino, text + 1 + at))
         return 1;
     snprintf(what, len, "%s", text + 1 + at);
@@ -251,9 +255,12 @@ static pid_t reload_target(const char *arg)
         fprintf(stderr, "gatling: --reload %ld: that process is %s, not gatling\n", v, name);
         return 0;
     }
-    /* root may reload a server of -u's user that it names by its pid file
-       (one it started): a bare pid may be another user's (pidof) */
-    if ((uid_t)uid != getuid() && !(getuid() == 0 && strchr(arg, '/'))) {
+    /* root may reload a server of -u's user that it started: named by its
+       pid file, or by a bare pid if the server says root started it (a bare
+       pid may be one that user started, pidof's) */
+    int rooted = 0, bare = (uid_t)uid != getuid() && getuid() == 0 && !strchr(arg, '/');
+    int same = bare ? asked_exe(v, exe, sizeof exe, &rooted) : 0;
+    if ((uid_t)uid != getuid() && (getuid() != 0 || (bare && (same < 0 || !rooted)))) {
         user_name(uid, who, sizeof who);
         fprintf(stderr, "gatling: --reload %ld: that %s runs as %s, you as %s: only its user "
                 "reloads it (runuser -u %s -- gatling --reload %ld; a unit's: systemctl "
@@ -261,9 +268,10 @@ static pid_t reload_target(const char *arg)
                 "PIDFILE)\n", v, name, who, user_name((long)getuid(), me, sizeof me), who, v);
         return 0;
     }
-    int same = same_exe(v, exe, sizeof exe);
+    if (!bare)
+        same = same_exe(v, exe, sizeof exe);
     if (same < 0)
-        same = asked_exe(v, exe, sizeof exe);
+        same = asked_exe(v, exe, sizeof exe, &rooted);
     if (same < 0) { /* never "all is well" from a process we could not tell from gatling */
         fprintf(stderr, "gatling: --reload %ld: that %s's executable cannot be compared with "
                 "this one (/proc/%ld/exe is closed to you, and it did not say which it runs "

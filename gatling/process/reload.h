@@ -57,8 +57,10 @@ int reload_run(const char *pid);
 pid_t reload_sender(const siginfo_t *si, volatile unsigned long *nonce);
 
 /*
- * The executable's identity, "gatling DEV:INO PATH" of /proc/self/exe, into
- * buf ("gatling ?" when it cannot be read or does not fit): read at start,
+ * The executable's identity, "gatling DEV:INO PATH" of /proc/self/exe
+ * ("gatling DEV:INO root PATH" when root started it: root's --reload of a
+ * bare pid that -u made another user's takes it), into buf ("gatling ?"
+ * when it cannot be read or does not fit): read at start,
  * before any chroot, and the server's answer to the command's SIGWINCH
  * (sigqueue with a nonce, answered as SIGUSR2 is: reload_tell).  The
  * command asks so where /proc/PID/exe is closed to it, which is always so

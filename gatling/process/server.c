@@ -426,6 +426,12 @@ static void check_certificates(server_t *s, int force)
         return;
     int had = tls_store_count(st);
     int r = tls_store_check(st, gio_wallclock(s->loop), force, err, sizeof err);
+    char *kept = s->site.cert_reload_err; /* for the status page, cut short past its size */
+    size_t kn = r < 0 ? strnlen(err, sizeof s->site.cert_reload_err - 1) : 0;
+    if (r) {
+        memcpy(kept, err, kn);
+        kept[kn] = 0;
+    }
     if (r > 0 && had) {
         snprintf(text, sizeof text, "HTTPS: certificates reloaded%s%s", err[0] ? ": " : "", err);
     } else if (r > 0) {

@@ -138,17 +138,38 @@ void status_snapshot(const site_t *s, stats_snap_t *snap)
     }
 }
 
+/* The numbers the graphs and warnings read: this loop's, or with -W every
+   worker's summed as /metrics sums them (ours published fresh first). */
+static void summed(site_t *s, stats_snap_t *t)
+{
+    stats_snap_t own;
+    status_snapshot(s, &own);
+    *t = own;
+    if (s->proc->stats_shm) {
+        stats_shm_publish(s->proc->stats_shm, s->proc->worker, &own);
+        s->stats_published = gio_now(s->loop);
+        stats_shm_total(s->proc->stats_shm, s->proc->worker, &own, t);
+    }
+}
+
 /* The rows, in the order shown (at most cap); the same list makes both
    forms: the uptime, counters.h's rows that have a key here, the backends'
-   sums, the certificates, --acme's and --cluster's numbers. */
-static size_t rows(const site_t *s, row_t *r, size_t cap, int64_t now)
+   sums, the certificates, --acme's and --cluster's numbers.  The counters
+   are the whole server's as /metrics sums them (summed); own: this worker's
+   alone, after a "worker" row with its slot (?json&worker under -W). */
+static size_t rows(site_t *s, row_t *r, size_t cap, int64_t now, int own)
 {
     stats_snap_t snap;
-    status_snapshot(s, &snap);
+    if (own || !s->proc->stats_shm)
+        status_snapshot(s, &snap);
+    else
+        summed(s, &snap);
     acme_status_t *as = status_acme(s);
     status_side(s, as, &snap);
     free(as);
     size_t n = 0;
+    if (own && n < cap)
+        r[n++] = (row_t){"worker", "worker", (uint64_t)(s->proc->stats_shm ? s->proc->worker : 0)};
     if (n < cap)
         r[n++] = (row_t){"uptime", "uptime (s)", (uint64_t)(now - s->stats.started)};
     for (size_t i = 0; i < stats_nrows && n < cap; i++)
@@ -167,20 +188,6 @@ typedef struct status_loop {
 } status_loop_t;
 
 #define STATUS_TICK_MS 1000
-
-/* The numbers the graphs and warnings read: this loop's, or with -W every
-   worker's summed as /metrics sums them (ours published fresh first). */
-static void summed(site_t *s, stats_snap_t *t)
-{
-    stats_snap_t own;
-    status_snapshot(s, &own);
-    *t = own;
-    if (s->proc->stats_shm) {
-        stats_shm_publish(s->proc->stats_shm, s->proc->worker, &own);
-        s->stats_published = gio_now(s->loop);
-        stats_shm_total(s->proc->stats_shm, s->proc->worker, &own, t);
-    }
-}
 
 /* A second has passed: a sample, and the next second's timer. */
 static void on_tick(gio_loop_t *l, void *arg)
@@ -265,8 +272,9 @@ static void json_more(hbuf_t *b, const status_ring_t *ring, const int *used, int
     ring_json(b, ring, 1, since, used, nused);
 }
 
-/* The page (json: 1, since: the series' samples after that second). */
-static int serve(exchange_t *ex, int json, int64_t since)
+/* The page (json: 1, since: the series' samples after that second; own:
+   this worker's counters, not the server's). */
+static int serve(exchange_t *ex, int json, int64_t since, int own)
 {
     site_t *s = ex->site;
     const status_loop_t *st = hstate(s, HSTATE_STATUS);
@@ -274,7 +282,7 @@ static int serve(exchange_t *ex, int json, int64_t since)
     int64_t now = gio_wallclock(s->loop);
     stats_roll(&s->stats, now);
     row_t r[180];
-    size_t n = rows(s, r, sizeof r / sizeof r[0], now);
+    size_t n = rows(s, r, sizeof r / sizeof r[0], now, own);
     int used[RING_BACKENDS], nused = series_slots(s, used);
     status_warn_t *w = malloc(STATUS_WARNS * sizeof *w);
     stats_snap_t *snap = w ? malloc(sizeof *snap) : NULL;
@@ -348,7 +356,7 @@ static int serve(exchange_t *ex, int json, int64_t since)
 
 int status_serve(exchange_t *ex, int json)
 {
-    return serve(ex, json, 0);
+    return serve(ex, json, 0, 0);
 }
 
 /* ?js or ?css: the page's script or style sheet, as built in. */
@@ -461,13 +469,15 @@ static int page_serve(exchange_t *ex)
     if (qn == 3 && !memcmp(q, "css", 3))
         return asset(ex, 0);
     if (qn == 4 && !memcmp(q, "json", 4))
-        return serve(ex, 1, 0);
+        return serve(ex, 1, 0, 0);
+    if (qn == 11 && !memcmp(q, "json&worker", 11)) /* this worker's counters alone */
+        return serve(ex, 1, 0, 1);
     /* json&since=T: the series' samples after second T only (the page's refresh) */
     unsigned long long since = 0;
     size_t k = qn > 11 && !memcmp(q, "json&since=", 11) ? scan_ulonglong(q + 11, &since) : 0;
     if (k && k == qn - 11 && since < INT64_MAX)
-        return serve(ex, 1, (int64_t)since);
-    return serve(ex, 0, 0);
+        return serve(ex, 1, (int64_t)since, 0);
+    return serve(ex, 0, 0, 0);
 }
 
 const handler_t status_handler = {

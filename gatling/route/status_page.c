@@ -207,31 +207,61 @@ static void backend_warnings(const site_t *s, const status_ring_t *ring, int64_t
     }
 }
 
-/* The certificates expired or in their renewal window, as --acme renews
-   them: the last half of a lifetime of 10 days or less, else the last
-   third (30 days when the start is unknown). */
-static void cert_warnings(const site_t *s, int64_t now, status_warn_t *w, int *n, int max)
+/* The names the i-th certificate serves into h[0..cap), comma separated:
+   the first three and how many more.  Its file's name (which SNI finds
+   too, tls.c) only if the certificate names nothing else. */
+static void cert_hosts(const site_t *s, int i, const char *file, char *h, size_t cap)
 {
     const char *name;
+    size_t len = 0;
+    int shown = 0, more = 0;
+    h[0] = 0;
+    for (int k = 0; tls_store_name(s->proc->tls, i, k, &name); k++) {
+        if (!strcmp(name, file))
+            continue;
+        if (shown == 3 || len >= cap) {
+            more++;
+            continue;
+        }
+        int r = snprintf(h + len, cap - len, "%s%s", shown++ ? ", " : "", name);
+        len += r > 0 ? (size_t)r : 0; /* past cap: cut short there, the rest counted */
+    }
+    if (more && len < cap)
+        snprintf(h + len, cap - len, " and %d more", more);
+    if (!shown)
+        snprintf(h, cap, "%s", file);
+}
+
+/* The certificates expired or near their end: fewer than 30 days left,
+   or a quarter of its lifetime when that is less (a short-lived
+   certificate, which --acme renews at a third or a half: marked once its
+   renewal is late).  Each by the hosts it serves and its file. */
+static void cert_warnings(const site_t *s, int64_t now, status_warn_t *w, int *n, int max)
+{
+    const char *file;
+    char hosts[100];
     int64_t t;
-    for (int i = 0; tls_store_expiry(s->proc->tls, i, &name, &t); i++) {
+    for (int i = 0; tls_store_expiry(s->proc->tls, i, &file, &t); i++) {
         int64_t from = tls_store_issued(s->proc->tls, i);
         int64_t life = from > 0 && from < t ? t - from : 0;
-        int64_t window = !life ? 30 * 86400 : life <= 10 * 86400 ? life / 2 : life / 3;
+        int64_t window = life && life / 4 < 30 * 86400 ? life / 4 : 30 * 86400;
         if (t <= 0 || t - now > window)
             continue;
+        cert_hosts(s, i, file, hosts, sizeof hosts);
         if (t <= now)
             warn(w, n, max, 1,
                  "clients refuse the handshake: renew it (-C's file, reloaded on change; "
                  "--acme renews by itself and failed: see its log)",
-                 "certificate %s expired %lld days ago", name, (long long)((now - t) / 86400));
+                 "certificate for %s (%s) expired %lld days ago", hosts, file,
+                 (long long)((now - t) / 86400));
         else
             warn(w, n, max, 0,
-                 "in its renewal window (a third of its lifetime left; half, for 10 days "
-                 "or less): --acme renews it there "
-                 "it there (failing, if this stays); a -C certificate from elsewhere "
+                 "fewer than 30 days left (or a quarter of its lifetime, if shorter): --acme "
+                 "renews earlier (a third before its end; a half, for 10 days or less), so "
+                 "its renewal is failing (see its log); a -C certificate from elsewhere "
                  "needs renewing",
-                 "certificate %s expires in %.1f days", name, (double)(t - now) / 86400);
+                 "certificate for %s (%s) expires in %.1f days", hosts, file,
+                 (double)(t - now) / 86400);
     }
 }
 
@@ -241,6 +271,13 @@ int status_warnings(const site_t *s, const status_ring_t *ring, const stats_snap
     int n = 0, secs;
     backend_warnings(s, ring, now, w, &n, max);
     cert_warnings(s, now, w, &n, max);
+    if (s->cert_reload_err[0])
+        warn(w, &n, max, 1, "a renewed certificate is not served until a reload succeeds (-C's "
+                            "files are read again every minute and on SIGUSR1; the ones in use "
+                            "stay): make them readable by -u's user (Permission denied: e.g. "
+                            "group of that user and mode 0640, the directories searchable) and "
+                            "whole PEM",
+             "certificates cannot be reloaded: %s", s->cert_reload_err);
     if (snap->g.draining)
         warn(w, &n, max, 1, "health checks fail (-k), the listeners close, the last requests "
                             "finish within -g's grace",

@@ -421,6 +421,15 @@ static int open_file(int dfd, const char *name, int trusted, int as_uid, int uid
                     0640);
     int e = errno;
     pfs_unbecome(&ids);
+    struct stat st;
+    if (fd < 0 && e == EACCES && as_uid >= 0 && !fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW)) {
+        /* made by root before (--check, a start without -u): say whose */
+        snprintf(why, n, "%s: it belongs to uid %lu gid %lu, mode %04o, and -u's user (uid %d) "
+                 "may not write it: chown it to that user, or remove it", strerror(e),
+                 (unsigned long)st.st_uid, (unsigned long)st.st_gid,
+                 (unsigned)(st.st_mode & 07777), as_uid);
+        return errno = e, -1;
+    }
     if (fd < 0) {
         snprintf(why, n, "%s%s", e == ELOOP ? "a symbolic link (not followed): " : "",
                  strerror(e));

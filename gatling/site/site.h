@@ -55,6 +55,8 @@ typedef struct site {
     size_t nconns; /* open connections (conn.c keeps it) */
     size_t ntls;   /* ... of which HTTPS */
     int draining;  /* a drain has begun (its -g grace too): the health check fails */
+    char cert_reload_err[160]; /* the last certificate reload's error, "" after a good one
+                                  (server.c sets it, /server-status shows it) */
     int https_ready; /* HTTPS answers: its port bound, a certificate loaded (server.c keeps
                         it); -X redirects to it only then */
     /* the handlers' per-loop state, by index (handlers/hstate.h's HSTATE_*,

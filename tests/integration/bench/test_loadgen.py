@@ -851,6 +851,27 @@ def test_bench_surge_page_loads(build, gatling_h2, site, tls):
     assert h2_logged(gatling_h2) == 40 * 21
 
 
+def test_bench_surge_verifies_with_C(build, gatling_h2, site, pki, tmp_path):
+    """Issue 90: bench --surge over https:// takes -C CA_FILE and verifies the
+    server's certificate (it refused -C and never verified, silently): with
+    the server's CA every page loads; with another CA every handshake fails
+    as a TLS error; without -C it says that it does not verify."""
+    url, assets = gatling_h2.tls_url("/index.html"), ("--assets", site / "assets.txt")
+    p, r = bench_json(build, "--surge", "10", "-d", "1", "-C", Path(pki) / "ca.pem", *assets,
+                      url)
+    assert p.returncode == 0 and "not verified" not in p.stderr, p.stderr
+    assert r["pages"] == 10 and r["errors_total"] == 0 and r["handshakes"] == 10, r
+    other = tmp_path / "other"
+    subprocess.run(["sh", ROOT / "dist" / "mkcert.sh", other], check=True, capture_output=True,
+                   timeout=60)
+    p, r = bench_json(build, "--surge", "5", "-d", "1", "-C", other / "ca.pem", *assets, url)
+    assert r["pages"] == 0 and r["errors"]["tls"] == 5, (r, p.stderr)
+    p, r = bench_json(build, "--surge", "5", "-d", "1", *assets, url)
+    assert p.returncode == 0 and r["pages"] == 5, (r, p.stderr)
+    assert "bench: --surge: the server's certificate is not verified (-C CA_FILE verifies it)" \
+        in p.stderr, p.stderr
+
+
 def test_bench_surge_resumed(build, gatling_h2, site):
     """--returning 50%: every second visitor offers the last session, and the handshakes that
     resumed are counted apart from the full ones (OpenSSL's SSL_session_reused)."""

@@ -17,6 +17,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -440,6 +441,76 @@ def test_workers_summed(gatling):
     os.kill(kids[0], signal.SIGKILL)
     wait_for(lambda: any("restarting" in line for line in srv.errlog), 15, "the restart")
     exact("after a worker was killed and replaced")
+
+
+def status_requests(port, query="json"):
+    r = fetch(port, "/server-status?" + query)
+    assert_status(r, 200, "/server-status?" + query)
+    return json.loads(r.body)
+
+
+@http_only
+def test_status_json_sums_workers_as_metrics_does(gatling):
+    """-W 2 under a small load: /server-status?json's counters are the whole
+    server's, as /metrics's are, whichever worker answers (they read one
+    worker's alone before issue 90).  Fetched in turn, the two never go down
+    and never pass the requests made (the load's, at most one in flight, and
+    the fetches before); quiet, each one is exactly the requests made.
+    ?json&worker is the answering worker's alone, with its slot."""
+    srv = gatling(TREE, args=("-T", "10", "-S", "-W", "2", "-n"), check_fds=False)
+    made, stop, failed = [0], threading.Event(), []
+
+    def load():
+        while not stop.is_set():
+            r = fetch(srv.port, "/f.txt")  # new connections: both workers answer
+            if r.status != 200:
+                failed.append(r.status)
+            made[0] += 1
+            time.sleep(0.005)
+
+    t = threading.Thread(target=load)
+    t.start()
+    seen, asked = [], 0
+    try:
+        for i in range(24):
+            time.sleep(0.15)
+            if i % 2:
+                v = scrape(srv.port)[1].total("gatling_requests_total")
+            else:
+                v = status_requests(srv.port)["requests"]
+            seen.append(v)
+            asked += 1
+            assert seen == sorted(seen), "json, metrics, ... went down: %s" % seen
+            assert v <= made[0] + 1 + i, (v, made[0], i, seen)
+    finally:
+        stop.set()
+        t.join()
+    assert not failed and made[0] > 20, (failed, made[0])
+    for i in range(6):
+        want = made[0] + asked
+        deadline = time.monotonic() + 10
+        while True:
+            time.sleep(0.15)
+            if i % 2:
+                v = scrape(srv.port)[1].total("gatling_requests_total")
+            else:
+                v = status_requests(srv.port)["requests"]
+            asked += 1
+            assert v <= want, (v, want)
+            if v == want:
+                break
+            assert time.monotonic() < deadline, "%s: %d, not the %d made" % (i, v, want)
+            want += 1
+    workers = {}
+    for _ in range(40):
+        one = status_requests(srv.port, "json&worker")
+        workers[one["worker"]] = one["requests"]
+        if len(workers) == 2:
+            break
+    assert sorted(workers) == [0, 1], workers
+    total = status_requests(srv.port)["requests"]
+    assert all(0 < v < total for v in workers.values()), (workers, total)
+    assert "worker" not in status_requests(srv.port)
 
 
 # --------------------------------------------------------------------------

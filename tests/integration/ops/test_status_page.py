@@ -132,22 +132,25 @@ def test_sections_fold_zero_rows_under_a_strict_csp(gatling):
     assert not re.findall(r"https?://", page), "a URL in the page"
 
 
-def dated_cert(directory, name, days_ago, days_left):
-    """A self-signed certificate for name valid from days_ago days before now
-    to days_left days after it, as directory/name/{fullchain,privkey}.pem."""
+def dated_cert(directory, name, days_ago, days_left, hosts=None):
+    """A self-signed certificate for hosts (default: name) valid from days_ago
+    days before now to days_left days after it, as
+    directory/name/{fullchain,privkey}.pem."""
+    hosts = hosts or [name]
     import datetime
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
     key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])])
     now = datetime.datetime.now(datetime.timezone.utc)
     cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject)
             .public_key(key.public_key()).serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(days=days_ago))
             .not_valid_after(now + datetime.timedelta(days=days_left))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(h) for h in hosts]),
+                           critical=False)
             .sign(key, hashes.SHA256()))
     d = os.path.join(directory, name)
     os.makedirs(d)
@@ -161,26 +164,73 @@ def dated_cert(directory, name, days_ago, days_left):
 
 
 @http_only  # its own -C
-def test_certificate_in_its_renewal_window_is_marked(gatling, tmp_path):
-    """Three certificates: 85 days long with 5 left (in the last third: amber),
-    10 days long with 2 left (in the last half of a short one: amber), 90
-    days long with 60 left (not yet): only the first two are marked, each
-    saying which option renews it."""
+def test_certificate_near_its_end_is_marked(gatling, tmp_path):
+    """The rule gatling.8 and README state (issue 90): fewer than 30 days
+    left, or a quarter of its lifetime when that is less.  Marked: 85 days
+    long with 5 left, 10 days long with 2 left, a year long with 20 left;
+    not: 90 days long with 60 left, a year long with 100 left (the last
+    third, as the code had it, marked it), 10 days long with 10 left.  Each
+    named by the hosts it serves (three, and how many more) and its file."""
     certs = str(tmp_path / "certs")
     os.makedirs(certs)
-    dated_cert(certs, "soon.test", 80, 5)
+    dated_cert(certs, "soon", 80, 5, ["soon.test"])
     dated_cert(certs, "short.test", 8, 2)
-    dated_cert(certs, "fine.test", 30, 60)
+    dated_cert(certs, "late.test", 345, 20)
+    dated_cert(certs, "many", 80, 5, ["a.test", "b.test", "c.test", "d.test"])
+    for name, ago, left in (("fine.test", 30, 60), ("year.test", 265, 100),
+                            ("ten.test", 0, 10)):
+        dated_cert(certs, name, ago, left)
     srv = gatling(TREE, args=("-T", "10", "-S", "-C", certs, "-e", "0"))
     j = status_json(srv.port)
-    marked = {w["what"].split()[1]: w for w in j["warnings"] if w["what"].startswith("cert")}
-    assert set(marked) == {"soon.test", "short.test"}, j["warnings"]
-    assert all(w["level"] == "warn" and "--acme" in w["means"] for w in marked.values())
-    assert re.fullmatch(r"certificate soon\.test expires in (4\.9|5\.0) days",
-                        marked["soon.test"]["what"]), marked
+    marked = {w["what"].split(" (")[1].split(")")[0]: w for w in j["warnings"]
+              if w["what"].startswith("cert")}
+    assert set(marked) == {"soon", "short.test", "late.test", "many"}, j["warnings"]
+    assert all(w["level"] == "warn" and "--acme" in w["means"] and "there there" not in
+               w["means"].replace("it there it", "there there") for w in marked.values())
+    assert re.fullmatch(r"certificate for soon\.test \(soon\) expires in (4\.9|5\.0) days",
+                        marked["soon"]["what"]), marked
+    assert marked["many"]["what"].startswith(
+        "certificate for a.test, b.test, c.test and 1 more (many) expires in "), marked
+    assert "fewer than 30 days left" in marked["soon"]["means"], marked
     page = fetch(srv.port, "/server-status").body.decode()
-    assert re.search(r'<li class="warn"><b>certificate soon\.test expires in', page), page[:2000]
-    assert "fine.test expires" not in page
+    assert re.search(r'<li class="warn"><b>certificate for soon\.test \(soon\) expires in',
+                     page), page[:2000]
+    assert "fine.test (" not in page and "year.test (" not in page and "ten.test (" not in page
+
+
+@http_only  # its own -C
+def test_certificate_that_cannot_be_reloaded_is_marked(gatling, tmp_path):
+    """-u nobody, a private key only root may read (issue 90): loaded at
+    start as root, a renewal (the files changed) fails to load as nobody
+    ("Permission denied") and the old certificate stays.  The page's "what
+    is wrong" list says so in red, naming the file and what to do; a reload
+    that works again clears it."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to start with -u nobody")
+    certs = str(tmp_path / "certs")
+    os.makedirs(certs)
+    dated_cert(certs, "locked.test", 1, 300)
+    for d in (str(tmp_path), certs, os.path.join(certs, "locked.test")):
+        os.chmod(d, 0o755)
+    key = os.path.join(certs, "locked.test", "privkey.pem")
+    srv = gatling(TREE, args=("-T", "10", "-S", "-C", certs, "-e", "0", "-u", "nobody"))
+    assert not [w for w in status_json(srv.port)["warnings"] if "reloaded" in w["what"]]
+    os.utime(key, (time.time() + 5, time.time() + 5))  # renewed by root, still 0600
+    srv.send_signal(signal.SIGUSR1)
+    assert wait_for(lambda: any("reloading the certificates failed" in l for l in srv.errlog),
+                    5), srv.errlog
+    bad = [w for w in status_json(srv.port)["warnings"] if "cannot be reloaded" in w["what"]]
+    assert len(bad) == 1 and bad[0]["level"] == "bad", status_json(srv.port)["warnings"]
+    assert "locked.test" in bad[0]["what"] and "Permission denied" in bad[0]["what"], bad
+    assert "readable by -u" in bad[0]["means"], bad
+    page = fetch(srv.port, "/server-status").body.decode()
+    assert re.search(r'<li class="bad"><b>certificates cannot be reloaded: [^<]*locked\.test',
+                     page), page[:3000]
+    os.chmod(key, 0o644)
+    os.utime(key, (time.time() + 10, time.time() + 10))
+    srv.send_signal(signal.SIGUSR1)
+    assert wait_for(lambda: not [w for w in status_json(srv.port)["warnings"]
+                                 if "cannot be reloaded" in w["what"]], 5), srv.errlog
 
 
 # ---------------------------------------------------------------- Chromium
@@ -319,9 +369,40 @@ def test_chromium_sees_graphs_move_and_the_dead_backend(gatling, build, tmp_path
     assert any("127.0.0.1/%d" % be.port in w and " is " in w for w in marks["warnings"]), marks
     assert [c for c in marks["charts"] if "127.0.0.1/" in c] == [
         c for c in marks["charts"] if "127.0.0.1/%d" % be.port in c] != [], marks
-    assert any(w.startswith("certificate soon.test expires in") for w in marks["amber"]), marks
+    assert any(w.startswith("certificate for soon.test (soon.test) expires in")
+               for w in marks["amber"]), marks
     assert "updated" in (marks["state"] or ""), marks
     # only this server was asked: the page, ?css, ?js, ?json and the page again
     assert asked and all(u.startswith(base + "/") for u in asked), asked
     assert any("?json" in u for u in asked) and any(u.endswith("?js") for u in asked), asked
+    assert os.path.getsize(tmp_path / "status.png") > 10000
+
+
+@http_only
+@pytest.mark.skipif(not CHROMIUM, reason="no chromium (tests/setup.sh installs it)")
+def test_chromium_sees_a_certificate_that_cannot_be_reloaded(gatling, tmp_path):
+    """Issue 90: as an admin sees it, in Chromium: -u nobody, a renewed key
+    only root may read, and the page's "what is wrong" list has it in red,
+    with the file and why; a screenshot is taken."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to start with -u nobody")
+    certs = str(tmp_path / "certs")
+    os.makedirs(certs)
+    dated_cert(certs, "locked.test", 1, 300)
+    for d in (str(tmp_path), certs, os.path.join(certs, "locked.test")):
+        os.chmod(d, 0o755)
+    key = os.path.join(certs, "locked.test", "privkey.pem")
+    srv = gatling(TREE, args=("-T", "10", "-S", "-C", certs, "-e", "0", "-u", "nobody"))
+    os.utime(key, (time.time() + 5, time.time() + 5))
+    srv.send_signal(signal.SIGUSR1)
+    assert wait_for(lambda: any("reloading the certificates failed" in l for l in srv.errlog),
+                    5), srv.errlog
+    base = "http://127.0.0.1:%d" % srv.port
+    with tempfile.TemporaryDirectory(prefix="gatling-chromium-") as home:
+        with chromium(home) as ws_url:
+            _, _, marks, _ = asyncio.run(asyncio.wait_for(
+                look(ws_url, base + "/server-status", str(tmp_path / "status.png"), 0), 60))
+    red = [w for w in marks["warnings"] if w.startswith("certificates cannot be reloaded")]
+    assert len(red) == 1 and "locked.test/privkey.pem: Permission denied" in red[0], marks
+    assert "readable by -u" in red[0], marks
     assert os.path.getsize(tmp_path / "status.png") > 10000

@@ -91,6 +91,23 @@ def test_log_in_users_directory_is_the_users():
             assert st.st_uid == user().pw_uid and stat.S_IMODE(st.st_mode) == 0o640, (name, st)
 
 
+def test_a_log_root_made_names_its_owner():
+    """Issue 90: a log root made before (a --check or a start without -u, as
+    root) in -u's directory, 0640 root's: the start with -u nobody cannot
+    open it, and says whose it is and what to do, not a bare "Permission
+    denied"."""
+    with scratch() as base:
+        logs = users_dir(base + "/logs")
+        with open(logs + "/access.log", "w"):
+            pass
+        os.chmod(logs + "/access.log", 0o640)
+        with launch(["-u", "nobody", "-l", logs + "/access.log"], base) as run:
+            assert run.port is None and run.proc.returncode == 1, run.text()
+            assert logs + "/access.log" in run.text(), run.text()
+            assert "Permission denied: it belongs to uid 0 gid 0, mode 0640, and -u's user " \
+                   "(uid %d) may not write it: chown it" % user().pw_uid in run.text(), run.text()
+
+
 def test_no_user_refuses_a_directory_others_write():
     """Root with no -u to open it as: a log directory others can write is refused."""
     with scratch() as base:

@@ -164,6 +164,39 @@ def test_its_own_user_reloads_a_server_that_is_not_dumpable(tmp_path):
         srv.wait()
 
 
+def test_root_reloads_by_pid_a_server_it_started_with_u(tmp_path):
+    """Issue 90: root started the server with -u nobody (it runs as nobody)
+    and types its pid: --reload takes it, as it takes the pid file's path
+    (the server says root started it; the executable is compared as ever):
+    exit 0, the new process serves and the old one drains.  nobody's own
+    server stays refused (test_a_gatling_of_another_user_is_not_signalled)."""
+    www = open_dir(tmp_path, "www")
+    with open(os.path.join(www, "f.txt"), "w") as f:
+        f.write("x\n")
+    binary = copy_for_others(build().binary, open_dir(tmp_path, "built"))
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0")
+    srv = subprocess.Popen([binary, "-n", "-u", "nobody", "-i", "127.0.0.1", "-p", "0"],
+                           cwd=www, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True, env=env)
+    new = None
+    try:
+        line = srv.stderr.readline()
+        assert "listening on" in line, line
+        with open("/proc/%d/status" % srv.pid) as f:
+            assert re.search(r"^Uid:\s+%d\s" % user().pw_uid, f.read(), re.M)
+        r = subprocess.run([binary, "--reload", str(srv.pid)], capture_output=True, text=True,
+                           timeout=90, env=env)
+        assert r.returncode == 0 and "this one (pid %d) drains" % srv.pid in r.stdout, r
+        new = int(re.search(r"pid (\d+) serves", r.stdout).group(1))
+        assert srv.wait(30) == 0
+    finally:
+        if new:
+            os.kill(new, signal.SIGKILL)
+        if srv.poll() is None:
+            srv.kill()
+        srv.wait()
+
+
 def test_side_processes_are_refused(tmp_path):
     """The CGI spawner (-z) and a -W worker, the pids pidof -s may pick: each
     refused at once, exit 2, saying what it is and its server's pid (they
