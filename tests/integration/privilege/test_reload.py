@@ -107,8 +107,9 @@ def test_a_process_whose_executable_cannot_be_compared_is_refused(tmp_path):
     it: /proc/PID/exe cannot be read, so it cannot be told from gatling: refused (exit 2,
     saying why), not signalled (the check fell open: it got SIGUSR2 and, answering on the
     socket whose name the signal carried, could make --reload say all is well)."""
-    os.chmod(str(tmp_path), 0o755)
-    binary = copy_for_others(build().binary, str(tmp_path))
+    # a directory nobody reaches (its ancestors made searchable by open_dir): it
+    # relied on an earlier test of the module having opened pytest's base
+    binary = copy_for_others(build().binary, open_dir(tmp_path, "bin"))
     fake = subprocess.Popen(["python3", "-c", FAKE], stdout=subprocess.PIPE, text=True,
                             preexec_fn=as_nobody)
     try:
