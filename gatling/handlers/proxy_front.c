@@ -466,12 +466,13 @@ int px_script_check(exchange_t *ex, const px_rule_t *r, const px_target_t *t)
         close(fd);
     if (vfd >= 0)
         close(vfd);
-    char why[EX_PATH_CAP + PX_FRONT_MAX + 96];
-    snprintf(why, sizeof why, "/%s: %s", rel, st == 404 ? "a script below a file (PATH_INFO "
-             "splits only at a script that is there): 404, not run" : "a script behind a "
-             "closed directory: 403, not run");
-    if (st == 404 || st == 403)
+    if (st == 404 || st == 403) { /* (the line made only when it is logged) */
+        char why[EX_PATH_CAP + PX_FRONT_MAX + 96];
+        snprintf(why, sizeof why, "/%s: %s", rel, st == 404 ? "a script below a file "
+                 "(PATH_INFO splits only at a script that is there): 404, not run"
+                 : "a script behind a closed directory: 403, not run");
         site_error(s, "-P", 0, ex->peer, why);
+    }
     return st;
 }
 

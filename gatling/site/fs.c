@@ -372,7 +372,8 @@ int fs_mode_public(const struct stat *st)
 /* Contract in fs.h. */
 int fs_public(const fs_at_t *at, const char *rel, int fd, int flags)
 {
-    walk_t w = {.at = at, .rootlen = strlen(at->root_real)};
+    walk_t w; /* not zeroed: its two PATH_MAX buffers were 8 KiB of memset a call */
+    w.at = at, w.rootlen = strlen(at->root_real), w.out = 0, w.curlen = 0, w.cur[0] = 0;
     struct stat st, of;
     int known = 0;
     size_t d = strlen(at->dir), r = strlen(rel);
