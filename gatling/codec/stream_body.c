@@ -137,7 +137,7 @@ int sb_codec_body_buf(exchange_t *ex, const void *p, size_t n, int flags)
     b->given += n;
     if (b->streamed)
         ex->body_len += n;
-    if (b->given - b->body_sent > EX_STREAM_HIGH && !b->want_drain) {
+    if (b->given - b->body_sent > ex_stream_high(ex) && !b->want_drain) {
         b->want_drain = 1;
         b->c->drainers++;
     }

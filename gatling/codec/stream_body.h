@@ -105,7 +105,7 @@ typedef struct sbody {
     uint8_t closed;     /* the stream is closed or reset: nothing more goes out */
     uint8_t streamed;   /* its head said no length (EX_LEN_STREAM) */
     uint8_t ended;      /* ex_body_end (or abort, or an error page) was called */
-    uint8_t want_drain; /* more than EX_STREAM_HIGH was queued: tell the producer below LOW */
+    uint8_t want_drain; /* more than ex_stream_high was queued: tell the producer below LOW */
     uint8_t waits;      /* the codec's data reader found nothing and waits (ops->resume) */
     uint8_t early;      /* dispatched at its head: its request body goes to the producer */
     uint8_t input_held; /* input() took less than offered: the rest is in held */

@@ -602,7 +602,7 @@ static int body_give(px_req_t *pr, char *buf, size_t n)
     }
     if (pr->ended)
         return -1;
-    if (ex_queued(pr->ex) > EX_STREAM_HIGH) {
+    if (ex_queued(pr->ex) > ex_stream_high(pr->ex)) {
         pr->paused = 1; /* drained() resumes; the client's pace is the codec's (-B) */
         px_set_deadline(pr);
     }

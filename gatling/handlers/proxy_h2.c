@@ -11,7 +11,8 @@
  * window lets it (input() held to PROXY_OUT_MAX as for HTTP/1.1), and a
  * response's DATA is acknowledged to the backend (nghttp2_session_consume,
  * no automatic WINDOW_UPDATE) only once the client's side took it, so a
- * slow client holds at most a stream window of the backend's bytes.
+ * slow client holds at most a stream window of the backend's bytes beyond
+ * the exchange's low mark (ex->tight: EX_STREAM_LOW, not HIGH).
  * A stream the backend refused (REFUSED_STREAM, or past a GOAWAY's last
  * id) never reached the application: it goes again on another connection.
  * gRPC: te: trailers passed, the response's trailers sent to the client
@@ -71,7 +72,11 @@
 #include <unistd.h>
 
 #define H2B_WBUF (64 * 1024)          /* frame bytes gathered for one send() */
-#define H2B_STREAM_WINDOW (256 * 1024) /* a stream's receive window (SETTINGS) */
+/* A stream's receive window (SETTINGS): what the backend may send beyond what
+   the client took.  With the exchange's low mark (ex->tight), a stream whose
+   client reads nothing holds at most EX_STREAM_LOW + this: 128 KiB, where
+   256 KiB + 256 KiB let 3,000 such streams from one client take 1.5 GB. */
+#define H2B_STREAM_WINDOW (64 * 1024)
 #define H2B_CONN_WINDOW (32 << 20)    /* the connection's */
 #define H2B_TRAILERS 16               /* trailer fields passed on */
 #define H2B_EXTRA 6                   /* request fields of our own: pseudo, te, content-length */
@@ -233,6 +238,7 @@ static int h2b_request(px_req_t *pr, const px_target_t *tg)
         return -1;
     char *at = (char *)(s->nv + nmax);
     pr->h2s = s;
+    pr->ex->tight = 1; /* its DATA arrives unasked, up to the window: stop at the low mark */
     h2b_pseudo(pr, s, &at, tg);
     for (size_t i = 0; i < req->nheaders; i++) {
         const http_header_t *h = &req->headers[i];
@@ -873,6 +879,10 @@ static void h2b_timer_on(gio_loop_t *l, void *arg)
     if (!deadline && !client)
         px_timed_out(pr);
     px_release(pr, 0);
+    if (pr->grpc && !deadline) /* (a call's own deadline is the client's to log) */
+        site_error(pr->px->site, "proxy", ETIMEDOUT, pr->ex->peer,
+                   client ? "a gRPC call's request body stalled (-Q)"
+                          : "the backend did not answer a gRPC call in time (-Q)");
     if (pr->grpc) {
         px_grpc_fail(pr, deadline || client ? 4 : 14,
                      deadline ? "Deadline Exceeded (grpc-timeout)"

@@ -213,6 +213,10 @@ typedef struct exchange {
        ways): while nothing waits for the client to read, its request body
        may pause without a -B window running (HTTP/2's h2_report_t) */
     uint8_t self_paced;
+    /* the producer holds what its source sent it beyond what the client took,
+       so it stops at EX_STREAM_LOW, not EX_STREAM_HIGH (ex_stream_high): an
+       HTTP/2 backend's stream, whose window lets it send before it is asked */
+    uint8_t tight;
     /* ex_path's memo: the target's path, decoded into path[] once (path_st + 1;
        0: not yet, and again after a local redirect or a rewrite) */
     uint16_t path_st;
@@ -339,6 +343,14 @@ static inline void ex_body_abort(exchange_t *ex)
 static inline uint64_t ex_queued(const exchange_t *ex)
 {
     return ex->codec->queued(ex);
+}
+
+/* What a producer may have queued before it stops (the codec's drained()
+   comes once ex_queued fell below EX_STREAM_LOW): ex->tight's is the low
+   mark itself. */
+static inline uint64_t ex_stream_high(const exchange_t *ex)
+{
+    return ex->tight ? EX_STREAM_LOW : EX_STREAM_HIGH;
 }
 
 /* The producer, which took less than it was offered, takes input again. */
