@@ -679,3 +679,19 @@ def test_second_name_of_an_mtls_site(gatling, mpki, proto):
         with tls_sock(mpki, port, "mtls.test", alpn="h2") as s:
             got = h2_gets(s, port, ["alias.test"])
         assert got[0][0] == 421 and b"secret" not in got[0][1], got
+
+
+def test_check_names_a_second_name_of_an_mtls_site(build, mpki, tmp_path):
+    """Issue 92, 2: --check says which root entry is another name of a site
+    whose certificate asks for client certificates (and not the site's own
+    port directory, nor an unrelated site)."""
+    root = tmp_path / "www"
+    make_docroot(str(root), {"mtls.test": {"f.txt": "secret\n"}, "mtls.test:8443":
+                             Symlink("mtls.test"), "alias.test": Symlink("mtls.test"),
+                             "other.test": {"f.txt": "other\n"}})
+    r = subprocess.run([build.binary, "-p", "0", "-e", "0", "-C", mpki + "/certs", "-c",
+                        str(root), "--check"], capture_output=True, timeout=20)
+    err = r.stderr.decode()
+    lines = [l for l in err.splitlines() if "another name of" in l]
+    assert len(lines) == 1 and lines[0].startswith(
+        "gatling: warning: HTTPS: alias.test is another name of mtls.test's site directory"), err
