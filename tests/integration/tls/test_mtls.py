@@ -695,3 +695,26 @@ def test_check_names_a_second_name_of_an_mtls_site(build, mpki, tmp_path):
     lines = [l for l in err.splitlines() if "another name of" in l]
     assert len(lines) == 1 and lines[0].startswith(
         "gatling: warning: HTTPS: alias.test is another name of mtls.test's site directory"), err
+
+
+def test_second_name_of_an_mtls_site_over_http3(build, mpki, tmp_path):
+    """Issue 92, 2 over HTTP/3: alias.test -> mtls.test, no certificate:
+    421 (by SNI localhost: aioquic checks the server's name), never
+    mtls.test's files; localhost's own files are served."""
+    skip_without_h3(build.binary)
+    root = str(tmp_path / "www")
+    make_docroot(root, {"mtls.test": {"f.txt": "secret\n"}, "alias.test": Symlink("mtls.test"),
+                        "f.txt": "public\n"})
+    ca = open(mpki + "/ca.pem").read()
+    with running_server(build, root, args(mpki)) as srv:
+        port = https_port(srv)
+        got = []
+        for sni, host in (("localhost", "alias.test"), ("localhost", "Alias.Test."),
+                          ("localhost", "localhost")):
+            c = H3Client(port, sni=sni, cadata=ca)
+            try:
+                got.append(c.request("/f.txt", host="%s:%d" % (host, port)))
+            finally:
+                c.close()
+    assert [r.status for r in got] == [421, 421, 200], got
+    assert not any(b"secret" in r.body for r in got) and got[2].body == b"public\n", got
