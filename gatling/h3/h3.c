@@ -26,7 +26,6 @@
 #include <ngtcp2/ngtcp2.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
 
 
@@ -237,12 +236,8 @@ static int on_header(nghttp3_conn *ng, int64_t id, int32_t token, nghttp3_rcbuf 
     const uint8_t *nb = nm.base;
     int authority = nlen == 10 && !memcmp(nb, ":authority", 10);
     int host = authority || (nlen == 4 && !memcmp(nb, "host", 4));
-    const http_str_t *had = host ? http_header(req, "Host") : NULL;
-    if (had) { /* :authority first; a host beside it names the same (RFC 9114 4.3.1) */
-        if (had->n != vl.len || strncasecmp(had->p, (const char *)vl.base, vl.len))
-            s->sb.bad = 1;
+    if (host && http_header(req, "Host")) /* :authority first, one Host */
         return 0;
-    }
     const char *v = admit_keep(&s->sb, vl.base, vl.len);
     if (!v)
         return 0;
