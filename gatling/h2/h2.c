@@ -7,6 +7,7 @@
 #include <nghttp2/nghttp2.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 int h2_preface(const char *p, size_t n)
 {
@@ -16,24 +17,27 @@ int h2_preface(const char *p, size_t n)
     return n >= H2_PREFACE_LEN;
 }
 
-/* A request field kept in the request (the checks are made). */
-static void field_keep(h2_stream_t *s, const uint8_t *name, size_t nlen, const uint8_t *value,
-                       size_t vlen)
+/* A request field kept in the request (the checks are made): 0, or -1 for
+   a malformed request (RFC 9113 8.3.1: a host beside :authority naming
+   another, or a second host naming another). */
+static int field_keep(h2_stream_t *s, const uint8_t *name, size_t nlen, const uint8_t *value,
+                      size_t vlen)
 {
     http_request_t *req = &s->req;
     int authority = nlen == 10 && !memcmp(name, ":authority", 10);
     int host = authority || (nlen == 4 && !memcmp(name, "host", 4));
-    if (host && http_header(req, "Host")) /* RFC 9113 8.3.1: :authority first, one Host */
-        return;
+    const http_str_t *had = host ? http_header(req, "Host") : NULL;
+    if (had) /* :authority first, one Host: the same name, or malformed */
+        return had->n == vlen && !strncasecmp(had->p, (const char *)value, vlen) ? 0 : -1;
     if (nlen == 8 && !memcmp(name, "priority", 8))
         h2f_priority(value, vlen, &s->urgency, &s->incremental);
     int method = nlen == 7 && !memcmp(name, ":method", 7);
     int path = nlen == 5 && !memcmp(name, ":path", 5);
     if (name[0] == ':' && !authority && !method && !path)
-        return; /* :scheme, not kept */
+        return 0; /* :scheme, not kept */
     const char *v = admit_keep(&s->sb, value, vlen);
     if (!v)
-        return;
+        return 0;
     http_str_t val = {v, vlen};
     if (method)
         req->method = val;
@@ -46,6 +50,7 @@ static void field_keep(h2_stream_t *s, const uint8_t *name, size_t nlen, const u
         if (k)
             req->headers[req->nheaders++] = (http_header_t){{k, authority ? 4 : nlen}, val};
     }
+    return 0;
 }
 
 /* The content-length field: digits, and all of them the same (8.1.1). */
@@ -74,8 +79,9 @@ static void on_field(h2_t *h, const nghttp2_nv *nv)
         in->malformed = 1;
         return;
     }
-    if (!in->fs.trailer && !s->sb.bad && !s->sb.refused && !s->sb.closed)
-        field_keep(s, nv->name, nv->namelen, nv->value, nv->valuelen);
+    if (!in->fs.trailer && !s->sb.bad && !s->sb.refused && !s->sb.closed &&
+        field_keep(s, nv->name, nv->namelen, nv->value, nv->valuelen) < 0)
+        in->malformed = 1;
 }
 
 /* ---- frames in ---- */

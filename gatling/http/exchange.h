@@ -45,7 +45,10 @@
  * authority is the one http_request_authority() left in Host (an
  * absolute-form target's, HTTP/2's and HTTP/3's :authority); the TLS terms
  * (the certificate's names, a client certificate a site requires) are the
- * router's first entries, checked against the same Host.
+ * router's first entries, checked against the same Host and against the
+ * directory the route serves (route/guard.h: a client-certificate site's
+ * directory keeps its terms under another name).  The name is canonical
+ * (one final dot dropped, case folded): the cache keys on it too.
  */
 enum { EX_ROUTE_NONE, EX_ROUTE_OK, EX_ROUTE_BAD };
 typedef struct ex_route {

@@ -166,6 +166,60 @@ static int names_without_site(const config_t *cfg, const proc_t *p)
     return in_use && missing;
 }
 
+/* The root's (fd) entry e, if it is a name of none of the certificate i's
+   and serves the directory sb is (a symbolic link, a bind mount): say so. */
+static int alias_of(const tls_store_t *st, int i, int fd, const char *e, const struct stat *sb,
+                    const char *site)
+{
+    struct stat o;
+    const char *name;
+    char bare[256];
+    size_t n = strcspn(e, ":");
+    if (e[0] == '.' || n >= sizeof bare || fstatat(fd, e, &o, 0) < 0 ||
+        o.st_dev != sb->st_dev || o.st_ino != sb->st_ino)
+        return 0;
+    memcpy(bare, e, n);
+    bare[n] = 0;
+    for (int k = 0; tls_store_name(st, i, k, &name); k++)
+        if (!strcasecmp(name, bare))
+            return 0;
+    fprintf(stderr, "gatling: warning: HTTPS: %s is another name of %s's site directory, "
+            "whose certificate asks for client certificates: its requests get 421 unless made "
+            "on a connection set up with %s's certificate (the directory served decides); "
+            "name %s in that certificate for it to be served (gatling.8, VIRTUAL HOSTS)\n",
+            e, site, site, bare);
+    return 1;
+}
+
+/* Every other name (a symbolic link) of a site directory whose certificate
+   asks its clients for certificates (route/guard.h answers their requests). */
+static int mtls_aliases(const config_t *cfg, const proc_t *p)
+{
+    int fd = p->tls && cfg->vhosts ? open(cfg->root ? cfg->root : ".",
+                                          O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    int said = 0;
+    const char *name;
+    struct stat sb;
+    for (int i = 0; fd >= 0 && i < tls_store_count(p->tls); i++)
+        for (int k = 0; tls_store_asks_client(p->tls, i) && tls_store_name(p->tls, i, k, &name);
+             k++) {
+            DIR *d = name[0] != '*' && !named_before(p->tls, i, k, name) &&
+                             fstatat(fd, name, &sb, 0) == 0 && S_ISDIR(sb.st_mode)
+                         ? fdopendir(dup(fd))
+                         : NULL;
+            struct dirent *e;
+            if (d)
+                rewinddir(d);
+            while (d && (e = readdir(d)))
+                said += alias_of(p->tls, i, fd, e->d_name, &sb, name);
+            if (d)
+                closedir(d);
+        }
+    if (fd >= 0)
+        close(fd);
+    return said;
+}
+
 #define ADVISE_CGI_MAX 10 /* scripts named at most; the rest are counted */
 
 typedef struct {
@@ -364,6 +418,6 @@ static int as_root(const config_t *cfg, const proc_t *p)
 int advise(const config_t *cfg, const proc_t *p)
 {
     return as_root(cfg, p) + https_ports(cfg, p) + names_without_site(cfg, p) +
-           cluster_advise(cfg, p) + chroot_paths(cfg, p) +
+           mtls_aliases(cfg, p) + cluster_advise(cfg, p) + chroot_paths(cfg, p) +
            sockets_missing(cfg, p);
 }

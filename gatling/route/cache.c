@@ -43,16 +43,19 @@ typedef struct inval {
 } inval_t;
 
 /* Location or Content-Location v of a response to the request of key[0..n):
-   the URI it names on the same origin, invalidated too (RFC 9111 4.4). */
+   the URI it names on the same origin, invalidated too (RFC 9111 4.4).
+   The origin is the key's Host, after the site's name (ce_key). */
 static void invalidate_named(cache_t *c, const char *key, size_t n, const char *v)
 {
-    size_t scheme = strlen(key), host = strlen(key + scheme + 1), pre = scheme + host + 2;
+    const char *h = key + strlen(key) + 1, *sp = strchr(h, ' ');
+    size_t scheme = strlen(key), pre = scheme + strlen(h) + 2;
+    size_t host = strlen(sp ? sp + 1 : h);
     char k[RS_KEY_MAX];
     const char *path = NULL;
     if (v[0] == '/' && v[1] != '/') {
         path = v;
     } else if (!strncasecmp(v, key, scheme) && !strncmp(v + scheme, "://", 3) &&
-               !strncasecmp(v + scheme + 3, key + scheme + 1, host) &&
+               !strncasecmp(v + scheme + 3, sp ? sp + 1 : h, host) &&
                v[scheme + 3 + host] == '/') {
         path = v + scheme + 3 + host;
     }

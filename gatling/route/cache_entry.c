@@ -17,8 +17,12 @@
 
 /* ---- keys and Vary ---- */
 
-/* scheme, then the Host lower-cased without a default port or a final dot,
-   then the target: "https\0example.org\0/a?b".  Length, or 0: not cached. */
+/* scheme, then the site the route chose (ex->route's name, decided once:
+   one final dot dropped, case folded, the port) and a space when -v chose
+   one, then the Host lower-cased without a default port or a final dot
+   (what a backend may write into its answer), then the target:
+   "https\0example.org:443 example.org\0/a?b".  Two sites never share an
+   entry, whatever Host spelling led to them.  Length, or 0: not cached. */
 size_t ce_key(const exchange_t *ex, char *k, size_t cap)
 {
     const http_request_t *r = ex->req;
@@ -28,12 +32,18 @@ size_t ce_key(const exchange_t *ex, char *k, size_t cap)
     size_t hn = host ? host->n : 0;
     const char *hp = host ? host->p : "";
     const char *dflt = ex->secure ? ":443" : ":80";
+    if (ex->route.state != EX_ROUTE_OK)
+        return 0;
     if (hn > strlen(dflt) && !memcmp(hp + hn - strlen(dflt), dflt, strlen(dflt)))
         hn -= strlen(dflt);
     if (hn && hp[hn - 1] == '.')
         hn--;
     if (hn > 255 || !r->target.n || r->target.p[0] != '/')
         return 0;
+    if (ex->route.namelen) {
+        hb_put(&b, ex->route.name, ex->route.namelen);
+        hb_put(&b, " ", 1);
+    }
     for (size_t i = 0; i < hn; i++) {
         char ch = hp[i] >= 'A' && hp[i] <= 'Z' ? (char)(hp[i] + 32) : hp[i];
         hb_put(&b, &ch, 1);

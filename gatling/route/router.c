@@ -5,6 +5,7 @@
 #include "cache.h"
 #include "handlers/cgi.h"
 #include "compress.h"
+#include "guard.h"
 #include "http/hbuf.h"
 #include "http/path.h"
 #include "site/acme_chal.h"
@@ -190,6 +191,13 @@ static int misdirected(const exchange_t *ex, const char *host, size_t n)
                                            ex->snilen, host, n);
 }
 
+/* The route's name without its ":port". */
+static size_t bare_len(const exchange_t *ex)
+{
+    const char *colon = memrchr(ex->route.name, ':', ex->route.namelen);
+    return colon ? (size_t)(colon - ex->route.name) : ex->route.namelen;
+}
+
 /* HTTPS: Alt-Svc names HTTP/3 here (RFC 7838), and a Host another
    certificate answers for is 421 (RFC 9110 7.4). */
 static int origin_rule(exchange_t *ex)
@@ -200,7 +208,10 @@ static int origin_rule(exchange_t *ex)
     if (ex->site->alt_svc[0] && ex->req->version != 30 && !ex->client)
         ex_field(ex, "Alt-Svc", ex->site->alt_svc);
     size_t n = host ? host_name_len(host) : 0;
-    if (n && misdirected(ex, host->p, n)) {
+    /* the directory served decides too: a client-certificate site's, reached
+       by another name, is that site's (guard.h) */
+    const char *g = n ? guard_site(ex, ex->route.name, bare_len(ex)) : NULL;
+    if ((n && misdirected(ex, host->p, n)) || (g && misdirected(ex, g, strlen(g)))) {
         ex->site->stats.tls_misdirected++;
         return answered(ex_error(ex, 421, NULL, NULL));
     }

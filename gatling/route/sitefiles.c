@@ -299,17 +299,15 @@ static sf_dir_t *dir_of_name(site_t *s, sf_state_t *st, const char *name)
     return e->dir;
 }
 
-/* ex's site directory (t: its path, for an absolute-form authority). */
-static sf_dir_t *dir_of(exchange_t *ex, const path_t *t)
+/* ex's site directory: the route's name (ex->route, decided once; an
+   absolute-form target's authority is the Host it was decided from). */
+static sf_dir_t *dir_of(exchange_t *ex)
 {
     site_t *s = ex->site;
     sf_state_t *st = hstate(s, HSTATE_SITEFILES);
-    char name[VHOST_NAME_MAX] = "";
-    const http_str_t *host = t && t->authority.p ? &t->authority : http_header(ex->req, "Host");
-    if (!st || (s->cfg->vhosts &&
-                vhost_name(host, ex->local_port, s->cfg->keep_host_port, name) < 0))
+    if (!st || vhost_route(ex, s->cfg->vhosts, s->cfg->keep_host_port) < 0)
         return NULL;
-    return dir_of_name(s, st, name);
+    return dir_of_name(s, st, s->cfg->vhosts ? ex->route.name : "");
 }
 
 /* ---- the router's entry ---- */
@@ -580,7 +578,7 @@ static int sitefiles_serve(exchange_t *ex)
     path_t t;
     if (ex_path(ex, &t) != 0)
         return HANDLER_NOT_MINE; /* the files answer 400 */
-    const sf_dir_t *d = dir_of(ex, &t);
+    const sf_dir_t *d = dir_of(ex);
     if (d && d->hdr) {
         int r = headers_for(ex, d, &t);
         if (r < 0)
@@ -601,7 +599,7 @@ void sitefiles_streams(exchange_t *ex)
     if (hslot(ex, HSLOT_SITE)->n || !ex->req_len || ex_path(ex, &t) != 0 ||
         control_file(t.path, t.len))
         return; /* the entry answers it, in its turn */
-    const sf_dir_t *d = dir_of(ex, &t);
+    const sf_dir_t *d = dir_of(ex);
     sf_caps_t caps;
     const sf_rule_t *r = d && d->red ? sf_redirects_match(d->red, t.path, t.len, &caps) : NULL;
     if (r && r->status == 200) /* the rewrite (unless shadowed: serve asks), now; the */
@@ -651,7 +649,7 @@ char *sitefiles_page(exchange_t *ex, int status, size_t *n)
         i++;
     if (i == NPAGES || !ex->req || !ex->site)
         return NULL;
-    const sf_dir_t *d = dir_of(ex, NULL);
+    const sf_dir_t *d = dir_of(ex);
     if (!d || !d->page[i])
         return NULL;
     char *p = malloc(d->pagelen[i] + 1);

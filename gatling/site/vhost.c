@@ -69,6 +69,8 @@ int vhost_name(const http_str_t *host, int local_port, int keep_port, char *out)
         /* no empty name, no "." or ".." anywhere: nothing that names a path */
         if (n == 0 || *p == '.' || memmem(p, n, "..", 2))
             return -1;
+        if (p[n - 1] == '.') /* "example.org." is example.org (DNS's root), as nginx has it */
+            n--;
     }
     if (colon) { /* the port must be a port, even when we replace it: digits, <= 65535 */
         unsigned long port = 0;

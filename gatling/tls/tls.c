@@ -590,6 +590,11 @@ int tls_store_count(const tls_store_t *st)
     return st ? st->n : 0;
 }
 
+int tls_store_asks_client(const tls_store_t *st, int i)
+{
+    return st && i >= 0 && i < st->n && tls_client_asks(st->ctx[i]);
+}
+
 int tls_store_check_period(const tls_store_t *st)
 {
     return st->check_s;

@@ -192,6 +192,10 @@ int tls_store_root_missing(const tls_store_t *st, int i, struct x509_store_st *r
    i-th certificate loaded answers for: 1, or 0 past its last. */
 int tls_store_name(const tls_store_t *st, int i, int k, const char **name);
 
+/* Does the i-th certificate ask its clients for certificates (client-ca,
+   required or optional)?  0 past the last. */
+int tls_store_asks_client(const tls_store_t *st, int i);
+
 /* ... and its start (notBefore, unix seconds; 0: unknown or past the last),
    for /server-status's renewal window. */
 int64_t tls_store_issued(const tls_store_t *st, int i);

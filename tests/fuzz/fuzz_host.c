@@ -14,6 +14,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (n > 0) {
         CHECK((size_t)n == strlen(out));
         CHECK(!strchr(out, '/') && !strstr(out, "..") && out[0] != '.');
+        const char *colon = strrchr(out, ':'); /* one name per site: no final dot */
+        CHECK(colon && colon > out && colon[-1] != '.');
         for (int i = 0; i < n; i++)
             CHECK(!(out[i] >= 'A' && out[i] <= 'Z'));
     }

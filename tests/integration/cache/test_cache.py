@@ -1175,6 +1175,35 @@ def test_host_spellings_share_a_key(gatling, origin):
     assert cs(r) == "gatling; fwd=miss; stored" and body_n(r) == 2, r
 
 
+def test_final_dot_is_the_same_site(gatling):
+    """Issue 92: "victim.example." is victim.example's site, found once (one
+    final dot dropped, case folded) and keyed by the site chosen: before, it
+    was served by default/ and stored under victim.example's key, so every
+    later visitor of victim.example got default's page from the cache."""
+    def site(word):
+        script = "#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\n%s %%s\\n' $$\n" % word
+        return {".cache": "ttl 30\n", "p.cgi": Mode(script, 0o755), "f.txt": word + "\n"}
+    tree = {"victim.example/" + k: v for k, v in site("victim").items()}
+    tree.update({"default/" + k: v for k, v in site("default").items()})
+    srv = gatling(tree, args=("-T", "10", "-S", "-w", "\\.cgi$"), check_fds=False)
+
+    def on(host, target="/p.cgi"):
+        with Client(srv.port) as c:
+            return c.request(target, host=host)
+    for host in ("victim.example.", "VICTIM.Example.:%d" % srv.port):
+        r = on(host, "/f.txt")
+        assert r.status == 200 and r.body == b"victim\n", (host, r)
+    r = on("victim.example.")
+    assert r.status == 200 and r.body.startswith(b"victim "), r
+    for host in ("victim.example", "VICTIM.example", "Victim.Example."):
+        got = on(host)
+        assert got.body == r.body and cs(got) == "gatling; hit", (host, got)
+    r = on("other.example")
+    assert r.status == 200 and r.body.startswith(b"default "), r
+    for host in ("victim.example..", ".victim.example", "."):
+        assert on(host, "/f.txt").status == 400, host
+
+
 def test_range_head_conditional_from_a_hit(gatling, origin):
     srv = cache_server(gatling, origin, "")
     t = "/c/r?etag=v1&" + MAXAGE

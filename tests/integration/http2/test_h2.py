@@ -47,7 +47,8 @@ CODEC_ONLY = ("test_floods_end_the_connection",
               "test_request_fields_are_bounded_per_connection", "test_rate_of_resets_is_bounded",
               "test_resets_of_streams_open_a_second_are_not_rapid",
               "test_request_body_with_trailers", "test_request_without_authority_or_host",
-              "test_authority_and_host_together", "test_closed_streams_and_priority_checks",
+              "test_authority_and_host_together",
+              "test_authority_and_host_that_disagree", "test_closed_streams_and_priority_checks",
               "test_garbage_after_the_preface_gets_goaway",
               "test_client_header_table_size")
 
@@ -567,6 +568,26 @@ def test_authority_and_host_together(gatling):
     s.close()
     heads = [p for t, _, sid, p in got if t == 1 and sid == 1]
     assert heads and heads[0][:1] == b"\x88", got  # HPACK static entry 8: :status 200
+
+
+def test_authority_and_host_that_disagree(gatling):
+    """Issue 92: a host field naming another than :authority (or a second
+    host naming another) is malformed (RFC 9113 8.3.1): RST_STREAM
+    PROTOCOL_ERROR, never served as either name; the connection goes on, and
+    a host that agrees but for case is the same name."""
+    srv = gatling(TREE, args=("-T", "10", "-E"))
+    s = socket.create_connection(srv.addr(), timeout=5)
+    get = b"\x82\x86\x04\x06/f.txt"  # :method GET, :scheme http, :path /f.txt
+    s.sendall(PREFACE + SETTINGS0 +
+              headers_frame(1, get + b"\x41\x01a" + lit(b"host", b"b"), 0x5) +
+              headers_frame(3, get + lit(b"host", b"a") + lit(b"host", b"b"), 0x5) +
+              headers_frame(5, get + b"\x41\x01a" + lit(b"host", b"A"), 0x5))
+    got = frames(s, 10, goaway_or(answered(5)))
+    s.close()
+    resets = {sid: p for t, _, sid, p in got if t == 3}
+    assert resets == {1: b"\x00\x00\x00\x01", 3: b"\x00\x00\x00\x01"}, got
+    assert [sid for t, _, sid, _ in got if t == 1] == [5], got
+    assert not any(t == 7 for t, _, _, _ in got), got
 
 
 def reset_burst(srv, n):

@@ -13,8 +13,8 @@ import subprocess
 
 import pytest
 
-from conftest import (H3Client, Mode, client_pki, https_port, make_docroot, running_server,
-                      skip_without_h3, wait_for)
+from conftest import (H3Client, Mode, Symlink, client_pki, https_port, import_h2, make_docroot,
+                      running_server, skip_without_h3, wait_for)
 from appservers import listener, read_head, serve
 from test_tls import MKCERT, leaf, run, s_client, status
 
@@ -608,3 +608,113 @@ def test_absolute_path_over_http2_is_malformed(gatling, mpki):
             s.sendall(c.data_to_send())
     assert got.get(bad) in (None, b"400") and b"SSL_CLIENT" not in body, (got, body)
     assert got[good] == b"200", got
+
+
+def h2_gets(s, port, hosts):
+    """GET /f.txt on one HTTP/2 connection s, once per :authority of hosts in
+    turn: [(status, body)]."""
+    import_h2()
+    import h2.config
+    import h2.connection
+    import h2.events
+    c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    c.initiate_connection()
+    out = []
+    for host in hosts:
+        sid = c.get_next_available_stream_id()
+        c.send_headers(sid, [(":method", "GET"), (":scheme", "https"), (":path", "/f.txt"),
+                             (":authority", "%s:%d" % (host, port))], end_stream=True)
+        s.sendall(c.data_to_send())
+        status, body, done = None, b"", False
+        while not done:
+            d = s.recv(65536)
+            assert d, out
+            for ev in c.receive_data(d):
+                if isinstance(ev, h2.events.ResponseReceived) and ev.stream_id == sid:
+                    status = int(dict(ev.headers)[b":status"])
+                elif isinstance(ev, h2.events.DataReceived) and ev.stream_id == sid:
+                    body += ev.data
+                    c.acknowledge_received_data(ev.flow_controlled_length, sid)
+                elif isinstance(ev, h2.events.StreamEnded) and ev.stream_id == sid:
+                    done = True
+            s.sendall(c.data_to_send())
+        out.append((status, body))
+    return out
+
+
+@pytest.mark.parametrize("proto", ["--http1.1", "--http2"])
+def test_second_name_of_an_mtls_site(gatling, mpki, proto):
+    """Issue 92, 2: alias.test -> mtls.test (a symbolic link, gatling.8's
+    way to give a site a second name), mtls.test requiring client
+    certificates and no certificate naming alias.test: the demand follows the
+    directory served, not the name.  Without a certificate, by SNI alias.test
+    or localhost, over HTTP/1.1 and HTTP/2 (also on the connection that just
+    got 421 for mtls.test), and by SNI mtls.test: 421, never mtls.test's
+    files; alice's certificate by mtls.test's name is served.
+    The root's other names are not mtls.test's and are served as before."""
+    t = {"mtls.test": {"f.txt": "secret\n"}, "alias.test": Symlink("mtls.test"),
+         "other.test": {"f.txt": "other\n"}, "f.txt": "public\n"}
+    srv = gatling(t, args=args(mpki))
+    port = https_port(srv)
+    code, body, _ = curl(mpki, port, "alias.test", None, "/f.txt", proto, "-k")
+    assert code == 421 and "secret" not in body, (code, body)
+    code, body, _ = curl(mpki, port, "alias.test", "alice", "/f.txt", proto, "-k")
+    assert code == 421 and "secret" not in body, (code, body)
+    code, body, _ = curl(mpki, port, "mtls.test", "alice", "/f.txt", proto)
+    assert code == 200 and body.endswith("secret\n"), (code, body)
+    code, body, _ = curl(mpki, port, "other.test", None, "/f.txt", proto, "-k")
+    assert code == 200 and body.endswith("other\n"), (code, body)
+    if proto == "--http1.1":
+        with tls_sock(mpki, port, "localhost") as s:
+            assert h1_exchange(s, "/f.txt", "mtls.test:%d" % port)[0] == 421
+            code, body = h1_exchange(s, "/f.txt", "Alias.Test.:%d" % port)
+            assert code == 421 and b"secret" not in body, (code, body)
+        with tls_sock(mpki, port, "mtls.test") as s:
+            code, body = h1_exchange(s, "/f.txt", "alias.test:%d" % port, close=True)
+            assert code == 421 and b"secret" not in body, (code, body)
+    else:
+        with tls_sock(mpki, port, "localhost", alpn="h2") as s:
+            got = h2_gets(s, port, ["mtls.test", "alias.test", "localhost"])
+        assert [g[0] for g in got] == [421, 421, 200] and got[2][1] == b"public\n", got
+        with tls_sock(mpki, port, "mtls.test", alpn="h2") as s:
+            got = h2_gets(s, port, ["alias.test"])
+        assert got[0][0] == 421 and b"secret" not in got[0][1], got
+
+
+def test_check_names_a_second_name_of_an_mtls_site(build, mpki, tmp_path):
+    """Issue 92, 2: --check says which root entry is another name of a site
+    whose certificate asks for client certificates (and not the site's own
+    port directory, nor an unrelated site)."""
+    root = tmp_path / "www"
+    make_docroot(str(root), {"mtls.test": {"f.txt": "secret\n"}, "mtls.test:8443":
+                             Symlink("mtls.test"), "alias.test": Symlink("mtls.test"),
+                             "other.test": {"f.txt": "other\n"}})
+    r = subprocess.run([build.binary, "-p", "0", "-e", "0", "-C", mpki + "/certs", "-c",
+                        str(root), "--check"], capture_output=True, timeout=20)
+    err = r.stderr.decode()
+    lines = [l for l in err.splitlines() if "another name of" in l]
+    assert len(lines) == 1 and lines[0].startswith(
+        "gatling: warning: HTTPS: alias.test is another name of mtls.test's site directory"), err
+
+
+def test_second_name_of_an_mtls_site_over_http3(build, mpki, tmp_path):
+    """Issue 92, 2 over HTTP/3: alias.test -> mtls.test, no certificate:
+    421 (by SNI localhost: aioquic checks the server's name), never
+    mtls.test's files; localhost's own files are served."""
+    skip_without_h3(build.binary)
+    root = str(tmp_path / "www")
+    make_docroot(root, {"mtls.test": {"f.txt": "secret\n"}, "alias.test": Symlink("mtls.test"),
+                        "f.txt": "public\n"})
+    ca = open(mpki + "/ca.pem").read()
+    with running_server(build, root, args(mpki)) as srv:
+        port = https_port(srv)
+        got = []
+        for sni, host in (("localhost", "alias.test"), ("localhost", "Alias.Test."),
+                          ("localhost", "localhost")):
+            c = H3Client(port, sni=sni, cadata=ca)
+            try:
+                got.append(c.request("/f.txt", host="%s:%d" % (host, port)))
+            finally:
+                c.close()
+    assert [r.status for r in got] == [421, 421, 200], got
+    assert not any(b"secret" in r.body for r in got) and got[2].body == b"public\n", got
