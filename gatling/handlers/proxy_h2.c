@@ -10,9 +10,8 @@
  * control both ways: the request body goes as DATA only as the stream's
  * window lets it (input() held to PROXY_OUT_MAX as for HTTP/1.1), and a
  * response's DATA is acknowledged to the backend (nghttp2_session_consume,
- * no automatic WINDOW_UPDATE) only once the client's side took it, so a
- * slow client holds at most a stream window of the backend's bytes beyond
- * the exchange's low mark (ex->tight: EX_STREAM_LOW, not HIGH).
+ * no automatic WINDOW_UPDATE) only once the client's side took it: a slow
+ * client holds a stream window beyond EX_STREAM_LOW (ex->tight) at most.
  * A stream the backend refused (REFUSED_STREAM, or past a GOAWAY's last
  * id) never reached the application: it goes again on another connection.
  * gRPC: te: trailers passed, the response's trailers sent to the client
@@ -72,11 +71,7 @@
 #include <unistd.h>
 
 #define H2B_WBUF (64 * 1024)          /* frame bytes gathered for one send() */
-/* A stream's receive window (SETTINGS): what the backend may send beyond what
-   the client took.  With the exchange's low mark (ex->tight), a stream whose
-   client reads nothing holds at most EX_STREAM_LOW + this: 128 KiB, where
-   256 KiB + 256 KiB let 3,000 such streams from one client take 1.5 GB. */
-#define H2B_STREAM_WINDOW (64 * 1024)
+#define H2B_STREAM_WINDOW (64 * 1024) /* a stream's (above: 128 KiB per idle client) */
 #define H2B_CONN_WINDOW (32 << 20)    /* the connection's */
 #define H2B_TRAILERS 16               /* trailer fields passed on */
 #define H2B_EXTRA 6                   /* request fields of our own: pseudo, te, content-length */
@@ -879,10 +874,11 @@ static void h2b_timer_on(gio_loop_t *l, void *arg)
     if (!deadline && !client)
         px_timed_out(pr);
     px_release(pr, 0);
-    if (pr->grpc && !deadline) /* (a call's own deadline is the client's to log) */
-        site_error(pr->px->site, "proxy", ETIMEDOUT, pr->ex->peer,
-                   client ? "a gRPC call's request body stalled (-Q)"
-                          : "the backend did not answer a gRPC call in time (-Q)");
+    const char *why = deadline ? NULL /* a gRPC call's own: the client's business */
+                      : client ? "the client's request body stalled (-Q)"
+                               : "the backend did not answer in time (-Q)";
+    if (why) /* (a gRPC call's too: it was logged nowhere) */
+        site_error(pr->px->site, "proxy", ETIMEDOUT, pr->ex->peer, why);
     if (pr->grpc) {
         px_grpc_fail(pr, deadline || client ? 4 : 14,
                      deadline ? "Deadline Exceeded (grpc-timeout)"
@@ -890,9 +886,6 @@ static void h2b_timer_on(gio_loop_t *l, void *arg)
                               : "the backend did not answer in time");
     } else {
         pr->state = RS_DONE;
-        site_error(pr->px->site, "proxy", ETIMEDOUT, pr->ex->peer,
-                   client ? "the client's request body stalled (-Q)"
-                          : "the backend did not answer in time (-Q)");
         if (pr->head_sent) {
             ex_body_abort(pr->ex);
         } else {

@@ -196,7 +196,7 @@ def test_silent_grpc_backend_is_logged(gatling):
             sock.sendall(c.data_to_send())
         sock.close()
         assert fields.get("grpc-status") == "14", fields
-        wait_for(lambda: any("did not answer a gRPC call in time (-Q)" in line
+        wait_for(lambda: any("the backend did not answer in time (-Q)" in line
                              for line in srv.errlog), 10, "-Q's expiry logged: %r" % srv.errlog)
     finally:
         b.close()
