@@ -299,6 +299,57 @@ static void test_headers_refused(void)
     sf_redirects_free(&t);
 }
 
+/* Issue 92: a NUL in a line of either file is a bad line (the line is not
+   what an editor shows); Basic-Auth's words counted, never a field; a
+   _headers placeholder's , ; = encoded (no attribute added from a URL). */
+static void test_nul_and_auth(void)
+{
+    static const char r[] = "/a /b\n/c\0x /d\n/e /f\n";
+    sf_redirects_t t;
+    bad_lines[0] = 0, nbad = 0;
+    if (sf_redirects_parse(&t, r, sizeof r - 1, bad, NULL) < 0)
+        abort();
+    is_str(bad_lines, "2", "_redirects: a NUL's line refused by its number");
+    ok(t.n == 2, "... the others kept");
+    sf_redirects_free(&t);
+
+    static const char h[] = "/a\n  X-A: 1\0b\n/b\0\n  X-B: 2\n/c\n  X-C: 3\n"
+                            "  # a note\0\n";
+    sf_headers_t hh;
+    bad_lines[0] = 0, nbad = 0;
+    if (sf_headers_parse(&hh, h, sizeof h - 1, bad, NULL) < 0)
+        abort();
+    is_str(bad_lines, "2,3,7", "_headers: NUL lines refused, a path's fields with it");
+    ok(hh.nb == 2 && hh.nf == 1, "... /a with no field, /b skipped, /c's field kept");
+    sf_headers_free(&hh);
+
+    char big[400];
+    snprintf(big, sizeof big, "/p\n  Basic-Auth: u:%0250d\n", 0);
+    const char *refused[] = {"/p\n  Basic-Auth: nocolon\n", "/p\n  Basic-Auth: :pw\n",
+                             "/p\n  ! Basic-Auth\n", "/p\n  Basic-Auth: \n", big};
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        bad_lines[0] = 0, nbad = 0;
+        if (sf_headers_parse(&hh, refused[i], strlen(refused[i]), bad, NULL) < 0)
+            abort();
+        ok(nbad == 1 && hh.nauth == 0, "Basic-Auth refused: %.30s", refused[i] + 3);
+        sf_headers_free(&hh);
+    }
+    static const char good[] = "/p/*\n  Basic-Auth: a:x b:y\n  X-K: 1\n";
+    bad_lines[0] = 0, nbad = 0;
+    if (sf_headers_parse(&hh, good, sizeof good - 1, bad, NULL) < 0)
+        abort();
+    ok(nbad == 0 && hh.nauth == 1 && hh.nf == 2 && hh.f[0].auth && !hh.f[1].auth,
+       "Basic-Auth a:x b:y taken, marked, counted");
+    sf_headers_free(&hh);
+
+    sf_caps_t c = {0};
+    c.splat = "x; Domain=evil,y", c.splatlen = 16;
+    char out[64];
+    long n = sf_subst_keep(out, sizeof out, "id=:splat", 9, &c, SF_FIELD_KEEP);
+    ok(n > 0 && !strchr(out + 3, ';') && !strchr(out + 3, '=') && !strchr(out, ','),
+       "a field's placeholder encodes ; = , (%s)", n > 0 ? out : "-");
+}
+
 int main(void)
 {
     test_forms();
@@ -308,5 +359,6 @@ int main(void)
     test_headers();
     test_headers_many();
     test_headers_refused();
+    test_nul_and_auth();
     return tap_done();
 }
