@@ -18,10 +18,11 @@
 /* ---- keys and Vary ---- */
 
 /* scheme, then the site the route chose (ex->route's name, decided once:
-   one final dot dropped, case folded, the port) and a space when -v chose
-   one, then the Host lower-cased without a default port or a final dot
-   (what a backend may write into its answer), then the target:
-   "https\0example.org:443 example.org\0/a?b".  Two sites never share an
+   one final dot dropped, case folded; without its port, so that --cluster's
+   nodes on other ports share keys) and a space when -v chose one, then
+   the Host lower-cased without a default port or a final dot (what a
+   backend may write into its answer), then the target:
+   "https\0example.org example.org\0/a?b".  Two sites never share an
    entry, whatever Host spelling led to them.  Length, or 0: not cached. */
 size_t ce_key(const exchange_t *ex, char *k, size_t cap)
 {
@@ -40,8 +41,11 @@ size_t ce_key(const exchange_t *ex, char *k, size_t cap)
         hn--;
     if (hn > 255 || !r->target.n || r->target.p[0] != '/')
         return 0;
-    if (ex->route.namelen) {
-        hb_put(&b, ex->route.name, ex->route.namelen);
+    const char *rn = ex->route.name, *end = rn + ex->route.namelen;
+    const char *from = rn[0] == '[' ? memchr(rn, ']', ex->route.namelen) : rn; /* IPv6's */
+    const char *port = from ? memchr(from, ':', (size_t)(end - from)) : NULL;
+    if (port) {
+        hb_put(&b, rn, (size_t)(port - rn));
         hb_put(&b, " ", 1);
     }
     for (size_t i = 0; i < hn; i++) {
