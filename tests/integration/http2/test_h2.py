@@ -453,13 +453,13 @@ def served(port):
 
 
 def reload_under_load(srv, build, pids, load, what):
-    """With load (a client's Popen) under way, 2,000 requests past now, the
+    """With load (a client's Popen) under way, 500 requests past now, the
     newest of pids reloaded (--reload, waited for) and the new pid appended;
     the load's (stdout, stderr) once it ends."""
     from conftest import wait_for
     from test_config import reload_cmd
     base = served(srv.port)
-    wait_for(lambda: served(srv.port) > base + 2000, 20, what + " under way")
+    wait_for(lambda: served(srv.port) > base + 500, 40, what + " under way")
     r = reload_cmd(build, pids[-1])
     assert r.returncode == 0, r
     pids.append(int(re.search(r"pid (\d+) serves", r.stdout).group(1)))

@@ -459,7 +459,7 @@ def test_bench_h3_across_reloads(build, tmp_path):
     try:
         for _ in range(3):
             load = subprocess.Popen([bench, "-q", "--h3", "--insecure", "-c", "10", "--streams",
-                                     "4", "-d", "8", "-J", "https://127.0.0.1:%d/f.txt" % tls],
+                                     "4", "-d", "12", "-J", "https://127.0.0.1:%d/f.txt" % tls],
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             out, err = reload_under_load(srv, build, pids, load, "bench")
             res = json.loads(out)
