@@ -91,13 +91,16 @@ def tree(tmp_path, ledger=""):
     return t
 
 
-def run_check(t, plant, test, *more):
+def run_check(t, plant, test, *more, strict=False):
     """run-check on the planted tree, pytest narrowed to one planted test by
     the module's own -k (PLANT_K, read below), with the burn job beside it."""
     shutil.rmtree(str(plant), ignore_errors=True)
     plant.mkdir()
     env = dict(os.environ, PLANT=str(plant))
     env.pop("PYTEST_ARGS", None)
+    env.pop("CHECK_FLAKES", None)
+    if strict:
+        env["CHECK_FLAKES"] = "strict"
     # one test of the module: the other is deselected by a conftest of the planted folder
     (t / "tests" / "integration" / "plant" / "conftest.py").write_text(
         "def pytest_collection_modifyitems(config, items):\n"
@@ -126,12 +129,16 @@ def test_a_test_that_fails_only_under_load_fails_again(tmp_path):
 
 def test_flaky_passes_only_in_the_ledger_and_not_twice_in_a_row(tmp_path):
     t = tree(tmp_path)
-    r = run_check(t, tmp_path / "plant", "test_fails_once")
+    r = run_check(t, tmp_path / "plant", "test_fails_once", strict=True)
     assert r.returncode == 1, r.stdout + r.stderr
     assert ("FLAKY (failed in its pass, passed when run again): http plant: %stest_fails_once: "
             "not in the ledger" % ID) in r.stdout, r.stdout
     assert "ledger (tests/flaky.tsv) holds 0 tests" in r.stdout, r.stdout
     assert (t / "build" / "check" / "flaky.txt").read_text() == ID + "test_fails_once\n"
+    # without CHECK_FLAKES=strict, a first sighting is named and kept, not a failure
+    (t / "build" / "check" / "flaky-history").unlink()
+    r = run_check(t, tmp_path / "plant", "test_fails_once")
+    assert r.returncode == 0 and "not in the ledger" in r.stdout, r.stdout + r.stderr
 
     # listed (by its id without a [param]): FLAKY, and the check passes
     (t / "tests" / "flaky.tsv").write_text("%stest_fails_once\tplanted\t2026-11-29\tissue 91\n"
