@@ -120,7 +120,8 @@ typedef struct ex_slot {
  * (with EX_LEN_STREAM when it does not know the length, or ex_error), hands
  * the body over with ex_body_buf as it comes, and ends it with ex_body_end
  * (or ex_body_abort).  It stops reading its source while ex_queued() is over
- * EX_STREAM_HIGH, and the codec calls drained() when it fell below
+ * ex_stream_high(ex) (EX_STREAM_HIGH; LOW for a tight one), and the codec
+ * calls drained() when it fell below
  * EX_STREAM_LOW: a slow client never makes the server hold an unbounded
  * response.  The request's body, if any, goes the other way through
  * input(), with back-pressure too.  The codec owns the timing of the
