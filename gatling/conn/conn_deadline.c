@@ -4,7 +4,8 @@
  * HANDSHAKE's -s; the -B windows of BODY, WRITE and STREAM; LINGER's
  * drain; WAIT's and TARPIT's), what a -B window measures (conn_moved), and
  * what a passed deadline does (conn_timed_out), counted by its kind:
- * head, idle, body, drain, handshake, busy, PROXY.  H2's are conn_h2.c's.
+ * head, idle, body, drain, handshake, busy, PROXY, and a connection that
+ * never sent a byte (idle_closed: not a timeout).  H2's are conn_h2.c's.
  */
 #include "conn_int.h"
 #include "gio_os.h"
@@ -149,7 +150,12 @@ int conn_timed_out(conn_t *c)
         conn_late(c, 408);
         st->timeout_head++;
         return 0;
-    case CONN_HANDSHAKE: st->timeout_handshake++; return 0;
+    case CONN_HANDSHAKE: /* no SSL object yet: not one byte came (conn_st_handshake) */
+        if (c->ssl)
+            st->timeout_handshake++;
+        else if (!c->set->draining)
+            st->idle_closed++;
+        return 0;
     case CONN_HANDLE: /* a request held for the handshake (early data), which did not end */
         st->timeout_handshake += c->early_hold;
         return 0;
@@ -157,13 +163,16 @@ int conn_timed_out(conn_t *c)
         if (!c->set->draining)
             st->proxy_timeout++;
         return 0;
-    case CONN_IDLE:           /* a connection that never sent a request ran out of head time */
+    case CONN_IDLE:           /* keep-alive idle (-T), or no byte ever came before -s */
         if (c->set->draining) /* the grace of a shutdown is over */
             return 0;
+        /* a first byte moves IDLE to HEAD: a connection still IDLE without a
+           request sent nothing, a spare a browser or bench opened, not a
+           slow client (its head timed out in HEAD, 408) */
         if (c->requests)
             st->timeout_idle++;
         else
-            st->timeout_head++;
+            st->idle_closed++;
         return 0;
     default: return 0; /* H2's: conn_h2_timed_out (conn_h2.c) */
     }

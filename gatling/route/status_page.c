@@ -347,7 +347,8 @@ static const struct section {
 } sections[] = {
     {"traffic", "Traffic", "uptime requests bytes responses_ memory_ head_overflows max_requests"},
     {"conns", "Connections and refusals",
-     "connections refused_ rate_limited busy timeout_ flood_ proxy_ health_ draining auth_"},
+     "connections refused_ rate_limited busy timeout_ idle_closed flood_ proxy_ health_ draining "
+     "auth_"},
     {"tls", "TLS and ACME certificates", "https_connections tls_ acme_ cluster_"},
     {"h2h3", "HTTP/2 and HTTP/3", "h2_ h3_"},
     {"cache", "Cache", "cache_"},

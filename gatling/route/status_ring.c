@@ -7,7 +7,7 @@
 const char *const ring_key[RING_COUNTS] = {
     "requests_http1", "requests_h2",   "requests_ftp", "requests_h3", "bytes",
     "responses_4xx",  "responses_5xx", "refused",      "timeouts",    "cache_hits",
-    "cache_misses",   "floods",        "busy"};
+    "cache_misses",   "floods",        "busy",         "idle_closed"};
 
 /* The cumulative numbers the next sample is the difference from. */
 typedef struct ring_last {
@@ -50,6 +50,7 @@ static void cumulative(const stats_snap_t *snap, ring_last_t *l)
     l->n[RING_MISSES] = c->cache_misses;
     l->n[RING_FLOODS] = c->offences;
     l->n[RING_BUSY] = c->busy;
+    l->n[RING_IDLE_CLOSED] = c->idle_closed;
     for (int p = 0; p < STATS_PROTOS; p++)
         for (int b = 0; p != STATS_FTP && b <= STATS_BOUNDS; b++)
             l->dur[b] += c->duration[p][b];

@@ -38,6 +38,7 @@ enum {
     RING_MISSES,
     RING_FLOODS, /* connections a flood defence ended */
     RING_BUSY,   /* 503: the job pool's queue was full */
+    RING_IDLE_CLOSED, /* connections that never sent a byte, closed at -s: no timeout */
     RING_COUNTS
 };
 

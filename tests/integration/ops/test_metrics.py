@@ -59,6 +59,7 @@ ON_METRICS = {
     "gzip_skipped_busy": ("gatling_gzip_skipped_busy_total", {}),
     "gzip_paced": ("gatling_gzip_paced_total", {}),
     "timeout_head": ("gatling_timeouts_total", {"phase": "head"}),
+    "idle_closed": ("gatling_idle_closed_total", {}),
     "timeout_body": ("gatling_timeouts_total", {"phase": "body"}),
     "timeout_drain": ("gatling_timeouts_total", {"phase": "drain"}),
     "timeout_idle": ("gatling_timeouts_total", {"phase": "idle"}),
