@@ -152,15 +152,28 @@ static void summed(site_t *s, stats_snap_t *t)
     }
 }
 
+/* Worker who's numbers: this worker's fresh, another's as it last published
+   them (-W). */
+static void one_worker(site_t *s, int who, stats_snap_t *snap)
+{
+    if (!s->proc->stats_shm || who == s->proc->worker ||
+        stats_shm_worker(s->proc->stats_shm, who, snap) < 0)
+        status_snapshot(s, snap);
+}
+
 /* The rows, in the order shown (at most cap); the same list makes both
    forms: the uptime, counters.h's rows that have a key here, the backends'
    sums, the certificates, --acme's and --cluster's numbers.  The counters
-   are the whole server's as /metrics sums them (summed); own: this worker's
-   alone, after a "worker" row with its slot (?json&worker under -W). */
-static size_t rows(site_t *s, row_t *r, size_t cap, int64_t now, int own)
+   are the whole server's as /metrics sums them (summed, who < 0); who >= 0:
+   that worker's alone, after a "worker" row with its slot (?json&worker,
+   ?json&worker=N under -W). */
+static size_t rows(site_t *s, row_t *r, size_t cap, int64_t now, int who)
 {
+    int own = who >= 0;
     stats_snap_t snap;
-    if (own || !s->proc->stats_shm)
+    if (own)
+        one_worker(s, who, &snap);
+    else if (!s->proc->stats_shm)
         status_snapshot(s, &snap);
     else
         summed(s, &snap);
@@ -169,7 +182,7 @@ static size_t rows(site_t *s, row_t *r, size_t cap, int64_t now, int own)
     free(as);
     size_t n = 0;
     if (own && n < cap)
-        r[n++] = (row_t){"worker", "worker", (uint64_t)(s->proc->stats_shm ? s->proc->worker : 0)};
+        r[n++] = (row_t){"worker", "worker", (uint64_t)who};
     if (n < cap)
         r[n++] = (row_t){"uptime", "uptime (s)", (uint64_t)(now - s->stats.started)};
     for (size_t i = 0; i < stats_nrows && n < cap; i++)
@@ -272,9 +285,9 @@ static void json_more(hbuf_t *b, const status_ring_t *ring, const int *used, int
     ring_json(b, ring, 1, since, used, nused);
 }
 
-/* The page (json: 1, since: the series' samples after that second; own:
-   this worker's counters, not the server's). */
-static int serve(exchange_t *ex, int json, int64_t since, int own)
+/* The page (json: 1, since: the series' samples after that second; who:
+   -1 the server's counters, else worker who's alone). */
+static int serve(exchange_t *ex, int json, int64_t since, int who)
 {
     site_t *s = ex->site;
     const status_loop_t *st = hstate(s, HSTATE_STATUS);
@@ -282,7 +295,7 @@ static int serve(exchange_t *ex, int json, int64_t since, int own)
     int64_t now = gio_wallclock(s->loop);
     stats_roll(&s->stats, now);
     row_t r[180];
-    size_t n = rows(s, r, sizeof r / sizeof r[0], now, own);
+    size_t n = rows(s, r, sizeof r / sizeof r[0], now, who);
     int used[RING_BACKENDS], nused = series_slots(s, used);
     status_warn_t *w = malloc(STATUS_WARNS * sizeof *w);
     stats_snap_t *snap = w ? malloc(sizeof *snap) : NULL;
@@ -293,7 +306,7 @@ static int serve(exchange_t *ex, int json, int64_t since, int own)
     }
     int nlocks = s->proc->cluster ? cluster_acme_count(s->proc->cluster) : 0;
     size_t cap = STATUS_PAGE_MAX + CONFIG_BACKENDS * STATUS_BACKEND_MAX +
-                 STATUS_PROCS_MAX * 12 + 512 + STATUS_WARNS * 1400 +
+                 STATUS_PROCS_MAX * (12 + STATUS_WORKER_LINE_MAX) + 512 + STATUS_WARNS * 1400 +
                  (size_t)nlocks * (6 * CLUSTER_ACME_NAME_MAX + 64) + /* &quot; for a '"' */
                  (acme_chal_ondemand(s->proc->acme_chal) ? ACME_STATUS_NAMES * 270 + 64 : 0) +
                  (json ? 2 * ring_json_max(nused) : 0);
@@ -356,7 +369,7 @@ static int serve(exchange_t *ex, int json, int64_t since, int own)
 
 int status_serve(exchange_t *ex, int json)
 {
-    return serve(ex, json, 0, 0);
+    return serve(ex, json, 0, -1);
 }
 
 /* ?js or ?css: the page's script or style sheet, as built in. */
@@ -455,6 +468,12 @@ static int page_asked(exchange_t *ex)
     return status_page_asked(ex, "/server-status", &p);
 }
 
+/* This process's worker slot (0 without -W). */
+static int s_worker(const site_t *s)
+{
+    return s->proc->stats_shm ? s->proc->worker : 0;
+}
+
 static int page_serve(exchange_t *ex)
 {
     path_t p;
@@ -468,16 +487,25 @@ static int page_serve(exchange_t *ex)
         return asset(ex, 1);
     if (qn == 3 && !memcmp(q, "css", 3))
         return asset(ex, 0);
+    int self = s_worker(ex->site);
     if (qn == 4 && !memcmp(q, "json", 4))
-        return serve(ex, 1, 0, 0);
+        return serve(ex, 1, 0, -1);
     if (qn == 11 && !memcmp(q, "json&worker", 11)) /* this worker's counters alone */
-        return serve(ex, 1, 0, 1);
+        return serve(ex, 1, 0, self);
+    /* json&worker=N: worker N's (0 .. -W less 1), as it last published them */
+    unsigned long long v = 0;
+    size_t k = qn > 12 && !memcmp(q, "json&worker=", 12) ? scan_ulonglong(q + 12, &v) : 0;
+    if (k && k == qn - 12) {
+        int nw = stats_shm_workers(ex->site->proc->stats_shm);
+        if (v >= (unsigned long long)(nw ? nw : 1))
+            return ex_error(ex, 404, NULL, NULL) < 0 ? -1 : 0;
+        return serve(ex, 1, 0, (int)v);
+    }
     /* json&since=T: the series' samples after second T only (the page's refresh) */
-    unsigned long long since = 0;
-    size_t k = qn > 11 && !memcmp(q, "json&since=", 11) ? scan_ulonglong(q + 11, &since) : 0;
-    if (k && k == qn - 11 && since < INT64_MAX)
-        return serve(ex, 1, (int64_t)since, 0);
-    return serve(ex, 0, 0, 0);
+    k = qn > 11 && !memcmp(q, "json&since=", 11) ? scan_ulonglong(q + 11, &v) : 0;
+    if (k && k == qn - 11 && v < INT64_MAX)
+        return serve(ex, 1, (int64_t)v, -1);
+    return serve(ex, 0, 0, -1);
 }
 
 const handler_t status_handler = {

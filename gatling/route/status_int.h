@@ -36,7 +36,8 @@ int status_warnings(const site_t *s, const status_ring_t *ring, const stats_snap
 
 /* The parts each form has, JSON (a key and its value after a comma) or
    HTML: the backends, --cluster's locks, --acme-on-demand's names, the
-   processes; the warnings. */
+   processes and under -W each worker's numbers (from the slots: the caller
+   published its own first); the warnings. */
 void status_backends(hbuf_t *b, const site_t *s, const status_ring_t *ring, int64_t now,
                      int json);
 void status_cluster_locks(hbuf_t *b, const site_t *s, int json);
@@ -64,5 +65,8 @@ extern const char status_js[], status_css[];
     "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 #define STATUS_PROCS_MAX 64 /* -W's workers listed, at most (worker.c's cap) */
+/* A worker's line of the per-worker table at most: 8 numbers of 20 digits,
+   the keys or cells around them, and the table's head once */
+#define STATUS_WORKER_LINE_MAX 600
 
 #endif

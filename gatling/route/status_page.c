@@ -138,6 +138,58 @@ void status_ondemand_names(hbuf_t *b, const site_t *s, int json)
     free(text);
 }
 
+/* One worker's line of the per-worker table: its slot, pid and numbers. */
+static void worker_line(hbuf_t *b, int i, long pid, const stats_snap_t *w, int json)
+{
+    static const char *const key[] = {"worker", "pid", "connections", "requests", "bytes",
+                                      "responses_4xx", "responses_5xx", "timeouts"};
+    const status_counters_t *c = &w->c;
+    uint64_t v[] = {(uint64_t)i, (uint64_t)(pid > 0 ? pid : 0), w->g.conns, c->requests,
+                    c->bytes, c->responses_4xx, c->responses_5xx,
+                    c->timeout_head + c->timeout_body + c->timeout_drain +
+                        c->timeout_handshake + c->proxy_timeout};
+    hb_puts(b, json ? (i ? ",{" : "{") : "<tr>");
+    for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
+        if (json) {
+            hb_puts(b, k ? ",\"" : "\"");
+            hb_puts(b, key[k]);
+            hb_puts(b, "\":");
+        } else {
+            hb_puts(b, "<td>");
+        }
+        hb_num(b, v[k]);
+        if (!json)
+            hb_puts(b, "</td>");
+    }
+    hb_puts(b, json ? "}" : "</tr>\n");
+}
+
+/* Under -W, each worker's own numbers as last published (this one's just
+   now, by status.c's summed() before the page is made), so that an
+   unbalanced worker shows: a table on the page, "per_worker" in ?json.
+   Without -W, no table and an empty list. */
+static void per_worker(hbuf_t *b, const site_t *s, int json)
+{
+    stats_shm_t *t = s->proc->stats_shm;
+    int nw = stats_shm_workers(t);
+    stats_snap_t *w = nw ? malloc(sizeof *w) : NULL; /* ~10 KiB: not on the loop's stack */
+    if (!w) {
+        hb_puts(b, json ? ",\"per_worker\":[]" : "");
+        return;
+    }
+    hb_puts(b, json ? ",\"per_worker\":["
+                    : "<h2>Workers</h2>\n<table id=\"workers\">\n<tr><th>worker</th>"
+                      "<th>pid</th><th>open connections</th><th>requests</th><th>bytes sent</th>"
+                      "<th>4xx</th><th>5xx</th><th>timeouts</th></tr>\n");
+    for (int i = 0; i < nw && i < STATUS_PROCS_MAX; i++) {
+        if (stats_shm_worker(t, i, w) < 0)
+            break;
+        worker_line(b, i, i == s->proc->worker ? (long)getpid() : stats_shm_pid(t, i), w, json);
+    }
+    hb_puts(b, json ? "]" : "</table>\n");
+    free(w);
+}
+
 void status_processes(hbuf_t *b, const site_t *s, int json)
 {
     const proc_t *p = s->proc;
@@ -164,6 +216,7 @@ void status_processes(hbuf_t *b, const site_t *s, int json)
         hb_num(b, (uint64_t)w[i]);
     }
     hb_puts(b, json ? "]}" : "</td></tr>\n</table>\n");
+    per_worker(b, s, json);
 }
 
 /* One warning into w[*n] (if there is room). */

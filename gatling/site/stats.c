@@ -197,6 +197,21 @@ void stats_shm_total(stats_shm_t *t, int self, const stats_snap_t *own, stats_sn
     memcpy(out, sum, sizeof sum);
 }
 
+int stats_shm_worker(stats_shm_t *t, int i, stats_snap_t *out)
+{
+    uint64_t w[STATS_SNAP_WORDS];
+    if (!t || i < 0 || i >= t->workers)
+        return -1;
+    slot_read(&t->tab->slot[i], w);
+    memcpy(out, w, sizeof w);
+    return 0;
+}
+
+int stats_shm_workers(const stats_shm_t *t)
+{
+    return t ? t->workers : 0;
+}
+
 void stats_shm_retire(stats_shm_t *t, int i)
 {
     uint64_t dead[STATS_SNAP_WORDS], gone[STATS_SNAP_WORDS];
@@ -236,4 +251,12 @@ int stats_shm_pids(const stats_shm_t *t, long *pid, int max)
             pid[n++] = (long)p;
     }
     return n;
+}
+
+long stats_shm_pid(const stats_shm_t *t, int i)
+{
+    if (!t || i < 0 || i >= t->workers)
+        return 0;
+    uint64_t p = __atomic_load_n(&t->tab->slot[i].pid, __ATOMIC_RELAXED);
+    return p <= 0x7fffffff ? (long)p : 0; /* what a worker wrote: a number, no more */
 }

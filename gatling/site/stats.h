@@ -191,6 +191,14 @@ void stats_shm_publish(stats_shm_t *t, int i, const stats_snap_t *snap);
  */
 void stats_shm_total(stats_shm_t *t, int self, const stats_snap_t *own, stats_snap_t *out);
 
+/* Worker i's numbers as it last published them, into out: 0, or -1 if t
+   has no slot i (out untouched).  Under -W the status page's per-worker
+   view; a worker's own are fresher from status_snapshot. */
+int stats_shm_worker(stats_shm_t *t, int i, stats_snap_t *out);
+
+/* The number of workers t has slots for (0 for NULL: no -W). */
+int stats_shm_workers(const stats_shm_t *t);
+
 /*
  * Worker i is gone (the supervisor reaped it): its counters move into the
  * table's own slot for the dead, so that the sums never go down; its gauges
@@ -203,5 +211,7 @@ void stats_shm_retire(stats_shm_t *t, int i);
    only, as any worker may write any slot. */
 void stats_shm_set_pid(stats_shm_t *t, int i, long pid);
 int stats_shm_pids(const stats_shm_t *t, long *pid, int max);
+/* Worker i's pid as it said it (0: none, or t NULL or no slot i). */
+long stats_shm_pid(const stats_shm_t *t, int i);
 
 #endif

@@ -154,6 +154,7 @@ NOT_ON_METRICS = {
     "tls_certificate_expiry_first",  # the least of gatling_tls_certificate_expiry_seconds{name}
     "acme_orders", "acme_failures",  # --acme: test_acme_serve.py checks them
     "processes",                   # pids, as "pid": privilege/test_process_tree.py checks them
+    "per_worker",                  # -W: each worker's; their sums are the counters above
 }
 
 
@@ -512,6 +513,47 @@ def test_status_json_sums_workers_as_metrics_does(gatling):
     total = status_requests(srv.port)["requests"]
     assert all(0 < v < total for v in workers.values()), (workers, total)
     assert "worker" not in status_requests(srv.port)
+
+
+@http_only
+def test_status_shows_each_worker(gatling):
+    """Issue 90, item 1's "each worker's where asked": under -W 2, ?json's
+    per_worker and the page's Workers table give each worker's own numbers
+    (slot, pid, requests...), summing to the server's; ?json&worker=N is
+    worker N's counters whichever worker answers, N out of range 404.
+    Without -W: no per-worker table, worker 0 is the one process."""
+    srv = gatling(TREE, args=("-T", "10", "-S", "-W", "2", "-n"), check_fds=False)
+    for _ in range(40):
+        assert_status(fetch(srv.port, "/f.txt"), 200)  # new connections: both workers
+    seen = {}
+
+    def settled():  # the other worker's last count published (0.1 s)
+        j = seen["j"] = status_requests(srv.port)
+        return sum(w["requests"] for w in j["per_worker"]) == j["requests"] >= 40
+    wait_for(settled, 10, "per_worker summing to the server's requests")
+    j = seen["j"]
+    per = j["per_worker"]
+    assert [w["worker"] for w in per] == [0, 1], per
+    assert sorted(w["pid"] for w in per) == sorted(j["processes"]["workers"]), (per, j)
+    assert all(w["requests"] > 0 for w in per), per  # else the test shows nothing
+    for w in per:
+        one = status_requests(srv.port, "json&worker=%d" % w["worker"])
+        assert one["worker"] == w["worker"], one
+        # fetches since are counted, one at most by this worker
+        assert w["requests"] <= one["requests"] <= w["requests"] + 2, (w, one["requests"])
+        assert "per_worker" in one
+    assert fetch(srv.port, "/server-status?json&worker=2").status == 404
+    page = fetch(srv.port, "/server-status").body.decode()
+    table = page.split('<table id="workers">', 1)[1].split("</table>", 1)[0]
+    assert table.count("<tr><td>") == 2, table
+    for w in per:
+        assert "<tr><td>%d</td><td>%d</td>" % (w["worker"], w["pid"]) in table, table
+    one = gatling(TREE, args=("-T", "10", "-S"))
+    j = status_requests(one.port)
+    assert j["per_worker"] == [], j["per_worker"]
+    assert 'id="workers"' not in fetch(one.port, "/server-status").body.decode()
+    assert status_requests(one.port, "json&worker=0")["worker"] == 0
+    assert fetch(one.port, "/server-status?json&worker=1").status == 404
 
 
 # --------------------------------------------------------------------------
