@@ -420,16 +420,18 @@ def users_exist(*names):
 
 
 @contextlib.contextmanager
-def logs_of(user):
+def logs_of(user, group=None):
     """A log directory as the package's: /tmp/X (root's, 0755) /logs, owned by
-    user, mode 0750 (LogsDirectory=, postinst)."""
+    user and group (the user's own if None), mode 2750 (dist/gatling.tmpfiles,
+    postinst: gatling:adm, set-group-ID)."""
     import tempfile
     top = tempfile.mkdtemp(dir="/tmp")
     try:
         os.chmod(top, 0o755)
         logs = os.path.join(top, "logs")
-        os.mkdir(logs, 0o750)
-        os.chown(logs, user.pw_uid, user.pw_gid)
+        os.mkdir(logs)
+        os.chown(logs, user.pw_uid, user.pw_gid if group is None else group)
+        os.chmod(logs, 0o2750)  # after the chown, which clears the bit
         yield logs
     finally:
         shutil.rmtree(top, ignore_errors=True)
@@ -446,12 +448,25 @@ def test_check_as_root_judges_the_logs_as_u_opens_them(build, tmp_path):
     if not users:
         pytest.skip("no users nobody and daemon")
     nobody, daemon = users
-    with logs_of(nobody) as logs:
+    import grp
+    try:
+        adm = grp.getgrnam("adm").gr_gid
+    except KeyError:
+        pytest.skip("no group adm")
+    with logs_of(nobody, adm) as logs:
         conf = write(tmp_path / "g.conf", "-c %s\n--no-chroot\n-u nobody\n-l %s/access.log\n"
                      "-q %s/error.log\n" % (os.path.join(ROOT, "www"), logs, logs))
+        # issue 90, item 5's trap: root without -u first makes no log of root's
+        text = open(conf).read().replace("-u nobody\n", "")
+        rc, err = check(build, "--config", write(tmp_path / "root.conf", text))
+        assert rc == 2 and "give -u USER" in err and not os.listdir(logs), (err, os.listdir(logs))
         rc, err = check(build, "--config", conf)
         assert rc == 0 and "configuration is good" in err and "-u" not in err, err
-        assert os.stat(os.path.join(logs, "access.log")).st_uid == nobody.pw_uid
+        # Debian's convention: the -u user's, group adm (the directory's), 0640
+        for log in ("access.log", "error.log"):
+            st = os.stat(os.path.join(logs, log))
+            assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (nobody.pw_uid, adm, 0o640), \
+                (log, st)
         rc, err = check(build, "--config", conf, "-u", "daemon")
         assert rc == 2 and "-l %s/access.log: the access log cannot be opened: Permission " \
             "denied" % logs in err and "give -u" not in err, err

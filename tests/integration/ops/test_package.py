@@ -203,9 +203,14 @@ def test_tmpfiles_file_makes_the_pid_files_directory(tmp_path):
 def test_logrotate_file_rotates_and_gatling_reopens(tmp_path):
     """dist/gatling.logrotate with the paths of this test and the signal sent to
     this test's gatling: after a rotation the old lines are in access.log.1 and
-    new ones go to a new access.log."""
+    new ones go to a new access.log; both are group adm's 0640 (Debian's
+    convention, issue 90) in a directory made as the package makes its own,
+    set-group-ID adm (this user's group when not root)."""
     logs = tmp_path / "log"
     logs.mkdir()
+    group = grp.getgrnam("adm") if os.geteuid() == 0 else grp.getgrgid(os.getgid())
+    os.chown(logs, -1, group.gr_gid)
+    os.chmod(logs, 0o2750)
     www = tmp_path / "www"
     www.mkdir()
     (www / "f.txt").write_text("x\n")
@@ -234,11 +239,11 @@ def test_logrotate_file_rotates_and_gatling_reopens(tmp_path):
             conf = f.read()
         conf = conf.replace("/var/log/gatling/", str(logs) + "/")
         # the owner and mode gatling gives a log it makes: the same after a rotation
-        assert "\tcreate 0640 gatling gatling\n" in conf
-        conf = conf.replace("create 0640 gatling gatling", "create 0640")
-        me = "%s %s" % (pwd.getpwuid(os.getuid()).pw_name, grp.getgrgid(os.getgid()).gr_name)
-        assert "\tsu gatling gatling\n" in conf
-        conf = conf.replace("su gatling gatling", "su " + me)
+        me = "%s %s" % (pwd.getpwuid(os.getuid()).pw_name, group.gr_name)
+        assert "\tcreate 0640 gatling adm\n" in conf
+        conf = conf.replace("create 0640 gatling adm", "create 0640 " + me)
+        assert "\tsu gatling adm\n" in conf
+        conf = conf.replace("su gatling adm", "su " + me)
         # the pid file first (gatling started by hand has no MainPID), the unit's else
         assert "cat /run/gatling/gatling.pid" in conf and "MainPID" in conf
         (tmp_path / "gatling.pid").write_text("%d\n" % p.pid)
@@ -265,6 +270,9 @@ def test_logrotate_file_rotates_and_gatling_reopens(tmp_path):
         new = (logs / "access.log").read_text()
         assert "GET /f.txt " in old and "?after" not in old, old
         assert "?after" in new and "GET /f.txt " not in new, new
+        for log in ("access.log", "access.log.1", "error.log"):
+            st = os.stat(logs / log)
+            assert (st.st_gid, st.st_mode & 0o7777) == (group.gr_gid, 0o640), (log, st)
     finally:
         p.send_signal(signal.SIGTERM)
         assert p.wait(5) == 0
@@ -389,6 +397,10 @@ def test_package_installs_the_tree_and_the_user(installed):
     if shutil.which("systemd-tmpfiles"):  # dh_installtmpfiles' postinst applies the entry
         st, pw = os.stat("/run/gatling"), pwd.getpwnam("gatling")
         assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (pw.pw_uid, pw.pw_gid, 0o755), st
+    # the logs' directory: group adm reads what gatling writes there (issue 90)
+    st, pw = os.stat("/var/log/gatling"), pwd.getpwnam("gatling")
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == \
+        (pw.pw_uid, grp.getgrnam("adm").gr_gid, 0o2750), st
 
 
 def test_installed_check_passes_as_root(installed):
