@@ -166,9 +166,10 @@ int conn_timed_out(conn_t *c)
     case CONN_IDLE:           /* keep-alive idle (-T), or no byte ever came before -s */
         if (c->set->draining) /* the grace of a shutdown is over */
             return 0;
-        /* a first byte moves IDLE to HEAD: a connection still IDLE without a
-           request sent nothing, a spare a browser or bench opened, not a
-           slow client (its head timed out in HEAD, 408) */
+        /* a first byte moves IDLE to HEAD (and a read that finds none back,
+           conn_st_head): one IDLE without a request sent no byte of one
+           (over TLS, none after the handshake), a spare a browser or bench
+           opened, not a slow client (its head timed out in HEAD, 408) */
         if (c->requests)
             st->timeout_idle++;
         else

@@ -101,8 +101,8 @@
     X(C, proxy_timeout, COUNTER, "gatling_timeouts_total", "phase", "proxy_header", NULL,        \
       "proxy_timeout", "timed out: PROXY header (-s)")                                           \
     X(C, idle_closed, COUNTER, "gatling_idle_closed_total", NULL, NULL,                         \
-      "Connections that never sent a byte, closed at the head's deadline (-s): spare "           \
-      "connections a browser or load generator opened, not requests that timed out",             \
+      "Connections that never sent a byte of a request (nor a TLS handshake's, or none after "   \
+      "it), closed at -s: spare connections, not requests that timed out",                       \
       "idle_closed", "closed unused: never sent a byte (-s)")                                    \
     X(C, max_requests, COUNTER, "gatling_max_requests_closed_total", NULL, NULL,                 \
       "Keep-alive connections closed after -R requests", "max_requests",                         \

@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from conftest import (BENCH, figure, H2, skip_if_idle_class_starved, TLS, h1_only, h2_bug,
-                      http_only, serial, Client, assert_status, best_of, fetch,
+from conftest import (BENCH, figure, H2, H3, MUX, skip_if_idle_class_starved, TLS, h1_only,
+                      h2_bug, http_only, serial, Client, assert_status, best_of, fetch,
                       first_backend_only, fresh_source_address, raw_exchange,
                       read_slowly_until_closed, recv_to_eof, settle, wait_for)
 from feature_helpers import assert_ok
@@ -140,17 +140,29 @@ def test_head_deadline_is_not_extended_by_dripping(gatling):
 
 
 def test_connection_that_sends_nothing_gets_head_deadline(gatling):
-    """A connection that sends nothing is closed at -s, not -T.  Over plain
-    HTTP it never sent a byte: counted as idle_closed, not as a head that
-    timed out (issue 90); over TLS the handshake came, so its head did."""
+    """A connection that sends nothing is closed at -s, not -T.  Over HTTP/1.1
+    (and HTTPS, the handshake done) it sent no byte of a request: counted
+    as idle_closed, not as a head that timed out (issue 90); HTTP/2's
+    preface and HTTP/3's are a connection in use, timed out idle or head."""
     srv = gatling({"f.txt": F}, args=("-T", "30", "-s", "1", "-S"))
     with Client(srv.port) as c:
         assert c.closed_within(10), "a silent connection outlived -s 1 (-T 30)"
     st = status(srv.port)
-    if TLS:
+    if MUX:
         assert st["timeout_head"] + st["timeout_idle"] >= 1, st
     else:
         assert st["idle_closed"] == 1 and st["timeout_head"] == 0, st
+
+
+@pytest.mark.skipif(not TLS or H3, reason="the HTTPS port over TCP")
+def test_silent_connection_to_the_https_port_is_idle_closed(gatling):
+    """A TCP connection to the HTTPS port that never sends a ClientHello byte
+    is closed at -s as idle_closed, not as a TLS handshake that timed out
+    (issue 90: a browser's spare connection)."""
+    srv = gatling({"f.txt": F}, args=("-T", "30", "-s", "1", "-S"))
+    _closed_by_server([socket.create_connection(("127.0.0.1", srv.port))])
+    st = status(srv.port)
+    assert st["idle_closed"] == 1 and st["timeout_handshake"] == 0, st
 
 
 def _closed_by_server(socks, secs=10):
