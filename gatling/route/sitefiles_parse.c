@@ -397,8 +397,8 @@ static int plain_kind(const char *s, size_t len)
     int dyn = 0;
     for (size_t k = i; k < e; k++) {
         char c = s[k];
-        if (c == '%' || c == '?' || (c == '/' && k > i && (s[k - 1] == '/' || s[k - 1] == '.')))
-            return 0; /* (a '.' before a '/' may end a dot segment: not sure) */
+        if (c == '%' || c == '?' || (k > i && s[k - 1] == '/' && (c == '/' || c == '.')))
+            return 0; /* (a segment that begins with '.' may be a dot segment: not sure) */
         dyn |= c == '*' || (c == ':' && placeholder(s + i, e - i, k - i));
     }
     return dyn ? 2 : 1;
@@ -412,7 +412,6 @@ static const char *over_unparsed(const sf_index_t *ix, const char *s, size_t len
            : kind == 2 && ix->ndyn >= SF_DYNAMIC_MAX ? OVER_DYNAMIC
                                                      : NULL;
 }
-
 
 int sf_redirects_parse(sf_redirects_t *t, const char *text, size_t n, sf_bad_fn *bad, void *arg)
 {

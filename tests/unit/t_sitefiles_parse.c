@@ -195,11 +195,19 @@ static void test_refused_bound(void)
     p = big;
     for (int i = 0; i < 2000 + SF_REFUSED_MAX + 10; i++)
         p += sprintf(p, "/s%d /t%d\n", i, i);
-    p += sprintf(p, "/a%%41 /esc\n/d/:x /dyn\n/b/./c /dot\n");
+    p += sprintf(p, "/a%%41 /esc\n/d/:x /dyn\n/b/./c /dot\n/b/.x /dot2\n");
     parse_r(&t, big);
-    is_int(nbad, SF_REFUSED_MAX + 10 + 2, "statics over the limit, the escaped, the dot: refused");
+    is_int(nbad, SF_REFUSED_MAX + 10 + 3, "statics over the limit, the escaped, the dots: refused");
     is_int(t.stop_line, 0, "... the plain ones unparsed, not counted: read on");
     is_str(go(&t, "/d/q"), "301 /dyn", "a dynamic rule after them applies");
+    sf_redirects_free(&t);
+
+    p = big;
+    for (int i = 0; i < 101; i++)
+        p += sprintf(p, "/d%d/* /t%d\n", i, i);
+    p += sprintf(p, "/:x/.. /home\n");
+    parse_r(&t, big);
+    is_str(go(&t, "/"), "301 /home", "a placeholder a dot segment removes: static, kept");
     sf_redirects_free(&t);
     free(big);
 }
