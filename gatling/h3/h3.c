@@ -26,6 +26,7 @@
 #include <ngtcp2/ngtcp2.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 
@@ -236,8 +237,12 @@ static int on_header(nghttp3_conn *ng, int64_t id, int32_t token, nghttp3_rcbuf 
     const uint8_t *nb = nm.base;
     int authority = nlen == 10 && !memcmp(nb, ":authority", 10);
     int host = authority || (nlen == 4 && !memcmp(nb, "host", 4));
-    if (host && http_header(req, "Host")) /* :authority first, one Host */
+    const http_str_t *had = host ? http_header(req, "Host") : NULL;
+    if (had) { /* :authority first; a host beside it names the same, or malformed (4.3.1) */
+        if (had->n != vl.len || strncasecmp(had->p, (const char *)vl.base, vl.len))
+            s->malformed = 1;
         return 0;
+    }
     const char *v = admit_keep(&s->sb, vl.base, vl.len);
     if (!v)
         return 0;
@@ -363,6 +368,10 @@ static int on_end_headers(nghttp3_conn *ng, int64_t id, int fin, void *user, voi
     h->headed = 1;
     if (s->sb.refused) /* reset already: nothing more to do */
         return 0;
+    if (s->malformed) { /* a stream error (RFC 9114 4.1.2): the others go on */
+        stream_abort(s, NGHTTP3_H3_MESSAGE_ERROR);
+        return 0;
+    }
     if (h->shut && !h->capped) { /* a drain: nghttp3 refuses new streams itself; be sure */
         stream_abort(s, NGHTTP3_H3_REQUEST_REJECTED);
         return 0;
@@ -414,7 +423,7 @@ static int on_end_stream(nghttp3_conn *ng, int64_t id, void *user, void *stream_
         s->sb.input_last = 1;
         if (!s->sb.input_held)
             sb_offer_held(&s->sb);
-    } else if (s->sb.refused) {
+    } else if (s->sb.refused || s->malformed) {
         return 0;
     } else if (!s->dispatched && s->headed && (!h->shut || h->capped)) {
         dispatch(s);

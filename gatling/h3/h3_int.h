@@ -47,6 +47,7 @@ typedef struct h3_stream {
     int64_t id;
     uint8_t dispatched, answered, headed, peer_ended, in_body;
     uint8_t produced;
+    uint8_t malformed; /* RFC 9114 4.1.2: reset H3_MESSAGE_ERROR when its fields end */
     uint8_t held; /* came in 0-RTT, not safe to answer early: waits for the handshake */
     uint8_t fin_owed; /* the response's end still to go to QUIC (h3_fin_owed) */
     int64_t begun;    /* gio_now ms when its fields began (-s) */

@@ -125,6 +125,23 @@ static void bad_done(bad_ctx_t *c)
         fprintf(stderr, "gatling: %s\n", msg);
 }
 
+/* Where a _redirects' reading stopped (sf_redirects_parse): said always,
+   not among the bad lines told. */
+static void unread_said(bad_ctx_t *c, const sf_redirects_t *r)
+{
+    if (!r->stop_line)
+        return;
+    char msg[PATH_MAX + 300];
+    snprintf(msg, sizeof msg, "%s%s%s:%d: this line and the rest (%zu bytes) not read: the "
+             "rule limits are full, or %d lines were refused", c->dir, *c->dir ? "/" : "",
+             c->file, r->stop_line, r->unread, SF_REFUSED_MAX);
+    c->said++;
+    if (c->s)
+        elog_text(&c->s->elog, gio_wallclock(c->s->loop), "site files", msg);
+    else
+        fprintf(stderr, "gatling: %s\n", msg);
+}
+
 /* The file name in dirfd, up to max bytes, into a malloc'd buffer (*n):
    NULL when it is not there, not a regular file or too long (errno). */
 static char *slurp(int dirfd, const char *name, size_t max, size_t *n, const char *root,
@@ -189,6 +206,8 @@ static void load(site_t *s, sf_dir_t *d, int dfd, unsigned i)
     if (text && i == F_REDIRECTS && (d->red = malloc(sizeof *d->red)) &&
         sf_redirects_parse(d->red, text, n, bad_line, &c) < 0)
         free(d->red), d->red = NULL;
+    if (text && i == F_REDIRECTS && d->red)
+        unread_said(&c, d->red);
     if (text && i == F_HEADERS && (d->hdr = malloc(sizeof *d->hdr)) &&
         sf_headers_parse(d->hdr, text, n, bad_line, &c) < 0)
         free(d->hdr), d->hdr = NULL;
@@ -735,8 +754,10 @@ int sitefiles_check(int dirfd, const char *path)
         if (text) {
             sf_redirects_t r;
             sf_headers_t h;
-            if (!i && sf_redirects_parse(&r, text, n, bad_line, &c) == 0)
+            if (!i && sf_redirects_parse(&r, text, n, bad_line, &c) == 0) {
+                unread_said(&c, &r);
                 sf_redirects_free(&r);
+            }
             if (i && sf_headers_parse(&h, text, n, bad_line, &c) == 0) {
                 auth_said(&h, path);
                 sf_headers_free(&h);

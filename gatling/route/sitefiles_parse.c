@@ -178,13 +178,16 @@ static void chain(sf_index_t *ix, uint32_t *at, uint32_t i)
     *at = i + 1;
 }
 
+#define OVER_DYNAMIC                                                                           \
+    "over 100 dynamic rules (with '*' or ':name'): Cloudflare's limit, the line is skipped"
+#define OVER_STATIC "over 2,000 static rules: Cloudflare's limit, the line is skipped"
+
 /* Pattern i (p) into the index, or NULL: why not (over a limit). */
 static const char *index_add(sf_index_t *ix, const sf_pat_t *p, uint32_t i)
 {
     if (p->dynamic) {
         if (ix->ndyn >= SF_DYNAMIC_MAX)
-            return "over 100 dynamic rules (with '*' or ':name'): Cloudflare's limit, "
-                   "the line is skipped";
+            return OVER_DYNAMIC;
         ix->ndyn++;
         if (literal_first(p))
             chain(ix, &ix->dhead[hash(ix, p->p + 1, first_seg(p->p, p->n))], i);
@@ -194,7 +197,7 @@ static const char *index_add(sf_index_t *ix, const sf_pat_t *p, uint32_t i)
         return NULL;
     }
     if (ix->nstatic >= SF_STATIC_MAX)
-        return "over 2,000 static rules: Cloudflare's limit, the line is skipped";
+        return OVER_STATIC;
     ix->nstatic++;
     chain(ix, &ix->head[hash(ix, p->p, p->n)], i);
     return NULL;
@@ -379,6 +382,37 @@ static uint32_t count_lines(const char *text, size_t n, uint32_t cap)
 #define SF_RULES_MAX (SF_STATIC_MAX + SF_DYNAMIC_MAX)
 #define SF_FIELDS_TOTAL 16384 /* field lines of one _headers */
 
+/* A rule line's kind seen from its first word alone, where that is sure (a
+   path with no escape, dot segment or empty segment: decoding leaves it as
+   it is): 1 static, 2 dynamic; 0: not sure (parsed to know), or no rule. */
+static int plain_kind(const char *s, size_t len)
+{
+    size_t i = 0, e;
+    while (i < len && (s[i] == ' ' || s[i] == '\t'))
+        i++;
+    for (e = i; e < len && s[e] != ' ' && s[e] != '\t';)
+        e++;
+    if (e == i || s[i] != '/')
+        return 0;
+    int dyn = 0;
+    for (size_t k = i; k < e; k++) {
+        char c = s[k];
+        if (c == '%' || c == '?' || (k > i && s[k - 1] == '/' && (c == '/' || c == '.')))
+            return 0; /* (a segment that begins with '.' may be a dot segment: not sure) */
+        dyn |= c == '*' || (c == ':' && placeholder(s + i, e - i, k - i));
+    }
+    return dyn ? 2 : 1;
+}
+
+/* Should line s (its kind plainly full) be refused unparsed: why, or NULL. */
+static const char *over_unparsed(const sf_index_t *ix, const char *s, size_t len)
+{
+    int kind = ix->nstatic >= SF_STATIC_MAX || ix->ndyn >= SF_DYNAMIC_MAX ? plain_kind(s, len) : 0;
+    return kind == 1 && ix->nstatic >= SF_STATIC_MAX  ? OVER_STATIC
+           : kind == 2 && ix->ndyn >= SF_DYNAMIC_MAX ? OVER_DYNAMIC
+                                                     : NULL;
+}
+
 int sf_redirects_parse(sf_redirects_t *t, const char *text, size_t n, sf_bad_fn *bad, void *arg)
 {
     memset(t, 0, sizeof *t);
@@ -397,12 +431,22 @@ int sf_redirects_parse(sf_redirects_t *t, const char *text, size_t n, sf_bad_fn 
     lines_t ls = {t->text, t->text + n, 0};
     char *s, *pat = t->pats;
     size_t len;
-    while ((s = next_line(&ls, &len))) {
+    unsigned refused = 0;
+    while (ls.p < ls.end) {
+        if (refused >= SF_REFUSED_MAX ||
+            (t->ix.nstatic >= SF_STATIC_MAX && t->ix.ndyn >= SF_DYNAMIC_MAX)) {
+            t->stop_line = ls.line + 1; /* nothing more could be kept, or junk */
+            t->unread = (size_t)(ls.end - ls.p);
+            break;
+        }
+        s = next_line(&ls, &len);
         int added = 0;
         /* (t->n <= max: index_add refuses a rule past the limits) */
         const char *no = len > SF_LINE_MAX     ? "over 1,000 bytes"
                          : memchr(s, 0, len) ? "a NUL byte (the line is not what it shows)"
-                                             : rule_line(t, s, pat, &added);
+                                             : over_unparsed(&t->ix, s, len);
+        if (!no && (no = rule_line(t, s, pat, &added)))
+            refused++; /* (a line refused unparsed costs little: not counted) */
         if (no && bad)
             bad(arg, ls.line, no);
         if (added) {

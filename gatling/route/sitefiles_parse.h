@@ -30,6 +30,7 @@
 #define SF_CAPS_MAX 8           /* placeholders in one pattern */
 #define SF_BLOCK_FIELDS_MAX 32  /* field lines in one _headers block */
 #define SF_REDIRECTS_FILE_MAX (4u << 20) /* bytes of _redirects read at most */
+#define SF_REFUSED_MAX 1000 /* _redirects' lines refused, then the rest is not read */
 #define SF_HEADERS_FILE_MAX (1u << 20)   /* bytes of _headers read at most */
 
 /* A bad line: its number and why (a constant string). */
@@ -89,6 +90,8 @@ typedef struct sf_redirects {
     sf_rule_t *r;
     uint32_t n;
     sf_index_t ix;
+    int stop_line;   /* the line reading stopped at (SF_REFUSED_MAX, limits full), 0: none */
+    size_t unread;   /* ... the bytes from it on, not read */
 } sf_redirects_t;
 
 /* A _headers field line: "Name: value", or "! Name" (detach). */
@@ -118,6 +121,9 @@ typedef struct sf_headers {
 /*
  * Parse the _redirects text[0..n) into t (its own copy of the text); the
  * bad lines go to bad(arg, line, why) and are skipped (bad may be NULL).
+ * The cost is bounded whatever the file: a line plainly of a kind whose
+ * limit is full is refused unparsed, and reading stops (t->stop_line,
+ * t->unread) once both limits are full or SF_REFUSED_MAX lines were refused.
  * 0, or -1 on ENOMEM (t empty then).  sf_redirects_free lets it go.
  */
 int sf_redirects_parse(sf_redirects_t *t, const char *text, size_t n, sf_bad_fn *bad, void *arg);

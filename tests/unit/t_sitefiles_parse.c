@@ -134,15 +134,20 @@ static void test_refused(void)
 
     size_t cap = 2200 * 40;
     char *big = malloc(cap), *p = big;
-    for (int i = 0; i < 2001; i++)
-        p += sprintf(p, "/s%d /t%d\n", i, i);
     for (int i = 0; i < 101; i++)
         p += sprintf(p, "/d%d/* /t%d\n", i, i);
     p += sprintf(p, "/");
     memset(p, 'x', 1000);
-    strcpy(p + 1000, " /y\n");
+    p += 1000;
+    p += sprintf(p, " /y\n");
+    for (int i = 0; i < 2001; i++)
+        p += sprintf(p, "/s%d /t%d\n", i, i);
+    for (int i = 0; i < 5; i++)
+        p += sprintf(p, "/after%d /x\n", i);
     parse_r(&t, big);
-    is_int(nbad, 3, "2,001st static, 101st dynamic, a line over 1,000 bytes: refused");
+    is_int(nbad, 2, "101st dynamic, a line over 1,000 bytes: refused");
+    is_int(t.stop_line, 101 + 1 + 2000 + 1, "both limits full: reading stops (the 2,001st static)");
+    is_int((int)t.unread, 14 + 5 * 11, "... the bytes from it on, counted, not read");
     is_int((int)t.ix.nstatic, 2000, "2,000 static rules kept");
     is_int((int)t.ix.ndyn, 100, "100 dynamic rules kept");
     is_str(go(&t, "/s1999"), "301 /t1999", "the last static rule kept");
@@ -165,6 +170,44 @@ static void test_refused(void)
             none += !strcmp(go(&t, path), "-");
         }
     is_int(none, 22 * 90, "1,980 absent first segments beside 100 dynamic rules: none matched");
+    sf_redirects_free(&t);
+    free(big);
+}
+
+/* Issue 92: a _redirects of megabytes costs little on the loop: past
+   SF_REFUSED_MAX lines refused the rest is not read; a line plainly of a
+   kind that is full is refused without being parsed, not counted. */
+static void test_refused_bound(void)
+{
+    sf_redirects_t t;
+    size_t cap = 3000 * 40;
+    char *big = malloc(cap), *p = big;
+    for (int i = 0; i < SF_REFUSED_MAX; i++)
+        p += sprintf(p, "nopath%d /x\n", i);
+    p += sprintf(p, "/late /x\n");
+    parse_r(&t, big);
+    is_int(nbad, SF_REFUSED_MAX, "the refused lines told");
+    is_int(t.stop_line, SF_REFUSED_MAX + 1, "then reading stops");
+    is_int((int)t.unread, 9, "... one line not read");
+    is_str(go(&t, "/late"), "-", "... not applied");
+    sf_redirects_free(&t);
+
+    p = big;
+    for (int i = 0; i < 2000 + SF_REFUSED_MAX + 10; i++)
+        p += sprintf(p, "/s%d /t%d\n", i, i);
+    p += sprintf(p, "/a%%41 /esc\n/d/:x /dyn\n/b/./c /dot\n/b/.x /dot2\n");
+    parse_r(&t, big);
+    is_int(nbad, SF_REFUSED_MAX + 10 + 3, "statics over the limit, the escaped, the dots: refused");
+    is_int(t.stop_line, 0, "... the plain ones unparsed, not counted: read on");
+    is_str(go(&t, "/d/q"), "301 /dyn", "a dynamic rule after them applies");
+    sf_redirects_free(&t);
+
+    p = big;
+    for (int i = 0; i < 101; i++)
+        p += sprintf(p, "/d%d/* /t%d\n", i, i);
+    p += sprintf(p, "/:x/.. /home\n");
+    parse_r(&t, big);
+    is_str(go(&t, "/"), "301 /home", "a placeholder a dot segment removes: static, kept");
     sf_redirects_free(&t);
     free(big);
 }
@@ -355,6 +398,7 @@ int main(void)
     test_forms();
     test_order();
     test_refused();
+    test_refused_bound();
     test_subst();
     test_headers();
     test_headers_many();
