@@ -608,7 +608,7 @@ static int guard(exchange_t *ex, const cgi_find_t *f, const char *script, char *
             return ex_error(ex, h, NULL, NULL) < 0 ? -1 : 1;
         }
         if (h == 401) {
-            int r = auth_check(ex, &f->t, paths[i], NULL);
+            int r = auth_check(ex, paths[i], NULL);
             if (r == 0)
                 basic_user(ex, user, usz);
             return r;

@@ -20,9 +20,11 @@ typedef struct target {
     size_t keylen;
 } target_t;
 
-/* The directory t's virtual host is served from (the caller closes it);
-   *which (if not NULL) says which kind (vhost.h VHOST_*).  -1 with errno. */
-int target_open_vhost(const site_t *s, const target_t *t, int *which);
+/* The directory ex's site is served from: its host's (handlers/host.h,
+   found once per request), which the caller never closes; *which (if not
+   NULL) says which kind (vhost.h VHOST_*).  -1 with errno (ENOENT: no
+   directory serves the name; EMFILE and its kin: none could be opened). */
+int target_dir(exchange_t *ex, int *which);
 
 /* The request's virtual host (ex->route: decided once, site/vhost.h) into
    name (VHOST_NAME_MAX bytes): its length, or -1 for a Host no directory may

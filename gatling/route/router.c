@@ -5,12 +5,12 @@
 #include "cache.h"
 #include "handlers/cgi.h"
 #include "compress.h"
-#include "guard.h"
 #include "http/hbuf.h"
 #include "http/path.h"
 #include "site/acme_chal.h"
 #include "site/site.h"
 #include "handlers/proxy.h"
+#include "handlers/host.h"
 #include "handlers/hstate.h"
 #include "handlers/static.h"
 #include "sitefiles.h"
@@ -209,8 +209,8 @@ static int origin_rule(exchange_t *ex)
         ex_field(ex, "Alt-Svc", ex->site->alt_svc);
     size_t n = host ? host_name_len(host) : 0;
     /* the directory served decides too: a client-certificate site's, reached
-       by another name, is that site's (guard.h) */
-    const char *g = n ? guard_site(ex, ex->route.name, bare_len(ex)) : NULL;
+       by another name, is that site's (handlers/host.h) */
+    const char *g = n ? host_guard(ex, ex->route.name, bare_len(ex)) : NULL;
     if ((n && misdirected(ex, host->p, n)) || (g && misdirected(ex, g, strlen(g)))) {
         ex->site->stats.tls_misdirected++;
         return answered(ex_error(ex, 421, NULL, NULL));
@@ -257,12 +257,10 @@ static int index_rule(exchange_t *ex)
     hb_put(&b, t.p.path, t.p.len), hb_puts(&b, s->cfg->index2);
     if (t.p.query)
         hb_puts(&b, "?"), hb_put(&b, t.p.query, t.p.query_len);
-    int vfd = hb_str(&b) ? target_open_vhost(s, &t, NULL) : -1;
-    if (vfd < 0)
+    const host_t *h = hb_str(&b) ? host_of(ex) : NULL;
+    if (!h || h->dirfd < 0)
         return HANDLER_NOT_MINE;
-    int go = !dir_holds(s, vfd, &t, "index.html") && dir_holds(s, vfd, &t, s->cfg->index2);
-    close(vfd);
-    if (!go)
+    if (dir_holds(s, h->dirfd, &t, "index.html") || !dir_holds(s, h->dirfd, &t, s->cfg->index2))
         return HANDLER_NOT_MINE;
     if (ex_retarget(ex, to, hb_len(&b)) < 0)
         return answered(ex_error(ex, 500, NULL, NULL));
@@ -424,6 +422,7 @@ static int entry_on(const handler_t *h, const site_t *site)
 static void decide(exchange_t *ex)
 {
     (void)vhost_route(ex, ex->site->cfg->vhosts, ex->site->cfg->keep_host_port);
+    (void)host_of(ex); /* the site behind the name, found once (host.h) */
 }
 
 int router_dispatch(exchange_t *ex)
@@ -455,6 +454,8 @@ int router_init_table(site_t *site, const handler_t *const *all, size_t nall)
     }
     rt->all = all, rt->nall = nall;
     hstate_set(site, HSTATE_ROUTE, rt);
+    if (host_init(site) < 0)
+        return -1;
     site->produced = router_produced; /* the stages ask while they are made */
     site->produce = router_produce;
     site->backend = router_backend;
@@ -477,6 +478,7 @@ void router_free(site_t *site)
     for (size_t i = 0, n = rt ? rt->nall : NTABLE; i < n; i++)
         if (all[i]->free)
             all[i]->free(site);
+    host_free(site);
     free(rt);
     hstate_set(site, HSTATE_ROUTE, NULL);
 }
