@@ -867,6 +867,7 @@ static int cgi_claims(const site_t *s, const char *path, size_t n)
 }
 
 const handler_t cgi_handler = {
-    .name = "CGI", .serve = cgi_route, .init = cgi_route_init, .free = cgi_free, .on = cgi_on,
+    .name = "CGI", .phase = HANDLER_PRODUCE, .serve = cgi_route, .init = cgi_route_init,
+    .free = cgi_free, .on = cgi_on,
     .streams = cgi_match, .claims = cgi_claims, .wrap = HANDLER_STORE | HANDLER_CODE,
 };

@@ -21,11 +21,29 @@ struct site;
  * the router learn of it there and nowhere else.
  */
 
+/*
+ * Where an entry stands in the router's table, its phase: the table is in
+ * phase order, and router_init refuses one that is not (so where a new
+ * entry goes is its type, and its place within the phase the behaviour the
+ * table's comment gives).
+ */
+enum handler_phase {
+    HANDLER_CHECK = 1, /* the request's terms: -k, Host, ACME, TLS's, -X: answer or pass */
+    HANDLER_REWRITE,   /* the site's own rules: a redirect, a page, a rewrite the router
+                          goes on with (its streams: the rewrite, done before a body's
+                          way is asked) */
+    HANDLER_STAGE,     /* wraps whatever producer answers (--compress, the cache) */
+    HANDLER_PRODUCE,   /* a producer the stages wrap (a backend, CGI) */
+    HANDLER_PAGE,      /* the server's own pages (-S) */
+    HANDLER_LAST,      /* what answers every request left: the files, OPTIONS/405/501 */
+};
+
 /* A handler's serve: ex's request was not its own, the router goes on. */
 #define HANDLER_NOT_MINE 1
 
 typedef struct handler {
     const char *name; /* for a reader of the table (and a debugger) */
+    uint8_t phase;    /* enum handler_phase: where it stands in the table */
     /*
      * Is ex's request this handler's?  1 or 0; cheap (the method, a path, an
      * option).  NULL: serve decides, answering HANDLER_NOT_MINE for a
@@ -48,7 +66,9 @@ typedef struct handler {
     int (*on)(const struct site *site);
     /* Would serve take ex's request body as it comes, a producer's (a
        backend, a script)?  NULL: never, the codec reads and drops a body
-       before serve (router_streams). */
+       before serve (router_streams).  A HANDLER_REWRITE entry's is its
+       rewrite, done before the producers are asked: 0 to go on, 1 when it
+       answered the request itself (no producer takes the body). */
     int (*streams)(exchange_t *ex);
     /* Is path[0..n) (decoded, normalised) a program of this handler's on
        some host: a -P rule's pattern, a CGI pattern, matched as the

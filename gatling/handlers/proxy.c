@@ -840,7 +840,8 @@ static int proxy_on(const site_t *site)
 }
 
 const handler_t proxy_handler = {
-    .name = "-P", .serve = proxy_dispatch, .init = proxy_init, .free = proxy_free, .on = proxy_on,
+    .name = "-P", .phase = HANDLER_PRODUCE, .serve = proxy_dispatch, .init = proxy_init,
+    .free = proxy_free, .on = proxy_on,
     .streams = proxy_streams, .claims = px_claims, .wrap = HANDLER_STORE | HANDLER_CODE,
     .backend = proxy_backend,
 };

@@ -501,4 +501,6 @@ static int static_route(exchange_t *ex)
     return static_serve(ex) < 0 ? -1 : 0;
 }
 
-const handler_t static_handler = {.name = "files", .match = get_or_head, .serve = static_route};
+const handler_t static_handler = {
+    .name = "files", .phase = HANDLER_LAST, .match = get_or_head, .serve = static_route,
+};

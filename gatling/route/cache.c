@@ -312,7 +312,7 @@ static int cache_on(const site_t *site)
 }
 
 const handler_t cache_handler = {
-    .name = "cache", .serve = cache_dispatch, .init = cache_route_init, .free = cache_free,
+    .name = "cache", .phase = HANDLER_STAGE, .serve = cache_dispatch, .init = cache_route_init, .free = cache_free,
     .on = cache_on,
 };
 

@@ -480,7 +480,7 @@ static int compress_on(const site_t *s)
 }
 
 const handler_t compress_handler = {
-    .name = "compress", .match = compress_match, .serve = compress_serve, .init = compress_init,
+    .name = "compress", .phase = HANDLER_STAGE, .match = compress_match, .serve = compress_serve, .init = compress_init,
     .free = compress_free, .on = compress_on,
 };
 

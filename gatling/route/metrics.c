@@ -472,5 +472,6 @@ static int metrics_route(exchange_t *ex)
 }
 
 const handler_t metrics_handler = {
-    .name = "-S /metrics", .match = metrics_asked, .serve = metrics_route, .on = status_page_on,
+    .name = "-S /metrics", .phase = HANDLER_PAGE, .match = metrics_asked, .serve = metrics_route,
+    .on = status_page_on,
 };

@@ -346,22 +346,37 @@ static int methods_rule(exchange_t *ex)
     return answered(ex_error(ex, 501, NULL, NULL));
 }
 
-static const handler_t host_entry = {.name = "Host", .serve = host_rule};
-static const handler_t acme_entry = {.name = "ACME HTTP-01", .serve = acme_rule, .on = acme_on};
+/* -I's rewrite as the entry's streams: 1 when it answered (500). */
+static int index_streams(exchange_t *ex)
+{
+    return index_rule(ex) != HANDLER_NOT_MINE;
+}
+
+static const handler_t host_entry = {.name = "Host", .phase = HANDLER_CHECK, .serve = host_rule};
+static const handler_t acme_entry = {
+    .name = "ACME HTTP-01", .phase = HANDLER_CHECK, .serve = acme_rule, .on = acme_on,
+};
 static const handler_t origin_entry = {
-    .name = "Alt-Svc, 421", .match = is_secure, .serve = origin_rule,
+    .name = "Alt-Svc, 421", .phase = HANDLER_CHECK, .match = is_secure, .serve = origin_rule,
 };
 static const handler_t client_entry = {
-    .name = "client certificate", .match = client_unverified, .serve = client_rule,
+    .name = "client certificate", .phase = HANDLER_CHECK, .match = client_unverified,
+    .serve = client_rule,
 };
-static const handler_t index_entry = {.name = "-I's program", .serve = index_rule, .on = index_on};
+static const handler_t index_entry = {
+    .name = "-I's program", .phase = HANDLER_REWRITE, .serve = index_rule, .on = index_on,
+    .streams = index_streams,
+};
 static const handler_t https_entry = {
-    .name = "-X", .match = https_wanted, .serve = https_rule, .on = https_on,
+    .name = "-X", .phase = HANDLER_CHECK, .match = https_wanted, .serve = https_rule,
+    .on = https_on,
 };
 static const handler_t acme_files_entry = {
-    .name = "ACME files", .match = get_or_head, .serve = acme_files_rule,
+    .name = "ACME files", .phase = HANDLER_CHECK, .match = get_or_head, .serve = acme_files_rule,
 };
-static const handler_t methods_entry = {.name = "OPTIONS, 405, 501", .serve = methods_rule};
+static const handler_t methods_entry = {
+    .name = "OPTIONS, 405, 501", .phase = HANDLER_LAST, .serve = methods_rule,
+};
 
 /*
  * The router's rules and the handlers, in the order a request is put to
@@ -375,7 +390,9 @@ static const handler_t methods_entry = {.name = "OPTIONS, 405, 501", .serve = me
  * front of the dynamic handlers it stores; -P and CGI take any method and
  * a path of their own before -S's pages and the files; the last entry
  * answers every request left.  init and free are called in this order; a
- * site's requests are put only to the entries there on it (on).
+ * site's requests are put only to the entries there on it (on).  The
+ * phases (handler.h: check, rewrite, stage, produce, page, last) are each
+ * entry's own, and router_init refuses the table out of their order.
  */
 static const handler_t *const table[] = {
     &status_health_handler, /* -k */
@@ -445,8 +462,26 @@ int router_init(site_t *site)
     return router_init_table(site, table, NTABLE);
 }
 
+/* Is the table in phase order (handler.h), every entry with a phase?  Says
+   which is not, on stderr. */
+static int in_phase_order(const handler_t *const *all, size_t nall)
+{
+    for (size_t i = 0; i < nall; i++) {
+        unsigned p = all[i]->phase, before = i ? all[i - 1]->phase : HANDLER_CHECK;
+        if (p < HANDLER_CHECK || p > HANDLER_LAST || p < before) {
+            fprintf(stderr, "gatling: the router's table: \"%s\" (phase %u) %s\n", all[i]->name,
+                    p, p < HANDLER_CHECK || p > HANDLER_LAST ? "has no phase"
+                                                              : "is out of phase order");
+            return 0;
+        }
+    }
+    return 1;
+}
+
 int router_init_table(site_t *site, const handler_t *const *all, size_t nall)
 {
+    if (!in_phase_order(all, nall))
+        return -1;
     route_t *rt = nall <= ROUTE_MAX ? calloc(1, sizeof *rt) : NULL;
     if (!rt) {
         fprintf(stderr, "gatling: the router's entries: out of memory\n");
@@ -559,14 +594,12 @@ int router_streams(exchange_t *ex)
     const route_t *rt = hstate(ex->site, HSTATE_ROUTE);
     decide(ex);
     for (unsigned i = 0; rt && i < rt->n; i++) {
-        /* the rewrite first: the body goes to the index's program (the entry
-           does it again for a request without one: then nothing is left) */
-        if (rt->e[i] == &index_entry && index_rule(ex) != HANDLER_NOT_MINE)
-            return 0;
-        if (rt->e[i] == &sitefiles_handler) /* a rewrite's body goes where it leads */
-            sitefiles_streams(ex);
-        if (rt->e[i]->streams && rt->e[i]->streams(ex))
-            return 1;
+        /* a rewrite first, in its turn: the body goes where it leads (the
+           entry does it again for a request without one: nothing is left);
+           one that answered takes no body */
+        const handler_t *h = rt->e[i];
+        if (h->streams && h->streams(ex))
+            return h->phase != HANDLER_REWRITE;
     }
     return 0;
 }

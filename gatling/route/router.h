@@ -33,7 +33,9 @@ int router_hsts(const struct site *s, const http_request_t *req);
 /* The loop begins: every handler's init, in the table's order, then the
    list of the entries there on site (handler.h's on) that router_dispatch
    walks.  0, or -1 after one printed why (router_free lets go of what the
-   others made). */
+   others made); -1 before any init for a table out of phase order (an
+   entry whose phase, handler.h's HANDLER_*, is below the one before it,
+   or none). */
 int router_init(struct site *site);
 
 /* router_init with a table of one's own (all[0..nall), at most 32 entries,

@@ -547,17 +547,24 @@ static int sitefiles_serve(exchange_t *ex)
     return d && d->red ? redirect_rule(ex, d, &t) : HANDLER_NOT_MINE;
 }
 
-void sitefiles_streams(exchange_t *ex)
+/* The entry's streams (a rewrite's, handler.h): before router_streams asks
+   the producers whether they take a request's body, a _redirects rule that
+   rewrites ex's request (200) does so now, so that the body goes to the
+   rewritten path's producer (a POST to a path that "/api/:op
+   /cgi-bin/api.cgi 200" rewrites), not dropped as a file's request's would
+   be.  Anything else is left to the entry's turn: 0, always. */
+static int sitefiles_streams(exchange_t *ex)
 {
     path_t t;
     if (hslot(ex, HSLOT_SITE)->n || !ex->req_len || ex_path(ex, &t) != 0 ||
         control_file(t.path, t.len))
-        return; /* the entry answers it, in its turn */
+        return 0; /* the entry answers it, in its turn */
     const sf_dir_t *d = dir_of(ex);
     sf_caps_t caps;
     const sf_rule_t *r = d && d->red ? sf_redirects_match(d->red, t.path, t.len, &caps) : NULL;
     if (r && r->status == 200) /* the rewrite (unless shadowed: serve asks), now; the */
         (void)sitefiles_serve(ex); /* entry's turn does nothing more */
+    return 0;
 }
 
 /* ---- the hooks ---- */
@@ -656,7 +663,8 @@ static void sf_free(site_t *s)
 }
 
 const handler_t sitefiles_handler = {
-    .name = "_redirects, _headers", .serve = sitefiles_serve, .init = sf_init, .free = sf_free,
+    .name = "_redirects, _headers", .phase = HANDLER_REWRITE, .serve = sitefiles_serve,
+    .init = sf_init, .free = sf_free, .streams = sitefiles_streams,
 };
 
 /* ---- --check ---- */

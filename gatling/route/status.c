@@ -420,7 +420,7 @@ static int health_serve(exchange_t *ex)
 }
 
 const handler_t status_health_handler = {
-    .name = "-k health", .serve = health_serve, .on = health_on,
+    .name = "-k health", .phase = HANDLER_CHECK, .serve = health_serve, .on = health_on,
 };
 
 int status_page_on(const struct site *s)
@@ -481,6 +481,6 @@ static int page_serve(exchange_t *ex)
 }
 
 const handler_t status_handler = {
-    .name = "-S /server-status", .match = page_asked, .serve = page_serve, .init = status_init,
-    .free = status_free, .on = status_page_on,
+    .name = "-S /server-status", .phase = HANDLER_PAGE, .match = page_asked, .serve = page_serve,
+    .init = status_init, .free = status_free, .on = status_page_on,
 };

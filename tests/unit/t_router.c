@@ -62,7 +62,7 @@ static int probe_backend(const site_t *s, int slot, const char **pool, const cha
 
 /* the new producer: its functions and this entry */
 static const handler_t probe_handler = {
-    .name = "probe", .match = probe_match, .serve = probe_serve, .init = probe_init,
+    .name = "probe", .phase = HANDLER_PRODUCE, .match = probe_match, .serve = probe_serve, .init = probe_init,
     .free = probe_free, .streams = probe_streams, .claims = probe_claims,
     .wrap = HANDLER_STORE | HANDLER_CODE, .backend = probe_backend,
 };
@@ -75,7 +75,9 @@ static int stage_init(site_t *s)
     return 0;
 }
 
-static const handler_t stage = {.name = "stage", .serve = NULL, .init = stage_init};
+static const handler_t stage = {
+    .name = "stage", .phase = HANDLER_STAGE, .serve = NULL, .init = stage_init,
+};
 
 static int rest_serve(exchange_t *ex)
 {
@@ -83,7 +85,8 @@ static int rest_serve(exchange_t *ex)
     return 0;
 }
 
-static const handler_t rest = {.name = "the rest", .serve = rest_serve};
+static const handler_t rest = {.name = "the rest", .phase = HANDLER_LAST, .serve = rest_serve};
+static const handler_t phaseless = {.name = "no phase", .serve = rest_serve};
 
 int main(void)
 {
@@ -91,6 +94,14 @@ int main(void)
     memset(&cfg, 0, sizeof cfg);
     site_t *s = calloc(1, sizeof *s);
     s->cfg = &cfg;
+    /* the phases are types: a table out of their order is refused, before
+       any init runs (a producer before a stage, an entry with no phase) */
+    const handler_t *const backwards[] = {&probe_handler, &stage, &rest};
+    const handler_t *const unphased[] = {&stage, &phaseless, &rest};
+    ok(router_init_table(s, backwards, 3) == -1 && inits == 0,
+       "a producer before a stage: the table is refused, nothing made");
+    ok(router_init_table(s, unphased, 3) == -1 && inits == 0,
+       "an entry with no phase: refused");
     const handler_t *const table[] = {&stage, &probe_handler, &rest};
     ok(router_init_table(s, table, 3) == 0, "a table with a producer of the test's own");
     ok(inits == 1 && stage_saw_it, "its init ran first, and the stage saw a producer to store");
