@@ -197,6 +197,12 @@ static host_t *find(host_tab_t *t, const char *name, size_t len)
     return h;
 }
 
+int host_route(exchange_t *ex)
+{
+    const site_t *s = ex->site;
+    return vhost_route(ex, s->cfg->vhosts, s->cfg->keep_host_port);
+}
+
 host_t *host_of(exchange_t *ex)
 {
     site_t *s = ex->site;
@@ -208,7 +214,7 @@ host_t *host_of(exchange_t *ex)
     int64_t now = gio_now(s->loop) / 1000;
     if (h && h->gen == r->hostgen && h->second == now)
         return h;
-    if (!t || vhost_route(ex, s->cfg->vhosts, s->cfg->keep_host_port) < 0)
+    if (!t || host_route(ex) < 0)
         return NULL;
     const char *name = s->cfg->vhosts ? r->name : "";
     h = find(t, name, strlen(name));

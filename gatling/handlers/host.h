@@ -57,6 +57,11 @@ typedef struct host {
 int host_init(site_t *s);
 void host_free(site_t *s);
 
+/* ex's route's name decided (once: site/vhost.h's vhost_route, with the
+   site's -v, -t): its length, or -1 for a Host no directory may be named by
+   (400).  The one door to vhost_route below the router (make layers). */
+int host_route(exchange_t *ex);
+
 /*
  * The site behind ex's route (decided first by vhost_route), found in the
  * loop's table or made there (the directory opened; its TLS terms are read
