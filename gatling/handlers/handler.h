@@ -1,7 +1,7 @@
 /*
  * handler — what a handler gives the router: one entry (handler_t) in its
- * own file, named in router.c's table, whose order is the order the router
- * asks them in.  A handler's per-loop state (an object in the site's
+ * own file, named in route/router_table.c's table, whose order is the
+ * order the router asks them in.  A handler's per-loop state (an object in the site's
  * index of them, hstate.h's HSTATE_*) is made by its init and let go by its
  * free, which server.c calls for every entry through router_init and
  * router_free; nothing else of a handler is known outside its files: the
@@ -17,7 +17,7 @@ struct site;
 
 /*
  * A producer (the files aside: a backend, a script) is its files plus one
- * entry in router.c's table with streams, claims and wrap: the stages and
+ * entry in router_table.c with streams, claims and wrap: the stages and
  * the router learn of it there and nowhere else.
  */
 
@@ -78,7 +78,7 @@ typedef struct handler {
     int (*claims)(const struct site *site, const char *path, size_t n);
     /* A producer's answers, as the stages that wrap one may take them
        (HANDLER_STORE: the response cache; HANDLER_CODE: --compress): the
-       stages ask the router (site->produced, site->produce), never a
+       stages ask the router (router_produced, router_produce), never a
        producer by name.  0: not a producer a stage wraps. */
     unsigned wrap;
     /* The producer's backends, for the pages (/server-status, /metrics):
@@ -89,6 +89,10 @@ typedef struct handler {
        (router_backend), never a producer by name. */
     int (*backend)(const struct site *site, int slot, const char **pool, const char **label,
                    const char **state, unsigned *outstanding);
+    /* Under -X (every plain request redirected to HTTPS): does this entry
+       answer ex over plain HTTP all the same (-S's pages, for the clients
+       allowed them)?  NULL: never. */
+    int (*plain)(exchange_t *ex);
 } handler_t;
 
 #define HANDLER_STORE 1u

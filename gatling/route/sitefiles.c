@@ -1,6 +1,7 @@
 /* A static site's _redirects, _headers and error pages: see sitefiles.h. */
 #define _GNU_SOURCE /* memrchr */
 #include "sitefiles.h"
+#include "router.h"
 #include "sitefiles_parse.h"
 #include "metrics.h"
 #include "status.h"
@@ -299,7 +300,7 @@ static int exists(exchange_t *ex, const path_t *p)
         hb_puts(&b, "index.html");
     if (!hb_str(&b) || path_hidden(p->path, p->len))
         return 0;
-    if (s->produced && s->produced(s, ex, 0))
+    if (router_produced(s, ex, 0))
         return 1; /* a -P rule's or a CGI pattern's request: its program answers */
     if (status_page_on(s) && (status_handler.match(ex) || metrics_handler.match(ex)))
         return 1; /* -S's pages, which come after the producers */
