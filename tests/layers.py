@@ -519,6 +519,59 @@ def check_bench_drivers(root):
     return bad
 
 
+# Who chooses a site (issue 86): the route, once (handlers/host.c's host_of
+# over site/vhost.h, called first by route/router.c); no other file under
+# handlers/ or route/ calls vhost_open, vhost_name or vhost_route.  The Host
+# field (HTTP/2's and 3's :authority) is read there only by the files that
+# pass it on or that are the router's own checks, each named here with what
+# it does with it: a new reader is a choice made again, and fails.
+SITE_DIRS = ("gatling/handlers", "gatling/route")
+SITE_CHOOSERS = re.compile(r"\b(vhost_open|vhost_name|vhost_route)\s*\(")
+SITE_CHOOSER_FILES = {"gatling/handlers/host.c", "gatling/route/router.c"}
+HOST_READ = re.compile(r'http_header(?:_count)?\s*\([^;]*?"Host"|":authority"')
+HOST_READERS = {
+    "gatling/route/router.c": "the router's checks: Host's, 421's, -X's",
+    "gatling/handlers/cgienv.c": "passed on: CGI's HTTP_HOST and SERVER_NAME",
+    "gatling/handlers/fields.c": "passed on: a backend's Host and X-Forwarded-Host",
+    "gatling/handlers/proxy_h2.c": "passed on: an HTTP/2 backend's :authority",
+    "gatling/handlers/proxy_check.c": "the health check's own request to a backend",
+    "gatling/route/cache_entry.c": "the cache's key, after the site's name",
+}
+# The stages (the cache, --compress) wrap whatever producer answers: they ask
+# the router, and name no producer (no include of one, no call of one).
+STAGE = re.compile(r"^gatling/route/(cache\w*|compress)$")
+PRODUCER = re.compile(r"^gatling/handlers/(proxy\w*|cgi\w*|static)$")
+
+
+def check_site_choice(root):
+    """A site chosen only by the route, Host read only where it is passed on,
+    no stage naming a producer: lines to print."""
+    bad = []
+    for path in sources(root, [d for d in SITE_DIRS if os.path.isdir(os.path.join(root, d))]):
+        raw = open(os.path.join(root, path), encoding="utf-8", errors="replace").read()
+        code = NOISE.sub(lambda m: " " if m.group(0)[0] in "/" else m.group(0), raw)
+        for m in SITE_CHOOSERS.finditer(NOISE.sub(" ", raw)):
+            if path not in SITE_CHOOSER_FILES:
+                bad.append("%s: calls %s: the site is the route's (ex->route.host, "
+                           "handlers/host.h), chosen once" % (path, m.group(1)))
+        for m in HOST_READ.finditer(code):
+            if path not in HOST_READERS:
+                n = code.count("\n", 0, m.start()) + 1
+                bad.append("%s:%d: reads Host: the site is the route's (handlers/host.h); "
+                           "a file that passes Host on is named in tests/layers.py's "
+                           "HOST_READERS" % (path, n))
+    where = headers(root)
+    rev = {rel: name for name, rel in FOLDERS.items()}
+    graph = file_graph(root, [d for d in SITE_DIRS if os.path.isdir(os.path.join(root, d))],
+                       lambda path, inc: include_path(root, where, rev, path, inc))
+    for a, edges in sorted(graph.items()):
+        for b, why in sorted(edges.items()):
+            if STAGE.match(a) and PRODUCER.match(b):
+                bad.append("%s.c names a producer, %s.c (%s): a stage asks the router "
+                           "(router_produced, router_produce)" % (a, b, why))
+    return bad
+
+
 def check_make(dirs):
     """--make-dirs: the folders the makefile compiles (gatling.mk's GATLING_DIRS)
     are LAYERS' above io/, no more, no fewer."""
@@ -537,7 +590,7 @@ def main():
     root = args[0] if args else "."
     FOLDERS.update(read_layers(root))
     bad = (check(root) + check_circles(root) + check_others(root) + check_readmes(root)
-           + check_bench_drivers(root))
+           + check_bench_drivers(root) + check_site_choice(root))
     if make_dirs is not None:
         bad += check_make(make_dirs)
     for b in bad:

@@ -146,7 +146,7 @@ static int challenge(exchange_t *ex, const char *realm)
                   : ex_error(ex, 500, NULL, NULL)) < 0 ? -1 : 1;
 }
 
-int auth_check(exchange_t *ex, const target_t *t, const char *path, char **granted)
+int auth_check(exchange_t *ex, const char *path, char **granted)
 {
     site_t *s = ex->site;
     const http_str_t *auth = http_header(ex->req, "Authorization");
@@ -157,12 +157,10 @@ int auth_check(exchange_t *ex, const target_t *t, const char *path, char **grant
     if (r)
         return r;
     htaccess_pending_t p;
-    int vfd = target_open_vhost(s, t, NULL);
+    int vfd = target_dir(ex, NULL);
     int h = vfd < 0 ? 500
                     : htaccess_prepare(vfd, path, strlen(path), auth ? auth->p : NULL,
                                        auth ? auth->n : 0, realm, sizeof realm, &p);
-    if (vfd >= 0)
-        close(vfd);
     if (h == HTACCESS_VERIFY)
         remember(ex, path, auth);
     if (h == HTACCESS_VERIFY && verdict(ex) == AUTH_NONE) {

@@ -15,6 +15,6 @@
  * credentials are checked against; *granted (if not NULL) remembers the
  * last Authorization value that passed for a cached file.
  */
-int auth_check(exchange_t *ex, const target_t *t, const char *path, char **granted);
+int auth_check(exchange_t *ex, const char *path, char **granted);
 
 #endif

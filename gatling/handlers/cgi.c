@@ -608,7 +608,7 @@ static int guard(exchange_t *ex, const cgi_find_t *f, const char *script, char *
             return ex_error(ex, h, NULL, NULL) < 0 ? -1 : 1;
         }
         if (h == 401) {
-            int r = auth_check(ex, &f->t, paths[i], NULL);
+            int r = auth_check(ex, paths[i], NULL);
             if (r == 0)
                 basic_user(ex, user, usz);
             return r;
@@ -867,6 +867,7 @@ static int cgi_claims(const site_t *s, const char *path, size_t n)
 }
 
 const handler_t cgi_handler = {
-    .name = "CGI", .serve = cgi_route, .init = cgi_route_init, .free = cgi_free, .on = cgi_on,
+    .name = "CGI", .phase = HANDLER_PRODUCE, .serve = cgi_route, .init = cgi_route_init,
+    .free = cgi_free, .on = cgi_on,
     .streams = cgi_match, .claims = cgi_claims, .wrap = HANDLER_STORE | HANDLER_CODE,
 };

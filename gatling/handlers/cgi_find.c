@@ -77,7 +77,8 @@ static int walk(const cgi_loop_t *L, const site_t *s, cgi_find_t *f)
     return 0;
 }
 
-/* Is ex's request for a CGI program?  1 with f->vfd and f->fd open, or 0. */
+/* Is ex's request for a CGI program?  1 with f->fd open and f->vfd the host's
+   directory (handlers/host.h: never closed), or 0. */
 int cgi_locate(exchange_t *ex, const cgi_loop_t *L, cgi_find_t *f)
 {
     site_t *s = ex->site;
@@ -90,11 +91,11 @@ int cgi_locate(exchange_t *ex, const cgi_loop_t *L, cgi_find_t *f)
     if (memmem(p->path, p->len, "/.", 2) ||
         (!cfg->cgi_exec && !cgienv_script(L->re, L->nre, p->path, p->len, CGIENV_ANY)))
         return 0;
-    if (target_vhost(s, ex, f->t.vhost) < 0 || (f->vfd = target_open_vhost(s, &f->t, &f->which)) < 0)
+    if (target_vhost(s, ex, f->t.vhost) < 0 || (f->vfd = target_dir(ex, &f->which)) < 0)
         return 0;
     if (walk(L, s, f))
         return 1;
-    close(f->vfd);
+    f->vfd = -1; /* (the host's: never closed here) */
     return 0;
 }
 
@@ -102,6 +103,5 @@ void cgi_found_close(cgi_find_t *f)
 {
     if (f->fd >= 0)
         close(f->fd);
-    if (f->vfd >= 0)
-        close(f->vfd);
+    f->vfd = -1; /* the host's (target_dir): not closed */
 }

@@ -17,7 +17,8 @@ typedef struct cgi_find {
     int which, vfd, fd;
 } cgi_find_t;
 
-/* Is ex's request for a CGI program?  1 with f->vfd and f->fd open, or 0. */
+/* Is ex's request for a CGI program?  1 with f->fd open and f->vfd the host's
+   directory (handlers/host.h: never closed), or 0. */
 int cgi_locate(exchange_t *ex, const cgi_loop_t *L, cgi_find_t *f);
 
 /* Close what cgi_locate opened. */

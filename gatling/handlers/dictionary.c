@@ -152,14 +152,11 @@ static void dcz_etag(char *etag, const fcache_entry_t *f, const uint8_t *hash)
 
 /* The job that makes f's delta against e, or NULL: e's file is opened
    again and must still be the version hashed (else e is forgotten). */
-static dict_job_t *delta_job(exchange_t *ex, const target_t *t, const dict_entry_t *e,
-                             fcache_entry_t *f)
+static dict_job_t *delta_job(exchange_t *ex, const dict_entry_t *e, fcache_entry_t *f)
 {
     site_t *s = ex->site;
-    int vfd = target_open_vhost(s, t, NULL);
+    int vfd = target_dir(ex, NULL);
     int dfd = vfd < 0 ? -1 : fs_open_beneath(vfd, e->rel, site_root_check(s));
-    if (vfd >= 0)
-        close(vfd);
     struct stat st;
     dict_job_t *j = NULL;
     if (dfd >= 0 && fstat(dfd, &st) == 0 && st.st_dev == e->st.st_dev &&
@@ -183,7 +180,7 @@ static dict_job_t *scan_job(exchange_t *ex, const target_t *t, const fcache_entr
 {
     site_t *s = ex->site;
     char text[DICTIONARY_READ_MAX];
-    int which, vfd = target_open_vhost(s, t, &which);
+    int which, vfd = target_dir(ex, &which);
     if (vfd < 0)
         return NULL;
     fs_at_t at = site_at(s, vhost_dir(which, t->vhost));
@@ -198,7 +195,6 @@ static dict_job_t *scan_job(exchange_t *ex, const target_t *t, const fcache_entr
                             t->p.path);
     if (dfd >= 0)
         close(dfd);
-    close(vfd);
     free(dir);
     return j;
 }
@@ -219,7 +215,7 @@ int dictionary_delta(exchange_t *ex, const target_t *t, fcache_entry_t *f, body_
     if (!p) {
         if (errno != ENOENT || (hslot_req(ex, HSLOT_DICT) & DICT_TRIED_DELTA))
             return 0;
-        return wait_for(ex, f, delta_job(ex, t, e, f), DICT_TRIED_DELTA) ? -1 : 0;
+        return wait_for(ex, f, delta_job(ex, e, f), DICT_TRIED_DELTA) ? -1 : 0;
     }
     if (ex_own(ex, p) < 0) {
         free(p);

@@ -1,6 +1,7 @@
 /*
  * 103 Early Hints (RFC 8297) from a file beside the pages: while an HTML page
- * is being looked up and sent, an HTTP/2 client can already fetch the styles,
+ * is being looked up and sent, an HTTP/2 or HTTP/3 client (codec/admit.c's
+ * admit_codec_hints; HTTP/1.1 gets none) can already fetch the styles,
  * scripts and fonts it will ask for.  The file is .early-hints in the page's
  * directory (a dotfile: never served itself), one link-value per line,
  * optionally after "Link:", e.g.

@@ -31,6 +31,7 @@ enum hstate {
     HSTATE_COMPRESS, /* compress.c: on-the-fly coding of dynamic answers (compress_t) */
     HSTATE_STATUS,   /* status.c: -S's samples for the graphs (status_loop_t); NULL: no -S */
     HSTATE_SITEFILES, /* route/sitefiles.c: the sites' _redirects, _headers, pages */
+    HSTATE_HOST,      /* host.c: the sites behind the names (host.h) */
     HSTATES
 };
 

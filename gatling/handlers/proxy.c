@@ -468,7 +468,6 @@ int proxy_backend(const struct site *site, int slot, const char **pool, const ch
 static int vhost_proxied(proxy_t *px, exchange_t *ex, px_target_t *t)
 {
     site_t *s = px->site;
-    const config_t *cfg = s->cfg;
     if (target_vhost(s, ex, t->vhost) < 0)
         return 0;
     unsigned h = 5381;
@@ -477,14 +476,11 @@ static int vhost_proxied(proxy_t *px, exchange_t *ex, px_target_t *t)
     __typeof__(px->vh[0]) *e = &px->vh[h % PROXY_VHOSTS];
     int64_t now = gio_wallclock(s->loop);
     if (e->second != now || strcmp(e->name, t->vhost)) {
-        int fd = vhost_open(s->rootfd, cfg->vhosts ? t->vhost : NULL, cfg->vhost_only,
-                            site_root_check(s), &e->which);
+        int fd = target_dir(ex, &e->which); /* the host's: not closed */
         struct stat st;
         fs_at_t at = site_at(s, vhost_dir(e->which, t->vhost));
         e->has = fd >= 0 && fstatat(fd, ".proxy", &st, 0) == 0 &&
                  fs_public(&at, ".proxy", -1, FS_ANY);
-        if (fd >= 0)
-            close(fd);
         memcpy(e->name, t->vhost, sizeof t->vhost);
         e->second = now;
     }
@@ -844,7 +840,8 @@ static int proxy_on(const site_t *site)
 }
 
 const handler_t proxy_handler = {
-    .name = "-P", .serve = proxy_dispatch, .init = proxy_init, .free = proxy_free, .on = proxy_on,
+    .name = "-P", .phase = HANDLER_PRODUCE, .serve = proxy_dispatch, .init = proxy_init,
+    .free = proxy_free, .on = proxy_on,
     .streams = proxy_streams, .claims = px_claims, .wrap = HANDLER_STORE | HANDLER_CODE,
     .backend = proxy_backend,
 };

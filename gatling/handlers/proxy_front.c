@@ -5,6 +5,7 @@
    changes, looked at once a second per vhost.  See proxy_int.h. */
 #include "proxy_int.h"
 #include "proxy_front.h"
+#include "target.h"
 #include "cgienv.h"
 #include "hstate.h"
 #include "site/fs.h"
@@ -451,7 +452,7 @@ int px_script_check(exchange_t *ex, const px_rule_t *r, const px_target_t *t)
         return 0; /* the site's directory itself */
     memcpy(rel, script + 1, n - 1), rel[n - 1] = 0;
     fs_at_t at = site_at(s, vhost_dir(t->which, t->vhost));
-    int vfd = fs_open_beneath(s->rootfd, at.dir[0] ? at.dir : ".", site_root_check(s));
+    int vfd = target_dir(ex, NULL); /* the host's (handlers/host.h): not closed */
     int fd = vfd < 0 ? -1 : fs_open_beneath(vfd, rel, site_root_check(s));
     int err = errno, st = 0;
     if (fd >= 0)
@@ -464,8 +465,6 @@ int px_script_check(exchange_t *ex, const px_rule_t *r, const px_target_t *t)
         st = 403; /* EACCES, EXDEV, ELOOP; a missing script behind a closed directory */
     if (fd >= 0)
         close(fd);
-    if (vfd >= 0)
-        close(vfd);
     if (st == 404 || st == 403) { /* (the line made only when it is logged) */
         char why[EX_PATH_CAP + PX_FRONT_MAX + 96];
         snprintf(why, sizeof why, "/%s: %s", rel, st == 404 ? "a script below a file "

@@ -86,7 +86,7 @@ static int serve_listing(exchange_t *ex, int dirfd, const target_t *t, const fs_
  */
 static int guard(exchange_t *ex, const target_t *t)
 {
-    return auth_check(ex, t, t->p.path, NULL);
+    return auth_check(ex, t->p.path, NULL);
 }
 
 /* 403, unless a protected directory must say 401 first.  > 0 when a
@@ -253,7 +253,7 @@ static fcache_entry_t *lookup(exchange_t *ex, const target_t *t, int *failed)
     site_t *s = ex->site;
     fcache_entry_t e = {.fd = -1};
     const char *name;
-    int fd = -1, r = 0, which, vfd = target_open_vhost(s, t, &which);
+    int fd = -1, r = 0, which, vfd = target_dir(ex, &which);
     fs_at_t at = site_at(s, vhost_dir(which, t->vhost));
     log_vhost(ex, t, which);
     e.vhost_dir = which;
@@ -307,14 +307,12 @@ static fcache_entry_t *lookup(exchange_t *ex, const target_t *t, int *failed)
         free(e.auth), free(e.hints), free(e.dict);
         goto fail;
     }
-    close(vfd);
     return f;
 fail:
     close(fd);
     r = -1;
 done:
     free(e.rel);
-    close(vfd);
     *failed = r < 0;
     return NULL;
 }
@@ -336,11 +334,10 @@ static fcache_entry_t *sibling(exchange_t *ex, const target_t *t, const fcache_e
     if (g)
         return g;
     fcache_entry_t e = {.type = f->type};
-    int vfd = target_open_vhost(s, t, NULL);
+    int vfd = target_dir(ex, NULL);
     if (vfd < 0)
         return NULL;
     e.fd = enc_open_sibling(vfd, f->rel, &f->st, enc, &e.st);
-    close(vfd);
     if (e.fd < 0)
         return NULL;
     enc_etag(e.etag, &e.st, enc); /* its own bytes, its own tag */
@@ -484,7 +481,7 @@ int static_serve(exchange_t *ex)
         log_vhost(ex, &t, f->vhost_dir);
     }
     if (f->protect) {
-        int r = auth_check(ex, &t, f->auth, &f->granted);
+        int r = auth_check(ex, f->auth, &f->granted);
         if (r) {
             fcache_release(f);
             return r < 0 ? -1 : 0;
@@ -504,4 +501,6 @@ static int static_route(exchange_t *ex)
     return static_serve(ex) < 0 ? -1 : 0;
 }
 
-const handler_t static_handler = {.name = "files", .match = get_or_head, .serve = static_route};
+const handler_t static_handler = {
+    .name = "files", .phase = HANDLER_LAST, .match = get_or_head, .serve = static_route,
+};

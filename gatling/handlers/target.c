@@ -1,8 +1,15 @@
 /* What a static request is about: see target.h. */
 #include "target.h"
+#include "host.h"
 
-int target_open_vhost(const site_t *s, const target_t *t, int *which)
+#include <errno.h>
+
+int target_dir(exchange_t *ex, int *which)
 {
-    const char *name = s->cfg->vhosts ? t->vhost : NULL;
-    return vhost_open(s->rootfd, name, s->cfg->vhost_only, site_root_check(s), which);
+    const host_t *h = host_of(ex);
+    if (which)
+        *which = host_which(h);
+    if (!h || h->dirfd < 0)
+        errno = h ? h->err : ENOENT;
+    return h ? h->dirfd : -1;
 }

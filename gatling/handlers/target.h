@@ -10,6 +10,7 @@
 #include "http/path.h"
 #include "site/site.h"
 #include "site/vhost.h"
+#include "host.h"
 
 #define TARGET_KEY_MAX (VHOST_NAME_MAX + EX_PATH_CAP + 8)
 
@@ -20,16 +21,19 @@ typedef struct target {
     size_t keylen;
 } target_t;
 
-/* The directory t's virtual host is served from (the caller closes it);
-   *which (if not NULL) says which kind (vhost.h VHOST_*).  -1 with errno. */
-int target_open_vhost(const site_t *s, const target_t *t, int *which);
+/* The directory ex's site is served from: its host's (handlers/host.h,
+   found once per request), which the caller never closes; *which (if not
+   NULL) says which kind (vhost.h VHOST_*).  -1 with errno (ENOENT: no
+   directory serves the name; EMFILE and its kin: none could be opened). */
+int target_dir(exchange_t *ex, int *which);
 
-/* The request's virtual host (ex->route: decided once, site/vhost.h) into
+/* The request's virtual host (ex->route: decided once, host.h) into
    name (VHOST_NAME_MAX bytes): its length, or -1 for a Host no directory may
    be named by (400; the router has answered it before any handler). */
 static inline int target_vhost(const site_t *s, exchange_t *ex, char *name)
 {
-    int n = vhost_route(ex, s->cfg->vhosts, s->cfg->keep_host_port);
+    (void)s;
+    int n = host_route(ex);
     memcpy(name, ex->route.name, n < 0 ? 1 : (size_t)n + 1);
     return n;
 }

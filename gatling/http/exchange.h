@@ -15,7 +15,7 @@
  * head until its response is sent (or the connection goes).  What it points
  * to in the request (req) is the parsed head, valid as long.
  *
- * The types named here by a struct tag only (site, fcache_entry, enc_gz,
+ * The types named here by a struct tag only (site, host, fcache_entry, enc_gz,
  * ex_job) belong to the layers above (site/, and jobs.h there): this layer
  * carries the pointers and never looks inside.
  */
@@ -46,7 +46,7 @@
  * absolute-form target's, HTTP/2's and HTTP/3's :authority); the TLS terms
  * (the certificate's names, a client certificate a site requires) are the
  * router's first entries, checked against the same Host and against the
- * directory the route serves (route/guard.h: a client-certificate site's
+ * directory the route serves (handlers/host.h: a client-certificate site's
  * directory keeps its terms under another name).  The name is canonical
  * (one final dot dropped, case folded): the cache keys on it too.
  */
@@ -55,6 +55,9 @@ typedef struct ex_route {
     uint8_t state;         /* EX_ROUTE_*: not decided yet, decided, or a Host that
                               can name no directory (the router answers 400) */
     uint16_t namelen;
+    uint32_t hostgen;       /* host's generation when it was found (handlers/host.h) */
+    struct host *host;      /* the site behind the name, found once (handlers/host.h's
+                               host_of(); NULL: not found yet) */
     char name[EX_HOST_CAP]; /* the virtual host's name (vhost_name()); "": -v off or no Host */
 } ex_route_t;
 #define EX_NOTE_CAP 128 /* a note for the access log (ex_log_note), truncated to fit */

@@ -192,7 +192,7 @@ static int alias_of(const tls_store_t *st, int i, int fd, const char *e, const s
 }
 
 /* Every other name (a symbolic link) of a site directory whose certificate
-   asks its clients for certificates (route/guard.h answers their requests). */
+   asks its clients for certificates (handlers/host.h answers their requests). */
 static int mtls_aliases(const config_t *cfg, const proc_t *p)
 {
     int fd = p->tls && cfg->vhosts ? open(cfg->root ? cfg->root : ".",

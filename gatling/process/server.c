@@ -13,6 +13,7 @@
 #include "handover.h"
 #include "reload.h"
 #include "route/router.h"
+#include "route/router_table.h"
 #include "gio_os.h"
 #include "site/jobs.h"
 #include "site/peerlimits.h"

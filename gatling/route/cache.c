@@ -2,6 +2,7 @@
    see cache.h; its fetches and readers are cache_fetch.c's, a stored
    response cache_entry.c's (cache_int.h). */
 #include "cache.h"
+#include "router.h"
 #include "cache_int.h"
 #include "http/hbuf.h"
 
@@ -248,7 +249,7 @@ int cache_dispatch(exchange_t *ex)
         return CACHE_NOT_MINE;
     const cache_vh_t *vh;
     const cache_conf_t *k = cache_conf_of(c->vh, c->site, ex, &vh);
-    if (!k || !ex->site->produced(ex->site, ex, HANDLER_STORE))
+    if (!k || !router_produced(ex->site, ex, HANDLER_STORE))
         return CACHE_NOT_MINE;
     int r = cached(c, ex, k);
     if (r == 0 && !ex->vhost[0]) /* the directory that served, as every producer logs it */
@@ -300,7 +301,7 @@ void cache_mem(const site_t *site, uint64_t *bytes, uint64_t *entries, uint64_t 
 /* The response cache: only where something dynamic could be cached. */
 static int cache_route_init(site_t *site)
 {
-    if (!site->produced(site, NULL, HANDLER_STORE) || cache_init(site) == 0)
+    if (!router_produced(site, NULL, HANDLER_STORE) || cache_init(site) == 0)
         return 0;
     fprintf(stderr, "gatling: cannot set up the response cache: %s\n", strerror(errno));
     return -1;
@@ -312,7 +313,7 @@ static int cache_on(const site_t *site)
 }
 
 const handler_t cache_handler = {
-    .name = "cache", .serve = cache_dispatch, .init = cache_route_init, .free = cache_free,
+    .name = "cache", .phase = HANDLER_STAGE, .serve = cache_dispatch, .init = cache_route_init, .free = cache_free,
     .on = cache_on,
 };
 

@@ -1,5 +1,6 @@
 /* A virtual host's .cache file: see cache_conf.h. */
 #include "cache_conf.h"
+#include "handlers/host.h"
 #include "handlers/target.h"
 #include "site/nets.h"
 #include "site/optdef.h"
@@ -214,7 +215,6 @@ static void conf_read(cache_vh_t *v, int dirfd, const char *dir, site_t *s)
 const cache_conf_t *cache_conf_of(cache_vh_t *tab, site_t *s, exchange_t *ex,
                                   const cache_vh_t **vh)
 {
-    const config_t *cfg = s->cfg;
     char name[VHOST_NAME_MAX];
     if (target_vhost(s, ex, name) < 0)
         return NULL;
@@ -230,13 +230,11 @@ const cache_conf_t *cache_conf_of(cache_vh_t *tab, site_t *s, exchange_t *ex,
             v->on = v->bad = 0;
             memcpy(v->name, name, sizeof name);
         }
-        int which;
-        int fd = vhost_open(s->rootfd, cfg->vhosts ? name : NULL, cfg->vhost_only,
-                            site_root_check(s), &which);
+        const host_t *hp = host_of(ex); /* the route's site (handlers/host.h) */
+        int which = host_which(hp), fd = hp ? hp->dirfd : -1; /* the host's: not closed */
         if (fd >= 0) {
             v->which = which;
             conf_read(v, fd, vhost_dir(which, name), s);
-            close(fd);
         } else if (v->on) {
             cache_conf_free(&v->conf);
             v->on = 0;

@@ -7,6 +7,7 @@
  * cache.c calls this; this calls cache_entry.c, never cache.c.
  */
 #include "cache_int.h"
+#include "router.h"
 #include "http/conditional.h"
 #include "http/hbuf.h"
 #include "site/jobs.h"
@@ -287,7 +288,7 @@ static int fetch_request(cfetch_t *f, const exchange_t *ex, const rs_entry_t *st
 static int fetch_route(cfetch_t *f)
 {
     exchange_t *ex = &f->ex;
-    int r = ex->site->produce(ex);
+    int r = router_produce(ex);
     if (ex->job) { /* a password check: not for a fetch, which has no credentials */
         ex_job_t *xj = ex->job;
         ex->job = NULL;
@@ -783,7 +784,7 @@ static void fx_input_ready(exchange_t *ex)
 static void fx_redispatch(exchange_t *ex)
 {
     cfetch_t *f = (cfetch_t *)ex;
-    if (!ex->site->produced(ex->site, ex, HANDLER_STORE)) {
+    if (!router_produced(ex->site, ex, HANDLER_STORE)) {
         rs_entry_t *e = f->e;
         e->state = RS_PASS;
         e->pass_until = now_s(f->c) + CACHE_PASS_SECS;

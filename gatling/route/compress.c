@@ -1,5 +1,6 @@
 /* Content coding on the fly of dynamic answers: see compress.h. */
 #include "compress.h"
+#include "router.h"
 #include "handlers/hstate.h"
 #include "http/hbuf.h"
 #include "http/path.h"
@@ -423,7 +424,7 @@ static int offered(exchange_t *ex)
 
 static int compress_match(exchange_t *ex)
 {
-    return offered(ex) && ex->site->produced(ex->site, ex, HANDLER_CODE);
+    return offered(ex) && router_produced(ex->site, ex, HANDLER_CODE);
 }
 
 /* Wrap the codec: the answer's head decides. */
@@ -476,11 +477,11 @@ static void compress_free(site_t *s)
    is done): a site of files alone never pays for the entry's match. */
 static int compress_on(const site_t *s)
 {
-    return s->cfg->gzip && !s->cfg->compress_off && s->produced(s, NULL, HANDLER_CODE);
+    return s->cfg->gzip && !s->cfg->compress_off && router_produced(s, NULL, HANDLER_CODE);
 }
 
 const handler_t compress_handler = {
-    .name = "compress", .match = compress_match, .serve = compress_serve, .init = compress_init,
+    .name = "compress", .phase = HANDLER_STAGE, .match = compress_match, .serve = compress_serve, .init = compress_init,
     .free = compress_free, .on = compress_on,
 };
 

@@ -1,5 +1,6 @@
 /* /metrics: see metrics.h. */
 #include "metrics.h"
+#include "router.h"
 #include "status.h"
 #include "cache.h"
 #include "http/hbuf.h"
@@ -235,7 +236,7 @@ static void backends(hbuf_t *b, const site_t *s, const stats_snap_t *t)
     unsigned out;
     int have[CONFIG_BACKENDS], any = 0;
     for (int i = 0; i < CONFIG_BACKENDS; i++)
-        any |= have[i] = s->backend(s, i, &pool[i], &addr[i], &state, &out) != 0;
+        any |= have[i] = router_backend(s, i, &pool[i], &addr[i], &state, &out) != 0;
     if (!any)
         return;
     for (int k = 0; k < BACKEND_KINDS; k++) {
@@ -425,7 +426,7 @@ int metrics_serve(exchange_t *ex)
     const char *pool, *addr, *state;
     unsigned out;
     for (int i = 0; i < CONFIG_BACKENDS; i++) /* each backend's labels, escaped, on its lines */
-        if (s->backend(s, i, &pool, &addr, &state, &out))
+        if (router_backend(s, i, &pool, &addr, &state, &out))
             cap += (BACKEND_KINDS + 2 + STATS_BOUNDS + 3) * (2 * (strlen(pool) + strlen(addr)) + 128);
     const char *name;
     int64_t exp;
@@ -472,5 +473,6 @@ static int metrics_route(exchange_t *ex)
 }
 
 const handler_t metrics_handler = {
-    .name = "-S /metrics", .match = metrics_asked, .serve = metrics_route, .on = status_page_on,
+    .name = "-S /metrics", .phase = HANDLER_PAGE, .match = metrics_asked, .serve = metrics_route,
+    .on = status_page_on,
 };

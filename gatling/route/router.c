@@ -1,20 +1,13 @@
 /* Request checks and dispatch: see router.h. */
 #define _GNU_SOURCE /* memmem */
 #include "router.h"
-#include "metrics.h"
-#include "cache.h"
-#include "handlers/cgi.h"
-#include "compress.h"
-#include "guard.h"
 #include "http/hbuf.h"
 #include "http/path.h"
 #include "site/acme_chal.h"
 #include "site/site.h"
-#include "handlers/proxy.h"
+#include "handlers/host.h"
 #include "handlers/hstate.h"
 #include "handlers/static.h"
-#include "sitefiles.h"
-#include "status.h"
 #include "handlers/target.h"
 #include "site/fs.h"
 #include "site/vhost.h"
@@ -27,6 +20,18 @@
 #include <unistd.h>
 
 #define ALLOW "GET, HEAD, OPTIONS"
+
+#define ROUTE_MAX 32
+
+/* A site's route (HSTATE_ROUTE): its table, and the entries there on it, in
+   the table's order, once every init has run (made). */
+typedef struct route {
+    const handler_t *const *all;
+    size_t nall;
+    const handler_t *e[ROUTE_MAX];
+    unsigned n;
+    int made;
+} route_t;
 
 /* The name of a Host value, without its port ("[::1]" keeps the brackets). */
 static size_t host_name_len(const http_str_t *h)
@@ -209,8 +214,8 @@ static int origin_rule(exchange_t *ex)
         ex_field(ex, "Alt-Svc", ex->site->alt_svc);
     size_t n = host ? host_name_len(host) : 0;
     /* the directory served decides too: a client-certificate site's, reached
-       by another name, is that site's (guard.h) */
-    const char *g = n ? guard_site(ex, ex->route.name, bare_len(ex)) : NULL;
+       by another name, is that site's (handlers/host.h) */
+    const char *g = n ? host_guard(ex, ex->route.name, bare_len(ex)) : NULL;
     if ((n && misdirected(ex, host->p, n)) || (g && misdirected(ex, g, strlen(g)))) {
         ex->site->stats.tls_misdirected++;
         return answered(ex_error(ex, 421, NULL, NULL));
@@ -257,12 +262,10 @@ static int index_rule(exchange_t *ex)
     hb_put(&b, t.p.path, t.p.len), hb_puts(&b, s->cfg->index2);
     if (t.p.query)
         hb_puts(&b, "?"), hb_put(&b, t.p.query, t.p.query_len);
-    int vfd = hb_str(&b) ? target_open_vhost(s, &t, NULL) : -1;
-    if (vfd < 0)
+    const host_t *h = hb_str(&b) ? host_of(ex) : NULL;
+    if (!h || h->dirfd < 0)
         return HANDLER_NOT_MINE;
-    int go = !dir_holds(s, vfd, &t, "index.html") && dir_holds(s, vfd, &t, s->cfg->index2);
-    close(vfd);
-    if (!go)
+    if (dir_holds(s, h->dirfd, &t, "index.html") || !dir_holds(s, h->dirfd, &t, s->cfg->index2))
         return HANDLER_NOT_MINE;
     if (ex_retarget(ex, to, hb_len(&b)) < 0)
         return answered(ex_error(ex, 500, NULL, NULL));
@@ -307,15 +310,26 @@ static int get_or_head(exchange_t *ex)
 /* -X on plain HTTP, where HTTPS is there for the Host: the same URL on
    HTTPS; but the files below /.well-known/ are answered where a CA asks
    for them (ACME's HTTP-01 and pki-validation are plain HTTP), and -S's
-   pages where their allowed clients ask (status_stays_plain). */
+   pages where their allowed clients ask (stays_plain). */
 static int https_on(const site_t *s)
 {
     return s->cfg->https_redirect;
 }
 
+/* Does an entry there answer ex over plain HTTP under -X (handler.h's
+   plain: -S's pages for their allowed clients)? */
+static int stays_plain(exchange_t *ex)
+{
+    const route_t *rt = hstate(ex->site, HSTATE_ROUTE);
+    for (unsigned i = 0; rt && i < rt->n; i++)
+        if (rt->e[i]->plain && rt->e[i]->plain(ex))
+            return 1;
+    return 0;
+}
+
 static int https_wanted(exchange_t *ex)
 {
-    return !ex->secure && ex->site->cfg->https_redirect && !status_stays_plain(ex) &&
+    return !ex->secure && ex->site->cfg->https_redirect && !stays_plain(ex) &&
            https_for(ex, http_header(ex->req, "Host"));
 }
 
@@ -348,71 +362,37 @@ static int methods_rule(exchange_t *ex)
     return answered(ex_error(ex, 501, NULL, NULL));
 }
 
-static const handler_t host_entry = {.name = "Host", .serve = host_rule};
-static const handler_t acme_entry = {.name = "ACME HTTP-01", .serve = acme_rule, .on = acme_on};
-static const handler_t origin_entry = {
-    .name = "Alt-Svc, 421", .match = is_secure, .serve = origin_rule,
-};
-static const handler_t client_entry = {
-    .name = "client certificate", .match = client_unverified, .serve = client_rule,
-};
-static const handler_t index_entry = {.name = "-I's program", .serve = index_rule, .on = index_on};
-static const handler_t https_entry = {
-    .name = "-X", .match = https_wanted, .serve = https_rule, .on = https_on,
-};
-static const handler_t acme_files_entry = {
-    .name = "ACME files", .match = get_or_head, .serve = acme_files_rule,
-};
-static const handler_t methods_entry = {.name = "OPTIONS, 405, 501", .serve = methods_rule};
+/* -I's rewrite as the entry's streams: 1 when it answered (500). */
+static int index_streams(exchange_t *ex)
+{
+    return index_rule(ex) != HANDLER_NOT_MINE;
+}
 
-/*
- * The router's rules and the handlers, in the order a request is put to
- * them; the first whose match (if any) says yes and whose serve does not
- * answer HANDLER_NOT_MINE answers it.  The order is the behaviour: -k's
- * health check before every rule (a checker sends what it sends), --acme's
- * HTTP-01 before any Host's rules, the files below /.well-known/ before
- * -X's redirect and ACME's before the cache, -P and CGI; the coding stage
- * before the cache (a hit is coded as a miss is, from a coded body the
- * cache keeps: cache_coded.c); the cache in
- * front of the dynamic handlers it stores; -P and CGI take any method and
- * a path of their own before -S's pages and the files; the last entry
- * answers every request left.  init and free are called in this order; a
- * site's requests are put only to the entries there on it (on).
- */
-static const handler_t *const table[] = {
-    &status_health_handler, /* -k */
-    &host_entry,
-    &acme_entry,
-    &origin_entry,
-    &client_entry, /* mutual TLS's 400, before anything is served */
-    &https_entry,
-    &acme_files_entry,
-    &sitefiles_handler, /* _redirects, _headers: the site's own rules, before any producer */
-    &index_entry,      /* -I's name a rule runs: the request goes on as its */
-    &compress_handler, /* --compress: wraps the codec of what goes to a producer */
-    &cache_handler,   /* .cache */
-    &proxy_handler,   /* -P */
-    &cgi_handler,     /* -w, -z */
-    &status_handler,  /* -S: /server-status */
-    &metrics_handler, /* -S: /metrics */
-    &static_handler,  /* GET and HEAD of files, with .htaccess */
-    &methods_entry,
+const handler_t router_host_entry = {.name = "Host", .phase = HANDLER_CHECK, .serve = host_rule};
+const handler_t router_acme_entry = {
+    .name = "ACME HTTP-01", .phase = HANDLER_CHECK, .serve = acme_rule, .on = acme_on,
 };
-
-#define NTABLE (sizeof table / sizeof table[0])
-#define ROUTE_MAX 32
-
-/* A site's route (HSTATE_ROUTE): its table, and the entries there on it, in
-   the table's order, once every init has run (made). */
-typedef struct route {
-    const handler_t *const *all;
-    size_t nall;
-    const handler_t *e[ROUTE_MAX];
-    unsigned n;
-    int made;
-} route_t;
-
-_Static_assert(NTABLE <= ROUTE_MAX, "the route holds the table");
+const handler_t router_origin_entry = {
+    .name = "Alt-Svc, 421", .phase = HANDLER_CHECK, .match = is_secure, .serve = origin_rule,
+};
+const handler_t router_client_entry = {
+    .name = "client certificate", .phase = HANDLER_CHECK, .match = client_unverified,
+    .serve = client_rule,
+};
+const handler_t router_index_entry = {
+    .name = "-I's program", .phase = HANDLER_REWRITE, .serve = index_rule, .on = index_on,
+    .streams = index_streams,
+};
+const handler_t router_https_entry = {
+    .name = "-X", .phase = HANDLER_CHECK, .match = https_wanted, .serve = https_rule,
+    .on = https_on,
+};
+const handler_t router_acme_files_entry = {
+    .name = "ACME files", .phase = HANDLER_CHECK, .match = get_or_head, .serve = acme_files_rule,
+};
+const handler_t router_methods_entry = {
+    .name = "OPTIONS, 405, 501", .phase = HANDLER_LAST, .serve = methods_rule,
+};
 
 /* Is the entry there on site (its on, asked as router_init does)? */
 static int entry_on(const handler_t *h, const site_t *site)
@@ -424,6 +404,7 @@ static int entry_on(const handler_t *h, const site_t *site)
 static void decide(exchange_t *ex)
 {
     (void)vhost_route(ex, ex->site->cfg->vhosts, ex->site->cfg->keep_host_port);
+    (void)host_of(ex); /* the site behind the name, found once (host.h) */
 }
 
 int router_dispatch(exchange_t *ex)
@@ -441,24 +422,37 @@ int router_dispatch(exchange_t *ex)
     return answered(ex_error(ex, 501, NULL, NULL)); /* (the last entry answers all) */
 }
 
-int router_init(site_t *site)
+/* Is the table in phase order (handler.h), every entry with a phase?  Says
+   which is not, on stderr. */
+static int in_phase_order(const handler_t *const *all, size_t nall)
 {
-    return router_init_table(site, table, NTABLE);
+    for (size_t i = 0; i < nall; i++) {
+        unsigned p = all[i]->phase, before = i ? all[i - 1]->phase : HANDLER_CHECK;
+        if (p < HANDLER_CHECK || p > HANDLER_LAST || p < before) {
+            fprintf(stderr, "gatling: the router's table: \"%s\" (phase %u) %s\n", all[i]->name,
+                    p, p < HANDLER_CHECK || p > HANDLER_LAST ? "has no phase"
+                                                              : "is out of phase order");
+            return 0;
+        }
+    }
+    return 1;
 }
 
 int router_init_table(site_t *site, const handler_t *const *all, size_t nall)
 {
+    if (!in_phase_order(all, nall))
+        return -1;
     route_t *rt = nall <= ROUTE_MAX ? calloc(1, sizeof *rt) : NULL;
     if (!rt) {
-        fprintf(stderr, "gatling: the router's entries: out of memory\n");
+        fprintf(stderr, "gatling: the router's entries: %s\n",
+                nall > ROUTE_MAX ? "more than 32" : "out of memory");
         return -1;
     }
     rt->all = all, rt->nall = nall;
     hstate_set(site, HSTATE_ROUTE, rt);
-    site->produced = router_produced; /* the stages ask while they are made */
-    site->produce = router_produce;
-    site->backend = router_backend;
-    site->program = router_program; /* for the files handler, which the table names */
+    if (host_init(site) < 0)
+        return -1;
+    site->program = router_program; /* for the files handler, below route/ */
     for (int producers = 1; producers >= 0; producers--) /* the producers' first */
         for (size_t i = 0; i < nall; i++)
             if (!all[i]->wrap == !producers && all[i]->init && all[i]->init(site) < 0)
@@ -473,10 +467,10 @@ int router_init_table(site_t *site, const handler_t *const *all, size_t nall)
 void router_free(site_t *site)
 {
     route_t *rt = hstate(site, HSTATE_ROUTE);
-    const handler_t *const *all = rt ? rt->all : table;
-    for (size_t i = 0, n = rt ? rt->nall : NTABLE; i < n; i++)
-        if (all[i]->free)
-            all[i]->free(site);
+    for (size_t i = 0; rt && i < rt->nall; i++) /* (no route: no init ran) */
+        if (rt->all[i]->free)
+            rt->all[i]->free(site);
+    host_free(site);
     free(rt);
     hstate_set(site, HSTATE_ROUTE, NULL);
 }
@@ -557,14 +551,12 @@ int router_streams(exchange_t *ex)
     const route_t *rt = hstate(ex->site, HSTATE_ROUTE);
     decide(ex);
     for (unsigned i = 0; rt && i < rt->n; i++) {
-        /* the rewrite first: the body goes to the index's program (the entry
-           does it again for a request without one: then nothing is left) */
-        if (rt->e[i] == &index_entry && index_rule(ex) != HANDLER_NOT_MINE)
-            return 0;
-        if (rt->e[i] == &sitefiles_handler) /* a rewrite's body goes where it leads */
-            sitefiles_streams(ex);
-        if (rt->e[i]->streams && rt->e[i]->streams(ex))
-            return 1;
+        /* a rewrite first, in its turn: the body goes where it leads (the
+           entry does it again for a request without one: nothing is left);
+           one that answered takes no body */
+        const handler_t *h = rt->e[i];
+        if (h->streams && h->streams(ex))
+            return h->phase != HANDLER_REWRITE;
     }
     return 0;
 }

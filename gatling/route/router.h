@@ -1,6 +1,8 @@
 /*
  * router — from a request to the handler that answers it: one table of
- * entries (handler.h's handler_t) in the order a request is put to them.
+ * entries (handler.h's handler_t) in the order a request is put to them
+ * (router_table.c names every entry; router.c walks it, and the stages and
+ * pages include this header to ask it, never a producer by name).
  * router.c's own entries check what every request must satisfy (Host) and
  * answer what no resource is needed for (--acme's HTTP-01, 421, the -X
  * redirect to HTTPS, OPTIONS, 405, 501); each handler's entry is in its own
@@ -30,15 +32,22 @@ int router_https_names(const struct site *s, const http_str_t *host);
    certificate names, as -X redirects only those. */
 int router_hsts(const struct site *s, const http_request_t *req);
 
-/* The loop begins: every handler's init, in the table's order, then the
-   list of the entries there on site (handler.h's on) that router_dispatch
-   walks.  0, or -1 after one printed why (router_free lets go of what the
-   others made). */
-int router_init(struct site *site);
+/* The router's own rules, entries of the table (router_table.c): the
+   request's terms (Host, --acme's HTTP-01 and files, 421, a client
+   certificate, -X), -I's rewrite, and what no entry took (OPTIONS, 405,
+   501). */
+extern const handler_t router_host_entry, router_acme_entry, router_origin_entry,
+    router_client_entry, router_https_entry, router_acme_files_entry, router_index_entry,
+    router_methods_entry;
 
-/* router_init with a table of one's own (all[0..nall), at most 32 entries,
-   in the order a request is put to them): what a unit test of the
-   contract builds with a producer of its own (tests/unit/t_router.c). */
+/* The loop begins with a table (router_table.h's router_init gives the
+   server's; a unit test its own, tests/unit/t_router.c): all[0..nall), at
+   most 32 entries, in the order a request is put to them.  Every handler's
+   init, in the table's order (the producers' first), then the list of the
+   entries there on site (handler.h's on) that router_dispatch walks.  0, or
+   -1 after one printed why (router_free lets go of what the others made);
+   -1 before any init for a table out of phase order (an entry whose phase,
+   handler.h's HANDLER_*, is below the one before it, or none). */
 int router_init_table(struct site *site, const handler_t *const *all, size_t nall);
 
 /* The loop ends: every handler's free, in the table's order (the cache's
@@ -51,8 +60,8 @@ void router_free(struct site *site);
    claims say which paths their rules take whole and which extensions they
    run (a -P FastCGI or SCGI rule's, a CGI pattern's: \.php$ makes every
    .php a program, even beside a narrower rule).  1 or 0.  The files
-   handler and the site files' pages ask it (site->program, set by
-   router_init): such a path is never sent as bytes. */
+   handler (site->program, set by router_init_table: it is below route/)
+   and the site files' pages ask it: such a path is never sent as bytes. */
 int router_program(const struct site *site, const char *path, size_t n);
 
 /* Does ex's request go to a producer (CGI, a proxied backend)?  Asked for
@@ -60,19 +69,19 @@ int router_program(const struct site *site, const char *path, size_t n);
    to the producer; any other is read and dropped first.  1 or 0. */
 int router_streams(exchange_t *ex);
 
-/* For the stages that wrap a producer (through site->produced and
-   site->produce, which router_init sets: they cannot name the router, which
-   names them): does a producer there on site take ex's request (its
-   streams), one whose wrap allows what?  ex NULL: is such a producer there
-   (asked from a stage's init: the producers' inits have run)?  1 or 0. */
+/* For the stages that wrap a producer (they include this header: the
+   router names none of them, router_table.c does): does a producer there
+   on site take ex's request (its streams), one whose wrap allows what?
+   ex NULL: is such a producer there (asked from a stage's init: the
+   producers' inits have run)?  1 or 0. */
 int router_produced(const struct site *site, exchange_t *ex, unsigned what);
 
 /* ex's request through the producers (handler.h's wrap), in the table's
    order, as router_dispatch: 0, -1, or HANDLER_NOT_MINE when none takes it. */
 int router_produce(exchange_t *ex);
 
-/* For the pages, through site->backend (which router_init sets: they cannot
-   name the router, which names them): the first producer's answer for
+/* For the pages (status.c, metrics.c, which include this header): the
+   first producer's answer for
    configuration slot slot (handler.h's backend), or 0. */
 int router_backend(const struct site *site, int slot, const char **pool, const char **label,
                    const char **state, unsigned *outstanding);

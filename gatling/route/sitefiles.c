@@ -1,9 +1,11 @@
 /* A static site's _redirects, _headers and error pages: see sitefiles.h. */
 #define _GNU_SOURCE /* memrchr */
 #include "sitefiles.h"
+#include "router.h"
 #include "sitefiles_parse.h"
 #include "metrics.h"
 #include "status.h"
+#include "handlers/host.h"
 #include "handlers/hstate.h"
 #include "handlers/htaccess.h"
 #include "http/hbuf.h"
@@ -32,7 +34,6 @@ static const int pages[] = {400, 401, 403, 404, 405, 410, 429, 500, 502, 503, 50
 #define NPAGES (sizeof pages / sizeof *pages)
 enum { F_REDIRECTS, F_HEADERS, F_PAGE0, NFILES = F_PAGE0 + NPAGES };
 
-#define SF_NAMES_MAX 4096 /* Host names remembered (then all forgotten at once) */
 #define SF_DIRS_MAX 1024  /* site directories with their tables */
 #define SF_BAD_SAID 20    /* bad lines of one file told, then their count */
 #define SF_REQ_FIELDS 40  /* _headers' fields for one answer, at most */
@@ -59,18 +60,10 @@ typedef struct sf_dir {
     struct sf_dir *next;
 } sf_dir_t;
 
-typedef struct sf_name {
-    char name[VHOST_NAME_MAX];
-    int64_t second;
-    sf_dir_t *dir; /* NULL: no directory serves the name */
-    struct sf_name *next;
-} sf_name_t;
-
 typedef struct sf_state {
     uint8_t key[16];
-    unsigned nnames, ndirs;
+    unsigned ndirs;
     int full_said;
-    sf_name_t *names[256];
     sf_dir_t *dirs[256];
 } sf_state_t;
 
@@ -248,8 +241,8 @@ static void dir_free(sf_dir_t *d)
     free(d);
 }
 
-/* The directory dir (key), open on fd (closed here: no descriptor is kept):
-   its entry, refreshed if its second is past; NULL when there is no room. */
+/* The directory dir (key), open on fd (the caller's: not closed): its
+   entry, refreshed if its second is past; NULL when there is no room. */
 static sf_dir_t *dir_entry(site_t *s, sf_state_t *st, const char *dir, int fd, int64_t now)
 {
     unsigned h = (unsigned)siphash24(st->key, dir, strlen(dir)) % 256;
@@ -262,7 +255,6 @@ static sf_dir_t *dir_entry(site_t *s, sf_state_t *st, const char *dir, int fd, i
             if (!st->full_said++)
                 elog_text(&s->elog, gio_wallclock(s->loop), "site files",
                           "over 1,024 site directories: the others' site files are not read");
-            close(fd);
             return NULL;
         }
         memcpy(d->dir, dir, strlen(dir) + 1); /* (its length checked above) */
@@ -275,58 +267,31 @@ static sf_dir_t *dir_entry(site_t *s, sf_state_t *st, const char *dir, int fd, i
         d->second = now;
         refresh(s, d, fd);
     }
-    close(fd);
     return d;
 }
 
-static void names_free(sf_state_t *st)
-{
-    for (unsigned i = 0; i < 256; i++)
-        for (sf_name_t *n = st->names[i], *next; n; n = next)
-            next = n->next, free(n);
-    memset(st->names, 0, sizeof st->names);
-    st->nnames = 0;
-}
-
-/* The site directory serving the vhost name ("" with vhosting off): found
-   again once a second at most, its files looked at then. */
-static sf_dir_t *dir_of_name(site_t *s, sf_state_t *st, const char *name)
-{
-    int64_t now = gio_wallclock(s->loop);
-    unsigned h = (unsigned)siphash24(st->key, name, strlen(name)) % 256;
-    sf_name_t *e = st->names[h];
-    while (e && strcmp(e->name, name))
-        e = e->next;
-    if (e && e->second == now)
-        return e->dir;
-    if (!e) {
-        if (st->nnames >= SF_NAMES_MAX)
-            names_free(st);
-        if (!(e = calloc(1, sizeof *e)))
-            return NULL;
-        snprintf(e->name, sizeof e->name, "%s", name);
-        e->next = st->names[h];
-        st->names[h] = e;
-        st->nnames++;
-    }
-    e->second = now;
-    int which;
-    const config_t *cfg = s->cfg;
-    int fd = vhost_open(s->rootfd, cfg->vhosts ? name : NULL, cfg->vhost_only,
-                        site_root_check(s), &which);
-    e->dir = fd >= 0 ? dir_entry(s, st, vhost_dir(which, name), fd, now) : NULL;
-    return e->dir;
-}
-
-/* ex's site directory: the route's name (ex->route, decided once; an
-   absolute-form target's authority is the Host it was decided from). */
+/* ex's site directory's entry: its host's (handlers/host.h: the route's,
+   found once), made again by the host's freshness rule, its files looked at
+   once a second. */
 static sf_dir_t *dir_of(exchange_t *ex)
 {
     site_t *s = ex->site;
     sf_state_t *st = hstate(s, HSTATE_SITEFILES);
-    if (!st || vhost_route(ex, s->cfg->vhosts, s->cfg->keep_host_port) < 0)
+    host_t *h = st ? host_of(ex) : NULL;
+    if (!h || h->dirfd < 0)
         return NULL;
-    return dir_of_name(s, st, s->cfg->vhosts ? ex->route.name : "");
+    if (!host_slot_fresh(h, HOST_SLOT_SITEFILES))
+        host_slot_set(h, HOST_SLOT_SITEFILES,
+                      dir_entry(s, st, vhost_dir(h->which, h->name), h->dirfd,
+                                gio_wallclock(s->loop)));
+    return h->slot[HOST_SLOT_SITEFILES];
+}
+
+/* ex's site directory, open (its host's: never closed), or -1. */
+static int site_dir(exchange_t *ex)
+{
+    const host_t *h = host_of(ex);
+    return h ? h->dirfd : -1;
 }
 
 /* ---- the router's entry ---- */
@@ -341,16 +306,10 @@ static int control_file(const char *p, size_t n)
     return (k == 10 && !memcmp(last, "_redirects", 10)) || (k == 8 && !memcmp(last, "_headers", 8));
 }
 
-/* d's directory opened again (below the root, as vhost_open found it), or -1. */
-static int dir_open(const site_t *s, const sf_dir_t *d)
-{
-    return fs_open_beneath(s->rootfd, d->dir[0] ? d->dir : ".", site_root_check(s));
-}
-
 /* Does ex's site have a file (or a directory with index.html) at path, or
    does a producer take the request (a -P rule, CGI: router_produced), or
    -S's pages? */
-static int exists(exchange_t *ex, const sf_dir_t *d, const path_t *p)
+static int exists(exchange_t *ex, const path_t *p)
 {
     const site_t *s = ex->site;
     char rel[EX_PATH_CAP + 16];
@@ -360,15 +319,13 @@ static int exists(exchange_t *ex, const sf_dir_t *d, const path_t *p)
         hb_puts(&b, "index.html");
     if (!hb_str(&b) || path_hidden(p->path, p->len))
         return 0;
-    if (s->produced && s->produced(s, ex, 0))
+    if (router_produced(s, ex, 0))
         return 1; /* a -P rule's or a CGI pattern's request: its program answers */
     if (status_page_on(s) && (status_handler.match(ex) || metrics_handler.match(ex)))
         return 1; /* -S's pages, which come after the producers */
-    int dfd = dir_open(s, d);
+    int dfd = site_dir(ex);
     int fd = dfd < 0 ? -1 : fs_open_beneath(dfd, p->len > 1 ? rel : "index.html",
                                             site_root_check(s));
-    if (dfd >= 0)
-        close(dfd);
     struct stat st;
     int r = fd >= 0 && fstat(fd, &st) == 0;
     if (r && S_ISDIR(st.st_mode)) {
@@ -473,10 +430,8 @@ static int rule_page(exchange_t *ex, const sf_dir_t *d, const char *to, int stat
     char *page = NULL;
     int dfd = -1;
     if (path_from_target(to, strlen(to), dec, sizeof dec, &p) == 0 && p.len > 1 &&
-        (dfd = dir_open(ex->site, d)) >= 0 && page_allowed(ex, d, dfd, &p))
+        (dfd = site_dir(ex)) >= 0 && page_allowed(ex, d, dfd, &p))
         page = slurp(dfd, p.path + 1, SF_PAGE_MAX, &n, site_root_check(ex->site), 1);
-    if (dfd >= 0)
-        close(dfd);
     if (!page)
         return ex_error(ex, status, NULL, NULL);
     const char *type = mime_lookup(ex->site->mime, p.path, p.len);
@@ -510,7 +465,7 @@ static int redirect_rule(exchange_t *ex, const sf_dir_t *d, const path_t *t)
     if (!r)
         return HANDLER_NOT_MINE;
     int redirect = r->status >= 300 && r->status < 400;
-    if (!redirect && !r->force && exists(ex, d, t))
+    if (!redirect && !r->force && exists(ex, t))
         return HANDLER_NOT_MINE; /* shadowed by the file */
     char to[HTTP_MAX_TARGET + 1], full[HTTP_MAX_TARGET + 1];
     long n = sf_subst(to, sizeof to, r->to, r->tolen, &caps);
@@ -612,17 +567,24 @@ static int sitefiles_serve(exchange_t *ex)
     return d && d->red ? redirect_rule(ex, d, &t) : HANDLER_NOT_MINE;
 }
 
-void sitefiles_streams(exchange_t *ex)
+/* The entry's streams (a rewrite's, handler.h): before router_streams asks
+   the producers whether they take a request's body, a _redirects rule that
+   rewrites ex's request (200) does so now, so that the body goes to the
+   rewritten path's producer (a POST to a path that "/api/:op
+   /cgi-bin/api.cgi 200" rewrites), not dropped as a file's request's would
+   be.  Anything else is left to the entry's turn: 0, always. */
+static int sitefiles_streams(exchange_t *ex)
 {
     path_t t;
     if (hslot(ex, HSLOT_SITE)->n || !ex->req_len || ex_path(ex, &t) != 0 ||
         control_file(t.path, t.len))
-        return; /* the entry answers it, in its turn */
+        return 0; /* the entry answers it, in its turn */
     const sf_dir_t *d = dir_of(ex);
     sf_caps_t caps;
     const sf_rule_t *r = d && d->red ? sf_redirects_match(d->red, t.path, t.len, &caps) : NULL;
     if (r && r->status == 200) /* the rewrite (unless shadowed: serve asks), now; the */
         (void)sitefiles_serve(ex); /* entry's turn does nothing more */
+    return 0;
 }
 
 /* ---- the hooks ---- */
@@ -691,7 +653,7 @@ static int sf_init(site_t *s)
     int64_t now = gio_wallclock(s->loop);
     int fd = s->cfg->vhosts && s->cfg->vhost_only ? -1 : dup(s->rootfd);
     if (fd >= 0) /* the root's site: read now, its bad lines said at start */
-        dir_entry(s, st, "", fd, now);
+        dir_entry(s, st, "", fd, now), close(fd);
     if (!s->cfg->vhosts)
         return 0;
     DIR *dd = fdopendir(dup(s->rootfd)); /* the vhosts' directories, as the root's children */
@@ -701,7 +663,7 @@ static int sf_init(site_t *s)
         fd = n[0] == '.' || (!strpbrk(n, ".:") && strcmp(n, "default"))
                  ? -1 : openat(s->rootfd, n, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         if (fd >= 0)
-            dir_entry(s, st, n, fd, now);
+            dir_entry(s, st, n, fd, now), close(fd);
     }
     if (dd)
         closedir(dd);
@@ -713,7 +675,6 @@ static void sf_free(site_t *s)
     sf_state_t *st = hstate(s, HSTATE_SITEFILES);
     if (!st)
         return;
-    names_free(st);
     for (unsigned i = 0; i < 256; i++)
         for (sf_dir_t *d = st->dirs[i], *next; d; d = next)
             next = d->next, dir_free(d);
@@ -722,7 +683,8 @@ static void sf_free(site_t *s)
 }
 
 const handler_t sitefiles_handler = {
-    .name = "_redirects, _headers", .serve = sitefiles_serve, .init = sf_init, .free = sf_free,
+    .name = "_redirects, _headers", .phase = HANDLER_REWRITE, .serve = sitefiles_serve,
+    .init = sf_init, .free = sf_free, .streams = sitefiles_streams,
 };
 
 /* ---- --check ---- */

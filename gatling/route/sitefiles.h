@@ -26,13 +26,6 @@
 
 extern const handler_t sitefiles_handler;
 
-/* Before router_streams asks the producers whether they take a request's
-   body: a _redirects rule that rewrites ex's request (200) does so now, so
-   that the body goes to the rewritten path's producer (a POST to a path
-   that "/api/:op /cgi-bin/api.cgi 200" rewrites), not dropped as a file's
-   request's would be.  Anything else is left to the entry's turn. */
-void sitefiles_streams(exchange_t *ex);
-
 /* _headers' fields for ex's answer put into the head h (codec_head_facts
    made it): the answer's fields with the blocks' ones set and detached,
    Content-Type replaced where a block says.  Nothing when no block matched. */

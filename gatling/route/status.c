@@ -1,6 +1,7 @@
 /* /server-status: see status.h. */
 #define _GNU_SOURCE /* memmem */
 #include "status.h"
+#include "router.h"
 #include "status_int.h"
 #include "status_ring.h"
 #include "handlers/hstate.h"
@@ -132,7 +133,7 @@ void status_snapshot(const site_t *s, stats_snap_t *snap)
     const char *pool, *addr, *state;
     unsigned out;
     for (int i = 0; i < CONFIG_BACKENDS; i++) {
-        int r = s->backend(s, i, &pool, &addr, &state, &out);
+        int r = router_backend(s, i, &pool, &addr, &state, &out);
         snap->g.be_up[i] = r == 2;
         snap->g.be_outstanding[i] = r ? out : 0;
     }
@@ -256,7 +257,7 @@ static int series_slots(const site_t *s, int *used)
     unsigned out;
     int n = 0;
     for (int i = 0; i < RING_BACKENDS; i++)
-        if (s->backend(s, i, &pool, &addr, &state, &out))
+        if (router_backend(s, i, &pool, &addr, &state, &out))
             used[n++] = i;
     return n;
 }
@@ -433,7 +434,7 @@ static int health_serve(exchange_t *ex)
 }
 
 const handler_t status_health_handler = {
-    .name = "-k health", .serve = health_serve, .on = health_on,
+    .name = "-k health", .phase = HANDLER_CHECK, .serve = health_serve, .on = health_on,
 };
 
 int status_page_on(const struct site *s)
@@ -509,6 +510,6 @@ static int page_serve(exchange_t *ex)
 }
 
 const handler_t status_handler = {
-    .name = "-S /server-status", .match = page_asked, .serve = page_serve, .init = status_init,
-    .free = status_free, .on = status_page_on,
+    .name = "-S /server-status", .phase = HANDLER_PAGE, .match = page_asked, .serve = page_serve,
+    .init = status_init, .free = status_free, .on = status_page_on, .plain = status_stays_plain,
 };

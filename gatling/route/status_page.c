@@ -1,5 +1,6 @@
 /* /server-status's parts: see status_int.h. */
 #include "status_int.h"
+#include "router.h"
 #include "site/acme_chal.h"
 #include "site/cluster.h"
 #include "tls/tls.h"
@@ -56,7 +57,7 @@ void status_backends(hbuf_t *b, const site_t *s, const status_ring_t *ring, int6
     unsigned out;
     int first = 1;
     for (int i = 0; i < CONFIG_BACKENDS; i++) {
-        int r = s->backend(s, i, &pool, &addr, &state, &out);
+        int r = router_backend(s, i, &pool, &addr, &state, &out);
         if (!r)
             continue;
         hb_puts(b, json ? (first ? ",\"backends\":[{\"slot\":" : ",{\"slot\":")
@@ -243,7 +244,7 @@ static void backend_warnings(const site_t *s, const status_ring_t *ring, int64_t
     const char *pool, *addr, *state;
     unsigned out;
     for (int i = 0; i < CONFIG_BACKENDS; i++) {
-        int r = s->backend(s, i, &pool, &addr, &state, &out);
+        int r = router_backend(s, i, &pool, &addr, &state, &out);
         uint64_t failed = ring && r ? ring_be_failures(ring, i, now, LATELY) : 0;
         if (r == 1)
             warn(w, n, max, 1,

@@ -63,21 +63,10 @@ typedef struct site {
        as h2o's h2o_context_get_handler_context): site/ never looks inside */
     void *hstate[SITE_HSTATES];
     /* Is a path a program of a handler's (route/router.h's router_program,
-       set by router_init; NULL before): the files handler never sends one */
+       set by router_init; NULL before): the files handler never sends one.
+       A pointer because the files handler is below route/ (the stages and
+       pages, above it, call the router itself) */
     int (*program)(const struct site *site, const char *path, size_t n);
-    /* For the stages that wrap a producer (route/router.h's router_produced
-       and router_produce, set by router_init before any handler's init):
-       does a producer of site's take ex's request, one whose answers allow
-       what (handler.h's HANDLER_STORE, HANDLER_CODE; ex NULL: is one there
-       at all, once its init has run)?  And ex's request run through the
-       producers: 0, -1, or HANDLER_NOT_MINE (1) when none takes it. */
-    int (*produced)(const struct site *s, struct exchange *ex, unsigned what);
-    int (*produce)(struct exchange *ex);
-    /* For the pages (route/status.c, metrics.c): a producer's backend in
-       configuration slot i (route/router.h's router_backend, set by
-       router_init; handler.h's backend says the answer).  0: a free slot. */
-    int (*backend)(const struct site *s, int slot, const char **pool, const char **label,
-                   const char **state, unsigned *outstanding);
     char alt_svc[32]; /* HTTP/3 is served: the Alt-Svc value HTTPS responses carry, or "" */
     int64_t date_at; /* wall-clock second of `date` */
     char date[32];   /* the current HTTP-date, for Date: */

@@ -4,9 +4,13 @@ the server's (unless -t), names a directory below the document root;
 virtual hosting off.  Unusable Host values are 400.
 
 Directories named after the server's port are made once it listens (the
-server looks the vhost directory up per request)."""
+server finds a name's directory once a second, before it is asked: handlers/host.h)."""
 import os
+import shutil
+import signal
 import socket
+import subprocess
+import time
 
 import pytest
 
@@ -241,5 +245,40 @@ def test_name_without_port_serves_every_port(gatling):
         os.makedirs(os.path.join(srv.docroot, d), exist_ok=True)
         with open(os.path.join(srv.docroot, d, "g.txt"), "wb") as f:
             f.write(text)
+    time.sleep(1.1)  # which directory serves a name is found once a second (gatling.8)
     assert_ok(get(srv, "bare.test", "/g.txt"), b"g from bare.test:PORT/\n", "Host: bare.test")
     assert_ok(get(srv, "other.test"), DEFAULT_F, "Host: other.test")
+
+
+@http_only
+@pytest.mark.skipif(not shutil.which("strace"), reason="needs strace")
+def test_site_directory_opened_once_a_second(gatling):
+    """A name's site directory is opened once a second at most, whatever the
+    requests ask (handlers/host.h: found once, held by the route; producers
+    and pages open below it): 40 requests for files the open-file cache has
+    not seen open example.org:PORT a few times, not once or more each (as
+    every producer's vhost_open and the site files' own lookup did)."""
+    srv = own(gatling, TREE)
+    name = "example.org:%d" % srv.port
+    out = os.path.join("/tmp", "gatling-vhost-strace-%d" % os.getpid())
+    tracer = subprocess.Popen(["strace", "-f", "-q", "-e", "trace=open,openat,openat2", "-o", out,
+                               "-p", str(srv.pid)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)  # attached
+        start = time.monotonic()
+        for i in range(40):
+            assert_status(get(srv, name, "/missing-%d.txt" % i), 404)
+        assert_ok(get(srv, name, "/f.txt"), EXAMPLE_F, "Host: " + name)
+        took = time.monotonic() - start
+        time.sleep(0.2)
+    finally:
+        tracer.send_signal(signal.SIGINT)
+        tracer.wait(timeout=10)
+    with open(out) as f:
+        lines = f.read().splitlines()
+    os.unlink(out)
+    opens = [ln for ln in lines if '"%s"' % name in ln]
+    assert lines, "strace saw no open at all"
+    assert len(opens) <= int(took) + 2, "%d opens of %s in %.1f s:\n%s" % (
+        len(opens), name, took, "\n".join(opens[:10]))

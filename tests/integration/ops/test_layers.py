@@ -155,6 +155,26 @@ def test_a_longer_circle_fails(tmp_path):
 
 
 
+def test_handler_choosing_a_site_fails(tmp_path):
+    """The site is the route's, chosen once (issue 86, handlers/host.h): a
+    handler that opens its vhost again (vhost_open) or reads Host to decide
+    fails make layers; so does a stage that names a producer (the cache
+    calling the proxy, not the router)."""
+    tree = copy_tree(tmp_path)
+    append(tree / "gatling" / "handlers" / "static.c",
+           "\nint static_again(exchange_t *ex);\nint static_again(exchange_t *ex)\n{\n"
+           "    return vhost_open(ex->site->rootfd, \"x\", 0, NULL, NULL) +\n"
+           "           (http_header(ex->req, \"Host\") != NULL);\n}\n")
+    append(tree / "gatling" / "route" / "cache.c",
+           "\nint cache_asks_proxy(exchange_t *ex);\nint cache_asks_proxy(exchange_t *ex)\n{\n"
+           "    return proxy_streams(ex);\n}\n")
+    r = layers(str(tree))
+    assert r.returncode == 1, r.stdout
+    assert "gatling/handlers/static.c: calls vhost_open" in r.stdout, r.stdout
+    assert re.search(r"gatling/handlers/static.c:\d+: reads Host", r.stdout), r.stdout
+    assert "gatling/route/cache.c names a producer, gatling/handlers/proxy.c" in r.stdout
+
+
 def test_readme_leaving_out_a_file_fails(tmp_path):
     """Each folder's README names its files: a new file nobody mapped, and a
     file whose line went from the README (mime.c, with its mime.h), are
