@@ -234,22 +234,6 @@ long http_parse_request(const char *buf, size_t len, http_request_t *req, int *s
     return http_parse_request_more(buf, len, req, status, &pr);
 }
 
-/* Can a and b (n bytes) be equal ignoring case?  A cheap first test, made
-   inline: bytes that differ in more than the case bit differ in any case. */
-static int same_first(const char *a, const char *b, size_t n)
-{
-    return !n || ((unsigned char)a[0] | 0x20) == ((unsigned char)b[0] | 0x20);
-}
-
-const http_str_t *http_header_n(const http_request_t *req, const char *name, size_t n)
-{
-    for (size_t i = 0; i < req->nheaders; i++)
-        if (req->headers[i].name.n == n && same_first(req->headers[i].name.p, name, n) &&
-            case_equalb(req->headers[i].name.p, n, name))
-            return &req->headers[i].value;
-    return NULL;
-}
-
 int http_request_authority(http_request_t *req)
 {
     const char *t = req->target.p, *end = t + req->target.n;
@@ -390,8 +374,7 @@ size_t http_header_count_n(const http_request_t *req, const char *name, size_t n
 {
     size_t k = 0;
     for (size_t i = 0; i < req->nheaders; i++)
-        k += req->headers[i].name.n == n && same_first(req->headers[i].name.p, name, n) &&
-             case_equalb(req->headers[i].name.p, n, name);
+        k += req->headers[i].name.n == n && http_name_eq(req->headers[i].name.p, name, n);
     return k;
 }
 

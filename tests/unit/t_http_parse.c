@@ -349,6 +349,13 @@ static void test_fields_by_name(void)
     is_int(http_header_count(&r, "Accept"), 2, "two Accept fields, not their look-alikes");
     is_int(http_header_count(&r, "Range"), 0, "no Range");
     ok(!http_header(&r, "Bccepts"), "a name of the same first letter and another length");
+    /* tchars that differ in the case bit and are no letters: ^ and ~, _ and DEL's
+       neighbour `, 5 and the control byte below it are other names */
+    ok(parse("GET / HTTP/1.1\r\nX-^: a\r\nX-_: b\r\nX-5: c\r\n\r\n", &r, &st) > 0,
+       "names of ^, _ and 5");
+    ok(!http_header(&r, "X-~") && !http_header(&r, "X-`") && !http_header(&r, "X-\025"),
+       "not found as ~, ` or the byte 0x15: only a letter's case is ignored");
+    ok(http_header(&r, "x-^") && http_header_count(&r, "X-_") == 1, "found as they are");
 }
 
 /* RFC 9112 3.2.2: an absolute-form target's authority is the request's. */
