@@ -81,14 +81,9 @@ static long request_line_end(const char *buf, size_t lf, http_request_t *req, in
     return 0;
 }
 
-/*
- * Is every byte of s[0..n) a field-value octet (is_vchar)?  Eight bytes a
- * step: a word without a control byte (below 0x20) and without DEL passes
- * whole; a word with one (a tab, or a bad byte) is judged byte by byte.
- * The two word tests are exact as yes/no (a borrow only ever runs past a
- * byte that already says yes).
- */
-static int all_vchar(const char *s, size_t n)
+/* (the word tests are exact as yes/no: a borrow only ever runs past a byte
+   that already says yes) */
+int http_value_ok(const char *s, size_t n)
 {
     const uint64_t ones = 0x0101010101010101u, high = ones * 0x80;
     size_t i = 0;
@@ -121,7 +116,7 @@ static long parse_header(const char *p, const char *lf, http_header_t *h, int *s
         return HTTP_MALFORMED;
     h->name = (http_str_t){p, (size_t)(q - p)};
     q++;
-    if (!all_vchar(q, (size_t)(e - q)))
+    if (!http_value_ok(q, (size_t)(e - q)))
         return HTTP_MALFORMED;
     while (q < e && (*q == ' ' || *q == '\t'))
         q++;

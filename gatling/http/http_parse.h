@@ -73,6 +73,11 @@ typedef struct http_progress {
 long http_parse_request_more(const char *buf, size_t len, http_request_t *req, int *status,
                              http_progress_t *pr);
 
+/* Is every byte of s[0..n) a field-value octet (RFC 9110 5.5: VCHAR,
+   obs-text, SP, HTAB; no other control byte, no DEL)?  1 yes, 0 no.  Eight
+   bytes a step: a word with a control byte or DEL is judged byte by byte. */
+int http_value_ok(const char *s, size_t n);
+
 /* Is a[0..n) the field name b[0..n), ignoring the case of letters?  (A
    name is tchars: only a letter's case bit may differ.) */
 static inline int http_name_eq(const char *a, const char *b, size_t n)
