@@ -1,9 +1,9 @@
 /* HTTP/2's wire format, pure: see h2_frame.h. */
 #include "h2_frame.h"
+#include "http/http_parse.h"
 #include "http/response.h"
 #include "site/stats.h"
 
-#include <nghttp2/nghttp2.h>
 #include <string.h>
 
 uint32_t h2f_be31(const uint8_t *p)
@@ -137,16 +137,42 @@ static int pseudo_ok(h2f_fields_t *fs, const uint8_t *name, size_t nlen, const u
     return 1;
 }
 
+int h2f_name_ok(const uint8_t *name, size_t nlen)
+{
+    /* RFC 9110 5.6.2 tchar less the capitals (RFC 9113 8.2.1), as a bit set
+       over ASCII; a small letter, most of a name, is passed first */
+    static const uint64_t set[2] = {0x03ff6cfa00000000u, 0x57ffffffc0000000u};
+    if (nlen && name[0] == ':') /* a pseudo-header's one colon, then a name */
+        name++, nlen--;
+    if (!nlen)
+        return 0;
+    for (size_t i = 0; i < nlen; i++) {
+        unsigned c = name[i];
+        if (c - 'a' > 'z' - 'a' && (c >= 128 || !(set[c >> 6] >> (c & 63) & 1)))
+            return 0;
+    }
+    return 1;
+}
+
+int h2f_value_ok(const uint8_t *value, size_t vlen)
+{
+    if (vlen && (value[0] == ' ' || value[0] == '\t' || value[vlen - 1] == ' ' ||
+                 value[vlen - 1] == '\t'))
+        return 0;
+    return http_value_ok((const char *)value, vlen);
+}
+
 int h2f_field_ok(h2f_fields_t *fs, const uint8_t *name, size_t nlen, const uint8_t *value,
                  size_t vlen)
 {
-    /* nghttp2's checks are pure: a name's characters (lower case, tokens),
-       a value's (no NUL, CR, LF; no white space at either end) */
-    if (!nlen || !nghttp2_check_header_name(name, nlen) ||
-        !nghttp2_check_header_value_rfc9113(value, vlen))
+    /* our own checks, as nghttp2's (t_h2_frame holds them to it), without
+       two calls into the library for every field */
+    if (!nlen || !h2f_value_ok(value, vlen))
         return 0;
-    if (name[0] == ':')
+    if (name[0] == ':') /* only the four names pseudo_ok knows pass it: no check first */
         return pseudo_ok(fs, name, nlen, value, vlen);
+    if (!h2f_name_ok(name, nlen))
+        return 0;
     fs->regular = 1;
     if (nlen == 4 && !memcmp(name, "host", 4))
         fs->host = 1;

@@ -94,6 +94,16 @@ typedef struct h2f_fields {
     uint8_t host;    /* a Host field came */
 } h2f_fields_t;
 
+/* Is name[0..nlen) a field name HTTP/2 allows (RFC 9113 8.2.1): tchars in
+   lower case, after one colon for a pseudo-header?  1 yes, 0 no (empty too). */
+int h2f_name_ok(const uint8_t *name, size_t nlen);
+
+/* Is value[0..vlen) a field value we take over HTTP/2: field-vchars, SP
+   and HTAB (no control byte, no DEL: RFC 9110 5.5, as nghttp2 and our
+   HTTP/1.1 parser), no SP or HTAB first or last (RFC 9113 8.2.1)?  1 yes,
+   0 no. */
+int h2f_value_ok(const uint8_t *value, size_t vlen);
+
 /* Is the field well-formed where it stands (RFC 9113 8.2, 8.3)?  1 yes
    (fs updated), 0 the request is malformed. */
 int h2f_field_ok(h2f_fields_t *fs, const uint8_t *name, size_t nlen, const uint8_t *value,

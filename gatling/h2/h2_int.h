@@ -174,6 +174,10 @@ struct h2 {
    or the next one (kept from before, or new). */
 h2_block_t *h2_pend_room(h2_t *h, size_t want);
 
+/* The process's spare block (kept when a connection's last one went, for
+   the next connection to write) is freed: none is kept. */
+void h2_pend_spare_free(void);
+
 /* Bytes written and not yet on the batch? */
 int h2_pend_unflushed(const h2_t *h);
 

@@ -34,6 +34,34 @@ static const struct {
 
 /* ---- output: frames into the blocks, the blocks onto the batch ---- */
 
+/* The process's spare block (its one loop's, as h2_stream.c's spare
+   streams): the block of the last connection that went idle, for the next
+   one that writes.  A connection idles between its requests when they come
+   one at a time, and each then cost a malloc and a free of 16 KiB; one
+   block at most is kept, and h2_pend_spare_free lets it go. */
+static h2_block_t *spare_block;
+
+static h2_block_t *block_new(void)
+{
+    h2_block_t *b = spare_block;
+    spare_block = NULL;
+    return b ? b : malloc(sizeof *b);
+}
+
+static void block_free(h2_block_t *b)
+{
+    if (spare_block)
+        free(b);
+    else
+        spare_block = b;
+}
+
+void h2_pend_spare_free(void)
+{
+    free(spare_block);
+    spare_block = NULL;
+}
+
 /* Room for want contiguous bytes (want <= H2_PEND_CAP): the current block,
    or the next one (kept from before, or new). */
 h2_block_t *h2_pend_room(h2_t *h, size_t want)
@@ -43,7 +71,7 @@ h2_block_t *h2_pend_room(h2_t *h, size_t want)
         return b;
     h2_block_t **next = b ? &b->next : &h->blocks;
     if (!*next) {
-        if (!(*next = malloc(sizeof **next)))
+        if (!(*next = block_new()))
             return NULL;
         (*next)->next = NULL;
     }
@@ -94,7 +122,7 @@ void h2_pend_rewind(h2_t *h, int hold)
     if (!n && !hold) {
         for (h2_block_t *k = h->blocks, *next; k; k = next) {
             next = k->next;
-            free(k);
+            block_free(k);
         }
         h->blocks = h->pend = h->mblk = NULL;
         h->mark = 0;

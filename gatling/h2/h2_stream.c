@@ -24,7 +24,8 @@ static void stream_release(h2_stream_t *s)
 }
 
 /* The process's spare streams (stream_body.h): its one event loop's, and
-   that loop's timer that frees them once none was taken for a while. */
+   that loop's timer that frees them once none was taken for a while (and
+   h2_out.c's spare block with them). */
 static sb_pool_t spares = {.max = H2_POOL_MAX, .linger = 1};
 static int64_t spares_taken_at; /* gio_now() of the last stream begun */
 static gio_timer_t spares_timer;
@@ -33,12 +34,12 @@ static void spares_linger(gio_loop_t *l, void *arg)
 {
     (void)arg;
     int64_t quiet = spares_taken_at + H2_SPARES_LINGER;
-    if (!spares.nspare)
-        return;
-    if (gio_now(l) >= quiet)
+    if (!spares.nspare || gio_now(l) >= quiet) {
         sb_pool_empty(&spares);
-    else
+        h2_pend_spare_free();
+    } else {
         gio_timer_set(l, &spares_timer, quiet, spares_linger, NULL);
+    }
 }
 
 void h2_stream_free(h2_stream_t *s)

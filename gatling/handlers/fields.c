@@ -1,6 +1,7 @@
 /* What any backend sees of a request's fields: see fields.h. */
 #include "fields.h"
 #include "http/hbuf.h"
+#include "http/owfat.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -108,14 +109,17 @@ void fields_peer(const exchange_t *ex, char *a, int *port)
     const struct sockaddr *sa = ex->peer;
     const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)sa;
     const struct sockaddr_in *a4 = (const struct sockaddr_in *)sa;
+    /* an IPv4 address by fmt_ip4, as inet_ntop writes it: glibc's inet_ntop
+       is a sprintf, most of a FastCGI request's forwarding fields */
+    _Static_assert(FMT_IP4 < INET6_ADDRSTRLEN, "an IPv4 address and its NUL fit in a");
     strcpy(a, "0.0.0.0");
     *port = 0;
     if (sa && sa->sa_family == AF_INET) {
-        inet_ntop(AF_INET, &a4->sin_addr, a, INET6_ADDRSTRLEN);
+        a[fmt_ip4(a, (const char *)&a4->sin_addr)] = 0;
         *port = ntohs(a4->sin_port);
     } else if (sa && sa->sa_family == AF_INET6) {
         if (IN6_IS_ADDR_V4MAPPED(&a6->sin6_addr))
-            inet_ntop(AF_INET, a6->sin6_addr.s6_addr + 12, a, INET6_ADDRSTRLEN);
+            a[fmt_ip4(a, (const char *)a6->sin6_addr.s6_addr + 12)] = 0;
         else
             inet_ntop(AF_INET6, &a6->sin6_addr, a, INET6_ADDRSTRLEN);
         *port = ntohs(a6->sin6_port);

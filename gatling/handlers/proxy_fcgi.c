@@ -46,7 +46,10 @@ static int environment(px_req_t *pr, const px_target_t *t, char *env, size_t *us
         return -1;
     memcpy(script, from, n);
     script[n] = 0;
-    snprintf(file, sizeof file, "%s%s", strcmp(root, "/") ? root : "", script);
+    hbuf_t fb = hb_init(file, sizeof file); /* root and script fit theirs: both fit */
+    hb_puts(&fb, strcmp(root, "/") ? root : ""), hb_puts(&fb, script);
+    if (!hb_str(&fb))
+        return -1;
     cgi_script_t sc = {.script_name = script,
                        .path_info = t->script[0] ? "" : t->p.path + n,
                        .filename = file,

@@ -18,6 +18,11 @@ static int is_vchar(unsigned char c)
     return c >= 0x20 ? c != 0x7f : c == '\t';
 }
 
+static int is_digit(unsigned char c)
+{
+    return c >= '0' && c <= '9';
+}
+
 /* Strip the CR of a CRLF line end; a CR anywhere else is malformed. */
 static int content_end(const char *p, const char *lf, const char **e)
 {
@@ -76,27 +81,82 @@ static long request_line_end(const char *buf, size_t lf, http_request_t *req, in
     return 0;
 }
 
+/* (the word tests are exact as yes/no: a borrow only ever runs past a byte
+   that already says yes) */
+int http_value_ok(const char *s, size_t n)
+{
+    const uint64_t ones = 0x0101010101010101u, high = ones * 0x80;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t x, d;
+        memcpy(&x, s + i, 8);
+        d = x ^ ones * 0x7f; /* DEL's bytes become 0 */
+        if (((x - ones * 0x20) & ~x & high) | ((d - ones) & ~d & high))
+            for (size_t k = i; k < i + 8; k++)
+                if (!is_vchar((unsigned char)s[k]))
+                    return 0;
+    }
+    for (; i < n; i++)
+        if (!is_vchar((unsigned char)s[i]))
+            return 0;
+    return 1;
+}
+
+/* The field line [p, lf), lf > p (the caller took the empty line).  A CR
+   before lf ends the line; any other CR fails the name's or the value's
+   test, so the line is not searched for one first. */
 static long parse_header(const char *p, const char *lf, http_header_t *h, int *status)
 {
-    const char *e, *q = p;
+    const char *e = lf[-1] == '\r' ? lf - 1 : lf, *q = p;
     *status = 400;
-    if (!content_end(p, lf, &e))
-        return HTTP_MALFORMED;
     while (q < e && is_tchar(*q))
         q++;
     /* no empty name, no whitespace before the colon (9112 5.1), no obs-fold */
     if (q == p || q == e || *q != ':')
         return HTTP_MALFORMED;
     h->name = (http_str_t){p, (size_t)(q - p)};
-    for (const char *c = ++q; c < e; c++)
-        if (!is_vchar(*c))
-            return HTTP_MALFORMED;
+    q++;
+    if (!http_value_ok(q, (size_t)(e - q)))
+        return HTTP_MALFORMED;
     while (q < e && (*q == ' ' || *q == '\t'))
         q++;
     while (e > q && (e[-1] == ' ' || e[-1] == '\t'))
         e--;
     h->value = (http_str_t){q, (size_t)(e - q)};
     return 0;
+}
+
+/*
+ * The request line at pr->line, whole and well formed, in one pass of a
+ * test per byte (request_line_byte's call per byte was most of a head's
+ * parse): the offset of its LF, with sp1 and sp2 set as the byte loop sets
+ * them; or 0, nothing set, for any line it does not pass (not whole yet,
+ * malformed, a target too long), which the byte loop then judges.
+ */
+static size_t quick_line(const char *buf, size_t len, http_progress_t *pr)
+{
+    const unsigned char *s = (const unsigned char *)buf, *end = s + len;
+    const unsigned char *m = s + pr->line, *p = m, *t;
+    while (p < end && is_tchar(*p))
+        p++;
+    if (p == m || p == end || *p != ' ')
+        return 0;
+    for (t = ++p; p < end && http_target_byte(*p); p++)
+        ;
+    /* the target, a space, "HTTP/d.d" and the LF at least */
+    if (p == t || p - t > HTTP_MAX_TARGET || end - p < 10 || *p != ' ')
+        return 0;
+    const unsigned char *v = p + 1;
+    if (memcmp(v, "HTTP/", 5) || !is_digit(v[5]) || v[6] != '.' || !is_digit(v[7]))
+        return 0;
+    p = v + 8;
+    if (*p == '\r' && ++p == end)
+        return 0;
+    if (*p != '\n')
+        return 0;
+    pr->sp1 = (size_t)(t - s);
+    pr->sp2 = (size_t)(v - s);
+    return (size_t)(p - s);
 }
 
 /* The next line end at or after the progress, or NULL. */
@@ -120,6 +180,8 @@ static long parse_head(const char *buf, size_t len, http_request_t *req, int *st
         if (p < end && *p == '\r' && p + 1 == end)
             return HTTP_INCOMPLETE;
         size_t i = pr->seen > pr->line ? pr->seen : pr->line;
+        if (i == pr->line && (i = quick_line(buf, len, pr)) == 0)
+            i = pr->line; /* the byte loop judges it, from its start */
         for (; i < len && buf[i] != '\n'; i++)
             if ((*status = request_line_byte((unsigned char)buf[i], i, pr)))
                 return HTTP_MALFORMED;
@@ -165,22 +227,6 @@ long http_parse_request(const char *buf, size_t len, http_request_t *req, int *s
 {
     http_progress_t pr = {0};
     return http_parse_request_more(buf, len, req, status, &pr);
-}
-
-/* Can a and b (n bytes) be equal ignoring case?  A cheap first test, made
-   inline: bytes that differ in more than the case bit differ in any case. */
-static int same_first(const char *a, const char *b, size_t n)
-{
-    return !n || ((unsigned char)a[0] | 0x20) == ((unsigned char)b[0] | 0x20);
-}
-
-const http_str_t *http_header_n(const http_request_t *req, const char *name, size_t n)
-{
-    for (size_t i = 0; i < req->nheaders; i++)
-        if (req->headers[i].name.n == n && same_first(req->headers[i].name.p, name, n) &&
-            case_equalb(req->headers[i].name.p, n, name))
-            return &req->headers[i].value;
-    return NULL;
 }
 
 int http_request_authority(http_request_t *req)
@@ -323,8 +369,7 @@ size_t http_header_count_n(const http_request_t *req, const char *name, size_t n
 {
     size_t k = 0;
     for (size_t i = 0; i < req->nheaders; i++)
-        k += req->headers[i].name.n == n && same_first(req->headers[i].name.p, name, n) &&
-             case_equalb(req->headers[i].name.p, n, name);
+        k += req->headers[i].name.n == n && http_name_eq(req->headers[i].name.p, name, n);
     return k;
 }
 

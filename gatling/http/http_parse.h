@@ -73,8 +73,34 @@ typedef struct http_progress {
 long http_parse_request_more(const char *buf, size_t len, http_request_t *req, int *status,
                              http_progress_t *pr);
 
-/* The value of the first header named name (n bytes, case-insensitive), or NULL. */
-const http_str_t *http_header_n(const http_request_t *req, const char *name, size_t n);
+/* Is every byte of s[0..n) a field-value octet (RFC 9110 5.5: VCHAR,
+   obs-text, SP, HTAB; no other control byte, no DEL)?  1 yes, 0 no.  Eight
+   bytes a step: a word with a control byte or DEL is judged byte by byte. */
+int http_value_ok(const char *s, size_t n);
+
+/* Is a[0..n) the field name b[0..n), ignoring the case of letters?  (A
+   name is tchars: only a letter's case bit may differ.) */
+static inline int http_name_eq(const char *a, const char *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned x = (unsigned char)a[i], y = (unsigned char)b[i];
+        if (x != y && ((x ^ y) != 0x20 || (x | 0x20) - 'a' > 'z' - 'a'))
+            return 0;
+    }
+    return 1;
+}
+
+/* The value of the first header named name (n bytes, case-insensitive), or
+   NULL.  Inline: a request asks for a dozen fields it mostly does not have,
+   and the call cost more than a walk over a few names' lengths. */
+static inline const http_str_t *http_header_n(const http_request_t *req, const char *name,
+                                              size_t n)
+{
+    for (size_t i = 0; i < req->nheaders; i++)
+        if (req->headers[i].name.n == n && http_name_eq(req->headers[i].name.p, name, n))
+            return &req->headers[i].value;
+    return NULL;
+}
 
 /* How many header fields are named name (n bytes, case-insensitive). */
 size_t http_header_count_n(const http_request_t *req, const char *name, size_t n);

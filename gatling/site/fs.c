@@ -1,6 +1,7 @@
 /* Opening files below the document root: see fs.h. */
 #define _GNU_SOURCE
 #include "fs.h"
+#include "http/hbuf.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,8 +16,11 @@
 /* The path of the file open on fd (Linux: /proc/self/fd); -1 elsewhere. */
 static ssize_t fd_path(int fd, char *out, size_t outsz)
 {
-    char link[64];
-    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    char link[64]; /* not snprintf: a FastCGI request's script is opened twice */
+    hbuf_t b = hb_init(link, sizeof link);
+    hb_puts(&b, "/proc/self/fd/"), hb_num(&b, (uint64_t)fd);
+    if (fd < 0 || !hb_str(&b)) /* (an fd's digits always fit) */
+        return -1;
     ssize_t n = readlink(link, out, outsz - 1);
     if (n >= 0)
         out[n] = 0;

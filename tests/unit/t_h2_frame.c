@@ -10,6 +10,7 @@
 #include "stats.h"
 #include "tap.h"
 
+#include <nghttp2/nghttp2.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -148,6 +149,8 @@ static void test_fields(void)
     fs = (h2f_fields_t){0};
     ok(!field(&fs, ":status", "200"), "a response's pseudo-header");
     ok(!field(&fs, ":foo", "1"), "an unknown pseudo-header");
+    ok(!field(&fs, ":Path", "/") && !field(&fs, ":path ", "/") && !field(&fs, "::path", "/"),
+       "a pseudo-header's name in capitals, with a space, with two colons");
     fs = (h2f_fields_t){0};
     ok(!field(&fs, ":path", ""), "an empty :path");
     fs = (h2f_fields_t){0};
@@ -208,6 +211,29 @@ static void test_content_length(void)
     ok(!h2f_content_length(U8("12x"), 2, &v) && v == 12, "the bound is kept");
 }
 
+/*
+ * Our name and value checks say what libnghttp2's said (h2f_field_ok called
+ * them for every field): every byte, first, inside and last, of names and
+ * values of 1 to 3 bytes, and a colon before each name.
+ */
+static void test_checks_as_nghttp2(void)
+{
+    int differ = 0;
+    for (unsigned c = 0; c < 256; c++)
+        for (size_t len = 1; len <= 3; len++)
+            for (size_t at = 0; at < len; at++)
+                for (int colon = 0; colon < 2; colon++) {
+                    uint8_t b[4] = {':', 'a', 'a', 'a'};
+                    const uint8_t *p = b + !colon;
+                    size_t n = len + (size_t)colon;
+                    b[1 + at] = (uint8_t)c;
+                    differ += !h2f_name_ok(p, n) != !nghttp2_check_header_name(p, n);
+                    differ += !h2f_value_ok(p, n) != !nghttp2_check_header_value_rfc9113(p, n);
+                }
+    differ += h2f_name_ok(U8(":"), 1) || h2f_name_ok(U8(""), 0) || !h2f_value_ok(U8(""), 0);
+    is_int(differ, 0, "names and values judged as libnghttp2 judges them, every byte");
+}
+
 int main(void)
 {
     test_header();
@@ -218,5 +244,6 @@ int main(void)
     test_fields();
     test_complete();
     test_content_length();
+    test_checks_as_nghttp2();
     return tap_done();
 }

@@ -204,6 +204,32 @@ static void test_near_names(void)
     nghttp2_hd_inflate_del(inf);
 }
 
+/* Values that hash alike (the same length, first and last bytes) and
+   differ in one byte, at every place of every length up to 40: the table's
+   entry is compared byte for byte (words that overlap at the tail), so each
+   is decoded as sent, never as the entry it is like. */
+static void test_one_byte_apart(void)
+{
+    static h2e_t e;
+    uint8_t b[1024];
+    int bad = 0;
+    nghttp2_hd_inflater *inf;
+    nghttp2_hd_inflate_new(&inf);
+    h2e_init(&e, 4096);
+    for (size_t len = 1; len <= 40; len++)
+        for (size_t at = 0; at < len; at++) {
+            char v[41], w[41];
+            memset(v, 'v', len), v[len] = 0;
+            memcpy(w, v, len + 1);
+            w[at] = 'w';
+            h2_field_t f[] = {F("x-like", v), F("x-like", w)};
+            long n = h2e_encode(&e, b, sizeof b, f, 2);
+            bad += n < 0 || decodes_to(inf, b, (size_t)n, f, 2) < 0;
+        }
+    is_int(bad, 0, "one byte apart, every place of every length to 40: decoded as sent");
+    nghttp2_hd_inflate_del(inf);
+}
+
 int main(void)
 {
     test_bytes();
@@ -211,5 +237,6 @@ int main(void)
     test_random();
     test_not_indexed();
     test_near_names();
+    test_one_byte_apart();
     return tap_done();
 }

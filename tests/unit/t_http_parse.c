@@ -349,6 +349,13 @@ static void test_fields_by_name(void)
     is_int(http_header_count(&r, "Accept"), 2, "two Accept fields, not their look-alikes");
     is_int(http_header_count(&r, "Range"), 0, "no Range");
     ok(!http_header(&r, "Bccepts"), "a name of the same first letter and another length");
+    /* tchars that differ in the case bit and are no letters: ^ and ~, _ and DEL's
+       neighbour `, 5 and the control byte below it are other names */
+    ok(parse("GET / HTTP/1.1\r\nX-^: a\r\nX-_: b\r\nX-5: c\r\n\r\n", &r, &st) > 0,
+       "names of ^, _ and 5");
+    ok(!http_header(&r, "X-~") && !http_header(&r, "X-`") && !http_header(&r, "X-\025"),
+       "not found as ~, ` or the byte 0x15: only a letter's case is ignored");
+    ok(http_header(&r, "x-^") && http_header_count(&r, "X-_") == 1, "found as they are");
 }
 
 /* RFC 9112 3.2.2: an absolute-form target's authority is the request's. */
@@ -423,6 +430,48 @@ static void test_chunk_bytes(void)
     chunk_verdict(longer, 0, "a trailer's value past 4096 bytes");
 }
 
+/*
+ * A request whole (its request line in one pass, its values eight bytes a
+ * step) gets what the byte loop gives it dripped: every byte of a head
+ * replaced by each of the bytes that decide, the verdict, status and length
+ * the same.  And a value's byte is refused exactly when it is no VCHAR,
+ * SP, HTAB or obs-text, wherever it sits in its word.
+ */
+static void test_one_pass(void)
+{
+    static const char base[] = "GET /a/b?c=d HTTP/1.1\r\nHost: example.org\r\n"
+                               "User-Agent: a value of more than eight bytes\r\n\r\n";
+    static const unsigned char subst[] = {0, '\t', '\r', '\n', ' ', 0x7f, 0x80, 0xff,
+                                          ':', '/', 'H', '1', '2', '.', 'x'};
+    char s[sizeof base];
+    int differ = 0;
+    for (size_t i = 0; i + 1 < sizeof base; i++)
+        for (size_t j = 0; j < sizeof subst; j++) {
+            memcpy(s, base, sizeof base);
+            s[i] = (char)subst[j];
+            http_request_t whole, r;
+            int st_whole = 0, st = 0;
+            long want = parse_n(s, sizeof base - 1, &whole, &st_whole), got = HTTP_INCOMPLETE;
+            http_progress_t pr = {0};
+            for (size_t k = 1; k < sizeof base && got == HTTP_INCOMPLETE; k++)
+                got = http_parse_request_more(s, k, &r, &st, &pr);
+            differ += got != want || (got == HTTP_MALFORMED && st != st_whole);
+        }
+    is_int(differ, 0, "whole and dripped: the same verdict for every byte changed");
+    int wrong = 0;
+    for (unsigned c = 0; c < 256; c++)
+        for (size_t at = 0; at < 20; at++) {
+            char v[] = "GET / HTTP/1.1\r\nX: abcdefghijklmnopqrst\r\n\r\n";
+            if (c == '\n')
+                continue; /* a line end, not a value's byte */
+            v[strchr(v, 'a') - v + (long)at] = (char)c;
+            http_request_t r;
+            int st = 0, good = (c >= 0x20 && c != 0x7f) || c == '\t';
+            wrong += (parse_n(v, sizeof v - 1, &r, &st) > 0) != good;
+        }
+    is_int(wrong, 0, "a value's byte refused exactly when it is not a field-value octet");
+}
+
 int main(void)
 {
     page = (size_t)sysconf(_SC_PAGESIZE);
@@ -441,5 +490,6 @@ int main(void)
     test_fields_by_name();
     test_chunk_bytes();
     test_authority();
+    test_one_pass();
     return tap_done();
 }
