@@ -926,7 +926,9 @@ def test_open_files_per_connection_are_bounded(gatling):
     s.sendall(buf)
     time.sleep(1)
     held = len(os.listdir("/proc/%d/fd" % srv.pid)) - base
-    assert 1 <= held <= 32 + 1, held  # + the client's socket
+    # + the client's socket and the site's directory (a host_t holds it
+    # while requests name the site: handlers/host.c)
+    assert 1 <= held <= 32 + 2, held
     got = frames(s, 8)
     s.close()
     assert len([1 for t, _, _, _ in got if t == 1]) == 32, got  # HEADERS of the 32 answered
