@@ -20,6 +20,7 @@
 #include "handlers/proxy.h"
 #include "handover.h"
 #include "reload.h"
+#include "sandbox.h"
 #include "gio.h"
 #include "gio_os.h"
 #include "site/mime.h"
@@ -308,6 +309,7 @@ static int check_run(const config_t *cfg, proc_t *p, int failed)
     if (acme_prepare(cfg, p) < 0 || load_certificates(cfg, p) < 0)
         failed = 1;
     advise(cfg, p); /* the start's own warnings (advise.h) */
+    sandbox_check(cfg);
     acme_end(p); /* its challenges' directory: no client was started */
     tls_store_free(p->tls);
     p->tls = NULL;
@@ -426,7 +428,8 @@ static int serve(run_t *r, int *fds, int n)
     if ((!passed && server_listen(cfg, p, lst, &n, 0, SERVER_BACKLOG) < 0) ||
         (r->quic = server_quic_open(cfg, p, lst, n, &r->qg, 0), start_spawner(cfg, p) < 0) ||
         enter_root(cfg, p) < 0 || server_drop_privileges(cfg, p) < 0 ||
-        server_init(&r->s, cfg, p, r->mime, lst, n) < 0 || server_quic_start(&r->s, r->quic) < 0)
+        server_init(&r->s, cfg, p, r->mime, lst, n) < 0 || server_quic_start(&r->s, r->quic) < 0 ||
+        sandbox_enter(cfg, SANDBOX_SERVER, 1) < 0)
         return 1;
     r->quic = NULL; /* the server's now */
     r->served = r->reap_cluster = 1;

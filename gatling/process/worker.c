@@ -10,6 +10,7 @@
 #include "site/stats.h"
 #include "handover.h"
 #include "reload.h"
+#include "sandbox.h"
 #include "server.h"
 
 #include <errno.h>
@@ -161,7 +162,8 @@ static void worker_main(supervisor_t *sv, int i, pid_t supervisor)
     if (sv->proc.proc_fd >= 0) /* the spawner's now: the loop keeps nothing outside the chroot */
         close(sv->proc.proc_fd), sv->proc.proc_fd = -1;
     if (server_init(&s, &sv->cfg, &sv->proc, sv->mime, lst, n) < 0 ||
-        server_quic_start(&s, quic) < 0 || server_watch_parent(&s, sv->life[0]) < 0)
+        server_quic_start(&s, quic) < 0 || server_watch_parent(&s, sv->life[0]) < 0 ||
+        sandbox_enter(&sv->cfg, SANDBOX_WORKER, i == 0) < 0)
         _exit(1);
     if (got_term)
         raise(SIGTERM);
