@@ -6,9 +6,10 @@ worker refused itself execve); the start's and --check's lines saying which
 layers applied; a bad value refused.  On the code before, --sandbox was an
 unknown option and no process had a filter."""
 import os
+import signal
 import subprocess
 
-from conftest import wait_for, assert_status, fetch
+from conftest import wait_for, gone, assert_status, fetch
 from conftest import Mode
 
 
@@ -44,6 +45,36 @@ def test_single_process_is_filtered(gatling):
 def test_default_is_on(gatling):
     srv = gatling(args=("-T", "10"))
     assert status(srv.pid)["Seccomp"].strip() == "2"
+
+
+def test_an_upgrade_keeps_the_one_filter(gatling):
+    """SIGUSR2: the new binary is executed by the filtered process and inherits
+    its filter; it finds it there and stacks no second one (a long life of
+    upgrades would otherwise grow the kernel's list until it refused)."""
+    srv = gatling(args=("-T", "10", "--sandbox", "on"), check_fds=False)
+    mark = len(srv.errlog)
+    os.kill(srv.pid, signal.SIGUSR2)
+
+    def new_pid():
+        for line in srv.errlog[mark:]:
+            if "binary upgrade: started pid" in line:
+                return int(line.rsplit(" ", 1)[1])
+        return None
+    pid = wait_for(new_pid, 15, "the new process")
+    try:
+        wait_for(lambda: gone(srv.pid), 15, "the old process exiting")
+        assert_status(fetch(srv.port, "/f.txt"), 200, "after the upgrade")
+        st = status(pid)
+        assert (st["Seccomp"].strip(), st["NoNewPrivs"].strip()) == ("2", "1"), st
+        assert st.get("Seccomp_filters", "1").strip() == "1", st["Seccomp_filters"]
+        assert said(srv, "kept from the process before the upgrade"), srv.errlog
+    finally:
+        for p in (srv.pid, pid):
+            if p and not gone(p):
+                os.kill(p, signal.SIGKILL)
+        srv.process.wait()
+        srv.join()
+        srv.exit_checked = True
 
 
 def test_off_leaves_the_process_alone(gatling):
