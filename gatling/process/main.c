@@ -428,14 +428,16 @@ static int serve(run_t *r, int *fds, int n)
     if ((!passed && server_listen(cfg, p, lst, &n, 0, SERVER_BACKLOG) < 0) ||
         (r->quic = server_quic_open(cfg, p, lst, n, &r->qg, 0), start_spawner(cfg, p) < 0) ||
         enter_root(cfg, p) < 0 || server_drop_privileges(cfg, p) < 0 ||
-        server_init(&r->s, cfg, p, r->mime, lst, n) < 0 || server_quic_start(&r->s, r->quic) < 0 ||
-        sandbox_enter(cfg, SANDBOX_SERVER, 1) < 0)
+        server_init(&r->s, cfg, p, r->mime, lst, n) < 0 || server_quic_start(&r->s, r->quic) < 0)
         return 1;
     r->quic = NULL; /* the server's now */
     r->served = r->reap_cluster = 1;
     r->s.upgradable = 1;
     r->s.qgroup = &r->qg;
     say_listening(cfg, lst, n, passed);
+    /* after the lines the tests wait for; before the loop takes its first request */
+    if (sandbox_enter(cfg, SANDBOX_SERVER, 1) < 0)
+        return 1;
     if (r->s.quic)
         server_quic_steer(&r->qg);
     /* serving: an upgrade's new process replaces the old one's pid, before

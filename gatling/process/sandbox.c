@@ -118,39 +118,55 @@ static int seccomp_apply(sandbox_role_t role, say_t *b, char *err, size_t errlen
     return 0;
 }
 
-/* A -W worker's Landlock domain: what the ABI offers of no new TCP bind and
-   the two scopes.  0, or -1 with why in err. */
-static int landlock_apply(const config_t *cfg, say_t *b, char *err, size_t errlen)
+/* A -W worker's Landlock domain as this kernel's ABI allows it: no new TCP
+   bind, the two scopes; its attributes' size for the kernel (0: nothing to
+   apply), and what it is into b. */
+static size_t landlock_plan(const config_t *cfg, ll_attr_t *a, say_t *b)
 {
     int abi = landlock_abi();
-    ll_attr_t a = {0};
-    size_t size = abi >= 6 ? sizeof a : abi >= 4 ? 2 * sizeof(uint64_t) : 0;
+    size_t size = abi >= 6 ? sizeof *a : abi >= 4 ? 2 * sizeof(uint64_t) : 0;
     char part[160];
+    *a = (ll_attr_t){0};
     if (abi >= 4 && cfg->ftp_port < 0)
-        a.handled_access_net = LANDLOCK_ACCESS_NET_BIND_TCP;
+        a->handled_access_net = LANDLOCK_ACCESS_NET_BIND_TCP;
     if (abi >= 6)
-        a.scoped = LANDLOCK_SCOPE_SIGNAL | LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET;
-    if (!a.handled_access_net && !a.scoped) {
+        a->scoped = LANDLOCK_SCOPE_SIGNAL | LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET;
+    if (!a->handled_access_net && !a->scoped) {
         snprintf(part, sizeof part, "Landlock: %s", abi ? "this kernel's ABI lacks TCP and scopes"
-                                                        : "the kernel lacks it");
+                                                         : "the kernel lacks it");
         say_add(b, part);
         return 0;
     }
+    snprintf(part, sizeof part, "Landlock ABI %d: %s%s%s", abi,
+             a->handled_access_net ? "no new TCP bind" : "TCP bind kept (-f's passive mode)",
+             a->scoped ? ", signals and abstract sockets scoped" : "",
+             abi < 6 ? ", no scopes (ABI 6)" : "");
+    say_add(b, part);
+    return size;
+}
+
+/* A -W worker's Landlock domain (landlock_plan).  0, or -1 with why in err. */
+static int landlock_apply(const config_t *cfg, say_t *b, char *err, size_t errlen)
+{
+    ll_attr_t a;
+    size_t size = landlock_plan(cfg, &a, b);
+    if (!size)
+        return 0;
     int fd = (int)syscall(SYS_landlock_create_ruleset, &a, size, 0);
     if (fd < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
         syscall(SYS_landlock_restrict_self, fd, 0) < 0) {
-        snprintf(err, errlen, "Landlock ABI %d: %s", abi, strerror(errno));
+        snprintf(err, errlen, "Landlock: %s", strerror(errno));
         if (fd >= 0)
             close(fd);
         return -1;
     }
     close(fd);
-    snprintf(part, sizeof part, "Landlock ABI %d: %s%s%s", abi,
-             a.handled_access_net ? "no new TCP bind" : "TCP bind kept (-f's passive mode)",
-             a.scoped ? ", signals and abstract sockets scoped" : "",
-             abi < 6 ? ", no scopes (ABI 6)" : "");
-    say_add(b, part);
     return 0;
+}
+
+static const char *role_name(sandbox_role_t role)
+{
+    return role == SANDBOX_WORKER ? "-W workers" : "server";
 }
 
 int sandbox_enter(const config_t *cfg, sandbox_role_t role, int say)
@@ -164,15 +180,27 @@ int sandbox_enter(const config_t *cfg, sandbox_role_t role, int say)
     }
     if ((role == SANDBOX_WORKER && landlock_apply(cfg, &b, err, sizeof err) < 0) ||
         seccomp_apply(role, &b, err, sizeof err) < 0) {
-        fprintf(stderr, "gatling: sandbox: %s\n", err);
+        fprintf(stderr, "gatling: sandbox (%s): %s\n", role_name(role), err);
         return -1;
     }
     if (role == SANDBOX_SERVER)
         say_add(&b, "Landlock: not in the single process (its upgrade would inherit it)");
     if (say)
-        fprintf(stderr, "gatling: sandbox (%s): %s\n",
-                role == SANDBOX_WORKER ? "-W workers" : "server", b.s);
+        fprintf(stderr, "gatling: sandbox (%s): %s\n", role_name(role), b.s);
     return 0;
+}
+
+void sandbox_say_workers(const config_t *cfg)
+{
+    say_t b = {.n = 0};
+    ll_attr_t a;
+    if (cfg->no_sandbox) {
+        fputs("gatling: sandbox: off (--sandbox off)\n", stderr);
+        return;
+    }
+    landlock_plan(cfg, &a, &b);
+    say_add(&b, "seccomp deny-list (execve refused)");
+    fprintf(stderr, "gatling: sandbox (%s): %s\n", role_name(SANDBOX_WORKER), b.s);
 }
 
 void sandbox_check(const config_t *cfg)

@@ -36,10 +36,15 @@ typedef enum {
  * Confine the calling process for role, after its listeners, logs,
  * certificates, CGI spawner and loop are made, before its first request.
  * --sandbox off: nothing.  What applied, and what the kernel lacks, goes
- * into one line on stderr when say is set.  0; -1 after saying why when a
+ * into one line on stderr when say is set; a failure is said always.  0; -1 after saying why when a
  * layer the kernel offers could not be applied (the process must not serve).
  */
 int sandbox_enter(const config_t *cfg, sandbox_role_t role, int say);
+
+/* The line a -W worker's start would say (sandbox_enter's, from what this
+   kernel offers): the supervisor says it once, after its "listening" line,
+   for workers that confine themselves quietly and say only a failure. */
+void sandbox_say_workers(const config_t *cfg);
 
 /*
  * --check: the line the start would say for a single process and for a

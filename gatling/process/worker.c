@@ -163,7 +163,7 @@ static void worker_main(supervisor_t *sv, int i, pid_t supervisor)
         close(sv->proc.proc_fd), sv->proc.proc_fd = -1;
     if (server_init(&s, &sv->cfg, &sv->proc, sv->mime, lst, n) < 0 ||
         server_quic_start(&s, quic) < 0 || server_watch_parent(&s, sv->life[0]) < 0 ||
-        sandbox_enter(&sv->cfg, SANDBOX_WORKER, i == 0) < 0)
+        sandbox_enter(&sv->cfg, SANDBOX_WORKER, 0) < 0)
         _exit(1);
     if (got_term)
         raise(SIGTERM);
@@ -468,6 +468,7 @@ int worker_supervise(const config_t *cfg, const proc_t *p, mime_table_t *mime, c
         return 1;
     }
     announce(&sv, nfds > 0);
+    sandbox_say_workers(cfg); /* after the lines the tests wait for */
     server_quic_steer(&sv.qg);
     handover_ready();
     rc = supervise(&sv, &old);

@@ -38,8 +38,8 @@ def test_single_process_is_filtered(gatling):
     assert st["Seccomp"].strip() == "2", st["Seccomp"]
     assert st["NoNewPrivs"].strip() == "1", st["NoNewPrivs"]
     assert st.get("Seccomp_filters", "1").strip() == "1", st["Seccomp_filters"]
-    line = said(srv, "sandbox (server):")
-    assert line and "seccomp deny-list" in line[0], srv.errlog
+    line = wait_for(lambda: said(srv, "sandbox (server):"), 5, "the sandbox's line")
+    assert "seccomp deny-list" in line[0], srv.errlog
 
 
 def test_default_is_on(gatling):
@@ -67,7 +67,7 @@ def test_an_upgrade_keeps_the_one_filter(gatling):
         st = status(pid)
         assert (st["Seccomp"].strip(), st["NoNewPrivs"].strip()) == ("2", "1"), st
         assert st.get("Seccomp_filters", "1").strip() == "1", st["Seccomp_filters"]
-        assert said(srv, "kept from the process before the upgrade"), srv.errlog
+        wait_for(lambda: said(srv, "kept from the process before the upgrade"), 5, "its line")
     finally:
         for p in (srv.pid, pid):
             if p and not gone(p):
@@ -83,7 +83,7 @@ def test_off_leaves_the_process_alone(gatling):
     st = status(srv.pid)
     assert st["Seccomp"].strip() == "0", st["Seccomp"]
     assert st["NoNewPrivs"].strip() == "0", st["NoNewPrivs"]
-    assert said(srv, "sandbox: off"), srv.errlog
+    wait_for(lambda: said(srv, "sandbox: off"), 5, "the sandbox's line")
 
 
 def test_workers_filtered_supervisor_not_cgi_runs(gatling):
@@ -97,8 +97,8 @@ def test_workers_filtered_supervisor_not_cgi_runs(gatling):
     for k in kids:
         st = status(k)
         assert (st["Seccomp"].strip(), st["NoNewPrivs"].strip()) == ("2", "1"), (k, st)
-    line = said(srv, "sandbox (-W workers):")
-    assert line and "execve refused" in line[0] and "Landlock" in line[0], srv.errlog
+    line = wait_for(lambda: said(srv, "sandbox (-W workers):"), 5, "the sandbox's line")
+    assert "execve refused" in line[0] and "Landlock" in line[0], srv.errlog
     for _ in range(6):  # both workers, by SO_REUSEPORT's spread
         r = fetch(srv.port, "/cgi/hi.sh")
         assert_status(r, 200, "CGI from a sandboxed worker")
