@@ -436,7 +436,7 @@ static int serve(run_t *r, int *fds, int n)
     r->s.qgroup = &r->qg;
     say_listening(cfg, lst, n, passed);
     /* after the lines the tests wait for; before the loop takes its first request */
-    if (sandbox_enter(cfg, SANDBOX_SERVER, 1) < 0)
+    if (sandbox_enter(cfg, SANDBOX_SERVER, 1, handover_is_upgrade()) < 0)
         return 1;
     if (r->s.quic)
         server_quic_steer(&r->qg);

@@ -100,15 +100,21 @@ static int seccomp_rules(scmp_filter_ctx f, sandbox_role_t role)
 }
 
 /* The filter (NoNewPrivs set by seccomp_load).  0, or -1 with why in err. */
-static int seccomp_apply(sandbox_role_t role, say_t *b, char *err, size_t errlen)
+static int seccomp_apply(sandbox_role_t role, int upgraded, say_t *b, char *err,
+                         size_t errlen)
 {
-    if (prctl(PR_GET_SECCOMP, 0, 0, 0, 0) == 2) { /* an upgrade: the old process's filter */
+    if (upgraded && prctl(PR_GET_SECCOMP, 0, 0, 0, 0) == 2) { /* the old process's filter */
         say_add(b, "seccomp deny-list kept from the process before the upgrade");
         return 0;
     }
     scmp_filter_ctx f = seccomp_init(SCMP_ACT_ALLOW);
-    int rc = !f ? -ENOMEM : seccomp_rules(f, role) < 0 ? -EINVAL : seccomp_load(f);
+    int made = f && seccomp_rules(f, role) == 0;
+    int rc = !made ? -ENOMEM : seccomp_load(f);
     seccomp_release(f);
+    if (made && (rc == -EINVAL || rc == -ENOSYS)) { /* no CONFIG_SECCOMP_FILTER */
+        say_add(b, "seccomp: the kernel lacks filters");
+        return 0;
+    }
     if (rc < 0) {
         snprintf(err, errlen, "seccomp: the filter could not be loaded: %s", strerror(-rc));
         return -1;
@@ -169,7 +175,7 @@ static const char *role_name(sandbox_role_t role)
     return role == SANDBOX_WORKER ? "-W workers" : "server";
 }
 
-int sandbox_enter(const config_t *cfg, sandbox_role_t role, int say)
+int sandbox_enter(const config_t *cfg, sandbox_role_t role, int say, int upgraded)
 {
     char err[200];
     say_t b = {.n = 0};
@@ -179,7 +185,7 @@ int sandbox_enter(const config_t *cfg, sandbox_role_t role, int say)
         return 0;
     }
     if ((role == SANDBOX_WORKER && landlock_apply(cfg, &b, err, sizeof err) < 0) ||
-        seccomp_apply(role, &b, err, sizeof err) < 0) {
+        seccomp_apply(role, upgraded, &b, err, sizeof err) < 0) {
         fprintf(stderr, "gatling: sandbox (%s): %s\n", role_name(role), err);
         return -1;
     }

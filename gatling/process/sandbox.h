@@ -36,10 +36,14 @@ typedef enum {
  * Confine the calling process for role, after its listeners, logs,
  * certificates, CGI spawner and loop are made, before its first request.
  * --sandbox off: nothing.  What applied, and what the kernel lacks, goes
- * into one line on stderr when say is set; a failure is said always.  0; -1 after saying why when a
+ * into one line on stderr when say is set; a failure is said always.
+ * upgraded: an upgrade's new process, which keeps the filter it inherited
+ * from the old one rather than stack a second (a filter from elsewhere, a
+ * container's or systemd's, gets ours on top).  A kernel without seccomp
+ * filters or Landlock: said, and the process serves without it.  0; -1 after saying why when a
  * layer the kernel offers could not be applied (the process must not serve).
  */
-int sandbox_enter(const config_t *cfg, sandbox_role_t role, int say);
+int sandbox_enter(const config_t *cfg, sandbox_role_t role, int say, int upgraded);
 
 /* The line a -W worker's start would say (sandbox_enter's, from what this
    kernel offers): the supervisor says it once, after its "listening" line,

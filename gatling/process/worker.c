@@ -163,7 +163,7 @@ static void worker_main(supervisor_t *sv, int i, pid_t supervisor)
         close(sv->proc.proc_fd), sv->proc.proc_fd = -1;
     if (server_init(&s, &sv->cfg, &sv->proc, sv->mime, lst, n) < 0 ||
         server_quic_start(&s, quic) < 0 || server_watch_parent(&s, sv->life[0]) < 0 ||
-        sandbox_enter(&sv->cfg, SANDBOX_WORKER, 0) < 0)
+        sandbox_enter(&sv->cfg, SANDBOX_WORKER, 0, 0) < 0)
         _exit(1);
     if (got_term)
         raise(SIGTERM);
