@@ -31,6 +31,7 @@ LDLIBS += -lzstd
 LDLIBS += -lbrotlienc
 LDLIBS += -lssl -lcrypto
 LDLIBS += -lnghttp2
+LDLIBS += -lseccomp # --sandbox (process/sandbox.c)
 # the ACME client (gatling/acme/): HTTPS to the CA, its JSON; DNS-01's RFC 2136
 # updates signed with TSIG (libldns)
 LDLIBS += -lcurl -ljson-c -lldns

@@ -14,12 +14,13 @@ case $level in run|check|bench) ;; *) echo "usage: sh tests/setup.sh [run|check|
 # asks for the fastest backend does: it is small), libcurl and json-c (the ACME client,
 # gatling/acme/: HTTPS to the CA and its JSON), libldns (its DNS-01: RFC 2136 updates signed
 # with TSIG: always linked, as a wildcard certificate needs it; small), libzstd and
-# libbrotli (zstd and br on the fly, site/zcoder.c; zstd also for dcz)
+# libbrotli (zstd and br on the fly, site/zcoder.c; zstd also for dcz), libseccomp (the
+# serving process's system-call filter, --sandbox: process/sandbox.c)
 # (libnghttp2-dev: Debian 12's 1.52.0-1+deb12u3 or later, which carries the rapid-reset
 #  (CVE-2023-44487) and CONTINUATION (CVE-2024-28182) fixes -- h2.c calls
 #  nghttp2_option_set_max_continuations, which older builds lack, so they fail to link)
 pkgs="gcc make libc6-dev libowfat-dev libssl-dev openssl zlib1g-dev liburing-dev libnghttp2-dev libzstd-dev
-      libbrotli-dev libcurl4-openssl-dev libjson-c-dev libldns-dev"
+      libbrotli-dev libcurl4-openssl-dev libjson-c-dev libldns-dev libseccomp-dev"
 # What make check tests with (the rest of this file, but for apt-get itself):
 [ "$level" = run ] || {
 pkgs="$pkgs nghttp2-client python3-h2 curl wrk apache2-utils python3 goaccess clang libclang-rt-14-dev gnuplot-nox zstd brotli

@@ -256,6 +256,11 @@ int handover_outcome(int fd, char *why, size_t len)
     return 0;
 }
 
+int handover_is_upgrade(void)
+{
+    return env_number("GATLING_UPGRADE_FD", INT_MAX) > 0;
+}
+
 void handover_ready(void)
 {
     capture_end(1);

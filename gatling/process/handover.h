@@ -105,6 +105,9 @@ int handover_outcome(int fd, char *why, size_t len);
  */
 void handover_ready(void);
 
+/* Is this process an upgrade's new one (until handover_ready tells the old)?  1 or 0. */
+int handover_is_upgrade(void);
+
 /* Any other sd_notify state line ("STOPPING=1", "STATUS=..."); best effort. */
 void handover_notify(const char *state);
 

@@ -20,6 +20,7 @@
 #include "handlers/proxy.h"
 #include "handover.h"
 #include "reload.h"
+#include "sandbox.h"
 #include "gio.h"
 #include "gio_os.h"
 #include "site/mime.h"
@@ -308,6 +309,7 @@ static int check_run(const config_t *cfg, proc_t *p, int failed)
     if (acme_prepare(cfg, p) < 0 || load_certificates(cfg, p) < 0)
         failed = 1;
     advise(cfg, p); /* the start's own warnings (advise.h) */
+    sandbox_check(cfg);
     acme_end(p); /* its challenges' directory: no client was started */
     tls_store_free(p->tls);
     p->tls = NULL;
@@ -433,6 +435,9 @@ static int serve(run_t *r, int *fds, int n)
     r->s.upgradable = 1;
     r->s.qgroup = &r->qg;
     say_listening(cfg, lst, n, passed);
+    /* after the lines the tests wait for; before the loop takes its first request */
+    if (sandbox_enter(cfg, SANDBOX_SERVER, 1, handover_is_upgrade()) < 0)
+        return 1;
     if (r->s.quic)
         server_quic_steer(&r->qg);
     /* serving: an upgrade's new process replaces the old one's pid, before

@@ -4,6 +4,7 @@
 #include "editdist.h"
 #include "acme_setup.h"
 #include "cluster_setup.h"
+#include "sandbox.h"
 #include "gio.h"
 #include "quic/quic.h"
 #include "site/nets.h"
@@ -555,11 +556,10 @@ static const optdef_t last_opts[] = {
                "  --list-options  print this table of options (names, kind of value, whether\n"
                "            the options file may hold it and a reload change it), and exit\n"),
     OPT_LAST};
-
 /* Every module's rows, in -h's order. */
 static const optdef_t *const sections[] = {
     head_opts, general_opts, https_opts, tls_early_opts, tls_client_opts, acme_opts, cluster_opts,
-    dynamic_opts, proxy_opts, cache_opts, compress_opts, ftp_opts, last_opts};
+    dynamic_opts, proxy_opts, cache_opts, compress_opts, ftp_opts, sandbox_opts, last_opts};
 
 #define OPT_ROWS 128 /* rows in all */
 #define OPT_LONG_VAL 1000 /* getopt_long's value of row i without a short name: 1000 + i */

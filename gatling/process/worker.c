@@ -10,6 +10,7 @@
 #include "site/stats.h"
 #include "handover.h"
 #include "reload.h"
+#include "sandbox.h"
 #include "server.h"
 
 #include <errno.h>
@@ -161,7 +162,8 @@ static void worker_main(supervisor_t *sv, int i, pid_t supervisor)
     if (sv->proc.proc_fd >= 0) /* the spawner's now: the loop keeps nothing outside the chroot */
         close(sv->proc.proc_fd), sv->proc.proc_fd = -1;
     if (server_init(&s, &sv->cfg, &sv->proc, sv->mime, lst, n) < 0 ||
-        server_quic_start(&s, quic) < 0 || server_watch_parent(&s, sv->life[0]) < 0)
+        server_quic_start(&s, quic) < 0 || server_watch_parent(&s, sv->life[0]) < 0 ||
+        sandbox_enter(&sv->cfg, SANDBOX_WORKER, 0, 0) < 0)
         _exit(1);
     if (got_term)
         raise(SIGTERM);
@@ -466,6 +468,7 @@ int worker_supervise(const config_t *cfg, const proc_t *p, mime_table_t *mime, c
         return 1;
     }
     announce(&sv, nfds > 0);
+    sandbox_say_workers(cfg); /* after the lines the tests wait for */
     server_quic_steer(&sv.qg);
     handover_ready();
     rc = supervise(&sv, &old);

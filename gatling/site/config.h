@@ -90,6 +90,7 @@ typedef struct config {
     const char *user;      /* -u: drop privileges to this user after binding */
     const char *mime_file; /* -m: NULL = /etc/mime.types */
     int workers;           /* -W: worker processes; 1 = no supervisor */
+    int no_sandbox;        /* --sandbox off: no seccomp filter, no Landlock (process/sandbox.h) */
     int early_data;        /* --early-data: the replay table's entries; 0: early data refused */
     int vhosts;            /* 0 with -H: no virtual hosting */
     int vhost_only;        /* -v: never serve from the document root itself */
