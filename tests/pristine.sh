@@ -201,6 +201,9 @@ say "clone of $(git -C "$root" rev-parse --short "$commit") into /root/gatling o
 rc=0
 unshare --mount --pid --fork --kill-child --propagation private sh -c '
     t=$1
+    # the tree a mount of its own first, so that its / is a mount point, as on a machine
+    # (t_fs makes / private in a namespace of its own: EINVAL on a plain folder)
+    mount --bind "$t" "$t" && mount --make-private "$t" &&
     mount -t proc proc "$t/proc" && mount --rbind /sys "$t/sys" &&
         mount --rbind /dev "$t/dev" || exit 1
     exec chroot "$t" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
