@@ -214,8 +214,8 @@ check-all-build: setup layers
 # Last, the pristine machine (tests/pristine.sh, issue 91; PRISTINE=0 leaves it
 # out): the README's `make run` and `make check` on the submitted head (HEAD, not
 # the work tree's changes) in a Debian tree nobody used (debootstrap, chroot; root
-# only, ports 8000 and 4433 free).  About 20 minutes on the shared 2 cores here (the
-# tree's set-up, builds and make check), so CI's check-all is ~33 + 4 + 20 min, within
+# only, ports 8000 and 4433 free).  20-26 minutes on the shared 2 cores here (the
+# tree's set-up, builds and make check), so CI's check-all is ~33 + 4 + 26 min, within
 # its 90; after the passes and the ledger, so that it slows none of their timing tests.
 PRISTINE ?= 1
 check-all: check-all-build
