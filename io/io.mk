@@ -12,12 +12,14 @@ $(IO_LIB): $(IO_SRC:%.c=$(B)/%.o) $(IO_TLS_SRC:%.c=$(B)/%.o)
 $(B)/io/gio.o: io/gio_$(IO).c
 
 # make cross: compile io/ with IO=kqueue and link the io unit tests for the
-# BSDs and macOS with zig cc (python3 -m pip install ziglang).  There is no
+# BSDs and macOS with zig cc (python3 -m pip install ziglang; tests/setup.sh
+# puts it in build/python).  There is no
 # BSD host here, so this is a compile-and-link check against the real system
 # headers and libc, not a run.  Skipped, with the reason, when zig is absent.
 CROSS_TARGETS ?= x86_64-freebsd x86_64-openbsd x86_64-macos
 CROSS_TESTS   := t_gio_loop t_gio_timer t_gio_batch t_gio_sigio t_gio_udp
-ZIGCC         ?= $(PYTHON) -m ziglang cc
+ZIGCC         ?= PYTHONPATH=$(CURDIR)/build/python$${PYTHONPATH:+:$$PYTHONPATH} \
+                 $(PYTHON) -m ziglang cc
 CROSS_FLAGS   := -std=gnu11 -O2 -Wall -Wextra -Werror -DGIO_BACKEND_KQUEUE -Iio -Itests/unit
 
 cross:

@@ -197,10 +197,14 @@ EOF
     printf "export PRISTINE_COMMAND='%s'\n" "$(printf %s "$command" | sed "s/'/'\\\\''/g")" \
         >>"$tree/pristine/env"
 say "clone of $(git -C "$root" rev-parse --short "$commit") into /root/gatling of the tree" \
-    "(logs: the tree's /pristine/run.log and check.log, copied to build/pristine/)"
+    "(logs: the tree's /pristine/run.log and check.log, copied to build/pristine/ with" \
+    "make check's build/check/)"
 rc=0
 unshare --mount --pid --fork --kill-child --propagation private sh -c '
     t=$1
+    # the tree a mount of its own first, so that its / is a mount point, as on a machine
+    # (t_fs makes / private in a namespace of its own: EINVAL on a plain folder)
+    mount --bind "$t" "$t" && mount --make-private "$t" &&
     mount -t proc proc "$t/proc" && mount --rbind /sys "$t/sys" &&
         mount --rbind /dev "$t/dev" || exit 1
     exec chroot "$t" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
@@ -209,5 +213,7 @@ unshare --mount --pid --fork --kill-child --propagation private sh -c '
 for f in run.log check.log; do
     [ -f "$tree/pristine/$f" ] && cp "$tree/pristine/$f" "$cache/$f"
 done
+rm -rf "$cache/check"  # make check's logs of each pass (a failure's details are there)
+[ -d "$tree/root/gatling/build/check" ] && cp -r "$tree/root/gatling/build/check" "$cache/check"
 say "$(($(date +%s) - t0)) s in all; the tree is thrown away"
 exit $rc

@@ -51,6 +51,9 @@ pkgs="$pkgs valgrind"
 # python3-zstandard, python3-brotli: test_compress.py decodes gatling's zstd and br on the fly
 # with real decoders (gzip is Python's own)
 pkgs="$pkgs python3-zstandard python3-brotli"
+# python3-pip: pip, which a fresh Debian 12 lacks (minbase and the cloud images alike), for
+# the modules Debian 12 does not package (aioquic, ziglang: below, into build/python)
+pkgs="$pkgs python3-pip"
 # certbot: test_acme.py issues and renews a certificate through gatling with it (against
 # Pebble, below; its own directories under the test's tmp).  Its certbot.timer runs
 # `certbot -q renew` twice a day, which does nothing while /etc/letsencrypt holds no
@@ -189,12 +192,29 @@ fi
 python3 -c 'import h2' 2>/dev/null || [ -d /usr/lib/python3/dist-packages/h2 ] ||
     python3 -m pip install -q h2 >/dev/null 2>&1 ||
     echo "setup: h2 is not importable by $(command -v python3): the h2 pass fails" >&2
+# pip's packages for the tests go to build/python (pip --target), which conftest.py puts
+# first on the tests' path and io/io.mk on make cross's, never into the system's python3:
+# Debian 12's is "externally managed" (PEP 668: pip installs nothing beside apt's packages
+# there, only with --target or the like), and aioquic's cryptography and pyOpenSSL, newer
+# than Debian's, would shadow them for certbot and every other Python program of the
+# machine (issue 91: on a fresh Debian 12 pip was missing, and would have been refused)
+root=$(cd "$(dirname "$0")/.." && pwd)
+pydir="$root/build/python"
+pip_for_tests() {  # pip_for_tests MODULE SPEC: SPEC into build/python unless MODULE imports
+    PYTHONPATH="$pydir" python3 -c "import $1" 2>/dev/null && return 0
+    newbuild=; [ -d "$root/build" ] || newbuild=1
+    python3 -m pip install -q --target "$pydir" "$2" >/dev/null 2>&1 || return 1
+    if [ "$(id -u)" = 0 ] && [ "$(stat -c %u "$root")" != 0 ]; then
+        chown -R "$(stat -c %u:%g "$root")" "$pydir"
+        if [ -n "$newbuild" ]; then chown "$(stat -c %u:%g "$root")" "$root/build"; fi
+    fi
+}
 # aioquic (HTTP/3 client library) for test_h3.py and the h3 pass (conftest's H3Client);
 # never fatal (test_h3.py skips that client, the h3 pass says what it needs)
-python3 -c 'import aioquic' 2>/dev/null || python3 -m pip install -q aioquic >/dev/null 2>&1 ||
+pip_for_tests aioquic aioquic ||
     echo "setup: could not pip install aioquic: test_h3.py skips its aioquic tests" >&2
 # zig cc for `make cross` (io/ with kqueue for the BSDs and macOS); optional, never fatal
-python3 -c 'import ziglang' 2>/dev/null || python3 -m pip install -q ziglang==0.17.0 >/dev/null 2>&1 ||
+pip_for_tests ziglang ziglang==0.17.0 ||
     echo "setup: could not pip install ziglang: make cross will be skipped" >&2
 # h2spec (HTTP/2 conformance) where Go exists; optional, never fatal (test_h2.py
 # skips without it)
@@ -240,7 +260,6 @@ fi
 # the tree's owner, whose make writes build/ later
 CACHE_TESTS_VERSION=0.4.5
 UNDICI_VERSION=7.30.2
-root=$(cd "$(dirname "$0")/.." && pwd)
 ct="$root/build/cache-tests"
 if ! grep -qs "\"version\": \"$CACHE_TESTS_VERSION\"" "$ct/node_modules/http-cache-tests/package.json" ||
    ! grep -qs "\"version\": \"$UNDICI_VERSION\"" "$ct/node_modules/undici/package.json"; then

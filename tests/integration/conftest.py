@@ -52,6 +52,12 @@ for _d in sorted(os.listdir(_HERE)):
         sys.path.append(_p)
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
+# pip's packages for the tests (aioquic), which tests/setup.sh puts in build/python, never
+# in the system's python3 (issue 91), go first: aioquic needs a newer cryptography than
+# Debian 12's, which this process alone then takes from there
+_PIP = os.path.join(os.path.dirname(os.path.dirname(_HERE)), "build", "python")
+if os.path.isdir(_PIP) and _PIP not in sys.path:
+    sys.path.insert(0, _PIP)
 
 # The sanitized servers' leak check skips the libraries' own known leaks (tests/lsan.supp says
 # which and why); every process the tests start inherits it.

@@ -960,11 +960,19 @@ def test_ftps_data_needs_session_reuse(gatling):
     session is refused (vsftpd's require_ssl_reuse): Python's plain FTP_TLS."""
     srv = start(gatling, tls=True)
     f = tls_client(srv, cls=ftplib.FTP_TLS)
-    with pytest.raises(Exception):
+    # the 522 is retr's own error where ftplib reads the refused data connection's end as
+    # a clean one and then the reply (Debian 12's Python 3.11.2: issue 91's pristine tree),
+    # or the next reply after the data connection's error (a later 3.11's)
+    try:
         retr(f, "a.txt")
-    with pytest.raises(ftplib.error_perm) as e:
-        f.voidresp()
-    assert str(e.value).startswith("522")
+        reply = "a.txt was served"
+    except ftplib.error_perm as e:
+        reply = str(e)
+    except Exception:  # the data connection's error, not the reply
+        with pytest.raises(ftplib.error_perm) as e:
+            f.voidresp()
+        reply = str(e.value)
+    assert reply.startswith("522"), reply
     assert f.sendcmd("NOOP").startswith("200")
     f.quit()
 

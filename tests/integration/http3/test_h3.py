@@ -447,9 +447,13 @@ def test_sigterm_with_a_vanished_client(gatling):
     the server took the whole -T to exit.)"""
     srv, port = h3_server(gatling, {"f.txt": b"hello\n", "big.bin": os.urandom(32 << 20)},
                           extra=("-T", "30"))
-    cl = subprocess.Popen([__import__("sys").executable, "-c", VANISHING_CLIENT, str(port),
+    # the client imports aioquic from where this process does (build/python on a
+    # Debian python3: tests/setup.sh, conftest.py; issue 91's pristine tree)
+    sys_ = __import__("sys")
+    cl = subprocess.Popen([sys_.executable, "-c", VANISHING_CLIENT, str(port),
                            os.path.join(pki_dir(), "ca.pem"), "/big.bin"],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys_.path)))
     try:
         line = cl.stdout.readline()
         assert line == b"data\n", (line, cl.stderr.read1(4096) if cl.poll() is not None else "")
