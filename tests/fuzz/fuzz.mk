@@ -36,7 +36,7 @@ FUZZ_DIR := build/fuzz
 FUZZ_CFLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
                -DGIO_BACKEND_POLL -Iio -Igatling -Igatling/http -Igatling/site \
                -Igatling/handlers -Igatling/process -Itests/fuzz
-FUZZ_LIBS := -lnghttp2 -lcurl -ljson-c -lldns -lssl -lcrypto -lowfat -lcrypt -lz -lzstd \
+FUZZ_LIBS := -lnghttp2 -lcurl -ljson-c -lldns -lssl -lcrypto -lowfat -lcrypt -lz -lzstd -lseccomp \
              -lbrotlienc
 # with HTTP/3 where the top makefile found its libraries (H3=1): every object
 # and harness alike, as the headers' structures depend on it

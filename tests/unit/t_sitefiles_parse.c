@@ -209,6 +209,16 @@ static void test_refused_bound(void)
     parse_r(&t, big);
     is_str(go(&t, "/"), "301 /home", "a placeholder a dot segment removes: static, kept");
     sf_redirects_free(&t);
+
+    p = big;
+    for (int i = 0; i < 101; i++)
+        p += sprintf(p, "/d%d/* /t%d\n", i, i);
+    p += sprintf(p, "  /e%%41/* /esc\nnopath /x\n/s /t\n");
+    parse_r(&t, big);
+    is_int(nbad, 3, "dynamic rules full: the plain one, the escaped one (parsed), no path: told");
+    is_str(go(&t, "/eA/q"), "-", "... the escaped dynamic one over the limit not applied");
+    is_str(go(&t, "/s"), "301 /t", "... a static rule after them applies");
+    sf_redirects_free(&t);
     free(big);
 }
 
