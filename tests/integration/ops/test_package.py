@@ -185,6 +185,9 @@ def test_tmpfiles_file_makes_the_pid_files_directory(tmp_path):
     gatling.conf's --pid-file, for gatling run without systemd's
     RuntimeDirectory=; make install puts it in tmpfiles.d."""
     (tmp_path / "etc").mkdir()
+    # group adm as Debian's base-passwd makes it on every machine (the logs'
+    # directory below is its)
+    (tmp_path / "etc" / "group").write_text("adm:x:4:\n")
     for tool, f in (("systemd-sysusers", "gatling.sysusers"),
                     ("systemd-tmpfiles", "gatling.tmpfiles")):
         r = subprocess.run([tool, "--root=" + str(tmp_path)] +
@@ -195,6 +198,8 @@ def test_tmpfiles_file_makes_the_pid_files_directory(tmp_path):
     st = os.stat(tmp_path / "run" / "gatling")
     uid = int((tmp_path / "etc" / "passwd").read_text().split(":")[2])
     assert st.st_uid == uid and st.st_gid == uid and (st.st_mode & 0o7777) == 0o755, st
+    st = os.stat(tmp_path / "var" / "log" / "gatling")
+    assert st.st_uid == uid and st.st_gid == 4 and (st.st_mode & 0o7777) == 0o2750, st
     with open(os.path.join(ROOT, "dist", "gatling.conf")) as f:
         assert "--pid-file /run/gatling/gatling.pid" in f.read()
 
