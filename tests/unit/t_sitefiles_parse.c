@@ -174,6 +174,14 @@ static void test_refused(void)
     free(big);
 }
 
+/* n dynamic rules (/dI/ and a star, to /tI), one a line, at p: the end of what it wrote. */
+static char *dynamic_rules(char *p, int n)
+{
+    for (int i = 0; i < n; i++)
+        p += sprintf(p, "/d%d/* /t%d\n", i, i);
+    return p;
+}
+
 /* Issue 92: a _redirects of megabytes costs little on the loop: past
    SF_REFUSED_MAX lines refused the rest is not read; a line plainly of a
    kind that is full is refused without being parsed, not counted. */
@@ -202,17 +210,13 @@ static void test_refused_bound(void)
     is_str(go(&t, "/d/q"), "301 /dyn", "a dynamic rule after them applies");
     sf_redirects_free(&t);
 
-    p = big;
-    for (int i = 0; i < 101; i++)
-        p += sprintf(p, "/d%d/* /t%d\n", i, i);
+    p = dynamic_rules(big, 101);
     p += sprintf(p, "/:x/.. /home\n");
     parse_r(&t, big);
     is_str(go(&t, "/"), "301 /home", "a placeholder a dot segment removes: static, kept");
     sf_redirects_free(&t);
 
-    p = big;
-    for (int i = 0; i < 101; i++)
-        p += sprintf(p, "/d%d/* /t%d\n", i, i);
+    p = dynamic_rules(big, 101);
     p += sprintf(p, "  /e%%41/* /esc\nnopath /x\n/s /t\n");
     parse_r(&t, big);
     is_int(nbad, 3, "dynamic rules full: the plain one, the escaped one (parsed), no path: told");
